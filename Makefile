@@ -1,0 +1,43 @@
+# lmlite — see README.md. `make run` builds and serves a demo; `make test` is what CI runs.
+GO        ?= go
+BIN       := bin/lmlite
+DATA      ?= data
+FUZZTIME  ?= 10s
+
+.PHONY: build test test-short fuzz run bench vet clean
+
+build:
+	$(GO) build -o $(BIN) ./cmd/lmlite
+
+# The full suite: vet, every test with the race detector, then each fuzz target briefly.
+test: vet
+	$(GO) test -race -count=1 -timeout 20m ./...
+	$(MAKE) fuzz
+
+test-short:
+	$(GO) test -short -count=1 ./...
+
+vet:
+	$(GO) vet ./...
+
+# Each fuzz target runs for $(FUZZTIME); `go test -fuzz` takes one target per package at a time.
+fuzz:
+	@set -e; for t in $$(grep -rhoE '^func (Fuzz[A-Za-z0-9_]+)\(' --include='*_test.go' . | sed 's/func //; s/(//' | sort -u); do \
+	  pkg=$$(grep -rlE "^func $$t\(" --include='*_test.go' . | head -1 | xargs dirname); \
+	  echo "fuzz $$pkg $$t"; \
+	  $(GO) test -run='^$$' -fuzz="^$$t$$" -fuzztime=$(FUZZTIME) $$pkg; \
+	done
+
+# Until the gateway serves, `make run` generates a small model and generates text with it.
+run: build
+	@mkdir -p $(DATA)
+	@[ -f $(DATA)/demo-tiny.gguf ] || ./$(BIN) gen-model --arch llama --preset tiny --type q8_0 --seed 1 --out $(DATA)/demo-tiny.gguf
+	./$(BIN) run --model $(DATA)/demo-tiny.gguf --prompt "Once upon a time" --max-tokens 64
+
+bench: build
+	@mkdir -p $(DATA)
+	@[ -f $(DATA)/bench-125m-q4_k_m.gguf ] || ./$(BIN) gen-model --arch llama --preset 125m --type q4_k_m --seed 1 --out $(DATA)/bench-125m-q4_k_m.gguf
+	./$(BIN) bench --model $(DATA)/bench-125m-q4_k_m.gguf --threads 2
+
+clean:
+	rm -rf bin

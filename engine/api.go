@@ -1,0 +1,159 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// This file holds the types of the Block API (LM Lite's LMLiteBlock shape) that the
+// gateway and embedding programs use. The Block itself (scheduler, replicas, idle
+// unload, leases) comes with the runtime; the types are fixed first so that callers
+// can be written against them.
+
+// ModelConfig declares one model of a Block. Zero values take the documented defaults.
+type ModelConfig struct {
+	ID                  string        `yaml:"model_id"`
+	Path                string        `yaml:"path"`                           // GGUF file
+	MaxModelLen         int           `yaml:"max_model_len"`                  // prompt + output tokens; 0: the model's context length
+	MaxModelConcurrency int           `yaml:"max_model_concurrency"`          // sequences in one batch; 0: 8
+	BatchExecuteTimeout time.Duration `yaml:"model_batch_execute_timeout_ms"` // run a batch that is not full after this long; 0: single-request mode
+	Replicas            int           `yaml:"replicas"`                       // 0: 1
+	IdleTimeout         time.Duration `yaml:"idle_timeout"`                   // unload after this long idle; 0: 5 minutes; <0: never
+	Priority            int           `yaml:"priority"`                       // for memory leases: higher keeps its memory
+}
+
+// Priority is a request's scheduling class: interactive requests run before batch ones.
+type Priority int
+
+const (
+	Interactive Priority = iota
+	Batch
+)
+
+// Sampling holds the sampling parameters of one request. The zero value is greedy.
+type Sampling struct {
+	Temperature      float32 // 0: greedy
+	TopK             int     // 0: off
+	TopP             float32 // 0 or 1: off
+	MinP             float32 // 0: off
+	RepeatPenalty    float32 // 0 or 1: off
+	PresencePenalty  float32
+	FrequencyPenalty float32
+	RepeatLastN      int    // tokens the penalties look back over; 0: 64
+	Seed             uint64 // the same seed gives the same tokens
+}
+
+// Message is one chat message.
+type Message struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// Request is one generation request: prompt tokens (already rendered and tokenized;
+// see Block.Tokenize and Block.RenderChat), sampling and limits.
+type Request struct {
+	Prompt    []int32
+	MaxTokens int // 0: until the model's limit
+	Sampling  Sampling
+	Stop      []string // stop strings; the output ends before the first match
+
+	Tenant    string   // fair queues are per tenant
+	Weight    float64  // the tenant's share weight; 0: 1
+	Priority  Priority // interactive before batch
+	CacheSalt string   // prefix-cache salt; "" means shared on purpose
+}
+
+// Token is one generated token as the stream delivers it. Text holds the complete
+// UTF-8 characters that this token finishes (possibly empty while a character is
+// still split across tokens): concatenating Text of a stream gives the output text.
+type Token struct {
+	ID   int32
+	Text string
+}
+
+// Finish reasons.
+const (
+	FinishStop      = "stop"      // end-of-sequence token or a stop string
+	FinishLength    = "length"    // MaxTokens or the model's length limit
+	FinishCancelled = "cancelled" // the context was cancelled
+)
+
+// Usage is the final record of one request.
+type Usage struct {
+	PromptTokens       int
+	CompletionTokens   int
+	CachedTokens       int // prompt tokens served from the prefix cache
+	FinishReason       string
+	QueueTime          time.Duration // from submission to the first step that included it
+	TimeToFirstToken   time.Duration // from submission to the first token
+	TimePerOutputToken time.Duration // mean gap between output tokens after the first
+	ColdStart          time.Duration // model load time this request waited for, if any
+	Replica            int
+}
+
+// Stream delivers the tokens of one request and then its usage. Tokens is closed when
+// generation ends; Wait then returns the usage and the error that ended it, if any.
+type Stream struct {
+	Tokens <-chan Token
+	done   <-chan struct{}
+	usage  *Usage
+	err    *error
+}
+
+// NewStream is for implementations of the Block API: it returns the consumer's
+// Stream and the producer's side. The producer sends on tokens, then calls finish
+// exactly once (which closes tokens).
+func NewStream(buffer int) (s *Stream, tokens chan<- Token, finish func(Usage, error)) {
+	ch := make(chan Token, buffer)
+	done := make(chan struct{})
+	var u Usage
+	var e error
+	s = &Stream{Tokens: ch, done: done, usage: &u, err: &e}
+	return s, ch, func(usage Usage, err error) {
+		u, e = usage, err
+		close(ch)
+		close(done)
+	}
+}
+
+// Wait blocks until the stream has finished (drain Tokens first, or it may never
+// finish) and returns its usage and error.
+func (s *Stream) Wait(ctx context.Context) (Usage, error) {
+	select {
+	case <-s.done:
+		return *s.usage, *s.err
+	case <-ctx.Done():
+		return Usage{}, ctx.Err()
+	}
+}
+
+// ModelState is the lifecycle state of a model.
+type ModelState string
+
+const (
+	StateLoading  ModelState = "loading"
+	StateReady    ModelState = "ready"
+	StateUnloaded ModelState = "unloaded"
+	StateFailed   ModelState = "failed"
+)
+
+// ModelStatus is what a Block reports about one model.
+type ModelStatus struct {
+	ID          string
+	State       ModelState
+	Replicas    int
+	MemoryBytes int64 // weights mapped + KV pool
+	MaxModelLen int
+	QueueDepth  int
+	Err         string // for StateFailed
+}
+
+// Errors of the Block API, matched with errors.Is.
+var (
+	ErrUnknownModel = errors.New("engine: unknown model")
+	ErrQueueFull    = errors.New("engine: queue full")
+	ErrTooLong      = errors.New("engine: request longer than the model's limit")
+	ErrNoMemory     = errors.New("engine: not enough memory to load the model")
+	ErrClosed       = errors.New("engine: block closed")
+)

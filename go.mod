@@ -1,0 +1,3 @@
+module github.com/lmlite/lmlite
+
+go 1.26.8
