@@ -1,0 +1,292 @@
+// Package genmodel writes GGUF models with seeded random weights at real shapes: test
+// and benchmark models for every supported architecture and tensor type, without
+// downloading any. The files are written with the project's own GGUF writer and
+// quantizers (engine/gguf, engine/kernels) and load in llama.cpp.
+//
+// Random weights would give flat next-token distributions whose argmax flips with any
+// rounding; the output projection is scaled so that distributions are peaked enough
+// to compare engines, and the rows of end-of-generation and other control tokens are
+// damped so that generation rarely stops early.
+package genmodel
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+	"strings"
+
+	"github.com/lmlite/lmlite/engine/gguf"
+	"github.com/lmlite/lmlite/engine/kernels"
+)
+
+// Options says what model to generate. Arch, Preset and Type are required.
+type Options struct {
+	Arch   string // llama, qwen2, qwen3 or phi3
+	Preset string // tiny, 125m or 1b
+	Type   string // f32, f16, bf16, q8_0, q4_0, q4_k_m or q6_k
+	Seed   uint64 // the same options give the same file
+	Vocab  string // a GGUF whose tokenizer.* keys to copy; "": the built-in vocabulary
+	Tied   bool   // no output.weight: the output projection is token_embd
+}
+
+// Preset is a model shape.
+type Preset struct {
+	Dim, Layers, Heads, KVHeads, FFN, Context int
+}
+
+// Presets are the shapes of Options.Preset.
+var Presets = map[string]Preset{
+	"tiny": {Dim: 256, Layers: 2, Heads: 4, KVHeads: 2, FFN: 768, Context: 2048},
+	"125m": {Dim: 768, Layers: 12, Heads: 12, KVHeads: 4, FFN: 2048, Context: 8192},
+	"1b":   {Dim: 2048, Layers: 16, Heads: 32, KVHeads: 8, FFN: 8192, Context: 8192}, // Llama-3.2-1B
+}
+
+// Types are the values of Options.Type with llama.cpp's general.file_type for each.
+var Types = map[string]uint32{"f32": 0, "f16": 1, "q4_0": 2, "q8_0": 7, "q4_k_m": 15, "q6_k": 18, "bf16": 32}
+
+var archs = map[string]struct {
+	ropeBase float32
+	eps      float32
+}{
+	"llama": {10000, 1e-5},
+	"qwen2": {1000000, 1e-6},
+	"qwen3": {1000000, 1e-6},
+	"phi3":  {10000, 1e-5},
+}
+
+// tensorType picks the type of a weight matrix of cols columns for the file type:
+// the type itself, except that q4_k_m mixes as llama.cpp's Q4_K_M does (Q6_K for the
+// output projection and for attn_v and ffn_down in the layers use_more_bits picks;
+// attn_qkv, Q5_K in llama.cpp, is Q6_K here as the kernels have no Q5_K).
+func tensorType(ftype, name string, layer, layers int, cols int, tiedOutput bool) kernels.Type {
+	var t kernels.Type
+	switch ftype {
+	case "f32":
+		t = kernels.F32
+	case "f16":
+		t = kernels.F16
+	case "bf16":
+		t = kernels.BF16
+	case "q8_0":
+		t = kernels.Q8_0
+	case "q4_0":
+		t = kernels.Q4_0
+	case "q6_k":
+		t = kernels.Q6_K
+	case "q4_k_m":
+		t = kernels.Q4_K
+		moreBits := layer >= 0 && (layer < layers/8 || layer >= 7*layers/8 || (layer-layers/8)%3 == 2)
+		switch {
+		case name == "output.weight", name == "token_embd.weight" && tiedOutput:
+			t = kernels.Q6_K
+		case strings.HasSuffix(name, "attn_qkv.weight"):
+			t = kernels.Q6_K
+		case strings.HasSuffix(name, "attn_v.weight") && moreBits, strings.HasSuffix(name, "ffn_down.weight") && moreBits:
+			t = kernels.Q6_K
+		}
+	}
+	if !kernels.ValidRow(t, cols) { // as llama.cpp, fall back when rows do not fill blocks
+		t = kernels.Q8_0
+		if !kernels.ValidRow(t, cols) {
+			t = kernels.F16
+		}
+	}
+	return t
+}
+
+// Generate writes the model that opts describe to out (atomically).
+func Generate(opts Options, out string) error {
+	w, err := Build(opts)
+	if err != nil {
+		return err
+	}
+	if err := w.WriteFile(out); err != nil {
+		return fmt.Errorf("genmodel: %w", err)
+	}
+	return nil
+}
+
+// Build returns a Writer holding the model that opts describe.
+func Build(opts Options) (*gguf.Writer, error) {
+	p, ok := Presets[opts.Preset]
+	if !ok {
+		return nil, fmt.Errorf("genmodel: unknown preset %q (tiny, 125m, 1b)", opts.Preset)
+	}
+	ftype, ok := Types[opts.Type]
+	if !ok {
+		return nil, fmt.Errorf("genmodel: unknown type %q (f32, f16, bf16, q8_0, q4_0, q4_k_m, q6_k)", opts.Type)
+	}
+	ar, ok := archs[opts.Arch]
+	if !ok {
+		return nil, fmt.Errorf("genmodel: unknown architecture %q (llama, qwen2, qwen3, phi3)", opts.Arch)
+	}
+	vocab := builtinVocab()
+	if opts.Vocab != "" {
+		var err error
+		if vocab, err = vocabFrom(opts.Vocab); err != nil {
+			return nil, err
+		}
+	}
+	nVocab, rare, err := vocabInfo(vocab)
+	if err != nil {
+		return nil, err
+	}
+
+	w := gguf.NewWriter()
+	a := opts.Arch + "."
+	hd := p.Dim / p.Heads
+	w.AddKV("general.architecture", gguf.String(opts.Arch))
+	// No architecture in the name: llama.cpp patches tokens of a vocabulary by model
+	// name ("phi3" expects <|endoftext|>).
+	w.AddKV("general.name", gguf.String(fmt.Sprintf("lmlite-random-%s-%s-seed%d", opts.Preset, opts.Type, opts.Seed)))
+	w.AddKV("general.file_type", gguf.Uint32(ftype))
+	w.AddKV("general.quantization_version", gguf.Uint32(2))
+	w.AddKV(a+"vocab_size", gguf.Uint32(uint32(nVocab)))
+	w.AddKV(a+"context_length", gguf.Uint32(uint32(p.Context)))
+	w.AddKV(a+"embedding_length", gguf.Uint32(uint32(p.Dim)))
+	w.AddKV(a+"block_count", gguf.Uint32(uint32(p.Layers)))
+	w.AddKV(a+"feed_forward_length", gguf.Uint32(uint32(p.FFN)))
+	w.AddKV(a+"attention.head_count", gguf.Uint32(uint32(p.Heads)))
+	w.AddKV(a+"attention.head_count_kv", gguf.Uint32(uint32(p.KVHeads)))
+	w.AddKV(a+"attention.key_length", gguf.Uint32(uint32(hd)))
+	w.AddKV(a+"attention.value_length", gguf.Uint32(uint32(hd)))
+	w.AddKV(a+"attention.layer_norm_rms_epsilon", gguf.Float32(ar.eps))
+	w.AddKV(a+"rope.freq_base", gguf.Float32(ar.ropeBase))
+	w.AddKV(a+"rope.dimension_count", gguf.Uint32(uint32(hd)))
+	for _, kv := range vocab {
+		w.AddKV(kv.Key, kv.Value)
+	}
+
+	g := gen{w: w, seed: opts.Seed, ftype: opts.Type, layers: p.Layers, tied: opts.Tied}
+	qd, kvd := p.Heads*hd, p.KVHeads*hd
+	outScale := 6 / math.Sqrt(float64(p.Dim)) // logits with a standard deviation of about 6
+	if opts.Tied {
+		g.matrix("token_embd.weight", -1, p.Dim, nVocab, outScale, rare)
+	} else {
+		g.matrix("token_embd.weight", -1, p.Dim, nVocab, 1, nil)
+	}
+	for l := 0; l < p.Layers; l++ {
+		b := fmt.Sprintf("blk.%d.", l)
+		g.vector(b+"attn_norm.weight", p.Dim, 1, 0.1)
+		if opts.Arch == "phi3" {
+			g.matrix(b+"attn_qkv.weight", l, p.Dim, qd+2*kvd, 1/math.Sqrt(float64(p.Dim)), nil)
+		} else {
+			g.matrix(b+"attn_q.weight", l, p.Dim, qd, 1/math.Sqrt(float64(p.Dim)), nil)
+			g.matrix(b+"attn_k.weight", l, p.Dim, kvd, 1/math.Sqrt(float64(p.Dim)), nil)
+			g.matrix(b+"attn_v.weight", l, p.Dim, kvd, 1/math.Sqrt(float64(p.Dim)), nil)
+		}
+		if opts.Arch == "qwen2" {
+			g.vector(b+"attn_q.bias", qd, 0, 0.2)
+			g.vector(b+"attn_k.bias", kvd, 0, 0.2)
+			g.vector(b+"attn_v.bias", kvd, 0, 0.2)
+		}
+		if opts.Arch == "qwen3" {
+			g.vector(b+"attn_q_norm.weight", hd, 1, 0.2)
+			g.vector(b+"attn_k_norm.weight", hd, 1, 0.2)
+		}
+		g.matrix(b+"attn_output.weight", l, qd, p.Dim, 1/math.Sqrt(float64(qd)), nil)
+		g.vector(b+"ffn_norm.weight", p.Dim, 1, 0.1)
+		if opts.Arch == "phi3" {
+			g.matrix(b+"ffn_up.weight", l, p.Dim, 2*p.FFN, 1/math.Sqrt(float64(p.Dim)), nil)
+		} else {
+			g.matrix(b+"ffn_gate.weight", l, p.Dim, p.FFN, 1/math.Sqrt(float64(p.Dim)), nil)
+			g.matrix(b+"ffn_up.weight", l, p.Dim, p.FFN, 1/math.Sqrt(float64(p.Dim)), nil)
+		}
+		g.matrix(b+"ffn_down.weight", l, p.FFN, p.Dim, 1/math.Sqrt(float64(p.FFN)), nil)
+	}
+	g.vector("output_norm.weight", p.Dim, 1, 0.1)
+	if !opts.Tied {
+		g.matrix("output.weight", -1, p.Dim, nVocab, outScale, rare)
+	}
+	if g.err != nil {
+		return nil, g.err
+	}
+	return w, nil
+}
+
+// gen adds seeded random tensors to a Writer and keeps the first error.
+type gen struct {
+	w      *gguf.Writer
+	seed   uint64
+	ftype  string
+	layers int
+	tied   bool
+	err    error
+}
+
+// rareScale damps the rows of tokens that should rarely be generated: their logits
+// stay near 0 while the likely tokens' are several standard deviations above.
+const rareScale = 0.02
+
+// matrix adds a rows×cols weight matrix of uniform values with standard deviation
+// std, rows in damped by rareScale, in the type the file type gives it. Each row's
+// values come from its own generator seeded by (seed, name, row), so rows are made
+// and quantized in parallel and the file is the same whatever the thread count.
+func (g *gen) matrix(name string, layer, cols, rows int, std float64, damped []int) {
+	if g.err != nil {
+		return
+	}
+	typ := tensorType(g.ftype, name, layer, g.layers, cols, g.tied)
+	rb := typ.RowBytes(cols)
+	data := make([]byte, rows*rb)
+	isDamped := map[int]bool{}
+	for _, r := range damped {
+		isDamped[r] = true
+	}
+	amp := float32(std * math.Sqrt(3))
+	nameSeed := hashString(name)
+	kernels.Parallel(rows, cols*64, func(lo, hi int) {
+		buf := make([]float32, cols)
+		for r := lo; r < hi; r++ {
+			rng := wyrand{g.seed ^ nameSeed ^ uint64(r)*0x9e3779b97f4a7c15}
+			a := amp
+			if isDamped[r] {
+				a *= rareScale
+			}
+			for i := range buf {
+				buf[i] = a * rng.sym()
+			}
+			kernels.QuantizeRow(data[r*rb:(r+1)*rb], typ, buf)
+		}
+	})
+	g.err = g.w.AddTensor(name, gguf.GGMLType(typ), []uint64{uint64(cols), uint64(rows)}, data)
+}
+
+// vector adds an F32 vector of n values uniform in center ± spread.
+func (g *gen) vector(name string, n int, center, spread float64) {
+	if g.err != nil {
+		return
+	}
+	rng := wyrand{g.seed ^ hashString(name)}
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(center) + float32(spread)*rng.sym()
+	}
+	data := make([]byte, 4*n)
+	kernels.QuantizeRow(data, kernels.F32, v)
+	g.err = g.w.AddTensor(name, gguf.F32, []uint64{uint64(n)}, data)
+}
+
+// wyrand is a small fast PRNG (Wang Yi's wyrand): one multiply per 64 bits.
+type wyrand struct{ s uint64 }
+
+func (r *wyrand) next() uint64 {
+	r.s += 0xa0761d6478bd642f
+	hi, lo := bits.Mul64(r.s, r.s^0xe7037ed1a0b428db)
+	return hi ^ lo
+}
+
+// sym returns a uniform value in [-1, 1).
+func (r *wyrand) sym() float32 {
+	return float32(int32(uint32(r.next()>>32))) / (1 << 31)
+}
+
+// hashString is FNV-1a, to give each tensor its own stream.
+func hashString(s string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= 1099511628211
+	}
+	return h
+}

@@ -1,0 +1,316 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+	"sync"
+)
+
+// Activations for the dot products. As in ggml, a weight type fixes the form its
+// activations take before the dot product ("vec_dot_type"): quantized weights meet
+// 8-bit quantized activations (Q8_0 blocks of 32 for Q8_0/Q4_0, Q8_K blocks of 256
+// with 16-element sums for the K-quants) and integer products; F16/BF16 weights meet
+// activations rounded to the same format. Doing the same here reproduces llama.cpp's
+// numerics rather than an idealised float product.
+
+// VecDotType is the activation format that weights of type t are multiplied with.
+func VecDotType(t Type) Type {
+	switch t {
+	case Q8_0, Q4_0:
+		return Q8_0
+	case Q4_K, Q6_K:
+		return Q8_K
+	}
+	return t
+}
+
+type q8Block struct {
+	d  float32 // f16-representable, as the block stores it
+	qs [qk0]int8
+}
+
+type q8KBlock struct {
+	d     float32
+	qs    [qkK]int8
+	bsums [qkK / 16]int16
+}
+
+// acts is a batch of activation rows in one vec-dot format.
+type acts struct {
+	typ  Type
+	cols int
+	f    []float32  // F32, F16, BF16 (values already rounded to the format)
+	buf  []float32  // f's storage for F16 and BF16
+	q8   []q8Block  // Q8_0
+	q8k  []q8KBlock // Q8_K
+	rows int
+}
+
+func (a *acts) prepare(typ Type, x []float32, rows, cols int) {
+	a.typ, a.cols, a.rows = typ, cols, rows
+	switch typ {
+	case F32:
+		a.f = x[:rows*cols]
+	case F16, BF16:
+		a.buf = grow(a.buf, rows*cols)
+		a.f = a.buf
+		round := RoundF16
+		if typ == BF16 {
+			round = RoundBF16
+		}
+		for i, v := range x[:rows*cols] {
+			a.f[i] = round(v)
+		}
+	case Q8_0:
+		n := rows * cols / qk0
+		if cap(a.q8) < n {
+			a.q8 = make([]q8Block, n)
+		}
+		a.q8 = a.q8[:n]
+		for b := range a.q8 {
+			quantActQ8_0(&a.q8[b], x[b*qk0:(b+1)*qk0])
+		}
+	case Q8_K:
+		n := rows * cols / qkK
+		if cap(a.q8k) < n {
+			a.q8k = make([]q8KBlock, n)
+		}
+		a.q8k = a.q8k[:n]
+		for b := range a.q8k {
+			quantActQ8K(&a.q8k[b], x[b*qkK:(b+1)*qkK])
+		}
+	default:
+		panic("kernels: no activation format " + typ.String())
+	}
+}
+
+func grow(s []float32, n int) []float32 {
+	if cap(s) < n {
+		return make([]float32, n)
+	}
+	return s[:n]
+}
+
+// quantActQ8_0 is quantQ8_0 into the unpacked block.
+func quantActQ8_0(b *q8Block, x []float32) {
+	var amax float32
+	for _, v := range x {
+		amax = max(amax, abs32(v))
+	}
+	b.d = RoundF16(amax / 127)
+	var id float32
+	if amax != 0 {
+		id = 127 / amax
+	}
+	for j, v := range x {
+		b.qs[j] = int8(nearestInt(v * id))
+	}
+}
+
+// quantActQ8K is ggml's quantize_row_q8_K_ref: scale -127/(signed max), float32 d,
+// and the sums of each 16 quants.
+func quantActQ8K(b *q8KBlock, x []float32) {
+	var amax, mx float32
+	for _, v := range x {
+		if a := abs32(v); a > amax {
+			amax, mx = a, v
+		}
+	}
+	if amax == 0 {
+		*b = q8KBlock{}
+		return
+	}
+	iscale := -127 / mx
+	for j, v := range x {
+		b.qs[j] = int8(min(127, nearestInt(iscale*v)))
+	}
+	for j := range b.bsums {
+		var s int16
+		for _, q := range b.qs[16*j : 16*j+16] {
+			s += int16(q)
+		}
+		b.bsums[j] = s
+	}
+	b.d = 1 / iscale
+}
+
+// dotRow is the dot product of one encoded weight row with activation row t. Its
+// reduction order depends only on the row length: the same inputs give the same
+// bits whatever batch or thread they are computed in.
+func dotRow(wt Type, row []byte, a *acts, t int) float32 {
+	switch wt {
+	case F32:
+		x := a.f[t*a.cols : (t+1)*a.cols]
+		var acc [8]float32
+		i := 0
+		for ; i+8 <= len(x); i += 8 {
+			for k := 0; k < 8; k++ {
+				acc[k] += math.Float32frombits(uint32(row[4*(i+k)])|uint32(row[4*(i+k)+1])<<8|uint32(row[4*(i+k)+2])<<16|uint32(row[4*(i+k)+3])<<24) * x[i+k]
+			}
+		}
+		for ; i < len(x); i++ {
+			acc[i%8] += math.Float32frombits(uint32(row[4*i])|uint32(row[4*i+1])<<8|uint32(row[4*i+2])<<16|uint32(row[4*i+3])<<24) * x[i]
+		}
+		return sum8(&acc)
+	case F16, BF16:
+		x := a.f[t*a.cols : (t+1)*a.cols]
+		var acc [8]float32
+		if wt == F16 {
+			for i, v := range x {
+				acc[i%8] += f16Table[le16(row[2*i:])] * v
+			}
+		} else {
+			for i, v := range x {
+				acc[i%8] += BF16ToF32(le16(row[2*i:])) * v
+			}
+		}
+		return sum8(&acc)
+	case Q8_0:
+		nb := a.cols / qk0
+		y := a.q8[t*nb : (t+1)*nb]
+		var sum float32
+		for b := range y {
+			blk := row[b*34 : (b+1)*34]
+			var isum int32
+			for j, q := range y[b].qs {
+				isum += int32(int8(blk[2+j])) * int32(q)
+			}
+			sum += f16Table[le16(blk)] * y[b].d * float32(isum)
+		}
+		return sum
+	case Q4_0:
+		nb := a.cols / qk0
+		y := a.q8[t*nb : (t+1)*nb]
+		var sum float32
+		for b := range y {
+			blk := row[b*18 : (b+1)*18]
+			var isum int32
+			for j := 0; j < qk0/2; j++ {
+				isum += (int32(blk[2+j]&0xf) - 8) * int32(y[b].qs[j])
+				isum += (int32(blk[2+j]>>4) - 8) * int32(y[b].qs[j+16])
+			}
+			sum += f16Table[le16(blk)] * y[b].d * float32(isum)
+		}
+		return sum
+	case Q4_K:
+		nb := a.cols / qkK
+		y := a.q8k[t*nb : (t+1)*nb]
+		var sum float32
+		for b := range y {
+			sum += dotQ4KBlock(row[b*144:(b+1)*144], &y[b])
+		}
+		return sum
+	case Q6_K:
+		nb := a.cols / qkK
+		y := a.q8k[t*nb : (t+1)*nb]
+		var sum float32
+		for b := range y {
+			sum += dotQ6KBlock(row[b*210:(b+1)*210], &y[b])
+		}
+		return sum
+	}
+	panic("kernels: no dot product for " + wt.String())
+}
+
+func sum8(a *[8]float32) float32 {
+	return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]))
+}
+
+func dotQ4KBlock(blk []byte, y *q8KBlock) float32 {
+	sc := blk[4:16]
+	qs := blk[16:144]
+	var isum, msum int32
+	for j := 0; j < 4; j++ {
+		s1, m1 := scaleMinK4(2*j, sc)
+		s2, m2 := scaleMinK4(2*j+1, sc)
+		q := qs[32*j : 32*j+32]
+		lo, hi := y.qs[64*j:64*j+32], y.qs[64*j+32:64*j+64]
+		var a1, a2 int32
+		for l, v := range q {
+			a1 += int32(v&0xf) * int32(lo[l])
+			a2 += int32(v>>4) * int32(hi[l])
+		}
+		isum += int32(s1)*a1 + int32(s2)*a2
+		bs := y.bsums[4*j : 4*j+4]
+		msum += int32(m1)*(int32(bs[0])+int32(bs[1])) + int32(m2)*(int32(bs[2])+int32(bs[3]))
+	}
+	d := f16Table[le16(blk)] * y.d
+	dmin := f16Table[le16(blk[2:])] * y.d
+	return d*float32(isum) - dmin*float32(msum)
+}
+
+func dotQ6KBlock(blk []byte, y *q8KBlock) float32 {
+	ql, qh, sc := blk[0:128], blk[128:192], blk[192:208]
+	var part [16]int32
+	for h := 0; h < 2; h++ {
+		l4, h2, yq := ql[64*h:64*h+64], qh[32*h:32*h+32], y.qs[128*h:128*h+128]
+		p := part[8*h : 8*h+8]
+		for l := 0; l < 32; l++ {
+			q1 := int32(l4[l]&0xf|(h2[l]&3)<<4) - 32
+			q2 := int32(l4[l+32]&0xf|((h2[l]>>2)&3)<<4) - 32
+			q3 := int32(l4[l]>>4|((h2[l]>>4)&3)<<4) - 32
+			q4 := int32(l4[l+32]>>4|((h2[l]>>6)&3)<<4) - 32
+			g := l / 16
+			p[g] += q1 * int32(yq[l])
+			p[g+2] += q2 * int32(yq[l+32])
+			p[g+4] += q3 * int32(yq[l+64])
+			p[g+6] += q4 * int32(yq[l+96])
+		}
+	}
+	var isum int32
+	for j, s := range part {
+		isum += int32(int8(sc[j])) * s
+	}
+	return f16Table[le16(blk[208:])] * y.d * float32(isum)
+}
+
+var actsPool = sync.Pool{New: func() any { return new(acts) }}
+
+// MatMul computes dst[t*w.Rows+r] = w.Row(r) · x[t*w.Cols:(t+1)*w.Cols] for each of
+// the nTok activation rows of x and each weight row r: the projection of a batch of
+// tokens. The activations are first put in VecDotType(w.Type). Work is spread over
+// GOMAXPROCS goroutines by weight rows; every output value is computed by the same
+// code in the same order whatever nTok and the number of goroutines, so a token's
+// result never depends on the batch it ran in.
+func MatMul(dst []float32, w Matrix, x []float32, nTok int) {
+	if len(x) < nTok*w.Cols || len(dst) < nTok*w.Rows {
+		panic(fmt.Sprintf("kernels: MatMul %dx%d by %d tokens: x has %d, dst %d", w.Rows, w.Cols, nTok, len(x), len(dst)))
+	}
+	a := actsPool.Get().(*acts)
+	defer func() { a.f = nil; actsPool.Put(a) }()
+	a.prepare(VecDotType(w.Type), x, nTok, w.Cols)
+	rb := w.Type.RowBytes(w.Cols)
+	work := func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			row := w.Data[r*rb : (r+1)*rb]
+			for t := 0; t < nTok; t++ {
+				dst[t*w.Rows+r] = dotRow(w.Type, row, a, t)
+			}
+		}
+	}
+	Parallel(w.Rows, w.Cols*nTok, work)
+}
+
+// Parallel runs work over [0, n) split in contiguous chunks, one per goroutine, on up
+// to GOMAXPROCS goroutines; cost is the work per item, used to stay on the caller's
+// goroutine when the whole job is too small to be worth spreading.
+func Parallel(n, cost int, work func(lo, hi int)) {
+	workers := runtime.GOMAXPROCS(0)
+	if total := n * cost; total < 1<<15 || workers == 1 || n < 2 {
+		work(0, n)
+		return
+	}
+	workers = min(workers, n)
+	var wg sync.WaitGroup
+	chunk := (n + workers - 1) / workers
+	for lo := chunk; lo < n; lo += chunk {
+		wg.Add(1)
+		go func(lo, hi int) {
+			defer wg.Done()
+			work(lo, hi)
+		}(lo, min(n, lo+chunk))
+	}
+	work(0, min(n, chunk))
+	wg.Wait()
+}

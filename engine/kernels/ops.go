@@ -1,0 +1,125 @@
+package kernels
+
+import (
+	"math"
+)
+
+// RMSNorm sets dst = x / sqrt(mean(x²) + eps) ⊙ weight (weight nil: no scaling). As
+// in ggml the sum of squares is accumulated in float64. dst may be x.
+func RMSNorm(dst, x, weight []float32, eps float32) {
+	var sum float64
+	for _, v := range x {
+		sum += float64(v * v)
+	}
+	mean := float32(sum / float64(len(x)))
+	scale := 1 / float32(math.Sqrt(float64(mean+eps)))
+	if weight == nil {
+		for i, v := range x {
+			dst[i] = v * scale
+		}
+		return
+	}
+	for i, v := range x {
+		dst[i] = v * scale * weight[i]
+	}
+}
+
+// RoPECache fills cos[i], sin[i] (i < nDims/2) with the rotation of position pos for
+// the pair i: theta_i = pos · base^(-2i/nDims) · freqScale / freqFactors[i]
+// (freqFactors nil: 1). theta is stepped by repeated float32 multiplication, as ggml
+// computes it, so that the angles match llama.cpp's to the last bit.
+func RoPECache(cos, sin []float32, pos, nDims int, base, freqScale float32, freqFactors []float32) {
+	thetaScale := float32(math.Pow(float64(base), -2/float64(nDims)))
+	theta := float32(pos)
+	for i := 0; i < nDims/2; i++ {
+		t := theta
+		if freqFactors != nil {
+			t /= freqFactors[i]
+		}
+		t *= freqScale
+		cos[i] = float32(math.Cos(float64(t)))
+		sin[i] = float32(math.Sin(float64(t)))
+		theta *= thetaScale
+	}
+}
+
+// RoPE rotates the first nDims elements of each of the nHeads heads (headDim elements
+// each) of x by the angles of one position (from RoPECache). Normal (GPT-J/llama
+// style) rotates adjacent pairs (x[2i], x[2i+1]); neox rotates (x[i], x[i+nDims/2]).
+func RoPE(x []float32, nHeads, headDim, nDims int, cos, sin []float32, neox bool) {
+	half := nDims / 2
+	for h := 0; h < nHeads; h++ {
+		v := x[h*headDim : h*headDim+nDims]
+		for i := 0; i < half; i++ {
+			a, b := 2*i, 2*i+1
+			if neox {
+				a, b = i, i+half
+			}
+			x0, x1 := v[a], v[b]
+			v[a] = x0*cos[i] - x1*sin[i]
+			v[b] = x0*sin[i] + x1*cos[i]
+		}
+	}
+}
+
+// Softmax replaces x by softmax(x), with the sum of exponentials in float64 as ggml.
+func Softmax(x []float32) {
+	mx := float32(math.Inf(-1))
+	for _, v := range x {
+		mx = max(mx, v)
+	}
+	var sum float64
+	for i, v := range x {
+		e := float32(math.Exp(float64(v - mx)))
+		x[i] = e
+		sum += float64(e)
+	}
+	inv := float32(1 / sum)
+	for i := range x {
+		x[i] *= inv
+	}
+}
+
+// SwiGLU sets dst = silu(gate) ⊙ up, silu(g) = g/(1+e^-g). dst may alias either.
+func SwiGLU(dst, gate, up []float32) {
+	for i, g := range gate {
+		dst[i] = g / (1 + float32(math.Exp(float64(-g)))) * up[i]
+	}
+}
+
+// Attend computes one attention head for one query: out = Σ_j p_j·v_j with
+// p = softmax(scale · q·k_j) over the n cached positions j, whose keys and values
+// (headDim elements each, stored as binary16 bits) start at k[j*stride] and
+// v[j*stride]. scores needs room for n values. As llama.cpp with its default F16 KV
+// cache, q and p are rounded to binary16 before their products (float32 sums).
+func Attend(out, q []float32, k, v []uint16, n, stride int, scale float32, scores []float32) {
+	hd := len(out)
+	var qh [512]float32 // head dims are at most 256 in the supported models
+	qr := qh[:0]
+	if hd > len(qh) {
+		qr = make([]float32, hd)
+	} else {
+		qr = qh[:hd]
+	}
+	for i, x := range q[:hd] {
+		qr[i] = RoundF16(x)
+	}
+	s := scores[:n]
+	for j := range s {
+		kj := k[j*stride : j*stride+hd]
+		var acc [8]float32
+		for i, x := range qr {
+			acc[i%8] += f16Table[kj[i]] * x
+		}
+		s[j] = sum8(&acc) * scale
+	}
+	Softmax(s)
+	clear(out)
+	for j, p := range s {
+		p = RoundF16(p)
+		vj := v[j*stride : j*stride+hd]
+		for i := range out {
+			out[i] += p * f16Table[vj[i]]
+		}
+	}
+}
