@@ -51,7 +51,7 @@ type spec struct {
 }
 
 func newSpec() spec {
-	return spec{bos: -1, eos: -1, unk: -1, eot: -1, eom: -1, pad: -1, sep: -1,
+	return spec{bos: -1, eos: -1, unk: -1, eot: -1, eom: -1,
 		fimPre: -1, fimSuf: -1, fimMid: -1, fimPad: -1, fimRep: -1, fimSep: -1}
 }
 
