@@ -1,0 +1,147 @@
+package tokenizer
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/lmlite/lmlite/internal/testenv"
+)
+
+// TestStories260KGreedy decodes llama2.c's greedy run of stories260K (BOS then the
+// generated ids) with the stream decoder to exactly its text.
+//
+// The shared data disagree by one token: the text is llama2.c's 200-step output
+// (200 pieces after BOS, ending in " she") while the ids file holds 199 ids. So the
+// test checks that the text encodes to BOS + the ids + what the ids file lacks, that
+// decoding that whole sequence gives the text exactly, and that decoding BOS + the
+// ids file gives the text up to the missing piece.
+func TestStories260KGreedy(t *testing.T) {
+	tok := openTokenizer(t, testenv.SharedFile(t, "models/stories260K.gguf"))
+	raw, err := os.ReadFile(testenv.SharedFile(t, "models/stories260K.expected-greedy-200.ids.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantBytes, err := os.ReadFile(testenv.SharedFile(t, "models/stories260K.expected-greedy-200.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := string(wantBytes)
+	ids := []int32{tok.BOS()}
+	for _, f := range strings.Fields(string(raw)) {
+		v, err := strconv.Atoi(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, int32(v))
+	}
+	if tok.BOS() != 1 || tok.VocabSize() != 512 || !tok.AddBOS() {
+		t.Fatalf("BOS %d, %d tokens, AddBOS %v", tok.BOS(), tok.VocabSize(), tok.AddBOS())
+	}
+	streamDecode := func(prompt, ids []int32) string {
+		d := tok.NewDecoder()
+		d.Prime(prompt)
+		var sb strings.Builder
+		for _, id := range ids {
+			sb.WriteString(d.Next(id))
+		}
+		return sb.String() + d.Flush()
+	}
+
+	full := tok.Encode(want, true, false)
+	if len(full) < len(ids) || fmtIDs(full[:len(ids)]) != fmtIDs(ids) {
+		t.Fatalf("Encode(text) does not start with BOS + the ids file:\n got %s\nwant %s...", fmtIDs(full), fmtIDs(ids))
+	}
+	if got := streamDecode(nil, full); got != want {
+		t.Errorf("stream decode of the text's ids:\n got %q\nwant %q", got, want)
+	}
+	if got := tok.Decode(full); got != want {
+		t.Errorf("Decode of the text's ids:\n got %q\nwant %q", got, want)
+	}
+	got := streamDecode(nil, ids)
+	rest := streamDecode(ids, full[len(ids):]) // the continuation keeps its space
+	if got+rest != want {
+		t.Errorf("stream decode of BOS + ids file:\n got %q\nwant %q (the text without %q)", got, strings.TrimSuffix(want, rest), rest)
+	}
+	if len(full) != len(ids) {
+		t.Logf("note: the ids file has %d ids; the text has %d more token(s) %v = %q", len(ids)-1, len(full)-len(ids), full[len(ids):], rest)
+	}
+}
+
+// TestStreamDecoderUTF8 splits multi-byte characters across byte tokens and checks
+// that no piece ever ends inside a character, and that Flush gives what is left.
+func TestStreamDecoderUTF8(t *testing.T) {
+	tok := testSPM(t)
+	for _, s := range []string{"héllo wörld", "日本語のテキスト", "emoji 🙂🙃 end", "a\u0301b", "x"} {
+		ids := tok.Encode(s, true, false)
+		d := tok.NewDecoder()
+		var got strings.Builder
+		for _, id := range ids {
+			p := d.Next(id)
+			if !utf8Valid(p) {
+				t.Errorf("%q: piece %q is not whole UTF-8", s, p)
+			}
+			got.WriteString(p)
+		}
+		got.WriteString(d.Flush())
+		if got.String() != s {
+			t.Errorf("stream decode of %q = %q", s, got.String())
+		}
+	}
+	// A character cut short at the end of the stream is flushed as its bytes.
+	d := tok.NewDecoder()
+	e2, e3 := tok.bytes[0xE2], tok.bytes[0x82]
+	if p := d.Next(e2) + d.Next(e3); p != "" {
+		t.Errorf("incomplete character emitted early: %q", p)
+	}
+	if p := d.Flush(); p != "\xe2\x82" {
+		t.Errorf("Flush = %q", p)
+	}
+	// Bytes that can never be a character pass at once.
+	if p := d.Next(tok.bytes[0x80]); p != "\x80" {
+		t.Errorf("stray continuation byte: %q", p)
+	}
+}
+
+// TestStreamDecoderPrime: after a prompt the first piece keeps its space; at the
+// start of a text (after BOS) SentencePiece's prefix space is dropped.
+func TestStreamDecoderPrime(t *testing.T) {
+	tok := testSPM(t)
+	prompt := tok.Encode("once upon", true, false)
+	gen := tok.Encode("a time", false, false) // "▁a ▁time": the continuation
+	d := tok.NewDecoder()
+	d.Prime(prompt)
+	var sb strings.Builder
+	for _, id := range gen {
+		sb.WriteString(d.Next(id))
+	}
+	if sb.String() != " a time" {
+		t.Errorf("continuation = %q, want %q", sb.String(), " a time")
+	}
+	if got := tok.Decode(append(prompt, gen...)); got != "once upon a time" {
+		t.Errorf("Decode = %q", got)
+	}
+	d = tok.NewDecoder()
+	d.Prime([]int32{tok.BOS()}) // a control token gives no text: still at the start
+	if got := d.Next(gen[0]); got != "a" {
+		t.Errorf("after BOS only: %q", got)
+	}
+}
+
+func TestCompleteLen(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want int
+	}{
+		{"", 0}, {"abc", 3}, {"é", 2}, {"a\xc3", 1}, {"a\xe2\x82", 1}, {"\xe2\x82\xac", 3},
+		{"\xf0\x9f\x99", 0}, {"\xf0\x9f\x99\x82", 4}, {"\x80\x80", 2}, {"a\xe0\x80", 3}, // E0 80 can never complete
+		{"\xff", 1},
+	} {
+		if got := completeLen(c.in); got != c.want {
+			t.Errorf("completeLen(%q) = %d, want %d", c.in, got, c.want)
+		}
+	}
+}
+
+func utf8Valid(s string) bool { return strings.ToValidUTF8(s, "\uFFFD") == s }
