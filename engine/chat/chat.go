@@ -102,7 +102,11 @@ func (t *Template) Source() string { return t.source }
 func (t *Template) Render(msgs []Message, addGenerationPrompt bool) (out string, err error) {
 	messages := make([]any, len(msgs))
 	for i, m := range msgs {
-		messages[i] = map[string]any{"role": m.Role, "content": m.Content}
+		// An ordered dict, as in Python: tojson writes role before content.
+		messages[i] = &exec.Dict{Pairs: []*exec.Pair{
+			{Key: exec.AsValue("role"), Value: exec.AsValue(m.Role)},
+			{Key: exec.AsValue("content"), Value: exec.AsValue(m.Content)},
+		}}
 	}
 	b := &budget{maxSteps: t.opts.MaxSteps, now: t.opts.Now}
 	data := exec.NewContext(map[string]any{

@@ -122,3 +122,46 @@ func TestConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestJinja2Golden renders cases whose expected text Python's jinja2 3.1.6 produced,
+// configured as transformers configures it (testdata/gen_golden.py): Qwen3's
+// reasoning and tool branches, and a template that uses the features chat
+// templates rely on.
+func TestJinja2Golden(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("testdata", "jinja2-golden.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cases []struct {
+		Name         string    `json:"name"`
+		Template     string    `json:"template"`
+		TemplateFrom string    `json:"template_from"`
+		Messages     []Message `json:"messages"`
+		AGP          bool      `json:"agp"`
+		BOS          string    `json:"bos"`
+		EOS          string    `json:"eos"`
+		Expected     string    `json:"expected"`
+	}
+	if err := json.Unmarshal(b, &cases); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
+			src := c.Template
+			if c.TemplateFrom != "" {
+				src = loadTemplate(t, sharedDir(t), c.TemplateFrom)
+			}
+			tpl, err := New(src, Options{BOS: c.BOS, EOS: c.EOS, Now: testNow})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := tpl.Render(c.Messages, c.AGP)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != c.Expected {
+				t.Errorf("\n got %q\nwant %q", got, c.Expected)
+			}
+		})
+	}
+}

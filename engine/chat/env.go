@@ -67,6 +67,9 @@ func newEnvironment() *exec.Environment {
 	globals["range"] = safeRange
 	globals["raise_exception"] = raiseException
 	globals["strftime_now"] = strftimeNow
+	globals[fnGetItem] = getItem
+	globals[fnMul] = mul
+	globals[fnPow] = pow
 	ctx := exec.NewContext(globals)
 
 	return &exec.Environment{
@@ -74,7 +77,7 @@ func newEnvironment() *exec.Environment {
 		Filters:           filters,
 		Tests:             builtins.Tests,
 		ControlStructures: exec.NewControlStructureSet(statements),
-		Methods:           builtins.Methods,
+		Methods:           newMethods(),
 	}
 }
 
@@ -97,6 +100,7 @@ func compile(src string) (tpl *exec.Template, err error) {
 		}
 		return nil, fmt.Errorf("%w: %s", ErrTemplate, msg)
 	}
+	rewriteTree(tpl.Root())
 	return tpl, nil
 }
 
@@ -239,10 +243,9 @@ func (m macroStatement) Execute(r *exec.Renderer, _ *nodes.ControlStructureBlock
 func checkNesting(src string) error {
 	s := tokens.LexAll(src, hfConfig)
 	depth, inBlock, blockName, blockAssign := 0, false, "", false
-	for tok := s.Current(); tok != nil && tok.Type != tokens.EOF; tok = s.Next() {
+	for ; !s.End(); s.Next() {
+		tok := s.Current()
 		switch tok.Type {
-		case tokens.Error:
-			return fmt.Errorf("%w: line %d: %s", ErrTemplate, tok.Line, tok.Val)
 		case tokens.LeftParenthesis, tokens.LeftBracket, tokens.LeftBrace:
 			depth++
 		case tokens.RightParenthesis, tokens.RightBracket, tokens.RightBrace:
@@ -275,6 +278,10 @@ func checkNesting(src string) error {
 		if depth < 0 {
 			depth = 0
 		}
+	}
+	if s.IsError() {
+		tok := s.Current()
+		return fmt.Errorf("%w: line %d: %s", ErrTemplate, tok.Line, tok.Val)
 	}
 	return nil
 }
