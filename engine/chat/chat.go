@@ -29,7 +29,7 @@ const (
 	// DefaultMaxOutput is Options.MaxOutput's default.
 	DefaultMaxOutput = 16 << 20
 	// DefaultMaxSteps is Options.MaxSteps's default.
-	DefaultMaxSteps = 1 << 20
+	DefaultMaxSteps = 100_000
 	// MaxRange is the most items range() yields (Jinja's sandbox uses the same).
 	MaxRange = 100_000
 	// MaxMacroDepth is the deepest macro recursion.
@@ -126,12 +126,25 @@ func (t *Template) Render(msgs []Message, addGenerationPrompt bool) (out string,
 		if b.err != nil {
 			return "", b.err
 		}
-		return "", fmt.Errorf("%w: %s", ErrRender, cleanError(err))
+		return "", classify(err)
 	}
 	if b.err != nil {
 		return "", b.err
 	}
 	return w.buf.String(), nil
+}
+
+// classify turns a render error into one of the package's errors. gonja keeps
+// only the text of the errors that functions and methods return, so the sentinel
+// is found again by its text (ours, not gonja's: it starts with "chat: ").
+func classify(err error) error {
+	msg := cleanError(err)
+	for _, sentinel := range []error{ErrException, ErrTooLarge, ErrTooLong} {
+		if strings.Contains(err.Error(), sentinel.Error()) {
+			return fmt.Errorf("%w: %s", sentinel, msg)
+		}
+	}
+	return fmt.Errorf("%w: %s", ErrRender, msg)
 }
 
 // cleanError shortens gonja's error chains, which repeat the template source.
@@ -222,5 +235,3 @@ const rootName = "/chat_template"
 func newLoader(src string) (loaders.Loader, error) {
 	return loaders.NewMemoryLoader(map[string]string{rootName: src})
 }
-
-var _ = strings.Repeat

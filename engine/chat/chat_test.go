@@ -12,19 +12,9 @@ import (
 // sharedDir finds ../shared beside the repository root, or skips (fails under CI).
 func sharedDir(t testing.TB) string {
 	t.Helper()
-	dir, err := os.Getwd()
+	dir, err := repoRoot()
 	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("chat: no go.mod above the test directory")
-		}
-		dir = parent
+		t.Fatal("chat: no go.mod above the test directory")
 	}
 	shared := filepath.Join(dir, "..", "shared")
 	if _, err := os.Stat(filepath.Join(shared, "testdata", "chat-templates")); err != nil {
@@ -44,14 +34,20 @@ func loadTemplate(t testing.TB, shared, name string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	src := templateFromConfig(b)
+	if src == "" {
+		t.Fatalf("%s: no chat_template", name)
+	}
+	return src
+}
+
+// templateFromConfig returns the chat_template of a tokenizer_config.json.
+func templateFromConfig(b []byte) string {
 	var cfg struct {
 		ChatTemplate string `json:"chat_template"`
 	}
-	if err := json.Unmarshal(b, &cfg); err != nil {
-		t.Fatal(err)
-	}
-	if cfg.ChatTemplate == "" {
-		t.Fatalf("%s: no chat_template", name)
+	if json.Unmarshal(b, &cfg) != nil {
+		return ""
 	}
 	return cfg.ChatTemplate
 }

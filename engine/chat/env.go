@@ -55,6 +55,7 @@ func newEnvironment() *exec.Environment {
 	if err := filters.Replace("tojson", filterToJSON); err != nil {
 		panic(err)
 	}
+	guardFilters(filters)
 
 	globals := map[string]any{}
 	for _, name := range []string{"cycler", "dict", "joiner", "namespace"} {
@@ -70,6 +71,9 @@ func newEnvironment() *exec.Environment {
 	globals[fnGetItem] = getItem
 	globals[fnMul] = mul
 	globals[fnPow] = pow
+	globals[fnAdd] = add
+	globals[fnConcat] = concat
+	globals[fnTick] = tick
 	ctx := exec.NewContext(globals)
 
 	return &exec.Environment{
@@ -178,6 +182,9 @@ func guardedFor(inner parser.ControlStructureParser) parser.ControlStructurePars
 		}
 		tick := &nodes.ControlStructureBlock{Location: f.BodyWrapper.Location, Name: "tick", ControlStructure: tickStatement{loc: f.BodyWrapper.Location}}
 		f.BodyWrapper.Nodes = append([]nodes.Node{tick}, f.BodyWrapper.Nodes...)
+		if f.IfCondition != nil {
+			f.IfCondition = call(fnTick, f.BodyWrapper.Location, f.IfCondition)
+		}
 		return f, nil
 	}
 }

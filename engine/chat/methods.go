@@ -45,6 +45,7 @@ func newMethods() exec.Methods {
 		}
 		return pySplit(self, sep, maxsplit, true), nil
 	}
+	guardMethods(str)
 	m.Str = exec.NewMethodSet(str)
 	return m
 }

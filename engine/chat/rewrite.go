@@ -20,13 +20,18 @@ import (
 //     (messages[-1] with one message gives None) and indexes strings by byte;
 //   - a * b (mul): gonja's string repetition has no bound, and a template could
 //     ask for terabytes (Go cannot recover from running out of memory);
-//   - a ** b (pow): gonja always gives a float (2 ** 3 renders "8.0", Python "8").
+//   - a ** b (pow): gonja always gives a float (2 ** 3 renders "8.0", Python "8");
+//   - a + b and a ~ b (add, concat): bounded, or a loop that doubles a string
+//     would need exabytes after sixty iterations.
 //
 // The names of the functions are not identifiers, so templates cannot call them.
 const (
 	fnGetItem = "\x00getitem"
 	fnMul     = "\x00mul"
 	fnPow     = "\x00pow"
+	fnAdd     = "\x00add"
+	fnConcat  = "\x00concat"
+	fnTick    = "\x00tick"
 )
 
 // maxValueBytes bounds strings and lists built by repetition.
@@ -125,6 +130,10 @@ func replacement(n nodes.Node) nodes.Node {
 			return call(fnMul, x.Operator.Token, x.Left, x.Right)
 		case "**":
 			return call(fnPow, x.Operator.Token, x.Left, x.Right)
+		case "+":
+			return call(fnAdd, x.Operator.Token, x.Left, x.Right)
+		case "~":
+			return call(fnConcat, x.Operator.Token, x.Left, x.Right)
 		}
 	}
 	return nil
@@ -231,8 +240,8 @@ func mul(_ *exec.Evaluator, va *exec.VarArgs) *exec.Value {
 	case a.IsList() && b.IsInteger():
 		n := max(b.Integer(), 0)
 		l := a.Len()
-		if n > 0 && l > MaxRange/n {
-			return exec.AsValue(fmt.Errorf("%w: list repetition beyond %d items", ErrTooLarge, MaxRange))
+		if n > 0 && (l > MaxRange/n || listBytes(a, maxValueBytes) > maxValueBytes/n) {
+			return exec.AsValue(fmt.Errorf("%w: list repetition beyond %d items or %d bytes", ErrTooLarge, MaxRange, maxValueBytes))
 		}
 		out := make([]any, 0, l*n)
 		for range n {
@@ -286,4 +295,82 @@ func pow(_ *exec.Evaluator, va *exec.VarArgs) *exec.Value {
 		return exec.AsValue(r)
 	}
 	return exec.AsValue(math.Pow(a.Float(), b.Float()))
+}
+
+func tooLarge(what string) *exec.Value {
+	return exec.AsValue(fmt.Errorf("%w: %s beyond %d bytes", ErrTooLarge, what, maxValueBytes))
+}
+
+// add is a + b as gonja computes it (lists concatenate, a string on either side
+// concatenates strings), bounded.
+func add(_ *exec.Evaluator, va *exec.VarArgs) *exec.Value {
+	if len(va.Args) != 2 {
+		return argErr(fnAdd)
+	}
+	a, b := va.Args[0], va.Args[1]
+	if a.IsError() {
+		return a
+	}
+	if b.IsError() {
+		return b
+	}
+	switch {
+	case a.IsList():
+		if !b.IsList() {
+			return argErr(fnAdd)
+		}
+		if a.Len()+b.Len() > MaxRange || listBytes(a, maxValueBytes)+listBytes(b, maxValueBytes) > maxValueBytes {
+			return exec.AsValue(fmt.Errorf("%w: list beyond %d items", ErrTooLarge, MaxRange))
+		}
+		out := make([]any, 0, a.Len()+b.Len())
+		for _, l := range []*exec.Value{a, b} {
+			for i := range l.Len() {
+				out = append(out, l.Index(i).Interface())
+			}
+		}
+		return exec.AsValue(out)
+	case a.IsFloat() || b.IsFloat():
+		return exec.AsValue(a.Float() + b.Float())
+	case a.IsString() || b.IsString():
+		return concatValues(a, b)
+	}
+	return exec.AsValue(a.Integer() + b.Integer())
+}
+
+// concat is a ~ b, bounded.
+func concat(_ *exec.Evaluator, va *exec.VarArgs) *exec.Value {
+	if len(va.Args) != 2 {
+		return argErr(fnConcat)
+	}
+	if va.Args[0].IsError() {
+		return va.Args[0]
+	}
+	if va.Args[1].IsError() {
+		return va.Args[1]
+	}
+	return concatValues(va.Args[0], va.Args[1])
+}
+
+func concatValues(a, b *exec.Value) *exec.Value {
+	sa, sb := a.String(), b.String()
+	if len(sa)+len(sb) > maxValueBytes {
+		return tooLarge("string")
+	}
+	out := exec.AsValue(sa + sb)
+	out.Safe = a.Safe && b.Safe
+	return out
+}
+
+// tick takes a step from the render's budget and returns its argument: it guards
+// the condition of a filtered for loop, whose skipped items run no body.
+func tick(e *exec.Evaluator, va *exec.VarArgs) *exec.Value {
+	if b := budgetOf(e.Environment.Context); b != nil {
+		if err := b.step(); err != nil {
+			return exec.AsValue(err)
+		}
+	}
+	if len(va.Args) != 1 {
+		return argErr(fnTick)
+	}
+	return va.Args[0]
 }

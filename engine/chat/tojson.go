@@ -83,6 +83,9 @@ func (e *jsonEncoder) newline(level int) {
 }
 
 func (e *jsonEncoder) encode(v reflect.Value, level, depth int) error {
+	if e.b.Len() > maxValueBytes {
+		return fmt.Errorf("%w: tojson beyond %d bytes", ErrTooLarge, maxValueBytes)
+	}
 	if depth > maxJSONDepth {
 		return fmt.Errorf("%w: tojson: nested deeper than %d", ErrRender, maxJSONDepth)
 	}
