@@ -1,0 +1,175 @@
+package genmodel_test
+
+import (
+	"bytes"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/lmlite/lmlite/engine/genmodel"
+	"github.com/lmlite/lmlite/engine/gguf"
+	"github.com/lmlite/lmlite/engine/model"
+	"github.com/lmlite/lmlite/internal/testenv"
+)
+
+// TestGenerateLoadsAndRuns writes a tiny model of every architecture and type, loads
+// it with engine/model and runs a prompt through it.
+func TestGenerateLoadsAndRuns(t *testing.T) {
+	dir := t.TempDir()
+	for _, arch := range []string{"llama", "qwen2", "qwen3", "phi3"} {
+		for _, typ := range []string{"f32", "f16", "bf16", "q8_0", "q4_0", "q4_k_m", "q6_k"} {
+			t.Run(arch+"/"+typ, func(t *testing.T) {
+				path := filepath.Join(dir, arch+"-"+typ+".gguf")
+				if err := genmodel.Generate(genmodel.Options{Arch: arch, Preset: "tiny", Type: typ, Seed: 3}, path); err != nil {
+					t.Fatal(err)
+				}
+				m, err := model.Open(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer m.Close()
+				c := m.Config()
+				if c.Arch != arch || c.Dim != 256 || c.Layers != 2 || c.Heads != 4 || c.KVHeads != 2 || c.FFN != 768 {
+					t.Fatalf("config %+v", c)
+				}
+				logits, err := m.NewState(0).Forward([]int32{1, 300, 301, 302}, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				top := model.TopProbs(logits, 2)
+				if top[0].P < 0.05 {
+					t.Errorf("flat distribution: top %v", top)
+				}
+				for _, tp := range model.TopProbs(logits, 20) {
+					if tp.ID == 2 || tp.ID < 259 {
+						t.Errorf("control or byte token %d among the 20 most likely", tp.ID)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestQ4KMMix checks the tensor types of a q4_k_m file against llama.cpp's mix.
+func TestQ4KMMix(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m.gguf")
+	if err := genmodel.Generate(genmodel.Options{Arch: "llama", Preset: "tiny", Type: "q4_k_m", Seed: 1}, path); err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	want := map[string]gguf.GGMLType{
+		"token_embd.weight":      gguf.Q4_K,
+		"output.weight":          gguf.Q6_K,
+		"output_norm.weight":     gguf.F32,
+		"blk.0.attn_q.weight":    gguf.Q4_K,
+		"blk.0.attn_v.weight":    gguf.Q4_K, // use_more_bits(0, 2) is false
+		"blk.1.attn_v.weight":    gguf.Q6_K, // use_more_bits(1, 2): 1 >= 7·2/8
+		"blk.0.ffn_down.weight":  gguf.Q4_K,
+		"blk.1.ffn_down.weight":  gguf.Q6_K,
+		"blk.0.ffn_gate.weight":  gguf.Q4_K,
+		"blk.1.attn_norm.weight": gguf.F32,
+	}
+	for name, typ := range want {
+		ti, ok := f.Tensor(name)
+		if !ok || ti.Type != typ {
+			t.Errorf("%s: %v, want %v", name, ti, typ)
+		}
+	}
+	if ft, _ := f.GetUint("general.file_type"); ft != 15 {
+		t.Errorf("file_type %d", ft)
+	}
+}
+
+// TestDeterministic: the same options give the same bytes.
+func TestDeterministic(t *testing.T) {
+	dir := t.TempDir()
+	o := genmodel.Options{Arch: "qwen2", Preset: "tiny", Type: "q4_k_m", Seed: 9}
+	a, b := filepath.Join(dir, "a.gguf"), filepath.Join(dir, "b.gguf")
+	if err := genmodel.Generate(o, a); err != nil {
+		t.Fatal(err)
+	}
+	if err := genmodel.Generate(o, b); err != nil {
+		t.Fatal(err)
+	}
+	da, _ := os.ReadFile(a)
+	db, _ := os.ReadFile(b)
+	if !bytes.Equal(da, db) {
+		t.Fatal("same options, different files")
+	}
+	o.Seed = 10
+	if err := genmodel.Generate(o, b); err != nil {
+		t.Fatal(err)
+	}
+	db, _ = os.ReadFile(b)
+	if bytes.Equal(da, db) {
+		t.Fatal("different seeds, same file")
+	}
+}
+
+// TestVocabFromFile copies the Llama 2 vocabulary and gives it the ChatML template.
+func TestVocabFromFile(t *testing.T) {
+	vocab := testenv.SharedFile(t, "testdata/tokenizer/ggml-vocab-llama-spm.gguf")
+	path := filepath.Join(t.TempDir(), "m.gguf")
+	if err := genmodel.Generate(genmodel.Options{Arch: "llama", Preset: "tiny", Type: "q8_0", Seed: 1, Vocab: vocab, Tied: true}, path); err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	src, err := gguf.Open(vocab)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	for _, kv := range src.KV {
+		if len(kv.Key) > 10 && kv.Key[:10] == "tokenizer." {
+			got, ok := f.Get(kv.Key)
+			if !ok || got.Len() != kv.Value.Len() {
+				t.Errorf("%s not copied", kv.Key)
+			}
+		}
+	}
+	if tmpl, _ := f.GetString("tokenizer.chat_template"); tmpl != genmodel.ChatMLTemplate {
+		if _, had := src.GetString("tokenizer.chat_template"); !had {
+			t.Errorf("chat template %q", tmpl)
+		}
+	}
+	if _, ok := f.Tensor("output.weight"); ok {
+		t.Error("tied model has output.weight")
+	}
+	m, err := model.Load(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := m.Config(); c.Vocab != 32000 || !c.Tied {
+		t.Fatalf("config %+v", c)
+	}
+	logits, err := m.NewState(0).Forward([]int32{1, 15043}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if top := model.TopProbs(logits, 1)[0]; top.ID == 2 || math.IsNaN(top.P) {
+		t.Fatalf("top %v", top)
+	}
+}
+
+func TestBadOptions(t *testing.T) {
+	dir := t.TempDir()
+	for _, o := range []genmodel.Options{
+		{Arch: "gpt2", Preset: "tiny", Type: "f32"},
+		{Arch: "llama", Preset: "7b", Type: "f32"},
+		{Arch: "llama", Preset: "tiny", Type: "q5_k"},
+		{Arch: "llama", Preset: "tiny", Type: "f32", Vocab: filepath.Join(dir, "missing.gguf")},
+	} {
+		if err := genmodel.Generate(o, filepath.Join(dir, "x.gguf")); err == nil {
+			t.Errorf("%+v: no error", o)
+		}
+	}
+}
