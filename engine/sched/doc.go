@@ -14,7 +14,10 @@
 //   - Preempt: when the KV blocks do not suffice for the running decodes, the
 //     lowest-class, most recently joined sequences leave the batch and go back to
 //     their queue (with their arrival time, so near the head); their KV is dropped and
-//     they later prefill their prompt plus what they had generated.
+//     they later prefill their prompt plus what they had generated. Likewise, when
+//     an interactive request waits for a slot or for blocks that running batch
+//     sequences hold, the most recently joined batch sequences make room for it
+//     (only if that suffices): interactive requests never wait behind batch ones.
 //   - Work: each running decode computes one token; then the running prefills get
 //     chunks of what is left of StepTokens (so a long prompt never stalls the
 //     decodes); then joining requests get their first chunk.

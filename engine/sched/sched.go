@@ -370,6 +370,10 @@ func (s *State) Plan(now time.Time) Step {
 		st.Preempt = append(st.Preempt, running[v].ID)
 		running = append(running[:v], running[v+1:]...)
 	}
+	kvPressure := len(st.Preempt) > 0
+	if !kvPressure {
+		running = s.yieldToInteractive(running, &st)
+	}
 	used := need()
 	for _, q := range running {
 		if q.Decoding() {
@@ -378,13 +382,12 @@ func (s *State) Plan(now time.Time) Step {
 		}
 	}
 	// Prefill chunks of running sequences, in join order, within budget and blocks.
-	reserve := 0 // blocks the running prefills will need to finish and take one step
+	reserve := 0 // blocks the running sequences need to finish their prefill and take one step
 	for _, q := range running {
+		reserve += s.reserve(q)
 		if q.Decoding() {
-			reserve += blocksFor(q.Len, bs)
 			continue
 		}
-		reserve += blocksFor(q.Len+1, bs)
 		if budget <= 0 {
 			continue
 		}
@@ -402,10 +405,10 @@ func (s *State) Plan(now time.Time) Step {
 	}
 
 	// Joins.
-	if s.waiting == 0 || len(running) >= s.cfg.MaxConcurrency || budget <= 0 || len(st.Preempt) > 0 {
+	if s.waiting == 0 || len(running) >= s.cfg.MaxConcurrency || budget <= 0 || kvPressure {
 		return st
 	}
-	if len(running) == 0 && s.cfg.BatchTimeout > 0 && s.waiting < s.cfg.MaxConcurrency {
+	if len(s.running) == 0 && s.cfg.BatchTimeout > 0 && s.waiting < s.cfg.MaxConcurrency {
 		first := s.firstArrival()
 		if wake := first.Add(s.cfg.BatchTimeout); now.Before(wake) {
 			st.WakeAt = wake
@@ -431,6 +434,70 @@ func (s *State) Plan(now time.Time) Step {
 		taken[t]++
 	}
 	return st
+}
+
+// reserve is the blocks a running sequence needs to finish its prefill and take one
+// step (a decoding one: its next step).
+func (s *State) reserve(q *Seq) int {
+	if q.Decoding() {
+		return blocksFor(q.Len, s.cfg.BlockSize)
+	}
+	return blocksFor(q.Len+1, s.cfg.BlockSize)
+}
+
+// yieldToInteractive preempts running batch sequences (most recently joined first)
+// while interactive requests wait for a slot or for KV blocks that those hold, so
+// that interactive requests never wait behind batch ones. It returns the running
+// sequences left.
+func (s *State) yieldToInteractive(running []*Seq, st *Step) []*Seq {
+	batch := 0
+	for _, q := range running {
+		if q.Class == Batch {
+			batch++
+		}
+	}
+	if batch == 0 {
+		return running
+	}
+	reserve := 0
+	for _, q := range running {
+		reserve += s.reserve(q)
+	}
+	extra := map[*tenant]float64{}
+	taken := map[*tenant]int{}
+	slots := len(running)
+	for {
+		t, c := s.next(extra, taken)
+		if c == nil || c.Class != Interactive {
+			return running
+		}
+		need := blocksFor(c.Len+1, s.cfg.BlockSize)
+		// The batch sequences to preempt for c, most recently joined first; none
+		// unless they make room.
+		left, r, n := running, reserve, slots
+		var out []ID
+		for n >= s.cfg.MaxConcurrency || r+need > s.cfg.Blocks {
+			v := -1
+			for i, q := range left {
+				if q.Class == Batch && (v < 0 || q.joinSeq > left[v].joinSeq) {
+					v = i
+				}
+			}
+			if v < 0 {
+				return running
+			}
+			r -= s.reserve(left[v])
+			out = append(out, left[v].ID)
+			left = append(left[:v:v], left[v+1:]...)
+			n--
+		}
+		running, reserve, slots = left, r, n
+		st.Preempt = append(st.Preempt, out...)
+		slots++
+		reserve += need
+		extra[t] += 1 / t.weight
+		taken[t]++
+	}
 }
 
 // chunk is the work of computing n tokens of q from start.
