@@ -35,6 +35,16 @@ func (c Config) BlockBytes() int64 {
 	return int64(c.Layers) * 2 * int64(c.blockTokens()) * int64(c.RowFloats()) * 4
 }
 
+// Bytes is the memory the pool allocates: its hot blocks and its warm tier (whole
+// blocks). It is what a model leases for its KV cache, besides its weights.
+func (c Config) Bytes() int64 {
+	bb := c.BlockBytes()
+	if bb <= 0 {
+		return 0
+	}
+	return int64(c.Blocks)*bb + c.WarmBytes/bb*bb
+}
+
 func (c Config) blockTokens() int {
 	if c.BlockTokens == 0 {
 		return 16
