@@ -164,8 +164,8 @@ func TestLayout(t *testing.T) {
 	if p.Config().BlockBytes() != 2*2*4*8*4 {
 		t.Fatalf("block bytes %d", p.Config().BlockBytes())
 	}
-	if c := (Config{Layers: 2, KVHeads: 2, HeadDim: 4, BlockTokens: 4, Blocks: 3, WarmBytes: 2*256 + 100}); c.Bytes() != 5*256 {
-		t.Fatalf("Bytes = %d, want 5 blocks of 256", c.Bytes())
+	if c := (Config{Layers: 2, KVHeads: 2, HeadDim: 4, BlockTokens: 4, Blocks: 3, WarmBytes: 2*512 + 100}); c.Bytes() != 5*512 {
+		t.Fatalf("Bytes = %d, want 5 blocks of 512", c.Bytes())
 	}
 	// Every (block, layer, K/V) span is distinct and covers the arena exactly once.
 	seen := map[*float32]bool{}
