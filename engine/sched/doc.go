@@ -57,17 +57,18 @@
 // One goroutine owns the State; Submit, cancellation and the model's results reach it
 // by channels. Sketch:
 //
-//	st, _ := sched.New(sched.Config{MaxModelLen: 4096, MaxConcurrency: 8,
+//	st, err := sched.New(sched.Config{MaxModelLen: 4096, MaxConcurrency: 8,
 //		BatchTimeout: 5 * time.Millisecond, BlockSize: pool.BlockTokens(), Blocks: pool.Blocks()})
 //	for {
 //		step := st.Plan(now())
 //		st.Apply(now(), step)
 //		for _, id := range step.Preempt {
-//			pool.Release(tables[id]) // its KV is gone; it will prefill again
+//			kv[id].Release() // its KV is gone (its full blocks stay cached); it will prefill again
 //		}
 //		work := step.Work
 //		for _, id := range step.Join {
-//			cached := cache.Acquire(tables[id], salt[id], tokens[id]) // the prefix cache hit
+//			kv[id] = pool.NewSeq(salt[id]) // kvcache: salt per tenant unless shared on purpose
+//			cached := kv[id].Prefix(tokens[id][:len(tokens[id])-1])
 //			if w, ok := st.SetCached(id, cached); ok {
 //				work = replace(work, w) // skip the cached tokens
 //			}
@@ -76,11 +77,17 @@
 //			wait(step.WakeAt) // or the next submission or cancellation
 //			continue
 //		}
+//		for _, w := range work {
+//			kv[w.ID].Grow(w.Start + w.N) // never fails: the State counts the pool's blocks
+//		}
 //		logits := model.Forward(work) // one batch; Sample work yields one token each
-//		deliver(logits)                // Remove sequences that hit EOS or a stop string
+//		for _, w := range work {
+//			kv[w.ID].Publish(tokens[w.ID][:w.Start+w.N])
+//		}
+//		deliver(logits) // append tokens; st.Remove and Release those that hit EOS or a stop string
 //		for _, w := range work {
 //			if w.Last { // finished by length
-//				pool.Release(tables[w.ID])
+//				kv[w.ID].Release()
 //			}
 //		}
 //	}
