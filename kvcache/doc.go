@@ -28,7 +28,7 @@
 // # Tiers
 //
 // With WarmBytes > 0, a block evicted from hot is demoted: its floats are copied bit
-// for bit into a slot of the warm area (LRU among the slots; a full warm tier drops its
+// for bit into a slot of the warm area (host memory, or a mapped file with WarmFile) (LRU among the slots; a full warm tier drops its
 // least recently used block). A lookup that finds a block warm replays it: copies it
 // back into a fresh hot block, which is cheaper than computing it again. Stats gives
 // lookups, hit and miss tokens, demotions, replays, evictions, blocks and bytes per

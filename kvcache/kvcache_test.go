@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"path/filepath"
 	"testing"
 )
 
@@ -341,9 +342,24 @@ func TestSaltIsolation(t *testing.T) {
 	}
 }
 
-// TestDemoteReplay: blocks evicted from hot go to warm and come back bit for bit.
+// TestDemoteReplay: blocks evicted from hot go to warm and come back bit for bit, in
+// host memory or in a file.
 func TestDemoteReplay(t *testing.T) {
-	p := newPool(t, 3, 2)
+	t.Run("memory", func(t *testing.T) { demoteReplay(t, newPool(t, 3, 2)) })
+	t.Run("file", func(t *testing.T) {
+		cfg := Config{Layers: 2, KVHeads: 2, HeadDim: 4, BlockTokens: 4, Blocks: 3}
+		cfg.WarmBytes = 2 * cfg.BlockBytes()
+		cfg.WarmFile = filepath.Join(t.TempDir(), "warm")
+		p, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		demoteReplay(t, p)
+	})
+}
+
+func demoteReplay(t *testing.T, p *Pool) {
 	prompt := seqOf(9, 1)
 	a := p.NewSeq("t")
 	a.Prefix(prompt)

@@ -18,12 +18,13 @@ var (
 // Config describes the KV geometry of one model and the sizes of the tiers. Fields
 // marked required have no default.
 type Config struct {
-	Layers      int   // required
-	KVHeads     int   // required
-	HeadDim     int   // required
-	BlockTokens int   // tokens per block; 0: 16
-	Blocks      int   // hot blocks; required (see BlocksFor)
-	WarmBytes   int64 // the warm tier's size in host memory; 0: no warm tier (evicted blocks are dropped)
+	Layers      int    // required
+	KVHeads     int    // required
+	HeadDim     int    // required
+	BlockTokens int    // tokens per block; 0: 16
+	Blocks      int    // hot blocks; required (see BlocksFor)
+	WarmBytes   int64  // the warm tier's size; 0: no warm tier (evicted blocks are dropped)
+	WarmFile    string // when set, the warm tier is this file, mapped (created, and unlinked once mapped); "": host memory
 }
 
 // RowFloats is the width of one token's K (or V) row in one layer: KVHeads × HeadDim.
@@ -112,6 +113,7 @@ type Pool struct {
 	lru    *list.List         // cached blocks with ref 0, least recently used at the front; Value BlockID
 	hot    map[uint64]BlockID // prefix cache, hot tier
 	warm   *warm
+	unmap  func() error // of a warm file
 	stats  counters
 }
 
@@ -134,10 +136,30 @@ func New(cfg Config) (*Pool, error) {
 		p.free[i] = BlockID(cfg.Blocks - 1 - i) // pop from the end: block 0 first
 	}
 	if slots := int(cfg.WarmBytes / cfg.BlockBytes()); slots > 0 {
-		p.warm = newWarm(slots, p.bfl)
+		var data []float32
+		if cfg.WarmFile != "" {
+			d, unmap, err := mapWarmFile(cfg.WarmFile, slots*p.bfl)
+			if err != nil {
+				return nil, err
+			}
+			data, p.unmap = d, unmap
+		} else {
+			data = make([]float32, slots*p.bfl)
+		}
+		p.warm = newWarm(data, slots, p.bfl)
 	}
 	p.gauges()
 	return p, nil
+}
+
+// Close releases the warm file's mapping, if any. The pool must not be used after.
+func (p *Pool) Close() error {
+	if p.unmap == nil {
+		return nil
+	}
+	err := p.unmap()
+	p.unmap, p.warm = nil, nil
+	return err
 }
 
 // Config returns the pool's configuration with defaults filled in.

@@ -18,8 +18,8 @@ type warmEntry struct {
 	elem *list.Element
 }
 
-func newWarm(slots, bfl int) *warm {
-	w := &warm{data: make([]float32, slots*bfl), bfl: bfl, index: map[uint64]*warmEntry{}, lru: list.New()}
+func newWarm(data []float32, slots, bfl int) *warm {
+	w := &warm{data: data, bfl: bfl, index: map[uint64]*warmEntry{}, lru: list.New()}
 	for i := slots - 1; i >= 0; i-- {
 		w.free = append(w.free, i)
 	}
