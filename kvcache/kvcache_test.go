@@ -446,3 +446,20 @@ func TestReplayNeedsRoom(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// BenchmarkPrefix is a lookup of a 64-token cached prefix and its release.
+func BenchmarkPrefix(b *testing.B) {
+	p := newPool(b, 64, 0)
+	prompt := seqOf(65, 1)
+	s := p.NewSeq("t")
+	fill(b, s, 0, 65, 1)
+	s.Publish(prompt)
+	b.ReportAllocs()
+	for b.Loop() {
+		q := p.NewSeq("t")
+		if q.Prefix(prompt[:64]) != 64 {
+			b.Fatal("miss")
+		}
+		q.Release()
+	}
+}

@@ -257,3 +257,22 @@ func TestRandomOps(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkStep is one Plan and Apply of a full batch of 16 decoding sequences with
+// a backlog of 4 tenants.
+func BenchmarkStep(b *testing.B) {
+	s, err := New(Config{MaxModelLen: 1 << 20, MaxConcurrency: 16, BlockSize: 16, MaxQueue: 1 << 20})
+	if err != nil {
+		b.Fatal(err)
+	}
+	now := base
+	for i := range 1000 {
+		s.Enqueue(now, Request{ID: ID(i + 1), Tenant: string(rune('a' + i%4)), Prompt: 8, MaxTokens: 1 << 19})
+	}
+	s.Apply(now, s.Plan(now))
+	b.ReportAllocs()
+	for b.Loop() {
+		now = now.Add(time.Millisecond)
+		s.Apply(now, s.Plan(now))
+	}
+}
