@@ -19,3 +19,7 @@ require (
 	golang.org/x/sys v0.32.0 // indirect
 	golang.org/x/text v0.23.0 // indirect
 )
+
+require github.com/cockroachdb/datadriven v1.0.3
+
+require github.com/pmezard/go-difflib v1.0.0 // indirect
