@@ -46,8 +46,20 @@ func cmdBench(args []string, stdout io.Writer) error {
 	reps := fs.Int("reps", 3, "repetitions (the medians are reported)")
 	parallel := fs.Int("parallel", 1, "concurrent sequences")
 	asJSON := fs.Bool("json", false, "print one JSON line")
+	membw := fs.Bool("membw", false, "measure the memory read bandwidth instead (no model needed)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *threads <= 0 {
+		*threads = runtime.NumCPU()
+	}
+	if *membw {
+		bw := readBandwidth(*threads, 1<<30, max(*reps, 5))
+		if *asJSON {
+			return json.NewEncoder(stdout).Encode(map[string]any{"threads": *threads, "read_bytes_s": bw, "read_gib_s": bw / (1 << 30)})
+		}
+		fmt.Fprintf(stdout, "memory read bandwidth, %d threads: %.2f GiB/s\n", *threads, bw/(1<<30))
+		return nil
 	}
 	if *path == "" {
 		fs.Usage()
@@ -58,9 +70,6 @@ func cmdBench(args []string, stdout io.Writer) error {
 	}
 	if *parallel != 1 {
 		return fmt.Errorf("--parallel %d: batched decoding of several sequences comes with the batching runtime; only 1 is supported yet", *parallel)
-	}
-	if *threads <= 0 {
-		*threads = runtime.NumCPU()
 	}
 	runtime.GOMAXPROCS(*threads)
 	if *ctxLen <= 0 {
@@ -136,4 +145,3 @@ func median(v []float64) float64 {
 	slices.Sort(s)
 	return s[len(s)/2]
 }
-
