@@ -138,7 +138,7 @@ func jsonFieldError(err error) (param, msg string) {
 	var se *json.SyntaxError
 	switch {
 	case errors.As(err, &te):
-		f := te.Field
+		f := strings.TrimPrefix(te.Field, "commonParams.")
 		if f == "" {
 			f = "body"
 		}

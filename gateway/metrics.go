@@ -71,7 +71,9 @@ func (m *metrics) observe(j *job, e tenancy.Entry, charged tiers.Money, u *engin
 	if model == "" {
 		return
 	}
-	m.e2e.WithLabelValues(model).Observe(e.Latency.Seconds())
+	if e.Status < 400 || e.Status == 499 {
+		m.e2e.WithLabelValues(model).Observe(e.Latency.Seconds())
+	}
 	if charged > 0 {
 		m.spend.WithLabelValues(j.pol.Tenant, model).Add(charged.Dollars())
 	}

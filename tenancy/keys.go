@@ -32,7 +32,7 @@ type KeyInfo struct {
 	Tenant  string    `json:"tenant"`
 	Created time.Time `json:"created"`
 	Revoked time.Time `json:"revoked,omitzero"`
-	Hash    []byte    `json:"hash"`
+	Hash    []byte    `json:"hash,omitempty"`
 }
 
 // NewKey makes a new key for tenant: the key as the client uses it, and its record.
