@@ -19,6 +19,7 @@ import (
 type fakeEngine struct {
 	Delay   time.Duration
 	MaxLen  int
+	ids     []string // Models lists these; nil: tiny and big
 	ready   atomic.Bool
 	started atomic.Int64
 	cancels atomic.Int64 // generations ended by their context
@@ -33,7 +34,14 @@ func newFakeEngine() *fakeEngine {
 	return f
 }
 
-var fakeModels = map[string]bool{"tiny": true, "big": true}
+var fakeModels = map[string]bool{"tiny": true, "big": true, "local": true}
+
+// newFakeEngineWith is a fakeEngine whose Models lists the given ids.
+func newFakeEngineWith(ids ...string) *fakeEngine {
+	f := newFakeEngine()
+	f.ids = ids
+	return f
+}
 
 func (f *fakeEngine) Tokenize(model, text string) ([]int32, error) {
 	if !fakeModels[model] {
@@ -60,6 +68,13 @@ func (f *fakeEngine) RenderChat(model string, msgs []engine.Message) (string, er
 }
 
 func (f *fakeEngine) Models() []engine.ModelStatus {
+	if f.ids != nil {
+		var out []engine.ModelStatus
+		for _, id := range f.ids {
+			out = append(out, engine.ModelStatus{ID: id, State: engine.StateReady, Replicas: 1, MaxModelLen: f.MaxLen})
+		}
+		return out
+	}
 	return []engine.ModelStatus{
 		{ID: "tiny", State: engine.StateReady, Replicas: 1, MemoryBytes: 1 << 20, MaxModelLen: f.MaxLen},
 		{ID: "big", State: engine.StateReady, Replicas: 1, MemoryBytes: 4 << 20, MaxModelLen: f.MaxLen},

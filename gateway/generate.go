@@ -107,7 +107,7 @@ func (s *Server) handleGenerate(ctx *fasthttp.RequestCtx, reqID string, k kind) 
 		if errors.As(err, &le) {
 			s.writeError(ctx, reqID, &apiError{status: 429, typ: "requests", code: "rate_limit_exceeded",
 				message: "rate limit reached for " + le.Reason + "; retry after " + le.RetryAfter.Round(time.Millisecond).String(),
-				retry: tenancy.RetryAfterSeconds(le.RetryAfter), reason: "rate_" + le.Reason})
+				retry:   tenancy.RetryAfterSeconds(le.RetryAfter), reason: "rate_" + le.Reason})
 			return
 		}
 		s.writeError(ctx, reqID, &apiError{status: 500, typ: "server_error", message: "admission failed: " + err.Error(), reason: "internal"})
@@ -339,7 +339,7 @@ func (j *job) tierIndex() tiers.Tier {
 func insufficientQuota(err error) *apiError {
 	return &apiError{status: 429, typ: "insufficient_quota", code: "insufficient_quota",
 		message: "You exceeded your current quota: the budget of your plan is spent (" + err.Error() + ")",
-		reason: "budget"}
+		reason:  "budget"}
 }
 
 // selectTier runs the tier router.
