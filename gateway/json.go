@@ -148,7 +148,10 @@ func jsonFieldError(err error) (param, msg string) {
 	}
 	s := err.Error()
 	if rest, ok := strings.CutPrefix(s, "json: unknown field "); ok {
-		f := strings.Trim(rest, `"`)
+		f := strings.TrimPrefix(strings.Trim(rest, `"`), "commonParams.")
+		if f == "" {
+			return "body", `unrecognized request argument supplied: ""`
+		}
 		return f, "unrecognized request argument supplied: " + f
 	}
 	if errors.Is(err, errEOFBody) || strings.Contains(s, "EOF") {
