@@ -31,14 +31,18 @@
 // # Ledger
 //
 // Settle writes the request's usage (tokens, cost, latency, status, request id) to the
-// ledger in the Store, an embedded bbolt database under the data directory, together
-// with per-tenant spend totals per day and month, which Admit reloads after a restart.
-// Writes are grouped: one goroutine commits every entry queued while the previous
-// transaction ran in a single transaction (group commit), and Settle returns only when
-// its group is committed, so that a response is never completed before its usage is
-// on disk. With SyncFsync each group is fsynced (one fsync per group, not per
-// request); with SyncProcess the group is written to the OS (it survives kill -9 of
-// the process, not a power cut) and fsynced every second in the background.
+// ledger in the Store: an embedded bbolt database under the data directory holding the
+// entries and per-tenant spend totals per day and month (which Admit reloads after a
+// restart), and beside it a write-ahead log. Writes are grouped: one goroutine appends
+// every entry queued while the previous group was being written as a single log
+// record (group commit), and Settle returns only when its group's record is written,
+// so that a response is never completed before its usage is safe. With SyncFsync each
+// record is fsynced (one fsync per group, not per request; it survives power loss);
+// with SyncProcess it is written to the OS only (it survives kill -9 of the process,
+// not a power cut) and costs a few microseconds. Every 200ms (or 4096 entries) the
+// writer applies the logged entries to the database in one fsynced transaction and
+// empties the log; Open replays a log left by a killed process, skipping what the
+// database already holds (entries carry increasing sequence numbers).
 //
 // bbolt (go.etcd.io/bbolt) is the embedded store: a well-kept single-file B+tree with
 // ACID transactions and a file lock, so a second process cannot open a store in use.

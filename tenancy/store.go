@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -23,10 +26,10 @@ import (
 type SyncMode int
 
 const (
-	// SyncFsync fsyncs every group: it survives power loss.
+	// SyncFsync fsyncs every group's log record: it survives power loss.
 	SyncFsync SyncMode = iota
-	// SyncProcess writes every group to the OS and fsyncs in the background every
-	// second: it survives the process being killed, not the machine losing power.
+	// SyncProcess writes every group's log record to the OS without fsync: it survives
+	// the process being killed, not the machine losing power.
 	SyncProcess
 )
 
@@ -34,6 +37,10 @@ const (
 type Options struct {
 	Sync        SyncMode
 	LockTimeout time.Duration // how long Open waits for another process's lock; 0: 1s
+	// ApplyEvery is how often logged entries are applied to the database (and the log
+	// emptied); 0: 200ms. ApplyEntries applies sooner when that many are waiting; 0: 4096.
+	ApplyEvery   time.Duration
+	ApplyEntries int
 }
 
 // ErrLocked is returned by Open when another process holds the store.
@@ -46,10 +53,13 @@ var (
 	bucketKeys   = []byte("keys")
 	bucketLedger = []byte("ledger")
 	bucketSpend  = []byte("spend")
+	bucketMeta   = []byte("meta")
+	keyApplied   = []byte("applied_seq") // the last ledger seq applied to the database
 )
 
 // Entry is one request's usage in the ledger.
 type Entry struct {
+	Seq              uint64        `json:"seq"` // assigned by the store, increasing
 	Time             time.Time     `json:"time"`
 	RequestID        string        `json:"request_id"`
 	Tenant           string        `json:"tenant"`
@@ -65,36 +75,57 @@ type Entry struct {
 	TTFT             time.Duration `json:"ttft_ns,omitempty"`
 }
 
-// Store is the embedded store of keys, the usage ledger and spend totals: one bbolt
-// file. It is safe for concurrent use.
+// Store is the embedded store of keys, the usage ledger and spend totals: a bbolt
+// file and, beside it, the ledger's write-ahead log (path + ".wal"). It is safe for
+// concurrent use.
+//
+// Ledger entries are acknowledged once their group's record is in the log (written,
+// and fsynced with SyncFsync): one small append per group, however many entries it
+// holds. The writer goroutine applies logged entries to the database in large batches
+// (one transaction, fsynced) and then empties the log; Open replays a log left by a
+// killed process, skipping entries the database already holds (by seq).
 type Store struct {
 	db   *bolt.DB
+	wal  *os.File
 	opts Options
 
 	keysMu sync.RWMutex        // guards keys
 	keys   map[string]*KeyInfo // by id; a cache of the keys bucket
 
-	commits atomic.Int64 // ledger transactions committed (for tests and metrics)
+	commits atomic.Int64 // ledger groups logged (for tests and metrics)
 
-	mu      sync.Mutex // guards cur and closed
-	cur     *group     // the group that Record appends to
-	closed  bool
+	mu     sync.Mutex // guards cur and closed
+	cur    *group     // the group that Record appends to
+	closed bool
+
+	// owned by the writer goroutine
+	seq     uint64  // last seq assigned
+	pending []Entry // logged, not yet in the database
+	encBuf  []byte
+
 	kick    chan struct{} // cap 1: wakes the writer
+	flush   chan chan error
 	stop    chan struct{}
 	stopped chan struct{}
 }
 
-// group is the entries committed by one transaction.
+// group is the entries acknowledged together.
 type group struct {
 	entries []Entry
-	done    chan struct{} // closed when committed
+	done    chan struct{} // closed when logged
 	err     error         // set before done is closed
 }
 
-// Open opens (creating if needed) the store at path.
+// Open opens (creating if needed) the store at path, replaying the ledger log.
 func Open(path string, opts Options) (*Store, error) {
 	if opts.LockTimeout == 0 {
 		opts.LockTimeout = time.Second
+	}
+	if opts.ApplyEvery == 0 {
+		opts.ApplyEvery = 200 * time.Millisecond
+	}
+	if opts.ApplyEntries == 0 {
+		opts.ApplyEntries = 4096
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("tenancy: %w", err)
@@ -110,17 +141,19 @@ func Open(path string, opts Options) (*Store, error) {
 		}
 		return nil, fmt.Errorf("tenancy: open %s: %w", path, err)
 	}
-	db.NoSync = opts.Sync == SyncProcess
 	s := &Store{
 		db: db, opts: opts, keys: map[string]*KeyInfo{},
 		cur:  &group{done: make(chan struct{})},
-		kick: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}),
+		kick: make(chan struct{}, 1), flush: make(chan chan error), stop: make(chan struct{}), stopped: make(chan struct{}),
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketKeys, bucketLedger, bucketSpend} {
+		for _, b := range [][]byte{bucketKeys, bucketLedger, bucketSpend, bucketMeta} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
+		}
+		if v := tx.Bucket(bucketMeta).Get(keyApplied); len(v) == 8 {
+			s.seq = binary.BigEndian.Uint64(v)
 		}
 		return tx.Bucket(bucketKeys).ForEach(func(k, v []byte) error {
 			var ki KeyInfo
@@ -131,6 +164,9 @@ func Open(path string, opts Options) (*Store, error) {
 			return nil
 		})
 	})
+	if err == nil {
+		err = s.replay(path + ".wal")
+	}
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("tenancy: open %s: %w", path, err)
@@ -139,7 +175,41 @@ func Open(path string, opts Options) (*Store, error) {
 	return s, nil
 }
 
-// Close commits what is queued, stops the writer and closes the file.
+// replay applies the entries of a log left behind (by a killed process) and opens the
+// log for appending.
+func (s *Store) replay(walPath string) error {
+	f, err := os.OpenFile(walPath, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	s.wal = f
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return err
+	}
+	applied := s.seq
+	for len(data) >= 8 {
+		n := binary.BigEndian.Uint32(data)
+		sum := binary.BigEndian.Uint32(data[4:])
+		if uint64(len(data)-8) < uint64(n) || crc32.ChecksumIEEE(data[8:8+n]) != sum {
+			break // a torn tail: never acknowledged
+		}
+		var es []Entry
+		if err := json.Unmarshal(data[8:8+n], &es); err != nil {
+			break
+		}
+		for _, e := range es {
+			if e.Seq > applied {
+				s.pending = append(s.pending, e)
+				s.seq = max(s.seq, e.Seq)
+			}
+		}
+		data = data[8+n:]
+	}
+	return s.apply()
+}
+
+// Close logs and applies what is queued, stops the writer and closes the files.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -150,42 +220,49 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	close(s.stop)
 	<-s.stopped
-	if s.db.NoSync {
-		_ = s.db.Sync()
+	err := s.wal.Close()
+	if e := s.db.Close(); err == nil {
+		err = e
 	}
-	return s.db.Close()
+	return err
 }
 
-// Commits is the number of ledger groups committed so far.
+// Commits is the number of ledger groups logged so far.
 func (s *Store) Commits() int64 { return s.commits.Load() }
 
 // Path is the store's file.
 func (s *Store) Path() string { return s.db.Path() }
 
-// writer is the one goroutine that commits ledger groups; it owns nothing but the
-// swap of s.cur. Entries queued while a transaction runs form the next group.
+// writer is the one goroutine that logs ledger groups and applies them to the
+// database. Entries queued while a group is being logged form the next group.
 func (s *Store) writer() {
 	defer close(s.stopped)
-	var tick <-chan time.Time
-	if s.db.NoSync {
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		tick = t.C
-	}
+	t := time.NewTicker(s.opts.ApplyEvery)
+	defer t.Stop()
 	for {
 		select {
 		case <-s.kick:
-			s.commitCurrent()
-		case <-tick:
-			_ = s.db.Sync()
+			s.logCurrent()
+			if len(s.pending) >= s.opts.ApplyEntries {
+				s.applyLogged()
+			}
+		case <-t.C:
+			if len(s.pending) > 0 {
+				s.applyLogged()
+			}
+		case done := <-s.flush:
+			s.logCurrent()
+			done <- s.apply()
 		case <-s.stop:
-			s.commitCurrent()
+			s.logCurrent()
+			s.applyLogged()
 			return
 		}
 	}
 }
 
-func (s *Store) commitCurrent() {
+// logCurrent appends the current group to the log and acknowledges it.
+func (s *Store) logCurrent() {
 	s.mu.Lock()
 	g := s.cur
 	if len(g.entries) == 0 {
@@ -194,12 +271,76 @@ func (s *Store) commitCurrent() {
 	}
 	s.cur = &group{done: make(chan struct{}), entries: make([]Entry, 0, cap(g.entries))}
 	s.mu.Unlock()
-	g.err = s.db.Update(func(tx *bolt.Tx) error { return writeEntries(tx, g.entries) })
-	s.commits.Add(1)
-	if g.err != nil {
+	for i := range g.entries {
+		s.seq++
+		g.entries[i].Seq = s.seq
+	}
+	g.err = s.logGroup(g.entries)
+	if g.err == nil {
+		s.pending = append(s.pending, g.entries...)
+	} else {
+		s.seq -= uint64(len(g.entries))
 		g.err = fmt.Errorf("tenancy: ledger: %w", g.err)
 	}
+	s.commits.Add(1)
 	close(g.done)
+}
+
+func (s *Store) logGroup(entries []Entry) error {
+	payload, err := json.Marshal(entries)
+	if err != nil {
+		return err
+	}
+	b := s.encBuf[:0]
+	b = binary.BigEndian.AppendUint32(b, uint32(len(payload)))
+	b = binary.BigEndian.AppendUint32(b, crc32.ChecksumIEEE(payload))
+	b = append(b, payload...)
+	s.encBuf = b
+	if _, err := s.wal.Write(b); err != nil {
+		return err
+	}
+	if s.opts.Sync == SyncFsync {
+		return s.wal.Sync()
+	}
+	return nil
+}
+
+func (s *Store) applyLogged() {
+	if err := s.apply(); err != nil {
+		slog.Default().Error("tenancy: applying the ledger log failed; it stays in the log", "error", err)
+	}
+}
+
+// apply writes the pending entries to the database in one fsynced transaction and
+// empties the log.
+func (s *Store) apply() error {
+	if len(s.pending) == 0 {
+		return nil
+	}
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		if err := writeEntries(tx, s.pending); err != nil {
+			return err
+		}
+		var v [8]byte
+		binary.BigEndian.PutUint64(v[:], s.pending[len(s.pending)-1].Seq)
+		return tx.Bucket(bucketMeta).Put(keyApplied, v[:])
+	})
+	if err != nil {
+		return err
+	}
+	s.pending = s.pending[:0]
+	return s.wal.Truncate(0) // O_APPEND: the next write goes to the new end
+}
+
+// sync makes every acknowledged entry visible in the database.
+func (s *Store) sync() error {
+	done := make(chan error, 1)
+	select {
+	case s.flush <- done:
+		return <-done
+	case <-s.stopped:
+		return nil
+	}
 }
 
 func writeEntries(tx *bolt.Tx, entries []Entry) error {
@@ -208,15 +349,11 @@ func writeEntries(tx *bolt.Tx, entries []Entry) error {
 	var kb [8]byte
 	for i := range entries {
 		e := &entries[i]
-		seq, err := led.NextSequence()
-		if err != nil {
-			return err
-		}
 		v, err := json.Marshal(e)
 		if err != nil {
 			return err
 		}
-		binary.BigEndian.PutUint64(kb[:], seq)
+		binary.BigEndian.PutUint64(kb[:], e.Seq)
 		if err := led.Put(kb[:], v); err != nil {
 			return err
 		}
@@ -250,7 +387,7 @@ func spendKey(tenant string, kind byte, window int) string {
 	return tenant + "\x00" + string(kind) + strconv.Itoa(window)
 }
 
-// Record appends e to the ledger and returns when the group holding it is committed
+// Record appends e to the ledger and returns when the group holding it is logged
 // (see SyncMode for how durable that is).
 func (s *Store) Record(e Entry) error {
 	s.mu.Lock()
@@ -271,6 +408,9 @@ func (s *Store) Record(e Entry) error {
 
 // Spent returns the settled spend of tenant in the day and month windows of now.
 func (s *Store) Spent(tenant string, now time.Time) (day, month tiers.Money, err error) {
+	if err := s.sync(); err != nil {
+		return 0, 0, fmt.Errorf("tenancy: %w", err)
+	}
 	d, m := windows(now)
 	err = s.db.View(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketSpend)
@@ -290,6 +430,9 @@ func (s *Store) Spent(tenant string, now time.Time) (day, month tiers.Money, err
 
 // Ledger calls fn for each ledger entry in order, until fn returns an error.
 func (s *Store) Ledger(fn func(Entry) error) error {
+	if err := s.sync(); err != nil {
+		return fmt.Errorf("tenancy: %w", err)
+	}
 	return s.db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketLedger).ForEach(func(_, v []byte) error {
 			var e Entry
