@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/openai/openai-go"
 	"github.com/openai/openai-go/option"
@@ -255,5 +256,35 @@ func TestSDKRateLimit(t *testing.T) {
 	var ae *openai.Error
 	if !errors.As(err, &ae) || ae.StatusCode != 429 || ae.Code != "rate_limit_exceeded" || ae.Response.Header.Get("Retry-After") != "1" {
 		t.Fatalf("second request: %v", err)
+	}
+}
+
+// TestStreamIsIncremental: tokens reach the client as they are generated, not at the
+// end (each is flushed): with a token every 30ms, the first arrives long before the
+// last.
+func TestStreamIsIncremental(t *testing.T) {
+	eng := newFakeEngine()
+	eng.Delay = 30 * time.Millisecond
+	ts := startServer(t, testConfig, eng)
+	c := ts.client("acme")
+	stream := c.Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{
+		Model: "tiny", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("x")}, MaxTokens: openai.Int(10),
+	})
+	var first, last time.Time
+	n := 0
+	for stream.Next() {
+		if ch := stream.Current(); len(ch.Choices) > 0 && ch.Choices[0].Delta.Content != "" {
+			if first.IsZero() {
+				first = time.Now()
+			}
+			last = time.Now()
+			n++
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n != 10 || last.Sub(first) < 200*time.Millisecond {
+		t.Errorf("%d tokens over %v: not streamed as generated", n, last.Sub(first))
 	}
 }

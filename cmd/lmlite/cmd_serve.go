@@ -141,11 +141,11 @@ func runServe(args []string) error {
 	}
 	fmt.Printf("models: %s (or \"auto\", \"tier:fast\" … \"tier:max\")\n", strings.Join(ids, ", "))
 
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sig)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
 	select {
 	case err := <-errc:
 		return err
