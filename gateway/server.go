@@ -174,12 +174,14 @@ func (s *Server) Serve(ln net.Listener) error {
 // (streams included) finish and settle, or ctx ends first.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.draining.Store(true)
+	// fasthttp waits for every connection, so every handler (and its wg.Add) has run
+	// when it returns; then wait for the stream writers' settling.
+	err := s.http.ShutdownWithContext(ctx)
 	done := make(chan struct{})
 	go func() {
 		s.wg.Wait()
 		close(done)
 	}()
-	err := s.http.ShutdownWithContext(ctx)
 	select {
 	case <-done:
 	case <-ctx.Done():

@@ -3,13 +3,14 @@ package gateway
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"errors"
 	"os"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
 	"github.com/valyala/fasthttp"
 
 	"github.com/lmlite/lmlite/configs"
@@ -37,40 +38,55 @@ func newUpstream(m configs.Model, c *fasthttp.Client) *upstream {
 }
 
 // upstreamBody rewrites the client's body for the upstream: its model name, no
-// "lmlite" field, and usage always included in streams (for settling).
+// "lmlite" field, and usage always included in streams (for settling). The body was
+// already validated; tidwall/sjson edits the bytes in place of a decode and re-encode
+// (a well-kept library; this is the proxy's hot path), and an unchanged body is
+// forwarded as it is.
 func (j *job) upstreamBody(body []byte) ([]byte, error) {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(body, &m); err != nil {
-		return nil, err
+	u := j.m.upstream
+	var err error
+	if j.p.Model != u.model {
+		name := appendJSONString(make([]byte, 0, len(u.model)+2), u.model)
+		if body, err = sjson.SetRawBytes(body, "model", name); err != nil {
+			return nil, err
+		}
 	}
-	delete(m, "lmlite")
-	name, _ := json.Marshal(j.m.upstream.model)
-	m["model"] = name
-	if j.stream {
-		m["stream_options"] = json.RawMessage(`{"include_usage":true}`)
+	if j.p.LMLite != nil || gjson.GetBytes(body, "lmlite").Exists() {
+		if body, err = sjson.DeleteBytes(body, "lmlite"); err != nil {
+			return nil, err
+		}
+	}
+	if j.stream && !j.usage {
+		if body, err = sjson.SetRawBytes(body, "stream_options", []byte(`{"include_usage":true}`)); err != nil {
+			return nil, err
+		}
 	}
 	if j.kind == kindCompletion && j.comp.MaxTokens == nil {
-		m["max_tokens"] = json.RawMessage(strconv.Itoa(j.maxTokens))
+		if body, err = sjson.SetRawBytes(body, "max_tokens", strconv.AppendInt(nil, int64(j.maxTokens), 10)); err != nil {
+			return nil, err
+		}
 	}
-	return json.Marshal(m)
+	return body, nil
 }
 
-// upstreamUsage is what the gateway reads of an upstream response.
-type upstreamUsage struct {
-	Usage *struct {
-		PromptTokens     int `json:"prompt_tokens"`
-		CompletionTokens int `json:"completion_tokens"`
-	} `json:"usage"`
-	Choices []struct {
-		FinishReason *string `json:"finish_reason"`
-	} `json:"choices"`
+// upstreamUsage reads the usage and finish reason of an upstream response or event.
+func upstreamUsage(b []byte, e *tenancy.Entry) (hasUsage, hasChoices bool) {
+	r := gjson.GetManyBytes(b, "usage.prompt_tokens", "usage.completion_tokens", "choices.0.finish_reason", "choices.#")
+	if r[0].Exists() {
+		e.PromptTokens, e.CompletionTokens = int(r[0].Int()), int(r[1].Int())
+		hasUsage = true
+	}
+	if f := r[2]; f.Type == gjson.String {
+		e.Finish = f.Str
+	}
+	return hasUsage, r[3].Int() > 0
 }
 
 // runUpstream forwards the request. It returns done when a stream writer took over,
 // and retry when the upstream failed before answering (so another tier may serve).
 func (j *job) runUpstream(ctx *fasthttp.RequestCtx) (done, retry bool) {
 	s, u := j.s, j.m.upstream
-	body, err := j.upstreamBody(ctx.PostBody())
+	body, err := j.upstreamBody(append([]byte(nil), ctx.PostBody()...))
 	if err != nil {
 		j.fail(ctx, badRequest("body", "invalid JSON: "+err.Error()))
 		return false, false
@@ -122,15 +138,8 @@ func (j *job) runUpstream(ctx *fasthttp.RequestCtx) (done, retry bool) {
 		return false, false
 	}
 	if !j.stream {
-		var uu upstreamUsage
-		_ = json.Unmarshal(resp.Body(), &uu)
 		e := tenancy.Entry{Status: 200}
-		if uu.Usage != nil {
-			e.PromptTokens, e.CompletionTokens = uu.Usage.PromptTokens, uu.Usage.CompletionTokens
-		}
-		if len(uu.Choices) > 0 && uu.Choices[0].FinishReason != nil {
-			e.Finish = *uu.Choices[0].FinishReason
-		}
+		upstreamUsage(resp.Body(), &e)
 		s.pred.End(j.m.id)
 		s.pred.Observe(j.m.id, s.now().Sub(sent), 0)
 		j.settle(e, nil)
@@ -182,17 +191,8 @@ func (j *job) streamUpstream(w *bufio.Writer, resp *fasthttp.Response, sent time
 			}
 			forward := true
 			if bytes.Contains(data, []byte(`"usage":{`)) || bytes.Contains(data, []byte(`"finish_reason":"`)) {
-				var uu upstreamUsage
-				if json.Unmarshal(data, &uu) == nil {
-					if uu.Usage != nil {
-						e.PromptTokens, e.CompletionTokens = uu.Usage.PromptTokens, uu.Usage.CompletionTokens
-						if len(uu.Choices) == 0 && !j.usage {
-							forward = false
-						}
-					}
-					if len(uu.Choices) > 0 && uu.Choices[0].FinishReason != nil {
-						e.Finish = *uu.Choices[0].FinishReason
-					}
+				if hasUsage, hasChoices := upstreamUsage(data, &e); hasUsage && !hasChoices && !j.usage {
+					forward = false // the client did not ask for the usage event
 				}
 			}
 			now := s.now()
