@@ -293,6 +293,11 @@ func (j *job) run(ctx *fasthttp.RequestCtx) bool {
 			}
 		} else {
 			j.tierName = j.m.tier
+			if st := s.pred.Stats(j.m.id, now); st.MaxQueue > 0 && st.Queue >= st.MaxQueue {
+				j.fail(ctx, &apiError{status: 503, typ: "server_error", code: "overloaded", retry: 1, reason: "overloaded",
+					message: "the model '" + j.m.id + "' is overloaded (" + strconv.Itoa(st.Queue) + " requests queued); retry later"})
+				return false
+			}
 		}
 		if aerr := j.prepare(); aerr != nil {
 			j.fail(ctx, aerr)
