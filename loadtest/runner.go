@@ -52,8 +52,9 @@ func IsLoopback(host string) bool {
 type Config struct {
 	Scenario *Scenario // normalized (LoadScenario and ParseScenario do it)
 	Target   string    // the server's root URL, e.g. http://127.0.0.1:8080
-	// APIKey, when set, is every tenant's key; otherwise each tenant's api_key or
-	// api_key_env. A tenant with neither sends no Authorization header.
+	// APIKey, when set, is every tenant's key; otherwise each tenant's api_key_env
+	// (when that variable is set) or api_key. A tenant with neither sends no
+	// Authorization header.
 	APIKey      string
 	AllowRemote bool
 	// Goodput limits when the scenario sets none (see GoodputFrom).
@@ -125,13 +126,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		switch {
 		case cfg.APIKey != "":
 			keys[i] = cfg.APIKey
+		case t.APIKeyEnv != "" && getenv(t.APIKeyEnv) != "":
+			keys[i] = getenv(t.APIKeyEnv)
 		case t.APIKey != "":
 			keys[i] = t.APIKey
 		case t.APIKeyEnv != "":
-			keys[i] = getenv(t.APIKeyEnv)
-			if keys[i] == "" {
-				return nil, fmt.Errorf("loadtest: tenant %q: environment variable %s is empty", t.Name, t.APIKeyEnv)
-			}
+			return nil, fmt.Errorf("loadtest: tenant %q: environment variable %s is empty and no api_key is given", t.Name, t.APIKeyEnv)
 		}
 	}
 	goodput := s.Goodput

@@ -74,8 +74,9 @@ type Scenario struct {
 // Tenant is one client of the target with its own key.
 type Tenant struct {
 	Name string `yaml:"name"`
-	// APIKey is the key itself; APIKeyEnv names an environment variable holding it.
-	// The command's --api-key overrides both for every tenant.
+	// APIKeyEnv names an environment variable holding the key; when it is unset or
+	// empty, APIKey is the key. The command's --api-key overrides both for every
+	// tenant.
 	APIKey    string `yaml:"api_key"`
 	APIKeyEnv string `yaml:"api_key_env"`
 	// Weight is the tenant's entitled share (default 1): it splits the scenario's
