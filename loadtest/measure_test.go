@@ -19,12 +19,11 @@ func streamRequest(t *testing.T, w Workload) *request {
 
 // TestSSETiming measures a server whose chunks leave at known times: TTFT 60ms,
 // then one chunk every 25ms. No chunk can arrive before it was sent, so each
-// measured time is at least its send time; and the first arrives long before the
-// stream ends, which shows the stream is read as it comes rather than at the end.
+// measured time is at least its send time (exact lower bounds); the upper bounds
+// are loose, as the machine is shared and tests run with -race.
 func TestSSETiming(t *testing.T) {
 	const ttft, itl, n = 60 * time.Millisecond, 25 * time.Millisecond, 6
-	// Generous: the machine is shared and tests run with -race.
-	const slack = 250 * time.Millisecond
+	const slack = 1500 * time.Millisecond
 	f := &fixture{TTFT: ttft, ITL: itl}
 	srv := f.start(t)
 	for _, api := range []string{APIChat, APICompletions} {
@@ -41,20 +40,16 @@ func TestSSETiming(t *testing.T) {
 				t.Errorf("TTFT %v, want in [%v, %v]", res.TTFT, ttft, ttft+slack)
 			}
 			for i, at := range res.Tokens {
-				sent := ttft + time.Duration(i)*itl
-				if at < sent || at > sent+slack {
-					t.Errorf("chunk %d at %v, sent at %v", i, at, sent)
+				if sent := ttft + time.Duration(i)*itl; at < sent {
+					t.Errorf("chunk %d at %v, before it was sent at %v", i, at, sent)
 				}
 				if i > 0 && at < res.Tokens[i-1] {
 					t.Errorf("chunk %d before chunk %d", i, i-1)
 				}
 			}
 			last := ttft + (n-1)*itl
-			if res.E2E < last {
-				t.Errorf("E2E %v before the last chunk was sent (%v)", res.E2E, last)
-			}
-			if res.E2E-res.TTFT < last-ttft-itl {
-				t.Errorf("first chunk at %v, end at %v: the stream was not read incrementally", res.TTFT, res.E2E)
+			if res.E2E < last || res.E2E > last+slack {
+				t.Errorf("E2E %v, want in [%v, %v]", res.E2E, last, last+slack)
 			}
 			if !res.UsageReported || res.CompletionTokens != n || res.PromptTokens != 7 {
 				t.Errorf("usage %v %d/%d", res.UsageReported, res.PromptTokens, res.CompletionTokens)
@@ -67,6 +62,18 @@ func TestSSETiming(t *testing.T) {
 			}
 		})
 	}
+	// Chunks are timed as they arrive, not when the stream ends: with a 1.5s pause
+	// after the first chunk, the first is timed long before the second.
+	t.Run("incremental", func(t *testing.T) {
+		const gap = 1500 * time.Millisecond
+		f := &fixture{TTFT: 10 * time.Millisecond, ITL: gap}
+		srv := f.start(t)
+		r := streamRequest(t, Workload{OutputTokens: Dist{Value: 2}})
+		res := do(context.Background(), srv.Client(), srv.URL, "", r, func() time.Duration { return 0 })
+		if len(res.Tokens) != 2 || res.Tokens[1]-res.Tokens[0] < gap/2 {
+			t.Errorf("chunks timed at %v for a %v pause: the stream was not read incrementally", res.Tokens, gap)
+		}
+	})
 	t.Run("non-stream", func(t *testing.T) {
 		no := false
 		r := streamRequest(t, Workload{Stream: &no, OutputTokens: Dist{Value: n}})
