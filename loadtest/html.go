@@ -39,7 +39,7 @@ func niceCeil(v float64) float64 {
 		return 1
 	}
 	p := math.Pow(10, math.Floor(math.Log10(v)))
-	for _, m := range []float64{1, 2, 2.5, 5, 10} {
+	for _, m := range []float64{1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10} {
 		if v <= m*p {
 			return m * p
 		}
@@ -75,7 +75,9 @@ func lineChart(title, yLabel string, xs []float64, ss []series) template.HTML {
 	ymax := 0.0
 	for _, s := range ss {
 		for _, y := range s.ys {
-			ymax = math.Max(ymax, y)
+			if !math.IsNaN(y) {
+				ymax = math.Max(ymax, y)
+			}
 		}
 	}
 	ymax = niceCeil(ymax)
@@ -93,12 +95,26 @@ func lineChart(title, yLabel string, xs []float64, ss []series) template.HTML {
 	px := func(x float64) float64 { return padL + plotW*x/xmax }
 	py := func(y float64) float64 { return padT + plotH - plotH*y/ymax }
 	for _, s := range ss {
+		// A NaN (a bucket without a value) breaks the line.
 		var pts []string
+		flush := func() {
+			if len(pts) > 0 {
+				fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`, s.color, strings.Join(pts, " "))
+			}
+			pts = pts[:0]
+		}
 		for i, y := range s.ys {
+			if math.IsNaN(y) {
+				flush()
+				continue
+			}
 			pts = append(pts, fmt.Sprintf("%.1f,%.1f", px(xs[i]), py(y)))
 		}
-		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`, s.color, strings.Join(pts, " "))
+		flush()
 		for i, y := range s.ys {
+			if math.IsNaN(y) {
+				continue
+			}
 			fmt.Fprintf(&b, `<circle class="pt" cx="%.1f" cy="%.1f" r="3" fill="%s" data-tip="%s"/>`, px(xs[i]), py(y), s.color,
 				esc(fmt.Sprintf("%s at %ss: %s", s.name, num(xs[i]), num(y))))
 		}
@@ -202,12 +218,18 @@ func (r *Report) WriteHTML(w io.Writer) error {
 	for i, p := range tl {
 		xs[i] = p.T
 	}
+	gap := func(v float64) float64 { // a bucket without successes has no latency
+		if v == 0 {
+			return math.NaN()
+		}
+		return v
+	}
 	d.Charts = append(d.Charts,
 		lineChart("Latency over time (by start time)", "ms", xs, []series{
-			{"e2e p50", color(0), col(func(p TimePoint) float64 { return p.E2EP50 })},
-			{"e2e p99", color(1), col(func(p TimePoint) float64 { return p.E2EP99 })},
-			{"ttft p50", color(2), col(func(p TimePoint) float64 { return p.TTFTP50 })},
-			{"ttft p99", color(3), col(func(p TimePoint) float64 { return p.TTFTP99 })},
+			{"e2e p50", color(0), col(func(p TimePoint) float64 { return gap(p.E2EP50) })},
+			{"e2e p99", color(1), col(func(p TimePoint) float64 { return gap(p.E2EP99) })},
+			{"ttft p50", color(2), col(func(p TimePoint) float64 { return gap(p.TTFTP50) })},
+			{"ttft p99", color(3), col(func(p TimePoint) float64 { return gap(p.TTFTP99) })},
 		}),
 		lineChart("Throughput over time", "per second", xs, []series{
 			{"requests/s", color(0), col(func(p TimePoint) float64 { return p.RPS })},
@@ -257,6 +279,7 @@ func tenantCol(r *Report, names []string, f func(Metrics) float64) []float64 {
 var htmlTmpl = template.Must(template.New("report").Funcs(template.FuncMap{"ms": msText}).Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="icon" href="data:,">
 <title>lmlite loadtest: {{.R.Meta.Scenario}}</title>
 <style>
 body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222;max-width:1100px}
@@ -278,14 +301,14 @@ Fairness (Jain's index of served ÷ weighted fair share): <b id="jain">{{.Jain}}
 {{range .R.SLO}}<tr><td>{{.Spec}}</td><td>{{printf "%.4g" .Target}}</td><td>{{printf "%.4g" .Actual}}</td>{{if .Met}}<td class="met">met</td>{{else}}<td class="missed">MISSED</td>{{end}}</tr>
 {{end}}</table>{{end}}
 <h2>Summary</h2>
-<table id="summary"><tr><th>tenant</th><th>requests</th><th>ok</th><th>errors</th><th>ttft p50</th><th>p90</th><th>p99</th><th>itl p50</th><th>p99</th>
+<div style="overflow-x:auto"><table id="summary"><tr><th>tenant</th><th>requests</th><th>ok</th><th>errors</th><th>ttft p50</th><th>p90</th><th>p99</th><th>itl p50</th><th>p99</th>
 <th>e2e p50</th><th>p90</th><th>p99</th><th>req/s</th><th>tok/s</th><th>goodput/s</th><th>429 quota</th><th>429 rate</th><th>402</th><th>share</th><th>fair share</th></tr>
 {{range .Rows}}<tr{{if eq .Name "overall"}} class="overall"{{end}}><td>{{.Name}}</td><td>{{.M.Requests}}</td><td>{{.M.OK}}</td><td>{{.Errs}}</td>
 <td>{{ms .M.TTFT.P50}}</td><td>{{ms .M.TTFT.P90}}</td><td>{{ms .M.TTFT.P99}}</td><td>{{ms .M.ITL.P50}}</td><td>{{ms .M.ITL.P99}}</td>
 <td>{{ms .M.E2E.P50}}</td><td>{{ms .M.E2E.P90}}</td><td>{{ms .M.E2E.P99}}</td><td>{{printf "%.2f" .M.RPS}}</td><td>{{printf "%.1f" .M.TokensPerS}}</td>
 <td>{{printf "%.2f" .M.GoodputRPS}}</td><td>{{.M.QuotaExhausted}}</td><td>{{.M.RateLimited}}</td><td>{{.M.PaymentRequired}}</td>
 <td>{{if ne .Name "overall"}}{{printf "%.3f" .F.Share}}{{end}}</td><td>{{if ne .Name "overall"}}{{printf "%.3f" .F.FairShare}}{{end}}</td></tr>
-{{end}}</table>
+{{end}}</table></div>
 {{with .R.Overall.Tiers}}<p>Tiers served: {{range $k, $v := .}}{{$k}} {{$v}}; {{end}}</p>{{end}}
 {{with .R.Overall.Models}}<p>Models served: {{range $k, $v := .}}{{$k}} {{$v}}; {{end}}</p>{{end}}
 <h2>Charts</h2>
