@@ -132,7 +132,7 @@ func msText(v float64) string {
 
 func fmtNum(v float64) string {
 	switch {
-	case math.Abs(v) >= 100:
+	case v == math.Trunc(v) || math.Abs(v) >= 100:
 		return strconv.FormatFloat(v, 'f', 0, 64)
 	case math.Abs(v) >= 10:
 		return strconv.FormatFloat(v, 'f', 1, 64)
