@@ -356,3 +356,17 @@ func TestDistDraw(t *testing.T) {
 		}
 	}
 }
+
+// TestFairnessIgnoresOwnLimits: a tenant refused by its own budget is not a
+// victim of unfairness.
+func TestFairnessIgnoresOwnLimits(t *testing.T) {
+	c := NewCollector([]string{"broke", "funded"}, []float64{1, 1}, 0, GoodputSLO{})
+	for i := 0; i < 10; i++ {
+		c.Add(&Result{Tenant: 0, Status: 429, Code: "insufficient_quota", E2E: time.Millisecond})
+		c.Add(&Result{Tenant: 1, Status: 200, E2E: time.Millisecond})
+	}
+	rep := c.Report(Meta{})
+	if rep.Fairness.Jain == nil || *rep.Fairness.Jain != 1 || rep.Fairness.Tenants["broke"].Demand != 0 {
+		t.Errorf("fairness %+v", rep.Fairness)
+	}
+}

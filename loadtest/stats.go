@@ -233,7 +233,9 @@ func (c *Collector) Report(meta Meta) *Report {
 	served := make([]float64, len(c.per))
 	for i, a := range c.per {
 		rep.Tenants[c.tenants[i]] = a.metrics(w)
-		demand[i] = float64(a.m.Requests)
+		// Requests the tenant's own quota or budget refused are not its claim on
+		// the server: they show in rate_limited, quota_exhausted and payment_required.
+		demand[i] = float64(a.m.Requests - a.m.RateLimited - a.m.QuotaExhausted - a.m.PaymentRequired)
 		served[i] = float64(a.m.OK)
 	}
 	rep.Fairness = fairness(c.tenants, c.weights, demand, served)
@@ -244,7 +246,9 @@ func (c *Collector) Report(meta Meta) *Report {
 // Fairness compares what each tenant was served with its weighted max-min fair
 // share of what was served in all, given what each asked for: a tenant that asked
 // for less than its weighted share is entitled to all it asked, and the rest is
-// split by weight among the others. Jain is Jain's index of served/fair over the
+// split by weight among the others. What a tenant asked for leaves out the
+// requests its own quota or budget refused (429, 402): enforcing a limit is not
+// unfair to the tenant that exceeded it. Jain is Jain's index of served/fair over the
 // tenants that asked for anything: 1 when each got its fair share, down to 1/n when
 // one got everything.
 type Fairness struct {
@@ -256,7 +260,7 @@ type Fairness struct {
 // TenantFairness is one tenant's part in Fairness.
 type TenantFairness struct {
 	Weight    float64 `json:"weight"`
-	Demand    float64 `json:"demand"`     // requests sent
+	Demand    float64 `json:"demand"`     // requests sent, less those its quota or budget refused
 	Served    float64 `json:"served"`     // requests that succeeded
 	Share     float64 `json:"share"`      // served / all served
 	FairShare float64 `json:"fair_share"` // fair / all served
@@ -264,7 +268,7 @@ type TenantFairness struct {
 }
 
 func fairness(names []string, weights, demand, served []float64) Fairness {
-	f := Fairness{Basis: "successful requests vs weighted max-min fair share of the requests sent", Tenants: map[string]TenantFairness{}}
+	f := Fairness{Basis: "successful requests vs weighted max-min fair share of the requests sent (less those refused by the tenant's own quota or budget)", Tenants: map[string]TenantFairness{}}
 	total := 0.0
 	for _, s := range served {
 		total += s
