@@ -123,7 +123,11 @@ func TestErrorsClassified(t *testing.T) {
 		t.Errorf("refused connection: %q", res.ErrorKey())
 	}
 	c.Add(&res)
-	m := c.Report(Meta{}).Overall
+	rep := c.Report(Meta{})
+	if got := rep.Meta.ErrorSamples["429"]; !strings.HasPrefix(got, "insufficient_quota refused") {
+		t.Errorf("first 429 sample %q", got)
+	}
+	m := rep.Overall
 	if m.Requests != 6 || m.OK != 1 || m.Errors["429"] != 2 || m.Errors["402"] != 1 || m.Errors["500"] != 1 || m.Errors["transport"] != 1 ||
 		m.QuotaExhausted != 1 || m.RateLimited != 1 || m.PaymentRequired != 1 {
 		t.Errorf("metrics %+v", m)

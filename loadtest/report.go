@@ -37,6 +37,8 @@ type Meta struct {
 	StoppedBy      string     `json:"stopped_by"` // duration, requests or interrupt
 	Goodput        GoodputSLO `json:"goodput_slo"`
 	TenantOrder    []string   `json:"tenant_order"` // as in the scenario
+	// ErrorSamples holds, per errors key, the code and message of its first error.
+	ErrorSamples map[string]string `json:"error_samples,omitempty"`
 }
 
 // tenantNames returns the tenants in scenario order, falling back to sorted names.
@@ -113,6 +115,9 @@ func (r *Report) WriteSummary(w io.Writer) error {
 	}
 	fmt.Fprintf(w, "window %.1fs (%d warm-up requests not counted), stopped by %s; fairness (Jain, weighted) %s\n",
 		r.Meta.WindowS, r.Meta.WarmupRequests, r.Meta.StoppedBy, jain)
+	for _, k := range errorKeys(r.Meta.ErrorSamples) {
+		fmt.Fprintf(w, "first %s error: %s\n", k, r.Meta.ErrorSamples[k])
+	}
 	for _, s := range r.SLO {
 		status := "ok"
 		if !s.Met {

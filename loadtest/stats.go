@@ -4,7 +4,9 @@ import (
 	"math"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 )
@@ -160,17 +162,18 @@ type Collector struct {
 	slo     GoodputSLO
 	start   time.Duration // measurement start (end of warm-up), from the run's start
 
-	all     *acc
-	per     []*acc
-	samples []sample
-	last    time.Duration // latest end of a measured request
-	warmup  int           // warm-up results seen (not measured)
+	all      *acc
+	per      []*acc
+	samples  []sample
+	firstErr map[string]string // error key → the first such error's code and message
+	last     time.Duration     // latest end of a measured request
+	warmup   int               // warm-up results seen (not measured)
 }
 
 // NewCollector returns a collector for the named tenants (with their weights),
 // measuring from start and judging goodput by slo.
 func NewCollector(tenants []string, weights []float64, start time.Duration, slo GoodputSLO) *Collector {
-	c := &Collector{tenants: tenants, weights: weights, slo: slo, start: start, all: newAcc()}
+	c := &Collector{tenants: tenants, weights: weights, slo: slo, start: start, all: newAcc(), firstErr: map[string]string{}}
 	for range tenants {
 		c.per = append(c.per, newAcc())
 	}
@@ -189,6 +192,9 @@ func (c *Collector) Add(r *Result) {
 	good := r.OK() && c.slo.met(r)
 	c.all.add(r, good)
 	c.per[r.Tenant].add(r, good)
+	if k := r.ErrorKey(); k != "" && c.firstErr[k] == "" {
+		c.firstErr[k] = strings.TrimSpace(r.Code + " " + truncate(r.Detail, 300))
+	}
 	c.samples = append(c.samples, sample{start: r.Start, e2e: r.E2E, ttft: r.TTFT, tenant: r.Tenant, errKey: r.ErrorKey(), tokens: r.CompletionTokens})
 	if end := r.Start + r.E2E; end > c.last {
 		c.last = end
@@ -229,6 +235,9 @@ func (c *Collector) Report(meta Meta) *Report {
 	rep.Meta.WindowS = round3(w.Seconds())
 	rep.Meta.WarmupRequests = c.warmup
 	rep.Meta.Goodput = c.slo
+	if len(c.firstErr) > 0 {
+		rep.Meta.ErrorSamples = c.firstErr
+	}
 	demand := make([]float64, len(c.per))
 	served := make([]float64, len(c.per))
 	for i, a := range c.per {
@@ -433,7 +442,7 @@ func exactQuantile(xs []float64, q float64) float64 {
 }
 
 // errorKeys returns the keys of m sorted numerically then by name.
-func errorKeys(m map[string]int) []string {
+func errorKeys[V any](m map[string]V) []string {
 	ks := make([]string, 0, len(m))
 	for k := range m {
 		ks = append(ks, k)
@@ -450,4 +459,15 @@ func errorKeys(m map[string]int) []string {
 		return ks[i] < ks[j]
 	})
 	return ks
+}
+
+// truncate shortens s to at most n bytes, on a rune boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
