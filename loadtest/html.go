@@ -180,10 +180,11 @@ func barChart(title, yLabel string, labels []string, ss []series, stacked bool) 
 }
 
 type htmlRow struct {
-	Name string
-	M    Metrics
-	Errs string
-	F    TenantFairness
+	Name    string
+	Overall bool
+	M       Metrics
+	Errs    string
+	F       TenantFairness
 }
 
 type htmlData struct {
@@ -204,7 +205,7 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		m := r.Tenants[n]
 		d.Rows = append(d.Rows, htmlRow{Name: n, M: m, Errs: errorsText(m.Errors), F: r.Fairness.Tenants[n]})
 	}
-	d.Rows = append(d.Rows, htmlRow{Name: "overall", M: r.Overall, Errs: errorsText(r.Overall.Errors)})
+	d.Rows = append(d.Rows, htmlRow{Name: "overall", Overall: true, M: r.Overall, Errs: errorsText(r.Overall.Errors)})
 
 	tl := r.Timeline
 	xs := make([]float64, len(tl))
@@ -303,11 +304,11 @@ Fairness (Jain's index of served ÷ weighted fair share): <b id="jain">{{.Jain}}
 <h2>Summary</h2>
 <div style="overflow-x:auto"><table id="summary"><tr><th>tenant</th><th>requests</th><th>ok</th><th>errors</th><th>ttft p50</th><th>p90</th><th>p99</th><th>itl p50</th><th>p99</th>
 <th>e2e p50</th><th>p90</th><th>p99</th><th>req/s</th><th>tok/s</th><th>goodput/s</th><th>429 quota</th><th>429 rate</th><th>402</th><th>share</th><th>fair share</th></tr>
-{{range .Rows}}<tr{{if eq .Name "overall"}} class="overall"{{end}}><td>{{.Name}}</td><td>{{.M.Requests}}</td><td>{{.M.OK}}</td><td>{{.Errs}}</td>
+{{range .Rows}}<tr{{if .Overall}} class="overall"{{end}}><td>{{.Name}}</td><td>{{.M.Requests}}</td><td>{{.M.OK}}</td><td>{{.Errs}}</td>
 <td>{{ms .M.TTFT.P50}}</td><td>{{ms .M.TTFT.P90}}</td><td>{{ms .M.TTFT.P99}}</td><td>{{ms .M.ITL.P50}}</td><td>{{ms .M.ITL.P99}}</td>
 <td>{{ms .M.E2E.P50}}</td><td>{{ms .M.E2E.P90}}</td><td>{{ms .M.E2E.P99}}</td><td>{{printf "%.2f" .M.RPS}}</td><td>{{printf "%.1f" .M.TokensPerS}}</td>
 <td>{{printf "%.2f" .M.GoodputRPS}}</td><td>{{.M.QuotaExhausted}}</td><td>{{.M.RateLimited}}</td><td>{{.M.PaymentRequired}}</td>
-<td>{{if ne .Name "overall"}}{{printf "%.3f" .F.Share}}{{end}}</td><td>{{if ne .Name "overall"}}{{printf "%.3f" .F.FairShare}}{{end}}</td></tr>
+<td>{{if not .Overall}}{{printf "%.3f" .F.Share}}{{end}}</td><td>{{if not .Overall}}{{printf "%.3f" .F.FairShare}}{{end}}</td></tr>
 {{end}}</table></div>
 {{with .R.Overall.Tiers}}<p>Tiers served: {{range $k, $v := .}}{{$k}} {{$v}}; {{end}}</p>{{end}}
 {{with .R.Overall.Models}}<p>Models served: {{range $k, $v := .}}{{$k}} {{$v}}; {{end}}</p>{{end}}

@@ -330,22 +330,16 @@ func Compare(w io.Writer, a, b *Report, nameA, nameB string) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "scope\tmetric\t%s\t%s\tchange\t\n", nameA, nameB)
 	scope := func(name string, ma, mb *Metrics) {
+		value := func(m *Metrics, get func(*Metrics) float64) (float64, string) {
+			if m == nil {
+				return 0, "-" // the tenant is not in this report
+			}
+			v := get(m)
+			return v, fmtNum(v)
+		}
 		for _, f := range compareFields {
-			var va, vb float64
-			have := "-"
-			if ma != nil {
-				va = f.get(ma)
-			}
-			if mb != nil {
-				vb = f.get(mb)
-			}
-			sa, sb := have, have
-			if ma != nil {
-				sa = fmtNum(va)
-			}
-			if mb != nil {
-				sb = fmtNum(vb)
-			}
+			va, sa := value(ma, f.get)
+			vb, sb := value(mb, f.get)
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", name, f.name, sa, sb, change(ma != nil && mb != nil, va, vb))
 		}
 	}
