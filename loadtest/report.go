@@ -156,9 +156,11 @@ func errorsText(m map[string]int) string {
 	return strings.Join(parts, " ")
 }
 
-// SLO is one release-gating target, e.g. ttft_p99=500ms.
+// SLO is one release-gating target, e.g. ttft_p99=500ms, or quiet:ttft_p99=500ms
+// for one tenant.
 type SLO struct {
 	Spec   string  // as written
+	Tenant string  // "" for the overall metrics
 	Metric string  // e.g. ttft_p99, error_rate, rps
 	Target float64 // ms for latencies, a fraction for rates, per second for throughputs
 	Min    bool    // the actual must be at least Target (throughputs, fairness); else at most
@@ -186,6 +188,8 @@ var sloMetrics = map[string]bool{
 
 // ParseSLOs parses "ttft_p99=500ms,e2e_p90=2s,error_rate=1%,rps=5". Latencies take
 // Go durations or bare milliseconds; error_rate takes a fraction or a percentage.
+// A "TENANT:" prefix (quiet-a:ttft_p99=500ms) judges that tenant's metrics alone
+// (fairness is only overall).
 func ParseSLOs(spec string) ([]SLO, error) {
 	var out []SLO
 	for _, part := range strings.Split(spec, ",") {
@@ -195,8 +199,12 @@ func ParseSLOs(spec string) ([]SLO, error) {
 		}
 		k, v, ok := strings.Cut(part, "=")
 		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		tenant, scoped := "", false
+		if i := strings.LastIndex(k, ":"); i >= 0 {
+			tenant, k, scoped = strings.TrimSpace(k[:i]), strings.TrimSpace(k[i+1:]), true
+		}
 		floor, known := sloMetrics[k]
-		if !ok || !known {
+		if !ok || !known || (scoped && (tenant == "" || k == "fairness")) {
 			return nil, fmt.Errorf("%w: %q (want METRIC=VALUE; metrics: ttft|itl|e2e_p50|p90|p99, error_rate, rps, tokens_per_s, goodput_rps, goodput_ratio, fairness)", ErrSLO, part)
 		}
 		var t float64
@@ -217,7 +225,7 @@ func ParseSLOs(spec string) ([]SLO, error) {
 		if err != nil || math.IsNaN(t) || math.IsInf(t, 0) || t < 0 {
 			return nil, fmt.Errorf("%w: %q: bad value %q", ErrSLO, part, v)
 		}
-		out = append(out, SLO{Spec: part, Metric: k, Target: t, Min: floor})
+		out = append(out, SLO{Spec: part, Tenant: tenant, Metric: k, Target: t, Min: floor})
 	}
 	return out, nil
 }
@@ -244,9 +252,9 @@ func GoodputFrom(slos []SLO) GoodputSLO {
 	return g
 }
 
-// value returns the report's overall value of an SLO metric.
-func (r *Report) value(metric string) float64 {
-	m := r.Overall
+// value returns the report's value of an SLO metric for m (the overall metrics
+// or one tenant's).
+func (r *Report) value(m Metrics, metric string) float64 {
 	pick := func(p Percentiles, q string) float64 {
 		switch q {
 		case "p50":
@@ -291,19 +299,24 @@ func (r *Report) value(metric string) float64 {
 	return math.NaN()
 }
 
-// CheckSLOs judges each SLO against the overall metrics, stores the results in the
-// report, and tells whether all were met. A latency SLO with no samples (say, TTFT
-// of a run without streaming, or a run where everything failed) is missed.
+// CheckSLOs judges each SLO against the overall metrics (or its tenant's), stores
+// the results in the report, and tells whether all were met. A latency SLO with no
+// samples (say, TTFT of a run without streaming, or a run where everything failed)
+// is missed, and so is an SLO of a tenant the report does not have.
 func (r *Report) CheckSLOs(slos []SLO) bool {
 	all := true
 	r.SLO = nil
 	for _, s := range slos {
-		v := r.value(s.Metric)
+		m, found := r.Overall, true
+		if s.Tenant != "" {
+			m, found = r.Tenants[s.Tenant]
+		}
+		v := r.value(m, s.Metric)
 		met := v <= s.Target
 		if s.Min {
 			met = v >= s.Target
 		}
-		if n := r.samplesFor(s.Metric); n == 0 {
+		if !found || samplesFor(m, s.Metric) == 0 {
 			met = false
 		}
 		r.SLO = append(r.SLO, SLOResult{Spec: s.Spec, Target: s.Target, Actual: v, Met: met})
@@ -312,16 +325,16 @@ func (r *Report) CheckSLOs(slos []SLO) bool {
 	return all
 }
 
-func (r *Report) samplesFor(metric string) int64 {
+func samplesFor(m Metrics, metric string) int64 {
 	switch {
 	case strings.HasPrefix(metric, "ttft_"):
-		return r.Overall.TTFT.N
+		return m.TTFT.N
 	case strings.HasPrefix(metric, "itl_"):
-		return r.Overall.ITL.N
+		return m.ITL.N
 	case strings.HasPrefix(metric, "e2e_"):
-		return r.Overall.E2E.N
+		return m.E2E.N
 	}
-	return int64(r.Overall.Requests)
+	return int64(m.Requests)
 }
 
 // Compare writes the differences between two reports, metric by metric, for the

@@ -13,13 +13,13 @@ func TestParseSLOs(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []SLO{
-		{"ttft_p99=500ms", "ttft_p99", 500, false},
-		{"e2e_p90=2s", "e2e_p90", 2000, false},
-		{"itl_p50=40", "itl_p50", 40, false},
-		{"error_rate=1%", "error_rate", 0.01, false},
-		{"rps=5", "rps", 5, true},
-		{"fairness=0.9", "fairness", 0.9, true},
-		{"goodput_ratio=0.95", "goodput_ratio", 0.95, true},
+		{"ttft_p99=500ms", "", "ttft_p99", 500, false},
+		{"e2e_p90=2s", "", "e2e_p90", 2000, false},
+		{"itl_p50=40", "", "itl_p50", 40, false},
+		{"error_rate=1%", "", "error_rate", 0.01, false},
+		{"rps=5", "", "rps", 5, true},
+		{"fairness=0.9", "", "fairness", 0.9, true},
+		{"goodput_ratio=0.95", "", "goodput_ratio", 0.95, true},
 	}
 	if len(slos) != len(want) {
 		t.Fatalf("got %v", slos)
@@ -32,7 +32,10 @@ func TestParseSLOs(t *testing.T) {
 	if g := GoodputFrom(slos); g != (GoodputSLO{TTFTms: 500, ITLms: 40, E2Ems: 2000}) {
 		t.Errorf("goodput from slos: %+v", g)
 	}
-	for _, bad := range []string{"ttft_p95=1s", "ttft_p99", "rps=fast", "e2e_p50=-1s", "error_rate=NaN", "rps=Inf"} {
+	if s, err := ParseSLOs("quiet-a:ttft_p99=300ms"); err != nil || s[0].Tenant != "quiet-a" || s[0].Metric != "ttft_p99" || s[0].Target != 300 {
+		t.Errorf("tenant slo: %+v %v", s, err)
+	}
+	for _, bad := range []string{"ttft_p95=1s", "ttft_p99", "rps=fast", "e2e_p50=-1s", "error_rate=NaN", "rps=Inf", ":rps=1", "a:fairness=0.9"} {
 		if _, err := ParseSLOs(bad); !errors.Is(err, ErrSLO) {
 			t.Errorf("%q: %v, want ErrSLO", bad, err)
 		}
@@ -46,6 +49,7 @@ func TestCheckSLOs(t *testing.T) {
 	j := 0.95
 	rep := &Report{
 		Overall:  Metrics{Requests: 100, OK: 98, Good: 90, RPS: 10, TTFT: Percentiles{P99: 400, N: 98}, E2E: Percentiles{P90: 2500, N: 98}},
+		Tenants:  map[string]Metrics{"quiet": {Requests: 10, OK: 10, TTFT: Percentiles{P99: 200, N: 10}}},
 		Fairness: Fairness{Jain: &j},
 	}
 	cases := []struct {
@@ -62,6 +66,10 @@ func TestCheckSLOs(t *testing.T) {
 		{"fairness=0.9", true},
 		{"goodput_ratio=0.95", false},
 		{"itl_p99=1s", false}, // no ITL samples: missed, not vacuously met
+		{"quiet:ttft_p99=300ms", true},
+		{"quiet:ttft_p99=100ms", false},
+		{"quiet:error_rate=0", true},
+		{"absent:rps=0", false}, // a tenant the report lacks: missed
 	}
 	for _, tc := range cases {
 		slos, err := ParseSLOs(tc.spec)

@@ -31,7 +31,7 @@ func runLoadtest(args []string) error {
 		apiKey      = fs.String("api-key", "", "one key for every tenant (default: each tenant's api_key or api_key_env)")
 		duration    = fs.Duration("duration", 0, "measured duration, replacing the scenario's bounds (max "+loadtest.MaxDuration.String()+")")
 		requests    = fs.Int("requests", 0, "measured request count, replacing the scenario's bounds")
-		slo         = fs.String("slo", "", "release-gating targets, e.g. ttft_p99=500ms,e2e_p90=2s,error_rate=1%,rps=5; exit status 1 when one is missed")
+		slo         = fs.String("slo", "", "release-gating targets, e.g. ttft_p99=500ms,e2e_p90=2s,error_rate=1%,rps=5,fairness=0.9 (TENANT:metric=... for one tenant); exit status 1 when one is missed")
 		out         = fs.String("out", "", "directory for report.json and report.html (required)")
 		allowRemote = fs.Bool("allow-remote", false, "allow a target that is not on loopback")
 		quiet       = fs.Bool("quiet", false, "no live progress line")
