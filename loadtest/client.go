@@ -27,7 +27,10 @@ const (
 type Result struct {
 	Tenant int           // index in Scenario.Tenants
 	Start  time.Duration // when it was sent, from the run's start
-	Warmup bool          // sent during warm-up: left out of the report
+	// Lag is how late an open-loop request left after its scheduled time: a
+	// large lag means the load generator itself could not keep up.
+	Lag    time.Duration
+	Warmup bool // sent during warm-up: left out of the report
 
 	Stream bool
 	Status int    // HTTP status; 0 when none was received

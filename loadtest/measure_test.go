@@ -374,3 +374,15 @@ func TestFairnessIgnoresOwnLimits(t *testing.T) {
 		t.Errorf("fairness %+v", rep.Fairness)
 	}
 }
+
+// TestSendLag: the report keeps how late open-loop requests left.
+func TestSendLag(t *testing.T) {
+	c := NewCollector([]string{"a"}, []float64{1}, 0, GoodputSLO{})
+	for i := 0; i < 10; i++ {
+		c.Add(&Result{Status: 200, E2E: time.Millisecond, Lag: time.Duration(i) * time.Millisecond})
+	}
+	l := c.Report(Meta{}).Meta.SendLag
+	if l.N != 9 || math.Abs(l.Max-9) > 0.01 || math.Abs(l.P50-5) > 0.01 {
+		t.Errorf("send lag %+v; want 9 late requests, max 9ms, median 5ms", l)
+	}
+}

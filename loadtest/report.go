@@ -37,6 +37,10 @@ type Meta struct {
 	StoppedBy      string     `json:"stopped_by"` // duration, requests or interrupt
 	Goodput        GoodputSLO `json:"goodput_slo"`
 	TenantOrder    []string   `json:"tenant_order"` // as in the scenario
+	// SendLag is how late open-loop requests left after their scheduled times
+	// (only late ones are counted); a large p99 means the generator fell behind
+	// and the measured latencies understate the server's.
+	SendLag Percentiles `json:"send_lag_ms"`
 	// ErrorSamples holds, per errors key, the code and message of its first error.
 	ErrorSamples map[string]string `json:"error_samples,omitempty"`
 }
@@ -115,6 +119,9 @@ func (r *Report) WriteSummary(w io.Writer) error {
 	}
 	fmt.Fprintf(w, "window %.1fs (%d warm-up requests not counted), stopped by %s; fairness (Jain, weighted) %s\n",
 		r.Meta.WindowS, r.Meta.WarmupRequests, r.Meta.StoppedBy, jain)
+	if l := r.Meta.SendLag; l.P99 > 10 {
+		fmt.Fprintf(w, "warning: the load generator sent %d requests late (p99 %.1fms, max %.1fms); the machine may be too busy\n", l.N, l.P99, l.Max)
+	}
 	for _, k := range errorKeys(r.Meta.ErrorSamples) {
 		fmt.Fprintf(w, "first %s error: %s\n", k, r.Meta.ErrorSamples[k])
 	}

@@ -191,7 +191,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		return false, true
 	}
-	send := func(g *generator, key string, warm bool) {
+	// send makes and sends one request; at is its scheduled time (open loop) or
+	// -1 (closed loop, where a request goes when its user is ready).
+	send := func(g *generator, key string, warm bool, at time.Duration) {
 		r := g.make()
 		rctx, cancel := context.WithTimeout(flightCtx, s.Timeout.D())
 		res := do(rctx, client, base, key, r, since)
@@ -200,6 +202,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			res.Class = ErrCancelled
 		}
 		res.Warmup = warm
+		if at >= 0 && res.Start > at {
+			res.Lag = res.Start - at
+		}
 		g.finish(r, res.Text, res.OK())
 		done.Add(1)
 		if !res.OK() {
@@ -238,7 +243,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 							return
 						}
 						sent.Add(1)
-						send(g, key, warm)
+						send(g, key, warm, -1)
 						<-sem
 						if a.ThinkTime > 0 {
 							think.Reset(a.ThinkTime.D())
@@ -292,7 +297,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				go func() {
 					defer wg.Done()
 					defer func() { <-sem }()
-					send(g, key, warm)
+					send(g, key, warm, at)
 				}()
 			}
 		}()

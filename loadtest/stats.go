@@ -162,6 +162,7 @@ type Collector struct {
 	slo     GoodputSLO
 	start   time.Duration // measurement start (end of warm-up), from the run's start
 
+	lag      *hdrhistogram.Histogram // send lag of measured open-loop requests
 	all      *acc
 	per      []*acc
 	samples  []sample
@@ -173,7 +174,7 @@ type Collector struct {
 // NewCollector returns a collector for the named tenants (with their weights),
 // measuring from start and judging goodput by slo.
 func NewCollector(tenants []string, weights []float64, start time.Duration, slo GoodputSLO) *Collector {
-	c := &Collector{tenants: tenants, weights: weights, slo: slo, start: start, all: newAcc(), firstErr: map[string]string{}}
+	c := &Collector{tenants: tenants, weights: weights, slo: slo, start: start, all: newAcc(), lag: newHist(), firstErr: map[string]string{}}
 	for range tenants {
 		c.per = append(c.per, newAcc())
 	}
@@ -188,6 +189,9 @@ func (c *Collector) Add(r *Result) {
 	}
 	if r.Tenant < 0 || r.Tenant >= len(c.per) {
 		return
+	}
+	if r.Lag > 0 {
+		recordUS(c.lag, r.Lag)
 	}
 	good := r.OK() && c.slo.met(r)
 	c.all.add(r, good)
@@ -235,6 +239,7 @@ func (c *Collector) Report(meta Meta) *Report {
 	rep.Meta.WindowS = round3(w.Seconds())
 	rep.Meta.WarmupRequests = c.warmup
 	rep.Meta.Goodput = c.slo
+	rep.Meta.SendLag = percentiles(c.lag)
 	if len(c.firstErr) > 0 {
 		rep.Meta.ErrorSamples = c.firstErr
 	}
