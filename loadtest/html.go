@@ -297,7 +297,9 @@ td:first-child,th:first-child{text-align:left}tr.overall td{font-weight:bold}
 {{with .R.Meta.Description}}<p>{{.}}</p>{{end}}
 <p>Target {{.R.Meta.Target}}, started {{.R.Meta.Started.Format "2006-01-02 15:04:05 UTC"}}; measured window {{printf "%.1f" .R.Meta.WindowS}} s,
 stopped by {{.R.Meta.StoppedBy}}; {{.R.Meta.WarmupRequests}} warm-up requests not counted.
-Fairness (Jain's index of served ÷ weighted fair share): <b id="jain">{{.Jain}}</b>.</p>
+Fairness (Jain's index of served ÷ weighted fair share): <b id="jain">{{.Jain}}</b>.
+{{with .R.Meta.SendLag}}{{if .N}}The load generator sent {{.N}} open-loop requests late (p99 {{printf "%.1f" .P99}} ms, max {{printf "%.1f" .Max}} ms).{{end}}{{end}}</p>
+{{with .R.Meta.ErrorSamples}}<h2>First error of each kind</h2><table id="errors">{{range $k, $v := .}}<tr><td>{{$k}}</td><td style="text-align:left">{{$v}}</td></tr>{{end}}</table>{{end}}
 {{if .R.SLO}}<h2>SLOs</h2><table id="slo"><tr><th>target</th><th>wanted</th><th>actual</th><th></th></tr>
 {{range .R.SLO}}<tr><td>{{.Spec}}</td><td>{{printf "%.4g" .Target}}</td><td>{{printf "%.4g" .Actual}}</td>{{if .Met}}<td class="met">met</td>{{else}}<td class="missed">MISSED</td>{{end}}</tr>
 {{end}}</table>{{end}}
