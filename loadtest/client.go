@@ -54,6 +54,38 @@ type Result struct {
 	Model string // X-LMLite-Model, else the body's model
 }
 
+// Record is one request's measurements as a JSON line (requests.jsonl).
+type Record struct {
+	Tenant           string  `json:"tenant"`
+	StartMS          float64 `json:"start_ms"` // from the run's start
+	Warmup           bool    `json:"warmup,omitempty"`
+	Stream           bool    `json:"stream"`
+	Status           int     `json:"status"`
+	Error            string  `json:"error,omitempty"` // the errors key
+	Code             string  `json:"code,omitempty"`
+	TTFTms           float64 `json:"ttft_ms,omitempty"`
+	ITLms            float64 `json:"itl_mean_ms,omitempty"`
+	E2Ems            float64 `json:"e2e_ms"`
+	Chunks           int     `json:"chunks"`
+	PromptTokens     int     `json:"prompt_tokens"`
+	CompletionTokens int     `json:"completion_tokens"`
+	Tier             string  `json:"tier,omitempty"`
+	Model            string  `json:"model,omitempty"`
+	LagMS            float64 `json:"lag_ms,omitempty"`
+}
+
+// Record returns r's measurements, naming its tenant.
+func (r *Result) Record(tenant string) Record {
+	ms := func(d time.Duration) float64 { return round3(float64(d) / float64(time.Millisecond)) }
+	rec := Record{Tenant: tenant, StartMS: ms(r.Start), Warmup: r.Warmup, Stream: r.Stream, Status: r.Status, Error: r.ErrorKey(),
+		Code: r.Code, TTFTms: ms(r.TTFT), E2Ems: ms(r.E2E), Chunks: len(r.Tokens), PromptTokens: r.PromptTokens,
+		CompletionTokens: r.CompletionTokens, Tier: r.Tier, Model: r.Model, LagMS: ms(r.Lag)}
+	if n := len(r.Tokens); n > 1 {
+		rec.ITLms = ms((r.Tokens[n-1] - r.Tokens[0]) / time.Duration(n-1))
+	}
+	return rec
+}
+
 // OK tells whether the request succeeded end to end.
 func (r *Result) OK() bool { return r.Status >= 200 && r.Status < 300 && r.Class == "" }
 

@@ -63,6 +63,9 @@ type Config struct {
 	// goroutine of the run, and once at the end.
 	Progress      func(Progress)
 	ProgressEvery time.Duration
+	// OnResult, when set, sees every result (warm-up ones too) as it is
+	// aggregated, from one goroutine; e.g. to log per-request records.
+	OnResult func(*Result)
 	// Transport replaces the default load-generation transport (tests).
 	Transport http.RoundTripper
 	// Getenv replaces os.Getenv for api_key_env (tests).
@@ -309,6 +312,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		defer close(collected)
 		for r := range results {
 			coll.Add(&r)
+			if cfg.OnResult != nil {
+				cfg.OnResult(&r)
+			}
 		}
 	}()
 	progress := func(final bool) {

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -35,6 +37,7 @@ func runLoadtest(args []string) error {
 		out         = fs.String("out", "", "directory for report.json and report.html (required)")
 		allowRemote = fs.Bool("allow-remote", false, "allow a target that is not on loopback")
 		quiet       = fs.Bool("quiet", false, "no live progress line")
+		perRequest  = fs.Bool("per-request", false, "also write every request's measurements to DIR/requests.jsonl")
 	)
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: lmlite loadtest --scenario FILE --target URL [--api-key KEY] [--duration 30s | --requests N] [--slo ttft_p99=500ms,...] --out DIR\n       lmlite loadtest compare A.json B.json")
@@ -74,10 +77,43 @@ func runLoadtest(args []string) error {
 	if !*quiet {
 		cfg.Progress = progressPrinter()
 	}
+	closeLog := func() error { return nil }
+	if *perRequest {
+		if err := os.MkdirAll(*out, 0o755); err != nil {
+			return fmt.Errorf("loadtest: %w", err)
+		}
+		f, err := os.Create(filepath.Join(*out, "requests.jsonl"))
+		if err != nil {
+			return fmt.Errorf("loadtest: %w", err)
+		}
+		bw := bufio.NewWriter(f)
+		enc := json.NewEncoder(bw)
+		var werr error
+		cfg.OnResult = func(r *loadtest.Result) {
+			if werr == nil {
+				werr = enc.Encode(r.Record(sc.Tenants[r.Tenant].Name))
+			}
+		}
+		closeLog = func() error {
+			if werr == nil {
+				werr = bw.Flush()
+			}
+			if err := f.Close(); werr == nil {
+				werr = err
+			}
+			if werr != nil {
+				return fmt.Errorf("loadtest: writing requests.jsonl: %w", werr)
+			}
+			return nil
+		}
+	}
 	fmt.Fprintf(os.Stderr, "loadtest %s → %s: warm-up %s, then up to %s or %d requests\n",
 		sc.Name, *target, sc.Warmup.D(), sc.Duration.D(), sc.Requests)
 	rep, err := loadtest.Run(ctx, cfg)
 	if err != nil {
+		return err
+	}
+	if err := closeLog(); err != nil {
 		return err
 	}
 	met := rep.CheckSLOs(slos)

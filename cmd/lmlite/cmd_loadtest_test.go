@@ -1,12 +1,14 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/lmlite/lmlite/loadtest"
@@ -47,6 +49,20 @@ func TestLoadtestCommand(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(out, "report.html")); err != nil {
 		t.Error(err)
+	}
+	// --per-request logs one JSON line per request, warm-up included.
+	out3 := filepath.Join(dir, "out3")
+	if err := runLoadtest([]string{"--scenario", scen, "--target", srv.URL, "--requests", "5", "--out", out3, "--quiet", "--per-request"}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(out3, "requests.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	var rec loadtest.Record
+	if len(lines) != 5 || json.Unmarshal([]byte(lines[0]), &rec) != nil || rec.Status != 200 || rec.Chunks != 3 || rec.CompletionTokens != 3 || rec.E2Ems <= 0 {
+		t.Errorf("requests.jsonl: %d lines, first %+v", len(lines), rec)
 	}
 	// A missed SLO makes the command fail (release gating), the reports still written.
 	out2 := filepath.Join(dir, "out2")
