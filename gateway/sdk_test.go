@@ -189,10 +189,19 @@ func TestSDKModels(t *testing.T) {
 	if len(page.Data) != 2 || page.Data[0].ID != "tiny" || page.Data[1].ID != "big" {
 		t.Errorf("models %+v", page.Data)
 	}
+	m, err := c.Models.Get(context.Background(), "big")
+	if err != nil || m.ID != "big" || m.OwnedBy != "lmlite" {
+		t.Errorf("Get(big) = %+v, %v", m, err)
+	}
 	c = ts.client("small")
 	page, err = c.Models.List(context.Background())
 	if err != nil || len(page.Data) != 1 {
 		t.Errorf("small's models %+v %v", page, err)
+	}
+	_, err = c.Models.Get(context.Background(), "big")
+	var ae *openai.Error
+	if !errors.As(err, &ae) || ae.StatusCode != 404 || ae.Code != "model_not_found" {
+		t.Errorf("Get(big) for small = %v", err)
 	}
 }
 

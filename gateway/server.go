@@ -262,6 +262,12 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 			s.handleAdmin(ctx, reqID)
 			return
 		}
+		if id, ok := bytes.CutPrefix(path, []byte("/v1/models/")); ok {
+			if s.method(ctx, reqID, "GET") {
+				s.handleModel(ctx, reqID, string(id))
+			}
+			return
+		}
 		s.writeError(ctx, reqID, &apiError{status: 404, typ: "invalid_request_error",
 			message: "unknown URL " + string(path), reason: "not_found"})
 	}
@@ -376,6 +382,27 @@ func (s *Server) handleModels(ctx *fasthttp.RequestCtx, reqID string) {
 		b = append(b, `,"owned_by":"lmlite"}`...)
 	}
 	b = append(b, "]}"...)
+	ctx.SetContentType("application/json")
+	ctx.SetBody(b)
+}
+
+// handleModel answers GET /v1/models/{id}.
+func (s *Server) handleModel(ctx *fasthttp.RequestCtx, reqID, id string) {
+	_, pol, aerr := s.authenticate(ctx)
+	if aerr != nil {
+		s.writeError(ctx, reqID, aerr)
+		return
+	}
+	if _, ok := s.models[id]; !ok || !pol.AllowsModel(id) {
+		s.writeError(ctx, reqID, &apiError{status: 404, typ: "invalid_request_error", code: "model_not_found", param: "model",
+			message: "the model '" + id + "' does not exist", reason: "not_found"})
+		return
+	}
+	b := append(make([]byte, 0, 128), `{"id":`...)
+	b = appendJSONString(b, id)
+	b = append(b, `,"object":"model","created":`...)
+	b = strconv.AppendInt(b, s.created, 10)
+	b = append(b, `,"owned_by":"lmlite"}`...)
 	ctx.SetContentType("application/json")
 	ctx.SetBody(b)
 }
