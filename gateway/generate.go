@@ -312,12 +312,16 @@ func (j *job) run(ctx *fasthttp.RequestCtx) bool {
 			return false
 		}
 		if j.m.upstream != nil {
-			done, retry := j.runUpstream(ctx)
-			if retry && j.routed && j.mode != tiers.ModeFixed && attempt < tiers.NumTiers {
+			done, failed := j.runUpstream(ctx)
+			if failed == nil {
+				return done
+			}
+			if j.routed && j.mode != tiers.ModeFixed && attempt < tiers.NumTiers {
 				exclude |= 1 << uint(j.tierIndex())
 				continue
 			}
-			return done
+			j.fail(ctx, failed)
+			return false
 		}
 		st, cancel, err := j.startEmbedded()
 		if err != nil {

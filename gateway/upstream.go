@@ -83,13 +83,14 @@ func upstreamUsage(b []byte, e *tenancy.Entry) (hasUsage, hasChoices bool) {
 }
 
 // runUpstream forwards the request. It returns done when a stream writer took over,
-// and retry when the upstream failed before answering (so another tier may serve).
-func (j *job) runUpstream(ctx *fasthttp.RequestCtx) (done, retry bool) {
+// and failed when the upstream failed before answering: the caller then tries another
+// tier or answers failed (nothing has been written or settled).
+func (j *job) runUpstream(ctx *fasthttp.RequestCtx) (done bool, failed *apiError) {
 	s, u := j.s, j.m.upstream
 	body, err := j.upstreamBody(append([]byte(nil), ctx.PostBody()...))
 	if err != nil {
 		j.fail(ctx, badRequest("body", "invalid JSON: "+err.Error()))
-		return false, false
+		return false, nil
 	}
 	req := fasthttp.AcquireRequest()
 	resp := fasthttp.AcquireResponse()
@@ -118,12 +119,8 @@ func (j *job) runUpstream(ctx *fasthttp.RequestCtx) (done, retry bool) {
 		s.pred.End(j.m.id)
 		s.pred.Fail(j.m.id, s.now())
 		fasthttp.ReleaseResponse(resp)
-		if j.routed {
-			return false, true
-		}
-		j.fail(ctx, &apiError{status: 502, typ: "server_error", code: "upstream_error",
-			message: "the upstream server for '" + j.m.id + "' failed: " + err.Error(), reason: "upstream"})
-		return false, false
+		return false, &apiError{status: 502, typ: "server_error", code: "upstream_error",
+			message: "the upstream server for '" + j.m.id + "' failed: " + err.Error(), reason: "upstream"}
 	}
 	j.setRouteHeaders(ctx)
 	if resp.StatusCode() != 200 { // a client error: pass it through
@@ -135,7 +132,7 @@ func (j *job) runUpstream(ctx *fasthttp.RequestCtx) (done, retry bool) {
 		ctx.SetStatusCode(status)
 		ctx.SetContentType("application/json")
 		ctx.SetBody(b)
-		return false, false
+		return false, nil
 	}
 	if !j.stream {
 		e := tenancy.Entry{Status: 200}
@@ -146,7 +143,7 @@ func (j *job) runUpstream(ctx *fasthttp.RequestCtx) (done, retry bool) {
 		ctx.SetContentType("application/json")
 		ctx.SetBody(resp.Body())
 		fasthttp.ReleaseResponse(resp)
-		return false, false
+		return false, nil
 	}
 	ctx.SetContentType("text/event-stream")
 	ctx.Response.Header.Set("Cache-Control", "no-cache")
@@ -158,7 +155,7 @@ func (j *job) runUpstream(ctx *fasthttp.RequestCtx) (done, retry bool) {
 		}()
 		j.streamUpstream(w, resp, sent)
 	})
-	return true, false
+	return true, nil
 }
 
 // streamUpstream relays the upstream's events, flushing each; it keeps the usage

@@ -39,7 +39,7 @@ tiers:
   balanced: [{model: local}]
   deep: [{model: remote}]
   max: [{model: dead}]
-plans: {open: {}}
+plans: {open: {max_concurrency: 1}} # sequential: a leaked slot would refuse the next request
 tenants: [{id: acme, plan: open}]
 `, newFakeEngineWith("local"))
 	c := front.client("acme")
@@ -116,6 +116,14 @@ tenants: [{id: acme, plan: open}]
 	}, option.WithResponseInto(&raw), option.WithHeader("X-LMLite-Tier-Mode", "max"))
 	if err != nil || raw.Header.Get("X-LMLite-Tier") != "deep" || raw.Header.Get("X-LMLite-Model") != "remote" {
 		t.Errorf("step down from a failed tier: %v %v", err, raw.Header)
+	}
+	// Fixed on the dead tier: refused with 502, and the tenant's slot is released.
+	for i := 0; i < 2; i++ {
+		_, err = c.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
+			Model: "tier:max", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}, MaxTokens: openai.Int(2)})
+		if !errors.As(err, &ae) || (ae.StatusCode != 502 && ae.StatusCode != 503) {
+			t.Errorf("fixed on a dead tier: %v", err)
+		}
 	}
 	// ...and while it counts as failing, the router skips it at once.
 	if !front.srv.pred.Stats("dead", front.srv.now()).Failing {
