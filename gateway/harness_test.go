@@ -107,6 +107,12 @@ func (ts *testServer) stop() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	ts.srv.Shutdown(ctx)
+	// Every admitted request settled: no concurrency slot leaked.
+	for id := range ts.keys {
+		if n := ts.srv.ten.InFlight(id); n != 0 {
+			ts.t.Errorf("tenant %s has %d requests in flight after shutdown", id, n)
+		}
+	}
 	ts.store.Close()
 }
 

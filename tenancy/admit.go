@@ -278,3 +278,16 @@ func (tk *Ticket) Settle(e Entry) (tiers.Money, error) {
 func RetryAfterSeconds(d time.Duration) int {
 	return max(1, int(math.Ceil(d.Seconds())))
 }
+
+// InFlight is the number of the tenant's admitted requests not yet settled.
+func (t *Tenancy) InFlight(tenant string) int {
+	t.mu.Lock()
+	ts := t.tenants[tenant]
+	t.mu.Unlock()
+	if ts == nil {
+		return 0
+	}
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return ts.inFlight
+}
