@@ -222,16 +222,32 @@ func (j *job) route(ctx *fasthttp.RequestCtx) *apiError {
 
 	name := j.p.Model
 	tierSet := false
-	switch {
-	case name == "auto":
-		j.routed, j.mode = true, j.pol.DefaultMode
-	case strings.HasPrefix(name, "tier:"):
-		t, err := tiers.ParseTier(strings.TrimPrefix(name, "tier:"))
+	if t, ok := strings.CutPrefix(name, "tier:"); ok {
+		tr, err := tiers.ParseTier(t)
 		if err != nil {
 			return &apiError{status: 400, typ: "invalid_request_error", code: "model_not_found", param: "model",
-				message: "unknown tier in model '" + name + "': use tier:fast, tier:balanced, tier:deep or tier:max"}
+				message: "unknown tier in model '" + name + "': use tier:fast, tier:balanced, tier:deep or tier:max", reason: "bad_request"}
+		}
+		j.routed, j.mode, j.tier, tierSet = true, tiers.ModeFixed, tr, true
+	}
+	if f.Tier != "" {
+		t, err := tiers.ParseTier(f.Tier)
+		if err != nil {
+			return badRequest(tierField, tierField+" must be fast, balanced, deep or max")
 		}
 		j.routed, j.mode, j.tier, tierSet = true, tiers.ModeFixed, t, true
+	}
+	if f.TierMode != "" {
+		m, err := tiers.ParseMode(f.TierMode)
+		if err != nil {
+			return badRequest(modeField, modeField+" must be balanced, deep, max or fixed")
+		}
+		j.routed, j.mode = true, m
+	}
+	switch {
+	case j.routed: // the tier fields decide; "model" is not a model then
+	case name == "auto" || name == "default":
+		j.routed, j.mode = true, j.pol.DefaultMode
 	default:
 		m, ok := j.s.models[name]
 		if !ok {
@@ -243,23 +259,6 @@ func (j *job) route(ctx *fasthttp.RequestCtx) *apiError {
 				message: "your plan does not allow the model '" + name + "'", reason: "forbidden"}
 		}
 		j.m = m
-	}
-	if f.Tier != "" {
-		t, err := tiers.ParseTier(f.Tier)
-		if err != nil {
-			return badRequest(tierField, tierField+" must be fast, balanced, deep or max")
-		}
-		j.tier, tierSet = t, true
-		if !j.routed && f.TierMode == "" { // a concrete model with a tier: serve the tier
-			j.routed, j.mode, j.m = true, tiers.ModeFixed, nil
-		}
-	}
-	if f.TierMode != "" {
-		m, err := tiers.ParseMode(f.TierMode)
-		if err != nil {
-			return badRequest(modeField, modeField+" must be balanced, deep, max or fixed")
-		}
-		j.routed, j.mode, j.m = true, m, nil
 	}
 	if j.routed && j.mode == tiers.ModeFixed {
 		if !tierSet {

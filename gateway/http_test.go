@@ -167,6 +167,8 @@ func TestTierRouting(t *testing.T) {
 		{"header fixed tier", "acme", `{"model": "auto", ` + msg + `}`, []string{"X-LMLite-Tier-Mode", "fixed", "X-LMLite-Tier", "fast"}, "fast", "tiny"},
 		{"cost steps down", "acme", `{"model": "auto", "lmlite": {"tier_mode": "max", "max_cost_usd": 0.0001}, ` + msg + `}`, nil, "balanced", "tiny"},
 		{"header cost steps down", "acme", `{"model": "auto", ` + msg + `}`, []string{"X-LMLite-Tier-Mode", "max", "X-LMLite-Max-Cost-USD", "0.0001"}, "balanced", "tiny"},
+		{"model default is auto", "deep", `{"model": "default", ` + msg + `}`, nil, "deep", "big"},
+		{"tier fields override a model name", "acme", `{"model": "whatever", ` + msg + `}`, []string{"X-LMLite-Tier", "max"}, "max", "big"},
 		{"policy steps down", "small", `{"model": "auto", "lmlite": {"tier_mode": "max"}, ` + msg + `}`, nil, "balanced", "tiny"},
 	}
 	for _, c := range cases {
