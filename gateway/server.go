@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -228,6 +229,13 @@ func printable(b []byte) bool {
 
 func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	reqID := s.requestID(ctx)
+	defer func() {
+		if p := recover(); p != nil { // a bug, never bad input: keep serving others
+			s.log.Error("panic", "request_id", reqID, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			ctx.ResetBody()
+			s.writeError(ctx, reqID, &apiError{status: 500, typ: "server_error", message: "internal error", reason: "internal"})
+		}
+	}()
 	path := ctx.Path()
 	switch string(path) {
 	case "/v1/chat/completions":
