@@ -416,27 +416,27 @@ func (j *job) prepare() *apiError {
 		field = "max_completion_tokens"
 	}
 	j.outTokens = j.maxTokens
-	if m.maxLen > 0 {
-		if j.maxTokens > m.maxLen {
-			return badRequest(field, field+" is "+strconv.Itoa(j.maxTokens)+", over the model's limit of "+strconv.Itoa(m.maxLen)+" tokens")
+	if maxLen := j.s.limit(m); maxLen > 0 {
+		if j.maxTokens > maxLen {
+			return badRequest(field, field+" is "+strconv.Itoa(j.maxTokens)+", over the model's limit of "+strconv.Itoa(maxLen)+" tokens")
 		}
 		if m.upstream == nil {
-			room := m.maxLen - j.nPrompt
+			room := maxLen - j.nPrompt
 			if room < 1 {
 				p := "messages"
 				if j.kind == kindCompletion {
 					p = "prompt"
 				}
-				return badRequest(p, "the prompt is "+strconv.Itoa(j.nPrompt)+" tokens, over the model's limit of "+strconv.Itoa(m.maxLen))
+				return badRequest(p, "the prompt is "+strconv.Itoa(j.nPrompt)+" tokens, over the model's limit of "+strconv.Itoa(maxLen))
 			}
 			if j.maxTokens > room {
-				return badRequest(field, field+" is "+strconv.Itoa(j.maxTokens)+", but the prompt leaves "+strconv.Itoa(room)+" of the model's "+strconv.Itoa(m.maxLen)+" tokens")
+				return badRequest(field, field+" is "+strconv.Itoa(j.maxTokens)+", but the prompt leaves "+strconv.Itoa(room)+" of the model's "+strconv.Itoa(maxLen)+" tokens")
 			}
 			if j.outTokens == 0 {
 				j.outTokens = room
 			}
 		} else if j.outTokens == 0 {
-			j.outTokens = m.maxLen
+			j.outTokens = maxLen
 		}
 	}
 	if j.outTokens == 0 {

@@ -137,7 +137,7 @@ func (s *Server) modelStatuses() []engine.ModelStatus {
 		m := s.models[id]
 		st, ok := byID[id]
 		if m.upstream != nil || !ok {
-			st = engine.ModelStatus{ID: id, State: engine.StateReady, Replicas: 1, MaxModelLen: m.maxLen,
+			st = engine.ModelStatus{ID: id, State: engine.StateReady, Replicas: 1, MaxModelLen: int(m.maxLen.Load()),
 				QueueDepth: s.pred.Stats(id, s.now()).Queue}
 			if m.upstream == nil {
 				st.State = engine.StateUnloaded

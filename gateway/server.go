@@ -80,9 +80,24 @@ type model struct {
 	id       string
 	cfg      configs.Model
 	price    tiers.Price
-	maxLen   int    // 0: unchecked
-	tier     string // first tier listing it ("" if none), for X-LMLite-Tier
+	maxLen   atomic.Int64 // prompt + output tokens; 0: not known (yet)
+	tier     string       // first tier listing it ("" if none), for X-LMLite-Tier
 	upstream *upstream
+}
+
+// limit is the model's length limit (0: unknown). For an embedded model whose limit
+// the config leaves to the model file, it asks the engine until the model reports one.
+func (s *Server) limit(m *model) int {
+	if n := m.maxLen.Load(); n > 0 || m.upstream != nil || s.eng == nil {
+		return int(n)
+	}
+	for _, st := range s.eng.Models() {
+		if st.ID == m.id && st.MaxModelLen > 0 {
+			m.maxLen.Store(int64(st.MaxModelLen))
+			return st.MaxModelLen
+		}
+	}
+	return 0
 }
 
 // New builds a server for a validated configuration. eng may be nil when every model
@@ -120,15 +135,16 @@ func New(cfg *configs.Config, eng Engine, ten *tenancy.Tenancy, opts Options) (*
 	}
 	for i := range cfg.Models {
 		mc := cfg.Models[i]
-		m := &model{id: mc.ID, cfg: mc, price: mc.Price(), maxLen: mc.MaxModelLen}
+		m := &model{id: mc.ID, cfg: mc, price: mc.Price()}
+		m.maxLen.Store(int64(mc.MaxModelLen))
 		if mc.Upstream != nil {
 			m.upstream = newUpstream(mc, s.client)
 		} else {
 			if eng == nil {
 				return nil, fmt.Errorf("gateway: model %q is embedded but there is no engine", mc.ID)
 			}
-			if m.maxLen == 0 {
-				m.maxLen = status[mc.ID].MaxModelLen
+			if m.maxLen.Load() == 0 {
+				m.maxLen.Store(int64(status[mc.ID].MaxModelLen))
 			}
 		}
 		s.pred.SetCapacity(mc.ID, mc.MaxConcurrency*mc.Replicas, mc.MaxQueue)
