@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"strconv"
@@ -484,6 +485,9 @@ func (j *job) settle(e tenancy.Entry, u *engine.Usage) {
 		s.log.Error("ledger", "request_id", j.reqID, "error", err)
 	}
 	s.metrics.observe(j, e, charged, u)
+	if !s.log.Enabled(context.Background(), slog.LevelInfo) {
+		return
+	}
 	s.log.Info("request", "request_id", j.reqID, "tenant", j.pol.Tenant, "model", e.Model, "tier", e.Tier,
 		"status", e.Status, "prompt_tokens", e.PromptTokens, "completion_tokens", e.CompletionTokens,
 		"cost_usd", charged.Dollars(), "latency", e.Latency)

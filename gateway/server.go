@@ -339,6 +339,9 @@ func (s *Server) writeError(ctx *fasthttp.RequestCtx, reqID string, e *apiError)
 	if e.reason != "" && e.reason != "not_found" {
 		s.metrics.rejections.WithLabelValues(e.reason).Inc()
 	}
+	if !s.log.Enabled(context.Background(), slog.LevelInfo) {
+		return
+	}
 	s.log.Info("rejected", "request_id", reqID, "status", e.status, "reason", e.reason, "param", e.param, "error", e.message)
 }
 
