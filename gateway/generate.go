@@ -284,10 +284,14 @@ func (j *job) estimate() int {
 func (j *job) run(ctx *fasthttp.RequestCtx) bool {
 	s := j.s
 	var exclude uint8
+	budgetHit := false
 	for attempt := 0; ; attempt++ {
 		now := s.now()
 		if j.routed {
 			if aerr := j.selectTier(now, exclude); aerr != nil {
+				if budgetHit && aerr.status == 503 { // the tiers left were excluded for money
+					aerr = insufficientQuota(errors.New(aerr.message))
+				}
 				j.fail(ctx, aerr)
 				return false
 			}
@@ -305,8 +309,12 @@ func (j *job) run(ctx *fasthttp.RequestCtx) bool {
 		}
 		cost := j.m.price.Cost(j.nPrompt, j.outTokens)
 		if err := j.ticket.Reserve(now, cost); err != nil {
-			if errors.Is(err, tenancy.ErrInsufficientQuota) && j.routed && attempt < tiers.NumTiers {
-				continue // the remaining money changed under us: select again
+			if errors.Is(err, tenancy.ErrInsufficientQuota) && j.routed && j.mode != tiers.ModeFixed && attempt < tiers.NumTiers {
+				// The exact worst case (or a concurrent request's reservation) does not
+				// fit the tier the estimate chose: step down.
+				exclude |= 1 << uint(j.tierIndex())
+				budgetHit = true
+				continue
 			}
 			j.fail(ctx, insufficientQuota(err))
 			return false

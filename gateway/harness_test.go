@@ -55,6 +55,7 @@ tenants:
   - {id: broke, plan: broke}
   - {id: deep, plan: deep}
   - {id: race, plan: open, overrides: {daily_budget_usd: 0.05}}
+  - {id: thin, plan: open, overrides: {daily_budget_usd: 0.0005}}
   - {id: rich, plan: open, overrides: {daily_budget_usd: 1000000, requests_per_second: 1000000, tokens_per_minute: 1000000000, max_concurrency: 1000}}
 `
 

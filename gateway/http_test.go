@@ -169,6 +169,7 @@ func TestTierRouting(t *testing.T) {
 		{"header cost steps down", "acme", `{"model": "auto", ` + msg + `}`, []string{"X-LMLite-Tier-Mode", "max", "X-LMLite-Max-Cost-USD", "0.0001"}, "balanced", "tiny"},
 		{"model default is auto", "deep", `{"model": "default", ` + msg + `}`, nil, "deep", "big"},
 		{"tier fields override a model name", "acme", `{"model": "whatever", ` + msg + `}`, []string{"X-LMLite-Tier", "max"}, "max", "big"},
+		{"exact worst case over the budget steps down", "thin", `{"model": "auto", "lmlite": {"tier_mode": "max"}, "messages": [{"role":"user","content":"x"}], "max_tokens": 10}`, nil, "balanced", "tiny"},
 		{"policy steps down", "small", `{"model": "auto", "lmlite": {"tier_mode": "max"}, ` + msg + `}`, nil, "balanced", "tiny"},
 	}
 	for _, c := range cases {
