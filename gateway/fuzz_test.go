@@ -1,9 +1,21 @@
 package gateway
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
+	"io"
+	"log/slog"
+	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/lmlite/lmlite/policies"
+	"github.com/lmlite/lmlite/tenancy"
+	"github.com/lmlite/lmlite/tiers"
 )
 
 // FuzzAppendJSONString: the output is valid JSON that decodes to the input (with
@@ -73,4 +85,31 @@ func TestFieldAt(t *testing.T) {
 	if got := fieldAt(body3, invalidUTF8Offset(body3)); got != "" && got != "k\ufffd" {
 		t.Errorf("fieldAt in a key = %q", got)
 	}
+}
+
+// FuzzUpstreamStream: whatever bytes an upstream streams, relaying them never panics
+// and the request is settled once.
+func FuzzUpstreamStream(f *testing.F) {
+	f.Add([]byte("data: {\"choices\":[{\"delta\":{\"content\":\"hi\"},\"finish_reason\":null}]}\n\ndata: {\"choices\":[{\"finish_reason\":\"stop\"}]}\n\ndata: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":1}}\n\ndata: [DONE]\n\n"))
+	f.Add([]byte("data: {\"usage\":{\"prompt_tokens\":\"x\"}}\n"))
+	f.Add([]byte(": comment\nevent: x\ndata:\n\n"))
+	f.Add([]byte(strings.Repeat("data: "+strings.Repeat("a", 70000)+"\n", 2)))
+	ten := tenancy.New(nil)
+	pol, _ := policies.Resolve("t", "p", policies.Plan{}, policies.Override{}, nil)
+	s := &Server{pred: tiers.NewPredictor(), now: time.Now, log: slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	s.metrics = newMetrics(s)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		tk, err := ten.Admit(&pol, time.Now(), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		j := &job{s: s, kind: kindChat, pol: &pol, ticket: tk, m: &model{id: "m", upstream: &upstream{}}, start: time.Now()}
+		resp := fasthttp.AcquireResponse()
+		resp.SetBodyStream(bytes.NewReader(data), -1)
+		w := bufio.NewWriter(io.Discard)
+		j.streamUpstream(w, resp, time.Now())
+		if ten.InFlight("t") != 0 {
+			t.Fatal("not settled")
+		}
+	})
 }
