@@ -123,8 +123,8 @@ func TestParseBytes(t *testing.T) {
 	}
 }
 
-// FuzzParse: arbitrary bytes never panic Parse or Validate.
-func FuzzParse(f *testing.F) {
+// FuzzParseConfig: arbitrary bytes never panic Parse or Validate.
+func FuzzParseConfig(f *testing.F) {
 	f.Add(Example)
 	f.Add(Demo)
 	f.Add([]byte("models: [{id: m, path: a}]\nplans: {p: {}}\n"))
