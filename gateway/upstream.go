@@ -136,7 +136,9 @@ func (j *job) runUpstream(ctx *fasthttp.RequestCtx) (done bool, failed *apiError
 	}
 	if !j.stream {
 		e := tenancy.Entry{Status: 200}
-		upstreamUsage(resp.Body(), &e)
+		if hasUsage, _ := upstreamUsage(resp.Body(), &e); !hasUsage {
+			j.worstCaseUsage(&e)
+		}
 		s.pred.End(j.m.id)
 		s.pred.Observe(j.m.id, s.now().Sub(sent), 0)
 		j.settle(e, nil)
@@ -168,6 +170,7 @@ func (j *job) streamUpstream(w *bufio.Writer, resp *fasthttp.Response, sent time
 	gone := false
 	var first, last time.Time
 	chunks := 0
+	sawUsage := false
 	for {
 		line, err := rd.ReadSlice('\n')
 		if err != nil && !(err == bufio.ErrBufferFull && len(line) > 0) {
@@ -188,7 +191,9 @@ func (j *job) streamUpstream(w *bufio.Writer, resp *fasthttp.Response, sent time
 			}
 			forward := true
 			if bytes.Contains(data, []byte(`"usage":{`)) || bytes.Contains(data, []byte(`"finish_reason":"`)) {
-				if hasUsage, hasChoices := upstreamUsage(data, &e); hasUsage && !hasChoices && !j.usage {
+				hasUsage, hasChoices := upstreamUsage(data, &e)
+				sawUsage = sawUsage || hasUsage
+				if hasUsage && !hasChoices && !j.usage {
 					forward = false // the client did not ask for the usage event
 				}
 			}
@@ -221,6 +226,9 @@ func (j *job) streamUpstream(w *bufio.Writer, resp *fasthttp.Response, sent time
 		}
 		s.pred.Observe(j.m.id, first.Sub(sent), tpot)
 	}
+	if !sawUsage && chunks > 0 {
+		j.worstCaseUsage(&e)
+	}
 	if gone {
 		e.Status = 499
 	}
@@ -232,4 +240,10 @@ func (j *job) streamUpstream(w *bufio.Writer, resp *fasthttp.Response, sent time
 		w.WriteString("data: [DONE]\n\n")
 		w.Flush()
 	}
+}
+
+// worstCaseUsage charges an answer whose upstream reported no usage at the worst case
+// the request reserved (upper bounds of its tokens): budgets must never be escaped.
+func (j *job) worstCaseUsage(e *tenancy.Entry) {
+	e.PromptTokens, e.CompletionTokens = j.nPrompt, j.outTokens
 }

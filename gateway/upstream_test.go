@@ -10,6 +10,7 @@ import (
 
 	"github.com/openai/openai-go"
 	"github.com/openai/openai-go/option"
+	"github.com/valyala/fasthttp"
 
 	"github.com/lmlite/lmlite/tiers"
 )
@@ -150,4 +151,32 @@ func mustGet(t *testing.T, url string) []byte {
 		}
 	}
 	return []byte(sb.String())
+}
+
+// TestUpstreamWithoutUsage: an upstream that reports no usage is charged the worst
+// case the request reserved, so a budget cannot be escaped through it.
+func TestUpstreamWithoutUsage(t *testing.T) {
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	up := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) {
+		ctx.SetContentType("application/json")
+		ctx.SetBodyString(`{"id":"x","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}`)
+	}}
+	go up.Serve(ln)
+	defer up.Shutdown()
+	front := startServer(t, `
+models:
+  - {id: m, upstream: {base_url: "http://`+ln.Addr().String()+`/v1"}, prompt_usd_per_1k: 1, completion_usd_per_1k: 1}
+plans: {open: {}}
+tenants: [{id: acme, plan: open}]
+`, nil)
+	c := front.client("acme")
+	if _, err := c.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
+		Model: "m", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello")}, MaxTokens: openai.Int(10)}); err != nil {
+		t.Fatal(err)
+	}
+	led := front.ledger()
+	// prompt bound: 5 bytes + 16 per message; 10 output tokens; $1 per 1K each.
+	if len(led) != 1 || led[0].PromptTokens != 21 || led[0].CompletionTokens != 10 || led[0].Cost != tiers.USD(0.031) {
+		t.Errorf("ledger %+v", led)
+	}
 }
