@@ -99,7 +99,18 @@ func (t *Template) Source() string { return t.source }
 
 // Render renders msgs. With addGenerationPrompt the text ends where the assistant's
 // reply begins.
-func (t *Template) Render(msgs []Message, addGenerationPrompt bool) (out string, err error) {
+func (t *Template) Render(msgs []Message, addGenerationPrompt bool) (string, error) {
+	return t.RenderVars(msgs, addGenerationPrompt, nil)
+}
+
+// ErrVar: RenderVars was given a variable it may not set.
+var ErrVar = errors.New("chat: reserved template variable")
+
+// RenderVars is Render with further template variables, such as "tools" (a list of
+// JSON-like values: map[string]any, []any, string, float64, bool, nil) or
+// "enable_thinking". It may not set messages, add_generation_prompt, bos_token,
+// eos_token or the template globals. Go maps are written by tojson with sorted keys.
+func (t *Template) RenderVars(msgs []Message, addGenerationPrompt bool, vars map[string]any) (out string, err error) {
 	messages := make([]any, len(msgs))
 	for i, m := range msgs {
 		// An ordered dict, as in Python: tojson writes role before content.
@@ -116,6 +127,12 @@ func (t *Template) Render(msgs []Message, addGenerationPrompt bool) (out string,
 		"eos_token":             t.opts.EOS,
 		budgetKey:               b,
 	})
+	for k, v := range vars {
+		if reservedVar(k) {
+			return "", fmt.Errorf("%w: %q", ErrVar, k)
+		}
+		data.Set(k, v)
+	}
 	w := &limitWriter{max: t.opts.MaxOutput, b: b}
 	defer func() {
 		if p := recover(); p != nil {
@@ -145,6 +162,19 @@ func classify(err error) error {
 		}
 	}
 	return fmt.Errorf("%w: %s", ErrRender, msg)
+}
+
+// reservedVar reports whether RenderVars may not set name.
+func reservedVar(name string) bool {
+	switch name {
+	case "messages", "add_generation_prompt", "bos_token", "eos_token", "loop", "self":
+		return true
+	}
+	if strings.HasPrefix(name, "\x00") {
+		return true
+	}
+	_, global := environment.Context.Get(name)
+	return global
 }
 
 // cleanError shortens gonja's error chains, which repeat the template source.

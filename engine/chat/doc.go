@@ -19,7 +19,8 @@
 // lstrip_blocks, the globals raise_exception and strftime_now, and a tojson filter
 // that is json.dumps(ensure_ascii=False). Render gives the template messages (each
 // an ordered dict of role and content), add_generation_prompt, bos_token and
-// eos_token; tools, documents and anything else stay undefined. strftime_now reads
+// eos_token; tools, documents and anything else stay undefined unless given to
+// RenderVars (tools, enable_thinking, ...). strftime_now reads
 // Options.Now, so tests pass a fixed clock. The test suite holds the expected text
 // of the Llama 3 and Qwen3 templates from ../shared and further cases produced by
 // jinja2 itself (testdata/gen_golden.py).

@@ -29,9 +29,11 @@ count={{ ns.count }} n={{ messages | length }} last={{ messages[-1].content[:5] 
 
 GEN{% endif %}"""
 cases = []
-def add(name, tpl, msgs, agp, bos="", eos=""):
-    out = env.from_string(qwen if tpl == "qwen" else tpl).render(messages=msgs, add_generation_prompt=agp, bos_token=bos, eos_token=eos)
-    cases.append(dict(name=name, template=tpl, messages=msgs, agp=agp, bos=bos, eos=eos, expected=out))
+def add(name, tpl, msgs, agp, bos="", eos="", vars=None):
+    out = env.from_string(qwen if tpl == "qwen" else tpl).render(messages=msgs, add_generation_prompt=agp, bos_token=bos, eos_token=eos, **(vars or {}))
+    c = dict(name=name, template=tpl, messages=msgs, agp=agp, bos=bos, eos=eos, expected=out)
+    if vars: c["vars"] = vars
+    cases.append(c)
 
 add("qwen3 think history", "qwen", [
   {"role":"system","content":"S"},
@@ -45,6 +47,10 @@ add("qwen3 tool turns", "qwen", [
   {"role":"tool","content":"{\"t\": 20}"},
   {"role":"tool","content":"{\"t\": 21}"},
   {"role":"user","content":"<tool_response>x</tool_response>"}], True, eos="<|im_end|>")
+# Keys in sorted order: Go maps are written sorted, Python dicts in insertion order.
+tools = [{"function": {"description": "Get the weather", "name": "get_weather", "parameters": {"properties": {"city": {"type": "string"}}, "required": ["city"], "type": "object"}}, "type": "function"}]
+add("qwen3 tools", "qwen", [{"role":"system","content":"Be brief."},{"role":"user","content":"Weather in Paris?"}], True, eos="<|im_end|>", vars={"tools": tools})
+add("qwen3 no thinking", "qwen", [{"role":"user","content":"Hi"}], True, eos="<|im_end|>", vars={"enable_thinking": False})
 add("custom features", custom, [
   {"role":"system","content":"sys prompt here"},
   {"role":"user","content":"  hi\nthere "},
