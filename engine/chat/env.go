@@ -74,6 +74,7 @@ func newEnvironment() *exec.Environment {
 	globals[fnAdd] = add
 	globals[fnConcat] = concat
 	globals[fnTick] = tick
+	globals[fnNoCycle] = noCycle
 	ctx := exec.NewContext(globals)
 
 	return &exec.Environment{
