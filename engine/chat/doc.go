@@ -58,8 +58,10 @@
 //     memory either, so these are checked before the allocation.
 //
 // New refuses templates larger than MaxTemplateSize or nested deeper than
-// MaxNesting (gonja's parser recurses per level), and templates that include,
-// import or extend other templates: the loader knows only the template itself.
+// MaxNesting (gonja's parser recurses per level), templates with recursive for
+// loops (their depth cannot be bounded; chat templates recurse with macros), and
+// templates that include, import or extend other templates: the loader knows only
+// the template itself.
 // Residual risk: a template can still build a large value by combinations the
 // guards do not foresee (appending one big string to a list many times and
 // printing the list); the steps bound keeps such loops short.

@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -180,6 +181,12 @@ func guardedFor(inner parser.ControlStructureParser) parser.ControlStructurePars
 		f, ok := cs.(*controlStructures.ForControlStructure)
 		if !ok || f.BodyWrapper == nil {
 			return nil, fmt.Errorf("chat: unexpected for statement %T", cs)
+		}
+		if f.Recursive {
+			// Each level of loop(...) nests the context one deeper and gonja
+			// looks names up through every level: deep recursion is quadratic
+			// and has no hook to bound it. Chat templates recurse with macros.
+			return nil, errors.New("chat: recursive for loops are not supported")
 		}
 		tick := &nodes.ControlStructureBlock{Location: f.BodyWrapper.Location, Name: "tick", ControlStructure: tickStatement{loc: f.BodyWrapper.Location}}
 		f.BodyWrapper.Nodes = append([]nodes.Node{tick}, f.BodyWrapper.Nodes...)

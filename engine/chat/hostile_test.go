@@ -22,6 +22,8 @@ func TestHostile(t *testing.T) {
 		{"output flood", `{% set s = 'x' * 1000000 %}{% for a in range(100000) %}{{ s }}{% endfor %}`, ErrTooLarge},
 		{"recursive macro", `{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}`, ErrTooLong},
 		{"mutually recursive macros", `{% macro a() %}{{ b() }}{% endmacro %}{% macro b() %}{{ a() }}{% endmacro %}{{ a() }}`, ErrTooLong},
+		{"recursion through call blocks", `{% macro m() %}{% call m() %}x{% endcall %}{{ caller() }}{% endmacro %}{{ m() }}`, ErrTooLong},
+		{"binary recursion", `{% macro f(n) %}{% if n < 60 %}{{ f(n + 1) }}{{ f(n + 1) }}{% endif %}{% endmacro %}{{ f(0) }}`, ErrTooLong},
 		{"string repetition", `{{ 'x' * 1000000000000 }}`, ErrTooLarge},
 		{"reversed repetition", `{{ 1000000000000 * 'xy' }}`, ErrTooLarge},
 		{"list repetition", `{{ [1, 2] * 1000000000 }}`, ErrTooLarge},
@@ -90,6 +92,7 @@ func TestHostileParse(t *testing.T) {
 		{"extends", `{% extends "/etc/passwd" %}`},
 		{"import", `{% import "/etc/passwd" as x %}`},
 		{"unclosed", `{% for x in messages %}`},
+		{"recursive loop", `{% for x in [1] recursive %}{{ loop([1]) }}{% endfor %}`},
 		{"bad syntax", `{{ + }}`},
 	}
 	for _, tc := range tests {
