@@ -346,3 +346,20 @@ func FuzzSample(f *testing.F) {
 		}
 	})
 }
+
+// TestTopKOneIsGreedy: with top-k 1 any temperature and seed gives the greedy token,
+// penalties included.
+func TestTopKOneIsGreedy(t *testing.T) {
+	logits := make([]float32, 1000)
+	hist := []int32{3, 3, 17, 999}
+	for seed := range uint64(50) {
+		for i := range logits {
+			logits[i] = float32((int(seed)*31+i*7919)%1009) / 50
+		}
+		greedy := New(Params{RepeatPenalty: 1.3, FrequencyPenalty: 0.2}).Sample(logits, hist)
+		got := New(Params{Temperature: 1.5, TopK: 1, RepeatPenalty: 1.3, FrequencyPenalty: 0.2, Seed: seed}).Sample(logits, hist)
+		if got != greedy {
+			t.Fatalf("seed %d: top-k 1 gave %d, greedy %d", seed, got, greedy)
+		}
+	}
+}
