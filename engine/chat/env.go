@@ -221,7 +221,7 @@ func guardedMacro(inner parser.ControlStructureParser) parser.ControlStructurePa
 		if !ok {
 			return nil, fmt.Errorf("chat: unexpected macro statement %T", cs)
 		}
-		return macroStatement{m}, nil
+		return &macroStatement{m}, nil
 	}
 }
 
@@ -229,7 +229,7 @@ type macroStatement struct {
 	*controlStructures.MacroControlStructure
 }
 
-func (m macroStatement) Execute(r *exec.Renderer, _ *nodes.ControlStructureBlock) error {
+func (m *macroStatement) Execute(r *exec.Renderer, _ *nodes.ControlStructureBlock) error {
 	fn, err := exec.MacroNodeToFunc(m.Macro, r)
 	if err != nil {
 		return fmt.Errorf("%w: macro %s: %w", ErrRender, m.Name, err)

@@ -24,6 +24,7 @@ func TestHostile(t *testing.T) {
 		{"mutually recursive macros", `{% macro a() %}{{ b() }}{% endmacro %}{% macro b() %}{{ a() }}{% endmacro %}{{ a() }}`, ErrTooLong},
 		{"recursion through call blocks", `{% macro m() %}{% call m() %}x{% endcall %}{{ caller() }}{% endmacro %}{{ m() }}`, ErrTooLong},
 		{"binary recursion", `{% macro f(n) %}{% if n < 60 %}{{ f(n + 1) }}{{ f(n + 1) }}{% endif %}{% endmacro %}{{ f(0) }}`, ErrTooLong},
+		{"repetition inside a macro", `{% macro f() %}{{ 'x' * 1000000000000 }}{% endmacro %}{{ f() }}`, ErrTooLarge},
 		{"string repetition", `{{ 'x' * 1000000000000 }}`, ErrTooLarge},
 		{"reversed repetition", `{{ 1000000000000 * 'xy' }}`, ErrTooLarge},
 		{"list repetition", `{{ [1, 2] * 1000000000 }}`, ErrTooLarge},

@@ -61,7 +61,8 @@ semantics = r"""{{ messages[-1].content }}|{{ messages[-1]['role'] }}|{{ 'abc'[-
 {{ 'a  b c '.split() | tojson }} {{ ' a b c '.rsplit(None, 1) | tojson }} {{ 'a-b-c'.split('-', 1) | tojson }} {{ 'a-b-c'.rsplit('-', 1) | tojson }} {{ ' x  y z'.split(maxsplit=1) | tojson }}
 {{ 'ab' * 3 }} {{ 3 * 'ab' }} {{ [1, 2] * 2 }} {{ 2 ** 10 }} {{ 2 ** -1 }} {{ 1.5 * 2 }} {{ (-1) ** 3 }}
 {{ {"k": [1, {"z": none}]} | tojson(indent=2) }}
-{{ "\u00e9\n\t\u0001" | tojson }} {{ messages | tojson }}"""
+{{ "\u00e9\n\t\u0001" | tojson }} {{ messages | tojson }}
+{% macro last(xs) %}{{ xs[-1] }}{{ 2 ** 2 }}{% endmacro %}{{ last([7]) }}"""
 add("python semantics", semantics, [{"role":"user","content":"only one"}], False)
 # Patterns of other families' templates (written after Llama 3.2, Mistral and Gemma).
 llama32 = r"""{{- bos_token }}
