@@ -84,6 +84,9 @@ func New(template string, opts Options) (*Template, error) {
 	if opts.MaxSteps <= 0 {
 		opts.MaxSteps = DefaultMaxSteps
 	}
+	if err := checkTagChars(template); err != nil {
+		return nil, err
+	}
 	if err := checkNesting(template); err != nil {
 		return nil, err
 	}

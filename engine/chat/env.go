@@ -255,7 +255,12 @@ func (m *macroStatement) Execute(r *exec.Renderer, _ *nodes.ControlStructureBloc
 
 // checkNesting rejects templates nested deeper than MaxNesting: brackets, and
 // statements with a body. gonja parses and renders them by recursion.
-func checkNesting(src string) error {
+func checkNesting(src string) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: lexer panic: %v", ErrTemplate, p)
+		}
+	}()
 	s := tokens.LexAll(src, hfConfig)
 	depth, inBlock, blockName, blockAssign := 0, false, "", false
 	for ; !s.End(); s.Next() {

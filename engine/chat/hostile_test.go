@@ -95,6 +95,9 @@ func TestHostileParse(t *testing.T) {
 		{"unclosed", `{% for x in messages %}`},
 		{"recursive loop", `{% for x in [1] recursive %}{{ loop([1]) }}{% endfor %}`},
 		{"bad syntax", `{{ + }}`},
+		{"lexer loop on a lone !", "{%!0.\ud2c2\x1d0\xffL"},
+		{"lexer panic on a number", "{{ 0.\ud2c2 }}"},
+		{"control byte", "{{ a\x01 }}"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
