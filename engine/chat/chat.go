@@ -40,9 +40,10 @@ const (
 var (
 	ErrTemplate  = errors.New("chat: bad template")          // New: the template does not parse or breaks a limit
 	ErrRender    = errors.New("chat: render failed")         // Render: the template failed (raise_exception, type errors, panics)
-	ErrTooLarge  = errors.New("chat: output too large")      // Render: output exceeded Options.MaxOutput
-	ErrTooLong   = errors.New("chat: template ran too long") // Render: more than Options.MaxSteps steps
+	ErrTooLarge  = errors.New("chat: output too large")      // Render: output beyond Options.MaxOutput, or a value beyond the growth bounds
+	ErrTooLong   = errors.New("chat: template ran too long") // Render: more than Options.MaxSteps steps, or macros nested too deep
 	ErrException = errors.New("chat: template raised an exception")
+	ErrVar       = errors.New("chat: reserved template variable") // RenderVars: a variable it may not set
 )
 
 // Message is one chat message as the template sees it (message.role, message.content).
@@ -105,9 +106,6 @@ func (t *Template) Source() string { return t.source }
 func (t *Template) Render(msgs []Message, addGenerationPrompt bool) (string, error) {
 	return t.RenderVars(msgs, addGenerationPrompt, nil)
 }
-
-// ErrVar: RenderVars was given a variable it may not set.
-var ErrVar = errors.New("chat: reserved template variable")
 
 // RenderVars is Render with further template variables, such as "tools" (a list of
 // JSON-like values: map[string]any, []any, string, float64, bool, nil) or

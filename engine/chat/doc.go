@@ -57,7 +57,10 @@
 //     replacing, padding or indenting. Go cannot recover from running out of
 //     memory either, so these are checked before the allocation.
 //
-// New refuses templates larger than MaxTemplateSize or nested deeper than
+// New refuses templates whose tags hold characters Jinja's syntax has no use for
+// (non-ASCII outside string literals, a "!" without "="): gonja's lexer can loop
+// forever or panic on some of those, found by fuzzing. It also refuses templates
+// larger than MaxTemplateSize or nested deeper than
 // MaxNesting (gonja's parser recurses per level), templates with recursive for
 // loops (their depth cannot be bounded; chat templates recurse with macros), and
 // templates that include, import or extend other templates: the loader knows only
