@@ -36,3 +36,26 @@ func TestRewriteReachesEveryStatement(t *testing.T) {
 		}
 	}
 }
+
+// TestToJSON: Python's json.dumps as transformers calls it (expected text from
+// Python 3.11).
+func TestToJSON(t *testing.T) {
+	tests := []struct{ src, want string }{
+		{`{{ {'a': [1, 2]} | tojson(indent=1, separators=(',', ':')) }}`, "{\n \"a\":[\n  1,\n  2\n ]\n}"},
+		{`{{ {'a': [1, '\x7f']} | tojson }}`, "{\"a\": [1, \"\x7f\"]}"},
+		{`{{ {'b': 1, 'a': 2} | tojson(sort_keys=true) }}`, `{"a": 2, "b": 1}`},
+		{`{{ 'é👋' | tojson(ensure_ascii=true) }}`, `"\u00e9\ud83d\udc4b"`},
+		{`{{ [] | tojson }}{{ {} | tojson }}{{ none | tojson }}{{ 1.5 | tojson }}{{ 10 | tojson }}`, `[]{}null1.510`},
+	}
+	for _, tc := range tests {
+		tpl, err := New(tc.src, Options{})
+		if err != nil {
+			t.Errorf("%s: %v", tc.src, err)
+			continue
+		}
+		got, err := tpl.Render(nil, false)
+		if err != nil || got != tc.want {
+			t.Errorf("%s: got %q, %v; want %q", tc.src, got, err, tc.want)
+		}
+	}
+}
