@@ -1,0 +1,22 @@
+// Package gguf reads and writes GGUF files, the llama.cpp model format (versions 2
+// and 3).
+//
+// Open memory-maps a file read-only and parses its header: metadata (every value
+// type, arrays nested to any reasonable depth), tensor infos, general.alignment and
+// the data offset. Tensor data is never copied: TensorData returns a slice of the
+// mapping, so loading is near-instant, replicas and processes share the pages, and
+// Close gives them back.
+//
+// Files are untrusted input. Every count, length, size and offset is checked against
+// what the rest of the file could hold before anything is allocated for it, and every
+// problem is an error wrapping ErrFormat that names the field at fault: a hostile file
+// can neither panic the reader nor make it allocate more than the file's own size.
+// FuzzParse holds the reader to that.
+//
+// Writer produces version 3 files (gen-model and tests use it):
+//
+//	w := gguf.NewWriter()
+//	w.AddKV("general.architecture", gguf.String("llama"))
+//	w.AddTensor("token_embd.weight", gguf.F32, []uint64{dim, vocab}, data)
+//	err := w.WriteFile("m.gguf")
+package gguf
