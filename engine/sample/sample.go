@@ -243,13 +243,15 @@ func topP(c []candidate, p float64, sorted bool) []candidate {
 		}
 		return c, false
 	}
-	if !sorted && len(c) > topPartial {
-		// Most of the mass usually sits in few tokens: sort only the best ones
-		// and fall back to sorting everything when they fall short of p.
-		selectTop(c, topPartial)
-		sortDesc(c[:topPartial])
-		if kept, ok := cut(c[:topPartial]); ok {
-			return kept
+	if !sorted {
+		// Most of the mass usually sits in few tokens: sort only the best ones,
+		// four times more while they fall short of p, then everything.
+		for k := topPartial; k < len(c)/2; k *= 4 {
+			selectTop(c, k)
+			sortDesc(c[:k])
+			if kept, ok := cut(c[:k]); ok {
+				return kept
+			}
 		}
 	}
 	if !sorted {

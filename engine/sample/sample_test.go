@@ -137,7 +137,7 @@ func TestTopPPartial(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		slope float64
-	}{{"peaked", 0.05}, {"flat", 0.0001}} {
+	}{{"peaked", 0.05}, {"middle", 0.002}, {"flat", 0.0001}} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := 5000
 			logits := make([]float32, n)
