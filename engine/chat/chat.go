@@ -40,9 +40,10 @@ const (
 var (
 	ErrTemplate  = errors.New("chat: bad template")          // New: the template does not parse or breaks a limit
 	ErrRender    = errors.New("chat: render failed")         // Render: the template failed (raise_exception, type errors, panics)
-	ErrTooLarge  = errors.New("chat: output too large")      // Render: output exceeded Options.MaxOutput
-	ErrTooLong   = errors.New("chat: template ran too long") // Render: more than Options.MaxSteps steps
+	ErrTooLarge  = errors.New("chat: output too large")      // Render: output beyond Options.MaxOutput, or a value beyond the growth bounds
+	ErrTooLong   = errors.New("chat: template ran too long") // Render: more than Options.MaxSteps steps, or macros nested too deep
 	ErrException = errors.New("chat: template raised an exception")
+	ErrVar       = errors.New("chat: reserved template variable") // RenderVars: a variable it may not set
 )
 
 // Message is one chat message as the template sees it (message.role, message.content).
@@ -84,6 +85,9 @@ func New(template string, opts Options) (*Template, error) {
 	if opts.MaxSteps <= 0 {
 		opts.MaxSteps = DefaultMaxSteps
 	}
+	if err := checkTagChars(template); err != nil {
+		return nil, err
+	}
 	if err := checkNesting(template); err != nil {
 		return nil, err
 	}
@@ -99,7 +103,15 @@ func (t *Template) Source() string { return t.source }
 
 // Render renders msgs. With addGenerationPrompt the text ends where the assistant's
 // reply begins.
-func (t *Template) Render(msgs []Message, addGenerationPrompt bool) (out string, err error) {
+func (t *Template) Render(msgs []Message, addGenerationPrompt bool) (string, error) {
+	return t.RenderVars(msgs, addGenerationPrompt, nil)
+}
+
+// RenderVars is Render with further template variables, such as "tools" (a list of
+// JSON-like values: map[string]any, []any, string, float64, bool, nil) or
+// "enable_thinking". It may not set messages, add_generation_prompt, bos_token,
+// eos_token or the template globals. Go maps are written by tojson with sorted keys.
+func (t *Template) RenderVars(msgs []Message, addGenerationPrompt bool, vars map[string]any) (out string, err error) {
 	messages := make([]any, len(msgs))
 	for i, m := range msgs {
 		// An ordered dict, as in Python: tojson writes role before content.
@@ -116,6 +128,12 @@ func (t *Template) Render(msgs []Message, addGenerationPrompt bool) (out string,
 		"eos_token":             t.opts.EOS,
 		budgetKey:               b,
 	})
+	for k, v := range vars {
+		if reservedVar(k) {
+			return "", fmt.Errorf("%w: %q", ErrVar, k)
+		}
+		data.Set(k, v)
+	}
 	w := &limitWriter{max: t.opts.MaxOutput, b: b}
 	defer func() {
 		if p := recover(); p != nil {
@@ -145,6 +163,19 @@ func classify(err error) error {
 		}
 	}
 	return fmt.Errorf("%w: %s", ErrRender, msg)
+}
+
+// reservedVar reports whether RenderVars may not set name.
+func reservedVar(name string) bool {
+	switch name {
+	case "messages", "add_generation_prompt", "bos_token", "eos_token", "loop", "self":
+		return true
+	}
+	if strings.HasPrefix(name, "\x00") {
+		return true
+	}
+	_, global := environment.Context.Get(name)
+	return global
 }
 
 // cleanError shortens gonja's error chains, which repeat the template source.

@@ -2,6 +2,7 @@ package chat
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"sync"
@@ -129,14 +130,15 @@ func TestJinja2Golden(t *testing.T) {
 		t.Fatal(err)
 	}
 	var cases []struct {
-		Name         string    `json:"name"`
-		Template     string    `json:"template"`
-		TemplateFrom string    `json:"template_from"`
-		Messages     []Message `json:"messages"`
-		AGP          bool      `json:"agp"`
-		BOS          string    `json:"bos"`
-		EOS          string    `json:"eos"`
-		Expected     string    `json:"expected"`
+		Name         string         `json:"name"`
+		Template     string         `json:"template"`
+		TemplateFrom string         `json:"template_from"`
+		Messages     []Message      `json:"messages"`
+		AGP          bool           `json:"agp"`
+		BOS          string         `json:"bos"`
+		EOS          string         `json:"eos"`
+		Vars         map[string]any `json:"vars"`
+		Expected     string         `json:"expected"`
 	}
 	if err := json.Unmarshal(b, &cases); err != nil {
 		t.Fatal(err)
@@ -151,7 +153,7 @@ func TestJinja2Golden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := tpl.Render(c.Messages, c.AGP)
+			got, err := tpl.RenderVars(c.Messages, c.AGP, c.Vars)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -159,5 +161,17 @@ func TestJinja2Golden(t *testing.T) {
 				t.Errorf("\n got %q\nwant %q", got, c.Expected)
 			}
 		})
+	}
+}
+
+func TestRenderVarsReserved(t *testing.T) {
+	tpl, err := New("", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"messages", "bos_token", "raise_exception", "range", "\x00budget"} {
+		if _, err := tpl.RenderVars(nil, false, map[string]any{name: "x"}); !errors.Is(err, ErrVar) {
+			t.Errorf("%q: %v, want ErrVar", name, err)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -74,6 +75,7 @@ func newEnvironment() *exec.Environment {
 	globals[fnAdd] = add
 	globals[fnConcat] = concat
 	globals[fnTick] = tick
+	globals[fnNoCycle] = noCycle
 	ctx := exec.NewContext(globals)
 
 	return &exec.Environment{
@@ -180,6 +182,12 @@ func guardedFor(inner parser.ControlStructureParser) parser.ControlStructurePars
 		if !ok || f.BodyWrapper == nil {
 			return nil, fmt.Errorf("chat: unexpected for statement %T", cs)
 		}
+		if f.Recursive {
+			// Each level of loop(...) nests the context one deeper and gonja
+			// looks names up through every level: deep recursion is quadratic
+			// and has no hook to bound it. Chat templates recurse with macros.
+			return nil, errors.New("chat: recursive for loops are not supported")
+		}
 		tick := &nodes.ControlStructureBlock{Location: f.BodyWrapper.Location, Name: "tick", ControlStructure: tickStatement{loc: f.BodyWrapper.Location}}
 		f.BodyWrapper.Nodes = append([]nodes.Node{tick}, f.BodyWrapper.Nodes...)
 		if f.IfCondition != nil {
@@ -213,7 +221,7 @@ func guardedMacro(inner parser.ControlStructureParser) parser.ControlStructurePa
 		if !ok {
 			return nil, fmt.Errorf("chat: unexpected macro statement %T", cs)
 		}
-		return macroStatement{m}, nil
+		return &macroStatement{m}, nil
 	}
 }
 
@@ -221,7 +229,7 @@ type macroStatement struct {
 	*controlStructures.MacroControlStructure
 }
 
-func (m macroStatement) Execute(r *exec.Renderer, _ *nodes.ControlStructureBlock) error {
+func (m *macroStatement) Execute(r *exec.Renderer, _ *nodes.ControlStructureBlock) error {
 	fn, err := exec.MacroNodeToFunc(m.Macro, r)
 	if err != nil {
 		return fmt.Errorf("%w: macro %s: %w", ErrRender, m.Name, err)
@@ -247,7 +255,12 @@ func (m macroStatement) Execute(r *exec.Renderer, _ *nodes.ControlStructureBlock
 
 // checkNesting rejects templates nested deeper than MaxNesting: brackets, and
 // statements with a body. gonja parses and renders them by recursion.
-func checkNesting(src string) error {
+func checkNesting(src string) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: lexer panic: %v", ErrTemplate, p)
+		}
+	}()
 	s := tokens.LexAll(src, hfConfig)
 	depth, inBlock, blockName, blockAssign := 0, false, "", false
 	for ; !s.End(); s.Next() {

@@ -8,10 +8,10 @@ import (
 	"testing"
 )
 
-// FuzzRender renders arbitrary messages with ChatML and, when the shared data is
+// FuzzChatRender renders arbitrary messages with ChatML and, when the shared data is
 // there, the Llama 3 and Qwen3 templates: never a panic, never an error, and the
 // content always appears in the output (ChatML: exactly as written).
-func FuzzRender(f *testing.F) {
+func FuzzChatRender(f *testing.F) {
 	f.Add("user", "Hello!", "assistant", "<think>\nhm\n</think>\n\nHi", true)
 	f.Add("system", "{{ raise_exception('x') }}", "tool", "<tool_response>x</tool_response>", false)
 	f.Add("user", "日本語 👋🏽 \x00\xff", "user", "{% for %}", true)
@@ -60,9 +60,9 @@ func FuzzRender(f *testing.F) {
 	})
 }
 
-// FuzzTemplate compiles and renders arbitrary template sources: errors are fine,
+// FuzzChatTemplate compiles and renders arbitrary template sources: errors are fine,
 // panics and runaway renders are not.
-func FuzzTemplate(f *testing.F) {
+func FuzzChatTemplate(f *testing.F) {
 	for _, s := range []string{
 		ChatML,
 		`{% for m in messages[::-1] %}{{ loop.index }}{{ m.content.split(' ')[-1] }}{% endfor %}`,

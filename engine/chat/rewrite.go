@@ -86,15 +86,14 @@ func (w *rewriter) walk(v reflect.Value) {
 		}
 		t := v.Type()
 		for i := range v.NumField() {
-			f := v.Field(i)
 			name := t.Field(i).Name
 			if name == "target" || name == "Target" {
 				continue // an assignment target is not evaluated as an expression
 			}
-			if !f.CanSet() {
-				f = reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem()
-			}
-			w.walk(f)
+			w.walk(reflectSettable(v.Field(i)))
+		}
+		if t == setType {
+			guardSet(v)
 		}
 	case reflect.Slice:
 		for i := range v.Len() {
@@ -111,6 +110,15 @@ func (w *rewriter) walk(v reflect.Value) {
 			v.SetMapIndex(k, tmp)
 		}
 	}
+}
+
+// reflectSettable returns f, made settable if it is an unexported field of an
+// addressable struct.
+func reflectSettable(f reflect.Value) reflect.Value {
+	if f.CanSet() || !f.CanAddr() {
+		return f
+	}
+	return reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem()
 }
 
 // replacement returns the node that replaces n, or nil to keep it.

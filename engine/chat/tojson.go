@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/nikolalohinski/gonja/v2/exec"
 )
@@ -23,6 +22,7 @@ func filterToJSON(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 		return in
 	}
 	enc := jsonEncoder{itemSep: ", ", keySep: ": ", indent: -1}
+	var separators *exec.Value
 	for k, v := range params.KwArgs {
 		switch k {
 		case "indent":
@@ -42,9 +42,7 @@ func filterToJSON(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 		case "ensure_ascii":
 			enc.ascii = v.IsTrue()
 		case "separators":
-			if v.IsList() && v.Len() == 2 {
-				enc.itemSep, enc.keySep = v.Index(0).String(), v.Index(1).String()
-			}
+			separators = v
 		default:
 			return exec.AsValue(fmt.Errorf("%w: tojson has no argument %q", ErrRender, k))
 		}
@@ -52,6 +50,9 @@ func filterToJSON(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 	if len(params.Args) > 0 && params.Args[0].IsInteger() {
 		enc.indent = min(max(params.Args[0].Integer(), 0), 64)
 		enc.itemSep = ","
+	}
+	if separators != nil && separators.IsList() && separators.Len() == 2 {
+		enc.itemSep, enc.keySep = separators.Index(0).String(), separators.Index(1).String()
 	}
 	if enc.indent > 0 && enc.indentStr == "" {
 		enc.indentStr = strings.Repeat(" ", enc.indent)
@@ -224,9 +225,7 @@ func (e *jsonEncoder) str(s string) {
 				} else {
 					fmt.Fprintf(&e.b, `\u%04x`, r)
 				}
-			case r == utf8.RuneError:
-				e.b.WriteRune(r)
-			default:
+			default: // invalid UTF-8 comes out as U+FFFD
 				e.b.WriteRune(r)
 			}
 		}

@@ -14,8 +14,8 @@
 // softmax(logit/Temperature) using the sampler's own PCG generator seeded from
 // Params.Seed, so the same seed and the same logits give the same tokens, whatever
 // other sequences do. Sample reuses its buffers and does not allocate after the
-// first call; top-k uses a selection instead of a full sort, and top-p sorts only
-// the best 256 tokens when they hold enough of the mass.
+// first call; top-k uses a selection instead of a full sort, and top-p sorts the
+// best 256 tokens, then four times more, until they hold enough of the mass.
 //
 // A StopMatcher watches the growing output text:
 //

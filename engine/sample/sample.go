@@ -33,6 +33,7 @@ type Sampler struct {
 
 	cand []candidate // the candidates of the current step
 	win  []int32     // the penalty window, sorted
+	w    []float64   // the draw's unnormalised probabilities
 }
 
 type candidate struct {
@@ -242,13 +243,15 @@ func topP(c []candidate, p float64, sorted bool) []candidate {
 		}
 		return c, false
 	}
-	if !sorted && len(c) > topPartial {
-		// Most of the mass usually sits in few tokens: sort only the best ones
-		// and fall back to sorting everything when they fall short of p.
-		selectTop(c, topPartial)
-		sortDesc(c[:topPartial])
-		if kept, ok := cut(c[:topPartial]); ok {
-			return kept
+	if !sorted {
+		// Most of the mass usually sits in few tokens: sort only the best ones,
+		// four times more while they fall short of p, then everything.
+		for k := topPartial; k < len(c)/2; k *= 4 {
+			selectTop(c, k)
+			sortDesc(c[:k])
+			if kept, ok := cut(c[:k]); ok {
+				return kept
+			}
 		}
 	}
 	if !sorted {
@@ -287,23 +290,35 @@ func minP(c []candidate, p float64) []candidate {
 
 // draw picks a candidate with probability softmax(logit).
 func (s *Sampler) draw(c []candidate) int32 {
-	maxL, sum := softmaxSum(c)
-	if sum == 0 || math.IsInf(sum, 0) || sum != sum {
+	maxL := float32(math.Inf(-1))
+	for _, x := range c {
+		maxL = max(maxL, x.logit)
+	}
+	if math.IsInf(float64(maxL), 0) {
 		return argmax(c)
+	}
+	if cap(s.w) < len(c) {
+		s.w = make([]float64, len(c))
+	}
+	w := s.w[:len(c)]
+	sum := 0.0
+	for i, x := range c {
+		w[i] = math.Exp(float64(x.logit - maxL))
+		sum += w[i]
 	}
 	r := s.rng.Float64() * sum
 	cum := 0.0
-	for _, x := range c {
-		cum += math.Exp(float64(x.logit - maxL))
+	for i, x := range c {
+		cum += w[i]
 		if r < cum {
 			return x.id
 		}
 	}
 	// Rounding left r at the very top: take the last candidate with mass.
 	for i := len(c) - 1; i >= 0; i-- {
-		if !math.IsInf(float64(c[i].logit), -1) {
+		if w[i] > 0 {
 			return c[i].id
 		}
 	}
-	return c[len(c)-1].id
+	return argmax(c)
 }

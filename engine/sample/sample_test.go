@@ -137,7 +137,7 @@ func TestTopPPartial(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		slope float64
-	}{{"peaked", 0.05}, {"flat", 0.0001}} {
+	}{{"peaked", 0.05}, {"middle", 0.002}, {"flat", 0.0001}} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := 5000
 			logits := make([]float32, n)
@@ -345,4 +345,21 @@ func FuzzSample(f *testing.F) {
 			t.Fatalf("token %d out of range [0,%d)", got, len(logits))
 		}
 	})
+}
+
+// TestTopKOneIsGreedy: with top-k 1 any temperature and seed gives the greedy token,
+// penalties included.
+func TestTopKOneIsGreedy(t *testing.T) {
+	logits := make([]float32, 1000)
+	hist := []int32{3, 3, 17, 999}
+	for seed := range uint64(50) {
+		for i := range logits {
+			logits[i] = float32((int(seed)*31+i*7919)%1009) / 50
+		}
+		greedy := New(Params{RepeatPenalty: 1.3, FrequencyPenalty: 0.2}).Sample(logits, hist)
+		got := New(Params{Temperature: 1.5, TopK: 1, RepeatPenalty: 1.3, FrequencyPenalty: 0.2, Seed: seed}).Sample(logits, hist)
+		if got != greedy {
+			t.Fatalf("seed %d: top-k 1 gave %d, greedy %d", seed, got, greedy)
+		}
+	}
 }

@@ -38,6 +38,7 @@ func TestStopMatcher(t *testing.T) {
 		{"earliest of several", []string{"cd", "bcx", "b"}, []string{"a", "bcd"}, []string{"a", "a"}, true},
 		{"longest pending prefix", []string{"abab"}, []string{"xab", "a"}, []string{"x", "x"}, false},
 		{"overlapping prefix restarts", []string{"aab"}, []string{"aa", "a", "b"}, []string{"", "a", "a"}, true},
+		{"short stop ends while a longer one is pending", []string{"aba", "b"}, []string{"ab", "ab"}, []string{"a"}, true},
 		{"unicode", []string{"終わり"}, []string{"はい。", "終", "わり"}, []string{"はい。", "はい。", "はい。"}, true},
 	}
 	for _, tc := range tests {
@@ -55,8 +56,8 @@ func TestStopMatcher(t *testing.T) {
 }
 
 // FuzzStopMatcher checks the matcher against a direct search: what is shown only
-// grows, is always a prefix of the final output, and the final output ends right
-// before the first stop string.
+// grows, is always a prefix of the final output, and the output ends right before
+// the first stop string present once generation stops.
 func FuzzStopMatcher(f *testing.F) {
 	f.Add("Hello STOP world", "STOP", "\n\n", uint8(3))
 	f.Add("aaab", "aab", "b", uint8(1))
@@ -70,13 +71,20 @@ func FuzzStopMatcher(f *testing.F) {
 		stops := []string{stop1, stop2}
 		shown, steps, stopped := stream(NewStopMatcher(stops), pieces)
 
-		want, wantStop := text, false
-		for _, s := range stops {
-			if s == "" {
-				continue
+		// Reference: generation stops after the first piece with which any stop
+		// string is present; the output ends at the earliest one present then.
+		want, wantStop, acc := text, false, ""
+		for _, p := range pieces {
+			acc += p
+			first := -1
+			for _, s := range stops {
+				if i := strings.Index(acc, s); s != "" && i >= 0 && (first < 0 || i < first) {
+					first = i
+				}
 			}
-			if i := strings.Index(text, s); i >= 0 && (!wantStop || i < len(want)) {
-				want, wantStop = text[:i], true
+			if first >= 0 {
+				want, wantStop = acc[:first], true
+				break
 			}
 		}
 		if stopped != wantStop {

@@ -29,9 +29,11 @@ count={{ ns.count }} n={{ messages | length }} last={{ messages[-1].content[:5] 
 
 GEN{% endif %}"""
 cases = []
-def add(name, tpl, msgs, agp, bos="", eos=""):
-    out = env.from_string(qwen if tpl == "qwen" else tpl).render(messages=msgs, add_generation_prompt=agp, bos_token=bos, eos_token=eos)
-    cases.append(dict(name=name, template=tpl, messages=msgs, agp=agp, bos=bos, eos=eos, expected=out))
+def add(name, tpl, msgs, agp, bos="", eos="", vars=None):
+    out = env.from_string(qwen if tpl == "qwen" else tpl).render(messages=msgs, add_generation_prompt=agp, bos_token=bos, eos_token=eos, **(vars or {}))
+    c = dict(name=name, template=tpl, messages=msgs, agp=agp, bos=bos, eos=eos, expected=out)
+    if vars: c["vars"] = vars
+    cases.append(c)
 
 add("qwen3 think history", "qwen", [
   {"role":"system","content":"S"},
@@ -45,6 +47,10 @@ add("qwen3 tool turns", "qwen", [
   {"role":"tool","content":"{\"t\": 20}"},
   {"role":"tool","content":"{\"t\": 21}"},
   {"role":"user","content":"<tool_response>x</tool_response>"}], True, eos="<|im_end|>")
+# Keys in sorted order: Go maps are written sorted, Python dicts in insertion order.
+tools = [{"function": {"description": "Get the weather", "name": "get_weather", "parameters": {"properties": {"city": {"type": "string"}}, "required": ["city"], "type": "object"}}, "type": "function"}]
+add("qwen3 tools", "qwen", [{"role":"system","content":"Be brief."},{"role":"user","content":"Weather in Paris?"}], True, eos="<|im_end|>", vars={"tools": tools})
+add("qwen3 no thinking", "qwen", [{"role":"user","content":"Hi"}], True, eos="<|im_end|>", vars={"enable_thinking": False})
 add("custom features", custom, [
   {"role":"system","content":"sys prompt here"},
   {"role":"user","content":"  hi\nthere "},
@@ -55,8 +61,66 @@ semantics = r"""{{ messages[-1].content }}|{{ messages[-1]['role'] }}|{{ 'abc'[-
 {{ 'a  b c '.split() | tojson }} {{ ' a b c '.rsplit(None, 1) | tojson }} {{ 'a-b-c'.split('-', 1) | tojson }} {{ 'a-b-c'.rsplit('-', 1) | tojson }} {{ ' x  y z'.split(maxsplit=1) | tojson }}
 {{ 'ab' * 3 }} {{ 3 * 'ab' }} {{ [1, 2] * 2 }} {{ 2 ** 10 }} {{ 2 ** -1 }} {{ 1.5 * 2 }} {{ (-1) ** 3 }}
 {{ {"k": [1, {"z": none}]} | tojson(indent=2) }}
-{{ "\u00e9\n\t\u0001" | tojson }} {{ messages | tojson }}"""
+{{ "\u00e9\n\t\u0001" | tojson }} {{ messages | tojson }}
+{% macro last(xs) %}{{ xs[-1] }}{{ 2 ** 2 }}{% endmacro %}{{ last([7]) }}"""
 add("python semantics", semantics, [{"role":"user","content":"only one"}], False)
+# Patterns of other families' templates (written after Llama 3.2, Mistral and Gemma).
+llama32 = r"""{{- bos_token }}
+{%- if not date_string is defined %}
+    {%- if strftime_now is defined %}
+        {%- set date_string = strftime_now("%d %b %Y") %}
+    {%- else %}
+        {%- set date_string = "26 Jul 2024" %}
+    {%- endif %}
+{%- endif %}
+{%- if messages[0]['role'] == 'system' %}
+    {%- set system_message = messages[0]['content']|trim %}
+    {%- set messages = messages[1:] %}
+{%- else %}
+    {%- set system_message = "" %}
+{%- endif %}
+{{- "<|start_header_id|>system<|end_header_id|>\n\n" }}
+{{- "Cutting Knowledge Date: December 2023\n" }}
+{{- "Today Date: " + date_string + "\n\n" }}
+{{- system_message }}
+{{- "<|eot_id|>" }}
+{%- for message in messages %}
+    {{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + '<|eot_id|>' }}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|start_header_id|>assistant<|end_header_id|>\n\n' }}
+{%- endif %}
+"""
+mistral = r"""{%- if messages[0]['role'] == 'system' %}
+    {%- set system_message = messages[0]['content'] %}
+    {%- set loop_messages = messages[1:] %}
+{%- else %}
+    {%- set loop_messages = messages %}
+{%- endif %}
+
+{{- bos_token }}
+{%- for message in loop_messages %}
+    {%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}
+        {{- raise_exception('After the optional system message, conversation roles must alternate user/assistant/user/assistant/...') }}
+    {%- endif %}
+    {%- if message['role'] == 'user' %}
+        {%- if loop.first and system_message is defined %}
+            {{- ' [INST] ' + system_message + '\n\n' + message['content'] + ' [/INST]' }}
+        {%- else %}
+            {{- ' [INST] ' + message['content'] + ' [/INST]' }}
+        {%- endif %}
+    {%- elif message['role'] == 'assistant' %}
+        {{- ' ' + message['content'] + eos_token}}
+    {%- else %}
+        {{- raise_exception('Only user and assistant roles are supported, with the exception of an initial optional system message!') }}
+    {%- endif %}
+{%- endfor %}
+"""
+gemma = r"""{{ bos_token }}{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}{% for message in messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}{% if (message['role'] == 'assistant') %}{% set role = 'model' %}{% else %}{% set role = message['role'] %}{% endif %}{{ '<start_of_turn>' + role + '\n' + message['content'] | trim + '<end_of_turn>\n' }}{% endfor %}{% if add_generation_prompt %}{{'<start_of_turn>model\n'}}{% endif %}"""
+conv = [{"role":"system","content":"  Sys.  "},{"role":"user","content":"U1"},{"role":"assistant","content":"A1"},{"role":"user","content":"U2"}]
+add("llama32 style", llama32, conv, True, bos="<|begin_of_text|>", eos="<|eot_id|>")
+add("mistral style", mistral, conv, False, bos="<s>", eos="</s>")
+add("gemma style", gemma, conv[1:], True, bos="<bos>", eos="<eos>")
 chatml = "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
 add("chatml", "", [{"role":"system","content":"S"},{"role":"user","content":"U"}], True)
 for c in cases:
