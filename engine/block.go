@@ -26,9 +26,10 @@ const (
 
 // Config configures a Block. The zero value of each field takes its default.
 type Config struct {
-	Models   []ModelConfig
-	MaxQueue int // requests waiting per model before Generate answers ErrQueueFull; 0: DefaultMaxQueue
-	Logger   *slog.Logger
+	Models       []ModelConfig
+	MemoryBudget int64 // bytes the models may map and allocate (weights + KV); 0: no limit
+	MaxQueue     int   // requests waiting per model before Generate answers ErrQueueFull; 0: DefaultMaxQueue
+	Logger       *slog.Logger
 }
 
 // Block serves a set of models: it loads each one (memory-mapped), warms it up,
@@ -58,9 +59,10 @@ type instance struct {
 
 	// Immutable after New: the tokenizer and template are small copies out of the file's
 	// metadata, kept across unloads so that requests can be prepared while unloaded.
-	tok    *tokenizer.Tokenizer
-	tmpl   *chat.Template
-	kvSize int64 // KV bytes per replica at MaxModelLen
+	tok      *tokenizer.Tokenizer
+	tmpl     *chat.Template
+	kvSize   int64 // KV bytes per replica at MaxModelLen
+	fileSize int64
 
 	mu       sync.Mutex // guards everything below
 	state    ModelState
@@ -110,6 +112,17 @@ func New(cfg Config) (*Block, error) {
 		b.models[mc.ID] = inst
 		b.order = append(b.order, mc.ID)
 	}
+	if cfg.MemoryBudget > 0 {
+		var need int64
+		for _, id := range b.order {
+			in := b.models[id]
+			need += in.fileSize + int64(in.cfg.Replicas)*in.kvSize
+		}
+		if need > cfg.MemoryBudget {
+			return nil, fmt.Errorf("%w: the models need %d MiB (weights + KV at max_model_len), the budget is %d MiB",
+				ErrNoMemory, need>>20, cfg.MemoryBudget>>20)
+		}
+	}
 	for _, id := range b.order {
 		b.models[id].startLoad()
 	}
@@ -153,7 +166,7 @@ func newInstance(mc ModelConfig, log *slog.Logger) (*instance, error) {
 		mc.IdleTimeout = DefaultIdleTimeout
 	}
 	kv := int64(2*cfg.Layers*cfg.KVHeads*cfg.HeadDim*2) * int64(mc.MaxModelLen) // K and V, binary16
-	return &instance{cfg: mc, log: log.With("model", mc.ID), tok: tok, tmpl: tmpl, kvSize: kv, state: StateUnloaded}, nil
+	return &instance{cfg: mc, log: log.With("model", mc.ID), tok: tok, tmpl: tmpl, kvSize: kv, fileSize: f.Size(), state: StateUnloaded}, nil
 }
 
 func tokenText(t *tokenizer.Tokenizer, id int32) string {
