@@ -248,7 +248,12 @@ var (
 	fimRepTexts = []string{"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"}
 	fimSepTexts = []string{"<|file_sep|>", "<file_sep>", "<fim-sep>", "<SEP>"}
 	// Every token with one of these texts ends generation.
-	eogTexts = []string{"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>", "<|end_of_text|>", "<end_of_utterance>"}
+	// As in current llama.cpp this includes "</s>" (added there for PaddleOCR), which
+	// also makes a "</s>" that a vocabulary has as a normal or user-defined token
+	// (Qwen2, Phi-3) a control token.
+	eogTexts = []string{"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
+		"<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
+		"<|end_of_text|>", "<end_of_utterance>"}
 )
 
 // findSpecials sets EOT and the end-of-generation set the way llama.cpp's vocabulary
