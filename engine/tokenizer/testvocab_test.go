@@ -34,7 +34,9 @@ func fromKVs(t testing.TB, kvs []gguf.KV) *Tokenizer {
 
 // testSPM is a SentencePiece vocabulary: <unk> <s> </s>, the 256 byte tokens, a
 // control and a user-defined token, and a few scored pieces.
-func testSPM(t testing.TB) *Tokenizer {
+func testSPM(t testing.TB) *Tokenizer { return fromKVs(t, testSPMKVs()) }
+
+func testSPMKVs() []gguf.KV {
 	tokens := []string{"<unk>", "<s>", "</s>"}
 	types := []int32{2, 3, 3}
 	scores := []float32{0, 0, 0}
@@ -54,7 +56,7 @@ func testSPM(t testing.TB) *Tokenizer {
 		types = append(types, 1)
 		scores = append(scores, -float32(i)) // earlier pieces merge first
 	}
-	return fromKVs(t, []gguf.KV{
+	return []gguf.KV{
 		{Key: "general.architecture", Value: gguf.String("llama")},
 		{Key: "tokenizer.ggml.model", Value: gguf.String("llama")},
 		{Key: "tokenizer.ggml.tokens", Value: gguf.Strings(tokens)},
@@ -63,12 +65,14 @@ func testSPM(t testing.TB) *Tokenizer {
 		{Key: "tokenizer.ggml.bos_token_id", Value: gguf.Uint32(1)},
 		{Key: "tokenizer.ggml.eos_token_id", Value: gguf.Uint32(2)},
 		{Key: "tokenizer.ggml.unknown_token_id", Value: gguf.Uint32(0)},
-	})
+	}
 }
 
 // testBPE is a byte-level BPE vocabulary with the GPT-2 pre-tokenizer: the 256 byte
 // characters, a few merges, a control and a user-defined token.
-func testBPE(t testing.TB) *Tokenizer {
+func testBPE(t testing.TB) *Tokenizer { return fromKVs(t, testBPEKVs()) }
+
+func testBPEKVs() []gguf.KV {
 	var tokens []string
 	var types []int32
 	for b := 0; b < 256; b++ {
@@ -84,7 +88,7 @@ func testBPE(t testing.TB) *Tokenizer {
 	}
 	tokens = append(tokens, "<|endoftext|>", "<user>")
 	types = append(types, 3, 4)
-	return fromKVs(t, []gguf.KV{
+	return []gguf.KV{
 		{Key: "general.architecture", Value: gguf.String("gpt2")},
 		{Key: "tokenizer.ggml.model", Value: gguf.String("gpt2")},
 		{Key: "tokenizer.ggml.pre", Value: gguf.String("gpt-2")},
@@ -93,5 +97,5 @@ func testBPE(t testing.TB) *Tokenizer {
 		{Key: "tokenizer.ggml.merges", Value: gguf.Strings(merges)},
 		{Key: "tokenizer.ggml.bos_token_id", Value: gguf.Uint32(uint32(len(tokens) - 2))},
 		{Key: "tokenizer.ggml.eos_token_id", Value: gguf.Uint32(uint32(len(tokens) - 2))},
-	})
+	}
 }
