@@ -1,9 +1,11 @@
 package tokenizer
 
 import (
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/lmlite/lmlite/internal/testenv"
@@ -145,3 +147,35 @@ func TestCompleteLen(t *testing.T) {
 }
 
 func utf8Valid(s string) bool { return strings.ToValidUTF8(s, "\uFFFD") == s }
+
+// TestConcurrentUse encodes and decodes with one Tokenizer from several goroutines
+// (run with -race): the results equal the serial ones.
+func TestConcurrentUse(t *testing.T) {
+	for name, tok := range map[string]*Tokenizer{"spm": testSPM(t), "bpe": testBPE(t)} {
+		texts := []string{"hello world", "once upon a time", "héllo wörld 日本", "the <user> thing", "  spaces\n\n"}
+		want := make([]string, len(texts))
+		for i, s := range texts {
+			want[i] = fmtIDs(tok.Encode(s, true, true))
+		}
+		var wg sync.WaitGroup
+		errs := make(chan string, 8*len(texts))
+		for g := 0; g < 8; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i, s := range texts {
+					ids := tok.Encode(s, true, true)
+					if got := fmtIDs(ids); got != want[i] {
+						errs <- fmt.Sprintf("%s: Encode(%q) = %s, want %s", name, s, got, want[i])
+					}
+					tok.Decode(ids)
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for e := range errs {
+			t.Error(e)
+		}
+	}
+}
