@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/lmlite/lmlite/internal/testenv"
 )
@@ -21,7 +22,11 @@ func benchText(b *testing.B, dir string) string {
 	for sb.Len() < 10_000 {
 		sb.WriteString(s)
 	}
-	return sb.String()[:10_000]
+	n := 10_000
+	for !utf8.RuneStart(sb.String()[n]) {
+		n--
+	}
+	return sb.String()[:n]
 }
 
 // BenchmarkEncode10KB encodes a 10 KB text with each vocabulary kind.
