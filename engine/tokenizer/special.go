@@ -14,8 +14,9 @@ type trieNode struct {
 }
 
 func (t *Tokenizer) newTrie(ids []int32) *trie {
+	// llama.cpp partitions by the longest special tokens first.
 	ids = append([]int32(nil), ids...)
-	t.sortSpecials(ids)
+	sort.SliceStable(ids, func(a, b int) bool { return len(t.texts[ids[a]]) > len(t.texts[ids[b]]) })
 	tr := &trie{nodes: []trieNode{{k: -1}}, order: ids}
 	for k, id := range ids {
 		w := t.texts[id]

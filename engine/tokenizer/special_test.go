@@ -53,7 +53,7 @@ func TestSpecialIDs(t *testing.T) {
 	}{
 		{"llama-spm", 1, 2, -1, true, []string{"</s>"}},
 		{"llama-bpe", 128000, 128001, 128009, true, []string{"<|end_of_text|>", "<|eot_id|>"}},
-		{"qwen2", 11, 151645, 151645, false, []string{"<|im_end|>", "<|endoftext|>", "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>"}},
+		{"qwen2", -1, 151645, 151645, false, []string{"<|im_end|>", "<|endoftext|>", "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>"}},
 		{"phi-3", 1, 32000, 32007, true, []string{"<|endoftext|>", "<|end|>"}},
 		{"gpt-2", 50256, 50256, 50256, false, []string{"<|endoftext|>"}},
 	}

@@ -1,7 +1,6 @@
 package tokenizer
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -110,5 +109,3 @@ func TestVectors(t *testing.T) {
 		})
 	}
 }
-
-var _ = fmt.Sprint

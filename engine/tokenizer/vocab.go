@@ -3,7 +3,6 @@ package tokenizer
 import (
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 )
 
@@ -138,8 +137,12 @@ func build(s spec) (*Tokenizer, error) {
 		t.bos, t.eos, t.unk = 1, 2, 0
 		t.addSpacePrefix, t.addBOS = true, true
 	case "gpt2":
+		// llama.cpp defaults BOS and EOS to 11 here (GPT-NeoX's <|endoftext|>);
+		// a vocabulary that does not name them has none.
 		t.kind = kindBPE
-		t.bos, t.eos = 11, 11
+		if len(s.merges) == 0 {
+			return nil, fmt.Errorf("%w: no merges (tokenizer.ggml.merges) for a gpt2 vocabulary", ErrInvalid)
+		}
 		pre, ok := preTokenizers[s.pre]
 		if s.pre == "" {
 			pre, ok = preTokenizers["default"], true
@@ -166,9 +169,6 @@ func build(s spec) (*Tokenizer, error) {
 			if _, dup := t.ranks[k]; !dup {
 				t.ranks[k] = int32(i)
 			}
-		}
-		if len(s.merges) == 0 {
-			return nil, fmt.Errorf("%w: no merges (tokenizer.ggml.merges) for a gpt2 vocabulary", ErrInvalid)
 		}
 	default:
 		return nil, fmt.Errorf("%w: tokenizer model %q (tokenizer.ggml.model) is not supported", ErrInvalid, s.model)
@@ -405,10 +405,4 @@ func (t *Tokenizer) Type(id int32) TokenType {
 func (t *Tokenizer) ID(w string) (int32, bool) {
 	i, ok := t.toID[w]
 	return i, ok
-}
-
-// sortSpecials orders ids by text length, longest first (ties by id), the order in
-// which llama.cpp partitions a text by special tokens.
-func (t *Tokenizer) sortSpecials(ids []int32) {
-	sort.SliceStable(ids, func(a, b int) bool { return len(t.texts[ids[a]]) > len(t.texts[ids[b]]) })
 }
