@@ -93,7 +93,7 @@ func TestStreamDecoderUTF8(t *testing.T) {
 	}
 	// A character cut short at the end of the stream is flushed as its bytes.
 	d := tok.NewDecoder()
-	e2, e3 := tok.bytes[0xE2], tok.bytes[0x82]
+	e2, e3 := tok.byteTokens[0xE2], tok.byteTokens[0x82]
 	if p := d.Next(e2) + d.Next(e3); p != "" {
 		t.Errorf("incomplete character emitted early: %q", p)
 	}
@@ -101,7 +101,7 @@ func TestStreamDecoderUTF8(t *testing.T) {
 		t.Errorf("Flush = %q", p)
 	}
 	// Bytes that can never be a character pass at once.
-	if p := d.Next(tok.bytes[0x80]); p != "\x80" {
+	if p := d.Next(tok.byteTokens[0x80]); p != "\x80" {
 		t.Errorf("stray continuation byte: %q", p)
 	}
 }

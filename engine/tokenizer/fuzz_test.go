@@ -100,15 +100,7 @@ func (t *Tokenizer) hasUserDefinedText(s string) bool {
 // the tests and damaged copies of them.
 func FuzzFromGGUF(f *testing.F) {
 	for _, kvs := range [][]gguf.KV{testSPMKVs(), testBPEKVs()} {
-		w := gguf.NewWriter()
-		for _, kv := range kvs {
-			w.AddKV(kv.Key, kv.Value)
-		}
-		var buf strings.Builder
-		if _, err := w.WriteTo(&buf); err != nil {
-			f.Fatal(err)
-		}
-		b := []byte(buf.String())
+		b := ggufBytes(f, kvs)
 		f.Add(b)
 		f.Add(b[:len(b)/2])
 	}

@@ -11,7 +11,8 @@ import (
 // Small vocabularies built in the tests, written as GGUF metadata and read back with
 // FromGGUF, so that the tests and the fuzz targets need nothing from ../shared.
 
-func fromKVs(t testing.TB, kvs []gguf.KV) *Tokenizer {
+// ggufBytes is a GGUF file holding only the metadata kvs.
+func ggufBytes(t testing.TB, kvs []gguf.KV) []byte {
 	t.Helper()
 	w := gguf.NewWriter()
 	for _, kv := range kvs {
@@ -21,7 +22,12 @@ func fromKVs(t testing.TB, kvs []gguf.KV) *Tokenizer {
 	if _, err := w.WriteTo(&buf); err != nil {
 		t.Fatal(err)
 	}
-	f, err := gguf.Parse(buf.Bytes())
+	return buf.Bytes()
+}
+
+func fromKVs(t testing.TB, kvs []gguf.KV) *Tokenizer {
+	t.Helper()
+	f, err := gguf.Parse(ggufBytes(t, kvs))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -69,8 +69,11 @@ type Tokenizer struct {
 	toID  map[string]int32
 	ranks map[mergeKey]int32 // BPE only
 
-	pieces []string   // the decoded text of each token (control tokens: empty)
-	bytes  [256]int32 // SPM: the <0xXX> token of each byte, -1 if none
+	pieces []string // the decoded text of each token (control tokens: empty)
+	// byteTokens spells a byte that ends up in no token: SentencePiece's <0xXX>
+	// token (else the byte's own token, else <unk>); for byte-level BPE, as in
+	// llama.cpp, the token whose text is the raw byte, if any. -1: dropped.
+	byteTokens [256]int32
 
 	// Special tokens that the text partition looks for, longest first: all of them
 	// when parsing special tokens, only user-defined ones otherwise.
@@ -203,12 +206,14 @@ func build(s spec) (*Tokenizer, error) {
 	t.findSpecials(s, id)
 	t.setStripAttrs(strings.ToLower(s.name))
 
-	for b := range t.bytes {
-		t.bytes[b] = -1
-		if i, ok := t.toID[fmt.Sprintf("<0x%02X>", b)]; ok {
-			t.bytes[b] = i
+	for b := range t.byteTokens {
+		t.byteTokens[b] = -1
+		if i, ok := t.toID[fmt.Sprintf("<0x%02X>", b)]; ok && t.kind == kindSPM {
+			t.byteTokens[b] = i
 		} else if i, ok := t.toID[string([]byte{byte(b)})]; ok {
-			t.bytes[b] = i
+			t.byteTokens[b] = i
+		} else if t.kind == kindSPM {
+			t.byteTokens[b] = t.unk
 		}
 	}
 	t.pieces = make([]string, n)
