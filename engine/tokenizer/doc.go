@@ -49,8 +49,11 @@
 //
 // The tests run llama.cpp's test-tokenizer-0 vectors for eleven vocabularies from
 // ../shared/testdata/tokenizer, decode llama2.c's greedy stories260K run, and compare
-// special-token parsing with llama.cpp's own output; FuzzEncodeDecode checks round
-// trips on vocabularies built in the test.
+// the ids of a few hundred generated texts (whitespace of every kind, scripts, emoji,
+// special-token texts), with and without special tokens, with llama.cpp's for all
+// eleven vocabularies (TestLlamaCppParity, through the peer in ../shared/peers).
+// FuzzEncodeDecode checks round trips on vocabularies built in the test, and
+// FuzzFromGGUF that no metadata makes building or encoding panic.
 //
 //	f, _ := gguf.Open("model.gguf")
 //	tok, _ := tokenizer.FromGGUF(f)

@@ -108,7 +108,7 @@ func TestLlamaCppParity(t *testing.T) {
 				}
 			}
 			if bad > 10 {
-				t.Errorf("%d texts differ in all", bad)
+				t.Errorf("%d encodings differ in all", bad)
 			}
 		})
 	}
