@@ -20,7 +20,7 @@ import (
 // decoding that whole sequence gives the text exactly, and that decoding BOS + the
 // ids file gives the text up to the missing piece.
 func TestStories260KGreedy(t *testing.T) {
-	tok := openTokenizer(t, testenv.SharedFile(t, "models/stories260K.gguf"))
+	tok := cachedTokenizer(t, testenv.SharedFile(t, "models/stories260K.gguf"))
 	raw, err := os.ReadFile(testenv.SharedFile(t, "models/stories260K.expected-greedy-200.ids.txt"))
 	if err != nil {
 		t.Fatal(err)

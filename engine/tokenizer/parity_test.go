@@ -93,7 +93,7 @@ func TestLlamaCppParity(t *testing.T) {
 			if len(want.Plain) != len(texts) || len(want.Special) != len(texts) {
 				t.Fatalf("llama.cpp peer gave %d and %d results for %d texts", len(want.Plain), len(want.Special), len(texts))
 			}
-			tok := openTokenizer(t, model)
+			tok := cachedTokenizer(t, model)
 			bad := 0
 			for i, s := range texts {
 				for _, c := range []struct {

@@ -28,13 +28,8 @@ func TestParseSpecial(t *testing.T) {
 		{"llama-spm", "<s>[INST] hi [/INST]", []int32{1, 518, 25580, 29962, 7251, 518, 29914, 25580, 29962}},
 		{"llama-spm", "a</s>  b", []int32{263, 2, 259, 289}},
 	}
-	toks := map[string]*Tokenizer{}
 	for _, c := range cases {
-		tok := toks[c.vocab]
-		if tok == nil {
-			tok = openTokenizer(t, filepath.Join(dir, "ggml-vocab-"+c.vocab+".gguf"))
-			toks[c.vocab] = tok
-		}
+		tok := cachedTokenizer(t, filepath.Join(dir, "ggml-vocab-"+c.vocab+".gguf"))
 		if got := tok.Encode(c.text, false, true); fmtIDs(got) != fmtIDs(c.want) {
 			t.Errorf("%s: Encode(%q, parseSpecial)\n got %s\nwant %s", c.vocab, c.text, fmtIDs(got), fmtIDs(c.want))
 		}
@@ -58,7 +53,7 @@ func TestSpecialIDs(t *testing.T) {
 		{"gpt-2", 50256, 50256, 50256, false, []string{"<|endoftext|>"}},
 	}
 	for _, c := range cases {
-		tok := openTokenizer(t, filepath.Join(dir, "ggml-vocab-"+c.vocab+".gguf"))
+		tok := cachedTokenizer(t, filepath.Join(dir, "ggml-vocab-"+c.vocab+".gguf"))
 		if tok.BOS() != c.bos || tok.EOS() != c.eos || tok.EOT() != c.eot || tok.AddBOS() != c.addBOS {
 			t.Errorf("%s: BOS %d EOS %d EOT %d AddBOS %v, want %d %d %d %v", c.vocab,
 				tok.BOS(), tok.EOS(), tok.EOT(), tok.AddBOS(), c.bos, c.eos, c.eot, c.addBOS)
