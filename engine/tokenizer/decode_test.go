@@ -131,6 +131,30 @@ func TestStreamDecoderPrime(t *testing.T) {
 	}
 }
 
+func TestPiece(t *testing.T) {
+	spm, bpe := testSPM(t), testBPE(t)
+	for _, c := range []struct {
+		tok  *Tokenizer
+		text string // the token's raw text
+		want string
+	}{
+		{spm, "▁time", " time"}, {spm, "<0x41>", "A"}, {spm, "<0xE2>", "\xe2"}, {spm, "<s>", ""},
+		{spm, "<unk>", ""}, {spm, "<user>", "<user>"}, {bpe, "Ġthe", " the"}, {bpe, "Ã¶", "ö"},
+		{bpe, "Ċ", "\n"}, {bpe, "<|endoftext|>", ""},
+	} {
+		id, ok := c.tok.ID(c.text)
+		if !ok {
+			t.Fatalf("no token %q", c.text)
+		}
+		if got := c.tok.Piece(id); got != c.want {
+			t.Errorf("Piece(%q) = %q, want %q", c.text, got, c.want)
+		}
+	}
+	if spm.Piece(-1) != "" || spm.Piece(int32(spm.VocabSize())) != "" {
+		t.Error("Piece of an id out of range is not empty")
+	}
+}
+
 func TestCompleteLen(t *testing.T) {
 	for _, c := range []struct {
 		in   string

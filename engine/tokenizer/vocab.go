@@ -398,6 +398,17 @@ func (t *Tokenizer) TokenText(id int32) string {
 	return t.texts[id]
 }
 
+// Piece is the text token id stands for on its own (llama.cpp's token_to_piece
+// without special tokens): "" for control and unknown tokens, a byte token's byte
+// (possibly part of a UTF-8 character), a SentencePiece token's leading space kept.
+// Use a StreamDecoder to join pieces into text.
+func (t *Tokenizer) Piece(id int32) string {
+	if id < 0 || int(id) >= len(t.pieces) {
+		return ""
+	}
+	return t.pieces[id]
+}
+
 // Type is the type of token id (TypeUndefined if id is out of range).
 func (t *Tokenizer) Type(id int32) TokenType {
 	if id < 0 || int(id) >= len(t.types) {
