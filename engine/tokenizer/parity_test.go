@@ -27,7 +27,8 @@ var parityPieces = []string{
 	"<|eot_id|>", "<|begin_of_text|>", "<|end|>", "<|user|>", "<think>",
 }
 
-// TestLlamaCppParity tokenizes a few hundred generated texts with every vocabulary,
+// TestLlamaCppParity tokenizes a few hundred generated texts and the chat renderings
+// in ../shared/testdata/chat-templates with every vocabulary,
 // with and without special-token parsing, and compares the ids with llama.cpp's for
 // the same GGUF (the peer in ../shared/peers/llamacpp, run through node). It needs
 // node and the peer; -short skips it.
@@ -55,6 +56,20 @@ func TestLlamaCppParity(t *testing.T) {
 			sb.WriteString(parityPieces[rng.IntN(len(parityPieces))])
 		}
 		texts[i] = sb.String()
+	}
+	// Real prompts too: the chat renderings of Llama 3's and Qwen3's templates.
+	for _, name := range []string{"llama3.json", "qwen3.json"} {
+		raw, err := os.ReadFile(filepath.Join(shared, "testdata", "chat-templates", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var file struct{ Cases []struct{ Expected string } }
+		if err := json.Unmarshal(raw, &file); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for _, c := range file.Cases {
+			texts = append(texts, c.Expected)
+		}
 	}
 	inputs := filepath.Join(t.TempDir(), "inputs.json")
 	b, err := json.Marshal(texts)
