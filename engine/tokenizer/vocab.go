@@ -160,18 +160,17 @@ func build(s spec) (*Tokenizer, error) {
 		t.pre = p
 		t.ignoreMerges, t.addBOS = pre.ignoreMerges, pre.addBOS
 		t.ranks = make(map[mergeKey]int32, len(s.merges))
-		for i, m := range s.merges {
-			// The split is at the first space after the first byte, so that a merge
-			// of a space symbol (never seen after byte encoding, but allowed) parses.
+		// Backwards, so that the first of duplicate merges keeps its rank, as in
+		// llama.cpp. The split is at the first space after the first byte.
+		for i := len(s.merges) - 1; i >= 0; i-- {
+			m := s.merges[i]
 			var k mergeKey
 			if len(m) > 1 {
 				if j := strings.IndexByte(m[1:], ' '); j >= 0 {
 					k = mergeKey{m[:j+1], m[j+2:]}
 				}
 			}
-			if _, dup := t.ranks[k]; !dup {
-				t.ranks[k] = int32(i)
-			}
+			t.ranks[k] = int32(i)
 		}
 	default:
 		return nil, fmt.Errorf("%w: tokenizer model %q (tokenizer.ggml.model) is not supported", ErrInvalid, s.model)
