@@ -15,7 +15,8 @@
 //   - "gpt2": byte-level BPE (Llama 3, Qwen2/3, GPT-2, DeepSeek, Falcon, MPT,
 //     StarCoder, Refact). The pre-tokenizer that tokenizer.ggml.pre names splits the
 //     text into words with llama.cpp's regular expressions (pretok.go; run by
-//     github.com/dlclark/regexp2, which has the lookahead they need); each word's bytes
+//     github.com/dlclark/regexp2, which has the lookahead they need, or by
+//     hand-written matchers for GPT-2's and Llama 3's); each word's bytes
 //     are spelled in GPT-2's byte-to-unicode alphabet and merged by the ranks of
 //     tokenizer.ggml.merges, lowest rank first.
 //
