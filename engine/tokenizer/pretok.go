@@ -21,6 +21,8 @@ import (
 // expressions nearly every vocabulary uses (GPT-2's, and Llama 3's with its Qwen2
 // variant) also have hand-written matchers, as in llama.cpp: they encode 5-7 times
 // faster than through regexp2, and FuzzMatchers holds them to regexp2's splits.
+
+// preSpec is one pre-tokenizer and the defaults that come with its name.
 type preSpec struct {
 	exprs        []string
 	ignoreMerges bool // a word that is itself a token is not merged (Llama 3)
