@@ -7,6 +7,7 @@ require (
 	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0
 	github.com/cockroachdb/datadriven v1.0.3
+	github.com/dlclark/regexp2 v1.12.0
 	github.com/nikolalohinski/gonja/v2 v2.9.1
 	github.com/openai/openai-go v1.12.0
 	github.com/prometheus/client_golang v1.25.0
