@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -13,10 +14,12 @@ import (
 )
 
 func init() {
-	register("tokenize", "print the token ids of a text (llama-tokenize --ids)", runTokenize)
+	register("tokenize", "print the token ids of a text (llama-tokenize --ids)", func(args []string) error {
+		return runTokenize(args, os.Stdout)
+	})
 }
 
-func runTokenize(args []string) error {
+func runTokenize(args []string, out io.Writer) error {
 	fs := newFlags("tokenize")
 	model := fs.String("model", "", "GGUF file (a vocabulary-only file will do)")
 	prompt := fs.String("prompt", "", "the text, taken literally (no escapes)")
@@ -52,8 +55,8 @@ func runTokenize(args []string) error {
 		return fmt.Errorf("%s: %w", *model, err)
 	}
 	ids := tok.Encode(text, tok.AddBOS() && !*noBOS, *parseSpecial)
-	fmt.Println(formatIDs(ids))
-	return nil
+	_, err = fmt.Fprintln(out, formatIDs(ids))
+	return err
 }
 
 // formatIDs prints ids as llama-tokenize --ids does: [1, 2, 3].

@@ -212,6 +212,13 @@ func (t *Tokenizer) bpeWord(e *encoder, word string, out []int32) []int32 {
 			e.heap.push(bigram{left: left, right: right, size: l.n + r.n, rank: rank})
 		}
 	})
+	return t.emitSymbols(e, word, out)
+}
+
+// emitSymbols appends the tokens of the symbols left in e.syms after merging word. A
+// symbol that is not a token is spelled byte by byte with t.byteTokens; bytes
+// without a token are dropped.
+func (t *Tokenizer) emitSymbols(e *encoder, word string, out []int32) []int32 {
 	for i := 0; len(e.syms) > 0 && i >= 0; i = e.syms[i].next {
 		s := e.syms[i]
 		w := word[s.start : s.start+s.n]
@@ -219,10 +226,8 @@ func (t *Tokenizer) bpeWord(e *encoder, word string, out []int32) []int32 {
 			out = append(out, id)
 			continue
 		}
-		// A merge result that is not a token: llama.cpp emits the single bytes
-		// that happen to be tokens and drops the rest.
 		for j := 0; j < len(w); j++ {
-			if id, ok := t.toID[w[j:j+1]]; ok {
+			if id := t.byteTokens[w[j]]; id >= 0 {
 				out = append(out, id)
 			}
 		}

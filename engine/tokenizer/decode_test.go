@@ -1,9 +1,11 @@
 package tokenizer
 
 import (
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/lmlite/lmlite/internal/testenv"
@@ -18,7 +20,7 @@ import (
 // decoding that whole sequence gives the text exactly, and that decoding BOS + the
 // ids file gives the text up to the missing piece.
 func TestStories260KGreedy(t *testing.T) {
-	tok := openTokenizer(t, testenv.SharedFile(t, "models/stories260K.gguf"))
+	tok := cachedTokenizer(t, testenv.SharedFile(t, "models/stories260K.gguf"))
 	raw, err := os.ReadFile(testenv.SharedFile(t, "models/stories260K.expected-greedy-200.ids.txt"))
 	if err != nil {
 		t.Fatal(err)
@@ -91,7 +93,7 @@ func TestStreamDecoderUTF8(t *testing.T) {
 	}
 	// A character cut short at the end of the stream is flushed as its bytes.
 	d := tok.NewDecoder()
-	e2, e3 := tok.bytes[0xE2], tok.bytes[0x82]
+	e2, e3 := tok.byteTokens[0xE2], tok.byteTokens[0x82]
 	if p := d.Next(e2) + d.Next(e3); p != "" {
 		t.Errorf("incomplete character emitted early: %q", p)
 	}
@@ -99,7 +101,7 @@ func TestStreamDecoderUTF8(t *testing.T) {
 		t.Errorf("Flush = %q", p)
 	}
 	// Bytes that can never be a character pass at once.
-	if p := d.Next(tok.bytes[0x80]); p != "\x80" {
+	if p := d.Next(tok.byteTokens[0x80]); p != "\x80" {
 		t.Errorf("stray continuation byte: %q", p)
 	}
 }
@@ -129,6 +131,30 @@ func TestStreamDecoderPrime(t *testing.T) {
 	}
 }
 
+func TestPiece(t *testing.T) {
+	spm, bpe := testSPM(t), testBPE(t)
+	for _, c := range []struct {
+		tok  *Tokenizer
+		text string // the token's raw text
+		want string
+	}{
+		{spm, "▁time", " time"}, {spm, "<0x41>", "A"}, {spm, "<0xE2>", "\xe2"}, {spm, "<s>", ""},
+		{spm, "<unk>", ""}, {spm, "<user>", "<user>"}, {bpe, "Ġthe", " the"}, {bpe, "Ã¶", "ö"},
+		{bpe, "Ċ", "\n"}, {bpe, "<|endoftext|>", ""},
+	} {
+		id, ok := c.tok.ID(c.text)
+		if !ok {
+			t.Fatalf("no token %q", c.text)
+		}
+		if got := c.tok.Piece(id); got != c.want {
+			t.Errorf("Piece(%q) = %q, want %q", c.text, got, c.want)
+		}
+	}
+	if spm.Piece(-1) != "" || spm.Piece(int32(spm.VocabSize())) != "" {
+		t.Error("Piece of an id out of range is not empty")
+	}
+}
+
 func TestCompleteLen(t *testing.T) {
 	for _, c := range []struct {
 		in   string
@@ -145,3 +171,35 @@ func TestCompleteLen(t *testing.T) {
 }
 
 func utf8Valid(s string) bool { return strings.ToValidUTF8(s, "\uFFFD") == s }
+
+// TestConcurrentUse encodes and decodes with one Tokenizer from several goroutines
+// (run with -race): the results equal the serial ones.
+func TestConcurrentUse(t *testing.T) {
+	for name, tok := range map[string]*Tokenizer{"spm": testSPM(t), "bpe": testBPE(t)} {
+		texts := []string{"hello world", "once upon a time", "héllo wörld 日本", "the <user> thing", "  spaces\n\n"}
+		want := make([]string, len(texts))
+		for i, s := range texts {
+			want[i] = fmtIDs(tok.Encode(s, true, true))
+		}
+		var wg sync.WaitGroup
+		errs := make(chan string, 8*len(texts))
+		for g := 0; g < 8; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i, s := range texts {
+					ids := tok.Encode(s, true, true)
+					if got := fmtIDs(ids); got != want[i] {
+						errs <- fmt.Sprintf("%s: Encode(%q) = %s, want %s", name, s, got, want[i])
+					}
+					tok.Decode(ids)
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for e := range errs {
+			t.Error(e)
+		}
+	}
+}

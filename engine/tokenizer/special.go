@@ -1,6 +1,9 @@
 package tokenizer
 
-import "sort"
+import (
+	"math"
+	"sort"
+)
 
 // trie finds every occurrence of a set of special-token texts in one pass.
 type trie struct {
@@ -14,8 +17,9 @@ type trieNode struct {
 }
 
 func (t *Tokenizer) newTrie(ids []int32) *trie {
+	// llama.cpp partitions by the longest special tokens first.
 	ids = append([]int32(nil), ids...)
-	t.sortSpecials(ids)
+	sort.SliceStable(ids, func(a, b int) bool { return len(t.texts[ids[a]]) > len(t.texts[ids[b]]) })
 	tr := &trie{nodes: []trieNode{{k: -1}}, order: ids}
 	for k, id := range ids {
 		w := t.texts[id]
@@ -45,9 +49,8 @@ type fragment struct {
 
 // occurrence is one match of a special token in the text.
 type occurrence struct {
-	pos   int
-	order int32 // the token's position in the partition order
-	tok   int32
+	pos   int32
+	order int32 // the token is tr.order[order]
 }
 
 // partition splits text into raw fragments and special tokens the way llama.cpp's
@@ -59,7 +62,7 @@ func (t *Tokenizer) partition(text string, parseSpecial bool) []fragment {
 	if parseSpecial {
 		tr = t.specialAll
 	}
-	if len(tr.order) == 0 {
+	if len(tr.order) == 0 || len(text) > math.MaxInt32 { // (positions are int32)
 		if text == "" {
 			return nil
 		}
@@ -75,7 +78,7 @@ func (t *Tokenizer) partition(text string, parseSpecial bool) []fragment {
 			}
 			n = nx
 			if k := tr.nodes[n].k; k >= 0 {
-				occ = append(occ, occurrence{p, k, tr.order[k]})
+				occ = append(occ, occurrence{int32(p), k})
 			}
 		}
 	}
@@ -85,20 +88,30 @@ func (t *Tokenizer) partition(text string, parseSpecial bool) []fragment {
 		}
 		return []fragment{{0, len(text), -1}}
 	}
-	// By token in partition order, then by position.
-	sort.Slice(occ, func(a, b int) bool {
-		if occ[a].order != occ[b].order {
-			return occ[a].order < occ[b].order
-		}
-		return occ[a].pos < occ[b].pos
-	})
+	// By token in partition order, then by position: a counting sort, stable, and
+	// the occurrences were found in order of position.
+	next := make([]int, len(tr.order)+1) // where the next occurrence of each token goes
+	for _, o := range occ {
+		next[o.order+1]++
+	}
+	for k := 1; k < len(next); k++ {
+		next[k] += next[k-1]
+	}
+	sorted := make([]occurrence, len(occ))
+	for _, o := range occ {
+		sorted[next[o.order]] = o
+		next[o.order]++
+	}
+	occ = sorted
 	// taken[i] is 0 for raw text, 1 for text swallowed by a special token.
 	taken := make([]byte, len(text))
 	var toks []fragment
 	for _, o := range occ {
-		end := o.pos + len(t.texts[o.tok])
+		tok := tr.order[o.order]
+		pos := int(o.pos)
+		end := pos + len(t.texts[tok])
 		free := true
-		for i := o.pos; i < end; i++ {
+		for i := pos; i < end; i++ {
 			if taken[i] != 0 {
 				free = false
 				break
@@ -107,23 +120,23 @@ func (t *Tokenizer) partition(text string, parseSpecial bool) []fragment {
 		if !free {
 			continue
 		}
-		for i := o.pos; i < end; i++ {
+		for i := pos; i < end; i++ {
 			taken[i] = 1
 		}
-		start := o.pos
-		if t.lstrip[o.tok] {
+		start := pos
+		if t.lstrip[tok] {
 			for start > 0 && taken[start-1] == 0 && isSpaceByte(text[start-1]) {
 				start--
 				taken[start] = 1
 			}
 		}
-		if t.rstrip[o.tok] {
+		if t.rstrip[tok] {
 			for end < len(text) && taken[end] == 0 && isSpaceByte(text[end]) {
 				taken[end] = 1
 				end++
 			}
 		}
-		toks = append(toks, fragment{o.pos, o.pos + len(t.texts[o.tok]), o.tok})
+		toks = append(toks, fragment{pos, pos + len(t.texts[tok]), tok})
 	}
 	sort.Slice(toks, func(a, b int) bool { return toks[a].start < toks[b].start })
 	var out []fragment

@@ -19,20 +19,5 @@ func (t *Tokenizer) encodeSPM(e *encoder, s string, out []int32) []int32 {
 			e.heap.push(bigram{left: left, right: right, size: l.n + r.n, score: t.score[id]})
 		}
 	})
-	for i := 0; len(e.syms) > 0 && i >= 0; i = e.syms[i].next {
-		sym := e.syms[i]
-		w := text[sym.start : sym.start+sym.n]
-		if id, ok := t.toID[w]; ok {
-			out = append(out, id)
-			continue
-		}
-		for j := 0; j < len(w); j++ {
-			if id := t.bytes[w[j]]; id >= 0 {
-				out = append(out, id)
-			} else if t.unk >= 0 {
-				out = append(out, t.unk)
-			}
-		}
-	}
-	return out
+	return t.emitSymbols(e, text, out)
 }

@@ -11,7 +11,8 @@ import (
 // Small vocabularies built in the tests, written as GGUF metadata and read back with
 // FromGGUF, so that the tests and the fuzz targets need nothing from ../shared.
 
-func fromKVs(t testing.TB, kvs []gguf.KV) *Tokenizer {
+// ggufBytes is a GGUF file holding only the metadata kvs.
+func ggufBytes(t testing.TB, kvs []gguf.KV) []byte {
 	t.Helper()
 	w := gguf.NewWriter()
 	for _, kv := range kvs {
@@ -21,7 +22,12 @@ func fromKVs(t testing.TB, kvs []gguf.KV) *Tokenizer {
 	if _, err := w.WriteTo(&buf); err != nil {
 		t.Fatal(err)
 	}
-	f, err := gguf.Parse(buf.Bytes())
+	return buf.Bytes()
+}
+
+func fromKVs(t testing.TB, kvs []gguf.KV) *Tokenizer {
+	t.Helper()
+	f, err := gguf.Parse(ggufBytes(t, kvs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +40,9 @@ func fromKVs(t testing.TB, kvs []gguf.KV) *Tokenizer {
 
 // testSPM is a SentencePiece vocabulary: <unk> <s> </s>, the 256 byte tokens, a
 // control and a user-defined token, and a few scored pieces.
-func testSPM(t testing.TB) *Tokenizer {
+func testSPM(t testing.TB) *Tokenizer { return fromKVs(t, testSPMKVs()) }
+
+func testSPMKVs() []gguf.KV {
 	tokens := []string{"<unk>", "<s>", "</s>"}
 	types := []int32{2, 3, 3}
 	scores := []float32{0, 0, 0}
@@ -54,7 +62,7 @@ func testSPM(t testing.TB) *Tokenizer {
 		types = append(types, 1)
 		scores = append(scores, -float32(i)) // earlier pieces merge first
 	}
-	return fromKVs(t, []gguf.KV{
+	return []gguf.KV{
 		{Key: "general.architecture", Value: gguf.String("llama")},
 		{Key: "tokenizer.ggml.model", Value: gguf.String("llama")},
 		{Key: "tokenizer.ggml.tokens", Value: gguf.Strings(tokens)},
@@ -63,12 +71,14 @@ func testSPM(t testing.TB) *Tokenizer {
 		{Key: "tokenizer.ggml.bos_token_id", Value: gguf.Uint32(1)},
 		{Key: "tokenizer.ggml.eos_token_id", Value: gguf.Uint32(2)},
 		{Key: "tokenizer.ggml.unknown_token_id", Value: gguf.Uint32(0)},
-	})
+	}
 }
 
 // testBPE is a byte-level BPE vocabulary with the GPT-2 pre-tokenizer: the 256 byte
 // characters, a few merges, a control and a user-defined token.
-func testBPE(t testing.TB) *Tokenizer {
+func testBPE(t testing.TB) *Tokenizer { return fromKVs(t, testBPEKVs()) }
+
+func testBPEKVs() []gguf.KV {
 	var tokens []string
 	var types []int32
 	for b := 0; b < 256; b++ {
@@ -84,7 +94,7 @@ func testBPE(t testing.TB) *Tokenizer {
 	}
 	tokens = append(tokens, "<|endoftext|>", "<user>")
 	types = append(types, 3, 4)
-	return fromKVs(t, []gguf.KV{
+	return []gguf.KV{
 		{Key: "general.architecture", Value: gguf.String("gpt2")},
 		{Key: "tokenizer.ggml.model", Value: gguf.String("gpt2")},
 		{Key: "tokenizer.ggml.pre", Value: gguf.String("gpt-2")},
@@ -93,5 +103,5 @@ func testBPE(t testing.TB) *Tokenizer {
 		{Key: "tokenizer.ggml.merges", Value: gguf.Strings(merges)},
 		{Key: "tokenizer.ggml.bos_token_id", Value: gguf.Uint32(uint32(len(tokens) - 2))},
 		{Key: "tokenizer.ggml.eos_token_id", Value: gguf.Uint32(uint32(len(tokens) - 2))},
-	})
+	}
 }

@@ -1,11 +1,11 @@
 package tokenizer
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"unicode/utf8"
 
@@ -17,6 +17,20 @@ import (
 var vectorVocabs = []string{
 	"llama-spm", "llama-bpe", "qwen2", "phi-3", "gpt-2", "deepseek-coder",
 	"deepseek-llm", "falcon", "mpt", "refact", "starcoder",
+}
+
+// loaded caches the tokenizers the tests build from ../shared, so that each large
+// vocabulary is read once per test binary (a Tokenizer is immutable).
+var loaded sync.Map // path -> *Tokenizer
+
+func cachedTokenizer(t testing.TB, path string) *Tokenizer {
+	t.Helper()
+	if tok, ok := loaded.Load(path); ok {
+		return tok.(*Tokenizer)
+	}
+	tok := openTokenizer(t, path)
+	loaded.Store(path, tok)
+	return tok
 }
 
 func openTokenizer(t testing.TB, path string) *Tokenizer {
@@ -94,7 +108,7 @@ func TestVectors(t *testing.T) {
 	for _, name := range vectorVocabs {
 		t.Run(name, func(t *testing.T) {
 			base := filepath.Join(dir, "ggml-vocab-"+name+".gguf")
-			tok := openTokenizer(t, base)
+			tok := cachedTokenizer(t, base)
 			inputs, want := readVectors(t, base)
 			t.Logf("%d vectors", len(inputs))
 			for i, in := range inputs {
@@ -110,5 +124,3 @@ func TestVectors(t *testing.T) {
 		})
 	}
 }
-
-var _ = fmt.Sprint

@@ -3,7 +3,6 @@ package tokenizer
 import (
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 )
 
@@ -70,8 +69,11 @@ type Tokenizer struct {
 	toID  map[string]int32
 	ranks map[mergeKey]int32 // BPE only
 
-	pieces []string   // the decoded text of each token (control tokens: empty)
-	bytes  [256]int32 // SPM: the <0xXX> token of each byte, -1 if none
+	pieces []string // the decoded text of each token (control tokens: empty)
+	// byteTokens spells a byte that ends up in no token: SentencePiece's <0xXX>
+	// token (else the byte's own token, else <unk>); for byte-level BPE, as in
+	// llama.cpp, the token whose text is the raw byte, if any. -1: dropped.
+	byteTokens [256]int32
 
 	// Special tokens that the text partition looks for, longest first: all of them
 	// when parsing special tokens, only user-defined ones otherwise.
@@ -138,8 +140,12 @@ func build(s spec) (*Tokenizer, error) {
 		t.bos, t.eos, t.unk = 1, 2, 0
 		t.addSpacePrefix, t.addBOS = true, true
 	case "gpt2":
+		// llama.cpp defaults BOS and EOS to 11 here (GPT-NeoX's <|endoftext|>);
+		// a vocabulary that does not name them has none.
 		t.kind = kindBPE
-		t.bos, t.eos = 11, 11
+		if len(s.merges) == 0 {
+			return nil, fmt.Errorf("%w: no merges (tokenizer.ggml.merges) for a gpt2 vocabulary", ErrInvalid)
+		}
 		pre, ok := preTokenizers[s.pre]
 		if s.pre == "" {
 			pre, ok = preTokenizers["default"], true
@@ -154,21 +160,17 @@ func build(s spec) (*Tokenizer, error) {
 		t.pre = p
 		t.ignoreMerges, t.addBOS = pre.ignoreMerges, pre.addBOS
 		t.ranks = make(map[mergeKey]int32, len(s.merges))
-		for i, m := range s.merges {
-			// The split is at the first space after the first byte, so that a merge
-			// of a space symbol (never seen after byte encoding, but allowed) parses.
+		// Backwards, so that the first of duplicate merges keeps its rank, as in
+		// llama.cpp. The split is at the first space after the first byte.
+		for i := len(s.merges) - 1; i >= 0; i-- {
+			m := s.merges[i]
 			var k mergeKey
 			if len(m) > 1 {
 				if j := strings.IndexByte(m[1:], ' '); j >= 0 {
 					k = mergeKey{m[:j+1], m[j+2:]}
 				}
 			}
-			if _, dup := t.ranks[k]; !dup {
-				t.ranks[k] = int32(i)
-			}
-		}
-		if len(s.merges) == 0 {
-			return nil, fmt.Errorf("%w: no merges (tokenizer.ggml.merges) for a gpt2 vocabulary", ErrInvalid)
+			t.ranks[k] = int32(i)
 		}
 	default:
 		return nil, fmt.Errorf("%w: tokenizer model %q (tokenizer.ggml.model) is not supported", ErrInvalid, s.model)
@@ -203,12 +205,14 @@ func build(s spec) (*Tokenizer, error) {
 	t.findSpecials(s, id)
 	t.setStripAttrs(strings.ToLower(s.name))
 
-	for b := range t.bytes {
-		t.bytes[b] = -1
-		if i, ok := t.toID[fmt.Sprintf("<0x%02X>", b)]; ok {
-			t.bytes[b] = i
+	for b := range t.byteTokens {
+		t.byteTokens[b] = -1
+		if i, ok := t.toID[fmt.Sprintf("<0x%02X>", b)]; ok && t.kind == kindSPM {
+			t.byteTokens[b] = i
 		} else if i, ok := t.toID[string([]byte{byte(b)})]; ok {
-			t.bytes[b] = i
+			t.byteTokens[b] = i
+		} else if t.kind == kindSPM {
+			t.byteTokens[b] = t.unk
 		}
 	}
 	t.pieces = make([]string, n)
@@ -248,7 +252,12 @@ var (
 	fimRepTexts = []string{"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"}
 	fimSepTexts = []string{"<|file_sep|>", "<file_sep>", "<fim-sep>", "<SEP>"}
 	// Every token with one of these texts ends generation.
-	eogTexts = []string{"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>", "<|end_of_text|>", "<end_of_utterance>"}
+	// As in current llama.cpp this includes "</s>" (added there for PaddleOCR), which
+	// also makes a "</s>" that a vocabulary has as a normal or user-defined token
+	// (Qwen2, Phi-3) a control token.
+	eogTexts = []string{"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
+		"<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
+		"<|end_of_text|>", "<end_of_utterance>"}
 )
 
 // findSpecials sets EOT and the end-of-generation set the way llama.cpp's vocabulary
@@ -388,6 +397,17 @@ func (t *Tokenizer) TokenText(id int32) string {
 	return t.texts[id]
 }
 
+// Piece is the text token id stands for on its own (llama.cpp's token_to_piece
+// without special tokens): "" for control and unknown tokens, a byte token's byte
+// (possibly part of a UTF-8 character), a SentencePiece token's leading space kept.
+// Use a StreamDecoder to join pieces into text.
+func (t *Tokenizer) Piece(id int32) string {
+	if id < 0 || int(id) >= len(t.pieces) {
+		return ""
+	}
+	return t.pieces[id]
+}
+
 // Type is the type of token id (TypeUndefined if id is out of range).
 func (t *Tokenizer) Type(id int32) TokenType {
 	if id < 0 || int(id) >= len(t.types) {
@@ -400,10 +420,4 @@ func (t *Tokenizer) Type(id int32) TokenType {
 func (t *Tokenizer) ID(w string) (int32, bool) {
 	i, ok := t.toID[w]
 	return i, ok
-}
-
-// sortSpecials orders ids by text length, longest first (ties by id), the order in
-// which llama.cpp partitions a text by special tokens.
-func (t *Tokenizer) sortSpecials(ids []int32) {
-	sort.SliceStable(ids, func(a, b int) bool { return len(t.texts[ids[a]]) > len(t.texts[ids[b]]) })
 }
