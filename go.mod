@@ -2,4 +2,7 @@ module github.com/lmlite/lmlite
 
 go 1.26.8
 
-require github.com/x448/float16 v0.8.4 // indirect
+require (
+	github.com/x448/float16 v0.8.4
+	golang.org/x/sys v0.49.0
+)

@@ -1,0 +1,591 @@
+// Command _asm generates the amd64 assembly of lmlite's row dot-product kernels
+// (engine/kernels/simd_amd64.s) and their Go declarations
+// (engine/kernels/simd_stubs_amd64.go) with avo. It is its own module so that only
+// this generator depends on avo; run it through `go generate` in engine/kernels.
+//
+// The kernels read the activation blocks of engine/kernels by raw offsets (the
+// q8Block and q8KBlock layouts below); the package's simd_test.go checks those
+// offsets against unsafe.Offsetof, so a layout change fails the tests instead of
+// silently corrupting results.
+package main
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+
+	. "github.com/mmcloughlin/avo/build"
+	"github.com/mmcloughlin/avo/ir"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// Block layouts (bytes).
+const (
+	q8Size   = 36  // q8Block: d float32, qs [32]int8
+	q8QS     = 4   // offset of q8Block.qs
+	q8KSize  = 292 // q8KBlock: d float32, qs [256]int8, bsums [16]int16
+	q8KQS    = 4   // offset of q8KBlock.qs
+	q8KBsums = 260 // offset of q8KBlock.bsums
+
+	q80Size = 34  // Q8_0: d f16, qs [32]int8
+	q40Size = 18  // Q4_0: d f16, qs [16]byte
+	q4KSize = 144 // Q4_K: d f16, dmin f16, scales [12]byte, qs [128]byte
+	q6KSize = 210 // Q6_K: ql [128]byte, qh [64]byte, scales [16]int8, d f16
+)
+
+var (
+	nibbleMask, ones16, eights, bits45Mask, thirtyTwos Mem
+	q4kShuf, q4kShuf512, q6kShuf                       Mem
+)
+
+func main() {
+	ConstraintExpr("!purego")
+	constants()
+
+	dotQ4KAVX2()
+	dotQ4KAVX512()
+	dotQ6KAVX2()
+	dotQ8_0AVX2()
+	dotQ8_0AVX512()
+	dotQ4_0AVX2()
+	dotFloatAVX2("dotF32AVX2", "F32", 4)
+	dotFloatAVX2("dotF16AVX2", "F16", 2)
+	dotFloatAVX2("dotBF16AVX2", "BF16", 2)
+
+	Generate()
+}
+
+// rodata emits b (a multiple of 8 bytes) as a read-only symbol.
+func rodata(name string, b []byte) Mem {
+	m := GLOBL(name, RODATA|NOPTR)
+	for i := 0; i < len(b); i += 8 {
+		DATA(i, U64(binary.LittleEndian.Uint64(b[i:])))
+	}
+	return m
+}
+
+func repeat(v byte, n int) []byte { return bytes.Repeat([]byte{v}, n) }
+
+func constants() {
+	nibbleMask = rodata("nibbleMask", repeat(0x0f, 64))
+	eights = rodata("eights", repeat(8, 32))
+	bits45Mask = rodata("bits45Mask", repeat(0x30, 32))
+	thirtyTwos = rodata("thirtyTwos", repeat(32, 32))
+	ones16 = rodata("ones16", bytes.Repeat([]byte{1, 0}, 16))
+
+	// q4kShuf: 8 VPSHUFB masks of 32 bytes; mask i broadcasts int16 i of each
+	// 128-bit lane (the sub-block scale i) to the whole lane.
+	var b []byte
+	for i := 0; i < 8; i++ {
+		b = append(b, bytes.Repeat([]byte{byte(2 * i), byte(2*i + 1)}, 16)...)
+	}
+	q4kShuf = rodata("q4kShuf", b)
+	// q4kShuf512: 4 masks of 64 bytes; mask j broadcasts int16 2j in the low 256
+	// bits and int16 2j+1 in the high 256 bits.
+	b = nil
+	for j := 0; j < 4; j++ {
+		b = append(b, bytes.Repeat([]byte{byte(4 * j), byte(4*j + 1)}, 16)...)
+		b = append(b, bytes.Repeat([]byte{byte(4*j + 2), byte(4*j + 3)}, 16)...)
+	}
+	q4kShuf512 = rodata("q4kShuf512", b)
+	// q6kShuf: 8 masks of 16 bytes; mask m repeats byte 2m eight times, then
+	// byte 2m+1 eight times (the scales of two groups of 16 elements).
+	b = nil
+	for m := 0; m < 8; m++ {
+		b = append(b, repeat(byte(2*m), 8)...)
+		b = append(b, repeat(byte(2*m+1), 8)...)
+	}
+	q6kShuf = rodata("q6kShuf", b)
+}
+
+// raw emits an instruction avo's database lacks (AVX-512 VNNI), in Go operand
+// order; the last operand is read and written.
+func raw(op string, ops ...Op) {
+	Instruction(&ir.Instruction{
+		Opcode:   op,
+		Operands: ops,
+		Inputs:   ops,
+		Outputs:  ops[len(ops)-1:],
+	})
+}
+
+func params3() (x, y, n GPVirtual) {
+	x, y, n = GP64(), GP64(), GP64()
+	Load(Param("x"), x)
+	Load(Param("y"), y)
+	Load(Param("n"), n)
+	return
+}
+
+// q4KScales unpacks the 12 scale bytes of the Q4_K block at x into an xmm of 16
+// bytes: the eight 6-bit scales then the eight 6-bit mins (ggml's kmask trick).
+func q4KScales(x GPVirtual) VecVirtual {
+	u0, u1, u2, u3, t := GP32(), GP32(), GP32(), GP32(), GP32()
+	MOVL(Mem{Base: x, Disp: 4}, u0)
+	MOVL(Mem{Base: x, Disp: 8}, u1)
+	MOVL(Mem{Base: x, Disp: 12}, u2)
+	// mins 4-7: ((u2 >> 4) & 0x0f0f0f0f) | (((u1 >> 6) & 0x03030303) << 4)
+	MOVL(u2, u3)
+	SHRL(U8(4), u3)
+	ANDL(U32(0x0f0f0f0f), u3)
+	MOVL(u1, t)
+	SHRL(U8(6), t)
+	ANDL(U32(0x03030303), t)
+	SHLL(U8(4), t)
+	ORL(t, u3)
+	// scales 4-7: (u2 & 0x0f0f0f0f) | (((u0 >> 6) & 0x03030303) << 4)
+	ANDL(U32(0x0f0f0f0f), u2)
+	MOVL(u0, t)
+	SHRL(U8(6), t)
+	ANDL(U32(0x03030303), t)
+	SHLL(U8(4), t)
+	ORL(t, u2)
+	ANDL(U32(0x3f3f3f3f), u0) // scales 0-3
+	ANDL(U32(0x3f3f3f3f), u1) // mins 0-3
+	sm := XMM()
+	VMOVD(u0, sm)
+	VPINSRD(U8(1), u2, sm, sm)
+	VPINSRD(U8(2), u1, sm, sm)
+	VPINSRD(U8(3), u3, sm, sm)
+	return sm
+}
+
+// q4KMinSum returns in an xmm the four int32 whose sum is Σ min_k · (sum of the
+// activations of sub-block k); minsW holds the mins as 8 int16.
+func q4KMinSum(y GPVirtual, minsW VecVirtual) VecVirtual {
+	bs := YMM()
+	VMOVDQU(Mem{Base: y, Disp: q8KBsums}, bs)
+	bsh := XMM()
+	VEXTRACTI128(U8(1), bs, bsh)
+	bsp := XMM()
+	VPHADDW(bsh, bs.AsX(), bsp) // the 8 sums of 32 activations
+	ms := XMM()
+	VPMADDWD(minsW, bsp, ms)
+	return ms
+}
+
+// q4KFinish adds d·isum − dmin·msum of the Q4_K block at x to sum, in the
+// reference's order: d = f16(x.d)·y.d, dmin = f16(x.dmin)·y.d, and
+// sum += d·float32(isum) − dmin·float32(msum). is holds four int32 whose sum is
+// isum, ms four whose sum is msum.
+func q4KFinish(x, y GPVirtual, is, ms, sum VecVirtual) {
+	VPHADDD(ms, is, is) // i01 i23 m01 m23
+	VPHADDD(is, is, is) // isum msum isum msum
+	f := XMM()
+	VCVTDQ2PS(is, f)
+	t := GP32()
+	MOVL(Mem{Base: x}, t)
+	dd := XMM()
+	VMOVD(t, dd)
+	VCVTPH2PS(dd, dd) // d dmin
+	yd := XMM()
+	VBROADCASTSS(Mem{Base: y}, yd)
+	VMULPS(yd, dd, dd)
+	VMULPS(dd, f, f) // d·isum dmin·msum
+	m := XMM()
+	VMOVSHDUP(f, m)
+	VSUBSS(m, f, f)
+	VADDSS(f, sum, sum)
+}
+
+func dotQ4KAVX2() {
+	TEXT("dotQ4KAVX2", NOSPLIT, "func(x, y *byte, n int) float32")
+	Pragma("noescape")
+	Doc("dotQ4KAVX2 is the dot product of n Q4_K blocks at x with n q8KBlocks at y.")
+	x, y, n := params3()
+	sum := XMM()
+	VXORPS(sum, sum, sum)
+	m4 := YMM()
+	VMOVDQU(nibbleMask, m4)
+
+	Label("loop")
+	TESTQ(n, n)
+	JZ(LabelRef("done"))
+	sm := q4KScales(x)
+	smw := YMM()
+	VPMOVZXBW(sm, smw) // scales then mins, as int16
+	sc := YMM()
+	VPERMQ(U8(0x44), smw, sc) // the scales in both lanes
+	mins := XMM()
+	VEXTRACTI128(U8(1), smw, mins)
+	ms := q4KMinSum(y, mins)
+
+	acc := YMM()
+	VPXOR(acc, acc, acc)
+	for j := 0; j < 4; j++ {
+		q := YMM()
+		VMOVDQU(Mem{Base: x, Disp: 16 + 32*j}, q)
+		qh := YMM()
+		VPSRLW(U8(4), q, qh)
+		VPAND(m4, qh, qh)
+		VPAND(m4, q, q)
+		p1, p2 := YMM(), YMM()
+		VPMADDUBSW(Mem{Base: y, Disp: q8KQS + 64*j}, q, p1)
+		VPMADDUBSW(Mem{Base: y, Disp: q8KQS + 64*j + 32}, qh, p2)
+		s1, s2 := YMM(), YMM()
+		VPSHUFB(q4kShuf.Offset(64*j), sc, s1)
+		VPSHUFB(q4kShuf.Offset(64*j+32), sc, s2)
+		VPMADDWD(s1, p1, p1)
+		VPMADDWD(s2, p2, p2)
+		VPADDD(p1, acc, acc)
+		VPADDD(p2, acc, acc)
+	}
+	hi := XMM()
+	VEXTRACTI128(U8(1), acc, hi)
+	is := XMM()
+	VPADDD(hi, acc.AsX(), is)
+	q4KFinish(x, y, is, ms, sum)
+
+	ADDQ(U32(q4KSize), x)
+	ADDQ(U32(q8KSize), y)
+	DECQ(n)
+	JMP(LabelRef("loop"))
+
+	Label("done")
+	VZEROUPPER()
+	Store(sum, ReturnIndex(0))
+	RET()
+}
+
+// dotQ4KAVX512 is dotQ4KAVX2 on 512-bit vectors: 64 weights per step, the scale
+// multiply-and-add fused by AVX-512 VNNI's VPDPWSSD.
+func dotQ4KAVX512() {
+	TEXT("dotQ4KAVX512", NOSPLIT, "func(x, y *byte, n int) float32")
+	Pragma("noescape")
+	Doc("dotQ4KAVX512 is dotQ4KAVX2 with AVX-512BW and AVX-512 VNNI.")
+	x, y, n := params3()
+	sum := XMM()
+	VXORPS(sum, sum, sum)
+	m4 := ZMM()
+	VMOVDQU64(nibbleMask, m4)
+
+	Label("loop")
+	TESTQ(n, n)
+	JZ(LabelRef("done"))
+	sm := q4KScales(x)
+	smw := YMM()
+	VPMOVZXBW(sm, smw)
+	sc := ZMM()
+	VSHUFI64X2(U8(0), smw.AsZ(), smw.AsZ(), sc) // the scales in all four lanes
+	mins := XMM()
+	VEXTRACTI128(U8(1), smw, mins)
+	ms := q4KMinSum(y, mins)
+
+	acc := ZMM()
+	VPXORD(acc, acc, acc)
+	for j := 0; j < 4; j++ {
+		q := YMM()
+		VMOVDQU(Mem{Base: x, Disp: 16 + 32*j}, q)
+		qh := YMM()
+		VPSRLW(U8(4), q, qh)
+		qq := ZMM()
+		VINSERTI64X4(U8(1), qh, q.AsZ(), qq)
+		VPANDD(m4, qq, qq)
+		p := ZMM()
+		VPMADDUBSW(Mem{Base: y, Disp: q8KQS + 64*j}, qq, p)
+		s := ZMM()
+		VPSHUFB(q4kShuf512.Offset(64*j), sc, s)
+		raw("VPDPWSSD", s, p, acc)
+	}
+	hi := YMM()
+	VEXTRACTI64X4(U8(1), acc, hi)
+	a8 := YMM()
+	VPADDD(hi, acc.AsY(), a8)
+	h4 := XMM()
+	VEXTRACTI128(U8(1), a8, h4)
+	is := XMM()
+	VPADDD(h4, a8.AsX(), is)
+	q4KFinish(x, y, is, ms, sum)
+
+	ADDQ(U32(q4KSize), x)
+	ADDQ(U32(q8KSize), y)
+	DECQ(n)
+	JMP(LabelRef("loop"))
+
+	Label("done")
+	VZEROUPPER()
+	Store(sum, ReturnIndex(0))
+	RET()
+}
+
+func dotQ6KAVX2() {
+	TEXT("dotQ6KAVX2", NOSPLIT, "func(x, y *byte, n int) float32")
+	Pragma("noescape")
+	Doc("dotQ6KAVX2 is the dot product of n Q6_K blocks at x with n q8KBlocks at y.")
+	x, y, n := params3()
+	sum := XMM()
+	VXORPS(sum, sum, sum)
+	m4, m30, m32 := YMM(), YMM(), YMM()
+	VMOVDQU(nibbleMask, m4)
+	VMOVDQU(bits45Mask, m30)
+	VMOVDQU(thirtyTwos, m32)
+
+	Label("loop")
+	TESTQ(n, n)
+	JZ(LabelRef("done"))
+	scales := XMM()
+	VMOVDQU(Mem{Base: x, Disp: 192}, scales)
+	acc := YMM()
+	VPXOR(acc, acc, acc)
+	for h := 0; h < 2; h++ {
+		ql := [2]VecVirtual{YMM(), YMM()}
+		VMOVDQU(Mem{Base: x, Disp: 64 * h}, ql[0])
+		VMOVDQU(Mem{Base: x, Disp: 64*h + 32}, ql[1])
+		qh := YMM()
+		VMOVDQU(Mem{Base: x, Disp: 128 + 32*h}, qh)
+		for k := 0; k < 4; k++ {
+			// Elements 128h+32k+l: low bits in ql[k&1] (low nibble for k<2),
+			// top two bits at bit 2k of qh, moved to bits 4-5.
+			v := YMM()
+			if k < 2 {
+				VPAND(m4, ql[k&1], v)
+			} else {
+				VPSRLW(U8(4), ql[k&1], v)
+				VPAND(m4, v, v)
+			}
+			hb := YMM()
+			switch k {
+			case 0:
+				VPSLLW(U8(4), qh, hb)
+			case 1:
+				VPSLLW(U8(2), qh, hb)
+			case 2:
+				VMOVDQA(qh, hb)
+			case 3:
+				VPSRLW(U8(2), qh, hb)
+			}
+			VPAND(m30, hb, hb)
+			VPOR(hb, v, v)
+			yk := Mem{Base: y, Disp: q8KQS + 128*h + 32*k}
+			p, c := YMM(), YMM()
+			VPMADDUBSW(yk, v, p)
+			VPMADDUBSW(yk, m32, c)
+			VPSUBW(c, p, p) // (q-32)·y in pairs
+			s := XMM()
+			VPSHUFB(q6kShuf.Offset(16*(4*h+k)), scales, s)
+			sw := YMM()
+			VPMOVSXBW(s, sw)
+			VPMADDWD(sw, p, p)
+			VPADDD(p, acc, acc)
+		}
+	}
+	hi := XMM()
+	VEXTRACTI128(U8(1), acc, hi)
+	is := XMM()
+	VPADDD(hi, acc.AsX(), is)
+	VPHADDD(is, is, is)
+	VPHADDD(is, is, is)
+	f := XMM()
+	VCVTDQ2PS(is, f)
+	// sum += f16(x.d)·y.d·float32(isum)
+	t := GP32()
+	MOVWLZX(Mem{Base: x, Disp: 208}, t)
+	dd := XMM()
+	VMOVD(t, dd)
+	VCVTPH2PS(dd, dd)
+	VMULSS(Mem{Base: y}, dd, dd)
+	VMULSS(f, dd, dd)
+	VADDSS(dd, sum, sum)
+
+	ADDQ(U32(q6KSize), x)
+	ADDQ(U32(q8KSize), y)
+	DECQ(n)
+	JMP(LabelRef("loop"))
+
+	Label("done")
+	VZEROUPPER()
+	Store(sum, ReturnIndex(0))
+	RET()
+}
+
+// blockScale broadcasts f16(x.d)·y.d (x a Q8_0/Q4_0 block, y a q8Block) to a ymm.
+func blockScale(x GPVirtual, xo int, y GPVirtual, yo int) VecVirtual {
+	t := GP32()
+	MOVWLZX(Mem{Base: x, Disp: xo}, t)
+	d := XMM()
+	VMOVD(t, d)
+	VCVTPH2PS(d, d)
+	VMULSS(Mem{Base: y, Disp: yo}, d, d)
+	dy := YMM()
+	VBROADCASTSS(d, dy)
+	return dy
+}
+
+// hsum8 reduces the 8 floats of acc in sum8's order:
+// ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)).
+func hsum8(acc VecVirtual) VecVirtual {
+	hi := XMM()
+	VEXTRACTF128(U8(1), acc, hi)
+	s := XMM()
+	VADDPS(hi, acc.AsX(), s)
+	h := XMM()
+	VMOVHLPS(s, s, h)
+	VADDPS(h, s, s)
+	VMOVSHDUP(s, h)
+	VADDSS(h, s, s)
+	return s
+}
+
+// pairLoop emits the shared frame of the Q8_0 and Q4_0 kernels: blocks go by
+// pairs into two accumulators (even blocks into acc0, odd into acc1), a last odd
+// block into acc0; the result is hsum8(acc0+acc1).
+func pairLoop(xs int, block func(x, y GPVirtual, xo, yo int, acc VecVirtual), setup func()) {
+	x, y, n := params3()
+	setup()
+	acc0, acc1 := YMM(), YMM()
+	VXORPS(acc0, acc0, acc0)
+	VXORPS(acc1, acc1, acc1)
+	Label("pairs")
+	CMPQ(n, U8(2))
+	JL(LabelRef("last"))
+	block(x, y, 0, 0, acc0)
+	block(x, y, xs, q8Size, acc1)
+	ADDQ(U32(2*xs), x)
+	ADDQ(U32(2*q8Size), y)
+	SUBQ(U8(2), n)
+	JMP(LabelRef("pairs"))
+	Label("last")
+	TESTQ(n, n)
+	JZ(LabelRef("done"))
+	block(x, y, 0, 0, acc0)
+	Label("done")
+	VADDPS(acc1, acc0, acc0)
+	s := hsum8(acc0)
+	VZEROUPPER()
+	Store(s, ReturnIndex(0))
+	RET()
+}
+
+func dotQ8_0AVX2() {
+	TEXT("dotQ8_0AVX2", NOSPLIT, "func(x, y *byte, n int) float32")
+	Pragma("noescape")
+	Doc("dotQ8_0AVX2 is the dot product of n Q8_0 blocks at x with n q8Blocks at y.")
+	var ones VecVirtual
+	pairLoop(q80Size, func(x, y GPVirtual, xo, yo int, acc VecVirtual) {
+		dy := blockScale(x, xo, y, yo)
+		qx, qy := YMM(), YMM()
+		VMOVDQU(Mem{Base: x, Disp: xo + 2}, qx)
+		VMOVDQU(Mem{Base: y, Disp: yo + q8QS}, qy)
+		ax := YMM()
+		VPABSB(qx, ax)
+		VPSIGNB(qx, qy, qy) // y·sign(x): exact while y > -128
+		p := YMM()
+		VPMADDUBSW(qy, ax, p)
+		VPMADDWD(ones, p, p)
+		VCVTDQ2PS(p, p)
+		VFMADD231PS(p, dy, acc)
+	}, func() {
+		ones = YMM()
+		VMOVDQU(ones16, ones)
+	})
+}
+
+// dotQ8_0AVX512 is dotQ8_0AVX2 with the byte products summed by VPDPBUSD
+// (|x| unsigned times y·sign(x)) instead of VPMADDUBSW and VPMADDWD.
+func dotQ8_0AVX512() {
+	TEXT("dotQ8_0AVX512", NOSPLIT, "func(x, y *byte, n int) float32")
+	Pragma("noescape")
+	Doc("dotQ8_0AVX512 is dotQ8_0AVX2 with AVX-512 VNNI (VPDPBUSD on ymm).")
+	pairLoop(q80Size, func(x, y GPVirtual, xo, yo int, acc VecVirtual) {
+		dy := blockScale(x, xo, y, yo)
+		qx, qy := YMM(), YMM()
+		VMOVDQU(Mem{Base: x, Disp: xo + 2}, qx)
+		VMOVDQU(Mem{Base: y, Disp: yo + q8QS}, qy)
+		VPSIGNB(qx, qy, qy) // y·sign(x): exact while y > -128
+		VPABSB(qx, qx)
+		p := YMM()
+		VPXOR(p, p, p)
+		raw("VPDPBUSD", qy, qx, p)
+		VCVTDQ2PS(p, p)
+		VFMADD231PS(p, dy, acc)
+	}, func() {})
+}
+
+func dotQ4_0AVX2() {
+	TEXT("dotQ4_0AVX2", NOSPLIT, "func(x, y *byte, n int) float32")
+	Pragma("noescape")
+	Doc("dotQ4_0AVX2 is the dot product of n Q4_0 blocks at x with n q8Blocks at y.")
+	var ones, m4, e8 VecVirtual
+	pairLoop(q40Size, func(x, y GPVirtual, xo, yo int, acc VecVirtual) {
+		dy := blockScale(x, xo, y, yo)
+		t, th := XMM(), XMM()
+		VMOVDQU(Mem{Base: x, Disp: xo + 2}, t)
+		VPSRLW(U8(4), t, th)
+		q := YMM()
+		VINSERTI128(U8(1), th, t.AsY(), q)
+		VPAND(m4, q, q) // elements 0-15 low nibbles, 16-31 high
+		yq := Mem{Base: y, Disp: yo + q8QS}
+		p, c := YMM(), YMM()
+		VPMADDUBSW(yq, q, p)
+		VPMADDUBSW(yq, e8, c)
+		VPSUBW(c, p, p) // (q-8)·y in pairs
+		VPMADDWD(ones, p, p)
+		VCVTDQ2PS(p, p)
+		VFMADD231PS(p, dy, acc)
+	}, func() {
+		ones, m4, e8 = YMM(), YMM(), YMM()
+		VMOVDQU(ones16, ones)
+		VMOVDQU(nibbleMask, m4)
+		VMOVDQU(eights, e8)
+	})
+}
+
+// dotFloatAVX2 emits the dot product of n (a multiple of 8) weights of kind
+// (F32, F16, BF16; size bytes each) at x with float32s at y: four accumulators
+// take 32 elements per step (element i into lane i%8 of accumulator (i/8)%4),
+// then the 8-element remainder steps go to the first; the result is
+// hsum8((acc0+acc1)+(acc2+acc3)).
+func dotFloatAVX2(name, kind string, size int) {
+	TEXT(name, NOSPLIT, "func(x *byte, y *float32, n int) float32")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s is the dot product of n (a multiple of 8) %s weights at x with float32s at y.", name, kind))
+	x, y, n := params3()
+	load := func(off int) VecVirtual {
+		w := YMM()
+		m := Mem{Base: x, Disp: off * size}
+		switch kind {
+		case "F32":
+			VMOVUPS(m, w)
+		case "F16":
+			VCVTPH2PS(m, w)
+		case "BF16":
+			VPMOVZXWD(m, w)
+			VPSLLD(U8(16), w, w)
+		}
+		return w
+	}
+	var acc [4]VecVirtual
+	for k := range acc {
+		acc[k] = YMM()
+		VXORPS(acc[k], acc[k], acc[k])
+	}
+	Label("loop32")
+	CMPQ(n, U8(32))
+	JL(LabelRef("loop8"))
+	for k := range acc {
+		w := load(8 * k)
+		VFMADD231PS(Mem{Base: y, Disp: 32 * k}, w, acc[k])
+	}
+	ADDQ(U32(32*size), x)
+	ADDQ(U32(128), y)
+	SUBQ(U8(32), n)
+	JMP(LabelRef("loop32"))
+	Label("loop8")
+	CMPQ(n, U8(8))
+	JL(LabelRef("done"))
+	w := load(0)
+	VFMADD231PS(Mem{Base: y}, w, acc[0])
+	ADDQ(U32(8*size), x)
+	ADDQ(U32(32), y)
+	SUBQ(U8(8), n)
+	JMP(LabelRef("loop8"))
+	Label("done")
+	VADDPS(acc[1], acc[0], acc[0])
+	VADDPS(acc[3], acc[2], acc[2])
+	VADDPS(acc[2], acc[0], acc[0])
+	s := hsum8(acc[0])
+	VZEROUPPER()
+	Store(s, ReturnIndex(0))
+	RET()
+}
