@@ -13,6 +13,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"strings"
 
 	. "github.com/mmcloughlin/avo/build"
 	"github.com/mmcloughlin/avo/ir"
@@ -52,6 +53,8 @@ func main() {
 	dotFloatAVX2("dotF32AVX2", "F32", 4)
 	dotFloatAVX2("dotF16AVX2", "F16", 2)
 	dotFloatAVX2("dotBF16AVX2", "BF16", 2)
+	dotFloatAVX512("dotF16AVX512", "F16", 2)
+	dotFloatAVX512("dotBF16AVX512", "BF16", 2)
 
 	Generate()
 }
@@ -414,7 +417,8 @@ func blockScale(x GPVirtual, xo int, y GPVirtual, yo int) VecVirtual {
 
 // hsum8 reduces the 8 floats of acc in sum8's order:
 // ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)).
-func hsum8(acc VecVirtual) VecVirtual {
+func hsum8(r Register) VecVirtual {
+	acc := r.(VecVirtual)
 	hi := XMM()
 	VEXTRACTF128(U8(1), acc, hi)
 	s := XMM()
@@ -481,25 +485,67 @@ func dotQ8_0AVX2() {
 	})
 }
 
-// dotQ8_0AVX512 is dotQ8_0AVX2 with the byte products summed by VPDPBUSD
-// (|x| unsigned times y·sign(x)) instead of VPMADDUBSW and VPMADDWD.
+// dotQ8_0AVX512 is dotQ8_0AVX2 on 512-bit vectors, a pair of blocks per step
+// (the even block in the low half, the odd one in the high half: the two
+// accumulators of dotQ8_0AVX2 side by side), with the byte products summed by
+// VPDPBUSD (|x| unsigned times y·sign(x)). It gives dotQ8_0AVX2's bits.
 func dotQ8_0AVX512() {
 	TEXT("dotQ8_0AVX512", NOSPLIT, "func(x, y *byte, n int) float32")
 	Pragma("noescape")
-	Doc("dotQ8_0AVX512 is dotQ8_0AVX2 with AVX-512 VNNI (VPDPBUSD on ymm).")
-	pairLoop(q80Size, func(x, y GPVirtual, xo, yo int, acc VecVirtual) {
-		dy := blockScale(x, xo, y, yo)
-		qx, qy := YMM(), YMM()
-		VMOVDQU(Mem{Base: x, Disp: xo + 2}, qx)
-		VMOVDQU(Mem{Base: y, Disp: yo + q8QS}, qy)
-		VPSIGNB(qx, qy, qy) // y·sign(x): exact while y > -128
-		VPABSB(qx, qx)
-		p := YMM()
-		VPXOR(p, p, p)
-		raw("VPDPBUSD", qy, qx, p)
-		VCVTDQ2PS(p, p)
-		VFMADD231PS(p, dy, acc)
-	}, func() {})
+	Doc("dotQ8_0AVX512 is dotQ8_0AVX2 with AVX-512BW and AVX-512 VNNI.")
+	x, y, n := params3()
+	acc, zero := ZMM(), ZMM()
+	VPXORD(acc, acc, acc)
+	VPXORD(zero, zero, zero)
+	Label("pairs")
+	CMPQ(n, U8(2))
+	JL(LabelRef("last"))
+	qx, qy := ZMM(), ZMM()
+	VMOVDQU(Mem{Base: x, Disp: 2}, qx.AsY())
+	VINSERTI64X4(U8(1), Mem{Base: x, Disp: q80Size + 2}, qx, qx)
+	VMOVDQU(Mem{Base: y, Disp: q8QS}, qy.AsY())
+	VINSERTI64X4(U8(1), Mem{Base: y, Disp: q8Size + q8QS}, qy, qy)
+	k := K()
+	VPMOVB2M(qx, k)
+	VPSUBB(qy, zero, k, qy) // y·sign(x) where x ≠ 0
+	VPABSB(qx, qx)
+	p := ZMM()
+	VPXORD(p, p, p)
+	raw("VPDPBUSD", qy, qx, p)
+	VCVTDQ2PS(p, p)
+	d0 := blockScale(x, 0, y, 0)
+	d1 := blockScale(x, q80Size, y, q8Size)
+	d := ZMM()
+	VINSERTF64X4(U8(1), d1, d0.AsZ(), d)
+	VFMADD231PS(p, d, acc)
+	ADDQ(U32(2*q80Size), x)
+	ADDQ(U32(2*q8Size), y)
+	SUBQ(U8(2), n)
+	JMP(LabelRef("pairs"))
+
+	Label("last")
+	hi := YMM()
+	VEXTRACTF64X4(U8(1), acc, hi)
+	lo := acc.AsY()
+	TESTQ(n, n)
+	JZ(LabelRef("done"))
+	dy := blockScale(x, 0, y, 0)
+	bx, by := YMM(), YMM()
+	VMOVDQU(Mem{Base: x, Disp: 2}, bx)
+	VMOVDQU(Mem{Base: y, Disp: q8QS}, by)
+	VPSIGNB(bx, by, by)
+	VPABSB(bx, bx)
+	bp := YMM()
+	VPXOR(bp, bp, bp)
+	raw("VPDPBUSD", by, bx, bp)
+	VCVTDQ2PS(bp, bp)
+	VFMADD231PS(bp, dy, lo)
+	Label("done")
+	VADDPS(hi, lo, lo)
+	s := hsum8(lo)
+	VZEROUPPER()
+	Store(s, ReturnIndex(0))
+	RET()
 }
 
 func dotQ4_0AVX2() {
@@ -531,59 +577,119 @@ func dotQ4_0AVX2() {
 	})
 }
 
+// floatAccs is the number of 8-lane accumulators of the float kernels: enough
+// to cover the FMA latency, so that conversion and load throughput bound them.
+const floatAccs = 8
+
+// floatLoad loads 8 or 16 (by w's width) weights of kind at m as float32s.
+func floatLoad(kind string, m Mem, w VecVirtual) {
+	switch kind {
+	case "F32":
+		VMOVUPS(m, w)
+	case "F16":
+		VCVTPH2PS(m, w)
+	case "BF16":
+		VPMOVZXWD(m, w)
+		VPSLLD(U8(16), w, w)
+	}
+}
+
 // dotFloatAVX2 emits the dot product of n (a multiple of 8) weights of kind
-// (F32, F16, BF16; size bytes each) at x with float32s at y: four accumulators
-// take 32 elements per step (element i into lane i%8 of accumulator (i/8)%4),
-// then the 8-element remainder steps go to the first; the result is
-// hsum8((acc0+acc1)+(acc2+acc3)).
+// (F32, F16, BF16; size bytes each) at x with float32s at y: element i is
+// fused-multiply-added into lane i%8 of accumulator (i/8)%8 over the largest
+// multiple of 64 elements, the remaining groups of 8 into accumulator 0; the
+// result is hsum8(((a0+a1)+(a2+a3))+((a4+a5)+(a6+a7))).
 func dotFloatAVX2(name, kind string, size int) {
 	TEXT(name, NOSPLIT, "func(x *byte, y *float32, n int) float32")
 	Pragma("noescape")
 	Doc(fmt.Sprintf("%s is the dot product of n (a multiple of 8) %s weights at x with float32s at y.", name, kind))
 	x, y, n := params3()
-	load := func(off int) VecVirtual {
-		w := YMM()
-		m := Mem{Base: x, Disp: off * size}
-		switch kind {
-		case "F32":
-			VMOVUPS(m, w)
-		case "F16":
-			VCVTPH2PS(m, w)
-		case "BF16":
-			VPMOVZXWD(m, w)
-			VPSLLD(U8(16), w, w)
-		}
-		return w
-	}
-	var acc [4]VecVirtual
+	var acc [floatAccs]VecVirtual
 	for k := range acc {
 		acc[k] = YMM()
 		VXORPS(acc[k], acc[k], acc[k])
 	}
-	Label("loop32")
-	CMPQ(n, U8(32))
-	JL(LabelRef("loop8"))
+	Label("loop")
+	CMPQ(n, U8(8*floatAccs))
+	JL(LabelRef("tail"))
 	for k := range acc {
-		w := load(8 * k)
+		w := YMM()
+		floatLoad(kind, Mem{Base: x, Disp: 8 * k * size}, w)
 		VFMADD231PS(Mem{Base: y, Disp: 32 * k}, w, acc[k])
 	}
-	ADDQ(U32(32*size), x)
-	ADDQ(U32(128), y)
-	SUBQ(U8(32), n)
-	JMP(LabelRef("loop32"))
-	Label("loop8")
+	ADDQ(U32(8*floatAccs*size), x)
+	ADDQ(U32(32*floatAccs), y)
+	SUBQ(U8(8*floatAccs), n)
+	JMP(LabelRef("loop"))
+	Label("tail")
 	CMPQ(n, U8(8))
 	JL(LabelRef("done"))
-	w := load(0)
+	w := YMM()
+	floatLoad(kind, Mem{Base: x}, w)
 	VFMADD231PS(Mem{Base: y}, w, acc[0])
 	ADDQ(U32(8*size), x)
 	ADDQ(U32(32), y)
 	SUBQ(U8(8), n)
-	JMP(LabelRef("loop8"))
+	JMP(LabelRef("tail"))
 	Label("done")
-	VADDPS(acc[1], acc[0], acc[0])
-	VADDPS(acc[3], acc[2], acc[2])
-	VADDPS(acc[2], acc[0], acc[0])
+	for step := 1; step < floatAccs; step *= 2 {
+		for k := 0; k < floatAccs; k += 2 * step {
+			VADDPS(acc[k+step], acc[k], acc[k])
+		}
+	}
+	s := hsum8(acc[0])
+	VZEROUPPER()
+	Store(s, ReturnIndex(0))
+	RET()
+}
+
+// dotFloatAVX512 is dotFloatAVX2 on 512-bit vectors: accumulators 2k and 2k+1
+// of dotFloatAVX2 are the halves of zmm k, so it gives dotFloatAVX2's bits.
+func dotFloatAVX512(name, kind string, size int) {
+	TEXT(name, NOSPLIT, "func(x *byte, y *float32, n int) float32")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s is %s with AVX-512.", name, strings.Replace(name, "512", "2", 1)))
+	x, y, n := params3()
+	var z [floatAccs / 2]VecVirtual
+	for k := range z {
+		z[k] = ZMM()
+		VXORPS(z[k].AsY(), z[k].AsY(), z[k].AsY())
+	}
+	Label("loop")
+	CMPQ(n, U8(8*floatAccs))
+	JL(LabelRef("tail"))
+	for k := range z {
+		w := ZMM()
+		floatLoad(kind, Mem{Base: x, Disp: 16 * k * size}, w)
+		VFMADD231PS(Mem{Base: y, Disp: 64 * k}, w, z[k])
+	}
+	ADDQ(U32(8*floatAccs*size), x)
+	ADDQ(U32(32*floatAccs), y)
+	SUBQ(U8(8*floatAccs), n)
+	JMP(LabelRef("loop"))
+	Label("tail")
+	var acc [floatAccs]VecVirtual
+	for k := range z {
+		acc[2*k+1] = YMM()
+		VEXTRACTF64X4(U8(1), z[k], acc[2*k+1])
+		acc[2*k] = z[k].AsY().(VecVirtual)
+	}
+	Label("tail8")
+	CMPQ(n, U8(8))
+	JL(LabelRef("done"))
+	w := YMM()
+	floatLoad(kind, Mem{Base: x}, w)
+	VFMADD231PS(Mem{Base: y}, w, acc[0])
+	ADDQ(U32(8*size), x)
+	ADDQ(U32(32), y)
+	SUBQ(U8(8), n)
+	JMP(LabelRef("tail8"))
+	Label("done")
+	for step := 1; step < floatAccs; step *= 2 {
+		for k := 0; k < floatAccs; k += 2 * step {
+			VADDPS(acc[k+step], acc[k], acc[k])
+		}
+	}
 	s := hsum8(acc[0])
 	VZEROUPPER()
 	Store(s, ReturnIndex(0))

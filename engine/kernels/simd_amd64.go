@@ -72,7 +72,7 @@ func dotF32Row(row []byte, x []float32) float32 {
 		return dotF32RowGeneric(row, x)
 	}
 	_ = row[4*len(x)-1]
-	s := dotF32AVX2(&row[0], &x[0], n)
+	s := dotF32AVX2(&row[0], &x[0], n) // AVX-512 gains nothing: load bound
 	for i := n; i < len(x); i++ {
 		s += math.Float32frombits(binary.LittleEndian.Uint32(row[4*i:])) * x[i]
 	}
@@ -85,7 +85,12 @@ func dotF16Row(row []byte, x []float32) float32 {
 		return dotF16RowGeneric(row, x)
 	}
 	_ = row[2*len(x)-1]
-	s := dotF16AVX2(&row[0], &x[0], n)
+	var s float32
+	if useAVX512 {
+		s = dotF16AVX512(&row[0], &x[0], n)
+	} else {
+		s = dotF16AVX2(&row[0], &x[0], n)
+	}
 	for i := n; i < len(x); i++ {
 		s += f16Table[le16(row[2*i:])] * x[i]
 	}
@@ -98,7 +103,12 @@ func dotBF16Row(row []byte, x []float32) float32 {
 		return dotBF16RowGeneric(row, x)
 	}
 	_ = row[2*len(x)-1]
-	s := dotBF16AVX2(&row[0], &x[0], n)
+	var s float32
+	if useAVX512 {
+		s = dotBF16AVX512(&row[0], &x[0], n)
+	} else {
+		s = dotBF16AVX2(&row[0], &x[0], n)
+	}
 	for i := n; i < len(x); i++ {
 		s += BF16ToF32(le16(row[2*i:])) * x[i]
 	}

@@ -545,64 +545,61 @@ done:
 	RET
 
 // func dotQ8_0AVX512(x *byte, y *byte, n int) float32
-// Requires: AVX, AVX2, F16C, FMA3, SSE
+// Requires: AVX, AVX2, AVX512BW, AVX512F, F16C, FMA3, SSE
 TEXT ·dotQ8_0AVX512(SB), NOSPLIT, $0-28
 	MOVQ   x+0(FP), AX
 	MOVQ   y+8(FP), CX
 	MOVQ   n+16(FP), DX
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
 
 pairs:
 	CMPQ         DX, $0x02
 	JL           last
+	VMOVDQU      2(AX), Y2
+	VINSERTI64X4 $0x01, 36(AX), Z2, Z2
+	VMOVDQU      4(CX), Y3
+	VINSERTI64X4 $0x01, 40(CX), Z3, Z3
+	VPMOVB2M     Z2, K1
+	VPSUBB       Z3, Z1, K1, Z3
+	VPABSB       Z2, Z2
+	VPXORD       Z4, Z4, Z4
+	VPDPBUSD     Z3, Z2, Z4
+	VCVTDQ2PS    Z4, Z4
 	MOVWLZX      (AX), BX
 	VMOVD        BX, X2
 	VCVTPH2PS    X2, X2
 	VMULSS       (CX), X2, X2
-	VBROADCASTSS X2, Y2
-	VMOVDQU      2(AX), Y3
-	VMOVDQU      4(CX), Y4
-	VPSIGNB      Y3, Y4, Y4
-	VPABSB       Y3, Y3
-	VPXOR        Y5, Y5, Y5
-	VPDPBUSD     Y4, Y3, Y5
-	VCVTDQ2PS    Y5, Y5
-	VFMADD231PS  Y5, Y2, Y0
+	VBROADCASTSS X2, Y5
 	MOVWLZX      34(AX), BX
 	VMOVD        BX, X2
 	VCVTPH2PS    X2, X2
 	VMULSS       36(CX), X2, X2
 	VBROADCASTSS X2, Y2
-	VMOVDQU      36(AX), Y3
-	VMOVDQU      40(CX), Y4
-	VPSIGNB      Y3, Y4, Y4
-	VPABSB       Y3, Y3
-	VPXOR        Y5, Y5, Y5
-	VPDPBUSD     Y4, Y3, Y5
-	VCVTDQ2PS    Y5, Y5
-	VFMADD231PS  Y5, Y2, Y1
+	VINSERTF64X4 $0x01, Y2, Z5, Z6
+	VFMADD231PS  Z4, Z6, Z0
 	ADDQ         $0x00000044, AX
 	ADDQ         $0x00000048, CX
 	SUBQ         $0x02, DX
 	JMP          pairs
 
 last:
-	TESTQ        DX, DX
-	JZ           done
-	MOVWLZX      (AX), DX
-	VMOVD        DX, X2
-	VCVTPH2PS    X2, X2
-	VMULSS       (CX), X2, X2
-	VBROADCASTSS X2, Y2
-	VMOVDQU      2(AX), Y3
-	VMOVDQU      4(CX), Y4
-	VPSIGNB      Y3, Y4, Y4
-	VPABSB       Y3, Y3
-	VPXOR        Y5, Y5, Y5
-	VPDPBUSD     Y4, Y3, Y5
-	VCVTDQ2PS    Y5, Y5
-	VFMADD231PS  Y5, Y2, Y0
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	TESTQ         DX, DX
+	JZ            done
+	MOVWLZX       (AX), DX
+	VMOVD         DX, X2
+	VCVTPH2PS     X2, X2
+	VMULSS        (CX), X2, X2
+	VBROADCASTSS  X2, Y2
+	VMOVDQU       2(AX), Y3
+	VMOVDQU       4(CX), Y4
+	VPSIGNB       Y3, Y4, Y4
+	VPABSB        Y3, Y3
+	VPXOR         Y5, Y5, Y5
+	VPDPBUSD      Y4, Y3, Y5
+	VCVTDQ2PS     Y5, Y5
+	VFMADD231PS   Y5, Y2, Y0
 
 done:
 	VADDPS       Y1, Y0, Y0
@@ -707,37 +704,53 @@ TEXT ·dotF32AVX2(SB), NOSPLIT, $0-28
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
 	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
 
-loop32:
-	CMPQ        DX, $0x20
-	JL          loop8
-	VMOVUPS     (AX), Y4
-	VFMADD231PS (CX), Y4, Y0
-	VMOVUPS     32(AX), Y4
-	VFMADD231PS 32(CX), Y4, Y1
-	VMOVUPS     64(AX), Y4
-	VFMADD231PS 64(CX), Y4, Y2
-	VMOVUPS     96(AX), Y4
-	VFMADD231PS 96(CX), Y4, Y3
-	ADDQ        $0x00000080, AX
-	ADDQ        $0x00000080, CX
-	SUBQ        $0x20, DX
-	JMP         loop32
+loop:
+	CMPQ        DX, $0x40
+	JL          tail
+	VMOVUPS     (AX), Y8
+	VFMADD231PS (CX), Y8, Y0
+	VMOVUPS     32(AX), Y8
+	VFMADD231PS 32(CX), Y8, Y1
+	VMOVUPS     64(AX), Y8
+	VFMADD231PS 64(CX), Y8, Y2
+	VMOVUPS     96(AX), Y8
+	VFMADD231PS 96(CX), Y8, Y3
+	VMOVUPS     128(AX), Y8
+	VFMADD231PS 128(CX), Y8, Y4
+	VMOVUPS     160(AX), Y8
+	VFMADD231PS 160(CX), Y8, Y5
+	VMOVUPS     192(AX), Y8
+	VFMADD231PS 192(CX), Y8, Y6
+	VMOVUPS     224(AX), Y8
+	VFMADD231PS 224(CX), Y8, Y7
+	ADDQ        $0x00000100, AX
+	ADDQ        $0x00000100, CX
+	SUBQ        $0x40, DX
+	JMP         loop
 
-loop8:
+tail:
 	CMPQ        DX, $0x08
 	JL          done
-	VMOVUPS     (AX), Y4
-	VFMADD231PS (CX), Y4, Y0
+	VMOVUPS     (AX), Y8
+	VFMADD231PS (CX), Y8, Y0
 	ADDQ        $0x00000020, AX
 	ADDQ        $0x00000020, CX
 	SUBQ        $0x08, DX
-	JMP         loop8
+	JMP         tail
 
 done:
 	VADDPS       Y1, Y0, Y0
 	VADDPS       Y3, Y2, Y2
+	VADDPS       Y5, Y4, Y4
+	VADDPS       Y7, Y6, Y6
 	VADDPS       Y2, Y0, Y0
+	VADDPS       Y6, Y4, Y4
+	VADDPS       Y4, Y0, Y0
 	VEXTRACTF128 $0x01, Y0, X1
 	VADDPS       X1, X0, X0
 	VMOVHLPS     X0, X0, X1
@@ -758,37 +771,53 @@ TEXT ·dotF16AVX2(SB), NOSPLIT, $0-28
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
 	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
 
-loop32:
-	CMPQ        DX, $0x20
-	JL          loop8
-	VCVTPH2PS   (AX), Y4
-	VFMADD231PS (CX), Y4, Y0
-	VCVTPH2PS   16(AX), Y4
-	VFMADD231PS 32(CX), Y4, Y1
-	VCVTPH2PS   32(AX), Y4
-	VFMADD231PS 64(CX), Y4, Y2
-	VCVTPH2PS   48(AX), Y4
-	VFMADD231PS 96(CX), Y4, Y3
-	ADDQ        $0x00000040, AX
-	ADDQ        $0x00000080, CX
-	SUBQ        $0x20, DX
-	JMP         loop32
+loop:
+	CMPQ        DX, $0x40
+	JL          tail
+	VCVTPH2PS   (AX), Y8
+	VFMADD231PS (CX), Y8, Y0
+	VCVTPH2PS   16(AX), Y8
+	VFMADD231PS 32(CX), Y8, Y1
+	VCVTPH2PS   32(AX), Y8
+	VFMADD231PS 64(CX), Y8, Y2
+	VCVTPH2PS   48(AX), Y8
+	VFMADD231PS 96(CX), Y8, Y3
+	VCVTPH2PS   64(AX), Y8
+	VFMADD231PS 128(CX), Y8, Y4
+	VCVTPH2PS   80(AX), Y8
+	VFMADD231PS 160(CX), Y8, Y5
+	VCVTPH2PS   96(AX), Y8
+	VFMADD231PS 192(CX), Y8, Y6
+	VCVTPH2PS   112(AX), Y8
+	VFMADD231PS 224(CX), Y8, Y7
+	ADDQ        $0x00000080, AX
+	ADDQ        $0x00000100, CX
+	SUBQ        $0x40, DX
+	JMP         loop
 
-loop8:
+tail:
 	CMPQ        DX, $0x08
 	JL          done
-	VCVTPH2PS   (AX), Y4
-	VFMADD231PS (CX), Y4, Y0
+	VCVTPH2PS   (AX), Y8
+	VFMADD231PS (CX), Y8, Y0
 	ADDQ        $0x00000010, AX
 	ADDQ        $0x00000020, CX
 	SUBQ        $0x08, DX
-	JMP         loop8
+	JMP         tail
 
 done:
 	VADDPS       Y1, Y0, Y0
 	VADDPS       Y3, Y2, Y2
+	VADDPS       Y5, Y4, Y4
+	VADDPS       Y7, Y6, Y6
 	VADDPS       Y2, Y0, Y0
+	VADDPS       Y6, Y4, Y4
+	VADDPS       Y4, Y0, Y0
 	VEXTRACTF128 $0x01, Y0, X1
 	VADDPS       X1, X0, X0
 	VMOVHLPS     X0, X0, X1
@@ -809,39 +838,186 @@ TEXT ·dotBF16AVX2(SB), NOSPLIT, $0-28
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
 	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
 
-loop32:
-	CMPQ        DX, $0x20
-	JL          loop8
-	VPMOVZXWD   (AX), Y4
-	VPSLLD      $0x10, Y4, Y4
-	VFMADD231PS (CX), Y4, Y0
-	VPMOVZXWD   16(AX), Y4
-	VPSLLD      $0x10, Y4, Y4
-	VFMADD231PS 32(CX), Y4, Y1
-	VPMOVZXWD   32(AX), Y4
-	VPSLLD      $0x10, Y4, Y4
-	VFMADD231PS 64(CX), Y4, Y2
-	VPMOVZXWD   48(AX), Y4
-	VPSLLD      $0x10, Y4, Y4
-	VFMADD231PS 96(CX), Y4, Y3
-	ADDQ        $0x00000040, AX
-	ADDQ        $0x00000080, CX
-	SUBQ        $0x20, DX
-	JMP         loop32
+loop:
+	CMPQ        DX, $0x40
+	JL          tail
+	VPMOVZXWD   (AX), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS (CX), Y8, Y0
+	VPMOVZXWD   16(AX), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS 32(CX), Y8, Y1
+	VPMOVZXWD   32(AX), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS 64(CX), Y8, Y2
+	VPMOVZXWD   48(AX), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS 96(CX), Y8, Y3
+	VPMOVZXWD   64(AX), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS 128(CX), Y8, Y4
+	VPMOVZXWD   80(AX), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS 160(CX), Y8, Y5
+	VPMOVZXWD   96(AX), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS 192(CX), Y8, Y6
+	VPMOVZXWD   112(AX), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS 224(CX), Y8, Y7
+	ADDQ        $0x00000080, AX
+	ADDQ        $0x00000100, CX
+	SUBQ        $0x40, DX
+	JMP         loop
 
-loop8:
+tail:
 	CMPQ        DX, $0x08
 	JL          done
-	VPMOVZXWD   (AX), Y4
-	VPSLLD      $0x10, Y4, Y4
-	VFMADD231PS (CX), Y4, Y0
+	VPMOVZXWD   (AX), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS (CX), Y8, Y0
 	ADDQ        $0x00000010, AX
 	ADDQ        $0x00000020, CX
 	SUBQ        $0x08, DX
-	JMP         loop8
+	JMP         tail
 
 done:
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y5, Y4, Y4
+	VADDPS       Y7, Y6, Y6
+	VADDPS       Y2, Y0, Y0
+	VADDPS       Y6, Y4, Y4
+	VADDPS       Y4, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VZEROUPPER
+	MOVSS        X0, ret+24(FP)
+	RET
+
+// func dotF16AVX512(x *byte, y *float32, n int) float32
+// Requires: AVX, AVX512F, F16C, FMA3, SSE
+TEXT ·dotF16AVX512(SB), NOSPLIT, $0-28
+	MOVQ   x+0(FP), AX
+	MOVQ   y+8(FP), CX
+	MOVQ   n+16(FP), DX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+loop:
+	CMPQ        DX, $0x40
+	JL          tail
+	VCVTPH2PS   (AX), Z4
+	VFMADD231PS (CX), Z4, Z0
+	VCVTPH2PS   32(AX), Z4
+	VFMADD231PS 64(CX), Z4, Z1
+	VCVTPH2PS   64(AX), Z4
+	VFMADD231PS 128(CX), Z4, Z2
+	VCVTPH2PS   96(AX), Z4
+	VFMADD231PS 192(CX), Z4, Z3
+	ADDQ        $0x00000080, AX
+	ADDQ        $0x00000100, CX
+	SUBQ        $0x40, DX
+	JMP         loop
+
+tail:
+	VEXTRACTF64X4 $0x01, Z0, Y4
+	VEXTRACTF64X4 $0x01, Z1, Y5
+	VEXTRACTF64X4 $0x01, Z2, Y6
+	VEXTRACTF64X4 $0x01, Z3, Y7
+
+tail8:
+	CMPQ        DX, $0x08
+	JL          done
+	VCVTPH2PS   (AX), Y8
+	VFMADD231PS (CX), Y8, Y0
+	ADDQ        $0x00000010, AX
+	ADDQ        $0x00000020, CX
+	SUBQ        $0x08, DX
+	JMP         tail8
+
+done:
+	VADDPS       Y4, Y0, Y0
+	VADDPS       Y5, Y1, Y1
+	VADDPS       Y6, Y2, Y2
+	VADDPS       Y7, Y3, Y3
+	VADDPS       Y1, Y0, Y0
+	VADDPS       Y3, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VZEROUPPER
+	MOVSS        X0, ret+24(FP)
+	RET
+
+// func dotBF16AVX512(x *byte, y *float32, n int) float32
+// Requires: AVX, AVX2, AVX512F, FMA3, SSE
+TEXT ·dotBF16AVX512(SB), NOSPLIT, $0-28
+	MOVQ   x+0(FP), AX
+	MOVQ   y+8(FP), CX
+	MOVQ   n+16(FP), DX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+loop:
+	CMPQ        DX, $0x40
+	JL          tail
+	VPMOVZXWD   (AX), Z4
+	VPSLLD      $0x10, Z4, Z4
+	VFMADD231PS (CX), Z4, Z0
+	VPMOVZXWD   32(AX), Z4
+	VPSLLD      $0x10, Z4, Z4
+	VFMADD231PS 64(CX), Z4, Z1
+	VPMOVZXWD   64(AX), Z4
+	VPSLLD      $0x10, Z4, Z4
+	VFMADD231PS 128(CX), Z4, Z2
+	VPMOVZXWD   96(AX), Z4
+	VPSLLD      $0x10, Z4, Z4
+	VFMADD231PS 192(CX), Z4, Z3
+	ADDQ        $0x00000080, AX
+	ADDQ        $0x00000100, CX
+	SUBQ        $0x40, DX
+	JMP         loop
+
+tail:
+	VEXTRACTF64X4 $0x01, Z0, Y4
+	VEXTRACTF64X4 $0x01, Z1, Y5
+	VEXTRACTF64X4 $0x01, Z2, Y6
+	VEXTRACTF64X4 $0x01, Z3, Y7
+
+tail8:
+	CMPQ        DX, $0x08
+	JL          done
+	VPMOVZXWD   (AX), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS (CX), Y8, Y0
+	ADDQ        $0x00000010, AX
+	ADDQ        $0x00000020, CX
+	SUBQ        $0x08, DX
+	JMP         tail8
+
+done:
+	VADDPS       Y4, Y0, Y0
+	VADDPS       Y5, Y1, Y1
+	VADDPS       Y6, Y2, Y2
+	VADDPS       Y7, Y3, Y3
 	VADDPS       Y1, Y0, Y0
 	VADDPS       Y3, Y2, Y2
 	VADDPS       Y2, Y0, Y0

@@ -23,9 +23,13 @@ package kernels
 //     block to the first); the two are added and the 8 lanes reduced as sum8 does.
 //     Only rounding differs from the reference.
 //   - F32, F16, BF16: element i is fused-multiply-added into lane i%8 of
-//     accumulator (i/8)%4 over the largest multiple of 32 elements, the next
-//     multiple of 8 into accumulator 0; then (a0+a1)+(a2+a3) reduced as sum8 does,
-//     and the last len%8 elements added in order in Go. Only rounding differs.
+//     accumulator (i/8)%8 over the largest multiple of 64 elements, the next
+//     groups of 8 into accumulator 0; then ((a0+a1)+(a2+a3))+((a4+a5)+(a6+a7))
+//     reduced as sum8 does, and the last len%8 elements added in order in Go.
+//     Only rounding differs.
+//
+// The AVX-512 kernels keep the AVX2 kernels' operations and order (two 256-bit
+// accumulators side by side in one 512-bit register) and give the same bits.
 //
 // The Q8_0 kernel multiplies with the sign trick (|x| times y·sign(x)), exact for
 // every weight byte and every activation but -128, which quantActQ8_0 never makes.

@@ -24,7 +24,7 @@ func dotQ6KAVX2(x *byte, y *byte, n int) float32
 //go:noescape
 func dotQ8_0AVX2(x *byte, y *byte, n int) float32
 
-// dotQ8_0AVX512 is dotQ8_0AVX2 with AVX-512 VNNI (VPDPBUSD on ymm).
+// dotQ8_0AVX512 is dotQ8_0AVX2 with AVX-512BW and AVX-512 VNNI.
 //
 //go:noescape
 func dotQ8_0AVX512(x *byte, y *byte, n int) float32
@@ -48,3 +48,13 @@ func dotF16AVX2(x *byte, y *float32, n int) float32
 //
 //go:noescape
 func dotBF16AVX2(x *byte, y *float32, n int) float32
+
+// dotF16AVX512 is dotF16AVX2 with AVX-512.
+//
+//go:noescape
+func dotF16AVX512(x *byte, y *float32, n int) float32
+
+// dotBF16AVX512 is dotBF16AVX2 with AVX-512.
+//
+//go:noescape
+func dotBF16AVX512(x *byte, y *float32, n int) float32
