@@ -36,8 +36,10 @@ const (
 )
 
 var (
-	nibbleMask, ones16, eights, bits45Mask, thirtyTwos Mem
-	q4kShuf, q4kShuf512, q6kShuf                       Mem
+	nibbleMask, ones16, eights, bits45Mask, thirtyTwos  Mem
+	q4kShuf, q4kShuf512, q6kShuf                        Mem
+	q4kGatherLow, q4kGatherTop, q4kMaskLow, q4kMaskHigh Mem
+	q4kMinPairs, q6kShiftLow, q6kShiftHigh, q6kPerm     Mem
 )
 
 func main() {
@@ -47,6 +49,7 @@ func main() {
 	dotQ4KAVX2()
 	dotQ4KAVX512()
 	dotQ6KAVX2()
+	dotQ6KAVX512()
 	dotQ8_0AVX2()
 	dotQ8_0AVX512()
 	dotQ4_0AVX2()
@@ -73,8 +76,7 @@ func repeat(v byte, n int) []byte { return bytes.Repeat([]byte{v}, n) }
 func constants() {
 	nibbleMask = rodata("nibbleMask", repeat(0x0f, 64))
 	eights = rodata("eights", repeat(8, 32))
-	bits45Mask = rodata("bits45Mask", repeat(0x30, 32))
-	thirtyTwos = rodata("thirtyTwos", repeat(32, 32))
+	bits45Mask = rodata("bits45Mask", repeat(0x30, 64))
 	ones16 = rodata("ones16", bytes.Repeat([]byte{1, 0}, 16))
 
 	// q4kShuf: 8 VPSHUFB masks of 32 bytes; mask i broadcasts int16 i of each
@@ -100,6 +102,27 @@ func constants() {
 		b = append(b, repeat(byte(2*m+1), 8)...)
 	}
 	q6kShuf = rodata("q6kShuf", b)
+
+	// The Q4_K scale unpacking (q4KScales): output byte i takes the low bits of
+	// source byte gatherLow[i] masked by maskLow[i] (or its high nibble, for
+	// mins 4-7), and the top two bits of byte gatherTop[i] (0x80: none).
+	q4kGatherLow = rodata("q4kGatherLow", []byte{0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11})
+	q4kGatherTop = rodata("q4kGatherTop", []byte{0x80, 0x80, 0x80, 0x80, 0, 1, 2, 3, 0x80, 0x80, 0x80, 0x80, 4, 5, 6, 7})
+	q4kMaskLow = rodata("q4kMaskLow", []byte{63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 0, 0, 0, 0})
+	q4kMaskHigh = rodata("q4kMaskHigh", []byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15, 15, 15, 15})
+	// Q6_K on 512 bits: word shift counts per 256-bit half, and the VPERMW
+	// indexes giving 128-bit lane L of products i (= 2h+k) the scale of group
+	// 4i+L.
+	q6kShiftLow = rodata("q6kShiftLow", append(bytes.Repeat([]byte{4, 0}, 16), bytes.Repeat([]byte{2, 0}, 16)...))
+	q6kShiftHigh = rodata("q6kShiftHigh", append(bytes.Repeat([]byte{0, 0}, 16), bytes.Repeat([]byte{2, 0}, 16)...))
+	b = nil
+	for i := 0; i < 4; i++ {
+		for l := 0; l < 32; l++ {
+			b = append(b, byte(4*i+l/8), 0)
+		}
+	}
+	q6kPerm = rodata("q6kPerm", b)
+	q4kMinPairs = rodata("q4kMinPairs", []byte{8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15})
 }
 
 // raw emits an instruction avo's database lacks (AVX-512 VNNI), in Go operand
@@ -122,72 +145,71 @@ func params3() (x, y, n GPVirtual) {
 }
 
 // q4KScales unpacks the 12 scale bytes of the Q4_K block at x into an xmm of 16
-// bytes: the eight 6-bit scales then the eight 6-bit mins (ggml's kmask trick).
+// bytes, the eight 6-bit scales then the eight 6-bit mins, with two byte
+// shuffles (ggml's get_scale_min_k4, or its kmask trick, done in SIMD).
+//
+// Sub-block j < 4 has scale b[j]&63 and min b[j+4]&63; j ≥ 4 has scale
+// b[j+4]&15 | (b[j-4]>>6)<<4 and min b[j+4]>>4 | (b[j]>>6)<<4.
 func q4KScales(x GPVirtual) VecVirtual {
-	u0, u1, u2, u3, t := GP32(), GP32(), GP32(), GP32(), GP32()
-	MOVL(Mem{Base: x, Disp: 4}, u0)
-	MOVL(Mem{Base: x, Disp: 8}, u1)
-	MOVL(Mem{Base: x, Disp: 12}, u2)
-	// mins 4-7: ((u2 >> 4) & 0x0f0f0f0f) | (((u1 >> 6) & 0x03030303) << 4)
-	MOVL(u2, u3)
-	SHRL(U8(4), u3)
-	ANDL(U32(0x0f0f0f0f), u3)
-	MOVL(u1, t)
-	SHRL(U8(6), t)
-	ANDL(U32(0x03030303), t)
-	SHLL(U8(4), t)
-	ORL(t, u3)
-	// scales 4-7: (u2 & 0x0f0f0f0f) | (((u0 >> 6) & 0x03030303) << 4)
-	ANDL(U32(0x0f0f0f0f), u2)
-	MOVL(u0, t)
-	SHRL(U8(6), t)
-	ANDL(U32(0x03030303), t)
-	SHLL(U8(4), t)
-	ORL(t, u2)
-	ANDL(U32(0x3f3f3f3f), u0) // scales 0-3
-	ANDL(U32(0x3f3f3f3f), u1) // mins 0-3
-	sm := XMM()
-	VMOVD(u0, sm)
-	VPINSRD(U8(1), u2, sm, sm)
-	VPINSRD(U8(2), u1, sm, sm)
-	VPINSRD(U8(3), u3, sm, sm)
-	return sm
+	b := XMM()
+	VMOVDQU(Mem{Base: x, Disp: 4}, b) // the 12 scale bytes and 4 quant bytes
+	a := XMM()
+	VPSHUFB(q4kGatherLow, b, a)
+	t := XMM()
+	VPSRLW(U8(4), a, t)
+	VPAND(q4kMaskHigh, t, t) // mins 4-7: b[j+4]>>4
+	VPAND(q4kMaskLow, a, a)  // scales 0-3, mins 0-3: &63; scales 4-7: &15
+	VPOR(t, a, a)
+	c := XMM()
+	VPSHUFB(q4kGatherTop, b, c)
+	VPSRLW(U8(2), c, c)
+	VPAND(bits45Mask, c, c) // the top two bits of scales and mins 4-7
+	VPOR(c, a, a)
+	return a
 }
 
-// q4KMinSum returns in an xmm the four int32 whose sum is Σ min_k · (sum of the
-// activations of sub-block k); minsW holds the mins as 8 int16.
-func q4KMinSum(y GPVirtual, minsW VecVirtual) VecVirtual {
-	bs := YMM()
-	VMOVDQU(Mem{Base: y, Disp: q8KBsums}, bs)
-	bsh := XMM()
-	VEXTRACTI128(U8(1), bs, bsh)
-	bsp := XMM()
-	VPHADDW(bsh, bs.AsX(), bsp) // the 8 sums of 32 activations
-	ms := XMM()
-	VPMADDWD(minsW, bsp, ms)
+// q4KMinSum returns in a ymm eight int32 whose sum is Σ min_k · (the sum of the
+// activations of sub-block k), from the unpacked scales and mins u.
+func q4KMinSum(y GPVirtual, u VecVirtual) VecVirtual {
+	md := XMM()
+	VPSHUFB(q4kMinPairs, u, md) // each min twice, for the two bsums of its sub-block
+	mw := YMM()
+	VPMOVZXBW(md, mw)
+	ms := YMM()
+	VPMADDWD(Mem{Base: y, Disp: q8KBsums}, mw, ms)
 	return ms
 }
 
 // q4KFinish adds d·isum − dmin·msum of the Q4_K block at x to sum, in the
 // reference's order: d = f16(x.d)·y.d, dmin = f16(x.dmin)·y.d, and
 // sum += d·float32(isum) − dmin·float32(msum). is holds four int32 whose sum is
-// isum, ms four whose sum is msum.
+// isum, ms eight whose sum is msum.
 func q4KFinish(x, y GPVirtual, is, ms, sum VecVirtual) {
-	VPHADDD(ms, is, is) // i01 i23 m01 m23
-	VPHADDD(is, is, is) // isum msum isum msum
+	mh := XMM()
+	VEXTRACTI128(U8(1), ms, mh)
+	m4 := XMM()
+	VPADDD(mh, ms.AsX(), m4)
+	lo, hi := XMM(), XMM()
+	VPUNPCKLQDQ(m4, is, lo) // is0 is1 m0 m1
+	VPUNPCKHQDQ(m4, is, hi) // is2 is3 m2 m3
+	VPADDD(hi, lo, lo)
+	sw := XMM()
+	VPSHUFD(U8(0xb1), lo, sw)
+	VPADDD(sw, lo, lo) // isum isum msum msum
 	f := XMM()
-	VCVTDQ2PS(is, f)
+	VCVTDQ2PS(lo, f)
 	t := GP32()
 	MOVL(Mem{Base: x}, t)
 	dd := XMM()
 	VMOVD(t, dd)
-	VCVTPH2PS(dd, dd) // d dmin
+	VCVTPH2PS(dd, dd)     // d dmin
+	VUNPCKLPS(dd, dd, dd) // d d dmin dmin
 	yd := XMM()
 	VBROADCASTSS(Mem{Base: y}, yd)
 	VMULPS(yd, dd, dd)
-	VMULPS(dd, f, f) // d·isum dmin·msum
+	VMULPS(dd, f, f) // d·isum, d·isum, dmin·msum, dmin·msum
 	m := XMM()
-	VMOVSHDUP(f, m)
+	VMOVHLPS(f, f, m)
 	VSUBSS(m, f, f)
 	VADDSS(f, sum, sum)
 }
@@ -205,14 +227,12 @@ func dotQ4KAVX2() {
 	Label("loop")
 	TESTQ(n, n)
 	JZ(LabelRef("done"))
-	sm := q4KScales(x)
+	u := q4KScales(x)
+	ms := q4KMinSum(y, u)
 	smw := YMM()
-	VPMOVZXBW(sm, smw) // scales then mins, as int16
+	VPMOVZXBW(u, smw) // scales then mins, as int16
 	sc := YMM()
 	VPERMQ(U8(0x44), smw, sc) // the scales in both lanes
-	mins := XMM()
-	VEXTRACTI128(U8(1), smw, mins)
-	ms := q4KMinSum(y, mins)
 
 	acc := YMM()
 	VPXOR(acc, acc, acc)
@@ -266,14 +286,12 @@ func dotQ4KAVX512() {
 	Label("loop")
 	TESTQ(n, n)
 	JZ(LabelRef("done"))
-	sm := q4KScales(x)
+	u := q4KScales(x)
+	ms := q4KMinSum(y, u)
 	smw := YMM()
-	VPMOVZXBW(sm, smw)
+	VPMOVZXBW(u, smw)
 	sc := ZMM()
 	VSHUFI64X2(U8(0), smw.AsZ(), smw.AsZ(), sc) // the scales in all four lanes
-	mins := XMM()
-	VEXTRACTI128(U8(1), smw, mins)
-	ms := q4KMinSum(y, mins)
 
 	acc := ZMM()
 	VPXORD(acc, acc, acc)
@@ -312,6 +330,38 @@ func dotQ4KAVX512() {
 	RET()
 }
 
+// Q6_K: the kernels multiply the unsigned 6-bit quants q with y and take the
+// offset back out once per block through the bsums:
+// Σ s_g·(q-32)·y = Σ s_g·q·y − 32·Σ s_g·bsum_g (exact; bsums as quantActQ8K
+// makes them).
+
+// q6KFinish adds f16(x.d)·y.d·float32(isum) to sum (the reference's operations),
+// where isum is the sum of the four int32 of is minus 32 times the sum of the
+// eight int32 of bc.
+func q6KFinish(x, y GPVirtual, is, bc, sum VecVirtual) {
+	bh := XMM()
+	VEXTRACTI128(U8(1), bc, bh)
+	b4 := XMM()
+	VPADDD(bh, bc.AsX(), b4)
+	VPSLLD(U8(5), b4, b4)
+	VPSUBD(b4, is, is)
+	t := XMM()
+	VPSHUFD(U8(0x4e), is, t)
+	VPADDD(t, is, is)
+	VPSHUFD(U8(0xb1), is, t)
+	VPADDD(t, is, is)
+	f := XMM()
+	VCVTDQ2PS(is, f)
+	g := GP32()
+	MOVWLZX(Mem{Base: x, Disp: 208}, g)
+	dd := XMM()
+	VMOVD(g, dd)
+	VCVTPH2PS(dd, dd)
+	VMULSS(Mem{Base: y}, dd, dd)
+	VMULSS(f, dd, dd)
+	VADDSS(dd, sum, sum)
+}
+
 func dotQ6KAVX2() {
 	TEXT("dotQ6KAVX2", NOSPLIT, "func(x, y *byte, n int) float32")
 	Pragma("noescape")
@@ -319,16 +369,19 @@ func dotQ6KAVX2() {
 	x, y, n := params3()
 	sum := XMM()
 	VXORPS(sum, sum, sum)
-	m4, m30, m32 := YMM(), YMM(), YMM()
+	m4, m30 := YMM(), YMM()
 	VMOVDQU(nibbleMask, m4)
 	VMOVDQU(bits45Mask, m30)
-	VMOVDQU(thirtyTwos, m32)
 
 	Label("loop")
 	TESTQ(n, n)
 	JZ(LabelRef("done"))
 	scales := XMM()
 	VMOVDQU(Mem{Base: x, Disp: 192}, scales)
+	sw16 := YMM()
+	VPMOVSXBW(scales, sw16)
+	bc := YMM()
+	VPMADDWD(Mem{Base: y, Disp: q8KBsums}, sw16, bc)
 	acc := YMM()
 	VPXOR(acc, acc, acc)
 	for h := 0; h < 2; h++ {
@@ -360,11 +413,8 @@ func dotQ6KAVX2() {
 			}
 			VPAND(m30, hb, hb)
 			VPOR(hb, v, v)
-			yk := Mem{Base: y, Disp: q8KQS + 128*h + 32*k}
-			p, c := YMM(), YMM()
-			VPMADDUBSW(yk, v, p)
-			VPMADDUBSW(yk, m32, c)
-			VPSUBW(c, p, p) // (q-32)·y in pairs
+			p := YMM()
+			VPMADDUBSW(Mem{Base: y, Disp: q8KQS + 128*h + 32*k}, v, p)
 			s := XMM()
 			VPSHUFB(q6kShuf.Offset(16*(4*h+k)), scales, s)
 			sw := YMM()
@@ -377,19 +427,81 @@ func dotQ6KAVX2() {
 	VEXTRACTI128(U8(1), acc, hi)
 	is := XMM()
 	VPADDD(hi, acc.AsX(), is)
-	VPHADDD(is, is, is)
-	VPHADDD(is, is, is)
-	f := XMM()
-	VCVTDQ2PS(is, f)
-	// sum += f16(x.d)·y.d·float32(isum)
-	t := GP32()
-	MOVWLZX(Mem{Base: x, Disp: 208}, t)
-	dd := XMM()
-	VMOVD(t, dd)
-	VCVTPH2PS(dd, dd)
-	VMULSS(Mem{Base: y}, dd, dd)
-	VMULSS(f, dd, dd)
-	VADDSS(dd, sum, sum)
+	q6KFinish(x, y, is, bc, sum)
+
+	ADDQ(U32(q6KSize), x)
+	ADDQ(U32(q8KSize), y)
+	DECQ(n)
+	JMP(LabelRef("loop"))
+
+	Label("done")
+	VZEROUPPER()
+	Store(sum, ReturnIndex(0))
+	RET()
+}
+
+// dotQ6KAVX512 takes 64 quants per step: the 64 bytes of ql for half h hold
+// the low nibbles of elements 128h+0..63 and the high nibbles of 128h+64..127;
+// their top bits come from qh (broadcast to both 256-bit halves) by per-half
+// shifts; each 128-bit lane of products gets its group's scale by VPERMW.
+func dotQ6KAVX512() {
+	TEXT("dotQ6KAVX512", NOSPLIT, "func(x, y *byte, n int) float32")
+	Pragma("noescape")
+	Doc("dotQ6KAVX512 is dotQ6KAVX2 with AVX-512BW and AVX-512 VNNI.")
+	x, y, n := params3()
+	sum := XMM()
+	VXORPS(sum, sum, sum)
+	m4, m30, shl, shr := ZMM(), ZMM(), ZMM(), ZMM()
+	VMOVDQU64(nibbleMask, m4)
+	VMOVDQU64(bits45Mask, m30)
+	VMOVDQU64(q6kShiftLow, shl)
+	VMOVDQU64(q6kShiftHigh, shr)
+	var idx [4]VecVirtual
+	for i := range idx {
+		idx[i] = ZMM()
+		VMOVDQU64(q6kPerm.Offset(64*i), idx[i])
+	}
+
+	Label("loop")
+	TESTQ(n, n)
+	JZ(LabelRef("done"))
+	sw16 := ZMM()
+	VPMOVSXBW(Mem{Base: x, Disp: 192}, sw16.AsY())
+	bc := YMM()
+	VPMADDWD(Mem{Base: y, Disp: q8KBsums}, sw16.AsY(), bc)
+	acc := ZMM()
+	VPXORD(acc, acc, acc)
+	for h := 0; h < 2; h++ {
+		ql, qh := ZMM(), ZMM()
+		VMOVDQU64(Mem{Base: x, Disp: 64 * h}, ql)
+		VBROADCASTI64X4(Mem{Base: x, Disp: 128 + 32*h}, qh)
+		lo, hi := ZMM(), ZMM()
+		VPANDD(m4, ql, lo)
+		VPSRLW(U8(4), ql, hi)
+		VPANDD(m4, hi, hi)
+		t := ZMM()
+		VPSLLVW(shl, qh, t) // bits 0-1 (first half), 2-3 (second) to 4-5
+		VPANDD(m30, t, t)
+		VPORD(t, lo, lo)
+		VPSRLVW(shr, qh, t) // bits 4-5, 6-7 to 4-5
+		VPANDD(m30, t, t)
+		VPORD(t, hi, hi)
+		for k, v := range []VecVirtual{lo, hi} {
+			p := ZMM()
+			VPMADDUBSW(Mem{Base: y, Disp: q8KQS + 128*h + 64*k}, v, p)
+			s := ZMM()
+			VPERMW(sw16, idx[2*h+k], s)
+			raw("VPDPWSSD", s, p, acc)
+		}
+	}
+	a8 := YMM()
+	VEXTRACTI64X4(U8(1), acc, a8)
+	VPADDD(a8, acc.AsY(), a8)
+	hi := XMM()
+	VEXTRACTI128(U8(1), a8, hi)
+	is := XMM()
+	VPADDD(hi, a8.AsX(), is)
+	q6KFinish(x, y, is, bc, sum)
 
 	ADDQ(U32(q6KSize), x)
 	ADDQ(U32(q8KSize), y)

@@ -39,6 +39,9 @@ func dotQ6KRow(row []byte, y []q8KBlock) float32 {
 		return dotQ6KRowGeneric(row, y)
 	}
 	_ = row[n*210-1]
+	if useAVX512 {
+		return dotQ6KAVX512(&row[0], (*byte)(unsafe.Pointer(&y[0])), n)
+	}
 	return dotQ6KAVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n)
 }
 

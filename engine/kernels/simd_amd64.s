@@ -24,13 +24,11 @@ DATA bits45Mask<>+0(SB)/8, $0x3030303030303030
 DATA bits45Mask<>+8(SB)/8, $0x3030303030303030
 DATA bits45Mask<>+16(SB)/8, $0x3030303030303030
 DATA bits45Mask<>+24(SB)/8, $0x3030303030303030
-GLOBL bits45Mask<>(SB), RODATA|NOPTR, $32
-
-DATA thirtyTwos<>+0(SB)/8, $0x2020202020202020
-DATA thirtyTwos<>+8(SB)/8, $0x2020202020202020
-DATA thirtyTwos<>+16(SB)/8, $0x2020202020202020
-DATA thirtyTwos<>+24(SB)/8, $0x2020202020202020
-GLOBL thirtyTwos<>(SB), RODATA|NOPTR, $32
+DATA bits45Mask<>+32(SB)/8, $0x3030303030303030
+DATA bits45Mask<>+40(SB)/8, $0x3030303030303030
+DATA bits45Mask<>+48(SB)/8, $0x3030303030303030
+DATA bits45Mask<>+56(SB)/8, $0x3030303030303030
+GLOBL bits45Mask<>(SB), RODATA|NOPTR, $64
 
 DATA ones16<>+0(SB)/8, $0x0001000100010001
 DATA ones16<>+8(SB)/8, $0x0001000100010001
@@ -124,6 +122,80 @@ DATA q6kShuf<>+112(SB)/8, $0x0e0e0e0e0e0e0e0e
 DATA q6kShuf<>+120(SB)/8, $0x0f0f0f0f0f0f0f0f
 GLOBL q6kShuf<>(SB), RODATA|NOPTR, $128
 
+DATA q4kGatherLow<>+0(SB)/8, $0x0b0a090803020100
+DATA q4kGatherLow<>+8(SB)/8, $0x0b0a090807060504
+GLOBL q4kGatherLow<>(SB), RODATA|NOPTR, $16
+
+DATA q4kGatherTop<>+0(SB)/8, $0x0302010080808080
+DATA q4kGatherTop<>+8(SB)/8, $0x0706050480808080
+GLOBL q4kGatherTop<>(SB), RODATA|NOPTR, $16
+
+DATA q4kMaskLow<>+0(SB)/8, $0x0f0f0f0f3f3f3f3f
+DATA q4kMaskLow<>+8(SB)/8, $0x000000003f3f3f3f
+GLOBL q4kMaskLow<>(SB), RODATA|NOPTR, $16
+
+DATA q4kMaskHigh<>+0(SB)/8, $0x0000000000000000
+DATA q4kMaskHigh<>+8(SB)/8, $0x0f0f0f0f00000000
+GLOBL q4kMaskHigh<>(SB), RODATA|NOPTR, $16
+
+DATA q6kShiftLow<>+0(SB)/8, $0x0004000400040004
+DATA q6kShiftLow<>+8(SB)/8, $0x0004000400040004
+DATA q6kShiftLow<>+16(SB)/8, $0x0004000400040004
+DATA q6kShiftLow<>+24(SB)/8, $0x0004000400040004
+DATA q6kShiftLow<>+32(SB)/8, $0x0002000200020002
+DATA q6kShiftLow<>+40(SB)/8, $0x0002000200020002
+DATA q6kShiftLow<>+48(SB)/8, $0x0002000200020002
+DATA q6kShiftLow<>+56(SB)/8, $0x0002000200020002
+GLOBL q6kShiftLow<>(SB), RODATA|NOPTR, $64
+
+DATA q6kShiftHigh<>+0(SB)/8, $0x0000000000000000
+DATA q6kShiftHigh<>+8(SB)/8, $0x0000000000000000
+DATA q6kShiftHigh<>+16(SB)/8, $0x0000000000000000
+DATA q6kShiftHigh<>+24(SB)/8, $0x0000000000000000
+DATA q6kShiftHigh<>+32(SB)/8, $0x0002000200020002
+DATA q6kShiftHigh<>+40(SB)/8, $0x0002000200020002
+DATA q6kShiftHigh<>+48(SB)/8, $0x0002000200020002
+DATA q6kShiftHigh<>+56(SB)/8, $0x0002000200020002
+GLOBL q6kShiftHigh<>(SB), RODATA|NOPTR, $64
+
+DATA q6kPerm<>+0(SB)/8, $0x0000000000000000
+DATA q6kPerm<>+8(SB)/8, $0x0000000000000000
+DATA q6kPerm<>+16(SB)/8, $0x0001000100010001
+DATA q6kPerm<>+24(SB)/8, $0x0001000100010001
+DATA q6kPerm<>+32(SB)/8, $0x0002000200020002
+DATA q6kPerm<>+40(SB)/8, $0x0002000200020002
+DATA q6kPerm<>+48(SB)/8, $0x0003000300030003
+DATA q6kPerm<>+56(SB)/8, $0x0003000300030003
+DATA q6kPerm<>+64(SB)/8, $0x0004000400040004
+DATA q6kPerm<>+72(SB)/8, $0x0004000400040004
+DATA q6kPerm<>+80(SB)/8, $0x0005000500050005
+DATA q6kPerm<>+88(SB)/8, $0x0005000500050005
+DATA q6kPerm<>+96(SB)/8, $0x0006000600060006
+DATA q6kPerm<>+104(SB)/8, $0x0006000600060006
+DATA q6kPerm<>+112(SB)/8, $0x0007000700070007
+DATA q6kPerm<>+120(SB)/8, $0x0007000700070007
+DATA q6kPerm<>+128(SB)/8, $0x0008000800080008
+DATA q6kPerm<>+136(SB)/8, $0x0008000800080008
+DATA q6kPerm<>+144(SB)/8, $0x0009000900090009
+DATA q6kPerm<>+152(SB)/8, $0x0009000900090009
+DATA q6kPerm<>+160(SB)/8, $0x000a000a000a000a
+DATA q6kPerm<>+168(SB)/8, $0x000a000a000a000a
+DATA q6kPerm<>+176(SB)/8, $0x000b000b000b000b
+DATA q6kPerm<>+184(SB)/8, $0x000b000b000b000b
+DATA q6kPerm<>+192(SB)/8, $0x000c000c000c000c
+DATA q6kPerm<>+200(SB)/8, $0x000c000c000c000c
+DATA q6kPerm<>+208(SB)/8, $0x000d000d000d000d
+DATA q6kPerm<>+216(SB)/8, $0x000d000d000d000d
+DATA q6kPerm<>+224(SB)/8, $0x000e000e000e000e
+DATA q6kPerm<>+232(SB)/8, $0x000e000e000e000e
+DATA q6kPerm<>+240(SB)/8, $0x000f000f000f000f
+DATA q6kPerm<>+248(SB)/8, $0x000f000f000f000f
+GLOBL q6kPerm<>(SB), RODATA|NOPTR, $256
+
+DATA q4kMinPairs<>+0(SB)/8, $0x0b0b0a0a09090808
+DATA q4kMinPairs<>+8(SB)/8, $0x0f0f0e0e0d0d0c0c
+GLOBL q4kMinPairs<>(SB), RODATA|NOPTR, $16
+
 // func dotQ4KAVX2(x *byte, y *byte, n int) float32
 // Requires: AVX, AVX2, F16C, SSE
 TEXT ·dotQ4KAVX2(SB), NOSPLIT, $0-28
@@ -136,36 +208,21 @@ TEXT ·dotQ4KAVX2(SB), NOSPLIT, $0-28
 loop:
 	TESTQ        DX, DX
 	JZ           done
-	MOVL         4(AX), BX
-	MOVL         8(AX), SI
-	MOVL         12(AX), DI
-	MOVL         DI, R8
-	SHRL         $0x04, R8
-	ANDL         $0x0f0f0f0f, R8
-	MOVL         SI, R9
-	SHRL         $0x06, R9
-	ANDL         $0x03030303, R9
-	SHLL         $0x04, R9
-	ORL          R9, R8
-	ANDL         $0x0f0f0f0f, DI
-	MOVL         BX, R9
-	SHRL         $0x06, R9
-	ANDL         $0x03030303, R9
-	SHLL         $0x04, R9
-	ORL          R9, DI
-	ANDL         $0x3f3f3f3f, BX
-	ANDL         $0x3f3f3f3f, SI
-	VMOVD        BX, X2
-	VPINSRD      $0x01, DI, X2, X2
-	VPINSRD      $0x02, SI, X2, X2
-	VPINSRD      $0x03, R8, X2, X2
+	VMOVDQU      4(AX), X2
+	VPSHUFB      q4kGatherLow<>+0(SB), X2, X3
+	VPSRLW       $0x04, X3, X4
+	VPAND        q4kMaskHigh<>+0(SB), X4, X4
+	VPAND        q4kMaskLow<>+0(SB), X3, X3
+	VPOR         X4, X3, X3
+	VPSHUFB      q4kGatherTop<>+0(SB), X2, X2
+	VPSRLW       $0x02, X2, X2
+	VPAND        bits45Mask<>+0(SB), X2, X2
+	VPOR         X2, X3, X3
+	VPSHUFB      q4kMinPairs<>+0(SB), X3, X2
 	VPMOVZXBW    X2, Y2
-	VPERMQ       $0x44, Y2, Y3
-	VEXTRACTI128 $0x01, Y2, X2
-	VMOVDQU      260(CX), Y4
-	VEXTRACTI128 $0x01, Y4, X5
-	VPHADDW      X5, X4, X4
-	VPMADDWD     X2, X4, X2
+	VPMADDWD     260(CX), Y2, Y2
+	VPMOVZXBW    X3, Y3
+	VPERMQ       $0x44, Y3, Y3
 	VPXOR        Y4, Y4, Y4
 	VMOVDQU      16(AX), Y5
 	VPSRLW       $0x04, Y5, Y6
@@ -217,16 +274,22 @@ loop:
 	VPADDD       Y6, Y4, Y4
 	VEXTRACTI128 $0x01, Y4, X3
 	VPADDD       X3, X4, X3
-	VPHADDD      X2, X3, X3
-	VPHADDD      X3, X3, X3
-	VCVTDQ2PS    X3, X2
+	VEXTRACTI128 $0x01, Y2, X4
+	VPADDD       X4, X2, X2
+	VPUNPCKLQDQ  X2, X3, X4
+	VPUNPCKHQDQ  X2, X3, X2
+	VPADDD       X2, X4, X4
+	VPSHUFD      $0xb1, X4, X2
+	VPADDD       X2, X4, X4
+	VCVTDQ2PS    X4, X2
 	MOVL         (AX), BX
 	VMOVD        BX, X3
 	VCVTPH2PS    X3, X3
+	VUNPCKLPS    X3, X3, X3
 	VBROADCASTSS (CX), X4
 	VMULPS       X4, X3, X3
 	VMULPS       X3, X2, X2
-	VMOVSHDUP    X2, X3
+	VMOVHLPS     X2, X2, X3
 	VSUBSS       X3, X2, X2
 	VADDSS       X2, X0, X0
 	ADDQ         $0x00000090, AX
@@ -251,80 +314,71 @@ TEXT ·dotQ4KAVX512(SB), NOSPLIT, $0-28
 loop:
 	TESTQ         DX, DX
 	JZ            done
-	MOVL          4(AX), BX
-	MOVL          8(AX), SI
-	MOVL          12(AX), DI
-	MOVL          DI, R8
-	SHRL          $0x04, R8
-	ANDL          $0x0f0f0f0f, R8
-	MOVL          SI, R9
-	SHRL          $0x06, R9
-	ANDL          $0x03030303, R9
-	SHLL          $0x04, R9
-	ORL           R9, R8
-	ANDL          $0x0f0f0f0f, DI
-	MOVL          BX, R9
-	SHRL          $0x06, R9
-	ANDL          $0x03030303, R9
-	SHLL          $0x04, R9
-	ORL           R9, DI
-	ANDL          $0x3f3f3f3f, BX
-	ANDL          $0x3f3f3f3f, SI
-	VMOVD         BX, X2
-	VPINSRD       $0x01, DI, X2, X2
-	VPINSRD       $0x02, SI, X2, X2
-	VPINSRD       $0x03, R8, X2, X2
+	VMOVDQU       4(AX), X2
+	VPSHUFB       q4kGatherLow<>+0(SB), X2, X3
+	VPSRLW        $0x04, X3, X4
+	VPAND         q4kMaskHigh<>+0(SB), X4, X4
+	VPAND         q4kMaskLow<>+0(SB), X3, X3
+	VPOR          X4, X3, X3
+	VPSHUFB       q4kGatherTop<>+0(SB), X2, X2
+	VPSRLW        $0x02, X2, X2
+	VPAND         bits45Mask<>+0(SB), X2, X2
+	VPOR          X2, X3, X3
+	VPSHUFB       q4kMinPairs<>+0(SB), X3, X2
 	VPMOVZXBW     X2, Y2
-	VSHUFI64X2    $0x00, Z2, Z2, Z4
-	VEXTRACTI128  $0x01, Y2, X2
-	VMOVDQU       260(CX), Y5
-	VEXTRACTI128  $0x01, Y5, X6
-	VPHADDW       X6, X5, X5
-	VPMADDWD      X2, X5, X2
-	VPXORD        Z3, Z3, Z3
-	VMOVDQU       16(AX), Y6
-	VPSRLW        $0x04, Y6, Y5
-	VINSERTI64X4  $0x01, Y5, Z6, Z5
-	VPANDD        Z1, Z5, Z5
-	VPMADDUBSW    4(CX), Z5, Z5
+	VPMADDWD      260(CX), Y2, Y2
+	VPMOVZXBW     X3, Y3
+	VSHUFI64X2    $0x00, Z3, Z3, Z4
+	VPXORD        Z5, Z5, Z5
+	VMOVDQU       16(AX), Y3
+	VPSRLW        $0x04, Y3, Y6
+	VINSERTI64X4  $0x01, Y6, Z3, Z6
+	VPANDD        Z1, Z6, Z6
+	VPMADDUBSW    4(CX), Z6, Z6
 	VPSHUFB       q4kShuf512<>+0(SB), Z4, Z7
-	VPDPWSSD      Z7, Z5, Z3
-	VMOVDQU       48(AX), Y6
-	VPSRLW        $0x04, Y6, Y5
-	VINSERTI64X4  $0x01, Y5, Z6, Z5
-	VPANDD        Z1, Z5, Z5
-	VPMADDUBSW    68(CX), Z5, Z5
+	VPDPWSSD      Z7, Z6, Z5
+	VMOVDQU       48(AX), Y3
+	VPSRLW        $0x04, Y3, Y6
+	VINSERTI64X4  $0x01, Y6, Z3, Z6
+	VPANDD        Z1, Z6, Z6
+	VPMADDUBSW    68(CX), Z6, Z6
 	VPSHUFB       q4kShuf512<>+64(SB), Z4, Z7
-	VPDPWSSD      Z7, Z5, Z3
-	VMOVDQU       80(AX), Y6
-	VPSRLW        $0x04, Y6, Y5
-	VINSERTI64X4  $0x01, Y5, Z6, Z5
-	VPANDD        Z1, Z5, Z5
-	VPMADDUBSW    132(CX), Z5, Z5
+	VPDPWSSD      Z7, Z6, Z5
+	VMOVDQU       80(AX), Y3
+	VPSRLW        $0x04, Y3, Y6
+	VINSERTI64X4  $0x01, Y6, Z3, Z6
+	VPANDD        Z1, Z6, Z6
+	VPMADDUBSW    132(CX), Z6, Z6
 	VPSHUFB       q4kShuf512<>+128(SB), Z4, Z7
-	VPDPWSSD      Z7, Z5, Z3
-	VMOVDQU       112(AX), Y6
-	VPSRLW        $0x04, Y6, Y5
-	VINSERTI64X4  $0x01, Y5, Z6, Z5
-	VPANDD        Z1, Z5, Z5
-	VPMADDUBSW    196(CX), Z5, Z5
+	VPDPWSSD      Z7, Z6, Z5
+	VMOVDQU       112(AX), Y3
+	VPSRLW        $0x04, Y3, Y6
+	VINSERTI64X4  $0x01, Y6, Z3, Z6
+	VPANDD        Z1, Z6, Z6
+	VPMADDUBSW    196(CX), Z6, Z6
 	VPSHUFB       q4kShuf512<>+192(SB), Z4, Z4
-	VPDPWSSD      Z4, Z5, Z3
-	VEXTRACTI64X4 $0x01, Z3, Y4
-	VPADDD        Y4, Y3, Y4
-	VEXTRACTI128  $0x01, Y4, X5
-	VPADDD        X5, X4, X4
-	VPHADDD       X2, X4, X4
-	VPHADDD       X4, X4, X4
+	VPDPWSSD      Z4, Z6, Z5
+	VEXTRACTI64X4 $0x01, Z5, Y3
+	VPADDD        Y3, Y5, Y3
+	VEXTRACTI128  $0x01, Y3, X4
+	VPADDD        X4, X3, X3
+	VEXTRACTI128  $0x01, Y2, X4
+	VPADDD        X4, X2, X2
+	VPUNPCKLQDQ   X2, X3, X4
+	VPUNPCKHQDQ   X2, X3, X2
+	VPADDD        X2, X4, X4
+	VPSHUFD       $0xb1, X4, X2
+	VPADDD        X2, X4, X4
 	VCVTDQ2PS     X4, X2
 	MOVL          (AX), BX
-	VMOVD         BX, X4
-	VCVTPH2PS     X4, X4
-	VBROADCASTSS  (CX), X5
-	VMULPS        X5, X4, X4
-	VMULPS        X4, X2, X2
-	VMOVSHDUP     X2, X4
-	VSUBSS        X4, X2, X2
+	VMOVD         BX, X3
+	VCVTPH2PS     X3, X3
+	VUNPCKLPS     X3, X3, X3
+	VBROADCASTSS  (CX), X4
+	VMULPS        X4, X3, X3
+	VMULPS        X3, X2, X2
+	VMOVHLPS      X2, X2, X3
+	VSUBSS        X3, X2, X2
 	VADDSS        X2, X0, X0
 	ADDQ          $0x00000090, AX
 	ADDQ          $0x00000124, CX
@@ -345,12 +399,13 @@ TEXT ·dotQ6KAVX2(SB), NOSPLIT, $0-28
 	VXORPS  X0, X0, X0
 	VMOVDQU nibbleMask<>+0(SB), Y1
 	VMOVDQU bits45Mask<>+0(SB), Y2
-	VMOVDQU thirtyTwos<>+0(SB), Y3
 
 loop:
 	TESTQ        DX, DX
 	JZ           done
-	VMOVDQU      192(AX), X4
+	VMOVDQU      192(AX), X3
+	VPMOVSXBW    X3, Y4
+	VPMADDWD     260(CX), Y4, Y4
 	VPXOR        Y5, Y5, Y5
 	VMOVDQU      (AX), Y6
 	VMOVDQU      32(AX), Y7
@@ -360,9 +415,7 @@ loop:
 	VPAND        Y2, Y10, Y10
 	VPOR         Y10, Y9, Y9
 	VPMADDUBSW   4(CX), Y9, Y9
-	VPMADDUBSW   4(CX), Y3, Y10
-	VPSUBW       Y10, Y9, Y9
-	VPSHUFB      q6kShuf<>+0(SB), X4, X10
+	VPSHUFB      q6kShuf<>+0(SB), X3, X10
 	VPMOVSXBW    X10, Y10
 	VPMADDWD     Y10, Y9, Y9
 	VPADDD       Y9, Y5, Y5
@@ -371,9 +424,7 @@ loop:
 	VPAND        Y2, Y10, Y10
 	VPOR         Y10, Y9, Y9
 	VPMADDUBSW   36(CX), Y9, Y9
-	VPMADDUBSW   36(CX), Y3, Y10
-	VPSUBW       Y10, Y9, Y9
-	VPSHUFB      q6kShuf<>+16(SB), X4, X10
+	VPSHUFB      q6kShuf<>+16(SB), X3, X10
 	VPMOVSXBW    X10, Y10
 	VPMADDWD     Y10, Y9, Y9
 	VPADDD       Y9, Y5, Y5
@@ -383,9 +434,7 @@ loop:
 	VPAND        Y2, Y9, Y9
 	VPOR         Y9, Y6, Y6
 	VPMADDUBSW   68(CX), Y6, Y6
-	VPMADDUBSW   68(CX), Y3, Y9
-	VPSUBW       Y9, Y6, Y6
-	VPSHUFB      q6kShuf<>+32(SB), X4, X9
+	VPSHUFB      q6kShuf<>+32(SB), X3, X9
 	VPMOVSXBW    X9, Y9
 	VPMADDWD     Y9, Y6, Y6
 	VPADDD       Y6, Y5, Y5
@@ -395,9 +444,7 @@ loop:
 	VPAND        Y2, Y7, Y7
 	VPOR         Y7, Y6, Y6
 	VPMADDUBSW   100(CX), Y6, Y6
-	VPMADDUBSW   100(CX), Y3, Y7
-	VPSUBW       Y7, Y6, Y6
-	VPSHUFB      q6kShuf<>+48(SB), X4, X7
+	VPSHUFB      q6kShuf<>+48(SB), X3, X7
 	VPMOVSXBW    X7, Y7
 	VPMADDWD     Y7, Y6, Y6
 	VPADDD       Y6, Y5, Y5
@@ -409,9 +456,7 @@ loop:
 	VPAND        Y2, Y10, Y10
 	VPOR         Y10, Y9, Y9
 	VPMADDUBSW   132(CX), Y9, Y9
-	VPMADDUBSW   132(CX), Y3, Y10
-	VPSUBW       Y10, Y9, Y9
-	VPSHUFB      q6kShuf<>+64(SB), X4, X10
+	VPSHUFB      q6kShuf<>+64(SB), X3, X10
 	VPMOVSXBW    X10, Y10
 	VPMADDWD     Y10, Y9, Y9
 	VPADDD       Y9, Y5, Y5
@@ -420,9 +465,7 @@ loop:
 	VPAND        Y2, Y10, Y10
 	VPOR         Y10, Y9, Y9
 	VPMADDUBSW   164(CX), Y9, Y9
-	VPMADDUBSW   164(CX), Y3, Y10
-	VPSUBW       Y10, Y9, Y9
-	VPSHUFB      q6kShuf<>+80(SB), X4, X10
+	VPSHUFB      q6kShuf<>+80(SB), X3, X10
 	VPMOVSXBW    X10, Y10
 	VPMADDWD     Y10, Y9, Y9
 	VPADDD       Y9, Y5, Y5
@@ -432,9 +475,7 @@ loop:
 	VPAND        Y2, Y9, Y9
 	VPOR         Y9, Y6, Y6
 	VPMADDUBSW   196(CX), Y6, Y6
-	VPMADDUBSW   196(CX), Y3, Y9
-	VPSUBW       Y9, Y6, Y6
-	VPSHUFB      q6kShuf<>+96(SB), X4, X9
+	VPSHUFB      q6kShuf<>+96(SB), X3, X9
 	VPMOVSXBW    X9, Y9
 	VPMADDWD     Y9, Y6, Y6
 	VPADDD       Y6, Y5, Y5
@@ -444,27 +485,116 @@ loop:
 	VPAND        Y2, Y7, Y7
 	VPOR         Y7, Y6, Y6
 	VPMADDUBSW   228(CX), Y6, Y6
-	VPMADDUBSW   228(CX), Y3, Y7
-	VPSUBW       Y7, Y6, Y6
-	VPSHUFB      q6kShuf<>+112(SB), X4, X4
-	VPMOVSXBW    X4, Y4
-	VPMADDWD     Y4, Y6, Y6
+	VPSHUFB      q6kShuf<>+112(SB), X3, X3
+	VPMOVSXBW    X3, Y3
+	VPMADDWD     Y3, Y6, Y6
 	VPADDD       Y6, Y5, Y5
-	VEXTRACTI128 $0x01, Y5, X4
-	VPADDD       X4, X5, X4
-	VPHADDD      X4, X4, X4
-	VPHADDD      X4, X4, X4
-	VCVTDQ2PS    X4, X4
+	VEXTRACTI128 $0x01, Y5, X3
+	VPADDD       X3, X5, X3
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X5, X4, X4
+	VPSLLD       $0x05, X4, X4
+	VPSUBD       X4, X3, X3
+	VPSHUFD      $0x4e, X3, X4
+	VPADDD       X4, X3, X3
+	VPSHUFD      $0xb1, X3, X4
+	VPADDD       X4, X3, X3
+	VCVTDQ2PS    X3, X3
 	MOVWLZX      208(AX), BX
-	VMOVD        BX, X5
-	VCVTPH2PS    X5, X5
-	VMULSS       (CX), X5, X5
-	VMULSS       X4, X5, X5
-	VADDSS       X5, X0, X0
+	VMOVD        BX, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (CX), X4, X4
+	VMULSS       X3, X4, X4
+	VADDSS       X4, X0, X0
 	ADDQ         $0x000000d2, AX
 	ADDQ         $0x00000124, CX
 	DECQ         DX
 	JMP          loop
+
+done:
+	VZEROUPPER
+	MOVSS X0, ret+24(FP)
+	RET
+
+// func dotQ6KAVX512(x *byte, y *byte, n int) float32
+// Requires: AVX, AVX2, AVX512BW, AVX512F, F16C, SSE
+TEXT ·dotQ6KAVX512(SB), NOSPLIT, $0-28
+	MOVQ      x+0(FP), AX
+	MOVQ      y+8(FP), CX
+	MOVQ      n+16(FP), DX
+	VXORPS    X0, X0, X0
+	VMOVDQU64 nibbleMask<>+0(SB), Z1
+	VMOVDQU64 bits45Mask<>+0(SB), Z2
+	VMOVDQU64 q6kShiftLow<>+0(SB), Z3
+	VMOVDQU64 q6kShiftHigh<>+0(SB), Z4
+	VMOVDQU64 q6kPerm<>+0(SB), Z5
+	VMOVDQU64 q6kPerm<>+64(SB), Z6
+	VMOVDQU64 q6kPerm<>+128(SB), Z7
+	VMOVDQU64 q6kPerm<>+192(SB), Z8
+
+loop:
+	TESTQ           DX, DX
+	JZ              done
+	VPMOVSXBW       192(AX), Y9
+	VPMADDWD        260(CX), Y9, Y10
+	VPXORD          Z11, Z11, Z11
+	VMOVDQU64       (AX), Z12
+	VBROADCASTI64X4 128(AX), Z13
+	VPANDD          Z1, Z12, Z14
+	VPSRLW          $0x04, Z12, Z12
+	VPANDD          Z1, Z12, Z12
+	VPSLLVW         Z3, Z13, Z15
+	VPANDD          Z2, Z15, Z15
+	VPORD           Z15, Z14, Z14
+	VPSRLVW         Z4, Z13, Z15
+	VPANDD          Z2, Z15, Z15
+	VPORD           Z15, Z12, Z12
+	VPMADDUBSW      4(CX), Z14, Z13
+	VPERMW          Z9, Z5, Z14
+	VPDPWSSD        Z14, Z13, Z11
+	VPMADDUBSW      68(CX), Z12, Z12
+	VPERMW          Z9, Z6, Z13
+	VPDPWSSD        Z13, Z12, Z11
+	VMOVDQU64       64(AX), Z12
+	VBROADCASTI64X4 160(AX), Z13
+	VPANDD          Z1, Z12, Z14
+	VPSRLW          $0x04, Z12, Z12
+	VPANDD          Z1, Z12, Z12
+	VPSLLVW         Z3, Z13, Z15
+	VPANDD          Z2, Z15, Z15
+	VPORD           Z15, Z14, Z14
+	VPSRLVW         Z4, Z13, Z15
+	VPANDD          Z2, Z15, Z15
+	VPORD           Z15, Z12, Z12
+	VPMADDUBSW      132(CX), Z14, Z13
+	VPERMW          Z9, Z7, Z14
+	VPDPWSSD        Z14, Z13, Z11
+	VPMADDUBSW      196(CX), Z12, Z12
+	VPERMW          Z9, Z8, Z13
+	VPDPWSSD        Z13, Z12, Z11
+	VEXTRACTI64X4   $0x01, Z11, Y9
+	VPADDD          Y9, Y11, Y9
+	VEXTRACTI128    $0x01, Y9, X12
+	VPADDD          X12, X9, X9
+	VEXTRACTI128    $0x01, Y10, X12
+	VPADDD          X12, X10, X10
+	VPSLLD          $0x05, X10, X10
+	VPSUBD          X10, X9, X9
+	VPSHUFD         $0x4e, X9, X10
+	VPADDD          X10, X9, X9
+	VPSHUFD         $0xb1, X9, X10
+	VPADDD          X10, X9, X9
+	VCVTDQ2PS       X9, X9
+	MOVWLZX         208(AX), BX
+	VMOVD           BX, X10
+	VCVTPH2PS       X10, X10
+	VMULSS          (CX), X10, X10
+	VMULSS          X9, X10, X10
+	VADDSS          X10, X0, X0
+	ADDQ            $0x000000d2, AX
+	ADDQ            $0x00000124, CX
+	DECQ            DX
+	JMP             loop
 
 done:
 	VZEROUPPER

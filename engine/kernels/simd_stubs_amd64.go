@@ -19,6 +19,11 @@ func dotQ4KAVX512(x *byte, y *byte, n int) float32
 //go:noescape
 func dotQ6KAVX2(x *byte, y *byte, n int) float32
 
+// dotQ6KAVX512 is dotQ6KAVX2 with AVX-512BW and AVX-512 VNNI.
+//
+//go:noescape
+func dotQ6KAVX512(x *byte, y *byte, n int) float32
+
 // dotQ8_0AVX2 is the dot product of n Q8_0 blocks at x with n q8Blocks at y.
 //
 //go:noescape
