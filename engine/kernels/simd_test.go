@@ -427,3 +427,128 @@ func BenchmarkRowDot(b *testing.B) {
 }
 
 var sink float32
+
+// A row shorter than its activations panics (index out of range) before the
+// assembly could read past it, as the Go reference does.
+func TestSIMDShortRowPanics(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	yk := q8KActs(r, 2, "random", false)
+	y := q8Acts(r, 2, "random", false)
+	x := randRow(r, 16, 1)
+	for _, c := range []struct {
+		name string
+		f    func()
+	}{
+		{"Q4_K", func() { dotQ4KRow(make([]byte, 2*144-1), yk) }},
+		{"Q6_K", func() { dotQ6KRow(make([]byte, 2*210-1), yk) }},
+		{"Q8_0", func() { dotQ8_0Row(make([]byte, 2*34-1), y) }},
+		{"Q4_0", func() { dotQ4_0Row(make([]byte, 2*18-1), y) }},
+		{"F32", func() { dotF32Row(make([]byte, 4*16-1), x) }},
+		{"F16", func() { dotF16Row(make([]byte, 2*16-1), x) }},
+		{"BF16", func() { dotBF16Row(make([]byte, 2*16-1), x) }},
+	} {
+		for _, level := range simdLevels() {
+			func() {
+				defer setSIMD(level)()
+				defer func() {
+					if recover() == nil {
+						t.Errorf("%s %s: short row did not panic", c.name, level)
+					}
+				}()
+				c.f()
+			}()
+		}
+	}
+}
+
+// FuzzSIMDRowDot feeds arbitrary weight bytes (untrusted file contents: any
+// scale, NaN and infinities included) to every kernel path and the reference,
+// with fixed random activations. Results must agree within the rounding bound
+// (the K-quants exactly), NaN or infinite weights give a NaN or infinite result
+// on every path, and only sums near the float32 range may overflow on one path
+// and not the other.
+func FuzzSIMDRowDot(f *testing.F) {
+	f.Add(byte(0), []byte{1, 2, 3})
+	f.Add(byte(1), bytesOf(0xff, 300))
+	f.Add(byte(2), bytesOf(0x80, 144*3))
+	f.Add(byte(3), bytesOf(0x7b, 210*2))
+	f.Add(byte(4), bytesOf(0x3c, 64))
+	f.Fuzz(func(t *testing.T, which byte, data []byte) {
+		types := []Type{Q4_K, Q6_K, Q8_0, Q4_0, F16, BF16, F32}
+		typ := types[int(which)%len(types)]
+		bs, bb := typ.BlockSize(), typ.BlockBytes()
+		nb := max(1, min(len(data)/bb, 64))
+		row := make([]byte, nb*bb)
+		copy(row, data)
+		r := rand.New(rand.NewPCG(uint64(nb), 11))
+		var ref, got func() float32
+		var xf []float32 // the activations as floats
+		switch typ {
+		case Q4_K, Q6_K:
+			y := q8KActs(r, nb, "quantized", false)
+			xf = q8KFloats(y)
+			ref, got = func() float32 { return dotQ4KRowGeneric(row, y) }, func() float32 { return dotQ4KRow(row, y) }
+			if typ == Q6_K {
+				ref, got = func() float32 { return dotQ6KRowGeneric(row, y) }, func() float32 { return dotQ6KRow(row, y) }
+			}
+		case Q8_0, Q4_0:
+			y := q8Acts(r, nb, "quantized", false)
+			xf = q8Floats(y)
+			ref, got = func() float32 { return dotQ8_0RowGeneric(row, y) }, func() float32 { return dotQ8_0Row(row, y) }
+			if typ == Q4_0 {
+				ref, got = func() float32 { return dotQ4_0RowGeneric(row, y) }, func() float32 { return dotQ4_0Row(row, y) }
+			}
+		default:
+			x := randRow(r, nb*bs, 1)
+			xf = x
+			switch typ {
+			case F16:
+				ref, got = func() float32 { return dotF16RowGeneric(row, x) }, func() float32 { return dotF16Row(row, x) }
+			case BF16:
+				ref, got = func() float32 { return dotBF16RowGeneric(row, x) }, func() float32 { return dotBF16Row(row, x) }
+			default:
+				ref, got = func() float32 { return dotF32RowGeneric(row, x) }, func() float32 { return dotF32Row(row, x) }
+			}
+		}
+		want := float64(ref())
+		tol := 2 * float64(nb+8) * unitRoundoff
+		if bs == 1 {
+			tol = float64(nb/8+nb/64+16) * unitRoundoff
+		}
+		abs := absDot(typ, row, xf)
+		finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+		for _, level := range simdLevels() {
+			restore := setSIMD(level)
+			g := float64(got())
+			restore()
+			switch {
+			case typ == Q4_K || typ == Q6_K:
+				// The reference's operations in its order: its bits.
+				if g != want && !(math.IsNaN(g) && math.IsNaN(want)) {
+					t.Fatalf("%v %s: %v, reference %v", typ, level, g, want)
+				}
+			case !finite(abs):
+				// A NaN or infinite weight: NaN or ±Inf, whatever the order.
+				if finite(g) || finite(want) {
+					t.Fatalf("%v %s: %v, reference %v", typ, level, g, want)
+				}
+			case finite(g) && finite(want):
+				if bound := tol * abs; !(math.Abs(g-want) <= bound) {
+					t.Fatalf("%v %s: %v, reference %v (bound %g)", typ, level, g, want, bound)
+				}
+			case abs < math.MaxFloat32/4:
+				// Only a sum near the float32 range may overflow in one
+				// order and not the other.
+				t.Fatalf("%v %s: %v, reference %v", typ, level, g, want)
+			}
+		}
+	})
+}
+
+func bytesOf(v byte, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = v
+	}
+	return b
+}
