@@ -47,7 +47,8 @@ func main() {
 	constants()
 
 	dotQ4KAVX2()
-	dotQ4KAVX512()
+	dotQ4KAVX512(1)
+	dotQ4KAVX512(4)
 	dotQ6KAVX2()
 	dotQ6KAVX512()
 	dotQ8_0AVX2()
@@ -185,6 +186,12 @@ func q4KMinSum(y GPVirtual, u VecVirtual) VecVirtual {
 // sum += d·float32(isum) − dmin·float32(msum). is holds four int32 whose sum is
 // isum, ms eight whose sum is msum.
 func q4KFinish(x, y GPVirtual, is, ms, sum VecVirtual) {
+	q4KAdd(y, q4KDMin(x), q4KIntSums(is, ms), sum)
+}
+
+// q4KIntSums returns float32(isum), float32(isum), float32(msum),
+// float32(msum) from four int32 summing to isum and eight summing to msum.
+func q4KIntSums(is, ms VecVirtual) VecVirtual {
 	mh := XMM()
 	VEXTRACTI128(U8(1), ms, mh)
 	m4 := XMM()
@@ -198,16 +205,28 @@ func q4KFinish(x, y GPVirtual, is, ms, sum VecVirtual) {
 	VPADDD(sw, lo, lo) // isum isum msum msum
 	f := XMM()
 	VCVTDQ2PS(lo, f)
+	return f
+}
+
+// q4KDMin returns f16(x.d), f16(x.d), f16(x.dmin), f16(x.dmin) of the Q4_K
+// block at x.
+func q4KDMin(x GPVirtual) VecVirtual {
 	t := GP32()
 	MOVL(Mem{Base: x}, t)
 	dd := XMM()
 	VMOVD(t, dd)
 	VCVTPH2PS(dd, dd)     // d dmin
 	VUNPCKLPS(dd, dd, dd) // d d dmin dmin
+	return dd
+}
+
+// q4KAdd adds (dd·y.d)·f lane 0 minus lane 2 to sum (f is clobbered).
+func q4KAdd(y GPVirtual, dd, f, sum VecVirtual) {
 	yd := XMM()
 	VBROADCASTSS(Mem{Base: y}, yd)
-	VMULPS(yd, dd, dd)
-	VMULPS(dd, f, f) // d·isum, d·isum, dmin·msum, dmin·msum
+	d2 := XMM()
+	VMULPS(yd, dd, d2)
+	VMULPS(d2, f, f) // d·isum, d·isum, dmin·msum, dmin·msum
 	m := XMM()
 	VMOVHLPS(f, f, m)
 	VSUBSS(m, f, f)
@@ -271,15 +290,38 @@ func dotQ4KAVX2() {
 	RET()
 }
 
-// dotQ4KAVX512 is dotQ4KAVX2 on 512-bit vectors: 64 weights per step, the scale
-// multiply-and-add fused by AVX-512 VNNI's VPDPWSSD.
-func dotQ4KAVX512() {
-	TEXT("dotQ4KAVX512", NOSPLIT, "func(x, y *byte, n int) float32")
-	Pragma("noescape")
-	Doc("dotQ4KAVX512 is dotQ4KAVX2 with AVX-512BW and AVX-512 VNNI.")
+// dotQ4KAVX512 emits dotQ4KAVX2 on 512-bit vectors: 64 weights per step, the
+// scale multiply-and-add fused by AVX-512 VNNI's VPDPWSSD. With tokens > 1 it
+// emits the kernel for that many activation rows (stride bytes apart) at once,
+// sharing the weight unpacking; each token's operations and their order are the
+// single-token kernel's, so each result has its bits.
+func dotQ4KAVX512(tokens int) {
+	if tokens == 1 {
+		TEXT("dotQ4KAVX512", NOSPLIT, "func(x, y *byte, n int) float32")
+		Pragma("noescape")
+		Doc("dotQ4KAVX512 is dotQ4KAVX2 with AVX-512BW and AVX-512 VNNI.")
+	} else {
+		name := fmt.Sprintf("dotQ4KAVX512x%d", tokens)
+		TEXT(name, NOSPLIT, "func(x, y *byte, n, stride int, out *float32)")
+		Pragma("noescape")
+		Doc(fmt.Sprintf("%s sets out[t] = dotQ4KAVX512(x, y+t·stride, n) for t < %d.", name, tokens))
+	}
 	x, y, n := params3()
-	sum := XMM()
-	VXORPS(sum, sum, sum)
+	ys := []GPVirtual{y}
+	if tokens > 1 {
+		stride := GP64()
+		Load(Param("stride"), stride)
+		for t := 1; t < tokens; t++ {
+			yt := GP64()
+			LEAQ(Mem{Base: ys[t-1], Index: stride, Scale: 1}, yt)
+			ys = append(ys, yt)
+		}
+	}
+	sums := make([]VecVirtual, tokens)
+	for t := range sums {
+		sums[t] = XMM()
+		VXORPS(sums[t], sums[t], sums[t])
+	}
 	m4 := ZMM()
 	VMOVDQU64(nibbleMask, m4)
 
@@ -287,14 +329,20 @@ func dotQ4KAVX512() {
 	TESTQ(n, n)
 	JZ(LabelRef("done"))
 	u := q4KScales(x)
-	ms := q4KMinSum(y, u)
+	ms := make([]VecVirtual, tokens)
+	for t := range ms {
+		ms[t] = q4KMinSum(ys[t], u)
+	}
 	smw := YMM()
 	VPMOVZXBW(u, smw)
 	sc := ZMM()
 	VSHUFI64X2(U8(0), smw.AsZ(), smw.AsZ(), sc) // the scales in all four lanes
 
-	acc := ZMM()
-	VPXORD(acc, acc, acc)
+	acc := make([]VecVirtual, tokens)
+	for t := range acc {
+		acc[t] = ZMM()
+		VPXORD(acc[t], acc[t], acc[t])
+	}
 	for j := 0; j < 4; j++ {
 		q := YMM()
 		VMOVDQU(Mem{Base: x, Disp: 16 + 32*j}, q)
@@ -303,30 +351,45 @@ func dotQ4KAVX512() {
 		qq := ZMM()
 		VINSERTI64X4(U8(1), qh, q.AsZ(), qq)
 		VPANDD(m4, qq, qq)
-		p := ZMM()
-		VPMADDUBSW(Mem{Base: y, Disp: q8KQS + 64*j}, qq, p)
 		s := ZMM()
 		VPSHUFB(q4kShuf512.Offset(64*j), sc, s)
-		raw("VPDPWSSD", s, p, acc)
+		for t := range acc {
+			p := ZMM()
+			VPMADDUBSW(Mem{Base: ys[t], Disp: q8KQS + 64*j}, qq, p)
+			raw("VPDPWSSD", s, p, acc[t])
+		}
 	}
-	hi := YMM()
-	VEXTRACTI64X4(U8(1), acc, hi)
-	a8 := YMM()
-	VPADDD(hi, acc.AsY(), a8)
-	h4 := XMM()
-	VEXTRACTI128(U8(1), a8, h4)
-	is := XMM()
-	VPADDD(h4, a8.AsX(), is)
-	q4KFinish(x, y, is, ms, sum)
+	dd := q4KDMin(x)
+	for t := range acc {
+		hi := YMM()
+		VEXTRACTI64X4(U8(1), acc[t], hi)
+		a8 := YMM()
+		VPADDD(hi, acc[t].AsY(), a8)
+		h4 := XMM()
+		VEXTRACTI128(U8(1), a8, h4)
+		is := XMM()
+		VPADDD(h4, a8.AsX(), is)
+		q4KAdd(ys[t], dd, q4KIntSums(is, ms[t]), sums[t])
+	}
 
 	ADDQ(U32(q4KSize), x)
-	ADDQ(U32(q8KSize), y)
+	for _, yt := range ys {
+		ADDQ(U32(q8KSize), yt)
+	}
 	DECQ(n)
 	JMP(LabelRef("loop"))
 
 	Label("done")
 	VZEROUPPER()
-	Store(sum, ReturnIndex(0))
+	if tokens == 1 {
+		Store(sums[0], ReturnIndex(0))
+	} else {
+		out := GP64()
+		Load(Param("out"), out)
+		for t, st := range sums {
+			VMOVSS(st, Mem{Base: out, Disp: 4 * t})
+		}
+	}
 	RET()
 }
 

@@ -33,6 +33,28 @@ func dotQ4KRow(row []byte, y []q8KBlock) float32 {
 	return dotQ4KAVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n)
 }
 
+// dotQ4KRows sets out[t] = dotQ4KRow(row, y[t*nb:(t+1)*nb]) for each
+// t < len(out): one weight row against several activation rows (a batch of
+// tokens), the AVX-512 kernel taking four at a time and unpacking each weight
+// block once for them. Every out[t] has the bits dotQ4KRow gives.
+func dotQ4KRows(out []float32, row []byte, y []q8KBlock, nb int) {
+	if len(out) == 0 {
+		return
+	}
+	_ = y[len(out)*nb-1]
+	t := 0
+	if useAVX512 && nb > 0 {
+		_ = row[nb*144-1]
+		stride := nb * int(unsafe.Sizeof(q8KBlock{}))
+		for ; t+4 <= len(out); t += 4 {
+			dotQ4KAVX512x4(&row[0], (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t])
+		}
+	}
+	for ; t < len(out); t++ {
+		out[t] = dotQ4KRow(row, y[t*nb:(t+1)*nb])
+	}
+}
+
 func dotQ6KRow(row []byte, y []q8KBlock) float32 {
 	n := len(y)
 	if n == 0 || !useAVX2 {

@@ -72,3 +72,11 @@ func dotF16RowGeneric(row []byte, x []float32) float32 {
 func dotBF16RowGeneric(row []byte, x []float32) float32 {
 	return dotRow(BF16, row, &acts{typ: BF16, cols: len(x), f: x, rows: 1}, 0)
 }
+
+// dotQ4KRowsGeneric sets out[t] to the dot product of row with activation row t,
+// y[t*nb:(t+1)*nb], for each t < len(out).
+func dotQ4KRowsGeneric(out []float32, row []byte, y []q8KBlock, nb int) {
+	for t := range out {
+		out[t] = dotQ4KRowGeneric(row, y[t*nb:(t+1)*nb])
+	}
+}

@@ -13,3 +13,7 @@ func dotBF16Row(row []byte, x []float32) float32 { return dotBF16RowGeneric(row,
 func simdLevels() []string { return []string{"generic"} }
 
 func setSIMD(string) (restore func()) { return func() {} }
+
+func dotQ4KRows(out []float32, row []byte, y []q8KBlock, nb int) {
+	dotQ4KRowsGeneric(out, row, y, nb)
+}

@@ -14,6 +14,11 @@ func dotQ4KAVX2(x *byte, y *byte, n int) float32
 //go:noescape
 func dotQ4KAVX512(x *byte, y *byte, n int) float32
 
+// dotQ4KAVX512x4 sets out[t] = dotQ4KAVX512(x, y+t·stride, n) for t < 4.
+//
+//go:noescape
+func dotQ4KAVX512x4(x *byte, y *byte, n int, stride int, out *float32)
+
 // dotQ6KAVX2 is the dot product of n Q6_K blocks at x with n q8KBlocks at y.
 //
 //go:noescape

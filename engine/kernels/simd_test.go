@@ -552,3 +552,73 @@ func bytesOf(v byte, n int) []byte {
 	}
 	return b
 }
+
+// TestSIMDQ4KRows checks the batched Q4_K kernel: each output is the bits of
+// the single-row kernel and within the reference's rounding, for batches that
+// are and are not multiples of 4, and nothing is written around the outputs.
+func TestSIMDQ4KRows(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	const guard = -12345.5
+	for _, nb := range []int{1, 3, 8} {
+		for _, nTok := range []int{1, 2, 3, 4, 5, 7, 8, 9, 16} {
+			for _, am := range []string{"quantized", "random", "min"} {
+				name := fmt.Sprintf("%d/%d/%s", nb, nTok, am)
+				row := weightRow(r, Q4_K, nb, "random", false)
+				y := q8KActs(r, nb*nTok, am, false)
+				for _, level := range simdLevels() {
+					restore := setSIMD(level)
+					buf := make([]float32, nTok+2)
+					for i := range buf {
+						buf[i] = guard
+					}
+					dotQ4KRows(buf[1:nTok+1], row, y, nb)
+					if buf[0] != guard || buf[nTok+1] != guard {
+						t.Errorf("%s %s: guard overwritten: %v", name, level, buf)
+					}
+					for tok := 0; tok < nTok; tok++ {
+						yt := y[tok*nb : (tok+1)*nb]
+						want := dotQ4KRow(row, yt)
+						if got := buf[1+tok]; math.Float32bits(got) != math.Float32bits(want) {
+							t.Errorf("%s %s: token %d: %v, single-row kernel %v", name, level, tok, got, want)
+						}
+						if ref := dotQ4KRowGeneric(row, yt); ref != want {
+							t.Errorf("%s %s: token %d: %v, reference %v", name, level, tok, want, ref)
+						}
+					}
+					restore()
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkQ4KRows measures a weight row against 16 activation rows, batched
+// and one by one (the bytes are the weight row's, once per token).
+func BenchmarkQ4KRows(b *testing.B) {
+	r := rand.New(rand.NewPCG(13, 14))
+	const cols, nTok = 2048, 16
+	nb := cols / qkK
+	var a acts
+	a.prepare(Q8_K, randRow(r, cols*nTok, 1), nTok, cols)
+	row := make([]byte, Q4_K.RowBytes(cols))
+	QuantizeRow(row, Q4_K, randRow(r, cols, 0.1))
+	out := make([]float32, nTok)
+	for _, level := range simdLevels() {
+		b.Run("batched/"+level, func(b *testing.B) {
+			defer setSIMD(level)()
+			b.SetBytes(int64(len(row) * nTok))
+			for b.Loop() {
+				dotQ4KRows(out, row, a.q8k, nb)
+			}
+		})
+		b.Run("single/"+level, func(b *testing.B) {
+			defer setSIMD(level)()
+			b.SetBytes(int64(len(row) * nTok))
+			for b.Loop() {
+				for t := range out {
+					out[t] = dotQ4KRow(row, a.q8k[t*nb:(t+1)*nb])
+				}
+			}
+		})
+	}
+}
