@@ -50,7 +50,8 @@ func main() {
 	dotQ4KAVX512(1)
 	dotQ4KAVX512(4)
 	dotQ6KAVX2()
-	dotQ6KAVX512()
+	dotQ6KAVX512(1)
+	dotQ6KAVX512(4)
 	dotQ8_0AVX2()
 	dotQ8_0AVX512()
 	dotQ4_0AVX2()
@@ -126,6 +127,43 @@ func constants() {
 	q4kMinPairs = rodata("q4kMinPairs", []byte{8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15})
 }
 
+// evex is set while an AVX-512 kernel is generated: its registers may be
+// X16-X31, which only EVEX encodings reach, so the helpers below pick the EVEX
+// forms of the VEX-only instructions.
+var evex bool
+
+func vpand(a, b, dst Op) {
+	if evex {
+		VPANDD(a, b, dst)
+	} else {
+		VPAND(a, b, dst)
+	}
+}
+
+func vpor(a, b, dst Op) {
+	if evex {
+		VPORD(a, b, dst)
+	} else {
+		VPOR(a, b, dst)
+	}
+}
+
+func vmovdqu(src, dst Op) {
+	if evex {
+		VMOVDQU32(src, dst)
+	} else {
+		VMOVDQU(src, dst)
+	}
+}
+
+func vextracti128(i, src, dst Op) {
+	if evex {
+		VEXTRACTI32X4(i, src, dst)
+	} else {
+		VEXTRACTI128(i, src, dst)
+	}
+}
+
 // raw emits an instruction avo's database lacks (AVX-512 VNNI), in Go operand
 // order; the last operand is read and written.
 func raw(op string, ops ...Op) {
@@ -153,19 +191,19 @@ func params3() (x, y, n GPVirtual) {
 // b[j+4]&15 | (b[j-4]>>6)<<4 and min b[j+4]>>4 | (b[j]>>6)<<4.
 func q4KScales(x GPVirtual) VecVirtual {
 	b := XMM()
-	VMOVDQU(Mem{Base: x, Disp: 4}, b) // the 12 scale bytes and 4 quant bytes
+	vmovdqu(Mem{Base: x, Disp: 4}, b) // the 12 scale bytes and 4 quant bytes
 	a := XMM()
 	VPSHUFB(q4kGatherLow, b, a)
 	t := XMM()
 	VPSRLW(U8(4), a, t)
-	VPAND(q4kMaskHigh, t, t) // mins 4-7: b[j+4]>>4
-	VPAND(q4kMaskLow, a, a)  // scales 0-3, mins 0-3: &63; scales 4-7: &15
-	VPOR(t, a, a)
+	vpand(q4kMaskHigh, t, t) // mins 4-7: b[j+4]>>4
+	vpand(q4kMaskLow, a, a)  // scales 0-3, mins 0-3: &63; scales 4-7: &15
+	vpor(t, a, a)
 	c := XMM()
 	VPSHUFB(q4kGatherTop, b, c)
 	VPSRLW(U8(2), c, c)
-	VPAND(bits45Mask, c, c) // the top two bits of scales and mins 4-7
-	VPOR(c, a, a)
+	vpand(bits45Mask, c, c) // the top two bits of scales and mins 4-7
+	vpor(c, a, a)
 	return a
 }
 
@@ -193,7 +231,7 @@ func q4KFinish(x, y GPVirtual, is, ms, sum VecVirtual) {
 // float32(msum) from four int32 summing to isum and eight summing to msum.
 func q4KIntSums(is, ms VecVirtual) VecVirtual {
 	mh := XMM()
-	VEXTRACTI128(U8(1), ms, mh)
+	vextracti128(U8(1), ms, mh)
 	m4 := XMM()
 	VPADDD(mh, ms.AsX(), m4)
 	lo, hi := XMM(), XMM()
@@ -296,6 +334,8 @@ func dotQ4KAVX2() {
 // sharing the weight unpacking; each token's operations and their order are the
 // single-token kernel's, so each result has its bits.
 func dotQ4KAVX512(tokens int) {
+	evex = true
+	defer func() { evex = false }()
 	if tokens == 1 {
 		TEXT("dotQ4KAVX512", NOSPLIT, "func(x, y *byte, n int) float32")
 		Pragma("noescape")
@@ -307,16 +347,7 @@ func dotQ4KAVX512(tokens int) {
 		Doc(fmt.Sprintf("%s sets out[t] = dotQ4KAVX512(x, y+t·stride, n) for t < %d.", name, tokens))
 	}
 	x, y, n := params3()
-	ys := []GPVirtual{y}
-	if tokens > 1 {
-		stride := GP64()
-		Load(Param("stride"), stride)
-		for t := 1; t < tokens; t++ {
-			yt := GP64()
-			LEAQ(Mem{Base: ys[t-1], Index: stride, Scale: 1}, yt)
-			ys = append(ys, yt)
-		}
-	}
+	ys := tokenRows(y, tokens)
 	sums := make([]VecVirtual, tokens)
 	for t := range sums {
 		sums[t] = XMM()
@@ -345,7 +376,7 @@ func dotQ4KAVX512(tokens int) {
 	}
 	for j := 0; j < 4; j++ {
 		q := YMM()
-		VMOVDQU(Mem{Base: x, Disp: 16 + 32*j}, q)
+		vmovdqu(Mem{Base: x, Disp: 16 + 32*j}, q)
 		qh := YMM()
 		VPSRLW(U8(4), q, qh)
 		qq := ZMM()
@@ -366,7 +397,7 @@ func dotQ4KAVX512(tokens int) {
 		a8 := YMM()
 		VPADDD(hi, acc[t].AsY(), a8)
 		h4 := XMM()
-		VEXTRACTI128(U8(1), a8, h4)
+		vextracti128(U8(1), a8, h4)
 		is := XMM()
 		VPADDD(h4, a8.AsX(), is)
 		q4KAdd(ys[t], dd, q4KIntSums(is, ms[t]), sums[t])
@@ -380,17 +411,7 @@ func dotQ4KAVX512(tokens int) {
 	JMP(LabelRef("loop"))
 
 	Label("done")
-	VZEROUPPER()
-	if tokens == 1 {
-		Store(sums[0], ReturnIndex(0))
-	} else {
-		out := GP64()
-		Load(Param("out"), out)
-		for t, st := range sums {
-			VMOVSS(st, Mem{Base: out, Disp: 4 * t})
-		}
-	}
-	RET()
+	storeSums(sums)
 }
 
 // Q6_K: the kernels multiply the unsigned 6-bit quants q with y and take the
@@ -402,8 +423,13 @@ func dotQ4KAVX512(tokens int) {
 // where isum is the sum of the four int32 of is minus 32 times the sum of the
 // eight int32 of bc.
 func q6KFinish(x, y GPVirtual, is, bc, sum VecVirtual) {
+	q6KAdd(y, q6KD(x), q6KIntSum(is, bc), sum)
+}
+
+// q6KIntSum returns float32(isum) (see q6KFinish) in lane 0.
+func q6KIntSum(is, bc VecVirtual) VecVirtual {
 	bh := XMM()
-	VEXTRACTI128(U8(1), bc, bh)
+	vextracti128(U8(1), bc, bh)
 	b4 := XMM()
 	VPADDD(bh, bc.AsX(), b4)
 	VPSLLD(U8(5), b4, b4)
@@ -415,14 +441,25 @@ func q6KFinish(x, y GPVirtual, is, bc, sum VecVirtual) {
 	VPADDD(t, is, is)
 	f := XMM()
 	VCVTDQ2PS(is, f)
+	return f
+}
+
+// q6KD returns f16(x.d) of the Q6_K block at x in lane 0.
+func q6KD(x GPVirtual) VecVirtual {
 	g := GP32()
 	MOVWLZX(Mem{Base: x, Disp: 208}, g)
 	dd := XMM()
 	VMOVD(g, dd)
 	VCVTPH2PS(dd, dd)
-	VMULSS(Mem{Base: y}, dd, dd)
-	VMULSS(f, dd, dd)
-	VADDSS(dd, sum, sum)
+	return dd
+}
+
+// q6KAdd adds (dd·y.d)·f to sum.
+func q6KAdd(y GPVirtual, dd, f, sum VecVirtual) {
+	d2 := XMM()
+	VMULSS(Mem{Base: y}, dd, d2)
+	VMULSS(f, d2, d2)
+	VADDSS(d2, sum, sum)
 }
 
 func dotQ6KAVX2() {
@@ -506,14 +543,29 @@ func dotQ6KAVX2() {
 // dotQ6KAVX512 takes 64 quants per step: the 64 bytes of ql for half h hold
 // the low nibbles of elements 128h+0..63 and the high nibbles of 128h+64..127;
 // their top bits come from qh (broadcast to both 256-bit halves) by per-half
-// shifts; each 128-bit lane of products gets its group's scale by VPERMW.
-func dotQ6KAVX512() {
-	TEXT("dotQ6KAVX512", NOSPLIT, "func(x, y *byte, n int) float32")
-	Pragma("noescape")
-	Doc("dotQ6KAVX512 is dotQ6KAVX2 with AVX-512BW and AVX-512 VNNI.")
+// shifts; each 128-bit lane of products gets its group's scale by VPERMW. With
+// tokens > 1 it emits the kernel for that many activation rows (stride bytes
+// apart), each with the single-token kernel's operations and bits.
+func dotQ6KAVX512(tokens int) {
+	evex = true
+	defer func() { evex = false }()
+	if tokens == 1 {
+		TEXT("dotQ6KAVX512", NOSPLIT, "func(x, y *byte, n int) float32")
+		Pragma("noescape")
+		Doc("dotQ6KAVX512 is dotQ6KAVX2 with AVX-512BW and AVX-512 VNNI.")
+	} else {
+		name := fmt.Sprintf("dotQ6KAVX512x%d", tokens)
+		TEXT(name, NOSPLIT, "func(x, y *byte, n, stride int, out *float32)")
+		Pragma("noescape")
+		Doc(fmt.Sprintf("%s sets out[t] = dotQ6KAVX512(x, y+t·stride, n) for t < %d.", name, tokens))
+	}
 	x, y, n := params3()
-	sum := XMM()
-	VXORPS(sum, sum, sum)
+	ys := tokenRows(y, tokens)
+	sums := make([]VecVirtual, tokens)
+	for t := range sums {
+		sums[t] = XMM()
+		VXORPS(sums[t], sums[t], sums[t])
+	}
 	m4, m30, shl, shr := ZMM(), ZMM(), ZMM(), ZMM()
 	VMOVDQU64(nibbleMask, m4)
 	VMOVDQU64(bits45Mask, m30)
@@ -530,10 +582,14 @@ func dotQ6KAVX512() {
 	JZ(LabelRef("done"))
 	sw16 := ZMM()
 	VPMOVSXBW(Mem{Base: x, Disp: 192}, sw16.AsY())
-	bc := YMM()
-	VPMADDWD(Mem{Base: y, Disp: q8KBsums}, sw16.AsY(), bc)
-	acc := ZMM()
-	VPXORD(acc, acc, acc)
+	bc := make([]VecVirtual, tokens)
+	acc := make([]VecVirtual, tokens)
+	for t := range bc {
+		bc[t] = YMM()
+		VPMADDWD(Mem{Base: ys[t], Disp: q8KBsums}, sw16.AsY(), bc[t])
+		acc[t] = ZMM()
+		VPXORD(acc[t], acc[t], acc[t])
+	}
 	for h := 0; h < 2; h++ {
 		ql, qh := ZMM(), ZMM()
 		VMOVDQU64(Mem{Base: x, Disp: 64 * h}, ql)
@@ -542,38 +598,75 @@ func dotQ6KAVX512() {
 		VPANDD(m4, ql, lo)
 		VPSRLW(U8(4), ql, hi)
 		VPANDD(m4, hi, hi)
-		t := ZMM()
-		VPSLLVW(shl, qh, t) // bits 0-1 (first half), 2-3 (second) to 4-5
-		VPANDD(m30, t, t)
-		VPORD(t, lo, lo)
-		VPSRLVW(shr, qh, t) // bits 4-5, 6-7 to 4-5
-		VPANDD(m30, t, t)
-		VPORD(t, hi, hi)
+		tt := ZMM()
+		VPSLLVW(shl, qh, tt) // bits 0-1 (first half), 2-3 (second) to 4-5
+		VPANDD(m30, tt, tt)
+		VPORD(tt, lo, lo)
+		VPSRLVW(shr, qh, tt) // bits 4-5, 6-7 to 4-5
+		VPANDD(m30, tt, tt)
+		VPORD(tt, hi, hi)
 		for k, v := range []VecVirtual{lo, hi} {
-			p := ZMM()
-			VPMADDUBSW(Mem{Base: y, Disp: q8KQS + 128*h + 64*k}, v, p)
 			s := ZMM()
 			VPERMW(sw16, idx[2*h+k], s)
-			raw("VPDPWSSD", s, p, acc)
+			for t := range acc {
+				p := ZMM()
+				VPMADDUBSW(Mem{Base: ys[t], Disp: q8KQS + 128*h + 64*k}, v, p)
+				raw("VPDPWSSD", s, p, acc[t])
+			}
 		}
 	}
-	a8 := YMM()
-	VEXTRACTI64X4(U8(1), acc, a8)
-	VPADDD(a8, acc.AsY(), a8)
-	hi := XMM()
-	VEXTRACTI128(U8(1), a8, hi)
-	is := XMM()
-	VPADDD(hi, a8.AsX(), is)
-	q6KFinish(x, y, is, bc, sum)
+	dd := q6KD(x)
+	for t := range acc {
+		a8 := YMM()
+		VEXTRACTI64X4(U8(1), acc[t], a8)
+		VPADDD(a8, acc[t].AsY(), a8)
+		hi := XMM()
+		vextracti128(U8(1), a8, hi)
+		is := XMM()
+		VPADDD(hi, a8.AsX(), is)
+		q6KAdd(ys[t], dd, q6KIntSum(is, bc[t]), sums[t])
+	}
 
 	ADDQ(U32(q6KSize), x)
-	ADDQ(U32(q8KSize), y)
+	for _, yt := range ys {
+		ADDQ(U32(q8KSize), yt)
+	}
 	DECQ(n)
 	JMP(LabelRef("loop"))
 
 	Label("done")
+	storeSums(sums)
+}
+
+// tokenRows returns the activation row pointers of a multi-token kernel: y
+// and, with tokens > 1, y + t·stride (the "stride" parameter).
+func tokenRows(y GPVirtual, tokens int) []GPVirtual {
+	ys := []GPVirtual{y}
+	if tokens > 1 {
+		stride := GP64()
+		Load(Param("stride"), stride)
+		for t := 1; t < tokens; t++ {
+			yt := GP64()
+			LEAQ(Mem{Base: ys[t-1], Index: stride, Scale: 1}, yt)
+			ys = append(ys, yt)
+		}
+	}
+	return ys
+}
+
+// storeSums returns the single sum, or stores the sums of a multi-token kernel
+// to its "out" parameter.
+func storeSums(sums []VecVirtual) {
 	VZEROUPPER()
-	Store(sum, ReturnIndex(0))
+	if len(sums) == 1 {
+		Store(sums[0], ReturnIndex(0))
+	} else {
+		out := GP64()
+		Load(Param("out"), out)
+		for t, st := range sums {
+			VMOVSS(st, Mem{Base: out, Disp: 4 * t})
+		}
+	}
 	RET()
 }
 
@@ -665,6 +758,8 @@ func dotQ8_0AVX2() {
 // accumulators of dotQ8_0AVX2 side by side), with the byte products summed by
 // VPDPBUSD (|x| unsigned times y·sign(x)). It gives dotQ8_0AVX2's bits.
 func dotQ8_0AVX512() {
+	evex = true
+	defer func() { evex = false }()
 	TEXT("dotQ8_0AVX512", NOSPLIT, "func(x, y *byte, n int) float32")
 	Pragma("noescape")
 	Doc("dotQ8_0AVX512 is dotQ8_0AVX2 with AVX-512BW and AVX-512 VNNI.")
@@ -676,9 +771,9 @@ func dotQ8_0AVX512() {
 	CMPQ(n, U8(2))
 	JL(LabelRef("last"))
 	qx, qy := ZMM(), ZMM()
-	VMOVDQU(Mem{Base: x, Disp: 2}, qx.AsY())
+	vmovdqu(Mem{Base: x, Disp: 2}, qx.AsY())
 	VINSERTI64X4(U8(1), Mem{Base: x, Disp: q80Size + 2}, qx, qx)
-	VMOVDQU(Mem{Base: y, Disp: q8QS}, qy.AsY())
+	vmovdqu(Mem{Base: y, Disp: q8QS}, qy.AsY())
 	VINSERTI64X4(U8(1), Mem{Base: y, Disp: q8Size + q8QS}, qy, qy)
 	k := K()
 	VPMOVB2M(qx, k)
@@ -706,8 +801,8 @@ func dotQ8_0AVX512() {
 	JZ(LabelRef("done"))
 	dy := blockScale(x, 0, y, 0)
 	bx, by := YMM(), YMM()
-	VMOVDQU(Mem{Base: x, Disp: 2}, bx)
-	VMOVDQU(Mem{Base: y, Disp: q8QS}, by)
+	vmovdqu(Mem{Base: x, Disp: 2}, bx)
+	vmovdqu(Mem{Base: y, Disp: q8QS}, by)
 	VPSIGNB(bx, by, by)
 	VPABSB(bx, bx)
 	bp := YMM()
@@ -821,6 +916,8 @@ func dotFloatAVX2(name, kind string, size int) {
 // dotFloatAVX512 is dotFloatAVX2 on 512-bit vectors: accumulators 2k and 2k+1
 // of dotFloatAVX2 are the halves of zmm k, so it gives dotFloatAVX2's bits.
 func dotFloatAVX512(name, kind string, size int) {
+	evex = true
+	defer func() { evex = false }()
 	TEXT(name, NOSPLIT, "func(x *byte, y *float32, n int) float32")
 	Pragma("noescape")
 	Doc(fmt.Sprintf("%s is %s with AVX-512.", name, strings.Replace(name, "512", "2", 1)))

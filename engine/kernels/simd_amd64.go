@@ -38,20 +38,30 @@ func dotQ4KRow(row []byte, y []q8KBlock) float32 {
 // tokens), the AVX-512 kernel taking four at a time and unpacking each weight
 // block once for them. Every out[t] has the bits dotQ4KRow gives.
 func dotQ4KRows(out []float32, row []byte, y []q8KBlock, nb int) {
+	kRows(out, row, y, nb, 144, dotQ4KAVX512x4, dotQ4KRow)
+}
+
+// dotQ6KRows is dotQ4KRows for Q6_K weights.
+func dotQ6KRows(out []float32, row []byte, y []q8KBlock, nb int) {
+	kRows(out, row, y, nb, 210, dotQ6KAVX512x4, dotQ6KRow)
+}
+
+func kRows(out []float32, row []byte, y []q8KBlock, nb, blockBytes int,
+	x4 func(x, y *byte, n, stride int, out *float32), one func([]byte, []q8KBlock) float32) {
 	if len(out) == 0 {
 		return
 	}
 	_ = y[len(out)*nb-1]
 	t := 0
 	if useAVX512 && nb > 0 {
-		_ = row[nb*144-1]
+		_ = row[nb*blockBytes-1]
 		stride := nb * int(unsafe.Sizeof(q8KBlock{}))
 		for ; t+4 <= len(out); t += 4 {
-			dotQ4KAVX512x4(&row[0], (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t])
+			x4(&row[0], (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t])
 		}
 	}
 	for ; t < len(out); t++ {
-		out[t] = dotQ4KRow(row, y[t*nb:(t+1)*nb])
+		out[t] = one(row, y[t*nb:(t+1)*nb])
 	}
 }
 

@@ -303,7 +303,7 @@ done:
 	RET
 
 // func dotQ4KAVX512(x *byte, y *byte, n int) float32
-// Requires: AVX, AVX2, AVX512BW, AVX512F, F16C, SSE
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, SSE
 TEXT ·dotQ4KAVX512(SB), NOSPLIT, $0-28
 	MOVQ      x+0(FP), AX
 	MOVQ      y+8(FP), CX
@@ -314,44 +314,44 @@ TEXT ·dotQ4KAVX512(SB), NOSPLIT, $0-28
 loop:
 	TESTQ         DX, DX
 	JZ            done
-	VMOVDQU       4(AX), X2
+	VMOVDQU32     4(AX), X2
 	VPSHUFB       q4kGatherLow<>+0(SB), X2, X3
 	VPSRLW        $0x04, X3, X4
-	VPAND         q4kMaskHigh<>+0(SB), X4, X4
-	VPAND         q4kMaskLow<>+0(SB), X3, X3
-	VPOR          X4, X3, X3
+	VPANDD        q4kMaskHigh<>+0(SB), X4, X4
+	VPANDD        q4kMaskLow<>+0(SB), X3, X3
+	VPORD         X4, X3, X3
 	VPSHUFB       q4kGatherTop<>+0(SB), X2, X2
 	VPSRLW        $0x02, X2, X2
-	VPAND         bits45Mask<>+0(SB), X2, X2
-	VPOR          X2, X3, X3
+	VPANDD        bits45Mask<>+0(SB), X2, X2
+	VPORD         X2, X3, X3
 	VPSHUFB       q4kMinPairs<>+0(SB), X3, X2
 	VPMOVZXBW     X2, Y2
 	VPMADDWD      260(CX), Y2, Y2
 	VPMOVZXBW     X3, Y3
 	VSHUFI64X2    $0x00, Z3, Z3, Z4
 	VPXORD        Z5, Z5, Z5
-	VMOVDQU       16(AX), Y3
+	VMOVDQU32     16(AX), Y3
 	VPSRLW        $0x04, Y3, Y6
 	VINSERTI64X4  $0x01, Y6, Z3, Z6
 	VPANDD        Z1, Z6, Z6
 	VPSHUFB       q4kShuf512<>+0(SB), Z4, Z7
 	VPMADDUBSW    4(CX), Z6, Z6
 	VPDPWSSD      Z7, Z6, Z5
-	VMOVDQU       48(AX), Y3
+	VMOVDQU32     48(AX), Y3
 	VPSRLW        $0x04, Y3, Y6
 	VINSERTI64X4  $0x01, Y6, Z3, Z6
 	VPANDD        Z1, Z6, Z6
 	VPSHUFB       q4kShuf512<>+64(SB), Z4, Z7
 	VPMADDUBSW    68(CX), Z6, Z6
 	VPDPWSSD      Z7, Z6, Z5
-	VMOVDQU       80(AX), Y3
+	VMOVDQU32     80(AX), Y3
 	VPSRLW        $0x04, Y3, Y6
 	VINSERTI64X4  $0x01, Y6, Z3, Z6
 	VPANDD        Z1, Z6, Z6
 	VPSHUFB       q4kShuf512<>+128(SB), Z4, Z7
 	VPMADDUBSW    132(CX), Z6, Z6
 	VPDPWSSD      Z7, Z6, Z5
-	VMOVDQU       112(AX), Y3
+	VMOVDQU32     112(AX), Y3
 	VPSRLW        $0x04, Y3, Y6
 	VINSERTI64X4  $0x01, Y6, Z3, Z6
 	VPANDD        Z1, Z6, Z6
@@ -364,9 +364,9 @@ loop:
 	VUNPCKLPS     X3, X3, X3
 	VEXTRACTI64X4 $0x01, Z5, Y4
 	VPADDD        Y4, Y5, Y4
-	VEXTRACTI128  $0x01, Y4, X6
+	VEXTRACTI32X4 $0x01, Y4, X6
 	VPADDD        X6, X4, X4
-	VEXTRACTI128  $0x01, Y2, X6
+	VEXTRACTI32X4 $0x01, Y2, X6
 	VPADDD        X6, X2, X2
 	VPUNPCKLQDQ   X2, X4, X6
 	VPUNPCKHQDQ   X2, X4, X2
@@ -391,7 +391,7 @@ done:
 	RET
 
 // func dotQ4KAVX512x4(x *byte, y *byte, n int, stride int, out *float32)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, F16C
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C
 TEXT ·dotQ4KAVX512x4(SB), NOSPLIT, $0-40
 	MOVQ      x+0(FP), AX
 	MOVQ      y+8(FP), CX
@@ -409,16 +409,16 @@ TEXT ·dotQ4KAVX512x4(SB), NOSPLIT, $0-40
 loop:
 	TESTQ         DX, DX
 	JZ            done
-	VMOVDQU       4(AX), X5
+	VMOVDQU32     4(AX), X5
 	VPSHUFB       q4kGatherLow<>+0(SB), X5, X6
 	VPSRLW        $0x04, X6, X7
-	VPAND         q4kMaskHigh<>+0(SB), X7, X7
-	VPAND         q4kMaskLow<>+0(SB), X6, X6
-	VPOR          X7, X6, X6
+	VPANDD        q4kMaskHigh<>+0(SB), X7, X7
+	VPANDD        q4kMaskLow<>+0(SB), X6, X6
+	VPORD         X7, X6, X6
 	VPSHUFB       q4kGatherTop<>+0(SB), X5, X5
 	VPSRLW        $0x02, X5, X5
-	VPAND         bits45Mask<>+0(SB), X5, X5
-	VPOR          X5, X6, X6
+	VPANDD        bits45Mask<>+0(SB), X5, X5
+	VPORD         X5, X6, X6
 	VPSHUFB       q4kMinPairs<>+0(SB), X6, X5
 	VPMOVZXBW     X5, Y5
 	VPMADDWD      260(CX), Y5, Y5
@@ -437,7 +437,7 @@ loop:
 	VPXORD        Z9, Z9, Z9
 	VPXORD        Z10, Z10, Z10
 	VPXORD        Z11, Z11, Z11
-	VMOVDQU       16(AX), Y6
+	VMOVDQU32     16(AX), Y6
 	VPSRLW        $0x04, Y6, Y15
 	VINSERTI64X4  $0x01, Y15, Z6, Z15
 	VPANDD        Z4, Z15, Z15
@@ -450,7 +450,7 @@ loop:
 	VPDPWSSD      Z16, Z17, Z10
 	VPMADDUBSW    4(BX), Z15, Z15
 	VPDPWSSD      Z16, Z15, Z11
-	VMOVDQU       48(AX), Y6
+	VMOVDQU32     48(AX), Y6
 	VPSRLW        $0x04, Y6, Y15
 	VINSERTI64X4  $0x01, Y15, Z6, Z15
 	VPANDD        Z4, Z15, Z15
@@ -463,7 +463,7 @@ loop:
 	VPDPWSSD      Z16, Z17, Z10
 	VPMADDUBSW    68(BX), Z15, Z15
 	VPDPWSSD      Z16, Z15, Z11
-	VMOVDQU       80(AX), Y6
+	VMOVDQU32     80(AX), Y6
 	VPSRLW        $0x04, Y6, Y15
 	VINSERTI64X4  $0x01, Y15, Z6, Z15
 	VPANDD        Z4, Z15, Z15
@@ -476,7 +476,7 @@ loop:
 	VPDPWSSD      Z16, Z17, Z10
 	VPMADDUBSW    132(BX), Z15, Z15
 	VPDPWSSD      Z16, Z15, Z11
-	VMOVDQU       112(AX), Y6
+	VMOVDQU32     112(AX), Y6
 	VPSRLW        $0x04, Y6, Y15
 	VINSERTI64X4  $0x01, Y15, Z6, Z15
 	VPANDD        Z4, Z15, Z15
@@ -495,9 +495,9 @@ loop:
 	VUNPCKLPS     X6, X6, X6
 	VEXTRACTI64X4 $0x01, Z8, Y14
 	VPADDD        Y14, Y8, Y14
-	VEXTRACTI128  $0x01, Y14, X15
+	VEXTRACTI32X4 $0x01, Y14, X15
 	VPADDD        X15, X14, X14
-	VEXTRACTI128  $0x01, Y5, X15
+	VEXTRACTI32X4 $0x01, Y5, X15
 	VPADDD        X15, X5, X5
 	VPUNPCKLQDQ   X5, X14, X15
 	VPUNPCKHQDQ   X5, X14, X5
@@ -513,9 +513,9 @@ loop:
 	VADDSS        X5, X0, X0
 	VEXTRACTI64X4 $0x01, Z9, Y5
 	VPADDD        Y5, Y9, Y5
-	VEXTRACTI128  $0x01, Y5, X14
+	VEXTRACTI32X4 $0x01, Y5, X14
 	VPADDD        X14, X5, X5
-	VEXTRACTI128  $0x01, Y7, X14
+	VEXTRACTI32X4 $0x01, Y7, X14
 	VPADDD        X14, X7, X7
 	VPUNPCKLQDQ   X7, X5, X14
 	VPUNPCKHQDQ   X7, X5, X5
@@ -531,9 +531,9 @@ loop:
 	VADDSS        X5, X1, X1
 	VEXTRACTI64X4 $0x01, Z10, Y5
 	VPADDD        Y5, Y10, Y5
-	VEXTRACTI128  $0x01, Y5, X7
+	VEXTRACTI32X4 $0x01, Y5, X7
 	VPADDD        X7, X5, X5
-	VEXTRACTI128  $0x01, Y12, X7
+	VEXTRACTI32X4 $0x01, Y12, X7
 	VPADDD        X7, X12, X7
 	VPUNPCKLQDQ   X7, X5, X12
 	VPUNPCKHQDQ   X7, X5, X5
@@ -549,9 +549,9 @@ loop:
 	VADDSS        X5, X2, X2
 	VEXTRACTI64X4 $0x01, Z11, Y5
 	VPADDD        Y5, Y11, Y5
-	VEXTRACTI128  $0x01, Y5, X7
+	VEXTRACTI32X4 $0x01, Y5, X7
 	VPADDD        X7, X5, X5
-	VEXTRACTI128  $0x01, Y13, X7
+	VEXTRACTI32X4 $0x01, Y13, X7
 	VPADDD        X7, X13, X7
 	VPUNPCKLQDQ   X7, X5, X12
 	VPUNPCKHQDQ   X7, X5, X5
@@ -683,8 +683,11 @@ loop:
 	VPADDD       Y6, Y5, Y5
 	VEXTRACTI128 $0x01, Y5, X3
 	VPADDD       X3, X5, X3
-	VEXTRACTI128 $0x01, Y4, X5
-	VPADDD       X5, X4, X4
+	MOVWLZX      208(AX), BX
+	VMOVD        BX, X5
+	VCVTPH2PS    X5, X5
+	VEXTRACTI128 $0x01, Y4, X6
+	VPADDD       X6, X4, X4
 	VPSLLD       $0x05, X4, X4
 	VPSUBD       X4, X3, X3
 	VPSHUFD      $0x4e, X3, X4
@@ -692,10 +695,7 @@ loop:
 	VPSHUFD      $0xb1, X3, X4
 	VPADDD       X4, X3, X3
 	VCVTDQ2PS    X3, X3
-	MOVWLZX      208(AX), BX
-	VMOVD        BX, X4
-	VCVTPH2PS    X4, X4
-	VMULSS       (CX), X4, X4
+	VMULSS       (CX), X5, X4
 	VMULSS       X3, X4, X4
 	VADDSS       X4, X0, X0
 	ADDQ         $0x000000d2, AX
@@ -709,7 +709,7 @@ done:
 	RET
 
 // func dotQ6KAVX512(x *byte, y *byte, n int) float32
-// Requires: AVX, AVX2, AVX512BW, AVX512F, F16C, SSE
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, SSE
 TEXT ·dotQ6KAVX512(SB), NOSPLIT, $0-28
 	MOVQ      x+0(FP), AX
 	MOVQ      y+8(FP), CX
@@ -741,11 +741,11 @@ loop:
 	VPSRLVW         Z4, Z13, Z15
 	VPANDD          Z2, Z15, Z15
 	VPORD           Z15, Z12, Z12
-	VPMADDUBSW      4(CX), Z14, Z13
-	VPERMW          Z9, Z5, Z14
-	VPDPWSSD        Z14, Z13, Z11
-	VPMADDUBSW      68(CX), Z12, Z12
+	VPERMW          Z9, Z5, Z13
+	VPMADDUBSW      4(CX), Z14, Z14
+	VPDPWSSD        Z13, Z14, Z11
 	VPERMW          Z9, Z6, Z13
+	VPMADDUBSW      68(CX), Z12, Z12
 	VPDPWSSD        Z13, Z12, Z11
 	VMOVDQU64       64(AX), Z12
 	VBROADCASTI64X4 160(AX), Z13
@@ -758,31 +758,31 @@ loop:
 	VPSRLVW         Z4, Z13, Z15
 	VPANDD          Z2, Z15, Z15
 	VPORD           Z15, Z12, Z12
-	VPMADDUBSW      132(CX), Z14, Z13
-	VPERMW          Z9, Z7, Z14
-	VPDPWSSD        Z14, Z13, Z11
-	VPMADDUBSW      196(CX), Z12, Z12
+	VPERMW          Z9, Z7, Z13
+	VPMADDUBSW      132(CX), Z14, Z14
+	VPDPWSSD        Z13, Z14, Z11
 	VPERMW          Z9, Z8, Z13
+	VPMADDUBSW      196(CX), Z12, Z12
 	VPDPWSSD        Z13, Z12, Z11
-	VEXTRACTI64X4   $0x01, Z11, Y9
-	VPADDD          Y9, Y11, Y9
-	VEXTRACTI128    $0x01, Y9, X12
-	VPADDD          X12, X9, X9
-	VEXTRACTI128    $0x01, Y10, X12
-	VPADDD          X12, X10, X10
-	VPSLLD          $0x05, X10, X10
-	VPSUBD          X10, X9, X9
-	VPSHUFD         $0x4e, X9, X10
-	VPADDD          X10, X9, X9
-	VPSHUFD         $0xb1, X9, X10
-	VPADDD          X10, X9, X9
-	VCVTDQ2PS       X9, X9
 	MOVWLZX         208(AX), BX
-	VMOVD           BX, X10
-	VCVTPH2PS       X10, X10
-	VMULSS          (CX), X10, X10
-	VMULSS          X9, X10, X10
-	VADDSS          X10, X0, X0
+	VMOVD           BX, X9
+	VCVTPH2PS       X9, X9
+	VEXTRACTI64X4   $0x01, Z11, Y12
+	VPADDD          Y12, Y11, Y12
+	VEXTRACTI32X4   $0x01, Y12, X13
+	VPADDD          X13, X12, X12
+	VEXTRACTI32X4   $0x01, Y10, X13
+	VPADDD          X13, X10, X10
+	VPSLLD          $0x05, X10, X10
+	VPSUBD          X10, X12, X12
+	VPSHUFD         $0x4e, X12, X10
+	VPADDD          X10, X12, X12
+	VPSHUFD         $0xb1, X12, X10
+	VPADDD          X10, X12, X12
+	VCVTDQ2PS       X12, X10
+	VMULSS          (CX), X9, X9
+	VMULSS          X10, X9, X9
+	VADDSS          X9, X0, X0
 	ADDQ            $0x000000d2, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
@@ -791,6 +791,183 @@ loop:
 done:
 	VZEROUPPER
 	MOVSS X0, ret+24(FP)
+	RET
+
+// func dotQ6KAVX512x4(x *byte, y *byte, n int, stride int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C
+TEXT ·dotQ6KAVX512x4(SB), NOSPLIT, $0-40
+	MOVQ      x+0(FP), AX
+	MOVQ      y+8(FP), CX
+	MOVQ      n+16(FP), DX
+	MOVQ      stride+24(FP), BX
+	LEAQ      (CX)(BX*1), SI
+	LEAQ      (SI)(BX*1), DI
+	LEAQ      (DI)(BX*1), BX
+	VXORPS    X0, X0, X0
+	VXORPS    X1, X1, X1
+	VXORPS    X2, X2, X2
+	VXORPS    X3, X3, X3
+	VMOVDQU64 nibbleMask<>+0(SB), Z4
+	VMOVDQU64 bits45Mask<>+0(SB), Z5
+	VMOVDQU64 q6kShiftLow<>+0(SB), Z6
+	VMOVDQU64 q6kShiftHigh<>+0(SB), Z7
+	VMOVDQU64 q6kPerm<>+0(SB), Z8
+	VMOVDQU64 q6kPerm<>+64(SB), Z9
+	VMOVDQU64 q6kPerm<>+128(SB), Z10
+	VMOVDQU64 q6kPerm<>+192(SB), Z11
+
+loop:
+	TESTQ           DX, DX
+	JZ              done
+	VPMOVSXBW       192(AX), Y12
+	VPMADDWD        260(CX), Y12, Y13
+	VPXORD          Z14, Z14, Z14
+	VPMADDWD        260(SI), Y12, Y15
+	VPXORD          Z16, Z16, Z16
+	VPMADDWD        260(DI), Y12, Y17
+	VPXORD          Z18, Z18, Z18
+	VPMADDWD        260(BX), Y12, Y19
+	VPXORD          Z20, Z20, Z20
+	VMOVDQU64       (AX), Z21
+	VBROADCASTI64X4 128(AX), Z22
+	VPANDD          Z4, Z21, Z23
+	VPSRLW          $0x04, Z21, Z21
+	VPANDD          Z4, Z21, Z21
+	VPSLLVW         Z6, Z22, Z24
+	VPANDD          Z5, Z24, Z24
+	VPORD           Z24, Z23, Z23
+	VPSRLVW         Z7, Z22, Z24
+	VPANDD          Z5, Z24, Z24
+	VPORD           Z24, Z21, Z21
+	VPERMW          Z12, Z8, Z22
+	VPMADDUBSW      4(CX), Z23, Z24
+	VPDPWSSD        Z22, Z24, Z14
+	VPMADDUBSW      4(SI), Z23, Z24
+	VPDPWSSD        Z22, Z24, Z16
+	VPMADDUBSW      4(DI), Z23, Z24
+	VPDPWSSD        Z22, Z24, Z18
+	VPMADDUBSW      4(BX), Z23, Z23
+	VPDPWSSD        Z22, Z23, Z20
+	VPERMW          Z12, Z9, Z22
+	VPMADDUBSW      68(CX), Z21, Z23
+	VPDPWSSD        Z22, Z23, Z14
+	VPMADDUBSW      68(SI), Z21, Z23
+	VPDPWSSD        Z22, Z23, Z16
+	VPMADDUBSW      68(DI), Z21, Z23
+	VPDPWSSD        Z22, Z23, Z18
+	VPMADDUBSW      68(BX), Z21, Z21
+	VPDPWSSD        Z22, Z21, Z20
+	VMOVDQU64       64(AX), Z21
+	VBROADCASTI64X4 160(AX), Z22
+	VPANDD          Z4, Z21, Z23
+	VPSRLW          $0x04, Z21, Z21
+	VPANDD          Z4, Z21, Z21
+	VPSLLVW         Z6, Z22, Z24
+	VPANDD          Z5, Z24, Z24
+	VPORD           Z24, Z23, Z23
+	VPSRLVW         Z7, Z22, Z24
+	VPANDD          Z5, Z24, Z24
+	VPORD           Z24, Z21, Z21
+	VPERMW          Z12, Z10, Z22
+	VPMADDUBSW      132(CX), Z23, Z24
+	VPDPWSSD        Z22, Z24, Z14
+	VPMADDUBSW      132(SI), Z23, Z24
+	VPDPWSSD        Z22, Z24, Z16
+	VPMADDUBSW      132(DI), Z23, Z24
+	VPDPWSSD        Z22, Z24, Z18
+	VPMADDUBSW      132(BX), Z23, Z23
+	VPDPWSSD        Z22, Z23, Z20
+	VPERMW          Z12, Z11, Z22
+	VPMADDUBSW      196(CX), Z21, Z23
+	VPDPWSSD        Z22, Z23, Z14
+	VPMADDUBSW      196(SI), Z21, Z23
+	VPDPWSSD        Z22, Z23, Z16
+	VPMADDUBSW      196(DI), Z21, Z23
+	VPDPWSSD        Z22, Z23, Z18
+	VPMADDUBSW      196(BX), Z21, Z21
+	VPDPWSSD        Z22, Z21, Z20
+	MOVWLZX         208(AX), R8
+	VMOVD           R8, X12
+	VCVTPH2PS       X12, X12
+	VEXTRACTI64X4   $0x01, Z14, Y21
+	VPADDD          Y21, Y14, Y21
+	VEXTRACTI32X4   $0x01, Y21, X22
+	VPADDD          X22, X21, X21
+	VEXTRACTI32X4   $0x01, Y13, X22
+	VPADDD          X22, X13, X13
+	VPSLLD          $0x05, X13, X13
+	VPSUBD          X13, X21, X21
+	VPSHUFD         $0x4e, X21, X13
+	VPADDD          X13, X21, X21
+	VPSHUFD         $0xb1, X21, X13
+	VPADDD          X13, X21, X21
+	VCVTDQ2PS       X21, X13
+	VMULSS          (CX), X12, X21
+	VMULSS          X13, X21, X21
+	VADDSS          X21, X0, X0
+	VEXTRACTI64X4   $0x01, Z16, Y13
+	VPADDD          Y13, Y16, Y13
+	VEXTRACTI32X4   $0x01, Y13, X21
+	VPADDD          X21, X13, X13
+	VEXTRACTI32X4   $0x01, Y15, X21
+	VPADDD          X21, X15, X15
+	VPSLLD          $0x05, X15, X15
+	VPSUBD          X15, X13, X13
+	VPSHUFD         $0x4e, X13, X15
+	VPADDD          X15, X13, X13
+	VPSHUFD         $0xb1, X13, X15
+	VPADDD          X15, X13, X13
+	VCVTDQ2PS       X13, X13
+	VMULSS          (SI), X12, X15
+	VMULSS          X13, X15, X15
+	VADDSS          X15, X1, X1
+	VEXTRACTI64X4   $0x01, Z18, Y13
+	VPADDD          Y13, Y18, Y13
+	VEXTRACTI32X4   $0x01, Y13, X15
+	VPADDD          X15, X13, X13
+	VEXTRACTI32X4   $0x01, Y17, X15
+	VPADDD          X15, X17, X15
+	VPSLLD          $0x05, X15, X15
+	VPSUBD          X15, X13, X13
+	VPSHUFD         $0x4e, X13, X15
+	VPADDD          X15, X13, X13
+	VPSHUFD         $0xb1, X13, X15
+	VPADDD          X15, X13, X13
+	VCVTDQ2PS       X13, X13
+	VMULSS          (DI), X12, X15
+	VMULSS          X13, X15, X15
+	VADDSS          X15, X2, X2
+	VEXTRACTI64X4   $0x01, Z20, Y13
+	VPADDD          Y13, Y20, Y13
+	VEXTRACTI32X4   $0x01, Y13, X15
+	VPADDD          X15, X13, X13
+	VEXTRACTI32X4   $0x01, Y19, X15
+	VPADDD          X15, X19, X15
+	VPSLLD          $0x05, X15, X15
+	VPSUBD          X15, X13, X13
+	VPSHUFD         $0x4e, X13, X15
+	VPADDD          X15, X13, X13
+	VPSHUFD         $0xb1, X13, X15
+	VPADDD          X15, X13, X13
+	VCVTDQ2PS       X13, X13
+	VMULSS          (BX), X12, X12
+	VMULSS          X13, X12, X12
+	VADDSS          X12, X3, X3
+	ADDQ            $0x000000d2, AX
+	ADDQ            $0x00000124, CX
+	ADDQ            $0x00000124, SI
+	ADDQ            $0x00000124, DI
+	ADDQ            $0x00000124, BX
+	DECQ            DX
+	JMP             loop
+
+done:
+	VZEROUPPER
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
+	VMOVSS X2, 8(AX)
+	VMOVSS X3, 12(AX)
 	RET
 
 // func dotQ8_0AVX2(x *byte, y *byte, n int) float32
@@ -867,7 +1044,7 @@ done:
 	RET
 
 // func dotQ8_0AVX512(x *byte, y *byte, n int) float32
-// Requires: AVX, AVX2, AVX512BW, AVX512F, F16C, FMA3, SSE
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, FMA3, SSE
 TEXT ·dotQ8_0AVX512(SB), NOSPLIT, $0-28
 	MOVQ   x+0(FP), AX
 	MOVQ   y+8(FP), CX
@@ -878,9 +1055,9 @@ TEXT ·dotQ8_0AVX512(SB), NOSPLIT, $0-28
 pairs:
 	CMPQ         DX, $0x02
 	JL           last
-	VMOVDQU      2(AX), Y2
+	VMOVDQU32    2(AX), Y2
 	VINSERTI64X4 $0x01, 36(AX), Z2, Z2
-	VMOVDQU      4(CX), Y3
+	VMOVDQU32    4(CX), Y3
 	VINSERTI64X4 $0x01, 40(CX), Z3, Z3
 	VPMOVB2M     Z2, K1
 	VPSUBB       Z3, Z1, K1, Z3
@@ -914,8 +1091,8 @@ last:
 	VCVTPH2PS     X2, X2
 	VMULSS        (CX), X2, X2
 	VBROADCASTSS  X2, Y2
-	VMOVDQU       2(AX), Y3
-	VMOVDQU       4(CX), Y4
+	VMOVDQU32     2(AX), Y3
+	VMOVDQU32     4(CX), Y4
 	VPSIGNB       Y3, Y4, Y4
 	VPABSB        Y3, Y3
 	VPXOR         Y5, Y5, Y5

@@ -80,3 +80,27 @@ func dotQ4KRowsGeneric(out []float32, row []byte, y []q8KBlock, nb int) {
 		out[t] = dotQ4KRowGeneric(row, y[t*nb:(t+1)*nb])
 	}
 }
+
+// dotQ6KRowsGeneric is dotQ4KRowsGeneric for Q6_K.
+func dotQ6KRowsGeneric(out []float32, row []byte, y []q8KBlock, nb int) {
+	for t := range out {
+		out[t] = dotQ6KRowGeneric(row, y[t*nb:(t+1)*nb])
+	}
+}
+
+// dotRows sets out[t] = dotRow(wt, row, a, t) for each t < len(out) (at most
+// a.rows): one weight row against a batch of activation rows, through the
+// batched kernels where a type has them (Q4_K, Q6_K), which give every token
+// dotRow's bits. MatMul's per-row loop over tokens can call it instead.
+func dotRows(wt Type, row []byte, a *acts, out []float32) {
+	switch wt {
+	case Q4_K:
+		dotQ4KRows(out, row, a.q8k, a.cols/qkK)
+	case Q6_K:
+		dotQ6KRows(out, row, a.q8k, a.cols/qkK)
+	default:
+		for t := range out {
+			out[t] = dotRow(wt, row, a, t)
+		}
+	}
+}

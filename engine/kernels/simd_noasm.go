@@ -17,3 +17,7 @@ func setSIMD(string) (restore func()) { return func() {} }
 func dotQ4KRows(out []float32, row []byte, y []q8KBlock, nb int) {
 	dotQ4KRowsGeneric(out, row, y, nb)
 }
+
+func dotQ6KRows(out []float32, row []byte, y []q8KBlock, nb int) {
+	dotQ6KRowsGeneric(out, row, y, nb)
+}

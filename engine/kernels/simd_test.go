@@ -553,72 +553,117 @@ func bytesOf(v byte, n int) []byte {
 	return b
 }
 
-// TestSIMDQ4KRows checks the batched Q4_K kernel: each output is the bits of
-// the single-row kernel and within the reference's rounding, for batches that
-// are and are not multiples of 4, and nothing is written around the outputs.
-func TestSIMDQ4KRows(t *testing.T) {
+// TestSIMDKRows checks the batched K-quant kernels: each output is the bits of
+// the single-row kernel and of the reference, for batches that are and are not
+// multiples of 4, and nothing is written around the outputs.
+func TestSIMDKRows(t *testing.T) {
 	r := rand.New(rand.NewPCG(11, 12))
 	const guard = -12345.5
-	for _, nb := range []int{1, 3, 8} {
-		for _, nTok := range []int{1, 2, 3, 4, 5, 7, 8, 9, 16} {
-			for _, am := range []string{"quantized", "random", "min"} {
-				name := fmt.Sprintf("%d/%d/%s", nb, nTok, am)
-				row := weightRow(r, Q4_K, nb, "random", false)
-				y := q8KActs(r, nb*nTok, am, false)
-				for _, level := range simdLevels() {
-					restore := setSIMD(level)
-					buf := make([]float32, nTok+2)
-					for i := range buf {
-						buf[i] = guard
-					}
-					dotQ4KRows(buf[1:nTok+1], row, y, nb)
-					if buf[0] != guard || buf[nTok+1] != guard {
-						t.Errorf("%s %s: guard overwritten: %v", name, level, buf)
-					}
-					for tok := 0; tok < nTok; tok++ {
-						yt := y[tok*nb : (tok+1)*nb]
-						want := dotQ4KRow(row, yt)
-						if got := buf[1+tok]; math.Float32bits(got) != math.Float32bits(want) {
-							t.Errorf("%s %s: token %d: %v, single-row kernel %v", name, level, tok, got, want)
+	for _, c := range []struct {
+		typ  Type
+		rows func([]float32, []byte, []q8KBlock, int)
+		one  func([]byte, []q8KBlock) float32
+		ref  func([]byte, []q8KBlock) float32
+	}{
+		{Q4_K, dotQ4KRows, dotQ4KRow, dotQ4KRowGeneric},
+		{Q6_K, dotQ6KRows, dotQ6KRow, dotQ6KRowGeneric},
+	} {
+		for _, nb := range []int{1, 3, 8} {
+			for _, nTok := range []int{1, 2, 3, 4, 5, 7, 8, 9, 16} {
+				for _, am := range []string{"quantized", "random", "min"} {
+					name := fmt.Sprintf("%v/%d/%d/%s", c.typ, nb, nTok, am)
+					row := weightRow(r, c.typ, nb, "random", false)
+					y := q8KActs(r, nb*nTok, am, false)
+					for _, level := range simdLevels() {
+						restore := setSIMD(level)
+						buf := make([]float32, nTok+2)
+						for i := range buf {
+							buf[i] = guard
 						}
-						if ref := dotQ4KRowGeneric(row, yt); ref != want {
-							t.Errorf("%s %s: token %d: %v, reference %v", name, level, tok, want, ref)
+						c.rows(buf[1:nTok+1], row, y, nb)
+						if buf[0] != guard || buf[nTok+1] != guard {
+							t.Errorf("%s %s: guard overwritten: %v", name, level, buf)
 						}
+						for tok := 0; tok < nTok; tok++ {
+							yt := y[tok*nb : (tok+1)*nb]
+							want := c.one(row, yt)
+							if got := buf[1+tok]; math.Float32bits(got) != math.Float32bits(want) {
+								t.Errorf("%s %s: token %d: %v, single-row kernel %v", name, level, tok, got, want)
+							}
+							if ref := c.ref(row, yt); ref != want {
+								t.Errorf("%s %s: token %d: %v, reference %v", name, level, tok, want, ref)
+							}
+						}
+						restore()
 					}
-					restore()
 				}
 			}
 		}
 	}
 }
 
-// BenchmarkQ4KRows measures a weight row against 16 activation rows, batched
+// BenchmarkKRows measures a weight row against 16 activation rows, batched
 // and one by one (the bytes are the weight row's, once per token).
-func BenchmarkQ4KRows(b *testing.B) {
+func BenchmarkKRows(b *testing.B) {
 	r := rand.New(rand.NewPCG(13, 14))
 	const cols, nTok = 2048, 16
 	nb := cols / qkK
 	var a acts
 	a.prepare(Q8_K, randRow(r, cols*nTok, 1), nTok, cols)
-	row := make([]byte, Q4_K.RowBytes(cols))
-	QuantizeRow(row, Q4_K, randRow(r, cols, 0.1))
 	out := make([]float32, nTok)
-	for _, level := range simdLevels() {
-		b.Run("batched/"+level, func(b *testing.B) {
-			defer setSIMD(level)()
-			b.SetBytes(int64(len(row) * nTok))
-			for b.Loop() {
-				dotQ4KRows(out, row, a.q8k, nb)
-			}
-		})
-		b.Run("single/"+level, func(b *testing.B) {
-			defer setSIMD(level)()
-			b.SetBytes(int64(len(row) * nTok))
-			for b.Loop() {
-				for t := range out {
-					out[t] = dotQ4KRow(row, a.q8k[t*nb:(t+1)*nb])
+	for _, c := range []struct {
+		typ  Type
+		rows func([]float32, []byte, []q8KBlock, int)
+		one  func([]byte, []q8KBlock) float32
+	}{
+		{Q4_K, dotQ4KRows, dotQ4KRow},
+		{Q6_K, dotQ6KRows, dotQ6KRow},
+	} {
+		row := make([]byte, c.typ.RowBytes(cols))
+		QuantizeRow(row, c.typ, randRow(r, cols, 0.1))
+		for _, level := range simdLevels() {
+			b.Run(fmt.Sprintf("%v/batched/%s", c.typ, level), func(b *testing.B) {
+				defer setSIMD(level)()
+				b.SetBytes(int64(len(row) * nTok))
+				for b.Loop() {
+					c.rows(out, row, a.q8k, nb)
 				}
+			})
+			b.Run(fmt.Sprintf("%v/single/%s", c.typ, level), func(b *testing.B) {
+				defer setSIMD(level)()
+				b.SetBytes(int64(len(row) * nTok))
+				for b.Loop() {
+					for t := range out {
+						out[t] = c.one(row, a.q8k[t*nb:(t+1)*nb])
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestSIMDDotRows checks dotRows against dotRow for every weight type on the
+// activations MatMul prepares, bit for bit, for several batch sizes.
+func TestSIMDDotRows(t *testing.T) {
+	r := rand.New(rand.NewPCG(15, 16))
+	const cols = 512
+	for _, typ := range []Type{Q4_K, Q6_K, Q8_0, Q4_0, F16, BF16, F32} {
+		row := make([]byte, typ.RowBytes(cols))
+		QuantizeRow(row, typ, randRow(r, cols, 0.1))
+		for _, nTok := range []int{1, 4, 6} {
+			var a acts
+			a.prepare(VecDotType(typ), randRow(r, cols*nTok, 1), nTok, cols)
+			for _, level := range simdLevels() {
+				restore := setSIMD(level)
+				out := make([]float32, nTok)
+				dotRows(typ, row, &a, out)
+				for tok, got := range out {
+					if want := dotRow(typ, row, &a, tok); math.Float32bits(got) != math.Float32bits(want) {
+						t.Errorf("%v %d tokens %s: token %d: %v, dotRow %v", typ, nTok, level, tok, got, want)
+					}
+				}
+				restore()
 			}
-		})
+		}
 	}
 }
