@@ -40,6 +40,7 @@ var (
 	q4kShuf, q4kShuf512, q6kShuf                        Mem
 	q4kGatherLow, q4kGatherTop, q4kMaskLow, q4kMaskHigh Mem
 	q4kMinPairs, q6kShiftLow, q6kShiftHigh, q6kPerm     Mem
+	q4kShiftHigh                                        Mem
 )
 
 func main() {
@@ -124,6 +125,8 @@ func constants() {
 		}
 	}
 	q6kPerm = rodata("q6kPerm", b)
+	// Q4_K on 512 bits: word shift counts 0 in the low half, 4 in the high.
+	q4kShiftHigh = rodata("q4kShiftHigh", append(bytes.Repeat([]byte{0, 0}, 16), bytes.Repeat([]byte{4, 0}, 16)...))
 	q4kMinPairs = rodata("q4kMinPairs", []byte{8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15})
 }
 
@@ -353,8 +356,9 @@ func dotQ4KAVX512(tokens int) {
 		sums[t] = XMM()
 		VXORPS(sums[t], sums[t], sums[t])
 	}
-	m4 := ZMM()
+	m4, shr4 := ZMM(), ZMM()
 	VMOVDQU64(nibbleMask, m4)
+	VMOVDQU64(q4kShiftHigh, shr4)
 
 	Label("loop")
 	TESTQ(n, n)
@@ -375,12 +379,11 @@ func dotQ4KAVX512(tokens int) {
 		VPXORD(acc[t], acc[t], acc[t])
 	}
 	for j := 0; j < 4; j++ {
-		q := YMM()
-		vmovdqu(Mem{Base: x, Disp: 16 + 32*j}, q)
-		qh := YMM()
-		VPSRLW(U8(4), q, qh)
+		// The 32 quant bytes in both halves, the high half shifted to its
+		// high nibbles: the 64 quants of elements 64j..64j+63.
 		qq := ZMM()
-		VINSERTI64X4(U8(1), qh, q.AsZ(), qq)
+		VBROADCASTI64X4(Mem{Base: x, Disp: 16 + 32*j}, qq)
+		VPSRLVW(shr4, qq, qq)
 		VPANDD(m4, qq, qq)
 		s := ZMM()
 		VPSHUFB(q4kShuf512.Offset(64*j), sc, s)

@@ -192,6 +192,16 @@ DATA q6kPerm<>+240(SB)/8, $0x000f000f000f000f
 DATA q6kPerm<>+248(SB)/8, $0x000f000f000f000f
 GLOBL q6kPerm<>(SB), RODATA|NOPTR, $256
 
+DATA q4kShiftHigh<>+0(SB)/8, $0x0000000000000000
+DATA q4kShiftHigh<>+8(SB)/8, $0x0000000000000000
+DATA q4kShiftHigh<>+16(SB)/8, $0x0000000000000000
+DATA q4kShiftHigh<>+24(SB)/8, $0x0000000000000000
+DATA q4kShiftHigh<>+32(SB)/8, $0x0004000400040004
+DATA q4kShiftHigh<>+40(SB)/8, $0x0004000400040004
+DATA q4kShiftHigh<>+48(SB)/8, $0x0004000400040004
+DATA q4kShiftHigh<>+56(SB)/8, $0x0004000400040004
+GLOBL q4kShiftHigh<>(SB), RODATA|NOPTR, $64
+
 DATA q4kMinPairs<>+0(SB)/8, $0x0b0b0a0a09090808
 DATA q4kMinPairs<>+8(SB)/8, $0x0f0f0e0e0d0d0c0c
 GLOBL q4kMinPairs<>(SB), RODATA|NOPTR, $16
@@ -310,80 +320,77 @@ TEXT ·dotQ4KAVX512(SB), NOSPLIT, $0-28
 	MOVQ      n+16(FP), DX
 	VXORPS    X0, X0, X0
 	VMOVDQU64 nibbleMask<>+0(SB), Z1
+	VMOVDQU64 q4kShiftHigh<>+0(SB), Z2
 
 loop:
-	TESTQ         DX, DX
-	JZ            done
-	VMOVDQU32     4(AX), X2
-	VPSHUFB       q4kGatherLow<>+0(SB), X2, X3
-	VPSRLW        $0x04, X3, X4
-	VPANDD        q4kMaskHigh<>+0(SB), X4, X4
-	VPANDD        q4kMaskLow<>+0(SB), X3, X3
-	VPORD         X4, X3, X3
-	VPSHUFB       q4kGatherTop<>+0(SB), X2, X2
-	VPSRLW        $0x02, X2, X2
-	VPANDD        bits45Mask<>+0(SB), X2, X2
-	VPORD         X2, X3, X3
-	VPSHUFB       q4kMinPairs<>+0(SB), X3, X2
-	VPMOVZXBW     X2, Y2
-	VPMADDWD      260(CX), Y2, Y2
-	VPMOVZXBW     X3, Y3
-	VSHUFI64X2    $0x00, Z3, Z3, Z4
-	VPXORD        Z5, Z5, Z5
-	VMOVDQU32     16(AX), Y3
-	VPSRLW        $0x04, Y3, Y6
-	VINSERTI64X4  $0x01, Y6, Z3, Z6
-	VPANDD        Z1, Z6, Z6
-	VPSHUFB       q4kShuf512<>+0(SB), Z4, Z7
-	VPMADDUBSW    4(CX), Z6, Z6
-	VPDPWSSD      Z7, Z6, Z5
-	VMOVDQU32     48(AX), Y3
-	VPSRLW        $0x04, Y3, Y6
-	VINSERTI64X4  $0x01, Y6, Z3, Z6
-	VPANDD        Z1, Z6, Z6
-	VPSHUFB       q4kShuf512<>+64(SB), Z4, Z7
-	VPMADDUBSW    68(CX), Z6, Z6
-	VPDPWSSD      Z7, Z6, Z5
-	VMOVDQU32     80(AX), Y3
-	VPSRLW        $0x04, Y3, Y6
-	VINSERTI64X4  $0x01, Y6, Z3, Z6
-	VPANDD        Z1, Z6, Z6
-	VPSHUFB       q4kShuf512<>+128(SB), Z4, Z7
-	VPMADDUBSW    132(CX), Z6, Z6
-	VPDPWSSD      Z7, Z6, Z5
-	VMOVDQU32     112(AX), Y3
-	VPSRLW        $0x04, Y3, Y6
-	VINSERTI64X4  $0x01, Y6, Z3, Z6
-	VPANDD        Z1, Z6, Z6
-	VPSHUFB       q4kShuf512<>+192(SB), Z4, Z4
-	VPMADDUBSW    196(CX), Z6, Z6
-	VPDPWSSD      Z4, Z6, Z5
-	MOVL          (AX), BX
-	VMOVD         BX, X3
-	VCVTPH2PS     X3, X3
-	VUNPCKLPS     X3, X3, X3
-	VEXTRACTI64X4 $0x01, Z5, Y4
-	VPADDD        Y4, Y5, Y4
-	VEXTRACTI32X4 $0x01, Y4, X6
-	VPADDD        X6, X4, X4
-	VEXTRACTI32X4 $0x01, Y2, X6
-	VPADDD        X6, X2, X2
-	VPUNPCKLQDQ   X2, X4, X6
-	VPUNPCKHQDQ   X2, X4, X2
-	VPADDD        X2, X6, X6
-	VPSHUFD       $0xb1, X6, X2
-	VPADDD        X2, X6, X6
-	VCVTDQ2PS     X6, X2
-	VBROADCASTSS  (CX), X4
-	VMULPS        X4, X3, X3
-	VMULPS        X3, X2, X2
-	VMOVHLPS      X2, X2, X3
-	VSUBSS        X3, X2, X2
-	VADDSS        X2, X0, X0
-	ADDQ          $0x00000090, AX
-	ADDQ          $0x00000124, CX
-	DECQ          DX
-	JMP           loop
+	TESTQ           DX, DX
+	JZ              done
+	VMOVDQU32       4(AX), X3
+	VPSHUFB         q4kGatherLow<>+0(SB), X3, X4
+	VPSRLW          $0x04, X4, X5
+	VPANDD          q4kMaskHigh<>+0(SB), X5, X5
+	VPANDD          q4kMaskLow<>+0(SB), X4, X4
+	VPORD           X5, X4, X4
+	VPSHUFB         q4kGatherTop<>+0(SB), X3, X3
+	VPSRLW          $0x02, X3, X3
+	VPANDD          bits45Mask<>+0(SB), X3, X3
+	VPORD           X3, X4, X4
+	VPSHUFB         q4kMinPairs<>+0(SB), X4, X3
+	VPMOVZXBW       X3, Y3
+	VPMADDWD        260(CX), Y3, Y3
+	VPMOVZXBW       X4, Y4
+	VSHUFI64X2      $0x00, Z4, Z4, Z5
+	VPXORD          Z6, Z6, Z6
+	VBROADCASTI64X4 16(AX), Z7
+	VPSRLVW         Z2, Z7, Z7
+	VPANDD          Z1, Z7, Z7
+	VPSHUFB         q4kShuf512<>+0(SB), Z5, Z8
+	VPMADDUBSW      4(CX), Z7, Z7
+	VPDPWSSD        Z8, Z7, Z6
+	VBROADCASTI64X4 48(AX), Z7
+	VPSRLVW         Z2, Z7, Z7
+	VPANDD          Z1, Z7, Z7
+	VPSHUFB         q4kShuf512<>+64(SB), Z5, Z8
+	VPMADDUBSW      68(CX), Z7, Z7
+	VPDPWSSD        Z8, Z7, Z6
+	VBROADCASTI64X4 80(AX), Z7
+	VPSRLVW         Z2, Z7, Z7
+	VPANDD          Z1, Z7, Z7
+	VPSHUFB         q4kShuf512<>+128(SB), Z5, Z8
+	VPMADDUBSW      132(CX), Z7, Z7
+	VPDPWSSD        Z8, Z7, Z6
+	VBROADCASTI64X4 112(AX), Z7
+	VPSRLVW         Z2, Z7, Z7
+	VPANDD          Z1, Z7, Z7
+	VPSHUFB         q4kShuf512<>+192(SB), Z5, Z5
+	VPMADDUBSW      196(CX), Z7, Z7
+	VPDPWSSD        Z5, Z7, Z6
+	MOVL            (AX), BX
+	VMOVD           BX, X4
+	VCVTPH2PS       X4, X4
+	VUNPCKLPS       X4, X4, X4
+	VEXTRACTI64X4   $0x01, Z6, Y5
+	VPADDD          Y5, Y6, Y5
+	VEXTRACTI32X4   $0x01, Y5, X7
+	VPADDD          X7, X5, X5
+	VEXTRACTI32X4   $0x01, Y3, X7
+	VPADDD          X7, X3, X3
+	VPUNPCKLQDQ     X3, X5, X7
+	VPUNPCKHQDQ     X3, X5, X3
+	VPADDD          X3, X7, X7
+	VPSHUFD         $0xb1, X7, X3
+	VPADDD          X3, X7, X7
+	VCVTDQ2PS       X7, X3
+	VBROADCASTSS    (CX), X5
+	VMULPS          X5, X4, X4
+	VMULPS          X4, X3, X3
+	VMOVHLPS        X3, X3, X4
+	VSUBSS          X4, X3, X3
+	VADDSS          X3, X0, X0
+	ADDQ            $0x00000090, AX
+	ADDQ            $0x00000124, CX
+	DECQ            DX
+	JMP             loop
 
 done:
 	VZEROUPPER
@@ -405,173 +412,170 @@ TEXT ·dotQ4KAVX512x4(SB), NOSPLIT, $0-40
 	VXORPS    X2, X2, X2
 	VXORPS    X3, X3, X3
 	VMOVDQU64 nibbleMask<>+0(SB), Z4
+	VMOVDQU64 q4kShiftHigh<>+0(SB), Z5
 
 loop:
-	TESTQ         DX, DX
-	JZ            done
-	VMOVDQU32     4(AX), X5
-	VPSHUFB       q4kGatherLow<>+0(SB), X5, X6
-	VPSRLW        $0x04, X6, X7
-	VPANDD        q4kMaskHigh<>+0(SB), X7, X7
-	VPANDD        q4kMaskLow<>+0(SB), X6, X6
-	VPORD         X7, X6, X6
-	VPSHUFB       q4kGatherTop<>+0(SB), X5, X5
-	VPSRLW        $0x02, X5, X5
-	VPANDD        bits45Mask<>+0(SB), X5, X5
-	VPORD         X5, X6, X6
-	VPSHUFB       q4kMinPairs<>+0(SB), X6, X5
-	VPMOVZXBW     X5, Y5
-	VPMADDWD      260(CX), Y5, Y5
-	VPSHUFB       q4kMinPairs<>+0(SB), X6, X7
-	VPMOVZXBW     X7, Y7
-	VPMADDWD      260(SI), Y7, Y7
-	VPSHUFB       q4kMinPairs<>+0(SB), X6, X12
-	VPMOVZXBW     X12, Y12
-	VPMADDWD      260(DI), Y12, Y12
-	VPSHUFB       q4kMinPairs<>+0(SB), X6, X13
-	VPMOVZXBW     X13, Y13
-	VPMADDWD      260(BX), Y13, Y13
-	VPMOVZXBW     X6, Y6
-	VSHUFI64X2    $0x00, Z6, Z6, Z14
-	VPXORD        Z8, Z8, Z8
-	VPXORD        Z9, Z9, Z9
-	VPXORD        Z10, Z10, Z10
-	VPXORD        Z11, Z11, Z11
-	VMOVDQU32     16(AX), Y6
-	VPSRLW        $0x04, Y6, Y15
-	VINSERTI64X4  $0x01, Y15, Z6, Z15
-	VPANDD        Z4, Z15, Z15
-	VPSHUFB       q4kShuf512<>+0(SB), Z14, Z16
-	VPMADDUBSW    4(CX), Z15, Z17
-	VPDPWSSD      Z16, Z17, Z8
-	VPMADDUBSW    4(SI), Z15, Z17
-	VPDPWSSD      Z16, Z17, Z9
-	VPMADDUBSW    4(DI), Z15, Z17
-	VPDPWSSD      Z16, Z17, Z10
-	VPMADDUBSW    4(BX), Z15, Z15
-	VPDPWSSD      Z16, Z15, Z11
-	VMOVDQU32     48(AX), Y6
-	VPSRLW        $0x04, Y6, Y15
-	VINSERTI64X4  $0x01, Y15, Z6, Z15
-	VPANDD        Z4, Z15, Z15
-	VPSHUFB       q4kShuf512<>+64(SB), Z14, Z16
-	VPMADDUBSW    68(CX), Z15, Z17
-	VPDPWSSD      Z16, Z17, Z8
-	VPMADDUBSW    68(SI), Z15, Z17
-	VPDPWSSD      Z16, Z17, Z9
-	VPMADDUBSW    68(DI), Z15, Z17
-	VPDPWSSD      Z16, Z17, Z10
-	VPMADDUBSW    68(BX), Z15, Z15
-	VPDPWSSD      Z16, Z15, Z11
-	VMOVDQU32     80(AX), Y6
-	VPSRLW        $0x04, Y6, Y15
-	VINSERTI64X4  $0x01, Y15, Z6, Z15
-	VPANDD        Z4, Z15, Z15
-	VPSHUFB       q4kShuf512<>+128(SB), Z14, Z16
-	VPMADDUBSW    132(CX), Z15, Z17
-	VPDPWSSD      Z16, Z17, Z8
-	VPMADDUBSW    132(SI), Z15, Z17
-	VPDPWSSD      Z16, Z17, Z9
-	VPMADDUBSW    132(DI), Z15, Z17
-	VPDPWSSD      Z16, Z17, Z10
-	VPMADDUBSW    132(BX), Z15, Z15
-	VPDPWSSD      Z16, Z15, Z11
-	VMOVDQU32     112(AX), Y6
-	VPSRLW        $0x04, Y6, Y15
-	VINSERTI64X4  $0x01, Y15, Z6, Z15
-	VPANDD        Z4, Z15, Z15
-	VPSHUFB       q4kShuf512<>+192(SB), Z14, Z14
-	VPMADDUBSW    196(CX), Z15, Z16
-	VPDPWSSD      Z14, Z16, Z8
-	VPMADDUBSW    196(SI), Z15, Z16
-	VPDPWSSD      Z14, Z16, Z9
-	VPMADDUBSW    196(DI), Z15, Z16
-	VPDPWSSD      Z14, Z16, Z10
-	VPMADDUBSW    196(BX), Z15, Z15
-	VPDPWSSD      Z14, Z15, Z11
-	MOVL          (AX), R8
-	VMOVD         R8, X6
-	VCVTPH2PS     X6, X6
-	VUNPCKLPS     X6, X6, X6
-	VEXTRACTI64X4 $0x01, Z8, Y14
-	VPADDD        Y14, Y8, Y14
-	VEXTRACTI32X4 $0x01, Y14, X15
-	VPADDD        X15, X14, X14
-	VEXTRACTI32X4 $0x01, Y5, X15
-	VPADDD        X15, X5, X5
-	VPUNPCKLQDQ   X5, X14, X15
-	VPUNPCKHQDQ   X5, X14, X5
-	VPADDD        X5, X15, X15
-	VPSHUFD       $0xb1, X15, X5
-	VPADDD        X5, X15, X15
-	VCVTDQ2PS     X15, X5
-	VBROADCASTSS  (CX), X14
-	VMULPS        X14, X6, X14
-	VMULPS        X14, X5, X5
-	VMOVHLPS      X5, X5, X14
-	VSUBSS        X14, X5, X5
-	VADDSS        X5, X0, X0
-	VEXTRACTI64X4 $0x01, Z9, Y5
-	VPADDD        Y5, Y9, Y5
-	VEXTRACTI32X4 $0x01, Y5, X14
-	VPADDD        X14, X5, X5
-	VEXTRACTI32X4 $0x01, Y7, X14
-	VPADDD        X14, X7, X7
-	VPUNPCKLQDQ   X7, X5, X14
-	VPUNPCKHQDQ   X7, X5, X5
-	VPADDD        X5, X14, X14
-	VPSHUFD       $0xb1, X14, X5
-	VPADDD        X5, X14, X14
-	VCVTDQ2PS     X14, X5
-	VBROADCASTSS  (SI), X7
-	VMULPS        X7, X6, X7
-	VMULPS        X7, X5, X5
-	VMOVHLPS      X5, X5, X7
-	VSUBSS        X7, X5, X5
-	VADDSS        X5, X1, X1
-	VEXTRACTI64X4 $0x01, Z10, Y5
-	VPADDD        Y5, Y10, Y5
-	VEXTRACTI32X4 $0x01, Y5, X7
-	VPADDD        X7, X5, X5
-	VEXTRACTI32X4 $0x01, Y12, X7
-	VPADDD        X7, X12, X7
-	VPUNPCKLQDQ   X7, X5, X12
-	VPUNPCKHQDQ   X7, X5, X5
-	VPADDD        X5, X12, X12
-	VPSHUFD       $0xb1, X12, X5
-	VPADDD        X5, X12, X12
-	VCVTDQ2PS     X12, X5
-	VBROADCASTSS  (DI), X7
-	VMULPS        X7, X6, X7
-	VMULPS        X7, X5, X5
-	VMOVHLPS      X5, X5, X7
-	VSUBSS        X7, X5, X5
-	VADDSS        X5, X2, X2
-	VEXTRACTI64X4 $0x01, Z11, Y5
-	VPADDD        Y5, Y11, Y5
-	VEXTRACTI32X4 $0x01, Y5, X7
-	VPADDD        X7, X5, X5
-	VEXTRACTI32X4 $0x01, Y13, X7
-	VPADDD        X7, X13, X7
-	VPUNPCKLQDQ   X7, X5, X12
-	VPUNPCKHQDQ   X7, X5, X5
-	VPADDD        X5, X12, X12
-	VPSHUFD       $0xb1, X12, X5
-	VPADDD        X5, X12, X12
-	VCVTDQ2PS     X12, X5
-	VBROADCASTSS  (BX), X7
-	VMULPS        X7, X6, X6
-	VMULPS        X6, X5, X5
-	VMOVHLPS      X5, X5, X6
-	VSUBSS        X6, X5, X5
-	VADDSS        X5, X3, X3
-	ADDQ          $0x00000090, AX
-	ADDQ          $0x00000124, CX
-	ADDQ          $0x00000124, SI
-	ADDQ          $0x00000124, DI
-	ADDQ          $0x00000124, BX
-	DECQ          DX
-	JMP           loop
+	TESTQ           DX, DX
+	JZ              done
+	VMOVDQU32       4(AX), X6
+	VPSHUFB         q4kGatherLow<>+0(SB), X6, X7
+	VPSRLW          $0x04, X7, X8
+	VPANDD          q4kMaskHigh<>+0(SB), X8, X8
+	VPANDD          q4kMaskLow<>+0(SB), X7, X7
+	VPORD           X8, X7, X7
+	VPSHUFB         q4kGatherTop<>+0(SB), X6, X6
+	VPSRLW          $0x02, X6, X6
+	VPANDD          bits45Mask<>+0(SB), X6, X6
+	VPORD           X6, X7, X7
+	VPSHUFB         q4kMinPairs<>+0(SB), X7, X6
+	VPMOVZXBW       X6, Y6
+	VPMADDWD        260(CX), Y6, Y6
+	VPSHUFB         q4kMinPairs<>+0(SB), X7, X8
+	VPMOVZXBW       X8, Y8
+	VPMADDWD        260(SI), Y8, Y8
+	VPSHUFB         q4kMinPairs<>+0(SB), X7, X13
+	VPMOVZXBW       X13, Y13
+	VPMADDWD        260(DI), Y13, Y13
+	VPSHUFB         q4kMinPairs<>+0(SB), X7, X14
+	VPMOVZXBW       X14, Y14
+	VPMADDWD        260(BX), Y14, Y14
+	VPMOVZXBW       X7, Y7
+	VSHUFI64X2      $0x00, Z7, Z7, Z15
+	VPXORD          Z9, Z9, Z9
+	VPXORD          Z10, Z10, Z10
+	VPXORD          Z11, Z11, Z11
+	VPXORD          Z12, Z12, Z12
+	VBROADCASTI64X4 16(AX), Z16
+	VPSRLVW         Z5, Z16, Z16
+	VPANDD          Z4, Z16, Z16
+	VPSHUFB         q4kShuf512<>+0(SB), Z15, Z17
+	VPMADDUBSW      4(CX), Z16, Z18
+	VPDPWSSD        Z17, Z18, Z9
+	VPMADDUBSW      4(SI), Z16, Z18
+	VPDPWSSD        Z17, Z18, Z10
+	VPMADDUBSW      4(DI), Z16, Z18
+	VPDPWSSD        Z17, Z18, Z11
+	VPMADDUBSW      4(BX), Z16, Z16
+	VPDPWSSD        Z17, Z16, Z12
+	VBROADCASTI64X4 48(AX), Z16
+	VPSRLVW         Z5, Z16, Z16
+	VPANDD          Z4, Z16, Z16
+	VPSHUFB         q4kShuf512<>+64(SB), Z15, Z17
+	VPMADDUBSW      68(CX), Z16, Z18
+	VPDPWSSD        Z17, Z18, Z9
+	VPMADDUBSW      68(SI), Z16, Z18
+	VPDPWSSD        Z17, Z18, Z10
+	VPMADDUBSW      68(DI), Z16, Z18
+	VPDPWSSD        Z17, Z18, Z11
+	VPMADDUBSW      68(BX), Z16, Z16
+	VPDPWSSD        Z17, Z16, Z12
+	VBROADCASTI64X4 80(AX), Z16
+	VPSRLVW         Z5, Z16, Z16
+	VPANDD          Z4, Z16, Z16
+	VPSHUFB         q4kShuf512<>+128(SB), Z15, Z17
+	VPMADDUBSW      132(CX), Z16, Z18
+	VPDPWSSD        Z17, Z18, Z9
+	VPMADDUBSW      132(SI), Z16, Z18
+	VPDPWSSD        Z17, Z18, Z10
+	VPMADDUBSW      132(DI), Z16, Z18
+	VPDPWSSD        Z17, Z18, Z11
+	VPMADDUBSW      132(BX), Z16, Z16
+	VPDPWSSD        Z17, Z16, Z12
+	VBROADCASTI64X4 112(AX), Z16
+	VPSRLVW         Z5, Z16, Z16
+	VPANDD          Z4, Z16, Z16
+	VPSHUFB         q4kShuf512<>+192(SB), Z15, Z15
+	VPMADDUBSW      196(CX), Z16, Z17
+	VPDPWSSD        Z15, Z17, Z9
+	VPMADDUBSW      196(SI), Z16, Z17
+	VPDPWSSD        Z15, Z17, Z10
+	VPMADDUBSW      196(DI), Z16, Z17
+	VPDPWSSD        Z15, Z17, Z11
+	VPMADDUBSW      196(BX), Z16, Z16
+	VPDPWSSD        Z15, Z16, Z12
+	MOVL            (AX), R8
+	VMOVD           R8, X7
+	VCVTPH2PS       X7, X7
+	VUNPCKLPS       X7, X7, X7
+	VEXTRACTI64X4   $0x01, Z9, Y15
+	VPADDD          Y15, Y9, Y15
+	VEXTRACTI32X4   $0x01, Y15, X16
+	VPADDD          X16, X15, X15
+	VEXTRACTI32X4   $0x01, Y6, X16
+	VPADDD          X16, X6, X6
+	VPUNPCKLQDQ     X6, X15, X16
+	VPUNPCKHQDQ     X6, X15, X6
+	VPADDD          X6, X16, X16
+	VPSHUFD         $0xb1, X16, X6
+	VPADDD          X6, X16, X16
+	VCVTDQ2PS       X16, X6
+	VBROADCASTSS    (CX), X15
+	VMULPS          X15, X7, X15
+	VMULPS          X15, X6, X6
+	VMOVHLPS        X6, X6, X15
+	VSUBSS          X15, X6, X6
+	VADDSS          X6, X0, X0
+	VEXTRACTI64X4   $0x01, Z10, Y6
+	VPADDD          Y6, Y10, Y6
+	VEXTRACTI32X4   $0x01, Y6, X15
+	VPADDD          X15, X6, X6
+	VEXTRACTI32X4   $0x01, Y8, X15
+	VPADDD          X15, X8, X8
+	VPUNPCKLQDQ     X8, X6, X15
+	VPUNPCKHQDQ     X8, X6, X6
+	VPADDD          X6, X15, X15
+	VPSHUFD         $0xb1, X15, X6
+	VPADDD          X6, X15, X15
+	VCVTDQ2PS       X15, X6
+	VBROADCASTSS    (SI), X8
+	VMULPS          X8, X7, X8
+	VMULPS          X8, X6, X6
+	VMOVHLPS        X6, X6, X8
+	VSUBSS          X8, X6, X6
+	VADDSS          X6, X1, X1
+	VEXTRACTI64X4   $0x01, Z11, Y6
+	VPADDD          Y6, Y11, Y6
+	VEXTRACTI32X4   $0x01, Y6, X8
+	VPADDD          X8, X6, X6
+	VEXTRACTI32X4   $0x01, Y13, X8
+	VPADDD          X8, X13, X8
+	VPUNPCKLQDQ     X8, X6, X13
+	VPUNPCKHQDQ     X8, X6, X6
+	VPADDD          X6, X13, X13
+	VPSHUFD         $0xb1, X13, X6
+	VPADDD          X6, X13, X13
+	VCVTDQ2PS       X13, X6
+	VBROADCASTSS    (DI), X8
+	VMULPS          X8, X7, X8
+	VMULPS          X8, X6, X6
+	VMOVHLPS        X6, X6, X8
+	VSUBSS          X8, X6, X6
+	VADDSS          X6, X2, X2
+	VEXTRACTI64X4   $0x01, Z12, Y6
+	VPADDD          Y6, Y12, Y6
+	VEXTRACTI32X4   $0x01, Y6, X8
+	VPADDD          X8, X6, X6
+	VEXTRACTI32X4   $0x01, Y14, X8
+	VPADDD          X8, X14, X8
+	VPUNPCKLQDQ     X8, X6, X13
+	VPUNPCKHQDQ     X8, X6, X6
+	VPADDD          X6, X13, X13
+	VPSHUFD         $0xb1, X13, X6
+	VPADDD          X6, X13, X13
+	VCVTDQ2PS       X13, X6
+	VBROADCASTSS    (BX), X8
+	VMULPS          X8, X7, X7
+	VMULPS          X7, X6, X6
+	VMOVHLPS        X6, X6, X7
+	VSUBSS          X7, X6, X6
+	VADDSS          X6, X3, X3
+	ADDQ            $0x00000090, AX
+	ADDQ            $0x00000124, CX
+	ADDQ            $0x00000124, SI
+	ADDQ            $0x00000124, DI
+	ADDQ            $0x00000124, BX
+	DECQ            DX
+	JMP             loop
 
 done:
 	VZEROUPPER
