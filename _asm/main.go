@@ -54,7 +54,8 @@ func main() {
 	dotQ6KAVX512(1)
 	dotQ6KAVX512(4)
 	dotQ8_0AVX2()
-	dotQ8_0AVX512()
+	dotQ8_0AVX512(1)
+	dotQ8_0AVX512(4)
 	dotQ4_0AVX2()
 	dotFloatAVX2("dotF32AVX2", "F32", 4)
 	dotFloatAVX2("dotF16AVX2", "F16", 2)
@@ -675,14 +676,25 @@ func storeSums(sums []VecVirtual) {
 
 // blockScale broadcasts f16(x.d)·y.d (x a Q8_0/Q4_0 block, y a q8Block) to a ymm.
 func blockScale(x GPVirtual, xo int, y GPVirtual, yo int) VecVirtual {
+	return scaleBy(f16At(x, xo), y, yo)
+}
+
+// f16At returns the f16 at x+off converted, in lane 0.
+func f16At(x GPVirtual, off int) VecVirtual {
 	t := GP32()
-	MOVWLZX(Mem{Base: x, Disp: xo}, t)
+	MOVWLZX(Mem{Base: x, Disp: off}, t)
 	d := XMM()
 	VMOVD(t, d)
 	VCVTPH2PS(d, d)
-	VMULSS(Mem{Base: y, Disp: yo}, d, d)
+	return d
+}
+
+// scaleBy broadcasts d·y.d (y+yo a q8Block) to a ymm.
+func scaleBy(d VecVirtual, y GPVirtual, yo int) VecVirtual {
+	t := XMM()
+	VMULSS(Mem{Base: y, Disp: yo}, d, t)
 	dy := YMM()
-	VBROADCASTSS(d, dy)
+	VBROADCASTSS(t, dy)
 	return dy
 }
 
@@ -691,7 +703,11 @@ func blockScale(x GPVirtual, xo int, y GPVirtual, yo int) VecVirtual {
 func hsum8(r Register) VecVirtual {
 	acc := r.(VecVirtual)
 	hi := XMM()
-	VEXTRACTF128(U8(1), acc, hi)
+	if evex {
+		VEXTRACTF32X4(U8(1), acc, hi)
+	} else {
+		VEXTRACTF128(U8(1), acc, hi)
+	}
 	s := XMM()
 	VADDPS(hi, acc.AsX(), s)
 	h := XMM()
@@ -759,66 +775,97 @@ func dotQ8_0AVX2() {
 // dotQ8_0AVX512 is dotQ8_0AVX2 on 512-bit vectors, a pair of blocks per step
 // (the even block in the low half, the odd one in the high half: the two
 // accumulators of dotQ8_0AVX2 side by side), with the byte products summed by
-// VPDPBUSD (|x| unsigned times y·sign(x)). It gives dotQ8_0AVX2's bits.
-func dotQ8_0AVX512() {
+// VPDPBUSD (|x| unsigned times y·sign(x)). It gives dotQ8_0AVX2's bits. With
+// tokens > 1 it emits the kernel for that many activation rows (stride bytes
+// apart), each with the single-token kernel's operations and bits.
+func dotQ8_0AVX512(tokens int) {
 	evex = true
 	defer func() { evex = false }()
-	TEXT("dotQ8_0AVX512", NOSPLIT, "func(x, y *byte, n int) float32")
-	Pragma("noescape")
-	Doc("dotQ8_0AVX512 is dotQ8_0AVX2 with AVX-512BW and AVX-512 VNNI.")
+	if tokens == 1 {
+		TEXT("dotQ8_0AVX512", NOSPLIT, "func(x, y *byte, n int) float32")
+		Pragma("noescape")
+		Doc("dotQ8_0AVX512 is dotQ8_0AVX2 with AVX-512BW and AVX-512 VNNI.")
+	} else {
+		name := fmt.Sprintf("dotQ8_0AVX512x%d", tokens)
+		TEXT(name, NOSPLIT, "func(x, y *byte, n, stride int, out *float32)")
+		Pragma("noescape")
+		Doc(fmt.Sprintf("%s sets out[t] = dotQ8_0AVX512(x, y+t·stride, n) for t < %d.", name, tokens))
+	}
 	x, y, n := params3()
-	acc, zero := ZMM(), ZMM()
-	VPXORD(acc, acc, acc)
+	ys := tokenRows(y, tokens)
+	acc := make([]VecVirtual, tokens)
+	for t := range acc {
+		acc[t] = ZMM()
+		VPXORD(acc[t], acc[t], acc[t])
+	}
+	zero := ZMM()
 	VPXORD(zero, zero, zero)
 	Label("pairs")
 	CMPQ(n, U8(2))
 	JL(LabelRef("last"))
-	qx, qy := ZMM(), ZMM()
+	qx := ZMM()
 	vmovdqu(Mem{Base: x, Disp: 2}, qx.AsY())
 	VINSERTI64X4(U8(1), Mem{Base: x, Disp: q80Size + 2}, qx, qx)
-	vmovdqu(Mem{Base: y, Disp: q8QS}, qy.AsY())
-	VINSERTI64X4(U8(1), Mem{Base: y, Disp: q8Size + q8QS}, qy, qy)
 	k := K()
 	VPMOVB2M(qx, k)
-	VPSUBB(qy, zero, k, qy) // y·sign(x) where x ≠ 0
 	VPABSB(qx, qx)
-	p := ZMM()
-	VPXORD(p, p, p)
-	raw("VPDPBUSD", qy, qx, p)
-	VCVTDQ2PS(p, p)
-	d0 := blockScale(x, 0, y, 0)
-	d1 := blockScale(x, q80Size, y, q8Size)
-	d := ZMM()
-	VINSERTF64X4(U8(1), d1, d0.AsZ(), d)
-	VFMADD231PS(p, d, acc)
+	d0 := f16At(x, 0)
+	d1 := f16At(x, q80Size)
+	for t, yt := range ys {
+		qy := ZMM()
+		vmovdqu(Mem{Base: yt, Disp: q8QS}, qy.AsY())
+		VINSERTI64X4(U8(1), Mem{Base: yt, Disp: q8Size + q8QS}, qy, qy)
+		VPSUBB(qy, zero, k, qy) // y·sign(x) where x ≠ 0
+		p := ZMM()
+		VPXORD(p, p, p)
+		raw("VPDPBUSD", qy, qx, p)
+		VCVTDQ2PS(p, p)
+		s0 := scaleBy(d0, yt, 0)
+		s1 := scaleBy(d1, yt, q8Size)
+		d := ZMM()
+		VINSERTF64X4(U8(1), s1, s0.AsZ(), d)
+		VFMADD231PS(p, d, acc[t])
+	}
 	ADDQ(U32(2*q80Size), x)
-	ADDQ(U32(2*q8Size), y)
+	for _, yt := range ys {
+		ADDQ(U32(2*q8Size), yt)
+	}
 	SUBQ(U8(2), n)
 	JMP(LabelRef("pairs"))
 
 	Label("last")
-	hi := YMM()
-	VEXTRACTF64X4(U8(1), acc, hi)
-	lo := acc.AsY()
+	his := make([]VecVirtual, tokens)
+	los := make([]VecVirtual, tokens)
+	for t := range acc {
+		his[t] = YMM()
+		VEXTRACTF64X4(U8(1), acc[t], his[t])
+		los[t] = acc[t].AsY().(VecVirtual)
+	}
 	TESTQ(n, n)
 	JZ(LabelRef("done"))
-	dy := blockScale(x, 0, y, 0)
-	bx, by := YMM(), YMM()
+	bx := YMM()
 	vmovdqu(Mem{Base: x, Disp: 2}, bx)
-	vmovdqu(Mem{Base: y, Disp: q8QS}, by)
-	VPSIGNB(bx, by, by)
+	bk := K()
+	VPMOVB2M(bx, bk)
 	VPABSB(bx, bx)
-	bp := YMM()
-	VPXOR(bp, bp, bp)
-	raw("VPDPBUSD", by, bx, bp)
-	VCVTDQ2PS(bp, bp)
-	VFMADD231PS(bp, dy, lo)
+	db := f16At(x, 0)
+	for t, yt := range ys {
+		by := YMM()
+		vmovdqu(Mem{Base: yt, Disp: q8QS}, by)
+		VPSUBB(by, zero.AsY(), bk, by)
+		bp := YMM()
+		VPXORD(bp, bp, bp)
+		raw("VPDPBUSD", by, bx, bp)
+		VCVTDQ2PS(bp, bp)
+		VFMADD231PS(bp, scaleBy(db, yt, 0), los[t])
+	}
 	Label("done")
-	VADDPS(hi, lo, lo)
-	s := hsum8(lo)
-	VZEROUPPER()
-	Store(s, ReturnIndex(0))
-	RET()
+	sums := make([]VecVirtual, tokens)
+	for t := range acc {
+		VADDPS(his[t], los[t], los[t])
+		sums[t] = hsum8(los[t])
+	}
+	storeSums(sums)
 }
 
 func dotQ4_0AVX2() {

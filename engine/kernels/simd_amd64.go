@@ -38,16 +38,23 @@ func dotQ4KRow(row []byte, y []q8KBlock) float32 {
 // tokens), the AVX-512 kernel taking four at a time and unpacking each weight
 // block once for them. Every out[t] has the bits dotQ4KRow gives.
 func dotQ4KRows(out []float32, row []byte, y []q8KBlock, nb int) {
-	kRows(out, row, y, nb, 144, dotQ4KAVX512x4, dotQ4KRow)
+	batchRows(out, row, y, nb, 144, dotQ4KAVX512x4, dotQ4KRow)
 }
 
 // dotQ6KRows is dotQ4KRows for Q6_K weights.
 func dotQ6KRows(out []float32, row []byte, y []q8KBlock, nb int) {
-	kRows(out, row, y, nb, 210, dotQ6KAVX512x4, dotQ6KRow)
+	batchRows(out, row, y, nb, 210, dotQ6KAVX512x4, dotQ6KRow)
 }
 
-func kRows(out []float32, row []byte, y []q8KBlock, nb, blockBytes int,
-	x4 func(x, y *byte, n, stride int, out *float32), one func([]byte, []q8KBlock) float32) {
+// dotQ8_0Rows is dotQ4KRows for Q8_0 weights.
+func dotQ8_0Rows(out []float32, row []byte, y []q8Block, nb int) {
+	batchRows(out, row, y, nb, 34, dotQ8_0AVX512x4, dotQ8_0Row)
+}
+
+// batchRows runs the four-token kernel x4 over the batch while it can and the
+// single-row kernel one on the rest.
+func batchRows[B q8Block | q8KBlock](out []float32, row []byte, y []B, nb, blockBytes int,
+	x4 func(x, y *byte, n, stride int, out *float32), one func([]byte, []B) float32) {
 	if len(out) == 0 {
 		return
 	}
@@ -55,7 +62,7 @@ func kRows(out []float32, row []byte, y []q8KBlock, nb, blockBytes int,
 	t := 0
 	if useAVX512 && nb > 0 {
 		_ = row[nb*blockBytes-1]
-		stride := nb * int(unsafe.Sizeof(q8KBlock{}))
+		stride := nb * int(unsafe.Sizeof(y[0]))
 		for ; t+4 <= len(out); t += 4 {
 			x4(&row[0], (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t])
 		}

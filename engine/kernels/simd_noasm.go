@@ -21,3 +21,7 @@ func dotQ4KRows(out []float32, row []byte, y []q8KBlock, nb int) {
 func dotQ6KRows(out []float32, row []byte, y []q8KBlock, nb int) {
 	dotQ6KRowsGeneric(out, row, y, nb)
 }
+
+func dotQ8_0Rows(out []float32, row []byte, y []q8Block, nb int) {
+	dotQ8_0RowsGeneric(out, row, y, nb)
+}

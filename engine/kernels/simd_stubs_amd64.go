@@ -44,6 +44,11 @@ func dotQ8_0AVX2(x *byte, y *byte, n int) float32
 //go:noescape
 func dotQ8_0AVX512(x *byte, y *byte, n int) float32
 
+// dotQ8_0AVX512x4 sets out[t] = dotQ8_0AVX512(x, y+t·stride, n) for t < 4.
+//
+//go:noescape
+func dotQ8_0AVX512x4(x *byte, y *byte, n int, stride int, out *float32)
+
 // dotQ4_0AVX2 is the dot product of n Q4_0 blocks at x with n q8Blocks at y.
 //
 //go:noescape

@@ -602,67 +602,108 @@ func TestSIMDKRows(t *testing.T) {
 	}
 }
 
-// BenchmarkKRows measures a weight row against 16 activation rows, batched
+// BenchmarkBatchRows measures a weight row against 16 activation rows, batched
 // and one by one (the bytes are the weight row's, once per token).
-func BenchmarkKRows(b *testing.B) {
+func BenchmarkBatchRows(b *testing.B) {
 	r := rand.New(rand.NewPCG(13, 14))
 	const cols, nTok = 2048, 16
-	nb := cols / qkK
-	var a acts
-	a.prepare(Q8_K, randRow(r, cols*nTok, 1), nTok, cols)
 	out := make([]float32, nTok)
-	for _, c := range []struct {
-		typ  Type
-		rows func([]float32, []byte, []q8KBlock, int)
-		one  func([]byte, []q8KBlock) float32
-	}{
-		{Q4_K, dotQ4KRows, dotQ4KRow},
-		{Q6_K, dotQ6KRows, dotQ6KRow},
-	} {
-		row := make([]byte, c.typ.RowBytes(cols))
-		QuantizeRow(row, c.typ, randRow(r, cols, 0.1))
+	for _, typ := range []Type{Q4_K, Q6_K, Q8_0} {
+		var a acts
+		a.prepare(VecDotType(typ), randRow(r, cols*nTok, 1), nTok, cols)
+		row := make([]byte, typ.RowBytes(cols))
+		QuantizeRow(row, typ, randRow(r, cols, 0.1))
+		nb := cols / typ.BlockSize()
+		var batched, single func()
+		switch typ {
+		case Q4_K:
+			batched = func() { dotQ4KRows(out, row, a.q8k, nb) }
+			single = func() {
+				for t := range out {
+					out[t] = dotQ4KRow(row, a.q8k[t*nb:(t+1)*nb])
+				}
+			}
+		case Q6_K:
+			batched = func() { dotQ6KRows(out, row, a.q8k, nb) }
+			single = func() {
+				for t := range out {
+					out[t] = dotQ6KRow(row, a.q8k[t*nb:(t+1)*nb])
+				}
+			}
+		case Q8_0:
+			batched = func() { dotQ8_0Rows(out, row, a.q8, nb) }
+			single = func() {
+				for t := range out {
+					out[t] = dotQ8_0Row(row, a.q8[t*nb:(t+1)*nb])
+				}
+			}
+		}
 		for _, level := range simdLevels() {
-			b.Run(fmt.Sprintf("%v/batched/%s", c.typ, level), func(b *testing.B) {
-				defer setSIMD(level)()
-				b.SetBytes(int64(len(row) * nTok))
-				for b.Loop() {
-					c.rows(out, row, a.q8k, nb)
-				}
-			})
-			b.Run(fmt.Sprintf("%v/single/%s", c.typ, level), func(b *testing.B) {
-				defer setSIMD(level)()
-				b.SetBytes(int64(len(row) * nTok))
-				for b.Loop() {
-					for t := range out {
-						out[t] = c.one(row, a.q8k[t*nb:(t+1)*nb])
+			for _, c := range []struct {
+				name string
+				f    func()
+			}{{"batched", batched}, {"single", single}} {
+				b.Run(fmt.Sprintf("%v/%s/%s", typ, c.name, level), func(b *testing.B) {
+					defer setSIMD(level)()
+					b.SetBytes(int64(len(row) * nTok))
+					for b.Loop() {
+						c.f()
 					}
-				}
-			})
+				})
+			}
 		}
 	}
 }
 
-// TestSIMDDotRows checks dotRows against dotRow for every weight type on the
-// activations MatMul prepares, bit for bit, for several batch sizes.
+// TestSIMDDotRows checks dotRows on the activations MatMul prepares, for every
+// weight type, batch sizes that are and are not multiples of 4 and odd block
+// counts: each token gets the bits of its row kernel (dotRow for the types
+// without one), and nothing is written around the outputs.
 func TestSIMDDotRows(t *testing.T) {
 	r := rand.New(rand.NewPCG(15, 16))
-	const cols = 512
+	const guard = -12345.5
 	for _, typ := range []Type{Q4_K, Q6_K, Q8_0, Q4_0, F16, BF16, F32} {
-		row := make([]byte, typ.RowBytes(cols))
-		QuantizeRow(row, typ, randRow(r, cols, 0.1))
-		for _, nTok := range []int{1, 4, 6} {
-			var a acts
-			a.prepare(VecDotType(typ), randRow(r, cols*nTok, 1), nTok, cols)
-			for _, level := range simdLevels() {
-				restore := setSIMD(level)
-				out := make([]float32, nTok)
-				dotRows(typ, row, &a, out)
-				for tok, got := range out {
-					if want := dotRow(typ, row, &a, tok); math.Float32bits(got) != math.Float32bits(want) {
-						t.Errorf("%v %d tokens %s: token %d: %v, dotRow %v", typ, nTok, level, tok, got, want)
+		colsList := []int{256, 768}
+		if typ.BlockSize() == qk0 || typ.BlockSize() == 1 {
+			colsList = append(colsList, 32, 224)
+		}
+		for _, cols := range colsList {
+			row := make([]byte, typ.RowBytes(cols))
+			QuantizeRow(row, typ, randRow(r, cols, 0.1))
+			for _, nTok := range []int{1, 3, 4, 6, 9} {
+				var a acts
+				a.prepare(VecDotType(typ), randRow(r, cols*nTok, 1), nTok, cols)
+				single := func(tok int) float32 {
+					switch typ {
+					case Q4_K:
+						nb := cols / qkK
+						return dotQ4KRow(row, a.q8k[tok*nb:(tok+1)*nb])
+					case Q6_K:
+						nb := cols / qkK
+						return dotQ6KRow(row, a.q8k[tok*nb:(tok+1)*nb])
+					case Q8_0:
+						nb := cols / qk0
+						return dotQ8_0Row(row, a.q8[tok*nb:(tok+1)*nb])
 					}
+					return dotRow(typ, row, &a, tok)
 				}
-				restore()
+				for _, level := range simdLevels() {
+					restore := setSIMD(level)
+					buf := make([]float32, nTok+2)
+					for i := range buf {
+						buf[i] = guard
+					}
+					dotRows(typ, row, &a, buf[1:nTok+1])
+					if buf[0] != guard || buf[nTok+1] != guard {
+						t.Errorf("%v %d cols %d tokens %s: guard overwritten: %v", typ, cols, nTok, level, buf)
+					}
+					for tok, got := range buf[1 : nTok+1] {
+						if want := single(tok); math.Float32bits(got) != math.Float32bits(want) {
+							t.Errorf("%v %d cols %d tokens %s: token %d: %v, row kernel %v", typ, cols, nTok, level, tok, got, want)
+						}
+					}
+					restore()
+				}
 			}
 		}
 	}
