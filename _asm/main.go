@@ -3,6 +3,14 @@
 // (engine/kernels/simd_stubs_amd64.go) with avo. It is its own module so that only
 // this generator depends on avo; run it through `go generate` in engine/kernels.
 //
+// Each kernel has an AVX2 (+FMA, F16C) form and, where it pays off, an AVX-512
+// (BW, VL, VNNI) form that keeps the AVX2 form's operations and order; the
+// K-quant and Q8_0 kernels also have a four-token form (…x4) sharing the weight
+// unpacking between activation rows. engine/kernels/simd_generic.go documents
+// the numerics. avo's instruction table lacks AVX-512 VNNI, so VPDPBUSD and
+// VPDPWSSD are emitted raw; the AVX-512 kernels may be given X16-X31, so their
+// helpers pick EVEX forms (see evex).
+//
 // The kernels read the activation blocks of engine/kernels by raw offsets (the
 // q8Block and q8KBlock layouts below); the package's simd_test.go checks those
 // offsets against unsafe.Offsetof, so a layout change fails the tests instead of
@@ -36,7 +44,7 @@ const (
 )
 
 var (
-	nibbleMask, ones16, eights, bits45Mask, thirtyTwos  Mem
+	nibbleMask, ones16, eights, bits45Mask              Mem
 	q4kShuf, q4kShuf512, q6kShuf                        Mem
 	q4kGatherLow, q4kGatherTop, q4kMaskLow, q4kMaskHigh Mem
 	q4kMinPairs, q6kShiftLow, q6kShiftHigh, q6kPerm     Mem
@@ -128,6 +136,8 @@ func constants() {
 	q6kPerm = rodata("q6kPerm", b)
 	// Q4_K on 512 bits: word shift counts 0 in the low half, 4 in the high.
 	q4kShiftHigh = rodata("q4kShiftHigh", append(bytes.Repeat([]byte{0, 0}, 16), bytes.Repeat([]byte{4, 0}, 16)...))
+	// q4kMinPairs repeats each min (bytes 8-15 of the unpacked scales) twice,
+	// one per bsum of its sub-block.
 	q4kMinPairs = rodata("q4kMinPairs", []byte{8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15})
 }
 
