@@ -55,7 +55,8 @@ func main() {
 	ConstraintExpr("!purego")
 	constants()
 
-	dotQ4KAVX2()
+	dotQ4KAVX2(1)
+	dotQ4KAVX2(2)
 	dotQ4KAVX512(1)
 	dotQ4KAVX512(4)
 	dotQ6KAVX2()
@@ -285,13 +286,27 @@ func q4KAdd(y GPVirtual, dd, f, sum VecVirtual) {
 	VADDSS(f, sum, sum)
 }
 
-func dotQ4KAVX2() {
-	TEXT("dotQ4KAVX2", NOSPLIT, "func(x, y *byte, n int) float32")
-	Pragma("noescape")
-	Doc("dotQ4KAVX2 is the dot product of n Q4_K blocks at x with n q8KBlocks at y.")
+// dotQ4KAVX2 emits the Q4_K kernel for AVX2; with tokens > 1 the kernel for
+// that many activation rows (stride bytes apart) at once, each with the
+// single-token kernel's operations and bits.
+func dotQ4KAVX2(tokens int) {
+	if tokens == 1 {
+		TEXT("dotQ4KAVX2", NOSPLIT, "func(x, y *byte, n int) float32")
+		Pragma("noescape")
+		Doc("dotQ4KAVX2 is the dot product of n Q4_K blocks at x with n q8KBlocks at y.")
+	} else {
+		name := fmt.Sprintf("dotQ4KAVX2x%d", tokens)
+		TEXT(name, NOSPLIT, "func(x, y *byte, n, stride int, out *float32)")
+		Pragma("noescape")
+		Doc(fmt.Sprintf("%s sets out[t] = dotQ4KAVX2(x, y+t·stride, n) for t < %d.", name, tokens))
+	}
 	x, y, n := params3()
-	sum := XMM()
-	VXORPS(sum, sum, sum)
+	ys := tokenRows(y, tokens)
+	sums := make([]VecVirtual, tokens)
+	for t := range sums {
+		sums[t] = XMM()
+		VXORPS(sums[t], sums[t], sums[t])
+	}
 	m4 := YMM()
 	VMOVDQU(nibbleMask, m4)
 
@@ -299,14 +314,20 @@ func dotQ4KAVX2() {
 	TESTQ(n, n)
 	JZ(LabelRef("done"))
 	u := q4KScales(x)
-	ms := q4KMinSum(y, u)
+	ms := make([]VecVirtual, tokens)
+	for t := range ms {
+		ms[t] = q4KMinSum(ys[t], u)
+	}
 	smw := YMM()
 	VPMOVZXBW(u, smw) // scales then mins, as int16
 	sc := YMM()
 	VPERMQ(U8(0x44), smw, sc) // the scales in both lanes
 
-	acc := YMM()
-	VPXOR(acc, acc, acc)
+	acc := make([]VecVirtual, tokens)
+	for t := range acc {
+		acc[t] = YMM()
+		VPXOR(acc[t], acc[t], acc[t])
+	}
 	for j := 0; j < 4; j++ {
 		q := YMM()
 		VMOVDQU(Mem{Base: x, Disp: 16 + 32*j}, q)
@@ -314,32 +335,37 @@ func dotQ4KAVX2() {
 		VPSRLW(U8(4), q, qh)
 		VPAND(m4, qh, qh)
 		VPAND(m4, q, q)
-		p1, p2 := YMM(), YMM()
-		VPMADDUBSW(Mem{Base: y, Disp: q8KQS + 64*j}, q, p1)
-		VPMADDUBSW(Mem{Base: y, Disp: q8KQS + 64*j + 32}, qh, p2)
 		s1, s2 := YMM(), YMM()
 		VPSHUFB(q4kShuf.Offset(64*j), sc, s1)
 		VPSHUFB(q4kShuf.Offset(64*j+32), sc, s2)
-		VPMADDWD(s1, p1, p1)
-		VPMADDWD(s2, p2, p2)
-		VPADDD(p1, acc, acc)
-		VPADDD(p2, acc, acc)
+		for t, yt := range ys {
+			p1, p2 := YMM(), YMM()
+			VPMADDUBSW(Mem{Base: yt, Disp: q8KQS + 64*j}, q, p1)
+			VPMADDUBSW(Mem{Base: yt, Disp: q8KQS + 64*j + 32}, qh, p2)
+			VPMADDWD(s1, p1, p1)
+			VPMADDWD(s2, p2, p2)
+			VPADDD(p1, acc[t], acc[t])
+			VPADDD(p2, acc[t], acc[t])
+		}
 	}
-	hi := XMM()
-	VEXTRACTI128(U8(1), acc, hi)
-	is := XMM()
-	VPADDD(hi, acc.AsX(), is)
-	q4KFinish(x, y, is, ms, sum)
+	dd := q4KDMin(x)
+	for t := range acc {
+		hi := XMM()
+		VEXTRACTI128(U8(1), acc[t], hi)
+		is := XMM()
+		VPADDD(hi, acc[t].AsX(), is)
+		q4KAdd(ys[t], dd, q4KIntSums(is, ms[t]), sums[t])
+	}
 
 	ADDQ(U32(q4KSize), x)
-	ADDQ(U32(q8KSize), y)
+	for _, yt := range ys {
+		ADDQ(U32(q8KSize), yt)
+	}
 	DECQ(n)
 	JMP(LabelRef("loop"))
 
 	Label("done")
-	VZEROUPPER()
-	Store(sum, ReturnIndex(0))
-	RET()
+	storeSums(sums)
 }
 
 // dotQ4KAVX512 emits dotQ4KAVX2 on 512-bit vectors: 64 weights per step, the

@@ -35,36 +35,41 @@ func dotQ4KRow(row []byte, y []q8KBlock) float32 {
 
 // dotQ4KRows sets out[t] = dotQ4KRow(row, y[t*nb:(t+1)*nb]) for each
 // t < len(out): one weight row against several activation rows (a batch of
-// tokens), the AVX-512 kernel taking four at a time and unpacking each weight
-// block once for them. Every out[t] has the bits dotQ4KRow gives.
+// tokens), the AVX-512 kernel taking four at a time (AVX2: two) and unpacking
+// each weight block once for them. Every out[t] has the bits dotQ4KRow gives.
 func dotQ4KRows(out []float32, row []byte, y []q8KBlock, nb int) {
-	batchRows(out, row, y, nb, 144, dotQ4KAVX512x4, dotQ4KRow)
+	batchRows(out, row, y, nb, 144, dotQ4KAVX512x4, dotQ4KAVX2x2, dotQ4KRow)
 }
 
 // dotQ6KRows is dotQ4KRows for Q6_K weights.
 func dotQ6KRows(out []float32, row []byte, y []q8KBlock, nb int) {
-	batchRows(out, row, y, nb, 210, dotQ6KAVX512x4, dotQ6KRow)
+	batchRows(out, row, y, nb, 210, dotQ6KAVX512x4, nil, dotQ6KRow)
 }
 
 // dotQ8_0Rows is dotQ4KRows for Q8_0 weights.
 func dotQ8_0Rows(out []float32, row []byte, y []q8Block, nb int) {
-	batchRows(out, row, y, nb, 34, dotQ8_0AVX512x4, dotQ8_0Row)
+	batchRows(out, row, y, nb, 34, dotQ8_0AVX512x4, nil, dotQ8_0Row)
 }
 
-// batchRows runs the four-token kernel x4 over the batch while it can and the
-// single-row kernel one on the rest.
+// batchRows runs the four-token AVX-512 kernel x4, or else the two-token AVX2
+// kernel x2 (if any), over the batch while it can, and the single-row kernel
+// one on the rest.
 func batchRows[B q8Block | q8KBlock](out []float32, row []byte, y []B, nb, blockBytes int,
-	x4 func(x, y *byte, n, stride int, out *float32), one func([]byte, []B) float32) {
+	x4, x2 func(x, y *byte, n, stride int, out *float32), one func([]byte, []B) float32) {
 	if len(out) == 0 {
 		return
 	}
 	_ = y[len(out)*nb-1]
+	k, group := x4, 4
+	if !useAVX512 {
+		k, group = x2, 2
+	}
 	t := 0
-	if useAVX512 && nb > 0 {
+	if useAVX2 && k != nil && nb > 0 {
 		_ = row[nb*blockBytes-1]
 		stride := nb * int(unsafe.Sizeof(y[0]))
-		for ; t+4 <= len(out); t += 4 {
-			x4(&row[0], (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t])
+		for ; t+group <= len(out); t += group {
+			k(&row[0], (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t])
 		}
 	}
 	for ; t < len(out); t++ {

@@ -238,10 +238,10 @@ loop:
 	VPSRLW       $0x04, Y5, Y6
 	VPAND        Y1, Y6, Y6
 	VPAND        Y1, Y5, Y5
-	VPMADDUBSW   4(CX), Y5, Y5
-	VPMADDUBSW   36(CX), Y6, Y6
 	VPSHUFB      q4kShuf<>+0(SB), Y3, Y7
 	VPSHUFB      q4kShuf<>+32(SB), Y3, Y8
+	VPMADDUBSW   4(CX), Y5, Y5
+	VPMADDUBSW   36(CX), Y6, Y6
 	VPMADDWD     Y7, Y5, Y5
 	VPMADDWD     Y8, Y6, Y6
 	VPADDD       Y5, Y4, Y4
@@ -250,10 +250,10 @@ loop:
 	VPSRLW       $0x04, Y5, Y6
 	VPAND        Y1, Y6, Y6
 	VPAND        Y1, Y5, Y5
-	VPMADDUBSW   68(CX), Y5, Y5
-	VPMADDUBSW   100(CX), Y6, Y6
 	VPSHUFB      q4kShuf<>+64(SB), Y3, Y7
 	VPSHUFB      q4kShuf<>+96(SB), Y3, Y8
+	VPMADDUBSW   68(CX), Y5, Y5
+	VPMADDUBSW   100(CX), Y6, Y6
 	VPMADDWD     Y7, Y5, Y5
 	VPMADDWD     Y8, Y6, Y6
 	VPADDD       Y5, Y4, Y4
@@ -262,10 +262,10 @@ loop:
 	VPSRLW       $0x04, Y5, Y6
 	VPAND        Y1, Y6, Y6
 	VPAND        Y1, Y5, Y5
-	VPMADDUBSW   132(CX), Y5, Y5
-	VPMADDUBSW   164(CX), Y6, Y6
 	VPSHUFB      q4kShuf<>+128(SB), Y3, Y7
 	VPSHUFB      q4kShuf<>+160(SB), Y3, Y8
+	VPMADDUBSW   132(CX), Y5, Y5
+	VPMADDUBSW   164(CX), Y6, Y6
 	VPMADDWD     Y7, Y5, Y5
 	VPMADDWD     Y8, Y6, Y6
 	VPADDD       Y5, Y4, Y4
@@ -274,30 +274,30 @@ loop:
 	VPSRLW       $0x04, Y5, Y6
 	VPAND        Y1, Y6, Y6
 	VPAND        Y1, Y5, Y5
-	VPMADDUBSW   196(CX), Y5, Y5
-	VPMADDUBSW   228(CX), Y6, Y6
 	VPSHUFB      q4kShuf<>+192(SB), Y3, Y7
 	VPSHUFB      q4kShuf<>+224(SB), Y3, Y3
+	VPMADDUBSW   196(CX), Y5, Y5
+	VPMADDUBSW   228(CX), Y6, Y6
 	VPMADDWD     Y7, Y5, Y5
 	VPMADDWD     Y3, Y6, Y6
 	VPADDD       Y5, Y4, Y4
 	VPADDD       Y6, Y4, Y4
-	VEXTRACTI128 $0x01, Y4, X3
-	VPADDD       X3, X4, X3
 	MOVL         (AX), BX
-	VMOVD        BX, X4
-	VCVTPH2PS    X4, X4
-	VUNPCKLPS    X4, X4, X4
+	VMOVD        BX, X3
+	VCVTPH2PS    X3, X3
+	VUNPCKLPS    X3, X3, X3
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X5, X4, X4
 	VEXTRACTI128 $0x01, Y2, X5
 	VPADDD       X5, X2, X2
-	VPUNPCKLQDQ  X2, X3, X5
-	VPUNPCKHQDQ  X2, X3, X2
+	VPUNPCKLQDQ  X2, X4, X5
+	VPUNPCKHQDQ  X2, X4, X2
 	VPADDD       X2, X5, X5
 	VPSHUFD      $0xb1, X5, X2
 	VPADDD       X2, X5, X5
 	VCVTDQ2PS    X5, X2
-	VBROADCASTSS (CX), X3
-	VMULPS       X3, X4, X3
+	VBROADCASTSS (CX), X4
+	VMULPS       X4, X3, X3
 	VMULPS       X3, X2, X2
 	VMOVHLPS     X2, X2, X3
 	VSUBSS       X3, X2, X2
@@ -310,6 +310,162 @@ loop:
 done:
 	VZEROUPPER
 	MOVSS X0, ret+24(FP)
+	RET
+
+// func dotQ4KAVX2x2(x *byte, y *byte, n int, stride int, out *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotQ4KAVX2x2(SB), NOSPLIT, $0-40
+	MOVQ    x+0(FP), AX
+	MOVQ    y+8(FP), CX
+	MOVQ    n+16(FP), DX
+	MOVQ    stride+24(FP), BX
+	LEAQ    (CX)(BX*1), BX
+	VXORPS  X0, X0, X0
+	VXORPS  X1, X1, X1
+	VMOVDQU nibbleMask<>+0(SB), Y2
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VMOVDQU      4(AX), X3
+	VPSHUFB      q4kGatherLow<>+0(SB), X3, X4
+	VPSRLW       $0x04, X4, X5
+	VPAND        q4kMaskHigh<>+0(SB), X5, X5
+	VPAND        q4kMaskLow<>+0(SB), X4, X4
+	VPOR         X5, X4, X4
+	VPSHUFB      q4kGatherTop<>+0(SB), X3, X3
+	VPSRLW       $0x02, X3, X3
+	VPAND        bits45Mask<>+0(SB), X3, X3
+	VPOR         X3, X4, X4
+	VPSHUFB      q4kMinPairs<>+0(SB), X4, X3
+	VPMOVZXBW    X3, Y3
+	VPMADDWD     260(CX), Y3, Y3
+	VPSHUFB      q4kMinPairs<>+0(SB), X4, X5
+	VPMOVZXBW    X5, Y5
+	VPMADDWD     260(BX), Y5, Y5
+	VPMOVZXBW    X4, Y4
+	VPERMQ       $0x44, Y4, Y4
+	VPXOR        Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VMOVDQU      16(AX), Y8
+	VPSRLW       $0x04, Y8, Y9
+	VPAND        Y2, Y9, Y9
+	VPAND        Y2, Y8, Y8
+	VPSHUFB      q4kShuf<>+0(SB), Y4, Y10
+	VPSHUFB      q4kShuf<>+32(SB), Y4, Y11
+	VPMADDUBSW   4(CX), Y8, Y12
+	VPMADDUBSW   36(CX), Y9, Y13
+	VPMADDWD     Y10, Y12, Y12
+	VPMADDWD     Y11, Y13, Y13
+	VPADDD       Y12, Y6, Y6
+	VPADDD       Y13, Y6, Y6
+	VPMADDUBSW   4(BX), Y8, Y8
+	VPMADDUBSW   36(BX), Y9, Y9
+	VPMADDWD     Y10, Y8, Y8
+	VPMADDWD     Y11, Y9, Y9
+	VPADDD       Y8, Y7, Y7
+	VPADDD       Y9, Y7, Y7
+	VMOVDQU      48(AX), Y8
+	VPSRLW       $0x04, Y8, Y9
+	VPAND        Y2, Y9, Y9
+	VPAND        Y2, Y8, Y8
+	VPSHUFB      q4kShuf<>+64(SB), Y4, Y10
+	VPSHUFB      q4kShuf<>+96(SB), Y4, Y11
+	VPMADDUBSW   68(CX), Y8, Y12
+	VPMADDUBSW   100(CX), Y9, Y13
+	VPMADDWD     Y10, Y12, Y12
+	VPMADDWD     Y11, Y13, Y13
+	VPADDD       Y12, Y6, Y6
+	VPADDD       Y13, Y6, Y6
+	VPMADDUBSW   68(BX), Y8, Y8
+	VPMADDUBSW   100(BX), Y9, Y9
+	VPMADDWD     Y10, Y8, Y8
+	VPMADDWD     Y11, Y9, Y9
+	VPADDD       Y8, Y7, Y7
+	VPADDD       Y9, Y7, Y7
+	VMOVDQU      80(AX), Y8
+	VPSRLW       $0x04, Y8, Y9
+	VPAND        Y2, Y9, Y9
+	VPAND        Y2, Y8, Y8
+	VPSHUFB      q4kShuf<>+128(SB), Y4, Y10
+	VPSHUFB      q4kShuf<>+160(SB), Y4, Y11
+	VPMADDUBSW   132(CX), Y8, Y12
+	VPMADDUBSW   164(CX), Y9, Y13
+	VPMADDWD     Y10, Y12, Y12
+	VPMADDWD     Y11, Y13, Y13
+	VPADDD       Y12, Y6, Y6
+	VPADDD       Y13, Y6, Y6
+	VPMADDUBSW   132(BX), Y8, Y8
+	VPMADDUBSW   164(BX), Y9, Y9
+	VPMADDWD     Y10, Y8, Y8
+	VPMADDWD     Y11, Y9, Y9
+	VPADDD       Y8, Y7, Y7
+	VPADDD       Y9, Y7, Y7
+	VMOVDQU      112(AX), Y8
+	VPSRLW       $0x04, Y8, Y9
+	VPAND        Y2, Y9, Y9
+	VPAND        Y2, Y8, Y8
+	VPSHUFB      q4kShuf<>+192(SB), Y4, Y10
+	VPSHUFB      q4kShuf<>+224(SB), Y4, Y4
+	VPMADDUBSW   196(CX), Y8, Y11
+	VPMADDUBSW   228(CX), Y9, Y12
+	VPMADDWD     Y10, Y11, Y11
+	VPMADDWD     Y4, Y12, Y12
+	VPADDD       Y11, Y6, Y6
+	VPADDD       Y12, Y6, Y6
+	VPMADDUBSW   196(BX), Y8, Y8
+	VPMADDUBSW   228(BX), Y9, Y9
+	VPMADDWD     Y10, Y8, Y8
+	VPMADDWD     Y4, Y9, Y9
+	VPADDD       Y8, Y7, Y7
+	VPADDD       Y9, Y7, Y7
+	MOVL         (AX), SI
+	VMOVD        SI, X4
+	VCVTPH2PS    X4, X4
+	VUNPCKLPS    X4, X4, X4
+	VEXTRACTI128 $0x01, Y6, X8
+	VPADDD       X8, X6, X6
+	VEXTRACTI128 $0x01, Y3, X8
+	VPADDD       X8, X3, X3
+	VPUNPCKLQDQ  X3, X6, X8
+	VPUNPCKHQDQ  X3, X6, X3
+	VPADDD       X3, X8, X8
+	VPSHUFD      $0xb1, X8, X3
+	VPADDD       X3, X8, X8
+	VCVTDQ2PS    X8, X3
+	VBROADCASTSS (CX), X6
+	VMULPS       X6, X4, X6
+	VMULPS       X6, X3, X3
+	VMOVHLPS     X3, X3, X6
+	VSUBSS       X6, X3, X3
+	VADDSS       X3, X0, X0
+	VEXTRACTI128 $0x01, Y7, X3
+	VPADDD       X3, X7, X3
+	VEXTRACTI128 $0x01, Y5, X6
+	VPADDD       X6, X5, X5
+	VPUNPCKLQDQ  X5, X3, X6
+	VPUNPCKHQDQ  X5, X3, X3
+	VPADDD       X3, X6, X6
+	VPSHUFD      $0xb1, X6, X3
+	VPADDD       X3, X6, X6
+	VCVTDQ2PS    X6, X3
+	VBROADCASTSS (BX), X5
+	VMULPS       X5, X4, X4
+	VMULPS       X4, X3, X3
+	VMOVHLPS     X3, X3, X4
+	VSUBSS       X4, X3, X3
+	VADDSS       X3, X1, X1
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000124, CX
+	ADDQ         $0x00000124, BX
+	DECQ         DX
+	JMP          loop
+
+done:
+	VZEROUPPER
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
 	RET
 
 // func dotQ4KAVX512(x *byte, y *byte, n int) float32

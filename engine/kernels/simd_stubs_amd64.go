@@ -9,6 +9,11 @@ package kernels
 //go:noescape
 func dotQ4KAVX2(x *byte, y *byte, n int) float32
 
+// dotQ4KAVX2x2 sets out[t] = dotQ4KAVX2(x, y+t·stride, n) for t < 2.
+//
+//go:noescape
+func dotQ4KAVX2x2(x *byte, y *byte, n int, stride int, out *float32)
+
 // dotQ4KAVX512 is dotQ4KAVX2 with AVX-512BW and AVX-512 VNNI.
 //
 //go:noescape
