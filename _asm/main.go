@@ -59,7 +59,8 @@ func main() {
 	dotQ4KAVX2(2)
 	dotQ4KAVX512(1)
 	dotQ4KAVX512(4)
-	dotQ6KAVX2()
+	dotQ6KAVX2(1)
+	dotQ6KAVX2(2)
 	dotQ6KAVX512(1)
 	dotQ6KAVX512(4)
 	dotQ8_0AVX2()
@@ -502,13 +503,27 @@ func q6KAdd(y GPVirtual, dd, f, sum VecVirtual) {
 	VADDSS(d2, sum, sum)
 }
 
-func dotQ6KAVX2() {
-	TEXT("dotQ6KAVX2", NOSPLIT, "func(x, y *byte, n int) float32")
-	Pragma("noescape")
-	Doc("dotQ6KAVX2 is the dot product of n Q6_K blocks at x with n q8KBlocks at y.")
+// dotQ6KAVX2 emits the Q6_K kernel for AVX2; with tokens > 1 the kernel for
+// that many activation rows (stride bytes apart) at once, each with the
+// single-token kernel's operations and bits.
+func dotQ6KAVX2(tokens int) {
+	if tokens == 1 {
+		TEXT("dotQ6KAVX2", NOSPLIT, "func(x, y *byte, n int) float32")
+		Pragma("noescape")
+		Doc("dotQ6KAVX2 is the dot product of n Q6_K blocks at x with n q8KBlocks at y.")
+	} else {
+		name := fmt.Sprintf("dotQ6KAVX2x%d", tokens)
+		TEXT(name, NOSPLIT, "func(x, y *byte, n, stride int, out *float32)")
+		Pragma("noescape")
+		Doc(fmt.Sprintf("%s sets out[t] = dotQ6KAVX2(x, y+t·stride, n) for t < %d.", name, tokens))
+	}
 	x, y, n := params3()
-	sum := XMM()
-	VXORPS(sum, sum, sum)
+	ys := tokenRows(y, tokens)
+	sums := make([]VecVirtual, tokens)
+	for t := range sums {
+		sums[t] = XMM()
+		VXORPS(sums[t], sums[t], sums[t])
+	}
 	m4, m30 := YMM(), YMM()
 	VMOVDQU(nibbleMask, m4)
 	VMOVDQU(bits45Mask, m30)
@@ -520,64 +535,66 @@ func dotQ6KAVX2() {
 	VMOVDQU(Mem{Base: x, Disp: 192}, scales)
 	sw16 := YMM()
 	VPMOVSXBW(scales, sw16)
-	bc := YMM()
-	VPMADDWD(Mem{Base: y, Disp: q8KBsums}, sw16, bc)
-	acc := YMM()
-	VPXOR(acc, acc, acc)
+	bc := make([]VecVirtual, tokens)
+	acc := make([]VecVirtual, tokens)
+	for t, yt := range ys {
+		bc[t] = YMM()
+		VPMADDWD(Mem{Base: yt, Disp: q8KBsums}, sw16, bc[t])
+		acc[t] = YMM()
+		VPXOR(acc[t], acc[t], acc[t])
+	}
 	for h := 0; h < 2; h++ {
-		ql := [2]VecVirtual{YMM(), YMM()}
-		VMOVDQU(Mem{Base: x, Disp: 64 * h}, ql[0])
-		VMOVDQU(Mem{Base: x, Disp: 64*h + 32}, ql[1])
-		qh := YMM()
-		VMOVDQU(Mem{Base: x, Disp: 128 + 32*h}, qh)
 		for k := 0; k < 4; k++ {
-			// Elements 128h+32k+l: low bits in ql[k&1] (low nibble for k<2),
-			// top two bits at bit 2k of qh, moved to bits 4-5.
+			// Elements 128h+32k+l: low bits in ql[32(k&1)+l] (low nibble for
+			// k<2), top two bits at bit 2k of qh[l], moved to bits 4-5.
 			v := YMM()
-			if k < 2 {
-				VPAND(m4, ql[k&1], v)
-			} else {
-				VPSRLW(U8(4), ql[k&1], v)
-				VPAND(m4, v, v)
+			VMOVDQU(Mem{Base: x, Disp: 64*h + 32*(k&1)}, v)
+			if k >= 2 {
+				VPSRLW(U8(4), v, v)
 			}
+			VPAND(m4, v, v)
 			hb := YMM()
+			VMOVDQU(Mem{Base: x, Disp: 128 + 32*h}, hb)
 			switch k {
 			case 0:
-				VPSLLW(U8(4), qh, hb)
+				VPSLLW(U8(4), hb, hb)
 			case 1:
-				VPSLLW(U8(2), qh, hb)
-			case 2:
-				VMOVDQA(qh, hb)
+				VPSLLW(U8(2), hb, hb)
 			case 3:
-				VPSRLW(U8(2), qh, hb)
+				VPSRLW(U8(2), hb, hb)
 			}
 			VPAND(m30, hb, hb)
 			VPOR(hb, v, v)
-			p := YMM()
-			VPMADDUBSW(Mem{Base: y, Disp: q8KQS + 128*h + 32*k}, v, p)
 			s := XMM()
 			VPSHUFB(q6kShuf.Offset(16*(4*h+k)), scales, s)
 			sw := YMM()
 			VPMOVSXBW(s, sw)
-			VPMADDWD(sw, p, p)
-			VPADDD(p, acc, acc)
+			for t, yt := range ys {
+				p := YMM()
+				VPMADDUBSW(Mem{Base: yt, Disp: q8KQS + 128*h + 32*k}, v, p)
+				VPMADDWD(sw, p, p)
+				VPADDD(p, acc[t], acc[t])
+			}
 		}
 	}
-	hi := XMM()
-	VEXTRACTI128(U8(1), acc, hi)
-	is := XMM()
-	VPADDD(hi, acc.AsX(), is)
-	q6KFinish(x, y, is, bc, sum)
+	dd := q6KD(x)
+	for t := range acc {
+		hi := XMM()
+		VEXTRACTI128(U8(1), acc[t], hi)
+		is := XMM()
+		VPADDD(hi, acc[t].AsX(), is)
+		q6KAdd(ys[t], dd, q6KIntSum(is, bc[t]), sums[t])
+	}
 
 	ADDQ(U32(q6KSize), x)
-	ADDQ(U32(q8KSize), y)
+	for _, yt := range ys {
+		ADDQ(U32(q8KSize), yt)
+	}
 	DECQ(n)
 	JMP(LabelRef("loop"))
 
 	Label("done")
-	VZEROUPPER()
-	Store(sum, ReturnIndex(0))
-	RET()
+	storeSums(sums)
 }
 
 // dotQ6KAVX512 takes 64 quants per step: the 64 bytes of ql for half h hold

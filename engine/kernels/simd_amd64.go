@@ -43,7 +43,7 @@ func dotQ4KRows(out []float32, row []byte, y []q8KBlock, nb int) {
 
 // dotQ6KRows is dotQ4KRows for Q6_K weights.
 func dotQ6KRows(out []float32, row []byte, y []q8KBlock, nb int) {
-	batchRows(out, row, y, nb, 210, dotQ6KAVX512x4, nil, dotQ6KRow)
+	batchRows(out, row, y, nb, 210, dotQ6KAVX512x4, dotQ6KAVX2x2, dotQ6KRow)
 }
 
 // dotQ8_0Rows is dotQ4KRows for Q8_0 weights.

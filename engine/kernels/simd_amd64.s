@@ -760,104 +760,112 @@ loop:
 	VPMADDWD     260(CX), Y4, Y4
 	VPXOR        Y5, Y5, Y5
 	VMOVDQU      (AX), Y6
-	VMOVDQU      32(AX), Y7
-	VMOVDQU      128(AX), Y8
-	VPAND        Y1, Y6, Y9
-	VPSLLW       $0x04, Y8, Y10
-	VPAND        Y2, Y10, Y10
-	VPOR         Y10, Y9, Y9
-	VPMADDUBSW   4(CX), Y9, Y9
-	VPSHUFB      q6kShuf<>+0(SB), X3, X10
-	VPMOVSXBW    X10, Y10
-	VPMADDWD     Y10, Y9, Y9
-	VPADDD       Y9, Y5, Y5
-	VPAND        Y1, Y7, Y9
-	VPSLLW       $0x02, Y8, Y10
-	VPAND        Y2, Y10, Y10
-	VPOR         Y10, Y9, Y9
-	VPMADDUBSW   36(CX), Y9, Y9
-	VPSHUFB      q6kShuf<>+16(SB), X3, X10
-	VPMOVSXBW    X10, Y10
-	VPMADDWD     Y10, Y9, Y9
-	VPADDD       Y9, Y5, Y5
-	VPSRLW       $0x04, Y6, Y6
 	VPAND        Y1, Y6, Y6
-	VMOVDQA      Y8, Y9
-	VPAND        Y2, Y9, Y9
-	VPOR         Y9, Y6, Y6
-	VPMADDUBSW   68(CX), Y6, Y6
-	VPSHUFB      q6kShuf<>+32(SB), X3, X9
-	VPMOVSXBW    X9, Y9
-	VPMADDWD     Y9, Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VPSRLW       $0x04, Y7, Y6
-	VPAND        Y1, Y6, Y6
-	VPSRLW       $0x02, Y8, Y7
+	VMOVDQU      128(AX), Y7
+	VPSLLW       $0x04, Y7, Y7
 	VPAND        Y2, Y7, Y7
 	VPOR         Y7, Y6, Y6
-	VPMADDUBSW   100(CX), Y6, Y6
+	VPSHUFB      q6kShuf<>+0(SB), X3, X7
+	VPMOVSXBW    X7, Y7
+	VPMADDUBSW   4(CX), Y6, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      32(AX), Y6
+	VPAND        Y1, Y6, Y6
+	VMOVDQU      128(AX), Y7
+	VPSLLW       $0x02, Y7, Y7
+	VPAND        Y2, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPSHUFB      q6kShuf<>+16(SB), X3, X7
+	VPMOVSXBW    X7, Y7
+	VPMADDUBSW   36(CX), Y6, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      (AX), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VMOVDQU      128(AX), Y7
+	VPAND        Y2, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPSHUFB      q6kShuf<>+32(SB), X3, X7
+	VPMOVSXBW    X7, Y7
+	VPMADDUBSW   68(CX), Y6, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      32(AX), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VMOVDQU      128(AX), Y7
+	VPSRLW       $0x02, Y7, Y7
+	VPAND        Y2, Y7, Y7
+	VPOR         Y7, Y6, Y6
 	VPSHUFB      q6kShuf<>+48(SB), X3, X7
 	VPMOVSXBW    X7, Y7
+	VPMADDUBSW   100(CX), Y6, Y6
 	VPMADDWD     Y7, Y6, Y6
 	VPADDD       Y6, Y5, Y5
 	VMOVDQU      64(AX), Y6
-	VMOVDQU      96(AX), Y7
-	VMOVDQU      160(AX), Y8
-	VPAND        Y1, Y6, Y9
-	VPSLLW       $0x04, Y8, Y10
-	VPAND        Y2, Y10, Y10
-	VPOR         Y10, Y9, Y9
-	VPMADDUBSW   132(CX), Y9, Y9
-	VPSHUFB      q6kShuf<>+64(SB), X3, X10
-	VPMOVSXBW    X10, Y10
-	VPMADDWD     Y10, Y9, Y9
-	VPADDD       Y9, Y5, Y5
-	VPAND        Y1, Y7, Y9
-	VPSLLW       $0x02, Y8, Y10
-	VPAND        Y2, Y10, Y10
-	VPOR         Y10, Y9, Y9
-	VPMADDUBSW   164(CX), Y9, Y9
-	VPSHUFB      q6kShuf<>+80(SB), X3, X10
-	VPMOVSXBW    X10, Y10
-	VPMADDWD     Y10, Y9, Y9
-	VPADDD       Y9, Y5, Y5
-	VPSRLW       $0x04, Y6, Y6
 	VPAND        Y1, Y6, Y6
-	VMOVDQA      Y8, Y9
-	VPAND        Y2, Y9, Y9
-	VPOR         Y9, Y6, Y6
-	VPMADDUBSW   196(CX), Y6, Y6
-	VPSHUFB      q6kShuf<>+96(SB), X3, X9
-	VPMOVSXBW    X9, Y9
-	VPMADDWD     Y9, Y6, Y6
-	VPADDD       Y6, Y5, Y5
-	VPSRLW       $0x04, Y7, Y6
-	VPAND        Y1, Y6, Y6
-	VPSRLW       $0x02, Y8, Y7
+	VMOVDQU      160(AX), Y7
+	VPSLLW       $0x04, Y7, Y7
 	VPAND        Y2, Y7, Y7
 	VPOR         Y7, Y6, Y6
-	VPMADDUBSW   228(CX), Y6, Y6
+	VPSHUFB      q6kShuf<>+64(SB), X3, X7
+	VPMOVSXBW    X7, Y7
+	VPMADDUBSW   132(CX), Y6, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      96(AX), Y6
+	VPAND        Y1, Y6, Y6
+	VMOVDQU      160(AX), Y7
+	VPSLLW       $0x02, Y7, Y7
+	VPAND        Y2, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPSHUFB      q6kShuf<>+80(SB), X3, X7
+	VPMOVSXBW    X7, Y7
+	VPMADDUBSW   164(CX), Y6, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      64(AX), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VMOVDQU      160(AX), Y7
+	VPAND        Y2, Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPSHUFB      q6kShuf<>+96(SB), X3, X7
+	VPMOVSXBW    X7, Y7
+	VPMADDUBSW   196(CX), Y6, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VMOVDQU      96(AX), Y6
+	VPSRLW       $0x04, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VMOVDQU      160(AX), Y7
+	VPSRLW       $0x02, Y7, Y7
+	VPAND        Y2, Y7, Y7
+	VPOR         Y7, Y6, Y6
 	VPSHUFB      q6kShuf<>+112(SB), X3, X3
 	VPMOVSXBW    X3, Y3
+	VPMADDUBSW   228(CX), Y6, Y6
 	VPMADDWD     Y3, Y6, Y6
 	VPADDD       Y6, Y5, Y5
-	VEXTRACTI128 $0x01, Y5, X3
-	VPADDD       X3, X5, X3
 	MOVWLZX      208(AX), BX
-	VMOVD        BX, X5
-	VCVTPH2PS    X5, X5
+	VMOVD        BX, X3
+	VCVTPH2PS    X3, X3
+	VEXTRACTI128 $0x01, Y5, X6
+	VPADDD       X6, X5, X5
 	VEXTRACTI128 $0x01, Y4, X6
 	VPADDD       X6, X4, X4
 	VPSLLD       $0x05, X4, X4
-	VPSUBD       X4, X3, X3
-	VPSHUFD      $0x4e, X3, X4
-	VPADDD       X4, X3, X3
-	VPSHUFD      $0xb1, X3, X4
-	VPADDD       X4, X3, X3
-	VCVTDQ2PS    X3, X3
-	VMULSS       (CX), X5, X4
-	VMULSS       X3, X4, X4
-	VADDSS       X4, X0, X0
+	VPSUBD       X4, X5, X5
+	VPSHUFD      $0x4e, X5, X4
+	VPADDD       X4, X5, X5
+	VPSHUFD      $0xb1, X5, X4
+	VPADDD       X4, X5, X5
+	VCVTDQ2PS    X5, X4
+	VMULSS       (CX), X3, X3
+	VMULSS       X4, X3, X3
+	VADDSS       X3, X0, X0
 	ADDQ         $0x000000d2, AX
 	ADDQ         $0x00000124, CX
 	DECQ         DX
@@ -866,6 +874,186 @@ loop:
 done:
 	VZEROUPPER
 	MOVSS X0, ret+24(FP)
+	RET
+
+// func dotQ6KAVX2x2(x *byte, y *byte, n int, stride int, out *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotQ6KAVX2x2(SB), NOSPLIT, $0-40
+	MOVQ    x+0(FP), AX
+	MOVQ    y+8(FP), CX
+	MOVQ    n+16(FP), DX
+	MOVQ    stride+24(FP), BX
+	LEAQ    (CX)(BX*1), BX
+	VXORPS  X0, X0, X0
+	VXORPS  X1, X1, X1
+	VMOVDQU nibbleMask<>+0(SB), Y2
+	VMOVDQU bits45Mask<>+0(SB), Y3
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VMOVDQU      192(AX), X4
+	VPMOVSXBW    X4, Y5
+	VPMADDWD     260(CX), Y5, Y6
+	VPXOR        Y7, Y7, Y7
+	VPMADDWD     260(BX), Y5, Y5
+	VPXOR        Y8, Y8, Y8
+	VMOVDQU      (AX), Y9
+	VPAND        Y2, Y9, Y9
+	VMOVDQU      128(AX), Y10
+	VPSLLW       $0x04, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSHUFB      q6kShuf<>+0(SB), X4, X10
+	VPMOVSXBW    X10, Y10
+	VPMADDUBSW   4(CX), Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPMADDUBSW   4(BX), Y9, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y8, Y8
+	VMOVDQU      32(AX), Y9
+	VPAND        Y2, Y9, Y9
+	VMOVDQU      128(AX), Y10
+	VPSLLW       $0x02, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSHUFB      q6kShuf<>+16(SB), X4, X10
+	VPMOVSXBW    X10, Y10
+	VPMADDUBSW   36(CX), Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPMADDUBSW   36(BX), Y9, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y8, Y8
+	VMOVDQU      (AX), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y2, Y9, Y9
+	VMOVDQU      128(AX), Y10
+	VPAND        Y3, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSHUFB      q6kShuf<>+32(SB), X4, X10
+	VPMOVSXBW    X10, Y10
+	VPMADDUBSW   68(CX), Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPMADDUBSW   68(BX), Y9, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y8, Y8
+	VMOVDQU      32(AX), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y2, Y9, Y9
+	VMOVDQU      128(AX), Y10
+	VPSRLW       $0x02, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSHUFB      q6kShuf<>+48(SB), X4, X10
+	VPMOVSXBW    X10, Y10
+	VPMADDUBSW   100(CX), Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPMADDUBSW   100(BX), Y9, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y8, Y8
+	VMOVDQU      64(AX), Y9
+	VPAND        Y2, Y9, Y9
+	VMOVDQU      160(AX), Y10
+	VPSLLW       $0x04, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSHUFB      q6kShuf<>+64(SB), X4, X10
+	VPMOVSXBW    X10, Y10
+	VPMADDUBSW   132(CX), Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPMADDUBSW   132(BX), Y9, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y8, Y8
+	VMOVDQU      96(AX), Y9
+	VPAND        Y2, Y9, Y9
+	VMOVDQU      160(AX), Y10
+	VPSLLW       $0x02, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSHUFB      q6kShuf<>+80(SB), X4, X10
+	VPMOVSXBW    X10, Y10
+	VPMADDUBSW   164(CX), Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPMADDUBSW   164(BX), Y9, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y8, Y8
+	VMOVDQU      64(AX), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y2, Y9, Y9
+	VMOVDQU      160(AX), Y10
+	VPAND        Y3, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSHUFB      q6kShuf<>+96(SB), X4, X10
+	VPMOVSXBW    X10, Y10
+	VPMADDUBSW   196(CX), Y9, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y7, Y7
+	VPMADDUBSW   196(BX), Y9, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y8, Y8
+	VMOVDQU      96(AX), Y9
+	VPSRLW       $0x04, Y9, Y9
+	VPAND        Y2, Y9, Y9
+	VMOVDQU      160(AX), Y10
+	VPSRLW       $0x02, Y10, Y10
+	VPAND        Y3, Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSHUFB      q6kShuf<>+112(SB), X4, X4
+	VPMOVSXBW    X4, Y4
+	VPMADDUBSW   228(CX), Y9, Y10
+	VPMADDWD     Y4, Y10, Y10
+	VPADDD       Y10, Y7, Y7
+	VPMADDUBSW   228(BX), Y9, Y9
+	VPMADDWD     Y4, Y9, Y9
+	VPADDD       Y9, Y8, Y8
+	MOVWLZX      208(AX), SI
+	VMOVD        SI, X4
+	VCVTPH2PS    X4, X4
+	VEXTRACTI128 $0x01, Y7, X9
+	VPADDD       X9, X7, X7
+	VEXTRACTI128 $0x01, Y6, X9
+	VPADDD       X9, X6, X6
+	VPSLLD       $0x05, X6, X6
+	VPSUBD       X6, X7, X7
+	VPSHUFD      $0x4e, X7, X6
+	VPADDD       X6, X7, X7
+	VPSHUFD      $0xb1, X7, X6
+	VPADDD       X6, X7, X7
+	VCVTDQ2PS    X7, X6
+	VMULSS       (CX), X4, X7
+	VMULSS       X6, X7, X7
+	VADDSS       X7, X0, X0
+	VEXTRACTI128 $0x01, Y8, X6
+	VPADDD       X6, X8, X6
+	VEXTRACTI128 $0x01, Y5, X7
+	VPADDD       X7, X5, X5
+	VPSLLD       $0x05, X5, X5
+	VPSUBD       X5, X6, X6
+	VPSHUFD      $0x4e, X6, X5
+	VPADDD       X5, X6, X6
+	VPSHUFD      $0xb1, X6, X5
+	VPADDD       X5, X6, X6
+	VCVTDQ2PS    X6, X5
+	VMULSS       (BX), X4, X4
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X1, X1
+	ADDQ         $0x000000d2, AX
+	ADDQ         $0x00000124, CX
+	ADDQ         $0x00000124, BX
+	DECQ         DX
+	JMP          loop
+
+done:
+	VZEROUPPER
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
 	RET
 
 // func dotQ6KAVX512(x *byte, y *byte, n int) float32

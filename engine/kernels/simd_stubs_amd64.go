@@ -29,6 +29,11 @@ func dotQ4KAVX512x4(x *byte, y *byte, n int, stride int, out *float32)
 //go:noescape
 func dotQ6KAVX2(x *byte, y *byte, n int) float32
 
+// dotQ6KAVX2x2 sets out[t] = dotQ6KAVX2(x, y+t·stride, n) for t < 2.
+//
+//go:noescape
+func dotQ6KAVX2x2(x *byte, y *byte, n int, stride int, out *float32)
+
 // dotQ6KAVX512 is dotQ6KAVX2 with AVX-512BW and AVX-512 VNNI.
 //
 //go:noescape
