@@ -48,7 +48,7 @@ var (
 	q4kShuf, q4kShuf512, q6kShuf                        Mem
 	q4kGatherLow, q4kGatherTop, q4kMaskLow, q4kMaskHigh Mem
 	q4kMinPairs, q6kShiftLow, q6kShiftHigh, q6kPerm     Mem
-	q4kShiftHigh                                        Mem
+	q4kShiftHigh, q40Shift                              Mem
 )
 
 func main() {
@@ -67,6 +67,7 @@ func main() {
 	dotQ8_0AVX512(1)
 	dotQ8_0AVX512(4)
 	dotQ4_0AVX2()
+	dotQ4_0AVX512()
 	dotFloatAVX2("dotF32AVX2", "F32", 4)
 	dotFloatAVX2("dotF16AVX2", "F16", 2)
 	dotFloatAVX2("dotBF16AVX2", "BF16", 2)
@@ -140,6 +141,12 @@ func constants() {
 	q4kShiftHigh = rodata("q4kShiftHigh", append(bytes.Repeat([]byte{0, 0}, 16), bytes.Repeat([]byte{4, 0}, 16)...))
 	// q4kMinPairs repeats each min (bytes 8-15 of the unpacked scales) twice,
 	// one per bsum of its sub-block.
+	// Q4_0 on 512 bits: word shift counts 0, 4, 0, 4 by 128-bit lane.
+	b = nil
+	for l := 0; l < 4; l++ {
+		b = append(b, bytes.Repeat([]byte{byte(4 * (l & 1)), 0}, 8)...)
+	}
+	q40Shift = rodata("q40Shift", b)
 	q4kMinPairs = rodata("q4kMinPairs", []byte{8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15})
 }
 
@@ -948,6 +955,79 @@ func dotQ4_0AVX2() {
 		VMOVDQU(nibbleMask, m4)
 		VMOVDQU(eights, e8)
 	})
+}
+
+// dotQ4_0AVX512 is dotQ4_0AVX2 on 512-bit vectors, a pair of blocks per step
+// as in dotQ8_0AVX512, with (q−8)·y summed as VPDPBUSD(q, y) − VPDPBUSD(8, y):
+// the int32 lanes are dotQ4_0AVX2's (sums of 4 consecutive products), so it
+// gives dotQ4_0AVX2's bits.
+func dotQ4_0AVX512() {
+	evex = true
+	defer func() { evex = false }()
+	TEXT("dotQ4_0AVX512", NOSPLIT, "func(x, y *byte, n int) float32")
+	Pragma("noescape")
+	Doc("dotQ4_0AVX512 is dotQ4_0AVX2 with AVX-512BW and AVX-512 VNNI.")
+	x, y, n := params3()
+	acc, m4, e8, shr := ZMM(), ZMM(), ZMM(), ZMM()
+	VPXORD(acc, acc, acc)
+	VMOVDQU64(nibbleMask, m4)
+	VBROADCASTI64X4(eights, e8)
+	VMOVDQU64(q40Shift, shr)
+	Label("pairs")
+	CMPQ(n, U8(2))
+	JL(LabelRef("last"))
+	// 128-bit lanes: block A's 16 bytes twice, then block B's twice; the
+	// second copy of each shifted to its high nibbles.
+	q := ZMM()
+	VBROADCASTI32X4(Mem{Base: x, Disp: 2}, q)
+	VINSERTI32X4(U8(2), Mem{Base: x, Disp: q40Size + 2}, q, q)
+	VINSERTI32X4(U8(3), Mem{Base: x, Disp: q40Size + 2}, q, q)
+	VPSRLVW(shr, q, q)
+	VPANDD(m4, q, q)
+	qy := ZMM()
+	vmovdqu(Mem{Base: y, Disp: q8QS}, qy.AsY())
+	VINSERTI64X4(U8(1), Mem{Base: y, Disp: q8Size + q8QS}, qy, qy)
+	p, c := ZMM(), ZMM()
+	VPXORD(p, p, p)
+	VPXORD(c, c, c)
+	raw("VPDPBUSD", qy, q, p)
+	raw("VPDPBUSD", qy, e8, c)
+	VPSUBD(c, p, p)
+	VCVTDQ2PS(p, p)
+	d0 := blockScale(x, 0, y, 0)
+	d1 := blockScale(x, q40Size, y, q8Size)
+	d := ZMM()
+	VINSERTF64X4(U8(1), d1, d0.AsZ(), d)
+	VFMADD231PS(p, d, acc)
+	ADDQ(U32(2*q40Size), x)
+	ADDQ(U32(2*q8Size), y)
+	SUBQ(U8(2), n)
+	JMP(LabelRef("pairs"))
+
+	Label("last")
+	hi := YMM()
+	VEXTRACTF64X4(U8(1), acc, hi)
+	lo := acc.AsY().(VecVirtual)
+	TESTQ(n, n)
+	JZ(LabelRef("done"))
+	bq := YMM()
+	VBROADCASTI32X4(Mem{Base: x, Disp: 2}, bq)
+	VPSRLVW(shr.AsY(), bq, bq)
+	VPANDD(m4.AsY(), bq, bq)
+	by := YMM()
+	vmovdqu(Mem{Base: y, Disp: q8QS}, by)
+	bp, bc := YMM(), YMM()
+	VPXORD(bp, bp, bp)
+	VPXORD(bc, bc, bc)
+	raw("VPDPBUSD", by, bq, bp)
+	raw("VPDPBUSD", by, e8.AsY(), bc)
+	VPSUBD(bc, bp, bp)
+	VCVTDQ2PS(bp, bp)
+	VFMADD231PS(bp, blockScale(x, 0, y, 0), lo)
+	Label("done")
+	VADDPS(hi, lo, lo)
+	sum := hsum8(lo)
+	storeSums([]VecVirtual{sum})
 }
 
 // floatAccs is the number of 8-lane accumulators of the float kernels: enough

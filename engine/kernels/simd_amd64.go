@@ -107,6 +107,9 @@ func dotQ4_0Row(row []byte, y []q8Block) float32 {
 		return dotQ4_0RowGeneric(row, y)
 	}
 	_ = row[n*18-1]
+	if useAVX512 {
+		return dotQ4_0AVX512(&row[0], (*byte)(unsafe.Pointer(&y[0])), n)
+	}
 	return dotQ4_0AVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n)
 }
 

@@ -202,6 +202,16 @@ DATA q4kShiftHigh<>+48(SB)/8, $0x0004000400040004
 DATA q4kShiftHigh<>+56(SB)/8, $0x0004000400040004
 GLOBL q4kShiftHigh<>(SB), RODATA|NOPTR, $64
 
+DATA q40Shift<>+0(SB)/8, $0x0000000000000000
+DATA q40Shift<>+8(SB)/8, $0x0000000000000000
+DATA q40Shift<>+16(SB)/8, $0x0004000400040004
+DATA q40Shift<>+24(SB)/8, $0x0004000400040004
+DATA q40Shift<>+32(SB)/8, $0x0000000000000000
+DATA q40Shift<>+40(SB)/8, $0x0000000000000000
+DATA q40Shift<>+48(SB)/8, $0x0004000400040004
+DATA q40Shift<>+56(SB)/8, $0x0004000400040004
+GLOBL q40Shift<>(SB), RODATA|NOPTR, $64
+
 DATA q4kMinPairs<>+0(SB)/8, $0x0b0b0a0a09090808
 DATA q4kMinPairs<>+8(SB)/8, $0x0f0f0e0e0d0d0c0c
 GLOBL q4kMinPairs<>(SB), RODATA|NOPTR, $16
@@ -1708,6 +1718,83 @@ done:
 	VADDSS       X1, X0, X0
 	VZEROUPPER
 	MOVSS        X0, ret+24(FP)
+	RET
+
+// func dotQ4_0AVX512(x *byte, y *byte, n int) float32
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, FMA3, SSE
+TEXT ·dotQ4_0AVX512(SB), NOSPLIT, $0-28
+	MOVQ            x+0(FP), AX
+	MOVQ            y+8(FP), CX
+	MOVQ            n+16(FP), DX
+	VPXORD          Z0, Z0, Z0
+	VMOVDQU64       nibbleMask<>+0(SB), Z1
+	VBROADCASTI64X4 eights<>+0(SB), Z2
+	VMOVDQU64       q40Shift<>+0(SB), Z3
+
+pairs:
+	CMPQ            DX, $0x02
+	JL              last
+	VBROADCASTI32X4 2(AX), Z4
+	VINSERTI32X4    $0x02, 20(AX), Z4, Z4
+	VINSERTI32X4    $0x03, 20(AX), Z4, Z4
+	VPSRLVW         Z3, Z4, Z4
+	VPANDD          Z1, Z4, Z4
+	VMOVDQU32       4(CX), Y5
+	VINSERTI64X4    $0x01, 40(CX), Z5, Z5
+	VPXORD          Z6, Z6, Z6
+	VPXORD          Z7, Z7, Z7
+	VPDPBUSD        Z5, Z4, Z6
+	VPDPBUSD        Z5, Z2, Z7
+	VPSUBD          Z7, Z6, Z6
+	VCVTDQ2PS       Z6, Z6
+	MOVWLZX         (AX), BX
+	VMOVD           BX, X4
+	VCVTPH2PS       X4, X4
+	VMULSS          (CX), X4, X4
+	VBROADCASTSS    X4, Y8
+	MOVWLZX         18(AX), BX
+	VMOVD           BX, X4
+	VCVTPH2PS       X4, X4
+	VMULSS          36(CX), X4, X4
+	VBROADCASTSS    X4, Y4
+	VINSERTF64X4    $0x01, Y4, Z8, Z4
+	VFMADD231PS     Z6, Z4, Z0
+	ADDQ            $0x00000024, AX
+	ADDQ            $0x00000048, CX
+	SUBQ            $0x02, DX
+	JMP             pairs
+
+last:
+	VEXTRACTF64X4   $0x01, Z0, Y4
+	TESTQ           DX, DX
+	JZ              done
+	VBROADCASTI32X4 2(AX), Y5
+	VPSRLVW         Y3, Y5, Y5
+	VPANDD          Y1, Y5, Y5
+	VMOVDQU32       4(CX), Y1
+	VPXORD          Y9, Y9, Y9
+	VPXORD          Y10, Y10, Y10
+	VPDPBUSD        Y1, Y5, Y9
+	VPDPBUSD        Y1, Y2, Y10
+	VPSUBD          Y10, Y9, Y9
+	VCVTDQ2PS       Y9, Y9
+	MOVWLZX         (AX), AX
+	VMOVD           AX, X1
+	VCVTPH2PS       X1, X1
+	VMULSS          (CX), X1, X1
+	VBROADCASTSS    X1, Y1
+	VFMADD231PS     Y9, Y1, Y0
+
+done:
+	VADDPS        Y4, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VZEROUPPER
+	MOVSS         X0, ret+24(FP)
 	RET
 
 // func dotF32AVX2(x *byte, y *float32, n int) float32

@@ -64,6 +64,11 @@ func dotQ8_0AVX512x4(x *byte, y *byte, n int, stride int, out *float32)
 //go:noescape
 func dotQ4_0AVX2(x *byte, y *byte, n int) float32
 
+// dotQ4_0AVX512 is dotQ4_0AVX2 with AVX-512BW and AVX-512 VNNI.
+//
+//go:noescape
+func dotQ4_0AVX512(x *byte, y *byte, n int) float32
+
 // dotF32AVX2 is the dot product of n (a multiple of 8) F32 weights at x with float32s at y.
 //
 //go:noescape
