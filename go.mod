@@ -5,9 +5,7 @@ go 1.26.8
 require github.com/x448/float16 v0.8.4
 
 require github.com/dlclark/regexp2 v1.12.0
-
 require github.com/nikolalohinski/gonja/v2 v2.9.1
-
 require (
 	github.com/HdrHistogram/hdrhistogram-go v1.4.0
 	github.com/chromedp/cdproto v0.159.0
@@ -22,8 +20,6 @@ require (
 	golang.org/x/time v0.16.0
 	gopkg.in/yaml.v3 v3.0.1
 )
-
-require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/dustin/go-humanize v1.0.1 // indirect
@@ -48,4 +44,6 @@ require (
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
+	github.com/x448/float16 v0.8.4
+	golang.org/x/sys v0.49.0
 )

@@ -1,0 +1,1152 @@
+// Command _asm generates the amd64 assembly of lmlite's row dot-product kernels
+// (engine/kernels/simd_amd64.s) and their Go declarations
+// (engine/kernels/simd_stubs_amd64.go) with avo. It is its own module so that only
+// this generator depends on avo; run it through `go generate` in engine/kernels.
+//
+// Each kernel has an AVX2 (+FMA, F16C) form and, where it pays off, an AVX-512
+// (BW, VL, VNNI) form that keeps the AVX2 form's operations and order; the
+// K-quant and Q8_0 kernels also have a four-token form (…x4) sharing the weight
+// unpacking between activation rows. engine/kernels/simd_generic.go documents
+// the numerics. avo's instruction table lacks AVX-512 VNNI, so VPDPBUSD and
+// VPDPWSSD are emitted raw; the AVX-512 kernels may be given X16-X31, so their
+// helpers pick EVEX forms (see evex).
+//
+// The kernels read the activation blocks of engine/kernels by raw offsets (the
+// q8Block and q8KBlock layouts below); the package's simd_test.go checks those
+// offsets against unsafe.Offsetof, so a layout change fails the tests instead of
+// silently corrupting results.
+package main
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"strings"
+
+	. "github.com/mmcloughlin/avo/build"
+	"github.com/mmcloughlin/avo/ir"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// Block layouts (bytes).
+const (
+	q8Size   = 36  // q8Block: d float32, qs [32]int8
+	q8QS     = 4   // offset of q8Block.qs
+	q8KSize  = 292 // q8KBlock: d float32, qs [256]int8, bsums [16]int16
+	q8KQS    = 4   // offset of q8KBlock.qs
+	q8KBsums = 260 // offset of q8KBlock.bsums
+
+	q80Size = 34  // Q8_0: d f16, qs [32]int8
+	q40Size = 18  // Q4_0: d f16, qs [16]byte
+	q4KSize = 144 // Q4_K: d f16, dmin f16, scales [12]byte, qs [128]byte
+	q6KSize = 210 // Q6_K: ql [128]byte, qh [64]byte, scales [16]int8, d f16
+)
+
+var (
+	nibbleMask, ones16, eights, bits45Mask              Mem
+	q4kShuf, q4kShuf512, q6kShuf                        Mem
+	q4kGatherLow, q4kGatherTop, q4kMaskLow, q4kMaskHigh Mem
+	q4kMinPairs, q6kShiftLow, q6kShiftHigh, q6kPerm     Mem
+	q4kShiftHigh, q40Shift                              Mem
+)
+
+func main() {
+	ConstraintExpr("!purego")
+	constants()
+
+	dotQ4KAVX2(1)
+	dotQ4KAVX2(2)
+	dotQ4KAVX512(1)
+	dotQ4KAVX512(4)
+	dotQ6KAVX2(1)
+	dotQ6KAVX2(2)
+	dotQ6KAVX512(1)
+	dotQ6KAVX512(4)
+	dotQ8_0AVX2()
+	dotQ8_0AVX512(1)
+	dotQ8_0AVX512(4)
+	dotQ4_0AVX2()
+	dotQ4_0AVX512()
+	dotFloatAVX2("dotF32AVX2", "F32", 4)
+	dotFloatAVX2("dotF16AVX2", "F16", 2)
+	dotFloatAVX2("dotBF16AVX2", "BF16", 2)
+	dotFloatAVX512("dotF16AVX512", "F16", 2)
+	dotFloatAVX512("dotBF16AVX512", "BF16", 2)
+
+	Generate()
+}
+
+// rodata emits b (a multiple of 8 bytes) as a read-only symbol.
+func rodata(name string, b []byte) Mem {
+	m := GLOBL(name, RODATA|NOPTR)
+	for i := 0; i < len(b); i += 8 {
+		DATA(i, U64(binary.LittleEndian.Uint64(b[i:])))
+	}
+	return m
+}
+
+func repeat(v byte, n int) []byte { return bytes.Repeat([]byte{v}, n) }
+
+func constants() {
+	nibbleMask = rodata("nibbleMask", repeat(0x0f, 64))
+	eights = rodata("eights", repeat(8, 32))
+	bits45Mask = rodata("bits45Mask", repeat(0x30, 64))
+	ones16 = rodata("ones16", bytes.Repeat([]byte{1, 0}, 16))
+
+	// q4kShuf: 8 VPSHUFB masks of 32 bytes; mask i broadcasts int16 i of each
+	// 128-bit lane (the sub-block scale i) to the whole lane.
+	var b []byte
+	for i := 0; i < 8; i++ {
+		b = append(b, bytes.Repeat([]byte{byte(2 * i), byte(2*i + 1)}, 16)...)
+	}
+	q4kShuf = rodata("q4kShuf", b)
+	// q4kShuf512: 4 masks of 64 bytes; mask j broadcasts int16 2j in the low 256
+	// bits and int16 2j+1 in the high 256 bits.
+	b = nil
+	for j := 0; j < 4; j++ {
+		b = append(b, bytes.Repeat([]byte{byte(4 * j), byte(4*j + 1)}, 16)...)
+		b = append(b, bytes.Repeat([]byte{byte(4*j + 2), byte(4*j + 3)}, 16)...)
+	}
+	q4kShuf512 = rodata("q4kShuf512", b)
+	// q6kShuf: 8 masks of 16 bytes; mask m repeats byte 2m eight times, then
+	// byte 2m+1 eight times (the scales of two groups of 16 elements).
+	b = nil
+	for m := 0; m < 8; m++ {
+		b = append(b, repeat(byte(2*m), 8)...)
+		b = append(b, repeat(byte(2*m+1), 8)...)
+	}
+	q6kShuf = rodata("q6kShuf", b)
+
+	// The Q4_K scale unpacking (q4KScales): output byte i takes the low bits of
+	// source byte gatherLow[i] masked by maskLow[i] (or its high nibble, for
+	// mins 4-7), and the top two bits of byte gatherTop[i] (0x80: none).
+	q4kGatherLow = rodata("q4kGatherLow", []byte{0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11})
+	q4kGatherTop = rodata("q4kGatherTop", []byte{0x80, 0x80, 0x80, 0x80, 0, 1, 2, 3, 0x80, 0x80, 0x80, 0x80, 4, 5, 6, 7})
+	q4kMaskLow = rodata("q4kMaskLow", []byte{63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 0, 0, 0, 0})
+	q4kMaskHigh = rodata("q4kMaskHigh", []byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15, 15, 15, 15})
+	// Q6_K on 512 bits: word shift counts per 256-bit half, and the VPERMW
+	// indexes giving 128-bit lane L of products i (= 2h+k) the scale of group
+	// 4i+L.
+	q6kShiftLow = rodata("q6kShiftLow", append(bytes.Repeat([]byte{4, 0}, 16), bytes.Repeat([]byte{2, 0}, 16)...))
+	q6kShiftHigh = rodata("q6kShiftHigh", append(bytes.Repeat([]byte{0, 0}, 16), bytes.Repeat([]byte{2, 0}, 16)...))
+	b = nil
+	for i := 0; i < 4; i++ {
+		for l := 0; l < 32; l++ {
+			b = append(b, byte(4*i+l/8), 0)
+		}
+	}
+	q6kPerm = rodata("q6kPerm", b)
+	// Q4_K on 512 bits: word shift counts 0 in the low half, 4 in the high.
+	q4kShiftHigh = rodata("q4kShiftHigh", append(bytes.Repeat([]byte{0, 0}, 16), bytes.Repeat([]byte{4, 0}, 16)...))
+	// q4kMinPairs repeats each min (bytes 8-15 of the unpacked scales) twice,
+	// one per bsum of its sub-block.
+	// Q4_0 on 512 bits: word shift counts 0, 4, 0, 4 by 128-bit lane.
+	b = nil
+	for l := 0; l < 4; l++ {
+		b = append(b, bytes.Repeat([]byte{byte(4 * (l & 1)), 0}, 8)...)
+	}
+	q40Shift = rodata("q40Shift", b)
+	q4kMinPairs = rodata("q4kMinPairs", []byte{8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15})
+}
+
+// evex is set while an AVX-512 kernel is generated: its registers may be
+// X16-X31, which only EVEX encodings reach, so the helpers below pick the EVEX
+// forms of the VEX-only instructions.
+var evex bool
+
+func vpand(a, b, dst Op) {
+	if evex {
+		VPANDD(a, b, dst)
+	} else {
+		VPAND(a, b, dst)
+	}
+}
+
+func vpor(a, b, dst Op) {
+	if evex {
+		VPORD(a, b, dst)
+	} else {
+		VPOR(a, b, dst)
+	}
+}
+
+func vmovdqu(src, dst Op) {
+	if evex {
+		VMOVDQU32(src, dst)
+	} else {
+		VMOVDQU(src, dst)
+	}
+}
+
+func vextracti128(i, src, dst Op) {
+	if evex {
+		VEXTRACTI32X4(i, src, dst)
+	} else {
+		VEXTRACTI128(i, src, dst)
+	}
+}
+
+// raw emits an instruction avo's database lacks (AVX-512 VNNI), in Go operand
+// order; the last operand is read and written.
+func raw(op string, ops ...Op) {
+	Instruction(&ir.Instruction{
+		Opcode:   op,
+		Operands: ops,
+		Inputs:   ops,
+		Outputs:  ops[len(ops)-1:],
+	})
+}
+
+func params3() (x, y, n GPVirtual) {
+	x, y, n = GP64(), GP64(), GP64()
+	Load(Param("x"), x)
+	Load(Param("y"), y)
+	Load(Param("n"), n)
+	return
+}
+
+// q4KScales unpacks the 12 scale bytes of the Q4_K block at x into an xmm of 16
+// bytes, the eight 6-bit scales then the eight 6-bit mins, with two byte
+// shuffles (ggml's get_scale_min_k4, or its kmask trick, done in SIMD).
+//
+// Sub-block j < 4 has scale b[j]&63 and min b[j+4]&63; j ≥ 4 has scale
+// b[j+4]&15 | (b[j-4]>>6)<<4 and min b[j+4]>>4 | (b[j]>>6)<<4.
+func q4KScales(x GPVirtual) VecVirtual {
+	b := XMM()
+	vmovdqu(Mem{Base: x, Disp: 4}, b) // the 12 scale bytes and 4 quant bytes
+	a := XMM()
+	VPSHUFB(q4kGatherLow, b, a)
+	t := XMM()
+	VPSRLW(U8(4), a, t)
+	vpand(q4kMaskHigh, t, t) // mins 4-7: b[j+4]>>4
+	vpand(q4kMaskLow, a, a)  // scales 0-3, mins 0-3: &63; scales 4-7: &15
+	vpor(t, a, a)
+	c := XMM()
+	VPSHUFB(q4kGatherTop, b, c)
+	VPSRLW(U8(2), c, c)
+	vpand(bits45Mask, c, c) // the top two bits of scales and mins 4-7
+	vpor(c, a, a)
+	return a
+}
+
+// q4KMinSum returns in a ymm eight int32 whose sum is Σ min_k · (the sum of the
+// activations of sub-block k), from the unpacked scales and mins u.
+func q4KMinSum(y GPVirtual, u VecVirtual) VecVirtual {
+	md := XMM()
+	VPSHUFB(q4kMinPairs, u, md) // each min twice, for the two bsums of its sub-block
+	mw := YMM()
+	VPMOVZXBW(md, mw)
+	ms := YMM()
+	VPMADDWD(Mem{Base: y, Disp: q8KBsums}, mw, ms)
+	return ms
+}
+
+// q4KFinish adds d·isum − dmin·msum of the Q4_K block at x to sum, in the
+// reference's order: d = f16(x.d)·y.d, dmin = f16(x.dmin)·y.d, and
+// sum += d·float32(isum) − dmin·float32(msum). is holds four int32 whose sum is
+// isum, ms eight whose sum is msum.
+func q4KFinish(x, y GPVirtual, is, ms, sum VecVirtual) {
+	q4KAdd(y, q4KDMin(x), q4KIntSums(is, ms), sum)
+}
+
+// q4KIntSums returns float32(isum), float32(isum), float32(msum),
+// float32(msum) from four int32 summing to isum and eight summing to msum.
+func q4KIntSums(is, ms VecVirtual) VecVirtual {
+	mh := XMM()
+	vextracti128(U8(1), ms, mh)
+	m4 := XMM()
+	VPADDD(mh, ms.AsX(), m4)
+	lo, hi := XMM(), XMM()
+	VPUNPCKLQDQ(m4, is, lo) // is0 is1 m0 m1
+	VPUNPCKHQDQ(m4, is, hi) // is2 is3 m2 m3
+	VPADDD(hi, lo, lo)
+	sw := XMM()
+	VPSHUFD(U8(0xb1), lo, sw)
+	VPADDD(sw, lo, lo) // isum isum msum msum
+	f := XMM()
+	VCVTDQ2PS(lo, f)
+	return f
+}
+
+// q4KDMin returns f16(x.d), f16(x.d), f16(x.dmin), f16(x.dmin) of the Q4_K
+// block at x.
+func q4KDMin(x GPVirtual) VecVirtual {
+	t := GP32()
+	MOVL(Mem{Base: x}, t)
+	dd := XMM()
+	VMOVD(t, dd)
+	VCVTPH2PS(dd, dd)     // d dmin
+	VUNPCKLPS(dd, dd, dd) // d d dmin dmin
+	return dd
+}
+
+// q4KAdd adds (dd·y.d)·f lane 0 minus lane 2 to sum (f is clobbered).
+func q4KAdd(y GPVirtual, dd, f, sum VecVirtual) {
+	yd := XMM()
+	VBROADCASTSS(Mem{Base: y}, yd)
+	d2 := XMM()
+	VMULPS(yd, dd, d2)
+	VMULPS(d2, f, f) // d·isum, d·isum, dmin·msum, dmin·msum
+	m := XMM()
+	VMOVHLPS(f, f, m)
+	VSUBSS(m, f, f)
+	VADDSS(f, sum, sum)
+}
+
+// dotQ4KAVX2 emits the Q4_K kernel for AVX2; with tokens > 1 the kernel for
+// that many activation rows (stride bytes apart) at once, each with the
+// single-token kernel's operations and bits.
+func dotQ4KAVX2(tokens int) {
+	if tokens == 1 {
+		TEXT("dotQ4KAVX2", NOSPLIT, "func(x, y *byte, n int) float32")
+		Pragma("noescape")
+		Doc("dotQ4KAVX2 is the dot product of n Q4_K blocks at x with n q8KBlocks at y.")
+	} else {
+		name := fmt.Sprintf("dotQ4KAVX2x%d", tokens)
+		TEXT(name, NOSPLIT, "func(x, y *byte, n, stride int, out *float32)")
+		Pragma("noescape")
+		Doc(fmt.Sprintf("%s sets out[t] = dotQ4KAVX2(x, y+t·stride, n) for t < %d.", name, tokens))
+	}
+	x, y, n := params3()
+	ys := tokenRows(y, tokens)
+	sums := make([]VecVirtual, tokens)
+	for t := range sums {
+		sums[t] = XMM()
+		VXORPS(sums[t], sums[t], sums[t])
+	}
+	m4 := YMM()
+	VMOVDQU(nibbleMask, m4)
+
+	Label("loop")
+	TESTQ(n, n)
+	JZ(LabelRef("done"))
+	u := q4KScales(x)
+	ms := make([]VecVirtual, tokens)
+	for t := range ms {
+		ms[t] = q4KMinSum(ys[t], u)
+	}
+	smw := YMM()
+	VPMOVZXBW(u, smw) // scales then mins, as int16
+	sc := YMM()
+	VPERMQ(U8(0x44), smw, sc) // the scales in both lanes
+
+	acc := make([]VecVirtual, tokens)
+	for t := range acc {
+		acc[t] = YMM()
+		VPXOR(acc[t], acc[t], acc[t])
+	}
+	for j := 0; j < 4; j++ {
+		q := YMM()
+		VMOVDQU(Mem{Base: x, Disp: 16 + 32*j}, q)
+		qh := YMM()
+		VPSRLW(U8(4), q, qh)
+		VPAND(m4, qh, qh)
+		VPAND(m4, q, q)
+		s1, s2 := YMM(), YMM()
+		VPSHUFB(q4kShuf.Offset(64*j), sc, s1)
+		VPSHUFB(q4kShuf.Offset(64*j+32), sc, s2)
+		for t, yt := range ys {
+			p1, p2 := YMM(), YMM()
+			VPMADDUBSW(Mem{Base: yt, Disp: q8KQS + 64*j}, q, p1)
+			VPMADDUBSW(Mem{Base: yt, Disp: q8KQS + 64*j + 32}, qh, p2)
+			VPMADDWD(s1, p1, p1)
+			VPMADDWD(s2, p2, p2)
+			VPADDD(p1, acc[t], acc[t])
+			VPADDD(p2, acc[t], acc[t])
+		}
+	}
+	dd := q4KDMin(x)
+	for t := range acc {
+		hi := XMM()
+		VEXTRACTI128(U8(1), acc[t], hi)
+		is := XMM()
+		VPADDD(hi, acc[t].AsX(), is)
+		q4KAdd(ys[t], dd, q4KIntSums(is, ms[t]), sums[t])
+	}
+
+	ADDQ(U32(q4KSize), x)
+	for _, yt := range ys {
+		ADDQ(U32(q8KSize), yt)
+	}
+	DECQ(n)
+	JMP(LabelRef("loop"))
+
+	Label("done")
+	storeSums(sums)
+}
+
+// dotQ4KAVX512 emits dotQ4KAVX2 on 512-bit vectors: 64 weights per step, the
+// scale multiply-and-add fused by AVX-512 VNNI's VPDPWSSD. With tokens > 1 it
+// emits the kernel for that many activation rows (stride bytes apart) at once,
+// sharing the weight unpacking; each token's operations and their order are the
+// single-token kernel's, so each result has its bits.
+func dotQ4KAVX512(tokens int) {
+	evex = true
+	defer func() { evex = false }()
+	if tokens == 1 {
+		TEXT("dotQ4KAVX512", NOSPLIT, "func(x, y *byte, n int) float32")
+		Pragma("noescape")
+		Doc("dotQ4KAVX512 is dotQ4KAVX2 with AVX-512BW and AVX-512 VNNI.")
+	} else {
+		name := fmt.Sprintf("dotQ4KAVX512x%d", tokens)
+		TEXT(name, NOSPLIT, "func(x, y *byte, n, stride int, out *float32)")
+		Pragma("noescape")
+		Doc(fmt.Sprintf("%s sets out[t] = dotQ4KAVX512(x, y+t·stride, n) for t < %d.", name, tokens))
+	}
+	x, y, n := params3()
+	ys := tokenRows(y, tokens)
+	sums := make([]VecVirtual, tokens)
+	for t := range sums {
+		sums[t] = XMM()
+		VXORPS(sums[t], sums[t], sums[t])
+	}
+	m4, shr4 := ZMM(), ZMM()
+	VMOVDQU64(nibbleMask, m4)
+	VMOVDQU64(q4kShiftHigh, shr4)
+
+	Label("loop")
+	TESTQ(n, n)
+	JZ(LabelRef("done"))
+	u := q4KScales(x)
+	ms := make([]VecVirtual, tokens)
+	for t := range ms {
+		ms[t] = q4KMinSum(ys[t], u)
+	}
+	smw := YMM()
+	VPMOVZXBW(u, smw)
+	sc := ZMM()
+	VSHUFI64X2(U8(0), smw.AsZ(), smw.AsZ(), sc) // the scales in all four lanes
+
+	acc := make([]VecVirtual, tokens)
+	for t := range acc {
+		acc[t] = ZMM()
+		VPXORD(acc[t], acc[t], acc[t])
+	}
+	for j := 0; j < 4; j++ {
+		// The 32 quant bytes in both halves, the high half shifted to its
+		// high nibbles: the 64 quants of elements 64j..64j+63.
+		qq := ZMM()
+		VBROADCASTI64X4(Mem{Base: x, Disp: 16 + 32*j}, qq)
+		VPSRLVW(shr4, qq, qq)
+		VPANDD(m4, qq, qq)
+		s := ZMM()
+		VPSHUFB(q4kShuf512.Offset(64*j), sc, s)
+		for t := range acc {
+			p := ZMM()
+			VPMADDUBSW(Mem{Base: ys[t], Disp: q8KQS + 64*j}, qq, p)
+			raw("VPDPWSSD", s, p, acc[t])
+		}
+	}
+	dd := q4KDMin(x)
+	for t := range acc {
+		hi := YMM()
+		VEXTRACTI64X4(U8(1), acc[t], hi)
+		a8 := YMM()
+		VPADDD(hi, acc[t].AsY(), a8)
+		h4 := XMM()
+		vextracti128(U8(1), a8, h4)
+		is := XMM()
+		VPADDD(h4, a8.AsX(), is)
+		q4KAdd(ys[t], dd, q4KIntSums(is, ms[t]), sums[t])
+	}
+
+	ADDQ(U32(q4KSize), x)
+	for _, yt := range ys {
+		ADDQ(U32(q8KSize), yt)
+	}
+	DECQ(n)
+	JMP(LabelRef("loop"))
+
+	Label("done")
+	storeSums(sums)
+}
+
+// Q6_K: the kernels multiply the unsigned 6-bit quants q with y and take the
+// offset back out once per block through the bsums:
+// Σ s_g·(q-32)·y = Σ s_g·q·y − 32·Σ s_g·bsum_g (exact; bsums as quantActQ8K
+// makes them).
+
+// q6KFinish adds f16(x.d)·y.d·float32(isum) to sum (the reference's operations),
+// where isum is the sum of the four int32 of is minus 32 times the sum of the
+// eight int32 of bc.
+func q6KFinish(x, y GPVirtual, is, bc, sum VecVirtual) {
+	q6KAdd(y, q6KD(x), q6KIntSum(is, bc), sum)
+}
+
+// q6KIntSum returns float32(isum) (see q6KFinish) in lane 0.
+func q6KIntSum(is, bc VecVirtual) VecVirtual {
+	bh := XMM()
+	vextracti128(U8(1), bc, bh)
+	b4 := XMM()
+	VPADDD(bh, bc.AsX(), b4)
+	VPSLLD(U8(5), b4, b4)
+	VPSUBD(b4, is, is)
+	t := XMM()
+	VPSHUFD(U8(0x4e), is, t)
+	VPADDD(t, is, is)
+	VPSHUFD(U8(0xb1), is, t)
+	VPADDD(t, is, is)
+	f := XMM()
+	VCVTDQ2PS(is, f)
+	return f
+}
+
+// q6KD returns f16(x.d) of the Q6_K block at x in lane 0.
+func q6KD(x GPVirtual) VecVirtual {
+	g := GP32()
+	MOVWLZX(Mem{Base: x, Disp: 208}, g)
+	dd := XMM()
+	VMOVD(g, dd)
+	VCVTPH2PS(dd, dd)
+	return dd
+}
+
+// q6KAdd adds (dd·y.d)·f to sum.
+func q6KAdd(y GPVirtual, dd, f, sum VecVirtual) {
+	d2 := XMM()
+	VMULSS(Mem{Base: y}, dd, d2)
+	VMULSS(f, d2, d2)
+	VADDSS(d2, sum, sum)
+}
+
+// dotQ6KAVX2 emits the Q6_K kernel for AVX2; with tokens > 1 the kernel for
+// that many activation rows (stride bytes apart) at once, each with the
+// single-token kernel's operations and bits.
+func dotQ6KAVX2(tokens int) {
+	if tokens == 1 {
+		TEXT("dotQ6KAVX2", NOSPLIT, "func(x, y *byte, n int) float32")
+		Pragma("noescape")
+		Doc("dotQ6KAVX2 is the dot product of n Q6_K blocks at x with n q8KBlocks at y.")
+	} else {
+		name := fmt.Sprintf("dotQ6KAVX2x%d", tokens)
+		TEXT(name, NOSPLIT, "func(x, y *byte, n, stride int, out *float32)")
+		Pragma("noescape")
+		Doc(fmt.Sprintf("%s sets out[t] = dotQ6KAVX2(x, y+t·stride, n) for t < %d.", name, tokens))
+	}
+	x, y, n := params3()
+	ys := tokenRows(y, tokens)
+	sums := make([]VecVirtual, tokens)
+	for t := range sums {
+		sums[t] = XMM()
+		VXORPS(sums[t], sums[t], sums[t])
+	}
+	m4, m30 := YMM(), YMM()
+	VMOVDQU(nibbleMask, m4)
+	VMOVDQU(bits45Mask, m30)
+
+	Label("loop")
+	TESTQ(n, n)
+	JZ(LabelRef("done"))
+	scales := XMM()
+	VMOVDQU(Mem{Base: x, Disp: 192}, scales)
+	sw16 := YMM()
+	VPMOVSXBW(scales, sw16)
+	bc := make([]VecVirtual, tokens)
+	acc := make([]VecVirtual, tokens)
+	for t, yt := range ys {
+		bc[t] = YMM()
+		VPMADDWD(Mem{Base: yt, Disp: q8KBsums}, sw16, bc[t])
+		acc[t] = YMM()
+		VPXOR(acc[t], acc[t], acc[t])
+	}
+	for h := 0; h < 2; h++ {
+		for k := 0; k < 4; k++ {
+			// Elements 128h+32k+l: low bits in ql[32(k&1)+l] (low nibble for
+			// k<2), top two bits at bit 2k of qh[l], moved to bits 4-5.
+			v := YMM()
+			VMOVDQU(Mem{Base: x, Disp: 64*h + 32*(k&1)}, v)
+			if k >= 2 {
+				VPSRLW(U8(4), v, v)
+			}
+			VPAND(m4, v, v)
+			hb := YMM()
+			VMOVDQU(Mem{Base: x, Disp: 128 + 32*h}, hb)
+			switch k {
+			case 0:
+				VPSLLW(U8(4), hb, hb)
+			case 1:
+				VPSLLW(U8(2), hb, hb)
+			case 3:
+				VPSRLW(U8(2), hb, hb)
+			}
+			VPAND(m30, hb, hb)
+			VPOR(hb, v, v)
+			s := XMM()
+			VPSHUFB(q6kShuf.Offset(16*(4*h+k)), scales, s)
+			sw := YMM()
+			VPMOVSXBW(s, sw)
+			for t, yt := range ys {
+				p := YMM()
+				VPMADDUBSW(Mem{Base: yt, Disp: q8KQS + 128*h + 32*k}, v, p)
+				VPMADDWD(sw, p, p)
+				VPADDD(p, acc[t], acc[t])
+			}
+		}
+	}
+	dd := q6KD(x)
+	for t := range acc {
+		hi := XMM()
+		VEXTRACTI128(U8(1), acc[t], hi)
+		is := XMM()
+		VPADDD(hi, acc[t].AsX(), is)
+		q6KAdd(ys[t], dd, q6KIntSum(is, bc[t]), sums[t])
+	}
+
+	ADDQ(U32(q6KSize), x)
+	for _, yt := range ys {
+		ADDQ(U32(q8KSize), yt)
+	}
+	DECQ(n)
+	JMP(LabelRef("loop"))
+
+	Label("done")
+	storeSums(sums)
+}
+
+// dotQ6KAVX512 takes 64 quants per step: the 64 bytes of ql for half h hold
+// the low nibbles of elements 128h+0..63 and the high nibbles of 128h+64..127;
+// their top bits come from qh (broadcast to both 256-bit halves) by per-half
+// shifts; each 128-bit lane of products gets its group's scale by VPERMW. With
+// tokens > 1 it emits the kernel for that many activation rows (stride bytes
+// apart), each with the single-token kernel's operations and bits.
+func dotQ6KAVX512(tokens int) {
+	evex = true
+	defer func() { evex = false }()
+	if tokens == 1 {
+		TEXT("dotQ6KAVX512", NOSPLIT, "func(x, y *byte, n int) float32")
+		Pragma("noescape")
+		Doc("dotQ6KAVX512 is dotQ6KAVX2 with AVX-512BW and AVX-512 VNNI.")
+	} else {
+		name := fmt.Sprintf("dotQ6KAVX512x%d", tokens)
+		TEXT(name, NOSPLIT, "func(x, y *byte, n, stride int, out *float32)")
+		Pragma("noescape")
+		Doc(fmt.Sprintf("%s sets out[t] = dotQ6KAVX512(x, y+t·stride, n) for t < %d.", name, tokens))
+	}
+	x, y, n := params3()
+	ys := tokenRows(y, tokens)
+	sums := make([]VecVirtual, tokens)
+	for t := range sums {
+		sums[t] = XMM()
+		VXORPS(sums[t], sums[t], sums[t])
+	}
+	m4, m30, shl, shr := ZMM(), ZMM(), ZMM(), ZMM()
+	VMOVDQU64(nibbleMask, m4)
+	VMOVDQU64(bits45Mask, m30)
+	VMOVDQU64(q6kShiftLow, shl)
+	VMOVDQU64(q6kShiftHigh, shr)
+	var idx [4]VecVirtual
+	for i := range idx {
+		idx[i] = ZMM()
+		VMOVDQU64(q6kPerm.Offset(64*i), idx[i])
+	}
+
+	Label("loop")
+	TESTQ(n, n)
+	JZ(LabelRef("done"))
+	sw16 := ZMM()
+	VPMOVSXBW(Mem{Base: x, Disp: 192}, sw16.AsY())
+	bc := make([]VecVirtual, tokens)
+	acc := make([]VecVirtual, tokens)
+	for t := range bc {
+		bc[t] = YMM()
+		VPMADDWD(Mem{Base: ys[t], Disp: q8KBsums}, sw16.AsY(), bc[t])
+		acc[t] = ZMM()
+		VPXORD(acc[t], acc[t], acc[t])
+	}
+	for h := 0; h < 2; h++ {
+		ql, qh := ZMM(), ZMM()
+		VMOVDQU64(Mem{Base: x, Disp: 64 * h}, ql)
+		VBROADCASTI64X4(Mem{Base: x, Disp: 128 + 32*h}, qh)
+		lo, hi := ZMM(), ZMM()
+		VPANDD(m4, ql, lo)
+		VPSRLW(U8(4), ql, hi)
+		VPANDD(m4, hi, hi)
+		tt := ZMM()
+		VPSLLVW(shl, qh, tt) // bits 0-1 (first half), 2-3 (second) to 4-5
+		VPANDD(m30, tt, tt)
+		VPORD(tt, lo, lo)
+		VPSRLVW(shr, qh, tt) // bits 4-5, 6-7 to 4-5
+		VPANDD(m30, tt, tt)
+		VPORD(tt, hi, hi)
+		for k, v := range []VecVirtual{lo, hi} {
+			s := ZMM()
+			VPERMW(sw16, idx[2*h+k], s)
+			for t := range acc {
+				p := ZMM()
+				VPMADDUBSW(Mem{Base: ys[t], Disp: q8KQS + 128*h + 64*k}, v, p)
+				raw("VPDPWSSD", s, p, acc[t])
+			}
+		}
+	}
+	dd := q6KD(x)
+	for t := range acc {
+		a8 := YMM()
+		VEXTRACTI64X4(U8(1), acc[t], a8)
+		VPADDD(a8, acc[t].AsY(), a8)
+		hi := XMM()
+		vextracti128(U8(1), a8, hi)
+		is := XMM()
+		VPADDD(hi, a8.AsX(), is)
+		q6KAdd(ys[t], dd, q6KIntSum(is, bc[t]), sums[t])
+	}
+
+	ADDQ(U32(q6KSize), x)
+	for _, yt := range ys {
+		ADDQ(U32(q8KSize), yt)
+	}
+	DECQ(n)
+	JMP(LabelRef("loop"))
+
+	Label("done")
+	storeSums(sums)
+}
+
+// tokenRows returns the activation row pointers of a multi-token kernel: y
+// and, with tokens > 1, y + t·stride (the "stride" parameter).
+func tokenRows(y GPVirtual, tokens int) []GPVirtual {
+	ys := []GPVirtual{y}
+	if tokens > 1 {
+		stride := GP64()
+		Load(Param("stride"), stride)
+		for t := 1; t < tokens; t++ {
+			yt := GP64()
+			LEAQ(Mem{Base: ys[t-1], Index: stride, Scale: 1}, yt)
+			ys = append(ys, yt)
+		}
+	}
+	return ys
+}
+
+// storeSums returns the single sum, or stores the sums of a multi-token kernel
+// to its "out" parameter.
+func storeSums(sums []VecVirtual) {
+	VZEROUPPER()
+	if len(sums) == 1 {
+		Store(sums[0], ReturnIndex(0))
+	} else {
+		out := GP64()
+		Load(Param("out"), out)
+		for t, st := range sums {
+			VMOVSS(st, Mem{Base: out, Disp: 4 * t})
+		}
+	}
+	RET()
+}
+
+// blockScale broadcasts f16(x.d)·y.d (x a Q8_0/Q4_0 block, y a q8Block) to a ymm.
+func blockScale(x GPVirtual, xo int, y GPVirtual, yo int) VecVirtual {
+	return scaleBy(f16At(x, xo), y, yo)
+}
+
+// f16At returns the f16 at x+off converted, in lane 0.
+func f16At(x GPVirtual, off int) VecVirtual {
+	t := GP32()
+	MOVWLZX(Mem{Base: x, Disp: off}, t)
+	d := XMM()
+	VMOVD(t, d)
+	VCVTPH2PS(d, d)
+	return d
+}
+
+// scaleBy broadcasts d·y.d (y+yo a q8Block) to a ymm.
+func scaleBy(d VecVirtual, y GPVirtual, yo int) VecVirtual {
+	t := XMM()
+	VMULSS(Mem{Base: y, Disp: yo}, d, t)
+	dy := YMM()
+	VBROADCASTSS(t, dy)
+	return dy
+}
+
+// hsum8 reduces the 8 floats of acc in sum8's order:
+// ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)).
+func hsum8(r Register) VecVirtual {
+	acc := r.(VecVirtual)
+	hi := XMM()
+	if evex {
+		VEXTRACTF32X4(U8(1), acc, hi)
+	} else {
+		VEXTRACTF128(U8(1), acc, hi)
+	}
+	s := XMM()
+	VADDPS(hi, acc.AsX(), s)
+	h := XMM()
+	VMOVHLPS(s, s, h)
+	VADDPS(h, s, s)
+	VMOVSHDUP(s, h)
+	VADDSS(h, s, s)
+	return s
+}
+
+// pairLoop emits the shared frame of the Q8_0 and Q4_0 kernels: blocks go by
+// pairs into two accumulators (even blocks into acc0, odd into acc1), a last odd
+// block into acc0; the result is hsum8(acc0+acc1).
+func pairLoop(xs int, block func(x, y GPVirtual, xo, yo int, acc VecVirtual), setup func()) {
+	x, y, n := params3()
+	setup()
+	acc0, acc1 := YMM(), YMM()
+	VXORPS(acc0, acc0, acc0)
+	VXORPS(acc1, acc1, acc1)
+	Label("pairs")
+	CMPQ(n, U8(2))
+	JL(LabelRef("last"))
+	block(x, y, 0, 0, acc0)
+	block(x, y, xs, q8Size, acc1)
+	ADDQ(U32(2*xs), x)
+	ADDQ(U32(2*q8Size), y)
+	SUBQ(U8(2), n)
+	JMP(LabelRef("pairs"))
+	Label("last")
+	TESTQ(n, n)
+	JZ(LabelRef("done"))
+	block(x, y, 0, 0, acc0)
+	Label("done")
+	VADDPS(acc1, acc0, acc0)
+	s := hsum8(acc0)
+	VZEROUPPER()
+	Store(s, ReturnIndex(0))
+	RET()
+}
+
+func dotQ8_0AVX2() {
+	TEXT("dotQ8_0AVX2", NOSPLIT, "func(x, y *byte, n int) float32")
+	Pragma("noescape")
+	Doc("dotQ8_0AVX2 is the dot product of n Q8_0 blocks at x with n q8Blocks at y.")
+	var ones VecVirtual
+	pairLoop(q80Size, func(x, y GPVirtual, xo, yo int, acc VecVirtual) {
+		dy := blockScale(x, xo, y, yo)
+		qx, qy := YMM(), YMM()
+		VMOVDQU(Mem{Base: x, Disp: xo + 2}, qx)
+		VMOVDQU(Mem{Base: y, Disp: yo + q8QS}, qy)
+		ax := YMM()
+		VPABSB(qx, ax)
+		VPSIGNB(qx, qy, qy) // y·sign(x): exact while y > -128
+		p := YMM()
+		VPMADDUBSW(qy, ax, p)
+		VPMADDWD(ones, p, p)
+		VCVTDQ2PS(p, p)
+		VFMADD231PS(p, dy, acc)
+	}, func() {
+		ones = YMM()
+		VMOVDQU(ones16, ones)
+	})
+}
+
+// dotQ8_0AVX512 is dotQ8_0AVX2 on 512-bit vectors, a pair of blocks per step
+// (the even block in the low half, the odd one in the high half: the two
+// accumulators of dotQ8_0AVX2 side by side), with the byte products summed by
+// VPDPBUSD (|x| unsigned times y·sign(x)). It gives dotQ8_0AVX2's bits. With
+// tokens > 1 it emits the kernel for that many activation rows (stride bytes
+// apart), each with the single-token kernel's operations and bits.
+func dotQ8_0AVX512(tokens int) {
+	evex = true
+	defer func() { evex = false }()
+	if tokens == 1 {
+		TEXT("dotQ8_0AVX512", NOSPLIT, "func(x, y *byte, n int) float32")
+		Pragma("noescape")
+		Doc("dotQ8_0AVX512 is dotQ8_0AVX2 with AVX-512BW and AVX-512 VNNI.")
+	} else {
+		name := fmt.Sprintf("dotQ8_0AVX512x%d", tokens)
+		TEXT(name, NOSPLIT, "func(x, y *byte, n, stride int, out *float32)")
+		Pragma("noescape")
+		Doc(fmt.Sprintf("%s sets out[t] = dotQ8_0AVX512(x, y+t·stride, n) for t < %d.", name, tokens))
+	}
+	x, y, n := params3()
+	ys := tokenRows(y, tokens)
+	acc := make([]VecVirtual, tokens)
+	for t := range acc {
+		acc[t] = ZMM()
+		VPXORD(acc[t], acc[t], acc[t])
+	}
+	zero := ZMM()
+	VPXORD(zero, zero, zero)
+	Label("pairs")
+	CMPQ(n, U8(2))
+	JL(LabelRef("last"))
+	qx := ZMM()
+	vmovdqu(Mem{Base: x, Disp: 2}, qx.AsY())
+	VINSERTI64X4(U8(1), Mem{Base: x, Disp: q80Size + 2}, qx, qx)
+	k := K()
+	VPMOVB2M(qx, k)
+	VPABSB(qx, qx)
+	d0 := f16At(x, 0)
+	d1 := f16At(x, q80Size)
+	for t, yt := range ys {
+		qy := ZMM()
+		vmovdqu(Mem{Base: yt, Disp: q8QS}, qy.AsY())
+		VINSERTI64X4(U8(1), Mem{Base: yt, Disp: q8Size + q8QS}, qy, qy)
+		VPSUBB(qy, zero, k, qy) // y·sign(x) where x ≠ 0
+		p := ZMM()
+		VPXORD(p, p, p)
+		raw("VPDPBUSD", qy, qx, p)
+		VCVTDQ2PS(p, p)
+		s0 := scaleBy(d0, yt, 0)
+		s1 := scaleBy(d1, yt, q8Size)
+		d := ZMM()
+		VINSERTF64X4(U8(1), s1, s0.AsZ(), d)
+		VFMADD231PS(p, d, acc[t])
+	}
+	ADDQ(U32(2*q80Size), x)
+	for _, yt := range ys {
+		ADDQ(U32(2*q8Size), yt)
+	}
+	SUBQ(U8(2), n)
+	JMP(LabelRef("pairs"))
+
+	Label("last")
+	his := make([]VecVirtual, tokens)
+	los := make([]VecVirtual, tokens)
+	for t := range acc {
+		his[t] = YMM()
+		VEXTRACTF64X4(U8(1), acc[t], his[t])
+		los[t] = acc[t].AsY().(VecVirtual)
+	}
+	TESTQ(n, n)
+	JZ(LabelRef("done"))
+	bx := YMM()
+	vmovdqu(Mem{Base: x, Disp: 2}, bx)
+	bk := K()
+	VPMOVB2M(bx, bk)
+	VPABSB(bx, bx)
+	db := f16At(x, 0)
+	for t, yt := range ys {
+		by := YMM()
+		vmovdqu(Mem{Base: yt, Disp: q8QS}, by)
+		VPSUBB(by, zero.AsY(), bk, by)
+		bp := YMM()
+		VPXORD(bp, bp, bp)
+		raw("VPDPBUSD", by, bx, bp)
+		VCVTDQ2PS(bp, bp)
+		VFMADD231PS(bp, scaleBy(db, yt, 0), los[t])
+	}
+	Label("done")
+	sums := make([]VecVirtual, tokens)
+	for t := range acc {
+		VADDPS(his[t], los[t], los[t])
+		sums[t] = hsum8(los[t])
+	}
+	storeSums(sums)
+}
+
+func dotQ4_0AVX2() {
+	TEXT("dotQ4_0AVX2", NOSPLIT, "func(x, y *byte, n int) float32")
+	Pragma("noescape")
+	Doc("dotQ4_0AVX2 is the dot product of n Q4_0 blocks at x with n q8Blocks at y.")
+	var ones, m4, e8 VecVirtual
+	pairLoop(q40Size, func(x, y GPVirtual, xo, yo int, acc VecVirtual) {
+		dy := blockScale(x, xo, y, yo)
+		t, th := XMM(), XMM()
+		VMOVDQU(Mem{Base: x, Disp: xo + 2}, t)
+		VPSRLW(U8(4), t, th)
+		q := YMM()
+		VINSERTI128(U8(1), th, t.AsY(), q)
+		VPAND(m4, q, q) // elements 0-15 low nibbles, 16-31 high
+		yq := Mem{Base: y, Disp: yo + q8QS}
+		p, c := YMM(), YMM()
+		VPMADDUBSW(yq, q, p)
+		VPMADDUBSW(yq, e8, c)
+		VPSUBW(c, p, p) // (q-8)·y in pairs
+		VPMADDWD(ones, p, p)
+		VCVTDQ2PS(p, p)
+		VFMADD231PS(p, dy, acc)
+	}, func() {
+		ones, m4, e8 = YMM(), YMM(), YMM()
+		VMOVDQU(ones16, ones)
+		VMOVDQU(nibbleMask, m4)
+		VMOVDQU(eights, e8)
+	})
+}
+
+// dotQ4_0AVX512 is dotQ4_0AVX2 on 512-bit vectors, a pair of blocks per step
+// as in dotQ8_0AVX512, with (q−8)·y summed as VPDPBUSD(q, y) − VPDPBUSD(8, y):
+// the int32 lanes are dotQ4_0AVX2's (sums of 4 consecutive products), so it
+// gives dotQ4_0AVX2's bits.
+func dotQ4_0AVX512() {
+	evex = true
+	defer func() { evex = false }()
+	TEXT("dotQ4_0AVX512", NOSPLIT, "func(x, y *byte, n int) float32")
+	Pragma("noescape")
+	Doc("dotQ4_0AVX512 is dotQ4_0AVX2 with AVX-512BW and AVX-512 VNNI.")
+	x, y, n := params3()
+	acc, m4, e8, shr := ZMM(), ZMM(), ZMM(), ZMM()
+	VPXORD(acc, acc, acc)
+	VMOVDQU64(nibbleMask, m4)
+	VBROADCASTI64X4(eights, e8)
+	VMOVDQU64(q40Shift, shr)
+	Label("pairs")
+	CMPQ(n, U8(2))
+	JL(LabelRef("last"))
+	// 128-bit lanes: block A's 16 bytes twice, then block B's twice; the
+	// second copy of each shifted to its high nibbles.
+	q := ZMM()
+	VBROADCASTI32X4(Mem{Base: x, Disp: 2}, q)
+	VINSERTI32X4(U8(2), Mem{Base: x, Disp: q40Size + 2}, q, q)
+	VINSERTI32X4(U8(3), Mem{Base: x, Disp: q40Size + 2}, q, q)
+	VPSRLVW(shr, q, q)
+	VPANDD(m4, q, q)
+	qy := ZMM()
+	vmovdqu(Mem{Base: y, Disp: q8QS}, qy.AsY())
+	VINSERTI64X4(U8(1), Mem{Base: y, Disp: q8Size + q8QS}, qy, qy)
+	p, c := ZMM(), ZMM()
+	VPXORD(p, p, p)
+	VPXORD(c, c, c)
+	raw("VPDPBUSD", qy, q, p)
+	raw("VPDPBUSD", qy, e8, c)
+	VPSUBD(c, p, p)
+	VCVTDQ2PS(p, p)
+	d0 := blockScale(x, 0, y, 0)
+	d1 := blockScale(x, q40Size, y, q8Size)
+	d := ZMM()
+	VINSERTF64X4(U8(1), d1, d0.AsZ(), d)
+	VFMADD231PS(p, d, acc)
+	ADDQ(U32(2*q40Size), x)
+	ADDQ(U32(2*q8Size), y)
+	SUBQ(U8(2), n)
+	JMP(LabelRef("pairs"))
+
+	Label("last")
+	hi := YMM()
+	VEXTRACTF64X4(U8(1), acc, hi)
+	lo := acc.AsY().(VecVirtual)
+	TESTQ(n, n)
+	JZ(LabelRef("done"))
+	bq := YMM()
+	VBROADCASTI32X4(Mem{Base: x, Disp: 2}, bq)
+	VPSRLVW(shr.AsY(), bq, bq)
+	VPANDD(m4.AsY(), bq, bq)
+	by := YMM()
+	vmovdqu(Mem{Base: y, Disp: q8QS}, by)
+	bp, bc := YMM(), YMM()
+	VPXORD(bp, bp, bp)
+	VPXORD(bc, bc, bc)
+	raw("VPDPBUSD", by, bq, bp)
+	raw("VPDPBUSD", by, e8.AsY(), bc)
+	VPSUBD(bc, bp, bp)
+	VCVTDQ2PS(bp, bp)
+	VFMADD231PS(bp, blockScale(x, 0, y, 0), lo)
+	Label("done")
+	VADDPS(hi, lo, lo)
+	sum := hsum8(lo)
+	storeSums([]VecVirtual{sum})
+}
+
+// floatAccs is the number of 8-lane accumulators of the float kernels: enough
+// to cover the FMA latency, so that conversion and load throughput bound them.
+const floatAccs = 8
+
+// floatLoad loads 8 or 16 (by w's width) weights of kind at m as float32s.
+func floatLoad(kind string, m Mem, w VecVirtual) {
+	switch kind {
+	case "F32":
+		VMOVUPS(m, w)
+	case "F16":
+		VCVTPH2PS(m, w)
+	case "BF16":
+		VPMOVZXWD(m, w)
+		VPSLLD(U8(16), w, w)
+	}
+}
+
+// dotFloatAVX2 emits the dot product of n (a multiple of 8) weights of kind
+// (F32, F16, BF16; size bytes each) at x with float32s at y: element i is
+// fused-multiply-added into lane i%8 of accumulator (i/8)%8 over the largest
+// multiple of 64 elements, the remaining groups of 8 into accumulator 0; the
+// result is hsum8(((a0+a1)+(a2+a3))+((a4+a5)+(a6+a7))).
+func dotFloatAVX2(name, kind string, size int) {
+	TEXT(name, NOSPLIT, "func(x *byte, y *float32, n int) float32")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s is the dot product of n (a multiple of 8) %s weights at x with float32s at y.", name, kind))
+	x, y, n := params3()
+	var acc [floatAccs]VecVirtual
+	for k := range acc {
+		acc[k] = YMM()
+		VXORPS(acc[k], acc[k], acc[k])
+	}
+	Label("loop")
+	CMPQ(n, U8(8*floatAccs))
+	JL(LabelRef("tail"))
+	for k := range acc {
+		w := YMM()
+		floatLoad(kind, Mem{Base: x, Disp: 8 * k * size}, w)
+		VFMADD231PS(Mem{Base: y, Disp: 32 * k}, w, acc[k])
+	}
+	ADDQ(U32(8*floatAccs*size), x)
+	ADDQ(U32(32*floatAccs), y)
+	SUBQ(U8(8*floatAccs), n)
+	JMP(LabelRef("loop"))
+	Label("tail")
+	CMPQ(n, U8(8))
+	JL(LabelRef("done"))
+	w := YMM()
+	floatLoad(kind, Mem{Base: x}, w)
+	VFMADD231PS(Mem{Base: y}, w, acc[0])
+	ADDQ(U32(8*size), x)
+	ADDQ(U32(32), y)
+	SUBQ(U8(8), n)
+	JMP(LabelRef("tail"))
+	Label("done")
+	for step := 1; step < floatAccs; step *= 2 {
+		for k := 0; k < floatAccs; k += 2 * step {
+			VADDPS(acc[k+step], acc[k], acc[k])
+		}
+	}
+	s := hsum8(acc[0])
+	VZEROUPPER()
+	Store(s, ReturnIndex(0))
+	RET()
+}
+
+// dotFloatAVX512 is dotFloatAVX2 on 512-bit vectors: accumulators 2k and 2k+1
+// of dotFloatAVX2 are the halves of zmm k, so it gives dotFloatAVX2's bits.
+func dotFloatAVX512(name, kind string, size int) {
+	evex = true
+	defer func() { evex = false }()
+	TEXT(name, NOSPLIT, "func(x *byte, y *float32, n int) float32")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s is %s with AVX-512.", name, strings.Replace(name, "512", "2", 1)))
+	x, y, n := params3()
+	var z [floatAccs / 2]VecVirtual
+	for k := range z {
+		z[k] = ZMM()
+		VXORPS(z[k].AsY(), z[k].AsY(), z[k].AsY())
+	}
+	Label("loop")
+	CMPQ(n, U8(8*floatAccs))
+	JL(LabelRef("tail"))
+	for k := range z {
+		w := ZMM()
+		floatLoad(kind, Mem{Base: x, Disp: 16 * k * size}, w)
+		VFMADD231PS(Mem{Base: y, Disp: 64 * k}, w, z[k])
+	}
+	ADDQ(U32(8*floatAccs*size), x)
+	ADDQ(U32(32*floatAccs), y)
+	SUBQ(U8(8*floatAccs), n)
+	JMP(LabelRef("loop"))
+	Label("tail")
+	var acc [floatAccs]VecVirtual
+	for k := range z {
+		acc[2*k+1] = YMM()
+		VEXTRACTF64X4(U8(1), z[k], acc[2*k+1])
+		acc[2*k] = z[k].AsY().(VecVirtual)
+	}
+	Label("tail8")
+	CMPQ(n, U8(8))
+	JL(LabelRef("done"))
+	w := YMM()
+	floatLoad(kind, Mem{Base: x}, w)
+	VFMADD231PS(Mem{Base: y}, w, acc[0])
+	ADDQ(U32(8*size), x)
+	ADDQ(U32(32), y)
+	SUBQ(U8(8), n)
+	JMP(LabelRef("tail8"))
+	Label("done")
+	for step := 1; step < floatAccs; step *= 2 {
+		for k := 0; k < floatAccs; k += 2 * step {
+			VADDPS(acc[k+step], acc[k], acc[k])
+		}
+	}
+	s := hsum8(acc[0])
+	VZEROUPPER()
+	Store(s, ReturnIndex(0))
+	RET()
+}

@@ -1,0 +1,186 @@
+//go:build !purego
+
+package kernels
+
+import (
+	"encoding/binary"
+	"math"
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+)
+
+// CPU features the kernels use, read once (golang.org/x/sys/cpu checks both the
+// CPUID bits and that the OS saves the vector registers). A package variable so
+// that the tests can switch paths.
+var (
+	useAVX2   = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
+	useAVX512 = useAVX2 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512VNNI
+)
+
+// The row slices are checked to hold all their blocks before the assembly reads
+// them (a short row panics like the Go code would).
+
+func dotQ4KRow(row []byte, y []q8KBlock) float32 {
+	n := len(y)
+	if n == 0 || !useAVX2 {
+		return dotQ4KRowGeneric(row, y)
+	}
+	_ = row[n*144-1]
+	if useAVX512 {
+		return dotQ4KAVX512(&row[0], (*byte)(unsafe.Pointer(&y[0])), n)
+	}
+	return dotQ4KAVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n)
+}
+
+// dotQ4KRows sets out[t] = dotQ4KRow(row, y[t*nb:(t+1)*nb]) for each
+// t < len(out): one weight row against several activation rows (a batch of
+// tokens), the AVX-512 kernel taking four at a time (AVX2: two) and unpacking
+// each weight block once for them. Every out[t] has the bits dotQ4KRow gives.
+func dotQ4KRows(out []float32, row []byte, y []q8KBlock, nb int) {
+	batchRows(out, row, y, nb, 144, dotQ4KAVX512x4, dotQ4KAVX2x2, dotQ4KRow)
+}
+
+// dotQ6KRows is dotQ4KRows for Q6_K weights.
+func dotQ6KRows(out []float32, row []byte, y []q8KBlock, nb int) {
+	batchRows(out, row, y, nb, 210, dotQ6KAVX512x4, dotQ6KAVX2x2, dotQ6KRow)
+}
+
+// dotQ8_0Rows is dotQ4KRows for Q8_0 weights.
+func dotQ8_0Rows(out []float32, row []byte, y []q8Block, nb int) {
+	batchRows(out, row, y, nb, 34, dotQ8_0AVX512x4, nil, dotQ8_0Row)
+}
+
+// batchRows runs the four-token AVX-512 kernel x4, or else the two-token AVX2
+// kernel x2 (if any), over the batch while it can, and the single-row kernel
+// one on the rest.
+func batchRows[B q8Block | q8KBlock](out []float32, row []byte, y []B, nb, blockBytes int,
+	x4, x2 func(x, y *byte, n, stride int, out *float32), one func([]byte, []B) float32) {
+	if len(out) == 0 {
+		return
+	}
+	_ = y[len(out)*nb-1]
+	k, group := x4, 4
+	if !useAVX512 {
+		k, group = x2, 2
+	}
+	t := 0
+	if useAVX2 && k != nil && nb > 0 {
+		_ = row[nb*blockBytes-1]
+		stride := nb * int(unsafe.Sizeof(y[0]))
+		for ; t+group <= len(out); t += group {
+			k(&row[0], (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t])
+		}
+	}
+	for ; t < len(out); t++ {
+		out[t] = one(row, y[t*nb:(t+1)*nb])
+	}
+}
+
+func dotQ6KRow(row []byte, y []q8KBlock) float32 {
+	n := len(y)
+	if n == 0 || !useAVX2 {
+		return dotQ6KRowGeneric(row, y)
+	}
+	_ = row[n*210-1]
+	if useAVX512 {
+		return dotQ6KAVX512(&row[0], (*byte)(unsafe.Pointer(&y[0])), n)
+	}
+	return dotQ6KAVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n)
+}
+
+func dotQ8_0Row(row []byte, y []q8Block) float32 {
+	n := len(y)
+	if n == 0 || !useAVX2 {
+		return dotQ8_0RowGeneric(row, y)
+	}
+	_ = row[n*34-1]
+	if useAVX512 {
+		return dotQ8_0AVX512(&row[0], (*byte)(unsafe.Pointer(&y[0])), n)
+	}
+	return dotQ8_0AVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n)
+}
+
+func dotQ4_0Row(row []byte, y []q8Block) float32 {
+	n := len(y)
+	if n == 0 || !useAVX2 {
+		return dotQ4_0RowGeneric(row, y)
+	}
+	_ = row[n*18-1]
+	if useAVX512 {
+		return dotQ4_0AVX512(&row[0], (*byte)(unsafe.Pointer(&y[0])), n)
+	}
+	return dotQ4_0AVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n)
+}
+
+// The float kernels take whole groups of 8 elements; the last len(x)%8 are
+// added afterwards in Go, in element order.
+
+func dotF32Row(row []byte, x []float32) float32 {
+	n := len(x) &^ 7
+	if n == 0 || !useAVX2 {
+		return dotF32RowGeneric(row, x)
+	}
+	_ = row[4*len(x)-1]
+	s := dotF32AVX2(&row[0], &x[0], n) // AVX-512 gains nothing: load bound
+	for i := n; i < len(x); i++ {
+		s += math.Float32frombits(binary.LittleEndian.Uint32(row[4*i:])) * x[i]
+	}
+	return s
+}
+
+func dotF16Row(row []byte, x []float32) float32 {
+	n := len(x) &^ 7
+	if n == 0 || !useAVX2 {
+		return dotF16RowGeneric(row, x)
+	}
+	_ = row[2*len(x)-1]
+	var s float32
+	if useAVX512 {
+		s = dotF16AVX512(&row[0], &x[0], n)
+	} else {
+		s = dotF16AVX2(&row[0], &x[0], n)
+	}
+	for i := n; i < len(x); i++ {
+		s += f16Table[le16(row[2*i:])] * x[i]
+	}
+	return s
+}
+
+func dotBF16Row(row []byte, x []float32) float32 {
+	n := len(x) &^ 7
+	if n == 0 || !useAVX2 {
+		return dotBF16RowGeneric(row, x)
+	}
+	_ = row[2*len(x)-1]
+	var s float32
+	if useAVX512 {
+		s = dotBF16AVX512(&row[0], &x[0], n)
+	} else {
+		s = dotBF16AVX2(&row[0], &x[0], n)
+	}
+	for i := n; i < len(x); i++ {
+		s += BF16ToF32(le16(row[2*i:])) * x[i]
+	}
+	return s
+}
+
+// simdLevels names the kernel paths this CPU can run, for the tests and
+// benchmarks; setSIMD selects one and returns a function restoring the default.
+func simdLevels() []string {
+	l := []string{"generic"}
+	if useAVX2 {
+		l = append(l, "avx2")
+	}
+	if useAVX512 {
+		l = append(l, "avx512")
+	}
+	return l
+}
+
+func setSIMD(level string) (restore func()) {
+	a, b := useAVX2, useAVX512
+	useAVX2 = level == "avx2" || level == "avx512"
+	useAVX512 = level == "avx512"
+	return func() { useAVX2, useAVX512 = a, b }
+}

@@ -1,0 +1,27 @@
+//go:build !amd64 || purego
+
+package kernels
+
+func dotQ4KRow(row []byte, y []q8KBlock) float32 { return dotQ4KRowGeneric(row, y) }
+func dotQ6KRow(row []byte, y []q8KBlock) float32 { return dotQ6KRowGeneric(row, y) }
+func dotQ8_0Row(row []byte, y []q8Block) float32 { return dotQ8_0RowGeneric(row, y) }
+func dotQ4_0Row(row []byte, y []q8Block) float32 { return dotQ4_0RowGeneric(row, y) }
+func dotF32Row(row []byte, x []float32) float32  { return dotF32RowGeneric(row, x) }
+func dotF16Row(row []byte, x []float32) float32  { return dotF16RowGeneric(row, x) }
+func dotBF16Row(row []byte, x []float32) float32 { return dotBF16RowGeneric(row, x) }
+
+func simdLevels() []string { return []string{"generic"} }
+
+func setSIMD(string) (restore func()) { return func() {} }
+
+func dotQ4KRows(out []float32, row []byte, y []q8KBlock, nb int) {
+	dotQ4KRowsGeneric(out, row, y, nb)
+}
+
+func dotQ6KRows(out []float32, row []byte, y []q8KBlock, nb int) {
+	dotQ6KRowsGeneric(out, row, y, nb)
+}
+
+func dotQ8_0Rows(out []float32, row []byte, y []q8Block, nb int) {
+	dotQ8_0RowsGeneric(out, row, y, nb)
+}
