@@ -55,13 +55,7 @@ func runKeys(args []string) error {
 	default:
 		return fmt.Errorf("unknown action %q (create, revoke, list)", action)
 	}
-	var cfg *configs.Config
-	var err error
-	if *cfgPath != "" {
-		cfg, err = configs.ParseFile(*cfgPath)
-	} else {
-		cfg, err = configs.Parse(configs.Demo)
-	}
+	cfg, err := loadConfig(*cfgPath)
 	if err != nil {
 		return err
 	}

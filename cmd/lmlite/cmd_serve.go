@@ -50,13 +50,7 @@ func runServe(args []string) error {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 
-	var cfg *configs.Config
-	var err error
-	if *cfgPath != "" {
-		cfg, err = configs.ParseFile(*cfgPath)
-	} else {
-		cfg, err = configs.Parse(configs.Demo)
-	}
+	cfg, err := loadConfig(*cfgPath)
 	if err != nil {
 		return err
 	}
@@ -179,4 +173,12 @@ func ensureDemoKey(store *tenancy.Store, dataDir, tenant string) (string, error)
 		return "", fmt.Errorf("demo key: %w", err)
 	}
 	return key, nil
+}
+
+// loadConfig reads the config file, or the embedded demo config when path is "".
+func loadConfig(path string) (*configs.Config, error) {
+	if path == "" {
+		return configs.Parse(configs.Demo)
+	}
+	return configs.ParseFile(path)
 }
