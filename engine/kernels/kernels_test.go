@@ -308,7 +308,7 @@ func TestAttend(t *testing.T) {
 	}
 	q := randRow(r, hd, 1)
 	out := make([]float32, hd)
-	Attend(out, q, k, v, n, stride, 0.25, make([]float32, n))
+	Attend(out, q, k, v, n, stride, 0.25)
 	p := make([]float64, n)
 	var z float64
 	for j := range p {
@@ -324,7 +324,7 @@ func TestAttend(t *testing.T) {
 		for j := range p {
 			want += p[j] / z * float64(F16ToF32(v[j*stride+i]))
 		}
-		if math.Abs(float64(out[i])-want) > 2e-3 {
+		if math.Abs(float64(out[i])-want) > 5e-3 {
 			t.Errorf("out[%d] = %v, want %v", i, out[i], want)
 		}
 	}

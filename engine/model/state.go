@@ -177,12 +177,11 @@ func (s *State) attention(out, q []float32, kc, vc []uint16, n int, scale float3
 	}
 	pairs := n * c.Heads
 	kernels.Parallel(pairs, (s.pos+n)*hd, func(lo, hi int) {
-		scores := make([]float32, s.pos+n)
 		for p := lo; p < hi; p++ {
 			i, h := p/c.Heads, p%c.Heads
 			kvOff := (h / group) * hd
 			kernels.Attend(out[i*qd+h*hd:i*qd+(h+1)*hd], q[i*qd+h*hd:i*qd+(h+1)*hd],
-				kc[kvOff:], vc[kvOff:], s.pos+i+1, kvd, scale, scores)
+				kc[kvOff:], vc[kvOff:], s.pos+i+1, kvd, scale)
 		}
 	})
 }
