@@ -1,0 +1,191 @@
+package model
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+
+	"github.com/lmlite/lmlite/engine/gguf"
+	"github.com/lmlite/lmlite/engine/kernels"
+)
+
+// microModel builds a very small F32 model of an architecture in memory: dim 32,
+// 2 heads of 16, 1 KV head, FFN 64, a vocabulary of 16.
+func microModel(t testing.TB, arch string, edit func(w *gguf.Writer)) []byte {
+	t.Helper()
+	const dim, heads, kvHeads, hd, ffn, vocab, layers = 32, 2, 1, 16, 64, 16, 2
+	w := gguf.NewWriter()
+	a := arch + "."
+	w.AddKV("general.architecture", gguf.String(arch))
+	w.AddKV(a+"context_length", gguf.Uint32(64))
+	w.AddKV(a+"embedding_length", gguf.Uint32(dim))
+	w.AddKV(a+"block_count", gguf.Uint32(layers))
+	w.AddKV(a+"feed_forward_length", gguf.Uint32(ffn))
+	w.AddKV(a+"attention.head_count", gguf.Uint32(heads))
+	w.AddKV(a+"attention.head_count_kv", gguf.Uint32(kvHeads))
+	w.AddKV(a+"attention.layer_norm_rms_epsilon", gguf.Float32(1e-5))
+	r := rand.New(rand.NewPCG(1, 2))
+	add := func(name string, dims ...int) {
+		n := 1
+		ud := make([]uint64, len(dims))
+		for i, d := range dims {
+			n *= d
+			ud[i] = uint64(d)
+		}
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(r.NormFloat64() * 0.3)
+		}
+		data := make([]byte, 4*n)
+		kernels.QuantizeRow(data, kernels.F32, v)
+		if err := w.AddTensor(name, gguf.F32, ud, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add("token_embd.weight", dim, vocab)
+	add("output_norm.weight", dim)
+	for l := 0; l < layers; l++ {
+		p := fmt.Sprintf("blk.%d.", l)
+		add(p+"attn_norm.weight", dim)
+		if arch == "phi3" {
+			add(p+"attn_qkv.weight", dim, heads*hd+2*kvHeads*hd)
+			add(p+"ffn_up.weight", dim, 2*ffn)
+		} else {
+			add(p+"attn_q.weight", dim, heads*hd)
+			add(p+"attn_k.weight", dim, kvHeads*hd)
+			add(p+"attn_v.weight", dim, kvHeads*hd)
+			add(p+"ffn_gate.weight", dim, ffn)
+			add(p+"ffn_up.weight", dim, ffn)
+		}
+		if arch == "qwen2" {
+			add(p+"attn_q.bias", heads*hd)
+			add(p+"attn_k.bias", kvHeads*hd)
+			add(p+"attn_v.bias", kvHeads*hd)
+		}
+		if arch == "qwen3" {
+			add(p+"attn_q_norm.weight", hd)
+			add(p+"attn_k_norm.weight", hd)
+		}
+		add(p+"attn_output.weight", heads*hd, dim)
+		add(p+"ffn_norm.weight", dim)
+		add(p+"ffn_down.weight", ffn, dim)
+	}
+	if edit != nil {
+		edit(w)
+	}
+	var buf bytes.Buffer
+	if _, err := w.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func loadMicro(t *testing.T, data []byte) (*Model, error) {
+	t.Helper()
+	f, err := gguf.Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Load(f)
+}
+
+// TestBatchAndThreadInvariance: for every architecture, the logits of each token are
+// the same bits whether the sequence runs as one batch or token by token, on one
+// goroutine or several.
+func TestBatchAndThreadInvariance(t *testing.T) {
+	seq := []int32{1, 5, 9, 3, 3, 14, 0, 7, 2, 11}
+	for _, arch := range Architectures {
+		t.Run(arch, func(t *testing.T) {
+			m, err := loadMicro(t, microModel(t, arch, nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			V := m.Config().Vocab
+			all, err := m.NewState(0).Forward(seq, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+			st := m.NewState(0)
+			// 3 tokens, then one at a time.
+			first, err := st.Forward(seq[:3], true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := append([]float32(nil), first...)
+			for _, tk := range seq[3:] {
+				l, err := st.Forward([]int32{tk}, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, l...)
+			}
+			for i := range all {
+				if math.Float32bits(all[i]) != math.Float32bits(got[i]) {
+					t.Fatalf("token %d logit %d: batch %v, split %v", i/V, i%V, all[i], got[i])
+				}
+			}
+			// Truncate and continue differently reproduces a fresh run.
+			st.Truncate(4)
+			l, err := st.Forward(seq[4:6], true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range l {
+				if math.Float32bits(l[i]) != math.Float32bits(all[4*V+i]) {
+					t.Fatalf("after Truncate: logit %d differs", i)
+				}
+			}
+		})
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		arch string
+		edit func(w *gguf.Writer)
+		want error
+	}{
+		{"unsupported arch", "gpt2", nil, ErrUnsupportedArch},
+		{"moe", "llama", func(w *gguf.Writer) { w.AddKV("llama.expert_count", gguf.Uint32(8)) }, ErrUnsupportedArch},
+		{"missing metadata", "llama", func(w *gguf.Writer) { w.AddKV("llama.block_count", gguf.Uint32(0)) }, ErrBadModel},
+		{"missing tensor", "qwen2", func(w *gguf.Writer) { w.AddKV("qwen2.block_count", gguf.Uint32(3)) }, ErrBadModel},
+		{"unsupported type", "llama", func(w *gguf.Writer) {
+			w.AddTensor("rope_freqs.weight", gguf.Q5_K, []uint64{256}, make([]byte, 176))
+		}, ErrUnsupportedType},
+		{"yarn", "llama", func(w *gguf.Writer) { w.AddKV("llama.rope.scaling.type", gguf.String("yarn")) }, ErrUnsupportedArch},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := loadMicro(t, microModel(t, c.arch, c.edit))
+			if !errors.Is(err, c.want) {
+				t.Fatalf("error %v, want %v", err, c.want)
+			}
+			t.Log(err)
+		})
+	}
+}
+
+// FuzzLoad: any bytes either fail to load with an error or give a model that runs.
+func FuzzLoad(f *testing.F) {
+	for _, arch := range Architectures {
+		f.Add(microModel(f, arch, nil))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		gf, err := gguf.Parse(data)
+		if err != nil {
+			return
+		}
+		m, err := Load(gf)
+		if err != nil {
+			return
+		}
+		if _, err := m.NewState(8).Forward([]int32{0, 1}, true); err != nil && !errors.Is(err, ErrBadToken) {
+			t.Fatal(err)
+		}
+	})
+}
