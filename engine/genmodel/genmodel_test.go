@@ -13,12 +13,16 @@ import (
 	"github.com/lmlite/lmlite/internal/testenv"
 )
 
-// TestGenerateLoadsAndRuns writes a tiny model of every architecture and type, loads
-// it with engine/model and runs a prompt through it.
+// TestGenerateLoadsAndRuns writes tiny models of every architecture (in q4_k_m) and
+// every type (as llama), loads them with engine/model and runs a prompt through them.
+// (engine/model's parity test runs every combination against llama.cpp.)
 func TestGenerateLoadsAndRuns(t *testing.T) {
 	dir := t.TempDir()
 	for _, arch := range []string{"llama", "qwen2", "qwen3", "phi3"} {
 		for _, typ := range []string{"f32", "f16", "bf16", "q8_0", "q4_0", "q4_k_m", "q6_k"} {
+			if arch != "llama" && typ != "q4_k_m" {
+				continue
+			}
 			t.Run(arch+"/"+typ, func(t *testing.T) {
 				path := filepath.Join(dir, arch+"-"+typ+".gguf")
 				if err := genmodel.Generate(genmodel.Options{Arch: arch, Preset: "tiny", Type: typ, Seed: 3}, path); err != nil {

@@ -14,17 +14,23 @@ import (
 )
 
 // microModel builds a very small F32 model of an architecture in memory: dim 32,
-// 2 heads of 16, 1 KV head, FFN 64, a vocabulary of 16.
+// 2 heads of 16, 1 KV head, FFN 64, a vocabulary of 16, 2 layers.
 func microModel(t testing.TB, arch string, edit func(w *gguf.Writer)) []byte {
+	return sizedModel(t, arch, 32, 64, 16, 2, edit)
+}
+
+// sizedModel is microModel with the sizes given (2 heads, 1 KV head).
+func sizedModel(t testing.TB, arch string, dim, ffn, vocab, layers int, edit func(w *gguf.Writer)) []byte {
 	t.Helper()
-	const dim, heads, kvHeads, hd, ffn, vocab, layers = 32, 2, 1, 16, 64, 16, 2
+	const heads, kvHeads = 2, 1
+	hd := dim / heads
 	w := gguf.NewWriter()
 	a := arch + "."
 	w.AddKV("general.architecture", gguf.String(arch))
 	w.AddKV(a+"context_length", gguf.Uint32(64))
-	w.AddKV(a+"embedding_length", gguf.Uint32(dim))
-	w.AddKV(a+"block_count", gguf.Uint32(layers))
-	w.AddKV(a+"feed_forward_length", gguf.Uint32(ffn))
+	w.AddKV(a+"embedding_length", gguf.Uint32(uint32(dim)))
+	w.AddKV(a+"block_count", gguf.Uint32(uint32(layers)))
+	w.AddKV(a+"feed_forward_length", gguf.Uint32(uint32(ffn)))
 	w.AddKV(a+"attention.head_count", gguf.Uint32(heads))
 	w.AddKV(a+"attention.head_count_kv", gguf.Uint32(kvHeads))
 	w.AddKV(a+"attention.layer_norm_rms_epsilon", gguf.Float32(1e-5))
@@ -173,7 +179,7 @@ func TestLoadErrors(t *testing.T) {
 // FuzzLoad: any bytes either fail to load with an error or give a model that runs.
 func FuzzLoad(f *testing.F) {
 	for _, arch := range Architectures {
-		f.Add(microModel(f, arch, nil))
+		f.Add(sizedModel(f, arch, 4, 4, 4, 1, nil)) // small inputs keep the fuzzer fast
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		gf, err := gguf.Parse(data)
