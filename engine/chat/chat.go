@@ -1,0 +1,268 @@
+package chat
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nikolalohinski/gonja/v2/exec"
+	"github.com/nikolalohinski/gonja/v2/loaders"
+)
+
+// ChatML is the template used for a model without a chat template:
+// "<|im_start|>role\ncontent<|im_end|>\n" per message, then "<|im_start|>assistant\n"
+// when a generation prompt is asked for.
+const ChatML = "{% for message in messages %}" +
+	"{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}" +
+	"{% endfor %}" +
+	"{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+
+// Limits of a render. They bound what a hostile template can make the server do.
+const (
+	// MaxTemplateSize is the largest template source New accepts.
+	MaxTemplateSize = 256 << 10
+	// MaxNesting is the deepest nesting of brackets and blocks New accepts
+	// (the parser and renderer recurse once per level).
+	MaxNesting = 128
+	// DefaultMaxOutput is Options.MaxOutput's default.
+	DefaultMaxOutput = 16 << 20
+	// DefaultMaxSteps is Options.MaxSteps's default.
+	DefaultMaxSteps = 100_000
+	// MaxRange is the most items range() yields (Jinja's sandbox uses the same).
+	MaxRange = 100_000
+	// MaxMacroDepth is the deepest macro recursion.
+	MaxMacroDepth = 64
+)
+
+// Errors of the package, matched with errors.Is.
+var (
+	ErrTemplate  = errors.New("chat: bad template")          // New: the template does not parse or breaks a limit
+	ErrRender    = errors.New("chat: render failed")         // Render: the template failed (raise_exception, type errors, panics)
+	ErrTooLarge  = errors.New("chat: output too large")      // Render: output beyond Options.MaxOutput, or a value beyond the growth bounds
+	ErrTooLong   = errors.New("chat: template ran too long") // Render: more than Options.MaxSteps steps, or macros nested too deep
+	ErrException = errors.New("chat: template raised an exception")
+	ErrVar       = errors.New("chat: reserved template variable") // RenderVars: a variable it may not set
+)
+
+// Message is one chat message as the template sees it (message.role, message.content).
+type Message struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// Options configure a Template. The zero value works.
+type Options struct {
+	BOS, EOS string           // bos_token and eos_token; "" when the model has none
+	Now      func() time.Time // the clock of strftime_now; nil: time.Now
+
+	MaxOutput int // bytes of rendered text; 0: DefaultMaxOutput
+	MaxSteps  int // loop iterations, statements and macro calls per render; 0: DefaultMaxSteps
+}
+
+// Template is a compiled chat template. It is safe for concurrent use.
+type Template struct {
+	source string
+	tpl    *exec.Template
+	opts   Options
+}
+
+// New compiles a chat template. An empty template means ChatML.
+func New(template string, opts Options) (*Template, error) {
+	if template == "" {
+		template = ChatML
+	}
+	if len(template) > MaxTemplateSize {
+		return nil, fmt.Errorf("%w: %d bytes, more than %d", ErrTemplate, len(template), MaxTemplateSize)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.MaxOutput <= 0 {
+		opts.MaxOutput = DefaultMaxOutput
+	}
+	if opts.MaxSteps <= 0 {
+		opts.MaxSteps = DefaultMaxSteps
+	}
+	if err := checkTagChars(template); err != nil {
+		return nil, err
+	}
+	if err := checkNesting(template); err != nil {
+		return nil, err
+	}
+	tpl, err := compile(template)
+	if err != nil {
+		return nil, err
+	}
+	return &Template{source: template, tpl: tpl, opts: opts}, nil
+}
+
+// Source returns the template's Jinja source.
+func (t *Template) Source() string { return t.source }
+
+// Render renders msgs. With addGenerationPrompt the text ends where the assistant's
+// reply begins.
+func (t *Template) Render(msgs []Message, addGenerationPrompt bool) (string, error) {
+	return t.RenderVars(msgs, addGenerationPrompt, nil)
+}
+
+// RenderVars is Render with further template variables, such as "tools" (a list of
+// JSON-like values: map[string]any, []any, string, float64, bool, nil) or
+// "enable_thinking". It may not set messages, add_generation_prompt, bos_token,
+// eos_token or the template globals. Go maps are written by tojson with sorted keys.
+func (t *Template) RenderVars(msgs []Message, addGenerationPrompt bool, vars map[string]any) (out string, err error) {
+	messages := make([]any, len(msgs))
+	for i, m := range msgs {
+		// An ordered dict, as in Python: tojson writes role before content.
+		messages[i] = &exec.Dict{Pairs: []*exec.Pair{
+			{Key: exec.AsValue("role"), Value: exec.AsValue(m.Role)},
+			{Key: exec.AsValue("content"), Value: exec.AsValue(m.Content)},
+		}}
+	}
+	b := &budget{maxSteps: t.opts.MaxSteps, now: t.opts.Now}
+	data := exec.NewContext(map[string]any{
+		"messages":              messages,
+		"add_generation_prompt": addGenerationPrompt,
+		"bos_token":             t.opts.BOS,
+		"eos_token":             t.opts.EOS,
+		budgetKey:               b,
+	})
+	for k, v := range vars {
+		if reservedVar(k) {
+			return "", fmt.Errorf("%w: %q", ErrVar, k)
+		}
+		data.Set(k, v)
+	}
+	w := &limitWriter{max: t.opts.MaxOutput, b: b}
+	defer func() {
+		if p := recover(); p != nil {
+			out, err = "", fmt.Errorf("%w: panic: %v", ErrRender, p)
+		}
+	}()
+	if err := t.tpl.Execute(w, data); err != nil {
+		if b.err != nil {
+			return "", b.err
+		}
+		return "", classify(err)
+	}
+	if b.err != nil {
+		return "", b.err
+	}
+	return w.buf.String(), nil
+}
+
+// classify turns a render error into one of the package's errors. gonja keeps
+// only the text of the errors that functions and methods return, so the sentinel
+// is found again by its text (ours, not gonja's: it starts with "chat: ").
+func classify(err error) error {
+	msg := cleanError(err)
+	for _, sentinel := range []error{ErrException, ErrTooLarge, ErrTooLong} {
+		if strings.Contains(err.Error(), sentinel.Error()) {
+			return fmt.Errorf("%w: %s", sentinel, msg)
+		}
+	}
+	return fmt.Errorf("%w: %s", ErrRender, msg)
+}
+
+// reservedVar reports whether RenderVars may not set name.
+func reservedVar(name string) bool {
+	switch name {
+	case "messages", "add_generation_prompt", "bos_token", "eos_token", "loop", "self":
+		return true
+	}
+	if strings.HasPrefix(name, "\x00") {
+		return true
+	}
+	_, global := environment.Context.Get(name)
+	return global
+}
+
+// cleanError shortens gonja's error chains, which repeat the template source.
+func cleanError(err error) string {
+	s := err.Error()
+	if len(s) > 1000 {
+		s = s[:1000] + "..."
+	}
+	return s
+}
+
+// limitWriter collects the output and fails past max bytes.
+type limitWriter struct {
+	buf bytes.Buffer
+	max int
+	b   *budget
+}
+
+func (w *limitWriter) Write(p []byte) (int, error) {
+	if err := w.b.step(); err != nil {
+		return 0, err
+	}
+	if w.buf.Len()+len(p) > w.max {
+		w.b.fail(fmt.Errorf("%w: more than %d bytes", ErrTooLarge, w.max))
+		return 0, w.b.err
+	}
+	return w.buf.Write(p)
+}
+
+func (w *limitWriter) WriteString(s string) (int, error) {
+	if err := w.b.step(); err != nil {
+		return 0, err
+	}
+	if w.buf.Len()+len(s) > w.max {
+		w.b.fail(fmt.Errorf("%w: more than %d bytes", ErrTooLarge, w.max))
+		return 0, w.b.err
+	}
+	return w.buf.WriteString(s)
+}
+
+// budgetKey names the per-render budget in the template's context. It is not an
+// identifier, so a template cannot refer to it.
+const budgetKey = "\x00budget"
+
+// budget is the per-render account of steps and macro depth. One render runs on one
+// goroutine, so it needs no lock.
+type budget struct {
+	steps, maxSteps int
+	depth           int
+	now             func() time.Time
+	err             error // the first limit broken; it wins over gonja's wrapping
+}
+
+func (b *budget) fail(err error) {
+	if b.err == nil {
+		b.err = err
+	}
+}
+
+func (b *budget) step() error {
+	if b.err != nil {
+		return b.err
+	}
+	b.steps++
+	if b.steps > b.maxSteps {
+		b.fail(fmt.Errorf("%w: more than %d steps", ErrTooLong, b.maxSteps))
+	}
+	return b.err
+}
+
+// budgetOf finds the render's budget in a context.
+func budgetOf(ctx *exec.Context) *budget {
+	if ctx == nil {
+		return nil
+	}
+	v, ok := ctx.Get(budgetKey)
+	if !ok {
+		return nil
+	}
+	b, _ := v.(*budget)
+	return b
+}
+
+// Loader: templates may not include, import or extend anything; the loader knows
+// only the template itself.
+const rootName = "/chat_template"
+
+func newLoader(src string) (loaders.Loader, error) {
+	return loaders.NewMemoryLoader(map[string]string{rootName: src})
+}

@@ -1,0 +1,94 @@
+// Package sched decides what a model's batch runs next: iteration-level (continuous)
+// batching with chunked prefill, per-tenant weighted fair queues, interactive before
+// batch, and admission by KV blocks. It is the pure core of the engine's Block.
+//
+// # Model
+//
+// A State holds one model's waiting requests (per tenant, per class, FIFO) and its
+// running sequences. Every sequence has Len tokens known (prompt + generated) and
+// Computed tokens whose KV is cached; Len-Computed == 1 is a decode, more is a
+// prefill. Time never passes inside the package: every call that needs it takes now.
+//
+// Plan(now) is a pure function of the State and the time. It returns a Step:
+//
+//   - Preempt: when the KV blocks do not suffice for the running decodes, the
+//     lowest-class, most recently joined sequences leave the batch and go back to
+//     their queue (with their arrival time, so near the head); their KV is dropped and
+//     they later prefill their prompt plus what they had generated. Likewise, when
+//     an interactive request waits for a slot or for blocks that running batch
+//     sequences hold, the most recently joined batch sequences make room for it
+//     (only if that suffices): interactive requests never wait behind batch ones.
+//   - Work: each running decode computes one token; then the running prefills get
+//     chunks of what is left of StepTokens (so a long prompt never stalls the
+//     decodes); then joining requests get their first chunk.
+//   - Join: while the batch has room (MaxConcurrency), tokens are left in the step and
+//     the KV blocks hold the request's prompt plus one step, waiting requests join:
+//     interactive strictly before batch; within a class the tenant with the least
+//     virtual time first (output tokens received divided by the tenant's weight; an
+//     idle tenant comes back at the virtual clock, so idling banks no credit). The
+//     joins of one step are spread over the tenants, and when the head of that order
+//     does not fit, nobody overtakes it.
+//   - WakeAt: with nothing running and a batch that is not full, Plan waits until
+//     BatchTimeout after the first waiting request (BatchTimeout 0 runs at once).
+//
+// Apply(now, step) makes the State take the step. Sequences whose work is Last (their
+// MaxTokens-th token) leave the State; the Block removes those that stop for another
+// reason (end-of-sequence, a stop string, a cancelled context) with Remove.
+//
+// The KV accounting is conservative: each sequence is counted for its own block
+// table (blocksFor(Computed)), so shared prefix blocks count once per sequence and
+// the real pool, which has Config.Blocks blocks for this model, always has the
+// blocks a Step asks for (cached blocks that no sequence references are evictable,
+// so they count as free).
+//
+// # Errors
+//
+// Enqueue refuses at once, leaving the State unchanged: ErrTooLong when prompt + max
+// tokens exceed MaxModelLen, ErrQueueFull when the model's or the tenant's queue is
+// full (both *LimitError, with the numbers), ErrInvalid for an empty prompt. The
+// package does not import engine (engine's Block imports it); the Block wraps them:
+//
+//	if errors.Is(err, sched.ErrQueueFull) {
+//		err = fmt.Errorf("%w: %w", engine.ErrQueueFull, err)
+//	}
+//
+// # The Block's loop
+//
+// One goroutine owns the State; Submit, cancellation and the model's results reach it
+// by channels. Sketch:
+//
+//	st, err := sched.New(sched.Config{MaxModelLen: 4096, MaxConcurrency: 8,
+//		BatchTimeout: 5 * time.Millisecond, BlockSize: pool.BlockTokens(), Blocks: pool.Blocks()})
+//	for {
+//		step := st.Plan(now())
+//		st.Apply(now(), step)
+//		for _, id := range step.Preempt {
+//			kv[id].Release() // its KV is gone (its full blocks stay cached); it will prefill again
+//		}
+//		work := step.Work
+//		for _, id := range step.Join {
+//			kv[id] = pool.NewSeq(salt[id]) // kvcache: salt per tenant unless shared on purpose
+//			cached := kv[id].Prefix(tokens[id][:len(tokens[id])-1])
+//			if w, ok := st.SetCached(id, cached); ok {
+//				work = replace(work, w) // skip the cached tokens
+//			}
+//		}
+//		if len(work) == 0 {
+//			wait(step.WakeAt) // or the next submission or cancellation
+//			continue
+//		}
+//		for _, w := range work {
+//			kv[w.ID].Grow(w.Start + w.N) // never fails: the State counts the pool's blocks
+//		}
+//		logits := model.Forward(work) // one batch; Sample work yields one token each
+//		for _, w := range work {
+//			kv[w.ID].Publish(tokens[w.ID][:w.Start+w.N])
+//		}
+//		deliver(logits) // append tokens; st.Remove and Release those that hit EOS or a stop string
+//		for _, w := range work {
+//			if w.Last { // finished by length
+//				kv[w.ID].Release()
+//			}
+//		}
+//	}
+package sched

@@ -1,0 +1,278 @@
+package sched
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// TestFairShare: two tenants, one sending ten times as many requests as the other,
+// both backlogged; each receives its weighted share of output tokens (decode steps)
+// within 10%.
+func TestFairShare(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		wA, wB     float64
+		interleave bool
+	}{
+		{"equal weights", 1, 1, false},
+		{"B weighs 3", 1, 3, false},
+		{"A weighs 2", 2, 1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := New(Config{MaxModelLen: 256, MaxConcurrency: 4, StepTokens: 64, BlockSize: 16, MaxQueue: 1 << 20})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rng := rand.New(rand.NewPCG(1, 2))
+			next := ID(1)
+			send := func(now time.Time, tenant string, w float64) {
+				err := s.Enqueue(now, Request{ID: next, Tenant: tenant, Weight: w, Prompt: 4 + rng.IntN(40), MaxTokens: 5 + rng.IntN(40)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				next++
+			}
+			const steps, warm = 6000, 1000
+			var a0, b0 int
+			for i := range steps {
+				now := base.Add(time.Duration(i) * time.Millisecond)
+				if i%4 == 0 { // A sends 10 requests per 4 steps, B one; both outrun 4 slots
+					for range 10 {
+						send(now, "A", tc.wA)
+					}
+					send(now, "B", tc.wB)
+				}
+				if i == warm {
+					a0, b0 = s.Received("A"), s.Received("B")
+				}
+				st := s.Plan(now)
+				s.Apply(now, st)
+			}
+			if err := s.check(); err != nil {
+				t.Fatal(err)
+			}
+			a, b := float64(s.Received("A")-a0), float64(s.Received("B")-b0)
+			wantA := tc.wA / (tc.wA + tc.wB)
+			gotA := a / (a + b)
+			t.Logf("A %v tokens, B %v tokens: A's share %.3f, want %.3f", a, b, gotA, wantA)
+			if a+b < steps { // the batch must have been busy: ~4 tokens a step
+				t.Fatalf("only %v tokens in %d steps", a+b, steps-warm)
+			}
+			for _, share := range [][2]float64{{gotA, wantA}, {1 - gotA, 1 - wantA}} {
+				if math.Abs(share[0]-share[1]) > 0.1*share[1] {
+					t.Errorf("share %.3f, want %.3f ± 10%%", share[0], share[1])
+				}
+			}
+			// B's queue stayed short: nothing of B waited behind A's flood.
+			if s.Waiting() < 1000 {
+				t.Errorf("A's flood should still be queued, %d waiting", s.Waiting())
+			}
+		})
+	}
+}
+
+func TestConfig(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		ok   bool
+	}{
+		{"defaults", Config{MaxModelLen: 2048}, true},
+		{"no max len", Config{}, false},
+		{"negative concurrency", Config{MaxModelLen: 64, MaxConcurrency: -1}, false},
+		{"step budget below concurrency", Config{MaxModelLen: 64, MaxConcurrency: 16, StepTokens: 8}, false},
+		{"pool smaller than one sequence", Config{MaxModelLen: 64, BlockSize: 16, Blocks: 4}, false},
+		{"pool of exactly one sequence", Config{MaxModelLen: 63, BlockSize: 16, Blocks: 4}, true},
+		{"negative timeout", Config{MaxModelLen: 64, BatchTimeout: -time.Second}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := New(tc.cfg)
+			if (err == nil) != tc.ok {
+				t.Fatalf("New(%+v): %v", tc.cfg, err)
+			}
+			if err == nil {
+				c := s.Config()
+				if c.MaxConcurrency <= 0 || c.BlockSize <= 0 || c.StepTokens < c.MaxConcurrency || c.Blocks <= 0 || c.MaxQueue <= 0 || c.MaxTenantQueue <= 0 {
+					t.Fatalf("defaults not filled: %+v", c)
+				}
+			}
+		})
+	}
+}
+
+func TestEnqueueLimits(t *testing.T) {
+	s, err := New(Config{MaxModelLen: 100, MaxConcurrency: 2, MaxQueue: 3, MaxTenantQueue: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, tc := range []struct {
+		r    Request
+		want error
+	}{
+		{Request{Tenant: "a", Prompt: 60, MaxTokens: 40}, nil},         // exactly the limit
+		{Request{Tenant: "a", Prompt: 60, MaxTokens: 41}, ErrTooLong},  // one over
+		{Request{Tenant: "a", Prompt: 100}, ErrTooLong},                // no room for one output token
+		{Request{Tenant: "a", Prompt: 99}, nil},                        // max 0: up to the limit
+		{Request{Tenant: "a", Prompt: 1}, ErrQueueFull},                // tenant limit 2
+		{Request{Tenant: "b", Prompt: 1}, nil},                         // another tenant
+		{Request{Tenant: "c", Prompt: 1}, ErrQueueFull},                // model limit 3
+		{Request{Tenant: "c", Prompt: 0}, ErrInvalid},                  // empty
+		{Request{Tenant: "c", Prompt: 5, MaxTokens: -1}, ErrInvalid},   // negative
+		{Request{Tenant: "c", Prompt: 5, Class: Class(7)}, ErrInvalid}, // unknown class
+	} {
+		tc.r.ID = ID(i + 1)
+		err := s.Enqueue(base, tc.r)
+		if tc.want == nil && err != nil || tc.want != nil && !errors.Is(err, tc.want) {
+			t.Errorf("%d: Enqueue(%+v) = %v, want %v", i, tc.r, err, tc.want)
+		}
+	}
+	err = s.Enqueue(base, Request{ID: 100, Tenant: "a", Prompt: 90, MaxTokens: 20})
+	var le *LimitError
+	if !errors.As(err, &le) || le.Kind != ErrTooLong || le.Detail != "prompt 90 + max tokens 20 > max model len 100" {
+		t.Errorf("the error carries the limits: %#v", err)
+	}
+	if err := s.Enqueue(base, Request{ID: 1, Tenant: "z", Prompt: 1}); !errors.Is(err, ErrDuplicate) {
+		t.Errorf("duplicate id: %v", err)
+	}
+	if q, _ := s.Seq(4); q.MaxTokens != 1 {
+		t.Errorf("max tokens 0 should become 1 (100-99), got %d", q.MaxTokens)
+	}
+	if err := s.check(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestIdleTenantBanksNoCredit: a tenant that was idle while another was served starts
+// at the virtual clock, so it does not then monopolise the batch.
+func TestIdleTenantBanksNoCredit(t *testing.T) {
+	s, err := New(Config{MaxModelLen: 64, MaxConcurrency: 2, StepTokens: 64, BlockSize: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := ID(0)
+	send := func(now time.Time, tenant string) {
+		id++
+		if err := s.Enqueue(now, Request{ID: id, Tenant: tenant, Prompt: 4, MaxTokens: 4}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := base
+	for range 60 { // more than A can get through while alone
+		send(now, "A")
+	}
+	for range 40 { // A alone for a while
+		s.Apply(now, s.Plan(now))
+		now = now.Add(time.Millisecond)
+	}
+	a0 := s.Received("A")
+	for range 20 {
+		send(now, "B")
+	}
+	for range 40 {
+		s.Apply(now, s.Plan(now))
+		now = now.Add(time.Millisecond)
+	}
+	a, b := s.Received("A")-a0, s.Received("B")
+	if a == 0 || b == 0 || math.Abs(float64(a-b)) > 0.25*float64(a+b) {
+		t.Errorf("after B arrived A got %d tokens, B %d: want about even", a, b)
+	}
+}
+
+// TestRandomOps: random arrivals, cancellations, cache hints and steps under random
+// limits keep every invariant (check) and never give a step work beyond its budget.
+func TestRandomOps(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	for round := range 200 {
+		cfg := Config{
+			MaxModelLen:    16 + rng.IntN(200),
+			MaxConcurrency: 1 + rng.IntN(6),
+			BlockSize:      1 + rng.IntN(16),
+			BatchTimeout:   time.Duration(rng.IntN(3)) * time.Millisecond,
+			MaxQueue:       1 + rng.IntN(20),
+		}
+		cfg.StepTokens = cfg.MaxConcurrency + rng.IntN(64)
+		cfg.Blocks = blocksFor(cfg.MaxModelLen+1, cfg.BlockSize) * (1 + rng.IntN(3))
+		s, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := base
+		var ids []ID
+		next := ID(1)
+		for range 300 {
+			now = now.Add(time.Duration(rng.IntN(2)) * time.Millisecond)
+			switch op := rng.IntN(10); {
+			case op < 3:
+				p := 1 + rng.IntN(cfg.MaxModelLen)
+				r := Request{ID: next, Tenant: string(rune('A' + rng.IntN(3))), Weight: float64(1 + rng.IntN(3)), Class: Class(rng.IntN(2)), Prompt: p, MaxTokens: rng.IntN(cfg.MaxModelLen - p + 2)}
+				next++
+				if err := s.Enqueue(now, r); err == nil {
+					ids = append(ids, r.ID)
+				} else if !errors.Is(err, ErrTooLong) && !errors.Is(err, ErrQueueFull) {
+					t.Fatal(err)
+				}
+			case op < 4 && len(ids) > 0:
+				s.Remove(ids[rng.IntN(len(ids))])
+			default:
+				st := s.Plan(now)
+				if st2 := s.Plan(now); len(st2.Work) != len(st.Work) || len(st2.Join) != len(st.Join) {
+					t.Fatal("Plan is not a function of the state")
+				}
+				tokens := 0
+				for _, w := range st.Work {
+					tokens += w.N
+					if w.N <= 0 {
+						t.Fatalf("round %d: empty work %+v", round, w)
+					}
+				}
+				if tokens > cfg.StepTokens {
+					t.Fatalf("round %d: %d tokens > budget %d", round, tokens, cfg.StepTokens)
+				}
+				s.Apply(now, st)
+				for _, id := range st.Join {
+					if rng.IntN(2) == 0 {
+						if q, ok := s.Seq(id); ok {
+							s.SetCached(id, rng.IntN(q.Len+1))
+						}
+					}
+				}
+			}
+			if err := s.check(); err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+		// Drain: everything left finishes (no request is stuck for want of blocks).
+		for i := 0; s.Waiting()+s.Running() > 0; i++ {
+			if i > 100000 {
+				t.Fatalf("round %d: %d waiting, %d running never finish (cfg %+v)", round, s.Waiting(), s.Running(), cfg)
+			}
+			now = now.Add(time.Millisecond)
+			s.Apply(now, s.Plan(now))
+			if err := s.check(); err != nil {
+				t.Fatalf("round %d drain: %v", round, err)
+			}
+		}
+	}
+}
+
+// BenchmarkStep is one Plan and Apply of a full batch of 16 decoding sequences with
+// a backlog of 4 tenants.
+func BenchmarkStep(b *testing.B) {
+	s, err := New(Config{MaxModelLen: 1 << 20, MaxConcurrency: 16, BlockSize: 16, MaxQueue: 1 << 20})
+	if err != nil {
+		b.Fatal(err)
+	}
+	now := base
+	for i := range 1000 {
+		s.Enqueue(now, Request{ID: ID(i + 1), Tenant: string(rune('a' + i%4)), Prompt: 8, MaxTokens: 1 << 19})
+	}
+	s.Apply(now, s.Plan(now))
+	b.ReportAllocs()
+	for b.Loop() {
+		now = now.Add(time.Millisecond)
+		s.Apply(now, s.Plan(now))
+	}
+}

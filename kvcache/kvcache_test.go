@@ -1,0 +1,465 @@
+package kvcache
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"path/filepath"
+	"testing"
+)
+
+// check verifies the pool's invariants: every block is exactly one of free,
+// cached-and-idle (in the LRU list) or referenced; the hot index points at cached
+// blocks; warm slots are either free or hold one entry; the gauges agree.
+func (p *Pool) check() error {
+	inFree := map[BlockID]bool{}
+	for _, b := range p.free {
+		if inFree[b] {
+			return fmt.Errorf("block %d twice in the free list", b)
+		}
+		inFree[b] = true
+	}
+	inLRU := map[BlockID]bool{}
+	for e := p.lru.Front(); e != nil; e = e.Next() {
+		b := e.Value.(BlockID)
+		if inLRU[b] {
+			return fmt.Errorf("block %d twice in the LRU list", b)
+		}
+		inLRU[b] = true
+	}
+	used := 0
+	for i := range p.blocks {
+		b, blk := BlockID(i), &p.blocks[i]
+		switch {
+		case blk.ref < 0:
+			return fmt.Errorf("block %d: ref %d", b, blk.ref)
+		case blk.ref > 0:
+			used++
+			if inFree[b] || inLRU[b] {
+				return fmt.Errorf("referenced block %d is free or evictable", b)
+			}
+		case blk.cached:
+			if !inLRU[b] || inFree[b] || blk.elem == nil {
+				return fmt.Errorf("idle cached block %d is not (only) in the LRU list", b)
+			}
+		default:
+			if !inFree[b] {
+				return fmt.Errorf("idle block %d is lost", b)
+			}
+		}
+		if blk.cached && p.hot[blk.key] != b {
+			return fmt.Errorf("cached block %d is not indexed under its key", b)
+		}
+		if !blk.cached && (inLRU[b] || blk.elem != nil) {
+			return fmt.Errorf("uncached block %d is in the LRU list", b)
+		}
+	}
+	for key, b := range p.hot {
+		if !p.blocks[b].cached || p.blocks[b].key != key {
+			return fmt.Errorf("hot index %x points at block %d which is not cached under it", key, b)
+		}
+	}
+	if len(p.free)+p.lru.Len()+used != len(p.blocks) {
+		return fmt.Errorf("free %d + idle cached %d + used %d != %d", len(p.free), p.lru.Len(), used, len(p.blocks))
+	}
+	st := p.Stats()
+	if st.HotFree != int64(len(p.free)) || st.HotCached != int64(p.lru.Len()) || st.HotUsed != int64(used) {
+		return fmt.Errorf("gauges %+v disagree with free %d cached %d used %d", st, len(p.free), p.lru.Len(), used)
+	}
+	if w := p.warm; w != nil {
+		slots := map[int]bool{}
+		for _, s := range w.free {
+			if slots[s] {
+				return fmt.Errorf("warm slot %d freed twice", s)
+			}
+			slots[s] = true
+		}
+		if w.lru.Len() != len(w.index) {
+			return fmt.Errorf("warm LRU %d entries, index %d", w.lru.Len(), len(w.index))
+		}
+		for key, we := range w.index {
+			if we.key != key || slots[we.slot] {
+				return fmt.Errorf("warm entry %x misfiled (slot %d)", key, we.slot)
+			}
+			slots[we.slot] = true
+		}
+		if len(slots) != w.slots() {
+			return fmt.Errorf("warm slots: %d accounted of %d", len(slots), w.slots())
+		}
+		if st.WarmBlocks != int64(len(w.index)) {
+			return fmt.Errorf("warm gauge %d, entries %d", st.WarmBlocks, len(w.index))
+		}
+	}
+	return nil
+}
+
+func newPool(t testing.TB, blocks int, warmBlocks int) *Pool {
+	t.Helper()
+	cfg := Config{Layers: 2, KVHeads: 2, HeadDim: 4, BlockTokens: 4, Blocks: blocks}
+	cfg.WarmBytes = int64(warmBlocks) * cfg.BlockBytes()
+	p, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func toks(vals ...int32) []int32 { return vals }
+
+func seqOf(n int, base int32) []int32 {
+	t := make([]int32, n)
+	for i := range t {
+		t[i] = base + int32(i)
+	}
+	return t
+}
+
+// fill writes the rows of positions [from, to) of s with values derived from seed and
+// the position, and returns them for comparison.
+func fill(t testing.TB, s *Seq, from, to int, seed uint64) {
+	t.Helper()
+	if err := s.Grow(to); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(seed, uint64(from)))
+	for pos := from; pos < to; pos++ {
+		for l := range s.p.cfg.Layers {
+			k, v := s.Row(pos, l)
+			for i := range k {
+				k[i] = math.Float32frombits(rng.Uint32()) // any bits, NaN payloads too
+				v[i] = math.Float32frombits(rng.Uint32())
+			}
+		}
+	}
+}
+
+// rows copies the K and V bits of positions [0, n) of s.
+func rows(s *Seq, n int) []uint32 {
+	var out []uint32
+	for pos := range n {
+		for l := range s.p.cfg.Layers {
+			k, v := s.Row(pos, l)
+			for i := range k {
+				out = append(out, math.Float32bits(k[i]), math.Float32bits(v[i]))
+			}
+		}
+	}
+	return out
+}
+
+func equalBits(a, b []uint32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestLayout(t *testing.T) {
+	p := newPool(t, 3, 0)
+	if p.Config().BlockBytes() != 2*2*4*8*4 {
+		t.Fatalf("block bytes %d", p.Config().BlockBytes())
+	}
+	if c := (Config{Layers: 2, KVHeads: 2, HeadDim: 4, BlockTokens: 4, Blocks: 3, WarmBytes: 2*512 + 100}); c.Bytes() != 5*512 {
+		t.Fatalf("Bytes = %d, want 5 blocks of 512", c.Bytes())
+	}
+	// Every (block, layer, K/V) span is distinct and covers the arena exactly once.
+	seen := map[*float32]bool{}
+	for b := range BlockID(3) {
+		for l := range 2 {
+			for _, s := range [][]float32{p.K(b, l), p.V(b, l)} {
+				if len(s) != 4*8 || cap(s) != len(s) {
+					t.Fatalf("span len %d cap %d", len(s), cap(s))
+				}
+				if seen[&s[0]] {
+					t.Fatal("spans overlap")
+				}
+				seen[&s[0]] = true
+			}
+		}
+	}
+	s := p.NewSeq("t")
+	if err := s.Grow(6); err != nil {
+		t.Fatal(err)
+	}
+	k, v := s.Row(5, 1) // block 1, row 1
+	want := p.K(s.Blocks()[1], 1)[8:16]
+	if &k[0] != &want[0] || len(k) != 8 || &v[0] != &p.V(s.Blocks()[1], 1)[8] {
+		t.Fatal("Row does not address block 1, row 1")
+	}
+	if got := (Config{Layers: 1, KVHeads: 1, HeadDim: 1, BlockTokens: 16}).BlocksFor(100, 3, 0); got != 21 {
+		t.Fatalf("BlocksFor = %d, want 3×7", got)
+	}
+	if _, err := New(Config{Layers: 1, KVHeads: 1}); !errors.Is(err, ErrConfig) {
+		t.Fatalf("bad config: %v", err)
+	}
+}
+
+func TestRefcountsAndSharing(t *testing.T) {
+	p := newPool(t, 8, 0)
+	prompt := seqOf(10, 100) // 2 full blocks + 2 tokens
+	a := p.NewSeq("t")
+	if hit := a.Prefix(prompt[:9]); hit != 0 {
+		t.Fatalf("cold cache hit %d", hit)
+	}
+	fill(t, a, 0, 10, 1)
+	a.Publish(prompt)
+	if a.Cached() != 8 {
+		t.Fatalf("published %d tokens, want 8", a.Cached())
+	}
+	b := p.NewSeq("t")
+	if hit := b.Prefix(prompt[:9]); hit != 8 {
+		t.Fatalf("hit %d tokens, want 8", hit)
+	}
+	for i := range 2 {
+		if b.Blocks()[i] != a.Blocks()[i] || p.Refs(a.Blocks()[i]) != 2 {
+			t.Fatalf("block %d not shared with refcount 2", i)
+		}
+	}
+	if !equalBits(rows(a, 8), rows(b, 8)) {
+		t.Fatal("shared prefix differs")
+	}
+	fill(t, b, 8, 12, 2)
+	if p.Refs(a.Blocks()[2]) != 1 || b.Blocks()[2] == a.Blocks()[2] {
+		t.Fatal("the partial block must be private")
+	}
+	p.Ref(b.Blocks()[0]) // a third holder, e.g. a fork
+	if p.Refs(b.Blocks()[0]) != 3 {
+		t.Fatal("Ref should add a reference")
+	}
+	p.Release(b.Blocks()[0])
+	a.Release()
+	if p.Refs(b.Blocks()[0]) != 1 {
+		t.Fatal("release should drop one reference")
+	}
+	b.Release()
+	st := p.Stats()
+	if st.HotUsed != 0 || st.HotCached != 2 || st.HotFree != 6 {
+		t.Fatalf("after release: %+v", st)
+	}
+	if st.Lookups != 2 || st.HitTokens != 8 || st.MissTokens != 10 {
+		t.Fatalf("counters %+v", st)
+	}
+	if err := p.check(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("releasing a free block must panic (a double free is a bug)")
+		}
+	}()
+	p.Release(0)
+}
+
+// TestEvictionOrder: LRU among idle cached blocks, the tail of a prefix before its
+// head, and referenced blocks are never evicted.
+func TestEvictionOrder(t *testing.T) {
+	p := newPool(t, 4, 0)
+	older := p.NewSeq("t")
+	older.Prefix(nil)
+	fill(t, older, 0, 8, 1)
+	older.Publish(seqOf(8, 0))
+	o0, o1 := older.Blocks()[0], older.Blocks()[1]
+	older.Release() // LRU now: o1 (tail first), o0
+	newer := p.NewSeq("t")
+	fill(t, newer, 0, 8, 2)
+	newer.Publish(seqOf(8, 50)) // takes the two free blocks
+	n0, n1 := newer.Blocks()[0], newer.Blocks()[1]
+	newer.Release() // LRU: o1, o0, n1, n0
+
+	x := p.NewSeq("u")
+	for i, want := range []BlockID{o1, o0, n1} {
+		if err := x.Grow(4 * (i + 1)); err != nil {
+			t.Fatal(err)
+		}
+		if got := x.Blocks()[i]; got != want {
+			t.Fatalf("eviction %d took block %d, want %d", i, got, want)
+		}
+	}
+	if st := p.Stats(); st.Evictions != 3 || st.HotCached != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+	// The head of the newer prefix is still cached: a lookup hits it and pins it.
+	y := p.NewSeq("t")
+	if hit := y.Prefix(seqOf(8, 50)); hit != 4 || y.Blocks()[0] != n0 {
+		t.Fatalf("hit %d", hit)
+	}
+	// Everything is referenced now: no block to evict.
+	if err := x.Grow(16); !errors.Is(err, ErrNoBlocks) {
+		t.Fatalf("Grow with all blocks referenced: %v", err)
+	}
+	if p.Refs(n0) != 1 {
+		t.Fatal("the referenced block was taken")
+	}
+	if err := p.check(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSaltIsolation: the same tokens under two salts never hit each other; a shared
+// salt ("") hits for everyone who uses it.
+func TestSaltIsolation(t *testing.T) {
+	p := newPool(t, 16, 8)
+	prompt := seqOf(9, 7)
+	a := p.NewSeq("tenant-a")
+	a.Prefix(prompt)
+	fill(t, a, 0, 9, 1)
+	a.Publish(prompt)
+	a.Release()
+
+	if hit := p.NewSeq("tenant-b").Prefix(prompt); hit != 0 {
+		t.Fatalf("tenant b hit tenant a's prefix: %d tokens", hit)
+	}
+	if p.Peek("tenant-b", prompt) != 0 || p.Peek("tenant-a", prompt) != 8 {
+		t.Fatal("Peek disagrees")
+	}
+	again := p.NewSeq("tenant-a")
+	if hit := again.Prefix(prompt); hit != 8 {
+		t.Fatalf("tenant a's own hit: %d", hit)
+	}
+	again.Release()
+
+	shared := p.NewSeq("")
+	shared.Prefix(prompt)
+	fill(t, shared, 0, 9, 2)
+	shared.Publish(prompt)
+	shared.Release()
+	for _, who := range []string{"x", "y"} {
+		_ = who // every tenant that the policy lets share uses salt ""
+		s := p.NewSeq("")
+		if hit := s.Prefix(prompt); hit != 8 {
+			t.Fatalf("shared salt: hit %d", hit)
+		}
+		s.Release()
+	}
+	if err := p.check(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDemoteReplay: blocks evicted from hot go to warm and come back bit for bit, in
+// host memory or in a file.
+func TestDemoteReplay(t *testing.T) {
+	t.Run("memory", func(t *testing.T) { demoteReplay(t, newPool(t, 3, 2)) })
+	t.Run("file", func(t *testing.T) {
+		cfg := Config{Layers: 2, KVHeads: 2, HeadDim: 4, BlockTokens: 4, Blocks: 3}
+		cfg.WarmBytes = 2 * cfg.BlockBytes()
+		cfg.WarmFile = filepath.Join(t.TempDir(), "warm")
+		p, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		demoteReplay(t, p)
+	})
+}
+
+func demoteReplay(t *testing.T, p *Pool) {
+	prompt := seqOf(9, 1)
+	a := p.NewSeq("t")
+	a.Prefix(prompt)
+	fill(t, a, 0, 9, 42)
+	a.Publish(prompt)
+	want := rows(a, 8)
+	a.Release()
+
+	// Push both cached blocks out of hot with another sequence's three blocks.
+	b := p.NewSeq("other")
+	fill(t, b, 0, 12, 7)
+	st := p.Stats()
+	if st.Demotions != 2 || st.WarmBlocks != 2 || st.Evictions != 0 || st.WarmBytes != 2*st.BlockSize {
+		t.Fatalf("after pressure: %+v", st)
+	}
+	if p.Peek("t", prompt) != 8 {
+		t.Fatal("warm blocks should count for Peek")
+	}
+	b.Release()
+
+	c := p.NewSeq("t")
+	if hit := c.Prefix(prompt); hit != 8 {
+		t.Fatalf("warm hit %d", hit)
+	}
+	if got := rows(c, 8); !equalBits(got, want) {
+		t.Fatal("replayed blocks differ from the demoted ones")
+	}
+	st = p.Stats()
+	if st.Replays != 2 || st.WarmBlocks != 0 {
+		t.Fatalf("after replay: %+v", st)
+	}
+	// The replayed blocks are hot and cached again: a second lookup hits them in hot.
+	d := p.NewSeq("t")
+	if hit := d.Prefix(prompt); hit != 8 || d.Blocks()[0] != c.Blocks()[0] {
+		t.Fatalf("hot hit after replay: %d", hit)
+	}
+	if err := p.check(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestWarmLRU: a full warm tier drops its least recently used block.
+func TestWarmLRU(t *testing.T) {
+	p := newPool(t, 2, 1)
+	for i := range int32(3) {
+		s := p.NewSeq("t")
+		fill(t, s, 0, 4, uint64(i))
+		s.Publish(seqOf(4, 10*i))
+		s.Release()
+	}
+	// Blocks: 0 and 1 hot... three prefixes through a pool of 2 with 1 warm slot.
+	s := p.NewSeq("x")
+	fill(t, s, 0, 8, 9) // evicts the two idle hot ones: one demoted over another
+	st := p.Stats()
+	if st.WarmBlocks != 1 || st.Demotions != 3 || st.Evictions != 2 {
+		t.Fatalf("stats %+v", st)
+	}
+	if p.Peek("t", seqOf(4, 20)) != 4 || p.Peek("t", seqOf(4, 0)) != 0 || p.Peek("t", seqOf(4, 10)) != 0 {
+		t.Fatal("the warm tier should keep the most recently demoted block")
+	}
+	if err := p.check(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReplayNeedsRoom: a warm hit with no hot block to replay into is a miss, and the
+// warm block stays.
+func TestReplayNeedsRoom(t *testing.T) {
+	p := newPool(t, 1, 1)
+	a := p.NewSeq("t")
+	fill(t, a, 0, 4, 1)
+	a.Publish(seqOf(4, 0))
+	a.Release()
+	b := p.NewSeq("u")
+	fill(t, b, 0, 4, 2) // demotes a's block
+	c := p.NewSeq("t")
+	if hit := c.Prefix(seqOf(4, 0)); hit != 0 {
+		t.Fatalf("replay without a hot block: hit %d", hit)
+	}
+	if p.Peek("t", seqOf(4, 0)) != 4 {
+		t.Fatal("the warm block was lost")
+	}
+	if err := p.check(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// BenchmarkPrefix is a lookup of a 64-token cached prefix and its release.
+func BenchmarkPrefix(b *testing.B) {
+	p := newPool(b, 64, 0)
+	prompt := seqOf(65, 1)
+	s := p.NewSeq("t")
+	fill(b, s, 0, 65, 1)
+	s.Publish(prompt)
+	b.ReportAllocs()
+	for b.Loop() {
+		q := p.NewSeq("t")
+		if q.Prefix(prompt[:64]) != 64 {
+			b.Fatal("miss")
+		}
+		q.Release()
+	}
+}

@@ -1,0 +1,263 @@
+package kvcache
+
+import (
+	"container/list"
+	"errors"
+	"fmt"
+)
+
+// BlockID names a hot block of a Pool: 0 ≤ id < Config.Blocks.
+type BlockID int32
+
+// Errors, matched with errors.Is.
+var (
+	ErrNoBlocks = errors.New("kvcache: no free KV blocks")
+	ErrConfig   = errors.New("kvcache: bad config")
+)
+
+// Config describes the KV geometry of one model and the sizes of the tiers. Fields
+// marked required have no default.
+type Config struct {
+	Layers      int    // required
+	KVHeads     int    // required
+	HeadDim     int    // required
+	BlockTokens int    // tokens per block; 0: 16
+	Blocks      int    // hot blocks; required (see BlocksFor)
+	WarmBytes   int64  // the warm tier's size; 0: no warm tier (evicted blocks are dropped)
+	WarmFile    string // when set, the warm tier is this file, mapped (created, and unlinked once mapped); "": host memory
+}
+
+// RowFloats is the width of one token's K (or V) row in one layer: KVHeads × HeadDim.
+func (c Config) RowFloats() int { return c.KVHeads * c.HeadDim }
+
+// BlockBytes is the memory of one block: K and V rows of all layers for BlockTokens
+// tokens, float32.
+func (c Config) BlockBytes() int64 {
+	return int64(c.Layers) * 2 * int64(c.blockTokens()) * int64(c.RowFloats()) * 4
+}
+
+// Bytes is the memory the pool allocates: its hot blocks and its warm tier (whole
+// blocks). It is what a model leases for its KV cache, besides its weights.
+func (c Config) Bytes() int64 {
+	bb := c.BlockBytes()
+	if bb <= 0 {
+		return 0
+	}
+	return int64(c.Blocks)*bb + c.WarmBytes/bb*bb
+}
+
+func (c Config) blockTokens() int {
+	if c.BlockTokens == 0 {
+		return 16
+	}
+	return c.BlockTokens
+}
+
+// BlocksFor is the number of blocks that hold seqs sequences of maxLen tokens each
+// (the pool size of MaxModelLen × MaxModelConcurrency), or that fit in budget bytes
+// when budget > 0 (whichever is smaller).
+func (c Config) BlocksFor(maxLen, seqs int, budget int64) int {
+	bt := c.blockTokens()
+	n := seqs * ((maxLen + bt - 1) / bt)
+	if budget > 0 && c.BlockBytes() > 0 {
+		n = min(n, int(budget/c.BlockBytes()))
+	}
+	return n
+}
+
+// block is the bookkeeping of one hot block.
+type block struct {
+	ref    int32
+	cached bool // its key is in Pool.hot; its contents never change again
+	entry       // the cache key and what it verifies (when cached)
+	elem   *list.Element
+}
+
+// entry identifies the contents of a full block in the prefix cache: the chained key
+// and what the key stands for, so that a hash collision is a miss, never a wrong hit.
+type entry struct {
+	key    uint64
+	parent uint64
+	salt   string
+	tokens []int32
+}
+
+func (e *entry) matches(parent uint64, salt string, tokens []int32) bool {
+	if e.parent != parent || e.salt != salt || len(e.tokens) != len(tokens) {
+		return false
+	}
+	for i, t := range tokens {
+		if e.tokens[i] != t {
+			return false
+		}
+	}
+	return true
+}
+
+// Pool is the paged KV memory of one model: Blocks hot blocks of BlockTokens tokens in
+// one float32 arena, reference-counted, a prefix cache over the full ones, and a warm
+// tier in host memory that evicted cached blocks are demoted to.
+//
+// A Pool (and its Seqs) belongs to one goroutine, the Block's; the model may read the
+// K/V slices from several goroutines during a forward pass. Stats may be called from
+// any goroutine.
+type Pool struct {
+	cfg    Config
+	bt     int // tokens per block
+	row    int // floats per token row
+	span   int // floats per (block, layer, K or V)
+	bfl    int // floats per block
+	arena  []float32
+	blocks []block
+	free   []BlockID          // never-cached blocks with ref 0
+	lru    *list.List         // cached blocks with ref 0, least recently used at the front; Value BlockID
+	hot    map[uint64]BlockID // prefix cache, hot tier
+	warm   *warm
+	unmap  func() error // of a warm file
+	stats  counters
+}
+
+// New allocates a Pool.
+func New(cfg Config) (*Pool, error) {
+	if cfg.Layers <= 0 || cfg.KVHeads <= 0 || cfg.HeadDim <= 0 || cfg.Blocks <= 0 || cfg.BlockTokens < 0 || cfg.WarmBytes < 0 {
+		return nil, fmt.Errorf("%w: %+v", ErrConfig, cfg)
+	}
+	cfg.BlockTokens = cfg.blockTokens()
+	p := &Pool{cfg: cfg, bt: cfg.BlockTokens, row: cfg.RowFloats(), lru: list.New(), hot: map[uint64]BlockID{}}
+	p.span = p.bt * p.row
+	p.bfl = 2 * cfg.Layers * p.span
+	if int64(p.bfl)*int64(cfg.Blocks) > 1<<40 {
+		return nil, fmt.Errorf("%w: %d blocks of %d bytes", ErrConfig, cfg.Blocks, cfg.BlockBytes())
+	}
+	p.arena = make([]float32, p.bfl*cfg.Blocks)
+	p.blocks = make([]block, cfg.Blocks)
+	p.free = make([]BlockID, cfg.Blocks)
+	for i := range p.free {
+		p.free[i] = BlockID(cfg.Blocks - 1 - i) // pop from the end: block 0 first
+	}
+	if slots := int(cfg.WarmBytes / cfg.BlockBytes()); slots > 0 {
+		var data []float32
+		if cfg.WarmFile != "" {
+			d, unmap, err := mapWarmFile(cfg.WarmFile, slots*p.bfl)
+			if err != nil {
+				return nil, err
+			}
+			data, p.unmap = d, unmap
+		} else {
+			data = make([]float32, slots*p.bfl)
+		}
+		p.warm = newWarm(data, slots, p.bfl)
+	}
+	p.gauges()
+	return p, nil
+}
+
+// Close releases the warm file's mapping, if any. The pool must not be used after.
+func (p *Pool) Close() error {
+	if p.unmap == nil {
+		return nil
+	}
+	err := p.unmap()
+	p.unmap, p.warm = nil, nil
+	return err
+}
+
+// Config returns the pool's configuration with defaults filled in.
+func (p *Pool) Config() Config { return p.cfg }
+
+// BlockTokens is the number of tokens per block.
+func (p *Pool) BlockTokens() int { return p.bt }
+
+// Blocks is the number of hot blocks.
+func (p *Pool) Blocks() int { return len(p.blocks) }
+
+// Available is the number of blocks Alloc can hand out now: free ones and cached ones
+// that no sequence references (which Alloc evicts, least recently used first).
+func (p *Pool) Available() int { return len(p.free) + p.lru.Len() }
+
+// K returns the K rows of block b in layer l: BlockTokens rows of RowFloats floats,
+// token t of the block at [t*RowFloats, (t+1)*RowFloats).
+func (p *Pool) K(b BlockID, l int) []float32 {
+	off := (int(b)*p.cfg.Layers*2 + 2*l) * p.span
+	return p.arena[off : off+p.span : off+p.span]
+}
+
+// V is K's counterpart for the V rows.
+func (p *Pool) V(b BlockID, l int) []float32 {
+	off := (int(b)*p.cfg.Layers*2 + 2*l + 1) * p.span
+	return p.arena[off : off+p.span : off+p.span]
+}
+
+// data is the whole of block b: its K and V rows of every layer, contiguous.
+func (p *Pool) data(b BlockID) []float32 {
+	off := int(b) * p.bfl
+	return p.arena[off : off+p.bfl : off+p.bfl]
+}
+
+// Alloc takes a block with reference count 1 for a sequence to write. When no block
+// is free it evicts the least recently used cached block that nobody references,
+// demoting it to the warm tier if there is one.
+func (p *Pool) Alloc() (BlockID, error) {
+	if n := len(p.free); n > 0 {
+		b := p.free[n-1]
+		p.free = p.free[:n-1]
+		p.blocks[b].ref = 1
+		p.gauges()
+		return b, nil
+	}
+	front := p.lru.Front()
+	if front == nil {
+		return 0, fmt.Errorf("%w: all %d blocks are in use", ErrNoBlocks, len(p.blocks))
+	}
+	b := front.Value.(BlockID)
+	p.evict(b)
+	p.blocks[b].ref = 1
+	p.gauges()
+	return b, nil
+}
+
+// evict takes cached, unreferenced block b out of the hot tier, demoting its
+// contents to the warm tier when there is one.
+func (p *Pool) evict(b BlockID) {
+	blk := &p.blocks[b]
+	p.lru.Remove(blk.elem)
+	blk.elem = nil
+	delete(p.hot, blk.key)
+	blk.cached = false
+	if p.warm != nil && p.warm.put(blk.entry, p.data(b), &p.stats) {
+		p.stats.demotions.Add(1)
+	} else {
+		p.stats.evictions.Add(1)
+	}
+	blk.entry = entry{}
+}
+
+// Ref adds a reference to a block that is referenced already.
+func (p *Pool) Ref(b BlockID) {
+	if p.blocks[b].ref <= 0 {
+		panic(fmt.Sprintf("kvcache: Ref of unreferenced block %d", b))
+	}
+	p.blocks[b].ref++
+}
+
+// Release drops one reference. A block nobody references goes back to the free list,
+// or, when it is in the prefix cache, to the back of the LRU list.
+func (p *Pool) Release(b BlockID) {
+	blk := &p.blocks[b]
+	if blk.ref <= 0 {
+		panic(fmt.Sprintf("kvcache: Release of unreferenced block %d", b))
+	}
+	blk.ref--
+	if blk.ref > 0 {
+		return
+	}
+	if blk.cached {
+		blk.elem = p.lru.PushBack(b)
+	} else {
+		p.free = append(p.free, b)
+	}
+	p.gauges()
+}
+
+// Refs returns a block's reference count.
+func (p *Pool) Refs(b BlockID) int { return int(p.blocks[b].ref) }

@@ -1,0 +1,90 @@
+package kvcache
+
+import "fmt"
+
+// Seq is the block table of one sequence: the blocks that hold its KV, token position
+// pos in block pos/BlockTokens at row pos%BlockTokens. It belongs to the Pool's
+// goroutine.
+type Seq struct {
+	p      *Pool
+	salt   string
+	blocks []BlockID
+	keys   []uint64 // chained keys of the leading blocks that are in the prefix cache
+}
+
+// NewSeq returns an empty sequence whose full blocks go into the prefix cache under
+// salt: per tenant by default, so that one tenant never hits (or times) another's
+// prompt; "" only for prefixes shared on purpose.
+func (p *Pool) NewSeq(salt string) *Seq { return &Seq{p: p, salt: salt} }
+
+// Prefix looks up the longest cached prefix of tokens, in whole blocks, and makes
+// those blocks the start of the sequence (each referenced, never written again). It
+// returns the number of tokens found. Pass the tokens that may come from the cache:
+// the prompt without its last token, whose logits the model must compute. Prefix may
+// only be called on an empty Seq.
+func (s *Seq) Prefix(tokens []int32) int {
+	if len(s.blocks) > 0 {
+		panic("kvcache: Prefix on a sequence that has blocks")
+	}
+	s.blocks, s.keys = s.p.lookup(s.salt, tokens)
+	return len(s.blocks) * s.p.bt
+}
+
+// Cached is the number of leading tokens whose blocks are in the prefix cache (found
+// by Prefix or entered by Publish): the sequence must not write below it.
+func (s *Seq) Cached() int { return len(s.keys) * s.p.bt }
+
+// Grow makes room for n tokens, allocating blocks. On ErrNoBlocks the sequence keeps
+// the blocks it had and those allocated so far.
+func (s *Seq) Grow(n int) error {
+	for len(s.blocks)*s.p.bt < n {
+		b, err := s.p.Alloc()
+		if err != nil {
+			return fmt.Errorf("kvcache: growing a sequence to %d tokens: %w", n, err)
+		}
+		s.blocks = append(s.blocks, b)
+	}
+	return nil
+}
+
+// Cap is the number of tokens the sequence's blocks hold.
+func (s *Seq) Cap() int { return len(s.blocks) * s.p.bt }
+
+// Blocks is the block table (read-only for the caller): with Pool.K and Pool.V, what
+// an attention kernel walks.
+func (s *Seq) Blocks() []BlockID { return s.blocks }
+
+// Row returns the K and V rows of token position pos in layer l (RowFloats floats
+// each). pos must be below Cap; the model writes rows at or above Cached only.
+func (s *Seq) Row(pos, l int) (k, v []float32) {
+	b := s.blocks[pos/s.p.bt]
+	off := (pos % s.p.bt) * s.p.row
+	return s.p.K(b, l)[off : off+s.p.row : off+s.p.row], s.p.V(b, l)[off : off+s.p.row : off+s.p.row]
+}
+
+// Publish enters the sequence's full blocks into the prefix cache: tokens are the
+// sequence's tokens whose KV the model has written (its prompt and output so far, or
+// a prefix of them). Blocks already published are skipped; a block whose contents
+// another hot block caches already stays private to the sequence.
+func (s *Seq) Publish(tokens []int32) {
+	full := min(len(tokens)/s.p.bt, len(s.blocks))
+	for i := len(s.keys); i < full; i++ {
+		parent := rootKey(s.salt)
+		if i > 0 {
+			parent = s.keys[i-1]
+		}
+		toks := tokens[i*s.p.bt : (i+1)*s.p.bt]
+		key := chainKey(parent, toks)
+		s.p.publish(s.blocks[i], key, parent, s.salt, toks)
+		s.keys = append(s.keys, key)
+	}
+}
+
+// Release drops the sequence's references, last block first, so that the tail of a
+// cached prefix is evicted before its head. The Seq is empty afterwards.
+func (s *Seq) Release() {
+	for i := len(s.blocks) - 1; i >= 0; i-- {
+		s.p.Release(s.blocks[i])
+	}
+	s.blocks, s.keys = nil, nil
+}

@@ -1,0 +1,9 @@
+//go:build !unix
+
+package kvcache
+
+import "fmt"
+
+func mapWarmFile(path string, floats int) ([]float32, func() error, error) {
+	return nil, nil, fmt.Errorf("%w: a warm file needs a unix system", ErrConfig)
+}

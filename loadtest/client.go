@@ -1,0 +1,321 @@
+package loadtest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Error classes of a Result that has no HTTP status (Status 0).
+const (
+	ErrTransport = "transport" // connection, timeout, or a stream cut short
+	ErrStream    = "stream"    // a 2xx stream that carried an error event
+	ErrDropped   = "dropped"   // never sent: the concurrency cap was full
+	ErrCancelled = "cancelled" // still running when the drain period ended
+)
+
+// Result is what one request measured. Times are offsets on the monotonic clock.
+type Result struct {
+	Tenant int           // index in Scenario.Tenants
+	Start  time.Duration // when it was sent, from the run's start
+	// Lag is how late an open-loop request left after its scheduled time: a
+	// large lag means the load generator itself could not keep up.
+	Lag    time.Duration
+	Warmup bool // sent during warm-up: left out of the report
+
+	Stream bool
+	Status int    // HTTP status; 0 when none was received
+	Class  string // for Status 0, or a 2xx with a stream error: one of the Err* classes
+	Code   string // the OpenAI error body's code (or type), e.g. insufficient_quota
+	Detail string // the error's message, for logs
+
+	// TTFT is the first content token's arrival after sending (streams only);
+	// Tokens holds every content chunk's arrival (streams only), so that the
+	// inter-token latencies are its differences.
+	TTFT   time.Duration
+	Tokens []time.Duration
+	E2E    time.Duration
+
+	PromptTokens     int
+	CompletionTokens int  // from usage when reported, else the content chunks
+	UsageReported    bool // the server sent usage
+	Text             string
+
+	Tier  string // X-LMLite-Tier
+	Model string // X-LMLite-Model, else the body's model
+}
+
+// Record is one request's measurements as a JSON line (requests.jsonl).
+type Record struct {
+	Tenant           string  `json:"tenant"`
+	StartMS          float64 `json:"start_ms"` // from the run's start
+	Warmup           bool    `json:"warmup,omitempty"`
+	Stream           bool    `json:"stream"`
+	Status           int     `json:"status"`
+	Error            string  `json:"error,omitempty"` // the errors key
+	Code             string  `json:"code,omitempty"`
+	TTFTms           float64 `json:"ttft_ms,omitempty"`
+	ITLms            float64 `json:"itl_mean_ms,omitempty"`
+	E2Ems            float64 `json:"e2e_ms"`
+	Chunks           int     `json:"chunks"`
+	PromptTokens     int     `json:"prompt_tokens"`
+	CompletionTokens int     `json:"completion_tokens"`
+	Tier             string  `json:"tier,omitempty"`
+	Model            string  `json:"model,omitempty"`
+	LagMS            float64 `json:"lag_ms,omitempty"`
+}
+
+// Record returns r's measurements, naming its tenant.
+func (r *Result) Record(tenant string) Record {
+	ms := func(d time.Duration) float64 { return round3(float64(d) / float64(time.Millisecond)) }
+	rec := Record{Tenant: tenant, StartMS: ms(r.Start), Warmup: r.Warmup, Stream: r.Stream, Status: r.Status, Error: r.ErrorKey(),
+		Code: r.Code, TTFTms: ms(r.TTFT), E2Ems: ms(r.E2E), Chunks: len(r.Tokens), PromptTokens: r.PromptTokens,
+		CompletionTokens: r.CompletionTokens, Tier: r.Tier, Model: r.Model, LagMS: ms(r.Lag)}
+	if n := len(r.Tokens); n > 1 {
+		rec.ITLms = ms((r.Tokens[n-1] - r.Tokens[0]) / time.Duration(n-1))
+	}
+	return rec
+}
+
+// OK tells whether the request succeeded end to end.
+func (r *Result) OK() bool { return r.Status >= 200 && r.Status < 300 && r.Class == "" }
+
+// ErrorKey is the report's errors key: the HTTP status for a non-2xx, else the class;
+// "" for a success.
+func (r *Result) ErrorKey() string {
+	switch {
+	case r.Status != 0 && (r.Status < 200 || r.Status >= 300):
+		return strconv.Itoa(r.Status)
+	case r.Class != "":
+		return r.Class
+	}
+	return ""
+}
+
+// newTransport returns an HTTP transport for load generation: enough idle
+// connections for the whole concurrency, no compression (it would buffer SSE),
+// HTTP/1.1 like the OpenAI clients against a local server.
+func newTransport(concurrency int) *http.Transport {
+	return &http.Transport{
+		Proxy:               nil, // loopback targets never go through a proxy
+		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        concurrency,
+		MaxIdleConnsPerHost: concurrency,
+		MaxConnsPerHost:     0,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+		ForceAttemptHTTP2:   false,
+		WriteBufferSize:     64 << 10,
+		ReadBufferSize:      64 << 10,
+	}
+}
+
+// do sends r to base (the server's root URL) and measures it. since gives the
+// monotonic offset from the run's start. The request's context bounds it.
+func do(ctx context.Context, c *http.Client, base, key string, r *request, since func() time.Duration) Result {
+	res := Result{Tenant: r.tenant, Stream: r.stream}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+r.path, bytes.NewReader(r.body))
+	if err != nil {
+		res.Class, res.Detail = ErrTransport, err.Error()
+		return res
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if r.stream {
+		req.Header.Set("Accept", "text/event-stream")
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	for k, v := range r.headers {
+		req.Header.Set(k, v)
+	}
+	res.Start = since()
+	t0 := time.Now() // monotonic reading; every later time is time.Since(t0)
+	resp, err := c.Do(req)
+	if err != nil {
+		res.E2E = time.Since(t0)
+		res.Class, res.Detail = ErrTransport, err.Error()
+		return res
+	}
+	defer resp.Body.Close()
+	res.Status = resp.StatusCode
+	res.Tier = resp.Header.Get("X-LMLite-Tier")
+	res.Model = resp.Header.Get("X-LMLite-Model")
+	switch {
+	case resp.StatusCode < 200 || resp.StatusCode >= 300:
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		res.E2E = time.Since(t0)
+		res.Code, res.Detail = parseAPIError(b)
+		if res.Detail == "" {
+			res.Detail = strings.TrimSpace(string(b))
+		}
+	case r.stream && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream"):
+		err := readSSE(resp.Body, t0, &res)
+		res.E2E = time.Since(t0)
+		if err != nil && res.Class == "" {
+			res.Class, res.Detail = ErrTransport, err.Error()
+		}
+	default:
+		b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+		res.E2E = time.Since(t0)
+		if err != nil {
+			res.Class, res.Detail = ErrTransport, err.Error()
+			break
+		}
+		if perr := parseCompletion(b, &res); perr != nil {
+			res.Class, res.Detail = ErrStream, perr.Error()
+		}
+	}
+	return res
+}
+
+// wire shapes of the OpenAI API that the measurements read.
+type (
+	apiError struct {
+		Message string          `json:"message"`
+		Type    string          `json:"type"`
+		Code    json.RawMessage `json:"code"`
+	}
+	usage struct {
+		PromptTokens     int `json:"prompt_tokens"`
+		CompletionTokens int `json:"completion_tokens"`
+	}
+	completion struct {
+		Model   string `json:"model"`
+		Choices []struct {
+			Text    string `json:"text"`
+			Message struct {
+				Content string `json:"content"`
+			} `json:"message"`
+			Delta struct {
+				Content          string `json:"content"`
+				ReasoningContent string `json:"reasoning_content"`
+			} `json:"delta"`
+		} `json:"choices"`
+		Usage *usage    `json:"usage"`
+		Error *apiError `json:"error"`
+	}
+)
+
+// parseAPIError reads an OpenAI error body: its code (or, lacking one, its type)
+// and message. Anything else gives empty strings.
+func parseAPIError(b []byte) (code, msg string) {
+	var e struct {
+		Error *apiError `json:"error"`
+	}
+	if json.Unmarshal(b, &e) != nil || e.Error == nil {
+		return "", ""
+	}
+	return e.Error.code(), e.Error.Message
+}
+
+func (e *apiError) code() string {
+	var s string
+	if json.Unmarshal(e.Code, &s) == nil && s != "" {
+		return s
+	}
+	if len(e.Code) > 0 && string(e.Code) != "null" {
+		return string(e.Code) // a numeric code, as some servers send
+	}
+	return e.Type
+}
+
+// parseCompletion reads a non-streamed answer into res.
+func parseCompletion(b []byte, res *Result) error {
+	var c completion
+	if err := json.Unmarshal(b, &c); err != nil {
+		return fmt.Errorf("loadtest: completion body: %w", err)
+	}
+	if c.Error != nil {
+		res.Code, res.Detail = c.Error.code(), c.Error.Message
+		return fmt.Errorf("loadtest: error in a 2xx body: %s", c.Error.Message)
+	}
+	if len(c.Choices) == 0 {
+		return errors.New("loadtest: completion without choices")
+	}
+	res.Text = c.Choices[0].Message.Content + c.Choices[0].Text
+	if res.Model == "" {
+		res.Model = c.Model
+	}
+	if c.Usage != nil {
+		res.PromptTokens, res.CompletionTokens, res.UsageReported = c.Usage.PromptTokens, c.Usage.CompletionTokens, true
+	}
+	return nil
+}
+
+// errNoDone is a stream that ended without "data: [DONE]".
+var errNoDone = errors.New("loadtest: stream ended before [DONE]")
+
+// maxSSELine bounds one SSE line (a usage chunk or a long delta fits easily).
+const maxSSELine = 1 << 20
+
+// readSSE reads an OpenAI event stream as it arrives, timing every chunk that
+// carries content against t0, until "data: [DONE]". Malformed events are errors of
+// class stream; a stream cut short is errNoDone.
+func readSSE(body io.Reader, t0 time.Time, res *Result) error {
+	sc := bufio.NewScanner(body)
+	sc.Buffer(make([]byte, 0, 4096), maxSSELine)
+	var text strings.Builder
+	chunks := 0
+	defer func() {
+		res.Text = text.String()
+		if !res.UsageReported {
+			res.CompletionTokens = chunks
+		}
+	}()
+	for sc.Scan() {
+		line := sc.Bytes()
+		at := time.Since(t0)
+		data, ok := bytes.CutPrefix(line, []byte("data:"))
+		if !ok {
+			continue // blank separators, comments (":"), event:/id: fields
+		}
+		data = bytes.TrimSpace(data)
+		if string(data) == "[DONE]" {
+			return nil
+		}
+		var c completion
+		if err := json.Unmarshal(data, &c); err != nil {
+			res.Class, res.Detail = ErrStream, "bad event: "+err.Error()
+			return nil
+		}
+		if c.Error != nil {
+			res.Code, res.Detail, res.Class = c.Error.code(), c.Error.Message, ErrStream
+			return nil
+		}
+		if res.Model == "" {
+			res.Model = c.Model
+		}
+		if c.Usage != nil {
+			res.PromptTokens, res.CompletionTokens, res.UsageReported = c.Usage.PromptTokens, c.Usage.CompletionTokens, true
+		}
+		content := false
+		for _, ch := range c.Choices {
+			s := ch.Delta.Content + ch.Delta.ReasoningContent + ch.Text
+			if s != "" {
+				text.WriteString(s)
+				content = true
+			}
+		}
+		if content {
+			if chunks == 0 {
+				res.TTFT = at
+			}
+			res.Tokens = append(res.Tokens, at)
+			chunks++
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("loadtest: reading stream: %w", err)
+	}
+	return errNoDone
+}

@@ -1,0 +1,424 @@
+package loadtest
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Report is the outcome of a run, written as report.json. Its core is
+// {"overall": M, "tenants": {"NAME": M}}; the rest describes the run.
+type Report struct {
+	Meta     Meta               `json:"meta"`
+	Overall  Metrics            `json:"overall"`
+	Tenants  map[string]Metrics `json:"tenants"`
+	Fairness Fairness           `json:"fairness"`
+	SLO      []SLOResult        `json:"slo,omitempty"`
+	Timeline []TimePoint        `json:"timeline,omitempty"`
+}
+
+// Meta describes a run.
+type Meta struct {
+	Scenario       string     `json:"scenario"`
+	Description    string     `json:"description,omitempty"`
+	Target         string     `json:"target"`
+	Started        time.Time  `json:"started"`
+	WindowS        float64    `json:"window_s"` // measured seconds (after warm-up)
+	WarmupRequests int        `json:"warmup_requests"`
+	StoppedBy      string     `json:"stopped_by"` // duration, requests or interrupt
+	Goodput        GoodputSLO `json:"goodput_slo"`
+	TenantOrder    []string   `json:"tenant_order"` // as in the scenario
+	// SendLag is how late open-loop requests left after their scheduled times
+	// (only late ones are counted); a large p99 means the generator fell behind
+	// and the measured latencies understate the server's.
+	SendLag Percentiles `json:"send_lag_ms"`
+	// ErrorSamples holds, per errors key, the code and message of its first error.
+	ErrorSamples map[string]string `json:"error_samples,omitempty"`
+}
+
+// tenantNames returns the tenants in scenario order, falling back to sorted names.
+func (r *Report) tenantNames() []string {
+	if len(r.Meta.TenantOrder) == len(r.Tenants) {
+		return r.Meta.TenantOrder
+	}
+	ns := make([]string, 0, len(r.Tenants))
+	for n := range r.Tenants {
+		ns = append(ns, n)
+	}
+	sort.Strings(ns)
+	return ns
+}
+
+// WriteFiles writes dir/report.json and dir/report.html, creating dir.
+func (r *Report) WriteFiles(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("loadtest: %w", err)
+	}
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return fmt.Errorf("loadtest: encoding report: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "report.json"), append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("loadtest: %w", err)
+	}
+	f, err := os.Create(filepath.Join(dir, "report.html"))
+	if err != nil {
+		return fmt.Errorf("loadtest: %w", err)
+	}
+	if err := r.WriteHTML(f); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("loadtest: %w", err)
+	}
+	return nil
+}
+
+// ReadReport reads a report.json.
+func ReadReport(path string) (*Report, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("loadtest: %w", err)
+	}
+	var r Report
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("loadtest: %s: %w", path, err)
+	}
+	return &r, nil
+}
+
+// WriteSummary prints the terminal table: one row per tenant and one overall.
+func (r *Report) WriteSummary(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "tenant\treqs\tok\terrors\tttft p50\tp99\titl p50\tp99\te2e p50\tp90\tp99\trps\ttok/s\tgoodput/s\t\n")
+	row := func(name string, m Metrics) {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.2f\t%.1f\t%.2f\t\n", name, m.Requests, m.OK, errorsText(m.Errors),
+			msText(m.TTFT.P50), msText(m.TTFT.P99), msText(m.ITL.P50), msText(m.ITL.P99),
+			msText(m.E2E.P50), msText(m.E2E.P90), msText(m.E2E.P99), m.RPS, m.TokensPerS, m.GoodputRPS)
+	}
+	for _, n := range r.tenantNames() {
+		row(n, r.Tenants[n])
+	}
+	row("overall", r.Overall)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	jain := "n/a"
+	if r.Fairness.Jain != nil {
+		jain = strconv.FormatFloat(*r.Fairness.Jain, 'f', 3, 64)
+	}
+	fmt.Fprintf(w, "window %.1fs (%d warm-up requests not counted), stopped by %s; fairness (Jain, weighted) %s\n",
+		r.Meta.WindowS, r.Meta.WarmupRequests, r.Meta.StoppedBy, jain)
+	if l := r.Meta.SendLag; l.P99 > 10 {
+		fmt.Fprintf(w, "warning: the load generator sent %d requests late (p99 %.1fms, max %.1fms); the machine may be too busy\n", l.N, l.P99, l.Max)
+	}
+	for _, k := range errorKeys(r.Meta.ErrorSamples) {
+		fmt.Fprintf(w, "first %s error: %s\n", k, r.Meta.ErrorSamples[k])
+	}
+	for _, s := range r.SLO {
+		status := "ok"
+		if !s.Met {
+			status = "MISSED"
+		}
+		fmt.Fprintf(w, "slo %-20s target %-10s actual %-10s %s\n", s.Spec, fmtNum(s.Target), fmtNum(s.Actual), status)
+	}
+	return nil
+}
+
+func msText(v float64) string {
+	if v == 0 {
+		return "-"
+	}
+	return fmtNum(v) + "ms"
+}
+
+func fmtNum(v float64) string {
+	switch {
+	case v == math.Trunc(v) || math.Abs(v) >= 100:
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	case math.Abs(v) >= 10:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	}
+	return strconv.FormatFloat(v, 'f', 2, 64)
+}
+
+func errorsText(m map[string]int) string {
+	if len(m) == 0 {
+		return "0"
+	}
+	var parts []string
+	for _, k := range errorKeys(m) {
+		parts = append(parts, fmt.Sprintf("%s:%d", k, m[k]))
+	}
+	return strings.Join(parts, " ")
+}
+
+// SLO is one release-gating target, e.g. ttft_p99=500ms, or quiet:ttft_p99=500ms
+// for one tenant.
+type SLO struct {
+	Spec   string  // as written
+	Tenant string  // "" for the overall metrics
+	Metric string  // e.g. ttft_p99, error_rate, rps
+	Target float64 // ms for latencies, a fraction for rates, per second for throughputs
+	Min    bool    // the actual must be at least Target (throughputs, fairness); else at most
+}
+
+// SLOResult is an SLO judged against a report.
+type SLOResult struct {
+	Spec   string  `json:"spec"`
+	Target float64 `json:"target"`
+	Actual float64 `json:"actual"`
+	Met    bool    `json:"met"`
+}
+
+// ErrSLO is wrapped by errors about an --slo specification.
+var ErrSLO = errors.New("loadtest: invalid slo")
+
+// sloMetrics names every SLO metric and whether it is a floor.
+var sloMetrics = map[string]bool{
+	"ttft_p50": false, "ttft_p90": false, "ttft_p99": false,
+	"itl_p50": false, "itl_p90": false, "itl_p99": false,
+	"e2e_p50": false, "e2e_p90": false, "e2e_p99": false,
+	"error_rate": false, "rps": true, "tokens_per_s": true, "goodput_rps": true,
+	"goodput_ratio": true, "fairness": true,
+}
+
+// ParseSLOs parses "ttft_p99=500ms,e2e_p90=2s,error_rate=1%,rps=5". Latencies take
+// Go durations or bare milliseconds; error_rate takes a fraction or a percentage.
+// A "TENANT:" prefix (quiet-a:ttft_p99=500ms) judges that tenant's metrics alone
+// (fairness is only overall).
+func ParseSLOs(spec string) ([]SLO, error) {
+	var out []SLO
+	for _, part := range strings.Split(spec, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(part, "=")
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		tenant, scoped := "", false
+		if i := strings.LastIndex(k, ":"); i >= 0 {
+			tenant, k, scoped = strings.TrimSpace(k[:i]), strings.TrimSpace(k[i+1:]), true
+		}
+		floor, known := sloMetrics[k]
+		if !ok || !known || (scoped && (tenant == "" || k == "fairness")) {
+			return nil, fmt.Errorf("%w: %q (want METRIC=VALUE; metrics: ttft|itl|e2e_p50|p90|p99, error_rate, rps, tokens_per_s, goodput_rps, goodput_ratio, fairness)", ErrSLO, part)
+		}
+		var t float64
+		var err error
+		switch {
+		case strings.HasPrefix(k, "ttft_") || strings.HasPrefix(k, "itl_") || strings.HasPrefix(k, "e2e_"):
+			if d, derr := time.ParseDuration(v); derr == nil {
+				t = float64(d) / float64(time.Millisecond)
+			} else {
+				t, err = strconv.ParseFloat(v, 64)
+			}
+		case strings.HasSuffix(v, "%"):
+			t, err = strconv.ParseFloat(strings.TrimSuffix(v, "%"), 64)
+			t /= 100
+		default:
+			t, err = strconv.ParseFloat(v, 64)
+		}
+		if err != nil || math.IsNaN(t) || math.IsInf(t, 0) || t < 0 {
+			return nil, fmt.Errorf("%w: %q: bad value %q", ErrSLO, part, v)
+		}
+		out = append(out, SLO{Spec: part, Tenant: tenant, Metric: k, Target: t, Min: floor})
+	}
+	return out, nil
+}
+
+// GoodputFrom returns per-request limits taken from the latency SLOs (whatever
+// their percentile), for scenarios that set none of their own.
+func GoodputFrom(slos []SLO) GoodputSLO {
+	var g GoodputSLO
+	set := func(p *float64, t float64) {
+		if *p == 0 || t < *p {
+			*p = t
+		}
+	}
+	for _, s := range slos {
+		switch {
+		case strings.HasPrefix(s.Metric, "ttft_"):
+			set(&g.TTFTms, s.Target)
+		case strings.HasPrefix(s.Metric, "itl_"):
+			set(&g.ITLms, s.Target)
+		case strings.HasPrefix(s.Metric, "e2e_"):
+			set(&g.E2Ems, s.Target)
+		}
+	}
+	return g
+}
+
+// value returns the report's value of an SLO metric for m (the overall metrics
+// or one tenant's).
+func (r *Report) value(m Metrics, metric string) float64 {
+	pick := func(p Percentiles, q string) float64 {
+		switch q {
+		case "p50":
+			return p.P50
+		case "p90":
+			return p.P90
+		}
+		return p.P99
+	}
+	kind, q, _ := strings.Cut(metric, "_")
+	switch kind {
+	case "ttft":
+		return pick(m.TTFT, q)
+	case "itl":
+		return pick(m.ITL, q)
+	case "e2e":
+		return pick(m.E2E, q)
+	}
+	switch metric {
+	case "error_rate":
+		if m.Requests == 0 {
+			return 0
+		}
+		return round3(float64(m.Requests-m.OK) / float64(m.Requests))
+	case "rps":
+		return m.RPS
+	case "tokens_per_s":
+		return m.TokensPerS
+	case "goodput_rps":
+		return m.GoodputRPS
+	case "goodput_ratio":
+		if m.Requests == 0 {
+			return 0
+		}
+		return round3(float64(m.Good) / float64(m.Requests))
+	case "fairness":
+		if r.Fairness.Jain == nil {
+			return 0
+		}
+		return *r.Fairness.Jain
+	}
+	return math.NaN()
+}
+
+// CheckSLOs judges each SLO against the overall metrics (or its tenant's), stores
+// the results in the report, and tells whether all were met. A latency SLO with no
+// samples (say, TTFT of a run without streaming, or a run where everything failed)
+// is missed, and so is an SLO of a tenant the report does not have.
+func (r *Report) CheckSLOs(slos []SLO) bool {
+	all := true
+	r.SLO = nil
+	for _, s := range slos {
+		m, found := r.Overall, true
+		if s.Tenant != "" {
+			m, found = r.Tenants[s.Tenant]
+		}
+		v := r.value(m, s.Metric)
+		met := v <= s.Target
+		if s.Min {
+			met = v >= s.Target
+		}
+		if !found || samplesFor(m, s.Metric) == 0 {
+			met = false
+		}
+		r.SLO = append(r.SLO, SLOResult{Spec: s.Spec, Target: s.Target, Actual: v, Met: met})
+		all = all && met
+	}
+	return all
+}
+
+func samplesFor(m Metrics, metric string) int64 {
+	switch {
+	case strings.HasPrefix(metric, "ttft_"):
+		return m.TTFT.N
+	case strings.HasPrefix(metric, "itl_"):
+		return m.ITL.N
+	case strings.HasPrefix(metric, "e2e_"):
+		return m.E2E.N
+	}
+	return int64(m.Requests)
+}
+
+// Compare writes the differences between two reports, metric by metric, for the
+// overall row and every tenant either has.
+func Compare(w io.Writer, a, b *Report, nameA, nameB string) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "scope\tmetric\t%s\t%s\tchange\t\n", nameA, nameB)
+	scope := func(name string, ma, mb *Metrics) {
+		value := func(m *Metrics, get func(*Metrics) float64) (float64, string) {
+			if m == nil {
+				return 0, "-" // the tenant is not in this report
+			}
+			v := get(m)
+			return v, fmtNum(v)
+		}
+		for _, f := range compareFields {
+			va, sa := value(ma, f.get)
+			vb, sb := value(mb, f.get)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", name, f.name, sa, sb, change(ma != nil && mb != nil, va, vb))
+		}
+	}
+	scope("overall", &a.Overall, &b.Overall)
+	names := map[string]bool{}
+	for n := range a.Tenants {
+		names[n] = true
+	}
+	for n := range b.Tenants {
+		names[n] = true
+	}
+	sorted := make([]string, 0, len(names))
+	for n := range names {
+		sorted = append(sorted, n)
+	}
+	sort.Strings(sorted)
+	for _, n := range sorted {
+		var ma, mb *Metrics
+		if m, ok := a.Tenants[n]; ok {
+			ma = &m
+		}
+		if m, ok := b.Tenants[n]; ok {
+			mb = &m
+		}
+		scope(n, ma, mb)
+	}
+	return tw.Flush()
+}
+
+var compareFields = []struct {
+	name string
+	get  func(*Metrics) float64
+}{
+	{"requests", func(m *Metrics) float64 { return float64(m.Requests) }},
+	{"ok", func(m *Metrics) float64 { return float64(m.OK) }},
+	{"errors", func(m *Metrics) float64 { return float64(m.Requests - m.OK) }},
+	{"ttft_p50_ms", func(m *Metrics) float64 { return m.TTFT.P50 }},
+	{"ttft_p99_ms", func(m *Metrics) float64 { return m.TTFT.P99 }},
+	{"itl_p50_ms", func(m *Metrics) float64 { return m.ITL.P50 }},
+	{"itl_p99_ms", func(m *Metrics) float64 { return m.ITL.P99 }},
+	{"e2e_p50_ms", func(m *Metrics) float64 { return m.E2E.P50 }},
+	{"e2e_p90_ms", func(m *Metrics) float64 { return m.E2E.P90 }},
+	{"e2e_p99_ms", func(m *Metrics) float64 { return m.E2E.P99 }},
+	{"rps", func(m *Metrics) float64 { return m.RPS }},
+	{"tokens_per_s", func(m *Metrics) float64 { return m.TokensPerS }},
+	{"goodput_rps", func(m *Metrics) float64 { return m.GoodputRPS }},
+}
+
+func change(both bool, a, b float64) string {
+	switch {
+	case !both:
+		return "-"
+	case a == b:
+		return "="
+	case a == 0:
+		if b > 0 {
+			return "+" + fmtNum(b)
+		}
+		return fmtNum(b)
+	}
+	return fmt.Sprintf("%+.1f%%", (b-a)/a*100)
+}
