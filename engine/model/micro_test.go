@@ -176,8 +176,8 @@ func TestLoadErrors(t *testing.T) {
 	}
 }
 
-// FuzzLoad: any bytes either fail to load with an error or give a model that runs.
-func FuzzLoad(f *testing.F) {
+// FuzzModelLoad: any bytes either fail to load with an error or give a model that runs.
+func FuzzModelLoad(f *testing.F) {
 	for _, arch := range Architectures {
 		f.Add(sizedModel(f, arch, 4, 4, 4, 1, nil)) // small inputs keep the fuzzer fast
 	}
