@@ -177,3 +177,35 @@ func TestBadOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestPresetVocabSize: without a vocabulary file, the 125m preset gets a 32,000-token
+// vocabulary (the built-in one, padded), every token distinct.
+func TestPresetVocabSize(t *testing.T) {
+	w, err := genmodel.Build(genmodel.Options{Arch: "llama", Preset: "125m", Type: "q4_0", Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := w.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Parse(buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := f.Get("tokenizer.ggml.tokens")
+	toks, _ := v.Strings()
+	seen := map[string]bool{}
+	for _, s := range toks {
+		if seen[s] {
+			t.Fatalf("token %q twice", s)
+		}
+		seen[s] = true
+	}
+	if len(toks) != 32000 || toks[len(toks)-1] != "<|im_end|>" {
+		t.Fatalf("%d tokens, last %q", len(toks), toks[len(toks)-1])
+	}
+	if ti, _ := f.Tensor("output.weight"); ti.Dims[1] != 32000 {
+		t.Fatalf("output.weight %v", ti.Dims)
+	}
+}
