@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/lmlite/lmlite/engine/genmodel"
 	"github.com/lmlite/lmlite/internal/testenv"
@@ -57,6 +58,7 @@ func TestParityWithLlamaCpp(t *testing.T) {
 	}
 	const steps, top = 64, 20
 	prompt := "1,574,568,260,562" // <s> ▁Once ▁upon ▁a ▁time in the built-in vocabulary
+	start := time.Now()
 	paths := make([]string, len(jobs))
 	for i, j := range jobs {
 		paths[i] = filepath.Join(dir, j.arch+"-"+j.typ+".gguf")
@@ -64,7 +66,9 @@ func TestParityWithLlamaCpp(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	generated := time.Since(start)
 	runs := runPeer(t, script, dir, paths, prompt, steps, top)
+	t.Logf("generated %d models in %v, llama.cpp ran them in %v", len(jobs), generated.Round(time.Millisecond), (time.Since(start) - generated).Round(time.Millisecond))
 	for i, j := range jobs {
 		t.Run(j.arch+"/"+j.typ, func(t *testing.T) {
 			r, ok := runs[paths[i]]
