@@ -195,3 +195,40 @@ func FuzzModelLoad(f *testing.F) {
 		}
 	})
 }
+
+// TestRopeMetadata: frequency base, linear scaling and llama3-style frequency
+// factors are read and change the results.
+func TestRopeMetadata(t *testing.T) {
+	plain, err := loadMicro(t, microModel(t, "llama", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	scaled, err := loadMicro(t, microModel(t, "llama", func(w *gguf.Writer) {
+		w.AddKV("llama.rope.freq_base", gguf.Float32(500000))
+		w.AddKV("llama.rope.scaling.type", gguf.String("linear"))
+		w.AddKV("llama.rope.scaling.factor", gguf.Float32(4))
+		f := []float32{1, 1, 2, 2, 4, 4, 8, 8}
+		data := make([]byte, 4*len(f))
+		kernels.QuantizeRow(data, kernels.F32, f)
+		if err := w.AddTensor("rope_freqs.weight", gguf.F32, []uint64{8}, data); err != nil {
+			t.Fatal(err)
+		}
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := scaled.Config()
+	if c.RopeBase != 500000 || c.RopeScale != 0.25 || len(scaled.ropeFreqs) != 8 || c.RopeNeox {
+		t.Fatalf("config %+v, freqs %v", c, scaled.ropeFreqs)
+	}
+	seq := []int32{3, 1, 4, 1, 5}
+	a, _ := plain.NewState(0).Forward(seq, false)
+	b, _ := scaled.NewState(0).Forward(seq, false)
+	same := true
+	for i := range a {
+		same = same && a[i] == b[i]
+	}
+	if same {
+		t.Fatal("rope metadata changed nothing")
+	}
+}
