@@ -28,11 +28,10 @@ fuzz:
 	  $(GO) test -run='^$$' -fuzz="^$$t$$" -fuzztime=$(FUZZTIME) $$pkg; \
 	done
 
-# Until the gateway serves, `make run` generates a small model and generates text with it.
+# Serves the OpenAI-compatible API on 127.0.0.1:8080 with the embedded demo config:
+# demo models are generated into data/ on the first run, and the demo key is printed.
 run: build
-	@mkdir -p $(DATA)
-	@[ -f $(DATA)/demo-tiny.gguf ] || ./$(BIN) gen-model --arch llama --preset tiny --type q8_0 --seed 1 --out $(DATA)/demo-tiny.gguf
-	./$(BIN) run --model $(DATA)/demo-tiny.gguf --prompt "Once upon a time" --max-tokens 64
+	./$(BIN) serve
 
 bench: build
 	@mkdir -p $(DATA)

@@ -221,18 +221,30 @@ func (d *decoder) u64(what string) (uint64, error) {
 }
 
 func (d *decoder) str(what string, limit uint64) (string, error) {
-	n, err := d.u64(what + " length")
+	s, err := d.rawStr(limit)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf(err.Error(), what)
 	}
+	return s, nil
+}
+
+// rawStr reads a string; its error is a format with one %s for the caller to name the
+// string, so that the hot path (a vocabulary's 150,000 strings) formats nothing.
+func (d *decoder) rawStr(limit uint64) (string, error) {
+	if d.remaining() < 8 {
+		return "", fmt.Errorf("truncated at byte %d reading %%s length (8 bytes needed, %d left)", d.off, d.remaining())
+	}
+	n := binary.LittleEndian.Uint64(d.buf[d.off:])
+	d.off += 8
 	if n > limit {
-		return "", fmt.Errorf("%s length %d exceeds the limit of %d", what, n, limit)
+		return "", fmt.Errorf("%%s length %d exceeds the limit of %d", n, limit)
 	}
 	if n > uint64(d.remaining()) {
-		return "", fmt.Errorf("truncated at byte %d reading %s (%d bytes needed, %d left)", d.off, what, n, d.remaining())
+		return "", fmt.Errorf("truncated at byte %d reading %%s (%d bytes needed, %d left)", d.off, n, d.remaining())
 	}
-	b, _ := d.take(int(n), what)
-	return string(b), nil
+	s := string(d.buf[d.off : d.off+int(n)])
+	d.off += int(n)
+	return s, nil
 }
 
 func (d *decoder) file() (*File, error) {
@@ -450,9 +462,9 @@ func (d *decoder) array(elem ValueType, n uint64, key string, depth int) (Value,
 	if elem == TypeString {
 		out := make([]string, cnt)
 		for i := range out {
-			s, err := d.str(fmt.Sprintf("%s[%d]", key, i), math.MaxInt32)
+			s, err := d.rawStr(math.MaxInt32)
 			if err != nil {
-				return Value{}, err
+				return Value{}, fmt.Errorf(err.Error(), fmt.Sprintf("%s[%d]", key, i))
 			}
 			out[i] = s
 		}

@@ -1,0 +1,168 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/lmlite/lmlite/configs"
+	"github.com/lmlite/lmlite/tenancy"
+)
+
+func init() {
+	register("keys", "manage API keys: keys create --tenant T | keys revoke ID | keys list", runKeys)
+}
+
+// runKeys manages API keys. With the server stopped it opens the store in the data
+// directory; when a running server holds the store (or --server is given) it goes
+// through the server's admin API with the admin key.
+func runKeys(args []string) error {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		fmt.Fprintln(os.Stderr, "usage: lmlite keys create --tenant T | revoke ID | list  [--config F] [--server URL] [--admin-key K]")
+		return errUsage
+	}
+	action := args[0]
+	fs := newFlags("keys " + action)
+	cfgPath := fs.String("config", "", "config file (default: the embedded demo config)")
+	tenant := fs.String("tenant", "", "tenant of the new key (create)")
+	server := fs.String("server", "", "admin API of a running server, e.g. http://127.0.0.1:8080 (default: open the store, or the config's listen address when the store is in use)")
+	adminKey := fs.String("admin-key", "", "admin key (default: $LMLITE_ADMIN_KEY, or the config's admin_key_env)")
+	rest := args[1:]
+	var id string
+	if action == "revoke" && len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
+		id, rest = rest[0], rest[1:]
+	}
+	if err := parseFlags(fs, rest); err != nil {
+		return err
+	}
+	switch action {
+	case "create":
+		if *tenant == "" {
+			return errors.New("create needs --tenant")
+		}
+	case "revoke":
+		if id == "" {
+			return errors.New("revoke needs the key id")
+		}
+	case "list":
+	default:
+		return fmt.Errorf("unknown action %q (create, revoke, list)", action)
+	}
+	var cfg *configs.Config
+	var err error
+	if *cfgPath != "" {
+		cfg, err = configs.ParseFile(*cfgPath)
+	} else {
+		cfg, err = configs.Parse(configs.Demo)
+	}
+	if err != nil {
+		return err
+	}
+	if *adminKey == "" {
+		*adminKey = os.Getenv(cfg.AdminKeyEnv)
+	}
+	if *server == "" {
+		store, err := tenancy.Open(filepath.Join(cfg.DataDir, "lmlite.db"), tenancy.Options{LockTimeout: 300 * time.Millisecond})
+		if err == nil {
+			defer store.Close()
+			return keysOffline(store, cfg, action, *tenant, id)
+		}
+		if !errors.Is(err, tenancy.ErrLocked) {
+			return err
+		}
+		*server = "http://" + cfg.Listen
+	}
+	return keysOnline(strings.TrimRight(*server, "/"), *adminKey, action, *tenant, id)
+}
+
+func keysOffline(store *tenancy.Store, cfg *configs.Config, action, tenant, id string) error {
+	switch action {
+	case "create":
+		known := false
+		for _, t := range cfg.Tenants {
+			known = known || t.ID == tenant
+		}
+		if !known {
+			return fmt.Errorf("unknown tenant %q (tenants are declared in the config)", tenant)
+		}
+		key, ki, err := store.CreateKey(tenant, time.Now())
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "key %s for tenant %s (shown once; store it now):\n", ki.ID, ki.Tenant)
+		fmt.Println(key)
+	case "revoke":
+		ki, err := store.RevokeKey(id, time.Now())
+		if err != nil {
+			return err
+		}
+		fmt.Println("revoked", ki.String())
+	case "list":
+		for _, k := range store.Keys() {
+			fmt.Println(k.String())
+		}
+	}
+	return nil
+}
+
+func keysOnline(server, adminKey, action, tenant, id string) error {
+	if adminKey == "" {
+		return errors.New("the store is in use by a running server: give its admin key (--admin-key or $LMLITE_ADMIN_KEY)")
+	}
+	var req *http.Request
+	var err error
+	switch action {
+	case "create":
+		body, _ := json.Marshal(map[string]string{"tenant": tenant})
+		req, err = http.NewRequest("POST", server+"/admin/keys", bytes.NewReader(body))
+	case "revoke":
+		req, err = http.NewRequest("DELETE", server+"/admin/keys/"+id, nil)
+	case "list":
+		req, err = http.NewRequest("GET", server+"/admin/keys", nil)
+	}
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+adminKey)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		return fmt.Errorf("admin API: %w", err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		return fmt.Errorf("admin API: %s: %s", resp.Status, strings.TrimSpace(string(b)))
+	}
+	switch action {
+	case "create":
+		var out struct{ Key, ID, Tenant string }
+		if err := json.Unmarshal(b, &out); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "key %s for tenant %s (shown once; store it now):\n", out.ID, out.Tenant)
+		fmt.Println(out.Key)
+	case "revoke":
+		var ki tenancy.KeyInfo
+		if err := json.Unmarshal(b, &ki); err != nil {
+			return err
+		}
+		fmt.Println("revoked", ki.String())
+	case "list":
+		var out struct{ Data []tenancy.KeyInfo }
+		if err := json.Unmarshal(b, &out); err != nil {
+			return err
+		}
+		for _, k := range out.Data {
+			fmt.Println(k.String())
+		}
+	}
+	return nil
+}

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lmlite/lmlite/tenancy"
+)
+
+// TestServeUpstreamOnly runs `lmlite serve` on a config whose only model is upstream
+// (the embedded engine is not needed), checks the demo key, readiness and auth, then
+// drains it with SIGTERM.
+func TestServeUpstreamOnly(t *testing.T) {
+	dir := t.TempDir()
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := ln.Addr().String()
+	ln.Close()
+	cfg := filepath.Join(dir, "c.yaml")
+	os.WriteFile(cfg, []byte(`
+listen: `+addr+`
+data_dir: `+filepath.Join(dir, "data")+`
+demo_tenant: demo
+models:
+  - {id: remote, upstream: {base_url: "http://127.0.0.1:1/v1"}}
+plans: {p: {}}
+tenants: [{id: demo, plan: p}]
+`), 0o644)
+	done := make(chan error, 1)
+	go func() { done <- runServe([]string{"--config", cfg}) }()
+	var resp *http.Response
+	var err error
+	for i := 0; i < 200; i++ {
+		if resp, err = http.Get("http://" + addr + "/readyz"); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("readyz: %v %v", resp, err)
+	}
+	keyFile := filepath.Join(dir, "data", "demo-key")
+	st, err := os.Stat(keyFile)
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("demo key file: %v %v", st, err)
+	}
+	b, _ := os.ReadFile(keyFile)
+	key := strings.TrimSpace(string(b))
+	req, _ := http.NewRequest("GET", "http://"+addr+"/v1/models", nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("models with the demo key: %v %v", resp, err)
+	}
+	syscall.Kill(os.Getpid(), syscall.SIGTERM)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve did not drain on SIGTERM")
+	}
+	// The store is free again: keys list opens it directly, and the demo key is kept.
+	store, err := tenancy.Open(filepath.Join(dir, "data", "lmlite.db"), tenancy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	if ten, _, err := store.Authenticate(key); err != nil || ten != "demo" {
+		t.Errorf("demo key after restart: %q %v", ten, err)
+	}
+	k2, err := ensureDemoKey(store, filepath.Join(dir, "data"), "demo")
+	if err != nil || k2 != key {
+		t.Errorf("second run made a new demo key: %v", err)
+	}
+	store.RevokeKey(key, time.Now())
+	if k3, _ := ensureDemoKey(store, filepath.Join(dir, "data"), "demo"); k3 == key || !strings.HasPrefix(k3, "lml_") {
+		t.Errorf("revoked demo key reused")
+	}
+}
+
+func TestKeysOffline(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "c.yaml")
+	os.WriteFile(cfg, []byte("data_dir: "+filepath.Join(dir, "data")+"\nmodels: [{id: m, path: m.gguf}]\nplans: {p: {}}\ntenants: [{id: t1, plan: p}]\n"), 0o644)
+	if err := runKeys([]string{"create", "--tenant", "t1", "--config", cfg}); err != nil {
+		t.Fatal(err)
+	}
+	if err := runKeys([]string{"create", "--tenant", "ghost", "--config", cfg}); err == nil {
+		t.Error("created a key for an unknown tenant")
+	}
+	store, err := tenancy.Open(filepath.Join(dir, "data", "lmlite.db"), tenancy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := store.Keys()
+	store.Close()
+	if len(keys) != 1 || keys[0].Tenant != "t1" {
+		t.Fatalf("keys %+v", keys)
+	}
+	if err := runKeys([]string{"revoke", keys[0].ID, "--config", cfg}); err != nil {
+		t.Fatal(err)
+	}
+	if err := runKeys([]string{"list", "--config", cfg}); err != nil {
+		t.Fatal(err)
+	}
+	if err := runKeys([]string{"revoke", "nope0000", "--config", cfg}); err == nil {
+		t.Error("revoked an unknown key")
+	}
+}

@@ -1,0 +1,387 @@
+// Package configs holds lmlite's configuration file format (one YAML file: listen
+// address, data directory, models, tiers, plans, tenants and prices), its validation,
+// and the documented example configurations (example.yaml, demo.yaml).
+//
+// Parse decodes strictly (an unknown key is an error, so a typo never passes
+// silently) and fills in defaults; Validate checks the whole file once at start-up
+// and returns one clear error naming the field. YAML is parsed with gopkg.in/yaml.v3,
+// the well-kept standard for Go, which reports line numbers and unknown fields.
+package configs
+
+import (
+	"bytes"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/policies"
+	"github.com/lmlite/lmlite/tiers"
+)
+
+// Demo is the embedded default configuration that `lmlite serve` uses without --config
+// (`make run`): no models (demo models are generated into the data directory), one
+// demo tenant.
+//
+//go:embed demo.yaml
+var Demo []byte
+
+// Example is the documented example configuration.
+//
+//go:embed example.yaml
+var Example []byte
+
+// Config is the whole configuration file. The zero value of each field takes the
+// default written beside it.
+type Config struct {
+	Listen          string        `yaml:"listen"`           // "127.0.0.1:8080"
+	DataDir         string        `yaml:"data_dir"`         // "data"; the ledger, keys and demo models live here
+	MaxBodyBytes    int           `yaml:"max_body_bytes"`   // 1 MiB; larger request bodies answer 400
+	MemoryBudget    string        `yaml:"memory_budget"`    // bytes for the embedded models ("4GiB"); "": no limit
+	MaxInFlight     int           `yaml:"max_in_flight"`    // requests in flight before 503; 1024
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"` // how long SIGTERM waits for in-flight requests; 30s
+	AdminKeyEnv     string        `yaml:"admin_key_env"`    // env var holding the admin key; "LMLITE_ADMIN_KEY"
+	DemoTenant      string        `yaml:"demo_tenant"`      // tenant whose key is made on first run and printed; "": none
+	Ledger          Ledger        `yaml:"ledger"`
+
+	Models  []Model                  `yaml:"models"`
+	Tiers   Tiers                    `yaml:"tiers"`
+	Plans   map[string]policies.Plan `yaml:"plans"`
+	Tenants []policies.Tenant        `yaml:"tenants"`
+}
+
+// Ledger configures the usage ledger.
+type Ledger struct {
+	// Sync is "fsync" (default: every group of settled requests is fsynced before they
+	// are acknowledged; survives power loss) or "process" (written to the OS before
+	// acknowledging, fsynced in the background; survives the process being killed).
+	Sync string `yaml:"sync"`
+}
+
+// Model is one model: embedded (path to a GGUF file) or upstream (another
+// OpenAI-compatible server).
+type Model struct {
+	ID       string    `yaml:"id"`       // the name clients use in "model"
+	Path     string    `yaml:"path"`     // GGUF file for the embedded engine
+	Upstream *Upstream `yaml:"upstream"` // or an upstream server
+
+	MaxModelLen    int           `yaml:"max_model_len"`    // prompt + output tokens; 0: the model's own (embedded) or unchecked (upstream)
+	MaxConcurrency int           `yaml:"max_concurrency"`  // sequences in one batch; 0: 8
+	BatchTimeoutMS int           `yaml:"batch_timeout_ms"` // run a batch that is not full after this long; 0: single-request mode
+	Replicas       int           `yaml:"replicas"`         // 0: 1
+	IdleTimeout    time.Duration `yaml:"idle_timeout"`     // unload after this long idle; 0: 5m; negative: never
+	Priority       int           `yaml:"priority"`         // memory-lease priority
+	MaxQueue       int           `yaml:"max_queue"`        // requests queued or running before it counts as overloaded; 0: 16 × max_concurrency
+
+	PromptUSDPer1K     float64 `yaml:"prompt_usd_per_1k"`     // price of 1000 prompt tokens
+	CompletionUSDPer1K float64 `yaml:"completion_usd_per_1k"` // price of 1000 completion tokens
+}
+
+// Upstream is an OpenAI-compatible server that serves a model.
+type Upstream struct {
+	BaseURL   string        `yaml:"base_url"`    // e.g. "http://127.0.0.1:8081/v1"
+	Model     string        `yaml:"model"`       // the model's name there; "": the same id
+	APIKeyEnv string        `yaml:"api_key_env"` // env var holding its API key; "": none
+	Timeout   time.Duration `yaml:"timeout"`     // per request; 10m
+}
+
+// Tiers maps each tier to its models.
+type Tiers struct {
+	Fast     []TierModel `yaml:"fast"`
+	Balanced []TierModel `yaml:"balanced"`
+	Deep     []TierModel `yaml:"deep"`
+	Max      []TierModel `yaml:"max"`
+}
+
+// TierModel is one model of a tier.
+type TierModel struct {
+	Model   string  `yaml:"model"`
+	Quality float64 `yaml:"quality"` // higher is better; the router prefers the best that fits
+}
+
+// ErrInvalid is wrapped by every configuration error.
+var ErrInvalid = errors.New("configs: invalid configuration")
+
+// Load reads, parses and validates the file at path.
+func Load(path string) (*Config, error) {
+	c, err := ParseFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// ParseFile reads and parses the file at path without validating it.
+func ParseFile(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("configs: %w", err)
+	}
+	c, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Parse decodes a configuration strictly and fills in defaults. It does not validate.
+func Parse(data []byte) (*Config, error) {
+	var c Config
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%w: %s", ErrInvalid, strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	c.defaults()
+	return &c, nil
+}
+
+func (c *Config) defaults() {
+	if c.Listen == "" {
+		c.Listen = "127.0.0.1:8080"
+	}
+	if c.DataDir == "" {
+		c.DataDir = "data"
+	}
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = 1 << 20
+	}
+	if c.MaxInFlight == 0 {
+		c.MaxInFlight = 1024
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = 30 * time.Second
+	}
+	if c.AdminKeyEnv == "" {
+		c.AdminKeyEnv = "LMLITE_ADMIN_KEY"
+	}
+	if c.Ledger.Sync == "" {
+		c.Ledger.Sync = "fsync"
+	}
+	for i := range c.Models {
+		m := &c.Models[i]
+		if m.MaxConcurrency == 0 {
+			m.MaxConcurrency = 8
+		}
+		if m.Replicas == 0 {
+			m.Replicas = 1
+		}
+		if m.MaxQueue == 0 {
+			m.MaxQueue = 16 * m.MaxConcurrency
+		}
+		if u := m.Upstream; u != nil {
+			if u.Model == "" {
+				u.Model = m.ID
+			}
+			if u.Timeout == 0 {
+				u.Timeout = 10 * time.Minute
+			}
+		}
+	}
+}
+
+// Validate checks the whole configuration and returns the first problem, naming its
+// field. It needs at least one model.
+func (c *Config) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("%w: %s: %s", ErrInvalid, field, fmt.Sprintf(format, args...))
+	}
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return bad("listen", "%q is not host:port", c.Listen)
+	}
+	if c.MaxBodyBytes < 1024 {
+		return bad("max_body_bytes", "%d is below 1024", c.MaxBodyBytes)
+	}
+	if _, err := ParseBytes(c.MemoryBudget); err != nil {
+		return bad("memory_budget", "%v", err)
+	}
+	if c.MaxInFlight < 1 {
+		return bad("max_in_flight", "must be ≥ 1")
+	}
+	if c.ShutdownTimeout < 0 {
+		return bad("shutdown_timeout", "must be ≥ 0")
+	}
+	if c.Ledger.Sync != "fsync" && c.Ledger.Sync != "process" {
+		return bad("ledger.sync", "%q is not fsync or process", c.Ledger.Sync)
+	}
+	if len(c.Models) == 0 {
+		return bad("models", "no models configured")
+	}
+	ids := map[string]bool{}
+	for i, m := range c.Models {
+		f := fmt.Sprintf("models[%d]", i)
+		switch {
+		case m.ID == "" || strings.ContainsAny(m.ID, " \t\n") || m.ID == "auto" || strings.HasPrefix(m.ID, "tier:"):
+			return bad(f+".id", "%q must be non-empty, without spaces, and not \"auto\" or \"tier:…\"", m.ID)
+		case ids[m.ID]:
+			return bad(f+".id", "model %q declared twice", m.ID)
+		case (m.Path == "") == (m.Upstream == nil):
+			return bad(f, "model %q needs exactly one of path (embedded) or upstream", m.ID)
+		case m.MaxModelLen < 0:
+			return bad(f+".max_model_len", "must be ≥ 0")
+		case m.MaxConcurrency < 1:
+			return bad(f+".max_concurrency", "must be ≥ 1")
+		case m.BatchTimeoutMS < 0:
+			return bad(f+".batch_timeout_ms", "must be ≥ 0")
+		case m.Replicas < 1:
+			return bad(f+".replicas", "must be ≥ 1")
+		case m.MaxQueue < 1:
+			return bad(f+".max_queue", "must be ≥ 1")
+		case !(m.PromptUSDPer1K >= 0) || !(m.CompletionUSDPer1K >= 0):
+			return bad(f, "prices must be ≥ 0")
+		}
+		if u := m.Upstream; u != nil {
+			pu, err := url.Parse(u.BaseURL)
+			if err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+				return bad(f+".upstream.base_url", "%q is not an http(s) URL", u.BaseURL)
+			}
+			if u.Timeout < 0 {
+				return bad(f+".upstream.timeout", "must be > 0")
+			}
+		}
+		ids[m.ID] = true
+	}
+	inTier := map[string]bool{}
+	for ti, list := range c.Tiers.list() {
+		for j, tm := range list {
+			f := fmt.Sprintf("tiers.%s[%d]", tiers.Tier(ti), j)
+			if !ids[tm.Model] {
+				return bad(f+".model", "unknown model %q", tm.Model)
+			}
+			if inTier[tm.Model+"\x00"+tiers.Tier(ti).String()] {
+				return bad(f+".model", "model %q listed twice in the tier", tm.Model)
+			}
+			inTier[tm.Model+"\x00"+tiers.Tier(ti).String()] = true
+			if !(tm.Quality >= 0) {
+				return bad(f+".quality", "must be ≥ 0")
+			}
+		}
+	}
+	if len(c.Plans) == 0 {
+		return bad("plans", "no plans configured")
+	}
+	if _, err := policies.NewBook(c.Plans, c.Tenants, func(id string) bool { return ids[id] }); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if c.DemoTenant != "" {
+		found := false
+		for _, t := range c.Tenants {
+			found = found || t.ID == c.DemoTenant
+		}
+		if !found {
+			return bad("demo_tenant", "unknown tenant %q", c.DemoTenant)
+		}
+	}
+	return nil
+}
+
+func (t *Tiers) list() [tiers.NumTiers][]TierModel {
+	return [tiers.NumTiers][]TierModel{t.Fast, t.Balanced, t.Deep, t.Max}
+}
+
+// Set builds the TierSet with the models' prices.
+func (c *Config) Set() *tiers.Set {
+	price := map[string]tiers.Price{}
+	for _, m := range c.Models {
+		price[m.ID] = m.Price()
+	}
+	var s tiers.Set
+	for ti, list := range c.Tiers.list() {
+		for _, tm := range list {
+			s.Tiers[ti] = append(s.Tiers[ti], tiers.Candidate{Model: tm.Model, Quality: tm.Quality, Price: price[tm.Model]})
+		}
+	}
+	return &s
+}
+
+// Book resolves the tenants' policies.
+func (c *Config) Book() (*policies.Book, error) {
+	ids := map[string]bool{}
+	for _, m := range c.Models {
+		ids[m.ID] = true
+	}
+	return policies.NewBook(c.Plans, c.Tenants, func(id string) bool { return ids[id] })
+}
+
+// Price returns the model's prices.
+func (m *Model) Price() tiers.Price {
+	return tiers.Price{PromptPer1K: tiers.USD(m.PromptUSDPer1K), CompletionPer1K: tiers.USD(m.CompletionUSDPer1K)}
+}
+
+// EngineConfig returns the engine's configuration of an embedded model.
+func (m *Model) EngineConfig() engine.ModelConfig {
+	return engine.ModelConfig{
+		ID:                  m.ID,
+		Path:                m.Path,
+		MaxModelLen:         m.MaxModelLen,
+		MaxModelConcurrency: m.MaxConcurrency,
+		BatchExecuteTimeout: time.Duration(m.BatchTimeoutMS) * time.Millisecond,
+		Replicas:            m.Replicas,
+		IdleTimeout:         m.IdleTimeout,
+		Priority:            m.Priority,
+	}
+}
+
+// AddDemoModels adds generated embedded models to a configuration without models and,
+// when it has no tiers, spreads them over the tiers from Fast up (the last model also
+// serving the tiers above). Each gets the demo prices given.
+func (c *Config) AddDemoModels(models []engine.ModelConfig, prompt1K, completion1K float64) {
+	noTiers := len(c.Tiers.Fast)+len(c.Tiers.Balanced)+len(c.Tiers.Deep)+len(c.Tiers.Max) == 0
+	for i, mc := range models {
+		m := Model{
+			ID: mc.ID, Path: mc.Path, MaxModelLen: mc.MaxModelLen, MaxConcurrency: mc.MaxModelConcurrency,
+			BatchTimeoutMS: int(mc.BatchExecuteTimeout / time.Millisecond), Replicas: mc.Replicas,
+			IdleTimeout: mc.IdleTimeout, Priority: mc.Priority,
+			PromptUSDPer1K: prompt1K * float64(i+1), CompletionUSDPer1K: completion1K * float64(i+1),
+		}
+		c.Models = append(c.Models, m)
+	}
+	c.defaults()
+	if noTiers && len(models) > 0 {
+		all := [tiers.NumTiers]*[]TierModel{&c.Tiers.Fast, &c.Tiers.Balanced, &c.Tiers.Deep, &c.Tiers.Max}
+		for t := range all {
+			i := min(t, len(models)-1)
+			*all[t] = append(*all[t], TierModel{Model: models[i].ID, Quality: float64(i+1) / float64(len(models))})
+		}
+	}
+}
+
+// ParseBytes parses a byte size such as "512MiB", "4GiB", "2G" or "1000000"; "" is 0.
+func ParseBytes(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return 0, nil
+	}
+	units := []struct {
+		suffix string
+		mul    int64
+	}{
+		{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
+		{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
+		{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"T", 1 << 40}, {"B", 1},
+	}
+	mul := int64(1)
+	for _, u := range units {
+		if strings.HasSuffix(s, u.suffix) {
+			s, mul = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.mul
+			break
+		}
+	}
+	n, err := strconv.ParseFloat(s, 64)
+	if err != nil || !(n >= 0) || n*float64(mul) > 1<<62 {
+		return 0, fmt.Errorf("configs: bad byte size %q", s)
+	}
+	return int64(n * float64(mul)), nil
+}

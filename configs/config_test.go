@@ -1,0 +1,138 @@
+package configs
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/tiers"
+)
+
+func TestExampleIsValid(t *testing.T) {
+	c, err := Parse(Example)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Models) != 2 || c.Models[1].Upstream == nil || c.Models[1].Upstream.Timeout != 10*time.Minute {
+		t.Errorf("models: %+v", c.Models)
+	}
+	if c.Models[0].EngineConfig().BatchExecuteTimeout != 5*time.Millisecond {
+		t.Errorf("batch timeout: %v", c.Models[0].EngineConfig().BatchExecuteTimeout)
+	}
+	set := c.Set()
+	if got := set.Tiers[tiers.Deep]; len(got) != 1 || got[0].Model != "llama-8b" || got[0].Price.CompletionPer1K != tiers.USD(0.002) {
+		t.Errorf("deep tier: %+v", got)
+	}
+	b, err := c.Book()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := b.Resolve("hobbyist")
+	if p.DailyBudget != tiers.USD(1) || !p.AllowsTier(tiers.Deep) || p.AllowsTier(tiers.Max) {
+		t.Errorf("hobbyist: %+v", p)
+	}
+}
+
+func TestDemoWithGeneratedModels(t *testing.T) {
+	c, err := Parse(Demo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "models") {
+		t.Fatalf("demo without models: %v", err)
+	}
+	c.AddDemoModels([]engine.ModelConfig{{ID: "demo-a", Path: "a.gguf"}, {ID: "demo-b", Path: "b.gguf"}}, 0.001, 0.002)
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	set := c.Set()
+	want := []string{"demo-a", "demo-b", "demo-b", "demo-b"}
+	for tr, w := range want {
+		if got := set.Tiers[tr]; len(got) != 1 || got[0].Model != w {
+			t.Errorf("tier %v: %+v", tiers.Tier(tr), got)
+		}
+	}
+}
+
+func TestInvalid(t *testing.T) {
+	base := `
+models:
+  - {id: m, path: m.gguf}
+plans: {p: {}}
+tenants: [{id: t, plan: p}]
+`
+	cases := []struct {
+		yaml, field string
+	}{
+		{"listen: nope\n" + base, "listen"},
+		{"bogus: 1\n" + base, "field bogus not found"},
+		{"ledger: {sync: never}\n" + base, "ledger.sync"},
+		{"memory_budget: lots\n" + base, "memory_budget"},
+		{"plans: {p: {}}\n", "models"},
+		{"models: [{id: m}]\nplans: {p: {}}\n", "exactly one of path"},
+		{"models: [{id: m, path: a}, {id: m, path: b}]\nplans: {p: {}}\n", "models[1].id"},
+		{"models: [{id: auto, path: a}]\nplans: {p: {}}\n", "models[0].id"},
+		{"models: [{id: m, upstream: {base_url: 'ftp://x'}}]\nplans: {p: {}}\n", "models[0].upstream.base_url"},
+		{"models: [{id: m, path: a, prompt_usd_per_1k: -1}]\nplans: {p: {}}\n", "prices"},
+		{"models: [{id: m, path: a}]\ntiers: {fast: [{model: x}]}\nplans: {p: {}}\n", "tiers.fast[0].model"},
+		{"models: [{id: m, path: a}]\n", "plans"},
+		{"models: [{id: m, path: a}]\nplans: {p: {}}\ntenants: [{id: t, plan: q}]\n", "unknown plan"},
+		{"models: [{id: m, path: a}]\nplans: {p: {allowed_tiers: [huge]}}\ntenants: [{id: t, plan: p}]\n", "allowed_tiers"},
+		{"demo_tenant: nobody\n" + base, "demo_tenant"},
+		{"models: [{id: m, path: a, idle_timeout: soon}]\nplans: {p: {}}\n", "line 1"},
+	}
+	for _, c := range cases {
+		cfg, err := Parse([]byte(c.yaml))
+		if err == nil {
+			err = cfg.Validate()
+		}
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.field) {
+			t.Errorf("%q: err = %v, want one naming %q", c.yaml, err, c.field)
+		}
+	}
+}
+
+func TestLoadNamesFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(p, []byte("listen: [\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(p)
+	if err == nil || !strings.Contains(err.Error(), "bad.yaml") || !errors.Is(err, ErrInvalid) {
+		t.Errorf("Load: %v", err)
+	}
+}
+
+func TestParseBytes(t *testing.T) {
+	for s, want := range map[string]int64{"": 0, "1000": 1000, "4GiB": 4 << 30, "512MiB": 512 << 20, "2G": 2 << 30, "1.5KB": 1500} {
+		if got, err := ParseBytes(s); err != nil || got != want {
+			t.Errorf("ParseBytes(%q) = %d, %v; want %d", s, got, err, want)
+		}
+	}
+	for _, s := range []string{"x", "-1", "12abc", "NaN"} {
+		if _, err := ParseBytes(s); err == nil {
+			t.Errorf("ParseBytes(%q) accepted", s)
+		}
+	}
+}
+
+// FuzzParseConfig: arbitrary bytes never panic Parse or Validate.
+func FuzzParseConfig(f *testing.F) {
+	f.Add(Example)
+	f.Add(Demo)
+	f.Add([]byte("models: [{id: m, path: a}]\nplans: {p: {}}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := Parse(data)
+		if err != nil {
+			return
+		}
+		_ = c.Validate()
+	})
+}

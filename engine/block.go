@@ -1,0 +1,627 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/lmlite/lmlite/engine/chat"
+	"github.com/lmlite/lmlite/engine/gguf"
+	"github.com/lmlite/lmlite/engine/model"
+	"github.com/lmlite/lmlite/engine/sample"
+	"github.com/lmlite/lmlite/engine/tokenizer"
+)
+
+// Defaults of ModelConfig and Config fields left zero.
+const (
+	DefaultMaxModelConcurrency = 8
+	DefaultIdleTimeout         = 5 * time.Minute
+	DefaultMaxQueue            = 256
+	prefillChunk               = 512 // prompt tokens per forward pass
+)
+
+// Config configures a Block. The zero value of each field takes its default.
+type Config struct {
+	Models       []ModelConfig
+	MemoryBudget int64 // bytes the models may map and allocate (weights + KV); 0: no limit
+	MaxQueue     int   // requests waiting per model before Generate answers ErrQueueFull; 0: DefaultMaxQueue
+	Logger       *slog.Logger
+}
+
+// Block serves a set of models: it loads each one (memory-mapped), warms it up,
+// runs requests on its replicas, unloads it when idle and reloads it on demand.
+//
+// This is the first form of the runtime: each replica runs one sequence at a time,
+// and requests wait for a free replica in arrival order. Continuous batching, paged KV
+// memory, per-tenant fair queues and memory leases replace that inside the Block
+// without changing its API.
+type Block struct {
+	cfg    Config
+	log    *slog.Logger
+	models map[string]*instance
+	order  []string
+
+	mu       sync.Mutex // guards closed
+	closed   bool
+	inflight sync.WaitGroup
+	stop     chan struct{} // closed by Close: stops the janitor
+	janitor  sync.WaitGroup
+}
+
+// instance is one configured model and its loaded form, if any.
+type instance struct {
+	cfg ModelConfig
+	log *slog.Logger
+
+	// Immutable after New: the tokenizer and template are small copies out of the file's
+	// metadata, kept across unloads so that requests can be prepared while unloaded.
+	tok      *tokenizer.Tokenizer
+	tmpl     *chat.Template
+	kvSize   int64 // KV bytes per replica at MaxModelLen
+	fileSize int64
+
+	mu       sync.Mutex // guards everything below
+	state    ModelState
+	err      error
+	file     *gguf.File
+	model    *model.Model
+	free     chan *replica // idle replicas while loaded
+	loading  chan struct{} // closed when the load in progress ends
+	loadTime time.Duration // of the last load
+	active   int           // requests holding a replica or waiting for one
+	lastUsed time.Time
+	rr       int
+}
+
+type replica struct {
+	index int
+	st    *model.State
+}
+
+// New builds a Block and starts loading its models in the background; Ready reports
+// when they are all loaded and warmed up. Each model file is opened once here to read
+// its tokenizer, template and shape, so a missing or malformed file fails New at once.
+func New(cfg Config) (*Block, error) {
+	if len(cfg.Models) == 0 {
+		return nil, fmt.Errorf("engine: no models configured")
+	}
+	if cfg.MaxQueue <= 0 {
+		cfg.MaxQueue = DefaultMaxQueue
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	b := &Block{cfg: cfg, log: log, models: map[string]*instance{}, stop: make(chan struct{})}
+	for _, mc := range cfg.Models {
+		if mc.ID == "" {
+			return nil, fmt.Errorf("engine: a model has no model_id (path %q)", mc.Path)
+		}
+		if _, dup := b.models[mc.ID]; dup {
+			return nil, fmt.Errorf("engine: model_id %q configured twice", mc.ID)
+		}
+		inst, err := newInstance(mc, log)
+		if err != nil {
+			b.closeAll()
+			return nil, err
+		}
+		b.models[mc.ID] = inst
+		b.order = append(b.order, mc.ID)
+	}
+	if cfg.MemoryBudget > 0 {
+		var need int64
+		for _, id := range b.order {
+			in := b.models[id]
+			need += in.fileSize + int64(in.cfg.Replicas)*in.kvSize
+		}
+		if need > cfg.MemoryBudget {
+			return nil, fmt.Errorf("%w: the models need %d MiB (weights + KV at max_model_len), the budget is %d MiB",
+				ErrNoMemory, need>>20, cfg.MemoryBudget>>20)
+		}
+	}
+	for _, id := range b.order {
+		b.models[id].startLoad()
+	}
+	b.janitor.Add(1)
+	go b.runJanitor()
+	return b, nil
+}
+
+func newInstance(mc ModelConfig, log *slog.Logger) (*instance, error) {
+	f, err := gguf.Open(mc.Path)
+	if err != nil {
+		return nil, fmt.Errorf("engine: model %s: %w", mc.ID, err)
+	}
+	defer f.Close()
+	tok, err := tokenizer.FromGGUF(f)
+	if err != nil {
+		return nil, fmt.Errorf("engine: model %s: %w", mc.ID, err)
+	}
+	cfg, err := model.ReadConfig(f)
+	if err != nil {
+		return nil, fmt.Errorf("engine: model %s: %w", mc.ID, err)
+	}
+	src, _ := f.GetString("tokenizer.chat_template")
+	tmpl, err := chat.New(src, chat.Options{BOS: tokenText(tok, tok.BOS()), EOS: tokenText(tok, tok.EOS())})
+	if err != nil {
+		return nil, fmt.Errorf("engine: model %s: chat template: %w", mc.ID, err)
+	}
+	if mc.MaxModelLen <= 0 || mc.MaxModelLen > cfg.Context {
+		if mc.MaxModelLen > cfg.Context {
+			return nil, fmt.Errorf("engine: model %s: max_model_len %d is above the model's context length %d", mc.ID, mc.MaxModelLen, cfg.Context)
+		}
+		mc.MaxModelLen = cfg.Context
+	}
+	if mc.MaxModelConcurrency <= 0 {
+		mc.MaxModelConcurrency = DefaultMaxModelConcurrency
+	}
+	if mc.Replicas <= 0 {
+		mc.Replicas = 1
+	}
+	if mc.IdleTimeout == 0 {
+		mc.IdleTimeout = DefaultIdleTimeout
+	}
+	kv := int64(2*cfg.Layers*cfg.KVHeads*cfg.HeadDim*2) * int64(mc.MaxModelLen) // K and V, binary16
+	return &instance{cfg: mc, log: log.With("model", mc.ID), tok: tok, tmpl: tmpl, kvSize: kv, fileSize: f.Size(), state: StateUnloaded}, nil
+}
+
+func tokenText(t *tokenizer.Tokenizer, id int32) string {
+	if id < 0 || int(id) >= t.VocabSize() {
+		return ""
+	}
+	return t.TokenText(id)
+}
+
+// startLoad begins loading the model unless it is loaded or loading.
+func (in *instance) startLoad() {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.startLoadLocked()
+}
+
+func (in *instance) startLoadLocked() {
+	if in.state == StateReady || in.state == StateLoading {
+		return
+	}
+	in.state, in.err = StateLoading, nil
+	in.loading = make(chan struct{})
+	go in.load(in.loading)
+}
+
+// load maps the file, builds the model and its replicas, and warms replica 0 up with a
+// forward pass of BOS (the model is ready only after that pass has run).
+func (in *instance) load(done chan struct{}) {
+	start := time.Now()
+	f, m, free, err := in.open()
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	defer close(done)
+	in.loadTime = time.Since(start)
+	if err != nil {
+		in.state, in.err = StateFailed, err
+		in.log.Error("model failed to load", "err", err)
+		return
+	}
+	in.file, in.model, in.free = f, m, free
+	in.state, in.lastUsed = StateReady, time.Now()
+	in.log.Info("model ready", "load_ms", in.loadTime.Milliseconds(), "replicas", in.cfg.Replicas)
+}
+
+func (in *instance) open() (*gguf.File, *model.Model, chan *replica, error) {
+	f, err := gguf.Open(in.cfg.Path)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("engine: model %s: %w", in.cfg.ID, err)
+	}
+	m, err := model.Load(f)
+	if err != nil {
+		f.Close()
+		return nil, nil, nil, fmt.Errorf("engine: model %s: %w", in.cfg.ID, err)
+	}
+	free := make(chan *replica, in.cfg.Replicas)
+	for i := range in.cfg.Replicas {
+		free <- &replica{index: i, st: m.NewState(in.cfg.MaxModelLen)}
+	}
+	r := <-free
+	warm := in.tok.BOS()
+	if warm < 0 {
+		warm = 0
+	}
+	if _, err := r.st.Forward([]int32{warm}, false); err != nil {
+		f.Close()
+		return nil, nil, nil, fmt.Errorf("engine: model %s: warm-up: %w", in.cfg.ID, err)
+	}
+	r.st.Truncate(0)
+	free <- r
+	return f, m, free, nil
+}
+
+// unloadLocked releases the mapping and the KV memory. No request may hold a replica.
+func (in *instance) unloadLocked() {
+	if in.state != StateReady || in.active > 0 {
+		return
+	}
+	in.model, in.free = nil, nil
+	if in.file != nil {
+		in.file.Close()
+		in.file = nil
+	}
+	in.state = StateUnloaded
+	in.log.Info("model unloaded")
+}
+
+// Ready reports whether every model is ready or cleanly unloaded (idle, reloadable).
+func (b *Block) Ready() bool {
+	for _, id := range b.order {
+		in := b.models[id]
+		in.mu.Lock()
+		s := in.state
+		in.mu.Unlock()
+		if s != StateReady && s != StateUnloaded {
+			return false
+		}
+	}
+	return true
+}
+
+// Models reports each model's state, replicas and memory, in configuration order.
+func (b *Block) Models() []ModelStatus {
+	out := make([]ModelStatus, 0, len(b.order))
+	for _, id := range b.order {
+		in := b.models[id]
+		in.mu.Lock()
+		st := ModelStatus{ID: id, State: in.state, Replicas: in.cfg.Replicas, MaxModelLen: in.cfg.MaxModelLen, QueueDepth: in.active}
+		if in.file != nil {
+			st.MemoryBytes = in.file.Size() + int64(in.cfg.Replicas)*in.kvSize
+		}
+		if in.err != nil {
+			st.Err = in.err.Error()
+		}
+		in.mu.Unlock()
+		out = append(out, st)
+	}
+	return out
+}
+
+// Load starts loading a model (if it is not loaded) and waits until it is ready.
+func (b *Block) Load(ctx context.Context, modelID string) error {
+	in, ok := b.models[modelID]
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrUnknownModel, modelID)
+	}
+	_, err := in.await(ctx)
+	return err
+}
+
+// Unload unloads a model now if no request is using it.
+func (b *Block) Unload(modelID string) error {
+	in, ok := b.models[modelID]
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrUnknownModel, modelID)
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.active > 0 {
+		return fmt.Errorf("engine: model %s has %d requests in flight", modelID, in.active)
+	}
+	in.unloadLocked()
+	return nil
+}
+
+// Tokenize turns text into the model's tokens, with BOS when the vocabulary asks for
+// it and special tokens parsed (chat templates write them as text).
+func (b *Block) Tokenize(modelID, text string) ([]int32, error) {
+	in, ok := b.models[modelID]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownModel, modelID)
+	}
+	return in.tok.Encode(text, in.tok.AddBOS(), true), nil
+}
+
+// RenderChat renders messages with the model's chat template (ChatML when it has
+// none), ready for the assistant's answer.
+func (b *Block) RenderChat(modelID string, msgs []Message) (string, error) {
+	in, ok := b.models[modelID]
+	if !ok {
+		return "", fmt.Errorf("%w: %q", ErrUnknownModel, modelID)
+	}
+	cm := make([]chat.Message, len(msgs))
+	for i, m := range msgs {
+		cm[i] = chat.Message{Role: m.Role, Content: m.Content}
+	}
+	return in.tmpl.Render(cm, true)
+}
+
+// Tokenizer returns a model's tokenizer (for tools that decode ids themselves).
+func (b *Block) Tokenizer(modelID string) (*tokenizer.Tokenizer, error) {
+	in, ok := b.models[modelID]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownModel, modelID)
+	}
+	return in.tok, nil
+}
+
+// Generate starts a request. Requests that can never run (unknown model, empty
+// prompt, longer than MaxModelLen) and requests beyond the queue limit fail at once;
+// the others stream their tokens and end with a Usage.
+func (b *Block) Generate(ctx context.Context, modelID string, req Request) (*Stream, error) {
+	in, ok := b.models[modelID]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownModel, modelID)
+	}
+	limit := in.cfg.MaxModelLen
+	if len(req.Prompt) == 0 {
+		return nil, fmt.Errorf("engine: empty prompt (give at least BOS)")
+	}
+	for _, id := range req.Prompt {
+		if id < 0 || int(id) >= in.tok.VocabSize() {
+			return nil, fmt.Errorf("engine: prompt token %d is outside the vocabulary of %d", id, in.tok.VocabSize())
+		}
+	}
+	if req.MaxTokens < 0 {
+		return nil, fmt.Errorf("engine: max tokens %d is negative", req.MaxTokens)
+	}
+	if len(req.Prompt) >= limit || len(req.Prompt)+req.MaxTokens > limit {
+		return nil, fmt.Errorf("%w: %d prompt tokens + %d max tokens > max_model_len %d of model %s",
+			ErrTooLong, len(req.Prompt), req.MaxTokens, limit, modelID)
+	}
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil, ErrClosed
+	}
+	in.mu.Lock()
+	if in.active >= b.cfg.MaxQueue+in.cfg.Replicas {
+		in.mu.Unlock()
+		b.mu.Unlock()
+		return nil, fmt.Errorf("%w: model %s has %d requests waiting", ErrQueueFull, modelID, in.active)
+	}
+	in.active++
+	in.mu.Unlock()
+	b.inflight.Add(1)
+	b.mu.Unlock()
+
+	s, tokens, finish := NewStream(16)
+	go func() {
+		defer b.inflight.Done()
+		u, err := in.run(ctx, req, tokens)
+		in.mu.Lock()
+		in.active--
+		in.lastUsed = time.Now()
+		in.mu.Unlock()
+		finish(u, err)
+	}()
+	return s, nil
+}
+
+// await waits until the model is ready, loading it if it was unloaded, and returns
+// how long this call waited for a load (the cold start).
+func (in *instance) await(ctx context.Context) (time.Duration, error) {
+	start := time.Now()
+	waited := false
+	for {
+		in.mu.Lock()
+		switch in.state {
+		case StateReady:
+			in.mu.Unlock()
+			if waited {
+				return time.Since(start), nil
+			}
+			return 0, nil
+		case StateFailed:
+			err := in.err
+			in.mu.Unlock()
+			return 0, err
+		case StateUnloaded:
+			in.startLoadLocked()
+		}
+		loading := in.loading
+		in.mu.Unlock()
+		waited = true
+		select {
+		case <-loading:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+}
+
+// run waits for the model and a replica, then generates.
+func (in *instance) run(ctx context.Context, req Request, out chan<- Token) (Usage, error) {
+	u := Usage{PromptTokens: len(req.Prompt)}
+	start := time.Now()
+	cold, err := in.await(ctx)
+	u.ColdStart = cold
+	if err != nil {
+		return u, finishErr(&u, err)
+	}
+	in.mu.Lock()
+	free := in.free
+	in.mu.Unlock()
+	var r *replica
+	select {
+	case r = <-free:
+	case <-ctx.Done():
+		return u, finishErr(&u, ctx.Err())
+	}
+	defer func() { free <- r }()
+	u.Replica = r.index
+	u.QueueTime = time.Since(start)
+	err = in.generate(ctx, r.st, req, out, start, &u)
+	return u, finishErr(&u, err)
+}
+
+func finishErr(u *Usage, err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		u.FinishReason = FinishCancelled
+		return nil
+	}
+	return err
+}
+
+// generate prefills the prompt and decodes until end of generation, a stop string,
+// MaxTokens or cancellation.
+func (in *instance) generate(ctx context.Context, st *model.State, req Request, out chan<- Token, start time.Time, u *Usage) error {
+	st.Truncate(0)
+	var logits []float32
+	var err error
+	for i := 0; i < len(req.Prompt); i += prefillChunk {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		logits, err = st.Forward(req.Prompt[i:min(i+prefillChunk, len(req.Prompt))], false)
+		if err != nil {
+			return fmt.Errorf("engine: model %s: %w", in.cfg.ID, err)
+		}
+	}
+	maxTokens := req.MaxTokens
+	if maxTokens == 0 {
+		maxTokens = in.cfg.MaxModelLen - len(req.Prompt)
+	}
+	s := req.Sampling
+	smp := sample.New(sample.Params{Temperature: s.Temperature, TopK: s.TopK, TopP: s.TopP, MinP: s.MinP,
+		RepeatPenalty: s.RepeatPenalty, PresencePenalty: s.PresencePenalty, FrequencyPenalty: s.FrequencyPenalty,
+		RepeatLastN: s.RepeatLastN, Seed: s.Seed})
+	history := append(make([]int32, 0, len(req.Prompt)+maxTokens), req.Prompt...)
+	dec := in.tok.NewDecoder()
+	dec.Prime(req.Prompt)
+	stop := sample.NewStopMatcher(req.Stop)
+	var text []byte
+	emitted := 0
+	var first, last time.Time
+	send := func(id int32, final bool) (bool, error) {
+		safe, stopped := stop.Check(string(text))
+		if final && !stopped {
+			safe = len(text)
+		}
+		t := Token{ID: id, Text: string(text[emitted:safe])}
+		emitted = safe
+		select {
+		case out <- t:
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+		return stopped, nil
+	}
+	for {
+		id := smp.Sample(logits, history)
+		now := time.Now()
+		if first.IsZero() {
+			first = now
+			u.TimeToFirstToken = now.Sub(start)
+		}
+		last = now
+		if in.tok.IsEOG(id) {
+			text = append(text, dec.Flush()...)
+			if len(text) > emitted {
+				if _, err := send(-1, true); err != nil {
+					return err
+				}
+			}
+			u.FinishReason = FinishStop
+			break
+		}
+		history = append(history, id)
+		u.CompletionTokens++
+		text = append(text, dec.Next(id)...)
+		done := u.CompletionTokens >= maxTokens
+		if done {
+			text = append(text, dec.Flush()...)
+		}
+		stopped, err := send(id, done)
+		if err != nil {
+			return err
+		}
+		if stopped {
+			u.FinishReason = FinishStop
+			break
+		}
+		if done {
+			u.FinishReason = FinishLength
+			break
+		}
+		if logits, err = st.Forward([]int32{id}, false); err != nil {
+			return fmt.Errorf("engine: model %s: %w", in.cfg.ID, err)
+		}
+	}
+	if u.CompletionTokens > 1 {
+		u.TimePerOutputToken = last.Sub(first) / time.Duration(u.CompletionTokens-1)
+	}
+	return nil
+}
+
+// runJanitor unloads models idle for longer than their IdleTimeout.
+func (b *Block) runJanitor() {
+	defer b.janitor.Done()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-b.stop:
+			return
+		case now := <-tick.C:
+			b.unloadIdle(now)
+		}
+	}
+}
+
+func (b *Block) unloadIdle(now time.Time) {
+	for _, id := range b.order {
+		in := b.models[id]
+		in.mu.Lock()
+		if in.cfg.IdleTimeout > 0 && in.state == StateReady && in.active == 0 && now.Sub(in.lastUsed) >= in.cfg.IdleTimeout {
+			in.unloadLocked()
+		}
+		in.mu.Unlock()
+	}
+}
+
+// GC unloads idle models past their timeout and resets failed models to unloaded so
+// that the next request retries them.
+func (b *Block) GC() {
+	b.unloadIdle(time.Now())
+	for _, id := range b.order {
+		in := b.models[id]
+		in.mu.Lock()
+		if in.state == StateFailed {
+			in.state, in.err = StateUnloaded, nil
+		}
+		in.mu.Unlock()
+	}
+}
+
+// Close refuses new requests, waits for those in flight, and unloads every model.
+func (b *Block) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	b.mu.Unlock()
+	close(b.stop)
+	b.janitor.Wait()
+	b.inflight.Wait()
+	b.closeAll()
+	return nil
+}
+
+func (b *Block) closeAll() {
+	ids := make([]string, 0, len(b.models))
+	for id := range b.models {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		in := b.models[id]
+		if in.loading != nil {
+			<-in.loading
+		}
+		in.mu.Lock()
+		in.unloadLocked()
+		in.mu.Unlock()
+	}
+}

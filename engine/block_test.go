@@ -1,0 +1,236 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lmlite/lmlite/internal/testenv"
+)
+
+func newStoriesBlock(t *testing.T, mc ModelConfig, cfg Config) *Block {
+	t.Helper()
+	mc.ID = "stories"
+	mc.Path = testenv.SharedFile(t, "models/stories260K.gguf")
+	cfg.Models = []ModelConfig{mc}
+	b, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	if err := b.Load(context.Background(), "stories"); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// collect drains a stream.
+func collect(t *testing.T, s *Stream) (string, []int32, Usage) {
+	t.Helper()
+	var text strings.Builder
+	var ids []int32
+	for tok := range s.Tokens {
+		text.WriteString(tok.Text)
+		if tok.ID >= 0 {
+			ids = append(ids, tok.ID)
+		}
+	}
+	u, err := s.Wait(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return text.String(), ids, u
+}
+
+func TestBlockGenerateGreedy(t *testing.T) {
+	b := newStoriesBlock(t, ModelConfig{}, Config{})
+	if !b.Ready() {
+		t.Fatal("not ready after Load")
+	}
+	want, err := os.ReadFile(testenv.SharedFile(t, "models/stories260K.expected-greedy-200.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := b.Generate(context.Background(), "stories", Request{Prompt: []int32{1}, MaxTokens: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, ids, u := collect(t, s)
+	if text != string(want) {
+		t.Errorf("text %q\nwant %q", text, want)
+	}
+	if len(ids) != 200 || u.CompletionTokens != 200 || u.PromptTokens != 1 || u.FinishReason != FinishLength {
+		t.Errorf("%d ids, usage %+v", len(ids), u)
+	}
+	if u.TimeToFirstToken <= 0 || u.TimePerOutputToken <= 0 || u.QueueTime < 0 {
+		t.Errorf("timings %+v", u)
+	}
+}
+
+func TestBlockStopString(t *testing.T) {
+	b := newStoriesBlock(t, ModelConfig{}, Config{})
+	s, err := b.Generate(context.Background(), "stories", Request{Prompt: []int32{1}, MaxTokens: 100, Stop: []string{"Lily"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, _, u := collect(t, s)
+	if text != "Once upon a time, there was a little girl named " || u.FinishReason != FinishStop {
+		t.Errorf("text %q, finish %s", text, u.FinishReason)
+	}
+}
+
+func TestBlockRefusals(t *testing.T) {
+	b := newStoriesBlock(t, ModelConfig{MaxModelLen: 64}, Config{})
+	ctx := context.Background()
+	if _, err := b.Generate(ctx, "nope", Request{Prompt: []int32{1}}); !errors.Is(err, ErrUnknownModel) {
+		t.Errorf("unknown model: %v", err)
+	}
+	if _, err := b.Generate(ctx, "stories", Request{Prompt: []int32{1}, MaxTokens: 64}); !errors.Is(err, ErrTooLong) || !strings.Contains(err.Error(), "64") {
+		t.Errorf("too long: %v", err)
+	}
+	if _, err := b.Generate(ctx, "stories", Request{Prompt: make([]int32, 64)}); !errors.Is(err, ErrTooLong) {
+		t.Errorf("prompt at the limit: %v", err)
+	}
+	if _, err := b.Generate(ctx, "stories", Request{}); err == nil {
+		t.Error("empty prompt accepted")
+	}
+	if _, err := b.Generate(ctx, "stories", Request{Prompt: []int32{100000}}); err == nil {
+		t.Error("token outside the vocabulary accepted")
+	}
+}
+
+func TestBlockQueueFull(t *testing.T) {
+	b := newStoriesBlock(t, ModelConfig{}, Config{MaxQueue: 1})
+	ctx := context.Background()
+	var streams []*Stream
+	for range 2 {
+		s, err := b.Generate(ctx, "stories", Request{Prompt: []int32{1}, MaxTokens: 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		streams = append(streams, s)
+	}
+	if _, err := b.Generate(ctx, "stories", Request{Prompt: []int32{1}, MaxTokens: 20}); !errors.Is(err, ErrQueueFull) {
+		t.Errorf("third request: %v, want ErrQueueFull", err)
+	}
+	for _, s := range streams {
+		collect(t, s)
+	}
+	s, err := b.Generate(ctx, "stories", Request{Prompt: []int32{1}, MaxTokens: 5})
+	if err != nil {
+		t.Fatalf("after draining: %v", err)
+	}
+	collect(t, s)
+}
+
+func TestBlockCancel(t *testing.T) {
+	b := newStoriesBlock(t, ModelConfig{}, Config{})
+	ctx, cancel := context.WithCancel(context.Background())
+	s, err := b.Generate(ctx, "stories", Request{Prompt: []int32{1}, MaxTokens: 400})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-s.Tokens
+	cancel()
+	for range s.Tokens {
+	}
+	u, err := s.Wait(context.Background())
+	if err != nil || u.FinishReason != FinishCancelled || u.CompletionTokens >= 400 {
+		t.Fatalf("usage %+v err %v", u, err)
+	}
+	// The replica is free again.
+	s, err = b.Generate(context.Background(), "stories", Request{Prompt: []int32{1}, MaxTokens: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ids, _ := collect(t, s); len(ids) != 3 {
+		t.Fatalf("%d ids after a cancelled request", len(ids))
+	}
+}
+
+func TestBlockIdleUnloadAndReload(t *testing.T) {
+	b := newStoriesBlock(t, ModelConfig{IdleTimeout: time.Minute}, Config{})
+	st := b.Models()[0]
+	if st.State != StateReady || st.MemoryBytes <= 0 {
+		t.Fatalf("status %+v", st)
+	}
+	b.unloadIdle(time.Now().Add(30 * time.Second))
+	if s := b.Models()[0].State; s != StateReady {
+		t.Fatalf("unloaded before its idle timeout: %s", s)
+	}
+	b.unloadIdle(time.Now().Add(2 * time.Minute))
+	if st := b.Models()[0]; st.State != StateUnloaded || st.MemoryBytes != 0 {
+		t.Fatalf("after idle timeout: %+v", st)
+	}
+	if !b.Ready() {
+		t.Error("a cleanly unloaded model makes the block not ready")
+	}
+	s, err := b.Generate(context.Background(), "stories", Request{Prompt: []int32{1}, MaxTokens: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, _, u := collect(t, s)
+	if text != "Once upon a time," || u.ColdStart <= 0 {
+		t.Fatalf("after reload: %q, cold start %v", text, u.ColdStart)
+	}
+	if s := b.Models()[0].State; s != StateReady {
+		t.Fatalf("state after reload %s", s)
+	}
+}
+
+// Replicas serve concurrently and give the same tokens for the same request.
+func TestBlockReplicas(t *testing.T) {
+	b := newStoriesBlock(t, ModelConfig{Replicas: 2}, Config{})
+	var wg sync.WaitGroup
+	res := make([][]int32, 4)
+	used := make([]int, 4)
+	for i := range res {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := b.Generate(context.Background(), "stories", Request{Prompt: []int32{1}, MaxTokens: 50,
+				Sampling: Sampling{Temperature: 0.9, Seed: 7}})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			_, res[i], _ = collect(t, s)
+			u, _ := s.Wait(context.Background())
+			used[i] = u.Replica
+		}()
+	}
+	wg.Wait()
+	for i := range res {
+		if len(res[i]) != 50 {
+			t.Fatalf("request %d: %d tokens", i, len(res[i]))
+		}
+		for j := range res[i] {
+			if res[i][j] != res[0][j] {
+				t.Fatalf("request %d differs from request 0 at token %d (replicas %v)", i, j, used)
+			}
+		}
+	}
+	if st := b.Models()[0]; st.Replicas != 2 {
+		t.Fatalf("status %+v", st)
+	}
+}
+
+func TestBlockNewErrors(t *testing.T) {
+	if _, err := New(Config{}); err == nil {
+		t.Error("no models accepted")
+	}
+	if _, err := New(Config{Models: []ModelConfig{{ID: "x", Path: "/nonexistent.gguf"}}}); err == nil || !strings.Contains(err.Error(), "no such file") {
+		t.Errorf("missing file: %v", err)
+	}
+	p := testenv.SharedFile(t, "models/stories260K.gguf")
+	if _, err := New(Config{Models: []ModelConfig{{ID: "x", Path: p}, {ID: "x", Path: p}}}); err == nil || !strings.Contains(err.Error(), "twice") {
+		t.Errorf("duplicate id: %v", err)
+	}
+	if _, err := New(Config{Models: []ModelConfig{{ID: "x", Path: p, MaxModelLen: 100000}}}); err == nil || !strings.Contains(err.Error(), "context length") {
+		t.Errorf("max_model_len above the context: %v", err)
+	}
+}

@@ -1,0 +1,40 @@
+package tokenizer
+
+import "sync"
+
+var encoders = sync.Pool{New: func() any { return new(encoder) }}
+
+// Encode returns the tokens of text. With addBOS the vocabulary's BOS token (if it
+// has one) comes first; callers normally pass t.AddBOS(). No EOS is added (callers
+// that honour AddEOS append EOS themselves). With
+// parseSpecial the texts of control tokens in text become those tokens; without it
+// they are tokenized as plain text. User-defined tokens are always matched, as in
+// llama.cpp and Hugging Face tokenizers.
+func (t *Tokenizer) Encode(text string, addBOS, parseSpecial bool) []int32 {
+	out := make([]int32, 0, len(text)/3+2)
+	if addBOS && t.bos >= 0 {
+		out = append(out, t.bos)
+	}
+	e := encoders.Get().(*encoder)
+	defer encoders.Put(e)
+	prevSpecial := true // SentencePiece: a space prefix at the start and after a special token
+	for _, f := range t.partition(text, parseSpecial) {
+		if f.tok >= 0 {
+			out = append(out, f.tok)
+			prevSpecial = true
+			continue
+		}
+		raw := text[f.start:f.end]
+		switch t.kind {
+		case kindSPM:
+			if t.addSpacePrefix && prevSpecial {
+				raw = " " + raw
+			}
+			out = t.encodeSPM(e, raw, out)
+		case kindBPE:
+			out = t.encodeBPE(e, raw, out)
+		}
+		prevSpecial = false
+	}
+	return out
+}

@@ -1,0 +1,33 @@
+package gateway
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/lmlite/lmlite/tenancy"
+)
+
+// Allocation budgets of the per-token and per-request hot paths.
+func TestAllocs(t *testing.T) {
+	j := &job{kind: kindChat, m: &model{id: "tiny"}, start: time.Unix(1, 0), usage: true}
+	buf := make([]byte, 0, 1024)
+	if n := testing.AllocsPerRun(100, func() {
+		buf = j.appendChunk(buf[:0], "chatcmpl-1", "hello \"world\"\n", false, "")
+	}); n != 0 {
+		t.Errorf("appendChunk: %v allocs per token, want 0", n)
+	}
+	store, err := tenancy.Open(filepath.Join(t.TempDir(), "lmlite.db"), tenancy.Options{Sync: tenancy.SyncProcess})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	key, _, _ := store.CreateKey("t", time.Now())
+	if n := testing.AllocsPerRun(100, func() {
+		if _, _, err := store.Authenticate(key); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("Authenticate: %v allocs, want 0", n)
+	}
+}

@@ -1,0 +1,169 @@
+package gateway
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go"
+	"github.com/openai/openai-go/option"
+
+	"github.com/lmlite/lmlite/configs"
+	"github.com/lmlite/lmlite/tenancy"
+)
+
+// testServer is a gateway on a loopback port with its own store.
+type testServer struct {
+	t     *testing.T
+	srv   *Server
+	eng   *fakeEngine
+	store *tenancy.Store
+	url   string // http://127.0.0.1:PORT
+	keys  map[string]string
+	done  chan error
+}
+
+const testConfig = `
+max_body_bytes: 4096
+ledger: {sync: process}
+models:
+  - {id: tiny, path: tiny.gguf, max_model_len: 512, prompt_usd_per_1k: 0.001, completion_usd_per_1k: 0.002}
+  - {id: big, path: big.gguf, max_model_len: 512, prompt_usd_per_1k: 0.01, completion_usd_per_1k: 0.03}
+tiers:
+  fast: [{model: tiny, quality: 0.2}]
+  balanced: [{model: tiny, quality: 0.2}]
+  deep: [{model: big, quality: 0.8}]
+  max: [{model: big, quality: 0.8}]
+plans:
+  open: {}
+  small: {allowed_models: [tiny], allowed_tiers: [fast, balanced]}
+  slow: {requests_per_second: 1, burst: 1}
+  one: {max_concurrency: 1}
+  broke: {daily_budget_usd: 0.000001}
+  deep: {default_tier_mode: deep}
+tenants:
+  - {id: acme, plan: open}
+  - {id: small, plan: small}
+  - {id: slow, plan: slow}
+  - {id: one, plan: one}
+  - {id: broke, plan: broke}
+  - {id: deep, plan: deep}
+  - {id: race, plan: open, overrides: {daily_budget_usd: 0.05}}
+  - {id: thin, plan: open, overrides: {daily_budget_usd: 0.0005}}
+  - {id: rich, plan: open, overrides: {daily_budget_usd: 1000000, requests_per_second: 1000000, tokens_per_minute: 1000000000, max_concurrency: 1000}}
+`
+
+// startServer starts a gateway with the fake engine and the given config (models of
+// kind upstream may be added by the caller through extra YAML).
+func startServer(t *testing.T, yaml string, eng *fakeEngine) *testServer {
+	t.Helper()
+	cfg, err := configs.Parse([]byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DataDir = t.TempDir()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	store, err := tenancy.Open(filepath.Join(cfg.DataDir, "lmlite.db"), tenancy.Options{Sync: tenancy.SyncProcess})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e Engine
+	if eng != nil {
+		e = eng
+	}
+	srv, err := New(cfg, e, tenancy.New(store), Options{
+		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
+		AdminKey: "admin-secret",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := &testServer{t: t, srv: srv, eng: eng, store: store, url: "http://" + ln.Addr().String(),
+		keys: map[string]string{}, done: make(chan error, 1)}
+	go func() { ts.done <- srv.Serve(ln) }()
+	for _, tn := range cfg.Tenants {
+		k, _, err := store.CreateKey(tn.ID, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts.keys[tn.ID] = k
+	}
+	t.Cleanup(ts.stop)
+	return ts
+}
+
+func (ts *testServer) stop() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ts.srv.Shutdown(ctx)
+	// Every admitted request settled: no concurrency slot leaked.
+	for id := range ts.keys {
+		if n := ts.srv.ten.InFlight(id); n != 0 {
+			ts.t.Errorf("tenant %s has %d requests in flight after shutdown", id, n)
+		}
+	}
+	ts.store.Close()
+}
+
+// client is the official OpenAI Go SDK pointed at the server, with retries off so that
+// errors are seen as they are.
+func (ts *testServer) client(tenant string, opts ...option.RequestOption) openai.Client {
+	o := append([]option.RequestOption{
+		option.WithBaseURL(ts.url + "/v1/"), option.WithAPIKey(ts.keys[tenant]), option.WithMaxRetries(0),
+	}, opts...)
+	return openai.NewClient(o...)
+}
+
+// ledger returns the ledger entries.
+func (ts *testServer) ledger() []tenancy.Entry {
+	var out []tenancy.Entry
+	ts.store.Ledger(func(e tenancy.Entry) error { out = append(out, e); return nil })
+	return out
+}
+
+// post sends a raw request and returns the response and its body.
+func (ts *testServer) post(path, key, body string, hdr ...string) (*http.Response, string) {
+	ts.t.Helper()
+	req, _ := http.NewRequest("POST", ts.url+path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		ts.t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp, string(b)
+}
+
+func (ts *testServer) get(path, key string) (*http.Response, string) {
+	ts.t.Helper()
+	req, _ := http.NewRequest("GET", ts.url+path, nil)
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		ts.t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp, string(b)
+}

@@ -1,0 +1,149 @@
+package gateway
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/valyala/fasthttp"
+	"github.com/valyala/fasthttp/fasthttpadaptor"
+
+	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/tenancy"
+	"github.com/lmlite/lmlite/tiers"
+)
+
+// metrics are the server's Prometheus metrics, in a registry of its own (no globals).
+// An Engine that is also a prometheus.Collector (batch sizes, KV blocks, loads) is
+// registered beside them.
+type metrics struct {
+	reg        *prometheus.Registry
+	requests   *prometheus.CounterVec
+	ttft       *prometheus.HistogramVec
+	tpot       *prometheus.HistogramVec
+	e2e        *prometheus.HistogramVec
+	spend      *prometheus.CounterVec
+	rejections *prometheus.CounterVec
+	prefixHits *prometheus.CounterVec
+	tokens     *prometheus.CounterVec
+	admin      *prometheus.CounterVec
+	handler    fasthttp.RequestHandler
+}
+
+func newMetrics(s *Server) *metrics {
+	m := &metrics{reg: prometheus.NewRegistry()}
+	f := func(c prometheus.Collector) { m.reg.MustRegister(c) }
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lmlite_requests_total",
+		Help: "Generation requests admitted, by tenant, model, tier and HTTP status."}, []string{"tenant", "model", "tier", "status"})
+	lat := []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120}
+	m.ttft = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "lmlite_time_to_first_token_seconds",
+		Help: "Time to first token.", Buckets: lat}, []string{"model"})
+	m.tpot = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "lmlite_time_per_output_token_seconds",
+		Help: "Mean time per output token after the first.", Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}}, []string{"model"})
+	m.e2e = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "lmlite_request_duration_seconds",
+		Help: "End-to-end latency of generation requests.", Buckets: lat}, []string{"model"})
+	m.spend = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lmlite_spend_usd_total",
+		Help: "Money charged, by tenant and model."}, []string{"tenant", "model"})
+	m.rejections = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lmlite_rejections_total",
+		Help: "Requests refused, by reason."}, []string{"reason"})
+	m.prefixHits = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lmlite_prefix_cache_hit_tokens_total",
+		Help: "Prompt tokens served from the prefix cache."}, []string{"model"})
+	m.tokens = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lmlite_tokens_total",
+		Help: "Tokens processed, by model and kind (prompt, completion)."}, []string{"model", "kind"})
+	m.admin = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lmlite_model_admin_actions_total",
+		Help: "Model loads and unloads asked through the admin API."}, []string{"model", "action"})
+	for _, c := range []prometheus.Collector{m.requests, m.ttft, m.tpot, m.e2e, m.spend, m.rejections, m.prefixHits, m.tokens, m.admin,
+		&stateCollector{s: s}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
+		f(c)
+	}
+	if c, ok := s.eng.(prometheus.Collector); ok && s.eng != nil {
+		f(c)
+	}
+	m.handler = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
+	return m
+}
+
+// observe records one settled request.
+func (m *metrics) observe(j *job, e tenancy.Entry, charged tiers.Money, u *engine.Usage) {
+	model := e.Model
+	m.requests.WithLabelValues(j.pol.Tenant, model, e.Tier, strconv.Itoa(e.Status)).Inc()
+	if model == "" {
+		return
+	}
+	if e.Status < 400 || e.Status == 499 {
+		m.e2e.WithLabelValues(model).Observe(e.Latency.Seconds())
+	}
+	if charged > 0 {
+		m.spend.WithLabelValues(j.pol.Tenant, model).Add(charged.Dollars())
+	}
+	if e.PromptTokens > 0 {
+		m.tokens.WithLabelValues(model, "prompt").Add(float64(e.PromptTokens))
+	}
+	if e.CompletionTokens > 0 {
+		m.tokens.WithLabelValues(model, "completion").Add(float64(e.CompletionTokens))
+	}
+	if u != nil && u.CompletionTokens > 0 {
+		m.ttft.WithLabelValues(model).Observe(u.TimeToFirstToken.Seconds())
+		if u.CompletionTokens > 1 {
+			m.tpot.WithLabelValues(model).Observe(u.TimePerOutputToken.Seconds())
+		}
+		if u.CachedTokens > 0 {
+			m.prefixHits.WithLabelValues(model).Add(float64(u.CachedTokens))
+		}
+	}
+}
+
+// stateCollector reports, at scrape time, each model's state, memory, replicas and
+// queue depth, and the requests in flight.
+type stateCollector struct{ s *Server }
+
+var (
+	descState    = prometheus.NewDesc("lmlite_model_state", "1 for the model's current lifecycle state.", []string{"model", "state"}, nil)
+	descMemory   = prometheus.NewDesc("lmlite_model_memory_bytes", "Memory of a loaded model (weights mapped + KV pool).", []string{"model"}, nil)
+	descReplicas = prometheus.NewDesc("lmlite_model_replicas", "Replicas of a model.", []string{"model"}, nil)
+	descQueue    = prometheus.NewDesc("lmlite_queue_depth", "Requests queued or running per model.", []string{"model"}, nil)
+	descInFlight = prometheus.NewDesc("lmlite_in_flight_requests", "Generation requests in flight in the gateway.", nil, nil)
+)
+
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descState, descMemory, descReplicas, descQueue, descInFlight} {
+		ch <- d
+	}
+}
+
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.s
+	ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(s.inFlight.Load()))
+	for _, st := range s.modelStatuses() {
+		ch <- prometheus.MustNewConstMetric(descState, prometheus.GaugeValue, 1, st.ID, string(st.State))
+		ch <- prometheus.MustNewConstMetric(descMemory, prometheus.GaugeValue, float64(st.MemoryBytes), st.ID)
+		ch <- prometheus.MustNewConstMetric(descReplicas, prometheus.GaugeValue, float64(st.Replicas), st.ID)
+		ch <- prometheus.MustNewConstMetric(descQueue, prometheus.GaugeValue, float64(st.QueueDepth), st.ID)
+	}
+}
+
+// modelStatuses lists every configured model: the engine's status for embedded ones,
+// and for upstream ones "ready" with the gateway's own queue depth.
+func (s *Server) modelStatuses() []engine.ModelStatus {
+	byID := map[string]engine.ModelStatus{}
+	if s.eng != nil {
+		for _, st := range s.eng.Models() {
+			byID[st.ID] = st
+		}
+	}
+	out := make([]engine.ModelStatus, 0, len(s.order))
+	for _, id := range s.order {
+		m := s.models[id]
+		st, ok := byID[id]
+		if m.upstream != nil || !ok {
+			st = engine.ModelStatus{ID: id, State: engine.StateReady, Replicas: 1, MaxModelLen: int(m.maxLen.Load()),
+				QueueDepth: s.pred.Stats(id, s.now()).Queue}
+			if m.upstream == nil {
+				st.State = engine.StateUnloaded
+			}
+		}
+		out = append(out, st)
+	}
+	return out
+}

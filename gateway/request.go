@@ -1,0 +1,378 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/lmlite/lmlite/engine"
+)
+
+// apiError is an error in OpenAI's shape with its HTTP status.
+type apiError struct {
+	status  int
+	typ     string // "invalid_request_error", ...
+	code    string // "" for null
+	param   string // "" for null
+	message string
+	retry   int    // Retry-After seconds; 0: none
+	reason  string // for the rejections metric
+}
+
+func (e *apiError) Error() string { return e.message }
+
+func badRequest(param, msg string) *apiError {
+	return &apiError{status: 400, typ: "invalid_request_error", param: param, message: msg, reason: "bad_request"}
+}
+
+// lmliteFields are the routing fields of the body's "lmlite" object.
+type lmliteFields struct {
+	TierMode     string   `json:"tier_mode"`
+	Tier         string   `json:"tier"`
+	MaxLatencyMS *float64 `json:"max_latency_ms"`
+	MaxCostUSD   *float64 `json:"max_cost_usd"`
+}
+
+type streamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+// commonParams are the parameters shared by chat and text completions. Parameters the
+// server does not support are decoded so that a non-default value can be refused by
+// name; an unknown name is refused by the decoder.
+type commonParams struct {
+	Model            string          `json:"model"`
+	MaxTokens        *int            `json:"max_tokens"`
+	Temperature      *float64        `json:"temperature"`
+	TopP             *float64        `json:"top_p"`
+	Stop             json.RawMessage `json:"stop"`
+	Seed             *int64          `json:"seed"`
+	PresencePenalty  *float64        `json:"presence_penalty"`
+	FrequencyPenalty *float64        `json:"frequency_penalty"`
+	Stream           bool            `json:"stream"`
+	StreamOptions    *streamOptions  `json:"stream_options"`
+	N                *int            `json:"n"`
+	User             string          `json:"user"`
+	LogitBias        map[string]any  `json:"logit_bias"`
+	LMLite           *lmliteFields   `json:"lmlite"`
+}
+
+// chatRequest is the body of POST /v1/chat/completions.
+type chatRequest struct {
+	commonParams
+	Messages            []chatMessage   `json:"messages"`
+	MaxCompletionTokens *int            `json:"max_completion_tokens"`
+	Logprobs            *bool           `json:"logprobs"`
+	TopLogprobs         *int            `json:"top_logprobs"`
+	Tools               json.RawMessage `json:"tools"`
+	ToolChoice          json.RawMessage `json:"tool_choice"`
+	Functions           json.RawMessage `json:"functions"`
+	FunctionCall        json.RawMessage `json:"function_call"`
+	ParallelToolCalls   *bool           `json:"parallel_tool_calls"`
+	ResponseFormat      json.RawMessage `json:"response_format"`
+	Audio               json.RawMessage `json:"audio"`
+	Modalities          []string        `json:"modalities"`
+	Prediction          json.RawMessage `json:"prediction"`
+	ReasoningEffort     json.RawMessage `json:"reasoning_effort"`
+	WebSearchOptions    json.RawMessage `json:"web_search_options"`
+	Store               *bool           `json:"store"`
+	Metadata            map[string]any  `json:"metadata"`
+	ServiceTier         string          `json:"service_tier"`
+}
+
+type chatMessage struct {
+	Role       string          `json:"role"`
+	Content    json.RawMessage `json:"content"`
+	Name       string          `json:"name"`
+	ToolCalls  json.RawMessage `json:"tool_calls"`
+	ToolCallID string          `json:"tool_call_id"`
+	Refusal    json.RawMessage `json:"refusal"`
+}
+
+// completionRequest is the body of POST /v1/completions.
+type completionRequest struct {
+	commonParams
+	Prompt   json.RawMessage `json:"prompt"`
+	Echo     *bool           `json:"echo"`
+	BestOf   *int            `json:"best_of"`
+	Suffix   *string         `json:"suffix"`
+	Logprobs *int            `json:"logprobs"`
+}
+
+// decodeBody checks the body's encoding and decodes it strictly into v.
+func decodeBody(body []byte, v any) *apiError {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return badRequest("body", "the request body is empty; expected a JSON object")
+	}
+	if !utf8.Valid(body) {
+		off := invalidUTF8Offset(body)
+		f := fieldAt(body, off)
+		if f == "" {
+			f = "body"
+		}
+		return badRequest(f, "invalid UTF-8 in '"+f+"' (byte offset "+strconv.Itoa(off)+")")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		p, msg := jsonFieldError(err)
+		return badRequest(p, msg)
+	}
+	if dec.More() {
+		return badRequest("body", "invalid JSON: data after the top-level value")
+	}
+	return nil
+}
+
+func invalidUTF8Offset(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n == 1 {
+			return i
+		}
+		i += n
+	}
+	return len(b)
+}
+
+func isNull(r json.RawMessage) bool {
+	t := bytes.TrimSpace(r)
+	return len(t) == 0 || bytes.Equal(t, []byte("null"))
+}
+
+func isEmptyList(r json.RawMessage) bool {
+	t := bytes.TrimSpace(r)
+	return isNull(r) || bytes.Equal(t, []byte("[]"))
+}
+
+// sampling checks the common sampling parameters and returns the engine's settings.
+// seed is used when the request has none.
+func (p *commonParams) sampling(seed uint64) (engine.Sampling, []string, *apiError) {
+	s := engine.Sampling{Temperature: 1, Seed: seed}
+	if p.Model == "" {
+		return s, nil, badRequest("model", "you must provide a model parameter")
+	}
+	if p.N != nil && *p.N != 1 {
+		return s, nil, badRequest("n", "n > 1 is not supported by this server")
+	}
+	if len(p.LogitBias) > 0 {
+		return s, nil, badRequest("logit_bias", "logit_bias is not supported by this server")
+	}
+	if t := p.Temperature; t != nil {
+		if !(*t >= 0 && *t <= 2) {
+			return s, nil, badRequest("temperature", "temperature must be between 0 and 2")
+		}
+		s.Temperature = float32(*t)
+	}
+	if t := p.TopP; t != nil {
+		if !(*t > 0 && *t <= 1) {
+			return s, nil, badRequest("top_p", "top_p must be in (0, 1]")
+		}
+		s.TopP = float32(*t)
+	}
+	if t := p.PresencePenalty; t != nil {
+		if !(*t >= -2 && *t <= 2) {
+			return s, nil, badRequest("presence_penalty", "presence_penalty must be between -2 and 2")
+		}
+		s.PresencePenalty = float32(*t)
+	}
+	if t := p.FrequencyPenalty; t != nil {
+		if !(*t >= -2 && *t <= 2) {
+			return s, nil, badRequest("frequency_penalty", "frequency_penalty must be between -2 and 2")
+		}
+		s.FrequencyPenalty = float32(*t)
+	}
+	if p.Seed != nil {
+		s.Seed = uint64(*p.Seed)
+	}
+	if p.StreamOptions != nil && !p.Stream {
+		return s, nil, badRequest("stream_options", "stream_options is only allowed when stream is true")
+	}
+	stop, err := parseStop(p.Stop)
+	if err != nil {
+		return s, nil, err
+	}
+	return s, stop, nil
+}
+
+func parseStop(raw json.RawMessage) ([]string, *apiError) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	var one string
+	if json.Unmarshal(raw, &one) == nil {
+		if one == "" {
+			return nil, nil
+		}
+		return []string{one}, nil
+	}
+	var many []string
+	if err := json.Unmarshal(raw, &many); err != nil {
+		return nil, badRequest("stop", "stop must be a string or an array of strings")
+	}
+	if len(many) > 4 {
+		return nil, badRequest("stop", "stop may hold at most 4 sequences")
+	}
+	out := many[:0]
+	for _, s := range many {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+// maxTokens returns the requested output limit (0: none given).
+func maxTokensOf(a, b *int, nameA, nameB string) (int, *apiError) {
+	n := 0
+	name := nameA
+	if a != nil {
+		n = *a
+	}
+	if b != nil {
+		n, name = *b, nameB
+	}
+	if (a != nil || b != nil) && n < 1 {
+		return 0, badRequest(name, name+" must be at least 1")
+	}
+	return n, nil
+}
+
+// unsupported refuses the chat parameters the server does not implement.
+func (r *chatRequest) unsupported() *apiError {
+	refuse := func(name string) *apiError {
+		return badRequest(name, name+" is not supported by this server")
+	}
+	switch {
+	case !isEmptyList(r.Tools):
+		return refuse("tools")
+	case !isNull(r.ToolChoice) && strings.TrimSpace(string(r.ToolChoice)) != `"none"`:
+		return refuse("tool_choice")
+	case !isEmptyList(r.Functions):
+		return refuse("functions")
+	case !isNull(r.FunctionCall) && strings.TrimSpace(string(r.FunctionCall)) != `"none"`:
+		return refuse("function_call")
+	case r.Logprobs != nil && *r.Logprobs:
+		return refuse("logprobs")
+	case r.TopLogprobs != nil && *r.TopLogprobs > 0:
+		return refuse("top_logprobs")
+	case !isNull(r.Audio):
+		return refuse("audio")
+	case len(r.Modalities) > 1 || (len(r.Modalities) == 1 && r.Modalities[0] != "text"):
+		return refuse("modalities")
+	case !isNull(r.Prediction):
+		return refuse("prediction")
+	case !isNull(r.ReasoningEffort):
+		return refuse("reasoning_effort")
+	case !isNull(r.WebSearchOptions):
+		return refuse("web_search_options")
+	case r.Store != nil && *r.Store:
+		return refuse("store")
+	}
+	if !isNull(r.ResponseFormat) {
+		var rf struct {
+			Type string `json:"type"`
+		}
+		if json.Unmarshal(r.ResponseFormat, &rf) != nil || rf.Type != "text" {
+			return refuse("response_format")
+		}
+	}
+	return nil
+}
+
+// messages converts the chat messages for the chat template.
+func (r *chatRequest) messages() ([]engine.Message, int, *apiError) {
+	if len(r.Messages) == 0 {
+		return nil, 0, badRequest("messages", "messages must be a non-empty array")
+	}
+	out := make([]engine.Message, len(r.Messages))
+	size := 0
+	for i, m := range r.Messages {
+		field := "messages[" + strconv.Itoa(i) + "]"
+		switch m.Role {
+		case "system", "user", "assistant":
+		case "developer":
+			m.Role = "system"
+		case "tool", "function":
+			return nil, 0, badRequest(field+".role", "role '"+m.Role+"' is not supported by this server (no tools)")
+		default:
+			return nil, 0, badRequest(field+".role", "invalid role '"+m.Role+"'")
+		}
+		if !isEmptyList(m.ToolCalls) {
+			return nil, 0, badRequest(field+".tool_calls", "tool_calls are not supported by this server")
+		}
+		text, err := contentText(m.Content, field+".content")
+		if err != nil {
+			return nil, 0, err
+		}
+		out[i] = engine.Message{Role: m.Role, Content: text}
+		size += len(text)
+	}
+	return out, size, nil
+}
+
+// contentText accepts a string or an array of text parts.
+func contentText(raw json.RawMessage, field string) (string, *apiError) {
+	if isNull(raw) {
+		return "", nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s, nil
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return "", badRequest(field, "content must be a string or an array of text parts")
+	}
+	var b strings.Builder
+	for i, p := range parts {
+		if p.Type != "text" {
+			return "", badRequest(field+"["+strconv.Itoa(i)+"].type", "content part type '"+p.Type+"' is not supported by this server")
+		}
+		b.WriteString(p.Text)
+	}
+	return b.String(), nil
+}
+
+// unsupported refuses the text-completion parameters the server does not implement.
+func (r *completionRequest) unsupported() *apiError {
+	switch {
+	case r.Echo != nil && *r.Echo:
+		return badRequest("echo", "echo is not supported by this server")
+	case r.BestOf != nil && *r.BestOf > 1:
+		return badRequest("best_of", "best_of > 1 is not supported by this server")
+	case r.Suffix != nil && *r.Suffix != "":
+		return badRequest("suffix", "suffix is not supported by this server")
+	case r.Logprobs != nil && *r.Logprobs > 0:
+		return badRequest("logprobs", "logprobs is not supported by this server")
+	}
+	return nil
+}
+
+// promptText returns the prompt: a string or an array holding one string.
+func (r *completionRequest) promptText() (string, *apiError) {
+	if isNull(r.Prompt) {
+		return "", badRequest("prompt", "you must provide a prompt")
+	}
+	var s string
+	if json.Unmarshal(r.Prompt, &s) == nil {
+		return s, nil
+	}
+	var many []string
+	if json.Unmarshal(r.Prompt, &many) == nil {
+		if len(many) == 1 {
+			return many[0], nil
+		}
+		return "", badRequest("prompt", "a prompt array must hold exactly one string (batched prompts are not supported)")
+	}
+	return "", badRequest("prompt", "prompt must be a string (token arrays are not supported)")
+}
+
+// validFloat reports whether f is a finite number ≥ 0.
+func validFloat(f float64) bool { return f >= 0 && !math.IsInf(f, 0) }

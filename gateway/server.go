@@ -1,0 +1,449 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/lmlite/lmlite/configs"
+	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/policies"
+	"github.com/lmlite/lmlite/tenancy"
+	"github.com/lmlite/lmlite/tiers"
+)
+
+// Engine is what the gateway needs of the embedded engine's Block. It is satisfied by
+// *engine.Block; tests may use a fake at exactly this interface.
+type Engine interface {
+	Generate(ctx context.Context, modelID string, req engine.Request) (*engine.Stream, error)
+	// Tokenize adds BOS per the vocabulary and parses special tokens.
+	Tokenize(modelID, text string) ([]int32, error)
+	// RenderChat applies the model's chat template (ChatML if it has none) with the
+	// generation prompt added.
+	RenderChat(modelID string, msgs []engine.Message) (string, error)
+	Models() []engine.ModelStatus
+	Ready() bool
+}
+
+// ModelLoader is an optional ability of an Engine: the admin API loads and unloads
+// models through it.
+type ModelLoader interface {
+	Load(modelID string) error
+	Unload(modelID string) error
+}
+
+// Options are the gateway's settings that are not in the config file.
+type Options struct {
+	Logger   *slog.Logger // nil: slog.Default()
+	AdminKey string       // guards /admin/*; "": admin API off
+	Now      func() time.Time
+}
+
+// Server is the HTTP front door. Create it with New, run it with Serve, stop it with
+// Shutdown.
+type Server struct {
+	cfg     *configs.Config
+	eng     Engine // nil when every model is upstream
+	ten     *tenancy.Tenancy
+	book    *policies.Book
+	set     *tiers.Set
+	pred    *tiers.Predictor
+	models  map[string]*model
+	order   []string // model ids in config order
+	log     *slog.Logger
+	admin   []byte
+	now     func() time.Time
+	metrics *metrics
+	http    *fasthttp.Server
+	client  *fasthttp.Client
+
+	inFlight atomic.Int64
+	draining atomic.Bool
+	wg       sync.WaitGroup // in-flight requests, including streams after the handler returned
+	created  int64
+}
+
+// model is one servable model.
+type model struct {
+	id       string
+	cfg      configs.Model
+	price    tiers.Price
+	maxLen   atomic.Int64 // prompt + output tokens; 0: not known (yet)
+	tier     string       // first tier listing it ("" if none), for X-LMLite-Tier
+	upstream *upstream
+}
+
+// limit is the model's length limit (0: unknown). For an embedded model whose limit
+// the config leaves to the model file, it asks the engine until the model reports one.
+func (s *Server) limit(m *model) int {
+	if n := m.maxLen.Load(); n > 0 || m.upstream != nil || s.eng == nil {
+		return int(n)
+	}
+	for _, st := range s.eng.Models() {
+		if st.ID == m.id && st.MaxModelLen > 0 {
+			m.maxLen.Store(int64(st.MaxModelLen))
+			return st.MaxModelLen
+		}
+	}
+	return 0
+}
+
+// New builds a server for a validated configuration. eng may be nil when every model
+// is upstream.
+func New(cfg *configs.Config, eng Engine, ten *tenancy.Tenancy, opts Options) (*Server, error) {
+	book, err := cfg.Book()
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	s := &Server{
+		cfg: cfg, eng: eng, ten: ten, book: book, set: cfg.Set(), pred: tiers.NewPredictor(),
+		models: map[string]*model{}, log: opts.Logger, now: opts.Now, created: time.Now().Unix(),
+		client: &fasthttp.Client{
+			Name:                          "lmlite",
+			MaxConnsPerHost:               4096,
+			NoDefaultUserAgentHeader:      true,
+			DisableHeaderNamesNormalizing: false,
+		},
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if opts.AdminKey != "" {
+		s.admin = []byte(opts.AdminKey)
+	}
+	var status map[string]engine.ModelStatus
+	if eng != nil {
+		status = map[string]engine.ModelStatus{}
+		for _, st := range eng.Models() {
+			status[st.ID] = st
+		}
+	}
+	for i := range cfg.Models {
+		mc := cfg.Models[i]
+		m := &model{id: mc.ID, cfg: mc, price: mc.Price()}
+		m.maxLen.Store(int64(mc.MaxModelLen))
+		if mc.Upstream != nil {
+			m.upstream = newUpstream(mc, s.client)
+		} else {
+			if eng == nil {
+				return nil, fmt.Errorf("gateway: model %q is embedded but there is no engine", mc.ID)
+			}
+			if m.maxLen.Load() == 0 {
+				m.maxLen.Store(int64(status[mc.ID].MaxModelLen))
+			}
+		}
+		s.pred.SetCapacity(mc.ID, mc.MaxConcurrency*mc.Replicas, mc.MaxQueue)
+		s.models[mc.ID] = m
+		s.order = append(s.order, mc.ID)
+	}
+	for t := tiers.Max; t >= tiers.Fast; t-- {
+		for _, c := range s.set.Tiers[t] {
+			s.models[c.Model].tier = t.String()
+		}
+	}
+	s.metrics = newMetrics(s)
+	s.http = &fasthttp.Server{
+		Handler:               s.handle,
+		ErrorHandler:          s.handleConnError,
+		Name:                  "lmlite",
+		MaxRequestBodySize:    cfg.MaxBodyBytes,
+		ReadTimeout:           5 * time.Minute,
+		IdleTimeout:           2 * time.Minute,
+		CloseOnShutdown:       true,
+		NoDefaultServerHeader: false,
+		NoDefaultContentType:  true,
+		Logger:                fasthttpLogger{s.log},
+	}
+	return s, nil
+}
+
+type fasthttpLogger struct{ l *slog.Logger }
+
+func (f fasthttpLogger) Printf(format string, args ...any) {
+	f.l.Debug("fasthttp", "msg", fmt.Sprintf(format, args...))
+}
+
+// Serve serves on ln until Shutdown.
+func (s *Server) Serve(ln net.Listener) error {
+	err := s.http.Serve(ln)
+	if err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
+	return nil
+}
+
+// Shutdown drains: new requests answer 503, the listeners close, in-flight requests
+// (streams included) finish and settle, or ctx ends first.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.draining.Store(true)
+	// fasthttp waits for every connection, so every handler (and its wg.Add) has run
+	// when it returns; then wait for the stream writers' settling.
+	err := s.http.ShutdownWithContext(ctx)
+	done := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		if err == nil {
+			err = ctx.Err()
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("gateway: shutdown: %w", err)
+	}
+	return nil
+}
+
+// Handler returns the request handler (for tests and embedding).
+func (s *Server) Handler() fasthttp.RequestHandler { return s.handle }
+
+// requestID takes the client's X-Request-Id when it is sane, or makes one, and sets
+// it on the response.
+func (s *Server) requestID(ctx *fasthttp.RequestCtx) string {
+	id := ctx.Request.Header.Peek("X-Request-Id")
+	if len(id) == 0 || len(id) > 128 || !printable(id) {
+		var b [20]byte
+		copy(b[:], "req_")
+		v := rand.Uint64()
+		const hex = "0123456789abcdef"
+		for i := 0; i < 16; i++ {
+			b[4+i] = hex[(v>>(60-4*i))&0xf]
+		}
+		ctx.Response.Header.SetBytesV("X-Request-Id", b[:])
+		return string(b[:])
+	}
+	ctx.Response.Header.SetBytesV("X-Request-Id", id)
+	return string(id)
+}
+
+func printable(b []byte) bool {
+	for _, c := range b {
+		if c <= ' ' || c >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *Server) handle(ctx *fasthttp.RequestCtx) {
+	reqID := s.requestID(ctx)
+	defer func() {
+		if p := recover(); p != nil { // a bug, never bad input: keep serving others
+			s.log.Error("panic", "request_id", reqID, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			ctx.ResetBody()
+			s.writeError(ctx, reqID, &apiError{status: 500, typ: "server_error", message: "internal error", reason: "internal"})
+		}
+	}()
+	path := ctx.Path()
+	switch string(path) {
+	case "/v1/chat/completions":
+		if !s.method(ctx, reqID, "POST") {
+			return
+		}
+		s.handleGenerate(ctx, reqID, kindChat)
+	case "/v1/completions":
+		if !s.method(ctx, reqID, "POST") {
+			return
+		}
+		s.handleGenerate(ctx, reqID, kindCompletion)
+	case "/v1/models":
+		if s.method(ctx, reqID, "GET") {
+			s.handleModels(ctx, reqID)
+		}
+	case "/healthz":
+		ctx.SetContentType("text/plain; charset=utf-8")
+		ctx.WriteString("ok\n")
+	case "/readyz":
+		ctx.SetContentType("text/plain; charset=utf-8")
+		if s.ready() {
+			ctx.WriteString("ready\n")
+		} else {
+			ctx.SetStatusCode(503)
+			ctx.WriteString("not ready\n")
+		}
+	case "/metrics":
+		s.metrics.handler(ctx)
+	default:
+		if bytes.HasPrefix(path, []byte("/admin/")) {
+			s.handleAdmin(ctx, reqID)
+			return
+		}
+		if id, ok := bytes.CutPrefix(path, []byte("/v1/models/")); ok {
+			if s.method(ctx, reqID, "GET") {
+				s.handleModel(ctx, reqID, string(id))
+			}
+			return
+		}
+		s.writeError(ctx, reqID, &apiError{status: 404, typ: "invalid_request_error",
+			message: "unknown URL " + string(path), reason: "not_found"})
+	}
+}
+
+func (s *Server) method(ctx *fasthttp.RequestCtx, reqID, m string) bool {
+	if string(ctx.Method()) == m {
+		return true
+	}
+	ctx.Response.Header.Set("Allow", m)
+	s.writeError(ctx, reqID, &apiError{status: 405, typ: "invalid_request_error",
+		message: "method " + string(ctx.Method()) + " not allowed; use " + m, reason: "bad_request"})
+	return false
+}
+
+func (s *Server) ready() bool {
+	if s.draining.Load() {
+		return false
+	}
+	return s.eng == nil || s.eng.Ready()
+}
+
+// handleConnError answers errors fasthttp meets before the handler: a body over the
+// configured size (400 naming it), or a malformed request.
+func (s *Server) handleConnError(ctx *fasthttp.RequestCtx, err error) {
+	reqID := s.requestID(ctx)
+	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+		s.writeError(ctx, reqID, badRequest("body", "the request body is larger than the limit of "+
+			strconv.Itoa(s.cfg.MaxBodyBytes)+" bytes (max_body_bytes)"))
+		return
+	}
+	s.writeError(ctx, reqID, badRequest("body", "malformed HTTP request: "+err.Error()))
+}
+
+// writeError writes e in OpenAI's error shape.
+func (s *Server) writeError(ctx *fasthttp.RequestCtx, reqID string, e *apiError) {
+	ctx.SetStatusCode(e.status)
+	ctx.SetContentType("application/json")
+	if e.retry > 0 {
+		ctx.Response.Header.Set("Retry-After", strconv.Itoa(e.retry))
+	}
+	b := make([]byte, 0, 256)
+	b = appendErrorJSON(b, e)
+	ctx.SetBody(b)
+	if e.reason != "" && e.reason != "not_found" {
+		s.metrics.rejections.WithLabelValues(e.reason).Inc()
+	}
+	if !s.log.Enabled(context.Background(), slog.LevelInfo) {
+		return
+	}
+	s.log.Info("rejected", "request_id", reqID, "status", e.status, "reason", e.reason, "param", e.param, "error", e.message)
+}
+
+func appendErrorJSON(b []byte, e *apiError) []byte {
+	b = append(b, `{"error":{"message":`...)
+	b = appendJSONString(b, e.message)
+	b = append(b, `,"type":`...)
+	b = appendJSONString(b, e.typ)
+	b = append(b, `,"param":`...)
+	if e.param == "" {
+		b = append(b, "null"...)
+	} else {
+		b = appendJSONString(b, e.param)
+	}
+	b = append(b, `,"code":`...)
+	if e.code == "" {
+		b = append(b, "null"...)
+	} else {
+		b = appendJSONString(b, e.code)
+	}
+	return append(b, "}}"...)
+}
+
+// authenticate returns the tenant, key id and policy of the request's API key.
+func (s *Server) authenticate(ctx *fasthttp.RequestCtx) (string, *policies.Policy, *apiError) {
+	auth := ctx.Request.Header.Peek("Authorization")
+	key, ok := bytes.CutPrefix(auth, []byte("Bearer "))
+	if !ok || len(key) == 0 {
+		return "", nil, &apiError{status: 401, typ: "invalid_request_error", code: "invalid_api_key",
+			message: "missing API key: send 'Authorization: Bearer lml_...'", reason: "auth"}
+	}
+	tenant, keyID, err := s.ten.Store().Authenticate(string(key))
+	if err != nil {
+		return "", nil, &apiError{status: 401, typ: "invalid_request_error", code: "invalid_api_key",
+			message: "incorrect API key provided", reason: "auth"}
+	}
+	pol, ok := s.book.Resolve(tenant)
+	if !ok {
+		return "", nil, &apiError{status: 401, typ: "invalid_request_error", code: "invalid_api_key",
+			message: "the key's tenant is not configured on this server", reason: "auth"}
+	}
+	return keyID, pol, nil
+}
+
+func (s *Server) handleModels(ctx *fasthttp.RequestCtx, reqID string) {
+	_, pol, aerr := s.authenticate(ctx)
+	if aerr != nil {
+		s.writeError(ctx, reqID, aerr)
+		return
+	}
+	b := append(make([]byte, 0, 512), `{"object":"list","data":[`...)
+	n := 0
+	for _, id := range s.order {
+		if !pol.AllowsModel(id) {
+			continue
+		}
+		if n > 0 {
+			b = append(b, ',')
+		}
+		n++
+		b = append(b, `{"id":`...)
+		b = appendJSONString(b, id)
+		b = append(b, `,"object":"model","created":`...)
+		b = strconv.AppendInt(b, s.created, 10)
+		b = append(b, `,"owned_by":"lmlite"}`...)
+	}
+	b = append(b, "]}"...)
+	ctx.SetContentType("application/json")
+	ctx.SetBody(b)
+}
+
+// handleModel answers GET /v1/models/{id}.
+func (s *Server) handleModel(ctx *fasthttp.RequestCtx, reqID, id string) {
+	_, pol, aerr := s.authenticate(ctx)
+	if aerr != nil {
+		s.writeError(ctx, reqID, aerr)
+		return
+	}
+	if _, ok := s.models[id]; !ok || !pol.AllowsModel(id) {
+		s.writeError(ctx, reqID, &apiError{status: 404, typ: "invalid_request_error", code: "model_not_found", param: "model",
+			message: "the model '" + id + "' does not exist", reason: "not_found"})
+		return
+	}
+	b := append(make([]byte, 0, 128), `{"id":`...)
+	b = appendJSONString(b, id)
+	b = append(b, `,"object":"model","created":`...)
+	b = strconv.AppendInt(b, s.created, 10)
+	b = append(b, `,"owned_by":"lmlite"}`...)
+	ctx.SetContentType("application/json")
+	ctx.SetBody(b)
+}
+
+// checkAdmin checks the admin key in constant time.
+func (s *Server) checkAdmin(ctx *fasthttp.RequestCtx) *apiError {
+	if s.admin == nil {
+		return &apiError{status: 403, typ: "invalid_request_error", code: "admin_disabled",
+			message: "the admin API is off: set the admin key (admin_key_env) to enable it", reason: "auth"}
+	}
+	key, ok := bytes.CutPrefix(ctx.Request.Header.Peek("Authorization"), []byte("Bearer "))
+	if !ok || subtle.ConstantTimeCompare(key, s.admin) != 1 {
+		return &apiError{status: 401, typ: "invalid_request_error", code: "invalid_api_key",
+			message: "incorrect admin key", reason: "auth"}
+	}
+	return nil
+}

@@ -1,0 +1,249 @@
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+	"github.com/valyala/fasthttp"
+
+	"github.com/lmlite/lmlite/configs"
+	"github.com/lmlite/lmlite/tenancy"
+)
+
+// upstream is a model served by another OpenAI-compatible server, reached with a
+// pooled fasthttp client; responses pass through, streams event by event.
+type upstream struct {
+	base    string // base URL without the trailing slash, e.g. http://h:p/v1
+	model   string // the model's name there
+	auth    string // "Bearer KEY" or ""
+	timeout time.Duration
+	client  *fasthttp.Client
+}
+
+func newUpstream(m configs.Model, c *fasthttp.Client) *upstream {
+	u := &upstream{base: strings.TrimRight(m.Upstream.BaseURL, "/"), model: m.Upstream.Model, timeout: m.Upstream.Timeout, client: c}
+	if m.Upstream.APIKeyEnv != "" {
+		if k := os.Getenv(m.Upstream.APIKeyEnv); k != "" {
+			u.auth = "Bearer " + k
+		}
+	}
+	return u
+}
+
+// upstreamBody rewrites the client's body for the upstream: its model name, no
+// "lmlite" field, and usage always included in streams (for settling). The body was
+// already validated; tidwall/sjson edits the bytes in place of a decode and re-encode
+// (a well-kept library; this is the proxy's hot path), and an unchanged body is
+// forwarded as it is.
+func (j *job) upstreamBody(body []byte) ([]byte, error) {
+	u := j.m.upstream
+	var err error
+	if j.p.Model != u.model {
+		name := appendJSONString(make([]byte, 0, len(u.model)+2), u.model)
+		if body, err = sjson.SetRawBytes(body, "model", name); err != nil {
+			return nil, err
+		}
+	}
+	if j.p.LMLite != nil || gjson.GetBytes(body, "lmlite").Exists() {
+		if body, err = sjson.DeleteBytes(body, "lmlite"); err != nil {
+			return nil, err
+		}
+	}
+	if j.stream && !j.usage {
+		if body, err = sjson.SetRawBytes(body, "stream_options", []byte(`{"include_usage":true}`)); err != nil {
+			return nil, err
+		}
+	}
+	if j.kind == kindCompletion && j.comp.MaxTokens == nil {
+		if body, err = sjson.SetRawBytes(body, "max_tokens", strconv.AppendInt(nil, int64(j.maxTokens), 10)); err != nil {
+			return nil, err
+		}
+	}
+	return body, nil
+}
+
+// upstreamUsage reads the usage and finish reason of an upstream response or event.
+func upstreamUsage(b []byte, e *tenancy.Entry) (hasUsage, hasChoices bool) {
+	r := gjson.GetManyBytes(b, "usage.prompt_tokens", "usage.completion_tokens", "choices.0.finish_reason", "choices.#")
+	if r[0].Exists() {
+		e.PromptTokens, e.CompletionTokens = int(r[0].Int()), int(r[1].Int())
+		hasUsage = true
+	}
+	if f := r[2]; f.Type == gjson.String {
+		e.Finish = f.Str
+	}
+	return hasUsage, r[3].Int() > 0
+}
+
+// runUpstream forwards the request. It returns done when a stream writer took over,
+// and failed when the upstream failed before answering: the caller then tries another
+// tier or answers failed (nothing has been written or settled).
+func (j *job) runUpstream(ctx *fasthttp.RequestCtx) (done bool, failed *apiError) {
+	s, u := j.s, j.m.upstream
+	body, err := j.upstreamBody(append([]byte(nil), ctx.PostBody()...))
+	if err != nil {
+		j.fail(ctx, badRequest("body", "invalid JSON: "+err.Error()))
+		return false, nil
+	}
+	req := fasthttp.AcquireRequest()
+	resp := fasthttp.AcquireResponse()
+	path := "/chat/completions"
+	if j.kind == kindCompletion {
+		path = "/completions"
+	}
+	req.SetRequestURI(u.base + path)
+	req.Header.SetMethod("POST")
+	req.Header.SetContentType("application/json")
+	req.Header.Set("X-Request-Id", j.reqID)
+	if u.auth != "" {
+		req.Header.Set("Authorization", u.auth)
+	}
+	req.SetBodyRaw(body)
+	req.SetTimeout(u.timeout)
+	resp.StreamBody = j.stream
+	s.pred.Begin(j.m.id)
+	sent := s.now()
+	err = u.client.Do(req, resp)
+	fasthttp.ReleaseRequest(req)
+	if err == nil && resp.StatusCode() >= 500 {
+		err = errors.New("upstream answered " + strconv.Itoa(resp.StatusCode()))
+	}
+	if err != nil {
+		s.pred.End(j.m.id)
+		s.pred.Fail(j.m.id, s.now())
+		fasthttp.ReleaseResponse(resp)
+		return false, &apiError{status: 502, typ: "server_error", code: "upstream_error",
+			message: "the upstream server for '" + j.m.id + "' failed: " + err.Error(), reason: "upstream"}
+	}
+	j.setRouteHeaders(ctx)
+	if resp.StatusCode() != 200 { // a client error: pass it through
+		b := append([]byte(nil), resp.Body()...)
+		status := resp.StatusCode()
+		s.pred.End(j.m.id)
+		fasthttp.ReleaseResponse(resp)
+		j.settle(tenancy.Entry{Status: status}, nil)
+		ctx.SetStatusCode(status)
+		ctx.SetContentType("application/json")
+		ctx.SetBody(b)
+		return false, nil
+	}
+	if !j.stream {
+		e := tenancy.Entry{Status: 200}
+		if hasUsage, _ := upstreamUsage(resp.Body(), &e); !hasUsage {
+			j.worstCaseUsage(&e)
+		}
+		s.pred.End(j.m.id)
+		s.pred.Observe(j.m.id, s.now().Sub(sent), 0)
+		j.settle(e, nil)
+		ctx.SetContentType("application/json")
+		ctx.SetBody(resp.Body())
+		fasthttp.ReleaseResponse(resp)
+		return false, nil
+	}
+	ctx.SetContentType("text/event-stream")
+	ctx.Response.Header.Set("Cache-Control", "no-cache")
+	ctx.Response.Header.Set("X-Accel-Buffering", "no")
+	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
+		defer func() {
+			s.inFlight.Add(-1)
+			s.wg.Done()
+		}()
+		j.streamUpstream(w, resp, sent)
+	})
+	return true, nil
+}
+
+// streamUpstream relays the upstream's events, flushing each; it keeps the usage
+// event for settling and forwards it only when the client asked for usage.
+func (j *job) streamUpstream(w *bufio.Writer, resp *fasthttp.Response, sent time.Time) {
+	s := j.s
+	defer fasthttp.ReleaseResponse(resp)
+	e := tenancy.Entry{Status: 200}
+	rd := bufio.NewReaderSize(resp.BodyStream(), 16<<10)
+	gone := false
+	var first, last time.Time
+	chunks := 0
+	sawUsage := false
+	for {
+		line, err := rd.ReadSlice('\n')
+		if err != nil && !(err == bufio.ErrBufferFull && len(line) > 0) {
+			if len(line) == 0 {
+				break
+			}
+		}
+		if err == bufio.ErrBufferFull { // a long event: gather it whole
+			rest, err2 := rd.ReadBytes('\n')
+			line = append(append([]byte(nil), line...), rest...)
+			err = err2
+		}
+		data, ok := bytes.CutPrefix(bytes.TrimRight(line, "\r\n"), []byte("data:"))
+		if ok {
+			data = bytes.TrimSpace(data)
+			if bytes.Equal(data, []byte("[DONE]")) {
+				break
+			}
+			forward := true
+			if bytes.Contains(data, []byte(`"usage":{`)) || bytes.Contains(data, []byte(`"finish_reason":"`)) {
+				hasUsage, hasChoices := upstreamUsage(data, &e)
+				sawUsage = sawUsage || hasUsage
+				if hasUsage && !hasChoices && !j.usage {
+					forward = false // the client did not ask for the usage event
+				}
+			}
+			now := s.now()
+			if first.IsZero() {
+				first = now
+			}
+			last = now
+			chunks++
+			if forward && !gone {
+				w.WriteString("data: ")
+				w.Write(data)
+				w.WriteString("\n\n")
+				if w.Flush() != nil {
+					gone = true
+					resp.CloseBodyStream() // stop the upstream
+					break
+				}
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	s.pred.End(j.m.id)
+	if !first.IsZero() && !gone {
+		tpot := time.Duration(0)
+		if chunks > 1 {
+			tpot = last.Sub(first) / time.Duration(chunks-1)
+		}
+		s.pred.Observe(j.m.id, first.Sub(sent), tpot)
+	}
+	if !sawUsage && chunks > 0 {
+		j.worstCaseUsage(&e)
+	}
+	if gone {
+		e.Status = 499
+	}
+	if e.Finish == "" && !gone {
+		e.Status = 502 // the upstream ended without finishing
+	}
+	j.settle(e, nil)
+	if !gone {
+		w.WriteString("data: [DONE]\n\n")
+		w.Flush()
+	}
+}
+
+// worstCaseUsage charges an answer whose upstream reported no usage at the worst case
+// the request reserved (upper bounds of its tokens): budgets must never be escaped.
+func (j *job) worstCaseUsage(e *tenancy.Entry) {
+	e.PromptTokens, e.CompletionTokens = j.nPrompt, j.outTokens
+}

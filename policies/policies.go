@@ -1,0 +1,254 @@
+// Package policies resolves a tenant to its effective policy: the plan it is on, from
+// the config file, with the tenant's own overrides applied.
+//
+// Plans and overrides are plain data (YAML in the config). New validates them all
+// once at start-up and resolves every tenant to an immutable Policy; Book.Resolve is
+// then a map lookup per request.
+package policies
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/lmlite/lmlite/tiers"
+)
+
+// Plan is a named bundle of limits. Zero values mean "no limit" (or the stated default).
+type Plan struct {
+	RequestsPerSecond float64  `yaml:"requests_per_second"` // 0: unlimited
+	Burst             int      `yaml:"burst"`               // requests allowed at once above the rate; 0: max(1, ceil(rps))
+	TokensPerMinute   int      `yaml:"tokens_per_minute"`   // prompt + completion tokens; 0: unlimited
+	MaxConcurrency    int      `yaml:"max_concurrency"`     // requests in flight; 0: unlimited
+	DailyBudgetUSD    float64  `yaml:"daily_budget_usd"`    // per UTC day; 0: none
+	MonthlyBudgetUSD  float64  `yaml:"monthly_budget_usd"`  // per UTC calendar month; 0: none
+	AllowedTiers      []string `yaml:"allowed_tiers"`       // tier names; empty: all
+	AllowedModels     []string `yaml:"allowed_models"`      // model ids; empty: all
+	DefaultTierMode   string   `yaml:"default_tier_mode"`   // for model "auto": balanced, deep, max; "": balanced
+	SharePrefix       bool     `yaml:"share_prefix"`        // share the prefix cache with other tenants
+	Weight            float64  `yaml:"weight"`              // fair-queue share; 0: 1
+}
+
+// Override holds the fields a tenant changes from its plan; nil fields keep the plan's.
+type Override struct {
+	RequestsPerSecond *float64  `yaml:"requests_per_second"`
+	Burst             *int      `yaml:"burst"`
+	TokensPerMinute   *int      `yaml:"tokens_per_minute"`
+	MaxConcurrency    *int      `yaml:"max_concurrency"`
+	DailyBudgetUSD    *float64  `yaml:"daily_budget_usd"`
+	MonthlyBudgetUSD  *float64  `yaml:"monthly_budget_usd"`
+	AllowedTiers      *[]string `yaml:"allowed_tiers"`
+	AllowedModels     *[]string `yaml:"allowed_models"`
+	DefaultTierMode   *string   `yaml:"default_tier_mode"`
+	SharePrefix       *bool     `yaml:"share_prefix"`
+	Weight            *float64  `yaml:"weight"`
+}
+
+// Apply returns the plan with the override's set fields replacing its own.
+func (p Plan) Apply(o Override) Plan {
+	if o.RequestsPerSecond != nil {
+		p.RequestsPerSecond = *o.RequestsPerSecond
+	}
+	if o.Burst != nil {
+		p.Burst = *o.Burst
+	}
+	if o.TokensPerMinute != nil {
+		p.TokensPerMinute = *o.TokensPerMinute
+	}
+	if o.MaxConcurrency != nil {
+		p.MaxConcurrency = *o.MaxConcurrency
+	}
+	if o.DailyBudgetUSD != nil {
+		p.DailyBudgetUSD = *o.DailyBudgetUSD
+	}
+	if o.MonthlyBudgetUSD != nil {
+		p.MonthlyBudgetUSD = *o.MonthlyBudgetUSD
+	}
+	if o.AllowedTiers != nil {
+		p.AllowedTiers = *o.AllowedTiers
+	}
+	if o.AllowedModels != nil {
+		p.AllowedModels = *o.AllowedModels
+	}
+	if o.DefaultTierMode != nil {
+		p.DefaultTierMode = *o.DefaultTierMode
+	}
+	if o.SharePrefix != nil {
+		p.SharePrefix = *o.SharePrefix
+	}
+	if o.Weight != nil {
+		p.Weight = *o.Weight
+	}
+	return p
+}
+
+// Policy is a tenant's effective policy. It is immutable: its fields are values and
+// its sets are reached only through methods.
+type Policy struct {
+	Tenant            string
+	Plan              string
+	RequestsPerSecond float64 // 0: unlimited
+	Burst             int
+	TokensPerMinute   int         // 0: unlimited
+	MaxConcurrency    int         // 0: unlimited
+	DailyBudget       tiers.Money // 0: none
+	MonthlyBudget     tiers.Money // 0: none
+	DefaultMode       tiers.Mode
+	SharePrefix       bool
+	Weight            float64
+
+	allowTiers  [tiers.NumTiers]bool
+	allowModels map[string]struct{} // nil: all
+}
+
+// AllowedTiers returns which tiers the policy allows.
+func (p *Policy) AllowedTiers() [tiers.NumTiers]bool { return p.allowTiers }
+
+// AllowsTier reports whether the policy allows tier t.
+func (p *Policy) AllowsTier(t tiers.Tier) bool {
+	return t >= 0 && int(t) < tiers.NumTiers && p.allowTiers[t]
+}
+
+// AllowsModel reports whether the policy allows model id.
+func (p *Policy) AllowsModel(id string) bool {
+	if p.allowModels == nil {
+		return true
+	}
+	_, ok := p.allowModels[id]
+	return ok
+}
+
+// ErrInvalid is wrapped by every validation error.
+var ErrInvalid = errors.New("policies: invalid policy")
+
+// Resolve validates a plan with a tenant's overrides applied and returns the effective
+// policy. knownModel, when not nil, rejects allowed models that do not exist.
+func Resolve(tenant, planName string, plan Plan, o Override, knownModel func(string) bool) (Policy, error) {
+	p := plan.Apply(o)
+	bad := func(field, format string, args ...any) (Policy, error) {
+		return Policy{}, fmt.Errorf("%w: tenant %q (plan %q): %s: %s", ErrInvalid, tenant, planName, field, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case p.RequestsPerSecond < 0 || math.IsNaN(p.RequestsPerSecond) || math.IsInf(p.RequestsPerSecond, 0):
+		return bad("requests_per_second", "must be a number ≥ 0")
+	case p.Burst < 0:
+		return bad("burst", "must be ≥ 0")
+	case p.TokensPerMinute < 0:
+		return bad("tokens_per_minute", "must be ≥ 0")
+	case p.MaxConcurrency < 0:
+		return bad("max_concurrency", "must be ≥ 0")
+	case p.DailyBudgetUSD < 0 || math.IsNaN(p.DailyBudgetUSD) || math.IsInf(p.DailyBudgetUSD, 0):
+		return bad("daily_budget_usd", "must be a number ≥ 0")
+	case p.MonthlyBudgetUSD < 0 || math.IsNaN(p.MonthlyBudgetUSD) || math.IsInf(p.MonthlyBudgetUSD, 0):
+		return bad("monthly_budget_usd", "must be a number ≥ 0")
+	case p.Weight < 0 || math.IsNaN(p.Weight):
+		return bad("weight", "must be ≥ 0")
+	}
+	pol := Policy{
+		Tenant:            tenant,
+		Plan:              planName,
+		RequestsPerSecond: p.RequestsPerSecond,
+		Burst:             p.Burst,
+		TokensPerMinute:   p.TokensPerMinute,
+		MaxConcurrency:    p.MaxConcurrency,
+		DailyBudget:       tiers.USD(p.DailyBudgetUSD),
+		MonthlyBudget:     tiers.USD(p.MonthlyBudgetUSD),
+		SharePrefix:       p.SharePrefix,
+		Weight:            p.Weight,
+	}
+	if pol.Burst == 0 && pol.RequestsPerSecond > 0 {
+		pol.Burst = max(1, int(math.Ceil(pol.RequestsPerSecond)))
+	}
+	if pol.Weight == 0 {
+		pol.Weight = 1
+	}
+	if p.DefaultTierMode == "" {
+		pol.DefaultMode = tiers.ModeBalanced
+	} else {
+		m, err := tiers.ParseMode(p.DefaultTierMode)
+		if err != nil || m == tiers.ModeFixed {
+			return bad("default_tier_mode", "%q is not balanced, deep or max", p.DefaultTierMode)
+		}
+		pol.DefaultMode = m
+	}
+	if len(p.AllowedTiers) == 0 {
+		pol.allowTiers = tiers.AllTiers
+	}
+	for _, n := range p.AllowedTiers {
+		t, err := tiers.ParseTier(n)
+		if err != nil {
+			return bad("allowed_tiers", "%q is not fast, balanced, deep or max", n)
+		}
+		pol.allowTiers[t] = true
+	}
+	if len(p.AllowedModels) > 0 {
+		pol.allowModels = make(map[string]struct{}, len(p.AllowedModels))
+		for _, m := range p.AllowedModels {
+			if knownModel != nil && !knownModel(m) {
+				return bad("allowed_models", "unknown model %q", m)
+			}
+			pol.allowModels[m] = struct{}{}
+		}
+	}
+	return pol, nil
+}
+
+// Tenant declares one tenant: its plan and overrides.
+type Tenant struct {
+	ID        string   `yaml:"id"`
+	Plan      string   `yaml:"plan"`
+	Overrides Override `yaml:"overrides"`
+}
+
+// Book holds the effective policy of every tenant. It is immutable and safe for
+// concurrent use.
+type Book struct {
+	byTenant map[string]*Policy
+}
+
+// NewBook resolves every tenant against the plans.
+func NewBook(plans map[string]Plan, tenants []Tenant, knownModel func(string) bool) (*Book, error) {
+	b := &Book{byTenant: make(map[string]*Policy, len(tenants))}
+	for i, t := range tenants {
+		if t.ID == "" || strings.ContainsAny(t.ID, " \t\n/") {
+			return nil, fmt.Errorf("%w: tenants[%d]: id %q must be non-empty without spaces or slashes", ErrInvalid, i, t.ID)
+		}
+		if _, dup := b.byTenant[t.ID]; dup {
+			return nil, fmt.Errorf("%w: tenants[%d]: tenant %q declared twice", ErrInvalid, i, t.ID)
+		}
+		plan, ok := plans[t.Plan]
+		if !ok {
+			names := make([]string, 0, len(plans))
+			for n := range plans {
+				names = append(names, n)
+			}
+			sort.Strings(names)
+			return nil, fmt.Errorf("%w: tenants[%d] (%s): unknown plan %q (plans: %s)", ErrInvalid, i, t.ID, t.Plan, strings.Join(names, ", "))
+		}
+		p, err := Resolve(t.ID, t.Plan, plan, t.Overrides, knownModel)
+		if err != nil {
+			return nil, err
+		}
+		b.byTenant[t.ID] = &p
+	}
+	return b, nil
+}
+
+// Resolve returns the tenant's effective policy, or false for an unknown tenant. The
+// Policy must not be modified.
+func (b *Book) Resolve(tenant string) (*Policy, bool) {
+	p, ok := b.byTenant[tenant]
+	return p, ok
+}
+
+// Tenants lists the tenant ids, sorted.
+func (b *Book) Tenants() []string {
+	out := make([]string, 0, len(b.byTenant))
+	for id := range b.byTenant {
+		out = append(out, id)
+	}
+	sort.Strings(out)
+	return out
+}

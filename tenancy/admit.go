@@ -1,0 +1,293 @@
+package tenancy
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/lmlite/lmlite/policies"
+	"github.com/lmlite/lmlite/tiers"
+)
+
+// ErrInsufficientQuota is returned by Reserve when a budget has no room for the
+// request's worst-case cost.
+var ErrInsufficientQuota = errors.New("tenancy: budget exhausted")
+
+// ErrLimited is wrapped by every *LimitError.
+var ErrLimited = errors.New("tenancy: rate limited")
+
+// LimitError is a rejection by a rate or concurrency quota.
+type LimitError struct {
+	Reason     string        // "requests", "tokens" or "concurrency"
+	RetryAfter time.Duration // when a retry may succeed
+}
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("tenancy: %s limit reached; retry after %s", e.Reason, e.RetryAfter)
+}
+
+func (e *LimitError) Unwrap() error { return ErrLimited }
+
+// Tenancy admits requests against each tenant's quotas and budgets and records their
+// usage. It is safe for concurrent use.
+type Tenancy struct {
+	store *Store
+
+	mu      sync.Mutex // guards tenants
+	tenants map[string]*tenantState
+}
+
+// New returns a Tenancy whose ledger and spend totals live in store.
+func New(store *Store) *Tenancy {
+	return &Tenancy{store: store, tenants: map[string]*tenantState{}}
+}
+
+// Store returns the store.
+func (t *Tenancy) Store() *Store { return t.store }
+
+// tenantState is one tenant's live quota state.
+type tenantState struct {
+	id    string
+	store *Store
+
+	mu       sync.Mutex // guards the fields below
+	pol      *policies.Policy
+	rps      *rate.Limiter // nil: unlimited
+	tpm      *rate.Limiter // nil: unlimited
+	inFlight int
+	day      account
+	month    account
+}
+
+// account is the money state of one budget window. Its methods are the pure budget
+// decisions; the caller holds the tenant's lock.
+type account struct {
+	window   int         // yyyymmdd or yyyymm; 0: not loaded yet
+	ceiling  tiers.Money // 0: no ceiling
+	spent    tiers.Money // settled in this window
+	reserved tiers.Money // outstanding reservations (carried across a window change)
+}
+
+// room is the money left for new reservations; -1 when there is no ceiling.
+func (a *account) room() tiers.Money {
+	if a.ceiling == 0 {
+		return -1
+	}
+	return max(0, a.ceiling-a.spent-a.reserved)
+}
+
+// fits reports whether amount may be reserved.
+func (a *account) fits(amount tiers.Money) bool {
+	return a.ceiling == 0 || a.spent+a.reserved+amount <= a.ceiling
+}
+
+// settle replaces a reservation by the actual cost.
+func (a *account) settle(reserved, actual tiers.Money) {
+	a.reserved -= reserved
+	a.spent += actual
+}
+
+func (t *Tenancy) state(pol *policies.Policy, now time.Time) (*tenantState, error) {
+	t.mu.Lock()
+	ts := t.tenants[pol.Tenant]
+	if ts == nil {
+		ts = &tenantState{id: pol.Tenant, store: t.store}
+		t.tenants[pol.Tenant] = ts
+	}
+	t.mu.Unlock()
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if ts.pol != pol {
+		ts.applyPolicyLocked(pol, now)
+	}
+	return ts, ts.rollLocked(now)
+}
+
+func (ts *tenantState) applyPolicyLocked(pol *policies.Policy, now time.Time) {
+	ts.pol = pol
+	ts.rps, ts.tpm = nil, nil
+	if pol.RequestsPerSecond > 0 {
+		ts.rps = rate.NewLimiter(rate.Limit(pol.RequestsPerSecond), pol.Burst)
+		ts.rps.SetBurstAt(now, pol.Burst) // full bucket at now, not at the zero time
+	}
+	if pol.TokensPerMinute > 0 {
+		ts.tpm = rate.NewLimiter(rate.Limit(float64(pol.TokensPerMinute)/60), pol.TokensPerMinute)
+	}
+	ts.day.ceiling, ts.month.ceiling = pol.DailyBudget, pol.MonthlyBudget
+}
+
+// rollLocked moves the budget windows to those of now, loading their settled spend
+// from the store (after a restart, or 0 for a new window).
+func (ts *tenantState) rollLocked(now time.Time) error {
+	d, m := windows(now)
+	if ts.day.window == d && ts.month.window == m {
+		return nil
+	}
+	var spentD, spentM tiers.Money
+	if ts.store != nil {
+		var err error
+		if spentD, spentM, err = ts.store.Spent(ts.id, now); err != nil {
+			return err
+		}
+	}
+	if ts.day.window != d {
+		ts.day.window, ts.day.spent = d, spentD
+	}
+	if ts.month.window != m {
+		ts.month.window, ts.month.spent = m, spentM
+	}
+	return nil
+}
+
+// Ticket is one admitted request: it holds a concurrency slot and its reservation
+// until Settle.
+type Ticket struct {
+	ts       *tenantState
+	reserved tiers.Money
+	settled  bool
+}
+
+// Admit checks the tenant's concurrency, tokens/min (against promptTokens) and
+// requests/s quotas at now and takes a concurrency slot. A rejection is a *LimitError.
+func (t *Tenancy) Admit(pol *policies.Policy, now time.Time, promptTokens int) (*Ticket, error) {
+	ts, err := t.state(pol, now)
+	if err != nil {
+		return nil, err
+	}
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if err := ts.admitLocked(now, promptTokens); err != nil {
+		return nil, err
+	}
+	ts.inFlight++
+	return &Ticket{ts: ts}, nil
+}
+
+// admitLocked is the quota decision: it consumes a request token only if every quota
+// admits the request.
+func (ts *tenantState) admitLocked(now time.Time, promptTokens int) error {
+	if max := ts.pol.MaxConcurrency; max > 0 && ts.inFlight >= max {
+		return &LimitError{Reason: "concurrency", RetryAfter: time.Second}
+	}
+	if ts.tpm != nil {
+		need := float64(min(promptTokens, ts.tpm.Burst()))
+		if have := ts.tpm.TokensAt(now); have < need {
+			wait := time.Duration((need - have) / float64(ts.tpm.Limit()) * float64(time.Second))
+			return &LimitError{Reason: "tokens", RetryAfter: wait}
+		}
+	}
+	if ts.rps != nil {
+		r := ts.rps.ReserveN(now, 1)
+		if !r.OK() {
+			return &LimitError{Reason: "requests", RetryAfter: time.Second}
+		}
+		if d := r.DelayFrom(now); d > 0 {
+			r.CancelAt(now)
+			return &LimitError{Reason: "requests", RetryAfter: d}
+		}
+	}
+	return nil
+}
+
+// Tenant is the ticket's tenant.
+func (tk *Ticket) Tenant() string { return tk.ts.id }
+
+// Remaining is the tenant's money left for new reservations at now: the smaller of the
+// day and month rooms; -1 when it has no budget.
+func (tk *Ticket) Remaining(now time.Time) tiers.Money {
+	ts := tk.ts
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if err := ts.rollLocked(now); err != nil {
+		return 0
+	}
+	d, m := ts.day.room(), ts.month.room()
+	switch {
+	case d < 0:
+		return m
+	case m < 0:
+		return d
+	}
+	return min(d, m)
+}
+
+// Reserve reserves amount (the request's worst-case cost) against every budget, or
+// returns ErrInsufficientQuota and reserves nothing. A ticket may reserve more than
+// once (the sum is settled).
+func (tk *Ticket) Reserve(now time.Time, amount tiers.Money) error {
+	ts := tk.ts
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if err := ts.rollLocked(now); err != nil {
+		return err
+	}
+	if !ts.day.fits(amount) || !ts.month.fits(amount) {
+		return ErrInsufficientQuota
+	}
+	ts.day.reserved += amount
+	ts.month.reserved += amount
+	tk.reserved += amount
+	return nil
+}
+
+// Reserved is what the ticket holds reserved.
+func (tk *Ticket) Reserved() tiers.Money { return tk.reserved }
+
+// Settle ends the request: it replaces the reservation by e.Cost (capped at the
+// reservation when the tenant has a budget, so a ceiling is never overrun), charges
+// the tokens to the tokens/min quota, frees the concurrency slot, and writes e to the
+// ledger, returning when it is committed. It returns the cost charged. Settle more
+// than once is a no-op.
+func (tk *Ticket) Settle(e Entry) (tiers.Money, error) {
+	ts := tk.ts
+	ts.mu.Lock()
+	if tk.settled {
+		ts.mu.Unlock()
+		return 0, nil
+	}
+	tk.settled = true
+	if (ts.day.ceiling > 0 || ts.month.ceiling > 0) && e.Cost > tk.reserved {
+		e.Cost = tk.reserved
+	}
+	_ = ts.rollLocked(e.Time)
+	ts.day.settle(tk.reserved, e.Cost)
+	ts.month.settle(tk.reserved, e.Cost)
+	tk.reserved = 0
+	if ts.tpm != nil {
+		n := min(e.PromptTokens+e.CompletionTokens, ts.tpm.Burst())
+		if n > 0 {
+			ts.tpm.ReserveN(e.Time, n) // may go into debt: later requests wait it off
+		}
+	}
+	ts.inFlight--
+	ts.mu.Unlock()
+	if e.Tenant == "" {
+		e.Tenant = ts.id
+	}
+	if ts.store == nil {
+		return e.Cost, nil
+	}
+	return e.Cost, ts.store.Record(e)
+}
+
+// RetryAfterSeconds rounds a wait up to whole seconds for a Retry-After header (≥ 1).
+func RetryAfterSeconds(d time.Duration) int {
+	return max(1, int(math.Ceil(d.Seconds())))
+}
+
+// InFlight is the number of the tenant's admitted requests not yet settled.
+func (t *Tenancy) InFlight(tenant string) int {
+	t.mu.Lock()
+	ts := t.tenants[tenant]
+	t.mu.Unlock()
+	if ts == nil {
+		return 0
+	}
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return ts.inFlight
+}

@@ -1,0 +1,49 @@
+// Package tenancy authenticates API keys and admits, limits and accounts for each
+// tenant's requests.
+//
+// # Keys
+//
+// An API key looks like lml_<id>_<secret>. The id names the key (it is not secret and
+// shows in listings and the ledger); only a SHA-256 hash of the secret is stored, and
+// Authenticate compares hashes in constant time. A key is shown once, when CreateKey
+// makes it, and can be revoked. Secrets carry 160 random bits, so a fast hash is safe
+// (there is nothing to brute-force, unlike a password).
+//
+// # Admission and accounting
+//
+// For each request the gateway calls, in order:
+//
+//	tk, err := t.Admit(policy, now, promptTokens) // concurrency, tokens/min, requests/s
+//	room := tk.Remaining(now)                     // money left (for tier selection)
+//	err = tk.Reserve(now, worstCaseCost)          // budget: reserve before running
+//	... run the request ...
+//	err = tk.Settle(entry)                        // actual cost, ledger, release
+//
+// Requests/s and tokens/min are golang.org/x/time/rate token buckets. Tokens/min is
+// charged after the fact with the tokens a request really used, and a request is only
+// admitted while the bucket holds at least its prompt's tokens. Budgets (per UTC day
+// and per UTC month) use reserve→settle: Reserve succeeds only if settled spend plus
+// outstanding reservations plus this request's worst case stays under every ceiling,
+// and Settle replaces the reservation by the actual cost (never more than reserved),
+// so concurrent requests can never overrun a ceiling. Every decision takes an explicit
+// now; the decisions themselves (account.reserve, ...) are plain functions of state.
+//
+// # Ledger
+//
+// Settle writes the request's usage (tokens, cost, latency, status, request id) to the
+// ledger in the Store: an embedded bbolt database under the data directory holding the
+// entries and per-tenant spend totals per day and month (which Admit reloads after a
+// restart), and beside it a write-ahead log. Writes are grouped: one goroutine appends
+// every entry queued while the previous group was being written as a single log
+// record (group commit), and Settle returns only when its group's record is written,
+// so that a response is never completed before its usage is safe. With SyncFsync each
+// record is fsynced (one fsync per group, not per request; it survives power loss);
+// with SyncProcess it is written to the OS only (it survives kill -9 of the process,
+// not a power cut) and costs a few microseconds. Every 200ms (or 4096 entries) the
+// writer applies the logged entries to the database in one fsynced transaction and
+// empties the log; Open replays a log left by a killed process, skipping what the
+// database already holds (entries carry increasing sequence numbers).
+//
+// bbolt (go.etcd.io/bbolt) is the embedded store: a well-kept single-file B+tree with
+// ACID transactions and a file lock, so a second process cannot open a store in use.
+package tenancy

@@ -1,0 +1,542 @@
+package tenancy
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+
+	"github.com/lmlite/lmlite/tiers"
+)
+
+// SyncMode says how durable a committed ledger group is before Settle returns.
+type SyncMode int
+
+const (
+	// SyncFsync fsyncs every group's log record: it survives power loss.
+	SyncFsync SyncMode = iota
+	// SyncProcess writes every group's log record to the OS without fsync: it survives
+	// the process being killed, not the machine losing power.
+	SyncProcess
+)
+
+// Options configure a Store. The zero value is SyncFsync with a 1s lock timeout.
+type Options struct {
+	Sync        SyncMode
+	LockTimeout time.Duration // how long Open waits for another process's lock; 0: 1s
+	// ApplyEvery is how often logged entries are applied to the database (and the log
+	// emptied); 0: 200ms. ApplyEntries applies sooner when that many are waiting; 0: 4096.
+	ApplyEvery   time.Duration
+	ApplyEntries int
+}
+
+// ErrLocked is returned by Open when another process holds the store.
+var ErrLocked = errors.New("tenancy: store is in use by another process")
+
+// ErrClosed is returned after Close.
+var ErrClosed = errors.New("tenancy: store closed")
+
+var (
+	bucketKeys   = []byte("keys")
+	bucketLedger = []byte("ledger")
+	bucketSpend  = []byte("spend")
+	bucketMeta   = []byte("meta")
+	keyApplied   = []byte("applied_seq") // the last ledger seq applied to the database
+)
+
+// Entry is one request's usage in the ledger.
+type Entry struct {
+	Seq              uint64        `json:"seq"` // assigned by the store, increasing
+	Time             time.Time     `json:"time"`
+	RequestID        string        `json:"request_id"`
+	Tenant           string        `json:"tenant"`
+	KeyID            string        `json:"key_id,omitempty"`
+	Model            string        `json:"model,omitempty"`
+	Tier             string        `json:"tier,omitempty"`
+	Status           int           `json:"status"`
+	Finish           string        `json:"finish_reason,omitempty"`
+	PromptTokens     int           `json:"prompt_tokens"`
+	CompletionTokens int           `json:"completion_tokens"`
+	Cost             tiers.Money   `json:"cost_nano_usd"`
+	Latency          time.Duration `json:"latency_ns"`
+	TTFT             time.Duration `json:"ttft_ns,omitempty"`
+}
+
+// Store is the embedded store of keys, the usage ledger and spend totals: a bbolt
+// file and, beside it, the ledger's write-ahead log (path + ".wal"). It is safe for
+// concurrent use.
+//
+// Ledger entries are acknowledged once their group's record is in the log (written,
+// and fsynced with SyncFsync): one small append per group, however many entries it
+// holds. The writer goroutine applies logged entries to the database in large batches
+// (one transaction, fsynced) and then empties the log; Open replays a log left by a
+// killed process, skipping entries the database already holds (by seq).
+type Store struct {
+	db   *bolt.DB
+	wal  *os.File
+	opts Options
+
+	keysMu sync.RWMutex        // guards keys
+	keys   map[string]*KeyInfo // by id; a cache of the keys bucket
+
+	commits atomic.Int64 // ledger groups logged (for tests and metrics)
+
+	mu     sync.Mutex // guards cur and closed
+	cur    *group     // the group that Record appends to
+	closed bool
+
+	// owned by the writer goroutine
+	seq     uint64  // last seq assigned
+	pending []Entry // logged, not yet in the database
+	encBuf  []byte
+
+	kick    chan struct{} // cap 1: wakes the writer
+	flush   chan chan error
+	stop    chan struct{}
+	stopped chan struct{}
+}
+
+// group is the entries acknowledged together.
+type group struct {
+	entries []Entry
+	done    chan struct{} // closed when logged
+	err     error         // set before done is closed
+}
+
+// Open opens (creating if needed) the store at path, replaying the ledger log.
+func Open(path string, opts Options) (*Store, error) {
+	if opts.LockTimeout == 0 {
+		opts.LockTimeout = time.Second
+	}
+	if opts.ApplyEvery == 0 {
+		opts.ApplyEvery = 200 * time.Millisecond
+	}
+	if opts.ApplyEntries == 0 {
+		opts.ApplyEntries = 4096
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("tenancy: %w", err)
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{
+		Timeout:        opts.LockTimeout,
+		NoFreelistSync: true,
+		FreelistType:   bolt.FreelistMapType,
+	})
+	if err != nil {
+		if errors.Is(err, bolterrors.ErrTimeout) {
+			return nil, fmt.Errorf("%w: %s", ErrLocked, path)
+		}
+		return nil, fmt.Errorf("tenancy: open %s: %w", path, err)
+	}
+	s := &Store{
+		db: db, opts: opts, keys: map[string]*KeyInfo{},
+		cur:  &group{done: make(chan struct{})},
+		kick: make(chan struct{}, 1), flush: make(chan chan error), stop: make(chan struct{}), stopped: make(chan struct{}),
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bucketKeys, bucketLedger, bucketSpend, bucketMeta} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		if v := tx.Bucket(bucketMeta).Get(keyApplied); len(v) == 8 {
+			s.seq = binary.BigEndian.Uint64(v)
+		}
+		return tx.Bucket(bucketKeys).ForEach(func(k, v []byte) error {
+			var ki KeyInfo
+			if err := json.Unmarshal(v, &ki); err != nil {
+				return fmt.Errorf("key %q: %w", k, err)
+			}
+			s.keys[ki.ID] = &ki
+			return nil
+		})
+	})
+	if err == nil {
+		err = s.replay(path + ".wal")
+	}
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("tenancy: open %s: %w", path, err)
+	}
+	go s.writer()
+	return s, nil
+}
+
+// replay applies the entries of a log left behind (by a killed process) and opens the
+// log for appending.
+func (s *Store) replay(walPath string) error {
+	f, err := os.OpenFile(walPath, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	s.wal = f
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return err
+	}
+	applied := s.seq
+	for len(data) >= 8 {
+		n := binary.BigEndian.Uint32(data)
+		sum := binary.BigEndian.Uint32(data[4:])
+		if uint64(len(data)-8) < uint64(n) || crc32.ChecksumIEEE(data[8:8+n]) != sum {
+			break // a torn tail: never acknowledged
+		}
+		var es []Entry
+		if err := json.Unmarshal(data[8:8+n], &es); err != nil {
+			break
+		}
+		for _, e := range es {
+			if e.Seq > applied {
+				s.pending = append(s.pending, e)
+				s.seq = max(s.seq, e.Seq)
+			}
+		}
+		data = data[8+n:]
+	}
+	return s.apply()
+}
+
+// Close logs and applies what is queued, stops the writer and closes the files.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	close(s.stop)
+	<-s.stopped
+	err := s.wal.Close()
+	if e := s.db.Close(); err == nil {
+		err = e
+	}
+	return err
+}
+
+// Commits is the number of ledger groups logged so far.
+func (s *Store) Commits() int64 { return s.commits.Load() }
+
+// Path is the store's file.
+func (s *Store) Path() string { return s.db.Path() }
+
+// writer is the one goroutine that logs ledger groups and applies them to the
+// database. Entries queued while a group is being logged form the next group.
+func (s *Store) writer() {
+	defer close(s.stopped)
+	t := time.NewTicker(s.opts.ApplyEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.kick:
+			s.logCurrent()
+			if len(s.pending) >= s.opts.ApplyEntries {
+				s.applyLogged()
+			}
+		case <-t.C:
+			if len(s.pending) > 0 {
+				s.applyLogged()
+			}
+		case done := <-s.flush:
+			s.logCurrent()
+			done <- s.apply()
+		case <-s.stop:
+			s.logCurrent()
+			s.applyLogged()
+			return
+		}
+	}
+}
+
+// logCurrent appends the current group to the log and acknowledges it.
+func (s *Store) logCurrent() {
+	s.mu.Lock()
+	g := s.cur
+	if len(g.entries) == 0 {
+		s.mu.Unlock()
+		return
+	}
+	s.cur = &group{done: make(chan struct{}), entries: make([]Entry, 0, cap(g.entries))}
+	s.mu.Unlock()
+	for i := range g.entries {
+		s.seq++
+		g.entries[i].Seq = s.seq
+	}
+	g.err = s.logGroup(g.entries)
+	if g.err == nil {
+		s.pending = append(s.pending, g.entries...)
+	} else {
+		s.seq -= uint64(len(g.entries))
+		g.err = fmt.Errorf("tenancy: ledger: %w", g.err)
+	}
+	s.commits.Add(1)
+	close(g.done)
+}
+
+func (s *Store) logGroup(entries []Entry) error {
+	payload, err := json.Marshal(entries)
+	if err != nil {
+		return err
+	}
+	b := s.encBuf[:0]
+	b = binary.BigEndian.AppendUint32(b, uint32(len(payload)))
+	b = binary.BigEndian.AppendUint32(b, crc32.ChecksumIEEE(payload))
+	b = append(b, payload...)
+	s.encBuf = b
+	if _, err := s.wal.Write(b); err != nil {
+		return err
+	}
+	if s.opts.Sync == SyncFsync {
+		return s.wal.Sync()
+	}
+	return nil
+}
+
+func (s *Store) applyLogged() {
+	if err := s.apply(); err != nil {
+		slog.Default().Error("tenancy: applying the ledger log failed; it stays in the log", "error", err)
+	}
+}
+
+// apply writes the pending entries to the database in one fsynced transaction and
+// empties the log.
+func (s *Store) apply() error {
+	if len(s.pending) == 0 {
+		return nil
+	}
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		if err := writeEntries(tx, s.pending); err != nil {
+			return err
+		}
+		var v [8]byte
+		binary.BigEndian.PutUint64(v[:], s.pending[len(s.pending)-1].Seq)
+		return tx.Bucket(bucketMeta).Put(keyApplied, v[:])
+	})
+	if err != nil {
+		return err
+	}
+	s.pending = s.pending[:0]
+	return s.wal.Truncate(0) // O_APPEND: the next write goes to the new end
+}
+
+// sync makes every acknowledged entry visible in the database.
+func (s *Store) sync() error {
+	done := make(chan error, 1)
+	select {
+	case s.flush <- done:
+		return <-done
+	case <-s.stopped:
+		return nil
+	}
+}
+
+func writeEntries(tx *bolt.Tx, entries []Entry) error {
+	led, spend := tx.Bucket(bucketLedger), tx.Bucket(bucketSpend)
+	totals := map[string]tiers.Money{}
+	var kb [8]byte
+	for i := range entries {
+		e := &entries[i]
+		v, err := json.Marshal(e)
+		if err != nil {
+			return err
+		}
+		binary.BigEndian.PutUint64(kb[:], e.Seq)
+		if err := led.Put(kb[:], v); err != nil {
+			return err
+		}
+		if e.Cost != 0 {
+			d, m := windows(e.Time)
+			totals[spendKey(e.Tenant, 'd', d)] += e.Cost
+			totals[spendKey(e.Tenant, 'm', m)] += e.Cost
+		}
+	}
+	for k, add := range totals {
+		old := tiers.Money(0)
+		if v := spend.Get([]byte(k)); len(v) == 8 {
+			old = tiers.Money(binary.BigEndian.Uint64(v))
+		}
+		var vb [8]byte
+		binary.BigEndian.PutUint64(vb[:], uint64(old+add))
+		if err := spend.Put([]byte(k), vb[:]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// windows returns the UTC day (yyyymmdd) and month (yyyymm) of t.
+func windows(t time.Time) (day, month int) {
+	y, m, d := t.UTC().Date()
+	return y*10000 + int(m)*100 + d, y*100 + int(m)
+}
+
+func spendKey(tenant string, kind byte, window int) string {
+	return tenant + "\x00" + string(kind) + strconv.Itoa(window)
+}
+
+// Record appends e to the ledger and returns when the group holding it is logged
+// (see SyncMode for how durable that is).
+func (s *Store) Record(e Entry) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	g := s.cur
+	g.entries = append(g.entries, e)
+	s.mu.Unlock()
+	select {
+	case s.kick <- struct{}{}:
+	default: // the writer is already due to run
+	}
+	<-g.done
+	return g.err
+}
+
+// Spent returns the settled spend of tenant in the day and month windows of now.
+func (s *Store) Spent(tenant string, now time.Time) (day, month tiers.Money, err error) {
+	if err := s.sync(); err != nil {
+		return 0, 0, fmt.Errorf("tenancy: %w", err)
+	}
+	d, m := windows(now)
+	err = s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketSpend)
+		if v := b.Get([]byte(spendKey(tenant, 'd', d))); len(v) == 8 {
+			day = tiers.Money(binary.BigEndian.Uint64(v))
+		}
+		if v := b.Get([]byte(spendKey(tenant, 'm', m))); len(v) == 8 {
+			month = tiers.Money(binary.BigEndian.Uint64(v))
+		}
+		return nil
+	})
+	if err != nil {
+		err = fmt.Errorf("tenancy: %w", err)
+	}
+	return day, month, err
+}
+
+// Ledger calls fn for each ledger entry in order, until fn returns an error.
+func (s *Store) Ledger(fn func(Entry) error) error {
+	if err := s.sync(); err != nil {
+		return fmt.Errorf("tenancy: %w", err)
+	}
+	return s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketLedger).ForEach(func(_, v []byte) error {
+			var e Entry
+			if err := json.Unmarshal(v, &e); err != nil {
+				return fmt.Errorf("tenancy: ledger entry: %w", err)
+			}
+			return fn(e)
+		})
+	})
+}
+
+// CreateKey makes and stores a new key for tenant and returns it (the only time the
+// key is visible) with its record.
+func (s *Store) CreateKey(tenant string, now time.Time) (string, KeyInfo, error) {
+	if tenant == "" {
+		return "", KeyInfo{}, errors.New("tenancy: empty tenant")
+	}
+	key, ki := NewKey(tenant, now)
+	if err := s.putKey(&ki); err != nil {
+		return "", KeyInfo{}, err
+	}
+	return key, ki, nil
+}
+
+func (s *Store) putKey(ki *KeyInfo) error {
+	v, err := json.Marshal(ki)
+	if err != nil {
+		return fmt.Errorf("tenancy: %w", err)
+	}
+	err = s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketKeys).Put([]byte(ki.ID), v) })
+	if err != nil {
+		return fmt.Errorf("tenancy: store key: %w", err)
+	}
+	s.keysMu.Lock()
+	c := *ki
+	s.keys[ki.ID] = &c
+	s.keysMu.Unlock()
+	return nil
+}
+
+// RevokeKey revokes the key with the given id (or a whole key: its id is taken).
+func (s *Store) RevokeKey(id string, now time.Time) (KeyInfo, error) {
+	if kid, _, err := ParseKey(id); err == nil {
+		id = kid
+	}
+	s.keysMu.RLock()
+	k, ok := s.keys[id]
+	var ki KeyInfo
+	if ok {
+		ki = *k
+	}
+	s.keysMu.RUnlock()
+	if !ok {
+		return KeyInfo{}, fmt.Errorf("%w: %q", ErrNoKey, id)
+	}
+	if ki.Revoked.IsZero() {
+		ki.Revoked = now.UTC()
+		if err := s.putKey(&ki); err != nil {
+			return KeyInfo{}, err
+		}
+	}
+	return ki, nil
+}
+
+// Keys lists the stored keys, sorted by tenant then creation.
+func (s *Store) Keys() []KeyInfo {
+	s.keysMu.RLock()
+	out := make([]KeyInfo, 0, len(s.keys))
+	for _, k := range s.keys {
+		c := *k
+		c.Hash = nil
+		out = append(out, c)
+	}
+	s.keysMu.RUnlock()
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Tenant != out[j].Tenant {
+			return out[i].Tenant < out[j].Tenant
+		}
+		return out[i].Created.Before(out[j].Created)
+	})
+	return out
+}
+
+// Authenticate returns the tenant and key id of an API key. Any failure is ErrBadKey
+// (or ErrRevoked wrapping it), never saying which part was wrong.
+func (s *Store) Authenticate(key string) (tenant, keyID string, err error) {
+	id, secret, err := ParseKey(key)
+	if err != nil {
+		return "", "", err
+	}
+	s.keysMu.RLock()
+	k, ok := s.keys[id]
+	s.keysMu.RUnlock()
+	if !ok {
+		var dummy KeyInfo // same work as a real comparison
+		dummy.ID = id
+		dummy.check(secret)
+		return "", "", ErrBadKey
+	}
+	if !k.check(secret) {
+		return "", "", ErrBadKey
+	}
+	if !k.Revoked.IsZero() {
+		return "", "", fmt.Errorf("%w (%w)", ErrBadKey, ErrRevoked)
+	}
+	return k.Tenant, k.ID, nil
+}

@@ -1,0 +1,363 @@
+package tenancy
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lmlite/lmlite/policies"
+	"github.com/lmlite/lmlite/tiers"
+)
+
+func openStore(t *testing.T, path string, mode SyncMode) *Store {
+	t.Helper()
+	s, err := Open(path, Options{Sync: mode})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func policy(t *testing.T, tenant string, p policies.Plan) *policies.Policy {
+	t.Helper()
+	pol, err := policies.Resolve(tenant, "test", p, policies.Override{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &pol
+}
+
+func TestKeys(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lmlite.db")
+	s := openStore(t, path, SyncFsync)
+	now := time.Unix(1_700_000_000, 0)
+	key, ki, err := s.CreateKey("acme", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(key, "lml_"+ki.ID+"_") || len(key) != 4+8+1+32 {
+		t.Fatalf("key %q", key)
+	}
+	if ten, id, err := s.Authenticate(key); err != nil || ten != "acme" || id != ki.ID {
+		t.Fatalf("Authenticate = %q %q %v", ten, id, err)
+	}
+	bad := []string{"", "lml_", "sk-abc", key[:len(key)-1], key[:len(key)-1] + "x", "lml_" + ki.ID + "x" + key[12:],
+		strings.Replace(key, ki.ID, "aaaaaaaa", 1)}
+	for _, b := range bad {
+		if _, _, err := s.Authenticate(b); !errors.Is(err, ErrBadKey) {
+			t.Errorf("Authenticate(%q) = %v, want ErrBadKey", b, err)
+		}
+	}
+	key2, _, _ := s.CreateKey("other", now)
+	if _, err := s.RevokeKey(ki.ID, now.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Authenticate(key); !errors.Is(err, ErrBadKey) || !errors.Is(err, ErrRevoked) {
+		t.Errorf("revoked key: %v", err)
+	}
+	if _, err := s.RevokeKey("zzzzzzzz", now); !errors.Is(err, ErrNoKey) {
+		t.Errorf("RevokeKey(unknown) = %v", err)
+	}
+	s.Close()
+
+	// The keys survive a restart; only hashes are on disk.
+	s = openStore(t, path, SyncFsync)
+	defer s.Close()
+	if _, _, err := s.Authenticate(key); !errors.Is(err, ErrRevoked) {
+		t.Errorf("after reopen, revoked key: %v", err)
+	}
+	if ten, _, err := s.Authenticate(key2); err != nil || ten != "other" {
+		t.Errorf("after reopen: %q %v", ten, err)
+	}
+	keys := s.Keys()
+	if len(keys) != 2 || keys[0].Tenant != "acme" || keys[0].Revoked.IsZero() || keys[0].Hash != nil {
+		t.Errorf("Keys = %+v", keys)
+	}
+	s.Close()
+	raw, _ := os.ReadFile(path)
+	if strings.Contains(string(raw), key[13:]) {
+		t.Error("a secret is stored in clear")
+	}
+}
+
+func TestAdmitQuotas(t *testing.T) {
+	ten := New(nil)
+	now := time.Unix(1_700_000_000, 0)
+	pol := policy(t, "a", policies.Plan{RequestsPerSecond: 2, Burst: 2, MaxConcurrency: 3, TokensPerMinute: 600})
+
+	var tickets []*Ticket
+	for i := 0; i < 2; i++ {
+		tk, err := ten.Admit(pol, now, 10)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		tickets = append(tickets, tk)
+	}
+	// The burst is spent: the third request waits half a second.
+	_, err := ten.Admit(pol, now, 10)
+	var le *LimitError
+	if !errors.As(err, &le) || le.Reason != "requests" || le.RetryAfter != 500*time.Millisecond || !errors.Is(err, ErrLimited) {
+		t.Fatalf("third: %v", err)
+	}
+	// A rejection consumes nothing: half a second later it passes.
+	tk, err := ten.Admit(pol, now.Add(500*time.Millisecond), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tickets = append(tickets, tk)
+	// Three in flight: the concurrency limit answers.
+	if _, err := ten.Admit(pol, now.Add(10*time.Second), 10); !errors.As(err, &le) || le.Reason != "concurrency" {
+		t.Fatalf("fourth: %v", err)
+	}
+	// Settling charges tokens: 600 tokens/min with 590 used leaves 10.
+	if _, err := tickets[0].Settle(Entry{Time: now.Add(10 * time.Second), PromptTokens: 90, CompletionTokens: 500}); err != nil {
+		t.Fatal(err)
+	}
+	at := now.Add(10 * time.Second)
+	if _, err := ten.Admit(pol, at, 50); !errors.As(err, &le) || le.Reason != "tokens" || le.RetryAfter != 4*time.Second {
+		t.Fatalf("tokens: %v", err)
+	}
+	if _, err := ten.Admit(pol, at.Add(4*time.Second), 50); err != nil {
+		t.Fatalf("after the wait: %v", err)
+	}
+	if RetryAfterSeconds(500*time.Millisecond) != 1 || RetryAfterSeconds(2100*time.Millisecond) != 3 {
+		t.Error("RetryAfterSeconds")
+	}
+}
+
+func TestBudgetReserveSettle(t *testing.T) {
+	ten := New(nil)
+	now := time.Date(2026, 11, 29, 23, 59, 0, 0, time.UTC)
+	pol := policy(t, "a", policies.Plan{DailyBudgetUSD: 1, MonthlyBudgetUSD: 1.5})
+	tk, _ := ten.Admit(pol, now, 0)
+	if r := tk.Remaining(now); r != tiers.USD(1) {
+		t.Fatalf("Remaining = %v", r)
+	}
+	if err := tk.Reserve(now, tiers.USD(0.8)); err != nil {
+		t.Fatal(err)
+	}
+	tk2, _ := ten.Admit(pol, now, 0)
+	if err := tk2.Reserve(now, tiers.USD(0.3)); !errors.Is(err, ErrInsufficientQuota) {
+		t.Fatalf("over the daily ceiling: %v", err)
+	}
+	// Actual cost above the reservation is capped at it.
+	if c, _ := tk.Settle(Entry{Time: now, Cost: tiers.USD(5)}); c != tiers.USD(0.8) {
+		t.Fatalf("charged %v", c)
+	}
+	if r := tk2.Remaining(now); r != tiers.USD(0.2) {
+		t.Fatalf("Remaining = %v", r)
+	}
+	// The next day the daily budget is fresh; the month still counts.
+	next := now.Add(2 * time.Minute)
+	if r := tk2.Remaining(next); r != tiers.USD(0.7) { // 1.5 - 0.8 left this month
+		t.Fatalf("next day Remaining = %v, want $0.7", r)
+	}
+	if r := tk2.Remaining(next.Add(24 * time.Hour)); r != tiers.USD(1) { // December
+		t.Fatalf("next month Remaining = %v, want $1", r)
+	}
+}
+
+func TestBudgetConcurrent(t *testing.T) {
+	// 200 goroutines race to spend a budget that covers 50 of them.
+	path := filepath.Join(t.TempDir(), "lmlite.db")
+	s := openStore(t, path, SyncProcess)
+	defer s.Close()
+	ten := New(s)
+	now := time.Now()
+	pol := policy(t, "race", policies.Plan{DailyBudgetUSD: 0.05})
+	worst, actual := tiers.USD(0.001), tiers.USD(0.0007)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	ran, refused := 0, 0
+	for i := 0; i < 200; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tk, err := ten.Admit(pol, now, 10)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if err := tk.Reserve(now, worst); err != nil {
+				if !errors.Is(err, ErrInsufficientQuota) {
+					t.Error(err)
+				}
+				tk.Settle(Entry{Time: now, Status: 429})
+				mu.Lock()
+				refused++
+				mu.Unlock()
+				return
+			}
+			if _, err := tk.Settle(Entry{Time: now, Cost: actual, Status: 200}); err != nil {
+				t.Error(err)
+			}
+			mu.Lock()
+			ran++
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	day, _, err := s.Spent("race", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if day > tiers.USD(0.05) || ran+refused != 200 || ran < 50 {
+		t.Fatalf("spent %v of $0.05, ran %d, refused %d", day, ran, refused)
+	}
+	if day != tiers.Money(ran)*actual {
+		t.Errorf("spent %v, want %d × %v", day, ran, actual)
+	}
+	if s.Commits() >= 200 {
+		t.Errorf("%d ledger commits for 200 entries: no grouping", s.Commits())
+	}
+	t.Logf("ran %d, refused %d, spent %v, %d commits", ran, refused, day, s.Commits())
+}
+
+func TestSpendSurvivesRestart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lmlite.db")
+	s := openStore(t, path, SyncFsync)
+	now := time.Now()
+	pol := policy(t, "a", policies.Plan{DailyBudgetUSD: 1})
+	tk, _ := New(s).Admit(pol, now, 0)
+	tk.Reserve(now, tiers.USD(0.6))
+	tk.Settle(Entry{Time: now, RequestID: "r1", Cost: tiers.USD(0.6), Status: 200})
+	s.Close()
+	s = openStore(t, path, SyncFsync)
+	defer s.Close()
+	tk, _ = New(s).Admit(pol, now, 0)
+	if r := tk.Remaining(now); r != tiers.USD(0.4) {
+		t.Errorf("after restart Remaining = %v, want $0.4", r)
+	}
+	var ids []string
+	s.Ledger(func(e Entry) error { ids = append(ids, e.RequestID); return nil })
+	if len(ids) != 1 || ids[0] != "r1" {
+		t.Errorf("ledger = %v", ids)
+	}
+	if _, err := Open(path, Options{LockTimeout: 50 * time.Millisecond}); !errors.Is(err, ErrLocked) {
+		t.Errorf("second Open = %v, want ErrLocked", err)
+	}
+}
+
+// TestLedgerSurvivesKill runs a child process that settles requests from several
+// goroutines and prints each request id once Settle returned (the moment the gateway
+// acknowledges a response); the parent kills it with SIGKILL mid-stream and checks
+// that every acknowledged entry is in the ledger and in the spend totals.
+func TestLedgerSurvivesKill(t *testing.T) {
+	if os.Getenv("LMLITE_LEDGER_CHILD") != "" {
+		t.Skip("in the child")
+	}
+	for _, mode := range []string{"fsync", "process"} {
+		t.Run(mode, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "lmlite.db")
+			cmd := exec.Command(os.Args[0], "-test.run=^TestLedgerChild$", "-test.count=1")
+			cmd.Env = append(os.Environ(), "LMLITE_LEDGER_CHILD="+path, "LMLITE_LEDGER_MODE="+mode)
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			acked := map[string]bool{}
+			sc := bufio.NewScanner(out)
+			for sc.Scan() {
+				id, ok := strings.CutPrefix(sc.Text(), "ack ")
+				if !ok {
+					continue
+				}
+				acked[id] = true
+				if len(acked) == 300 {
+					cmd.Process.Signal(syscall.SIGKILL)
+				}
+			}
+			cmd.Wait()
+			if len(acked) < 300 {
+				t.Fatalf("child acknowledged only %d entries", len(acked))
+			}
+			s := openStore(t, path, SyncFsync)
+			defer s.Close()
+			found := map[string]bool{}
+			var sum tiers.Money
+			s.Ledger(func(e Entry) error { found[e.RequestID] = true; sum += e.Cost; return nil })
+			for id := range acked {
+				if !found[id] {
+					t.Errorf("acknowledged entry %s lost", id)
+				}
+			}
+			day, _, _ := s.Spent("kill", time.Now())
+			if day != sum {
+				t.Errorf("spend total %v, ledger sum %v", day, sum)
+			}
+			t.Logf("%s: %d acknowledged, %d in the ledger", mode, len(acked), len(found))
+		})
+	}
+}
+
+func TestLedgerChild(t *testing.T) {
+	path := os.Getenv("LMLITE_LEDGER_CHILD")
+	if path == "" {
+		t.Skip("only as the child of TestLedgerSurvivesKill")
+	}
+	mode := SyncFsync
+	if os.Getenv("LMLITE_LEDGER_MODE") == "process" {
+		mode = SyncProcess
+	}
+	s, err := Open(path, Options{Sync: mode})
+	if err != nil {
+		fmt.Println("open:", err)
+		os.Exit(1)
+	}
+	ten := New(s)
+	pol := policy(t, "kill", policies.Plan{})
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				now := time.Now()
+				tk, err := ten.Admit(pol, now, 1)
+				if err != nil {
+					os.Exit(1)
+				}
+				id := "g" + strconv.Itoa(g) + "-" + strconv.Itoa(i)
+				tk.Reserve(now, 1000)
+				if _, err := tk.Settle(Entry{Time: now, RequestID: id, Cost: 1000, Status: 200}); err != nil {
+					os.Exit(1)
+				}
+				mu.Lock()
+				os.Stdout.WriteString("ack " + id + "\n")
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// FuzzAuthenticate: arbitrary Authorization values never panic and never authenticate.
+func FuzzAuthenticate(f *testing.F) {
+	s, err := Open(filepath.Join(f.TempDir(), "lmlite.db"), Options{Sync: SyncProcess})
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer s.Close()
+	key, _, _ := s.CreateKey("t", time.Now())
+	f.Add(key[:len(key)-1] + "a")
+	f.Add("lml_abcdefgh_" + strings.Repeat("a", 32))
+	f.Add("lml__")
+	f.Fuzz(func(t *testing.T, k string) {
+		if ten, _, err := s.Authenticate(k); err == nil && k != key {
+			t.Fatalf("%q authenticated as %q", k, ten)
+		}
+	})
+}

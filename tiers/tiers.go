@@ -1,0 +1,362 @@
+// Package tiers routes a request to a model of a TierSet: Fast, Balanced, Deep and Max
+// tiers, selection modes, and latency predictions from live measurements.
+//
+// A Set maps each tier to candidate models with a quality score and prices. Select is
+// a pure function of the set, the request's constraints and a snapshot of each model's
+// live statistics: in the modes balanced, deep and max it aims for the named tier and
+// steps down one tier at a time (to Fast at the lowest) while the request's latency or
+// cost budget, the tenant's remaining money, load or failures rule a tier out; in mode
+// fixed it serves exactly the named tier or refuses with the reason. Select returns the
+// trace of the tiers it passed over, so that tests (testdata/*.txt) and logs show why.
+//
+// A Predictor keeps those live statistics (time to first token, time per output token,
+// queue depth, recent failures) for each model; its methods take an explicit now.
+package tiers
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Tier is one level of a TierSet, from Fast (cheapest, quickest) to Max (best).
+type Tier int8
+
+const (
+	Fast Tier = iota
+	Balanced
+	Deep
+	Max
+
+	// NumTiers is the number of tiers.
+	NumTiers = 4
+)
+
+var tierNames = [NumTiers]string{"fast", "balanced", "deep", "max"}
+
+// String returns the tier's name on the wire ("fast", ...).
+func (t Tier) String() string {
+	if t < 0 || int(t) >= NumTiers {
+		return "tier(" + strconv.Itoa(int(t)) + ")"
+	}
+	return tierNames[t]
+}
+
+// ErrBadTier and ErrBadMode report an unknown tier or mode name.
+var (
+	ErrBadTier = errors.New("tiers: unknown tier")
+	ErrBadMode = errors.New("tiers: unknown tier mode")
+)
+
+// ParseTier parses a tier name (lower case, as on the wire).
+func ParseTier(s string) (Tier, error) {
+	for i, n := range tierNames {
+		if s == n {
+			return Tier(i), nil
+		}
+	}
+	return 0, fmt.Errorf("%w %q (want fast, balanced, deep or max)", ErrBadTier, s)
+}
+
+// Mode is a selection mode.
+type Mode int8
+
+const (
+	// ModeBalanced, ModeDeep and ModeMax aim for that tier and step down when it does not fit.
+	ModeBalanced Mode = iota
+	ModeDeep
+	ModeMax
+	// ModeFixed serves exactly the requested tier or refuses.
+	ModeFixed
+)
+
+var modeNames = [...]string{"balanced", "deep", "max", "fixed"}
+
+// String returns the mode's name on the wire.
+func (m Mode) String() string {
+	if m < 0 || int(m) >= len(modeNames) {
+		return "mode(" + strconv.Itoa(int(m)) + ")"
+	}
+	return modeNames[m]
+}
+
+// ParseMode parses a mode name (lower case, as on the wire).
+func ParseMode(s string) (Mode, error) {
+	for i, n := range modeNames {
+		if s == n {
+			return Mode(i), nil
+		}
+	}
+	return 0, fmt.Errorf("%w %q (want balanced, deep, max or fixed)", ErrBadMode, s)
+}
+
+// Top is the highest tier a mode aims for; for ModeFixed it is meaningless (Max).
+func (m Mode) Top() Tier {
+	switch m {
+	case ModeBalanced:
+		return Balanced
+	case ModeDeep:
+		return Deep
+	default:
+		return Max
+	}
+}
+
+// Money is an amount in nano-US-dollars (1e-9 USD): integer so that reservations and
+// settlements add up exactly.
+type Money int64
+
+// USD converts dollars to Money, rounding to the nearest nano-dollar.
+func USD(d float64) Money { return Money(math.Round(d * 1e9)) }
+
+// Dollars converts Money to dollars.
+func (m Money) Dollars() float64 { return float64(m) / 1e9 }
+
+// String formats the amount in dollars.
+func (m Money) String() string { return "$" + strconv.FormatFloat(m.Dollars(), 'f', -1, 64) }
+
+// Price is a model's price per 1000 prompt and completion tokens.
+type Price struct {
+	PromptPer1K     Money
+	CompletionPer1K Money
+}
+
+// Cost is the price of prompt and completion tokens, rounded up to a whole nano-dollar.
+func (p Price) Cost(prompt, completion int) Money {
+	n := int64(prompt)*int64(p.PromptPer1K) + int64(completion)*int64(p.CompletionPer1K)
+	return Money((n + 999) / 1000)
+}
+
+// Candidate is one model of a tier.
+type Candidate struct {
+	Model   string
+	Quality float64 // higher is better; the router prefers the best that fits
+	Price   Price
+}
+
+// Set is a TierSet: the candidates of each tier. The zero value has no models.
+type Set struct {
+	Tiers [NumTiers][]Candidate
+}
+
+// Stats is a snapshot of one model's live measurements.
+type Stats struct {
+	TTFT     time.Duration // time to first token (moving average); 0: unknown
+	TPOT     time.Duration // time per output token (moving average); 0: unknown
+	Queue    int           // requests in flight or queued now
+	Slots    int           // requests it serves at once; 0: 1
+	MaxQueue int           // queue depth at which it counts as overloaded; 0: no limit
+	Failing  bool          // failed recently
+}
+
+// PredictLatency is the predicted end-to-end latency of a request with outTokens output
+// tokens: its own service time, plus the waiting for the requests ahead of it, which
+// run Slots at a time.
+func PredictLatency(s Stats, outTokens int) time.Duration {
+	service := s.TTFT + time.Duration(outTokens)*s.TPOT
+	slots := max(s.Slots, 1)
+	waves := s.Queue / slots // full rounds ahead of us
+	return service + time.Duration(waves)*service
+}
+
+// Reason says why a tier or model was passed over.
+type Reason int8
+
+const (
+	ReasonNone      Reason = iota
+	ReasonEmpty            // the tier has no models
+	ReasonForbidden        // the tenant's policy forbids the tier or model
+	ReasonCost             // worst-case cost over the request's max_cost_usd
+	ReasonBudget           // worst-case cost over the tenant's remaining money
+	ReasonLatency          // predicted latency over the request's max_latency_ms
+	ReasonLoad             // overloaded
+	ReasonFailed           // failed recently, or excluded after a failure
+)
+
+var reasonNames = [...]string{"none", "empty", "forbidden", "cost", "budget", "latency", "load", "failed"}
+
+func (r Reason) String() string {
+	if r < 0 || int(r) >= len(reasonNames) {
+		return "reason(" + strconv.Itoa(int(r)) + ")"
+	}
+	return reasonNames[r]
+}
+
+// Skip is one step of a decision's trace: a tier or candidate passed over.
+type Skip struct {
+	Tier   Tier
+	Model  string // "" when the whole tier was skipped
+	Reason Reason
+}
+
+// Request is what Select needs to know about one request.
+type Request struct {
+	Mode Mode
+	Tier Tier // the tier for ModeFixed
+
+	MaxLatency time.Duration // 0: no limit
+	MaxCost    Money         // 0: no limit
+	Remaining  Money         // the tenant's remaining money; < 0: unlimited
+
+	PromptTokens int // estimate
+	MaxTokens    int // worst-case output tokens
+
+	// Forbidden tiers and models (policy); nil AllowModel allows all.
+	AllowTier  [NumTiers]bool
+	AllowModel func(model string) bool
+	// Exclude holds tiers that failed for this request already (a bit per tier).
+	Exclude uint8
+}
+
+// Decision is the outcome of Select.
+type Decision struct {
+	Tier      Tier
+	Candidate Candidate
+	Predicted time.Duration // predicted latency
+	Cost      Money         // worst-case cost
+	Trace     []Skip        // what was passed over, in order
+}
+
+// NoFitError is returned when no tier may serve the request: Reason is why the last
+// tier tried (the fixed tier, or Fast) did not fit.
+type NoFitError struct {
+	Tier   Tier
+	Reason Reason
+	Trace  []Skip
+}
+
+func (e *NoFitError) Error() string {
+	return fmt.Sprintf("tiers: no model of tier %s fits the request (%s)", e.Tier, e.Reason.describe())
+}
+
+func (r Reason) describe() string {
+	switch r {
+	case ReasonEmpty:
+		return "the tier has no models"
+	case ReasonForbidden:
+		return "the tenant's policy forbids it"
+	case ReasonCost:
+		return "worst-case cost over max_cost_usd"
+	case ReasonBudget:
+		return "worst-case cost over the remaining budget"
+	case ReasonLatency:
+		return "predicted latency over max_latency_ms"
+	case ReasonLoad:
+		return "overloaded"
+	case ReasonFailed:
+		return "failing"
+	}
+	return r.String()
+}
+
+// reasonRank orders reasons when a tier's candidates fail differently: the reported
+// reason is the one of the candidate that came closest (the highest rank).
+var reasonRank = [...]int{ReasonNone: 0, ReasonEmpty: 0, ReasonForbidden: 1, ReasonFailed: 2, ReasonBudget: 3, ReasonCost: 4, ReasonLatency: 5, ReasonLoad: 6}
+
+// Select picks the tier and model that serve req. stats returns the live statistics of
+// a model (the zero Stats when nothing is known). It is a pure function.
+func Select(set *Set, req Request, stats func(model string) Stats) (Decision, error) {
+	var trace []Skip
+	top, bottom := req.Mode.Top(), Fast
+	if req.Mode == ModeFixed {
+		top, bottom = req.Tier, req.Tier
+	}
+	var last Reason
+	for t := top; t >= bottom; t-- {
+		d, why, skips := selectTier(set, t, req, stats)
+		trace = append(trace, skips...)
+		if why == ReasonNone {
+			d.Trace = trace
+			return d, nil
+		}
+		trace = append(trace, Skip{Tier: t, Reason: why})
+		last = why
+	}
+	return Decision{}, &NoFitError{Tier: bottom, Reason: last, Trace: trace}
+}
+
+// selectTier picks the best candidate of tier t, or says why none fits.
+func selectTier(set *Set, t Tier, req Request, stats func(string) Stats) (Decision, Reason, []Skip) {
+	if !req.AllowTier[t] {
+		return Decision{}, ReasonForbidden, nil
+	}
+	if req.Exclude&(1<<uint(t)) != 0 {
+		return Decision{}, ReasonFailed, nil
+	}
+	cands := set.Tiers[t]
+	if len(cands) == 0 {
+		return Decision{}, ReasonEmpty, nil
+	}
+	var best Decision
+	found := false
+	worst := ReasonNone
+	var skips []Skip
+	for _, c := range cands {
+		why, pred, cost := fit(c, req, stats(c.Model))
+		if why != ReasonNone {
+			skips = append(skips, Skip{Tier: t, Model: c.Model, Reason: why})
+			if reasonRank[why] > reasonRank[worst] {
+				worst = why
+			}
+			continue
+		}
+		if !found || c.Quality > best.Candidate.Quality ||
+			(c.Quality == best.Candidate.Quality && pred < best.Predicted) {
+			best = Decision{Tier: t, Candidate: c, Predicted: pred, Cost: cost}
+			found = true
+		}
+	}
+	if !found {
+		return Decision{}, worst, skips
+	}
+	return best, ReasonNone, skips
+}
+
+// fit checks one candidate against the request.
+func fit(c Candidate, req Request, s Stats) (Reason, time.Duration, Money) {
+	if req.AllowModel != nil && !req.AllowModel(c.Model) {
+		return ReasonForbidden, 0, 0
+	}
+	if s.Failing {
+		return ReasonFailed, 0, 0
+	}
+	cost := c.Price.Cost(req.PromptTokens, req.MaxTokens)
+	if req.Remaining >= 0 && cost > req.Remaining {
+		return ReasonBudget, 0, cost
+	}
+	if req.MaxCost > 0 && cost > req.MaxCost {
+		return ReasonCost, 0, cost
+	}
+	if s.MaxQueue > 0 && s.Queue >= s.MaxQueue {
+		return ReasonLoad, 0, cost
+	}
+	pred := PredictLatency(s, req.MaxTokens)
+	if req.MaxLatency > 0 && pred > req.MaxLatency {
+		return ReasonLatency, pred, cost
+	}
+	return ReasonNone, pred, cost
+}
+
+// AllTiers is an AllowTier value that allows every tier.
+var AllTiers = [NumTiers]bool{true, true, true, true}
+
+// FormatTrace renders a trace for logs and tests: "max:empty balanced/m1:latency ...".
+func FormatTrace(tr []Skip) string {
+	var b strings.Builder
+	for i, s := range tr {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(s.Tier.String())
+		if s.Model != "" {
+			b.WriteByte('/')
+			b.WriteString(s.Model)
+		}
+		b.WriteByte(':')
+		b.WriteString(s.Reason.String())
+	}
+	return b.String()
+}
