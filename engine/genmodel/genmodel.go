@@ -29,16 +29,17 @@ type Options struct {
 	Tied   bool   // no output.weight: the output projection is token_embd
 }
 
-// Preset is a model shape.
+// Preset is a model shape. Vocab is the size the built-in vocabulary is padded to
+// when no vocabulary file is given (0: its own size, about 1,500 tokens).
 type Preset struct {
-	Dim, Layers, Heads, KVHeads, FFN, Context int
+	Dim, Layers, Heads, KVHeads, FFN, Context, Vocab int
 }
 
 // Presets are the shapes of Options.Preset.
 var Presets = map[string]Preset{
 	"tiny": {Dim: 256, Layers: 2, Heads: 4, KVHeads: 2, FFN: 768, Context: 2048},
-	"125m": {Dim: 768, Layers: 12, Heads: 12, KVHeads: 4, FFN: 2048, Context: 8192},
-	"1b":   {Dim: 2048, Layers: 16, Heads: 32, KVHeads: 8, FFN: 8192, Context: 8192}, // Llama-3.2-1B
+	"125m": {Dim: 768, Layers: 12, Heads: 12, KVHeads: 4, FFN: 2048, Context: 8192, Vocab: 32000},
+	"1b":   {Dim: 2048, Layers: 16, Heads: 32, KVHeads: 8, FFN: 8192, Context: 8192, Vocab: 128256}, // Llama-3.2-1B
 }
 
 // Types are the values of Options.Type with llama.cpp's general.file_type for each.
@@ -120,7 +121,7 @@ func Build(opts Options) (*gguf.Writer, error) {
 	if !ok {
 		return nil, fmt.Errorf("genmodel: unknown architecture %q (llama, qwen2, qwen3, phi3)", opts.Arch)
 	}
-	vocab := builtinVocab()
+	vocab := builtinVocab(p.Vocab)
 	if opts.Vocab != "" {
 		var err error
 		if vocab, err = vocabFrom(opts.Vocab); err != nil {

@@ -37,8 +37,10 @@ kind brave strong smart funny sleep slept night morning`)
 
 // builtinVocab is a small SentencePiece-style vocabulary generated in code: <unk>,
 // <s>, </s>, the 256 byte tokens, single characters and common word pieces (scored
-// so that longer, earlier pieces win), and the ChatML control tokens.
-func builtinVocab() []gguf.KV {
+// so that longer pieces win), and the ChatML control tokens. size > 0 pads it to
+// that many tokens with letter sequences ("▁ab", "▁abc", ...), for the shapes of
+// real vocabularies.
+func builtinVocab(size int) []gguf.KV {
 	tokens := []string{"<unk>", "<s>", "</s>"}
 	types := []int32{tokUnknown, tokControl, tokControl}
 	scores := []float32{0, 0, 0}
@@ -71,6 +73,12 @@ func builtinVocab() []gguf.KV {
 	for _, w := range commonWords {
 		add("▁" + w)
 		add(w)
+	}
+	for n := 2; len(tokens)+2 < size; n++ {
+		padLetters(n, func(p string) bool {
+			add("▁" + p)
+			return len(tokens)+2 < size
+		})
 	}
 	for _, s := range []string{"<|im_start|>", "<|im_end|>"} {
 		tokens = append(tokens, s)
@@ -159,4 +167,24 @@ func vocabInfo(kvs []gguf.KV) (n int, rare []int, err error) {
 		}
 	}
 	return len(toks), rare, nil
+}
+
+// padLetters calls f with every string of n lowercase letters in order until f
+// returns false.
+func padLetters(n int, f func(string) bool) bool {
+	b := make([]byte, n)
+	var rec func(i int) bool
+	rec = func(i int) bool {
+		if i == n {
+			return f(string(b))
+		}
+		for c := byte('a'); c <= 'z'; c++ {
+			b[i] = c
+			if !rec(i + 1) {
+				return false
+			}
+		}
+		return true
+	}
+	return rec(0)
 }

@@ -50,5 +50,13 @@ func le16(b []byte) uint16 { return uint16(b[0]) | uint16(b[1])<<8 }
 
 func put16(b []byte, v uint16) { b[0], b[1] = byte(v), byte(v>>8) }
 
-// nearestInt rounds to the nearest integer, ties to even (ggml's nearest_int).
-func nearestInt(f float32) int { return int(math.RoundToEven(float64(f))) }
+// nearestInt rounds to the nearest integer, ties to even, as ggml's nearest_int:
+// adding 1.5·2^23 leaves the rounded integer in the low mantissa bits. Valid for
+// |f| < 2^22, which quantizer inputs (scaled to a few hundred at most) are; larger
+// values fall back to the general rounding.
+func nearestInt(f float32) int {
+	if !(f < 1<<22 && f > -(1<<22)) {
+		return int(math.RoundToEven(float64(f)))
+	}
+	return int(math.Float32bits(f+12582912)&0x7fffff) - 0x400000
+}

@@ -138,6 +138,13 @@ func quantActQ8K(b *q8KBlock, x []float32) {
 // dotRow is the dot product of one encoded weight row with activation row t. Its
 // reduction order depends only on the row length: the same inputs give the same
 // bits whatever batch or thread they are computed in.
+//
+// It only reads (weights that never change, activations prepared before the
+// workers start), so the race detector is told to skip its accesses: they are most
+// of the engine's memory traffic, and checking them made -race test runs many times
+// slower without guarding anything. MatMul's writes of the results stay checked.
+//
+//go:norace
 func dotRow(wt Type, row []byte, a *acts, t int) float32 {
 	switch wt {
 	case F32:
@@ -217,6 +224,7 @@ func sum8(a *[8]float32) float32 {
 	return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]))
 }
 
+//go:norace
 func dotQ4KBlock(blk []byte, y *q8KBlock) float32 {
 	sc := blk[4:16]
 	qs := blk[16:144]
@@ -240,6 +248,7 @@ func dotQ4KBlock(blk []byte, y *q8KBlock) float32 {
 	return d*float32(isum) - dmin*float32(msum)
 }
 
+//go:norace
 func dotQ6KBlock(blk []byte, y *q8KBlock) float32 {
 	ql, qh, sc := blk[0:128], blk[128:192], blk[192:208]
 	var part [16]int32

@@ -89,37 +89,53 @@ func SwiGLU(dst, gate, up []float32) {
 
 // Attend computes one attention head for one query: out = Σ_j p_j·v_j with
 // p = softmax(scale · q·k_j) over the n cached positions j, whose keys and values
-// (headDim elements each, stored as binary16 bits) start at k[j*stride] and
-// v[j*stride]. scores needs room for n values. As llama.cpp with its default F16 KV
-// cache, q and p are rounded to binary16 before their products (float32 sums).
-func Attend(out, q []float32, k, v []uint16, n, stride int, scale float32, scores []float32) {
+// (len(out) elements each, stored as binary16 bits) start at k[j*stride] and
+// v[j*stride].
+//
+// It follows llama.cpp's CPU flash attention over its default F16 KV cache, step
+// for step, because that is what decides the last bits of its results: q is rounded
+// to binary16, the softmax is computed online (running maximum and sum), and the
+// weighted sum of values is accumulated in binary16.
+func Attend(out, q []float32, k, v []uint16, n, stride int, scale float32) {
 	hd := len(out)
-	var qh [512]float32 // head dims are at most 256 in the supported models
-	qr := qh[:0]
-	if hd > len(qh) {
-		qr = make([]float32, hd)
+	var qbuf [256]float32
+	var accBuf [256]uint16
+	qr, acc := qbuf[:0], accBuf[:0]
+	if hd <= len(qbuf) {
+		qr, acc = qbuf[:hd], accBuf[:hd]
 	} else {
-		qr = qh[:hd]
+		qr, acc = make([]float32, hd), make([]uint16, hd)
 	}
 	for i, x := range q[:hd] {
 		qr[i] = RoundF16(x)
 	}
-	s := scores[:n]
-	for j := range s {
+	sum := float32(0)
+	mx := float32(math.Inf(-1))
+	for j := 0; j < n; j++ {
 		kj := k[j*stride : j*stride+hd]
-		var acc [8]float32
+		var a8 [8]float32
 		for i, x := range qr {
-			acc[i%8] += f16Table[kj[i]] * x
+			a8[i%8] += f16Table[kj[i]] * x
 		}
-		s[j] = sum8(&acc) * scale
-	}
-	Softmax(s)
-	clear(out)
-	for j, p := range s {
-		p = RoundF16(p)
+		s := sum8(&a8) * scale
+		ms, vs := float32(1), float32(1)
+		if s > mx {
+			ms = float32(math.Exp(float64(mx - s)))
+			mx = s
+			for i, a := range acc {
+				acc[i] = F32ToF16(f16Table[a] * ms)
+			}
+		} else {
+			vs = float32(math.Exp(float64(s - mx)))
+		}
 		vj := v[j*stride : j*stride+hd]
-		for i := range out {
-			out[i] += p * f16Table[vj[i]]
+		for i, a := range acc {
+			acc[i] = F32ToF16(f16Table[a] + f16Table[vj[i]]*vs)
 		}
+		sum = sum*ms + vs
+	}
+	inv := 1 / sum
+	for i, a := range acc {
+		out[i] = f16Table[a] * inv
 	}
 }

@@ -90,7 +90,9 @@ func quantQ4_0(blk []byte, x []float32) {
 // quantQ4K follows quantize_row_q4_K_ref: each 32-element sub-block gets a scale and
 // a min from make_qkx2_quants (weighted by av|x| + |x|), the 8 scales and mins are
 // quantized to 6 bits against the block's d and dmin, and the quants are recomputed
-// against the quantized scales.
+// against the quantized scales. The scale search tries 5 candidates (ggml: 21), which
+// costs little accuracy and makes generating a 1B-parameter model several times
+// faster.
 func quantQ4K(blk []byte, x []float32) {
 	var L, laux [32]uint8
 	var all [qkK]uint8
@@ -107,7 +109,7 @@ func quantQ4K(blk []byte, x []float32) {
 		for l, v := range xs {
 			w[l] = av + abs32(v)
 		}
-		scales[j], mins[j] = makeQKX2(15, xs, w[:], L[:], laux[:], -1, 0.1, 20)
+		scales[j], mins[j] = makeQKX2(15, xs, w[:], L[:], laux[:], -1, 0.5, 4)
 		maxScale = max(maxScale, scales[j])
 		maxMin = max(maxMin, mins[j])
 	}
@@ -264,7 +266,8 @@ func quantQ6K(blk []byte, x []float32) {
 
 // makeQX is ggml's make_qx_quants with rmse_type 1 and no importance weights: the
 // signed scale minimising Σ x²(x - scale·l)² with l in [-nmax, nmax-1], searching
-// inverse scales -(nmax ± 0.1k)/max; L gets l+nmax.
+// inverse scales -(nmax + 0.1k)/max for k = ±3, ±6, ±9 (ggml: every k in ±1..9, a
+// finer search that is three times slower for little gain); L gets l+nmax.
 func makeQX(nmax int, x []float32, L []uint8) float32 {
 	var mx, amax float32
 	for _, v := range x {
@@ -295,7 +298,7 @@ func makeQX(nmax int, x []float32, L []uint8) float32 {
 		scale = sumLX / sumL2
 	}
 	best := scale * sumLX
-	for is := -9; is <= 9; is++ {
+	for is := -9; is <= 9; is += 3 {
 		if is == 0 {
 			continue
 		}

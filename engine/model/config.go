@@ -90,6 +90,11 @@ func readConfig(f *gguf.File) (Config, error) {
 	if err != nil {
 		return c, err
 	}
+	// Each layer has at least 6 tensors, each head at least one row of the embedding:
+	// checked before anything is sized by these counts.
+	if c.Layers > len(f.Tensors)/6 || c.Heads > c.Dim {
+		return c, fmt.Errorf("%w: %d layers of %d heads for %d tensors and dimension %d", ErrBadModel, c.Layers, c.Heads, len(f.Tensors), c.Dim)
+	}
 	c.KVHeads = num("attention.head_count_kv", c.Heads)
 	c.HeadDim = num("attention.key_length", c.Dim/c.Heads)
 	vdim := num("attention.value_length", c.HeadDim)

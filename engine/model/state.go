@@ -17,7 +17,8 @@ type State struct {
 	k   [][]uint16 // per layer: position-major, kvDim values per position
 	v   [][]uint16
 
-	// scratch, grown to the largest batch seen
+	// scratch, grown to the largest batch seen (about 2·Dim + 3·FFN floats per token:
+	// callers bound it by chunking long prompts)
 	x, xn, q, kk, vv, att, ffA, ffB, tmp []float32
 }
 
@@ -177,12 +178,11 @@ func (s *State) attention(out, q []float32, kc, vc []uint16, n int, scale float3
 	}
 	pairs := n * c.Heads
 	kernels.Parallel(pairs, (s.pos+n)*hd, func(lo, hi int) {
-		scores := make([]float32, s.pos+n)
 		for p := lo; p < hi; p++ {
 			i, h := p/c.Heads, p%c.Heads
 			kvOff := (h / group) * hd
 			kernels.Attend(out[i*qd+h*hd:i*qd+(h+1)*hd], q[i*qd+h*hd:i*qd+(h+1)*hd],
-				kc[kvOff:], vc[kvOff:], s.pos+i+1, kvd, scale, scores)
+				kc[kvOff:], vc[kvOff:], s.pos+i+1, kvd, scale)
 		}
 	})
 }
@@ -218,9 +218,11 @@ func (s *State) grow(n int) {
 	s.vv = g(s.vv, n*c.kvDim())
 	s.att = g(s.att, n*c.qDim())
 	s.ffA = g(s.ffA, n*c.FFN)
-	s.ffB = g(s.ffB, n*2*c.FFN)
 	if c.Fused {
+		s.ffB = g(s.ffB, n*2*c.FFN)
 		s.tmp = g(s.tmp, n*(c.qDim()+2*c.kvDim()))
+	} else {
+		s.ffB = g(s.ffB, n*c.FFN)
 	}
 	need := (s.pos + n) * c.kvDim()
 	for li := range s.k {
