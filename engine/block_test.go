@@ -117,9 +117,13 @@ func TestBlockQueueFull(t *testing.T) {
 	if _, err := b.Generate(ctx, "stories", Request{Prompt: []int32{1}, MaxTokens: 20}); !errors.Is(err, ErrQueueFull) {
 		t.Errorf("third request: %v, want ErrQueueFull", err)
 	}
+	// Drain both at once: whichever holds the replica must be able to finish.
+	var wg sync.WaitGroup
 	for _, s := range streams {
-		collect(t, s)
+		wg.Add(1)
+		go func() { defer wg.Done(); collect(t, s) }()
 	}
+	wg.Wait()
 	s, err := b.Generate(ctx, "stories", Request{Prompt: []int32{1}, MaxTokens: 5})
 	if err != nil {
 		t.Fatalf("after draining: %v", err)

@@ -2,9 +2,10 @@ package kernels
 
 import (
 	"fmt"
-	"math"
 	"runtime"
 	"sync"
+
+	"github.com/lmlite/lmlite/engine/parallel"
 )
 
 // Activations for the dot products. As in ggml, a weight type fixes the form its
@@ -148,74 +149,23 @@ func quantActQ8K(b *q8KBlock, x []float32) {
 func dotRow(wt Type, row []byte, a *acts, t int) float32 {
 	switch wt {
 	case F32:
-		x := a.f[t*a.cols : (t+1)*a.cols]
-		var acc [8]float32
-		i := 0
-		for ; i+8 <= len(x); i += 8 {
-			for k := 0; k < 8; k++ {
-				acc[k] += math.Float32frombits(uint32(row[4*(i+k)])|uint32(row[4*(i+k)+1])<<8|uint32(row[4*(i+k)+2])<<16|uint32(row[4*(i+k)+3])<<24) * x[i+k]
-			}
-		}
-		for ; i < len(x); i++ {
-			acc[i%8] += math.Float32frombits(uint32(row[4*i])|uint32(row[4*i+1])<<8|uint32(row[4*i+2])<<16|uint32(row[4*i+3])<<24) * x[i]
-		}
-		return sum8(&acc)
-	case F16, BF16:
-		x := a.f[t*a.cols : (t+1)*a.cols]
-		var acc [8]float32
-		if wt == F16 {
-			for i, v := range x {
-				acc[i%8] += f16Table[le16(row[2*i:])] * v
-			}
-		} else {
-			for i, v := range x {
-				acc[i%8] += BF16ToF32(le16(row[2*i:])) * v
-			}
-		}
-		return sum8(&acc)
+		return dotF32Row(row, a.f[t*a.cols:(t+1)*a.cols])
+	case F16:
+		return dotF16Row(row, a.f[t*a.cols:(t+1)*a.cols])
+	case BF16:
+		return dotBF16Row(row, a.f[t*a.cols:(t+1)*a.cols])
 	case Q8_0:
 		nb := a.cols / qk0
-		y := a.q8[t*nb : (t+1)*nb]
-		var sum float32
-		for b := range y {
-			blk := row[b*34 : (b+1)*34]
-			var isum int32
-			for j, q := range y[b].qs {
-				isum += int32(int8(blk[2+j])) * int32(q)
-			}
-			sum += f16Table[le16(blk)] * y[b].d * float32(isum)
-		}
-		return sum
+		return dotQ8_0Row(row, a.q8[t*nb:(t+1)*nb])
 	case Q4_0:
 		nb := a.cols / qk0
-		y := a.q8[t*nb : (t+1)*nb]
-		var sum float32
-		for b := range y {
-			blk := row[b*18 : (b+1)*18]
-			var isum int32
-			for j := 0; j < qk0/2; j++ {
-				isum += (int32(blk[2+j]&0xf) - 8) * int32(y[b].qs[j])
-				isum += (int32(blk[2+j]>>4) - 8) * int32(y[b].qs[j+16])
-			}
-			sum += f16Table[le16(blk)] * y[b].d * float32(isum)
-		}
-		return sum
+		return dotQ4_0Row(row, a.q8[t*nb:(t+1)*nb])
 	case Q4_K:
 		nb := a.cols / qkK
-		y := a.q8k[t*nb : (t+1)*nb]
-		var sum float32
-		for b := range y {
-			sum += dotQ4KBlock(row[b*144:(b+1)*144], &y[b])
-		}
-		return sum
+		return dotQ4KRow(row, a.q8k[t*nb:(t+1)*nb])
 	case Q6_K:
 		nb := a.cols / qkK
-		y := a.q8k[t*nb : (t+1)*nb]
-		var sum float32
-		for b := range y {
-			sum += dotQ6KBlock(row[b*210:(b+1)*210], &y[b])
-		}
-		return sum
+		return dotQ6KRow(row, a.q8k[t*nb:(t+1)*nb])
 	}
 	panic("kernels: no dot product for " + wt.String())
 }
@@ -291,35 +241,62 @@ func MatMul(dst []float32, w Matrix, x []float32, nTok int) {
 	a.prepare(VecDotType(w.Type), x, nTok, w.Cols)
 	rb := w.Type.RowBytes(w.Cols)
 	work := func(lo, hi int) {
-		for r := lo; r < hi; r++ {
-			row := w.Data[r*rb : (r+1)*rb]
-			for t := 0; t < nTok; t++ {
-				dst[t*w.Rows+r] = dotRow(w.Type, row, a, t)
+		// Tokens in chunks of tokChunk, rows inside: a chunk's activations stay in
+		// cache while the rows stream by, and each row meets the chunk through the
+		// batched kernels (the same bits per token as one token at a time).
+		var buf [tokChunk]float32
+		for t0 := 0; t0 < nTok; t0 += tokChunk {
+			out := buf[:min(tokChunk, nTok-t0)]
+			for r := lo; r < hi; r++ {
+				dotRowsAt(w.Type, w.Data[r*rb:(r+1)*rb], a, t0, out)
+				for i, v := range out {
+					dst[(t0+i)*w.Rows+r] = v
+				}
 			}
 		}
 	}
 	Parallel(w.Rows, w.Cols*nTok, work)
 }
 
-// Parallel runs work over [0, n) split in contiguous chunks, one per goroutine, on up
-// to GOMAXPROCS goroutines; cost is the work per item, used to stay on the caller's
-// goroutine when the whole job is too small to be worth spreading.
+// tokChunk is how many tokens MatMul takes through the batched kernels at once.
+const tokChunk = 16
+
+// Parallel runs work over [0, n) split in contiguous parts, one per worker of the
+// package's persistent pool (parallel.Pool, sized to GOMAXPROCS when first used); cost
+// is the work per item, used to stay on the caller's goroutine when the whole job is
+// too small to be worth spreading. When another goroutine holds the pool (another
+// sequence's step), the work runs on the caller's goroutine: the cores are busy anyway,
+// and a row's result does not depend on how the range was split.
 func Parallel(n, cost int, work func(lo, hi int)) {
-	workers := runtime.GOMAXPROCS(0)
-	if total := n * cost; total < 1<<15 || workers == 1 || n < 2 {
+	if n*cost < 1<<15 || n < 2 {
 		work(0, n)
 		return
 	}
-	workers = min(workers, n)
-	var wg sync.WaitGroup
-	chunk := (n + workers - 1) / workers
-	for lo := chunk; lo < n; lo += chunk {
-		wg.Add(1)
-		go func(lo, hi int) {
-			defer wg.Done()
-			work(lo, hi)
-		}(lo, min(n, lo+chunk))
+	p := pool()
+	if p.Size() == 1 || !poolMu.TryLock() {
+		work(0, n)
+		return
 	}
-	work(0, min(n, chunk))
-	wg.Wait()
+	defer poolMu.Unlock()
+	t := &funcTasks[0]
+	t.f = work
+	p.Run(t, n, 1)
+	t.f = nil
 }
+
+var (
+	poolOnce  sync.Once
+	thePool   *parallel.Pool
+	poolMu    sync.Mutex  // held while thePool runs a task
+	funcTasks [1]funcTask // guarded by poolMu
+)
+
+func pool() *parallel.Pool {
+	poolOnce.Do(func() { thePool = parallel.New(runtime.GOMAXPROCS(0)) })
+	return thePool
+}
+
+// funcTask adapts a func to parallel.Task.
+type funcTask struct{ f func(lo, hi int) }
+
+func (t *funcTask) RunRange(_, lo, hi int) { t.f(lo, hi) }

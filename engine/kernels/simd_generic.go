@@ -1,5 +1,10 @@
 package kernels
 
+import (
+	"encoding/binary"
+	"math"
+)
+
 //go:generate go -C ../../_asm run . -out ../engine/kernels/simd_amd64.s -stubs ../engine/kernels/simd_stubs_amd64.go -pkg kernels
 
 // Row dot products: one encoded weight row with one activation row in the weight
@@ -55,27 +60,58 @@ func dotQ6KRowGeneric(row []byte, y []q8KBlock) float32 {
 	return sum
 }
 
-// The Q8_0, Q4_0 and float references are the loops inside dotRow; these reach
-// them through a one-row acts.
+// The Q8_0, Q4_0 and float references: integer sums per block, then the block's
+// scale; floats in eight lanes summed pairwise (sum8).
 
 func dotQ8_0RowGeneric(row []byte, y []q8Block) float32 {
-	return dotRow(Q8_0, row, &acts{typ: Q8_0, cols: len(y) * qk0, q8: y, rows: 1}, 0)
+	var sum float32
+	for b := range y {
+		blk := row[b*34 : (b+1)*34]
+		var isum int32
+		for j, q := range y[b].qs {
+			isum += int32(int8(blk[2+j])) * int32(q)
+		}
+		sum += f16Table[le16(blk)] * y[b].d * float32(isum)
+	}
+	return sum
 }
 
 func dotQ4_0RowGeneric(row []byte, y []q8Block) float32 {
-	return dotRow(Q4_0, row, &acts{typ: Q8_0, cols: len(y) * qk0, q8: y, rows: 1}, 0)
+	var sum float32
+	for b := range y {
+		blk := row[b*18 : (b+1)*18]
+		var isum int32
+		for j := 0; j < qk0/2; j++ {
+			isum += (int32(blk[2+j]&0xf) - 8) * int32(y[b].qs[j])
+			isum += (int32(blk[2+j]>>4) - 8) * int32(y[b].qs[j+16])
+		}
+		sum += f16Table[le16(blk)] * y[b].d * float32(isum)
+	}
+	return sum
 }
 
 func dotF32RowGeneric(row []byte, x []float32) float32 {
-	return dotRow(F32, row, &acts{typ: F32, cols: len(x), f: x, rows: 1}, 0)
+	var acc [8]float32
+	for i, v := range x {
+		acc[i%8] += math.Float32frombits(binary.LittleEndian.Uint32(row[4*i:])) * v
+	}
+	return sum8(&acc)
 }
 
 func dotF16RowGeneric(row []byte, x []float32) float32 {
-	return dotRow(F16, row, &acts{typ: F16, cols: len(x), f: x, rows: 1}, 0)
+	var acc [8]float32
+	for i, v := range x {
+		acc[i%8] += f16Table[le16(row[2*i:])] * v
+	}
+	return sum8(&acc)
 }
 
 func dotBF16RowGeneric(row []byte, x []float32) float32 {
-	return dotRow(BF16, row, &acts{typ: BF16, cols: len(x), f: x, rows: 1}, 0)
+	var acc [8]float32
+	for i, v := range x {
+		acc[i%8] += BF16ToF32(le16(row[2*i:])) * v
+	}
+	return sum8(&acc)
 }
 
 // dotQ4KRowsGeneric sets out[t] to the dot product of row with activation row t,
@@ -101,20 +137,25 @@ func dotQ8_0RowsGeneric(out []float32, row []byte, y []q8Block, nb int) {
 }
 
 // dotRows sets out[t] = dotRow(wt, row, a, t) for each t < len(out) (at most
-// a.rows): one weight row against a batch of activation rows, through the
-// batched kernels where a type has them (Q4_K, Q6_K, Q8_0), which give every
-// token dotRow's bits once dotRow calls the row kernels. MatMul's per-row loop over tokens can call it instead.
-func dotRows(wt Type, row []byte, a *acts, out []float32) {
+// a.rows): one weight row against a batch of activation rows.
+func dotRows(wt Type, row []byte, a *acts, out []float32) { dotRowsAt(wt, row, a, 0, out) }
+
+// dotRowsAt sets out[i] = dotRow(wt, row, a, t0+i): through the batched kernels where
+// a type has them (Q4_K, Q6_K, Q8_0), which give every token dotRow's bits.
+func dotRowsAt(wt Type, row []byte, a *acts, t0 int, out []float32) {
 	switch wt {
 	case Q4_K:
-		dotQ4KRows(out, row, a.q8k, a.cols/qkK)
+		nb := a.cols / qkK
+		dotQ4KRows(out, row, a.q8k[t0*nb:], nb)
 	case Q6_K:
-		dotQ6KRows(out, row, a.q8k, a.cols/qkK)
+		nb := a.cols / qkK
+		dotQ6KRows(out, row, a.q8k[t0*nb:], nb)
 	case Q8_0:
-		dotQ8_0Rows(out, row, a.q8, a.cols/qk0)
+		nb := a.cols / qk0
+		dotQ8_0Rows(out, row, a.q8[t0*nb:], nb)
 	default:
-		for t := range out {
-			out[t] = dotRow(wt, row, a, t)
+		for i := range out {
+			out[i] = dotRow(wt, row, a, t0+i)
 		}
 	}
 }
