@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"time"
 
@@ -46,6 +47,7 @@ func cmdBench(args []string, stdout io.Writer) error {
 	reps := fs.Int("reps", 3, "repetitions (the medians are reported)")
 	parallel := fs.Int("parallel", 1, "concurrent sequences")
 	asJSON := fs.Bool("json", false, "print one JSON line")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	membw := fs.Bool("membw", false, "measure the memory read bandwidth instead (no model needed)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -87,6 +89,17 @@ func cmdBench(args []string, stdout io.Writer) error {
 	cfg := m.Config()
 	if *ctxLen < *nPrompt+*nGen {
 		return fmt.Errorf("--ctx %d is less than --prompt %d + --gen %d", *ctxLen, *nPrompt, *nGen)
+	}
+	if *cpuprofile != "" {
+		pf, err := os.Create(*cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	st := m.NewState(*ctxLen)
 	pp := make([]float64, *reps)

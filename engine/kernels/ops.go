@@ -114,24 +114,18 @@ func Attend(out, q []float32, k, v []uint16, n, stride int, scale float32) {
 	for j := 0; j < n; j++ {
 		kj := k[j*stride : j*stride+hd]
 		var a8 [8]float32
-		for i, x := range qr {
-			a8[i%8] += f16Table[kj[i]] * x
-		}
+		attnLanes(kj, qr, &a8)
 		s := sum8(&a8) * scale
 		ms, vs := float32(1), float32(1)
 		if s > mx {
 			ms = float32(math.Exp(float64(mx - s)))
 			mx = s
-			for i, a := range acc {
-				acc[i] = F32ToF16(f16Table[a] * ms)
-			}
+			attnScale(acc, ms)
 		} else {
 			vs = float32(math.Exp(float64(s - mx)))
 		}
 		vj := v[j*stride : j*stride+hd]
-		for i, a := range acc {
-			acc[i] = F32ToF16(f16Table[a] + f16Table[vj[i]]*vs)
-		}
+		attnMad(acc, vj, vs)
 		sum = sum*ms + vs
 	}
 	inv := 1 / sum

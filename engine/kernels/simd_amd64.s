@@ -2133,3 +2133,76 @@ done:
 	VZEROUPPER
 	MOVSS         X0, ret+24(FP)
 	RET
+
+// func attnLanesF16(k *uint16, q *float32, n int, lanes *float32)
+// Requires: AVX, F16C
+TEXT ·attnLanesF16(SB), NOSPLIT, $0-32
+	MOVQ    k+0(FP), AX
+	MOVQ    q+8(FP), CX
+	MOVQ    n+16(FP), DX
+	MOVQ    lanes+24(FP), BX
+	VMOVUPS (BX), Y0
+
+loop:
+	CMPQ      DX, $0x08
+	JL        done
+	VCVTPH2PS (AX), Y1
+	VMULPS    (CX), Y1, Y1
+	VADDPS    Y1, Y0, Y0
+	ADDQ      $0x10, AX
+	ADDQ      $0x20, CX
+	SUBQ      $0x08, DX
+	JMP       loop
+
+done:
+	VMOVUPS Y0, (BX)
+	VZEROUPPER
+	RET
+
+// func attnMadF16(acc *uint16, v *uint16, n int, s float32)
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·attnMadF16(SB), NOSPLIT, $0-28
+	MOVQ         acc+0(FP), AX
+	MOVQ         v+8(FP), CX
+	MOVQ         n+16(FP), DX
+	MOVSS        s+24(FP), X0
+	VBROADCASTSS X0, Y0
+
+loop:
+	CMPQ      DX, $0x08
+	JL        done
+	VCVTPH2PS (AX), Y1
+	VCVTPH2PS (CX), Y2
+	VMULPS    Y0, Y2, Y2
+	VADDPS    Y2, Y1, Y1
+	ADDQ      $0x10, CX
+	VCVTPS2PH $0x00, Y1, (AX)
+	ADDQ      $0x10, AX
+	SUBQ      $0x08, DX
+	JMP       loop
+
+done:
+	VZEROUPPER
+	RET
+
+// func attnScaleF16(acc *uint16, n int, s float32)
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·attnScaleF16(SB), NOSPLIT, $0-20
+	MOVQ         acc+0(FP), AX
+	MOVQ         n+8(FP), CX
+	MOVSS        s+16(FP), X0
+	VBROADCASTSS X0, Y0
+
+loop:
+	CMPQ      CX, $0x08
+	JL        done
+	VCVTPH2PS (AX), Y1
+	VMULPS    Y0, Y1, Y1
+	VCVTPS2PH $0x00, Y1, (AX)
+	ADDQ      $0x10, AX
+	SUBQ      $0x08, CX
+	JMP       loop
+
+done:
+	VZEROUPPER
+	RET
