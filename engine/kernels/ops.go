@@ -83,7 +83,7 @@ func Softmax(x []float32) {
 // SwiGLU sets dst = silu(gate) ⊙ up, silu(g) = g/(1+e^-g). dst may alias either.
 func SwiGLU(dst, gate, up []float32) {
 	for i, g := range gate {
-		dst[i] = g / (1 + float32(math.Exp(float64(-g)))) * up[i]
+		dst[i] = g / (1 + expf(-g)) * up[i]
 	}
 }
 
@@ -118,11 +118,11 @@ func Attend(out, q []float32, k, v []uint16, n, stride int, scale float32) {
 		s := sum8(&a8) * scale
 		ms, vs := float32(1), float32(1)
 		if s > mx {
-			ms = float32(math.Exp(float64(mx - s)))
+			ms = expf(mx - s)
 			mx = s
 			attnScale(acc, ms)
 		} else {
-			vs = float32(math.Exp(float64(s - mx)))
+			vs = expf(s - mx)
 		}
 		vj := v[j*stride : j*stride+hd]
 		attnMad(acc, vj, vs)
