@@ -107,7 +107,3 @@ func cmdRun(args []string, stdout io.Writer) error {
 	}
 	return nil
 }
-
-// quietLogger logs warnings and errors only, to stderr: tools print their results on
-// stdout.
-func quietLogger() *slogLogger { return newSlog(os.Stderr) }

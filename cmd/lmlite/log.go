@@ -1,13 +1,12 @@
 package main
 
 import (
-	"io"
 	"log/slog"
+	"os"
 )
 
-type slogLogger = slog.Logger
-
-// newSlog returns a text logger for warnings and errors.
-func newSlog(w io.Writer) *slog.Logger {
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
+// quietLogger logs warnings and errors only, to stderr: tools print their results on
+// stdout.
+func quietLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
