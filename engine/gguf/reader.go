@@ -482,71 +482,40 @@ func (d *decoder) array(elem ValueType, n uint64, key string, depth int) (Value,
 }
 
 func scalarArray(elem ValueType, b []byte, n int) Value {
-	le := binary.LittleEndian
 	var x any
 	switch elem {
 	case TypeUint8:
-		x = append([]uint8(nil), b...)
+		x = decodeAll[uint8](b, n)
 	case TypeInt8:
-		a := make([]int8, n)
-		for i := range a {
-			a[i] = int8(b[i])
-		}
-		x = a
+		x = decodeAll[int8](b, n)
 	case TypeBool:
-		a := make([]bool, n)
-		for i := range a {
-			a[i] = b[i] != 0
-		}
-		x = a
+		x = decodeAll[bool](b, n)
 	case TypeUint16:
-		a := make([]uint16, n)
-		for i := range a {
-			a[i] = le.Uint16(b[2*i:])
-		}
-		x = a
+		x = decodeAll[uint16](b, n)
 	case TypeInt16:
-		a := make([]int16, n)
-		for i := range a {
-			a[i] = int16(le.Uint16(b[2*i:]))
-		}
-		x = a
+		x = decodeAll[int16](b, n)
 	case TypeUint32:
-		a := make([]uint32, n)
-		for i := range a {
-			a[i] = le.Uint32(b[4*i:])
-		}
-		x = a
+		x = decodeAll[uint32](b, n)
 	case TypeInt32:
-		a := make([]int32, n)
-		for i := range a {
-			a[i] = int32(le.Uint32(b[4*i:]))
-		}
-		x = a
+		x = decodeAll[int32](b, n)
 	case TypeFloat32:
-		a := make([]float32, n)
-		for i := range a {
-			a[i] = math.Float32frombits(le.Uint32(b[4*i:]))
-		}
-		x = a
+		x = decodeAll[float32](b, n)
 	case TypeUint64:
-		a := make([]uint64, n)
-		for i := range a {
-			a[i] = le.Uint64(b[8*i:])
-		}
-		x = a
+		x = decodeAll[uint64](b, n)
 	case TypeInt64:
-		a := make([]int64, n)
-		for i := range a {
-			a[i] = int64(le.Uint64(b[8*i:]))
-		}
-		x = a
+		x = decodeAll[int64](b, n)
 	case TypeFloat64:
-		a := make([]float64, n)
-		for i := range a {
-			a[i] = math.Float64frombits(le.Uint64(b[8*i:]))
-		}
-		x = a
+		x = decodeAll[float64](b, n)
 	}
 	return Value{typ: TypeArray, elem: elem, x: x}
+}
+
+// decodeAll decodes n little-endian values of a fixed-size type from b, which the
+// caller has checked holds them (encoding/binary has fast paths for such slices).
+func decodeAll[T any](b []byte, n int) []T {
+	a := make([]T, n)
+	if _, err := binary.Decode(b, binary.LittleEndian, a); err != nil {
+		panic("gguf: " + err.Error()) // the length was checked by the caller
+	}
+	return a
 }

@@ -64,20 +64,12 @@ func (a *acts) prepare(typ Type, x []float32, rows, cols int) {
 			a.f[i] = round(v)
 		}
 	case Q8_0:
-		n := rows * cols / qk0
-		if cap(a.q8) < n {
-			a.q8 = make([]q8Block, n)
-		}
-		a.q8 = a.q8[:n]
+		a.q8 = grow(a.q8, rows*cols/qk0)
 		for b := range a.q8 {
 			quantActQ8_0(&a.q8[b], x[b*qk0:(b+1)*qk0])
 		}
 	case Q8_K:
-		n := rows * cols / qkK
-		if cap(a.q8k) < n {
-			a.q8k = make([]q8KBlock, n)
-		}
-		a.q8k = a.q8k[:n]
+		a.q8k = grow(a.q8k, rows*cols/qkK)
 		for b := range a.q8k {
 			quantActQ8K(&a.q8k[b], x[b*qkK:(b+1)*qkK])
 		}
@@ -86,9 +78,10 @@ func (a *acts) prepare(typ Type, x []float32, rows, cols int) {
 	}
 }
 
-func grow(s []float32, n int) []float32 {
+// grow returns s with length n, reallocated only when its capacity is short.
+func grow[T any](s []T, n int) []T {
 	if cap(s) < n {
-		return make([]float32, n)
+		return make([]T, n)
 	}
 	return s[:n]
 }
