@@ -4,9 +4,10 @@
 //
 // # Layout
 //
-// A Pool owns one float32 arena of Blocks blocks. Block b holds, for every layer l,
+// A Pool owns one arena of binary16 values (the model's KV precision, as llama.cpp's
+// default cache) of Blocks blocks. Block b holds, for every layer l,
 // the K rows of its BlockTokens tokens contiguous (Pool.K(b, l): token t at
-// [t*RowFloats, (t+1)*RowFloats), RowFloats = KVHeads × HeadDim), then the V rows
+// [t*RowValues, (t+1)*RowValues), RowValues = KVHeads × HeadDim), then the V rows
 // (Pool.V(b, l)); the spans of one block are contiguous too, so a block moves between
 // tiers with one copy. A Seq is one sequence's block table: token position pos lives
 // in Blocks()[pos/BlockTokens], row pos%BlockTokens; Seq.Row(pos, l) returns its K and
@@ -27,7 +28,7 @@
 //
 // # Tiers
 //
-// With WarmBytes > 0, a block evicted from hot is demoted: its floats are copied bit
+// With WarmBytes > 0, a block evicted from hot is demoted: its values are copied bit
 // for bit into a slot of the warm area (host memory, or a mapped file with WarmFile) (LRU among the slots; a full warm tier drops its
 // least recently used block). A lookup that finds a block warm replays it: copies it
 // back into a fresh hot block, which is cheaper than computing it again. Stats gives

@@ -2,7 +2,6 @@ package kvcache
 
 import (
 	"errors"
-	"math"
 	"testing"
 )
 
@@ -32,10 +31,10 @@ func FuzzPoolOps(f *testing.F) {
 		var seqs []*live
 		// value is what row pos of a sequence holds in layer l: a hash of the salt, the
 		// tokens up to pos and (l, K or V): exactly what a correct KV cache shares.
-		value := func(salt string, tokens []int32, pos, l, kv int) float32 {
+		value := func(salt string, tokens []int32, pos, l, kv int) uint16 {
 			h := chainKey(rootKey(salt), tokens[:pos+1])
 			h = chainKey(h, []int32{int32(l), int32(kv)})
-			return math.Float32frombits(uint32(h) | 1) // never zero
+			return uint16(h) | 1 // never zero
 		}
 		write := func(x *live, from int) {
 			for pos := from; pos < len(x.tokens); pos++ {
@@ -57,7 +56,7 @@ func FuzzPoolOps(f *testing.F) {
 					for l := range cfg.Layers {
 						k, v := x.s.Row(pos, l)
 						for i := range k {
-							if math.Float32bits(k[i]) != math.Float32bits(value(x.salt, x.tokens, pos, l, 0)) || math.Float32bits(v[i]) != math.Float32bits(value(x.salt, x.tokens, pos, l, 1)) {
+							if k[i] != value(x.salt, x.tokens, pos, l, 0) || v[i] != value(x.salt, x.tokens, pos, l, 1) {
 								t.Fatalf("sequence (salt %q, tokens %v) sees wrong KV at position %d layer %d", x.salt, x.tokens, pos, l)
 							}
 						}

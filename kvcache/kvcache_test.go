@@ -3,7 +3,6 @@ package kvcache
 import (
 	"errors"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"path/filepath"
 	"testing"
@@ -127,28 +126,28 @@ func fill(t testing.TB, s *Seq, from, to int, seed uint64) {
 		for l := range s.p.cfg.Layers {
 			k, v := s.Row(pos, l)
 			for i := range k {
-				k[i] = math.Float32frombits(rng.Uint32()) // any bits, NaN payloads too
-				v[i] = math.Float32frombits(rng.Uint32())
+				k[i] = uint16(rng.Uint32()) // any bits, NaN payloads too
+				v[i] = uint16(rng.Uint32())
 			}
 		}
 	}
 }
 
 // rows copies the K and V bits of positions [0, n) of s.
-func rows(s *Seq, n int) []uint32 {
-	var out []uint32
+func rows(s *Seq, n int) []uint16 {
+	var out []uint16
 	for pos := range n {
 		for l := range s.p.cfg.Layers {
 			k, v := s.Row(pos, l)
 			for i := range k {
-				out = append(out, math.Float32bits(k[i]), math.Float32bits(v[i]))
+				out = append(out, k[i], v[i])
 			}
 		}
 	}
 	return out
 }
 
-func equalBits(a, b []uint32) bool {
+func equalBits(a, b []uint16) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -162,17 +161,17 @@ func equalBits(a, b []uint32) bool {
 
 func TestLayout(t *testing.T) {
 	p := newPool(t, 3, 0)
-	if p.Config().BlockBytes() != 2*2*4*8*4 {
+	if p.Config().BlockBytes() != 2*2*4*8*2 {
 		t.Fatalf("block bytes %d", p.Config().BlockBytes())
 	}
-	if c := (Config{Layers: 2, KVHeads: 2, HeadDim: 4, BlockTokens: 4, Blocks: 3, WarmBytes: 2*512 + 100}); c.Bytes() != 5*512 {
-		t.Fatalf("Bytes = %d, want 5 blocks of 512", c.Bytes())
+	if c := (Config{Layers: 2, KVHeads: 2, HeadDim: 4, BlockTokens: 4, Blocks: 3, WarmBytes: 2*256 + 100}); c.Bytes() != 5*256 {
+		t.Fatalf("Bytes = %d, want 5 blocks of 256", c.Bytes())
 	}
 	// Every (block, layer, K/V) span is distinct and covers the arena exactly once.
-	seen := map[*float32]bool{}
+	seen := map[*uint16]bool{}
 	for b := range BlockID(3) {
 		for l := range 2 {
-			for _, s := range [][]float32{p.K(b, l), p.V(b, l)} {
+			for _, s := range [][]uint16{p.K(b, l), p.V(b, l)} {
 				if len(s) != 4*8 || cap(s) != len(s) {
 					t.Fatalf("span len %d cap %d", len(s), cap(s))
 				}

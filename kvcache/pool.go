@@ -27,13 +27,13 @@ type Config struct {
 	WarmFile    string // when set, the warm tier is this file, mapped (created, and unlinked once mapped); "": host memory
 }
 
-// RowFloats is the width of one token's K (or V) row in one layer: KVHeads × HeadDim.
-func (c Config) RowFloats() int { return c.KVHeads * c.HeadDim }
+// RowValues is the width of one token's K (or V) row in one layer: KVHeads × HeadDim.
+func (c Config) RowValues() int { return c.KVHeads * c.HeadDim }
 
 // BlockBytes is the memory of one block: K and V rows of all layers for BlockTokens
-// tokens, float32.
+// tokens, binary16.
 func (c Config) BlockBytes() int64 {
-	return int64(c.Layers) * 2 * int64(c.blockTokens()) * int64(c.RowFloats()) * 4
+	return int64(c.Layers) * 2 * int64(c.blockTokens()) * int64(c.RowValues()) * 2
 }
 
 // Bytes is the memory the pool allocates: its hot blocks and its warm tier (whole
@@ -95,7 +95,7 @@ func (e *entry) matches(parent uint64, salt string, tokens []int32) bool {
 }
 
 // Pool is the paged KV memory of one model: Blocks hot blocks of BlockTokens tokens in
-// one float32 arena, reference-counted, a prefix cache over the full ones, and a warm
+// one binary16 arena, reference-counted, a prefix cache over the full ones, and a warm
 // tier in host memory that evicted cached blocks are demoted to.
 //
 // A Pool (and its Seqs) belongs to one goroutine, the Block's; the model may read the
@@ -104,10 +104,10 @@ func (e *entry) matches(parent uint64, salt string, tokens []int32) bool {
 type Pool struct {
 	cfg    Config
 	bt     int // tokens per block
-	row    int // floats per token row
-	span   int // floats per (block, layer, K or V)
-	bfl    int // floats per block
-	arena  []float32
+	row    int // values per token row
+	span   int // values per (block, layer, K or V)
+	bfl    int // values per block
+	arena  []uint16
 	blocks []block
 	free   []BlockID          // never-cached blocks with ref 0
 	lru    *list.List         // cached blocks with ref 0, least recently used at the front; Value BlockID
@@ -123,20 +123,20 @@ func New(cfg Config) (*Pool, error) {
 		return nil, fmt.Errorf("%w: %+v", ErrConfig, cfg)
 	}
 	cfg.BlockTokens = cfg.blockTokens()
-	p := &Pool{cfg: cfg, bt: cfg.BlockTokens, row: cfg.RowFloats(), lru: list.New(), hot: map[uint64]BlockID{}}
+	p := &Pool{cfg: cfg, bt: cfg.BlockTokens, row: cfg.RowValues(), lru: list.New(), hot: map[uint64]BlockID{}}
 	p.span = p.bt * p.row
 	p.bfl = 2 * cfg.Layers * p.span
 	if int64(p.bfl)*int64(cfg.Blocks) > 1<<40 {
 		return nil, fmt.Errorf("%w: %d blocks of %d bytes", ErrConfig, cfg.Blocks, cfg.BlockBytes())
 	}
-	p.arena = make([]float32, p.bfl*cfg.Blocks)
+	p.arena = make([]uint16, p.bfl*cfg.Blocks)
 	p.blocks = make([]block, cfg.Blocks)
 	p.free = make([]BlockID, cfg.Blocks)
 	for i := range p.free {
 		p.free[i] = BlockID(cfg.Blocks - 1 - i) // pop from the end: block 0 first
 	}
 	if slots := int(cfg.WarmBytes / cfg.BlockBytes()); slots > 0 {
-		var data []float32
+		var data []uint16
 		if cfg.WarmFile != "" {
 			d, unmap, err := mapWarmFile(cfg.WarmFile, slots*p.bfl)
 			if err != nil {
@@ -144,7 +144,7 @@ func New(cfg Config) (*Pool, error) {
 			}
 			data, p.unmap = d, unmap
 		} else {
-			data = make([]float32, slots*p.bfl)
+			data = make([]uint16, slots*p.bfl)
 		}
 		p.warm = newWarm(data, slots, p.bfl)
 	}
@@ -175,21 +175,21 @@ func (p *Pool) Blocks() int { return len(p.blocks) }
 // that no sequence references (which Alloc evicts, least recently used first).
 func (p *Pool) Available() int { return len(p.free) + p.lru.Len() }
 
-// K returns the K rows of block b in layer l: BlockTokens rows of RowFloats floats,
-// token t of the block at [t*RowFloats, (t+1)*RowFloats).
-func (p *Pool) K(b BlockID, l int) []float32 {
+// K returns the K rows of block b in layer l: BlockTokens rows of RowValues floats,
+// token t of the block at [t*RowValues, (t+1)*RowValues).
+func (p *Pool) K(b BlockID, l int) []uint16 {
 	off := (int(b)*p.cfg.Layers*2 + 2*l) * p.span
 	return p.arena[off : off+p.span : off+p.span]
 }
 
 // V is K's counterpart for the V rows.
-func (p *Pool) V(b BlockID, l int) []float32 {
+func (p *Pool) V(b BlockID, l int) []uint16 {
 	off := (int(b)*p.cfg.Layers*2 + 2*l + 1) * p.span
 	return p.arena[off : off+p.span : off+p.span]
 }
 
 // data is the whole of block b: its K and V rows of every layer, contiguous.
-func (p *Pool) data(b BlockID) []float32 {
+func (p *Pool) data(b BlockID) []uint16 {
 	off := int(b) * p.bfl
 	return p.arena[off : off+p.bfl : off+p.bfl]
 }

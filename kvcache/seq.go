@@ -54,9 +54,9 @@ func (s *Seq) Cap() int { return len(s.blocks) * s.p.bt }
 // an attention kernel walks.
 func (s *Seq) Blocks() []BlockID { return s.blocks }
 
-// Row returns the K and V rows of token position pos in layer l (RowFloats floats
+// Row returns the K and V rows of token position pos in layer l (RowValues floats
 // each). pos must be below Cap; the model writes rows at or above Cached only.
-func (s *Seq) Row(pos, l int) (k, v []float32) {
+func (s *Seq) Row(pos, l int) (k, v []uint16) {
 	b := s.blocks[pos/s.p.bt]
 	off := (pos % s.p.bt) * s.p.row
 	return s.p.K(b, l)[off : off+s.p.row : off+s.p.row], s.p.V(b, l)[off : off+s.p.row : off+s.p.row]
@@ -88,3 +88,16 @@ func (s *Seq) Release() {
 	}
 	s.blocks, s.keys = nil, nil
 }
+
+// Layer appends the sequence's K and V blocks of layer l to ks and vs, in position
+// order (block i holds positions [i*BlockTokens, (i+1)*BlockTokens)): the view an
+// attention kernel walks.
+func (s *Seq) Layer(l int, ks, vs [][]uint16) ([][]uint16, [][]uint16) {
+	for _, b := range s.blocks {
+		ks, vs = append(ks, s.p.K(b, l)), append(vs, s.p.V(b, l))
+	}
+	return ks, vs
+}
+
+// BlockTokens is the number of tokens per block of the sequence's pool.
+func (s *Seq) BlockTokens() int { return s.p.bt }

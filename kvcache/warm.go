@@ -5,7 +5,7 @@ import "container/list"
 // warm is the warm tier: a compact host-memory area of fixed-size slots, one per
 // demoted block, holding the block's K/V floats bit for bit, LRU among the slots.
 type warm struct {
-	data  []float32 // slots × block floats
+	data  []uint16 // slots × block floats
 	bfl   int
 	free  []int
 	index map[uint64]*warmEntry
@@ -18,7 +18,7 @@ type warmEntry struct {
 	elem *list.Element
 }
 
-func newWarm(data []float32, slots, bfl int) *warm {
+func newWarm(data []uint16, slots, bfl int) *warm {
 	w := &warm{data: data, bfl: bfl, index: map[uint64]*warmEntry{}, lru: list.New()}
 	for i := slots - 1; i >= 0; i-- {
 		w.free = append(w.free, i)
@@ -28,11 +28,11 @@ func newWarm(data []float32, slots, bfl int) *warm {
 
 func (w *warm) slots() int { return len(w.data) / w.bfl }
 
-func (w *warm) slot(i int) []float32 { return w.data[i*w.bfl : (i+1)*w.bfl : (i+1)*w.bfl] }
+func (w *warm) slot(i int) []uint16 { return w.data[i*w.bfl : (i+1)*w.bfl : (i+1)*w.bfl] }
 
 // put stores a demoted block, dropping the least recently used warm block if there is
 // no free slot. It reports false when there is no room at all (the block is dropped).
-func (w *warm) put(e entry, src []float32, st *counters) bool {
+func (w *warm) put(e entry, src []uint16, st *counters) bool {
 	if old, ok := w.index[e.key]; ok { // the same key again: the newer contents win
 		w.remove(old)
 	}

@@ -61,3 +61,40 @@ func TestAttnLoopsMatchReference(t *testing.T) {
 		}
 	}
 }
+
+// TestAttendBlocksMatchesAttend: the same rows, contiguous or in blocks of any size,
+// give the same bits.
+func TestAttendBlocksMatchesAttend(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, tc := range []struct{ hd, heads, n, bt int }{{8, 1, 1, 16}, {64, 2, 37, 16}, {72, 3, 100, 7}, {128, 1, 33, 1}, {16, 2, 64, 64}} {
+		stride := tc.hd * tc.heads
+		k, v := make([]uint16, tc.n*stride), make([]uint16, tc.n*stride)
+		for i := range k {
+			k[i], v[i] = F32ToF16(float32(rng.NormFloat64())), F32ToF16(float32(rng.NormFloat64()))
+		}
+		var ks, vs [][]uint16
+		for b := 0; b*tc.bt < tc.n; b++ {
+			// each block its own allocation, the tail block full-sized as in a pool
+			kb, vb := make([]uint16, tc.bt*stride), make([]uint16, tc.bt*stride)
+			copy(kb, k[b*tc.bt*stride:])
+			copy(vb, v[b*tc.bt*stride:])
+			ks, vs = append(ks, kb), append(vs, vb)
+		}
+		q := make([]float32, tc.hd)
+		for i := range q {
+			q[i] = float32(rng.NormFloat64())
+		}
+		for h := 0; h < tc.heads; h++ {
+			for n := 1; n <= tc.n; n++ {
+				want, got := make([]float32, tc.hd), make([]float32, tc.hd)
+				Attend(want, q, k[h*tc.hd:], v[h*tc.hd:], n, stride, 0.125)
+				AttendBlocks(got, q, ks, vs, h*tc.hd, stride, tc.bt, n, 0.125)
+				for i := range want {
+					if math.Float32bits(want[i]) != math.Float32bits(got[i]) {
+						t.Fatalf("%+v head %d n %d: out[%d] = %v, Attend gives %v", tc, h, n, i, got[i], want[i])
+					}
+				}
+			}
+		}
+	}
+}

@@ -265,12 +265,17 @@ func Parallel(n, cost int, work func(lo, hi int)) {
 		work(0, n)
 		return
 	}
-	p := pool()
-	if p.Size() == 1 || !poolMu.TryLock() {
+	pool() // created once; SetThreads replaces it under poolMu
+	if !poolMu.TryLock() {
 		work(0, n)
 		return
 	}
 	defer poolMu.Unlock()
+	p := thePool
+	if p.Size() == 1 {
+		work(0, n)
+		return
+	}
 	t := &funcTasks[0]
 	t.f = work
 	p.Run(t, n, 1)

@@ -1,0 +1,86 @@
+package model
+
+import (
+	"fmt"
+
+	"github.com/lmlite/lmlite/kvcache"
+)
+
+// Item is one sequence's share of a Batch step: its tokens at positions Start,
+// Start+1, … are run through the model and their K and V rows written into KV.
+type Item struct {
+	KV     *kvcache.Seq // the sequence's block table; must hold Start+len(Tokens) tokens (Grow first)
+	Start  int          // position of Tokens[0]: the tokens before it are in KV already
+	Tokens []int32
+	Logits int // how many of the last tokens' logits rows to return: 0 (a prefill chunk), 1 (sample), up to len(Tokens)
+}
+
+// Batch runs many sequences through a Model in one pass over the weights: the
+// iteration-level batch of the engine's scheduler, decodes and prefill chunks
+// together, each sequence's KV in a paged kvcache.Pool. A Batch holds the
+// activations' memory; it is not safe for concurrent use (one per replica).
+type Batch struct {
+	m     *Model
+	w     scratch
+	parts []part
+	rows  [][]float32
+}
+
+// NewBatch returns a Batch for m.
+func (m *Model) NewBatch() *Batch { return &Batch{m: m} }
+
+// KVConfig is the KV geometry of the model, for kvcache.New; the caller sets the
+// block size, the number of blocks and the warm tier.
+func (m *Model) KVConfig() kvcache.Config {
+	return kvcache.Config{Layers: m.cfg.Layers, KVHeads: m.cfg.KVHeads, HeadDim: m.cfg.HeadDim}
+}
+
+// Forward runs the items as one batch and returns, for each item, its wanted logits
+// rows (Logits × Vocab values, token-major; nil when Logits is 0). The results live in
+// the Batch's memory until the next Forward. Each sequence's logits are the same bits
+// as when it runs alone, or through a State: nothing in a row's computation depends
+// on the rest of the batch.
+func (b *Batch) Forward(items []Item) ([][]float32, error) {
+	if len(items) == 0 {
+		return nil, fmt.Errorf("model: Forward of an empty batch")
+	}
+	b.parts = b.parts[:0]
+	for i, it := range items {
+		if it.KV == nil {
+			return nil, fmt.Errorf("model: batch item %d has no KV sequence", i)
+		}
+		end := it.Start + len(it.Tokens)
+		if it.Start < it.KV.Cached() || end > it.KV.Cap() {
+			return nil, fmt.Errorf("model: batch item %d writes positions [%d, %d) but its KV holds [%d, %d) writable", i, it.Start, end, it.KV.Cached(), it.KV.Cap())
+		}
+		if end > b.m.cfg.Context {
+			return nil, fmt.Errorf("%w: batch item %d reaches position %d of a context of %d", ErrContextFull, i, end, b.m.cfg.Context)
+		}
+		b.parts = append(b.parts, part{kv: paged{it.KV}, start: it.Start, tokens: it.Tokens, logits: it.Logits})
+	}
+	out, err := b.w.forward(b.m, b.parts)
+	if err != nil {
+		return nil, err
+	}
+	b.rows = b.rows[:0]
+	v := b.m.cfg.Vocab
+	for _, it := range items {
+		var r []float32
+		if it.Logits > 0 {
+			r, out = out[:it.Logits*v:it.Logits*v], out[it.Logits*v:]
+		}
+		b.rows = append(b.rows, r)
+	}
+	return b.rows, nil
+}
+
+// paged is a kvcache.Seq as a kvStore.
+type paged struct{ s *kvcache.Seq }
+
+func (p paged) row(pos, l int) (k, v []uint16) { return p.s.Row(pos, l) }
+
+func (p paged) layer(l int, ks, vs [][]uint16) ([][]uint16, [][]uint16) {
+	return p.s.Layer(l, ks, vs)
+}
+
+func (p paged) blockTokens() int { return p.s.BlockTokens() }

@@ -1,0 +1,174 @@
+package model_test
+
+import (
+	"math"
+	"path/filepath"
+	"testing"
+
+	"github.com/lmlite/lmlite/engine/genmodel"
+	"github.com/lmlite/lmlite/engine/kernels"
+	"github.com/lmlite/lmlite/engine/model"
+	"github.com/lmlite/lmlite/kvcache"
+)
+
+// genTiny writes a generated tiny model and opens it.
+func genTiny(t testing.TB, arch, typ string) *model.Model {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), arch+"-"+typ+".gguf")
+	if err := genmodel.Generate(genmodel.Options{Arch: arch, Preset: "tiny", Type: typ, Seed: 5}, path); err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+// greedy is one sequence's run: its prompt, then gen greedy tokens; the logits of
+// every sampled step (the prompt's last token, then each decode).
+type greedy struct {
+	prompt []int32
+	tokens []int32 // prompt + generated
+	logits [][]float32
+}
+
+func argmax(l []float32) int32 {
+	best := 0
+	for i, v := range l {
+		if v > l[best] {
+			best = i
+		}
+	}
+	return int32(best)
+}
+
+// alone runs a prompt through a State: one prefill, then gen decodes.
+func alone(t *testing.T, m *model.Model, prompt []int32, gen int) greedy {
+	st := m.NewState(0)
+	g := greedy{prompt: prompt, tokens: append([]int32(nil), prompt...)}
+	l, err := st.Forward(prompt, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < gen; i++ {
+		g.logits = append(g.logits, l)
+		next := argmax(l)
+		g.tokens = append(g.tokens, next)
+		if i == gen-1 {
+			break
+		}
+		if l, err = st.Forward([]int32{next}, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return g
+}
+
+// TestBatchMatchesAlone is the engine's determinism at the model level: sequences
+// joining a continuous batch at different steps, prefilled in chunks beside running
+// decodes, in a paged cache, with 1 or 2 threads, produce the same logits bits as
+// each sequence alone through a State.
+func TestBatchMatchesAlone(t *testing.T) {
+	for _, tc := range []struct{ arch, typ string }{{"llama", "q4_k_m"}, {"qwen2", "q8_0"}, {"qwen3", "q4_0"}, {"phi3", "f16"}} {
+		t.Run(tc.arch+"-"+tc.typ, func(t *testing.T) {
+			m := genTiny(t, tc.arch, tc.typ)
+			V := m.Config().Vocab
+			const gen = 6
+			lens := []int{1, 5, 17, 33, 40, 3, 16, 9}
+			var want []greedy
+			for i, n := range lens {
+				p := make([]int32, n)
+				for j := range p {
+					p[j] = int32((i*7919 + j*104729) % V)
+				}
+				want = append(want, alone(t, m, p, gen))
+			}
+			for _, threads := range []int{1, 2} {
+				prev := kernels.SetThreads(threads)
+				for _, bt := range []int{16, 4} {
+					cfg := m.KVConfig()
+					cfg.BlockTokens, cfg.Blocks = bt, 64*16/bt
+					pool, err := kvcache.New(cfg)
+					if err != nil {
+						t.Fatal(err)
+					}
+					runBatch(t, m, pool, want, gen, V)
+				}
+				kernels.SetThreads(prev)
+			}
+		})
+	}
+}
+
+// runBatch schedules the sequences by hand: sequence i joins at step i, prefills in
+// chunks of at most 7 tokens, and every running sequence decodes once per step.
+func runBatch(t *testing.T, m *model.Model, pool *kvcache.Pool, want []greedy, gen, V int) {
+	t.Helper()
+	type live struct {
+		kv      *kvcache.Seq
+		tokens  []int32
+		done    int // tokens whose KV is written
+		sampled int
+	}
+	seqs := make([]*live, len(want))
+	b := m.NewBatch()
+	for step := 0; ; step++ {
+		var items []model.Item
+		var who []int
+		for i := range seqs {
+			if seqs[i] == nil && step >= i {
+				seqs[i] = &live{kv: pool.NewSeq(""), tokens: append([]int32(nil), want[i].prompt...)}
+			}
+			s := seqs[i]
+			if s == nil || s.sampled == gen {
+				continue
+			}
+			n := min(len(s.tokens)-s.done, 7)
+			if err := s.kv.Grow(s.done + n); err != nil {
+				t.Fatal(err)
+			}
+			logits := 0
+			if s.done+n == len(s.tokens) {
+				logits = 1
+			}
+			items = append(items, model.Item{KV: s.kv, Start: s.done, Tokens: s.tokens[s.done : s.done+n], Logits: logits})
+			who = append(who, i)
+		}
+		if len(items) == 0 {
+			break
+		}
+		out, err := b.Forward(items)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, i := range who {
+			s := seqs[i]
+			s.done += len(items[k].Tokens)
+			if out[k] == nil {
+				continue
+			}
+			if len(out[k]) != V {
+				t.Fatalf("sequence %d: %d logits, want %d", i, len(out[k]), V)
+			}
+			w := want[i].logits[s.sampled]
+			for j := range w {
+				if math.Float32bits(w[j]) != math.Float32bits(out[k][j]) {
+					t.Fatalf("threads %d, block %d: sequence %d step %d logit %d: batch %v, alone %v", kernels.Threads(), pool.BlockTokens(), i, s.sampled, j, out[k][j], w[j])
+				}
+			}
+			s.sampled++
+			s.tokens = append(s.tokens, argmax(out[k]))
+		}
+	}
+	for i, s := range seqs {
+		if s.sampled != gen {
+			t.Fatalf("sequence %d sampled %d of %d", i, s.sampled, gen)
+		}
+		s.kv.Release()
+	}
+	if pool.Available() != pool.Blocks() {
+		t.Fatalf("%d of %d blocks available after all released", pool.Available(), pool.Blocks())
+	}
+}

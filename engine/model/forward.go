@@ -1,0 +1,245 @@
+package model
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/lmlite/lmlite/engine/kernels"
+)
+
+// kvStore is one sequence's KV cache as the forward pass sees it: a State's
+// contiguous rows or a paged kvcache.Seq.
+type kvStore interface {
+	// row returns the K and V rows (kvDim values each) of position pos in layer l.
+	row(pos, l int) (k, v []uint16)
+	// layer appends the cache's blocks of layer l in position order, each holding
+	// blockTokens positions.
+	layer(l int, ks, vs [][]uint16) ([][]uint16, [][]uint16)
+	blockTokens() int
+}
+
+// part is one sequence's share of a forward pass: tokens at positions start, … and
+// the number of trailing tokens whose logits are wanted.
+type part struct {
+	kv     kvStore
+	start  int
+	tokens []int32
+	logits int
+}
+
+// scratch holds the activations of a forward pass, grown to the largest batch seen.
+// Callers bound it by chunking long prompts (about 2·Dim + 3·FFN floats per token).
+type scratch struct {
+	x, xn, q, kk, vv, att, ffA, ffB, tmp []float32
+	cos, sin                             []float32
+	tokPart, tokPos                      []int32 // per token of the batch: its part and position
+	ks, vs                               [][][]uint16
+	out                                  []float32 // logits rows
+}
+
+// forward runs the parts through the model as one batch: every matrix product takes
+// all the batch's tokens at once, and each token attends to its own sequence's cache.
+// It writes the tokens' K and V rows into their caches (which must have room) and
+// returns the wanted logits rows, part by part, token-major (Vocab values per row),
+// in w's memory. A token's results are the same bits whatever else is in the batch:
+// every kernel's output row has a fixed order of operations.
+func (w *scratch) forward(m *Model, parts []part) ([]float32, error) {
+	c := &m.cfg
+	n, rows := 0, 0
+	for _, p := range parts {
+		if len(p.tokens) == 0 {
+			return nil, fmt.Errorf("model: Forward of no tokens")
+		}
+		if p.logits < 0 || p.logits > len(p.tokens) {
+			return nil, fmt.Errorf("model: %d logits rows wanted of %d tokens", p.logits, len(p.tokens))
+		}
+		for _, t := range p.tokens {
+			if t < 0 || int(t) >= c.Vocab {
+				return nil, fmt.Errorf("%w: %d (vocabulary of %d)", ErrBadToken, t, c.Vocab)
+			}
+		}
+		n += len(p.tokens)
+		rows += p.logits
+	}
+	w.grow(c, n, len(parts))
+	dim, qd, kvd, hd := c.Dim, c.qDim(), c.kvDim(), c.HeadDim
+	half := c.RopeDims / 2
+	x := w.x[:n*dim]
+	i := 0
+	for pi, p := range parts {
+		for j, t := range p.tokens {
+			kernels.DequantizeRow(x[i*dim:(i+1)*dim], m.tokEmbd.Type, m.tokEmbd.Row(int(t)))
+			pos := p.start + j
+			w.tokPart[i], w.tokPos[i] = int32(pi), int32(pos)
+			kernels.RoPECache(w.cos[i*half:(i+1)*half], w.sin[i*half:(i+1)*half], pos, c.RopeDims, c.RopeBase, c.RopeScale, m.ropeFreqs)
+			i++
+		}
+	}
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	xn, q, k, v, att := w.xn[:n*dim], w.q[:n*qd], w.kk[:n*kvd], w.vv[:n*kvd], w.att[:n*qd]
+	for li := range m.layers {
+		ly := &m.layers[li]
+		for i := 0; i < n; i++ {
+			kernels.RMSNorm(xn[i*dim:(i+1)*dim], x[i*dim:(i+1)*dim], ly.attnNorm, c.NormEps)
+		}
+		if c.Fused {
+			qkv := w.tmp[:n*(qd+2*kvd)]
+			kernels.MatMul(qkv, ly.wq, xn, n)
+			for i := 0; i < n; i++ {
+				row := qkv[i*(qd+2*kvd):]
+				copy(q[i*qd:(i+1)*qd], row[:qd])
+				copy(k[i*kvd:(i+1)*kvd], row[qd:qd+kvd])
+				copy(v[i*kvd:(i+1)*kvd], row[qd+kvd:qd+2*kvd])
+			}
+		} else {
+			kernels.MatMul(q, ly.wq, xn, n)
+			kernels.MatMul(k, ly.wk, xn, n)
+			kernels.MatMul(v, ly.wv, xn, n)
+		}
+		addBias(q, ly.bq)
+		addBias(k, ly.bk)
+		addBias(v, ly.bv)
+		for i := 0; i < n; i++ {
+			qi, ki := q[i*qd:(i+1)*qd], k[i*kvd:(i+1)*kvd]
+			if ly.qNorm != nil {
+				for h := 0; h < c.Heads; h++ {
+					kernels.RMSNorm(qi[h*hd:(h+1)*hd], qi[h*hd:(h+1)*hd], ly.qNorm, c.NormEps)
+				}
+				for h := 0; h < c.KVHeads; h++ {
+					kernels.RMSNorm(ki[h*hd:(h+1)*hd], ki[h*hd:(h+1)*hd], ly.kNorm, c.NormEps)
+				}
+			}
+			cs, sn := w.cos[i*half:(i+1)*half], w.sin[i*half:(i+1)*half]
+			kernels.RoPE(qi, c.Heads, hd, c.RopeDims, cs, sn, c.RopeNeox)
+			kernels.RoPE(ki, c.KVHeads, hd, c.RopeDims, cs, sn, c.RopeNeox)
+		}
+		// Append K and V to each token's cache, then collect the caches' blocks.
+		for i := 0; i < n; i++ {
+			kr, vr := parts[w.tokPart[i]].kv.row(int(w.tokPos[i]), li)
+			for j, val := range k[i*kvd : (i+1)*kvd] {
+				kr[j] = kernels.F32ToF16(val)
+			}
+			for j, val := range v[i*kvd : (i+1)*kvd] {
+				vr[j] = kernels.F32ToF16(val)
+			}
+		}
+		for pi, p := range parts {
+			w.ks[pi], w.vs[pi] = p.kv.layer(li, w.ks[pi][:0], w.vs[pi][:0])
+		}
+		w.attention(m, parts, att, q, n, scale)
+		kernels.MatMul(xn, ly.wo, att, n)
+		addInto(x, xn)
+
+		for i := 0; i < n; i++ {
+			kernels.RMSNorm(xn[i*dim:(i+1)*dim], x[i*dim:(i+1)*dim], ly.ffnNorm, c.NormEps)
+		}
+		a := w.ffA[:n*c.FFN]
+		if c.Fused {
+			gu := w.ffB[:n*2*c.FFN]
+			kernels.MatMul(gu, ly.up, xn, n)
+			for i := 0; i < n; i++ {
+				row := gu[i*2*c.FFN:]
+				kernels.SwiGLU(a[i*c.FFN:(i+1)*c.FFN], row[:c.FFN], row[c.FFN:2*c.FFN])
+			}
+		} else {
+			b := w.ffB[:n*c.FFN]
+			kernels.MatMul(a, ly.gate, xn, n)
+			kernels.MatMul(b, ly.up, xn, n)
+			kernels.SwiGLU(a, a, b)
+		}
+		kernels.MatMul(xn, ly.down, a, n)
+		addInto(x, xn)
+	}
+
+	// The wanted rows: each part's last p.logits tokens.
+	r, end := 0, 0
+	for _, p := range parts {
+		end += len(p.tokens)
+		for i := end - p.logits; i < end; i++ {
+			kernels.RMSNorm(xn[r*dim:(r+1)*dim], x[i*dim:(i+1)*dim], m.outNorm, c.NormEps)
+			r++
+		}
+	}
+	if cap(w.out) < rows*c.Vocab {
+		w.out = make([]float32, rows*c.Vocab)
+	}
+	out := w.out[:rows*c.Vocab]
+	if rows > 0 {
+		kernels.MatMul(out, m.output, xn[:rows*dim], rows)
+		addBias(out, m.outputB)
+	}
+	return out, nil
+}
+
+// attention computes every (token, head) pair of the batch: the token at position pos
+// attends to its sequence's cached positions 0..pos (causal), its head h reading KV
+// head h/(Heads/KVHeads).
+func (w *scratch) attention(m *Model, parts []part, out, q []float32, n int, scale float32) {
+	c := &m.cfg
+	qd, kvd, hd := c.qDim(), c.kvDim(), c.HeadDim
+	group := c.Heads / c.KVHeads
+	if c.Arch == "phi3" {
+		// llama.cpp scales phi3's queries before the product instead of the scores.
+		for i := range q[:n*qd] {
+			q[i] *= scale
+		}
+		scale = 1
+	}
+	positions := 0
+	for i := 0; i < n; i++ {
+		positions += int(w.tokPos[i]) + 1
+	}
+	kernels.Parallel(n*c.Heads, positions/n*hd, func(lo, hi int) {
+		for p := lo; p < hi; p++ {
+			i, h := p/c.Heads, p%c.Heads
+			pi := w.tokPart[i]
+			kernels.AttendBlocks(out[i*qd+h*hd:i*qd+(h+1)*hd], q[i*qd+h*hd:i*qd+(h+1)*hd],
+				w.ks[pi], w.vs[pi], (h/group)*hd, kvd, parts[pi].kv.blockTokens(), int(w.tokPos[i])+1, scale)
+		}
+	})
+}
+
+func addBias(x, b []float32) {
+	if b == nil {
+		return
+	}
+	for i := range x {
+		x[i] += b[i%len(b)]
+	}
+}
+
+func addInto(dst, src []float32) {
+	for i := range dst {
+		dst[i] += src[i]
+	}
+}
+
+// grow makes the scratch hold n tokens of parts sequences.
+func (w *scratch) grow(c *Config, n, parts int) {
+	w.x = growTo(w.x, n*c.Dim)
+	w.xn = growTo(w.xn, n*max(c.Dim, c.qDim()))
+	w.q = growTo(w.q, n*c.qDim())
+	w.kk = growTo(w.kk, n*c.kvDim())
+	w.vv = growTo(w.vv, n*c.kvDim())
+	w.att = growTo(w.att, n*c.qDim())
+	w.ffA = growTo(w.ffA, n*c.FFN)
+	if c.Fused {
+		w.ffB = growTo(w.ffB, n*2*c.FFN)
+		w.tmp = growTo(w.tmp, n*(c.qDim()+2*c.kvDim()))
+	} else {
+		w.ffB = growTo(w.ffB, n*c.FFN)
+	}
+	half := c.RopeDims / 2
+	w.cos, w.sin = growTo(w.cos, n*half), growTo(w.sin, n*half)
+	w.tokPart, w.tokPos = growTo(w.tokPart, n), growTo(w.tokPos, n)
+	for len(w.ks) < parts {
+		w.ks, w.vs = append(w.ks, nil), append(w.vs, nil)
+	}
+}
+
+func growTo[T any](b []T, size int) []T {
+	if cap(b) < size {
+		return make([]T, size)
+	}
+	return b[:size]
+}
