@@ -13,7 +13,9 @@ import (
 	"github.com/lmlite/lmlite/engine/gguf"
 	"github.com/lmlite/lmlite/engine/model"
 	"github.com/lmlite/lmlite/engine/sample"
+	"github.com/lmlite/lmlite/engine/sched"
 	"github.com/lmlite/lmlite/engine/tokenizer"
+	"github.com/lmlite/lmlite/kvcache"
 )
 
 // Defaults of ModelConfig and Config fields left zero.
@@ -21,7 +23,7 @@ const (
 	DefaultMaxModelConcurrency = 8
 	DefaultIdleTimeout         = 5 * time.Minute
 	DefaultMaxQueue            = 256
-	prefillChunk               = 512 // prompt tokens per forward pass
+	kvBlockTokens              = 16 // tokens per KV block
 )
 
 // Config configures a Block. The zero value of each field takes its default.
@@ -35,10 +37,9 @@ type Config struct {
 // Block serves a set of models: it loads each one (memory-mapped), warms it up,
 // runs requests on its replicas, unloads it when idle and reloads it on demand.
 //
-// This is the first form of the runtime: each replica runs one sequence at a time,
-// and requests wait for a free replica in arrival order. Continuous batching, paged KV
-// memory, per-tenant fair queues and memory leases replace that inside the Block
-// without changing its API.
+// Each replica is a runner: one goroutine that batches its model's concurrent
+// requests step by step (engine/sched decides, over a paged kvcache.Pool; see
+// runner.go). Requests go to the replicas round-robin.
 type Block struct {
 	cfg    Config
 	log    *slog.Logger
@@ -61,7 +62,8 @@ type instance struct {
 	// metadata, kept across unloads so that requests can be prepared while unloaded.
 	tok      *tokenizer.Tokenizer
 	tmpl     *chat.Template
-	kvSize   int64 // KV bytes per replica at MaxModelLen
+	rc       runnerConfig
+	kvSize   int64 // KV pool bytes per replica
 	fileSize int64
 
 	mu       sync.Mutex // guards everything below
@@ -69,17 +71,12 @@ type instance struct {
 	err      error
 	file     *gguf.File
 	model    *model.Model
-	free     chan *replica // idle replicas while loaded
+	replicas []*runner      // while loaded
 	loading  chan struct{} // closed when the load in progress ends
 	loadTime time.Duration // of the last load
-	active   int           // requests holding a replica or waiting for one
+	active   int           // requests submitted and not finished
 	lastUsed time.Time
 	rr       int
-}
-
-type replica struct {
-	index int
-	st    *model.State
 }
 
 // New builds a Block and starts loading its models in the background; Ready reports
@@ -165,8 +162,11 @@ func newInstance(mc ModelConfig, log *slog.Logger) (*instance, error) {
 	if mc.IdleTimeout == 0 {
 		mc.IdleTimeout = DefaultIdleTimeout
 	}
-	kv := int64(2*cfg.Layers*cfg.KVHeads*cfg.HeadDim*2) * int64(mc.MaxModelLen) // K and V, binary16
-	return &instance{cfg: mc, log: log.With("model", mc.ID), tok: tok, tmpl: tmpl, kvSize: kv, fileSize: f.Size(), state: StateUnloaded}, nil
+	kc := kvcache.Config{Layers: cfg.Layers, KVHeads: cfg.KVHeads, HeadDim: cfg.HeadDim, BlockTokens: kvBlockTokens}
+	kc.Blocks = kc.BlocksFor(mc.MaxModelLen+1, mc.MaxModelConcurrency, 0)
+	rc := runnerConfig{kv: kc, sched: sched.Config{MaxModelLen: mc.MaxModelLen, MaxConcurrency: mc.MaxModelConcurrency,
+		BatchTimeout: mc.BatchExecuteTimeout, MaxQueue: 1 << 30}}
+	return &instance{cfg: mc, log: log.With("model", mc.ID), tok: tok, tmpl: tmpl, rc: rc, kvSize: kc.Bytes(), fileSize: f.Size(), state: StateUnloaded}, nil
 }
 
 func tokenText(t *tokenizer.Tokenizer, id int32) string {
@@ -196,7 +196,7 @@ func (in *instance) startLoadLocked() {
 // forward pass of BOS (the model is ready only after that pass has run).
 func (in *instance) load(done chan struct{}) {
 	start := time.Now()
-	f, m, free, err := in.open()
+	f, m, reps, err := in.open()
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	defer close(done)
@@ -206,12 +206,12 @@ func (in *instance) load(done chan struct{}) {
 		in.log.Error("model failed to load", "err", err)
 		return
 	}
-	in.file, in.model, in.free = f, m, free
+	in.file, in.model, in.replicas = f, m, reps
 	in.state, in.lastUsed = StateReady, time.Now()
 	in.log.Info("model ready", "load_ms", in.loadTime.Milliseconds(), "replicas", in.cfg.Replicas)
 }
 
-func (in *instance) open() (*gguf.File, *model.Model, chan *replica, error) {
+func (in *instance) open() (*gguf.File, *model.Model, []*runner, error) {
 	f, err := gguf.Open(in.cfg.Path)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("engine: model %s: %w", in.cfg.ID, err)
@@ -221,30 +221,41 @@ func (in *instance) open() (*gguf.File, *model.Model, chan *replica, error) {
 		f.Close()
 		return nil, nil, nil, fmt.Errorf("engine: model %s: %w", in.cfg.ID, err)
 	}
-	free := make(chan *replica, in.cfg.Replicas)
-	for i := range in.cfg.Replicas {
-		free <- &replica{index: i, st: m.NewState(in.cfg.MaxModelLen)}
-	}
-	r := <-free
-	warm := in.tok.BOS()
-	if warm < 0 {
-		warm = 0
-	}
-	if _, err := r.st.Forward([]int32{warm}, false); err != nil {
+	warm := max(in.tok.BOS(), 0)
+	var reps []*runner
+	fail := func(err error) (*gguf.File, *model.Model, []*runner, error) {
+		for _, r := range reps {
+			r.pool.Close()
+		}
 		f.Close()
-		return nil, nil, nil, fmt.Errorf("engine: model %s: warm-up: %w", in.cfg.ID, err)
+		return nil, nil, nil, fmt.Errorf("engine: model %s: %w", in.cfg.ID, err)
 	}
-	r.st.Truncate(0)
-	free <- r
-	return f, m, free, nil
+	for i := range in.cfg.Replicas {
+		r, err := newRunner(i, in.cfg.ID, m, in.tok, in.rc)
+		if err != nil {
+			return fail(err)
+		}
+		reps = append(reps, r)
+		if err := r.warmUp(warm); err != nil {
+			return fail(fmt.Errorf("warm-up: %w", err))
+		}
+	}
+	for _, r := range reps {
+		go r.loop()
+	}
+	return f, m, reps, nil
 }
 
-// unloadLocked releases the mapping and the KV memory. No request may hold a replica.
+// unloadLocked stops the replicas and releases the mapping and the KV memory. No
+// request may be in flight.
 func (in *instance) unloadLocked() {
 	if in.state != StateReady || in.active > 0 {
 		return
 	}
-	in.model, in.free = nil, nil
+	for _, r := range in.replicas {
+		r.close()
+	}
+	in.model, in.replicas = nil, nil
 	if in.file != nil {
 		in.file.Close()
 		in.file = nil
@@ -275,7 +286,7 @@ func (b *Block) Models() []ModelStatus {
 		in.mu.Lock()
 		st := ModelStatus{ID: id, State: in.state, Replicas: in.cfg.Replicas, MaxModelLen: in.cfg.MaxModelLen, QueueDepth: in.active}
 		if in.file != nil {
-			st.MemoryBytes = in.file.Size() + int64(in.cfg.Replicas)*in.kvSize
+			st.MemoryBytes = in.file.Size() + int64(len(in.replicas))*in.kvSize
 		}
 		if in.err != nil {
 			st.Err = in.err.Error()
@@ -374,7 +385,7 @@ func (b *Block) Generate(ctx context.Context, modelID string, req Request) (*Str
 		return nil, ErrClosed
 	}
 	in.mu.Lock()
-	if in.active >= b.cfg.MaxQueue+in.cfg.Replicas {
+	if in.active >= b.cfg.MaxQueue+in.cfg.Replicas*in.cfg.MaxModelConcurrency {
 		in.mu.Unlock()
 		b.mu.Unlock()
 		return nil, fmt.Errorf("%w: model %s has %d requests waiting", ErrQueueFull, modelID, in.active)
@@ -429,29 +440,67 @@ func (in *instance) await(ctx context.Context) (time.Duration, error) {
 	}
 }
 
-// run waits for the model and a replica, then generates.
+// run waits for the model, hands the request to a replica and forwards its tokens
+// until it ends.
 func (in *instance) run(ctx context.Context, req Request, out chan<- Token) (Usage, error) {
-	u := Usage{PromptTokens: len(req.Prompt)}
 	start := time.Now()
+	u := Usage{PromptTokens: len(req.Prompt)}
 	cold, err := in.await(ctx)
 	u.ColdStart = cold
 	if err != nil {
 		return u, finishErr(&u, err)
 	}
 	in.mu.Lock()
-	free := in.free
+	r := in.replicas[in.rr%len(in.replicas)]
+	in.rr++
 	in.mu.Unlock()
-	var r *replica
-	select {
-	case r = <-free:
-	case <-ctx.Done():
-		return u, finishErr(&u, ctx.Err())
+
+	maxTokens := req.MaxTokens
+	if maxTokens == 0 {
+		maxTokens = in.cfg.MaxModelLen - len(req.Prompt)
 	}
-	defer func() { free <- r }()
-	u.Replica = r.index
-	u.QueueTime = time.Since(start)
-	err = in.generate(ctx, r.st, req, out, start, &u)
-	return u, finishErr(&u, err)
+	s := req.Sampling
+	j := &job{ctx: ctx, req: req, start: start, max: maxTokens, box: newMailbox(), u: u,
+		tokens: append(make([]int32, 0, len(req.Prompt)+maxTokens), req.Prompt...),
+		smp: sample.New(sample.Params{Temperature: s.Temperature, TopK: s.TopK, TopP: s.TopP, MinP: s.MinP,
+			RepeatPenalty: s.RepeatPenalty, PresencePenalty: s.PresencePenalty, FrequencyPenalty: s.FrequencyPenalty,
+			RepeatLastN: s.RepeatLastN, Seed: s.Seed}),
+		dec:  in.tok.NewDecoder(),
+		stop: sample.NewStopMatcher(req.Stop)}
+	j.dec.Prime(req.Prompt)
+	r.submit(j)
+
+	var buf []Token
+	forward := true
+	for {
+		select {
+		case <-j.box.wake:
+		case <-ctx.Done():
+			forward = false // the runner sees it at its next step and ends the job
+			<-j.box.wake
+		}
+		var done bool
+		buf, done = j.box.take(buf)
+		for _, t := range buf {
+			if !forward {
+				break
+			}
+			select {
+			case out <- t:
+			case <-ctx.Done():
+				forward = false
+			}
+		}
+		if done {
+			j.box.mu.Lock()
+			u, err := j.box.u, j.box.err
+			j.box.mu.Unlock()
+			if err == nil && u.FinishReason == "" {
+				u.FinishReason = FinishCancelled
+			}
+			return u, err
+		}
+	}
 }
 
 func finishErr(u *Usage, err error) error {
@@ -460,97 +509,6 @@ func finishErr(u *Usage, err error) error {
 		return nil
 	}
 	return err
-}
-
-// generate prefills the prompt and decodes until end of generation, a stop string,
-// MaxTokens or cancellation.
-func (in *instance) generate(ctx context.Context, st *model.State, req Request, out chan<- Token, start time.Time, u *Usage) error {
-	st.Truncate(0)
-	var logits []float32
-	var err error
-	for i := 0; i < len(req.Prompt); i += prefillChunk {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		logits, err = st.Forward(req.Prompt[i:min(i+prefillChunk, len(req.Prompt))], false)
-		if err != nil {
-			return fmt.Errorf("engine: model %s: %w", in.cfg.ID, err)
-		}
-	}
-	maxTokens := req.MaxTokens
-	if maxTokens == 0 {
-		maxTokens = in.cfg.MaxModelLen - len(req.Prompt)
-	}
-	s := req.Sampling
-	smp := sample.New(sample.Params{Temperature: s.Temperature, TopK: s.TopK, TopP: s.TopP, MinP: s.MinP,
-		RepeatPenalty: s.RepeatPenalty, PresencePenalty: s.PresencePenalty, FrequencyPenalty: s.FrequencyPenalty,
-		RepeatLastN: s.RepeatLastN, Seed: s.Seed})
-	history := append(make([]int32, 0, len(req.Prompt)+maxTokens), req.Prompt...)
-	dec := in.tok.NewDecoder()
-	dec.Prime(req.Prompt)
-	stop := sample.NewStopMatcher(req.Stop)
-	var text []byte
-	emitted := 0
-	var first, last time.Time
-	send := func(id int32, final bool) (bool, error) {
-		safe, stopped := stop.Check(string(text))
-		if final && !stopped {
-			safe = len(text)
-		}
-		t := Token{ID: id, Text: string(text[emitted:safe])}
-		emitted = safe
-		select {
-		case out <- t:
-		case <-ctx.Done():
-			return false, ctx.Err()
-		}
-		return stopped, nil
-	}
-	for {
-		id := smp.Sample(logits, history)
-		now := time.Now()
-		if first.IsZero() {
-			first = now
-			u.TimeToFirstToken = now.Sub(start)
-		}
-		last = now
-		if in.tok.IsEOG(id) {
-			text = append(text, dec.Flush()...)
-			if len(text) > emitted {
-				if _, err := send(-1, true); err != nil {
-					return err
-				}
-			}
-			u.FinishReason = FinishStop
-			break
-		}
-		history = append(history, id)
-		u.CompletionTokens++
-		text = append(text, dec.Next(id)...)
-		done := u.CompletionTokens >= maxTokens
-		if done {
-			text = append(text, dec.Flush()...)
-		}
-		stopped, err := send(id, done)
-		if err != nil {
-			return err
-		}
-		if stopped {
-			u.FinishReason = FinishStop
-			break
-		}
-		if done {
-			u.FinishReason = FinishLength
-			break
-		}
-		if logits, err = st.Forward([]int32{id}, false); err != nil {
-			return fmt.Errorf("engine: model %s: %w", in.cfg.ID, err)
-		}
-	}
-	if u.CompletionTokens > 1 {
-		u.TimePerOutputToken = last.Sub(first) / time.Duration(u.CompletionTokens-1)
-	}
-	return nil
 }
 
 // runJanitor unloads models idle for longer than their IdleTimeout.

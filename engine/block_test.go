@@ -104,7 +104,7 @@ func TestBlockRefusals(t *testing.T) {
 }
 
 func TestBlockQueueFull(t *testing.T) {
-	b := newStoriesBlock(t, ModelConfig{}, Config{MaxQueue: 1})
+	b := newStoriesBlock(t, ModelConfig{MaxModelConcurrency: 1}, Config{MaxQueue: 1})
 	ctx := context.Background()
 	var streams []*Stream
 	for range 2 {

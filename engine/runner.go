@@ -1,0 +1,401 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lmlite/lmlite/engine/model"
+	"github.com/lmlite/lmlite/engine/sample"
+	"github.com/lmlite/lmlite/engine/sched"
+	"github.com/lmlite/lmlite/engine/tokenizer"
+	"github.com/lmlite/lmlite/kvcache"
+)
+
+// runner is one replica of a loaded model: one goroutine that owns a scheduler state
+// (engine/sched), a paged KV pool (kvcache) and a model.Batch, and runs the
+// iteration-level batch step after step. Requests reach it through its inbox; tokens
+// leave through each job's mailbox, so a slow client never stalls the batch.
+type runner struct {
+	index int
+	id    string // the model's id, for errors
+	tok   *tokenizer.Tokenizer
+	batch *model.Batch
+	pool  *kvcache.Pool
+	st    *sched.State
+
+	mu    sync.Mutex // guards inbox
+	inbox []*job
+	wake  chan struct{} // cap 1: something is in the inbox
+	stop  chan struct{}
+	done  chan struct{}
+
+	live   map[sched.ID]*job // owned by the loop
+	nextID sched.ID
+	stats  runnerStats
+}
+
+// runnerStats are the replica's counters and gauges, read by any goroutine.
+type runnerStats struct {
+	steps, stepTokens, stepSeqs atomic.Int64 // totals, for mean batch sizes
+	running, waiting, kvUsed    atomic.Int64
+	kvBlocks                    atomic.Int64
+}
+
+// job is one request inside a runner.
+type job struct {
+	ctx    context.Context
+	req    Request
+	start  time.Time // submission
+	tokens []int32   // prompt + generated
+	max    int       // output tokens at most
+	kv     *kvcache.Seq
+	box    *mailbox
+	u      Usage
+
+	smp     *sample.Sampler
+	dec     *tokenizer.StreamDecoder
+	stop    *sample.StopMatcher
+	text    []byte
+	emitted int
+	first   time.Time
+	last    time.Time
+	joined  bool
+}
+
+// mailbox carries a job's tokens and its end from the runner to the request's
+// goroutine, without ever blocking the runner.
+type mailbox struct {
+	mu   sync.Mutex
+	toks []Token
+	done bool
+	u    Usage
+	err  error
+	wake chan struct{} // cap 1
+}
+
+func newMailbox() *mailbox { return &mailbox{wake: make(chan struct{}, 1)} }
+
+func (m *mailbox) push(t Token) {
+	m.mu.Lock()
+	m.toks = append(m.toks, t)
+	m.mu.Unlock()
+	signal(m.wake)
+}
+
+func (m *mailbox) finish(u Usage, err error) {
+	m.mu.Lock()
+	m.done, m.u, m.err = true, u, err
+	m.mu.Unlock()
+	signal(m.wake)
+}
+
+// take returns the tokens delivered so far and whether the job has ended.
+func (m *mailbox) take(buf []Token) ([]Token, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	buf = append(buf[:0], m.toks...)
+	m.toks = m.toks[:0]
+	return buf, m.done
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// runnerConfig is what a replica needs beyond the model.
+type runnerConfig struct {
+	sched sched.Config
+	kv    kvcache.Config
+}
+
+func newRunner(index int, id string, m *model.Model, tok *tokenizer.Tokenizer, rc runnerConfig) (*runner, error) {
+	pool, err := kvcache.New(rc.kv)
+	if err != nil {
+		return nil, err
+	}
+	sc := rc.sched
+	sc.BlockSize, sc.Blocks = pool.BlockTokens(), pool.Blocks()
+	st, err := sched.New(sc)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	r := &runner{index: index, id: id, tok: tok, batch: m.NewBatch(), pool: pool, st: st,
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), live: map[sched.ID]*job{}}
+	r.stats.kvBlocks.Store(int64(pool.Blocks()))
+	return r, nil
+}
+
+// warmUp runs one forward pass of token t, so that a replica is ready only once the
+// model's pages and the kernels have been through once.
+func (r *runner) warmUp(t int32) error {
+	kv := r.pool.NewSeq("\x00warm-up")
+	defer kv.Release()
+	if err := kv.Grow(1); err != nil {
+		return err
+	}
+	_, err := r.batch.Forward([]model.Item{{KV: kv, Tokens: []int32{t}, Logits: 1}})
+	return err
+}
+
+// submit hands a job to the runner's loop.
+func (r *runner) submit(j *job) {
+	r.mu.Lock()
+	r.inbox = append(r.inbox, j)
+	r.mu.Unlock()
+	signal(r.wake)
+}
+
+// close stops the loop (after its jobs have ended) and frees the pool.
+func (r *runner) close() {
+	close(r.stop)
+	<-r.done
+	r.pool.Close()
+}
+
+// loop is the replica's goroutine: take submissions, plan a step, run it, deliver.
+func (r *runner) loop() {
+	defer close(r.done)
+	var timer *time.Timer
+	for {
+		now := time.Now()
+		r.intake(now)
+		r.reap()
+		step := r.st.Plan(now)
+		r.st.Apply(now, step)
+		work := r.prepare(now, step)
+		r.publishStats()
+		if len(work) > 0 {
+			r.run(work)
+			continue
+		}
+		var wakeAt <-chan time.Time
+		if !step.WakeAt.IsZero() {
+			d := time.Until(step.WakeAt)
+			if timer == nil {
+				timer = time.NewTimer(d)
+			} else {
+				timer.Reset(d)
+			}
+			wakeAt = timer.C
+		}
+		select {
+		case <-r.wake:
+		case <-wakeAt:
+		case <-r.stop:
+			r.failAll(ErrClosed)
+			return
+		}
+		if timer != nil && !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+}
+
+// intake enqueues the inbox's jobs.
+func (r *runner) intake(now time.Time) {
+	r.mu.Lock()
+	in := r.inbox
+	r.inbox = nil
+	r.mu.Unlock()
+	for _, j := range in {
+		r.nextID++
+		id := r.nextID
+		class := sched.Interactive
+		if j.req.Priority == Batch {
+			class = sched.Batch
+		}
+		err := r.st.Enqueue(now, sched.Request{ID: id, Tenant: j.req.Tenant, Weight: j.req.Weight, Class: class,
+			Prompt: len(j.req.Prompt), MaxTokens: j.max})
+		if err != nil {
+			switch {
+			case errors.Is(err, sched.ErrQueueFull):
+				err = fmt.Errorf("%w: model %s: %w", ErrQueueFull, r.id, err)
+			case errors.Is(err, sched.ErrTooLong):
+				err = fmt.Errorf("%w: model %s: %w", ErrTooLong, r.id, err)
+			}
+			j.box.finish(j.u, err)
+			continue
+		}
+		r.live[id] = j
+	}
+}
+
+// reap ends the jobs whose context is done (the client went away): their slot and KV
+// blocks are free for this step.
+func (r *runner) reap() {
+	for id, j := range r.live {
+		if j.ctx.Err() == nil {
+			continue
+		}
+		r.st.Remove(id)
+		r.end(id, j, FinishCancelled, nil)
+	}
+}
+
+// prepare applies a step's preemptions and joins and returns the batch to run.
+func (r *runner) prepare(now time.Time, step sched.Step) []sched.Work {
+	for _, id := range step.Preempt {
+		// Its full blocks were published after each step and stay cached.
+		if j := r.live[id]; j != nil && j.kv != nil {
+			j.kv.Release()
+			j.kv = nil
+		}
+	}
+	work := step.Work
+	for _, id := range step.Join {
+		j := r.live[id]
+		j.kv = r.pool.NewSeq(j.req.CacheSalt)
+		cached := j.kv.Prefix(j.tokens[:len(j.tokens)-1])
+		if !j.joined {
+			j.joined = true
+			j.u.QueueTime = now.Sub(j.start)
+			j.u.CachedTokens = cached
+		}
+		if w, ok := r.st.SetCached(id, cached); ok {
+			for i := range work {
+				if work[i].ID == id {
+					work[i] = w
+				}
+			}
+		}
+	}
+	return work
+}
+
+// run computes one step and delivers its tokens.
+func (r *runner) run(work []sched.Work) {
+	items := make([]model.Item, 0, len(work))
+	ran := make([]sched.Work, 0, len(work))
+	n := 0
+	for _, w := range work {
+		j := r.live[w.ID]
+		if err := j.kv.Grow(w.Start + w.N); err != nil {
+			// The scheduler counts the pool's blocks, so this is a bug; fail the job, not the batch.
+			r.st.Remove(w.ID)
+			r.end(w.ID, j, "", fmt.Errorf("engine: model %s: %w", r.id, err))
+			continue
+		}
+		logits := 0
+		if w.Sample {
+			logits = 1
+		}
+		items = append(items, model.Item{KV: j.kv, Start: w.Start, Tokens: j.tokens[w.Start : w.Start+w.N], Logits: logits})
+		ran = append(ran, w)
+		n += w.N
+	}
+	if len(items) == 0 {
+		return
+	}
+	out, err := r.batch.Forward(items)
+	r.stats.steps.Add(1)
+	r.stats.stepTokens.Add(int64(n))
+	r.stats.stepSeqs.Add(int64(len(items)))
+	for k, w := range ran {
+		j := r.live[w.ID]
+		if err != nil {
+			r.st.Remove(w.ID)
+			r.end(w.ID, j, "", fmt.Errorf("engine: model %s: %w", r.id, err))
+			continue
+		}
+		j.kv.Publish(j.tokens[:w.Start+w.N])
+		if !w.Sample {
+			continue
+		}
+		id := j.smp.Sample(out[k], j.tokens)
+		if reason, over := j.accept(r.tok, id); over {
+			if !w.Last {
+				r.st.Remove(w.ID)
+			}
+			r.end(w.ID, j, reason, nil)
+		} else if w.Last {
+			// The scheduler's count and the job's agree (max tokens); this is a bug if reached.
+			r.end(w.ID, j, FinishLength, nil)
+		}
+	}
+}
+
+// accept takes a sampled token: it delivers its text and reports whether the job is
+// over (end of generation, a stop string, its max tokens) and why.
+func (j *job) accept(tok *tokenizer.Tokenizer, id int32) (string, bool) {
+	now := time.Now()
+	if j.first.IsZero() {
+		j.first = now
+		j.u.TimeToFirstToken = now.Sub(j.start)
+	}
+	j.last = now
+	if tok.IsEOG(id) {
+		j.text = append(j.text, j.dec.Flush()...)
+		if len(j.text) > j.emitted {
+			j.send(-1, true)
+		}
+		return FinishStop, true
+	}
+	j.tokens = append(j.tokens, id)
+	j.u.CompletionTokens++
+	j.text = append(j.text, j.dec.Next(id)...)
+	full := j.u.CompletionTokens >= j.max
+	if full {
+		j.text = append(j.text, j.dec.Flush()...)
+	}
+	if j.send(id, full) {
+		return FinishStop, true
+	}
+	if full {
+		return FinishLength, true
+	}
+	return "", false
+}
+
+// send delivers the text that no stop string can still claim; it reports whether a
+// stop string matched.
+func (j *job) send(id int32, final bool) bool {
+	safe, stopped := j.stop.Check(string(j.text))
+	if final && !stopped {
+		safe = len(j.text)
+	}
+	j.box.push(Token{ID: id, Text: string(j.text[j.emitted:safe])})
+	j.emitted = safe
+	return stopped
+}
+
+// end finishes a job: its KV blocks go back to the pool (full ones stay cached) and
+// its usage to the request.
+func (r *runner) end(id sched.ID, j *job, reason string, err error) {
+	if j.kv != nil {
+		j.kv.Release()
+		j.kv = nil
+	}
+	delete(r.live, id)
+	j.u.FinishReason = reason
+	j.u.Replica = r.index
+	if j.u.CompletionTokens > 1 {
+		j.u.TimePerOutputToken = j.last.Sub(j.first) / time.Duration(j.u.CompletionTokens-1)
+	}
+	j.box.finish(j.u, err)
+}
+
+// failAll ends every job with err (the runner is stopping).
+func (r *runner) failAll(err error) {
+	r.intake(time.Now())
+	for id, j := range r.live {
+		r.st.Remove(id)
+		r.end(id, j, "", err)
+	}
+}
+
+func (r *runner) publishStats() {
+	r.stats.running.Store(int64(r.st.Running()))
+	r.stats.waiting.Store(int64(r.st.Waiting()))
+	r.stats.kvUsed.Store(int64(r.pool.Blocks() - r.pool.Available()))
+}
