@@ -71,7 +71,7 @@ type instance struct {
 	err      error
 	file     *gguf.File
 	model    *model.Model
-	replicas []*runner      // while loaded
+	replicas []*runner     // while loaded
 	loading  chan struct{} // closed when the load in progress ends
 	loadTime time.Duration // of the last load
 	active   int           // requests submitted and not finished
