@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/lmlite/lmlite/kvcache"
 )
 
 // This file holds the types of the Block API (LM Lite's LMLiteBlock shape) that the
@@ -68,8 +70,9 @@ type Request struct {
 // UTF-8 characters that this token finishes (possibly empty while a character is
 // still split across tokens): concatenating Text of a stream gives the output text.
 type Token struct {
-	ID   int32
-	Text string
+	ID    int32
+	Text  string
+	Logit float32 // the model's raw logit of ID (before sampling's penalties and temperature); 0 when ID is -1
 }
 
 // Finish reasons.
@@ -145,8 +148,19 @@ type ModelStatus struct {
 	Replicas    int
 	MemoryBytes int64 // weights mapped + KV pool
 	MaxModelLen int
-	QueueDepth  int
+	QueueDepth  int    // requests waiting to join a batch (all replicas)
+	Running     int    // sequences in the batches (all replicas)
 	Err         string // for StateFailed
+
+	// Counters since the Block started (they survive unloads).
+	Steps      uint64 // batch steps run
+	StepSeqs   uint64 // sequences summed over the steps: StepSeqs/Steps is the mean batch size
+	StepTokens uint64 // tokens computed summed over the steps (decodes + prefill chunks)
+	Loads      uint64
+	Unloads    uint64
+	ColdStart  time.Duration // the last load's duration
+
+	KV kvcache.Stats // the replicas' KV pools, summed (zero while unloaded)
 }
 
 // Errors of the Block API, matched with errors.Is.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sort"
 	"sync"
 	"time"
@@ -65,6 +66,7 @@ type instance struct {
 	rc       runnerConfig
 	kvSize   int64 // KV pool bytes per replica
 	fileSize int64
+	stats    runnerStats
 
 	mu       sync.Mutex // guards everything below
 	state    ModelState
@@ -75,6 +77,8 @@ type instance struct {
 	loading  chan struct{} // closed when the load in progress ends
 	loadTime time.Duration // of the last load
 	active   int           // requests submitted and not finished
+	loads    uint64
+	unloads  uint64
 	lastUsed time.Time
 	rr       int
 }
@@ -207,6 +211,7 @@ func (in *instance) load(done chan struct{}) {
 		return
 	}
 	in.file, in.model, in.replicas = f, m, reps
+	in.loads++
 	in.state, in.lastUsed = StateReady, time.Now()
 	in.log.Info("model ready", "load_ms", in.loadTime.Milliseconds(), "replicas", in.cfg.Replicas)
 }
@@ -231,7 +236,7 @@ func (in *instance) open() (*gguf.File, *model.Model, []*runner, error) {
 		return nil, nil, nil, fmt.Errorf("engine: model %s: %w", in.cfg.ID, err)
 	}
 	for i := range in.cfg.Replicas {
-		r, err := newRunner(i, in.cfg.ID, m, in.tok, in.rc)
+		r, err := newRunner(i, in.cfg.ID, m, in.tok, in.rc, &in.stats)
 		if err != nil {
 			return fail(err)
 		}
@@ -261,6 +266,7 @@ func (in *instance) unloadLocked() {
 		in.file = nil
 	}
 	in.state = StateUnloaded
+	in.unloads++
 	in.log.Info("model unloaded")
 }
 
@@ -284,9 +290,16 @@ func (b *Block) Models() []ModelStatus {
 	for _, id := range b.order {
 		in := b.models[id]
 		in.mu.Lock()
-		st := ModelStatus{ID: id, State: in.state, Replicas: in.cfg.Replicas, MaxModelLen: in.cfg.MaxModelLen, QueueDepth: in.active}
+		st := ModelStatus{ID: id, State: in.state, Replicas: in.cfg.Replicas, MaxModelLen: in.cfg.MaxModelLen,
+			Steps: in.stats.steps.Load(), StepSeqs: in.stats.stepSeqs.Load(), StepTokens: in.stats.stepTokens.Load(),
+			Loads: in.loads, Unloads: in.unloads, ColdStart: in.loadTime}
 		if in.file != nil {
 			st.MemoryBytes = in.file.Size() + int64(len(in.replicas))*in.kvSize
+		}
+		for _, r := range in.replicas {
+			st.QueueDepth += int(r.waiting.Load())
+			st.Running += int(r.running.Load())
+			st.KV = addKV(st.KV, r.pool.Stats())
 		}
 		if in.err != nil {
 			st.Err = in.err.Error()
@@ -295,6 +308,37 @@ func (b *Block) Models() []ModelStatus {
 		out = append(out, st)
 	}
 	return out
+}
+
+// addKV sums two pools' stats.
+func addKV(a, b kvcache.Stats) kvcache.Stats {
+	a.Lookups += b.Lookups
+	a.HitTokens += b.HitTokens
+	a.MissTokens += b.MissTokens
+	a.Demotions += b.Demotions
+	a.Replays += b.Replays
+	a.Evictions += b.Evictions
+	a.HotUsed += b.HotUsed
+	a.HotCached += b.HotCached
+	a.HotFree += b.HotFree
+	a.WarmBlocks += b.WarmBlocks
+	a.WarmSlots += b.WarmSlots
+	a.HotBytes += b.HotBytes
+	a.WarmBytes += b.WarmBytes
+	a.BlockSize = b.BlockSize
+	return a
+}
+
+// DecodedTokens reports how many output tokens a model has produced for each tenant
+// since the Block started: the tenants' shares of its decode steps.
+func (b *Block) DecodedTokens(modelID string) (map[string]int64, error) {
+	in, ok := b.models[modelID]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownModel, modelID)
+	}
+	in.stats.mu.Lock()
+	defer in.stats.mu.Unlock()
+	return maps.Clone(in.stats.decoded), nil
 }
 
 // Load starts loading a model (if it is not loaded) and waits until it is ready.

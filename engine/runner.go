@@ -35,14 +35,27 @@ type runner struct {
 
 	live   map[sched.ID]*job // owned by the loop
 	nextID sched.ID
-	stats  runnerStats
+	stats  *runnerStats // the model's
+
+	running, waiting atomic.Int64 // gauges
 }
 
-// runnerStats are the replica's counters and gauges, read by any goroutine.
+// runnerStats are a model's batch counters and its replicas' gauges, read by any
+// goroutine. The counters belong to the model (they survive unloads).
 type runnerStats struct {
-	steps, stepTokens, stepSeqs atomic.Int64 // totals, for mean batch sizes
-	running, waiting, kvUsed    atomic.Int64
-	kvBlocks                    atomic.Int64
+	steps, stepTokens, stepSeqs atomic.Uint64
+
+	mu      sync.Mutex
+	decoded map[string]int64 // output tokens by tenant
+}
+
+func (s *runnerStats) decode(tenant string) {
+	s.mu.Lock()
+	if s.decoded == nil {
+		s.decoded = map[string]int64{}
+	}
+	s.decoded[tenant]++
+	s.mu.Unlock()
 }
 
 // job is one request inside a runner.
@@ -115,7 +128,7 @@ type runnerConfig struct {
 	kv    kvcache.Config
 }
 
-func newRunner(index int, id string, m *model.Model, tok *tokenizer.Tokenizer, rc runnerConfig) (*runner, error) {
+func newRunner(index int, id string, m *model.Model, tok *tokenizer.Tokenizer, rc runnerConfig, stats *runnerStats) (*runner, error) {
 	pool, err := kvcache.New(rc.kv)
 	if err != nil {
 		return nil, err
@@ -128,8 +141,7 @@ func newRunner(index int, id string, m *model.Model, tok *tokenizer.Tokenizer, r
 		return nil, err
 	}
 	r := &runner{index: index, id: id, tok: tok, batch: m.NewBatch(), pool: pool, st: st,
-		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), live: map[sched.ID]*job{}}
-	r.stats.kvBlocks.Store(int64(pool.Blocks()))
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), live: map[sched.ID]*job{}, stats: stats}
 	return r, nil
 }
 
@@ -299,8 +311,8 @@ func (r *runner) run(work []sched.Work) {
 	}
 	out, err := r.batch.Forward(items)
 	r.stats.steps.Add(1)
-	r.stats.stepTokens.Add(int64(n))
-	r.stats.stepSeqs.Add(int64(len(items)))
+	r.stats.stepTokens.Add(uint64(n))
+	r.stats.stepSeqs.Add(uint64(len(items)))
 	for k, w := range ran {
 		j := r.live[w.ID]
 		if err != nil {
@@ -313,7 +325,8 @@ func (r *runner) run(work []sched.Work) {
 			continue
 		}
 		id := j.smp.Sample(out[k], j.tokens)
-		if reason, over := j.accept(r.tok, id); over {
+		r.stats.decode(j.req.Tenant)
+		if reason, over := j.accept(r.tok, id, out[k][id]); over {
 			if !w.Last {
 				r.st.Remove(w.ID)
 			}
@@ -327,7 +340,7 @@ func (r *runner) run(work []sched.Work) {
 
 // accept takes a sampled token: it delivers its text and reports whether the job is
 // over (end of generation, a stop string, its max tokens) and why.
-func (j *job) accept(tok *tokenizer.Tokenizer, id int32) (string, bool) {
+func (j *job) accept(tok *tokenizer.Tokenizer, id int32, logit float32) (string, bool) {
 	now := time.Now()
 	if j.first.IsZero() {
 		j.first = now
@@ -337,7 +350,7 @@ func (j *job) accept(tok *tokenizer.Tokenizer, id int32) (string, bool) {
 	if tok.IsEOG(id) {
 		j.text = append(j.text, j.dec.Flush()...)
 		if len(j.text) > j.emitted {
-			j.send(-1, true)
+			j.send(-1, 0, true)
 		}
 		return FinishStop, true
 	}
@@ -348,7 +361,7 @@ func (j *job) accept(tok *tokenizer.Tokenizer, id int32) (string, bool) {
 	if full {
 		j.text = append(j.text, j.dec.Flush()...)
 	}
-	if j.send(id, full) {
+	if j.send(id, logit, full) {
 		return FinishStop, true
 	}
 	if full {
@@ -359,12 +372,12 @@ func (j *job) accept(tok *tokenizer.Tokenizer, id int32) (string, bool) {
 
 // send delivers the text that no stop string can still claim; it reports whether a
 // stop string matched.
-func (j *job) send(id int32, final bool) bool {
+func (j *job) send(id int32, logit float32, final bool) bool {
 	safe, stopped := j.stop.Check(string(j.text))
 	if final && !stopped {
 		safe = len(j.text)
 	}
-	j.box.push(Token{ID: id, Text: string(j.text[j.emitted:safe])})
+	j.box.push(Token{ID: id, Text: string(j.text[j.emitted:safe]), Logit: logit})
 	j.emitted = safe
 	return stopped
 }
@@ -395,7 +408,6 @@ func (r *runner) failAll(err error) {
 }
 
 func (r *runner) publishStats() {
-	r.stats.running.Store(int64(r.st.Running()))
-	r.stats.waiting.Store(int64(r.st.Waiting()))
-	r.stats.kvUsed.Store(int64(r.pool.Blocks() - r.pool.Available()))
+	r.running.Store(int64(r.st.Running()))
+	r.waiting.Store(int64(r.st.Waiting()))
 }

@@ -11,8 +11,10 @@ import (
 	"slices"
 	"time"
 
+	"github.com/lmlite/lmlite/configs"
 	"github.com/lmlite/lmlite/engine/gguf"
 	"github.com/lmlite/lmlite/engine/model"
+	"github.com/lmlite/lmlite/kvcache"
 )
 
 func init() {
@@ -45,7 +47,8 @@ func cmdBench(args []string, stdout io.Writer) error {
 	nPrompt := fs.Int("prompt", 512, "random prompt tokens")
 	nGen := fs.Int("gen", 128, "generated tokens")
 	reps := fs.Int("reps", 3, "repetitions (the medians are reported)")
-	parallel := fs.Int("parallel", 1, "concurrent sequences")
+	parallel := fs.Int("parallel", 1, "sequences decoded together in one batch (tg is their sum)")
+	budgetFlag := fs.String("memory-budget", "", "memory the model may use (weights + KV), e.g. 2GiB; empty: no limit")
 	asJSON := fs.Bool("json", false, "print one JSON line")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	membw := fs.Bool("membw", false, "measure the memory read bandwidth instead (no model needed)")
@@ -70,8 +73,15 @@ func cmdBench(args []string, stdout io.Writer) error {
 	if *nPrompt < 1 || *nGen < 1 || *reps < 1 {
 		return fmt.Errorf("--prompt, --gen and --reps must be at least 1")
 	}
-	if *parallel != 1 {
-		return fmt.Errorf("--parallel %d: batched decoding of several sequences comes with the batching runtime; only 1 is supported yet", *parallel)
+	var budget int64
+	if *budgetFlag != "" {
+		var err error
+		if budget, err = configs.ParseBytes(*budgetFlag); err != nil {
+			return fmt.Errorf("--memory-budget: %w", err)
+		}
+	}
+	if *parallel < 1 {
+		return fmt.Errorf("--parallel %d must be at least 1", *parallel)
 	}
 	runtime.GOMAXPROCS(*threads)
 	if *ctxLen <= 0 {
@@ -101,44 +111,97 @@ func cmdBench(args []string, stdout io.Writer) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	st := m.NewState(*ctxLen)
+	// The sequences' KV lives in a paged pool, as in the server: ctx tokens each.
+	kc := m.KVConfig()
+	kc.Blocks = kc.BlocksFor(*ctxLen, *parallel, 0)
+	if budget > 0 && f.Size()+kc.Bytes() > budget {
+		return fmt.Errorf("--memory-budget %d MiB: the model needs %d MiB of weights + %d MiB of KV cache",
+			budget>>20, f.Size()>>20, kc.Bytes()>>20)
+	}
+	pool, err := kvcache.New(kc)
+	if err != nil {
+		return err
+	}
+	b := m.NewBatch()
+	seqs := make([]*kvcache.Seq, *parallel)
 	pp := make([]float64, *reps)
 	tg := make([]float64, *reps)
 	seed := uint32(1234)
-	prompt := make([]int32, *nPrompt)
+	prompts := make([][]int32, *parallel)
+	for s := range prompts {
+		prompts[s] = make([]int32, *nPrompt)
+	}
+	next := make([]int32, *parallel)
+	items := make([]model.Item, 0, *parallel)
 	for r := range *reps {
-		st.Truncate(0)
-		// bench.c's prompt: tokens from the same LCG, in [3, vocab).
-		for i := range prompt {
-			seed = seed*1664525 + 1013904223
-			prompt[i] = 3 + int32(seed%uint32(cfg.Vocab-3))
+		for s := range seqs {
+			if seqs[s] != nil {
+				seqs[s].Release()
+			}
+			seqs[s] = pool.NewSeq("")
+			if err := seqs[s].Grow(*nPrompt + *nGen); err != nil {
+				return err
+			}
+			// bench.c's prompt: tokens from the same LCG, in [3, vocab).
+			for i := range prompts[s] {
+				seed = seed*1664525 + 1013904223
+				prompts[s][i] = 3 + int32(seed%uint32(cfg.Vocab-3))
+			}
 		}
+		// Prompt processing: the sequences' prompts in batches of up to 512 tokens
+		// (llama.cpp's ubatch), logits only at each prompt's last token.
 		t0 := time.Now()
-		if _, err := st.Forward(prompt, false); err != nil {
-			return err
+		s, done := 0, 0
+		for s < *parallel {
+			items = items[:0]
+			room := max(512, *parallel)
+			for room > 0 && s < *parallel {
+				n := min(room, *nPrompt-done)
+				logits := 0
+				if done+n == *nPrompt {
+					logits = 1
+				}
+				items = append(items, model.Item{KV: seqs[s], Start: done, Tokens: prompts[s][done : done+n], Logits: logits})
+				room -= n
+				if done += n; done == *nPrompt {
+					s, done = s+1, 0
+				}
+			}
+			if _, err := b.Forward(items); err != nil {
+				return err
+			}
 		}
-		pp[r] = float64(*nPrompt) / time.Since(t0).Seconds()
-		// Generation continues from the last prompt token, greedy, one token per step.
-		next := prompt[len(prompt)-1]
+		pp[r] = float64(*nPrompt**parallel) / time.Since(t0).Seconds()
+		// Generation continues from each prompt's last token, greedy, one token per
+		// sequence per step, all sequences in one batch.
+		for s := range next {
+			next[s] = prompts[s][*nPrompt-1]
+		}
 		t0 = time.Now()
-		for range *nGen {
-			logits, err := st.Forward([]int32{next}, false)
+		for g := range *nGen {
+			items = items[:0]
+			for s := range seqs {
+				items = append(items, model.Item{KV: seqs[s], Start: *nPrompt + g, Tokens: next[s : s+1], Logits: 1})
+			}
+			out, err := b.Forward(items)
 			if err != nil {
 				return err
 			}
-			next = int32(argmax(logits))
+			for s := range next {
+				next[s] = int32(argmax(out[s]))
+			}
 		}
-		tg[r] = float64(*nGen) / time.Since(t0).Seconds()
+		tg[r] = float64(*nGen**parallel) / time.Since(t0).Seconds()
 	}
 	res := benchResult{Model: filepath.Base(*path), Threads: *threads, Parallel: *parallel, Prompt: *nPrompt, Gen: *nGen,
 		PPTokS: median(pp), TGTokS: median(tg), FileBytes: f.Size(),
-		KVBytes: int64(2*cfg.Layers*cfg.KVHeads*cfg.HeadDim*2) * int64(*ctxLen), PeakRSS: peakRSS()}
+		KVBytes: kc.Bytes(), PeakRSS: peakRSS()}
 	res.OverheadMiB = float64(res.PeakRSS-res.FileBytes-res.KVBytes) / (1 << 20)
 	if *asJSON {
 		return json.NewEncoder(stdout).Encode(res)
 	}
-	fmt.Fprintf(stdout, "%s: threads %d, prompt %d, gen %d, reps %d\n  pp %.2f tok/s\n  tg %.2f tok/s\n  peak RSS %.1f MiB = file %.1f MiB + KV %.1f MiB + %.1f MiB\n",
-		res.Model, res.Threads, res.Prompt, res.Gen, *reps, res.PPTokS, res.TGTokS,
+	fmt.Fprintf(stdout, "%s: threads %d, parallel %d, prompt %d, gen %d, reps %d\n  pp %.2f tok/s\n  tg %.2f tok/s\n  peak RSS %.1f MiB = file %.1f MiB + KV %.1f MiB + %.1f MiB\n",
+		res.Model, res.Threads, res.Parallel, res.Prompt, res.Gen, *reps, res.PPTokS, res.TGTokS,
 		float64(res.PeakRSS)/(1<<20), float64(res.FileBytes)/(1<<20), float64(res.KVBytes)/(1<<20), res.OverheadMiB)
 	return nil
 }
