@@ -6,12 +6,17 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
+	"math/rand/v2"
+	"os"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/lmlite/lmlite/engine/chat"
 	"github.com/lmlite/lmlite/engine/gguf"
+	"github.com/lmlite/lmlite/engine/lease"
 	"github.com/lmlite/lmlite/engine/model"
 	"github.com/lmlite/lmlite/engine/sample"
 	"github.com/lmlite/lmlite/engine/sched"
@@ -30,10 +35,15 @@ const (
 // Config configures a Block. The zero value of each field takes its default.
 type Config struct {
 	Models       []ModelConfig
-	MemoryBudget int64 // bytes the models may map and allocate (weights + KV); 0: no limit
-	MaxQueue     int   // requests waiting per model before Generate answers ErrQueueFull; 0: DefaultMaxQueue
+	MemoryBudget int64       // bytes the models may map and allocate (weights + KV); 0: host memory minus a margin (lease.HostBudget)
+	Leases       lease.Store // where models lease their memory; nil: an in-process store
+	MaxQueue     int         // requests waiting per model before Generate answers ErrQueueFull; 0: DefaultMaxQueue
 	Logger       *slog.Logger
 }
+
+// leaseTTL is how long a model's memory lease lives without a heartbeat (the janitor
+// beats every second).
+const leaseTTL = 30 * time.Second
 
 // Block serves a set of models: it loads each one (memory-mapped), warms it up,
 // runs requests on its replicas, unloads it when idle and reloads it on demand.
@@ -46,6 +56,9 @@ type Block struct {
 	log    *slog.Logger
 	models map[string]*instance
 	order  []string
+	leases lease.Store
+	budget int64  // bytes of the host device
+	proc   string // this process in lease holders: model@proc
 
 	mu       sync.Mutex // guards closed
 	closed   bool
@@ -56,6 +69,7 @@ type Block struct {
 
 // instance is one configured model and its loaded form, if any.
 type instance struct {
+	b   *Block
 	cfg ModelConfig
 	log *slog.Logger
 
@@ -74,7 +88,8 @@ type instance struct {
 	file     *gguf.File
 	model    *model.Model
 	replicas []*runner     // while loaded
-	loading  chan struct{} // closed when the load in progress ends
+	loading  *loadAttempt  // the load in progress or the last one
+	lease    lease.Lease   // held while loaded
 	loadTime time.Duration // of the last load
 	active   int           // requests submitted and not finished
 	loads    uint64
@@ -97,7 +112,19 @@ func New(cfg Config) (*Block, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	b := &Block{cfg: cfg, log: log, models: map[string]*instance{}, stop: make(chan struct{})}
+	b := &Block{cfg: cfg, log: log, models: map[string]*instance{}, stop: make(chan struct{}), leases: cfg.Leases,
+		budget: cfg.MemoryBudget, proc: fmt.Sprintf("%d-%x", os.Getpid(), rand.Uint32())}
+	if b.leases == nil {
+		b.leases = &lease.Memory{}
+	}
+	if b.budget <= 0 {
+		hb, err := lease.HostBudget(0)
+		if err != nil {
+			log.Warn("no memory budget: host memory unknown", "err", err)
+			hb = math.MaxInt64
+		}
+		b.budget = hb
+	}
 	for _, mc := range cfg.Models {
 		if mc.ID == "" {
 			return nil, fmt.Errorf("engine: a model has no model_id (path %q)", mc.Path)
@@ -105,7 +132,7 @@ func New(cfg Config) (*Block, error) {
 		if _, dup := b.models[mc.ID]; dup {
 			return nil, fmt.Errorf("engine: model_id %q configured twice", mc.ID)
 		}
-		inst, err := newInstance(mc, log)
+		inst, err := newInstance(b, mc, log)
 		if err != nil {
 			b.closeAll()
 			return nil, err
@@ -113,15 +140,12 @@ func New(cfg Config) (*Block, error) {
 		b.models[mc.ID] = inst
 		b.order = append(b.order, mc.ID)
 	}
-	if cfg.MemoryBudget > 0 {
-		var need int64
-		for _, id := range b.order {
-			in := b.models[id]
-			need += in.fileSize + int64(in.cfg.Replicas)*in.kvSize
-		}
-		if need > cfg.MemoryBudget {
-			return nil, fmt.Errorf("%w: the models need %d MiB (weights + KV at max_model_len), the budget is %d MiB",
-				ErrNoMemory, need>>20, cfg.MemoryBudget>>20)
+	// A model that cannot fit even alone is a configuration error; models that fit
+	// alone but not together take turns through their leases.
+	for _, id := range b.order {
+		if need := b.models[id].leaseBytes(); need > b.budget {
+			return nil, fmt.Errorf("%w: model %s needs %d MiB (weights + KV pools of %d replicas for max_model_len × max_model_concurrency), the budget is %d MiB",
+				ErrNoMemory, id, need>>20, b.models[id].cfg.Replicas, b.budget>>20)
 		}
 	}
 	for _, id := range b.order {
@@ -132,7 +156,7 @@ func New(cfg Config) (*Block, error) {
 	return b, nil
 }
 
-func newInstance(mc ModelConfig, log *slog.Logger) (*instance, error) {
+func newInstance(b *Block, mc ModelConfig, log *slog.Logger) (*instance, error) {
 	f, err := gguf.Open(mc.Path)
 	if err != nil {
 		return nil, fmt.Errorf("engine: model %s: %w", mc.ID, err)
@@ -170,7 +194,7 @@ func newInstance(mc ModelConfig, log *slog.Logger) (*instance, error) {
 	kc.Blocks = kc.BlocksFor(mc.MaxModelLen+1, mc.MaxModelConcurrency, 0)
 	rc := runnerConfig{kv: kc, sched: sched.Config{MaxModelLen: mc.MaxModelLen, MaxConcurrency: mc.MaxModelConcurrency,
 		BatchTimeout: mc.BatchExecuteTimeout, MaxQueue: 1 << 30}}
-	return &instance{cfg: mc, log: log.With("model", mc.ID), tok: tok, tmpl: tmpl, rc: rc, kvSize: kc.Bytes(), fileSize: f.Size(), state: StateUnloaded}, nil
+	return &instance{b: b, cfg: mc, log: log.With("model", mc.ID), tok: tok, tmpl: tmpl, rc: rc, kvSize: kc.Bytes(), fileSize: f.Size(), state: StateUnloaded}, nil
 }
 
 func tokenText(t *tokenizer.Tokenizer, id int32) string {
@@ -192,28 +216,86 @@ func (in *instance) startLoadLocked() {
 		return
 	}
 	in.state, in.err = StateLoading, nil
-	in.loading = make(chan struct{})
+	in.loading = &loadAttempt{done: make(chan struct{})}
 	go in.load(in.loading)
 }
 
-// load maps the file, builds the model and its replicas, and warms replica 0 up with a
-// forward pass of BOS (the model is ready only after that pass has run).
-func (in *instance) load(done chan struct{}) {
+// loadAttempt is one load: done is closed when it ends, with err set if it failed.
+type loadAttempt struct {
+	done chan struct{}
+	err  error
+}
+
+// leaseBytes is what the model leases: its weights and its replicas' KV pools.
+func (in *instance) leaseBytes() int64 {
+	return in.fileSize + int64(in.cfg.Replicas)*in.kvSize
+}
+
+// load leases the model's memory (unloading idle models of lower priority if it must),
+// maps the file, builds the replicas and warms each up with a forward pass (the model
+// is ready only after that).
+func (in *instance) load(la *loadAttempt) {
 	start := time.Now()
-	f, m, reps, err := in.open()
+	l, err := in.acquire()
+	var f *gguf.File
+	var m *model.Model
+	var reps []*runner
+	if err == nil {
+		if f, m, reps, err = in.open(); err != nil {
+			in.b.leases.Release(context.Background(), l.Device, l.Holder)
+		}
+	}
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	defer close(done)
+	defer close(la.done)
 	in.loadTime = time.Since(start)
 	if err != nil {
+		la.err = err
+		if errors.Is(err, ErrNoMemory) {
+			// Not a broken model: it stays unloaded, and the next request tries again.
+			in.state = StateUnloaded
+			in.log.Warn("model not loaded: no memory", "err", err)
+			return
+		}
 		in.state, in.err = StateFailed, err
 		in.log.Error("model failed to load", "err", err)
 		return
 	}
-	in.file, in.model, in.replicas = f, m, reps
+	in.file, in.model, in.replicas, in.lease = f, m, reps, l
 	in.loads++
 	in.state, in.lastUsed = StateReady, time.Now()
 	in.log.Info("model ready", "load_ms", in.loadTime.Milliseconds(), "replicas", in.cfg.Replicas)
+}
+
+// acquire leases the model's bytes on the host device.
+func (in *instance) acquire() (lease.Lease, error) {
+	want := lease.Lease{Device: lease.HostDevice, Holder: in.cfg.ID + "@" + in.b.proc, Bytes: in.leaseBytes(),
+		Priority: in.cfg.Priority, TTL: leaseTTL} // not idle while it loads; the heartbeats say when it is
+	l, err := lease.Acquire(context.Background(), in.b.leases, time.Now(), in.b.budget, want, in.b.unloadVictim)
+	if errors.Is(err, lease.ErrNoMemory) {
+		return l, fmt.Errorf("%w: model %s: %w", ErrNoMemory, in.cfg.ID, err)
+	}
+	if err != nil {
+		return l, fmt.Errorf("engine: model %s: %w", in.cfg.ID, err)
+	}
+	return l, nil
+}
+
+// unloadVictim unloads the model holding lease v to make room for another: only if
+// it is this process's, loaded and idle.
+func (b *Block) unloadVictim(v lease.Lease) error {
+	id, proc, _ := strings.Cut(v.Holder, "@")
+	in, ok := b.models[id]
+	if !ok || proc != b.proc {
+		return fmt.Errorf("engine: lease %s is held by another process", v.Holder)
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.active > 0 || in.state != StateReady {
+		return fmt.Errorf("engine: model %s is busy again (%s, %d requests)", id, in.state, in.active)
+	}
+	in.unloadLocked()
+	return nil
 }
 
 func (in *instance) open() (*gguf.File, *model.Model, []*runner, error) {
@@ -265,6 +347,10 @@ func (in *instance) unloadLocked() {
 		in.file.Close()
 		in.file = nil
 	}
+	if err := in.b.leases.Release(context.Background(), in.lease.Device, in.lease.Holder); err != nil && !errors.Is(err, lease.ErrNotHeld) {
+		in.log.Warn("releasing the memory lease", "err", err)
+	}
+	in.lease = lease.Lease{}
 	in.state = StateUnloaded
 	in.unloads++
 	in.log.Info("model unloaded")
@@ -473,11 +559,14 @@ func (in *instance) await(ctx context.Context) (time.Duration, error) {
 		case StateUnloaded:
 			in.startLoadLocked()
 		}
-		loading := in.loading
+		la := in.loading
 		in.mu.Unlock()
 		waited = true
 		select {
-		case <-loading:
+		case <-la.done:
+			if la.err != nil {
+				return 0, la.err
+			}
 		case <-ctx.Done():
 			return 0, ctx.Err()
 		}
@@ -566,6 +655,23 @@ func (b *Block) runJanitor() {
 			return
 		case now := <-tick.C:
 			b.unloadIdle(now)
+			b.heartbeat(now)
+		}
+	}
+}
+
+// heartbeat renews the leases of the loaded models, telling the store which are idle.
+func (b *Block) heartbeat(now time.Time) {
+	for _, id := range b.order {
+		in := b.models[id]
+		in.mu.Lock()
+		l, idle := in.lease, in.active == 0
+		in.mu.Unlock()
+		if l.Holder == "" {
+			continue
+		}
+		if err := b.leases.Heartbeat(context.Background(), now, l.Device, l.Holder, idle); err != nil && !errors.Is(err, lease.ErrNotHeld) {
+			in.log.Warn("memory lease heartbeat", "err", err)
 		}
 	}
 }
@@ -581,10 +687,17 @@ func (b *Block) unloadIdle(now time.Time) {
 	}
 }
 
-// GC unloads idle models past their timeout and resets failed models to unloaded so
+// GC unloads idle models past their timeout, drops expired memory leases (of holders
+// that stopped beating: a crashed process), and resets failed models to unloaded so
 // that the next request retries them.
 func (b *Block) GC() {
-	b.unloadIdle(time.Now())
+	now := time.Now()
+	b.unloadIdle(now)
+	if expired, err := b.leases.Expire(context.Background(), now); err != nil {
+		b.log.Warn("expiring memory leases", "err", err)
+	} else if len(expired) > 0 {
+		b.log.Info("expired stale memory leases", "count", len(expired))
+	}
 	for _, id := range b.order {
 		in := b.models[id]
 		in.mu.Lock()
@@ -620,7 +733,7 @@ func (b *Block) closeAll() {
 	for _, id := range ids {
 		in := b.models[id]
 		if in.loading != nil {
-			<-in.loading
+			<-in.loading.done
 		}
 		in.mu.Lock()
 		in.unloadLocked()
