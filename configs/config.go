@@ -82,6 +82,11 @@ type Model struct {
 	Priority       int           `yaml:"priority"`         // memory-lease priority
 	MaxQueue       int           `yaml:"max_queue"`        // requests queued or running before it counts as overloaded; 0: 16 × max_concurrency
 
+	KVCache            string `yaml:"kv_cache"`             // hot KV pool per replica ("512MiB"); "": room for max_concurrency sequences of max_model_len
+	KVWarm             string `yaml:"kv_warm"`              // warm tier per replica for blocks evicted from hot ("2GiB"); "": none
+	KVWarmFile         string `yaml:"kv_warm_file"`         // keep the warm tier in this file instead of host memory
+	DisablePrefixCache bool   `yaml:"disable_prefix_cache"` // never reuse a cached prompt prefix
+
 	PromptUSDPer1K     float64 `yaml:"prompt_usd_per_1k"`     // price of 1000 prompt tokens
 	CompletionUSDPer1K float64 `yaml:"completion_usd_per_1k"` // price of 1000 completion tokens
 }
@@ -242,6 +247,12 @@ func (c *Config) Validate() error {
 		case !(m.PromptUSDPer1K >= 0) || !(m.CompletionUSDPer1K >= 0):
 			return bad(f, "prices must be ≥ 0")
 		}
+		if _, err := ParseBytes(m.KVCache); err != nil {
+			return bad(f+".kv_cache", "%v", err)
+		}
+		if _, err := ParseBytes(m.KVWarm); err != nil {
+			return bad(f+".kv_warm", "%v", err)
+		}
 		if u := m.Upstream; u != nil {
 			pu, err := url.Parse(u.BaseURL)
 			if err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
@@ -331,7 +342,17 @@ func (m *Model) EngineConfig() engine.ModelConfig {
 		Replicas:            m.Replicas,
 		IdleTimeout:         m.IdleTimeout,
 		Priority:            m.Priority,
+		KVCacheBytes:        mustBytes(m.KVCache),
+		KVWarmBytes:         mustBytes(m.KVWarm),
+		KVWarmFile:          m.KVWarmFile,
+		DisablePrefixCache:  m.DisablePrefixCache,
 	}
+}
+
+// mustBytes is ParseBytes of a size that validation has checked.
+func mustBytes(s string) int64 {
+	n, _ := ParseBytes(s)
+	return n
 }
 
 // AddDemoModels adds generated embedded models to a configuration without models and,

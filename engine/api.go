@@ -23,6 +23,13 @@ type ModelConfig struct {
 	Replicas            int           `yaml:"replicas"`                       // 0: 1
 	IdleTimeout         time.Duration `yaml:"idle_timeout"`                   // unload after this long idle; 0: 5 minutes; <0: never
 	Priority            int           `yaml:"priority"`                       // for memory leases: higher keeps its memory
+
+	// The KV cache (per replica). The hot pool holds the running sequences and the
+	// prefix cache's hot tier; the warm tier keeps blocks evicted from it.
+	KVCacheBytes       int64  `yaml:"kv_cache_bytes"`       // hot pool; 0: room for MaxModelConcurrency sequences of MaxModelLen
+	KVWarmBytes        int64  `yaml:"kv_warm_bytes"`        // warm tier; 0: none (evicted blocks are dropped)
+	KVWarmFile         string `yaml:"kv_warm_file"`         // the warm tier in this file (mapped) instead of host memory
+	DisablePrefixCache bool   `yaml:"disable_prefix_cache"` // no lookups, nothing published
 }
 
 // Priority is a request's scheduling class: interactive requests run before batch ones.

@@ -190,9 +190,20 @@ func newInstance(b *Block, mc ModelConfig, log *slog.Logger) (*instance, error) 
 	if mc.IdleTimeout == 0 {
 		mc.IdleTimeout = DefaultIdleTimeout
 	}
-	kc := kvcache.Config{Layers: cfg.Layers, KVHeads: cfg.KVHeads, HeadDim: cfg.HeadDim, BlockTokens: kvBlockTokens}
+	kc := kvcache.Config{Layers: cfg.Layers, KVHeads: cfg.KVHeads, HeadDim: cfg.HeadDim, BlockTokens: kvBlockTokens,
+		WarmBytes: mc.KVWarmBytes, WarmFile: mc.KVWarmFile}
 	kc.Blocks = kc.BlocksFor(mc.MaxModelLen+1, mc.MaxModelConcurrency, 0)
-	rc := runnerConfig{kv: kc, sched: sched.Config{MaxModelLen: mc.MaxModelLen, MaxConcurrency: mc.MaxModelConcurrency,
+	if mc.KVCacheBytes > 0 {
+		kc.Blocks = int(mc.KVCacheBytes / kc.BlockBytes())
+		if one := kc.BlocksFor(mc.MaxModelLen+1, 1, 0); kc.Blocks < one {
+			return nil, fmt.Errorf("engine: model %s: kv_cache_bytes %d holds %d blocks of %d tokens, less than one sequence of max_model_len %d needs (%d)",
+				mc.ID, mc.KVCacheBytes, kc.Blocks, kvBlockTokens, mc.MaxModelLen, one)
+		}
+	}
+	if mc.KVWarmFile != "" && mc.Replicas > 1 {
+		return nil, fmt.Errorf("engine: model %s: kv_warm_file serves one replica; use kv_warm_bytes in memory with %d replicas", mc.ID, mc.Replicas)
+	}
+	rc := runnerConfig{kv: kc, noCache: mc.DisablePrefixCache, sched: sched.Config{MaxModelLen: mc.MaxModelLen, MaxConcurrency: mc.MaxModelConcurrency,
 		BatchTimeout: mc.BatchExecuteTimeout, MaxQueue: 1 << 30}}
 	return &instance{b: b, cfg: mc, log: log.With("model", mc.ID), tok: tok, tmpl: tmpl, rc: rc, kvSize: kc.Bytes(), fileSize: f.Size(), state: StateUnloaded}, nil
 }
@@ -583,10 +594,7 @@ func (in *instance) run(ctx context.Context, req Request, out chan<- Token) (Usa
 	if err != nil {
 		return u, finishErr(&u, err)
 	}
-	in.mu.Lock()
-	r := in.replicas[in.rr%len(in.replicas)]
-	in.rr++
-	in.mu.Unlock()
+	r := in.pick(req)
 
 	maxTokens := req.MaxTokens
 	if maxTokens == 0 {
@@ -634,6 +642,42 @@ func (in *instance) run(ctx context.Context, req Request, out chan<- Token) (Usa
 			return u, err
 		}
 	}
+}
+
+// pick chooses the replica for a request: the one whose prefix cache holds the
+// longest part of its prompt; ties (no hit anywhere, the usual case) go round-robin.
+func (in *instance) pick(req Request) *runner {
+	in.mu.Lock()
+	reps, rr := in.replicas, in.rr
+	in.rr++
+	in.mu.Unlock()
+	best, bestN := reps[rr%len(reps)], 0
+	if len(reps) > 1 && !in.cfg.DisablePrefixCache {
+		for i := range reps {
+			r := reps[(rr+i)%len(reps)]
+			if n := r.pool.Peek(req.CacheSalt, req.Prompt[:len(req.Prompt)-1]); n > bestN {
+				best, bestN = r, n
+			}
+		}
+	}
+	return best
+}
+
+// DemoteCache moves a model's cached KV blocks that no request is using from the hot
+// tier to the warm tier (dropping them without one), on every replica, as memory
+// pressure would. For benchmarks and operators.
+func (b *Block) DemoteCache(modelID string) error {
+	in, ok := b.models[modelID]
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrUnknownModel, modelID)
+	}
+	in.mu.Lock()
+	reps := in.replicas
+	in.mu.Unlock()
+	for _, r := range reps {
+		r.do(func() { r.pool.DemoteAll() })
+	}
+	return nil
 }
 
 func finishErr(u *Usage, err error) error {

@@ -20,15 +20,17 @@ import (
 // iteration-level batch step after step. Requests reach it through its inbox; tokens
 // leave through each job's mailbox, so a slow client never stalls the batch.
 type runner struct {
-	index int
-	id    string // the model's id, for errors
-	tok   *tokenizer.Tokenizer
-	batch *model.Batch
-	pool  *kvcache.Pool
-	st    *sched.State
+	index   int
+	id      string // the model's id, for errors
+	noCache bool   // the prefix cache is off
+	tok     *tokenizer.Tokenizer
+	batch   *model.Batch
+	pool    *kvcache.Pool
+	st      *sched.State
 
-	mu    sync.Mutex // guards inbox
+	mu    sync.Mutex // guards inbox and calls
 	inbox []*job
+	calls []func()      // run by the loop between steps (see do)
 	wake  chan struct{} // cap 1: something is in the inbox
 	stop  chan struct{}
 	done  chan struct{}
@@ -124,8 +126,9 @@ func signal(c chan struct{}) {
 
 // runnerConfig is what a replica needs beyond the model.
 type runnerConfig struct {
-	sched sched.Config
-	kv    kvcache.Config
+	sched   sched.Config
+	kv      kvcache.Config
+	noCache bool
 }
 
 func newRunner(index int, id string, m *model.Model, tok *tokenizer.Tokenizer, rc runnerConfig, stats *runnerStats) (*runner, error) {
@@ -140,7 +143,7 @@ func newRunner(index int, id string, m *model.Model, tok *tokenizer.Tokenizer, r
 		pool.Close()
 		return nil, err
 	}
-	r := &runner{index: index, id: id, tok: tok, batch: m.NewBatch(), pool: pool, st: st,
+	r := &runner{index: index, id: id, noCache: rc.noCache, tok: tok, batch: m.NewBatch(), pool: pool, st: st,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), live: map[sched.ID]*job{}, stats: stats}
 	return r, nil
 }
@@ -163,6 +166,19 @@ func (r *runner) submit(j *job) {
 	r.inbox = append(r.inbox, j)
 	r.mu.Unlock()
 	signal(r.wake)
+}
+
+// do runs f on the loop's goroutine between two steps and waits for it.
+func (r *runner) do(f func()) {
+	done := make(chan struct{})
+	r.mu.Lock()
+	r.calls = append(r.calls, func() { f(); close(done) })
+	r.mu.Unlock()
+	signal(r.wake)
+	select {
+	case <-done:
+	case <-r.done:
+	}
 }
 
 // close stops the loop (after its jobs have ended) and frees the pool.
@@ -217,9 +233,12 @@ func (r *runner) loop() {
 // intake enqueues the inbox's jobs.
 func (r *runner) intake(now time.Time) {
 	r.mu.Lock()
-	in := r.inbox
-	r.inbox = nil
+	in, calls := r.inbox, r.calls
+	r.inbox, r.calls = nil, nil
 	r.mu.Unlock()
+	for _, f := range calls {
+		f()
+	}
 	for _, j := range in {
 		r.nextID++
 		id := r.nextID
@@ -268,7 +287,10 @@ func (r *runner) prepare(now time.Time, step sched.Step) []sched.Work {
 	for _, id := range step.Join {
 		j := r.live[id]
 		j.kv = r.pool.NewSeq(j.req.CacheSalt)
-		cached := j.kv.Prefix(j.tokens[:len(j.tokens)-1])
+		cached := 0
+		if !r.noCache {
+			cached = j.kv.Prefix(j.tokens[:len(j.tokens)-1])
+		}
 		if !j.joined {
 			j.joined = true
 			j.u.QueueTime = now.Sub(j.start)
@@ -320,7 +342,9 @@ func (r *runner) run(work []sched.Work) {
 			r.end(w.ID, j, "", fmt.Errorf("engine: model %s: %w", r.id, err))
 			continue
 		}
-		j.kv.Publish(j.tokens[:w.Start+w.N])
+		if !r.noCache {
+			j.kv.Publish(j.tokens[:w.Start+w.N])
+		}
 		if !w.Sample {
 			continue
 		}

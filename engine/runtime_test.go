@@ -91,7 +91,8 @@ func others(vocab int) []Request {
 
 // TestDeterminism: a request's tokens and their logits are the same bits alone or
 // among 31 others (joining and leaving the batch around it, prefilling beside its
-// decodes), with 1 or 2 threads, on either replica.
+// decodes), with 1 or 2 threads, on either replica, and with its prompt's prefix
+// computed or taken from the cache.
 func TestDeterminism(t *testing.T) {
 	b := genBlock(t, ModelConfig{MaxModelConcurrency: 32, Replicas: 2, MaxModelLen: 512},
 		genmodel.Options{Arch: "llama", Type: "q4_k_m", Seed: 11})
@@ -120,9 +121,11 @@ func TestDeterminism(t *testing.T) {
 				if i == 10+round {
 					wg.Add(1)
 					var got result
+					tr := target
+					tr.CacheSalt = fmt.Sprint("run", threads, round) // computed, not cached
 					go func() {
 						defer wg.Done()
-						got = generate(b, target)
+						got = generate(b, tr)
 						if err := alone.same(got); err != nil {
 							t.Errorf("threads %d round %d (replica %d): %v", threads, round, got.u.Replica, err)
 						}
@@ -138,8 +141,23 @@ func TestDeterminism(t *testing.T) {
 			}
 		}
 	}
+	// Alone again, one after the other: round-robin takes both replicas.
+	for i := range 2 {
+		tr := target
+		tr.CacheSalt = fmt.Sprint("seq", i)
+		got := generate(b, tr)
+		if err := alone.same(got); err != nil {
+			t.Errorf("sequential run %d (replica %d): %v", i, got.u.Replica, err)
+		}
+		replicas[got.u.Replica] = true
+	}
 	if len(replicas) != 2 {
 		t.Errorf("the target ran on replicas %v only", replicas)
+	}
+	// The first run's prefix is cached: the same request hits it (on its replica).
+	hit := generate(b, target)
+	if err := alone.same(hit); err != nil || hit.u.CachedTokens != 32 || hit.u.Replica != alone.u.Replica {
+		t.Errorf("cached prefix: %v, %d cached tokens on replica %d (first run on %d)", err, hit.u.CachedTokens, hit.u.Replica, alone.u.Replica)
 	}
 	st := b.Models()[0]
 	if st.Steps == 0 || float64(st.StepSeqs)/float64(st.Steps) < 2 {

@@ -47,8 +47,11 @@ func (p *Pool) hotFind(key, parent uint64, salt string, tokens []int32) (BlockID
 }
 
 // Peek returns how many leading tokens of tokens (whole blocks) the cache holds for
-// salt, hot or warm, without changing anything: for cache-affine routing.
+// salt, hot or warm, without changing anything: for cache-affine routing. Unlike the
+// other methods, it may be called from any goroutine.
 func (p *Pool) Peek(salt string, tokens []int32) int {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
 	parent, n := rootKey(salt), 0
 	for n+p.bt <= len(tokens) {
 		toks := tokens[n : n+p.bt]
@@ -104,8 +107,12 @@ func (p *Pool) lookup(salt string, tokens []int32) ([]BlockID, []uint64) {
 
 // replay copies a warm block back into a fresh hot block, referenced once.
 func (p *Pool) replay(we *warmEntry) (BlockID, bool) {
+	p.mu.Lock()
 	p.warm.take(we)
+	p.mu.Unlock()
 	b, err := p.Alloc()
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if err != nil {
 		p.warm.restore(we)
 		return 0, false
@@ -117,7 +124,7 @@ func (p *Pool) replay(we *warmEntry) (BlockID, bool) {
 	return b, true
 }
 
-// cache puts referenced block b into the hot tier under e.
+// cache puts referenced block b into the hot tier under e; p.mu is held.
 func (p *Pool) cache(b BlockID, e entry) {
 	blk := &p.blocks[b]
 	blk.entry = e
@@ -129,6 +136,8 @@ func (p *Pool) cache(b BlockID, e entry) {
 // when the cache holds the same contents already in another hot block (b stays
 // private then).
 func (p *Pool) publish(b BlockID, key, parent uint64, salt string, tokens []int32) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.blocks[b].cached {
 		return p.blocks[b].key == key
 	}

@@ -462,3 +462,37 @@ func BenchmarkPrefix(b *testing.B) {
 		q.Release()
 	}
 }
+
+// TestDemoteAll: every unreferenced cached block goes warm, bit for bit; referenced
+// ones stay hot; Peek (from another goroutine) sees both tiers.
+func TestDemoteAll(t *testing.T) {
+	p := newPool(t, 6, 4)
+	prompt := seqOf(8, 1)
+	a := p.NewSeq("t")
+	fill(t, a, 0, 8, 5)
+	a.Publish(prompt)
+	want := rows(a, 8)
+	a.Release()
+	busy := p.NewSeq("u")
+	fill(t, busy, 0, 4, 6)
+	busy.Publish(seqOf(4, 50))
+	if n := p.DemoteAll(); n != 2 {
+		t.Fatalf("DemoteAll moved %d blocks, want the 2 unreferenced ones", n)
+	}
+	st := p.Stats()
+	if st.WarmBlocks != 2 || st.HotCached != 0 || st.HotUsed != 1 {
+		t.Fatalf("after DemoteAll: %+v", st)
+	}
+	done := make(chan int)
+	go func() { done <- p.Peek("t", prompt) + p.Peek("u", seqOf(4, 50)) }()
+	if n := <-done; n != 12 {
+		t.Fatalf("Peek from another goroutine: %d tokens, want 12", n)
+	}
+	c := p.NewSeq("t")
+	if hit := c.Prefix(prompt); hit != 8 || !equalBits(rows(c, 8), want) {
+		t.Fatalf("replay after DemoteAll: hit %d", hit)
+	}
+	if err := p.check(); err != nil {
+		t.Fatal(err)
+	}
+}

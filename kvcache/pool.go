@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"errors"
 	"fmt"
+	"sync"
 )
 
 // BlockID names a hot block of a Pool: 0 ≤ id < Config.Blocks.
@@ -112,6 +113,7 @@ type Pool struct {
 	free   []BlockID          // never-cached blocks with ref 0
 	lru    *list.List         // cached blocks with ref 0, least recently used at the front; Value BlockID
 	hot    map[uint64]BlockID // prefix cache, hot tier
+	mu     sync.RWMutex       // held by the owner while it changes the index (hot, the blocks' entries, the warm index), and by Peek to read it
 	warm   *warm
 	unmap  func() error // of a warm file
 	stats  counters
@@ -222,14 +224,17 @@ func (p *Pool) evict(b BlockID) {
 	blk := &p.blocks[b]
 	p.lru.Remove(blk.elem)
 	blk.elem = nil
+	p.mu.Lock()
 	delete(p.hot, blk.key)
 	blk.cached = false
-	if p.warm != nil && p.warm.put(blk.entry, p.data(b), &p.stats) {
+	demoted := p.warm != nil && p.warm.put(blk.entry, p.data(b), &p.stats)
+	blk.entry = entry{}
+	p.mu.Unlock()
+	if demoted {
 		p.stats.demotions.Add(1)
 	} else {
 		p.stats.evictions.Add(1)
 	}
-	blk.entry = entry{}
 }
 
 // Ref adds a reference to a block that is referenced already.
@@ -261,3 +266,18 @@ func (p *Pool) Release(b BlockID) {
 
 // Refs returns a block's reference count.
 func (p *Pool) Refs(b BlockID) int { return int(p.blocks[b].ref) }
+
+// DemoteAll moves every cached block that no sequence references out of the hot tier:
+// to the warm tier when there is one (dropped otherwise), as memory pressure would,
+// one block at a time in LRU order. It returns how many blocks left the hot tier.
+func (p *Pool) DemoteAll() int {
+	n := 0
+	for f := p.lru.Front(); f != nil; f = p.lru.Front() {
+		b := f.Value.(BlockID)
+		p.evict(b)
+		p.free = append(p.free, b)
+		n++
+	}
+	p.gauges()
+	return n
+}

@@ -52,6 +52,8 @@ func cmdBench(args []string, stdout io.Writer) error {
 	asJSON := fs.Bool("json", false, "print one JSON line")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	membw := fs.Bool("membw", false, "measure the memory read bandwidth instead (no model needed)")
+	prefixCache := fs.String("prefix-cache", "", "PREFIX:SUFFIX: measure time to first token cold, after a hot and after a warm prefix-cache hit instead")
+	chatTurns := fs.Int("chat-turns", 0, "N: measure an N-turn chat with the prefix cache on and off instead")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -69,6 +71,13 @@ func cmdBench(args []string, stdout io.Writer) error {
 	if *path == "" {
 		fs.Usage()
 		return errUsage
+	}
+	if *prefixCache != "" || *chatTurns > 0 {
+		runtime.GOMAXPROCS(*threads)
+		if *prefixCache != "" {
+			return benchPrefixCache(stdout, *path, *prefixCache, *threads, *reps, *asJSON)
+		}
+		return benchChat(stdout, *path, *chatTurns, *threads, *asJSON)
 	}
 	if *nPrompt < 1 || *nGen < 1 || *reps < 1 {
 		return fmt.Errorf("--prompt, --gen and --reps must be at least 1")

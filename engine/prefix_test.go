@@ -1,0 +1,133 @@
+package engine
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/lmlite/lmlite/engine/genmodel"
+)
+
+func promptOf(n, seed, vocab int) []int32 {
+	p := make([]int32, n)
+	for i := range p {
+		p[i] = int32((seed*7919 + i*104729 + 5) % vocab)
+	}
+	return p
+}
+
+// TestPrefixCache: a hot hit and a warm hit (after the hot tier was emptied) give the
+// same bits as computing the prompt; one tenant never hits another's prefix unless
+// both share it on purpose (salt "").
+func TestPrefixCache(t *testing.T) {
+	b := genBlock(t, ModelConfig{MaxModelLen: 256, MaxModelConcurrency: 2, KVWarmBytes: 8 << 20},
+		genmodel.Options{Arch: "qwen3", Type: "q8_0", Seed: 4})
+	tok, _ := b.Tokenizer("m")
+	req := Request{Prompt: promptOf(70, 1, tok.VocabSize()), MaxTokens: 20, CacheSalt: "tenant-a",
+		Sampling: Sampling{Temperature: 0.7, Seed: 9}}
+	cold := generate(b, req)
+	if cold.err != nil || cold.u.CachedTokens != 0 {
+		t.Fatalf("cold: %v, %d cached", cold.err, cold.u.CachedTokens)
+	}
+	hot := generate(b, req)
+	if err := cold.same(hot); err != nil || hot.u.CachedTokens != 64 {
+		t.Fatalf("hot hit: %v, %d cached tokens (want 64: the prompt's whole blocks)", err, hot.u.CachedTokens)
+	}
+	if err := b.DemoteCache("m"); err != nil {
+		t.Fatal(err)
+	}
+	before := b.Models()[0].KV
+	if before.HotCached != 0 || before.WarmBlocks == 0 {
+		t.Fatalf("after DemoteCache: %+v", before)
+	}
+	warm := generate(b, req)
+	after := b.Models()[0].KV
+	if err := cold.same(warm); err != nil || warm.u.CachedTokens != 64 || after.Replays-before.Replays != 4 {
+		t.Fatalf("warm hit: %v, %d cached tokens, %d replays", err, warm.u.CachedTokens, after.Replays-before.Replays)
+	}
+
+	// Another tenant, same prompt: no hit, same output.
+	other := req
+	other.CacheSalt = "tenant-b"
+	if r := generate(b, other); cold.same(r) != nil || r.u.CachedTokens != 0 {
+		t.Fatalf("tenant b: %v, %d cached tokens of tenant a's prompt", cold.same(r), r.u.CachedTokens)
+	}
+	// Shared on purpose: the first publishes under "", the second tenant hits it.
+	shared := req
+	shared.CacheSalt, shared.Tenant = "", "x"
+	generate(b, shared)
+	shared.Tenant = "y"
+	if r := generate(b, shared); cold.same(r) != nil || r.u.CachedTokens != 64 {
+		t.Fatalf("shared prefix: %v, %d cached tokens", cold.same(r), r.u.CachedTokens)
+	}
+}
+
+// TestCacheEvictionUnderPressure: a hot pool barely larger than the running
+// sequences need, a small warm tier, and many concurrent requests sharing some
+// prefixes: cached blocks are demoted, dropped and replayed while requests run, and
+// every request still produces exactly what it produces alone without the cache.
+func TestCacheEvictionUnderPressure(t *testing.T) {
+	opts := genmodel.Options{Arch: "llama", Type: "q4_0", Seed: 8}
+	ref := genBlock(t, ModelConfig{MaxModelLen: 160, MaxModelConcurrency: 1, DisablePrefixCache: true}, opts)
+	tok, _ := ref.Tokenizer("m")
+	kv := ref.Models()[0].KV.BlockSize // bytes per block
+	b := genBlock(t, ModelConfig{MaxModelLen: 160, MaxModelConcurrency: 4,
+		KVCacheBytes: 4 * 11 * kv, KVWarmBytes: 12 * kv}, opts)
+	var reqs []Request
+	for i := range 24 {
+		p := append(promptOf(48, i%5, tok.VocabSize()), promptOf(10+i, 100+i, tok.VocabSize())...) // 5 shared prefixes
+		reqs = append(reqs, Request{Prompt: p, MaxTokens: 24 + i%8, CacheSalt: fmt.Sprint("t", i%2),
+			Sampling: Sampling{Temperature: 0.8, Seed: uint64(i)}})
+	}
+	want := make([]result, len(reqs))
+	for i, r := range reqs {
+		if want[i] = generate(ref, r); want[i].err != nil {
+			t.Fatal(want[i].err)
+		}
+	}
+	for round := range 2 {
+		got := make([]result, len(reqs))
+		var wg sync.WaitGroup
+		for i, r := range reqs {
+			wg.Add(1)
+			go func() { defer wg.Done(); got[i] = generate(b, r) }()
+		}
+		wg.Wait()
+		for i := range reqs {
+			if err := want[i].same(got[i]); err != nil {
+				t.Errorf("round %d request %d (%d cached tokens): %v", round, i, got[i].u.CachedTokens, err)
+			}
+		}
+	}
+	st := b.Models()[0].KV
+	t.Logf("kv: %+v", st)
+	if st.HitTokens == 0 || st.Demotions == 0 || st.Evictions == 0 || st.Replays == 0 {
+		t.Errorf("the pressure did not exercise the tiers: %+v", st)
+	}
+	if st.HotUsed != 0 {
+		t.Errorf("%d hot blocks still referenced after every request ended", st.HotUsed)
+	}
+}
+
+// TestReplicaAffinity: requests go to the replica that caches their prefix; others
+// still alternate.
+func TestReplicaAffinity(t *testing.T) {
+	b := genBlock(t, ModelConfig{MaxModelLen: 128, Replicas: 2}, genmodel.Options{Arch: "llama", Type: "q8_0", Seed: 2})
+	tok, _ := b.Tokenizer("m")
+	req := Request{Prompt: promptOf(40, 3, tok.VocabSize()), MaxTokens: 4, CacheSalt: "a"}
+	first := generate(b, req)
+	for i := range 5 {
+		r := generate(b, req)
+		if r.u.Replica != first.u.Replica || r.u.CachedTokens != 32 {
+			t.Fatalf("repeat %d: replica %d with %d cached tokens; the prefix is on replica %d", i, r.u.Replica, r.u.CachedTokens, first.u.Replica)
+		}
+	}
+	seen := map[int]bool{}
+	for i := range 4 {
+		other := Request{Prompt: promptOf(40, 10+i, tok.VocabSize()), MaxTokens: 4, CacheSalt: "a"}
+		seen[generate(b, other).u.Replica] = true
+	}
+	if len(seen) != 2 {
+		t.Fatalf("requests without a cached prefix all went to replicas %v", seen)
+	}
+}
