@@ -6,4 +6,44 @@
 // The Block API in api.go is the shape that the gateway and Go programs embedding the
 // engine use (LM Lite's LMLiteBlock): a block of model configs, Ready, Generate
 // returning a Stream of tokens and a final Usage, Close and GC.
+//
+// # A request's path
+//
+// Generate checks what can be checked at once (unknown model, empty prompt, prompt +
+// max tokens over MaxModelLen, the model's queue full) and returns a Stream. A
+// goroutine per request then waits for the model (loading it if it was unloaded:
+// the wait is the Usage's ColdStart), picks a replica — the one whose prefix cache
+// holds the longest part of the prompt, round-robin otherwise — and hands the request
+// to it.
+//
+// Each replica is a runner (runner.go): one goroutine owning a scheduler state
+// (engine/sched), a paged KV pool (kvcache) and a model.Batch. Step after step it
+// takes new requests into per-tenant queues, lets sched.Plan decide the step
+// (preemptions, joins, each running decode's token and chunks of prefills, fair
+// between tenants by weight, interactive before batch), looks up the joining
+// sequences' cached prefixes, runs all the step's tokens through the model in one
+// pass over the weights, samples, and publishes the newly full KV blocks into the
+// prefix cache. Tokens go to a mailbox per request, which that request's goroutine
+// forwards to the Stream: a slow client never stalls the batch. A cancelled context
+// frees its slot and blocks at the next step.
+//
+// # Memory
+//
+// A model's memory is its mapped file plus, per replica, a KV pool: room for
+// MaxModelConcurrency sequences of MaxModelLen (or KVCacheBytes), and an optional
+// warm tier (KVWarmBytes) where cached blocks evicted from the pool are kept and
+// replayed from. Before loading, a model leases those bytes (engine/lease) against
+// the Block's MemoryBudget (default: host memory minus a margin); when they do not
+// fit, idle models of lower priority are unloaded, or the load fails at once with
+// ErrNoMemory. A model idle for IdleTimeout is unloaded (scale to zero) and reloads
+// on the next request. Loaded models heartbeat their leases; GC expires the leases
+// of holders that stopped.
+//
+// # Determinism
+//
+// Every kernel computes an output row with a fixed order of operations, whatever the
+// batch, the thread count or the paging of the KV cache, and cached KV blocks are the
+// bits the model wrote. So a request's tokens and logits are the same bits alone or
+// in any batch, with any number of threads, on any replica, with its prefix computed
+// or cached (TestDeterminism, TestPrefixCache).
 package engine
