@@ -6,6 +6,7 @@
 #   scripts/loadtest.sh                         # every scenario, reports in out/loadtest/NAME/
 #   scripts/loadtest.sh --out docs/loadtest     # refresh the committed reports
 #   scripts/loadtest.sh steady-chat -- --duration 10s
+#   LMLITE=/tmp/old/lmlite scripts/loadtest.sh --out /tmp/old-reports   # another build
 #
 # In a temporary directory (removed at the end) it generates the models that
 # configs/loadtest.yaml names (seeded, so every run gets the same files), creates one
@@ -30,7 +31,7 @@ while [ $# -gt 0 ]; do
   case $1 in
     --out) out=$2; shift 2 ;;
     --) shift; extra=("$@"); break ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
     *) scenarios+=("$1"); shift ;;
   esac
 done
@@ -39,8 +40,12 @@ if [ ${#scenarios[@]} -eq 0 ]; then
 fi
 case $out in /*) ;; *) out=$root/$out ;; esac
 cfg=$root/configs/loadtest.yaml
-bin=$root/bin/lmlite
-go build -o "$bin" ./cmd/lmlite
+if [ -n "${LMLITE:-}" ]; then   # LMLITE=path/to/lmlite runs another build (e.g. to compare two)
+  bin=$(cd "$(dirname "$LMLITE")" && pwd)/$(basename "$LMLITE")
+else
+  bin=$root/bin/lmlite
+  go build -o "$bin" ./cmd/lmlite
+fi
 
 tmp=$(mktemp -d -t lmlite-loadtest.XXXXXX)
 pid=
@@ -101,7 +106,7 @@ for name in "${scenarios[@]}"; do
   mkdir -p "$out/$name"
   {
     echo "scenario: $name"
-    echo "commit: $(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet 2>/dev/null || echo ' (with local changes)')"
+    echo "commit: $(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet 2>/dev/null || echo ' (with local changes)')${LMLITE:+; binary $LMLITE}"
     echo "command: scripts/loadtest.sh $name${extra[*]+ -- ${extra[*]}}"
     echo "server: lmlite serve --config configs/loadtest.yaml; models: $models"
     echo "cpus: $(nproc)"
