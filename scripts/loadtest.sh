@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the shipped load-test scenarios against a fresh `lmlite serve` on loopback.
 #
-#   scripts/loadtest.sh [--out DIR] [SCENARIO ...] [-- extra `lmlite loadtest` flags]
+#   scripts/loadtest.sh [--out DIR] [--config FILE] [SCENARIO ...] [-- extra `lmlite loadtest` flags]
 #
 #   scripts/loadtest.sh                         # every scenario, reports in out/loadtest/NAME/
 #   scripts/loadtest.sh --out docs/loadtest     # refresh the committed reports
@@ -18,6 +18,10 @@
 # admin API, and stops the server: every scenario starts on a fresh server (with an
 # empty ledger for its tenants, as each scenario has tenants of its own).
 #
+# --config serves another configuration: one with the same generated models
+# (models/lt-fast.gguf, lt-balanced, lt-deep) and its tenants on "  - {id: NAME, ...}"
+# lines, e.g. a variant of configs/loadtest.yaml.
+#
 # DIR/NAME/ gets report.json, report.html, summary.txt (the terminal summary),
 # usage.json (GET /admin/usage per tenant after the run) and run.txt (the commit, the
 # models, and the machine's load average before and after: the machine may be shared).
@@ -25,13 +29,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 out=out/loadtest
+cfg=configs/loadtest.yaml
 scenarios=()
 extra=()
 while [ $# -gt 0 ]; do
   case $1 in
     --out) out=$2; shift 2 ;;
+    --config) cfg=$2; shift 2 ;;
     --) shift; extra=("$@"); break ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
     *) scenarios+=("$1"); shift ;;
   esac
 done
@@ -39,7 +45,7 @@ if [ ${#scenarios[@]} -eq 0 ]; then
   for f in loadtest/scenarios/*.yaml; do scenarios+=("$(basename "$f" .yaml)"); done
 fi
 case $out in /*) ;; *) out=$root/$out ;; esac
-cfg=$root/configs/loadtest.yaml
+case $cfg in /*) ;; *) cfg=$root/$cfg ;; esac
 if [ -n "${LMLITE:-}" ]; then   # LMLITE=path/to/lmlite runs another build (e.g. to compare two)
   bin=$(cd "$(dirname "$LMLITE")" && pwd)/$(basename "$LMLITE")
 else
@@ -72,7 +78,10 @@ gen lt-deep llama 125m q4_k_m 1
 tenants=$(sed -n 's/^  - {id: \([a-z0-9-]*\),.*/\1/p' "$cfg")
 for t in $tenants; do
   var=LMLITE_KEY_$(echo "$t" | tr 'a-z-' 'A-Z_')
-  key=$(cd "$tmp" && "$bin" keys create --config "$cfg" --tenant "$t" 2>/dev/null)
+  if ! key=$(cd "$tmp" && "$bin" keys create --config "$cfg" --tenant "$t" 2>"$tmp/keys.log"); then
+    cat "$tmp/keys.log" >&2
+    exit 1
+  fi
   export "$var=$key"
 done
 LMLITE_ADMIN_KEY=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
@@ -107,8 +116,8 @@ for name in "${scenarios[@]}"; do
   {
     echo "scenario: $name"
     echo "commit: $(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet 2>/dev/null || echo ' (with local changes)')${LMLITE:+; binary $LMLITE}"
-    echo "command: scripts/loadtest.sh $name${extra[*]+ -- ${extra[*]}}"
-    echo "server: lmlite serve --config configs/loadtest.yaml; models: $models"
+    echo "command: scripts/loadtest.sh --config ${cfg#"$root"/} $name${extra[*]+ -- ${extra[*]}}"
+    echo "models: $models"
     echo "cpus: $(nproc)"
     echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
   } >"$out/$name/run.txt"
