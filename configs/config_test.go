@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/loadtest"
 	"github.com/lmlite/lmlite/tiers"
 )
 
@@ -135,4 +136,43 @@ func FuzzParseConfig(f *testing.F) {
 		}
 		_ = c.Validate()
 	})
+}
+
+// TestLoadtestConfig: configs/loadtest.yaml, which scripts/loadtest.sh serves, is valid
+// and declares every tenant of the shipped load-test scenarios, whose keys the script
+// exports as LMLITE_KEY_<TENANT>; the budget scenario's tenant has a small budget and
+// the noisy tenant limits of its own.
+func TestLoadtestConfig(t *testing.T) {
+	c, err := Load("loadtest.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	book, err := c.Book()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob("../loadtest/scenarios/*.yaml")
+	if len(files) == 0 {
+		t.Fatal("no scenarios found")
+	}
+	for _, f := range files {
+		s, err := loadtest.LoadScenario(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tn := range s.Tenants {
+			if _, ok := book.Resolve(tn.Name); !ok {
+				t.Errorf("%s: tenant %q is not in loadtest.yaml", f, tn.Name)
+			}
+			if want := "LMLITE_KEY_" + strings.ToUpper(strings.ReplaceAll(tn.Name, "-", "_")); tn.APIKeyEnv != want || tn.APIKey != "" {
+				t.Errorf("%s: tenant %q: api_key_env %q, api_key %q; want %s and no api_key", f, tn.Name, tn.APIKeyEnv, tn.APIKey, want)
+			}
+		}
+	}
+	if p, _ := book.Resolve("small-budget"); p.DailyBudget <= 0 || p.DailyBudget > tiers.USD(0.01) {
+		t.Errorf("small-budget: daily budget %v", p.DailyBudget)
+	}
+	if p, _ := book.Resolve("noisy"); p.RequestsPerSecond <= 0 || p.MaxConcurrency <= 0 {
+		t.Errorf("noisy: %+v", p)
+	}
 }

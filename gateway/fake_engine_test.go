@@ -18,6 +18,7 @@ import (
 // real engine come with the engine's Block.
 type fakeEngine struct {
 	Delay   time.Duration
+	Queue   time.Duration // each request waits this long before its first step (Usage.QueueTime; in TimeToFirstToken too, as the Block counts)
 	MaxLen  int
 	ids     []string // Models lists these; nil: tiny and big
 	ready   atomic.Bool
@@ -99,6 +100,13 @@ func (f *fakeEngine) Generate(ctx context.Context, model string, req engine.Requ
 		start := time.Now()
 		var out strings.Builder
 		u := engine.Usage{PromptTokens: len(req.Prompt), FinishReason: engine.FinishLength}
+		if f.Queue > 0 {
+			select {
+			case <-time.After(f.Queue):
+			case <-ctx.Done():
+			}
+			u.QueueTime = time.Since(start)
+		}
 		for i := 0; i < req.MaxTokens; i++ {
 			if f.Delay > 0 {
 				select {

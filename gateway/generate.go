@@ -600,9 +600,14 @@ func (j *job) respondEmbedded(ctx *fasthttp.RequestCtx, st *engine.Stream, cance
 	return false
 }
 
+// observeLatency feeds the tier router's predictor. The engine's time to first
+// token counts from submission, so it holds the time the request queued; the
+// predictor wants the service time alone (it adds the queue ahead from the queue
+// depth), else a queue once seen would be counted twice in every prediction.
 func (j *job) observeLatency(u engine.Usage, err error) {
 	if err == nil && u.FinishReason != engine.FinishCancelled {
-		j.s.pred.Observe(j.m.id, u.TimeToFirstToken, u.TimePerOutputToken)
+		ttft := max(u.TimeToFirstToken-u.QueueTime, 0)
+		j.s.pred.Observe(j.m.id, ttft, u.TimePerOutputToken)
 	}
 }
 

@@ -201,6 +201,27 @@ func TestTierRouting(t *testing.T) {
 	}
 }
 
+// TestPredictorLearnsServiceTime: the engine's time to first token includes the time a
+// request queued; the router's predictor must learn the service time without it, as
+// it adds the queue ahead itself from the queue depth, else a queue once seen is
+// counted twice (found reading the mixed-tiers load test's latency refusals).
+func TestPredictorLearnsServiceTime(t *testing.T) {
+	eng := newFakeEngine()
+	eng.Queue = 300 * time.Millisecond
+	ts := startServer(t, testConfig, eng)
+	for _, stream := range []string{"false", "true"} {
+		resp, body := ts.post("/v1/chat/completions", ts.keys["acme"],
+			`{"model": "tier:fast", "stream": `+stream+`, "messages": [{"role":"user","content":"x"}], "max_tokens": 3}`)
+		if resp.StatusCode != 200 {
+			t.Fatalf("%d %s", resp.StatusCode, body)
+		}
+		st := ts.srv.pred.Stats("tiny", ts.srv.now())
+		if st.TTFT <= 0 || st.TTFT >= eng.Queue/2 {
+			t.Errorf("stream %s: predicted TTFT %v; want the service time, without the %v queued", stream, st.TTFT, eng.Queue)
+		}
+	}
+}
+
 // TestBudgetUnderConcurrency fires 200 concurrent requests at a tenant whose budget
 // covers about 50 of them: settled spend never exceeds the ceiling, and every request
 // either ran or got the budget error.

@@ -52,6 +52,7 @@ type Result struct {
 
 	Tier  string // X-LMLite-Tier
 	Model string // X-LMLite-Model, else the body's model
+	Ask   string // the tier options sent (TierChoice.Label); "" when none
 }
 
 // Record is one request's measurements as a JSON line (requests.jsonl).
@@ -69,6 +70,7 @@ type Record struct {
 	Chunks           int     `json:"chunks"`
 	PromptTokens     int     `json:"prompt_tokens"`
 	CompletionTokens int     `json:"completion_tokens"`
+	Ask              string  `json:"ask,omitempty"` // the tier options sent
 	Tier             string  `json:"tier,omitempty"`
 	Model            string  `json:"model,omitempty"`
 	LagMS            float64 `json:"lag_ms,omitempty"`
@@ -79,7 +81,7 @@ func (r *Result) Record(tenant string) Record {
 	ms := func(d time.Duration) float64 { return round3(float64(d) / float64(time.Millisecond)) }
 	rec := Record{Tenant: tenant, StartMS: ms(r.Start), Warmup: r.Warmup, Stream: r.Stream, Status: r.Status, Error: r.ErrorKey(),
 		Code: r.Code, TTFTms: ms(r.TTFT), E2Ems: ms(r.E2E), Chunks: len(r.Tokens), PromptTokens: r.PromptTokens,
-		CompletionTokens: r.CompletionTokens, Tier: r.Tier, Model: r.Model, LagMS: ms(r.Lag)}
+		CompletionTokens: r.CompletionTokens, Ask: r.Ask, Tier: r.Tier, Model: r.Model, LagMS: ms(r.Lag)}
 	if n := len(r.Tokens); n > 1 {
 		rec.ITLms = ms((r.Tokens[n-1] - r.Tokens[0]) / time.Duration(n-1))
 	}
@@ -122,7 +124,7 @@ func newTransport(concurrency int) *http.Transport {
 // do sends r to base (the server's root URL) and measures it. since gives the
 // monotonic offset from the run's start. The request's context bounds it.
 func do(ctx context.Context, c *http.Client, base, key string, r *request, since func() time.Duration) Result {
-	res := Result{Tenant: r.tenant, Stream: r.stream}
+	res := Result{Tenant: r.tenant, Stream: r.stream, Ask: r.ask}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+r.path, bytes.NewReader(r.body))
 	if err != nil {
 		res.Class, res.Detail = ErrTransport, err.Error()

@@ -191,6 +191,7 @@ type htmlData struct {
 	R      *Report
 	Rows   []htmlRow
 	Jain   string
+	Asked  *askedTable
 	Charts []template.HTML
 }
 
@@ -206,6 +207,9 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		d.Rows = append(d.Rows, htmlRow{Name: n, M: m, Errs: errorsText(m.Errors), F: r.Fairness.Tenants[n]})
 	}
 	d.Rows = append(d.Rows, htmlRow{Name: "overall", Overall: true, M: r.Overall, Errs: errorsText(r.Overall.Errors)})
+	if len(r.Overall.Asked) > 0 {
+		d.Asked = newAskedTable(r.Overall.Asked)
+	}
 
 	tl := r.Timeline
 	xs := make([]float64, len(tl))
@@ -298,7 +302,7 @@ td:first-child,th:first-child{text-align:left}tr.overall td{font-weight:bold}
 <p>Target {{.R.Meta.Target}}, started {{.R.Meta.Started.Format "2006-01-02 15:04:05 UTC"}}; measured window {{printf "%.1f" .R.Meta.WindowS}} s,
 stopped by {{.R.Meta.StoppedBy}}; {{.R.Meta.WarmupRequests}} warm-up requests not counted.
 Fairness (Jain's index of served ÷ weighted fair share): <b id="jain">{{.Jain}}</b>.
-{{with .R.Meta.SendLag}}{{if .N}}The load generator sent {{.N}} open-loop requests late (p99 {{printf "%.1f" .P99}} ms, max {{printf "%.1f" .Max}} ms).{{end}}{{end}}</p>
+{{with .R.Meta.SendLag}}{{if .N}}Open-loop send lag (how late the generator sent a request after its scheduled time) over {{.N}} requests: p50 {{printf "%.1f" .P50}} ms, p99 {{printf "%.1f" .P99}} ms, max {{printf "%.1f" .Max}} ms.{{end}}{{end}}</p>
 {{with .R.Meta.ErrorSamples}}<h2>First error of each kind</h2><table id="errors">{{range $k, $v := .}}<tr><td>{{$k}}</td><td style="text-align:left">{{$v}}</td></tr>{{end}}</table>{{end}}
 {{if .R.SLO}}<h2>SLOs</h2><table id="slo"><tr><th>target</th><th>wanted</th><th>actual</th><th></th></tr>
 {{range .R.SLO}}<tr><td>{{.Spec}}</td><td>{{printf "%.4g" .Target}}</td><td>{{printf "%.4g" .Actual}}</td>{{if .Met}}<td class="met">met</td>{{else}}<td class="missed">MISSED</td>{{end}}</tr>
@@ -314,6 +318,10 @@ Fairness (Jain's index of served ÷ weighted fair share): <b id="jain">{{.Jain}}
 {{end}}</table></div>
 {{with .R.Overall.Tiers}}<p>Tiers served: {{range $k, $v := .}}{{$k}} {{$v}}; {{end}}</p>{{end}}
 {{with .R.Overall.Models}}<p>Models served: {{range $k, $v := .}}{{$k}} {{$v}}; {{end}}</p>{{end}}
+{{with .Asked}}<h2>Tier options sent and what served them</h2>
+<table id="asked"><tr><th>options sent</th>{{range .Cols}}<th>{{.}}</th>{{end}}</tr>
+{{range .Rows}}<tr><td style="text-align:left">{{.Label}}</td>{{range .Counts}}<td>{{.}}</td>{{end}}</tr>
+{{end}}</table>{{end}}
 <h2>Charts</h2>
 {{range .Charts}}{{.}}
 {{end}}

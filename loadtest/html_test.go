@@ -29,7 +29,9 @@ name: html-sample
 description: "a <b>sample</b> & its tenants"
 duration: 600ms
 arrival: {type: poisson, rate: 60}
-workload: {output_tokens: {dist: uniform, min: 2, max: 8}}
+workload:
+  output_tokens: {dist: uniform, min: 2, max: 8}
+  tiers: [{tier_mode: balanced, max_latency_ms: 300}, {tier_mode: fixed, tier: fast}]
 tenants:
   - {name: "<alice>", api_key: lml_a}
   - {name: poor, api_key: lml_poor}
@@ -81,6 +83,17 @@ func TestWriteFiles(t *testing.T) {
 	html := string(h)
 	if strings.Contains(html, "<alice>") || !strings.Contains(html, "&lt;alice&gt;") {
 		t.Error("tenant name not escaped")
+	}
+	// What became of each set of tier options: served by the fixture's tier, or 429.
+	if !strings.Contains(html, `id="asked"`) || !strings.Contains(html, "balanced max_latency_ms=300") || !strings.Contains(html, "fixed tier=fast") {
+		t.Error("the tier options table is missing")
+	}
+	var sum strings.Builder
+	if err := rep.WriteSummary(&sum); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(sum.String(), `tier options "fixed tier=fast": fast `) || !strings.Contains(sum.String(), ", 429 ") {
+		t.Errorf("summary lacks the tier options lines:\n%s", sum.String())
 	}
 	for _, bad := range []string{"src=", `href="http`, "url(", "@import", "<link rel=\"stylesheet"} {
 		if strings.Contains(html, bad) {
@@ -179,6 +192,7 @@ func TestHTMLInChromium(t *testing.T) {
 	charts := eval(`document.querySelectorAll("svg.chart").length`)
 	chartsByScript := eval(`Number(document.body.getAttribute("data-charts"))`)
 	rows := eval(`document.querySelector("#summary").rows.length`)
+	askedRows := eval(`document.querySelector("#asked").rows.length`)
 	jain := eval(`document.getElementById("jain").textContent`)
 	title := eval(`document.title`)
 	// Hovering a data point shows its tooltip (the inline script works).
@@ -209,6 +223,9 @@ func TestHTMLInChromium(t *testing.T) {
 	}
 	if rows != float64(1+len(rep.Tenants)+1) {
 		t.Errorf("summary has %v rows", rows)
+	}
+	if askedRows != 3.0 {
+		t.Errorf("tier options table has %v rows, want a header and 2", askedRows)
 	}
 	if want := fmt.Sprintf("%.3f", *rep.Fairness.Jain); jain != want {
 		t.Errorf("fairness shown %q, want %q", jain, want)

@@ -120,7 +120,19 @@ func (r *Report) WriteSummary(w io.Writer) error {
 	fmt.Fprintf(w, "window %.1fs (%d warm-up requests not counted), stopped by %s; fairness (Jain, weighted) %s\n",
 		r.Meta.WindowS, r.Meta.WarmupRequests, r.Meta.StoppedBy, jain)
 	if l := r.Meta.SendLag; l.P99 > 10 {
-		fmt.Fprintf(w, "warning: the load generator sent %d requests late (p99 %.1fms, max %.1fms); the machine may be too busy\n", l.N, l.P99, l.Max)
+		fmt.Fprintf(w, "warning: open-loop requests left late (send lag p99 %.1fms, max %.1fms, over %d requests); the load generator may be short of CPU\n", l.P99, l.Max, l.N)
+	}
+	if len(r.Overall.Asked) > 0 {
+		t := newAskedTable(r.Overall.Asked)
+		for _, row := range t.Rows {
+			var parts []string
+			for i, n := range row.Counts {
+				if n > 0 {
+					parts = append(parts, fmt.Sprintf("%s %d", t.Cols[i], n))
+				}
+			}
+			fmt.Fprintf(w, "tier options %q: %s\n", row.Label, strings.Join(parts, ", "))
+		}
 	}
 	for _, k := range errorKeys(r.Meta.ErrorSamples) {
 		fmt.Fprintf(w, "first %s error: %s\n", k, r.Meta.ErrorSamples[k])
@@ -421,4 +433,58 @@ func change(both bool, a, b float64) string {
 		return fmtNum(b)
 	}
 	return fmt.Sprintf("%+.1f%%", (b-a)/a*100)
+}
+
+// askedTable lays out Metrics.Asked: a row per tier options sent (sorted), a
+// column per outcome, the tiers from fast up first, then the errors keys.
+type askedTable struct {
+	Cols []string
+	Rows []askedRow
+}
+
+type askedRow struct {
+	Label  string
+	Counts []int
+}
+
+var tierOrder = map[string]int{"fast": 1, "balanced": 2, "deep": 3, "max": 4, "ok": 5}
+
+func newAskedTable(asked map[string]map[string]int) *askedTable {
+	seen := map[string]bool{}
+	t := &askedTable{}
+	for _, outs := range asked {
+		for o := range outs {
+			if !seen[o] {
+				seen[o] = true
+				t.Cols = append(t.Cols, o)
+			}
+		}
+	}
+	sort.Slice(t.Cols, func(i, j int) bool {
+		a, b := t.Cols[i], t.Cols[j]
+		ra, rb := tierOrder[a], tierOrder[b]
+		if ra == 0 {
+			ra = 100 // tiers before errors keys
+		}
+		if rb == 0 {
+			rb = 100
+		}
+		if ra != rb {
+			return ra < rb
+		}
+		return a < b
+	})
+	labels := make([]string, 0, len(asked))
+	for l := range asked {
+		labels = append(labels, l)
+	}
+	sort.Strings(labels)
+	for _, l := range labels {
+		row := askedRow{Label: l}
+		for _, c := range t.Cols {
+			row.Counts = append(row.Counts, asked[l][c])
+		}
+		t.Rows = append(t.Rows, row)
+	}
+	return t
 }

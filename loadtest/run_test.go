@@ -186,6 +186,10 @@ tenants:
 	if ok := a.OK + b.OK; rep.Overall.Tiers["fast"] != ok || rep.Overall.Models["fixture-model"] != ok {
 		t.Errorf("tiers %v models %v", rep.Overall.Tiers, rep.Overall.Models)
 	}
+	// Only c sent tier options; every one of its requests was refused.
+	if len(a.Asked) != 0 || len(b.Asked) != 0 || len(c.Asked) != 1 || c.Asked["fixed tier=fast"]["429"] != c.Requests {
+		t.Errorf("asked: a %v b %v c %v", a.Asked, b.Asked, c.Asked)
+	}
 	keys := map[string]int{}
 	for _, r := range f.requests() {
 		keys[r.Key]++
@@ -232,8 +236,12 @@ workload:
   tiers: [{tier_mode: balanced, max_latency_ms: 300, max_cost_usd: 0.01}]
 tenants: [{name: a}]
 `)
-	if _, err := Run(context.Background(), Config{Scenario: s, Target: srv.URL}); err != nil {
+	rep, err := Run(context.Background(), Config{Scenario: s, Target: srv.URL})
+	if err != nil {
 		t.Fatal(err)
+	}
+	if got := rep.Overall.Asked; len(got) != 1 || got["balanced max_latency_ms=300 max_cost_usd=0.01"]["fast"] != 7 {
+		t.Errorf("asked %v; want the 7 requests served by the fast tier", got)
 	}
 	seen := f.requests()
 	want := []int{2, 4, 6, 2, 4, 6, 2}
@@ -358,6 +366,25 @@ func TestShippedScenarios(t *testing.T) {
 		}
 		if b, _ := os.ReadFile(p); !strings.HasPrefix(string(b), "#") {
 			t.Errorf("%s: no comment saying what it shows", p)
+		}
+	}
+}
+
+func TestTierChoiceLabel(t *testing.T) {
+	cases := []struct {
+		c    TierChoice
+		want string
+	}{
+		{TierChoice{}, "default"},
+		{TierChoice{Mode: "max"}, "max"},
+		{TierChoice{Mode: "fixed", Tier: "fast"}, "fixed tier=fast"},
+		{TierChoice{Mode: "balanced", MaxLatencyMS: 300}, "balanced max_latency_ms=300"},
+		{TierChoice{Weight: 2, Mode: "deep", MaxCostUSD: 0.0005}, "deep max_cost_usd=0.0005"},
+		{TierChoice{Mode: "deep", MaxLatencyMS: 3000, MaxCostUSD: 0.01}, "deep max_latency_ms=3000 max_cost_usd=0.01"},
+	}
+	for _, c := range cases {
+		if got := c.c.Label(); got != c.want {
+			t.Errorf("%+v: %q, want %q", c.c, got, c.want)
 		}
 	}
 }

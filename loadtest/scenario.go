@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -166,11 +167,33 @@ type TierChoice struct {
 	MaxCostUSD   float64 `yaml:"max_cost_usd"`   // 0: none
 }
 
+// Label names the options for the report, e.g. "balanced max_latency_ms=300" or
+// "fixed tier=fast".
+func (c TierChoice) Label() string {
+	var parts []string
+	if c.Mode != "" {
+		parts = append(parts, c.Mode)
+	}
+	if c.Tier != "" {
+		parts = append(parts, "tier="+c.Tier)
+	}
+	if c.MaxLatencyMS > 0 {
+		parts = append(parts, "max_latency_ms="+strconv.Itoa(c.MaxLatencyMS))
+	}
+	if c.MaxCostUSD > 0 {
+		parts = append(parts, "max_cost_usd="+strconv.FormatFloat(c.MaxCostUSD, 'f', -1, 64))
+	}
+	if len(parts) == 0 {
+		return "default"
+	}
+	return strings.Join(parts, " ")
+}
+
 // GoodputSLO holds per-request latency limits in milliseconds (0: no limit).
 type GoodputSLO struct {
-	TTFTms float64 `yaml:"ttft_ms"`
-	ITLms  float64 `yaml:"itl_ms"` // limit on the request's mean inter-token latency
-	E2Ems  float64 `yaml:"e2e_ms"`
+	TTFTms float64 `yaml:"ttft_ms" json:"ttft_ms,omitempty"`
+	ITLms  float64 `yaml:"itl_ms" json:"itl_ms,omitempty"` // limit on the request's mean inter-token latency
+	E2Ems  float64 `yaml:"e2e_ms" json:"e2e_ms,omitempty"`
 }
 
 // Dist kinds.

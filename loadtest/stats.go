@@ -1,6 +1,7 @@
 package loadtest
 
 import (
+	"cmp"
 	"math"
 	"sort"
 	"strconv"
@@ -86,6 +87,10 @@ type Metrics struct {
 
 	Tiers  map[string]int `json:"tiers,omitempty"`  // X-LMLite-Tier of successes → count
 	Models map[string]int `json:"models,omitempty"` // model served to successes → count
+	// Asked says what became of the requests that sent tier options: per options
+	// sent (TierChoice.Label), the tier that served (X-LMLite-Tier; "ok" without
+	// one) or the errors key → count.
+	Asked map[string]map[string]int `json:"asked,omitempty"`
 }
 
 // acc accumulates one Metrics.
@@ -95,13 +100,23 @@ type acc struct {
 }
 
 func newAcc() *acc {
-	return &acc{m: Metrics{Errors: map[string]int{}, Tiers: map[string]int{}, Models: map[string]int{}},
+	return &acc{m: Metrics{Errors: map[string]int{}, Tiers: map[string]int{}, Models: map[string]int{}, Asked: map[string]map[string]int{}},
 		ttft: newHist(), itl: newHist(), e2e: newHist()}
 }
 
 func (a *acc) add(r *Result, good bool) {
 	m := &a.m
 	m.Requests++
+	if r.Ask != "" {
+		out := r.ErrorKey()
+		if out == "" {
+			out = cmp.Or(r.Tier, "ok")
+		}
+		if m.Asked[r.Ask] == nil {
+			m.Asked[r.Ask] = map[string]int{}
+		}
+		m.Asked[r.Ask][out]++
+	}
 	if k := r.ErrorKey(); k != "" {
 		m.Errors[k]++
 		switch {

@@ -137,6 +137,7 @@ type request struct {
 	// once it completes.
 	conv *conversation
 	user string
+	ask  string // the tier options sent (TierChoice.Label); "" when none
 }
 
 type message struct {
@@ -224,7 +225,7 @@ func (g *generator) make() *request {
 		body["messages"] = msgs
 	}
 	if len(w.Tiers) > 0 {
-		g.tierLocked(body, r.headers)
+		r.ask = g.tierLocked(body, r.headers)
 	}
 	r.body, _ = json.Marshal(body) // only strings, numbers and YAML-decoded values
 	return r
@@ -267,7 +268,9 @@ func (g *generator) finish(r *request, reply string, ok bool) {
 	c.turns++
 }
 
-func (g *generator) tierLocked(body map[string]any, headers map[string]string) {
+// tierLocked picks the request's tier options and sets them in the body or the
+// headers; it returns their label.
+func (g *generator) tierLocked(body map[string]any, headers map[string]string) string {
 	total := 0.0
 	for _, c := range g.w.Tiers {
 		total += c.Weight
@@ -294,7 +297,7 @@ func (g *generator) tierLocked(body map[string]any, headers map[string]string) {
 		if c.MaxCostUSD > 0 {
 			headers["X-LMLite-Max-Cost-USD"] = strconv.FormatFloat(c.MaxCostUSD, 'f', -1, 64)
 		}
-		return
+		return c.Label()
 	}
 	opt := map[string]any{}
 	if c.Mode != "" {
@@ -310,6 +313,7 @@ func (g *generator) tierLocked(body map[string]any, headers map[string]string) {
 		opt["max_cost_usd"] = c.MaxCostUSD
 	}
 	body["lmlite"] = opt
+	return c.Label()
 }
 
 // newRand returns a seeded generator; every random choice of a run comes from one
