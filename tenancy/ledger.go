@@ -16,91 +16,175 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/lmlite/lmlite/internal/jsonenc"
 	"github.com/lmlite/lmlite/tiers"
 )
 
 // The ledger's write path.
 //
-// Record encodes its entry in the caller's goroutine, appends it to the current group
-// under s.mu (where it also gets its seq, so that seqs follow the order of the log),
-// then takes s.walMu. Whoever holds s.walMu with its group not yet written writes the
-// whole group as one log record (and fsyncs it with SyncFsync): entries that arrive
-// while a record is being written queue on s.walMu and go out together in the next one
-// (group commit). An uncontended Record writes its own one-entry group with no
-// goroutine hand-off; a contended one waits for one write. A record is
+// Record appends its entry, encoded as JSON, to the current group under s.mu (where it
+// also gets its seq, so that seqs follow the order of the log), then takes s.walMu.
+// Whoever holds s.walMu with its group not yet written writes the whole group as one
+// log record (and fsyncs it with SyncFsync): entries that arrive while a record is
+// being written queue on s.walMu and go out together in the next one (group commit).
+// An uncontended Record writes its own one-entry group with no goroutine hand-off; a
+// contended one waits for one write. A record is
 //
 //	uint32 length | uint32 CRC-32 (IEEE) of the payload | payload: a JSON array of entries
 //
-// big-endian. The log is a sequence of segment files (path.wal.N): the background
-// goroutine (applier) switches the writers to a new segment, applies the entries of
-// the old ones to the database in one fsynced transaction (the entry's JSON is the
-// ledger bucket's value, so it is encoded once) and deletes them; writers never wait
-// for the database. Open replays every segment left by a killed process: a segment
-// ends at its first torn record (a write that was never acknowledged), and entries
-// the database already holds (seq ≤ its applied seq) are skipped.
+// big-endian. The log is a sequence of segment files (path.wal.N). A written group's
+// entries are appended to the pending batch (s.batch, one JSON array); the background
+// goroutine (applier) takes the batch and switches the writers to a new segment under
+// s.walMu, then, without it, stores the batch in the database as one value (keyed by
+// its first seq) with the spend totals in one fsynced transaction, and deletes the old
+// segments: writers never wait for the database, and the database does one write per
+// batch, not per entry. Open replays every segment left by a killed process: a
+// segment ends at its first torn record (a write that was never acknowledged), and
+// entries the database already holds (seq ≤ its applied seq) are skipped.
 
 // group is the entries acknowledged together.
 type group struct {
-	buf     []byte   // the entries' JSON objects, comma-separated
-	entries []logged // their seq, offsets in buf and what the spend totals need
+	buf   []byte  // the entries' JSON objects, comma-separated
+	spend []spent // what the spend totals need of each entry
+	first uint64  // seq of the first entry; 0: empty
+	last  uint64
 
 	// guarded by Store.walMu
 	written bool
 	err     error
 }
 
-// logged is one entry on its way to the database.
-type logged struct {
-	seq        uint64
+// spent is an entry's cost in its tenant's day and month windows.
+type spent struct {
 	tenant     string
-	time       time.Time
+	day, month int
 	cost       tiers.Money
-	start, end int    // of its JSON in the group's buf
-	json       []byte // its JSON, once the group is written
+}
+
+// batch is the logged entries not yet in the database.
+type batch struct {
+	json  []byte // "[" + the entries' JSON, comma-separated (no closing bracket)
+	spend []spent
+	first uint64 // seq of the first entry; 0: empty
+	last  uint64
+}
+
+func (b *batch) empty() bool { return b.first == 0 }
+
+func (b *batch) reset() {
+	b.json = append(b.json[:0], '[')
+	b.spend = b.spend[:0]
+	b.first, b.last = 0, 0
+}
+
+// add appends n entries, the last with seq last.
+func (b *batch) add(js []byte, sp []spent, first, last uint64) {
+	if b.empty() {
+		b.first = first
+		if len(b.json) == 0 {
+			b.json = append(b.json, '[')
+		}
+	} else {
+		b.json = append(b.json, ',')
+	}
+	b.json = append(b.json, js...)
+	b.spend = append(b.spend, sp...)
+	b.last = last
+}
+
+// appendEntry appends e as the JSON object encoding/json would write for it, by hand:
+// this runs for every request.
+func appendEntry(b []byte, e *Entry) []byte {
+	b = append(b, `{"seq":`...)
+	b = strconv.AppendUint(b, e.Seq, 10)
+	b = append(b, `,"time":"`...)
+	b = e.Time.AppendFormat(b, time.RFC3339Nano)
+	b = append(b, `","request_id":`...)
+	b = jsonenc.AppendString(b, e.RequestID)
+	b = append(b, `,"tenant":`...)
+	b = jsonenc.AppendString(b, e.Tenant)
+	str := func(b []byte, name, v string) []byte {
+		if v == "" {
+			return b
+		}
+		b = append(b, `,"`...)
+		b = append(b, name...)
+		b = append(b, `":`...)
+		return jsonenc.AppendString(b, v)
+	}
+	b = str(b, "key_id", e.KeyID)
+	b = str(b, "model", e.Model)
+	b = str(b, "tier", e.Tier)
+	b = append(b, `,"status":`...)
+	b = strconv.AppendInt(b, int64(e.Status), 10)
+	b = str(b, "finish_reason", e.Finish)
+	b = append(b, `,"prompt_tokens":`...)
+	b = strconv.AppendInt(b, int64(e.PromptTokens), 10)
+	b = append(b, `,"completion_tokens":`...)
+	b = strconv.AppendInt(b, int64(e.CompletionTokens), 10)
+	b = append(b, `,"cost_nano_usd":`...)
+	b = strconv.AppendInt(b, int64(e.Cost), 10)
+	b = append(b, `,"latency_ns":`...)
+	b = strconv.AppendInt(b, int64(e.Latency), 10)
+	if e.TTFT != 0 {
+		b = append(b, `,"ttft_ns":`...)
+		b = strconv.AppendInt(b, int64(e.TTFT), 10)
+	}
+	return append(b, '}')
 }
 
 // Record appends e to the ledger and returns when the group holding it is logged
 // (see SyncMode for how durable that is).
 func (s *Store) Record(e Entry) error {
-	e.Seq = 0
-	js, err := json.Marshal(&e)
-	if err != nil {
-		return fmt.Errorf("tenancy: ledger: %w", err)
+	var sp spent
+	if e.Cost != 0 {
+		sp.day, sp.month = windows(e.Time)
+		sp.tenant, sp.cost = e.Tenant, e.Cost
 	}
-	const zeroSeq = `{"seq":0` // the encoding's prefix: Seq is Entry's first field
-	rest := js[len(zeroSeq):]
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		return ErrClosed
 	}
 	s.seq++
+	e.Seq = s.seq
 	g := s.cur
-	if len(g.buf) > 0 {
+	if g.first == 0 {
+		g.first = e.Seq
+	} else {
 		g.buf = append(g.buf, ',')
 	}
-	start := len(g.buf)
-	g.buf = append(g.buf, `{"seq":`...)
-	g.buf = strconv.AppendUint(g.buf, s.seq, 10)
-	g.buf = append(g.buf, rest...)
-	g.entries = append(g.entries, logged{seq: s.seq, tenant: e.Tenant, time: e.Time, cost: e.Cost, start: start, end: len(g.buf)})
+	g.buf = appendEntry(g.buf, &e)
+	g.last = e.Seq
+	if sp.cost != 0 {
+		g.spend = append(g.spend, sp)
+	}
 	s.mu.Unlock()
 
 	s.walMu.Lock()
 	if !g.written {
 		s.mu.Lock()
 		if s.cur == g {
-			s.cur = &group{buf: make([]byte, 0, len(g.buf)+len(js))}
+			s.cur = s.newGroupLocked()
 		}
 		s.mu.Unlock()
 		s.writeLocked(g)
 	}
-	err = g.err
+	err := g.err
 	s.walMu.Unlock()
 	return err
 }
 
-// writeLocked appends g to the log as one record. s.walMu is held.
+// newGroupLocked returns an empty group for s.cur, reusing the buffers of the last
+// group written. s.walMu and s.mu are held.
+func (s *Store) newGroupLocked() *group {
+	g := &group{buf: s.spareBuf[:0], spend: s.spareSpend[:0]}
+	s.spareBuf, s.spareSpend = nil, nil
+	return g
+}
+
+// writeLocked appends g to the log as one record, then to the pending batch. s.walMu
+// is held, and g is no longer s.cur.
 func (s *Store) writeLocked(g *group) {
 	g.written = true
 	rec := s.rec[:0]
@@ -127,13 +211,13 @@ func (s *Store) writeLocked(g *group) {
 		}
 		return
 	}
-	for i := range g.entries {
-		le := &g.entries[i]
-		le.json = g.buf[le.start:le.end:le.end]
-	}
-	s.pending = append(s.pending, g.entries...)
 	s.commits.Add(1)
-	if len(s.pending) >= s.opts.ApplyEntries {
+	s.batch.add(g.buf, g.spend, g.first, g.last)
+	if cap(g.buf) <= 1<<20 {
+		s.spareBuf, s.spareSpend = g.buf[:0], g.spend[:0]
+	}
+	g.buf, g.spend = nil, nil
+	if s.batch.last-s.batch.first+1 >= uint64(s.opts.ApplyEntries) {
 		select {
 		case s.kick <- struct{}{}:
 		default: // an apply is already due
@@ -145,9 +229,9 @@ func (s *Store) writeLocked(g *group) {
 func (s *Store) flushLocked() {
 	s.mu.Lock()
 	g := s.cur
-	s.cur = &group{}
+	s.cur = s.newGroupLocked()
 	s.mu.Unlock()
-	if !g.written && len(g.entries) > 0 {
+	if !g.written && g.first != 0 {
 		s.writeLocked(g)
 	}
 }
@@ -177,7 +261,7 @@ func (s *Store) apply() error {
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
 	s.walMu.Lock()
-	empty := len(s.pending) == 0
+	empty := s.batch.empty()
 	s.walMu.Unlock()
 	if empty {
 		return nil
@@ -188,26 +272,28 @@ func (s *Store) apply() error {
 		return err
 	}
 	s.walMu.Lock()
-	batch, old := s.pending, s.wal
-	s.pending, s.wal, s.walSeg = nil, f, n
+	b, old := s.batch, s.wal
+	s.batch, s.spareBatch = s.spareBatch, batch{}
+	s.batch.reset()
+	s.wal, s.walSeg = f, n
 	s.walMu.Unlock()
 	old.Close()
-	err = s.db.Update(func(tx *bolt.Tx) error {
-		if err := writeEntries(tx, batch); err != nil {
-			return err
+	err = s.db.Update(func(tx *bolt.Tx) error { return storeBatch(tx, &b) })
+	s.walMu.Lock()
+	if err != nil { // keep the entries pending, in front of the new ones
+		if !s.batch.empty() {
+			b.add(s.batch.json[1:], s.batch.spend, s.batch.first, s.batch.last)
 		}
-		var v [8]byte
-		binary.BigEndian.PutUint64(v[:], batch[len(batch)-1].seq) // groups are logged in seq order
-		return tx.Bucket(bucketMeta).Put(keyApplied, v[:])
-	})
-	if err != nil {
-		s.walMu.Lock()
-		s.pending = append(batch, s.pending...)
+		s.batch = b
 		s.walMu.Unlock()
 		return err
 	}
+	if cap(b.json) <= 4<<20 {
+		s.spareBatch = b
+	}
+	s.walMu.Unlock()
 	// Every segment numbered below n was closed before the switch: all its entries
-	// were in batch (or failed to log, or were applied before).
+	// were in b (or failed to log, or were applied before).
 	segs, err := s.segments()
 	if err != nil {
 		return err
@@ -227,30 +313,57 @@ func (s *Store) sync() error {
 	return s.apply()
 }
 
-func writeEntries(tx *bolt.Tx, entries []logged) error {
+// storeBatch writes b to the ledger bucket as one value, a JSON array keyed by its
+// first seq, adds its costs to the spend totals and records its last seq as applied.
+func storeBatch(tx *bolt.Tx, b *batch) error {
 	led, spend := tx.Bucket(bucketLedger), tx.Bucket(bucketSpend)
-	totals := map[string]tiers.Money{}
 	var kb [8]byte
-	for i := range entries {
-		e := &entries[i]
-		binary.BigEndian.PutUint64(kb[:], e.seq)
-		if err := led.Put(kb[:], e.json); err != nil {
-			return err
-		}
-		if e.cost != 0 {
-			d, m := windows(e.time)
-			totals[spendKey(e.tenant, 'd', d)] += e.cost
-			totals[spendKey(e.tenant, 'm', m)] += e.cost
-		}
+	binary.BigEndian.PutUint64(kb[:], b.first)
+	if err := led.Put(kb[:], append(b.json, ']')); err != nil {
+		return err
 	}
-	for k, add := range totals {
+	type window struct {
+		tenant string
+		kind   byte
+		n      int
+	}
+	totals := map[window]tiers.Money{}
+	for _, sp := range b.spend {
+		totals[window{sp.tenant, 'd', sp.day}] += sp.cost
+		totals[window{sp.tenant, 'm', sp.month}] += sp.cost
+	}
+	for w, add := range totals {
+		k := []byte(spendKey(w.tenant, w.kind, w.n))
 		old := tiers.Money(0)
-		if v := spend.Get([]byte(k)); len(v) == 8 {
+		if v := spend.Get(k); len(v) == 8 {
 			old = tiers.Money(binary.BigEndian.Uint64(v))
 		}
 		var vb [8]byte
 		binary.BigEndian.PutUint64(vb[:], uint64(old+add))
-		if err := spend.Put([]byte(k), vb[:]); err != nil {
+		if err := spend.Put(k, vb[:]); err != nil {
+			return err
+		}
+	}
+	binary.BigEndian.PutUint64(kb[:], b.last)
+	return tx.Bucket(bucketMeta).Put(keyApplied, kb[:])
+}
+
+// ledgerValue calls fn for each entry of a ledger bucket value: a JSON array (a
+// batch), or one object (stores written before batches).
+func ledgerValue(v []byte, fn func(Entry) error) error {
+	if len(v) > 0 && v[0] == '{' {
+		var e Entry
+		if err := json.Unmarshal(v, &e); err != nil {
+			return fmt.Errorf("tenancy: ledger entry: %w", err)
+		}
+		return fn(e)
+	}
+	var es []Entry
+	if err := json.Unmarshal(v, &es); err != nil {
+		return fmt.Errorf("tenancy: ledger batch: %w", err)
+	}
+	for _, e := range es {
+		if err := fn(e); err != nil {
 			return err
 		}
 	}
@@ -331,7 +444,7 @@ func (s *Store) replay() error {
 		return err
 	}
 	applied := s.seq
-	var batch []logged
+	var found []Entry
 	for _, sg := range segs {
 		data, err := os.ReadFile(sg.path)
 		if err != nil {
@@ -344,35 +457,33 @@ func (s *Store) replay() error {
 			if uint64(len(data)-8) < uint64(n) || crc32.ChecksumIEEE(data[8:8+n]) != sum {
 				break // a torn tail: never acknowledged
 			}
-			var es []json.RawMessage
+			var es []Entry
 			if err := json.Unmarshal(data[8:8+n], &es); err != nil {
 				break
 			}
-			for _, raw := range es {
-				var e Entry
-				if err := json.Unmarshal(raw, &e); err != nil {
-					return fmt.Errorf("ledger log %s: %w", sg.path, err)
-				}
+			for _, e := range es {
 				if e.Seq > applied {
-					batch = append(batch, logged{seq: e.Seq, tenant: e.Tenant, time: e.Time, cost: e.Cost, json: raw})
-					s.seq = max(s.seq, e.Seq)
+					found = append(found, e)
 				}
 			}
 			data = data[8+n:]
 		}
 	}
-	if len(batch) > 0 {
-		slices.SortFunc(batch, func(a, b logged) int { return cmp.Compare(a.seq, b.seq) })
-		batch = slices.CompactFunc(batch, func(a, b logged) bool { return a.seq == b.seq })
-		err := s.db.Update(func(tx *bolt.Tx) error {
-			if err := writeEntries(tx, batch); err != nil {
-				return err
+	if len(found) > 0 {
+		slices.SortFunc(found, func(a, b Entry) int { return cmp.Compare(a.Seq, b.Seq) })
+		found = slices.CompactFunc(found, func(a, b Entry) bool { return a.Seq == b.Seq })
+		var b batch
+		for i := range found {
+			e := &found[i]
+			var sp []spent
+			if e.Cost != 0 {
+				d, m := windows(e.Time)
+				sp = []spent{{e.Tenant, d, m, e.Cost}}
 			}
-			var v [8]byte
-			binary.BigEndian.PutUint64(v[:], batch[len(batch)-1].seq)
-			return tx.Bucket(bucketMeta).Put(keyApplied, v[:])
-		})
-		if err != nil {
+			b.add(appendEntry(nil, e), sp, e.Seq, e.Seq)
+		}
+		s.seq = b.last
+		if err := s.db.Update(func(tx *bolt.Tx) error { return storeBatch(tx, &b) }); err != nil {
 			return err
 		}
 	}
@@ -381,6 +492,7 @@ func (s *Store) replay() error {
 			return err
 		}
 	}
+	s.batch.reset()
 	s.wal, s.walSeg, err = s.createSegment()
 	return err
 }

@@ -97,12 +97,16 @@ type Store struct {
 	cur    *group     // the group that Record appends to
 	closed bool
 
-	walMu   sync.Mutex   // guards the log; held while a group is written (followers queue on it)
-	wal     *os.File     // the segment being appended to
-	walSeg  int          // its number
-	segNum  atomic.Int64 // the last segment number used
-	pending []logged     // logged, not yet in the database
-	rec     []byte       // record buffer
+	walMu  sync.Mutex   // guards the log; held while a group is written (followers queue on it)
+	wal    *os.File     // the segment being appended to
+	walSeg int          // its number
+	segNum atomic.Int64 // the last segment number used
+	batch  batch        // logged, not yet in the database
+	rec    []byte       // record buffer
+	// buffers for reuse: of the last group written, of the last batch applied
+	spareBuf   []byte
+	spareSpend []spent
+	spareBatch batch
 
 	applyMu sync.Mutex // serialises applies (the background goroutine, sync and Close)
 
@@ -189,7 +193,7 @@ func (s *Store) Close() error {
 	if e := s.wal.Close(); err == nil {
 		err = e
 	}
-	if err == nil && len(s.pending) == 0 { // everything is in the database
+	if err == nil && s.batch.empty() { // everything is in the database
 		err = os.Remove(s.segPath(s.walSeg))
 	}
 	s.walMu.Unlock()
@@ -244,11 +248,7 @@ func (s *Store) Ledger(fn func(Entry) error) error {
 	}
 	return s.db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketLedger).ForEach(func(_, v []byte) error {
-			var e Entry
-			if err := json.Unmarshal(v, &e); err != nil {
-				return fmt.Errorf("tenancy: ledger entry: %w", err)
-			}
-			return fn(e)
+			return ledgerValue(v, fn)
 		})
 	})
 }

@@ -3,6 +3,7 @@ package tenancy
 import (
 	"bufio"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -16,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/lmlite/lmlite/policies"
 	"github.com/lmlite/lmlite/tiers"
@@ -365,7 +368,10 @@ func TestGroupCommit(t *testing.T) {
 		}
 		for {
 			s.mu.Lock()
-			n := len(s.cur.entries)
+			n := 0
+			if s.cur.first != 0 {
+				n = int(s.cur.last - s.cur.first + 1)
+			}
 			s.mu.Unlock()
 			if n == 50 {
 				break
@@ -386,6 +392,55 @@ func TestGroupCommit(t *testing.T) {
 			t.Errorf("mode %d: %d entries in the ledger", mode, n)
 		}
 		s.Close()
+	}
+}
+
+// TestAppendEntry: the hand-written encoding decodes to the entry, and is
+// encoding/json's byte for byte but for its HTML escapes (<, >, &).
+func TestAppendEntry(t *testing.T) {
+	for _, e := range []Entry{
+		{},
+		{Seq: 1, Time: time.Date(2026, 11, 22, 12, 0, 0, 123456789, time.UTC), RequestID: "req_1", Tenant: "acme", Status: 200},
+		{Seq: 1 << 60, Time: time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("x", 3600)), RequestID: "a\"b\\c\n\x01<&>\u2028é",
+			Tenant: "t", KeyID: "k", Model: "m", Tier: "fast", Status: 429, Finish: "length", PromptTokens: 7, CompletionTokens: 9,
+			Cost: -3, Latency: 1234567, TTFT: 89},
+	} {
+		want, err := json.Marshal(&e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := appendEntry(nil, &e)
+		var back Entry
+		if err := json.Unmarshal(got, &back); err != nil {
+			t.Fatalf("%s: %v", got, err)
+		}
+		again, _ := json.Marshal(&back)
+		html := strings.NewReplacer(`\u003c`, "<", `\u003e`, ">", `\u0026`, "&")
+		if string(again) != string(want) || string(got) != html.Replace(string(want)) {
+			t.Errorf("appendEntry:\n got %s\nwant %s", got, want)
+		}
+	}
+}
+
+// TestLedgerOldValues: a database written one entry per value (before batches) still
+// lists, beside batches.
+func TestLedgerOldValues(t *testing.T) {
+	s := openStore(t, filepath.Join(t.TempDir(), "lmlite.db"), SyncProcess)
+	defer s.Close()
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketLedger).Put([]byte{0, 0, 0, 0, 0, 0, 0, 1}, []byte(`{"seq":1,"time":"2026-11-22T12:00:00Z","request_id":"old","tenant":"a","status":200,"prompt_tokens":0,"completion_tokens":0,"cost_nano_usd":0,"latency_ns":0}`))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.seq = 1
+	s.Record(Entry{Time: time.Now(), RequestID: "new", Tenant: "a"})
+	var ids []string
+	if err := s.Ledger(func(e Entry) error { ids = append(ids, e.RequestID); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(ids, ",") != "old,new" {
+		t.Errorf("ledger %v", ids)
 	}
 }
 

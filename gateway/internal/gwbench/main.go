@@ -171,25 +171,23 @@ func run(args []string) error {
 	}
 
 	var model, upAddr, bareAddr string
+	var up, bp *child
 	if o.embedded {
 		model = filepath.Join(dir, "tiny.gguf")
 		if err := runCmd(o.lmlite, "gen-model", "--arch", "llama", "--preset", "tiny", "--type", "q8_0", "--seed", "1", "--out", model); err != nil {
 			return err
 		}
 	} else {
-		up, addr, err := startUpstream()
-		if err != nil {
+		var err error
+		if up, upAddr, err = startUpstream(); err != nil {
 			return err
 		}
 		defer up.stop()
-		upAddr = addr
 		if o.bare {
-			bp, addr, err := startSelf("bare-proxy", upAddr)
-			if err != nil {
+			if bp, bareAddr, err = startSelf("bare-proxy", upAddr); err != nil {
 				return err
 			}
 			defer bp.stop()
-			bareAddr = addr
 		}
 	}
 	gw, err := startGateway(o, dir, upAddr, model)
@@ -204,7 +202,7 @@ func run(args []string) error {
 		if o.embedded {
 			set = measureEmbedded(o, gw, c)
 		} else {
-			set = measureProxy(o, gw, upAddr, bareAddr, c)
+			set = measureProxy(o, gw, up, bp, upAddr, bareAddr, c)
 		}
 		results = append(results, set)
 		set.print(os.Stdout)
@@ -368,10 +366,37 @@ tenants: [{id: bench, plan: bench}]
 	return g, nil
 }
 
-// target is where a segment sends its requests.
+// target is where a segment sends its requests; proc is the process serving them
+// (its CPU time is measured), up the upstream behind it, if any.
 type target struct {
 	addr, path, key string
 	body            []byte
+	proc, up        *child
+}
+
+// cpuTime is the user + system CPU time of a process so far (/proc/PID/stat, all
+// threads), or 0 when it cannot be read.
+func cpuTime(c *child) time.Duration {
+	if c == nil {
+		return 0
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(c.cmd.Process.Pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// The command name (field 2) may hold spaces: count fields after its ')'.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	const clkTck = 100 // USER_HZ on Linux
+	return time.Duration(ut+st) * time.Second / clkTck
 }
 
 // segment is one closed-loop run.
@@ -382,7 +407,9 @@ type segment struct {
 	Errors   int                `json:"errors"`
 	Seconds  float64            `json:"seconds"`
 	RPS      float64            `json:"rps"`
-	Lat      map[string]float64 `json:"latency_us"` // by percentile name
+	Lat      map[string]float64 `json:"latency_us"`         // by percentile name
+	CPU      float64            `json:"cpu_us_per_request"` // of the process serving the side
+	UpCPU    float64            `json:"upstream_cpu_us_per_request,omitempty"`
 	FirstErr string             `json:"first_error,omitempty"`
 }
 
@@ -398,6 +425,7 @@ func load(t target, conns int, d time.Duration) segment {
 	errs := 0
 	firstErr := ""
 	var wg sync.WaitGroup
+	cpu0, up0 := cpuTime(t.proc), cpuTime(t.up)
 	start := time.Now()
 	end := start.Add(d)
 	for i := 0; i < conns; i++ {
@@ -444,9 +472,14 @@ func load(t target, conns int, d time.Duration) segment {
 	}
 	wg.Wait()
 	el := time.Since(start)
+	cpu, up := cpuTime(t.proc)-cpu0, cpuTime(t.up)-up0
 	slices.Sort(all)
 	s := segment{Conns: conns, Requests: len(all), Errors: errs, Seconds: el.Seconds(), RPS: float64(len(all)) / el.Seconds(),
 		Lat: map[string]float64{}, FirstErr: firstErr}
+	if n := float64(len(all) + errs); n > 0 {
+		s.CPU = float64(cpu.Microseconds()) / n
+		s.UpCPU = float64(up.Microseconds()) / n
+	}
 	for _, p := range percentiles {
 		if len(all) > 0 {
 			s.Lat[p.name] = float64(all[int(p.q*float64(len(all)-1))].Nanoseconds()) / 1e3
@@ -474,10 +507,10 @@ func chatBody() []byte {
 	return []byte(`{"model":"auto","messages":[{"role":"user","content":"Say hello to the benchmark."}],"max_tokens":1}`)
 }
 
-func measureProxy(o options, gw *gateway, upAddr, bareAddr string, conns int) segmentSet {
-	direct := target{addr: upAddr, path: "/v1/chat/completions", body: chatBody()}
-	via := target{addr: gw.addr, path: "/v1/chat/completions", key: gw.key, body: chatBody()}
-	bare := target{addr: bareAddr, path: "/v1/chat/completions", body: chatBody()}
+func measureProxy(o options, gw *gateway, up, bp *child, upAddr, bareAddr string, conns int) segmentSet {
+	direct := target{addr: upAddr, path: "/v1/chat/completions", body: chatBody(), proc: up}
+	via := target{addr: gw.addr, path: "/v1/chat/completions", key: gw.key, body: chatBody(), proc: gw.child, up: up}
+	bare := target{addr: bareAddr, path: "/v1/chat/completions", body: chatBody(), proc: bp, up: up}
 	load(direct, conns, o.warmup/2)
 	load(via, conns, o.warmup/2)
 	if bareAddr != "" {
@@ -525,7 +558,7 @@ func measureProxy(o options, gw *gateway, upAddr, bareAddr string, conns int) se
 }
 
 func measureEmbedded(o options, gw *gateway, conns int) segmentSet {
-	via := target{addr: gw.addr, path: "/v1/completions", key: gw.key,
+	via := target{addr: gw.addr, path: "/v1/completions", key: gw.key, proc: gw.child,
 		body: []byte(`{"model":"auto","prompt":"Hello","max_tokens":1,"temperature":0}`)}
 	load(via, conns, o.warmup)
 	set := segmentSet{Conns: conns, Gateway: map[string]float64{}, Embedded: true}
@@ -561,9 +594,9 @@ func median(xs []float64) float64 {
 
 func (set segmentSet) print(w io.Writer) {
 	fmt.Fprintf(w, "\n== %d connection(s) ==\n", set.Conns)
-	fmt.Fprintf(w, "%-8s %10s %7s %9s %9s %9s %9s\n", "side", "req/s", "errors", "p50 µs", "p90 µs", "p99 µs", "p99.9 µs")
+	fmt.Fprintf(w, "%-8s %10s %7s %9s %9s %9s %9s %9s %9s\n", "side", "req/s", "errors", "p50 µs", "p90 µs", "p99 µs", "p99.9 µs", "cpu µs/r", "up µs/r")
 	for _, s := range set.Segments {
-		fmt.Fprintf(w, "%-8s %10.0f %7d %9.1f %9.1f %9.1f %9.1f\n", s.Side, s.RPS, s.Errors, s.Lat["p50"], s.Lat["p90"], s.Lat["p99"], s.Lat["p99.9"])
+		fmt.Fprintf(w, "%-8s %10.0f %7d %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f\n", s.Side, s.RPS, s.Errors, s.Lat["p50"], s.Lat["p90"], s.Lat["p99"], s.Lat["p99.9"], s.CPU, s.UpCPU)
 		if s.FirstErr != "" {
 			fmt.Fprintf(w, "         first error: %s\n", s.FirstErr)
 		}
