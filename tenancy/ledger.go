@@ -63,33 +63,41 @@ type spent struct {
 
 // batch is the logged entries not yet in the database.
 type batch struct {
-	json  []byte // "[" + the entries' JSON, comma-separated (no closing bracket)
+	json  []byte // the entries' JSON objects, comma-separated
+	parts []part // the groups in json, in seq order
 	spend []spent
-	first uint64 // seq of the first entry; 0: empty
-	last  uint64
 }
 
-func (b *batch) empty() bool { return b.first == 0 }
+// part is one group of a batch.
+type part struct {
+	end         int // in batch.json
+	first, last uint64
+}
+
+func (b *batch) empty() bool { return len(b.parts) == 0 }
 
 func (b *batch) reset() {
-	b.json = append(b.json[:0], '[')
-	b.spend = b.spend[:0]
-	b.first, b.last = 0, 0
+	b.json, b.parts, b.spend = b.json[:0], b.parts[:0], b.spend[:0]
 }
 
-// add appends n entries, the last with seq last.
+// add appends a group: its entries' JSON, costs and seqs.
 func (b *batch) add(js []byte, sp []spent, first, last uint64) {
-	if b.empty() {
-		b.first = first
-		if len(b.json) == 0 {
-			b.json = append(b.json, '[')
-		}
-	} else {
+	if !b.empty() {
 		b.json = append(b.json, ',')
 	}
 	b.json = append(b.json, js...)
+	b.parts = append(b.parts, part{len(b.json), first, last})
 	b.spend = append(b.spend, sp...)
-	b.last = last
+}
+
+// addBatch appends the groups of o.
+func (b *batch) addBatch(o *batch) {
+	start := 0
+	for _, p := range o.parts {
+		b.add(o.json[start:p.end], nil, p.first, p.last)
+		start = p.end + 1
+	}
+	b.spend = append(b.spend, o.spend...)
 }
 
 // appendEntry appends e as the JSON object encoding/json would write for it, by hand:
@@ -217,7 +225,7 @@ func (s *Store) writeLocked(g *group) {
 		s.spareBuf, s.spareSpend = g.buf[:0], g.spend[:0]
 	}
 	g.buf, g.spend = nil, nil
-	if s.batch.last-s.batch.first+1 >= uint64(s.opts.ApplyEntries) {
+	if p := s.batch.parts; p[len(p)-1].last-p[0].first+1 >= uint64(s.opts.ApplyEntries) {
 		select {
 		case s.kick <- struct{}{}:
 		default: // an apply is already due
@@ -278,17 +286,16 @@ func (s *Store) apply() error {
 	s.wal, s.walSeg = f, n
 	s.walMu.Unlock()
 	old.Close()
-	err = s.db.Update(func(tx *bolt.Tx) error { return storeBatch(tx, &b) })
+	err = s.db.Update(func(tx *bolt.Tx) error { return storeBatch(tx, &b, &s.valBuf) })
 	s.walMu.Lock()
 	if err != nil { // keep the entries pending, in front of the new ones
-		if !s.batch.empty() {
-			b.add(s.batch.json[1:], s.batch.spend, s.batch.first, s.batch.last)
-		}
+		b.addBatch(&s.batch)
 		s.batch = b
 		s.walMu.Unlock()
 		return err
 	}
 	if cap(b.json) <= 4<<20 {
+		b.reset()
 		s.spareBatch = b
 	}
 	s.walMu.Unlock()
@@ -313,14 +320,45 @@ func (s *Store) sync() error {
 	return s.apply()
 }
 
-// storeBatch writes b to the ledger bucket as one value, a JSON array keyed by its
-// first seq, adds its costs to the spend totals and records its last seq as applied.
-func storeBatch(tx *bolt.Tx, b *batch) error {
+// chunkBytes is about the size of one ledger value. bbolt keeps at least two values
+// in a leaf and rewrites the whole leaf when a value is added after them, so each
+// apply rewrites the previous value too: values of a few pages bound that, where one
+// value per batch would copy the whole previous batch again.
+const chunkBytes = 16 << 10
+
+// storeBatch writes b to the ledger bucket as a few values, JSON arrays of its groups
+// keyed by their first seq, adds its costs to the spend totals and records its last
+// seq as applied. buf is scratch space for the values (reused across calls; bbolt
+// holds them until the transaction ends).
+func storeBatch(tx *bolt.Tx, b *batch, buf *[]byte) error {
 	led, spend := tx.Bucket(bucketLedger), tx.Bucket(bucketSpend)
+	led.FillPercent = 1 // keys only ever grow: pack the pages
+	vals := (*buf)[:0]
+	if n := len(b.json) + 2*len(b.parts); cap(vals) < n { // no reallocation below
+		vals = make([]byte, 0, n)
+	}
 	var kb [8]byte
-	binary.BigEndian.PutUint64(kb[:], b.first)
-	if err := led.Put(kb[:], append(b.json, ']')); err != nil {
-		return err
+	start := 0 // of the chunk in b.json
+	first := b.parts[0].first
+	for i, p := range b.parts {
+		if p.end-start < chunkBytes && i < len(b.parts)-1 {
+			continue
+		}
+		v0 := len(vals)
+		vals = append(vals, '[')
+		vals = append(vals, b.json[start:p.end]...)
+		vals = append(vals, ']')
+		binary.BigEndian.PutUint64(kb[:], first)
+		if err := led.Put(kb[:], vals[v0:]); err != nil {
+			return err
+		}
+		start = p.end + 1
+		if i+1 < len(b.parts) {
+			first = b.parts[i+1].first
+		}
+	}
+	if cap(vals) <= 4<<20 {
+		*buf = vals
 	}
 	type window struct {
 		tenant string
@@ -344,7 +382,7 @@ func storeBatch(tx *bolt.Tx, b *batch) error {
 			return err
 		}
 	}
-	binary.BigEndian.PutUint64(kb[:], b.last)
+	binary.BigEndian.PutUint64(kb[:], b.parts[len(b.parts)-1].last)
 	return tx.Bucket(bucketMeta).Put(keyApplied, kb[:])
 }
 
@@ -482,8 +520,8 @@ func (s *Store) replay() error {
 			}
 			b.add(appendEntry(nil, e), sp, e.Seq, e.Seq)
 		}
-		s.seq = b.last
-		if err := s.db.Update(func(tx *bolt.Tx) error { return storeBatch(tx, &b) }); err != nil {
+		s.seq = found[len(found)-1].Seq
+		if err := s.db.Update(func(tx *bolt.Tx) error { return storeBatch(tx, &b, new([]byte)) }); err != nil {
 			return err
 		}
 	}

@@ -107,6 +107,7 @@ type Store struct {
 	spareBuf   []byte
 	spareSpend []spent
 	spareBatch batch
+	valBuf     []byte // scratch for the database values of a batch (under applyMu)
 
 	applyMu sync.Mutex // serialises applies (the background goroutine, sync and Close)
 

@@ -130,6 +130,7 @@ type options struct {
 	replicas   int
 	keep       bool
 	bare       bool
+	serveEnv   string
 }
 
 func run(args []string) error {
@@ -146,6 +147,7 @@ func run(args []string) error {
 	fs.BoolVar(&o.embedded, "embedded", false, "measure 1-token completions on a generated tiny model with the embedded engine instead")
 	fs.IntVar(&o.replicas, "replicas", 2, "replicas of the tiny model (--embedded)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory (config, data, logs)")
+	fs.StringVar(&o.serveEnv, "serve-env", "", "extra environment for lmlite serve only, e.g. GOMAXPROCS=1,GOGC=200 (experiments)")
 	fs.BoolVar(&o.bare, "bare", false, "also measure a bare fasthttp proxy (forwarding only) as a third side: the floor of any proxy here")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -335,6 +337,9 @@ tenants: [{id: bench, plan: bench}]
 		args = append(args, "--cpuprofile", p)
 	}
 	cmd := exec.Command(o.lmlite, args...)
+	if o.serveEnv != "" {
+		cmd.Env = append(os.Environ(), strings.Split(o.serveEnv, ",")...)
+	}
 	logf, err := os.Create(filepath.Join(dir, "serve.log"))
 	if err != nil {
 		return nil, err
