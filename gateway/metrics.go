@@ -29,6 +29,8 @@ type metrics struct {
 	prefixHits *prometheus.CounterVec
 	tokens     *prometheus.CounterVec
 	admin      *prometheus.CounterVec
+	coldStart  *prometheus.HistogramVec
+	upFailures *prometheus.CounterVec
 	handler    fasthttp.RequestHandler
 
 	// Children of the vectors, looked up once: WithLabelValues hashes its labels on
@@ -41,6 +43,8 @@ type metrics struct {
 type modelMetrics struct {
 	ttft, tpot, e2e            prometheus.Observer
 	prefixHits, prompt, output prometheus.Counter
+	coldStart                  prometheus.Observer // embedded models
+	upFailures                 prometheus.Counter  // upstream models
 }
 
 type requestKey struct {
@@ -91,7 +95,11 @@ func newMetrics(s *Server) *metrics {
 		Help: "Tokens processed, by model and kind (prompt, completion)."}, []string{"model", "kind"})
 	m.admin = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lmlite_model_admin_actions_total",
 		Help: "Model loads and unloads asked through the admin API."}, []string{"model", "action"})
-	for _, c := range []prometheus.Collector{m.requests, m.ttft, m.tpot, m.e2e, m.spend, m.rejections, m.prefixHits, m.tokens, m.admin,
+	m.coldStart = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "lmlite_model_cold_start_seconds",
+		Help: "How long requests waited for their embedded model to load (counted once per request that waited).", Buckets: []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}}, []string{"model"})
+	m.upFailures = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lmlite_upstream_failures_total",
+		Help: "Upstream requests that failed before answering (connection error or 5xx); the router may have stepped down a tier."}, []string{"model"})
+	for _, c := range []prometheus.Collector{m.requests, m.ttft, m.tpot, m.e2e, m.spend, m.rejections, m.prefixHits, m.tokens, m.admin, m.coldStart, m.upFailures,
 		&stateCollector{s: s}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
 	}
@@ -101,16 +109,24 @@ func newMetrics(s *Server) *metrics {
 	m.handler = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
 	m.perModel = map[string]*modelMetrics{}
 	for _, id := range s.order {
-		m.perModel[id] = &modelMetrics{
+		mm := &modelMetrics{
 			ttft: m.ttft.WithLabelValues(id), tpot: m.tpot.WithLabelValues(id), e2e: m.e2e.WithLabelValues(id),
 			prefixHits: m.prefixHits.WithLabelValues(id),
 			prompt:     m.tokens.WithLabelValues(id, "prompt"), output: m.tokens.WithLabelValues(id, "completion"),
 		}
+		if s.models[id].upstream != nil {
+			mm.upFailures = m.upFailures.WithLabelValues(id)
+		} else {
+			mm.coldStart = m.coldStart.WithLabelValues(id)
+		}
+		m.perModel[id] = mm
 	}
 	return m
 }
 
-// observe records one settled request.
+// observe records one settled request. u is the engine's usage of an embedded
+// model's request, or for a streamed upstream answer its measured time to first token
+// and per output token.
 func (m *metrics) observe(j *job, e tenancy.Entry, charged tiers.Money, u *engine.Usage) {
 	model := e.Model
 	m.requestCounter(requestKey{j.pol.Tenant, model, e.Tier, e.Status}).Inc()
@@ -138,6 +154,9 @@ func (m *metrics) observe(j *job, e tenancy.Entry, charged tiers.Money, u *engin
 		if u.CachedTokens > 0 {
 			mm.prefixHits.Add(float64(u.CachedTokens))
 		}
+	}
+	if u != nil && u.ColdStart > 0 && mm.coldStart != nil {
+		mm.coldStart.Observe(u.ColdStart.Seconds())
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/lmlite/lmlite/configs"
+	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/internal/jsonenc"
 	"github.com/lmlite/lmlite/tenancy"
 )
@@ -156,6 +157,7 @@ func (j *job) runUpstream(ctx *fasthttp.RequestCtx) (done bool, failed *apiError
 	if err != nil {
 		s.pred.End(j.m.id)
 		s.pred.Fail(j.m.id, s.now())
+		s.metrics.perModel[j.m.id].upFailures.Inc()
 		fasthttp.ReleaseResponse(resp)
 		return false, &apiError{status: 502, typ: "server_error", code: "upstream_error",
 			message: "the upstream server for '" + j.m.id + "' failed: " + err.Error(), reason: "upstream"}
@@ -257,12 +259,14 @@ func (j *job) streamUpstream(w *bufio.Writer, resp *fasthttp.Response, sent time
 		}
 	}
 	s.pred.End(j.m.id)
+	var timing *engine.Usage // for the latency histograms
 	if !first.IsZero() && !gone {
 		tpot := time.Duration(0)
 		if chunks > 1 {
 			tpot = last.Sub(first) / time.Duration(chunks-1)
 		}
 		s.pred.Observe(j.m.id, first.Sub(sent), tpot)
+		timing = &engine.Usage{TimeToFirstToken: first.Sub(sent), TimePerOutputToken: tpot}
 	}
 	if !sawUsage && chunks > 0 {
 		j.worstCaseUsage(&e)
@@ -273,7 +277,10 @@ func (j *job) streamUpstream(w *bufio.Writer, resp *fasthttp.Response, sent time
 	if e.Finish == "" && !gone {
 		e.Status = 502 // the upstream ended without finishing
 	}
-	j.settle(e, nil)
+	if timing != nil {
+		timing.CompletionTokens = e.CompletionTokens
+	}
+	j.settle(e, timing)
 	if !gone {
 		w.WriteString("data: [DONE]\n\n")
 		w.Flush()
