@@ -4,7 +4,7 @@ BIN       := bin/lmlite
 DATA      ?= data
 FUZZTIME  ?= 10s
 
-.PHONY: build test test-short fuzz run bench vet clean
+.PHONY: build test test-short fuzz run bench bench-gateway vet clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/lmlite
@@ -39,6 +39,16 @@ bench: build
 	@mkdir -p $(DATA)
 	@[ -f $(DATA)/bench-125m-q4_k_m.gguf ] || ./$(BIN) gen-model --arch llama --preset 125m --type q4_k_m --seed 1 --out $(DATA)/bench-125m-q4_k_m.gguf
 	./$(BIN) bench --model $(DATA)/bench-125m-q4_k_m.gguf --threads 2
+
+# The gateway's overhead (docs/PERFORMANCE.md, issue 6): an instant fake upstream, the
+# gateway in front of it and a bare fasthttp proxy as the floor, ABAB at 1 and 16
+# connections (and 64: saturation); then 1-token completions on a generated tiny model through the whole
+# gateway. GWBENCH_FLAGS adds flags (see `bin/gwbench -h`), e.g. --cpuprofile FILE.
+GWBENCH_FLAGS ?=
+bench-gateway: build
+	$(GO) build -o bin/gwbench ./gateway/internal/gwbench
+	./bin/gwbench --lmlite $(BIN) --conns 1,16,64 --pairs 3 --duration 5s --bare $(GWBENCH_FLAGS)
+	./bin/gwbench --lmlite $(BIN) --embedded --conns 1,16 --pairs 3 --duration 5s $(GWBENCH_FLAGS)
 
 clean:
 	rm -rf bin

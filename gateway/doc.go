@@ -39,8 +39,20 @@
 //
 // The gateway needs five methods of the embedded engine (the Engine interface, which
 // the engine's Block satisfies); it knows nothing of tensors. Optional abilities are
-// found by type assertion: ModelLoader for the admin API's load and unload, and
-// prometheus.Collector for the engine's own metrics (batch sizes, KV blocks, loads).
+// found by type assertion: ModelLoader for the admin API's load and unload (cmd/lmlite
+// adapts the Block's context-taking Load), and prometheus.Collector for the engine's
+// own metrics (lmlite_engine_*: model state, memory, replicas, queue depth; batch
+// sizes and KV blocks as the runtime reports them), registered beside the gateway's.
+//
+// # Metrics
+//
+// The gateway's own (metrics.go): requests by tenant, model, tier and status; time to
+// first token, time per output token (embedded models, and streamed upstream
+// answers) and end-to-end latency histograms per model; tokens; spend by tenant and
+// model; rejections by reason; prefix-cache hit tokens; cold starts (requests that
+// waited for their model to load); upstream failures; admin loads and unloads; and,
+// at scrape time, every model's state, memory, replicas and queue depth (upstream
+// models included) and the requests in flight.
 //
 // # Other endpoints
 //

@@ -3,7 +3,6 @@ package gateway
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"strings"
@@ -17,28 +16,6 @@ import (
 	"github.com/lmlite/lmlite/tenancy"
 	"github.com/lmlite/lmlite/tiers"
 )
-
-// FuzzAppendJSONString: the output is valid JSON that decodes to the input (with
-// invalid UTF-8 replaced by U+FFFD, as encoding/json does).
-func FuzzAppendJSONString(f *testing.F) {
-	for _, s := range []string{"", "hello", "a\"b\\c", "\n\t\r\x00\x1f", "é中😀", "\xff\xfe", "\u2028\u2029", "<script>"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		b := appendJSONString(nil, s)
-		var got string
-		if err := json.Unmarshal(b, &got); err != nil {
-			t.Fatalf("%q -> %s: %v", s, b, err)
-		}
-		want := s
-		if !utf8.ValidString(s) {
-			want = string([]rune(s)) // replaces each invalid byte by U+FFFD
-		}
-		if got != want {
-			t.Fatalf("%q -> %s -> %q", s, b, got)
-		}
-	})
-}
 
 // FuzzRequestBody: any body is either accepted or refused with a named field; the
 // parser never panics.
@@ -112,4 +89,37 @@ func FuzzUpstreamStream(f *testing.F) {
 			t.Fatal("not settled")
 		}
 	})
+}
+
+// TestDecodeBodyNamesTheField: decoding errors name the member at fault.
+func TestDecodeBodyNamesTheField(t *testing.T) {
+	for _, c := range []struct{ body, param, msg string }{
+		{`{"model": "m", "max_tokens": "many"}`, "max_tokens", "expected an integer, got a string"},
+		{`{"model": "m", "max_tokens": 1.5}`, "max_tokens", "expected an integer, got a number"},
+		{`{"model": "m", "messages": [{"role": "user", "content": "x", "foo": 1}]}`, "messages[0].foo", "unrecognized request argument supplied: messages[0].foo"},
+		{`{"model": "m", "messages": [{"role": 5}]}`, "messages[0].role", "expected a string, got a number"},
+		{`{"model": "m", "messages": {}}`, "messages", "expected an array, got an object"},
+		{`{"Model": "m"}`, "Model", "unrecognized request argument supplied: Model"},
+		{`{"model": "m", "model": "n"}`, "model", "'model' is given twice"},
+		{`{"model": "m"} x`, "body", "after top-level value"},
+		{`[1]`, "body", "expected an object, got an array"},
+	} {
+		var r chatRequest
+		e := decodeBody([]byte(c.body), &r)
+		if e == nil || e.param != c.param || !strings.Contains(e.message, c.msg) {
+			t.Errorf("%s: %+v, want param %q and %q", c.body, e, c.param, c.msg)
+		}
+	}
+}
+
+// BenchmarkDecodeBody: a typical small chat request.
+func BenchmarkDecodeBody(b *testing.B) {
+	body := []byte(`{"model":"auto","messages":[{"role":"user","content":"Say hello to the benchmark."}],"max_tokens":1}`)
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		var r chatRequest
+		if e := decodeBody(body, &r); e != nil {
+			b.Fatal(e)
+		}
+	}
 }

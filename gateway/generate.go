@@ -15,6 +15,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/internal/jsonenc"
 	"github.com/lmlite/lmlite/policies"
 	"github.com/lmlite/lmlite/tenancy"
 	"github.com/lmlite/lmlite/tiers"
@@ -671,13 +672,13 @@ func (j *job) newID() string {
 
 func (j *job) appendHead(b []byte, id, object string) []byte {
 	b = append(b, `{"id":`...)
-	b = appendJSONString(b, id)
+	b = jsonenc.AppendString(b, id)
 	b = append(b, `,"object":"`...)
 	b = append(b, object...)
 	b = append(b, `","created":`...)
 	b = strconv.AppendInt(b, j.start.Unix(), 10)
 	b = append(b, `,"model":`...)
-	b = appendJSONString(b, j.m.id)
+	b = jsonenc.AppendString(b, j.m.id)
 	return b
 }
 
@@ -696,12 +697,12 @@ func (j *job) appendResponse(b []byte, id, text, finish string, prompt, completi
 	if j.kind == kindChat {
 		b = j.appendHead(b, id, "chat.completion")
 		b = append(b, `,"choices":[{"index":0,"message":{"role":"assistant","content":`...)
-		b = appendJSONString(b, text)
+		b = jsonenc.AppendString(b, text)
 		b = append(b, `,"refusal":null},"logprobs":null,"finish_reason":"`...)
 	} else {
 		b = j.appendHead(b, id, "text_completion")
 		b = append(b, `,"choices":[{"index":0,"text":`...)
-		b = appendJSONString(b, text)
+		b = jsonenc.AppendString(b, text)
 		b = append(b, `,"logprobs":null,"finish_reason":"`...)
 	}
 	b = append(b, finish...)
@@ -722,13 +723,13 @@ func (j *job) appendChunk(b []byte, id, text string, role bool, finish string) [
 			b = append(b, `"role":"assistant","content":""`...)
 		case finish == "":
 			b = append(b, `"content":`...)
-			b = appendJSONString(b, text)
+			b = jsonenc.AppendString(b, text)
 		}
 		b = append(b, `},"logprobs":null,"finish_reason":`...)
 	} else {
 		b = j.appendHead(b, id, "text_completion")
 		b = append(b, `,"choices":[{"index":0,"text":`...)
-		b = appendJSONString(b, text)
+		b = jsonenc.AppendString(b, text)
 		b = append(b, `,"logprobs":null,"finish_reason":`...)
 	}
 	if finish == "" {

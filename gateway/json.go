@@ -4,61 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 )
-
-// appendJSONString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD, and
-// U+2028/U+2029 are escaped so that the output is safe in any JSON consumer.
-func appendJSONString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if (r == utf8.RuneError && size == 1) || r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			switch r {
-			case '\u2028':
-				b = append(b, `\u2028`...)
-			case '\u2029':
-				b = append(b, `\u2029`...)
-			default:
-				b = append(b, `\ufffd`...)
-			}
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}
 
 // fieldAt returns the JSON path (like "messages[0].content") of the value that holds
 // byte offset off of body, for naming the field with invalid UTF-8. It walks the
@@ -132,32 +82,89 @@ func fieldAt(body []byte, off int) string {
 	}
 }
 
-// jsonFieldError turns an encoding/json error into the name of the field at fault.
+// jsonFieldError turns a decoding error into the name of the field at fault.
 func jsonFieldError(err error) (param, msg string) {
-	var te *json.UnmarshalTypeError
-	var se *json.SyntaxError
+	var se *jsonv2.SemanticError
+	var xe *jsontext.SyntacticError
 	switch {
-	case errors.As(err, &te):
-		f := strings.TrimPrefix(te.Field, "commonParams.")
+	case errors.As(err, &se):
+		f := pointerField(se.JSONPointer)
+		if errors.Is(se.Err, jsonv2.ErrUnknownName) {
+			if f == "" {
+				return "body", `unrecognized request argument supplied: ""`
+			}
+			return f, "unrecognized request argument supplied: " + f
+		}
 		if f == "" {
 			f = "body"
 		}
-		return f, "invalid type for '" + f + "': expected " + te.Type.String()
-	case errors.As(err, &se):
-		return "body", "invalid JSON: " + se.Error()
-	}
-	s := err.Error()
-	if rest, ok := strings.CutPrefix(s, "json: unknown field "); ok {
-		f := strings.TrimPrefix(strings.Trim(rest, `"`), "commonParams.")
-		if f == "" {
-			return "body", `unrecognized request argument supplied: ""`
+		if se.GoType != nil && se.JSONKind != 0 {
+			return f, "invalid type for '" + f + "': expected " + goTypeName(se.GoType.String()) + ", got " + kindName(se.JSONKind)
 		}
-		return f, "unrecognized request argument supplied: " + f
+		return f, "invalid value for '" + f + "': " + se.Error()
+	case errors.As(err, &xe):
+		if f := pointerField(xe.JSONPointer); f != "" && errors.Is(xe.Err, jsontext.ErrDuplicateName) {
+			return f, "invalid JSON: '" + f + "' is given twice"
+		}
+		return "body", "invalid JSON: " + xe.Error()
 	}
-	if errors.Is(err, errEOFBody) || strings.Contains(s, "EOF") {
-		return "body", "invalid JSON: unexpected end of input"
-	}
-	return "body", "invalid JSON: " + s
+	return "body", "invalid JSON: " + err.Error()
 }
 
-var errEOFBody = errors.New("EOF")
+// pointerField turns a JSON pointer (/messages/0/content) into a field name
+// (messages[0].content).
+func pointerField(p jsontext.Pointer) string {
+	var b strings.Builder
+	for tok := range p.Tokens() {
+		if _, err := strconv.Atoi(tok); err == nil && b.Len() > 0 {
+			b.WriteString("[" + tok + "]")
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(tok)
+	}
+	return b.String()
+}
+
+// goTypeName names a Go type for a client: *int is "int", json.RawMessage "JSON".
+func goTypeName(t string) string {
+	t = strings.TrimLeft(t, "*")
+	switch t {
+	case "json.RawMessage":
+		return "a JSON value"
+	case "gateway.lmliteFields", "gateway.streamOptions", "gateway.chatRequest", "gateway.completionRequest", "map[string]interface {}":
+		return "an object"
+	case "float64":
+		return "a number"
+	case "int", "int64":
+		return "an integer"
+	case "[]gateway.chatMessage", "[]string":
+		return "an array"
+	case "string":
+		return "a string"
+	case "bool":
+		return "a boolean"
+	}
+	return t
+}
+
+// kindName names a JSON kind for a client.
+func kindName(k jsontext.Kind) string {
+	switch k {
+	case 'n':
+		return "null"
+	case 'f', 't':
+		return "a boolean"
+	case '"':
+		return "a string"
+	case '0':
+		return "a number"
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	}
+	return "a JSON " + k.String()
+}

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"strconv"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -28,7 +29,48 @@ type metrics struct {
 	prefixHits *prometheus.CounterVec
 	tokens     *prometheus.CounterVec
 	admin      *prometheus.CounterVec
+	coldStart  *prometheus.HistogramVec
+	upFailures *prometheus.CounterVec
 	handler    fasthttp.RequestHandler
+
+	// Children of the vectors, looked up once: WithLabelValues hashes its labels on
+	// every call, and observe runs for every request.
+	perModel map[string]*modelMetrics // by model id (the set is fixed by the config)
+	counters sync.Map                 // requestKey or spendKey → prometheus.Counter
+}
+
+// modelMetrics are one model's children of the per-model vectors.
+type modelMetrics struct {
+	ttft, tpot, e2e            prometheus.Observer
+	prefixHits, prompt, output prometheus.Counter
+	coldStart                  prometheus.Observer // embedded models
+	upFailures                 prometheus.Counter  // upstream models
+}
+
+type requestKey struct {
+	tenant, model, tier string
+	status              int
+}
+
+type spendKey struct{ tenant, model string }
+
+// requestCounter returns the requests counter of the labels.
+func (m *metrics) requestCounter(k requestKey) prometheus.Counter {
+	if c, ok := m.counters.Load(k); ok {
+		return c.(prometheus.Counter)
+	}
+	c := m.requests.WithLabelValues(k.tenant, k.model, k.tier, strconv.Itoa(k.status))
+	m.counters.Store(k, c)
+	return c
+}
+
+func (m *metrics) spendCounter(k spendKey) prometheus.Counter {
+	if c, ok := m.counters.Load(k); ok {
+		return c.(prometheus.Counter)
+	}
+	c := m.spend.WithLabelValues(k.tenant, k.model)
+	m.counters.Store(k, c)
+	return c
 }
 
 func newMetrics(s *Server) *metrics {
@@ -53,7 +95,11 @@ func newMetrics(s *Server) *metrics {
 		Help: "Tokens processed, by model and kind (prompt, completion)."}, []string{"model", "kind"})
 	m.admin = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lmlite_model_admin_actions_total",
 		Help: "Model loads and unloads asked through the admin API."}, []string{"model", "action"})
-	for _, c := range []prometheus.Collector{m.requests, m.ttft, m.tpot, m.e2e, m.spend, m.rejections, m.prefixHits, m.tokens, m.admin,
+	m.coldStart = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "lmlite_model_cold_start_seconds",
+		Help: "How long requests waited for their embedded model to load (counted once per request that waited).", Buckets: []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}}, []string{"model"})
+	m.upFailures = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lmlite_upstream_failures_total",
+		Help: "Upstream requests that failed before answering (connection error or 5xx); the router may have stepped down a tier."}, []string{"model"})
+	for _, c := range []prometheus.Collector{m.requests, m.ttft, m.tpot, m.e2e, m.spend, m.rejections, m.prefixHits, m.tokens, m.admin, m.coldStart, m.upFailures,
 		&stateCollector{s: s}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
 	}
@@ -61,36 +107,56 @@ func newMetrics(s *Server) *metrics {
 		f(c)
 	}
 	m.handler = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
+	m.perModel = map[string]*modelMetrics{}
+	for _, id := range s.order {
+		mm := &modelMetrics{
+			ttft: m.ttft.WithLabelValues(id), tpot: m.tpot.WithLabelValues(id), e2e: m.e2e.WithLabelValues(id),
+			prefixHits: m.prefixHits.WithLabelValues(id),
+			prompt:     m.tokens.WithLabelValues(id, "prompt"), output: m.tokens.WithLabelValues(id, "completion"),
+		}
+		if s.models[id].upstream != nil {
+			mm.upFailures = m.upFailures.WithLabelValues(id)
+		} else {
+			mm.coldStart = m.coldStart.WithLabelValues(id)
+		}
+		m.perModel[id] = mm
+	}
 	return m
 }
 
-// observe records one settled request.
+// observe records one settled request. u is the engine's usage of an embedded
+// model's request, or for a streamed upstream answer its measured time to first token
+// and per output token.
 func (m *metrics) observe(j *job, e tenancy.Entry, charged tiers.Money, u *engine.Usage) {
 	model := e.Model
-	m.requests.WithLabelValues(j.pol.Tenant, model, e.Tier, strconv.Itoa(e.Status)).Inc()
-	if model == "" {
+	m.requestCounter(requestKey{j.pol.Tenant, model, e.Tier, e.Status}).Inc()
+	mm := m.perModel[model]
+	if mm == nil {
 		return
 	}
 	if e.Status < 400 || e.Status == 499 {
-		m.e2e.WithLabelValues(model).Observe(e.Latency.Seconds())
+		mm.e2e.Observe(e.Latency.Seconds())
 	}
 	if charged > 0 {
-		m.spend.WithLabelValues(j.pol.Tenant, model).Add(charged.Dollars())
+		m.spendCounter(spendKey{j.pol.Tenant, model}).Add(charged.Dollars())
 	}
 	if e.PromptTokens > 0 {
-		m.tokens.WithLabelValues(model, "prompt").Add(float64(e.PromptTokens))
+		mm.prompt.Add(float64(e.PromptTokens))
 	}
 	if e.CompletionTokens > 0 {
-		m.tokens.WithLabelValues(model, "completion").Add(float64(e.CompletionTokens))
+		mm.output.Add(float64(e.CompletionTokens))
 	}
 	if u != nil && u.CompletionTokens > 0 {
-		m.ttft.WithLabelValues(model).Observe(u.TimeToFirstToken.Seconds())
+		mm.ttft.Observe(u.TimeToFirstToken.Seconds())
 		if u.CompletionTokens > 1 {
-			m.tpot.WithLabelValues(model).Observe(u.TimePerOutputToken.Seconds())
+			mm.tpot.Observe(u.TimePerOutputToken.Seconds())
 		}
 		if u.CachedTokens > 0 {
-			m.prefixHits.WithLabelValues(model).Add(float64(u.CachedTokens))
+			mm.prefixHits.Add(float64(u.CachedTokens))
 		}
+	}
+	if u != nil && u.ColdStart > 0 && mm.coldStart != nil {
+		mm.coldStart.Observe(u.ColdStart.Seconds())
 	}
 }
 

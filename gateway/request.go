@@ -8,6 +8,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	jsonv2 "github.com/go-json-experiment/json"
+
 	"github.com/lmlite/lmlite/engine"
 )
 
@@ -102,7 +104,16 @@ type completionRequest struct {
 	Logprobs *int            `json:"logprobs"`
 }
 
-// decodeBody checks the body's encoding and decodes it strictly into v.
+// strictJSON refuses members the request types do not have, so that a parameter the
+// server does not know is refused by name, never silently ignored.
+var strictJSON = jsonv2.RejectUnknownMembers(true)
+
+// decodeBody checks the body's encoding and decodes it strictly into v. It uses
+// github.com/go-json-experiment/json (encoding/json/v2 as a module), which decodes a
+// request in well under half the time and allocations of encoding/json's Decoder
+// (BenchmarkDecodeBody) and names the member at fault with a JSON pointer; member
+// names match case-sensitively, as OpenAI's API does, and a duplicate member is an
+// error.
 func decodeBody(body []byte, v any) *apiError {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return badRequest("body", "the request body is empty; expected a JSON object")
@@ -115,14 +126,9 @@ func decodeBody(body []byte, v any) *apiError {
 		}
 		return badRequest(f, "invalid UTF-8 in '"+f+"' (byte offset "+strconv.Itoa(off)+")")
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	if err := jsonv2.Unmarshal(body, v, strictJSON); err != nil {
 		p, msg := jsonFieldError(err)
 		return badRequest(p, msg)
-	}
-	if dec.More() {
-		return badRequest("body", "invalid JSON: data after the top-level value")
 	}
 	return nil
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/lmlite/lmlite/configs"
 	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/internal/jsonenc"
 	"github.com/lmlite/lmlite/policies"
 	"github.com/lmlite/lmlite/tenancy"
 	"github.com/lmlite/lmlite/tiers"
@@ -67,7 +68,7 @@ type Server struct {
 	now     func() time.Time
 	metrics *metrics
 	http    *fasthttp.Server
-	client  *fasthttp.Client
+	clients map[string]*fasthttp.HostClient // upstream connection pools, by scheme and host
 
 	inFlight atomic.Int64
 	draining atomic.Bool
@@ -110,12 +111,7 @@ func New(cfg *configs.Config, eng Engine, ten *tenancy.Tenancy, opts Options) (*
 	s := &Server{
 		cfg: cfg, eng: eng, ten: ten, book: book, set: cfg.Set(), pred: tiers.NewPredictor(),
 		models: map[string]*model{}, log: opts.Logger, now: opts.Now, created: time.Now().Unix(),
-		client: &fasthttp.Client{
-			Name:                          "lmlite",
-			MaxConnsPerHost:               4096,
-			NoDefaultUserAgentHeader:      true,
-			DisableHeaderNamesNormalizing: false,
-		},
+		clients: map[string]*fasthttp.HostClient{},
 	}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -138,7 +134,9 @@ func New(cfg *configs.Config, eng Engine, ten *tenancy.Tenancy, opts Options) (*
 		m := &model{id: mc.ID, cfg: mc, price: mc.Price()}
 		m.maxLen.Store(int64(mc.MaxModelLen))
 		if mc.Upstream != nil {
-			m.upstream = newUpstream(mc, s.client)
+			if m.upstream, err = newUpstream(mc, s.clients); err != nil {
+				return nil, err
+			}
 		} else {
 			if eng == nil {
 				return nil, fmt.Errorf("gateway: model %q is embedded but there is no engine", mc.ID)
@@ -347,20 +345,20 @@ func (s *Server) writeError(ctx *fasthttp.RequestCtx, reqID string, e *apiError)
 
 func appendErrorJSON(b []byte, e *apiError) []byte {
 	b = append(b, `{"error":{"message":`...)
-	b = appendJSONString(b, e.message)
+	b = jsonenc.AppendString(b, e.message)
 	b = append(b, `,"type":`...)
-	b = appendJSONString(b, e.typ)
+	b = jsonenc.AppendString(b, e.typ)
 	b = append(b, `,"param":`...)
 	if e.param == "" {
 		b = append(b, "null"...)
 	} else {
-		b = appendJSONString(b, e.param)
+		b = jsonenc.AppendString(b, e.param)
 	}
 	b = append(b, `,"code":`...)
 	if e.code == "" {
 		b = append(b, "null"...)
 	} else {
-		b = appendJSONString(b, e.code)
+		b = jsonenc.AppendString(b, e.code)
 	}
 	return append(b, "}}"...)
 }
@@ -403,7 +401,7 @@ func (s *Server) handleModels(ctx *fasthttp.RequestCtx, reqID string) {
 		}
 		n++
 		b = append(b, `{"id":`...)
-		b = appendJSONString(b, id)
+		b = jsonenc.AppendString(b, id)
 		b = append(b, `,"object":"model","created":`...)
 		b = strconv.AppendInt(b, s.created, 10)
 		b = append(b, `,"owned_by":"lmlite"}`...)
@@ -426,7 +424,7 @@ func (s *Server) handleModel(ctx *fasthttp.RequestCtx, reqID, id string) {
 		return
 	}
 	b := append(make([]byte, 0, 128), `{"id":`...)
-	b = appendJSONString(b, id)
+	b = jsonenc.AppendString(b, id)
 	b = append(b, `,"object":"model","created":`...)
 	b = strconv.AppendInt(b, s.created, 10)
 	b = append(b, `,"owned_by":"lmlite"}`...)

@@ -4,37 +4,62 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 	"github.com/valyala/fasthttp"
 
 	"github.com/lmlite/lmlite/configs"
+	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/internal/jsonenc"
 	"github.com/lmlite/lmlite/tenancy"
 )
 
-// upstream is a model served by another OpenAI-compatible server, reached with a
-// pooled fasthttp client; responses pass through, streams event by event.
+// upstream is a model served by another OpenAI-compatible server, reached through a
+// fasthttp.HostClient (a keep-alive connection pool per upstream host, shared by the
+// models on it); responses pass through, streams event by event.
 type upstream struct {
-	base    string // base URL without the trailing slash, e.g. http://h:p/v1
+	chatURL string // base URL + "/chat/completions"
+	compURL string // base URL + "/completions"
 	model   string // the model's name there
 	auth    string // "Bearer KEY" or ""
 	timeout time.Duration
-	client  *fasthttp.Client
+	client  *fasthttp.HostClient
 }
 
-func newUpstream(m configs.Model, c *fasthttp.Client) *upstream {
-	u := &upstream{base: strings.TrimRight(m.Upstream.BaseURL, "/"), model: m.Upstream.Model, timeout: m.Upstream.Timeout, client: c}
+func newUpstream(m configs.Model, clients map[string]*fasthttp.HostClient) (*upstream, error) {
+	base := strings.TrimRight(m.Upstream.BaseURL, "/")
+	pu, err := url.Parse(base)
+	if err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+		return nil, fmt.Errorf("gateway: model %q: upstream base_url %q is not an http(s) URL", m.ID, m.Upstream.BaseURL)
+	}
+	tls := pu.Scheme == "https"
+	key := pu.Scheme + "://" + pu.Host
+	hc := clients[key]
+	if hc == nil {
+		hc = &fasthttp.HostClient{
+			Addr:                     fasthttp.AddMissingPort(pu.Host, tls),
+			IsTLS:                    tls,
+			Name:                     "lmlite",
+			NoDefaultUserAgentHeader: true,
+			MaxConns:                 4096,
+		}
+		clients[key] = hc
+	}
+	u := &upstream{chatURL: base + "/chat/completions", compURL: base + "/completions", model: m.Upstream.Model, timeout: m.Upstream.Timeout, client: hc}
 	if m.Upstream.APIKeyEnv != "" {
 		if k := os.Getenv(m.Upstream.APIKeyEnv); k != "" {
 			u.auth = "Bearer " + k
 		}
 	}
-	return u
+	return u, nil
 }
 
 // upstreamBody rewrites the client's body for the upstream: its model name, no
@@ -46,7 +71,7 @@ func (j *job) upstreamBody(body []byte) ([]byte, error) {
 	u := j.m.upstream
 	var err error
 	if j.p.Model != u.model {
-		name := appendJSONString(make([]byte, 0, len(u.model)+2), u.model)
+		name := jsonenc.AppendString(make([]byte, 0, len(u.model)+2), u.model)
 		if body, err = sjson.SetRawBytes(body, "model", name); err != nil {
 			return nil, err
 		}
@@ -70,16 +95,28 @@ func (j *job) upstreamBody(body []byte) ([]byte, error) {
 }
 
 // upstreamUsage reads the usage and finish reason of an upstream response or event.
+// gjson reads b through a string that aliases it (no copy: nothing found is kept but
+// the finish reason, which is cloned).
 func upstreamUsage(b []byte, e *tenancy.Entry) (hasUsage, hasChoices bool) {
-	r := gjson.GetManyBytes(b, "usage.prompt_tokens", "usage.completion_tokens", "choices.0.finish_reason", "choices.#")
-	if r[0].Exists() {
-		e.PromptTokens, e.CompletionTokens = int(r[0].Int()), int(r[1].Int())
-		hasUsage = true
+	doc := unsafe.String(unsafe.SliceData(b), len(b))
+	if u := gjson.Get(doc, "usage"); u.IsObject() {
+		if pt := u.Get("prompt_tokens"); pt.Exists() {
+			e.PromptTokens, e.CompletionTokens = int(pt.Int()), int(u.Get("completion_tokens").Int())
+			hasUsage = true
+		}
 	}
-	if f := r[2]; f.Type == gjson.String {
-		e.Finish = f.Str
+	first := gjson.Get(doc, "choices.0")
+	if f := first.Get("finish_reason"); f.Type == gjson.String {
+		switch f.Str {
+		case "stop":
+			e.Finish = "stop"
+		case "length":
+			e.Finish = "length"
+		default:
+			e.Finish = strings.Clone(f.Str)
+		}
 	}
-	return hasUsage, r[3].Int() > 0
+	return hasUsage, first.Exists()
 }
 
 // runUpstream forwards the request. It returns done when a stream writer took over,
@@ -87,18 +124,20 @@ func upstreamUsage(b []byte, e *tenancy.Entry) (hasUsage, hasChoices bool) {
 // tier or answers failed (nothing has been written or settled).
 func (j *job) runUpstream(ctx *fasthttp.RequestCtx) (done bool, failed *apiError) {
 	s, u := j.s, j.m.upstream
-	body, err := j.upstreamBody(append([]byte(nil), ctx.PostBody()...))
+	// sjson never edits in place: the request's own body is only read (and sent, while
+	// this handler runs, when nothing needs rewriting).
+	body, err := j.upstreamBody(ctx.PostBody())
 	if err != nil {
 		j.fail(ctx, badRequest("body", "invalid JSON: "+err.Error()))
 		return false, nil
 	}
 	req := fasthttp.AcquireRequest()
 	resp := fasthttp.AcquireResponse()
-	path := "/chat/completions"
 	if j.kind == kindCompletion {
-		path = "/completions"
+		req.SetRequestURI(u.compURL)
+	} else {
+		req.SetRequestURI(u.chatURL)
 	}
-	req.SetRequestURI(u.base + path)
 	req.Header.SetMethod("POST")
 	req.Header.SetContentType("application/json")
 	req.Header.Set("X-Request-Id", j.reqID)
@@ -118,6 +157,7 @@ func (j *job) runUpstream(ctx *fasthttp.RequestCtx) (done bool, failed *apiError
 	if err != nil {
 		s.pred.End(j.m.id)
 		s.pred.Fail(j.m.id, s.now())
+		s.metrics.perModel[j.m.id].upFailures.Inc()
 		fasthttp.ReleaseResponse(resp)
 		return false, &apiError{status: 502, typ: "server_error", code: "upstream_error",
 			message: "the upstream server for '" + j.m.id + "' failed: " + err.Error(), reason: "upstream"}
@@ -219,12 +259,14 @@ func (j *job) streamUpstream(w *bufio.Writer, resp *fasthttp.Response, sent time
 		}
 	}
 	s.pred.End(j.m.id)
+	var timing *engine.Usage // for the latency histograms
 	if !first.IsZero() && !gone {
 		tpot := time.Duration(0)
 		if chunks > 1 {
 			tpot = last.Sub(first) / time.Duration(chunks-1)
 		}
 		s.pred.Observe(j.m.id, first.Sub(sent), tpot)
+		timing = &engine.Usage{TimeToFirstToken: first.Sub(sent), TimePerOutputToken: tpot}
 	}
 	if !sawUsage && chunks > 0 {
 		j.worstCaseUsage(&e)
@@ -235,7 +277,10 @@ func (j *job) streamUpstream(w *bufio.Writer, resp *fasthttp.Response, sent time
 	if e.Finish == "" && !gone {
 		e.Status = 502 // the upstream ended without finishing
 	}
-	j.settle(e, nil)
+	if timing != nil {
+		timing.CompletionTokens = e.CompletionTokens
+	}
+	j.settle(e, timing)
 	if !gone {
 		w.WriteString("data: [DONE]\n\n")
 		w.Flush()

@@ -130,8 +130,15 @@ tenants: [{id: acme, plan: open}]
 	if !front.srv.pred.Stats("dead", front.srv.now()).Failing {
 		t.Error("the dead upstream is not marked failing")
 	}
-	if !strings.Contains(string(mustGet(t, front.url+"/metrics")), `lmlite_model_state{model="remote",state="ready"} 1`) {
-		t.Error("upstream model state missing from metrics")
+	metrics := string(mustGet(t, front.url+"/metrics"))
+	for _, want := range []string{
+		`lmlite_model_state{model="remote",state="ready"} 1`,
+		`lmlite_time_to_first_token_seconds_count{model="remote"} 2`, // the two streams
+		`lmlite_upstream_failures_total{model="dead"} 1`,             // then marked failing: the router skips it
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("metrics lack %s", want)
+		}
 	}
 }
 

@@ -5,9 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/crc32"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -76,17 +73,18 @@ type Entry struct {
 }
 
 // Store is the embedded store of keys, the usage ledger and spend totals: a bbolt
-// file and, beside it, the ledger's write-ahead log (path + ".wal"). It is safe for
-// concurrent use.
+// file and, beside it, the ledger's write-ahead log (segments path + ".wal.N"). It is
+// safe for concurrent use.
 //
 // Ledger entries are acknowledged once their group's record is in the log (written,
 // and fsynced with SyncFsync): one small append per group, however many entries it
-// holds. The writer goroutine applies logged entries to the database in large batches
-// (one transaction, fsynced) and then empties the log; Open replays a log left by a
-// killed process, skipping entries the database already holds (by seq).
+// holds (ledger.go). A background goroutine applies logged entries to the database in
+// large batches (one transaction, fsynced) and then deletes their log segments; Open
+// replays segments left by a killed process, skipping entries the database already
+// holds (by seq).
 type Store struct {
 	db   *bolt.DB
-	wal  *os.File
+	path string
 	opts Options
 
 	keysMu sync.RWMutex        // guards keys
@@ -94,26 +92,28 @@ type Store struct {
 
 	commits atomic.Int64 // ledger groups logged (for tests and metrics)
 
-	mu     sync.Mutex // guards cur and closed
+	mu     sync.Mutex // guards seq, cur and closed
+	seq    uint64     // last seq assigned
 	cur    *group     // the group that Record appends to
 	closed bool
 
-	// owned by the writer goroutine
-	seq     uint64  // last seq assigned
-	pending []Entry // logged, not yet in the database
-	encBuf  []byte
+	walMu  sync.Mutex   // guards the log; held while a group is written (followers queue on it)
+	wal    *os.File     // the segment being appended to
+	walSeg int          // its number
+	segNum atomic.Int64 // the last segment number used
+	batch  batch        // logged, not yet in the database
+	rec    []byte       // record buffer
+	// buffers for reuse: of the last group written, of the last batch applied
+	spareBuf   []byte
+	spareSpend []spent
+	spareBatch batch
+	valBuf     []byte // scratch for the database values of a batch (under applyMu)
 
-	kick    chan struct{} // cap 1: wakes the writer
-	flush   chan chan error
+	applyMu sync.Mutex // serialises applies (the background goroutine, sync and Close)
+
+	kick    chan struct{} // cap 1: asks for an apply
 	stop    chan struct{}
 	stopped chan struct{}
-}
-
-// group is the entries acknowledged together.
-type group struct {
-	entries []Entry
-	done    chan struct{} // closed when logged
-	err     error         // set before done is closed
 }
 
 // Open opens (creating if needed) the store at path, replaying the ledger log.
@@ -142,9 +142,8 @@ func Open(path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("tenancy: open %s: %w", path, err)
 	}
 	s := &Store{
-		db: db, opts: opts, keys: map[string]*KeyInfo{},
-		cur:  &group{done: make(chan struct{})},
-		kick: make(chan struct{}, 1), flush: make(chan chan error), stop: make(chan struct{}), stopped: make(chan struct{}),
+		db: db, path: path, opts: opts, keys: map[string]*KeyInfo{}, cur: &group{},
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}),
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
 		for _, b := range [][]byte{bucketKeys, bucketLedger, bucketSpend, bucketMeta} {
@@ -165,62 +164,40 @@ func Open(path string, opts Options) (*Store, error) {
 		})
 	})
 	if err == nil {
-		err = s.replay(path + ".wal")
+		err = s.replay()
 	}
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("tenancy: open %s: %w", path, err)
 	}
-	go s.writer()
+	go s.applier()
 	return s, nil
 }
 
-// replay applies the entries of a log left behind (by a killed process) and opens the
-// log for appending.
-func (s *Store) replay(walPath string) error {
-	f, err := os.OpenFile(walPath, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
-	if err != nil {
-		return err
-	}
-	s.wal = f
-	data, err := io.ReadAll(f)
-	if err != nil {
-		return err
-	}
-	applied := s.seq
-	for len(data) >= 8 {
-		n := binary.BigEndian.Uint32(data)
-		sum := binary.BigEndian.Uint32(data[4:])
-		if uint64(len(data)-8) < uint64(n) || crc32.ChecksumIEEE(data[8:8+n]) != sum {
-			break // a torn tail: never acknowledged
-		}
-		var es []Entry
-		if err := json.Unmarshal(data[8:8+n], &es); err != nil {
-			break
-		}
-		for _, e := range es {
-			if e.Seq > applied {
-				s.pending = append(s.pending, e)
-				s.seq = max(s.seq, e.Seq)
-			}
-		}
-		data = data[8+n:]
-	}
-	return s.apply()
-}
-
-// Close logs and applies what is queued, stops the writer and closes the files.
+// Close logs what is queued, applies it, stops the background goroutine and closes
+// the files.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		return nil
 	}
-	s.closed = true
+	s.closed = true // no new entries: the current group is the last
 	s.mu.Unlock()
+	s.walMu.Lock()
+	s.flushLocked()
+	s.walMu.Unlock()
 	close(s.stop)
 	<-s.stopped
-	err := s.wal.Close()
+	err := s.apply()
+	s.walMu.Lock()
+	if e := s.wal.Close(); err == nil {
+		err = e
+	}
+	if err == nil && s.batch.empty() { // everything is in the database
+		err = os.Remove(s.segPath(s.walSeg))
+	}
+	s.walMu.Unlock()
 	if e := s.db.Close(); err == nil {
 		err = e
 	}
@@ -233,150 +210,6 @@ func (s *Store) Commits() int64 { return s.commits.Load() }
 // Path is the store's file.
 func (s *Store) Path() string { return s.db.Path() }
 
-// writer is the one goroutine that logs ledger groups and applies them to the
-// database. Entries queued while a group is being logged form the next group.
-func (s *Store) writer() {
-	defer close(s.stopped)
-	t := time.NewTicker(s.opts.ApplyEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.kick:
-			s.logCurrent()
-			if len(s.pending) >= s.opts.ApplyEntries {
-				s.applyLogged()
-			}
-		case <-t.C:
-			if len(s.pending) > 0 {
-				s.applyLogged()
-			}
-		case done := <-s.flush:
-			s.logCurrent()
-			done <- s.apply()
-		case <-s.stop:
-			s.logCurrent()
-			s.applyLogged()
-			return
-		}
-	}
-}
-
-// logCurrent appends the current group to the log and acknowledges it.
-func (s *Store) logCurrent() {
-	s.mu.Lock()
-	g := s.cur
-	if len(g.entries) == 0 {
-		s.mu.Unlock()
-		return
-	}
-	s.cur = &group{done: make(chan struct{}), entries: make([]Entry, 0, cap(g.entries))}
-	s.mu.Unlock()
-	for i := range g.entries {
-		s.seq++
-		g.entries[i].Seq = s.seq
-	}
-	g.err = s.logGroup(g.entries)
-	if g.err == nil {
-		s.pending = append(s.pending, g.entries...)
-	} else {
-		s.seq -= uint64(len(g.entries))
-		g.err = fmt.Errorf("tenancy: ledger: %w", g.err)
-	}
-	s.commits.Add(1)
-	close(g.done)
-}
-
-func (s *Store) logGroup(entries []Entry) error {
-	payload, err := json.Marshal(entries)
-	if err != nil {
-		return err
-	}
-	b := s.encBuf[:0]
-	b = binary.BigEndian.AppendUint32(b, uint32(len(payload)))
-	b = binary.BigEndian.AppendUint32(b, crc32.ChecksumIEEE(payload))
-	b = append(b, payload...)
-	s.encBuf = b
-	if _, err := s.wal.Write(b); err != nil {
-		return err
-	}
-	if s.opts.Sync == SyncFsync {
-		return s.wal.Sync()
-	}
-	return nil
-}
-
-func (s *Store) applyLogged() {
-	if err := s.apply(); err != nil {
-		slog.Default().Error("tenancy: applying the ledger log failed; it stays in the log", "error", err)
-	}
-}
-
-// apply writes the pending entries to the database in one fsynced transaction and
-// empties the log.
-func (s *Store) apply() error {
-	if len(s.pending) == 0 {
-		return nil
-	}
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		if err := writeEntries(tx, s.pending); err != nil {
-			return err
-		}
-		var v [8]byte
-		binary.BigEndian.PutUint64(v[:], s.pending[len(s.pending)-1].Seq)
-		return tx.Bucket(bucketMeta).Put(keyApplied, v[:])
-	})
-	if err != nil {
-		return err
-	}
-	s.pending = s.pending[:0]
-	return s.wal.Truncate(0) // O_APPEND: the next write goes to the new end
-}
-
-// sync makes every acknowledged entry visible in the database.
-func (s *Store) sync() error {
-	done := make(chan error, 1)
-	select {
-	case s.flush <- done:
-		return <-done
-	case <-s.stopped:
-		return nil
-	}
-}
-
-func writeEntries(tx *bolt.Tx, entries []Entry) error {
-	led, spend := tx.Bucket(bucketLedger), tx.Bucket(bucketSpend)
-	totals := map[string]tiers.Money{}
-	var kb [8]byte
-	for i := range entries {
-		e := &entries[i]
-		v, err := json.Marshal(e)
-		if err != nil {
-			return err
-		}
-		binary.BigEndian.PutUint64(kb[:], e.Seq)
-		if err := led.Put(kb[:], v); err != nil {
-			return err
-		}
-		if e.Cost != 0 {
-			d, m := windows(e.Time)
-			totals[spendKey(e.Tenant, 'd', d)] += e.Cost
-			totals[spendKey(e.Tenant, 'm', m)] += e.Cost
-		}
-	}
-	for k, add := range totals {
-		old := tiers.Money(0)
-		if v := spend.Get([]byte(k)); len(v) == 8 {
-			old = tiers.Money(binary.BigEndian.Uint64(v))
-		}
-		var vb [8]byte
-		binary.BigEndian.PutUint64(vb[:], uint64(old+add))
-		if err := spend.Put([]byte(k), vb[:]); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // windows returns the UTC day (yyyymmdd) and month (yyyymm) of t.
 func windows(t time.Time) (day, month int) {
 	y, m, d := t.UTC().Date()
@@ -385,25 +218,6 @@ func windows(t time.Time) (day, month int) {
 
 func spendKey(tenant string, kind byte, window int) string {
 	return tenant + "\x00" + string(kind) + strconv.Itoa(window)
-}
-
-// Record appends e to the ledger and returns when the group holding it is logged
-// (see SyncMode for how durable that is).
-func (s *Store) Record(e Entry) error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return ErrClosed
-	}
-	g := s.cur
-	g.entries = append(g.entries, e)
-	s.mu.Unlock()
-	select {
-	case s.kick <- struct{}{}:
-	default: // the writer is already due to run
-	}
-	<-g.done
-	return g.err
 }
 
 // Spent returns the settled spend of tenant in the day and month windows of now.
@@ -435,11 +249,7 @@ func (s *Store) Ledger(fn func(Entry) error) error {
 	}
 	return s.db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketLedger).ForEach(func(_, v []byte) error {
-			var e Entry
-			if err := json.Unmarshal(v, &e); err != nil {
-				return fmt.Errorf("tenancy: ledger entry: %w", err)
-			}
-			return fn(e)
+			return ledgerValue(v, fn)
 		})
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -41,6 +42,7 @@ func runServe(args []string) error {
 	budget := fs.String("memory-budget", "", "memory for the embedded models, e.g. 4GiB (overrides memory_budget)")
 	listen := fs.String("listen", "", "listen address (overrides listen)")
 	verbose := fs.Bool("v", false, "log every request")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (written when the server stops)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -49,6 +51,17 @@ func runServe(args []string) error {
 		level = slog.LevelInfo
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	if *cpuprofile != "" {
+		pf, err := os.Create(*cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 
 	cfg, err := loadConfig(*cfgPath)
 	if err != nil {

@@ -1,9 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/engine/genmodel"
@@ -14,8 +19,35 @@ import (
 func init() {
 	demoModels = generateDemoModels
 	newEngine = func(cfgs []engine.ModelConfig, memBudget int64) (gateway.Engine, error) {
-		return engine.New(engine.Config{Models: cfgs, MemoryBudget: memBudget, Logger: quietLogger()})
+		b, err := engine.New(engine.Config{Models: cfgs, MemoryBudget: memBudget, Logger: quietLogger()})
+		if err != nil {
+			return nil, err
+		}
+		return blockEngine{b}, nil
 	}
+}
+
+// loadTimeout bounds an admin load: the file is mapped and warmed up with one forward
+// pass, which takes seconds even for large models.
+const loadTimeout = 10 * time.Minute
+
+// blockEngine is the embedded engine as the gateway sees it: the Block with the
+// admin API's gateway.ModelLoader (whose Load has no context; the Block's waits with
+// one). The Block's other methods, its prometheus.Collector and io.Closer included,
+// are promoted.
+type blockEngine struct{ *engine.Block }
+
+var (
+	_ gateway.ModelLoader  = blockEngine{}
+	_ prometheus.Collector = blockEngine{}
+	_ io.Closer            = blockEngine{}
+)
+
+// Load loads the model (if it is not loaded) and returns when it is ready.
+func (e blockEngine) Load(modelID string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), loadTimeout)
+	defer cancel()
+	return e.Block.Load(ctx, modelID)
 }
 
 // demoSpecs are the demo models: small generated models (seeded, so every data

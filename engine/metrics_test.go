@@ -1,0 +1,75 @@
+package engine
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/lmlite/lmlite/engine/genmodel"
+)
+
+// TestBlockMetrics registers a Block with a generated tiny model and reads its
+// metrics while loaded and after an unload.
+func TestBlockMetrics(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tiny.gguf")
+	if err := genmodel.Generate(genmodel.Options{Arch: "llama", Preset: "tiny", Type: "q8_0", Seed: 1}, path); err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(Config{Models: []ModelConfig{{ID: "tiny", Path: path, MaxModelLen: 128, Replicas: 2}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := b.Load(context.Background(), "tiny"); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(b); err != nil {
+		t.Fatal(err)
+	}
+	gauge := func(name, state string) float64 {
+		t.Helper()
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != name {
+				continue
+			}
+			for _, m := range mf.Metric {
+				if labels(m)["model"] == "tiny" && (state == "" || labels(m)["state"] == state) {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+		t.Fatalf("no %s{state=%q}", name, state)
+		return 0
+	}
+	if gauge("lmlite_engine_model_state", "ready") != 1 || gauge("lmlite_engine_model_state", "loading") != 0 {
+		t.Error("state: not ready=1, loading=0")
+	}
+	if m := gauge("lmlite_engine_model_memory_bytes", ""); m <= 0 {
+		t.Errorf("memory %v while loaded", m)
+	}
+	if gauge("lmlite_engine_model_replicas", "") != 2 || gauge("lmlite_engine_model_max_len_tokens", "") != 128 || gauge("lmlite_engine_queue_depth", "") != 0 {
+		t.Error("replicas, max len or queue depth")
+	}
+	if err := b.Unload("tiny"); err != nil {
+		t.Fatal(err)
+	}
+	if gauge("lmlite_engine_model_state", "unloaded") != 1 || gauge("lmlite_engine_model_state", "ready") != 0 || gauge("lmlite_engine_model_memory_bytes", "") != 0 {
+		t.Error("after Unload: not unloaded=1, ready=0, memory 0")
+	}
+}
+
+func labels(m *dto.Metric) map[string]string {
+	out := map[string]string{}
+	for _, l := range m.Label {
+		out[l.GetName()] = l.GetValue()
+	}
+	return out
+}

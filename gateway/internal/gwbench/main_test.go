@@ -1,0 +1,60 @@
+package main
+
+import (
+	"net"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// TestLoad runs the closed-loop load generator against an instant server.
+func TestLoad(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) { ctx.SetBody(upstreamBody) }}
+	go srv.Serve(ln)
+	defer srv.Shutdown()
+	s := load(target{addr: ln.Addr().String(), path: "/v1/chat/completions", body: chatBody()}, 2, 200*time.Millisecond)
+	if s.Requests < 10 || s.Errors != 0 || s.RPS <= 0 || !(s.Lat["p50"] > 0 && s.Lat["p50"] <= s.Lat["p99"] && s.Lat["p99"] <= s.Lat["p99.9"]) {
+		t.Errorf("segment %+v", s)
+	}
+	// A server that refuses counts errors, not latencies.
+	bad := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) { ctx.SetStatusCode(500) }}
+	ln2, _ := net.Listen("tcp", "127.0.0.1:0")
+	go bad.Serve(ln2)
+	defer bad.Shutdown()
+	s = load(target{addr: ln2.Addr().String(), path: "/", body: chatBody()}, 1, 50*time.Millisecond)
+	if s.Requests != 0 || s.Errors == 0 || s.FirstErr == "" {
+		t.Errorf("refusing server: %+v", s)
+	}
+}
+
+// TestCPUTime reads this process's CPU time before and after burning some.
+func TestCPUTime(t *testing.T) {
+	p, _ := os.FindProcess(os.Getpid())
+	c := &child{cmd: &exec.Cmd{Process: p}}
+	before := cpuTime(c)
+	x := 0
+	for st := time.Now(); time.Since(st) < 100*time.Millisecond; {
+		x++
+	}
+	if d := cpuTime(c) - before; d < 50*time.Millisecond || d > 2*time.Second {
+		t.Errorf("burnt 100ms, measured %v (%d)", d, x)
+	}
+}
+
+func TestMedian(t *testing.T) {
+	for _, c := range []struct {
+		xs   []float64
+		want float64
+	}{{nil, 0}, {[]float64{3}, 3}, {[]float64{3, 1, 2}, 2}, {[]float64{4, 1, 3, 2}, 2.5}} {
+		if got := median(c.xs); got != c.want {
+			t.Errorf("median(%v) = %v, want %v", c.xs, got, c.want)
+		}
+	}
+}

@@ -1,0 +1,536 @@
+package tenancy
+
+import (
+	"cmp"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"hash/crc32"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/lmlite/lmlite/internal/jsonenc"
+	"github.com/lmlite/lmlite/tiers"
+)
+
+// The ledger's write path.
+//
+// Record appends its entry, encoded as JSON, to the current group under s.mu (where it
+// also gets its seq, so that seqs follow the order of the log), then takes s.walMu.
+// Whoever holds s.walMu with its group not yet written writes the whole group as one
+// log record (and fsyncs it with SyncFsync): entries that arrive while a record is
+// being written queue on s.walMu and go out together in the next one (group commit).
+// An uncontended Record writes its own one-entry group with no goroutine hand-off; a
+// contended one waits for one write. A record is
+//
+//	uint32 length | uint32 CRC-32 (IEEE) of the payload | payload: a JSON array of entries
+//
+// big-endian. The log is a sequence of segment files (path.wal.N). A written group's
+// entries are appended to the pending batch (s.batch, one JSON array); the background
+// goroutine (applier) takes the batch and switches the writers to a new segment under
+// s.walMu, then, without it, stores the batch in the database as one value (keyed by
+// its first seq) with the spend totals in one fsynced transaction, and deletes the old
+// segments: writers never wait for the database, and the database does one write per
+// batch, not per entry. Open replays every segment left by a killed process: a
+// segment ends at its first torn record (a write that was never acknowledged), and
+// entries the database already holds (seq ≤ its applied seq) are skipped.
+
+// group is the entries acknowledged together.
+type group struct {
+	buf   []byte  // the entries' JSON objects, comma-separated
+	spend []spent // what the spend totals need of each entry
+	first uint64  // seq of the first entry; 0: empty
+	last  uint64
+
+	// guarded by Store.walMu
+	written bool
+	err     error
+}
+
+// spent is an entry's cost in its tenant's day and month windows.
+type spent struct {
+	tenant     string
+	day, month int
+	cost       tiers.Money
+}
+
+// batch is the logged entries not yet in the database.
+type batch struct {
+	json  []byte // the entries' JSON objects, comma-separated
+	parts []part // the groups in json, in seq order
+	spend []spent
+}
+
+// part is one group of a batch.
+type part struct {
+	end         int // in batch.json
+	first, last uint64
+}
+
+func (b *batch) empty() bool { return len(b.parts) == 0 }
+
+func (b *batch) reset() {
+	b.json, b.parts, b.spend = b.json[:0], b.parts[:0], b.spend[:0]
+}
+
+// add appends a group: its entries' JSON, costs and seqs.
+func (b *batch) add(js []byte, sp []spent, first, last uint64) {
+	if !b.empty() {
+		b.json = append(b.json, ',')
+	}
+	b.json = append(b.json, js...)
+	b.parts = append(b.parts, part{len(b.json), first, last})
+	b.spend = append(b.spend, sp...)
+}
+
+// addBatch appends the groups of o.
+func (b *batch) addBatch(o *batch) {
+	start := 0
+	for _, p := range o.parts {
+		b.add(o.json[start:p.end], nil, p.first, p.last)
+		start = p.end + 1
+	}
+	b.spend = append(b.spend, o.spend...)
+}
+
+// appendEntry appends e as the JSON object encoding/json would write for it, by hand:
+// this runs for every request.
+func appendEntry(b []byte, e *Entry) []byte {
+	b = append(b, `{"seq":`...)
+	b = strconv.AppendUint(b, e.Seq, 10)
+	b = append(b, `,"time":"`...)
+	b = e.Time.AppendFormat(b, time.RFC3339Nano)
+	b = append(b, `","request_id":`...)
+	b = jsonenc.AppendString(b, e.RequestID)
+	b = append(b, `,"tenant":`...)
+	b = jsonenc.AppendString(b, e.Tenant)
+	str := func(b []byte, name, v string) []byte {
+		if v == "" {
+			return b
+		}
+		b = append(b, `,"`...)
+		b = append(b, name...)
+		b = append(b, `":`...)
+		return jsonenc.AppendString(b, v)
+	}
+	b = str(b, "key_id", e.KeyID)
+	b = str(b, "model", e.Model)
+	b = str(b, "tier", e.Tier)
+	b = append(b, `,"status":`...)
+	b = strconv.AppendInt(b, int64(e.Status), 10)
+	b = str(b, "finish_reason", e.Finish)
+	b = append(b, `,"prompt_tokens":`...)
+	b = strconv.AppendInt(b, int64(e.PromptTokens), 10)
+	b = append(b, `,"completion_tokens":`...)
+	b = strconv.AppendInt(b, int64(e.CompletionTokens), 10)
+	b = append(b, `,"cost_nano_usd":`...)
+	b = strconv.AppendInt(b, int64(e.Cost), 10)
+	b = append(b, `,"latency_ns":`...)
+	b = strconv.AppendInt(b, int64(e.Latency), 10)
+	if e.TTFT != 0 {
+		b = append(b, `,"ttft_ns":`...)
+		b = strconv.AppendInt(b, int64(e.TTFT), 10)
+	}
+	return append(b, '}')
+}
+
+// Record appends e to the ledger and returns when the group holding it is logged
+// (see SyncMode for how durable that is).
+func (s *Store) Record(e Entry) error {
+	var sp spent
+	if e.Cost != 0 {
+		sp.day, sp.month = windows(e.Time)
+		sp.tenant, sp.cost = e.Tenant, e.Cost
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	s.seq++
+	e.Seq = s.seq
+	g := s.cur
+	if g.first == 0 {
+		g.first = e.Seq
+	} else {
+		g.buf = append(g.buf, ',')
+	}
+	g.buf = appendEntry(g.buf, &e)
+	g.last = e.Seq
+	if sp.cost != 0 {
+		g.spend = append(g.spend, sp)
+	}
+	s.mu.Unlock()
+
+	s.walMu.Lock()
+	if !g.written {
+		s.mu.Lock()
+		if s.cur == g {
+			s.cur = s.newGroupLocked()
+		}
+		s.mu.Unlock()
+		s.writeLocked(g)
+	}
+	err := g.err
+	s.walMu.Unlock()
+	return err
+}
+
+// newGroupLocked returns an empty group for s.cur, reusing the buffers of the last
+// group written. s.walMu and s.mu are held.
+func (s *Store) newGroupLocked() *group {
+	g := &group{buf: s.spareBuf[:0], spend: s.spareSpend[:0]}
+	s.spareBuf, s.spareSpend = nil, nil
+	return g
+}
+
+// writeLocked appends g to the log as one record, then to the pending batch. s.walMu
+// is held, and g is no longer s.cur.
+func (s *Store) writeLocked(g *group) {
+	g.written = true
+	rec := s.rec[:0]
+	rec = binary.BigEndian.AppendUint32(rec, uint32(len(g.buf)+2))
+	rec = append(rec, 0, 0, 0, 0) // the CRC, below
+	rec = append(rec, '[')
+	rec = append(rec, g.buf...)
+	rec = append(rec, ']')
+	binary.BigEndian.PutUint32(rec[4:], crc32.ChecksumIEEE(rec[8:]))
+	if cap(rec) <= 1<<20 {
+		s.rec = rec
+	}
+	_, err := s.wal.Write(rec)
+	if err == nil && s.opts.Sync == SyncFsync {
+		err = s.wal.Sync()
+	}
+	if err != nil {
+		g.err = fmt.Errorf("tenancy: ledger: %w", err)
+		// The record may be torn, and replay ends a segment at a torn record: later
+		// records go to a new segment.
+		if f, n, err := s.createSegment(); err == nil {
+			s.wal.Close()
+			s.wal, s.walSeg = f, n
+		}
+		return
+	}
+	s.commits.Add(1)
+	s.batch.add(g.buf, g.spend, g.first, g.last)
+	if cap(g.buf) <= 1<<20 {
+		s.spareBuf, s.spareSpend = g.buf[:0], g.spend[:0]
+	}
+	g.buf, g.spend = nil, nil
+	if p := s.batch.parts; p[len(p)-1].last-p[0].first+1 >= uint64(s.opts.ApplyEntries) {
+		select {
+		case s.kick <- struct{}{}:
+		default: // an apply is already due
+		}
+	}
+}
+
+// flushLocked writes the current group if it has entries. s.walMu is held.
+func (s *Store) flushLocked() {
+	s.mu.Lock()
+	g := s.cur
+	s.cur = s.newGroupLocked()
+	s.mu.Unlock()
+	if !g.written && g.first != 0 {
+		s.writeLocked(g)
+	}
+}
+
+// applier applies logged entries to the database every ApplyEvery, or sooner when
+// ApplyEntries are waiting, until Close.
+func (s *Store) applier() {
+	defer close(s.stopped)
+	t := time.NewTicker(s.opts.ApplyEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.kick:
+		case <-t.C:
+		case <-s.stop:
+			return
+		}
+		if err := s.apply(); err != nil {
+			slog.Default().Error("tenancy: applying the ledger log failed; it stays in the log", "error", err)
+		}
+	}
+}
+
+// apply switches the writers to a new segment, writes the entries logged so far to
+// the database in one fsynced transaction and deletes the segments they were in.
+func (s *Store) apply() error {
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	s.walMu.Lock()
+	empty := s.batch.empty()
+	s.walMu.Unlock()
+	if empty {
+		return nil
+	}
+	// Create the segment outside the log lock: with SyncFsync it syncs the directory.
+	f, n, err := s.createSegment()
+	if err != nil {
+		return err
+	}
+	s.walMu.Lock()
+	b, old := s.batch, s.wal
+	s.batch, s.spareBatch = s.spareBatch, batch{}
+	s.batch.reset()
+	s.wal, s.walSeg = f, n
+	s.walMu.Unlock()
+	old.Close()
+	err = s.db.Update(func(tx *bolt.Tx) error { return storeBatch(tx, &b, &s.valBuf) })
+	s.walMu.Lock()
+	if err != nil { // keep the entries pending, in front of the new ones
+		b.addBatch(&s.batch)
+		s.batch = b
+		s.walMu.Unlock()
+		return err
+	}
+	if cap(b.json) <= 4<<20 {
+		b.reset()
+		s.spareBatch = b
+	}
+	s.walMu.Unlock()
+	// Every segment numbered below n was closed before the switch: all its entries
+	// were in b (or failed to log, or were applied before).
+	segs, err := s.segments()
+	if err != nil {
+		return err
+	}
+	for _, sg := range segs {
+		if sg.n < n {
+			if err := os.Remove(sg.path); err != nil && !os.IsNotExist(err) {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// sync makes every acknowledged entry visible in the database.
+func (s *Store) sync() error {
+	return s.apply()
+}
+
+// chunkBytes is about the size of one ledger value. bbolt keeps at least two values
+// in a leaf and rewrites the whole leaf when a value is added after them, so each
+// apply rewrites the previous value too: values of a few pages bound that, where one
+// value per batch would copy the whole previous batch again.
+const chunkBytes = 16 << 10
+
+// storeBatch writes b to the ledger bucket as a few values, JSON arrays of its groups
+// keyed by their first seq, adds its costs to the spend totals and records its last
+// seq as applied. buf is scratch space for the values (reused across calls; bbolt
+// holds them until the transaction ends).
+func storeBatch(tx *bolt.Tx, b *batch, buf *[]byte) error {
+	led, spend := tx.Bucket(bucketLedger), tx.Bucket(bucketSpend)
+	led.FillPercent = 1 // keys only ever grow: pack the pages
+	vals := (*buf)[:0]
+	if n := len(b.json) + 2*len(b.parts); cap(vals) < n { // no reallocation below
+		vals = make([]byte, 0, n)
+	}
+	var kb [8]byte
+	start := 0 // of the chunk in b.json
+	first := b.parts[0].first
+	for i, p := range b.parts {
+		if p.end-start < chunkBytes && i < len(b.parts)-1 {
+			continue
+		}
+		v0 := len(vals)
+		vals = append(vals, '[')
+		vals = append(vals, b.json[start:p.end]...)
+		vals = append(vals, ']')
+		binary.BigEndian.PutUint64(kb[:], first)
+		if err := led.Put(kb[:], vals[v0:]); err != nil {
+			return err
+		}
+		start = p.end + 1
+		if i+1 < len(b.parts) {
+			first = b.parts[i+1].first
+		}
+	}
+	if cap(vals) <= 4<<20 {
+		*buf = vals
+	}
+	type window struct {
+		tenant string
+		kind   byte
+		n      int
+	}
+	totals := map[window]tiers.Money{}
+	for _, sp := range b.spend {
+		totals[window{sp.tenant, 'd', sp.day}] += sp.cost
+		totals[window{sp.tenant, 'm', sp.month}] += sp.cost
+	}
+	for w, add := range totals {
+		k := []byte(spendKey(w.tenant, w.kind, w.n))
+		old := tiers.Money(0)
+		if v := spend.Get(k); len(v) == 8 {
+			old = tiers.Money(binary.BigEndian.Uint64(v))
+		}
+		var vb [8]byte
+		binary.BigEndian.PutUint64(vb[:], uint64(old+add))
+		if err := spend.Put(k, vb[:]); err != nil {
+			return err
+		}
+	}
+	binary.BigEndian.PutUint64(kb[:], b.parts[len(b.parts)-1].last)
+	return tx.Bucket(bucketMeta).Put(keyApplied, kb[:])
+}
+
+// ledgerValue calls fn for each entry of a ledger bucket value: a JSON array (a
+// batch), or one object (stores written before batches).
+func ledgerValue(v []byte, fn func(Entry) error) error {
+	if len(v) > 0 && v[0] == '{' {
+		var e Entry
+		if err := json.Unmarshal(v, &e); err != nil {
+			return fmt.Errorf("tenancy: ledger entry: %w", err)
+		}
+		return fn(e)
+	}
+	var es []Entry
+	if err := json.Unmarshal(v, &es); err != nil {
+		return fmt.Errorf("tenancy: ledger batch: %w", err)
+	}
+	for _, e := range es {
+		if err := fn(e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// segment is one log file: path.wal.N (or path.wal, the single log of earlier
+// versions, as number 0).
+type segment struct {
+	n    int
+	path string
+}
+
+func (s *Store) segPath(n int) string { return s.path + ".wal." + strconv.Itoa(n) }
+
+// segments lists the log's files, in number order.
+func (s *Store) segments() ([]segment, error) {
+	dir, base := filepath.Split(s.path)
+	if dir == "" {
+		dir = "."
+	}
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []segment
+	for _, de := range des {
+		name := de.Name()
+		if name == base+".wal" {
+			out = append(out, segment{0, filepath.Join(dir, name)})
+			continue
+		}
+		if num, ok := strings.CutPrefix(name, base+".wal."); ok {
+			if n, err := strconv.Atoi(num); err == nil && n > 0 {
+				out = append(out, segment{n, filepath.Join(dir, name)})
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b segment) int { return a.n - b.n })
+	return out, nil
+}
+
+// createSegment creates a new, empty log segment with the next number.
+func (s *Store) createSegment() (*os.File, int, error) {
+	n := int(s.segNum.Add(1))
+	path := s.segPath(n)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, 0, fmt.Errorf("tenancy: ledger: %w", err)
+	}
+	if s.opts.Sync == SyncFsync { // the new file's name must survive a power cut too
+		if err := syncDir(filepath.Dir(path)); err != nil {
+			f.Close()
+			os.Remove(path)
+			return nil, 0, fmt.Errorf("tenancy: ledger: %w", err)
+		}
+	}
+	return f, n, nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if e := d.Close(); err == nil {
+		err = e
+	}
+	return err
+}
+
+// replay applies the entries of the segments left behind (by a killed process), then
+// deletes them and opens a new segment.
+func (s *Store) replay() error {
+	segs, err := s.segments()
+	if err != nil {
+		return err
+	}
+	applied := s.seq
+	var found []Entry
+	for _, sg := range segs {
+		data, err := os.ReadFile(sg.path)
+		if err != nil {
+			return err
+		}
+		s.segNum.Store(max(s.segNum.Load(), int64(sg.n)))
+		for len(data) >= 8 {
+			n := binary.BigEndian.Uint32(data)
+			sum := binary.BigEndian.Uint32(data[4:])
+			if uint64(len(data)-8) < uint64(n) || crc32.ChecksumIEEE(data[8:8+n]) != sum {
+				break // a torn tail: never acknowledged
+			}
+			var es []Entry
+			if err := json.Unmarshal(data[8:8+n], &es); err != nil {
+				break
+			}
+			for _, e := range es {
+				if e.Seq > applied {
+					found = append(found, e)
+				}
+			}
+			data = data[8+n:]
+		}
+	}
+	if len(found) > 0 {
+		slices.SortFunc(found, func(a, b Entry) int { return cmp.Compare(a.Seq, b.Seq) })
+		found = slices.CompactFunc(found, func(a, b Entry) bool { return a.Seq == b.Seq })
+		var b batch
+		for i := range found {
+			e := &found[i]
+			var sp []spent
+			if e.Cost != 0 {
+				d, m := windows(e.Time)
+				sp = []spent{{e.Tenant, d, m, e.Cost}}
+			}
+			b.add(appendEntry(nil, e), sp, e.Seq, e.Seq)
+		}
+		s.seq = found[len(found)-1].Seq
+		if err := s.db.Update(func(tx *bolt.Tx) error { return storeBatch(tx, &b, new([]byte)) }); err != nil {
+			return err
+		}
+	}
+	for _, sg := range segs {
+		if err := os.Remove(sg.path); err != nil {
+			return err
+		}
+	}
+	s.batch.reset()
+	s.wal, s.walSeg, err = s.createSegment()
+	return err
+}
