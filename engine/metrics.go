@@ -7,9 +7,9 @@ import "github.com/prometheus/client_golang/prometheus"
 // Models(). A program embedding the Block gets the same metrics with
 // prometheus.MustRegister(block).
 //
-// Batch sizes, KV blocks and model load/unload counts come from the scheduler and
-// the lifecycle inside the Block; they join these descriptors when the runtime
-// reports them.
+// Batch sizes are counters of steps, sequences and tokens (rate(seqs)/rate(steps)
+// is the mean batch); the KV pool's and prefix cache's figures are the replicas'
+// kvcache.Stats summed.
 var (
 	descModelState = prometheus.NewDesc("lmlite_engine_model_state",
 		"Lifecycle state of an embedded model: 1 for its current state, 0 for the others.", []string{"model", "state"}, nil)
@@ -20,7 +20,31 @@ var (
 	descModelMaxLen = prometheus.NewDesc("lmlite_engine_model_max_len_tokens",
 		"Length limit of an embedded model (prompt + output tokens).", []string{"model"}, nil)
 	descQueueDepth = prometheus.NewDesc("lmlite_engine_queue_depth",
-		"Requests of an embedded model waiting for a replica or running.", []string{"model"}, nil)
+		"Requests of an embedded model waiting to join a batch.", []string{"model"}, nil)
+	descRunning = prometheus.NewDesc("lmlite_engine_running_sequences",
+		"Sequences in an embedded model's batches.", []string{"model"}, nil)
+	descSteps = prometheus.NewDesc("lmlite_engine_batch_steps_total",
+		"Batch steps run (one forward pass over the weights each).", []string{"model"}, nil)
+	descStepSeqs = prometheus.NewDesc("lmlite_engine_batch_sequences_total",
+		"Sequences summed over the batch steps: divided by the steps, the mean batch size.", []string{"model"}, nil)
+	descStepTokens = prometheus.NewDesc("lmlite_engine_batch_tokens_total",
+		"Tokens computed summed over the batch steps (decodes and prefill chunks).", []string{"model"}, nil)
+	descLoads = prometheus.NewDesc("lmlite_engine_model_loads_total",
+		"Loads of an embedded model (the first and every reload after an unload).", []string{"model"}, nil)
+	descUnloads = prometheus.NewDesc("lmlite_engine_model_unloads_total",
+		"Unloads of an embedded model (idle, admin or to make room).", []string{"model"}, nil)
+	descColdStart = prometheus.NewDesc("lmlite_engine_model_load_seconds",
+		"Duration of an embedded model's last load.", []string{"model"}, nil)
+	descKVBlocks = prometheus.NewDesc("lmlite_engine_kv_blocks",
+		"KV blocks of an embedded model's replicas by tier and use: hot used (referenced by sequences), hot cached (prefix cache, evictable), hot free, warm.", []string{"model", "tier"}, nil)
+	descKVBytes = prometheus.NewDesc("lmlite_engine_kv_bytes",
+		"Bytes of KV blocks in use or cached, by tier.", []string{"model", "tier"}, nil)
+	descKVLookups = prometheus.NewDesc("lmlite_engine_prefix_cache_lookups_total",
+		"Prefix-cache lookups (one per sequence joining a batch).", []string{"model"}, nil)
+	descKVTokens = prometheus.NewDesc("lmlite_engine_prefix_cache_tokens_total",
+		"Prompt tokens looked up in the prefix cache, by result (hit or miss).", []string{"model", "result"}, nil)
+	descKVMoves = prometheus.NewDesc("lmlite_engine_kv_block_moves_total",
+		"KV blocks moved between tiers: demoted (hot to warm), replayed (warm to hot), evicted (dropped).", []string{"model", "move"}, nil)
 )
 
 // modelStates are the values of the state label, each reported for every model.
@@ -28,7 +52,9 @@ var modelStates = []ModelState{StateLoading, StateReady, StateUnloaded, StateFai
 
 // Describe implements prometheus.Collector.
 func (b *Block) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descModelState, descModelMemory, descModelReplicas, descModelMaxLen, descQueueDepth} {
+	for _, d := range []*prometheus.Desc{descModelState, descModelMemory, descModelReplicas, descModelMaxLen, descQueueDepth,
+		descRunning, descSteps, descStepSeqs, descStepTokens, descLoads, descUnloads, descColdStart,
+		descKVBlocks, descKVBytes, descKVLookups, descKVTokens, descKVMoves} {
 		ch <- d
 	}
 }
@@ -47,5 +73,27 @@ func (b *Block) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descModelReplicas, prometheus.GaugeValue, float64(st.Replicas), st.ID)
 		ch <- prometheus.MustNewConstMetric(descModelMaxLen, prometheus.GaugeValue, float64(st.MaxModelLen), st.ID)
 		ch <- prometheus.MustNewConstMetric(descQueueDepth, prometheus.GaugeValue, float64(st.QueueDepth), st.ID)
+		ch <- prometheus.MustNewConstMetric(descRunning, prometheus.GaugeValue, float64(st.Running), st.ID)
+		ch <- prometheus.MustNewConstMetric(descSteps, prometheus.CounterValue, float64(st.Steps), st.ID)
+		ch <- prometheus.MustNewConstMetric(descStepSeqs, prometheus.CounterValue, float64(st.StepSeqs), st.ID)
+		ch <- prometheus.MustNewConstMetric(descStepTokens, prometheus.CounterValue, float64(st.StepTokens), st.ID)
+		ch <- prometheus.MustNewConstMetric(descLoads, prometheus.CounterValue, float64(st.Loads), st.ID)
+		ch <- prometheus.MustNewConstMetric(descUnloads, prometheus.CounterValue, float64(st.Unloads), st.ID)
+		ch <- prometheus.MustNewConstMetric(descColdStart, prometheus.GaugeValue, st.ColdStart.Seconds(), st.ID)
+		kv := st.KV
+		for _, g := range []struct {
+			tier string
+			n    int64
+		}{{"hot_used", kv.HotUsed}, {"hot_cached", kv.HotCached}, {"hot_free", kv.HotFree}, {"warm", kv.WarmBlocks}} {
+			ch <- prometheus.MustNewConstMetric(descKVBlocks, prometheus.GaugeValue, float64(g.n), st.ID, g.tier)
+		}
+		ch <- prometheus.MustNewConstMetric(descKVBytes, prometheus.GaugeValue, float64(kv.HotBytes), st.ID, "hot")
+		ch <- prometheus.MustNewConstMetric(descKVBytes, prometheus.GaugeValue, float64(kv.WarmBytes), st.ID, "warm")
+		ch <- prometheus.MustNewConstMetric(descKVLookups, prometheus.CounterValue, float64(kv.Lookups), st.ID)
+		ch <- prometheus.MustNewConstMetric(descKVTokens, prometheus.CounterValue, float64(kv.HitTokens), st.ID, "hit")
+		ch <- prometheus.MustNewConstMetric(descKVTokens, prometheus.CounterValue, float64(kv.MissTokens), st.ID, "miss")
+		ch <- prometheus.MustNewConstMetric(descKVMoves, prometheus.CounterValue, float64(kv.Demotions), st.ID, "demoted")
+		ch <- prometheus.MustNewConstMetric(descKVMoves, prometheus.CounterValue, float64(kv.Replays), st.ID, "replayed")
+		ch <- prometheus.MustNewConstMetric(descKVMoves, prometheus.CounterValue, float64(kv.Evictions), st.ID, "evicted")
 	}
 }

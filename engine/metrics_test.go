@@ -58,8 +58,53 @@ func TestBlockMetrics(t *testing.T) {
 	if gauge("lmlite_engine_model_replicas", "") != 2 || gauge("lmlite_engine_model_max_len_tokens", "") != 128 || gauge("lmlite_engine_queue_depth", "") != 0 {
 		t.Error("replicas, max len or queue depth")
 	}
+	value := func(name, label, want string) float64 {
+		t.Helper()
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			for _, m := range mf.Metric {
+				if mf.GetName() == name && (label == "" || labels(m)[label] == want) {
+					return m.GetGauge().GetValue() + m.GetCounter().GetValue()
+				}
+			}
+		}
+		t.Fatalf("no %s{%s=%q}", name, label, want)
+		return 0
+	}
+	for range 2 {
+		s, err := b.Generate(context.Background(), "tiny", Request{Prompt: make([]int32, 40), MaxTokens: 5, CacheSalt: "x"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range s.Tokens {
+		}
+		if _, err := s.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v := value("lmlite_engine_batch_steps_total", "", ""); v < 10 {
+		t.Errorf("batch steps %v after two requests of 5 tokens", v)
+	}
+	if v := value("lmlite_engine_batch_tokens_total", "", ""); v != 40+4+8+4 { // the second prompt is 32 tokens from the cache
+		t.Errorf("batch tokens %v", v)
+	}
+	if value("lmlite_engine_model_loads_total", "", "") != 1 || value("lmlite_engine_prefix_cache_lookups_total", "", "") != 2 {
+		t.Error("loads or prefix-cache lookups")
+	}
+	if hit := value("lmlite_engine_prefix_cache_tokens_total", "result", "hit"); hit != 32 {
+		t.Errorf("prefix-cache hit tokens %v, want 32 (the second request's two whole blocks)", hit)
+	}
+	if v := value("lmlite_engine_kv_blocks", "tier", "hot_cached"); v <= 0 {
+		t.Errorf("hot cached blocks %v", v)
+	}
 	if err := b.Unload("tiny"); err != nil {
 		t.Fatal(err)
+	}
+	if value("lmlite_engine_model_unloads_total", "", "") != 1 {
+		t.Error("unloads")
 	}
 	if gauge("lmlite_engine_model_state", "unloaded") != 1 || gauge("lmlite_engine_model_state", "ready") != 0 || gauge("lmlite_engine_model_memory_bytes", "") != 0 {
 		t.Error("after Unload: not unloaded=1, ready=0, memory 0")
