@@ -78,17 +78,21 @@ tenants:
 	client := openai.NewClient(option.WithBaseURL("http://"+ln.Addr().String()+"/v1"), option.WithAPIKey(key), option.WithMaxRetries(0))
 	ctx := context.Background()
 
-	// Greedy chat, twice: the same answer, full length.
+	// Greedy chat, twice: the same answer, full length; the second time the prompt's
+	// whole KV blocks come from the prefix cache, and the usage says how many.
 	var first string
 	for i := range 2 {
 		resp, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
 			Model:       "tiny",
-			Messages:    []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Tell me a story")},
+			Messages:    []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Tell me a story about a dragon, a knight and a very long road to the sea")},
 			MaxTokens:   openai.Int(16),
 			Temperature: openai.Float(0),
 		})
 		if err != nil {
 			t.Fatal(err)
+		}
+		if cached := resp.Usage.PromptTokensDetails.CachedTokens; (i == 0) != (cached == 0) || cached%16 != 0 || cached >= resp.Usage.PromptTokens {
+			t.Fatalf("request %d: %d of %d prompt tokens cached", i, cached, resp.Usage.PromptTokens)
 		}
 		c := resp.Choices[0]
 		if c.FinishReason != "length" || resp.Usage.CompletionTokens != 16 || c.Message.Content == "" {
@@ -103,7 +107,7 @@ tenants:
 	// The same request streamed gives the same text, chunk by chunk.
 	stream := client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{
 		Model:       "tiny",
-		Messages:    []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Tell me a story")},
+		Messages:    []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Tell me a story about a dragon, a knight and a very long road to the sea")},
 		MaxTokens:   openai.Int(16),
 		Temperature: openai.Float(0),
 	})

@@ -595,7 +595,7 @@ func (j *job) respondEmbedded(ctx *fasthttp.RequestCtx, st *engine.Stream, cance
 		return false
 	}
 	b := make([]byte, 0, 256+text.Len())
-	b = j.appendResponse(b, id, text.String(), finishReason(u.FinishReason), u.PromptTokens, u.CompletionTokens)
+	b = j.appendResponse(b, id, text.String(), finishReason(u.FinishReason), u)
 	ctx.SetContentType("application/json")
 	ctx.SetBody(b)
 	return false
@@ -655,7 +655,7 @@ func (j *job) streamEmbedded(w *bufio.Writer, st *engine.Stream, cancel context.
 		buf = j.appendChunk(buf[:0], id, "", false, finishReason(u.FinishReason))
 		write(buf)
 		if j.usage {
-			buf = j.appendUsageChunk(buf[:0], id, u.PromptTokens, u.CompletionTokens)
+			buf = j.appendUsageChunk(buf[:0], id, u)
 			write(buf)
 		}
 	}
@@ -682,18 +682,22 @@ func (j *job) appendHead(b []byte, id, object string) []byte {
 	return b
 }
 
-func appendUsage(b []byte, prompt, completion int) []byte {
+// appendUsage appends OpenAI's usage object; prompt_tokens_details.cached_tokens is
+// the prompt tokens the prefix cache served.
+func appendUsage(b []byte, u engine.Usage) []byte {
 	b = append(b, `"usage":{"prompt_tokens":`...)
-	b = strconv.AppendInt(b, int64(prompt), 10)
+	b = strconv.AppendInt(b, int64(u.PromptTokens), 10)
 	b = append(b, `,"completion_tokens":`...)
-	b = strconv.AppendInt(b, int64(completion), 10)
+	b = strconv.AppendInt(b, int64(u.CompletionTokens), 10)
 	b = append(b, `,"total_tokens":`...)
-	b = strconv.AppendInt(b, int64(prompt+completion), 10)
-	return append(b, '}')
+	b = strconv.AppendInt(b, int64(u.PromptTokens+u.CompletionTokens), 10)
+	b = append(b, `,"prompt_tokens_details":{"cached_tokens":`...)
+	b = strconv.AppendInt(b, int64(u.CachedTokens), 10)
+	return append(b, "}}"...)
 }
 
 // appendResponse appends a whole (non-streamed) response body.
-func (j *job) appendResponse(b []byte, id, text, finish string, prompt, completion int) []byte {
+func (j *job) appendResponse(b []byte, id, text, finish string, u engine.Usage) []byte {
 	if j.kind == kindChat {
 		b = j.appendHead(b, id, "chat.completion")
 		b = append(b, `,"choices":[{"index":0,"message":{"role":"assistant","content":`...)
@@ -707,7 +711,7 @@ func (j *job) appendResponse(b []byte, id, text, finish string, prompt, completi
 	}
 	b = append(b, finish...)
 	b = append(b, `"}],`...)
-	b = appendUsage(b, prompt, completion)
+	b = appendUsage(b, u)
 	return append(b, '}')
 }
 
@@ -746,7 +750,7 @@ func (j *job) appendChunk(b []byte, id, text string, role bool, finish string) [
 	return append(b, "}\n\n"...)
 }
 
-func (j *job) appendUsageChunk(b []byte, id string, prompt, completion int) []byte {
+func (j *job) appendUsageChunk(b []byte, id string, u engine.Usage) []byte {
 	b = append(b, "data: "...)
 	obj := "chat.completion.chunk"
 	if j.kind == kindCompletion {
@@ -754,7 +758,7 @@ func (j *job) appendUsageChunk(b []byte, id string, prompt, completion int) []by
 	}
 	b = j.appendHead(b, id, obj)
 	b = append(b, `,"choices":[],`...)
-	b = appendUsage(b, prompt, completion)
+	b = appendUsage(b, u)
 	return append(b, "}\n\n"...)
 }
 
