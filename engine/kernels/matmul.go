@@ -232,31 +232,62 @@ func MatMul(dst []float32, w Matrix, x []float32, nTok int) {
 	a := actsPool.Get().(*acts)
 	defer func() { a.f = nil; actsPool.Put(a) }()
 	a.prepare(VecDotType(w.Type), x, nTok, w.Cols)
-	rb := w.Type.RowBytes(w.Cols)
-	work := func(lo, hi int) {
-		// Tokens in chunks of tokChunk, rows inside: a chunk's activations stay in
-		// cache while the rows stream by, and each row meets the chunk through the
-		// batched kernels (the same bits per token as one token at a time).
-		var buf [tokChunk]float32
-		for t0 := 0; t0 < nTok; t0 += tokChunk {
-			out := buf[:min(tokChunk, nTok-t0)]
-			for r := lo; r < hi; r++ {
-				dotRowsAt(w.Type, w.Data[r*rb:(r+1)*rb], a, t0, out)
-				for i, v := range out {
-					dst[(t0+i)*w.Rows+r] = v
-				}
+	mm := matMul{dst: dst, w: w, a: a, nTok: nTok, rb: w.Type.RowBytes(w.Cols)}
+	if w.Rows < 2 || w.Rows*w.Cols*nTok < 1<<15 {
+		mm.rows(0, w.Rows)
+		return
+	}
+	p := pool()
+	if p.Size() == 1 || !poolMu.TryLock() {
+		mm.rows(0, w.Rows)
+		return
+	}
+	defer poolMu.Unlock()
+	j := &theJob
+	j.start(w.Rows, w.Cols*nTok, p.Size())
+	j.mm, j.isMM = mm, true
+	p.Run(j, p.Size(), 1)
+	j.mm, j.isMM = matMul{}, false
+}
+
+// matMul is one MatMul call's product, computed by ranges of weight rows.
+type matMul struct {
+	dst      []float32
+	w        Matrix
+	a        *acts
+	nTok, rb int
+}
+
+// rows computes the outputs of weight rows [lo, hi).
+func (m *matMul) rows(lo, hi int) {
+	w, a, dst := m.w, m.a, m.dst
+	if m.nTok == 1 {
+		for r := lo; r < hi; r++ {
+			dst[r] = dotRow(w.Type, w.Data[r*m.rb:(r+1)*m.rb], a, 0)
+		}
+		return
+	}
+	// Tokens in chunks of tokChunk, rows inside: a chunk's activations stay in
+	// cache while the rows stream by, and each row meets the chunk through the
+	// batched kernels (the same bits per token as one token at a time).
+	var buf [tokChunk]float32
+	for t0 := 0; t0 < m.nTok; t0 += tokChunk {
+		out := buf[:min(tokChunk, m.nTok-t0)]
+		for r := lo; r < hi; r++ {
+			dotRowsAt(w.Type, w.Data[r*m.rb:(r+1)*m.rb], a, t0, out)
+			for i, v := range out {
+				dst[(t0+i)*w.Rows+r] = v
 			}
 		}
 	}
-	Parallel(w.Rows, w.Cols*nTok, work)
 }
 
 // tokChunk is how many tokens MatMul takes through the batched kernels at once.
 const tokChunk = 16
 
-// Parallel runs work over [0, n) split in contiguous parts, one per worker of the
-// package's persistent pool (parallel.Pool, sized to GOMAXPROCS when first used); cost
-// is the work per item, used to stay on the caller's goroutine when the whole job is
+// Parallel runs work over [0, n) in contiguous parts on the workers of the package's
+// persistent pool (parallel.Pool, sized to GOMAXPROCS when first used), which share
+// the range as sched.go describes; cost is the work per item (in multiply-adds), used to stay on the caller's goroutine when the whole job is
 // too small to be worth spreading. When another goroutine holds the pool (another
 // sequence's step), the work runs on the caller's goroutine: the cores are busy anyway,
 // and a row's result does not depend on how the range was split.
@@ -271,25 +302,20 @@ func Parallel(n, cost int, work func(lo, hi int)) {
 		return
 	}
 	defer poolMu.Unlock()
-	t := &funcTasks[0]
-	t.f = work
-	p.Run(t, n, 1)
-	t.f = nil
+	j := &theJob
+	j.start(n, cost, p.Size())
+	j.f = work
+	p.Run(j, p.Size(), 1)
+	j.f = nil
 }
 
 var (
-	poolOnce  sync.Once
-	thePool   *parallel.Pool
-	poolMu    sync.Mutex  // held while thePool runs a task
-	funcTasks [1]funcTask // guarded by poolMu
+	poolOnce sync.Once
+	thePool  *parallel.Pool
+	poolMu   sync.Mutex // held while thePool runs a task
 )
 
 func pool() *parallel.Pool {
 	poolOnce.Do(func() { thePool = parallel.New(runtime.GOMAXPROCS(0)) })
 	return thePool
 }
-
-// funcTask adapts a func to parallel.Task.
-type funcTask struct{ f func(lo, hi int) }
-
-func (t *funcTask) RunRange(_, lo, hi int) { t.f(lo, hi) }
