@@ -76,6 +76,10 @@ func main() {
 	attnLanesF16()
 	attnUpdateF16("attnMadF16", true)
 	attnUpdateF16("attnScaleF16", false)
+	attnConstants()
+	attnScores()
+	attnExp()
+	attnAccum()
 
 	Generate()
 }

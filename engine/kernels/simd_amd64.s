@@ -2206,3 +2206,499 @@ loop:
 done:
 	VZEROUPPER
 	RET
+
+DATA attnNegInf<>+0(SB)/8, $0xff800000ff800000
+DATA attnNegInf<>+8(SB)/8, $0xff800000ff800000
+DATA attnNegInf<>+16(SB)/8, $0xff800000ff800000
+DATA attnNegInf<>+24(SB)/8, $0xff800000ff800000
+GLOBL attnNegInf<>(SB), RODATA|NOPTR, $32
+
+DATA attnPermSum<>+0(SB)/8, $0x0000000400000000
+DATA attnPermSum<>+8(SB)/8, $0x0000000500000001
+DATA attnPermSum<>+16(SB)/8, $0x0000000600000002
+DATA attnPermSum<>+24(SB)/8, $0x0000000700000003
+GLOBL attnPermSum<>(SB), RODATA|NOPTR, $32
+
+DATA attnShift1<>+0(SB)/8, $0x0000000000000000
+DATA attnShift1<>+8(SB)/8, $0x0000000200000001
+DATA attnShift1<>+16(SB)/8, $0x0000000400000003
+DATA attnShift1<>+24(SB)/8, $0x0000000600000005
+GLOBL attnShift1<>(SB), RODATA|NOPTR, $32
+
+DATA attnShift2<>+0(SB)/8, $0x0000000000000000
+DATA attnShift2<>+8(SB)/8, $0x0000000100000000
+DATA attnShift2<>+16(SB)/8, $0x0000000300000002
+DATA attnShift2<>+24(SB)/8, $0x0000000500000004
+GLOBL attnShift2<>(SB), RODATA|NOPTR, $32
+
+DATA attnShift4<>+0(SB)/8, $0x0000000000000000
+DATA attnShift4<>+8(SB)/8, $0x0000000000000000
+DATA attnShift4<>+16(SB)/8, $0x0000000100000000
+DATA attnShift4<>+24(SB)/8, $0x0000000300000002
+GLOBL attnShift4<>(SB), RODATA|NOPTR, $32
+
+DATA attnLast<>+0(SB)/8, $0x0000000700000007
+DATA attnLast<>+8(SB)/8, $0x0000000700000007
+DATA attnLast<>+16(SB)/8, $0x0000000700000007
+DATA attnLast<>+24(SB)/8, $0x0000000700000007
+GLOBL attnLast<>(SB), RODATA|NOPTR, $32
+
+DATA expfConsts<>+0(SB)/8, $0x3f0000003fb8aa3b
+DATA expfConsts<>+8(SB)/8, $0xb95e80833f318000
+DATA expfConsts<>+16(SB)/8, $0x3ab743ce39506967
+DATA expfConsts<>+24(SB)/8, $0x3d2aa9c13c088908
+DATA expfConsts<>+32(SB)/8, $0x3f0000003e2aaaaa
+DATA expfConsts<>+40(SB)/8, $0x42b172173f800000
+DATA expfConsts<>+48(SB)/8, $0x7f800000c2aeac4f
+DATA expfConsts<>+56(SB)/8, $0x0000007f80000000
+GLOBL expfConsts<>(SB), RODATA|NOPTR, $64
+
+// func attnScoresF16(k *uint16, q *float32, hd int, n int, stride int, scale float32, s *float32)
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·attnScoresF16(SB), NOSPLIT, $0-56
+	MOVQ         k+0(FP), AX
+	MOVQ         q+8(FP), CX
+	MOVQ         hd+16(FP), DX
+	MOVQ         n+24(FP), BX
+	MOVQ         stride+32(FP), SI
+	SHLQ         $0x01, SI
+	MOVSS        scale+40(FP), X0
+	MOVQ         s+48(FP), DI
+	VBROADCASTSS X0, Y0
+	LEAQ         (SI)(SI*2), R8
+
+blk8:
+	CMPQ   BX, $0x08
+	JL     tail
+	MOVQ   AX, R9
+	LEAQ   (AX)(SI*4), R10
+	MOVQ   CX, R11
+	MOVQ   DX, R12
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+
+g8:
+	VMOVUPS    (R11), Y9
+	VCVTPH2PS  (R9), Y10
+	VMULPS     Y9, Y10, Y10
+	VADDPS     Y10, Y1, Y1
+	VCVTPH2PS  (R9)(SI*1), Y10
+	VMULPS     Y9, Y10, Y10
+	VADDPS     Y10, Y2, Y2
+	VCVTPH2PS  (R9)(SI*2), Y10
+	VMULPS     Y9, Y10, Y10
+	VADDPS     Y10, Y3, Y3
+	VCVTPH2PS  (R9)(R8*1), Y10
+	VMULPS     Y9, Y10, Y10
+	VADDPS     Y10, Y4, Y4
+	VCVTPH2PS  (R10), Y10
+	VMULPS     Y9, Y10, Y10
+	VADDPS     Y10, Y5, Y5
+	VCVTPH2PS  (R10)(SI*1), Y10
+	VMULPS     Y9, Y10, Y10
+	VADDPS     Y10, Y6, Y6
+	VCVTPH2PS  (R10)(SI*2), Y10
+	VMULPS     Y9, Y10, Y10
+	VADDPS     Y10, Y7, Y7
+	VCVTPH2PS  (R10)(R8*1), Y10
+	VMULPS     Y9, Y10, Y10
+	VADDPS     Y10, Y8, Y8
+	ADDQ       $0x10, R9
+	ADDQ       $0x10, R10
+	ADDQ       $0x20, R11
+	SUBQ       $0x08, R12
+	JNZ        g8
+	VPERM2F128 $0x20, Y2, Y1, Y9
+	VPERM2F128 $0x31, Y2, Y1, Y1
+	VADDPS     Y1, Y9, Y1
+	VPERM2F128 $0x20, Y4, Y3, Y2
+	VPERM2F128 $0x31, Y4, Y3, Y3
+	VADDPS     Y3, Y2, Y2
+	VPERM2F128 $0x20, Y6, Y5, Y3
+	VPERM2F128 $0x31, Y6, Y5, Y4
+	VADDPS     Y4, Y3, Y3
+	VPERM2F128 $0x20, Y8, Y7, Y4
+	VPERM2F128 $0x31, Y8, Y7, Y5
+	VADDPS     Y5, Y4, Y4
+	VSHUFPS    $0x44, Y2, Y1, Y5
+	VSHUFPS    $0xee, Y2, Y1, Y1
+	VADDPS     Y1, Y5, Y1
+	VSHUFPS    $0x44, Y4, Y3, Y2
+	VSHUFPS    $0xee, Y4, Y3, Y3
+	VADDPS     Y3, Y2, Y2
+	VSHUFPS    $0x88, Y2, Y1, Y3
+	VSHUFPS    $0xdd, Y2, Y1, Y1
+	VADDPS     Y1, Y3, Y3
+	VMOVDQU    attnPermSum<>+0(SB), Y1
+	VPERMPS    Y3, Y1, Y3
+	VMULPS     Y0, Y3, Y3
+	VMOVUPS    Y3, (DI)
+	ADDQ       $0x20, DI
+	LEAQ       (AX)(SI*8), AX
+	SUBQ       $0x08, BX
+	JMP        blk8
+
+tail:
+	TESTQ  BX, BX
+	JZ     done
+	MOVQ   AX, R9
+	MOVQ   CX, R11
+	MOVQ   DX, R12
+	VXORPS Y1, Y1, Y1
+
+g1:
+	VCVTPH2PS    (R9), Y2
+	VMULPS       (R11), Y2, Y2
+	VADDPS       Y2, Y1, Y1
+	ADDQ         $0x10, R9
+	ADDQ         $0x20, R11
+	SUBQ         $0x08, R12
+	JNZ          g1
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X2, X1, X1
+	VMOVHLPS     X1, X1, X2
+	VADDPS       X2, X1, X1
+	VMOVSHDUP    X1, X2
+	VADDSS       X2, X1, X1
+	VMULSS       X0, X1, X1
+	VMOVSS       X1, (DI)
+	ADDQ         $0x04, DI
+	ADDQ         SI, AX
+	DECQ         BX
+	JMP          tail
+
+done:
+	VZEROUPPER
+	RET
+
+// func attnExpF16(s *float32, n int, mx *float32, mask *uint8)
+// Requires: AVX, AVX2
+TEXT ·attnExpF16(SB), NOSPLIT, $0-32
+	MOVQ         s+0(FP), AX
+	MOVQ         n+8(FP), CX
+	MOVQ         mx+16(FP), DX
+	MOVQ         mask+24(FP), BX
+	VBROADCASTSS (DX), Y0
+	VMOVUPS      attnNegInf<>+0(SB), Y1
+
+loop:
+	TESTQ        CX, CX
+	JLE          done
+	VMOVUPS      (AX), Y2
+	VCMPPS       $0x03, Y2, Y2, Y3
+	VBLENDVPS    Y3, Y1, Y2, Y3
+	VMOVDQU      attnShift1<>+0(SB), Y4
+	VPERMPS      Y3, Y4, Y4
+	VBLENDPS     $0x01, Y1, Y4, Y4
+	VMAXPS       Y4, Y3, Y3
+	VMOVDQU      attnShift2<>+0(SB), Y4
+	VPERMPS      Y3, Y4, Y4
+	VBLENDPS     $0x03, Y1, Y4, Y4
+	VMAXPS       Y4, Y3, Y3
+	VMOVDQU      attnShift4<>+0(SB), Y4
+	VPERMPS      Y3, Y4, Y4
+	VBLENDPS     $0x0f, Y1, Y4, Y4
+	VMAXPS       Y4, Y3, Y3
+	VMOVDQU      attnShift1<>+0(SB), Y4
+	VPERMPS      Y3, Y4, Y5
+	VBLENDPS     $0x01, Y1, Y5, Y5
+	VMAXPS       Y0, Y5, Y5
+	VMOVDQU      attnLast<>+0(SB), Y4
+	VPERMPS      Y3, Y4, Y3
+	VMAXPS       Y3, Y0, Y0
+	VCMPPS       $0x1e, Y5, Y2, Y3
+	VSUBPS       Y5, Y2, Y2
+	VBROADCASTSS expfConsts<>+56(SB), Y4
+	VXORPS       Y4, Y2, Y4
+	VBLENDVPS    Y3, Y4, Y2, Y2
+	VBROADCASTSS expfConsts<>+0(SB), Y4
+	VMULPS       Y4, Y2, Y4
+	VBROADCASTSS expfConsts<>+4(SB), Y5
+	VADDPS       Y5, Y4, Y4
+	VROUNDPS     $0x01, Y4, Y4
+	VBROADCASTSS expfConsts<>+8(SB), Y5
+	VMULPS       Y5, Y4, Y6
+	VSUBPS       Y6, Y2, Y5
+	VBROADCASTSS expfConsts<>+12(SB), Y6
+	VMULPS       Y6, Y4, Y6
+	VSUBPS       Y6, Y5, Y5
+	VBROADCASTSS expfConsts<>+16(SB), Y6
+	VMULPS       Y5, Y6, Y6
+	VBROADCASTSS expfConsts<>+20(SB), Y7
+	VADDPS       Y7, Y6, Y6
+	VMULPS       Y5, Y6, Y6
+	VBROADCASTSS expfConsts<>+24(SB), Y7
+	VADDPS       Y7, Y6, Y6
+	VMULPS       Y5, Y6, Y6
+	VBROADCASTSS expfConsts<>+28(SB), Y7
+	VADDPS       Y7, Y6, Y6
+	VMULPS       Y5, Y6, Y6
+	VBROADCASTSS expfConsts<>+32(SB), Y7
+	VADDPS       Y7, Y6, Y6
+	VMULPS       Y5, Y6, Y6
+	VBROADCASTSS expfConsts<>+36(SB), Y7
+	VADDPS       Y7, Y6, Y6
+	VMULPS       Y5, Y6, Y6
+	VMULPS       Y5, Y6, Y6
+	VADDPS       Y5, Y6, Y6
+	VBROADCASTSS expfConsts<>+40(SB), Y5
+	VADDPS       Y5, Y6, Y6
+	VCVTTPS2DQ   Y4, Y4
+	VPSRLD       $0x1f, Y4, Y5
+	VPADDD       Y4, Y5, Y5
+	VPSRAD       $0x01, Y5, Y5
+	VPSUBD       Y5, Y4, Y4
+	VBROADCASTSS expfConsts<>+60(SB), Y7
+	VPADDD       Y7, Y5, Y5
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y7, Y4, Y4
+	VPSLLD       $0x17, Y4, Y4
+	VMULPS       Y5, Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VBROADCASTSS expfConsts<>+48(SB), Y4
+	VCMPPS       $0x11, Y4, Y2, Y4
+	VXORPS       Y5, Y5, Y5
+	VBLENDVPS    Y4, Y5, Y6, Y6
+	VBROADCASTSS expfConsts<>+44(SB), Y4
+	VCMPPS       $0x1e, Y4, Y2, Y4
+	VBROADCASTSS expfConsts<>+52(SB), Y5
+	VBLENDVPS    Y4, Y5, Y6, Y6
+	VCMPPS       $0x03, Y2, Y2, Y4
+	VBLENDVPS    Y4, Y2, Y6, Y6
+	VMOVUPS      Y6, (AX)
+	VMOVMSKPS    Y3, SI
+	MOVB         SI, (BX)
+	ADDQ         $0x20, AX
+	INCQ         BX
+	SUBQ         $0x08, CX
+	JMP          loop
+
+done:
+	VMOVSS X0, (DX)
+	VZEROUPPER
+	RET
+
+// func attnAccumF16(acc *float32, v *uint16, hd int, n int, stride int, e *float32, mask uint64, sum *float32)
+// Requires: AVX, F16C
+TEXT ·attnAccumF16(SB), NOSPLIT, $0-64
+	MOVQ   acc+0(FP), AX
+	MOVQ   v+8(FP), CX
+	MOVQ   hd+16(FP), DX
+	MOVQ   n+24(FP), BX
+	MOVQ   stride+32(FP), SI
+	SHLQ   $0x01, SI
+	MOVQ   e+40(FP), DI
+	MOVQ   mask+48(FP), R8
+	MOVQ   sum+56(FP), R9
+	VMOVSS (R9), X0
+	VMOVSS expfConsts<>+40(SB), X1
+	XORQ   R10, R10
+
+sum:
+	CMPQ   R10, BX
+	JGE    sumdone
+	BTQ    R10, R8
+	JCS    sumnew
+	VADDSS (DI)(R10*4), X0, X0
+	INCQ   R10
+	JMP    sum
+
+sumnew:
+	VMULSS (DI)(R10*4), X0, X0
+	VADDSS X1, X0, X0
+	INCQ   R10
+	JMP    sum
+
+sumdone:
+	VMOVSS X0, (R9)
+
+slab8:
+	CMPQ    DX, $0x40
+	JL      slabdone8
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS 64(AX), Y2
+	VMOVUPS 96(AX), Y3
+	VMOVUPS 128(AX), Y4
+	VMOVUPS 160(AX), Y5
+	VMOVUPS 192(AX), Y6
+	VMOVUPS 224(AX), Y7
+	MOVQ    CX, R9
+	XORQ    R10, R10
+
+pos8:
+	CMPQ         R10, BX
+	JGE          posdone8
+	VBROADCASTSS (DI)(R10*4), Y8
+	BTQ          R10, R8
+	JCS          new8
+	VCVTPH2PS    (R9), Y9
+	VMULPS       Y8, Y9, Y9
+	VADDPS       Y9, Y0, Y0
+	VCVTPS2PH    $0x00, Y0, X0
+	VCVTPH2PS    X0, Y0
+	VCVTPH2PS    16(R9), Y9
+	VMULPS       Y8, Y9, Y9
+	VADDPS       Y9, Y1, Y1
+	VCVTPS2PH    $0x00, Y1, X1
+	VCVTPH2PS    X1, Y1
+	VCVTPH2PS    32(R9), Y9
+	VMULPS       Y8, Y9, Y9
+	VADDPS       Y9, Y2, Y2
+	VCVTPS2PH    $0x00, Y2, X2
+	VCVTPH2PS    X2, Y2
+	VCVTPH2PS    48(R9), Y9
+	VMULPS       Y8, Y9, Y9
+	VADDPS       Y9, Y3, Y3
+	VCVTPS2PH    $0x00, Y3, X3
+	VCVTPH2PS    X3, Y3
+	VCVTPH2PS    64(R9), Y9
+	VMULPS       Y8, Y9, Y9
+	VADDPS       Y9, Y4, Y4
+	VCVTPS2PH    $0x00, Y4, X4
+	VCVTPH2PS    X4, Y4
+	VCVTPH2PS    80(R9), Y9
+	VMULPS       Y8, Y9, Y9
+	VADDPS       Y9, Y5, Y5
+	VCVTPS2PH    $0x00, Y5, X5
+	VCVTPH2PS    X5, Y5
+	VCVTPH2PS    96(R9), Y9
+	VMULPS       Y8, Y9, Y9
+	VADDPS       Y9, Y6, Y6
+	VCVTPS2PH    $0x00, Y6, X6
+	VCVTPH2PS    X6, Y6
+	VCVTPH2PS    112(R9), Y9
+	VMULPS       Y8, Y9, Y9
+	VADDPS       Y9, Y7, Y7
+	VCVTPS2PH    $0x00, Y7, X7
+	VCVTPH2PS    X7, Y7
+
+next8:
+	ADDQ SI, R9
+	INCQ R10
+	JMP  pos8
+
+new8:
+	VMULPS    Y8, Y0, Y0
+	VCVTPS2PH $0x00, Y0, X0
+	VCVTPH2PS X0, Y0
+	VCVTPH2PS (R9), Y9
+	VADDPS    Y9, Y0, Y0
+	VCVTPS2PH $0x00, Y0, X0
+	VCVTPH2PS X0, Y0
+	VMULPS    Y8, Y1, Y1
+	VCVTPS2PH $0x00, Y1, X1
+	VCVTPH2PS X1, Y1
+	VCVTPH2PS 16(R9), Y9
+	VADDPS    Y9, Y1, Y1
+	VCVTPS2PH $0x00, Y1, X1
+	VCVTPH2PS X1, Y1
+	VMULPS    Y8, Y2, Y2
+	VCVTPS2PH $0x00, Y2, X2
+	VCVTPH2PS X2, Y2
+	VCVTPH2PS 32(R9), Y9
+	VADDPS    Y9, Y2, Y2
+	VCVTPS2PH $0x00, Y2, X2
+	VCVTPH2PS X2, Y2
+	VMULPS    Y8, Y3, Y3
+	VCVTPS2PH $0x00, Y3, X3
+	VCVTPH2PS X3, Y3
+	VCVTPH2PS 48(R9), Y9
+	VADDPS    Y9, Y3, Y3
+	VCVTPS2PH $0x00, Y3, X3
+	VCVTPH2PS X3, Y3
+	VMULPS    Y8, Y4, Y4
+	VCVTPS2PH $0x00, Y4, X4
+	VCVTPH2PS X4, Y4
+	VCVTPH2PS 64(R9), Y9
+	VADDPS    Y9, Y4, Y4
+	VCVTPS2PH $0x00, Y4, X4
+	VCVTPH2PS X4, Y4
+	VMULPS    Y8, Y5, Y5
+	VCVTPS2PH $0x00, Y5, X5
+	VCVTPH2PS X5, Y5
+	VCVTPH2PS 80(R9), Y9
+	VADDPS    Y9, Y5, Y5
+	VCVTPS2PH $0x00, Y5, X5
+	VCVTPH2PS X5, Y5
+	VMULPS    Y8, Y6, Y6
+	VCVTPS2PH $0x00, Y6, X6
+	VCVTPH2PS X6, Y6
+	VCVTPH2PS 96(R9), Y9
+	VADDPS    Y9, Y6, Y6
+	VCVTPS2PH $0x00, Y6, X6
+	VCVTPH2PS X6, Y6
+	VMULPS    Y8, Y7, Y7
+	VCVTPS2PH $0x00, Y7, X7
+	VCVTPH2PS X7, Y7
+	VCVTPH2PS 112(R9), Y8
+	VADDPS    Y8, Y7, Y7
+	VCVTPS2PH $0x00, Y7, X7
+	VCVTPH2PS X7, Y7
+	JMP       next8
+
+posdone8:
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	VMOVUPS Y2, 64(AX)
+	VMOVUPS Y3, 96(AX)
+	VMOVUPS Y4, 128(AX)
+	VMOVUPS Y5, 160(AX)
+	VMOVUPS Y6, 192(AX)
+	VMOVUPS Y7, 224(AX)
+	ADDQ    $0x00000100, AX
+	ADDQ    $0x00000080, CX
+	SUBQ    $0x40, DX
+	JMP     slab8
+
+slabdone8:
+slab1:
+	CMPQ    DX, $0x08
+	JL      slabdone1
+	VMOVUPS (AX), Y0
+	MOVQ    CX, R9
+	XORQ    R10, R10
+
+pos1:
+	CMPQ         R10, BX
+	JGE          posdone1
+	VBROADCASTSS (DI)(R10*4), Y1
+	BTQ          R10, R8
+	JCS          new1
+	VCVTPH2PS    (R9), Y2
+	VMULPS       Y1, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VCVTPS2PH    $0x00, Y0, X0
+	VCVTPH2PS    X0, Y0
+
+next1:
+	ADDQ SI, R9
+	INCQ R10
+	JMP  pos1
+
+new1:
+	VMULPS    Y1, Y0, Y0
+	VCVTPS2PH $0x00, Y0, X0
+	VCVTPH2PS X0, Y0
+	VCVTPH2PS (R9), Y1
+	VADDPS    Y1, Y0, Y0
+	VCVTPS2PH $0x00, Y0, X0
+	VCVTPH2PS X0, Y0
+	JMP       next1
+
+posdone1:
+	VMOVUPS Y0, (AX)
+	ADDQ    $0x00000020, AX
+	ADDQ    $0x00000010, CX
+	SUBQ    $0x08, DX
+	JMP     slab1
+
+slabdone1:
+	VZEROUPPER
+	RET

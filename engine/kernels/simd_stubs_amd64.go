@@ -108,3 +108,23 @@ func attnMadF16(acc *uint16, v *uint16, n int, s float32)
 //
 //go:noescape
 func attnScaleF16(acc *uint16, n int, s float32)
+
+// attnScoresF16 sets s[j] = scale·(q·k_j) for j < n, k_j the hd binary16 values at
+// k + j·stride (hd a multiple of 8), as attnSpanGeneric computes it.
+//
+//go:noescape
+func attnScoresF16(k *uint16, q *float32, hd int, n int, stride int, scale float32, s *float32)
+
+// attnExpF16 replaces the n scores at s (padded with -Inf to a multiple of 8) by
+// their online-softmax factors and sets the bits of the new maxima in mask
+// (one byte per 8 scores), starting from and updating the running maximum *mx.
+//
+//go:noescape
+func attnExpF16(s *float32, n int, mx *float32, mask *uint8)
+
+// attnAccumF16 adds the n positions of a chunk to the accumulator acc (hd float32s
+// of binary16 values, hd a multiple of 8) and to *sum: v_j is the hd binary16
+// values at v + j·stride, e_j and bit j of mask come from attnExpF16.
+//
+//go:noescape
+func attnAccumF16(acc *float32, v *uint16, hd int, n int, stride int, e *float32, mask uint64, sum *float32)
