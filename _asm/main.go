@@ -80,6 +80,12 @@ func main() {
 	attnScores()
 	attnExp()
 	attnAccum()
+	actConstants()
+	quantQ8K()
+	quantQ8_0()
+	roundFloats("roundF16AVX2", false)
+	roundFloats("roundBF16AVX2", true)
+	swiglu()
 
 	Generate()
 }

@@ -40,9 +40,7 @@ func (st *attnState) start(q []float32) {
 	} else {
 		st.qr, st.acc = make([]float32, hd), make([]float32, hd)
 	}
-	for i, x := range q {
-		st.qr[i] = RoundF16(x)
-	}
+	roundF16s(st.qr, q)
 	clear(st.acc)
 	st.mx, st.sum = float32(math.Inf(-1)), 0
 }

@@ -56,23 +56,17 @@ func (a *acts) prepare(typ Type, x []float32, rows, cols int) {
 	case F16, BF16:
 		a.buf = grow(a.buf, rows*cols)
 		a.f = a.buf
-		round := RoundF16
 		if typ == BF16 {
-			round = RoundBF16
-		}
-		for i, v := range x[:rows*cols] {
-			a.f[i] = round(v)
+			roundBF16s(a.f, x[:rows*cols])
+		} else {
+			roundF16s(a.f, x[:rows*cols])
 		}
 	case Q8_0:
 		a.q8 = grow(a.q8, rows*cols/qk0)
-		for b := range a.q8 {
-			quantActQ8_0(&a.q8[b], x[b*qk0:(b+1)*qk0])
-		}
+		quantRowsQ8_0(a.q8, x[:rows*cols])
 	case Q8_K:
 		a.q8k = grow(a.q8k, rows*cols/qkK)
-		for b := range a.q8k {
-			quantActQ8K(&a.q8k[b], x[b*qkK:(b+1)*qkK])
-		}
+		quantRowsQ8K(a.q8k, x[:rows*cols])
 	default:
 		panic("kernels: no activation format " + typ.String())
 	}

@@ -81,8 +81,4 @@ func Softmax(x []float32) {
 }
 
 // SwiGLU sets dst = silu(gate) ⊙ up, silu(g) = g/(1+e^-g). dst may alias either.
-func SwiGLU(dst, gate, up []float32) {
-	for i, g := range gate {
-		dst[i] = g / (1 + expf(-g)) * up[i]
-	}
-}
+func SwiGLU(dst, gate, up []float32) { swiglu(dst[:len(gate)], gate, up[:len(gate)]) }

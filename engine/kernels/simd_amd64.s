@@ -2702,3 +2702,505 @@ posdone1:
 slabdone1:
 	VZEROUPPER
 	RET
+
+DATA absMask<>+0(SB)/8, $0x7fffffff7fffffff
+DATA absMask<>+8(SB)/8, $0x7fffffff7fffffff
+DATA absMask<>+16(SB)/8, $0x7fffffff7fffffff
+DATA absMask<>+24(SB)/8, $0x7fffffff7fffffff
+GLOBL absMask<>(SB), RODATA|NOPTR, $32
+
+DATA ones8<>+0(SB)/8, $0x0101010101010101
+DATA ones8<>+8(SB)/8, $0x0101010101010101
+DATA ones8<>+16(SB)/8, $0x0101010101010101
+DATA ones8<>+24(SB)/8, $0x0101010101010101
+GLOBL ones8<>(SB), RODATA|NOPTR, $32
+
+DATA permD<>+0(SB)/8, $0x0000000400000000
+DATA permD<>+8(SB)/8, $0x0000000500000001
+DATA permD<>+16(SB)/8, $0x0000000600000002
+DATA permD<>+24(SB)/8, $0x0000000700000003
+GLOBL permD<>(SB), RODATA|NOPTR, $32
+
+DATA actConsts<>+0(SB)/8, $0x42fe0000c2fe0000
+DATA actConsts<>+8(SB)/8, $0x000000003f800000
+GLOBL actConsts<>(SB), RODATA|NOPTR, $16
+
+// func quantQ8KAVX2(x *float32, nb int, y *byte)
+// Requires: AVX, AVX2
+TEXT ·quantQ8KAVX2(SB), NOSPLIT, $0-24
+	MOVQ    x+0(FP), AX
+	MOVQ    nb+8(FP), CX
+	MOVQ    y+16(FP), DX
+	VMOVDQU absMask<>+0(SB), Y0
+	VMOVDQU permD<>+0(SB), Y1
+
+block:
+	TESTQ      CX, CX
+	JZ         done
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	VXORPS     Y4, Y4, Y4
+	VXORPS     Y5, Y5, Y5
+	VANDPS     (AX), Y0, Y6
+	VMAXPS     Y2, Y6, Y2
+	VANDPS     32(AX), Y0, Y6
+	VMAXPS     Y3, Y6, Y3
+	VANDPS     64(AX), Y0, Y6
+	VMAXPS     Y4, Y6, Y4
+	VANDPS     96(AX), Y0, Y6
+	VMAXPS     Y5, Y6, Y5
+	VANDPS     128(AX), Y0, Y6
+	VMAXPS     Y2, Y6, Y2
+	VANDPS     160(AX), Y0, Y6
+	VMAXPS     Y3, Y6, Y3
+	VANDPS     192(AX), Y0, Y6
+	VMAXPS     Y4, Y6, Y4
+	VANDPS     224(AX), Y0, Y6
+	VMAXPS     Y5, Y6, Y5
+	VANDPS     256(AX), Y0, Y6
+	VMAXPS     Y2, Y6, Y2
+	VANDPS     288(AX), Y0, Y6
+	VMAXPS     Y3, Y6, Y3
+	VANDPS     320(AX), Y0, Y6
+	VMAXPS     Y4, Y6, Y4
+	VANDPS     352(AX), Y0, Y6
+	VMAXPS     Y5, Y6, Y5
+	VANDPS     384(AX), Y0, Y6
+	VMAXPS     Y2, Y6, Y2
+	VANDPS     416(AX), Y0, Y6
+	VMAXPS     Y3, Y6, Y3
+	VANDPS     448(AX), Y0, Y6
+	VMAXPS     Y4, Y6, Y4
+	VANDPS     480(AX), Y0, Y6
+	VMAXPS     Y5, Y6, Y5
+	VANDPS     512(AX), Y0, Y6
+	VMAXPS     Y2, Y6, Y2
+	VANDPS     544(AX), Y0, Y6
+	VMAXPS     Y3, Y6, Y3
+	VANDPS     576(AX), Y0, Y6
+	VMAXPS     Y4, Y6, Y4
+	VANDPS     608(AX), Y0, Y6
+	VMAXPS     Y5, Y6, Y5
+	VANDPS     640(AX), Y0, Y6
+	VMAXPS     Y2, Y6, Y2
+	VANDPS     672(AX), Y0, Y6
+	VMAXPS     Y3, Y6, Y3
+	VANDPS     704(AX), Y0, Y6
+	VMAXPS     Y4, Y6, Y4
+	VANDPS     736(AX), Y0, Y6
+	VMAXPS     Y5, Y6, Y5
+	VANDPS     768(AX), Y0, Y6
+	VMAXPS     Y2, Y6, Y2
+	VANDPS     800(AX), Y0, Y6
+	VMAXPS     Y3, Y6, Y3
+	VANDPS     832(AX), Y0, Y6
+	VMAXPS     Y4, Y6, Y4
+	VANDPS     864(AX), Y0, Y6
+	VMAXPS     Y5, Y6, Y5
+	VANDPS     896(AX), Y0, Y6
+	VMAXPS     Y2, Y6, Y2
+	VANDPS     928(AX), Y0, Y6
+	VMAXPS     Y3, Y6, Y3
+	VANDPS     960(AX), Y0, Y6
+	VMAXPS     Y4, Y6, Y4
+	VANDPS     992(AX), Y0, Y6
+	VMAXPS     Y5, Y6, Y5
+	VMAXPS     Y3, Y2, Y2
+	VMAXPS     Y5, Y4, Y4
+	VMAXPS     Y4, Y2, Y2
+	VPERM2F128 $0x01, Y2, Y2, Y3
+	VMAXPS     Y3, Y2, Y2
+	VSHUFPS    $0x4e, Y2, Y2, Y3
+	VMAXPS     Y3, Y2, Y2
+	VSHUFPS    $0xb1, Y2, Y2, Y3
+	VMAXPS     Y3, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	VUCOMISS   X3, X2
+	JNE        nonzero
+	VMOVDQU    Y3, (DX)
+	VMOVDQU    Y3, 32(DX)
+	VMOVDQU    Y3, 64(DX)
+	VMOVDQU    Y3, 96(DX)
+	VMOVDQU    Y3, 128(DX)
+	VMOVDQU    Y3, 160(DX)
+	VMOVDQU    Y3, 192(DX)
+	VMOVDQU    Y3, 224(DX)
+	VMOVDQU    Y3, 256(DX)
+	MOVL       $0x00000000, 288(DX)
+	JMP        next
+
+nonzero:
+	XORQ BX, BX
+
+find:
+	VANDPS    (AX)(BX*4), Y0, Y3
+	VCMPPS    $0x00, Y2, Y3, Y3
+	VMOVMSKPS Y3, SI
+	TESTL     SI, SI
+	JNZ       found
+	ADDQ      $0x08, BX
+	JMP       find
+
+found:
+	BSFL         SI, SI
+	ADDQ         SI, BX
+	VMOVSS       (AX)(BX*4), X2
+	VMOVSS       actConsts<>+0(SB), X3
+	VDIVSS       X2, X3, X3
+	VMOVSS       actConsts<>+8(SB), X2
+	VDIVSS       X3, X2, X2
+	VMOVSS       X2, (DX)
+	VBROADCASTSS X3, Y2
+	VMOVDQU      ones8<>+0(SB), Y3
+	VMOVDQU      ones16<>+0(SB), Y4
+	VMULPS       (AX), Y2, Y5
+	VCVTPS2DQ    Y5, Y5
+	VMULPS       32(AX), Y2, Y6
+	VCVTPS2DQ    Y6, Y6
+	VMULPS       64(AX), Y2, Y7
+	VCVTPS2DQ    Y7, Y7
+	VMULPS       96(AX), Y2, Y8
+	VCVTPS2DQ    Y8, Y8
+	VPACKSSDW    Y6, Y5, Y5
+	VPACKSSDW    Y8, Y7, Y7
+	VPACKSSWB    Y7, Y5, Y5
+	VPERMD       Y5, Y1, Y5
+	VMOVDQU      Y5, 4(DX)
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VMULPS       128(AX), Y2, Y6
+	VCVTPS2DQ    Y6, Y6
+	VMULPS       160(AX), Y2, Y7
+	VCVTPS2DQ    Y7, Y7
+	VMULPS       192(AX), Y2, Y8
+	VCVTPS2DQ    Y8, Y8
+	VMULPS       224(AX), Y2, Y9
+	VCVTPS2DQ    Y9, Y9
+	VPACKSSDW    Y7, Y6, Y6
+	VPACKSSDW    Y9, Y8, Y8
+	VPACKSSWB    Y8, Y6, Y6
+	VPERMD       Y6, Y1, Y6
+	VMOVDQU      Y6, 36(DX)
+	VPMADDUBSW   Y6, Y3, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPHADDD      Y6, Y5, Y5
+	VMULPS       256(AX), Y2, Y6
+	VCVTPS2DQ    Y6, Y6
+	VMULPS       288(AX), Y2, Y7
+	VCVTPS2DQ    Y7, Y7
+	VMULPS       320(AX), Y2, Y8
+	VCVTPS2DQ    Y8, Y8
+	VMULPS       352(AX), Y2, Y9
+	VCVTPS2DQ    Y9, Y9
+	VPACKSSDW    Y7, Y6, Y6
+	VPACKSSDW    Y9, Y8, Y8
+	VPACKSSWB    Y8, Y6, Y6
+	VPERMD       Y6, Y1, Y6
+	VMOVDQU      Y6, 68(DX)
+	VPMADDUBSW   Y6, Y3, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VMULPS       384(AX), Y2, Y7
+	VCVTPS2DQ    Y7, Y7
+	VMULPS       416(AX), Y2, Y8
+	VCVTPS2DQ    Y8, Y8
+	VMULPS       448(AX), Y2, Y9
+	VCVTPS2DQ    Y9, Y9
+	VMULPS       480(AX), Y2, Y10
+	VCVTPS2DQ    Y10, Y10
+	VPACKSSDW    Y8, Y7, Y7
+	VPACKSSDW    Y10, Y9, Y9
+	VPACKSSWB    Y9, Y7, Y7
+	VPERMD       Y7, Y1, Y7
+	VMOVDQU      Y7, 100(DX)
+	VPMADDUBSW   Y7, Y3, Y7
+	VPMADDWD     Y4, Y7, Y7
+	VPHADDD      Y7, Y6, Y6
+	VPHADDD      Y6, Y5, Y5
+	VPERMD       Y5, Y1, Y5
+	VMULPS       512(AX), Y2, Y6
+	VCVTPS2DQ    Y6, Y6
+	VMULPS       544(AX), Y2, Y7
+	VCVTPS2DQ    Y7, Y7
+	VMULPS       576(AX), Y2, Y8
+	VCVTPS2DQ    Y8, Y8
+	VMULPS       608(AX), Y2, Y9
+	VCVTPS2DQ    Y9, Y9
+	VPACKSSDW    Y7, Y6, Y6
+	VPACKSSDW    Y9, Y8, Y8
+	VPACKSSWB    Y8, Y6, Y6
+	VPERMD       Y6, Y1, Y6
+	VMOVDQU      Y6, 132(DX)
+	VPMADDUBSW   Y6, Y3, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VMULPS       640(AX), Y2, Y7
+	VCVTPS2DQ    Y7, Y7
+	VMULPS       672(AX), Y2, Y8
+	VCVTPS2DQ    Y8, Y8
+	VMULPS       704(AX), Y2, Y9
+	VCVTPS2DQ    Y9, Y9
+	VMULPS       736(AX), Y2, Y10
+	VCVTPS2DQ    Y10, Y10
+	VPACKSSDW    Y8, Y7, Y7
+	VPACKSSDW    Y10, Y9, Y9
+	VPACKSSWB    Y9, Y7, Y7
+	VPERMD       Y7, Y1, Y7
+	VMOVDQU      Y7, 164(DX)
+	VPMADDUBSW   Y7, Y3, Y7
+	VPMADDWD     Y4, Y7, Y7
+	VPHADDD      Y7, Y6, Y6
+	VMULPS       768(AX), Y2, Y7
+	VCVTPS2DQ    Y7, Y7
+	VMULPS       800(AX), Y2, Y8
+	VCVTPS2DQ    Y8, Y8
+	VMULPS       832(AX), Y2, Y9
+	VCVTPS2DQ    Y9, Y9
+	VMULPS       864(AX), Y2, Y10
+	VCVTPS2DQ    Y10, Y10
+	VPACKSSDW    Y8, Y7, Y7
+	VPACKSSDW    Y10, Y9, Y9
+	VPACKSSWB    Y9, Y7, Y7
+	VPERMD       Y7, Y1, Y7
+	VMOVDQU      Y7, 196(DX)
+	VPMADDUBSW   Y7, Y3, Y7
+	VPMADDWD     Y4, Y7, Y7
+	VMULPS       896(AX), Y2, Y8
+	VCVTPS2DQ    Y8, Y8
+	VMULPS       928(AX), Y2, Y9
+	VCVTPS2DQ    Y9, Y9
+	VMULPS       960(AX), Y2, Y10
+	VCVTPS2DQ    Y10, Y10
+	VMULPS       992(AX), Y2, Y2
+	VCVTPS2DQ    Y2, Y2
+	VPACKSSDW    Y9, Y8, Y8
+	VPACKSSDW    Y2, Y10, Y10
+	VPACKSSWB    Y10, Y8, Y8
+	VPERMD       Y8, Y1, Y8
+	VMOVDQU      Y8, 228(DX)
+	VPMADDUBSW   Y8, Y3, Y8
+	VPMADDWD     Y4, Y8, Y8
+	VPHADDD      Y8, Y7, Y2
+	VPHADDD      Y2, Y6, Y2
+	VPERMD       Y2, Y1, Y2
+	VPACKSSDW    Y2, Y5, Y5
+	VPERMQ       $0xd8, Y5, Y5
+	VMOVDQU      Y5, 260(DX)
+
+next:
+	ADDQ $0x00000400, AX
+	ADDQ $0x00000124, DX
+	DECQ CX
+	JMP  block
+
+done:
+	VZEROUPPER
+	RET
+
+// func quantQ8_0AVX2(x *float32, nb int, y *byte)
+// Requires: AVX, AVX2, F16C
+TEXT ·quantQ8_0AVX2(SB), NOSPLIT, $0-24
+	MOVQ    x+0(FP), AX
+	MOVQ    nb+8(FP), CX
+	MOVQ    y+16(FP), DX
+	VMOVDQU absMask<>+0(SB), Y0
+	VMOVDQU permD<>+0(SB), Y1
+	VMOVSS  actConsts<>+4(SB), X2
+	VXORPS  X3, X3, X3
+
+block:
+	TESTQ        CX, CX
+	JZ           done
+	VANDPS       (AX), Y0, Y4
+	VANDPS       32(AX), Y0, Y5
+	VANDPS       64(AX), Y0, Y6
+	VANDPS       96(AX), Y0, Y7
+	VMAXPS       Y5, Y4, Y4
+	VMAXPS       Y7, Y6, Y6
+	VMAXPS       Y6, Y4, Y4
+	VPERM2F128   $0x01, Y4, Y4, Y5
+	VMAXPS       Y5, Y4, Y4
+	VSHUFPS      $0x4e, Y4, Y4, Y5
+	VMAXPS       Y5, Y4, Y4
+	VSHUFPS      $0xb1, Y4, Y4, Y5
+	VMAXPS       Y5, Y4, Y4
+	VDIVSS       X2, X4, X5
+	VCVTPS2PH    $0x00, X5, X5
+	VCVTPH2PS    X5, X5
+	VMOVSS       X5, (DX)
+	VDIVSS       X4, X2, X5
+	VCMPSS       $0x04, X3, X4, X4
+	VANDPS       X4, X5, X5
+	VBROADCASTSS X5, Y4
+	VMULPS       (AX), Y4, Y5
+	VCVTPS2DQ    Y5, Y5
+	VMULPS       32(AX), Y4, Y6
+	VCVTPS2DQ    Y6, Y6
+	VMULPS       64(AX), Y4, Y7
+	VCVTPS2DQ    Y7, Y7
+	VMULPS       96(AX), Y4, Y4
+	VCVTPS2DQ    Y4, Y4
+	VPACKSSDW    Y6, Y5, Y5
+	VPACKSSDW    Y4, Y7, Y7
+	VPACKSSWB    Y7, Y5, Y5
+	VPERMD       Y5, Y1, Y5
+	VMOVDQU      Y5, 4(DX)
+	ADDQ         $0x00000080, AX
+	ADDQ         $0x24, DX
+	DECQ         CX
+	JMP          block
+
+done:
+	VZEROUPPER
+	RET
+
+// func roundF16AVX2(dst *float32, src *float32, n int)
+// Requires: AVX, F16C
+TEXT ·roundF16AVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), AX
+	MOVQ src+8(FP), CX
+	MOVQ n+16(FP), DX
+
+loop:
+	TESTQ     DX, DX
+	JZ        done
+	VMOVUPS   (CX), Y0
+	VCVTPS2PH $0x00, Y0, X0
+	VCVTPH2PS X0, Y0
+	VMOVUPS   Y0, (AX)
+	ADDQ      $0x20, CX
+	ADDQ      $0x20, AX
+	SUBQ      $0x08, DX
+	JMP       loop
+
+done:
+	VZEROUPPER
+	RET
+
+// func roundBF16AVX2(dst *float32, src *float32, n int)
+// Requires: AVX, AVX2
+TEXT ·roundBF16AVX2(SB), NOSPLIT, $0-24
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         n+16(FP), DX
+	VMOVDQU      absMask<>+0(SB), Y0
+	MOVL         $0x00007fff, BX
+	VMOVD        BX, X1
+	VPBROADCASTD X1, Y1
+	MOVL         $0x00000001, BX
+	VMOVD        BX, X2
+	VPBROADCASTD X2, Y2
+	MOVL         $0xffff0000, BX
+	VMOVD        BX, X3
+	VPBROADCASTD X3, Y3
+	MOVL         $0x00400000, BX
+	VMOVD        BX, X4
+	VPBROADCASTD X4, Y4
+	MOVL         $0x7f800000, BX
+	VMOVD        BX, X5
+	VPBROADCASTD X5, Y5
+
+loop:
+	TESTQ     DX, DX
+	JZ        done
+	VMOVUPS   (CX), Y6
+	VPSRLD    $0x10, Y6, Y7
+	VPAND     Y2, Y7, Y7
+	VPADDD    Y1, Y7, Y7
+	VPADDD    Y6, Y7, Y8
+	VPAND     Y3, Y8, Y8
+	VPAND     Y0, Y6, Y9
+	VPCMPGTD  Y5, Y9, Y9
+	VPOR      Y4, Y6, Y7
+	VPAND     Y3, Y7, Y7
+	VBLENDVPS Y9, Y7, Y8, Y6
+	VMOVUPS   Y6, (AX)
+	ADDQ      $0x20, CX
+	ADDQ      $0x20, AX
+	SUBQ      $0x08, DX
+	JMP       loop
+
+done:
+	VZEROUPPER
+	RET
+
+// func swigluAVX2(dst *float32, gate *float32, up *float32, n int)
+// Requires: AVX, AVX2
+TEXT ·swigluAVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ gate+8(FP), CX
+	MOVQ up+16(FP), DX
+	MOVQ n+24(FP), BX
+
+loop:
+	TESTQ        BX, BX
+	JZ           done
+	VMOVUPS      (CX), Y0
+	VBROADCASTSS expfConsts<>+56(SB), Y1
+	VXORPS       Y1, Y0, Y1
+	VBROADCASTSS expfConsts<>+0(SB), Y2
+	VMULPS       Y2, Y1, Y2
+	VBROADCASTSS expfConsts<>+4(SB), Y3
+	VADDPS       Y3, Y2, Y2
+	VROUNDPS     $0x01, Y2, Y2
+	VBROADCASTSS expfConsts<>+8(SB), Y3
+	VMULPS       Y3, Y2, Y4
+	VSUBPS       Y4, Y1, Y3
+	VBROADCASTSS expfConsts<>+12(SB), Y4
+	VMULPS       Y4, Y2, Y4
+	VSUBPS       Y4, Y3, Y3
+	VBROADCASTSS expfConsts<>+16(SB), Y4
+	VMULPS       Y3, Y4, Y4
+	VBROADCASTSS expfConsts<>+20(SB), Y5
+	VADDPS       Y5, Y4, Y4
+	VMULPS       Y3, Y4, Y4
+	VBROADCASTSS expfConsts<>+24(SB), Y5
+	VADDPS       Y5, Y4, Y4
+	VMULPS       Y3, Y4, Y4
+	VBROADCASTSS expfConsts<>+28(SB), Y5
+	VADDPS       Y5, Y4, Y4
+	VMULPS       Y3, Y4, Y4
+	VBROADCASTSS expfConsts<>+32(SB), Y5
+	VADDPS       Y5, Y4, Y4
+	VMULPS       Y3, Y4, Y4
+	VBROADCASTSS expfConsts<>+36(SB), Y5
+	VADDPS       Y5, Y4, Y4
+	VMULPS       Y3, Y4, Y4
+	VMULPS       Y3, Y4, Y4
+	VADDPS       Y3, Y4, Y4
+	VBROADCASTSS expfConsts<>+40(SB), Y3
+	VADDPS       Y3, Y4, Y4
+	VCVTTPS2DQ   Y2, Y2
+	VPSRLD       $0x1f, Y2, Y3
+	VPADDD       Y2, Y3, Y3
+	VPSRAD       $0x01, Y3, Y3
+	VPSUBD       Y3, Y2, Y2
+	VBROADCASTSS expfConsts<>+60(SB), Y5
+	VPADDD       Y5, Y3, Y3
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y5, Y2, Y2
+	VPSLLD       $0x17, Y2, Y2
+	VMULPS       Y3, Y4, Y4
+	VMULPS       Y2, Y4, Y4
+	VBROADCASTSS expfConsts<>+48(SB), Y2
+	VCMPPS       $0x11, Y2, Y1, Y2
+	VXORPS       Y3, Y3, Y3
+	VBLENDVPS    Y2, Y3, Y4, Y4
+	VBROADCASTSS expfConsts<>+44(SB), Y2
+	VCMPPS       $0x1e, Y2, Y1, Y2
+	VBROADCASTSS expfConsts<>+52(SB), Y3
+	VBLENDVPS    Y2, Y3, Y4, Y4
+	VCMPPS       $0x03, Y1, Y1, Y2
+	VBLENDVPS    Y2, Y1, Y4, Y4
+	VBROADCASTSS expfConsts<>+40(SB), Y1
+	VADDPS       Y1, Y4, Y4
+	VDIVPS       Y4, Y0, Y0
+	VMULPS       (DX), Y0, Y0
+	VMOVUPS      Y0, (AX)
+	ADDQ         $0x20, CX
+	ADDQ         $0x20, DX
+	ADDQ         $0x20, AX
+	SUBQ         $0x08, BX
+	JMP          loop
+
+done:
+	VZEROUPPER
+	RET

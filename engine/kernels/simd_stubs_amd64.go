@@ -128,3 +128,28 @@ func attnExpF16(s *float32, n int, mx *float32, mask *uint8)
 //
 //go:noescape
 func attnAccumF16(acc *float32, v *uint16, hd int, n int, stride int, e *float32, mask uint64, sum *float32)
+
+// quantQ8KAVX2 quantizes the nb·256 float32 at x to nb q8KBlocks at y as quantActQ8K does.
+//
+//go:noescape
+func quantQ8KAVX2(x *float32, nb int, y *byte)
+
+// quantQ8_0AVX2 quantizes the nb·32 float32 at x to nb q8Blocks at y as quantActQ8_0 does.
+//
+//go:noescape
+func quantQ8_0AVX2(x *float32, nb int, y *byte)
+
+// roundF16AVX2 sets dst[i] = RoundF16(src[i]) for i < n, n a multiple of 8.
+//
+//go:noescape
+func roundF16AVX2(dst *float32, src *float32, n int)
+
+// roundBF16AVX2 sets dst[i] = RoundBF16(src[i]) for i < n, n a multiple of 8.
+//
+//go:noescape
+func roundBF16AVX2(dst *float32, src *float32, n int)
+
+// swigluAVX2 sets dst[i] = gate[i]/(1+expf(-gate[i]))·up[i] for i < n, n a multiple of 8.
+//
+//go:noescape
+func swigluAVX2(dst *float32, gate *float32, up *float32, n int)
