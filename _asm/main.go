@@ -86,6 +86,11 @@ func main() {
 	roundFloats("roundF16AVX2", false)
 	roundFloats("roundBF16AVX2", true)
 	swiglu()
+	for _, typ := range []string{"Q4K", "Q6K"} {
+		for _, rt := range [][2]int{{8, 1}, {1, 16}, {1, 8}, {1, 4}} {
+			dotKTile(typ, rt[0], rt[1])
+		}
+	}
 
 	Generate()
 }

@@ -45,6 +45,7 @@ type acts struct {
 	buf  []float32  // f's storage for F16 and BF16
 	q8   []q8Block  // Q8_0
 	q8k  []q8KBlock // Q8_K
+	ydT  []float32  // Q8_K with rows > 1: ydT[b*rows+t] = q8k[t*nb+b].d
 	rows int
 }
 
@@ -67,6 +68,15 @@ func (a *acts) prepare(typ Type, x []float32, rows, cols int) {
 	case Q8_K:
 		a.q8k = grow(a.q8k, rows*cols/qkK)
 		quantRowsQ8K(a.q8k, x[:rows*cols])
+		if rows > 1 {
+			nb := cols / qkK
+			a.ydT = grow(a.ydT, nb*rows)
+			for t := 0; t < rows; t++ {
+				for b, y := range a.q8k[t*nb : (t+1)*nb] {
+					a.ydT[b*rows+t] = y.d
+				}
+			}
+		}
 	default:
 		panic("kernels: no activation format " + typ.String())
 	}
@@ -256,7 +266,7 @@ type matMul struct {
 func (m *matMul) rows(lo, hi int) {
 	w, a, dst := m.w, m.a, m.dst
 	if m.nTok == 1 {
-		for r := lo; r < hi; r++ {
+		for r := m.fastRows(lo, hi); r < hi; r++ {
 			dst[r] = dotRow(w.Type, w.Data[r*m.rb:(r+1)*m.rb], a, 0)
 		}
 		return
@@ -266,8 +276,12 @@ func (m *matMul) rows(lo, hi int) {
 	// batched kernels (the same bits per token as one token at a time).
 	var buf [tokChunk]float32
 	for t0 := 0; t0 < m.nTok; t0 += tokChunk {
-		out := buf[:min(tokChunk, m.nTok-t0)]
+		nt := min(tokChunk, m.nTok-t0)
 		for r := lo; r < hi; r++ {
+			if m.fastTokens(r, t0, nt) {
+				continue
+			}
+			out := buf[:nt]
 			dotRowsAt(w.Type, w.Data[r*m.rb:(r+1)*m.rb], a, t0, out)
 			for i, v := range out {
 				dst[(t0+i)*w.Rows+r] = v

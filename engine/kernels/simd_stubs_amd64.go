@@ -153,3 +153,51 @@ func roundBF16AVX2(dst *float32, src *float32, n int)
 //
 //go:noescape
 func swigluAVX2(dst *float32, gate *float32, up *float32, n int)
+
+// dotQ4KAVX512r8t1 sets out[t·os + r] = dotQ4KAVX512(x + r·rb, y + t·ys, nb) for r < 8, t < 1;
+// yd + b·yds holds y.d of block b of the tokens, one float32 per token.
+//
+//go:noescape
+func dotQ4KAVX512r8t1(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb int, out *float32, os int)
+
+// dotQ4KAVX512r1t16 sets out[t·os + r] = dotQ4KAVX512(x + r·rb, y + t·ys, nb) for r < 1, t < 16;
+// yd + b·yds holds y.d of block b of the tokens, one float32 per token.
+//
+//go:noescape
+func dotQ4KAVX512r1t16(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb int, out *float32, os int)
+
+// dotQ4KAVX512r1t8 sets out[t·os + r] = dotQ4KAVX512(x + r·rb, y + t·ys, nb) for r < 1, t < 8;
+// yd + b·yds holds y.d of block b of the tokens, one float32 per token.
+//
+//go:noescape
+func dotQ4KAVX512r1t8(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb int, out *float32, os int)
+
+// dotQ4KAVX512r1t4 sets out[t·os + r] = dotQ4KAVX512(x + r·rb, y + t·ys, nb) for r < 1, t < 4;
+// yd + b·yds holds y.d of block b of the tokens, one float32 per token.
+//
+//go:noescape
+func dotQ4KAVX512r1t4(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb int, out *float32, os int)
+
+// dotQ6KAVX512r8t1 sets out[t·os + r] = dotQ6KAVX512(x + r·rb, y + t·ys, nb) for r < 8, t < 1;
+// yd + b·yds holds y.d of block b of the tokens, one float32 per token.
+//
+//go:noescape
+func dotQ6KAVX512r8t1(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb int, out *float32, os int)
+
+// dotQ6KAVX512r1t16 sets out[t·os + r] = dotQ6KAVX512(x + r·rb, y + t·ys, nb) for r < 1, t < 16;
+// yd + b·yds holds y.d of block b of the tokens, one float32 per token.
+//
+//go:noescape
+func dotQ6KAVX512r1t16(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb int, out *float32, os int)
+
+// dotQ6KAVX512r1t8 sets out[t·os + r] = dotQ6KAVX512(x + r·rb, y + t·ys, nb) for r < 1, t < 8;
+// yd + b·yds holds y.d of block b of the tokens, one float32 per token.
+//
+//go:noescape
+func dotQ6KAVX512r1t8(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb int, out *float32, os int)
+
+// dotQ6KAVX512r1t4 sets out[t·os + r] = dotQ6KAVX512(x + r·rb, y + t·ys, nb) for r < 1, t < 4;
+// yd + b·yds holds y.d of block b of the tokens, one float32 per token.
+//
+//go:noescape
+func dotQ6KAVX512r1t4(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb int, out *float32, os int)
