@@ -91,6 +91,13 @@ func main() {
 			dotKTile(typ, rt[0], rt[1])
 		}
 	}
+	tile0Constants()
+	for _, typ := range []string{"Q8_0", "Q4_0"} {
+		for _, rt := range [][2]int{{8, 1}, {1, 16}, {1, 8}, {1, 4}} {
+			dot0Tile(typ, rt[0], rt[1])
+		}
+	}
+	q8Pairs()
 
 	Generate()
 }

@@ -46,6 +46,7 @@ type acts struct {
 	q8   []q8Block  // Q8_0
 	q8k  []q8KBlock // Q8_K
 	ydT  []float32  // Q8_K with rows > 1: ydT[b*rows+t] = q8k[t*nb+b].d
+	q8p  []q8Pair   // Q8_0 with rows > 1, for the tile kernels (tile_amd64.go)
 	rows int
 }
 
@@ -65,6 +66,9 @@ func (a *acts) prepare(typ Type, x []float32, rows, cols int) {
 	case Q8_0:
 		a.q8 = grow(a.q8, rows*cols/qk0)
 		quantRowsQ8_0(a.q8, x[:rows*cols])
+		if rows > 1 {
+			a.preparePairs()
+		}
 	case Q8_K:
 		a.q8k = grow(a.q8k, rows*cols/qkK)
 		quantRowsQ8K(a.q8k, x[:rows*cols])

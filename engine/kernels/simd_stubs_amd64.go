@@ -201,3 +201,55 @@ func dotQ6KAVX512r1t8(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb
 //
 //go:noescape
 func dotQ6KAVX512r1t4(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb int, out *float32, os int)
+
+// dotQ8_0AVX512r8t1 sets out[r] = dotQ8_0AVX512(x + r·rb, y, nb) for r < 8.
+//
+//go:noescape
+func dotQ8_0AVX512r8t1(x *byte, rb int, y *byte, nb int, out *float32)
+
+// dotQ8_0AVX512r1t16 sets out[t·os] = dotQ8_0AVX512(x, token t, nb) for t < 16, token t's
+// blocks as q8Pairs at y + t·ys.
+//
+//go:noescape
+func dotQ8_0AVX512r1t16(x *byte, y *byte, ys int, nb int, out *float32, os int)
+
+// dotQ8_0AVX512r1t8 sets out[t·os] = dotQ8_0AVX512(x, token t, nb) for t < 8, token t's
+// blocks as q8Pairs at y + t·ys.
+//
+//go:noescape
+func dotQ8_0AVX512r1t8(x *byte, y *byte, ys int, nb int, out *float32, os int)
+
+// dotQ8_0AVX512r1t4 sets out[t·os] = dotQ8_0AVX512(x, token t, nb) for t < 4, token t's
+// blocks as q8Pairs at y + t·ys.
+//
+//go:noescape
+func dotQ8_0AVX512r1t4(x *byte, y *byte, ys int, nb int, out *float32, os int)
+
+// dotQ4_0AVX512r8t1 sets out[r] = dotQ4_0AVX512(x + r·rb, y, nb) for r < 8.
+//
+//go:noescape
+func dotQ4_0AVX512r8t1(x *byte, rb int, y *byte, nb int, out *float32)
+
+// dotQ4_0AVX512r1t16 sets out[t·os] = dotQ4_0AVX512(x, token t, nb) for t < 16, token t's
+// blocks as q8Pairs at y + t·ys.
+//
+//go:noescape
+func dotQ4_0AVX512r1t16(x *byte, y *byte, ys int, nb int, out *float32, os int)
+
+// dotQ4_0AVX512r1t8 sets out[t·os] = dotQ4_0AVX512(x, token t, nb) for t < 8, token t's
+// blocks as q8Pairs at y + t·ys.
+//
+//go:noescape
+func dotQ4_0AVX512r1t8(x *byte, y *byte, ys int, nb int, out *float32, os int)
+
+// dotQ4_0AVX512r1t4 sets out[t·os] = dotQ4_0AVX512(x, token t, nb) for t < 4, token t's
+// blocks as q8Pairs at y + t·ys.
+//
+//go:noescape
+func dotQ4_0AVX512r1t4(x *byte, y *byte, ys int, nb int, out *float32, os int)
+
+// q8PairsAVX512 converts nb q8Blocks at y to (nb+1)/2 q8Pairs at out (a last odd
+// block's pair padded with zeros).
+//
+//go:noescape
+func q8PairsAVX512(y *byte, nb int, out *byte)
