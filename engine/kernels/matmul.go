@@ -252,7 +252,7 @@ func MatMul(dst []float32, w Matrix, x []float32, nTok int) {
 	}
 	defer poolMu.Unlock()
 	j := &theJob
-	j.start(w.Rows, w.Cols*nTok, p.Size())
+	j.start(w.Rows, w.Cols*nTok, p.Size(), 8)
 	j.mm, j.isMM = mm, true
 	p.Run(j, p.Size(), 1)
 	j.mm, j.isMM = matMul{}, false
@@ -315,7 +315,7 @@ func Parallel(n, cost int, work func(lo, hi int)) {
 	}
 	defer poolMu.Unlock()
 	j := &theJob
-	j.start(n, cost, p.Size())
+	j.start(n, cost, p.Size(), 1)
 	j.f = work
 	p.Run(j, p.Size(), 1)
 	j.f = nil

@@ -18,7 +18,7 @@ type job struct {
 	next atomic.Int64 // the first row not yet taken
 	_    [56]byte     // the counter on its own cache line
 
-	n, half, minChunk, workers int
+	n, half, minChunk, workers, grain int
 	f                          func(lo, hi int)
 	mm                         matMul
 	isMM                       bool
@@ -29,13 +29,17 @@ var theJob job // guarded by poolMu
 // minChunkWork is the least work (in MatMul's multiply-adds) a dynamic chunk holds.
 const minChunkWork = 1 << 13
 
-// start sets up a job over [0, n) for workers workers, each row costing cost.
-func (j *job) start(n, cost, workers int) {
-	j.n, j.workers = n, workers
-	j.half = n / 2
-	j.minChunk = max(1, minChunkWork/max(cost, 1))
+// start sets up a job over [0, n) for workers workers, each row costing cost;
+// the parts are multiples of grain rows (but the last), so that the multi-row
+// kernels get whole groups.
+func (j *job) start(n, cost, workers, grain int) {
+	j.n, j.workers, j.grain = n, workers, grain
+	j.half = n / 2 / (workers * grain) * (workers * grain)
+	j.minChunk = roundUp(max(1, minChunkWork/max(cost, 1)), grain)
 	j.next.Store(int64(j.half))
 }
+
+func roundUp(n, m int) int { return (n + m - 1) / m * m }
 
 func (j *job) run(lo, hi int) {
 	if j.isMM {
@@ -58,7 +62,7 @@ func (j *job) RunRange(w, _, _ int) {
 		if left <= 0 {
 			return
 		}
-		size := min(left, max(j.minChunk, left/(4*j.workers)))
+		size := min(left, max(j.minChunk, left/(4*j.workers)/j.grain*j.grain))
 		if j.next.CompareAndSwap(int64(cur), int64(cur+size)) {
 			j.run(cur, cur+size)
 		}
