@@ -5,8 +5,9 @@
 //
 // Each kernel has an AVX2 (+FMA, F16C) form and, where it pays off, an AVX-512
 // (BW, VL, VNNI) form that keeps the AVX2 form's operations and order; the
-// K-quant and Q8_0 kernels also have a four-token form (…x4) sharing the weight
-// unpacking between activation rows. engine/kernels/simd_generic.go documents
+// K-quant AVX2 kernels also have a two-token form (…x2) sharing the weight
+// unpacking between activation rows; on AVX-512 the tiles of tile.go and tile0.go
+// take several rows or tokens at once. engine/kernels/simd_generic.go documents
 // the numerics. avo's instruction table lacks AVX-512 VNNI, so VPDPBUSD and
 // VPDPWSSD are emitted raw; the AVX-512 kernels may be given X16-X31, so their
 // helpers pick EVEX forms (see evex).
@@ -58,14 +59,11 @@ func main() {
 	dotQ4KAVX2(1)
 	dotQ4KAVX2(2)
 	dotQ4KAVX512(1)
-	dotQ4KAVX512(4)
 	dotQ6KAVX2(1)
 	dotQ6KAVX2(2)
 	dotQ6KAVX512(1)
-	dotQ6KAVX512(4)
 	dotQ8_0AVX2()
 	dotQ8_0AVX512(1)
-	dotQ8_0AVX512(4)
 	dotQ4_0AVX2()
 	dotQ4_0AVX512()
 	dotFloatAVX2("dotF32AVX2", "F32", 4)

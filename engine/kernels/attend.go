@@ -22,33 +22,47 @@ func Attend(out, q []float32, k, v []uint16, n, stride int, scale float32) {
 // accumulator (as float32 values) and the online softmax's running maximum and
 // sum. Positions are added in order by span, any number at a time (a contiguous
 // cache in one span, a paged one block by block): the result depends only on the
-// positions and their order.
+// positions and their order. It holds no pointers into itself, so that it stays
+// on its caller's stack.
 type attnState struct {
-	qr, acc []float32
-	mx, sum float32
-	buf     [2 * attnStackHD]float32
+	hd        int
+	mx, sum   float32
+	qrA, accA [attnStackHD]float32
+	qrB, accB []float32 // when hd > attnStackHD
 }
 
 // attnStackHD is the largest head size whose state lives in attnState itself.
 const attnStackHD = 256
 
+func (st *attnState) qr() []float32 {
+	if st.hd <= attnStackHD {
+		return st.qrA[:st.hd]
+	}
+	return st.qrB
+}
+
+func (st *attnState) acc() []float32 {
+	if st.hd <= attnStackHD {
+		return st.accA[:st.hd]
+	}
+	return st.accB
+}
+
 // start begins a head for query q (its length the head size).
 func (st *attnState) start(q []float32) {
-	hd := len(q)
-	if hd <= attnStackHD {
-		st.qr, st.acc = st.buf[:hd], st.buf[attnStackHD:attnStackHD+hd]
-	} else {
-		st.qr, st.acc = make([]float32, hd), make([]float32, hd)
+	st.hd = len(q)
+	if st.hd > attnStackHD {
+		st.qrB, st.accB = make([]float32, st.hd), make([]float32, st.hd)
 	}
-	roundF16s(st.qr, q)
-	clear(st.acc)
+	roundF16s(st.qr(), q)
+	clear(st.acc())
 	st.mx, st.sum = float32(math.Inf(-1)), 0
 }
 
 // finish writes the head's output.
 func (st *attnState) finish(out []float32) {
 	inv := 1 / st.sum
-	for i, a := range st.acc {
+	for i, a := range st.acc() {
 		out[i] = a * inv
 	}
 }
@@ -59,11 +73,11 @@ func (st *attnState) finish(out []float32) {
 // sum rounded on its own (the compiler may otherwise fuse them), as llama.cpp's
 // F16C code does.
 func attnSpanGeneric(st *attnState, k, v []uint16, n, stride int, scale float32) {
-	hd := len(st.qr)
+	hd, qr, acc := st.hd, st.qr(), st.acc()
 	for j := 0; j < n; j++ {
 		kj := k[j*stride : j*stride+hd]
 		var a8 [8]float32
-		for i, x := range st.qr {
+		for i, x := range qr {
 			a8[i%8] += float32(f16Table[kj[i]] * x)
 		}
 		s := sum8(&a8) * scale
@@ -71,15 +85,15 @@ func attnSpanGeneric(st *attnState, k, v []uint16, n, stride int, scale float32)
 		if s > st.mx {
 			ms = expf(st.mx - s)
 			st.mx = s
-			for i, a := range st.acc {
-				st.acc[i] = RoundF16(a * ms)
+			for i, a := range acc {
+				acc[i] = RoundF16(a * ms)
 			}
 		} else {
 			vs = expf(s - st.mx)
 		}
 		vj := v[j*stride : j*stride+hd]
-		for i, a := range st.acc {
-			st.acc[i] = RoundF16(a + float32(f16Table[vj[i]]*vs))
+		for i, a := range acc {
+			acc[i] = RoundF16(a + float32(f16Table[vj[i]]*vs))
 		}
 		st.sum = float32(st.sum*ms) + vs
 	}

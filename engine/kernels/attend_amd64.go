@@ -12,7 +12,7 @@ const attnChunk = 64
 // to the state, through the assembly when the head size is a multiple of 8: the
 // bits of attnSpanGeneric.
 func (st *attnState) span(k, v []uint16, n, stride int, scale float32) {
-	hd := len(st.qr)
+	hd := st.hd
 	if !useAVX2 || hd%8 != 0 || hd == 0 || n <= 0 {
 		attnSpanGeneric(st, k, v, n, stride, scale)
 		return
@@ -23,7 +23,7 @@ func (st *attnState) span(k, v []uint16, n, stride int, scale float32) {
 	var mask [attnChunk / 8]uint8
 	for j0 := 0; j0 < n; j0 += attnChunk {
 		m := min(attnChunk, n-j0)
-		attnScoresF16(&k[j0*stride], &st.qr[0], hd, m, stride, scale, &e[0])
+		attnScoresF16(&k[j0*stride], &st.qr()[0], hd, m, stride, scale, &e[0])
 		for i := m; i < (m+7)&^7; i++ {
 			e[i] = float32(math.Inf(-1))
 		}
@@ -32,6 +32,6 @@ func (st *attnState) span(k, v []uint16, n, stride int, scale float32) {
 		for i, b := range mask {
 			bits |= uint64(b) << (8 * i)
 		}
-		attnAccumF16(&st.acc[0], &v[j0*stride], hd, m, stride, &e[0], bits, &st.sum)
+		attnAccumF16(&st.acc()[0], &v[j0*stride], hd, m, stride, &e[0], bits, &st.sum)
 	}
 }

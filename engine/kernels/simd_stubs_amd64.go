@@ -19,11 +19,6 @@ func dotQ4KAVX2x2(x *byte, y *byte, n int, stride int, out *float32)
 //go:noescape
 func dotQ4KAVX512(x *byte, y *byte, n int) float32
 
-// dotQ4KAVX512x4 sets out[t] = dotQ4KAVX512(x, y+t·stride, n) for t < 4.
-//
-//go:noescape
-func dotQ4KAVX512x4(x *byte, y *byte, n int, stride int, out *float32)
-
 // dotQ6KAVX2 is the dot product of n Q6_K blocks at x with n q8KBlocks at y.
 //
 //go:noescape
@@ -39,11 +34,6 @@ func dotQ6KAVX2x2(x *byte, y *byte, n int, stride int, out *float32)
 //go:noescape
 func dotQ6KAVX512(x *byte, y *byte, n int) float32
 
-// dotQ6KAVX512x4 sets out[t] = dotQ6KAVX512(x, y+t·stride, n) for t < 4.
-//
-//go:noescape
-func dotQ6KAVX512x4(x *byte, y *byte, n int, stride int, out *float32)
-
 // dotQ8_0AVX2 is the dot product of n Q8_0 blocks at x with n q8Blocks at y.
 //
 //go:noescape
@@ -53,11 +43,6 @@ func dotQ8_0AVX2(x *byte, y *byte, n int) float32
 //
 //go:noescape
 func dotQ8_0AVX512(x *byte, y *byte, n int) float32
-
-// dotQ8_0AVX512x4 sets out[t] = dotQ8_0AVX512(x, y+t·stride, n) for t < 4.
-//
-//go:noescape
-func dotQ8_0AVX512x4(x *byte, y *byte, n int, stride int, out *float32)
 
 // dotQ4_0AVX2 is the dot product of n Q4_0 blocks at x with n q8Blocks at y.
 //
