@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 
 	. "github.com/mmcloughlin/avo/build"
@@ -342,14 +343,14 @@ func attnExp() {
 // round16 rounds the float32 lanes of a to binary16 precision (nearest even) in
 // place.
 func round16(a VecVirtual) {
-	h := XMM()
+	var h VecVirtual
 	switch a.Size() {
-	case 32:
-		VCVTPS2PH(U8(0), a, h)
-	default:
+	case 64:
 		h = YMM()
-		VCVTPS2PH(U8(0), a, h)
+	default:
+		h = XMM()
 	}
+	VCVTPS2PH(U8(0), a, h)
 	VCVTPH2PS(h, a)
 }
 
@@ -358,10 +359,14 @@ func round16(a VecVirtual) {
 // v_j·(1 or e_j) added, rounded again; sum becomes sum·e_j + 1 or sum + e_j. The
 // columns go in slabs of 64 (eight registers, so that eight rounding chains
 // overlap), then of 8.
-func attnAccum() {
-	TEXT("attnAccumF16", NOSPLIT, "func(acc *float32, v *uint16, hd, n, stride int, e *float32, mask uint64, sum *float32)")
+func attnAccum(name string, avx512 bool) {
+	if avx512 {
+		evex = true
+		defer func() { evex = false }()
+	}
+	TEXT(name, NOSPLIT, "func(acc *float32, v *uint16, hd, n, stride int, e *float32, mask uint64, sum *float32)")
 	Pragma("noescape")
-	Doc("attnAccumF16 adds the n positions of a chunk to the accumulator acc (hd float32s",
+	Doc(name+" adds the n positions of a chunk to the accumulator acc (hd float32s",
 		"of binary16 values, hd a multiple of 8) and to *sum: v_j is the hd binary16",
 		"values at v + j·stride, e_j and bit j of mask come from attnExpF16.")
 	acc := Load(Param("acc"), GP64())
@@ -396,15 +401,27 @@ func attnAccum() {
 	Label("sumdone")
 	VMOVSS(sum, Mem{Base: sump})
 
-	for _, regs := range []int{8, 1} {
-		name := func(s string) string { return s + string(rune('0'+regs)) }
+	type slab struct{ regs, width int } // width: floats per register
+	slabs := []slab{{8, 8}, {1, 8}}
+	if avx512 {
+		slabs = []slab{{8, 16}, {4, 16}, {1, 8}}
+	}
+	for _, sl := range slabs {
+		name := func(s string) string { return fmt.Sprintf("%s%d_%d", s, sl.regs, sl.width) }
+		vec := func() VecVirtual {
+			if sl.width == 16 {
+				return ZMM()
+			}
+			return YMM()
+		}
+		cols := sl.regs * sl.width
 		Label(name("slab"))
-		CMPQ(hd, U8(8*regs))
+		CMPQ(hd, U32(cols))
 		JL(LabelRef(name("slabdone")))
-		a := make([]VecVirtual, regs)
+		a := make([]VecVirtual, sl.regs)
 		for i := range a {
-			a[i] = YMM()
-			VMOVUPS(Mem{Base: acc, Disp: 32 * i}, a[i])
+			a[i] = vec()
+			VMOVUPS(Mem{Base: acc, Disp: 4 * sl.width * i}, a[i])
 		}
 		vp := GP64()
 		MOVQ(v, vp)
@@ -412,13 +429,13 @@ func attnAccum() {
 		Label(name("pos"))
 		CMPQ(j, n)
 		JGE(LabelRef(name("posdone")))
-		ej := YMM()
+		ej := vec()
 		VBROADCASTSS(Mem{Base: e, Index: j, Scale: 4}, ej)
 		BTQ(j, mask)
 		JCS(LabelRef(name("new")))
 		for i := range a {
-			w := YMM()
-			VCVTPH2PS(Mem{Base: vp, Disp: 16 * i}, w)
+			w := vec()
+			VCVTPH2PS(Mem{Base: vp, Disp: 2 * sl.width * i}, w)
 			VMULPS(ej, w, w)
 			VADDPS(w, a[i], a[i])
 			round16(a[i])
@@ -431,19 +448,19 @@ func attnAccum() {
 		for i := range a {
 			VMULPS(ej, a[i], a[i])
 			round16(a[i])
-			w := YMM()
-			VCVTPH2PS(Mem{Base: vp, Disp: 16 * i}, w)
+			w := vec()
+			VCVTPH2PS(Mem{Base: vp, Disp: 2 * sl.width * i}, w)
 			VADDPS(w, a[i], a[i])
 			round16(a[i])
 		}
 		JMP(LabelRef(name("next")))
 		Label(name("posdone"))
 		for i := range a {
-			VMOVUPS(a[i], Mem{Base: acc, Disp: 32 * i})
+			VMOVUPS(a[i], Mem{Base: acc, Disp: 4 * sl.width * i})
 		}
-		ADDQ(U32(32*regs), acc)
-		ADDQ(U32(16*regs), v)
-		SUBQ(U8(8*regs), hd)
+		ADDQ(U32(4*cols), acc)
+		ADDQ(U32(2*cols), v)
+		SUBQ(U32(cols), hd)
 		JMP(LabelRef(name("slab")))
 		Label(name("slabdone"))
 	}

@@ -32,6 +32,10 @@ func (st *attnState) span(k, v []uint16, n, stride int, scale float32) {
 		for i, b := range mask {
 			bits |= uint64(b) << (8 * i)
 		}
-		attnAccumF16(&st.acc()[0], &v[j0*stride], hd, m, stride, &e[0], bits, &st.sum)
+		if useAVX512 {
+			attnAccumF16AVX512(&st.acc()[0], &v[j0*stride], hd, m, stride, &e[0], bits, &st.sum)
+		} else {
+			attnAccumF16(&st.acc()[0], &v[j0*stride], hd, m, stride, &e[0], bits, &st.sum)
+		}
 	}
 }

@@ -1984,9 +1984,9 @@ sumnew:
 sumdone:
 	VMOVSS X0, (R9)
 
-slab8:
-	CMPQ    DX, $0x40
-	JL      slabdone8
+slab8_8:
+	CMPQ    DX, $0x00000040
+	JL      slabdone8_8
 	VMOVUPS (AX), Y0
 	VMOVUPS 32(AX), Y1
 	VMOVUPS 64(AX), Y2
@@ -1998,12 +1998,12 @@ slab8:
 	MOVQ    CX, R9
 	XORQ    R10, R10
 
-pos8:
+pos8_8:
 	CMPQ         R10, BX
-	JGE          posdone8
+	JGE          posdone8_8
 	VBROADCASTSS (DI)(R10*4), Y8
 	BTQ          R10, R8
-	JCS          new8
+	JCS          new8_8
 	VCVTPH2PS    (R9), Y9
 	VMULPS       Y8, Y9, Y9
 	VADDPS       Y9, Y0, Y0
@@ -2045,12 +2045,12 @@ pos8:
 	VCVTPS2PH    $0x00, Y7, X7
 	VCVTPH2PS    X7, Y7
 
-next8:
+next8_8:
 	ADDQ SI, R9
 	INCQ R10
-	JMP  pos8
+	JMP  pos8_8
 
-new8:
+new8_8:
 	VMULPS    Y8, Y0, Y0
 	VCVTPS2PH $0x00, Y0, X0
 	VCVTPH2PS X0, Y0
@@ -2107,9 +2107,9 @@ new8:
 	VADDPS    Y8, Y7, Y7
 	VCVTPS2PH $0x00, Y7, X7
 	VCVTPH2PS X7, Y7
-	JMP       next8
+	JMP       next8_8
 
-posdone8:
+posdone8_8:
 	VMOVUPS Y0, (AX)
 	VMOVUPS Y1, 32(AX)
 	VMOVUPS Y2, 64(AX)
@@ -2120,35 +2120,35 @@ posdone8:
 	VMOVUPS Y7, 224(AX)
 	ADDQ    $0x00000100, AX
 	ADDQ    $0x00000080, CX
-	SUBQ    $0x40, DX
-	JMP     slab8
+	SUBQ    $0x00000040, DX
+	JMP     slab8_8
 
-slabdone8:
-slab1:
-	CMPQ    DX, $0x08
-	JL      slabdone1
+slabdone8_8:
+slab1_8:
+	CMPQ    DX, $0x00000008
+	JL      slabdone1_8
 	VMOVUPS (AX), Y0
 	MOVQ    CX, R9
 	XORQ    R10, R10
 
-pos1:
+pos1_8:
 	CMPQ         R10, BX
-	JGE          posdone1
+	JGE          posdone1_8
 	VBROADCASTSS (DI)(R10*4), Y1
 	BTQ          R10, R8
-	JCS          new1
+	JCS          new1_8
 	VCVTPH2PS    (R9), Y2
 	VMULPS       Y1, Y2, Y2
 	VADDPS       Y2, Y0, Y0
 	VCVTPS2PH    $0x00, Y0, X0
 	VCVTPH2PS    X0, Y0
 
-next1:
+next1_8:
 	ADDQ SI, R9
 	INCQ R10
-	JMP  pos1
+	JMP  pos1_8
 
-new1:
+new1_8:
 	VMULPS    Y1, Y0, Y0
 	VCVTPS2PH $0x00, Y0, X0
 	VCVTPH2PS X0, Y0
@@ -2156,16 +2156,319 @@ new1:
 	VADDPS    Y1, Y0, Y0
 	VCVTPS2PH $0x00, Y0, X0
 	VCVTPH2PS X0, Y0
-	JMP       next1
+	JMP       next1_8
 
-posdone1:
+posdone1_8:
 	VMOVUPS Y0, (AX)
 	ADDQ    $0x00000020, AX
 	ADDQ    $0x00000010, CX
-	SUBQ    $0x08, DX
-	JMP     slab1
+	SUBQ    $0x00000008, DX
+	JMP     slab1_8
 
-slabdone1:
+slabdone1_8:
+	VZEROUPPER
+	RET
+
+// func attnAccumF16AVX512(acc *float32, v *uint16, hd int, n int, stride int, e *float32, mask uint64, sum *float32)
+// Requires: AVX, AVX512F, F16C
+TEXT ·attnAccumF16AVX512(SB), NOSPLIT, $0-64
+	MOVQ   acc+0(FP), AX
+	MOVQ   v+8(FP), CX
+	MOVQ   hd+16(FP), DX
+	MOVQ   n+24(FP), BX
+	MOVQ   stride+32(FP), SI
+	SHLQ   $0x01, SI
+	MOVQ   e+40(FP), DI
+	MOVQ   mask+48(FP), R8
+	MOVQ   sum+56(FP), R9
+	VMOVSS (R9), X0
+	VMOVSS expfConsts<>+40(SB), X1
+	XORQ   R10, R10
+
+sum:
+	CMPQ   R10, BX
+	JGE    sumdone
+	BTQ    R10, R8
+	JCS    sumnew
+	VADDSS (DI)(R10*4), X0, X0
+	INCQ   R10
+	JMP    sum
+
+sumnew:
+	VMULSS (DI)(R10*4), X0, X0
+	VADDSS X1, X0, X0
+	INCQ   R10
+	JMP    sum
+
+sumdone:
+	VMOVSS X0, (R9)
+
+slab8_16:
+	CMPQ    DX, $0x00000080
+	JL      slabdone8_16
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+	VMOVUPS 256(AX), Z4
+	VMOVUPS 320(AX), Z5
+	VMOVUPS 384(AX), Z6
+	VMOVUPS 448(AX), Z7
+	MOVQ    CX, R9
+	XORQ    R10, R10
+
+pos8_16:
+	CMPQ         R10, BX
+	JGE          posdone8_16
+	VBROADCASTSS (DI)(R10*4), Z8
+	BTQ          R10, R8
+	JCS          new8_16
+	VCVTPH2PS    (R9), Z9
+	VMULPS       Z8, Z9, Z9
+	VADDPS       Z9, Z0, Z0
+	VCVTPS2PH    $0x00, Z0, Y0
+	VCVTPH2PS    Y0, Z0
+	VCVTPH2PS    32(R9), Z9
+	VMULPS       Z8, Z9, Z9
+	VADDPS       Z9, Z1, Z1
+	VCVTPS2PH    $0x00, Z1, Y1
+	VCVTPH2PS    Y1, Z1
+	VCVTPH2PS    64(R9), Z9
+	VMULPS       Z8, Z9, Z9
+	VADDPS       Z9, Z2, Z2
+	VCVTPS2PH    $0x00, Z2, Y2
+	VCVTPH2PS    Y2, Z2
+	VCVTPH2PS    96(R9), Z9
+	VMULPS       Z8, Z9, Z9
+	VADDPS       Z9, Z3, Z3
+	VCVTPS2PH    $0x00, Z3, Y3
+	VCVTPH2PS    Y3, Z3
+	VCVTPH2PS    128(R9), Z9
+	VMULPS       Z8, Z9, Z9
+	VADDPS       Z9, Z4, Z4
+	VCVTPS2PH    $0x00, Z4, Y4
+	VCVTPH2PS    Y4, Z4
+	VCVTPH2PS    160(R9), Z9
+	VMULPS       Z8, Z9, Z9
+	VADDPS       Z9, Z5, Z5
+	VCVTPS2PH    $0x00, Z5, Y5
+	VCVTPH2PS    Y5, Z5
+	VCVTPH2PS    192(R9), Z9
+	VMULPS       Z8, Z9, Z9
+	VADDPS       Z9, Z6, Z6
+	VCVTPS2PH    $0x00, Z6, Y6
+	VCVTPH2PS    Y6, Z6
+	VCVTPH2PS    224(R9), Z9
+	VMULPS       Z8, Z9, Z9
+	VADDPS       Z9, Z7, Z7
+	VCVTPS2PH    $0x00, Z7, Y7
+	VCVTPH2PS    Y7, Z7
+
+next8_16:
+	ADDQ SI, R9
+	INCQ R10
+	JMP  pos8_16
+
+new8_16:
+	VMULPS    Z8, Z0, Z0
+	VCVTPS2PH $0x00, Z0, Y0
+	VCVTPH2PS Y0, Z0
+	VCVTPH2PS (R9), Z9
+	VADDPS    Z9, Z0, Z0
+	VCVTPS2PH $0x00, Z0, Y0
+	VCVTPH2PS Y0, Z0
+	VMULPS    Z8, Z1, Z1
+	VCVTPS2PH $0x00, Z1, Y1
+	VCVTPH2PS Y1, Z1
+	VCVTPH2PS 32(R9), Z9
+	VADDPS    Z9, Z1, Z1
+	VCVTPS2PH $0x00, Z1, Y1
+	VCVTPH2PS Y1, Z1
+	VMULPS    Z8, Z2, Z2
+	VCVTPS2PH $0x00, Z2, Y2
+	VCVTPH2PS Y2, Z2
+	VCVTPH2PS 64(R9), Z9
+	VADDPS    Z9, Z2, Z2
+	VCVTPS2PH $0x00, Z2, Y2
+	VCVTPH2PS Y2, Z2
+	VMULPS    Z8, Z3, Z3
+	VCVTPS2PH $0x00, Z3, Y3
+	VCVTPH2PS Y3, Z3
+	VCVTPH2PS 96(R9), Z9
+	VADDPS    Z9, Z3, Z3
+	VCVTPS2PH $0x00, Z3, Y3
+	VCVTPH2PS Y3, Z3
+	VMULPS    Z8, Z4, Z4
+	VCVTPS2PH $0x00, Z4, Y4
+	VCVTPH2PS Y4, Z4
+	VCVTPH2PS 128(R9), Z9
+	VADDPS    Z9, Z4, Z4
+	VCVTPS2PH $0x00, Z4, Y4
+	VCVTPH2PS Y4, Z4
+	VMULPS    Z8, Z5, Z5
+	VCVTPS2PH $0x00, Z5, Y5
+	VCVTPH2PS Y5, Z5
+	VCVTPH2PS 160(R9), Z9
+	VADDPS    Z9, Z5, Z5
+	VCVTPS2PH $0x00, Z5, Y5
+	VCVTPH2PS Y5, Z5
+	VMULPS    Z8, Z6, Z6
+	VCVTPS2PH $0x00, Z6, Y6
+	VCVTPH2PS Y6, Z6
+	VCVTPH2PS 192(R9), Z9
+	VADDPS    Z9, Z6, Z6
+	VCVTPS2PH $0x00, Z6, Y6
+	VCVTPH2PS Y6, Z6
+	VMULPS    Z8, Z7, Z7
+	VCVTPS2PH $0x00, Z7, Y7
+	VCVTPH2PS Y7, Z7
+	VCVTPH2PS 224(R9), Z8
+	VADDPS    Z8, Z7, Z7
+	VCVTPS2PH $0x00, Z7, Y7
+	VCVTPH2PS Y7, Z7
+	JMP       next8_16
+
+posdone8_16:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, 192(AX)
+	VMOVUPS Z4, 256(AX)
+	VMOVUPS Z5, 320(AX)
+	VMOVUPS Z6, 384(AX)
+	VMOVUPS Z7, 448(AX)
+	ADDQ    $0x00000200, AX
+	ADDQ    $0x00000100, CX
+	SUBQ    $0x00000080, DX
+	JMP     slab8_16
+
+slabdone8_16:
+slab4_16:
+	CMPQ    DX, $0x00000040
+	JL      slabdone4_16
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+	MOVQ    CX, R9
+	XORQ    R10, R10
+
+pos4_16:
+	CMPQ         R10, BX
+	JGE          posdone4_16
+	VBROADCASTSS (DI)(R10*4), Z4
+	BTQ          R10, R8
+	JCS          new4_16
+	VCVTPH2PS    (R9), Z5
+	VMULPS       Z4, Z5, Z5
+	VADDPS       Z5, Z0, Z0
+	VCVTPS2PH    $0x00, Z0, Y0
+	VCVTPH2PS    Y0, Z0
+	VCVTPH2PS    32(R9), Z5
+	VMULPS       Z4, Z5, Z5
+	VADDPS       Z5, Z1, Z1
+	VCVTPS2PH    $0x00, Z1, Y1
+	VCVTPH2PS    Y1, Z1
+	VCVTPH2PS    64(R9), Z5
+	VMULPS       Z4, Z5, Z5
+	VADDPS       Z5, Z2, Z2
+	VCVTPS2PH    $0x00, Z2, Y2
+	VCVTPH2PS    Y2, Z2
+	VCVTPH2PS    96(R9), Z5
+	VMULPS       Z4, Z5, Z5
+	VADDPS       Z5, Z3, Z3
+	VCVTPS2PH    $0x00, Z3, Y3
+	VCVTPH2PS    Y3, Z3
+
+next4_16:
+	ADDQ SI, R9
+	INCQ R10
+	JMP  pos4_16
+
+new4_16:
+	VMULPS    Z4, Z0, Z0
+	VCVTPS2PH $0x00, Z0, Y0
+	VCVTPH2PS Y0, Z0
+	VCVTPH2PS (R9), Z5
+	VADDPS    Z5, Z0, Z0
+	VCVTPS2PH $0x00, Z0, Y0
+	VCVTPH2PS Y0, Z0
+	VMULPS    Z4, Z1, Z1
+	VCVTPS2PH $0x00, Z1, Y1
+	VCVTPH2PS Y1, Z1
+	VCVTPH2PS 32(R9), Z5
+	VADDPS    Z5, Z1, Z1
+	VCVTPS2PH $0x00, Z1, Y1
+	VCVTPH2PS Y1, Z1
+	VMULPS    Z4, Z2, Z2
+	VCVTPS2PH $0x00, Z2, Y2
+	VCVTPH2PS Y2, Z2
+	VCVTPH2PS 64(R9), Z5
+	VADDPS    Z5, Z2, Z2
+	VCVTPS2PH $0x00, Z2, Y2
+	VCVTPH2PS Y2, Z2
+	VMULPS    Z4, Z3, Z3
+	VCVTPS2PH $0x00, Z3, Y3
+	VCVTPH2PS Y3, Z3
+	VCVTPH2PS 96(R9), Z4
+	VADDPS    Z4, Z3, Z3
+	VCVTPS2PH $0x00, Z3, Y3
+	VCVTPH2PS Y3, Z3
+	JMP       next4_16
+
+posdone4_16:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, 192(AX)
+	ADDQ    $0x00000100, AX
+	ADDQ    $0x00000080, CX
+	SUBQ    $0x00000040, DX
+	JMP     slab4_16
+
+slabdone4_16:
+slab1_8:
+	CMPQ    DX, $0x00000008
+	JL      slabdone1_8
+	VMOVUPS (AX), Y0
+	MOVQ    CX, R9
+	XORQ    R10, R10
+
+pos1_8:
+	CMPQ         R10, BX
+	JGE          posdone1_8
+	VBROADCASTSS (DI)(R10*4), Y1
+	BTQ          R10, R8
+	JCS          new1_8
+	VCVTPH2PS    (R9), Y2
+	VMULPS       Y1, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VCVTPS2PH    $0x00, Y0, X0
+	VCVTPH2PS    X0, Y0
+
+next1_8:
+	ADDQ SI, R9
+	INCQ R10
+	JMP  pos1_8
+
+new1_8:
+	VMULPS    Y1, Y0, Y0
+	VCVTPS2PH $0x00, Y0, X0
+	VCVTPH2PS X0, Y0
+	VCVTPH2PS (R9), Y1
+	VADDPS    Y1, Y0, Y0
+	VCVTPS2PH $0x00, Y0, X0
+	VCVTPH2PS X0, Y0
+	JMP       next1_8
+
+posdone1_8:
+	VMOVUPS Y0, (AX)
+	ADDQ    $0x00000020, AX
+	ADDQ    $0x00000010, CX
+	SUBQ    $0x00000008, DX
+	JMP     slab1_8
+
+slabdone1_8:
 	VZEROUPPER
 	RET
 

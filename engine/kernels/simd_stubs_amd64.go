@@ -114,6 +114,13 @@ func attnExpF16(s *float32, n int, mx *float32, mask *uint8)
 //go:noescape
 func attnAccumF16(acc *float32, v *uint16, hd int, n int, stride int, e *float32, mask uint64, sum *float32)
 
+// attnAccumF16AVX512 adds the n positions of a chunk to the accumulator acc (hd float32s
+// of binary16 values, hd a multiple of 8) and to *sum: v_j is the hd binary16
+// values at v + j·stride, e_j and bit j of mask come from attnExpF16.
+//
+//go:noescape
+func attnAccumF16AVX512(acc *float32, v *uint16, hd int, n int, stride int, e *float32, mask uint64, sum *float32)
+
 // quantQ8KAVX2 quantizes the nb·256 float32 at x to nb q8KBlocks at y as quantActQ8K does.
 //
 //go:noescape
