@@ -125,7 +125,9 @@ func TestAttnSpanMatchesReference(t *testing.T) {
 				attnSpanGeneric(&ref, k, v, n, stride, c.scale)
 				want := make([]float32, hd)
 				ref.finish(want)
-				for _, split := range []int{n, 1, 5, 16, 64} {
+				for i, split := range []int{n, 1, 5, 16, 64} {
+					levels := simdLevels()
+					restore := setSIMD(levels[i%len(levels)]) // each level, on some of the splits
 					var st attnState
 					st.start(c.q)
 					for j := 0; j < n; j += split {
@@ -147,6 +149,7 @@ func TestAttnSpanMatchesReference(t *testing.T) {
 					if st.mx != ref.mx || math.Float32bits(st.sum) != math.Float32bits(ref.sum) { // (the maximum's zero may differ in sign)
 						t.Fatalf("hd %d n %d %s split %d: mx %v sum %v, reference %v %v", hd, n, mode, split, st.mx, st.sum, ref.mx, ref.sum)
 					}
+					restore()
 				}
 			}
 		}
