@@ -37,6 +37,30 @@ func newRowSet(base, stride GPVirtual, n int) rowSet {
 	return rs
 }
 
+// rowSetSize is how many rows a kernel of R rows addresses: with several rows
+// (decoding), twice as many, to prefetch the next group's (see prefetchNext).
+func rowSetSize(R int) int {
+	if R > 1 {
+		return 2 * R
+	}
+	return R
+}
+
+// prefetchNext prefetches, for each of the R rows, the bytes at offsets lines·64
+// from the current position in the row R rows further on: the rows of the next
+// call. Rows are short (a few KiB), so the hardware's stream prefetchers, which
+// learn each of the R streams anew, would start too late on each.
+func prefetchNext(rows rowSet, R int, lines ...int) {
+	if R == 1 {
+		return
+	}
+	for r := 0; r < R; r++ {
+		for _, l := range lines {
+			PREFETCHT0(rows.at(R + r).Offset(64 * l))
+		}
+	}
+}
+
 // at is row i's address.
 func (rs rowSet) at(i int) Mem {
 	b := rs.bases[i/4]
@@ -128,7 +152,7 @@ func tileParams(R, T int) (rows, toks rowSet, yd, yds, nb GPVirtual) {
 	if R > 1 {
 		rb = load("rb")
 	}
-	rows = newRowSet(load("x"), rb, R)
+	rows = newRowSet(load("x"), rb, rowSetSize(R))
 	if T > 1 {
 		ys, yd, yds = load("ys"), load("yd"), load("yds")
 	}
@@ -253,6 +277,11 @@ func dotKTile(typ string, R, T int) {
 	// Per row, the words whose products with a token's bsums make the pair's
 	// second sum: Q4_K's mins (each twice: its sub-block's two bsums), Q6_K's
 	// scales (for its −32 offset).
+	if typ == "Q4K" {
+		prefetchNext(rows, R, 0, 1, 2)
+	} else {
+		prefetchNext(rows, R, 0, 1, 2, 3)
+	}
 	second := make([]VecVirtual, R)
 	for r := 0; r < R; r++ {
 		xr := rows.at(r)

@@ -154,7 +154,7 @@ func dot0Tile(typ string, R, T int) {
 	var y GPVirtual
 	if T == 1 {
 		rb := load("rb")
-		rows = newRowSet(load("x"), rb, R)
+		rows = newRowSet(load("x"), rb, rowSetSize(R))
 		y = load("y")
 	} else {
 		rows = newRowSet(load("x"), nil, 1)
@@ -193,6 +193,11 @@ func dot0Tile(typ string, R, T int) {
 	// high halves then add exact zeros).
 	step := func(single bool) {
 		if T == 1 {
+			if typ == "Q8_0" {
+				prefetchNext(rows, R, 0, 1)
+			} else {
+				prefetchNext(rows, R, 0)
+			}
 			// The token: its quants, −c·Σy over each 4 (c = 128 or 8), and y.d.
 			yq, yd := ZMM(), ZMM()
 			VBROADCASTSS(Mem{Base: y}, yd)

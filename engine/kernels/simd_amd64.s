@@ -2975,20 +2975,22 @@ done:
 	RET
 
 // func dotQ4KAVX512r8t1(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb int, out *float32, os int)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, MMX+
 TEXT ·dotQ4KAVX512r8t1(SB), NOSPLIT, $0-72
 	MOVQ      rb+8(FP), AX
 	MOVQ      x+0(FP), CX
 	LEAQ      (AX)(AX*2), DX
 	LEAQ      (CX)(AX*4), BX
-	MOVQ      y+16(FP), SI
-	MOVQ      nb+48(FP), DI
+	LEAQ      (BX)(AX*4), SI
+	LEAQ      (SI)(AX*4), DI
+	MOVQ      y+16(FP), R8
+	MOVQ      nb+48(FP), R9
 	VPXORD    Z0, Z0, Z0
 	VMOVDQU64 nibbleMask<>+0(SB), Z1
 	VMOVDQU64 q4kShiftHigh<>+0(SB), Z2
 
 loop:
-	TESTQ           DI, DI
+	TESTQ           R9, R9
 	JZ              done
 	VPXORD          Z3, Z3, Z3
 	VPXORD          Z4, Z4, Z4
@@ -2998,6 +3000,30 @@ loop:
 	VPXORD          Z8, Z8, Z8
 	VPXORD          Z9, Z9, Z9
 	VPXORD          Z10, Z10, Z10
+	PREFETCHT0      (SI)
+	PREFETCHT0      64(SI)
+	PREFETCHT0      128(SI)
+	PREFETCHT0      (SI)(AX*1)
+	PREFETCHT0      64(SI)(AX*1)
+	PREFETCHT0      128(SI)(AX*1)
+	PREFETCHT0      (SI)(AX*2)
+	PREFETCHT0      64(SI)(AX*2)
+	PREFETCHT0      128(SI)(AX*2)
+	PREFETCHT0      (SI)(DX*1)
+	PREFETCHT0      64(SI)(DX*1)
+	PREFETCHT0      128(SI)(DX*1)
+	PREFETCHT0      (DI)
+	PREFETCHT0      64(DI)
+	PREFETCHT0      128(DI)
+	PREFETCHT0      (DI)(AX*1)
+	PREFETCHT0      64(DI)(AX*1)
+	PREFETCHT0      128(DI)(AX*1)
+	PREFETCHT0      (DI)(AX*2)
+	PREFETCHT0      64(DI)(AX*2)
+	PREFETCHT0      128(DI)(AX*2)
+	PREFETCHT0      (DI)(DX*1)
+	PREFETCHT0      64(DI)(DX*1)
+	PREFETCHT0      128(DI)(DX*1)
 	VMOVDQU32       4(CX), X11
 	VPSHUFB         q4kGatherLow<>+0(SB), X11, X12
 	VPSRLW          $0x04, X12, X13
@@ -3016,25 +3042,25 @@ loop:
 	VPSRLVW         Z2, Z14, Z14
 	VPANDD          Z1, Z14, Z14
 	VPSHUFB         q4kShuf512<>+0(SB), Z13, Z15
-	VPMADDUBSW      4(SI), Z14, Z14
+	VPMADDUBSW      4(R8), Z14, Z14
 	VPDPWSSD        Z15, Z14, Z3
 	VBROADCASTI64X4 48(CX), Z14
 	VPSRLVW         Z2, Z14, Z14
 	VPANDD          Z1, Z14, Z14
 	VPSHUFB         q4kShuf512<>+64(SB), Z13, Z15
-	VPMADDUBSW      68(SI), Z14, Z14
+	VPMADDUBSW      68(R8), Z14, Z14
 	VPDPWSSD        Z15, Z14, Z3
 	VBROADCASTI64X4 80(CX), Z14
 	VPSRLVW         Z2, Z14, Z14
 	VPANDD          Z1, Z14, Z14
 	VPSHUFB         q4kShuf512<>+128(SB), Z13, Z15
-	VPMADDUBSW      132(SI), Z14, Z14
+	VPMADDUBSW      132(R8), Z14, Z14
 	VPDPWSSD        Z15, Z14, Z3
 	VBROADCASTI64X4 112(CX), Z14
 	VPSRLVW         Z2, Z14, Z14
 	VPANDD          Z1, Z14, Z14
 	VPSHUFB         q4kShuf512<>+192(SB), Z13, Z13
-	VPMADDUBSW      196(SI), Z14, Z14
+	VPMADDUBSW      196(R8), Z14, Z14
 	VPDPWSSD        Z13, Z14, Z3
 	VMOVDQU32       4(CX)(AX*1), X13
 	VPSHUFB         q4kGatherLow<>+0(SB), X13, X12
@@ -3054,25 +3080,25 @@ loop:
 	VPSRLVW         Z2, Z14, Z14
 	VPANDD          Z1, Z14, Z14
 	VPSHUFB         q4kShuf512<>+0(SB), Z13, Z15
-	VPMADDUBSW      4(SI), Z14, Z14
+	VPMADDUBSW      4(R8), Z14, Z14
 	VPDPWSSD        Z15, Z14, Z4
 	VBROADCASTI64X4 48(CX)(AX*1), Z14
 	VPSRLVW         Z2, Z14, Z14
 	VPANDD          Z1, Z14, Z14
 	VPSHUFB         q4kShuf512<>+64(SB), Z13, Z15
-	VPMADDUBSW      68(SI), Z14, Z14
+	VPMADDUBSW      68(R8), Z14, Z14
 	VPDPWSSD        Z15, Z14, Z4
 	VBROADCASTI64X4 80(CX)(AX*1), Z14
 	VPSRLVW         Z2, Z14, Z14
 	VPANDD          Z1, Z14, Z14
 	VPSHUFB         q4kShuf512<>+128(SB), Z13, Z15
-	VPMADDUBSW      132(SI), Z14, Z14
+	VPMADDUBSW      132(R8), Z14, Z14
 	VPDPWSSD        Z15, Z14, Z4
 	VBROADCASTI64X4 112(CX)(AX*1), Z14
 	VPSRLVW         Z2, Z14, Z14
 	VPANDD          Z1, Z14, Z14
 	VPSHUFB         q4kShuf512<>+192(SB), Z13, Z13
-	VPMADDUBSW      196(SI), Z14, Z14
+	VPMADDUBSW      196(R8), Z14, Z14
 	VPDPWSSD        Z13, Z14, Z4
 	VMOVDQU32       4(CX)(AX*2), X13
 	VPSHUFB         q4kGatherLow<>+0(SB), X13, X12
@@ -3092,25 +3118,25 @@ loop:
 	VPSRLVW         Z2, Z15, Z15
 	VPANDD          Z1, Z15, Z15
 	VPSHUFB         q4kShuf512<>+0(SB), Z14, Z17
-	VPMADDUBSW      4(SI), Z15, Z15
+	VPMADDUBSW      4(R8), Z15, Z15
 	VPDPWSSD        Z17, Z15, Z5
 	VBROADCASTI64X4 48(CX)(AX*2), Z15
 	VPSRLVW         Z2, Z15, Z15
 	VPANDD          Z1, Z15, Z15
 	VPSHUFB         q4kShuf512<>+64(SB), Z14, Z17
-	VPMADDUBSW      68(SI), Z15, Z15
+	VPMADDUBSW      68(R8), Z15, Z15
 	VPDPWSSD        Z17, Z15, Z5
 	VBROADCASTI64X4 80(CX)(AX*2), Z15
 	VPSRLVW         Z2, Z15, Z15
 	VPANDD          Z1, Z15, Z15
 	VPSHUFB         q4kShuf512<>+128(SB), Z14, Z17
-	VPMADDUBSW      132(SI), Z15, Z15
+	VPMADDUBSW      132(R8), Z15, Z15
 	VPDPWSSD        Z17, Z15, Z5
 	VBROADCASTI64X4 112(CX)(AX*2), Z15
 	VPSRLVW         Z2, Z15, Z15
 	VPANDD          Z1, Z15, Z15
 	VPSHUFB         q4kShuf512<>+192(SB), Z14, Z14
-	VPMADDUBSW      196(SI), Z15, Z15
+	VPMADDUBSW      196(R8), Z15, Z15
 	VPDPWSSD        Z14, Z15, Z5
 	VMOVDQU32       4(CX)(DX*1), X14
 	VPSHUFB         q4kGatherLow<>+0(SB), X14, X12
@@ -3130,25 +3156,25 @@ loop:
 	VPSRLVW         Z2, Z17, Z17
 	VPANDD          Z1, Z17, Z17
 	VPSHUFB         q4kShuf512<>+0(SB), Z15, Z18
-	VPMADDUBSW      4(SI), Z17, Z17
+	VPMADDUBSW      4(R8), Z17, Z17
 	VPDPWSSD        Z18, Z17, Z6
 	VBROADCASTI64X4 48(CX)(DX*1), Z17
 	VPSRLVW         Z2, Z17, Z17
 	VPANDD          Z1, Z17, Z17
 	VPSHUFB         q4kShuf512<>+64(SB), Z15, Z18
-	VPMADDUBSW      68(SI), Z17, Z17
+	VPMADDUBSW      68(R8), Z17, Z17
 	VPDPWSSD        Z18, Z17, Z6
 	VBROADCASTI64X4 80(CX)(DX*1), Z17
 	VPSRLVW         Z2, Z17, Z17
 	VPANDD          Z1, Z17, Z17
 	VPSHUFB         q4kShuf512<>+128(SB), Z15, Z18
-	VPMADDUBSW      132(SI), Z17, Z17
+	VPMADDUBSW      132(R8), Z17, Z17
 	VPDPWSSD        Z18, Z17, Z6
 	VBROADCASTI64X4 112(CX)(DX*1), Z17
 	VPSRLVW         Z2, Z17, Z17
 	VPANDD          Z1, Z17, Z17
 	VPSHUFB         q4kShuf512<>+192(SB), Z15, Z15
-	VPMADDUBSW      196(SI), Z17, Z17
+	VPMADDUBSW      196(R8), Z17, Z17
 	VPDPWSSD        Z15, Z17, Z6
 	VMOVDQU32       4(BX), X15
 	VPSHUFB         q4kGatherLow<>+0(SB), X15, X12
@@ -3168,25 +3194,25 @@ loop:
 	VPSRLVW         Z2, Z18, Z18
 	VPANDD          Z1, Z18, Z18
 	VPSHUFB         q4kShuf512<>+0(SB), Z17, Z19
-	VPMADDUBSW      4(SI), Z18, Z18
+	VPMADDUBSW      4(R8), Z18, Z18
 	VPDPWSSD        Z19, Z18, Z7
 	VBROADCASTI64X4 48(BX), Z18
 	VPSRLVW         Z2, Z18, Z18
 	VPANDD          Z1, Z18, Z18
 	VPSHUFB         q4kShuf512<>+64(SB), Z17, Z19
-	VPMADDUBSW      68(SI), Z18, Z18
+	VPMADDUBSW      68(R8), Z18, Z18
 	VPDPWSSD        Z19, Z18, Z7
 	VBROADCASTI64X4 80(BX), Z18
 	VPSRLVW         Z2, Z18, Z18
 	VPANDD          Z1, Z18, Z18
 	VPSHUFB         q4kShuf512<>+128(SB), Z17, Z19
-	VPMADDUBSW      132(SI), Z18, Z18
+	VPMADDUBSW      132(R8), Z18, Z18
 	VPDPWSSD        Z19, Z18, Z7
 	VBROADCASTI64X4 112(BX), Z18
 	VPSRLVW         Z2, Z18, Z18
 	VPANDD          Z1, Z18, Z18
 	VPSHUFB         q4kShuf512<>+192(SB), Z17, Z17
-	VPMADDUBSW      196(SI), Z18, Z18
+	VPMADDUBSW      196(R8), Z18, Z18
 	VPDPWSSD        Z17, Z18, Z7
 	VMOVDQU32       4(BX)(AX*1), X17
 	VPSHUFB         q4kGatherLow<>+0(SB), X17, X12
@@ -3206,25 +3232,25 @@ loop:
 	VPSRLVW         Z2, Z19, Z19
 	VPANDD          Z1, Z19, Z19
 	VPSHUFB         q4kShuf512<>+0(SB), Z18, Z20
-	VPMADDUBSW      4(SI), Z19, Z19
+	VPMADDUBSW      4(R8), Z19, Z19
 	VPDPWSSD        Z20, Z19, Z8
 	VBROADCASTI64X4 48(BX)(AX*1), Z19
 	VPSRLVW         Z2, Z19, Z19
 	VPANDD          Z1, Z19, Z19
 	VPSHUFB         q4kShuf512<>+64(SB), Z18, Z20
-	VPMADDUBSW      68(SI), Z19, Z19
+	VPMADDUBSW      68(R8), Z19, Z19
 	VPDPWSSD        Z20, Z19, Z8
 	VBROADCASTI64X4 80(BX)(AX*1), Z19
 	VPSRLVW         Z2, Z19, Z19
 	VPANDD          Z1, Z19, Z19
 	VPSHUFB         q4kShuf512<>+128(SB), Z18, Z20
-	VPMADDUBSW      132(SI), Z19, Z19
+	VPMADDUBSW      132(R8), Z19, Z19
 	VPDPWSSD        Z20, Z19, Z8
 	VBROADCASTI64X4 112(BX)(AX*1), Z19
 	VPSRLVW         Z2, Z19, Z19
 	VPANDD          Z1, Z19, Z19
 	VPSHUFB         q4kShuf512<>+192(SB), Z18, Z18
-	VPMADDUBSW      196(SI), Z19, Z19
+	VPMADDUBSW      196(R8), Z19, Z19
 	VPDPWSSD        Z18, Z19, Z8
 	VMOVDQU32       4(BX)(AX*2), X18
 	VPSHUFB         q4kGatherLow<>+0(SB), X18, X12
@@ -3244,25 +3270,25 @@ loop:
 	VPSRLVW         Z2, Z20, Z20
 	VPANDD          Z1, Z20, Z20
 	VPSHUFB         q4kShuf512<>+0(SB), Z19, Z21
-	VPMADDUBSW      4(SI), Z20, Z20
+	VPMADDUBSW      4(R8), Z20, Z20
 	VPDPWSSD        Z21, Z20, Z9
 	VBROADCASTI64X4 48(BX)(AX*2), Z20
 	VPSRLVW         Z2, Z20, Z20
 	VPANDD          Z1, Z20, Z20
 	VPSHUFB         q4kShuf512<>+64(SB), Z19, Z21
-	VPMADDUBSW      68(SI), Z20, Z20
+	VPMADDUBSW      68(R8), Z20, Z20
 	VPDPWSSD        Z21, Z20, Z9
 	VBROADCASTI64X4 80(BX)(AX*2), Z20
 	VPSRLVW         Z2, Z20, Z20
 	VPANDD          Z1, Z20, Z20
 	VPSHUFB         q4kShuf512<>+128(SB), Z19, Z21
-	VPMADDUBSW      132(SI), Z20, Z20
+	VPMADDUBSW      132(R8), Z20, Z20
 	VPDPWSSD        Z21, Z20, Z9
 	VBROADCASTI64X4 112(BX)(AX*2), Z20
 	VPSRLVW         Z2, Z20, Z20
 	VPANDD          Z1, Z20, Z20
 	VPSHUFB         q4kShuf512<>+192(SB), Z19, Z19
-	VPMADDUBSW      196(SI), Z20, Z20
+	VPMADDUBSW      196(R8), Z20, Z20
 	VPDPWSSD        Z19, Z20, Z9
 	VMOVDQU32       4(BX)(DX*1), X19
 	VPSHUFB         q4kGatherLow<>+0(SB), X19, X12
@@ -3282,57 +3308,57 @@ loop:
 	VPSRLVW         Z2, Z21, Z21
 	VPANDD          Z1, Z21, Z21
 	VPSHUFB         q4kShuf512<>+0(SB), Z20, Z22
-	VPMADDUBSW      4(SI), Z21, Z21
+	VPMADDUBSW      4(R8), Z21, Z21
 	VPDPWSSD        Z22, Z21, Z10
 	VBROADCASTI64X4 48(BX)(DX*1), Z21
 	VPSRLVW         Z2, Z21, Z21
 	VPANDD          Z1, Z21, Z21
 	VPSHUFB         q4kShuf512<>+64(SB), Z20, Z22
-	VPMADDUBSW      68(SI), Z21, Z21
+	VPMADDUBSW      68(R8), Z21, Z21
 	VPDPWSSD        Z22, Z21, Z10
 	VBROADCASTI64X4 80(BX)(DX*1), Z21
 	VPSRLVW         Z2, Z21, Z21
 	VPANDD          Z1, Z21, Z21
 	VPSHUFB         q4kShuf512<>+128(SB), Z20, Z22
-	VPMADDUBSW      132(SI), Z21, Z21
+	VPMADDUBSW      132(R8), Z21, Z21
 	VPDPWSSD        Z22, Z21, Z10
 	VBROADCASTI64X4 112(BX)(DX*1), Z21
 	VPSRLVW         Z2, Z21, Z21
 	VPANDD          Z1, Z21, Z21
 	VPSHUFB         q4kShuf512<>+192(SB), Z20, Z20
-	VPMADDUBSW      196(SI), Z21, Z21
+	VPMADDUBSW      196(R8), Z21, Z21
 	VPDPWSSD        Z20, Z21, Z10
 	VEXTRACTI64X4   $0x01, Z3, Y12
 	VPADDD          Y3, Y12, Y12
-	VPMADDWD        260(SI), Y11, Y3
+	VPMADDWD        260(R8), Y11, Y3
 	VINSERTI64X4    $0x01, Y3, Z12, Z3
 	VEXTRACTI64X4   $0x01, Z4, Y12
 	VPADDD          Y4, Y12, Y12
-	VPMADDWD        260(SI), Y16, Y4
+	VPMADDWD        260(R8), Y16, Y4
 	VINSERTI64X4    $0x01, Y4, Z12, Z4
 	VEXTRACTI64X4   $0x01, Z5, Y12
 	VPADDD          Y5, Y12, Y12
-	VPMADDWD        260(SI), Y13, Y5
+	VPMADDWD        260(R8), Y13, Y5
 	VINSERTI64X4    $0x01, Y5, Z12, Z5
 	VEXTRACTI64X4   $0x01, Z6, Y12
 	VPADDD          Y6, Y12, Y12
-	VPMADDWD        260(SI), Y14, Y6
+	VPMADDWD        260(R8), Y14, Y6
 	VINSERTI64X4    $0x01, Y6, Z12, Z6
 	VEXTRACTI64X4   $0x01, Z7, Y12
 	VPADDD          Y7, Y12, Y12
-	VPMADDWD        260(SI), Y15, Y7
+	VPMADDWD        260(R8), Y15, Y7
 	VINSERTI64X4    $0x01, Y7, Z12, Z7
 	VEXTRACTI64X4   $0x01, Z8, Y12
 	VPADDD          Y8, Y12, Y12
-	VPMADDWD        260(SI), Y17, Y8
+	VPMADDWD        260(R8), Y17, Y8
 	VINSERTI64X4    $0x01, Y8, Z12, Z8
 	VEXTRACTI64X4   $0x01, Z9, Y12
 	VPADDD          Y9, Y12, Y12
-	VPMADDWD        260(SI), Y18, Y9
+	VPMADDWD        260(R8), Y18, Y9
 	VINSERTI64X4    $0x01, Y9, Z12, Z9
 	VEXTRACTI64X4   $0x01, Z10, Y12
 	VPADDD          Y10, Y12, Y12
-	VPMADDWD        260(SI), Y19, Y10
+	VPMADDWD        260(R8), Y19, Y10
 	VINSERTI64X4    $0x01, Y10, Z12, Z10
 	VPUNPCKLDQ      Z4, Z3, Z13
 	VPUNPCKHDQ      Z4, Z3, Z14
@@ -3357,40 +3383,40 @@ loop:
 	VPADDD          Z13, Z14, Z14
 	VSHUFI32X4      $0x88, Z14, Z14, Z13
 	VSHUFI32X4      $0xdd, Z14, Z14, Z14
-	VBROADCASTSS    (SI), Z15
-	MOVWLZX         (CX), R8
-	VMOVD           R8, X11
-	MOVWLZX         (CX)(AX*1), R8
-	VPINSRW         $0x01, R8, X11, X11
-	MOVWLZX         (CX)(AX*2), R8
-	VPINSRW         $0x02, R8, X11, X11
-	MOVWLZX         (CX)(DX*1), R8
-	VPINSRW         $0x03, R8, X11, X11
-	MOVWLZX         (BX), R8
-	VPINSRW         $0x04, R8, X11, X11
-	MOVWLZX         (BX)(AX*1), R8
-	VPINSRW         $0x05, R8, X11, X11
-	MOVWLZX         (BX)(AX*2), R8
-	VPINSRW         $0x06, R8, X11, X11
-	MOVWLZX         (BX)(DX*1), R8
-	VPINSRW         $0x07, R8, X11, X11
+	VBROADCASTSS    (R8), Z15
+	MOVWLZX         (CX), R10
+	VMOVD           R10, X11
+	MOVWLZX         (CX)(AX*1), R10
+	VPINSRW         $0x01, R10, X11, X11
+	MOVWLZX         (CX)(AX*2), R10
+	VPINSRW         $0x02, R10, X11, X11
+	MOVWLZX         (CX)(DX*1), R10
+	VPINSRW         $0x03, R10, X11, X11
+	MOVWLZX         (BX), R10
+	VPINSRW         $0x04, R10, X11, X11
+	MOVWLZX         (BX)(AX*1), R10
+	VPINSRW         $0x05, R10, X11, X11
+	MOVWLZX         (BX)(AX*2), R10
+	VPINSRW         $0x06, R10, X11, X11
+	MOVWLZX         (BX)(DX*1), R10
+	VPINSRW         $0x07, R10, X11, X11
 	VCVTPH2PS       X11, Y11
-	MOVWLZX         2(CX), R8
-	VMOVD           R8, X12
-	MOVWLZX         2(CX)(AX*1), R8
-	VPINSRW         $0x01, R8, X12, X12
-	MOVWLZX         2(CX)(AX*2), R8
-	VPINSRW         $0x02, R8, X12, X12
-	MOVWLZX         2(CX)(DX*1), R8
-	VPINSRW         $0x03, R8, X12, X12
-	MOVWLZX         2(BX), R8
-	VPINSRW         $0x04, R8, X12, X12
-	MOVWLZX         2(BX)(AX*1), R8
-	VPINSRW         $0x05, R8, X12, X12
-	MOVWLZX         2(BX)(AX*2), R8
-	VPINSRW         $0x06, R8, X12, X12
-	MOVWLZX         2(BX)(DX*1), R8
-	VPINSRW         $0x07, R8, X12, X12
+	MOVWLZX         2(CX), R10
+	VMOVD           R10, X12
+	MOVWLZX         2(CX)(AX*1), R10
+	VPINSRW         $0x01, R10, X12, X12
+	MOVWLZX         2(CX)(AX*2), R10
+	VPINSRW         $0x02, R10, X12, X12
+	MOVWLZX         2(CX)(DX*1), R10
+	VPINSRW         $0x03, R10, X12, X12
+	MOVWLZX         2(BX), R10
+	VPINSRW         $0x04, R10, X12, X12
+	MOVWLZX         2(BX)(AX*1), R10
+	VPINSRW         $0x05, R10, X12, X12
+	MOVWLZX         2(BX)(AX*2), R10
+	VPINSRW         $0x06, R10, X12, X12
+	MOVWLZX         2(BX)(DX*1), R10
+	VPINSRW         $0x07, R10, X12, X12
 	VCVTPH2PS       X12, Y16
 	VMULPS          Z15, Z11, Z11
 	VMULPS          Z15, Z16, Z16
@@ -3402,8 +3428,10 @@ loop:
 	VADDPS          Z11, Z0, Z0
 	ADDQ            $0x00000090, CX
 	ADDQ            $0x00000090, BX
-	ADDQ            $0x00000124, SI
-	DECQ            DI
+	ADDQ            $0x00000090, SI
+	ADDQ            $0x00000090, DI
+	ADDQ            $0x00000124, R8
+	DECQ            R9
 	JMP             loop
 
 done:
@@ -4160,14 +4188,16 @@ done:
 	RET
 
 // func dotQ6KAVX512r8t1(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb int, out *float32, os int)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, F16C
+// Requires: AVX, AVX2, AVX512BW, AVX512F, F16C, MMX+
 TEXT ·dotQ6KAVX512r8t1(SB), NOSPLIT, $0-72
 	MOVQ      rb+8(FP), AX
 	MOVQ      x+0(FP), CX
 	LEAQ      (AX)(AX*2), DX
 	LEAQ      (CX)(AX*4), BX
-	MOVQ      y+16(FP), SI
-	MOVQ      nb+48(FP), DI
+	LEAQ      (BX)(AX*4), SI
+	LEAQ      (SI)(AX*4), DI
+	MOVQ      y+16(FP), R8
+	MOVQ      nb+48(FP), R9
 	VPXORD    Z0, Z0, Z0
 	VMOVDQU64 nibbleMask<>+0(SB), Z1
 	VMOVDQU64 bits45Mask<>+0(SB), Z2
@@ -4175,7 +4205,7 @@ TEXT ·dotQ6KAVX512r8t1(SB), NOSPLIT, $0-72
 	VMOVDQU64 q6kShiftHigh<>+0(SB), Z4
 
 loop:
-	TESTQ           DI, DI
+	TESTQ           R9, R9
 	JZ              done
 	VPXORD          Z5, Z5, Z5
 	VPXORD          Z6, Z6, Z6
@@ -4185,6 +4215,38 @@ loop:
 	VPXORD          Z10, Z10, Z10
 	VPXORD          Z11, Z11, Z11
 	VPXORD          Z12, Z12, Z12
+	PREFETCHT0      (SI)
+	PREFETCHT0      64(SI)
+	PREFETCHT0      128(SI)
+	PREFETCHT0      192(SI)
+	PREFETCHT0      (SI)(AX*1)
+	PREFETCHT0      64(SI)(AX*1)
+	PREFETCHT0      128(SI)(AX*1)
+	PREFETCHT0      192(SI)(AX*1)
+	PREFETCHT0      (SI)(AX*2)
+	PREFETCHT0      64(SI)(AX*2)
+	PREFETCHT0      128(SI)(AX*2)
+	PREFETCHT0      192(SI)(AX*2)
+	PREFETCHT0      (SI)(DX*1)
+	PREFETCHT0      64(SI)(DX*1)
+	PREFETCHT0      128(SI)(DX*1)
+	PREFETCHT0      192(SI)(DX*1)
+	PREFETCHT0      (DI)
+	PREFETCHT0      64(DI)
+	PREFETCHT0      128(DI)
+	PREFETCHT0      192(DI)
+	PREFETCHT0      (DI)(AX*1)
+	PREFETCHT0      64(DI)(AX*1)
+	PREFETCHT0      128(DI)(AX*1)
+	PREFETCHT0      192(DI)(AX*1)
+	PREFETCHT0      (DI)(AX*2)
+	PREFETCHT0      64(DI)(AX*2)
+	PREFETCHT0      128(DI)(AX*2)
+	PREFETCHT0      192(DI)(AX*2)
+	PREFETCHT0      (DI)(DX*1)
+	PREFETCHT0      64(DI)(DX*1)
+	PREFETCHT0      128(DI)(DX*1)
+	PREFETCHT0      192(DI)(DX*1)
 	VPMOVSXBW       192(CX), Y13
 	VMOVDQU64       (CX), Z14
 	VBROADCASTI64X4 128(CX), Z15
@@ -4199,11 +4261,11 @@ loop:
 	VPORD           Z26, Z14, Z14
 	VMOVDQU64       q6kPerm<>+0(SB), Z15
 	VPERMW          Z13, Z15, Z15
-	VPMADDUBSW      4(SI), Z16, Z16
+	VPMADDUBSW      4(R8), Z16, Z16
 	VPDPWSSD        Z15, Z16, Z5
 	VMOVDQU64       q6kPerm<>+64(SB), Z15
 	VPERMW          Z13, Z15, Z15
-	VPMADDUBSW      68(SI), Z14, Z14
+	VPMADDUBSW      68(R8), Z14, Z14
 	VPDPWSSD        Z15, Z14, Z5
 	VMOVDQU64       64(CX), Z14
 	VBROADCASTI64X4 160(CX), Z15
@@ -4218,11 +4280,11 @@ loop:
 	VPORD           Z26, Z14, Z14
 	VMOVDQU64       q6kPerm<>+128(SB), Z15
 	VPERMW          Z13, Z15, Z15
-	VPMADDUBSW      132(SI), Z16, Z16
+	VPMADDUBSW      132(R8), Z16, Z16
 	VPDPWSSD        Z15, Z16, Z5
 	VMOVDQU64       q6kPerm<>+192(SB), Z15
 	VPERMW          Z13, Z15, Z15
-	VPMADDUBSW      196(SI), Z14, Z14
+	VPMADDUBSW      196(R8), Z14, Z14
 	VPDPWSSD        Z15, Z14, Z5
 	VPMOVSXBW       192(CX)(AX*1), Y17
 	VMOVDQU64       (CX)(AX*1), Z14
@@ -4238,11 +4300,11 @@ loop:
 	VPORD           Z26, Z14, Z14
 	VMOVDQU64       q6kPerm<>+0(SB), Z15
 	VPERMW          Z17, Z15, Z15
-	VPMADDUBSW      4(SI), Z16, Z16
+	VPMADDUBSW      4(R8), Z16, Z16
 	VPDPWSSD        Z15, Z16, Z6
 	VMOVDQU64       q6kPerm<>+64(SB), Z15
 	VPERMW          Z17, Z15, Z15
-	VPMADDUBSW      68(SI), Z14, Z14
+	VPMADDUBSW      68(R8), Z14, Z14
 	VPDPWSSD        Z15, Z14, Z6
 	VMOVDQU64       64(CX)(AX*1), Z14
 	VBROADCASTI64X4 160(CX)(AX*1), Z15
@@ -4257,11 +4319,11 @@ loop:
 	VPORD           Z26, Z14, Z14
 	VMOVDQU64       q6kPerm<>+128(SB), Z15
 	VPERMW          Z17, Z15, Z15
-	VPMADDUBSW      132(SI), Z16, Z16
+	VPMADDUBSW      132(R8), Z16, Z16
 	VPDPWSSD        Z15, Z16, Z6
 	VMOVDQU64       q6kPerm<>+192(SB), Z15
 	VPERMW          Z17, Z15, Z15
-	VPMADDUBSW      196(SI), Z14, Z14
+	VPMADDUBSW      196(R8), Z14, Z14
 	VPDPWSSD        Z15, Z14, Z6
 	VPMOVSXBW       192(CX)(AX*2), Y18
 	VMOVDQU64       (CX)(AX*2), Z14
@@ -4277,11 +4339,11 @@ loop:
 	VPORD           Z26, Z14, Z14
 	VMOVDQU64       q6kPerm<>+0(SB), Z15
 	VPERMW          Z18, Z15, Z15
-	VPMADDUBSW      4(SI), Z16, Z16
+	VPMADDUBSW      4(R8), Z16, Z16
 	VPDPWSSD        Z15, Z16, Z7
 	VMOVDQU64       q6kPerm<>+64(SB), Z15
 	VPERMW          Z18, Z15, Z15
-	VPMADDUBSW      68(SI), Z14, Z14
+	VPMADDUBSW      68(R8), Z14, Z14
 	VPDPWSSD        Z15, Z14, Z7
 	VMOVDQU64       64(CX)(AX*2), Z14
 	VBROADCASTI64X4 160(CX)(AX*2), Z15
@@ -4296,11 +4358,11 @@ loop:
 	VPORD           Z26, Z14, Z14
 	VMOVDQU64       q6kPerm<>+128(SB), Z15
 	VPERMW          Z18, Z15, Z15
-	VPMADDUBSW      132(SI), Z16, Z16
+	VPMADDUBSW      132(R8), Z16, Z16
 	VPDPWSSD        Z15, Z16, Z7
 	VMOVDQU64       q6kPerm<>+192(SB), Z15
 	VPERMW          Z18, Z15, Z15
-	VPMADDUBSW      196(SI), Z14, Z14
+	VPMADDUBSW      196(R8), Z14, Z14
 	VPDPWSSD        Z15, Z14, Z7
 	VPMOVSXBW       192(CX)(DX*1), Y19
 	VMOVDQU64       (CX)(DX*1), Z14
@@ -4316,11 +4378,11 @@ loop:
 	VPORD           Z26, Z14, Z14
 	VMOVDQU64       q6kPerm<>+0(SB), Z15
 	VPERMW          Z19, Z15, Z15
-	VPMADDUBSW      4(SI), Z16, Z16
+	VPMADDUBSW      4(R8), Z16, Z16
 	VPDPWSSD        Z15, Z16, Z8
 	VMOVDQU64       q6kPerm<>+64(SB), Z15
 	VPERMW          Z19, Z15, Z15
-	VPMADDUBSW      68(SI), Z14, Z14
+	VPMADDUBSW      68(R8), Z14, Z14
 	VPDPWSSD        Z15, Z14, Z8
 	VMOVDQU64       64(CX)(DX*1), Z14
 	VBROADCASTI64X4 160(CX)(DX*1), Z15
@@ -4335,11 +4397,11 @@ loop:
 	VPORD           Z26, Z14, Z14
 	VMOVDQU64       q6kPerm<>+128(SB), Z15
 	VPERMW          Z19, Z15, Z15
-	VPMADDUBSW      132(SI), Z16, Z16
+	VPMADDUBSW      132(R8), Z16, Z16
 	VPDPWSSD        Z15, Z16, Z8
 	VMOVDQU64       q6kPerm<>+192(SB), Z15
 	VPERMW          Z19, Z15, Z15
-	VPMADDUBSW      196(SI), Z14, Z14
+	VPMADDUBSW      196(R8), Z14, Z14
 	VPDPWSSD        Z15, Z14, Z8
 	VPMOVSXBW       192(BX), Y20
 	VMOVDQU64       (BX), Z14
@@ -4355,11 +4417,11 @@ loop:
 	VPORD           Z26, Z14, Z14
 	VMOVDQU64       q6kPerm<>+0(SB), Z15
 	VPERMW          Z20, Z15, Z15
-	VPMADDUBSW      4(SI), Z16, Z16
+	VPMADDUBSW      4(R8), Z16, Z16
 	VPDPWSSD        Z15, Z16, Z9
 	VMOVDQU64       q6kPerm<>+64(SB), Z15
 	VPERMW          Z20, Z15, Z15
-	VPMADDUBSW      68(SI), Z14, Z14
+	VPMADDUBSW      68(R8), Z14, Z14
 	VPDPWSSD        Z15, Z14, Z9
 	VMOVDQU64       64(BX), Z14
 	VBROADCASTI64X4 160(BX), Z15
@@ -4374,11 +4436,11 @@ loop:
 	VPORD           Z26, Z14, Z14
 	VMOVDQU64       q6kPerm<>+128(SB), Z15
 	VPERMW          Z20, Z15, Z15
-	VPMADDUBSW      132(SI), Z16, Z16
+	VPMADDUBSW      132(R8), Z16, Z16
 	VPDPWSSD        Z15, Z16, Z9
 	VMOVDQU64       q6kPerm<>+192(SB), Z15
 	VPERMW          Z20, Z15, Z15
-	VPMADDUBSW      196(SI), Z14, Z14
+	VPMADDUBSW      196(R8), Z14, Z14
 	VPDPWSSD        Z15, Z14, Z9
 	VPMOVSXBW       192(BX)(AX*1), Y21
 	VMOVDQU64       (BX)(AX*1), Z14
@@ -4394,11 +4456,11 @@ loop:
 	VPORD           Z26, Z14, Z14
 	VMOVDQU64       q6kPerm<>+0(SB), Z15
 	VPERMW          Z21, Z15, Z15
-	VPMADDUBSW      4(SI), Z16, Z16
+	VPMADDUBSW      4(R8), Z16, Z16
 	VPDPWSSD        Z15, Z16, Z10
 	VMOVDQU64       q6kPerm<>+64(SB), Z15
 	VPERMW          Z21, Z15, Z15
-	VPMADDUBSW      68(SI), Z14, Z14
+	VPMADDUBSW      68(R8), Z14, Z14
 	VPDPWSSD        Z15, Z14, Z10
 	VMOVDQU64       64(BX)(AX*1), Z14
 	VBROADCASTI64X4 160(BX)(AX*1), Z15
@@ -4413,11 +4475,11 @@ loop:
 	VPORD           Z26, Z14, Z14
 	VMOVDQU64       q6kPerm<>+128(SB), Z15
 	VPERMW          Z21, Z15, Z15
-	VPMADDUBSW      132(SI), Z16, Z16
+	VPMADDUBSW      132(R8), Z16, Z16
 	VPDPWSSD        Z15, Z16, Z10
 	VMOVDQU64       q6kPerm<>+192(SB), Z15
 	VPERMW          Z21, Z15, Z15
-	VPMADDUBSW      196(SI), Z14, Z14
+	VPMADDUBSW      196(R8), Z14, Z14
 	VPDPWSSD        Z15, Z14, Z10
 	VPMOVSXBW       192(BX)(AX*2), Y22
 	VMOVDQU64       (BX)(AX*2), Z14
@@ -4433,11 +4495,11 @@ loop:
 	VPORD           Z26, Z14, Z14
 	VMOVDQU64       q6kPerm<>+0(SB), Z15
 	VPERMW          Z22, Z15, Z15
-	VPMADDUBSW      4(SI), Z16, Z16
+	VPMADDUBSW      4(R8), Z16, Z16
 	VPDPWSSD        Z15, Z16, Z11
 	VMOVDQU64       q6kPerm<>+64(SB), Z15
 	VPERMW          Z22, Z15, Z15
-	VPMADDUBSW      68(SI), Z14, Z14
+	VPMADDUBSW      68(R8), Z14, Z14
 	VPDPWSSD        Z15, Z14, Z11
 	VMOVDQU64       64(BX)(AX*2), Z14
 	VBROADCASTI64X4 160(BX)(AX*2), Z15
@@ -4452,11 +4514,11 @@ loop:
 	VPORD           Z26, Z14, Z14
 	VMOVDQU64       q6kPerm<>+128(SB), Z15
 	VPERMW          Z22, Z15, Z15
-	VPMADDUBSW      132(SI), Z16, Z16
+	VPMADDUBSW      132(R8), Z16, Z16
 	VPDPWSSD        Z15, Z16, Z11
 	VMOVDQU64       q6kPerm<>+192(SB), Z15
 	VPERMW          Z22, Z15, Z15
-	VPMADDUBSW      196(SI), Z14, Z14
+	VPMADDUBSW      196(R8), Z14, Z14
 	VPDPWSSD        Z15, Z14, Z11
 	VPMOVSXBW       192(BX)(DX*1), Y23
 	VMOVDQU64       (BX)(DX*1), Z14
@@ -4472,11 +4534,11 @@ loop:
 	VPORD           Z26, Z14, Z14
 	VMOVDQU64       q6kPerm<>+0(SB), Z15
 	VPERMW          Z23, Z15, Z15
-	VPMADDUBSW      4(SI), Z16, Z16
+	VPMADDUBSW      4(R8), Z16, Z16
 	VPDPWSSD        Z15, Z16, Z12
 	VMOVDQU64       q6kPerm<>+64(SB), Z15
 	VPERMW          Z23, Z15, Z15
-	VPMADDUBSW      68(SI), Z14, Z14
+	VPMADDUBSW      68(R8), Z14, Z14
 	VPDPWSSD        Z15, Z14, Z12
 	VMOVDQU64       64(BX)(DX*1), Z14
 	VBROADCASTI64X4 160(BX)(DX*1), Z15
@@ -4491,43 +4553,43 @@ loop:
 	VPORD           Z26, Z14, Z14
 	VMOVDQU64       q6kPerm<>+128(SB), Z15
 	VPERMW          Z23, Z15, Z15
-	VPMADDUBSW      132(SI), Z16, Z16
+	VPMADDUBSW      132(R8), Z16, Z16
 	VPDPWSSD        Z15, Z16, Z12
 	VMOVDQU64       q6kPerm<>+192(SB), Z15
 	VPERMW          Z23, Z15, Z15
-	VPMADDUBSW      196(SI), Z14, Z14
+	VPMADDUBSW      196(R8), Z14, Z14
 	VPDPWSSD        Z15, Z14, Z12
 	VEXTRACTI64X4   $0x01, Z5, Y24
 	VPADDD          Y5, Y24, Y24
-	VPMADDWD        260(SI), Y13, Y5
+	VPMADDWD        260(R8), Y13, Y5
 	VINSERTI64X4    $0x01, Y5, Z24, Z5
 	VEXTRACTI64X4   $0x01, Z6, Y13
 	VPADDD          Y6, Y13, Y13
-	VPMADDWD        260(SI), Y17, Y6
+	VPMADDWD        260(R8), Y17, Y6
 	VINSERTI64X4    $0x01, Y6, Z13, Z6
 	VEXTRACTI64X4   $0x01, Z7, Y13
 	VPADDD          Y7, Y13, Y13
-	VPMADDWD        260(SI), Y18, Y7
+	VPMADDWD        260(R8), Y18, Y7
 	VINSERTI64X4    $0x01, Y7, Z13, Z7
 	VEXTRACTI64X4   $0x01, Z8, Y13
 	VPADDD          Y8, Y13, Y13
-	VPMADDWD        260(SI), Y19, Y8
+	VPMADDWD        260(R8), Y19, Y8
 	VINSERTI64X4    $0x01, Y8, Z13, Z8
 	VEXTRACTI64X4   $0x01, Z9, Y13
 	VPADDD          Y9, Y13, Y13
-	VPMADDWD        260(SI), Y20, Y9
+	VPMADDWD        260(R8), Y20, Y9
 	VINSERTI64X4    $0x01, Y9, Z13, Z9
 	VEXTRACTI64X4   $0x01, Z10, Y13
 	VPADDD          Y10, Y13, Y13
-	VPMADDWD        260(SI), Y21, Y10
+	VPMADDWD        260(R8), Y21, Y10
 	VINSERTI64X4    $0x01, Y10, Z13, Z10
 	VEXTRACTI64X4   $0x01, Z11, Y13
 	VPADDD          Y11, Y13, Y13
-	VPMADDWD        260(SI), Y22, Y11
+	VPMADDWD        260(R8), Y22, Y11
 	VINSERTI64X4    $0x01, Y11, Z13, Z11
 	VEXTRACTI64X4   $0x01, Z12, Y13
 	VPADDD          Y12, Y13, Y13
-	VPMADDWD        260(SI), Y23, Y12
+	VPMADDWD        260(R8), Y23, Y12
 	VINSERTI64X4    $0x01, Y12, Z13, Z12
 	VPUNPCKLDQ      Z6, Z5, Z14
 	VPUNPCKHDQ      Z6, Z5, Z15
@@ -4552,25 +4614,25 @@ loop:
 	VPADDD          Z14, Z15, Z15
 	VSHUFI32X4      $0x88, Z15, Z15, Z14
 	VSHUFI32X4      $0xdd, Z15, Z15, Z15
-	VBROADCASTSS    (SI), Z16
+	VBROADCASTSS    (R8), Z16
 	VPSLLD          $0x05, Z15, Z15
 	VPSUBD          Z15, Z14, Z14
-	MOVWLZX         208(CX), R8
-	VMOVD           R8, X13
-	MOVWLZX         208(CX)(AX*1), R8
-	VPINSRW         $0x01, R8, X13, X13
-	MOVWLZX         208(CX)(AX*2), R8
-	VPINSRW         $0x02, R8, X13, X13
-	MOVWLZX         208(CX)(DX*1), R8
-	VPINSRW         $0x03, R8, X13, X13
-	MOVWLZX         208(BX), R8
-	VPINSRW         $0x04, R8, X13, X13
-	MOVWLZX         208(BX)(AX*1), R8
-	VPINSRW         $0x05, R8, X13, X13
-	MOVWLZX         208(BX)(AX*2), R8
-	VPINSRW         $0x06, R8, X13, X13
-	MOVWLZX         208(BX)(DX*1), R8
-	VPINSRW         $0x07, R8, X13, X13
+	MOVWLZX         208(CX), R10
+	VMOVD           R10, X13
+	MOVWLZX         208(CX)(AX*1), R10
+	VPINSRW         $0x01, R10, X13, X13
+	MOVWLZX         208(CX)(AX*2), R10
+	VPINSRW         $0x02, R10, X13, X13
+	MOVWLZX         208(CX)(DX*1), R10
+	VPINSRW         $0x03, R10, X13, X13
+	MOVWLZX         208(BX), R10
+	VPINSRW         $0x04, R10, X13, X13
+	MOVWLZX         208(BX)(AX*1), R10
+	VPINSRW         $0x05, R10, X13, X13
+	MOVWLZX         208(BX)(AX*2), R10
+	VPINSRW         $0x06, R10, X13, X13
+	MOVWLZX         208(BX)(DX*1), R10
+	VPINSRW         $0x07, R10, X13, X13
 	VCVTPH2PS       X13, Y25
 	VMULPS          Z16, Z25, Z25
 	VCVTDQ2PS       Z14, Z14
@@ -4578,8 +4640,10 @@ loop:
 	VADDPS          Z25, Z0, Z0
 	ADDQ            $0x000000d2, CX
 	ADDQ            $0x000000d2, BX
-	ADDQ            $0x00000124, SI
-	DECQ            DI
+	ADDQ            $0x000000d2, SI
+	ADDQ            $0x000000d2, DI
+	ADDQ            $0x00000124, R8
+	DECQ            R9
 	JMP             loop
 
 done:
@@ -5423,14 +5487,16 @@ DATA deinterleave<>+56(SB)/8, $0x0000000f0000000d
 GLOBL deinterleave<>(SB), RODATA|NOPTR, $64
 
 // func dotQ8_0AVX512r8t1(x *byte, rb int, y *byte, nb int, out *float32)
-// Requires: AVX, AVX2, AVX512F, AVX512VL
+// Requires: AVX, AVX2, AVX512F, AVX512VL, MMX+
 TEXT ·dotQ8_0AVX512r8t1(SB), NOSPLIT, $0-40
 	MOVQ            rb+8(FP), AX
 	MOVQ            x+0(FP), CX
 	LEAQ            (AX)(AX*2), DX
 	LEAQ            (CX)(AX*4), BX
-	MOVQ            y+16(FP), SI
-	MOVQ            nb+24(FP), DI
+	LEAQ            (BX)(AX*4), SI
+	LEAQ            (SI)(AX*4), DI
+	MOVQ            y+16(FP), R8
+	MOVQ            nb+24(FP), R9
 	VMOVDQU64       bytes80<>+0(SB), Z0
 	VPXORD          Z1, Z1, Z1
 	VBROADCASTI64X4 bytes80<>+0(SB), Z2
@@ -5444,49 +5510,65 @@ TEXT ·dotQ8_0AVX512r8t1(SB), NOSPLIT, $0-40
 	VPXORD          Z10, Z10, Z10
 
 pairs:
-	CMPQ         DI, $0x02
+	CMPQ         R9, $0x02
 	JL           last
-	VBROADCASTSS (SI), Z12
-	VMOVDQU32    4(SI), Z11
-	VINSERTI64X4 $0x01, 40(SI), Z11, Z11
-	VBROADCASTSS 36(SI), Y13
+	PREFETCHT0   (SI)
+	PREFETCHT0   64(SI)
+	PREFETCHT0   (SI)(AX*1)
+	PREFETCHT0   64(SI)(AX*1)
+	PREFETCHT0   (SI)(AX*2)
+	PREFETCHT0   64(SI)(AX*2)
+	PREFETCHT0   (SI)(DX*1)
+	PREFETCHT0   64(SI)(DX*1)
+	PREFETCHT0   (DI)
+	PREFETCHT0   64(DI)
+	PREFETCHT0   (DI)(AX*1)
+	PREFETCHT0   64(DI)(AX*1)
+	PREFETCHT0   (DI)(AX*2)
+	PREFETCHT0   64(DI)(AX*2)
+	PREFETCHT0   (DI)(DX*1)
+	PREFETCHT0   64(DI)(DX*1)
+	VBROADCASTSS (R8), Z12
+	VMOVDQU32    4(R8), Z11
+	VINSERTI64X4 $0x01, 40(R8), Z11, Z11
+	VBROADCASTSS 36(R8), Y13
 	VINSERTF64X4 $0x01, Y13, Z12, Z12
 	VMOVDQA32    Z1, Z13
 	VPDPBUSD     Z11, Z2, Z13
 	VPSUBD       Z13, Z1, Z13
 	VMOVDQA32    Y1, Y14
-	MOVWLZX      (CX), R8
-	VPINSRW      $0x00, R8, X14, X14
-	MOVWLZX      (CX)(AX*1), R8
-	VPINSRW      $0x01, R8, X14, X14
-	MOVWLZX      (CX)(AX*2), R8
-	VPINSRW      $0x02, R8, X14, X14
-	MOVWLZX      (CX)(DX*1), R8
-	VPINSRW      $0x03, R8, X14, X14
-	MOVWLZX      (BX), R8
-	VPINSRW      $0x04, R8, X14, X14
-	MOVWLZX      (BX)(AX*1), R8
-	VPINSRW      $0x05, R8, X14, X14
-	MOVWLZX      (BX)(AX*2), R8
-	VPINSRW      $0x06, R8, X14, X14
-	MOVWLZX      (BX)(DX*1), R8
-	VPINSRW      $0x07, R8, X14, X14
-	MOVWLZX      34(CX), R8
-	VMOVD        R8, X15
-	MOVWLZX      34(CX)(AX*1), R8
-	VPINSRW      $0x01, R8, X15, X15
-	MOVWLZX      34(CX)(AX*2), R8
-	VPINSRW      $0x02, R8, X15, X15
-	MOVWLZX      34(CX)(DX*1), R8
-	VPINSRW      $0x03, R8, X15, X15
-	MOVWLZX      34(BX), R8
-	VPINSRW      $0x04, R8, X15, X15
-	MOVWLZX      34(BX)(AX*1), R8
-	VPINSRW      $0x05, R8, X15, X15
-	MOVWLZX      34(BX)(AX*2), R8
-	VPINSRW      $0x06, R8, X15, X15
-	MOVWLZX      34(BX)(DX*1), R8
-	VPINSRW      $0x07, R8, X15, X15
+	MOVWLZX      (CX), R10
+	VPINSRW      $0x00, R10, X14, X14
+	MOVWLZX      (CX)(AX*1), R10
+	VPINSRW      $0x01, R10, X14, X14
+	MOVWLZX      (CX)(AX*2), R10
+	VPINSRW      $0x02, R10, X14, X14
+	MOVWLZX      (CX)(DX*1), R10
+	VPINSRW      $0x03, R10, X14, X14
+	MOVWLZX      (BX), R10
+	VPINSRW      $0x04, R10, X14, X14
+	MOVWLZX      (BX)(AX*1), R10
+	VPINSRW      $0x05, R10, X14, X14
+	MOVWLZX      (BX)(AX*2), R10
+	VPINSRW      $0x06, R10, X14, X14
+	MOVWLZX      (BX)(DX*1), R10
+	VPINSRW      $0x07, R10, X14, X14
+	MOVWLZX      34(CX), R10
+	VMOVD        R10, X15
+	MOVWLZX      34(CX)(AX*1), R10
+	VPINSRW      $0x01, R10, X15, X15
+	MOVWLZX      34(CX)(AX*2), R10
+	VPINSRW      $0x02, R10, X15, X15
+	MOVWLZX      34(CX)(DX*1), R10
+	VPINSRW      $0x03, R10, X15, X15
+	MOVWLZX      34(BX), R10
+	VPINSRW      $0x04, R10, X15, X15
+	MOVWLZX      34(BX)(AX*1), R10
+	VPINSRW      $0x05, R10, X15, X15
+	MOVWLZX      34(BX)(AX*2), R10
+	VPINSRW      $0x06, R10, X15, X15
+	MOVWLZX      34(BX)(DX*1), R10
+	VPINSRW      $0x07, R10, X15, X15
 	VINSERTI32X4 $0x01, X15, Y14, Y14
 	VCVTPH2PS    Y14, Z14
 	VMULPS       Z12, Z14, Z14
@@ -5564,15 +5646,33 @@ pairs:
 	VFMADD231PS  Z13, Z11, Z10
 	ADDQ         $0x00000044, CX
 	ADDQ         $0x00000044, BX
-	ADDQ         $0x48, SI
-	SUBQ         $0x02, DI
+	ADDQ         $0x00000044, SI
+	ADDQ         $0x00000044, DI
+	ADDQ         $0x48, R8
+	SUBQ         $0x02, R9
 	JMP          pairs
 
 last:
-	TESTQ        DI, DI
+	TESTQ        R9, R9
 	JZ           done
-	VBROADCASTSS (SI), Z12
-	VINSERTI64X4 $0x00, 4(SI), Z1, Z11
+	PREFETCHT0   (SI)
+	PREFETCHT0   64(SI)
+	PREFETCHT0   (SI)(AX*1)
+	PREFETCHT0   64(SI)(AX*1)
+	PREFETCHT0   (SI)(AX*2)
+	PREFETCHT0   64(SI)(AX*2)
+	PREFETCHT0   (SI)(DX*1)
+	PREFETCHT0   64(SI)(DX*1)
+	PREFETCHT0   (DI)
+	PREFETCHT0   64(DI)
+	PREFETCHT0   (DI)(AX*1)
+	PREFETCHT0   64(DI)(AX*1)
+	PREFETCHT0   (DI)(AX*2)
+	PREFETCHT0   64(DI)(AX*2)
+	PREFETCHT0   (DI)(DX*1)
+	PREFETCHT0   64(DI)(DX*1)
+	VBROADCASTSS (R8), Z12
+	VINSERTI64X4 $0x00, 4(R8), Z1, Z11
 	VINSERTF64X4 $0x01, Y1, Z12, Z12
 	VMOVDQA32    Z1, Z13
 	VPDPBUSD     Z11, Z2, Z13
@@ -6582,14 +6682,16 @@ done:
 	RET
 
 // func dotQ4_0AVX512r8t1(x *byte, rb int, y *byte, nb int, out *float32)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, MMX+
 TEXT ·dotQ4_0AVX512r8t1(SB), NOSPLIT, $0-40
 	MOVQ            rb+8(FP), AX
 	MOVQ            x+0(FP), CX
 	LEAQ            (AX)(AX*2), DX
 	LEAQ            (CX)(AX*4), BX
-	MOVQ            y+16(FP), SI
-	MOVQ            nb+24(FP), DI
+	LEAQ            (BX)(AX*4), SI
+	LEAQ            (SI)(AX*4), DI
+	MOVQ            y+16(FP), R8
+	MOVQ            nb+24(FP), R9
 	VMOVDQU64       nibbleMask<>+0(SB), Z0
 	VMOVDQU64       q40Shift<>+0(SB), Z1
 	VPXORD          Z2, Z2, Z2
@@ -6604,49 +6706,57 @@ TEXT ·dotQ4_0AVX512r8t1(SB), NOSPLIT, $0-40
 	VPXORD          Z11, Z11, Z11
 
 pairs:
-	CMPQ            DI, $0x02
+	CMPQ            R9, $0x02
 	JL              last
-	VBROADCASTSS    (SI), Z13
-	VMOVDQU32       4(SI), Z12
-	VINSERTI64X4    $0x01, 40(SI), Z12, Z12
-	VBROADCASTSS    36(SI), Y14
+	PREFETCHT0      (SI)
+	PREFETCHT0      (SI)(AX*1)
+	PREFETCHT0      (SI)(AX*2)
+	PREFETCHT0      (SI)(DX*1)
+	PREFETCHT0      (DI)
+	PREFETCHT0      (DI)(AX*1)
+	PREFETCHT0      (DI)(AX*2)
+	PREFETCHT0      (DI)(DX*1)
+	VBROADCASTSS    (R8), Z13
+	VMOVDQU32       4(R8), Z12
+	VINSERTI64X4    $0x01, 40(R8), Z12, Z12
+	VBROADCASTSS    36(R8), Y14
 	VINSERTF64X4    $0x01, Y14, Z13, Z13
 	VMOVDQA32       Z2, Z14
 	VPDPBUSD        Z12, Z3, Z14
 	VPSUBD          Z14, Z2, Z14
 	VMOVDQA32       Y2, Y15
-	MOVWLZX         (CX), R8
-	VPINSRW         $0x00, R8, X15, X15
-	MOVWLZX         (CX)(AX*1), R8
-	VPINSRW         $0x01, R8, X15, X15
-	MOVWLZX         (CX)(AX*2), R8
-	VPINSRW         $0x02, R8, X15, X15
-	MOVWLZX         (CX)(DX*1), R8
-	VPINSRW         $0x03, R8, X15, X15
-	MOVWLZX         (BX), R8
-	VPINSRW         $0x04, R8, X15, X15
-	MOVWLZX         (BX)(AX*1), R8
-	VPINSRW         $0x05, R8, X15, X15
-	MOVWLZX         (BX)(AX*2), R8
-	VPINSRW         $0x06, R8, X15, X15
-	MOVWLZX         (BX)(DX*1), R8
-	VPINSRW         $0x07, R8, X15, X15
-	MOVWLZX         18(CX), R8
-	VMOVD           R8, X16
-	MOVWLZX         18(CX)(AX*1), R8
-	VPINSRW         $0x01, R8, X16, X16
-	MOVWLZX         18(CX)(AX*2), R8
-	VPINSRW         $0x02, R8, X16, X16
-	MOVWLZX         18(CX)(DX*1), R8
-	VPINSRW         $0x03, R8, X16, X16
-	MOVWLZX         18(BX), R8
-	VPINSRW         $0x04, R8, X16, X16
-	MOVWLZX         18(BX)(AX*1), R8
-	VPINSRW         $0x05, R8, X16, X16
-	MOVWLZX         18(BX)(AX*2), R8
-	VPINSRW         $0x06, R8, X16, X16
-	MOVWLZX         18(BX)(DX*1), R8
-	VPINSRW         $0x07, R8, X16, X16
+	MOVWLZX         (CX), R10
+	VPINSRW         $0x00, R10, X15, X15
+	MOVWLZX         (CX)(AX*1), R10
+	VPINSRW         $0x01, R10, X15, X15
+	MOVWLZX         (CX)(AX*2), R10
+	VPINSRW         $0x02, R10, X15, X15
+	MOVWLZX         (CX)(DX*1), R10
+	VPINSRW         $0x03, R10, X15, X15
+	MOVWLZX         (BX), R10
+	VPINSRW         $0x04, R10, X15, X15
+	MOVWLZX         (BX)(AX*1), R10
+	VPINSRW         $0x05, R10, X15, X15
+	MOVWLZX         (BX)(AX*2), R10
+	VPINSRW         $0x06, R10, X15, X15
+	MOVWLZX         (BX)(DX*1), R10
+	VPINSRW         $0x07, R10, X15, X15
+	MOVWLZX         18(CX), R10
+	VMOVD           R10, X16
+	MOVWLZX         18(CX)(AX*1), R10
+	VPINSRW         $0x01, R10, X16, X16
+	MOVWLZX         18(CX)(AX*2), R10
+	VPINSRW         $0x02, R10, X16, X16
+	MOVWLZX         18(CX)(DX*1), R10
+	VPINSRW         $0x03, R10, X16, X16
+	MOVWLZX         18(BX), R10
+	VPINSRW         $0x04, R10, X16, X16
+	MOVWLZX         18(BX)(AX*1), R10
+	VPINSRW         $0x05, R10, X16, X16
+	MOVWLZX         18(BX)(AX*2), R10
+	VPINSRW         $0x06, R10, X16, X16
+	MOVWLZX         18(BX)(DX*1), R10
+	VPINSRW         $0x07, R10, X16, X16
 	VINSERTI32X4    $0x01, X16, Y15, Y15
 	VCVTPH2PS       Y15, Z15
 	VMULPS          Z13, Z15, Z15
@@ -6740,15 +6850,25 @@ pairs:
 	VFMADD231PS     Z14, Z12, Z11
 	ADDQ            $0x00000024, CX
 	ADDQ            $0x00000024, BX
-	ADDQ            $0x48, SI
-	SUBQ            $0x02, DI
+	ADDQ            $0x00000024, SI
+	ADDQ            $0x00000024, DI
+	ADDQ            $0x48, R8
+	SUBQ            $0x02, R9
 	JMP             pairs
 
 last:
-	TESTQ           DI, DI
+	TESTQ           R9, R9
 	JZ              done
-	VBROADCASTSS    (SI), Z13
-	VINSERTI64X4    $0x00, 4(SI), Z2, Z12
+	PREFETCHT0      (SI)
+	PREFETCHT0      (SI)(AX*1)
+	PREFETCHT0      (SI)(AX*2)
+	PREFETCHT0      (SI)(DX*1)
+	PREFETCHT0      (DI)
+	PREFETCHT0      (DI)(AX*1)
+	PREFETCHT0      (DI)(AX*2)
+	PREFETCHT0      (DI)(DX*1)
+	VBROADCASTSS    (R8), Z13
+	VINSERTI64X4    $0x00, 4(R8), Z2, Z12
 	VINSERTF64X4    $0x01, Y2, Z13, Z13
 	VMOVDQA32       Z2, Z14
 	VPDPBUSD        Z12, Z3, Z14
