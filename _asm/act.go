@@ -177,20 +177,26 @@ func quantQ8K() {
 }
 
 // quantQ8_0 emits quantActQ8_0 over nb consecutive blocks: per 32 floats,
-// d = f16(amax/127) and the quants nearest(x·127/amax) (0 when amax is 0).
+// d = f16(amax/127), the quants nearest(x·127/amax) (0 when amax is 0), and
+// c = −(Σqs << shift).
 func quantQ8_0() {
-	TEXT("quantQ8_0AVX2", NOSPLIT, "func(x *float32, nb int, y *byte)")
+	TEXT("quantQ8_0AVX2", NOSPLIT, "func(x *float32, nb int, y *byte, shift int)")
 	Pragma("noescape")
 	Doc("quantQ8_0AVX2 quantizes the nb·32 float32 at x to nb q8Blocks at y as quantActQ8_0 does.")
 	x := Load(Param("x"), GP64())
 	nb := Load(Param("nb"), GP64())
 	y := Load(Param("y"), GP64())
+	sh := XMM()
+	Load(Param("shift"), sh)
 	abs, perm, c127 := YMM(), YMM(), XMM()
 	VMOVDQU(absMask, abs)
 	VMOVDQU(permD, perm)
 	VMOVSS(actConsts.Offset(ac127), c127)
 	zero := XMM()
 	VXORPS(zero, zero, zero)
+	one8, one16 := YMM(), YMM()
+	VMOVDQU(ones8, one8)
+	VMOVDQU(ones16, one16)
 
 	Label("block")
 	TESTQ(nb, nb)
@@ -219,6 +225,17 @@ func quantQ8_0() {
 	VBROADCASTSS(id, idv)
 	q := packQ8(Mem{Base: x}, idv, perm)
 	VMOVDQU(q, Mem{Base: y, Disp: q8QS})
+	// c = −(Σqs << shift)
+	VPMADDUBSW(q, one8, q)
+	VPMADDWD(one16, q, q)
+	s := XMM()
+	VEXTRACTI128(U8(1), q, s)
+	VPADDD(q.AsX(), s, s)
+	VPHADDD(s, s, s)
+	VPHADDD(s, s, s)
+	VPSLLD(sh, s, s)
+	VPSUBD(s, zero, s)
+	VMOVD(s, Mem{Base: y, Disp: q8C})
 	ADDQ(U32(128), x)
 	ADDQ(U8(q8Size), y)
 	DECQ(nb)

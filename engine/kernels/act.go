@@ -4,10 +4,11 @@ package kernels
 // (dispatched by the functions without the Generic suffix) and the code everywhere
 // else. The assembly gives their bits for finite inputs.
 
-// quantRowsQ8_0Generic quantizes x (len(y)·32 values) to Q8_0 activation blocks.
-func quantRowsQ8_0Generic(y []q8Block, x []float32) {
+// quantRowsQ8_0Generic quantizes x (len(y)·32 values) to Q8_0 activation blocks
+// (c = −(Σqs << shift)).
+func quantRowsQ8_0Generic(y []q8Block, x []float32, shift int) {
 	for b := range y {
-		quantActQ8_0(&y[b], x[b*qk0:(b+1)*qk0])
+		quantActQ8_0(&y[b], x[b*qk0:(b+1)*qk0], shift)
 	}
 }
 

@@ -7,13 +7,13 @@ import "unsafe"
 // The assembly takes whole blocks (the quantizers) or the multiple-of-8 head of
 // the slices; Go finishes the rest. The slices are checked before it reads them.
 
-func quantRowsQ8_0(y []q8Block, x []float32) {
+func quantRowsQ8_0(y []q8Block, x []float32, shift int) {
 	if !useAVX2 || len(y) == 0 {
-		quantRowsQ8_0Generic(y, x)
+		quantRowsQ8_0Generic(y, x, shift)
 		return
 	}
 	_ = x[len(y)*qk0-1]
-	quantQ8_0AVX2(&x[0], len(y), (*byte)(unsafe.Pointer(&y[0])))
+	quantQ8_0AVX2(&x[0], len(y), (*byte)(unsafe.Pointer(&y[0])), shift)
 }
 
 func quantRowsQ8K(y []q8KBlock, x []float32) {

@@ -63,18 +63,18 @@ func TestQuantRowsMatchReference(t *testing.T) {
 				}
 				x = actRow(r, nb*8*qk0, off, kind)
 				want0 := make([]q8Block, nb*8)
-				quantRowsQ8_0Generic(want0, x)
+				quantRowsQ8_0Generic(want0, x, 3+4*(nb%2))
 				buf0 := make([]q8Block, nb*8+2)
 				for i := range buf0 {
 					buf0[i].d, buf0[i].qs[0] = -5, 9
 				}
 				guard0 := buf0[0]
-				quantRowsQ8_0(buf0[1:nb*8+1], x)
+				quantRowsQ8_0(buf0[1:nb*8+1], x, 3+4*(nb%2))
 				if buf0[0] != guard0 || buf0[nb*8+1] != guard0 {
 					t.Fatalf("Q8_0 %s: wrote outside the blocks", name)
 				}
 				for b := range want0 {
-					if math.Float32bits(buf0[1+b].d) != math.Float32bits(want0[b].d) || buf0[1+b].qs != want0[b].qs {
+					if math.Float32bits(buf0[1+b].d) != math.Float32bits(want0[b].d) || buf0[1+b].qs != want0[b].qs || buf0[1+b].c != want0[b].c {
 						t.Fatalf("Q8_0 %s: block %d differs:\n got %v\nwant %v", name, b, buf0[1+b], want0[b])
 					}
 				}
@@ -150,7 +150,7 @@ func BenchmarkActivations(b *testing.B) {
 			name string
 			f    func()
 		}{
-			{"Q8_0", func() { quantRowsQ8_0(y8, x) }},
+			{"Q8_0", func() { quantRowsQ8_0(y8, x, 7) }},
 			{"Q8_K", func() { quantRowsQ8K(yk, x) }},
 			{"F16", func() { roundF16s(f, x) }},
 			{"SwiGLU", func() { SwiGLU(f, g, x) }},

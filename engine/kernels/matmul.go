@@ -28,6 +28,7 @@ func VecDotType(t Type) Type {
 
 type q8Block struct {
 	d  float32 // f16-representable, as the block stores it
+	c  int32   // −k·Σqs: the correction of the outer-product kernels (tile_amd64.go), k = 128 for Q8_0 weights, 8 for Q4_0
 	qs [qk0]int8
 }
 
@@ -46,11 +47,11 @@ type acts struct {
 	q8   []q8Block  // Q8_0
 	q8k  []q8KBlock // Q8_K
 	ydT  []float32  // Q8_K with rows > 1: ydT[b*rows+t] = q8k[t*nb+b].d
-	q8p  []q8Pair   // Q8_0 with rows > 1, for the tile kernels (tile_amd64.go)
 	rows int
 }
 
-func (a *acts) prepare(typ Type, x []float32, rows, cols int) {
+func (a *acts) prepare(wt Type, x []float32, rows, cols int) {
+	typ := VecDotType(wt)
 	a.typ, a.cols, a.rows = typ, cols, rows
 	switch typ {
 	case F32:
@@ -65,10 +66,11 @@ func (a *acts) prepare(typ Type, x []float32, rows, cols int) {
 		}
 	case Q8_0:
 		a.q8 = grow(a.q8, rows*cols/qk0)
-		quantRowsQ8_0(a.q8, x[:rows*cols])
-		if rows > 1 {
-			a.preparePairs()
+		shift := 7 // Q8_0 weights meet x+128, Q4_0 weights their nibble q = x+8
+		if wt == Q4_0 {
+			shift = 3
 		}
+		quantRowsQ8_0(a.q8, x[:rows*cols], shift)
 	case Q8_K:
 		a.q8k = grow(a.q8k, rows*cols/qkK)
 		quantRowsQ8K(a.q8k, x[:rows*cols])
@@ -94,8 +96,8 @@ func grow[T any](s []T, n int) []T {
 	return s[:n]
 }
 
-// quantActQ8_0 is quantQ8_0 into the unpacked block.
-func quantActQ8_0(b *q8Block, x []float32) {
+// quantActQ8_0 is quantQ8_0 into the unpacked block, with c = −(Σqs << shift).
+func quantActQ8_0(b *q8Block, x []float32, shift int) {
 	var amax float32
 	for _, v := range x {
 		amax = max(amax, abs32(v))
@@ -105,9 +107,12 @@ func quantActQ8_0(b *q8Block, x []float32) {
 	if amax != 0 {
 		id = 127 / amax
 	}
+	var sum int32
 	for j, v := range x {
 		b.qs[j] = int8(nearestInt(v * id))
+		sum += int32(b.qs[j])
 	}
+	b.c = -(sum << shift)
 }
 
 // quantActQ8K is ggml's quantize_row_q8_K_ref: scale -127/(signed max), float32 d,
@@ -196,7 +201,7 @@ func dotQ4KBlock(blk []byte, y *q8KBlock) float32 {
 	}
 	d := f16Table[le16(blk)] * y.d
 	dmin := f16Table[le16(blk[2:])] * y.d
-	return d*float32(isum) - dmin*float32(msum)
+	return float32(d*float32(isum)) - float32(dmin*float32(msum)) // (no fused multiply-add)
 }
 
 //go:norace
@@ -222,7 +227,7 @@ func dotQ6KBlock(blk []byte, y *q8KBlock) float32 {
 	for j, s := range part {
 		isum += int32(int8(sc[j])) * s
 	}
-	return f16Table[le16(blk[208:])] * y.d * float32(isum)
+	return float32(f16Table[le16(blk[208:])] * y.d * float32(isum)) // (no fused multiply-add)
 }
 
 var actsPool = sync.Pool{New: func() any { return new(acts) }}
@@ -239,7 +244,7 @@ func MatMul(dst []float32, w Matrix, x []float32, nTok int) {
 	}
 	a := actsPool.Get().(*acts)
 	defer func() { a.f = nil; actsPool.Put(a) }()
-	a.prepare(VecDotType(w.Type), x, nTok, w.Cols)
+	a.prepare(w.Type, x, nTok, w.Cols)
 	mm := matMul{dst: dst, w: w, a: a, nTok: nTok, rb: w.Type.RowBytes(w.Cols)}
 	if w.Rows < 2 || w.Rows*w.Cols*nTok < 1<<15 {
 		mm.rows(0, w.Rows)
@@ -252,7 +257,7 @@ func MatMul(dst []float32, w Matrix, x []float32, nTok int) {
 	}
 	defer poolMu.Unlock()
 	j := &theJob
-	j.start(w.Rows, w.Cols*nTok, p.Size(), 8)
+	j.start(w.Rows, w.Cols*nTok, p.Size(), 16) // whole groups for the tile kernels
 	j.mm, j.isMM = mm, true
 	p.Run(j, p.Size(), 1)
 	j.mm, j.isMM = matMul{}, false
@@ -281,8 +286,9 @@ func (m *matMul) rows(lo, hi int) {
 	var buf [tokChunk]float32
 	for t0 := 0; t0 < m.nTok; t0 += tokChunk {
 		nt := min(tokChunk, m.nTok-t0)
-		for r := lo; r < hi; r++ {
-			if m.fastTokens(r, t0, nt) {
+		for r := lo; r < hi; {
+			if n := m.fastTokens(r, hi, t0, nt); n > 0 {
+				r += n
 				continue
 			}
 			out := buf[:nt]
@@ -290,6 +296,7 @@ func (m *matMul) rows(lo, hi int) {
 			for i, v := range out {
 				dst[(t0+i)*w.Rows+r] = v
 			}
+			r++
 		}
 	}
 }

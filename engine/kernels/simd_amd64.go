@@ -86,15 +86,16 @@ func dotQ6KRow(row []byte, y []q8KBlock) float32 {
 	return dotQ6KAVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n)
 }
 
+// The Q8_0 and Q4_0 kernels have the reference's numerics (an exact integer sum
+// and a scale per block); with AVX-512, MatMul takes the outer-product tiles of
+// tile_amd64.go for groups of 16 rows.
+
 func dotQ8_0Row(row []byte, y []q8Block) float32 {
 	n := len(y)
 	if n == 0 || !useAVX2 {
 		return dotQ8_0RowGeneric(row, y)
 	}
 	_ = row[n*34-1]
-	if useAVX512 {
-		return dotQ8_0AVX512(&row[0], (*byte)(unsafe.Pointer(&y[0])), n)
-	}
 	return dotQ8_0AVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n)
 }
 
@@ -104,9 +105,6 @@ func dotQ4_0Row(row []byte, y []q8Block) float32 {
 		return dotQ4_0RowGeneric(row, y)
 	}
 	_ = row[n*18-1]
-	if useAVX512 {
-		return dotQ4_0AVX512(&row[0], (*byte)(unsafe.Pointer(&y[0])), n)
-	}
 	return dotQ4_0AVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n)
 }
 

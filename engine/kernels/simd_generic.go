@@ -30,21 +30,22 @@ import (
 //     result is the reference's, bit for bit. Q6_K takes its −32 offset out as
 //     32·Σ scale·bsum, so it relies, as Q4_K's mins do, on y.bsums being the sums
 //     of y.qs that quantActQ8K stores.
-//   - Q8_0, Q4_0 (ggml's scheme): each block gives 8 int32 sums of 4 consecutive
-//     products, converted to float and fused-multiply-added with f16(x.d)·y.d into 8
-//     lanes; even blocks go to one accumulator, odd blocks to another (a last odd
-//     block to the first); the two are added and the 8 lanes reduced as sum8 does.
-//     Only rounding differs from the reference. The Q8_0 kernel multiplies with
-//     the sign trick (|x| times y·sign(x)), exact for every weight byte and every
-//     activation but -128, which quantActQ8_0 never makes.
+//   - Q8_0, Q4_0: each block's exact integer sum, then the reference's float
+//     operations, sum += (f16(x.d)·y.d)·isum with blocks in order: the result is
+//     the reference's, bit for bit. The AVX2 Q8_0 kernel multiplies with the sign
+//     trick (|x| times y·sign(x)), exact for every weight byte and every activation
+//     but -128, which quantActQ8_0 never makes; the outer-product tiles
+//     (tile_amd64.go) take x+128 (Q8_0) or q = x+8 (Q4_0) against y and start from
+//     the q8Block's c = −128·Σy or −8·Σy, exact for every input.
 //   - F32, F16, BF16: element i is fused-multiply-added into lane i%8 of
 //     accumulator (i/8)%8 over the largest multiple of 64 elements, the next
 //     groups of 8 into accumulator 0; then ((a0+a1)+(a2+a3))+((a4+a5)+(a6+a7))
 //     reduced as sum8 does, and the last len%8 elements added in order in Go.
 //     Only rounding differs.
 //
-// The AVX-512 kernels keep the AVX2 kernels' operations and order (two 256-bit
-// accumulators side by side in one 512-bit register) and give the same bits.
+// The AVX-512 kernels keep the AVX2 kernels' operations and order and give the
+// same bits (F16, BF16: two 256-bit accumulators side by side in one 512-bit
+// register).
 
 func dotQ4KRowGeneric(row []byte, y []q8KBlock) float32 {
 	var sum float32
@@ -73,7 +74,7 @@ func dotQ8_0RowGeneric(row []byte, y []q8Block) float32 {
 		for j, q := range y[b].qs {
 			isum += int32(int8(blk[2+j])) * int32(q)
 		}
-		sum += f16Table[le16(blk)] * y[b].d * float32(isum)
+		sum += float32(f16Table[le16(blk)] * y[b].d * float32(isum)) // (no fused multiply-add)
 	}
 	return sum
 }
@@ -87,7 +88,7 @@ func dotQ4_0RowGeneric(row []byte, y []q8Block) float32 {
 			isum += (int32(blk[2+j]&0xf) - 8) * int32(y[b].qs[j])
 			isum += (int32(blk[2+j]>>4) - 8) * int32(y[b].qs[j+16])
 		}
-		sum += f16Table[le16(blk)] * y[b].d * float32(isum)
+		sum += float32(f16Table[le16(blk)] * y[b].d * float32(isum)) // (no fused multiply-add)
 	}
 	return sum
 }

@@ -28,8 +28,4 @@ func dotQ8_0Rows(out []float32, row []byte, y []q8Block, nb int) {
 
 func (m *matMul) fastRows(lo, hi int) int { return lo }
 
-func (m *matMul) fastTokens(r, t0, nt int) bool { return false }
-
-type q8Pair struct{}
-
-func (a *acts) preparePairs() {}
+func (m *matMul) fastTokens(r, hi, t0, nt int) int { return 0 }

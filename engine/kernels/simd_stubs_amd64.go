@@ -34,25 +34,17 @@ func dotQ6KAVX2x2(x *byte, y *byte, n int, stride int, out *float32)
 //go:noescape
 func dotQ6KAVX512(x *byte, y *byte, n int) float32
 
-// dotQ8_0AVX2 is the dot product of n Q8_0 blocks at x with n q8Blocks at y.
+// dotQ8_0AVX2 is the dot product of n Q8_0 blocks at x with n q8Blocks at y: per block
+// the exact integer sum isum, then sum += (f16(x.d)·y.d)·isum in block order.
 //
 //go:noescape
 func dotQ8_0AVX2(x *byte, y *byte, n int) float32
 
-// dotQ8_0AVX512 is dotQ8_0AVX2 with AVX-512BW and AVX-512 VNNI.
-//
-//go:noescape
-func dotQ8_0AVX512(x *byte, y *byte, n int) float32
-
-// dotQ4_0AVX2 is the dot product of n Q4_0 blocks at x with n q8Blocks at y.
+// dotQ4_0AVX2 is the dot product of n Q4_0 blocks at x with n q8Blocks at y: per block
+// the exact integer sum isum, then sum += (f16(x.d)·y.d)·isum in block order.
 //
 //go:noescape
 func dotQ4_0AVX2(x *byte, y *byte, n int) float32
-
-// dotQ4_0AVX512 is dotQ4_0AVX2 with AVX-512BW and AVX-512 VNNI.
-//
-//go:noescape
-func dotQ4_0AVX512(x *byte, y *byte, n int) float32
 
 // dotF32AVX2 is the dot product of n (a multiple of 8) F32 weights at x with float32s at y.
 //
@@ -129,7 +121,7 @@ func quantQ8KAVX2(x *float32, nb int, y *byte)
 // quantQ8_0AVX2 quantizes the nb·32 float32 at x to nb q8Blocks at y as quantActQ8_0 does.
 //
 //go:noescape
-func quantQ8_0AVX2(x *float32, nb int, y *byte)
+func quantQ8_0AVX2(x *float32, nb int, y *byte, shift int)
 
 // roundF16AVX2 sets dst[i] = RoundF16(src[i]) for i < n, n a multiple of 8.
 //
@@ -194,54 +186,42 @@ func dotQ6KAVX512r1t8(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb
 //go:noescape
 func dotQ6KAVX512r1t4(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb int, out *float32, os int)
 
-// dotQ8_0AVX512r8t1 sets out[r] = dotQ8_0AVX512(x + r·rb, y, nb) for r < 8.
+// dotQ8_0AVX512x16t1 sets out[t·os + r] = dotQ8_0AVX2(x + r·rb, y + t·ys, nb) for r < 16, t < 1.
 //
 //go:noescape
-func dotQ8_0AVX512r8t1(x *byte, rb int, y *byte, nb int, out *float32)
+func dotQ8_0AVX512x16t1(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
 
-// dotQ8_0AVX512r1t16 sets out[t·os] = dotQ8_0AVX512(x, token t, nb) for t < 16, token t's
-// blocks as q8Pairs at y + t·ys.
+// dotQ8_0AVX512x16t4 sets out[t·os + r] = dotQ8_0AVX2(x + r·rb, y + t·ys, nb) for r < 16, t < 4.
 //
 //go:noescape
-func dotQ8_0AVX512r1t16(x *byte, y *byte, ys int, nb int, out *float32, os int)
+func dotQ8_0AVX512x16t4(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
 
-// dotQ8_0AVX512r1t8 sets out[t·os] = dotQ8_0AVX512(x, token t, nb) for t < 8, token t's
-// blocks as q8Pairs at y + t·ys.
+// dotQ8_0AVX512x16t8 sets out[t·os + r] = dotQ8_0AVX2(x + r·rb, y + t·ys, nb) for r < 16, t < 8.
 //
 //go:noescape
-func dotQ8_0AVX512r1t8(x *byte, y *byte, ys int, nb int, out *float32, os int)
+func dotQ8_0AVX512x16t8(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
 
-// dotQ8_0AVX512r1t4 sets out[t·os] = dotQ8_0AVX512(x, token t, nb) for t < 4, token t's
-// blocks as q8Pairs at y + t·ys.
+// dotQ8_0AVX512x16t16 sets out[t·os + r] = dotQ8_0AVX2(x + r·rb, y + t·ys, nb) for r < 16, t < 16.
 //
 //go:noescape
-func dotQ8_0AVX512r1t4(x *byte, y *byte, ys int, nb int, out *float32, os int)
+func dotQ8_0AVX512x16t16(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
 
-// dotQ4_0AVX512r8t1 sets out[r] = dotQ4_0AVX512(x + r·rb, y, nb) for r < 8.
+// dotQ4_0AVX512x16t1 sets out[t·os + r] = dotQ4_0AVX2(x + r·rb, y + t·ys, nb) for r < 16, t < 1.
 //
 //go:noescape
-func dotQ4_0AVX512r8t1(x *byte, rb int, y *byte, nb int, out *float32)
+func dotQ4_0AVX512x16t1(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
 
-// dotQ4_0AVX512r1t16 sets out[t·os] = dotQ4_0AVX512(x, token t, nb) for t < 16, token t's
-// blocks as q8Pairs at y + t·ys.
+// dotQ4_0AVX512x16t4 sets out[t·os + r] = dotQ4_0AVX2(x + r·rb, y + t·ys, nb) for r < 16, t < 4.
 //
 //go:noescape
-func dotQ4_0AVX512r1t16(x *byte, y *byte, ys int, nb int, out *float32, os int)
+func dotQ4_0AVX512x16t4(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
 
-// dotQ4_0AVX512r1t8 sets out[t·os] = dotQ4_0AVX512(x, token t, nb) for t < 8, token t's
-// blocks as q8Pairs at y + t·ys.
+// dotQ4_0AVX512x16t8 sets out[t·os + r] = dotQ4_0AVX2(x + r·rb, y + t·ys, nb) for r < 16, t < 8.
 //
 //go:noescape
-func dotQ4_0AVX512r1t8(x *byte, y *byte, ys int, nb int, out *float32, os int)
+func dotQ4_0AVX512x16t8(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
 
-// dotQ4_0AVX512r1t4 sets out[t·os] = dotQ4_0AVX512(x, token t, nb) for t < 4, token t's
-// blocks as q8Pairs at y + t·ys.
+// dotQ4_0AVX512x16t16 sets out[t·os + r] = dotQ4_0AVX2(x + r·rb, y + t·ys, nb) for r < 16, t < 16.
 //
 //go:noescape
-func dotQ4_0AVX512r1t4(x *byte, y *byte, ys int, nb int, out *float32, os int)
-
-// q8PairsAVX512 converts nb q8Blocks at y to (nb+1)/2 q8Pairs at out (a last odd
-// block's pair padded with zeros).
-//
-//go:noescape
-func q8PairsAVX512(y *byte, nb int, out *byte)
+func dotQ4_0AVX512x16t16(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
