@@ -170,6 +170,19 @@ func attnScores() {
 	Label("blk8")
 	CMPQ(n, U8(8))
 	JL(LabelRef("tail"))
+	// The next 8 keys, on their way from memory while these are computed (a
+	// key's two lines: head sizes up to 64 in full).
+	pf := GP64()
+	LEAQ(Mem{Base: k, Index: sb, Scale: 8}, pf)
+	for i := 0; i < 2; i++ {
+		for _, m := range []Mem{{Base: pf}, {Base: pf, Index: sb, Scale: 1}, {Base: pf, Index: sb, Scale: 2}, {Base: pf, Index: s3, Scale: 1}} {
+			PREFETCHT0(m)
+			PREFETCHT0(m.Offset(64))
+		}
+		if i == 0 {
+			LEAQ(Mem{Base: pf, Index: sb, Scale: 4}, pf)
+		}
+	}
 	r0, r4, qp, g := GP64(), GP64(), GP64(), GP64()
 	MOVQ(k, r0)
 	LEAQ(Mem{Base: k, Index: sb, Scale: 4}, r4)
@@ -429,6 +442,9 @@ func attnAccum(name string, avx512 bool) {
 		Label(name("pos"))
 		CMPQ(j, n)
 		JGE(LabelRef(name("posdone")))
+		for l := 0; l < (2*cols+63)/64; l++ { // the value 8 positions on
+			PREFETCHT0(Mem{Base: vp, Index: sb, Scale: 8, Disp: 64 * l})
+		}
 		ej := vec()
 		VBROADCASTSS(Mem{Base: e, Index: j, Scale: 4}, ej)
 		BTQ(j, mask)

@@ -1619,7 +1619,7 @@ DATA expfConsts<>+56(SB)/8, $0x0000007f80000000
 GLOBL expfConsts<>(SB), RODATA|NOPTR, $64
 
 // func attnScoresF16(k *uint16, q *float32, hd int, n int, stride int, scale float32, s *float32)
-// Requires: AVX, AVX2, F16C, SSE
+// Requires: AVX, AVX2, F16C, MMX+, SSE
 TEXT ·attnScoresF16(SB), NOSPLIT, $0-56
 	MOVQ         k+0(FP), AX
 	MOVQ         q+8(FP), CX
@@ -1633,20 +1633,38 @@ TEXT ·attnScoresF16(SB), NOSPLIT, $0-56
 	LEAQ         (SI)(SI*2), R8
 
 blk8:
-	CMPQ   BX, $0x08
-	JL     tail
-	MOVQ   AX, R9
-	LEAQ   (AX)(SI*4), R10
-	MOVQ   CX, R11
-	MOVQ   DX, R12
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
-	VXORPS Y8, Y8, Y8
+	CMPQ       BX, $0x08
+	JL         tail
+	LEAQ       (AX)(SI*8), R9
+	PREFETCHT0 (R9)
+	PREFETCHT0 64(R9)
+	PREFETCHT0 (R9)(SI*1)
+	PREFETCHT0 64(R9)(SI*1)
+	PREFETCHT0 (R9)(SI*2)
+	PREFETCHT0 64(R9)(SI*2)
+	PREFETCHT0 (R9)(R8*1)
+	PREFETCHT0 64(R9)(R8*1)
+	LEAQ       (R9)(SI*4), R9
+	PREFETCHT0 (R9)
+	PREFETCHT0 64(R9)
+	PREFETCHT0 (R9)(SI*1)
+	PREFETCHT0 64(R9)(SI*1)
+	PREFETCHT0 (R9)(SI*2)
+	PREFETCHT0 64(R9)(SI*2)
+	PREFETCHT0 (R9)(R8*1)
+	PREFETCHT0 64(R9)(R8*1)
+	MOVQ       AX, R9
+	LEAQ       (AX)(SI*4), R10
+	MOVQ       CX, R11
+	MOVQ       DX, R12
+	VXORPS     Y1, Y1, Y1
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	VXORPS     Y4, Y4, Y4
+	VXORPS     Y5, Y5, Y5
+	VXORPS     Y6, Y6, Y6
+	VXORPS     Y7, Y7, Y7
+	VXORPS     Y8, Y8, Y8
 
 g8:
 	VMOVUPS    (R11), Y9
@@ -1850,7 +1868,7 @@ done:
 	RET
 
 // func attnAccumF16(acc *float32, v *uint16, hd int, n int, stride int, e *float32, mask uint64, sum *float32)
-// Requires: AVX, F16C
+// Requires: AVX, F16C, MMX+
 TEXT ·attnAccumF16(SB), NOSPLIT, $0-64
 	MOVQ   acc+0(FP), AX
 	MOVQ   v+8(FP), CX
@@ -1900,6 +1918,8 @@ slab8_8:
 pos8_8:
 	CMPQ         R10, BX
 	JGE          posdone8_8
+	PREFETCHT0   (R9)(SI*8)
+	PREFETCHT0   64(R9)(SI*8)
 	VBROADCASTSS (DI)(R10*4), Y8
 	BTQ          R10, R8
 	JCS          new8_8
@@ -2033,6 +2053,7 @@ slab1_8:
 pos1_8:
 	CMPQ         R10, BX
 	JGE          posdone1_8
+	PREFETCHT0   (R9)(SI*8)
 	VBROADCASTSS (DI)(R10*4), Y1
 	BTQ          R10, R8
 	JCS          new1_8
@@ -2069,7 +2090,7 @@ slabdone1_8:
 	RET
 
 // func attnAccumF16AVX512(acc *float32, v *uint16, hd int, n int, stride int, e *float32, mask uint64, sum *float32)
-// Requires: AVX, AVX512F, F16C
+// Requires: AVX, AVX512F, F16C, MMX+
 TEXT ·attnAccumF16AVX512(SB), NOSPLIT, $0-64
 	MOVQ   acc+0(FP), AX
 	MOVQ   v+8(FP), CX
@@ -2119,6 +2140,10 @@ slab8_16:
 pos8_16:
 	CMPQ         R10, BX
 	JGE          posdone8_16
+	PREFETCHT0   (R9)(SI*8)
+	PREFETCHT0   64(R9)(SI*8)
+	PREFETCHT0   128(R9)(SI*8)
+	PREFETCHT0   192(R9)(SI*8)
 	VBROADCASTSS (DI)(R10*4), Z8
 	BTQ          R10, R8
 	JCS          new8_16
@@ -2255,6 +2280,8 @@ slab4_16:
 pos4_16:
 	CMPQ         R10, BX
 	JGE          posdone4_16
+	PREFETCHT0   (R9)(SI*8)
+	PREFETCHT0   64(R9)(SI*8)
 	VBROADCASTSS (DI)(R10*4), Z4
 	BTQ          R10, R8
 	JCS          new4_16
@@ -2336,6 +2363,7 @@ slab1_8:
 pos1_8:
 	CMPQ         R10, BX
 	JGE          posdone1_8
+	PREFETCHT0   (R9)(SI*8)
 	VBROADCASTSS (DI)(R10*4), Y1
 	BTQ          R10, R8
 	JCS          new1_8
