@@ -1,12 +1,15 @@
-// Command _asm generates the amd64 assembly of lmlite's row dot-product kernels
+// Command _asm generates the amd64 assembly of lmlite's kernels
 // (engine/kernels/simd_amd64.s) and their Go declarations
 // (engine/kernels/simd_stubs_amd64.go) with avo. It is its own module so that only
 // this generator depends on avo; run it through `go generate` in engine/kernels.
 //
-// Each kernel has an AVX2 (+FMA, F16C) form and, where it pays off, an AVX-512
+// Each row kernel has an AVX2 (+FMA, F16C) form and, where it pays off, an AVX-512
 // (BW, VL, VNNI) form that keeps the AVX2 form's operations and order; the
-// K-quant and Q8_0 kernels also have a four-token form (…x4) sharing the weight
-// unpacking between activation rows. engine/kernels/simd_generic.go documents
+// K-quant AVX2 kernels also have a two-token form (…x2) sharing the weight
+// unpacking between activation rows; on AVX-512 the tiles of tile.go (K-quants)
+// and outer.go (Q8_0, Q4_0) take several rows or tokens at once. attn.go has
+// attention's three steps, act.go the activation quantizers, rounding and
+// SwiGLU. engine/kernels/simd_generic.go documents
 // the numerics. avo's instruction table lacks AVX-512 VNNI, so VPDPBUSD and
 // VPDPWSSD are emitted raw; the AVX-512 kernels may be given X16-X31, so their
 // helpers pick EVEX forms (see evex).
@@ -31,8 +34,9 @@ import (
 
 // Block layouts (bytes).
 const (
-	q8Size   = 36  // q8Block: d float32, qs [32]int8
-	q8QS     = 4   // offset of q8Block.qs
+	q8Size   = 40  // q8Block: d float32, c int32, qs [32]int8
+	q8C      = 4   // offset of q8Block.c
+	q8QS     = 8   // offset of q8Block.qs
 	q8KSize  = 292 // q8KBlock: d float32, qs [256]int8, bsums [16]int16
 	q8KQS    = 4   // offset of q8KBlock.qs
 	q8KBsums = 260 // offset of q8KBlock.bsums
@@ -48,7 +52,7 @@ var (
 	q4kShuf, q4kShuf512, q6kShuf                        Mem
 	q4kGatherLow, q4kGatherTop, q4kMaskLow, q4kMaskHigh Mem
 	q4kMinPairs, q6kShiftLow, q6kShiftHigh, q6kPerm     Mem
-	q4kShiftHigh, q40Shift                              Mem
+	q4kShiftHigh                                        Mem
 )
 
 func main() {
@@ -58,16 +62,11 @@ func main() {
 	dotQ4KAVX2(1)
 	dotQ4KAVX2(2)
 	dotQ4KAVX512(1)
-	dotQ4KAVX512(4)
 	dotQ6KAVX2(1)
 	dotQ6KAVX2(2)
 	dotQ6KAVX512(1)
-	dotQ6KAVX512(4)
-	dotQ8_0AVX2()
-	dotQ8_0AVX512(1)
-	dotQ8_0AVX512(4)
-	dotQ4_0AVX2()
-	dotQ4_0AVX512()
+	dot0AVX2("Q8_0")
+	dot0AVX2("Q4_0")
 	dotFloatAVX2("dotF32AVX2", "F32", 4)
 	dotFloatAVX2("dotF16AVX2", "F16", 2)
 	dotFloatAVX2("dotBF16AVX2", "BF16", 2)
@@ -76,6 +75,27 @@ func main() {
 	attnLanesF16()
 	attnUpdateF16("attnMadF16", true)
 	attnUpdateF16("attnScaleF16", false)
+	attnConstants()
+	attnScores()
+	attnExp()
+	attnAccum("attnAccumF16", false)
+	attnAccum("attnAccumF16AVX512", true)
+	actConstants()
+	quantQ8K()
+	quantQ8_0()
+	roundFloats("roundF16AVX2", false)
+	roundFloats("roundBF16AVX2", true)
+	swiglu()
+	for _, typ := range []string{"Q4K", "Q6K"} {
+		for _, rt := range [][2]int{{8, 1}, {1, 16}, {1, 8}, {1, 4}} {
+			dotKTile(typ, rt[0], rt[1])
+		}
+	}
+	for _, typ := range []string{"Q8_0", "Q4_0"} {
+		for _, t := range []int{1, 4, 8, 16} {
+			dot0Outer(typ, t)
+		}
+	}
 
 	Generate()
 }
@@ -144,12 +164,6 @@ func constants() {
 	q4kShiftHigh = rodata("q4kShiftHigh", append(bytes.Repeat([]byte{0, 0}, 16), bytes.Repeat([]byte{4, 0}, 16)...))
 	// q4kMinPairs repeats each min (bytes 8-15 of the unpacked scales) twice,
 	// one per bsum of its sub-block.
-	// Q4_0 on 512 bits: word shift counts 0, 4, 0, 4 by 128-bit lane.
-	b = nil
-	for l := 0; l < 4; l++ {
-		b = append(b, bytes.Repeat([]byte{byte(4 * (l & 1)), 0}, 8)...)
-	}
-	q40Shift = rodata("q40Shift", b)
 	q4kMinPairs = rodata("q4kMinPairs", []byte{8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15})
 }
 
@@ -737,30 +751,6 @@ func storeSums(sums []VecVirtual) {
 	RET()
 }
 
-// blockScale broadcasts f16(x.d)·y.d (x a Q8_0/Q4_0 block, y a q8Block) to a ymm.
-func blockScale(x GPVirtual, xo int, y GPVirtual, yo int) VecVirtual {
-	return scaleBy(f16At(x, xo), y, yo)
-}
-
-// f16At returns the f16 at x+off converted, in lane 0.
-func f16At(x GPVirtual, off int) VecVirtual {
-	t := GP32()
-	MOVWLZX(Mem{Base: x, Disp: off}, t)
-	d := XMM()
-	VMOVD(t, d)
-	VCVTPH2PS(d, d)
-	return d
-}
-
-// scaleBy broadcasts d·y.d (y+yo a q8Block) to a ymm.
-func scaleBy(d VecVirtual, y GPVirtual, yo int) VecVirtual {
-	t := XMM()
-	VMULSS(Mem{Base: y, Disp: yo}, d, t)
-	dy := YMM()
-	VBROADCASTSS(t, dy)
-	return dy
-}
-
 // hsum8 reduces the 8 floats of acc in sum8's order:
 // ((a0+a4)+(a2+a6)) + ((a1+a5)+(a3+a7)).
 func hsum8(r Register) VecVirtual {
@@ -779,258 +769,6 @@ func hsum8(r Register) VecVirtual {
 	VMOVSHDUP(s, h)
 	VADDSS(h, s, s)
 	return s
-}
-
-// pairLoop emits the shared frame of the Q8_0 and Q4_0 kernels: blocks go by
-// pairs into two accumulators (even blocks into acc0, odd into acc1), a last odd
-// block into acc0; the result is hsum8(acc0+acc1).
-func pairLoop(xs int, block func(x, y GPVirtual, xo, yo int, acc VecVirtual), setup func()) {
-	x, y, n := params3()
-	setup()
-	acc0, acc1 := YMM(), YMM()
-	VXORPS(acc0, acc0, acc0)
-	VXORPS(acc1, acc1, acc1)
-	Label("pairs")
-	CMPQ(n, U8(2))
-	JL(LabelRef("last"))
-	block(x, y, 0, 0, acc0)
-	block(x, y, xs, q8Size, acc1)
-	ADDQ(U32(2*xs), x)
-	ADDQ(U32(2*q8Size), y)
-	SUBQ(U8(2), n)
-	JMP(LabelRef("pairs"))
-	Label("last")
-	TESTQ(n, n)
-	JZ(LabelRef("done"))
-	block(x, y, 0, 0, acc0)
-	Label("done")
-	VADDPS(acc1, acc0, acc0)
-	s := hsum8(acc0)
-	VZEROUPPER()
-	Store(s, ReturnIndex(0))
-	RET()
-}
-
-func dotQ8_0AVX2() {
-	TEXT("dotQ8_0AVX2", NOSPLIT, "func(x, y *byte, n int) float32")
-	Pragma("noescape")
-	Doc("dotQ8_0AVX2 is the dot product of n Q8_0 blocks at x with n q8Blocks at y.")
-	var ones VecVirtual
-	pairLoop(q80Size, func(x, y GPVirtual, xo, yo int, acc VecVirtual) {
-		dy := blockScale(x, xo, y, yo)
-		qx, qy := YMM(), YMM()
-		VMOVDQU(Mem{Base: x, Disp: xo + 2}, qx)
-		VMOVDQU(Mem{Base: y, Disp: yo + q8QS}, qy)
-		ax := YMM()
-		VPABSB(qx, ax)
-		VPSIGNB(qx, qy, qy) // y·sign(x): exact while y > -128
-		p := YMM()
-		VPMADDUBSW(qy, ax, p)
-		VPMADDWD(ones, p, p)
-		VCVTDQ2PS(p, p)
-		VFMADD231PS(p, dy, acc)
-	}, func() {
-		ones = YMM()
-		VMOVDQU(ones16, ones)
-	})
-}
-
-// dotQ8_0AVX512 is dotQ8_0AVX2 on 512-bit vectors, a pair of blocks per step
-// (the even block in the low half, the odd one in the high half: the two
-// accumulators of dotQ8_0AVX2 side by side), with the byte products summed by
-// VPDPBUSD (|x| unsigned times y·sign(x)). It gives dotQ8_0AVX2's bits. With
-// tokens > 1 it emits the kernel for that many activation rows (stride bytes
-// apart), each with the single-token kernel's operations and bits.
-func dotQ8_0AVX512(tokens int) {
-	evex = true
-	defer func() { evex = false }()
-	if tokens == 1 {
-		TEXT("dotQ8_0AVX512", NOSPLIT, "func(x, y *byte, n int) float32")
-		Pragma("noescape")
-		Doc("dotQ8_0AVX512 is dotQ8_0AVX2 with AVX-512BW and AVX-512 VNNI.")
-	} else {
-		name := fmt.Sprintf("dotQ8_0AVX512x%d", tokens)
-		TEXT(name, NOSPLIT, "func(x, y *byte, n, stride int, out *float32)")
-		Pragma("noescape")
-		Doc(fmt.Sprintf("%s sets out[t] = dotQ8_0AVX512(x, y+t·stride, n) for t < %d.", name, tokens))
-	}
-	x, y, n := params3()
-	ys := tokenRows(y, tokens)
-	acc := make([]VecVirtual, tokens)
-	for t := range acc {
-		acc[t] = ZMM()
-		VPXORD(acc[t], acc[t], acc[t])
-	}
-	zero := ZMM()
-	VPXORD(zero, zero, zero)
-	Label("pairs")
-	CMPQ(n, U8(2))
-	JL(LabelRef("last"))
-	qx := ZMM()
-	vmovdqu(Mem{Base: x, Disp: 2}, qx.AsY())
-	VINSERTI64X4(U8(1), Mem{Base: x, Disp: q80Size + 2}, qx, qx)
-	k := K()
-	VPMOVB2M(qx, k)
-	VPABSB(qx, qx)
-	d0 := f16At(x, 0)
-	d1 := f16At(x, q80Size)
-	for t, yt := range ys {
-		qy := ZMM()
-		vmovdqu(Mem{Base: yt, Disp: q8QS}, qy.AsY())
-		VINSERTI64X4(U8(1), Mem{Base: yt, Disp: q8Size + q8QS}, qy, qy)
-		VPSUBB(qy, zero, k, qy) // y·sign(x) where x ≠ 0
-		p := ZMM()
-		VPXORD(p, p, p)
-		raw("VPDPBUSD", qy, qx, p)
-		VCVTDQ2PS(p, p)
-		s0 := scaleBy(d0, yt, 0)
-		s1 := scaleBy(d1, yt, q8Size)
-		d := ZMM()
-		VINSERTF64X4(U8(1), s1, s0.AsZ(), d)
-		VFMADD231PS(p, d, acc[t])
-	}
-	ADDQ(U32(2*q80Size), x)
-	for _, yt := range ys {
-		ADDQ(U32(2*q8Size), yt)
-	}
-	SUBQ(U8(2), n)
-	JMP(LabelRef("pairs"))
-
-	Label("last")
-	his := make([]VecVirtual, tokens)
-	los := make([]VecVirtual, tokens)
-	for t := range acc {
-		his[t] = YMM()
-		VEXTRACTF64X4(U8(1), acc[t], his[t])
-		los[t] = acc[t].AsY().(VecVirtual)
-	}
-	TESTQ(n, n)
-	JZ(LabelRef("done"))
-	bx := YMM()
-	vmovdqu(Mem{Base: x, Disp: 2}, bx)
-	bk := K()
-	VPMOVB2M(bx, bk)
-	VPABSB(bx, bx)
-	db := f16At(x, 0)
-	for t, yt := range ys {
-		by := YMM()
-		vmovdqu(Mem{Base: yt, Disp: q8QS}, by)
-		VPSUBB(by, zero.AsY(), bk, by)
-		bp := YMM()
-		VPXORD(bp, bp, bp)
-		raw("VPDPBUSD", by, bx, bp)
-		VCVTDQ2PS(bp, bp)
-		VFMADD231PS(bp, scaleBy(db, yt, 0), los[t])
-	}
-	Label("done")
-	sums := make([]VecVirtual, tokens)
-	for t := range acc {
-		VADDPS(his[t], los[t], los[t])
-		sums[t] = hsum8(los[t])
-	}
-	storeSums(sums)
-}
-
-func dotQ4_0AVX2() {
-	TEXT("dotQ4_0AVX2", NOSPLIT, "func(x, y *byte, n int) float32")
-	Pragma("noescape")
-	Doc("dotQ4_0AVX2 is the dot product of n Q4_0 blocks at x with n q8Blocks at y.")
-	var ones, m4, e8 VecVirtual
-	pairLoop(q40Size, func(x, y GPVirtual, xo, yo int, acc VecVirtual) {
-		dy := blockScale(x, xo, y, yo)
-		t, th := XMM(), XMM()
-		VMOVDQU(Mem{Base: x, Disp: xo + 2}, t)
-		VPSRLW(U8(4), t, th)
-		q := YMM()
-		VINSERTI128(U8(1), th, t.AsY(), q)
-		VPAND(m4, q, q) // elements 0-15 low nibbles, 16-31 high
-		yq := Mem{Base: y, Disp: yo + q8QS}
-		p, c := YMM(), YMM()
-		VPMADDUBSW(yq, q, p)
-		VPMADDUBSW(yq, e8, c)
-		VPSUBW(c, p, p) // (q-8)·y in pairs
-		VPMADDWD(ones, p, p)
-		VCVTDQ2PS(p, p)
-		VFMADD231PS(p, dy, acc)
-	}, func() {
-		ones, m4, e8 = YMM(), YMM(), YMM()
-		VMOVDQU(ones16, ones)
-		VMOVDQU(nibbleMask, m4)
-		VMOVDQU(eights, e8)
-	})
-}
-
-// dotQ4_0AVX512 is dotQ4_0AVX2 on 512-bit vectors, a pair of blocks per step
-// as in dotQ8_0AVX512, with (q−8)·y summed as VPDPBUSD(q, y) − VPDPBUSD(8, y):
-// the int32 lanes are dotQ4_0AVX2's (sums of 4 consecutive products), so it
-// gives dotQ4_0AVX2's bits.
-func dotQ4_0AVX512() {
-	evex = true
-	defer func() { evex = false }()
-	TEXT("dotQ4_0AVX512", NOSPLIT, "func(x, y *byte, n int) float32")
-	Pragma("noescape")
-	Doc("dotQ4_0AVX512 is dotQ4_0AVX2 with AVX-512BW and AVX-512 VNNI.")
-	x, y, n := params3()
-	acc, m4, e8, shr := ZMM(), ZMM(), ZMM(), ZMM()
-	VPXORD(acc, acc, acc)
-	VMOVDQU64(nibbleMask, m4)
-	VBROADCASTI64X4(eights, e8)
-	VMOVDQU64(q40Shift, shr)
-	Label("pairs")
-	CMPQ(n, U8(2))
-	JL(LabelRef("last"))
-	// 128-bit lanes: block A's 16 bytes twice, then block B's twice; the
-	// second copy of each shifted to its high nibbles.
-	q := ZMM()
-	VBROADCASTI32X4(Mem{Base: x, Disp: 2}, q)
-	VINSERTI32X4(U8(2), Mem{Base: x, Disp: q40Size + 2}, q, q)
-	VINSERTI32X4(U8(3), Mem{Base: x, Disp: q40Size + 2}, q, q)
-	VPSRLVW(shr, q, q)
-	VPANDD(m4, q, q)
-	qy := ZMM()
-	vmovdqu(Mem{Base: y, Disp: q8QS}, qy.AsY())
-	VINSERTI64X4(U8(1), Mem{Base: y, Disp: q8Size + q8QS}, qy, qy)
-	p, c := ZMM(), ZMM()
-	VPXORD(p, p, p)
-	VPXORD(c, c, c)
-	raw("VPDPBUSD", qy, q, p)
-	raw("VPDPBUSD", qy, e8, c)
-	VPSUBD(c, p, p)
-	VCVTDQ2PS(p, p)
-	d0 := blockScale(x, 0, y, 0)
-	d1 := blockScale(x, q40Size, y, q8Size)
-	d := ZMM()
-	VINSERTF64X4(U8(1), d1, d0.AsZ(), d)
-	VFMADD231PS(p, d, acc)
-	ADDQ(U32(2*q40Size), x)
-	ADDQ(U32(2*q8Size), y)
-	SUBQ(U8(2), n)
-	JMP(LabelRef("pairs"))
-
-	Label("last")
-	hi := YMM()
-	VEXTRACTF64X4(U8(1), acc, hi)
-	lo := acc.AsY().(VecVirtual)
-	TESTQ(n, n)
-	JZ(LabelRef("done"))
-	bq := YMM()
-	VBROADCASTI32X4(Mem{Base: x, Disp: 2}, bq)
-	VPSRLVW(shr.AsY(), bq, bq)
-	VPANDD(m4.AsY(), bq, bq)
-	by := YMM()
-	vmovdqu(Mem{Base: y, Disp: q8QS}, by)
-	bp, bc := YMM(), YMM()
-	VPXORD(bp, bp, bp)
-	VPXORD(bc, bc, bc)
-	raw("VPDPBUSD", by, bq, bp)
-	raw("VPDPBUSD", by, e8.AsY(), bc)
-	VPSUBD(bc, bp, bp)
-	VCVTDQ2PS(bp, bp)
-	VFMADD231PS(bp, blockScale(x, 0, y, 0), lo)
-	Label("done")
-	VADDPS(hi, lo, lo)
-	sum := hsum8(lo)
-	storeSums([]VecVirtual{sum})
 }
 
 // floatAccs is the number of 8-lane accumulators of the float kernels: enough

@@ -62,6 +62,117 @@ func TestAttnLoopsMatchReference(t *testing.T) {
 	}
 }
 
+// attnCase is the cache and query of one attention head for the span tests.
+type attnCase struct {
+	hd, n, stride, off int
+	k, v               []uint16
+	q                  []float32
+	scale              float32
+}
+
+// newAttnCase fills a cache of n positions; mode "rising" makes every score a new
+// maximum, "wide" spreads the scores over the whole range of expf (scores far
+// below the maximum give 0, the first ones far above it), "flat" makes many equal.
+func newAttnCase(r *rand.Rand, hd, n, stride, off int, mode string) attnCase {
+	c := attnCase{hd: hd, n: n, stride: stride, off: off, scale: float32(1 / math.Sqrt(float64(hd)))}
+	size := off + (n-1)*stride + hd + 5
+	c.k, c.v = make([]uint16, size), make([]uint16, size)
+	for i := range c.k {
+		c.k[i] = F32ToF16(float32(r.NormFloat64()))
+		c.v[i] = F32ToF16(float32(r.NormFloat64() * 3))
+	}
+	c.q = make([]float32, hd)
+	for i := range c.q {
+		c.q[i] = float32(r.NormFloat64())
+	}
+	switch mode {
+	case "rising":
+		for j := 0; j < n; j++ {
+			for i := 0; i < hd; i++ {
+				c.k[off+j*stride+i] = F32ToF16(float32(j) * 0.05 * sign(c.q[i]))
+			}
+		}
+	case "wide":
+		c.scale = 40
+	case "flat":
+		for j := 0; j < n; j++ {
+			copy(c.k[off+j*stride:off+j*stride+hd], c.k[off:off+hd])
+		}
+	}
+	return c
+}
+
+func sign(x float32) float32 {
+	if x < 0 {
+		return -1
+	}
+	return 1
+}
+
+// TestAttnSpanMatchesReference: the assembly's chunked attention gives the bits of
+// the Go loop, for head sizes around the slab sizes, position counts around the
+// chunk size, and spans of any length (as a paged cache gives them).
+func TestAttnSpanMatchesReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 22))
+	for _, hd := range []int{8, 16, 24, 64, 72, 128, 136, 256, 264} {
+		for _, n := range []int{1, 2, 7, 8, 9, 63, 64, 65, 130} {
+			for _, mode := range []string{"random", "rising", "wide", "flat"} {
+				stride, off := hd*3+8*(n%3), 8*(n%4)+hd%16
+				c := newAttnCase(r, hd, n, stride, off, mode)
+				k, v := c.k[c.off:], c.v[c.off:]
+				var ref attnState
+				ref.start(c.q)
+				attnSpanGeneric(&ref, k, v, n, stride, c.scale)
+				want := make([]float32, hd)
+				ref.finish(want)
+				for i, split := range []int{n, 1, 5, 16, 64} {
+					levels := simdLevels()
+					restore := setSIMD(levels[i%len(levels)]) // each level, on some of the splits
+					var st attnState
+					st.start(c.q)
+					for j := 0; j < n; j += split {
+						m := min(split, n-j)
+						st.span(k[j*stride:], v[j*stride:], m, stride, c.scale)
+					}
+					got := make([]float32, hd+2)
+					got[0], got[hd+1] = -7, -7
+					st.finish(got[1 : hd+1])
+					if got[0] != -7 || got[hd+1] != -7 {
+						t.Fatalf("hd %d n %d %s: wrote outside out", hd, n, mode)
+					}
+					for i := range want {
+						if math.Float32bits(got[1+i]) != math.Float32bits(want[i]) {
+							t.Fatalf("hd %d n %d %s split %d: out[%d] = %v, reference %v (mx %v/%v sum %v/%v)",
+								hd, n, mode, split, i, got[1+i], want[i], st.mx, ref.mx, st.sum, ref.sum)
+						}
+					}
+					if st.mx != ref.mx || math.Float32bits(st.sum) != math.Float32bits(ref.sum) { // (the maximum's zero may differ in sign)
+						t.Fatalf("hd %d n %d %s split %d: mx %v sum %v, reference %v %v", hd, n, mode, split, st.mx, st.sum, ref.mx, ref.sum)
+					}
+					restore()
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkAttend measures one head of 64 over 512 cached positions (GQA layout:
+// 4 KV heads side by side), in ns per position.
+func BenchmarkAttend(b *testing.B) {
+	r := rand.New(rand.NewPCG(25, 26))
+	const hd, n = 64, 512
+	c := newAttnCase(r, hd, n, 4*hd, 0, "random")
+	out := make([]float32, hd)
+	for _, level := range simdLevels() {
+		b.Run(level, func(b *testing.B) {
+			defer setSIMD(level)()
+			for b.Loop() {
+				Attend(out, c.q, c.k, c.v, n, 4*hd, c.scale)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/pos")
+		})
+	}
+}
 // TestAttendBlocksMatchesAttend: the same rows, contiguous or in blocks of any size,
 // give the same bits.
 func TestAttendBlocksMatchesAttend(t *testing.T) {

@@ -21,15 +21,18 @@ func expf(x float32) float32 {
 	case x < -87.33654:
 		return 0
 	}
-	n := float32(math.Floor(float64(x*log2e + 0.5)))
-	r := x - n*c1 - n*c2
+	// The float32 conversions keep every product and sum rounded on its own: the
+	// compiler may fuse a*b+c otherwise (GOAMD64=v3), and attnExpF16 computes these
+	// very operations.
+	n := float32(math.Floor(float64(float32(x*log2e) + 0.5)))
+	r := x - float32(n*c1) - float32(n*c2)
 	p := float32(1.9875691500e-4)
-	p = p*r + 1.3981999507e-3
-	p = p*r + 8.3334519073e-3
-	p = p*r + 4.1665795894e-2
-	p = p*r + 1.6666665459e-1
-	p = p*r + 5.0000001201e-1
-	p = p*r*r + r + 1
+	p = float32(p*r) + 1.3981999507e-3
+	p = float32(p*r) + 8.3334519073e-3
+	p = float32(p*r) + 4.1665795894e-2
+	p = float32(p*r) + 1.6666665459e-1
+	p = float32(p*r) + 5.0000001201e-1
+	p = float32(float32(p*r)*r) + r + 1
 	// p·2**n, in two steps so that n = 128 (x near the top) and n = -126 stay exact.
 	h := int32(n) / 2
 	return p * math.Float32frombits(uint32(h+127)<<23) * math.Float32frombits(uint32(int32(n)-h+127)<<23)

@@ -28,6 +28,7 @@ func VecDotType(t Type) Type {
 
 type q8Block struct {
 	d  float32 // f16-representable, as the block stores it
+	c  int32   // −k·Σqs: the correction of the outer-product kernels (tile_amd64.go), k = 128 for Q8_0 weights, 8 for Q4_0
 	qs [qk0]int8
 }
 
@@ -45,10 +46,12 @@ type acts struct {
 	buf  []float32  // f's storage for F16 and BF16
 	q8   []q8Block  // Q8_0
 	q8k  []q8KBlock // Q8_K
+	ydT  []float32  // Q8_K with rows > 1: ydT[b*rows+t] = q8k[t*nb+b].d
 	rows int
 }
 
-func (a *acts) prepare(typ Type, x []float32, rows, cols int) {
+func (a *acts) prepare(wt Type, x []float32, rows, cols int) {
+	typ := VecDotType(wt)
 	a.typ, a.cols, a.rows = typ, cols, rows
 	switch typ {
 	case F32:
@@ -56,22 +59,29 @@ func (a *acts) prepare(typ Type, x []float32, rows, cols int) {
 	case F16, BF16:
 		a.buf = grow(a.buf, rows*cols)
 		a.f = a.buf
-		round := RoundF16
 		if typ == BF16 {
-			round = RoundBF16
-		}
-		for i, v := range x[:rows*cols] {
-			a.f[i] = round(v)
+			roundBF16s(a.f, x[:rows*cols])
+		} else {
+			roundF16s(a.f, x[:rows*cols])
 		}
 	case Q8_0:
 		a.q8 = grow(a.q8, rows*cols/qk0)
-		for b := range a.q8 {
-			quantActQ8_0(&a.q8[b], x[b*qk0:(b+1)*qk0])
+		shift := 7 // Q8_0 weights meet x+128, Q4_0 weights their nibble q = x+8
+		if wt == Q4_0 {
+			shift = 3
 		}
+		quantRowsQ8_0(a.q8, x[:rows*cols], shift)
 	case Q8_K:
 		a.q8k = grow(a.q8k, rows*cols/qkK)
-		for b := range a.q8k {
-			quantActQ8K(&a.q8k[b], x[b*qkK:(b+1)*qkK])
+		quantRowsQ8K(a.q8k, x[:rows*cols])
+		if rows > 1 {
+			nb := cols / qkK
+			a.ydT = grow(a.ydT, nb*rows)
+			for t := 0; t < rows; t++ {
+				for b, y := range a.q8k[t*nb : (t+1)*nb] {
+					a.ydT[b*rows+t] = y.d
+				}
+			}
 		}
 	default:
 		panic("kernels: no activation format " + typ.String())
@@ -86,8 +96,8 @@ func grow[T any](s []T, n int) []T {
 	return s[:n]
 }
 
-// quantActQ8_0 is quantQ8_0 into the unpacked block.
-func quantActQ8_0(b *q8Block, x []float32) {
+// quantActQ8_0 is quantQ8_0 into the unpacked block, with c = −(Σqs << shift).
+func quantActQ8_0(b *q8Block, x []float32, shift int) {
 	var amax float32
 	for _, v := range x {
 		amax = max(amax, abs32(v))
@@ -97,9 +107,12 @@ func quantActQ8_0(b *q8Block, x []float32) {
 	if amax != 0 {
 		id = 127 / amax
 	}
+	var sum int32
 	for j, v := range x {
 		b.qs[j] = int8(nearestInt(v * id))
+		sum += int32(b.qs[j])
 	}
+	b.c = -(sum << shift)
 }
 
 // quantActQ8K is ggml's quantize_row_q8_K_ref: scale -127/(signed max), float32 d,
@@ -188,7 +201,7 @@ func dotQ4KBlock(blk []byte, y *q8KBlock) float32 {
 	}
 	d := f16Table[le16(blk)] * y.d
 	dmin := f16Table[le16(blk[2:])] * y.d
-	return d*float32(isum) - dmin*float32(msum)
+	return float32(d*float32(isum)) - float32(dmin*float32(msum)) // (no fused multiply-add)
 }
 
 //go:norace
@@ -214,7 +227,7 @@ func dotQ6KBlock(blk []byte, y *q8KBlock) float32 {
 	for j, s := range part {
 		isum += int32(int8(sc[j])) * s
 	}
-	return f16Table[le16(blk[208:])] * y.d * float32(isum)
+	return float32(f16Table[le16(blk[208:])] * y.d * float32(isum)) // (no fused multiply-add)
 }
 
 var actsPool = sync.Pool{New: func() any { return new(acts) }}
@@ -231,32 +244,74 @@ func MatMul(dst []float32, w Matrix, x []float32, nTok int) {
 	}
 	a := actsPool.Get().(*acts)
 	defer func() { a.f = nil; actsPool.Put(a) }()
-	a.prepare(VecDotType(w.Type), x, nTok, w.Cols)
-	rb := w.Type.RowBytes(w.Cols)
-	work := func(lo, hi int) {
-		// Tokens in chunks of tokChunk, rows inside: a chunk's activations stay in
-		// cache while the rows stream by, and each row meets the chunk through the
-		// batched kernels (the same bits per token as one token at a time).
-		var buf [tokChunk]float32
-		for t0 := 0; t0 < nTok; t0 += tokChunk {
-			out := buf[:min(tokChunk, nTok-t0)]
-			for r := lo; r < hi; r++ {
-				dotRowsAt(w.Type, w.Data[r*rb:(r+1)*rb], a, t0, out)
-				for i, v := range out {
-					dst[(t0+i)*w.Rows+r] = v
-				}
+	a.prepare(w.Type, x, nTok, w.Cols)
+	mm := matMul{dst: dst, w: w, a: a, nTok: nTok, rb: w.Type.RowBytes(w.Cols)}
+	if w.Rows < 2 || w.Rows*w.Cols*nTok < 1<<15 {
+		mm.rows(0, w.Rows)
+		return
+	}
+	pool() // created once; SetThreads replaces it under poolMu
+	if !poolMu.TryLock() {
+		mm.rows(0, w.Rows)
+		return
+	}
+	defer poolMu.Unlock()
+	p := thePool
+	if p.Size() == 1 {
+		mm.rows(0, w.Rows)
+		return
+	}
+	j := &theJob
+	j.start(w.Rows, w.Cols*nTok, p.Size(), 16) // whole groups for the tile kernels
+	j.mm, j.isMM = mm, true
+	p.Run(j, p.Size(), 1)
+	j.mm, j.isMM = matMul{}, false
+}
+
+// matMul is one MatMul call's product, computed by ranges of weight rows.
+type matMul struct {
+	dst      []float32
+	w        Matrix
+	a        *acts
+	nTok, rb int
+}
+
+// rows computes the outputs of weight rows [lo, hi).
+func (m *matMul) rows(lo, hi int) {
+	w, a, dst := m.w, m.a, m.dst
+	if m.nTok == 1 {
+		for r := m.fastRows(lo, hi); r < hi; r++ {
+			dst[r] = dotRow(w.Type, w.Data[r*m.rb:(r+1)*m.rb], a, 0)
+		}
+		return
+	}
+	// Tokens in chunks of tokChunk, rows inside: a chunk's activations stay in
+	// cache while the rows stream by, and each row meets the chunk through the
+	// batched kernels (the same bits per token as one token at a time).
+	var buf [tokChunk]float32
+	for t0 := 0; t0 < m.nTok; t0 += tokChunk {
+		nt := min(tokChunk, m.nTok-t0)
+		for r := lo; r < hi; {
+			if n := m.fastTokens(r, hi, t0, nt); n > 0 {
+				r += n
+				continue
 			}
+			out := buf[:nt]
+			dotRowsAt(w.Type, w.Data[r*m.rb:(r+1)*m.rb], a, t0, out)
+			for i, v := range out {
+				dst[(t0+i)*w.Rows+r] = v
+			}
+			r++
 		}
 	}
-	Parallel(w.Rows, w.Cols*nTok, work)
 }
 
 // tokChunk is how many tokens MatMul takes through the batched kernels at once.
 const tokChunk = 16
 
-// Parallel runs work over [0, n) split in contiguous parts, one per worker of the
-// package's persistent pool (parallel.Pool, sized to GOMAXPROCS when first used); cost
-// is the work per item, used to stay on the caller's goroutine when the whole job is
+// Parallel runs work over [0, n) in contiguous parts on the workers of the package's
+// persistent pool (parallel.Pool, sized to GOMAXPROCS when first used), which share
+// the range as sched.go describes; cost is the work per item (in multiply-adds), used to stay on the caller's goroutine when the whole job is
 // too small to be worth spreading. When another goroutine holds the pool (another
 // sequence's step), the work runs on the caller's goroutine: the cores are busy anyway,
 // and a row's result does not depend on how the range was split.
@@ -276,25 +331,20 @@ func Parallel(n, cost int, work func(lo, hi int)) {
 		work(0, n)
 		return
 	}
-	t := &funcTasks[0]
-	t.f = work
-	p.Run(t, n, 1)
-	t.f = nil
+	j := &theJob
+	j.start(n, cost, p.Size(), 1)
+	j.f = work
+	p.Run(j, p.Size(), 1)
+	j.f = nil
 }
 
 var (
-	poolOnce  sync.Once
-	thePool   *parallel.Pool
-	poolMu    sync.Mutex  // held while thePool runs a task
-	funcTasks [1]funcTask // guarded by poolMu
+	poolOnce sync.Once
+	thePool  *parallel.Pool
+	poolMu   sync.Mutex // held while thePool runs a task
 )
 
 func pool() *parallel.Pool {
 	poolOnce.Do(func() { thePool = parallel.New(runtime.GOMAXPROCS(0)) })
 	return thePool
 }
-
-// funcTask adapts a func to parallel.Task.
-type funcTask struct{ f func(lo, hi int) }
-
-func (t *funcTask) RunRange(_, lo, hi int) { t.f(lo, hi) }

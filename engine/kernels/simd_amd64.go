@@ -35,45 +35,42 @@ func dotQ4KRow(row []byte, y []q8KBlock) float32 {
 
 // dotQ4KRows sets out[t] = dotQ4KRow(row, y[t*nb:(t+1)*nb]) for each
 // t < len(out): one weight row against several activation rows (a batch of
-// tokens), the AVX-512 kernel taking four at a time (AVX2: two) and unpacking
-// each weight block once for them. Every out[t] has the bits dotQ4KRow gives.
+// tokens), the AVX2 kernel taking two at a time and unpacking each weight block
+// once for them. Every out[t] has the bits dotQ4KRow gives. (With AVX-512, MatMul
+// takes the tiles of tile_amd64.go instead.)
 func dotQ4KRows(out []float32, row []byte, y []q8KBlock, nb int) {
-	batchRows(out, row, y, nb, 144, dotQ4KAVX512x4, dotQ4KAVX2x2, dotQ4KRow)
+	t := 0
+	if useAVX2 && !useAVX512 && nb > 0 && len(out) > 1 {
+		_, _ = row[nb*144-1], y[len(out)*nb-1]
+		stride := nb * int(unsafe.Sizeof(y[0]))
+		for ; t+2 <= len(out); t += 2 {
+			dotQ4KAVX2x2(&row[0], (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t])
+		}
+	}
+	for ; t < len(out); t++ {
+		out[t] = dotQ4KRow(row, y[t*nb:(t+1)*nb])
+	}
 }
 
 // dotQ6KRows is dotQ4KRows for Q6_K weights.
 func dotQ6KRows(out []float32, row []byte, y []q8KBlock, nb int) {
-	batchRows(out, row, y, nb, 210, dotQ6KAVX512x4, dotQ6KAVX2x2, dotQ6KRow)
-}
-
-// dotQ8_0Rows is dotQ4KRows for Q8_0 weights.
-func dotQ8_0Rows(out []float32, row []byte, y []q8Block, nb int) {
-	batchRows(out, row, y, nb, 34, dotQ8_0AVX512x4, nil, dotQ8_0Row)
-}
-
-// batchRows runs the four-token AVX-512 kernel x4, or else the two-token AVX2
-// kernel x2 (if any), over the batch while it can, and the single-row kernel
-// one on the rest.
-func batchRows[B q8Block | q8KBlock](out []float32, row []byte, y []B, nb, blockBytes int,
-	x4, x2 func(x, y *byte, n, stride int, out *float32), one func([]byte, []B) float32) {
-	if len(out) == 0 {
-		return
-	}
-	_ = y[len(out)*nb-1]
-	k, group := x4, 4
-	if !useAVX512 {
-		k, group = x2, 2
-	}
 	t := 0
-	if useAVX2 && k != nil && nb > 0 {
-		_ = row[nb*blockBytes-1]
+	if useAVX2 && !useAVX512 && nb > 0 && len(out) > 1 {
+		_, _ = row[nb*210-1], y[len(out)*nb-1]
 		stride := nb * int(unsafe.Sizeof(y[0]))
-		for ; t+group <= len(out); t += group {
-			k(&row[0], (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t])
+		for ; t+2 <= len(out); t += 2 {
+			dotQ6KAVX2x2(&row[0], (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t])
 		}
 	}
 	for ; t < len(out); t++ {
-		out[t] = one(row, y[t*nb:(t+1)*nb])
+		out[t] = dotQ6KRow(row, y[t*nb:(t+1)*nb])
+	}
+}
+
+// dotQ8_0Rows is dotQ4KRows for Q8_0 weights, a row at a time.
+func dotQ8_0Rows(out []float32, row []byte, y []q8Block, nb int) {
+	for t := range out {
+		out[t] = dotQ8_0Row(row, y[t*nb:(t+1)*nb])
 	}
 }
 
@@ -89,15 +86,16 @@ func dotQ6KRow(row []byte, y []q8KBlock) float32 {
 	return dotQ6KAVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n)
 }
 
+// The Q8_0 and Q4_0 kernels have the reference's numerics (an exact integer sum
+// and a scale per block); with AVX-512, MatMul takes the outer-product tiles of
+// tile_amd64.go for groups of 16 rows.
+
 func dotQ8_0Row(row []byte, y []q8Block) float32 {
 	n := len(y)
 	if n == 0 || !useAVX2 {
 		return dotQ8_0RowGeneric(row, y)
 	}
 	_ = row[n*34-1]
-	if useAVX512 {
-		return dotQ8_0AVX512(&row[0], (*byte)(unsafe.Pointer(&y[0])), n)
-	}
 	return dotQ8_0AVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n)
 }
 
@@ -107,9 +105,6 @@ func dotQ4_0Row(row []byte, y []q8Block) float32 {
 		return dotQ4_0RowGeneric(row, y)
 	}
 	_ = row[n*18-1]
-	if useAVX512 {
-		return dotQ4_0AVX512(&row[0], (*byte)(unsafe.Pointer(&y[0])), n)
-	}
 	return dotQ4_0AVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n)
 }
 

@@ -202,16 +202,6 @@ DATA q4kShiftHigh<>+48(SB)/8, $0x0004000400040004
 DATA q4kShiftHigh<>+56(SB)/8, $0x0004000400040004
 GLOBL q4kShiftHigh<>(SB), RODATA|NOPTR, $64
 
-DATA q40Shift<>+0(SB)/8, $0x0000000000000000
-DATA q40Shift<>+8(SB)/8, $0x0000000000000000
-DATA q40Shift<>+16(SB)/8, $0x0004000400040004
-DATA q40Shift<>+24(SB)/8, $0x0004000400040004
-DATA q40Shift<>+32(SB)/8, $0x0000000000000000
-DATA q40Shift<>+40(SB)/8, $0x0000000000000000
-DATA q40Shift<>+48(SB)/8, $0x0004000400040004
-DATA q40Shift<>+56(SB)/8, $0x0004000400040004
-GLOBL q40Shift<>(SB), RODATA|NOPTR, $64
-
 DATA q4kMinPairs<>+0(SB)/8, $0x0b0b0a0a09090808
 DATA q4kMinPairs<>+8(SB)/8, $0x0f0f0e0e0d0d0c0c
 GLOBL q4kMinPairs<>(SB), RODATA|NOPTR, $16
@@ -561,195 +551,6 @@ loop:
 done:
 	VZEROUPPER
 	MOVSS X0, ret+24(FP)
-	RET
-
-// func dotQ4KAVX512x4(x *byte, y *byte, n int, stride int, out *float32)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C
-TEXT ·dotQ4KAVX512x4(SB), NOSPLIT, $0-40
-	MOVQ      x+0(FP), AX
-	MOVQ      y+8(FP), CX
-	MOVQ      n+16(FP), DX
-	MOVQ      stride+24(FP), BX
-	LEAQ      (CX)(BX*1), SI
-	LEAQ      (SI)(BX*1), DI
-	LEAQ      (DI)(BX*1), BX
-	VXORPS    X0, X0, X0
-	VXORPS    X1, X1, X1
-	VXORPS    X2, X2, X2
-	VXORPS    X3, X3, X3
-	VMOVDQU64 nibbleMask<>+0(SB), Z4
-	VMOVDQU64 q4kShiftHigh<>+0(SB), Z5
-
-loop:
-	TESTQ           DX, DX
-	JZ              done
-	VMOVDQU32       4(AX), X6
-	VPSHUFB         q4kGatherLow<>+0(SB), X6, X7
-	VPSRLW          $0x04, X7, X8
-	VPANDD          q4kMaskHigh<>+0(SB), X8, X8
-	VPANDD          q4kMaskLow<>+0(SB), X7, X7
-	VPORD           X8, X7, X7
-	VPSHUFB         q4kGatherTop<>+0(SB), X6, X6
-	VPSRLW          $0x02, X6, X6
-	VPANDD          bits45Mask<>+0(SB), X6, X6
-	VPORD           X6, X7, X7
-	VPSHUFB         q4kMinPairs<>+0(SB), X7, X6
-	VPMOVZXBW       X6, Y6
-	VPMADDWD        260(CX), Y6, Y6
-	VPSHUFB         q4kMinPairs<>+0(SB), X7, X8
-	VPMOVZXBW       X8, Y8
-	VPMADDWD        260(SI), Y8, Y8
-	VPSHUFB         q4kMinPairs<>+0(SB), X7, X13
-	VPMOVZXBW       X13, Y13
-	VPMADDWD        260(DI), Y13, Y13
-	VPSHUFB         q4kMinPairs<>+0(SB), X7, X14
-	VPMOVZXBW       X14, Y14
-	VPMADDWD        260(BX), Y14, Y14
-	VPMOVZXBW       X7, Y7
-	VSHUFI64X2      $0x00, Z7, Z7, Z15
-	VPXORD          Z9, Z9, Z9
-	VPXORD          Z10, Z10, Z10
-	VPXORD          Z11, Z11, Z11
-	VPXORD          Z12, Z12, Z12
-	VBROADCASTI64X4 16(AX), Z16
-	VPSRLVW         Z5, Z16, Z16
-	VPANDD          Z4, Z16, Z16
-	VPSHUFB         q4kShuf512<>+0(SB), Z15, Z17
-	VPMADDUBSW      4(CX), Z16, Z18
-	VPDPWSSD        Z17, Z18, Z9
-	VPMADDUBSW      4(SI), Z16, Z18
-	VPDPWSSD        Z17, Z18, Z10
-	VPMADDUBSW      4(DI), Z16, Z18
-	VPDPWSSD        Z17, Z18, Z11
-	VPMADDUBSW      4(BX), Z16, Z16
-	VPDPWSSD        Z17, Z16, Z12
-	VBROADCASTI64X4 48(AX), Z16
-	VPSRLVW         Z5, Z16, Z16
-	VPANDD          Z4, Z16, Z16
-	VPSHUFB         q4kShuf512<>+64(SB), Z15, Z17
-	VPMADDUBSW      68(CX), Z16, Z18
-	VPDPWSSD        Z17, Z18, Z9
-	VPMADDUBSW      68(SI), Z16, Z18
-	VPDPWSSD        Z17, Z18, Z10
-	VPMADDUBSW      68(DI), Z16, Z18
-	VPDPWSSD        Z17, Z18, Z11
-	VPMADDUBSW      68(BX), Z16, Z16
-	VPDPWSSD        Z17, Z16, Z12
-	VBROADCASTI64X4 80(AX), Z16
-	VPSRLVW         Z5, Z16, Z16
-	VPANDD          Z4, Z16, Z16
-	VPSHUFB         q4kShuf512<>+128(SB), Z15, Z17
-	VPMADDUBSW      132(CX), Z16, Z18
-	VPDPWSSD        Z17, Z18, Z9
-	VPMADDUBSW      132(SI), Z16, Z18
-	VPDPWSSD        Z17, Z18, Z10
-	VPMADDUBSW      132(DI), Z16, Z18
-	VPDPWSSD        Z17, Z18, Z11
-	VPMADDUBSW      132(BX), Z16, Z16
-	VPDPWSSD        Z17, Z16, Z12
-	VBROADCASTI64X4 112(AX), Z16
-	VPSRLVW         Z5, Z16, Z16
-	VPANDD          Z4, Z16, Z16
-	VPSHUFB         q4kShuf512<>+192(SB), Z15, Z15
-	VPMADDUBSW      196(CX), Z16, Z17
-	VPDPWSSD        Z15, Z17, Z9
-	VPMADDUBSW      196(SI), Z16, Z17
-	VPDPWSSD        Z15, Z17, Z10
-	VPMADDUBSW      196(DI), Z16, Z17
-	VPDPWSSD        Z15, Z17, Z11
-	VPMADDUBSW      196(BX), Z16, Z16
-	VPDPWSSD        Z15, Z16, Z12
-	MOVL            (AX), R8
-	VMOVD           R8, X7
-	VCVTPH2PS       X7, X7
-	VUNPCKLPS       X7, X7, X7
-	VEXTRACTI64X4   $0x01, Z9, Y15
-	VPADDD          Y15, Y9, Y15
-	VEXTRACTI32X4   $0x01, Y15, X16
-	VPADDD          X16, X15, X15
-	VEXTRACTI32X4   $0x01, Y6, X16
-	VPADDD          X16, X6, X6
-	VPUNPCKLQDQ     X6, X15, X16
-	VPUNPCKHQDQ     X6, X15, X6
-	VPADDD          X6, X16, X16
-	VPSHUFD         $0xb1, X16, X6
-	VPADDD          X6, X16, X16
-	VCVTDQ2PS       X16, X6
-	VBROADCASTSS    (CX), X15
-	VMULPS          X15, X7, X15
-	VMULPS          X15, X6, X6
-	VMOVHLPS        X6, X6, X15
-	VSUBSS          X15, X6, X6
-	VADDSS          X6, X0, X0
-	VEXTRACTI64X4   $0x01, Z10, Y6
-	VPADDD          Y6, Y10, Y6
-	VEXTRACTI32X4   $0x01, Y6, X15
-	VPADDD          X15, X6, X6
-	VEXTRACTI32X4   $0x01, Y8, X15
-	VPADDD          X15, X8, X8
-	VPUNPCKLQDQ     X8, X6, X15
-	VPUNPCKHQDQ     X8, X6, X6
-	VPADDD          X6, X15, X15
-	VPSHUFD         $0xb1, X15, X6
-	VPADDD          X6, X15, X15
-	VCVTDQ2PS       X15, X6
-	VBROADCASTSS    (SI), X8
-	VMULPS          X8, X7, X8
-	VMULPS          X8, X6, X6
-	VMOVHLPS        X6, X6, X8
-	VSUBSS          X8, X6, X6
-	VADDSS          X6, X1, X1
-	VEXTRACTI64X4   $0x01, Z11, Y6
-	VPADDD          Y6, Y11, Y6
-	VEXTRACTI32X4   $0x01, Y6, X8
-	VPADDD          X8, X6, X6
-	VEXTRACTI32X4   $0x01, Y13, X8
-	VPADDD          X8, X13, X8
-	VPUNPCKLQDQ     X8, X6, X13
-	VPUNPCKHQDQ     X8, X6, X6
-	VPADDD          X6, X13, X13
-	VPSHUFD         $0xb1, X13, X6
-	VPADDD          X6, X13, X13
-	VCVTDQ2PS       X13, X6
-	VBROADCASTSS    (DI), X8
-	VMULPS          X8, X7, X8
-	VMULPS          X8, X6, X6
-	VMOVHLPS        X6, X6, X8
-	VSUBSS          X8, X6, X6
-	VADDSS          X6, X2, X2
-	VEXTRACTI64X4   $0x01, Z12, Y6
-	VPADDD          Y6, Y12, Y6
-	VEXTRACTI32X4   $0x01, Y6, X8
-	VPADDD          X8, X6, X6
-	VEXTRACTI32X4   $0x01, Y14, X8
-	VPADDD          X8, X14, X8
-	VPUNPCKLQDQ     X8, X6, X13
-	VPUNPCKHQDQ     X8, X6, X6
-	VPADDD          X6, X13, X13
-	VPSHUFD         $0xb1, X13, X6
-	VPADDD          X6, X13, X13
-	VCVTDQ2PS       X13, X6
-	VBROADCASTSS    (BX), X8
-	VMULPS          X8, X7, X7
-	VMULPS          X7, X6, X6
-	VMOVHLPS        X6, X6, X7
-	VSUBSS          X7, X6, X6
-	VADDSS          X6, X3, X3
-	ADDQ            $0x00000090, AX
-	ADDQ            $0x00000124, CX
-	ADDQ            $0x00000124, SI
-	ADDQ            $0x00000124, DI
-	ADDQ            $0x00000124, BX
-	DECQ            DX
-	JMP             loop
-
-done:
-	VZEROUPPER
-	MOVQ   out+32(FP), AX
-	VMOVSS X0, (AX)
-	VMOVSS X1, 4(AX)
-	VMOVSS X2, 8(AX)
-	VMOVSS X3, 12(AX)
 	RET
 
 // func dotQ6KAVX2(x *byte, y *byte, n int) float32
@@ -1151,496 +952,107 @@ done:
 	MOVSS X0, ret+24(FP)
 	RET
 
-// func dotQ6KAVX512x4(x *byte, y *byte, n int, stride int, out *float32)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C
-TEXT ·dotQ6KAVX512x4(SB), NOSPLIT, $0-40
-	MOVQ      x+0(FP), AX
-	MOVQ      y+8(FP), CX
-	MOVQ      n+16(FP), DX
-	MOVQ      stride+24(FP), BX
-	LEAQ      (CX)(BX*1), SI
-	LEAQ      (SI)(BX*1), DI
-	LEAQ      (DI)(BX*1), BX
-	VXORPS    X0, X0, X0
-	VXORPS    X1, X1, X1
-	VXORPS    X2, X2, X2
-	VXORPS    X3, X3, X3
-	VMOVDQU64 nibbleMask<>+0(SB), Z4
-	VMOVDQU64 bits45Mask<>+0(SB), Z5
-	VMOVDQU64 q6kShiftLow<>+0(SB), Z6
-	VMOVDQU64 q6kShiftHigh<>+0(SB), Z7
-	VMOVDQU64 q6kPerm<>+0(SB), Z8
-	VMOVDQU64 q6kPerm<>+64(SB), Z9
-	VMOVDQU64 q6kPerm<>+128(SB), Z10
-	VMOVDQU64 q6kPerm<>+192(SB), Z11
-
-loop:
-	TESTQ           DX, DX
-	JZ              done
-	VPMOVSXBW       192(AX), Y12
-	VPMADDWD        260(CX), Y12, Y13
-	VPXORD          Z14, Z14, Z14
-	VPMADDWD        260(SI), Y12, Y15
-	VPXORD          Z16, Z16, Z16
-	VPMADDWD        260(DI), Y12, Y17
-	VPXORD          Z18, Z18, Z18
-	VPMADDWD        260(BX), Y12, Y19
-	VPXORD          Z20, Z20, Z20
-	VMOVDQU64       (AX), Z21
-	VBROADCASTI64X4 128(AX), Z22
-	VPANDD          Z4, Z21, Z23
-	VPSRLW          $0x04, Z21, Z21
-	VPANDD          Z4, Z21, Z21
-	VPSLLVW         Z6, Z22, Z24
-	VPANDD          Z5, Z24, Z24
-	VPORD           Z24, Z23, Z23
-	VPSRLVW         Z7, Z22, Z24
-	VPANDD          Z5, Z24, Z24
-	VPORD           Z24, Z21, Z21
-	VPERMW          Z12, Z8, Z22
-	VPMADDUBSW      4(CX), Z23, Z24
-	VPDPWSSD        Z22, Z24, Z14
-	VPMADDUBSW      4(SI), Z23, Z24
-	VPDPWSSD        Z22, Z24, Z16
-	VPMADDUBSW      4(DI), Z23, Z24
-	VPDPWSSD        Z22, Z24, Z18
-	VPMADDUBSW      4(BX), Z23, Z23
-	VPDPWSSD        Z22, Z23, Z20
-	VPERMW          Z12, Z9, Z22
-	VPMADDUBSW      68(CX), Z21, Z23
-	VPDPWSSD        Z22, Z23, Z14
-	VPMADDUBSW      68(SI), Z21, Z23
-	VPDPWSSD        Z22, Z23, Z16
-	VPMADDUBSW      68(DI), Z21, Z23
-	VPDPWSSD        Z22, Z23, Z18
-	VPMADDUBSW      68(BX), Z21, Z21
-	VPDPWSSD        Z22, Z21, Z20
-	VMOVDQU64       64(AX), Z21
-	VBROADCASTI64X4 160(AX), Z22
-	VPANDD          Z4, Z21, Z23
-	VPSRLW          $0x04, Z21, Z21
-	VPANDD          Z4, Z21, Z21
-	VPSLLVW         Z6, Z22, Z24
-	VPANDD          Z5, Z24, Z24
-	VPORD           Z24, Z23, Z23
-	VPSRLVW         Z7, Z22, Z24
-	VPANDD          Z5, Z24, Z24
-	VPORD           Z24, Z21, Z21
-	VPERMW          Z12, Z10, Z22
-	VPMADDUBSW      132(CX), Z23, Z24
-	VPDPWSSD        Z22, Z24, Z14
-	VPMADDUBSW      132(SI), Z23, Z24
-	VPDPWSSD        Z22, Z24, Z16
-	VPMADDUBSW      132(DI), Z23, Z24
-	VPDPWSSD        Z22, Z24, Z18
-	VPMADDUBSW      132(BX), Z23, Z23
-	VPDPWSSD        Z22, Z23, Z20
-	VPERMW          Z12, Z11, Z22
-	VPMADDUBSW      196(CX), Z21, Z23
-	VPDPWSSD        Z22, Z23, Z14
-	VPMADDUBSW      196(SI), Z21, Z23
-	VPDPWSSD        Z22, Z23, Z16
-	VPMADDUBSW      196(DI), Z21, Z23
-	VPDPWSSD        Z22, Z23, Z18
-	VPMADDUBSW      196(BX), Z21, Z21
-	VPDPWSSD        Z22, Z21, Z20
-	MOVWLZX         208(AX), R8
-	VMOVD           R8, X12
-	VCVTPH2PS       X12, X12
-	VEXTRACTI64X4   $0x01, Z14, Y21
-	VPADDD          Y21, Y14, Y21
-	VEXTRACTI32X4   $0x01, Y21, X22
-	VPADDD          X22, X21, X21
-	VEXTRACTI32X4   $0x01, Y13, X22
-	VPADDD          X22, X13, X13
-	VPSLLD          $0x05, X13, X13
-	VPSUBD          X13, X21, X21
-	VPSHUFD         $0x4e, X21, X13
-	VPADDD          X13, X21, X21
-	VPSHUFD         $0xb1, X21, X13
-	VPADDD          X13, X21, X21
-	VCVTDQ2PS       X21, X13
-	VMULSS          (CX), X12, X21
-	VMULSS          X13, X21, X21
-	VADDSS          X21, X0, X0
-	VEXTRACTI64X4   $0x01, Z16, Y13
-	VPADDD          Y13, Y16, Y13
-	VEXTRACTI32X4   $0x01, Y13, X21
-	VPADDD          X21, X13, X13
-	VEXTRACTI32X4   $0x01, Y15, X21
-	VPADDD          X21, X15, X15
-	VPSLLD          $0x05, X15, X15
-	VPSUBD          X15, X13, X13
-	VPSHUFD         $0x4e, X13, X15
-	VPADDD          X15, X13, X13
-	VPSHUFD         $0xb1, X13, X15
-	VPADDD          X15, X13, X13
-	VCVTDQ2PS       X13, X13
-	VMULSS          (SI), X12, X15
-	VMULSS          X13, X15, X15
-	VADDSS          X15, X1, X1
-	VEXTRACTI64X4   $0x01, Z18, Y13
-	VPADDD          Y13, Y18, Y13
-	VEXTRACTI32X4   $0x01, Y13, X15
-	VPADDD          X15, X13, X13
-	VEXTRACTI32X4   $0x01, Y17, X15
-	VPADDD          X15, X17, X15
-	VPSLLD          $0x05, X15, X15
-	VPSUBD          X15, X13, X13
-	VPSHUFD         $0x4e, X13, X15
-	VPADDD          X15, X13, X13
-	VPSHUFD         $0xb1, X13, X15
-	VPADDD          X15, X13, X13
-	VCVTDQ2PS       X13, X13
-	VMULSS          (DI), X12, X15
-	VMULSS          X13, X15, X15
-	VADDSS          X15, X2, X2
-	VEXTRACTI64X4   $0x01, Z20, Y13
-	VPADDD          Y13, Y20, Y13
-	VEXTRACTI32X4   $0x01, Y13, X15
-	VPADDD          X15, X13, X13
-	VEXTRACTI32X4   $0x01, Y19, X15
-	VPADDD          X15, X19, X15
-	VPSLLD          $0x05, X15, X15
-	VPSUBD          X15, X13, X13
-	VPSHUFD         $0x4e, X13, X15
-	VPADDD          X15, X13, X13
-	VPSHUFD         $0xb1, X13, X15
-	VPADDD          X15, X13, X13
-	VCVTDQ2PS       X13, X13
-	VMULSS          (BX), X12, X12
-	VMULSS          X13, X12, X12
-	VADDSS          X12, X3, X3
-	ADDQ            $0x000000d2, AX
-	ADDQ            $0x00000124, CX
-	ADDQ            $0x00000124, SI
-	ADDQ            $0x00000124, DI
-	ADDQ            $0x00000124, BX
-	DECQ            DX
-	JMP             loop
-
-done:
-	VZEROUPPER
-	MOVQ   out+32(FP), AX
-	VMOVSS X0, (AX)
-	VMOVSS X1, 4(AX)
-	VMOVSS X2, 8(AX)
-	VMOVSS X3, 12(AX)
-	RET
-
 // func dotQ8_0AVX2(x *byte, y *byte, n int) float32
-// Requires: AVX, AVX2, F16C, FMA3, SSE
+// Requires: AVX, AVX2, F16C, SSE
 TEXT ·dotQ8_0AVX2(SB), NOSPLIT, $0-28
 	MOVQ    x+0(FP), AX
 	MOVQ    y+8(FP), CX
 	MOVQ    n+16(FP), DX
 	VMOVDQU ones16<>+0(SB), Y0
-	VXORPS  Y1, Y1, Y1
-	VXORPS  Y2, Y2, Y2
+	VXORPS  X1, X1, X1
 
-pairs:
-	CMPQ         DX, $0x02
-	JL           last
+quad:
+	CMPQ         DX, $0x04
+	JL           one
+	VMOVDQU      2(AX), Y2
+	VMOVDQU      8(CX), Y3
+	VPABSB       Y2, Y4
+	VPSIGNB      Y2, Y3, Y3
+	VPMADDUBSW   Y3, Y4, Y2
+	VPMADDWD     Y0, Y2, Y2
+	VMOVDQU      36(AX), Y3
+	VMOVDQU      48(CX), Y4
+	VPABSB       Y3, Y5
+	VPSIGNB      Y3, Y4, Y4
+	VPMADDUBSW   Y4, Y5, Y3
+	VPMADDWD     Y0, Y3, Y3
+	VMOVDQU      70(AX), Y4
+	VMOVDQU      88(CX), Y5
+	VPABSB       Y4, Y6
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y6, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VMOVDQU      104(AX), Y5
+	VMOVDQU      128(CX), Y6
+	VPABSB       Y5, Y7
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y5
+	VPMADDWD     Y0, Y5, Y5
+	VPHADDD      Y3, Y2, Y2
+	VPHADDD      Y5, Y4, Y3
+	VPHADDD      Y3, Y2, Y2
+	VEXTRACTI128 $0x01, Y2, X3
+	VPADDD       X2, X3, X3
+	VCVTDQ2PS    X3, X2
 	MOVWLZX      (AX), BX
 	VMOVD        BX, X3
-	VCVTPH2PS    X3, X3
-	VMULSS       (CX), X3, X3
-	VBROADCASTSS X3, Y3
-	VMOVDQU      2(AX), Y4
-	VMOVDQU      4(CX), Y5
-	VPABSB       Y4, Y6
-	VPSIGNB      Y4, Y5, Y5
-	VPMADDUBSW   Y5, Y6, Y4
-	VPMADDWD     Y0, Y4, Y4
-	VCVTDQ2PS    Y4, Y4
-	VFMADD231PS  Y4, Y3, Y1
 	MOVWLZX      34(AX), BX
-	VMOVD        BX, X3
+	VPINSRW      $0x01, BX, X3, X3
+	MOVWLZX      68(AX), BX
+	VPINSRW      $0x02, BX, X3, X3
+	MOVWLZX      102(AX), BX
+	VPINSRW      $0x03, BX, X3, X3
 	VCVTPH2PS    X3, X3
-	VMULSS       36(CX), X3, X3
-	VBROADCASTSS X3, Y3
-	VMOVDQU      36(AX), Y4
-	VMOVDQU      40(CX), Y5
-	VPABSB       Y4, Y6
-	VPSIGNB      Y4, Y5, Y5
-	VPMADDUBSW   Y5, Y6, Y4
-	VPMADDWD     Y0, Y4, Y4
-	VCVTDQ2PS    Y4, Y4
-	VFMADD231PS  Y4, Y3, Y2
-	ADDQ         $0x00000044, AX
-	ADDQ         $0x00000048, CX
-	SUBQ         $0x02, DX
-	JMP          pairs
+	VMOVSS       (CX), X4
+	VINSERTPS    $0x10, 40(CX), X4, X4
+	VINSERTPS    $0x20, 80(CX), X4, X4
+	VINSERTPS    $0x30, 120(CX), X4, X4
+	VMULPS       X4, X3, X3
+	VMULPS       X2, X3, X3
+	VADDSS       X3, X1, X1
+	VMOVSHDUP    X3, X2
+	VADDSS       X2, X1, X1
+	VMOVHLPS     X3, X3, X2
+	VADDSS       X2, X1, X1
+	VPERMILPS    $0xff, X3, X2
+	VADDSS       X2, X1, X1
+	ADDQ         $0x00000088, AX
+	ADDQ         $0x000000a0, CX
+	SUBQ         $0x04, DX
+	JMP          quad
 
-last:
+one:
 	TESTQ        DX, DX
 	JZ           done
-	MOVWLZX      (AX), DX
-	VMOVD        DX, X3
-	VCVTPH2PS    X3, X3
-	VMULSS       (CX), X3, X3
-	VBROADCASTSS X3, Y3
-	VMOVDQU      2(AX), Y4
-	VMOVDQU      4(CX), Y5
-	VPABSB       Y4, Y6
-	VPSIGNB      Y4, Y5, Y5
-	VPMADDUBSW   Y5, Y6, Y4
-	VPMADDWD     Y0, Y4, Y4
-	VCVTDQ2PS    Y4, Y4
-	VFMADD231PS  Y4, Y3, Y1
-
-done:
-	VADDPS       Y2, Y1, Y1
-	VEXTRACTF128 $0x01, Y1, X0
-	VADDPS       X0, X1, X0
-	VMOVHLPS     X0, X0, X1
-	VADDPS       X1, X0, X0
-	VMOVSHDUP    X0, X1
-	VADDSS       X1, X0, X0
-	VZEROUPPER
-	MOVSS        X0, ret+24(FP)
-	RET
-
-// func dotQ8_0AVX512(x *byte, y *byte, n int) float32
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, FMA3, SSE
-TEXT ·dotQ8_0AVX512(SB), NOSPLIT, $0-28
-	MOVQ   x+0(FP), AX
-	MOVQ   y+8(FP), CX
-	MOVQ   n+16(FP), DX
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-
-pairs:
-	CMPQ         DX, $0x02
-	JL           last
-	VMOVDQU32    2(AX), Y2
-	VINSERTI64X4 $0x01, 36(AX), Z2, Z2
-	VPMOVB2M     Z2, K1
-	VPABSB       Z2, Z2
+	VMOVDQU      2(AX), Y2
+	VMOVDQU      8(CX), Y3
+	VPABSB       Y2, Y4
+	VPSIGNB      Y2, Y3, Y3
+	VPMADDUBSW   Y3, Y4, Y2
+	VPMADDWD     Y0, Y2, Y2
+	VEXTRACTI128 $0x01, Y2, X3
+	VPADDD       X2, X3, X3
+	VPHADDD      X3, X3, X3
+	VPHADDD      X3, X3, X3
+	VCVTDQ2PS    X3, X2
 	MOVWLZX      (AX), BX
 	VMOVD        BX, X3
 	VCVTPH2PS    X3, X3
-	MOVWLZX      34(AX), BX
-	VMOVD        BX, X4
-	VCVTPH2PS    X4, X4
-	VMOVDQU32    4(CX), Y5
-	VINSERTI64X4 $0x01, 40(CX), Z5, Z5
-	VPSUBB       Z5, Z1, K1, Z5
-	VPXORD       Z6, Z6, Z6
-	VPDPBUSD     Z5, Z2, Z6
-	VCVTDQ2PS    Z6, Z6
-	VMULSS       (CX), X3, X2
-	VBROADCASTSS X2, Y3
-	VMULSS       36(CX), X4, X2
-	VBROADCASTSS X2, Y2
-	VINSERTF64X4 $0x01, Y2, Z3, Z4
-	VFMADD231PS  Z6, Z4, Z0
-	ADDQ         $0x00000044, AX
-	ADDQ         $0x00000048, CX
-	SUBQ         $0x02, DX
-	JMP          pairs
-
-last:
-	VEXTRACTF64X4 $0x01, Z0, Y2
-	TESTQ         DX, DX
-	JZ            done
-	VMOVDQU32     2(AX), Y3
-	VPMOVB2M      Y3, K1
-	VPABSB        Y3, Y3
-	MOVWLZX       (AX), AX
-	VMOVD         AX, X4
-	VCVTPH2PS     X4, X4
-	VMOVDQU32     4(CX), Y5
-	VPSUBB        Y5, Y1, K1, Y5
-	VPXORD        Y7, Y7, Y7
-	VPDPBUSD      Y5, Y3, Y7
-	VCVTDQ2PS     Y7, Y7
-	VMULSS        (CX), X4, X1
-	VBROADCASTSS  X1, Y1
-	VFMADD231PS   Y7, Y1, Y0
+	VMULSS       (CX), X3, X3
+	VMULSS       X2, X3, X3
+	VADDSS       X3, X1, X1
+	ADDQ         $0x22, AX
+	ADDQ         $0x28, CX
+	DECQ         DX
+	JMP          one
 
 done:
-	VADDPS        Y2, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
-	VADDSS        X1, X0, X0
 	VZEROUPPER
-	MOVSS         X0, ret+24(FP)
-	RET
-
-// func dotQ8_0AVX512x4(x *byte, y *byte, n int, stride int, out *float32)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, FMA3
-TEXT ·dotQ8_0AVX512x4(SB), NOSPLIT, $0-40
-	MOVQ   x+0(FP), AX
-	MOVQ   y+8(FP), CX
-	MOVQ   n+16(FP), DX
-	MOVQ   stride+24(FP), BX
-	LEAQ   (CX)(BX*1), SI
-	LEAQ   (SI)(BX*1), DI
-	LEAQ   (DI)(BX*1), BX
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-
-pairs:
-	CMPQ         DX, $0x02
-	JL           last
-	VMOVDQU32    2(AX), Y5
-	VINSERTI64X4 $0x01, 36(AX), Z5, Z5
-	VPMOVB2M     Z5, K1
-	VPABSB       Z5, Z5
-	MOVWLZX      (AX), R8
-	VMOVD        R8, X6
-	VCVTPH2PS    X6, X6
-	MOVWLZX      34(AX), R8
-	VMOVD        R8, X7
-	VCVTPH2PS    X7, X7
-	VMOVDQU32    4(CX), Y8
-	VINSERTI64X4 $0x01, 40(CX), Z8, Z8
-	VPSUBB       Z8, Z4, K1, Z8
-	VPXORD       Z9, Z9, Z9
-	VPDPBUSD     Z8, Z5, Z9
-	VCVTDQ2PS    Z9, Z9
-	VMULSS       (CX), X6, X8
-	VBROADCASTSS X8, Y10
-	VMULSS       36(CX), X7, X8
-	VBROADCASTSS X8, Y8
-	VINSERTF64X4 $0x01, Y8, Z10, Z11
-	VFMADD231PS  Z9, Z11, Z0
-	VMOVDQU32    4(SI), Y12
-	VINSERTI64X4 $0x01, 40(SI), Z12, Z12
-	VPSUBB       Z12, Z4, K1, Z12
-	VPXORD       Z13, Z13, Z13
-	VPDPBUSD     Z12, Z5, Z13
-	VCVTDQ2PS    Z13, Z13
-	VMULSS       (SI), X6, X8
-	VBROADCASTSS X8, Y10
-	VMULSS       36(SI), X7, X8
-	VBROADCASTSS X8, Y8
-	VINSERTF64X4 $0x01, Y8, Z10, Z11
-	VFMADD231PS  Z13, Z11, Z1
-	VMOVDQU32    4(DI), Y14
-	VINSERTI64X4 $0x01, 40(DI), Z14, Z14
-	VPSUBB       Z14, Z4, K1, Z14
-	VPXORD       Z15, Z15, Z15
-	VPDPBUSD     Z14, Z5, Z15
-	VCVTDQ2PS    Z15, Z15
-	VMULSS       (DI), X6, X8
-	VBROADCASTSS X8, Y10
-	VMULSS       36(DI), X7, X8
-	VBROADCASTSS X8, Y8
-	VINSERTF64X4 $0x01, Y8, Z10, Z11
-	VFMADD231PS  Z15, Z11, Z2
-	VMOVDQU32    4(BX), Y16
-	VINSERTI64X4 $0x01, 40(BX), Z16, Z16
-	VPSUBB       Z16, Z4, K1, Z16
-	VPXORD       Z17, Z17, Z17
-	VPDPBUSD     Z16, Z5, Z17
-	VCVTDQ2PS    Z17, Z17
-	VMULSS       (BX), X6, X5
-	VBROADCASTSS X5, Y6
-	VMULSS       36(BX), X7, X5
-	VBROADCASTSS X5, Y5
-	VINSERTF64X4 $0x01, Y5, Z6, Z7
-	VFMADD231PS  Z17, Z7, Z3
-	ADDQ         $0x00000044, AX
-	ADDQ         $0x00000048, CX
-	ADDQ         $0x00000048, SI
-	ADDQ         $0x00000048, DI
-	ADDQ         $0x00000048, BX
-	SUBQ         $0x02, DX
-	JMP          pairs
-
-last:
-	VEXTRACTF64X4 $0x01, Z0, Y5
-	VEXTRACTF64X4 $0x01, Z1, Y6
-	VEXTRACTF64X4 $0x01, Z2, Y7
-	VEXTRACTF64X4 $0x01, Z3, Y8
-	TESTQ         DX, DX
-	JZ            done
-	VMOVDQU32     2(AX), Y9
-	VPMOVB2M      Y9, K1
-	VPABSB        Y9, Y9
-	MOVWLZX       (AX), AX
-	VMOVD         AX, X10
-	VCVTPH2PS     X10, X10
-	VMOVDQU32     4(CX), Y11
-	VPSUBB        Y11, Y4, K1, Y11
-	VPXORD        Y18, Y18, Y18
-	VPDPBUSD      Y11, Y9, Y18
-	VCVTDQ2PS     Y18, Y18
-	VMULSS        (CX), X10, X11
-	VBROADCASTSS  X11, Y11
-	VFMADD231PS   Y18, Y11, Y0
-	VMOVDQU32     4(SI), Y11
-	VPSUBB        Y11, Y4, K1, Y11
-	VPXORD        Y19, Y19, Y19
-	VPDPBUSD      Y11, Y9, Y19
-	VCVTDQ2PS     Y19, Y19
-	VMULSS        (SI), X10, X11
-	VBROADCASTSS  X11, Y11
-	VFMADD231PS   Y19, Y11, Y1
-	VMOVDQU32     4(DI), Y11
-	VPSUBB        Y11, Y4, K1, Y11
-	VPXORD        Y20, Y20, Y20
-	VPDPBUSD      Y11, Y9, Y20
-	VCVTDQ2PS     Y20, Y20
-	VMULSS        (DI), X10, X11
-	VBROADCASTSS  X11, Y11
-	VFMADD231PS   Y20, Y11, Y2
-	VMOVDQU32     4(BX), Y11
-	VPSUBB        Y11, Y4, K1, Y11
-	VPXORD        Y21, Y21, Y21
-	VPDPBUSD      Y11, Y9, Y21
-	VCVTDQ2PS     Y21, Y21
-	VMULSS        (BX), X10, X4
-	VBROADCASTSS  X4, Y4
-	VFMADD231PS   Y21, Y4, Y3
-
-done:
-	VADDPS        Y5, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X4
-	VADDPS        X4, X0, X0
-	VMOVHLPS      X0, X0, X4
-	VADDPS        X4, X0, X0
-	VMOVSHDUP     X0, X4
-	VADDSS        X4, X0, X0
-	VADDPS        Y6, Y1, Y1
-	VEXTRACTF32X4 $0x01, Y1, X4
-	VADDPS        X4, X1, X1
-	VMOVHLPS      X1, X1, X4
-	VADDPS        X4, X1, X1
-	VMOVSHDUP     X1, X4
-	VADDSS        X4, X1, X1
-	VADDPS        Y7, Y2, Y2
-	VEXTRACTF32X4 $0x01, Y2, X4
-	VADDPS        X4, X2, X2
-	VMOVHLPS      X2, X2, X4
-	VADDPS        X4, X2, X2
-	VMOVSHDUP     X2, X4
-	VADDSS        X4, X2, X2
-	VADDPS        Y8, Y3, Y3
-	VEXTRACTF32X4 $0x01, Y3, X4
-	VADDPS        X4, X3, X3
-	VMOVHLPS      X3, X3, X4
-	VADDPS        X4, X3, X3
-	VMOVSHDUP     X3, X4
-	VADDSS        X4, X3, X3
-	VZEROUPPER
-	MOVQ          out+32(FP), AX
-	VMOVSS        X0, (AX)
-	VMOVSS        X1, 4(AX)
-	VMOVSS        X2, 8(AX)
-	VMOVSS        X3, 12(AX)
+	MOVSS X1, ret+24(FP)
 	RET
 
 // func dotQ4_0AVX2(x *byte, y *byte, n int) float32
-// Requires: AVX, AVX2, F16C, FMA3, SSE
+// Requires: AVX, AVX2, F16C, SSE
 TEXT ·dotQ4_0AVX2(SB), NOSPLIT, $0-28
 	MOVQ    x+0(FP), AX
 	MOVQ    y+8(FP), CX
@@ -1648,153 +1060,106 @@ TEXT ·dotQ4_0AVX2(SB), NOSPLIT, $0-28
 	VMOVDQU ones16<>+0(SB), Y0
 	VMOVDQU nibbleMask<>+0(SB), Y1
 	VMOVDQU eights<>+0(SB), Y2
-	VXORPS  Y3, Y3, Y3
-	VXORPS  Y4, Y4, Y4
+	VXORPS  X3, X3, X3
 
-pairs:
-	CMPQ         DX, $0x02
-	JL           last
+quad:
+	CMPQ         DX, $0x04
+	JL           one
+	VMOVDQU      2(AX), X5
+	VPSRLW       $0x04, X5, X4
+	VINSERTI128  $0x01, X4, Y5, Y4
+	VPAND        Y1, Y4, Y4
+	VPMADDUBSW   8(CX), Y4, Y4
+	VPMADDUBSW   8(CX), Y2, Y6
+	VPSUBW       Y6, Y4, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VMOVDQU      20(AX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y1, Y6, Y6
+	VPMADDUBSW   48(CX), Y6, Y6
+	VPMADDUBSW   48(CX), Y2, Y7
+	VPSUBW       Y7, Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VMOVDQU      38(AX), X5
+	VPSRLW       $0x04, X5, X7
+	VINSERTI128  $0x01, X7, Y5, Y7
+	VPAND        Y1, Y7, Y7
+	VPMADDUBSW   88(CX), Y7, Y7
+	VPMADDUBSW   88(CX), Y2, Y8
+	VPSUBW       Y8, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VMOVDQU      56(AX), X5
+	VPSRLW       $0x04, X5, X8
+	VINSERTI128  $0x01, X8, Y5, Y8
+	VPAND        Y1, Y8, Y8
+	VPMADDUBSW   128(CX), Y8, Y8
+	VPMADDUBSW   128(CX), Y2, Y9
+	VPSUBW       Y9, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPHADDD      Y6, Y4, Y4
+	VPHADDD      Y8, Y7, Y6
+	VPHADDD      Y6, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VCVTDQ2PS    X5, X4
+	MOVWLZX      (AX), BX
+	VMOVD        BX, X5
+	MOVWLZX      18(AX), BX
+	VPINSRW      $0x01, BX, X5, X5
+	MOVWLZX      36(AX), BX
+	VPINSRW      $0x02, BX, X5, X5
+	MOVWLZX      54(AX), BX
+	VPINSRW      $0x03, BX, X5, X5
+	VCVTPH2PS    X5, X5
+	VMOVSS       (CX), X6
+	VINSERTPS    $0x10, 40(CX), X6, X6
+	VINSERTPS    $0x20, 80(CX), X6, X6
+	VINSERTPS    $0x30, 120(CX), X6, X6
+	VMULPS       X6, X5, X5
+	VMULPS       X4, X5, X5
+	VADDSS       X5, X3, X3
+	VMOVSHDUP    X5, X4
+	VADDSS       X4, X3, X3
+	VMOVHLPS     X5, X5, X4
+	VADDSS       X4, X3, X3
+	VPERMILPS    $0xff, X5, X4
+	VADDSS       X4, X3, X3
+	ADDQ         $0x00000048, AX
+	ADDQ         $0x000000a0, CX
+	SUBQ         $0x04, DX
+	JMP          quad
+
+one:
+	TESTQ        DX, DX
+	JZ           done
+	VMOVDQU      2(AX), X5
+	VPSRLW       $0x04, X5, X4
+	VINSERTI128  $0x01, X4, Y5, Y4
+	VPAND        Y1, Y4, Y4
+	VPMADDUBSW   8(CX), Y4, Y4
+	VPMADDUBSW   8(CX), Y2, Y6
+	VPSUBW       Y6, Y4, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VPHADDD      X5, X5, X5
+	VPHADDD      X5, X5, X5
+	VCVTDQ2PS    X5, X4
 	MOVWLZX      (AX), BX
 	VMOVD        BX, X5
 	VCVTPH2PS    X5, X5
 	VMULSS       (CX), X5, X5
-	VBROADCASTSS X5, Y5
-	VMOVDQU      2(AX), X6
-	VPSRLW       $0x04, X6, X7
-	VINSERTI128  $0x01, X7, Y6, Y7
-	VPAND        Y1, Y7, Y7
-	VPMADDUBSW   4(CX), Y7, Y7
-	VPMADDUBSW   4(CX), Y2, Y8
-	VPSUBW       Y8, Y7, Y7
-	VPMADDWD     Y0, Y7, Y7
-	VCVTDQ2PS    Y7, Y7
-	VFMADD231PS  Y7, Y5, Y3
-	MOVWLZX      18(AX), BX
-	VMOVD        BX, X5
-	VCVTPH2PS    X5, X5
-	VMULSS       36(CX), X5, X5
-	VBROADCASTSS X5, Y5
-	VMOVDQU      20(AX), X6
-	VPSRLW       $0x04, X6, X7
-	VINSERTI128  $0x01, X7, Y6, Y7
-	VPAND        Y1, Y7, Y7
-	VPMADDUBSW   40(CX), Y7, Y7
-	VPMADDUBSW   40(CX), Y2, Y8
-	VPSUBW       Y8, Y7, Y7
-	VPMADDWD     Y0, Y7, Y7
-	VCVTDQ2PS    Y7, Y7
-	VFMADD231PS  Y7, Y5, Y4
-	ADDQ         $0x00000024, AX
-	ADDQ         $0x00000048, CX
-	SUBQ         $0x02, DX
-	JMP          pairs
-
-last:
-	TESTQ        DX, DX
-	JZ           done
-	MOVWLZX      (AX), DX
-	VMOVD        DX, X5
-	VCVTPH2PS    X5, X5
-	VMULSS       (CX), X5, X5
-	VBROADCASTSS X5, Y5
-	VMOVDQU      2(AX), X6
-	VPSRLW       $0x04, X6, X7
-	VINSERTI128  $0x01, X7, Y6, Y6
-	VPAND        Y1, Y6, Y6
-	VPMADDUBSW   4(CX), Y6, Y1
-	VPMADDUBSW   4(CX), Y2, Y2
-	VPSUBW       Y2, Y1, Y1
-	VPMADDWD     Y0, Y1, Y1
-	VCVTDQ2PS    Y1, Y1
-	VFMADD231PS  Y1, Y5, Y3
+	VMULSS       X4, X5, X5
+	VADDSS       X5, X3, X3
+	ADDQ         $0x12, AX
+	ADDQ         $0x28, CX
+	DECQ         DX
+	JMP          one
 
 done:
-	VADDPS       Y4, Y3, Y3
-	VEXTRACTF128 $0x01, Y3, X0
-	VADDPS       X0, X3, X0
-	VMOVHLPS     X0, X0, X1
-	VADDPS       X1, X0, X0
-	VMOVSHDUP    X0, X1
-	VADDSS       X1, X0, X0
 	VZEROUPPER
-	MOVSS        X0, ret+24(FP)
-	RET
-
-// func dotQ4_0AVX512(x *byte, y *byte, n int) float32
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, FMA3, SSE
-TEXT ·dotQ4_0AVX512(SB), NOSPLIT, $0-28
-	MOVQ            x+0(FP), AX
-	MOVQ            y+8(FP), CX
-	MOVQ            n+16(FP), DX
-	VPXORD          Z0, Z0, Z0
-	VMOVDQU64       nibbleMask<>+0(SB), Z1
-	VBROADCASTI64X4 eights<>+0(SB), Z2
-	VMOVDQU64       q40Shift<>+0(SB), Z3
-
-pairs:
-	CMPQ            DX, $0x02
-	JL              last
-	VBROADCASTI32X4 2(AX), Z4
-	VINSERTI32X4    $0x02, 20(AX), Z4, Z4
-	VINSERTI32X4    $0x03, 20(AX), Z4, Z4
-	VPSRLVW         Z3, Z4, Z4
-	VPANDD          Z1, Z4, Z4
-	VMOVDQU32       4(CX), Y5
-	VINSERTI64X4    $0x01, 40(CX), Z5, Z5
-	VPXORD          Z6, Z6, Z6
-	VPXORD          Z7, Z7, Z7
-	VPDPBUSD        Z5, Z4, Z6
-	VPDPBUSD        Z5, Z2, Z7
-	VPSUBD          Z7, Z6, Z6
-	VCVTDQ2PS       Z6, Z6
-	MOVWLZX         (AX), BX
-	VMOVD           BX, X4
-	VCVTPH2PS       X4, X4
-	VMULSS          (CX), X4, X4
-	VBROADCASTSS    X4, Y8
-	MOVWLZX         18(AX), BX
-	VMOVD           BX, X4
-	VCVTPH2PS       X4, X4
-	VMULSS          36(CX), X4, X4
-	VBROADCASTSS    X4, Y4
-	VINSERTF64X4    $0x01, Y4, Z8, Z4
-	VFMADD231PS     Z6, Z4, Z0
-	ADDQ            $0x00000024, AX
-	ADDQ            $0x00000048, CX
-	SUBQ            $0x02, DX
-	JMP             pairs
-
-last:
-	VEXTRACTF64X4   $0x01, Z0, Y4
-	TESTQ           DX, DX
-	JZ              done
-	VBROADCASTI32X4 2(AX), Y5
-	VPSRLVW         Y3, Y5, Y5
-	VPANDD          Y1, Y5, Y5
-	VMOVDQU32       4(CX), Y1
-	VPXORD          Y9, Y9, Y9
-	VPXORD          Y10, Y10, Y10
-	VPDPBUSD        Y1, Y5, Y9
-	VPDPBUSD        Y1, Y2, Y10
-	VPSUBD          Y10, Y9, Y9
-	VCVTDQ2PS       Y9, Y9
-	MOVWLZX         (AX), AX
-	VMOVD           AX, X1
-	VCVTPH2PS       X1, X1
-	VMULSS          (CX), X1, X1
-	VBROADCASTSS    X1, Y1
-	VFMADD231PS     Y9, Y1, Y0
-
-done:
-	VADDPS        Y4, Y0, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X0
-	VMOVHLPS      X0, X0, X1
-	VADDPS        X1, X0, X0
-	VMOVSHDUP     X0, X1
-	VADDSS        X1, X0, X0
-	VZEROUPPER
-	MOVSS         X0, ret+24(FP)
+	MOVSS X3, ret+24(FP)
 	RET
 
 // func dotF32AVX2(x *byte, y *float32, n int) float32
@@ -2204,5 +1569,5546 @@ loop:
 	JMP       loop
 
 done:
+	VZEROUPPER
+	RET
+
+DATA attnNegInf<>+0(SB)/8, $0xff800000ff800000
+DATA attnNegInf<>+8(SB)/8, $0xff800000ff800000
+DATA attnNegInf<>+16(SB)/8, $0xff800000ff800000
+DATA attnNegInf<>+24(SB)/8, $0xff800000ff800000
+GLOBL attnNegInf<>(SB), RODATA|NOPTR, $32
+
+DATA attnPermSum<>+0(SB)/8, $0x0000000400000000
+DATA attnPermSum<>+8(SB)/8, $0x0000000500000001
+DATA attnPermSum<>+16(SB)/8, $0x0000000600000002
+DATA attnPermSum<>+24(SB)/8, $0x0000000700000003
+GLOBL attnPermSum<>(SB), RODATA|NOPTR, $32
+
+DATA attnShift1<>+0(SB)/8, $0x0000000000000000
+DATA attnShift1<>+8(SB)/8, $0x0000000200000001
+DATA attnShift1<>+16(SB)/8, $0x0000000400000003
+DATA attnShift1<>+24(SB)/8, $0x0000000600000005
+GLOBL attnShift1<>(SB), RODATA|NOPTR, $32
+
+DATA attnShift2<>+0(SB)/8, $0x0000000000000000
+DATA attnShift2<>+8(SB)/8, $0x0000000100000000
+DATA attnShift2<>+16(SB)/8, $0x0000000300000002
+DATA attnShift2<>+24(SB)/8, $0x0000000500000004
+GLOBL attnShift2<>(SB), RODATA|NOPTR, $32
+
+DATA attnShift4<>+0(SB)/8, $0x0000000000000000
+DATA attnShift4<>+8(SB)/8, $0x0000000000000000
+DATA attnShift4<>+16(SB)/8, $0x0000000100000000
+DATA attnShift4<>+24(SB)/8, $0x0000000300000002
+GLOBL attnShift4<>(SB), RODATA|NOPTR, $32
+
+DATA attnLast<>+0(SB)/8, $0x0000000700000007
+DATA attnLast<>+8(SB)/8, $0x0000000700000007
+DATA attnLast<>+16(SB)/8, $0x0000000700000007
+DATA attnLast<>+24(SB)/8, $0x0000000700000007
+GLOBL attnLast<>(SB), RODATA|NOPTR, $32
+
+DATA expfConsts<>+0(SB)/8, $0x3f0000003fb8aa3b
+DATA expfConsts<>+8(SB)/8, $0xb95e80833f318000
+DATA expfConsts<>+16(SB)/8, $0x3ab743ce39506967
+DATA expfConsts<>+24(SB)/8, $0x3d2aa9c13c088908
+DATA expfConsts<>+32(SB)/8, $0x3f0000003e2aaaaa
+DATA expfConsts<>+40(SB)/8, $0x42b172173f800000
+DATA expfConsts<>+48(SB)/8, $0x7f800000c2aeac4f
+DATA expfConsts<>+56(SB)/8, $0x0000007f80000000
+GLOBL expfConsts<>(SB), RODATA|NOPTR, $64
+
+// func attnScoresF16(k *uint16, q *float32, hd int, n int, stride int, scale float32, s *float32)
+// Requires: AVX, AVX2, F16C, MMX+, SSE
+TEXT ·attnScoresF16(SB), NOSPLIT, $0-56
+	MOVQ         k+0(FP), AX
+	MOVQ         q+8(FP), CX
+	MOVQ         hd+16(FP), DX
+	MOVQ         n+24(FP), BX
+	MOVQ         stride+32(FP), SI
+	SHLQ         $0x01, SI
+	MOVSS        scale+40(FP), X0
+	MOVQ         s+48(FP), DI
+	VBROADCASTSS X0, Y0
+	LEAQ         (SI)(SI*2), R8
+
+blk8:
+	CMPQ       BX, $0x08
+	JL         tail
+	LEAQ       (AX)(SI*8), R9
+	PREFETCHT0 (R9)
+	PREFETCHT0 64(R9)
+	PREFETCHT0 (R9)(SI*1)
+	PREFETCHT0 64(R9)(SI*1)
+	PREFETCHT0 (R9)(SI*2)
+	PREFETCHT0 64(R9)(SI*2)
+	PREFETCHT0 (R9)(R8*1)
+	PREFETCHT0 64(R9)(R8*1)
+	LEAQ       (R9)(SI*4), R9
+	PREFETCHT0 (R9)
+	PREFETCHT0 64(R9)
+	PREFETCHT0 (R9)(SI*1)
+	PREFETCHT0 64(R9)(SI*1)
+	PREFETCHT0 (R9)(SI*2)
+	PREFETCHT0 64(R9)(SI*2)
+	PREFETCHT0 (R9)(R8*1)
+	PREFETCHT0 64(R9)(R8*1)
+	MOVQ       AX, R9
+	LEAQ       (AX)(SI*4), R10
+	MOVQ       CX, R11
+	MOVQ       DX, R12
+	VXORPS     Y1, Y1, Y1
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	VXORPS     Y4, Y4, Y4
+	VXORPS     Y5, Y5, Y5
+	VXORPS     Y6, Y6, Y6
+	VXORPS     Y7, Y7, Y7
+	VXORPS     Y8, Y8, Y8
+
+g8:
+	VMOVUPS    (R11), Y9
+	VCVTPH2PS  (R9), Y10
+	VMULPS     Y9, Y10, Y10
+	VADDPS     Y10, Y1, Y1
+	VCVTPH2PS  (R9)(SI*1), Y10
+	VMULPS     Y9, Y10, Y10
+	VADDPS     Y10, Y2, Y2
+	VCVTPH2PS  (R9)(SI*2), Y10
+	VMULPS     Y9, Y10, Y10
+	VADDPS     Y10, Y3, Y3
+	VCVTPH2PS  (R9)(R8*1), Y10
+	VMULPS     Y9, Y10, Y10
+	VADDPS     Y10, Y4, Y4
+	VCVTPH2PS  (R10), Y10
+	VMULPS     Y9, Y10, Y10
+	VADDPS     Y10, Y5, Y5
+	VCVTPH2PS  (R10)(SI*1), Y10
+	VMULPS     Y9, Y10, Y10
+	VADDPS     Y10, Y6, Y6
+	VCVTPH2PS  (R10)(SI*2), Y10
+	VMULPS     Y9, Y10, Y10
+	VADDPS     Y10, Y7, Y7
+	VCVTPH2PS  (R10)(R8*1), Y10
+	VMULPS     Y9, Y10, Y10
+	VADDPS     Y10, Y8, Y8
+	ADDQ       $0x10, R9
+	ADDQ       $0x10, R10
+	ADDQ       $0x20, R11
+	SUBQ       $0x08, R12
+	JNZ        g8
+	VPERM2F128 $0x20, Y2, Y1, Y9
+	VPERM2F128 $0x31, Y2, Y1, Y1
+	VADDPS     Y1, Y9, Y1
+	VPERM2F128 $0x20, Y4, Y3, Y2
+	VPERM2F128 $0x31, Y4, Y3, Y3
+	VADDPS     Y3, Y2, Y2
+	VPERM2F128 $0x20, Y6, Y5, Y3
+	VPERM2F128 $0x31, Y6, Y5, Y4
+	VADDPS     Y4, Y3, Y3
+	VPERM2F128 $0x20, Y8, Y7, Y4
+	VPERM2F128 $0x31, Y8, Y7, Y5
+	VADDPS     Y5, Y4, Y4
+	VSHUFPS    $0x44, Y2, Y1, Y5
+	VSHUFPS    $0xee, Y2, Y1, Y1
+	VADDPS     Y1, Y5, Y1
+	VSHUFPS    $0x44, Y4, Y3, Y2
+	VSHUFPS    $0xee, Y4, Y3, Y3
+	VADDPS     Y3, Y2, Y2
+	VSHUFPS    $0x88, Y2, Y1, Y3
+	VSHUFPS    $0xdd, Y2, Y1, Y1
+	VADDPS     Y1, Y3, Y3
+	VMOVDQU    attnPermSum<>+0(SB), Y1
+	VPERMPS    Y3, Y1, Y3
+	VMULPS     Y0, Y3, Y3
+	VMOVUPS    Y3, (DI)
+	ADDQ       $0x20, DI
+	LEAQ       (AX)(SI*8), AX
+	SUBQ       $0x08, BX
+	JMP        blk8
+
+tail:
+	TESTQ  BX, BX
+	JZ     done
+	MOVQ   AX, R9
+	MOVQ   CX, R11
+	MOVQ   DX, R12
+	VXORPS Y1, Y1, Y1
+
+g1:
+	VCVTPH2PS    (R9), Y2
+	VMULPS       (R11), Y2, Y2
+	VADDPS       Y2, Y1, Y1
+	ADDQ         $0x10, R9
+	ADDQ         $0x20, R11
+	SUBQ         $0x08, R12
+	JNZ          g1
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X2, X1, X1
+	VMOVHLPS     X1, X1, X2
+	VADDPS       X2, X1, X1
+	VMOVSHDUP    X1, X2
+	VADDSS       X2, X1, X1
+	VMULSS       X0, X1, X1
+	VMOVSS       X1, (DI)
+	ADDQ         $0x04, DI
+	ADDQ         SI, AX
+	DECQ         BX
+	JMP          tail
+
+done:
+	VZEROUPPER
+	RET
+
+// func attnExpF16(s *float32, n int, mx *float32, mask *uint8)
+// Requires: AVX, AVX2
+TEXT ·attnExpF16(SB), NOSPLIT, $0-32
+	MOVQ         s+0(FP), AX
+	MOVQ         n+8(FP), CX
+	MOVQ         mx+16(FP), DX
+	MOVQ         mask+24(FP), BX
+	VBROADCASTSS (DX), Y0
+	VMOVUPS      attnNegInf<>+0(SB), Y1
+
+loop:
+	TESTQ        CX, CX
+	JLE          done
+	VMOVUPS      (AX), Y2
+	VCMPPS       $0x03, Y2, Y2, Y3
+	VBLENDVPS    Y3, Y1, Y2, Y3
+	VMOVDQU      attnShift1<>+0(SB), Y4
+	VPERMPS      Y3, Y4, Y4
+	VBLENDPS     $0x01, Y1, Y4, Y4
+	VMAXPS       Y4, Y3, Y3
+	VMOVDQU      attnShift2<>+0(SB), Y4
+	VPERMPS      Y3, Y4, Y4
+	VBLENDPS     $0x03, Y1, Y4, Y4
+	VMAXPS       Y4, Y3, Y3
+	VMOVDQU      attnShift4<>+0(SB), Y4
+	VPERMPS      Y3, Y4, Y4
+	VBLENDPS     $0x0f, Y1, Y4, Y4
+	VMAXPS       Y4, Y3, Y3
+	VMOVDQU      attnShift1<>+0(SB), Y4
+	VPERMPS      Y3, Y4, Y5
+	VBLENDPS     $0x01, Y1, Y5, Y5
+	VMAXPS       Y0, Y5, Y5
+	VMOVDQU      attnLast<>+0(SB), Y4
+	VPERMPS      Y3, Y4, Y3
+	VMAXPS       Y3, Y0, Y0
+	VCMPPS       $0x1e, Y5, Y2, Y3
+	VSUBPS       Y5, Y2, Y2
+	VBROADCASTSS expfConsts<>+56(SB), Y4
+	VXORPS       Y4, Y2, Y4
+	VBLENDVPS    Y3, Y4, Y2, Y2
+	VBROADCASTSS expfConsts<>+0(SB), Y4
+	VMULPS       Y4, Y2, Y4
+	VBROADCASTSS expfConsts<>+4(SB), Y5
+	VADDPS       Y5, Y4, Y4
+	VROUNDPS     $0x01, Y4, Y4
+	VBROADCASTSS expfConsts<>+8(SB), Y5
+	VMULPS       Y5, Y4, Y6
+	VSUBPS       Y6, Y2, Y5
+	VBROADCASTSS expfConsts<>+12(SB), Y6
+	VMULPS       Y6, Y4, Y6
+	VSUBPS       Y6, Y5, Y5
+	VBROADCASTSS expfConsts<>+16(SB), Y6
+	VMULPS       Y5, Y6, Y6
+	VBROADCASTSS expfConsts<>+20(SB), Y7
+	VADDPS       Y7, Y6, Y6
+	VMULPS       Y5, Y6, Y6
+	VBROADCASTSS expfConsts<>+24(SB), Y7
+	VADDPS       Y7, Y6, Y6
+	VMULPS       Y5, Y6, Y6
+	VBROADCASTSS expfConsts<>+28(SB), Y7
+	VADDPS       Y7, Y6, Y6
+	VMULPS       Y5, Y6, Y6
+	VBROADCASTSS expfConsts<>+32(SB), Y7
+	VADDPS       Y7, Y6, Y6
+	VMULPS       Y5, Y6, Y6
+	VBROADCASTSS expfConsts<>+36(SB), Y7
+	VADDPS       Y7, Y6, Y6
+	VMULPS       Y5, Y6, Y6
+	VMULPS       Y5, Y6, Y6
+	VADDPS       Y5, Y6, Y6
+	VBROADCASTSS expfConsts<>+40(SB), Y5
+	VADDPS       Y5, Y6, Y6
+	VCVTTPS2DQ   Y4, Y4
+	VPSRLD       $0x1f, Y4, Y5
+	VPADDD       Y4, Y5, Y5
+	VPSRAD       $0x01, Y5, Y5
+	VPSUBD       Y5, Y4, Y4
+	VBROADCASTSS expfConsts<>+60(SB), Y7
+	VPADDD       Y7, Y5, Y5
+	VPSLLD       $0x17, Y5, Y5
+	VPADDD       Y7, Y4, Y4
+	VPSLLD       $0x17, Y4, Y4
+	VMULPS       Y5, Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VBROADCASTSS expfConsts<>+48(SB), Y4
+	VCMPPS       $0x11, Y4, Y2, Y4
+	VXORPS       Y5, Y5, Y5
+	VBLENDVPS    Y4, Y5, Y6, Y6
+	VBROADCASTSS expfConsts<>+44(SB), Y4
+	VCMPPS       $0x1e, Y4, Y2, Y4
+	VBROADCASTSS expfConsts<>+52(SB), Y5
+	VBLENDVPS    Y4, Y5, Y6, Y6
+	VCMPPS       $0x03, Y2, Y2, Y4
+	VBLENDVPS    Y4, Y2, Y6, Y6
+	VMOVUPS      Y6, (AX)
+	VMOVMSKPS    Y3, SI
+	MOVB         SI, (BX)
+	ADDQ         $0x20, AX
+	INCQ         BX
+	SUBQ         $0x08, CX
+	JMP          loop
+
+done:
+	VMOVSS X0, (DX)
+	VZEROUPPER
+	RET
+
+// func attnAccumF16(acc *float32, v *uint16, hd int, n int, stride int, e *float32, mask uint64, sum *float32)
+// Requires: AVX, F16C, MMX+
+TEXT ·attnAccumF16(SB), NOSPLIT, $0-64
+	MOVQ   acc+0(FP), AX
+	MOVQ   v+8(FP), CX
+	MOVQ   hd+16(FP), DX
+	MOVQ   n+24(FP), BX
+	MOVQ   stride+32(FP), SI
+	SHLQ   $0x01, SI
+	MOVQ   e+40(FP), DI
+	MOVQ   mask+48(FP), R8
+	MOVQ   sum+56(FP), R9
+	VMOVSS (R9), X0
+	VMOVSS expfConsts<>+40(SB), X1
+	XORQ   R10, R10
+
+sum:
+	CMPQ   R10, BX
+	JGE    sumdone
+	BTQ    R10, R8
+	JCS    sumnew
+	VADDSS (DI)(R10*4), X0, X0
+	INCQ   R10
+	JMP    sum
+
+sumnew:
+	VMULSS (DI)(R10*4), X0, X0
+	VADDSS X1, X0, X0
+	INCQ   R10
+	JMP    sum
+
+sumdone:
+	VMOVSS X0, (R9)
+
+slab8_8:
+	CMPQ    DX, $0x00000040
+	JL      slabdone8_8
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS 64(AX), Y2
+	VMOVUPS 96(AX), Y3
+	VMOVUPS 128(AX), Y4
+	VMOVUPS 160(AX), Y5
+	VMOVUPS 192(AX), Y6
+	VMOVUPS 224(AX), Y7
+	MOVQ    CX, R9
+	XORQ    R10, R10
+
+pos8_8:
+	CMPQ         R10, BX
+	JGE          posdone8_8
+	PREFETCHT0   (R9)(SI*8)
+	PREFETCHT0   64(R9)(SI*8)
+	VBROADCASTSS (DI)(R10*4), Y8
+	BTQ          R10, R8
+	JCS          new8_8
+	VCVTPH2PS    (R9), Y9
+	VMULPS       Y8, Y9, Y9
+	VADDPS       Y9, Y0, Y0
+	VCVTPS2PH    $0x00, Y0, X0
+	VCVTPH2PS    X0, Y0
+	VCVTPH2PS    16(R9), Y9
+	VMULPS       Y8, Y9, Y9
+	VADDPS       Y9, Y1, Y1
+	VCVTPS2PH    $0x00, Y1, X1
+	VCVTPH2PS    X1, Y1
+	VCVTPH2PS    32(R9), Y9
+	VMULPS       Y8, Y9, Y9
+	VADDPS       Y9, Y2, Y2
+	VCVTPS2PH    $0x00, Y2, X2
+	VCVTPH2PS    X2, Y2
+	VCVTPH2PS    48(R9), Y9
+	VMULPS       Y8, Y9, Y9
+	VADDPS       Y9, Y3, Y3
+	VCVTPS2PH    $0x00, Y3, X3
+	VCVTPH2PS    X3, Y3
+	VCVTPH2PS    64(R9), Y9
+	VMULPS       Y8, Y9, Y9
+	VADDPS       Y9, Y4, Y4
+	VCVTPS2PH    $0x00, Y4, X4
+	VCVTPH2PS    X4, Y4
+	VCVTPH2PS    80(R9), Y9
+	VMULPS       Y8, Y9, Y9
+	VADDPS       Y9, Y5, Y5
+	VCVTPS2PH    $0x00, Y5, X5
+	VCVTPH2PS    X5, Y5
+	VCVTPH2PS    96(R9), Y9
+	VMULPS       Y8, Y9, Y9
+	VADDPS       Y9, Y6, Y6
+	VCVTPS2PH    $0x00, Y6, X6
+	VCVTPH2PS    X6, Y6
+	VCVTPH2PS    112(R9), Y9
+	VMULPS       Y8, Y9, Y9
+	VADDPS       Y9, Y7, Y7
+	VCVTPS2PH    $0x00, Y7, X7
+	VCVTPH2PS    X7, Y7
+
+next8_8:
+	ADDQ SI, R9
+	INCQ R10
+	JMP  pos8_8
+
+new8_8:
+	VMULPS    Y8, Y0, Y0
+	VCVTPS2PH $0x00, Y0, X0
+	VCVTPH2PS X0, Y0
+	VCVTPH2PS (R9), Y9
+	VADDPS    Y9, Y0, Y0
+	VCVTPS2PH $0x00, Y0, X0
+	VCVTPH2PS X0, Y0
+	VMULPS    Y8, Y1, Y1
+	VCVTPS2PH $0x00, Y1, X1
+	VCVTPH2PS X1, Y1
+	VCVTPH2PS 16(R9), Y9
+	VADDPS    Y9, Y1, Y1
+	VCVTPS2PH $0x00, Y1, X1
+	VCVTPH2PS X1, Y1
+	VMULPS    Y8, Y2, Y2
+	VCVTPS2PH $0x00, Y2, X2
+	VCVTPH2PS X2, Y2
+	VCVTPH2PS 32(R9), Y9
+	VADDPS    Y9, Y2, Y2
+	VCVTPS2PH $0x00, Y2, X2
+	VCVTPH2PS X2, Y2
+	VMULPS    Y8, Y3, Y3
+	VCVTPS2PH $0x00, Y3, X3
+	VCVTPH2PS X3, Y3
+	VCVTPH2PS 48(R9), Y9
+	VADDPS    Y9, Y3, Y3
+	VCVTPS2PH $0x00, Y3, X3
+	VCVTPH2PS X3, Y3
+	VMULPS    Y8, Y4, Y4
+	VCVTPS2PH $0x00, Y4, X4
+	VCVTPH2PS X4, Y4
+	VCVTPH2PS 64(R9), Y9
+	VADDPS    Y9, Y4, Y4
+	VCVTPS2PH $0x00, Y4, X4
+	VCVTPH2PS X4, Y4
+	VMULPS    Y8, Y5, Y5
+	VCVTPS2PH $0x00, Y5, X5
+	VCVTPH2PS X5, Y5
+	VCVTPH2PS 80(R9), Y9
+	VADDPS    Y9, Y5, Y5
+	VCVTPS2PH $0x00, Y5, X5
+	VCVTPH2PS X5, Y5
+	VMULPS    Y8, Y6, Y6
+	VCVTPS2PH $0x00, Y6, X6
+	VCVTPH2PS X6, Y6
+	VCVTPH2PS 96(R9), Y9
+	VADDPS    Y9, Y6, Y6
+	VCVTPS2PH $0x00, Y6, X6
+	VCVTPH2PS X6, Y6
+	VMULPS    Y8, Y7, Y7
+	VCVTPS2PH $0x00, Y7, X7
+	VCVTPH2PS X7, Y7
+	VCVTPH2PS 112(R9), Y8
+	VADDPS    Y8, Y7, Y7
+	VCVTPS2PH $0x00, Y7, X7
+	VCVTPH2PS X7, Y7
+	JMP       next8_8
+
+posdone8_8:
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	VMOVUPS Y2, 64(AX)
+	VMOVUPS Y3, 96(AX)
+	VMOVUPS Y4, 128(AX)
+	VMOVUPS Y5, 160(AX)
+	VMOVUPS Y6, 192(AX)
+	VMOVUPS Y7, 224(AX)
+	ADDQ    $0x00000100, AX
+	ADDQ    $0x00000080, CX
+	SUBQ    $0x00000040, DX
+	JMP     slab8_8
+
+slabdone8_8:
+slab1_8:
+	CMPQ    DX, $0x00000008
+	JL      slabdone1_8
+	VMOVUPS (AX), Y0
+	MOVQ    CX, R9
+	XORQ    R10, R10
+
+pos1_8:
+	CMPQ         R10, BX
+	JGE          posdone1_8
+	PREFETCHT0   (R9)(SI*8)
+	VBROADCASTSS (DI)(R10*4), Y1
+	BTQ          R10, R8
+	JCS          new1_8
+	VCVTPH2PS    (R9), Y2
+	VMULPS       Y1, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VCVTPS2PH    $0x00, Y0, X0
+	VCVTPH2PS    X0, Y0
+
+next1_8:
+	ADDQ SI, R9
+	INCQ R10
+	JMP  pos1_8
+
+new1_8:
+	VMULPS    Y1, Y0, Y0
+	VCVTPS2PH $0x00, Y0, X0
+	VCVTPH2PS X0, Y0
+	VCVTPH2PS (R9), Y1
+	VADDPS    Y1, Y0, Y0
+	VCVTPS2PH $0x00, Y0, X0
+	VCVTPH2PS X0, Y0
+	JMP       next1_8
+
+posdone1_8:
+	VMOVUPS Y0, (AX)
+	ADDQ    $0x00000020, AX
+	ADDQ    $0x00000010, CX
+	SUBQ    $0x00000008, DX
+	JMP     slab1_8
+
+slabdone1_8:
+	VZEROUPPER
+	RET
+
+// func attnAccumF16AVX512(acc *float32, v *uint16, hd int, n int, stride int, e *float32, mask uint64, sum *float32)
+// Requires: AVX, AVX512F, F16C, MMX+
+TEXT ·attnAccumF16AVX512(SB), NOSPLIT, $0-64
+	MOVQ   acc+0(FP), AX
+	MOVQ   v+8(FP), CX
+	MOVQ   hd+16(FP), DX
+	MOVQ   n+24(FP), BX
+	MOVQ   stride+32(FP), SI
+	SHLQ   $0x01, SI
+	MOVQ   e+40(FP), DI
+	MOVQ   mask+48(FP), R8
+	MOVQ   sum+56(FP), R9
+	VMOVSS (R9), X0
+	VMOVSS expfConsts<>+40(SB), X1
+	XORQ   R10, R10
+
+sum:
+	CMPQ   R10, BX
+	JGE    sumdone
+	BTQ    R10, R8
+	JCS    sumnew
+	VADDSS (DI)(R10*4), X0, X0
+	INCQ   R10
+	JMP    sum
+
+sumnew:
+	VMULSS (DI)(R10*4), X0, X0
+	VADDSS X1, X0, X0
+	INCQ   R10
+	JMP    sum
+
+sumdone:
+	VMOVSS X0, (R9)
+
+slab8_16:
+	CMPQ    DX, $0x00000080
+	JL      slabdone8_16
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+	VMOVUPS 256(AX), Z4
+	VMOVUPS 320(AX), Z5
+	VMOVUPS 384(AX), Z6
+	VMOVUPS 448(AX), Z7
+	MOVQ    CX, R9
+	XORQ    R10, R10
+
+pos8_16:
+	CMPQ         R10, BX
+	JGE          posdone8_16
+	PREFETCHT0   (R9)(SI*8)
+	PREFETCHT0   64(R9)(SI*8)
+	PREFETCHT0   128(R9)(SI*8)
+	PREFETCHT0   192(R9)(SI*8)
+	VBROADCASTSS (DI)(R10*4), Z8
+	BTQ          R10, R8
+	JCS          new8_16
+	VCVTPH2PS    (R9), Z9
+	VMULPS       Z8, Z9, Z9
+	VADDPS       Z9, Z0, Z0
+	VCVTPS2PH    $0x00, Z0, Y0
+	VCVTPH2PS    Y0, Z0
+	VCVTPH2PS    32(R9), Z9
+	VMULPS       Z8, Z9, Z9
+	VADDPS       Z9, Z1, Z1
+	VCVTPS2PH    $0x00, Z1, Y1
+	VCVTPH2PS    Y1, Z1
+	VCVTPH2PS    64(R9), Z9
+	VMULPS       Z8, Z9, Z9
+	VADDPS       Z9, Z2, Z2
+	VCVTPS2PH    $0x00, Z2, Y2
+	VCVTPH2PS    Y2, Z2
+	VCVTPH2PS    96(R9), Z9
+	VMULPS       Z8, Z9, Z9
+	VADDPS       Z9, Z3, Z3
+	VCVTPS2PH    $0x00, Z3, Y3
+	VCVTPH2PS    Y3, Z3
+	VCVTPH2PS    128(R9), Z9
+	VMULPS       Z8, Z9, Z9
+	VADDPS       Z9, Z4, Z4
+	VCVTPS2PH    $0x00, Z4, Y4
+	VCVTPH2PS    Y4, Z4
+	VCVTPH2PS    160(R9), Z9
+	VMULPS       Z8, Z9, Z9
+	VADDPS       Z9, Z5, Z5
+	VCVTPS2PH    $0x00, Z5, Y5
+	VCVTPH2PS    Y5, Z5
+	VCVTPH2PS    192(R9), Z9
+	VMULPS       Z8, Z9, Z9
+	VADDPS       Z9, Z6, Z6
+	VCVTPS2PH    $0x00, Z6, Y6
+	VCVTPH2PS    Y6, Z6
+	VCVTPH2PS    224(R9), Z9
+	VMULPS       Z8, Z9, Z9
+	VADDPS       Z9, Z7, Z7
+	VCVTPS2PH    $0x00, Z7, Y7
+	VCVTPH2PS    Y7, Z7
+
+next8_16:
+	ADDQ SI, R9
+	INCQ R10
+	JMP  pos8_16
+
+new8_16:
+	VMULPS    Z8, Z0, Z0
+	VCVTPS2PH $0x00, Z0, Y0
+	VCVTPH2PS Y0, Z0
+	VCVTPH2PS (R9), Z9
+	VADDPS    Z9, Z0, Z0
+	VCVTPS2PH $0x00, Z0, Y0
+	VCVTPH2PS Y0, Z0
+	VMULPS    Z8, Z1, Z1
+	VCVTPS2PH $0x00, Z1, Y1
+	VCVTPH2PS Y1, Z1
+	VCVTPH2PS 32(R9), Z9
+	VADDPS    Z9, Z1, Z1
+	VCVTPS2PH $0x00, Z1, Y1
+	VCVTPH2PS Y1, Z1
+	VMULPS    Z8, Z2, Z2
+	VCVTPS2PH $0x00, Z2, Y2
+	VCVTPH2PS Y2, Z2
+	VCVTPH2PS 64(R9), Z9
+	VADDPS    Z9, Z2, Z2
+	VCVTPS2PH $0x00, Z2, Y2
+	VCVTPH2PS Y2, Z2
+	VMULPS    Z8, Z3, Z3
+	VCVTPS2PH $0x00, Z3, Y3
+	VCVTPH2PS Y3, Z3
+	VCVTPH2PS 96(R9), Z9
+	VADDPS    Z9, Z3, Z3
+	VCVTPS2PH $0x00, Z3, Y3
+	VCVTPH2PS Y3, Z3
+	VMULPS    Z8, Z4, Z4
+	VCVTPS2PH $0x00, Z4, Y4
+	VCVTPH2PS Y4, Z4
+	VCVTPH2PS 128(R9), Z9
+	VADDPS    Z9, Z4, Z4
+	VCVTPS2PH $0x00, Z4, Y4
+	VCVTPH2PS Y4, Z4
+	VMULPS    Z8, Z5, Z5
+	VCVTPS2PH $0x00, Z5, Y5
+	VCVTPH2PS Y5, Z5
+	VCVTPH2PS 160(R9), Z9
+	VADDPS    Z9, Z5, Z5
+	VCVTPS2PH $0x00, Z5, Y5
+	VCVTPH2PS Y5, Z5
+	VMULPS    Z8, Z6, Z6
+	VCVTPS2PH $0x00, Z6, Y6
+	VCVTPH2PS Y6, Z6
+	VCVTPH2PS 192(R9), Z9
+	VADDPS    Z9, Z6, Z6
+	VCVTPS2PH $0x00, Z6, Y6
+	VCVTPH2PS Y6, Z6
+	VMULPS    Z8, Z7, Z7
+	VCVTPS2PH $0x00, Z7, Y7
+	VCVTPH2PS Y7, Z7
+	VCVTPH2PS 224(R9), Z8
+	VADDPS    Z8, Z7, Z7
+	VCVTPS2PH $0x00, Z7, Y7
+	VCVTPH2PS Y7, Z7
+	JMP       next8_16
+
+posdone8_16:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, 192(AX)
+	VMOVUPS Z4, 256(AX)
+	VMOVUPS Z5, 320(AX)
+	VMOVUPS Z6, 384(AX)
+	VMOVUPS Z7, 448(AX)
+	ADDQ    $0x00000200, AX
+	ADDQ    $0x00000100, CX
+	SUBQ    $0x00000080, DX
+	JMP     slab8_16
+
+slabdone8_16:
+slab4_16:
+	CMPQ    DX, $0x00000040
+	JL      slabdone4_16
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+	MOVQ    CX, R9
+	XORQ    R10, R10
+
+pos4_16:
+	CMPQ         R10, BX
+	JGE          posdone4_16
+	PREFETCHT0   (R9)(SI*8)
+	PREFETCHT0   64(R9)(SI*8)
+	VBROADCASTSS (DI)(R10*4), Z4
+	BTQ          R10, R8
+	JCS          new4_16
+	VCVTPH2PS    (R9), Z5
+	VMULPS       Z4, Z5, Z5
+	VADDPS       Z5, Z0, Z0
+	VCVTPS2PH    $0x00, Z0, Y0
+	VCVTPH2PS    Y0, Z0
+	VCVTPH2PS    32(R9), Z5
+	VMULPS       Z4, Z5, Z5
+	VADDPS       Z5, Z1, Z1
+	VCVTPS2PH    $0x00, Z1, Y1
+	VCVTPH2PS    Y1, Z1
+	VCVTPH2PS    64(R9), Z5
+	VMULPS       Z4, Z5, Z5
+	VADDPS       Z5, Z2, Z2
+	VCVTPS2PH    $0x00, Z2, Y2
+	VCVTPH2PS    Y2, Z2
+	VCVTPH2PS    96(R9), Z5
+	VMULPS       Z4, Z5, Z5
+	VADDPS       Z5, Z3, Z3
+	VCVTPS2PH    $0x00, Z3, Y3
+	VCVTPH2PS    Y3, Z3
+
+next4_16:
+	ADDQ SI, R9
+	INCQ R10
+	JMP  pos4_16
+
+new4_16:
+	VMULPS    Z4, Z0, Z0
+	VCVTPS2PH $0x00, Z0, Y0
+	VCVTPH2PS Y0, Z0
+	VCVTPH2PS (R9), Z5
+	VADDPS    Z5, Z0, Z0
+	VCVTPS2PH $0x00, Z0, Y0
+	VCVTPH2PS Y0, Z0
+	VMULPS    Z4, Z1, Z1
+	VCVTPS2PH $0x00, Z1, Y1
+	VCVTPH2PS Y1, Z1
+	VCVTPH2PS 32(R9), Z5
+	VADDPS    Z5, Z1, Z1
+	VCVTPS2PH $0x00, Z1, Y1
+	VCVTPH2PS Y1, Z1
+	VMULPS    Z4, Z2, Z2
+	VCVTPS2PH $0x00, Z2, Y2
+	VCVTPH2PS Y2, Z2
+	VCVTPH2PS 64(R9), Z5
+	VADDPS    Z5, Z2, Z2
+	VCVTPS2PH $0x00, Z2, Y2
+	VCVTPH2PS Y2, Z2
+	VMULPS    Z4, Z3, Z3
+	VCVTPS2PH $0x00, Z3, Y3
+	VCVTPH2PS Y3, Z3
+	VCVTPH2PS 96(R9), Z4
+	VADDPS    Z4, Z3, Z3
+	VCVTPS2PH $0x00, Z3, Y3
+	VCVTPH2PS Y3, Z3
+	JMP       next4_16
+
+posdone4_16:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, 192(AX)
+	ADDQ    $0x00000100, AX
+	ADDQ    $0x00000080, CX
+	SUBQ    $0x00000040, DX
+	JMP     slab4_16
+
+slabdone4_16:
+slab1_8:
+	CMPQ    DX, $0x00000008
+	JL      slabdone1_8
+	VMOVUPS (AX), Y0
+	MOVQ    CX, R9
+	XORQ    R10, R10
+
+pos1_8:
+	CMPQ         R10, BX
+	JGE          posdone1_8
+	PREFETCHT0   (R9)(SI*8)
+	VBROADCASTSS (DI)(R10*4), Y1
+	BTQ          R10, R8
+	JCS          new1_8
+	VCVTPH2PS    (R9), Y2
+	VMULPS       Y1, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VCVTPS2PH    $0x00, Y0, X0
+	VCVTPH2PS    X0, Y0
+
+next1_8:
+	ADDQ SI, R9
+	INCQ R10
+	JMP  pos1_8
+
+new1_8:
+	VMULPS    Y1, Y0, Y0
+	VCVTPS2PH $0x00, Y0, X0
+	VCVTPH2PS X0, Y0
+	VCVTPH2PS (R9), Y1
+	VADDPS    Y1, Y0, Y0
+	VCVTPS2PH $0x00, Y0, X0
+	VCVTPH2PS X0, Y0
+	JMP       next1_8
+
+posdone1_8:
+	VMOVUPS Y0, (AX)
+	ADDQ    $0x00000020, AX
+	ADDQ    $0x00000010, CX
+	SUBQ    $0x00000008, DX
+	JMP     slab1_8
+
+slabdone1_8:
+	VZEROUPPER
+	RET
+
+DATA absMask<>+0(SB)/8, $0x7fffffff7fffffff
+DATA absMask<>+8(SB)/8, $0x7fffffff7fffffff
+DATA absMask<>+16(SB)/8, $0x7fffffff7fffffff
+DATA absMask<>+24(SB)/8, $0x7fffffff7fffffff
+GLOBL absMask<>(SB), RODATA|NOPTR, $32
+
+DATA ones8<>+0(SB)/8, $0x0101010101010101
+DATA ones8<>+8(SB)/8, $0x0101010101010101
+DATA ones8<>+16(SB)/8, $0x0101010101010101
+DATA ones8<>+24(SB)/8, $0x0101010101010101
+GLOBL ones8<>(SB), RODATA|NOPTR, $32
+
+DATA permD<>+0(SB)/8, $0x0000000400000000
+DATA permD<>+8(SB)/8, $0x0000000500000001
+DATA permD<>+16(SB)/8, $0x0000000600000002
+DATA permD<>+24(SB)/8, $0x0000000700000003
+GLOBL permD<>(SB), RODATA|NOPTR, $32
+
+DATA actConsts<>+0(SB)/8, $0x42fe0000c2fe0000
+DATA actConsts<>+8(SB)/8, $0x000000003f800000
+GLOBL actConsts<>(SB), RODATA|NOPTR, $16
+
+// func quantQ8KAVX2(x *float32, nb int, y *byte)
+// Requires: AVX, AVX2
+TEXT ·quantQ8KAVX2(SB), NOSPLIT, $0-24
+	MOVQ    x+0(FP), AX
+	MOVQ    nb+8(FP), CX
+	MOVQ    y+16(FP), DX
+	VMOVDQU absMask<>+0(SB), Y0
+	VMOVDQU permD<>+0(SB), Y1
+
+block:
+	TESTQ      CX, CX
+	JZ         done
+	VXORPS     Y2, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	VXORPS     Y4, Y4, Y4
+	VXORPS     Y5, Y5, Y5
+	VANDPS     (AX), Y0, Y6
+	VMAXPS     Y2, Y6, Y2
+	VANDPS     32(AX), Y0, Y6
+	VMAXPS     Y3, Y6, Y3
+	VANDPS     64(AX), Y0, Y6
+	VMAXPS     Y4, Y6, Y4
+	VANDPS     96(AX), Y0, Y6
+	VMAXPS     Y5, Y6, Y5
+	VANDPS     128(AX), Y0, Y6
+	VMAXPS     Y2, Y6, Y2
+	VANDPS     160(AX), Y0, Y6
+	VMAXPS     Y3, Y6, Y3
+	VANDPS     192(AX), Y0, Y6
+	VMAXPS     Y4, Y6, Y4
+	VANDPS     224(AX), Y0, Y6
+	VMAXPS     Y5, Y6, Y5
+	VANDPS     256(AX), Y0, Y6
+	VMAXPS     Y2, Y6, Y2
+	VANDPS     288(AX), Y0, Y6
+	VMAXPS     Y3, Y6, Y3
+	VANDPS     320(AX), Y0, Y6
+	VMAXPS     Y4, Y6, Y4
+	VANDPS     352(AX), Y0, Y6
+	VMAXPS     Y5, Y6, Y5
+	VANDPS     384(AX), Y0, Y6
+	VMAXPS     Y2, Y6, Y2
+	VANDPS     416(AX), Y0, Y6
+	VMAXPS     Y3, Y6, Y3
+	VANDPS     448(AX), Y0, Y6
+	VMAXPS     Y4, Y6, Y4
+	VANDPS     480(AX), Y0, Y6
+	VMAXPS     Y5, Y6, Y5
+	VANDPS     512(AX), Y0, Y6
+	VMAXPS     Y2, Y6, Y2
+	VANDPS     544(AX), Y0, Y6
+	VMAXPS     Y3, Y6, Y3
+	VANDPS     576(AX), Y0, Y6
+	VMAXPS     Y4, Y6, Y4
+	VANDPS     608(AX), Y0, Y6
+	VMAXPS     Y5, Y6, Y5
+	VANDPS     640(AX), Y0, Y6
+	VMAXPS     Y2, Y6, Y2
+	VANDPS     672(AX), Y0, Y6
+	VMAXPS     Y3, Y6, Y3
+	VANDPS     704(AX), Y0, Y6
+	VMAXPS     Y4, Y6, Y4
+	VANDPS     736(AX), Y0, Y6
+	VMAXPS     Y5, Y6, Y5
+	VANDPS     768(AX), Y0, Y6
+	VMAXPS     Y2, Y6, Y2
+	VANDPS     800(AX), Y0, Y6
+	VMAXPS     Y3, Y6, Y3
+	VANDPS     832(AX), Y0, Y6
+	VMAXPS     Y4, Y6, Y4
+	VANDPS     864(AX), Y0, Y6
+	VMAXPS     Y5, Y6, Y5
+	VANDPS     896(AX), Y0, Y6
+	VMAXPS     Y2, Y6, Y2
+	VANDPS     928(AX), Y0, Y6
+	VMAXPS     Y3, Y6, Y3
+	VANDPS     960(AX), Y0, Y6
+	VMAXPS     Y4, Y6, Y4
+	VANDPS     992(AX), Y0, Y6
+	VMAXPS     Y5, Y6, Y5
+	VMAXPS     Y3, Y2, Y2
+	VMAXPS     Y5, Y4, Y4
+	VMAXPS     Y4, Y2, Y2
+	VPERM2F128 $0x01, Y2, Y2, Y3
+	VMAXPS     Y3, Y2, Y2
+	VSHUFPS    $0x4e, Y2, Y2, Y3
+	VMAXPS     Y3, Y2, Y2
+	VSHUFPS    $0xb1, Y2, Y2, Y3
+	VMAXPS     Y3, Y2, Y2
+	VXORPS     Y3, Y3, Y3
+	VUCOMISS   X3, X2
+	JNE        nonzero
+	VMOVDQU    Y3, (DX)
+	VMOVDQU    Y3, 32(DX)
+	VMOVDQU    Y3, 64(DX)
+	VMOVDQU    Y3, 96(DX)
+	VMOVDQU    Y3, 128(DX)
+	VMOVDQU    Y3, 160(DX)
+	VMOVDQU    Y3, 192(DX)
+	VMOVDQU    Y3, 224(DX)
+	VMOVDQU    Y3, 256(DX)
+	MOVL       $0x00000000, 288(DX)
+	JMP        next
+
+nonzero:
+	XORQ BX, BX
+
+find:
+	VANDPS    (AX)(BX*4), Y0, Y3
+	VCMPPS    $0x00, Y2, Y3, Y3
+	VMOVMSKPS Y3, SI
+	TESTL     SI, SI
+	JNZ       found
+	ADDQ      $0x08, BX
+	JMP       find
+
+found:
+	BSFL         SI, SI
+	ADDQ         SI, BX
+	VMOVSS       (AX)(BX*4), X2
+	VMOVSS       actConsts<>+0(SB), X3
+	VDIVSS       X2, X3, X3
+	VMOVSS       actConsts<>+8(SB), X2
+	VDIVSS       X3, X2, X2
+	VMOVSS       X2, (DX)
+	VBROADCASTSS X3, Y2
+	VMOVDQU      ones8<>+0(SB), Y3
+	VMOVDQU      ones16<>+0(SB), Y4
+	VMULPS       (AX), Y2, Y5
+	VCVTPS2DQ    Y5, Y5
+	VMULPS       32(AX), Y2, Y6
+	VCVTPS2DQ    Y6, Y6
+	VMULPS       64(AX), Y2, Y7
+	VCVTPS2DQ    Y7, Y7
+	VMULPS       96(AX), Y2, Y8
+	VCVTPS2DQ    Y8, Y8
+	VPACKSSDW    Y6, Y5, Y5
+	VPACKSSDW    Y8, Y7, Y7
+	VPACKSSWB    Y7, Y5, Y5
+	VPERMD       Y5, Y1, Y5
+	VMOVDQU      Y5, 4(DX)
+	VPMADDUBSW   Y5, Y3, Y5
+	VPMADDWD     Y4, Y5, Y5
+	VMULPS       128(AX), Y2, Y6
+	VCVTPS2DQ    Y6, Y6
+	VMULPS       160(AX), Y2, Y7
+	VCVTPS2DQ    Y7, Y7
+	VMULPS       192(AX), Y2, Y8
+	VCVTPS2DQ    Y8, Y8
+	VMULPS       224(AX), Y2, Y9
+	VCVTPS2DQ    Y9, Y9
+	VPACKSSDW    Y7, Y6, Y6
+	VPACKSSDW    Y9, Y8, Y8
+	VPACKSSWB    Y8, Y6, Y6
+	VPERMD       Y6, Y1, Y6
+	VMOVDQU      Y6, 36(DX)
+	VPMADDUBSW   Y6, Y3, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPHADDD      Y6, Y5, Y5
+	VMULPS       256(AX), Y2, Y6
+	VCVTPS2DQ    Y6, Y6
+	VMULPS       288(AX), Y2, Y7
+	VCVTPS2DQ    Y7, Y7
+	VMULPS       320(AX), Y2, Y8
+	VCVTPS2DQ    Y8, Y8
+	VMULPS       352(AX), Y2, Y9
+	VCVTPS2DQ    Y9, Y9
+	VPACKSSDW    Y7, Y6, Y6
+	VPACKSSDW    Y9, Y8, Y8
+	VPACKSSWB    Y8, Y6, Y6
+	VPERMD       Y6, Y1, Y6
+	VMOVDQU      Y6, 68(DX)
+	VPMADDUBSW   Y6, Y3, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VMULPS       384(AX), Y2, Y7
+	VCVTPS2DQ    Y7, Y7
+	VMULPS       416(AX), Y2, Y8
+	VCVTPS2DQ    Y8, Y8
+	VMULPS       448(AX), Y2, Y9
+	VCVTPS2DQ    Y9, Y9
+	VMULPS       480(AX), Y2, Y10
+	VCVTPS2DQ    Y10, Y10
+	VPACKSSDW    Y8, Y7, Y7
+	VPACKSSDW    Y10, Y9, Y9
+	VPACKSSWB    Y9, Y7, Y7
+	VPERMD       Y7, Y1, Y7
+	VMOVDQU      Y7, 100(DX)
+	VPMADDUBSW   Y7, Y3, Y7
+	VPMADDWD     Y4, Y7, Y7
+	VPHADDD      Y7, Y6, Y6
+	VPHADDD      Y6, Y5, Y5
+	VPERMD       Y5, Y1, Y5
+	VMULPS       512(AX), Y2, Y6
+	VCVTPS2DQ    Y6, Y6
+	VMULPS       544(AX), Y2, Y7
+	VCVTPS2DQ    Y7, Y7
+	VMULPS       576(AX), Y2, Y8
+	VCVTPS2DQ    Y8, Y8
+	VMULPS       608(AX), Y2, Y9
+	VCVTPS2DQ    Y9, Y9
+	VPACKSSDW    Y7, Y6, Y6
+	VPACKSSDW    Y9, Y8, Y8
+	VPACKSSWB    Y8, Y6, Y6
+	VPERMD       Y6, Y1, Y6
+	VMOVDQU      Y6, 132(DX)
+	VPMADDUBSW   Y6, Y3, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VMULPS       640(AX), Y2, Y7
+	VCVTPS2DQ    Y7, Y7
+	VMULPS       672(AX), Y2, Y8
+	VCVTPS2DQ    Y8, Y8
+	VMULPS       704(AX), Y2, Y9
+	VCVTPS2DQ    Y9, Y9
+	VMULPS       736(AX), Y2, Y10
+	VCVTPS2DQ    Y10, Y10
+	VPACKSSDW    Y8, Y7, Y7
+	VPACKSSDW    Y10, Y9, Y9
+	VPACKSSWB    Y9, Y7, Y7
+	VPERMD       Y7, Y1, Y7
+	VMOVDQU      Y7, 164(DX)
+	VPMADDUBSW   Y7, Y3, Y7
+	VPMADDWD     Y4, Y7, Y7
+	VPHADDD      Y7, Y6, Y6
+	VMULPS       768(AX), Y2, Y7
+	VCVTPS2DQ    Y7, Y7
+	VMULPS       800(AX), Y2, Y8
+	VCVTPS2DQ    Y8, Y8
+	VMULPS       832(AX), Y2, Y9
+	VCVTPS2DQ    Y9, Y9
+	VMULPS       864(AX), Y2, Y10
+	VCVTPS2DQ    Y10, Y10
+	VPACKSSDW    Y8, Y7, Y7
+	VPACKSSDW    Y10, Y9, Y9
+	VPACKSSWB    Y9, Y7, Y7
+	VPERMD       Y7, Y1, Y7
+	VMOVDQU      Y7, 196(DX)
+	VPMADDUBSW   Y7, Y3, Y7
+	VPMADDWD     Y4, Y7, Y7
+	VMULPS       896(AX), Y2, Y8
+	VCVTPS2DQ    Y8, Y8
+	VMULPS       928(AX), Y2, Y9
+	VCVTPS2DQ    Y9, Y9
+	VMULPS       960(AX), Y2, Y10
+	VCVTPS2DQ    Y10, Y10
+	VMULPS       992(AX), Y2, Y2
+	VCVTPS2DQ    Y2, Y2
+	VPACKSSDW    Y9, Y8, Y8
+	VPACKSSDW    Y2, Y10, Y10
+	VPACKSSWB    Y10, Y8, Y8
+	VPERMD       Y8, Y1, Y8
+	VMOVDQU      Y8, 228(DX)
+	VPMADDUBSW   Y8, Y3, Y8
+	VPMADDWD     Y4, Y8, Y8
+	VPHADDD      Y8, Y7, Y2
+	VPHADDD      Y2, Y6, Y2
+	VPERMD       Y2, Y1, Y2
+	VPACKSSDW    Y2, Y5, Y5
+	VPERMQ       $0xd8, Y5, Y5
+	VMOVDQU      Y5, 260(DX)
+
+next:
+	ADDQ $0x00000400, AX
+	ADDQ $0x00000124, DX
+	DECQ CX
+	JMP  block
+
+done:
+	VZEROUPPER
+	RET
+
+// func quantQ8_0AVX2(x *float32, nb int, y *byte, shift int)
+// Requires: AVX, AVX2, F16C, SSE2
+TEXT ·quantQ8_0AVX2(SB), NOSPLIT, $0-32
+	MOVQ    x+0(FP), AX
+	MOVQ    nb+8(FP), CX
+	MOVQ    y+16(FP), DX
+	MOVQ    shift+24(FP), X0
+	VMOVDQU absMask<>+0(SB), Y1
+	VMOVDQU permD<>+0(SB), Y2
+	VMOVSS  actConsts<>+4(SB), X3
+	VXORPS  X4, X4, X4
+	VMOVDQU ones8<>+0(SB), Y5
+	VMOVDQU ones16<>+0(SB), Y6
+
+block:
+	TESTQ        CX, CX
+	JZ           done
+	VANDPS       (AX), Y1, Y7
+	VANDPS       32(AX), Y1, Y8
+	VANDPS       64(AX), Y1, Y9
+	VANDPS       96(AX), Y1, Y10
+	VMAXPS       Y8, Y7, Y7
+	VMAXPS       Y10, Y9, Y9
+	VMAXPS       Y9, Y7, Y7
+	VPERM2F128   $0x01, Y7, Y7, Y8
+	VMAXPS       Y8, Y7, Y7
+	VSHUFPS      $0x4e, Y7, Y7, Y8
+	VMAXPS       Y8, Y7, Y7
+	VSHUFPS      $0xb1, Y7, Y7, Y8
+	VMAXPS       Y8, Y7, Y7
+	VDIVSS       X3, X7, X8
+	VCVTPS2PH    $0x00, X8, X8
+	VCVTPH2PS    X8, X8
+	VMOVSS       X8, (DX)
+	VDIVSS       X7, X3, X8
+	VCMPSS       $0x04, X4, X7, X7
+	VANDPS       X7, X8, X8
+	VBROADCASTSS X8, Y7
+	VMULPS       (AX), Y7, Y8
+	VCVTPS2DQ    Y8, Y8
+	VMULPS       32(AX), Y7, Y9
+	VCVTPS2DQ    Y9, Y9
+	VMULPS       64(AX), Y7, Y10
+	VCVTPS2DQ    Y10, Y10
+	VMULPS       96(AX), Y7, Y7
+	VCVTPS2DQ    Y7, Y7
+	VPACKSSDW    Y9, Y8, Y8
+	VPACKSSDW    Y7, Y10, Y10
+	VPACKSSWB    Y10, Y8, Y8
+	VPERMD       Y8, Y2, Y8
+	VMOVDQU      Y8, 8(DX)
+	VPMADDUBSW   Y8, Y5, Y8
+	VPMADDWD     Y6, Y8, Y8
+	VEXTRACTI128 $0x01, Y8, X7
+	VPADDD       X8, X7, X7
+	VPHADDD      X7, X7, X7
+	VPHADDD      X7, X7, X7
+	VPSLLD       X0, X7, X7
+	VPSUBD       X7, X4, X7
+	VMOVD        X7, 4(DX)
+	ADDQ         $0x00000080, AX
+	ADDQ         $0x28, DX
+	DECQ         CX
+	JMP          block
+
+done:
+	VZEROUPPER
+	RET
+
+// func roundF16AVX2(dst *float32, src *float32, n int)
+// Requires: AVX, F16C
+TEXT ·roundF16AVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), AX
+	MOVQ src+8(FP), CX
+	MOVQ n+16(FP), DX
+
+loop:
+	TESTQ     DX, DX
+	JZ        done
+	VMOVUPS   (CX), Y0
+	VCVTPS2PH $0x00, Y0, X0
+	VCVTPH2PS X0, Y0
+	VMOVUPS   Y0, (AX)
+	ADDQ      $0x20, CX
+	ADDQ      $0x20, AX
+	SUBQ      $0x08, DX
+	JMP       loop
+
+done:
+	VZEROUPPER
+	RET
+
+// func roundBF16AVX2(dst *float32, src *float32, n int)
+// Requires: AVX, AVX2
+TEXT ·roundBF16AVX2(SB), NOSPLIT, $0-24
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         n+16(FP), DX
+	VMOVDQU      absMask<>+0(SB), Y0
+	MOVL         $0x00007fff, BX
+	VMOVD        BX, X1
+	VPBROADCASTD X1, Y1
+	MOVL         $0x00000001, BX
+	VMOVD        BX, X2
+	VPBROADCASTD X2, Y2
+	MOVL         $0xffff0000, BX
+	VMOVD        BX, X3
+	VPBROADCASTD X3, Y3
+	MOVL         $0x00400000, BX
+	VMOVD        BX, X4
+	VPBROADCASTD X4, Y4
+	MOVL         $0x7f800000, BX
+	VMOVD        BX, X5
+	VPBROADCASTD X5, Y5
+
+loop:
+	TESTQ     DX, DX
+	JZ        done
+	VMOVUPS   (CX), Y6
+	VPSRLD    $0x10, Y6, Y7
+	VPAND     Y2, Y7, Y7
+	VPADDD    Y1, Y7, Y7
+	VPADDD    Y6, Y7, Y8
+	VPAND     Y3, Y8, Y8
+	VPAND     Y0, Y6, Y9
+	VPCMPGTD  Y5, Y9, Y9
+	VPOR      Y4, Y6, Y7
+	VPAND     Y3, Y7, Y7
+	VBLENDVPS Y9, Y7, Y8, Y6
+	VMOVUPS   Y6, (AX)
+	ADDQ      $0x20, CX
+	ADDQ      $0x20, AX
+	SUBQ      $0x08, DX
+	JMP       loop
+
+done:
+	VZEROUPPER
+	RET
+
+// func swigluAVX2(dst *float32, gate *float32, up *float32, n int)
+// Requires: AVX, AVX2
+TEXT ·swigluAVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), AX
+	MOVQ gate+8(FP), CX
+	MOVQ up+16(FP), DX
+	MOVQ n+24(FP), BX
+
+loop:
+	TESTQ        BX, BX
+	JZ           done
+	VMOVUPS      (CX), Y0
+	VBROADCASTSS expfConsts<>+56(SB), Y1
+	VXORPS       Y1, Y0, Y1
+	VBROADCASTSS expfConsts<>+0(SB), Y2
+	VMULPS       Y2, Y1, Y2
+	VBROADCASTSS expfConsts<>+4(SB), Y3
+	VADDPS       Y3, Y2, Y2
+	VROUNDPS     $0x01, Y2, Y2
+	VBROADCASTSS expfConsts<>+8(SB), Y3
+	VMULPS       Y3, Y2, Y4
+	VSUBPS       Y4, Y1, Y3
+	VBROADCASTSS expfConsts<>+12(SB), Y4
+	VMULPS       Y4, Y2, Y4
+	VSUBPS       Y4, Y3, Y3
+	VBROADCASTSS expfConsts<>+16(SB), Y4
+	VMULPS       Y3, Y4, Y4
+	VBROADCASTSS expfConsts<>+20(SB), Y5
+	VADDPS       Y5, Y4, Y4
+	VMULPS       Y3, Y4, Y4
+	VBROADCASTSS expfConsts<>+24(SB), Y5
+	VADDPS       Y5, Y4, Y4
+	VMULPS       Y3, Y4, Y4
+	VBROADCASTSS expfConsts<>+28(SB), Y5
+	VADDPS       Y5, Y4, Y4
+	VMULPS       Y3, Y4, Y4
+	VBROADCASTSS expfConsts<>+32(SB), Y5
+	VADDPS       Y5, Y4, Y4
+	VMULPS       Y3, Y4, Y4
+	VBROADCASTSS expfConsts<>+36(SB), Y5
+	VADDPS       Y5, Y4, Y4
+	VMULPS       Y3, Y4, Y4
+	VMULPS       Y3, Y4, Y4
+	VADDPS       Y3, Y4, Y4
+	VBROADCASTSS expfConsts<>+40(SB), Y3
+	VADDPS       Y3, Y4, Y4
+	VCVTTPS2DQ   Y2, Y2
+	VPSRLD       $0x1f, Y2, Y3
+	VPADDD       Y2, Y3, Y3
+	VPSRAD       $0x01, Y3, Y3
+	VPSUBD       Y3, Y2, Y2
+	VBROADCASTSS expfConsts<>+60(SB), Y5
+	VPADDD       Y5, Y3, Y3
+	VPSLLD       $0x17, Y3, Y3
+	VPADDD       Y5, Y2, Y2
+	VPSLLD       $0x17, Y2, Y2
+	VMULPS       Y3, Y4, Y4
+	VMULPS       Y2, Y4, Y4
+	VBROADCASTSS expfConsts<>+48(SB), Y2
+	VCMPPS       $0x11, Y2, Y1, Y2
+	VXORPS       Y3, Y3, Y3
+	VBLENDVPS    Y2, Y3, Y4, Y4
+	VBROADCASTSS expfConsts<>+44(SB), Y2
+	VCMPPS       $0x1e, Y2, Y1, Y2
+	VBROADCASTSS expfConsts<>+52(SB), Y3
+	VBLENDVPS    Y2, Y3, Y4, Y4
+	VCMPPS       $0x03, Y1, Y1, Y2
+	VBLENDVPS    Y2, Y1, Y4, Y4
+	VBROADCASTSS expfConsts<>+40(SB), Y1
+	VADDPS       Y1, Y4, Y4
+	VDIVPS       Y4, Y0, Y0
+	VMULPS       (DX), Y0, Y0
+	VMOVUPS      Y0, (AX)
+	ADDQ         $0x20, CX
+	ADDQ         $0x20, DX
+	ADDQ         $0x20, AX
+	SUBQ         $0x08, BX
+	JMP          loop
+
+done:
+	VZEROUPPER
+	RET
+
+// func dotQ4KAVX512r8t1(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb int, out *float32, os int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, MMX+
+TEXT ·dotQ4KAVX512r8t1(SB), NOSPLIT, $0-72
+	MOVQ      rb+8(FP), AX
+	MOVQ      x+0(FP), CX
+	LEAQ      (AX)(AX*2), DX
+	LEAQ      (CX)(AX*4), BX
+	LEAQ      (BX)(AX*4), SI
+	LEAQ      (SI)(AX*4), DI
+	MOVQ      y+16(FP), R8
+	MOVQ      nb+48(FP), R9
+	VPXORD    Z0, Z0, Z0
+	VMOVDQU64 nibbleMask<>+0(SB), Z1
+	VMOVDQU64 q4kShiftHigh<>+0(SB), Z2
+
+loop:
+	TESTQ           R9, R9
+	JZ              done
+	VPXORD          Z3, Z3, Z3
+	VPXORD          Z4, Z4, Z4
+	VPXORD          Z5, Z5, Z5
+	VPXORD          Z6, Z6, Z6
+	VPXORD          Z7, Z7, Z7
+	VPXORD          Z8, Z8, Z8
+	VPXORD          Z9, Z9, Z9
+	VPXORD          Z10, Z10, Z10
+	PREFETCHT0      (SI)
+	PREFETCHT0      64(SI)
+	PREFETCHT0      128(SI)
+	PREFETCHT0      (SI)(AX*1)
+	PREFETCHT0      64(SI)(AX*1)
+	PREFETCHT0      128(SI)(AX*1)
+	PREFETCHT0      (SI)(AX*2)
+	PREFETCHT0      64(SI)(AX*2)
+	PREFETCHT0      128(SI)(AX*2)
+	PREFETCHT0      (SI)(DX*1)
+	PREFETCHT0      64(SI)(DX*1)
+	PREFETCHT0      128(SI)(DX*1)
+	PREFETCHT0      (DI)
+	PREFETCHT0      64(DI)
+	PREFETCHT0      128(DI)
+	PREFETCHT0      (DI)(AX*1)
+	PREFETCHT0      64(DI)(AX*1)
+	PREFETCHT0      128(DI)(AX*1)
+	PREFETCHT0      (DI)(AX*2)
+	PREFETCHT0      64(DI)(AX*2)
+	PREFETCHT0      128(DI)(AX*2)
+	PREFETCHT0      (DI)(DX*1)
+	PREFETCHT0      64(DI)(DX*1)
+	PREFETCHT0      128(DI)(DX*1)
+	VMOVDQU32       4(CX), X11
+	VPSHUFB         q4kGatherLow<>+0(SB), X11, X12
+	VPSRLW          $0x04, X12, X13
+	VPANDD          q4kMaskHigh<>+0(SB), X13, X13
+	VPANDD          q4kMaskLow<>+0(SB), X12, X12
+	VPORD           X13, X12, X12
+	VPSHUFB         q4kGatherTop<>+0(SB), X11, X11
+	VPSRLW          $0x02, X11, X11
+	VPANDD          bits45Mask<>+0(SB), X11, X11
+	VPORD           X11, X12, X12
+	VPSHUFB         q4kMinPairs<>+0(SB), X12, X11
+	VPMOVZXBW       X11, Y11
+	VPMOVZXBW       X12, Y12
+	VSHUFI64X2      $0x00, Z12, Z12, Z13
+	VBROADCASTI64X4 16(CX), Z14
+	VPSRLVW         Z2, Z14, Z14
+	VPANDD          Z1, Z14, Z14
+	VPSHUFB         q4kShuf512<>+0(SB), Z13, Z15
+	VPMADDUBSW      4(R8), Z14, Z14
+	VPDPWSSD        Z15, Z14, Z3
+	VBROADCASTI64X4 48(CX), Z14
+	VPSRLVW         Z2, Z14, Z14
+	VPANDD          Z1, Z14, Z14
+	VPSHUFB         q4kShuf512<>+64(SB), Z13, Z15
+	VPMADDUBSW      68(R8), Z14, Z14
+	VPDPWSSD        Z15, Z14, Z3
+	VBROADCASTI64X4 80(CX), Z14
+	VPSRLVW         Z2, Z14, Z14
+	VPANDD          Z1, Z14, Z14
+	VPSHUFB         q4kShuf512<>+128(SB), Z13, Z15
+	VPMADDUBSW      132(R8), Z14, Z14
+	VPDPWSSD        Z15, Z14, Z3
+	VBROADCASTI64X4 112(CX), Z14
+	VPSRLVW         Z2, Z14, Z14
+	VPANDD          Z1, Z14, Z14
+	VPSHUFB         q4kShuf512<>+192(SB), Z13, Z13
+	VPMADDUBSW      196(R8), Z14, Z14
+	VPDPWSSD        Z13, Z14, Z3
+	VMOVDQU32       4(CX)(AX*1), X13
+	VPSHUFB         q4kGatherLow<>+0(SB), X13, X12
+	VPSRLW          $0x04, X12, X14
+	VPANDD          q4kMaskHigh<>+0(SB), X14, X14
+	VPANDD          q4kMaskLow<>+0(SB), X12, X12
+	VPORD           X14, X12, X12
+	VPSHUFB         q4kGatherTop<>+0(SB), X13, X13
+	VPSRLW          $0x02, X13, X13
+	VPANDD          bits45Mask<>+0(SB), X13, X13
+	VPORD           X13, X12, X12
+	VPSHUFB         q4kMinPairs<>+0(SB), X12, X13
+	VPMOVZXBW       X13, Y16
+	VPMOVZXBW       X12, Y12
+	VSHUFI64X2      $0x00, Z12, Z12, Z13
+	VBROADCASTI64X4 16(CX)(AX*1), Z14
+	VPSRLVW         Z2, Z14, Z14
+	VPANDD          Z1, Z14, Z14
+	VPSHUFB         q4kShuf512<>+0(SB), Z13, Z15
+	VPMADDUBSW      4(R8), Z14, Z14
+	VPDPWSSD        Z15, Z14, Z4
+	VBROADCASTI64X4 48(CX)(AX*1), Z14
+	VPSRLVW         Z2, Z14, Z14
+	VPANDD          Z1, Z14, Z14
+	VPSHUFB         q4kShuf512<>+64(SB), Z13, Z15
+	VPMADDUBSW      68(R8), Z14, Z14
+	VPDPWSSD        Z15, Z14, Z4
+	VBROADCASTI64X4 80(CX)(AX*1), Z14
+	VPSRLVW         Z2, Z14, Z14
+	VPANDD          Z1, Z14, Z14
+	VPSHUFB         q4kShuf512<>+128(SB), Z13, Z15
+	VPMADDUBSW      132(R8), Z14, Z14
+	VPDPWSSD        Z15, Z14, Z4
+	VBROADCASTI64X4 112(CX)(AX*1), Z14
+	VPSRLVW         Z2, Z14, Z14
+	VPANDD          Z1, Z14, Z14
+	VPSHUFB         q4kShuf512<>+192(SB), Z13, Z13
+	VPMADDUBSW      196(R8), Z14, Z14
+	VPDPWSSD        Z13, Z14, Z4
+	VMOVDQU32       4(CX)(AX*2), X13
+	VPSHUFB         q4kGatherLow<>+0(SB), X13, X12
+	VPSRLW          $0x04, X12, X14
+	VPANDD          q4kMaskHigh<>+0(SB), X14, X14
+	VPANDD          q4kMaskLow<>+0(SB), X12, X12
+	VPORD           X14, X12, X12
+	VPSHUFB         q4kGatherTop<>+0(SB), X13, X13
+	VPSRLW          $0x02, X13, X13
+	VPANDD          bits45Mask<>+0(SB), X13, X13
+	VPORD           X13, X12, X12
+	VPSHUFB         q4kMinPairs<>+0(SB), X12, X13
+	VPMOVZXBW       X13, Y13
+	VPMOVZXBW       X12, Y12
+	VSHUFI64X2      $0x00, Z12, Z12, Z14
+	VBROADCASTI64X4 16(CX)(AX*2), Z15
+	VPSRLVW         Z2, Z15, Z15
+	VPANDD          Z1, Z15, Z15
+	VPSHUFB         q4kShuf512<>+0(SB), Z14, Z17
+	VPMADDUBSW      4(R8), Z15, Z15
+	VPDPWSSD        Z17, Z15, Z5
+	VBROADCASTI64X4 48(CX)(AX*2), Z15
+	VPSRLVW         Z2, Z15, Z15
+	VPANDD          Z1, Z15, Z15
+	VPSHUFB         q4kShuf512<>+64(SB), Z14, Z17
+	VPMADDUBSW      68(R8), Z15, Z15
+	VPDPWSSD        Z17, Z15, Z5
+	VBROADCASTI64X4 80(CX)(AX*2), Z15
+	VPSRLVW         Z2, Z15, Z15
+	VPANDD          Z1, Z15, Z15
+	VPSHUFB         q4kShuf512<>+128(SB), Z14, Z17
+	VPMADDUBSW      132(R8), Z15, Z15
+	VPDPWSSD        Z17, Z15, Z5
+	VBROADCASTI64X4 112(CX)(AX*2), Z15
+	VPSRLVW         Z2, Z15, Z15
+	VPANDD          Z1, Z15, Z15
+	VPSHUFB         q4kShuf512<>+192(SB), Z14, Z14
+	VPMADDUBSW      196(R8), Z15, Z15
+	VPDPWSSD        Z14, Z15, Z5
+	VMOVDQU32       4(CX)(DX*1), X14
+	VPSHUFB         q4kGatherLow<>+0(SB), X14, X12
+	VPSRLW          $0x04, X12, X15
+	VPANDD          q4kMaskHigh<>+0(SB), X15, X15
+	VPANDD          q4kMaskLow<>+0(SB), X12, X12
+	VPORD           X15, X12, X12
+	VPSHUFB         q4kGatherTop<>+0(SB), X14, X14
+	VPSRLW          $0x02, X14, X14
+	VPANDD          bits45Mask<>+0(SB), X14, X14
+	VPORD           X14, X12, X12
+	VPSHUFB         q4kMinPairs<>+0(SB), X12, X14
+	VPMOVZXBW       X14, Y14
+	VPMOVZXBW       X12, Y12
+	VSHUFI64X2      $0x00, Z12, Z12, Z15
+	VBROADCASTI64X4 16(CX)(DX*1), Z17
+	VPSRLVW         Z2, Z17, Z17
+	VPANDD          Z1, Z17, Z17
+	VPSHUFB         q4kShuf512<>+0(SB), Z15, Z18
+	VPMADDUBSW      4(R8), Z17, Z17
+	VPDPWSSD        Z18, Z17, Z6
+	VBROADCASTI64X4 48(CX)(DX*1), Z17
+	VPSRLVW         Z2, Z17, Z17
+	VPANDD          Z1, Z17, Z17
+	VPSHUFB         q4kShuf512<>+64(SB), Z15, Z18
+	VPMADDUBSW      68(R8), Z17, Z17
+	VPDPWSSD        Z18, Z17, Z6
+	VBROADCASTI64X4 80(CX)(DX*1), Z17
+	VPSRLVW         Z2, Z17, Z17
+	VPANDD          Z1, Z17, Z17
+	VPSHUFB         q4kShuf512<>+128(SB), Z15, Z18
+	VPMADDUBSW      132(R8), Z17, Z17
+	VPDPWSSD        Z18, Z17, Z6
+	VBROADCASTI64X4 112(CX)(DX*1), Z17
+	VPSRLVW         Z2, Z17, Z17
+	VPANDD          Z1, Z17, Z17
+	VPSHUFB         q4kShuf512<>+192(SB), Z15, Z15
+	VPMADDUBSW      196(R8), Z17, Z17
+	VPDPWSSD        Z15, Z17, Z6
+	VMOVDQU32       4(BX), X15
+	VPSHUFB         q4kGatherLow<>+0(SB), X15, X12
+	VPSRLW          $0x04, X12, X17
+	VPANDD          q4kMaskHigh<>+0(SB), X17, X17
+	VPANDD          q4kMaskLow<>+0(SB), X12, X12
+	VPORD           X17, X12, X12
+	VPSHUFB         q4kGatherTop<>+0(SB), X15, X15
+	VPSRLW          $0x02, X15, X15
+	VPANDD          bits45Mask<>+0(SB), X15, X15
+	VPORD           X15, X12, X12
+	VPSHUFB         q4kMinPairs<>+0(SB), X12, X15
+	VPMOVZXBW       X15, Y15
+	VPMOVZXBW       X12, Y12
+	VSHUFI64X2      $0x00, Z12, Z12, Z17
+	VBROADCASTI64X4 16(BX), Z18
+	VPSRLVW         Z2, Z18, Z18
+	VPANDD          Z1, Z18, Z18
+	VPSHUFB         q4kShuf512<>+0(SB), Z17, Z19
+	VPMADDUBSW      4(R8), Z18, Z18
+	VPDPWSSD        Z19, Z18, Z7
+	VBROADCASTI64X4 48(BX), Z18
+	VPSRLVW         Z2, Z18, Z18
+	VPANDD          Z1, Z18, Z18
+	VPSHUFB         q4kShuf512<>+64(SB), Z17, Z19
+	VPMADDUBSW      68(R8), Z18, Z18
+	VPDPWSSD        Z19, Z18, Z7
+	VBROADCASTI64X4 80(BX), Z18
+	VPSRLVW         Z2, Z18, Z18
+	VPANDD          Z1, Z18, Z18
+	VPSHUFB         q4kShuf512<>+128(SB), Z17, Z19
+	VPMADDUBSW      132(R8), Z18, Z18
+	VPDPWSSD        Z19, Z18, Z7
+	VBROADCASTI64X4 112(BX), Z18
+	VPSRLVW         Z2, Z18, Z18
+	VPANDD          Z1, Z18, Z18
+	VPSHUFB         q4kShuf512<>+192(SB), Z17, Z17
+	VPMADDUBSW      196(R8), Z18, Z18
+	VPDPWSSD        Z17, Z18, Z7
+	VMOVDQU32       4(BX)(AX*1), X17
+	VPSHUFB         q4kGatherLow<>+0(SB), X17, X12
+	VPSRLW          $0x04, X12, X18
+	VPANDD          q4kMaskHigh<>+0(SB), X18, X18
+	VPANDD          q4kMaskLow<>+0(SB), X12, X12
+	VPORD           X18, X12, X12
+	VPSHUFB         q4kGatherTop<>+0(SB), X17, X17
+	VPSRLW          $0x02, X17, X17
+	VPANDD          bits45Mask<>+0(SB), X17, X17
+	VPORD           X17, X12, X12
+	VPSHUFB         q4kMinPairs<>+0(SB), X12, X17
+	VPMOVZXBW       X17, Y17
+	VPMOVZXBW       X12, Y12
+	VSHUFI64X2      $0x00, Z12, Z12, Z18
+	VBROADCASTI64X4 16(BX)(AX*1), Z19
+	VPSRLVW         Z2, Z19, Z19
+	VPANDD          Z1, Z19, Z19
+	VPSHUFB         q4kShuf512<>+0(SB), Z18, Z20
+	VPMADDUBSW      4(R8), Z19, Z19
+	VPDPWSSD        Z20, Z19, Z8
+	VBROADCASTI64X4 48(BX)(AX*1), Z19
+	VPSRLVW         Z2, Z19, Z19
+	VPANDD          Z1, Z19, Z19
+	VPSHUFB         q4kShuf512<>+64(SB), Z18, Z20
+	VPMADDUBSW      68(R8), Z19, Z19
+	VPDPWSSD        Z20, Z19, Z8
+	VBROADCASTI64X4 80(BX)(AX*1), Z19
+	VPSRLVW         Z2, Z19, Z19
+	VPANDD          Z1, Z19, Z19
+	VPSHUFB         q4kShuf512<>+128(SB), Z18, Z20
+	VPMADDUBSW      132(R8), Z19, Z19
+	VPDPWSSD        Z20, Z19, Z8
+	VBROADCASTI64X4 112(BX)(AX*1), Z19
+	VPSRLVW         Z2, Z19, Z19
+	VPANDD          Z1, Z19, Z19
+	VPSHUFB         q4kShuf512<>+192(SB), Z18, Z18
+	VPMADDUBSW      196(R8), Z19, Z19
+	VPDPWSSD        Z18, Z19, Z8
+	VMOVDQU32       4(BX)(AX*2), X18
+	VPSHUFB         q4kGatherLow<>+0(SB), X18, X12
+	VPSRLW          $0x04, X12, X19
+	VPANDD          q4kMaskHigh<>+0(SB), X19, X19
+	VPANDD          q4kMaskLow<>+0(SB), X12, X12
+	VPORD           X19, X12, X12
+	VPSHUFB         q4kGatherTop<>+0(SB), X18, X18
+	VPSRLW          $0x02, X18, X18
+	VPANDD          bits45Mask<>+0(SB), X18, X18
+	VPORD           X18, X12, X12
+	VPSHUFB         q4kMinPairs<>+0(SB), X12, X18
+	VPMOVZXBW       X18, Y18
+	VPMOVZXBW       X12, Y12
+	VSHUFI64X2      $0x00, Z12, Z12, Z19
+	VBROADCASTI64X4 16(BX)(AX*2), Z20
+	VPSRLVW         Z2, Z20, Z20
+	VPANDD          Z1, Z20, Z20
+	VPSHUFB         q4kShuf512<>+0(SB), Z19, Z21
+	VPMADDUBSW      4(R8), Z20, Z20
+	VPDPWSSD        Z21, Z20, Z9
+	VBROADCASTI64X4 48(BX)(AX*2), Z20
+	VPSRLVW         Z2, Z20, Z20
+	VPANDD          Z1, Z20, Z20
+	VPSHUFB         q4kShuf512<>+64(SB), Z19, Z21
+	VPMADDUBSW      68(R8), Z20, Z20
+	VPDPWSSD        Z21, Z20, Z9
+	VBROADCASTI64X4 80(BX)(AX*2), Z20
+	VPSRLVW         Z2, Z20, Z20
+	VPANDD          Z1, Z20, Z20
+	VPSHUFB         q4kShuf512<>+128(SB), Z19, Z21
+	VPMADDUBSW      132(R8), Z20, Z20
+	VPDPWSSD        Z21, Z20, Z9
+	VBROADCASTI64X4 112(BX)(AX*2), Z20
+	VPSRLVW         Z2, Z20, Z20
+	VPANDD          Z1, Z20, Z20
+	VPSHUFB         q4kShuf512<>+192(SB), Z19, Z19
+	VPMADDUBSW      196(R8), Z20, Z20
+	VPDPWSSD        Z19, Z20, Z9
+	VMOVDQU32       4(BX)(DX*1), X19
+	VPSHUFB         q4kGatherLow<>+0(SB), X19, X12
+	VPSRLW          $0x04, X12, X20
+	VPANDD          q4kMaskHigh<>+0(SB), X20, X20
+	VPANDD          q4kMaskLow<>+0(SB), X12, X12
+	VPORD           X20, X12, X12
+	VPSHUFB         q4kGatherTop<>+0(SB), X19, X19
+	VPSRLW          $0x02, X19, X19
+	VPANDD          bits45Mask<>+0(SB), X19, X19
+	VPORD           X19, X12, X12
+	VPSHUFB         q4kMinPairs<>+0(SB), X12, X19
+	VPMOVZXBW       X19, Y19
+	VPMOVZXBW       X12, Y12
+	VSHUFI64X2      $0x00, Z12, Z12, Z20
+	VBROADCASTI64X4 16(BX)(DX*1), Z21
+	VPSRLVW         Z2, Z21, Z21
+	VPANDD          Z1, Z21, Z21
+	VPSHUFB         q4kShuf512<>+0(SB), Z20, Z22
+	VPMADDUBSW      4(R8), Z21, Z21
+	VPDPWSSD        Z22, Z21, Z10
+	VBROADCASTI64X4 48(BX)(DX*1), Z21
+	VPSRLVW         Z2, Z21, Z21
+	VPANDD          Z1, Z21, Z21
+	VPSHUFB         q4kShuf512<>+64(SB), Z20, Z22
+	VPMADDUBSW      68(R8), Z21, Z21
+	VPDPWSSD        Z22, Z21, Z10
+	VBROADCASTI64X4 80(BX)(DX*1), Z21
+	VPSRLVW         Z2, Z21, Z21
+	VPANDD          Z1, Z21, Z21
+	VPSHUFB         q4kShuf512<>+128(SB), Z20, Z22
+	VPMADDUBSW      132(R8), Z21, Z21
+	VPDPWSSD        Z22, Z21, Z10
+	VBROADCASTI64X4 112(BX)(DX*1), Z21
+	VPSRLVW         Z2, Z21, Z21
+	VPANDD          Z1, Z21, Z21
+	VPSHUFB         q4kShuf512<>+192(SB), Z20, Z20
+	VPMADDUBSW      196(R8), Z21, Z21
+	VPDPWSSD        Z20, Z21, Z10
+	VEXTRACTI64X4   $0x01, Z3, Y12
+	VPADDD          Y3, Y12, Y12
+	VPMADDWD        260(R8), Y11, Y3
+	VINSERTI64X4    $0x01, Y3, Z12, Z3
+	VEXTRACTI64X4   $0x01, Z4, Y12
+	VPADDD          Y4, Y12, Y12
+	VPMADDWD        260(R8), Y16, Y4
+	VINSERTI64X4    $0x01, Y4, Z12, Z4
+	VEXTRACTI64X4   $0x01, Z5, Y12
+	VPADDD          Y5, Y12, Y12
+	VPMADDWD        260(R8), Y13, Y5
+	VINSERTI64X4    $0x01, Y5, Z12, Z5
+	VEXTRACTI64X4   $0x01, Z6, Y12
+	VPADDD          Y6, Y12, Y12
+	VPMADDWD        260(R8), Y14, Y6
+	VINSERTI64X4    $0x01, Y6, Z12, Z6
+	VEXTRACTI64X4   $0x01, Z7, Y12
+	VPADDD          Y7, Y12, Y12
+	VPMADDWD        260(R8), Y15, Y7
+	VINSERTI64X4    $0x01, Y7, Z12, Z7
+	VEXTRACTI64X4   $0x01, Z8, Y12
+	VPADDD          Y8, Y12, Y12
+	VPMADDWD        260(R8), Y17, Y8
+	VINSERTI64X4    $0x01, Y8, Z12, Z8
+	VEXTRACTI64X4   $0x01, Z9, Y12
+	VPADDD          Y9, Y12, Y12
+	VPMADDWD        260(R8), Y18, Y9
+	VINSERTI64X4    $0x01, Y9, Z12, Z9
+	VEXTRACTI64X4   $0x01, Z10, Y12
+	VPADDD          Y10, Y12, Y12
+	VPMADDWD        260(R8), Y19, Y10
+	VINSERTI64X4    $0x01, Y10, Z12, Z10
+	VPUNPCKLDQ      Z4, Z3, Z13
+	VPUNPCKHDQ      Z4, Z3, Z14
+	VPADDD          Z14, Z13, Z13
+	VPUNPCKLDQ      Z6, Z5, Z14
+	VPUNPCKHDQ      Z6, Z5, Z15
+	VPADDD          Z15, Z14, Z14
+	VPUNPCKLDQ      Z8, Z7, Z15
+	VPUNPCKHDQ      Z8, Z7, Z17
+	VPADDD          Z17, Z15, Z15
+	VPUNPCKLDQ      Z10, Z9, Z17
+	VPUNPCKHDQ      Z10, Z9, Z18
+	VPADDD          Z18, Z17, Z17
+	VPUNPCKLQDQ     Z14, Z13, Z18
+	VPUNPCKHQDQ     Z14, Z13, Z13
+	VPADDD          Z13, Z18, Z18
+	VPUNPCKLQDQ     Z17, Z15, Z13
+	VPUNPCKHQDQ     Z17, Z15, Z14
+	VPADDD          Z14, Z13, Z13
+	VSHUFI32X4      $0x88, Z13, Z18, Z14
+	VSHUFI32X4      $0xdd, Z13, Z18, Z13
+	VPADDD          Z13, Z14, Z14
+	VSHUFI32X4      $0x88, Z14, Z14, Z13
+	VSHUFI32X4      $0xdd, Z14, Z14, Z14
+	VBROADCASTSS    (R8), Z15
+	MOVWLZX         (CX), R10
+	VMOVD           R10, X11
+	MOVWLZX         (CX)(AX*1), R10
+	VPINSRW         $0x01, R10, X11, X11
+	MOVWLZX         (CX)(AX*2), R10
+	VPINSRW         $0x02, R10, X11, X11
+	MOVWLZX         (CX)(DX*1), R10
+	VPINSRW         $0x03, R10, X11, X11
+	MOVWLZX         (BX), R10
+	VPINSRW         $0x04, R10, X11, X11
+	MOVWLZX         (BX)(AX*1), R10
+	VPINSRW         $0x05, R10, X11, X11
+	MOVWLZX         (BX)(AX*2), R10
+	VPINSRW         $0x06, R10, X11, X11
+	MOVWLZX         (BX)(DX*1), R10
+	VPINSRW         $0x07, R10, X11, X11
+	VCVTPH2PS       X11, Y11
+	MOVWLZX         2(CX), R10
+	VMOVD           R10, X12
+	MOVWLZX         2(CX)(AX*1), R10
+	VPINSRW         $0x01, R10, X12, X12
+	MOVWLZX         2(CX)(AX*2), R10
+	VPINSRW         $0x02, R10, X12, X12
+	MOVWLZX         2(CX)(DX*1), R10
+	VPINSRW         $0x03, R10, X12, X12
+	MOVWLZX         2(BX), R10
+	VPINSRW         $0x04, R10, X12, X12
+	MOVWLZX         2(BX)(AX*1), R10
+	VPINSRW         $0x05, R10, X12, X12
+	MOVWLZX         2(BX)(AX*2), R10
+	VPINSRW         $0x06, R10, X12, X12
+	MOVWLZX         2(BX)(DX*1), R10
+	VPINSRW         $0x07, R10, X12, X12
+	VCVTPH2PS       X12, Y16
+	VMULPS          Z15, Z11, Z11
+	VMULPS          Z15, Z16, Z16
+	VCVTDQ2PS       Z13, Z13
+	VCVTDQ2PS       Z14, Z14
+	VMULPS          Z13, Z11, Z11
+	VMULPS          Z14, Z16, Z16
+	VSUBPS          Z16, Z11, Z11
+	VADDPS          Z11, Z0, Z0
+	ADDQ            $0x00000090, CX
+	ADDQ            $0x00000090, BX
+	ADDQ            $0x00000090, SI
+	ADDQ            $0x00000090, DI
+	ADDQ            $0x00000124, R8
+	DECQ            R9
+	JMP             loop
+
+done:
+	MOVQ    out+56(FP), AX
+	VMOVUPS Y0, (AX)
+	VZEROUPPER
+	RET
+
+// func dotQ4KAVX512r1t16(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb int, out *float32, os int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C
+TEXT ·dotQ4KAVX512r1t16(SB), NOSPLIT, $0-72
+	MOVQ      x+0(FP), AX
+	MOVQ      ys+24(FP), CX
+	MOVQ      yd+32(FP), DX
+	MOVQ      yds+40(FP), BX
+	MOVQ      y+16(FP), SI
+	LEAQ      (CX)(CX*2), DI
+	LEAQ      (SI)(CX*4), R8
+	LEAQ      (R8)(CX*4), R9
+	LEAQ      (R9)(CX*4), R10
+	MOVQ      nb+48(FP), R11
+	VPXORD    Z0, Z0, Z0
+	VMOVDQU64 nibbleMask<>+0(SB), Z1
+	VMOVDQU64 q4kShiftHigh<>+0(SB), Z2
+
+loop:
+	TESTQ           R11, R11
+	JZ              done
+	VPXORD          Z3, Z3, Z3
+	VPXORD          Z4, Z4, Z4
+	VPXORD          Z5, Z5, Z5
+	VPXORD          Z6, Z6, Z6
+	VPXORD          Z7, Z7, Z7
+	VPXORD          Z8, Z8, Z8
+	VPXORD          Z9, Z9, Z9
+	VPXORD          Z10, Z10, Z10
+	VPXORD          Z11, Z11, Z11
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z13, Z13, Z13
+	VPXORD          Z14, Z14, Z14
+	VPXORD          Z15, Z15, Z15
+	VPXORD          Z16, Z16, Z16
+	VPXORD          Z17, Z17, Z17
+	VPXORD          Z18, Z18, Z18
+	VMOVDQU32       4(AX), X19
+	VPSHUFB         q4kGatherLow<>+0(SB), X19, X20
+	VPSRLW          $0x04, X20, X21
+	VPANDD          q4kMaskHigh<>+0(SB), X21, X21
+	VPANDD          q4kMaskLow<>+0(SB), X20, X20
+	VPORD           X21, X20, X20
+	VPSHUFB         q4kGatherTop<>+0(SB), X19, X19
+	VPSRLW          $0x02, X19, X19
+	VPANDD          bits45Mask<>+0(SB), X19, X19
+	VPORD           X19, X20, X20
+	VPSHUFB         q4kMinPairs<>+0(SB), X20, X19
+	VPMOVZXBW       X19, Y19
+	VPMOVZXBW       X20, Y20
+	VSHUFI64X2      $0x00, Z20, Z20, Z21
+	VBROADCASTI64X4 16(AX), Z22
+	VPSRLVW         Z2, Z22, Z22
+	VPANDD          Z1, Z22, Z22
+	VPSHUFB         q4kShuf512<>+0(SB), Z21, Z23
+	VPMADDUBSW      4(SI), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z3
+	VPMADDUBSW      4(SI)(CX*1), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z4
+	VPMADDUBSW      4(SI)(CX*2), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z5
+	VPMADDUBSW      4(SI)(DI*1), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z6
+	VPMADDUBSW      4(R8), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z7
+	VPMADDUBSW      4(R8)(CX*1), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z8
+	VPMADDUBSW      4(R8)(CX*2), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z9
+	VPMADDUBSW      4(R8)(DI*1), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z10
+	VPMADDUBSW      4(R9), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z11
+	VPMADDUBSW      4(R9)(CX*1), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z12
+	VPMADDUBSW      4(R9)(CX*2), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z13
+	VPMADDUBSW      4(R9)(DI*1), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z14
+	VPMADDUBSW      4(R10), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z15
+	VPMADDUBSW      4(R10)(CX*1), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z16
+	VPMADDUBSW      4(R10)(CX*2), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z17
+	VPMADDUBSW      4(R10)(DI*1), Z22, Z22
+	VPDPWSSD        Z23, Z22, Z18
+	VBROADCASTI64X4 48(AX), Z22
+	VPSRLVW         Z2, Z22, Z22
+	VPANDD          Z1, Z22, Z22
+	VPSHUFB         q4kShuf512<>+64(SB), Z21, Z23
+	VPMADDUBSW      68(SI), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z3
+	VPMADDUBSW      68(SI)(CX*1), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z4
+	VPMADDUBSW      68(SI)(CX*2), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z5
+	VPMADDUBSW      68(SI)(DI*1), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z6
+	VPMADDUBSW      68(R8), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z7
+	VPMADDUBSW      68(R8)(CX*1), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z8
+	VPMADDUBSW      68(R8)(CX*2), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z9
+	VPMADDUBSW      68(R8)(DI*1), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z10
+	VPMADDUBSW      68(R9), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z11
+	VPMADDUBSW      68(R9)(CX*1), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z12
+	VPMADDUBSW      68(R9)(CX*2), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z13
+	VPMADDUBSW      68(R9)(DI*1), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z14
+	VPMADDUBSW      68(R10), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z15
+	VPMADDUBSW      68(R10)(CX*1), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z16
+	VPMADDUBSW      68(R10)(CX*2), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z17
+	VPMADDUBSW      68(R10)(DI*1), Z22, Z22
+	VPDPWSSD        Z23, Z22, Z18
+	VBROADCASTI64X4 80(AX), Z22
+	VPSRLVW         Z2, Z22, Z22
+	VPANDD          Z1, Z22, Z22
+	VPSHUFB         q4kShuf512<>+128(SB), Z21, Z23
+	VPMADDUBSW      132(SI), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z3
+	VPMADDUBSW      132(SI)(CX*1), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z4
+	VPMADDUBSW      132(SI)(CX*2), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z5
+	VPMADDUBSW      132(SI)(DI*1), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z6
+	VPMADDUBSW      132(R8), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z7
+	VPMADDUBSW      132(R8)(CX*1), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z8
+	VPMADDUBSW      132(R8)(CX*2), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z9
+	VPMADDUBSW      132(R8)(DI*1), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z10
+	VPMADDUBSW      132(R9), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z11
+	VPMADDUBSW      132(R9)(CX*1), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z12
+	VPMADDUBSW      132(R9)(CX*2), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z13
+	VPMADDUBSW      132(R9)(DI*1), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z14
+	VPMADDUBSW      132(R10), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z15
+	VPMADDUBSW      132(R10)(CX*1), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z16
+	VPMADDUBSW      132(R10)(CX*2), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z17
+	VPMADDUBSW      132(R10)(DI*1), Z22, Z22
+	VPDPWSSD        Z23, Z22, Z18
+	VBROADCASTI64X4 112(AX), Z22
+	VPSRLVW         Z2, Z22, Z22
+	VPANDD          Z1, Z22, Z22
+	VPSHUFB         q4kShuf512<>+192(SB), Z21, Z21
+	VPMADDUBSW      196(SI), Z22, Z23
+	VPDPWSSD        Z21, Z23, Z3
+	VPMADDUBSW      196(SI)(CX*1), Z22, Z23
+	VPDPWSSD        Z21, Z23, Z4
+	VPMADDUBSW      196(SI)(CX*2), Z22, Z23
+	VPDPWSSD        Z21, Z23, Z5
+	VPMADDUBSW      196(SI)(DI*1), Z22, Z23
+	VPDPWSSD        Z21, Z23, Z6
+	VPMADDUBSW      196(R8), Z22, Z23
+	VPDPWSSD        Z21, Z23, Z7
+	VPMADDUBSW      196(R8)(CX*1), Z22, Z23
+	VPDPWSSD        Z21, Z23, Z8
+	VPMADDUBSW      196(R8)(CX*2), Z22, Z23
+	VPDPWSSD        Z21, Z23, Z9
+	VPMADDUBSW      196(R8)(DI*1), Z22, Z23
+	VPDPWSSD        Z21, Z23, Z10
+	VPMADDUBSW      196(R9), Z22, Z23
+	VPDPWSSD        Z21, Z23, Z11
+	VPMADDUBSW      196(R9)(CX*1), Z22, Z23
+	VPDPWSSD        Z21, Z23, Z12
+	VPMADDUBSW      196(R9)(CX*2), Z22, Z23
+	VPDPWSSD        Z21, Z23, Z13
+	VPMADDUBSW      196(R9)(DI*1), Z22, Z23
+	VPDPWSSD        Z21, Z23, Z14
+	VPMADDUBSW      196(R10), Z22, Z23
+	VPDPWSSD        Z21, Z23, Z15
+	VPMADDUBSW      196(R10)(CX*1), Z22, Z23
+	VPDPWSSD        Z21, Z23, Z16
+	VPMADDUBSW      196(R10)(CX*2), Z22, Z23
+	VPDPWSSD        Z21, Z23, Z17
+	VPMADDUBSW      196(R10)(DI*1), Z22, Z22
+	VPDPWSSD        Z21, Z22, Z18
+	VEXTRACTI64X4   $0x01, Z3, Y20
+	VPADDD          Y3, Y20, Y20
+	VPMADDWD        260(SI), Y19, Y3
+	VINSERTI64X4    $0x01, Y3, Z20, Z3
+	VEXTRACTI64X4   $0x01, Z4, Y20
+	VPADDD          Y4, Y20, Y20
+	VPMADDWD        260(SI)(CX*1), Y19, Y4
+	VINSERTI64X4    $0x01, Y4, Z20, Z4
+	VEXTRACTI64X4   $0x01, Z5, Y20
+	VPADDD          Y5, Y20, Y20
+	VPMADDWD        260(SI)(CX*2), Y19, Y5
+	VINSERTI64X4    $0x01, Y5, Z20, Z5
+	VEXTRACTI64X4   $0x01, Z6, Y20
+	VPADDD          Y6, Y20, Y20
+	VPMADDWD        260(SI)(DI*1), Y19, Y6
+	VINSERTI64X4    $0x01, Y6, Z20, Z6
+	VEXTRACTI64X4   $0x01, Z7, Y20
+	VPADDD          Y7, Y20, Y20
+	VPMADDWD        260(R8), Y19, Y7
+	VINSERTI64X4    $0x01, Y7, Z20, Z7
+	VEXTRACTI64X4   $0x01, Z8, Y20
+	VPADDD          Y8, Y20, Y20
+	VPMADDWD        260(R8)(CX*1), Y19, Y8
+	VINSERTI64X4    $0x01, Y8, Z20, Z8
+	VEXTRACTI64X4   $0x01, Z9, Y20
+	VPADDD          Y9, Y20, Y20
+	VPMADDWD        260(R8)(CX*2), Y19, Y9
+	VINSERTI64X4    $0x01, Y9, Z20, Z9
+	VEXTRACTI64X4   $0x01, Z10, Y20
+	VPADDD          Y10, Y20, Y20
+	VPMADDWD        260(R8)(DI*1), Y19, Y10
+	VINSERTI64X4    $0x01, Y10, Z20, Z10
+	VEXTRACTI64X4   $0x01, Z11, Y20
+	VPADDD          Y11, Y20, Y20
+	VPMADDWD        260(R9), Y19, Y11
+	VINSERTI64X4    $0x01, Y11, Z20, Z11
+	VEXTRACTI64X4   $0x01, Z12, Y20
+	VPADDD          Y12, Y20, Y20
+	VPMADDWD        260(R9)(CX*1), Y19, Y12
+	VINSERTI64X4    $0x01, Y12, Z20, Z12
+	VEXTRACTI64X4   $0x01, Z13, Y20
+	VPADDD          Y13, Y20, Y20
+	VPMADDWD        260(R9)(CX*2), Y19, Y13
+	VINSERTI64X4    $0x01, Y13, Z20, Z13
+	VEXTRACTI64X4   $0x01, Z14, Y20
+	VPADDD          Y14, Y20, Y20
+	VPMADDWD        260(R9)(DI*1), Y19, Y14
+	VINSERTI64X4    $0x01, Y14, Z20, Z14
+	VEXTRACTI64X4   $0x01, Z15, Y20
+	VPADDD          Y15, Y20, Y20
+	VPMADDWD        260(R10), Y19, Y15
+	VINSERTI64X4    $0x01, Y15, Z20, Z15
+	VEXTRACTI64X4   $0x01, Z16, Y20
+	VPADDD          Y16, Y20, Y20
+	VPMADDWD        260(R10)(CX*1), Y19, Y16
+	VINSERTI64X4    $0x01, Y16, Z20, Z16
+	VEXTRACTI64X4   $0x01, Z17, Y20
+	VPADDD          Y17, Y20, Y20
+	VPMADDWD        260(R10)(CX*2), Y19, Y17
+	VINSERTI64X4    $0x01, Y17, Z20, Z17
+	VEXTRACTI64X4   $0x01, Z18, Y20
+	VPADDD          Y18, Y20, Y20
+	VPMADDWD        260(R10)(DI*1), Y19, Y18
+	VINSERTI64X4    $0x01, Y18, Z20, Z18
+	VPUNPCKLDQ      Z4, Z3, Z19
+	VPUNPCKHDQ      Z4, Z3, Z21
+	VPADDD          Z21, Z19, Z19
+	VPUNPCKLDQ      Z6, Z5, Z21
+	VPUNPCKHDQ      Z6, Z5, Z22
+	VPADDD          Z22, Z21, Z21
+	VPUNPCKLDQ      Z8, Z7, Z22
+	VPUNPCKHDQ      Z8, Z7, Z23
+	VPADDD          Z23, Z22, Z22
+	VPUNPCKLDQ      Z10, Z9, Z23
+	VPUNPCKHDQ      Z10, Z9, Z24
+	VPADDD          Z24, Z23, Z23
+	VPUNPCKLDQ      Z12, Z11, Z24
+	VPUNPCKHDQ      Z12, Z11, Z25
+	VPADDD          Z25, Z24, Z24
+	VPUNPCKLDQ      Z14, Z13, Z25
+	VPUNPCKHDQ      Z14, Z13, Z26
+	VPADDD          Z26, Z25, Z25
+	VPUNPCKLDQ      Z16, Z15, Z26
+	VPUNPCKHDQ      Z16, Z15, Z27
+	VPADDD          Z27, Z26, Z26
+	VPUNPCKLDQ      Z18, Z17, Z27
+	VPUNPCKHDQ      Z18, Z17, Z28
+	VPADDD          Z28, Z27, Z27
+	VPUNPCKLQDQ     Z21, Z19, Z28
+	VPUNPCKHQDQ     Z21, Z19, Z19
+	VPADDD          Z19, Z28, Z28
+	VPUNPCKLQDQ     Z23, Z22, Z19
+	VPUNPCKHQDQ     Z23, Z22, Z21
+	VPADDD          Z21, Z19, Z19
+	VPUNPCKLQDQ     Z25, Z24, Z21
+	VPUNPCKHQDQ     Z25, Z24, Z22
+	VPADDD          Z22, Z21, Z21
+	VPUNPCKLQDQ     Z27, Z26, Z22
+	VPUNPCKHQDQ     Z27, Z26, Z23
+	VPADDD          Z23, Z22, Z22
+	VSHUFI32X4      $0x88, Z19, Z28, Z23
+	VSHUFI32X4      $0xdd, Z19, Z28, Z19
+	VPADDD          Z19, Z23, Z23
+	VSHUFI32X4      $0x88, Z22, Z21, Z19
+	VSHUFI32X4      $0xdd, Z22, Z21, Z21
+	VPADDD          Z21, Z19, Z19
+	VSHUFI32X4      $0x88, Z19, Z23, Z21
+	VSHUFI32X4      $0xdd, Z19, Z23, Z19
+	VMOVUPS         (DX), Z22
+	MOVWLZX         (AX), R12
+	VMOVD           R12, X20
+	VCVTPH2PS       X20, Y23
+	VBROADCASTSS    X23, Z23
+	MOVWLZX         2(AX), R12
+	VMOVD           R12, X20
+	VCVTPH2PS       X20, Y24
+	VBROADCASTSS    X24, Z24
+	VMULPS          Z22, Z23, Z23
+	VMULPS          Z22, Z24, Z24
+	VCVTDQ2PS       Z21, Z21
+	VCVTDQ2PS       Z19, Z19
+	VMULPS          Z21, Z23, Z23
+	VMULPS          Z19, Z24, Z24
+	VSUBPS          Z24, Z23, Z23
+	VADDPS          Z23, Z0, Z0
+	ADDQ            $0x00000090, AX
+	ADDQ            $0x00000124, SI
+	ADDQ            $0x00000124, R8
+	ADDQ            $0x00000124, R9
+	ADDQ            $0x00000124, R10
+	ADDQ            BX, DX
+	DECQ            R11
+	JMP             loop
+
+done:
+	MOVQ          out+56(FP), AX
+	MOVQ          os+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x00, Z0, X1
+	VEXTRACTPS    $0x00, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Z0, X1
+	VEXTRACTPS    $0x00, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x02, Z0, X1
+	VEXTRACTPS    $0x00, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x03, Z0, X0
+	VEXTRACTPS    $0x00, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X0, (AX)
+	ADDQ          CX, AX
+	VZEROUPPER
+	RET
+
+// func dotQ4KAVX512r1t8(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb int, out *float32, os int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C
+TEXT ·dotQ4KAVX512r1t8(SB), NOSPLIT, $0-72
+	MOVQ      x+0(FP), AX
+	MOVQ      ys+24(FP), CX
+	MOVQ      yd+32(FP), DX
+	MOVQ      yds+40(FP), BX
+	MOVQ      y+16(FP), SI
+	LEAQ      (CX)(CX*2), DI
+	LEAQ      (SI)(CX*4), R8
+	MOVQ      nb+48(FP), R9
+	VPXORD    Z0, Z0, Z0
+	VMOVDQU64 nibbleMask<>+0(SB), Z1
+	VMOVDQU64 q4kShiftHigh<>+0(SB), Z2
+
+loop:
+	TESTQ           R9, R9
+	JZ              done
+	VPXORD          Z3, Z3, Z3
+	VPXORD          Z4, Z4, Z4
+	VPXORD          Z5, Z5, Z5
+	VPXORD          Z6, Z6, Z6
+	VPXORD          Z7, Z7, Z7
+	VPXORD          Z8, Z8, Z8
+	VPXORD          Z9, Z9, Z9
+	VPXORD          Z10, Z10, Z10
+	VMOVDQU32       4(AX), X11
+	VPSHUFB         q4kGatherLow<>+0(SB), X11, X12
+	VPSRLW          $0x04, X12, X13
+	VPANDD          q4kMaskHigh<>+0(SB), X13, X13
+	VPANDD          q4kMaskLow<>+0(SB), X12, X12
+	VPORD           X13, X12, X12
+	VPSHUFB         q4kGatherTop<>+0(SB), X11, X11
+	VPSRLW          $0x02, X11, X11
+	VPANDD          bits45Mask<>+0(SB), X11, X11
+	VPORD           X11, X12, X12
+	VPSHUFB         q4kMinPairs<>+0(SB), X12, X11
+	VPMOVZXBW       X11, Y11
+	VPMOVZXBW       X12, Y12
+	VSHUFI64X2      $0x00, Z12, Z12, Z13
+	VBROADCASTI64X4 16(AX), Z14
+	VPSRLVW         Z2, Z14, Z14
+	VPANDD          Z1, Z14, Z14
+	VPSHUFB         q4kShuf512<>+0(SB), Z13, Z15
+	VPMADDUBSW      4(SI), Z14, Z16
+	VPDPWSSD        Z15, Z16, Z3
+	VPMADDUBSW      4(SI)(CX*1), Z14, Z16
+	VPDPWSSD        Z15, Z16, Z4
+	VPMADDUBSW      4(SI)(CX*2), Z14, Z16
+	VPDPWSSD        Z15, Z16, Z5
+	VPMADDUBSW      4(SI)(DI*1), Z14, Z16
+	VPDPWSSD        Z15, Z16, Z6
+	VPMADDUBSW      4(R8), Z14, Z16
+	VPDPWSSD        Z15, Z16, Z7
+	VPMADDUBSW      4(R8)(CX*1), Z14, Z16
+	VPDPWSSD        Z15, Z16, Z8
+	VPMADDUBSW      4(R8)(CX*2), Z14, Z16
+	VPDPWSSD        Z15, Z16, Z9
+	VPMADDUBSW      4(R8)(DI*1), Z14, Z14
+	VPDPWSSD        Z15, Z14, Z10
+	VBROADCASTI64X4 48(AX), Z14
+	VPSRLVW         Z2, Z14, Z14
+	VPANDD          Z1, Z14, Z14
+	VPSHUFB         q4kShuf512<>+64(SB), Z13, Z15
+	VPMADDUBSW      68(SI), Z14, Z16
+	VPDPWSSD        Z15, Z16, Z3
+	VPMADDUBSW      68(SI)(CX*1), Z14, Z16
+	VPDPWSSD        Z15, Z16, Z4
+	VPMADDUBSW      68(SI)(CX*2), Z14, Z16
+	VPDPWSSD        Z15, Z16, Z5
+	VPMADDUBSW      68(SI)(DI*1), Z14, Z16
+	VPDPWSSD        Z15, Z16, Z6
+	VPMADDUBSW      68(R8), Z14, Z16
+	VPDPWSSD        Z15, Z16, Z7
+	VPMADDUBSW      68(R8)(CX*1), Z14, Z16
+	VPDPWSSD        Z15, Z16, Z8
+	VPMADDUBSW      68(R8)(CX*2), Z14, Z16
+	VPDPWSSD        Z15, Z16, Z9
+	VPMADDUBSW      68(R8)(DI*1), Z14, Z14
+	VPDPWSSD        Z15, Z14, Z10
+	VBROADCASTI64X4 80(AX), Z14
+	VPSRLVW         Z2, Z14, Z14
+	VPANDD          Z1, Z14, Z14
+	VPSHUFB         q4kShuf512<>+128(SB), Z13, Z15
+	VPMADDUBSW      132(SI), Z14, Z16
+	VPDPWSSD        Z15, Z16, Z3
+	VPMADDUBSW      132(SI)(CX*1), Z14, Z16
+	VPDPWSSD        Z15, Z16, Z4
+	VPMADDUBSW      132(SI)(CX*2), Z14, Z16
+	VPDPWSSD        Z15, Z16, Z5
+	VPMADDUBSW      132(SI)(DI*1), Z14, Z16
+	VPDPWSSD        Z15, Z16, Z6
+	VPMADDUBSW      132(R8), Z14, Z16
+	VPDPWSSD        Z15, Z16, Z7
+	VPMADDUBSW      132(R8)(CX*1), Z14, Z16
+	VPDPWSSD        Z15, Z16, Z8
+	VPMADDUBSW      132(R8)(CX*2), Z14, Z16
+	VPDPWSSD        Z15, Z16, Z9
+	VPMADDUBSW      132(R8)(DI*1), Z14, Z14
+	VPDPWSSD        Z15, Z14, Z10
+	VBROADCASTI64X4 112(AX), Z14
+	VPSRLVW         Z2, Z14, Z14
+	VPANDD          Z1, Z14, Z14
+	VPSHUFB         q4kShuf512<>+192(SB), Z13, Z13
+	VPMADDUBSW      196(SI), Z14, Z15
+	VPDPWSSD        Z13, Z15, Z3
+	VPMADDUBSW      196(SI)(CX*1), Z14, Z15
+	VPDPWSSD        Z13, Z15, Z4
+	VPMADDUBSW      196(SI)(CX*2), Z14, Z15
+	VPDPWSSD        Z13, Z15, Z5
+	VPMADDUBSW      196(SI)(DI*1), Z14, Z15
+	VPDPWSSD        Z13, Z15, Z6
+	VPMADDUBSW      196(R8), Z14, Z15
+	VPDPWSSD        Z13, Z15, Z7
+	VPMADDUBSW      196(R8)(CX*1), Z14, Z15
+	VPDPWSSD        Z13, Z15, Z8
+	VPMADDUBSW      196(R8)(CX*2), Z14, Z15
+	VPDPWSSD        Z13, Z15, Z9
+	VPMADDUBSW      196(R8)(DI*1), Z14, Z14
+	VPDPWSSD        Z13, Z14, Z10
+	VEXTRACTI64X4   $0x01, Z3, Y12
+	VPADDD          Y3, Y12, Y12
+	VPMADDWD        260(SI), Y11, Y3
+	VINSERTI64X4    $0x01, Y3, Z12, Z3
+	VEXTRACTI64X4   $0x01, Z4, Y12
+	VPADDD          Y4, Y12, Y12
+	VPMADDWD        260(SI)(CX*1), Y11, Y4
+	VINSERTI64X4    $0x01, Y4, Z12, Z4
+	VEXTRACTI64X4   $0x01, Z5, Y12
+	VPADDD          Y5, Y12, Y12
+	VPMADDWD        260(SI)(CX*2), Y11, Y5
+	VINSERTI64X4    $0x01, Y5, Z12, Z5
+	VEXTRACTI64X4   $0x01, Z6, Y12
+	VPADDD          Y6, Y12, Y12
+	VPMADDWD        260(SI)(DI*1), Y11, Y6
+	VINSERTI64X4    $0x01, Y6, Z12, Z6
+	VEXTRACTI64X4   $0x01, Z7, Y12
+	VPADDD          Y7, Y12, Y12
+	VPMADDWD        260(R8), Y11, Y7
+	VINSERTI64X4    $0x01, Y7, Z12, Z7
+	VEXTRACTI64X4   $0x01, Z8, Y12
+	VPADDD          Y8, Y12, Y12
+	VPMADDWD        260(R8)(CX*1), Y11, Y8
+	VINSERTI64X4    $0x01, Y8, Z12, Z8
+	VEXTRACTI64X4   $0x01, Z9, Y12
+	VPADDD          Y9, Y12, Y12
+	VPMADDWD        260(R8)(CX*2), Y11, Y9
+	VINSERTI64X4    $0x01, Y9, Z12, Z9
+	VEXTRACTI64X4   $0x01, Z10, Y12
+	VPADDD          Y10, Y12, Y12
+	VPMADDWD        260(R8)(DI*1), Y11, Y10
+	VINSERTI64X4    $0x01, Y10, Z12, Z10
+	VPUNPCKLDQ      Z4, Z3, Z13
+	VPUNPCKHDQ      Z4, Z3, Z14
+	VPADDD          Z14, Z13, Z13
+	VPUNPCKLDQ      Z6, Z5, Z14
+	VPUNPCKHDQ      Z6, Z5, Z15
+	VPADDD          Z15, Z14, Z14
+	VPUNPCKLDQ      Z8, Z7, Z15
+	VPUNPCKHDQ      Z8, Z7, Z16
+	VPADDD          Z16, Z15, Z15
+	VPUNPCKLDQ      Z10, Z9, Z16
+	VPUNPCKHDQ      Z10, Z9, Z17
+	VPADDD          Z17, Z16, Z16
+	VPUNPCKLQDQ     Z14, Z13, Z17
+	VPUNPCKHQDQ     Z14, Z13, Z13
+	VPADDD          Z13, Z17, Z17
+	VPUNPCKLQDQ     Z16, Z15, Z13
+	VPUNPCKHQDQ     Z16, Z15, Z14
+	VPADDD          Z14, Z13, Z13
+	VSHUFI32X4      $0x88, Z13, Z17, Z14
+	VSHUFI32X4      $0xdd, Z13, Z17, Z13
+	VPADDD          Z13, Z14, Z14
+	VSHUFI32X4      $0x88, Z14, Z14, Z13
+	VSHUFI32X4      $0xdd, Z14, Z14, Z14
+	VMOVUPS         (DX), Y11
+	MOVWLZX         (AX), R10
+	VMOVD           R10, X12
+	VCVTPH2PS       X12, Y15
+	VBROADCASTSS    X15, Z15
+	MOVWLZX         2(AX), R10
+	VMOVD           R10, X12
+	VCVTPH2PS       X12, Y16
+	VBROADCASTSS    X16, Z16
+	VMULPS          Z11, Z15, Z15
+	VMULPS          Z11, Z16, Z16
+	VCVTDQ2PS       Z13, Z13
+	VCVTDQ2PS       Z14, Z14
+	VMULPS          Z13, Z15, Z15
+	VMULPS          Z14, Z16, Z16
+	VSUBPS          Z16, Z15, Z15
+	VADDPS          Z15, Z0, Z0
+	ADDQ            $0x00000090, AX
+	ADDQ            $0x00000124, SI
+	ADDQ            $0x00000124, R8
+	ADDQ            BX, DX
+	DECQ            R9
+	JMP             loop
+
+done:
+	MOVQ          out+56(FP), AX
+	MOVQ          os+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x00, Z0, X1
+	VEXTRACTPS    $0x00, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Z0, X0
+	VEXTRACTPS    $0x00, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X0, (AX)
+	ADDQ          CX, AX
+	VZEROUPPER
+	RET
+
+// func dotQ4KAVX512r1t4(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb int, out *float32, os int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C
+TEXT ·dotQ4KAVX512r1t4(SB), NOSPLIT, $0-72
+	MOVQ      x+0(FP), AX
+	MOVQ      ys+24(FP), CX
+	MOVQ      yd+32(FP), DX
+	MOVQ      yds+40(FP), BX
+	MOVQ      y+16(FP), SI
+	LEAQ      (CX)(CX*2), DI
+	MOVQ      nb+48(FP), R8
+	VPXORD    Z0, Z0, Z0
+	VMOVDQU64 nibbleMask<>+0(SB), Z1
+	VMOVDQU64 q4kShiftHigh<>+0(SB), Z2
+
+loop:
+	TESTQ           R8, R8
+	JZ              done
+	VPXORD          Z3, Z3, Z3
+	VPXORD          Z4, Z4, Z4
+	VPXORD          Z5, Z5, Z5
+	VPXORD          Z6, Z6, Z6
+	VMOVDQU32       4(AX), X7
+	VPSHUFB         q4kGatherLow<>+0(SB), X7, X8
+	VPSRLW          $0x04, X8, X9
+	VPANDD          q4kMaskHigh<>+0(SB), X9, X9
+	VPANDD          q4kMaskLow<>+0(SB), X8, X8
+	VPORD           X9, X8, X8
+	VPSHUFB         q4kGatherTop<>+0(SB), X7, X7
+	VPSRLW          $0x02, X7, X7
+	VPANDD          bits45Mask<>+0(SB), X7, X7
+	VPORD           X7, X8, X8
+	VPSHUFB         q4kMinPairs<>+0(SB), X8, X7
+	VPMOVZXBW       X7, Y7
+	VPMOVZXBW       X8, Y8
+	VSHUFI64X2      $0x00, Z8, Z8, Z9
+	VBROADCASTI64X4 16(AX), Z10
+	VPSRLVW         Z2, Z10, Z10
+	VPANDD          Z1, Z10, Z10
+	VPSHUFB         q4kShuf512<>+0(SB), Z9, Z11
+	VPMADDUBSW      4(SI), Z10, Z12
+	VPDPWSSD        Z11, Z12, Z3
+	VPMADDUBSW      4(SI)(CX*1), Z10, Z12
+	VPDPWSSD        Z11, Z12, Z4
+	VPMADDUBSW      4(SI)(CX*2), Z10, Z12
+	VPDPWSSD        Z11, Z12, Z5
+	VPMADDUBSW      4(SI)(DI*1), Z10, Z10
+	VPDPWSSD        Z11, Z10, Z6
+	VBROADCASTI64X4 48(AX), Z10
+	VPSRLVW         Z2, Z10, Z10
+	VPANDD          Z1, Z10, Z10
+	VPSHUFB         q4kShuf512<>+64(SB), Z9, Z11
+	VPMADDUBSW      68(SI), Z10, Z12
+	VPDPWSSD        Z11, Z12, Z3
+	VPMADDUBSW      68(SI)(CX*1), Z10, Z12
+	VPDPWSSD        Z11, Z12, Z4
+	VPMADDUBSW      68(SI)(CX*2), Z10, Z12
+	VPDPWSSD        Z11, Z12, Z5
+	VPMADDUBSW      68(SI)(DI*1), Z10, Z10
+	VPDPWSSD        Z11, Z10, Z6
+	VBROADCASTI64X4 80(AX), Z10
+	VPSRLVW         Z2, Z10, Z10
+	VPANDD          Z1, Z10, Z10
+	VPSHUFB         q4kShuf512<>+128(SB), Z9, Z11
+	VPMADDUBSW      132(SI), Z10, Z12
+	VPDPWSSD        Z11, Z12, Z3
+	VPMADDUBSW      132(SI)(CX*1), Z10, Z12
+	VPDPWSSD        Z11, Z12, Z4
+	VPMADDUBSW      132(SI)(CX*2), Z10, Z12
+	VPDPWSSD        Z11, Z12, Z5
+	VPMADDUBSW      132(SI)(DI*1), Z10, Z10
+	VPDPWSSD        Z11, Z10, Z6
+	VBROADCASTI64X4 112(AX), Z10
+	VPSRLVW         Z2, Z10, Z10
+	VPANDD          Z1, Z10, Z10
+	VPSHUFB         q4kShuf512<>+192(SB), Z9, Z9
+	VPMADDUBSW      196(SI), Z10, Z11
+	VPDPWSSD        Z9, Z11, Z3
+	VPMADDUBSW      196(SI)(CX*1), Z10, Z11
+	VPDPWSSD        Z9, Z11, Z4
+	VPMADDUBSW      196(SI)(CX*2), Z10, Z11
+	VPDPWSSD        Z9, Z11, Z5
+	VPMADDUBSW      196(SI)(DI*1), Z10, Z10
+	VPDPWSSD        Z9, Z10, Z6
+	VEXTRACTI64X4   $0x01, Z3, Y8
+	VPADDD          Y3, Y8, Y8
+	VPMADDWD        260(SI), Y7, Y3
+	VINSERTI64X4    $0x01, Y3, Z8, Z3
+	VEXTRACTI64X4   $0x01, Z4, Y8
+	VPADDD          Y4, Y8, Y8
+	VPMADDWD        260(SI)(CX*1), Y7, Y4
+	VINSERTI64X4    $0x01, Y4, Z8, Z4
+	VEXTRACTI64X4   $0x01, Z5, Y8
+	VPADDD          Y5, Y8, Y8
+	VPMADDWD        260(SI)(CX*2), Y7, Y5
+	VINSERTI64X4    $0x01, Y5, Z8, Z5
+	VEXTRACTI64X4   $0x01, Z6, Y8
+	VPADDD          Y6, Y8, Y8
+	VPMADDWD        260(SI)(DI*1), Y7, Y6
+	VINSERTI64X4    $0x01, Y6, Z8, Z6
+	VPUNPCKLDQ      Z4, Z3, Z7
+	VPUNPCKHDQ      Z4, Z3, Z9
+	VPADDD          Z9, Z7, Z7
+	VPUNPCKLDQ      Z6, Z5, Z9
+	VPUNPCKHDQ      Z6, Z5, Z10
+	VPADDD          Z10, Z9, Z9
+	VPUNPCKLQDQ     Z9, Z7, Z10
+	VPUNPCKHQDQ     Z9, Z7, Z7
+	VPADDD          Z7, Z10, Z10
+	VSHUFI32X4      $0x88, Z10, Z10, Z7
+	VSHUFI32X4      $0xdd, Z10, Z10, Z9
+	VPADDD          Z9, Z7, Z7
+	VSHUFI32X4      $0x88, Z7, Z7, Z9
+	VSHUFI32X4      $0xdd, Z7, Z7, Z7
+	VMOVUPS         (DX), X13
+	MOVWLZX         (AX), R9
+	VMOVD           R9, X8
+	VCVTPH2PS       X8, Y10
+	VBROADCASTSS    X10, Z10
+	MOVWLZX         2(AX), R9
+	VMOVD           R9, X8
+	VCVTPH2PS       X8, Y11
+	VBROADCASTSS    X11, Z11
+	VMULPS          Z13, Z10, Z10
+	VMULPS          Z13, Z11, Z11
+	VCVTDQ2PS       Z9, Z9
+	VCVTDQ2PS       Z7, Z7
+	VMULPS          Z9, Z10, Z10
+	VMULPS          Z7, Z11, Z11
+	VSUBPS          Z11, Z10, Z10
+	VADDPS          Z10, Z0, Z0
+	ADDQ            $0x00000090, AX
+	ADDQ            $0x00000124, SI
+	ADDQ            BX, DX
+	DECQ            R8
+	JMP             loop
+
+done:
+	MOVQ          out+56(FP), AX
+	MOVQ          os+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x00, Z0, X0
+	VEXTRACTPS    $0x00, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X0, (AX)
+	ADDQ          CX, AX
+	VZEROUPPER
+	RET
+
+// func dotQ6KAVX512r8t1(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb int, out *float32, os int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, F16C, MMX+
+TEXT ·dotQ6KAVX512r8t1(SB), NOSPLIT, $0-72
+	MOVQ      rb+8(FP), AX
+	MOVQ      x+0(FP), CX
+	LEAQ      (AX)(AX*2), DX
+	LEAQ      (CX)(AX*4), BX
+	LEAQ      (BX)(AX*4), SI
+	LEAQ      (SI)(AX*4), DI
+	MOVQ      y+16(FP), R8
+	MOVQ      nb+48(FP), R9
+	VPXORD    Z0, Z0, Z0
+	VMOVDQU64 nibbleMask<>+0(SB), Z1
+	VMOVDQU64 bits45Mask<>+0(SB), Z2
+	VMOVDQU64 q6kShiftLow<>+0(SB), Z3
+	VMOVDQU64 q6kShiftHigh<>+0(SB), Z4
+
+loop:
+	TESTQ           R9, R9
+	JZ              done
+	VPXORD          Z5, Z5, Z5
+	VPXORD          Z6, Z6, Z6
+	VPXORD          Z7, Z7, Z7
+	VPXORD          Z8, Z8, Z8
+	VPXORD          Z9, Z9, Z9
+	VPXORD          Z10, Z10, Z10
+	VPXORD          Z11, Z11, Z11
+	VPXORD          Z12, Z12, Z12
+	PREFETCHT0      (SI)
+	PREFETCHT0      64(SI)
+	PREFETCHT0      128(SI)
+	PREFETCHT0      192(SI)
+	PREFETCHT0      (SI)(AX*1)
+	PREFETCHT0      64(SI)(AX*1)
+	PREFETCHT0      128(SI)(AX*1)
+	PREFETCHT0      192(SI)(AX*1)
+	PREFETCHT0      (SI)(AX*2)
+	PREFETCHT0      64(SI)(AX*2)
+	PREFETCHT0      128(SI)(AX*2)
+	PREFETCHT0      192(SI)(AX*2)
+	PREFETCHT0      (SI)(DX*1)
+	PREFETCHT0      64(SI)(DX*1)
+	PREFETCHT0      128(SI)(DX*1)
+	PREFETCHT0      192(SI)(DX*1)
+	PREFETCHT0      (DI)
+	PREFETCHT0      64(DI)
+	PREFETCHT0      128(DI)
+	PREFETCHT0      192(DI)
+	PREFETCHT0      (DI)(AX*1)
+	PREFETCHT0      64(DI)(AX*1)
+	PREFETCHT0      128(DI)(AX*1)
+	PREFETCHT0      192(DI)(AX*1)
+	PREFETCHT0      (DI)(AX*2)
+	PREFETCHT0      64(DI)(AX*2)
+	PREFETCHT0      128(DI)(AX*2)
+	PREFETCHT0      192(DI)(AX*2)
+	PREFETCHT0      (DI)(DX*1)
+	PREFETCHT0      64(DI)(DX*1)
+	PREFETCHT0      128(DI)(DX*1)
+	PREFETCHT0      192(DI)(DX*1)
+	VPMOVSXBW       192(CX), Y13
+	VMOVDQU64       (CX), Z14
+	VBROADCASTI64X4 128(CX), Z15
+	VPANDD          Z1, Z14, Z16
+	VPSRLW          $0x04, Z14, Z14
+	VPANDD          Z1, Z14, Z14
+	VPSLLVW         Z3, Z15, Z26
+	VPANDD          Z2, Z26, Z26
+	VPORD           Z26, Z16, Z16
+	VPSRLVW         Z4, Z15, Z26
+	VPANDD          Z2, Z26, Z26
+	VPORD           Z26, Z14, Z14
+	VMOVDQU64       q6kPerm<>+0(SB), Z15
+	VPERMW          Z13, Z15, Z15
+	VPMADDUBSW      4(R8), Z16, Z16
+	VPDPWSSD        Z15, Z16, Z5
+	VMOVDQU64       q6kPerm<>+64(SB), Z15
+	VPERMW          Z13, Z15, Z15
+	VPMADDUBSW      68(R8), Z14, Z14
+	VPDPWSSD        Z15, Z14, Z5
+	VMOVDQU64       64(CX), Z14
+	VBROADCASTI64X4 160(CX), Z15
+	VPANDD          Z1, Z14, Z16
+	VPSRLW          $0x04, Z14, Z14
+	VPANDD          Z1, Z14, Z14
+	VPSLLVW         Z3, Z15, Z26
+	VPANDD          Z2, Z26, Z26
+	VPORD           Z26, Z16, Z16
+	VPSRLVW         Z4, Z15, Z26
+	VPANDD          Z2, Z26, Z26
+	VPORD           Z26, Z14, Z14
+	VMOVDQU64       q6kPerm<>+128(SB), Z15
+	VPERMW          Z13, Z15, Z15
+	VPMADDUBSW      132(R8), Z16, Z16
+	VPDPWSSD        Z15, Z16, Z5
+	VMOVDQU64       q6kPerm<>+192(SB), Z15
+	VPERMW          Z13, Z15, Z15
+	VPMADDUBSW      196(R8), Z14, Z14
+	VPDPWSSD        Z15, Z14, Z5
+	VPMOVSXBW       192(CX)(AX*1), Y17
+	VMOVDQU64       (CX)(AX*1), Z14
+	VBROADCASTI64X4 128(CX)(AX*1), Z15
+	VPANDD          Z1, Z14, Z16
+	VPSRLW          $0x04, Z14, Z14
+	VPANDD          Z1, Z14, Z14
+	VPSLLVW         Z3, Z15, Z26
+	VPANDD          Z2, Z26, Z26
+	VPORD           Z26, Z16, Z16
+	VPSRLVW         Z4, Z15, Z26
+	VPANDD          Z2, Z26, Z26
+	VPORD           Z26, Z14, Z14
+	VMOVDQU64       q6kPerm<>+0(SB), Z15
+	VPERMW          Z17, Z15, Z15
+	VPMADDUBSW      4(R8), Z16, Z16
+	VPDPWSSD        Z15, Z16, Z6
+	VMOVDQU64       q6kPerm<>+64(SB), Z15
+	VPERMW          Z17, Z15, Z15
+	VPMADDUBSW      68(R8), Z14, Z14
+	VPDPWSSD        Z15, Z14, Z6
+	VMOVDQU64       64(CX)(AX*1), Z14
+	VBROADCASTI64X4 160(CX)(AX*1), Z15
+	VPANDD          Z1, Z14, Z16
+	VPSRLW          $0x04, Z14, Z14
+	VPANDD          Z1, Z14, Z14
+	VPSLLVW         Z3, Z15, Z26
+	VPANDD          Z2, Z26, Z26
+	VPORD           Z26, Z16, Z16
+	VPSRLVW         Z4, Z15, Z26
+	VPANDD          Z2, Z26, Z26
+	VPORD           Z26, Z14, Z14
+	VMOVDQU64       q6kPerm<>+128(SB), Z15
+	VPERMW          Z17, Z15, Z15
+	VPMADDUBSW      132(R8), Z16, Z16
+	VPDPWSSD        Z15, Z16, Z6
+	VMOVDQU64       q6kPerm<>+192(SB), Z15
+	VPERMW          Z17, Z15, Z15
+	VPMADDUBSW      196(R8), Z14, Z14
+	VPDPWSSD        Z15, Z14, Z6
+	VPMOVSXBW       192(CX)(AX*2), Y18
+	VMOVDQU64       (CX)(AX*2), Z14
+	VBROADCASTI64X4 128(CX)(AX*2), Z15
+	VPANDD          Z1, Z14, Z16
+	VPSRLW          $0x04, Z14, Z14
+	VPANDD          Z1, Z14, Z14
+	VPSLLVW         Z3, Z15, Z26
+	VPANDD          Z2, Z26, Z26
+	VPORD           Z26, Z16, Z16
+	VPSRLVW         Z4, Z15, Z26
+	VPANDD          Z2, Z26, Z26
+	VPORD           Z26, Z14, Z14
+	VMOVDQU64       q6kPerm<>+0(SB), Z15
+	VPERMW          Z18, Z15, Z15
+	VPMADDUBSW      4(R8), Z16, Z16
+	VPDPWSSD        Z15, Z16, Z7
+	VMOVDQU64       q6kPerm<>+64(SB), Z15
+	VPERMW          Z18, Z15, Z15
+	VPMADDUBSW      68(R8), Z14, Z14
+	VPDPWSSD        Z15, Z14, Z7
+	VMOVDQU64       64(CX)(AX*2), Z14
+	VBROADCASTI64X4 160(CX)(AX*2), Z15
+	VPANDD          Z1, Z14, Z16
+	VPSRLW          $0x04, Z14, Z14
+	VPANDD          Z1, Z14, Z14
+	VPSLLVW         Z3, Z15, Z26
+	VPANDD          Z2, Z26, Z26
+	VPORD           Z26, Z16, Z16
+	VPSRLVW         Z4, Z15, Z26
+	VPANDD          Z2, Z26, Z26
+	VPORD           Z26, Z14, Z14
+	VMOVDQU64       q6kPerm<>+128(SB), Z15
+	VPERMW          Z18, Z15, Z15
+	VPMADDUBSW      132(R8), Z16, Z16
+	VPDPWSSD        Z15, Z16, Z7
+	VMOVDQU64       q6kPerm<>+192(SB), Z15
+	VPERMW          Z18, Z15, Z15
+	VPMADDUBSW      196(R8), Z14, Z14
+	VPDPWSSD        Z15, Z14, Z7
+	VPMOVSXBW       192(CX)(DX*1), Y19
+	VMOVDQU64       (CX)(DX*1), Z14
+	VBROADCASTI64X4 128(CX)(DX*1), Z15
+	VPANDD          Z1, Z14, Z16
+	VPSRLW          $0x04, Z14, Z14
+	VPANDD          Z1, Z14, Z14
+	VPSLLVW         Z3, Z15, Z26
+	VPANDD          Z2, Z26, Z26
+	VPORD           Z26, Z16, Z16
+	VPSRLVW         Z4, Z15, Z26
+	VPANDD          Z2, Z26, Z26
+	VPORD           Z26, Z14, Z14
+	VMOVDQU64       q6kPerm<>+0(SB), Z15
+	VPERMW          Z19, Z15, Z15
+	VPMADDUBSW      4(R8), Z16, Z16
+	VPDPWSSD        Z15, Z16, Z8
+	VMOVDQU64       q6kPerm<>+64(SB), Z15
+	VPERMW          Z19, Z15, Z15
+	VPMADDUBSW      68(R8), Z14, Z14
+	VPDPWSSD        Z15, Z14, Z8
+	VMOVDQU64       64(CX)(DX*1), Z14
+	VBROADCASTI64X4 160(CX)(DX*1), Z15
+	VPANDD          Z1, Z14, Z16
+	VPSRLW          $0x04, Z14, Z14
+	VPANDD          Z1, Z14, Z14
+	VPSLLVW         Z3, Z15, Z26
+	VPANDD          Z2, Z26, Z26
+	VPORD           Z26, Z16, Z16
+	VPSRLVW         Z4, Z15, Z26
+	VPANDD          Z2, Z26, Z26
+	VPORD           Z26, Z14, Z14
+	VMOVDQU64       q6kPerm<>+128(SB), Z15
+	VPERMW          Z19, Z15, Z15
+	VPMADDUBSW      132(R8), Z16, Z16
+	VPDPWSSD        Z15, Z16, Z8
+	VMOVDQU64       q6kPerm<>+192(SB), Z15
+	VPERMW          Z19, Z15, Z15
+	VPMADDUBSW      196(R8), Z14, Z14
+	VPDPWSSD        Z15, Z14, Z8
+	VPMOVSXBW       192(BX), Y20
+	VMOVDQU64       (BX), Z14
+	VBROADCASTI64X4 128(BX), Z15
+	VPANDD          Z1, Z14, Z16
+	VPSRLW          $0x04, Z14, Z14
+	VPANDD          Z1, Z14, Z14
+	VPSLLVW         Z3, Z15, Z26
+	VPANDD          Z2, Z26, Z26
+	VPORD           Z26, Z16, Z16
+	VPSRLVW         Z4, Z15, Z26
+	VPANDD          Z2, Z26, Z26
+	VPORD           Z26, Z14, Z14
+	VMOVDQU64       q6kPerm<>+0(SB), Z15
+	VPERMW          Z20, Z15, Z15
+	VPMADDUBSW      4(R8), Z16, Z16
+	VPDPWSSD        Z15, Z16, Z9
+	VMOVDQU64       q6kPerm<>+64(SB), Z15
+	VPERMW          Z20, Z15, Z15
+	VPMADDUBSW      68(R8), Z14, Z14
+	VPDPWSSD        Z15, Z14, Z9
+	VMOVDQU64       64(BX), Z14
+	VBROADCASTI64X4 160(BX), Z15
+	VPANDD          Z1, Z14, Z16
+	VPSRLW          $0x04, Z14, Z14
+	VPANDD          Z1, Z14, Z14
+	VPSLLVW         Z3, Z15, Z26
+	VPANDD          Z2, Z26, Z26
+	VPORD           Z26, Z16, Z16
+	VPSRLVW         Z4, Z15, Z26
+	VPANDD          Z2, Z26, Z26
+	VPORD           Z26, Z14, Z14
+	VMOVDQU64       q6kPerm<>+128(SB), Z15
+	VPERMW          Z20, Z15, Z15
+	VPMADDUBSW      132(R8), Z16, Z16
+	VPDPWSSD        Z15, Z16, Z9
+	VMOVDQU64       q6kPerm<>+192(SB), Z15
+	VPERMW          Z20, Z15, Z15
+	VPMADDUBSW      196(R8), Z14, Z14
+	VPDPWSSD        Z15, Z14, Z9
+	VPMOVSXBW       192(BX)(AX*1), Y21
+	VMOVDQU64       (BX)(AX*1), Z14
+	VBROADCASTI64X4 128(BX)(AX*1), Z15
+	VPANDD          Z1, Z14, Z16
+	VPSRLW          $0x04, Z14, Z14
+	VPANDD          Z1, Z14, Z14
+	VPSLLVW         Z3, Z15, Z26
+	VPANDD          Z2, Z26, Z26
+	VPORD           Z26, Z16, Z16
+	VPSRLVW         Z4, Z15, Z26
+	VPANDD          Z2, Z26, Z26
+	VPORD           Z26, Z14, Z14
+	VMOVDQU64       q6kPerm<>+0(SB), Z15
+	VPERMW          Z21, Z15, Z15
+	VPMADDUBSW      4(R8), Z16, Z16
+	VPDPWSSD        Z15, Z16, Z10
+	VMOVDQU64       q6kPerm<>+64(SB), Z15
+	VPERMW          Z21, Z15, Z15
+	VPMADDUBSW      68(R8), Z14, Z14
+	VPDPWSSD        Z15, Z14, Z10
+	VMOVDQU64       64(BX)(AX*1), Z14
+	VBROADCASTI64X4 160(BX)(AX*1), Z15
+	VPANDD          Z1, Z14, Z16
+	VPSRLW          $0x04, Z14, Z14
+	VPANDD          Z1, Z14, Z14
+	VPSLLVW         Z3, Z15, Z26
+	VPANDD          Z2, Z26, Z26
+	VPORD           Z26, Z16, Z16
+	VPSRLVW         Z4, Z15, Z26
+	VPANDD          Z2, Z26, Z26
+	VPORD           Z26, Z14, Z14
+	VMOVDQU64       q6kPerm<>+128(SB), Z15
+	VPERMW          Z21, Z15, Z15
+	VPMADDUBSW      132(R8), Z16, Z16
+	VPDPWSSD        Z15, Z16, Z10
+	VMOVDQU64       q6kPerm<>+192(SB), Z15
+	VPERMW          Z21, Z15, Z15
+	VPMADDUBSW      196(R8), Z14, Z14
+	VPDPWSSD        Z15, Z14, Z10
+	VPMOVSXBW       192(BX)(AX*2), Y22
+	VMOVDQU64       (BX)(AX*2), Z14
+	VBROADCASTI64X4 128(BX)(AX*2), Z15
+	VPANDD          Z1, Z14, Z16
+	VPSRLW          $0x04, Z14, Z14
+	VPANDD          Z1, Z14, Z14
+	VPSLLVW         Z3, Z15, Z26
+	VPANDD          Z2, Z26, Z26
+	VPORD           Z26, Z16, Z16
+	VPSRLVW         Z4, Z15, Z26
+	VPANDD          Z2, Z26, Z26
+	VPORD           Z26, Z14, Z14
+	VMOVDQU64       q6kPerm<>+0(SB), Z15
+	VPERMW          Z22, Z15, Z15
+	VPMADDUBSW      4(R8), Z16, Z16
+	VPDPWSSD        Z15, Z16, Z11
+	VMOVDQU64       q6kPerm<>+64(SB), Z15
+	VPERMW          Z22, Z15, Z15
+	VPMADDUBSW      68(R8), Z14, Z14
+	VPDPWSSD        Z15, Z14, Z11
+	VMOVDQU64       64(BX)(AX*2), Z14
+	VBROADCASTI64X4 160(BX)(AX*2), Z15
+	VPANDD          Z1, Z14, Z16
+	VPSRLW          $0x04, Z14, Z14
+	VPANDD          Z1, Z14, Z14
+	VPSLLVW         Z3, Z15, Z26
+	VPANDD          Z2, Z26, Z26
+	VPORD           Z26, Z16, Z16
+	VPSRLVW         Z4, Z15, Z26
+	VPANDD          Z2, Z26, Z26
+	VPORD           Z26, Z14, Z14
+	VMOVDQU64       q6kPerm<>+128(SB), Z15
+	VPERMW          Z22, Z15, Z15
+	VPMADDUBSW      132(R8), Z16, Z16
+	VPDPWSSD        Z15, Z16, Z11
+	VMOVDQU64       q6kPerm<>+192(SB), Z15
+	VPERMW          Z22, Z15, Z15
+	VPMADDUBSW      196(R8), Z14, Z14
+	VPDPWSSD        Z15, Z14, Z11
+	VPMOVSXBW       192(BX)(DX*1), Y23
+	VMOVDQU64       (BX)(DX*1), Z14
+	VBROADCASTI64X4 128(BX)(DX*1), Z15
+	VPANDD          Z1, Z14, Z16
+	VPSRLW          $0x04, Z14, Z14
+	VPANDD          Z1, Z14, Z14
+	VPSLLVW         Z3, Z15, Z26
+	VPANDD          Z2, Z26, Z26
+	VPORD           Z26, Z16, Z16
+	VPSRLVW         Z4, Z15, Z26
+	VPANDD          Z2, Z26, Z26
+	VPORD           Z26, Z14, Z14
+	VMOVDQU64       q6kPerm<>+0(SB), Z15
+	VPERMW          Z23, Z15, Z15
+	VPMADDUBSW      4(R8), Z16, Z16
+	VPDPWSSD        Z15, Z16, Z12
+	VMOVDQU64       q6kPerm<>+64(SB), Z15
+	VPERMW          Z23, Z15, Z15
+	VPMADDUBSW      68(R8), Z14, Z14
+	VPDPWSSD        Z15, Z14, Z12
+	VMOVDQU64       64(BX)(DX*1), Z14
+	VBROADCASTI64X4 160(BX)(DX*1), Z15
+	VPANDD          Z1, Z14, Z16
+	VPSRLW          $0x04, Z14, Z14
+	VPANDD          Z1, Z14, Z14
+	VPSLLVW         Z3, Z15, Z26
+	VPANDD          Z2, Z26, Z26
+	VPORD           Z26, Z16, Z16
+	VPSRLVW         Z4, Z15, Z26
+	VPANDD          Z2, Z26, Z26
+	VPORD           Z26, Z14, Z14
+	VMOVDQU64       q6kPerm<>+128(SB), Z15
+	VPERMW          Z23, Z15, Z15
+	VPMADDUBSW      132(R8), Z16, Z16
+	VPDPWSSD        Z15, Z16, Z12
+	VMOVDQU64       q6kPerm<>+192(SB), Z15
+	VPERMW          Z23, Z15, Z15
+	VPMADDUBSW      196(R8), Z14, Z14
+	VPDPWSSD        Z15, Z14, Z12
+	VEXTRACTI64X4   $0x01, Z5, Y24
+	VPADDD          Y5, Y24, Y24
+	VPMADDWD        260(R8), Y13, Y5
+	VINSERTI64X4    $0x01, Y5, Z24, Z5
+	VEXTRACTI64X4   $0x01, Z6, Y13
+	VPADDD          Y6, Y13, Y13
+	VPMADDWD        260(R8), Y17, Y6
+	VINSERTI64X4    $0x01, Y6, Z13, Z6
+	VEXTRACTI64X4   $0x01, Z7, Y13
+	VPADDD          Y7, Y13, Y13
+	VPMADDWD        260(R8), Y18, Y7
+	VINSERTI64X4    $0x01, Y7, Z13, Z7
+	VEXTRACTI64X4   $0x01, Z8, Y13
+	VPADDD          Y8, Y13, Y13
+	VPMADDWD        260(R8), Y19, Y8
+	VINSERTI64X4    $0x01, Y8, Z13, Z8
+	VEXTRACTI64X4   $0x01, Z9, Y13
+	VPADDD          Y9, Y13, Y13
+	VPMADDWD        260(R8), Y20, Y9
+	VINSERTI64X4    $0x01, Y9, Z13, Z9
+	VEXTRACTI64X4   $0x01, Z10, Y13
+	VPADDD          Y10, Y13, Y13
+	VPMADDWD        260(R8), Y21, Y10
+	VINSERTI64X4    $0x01, Y10, Z13, Z10
+	VEXTRACTI64X4   $0x01, Z11, Y13
+	VPADDD          Y11, Y13, Y13
+	VPMADDWD        260(R8), Y22, Y11
+	VINSERTI64X4    $0x01, Y11, Z13, Z11
+	VEXTRACTI64X4   $0x01, Z12, Y13
+	VPADDD          Y12, Y13, Y13
+	VPMADDWD        260(R8), Y23, Y12
+	VINSERTI64X4    $0x01, Y12, Z13, Z12
+	VPUNPCKLDQ      Z6, Z5, Z14
+	VPUNPCKHDQ      Z6, Z5, Z15
+	VPADDD          Z15, Z14, Z14
+	VPUNPCKLDQ      Z8, Z7, Z15
+	VPUNPCKHDQ      Z8, Z7, Z16
+	VPADDD          Z16, Z15, Z15
+	VPUNPCKLDQ      Z10, Z9, Z16
+	VPUNPCKHDQ      Z10, Z9, Z26
+	VPADDD          Z26, Z16, Z16
+	VPUNPCKLDQ      Z12, Z11, Z26
+	VPUNPCKHDQ      Z12, Z11, Z27
+	VPADDD          Z27, Z26, Z26
+	VPUNPCKLQDQ     Z15, Z14, Z27
+	VPUNPCKHQDQ     Z15, Z14, Z14
+	VPADDD          Z14, Z27, Z27
+	VPUNPCKLQDQ     Z26, Z16, Z14
+	VPUNPCKHQDQ     Z26, Z16, Z15
+	VPADDD          Z15, Z14, Z14
+	VSHUFI32X4      $0x88, Z14, Z27, Z15
+	VSHUFI32X4      $0xdd, Z14, Z27, Z14
+	VPADDD          Z14, Z15, Z15
+	VSHUFI32X4      $0x88, Z15, Z15, Z14
+	VSHUFI32X4      $0xdd, Z15, Z15, Z15
+	VBROADCASTSS    (R8), Z16
+	VPSLLD          $0x05, Z15, Z15
+	VPSUBD          Z15, Z14, Z14
+	MOVWLZX         208(CX), R10
+	VMOVD           R10, X13
+	MOVWLZX         208(CX)(AX*1), R10
+	VPINSRW         $0x01, R10, X13, X13
+	MOVWLZX         208(CX)(AX*2), R10
+	VPINSRW         $0x02, R10, X13, X13
+	MOVWLZX         208(CX)(DX*1), R10
+	VPINSRW         $0x03, R10, X13, X13
+	MOVWLZX         208(BX), R10
+	VPINSRW         $0x04, R10, X13, X13
+	MOVWLZX         208(BX)(AX*1), R10
+	VPINSRW         $0x05, R10, X13, X13
+	MOVWLZX         208(BX)(AX*2), R10
+	VPINSRW         $0x06, R10, X13, X13
+	MOVWLZX         208(BX)(DX*1), R10
+	VPINSRW         $0x07, R10, X13, X13
+	VCVTPH2PS       X13, Y25
+	VMULPS          Z16, Z25, Z25
+	VCVTDQ2PS       Z14, Z14
+	VMULPS          Z14, Z25, Z25
+	VADDPS          Z25, Z0, Z0
+	ADDQ            $0x000000d2, CX
+	ADDQ            $0x000000d2, BX
+	ADDQ            $0x000000d2, SI
+	ADDQ            $0x000000d2, DI
+	ADDQ            $0x00000124, R8
+	DECQ            R9
+	JMP             loop
+
+done:
+	MOVQ    out+56(FP), AX
+	VMOVUPS Y0, (AX)
+	VZEROUPPER
+	RET
+
+// func dotQ6KAVX512r1t16(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb int, out *float32, os int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, F16C
+TEXT ·dotQ6KAVX512r1t16(SB), NOSPLIT, $0-72
+	MOVQ      x+0(FP), AX
+	MOVQ      ys+24(FP), CX
+	MOVQ      yd+32(FP), DX
+	MOVQ      yds+40(FP), BX
+	MOVQ      y+16(FP), SI
+	LEAQ      (CX)(CX*2), DI
+	LEAQ      (SI)(CX*4), R8
+	LEAQ      (R8)(CX*4), R9
+	LEAQ      (R9)(CX*4), R10
+	MOVQ      nb+48(FP), R11
+	VPXORD    Z0, Z0, Z0
+	VMOVDQU64 nibbleMask<>+0(SB), Z1
+	VMOVDQU64 bits45Mask<>+0(SB), Z2
+	VMOVDQU64 q6kShiftLow<>+0(SB), Z3
+	VMOVDQU64 q6kShiftHigh<>+0(SB), Z4
+
+loop:
+	TESTQ           R11, R11
+	JZ              done
+	VPXORD          Z5, Z5, Z5
+	VPXORD          Z6, Z6, Z6
+	VPXORD          Z7, Z7, Z7
+	VPXORD          Z8, Z8, Z8
+	VPXORD          Z9, Z9, Z9
+	VPXORD          Z10, Z10, Z10
+	VPXORD          Z11, Z11, Z11
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z13, Z13, Z13
+	VPXORD          Z14, Z14, Z14
+	VPXORD          Z15, Z15, Z15
+	VPXORD          Z16, Z16, Z16
+	VPXORD          Z17, Z17, Z17
+	VPXORD          Z18, Z18, Z18
+	VPXORD          Z19, Z19, Z19
+	VPXORD          Z20, Z20, Z20
+	VPMOVSXBW       192(AX), Y21
+	VMOVDQU64       (AX), Z22
+	VBROADCASTI64X4 128(AX), Z23
+	VPANDD          Z1, Z22, Z24
+	VPSRLW          $0x04, Z22, Z22
+	VPANDD          Z1, Z22, Z22
+	VPSLLVW         Z3, Z23, Z26
+	VPANDD          Z2, Z26, Z26
+	VPORD           Z26, Z24, Z24
+	VPSRLVW         Z4, Z23, Z26
+	VPANDD          Z2, Z26, Z26
+	VPORD           Z26, Z22, Z22
+	VMOVDQU64       q6kPerm<>+0(SB), Z23
+	VPERMW          Z21, Z23, Z23
+	VPMADDUBSW      4(SI), Z24, Z26
+	VPDPWSSD        Z23, Z26, Z5
+	VPMADDUBSW      4(SI)(CX*1), Z24, Z26
+	VPDPWSSD        Z23, Z26, Z6
+	VPMADDUBSW      4(SI)(CX*2), Z24, Z26
+	VPDPWSSD        Z23, Z26, Z7
+	VPMADDUBSW      4(SI)(DI*1), Z24, Z26
+	VPDPWSSD        Z23, Z26, Z8
+	VPMADDUBSW      4(R8), Z24, Z26
+	VPDPWSSD        Z23, Z26, Z9
+	VPMADDUBSW      4(R8)(CX*1), Z24, Z26
+	VPDPWSSD        Z23, Z26, Z10
+	VPMADDUBSW      4(R8)(CX*2), Z24, Z26
+	VPDPWSSD        Z23, Z26, Z11
+	VPMADDUBSW      4(R8)(DI*1), Z24, Z26
+	VPDPWSSD        Z23, Z26, Z12
+	VPMADDUBSW      4(R9), Z24, Z26
+	VPDPWSSD        Z23, Z26, Z13
+	VPMADDUBSW      4(R9)(CX*1), Z24, Z26
+	VPDPWSSD        Z23, Z26, Z14
+	VPMADDUBSW      4(R9)(CX*2), Z24, Z26
+	VPDPWSSD        Z23, Z26, Z15
+	VPMADDUBSW      4(R9)(DI*1), Z24, Z26
+	VPDPWSSD        Z23, Z26, Z16
+	VPMADDUBSW      4(R10), Z24, Z26
+	VPDPWSSD        Z23, Z26, Z17
+	VPMADDUBSW      4(R10)(CX*1), Z24, Z26
+	VPDPWSSD        Z23, Z26, Z18
+	VPMADDUBSW      4(R10)(CX*2), Z24, Z26
+	VPDPWSSD        Z23, Z26, Z19
+	VPMADDUBSW      4(R10)(DI*1), Z24, Z24
+	VPDPWSSD        Z23, Z24, Z20
+	VMOVDQU64       q6kPerm<>+64(SB), Z23
+	VPERMW          Z21, Z23, Z23
+	VPMADDUBSW      68(SI), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z5
+	VPMADDUBSW      68(SI)(CX*1), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z6
+	VPMADDUBSW      68(SI)(CX*2), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z7
+	VPMADDUBSW      68(SI)(DI*1), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z8
+	VPMADDUBSW      68(R8), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z9
+	VPMADDUBSW      68(R8)(CX*1), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z10
+	VPMADDUBSW      68(R8)(CX*2), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z11
+	VPMADDUBSW      68(R8)(DI*1), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z12
+	VPMADDUBSW      68(R9), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z13
+	VPMADDUBSW      68(R9)(CX*1), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z14
+	VPMADDUBSW      68(R9)(CX*2), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z15
+	VPMADDUBSW      68(R9)(DI*1), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z16
+	VPMADDUBSW      68(R10), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z17
+	VPMADDUBSW      68(R10)(CX*1), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z18
+	VPMADDUBSW      68(R10)(CX*2), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z19
+	VPMADDUBSW      68(R10)(DI*1), Z22, Z22
+	VPDPWSSD        Z23, Z22, Z20
+	VMOVDQU64       64(AX), Z22
+	VBROADCASTI64X4 160(AX), Z23
+	VPANDD          Z1, Z22, Z24
+	VPSRLW          $0x04, Z22, Z22
+	VPANDD          Z1, Z22, Z22
+	VPSLLVW         Z3, Z23, Z26
+	VPANDD          Z2, Z26, Z26
+	VPORD           Z26, Z24, Z24
+	VPSRLVW         Z4, Z23, Z26
+	VPANDD          Z2, Z26, Z26
+	VPORD           Z26, Z22, Z22
+	VMOVDQU64       q6kPerm<>+128(SB), Z23
+	VPERMW          Z21, Z23, Z23
+	VPMADDUBSW      132(SI), Z24, Z26
+	VPDPWSSD        Z23, Z26, Z5
+	VPMADDUBSW      132(SI)(CX*1), Z24, Z26
+	VPDPWSSD        Z23, Z26, Z6
+	VPMADDUBSW      132(SI)(CX*2), Z24, Z26
+	VPDPWSSD        Z23, Z26, Z7
+	VPMADDUBSW      132(SI)(DI*1), Z24, Z26
+	VPDPWSSD        Z23, Z26, Z8
+	VPMADDUBSW      132(R8), Z24, Z26
+	VPDPWSSD        Z23, Z26, Z9
+	VPMADDUBSW      132(R8)(CX*1), Z24, Z26
+	VPDPWSSD        Z23, Z26, Z10
+	VPMADDUBSW      132(R8)(CX*2), Z24, Z26
+	VPDPWSSD        Z23, Z26, Z11
+	VPMADDUBSW      132(R8)(DI*1), Z24, Z26
+	VPDPWSSD        Z23, Z26, Z12
+	VPMADDUBSW      132(R9), Z24, Z26
+	VPDPWSSD        Z23, Z26, Z13
+	VPMADDUBSW      132(R9)(CX*1), Z24, Z26
+	VPDPWSSD        Z23, Z26, Z14
+	VPMADDUBSW      132(R9)(CX*2), Z24, Z26
+	VPDPWSSD        Z23, Z26, Z15
+	VPMADDUBSW      132(R9)(DI*1), Z24, Z26
+	VPDPWSSD        Z23, Z26, Z16
+	VPMADDUBSW      132(R10), Z24, Z26
+	VPDPWSSD        Z23, Z26, Z17
+	VPMADDUBSW      132(R10)(CX*1), Z24, Z26
+	VPDPWSSD        Z23, Z26, Z18
+	VPMADDUBSW      132(R10)(CX*2), Z24, Z26
+	VPDPWSSD        Z23, Z26, Z19
+	VPMADDUBSW      132(R10)(DI*1), Z24, Z24
+	VPDPWSSD        Z23, Z24, Z20
+	VMOVDQU64       q6kPerm<>+192(SB), Z23
+	VPERMW          Z21, Z23, Z23
+	VPMADDUBSW      196(SI), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z5
+	VPMADDUBSW      196(SI)(CX*1), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z6
+	VPMADDUBSW      196(SI)(CX*2), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z7
+	VPMADDUBSW      196(SI)(DI*1), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z8
+	VPMADDUBSW      196(R8), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z9
+	VPMADDUBSW      196(R8)(CX*1), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z10
+	VPMADDUBSW      196(R8)(CX*2), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z11
+	VPMADDUBSW      196(R8)(DI*1), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z12
+	VPMADDUBSW      196(R9), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z13
+	VPMADDUBSW      196(R9)(CX*1), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z14
+	VPMADDUBSW      196(R9)(CX*2), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z15
+	VPMADDUBSW      196(R9)(DI*1), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z16
+	VPMADDUBSW      196(R10), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z17
+	VPMADDUBSW      196(R10)(CX*1), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z18
+	VPMADDUBSW      196(R10)(CX*2), Z22, Z24
+	VPDPWSSD        Z23, Z24, Z19
+	VPMADDUBSW      196(R10)(DI*1), Z22, Z22
+	VPDPWSSD        Z23, Z22, Z20
+	VEXTRACTI64X4   $0x01, Z5, Y25
+	VPADDD          Y5, Y25, Y25
+	VPMADDWD        260(SI), Y21, Y5
+	VINSERTI64X4    $0x01, Y5, Z25, Z5
+	VEXTRACTI64X4   $0x01, Z6, Y25
+	VPADDD          Y6, Y25, Y25
+	VPMADDWD        260(SI)(CX*1), Y21, Y6
+	VINSERTI64X4    $0x01, Y6, Z25, Z6
+	VEXTRACTI64X4   $0x01, Z7, Y25
+	VPADDD          Y7, Y25, Y25
+	VPMADDWD        260(SI)(CX*2), Y21, Y7
+	VINSERTI64X4    $0x01, Y7, Z25, Z7
+	VEXTRACTI64X4   $0x01, Z8, Y25
+	VPADDD          Y8, Y25, Y25
+	VPMADDWD        260(SI)(DI*1), Y21, Y8
+	VINSERTI64X4    $0x01, Y8, Z25, Z8
+	VEXTRACTI64X4   $0x01, Z9, Y25
+	VPADDD          Y9, Y25, Y25
+	VPMADDWD        260(R8), Y21, Y9
+	VINSERTI64X4    $0x01, Y9, Z25, Z9
+	VEXTRACTI64X4   $0x01, Z10, Y25
+	VPADDD          Y10, Y25, Y25
+	VPMADDWD        260(R8)(CX*1), Y21, Y10
+	VINSERTI64X4    $0x01, Y10, Z25, Z10
+	VEXTRACTI64X4   $0x01, Z11, Y25
+	VPADDD          Y11, Y25, Y25
+	VPMADDWD        260(R8)(CX*2), Y21, Y11
+	VINSERTI64X4    $0x01, Y11, Z25, Z11
+	VEXTRACTI64X4   $0x01, Z12, Y25
+	VPADDD          Y12, Y25, Y25
+	VPMADDWD        260(R8)(DI*1), Y21, Y12
+	VINSERTI64X4    $0x01, Y12, Z25, Z12
+	VEXTRACTI64X4   $0x01, Z13, Y25
+	VPADDD          Y13, Y25, Y25
+	VPMADDWD        260(R9), Y21, Y13
+	VINSERTI64X4    $0x01, Y13, Z25, Z13
+	VEXTRACTI64X4   $0x01, Z14, Y25
+	VPADDD          Y14, Y25, Y25
+	VPMADDWD        260(R9)(CX*1), Y21, Y14
+	VINSERTI64X4    $0x01, Y14, Z25, Z14
+	VEXTRACTI64X4   $0x01, Z15, Y25
+	VPADDD          Y15, Y25, Y25
+	VPMADDWD        260(R9)(CX*2), Y21, Y15
+	VINSERTI64X4    $0x01, Y15, Z25, Z15
+	VEXTRACTI64X4   $0x01, Z16, Y25
+	VPADDD          Y16, Y25, Y25
+	VPMADDWD        260(R9)(DI*1), Y21, Y16
+	VINSERTI64X4    $0x01, Y16, Z25, Z16
+	VEXTRACTI64X4   $0x01, Z17, Y25
+	VPADDD          Y17, Y25, Y25
+	VPMADDWD        260(R10), Y21, Y17
+	VINSERTI64X4    $0x01, Y17, Z25, Z17
+	VEXTRACTI64X4   $0x01, Z18, Y25
+	VPADDD          Y18, Y25, Y25
+	VPMADDWD        260(R10)(CX*1), Y21, Y18
+	VINSERTI64X4    $0x01, Y18, Z25, Z18
+	VEXTRACTI64X4   $0x01, Z19, Y25
+	VPADDD          Y19, Y25, Y25
+	VPMADDWD        260(R10)(CX*2), Y21, Y19
+	VINSERTI64X4    $0x01, Y19, Z25, Z19
+	VEXTRACTI64X4   $0x01, Z20, Y25
+	VPADDD          Y20, Y25, Y25
+	VPMADDWD        260(R10)(DI*1), Y21, Y20
+	VINSERTI64X4    $0x01, Y20, Z25, Z20
+	VPUNPCKLDQ      Z6, Z5, Z22
+	VPUNPCKHDQ      Z6, Z5, Z23
+	VPADDD          Z23, Z22, Z22
+	VPUNPCKLDQ      Z8, Z7, Z23
+	VPUNPCKHDQ      Z8, Z7, Z24
+	VPADDD          Z24, Z23, Z23
+	VPUNPCKLDQ      Z10, Z9, Z24
+	VPUNPCKHDQ      Z10, Z9, Z26
+	VPADDD          Z26, Z24, Z24
+	VPUNPCKLDQ      Z12, Z11, Z26
+	VPUNPCKHDQ      Z12, Z11, Z27
+	VPADDD          Z27, Z26, Z26
+	VPUNPCKLDQ      Z14, Z13, Z27
+	VPUNPCKHDQ      Z14, Z13, Z28
+	VPADDD          Z28, Z27, Z27
+	VPUNPCKLDQ      Z16, Z15, Z28
+	VPUNPCKHDQ      Z16, Z15, Z29
+	VPADDD          Z29, Z28, Z28
+	VPUNPCKLDQ      Z18, Z17, Z29
+	VPUNPCKHDQ      Z18, Z17, Z30
+	VPADDD          Z30, Z29, Z29
+	VPUNPCKLDQ      Z20, Z19, Z30
+	VPUNPCKHDQ      Z20, Z19, Z31
+	VPADDD          Z31, Z30, Z30
+	VPUNPCKLQDQ     Z23, Z22, Z31
+	VPUNPCKHQDQ     Z23, Z22, Z22
+	VPADDD          Z22, Z31, Z31
+	VPUNPCKLQDQ     Z26, Z24, Z22
+	VPUNPCKHQDQ     Z26, Z24, Z23
+	VPADDD          Z23, Z22, Z22
+	VPUNPCKLQDQ     Z28, Z27, Z23
+	VPUNPCKHQDQ     Z28, Z27, Z24
+	VPADDD          Z24, Z23, Z23
+	VPUNPCKLQDQ     Z30, Z29, Z24
+	VPUNPCKHQDQ     Z30, Z29, Z26
+	VPADDD          Z26, Z24, Z24
+	VSHUFI32X4      $0x88, Z22, Z31, Z26
+	VSHUFI32X4      $0xdd, Z22, Z31, Z22
+	VPADDD          Z22, Z26, Z26
+	VSHUFI32X4      $0x88, Z24, Z23, Z22
+	VSHUFI32X4      $0xdd, Z24, Z23, Z23
+	VPADDD          Z23, Z22, Z22
+	VSHUFI32X4      $0x88, Z22, Z26, Z23
+	VSHUFI32X4      $0xdd, Z22, Z26, Z22
+	VMOVUPS         (DX), Z24
+	VPSLLD          $0x05, Z22, Z22
+	VPSUBD          Z22, Z23, Z23
+	MOVWLZX         208(AX), R12
+	VMOVD           R12, X21
+	VCVTPH2PS       X21, Y22
+	VBROADCASTSS    X22, Z22
+	VMULPS          Z24, Z22, Z22
+	VCVTDQ2PS       Z23, Z23
+	VMULPS          Z23, Z22, Z22
+	VADDPS          Z22, Z0, Z0
+	ADDQ            $0x000000d2, AX
+	ADDQ            $0x00000124, SI
+	ADDQ            $0x00000124, R8
+	ADDQ            $0x00000124, R9
+	ADDQ            $0x00000124, R10
+	ADDQ            BX, DX
+	DECQ            R11
+	JMP             loop
+
+done:
+	MOVQ          out+56(FP), AX
+	MOVQ          os+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x00, Z0, X1
+	VEXTRACTPS    $0x00, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Z0, X1
+	VEXTRACTPS    $0x00, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x02, Z0, X1
+	VEXTRACTPS    $0x00, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x03, Z0, X0
+	VEXTRACTPS    $0x00, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X0, (AX)
+	ADDQ          CX, AX
+	VZEROUPPER
+	RET
+
+// func dotQ6KAVX512r1t8(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb int, out *float32, os int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, F16C
+TEXT ·dotQ6KAVX512r1t8(SB), NOSPLIT, $0-72
+	MOVQ      x+0(FP), AX
+	MOVQ      ys+24(FP), CX
+	MOVQ      yd+32(FP), DX
+	MOVQ      yds+40(FP), BX
+	MOVQ      y+16(FP), SI
+	LEAQ      (CX)(CX*2), DI
+	LEAQ      (SI)(CX*4), R8
+	MOVQ      nb+48(FP), R9
+	VPXORD    Z0, Z0, Z0
+	VMOVDQU64 nibbleMask<>+0(SB), Z1
+	VMOVDQU64 bits45Mask<>+0(SB), Z2
+	VMOVDQU64 q6kShiftLow<>+0(SB), Z3
+	VMOVDQU64 q6kShiftHigh<>+0(SB), Z4
+
+loop:
+	TESTQ           R9, R9
+	JZ              done
+	VPXORD          Z5, Z5, Z5
+	VPXORD          Z6, Z6, Z6
+	VPXORD          Z7, Z7, Z7
+	VPXORD          Z8, Z8, Z8
+	VPXORD          Z9, Z9, Z9
+	VPXORD          Z10, Z10, Z10
+	VPXORD          Z11, Z11, Z11
+	VPXORD          Z12, Z12, Z12
+	VPMOVSXBW       192(AX), Y13
+	VMOVDQU64       (AX), Z14
+	VBROADCASTI64X4 128(AX), Z15
+	VPANDD          Z1, Z14, Z16
+	VPSRLW          $0x04, Z14, Z14
+	VPANDD          Z1, Z14, Z14
+	VPSLLVW         Z3, Z15, Z18
+	VPANDD          Z2, Z18, Z18
+	VPORD           Z18, Z16, Z16
+	VPSRLVW         Z4, Z15, Z18
+	VPANDD          Z2, Z18, Z18
+	VPORD           Z18, Z14, Z14
+	VMOVDQU64       q6kPerm<>+0(SB), Z15
+	VPERMW          Z13, Z15, Z15
+	VPMADDUBSW      4(SI), Z16, Z18
+	VPDPWSSD        Z15, Z18, Z5
+	VPMADDUBSW      4(SI)(CX*1), Z16, Z18
+	VPDPWSSD        Z15, Z18, Z6
+	VPMADDUBSW      4(SI)(CX*2), Z16, Z18
+	VPDPWSSD        Z15, Z18, Z7
+	VPMADDUBSW      4(SI)(DI*1), Z16, Z18
+	VPDPWSSD        Z15, Z18, Z8
+	VPMADDUBSW      4(R8), Z16, Z18
+	VPDPWSSD        Z15, Z18, Z9
+	VPMADDUBSW      4(R8)(CX*1), Z16, Z18
+	VPDPWSSD        Z15, Z18, Z10
+	VPMADDUBSW      4(R8)(CX*2), Z16, Z18
+	VPDPWSSD        Z15, Z18, Z11
+	VPMADDUBSW      4(R8)(DI*1), Z16, Z16
+	VPDPWSSD        Z15, Z16, Z12
+	VMOVDQU64       q6kPerm<>+64(SB), Z15
+	VPERMW          Z13, Z15, Z15
+	VPMADDUBSW      68(SI), Z14, Z16
+	VPDPWSSD        Z15, Z16, Z5
+	VPMADDUBSW      68(SI)(CX*1), Z14, Z16
+	VPDPWSSD        Z15, Z16, Z6
+	VPMADDUBSW      68(SI)(CX*2), Z14, Z16
+	VPDPWSSD        Z15, Z16, Z7
+	VPMADDUBSW      68(SI)(DI*1), Z14, Z16
+	VPDPWSSD        Z15, Z16, Z8
+	VPMADDUBSW      68(R8), Z14, Z16
+	VPDPWSSD        Z15, Z16, Z9
+	VPMADDUBSW      68(R8)(CX*1), Z14, Z16
+	VPDPWSSD        Z15, Z16, Z10
+	VPMADDUBSW      68(R8)(CX*2), Z14, Z16
+	VPDPWSSD        Z15, Z16, Z11
+	VPMADDUBSW      68(R8)(DI*1), Z14, Z14
+	VPDPWSSD        Z15, Z14, Z12
+	VMOVDQU64       64(AX), Z14
+	VBROADCASTI64X4 160(AX), Z15
+	VPANDD          Z1, Z14, Z16
+	VPSRLW          $0x04, Z14, Z14
+	VPANDD          Z1, Z14, Z14
+	VPSLLVW         Z3, Z15, Z18
+	VPANDD          Z2, Z18, Z18
+	VPORD           Z18, Z16, Z16
+	VPSRLVW         Z4, Z15, Z18
+	VPANDD          Z2, Z18, Z18
+	VPORD           Z18, Z14, Z14
+	VMOVDQU64       q6kPerm<>+128(SB), Z15
+	VPERMW          Z13, Z15, Z15
+	VPMADDUBSW      132(SI), Z16, Z18
+	VPDPWSSD        Z15, Z18, Z5
+	VPMADDUBSW      132(SI)(CX*1), Z16, Z18
+	VPDPWSSD        Z15, Z18, Z6
+	VPMADDUBSW      132(SI)(CX*2), Z16, Z18
+	VPDPWSSD        Z15, Z18, Z7
+	VPMADDUBSW      132(SI)(DI*1), Z16, Z18
+	VPDPWSSD        Z15, Z18, Z8
+	VPMADDUBSW      132(R8), Z16, Z18
+	VPDPWSSD        Z15, Z18, Z9
+	VPMADDUBSW      132(R8)(CX*1), Z16, Z18
+	VPDPWSSD        Z15, Z18, Z10
+	VPMADDUBSW      132(R8)(CX*2), Z16, Z18
+	VPDPWSSD        Z15, Z18, Z11
+	VPMADDUBSW      132(R8)(DI*1), Z16, Z16
+	VPDPWSSD        Z15, Z16, Z12
+	VMOVDQU64       q6kPerm<>+192(SB), Z15
+	VPERMW          Z13, Z15, Z15
+	VPMADDUBSW      196(SI), Z14, Z16
+	VPDPWSSD        Z15, Z16, Z5
+	VPMADDUBSW      196(SI)(CX*1), Z14, Z16
+	VPDPWSSD        Z15, Z16, Z6
+	VPMADDUBSW      196(SI)(CX*2), Z14, Z16
+	VPDPWSSD        Z15, Z16, Z7
+	VPMADDUBSW      196(SI)(DI*1), Z14, Z16
+	VPDPWSSD        Z15, Z16, Z8
+	VPMADDUBSW      196(R8), Z14, Z16
+	VPDPWSSD        Z15, Z16, Z9
+	VPMADDUBSW      196(R8)(CX*1), Z14, Z16
+	VPDPWSSD        Z15, Z16, Z10
+	VPMADDUBSW      196(R8)(CX*2), Z14, Z16
+	VPDPWSSD        Z15, Z16, Z11
+	VPMADDUBSW      196(R8)(DI*1), Z14, Z14
+	VPDPWSSD        Z15, Z14, Z12
+	VEXTRACTI64X4   $0x01, Z5, Y17
+	VPADDD          Y5, Y17, Y17
+	VPMADDWD        260(SI), Y13, Y5
+	VINSERTI64X4    $0x01, Y5, Z17, Z5
+	VEXTRACTI64X4   $0x01, Z6, Y17
+	VPADDD          Y6, Y17, Y17
+	VPMADDWD        260(SI)(CX*1), Y13, Y6
+	VINSERTI64X4    $0x01, Y6, Z17, Z6
+	VEXTRACTI64X4   $0x01, Z7, Y17
+	VPADDD          Y7, Y17, Y17
+	VPMADDWD        260(SI)(CX*2), Y13, Y7
+	VINSERTI64X4    $0x01, Y7, Z17, Z7
+	VEXTRACTI64X4   $0x01, Z8, Y17
+	VPADDD          Y8, Y17, Y17
+	VPMADDWD        260(SI)(DI*1), Y13, Y8
+	VINSERTI64X4    $0x01, Y8, Z17, Z8
+	VEXTRACTI64X4   $0x01, Z9, Y17
+	VPADDD          Y9, Y17, Y17
+	VPMADDWD        260(R8), Y13, Y9
+	VINSERTI64X4    $0x01, Y9, Z17, Z9
+	VEXTRACTI64X4   $0x01, Z10, Y17
+	VPADDD          Y10, Y17, Y17
+	VPMADDWD        260(R8)(CX*1), Y13, Y10
+	VINSERTI64X4    $0x01, Y10, Z17, Z10
+	VEXTRACTI64X4   $0x01, Z11, Y17
+	VPADDD          Y11, Y17, Y17
+	VPMADDWD        260(R8)(CX*2), Y13, Y11
+	VINSERTI64X4    $0x01, Y11, Z17, Z11
+	VEXTRACTI64X4   $0x01, Z12, Y17
+	VPADDD          Y12, Y17, Y17
+	VPMADDWD        260(R8)(DI*1), Y13, Y12
+	VINSERTI64X4    $0x01, Y12, Z17, Z12
+	VPUNPCKLDQ      Z6, Z5, Z14
+	VPUNPCKHDQ      Z6, Z5, Z15
+	VPADDD          Z15, Z14, Z14
+	VPUNPCKLDQ      Z8, Z7, Z15
+	VPUNPCKHDQ      Z8, Z7, Z16
+	VPADDD          Z16, Z15, Z15
+	VPUNPCKLDQ      Z10, Z9, Z16
+	VPUNPCKHDQ      Z10, Z9, Z18
+	VPADDD          Z18, Z16, Z16
+	VPUNPCKLDQ      Z12, Z11, Z18
+	VPUNPCKHDQ      Z12, Z11, Z19
+	VPADDD          Z19, Z18, Z18
+	VPUNPCKLQDQ     Z15, Z14, Z19
+	VPUNPCKHQDQ     Z15, Z14, Z14
+	VPADDD          Z14, Z19, Z19
+	VPUNPCKLQDQ     Z18, Z16, Z14
+	VPUNPCKHQDQ     Z18, Z16, Z15
+	VPADDD          Z15, Z14, Z14
+	VSHUFI32X4      $0x88, Z14, Z19, Z15
+	VSHUFI32X4      $0xdd, Z14, Z19, Z14
+	VPADDD          Z14, Z15, Z15
+	VSHUFI32X4      $0x88, Z15, Z15, Z14
+	VSHUFI32X4      $0xdd, Z15, Z15, Z15
+	VMOVUPS         (DX), Y13
+	VPSLLD          $0x05, Z15, Z15
+	VPSUBD          Z15, Z14, Z14
+	MOVWLZX         208(AX), R10
+	VMOVD           R10, X15
+	VCVTPH2PS       X15, Y15
+	VBROADCASTSS    X15, Z15
+	VMULPS          Z13, Z15, Z15
+	VCVTDQ2PS       Z14, Z14
+	VMULPS          Z14, Z15, Z15
+	VADDPS          Z15, Z0, Z0
+	ADDQ            $0x000000d2, AX
+	ADDQ            $0x00000124, SI
+	ADDQ            $0x00000124, R8
+	ADDQ            BX, DX
+	DECQ            R9
+	JMP             loop
+
+done:
+	MOVQ          out+56(FP), AX
+	MOVQ          os+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x00, Z0, X1
+	VEXTRACTPS    $0x00, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Z0, X0
+	VEXTRACTPS    $0x00, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X0, (AX)
+	ADDQ          CX, AX
+	VZEROUPPER
+	RET
+
+// func dotQ6KAVX512r1t4(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb int, out *float32, os int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, F16C
+TEXT ·dotQ6KAVX512r1t4(SB), NOSPLIT, $0-72
+	MOVQ      x+0(FP), AX
+	MOVQ      ys+24(FP), CX
+	MOVQ      yd+32(FP), DX
+	MOVQ      yds+40(FP), BX
+	MOVQ      y+16(FP), SI
+	LEAQ      (CX)(CX*2), DI
+	MOVQ      nb+48(FP), R8
+	VPXORD    Z0, Z0, Z0
+	VMOVDQU64 nibbleMask<>+0(SB), Z1
+	VMOVDQU64 bits45Mask<>+0(SB), Z2
+	VMOVDQU64 q6kShiftLow<>+0(SB), Z3
+	VMOVDQU64 q6kShiftHigh<>+0(SB), Z4
+
+loop:
+	TESTQ           R8, R8
+	JZ              done
+	VPXORD          Z5, Z5, Z5
+	VPXORD          Z6, Z6, Z6
+	VPXORD          Z7, Z7, Z7
+	VPXORD          Z8, Z8, Z8
+	VPMOVSXBW       192(AX), Y9
+	VMOVDQU64       (AX), Z10
+	VBROADCASTI64X4 128(AX), Z11
+	VPANDD          Z1, Z10, Z12
+	VPSRLW          $0x04, Z10, Z10
+	VPANDD          Z1, Z10, Z10
+	VPSLLVW         Z3, Z11, Z15
+	VPANDD          Z2, Z15, Z15
+	VPORD           Z15, Z12, Z12
+	VPSRLVW         Z4, Z11, Z15
+	VPANDD          Z2, Z15, Z15
+	VPORD           Z15, Z10, Z10
+	VMOVDQU64       q6kPerm<>+0(SB), Z11
+	VPERMW          Z9, Z11, Z11
+	VPMADDUBSW      4(SI), Z12, Z15
+	VPDPWSSD        Z11, Z15, Z5
+	VPMADDUBSW      4(SI)(CX*1), Z12, Z15
+	VPDPWSSD        Z11, Z15, Z6
+	VPMADDUBSW      4(SI)(CX*2), Z12, Z15
+	VPDPWSSD        Z11, Z15, Z7
+	VPMADDUBSW      4(SI)(DI*1), Z12, Z12
+	VPDPWSSD        Z11, Z12, Z8
+	VMOVDQU64       q6kPerm<>+64(SB), Z11
+	VPERMW          Z9, Z11, Z11
+	VPMADDUBSW      68(SI), Z10, Z12
+	VPDPWSSD        Z11, Z12, Z5
+	VPMADDUBSW      68(SI)(CX*1), Z10, Z12
+	VPDPWSSD        Z11, Z12, Z6
+	VPMADDUBSW      68(SI)(CX*2), Z10, Z12
+	VPDPWSSD        Z11, Z12, Z7
+	VPMADDUBSW      68(SI)(DI*1), Z10, Z10
+	VPDPWSSD        Z11, Z10, Z8
+	VMOVDQU64       64(AX), Z10
+	VBROADCASTI64X4 160(AX), Z11
+	VPANDD          Z1, Z10, Z12
+	VPSRLW          $0x04, Z10, Z10
+	VPANDD          Z1, Z10, Z10
+	VPSLLVW         Z3, Z11, Z15
+	VPANDD          Z2, Z15, Z15
+	VPORD           Z15, Z12, Z12
+	VPSRLVW         Z4, Z11, Z15
+	VPANDD          Z2, Z15, Z15
+	VPORD           Z15, Z10, Z10
+	VMOVDQU64       q6kPerm<>+128(SB), Z11
+	VPERMW          Z9, Z11, Z11
+	VPMADDUBSW      132(SI), Z12, Z15
+	VPDPWSSD        Z11, Z15, Z5
+	VPMADDUBSW      132(SI)(CX*1), Z12, Z15
+	VPDPWSSD        Z11, Z15, Z6
+	VPMADDUBSW      132(SI)(CX*2), Z12, Z15
+	VPDPWSSD        Z11, Z15, Z7
+	VPMADDUBSW      132(SI)(DI*1), Z12, Z12
+	VPDPWSSD        Z11, Z12, Z8
+	VMOVDQU64       q6kPerm<>+192(SB), Z11
+	VPERMW          Z9, Z11, Z11
+	VPMADDUBSW      196(SI), Z10, Z12
+	VPDPWSSD        Z11, Z12, Z5
+	VPMADDUBSW      196(SI)(CX*1), Z10, Z12
+	VPDPWSSD        Z11, Z12, Z6
+	VPMADDUBSW      196(SI)(CX*2), Z10, Z12
+	VPDPWSSD        Z11, Z12, Z7
+	VPMADDUBSW      196(SI)(DI*1), Z10, Z10
+	VPDPWSSD        Z11, Z10, Z8
+	VEXTRACTI64X4   $0x01, Z5, Y13
+	VPADDD          Y5, Y13, Y13
+	VPMADDWD        260(SI), Y9, Y5
+	VINSERTI64X4    $0x01, Y5, Z13, Z5
+	VEXTRACTI64X4   $0x01, Z6, Y13
+	VPADDD          Y6, Y13, Y13
+	VPMADDWD        260(SI)(CX*1), Y9, Y6
+	VINSERTI64X4    $0x01, Y6, Z13, Z6
+	VEXTRACTI64X4   $0x01, Z7, Y13
+	VPADDD          Y7, Y13, Y13
+	VPMADDWD        260(SI)(CX*2), Y9, Y7
+	VINSERTI64X4    $0x01, Y7, Z13, Z7
+	VEXTRACTI64X4   $0x01, Z8, Y13
+	VPADDD          Y8, Y13, Y13
+	VPMADDWD        260(SI)(DI*1), Y9, Y8
+	VINSERTI64X4    $0x01, Y8, Z13, Z8
+	VPUNPCKLDQ      Z6, Z5, Z10
+	VPUNPCKHDQ      Z6, Z5, Z11
+	VPADDD          Z11, Z10, Z10
+	VPUNPCKLDQ      Z8, Z7, Z11
+	VPUNPCKHDQ      Z8, Z7, Z12
+	VPADDD          Z12, Z11, Z11
+	VPUNPCKLQDQ     Z11, Z10, Z12
+	VPUNPCKHQDQ     Z11, Z10, Z10
+	VPADDD          Z10, Z12, Z12
+	VSHUFI32X4      $0x88, Z12, Z12, Z10
+	VSHUFI32X4      $0xdd, Z12, Z12, Z11
+	VPADDD          Z11, Z10, Z10
+	VSHUFI32X4      $0x88, Z10, Z10, Z11
+	VSHUFI32X4      $0xdd, Z10, Z10, Z10
+	VMOVUPS         (DX), X14
+	VPSLLD          $0x05, Z10, Z10
+	VPSUBD          Z10, Z11, Z11
+	MOVWLZX         208(AX), R9
+	VMOVD           R9, X9
+	VCVTPH2PS       X9, Y10
+	VBROADCASTSS    X10, Z10
+	VMULPS          Z14, Z10, Z10
+	VCVTDQ2PS       Z11, Z11
+	VMULPS          Z11, Z10, Z10
+	VADDPS          Z10, Z0, Z0
+	ADDQ            $0x000000d2, AX
+	ADDQ            $0x00000124, SI
+	ADDQ            BX, DX
+	DECQ            R8
+	JMP             loop
+
+done:
+	MOVQ          out+56(FP), AX
+	MOVQ          os+64(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x00, Z0, X0
+	VEXTRACTPS    $0x00, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X0, (AX)
+	ADDQ          CX, AX
+	VZEROUPPER
+	RET
+
+// func dotQ8_0AVX512x16t1(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL, MMX+
+TEXT ·dotQ8_0AVX512x16t1(SB), NOSPLIT, $0-56
+	MOVQ       rb+8(FP), AX
+	MOVQ       x+0(FP), CX
+	LEAQ       (AX)(AX*2), DX
+	LEAQ       (CX)(AX*4), BX
+	LEAQ       (BX)(AX*4), SI
+	LEAQ       (SI)(AX*4), DI
+	LEAQ       (DI)(AX*4), R8
+	LEAQ       (R8)(AX*4), R9
+	LEAQ       (R9)(AX*4), R10
+	LEAQ       (R10)(AX*4), R11
+	MOVQ       y+16(FP), R12
+	MOVQ       nb+32(FP), R13
+	VPXORD     Z0, Z0, Z0
+	VPTERNLOGD $0xff, Z1, Z1, Z1
+	VPABSB     Z1, Z1
+	VPSLLW     $0x07, Z1, Z1
+	VPXORD     Z2, Z2, Z2
+
+loop:
+	TESTQ         R13, R13
+	JZ            done
+	PREFETCHT0    (R8)
+	PREFETCHT0    (R8)(AX*1)
+	PREFETCHT0    (R8)(AX*2)
+	PREFETCHT0    (R8)(DX*1)
+	PREFETCHT0    (R9)
+	PREFETCHT0    (R9)(AX*1)
+	PREFETCHT0    (R9)(AX*2)
+	PREFETCHT0    (R9)(DX*1)
+	PREFETCHT0    (R10)
+	PREFETCHT0    (R10)(AX*1)
+	PREFETCHT0    (R10)(AX*2)
+	PREFETCHT0    (R10)(DX*1)
+	PREFETCHT0    (R11)
+	PREFETCHT0    (R11)(AX*1)
+	PREFETCHT0    (R11)(AX*2)
+	PREFETCHT0    (R11)(DX*1)
+	VINSERTI32X4  $0x00, 2(CX), Z0, Z3
+	VINSERTI32X4  $0x01, 2(BX), Z3, Z3
+	VINSERTI32X4  $0x02, 2(SI), Z3, Z3
+	VINSERTI32X4  $0x03, 2(DI), Z3, Z3
+	VINSERTI32X4  $0x00, 2(CX)(AX*1), Z0, Z4
+	VINSERTI32X4  $0x01, 2(BX)(AX*1), Z4, Z4
+	VINSERTI32X4  $0x02, 2(SI)(AX*1), Z4, Z4
+	VINSERTI32X4  $0x03, 2(DI)(AX*1), Z4, Z4
+	VINSERTI32X4  $0x00, 2(CX)(AX*2), Z0, Z5
+	VINSERTI32X4  $0x01, 2(BX)(AX*2), Z5, Z5
+	VINSERTI32X4  $0x02, 2(SI)(AX*2), Z5, Z5
+	VINSERTI32X4  $0x03, 2(DI)(AX*2), Z5, Z5
+	VINSERTI32X4  $0x00, 2(CX)(DX*1), Z0, Z6
+	VINSERTI32X4  $0x01, 2(BX)(DX*1), Z6, Z6
+	VINSERTI32X4  $0x02, 2(SI)(DX*1), Z6, Z6
+	VINSERTI32X4  $0x03, 2(DI)(DX*1), Z6, Z6
+	VPUNPCKLDQ    Z4, Z3, Z7
+	VPUNPCKHDQ    Z4, Z3, Z3
+	VPUNPCKLDQ    Z6, Z5, Z4
+	VPUNPCKHDQ    Z6, Z5, Z5
+	VPUNPCKLQDQ   Z4, Z7, Z6
+	VPUNPCKHQDQ   Z4, Z7, Z4
+	VPUNPCKLQDQ   Z5, Z3, Z7
+	VPUNPCKHQDQ   Z5, Z3, Z3
+	VINSERTI32X4  $0x00, 18(CX), Z0, Z5
+	VINSERTI32X4  $0x01, 18(BX), Z5, Z5
+	VINSERTI32X4  $0x02, 18(SI), Z5, Z5
+	VINSERTI32X4  $0x03, 18(DI), Z5, Z5
+	VINSERTI32X4  $0x00, 18(CX)(AX*1), Z0, Z9
+	VINSERTI32X4  $0x01, 18(BX)(AX*1), Z9, Z9
+	VINSERTI32X4  $0x02, 18(SI)(AX*1), Z9, Z9
+	VINSERTI32X4  $0x03, 18(DI)(AX*1), Z9, Z9
+	VINSERTI32X4  $0x00, 18(CX)(AX*2), Z0, Z10
+	VINSERTI32X4  $0x01, 18(BX)(AX*2), Z10, Z10
+	VINSERTI32X4  $0x02, 18(SI)(AX*2), Z10, Z10
+	VINSERTI32X4  $0x03, 18(DI)(AX*2), Z10, Z10
+	VINSERTI32X4  $0x00, 18(CX)(DX*1), Z0, Z11
+	VINSERTI32X4  $0x01, 18(BX)(DX*1), Z11, Z11
+	VINSERTI32X4  $0x02, 18(SI)(DX*1), Z11, Z11
+	VINSERTI32X4  $0x03, 18(DI)(DX*1), Z11, Z11
+	VPUNPCKLDQ    Z9, Z5, Z12
+	VPUNPCKHDQ    Z9, Z5, Z5
+	VPUNPCKLDQ    Z11, Z10, Z9
+	VPUNPCKHDQ    Z11, Z10, Z10
+	VPUNPCKLQDQ   Z9, Z12, Z11
+	VPUNPCKHQDQ   Z9, Z12, Z9
+	VPUNPCKLQDQ   Z10, Z5, Z12
+	VPUNPCKHQDQ   Z10, Z5, Z5
+	VPXORD        Z1, Z6, Z6
+	VPXORD        Z1, Z4, Z4
+	VPXORD        Z1, Z7, Z7
+	VPXORD        Z1, Z3, Z3
+	VPXORD        Z1, Z11, Z11
+	VPXORD        Z1, Z9, Z9
+	VPXORD        Z1, Z12, Z12
+	VPXORD        Z1, Z5, Z5
+	VMOVDQA32     X0, X8
+	VMOVDQA32     X0, X10
+	VPINSRW       $0x00, (CX), X8, X8
+	VPINSRW       $0x00, (SI), X10, X10
+	VPINSRW       $0x01, (CX)(AX*1), X8, X8
+	VPINSRW       $0x01, (SI)(AX*1), X10, X10
+	VPINSRW       $0x02, (CX)(AX*2), X8, X8
+	VPINSRW       $0x02, (SI)(AX*2), X10, X10
+	VPINSRW       $0x03, (CX)(DX*1), X8, X8
+	VPINSRW       $0x03, (SI)(DX*1), X10, X10
+	VPINSRW       $0x04, (BX), X8, X8
+	VPINSRW       $0x04, (DI), X10, X10
+	VPINSRW       $0x05, (BX)(AX*1), X8, X8
+	VPINSRW       $0x05, (DI)(AX*1), X10, X10
+	VPINSRW       $0x06, (BX)(AX*2), X8, X8
+	VPINSRW       $0x06, (DI)(AX*2), X10, X10
+	VPINSRW       $0x07, (BX)(DX*1), X8, X8
+	VPINSRW       $0x07, (DI)(DX*1), X10, X10
+	VINSERTI32X4  $0x01, X10, Y8, Y10
+	VCVTPH2PS     Y10, Z10
+	VPBROADCASTD  4(R12), Z13
+	VPDPBUSD.BCST 8(R12), Z6, Z13
+	VPDPBUSD.BCST 12(R12), Z4, Z13
+	VPDPBUSD.BCST 16(R12), Z7, Z13
+	VPDPBUSD.BCST 20(R12), Z3, Z13
+	VPDPBUSD.BCST 24(R12), Z11, Z13
+	VPDPBUSD.BCST 28(R12), Z9, Z13
+	VPDPBUSD.BCST 32(R12), Z12, Z13
+	VPDPBUSD.BCST 36(R12), Z5, Z13
+	VCVTDQ2PS     Z13, Z13
+	VMULPS.BCST   (R12), Z10, Z3
+	VMULPS        Z13, Z3, Z3
+	VADDPS        Z3, Z2, Z2
+	ADDQ          $0x00000022, CX
+	ADDQ          $0x00000022, BX
+	ADDQ          $0x00000022, SI
+	ADDQ          $0x00000022, DI
+	ADDQ          $0x00000022, R8
+	ADDQ          $0x00000022, R9
+	ADDQ          $0x00000022, R10
+	ADDQ          $0x00000022, R11
+	ADDQ          $0x00000028, R12
+	DECQ          R13
+	JMP           loop
+
+done:
+	MOVQ    out+40(FP), AX
+	VMOVUPS Z2, (AX)
+	VZEROUPPER
+	RET
+
+// func dotQ8_0AVX512x16t4(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·dotQ8_0AVX512x16t4(SB), NOSPLIT, $0-56
+	MOVQ       rb+8(FP), AX
+	MOVQ       x+0(FP), CX
+	LEAQ       (AX)(AX*2), DX
+	LEAQ       (CX)(AX*4), BX
+	LEAQ       (BX)(AX*4), SI
+	LEAQ       (SI)(AX*4), DI
+	MOVQ       ys+24(FP), R8
+	MOVQ       y+16(FP), R9
+	LEAQ       (R8)(R8*2), R10
+	MOVQ       nb+32(FP), R11
+	VPXORD     Z0, Z0, Z0
+	VPTERNLOGD $0xff, Z1, Z1, Z1
+	VPABSB     Z1, Z1
+	VPSLLW     $0x07, Z1, Z1
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	VPXORD     Z4, Z4, Z4
+	VPXORD     Z5, Z5, Z5
+
+loop:
+	TESTQ         R11, R11
+	JZ            done
+	VINSERTI32X4  $0x00, 2(CX), Z0, Z6
+	VINSERTI32X4  $0x01, 2(BX), Z6, Z6
+	VINSERTI32X4  $0x02, 2(SI), Z6, Z6
+	VINSERTI32X4  $0x03, 2(DI), Z6, Z6
+	VINSERTI32X4  $0x00, 2(CX)(AX*1), Z0, Z7
+	VINSERTI32X4  $0x01, 2(BX)(AX*1), Z7, Z7
+	VINSERTI32X4  $0x02, 2(SI)(AX*1), Z7, Z7
+	VINSERTI32X4  $0x03, 2(DI)(AX*1), Z7, Z7
+	VINSERTI32X4  $0x00, 2(CX)(AX*2), Z0, Z8
+	VINSERTI32X4  $0x01, 2(BX)(AX*2), Z8, Z8
+	VINSERTI32X4  $0x02, 2(SI)(AX*2), Z8, Z8
+	VINSERTI32X4  $0x03, 2(DI)(AX*2), Z8, Z8
+	VINSERTI32X4  $0x00, 2(CX)(DX*1), Z0, Z9
+	VINSERTI32X4  $0x01, 2(BX)(DX*1), Z9, Z9
+	VINSERTI32X4  $0x02, 2(SI)(DX*1), Z9, Z9
+	VINSERTI32X4  $0x03, 2(DI)(DX*1), Z9, Z9
+	VPUNPCKLDQ    Z7, Z6, Z10
+	VPUNPCKHDQ    Z7, Z6, Z6
+	VPUNPCKLDQ    Z9, Z8, Z7
+	VPUNPCKHDQ    Z9, Z8, Z8
+	VPUNPCKLQDQ   Z7, Z10, Z9
+	VPUNPCKHQDQ   Z7, Z10, Z7
+	VPUNPCKLQDQ   Z8, Z6, Z10
+	VPUNPCKHQDQ   Z8, Z6, Z6
+	VINSERTI32X4  $0x00, 18(CX), Z0, Z8
+	VINSERTI32X4  $0x01, 18(BX), Z8, Z8
+	VINSERTI32X4  $0x02, 18(SI), Z8, Z8
+	VINSERTI32X4  $0x03, 18(DI), Z8, Z8
+	VINSERTI32X4  $0x00, 18(CX)(AX*1), Z0, Z12
+	VINSERTI32X4  $0x01, 18(BX)(AX*1), Z12, Z12
+	VINSERTI32X4  $0x02, 18(SI)(AX*1), Z12, Z12
+	VINSERTI32X4  $0x03, 18(DI)(AX*1), Z12, Z12
+	VINSERTI32X4  $0x00, 18(CX)(AX*2), Z0, Z13
+	VINSERTI32X4  $0x01, 18(BX)(AX*2), Z13, Z13
+	VINSERTI32X4  $0x02, 18(SI)(AX*2), Z13, Z13
+	VINSERTI32X4  $0x03, 18(DI)(AX*2), Z13, Z13
+	VINSERTI32X4  $0x00, 18(CX)(DX*1), Z0, Z14
+	VINSERTI32X4  $0x01, 18(BX)(DX*1), Z14, Z14
+	VINSERTI32X4  $0x02, 18(SI)(DX*1), Z14, Z14
+	VINSERTI32X4  $0x03, 18(DI)(DX*1), Z14, Z14
+	VPUNPCKLDQ    Z12, Z8, Z15
+	VPUNPCKHDQ    Z12, Z8, Z8
+	VPUNPCKLDQ    Z14, Z13, Z12
+	VPUNPCKHDQ    Z14, Z13, Z13
+	VPUNPCKLQDQ   Z12, Z15, Z14
+	VPUNPCKHQDQ   Z12, Z15, Z12
+	VPUNPCKLQDQ   Z13, Z8, Z15
+	VPUNPCKHQDQ   Z13, Z8, Z8
+	VPXORD        Z1, Z9, Z9
+	VPXORD        Z1, Z7, Z7
+	VPXORD        Z1, Z10, Z10
+	VPXORD        Z1, Z6, Z6
+	VPXORD        Z1, Z14, Z14
+	VPXORD        Z1, Z12, Z12
+	VPXORD        Z1, Z15, Z15
+	VPXORD        Z1, Z8, Z8
+	VMOVDQA32     X0, X11
+	VMOVDQA32     X0, X13
+	VPINSRW       $0x00, (CX), X11, X11
+	VPINSRW       $0x00, (SI), X13, X13
+	VPINSRW       $0x01, (CX)(AX*1), X11, X11
+	VPINSRW       $0x01, (SI)(AX*1), X13, X13
+	VPINSRW       $0x02, (CX)(AX*2), X11, X11
+	VPINSRW       $0x02, (SI)(AX*2), X13, X13
+	VPINSRW       $0x03, (CX)(DX*1), X11, X11
+	VPINSRW       $0x03, (SI)(DX*1), X13, X13
+	VPINSRW       $0x04, (BX), X11, X11
+	VPINSRW       $0x04, (DI), X13, X13
+	VPINSRW       $0x05, (BX)(AX*1), X11, X11
+	VPINSRW       $0x05, (DI)(AX*1), X13, X13
+	VPINSRW       $0x06, (BX)(AX*2), X11, X11
+	VPINSRW       $0x06, (DI)(AX*2), X13, X13
+	VPINSRW       $0x07, (BX)(DX*1), X11, X11
+	VPINSRW       $0x07, (DI)(DX*1), X13, X13
+	VINSERTI32X4  $0x01, X13, Y11, Y13
+	VCVTPH2PS     Y13, Z13
+	VPBROADCASTD  4(R9), Z16
+	VPDPBUSD.BCST 8(R9), Z9, Z16
+	VPDPBUSD.BCST 12(R9), Z7, Z16
+	VPDPBUSD.BCST 16(R9), Z10, Z16
+	VPDPBUSD.BCST 20(R9), Z6, Z16
+	VPDPBUSD.BCST 24(R9), Z14, Z16
+	VPDPBUSD.BCST 28(R9), Z12, Z16
+	VPDPBUSD.BCST 32(R9), Z15, Z16
+	VPDPBUSD.BCST 36(R9), Z8, Z16
+	VCVTDQ2PS     Z16, Z16
+	VMULPS.BCST   (R9), Z13, Z17
+	VMULPS        Z16, Z17, Z17
+	VADDPS        Z17, Z2, Z2
+	VPBROADCASTD  4(R9)(R8*1), Z16
+	VPDPBUSD.BCST 8(R9)(R8*1), Z9, Z16
+	VPDPBUSD.BCST 12(R9)(R8*1), Z7, Z16
+	VPDPBUSD.BCST 16(R9)(R8*1), Z10, Z16
+	VPDPBUSD.BCST 20(R9)(R8*1), Z6, Z16
+	VPDPBUSD.BCST 24(R9)(R8*1), Z14, Z16
+	VPDPBUSD.BCST 28(R9)(R8*1), Z12, Z16
+	VPDPBUSD.BCST 32(R9)(R8*1), Z15, Z16
+	VPDPBUSD.BCST 36(R9)(R8*1), Z8, Z16
+	VCVTDQ2PS     Z16, Z16
+	VMULPS.BCST   (R9)(R8*1), Z13, Z17
+	VMULPS        Z16, Z17, Z17
+	VADDPS        Z17, Z3, Z3
+	VPBROADCASTD  4(R9)(R8*2), Z16
+	VPDPBUSD.BCST 8(R9)(R8*2), Z9, Z16
+	VPDPBUSD.BCST 12(R9)(R8*2), Z7, Z16
+	VPDPBUSD.BCST 16(R9)(R8*2), Z10, Z16
+	VPDPBUSD.BCST 20(R9)(R8*2), Z6, Z16
+	VPDPBUSD.BCST 24(R9)(R8*2), Z14, Z16
+	VPDPBUSD.BCST 28(R9)(R8*2), Z12, Z16
+	VPDPBUSD.BCST 32(R9)(R8*2), Z15, Z16
+	VPDPBUSD.BCST 36(R9)(R8*2), Z8, Z16
+	VCVTDQ2PS     Z16, Z16
+	VMULPS.BCST   (R9)(R8*2), Z13, Z17
+	VMULPS        Z16, Z17, Z17
+	VADDPS        Z17, Z4, Z4
+	VPBROADCASTD  4(R9)(R10*1), Z16
+	VPDPBUSD.BCST 8(R9)(R10*1), Z9, Z16
+	VPDPBUSD.BCST 12(R9)(R10*1), Z7, Z16
+	VPDPBUSD.BCST 16(R9)(R10*1), Z10, Z16
+	VPDPBUSD.BCST 20(R9)(R10*1), Z6, Z16
+	VPDPBUSD.BCST 24(R9)(R10*1), Z14, Z16
+	VPDPBUSD.BCST 28(R9)(R10*1), Z12, Z16
+	VPDPBUSD.BCST 32(R9)(R10*1), Z15, Z16
+	VPDPBUSD.BCST 36(R9)(R10*1), Z8, Z16
+	VCVTDQ2PS     Z16, Z16
+	VMULPS.BCST   (R9)(R10*1), Z13, Z6
+	VMULPS        Z16, Z6, Z6
+	VADDPS        Z6, Z5, Z5
+	ADDQ          $0x00000022, CX
+	ADDQ          $0x00000022, BX
+	ADDQ          $0x00000022, SI
+	ADDQ          $0x00000022, DI
+	ADDQ          $0x00000028, R9
+	DECQ          R11
+	JMP           loop
+
+done:
+	MOVQ    out+40(FP), AX
+	MOVQ    os+48(FP), CX
+	SHLQ    $0x02, CX
+	VMOVUPS Z2, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z5, (AX)
+	VZEROUPPER
+	RET
+
+// func dotQ8_0AVX512x16t8(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·dotQ8_0AVX512x16t8(SB), NOSPLIT, $0-56
+	MOVQ       rb+8(FP), AX
+	MOVQ       x+0(FP), CX
+	LEAQ       (AX)(AX*2), DX
+	LEAQ       (CX)(AX*4), BX
+	LEAQ       (BX)(AX*4), SI
+	LEAQ       (SI)(AX*4), DI
+	MOVQ       ys+24(FP), R8
+	MOVQ       y+16(FP), R9
+	LEAQ       (R8)(R8*2), R10
+	LEAQ       (R9)(R8*4), R11
+	MOVQ       nb+32(FP), R12
+	VPXORD     Z0, Z0, Z0
+	VPTERNLOGD $0xff, Z1, Z1, Z1
+	VPABSB     Z1, Z1
+	VPSLLW     $0x07, Z1, Z1
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	VPXORD     Z4, Z4, Z4
+	VPXORD     Z5, Z5, Z5
+	VPXORD     Z6, Z6, Z6
+	VPXORD     Z7, Z7, Z7
+	VPXORD     Z8, Z8, Z8
+	VPXORD     Z9, Z9, Z9
+
+loop:
+	TESTQ         R12, R12
+	JZ            done
+	VINSERTI32X4  $0x00, 2(CX), Z0, Z10
+	VINSERTI32X4  $0x01, 2(BX), Z10, Z10
+	VINSERTI32X4  $0x02, 2(SI), Z10, Z10
+	VINSERTI32X4  $0x03, 2(DI), Z10, Z10
+	VINSERTI32X4  $0x00, 2(CX)(AX*1), Z0, Z11
+	VINSERTI32X4  $0x01, 2(BX)(AX*1), Z11, Z11
+	VINSERTI32X4  $0x02, 2(SI)(AX*1), Z11, Z11
+	VINSERTI32X4  $0x03, 2(DI)(AX*1), Z11, Z11
+	VINSERTI32X4  $0x00, 2(CX)(AX*2), Z0, Z12
+	VINSERTI32X4  $0x01, 2(BX)(AX*2), Z12, Z12
+	VINSERTI32X4  $0x02, 2(SI)(AX*2), Z12, Z12
+	VINSERTI32X4  $0x03, 2(DI)(AX*2), Z12, Z12
+	VINSERTI32X4  $0x00, 2(CX)(DX*1), Z0, Z13
+	VINSERTI32X4  $0x01, 2(BX)(DX*1), Z13, Z13
+	VINSERTI32X4  $0x02, 2(SI)(DX*1), Z13, Z13
+	VINSERTI32X4  $0x03, 2(DI)(DX*1), Z13, Z13
+	VPUNPCKLDQ    Z11, Z10, Z14
+	VPUNPCKHDQ    Z11, Z10, Z10
+	VPUNPCKLDQ    Z13, Z12, Z11
+	VPUNPCKHDQ    Z13, Z12, Z12
+	VPUNPCKLQDQ   Z11, Z14, Z13
+	VPUNPCKHQDQ   Z11, Z14, Z11
+	VPUNPCKLQDQ   Z12, Z10, Z14
+	VPUNPCKHQDQ   Z12, Z10, Z10
+	VINSERTI32X4  $0x00, 18(CX), Z0, Z12
+	VINSERTI32X4  $0x01, 18(BX), Z12, Z12
+	VINSERTI32X4  $0x02, 18(SI), Z12, Z12
+	VINSERTI32X4  $0x03, 18(DI), Z12, Z12
+	VINSERTI32X4  $0x00, 18(CX)(AX*1), Z0, Z16
+	VINSERTI32X4  $0x01, 18(BX)(AX*1), Z16, Z16
+	VINSERTI32X4  $0x02, 18(SI)(AX*1), Z16, Z16
+	VINSERTI32X4  $0x03, 18(DI)(AX*1), Z16, Z16
+	VINSERTI32X4  $0x00, 18(CX)(AX*2), Z0, Z17
+	VINSERTI32X4  $0x01, 18(BX)(AX*2), Z17, Z17
+	VINSERTI32X4  $0x02, 18(SI)(AX*2), Z17, Z17
+	VINSERTI32X4  $0x03, 18(DI)(AX*2), Z17, Z17
+	VINSERTI32X4  $0x00, 18(CX)(DX*1), Z0, Z18
+	VINSERTI32X4  $0x01, 18(BX)(DX*1), Z18, Z18
+	VINSERTI32X4  $0x02, 18(SI)(DX*1), Z18, Z18
+	VINSERTI32X4  $0x03, 18(DI)(DX*1), Z18, Z18
+	VPUNPCKLDQ    Z16, Z12, Z19
+	VPUNPCKHDQ    Z16, Z12, Z12
+	VPUNPCKLDQ    Z18, Z17, Z16
+	VPUNPCKHDQ    Z18, Z17, Z17
+	VPUNPCKLQDQ   Z16, Z19, Z18
+	VPUNPCKHQDQ   Z16, Z19, Z16
+	VPUNPCKLQDQ   Z17, Z12, Z19
+	VPUNPCKHQDQ   Z17, Z12, Z12
+	VPXORD        Z1, Z13, Z13
+	VPXORD        Z1, Z11, Z11
+	VPXORD        Z1, Z14, Z14
+	VPXORD        Z1, Z10, Z10
+	VPXORD        Z1, Z18, Z18
+	VPXORD        Z1, Z16, Z16
+	VPXORD        Z1, Z19, Z19
+	VPXORD        Z1, Z12, Z12
+	VMOVDQA32     X0, X15
+	VMOVDQA32     X0, X17
+	VPINSRW       $0x00, (CX), X15, X15
+	VPINSRW       $0x00, (SI), X17, X17
+	VPINSRW       $0x01, (CX)(AX*1), X15, X15
+	VPINSRW       $0x01, (SI)(AX*1), X17, X17
+	VPINSRW       $0x02, (CX)(AX*2), X15, X15
+	VPINSRW       $0x02, (SI)(AX*2), X17, X17
+	VPINSRW       $0x03, (CX)(DX*1), X15, X15
+	VPINSRW       $0x03, (SI)(DX*1), X17, X17
+	VPINSRW       $0x04, (BX), X15, X15
+	VPINSRW       $0x04, (DI), X17, X17
+	VPINSRW       $0x05, (BX)(AX*1), X15, X15
+	VPINSRW       $0x05, (DI)(AX*1), X17, X17
+	VPINSRW       $0x06, (BX)(AX*2), X15, X15
+	VPINSRW       $0x06, (DI)(AX*2), X17, X17
+	VPINSRW       $0x07, (BX)(DX*1), X15, X15
+	VPINSRW       $0x07, (DI)(DX*1), X17, X17
+	VINSERTI32X4  $0x01, X17, Y15, Y17
+	VCVTPH2PS     Y17, Z17
+	VPBROADCASTD  4(R9), Z20
+	VPDPBUSD.BCST 8(R9), Z13, Z20
+	VPDPBUSD.BCST 12(R9), Z11, Z20
+	VPDPBUSD.BCST 16(R9), Z14, Z20
+	VPDPBUSD.BCST 20(R9), Z10, Z20
+	VPDPBUSD.BCST 24(R9), Z18, Z20
+	VPDPBUSD.BCST 28(R9), Z16, Z20
+	VPDPBUSD.BCST 32(R9), Z19, Z20
+	VPDPBUSD.BCST 36(R9), Z12, Z20
+	VCVTDQ2PS     Z20, Z20
+	VMULPS.BCST   (R9), Z17, Z21
+	VMULPS        Z20, Z21, Z21
+	VADDPS        Z21, Z2, Z2
+	VPBROADCASTD  4(R9)(R8*1), Z20
+	VPDPBUSD.BCST 8(R9)(R8*1), Z13, Z20
+	VPDPBUSD.BCST 12(R9)(R8*1), Z11, Z20
+	VPDPBUSD.BCST 16(R9)(R8*1), Z14, Z20
+	VPDPBUSD.BCST 20(R9)(R8*1), Z10, Z20
+	VPDPBUSD.BCST 24(R9)(R8*1), Z18, Z20
+	VPDPBUSD.BCST 28(R9)(R8*1), Z16, Z20
+	VPDPBUSD.BCST 32(R9)(R8*1), Z19, Z20
+	VPDPBUSD.BCST 36(R9)(R8*1), Z12, Z20
+	VCVTDQ2PS     Z20, Z20
+	VMULPS.BCST   (R9)(R8*1), Z17, Z21
+	VMULPS        Z20, Z21, Z21
+	VADDPS        Z21, Z3, Z3
+	VPBROADCASTD  4(R9)(R8*2), Z20
+	VPDPBUSD.BCST 8(R9)(R8*2), Z13, Z20
+	VPDPBUSD.BCST 12(R9)(R8*2), Z11, Z20
+	VPDPBUSD.BCST 16(R9)(R8*2), Z14, Z20
+	VPDPBUSD.BCST 20(R9)(R8*2), Z10, Z20
+	VPDPBUSD.BCST 24(R9)(R8*2), Z18, Z20
+	VPDPBUSD.BCST 28(R9)(R8*2), Z16, Z20
+	VPDPBUSD.BCST 32(R9)(R8*2), Z19, Z20
+	VPDPBUSD.BCST 36(R9)(R8*2), Z12, Z20
+	VCVTDQ2PS     Z20, Z20
+	VMULPS.BCST   (R9)(R8*2), Z17, Z21
+	VMULPS        Z20, Z21, Z21
+	VADDPS        Z21, Z4, Z4
+	VPBROADCASTD  4(R9)(R10*1), Z20
+	VPDPBUSD.BCST 8(R9)(R10*1), Z13, Z20
+	VPDPBUSD.BCST 12(R9)(R10*1), Z11, Z20
+	VPDPBUSD.BCST 16(R9)(R10*1), Z14, Z20
+	VPDPBUSD.BCST 20(R9)(R10*1), Z10, Z20
+	VPDPBUSD.BCST 24(R9)(R10*1), Z18, Z20
+	VPDPBUSD.BCST 28(R9)(R10*1), Z16, Z20
+	VPDPBUSD.BCST 32(R9)(R10*1), Z19, Z20
+	VPDPBUSD.BCST 36(R9)(R10*1), Z12, Z20
+	VCVTDQ2PS     Z20, Z20
+	VMULPS.BCST   (R9)(R10*1), Z17, Z21
+	VMULPS        Z20, Z21, Z21
+	VADDPS        Z21, Z5, Z5
+	VPBROADCASTD  4(R11), Z20
+	VPDPBUSD.BCST 8(R11), Z13, Z20
+	VPDPBUSD.BCST 12(R11), Z11, Z20
+	VPDPBUSD.BCST 16(R11), Z14, Z20
+	VPDPBUSD.BCST 20(R11), Z10, Z20
+	VPDPBUSD.BCST 24(R11), Z18, Z20
+	VPDPBUSD.BCST 28(R11), Z16, Z20
+	VPDPBUSD.BCST 32(R11), Z19, Z20
+	VPDPBUSD.BCST 36(R11), Z12, Z20
+	VCVTDQ2PS     Z20, Z20
+	VMULPS.BCST   (R11), Z17, Z21
+	VMULPS        Z20, Z21, Z21
+	VADDPS        Z21, Z6, Z6
+	VPBROADCASTD  4(R11)(R8*1), Z20
+	VPDPBUSD.BCST 8(R11)(R8*1), Z13, Z20
+	VPDPBUSD.BCST 12(R11)(R8*1), Z11, Z20
+	VPDPBUSD.BCST 16(R11)(R8*1), Z14, Z20
+	VPDPBUSD.BCST 20(R11)(R8*1), Z10, Z20
+	VPDPBUSD.BCST 24(R11)(R8*1), Z18, Z20
+	VPDPBUSD.BCST 28(R11)(R8*1), Z16, Z20
+	VPDPBUSD.BCST 32(R11)(R8*1), Z19, Z20
+	VPDPBUSD.BCST 36(R11)(R8*1), Z12, Z20
+	VCVTDQ2PS     Z20, Z20
+	VMULPS.BCST   (R11)(R8*1), Z17, Z21
+	VMULPS        Z20, Z21, Z21
+	VADDPS        Z21, Z7, Z7
+	VPBROADCASTD  4(R11)(R8*2), Z20
+	VPDPBUSD.BCST 8(R11)(R8*2), Z13, Z20
+	VPDPBUSD.BCST 12(R11)(R8*2), Z11, Z20
+	VPDPBUSD.BCST 16(R11)(R8*2), Z14, Z20
+	VPDPBUSD.BCST 20(R11)(R8*2), Z10, Z20
+	VPDPBUSD.BCST 24(R11)(R8*2), Z18, Z20
+	VPDPBUSD.BCST 28(R11)(R8*2), Z16, Z20
+	VPDPBUSD.BCST 32(R11)(R8*2), Z19, Z20
+	VPDPBUSD.BCST 36(R11)(R8*2), Z12, Z20
+	VCVTDQ2PS     Z20, Z20
+	VMULPS.BCST   (R11)(R8*2), Z17, Z21
+	VMULPS        Z20, Z21, Z21
+	VADDPS        Z21, Z8, Z8
+	VPBROADCASTD  4(R11)(R10*1), Z20
+	VPDPBUSD.BCST 8(R11)(R10*1), Z13, Z20
+	VPDPBUSD.BCST 12(R11)(R10*1), Z11, Z20
+	VPDPBUSD.BCST 16(R11)(R10*1), Z14, Z20
+	VPDPBUSD.BCST 20(R11)(R10*1), Z10, Z20
+	VPDPBUSD.BCST 24(R11)(R10*1), Z18, Z20
+	VPDPBUSD.BCST 28(R11)(R10*1), Z16, Z20
+	VPDPBUSD.BCST 32(R11)(R10*1), Z19, Z20
+	VPDPBUSD.BCST 36(R11)(R10*1), Z12, Z20
+	VCVTDQ2PS     Z20, Z20
+	VMULPS.BCST   (R11)(R10*1), Z17, Z10
+	VMULPS        Z20, Z10, Z10
+	VADDPS        Z10, Z9, Z9
+	ADDQ          $0x00000022, CX
+	ADDQ          $0x00000022, BX
+	ADDQ          $0x00000022, SI
+	ADDQ          $0x00000022, DI
+	ADDQ          $0x00000028, R9
+	ADDQ          $0x00000028, R11
+	DECQ          R12
+	JMP           loop
+
+done:
+	MOVQ    out+40(FP), AX
+	MOVQ    os+48(FP), CX
+	SHLQ    $0x02, CX
+	VMOVUPS Z2, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z5, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z7, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z9, (AX)
+	VZEROUPPER
+	RET
+
+// func dotQ8_0AVX512x16t16(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·dotQ8_0AVX512x16t16(SB), NOSPLIT, $0-56
+	MOVQ       rb+8(FP), AX
+	MOVQ       x+0(FP), CX
+	LEAQ       (AX)(AX*2), DX
+	LEAQ       (CX)(AX*4), BX
+	LEAQ       (BX)(AX*4), SI
+	LEAQ       (SI)(AX*4), DI
+	MOVQ       ys+24(FP), R8
+	MOVQ       y+16(FP), R9
+	LEAQ       (R8)(R8*2), R10
+	LEAQ       (R9)(R8*4), R11
+	LEAQ       (R11)(R8*4), R12
+	LEAQ       (R12)(R8*4), R13
+	MOVQ       nb+32(FP), R14
+	VPXORD     Z0, Z0, Z0
+	VPTERNLOGD $0xff, Z1, Z1, Z1
+	VPABSB     Z1, Z1
+	VPSLLW     $0x07, Z1, Z1
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	VPXORD     Z4, Z4, Z4
+	VPXORD     Z5, Z5, Z5
+	VPXORD     Z6, Z6, Z6
+	VPXORD     Z7, Z7, Z7
+	VPXORD     Z8, Z8, Z8
+	VPXORD     Z9, Z9, Z9
+	VPXORD     Z10, Z10, Z10
+	VPXORD     Z11, Z11, Z11
+	VPXORD     Z12, Z12, Z12
+	VPXORD     Z13, Z13, Z13
+	VPXORD     Z14, Z14, Z14
+	VPXORD     Z15, Z15, Z15
+	VPXORD     Z16, Z16, Z16
+	VPXORD     Z17, Z17, Z17
+
+loop:
+	TESTQ         R14, R14
+	JZ            done
+	VINSERTI32X4  $0x00, 2(CX), Z0, Z18
+	VINSERTI32X4  $0x01, 2(BX), Z18, Z18
+	VINSERTI32X4  $0x02, 2(SI), Z18, Z18
+	VINSERTI32X4  $0x03, 2(DI), Z18, Z18
+	VINSERTI32X4  $0x00, 2(CX)(AX*1), Z0, Z19
+	VINSERTI32X4  $0x01, 2(BX)(AX*1), Z19, Z19
+	VINSERTI32X4  $0x02, 2(SI)(AX*1), Z19, Z19
+	VINSERTI32X4  $0x03, 2(DI)(AX*1), Z19, Z19
+	VINSERTI32X4  $0x00, 2(CX)(AX*2), Z0, Z20
+	VINSERTI32X4  $0x01, 2(BX)(AX*2), Z20, Z20
+	VINSERTI32X4  $0x02, 2(SI)(AX*2), Z20, Z20
+	VINSERTI32X4  $0x03, 2(DI)(AX*2), Z20, Z20
+	VINSERTI32X4  $0x00, 2(CX)(DX*1), Z0, Z21
+	VINSERTI32X4  $0x01, 2(BX)(DX*1), Z21, Z21
+	VINSERTI32X4  $0x02, 2(SI)(DX*1), Z21, Z21
+	VINSERTI32X4  $0x03, 2(DI)(DX*1), Z21, Z21
+	VPUNPCKLDQ    Z19, Z18, Z22
+	VPUNPCKHDQ    Z19, Z18, Z18
+	VPUNPCKLDQ    Z21, Z20, Z19
+	VPUNPCKHDQ    Z21, Z20, Z20
+	VPUNPCKLQDQ   Z19, Z22, Z21
+	VPUNPCKHQDQ   Z19, Z22, Z19
+	VPUNPCKLQDQ   Z20, Z18, Z22
+	VPUNPCKHQDQ   Z20, Z18, Z18
+	VINSERTI32X4  $0x00, 18(CX), Z0, Z20
+	VINSERTI32X4  $0x01, 18(BX), Z20, Z20
+	VINSERTI32X4  $0x02, 18(SI), Z20, Z20
+	VINSERTI32X4  $0x03, 18(DI), Z20, Z20
+	VINSERTI32X4  $0x00, 18(CX)(AX*1), Z0, Z24
+	VINSERTI32X4  $0x01, 18(BX)(AX*1), Z24, Z24
+	VINSERTI32X4  $0x02, 18(SI)(AX*1), Z24, Z24
+	VINSERTI32X4  $0x03, 18(DI)(AX*1), Z24, Z24
+	VINSERTI32X4  $0x00, 18(CX)(AX*2), Z0, Z25
+	VINSERTI32X4  $0x01, 18(BX)(AX*2), Z25, Z25
+	VINSERTI32X4  $0x02, 18(SI)(AX*2), Z25, Z25
+	VINSERTI32X4  $0x03, 18(DI)(AX*2), Z25, Z25
+	VINSERTI32X4  $0x00, 18(CX)(DX*1), Z0, Z26
+	VINSERTI32X4  $0x01, 18(BX)(DX*1), Z26, Z26
+	VINSERTI32X4  $0x02, 18(SI)(DX*1), Z26, Z26
+	VINSERTI32X4  $0x03, 18(DI)(DX*1), Z26, Z26
+	VPUNPCKLDQ    Z24, Z20, Z27
+	VPUNPCKHDQ    Z24, Z20, Z20
+	VPUNPCKLDQ    Z26, Z25, Z24
+	VPUNPCKHDQ    Z26, Z25, Z25
+	VPUNPCKLQDQ   Z24, Z27, Z26
+	VPUNPCKHQDQ   Z24, Z27, Z24
+	VPUNPCKLQDQ   Z25, Z20, Z27
+	VPUNPCKHQDQ   Z25, Z20, Z20
+	VPXORD        Z1, Z21, Z21
+	VPXORD        Z1, Z19, Z19
+	VPXORD        Z1, Z22, Z22
+	VPXORD        Z1, Z18, Z18
+	VPXORD        Z1, Z26, Z26
+	VPXORD        Z1, Z24, Z24
+	VPXORD        Z1, Z27, Z27
+	VPXORD        Z1, Z20, Z20
+	VMOVDQA32     X0, X23
+	VMOVDQA32     X0, X25
+	VPINSRW       $0x00, (CX), X23, X23
+	VPINSRW       $0x00, (SI), X25, X25
+	VPINSRW       $0x01, (CX)(AX*1), X23, X23
+	VPINSRW       $0x01, (SI)(AX*1), X25, X25
+	VPINSRW       $0x02, (CX)(AX*2), X23, X23
+	VPINSRW       $0x02, (SI)(AX*2), X25, X25
+	VPINSRW       $0x03, (CX)(DX*1), X23, X23
+	VPINSRW       $0x03, (SI)(DX*1), X25, X25
+	VPINSRW       $0x04, (BX), X23, X23
+	VPINSRW       $0x04, (DI), X25, X25
+	VPINSRW       $0x05, (BX)(AX*1), X23, X23
+	VPINSRW       $0x05, (DI)(AX*1), X25, X25
+	VPINSRW       $0x06, (BX)(AX*2), X23, X23
+	VPINSRW       $0x06, (DI)(AX*2), X25, X25
+	VPINSRW       $0x07, (BX)(DX*1), X23, X23
+	VPINSRW       $0x07, (DI)(DX*1), X25, X25
+	VINSERTI32X4  $0x01, X25, Y23, Y25
+	VCVTPH2PS     Y25, Z25
+	VPBROADCASTD  4(R9), Z28
+	VPDPBUSD.BCST 8(R9), Z21, Z28
+	VPDPBUSD.BCST 12(R9), Z19, Z28
+	VPDPBUSD.BCST 16(R9), Z22, Z28
+	VPDPBUSD.BCST 20(R9), Z18, Z28
+	VPDPBUSD.BCST 24(R9), Z26, Z28
+	VPDPBUSD.BCST 28(R9), Z24, Z28
+	VPDPBUSD.BCST 32(R9), Z27, Z28
+	VPDPBUSD.BCST 36(R9), Z20, Z28
+	VCVTDQ2PS     Z28, Z28
+	VMULPS.BCST   (R9), Z25, Z29
+	VMULPS        Z28, Z29, Z29
+	VADDPS        Z29, Z2, Z2
+	VPBROADCASTD  4(R9)(R8*1), Z28
+	VPDPBUSD.BCST 8(R9)(R8*1), Z21, Z28
+	VPDPBUSD.BCST 12(R9)(R8*1), Z19, Z28
+	VPDPBUSD.BCST 16(R9)(R8*1), Z22, Z28
+	VPDPBUSD.BCST 20(R9)(R8*1), Z18, Z28
+	VPDPBUSD.BCST 24(R9)(R8*1), Z26, Z28
+	VPDPBUSD.BCST 28(R9)(R8*1), Z24, Z28
+	VPDPBUSD.BCST 32(R9)(R8*1), Z27, Z28
+	VPDPBUSD.BCST 36(R9)(R8*1), Z20, Z28
+	VCVTDQ2PS     Z28, Z28
+	VMULPS.BCST   (R9)(R8*1), Z25, Z29
+	VMULPS        Z28, Z29, Z29
+	VADDPS        Z29, Z3, Z3
+	VPBROADCASTD  4(R9)(R8*2), Z28
+	VPDPBUSD.BCST 8(R9)(R8*2), Z21, Z28
+	VPDPBUSD.BCST 12(R9)(R8*2), Z19, Z28
+	VPDPBUSD.BCST 16(R9)(R8*2), Z22, Z28
+	VPDPBUSD.BCST 20(R9)(R8*2), Z18, Z28
+	VPDPBUSD.BCST 24(R9)(R8*2), Z26, Z28
+	VPDPBUSD.BCST 28(R9)(R8*2), Z24, Z28
+	VPDPBUSD.BCST 32(R9)(R8*2), Z27, Z28
+	VPDPBUSD.BCST 36(R9)(R8*2), Z20, Z28
+	VCVTDQ2PS     Z28, Z28
+	VMULPS.BCST   (R9)(R8*2), Z25, Z29
+	VMULPS        Z28, Z29, Z29
+	VADDPS        Z29, Z4, Z4
+	VPBROADCASTD  4(R9)(R10*1), Z28
+	VPDPBUSD.BCST 8(R9)(R10*1), Z21, Z28
+	VPDPBUSD.BCST 12(R9)(R10*1), Z19, Z28
+	VPDPBUSD.BCST 16(R9)(R10*1), Z22, Z28
+	VPDPBUSD.BCST 20(R9)(R10*1), Z18, Z28
+	VPDPBUSD.BCST 24(R9)(R10*1), Z26, Z28
+	VPDPBUSD.BCST 28(R9)(R10*1), Z24, Z28
+	VPDPBUSD.BCST 32(R9)(R10*1), Z27, Z28
+	VPDPBUSD.BCST 36(R9)(R10*1), Z20, Z28
+	VCVTDQ2PS     Z28, Z28
+	VMULPS.BCST   (R9)(R10*1), Z25, Z29
+	VMULPS        Z28, Z29, Z29
+	VADDPS        Z29, Z5, Z5
+	VPBROADCASTD  4(R11), Z28
+	VPDPBUSD.BCST 8(R11), Z21, Z28
+	VPDPBUSD.BCST 12(R11), Z19, Z28
+	VPDPBUSD.BCST 16(R11), Z22, Z28
+	VPDPBUSD.BCST 20(R11), Z18, Z28
+	VPDPBUSD.BCST 24(R11), Z26, Z28
+	VPDPBUSD.BCST 28(R11), Z24, Z28
+	VPDPBUSD.BCST 32(R11), Z27, Z28
+	VPDPBUSD.BCST 36(R11), Z20, Z28
+	VCVTDQ2PS     Z28, Z28
+	VMULPS.BCST   (R11), Z25, Z29
+	VMULPS        Z28, Z29, Z29
+	VADDPS        Z29, Z6, Z6
+	VPBROADCASTD  4(R11)(R8*1), Z28
+	VPDPBUSD.BCST 8(R11)(R8*1), Z21, Z28
+	VPDPBUSD.BCST 12(R11)(R8*1), Z19, Z28
+	VPDPBUSD.BCST 16(R11)(R8*1), Z22, Z28
+	VPDPBUSD.BCST 20(R11)(R8*1), Z18, Z28
+	VPDPBUSD.BCST 24(R11)(R8*1), Z26, Z28
+	VPDPBUSD.BCST 28(R11)(R8*1), Z24, Z28
+	VPDPBUSD.BCST 32(R11)(R8*1), Z27, Z28
+	VPDPBUSD.BCST 36(R11)(R8*1), Z20, Z28
+	VCVTDQ2PS     Z28, Z28
+	VMULPS.BCST   (R11)(R8*1), Z25, Z29
+	VMULPS        Z28, Z29, Z29
+	VADDPS        Z29, Z7, Z7
+	VPBROADCASTD  4(R11)(R8*2), Z28
+	VPDPBUSD.BCST 8(R11)(R8*2), Z21, Z28
+	VPDPBUSD.BCST 12(R11)(R8*2), Z19, Z28
+	VPDPBUSD.BCST 16(R11)(R8*2), Z22, Z28
+	VPDPBUSD.BCST 20(R11)(R8*2), Z18, Z28
+	VPDPBUSD.BCST 24(R11)(R8*2), Z26, Z28
+	VPDPBUSD.BCST 28(R11)(R8*2), Z24, Z28
+	VPDPBUSD.BCST 32(R11)(R8*2), Z27, Z28
+	VPDPBUSD.BCST 36(R11)(R8*2), Z20, Z28
+	VCVTDQ2PS     Z28, Z28
+	VMULPS.BCST   (R11)(R8*2), Z25, Z29
+	VMULPS        Z28, Z29, Z29
+	VADDPS        Z29, Z8, Z8
+	VPBROADCASTD  4(R11)(R10*1), Z28
+	VPDPBUSD.BCST 8(R11)(R10*1), Z21, Z28
+	VPDPBUSD.BCST 12(R11)(R10*1), Z19, Z28
+	VPDPBUSD.BCST 16(R11)(R10*1), Z22, Z28
+	VPDPBUSD.BCST 20(R11)(R10*1), Z18, Z28
+	VPDPBUSD.BCST 24(R11)(R10*1), Z26, Z28
+	VPDPBUSD.BCST 28(R11)(R10*1), Z24, Z28
+	VPDPBUSD.BCST 32(R11)(R10*1), Z27, Z28
+	VPDPBUSD.BCST 36(R11)(R10*1), Z20, Z28
+	VCVTDQ2PS     Z28, Z28
+	VMULPS.BCST   (R11)(R10*1), Z25, Z29
+	VMULPS        Z28, Z29, Z29
+	VADDPS        Z29, Z9, Z9
+	VPBROADCASTD  4(R12), Z28
+	VPDPBUSD.BCST 8(R12), Z21, Z28
+	VPDPBUSD.BCST 12(R12), Z19, Z28
+	VPDPBUSD.BCST 16(R12), Z22, Z28
+	VPDPBUSD.BCST 20(R12), Z18, Z28
+	VPDPBUSD.BCST 24(R12), Z26, Z28
+	VPDPBUSD.BCST 28(R12), Z24, Z28
+	VPDPBUSD.BCST 32(R12), Z27, Z28
+	VPDPBUSD.BCST 36(R12), Z20, Z28
+	VCVTDQ2PS     Z28, Z28
+	VMULPS.BCST   (R12), Z25, Z29
+	VMULPS        Z28, Z29, Z29
+	VADDPS        Z29, Z10, Z10
+	VPBROADCASTD  4(R12)(R8*1), Z28
+	VPDPBUSD.BCST 8(R12)(R8*1), Z21, Z28
+	VPDPBUSD.BCST 12(R12)(R8*1), Z19, Z28
+	VPDPBUSD.BCST 16(R12)(R8*1), Z22, Z28
+	VPDPBUSD.BCST 20(R12)(R8*1), Z18, Z28
+	VPDPBUSD.BCST 24(R12)(R8*1), Z26, Z28
+	VPDPBUSD.BCST 28(R12)(R8*1), Z24, Z28
+	VPDPBUSD.BCST 32(R12)(R8*1), Z27, Z28
+	VPDPBUSD.BCST 36(R12)(R8*1), Z20, Z28
+	VCVTDQ2PS     Z28, Z28
+	VMULPS.BCST   (R12)(R8*1), Z25, Z29
+	VMULPS        Z28, Z29, Z29
+	VADDPS        Z29, Z11, Z11
+	VPBROADCASTD  4(R12)(R8*2), Z28
+	VPDPBUSD.BCST 8(R12)(R8*2), Z21, Z28
+	VPDPBUSD.BCST 12(R12)(R8*2), Z19, Z28
+	VPDPBUSD.BCST 16(R12)(R8*2), Z22, Z28
+	VPDPBUSD.BCST 20(R12)(R8*2), Z18, Z28
+	VPDPBUSD.BCST 24(R12)(R8*2), Z26, Z28
+	VPDPBUSD.BCST 28(R12)(R8*2), Z24, Z28
+	VPDPBUSD.BCST 32(R12)(R8*2), Z27, Z28
+	VPDPBUSD.BCST 36(R12)(R8*2), Z20, Z28
+	VCVTDQ2PS     Z28, Z28
+	VMULPS.BCST   (R12)(R8*2), Z25, Z29
+	VMULPS        Z28, Z29, Z29
+	VADDPS        Z29, Z12, Z12
+	VPBROADCASTD  4(R12)(R10*1), Z28
+	VPDPBUSD.BCST 8(R12)(R10*1), Z21, Z28
+	VPDPBUSD.BCST 12(R12)(R10*1), Z19, Z28
+	VPDPBUSD.BCST 16(R12)(R10*1), Z22, Z28
+	VPDPBUSD.BCST 20(R12)(R10*1), Z18, Z28
+	VPDPBUSD.BCST 24(R12)(R10*1), Z26, Z28
+	VPDPBUSD.BCST 28(R12)(R10*1), Z24, Z28
+	VPDPBUSD.BCST 32(R12)(R10*1), Z27, Z28
+	VPDPBUSD.BCST 36(R12)(R10*1), Z20, Z28
+	VCVTDQ2PS     Z28, Z28
+	VMULPS.BCST   (R12)(R10*1), Z25, Z29
+	VMULPS        Z28, Z29, Z29
+	VADDPS        Z29, Z13, Z13
+	VPBROADCASTD  4(R13), Z28
+	VPDPBUSD.BCST 8(R13), Z21, Z28
+	VPDPBUSD.BCST 12(R13), Z19, Z28
+	VPDPBUSD.BCST 16(R13), Z22, Z28
+	VPDPBUSD.BCST 20(R13), Z18, Z28
+	VPDPBUSD.BCST 24(R13), Z26, Z28
+	VPDPBUSD.BCST 28(R13), Z24, Z28
+	VPDPBUSD.BCST 32(R13), Z27, Z28
+	VPDPBUSD.BCST 36(R13), Z20, Z28
+	VCVTDQ2PS     Z28, Z28
+	VMULPS.BCST   (R13), Z25, Z29
+	VMULPS        Z28, Z29, Z29
+	VADDPS        Z29, Z14, Z14
+	VPBROADCASTD  4(R13)(R8*1), Z28
+	VPDPBUSD.BCST 8(R13)(R8*1), Z21, Z28
+	VPDPBUSD.BCST 12(R13)(R8*1), Z19, Z28
+	VPDPBUSD.BCST 16(R13)(R8*1), Z22, Z28
+	VPDPBUSD.BCST 20(R13)(R8*1), Z18, Z28
+	VPDPBUSD.BCST 24(R13)(R8*1), Z26, Z28
+	VPDPBUSD.BCST 28(R13)(R8*1), Z24, Z28
+	VPDPBUSD.BCST 32(R13)(R8*1), Z27, Z28
+	VPDPBUSD.BCST 36(R13)(R8*1), Z20, Z28
+	VCVTDQ2PS     Z28, Z28
+	VMULPS.BCST   (R13)(R8*1), Z25, Z29
+	VMULPS        Z28, Z29, Z29
+	VADDPS        Z29, Z15, Z15
+	VPBROADCASTD  4(R13)(R8*2), Z28
+	VPDPBUSD.BCST 8(R13)(R8*2), Z21, Z28
+	VPDPBUSD.BCST 12(R13)(R8*2), Z19, Z28
+	VPDPBUSD.BCST 16(R13)(R8*2), Z22, Z28
+	VPDPBUSD.BCST 20(R13)(R8*2), Z18, Z28
+	VPDPBUSD.BCST 24(R13)(R8*2), Z26, Z28
+	VPDPBUSD.BCST 28(R13)(R8*2), Z24, Z28
+	VPDPBUSD.BCST 32(R13)(R8*2), Z27, Z28
+	VPDPBUSD.BCST 36(R13)(R8*2), Z20, Z28
+	VCVTDQ2PS     Z28, Z28
+	VMULPS.BCST   (R13)(R8*2), Z25, Z29
+	VMULPS        Z28, Z29, Z29
+	VADDPS        Z29, Z16, Z16
+	VPBROADCASTD  4(R13)(R10*1), Z28
+	VPDPBUSD.BCST 8(R13)(R10*1), Z21, Z28
+	VPDPBUSD.BCST 12(R13)(R10*1), Z19, Z28
+	VPDPBUSD.BCST 16(R13)(R10*1), Z22, Z28
+	VPDPBUSD.BCST 20(R13)(R10*1), Z18, Z28
+	VPDPBUSD.BCST 24(R13)(R10*1), Z26, Z28
+	VPDPBUSD.BCST 28(R13)(R10*1), Z24, Z28
+	VPDPBUSD.BCST 32(R13)(R10*1), Z27, Z28
+	VPDPBUSD.BCST 36(R13)(R10*1), Z20, Z28
+	VCVTDQ2PS     Z28, Z28
+	VMULPS.BCST   (R13)(R10*1), Z25, Z18
+	VMULPS        Z28, Z18, Z18
+	VADDPS        Z18, Z17, Z17
+	ADDQ          $0x00000022, CX
+	ADDQ          $0x00000022, BX
+	ADDQ          $0x00000022, SI
+	ADDQ          $0x00000022, DI
+	ADDQ          $0x00000028, R9
+	ADDQ          $0x00000028, R11
+	ADDQ          $0x00000028, R12
+	ADDQ          $0x00000028, R13
+	DECQ          R14
+	JMP           loop
+
+done:
+	MOVQ    out+40(FP), AX
+	MOVQ    os+48(FP), CX
+	SHLQ    $0x02, CX
+	VMOVUPS Z2, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z5, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z7, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z9, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z10, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z11, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z13, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z14, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z15, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z16, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z17, (AX)
+	VZEROUPPER
+	RET
+
+// func dotQ4_0AVX512x16t1(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL, MMX+
+TEXT ·dotQ4_0AVX512x16t1(SB), NOSPLIT, $0-56
+	MOVQ      rb+8(FP), AX
+	MOVQ      x+0(FP), CX
+	LEAQ      (AX)(AX*2), DX
+	LEAQ      (CX)(AX*4), BX
+	LEAQ      (BX)(AX*4), SI
+	LEAQ      (SI)(AX*4), DI
+	LEAQ      (DI)(AX*4), R8
+	LEAQ      (R8)(AX*4), R9
+	LEAQ      (R9)(AX*4), R10
+	LEAQ      (R10)(AX*4), R11
+	MOVQ      y+16(FP), R12
+	MOVQ      nb+32(FP), R13
+	VPXORD    Z0, Z0, Z0
+	VMOVDQU64 nibbleMask<>+0(SB), Z1
+	VPXORD    Z2, Z2, Z2
+
+loop:
+	TESTQ         R13, R13
+	JZ            done
+	PREFETCHT0    (R8)
+	PREFETCHT0    (R8)(AX*1)
+	PREFETCHT0    (R8)(AX*2)
+	PREFETCHT0    (R8)(DX*1)
+	PREFETCHT0    (R9)
+	PREFETCHT0    (R9)(AX*1)
+	PREFETCHT0    (R9)(AX*2)
+	PREFETCHT0    (R9)(DX*1)
+	PREFETCHT0    (R10)
+	PREFETCHT0    (R10)(AX*1)
+	PREFETCHT0    (R10)(AX*2)
+	PREFETCHT0    (R10)(DX*1)
+	PREFETCHT0    (R11)
+	PREFETCHT0    (R11)(AX*1)
+	PREFETCHT0    (R11)(AX*2)
+	PREFETCHT0    (R11)(DX*1)
+	VINSERTI32X4  $0x00, 2(CX), Z0, Z3
+	VINSERTI32X4  $0x01, 2(BX), Z3, Z3
+	VINSERTI32X4  $0x02, 2(SI), Z3, Z3
+	VINSERTI32X4  $0x03, 2(DI), Z3, Z3
+	VINSERTI32X4  $0x00, 2(CX)(AX*1), Z0, Z4
+	VINSERTI32X4  $0x01, 2(BX)(AX*1), Z4, Z4
+	VINSERTI32X4  $0x02, 2(SI)(AX*1), Z4, Z4
+	VINSERTI32X4  $0x03, 2(DI)(AX*1), Z4, Z4
+	VINSERTI32X4  $0x00, 2(CX)(AX*2), Z0, Z5
+	VINSERTI32X4  $0x01, 2(BX)(AX*2), Z5, Z5
+	VINSERTI32X4  $0x02, 2(SI)(AX*2), Z5, Z5
+	VINSERTI32X4  $0x03, 2(DI)(AX*2), Z5, Z5
+	VINSERTI32X4  $0x00, 2(CX)(DX*1), Z0, Z6
+	VINSERTI32X4  $0x01, 2(BX)(DX*1), Z6, Z6
+	VINSERTI32X4  $0x02, 2(SI)(DX*1), Z6, Z6
+	VINSERTI32X4  $0x03, 2(DI)(DX*1), Z6, Z6
+	VPUNPCKLDQ    Z4, Z3, Z7
+	VPUNPCKHDQ    Z4, Z3, Z3
+	VPUNPCKLDQ    Z6, Z5, Z4
+	VPUNPCKHDQ    Z6, Z5, Z5
+	VPUNPCKLQDQ   Z4, Z7, Z6
+	VPUNPCKHQDQ   Z4, Z7, Z4
+	VPUNPCKLQDQ   Z5, Z3, Z7
+	VPUNPCKHQDQ   Z5, Z3, Z3
+	VPSRLW        $0x04, Z6, Z5
+	VPANDD        Z1, Z5, Z5
+	VPANDD        Z1, Z6, Z6
+	VPSRLW        $0x04, Z4, Z9
+	VPANDD        Z1, Z9, Z9
+	VPANDD        Z1, Z4, Z4
+	VPSRLW        $0x04, Z7, Z10
+	VPANDD        Z1, Z10, Z10
+	VPANDD        Z1, Z7, Z7
+	VPSRLW        $0x04, Z3, Z11
+	VPANDD        Z1, Z11, Z11
+	VPANDD        Z1, Z3, Z3
+	VMOVDQA32     X0, X8
+	VMOVDQA32     X0, X12
+	VPINSRW       $0x00, (CX), X8, X8
+	VPINSRW       $0x00, (SI), X12, X12
+	VPINSRW       $0x01, (CX)(AX*1), X8, X8
+	VPINSRW       $0x01, (SI)(AX*1), X12, X12
+	VPINSRW       $0x02, (CX)(AX*2), X8, X8
+	VPINSRW       $0x02, (SI)(AX*2), X12, X12
+	VPINSRW       $0x03, (CX)(DX*1), X8, X8
+	VPINSRW       $0x03, (SI)(DX*1), X12, X12
+	VPINSRW       $0x04, (BX), X8, X8
+	VPINSRW       $0x04, (DI), X12, X12
+	VPINSRW       $0x05, (BX)(AX*1), X8, X8
+	VPINSRW       $0x05, (DI)(AX*1), X12, X12
+	VPINSRW       $0x06, (BX)(AX*2), X8, X8
+	VPINSRW       $0x06, (DI)(AX*2), X12, X12
+	VPINSRW       $0x07, (BX)(DX*1), X8, X8
+	VPINSRW       $0x07, (DI)(DX*1), X12, X12
+	VINSERTI32X4  $0x01, X12, Y8, Y12
+	VCVTPH2PS     Y12, Z12
+	VPBROADCASTD  4(R12), Z13
+	VPDPBUSD.BCST 8(R12), Z6, Z13
+	VPDPBUSD.BCST 12(R12), Z4, Z13
+	VPDPBUSD.BCST 16(R12), Z7, Z13
+	VPDPBUSD.BCST 20(R12), Z3, Z13
+	VPDPBUSD.BCST 24(R12), Z5, Z13
+	VPDPBUSD.BCST 28(R12), Z9, Z13
+	VPDPBUSD.BCST 32(R12), Z10, Z13
+	VPDPBUSD.BCST 36(R12), Z11, Z13
+	VCVTDQ2PS     Z13, Z13
+	VMULPS.BCST   (R12), Z12, Z3
+	VMULPS        Z13, Z3, Z3
+	VADDPS        Z3, Z2, Z2
+	ADDQ          $0x00000012, CX
+	ADDQ          $0x00000012, BX
+	ADDQ          $0x00000012, SI
+	ADDQ          $0x00000012, DI
+	ADDQ          $0x00000012, R8
+	ADDQ          $0x00000012, R9
+	ADDQ          $0x00000012, R10
+	ADDQ          $0x00000012, R11
+	ADDQ          $0x00000028, R12
+	DECQ          R13
+	JMP           loop
+
+done:
+	MOVQ    out+40(FP), AX
+	VMOVUPS Z2, (AX)
+	VZEROUPPER
+	RET
+
+// func dotQ4_0AVX512x16t4(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·dotQ4_0AVX512x16t4(SB), NOSPLIT, $0-56
+	MOVQ      rb+8(FP), AX
+	MOVQ      x+0(FP), CX
+	LEAQ      (AX)(AX*2), DX
+	LEAQ      (CX)(AX*4), BX
+	LEAQ      (BX)(AX*4), SI
+	LEAQ      (SI)(AX*4), DI
+	MOVQ      ys+24(FP), R8
+	MOVQ      y+16(FP), R9
+	LEAQ      (R8)(R8*2), R10
+	MOVQ      nb+32(FP), R11
+	VPXORD    Z0, Z0, Z0
+	VMOVDQU64 nibbleMask<>+0(SB), Z1
+	VPXORD    Z2, Z2, Z2
+	VPXORD    Z3, Z3, Z3
+	VPXORD    Z4, Z4, Z4
+	VPXORD    Z5, Z5, Z5
+
+loop:
+	TESTQ         R11, R11
+	JZ            done
+	VINSERTI32X4  $0x00, 2(CX), Z0, Z6
+	VINSERTI32X4  $0x01, 2(BX), Z6, Z6
+	VINSERTI32X4  $0x02, 2(SI), Z6, Z6
+	VINSERTI32X4  $0x03, 2(DI), Z6, Z6
+	VINSERTI32X4  $0x00, 2(CX)(AX*1), Z0, Z7
+	VINSERTI32X4  $0x01, 2(BX)(AX*1), Z7, Z7
+	VINSERTI32X4  $0x02, 2(SI)(AX*1), Z7, Z7
+	VINSERTI32X4  $0x03, 2(DI)(AX*1), Z7, Z7
+	VINSERTI32X4  $0x00, 2(CX)(AX*2), Z0, Z8
+	VINSERTI32X4  $0x01, 2(BX)(AX*2), Z8, Z8
+	VINSERTI32X4  $0x02, 2(SI)(AX*2), Z8, Z8
+	VINSERTI32X4  $0x03, 2(DI)(AX*2), Z8, Z8
+	VINSERTI32X4  $0x00, 2(CX)(DX*1), Z0, Z9
+	VINSERTI32X4  $0x01, 2(BX)(DX*1), Z9, Z9
+	VINSERTI32X4  $0x02, 2(SI)(DX*1), Z9, Z9
+	VINSERTI32X4  $0x03, 2(DI)(DX*1), Z9, Z9
+	VPUNPCKLDQ    Z7, Z6, Z10
+	VPUNPCKHDQ    Z7, Z6, Z6
+	VPUNPCKLDQ    Z9, Z8, Z7
+	VPUNPCKHDQ    Z9, Z8, Z8
+	VPUNPCKLQDQ   Z7, Z10, Z9
+	VPUNPCKHQDQ   Z7, Z10, Z7
+	VPUNPCKLQDQ   Z8, Z6, Z10
+	VPUNPCKHQDQ   Z8, Z6, Z6
+	VPSRLW        $0x04, Z9, Z8
+	VPANDD        Z1, Z8, Z8
+	VPANDD        Z1, Z9, Z9
+	VPSRLW        $0x04, Z7, Z12
+	VPANDD        Z1, Z12, Z12
+	VPANDD        Z1, Z7, Z7
+	VPSRLW        $0x04, Z10, Z13
+	VPANDD        Z1, Z13, Z13
+	VPANDD        Z1, Z10, Z10
+	VPSRLW        $0x04, Z6, Z14
+	VPANDD        Z1, Z14, Z14
+	VPANDD        Z1, Z6, Z6
+	VMOVDQA32     X0, X11
+	VMOVDQA32     X0, X15
+	VPINSRW       $0x00, (CX), X11, X11
+	VPINSRW       $0x00, (SI), X15, X15
+	VPINSRW       $0x01, (CX)(AX*1), X11, X11
+	VPINSRW       $0x01, (SI)(AX*1), X15, X15
+	VPINSRW       $0x02, (CX)(AX*2), X11, X11
+	VPINSRW       $0x02, (SI)(AX*2), X15, X15
+	VPINSRW       $0x03, (CX)(DX*1), X11, X11
+	VPINSRW       $0x03, (SI)(DX*1), X15, X15
+	VPINSRW       $0x04, (BX), X11, X11
+	VPINSRW       $0x04, (DI), X15, X15
+	VPINSRW       $0x05, (BX)(AX*1), X11, X11
+	VPINSRW       $0x05, (DI)(AX*1), X15, X15
+	VPINSRW       $0x06, (BX)(AX*2), X11, X11
+	VPINSRW       $0x06, (DI)(AX*2), X15, X15
+	VPINSRW       $0x07, (BX)(DX*1), X11, X11
+	VPINSRW       $0x07, (DI)(DX*1), X15, X15
+	VINSERTI32X4  $0x01, X15, Y11, Y15
+	VCVTPH2PS     Y15, Z15
+	VPBROADCASTD  4(R9), Z16
+	VPDPBUSD.BCST 8(R9), Z9, Z16
+	VPDPBUSD.BCST 12(R9), Z7, Z16
+	VPDPBUSD.BCST 16(R9), Z10, Z16
+	VPDPBUSD.BCST 20(R9), Z6, Z16
+	VPDPBUSD.BCST 24(R9), Z8, Z16
+	VPDPBUSD.BCST 28(R9), Z12, Z16
+	VPDPBUSD.BCST 32(R9), Z13, Z16
+	VPDPBUSD.BCST 36(R9), Z14, Z16
+	VCVTDQ2PS     Z16, Z16
+	VMULPS.BCST   (R9), Z15, Z17
+	VMULPS        Z16, Z17, Z17
+	VADDPS        Z17, Z2, Z2
+	VPBROADCASTD  4(R9)(R8*1), Z16
+	VPDPBUSD.BCST 8(R9)(R8*1), Z9, Z16
+	VPDPBUSD.BCST 12(R9)(R8*1), Z7, Z16
+	VPDPBUSD.BCST 16(R9)(R8*1), Z10, Z16
+	VPDPBUSD.BCST 20(R9)(R8*1), Z6, Z16
+	VPDPBUSD.BCST 24(R9)(R8*1), Z8, Z16
+	VPDPBUSD.BCST 28(R9)(R8*1), Z12, Z16
+	VPDPBUSD.BCST 32(R9)(R8*1), Z13, Z16
+	VPDPBUSD.BCST 36(R9)(R8*1), Z14, Z16
+	VCVTDQ2PS     Z16, Z16
+	VMULPS.BCST   (R9)(R8*1), Z15, Z17
+	VMULPS        Z16, Z17, Z17
+	VADDPS        Z17, Z3, Z3
+	VPBROADCASTD  4(R9)(R8*2), Z16
+	VPDPBUSD.BCST 8(R9)(R8*2), Z9, Z16
+	VPDPBUSD.BCST 12(R9)(R8*2), Z7, Z16
+	VPDPBUSD.BCST 16(R9)(R8*2), Z10, Z16
+	VPDPBUSD.BCST 20(R9)(R8*2), Z6, Z16
+	VPDPBUSD.BCST 24(R9)(R8*2), Z8, Z16
+	VPDPBUSD.BCST 28(R9)(R8*2), Z12, Z16
+	VPDPBUSD.BCST 32(R9)(R8*2), Z13, Z16
+	VPDPBUSD.BCST 36(R9)(R8*2), Z14, Z16
+	VCVTDQ2PS     Z16, Z16
+	VMULPS.BCST   (R9)(R8*2), Z15, Z17
+	VMULPS        Z16, Z17, Z17
+	VADDPS        Z17, Z4, Z4
+	VPBROADCASTD  4(R9)(R10*1), Z16
+	VPDPBUSD.BCST 8(R9)(R10*1), Z9, Z16
+	VPDPBUSD.BCST 12(R9)(R10*1), Z7, Z16
+	VPDPBUSD.BCST 16(R9)(R10*1), Z10, Z16
+	VPDPBUSD.BCST 20(R9)(R10*1), Z6, Z16
+	VPDPBUSD.BCST 24(R9)(R10*1), Z8, Z16
+	VPDPBUSD.BCST 28(R9)(R10*1), Z12, Z16
+	VPDPBUSD.BCST 32(R9)(R10*1), Z13, Z16
+	VPDPBUSD.BCST 36(R9)(R10*1), Z14, Z16
+	VCVTDQ2PS     Z16, Z16
+	VMULPS.BCST   (R9)(R10*1), Z15, Z6
+	VMULPS        Z16, Z6, Z6
+	VADDPS        Z6, Z5, Z5
+	ADDQ          $0x00000012, CX
+	ADDQ          $0x00000012, BX
+	ADDQ          $0x00000012, SI
+	ADDQ          $0x00000012, DI
+	ADDQ          $0x00000028, R9
+	DECQ          R11
+	JMP           loop
+
+done:
+	MOVQ    out+40(FP), AX
+	MOVQ    os+48(FP), CX
+	SHLQ    $0x02, CX
+	VMOVUPS Z2, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z5, (AX)
+	VZEROUPPER
+	RET
+
+// func dotQ4_0AVX512x16t8(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·dotQ4_0AVX512x16t8(SB), NOSPLIT, $0-56
+	MOVQ      rb+8(FP), AX
+	MOVQ      x+0(FP), CX
+	LEAQ      (AX)(AX*2), DX
+	LEAQ      (CX)(AX*4), BX
+	LEAQ      (BX)(AX*4), SI
+	LEAQ      (SI)(AX*4), DI
+	MOVQ      ys+24(FP), R8
+	MOVQ      y+16(FP), R9
+	LEAQ      (R8)(R8*2), R10
+	LEAQ      (R9)(R8*4), R11
+	MOVQ      nb+32(FP), R12
+	VPXORD    Z0, Z0, Z0
+	VMOVDQU64 nibbleMask<>+0(SB), Z1
+	VPXORD    Z2, Z2, Z2
+	VPXORD    Z3, Z3, Z3
+	VPXORD    Z4, Z4, Z4
+	VPXORD    Z5, Z5, Z5
+	VPXORD    Z6, Z6, Z6
+	VPXORD    Z7, Z7, Z7
+	VPXORD    Z8, Z8, Z8
+	VPXORD    Z9, Z9, Z9
+
+loop:
+	TESTQ         R12, R12
+	JZ            done
+	VINSERTI32X4  $0x00, 2(CX), Z0, Z10
+	VINSERTI32X4  $0x01, 2(BX), Z10, Z10
+	VINSERTI32X4  $0x02, 2(SI), Z10, Z10
+	VINSERTI32X4  $0x03, 2(DI), Z10, Z10
+	VINSERTI32X4  $0x00, 2(CX)(AX*1), Z0, Z11
+	VINSERTI32X4  $0x01, 2(BX)(AX*1), Z11, Z11
+	VINSERTI32X4  $0x02, 2(SI)(AX*1), Z11, Z11
+	VINSERTI32X4  $0x03, 2(DI)(AX*1), Z11, Z11
+	VINSERTI32X4  $0x00, 2(CX)(AX*2), Z0, Z12
+	VINSERTI32X4  $0x01, 2(BX)(AX*2), Z12, Z12
+	VINSERTI32X4  $0x02, 2(SI)(AX*2), Z12, Z12
+	VINSERTI32X4  $0x03, 2(DI)(AX*2), Z12, Z12
+	VINSERTI32X4  $0x00, 2(CX)(DX*1), Z0, Z13
+	VINSERTI32X4  $0x01, 2(BX)(DX*1), Z13, Z13
+	VINSERTI32X4  $0x02, 2(SI)(DX*1), Z13, Z13
+	VINSERTI32X4  $0x03, 2(DI)(DX*1), Z13, Z13
+	VPUNPCKLDQ    Z11, Z10, Z14
+	VPUNPCKHDQ    Z11, Z10, Z10
+	VPUNPCKLDQ    Z13, Z12, Z11
+	VPUNPCKHDQ    Z13, Z12, Z12
+	VPUNPCKLQDQ   Z11, Z14, Z13
+	VPUNPCKHQDQ   Z11, Z14, Z11
+	VPUNPCKLQDQ   Z12, Z10, Z14
+	VPUNPCKHQDQ   Z12, Z10, Z10
+	VPSRLW        $0x04, Z13, Z12
+	VPANDD        Z1, Z12, Z12
+	VPANDD        Z1, Z13, Z13
+	VPSRLW        $0x04, Z11, Z16
+	VPANDD        Z1, Z16, Z16
+	VPANDD        Z1, Z11, Z11
+	VPSRLW        $0x04, Z14, Z17
+	VPANDD        Z1, Z17, Z17
+	VPANDD        Z1, Z14, Z14
+	VPSRLW        $0x04, Z10, Z18
+	VPANDD        Z1, Z18, Z18
+	VPANDD        Z1, Z10, Z10
+	VMOVDQA32     X0, X15
+	VMOVDQA32     X0, X19
+	VPINSRW       $0x00, (CX), X15, X15
+	VPINSRW       $0x00, (SI), X19, X19
+	VPINSRW       $0x01, (CX)(AX*1), X15, X15
+	VPINSRW       $0x01, (SI)(AX*1), X19, X19
+	VPINSRW       $0x02, (CX)(AX*2), X15, X15
+	VPINSRW       $0x02, (SI)(AX*2), X19, X19
+	VPINSRW       $0x03, (CX)(DX*1), X15, X15
+	VPINSRW       $0x03, (SI)(DX*1), X19, X19
+	VPINSRW       $0x04, (BX), X15, X15
+	VPINSRW       $0x04, (DI), X19, X19
+	VPINSRW       $0x05, (BX)(AX*1), X15, X15
+	VPINSRW       $0x05, (DI)(AX*1), X19, X19
+	VPINSRW       $0x06, (BX)(AX*2), X15, X15
+	VPINSRW       $0x06, (DI)(AX*2), X19, X19
+	VPINSRW       $0x07, (BX)(DX*1), X15, X15
+	VPINSRW       $0x07, (DI)(DX*1), X19, X19
+	VINSERTI32X4  $0x01, X19, Y15, Y19
+	VCVTPH2PS     Y19, Z19
+	VPBROADCASTD  4(R9), Z20
+	VPDPBUSD.BCST 8(R9), Z13, Z20
+	VPDPBUSD.BCST 12(R9), Z11, Z20
+	VPDPBUSD.BCST 16(R9), Z14, Z20
+	VPDPBUSD.BCST 20(R9), Z10, Z20
+	VPDPBUSD.BCST 24(R9), Z12, Z20
+	VPDPBUSD.BCST 28(R9), Z16, Z20
+	VPDPBUSD.BCST 32(R9), Z17, Z20
+	VPDPBUSD.BCST 36(R9), Z18, Z20
+	VCVTDQ2PS     Z20, Z20
+	VMULPS.BCST   (R9), Z19, Z21
+	VMULPS        Z20, Z21, Z21
+	VADDPS        Z21, Z2, Z2
+	VPBROADCASTD  4(R9)(R8*1), Z20
+	VPDPBUSD.BCST 8(R9)(R8*1), Z13, Z20
+	VPDPBUSD.BCST 12(R9)(R8*1), Z11, Z20
+	VPDPBUSD.BCST 16(R9)(R8*1), Z14, Z20
+	VPDPBUSD.BCST 20(R9)(R8*1), Z10, Z20
+	VPDPBUSD.BCST 24(R9)(R8*1), Z12, Z20
+	VPDPBUSD.BCST 28(R9)(R8*1), Z16, Z20
+	VPDPBUSD.BCST 32(R9)(R8*1), Z17, Z20
+	VPDPBUSD.BCST 36(R9)(R8*1), Z18, Z20
+	VCVTDQ2PS     Z20, Z20
+	VMULPS.BCST   (R9)(R8*1), Z19, Z21
+	VMULPS        Z20, Z21, Z21
+	VADDPS        Z21, Z3, Z3
+	VPBROADCASTD  4(R9)(R8*2), Z20
+	VPDPBUSD.BCST 8(R9)(R8*2), Z13, Z20
+	VPDPBUSD.BCST 12(R9)(R8*2), Z11, Z20
+	VPDPBUSD.BCST 16(R9)(R8*2), Z14, Z20
+	VPDPBUSD.BCST 20(R9)(R8*2), Z10, Z20
+	VPDPBUSD.BCST 24(R9)(R8*2), Z12, Z20
+	VPDPBUSD.BCST 28(R9)(R8*2), Z16, Z20
+	VPDPBUSD.BCST 32(R9)(R8*2), Z17, Z20
+	VPDPBUSD.BCST 36(R9)(R8*2), Z18, Z20
+	VCVTDQ2PS     Z20, Z20
+	VMULPS.BCST   (R9)(R8*2), Z19, Z21
+	VMULPS        Z20, Z21, Z21
+	VADDPS        Z21, Z4, Z4
+	VPBROADCASTD  4(R9)(R10*1), Z20
+	VPDPBUSD.BCST 8(R9)(R10*1), Z13, Z20
+	VPDPBUSD.BCST 12(R9)(R10*1), Z11, Z20
+	VPDPBUSD.BCST 16(R9)(R10*1), Z14, Z20
+	VPDPBUSD.BCST 20(R9)(R10*1), Z10, Z20
+	VPDPBUSD.BCST 24(R9)(R10*1), Z12, Z20
+	VPDPBUSD.BCST 28(R9)(R10*1), Z16, Z20
+	VPDPBUSD.BCST 32(R9)(R10*1), Z17, Z20
+	VPDPBUSD.BCST 36(R9)(R10*1), Z18, Z20
+	VCVTDQ2PS     Z20, Z20
+	VMULPS.BCST   (R9)(R10*1), Z19, Z21
+	VMULPS        Z20, Z21, Z21
+	VADDPS        Z21, Z5, Z5
+	VPBROADCASTD  4(R11), Z20
+	VPDPBUSD.BCST 8(R11), Z13, Z20
+	VPDPBUSD.BCST 12(R11), Z11, Z20
+	VPDPBUSD.BCST 16(R11), Z14, Z20
+	VPDPBUSD.BCST 20(R11), Z10, Z20
+	VPDPBUSD.BCST 24(R11), Z12, Z20
+	VPDPBUSD.BCST 28(R11), Z16, Z20
+	VPDPBUSD.BCST 32(R11), Z17, Z20
+	VPDPBUSD.BCST 36(R11), Z18, Z20
+	VCVTDQ2PS     Z20, Z20
+	VMULPS.BCST   (R11), Z19, Z21
+	VMULPS        Z20, Z21, Z21
+	VADDPS        Z21, Z6, Z6
+	VPBROADCASTD  4(R11)(R8*1), Z20
+	VPDPBUSD.BCST 8(R11)(R8*1), Z13, Z20
+	VPDPBUSD.BCST 12(R11)(R8*1), Z11, Z20
+	VPDPBUSD.BCST 16(R11)(R8*1), Z14, Z20
+	VPDPBUSD.BCST 20(R11)(R8*1), Z10, Z20
+	VPDPBUSD.BCST 24(R11)(R8*1), Z12, Z20
+	VPDPBUSD.BCST 28(R11)(R8*1), Z16, Z20
+	VPDPBUSD.BCST 32(R11)(R8*1), Z17, Z20
+	VPDPBUSD.BCST 36(R11)(R8*1), Z18, Z20
+	VCVTDQ2PS     Z20, Z20
+	VMULPS.BCST   (R11)(R8*1), Z19, Z21
+	VMULPS        Z20, Z21, Z21
+	VADDPS        Z21, Z7, Z7
+	VPBROADCASTD  4(R11)(R8*2), Z20
+	VPDPBUSD.BCST 8(R11)(R8*2), Z13, Z20
+	VPDPBUSD.BCST 12(R11)(R8*2), Z11, Z20
+	VPDPBUSD.BCST 16(R11)(R8*2), Z14, Z20
+	VPDPBUSD.BCST 20(R11)(R8*2), Z10, Z20
+	VPDPBUSD.BCST 24(R11)(R8*2), Z12, Z20
+	VPDPBUSD.BCST 28(R11)(R8*2), Z16, Z20
+	VPDPBUSD.BCST 32(R11)(R8*2), Z17, Z20
+	VPDPBUSD.BCST 36(R11)(R8*2), Z18, Z20
+	VCVTDQ2PS     Z20, Z20
+	VMULPS.BCST   (R11)(R8*2), Z19, Z21
+	VMULPS        Z20, Z21, Z21
+	VADDPS        Z21, Z8, Z8
+	VPBROADCASTD  4(R11)(R10*1), Z20
+	VPDPBUSD.BCST 8(R11)(R10*1), Z13, Z20
+	VPDPBUSD.BCST 12(R11)(R10*1), Z11, Z20
+	VPDPBUSD.BCST 16(R11)(R10*1), Z14, Z20
+	VPDPBUSD.BCST 20(R11)(R10*1), Z10, Z20
+	VPDPBUSD.BCST 24(R11)(R10*1), Z12, Z20
+	VPDPBUSD.BCST 28(R11)(R10*1), Z16, Z20
+	VPDPBUSD.BCST 32(R11)(R10*1), Z17, Z20
+	VPDPBUSD.BCST 36(R11)(R10*1), Z18, Z20
+	VCVTDQ2PS     Z20, Z20
+	VMULPS.BCST   (R11)(R10*1), Z19, Z10
+	VMULPS        Z20, Z10, Z10
+	VADDPS        Z10, Z9, Z9
+	ADDQ          $0x00000012, CX
+	ADDQ          $0x00000012, BX
+	ADDQ          $0x00000012, SI
+	ADDQ          $0x00000012, DI
+	ADDQ          $0x00000028, R9
+	ADDQ          $0x00000028, R11
+	DECQ          R12
+	JMP           loop
+
+done:
+	MOVQ    out+40(FP), AX
+	MOVQ    os+48(FP), CX
+	SHLQ    $0x02, CX
+	VMOVUPS Z2, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z5, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z7, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z9, (AX)
+	VZEROUPPER
+	RET
+
+// func dotQ4_0AVX512x16t16(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL
+TEXT ·dotQ4_0AVX512x16t16(SB), NOSPLIT, $0-56
+	MOVQ      rb+8(FP), AX
+	MOVQ      x+0(FP), CX
+	LEAQ      (AX)(AX*2), DX
+	LEAQ      (CX)(AX*4), BX
+	LEAQ      (BX)(AX*4), SI
+	LEAQ      (SI)(AX*4), DI
+	MOVQ      ys+24(FP), R8
+	MOVQ      y+16(FP), R9
+	LEAQ      (R8)(R8*2), R10
+	LEAQ      (R9)(R8*4), R11
+	LEAQ      (R11)(R8*4), R12
+	LEAQ      (R12)(R8*4), R13
+	MOVQ      nb+32(FP), R14
+	VPXORD    Z0, Z0, Z0
+	VMOVDQU64 nibbleMask<>+0(SB), Z1
+	VPXORD    Z2, Z2, Z2
+	VPXORD    Z3, Z3, Z3
+	VPXORD    Z4, Z4, Z4
+	VPXORD    Z5, Z5, Z5
+	VPXORD    Z6, Z6, Z6
+	VPXORD    Z7, Z7, Z7
+	VPXORD    Z8, Z8, Z8
+	VPXORD    Z9, Z9, Z9
+	VPXORD    Z10, Z10, Z10
+	VPXORD    Z11, Z11, Z11
+	VPXORD    Z12, Z12, Z12
+	VPXORD    Z13, Z13, Z13
+	VPXORD    Z14, Z14, Z14
+	VPXORD    Z15, Z15, Z15
+	VPXORD    Z16, Z16, Z16
+	VPXORD    Z17, Z17, Z17
+
+loop:
+	TESTQ         R14, R14
+	JZ            done
+	VINSERTI32X4  $0x00, 2(CX), Z0, Z18
+	VINSERTI32X4  $0x01, 2(BX), Z18, Z18
+	VINSERTI32X4  $0x02, 2(SI), Z18, Z18
+	VINSERTI32X4  $0x03, 2(DI), Z18, Z18
+	VINSERTI32X4  $0x00, 2(CX)(AX*1), Z0, Z19
+	VINSERTI32X4  $0x01, 2(BX)(AX*1), Z19, Z19
+	VINSERTI32X4  $0x02, 2(SI)(AX*1), Z19, Z19
+	VINSERTI32X4  $0x03, 2(DI)(AX*1), Z19, Z19
+	VINSERTI32X4  $0x00, 2(CX)(AX*2), Z0, Z20
+	VINSERTI32X4  $0x01, 2(BX)(AX*2), Z20, Z20
+	VINSERTI32X4  $0x02, 2(SI)(AX*2), Z20, Z20
+	VINSERTI32X4  $0x03, 2(DI)(AX*2), Z20, Z20
+	VINSERTI32X4  $0x00, 2(CX)(DX*1), Z0, Z21
+	VINSERTI32X4  $0x01, 2(BX)(DX*1), Z21, Z21
+	VINSERTI32X4  $0x02, 2(SI)(DX*1), Z21, Z21
+	VINSERTI32X4  $0x03, 2(DI)(DX*1), Z21, Z21
+	VPUNPCKLDQ    Z19, Z18, Z22
+	VPUNPCKHDQ    Z19, Z18, Z18
+	VPUNPCKLDQ    Z21, Z20, Z19
+	VPUNPCKHDQ    Z21, Z20, Z20
+	VPUNPCKLQDQ   Z19, Z22, Z21
+	VPUNPCKHQDQ   Z19, Z22, Z19
+	VPUNPCKLQDQ   Z20, Z18, Z22
+	VPUNPCKHQDQ   Z20, Z18, Z18
+	VPSRLW        $0x04, Z21, Z20
+	VPANDD        Z1, Z20, Z20
+	VPANDD        Z1, Z21, Z21
+	VPSRLW        $0x04, Z19, Z24
+	VPANDD        Z1, Z24, Z24
+	VPANDD        Z1, Z19, Z19
+	VPSRLW        $0x04, Z22, Z25
+	VPANDD        Z1, Z25, Z25
+	VPANDD        Z1, Z22, Z22
+	VPSRLW        $0x04, Z18, Z26
+	VPANDD        Z1, Z26, Z26
+	VPANDD        Z1, Z18, Z18
+	VMOVDQA32     X0, X23
+	VMOVDQA32     X0, X27
+	VPINSRW       $0x00, (CX), X23, X23
+	VPINSRW       $0x00, (SI), X27, X27
+	VPINSRW       $0x01, (CX)(AX*1), X23, X23
+	VPINSRW       $0x01, (SI)(AX*1), X27, X27
+	VPINSRW       $0x02, (CX)(AX*2), X23, X23
+	VPINSRW       $0x02, (SI)(AX*2), X27, X27
+	VPINSRW       $0x03, (CX)(DX*1), X23, X23
+	VPINSRW       $0x03, (SI)(DX*1), X27, X27
+	VPINSRW       $0x04, (BX), X23, X23
+	VPINSRW       $0x04, (DI), X27, X27
+	VPINSRW       $0x05, (BX)(AX*1), X23, X23
+	VPINSRW       $0x05, (DI)(AX*1), X27, X27
+	VPINSRW       $0x06, (BX)(AX*2), X23, X23
+	VPINSRW       $0x06, (DI)(AX*2), X27, X27
+	VPINSRW       $0x07, (BX)(DX*1), X23, X23
+	VPINSRW       $0x07, (DI)(DX*1), X27, X27
+	VINSERTI32X4  $0x01, X27, Y23, Y27
+	VCVTPH2PS     Y27, Z27
+	VPBROADCASTD  4(R9), Z28
+	VPDPBUSD.BCST 8(R9), Z21, Z28
+	VPDPBUSD.BCST 12(R9), Z19, Z28
+	VPDPBUSD.BCST 16(R9), Z22, Z28
+	VPDPBUSD.BCST 20(R9), Z18, Z28
+	VPDPBUSD.BCST 24(R9), Z20, Z28
+	VPDPBUSD.BCST 28(R9), Z24, Z28
+	VPDPBUSD.BCST 32(R9), Z25, Z28
+	VPDPBUSD.BCST 36(R9), Z26, Z28
+	VCVTDQ2PS     Z28, Z28
+	VMULPS.BCST   (R9), Z27, Z29
+	VMULPS        Z28, Z29, Z29
+	VADDPS        Z29, Z2, Z2
+	VPBROADCASTD  4(R9)(R8*1), Z28
+	VPDPBUSD.BCST 8(R9)(R8*1), Z21, Z28
+	VPDPBUSD.BCST 12(R9)(R8*1), Z19, Z28
+	VPDPBUSD.BCST 16(R9)(R8*1), Z22, Z28
+	VPDPBUSD.BCST 20(R9)(R8*1), Z18, Z28
+	VPDPBUSD.BCST 24(R9)(R8*1), Z20, Z28
+	VPDPBUSD.BCST 28(R9)(R8*1), Z24, Z28
+	VPDPBUSD.BCST 32(R9)(R8*1), Z25, Z28
+	VPDPBUSD.BCST 36(R9)(R8*1), Z26, Z28
+	VCVTDQ2PS     Z28, Z28
+	VMULPS.BCST   (R9)(R8*1), Z27, Z29
+	VMULPS        Z28, Z29, Z29
+	VADDPS        Z29, Z3, Z3
+	VPBROADCASTD  4(R9)(R8*2), Z28
+	VPDPBUSD.BCST 8(R9)(R8*2), Z21, Z28
+	VPDPBUSD.BCST 12(R9)(R8*2), Z19, Z28
+	VPDPBUSD.BCST 16(R9)(R8*2), Z22, Z28
+	VPDPBUSD.BCST 20(R9)(R8*2), Z18, Z28
+	VPDPBUSD.BCST 24(R9)(R8*2), Z20, Z28
+	VPDPBUSD.BCST 28(R9)(R8*2), Z24, Z28
+	VPDPBUSD.BCST 32(R9)(R8*2), Z25, Z28
+	VPDPBUSD.BCST 36(R9)(R8*2), Z26, Z28
+	VCVTDQ2PS     Z28, Z28
+	VMULPS.BCST   (R9)(R8*2), Z27, Z29
+	VMULPS        Z28, Z29, Z29
+	VADDPS        Z29, Z4, Z4
+	VPBROADCASTD  4(R9)(R10*1), Z28
+	VPDPBUSD.BCST 8(R9)(R10*1), Z21, Z28
+	VPDPBUSD.BCST 12(R9)(R10*1), Z19, Z28
+	VPDPBUSD.BCST 16(R9)(R10*1), Z22, Z28
+	VPDPBUSD.BCST 20(R9)(R10*1), Z18, Z28
+	VPDPBUSD.BCST 24(R9)(R10*1), Z20, Z28
+	VPDPBUSD.BCST 28(R9)(R10*1), Z24, Z28
+	VPDPBUSD.BCST 32(R9)(R10*1), Z25, Z28
+	VPDPBUSD.BCST 36(R9)(R10*1), Z26, Z28
+	VCVTDQ2PS     Z28, Z28
+	VMULPS.BCST   (R9)(R10*1), Z27, Z29
+	VMULPS        Z28, Z29, Z29
+	VADDPS        Z29, Z5, Z5
+	VPBROADCASTD  4(R11), Z28
+	VPDPBUSD.BCST 8(R11), Z21, Z28
+	VPDPBUSD.BCST 12(R11), Z19, Z28
+	VPDPBUSD.BCST 16(R11), Z22, Z28
+	VPDPBUSD.BCST 20(R11), Z18, Z28
+	VPDPBUSD.BCST 24(R11), Z20, Z28
+	VPDPBUSD.BCST 28(R11), Z24, Z28
+	VPDPBUSD.BCST 32(R11), Z25, Z28
+	VPDPBUSD.BCST 36(R11), Z26, Z28
+	VCVTDQ2PS     Z28, Z28
+	VMULPS.BCST   (R11), Z27, Z29
+	VMULPS        Z28, Z29, Z29
+	VADDPS        Z29, Z6, Z6
+	VPBROADCASTD  4(R11)(R8*1), Z28
+	VPDPBUSD.BCST 8(R11)(R8*1), Z21, Z28
+	VPDPBUSD.BCST 12(R11)(R8*1), Z19, Z28
+	VPDPBUSD.BCST 16(R11)(R8*1), Z22, Z28
+	VPDPBUSD.BCST 20(R11)(R8*1), Z18, Z28
+	VPDPBUSD.BCST 24(R11)(R8*1), Z20, Z28
+	VPDPBUSD.BCST 28(R11)(R8*1), Z24, Z28
+	VPDPBUSD.BCST 32(R11)(R8*1), Z25, Z28
+	VPDPBUSD.BCST 36(R11)(R8*1), Z26, Z28
+	VCVTDQ2PS     Z28, Z28
+	VMULPS.BCST   (R11)(R8*1), Z27, Z29
+	VMULPS        Z28, Z29, Z29
+	VADDPS        Z29, Z7, Z7
+	VPBROADCASTD  4(R11)(R8*2), Z28
+	VPDPBUSD.BCST 8(R11)(R8*2), Z21, Z28
+	VPDPBUSD.BCST 12(R11)(R8*2), Z19, Z28
+	VPDPBUSD.BCST 16(R11)(R8*2), Z22, Z28
+	VPDPBUSD.BCST 20(R11)(R8*2), Z18, Z28
+	VPDPBUSD.BCST 24(R11)(R8*2), Z20, Z28
+	VPDPBUSD.BCST 28(R11)(R8*2), Z24, Z28
+	VPDPBUSD.BCST 32(R11)(R8*2), Z25, Z28
+	VPDPBUSD.BCST 36(R11)(R8*2), Z26, Z28
+	VCVTDQ2PS     Z28, Z28
+	VMULPS.BCST   (R11)(R8*2), Z27, Z29
+	VMULPS        Z28, Z29, Z29
+	VADDPS        Z29, Z8, Z8
+	VPBROADCASTD  4(R11)(R10*1), Z28
+	VPDPBUSD.BCST 8(R11)(R10*1), Z21, Z28
+	VPDPBUSD.BCST 12(R11)(R10*1), Z19, Z28
+	VPDPBUSD.BCST 16(R11)(R10*1), Z22, Z28
+	VPDPBUSD.BCST 20(R11)(R10*1), Z18, Z28
+	VPDPBUSD.BCST 24(R11)(R10*1), Z20, Z28
+	VPDPBUSD.BCST 28(R11)(R10*1), Z24, Z28
+	VPDPBUSD.BCST 32(R11)(R10*1), Z25, Z28
+	VPDPBUSD.BCST 36(R11)(R10*1), Z26, Z28
+	VCVTDQ2PS     Z28, Z28
+	VMULPS.BCST   (R11)(R10*1), Z27, Z29
+	VMULPS        Z28, Z29, Z29
+	VADDPS        Z29, Z9, Z9
+	VPBROADCASTD  4(R12), Z28
+	VPDPBUSD.BCST 8(R12), Z21, Z28
+	VPDPBUSD.BCST 12(R12), Z19, Z28
+	VPDPBUSD.BCST 16(R12), Z22, Z28
+	VPDPBUSD.BCST 20(R12), Z18, Z28
+	VPDPBUSD.BCST 24(R12), Z20, Z28
+	VPDPBUSD.BCST 28(R12), Z24, Z28
+	VPDPBUSD.BCST 32(R12), Z25, Z28
+	VPDPBUSD.BCST 36(R12), Z26, Z28
+	VCVTDQ2PS     Z28, Z28
+	VMULPS.BCST   (R12), Z27, Z29
+	VMULPS        Z28, Z29, Z29
+	VADDPS        Z29, Z10, Z10
+	VPBROADCASTD  4(R12)(R8*1), Z28
+	VPDPBUSD.BCST 8(R12)(R8*1), Z21, Z28
+	VPDPBUSD.BCST 12(R12)(R8*1), Z19, Z28
+	VPDPBUSD.BCST 16(R12)(R8*1), Z22, Z28
+	VPDPBUSD.BCST 20(R12)(R8*1), Z18, Z28
+	VPDPBUSD.BCST 24(R12)(R8*1), Z20, Z28
+	VPDPBUSD.BCST 28(R12)(R8*1), Z24, Z28
+	VPDPBUSD.BCST 32(R12)(R8*1), Z25, Z28
+	VPDPBUSD.BCST 36(R12)(R8*1), Z26, Z28
+	VCVTDQ2PS     Z28, Z28
+	VMULPS.BCST   (R12)(R8*1), Z27, Z29
+	VMULPS        Z28, Z29, Z29
+	VADDPS        Z29, Z11, Z11
+	VPBROADCASTD  4(R12)(R8*2), Z28
+	VPDPBUSD.BCST 8(R12)(R8*2), Z21, Z28
+	VPDPBUSD.BCST 12(R12)(R8*2), Z19, Z28
+	VPDPBUSD.BCST 16(R12)(R8*2), Z22, Z28
+	VPDPBUSD.BCST 20(R12)(R8*2), Z18, Z28
+	VPDPBUSD.BCST 24(R12)(R8*2), Z20, Z28
+	VPDPBUSD.BCST 28(R12)(R8*2), Z24, Z28
+	VPDPBUSD.BCST 32(R12)(R8*2), Z25, Z28
+	VPDPBUSD.BCST 36(R12)(R8*2), Z26, Z28
+	VCVTDQ2PS     Z28, Z28
+	VMULPS.BCST   (R12)(R8*2), Z27, Z29
+	VMULPS        Z28, Z29, Z29
+	VADDPS        Z29, Z12, Z12
+	VPBROADCASTD  4(R12)(R10*1), Z28
+	VPDPBUSD.BCST 8(R12)(R10*1), Z21, Z28
+	VPDPBUSD.BCST 12(R12)(R10*1), Z19, Z28
+	VPDPBUSD.BCST 16(R12)(R10*1), Z22, Z28
+	VPDPBUSD.BCST 20(R12)(R10*1), Z18, Z28
+	VPDPBUSD.BCST 24(R12)(R10*1), Z20, Z28
+	VPDPBUSD.BCST 28(R12)(R10*1), Z24, Z28
+	VPDPBUSD.BCST 32(R12)(R10*1), Z25, Z28
+	VPDPBUSD.BCST 36(R12)(R10*1), Z26, Z28
+	VCVTDQ2PS     Z28, Z28
+	VMULPS.BCST   (R12)(R10*1), Z27, Z29
+	VMULPS        Z28, Z29, Z29
+	VADDPS        Z29, Z13, Z13
+	VPBROADCASTD  4(R13), Z28
+	VPDPBUSD.BCST 8(R13), Z21, Z28
+	VPDPBUSD.BCST 12(R13), Z19, Z28
+	VPDPBUSD.BCST 16(R13), Z22, Z28
+	VPDPBUSD.BCST 20(R13), Z18, Z28
+	VPDPBUSD.BCST 24(R13), Z20, Z28
+	VPDPBUSD.BCST 28(R13), Z24, Z28
+	VPDPBUSD.BCST 32(R13), Z25, Z28
+	VPDPBUSD.BCST 36(R13), Z26, Z28
+	VCVTDQ2PS     Z28, Z28
+	VMULPS.BCST   (R13), Z27, Z29
+	VMULPS        Z28, Z29, Z29
+	VADDPS        Z29, Z14, Z14
+	VPBROADCASTD  4(R13)(R8*1), Z28
+	VPDPBUSD.BCST 8(R13)(R8*1), Z21, Z28
+	VPDPBUSD.BCST 12(R13)(R8*1), Z19, Z28
+	VPDPBUSD.BCST 16(R13)(R8*1), Z22, Z28
+	VPDPBUSD.BCST 20(R13)(R8*1), Z18, Z28
+	VPDPBUSD.BCST 24(R13)(R8*1), Z20, Z28
+	VPDPBUSD.BCST 28(R13)(R8*1), Z24, Z28
+	VPDPBUSD.BCST 32(R13)(R8*1), Z25, Z28
+	VPDPBUSD.BCST 36(R13)(R8*1), Z26, Z28
+	VCVTDQ2PS     Z28, Z28
+	VMULPS.BCST   (R13)(R8*1), Z27, Z29
+	VMULPS        Z28, Z29, Z29
+	VADDPS        Z29, Z15, Z15
+	VPBROADCASTD  4(R13)(R8*2), Z28
+	VPDPBUSD.BCST 8(R13)(R8*2), Z21, Z28
+	VPDPBUSD.BCST 12(R13)(R8*2), Z19, Z28
+	VPDPBUSD.BCST 16(R13)(R8*2), Z22, Z28
+	VPDPBUSD.BCST 20(R13)(R8*2), Z18, Z28
+	VPDPBUSD.BCST 24(R13)(R8*2), Z20, Z28
+	VPDPBUSD.BCST 28(R13)(R8*2), Z24, Z28
+	VPDPBUSD.BCST 32(R13)(R8*2), Z25, Z28
+	VPDPBUSD.BCST 36(R13)(R8*2), Z26, Z28
+	VCVTDQ2PS     Z28, Z28
+	VMULPS.BCST   (R13)(R8*2), Z27, Z29
+	VMULPS        Z28, Z29, Z29
+	VADDPS        Z29, Z16, Z16
+	VPBROADCASTD  4(R13)(R10*1), Z28
+	VPDPBUSD.BCST 8(R13)(R10*1), Z21, Z28
+	VPDPBUSD.BCST 12(R13)(R10*1), Z19, Z28
+	VPDPBUSD.BCST 16(R13)(R10*1), Z22, Z28
+	VPDPBUSD.BCST 20(R13)(R10*1), Z18, Z28
+	VPDPBUSD.BCST 24(R13)(R10*1), Z20, Z28
+	VPDPBUSD.BCST 28(R13)(R10*1), Z24, Z28
+	VPDPBUSD.BCST 32(R13)(R10*1), Z25, Z28
+	VPDPBUSD.BCST 36(R13)(R10*1), Z26, Z28
+	VCVTDQ2PS     Z28, Z28
+	VMULPS.BCST   (R13)(R10*1), Z27, Z18
+	VMULPS        Z28, Z18, Z18
+	VADDPS        Z18, Z17, Z17
+	ADDQ          $0x00000012, CX
+	ADDQ          $0x00000012, BX
+	ADDQ          $0x00000012, SI
+	ADDQ          $0x00000012, DI
+	ADDQ          $0x00000028, R9
+	ADDQ          $0x00000028, R11
+	ADDQ          $0x00000028, R12
+	ADDQ          $0x00000028, R13
+	DECQ          R14
+	JMP           loop
+
+done:
+	MOVQ    out+40(FP), AX
+	MOVQ    os+48(FP), CX
+	SHLQ    $0x02, CX
+	VMOVUPS Z2, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z3, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z4, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z5, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z6, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z7, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z8, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z9, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z10, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z11, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z12, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z13, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z14, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z15, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z16, (AX)
+	ADDQ    CX, AX
+	VMOVUPS Z17, (AX)
 	VZEROUPPER
 	RET

@@ -25,3 +25,7 @@ func dotQ6KRows(out []float32, row []byte, y []q8KBlock, nb int) {
 func dotQ8_0Rows(out []float32, row []byte, y []q8Block, nb int) {
 	dotQ8_0RowsGeneric(out, row, y, nb)
 }
+
+func (m *matMul) fastRows(lo, hi int) int { return lo }
+
+func (m *matMul) fastTokens(r, hi, t0, nt int) int { return 0 }

@@ -19,11 +19,6 @@ func dotQ4KAVX2x2(x *byte, y *byte, n int, stride int, out *float32)
 //go:noescape
 func dotQ4KAVX512(x *byte, y *byte, n int) float32
 
-// dotQ4KAVX512x4 sets out[t] = dotQ4KAVX512(x, y+t·stride, n) for t < 4.
-//
-//go:noescape
-func dotQ4KAVX512x4(x *byte, y *byte, n int, stride int, out *float32)
-
 // dotQ6KAVX2 is the dot product of n Q6_K blocks at x with n q8KBlocks at y.
 //
 //go:noescape
@@ -39,35 +34,17 @@ func dotQ6KAVX2x2(x *byte, y *byte, n int, stride int, out *float32)
 //go:noescape
 func dotQ6KAVX512(x *byte, y *byte, n int) float32
 
-// dotQ6KAVX512x4 sets out[t] = dotQ6KAVX512(x, y+t·stride, n) for t < 4.
-//
-//go:noescape
-func dotQ6KAVX512x4(x *byte, y *byte, n int, stride int, out *float32)
-
-// dotQ8_0AVX2 is the dot product of n Q8_0 blocks at x with n q8Blocks at y.
+// dotQ8_0AVX2 is the dot product of n Q8_0 blocks at x with n q8Blocks at y: per block
+// the exact integer sum isum, then sum += (f16(x.d)·y.d)·isum in block order.
 //
 //go:noescape
 func dotQ8_0AVX2(x *byte, y *byte, n int) float32
 
-// dotQ8_0AVX512 is dotQ8_0AVX2 with AVX-512BW and AVX-512 VNNI.
-//
-//go:noescape
-func dotQ8_0AVX512(x *byte, y *byte, n int) float32
-
-// dotQ8_0AVX512x4 sets out[t] = dotQ8_0AVX512(x, y+t·stride, n) for t < 4.
-//
-//go:noescape
-func dotQ8_0AVX512x4(x *byte, y *byte, n int, stride int, out *float32)
-
-// dotQ4_0AVX2 is the dot product of n Q4_0 blocks at x with n q8Blocks at y.
+// dotQ4_0AVX2 is the dot product of n Q4_0 blocks at x with n q8Blocks at y: per block
+// the exact integer sum isum, then sum += (f16(x.d)·y.d)·isum in block order.
 //
 //go:noescape
 func dotQ4_0AVX2(x *byte, y *byte, n int) float32
-
-// dotQ4_0AVX512 is dotQ4_0AVX2 with AVX-512BW and AVX-512 VNNI.
-//
-//go:noescape
-func dotQ4_0AVX512(x *byte, y *byte, n int) float32
 
 // dotF32AVX2 is the dot product of n (a multiple of 8) F32 weights at x with float32s at y.
 //
@@ -108,3 +85,143 @@ func attnMadF16(acc *uint16, v *uint16, n int, s float32)
 //
 //go:noescape
 func attnScaleF16(acc *uint16, n int, s float32)
+
+// attnScoresF16 sets s[j] = scale·(q·k_j) for j < n, k_j the hd binary16 values at
+// k + j·stride (hd a multiple of 8), as attnSpanGeneric computes it.
+//
+//go:noescape
+func attnScoresF16(k *uint16, q *float32, hd int, n int, stride int, scale float32, s *float32)
+
+// attnExpF16 replaces the n scores at s (padded with -Inf to a multiple of 8) by
+// their online-softmax factors and sets the bits of the new maxima in mask
+// (one byte per 8 scores), starting from and updating the running maximum *mx.
+//
+//go:noescape
+func attnExpF16(s *float32, n int, mx *float32, mask *uint8)
+
+// attnAccumF16 adds the n positions of a chunk to the accumulator acc (hd float32s
+// of binary16 values, hd a multiple of 8) and to *sum: v_j is the hd binary16
+// values at v + j·stride, e_j and bit j of mask come from attnExpF16.
+//
+//go:noescape
+func attnAccumF16(acc *float32, v *uint16, hd int, n int, stride int, e *float32, mask uint64, sum *float32)
+
+// attnAccumF16AVX512 adds the n positions of a chunk to the accumulator acc (hd float32s
+// of binary16 values, hd a multiple of 8) and to *sum: v_j is the hd binary16
+// values at v + j·stride, e_j and bit j of mask come from attnExpF16.
+//
+//go:noescape
+func attnAccumF16AVX512(acc *float32, v *uint16, hd int, n int, stride int, e *float32, mask uint64, sum *float32)
+
+// quantQ8KAVX2 quantizes the nb·256 float32 at x to nb q8KBlocks at y as quantActQ8K does.
+//
+//go:noescape
+func quantQ8KAVX2(x *float32, nb int, y *byte)
+
+// quantQ8_0AVX2 quantizes the nb·32 float32 at x to nb q8Blocks at y as quantActQ8_0 does.
+//
+//go:noescape
+func quantQ8_0AVX2(x *float32, nb int, y *byte, shift int)
+
+// roundF16AVX2 sets dst[i] = RoundF16(src[i]) for i < n, n a multiple of 8.
+//
+//go:noescape
+func roundF16AVX2(dst *float32, src *float32, n int)
+
+// roundBF16AVX2 sets dst[i] = RoundBF16(src[i]) for i < n, n a multiple of 8.
+//
+//go:noescape
+func roundBF16AVX2(dst *float32, src *float32, n int)
+
+// swigluAVX2 sets dst[i] = gate[i]/(1+expf(-gate[i]))·up[i] for i < n, n a multiple of 8.
+//
+//go:noescape
+func swigluAVX2(dst *float32, gate *float32, up *float32, n int)
+
+// dotQ4KAVX512r8t1 sets out[t·os + r] = dotQ4KAVX512(x + r·rb, y + t·ys, nb) for r < 8, t < 1;
+// yd + b·yds holds y.d of block b of the tokens, one float32 per token.
+//
+//go:noescape
+func dotQ4KAVX512r8t1(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb int, out *float32, os int)
+
+// dotQ4KAVX512r1t16 sets out[t·os + r] = dotQ4KAVX512(x + r·rb, y + t·ys, nb) for r < 1, t < 16;
+// yd + b·yds holds y.d of block b of the tokens, one float32 per token.
+//
+//go:noescape
+func dotQ4KAVX512r1t16(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb int, out *float32, os int)
+
+// dotQ4KAVX512r1t8 sets out[t·os + r] = dotQ4KAVX512(x + r·rb, y + t·ys, nb) for r < 1, t < 8;
+// yd + b·yds holds y.d of block b of the tokens, one float32 per token.
+//
+//go:noescape
+func dotQ4KAVX512r1t8(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb int, out *float32, os int)
+
+// dotQ4KAVX512r1t4 sets out[t·os + r] = dotQ4KAVX512(x + r·rb, y + t·ys, nb) for r < 1, t < 4;
+// yd + b·yds holds y.d of block b of the tokens, one float32 per token.
+//
+//go:noescape
+func dotQ4KAVX512r1t4(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb int, out *float32, os int)
+
+// dotQ6KAVX512r8t1 sets out[t·os + r] = dotQ6KAVX512(x + r·rb, y + t·ys, nb) for r < 8, t < 1;
+// yd + b·yds holds y.d of block b of the tokens, one float32 per token.
+//
+//go:noescape
+func dotQ6KAVX512r8t1(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb int, out *float32, os int)
+
+// dotQ6KAVX512r1t16 sets out[t·os + r] = dotQ6KAVX512(x + r·rb, y + t·ys, nb) for r < 1, t < 16;
+// yd + b·yds holds y.d of block b of the tokens, one float32 per token.
+//
+//go:noescape
+func dotQ6KAVX512r1t16(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb int, out *float32, os int)
+
+// dotQ6KAVX512r1t8 sets out[t·os + r] = dotQ6KAVX512(x + r·rb, y + t·ys, nb) for r < 1, t < 8;
+// yd + b·yds holds y.d of block b of the tokens, one float32 per token.
+//
+//go:noescape
+func dotQ6KAVX512r1t8(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb int, out *float32, os int)
+
+// dotQ6KAVX512r1t4 sets out[t·os + r] = dotQ6KAVX512(x + r·rb, y + t·ys, nb) for r < 1, t < 4;
+// yd + b·yds holds y.d of block b of the tokens, one float32 per token.
+//
+//go:noescape
+func dotQ6KAVX512r1t4(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb int, out *float32, os int)
+
+// dotQ8_0AVX512x16t1 sets out[t·os + r] = dotQ8_0AVX2(x + r·rb, y + t·ys, nb) for r < 16, t < 1.
+//
+//go:noescape
+func dotQ8_0AVX512x16t1(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
+
+// dotQ8_0AVX512x16t4 sets out[t·os + r] = dotQ8_0AVX2(x + r·rb, y + t·ys, nb) for r < 16, t < 4.
+//
+//go:noescape
+func dotQ8_0AVX512x16t4(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
+
+// dotQ8_0AVX512x16t8 sets out[t·os + r] = dotQ8_0AVX2(x + r·rb, y + t·ys, nb) for r < 16, t < 8.
+//
+//go:noescape
+func dotQ8_0AVX512x16t8(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
+
+// dotQ8_0AVX512x16t16 sets out[t·os + r] = dotQ8_0AVX2(x + r·rb, y + t·ys, nb) for r < 16, t < 16.
+//
+//go:noescape
+func dotQ8_0AVX512x16t16(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
+
+// dotQ4_0AVX512x16t1 sets out[t·os + r] = dotQ4_0AVX2(x + r·rb, y + t·ys, nb) for r < 16, t < 1.
+//
+//go:noescape
+func dotQ4_0AVX512x16t1(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
+
+// dotQ4_0AVX512x16t4 sets out[t·os + r] = dotQ4_0AVX2(x + r·rb, y + t·ys, nb) for r < 16, t < 4.
+//
+//go:noescape
+func dotQ4_0AVX512x16t4(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
+
+// dotQ4_0AVX512x16t8 sets out[t·os + r] = dotQ4_0AVX2(x + r·rb, y + t·ys, nb) for r < 16, t < 8.
+//
+//go:noescape
+func dotQ4_0AVX512x16t8(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
+
+// dotQ4_0AVX512x16t16 sets out[t·os + r] = dotQ4_0AVX2(x + r·rb, y + t·ys, nb) for r < 16, t < 16.
+//
+//go:noescape
+func dotQ4_0AVX512x16t16(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)

@@ -16,9 +16,10 @@ func TestSIMDBlockLayout(t *testing.T) {
 		name      string
 		got, want uintptr
 	}{
-		{"q8Block size", unsafe.Sizeof(b), 36},
+		{"q8Block size", unsafe.Sizeof(b), 40},
 		{"q8Block.d", unsafe.Offsetof(b.d), 0},
-		{"q8Block.qs", unsafe.Offsetof(b.qs), 4},
+		{"q8Block.c", unsafe.Offsetof(b.c), 4},
+		{"q8Block.qs", unsafe.Offsetof(b.qs), 8},
 		{"q8KBlock size", unsafe.Sizeof(k), 292},
 		{"q8KBlock.d", unsafe.Offsetof(k.d), 0},
 		{"q8KBlock.qs", unsafe.Offsetof(k.qs), 4},
@@ -91,20 +92,28 @@ func weightRow(r *rand.Rand, t Type, nb int, mode string, unit bool) []byte {
 	return row
 }
 
-// q8Acts builds nb Q8_0 activation blocks: "quantized" random floats, "random"
-// quants in [-127, 127] (quantActQ8_0 never makes -128, which the sign trick of
-// the Q8_0 kernel relies on), "max" all 127, "min" all -127.
-func q8Acts(r *rand.Rand, nb int, mode string, unit bool) []q8Block {
+// q8Acts builds nb Q8_0 activation blocks for weights of type t (which sets
+// their c): "quantized" random floats, "random" quants in [-127, 127]
+// (quantActQ8_0 never makes -128, which the sign trick of the Q8_0 kernel relies
+// on), "max" all 127, "min" all -127.
+func q8Acts(r *rand.Rand, t Type, nb int, mode string, unit bool) []q8Block {
+	shift := 7
+	if t == Q4_0 {
+		shift = 3
+	}
 	y := make([]q8Block, nb)
 	for b := range y {
 		switch mode {
 		case "quantized":
-			quantActQ8_0(&y[b], randRow(r, qk0, 1))
+			quantActQ8_0(&y[b], randRow(r, qk0, 1), shift)
 		default:
 			y[b].d = RoundF16(float32(r.NormFloat64()))
+			var sum int32
 			for j := range y[b].qs {
 				y[b].qs[j] = map[string]int8{"random": int8(r.IntN(255) - 127), "max": 127, "min": -127}[mode]
+				sum += int32(y[b].qs[j])
 			}
+			y[b].c = -(sum << shift)
 		}
 		if unit {
 			y[b].d = 1
@@ -272,7 +281,7 @@ func TestSIMDQuantRowDots(t *testing.T) {
 								d.got = func(row []byte) float32 { return dotQ6KRow(row, y) }
 							}
 						default:
-							all := q8Acts(r, nb+2, am, unit)
+							all := q8Acts(r, typ, nb+2, am, unit)
 							y := all[1 : nb+1 : nb+1]
 							d.x = q8Floats(y)
 							if typ == Q8_0 {
@@ -283,10 +292,9 @@ func TestSIMDQuantRowDots(t *testing.T) {
 								d.got = func(row []byte) float32 { return dotQ4_0Row(row, y) }
 							}
 						}
-						// Reference: one rounding per block sum, product and
-						// scale; kernels: the same or lane sums then a tree.
+						// The kernels compute the reference's operations.
 						tol := 2 * float64(nb+8) * unitRoundoff
-						checkRowDot(t, name, row, d, tol, unit || typ == Q4_K || typ == Q6_K)
+						checkRowDot(t, name, row, d, tol, true)
 					}
 				}
 			}
@@ -354,7 +362,7 @@ func TestSIMDMatMulRows(t *testing.T) {
 	x := randRow(r, cols, 1)
 	for _, typ := range []Type{Q4_K, Q8_0, Q6_K, Q4_0, F16, BF16, F32} {
 		var a acts
-		a.prepare(VecDotType(typ), x, 1, cols)
+		a.prepare(typ, x, 1, cols)
 		row := make([]byte, typ.RowBytes(cols))
 		QuantizeRow(row, typ, randRow(r, cols, 0.1))
 		want := dotRow(typ, row, &a, 0)
@@ -391,7 +399,7 @@ func BenchmarkRowDot(b *testing.B) {
 		for _, cols := range []int{2048, 8192} {
 			x := randRow(r, cols, 1)
 			var a acts
-			a.prepare(VecDotType(typ), x, 1, cols)
+			a.prepare(typ, x, 1, cols)
 			row := make([]byte, typ.RowBytes(cols))
 			QuantizeRow(row, typ, randRow(r, cols, 0.1))
 			var f func() float32
@@ -433,7 +441,7 @@ var sink float32
 func TestSIMDShortRowPanics(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 10))
 	yk := q8KActs(r, 2, "random", false)
-	y := q8Acts(r, 2, "random", false)
+	y := q8Acts(r, Q8_0, 2, "random", false)
 	x := randRow(r, 16, 1)
 	for _, c := range []struct {
 		name string
@@ -492,7 +500,7 @@ func FuzzSIMDRowDot(f *testing.F) {
 				ref, got = func() float32 { return dotQ6KRowGeneric(row, y) }, func() float32 { return dotQ6KRow(row, y) }
 			}
 		case Q8_0, Q4_0:
-			y := q8Acts(r, nb, "quantized", false)
+			y := q8Acts(r, Q8_0, nb, "quantized", false)
 			xf = q8Floats(y)
 			ref, got = func() float32 { return dotQ8_0RowGeneric(row, y) }, func() float32 { return dotQ8_0Row(row, y) }
 			if typ == Q4_0 {
@@ -610,7 +618,7 @@ func BenchmarkBatchRows(b *testing.B) {
 	out := make([]float32, nTok)
 	for _, typ := range []Type{Q4_K, Q6_K, Q8_0} {
 		var a acts
-		a.prepare(VecDotType(typ), randRow(r, cols*nTok, 1), nTok, cols)
+		a.prepare(typ, randRow(r, cols*nTok, 1), nTok, cols)
 		row := make([]byte, typ.RowBytes(cols))
 		QuantizeRow(row, typ, randRow(r, cols, 0.1))
 		nb := cols / typ.BlockSize()
@@ -672,7 +680,7 @@ func TestSIMDDotRows(t *testing.T) {
 			QuantizeRow(row, typ, randRow(r, cols, 0.1))
 			for _, nTok := range []int{1, 3, 4, 6, 9} {
 				var a acts
-				a.prepare(VecDotType(typ), randRow(r, cols*nTok, 1), nTok, cols)
+				a.prepare(typ, randRow(r, cols*nTok, 1), nTok, cols)
 				single := func(tok int) float32 {
 					switch typ {
 					case Q4_K:

@@ -101,8 +101,12 @@ func (p *Pool) Run(t Task, rows, grain int) {
 	}
 	p.mu.Unlock()
 	p.runPart(0)
-	for p.pending.Load() != 0 {
-		runtime.Gosched()
+	// Wait for the other parts polling, as the workers do; a Gosched on every poll
+	// made the scheduler's lock the hottest thing in a profile of a busy machine.
+	for i := 1; p.pending.Load() != 0; i++ {
+		if i&63 == 0 {
+			runtime.Gosched()
+		}
 	}
 	p.task = nil
 }

@@ -1,0 +1,485 @@
+package main
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// Attention over a binary16 KV cache, a chunk of positions at a time, in three
+// kernels (engine/kernels/attend.go drives them): the scores of the chunk, their
+// online-softmax factors (expf), and the update of the accumulator. Each gives the
+// bits of the Go loop of attnSpanGeneric, operation for operation: products and
+// sums rounded to float32 one by one (no FMA), the accumulator rounded to binary16
+// after every update.
+
+var (
+	attnNegInf, attnPermSum, attnShift1, attnShift2, attnShift4, attnLast Mem
+	expfConsts                                                            Mem
+)
+
+// Offsets of the float32 constants of expf in expfConsts.
+const (
+	ecLog2e = 4 * iota
+	ecHalf
+	ecC1
+	ecC2
+	ecP0
+	ecP1
+	ecP2
+	ecP3
+	ecP4
+	ecP5
+	ecOne
+	ecHi
+	ecLo
+	ecInf
+	ecSign
+	ecBias // int32 127
+	ecCount
+)
+
+func attnConstants() {
+	f32s := func(name string, v ...float32) Mem {
+		b := make([]byte, 4*len(v))
+		for i, x := range v {
+			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+		}
+		return rodata(name, b)
+	}
+	i32s := func(name string, v ...int32) Mem {
+		b := make([]byte, 4*len(v))
+		for i, x := range v {
+			binary.LittleEndian.PutUint32(b[4*i:], uint32(x))
+		}
+		return rodata(name, b)
+	}
+	inf := float32(math.Inf(1))
+	attnNegInf = f32s("attnNegInf", -inf, -inf, -inf, -inf, -inf, -inf, -inf, -inf)
+	// The 8 sums of attnScores come out as o0 o2 o4 o6 | o1 o3 o5 o7.
+	attnPermSum = i32s("attnPermSum", 0, 4, 1, 5, 2, 6, 3, 7)
+	attnShift1 = i32s("attnShift1", 0, 0, 1, 2, 3, 4, 5, 6)
+	attnShift2 = i32s("attnShift2", 0, 0, 0, 1, 2, 3, 4, 5)
+	attnShift4 = i32s("attnShift4", 0, 0, 0, 0, 0, 1, 2, 3)
+	attnLast = i32s("attnLast", 7, 7, 7, 7, 7, 7, 7, 7)
+	// expf's constants (engine/kernels/expf.go), each broadcast from here.
+	c := make([]float32, ecCount/4)
+	c[ecLog2e/4] = 1.44269504088896341
+	c[ecHalf/4] = 0.5
+	c[ecC1/4] = 0.693359375
+	c[ecC2/4] = -2.12194440e-4
+	c[ecP0/4] = 1.9875691500e-4
+	c[ecP1/4] = 1.3981999507e-3
+	c[ecP2/4] = 8.3334519073e-3
+	c[ecP3/4] = 4.1665795894e-2
+	c[ecP4/4] = 1.6666665459e-1
+	c[ecP5/4] = 5.0000001201e-1
+	c[ecOne/4] = 1
+	c[ecHi/4] = 88.72283
+	c[ecLo/4] = -87.33654
+	c[ecInf/4] = inf
+	c[ecSign/4] = math.Float32frombits(1 << 31)
+	c[ecBias/4] = math.Float32frombits(127)
+	if len(c)%2 == 1 {
+		c = append(c, 0)
+	}
+	expfConsts = f32s("expfConsts", c...)
+}
+
+// ec broadcasts expf constant off to a ymm.
+func ec(off int) VecVirtual {
+	r := YMM()
+	VBROADCASTSS(expfConsts.Offset(off), r)
+	return r
+}
+
+// expf8 returns expf of the 8 float32 of x (engine/kernels/expf.go), every
+// operation that of the Go code, in its order, rounded as it is.
+func expf8(x VecVirtual) VecVirtual {
+	t := YMM()
+	VMULPS(ec(ecLog2e), x, t)
+	VADDPS(ec(ecHalf), t, t)
+	n := YMM()
+	VROUNDPS(U8(1), t, n) // floor
+	r, u := YMM(), YMM()
+	VMULPS(ec(ecC1), n, u)
+	VSUBPS(u, x, r)
+	VMULPS(ec(ecC2), n, u)
+	VSUBPS(u, r, r)
+	p := ec(ecP0)
+	for _, c := range []int{ecP1, ecP2, ecP3, ecP4, ecP5} {
+		VMULPS(r, p, p)
+		VADDPS(ec(c), p, p)
+	}
+	VMULPS(r, p, p)
+	VMULPS(r, p, p)
+	VADDPS(r, p, p)
+	VADDPS(ec(ecOne), p, p)
+	// p·2**h·2**(n-h), h = n/2 rounded toward zero.
+	ni, h, b := YMM(), YMM(), YMM()
+	VCVTTPS2DQ(n, ni)
+	VPSRLD(U8(31), ni, h)
+	VPADDD(ni, h, h)
+	VPSRAD(U8(1), h, h)
+	VPSUBD(h, ni, b)
+	bias := ec(ecBias)
+	VPADDD(bias, h, h)
+	VPSLLD(U8(23), h, h)
+	VPADDD(bias, b, b)
+	VPSLLD(U8(23), b, b)
+	VMULPS(h, p, p)
+	VMULPS(b, p, p)
+	// The special cases, in the Go code's order of precedence.
+	m := YMM()
+	VCMPPS(U8(0x11), ec(ecLo), x, m) // x < lo (LT_OQ)
+	z := YMM()
+	VXORPS(z, z, z)
+	VBLENDVPS(m, z, p, p)
+	VCMPPS(U8(0x1e), ec(ecHi), x, m) // x > hi (GT_OQ)
+	VBLENDVPS(m, ec(ecInf), p, p)
+	VCMPPS(U8(3), x, x, m) // NaN
+	VBLENDVPS(m, x, p, p)
+	return p
+}
+
+// attnScores emits the scores of n positions: s[j] = sum8(lanes_j)·scale, lane l
+// of position j summing k_j[i]·q[i] over i%8 == l in index order. Eight positions
+// go side by side; their lanes are then reduced together in sum8's order.
+func attnScores() {
+	TEXT("attnScoresF16", NOSPLIT, "func(k *uint16, q *float32, hd, n, stride int, scale float32, s *float32)")
+	Pragma("noescape")
+	Doc("attnScoresF16 sets s[j] = scale·(q·k_j) for j < n, k_j the hd binary16 values at",
+		"k + j·stride (hd a multiple of 8), as attnSpanGeneric computes it.")
+	k := Load(Param("k"), GP64())
+	q := Load(Param("q"), GP64())
+	hd := Load(Param("hd"), GP64())
+	n := Load(Param("n"), GP64())
+	sb := Load(Param("stride"), GP64())
+	SHLQ(U8(1), sb)
+	scx := Load(Param("scale"), XMM())
+	s := Load(Param("s"), GP64())
+	sc := YMM()
+	VBROADCASTSS(scx, sc)
+	s3 := GP64()
+	LEAQ(Mem{Base: sb, Index: sb, Scale: 2}, s3)
+
+	Label("blk8")
+	CMPQ(n, U8(8))
+	JL(LabelRef("tail"))
+	// The next 8 keys, on their way from memory while these are computed (a
+	// key's two lines: head sizes up to 64 in full).
+	pf := GP64()
+	LEAQ(Mem{Base: k, Index: sb, Scale: 8}, pf)
+	for i := 0; i < 2; i++ {
+		for _, m := range []Mem{{Base: pf}, {Base: pf, Index: sb, Scale: 1}, {Base: pf, Index: sb, Scale: 2}, {Base: pf, Index: s3, Scale: 1}} {
+			PREFETCHT0(m)
+			PREFETCHT0(m.Offset(64))
+		}
+		if i == 0 {
+			LEAQ(Mem{Base: pf, Index: sb, Scale: 4}, pf)
+		}
+	}
+	r0, r4, qp, g := GP64(), GP64(), GP64(), GP64()
+	MOVQ(k, r0)
+	LEAQ(Mem{Base: k, Index: sb, Scale: 4}, r4)
+	MOVQ(q, qp)
+	MOVQ(hd, g)
+	var acc [8]VecVirtual
+	for p := range acc {
+		acc[p] = YMM()
+		VXORPS(acc[p], acc[p], acc[p])
+	}
+	addr := func(p int) Mem {
+		switch p {
+		case 0:
+			return Mem{Base: r0}
+		case 1:
+			return Mem{Base: r0, Index: sb, Scale: 1}
+		case 2:
+			return Mem{Base: r0, Index: sb, Scale: 2}
+		case 3:
+			return Mem{Base: r0, Index: s3, Scale: 1}
+		case 4:
+			return Mem{Base: r4}
+		case 5:
+			return Mem{Base: r4, Index: sb, Scale: 1}
+		case 6:
+			return Mem{Base: r4, Index: sb, Scale: 2}
+		}
+		return Mem{Base: r4, Index: s3, Scale: 1}
+	}
+	Label("g8")
+	qg := YMM()
+	VMOVUPS(Mem{Base: qp}, qg)
+	for p := range acc {
+		t := YMM()
+		VCVTPH2PS(addr(p), t)
+		VMULPS(qg, t, t)
+		VADDPS(t, acc[p], acc[p])
+	}
+	ADDQ(U8(16), r0)
+	ADDQ(U8(16), r4)
+	ADDQ(U8(32), qp)
+	SUBQ(U8(8), g)
+	JNZ(LabelRef("g8"))
+	// b_p = lo(a_p) + hi(a_p), two positions per register.
+	var b [4]VecVirtual
+	for i := range b {
+		lo, hi := YMM(), YMM()
+		VPERM2F128(U8(0x20), acc[2*i+1], acc[2*i], lo)
+		VPERM2F128(U8(0x31), acc[2*i+1], acc[2*i], hi)
+		b[i] = YMM()
+		VADDPS(hi, lo, b[i])
+	}
+	// c_p = (b_p[0]+b_p[2], b_p[1]+b_p[3]): c0 c2 | c1 c3 and c4 c6 | c5 c7.
+	var c [2]VecVirtual
+	for i := range c {
+		x, y := YMM(), YMM()
+		VSHUFPS(U8(0x44), b[2*i+1], b[2*i], x)
+		VSHUFPS(U8(0xee), b[2*i+1], b[2*i], y)
+		c[i] = YMM()
+		VADDPS(y, x, c[i])
+	}
+	x, y := YMM(), YMM()
+	VSHUFPS(U8(0x88), c[1], c[0], x)
+	VSHUFPS(U8(0xdd), c[1], c[0], y)
+	VADDPS(y, x, x) // o0 o2 o4 o6 | o1 o3 o5 o7
+	idx := YMM()
+	VMOVDQU(attnPermSum, idx)
+	VPERMPS(x, idx, x)
+	VMULPS(sc, x, x)
+	VMOVUPS(x, Mem{Base: s})
+	ADDQ(U8(32), s)
+	LEAQ(Mem{Base: k, Index: sb, Scale: 8}, k)
+	SUBQ(U8(8), n)
+	JMP(LabelRef("blk8"))
+
+	Label("tail")
+	TESTQ(n, n)
+	JZ(LabelRef("done"))
+	MOVQ(k, r0)
+	MOVQ(q, qp)
+	MOVQ(hd, g)
+	a := YMM()
+	VXORPS(a, a, a)
+	Label("g1")
+	t := YMM()
+	VCVTPH2PS(Mem{Base: r0}, t)
+	VMULPS(Mem{Base: qp}, t, t)
+	VADDPS(t, a, a)
+	ADDQ(U8(16), r0)
+	ADDQ(U8(32), qp)
+	SUBQ(U8(8), g)
+	JNZ(LabelRef("g1"))
+	s1 := hsum8(a)
+	VMULSS(sc.AsX(), s1, s1)
+	VMOVSS(s1, Mem{Base: s})
+	ADDQ(U8(4), s)
+	ADDQ(sb, k)
+	DECQ(n)
+	JMP(LabelRef("tail"))
+
+	Label("done")
+	VZEROUPPER()
+	RET()
+}
+
+// attnExp emits the online-softmax step of a chunk of scores: with m_j the
+// running maximum before position j (m_{-1} = *mx), a new maximum (s_j > m_j)
+// gives e_j = expf(m_j − s_j) and sets bit j of the mask, any other score gives
+// e_j = expf(s_j − m_j); s is overwritten by e, *mx becomes the maximum. The
+// running maxima come from a prefix-maximum scan, 8 scores at a time, which NaN
+// scores do not enter (the Go loop never takes one as its maximum).
+func attnExp() {
+	TEXT("attnExpF16", NOSPLIT, "func(s *float32, n int, mx *float32, mask *uint8)")
+	Pragma("noescape")
+	Doc("attnExpF16 replaces the n scores at s (padded with -Inf to a multiple of 8) by",
+		"their online-softmax factors and sets the bits of the new maxima in mask",
+		"(one byte per 8 scores), starting from and updating the running maximum *mx.")
+	s := Load(Param("s"), GP64())
+	n := Load(Param("n"), GP64())
+	mxp := Load(Param("mx"), GP64())
+	mk := Load(Param("mask"), GP64())
+	m := YMM()
+	VBROADCASTSS(Mem{Base: mxp}, m)
+	ninf := YMM()
+	VMOVUPS(attnNegInf, ninf)
+	Label("loop")
+	TESTQ(n, n)
+	JLE(LabelRef("done"))
+	sv := YMM()
+	VMOVUPS(Mem{Base: s}, sv)
+	u, sm := YMM(), YMM()
+	VCMPPS(U8(3), sv, sv, u)
+	VBLENDVPS(u, ninf, sv, sm) // NaN scores as -Inf
+	// Inclusive prefix maximum.
+	for i, sh := range []Mem{attnShift1, attnShift2, attnShift4} {
+		idx, t := YMM(), YMM()
+		VMOVDQU(sh, idx)
+		VPERMPS(sm, idx, t)
+		VBLENDPS(U8(1<<(1<<i)-1), ninf, t, t)
+		VMAXPS(t, sm, sm)
+	}
+	// Exclusive, from the running maximum.
+	idx, e := YMM(), YMM()
+	VMOVDQU(attnShift1, idx)
+	VPERMPS(sm, idx, e)
+	VBLENDPS(U8(1), ninf, e, e)
+	VMAXPS(m, e, e)
+	last := YMM()
+	VMOVDQU(attnLast, idx)
+	VPERMPS(sm, idx, last)
+	VMAXPS(last, m, m)
+	nw, d, nd := YMM(), YMM(), YMM()
+	VCMPPS(U8(0x1e), e, sv, nw) // s > m_j (GT_OQ)
+	VSUBPS(e, sv, d)
+	VXORPS(ec(ecSign), d, nd)
+	VBLENDVPS(nw, nd, d, d)
+	VMOVUPS(expf8(d), Mem{Base: s})
+	bits := GP32()
+	VMOVMSKPS(nw, bits)
+	MOVB(bits.As8(), Mem{Base: mk})
+	ADDQ(U8(32), s)
+	INCQ(mk)
+	SUBQ(U8(8), n)
+	JMP(LabelRef("loop"))
+	Label("done")
+	VMOVSS(m.AsX(), Mem{Base: mxp})
+	VZEROUPPER()
+	RET()
+}
+
+// round16 rounds the float32 lanes of a to binary16 precision (nearest even) in
+// place.
+func round16(a VecVirtual) {
+	var h VecVirtual
+	switch a.Size() {
+	case 64:
+		h = YMM()
+	default:
+		h = XMM()
+	}
+	VCVTPS2PH(U8(0), a, h)
+	VCVTPH2PS(h, a)
+}
+
+// attnAccum emits the accumulator update of a chunk: for each position j, a new
+// maximum (mask bit j) scales acc by e_j, rounding to binary16, then acc gets
+// v_j·(1 or e_j) added, rounded again; sum becomes sum·e_j + 1 or sum + e_j. The
+// columns go in slabs of 64 (eight registers, so that eight rounding chains
+// overlap), then of 8.
+func attnAccum(name string, avx512 bool) {
+	if avx512 {
+		evex = true
+		defer func() { evex = false }()
+	}
+	TEXT(name, NOSPLIT, "func(acc *float32, v *uint16, hd, n, stride int, e *float32, mask uint64, sum *float32)")
+	Pragma("noescape")
+	Doc(name+" adds the n positions of a chunk to the accumulator acc (hd float32s",
+		"of binary16 values, hd a multiple of 8) and to *sum: v_j is the hd binary16",
+		"values at v + j·stride, e_j and bit j of mask come from attnExpF16.")
+	acc := Load(Param("acc"), GP64())
+	v := Load(Param("v"), GP64())
+	hd := Load(Param("hd"), GP64())
+	n := Load(Param("n"), GP64())
+	sb := Load(Param("stride"), GP64())
+	SHLQ(U8(1), sb)
+	e := Load(Param("e"), GP64())
+	mask := Load(Param("mask"), GP64())
+	sump := Load(Param("sum"), GP64())
+
+	// The sum, a scalar chain of its own.
+	sum, one := XMM(), XMM()
+	VMOVSS(Mem{Base: sump}, sum)
+	VMOVSS(expfConsts.Offset(ecOne), one)
+	j := GP64()
+	XORQ(j, j)
+	Label("sum")
+	CMPQ(j, n)
+	JGE(LabelRef("sumdone"))
+	BTQ(j, mask)
+	JCS(LabelRef("sumnew"))
+	VADDSS(Mem{Base: e, Index: j, Scale: 4}, sum, sum)
+	INCQ(j)
+	JMP(LabelRef("sum"))
+	Label("sumnew")
+	VMULSS(Mem{Base: e, Index: j, Scale: 4}, sum, sum)
+	VADDSS(one, sum, sum)
+	INCQ(j)
+	JMP(LabelRef("sum"))
+	Label("sumdone")
+	VMOVSS(sum, Mem{Base: sump})
+
+	type slab struct{ regs, width int } // width: floats per register
+	slabs := []slab{{8, 8}, {1, 8}}
+	if avx512 {
+		slabs = []slab{{8, 16}, {4, 16}, {1, 8}}
+	}
+	for _, sl := range slabs {
+		name := func(s string) string { return fmt.Sprintf("%s%d_%d", s, sl.regs, sl.width) }
+		vec := func() VecVirtual {
+			if sl.width == 16 {
+				return ZMM()
+			}
+			return YMM()
+		}
+		cols := sl.regs * sl.width
+		Label(name("slab"))
+		CMPQ(hd, U32(cols))
+		JL(LabelRef(name("slabdone")))
+		a := make([]VecVirtual, sl.regs)
+		for i := range a {
+			a[i] = vec()
+			VMOVUPS(Mem{Base: acc, Disp: 4 * sl.width * i}, a[i])
+		}
+		vp := GP64()
+		MOVQ(v, vp)
+		XORQ(j, j)
+		Label(name("pos"))
+		CMPQ(j, n)
+		JGE(LabelRef(name("posdone")))
+		for l := 0; l < (2*cols+63)/64; l++ { // the value 8 positions on
+			PREFETCHT0(Mem{Base: vp, Index: sb, Scale: 8, Disp: 64 * l})
+		}
+		ej := vec()
+		VBROADCASTSS(Mem{Base: e, Index: j, Scale: 4}, ej)
+		BTQ(j, mask)
+		JCS(LabelRef(name("new")))
+		for i := range a {
+			w := vec()
+			VCVTPH2PS(Mem{Base: vp, Disp: 2 * sl.width * i}, w)
+			VMULPS(ej, w, w)
+			VADDPS(w, a[i], a[i])
+			round16(a[i])
+		}
+		Label(name("next"))
+		ADDQ(sb, vp)
+		INCQ(j)
+		JMP(LabelRef(name("pos")))
+		Label(name("new"))
+		for i := range a {
+			VMULPS(ej, a[i], a[i])
+			round16(a[i])
+			w := vec()
+			VCVTPH2PS(Mem{Base: vp, Disp: 2 * sl.width * i}, w)
+			VADDPS(w, a[i], a[i])
+			round16(a[i])
+		}
+		JMP(LabelRef(name("next")))
+		Label(name("posdone"))
+		for i := range a {
+			VMOVUPS(a[i], Mem{Base: acc, Disp: 4 * sl.width * i})
+		}
+		ADDQ(U32(4*cols), acc)
+		ADDQ(U32(2*cols), v)
+		SUBQ(U32(cols), hd)
+		JMP(LabelRef(name("slab")))
+		Label(name("slabdone"))
+	}
+	VZEROUPPER()
+	RET()
+}

@@ -1,0 +1,306 @@
+package main
+
+import (
+	"fmt"
+
+	. "github.com/mmcloughlin/avo/build"
+	"github.com/mmcloughlin/avo/ir"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// Q8_0 and Q4_0: the Go reference's numerics, in every kernel. For each block
+// the exact integer sum isum = Σ x·y, then sum += (f16(x.d)·y.d)·isum (a product,
+// a product, a sum, each rounded), blocks in order: every kernel gives the
+// reference's bits.
+
+// dot0Lanes returns 8 int32 whose sum is block b's Σ x·y (AVX2): Q8_0 by the
+// sign trick (|x| times y·sign(x), exact while y > −128, which quantActQ8_0
+// never makes), Q4_0 as q·y − 8·y.
+func dot0Lanes(typ string, x, y GPVirtual, b, xs int, ones, m4, e8 VecVirtual) VecVirtual {
+	p := YMM()
+	yq := Mem{Base: y, Disp: b*q8Size + q8QS}
+	if typ == "Q8_0" {
+		qx, qy := YMM(), YMM()
+		VMOVDQU(Mem{Base: x, Disp: b*xs + 2}, qx)
+		VMOVDQU(yq, qy)
+		ax := YMM()
+		VPABSB(qx, ax)
+		VPSIGNB(qx, qy, qy)
+		VPMADDUBSW(qy, ax, p)
+	} else {
+		t, th := XMM(), XMM()
+		VMOVDQU(Mem{Base: x, Disp: b*xs + 2}, t)
+		VPSRLW(U8(4), t, th)
+		q := YMM()
+		VINSERTI128(U8(1), th, t.AsY(), q)
+		VPAND(m4, q, q) // elements 0-15 the low nibbles, 16-31 the high
+		c := YMM()
+		VPMADDUBSW(yq, q, p)
+		VPMADDUBSW(yq, e8, c)
+		VPSUBW(c, p, p)
+	}
+	VPMADDWD(ones, p, p)
+	return p
+}
+
+// dot0AVX2 emits the single-row Q8_0 or Q4_0 kernel: four blocks at a time,
+// their lane sums reduced together and their float steps done side by side
+// before the four additions to sum, in block order.
+func dot0AVX2(typ string) {
+	name := "dot" + typ + "AVX2"
+	TEXT(name, NOSPLIT, "func(x, y *byte, n int) float32")
+	Pragma("noescape")
+	Doc(name+" is the dot product of n "+typ+" blocks at x with n q8Blocks at y: per block",
+		"the exact integer sum isum, then sum += (f16(x.d)·y.d)·isum in block order.")
+	xs := q80Size
+	if typ == "Q4_0" {
+		xs = q40Size
+	}
+	x, y, n := params3()
+	ones, m4, e8 := YMM(), YMM(), YMM()
+	VMOVDQU(ones16, ones)
+	if typ == "Q4_0" {
+		VMOVDQU(nibbleMask, m4)
+		VMOVDQU(eights, e8)
+	}
+	sum := XMM()
+	VXORPS(sum, sum, sum)
+
+	Label("quad")
+	CMPQ(n, U8(4))
+	JL(LabelRef("one"))
+	var l [4]VecVirtual
+	for b := range l {
+		l[b] = dot0Lanes(typ, x, y, b, xs, ones, m4, e8)
+	}
+	p01, p23 := YMM(), YMM()
+	VPHADDD(l[1], l[0], p01)
+	VPHADDD(l[3], l[2], p23)
+	VPHADDD(p23, p01, p01) // per 128 bits: the 4 blocks' sums of that half
+	hi := XMM()
+	VEXTRACTI128(U8(1), p01, hi)
+	VPADDD(p01.AsX(), hi, hi)
+	f := XMM()
+	VCVTDQ2PS(hi, f)
+	g := GP32()
+	xh := XMM()
+	for b := 0; b < 4; b++ {
+		MOVWLZX(Mem{Base: x, Disp: b * xs}, g)
+		if b == 0 {
+			VMOVD(g, xh)
+		} else {
+			VPINSRW(U8(b), g, xh, xh)
+		}
+	}
+	d := XMM()
+	VCVTPH2PS(xh, d)
+	yd := XMM()
+	VMOVSS(Mem{Base: y}, yd)
+	for b := 1; b < 4; b++ {
+		VINSERTPS(U8(b<<4), Mem{Base: y, Disp: b * q8Size}, yd, yd)
+	}
+	VMULPS(yd, d, d) // f16(x.d)·y.d
+	VMULPS(f, d, d)  // ·isum
+	VADDSS(d, sum, sum)
+	u := XMM()
+	VMOVSHDUP(d, u)
+	VADDSS(u, sum, sum)
+	VMOVHLPS(d, d, u)
+	VADDSS(u, sum, sum)
+	VPERMILPS(U8(0xff), d, u)
+	VADDSS(u, sum, sum)
+	ADDQ(U32(4*xs), x)
+	ADDQ(U32(4*q8Size), y)
+	SUBQ(U8(4), n)
+	JMP(LabelRef("quad"))
+
+	Label("one")
+	TESTQ(n, n)
+	JZ(LabelRef("done"))
+	lb := dot0Lanes(typ, x, y, 0, xs, ones, m4, e8)
+	h := XMM()
+	VEXTRACTI128(U8(1), lb, h)
+	VPADDD(lb.AsX(), h, h)
+	VPHADDD(h, h, h)
+	VPHADDD(h, h, h)
+	fb := XMM()
+	VCVTDQ2PS(h, fb)
+	MOVWLZX(Mem{Base: x}, g)
+	db := XMM()
+	VMOVD(g, db)
+	VCVTPH2PS(db, db)
+	VMULSS(Mem{Base: y}, db, db)
+	VMULSS(fb, db, db)
+	VADDSS(db, sum, sum)
+	ADDQ(U8(xs), x)
+	ADDQ(U8(q8Size), y)
+	DECQ(n)
+	JMP(LabelRef("one"))
+
+	Label("done")
+	VZEROUPPER()
+	Store(sum, ReturnIndex(0))
+	RET()
+}
+
+// rawBcst emits an EVEX instruction whose memory operand (the first) is a 32-bit
+// element broadcast to every lane.
+func rawBcst(op string, ops ...Op) {
+	Instruction(&ir.Instruction{
+		Opcode:   op,
+		Suffixes: []string{"BCST"},
+		Operands: ops,
+		Inputs:   ops,
+		Outputs:  ops[len(ops)-1:],
+	})
+}
+
+// dot0Outer emits the AVX-512 Q8_0 or Q4_0 kernel for 16 weight rows × T tokens
+// as outer products: the weights of a block are transposed so that register g
+// holds bytes 4g..4g+3 of the 16 rows (Q8_0 + 128, Q4_0's nibbles q), and a
+// token's 4 bytes, broadcast, meet them in one VPDPBUSD: lane r of the token's
+// accumulator, started at c = −k·Σy (k = 128 or 8, from the q8Block), ends
+// at row r's exact isum. The float steps then run on the 16 rows at once. No
+// horizontal sums: each lane is one (row, token) pair.
+func dot0Outer(typ string, T int) {
+	evex = true
+	defer func() { evex = false }()
+	name := fmt.Sprintf("dot%sAVX512x16t%d", typ, T)
+	TEXT(name, NOSPLIT, "func(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s sets out[t·os + r] = dot%sAVX2(x + r·rb, y + t·ys, nb) for r < 16, t < %d.", name, typ, T))
+	xs := q80Size
+	if typ == "Q4_0" {
+		xs = q40Size
+	}
+	load := func(name string) GPVirtual {
+		r := GP64()
+		Load(Param(name), r)
+		return r
+	}
+	rb := load("rb")
+	nr := 16
+	if T == 1 {
+		nr = 32 // and the next 16, to prefetch
+	}
+	rows := newRowSet(load("x"), rb, nr)
+	var ys GPVirtual
+	if T > 1 {
+		ys = load("ys")
+	}
+	toks := newRowSet(load("y"), ys, T)
+	nb := load("nb")
+	zero, kc := ZMM(), ZMM()
+	VPXORD(zero, zero, zero)
+	if typ == "Q8_0" {
+		VPTERNLOGD(U8(0xff), kc, kc, kc) // all ones
+		VPABSB(kc, kc)                   // 0x01
+		VPSLLW(U8(7), kc, kc)            // 0x80 (in every byte: the words' low bytes shift into the high)
+	} else {
+		VMOVDQU64(nibbleMask, kc)
+	}
+	sums := make([]VecVirtual, T)
+	for t := range sums {
+		sums[t] = ZMM()
+		VPXORD(sums[t], sums[t], sums[t])
+	}
+
+	Label("loop")
+	TESTQ(nb, nb)
+	JZ(LabelRef("done"))
+	if T == 1 {
+		prefetchNext(rows, 16, 0)
+	}
+	// The 16 rows' quants transposed: 4×4 transposes of 32-bit groups within
+	// 128-bit lanes, lane L of a register holding rows 4L..4L+3.
+	transpose := func(off int) [4]VecVirtual {
+		var a [4]VecVirtual
+		for k := range a {
+			a[k] = ZMM()
+			VINSERTI32X4(U8(0), rows.at(k).Offset(off), zero, a[k])
+			for l := 1; l < 4; l++ {
+				VINSERTI32X4(U8(l), rows.at(4*l+k).Offset(off), a[k], a[k])
+			}
+		}
+		b0, b1, b2, b3 := ZMM(), ZMM(), ZMM(), ZMM()
+		VPUNPCKLDQ(a[1], a[0], b0)
+		VPUNPCKHDQ(a[1], a[0], b1)
+		VPUNPCKLDQ(a[3], a[2], b2)
+		VPUNPCKHDQ(a[3], a[2], b3)
+		var w [4]VecVirtual
+		for i := range w {
+			w[i] = ZMM()
+		}
+		VPUNPCKLQDQ(b2, b0, w[0])
+		VPUNPCKHQDQ(b2, b0, w[1])
+		VPUNPCKLQDQ(b3, b1, w[2])
+		VPUNPCKHQDQ(b3, b1, w[3])
+		return w
+	}
+	var w [8]VecVirtual
+	lo := transpose(2)
+	if typ == "Q8_0" {
+		hi := transpose(18)
+		for g := 0; g < 4; g++ {
+			w[g], w[4+g] = lo[g], hi[g]
+		}
+		for g := range w {
+			VPXORD(kc, w[g], w[g]) // x + 128
+		}
+	} else {
+		for g := 0; g < 4; g++ {
+			w[4+g] = ZMM()
+			VPSRLW(U8(4), lo[g], w[4+g])
+			VPANDD(kc, w[4+g], w[4+g]) // elements 16+4g..: the high nibbles
+			w[g] = lo[g]
+			VPANDD(kc, w[g], w[g])
+		}
+	}
+	// f16(x.d) of the 16 rows.
+	h0, h1 := XMM(), XMM()
+	VMOVDQA32(zero.AsX(), h0)
+	VMOVDQA32(zero.AsX(), h1)
+	for r := 0; r < 8; r++ {
+		VPINSRW(U8(r), rows.at(r), h0, h0)
+		VPINSRW(U8(r), rows.at(8+r), h1, h1)
+	}
+	hy := YMM()
+	VINSERTI32X4(U8(1), h1, h0.AsY(), hy)
+	xd := ZMM()
+	VCVTPH2PS(hy, xd)
+	for t := 0; t < T; t++ {
+		yt := toks.at(t)
+		acc := ZMM()
+		VPBROADCASTD(yt.Offset(q8C), acc)
+		for g := 0; g < 8; g++ {
+			rawBcst("VPDPBUSD", yt.Offset(q8QS+4*g), w[g], acc)
+		}
+		VCVTDQ2PS(acc, acc)
+		d := ZMM()
+		VMULPS_BCST(yt, xd, d) // f16(x.d)·y.d
+		VMULPS(acc, d, d)      // ·isum
+		VADDPS(d, sums[t], sums[t])
+	}
+	rows.advance(xs)
+	toks.advance(q8Size)
+	DECQ(nb)
+	JMP(LabelRef("loop"))
+
+	Label("done")
+	out := load("out")
+	if T > 1 {
+		os := load("os")
+		SHLQ(U8(2), os)
+		for t := range sums {
+			VMOVUPS(sums[t], Mem{Base: out})
+			if t+1 < T {
+				ADDQ(os, out)
+			}
+		}
+	} else {
+		VMOVUPS(sums[0], Mem{Base: out})
+	}
+	VZEROUPPER()
+	RET()
+}

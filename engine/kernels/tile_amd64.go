@@ -1,0 +1,117 @@
+//go:build !purego
+
+package kernels
+
+import "unsafe"
+
+// The tile kernels (AVX-512). K-quants: 8 weight rows against one token
+// (decoding), one row against 16, 8 or 4 tokens (a prompt). Q8_0 and Q4_0: 16
+// rows against 1, 4, 8 or 16 tokens, as outer products. Every output has the bits
+// of the single-row kernel (and, but for Q4_K/Q6_K's own order, of the
+// reference).
+
+type tileKernel func(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb int, out *float32, os int)
+
+type outerKernel func(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
+
+// outerKernels returns the Q8_0 or Q4_0 kernels for 16 rows by 16, 8, 4 and 1
+// tokens, or nothing.
+func outerKernels(t Type) [4]outerKernel {
+	switch t {
+	case Q8_0:
+		return [4]outerKernel{dotQ8_0AVX512x16t16, dotQ8_0AVX512x16t8, dotQ8_0AVX512x16t4, dotQ8_0AVX512x16t1}
+	case Q4_0:
+		return [4]outerKernel{dotQ4_0AVX512x16t16, dotQ4_0AVX512x16t8, dotQ4_0AVX512x16t4, dotQ4_0AVX512x16t1}
+	}
+	return [4]outerKernel{}
+}
+
+// fastRows computes dst[r] for the rows of [lo, hi) it has a multi-row kernel for
+// (one token), and returns the first row it left.
+func (m *matMul) fastRows(lo, hi int) int {
+	if !useAVX512 {
+		return lo
+	}
+	r := lo
+	if ks := outerKernels(m.w.Type); ks[3] != nil {
+		nb := m.a.cols / qk0
+		_ = m.a.q8[nb-1]
+		y := (*byte)(unsafe.Pointer(&m.a.q8[0]))
+		for ; r+16 <= hi; r += 16 {
+			_ = m.w.Data[(r+16)*m.rb-1]
+			_ = m.dst[r+15]
+			ks[3](&m.w.Data[r*m.rb], m.rb, y, 0, nb, &m.dst[r], 0)
+		}
+		return r
+	}
+	var k tileKernel
+	switch m.w.Type {
+	case Q4_K:
+		k = dotQ4KAVX512r8t1
+	case Q6_K:
+		k = dotQ6KAVX512r8t1
+	default:
+		return lo
+	}
+	nb := m.a.cols / qkK
+	y := (*byte)(unsafe.Pointer(&m.a.q8k[0]))
+	_ = m.a.q8k[nb-1]
+	for ; r+8 <= hi; r += 8 {
+		_ = m.w.Data[(r+8)*m.rb-1]
+		_ = m.dst[r+7]
+		k(&m.w.Data[r*m.rb], m.rb, y, 0, nil, 0, nb, &m.dst[r], 0)
+	}
+	return r
+}
+
+// fastTokens computes the outputs of rows [r, r+n) for tokens [t0, t0+nt) if it
+// has kernels for the rows' type, and returns n (0: it has none). hi bounds the
+// rows it may take.
+func (m *matMul) fastTokens(r, hi, t0, nt int) int {
+	if !useAVX512 {
+		return 0
+	}
+	a, rows := m.a, m.w.Rows
+	t, end := t0, t0+nt
+	_ = m.dst[(end-1)*rows+hi-1]
+	if ks := outerKernels(m.w.Type); ks[0] != nil {
+		if r+16 > hi {
+			return 0
+		}
+		nb := a.cols / qk0
+		_ = m.w.Data[(r+16)*m.rb-1]
+		_ = a.q8[end*nb-1]
+		ys := nb * int(unsafe.Sizeof(q8Block{}))
+		for i, n := range [...]int{16, 8, 4, 1} {
+			for ; t+n <= end; t += n {
+				ks[i](&m.w.Data[r*m.rb], m.rb, (*byte)(unsafe.Pointer(&a.q8[t*nb])), ys, nb, &m.dst[t*rows+r], rows)
+			}
+		}
+		return 16
+	}
+	var ks [3]tileKernel
+	var one func([]byte, []q8KBlock) float32
+	switch m.w.Type {
+	case Q4_K:
+		ks, one = [3]tileKernel{dotQ4KAVX512r1t16, dotQ4KAVX512r1t8, dotQ4KAVX512r1t4}, dotQ4KRow
+	case Q6_K:
+		ks, one = [3]tileKernel{dotQ6KAVX512r1t16, dotQ6KAVX512r1t8, dotQ6KAVX512r1t4}, dotQ6KRow
+	default:
+		return 0
+	}
+	nb := a.cols / qkK
+	row := m.w.Data[r*m.rb : (r+1)*m.rb]
+	_ = row[nb*m.w.Type.BlockBytes()-1]
+	ys := nb * int(unsafe.Sizeof(q8KBlock{}))
+	_ = a.q8k[end*nb-1]
+	_ = a.ydT[(nb-1)*a.rows+end-1]
+	for i, n := range [...]int{16, 8, 4} {
+		for ; t+n <= end; t += n {
+			ks[i](&row[0], 0, (*byte)(unsafe.Pointer(&a.q8k[t*nb])), ys, &a.ydT[t], 4*a.rows, nb, &m.dst[t*rows+r], rows)
+		}
+	}
+	for ; t < end; t++ {
+		m.dst[t*rows+r] = one(row, a.q8k[t*nb:(t+1)*nb])
+	}
+	return 1
+}

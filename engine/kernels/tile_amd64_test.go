@@ -1,0 +1,186 @@
+//go:build !purego
+
+package kernels
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+	"unsafe"
+)
+
+// tileCase is a tile kernel with its shape and the reference it must match.
+type tileCase struct {
+	name string
+	typ  Type
+	R, T int
+	k    tileKernel
+	ref  func([]byte, []q8KBlock) float32
+}
+
+var tileCases = []tileCase{
+	{"Q4_K r8t1", Q4_K, 8, 1, dotQ4KAVX512r8t1, dotQ4KRowGeneric},
+	{"Q4_K r1t16", Q4_K, 1, 16, dotQ4KAVX512r1t16, dotQ4KRowGeneric},
+	{"Q4_K r1t8", Q4_K, 1, 8, dotQ4KAVX512r1t8, dotQ4KRowGeneric},
+	{"Q4_K r1t4", Q4_K, 1, 4, dotQ4KAVX512r1t4, dotQ4KRowGeneric},
+	{"Q6_K r8t1", Q6_K, 8, 1, dotQ6KAVX512r8t1, dotQ6KRowGeneric},
+	{"Q6_K r1t16", Q6_K, 1, 16, dotQ6KAVX512r1t16, dotQ6KRowGeneric},
+	{"Q6_K r1t8", Q6_K, 1, 8, dotQ6KAVX512r1t8, dotQ6KRowGeneric},
+	{"Q6_K r1t4", Q6_K, 1, 4, dotQ6KAVX512r1t4, dotQ6KRowGeneric},
+}
+
+// TestTileKernels: every output of a tile kernel is the Go reference's bits, for
+// rows and tokens at odd strides, extreme weights and activations, and nothing
+// around the outputs is written.
+func TestTileKernels(t *testing.T) {
+	if !useAVX512 {
+		t.Skip("no AVX-512")
+	}
+	r := rand.New(rand.NewPCG(41, 42))
+	const guard = -12345.5
+	for _, c := range tileCases {
+		bb := c.typ.BlockBytes()
+		for _, nb := range []int{1, 2, 3, 8} {
+			for _, wm := range []string{"quantized", "random", "0xff", "0x80"} {
+				for _, am := range []string{"quantized", "random", "min", "max"} {
+					name := fmt.Sprintf("%s nb %d weights %s acts %s", c.name, nb, wm, am)
+					rb := nb*bb + 3 // rows apart by more than their bytes
+					w := make([]byte, c.R*rb)
+					for i := 0; i < c.R; i++ {
+						copy(w[i*rb:], weightRow(r, c.typ, nb, wm, false))
+					}
+					tokBlocks := nb + 1 // tokens apart by more than their blocks
+					y := q8KActs(r, c.T*tokBlocks, am, false)
+					ydT := make([]float32, nb*c.T)
+					for b := 0; b < nb; b++ {
+						for tk := 0; tk < c.T; tk++ {
+							ydT[b*c.T+tk] = y[tk*tokBlocks+b].d
+						}
+					}
+					os := c.R + 2
+					out := make([]float32, c.T*os+1)
+					for i := range out {
+						out[i] = guard
+					}
+					c.k(&w[0], rb, (*byte)(unsafe.Pointer(&y[0])), tokBlocks*int(unsafe.Sizeof(y[0])), &ydT[0], 4*c.T, nb, &out[1], os)
+					for i, v := range out {
+						tk, rr := (i-1)/os, (i-1)%os
+						if i == 0 || rr >= c.R {
+							if v != guard {
+								t.Fatalf("%s: wrote out[%d]", name, i)
+							}
+							continue
+						}
+						want := c.ref(w[rr*rb:rr*rb+nb*bb], y[tk*tokBlocks:tk*tokBlocks+nb])
+						if math.Float32bits(v) != math.Float32bits(want) {
+							t.Fatalf("%s: row %d token %d: %v, reference %v", name, rr, tk, v, want)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+func BenchmarkTileKernels(b *testing.B) {
+	r := rand.New(rand.NewPCG(43, 44))
+	const cols = 2048
+	for _, c := range tileCases {
+		nb := cols / c.typ.BlockSize()
+		rb := nb * c.typ.BlockBytes()
+		w := make([]byte, c.R*rb)
+		for i := 0; i < c.R; i++ {
+			QuantizeRow(w[i*rb:(i+1)*rb], c.typ, randRow(r, cols, 0.1))
+		}
+		y := q8KActs(r, c.T*nb, "quantized", false)
+		ydT := make([]float32, nb*c.T)
+		out := make([]float32, c.R*c.T)
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(c.R * c.T * rb)) // weight bytes per (row, token) pair
+			for b.Loop() {
+				c.k(&w[0], rb, (*byte)(unsafe.Pointer(&y[0])), nb*int(unsafe.Sizeof(y[0])), &ydT[0], 4*c.T, nb, &out[0], c.R)
+			}
+		})
+	}
+}
+
+// TestOuterKernels: the Q8_0 and Q4_0 outer-product tiles give the reference's
+// bits for every row and token, and write only their outputs.
+func TestOuterKernels(t *testing.T) {
+	if !useAVX512 {
+		t.Skip("no AVX-512")
+	}
+	r := rand.New(rand.NewPCG(45, 46))
+	const guard = -12345.5
+	for _, typ := range []Type{Q8_0, Q4_0} {
+		ks := outerKernels(typ)
+		for i, T := range []int{16, 8, 4, 1} {
+			for _, nb := range []int{1, 2, 3, 8} {
+				for _, wm := range []string{"quantized", "random", "0xff", "0x80"} {
+					for _, am := range []string{"quantized", "random", "max", "min"} {
+						name := fmt.Sprintf("%v t%d nb %d weights %s acts %s", typ, T, nb, wm, am)
+						rb := nb*typ.BlockBytes() + 5
+						w := make([]byte, 16*rb)
+						for i := 0; i < 16; i++ {
+							copy(w[i*rb:], weightRow(r, typ, nb, wm, false))
+						}
+						tokBlocks := nb + 1
+						y := q8Acts(r, typ, T*tokBlocks, am, false)
+						os := 19
+						out := make([]float32, T*os+1)
+						for i := range out {
+							out[i] = guard
+						}
+						ks[i](&w[0], rb, (*byte)(unsafe.Pointer(&y[0])), tokBlocks*int(unsafe.Sizeof(y[0])), nb, &out[1], os)
+						for j, v := range out {
+							tk, rr := (j-1)/os, (j-1)%os
+							if j == 0 || rr >= 16 {
+								if v != guard {
+									t.Fatalf("%s: wrote out[%d]", name, j)
+								}
+								continue
+							}
+							row, yt := w[rr*rb:rr*rb+nb*typ.BlockBytes()], y[tk*tokBlocks:tk*tokBlocks+nb]
+							var want float32
+							if typ == Q8_0 {
+								want = dotQ8_0RowGeneric(row, yt)
+							} else {
+								want = dotQ4_0RowGeneric(row, yt)
+							}
+							if math.Float32bits(v) != math.Float32bits(want) {
+								t.Fatalf("%s: row %d token %d: %v, reference %v", name, rr, tk, v, want)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+func BenchmarkOuterKernels(b *testing.B) {
+	r := rand.New(rand.NewPCG(47, 48))
+	const cols = 2048
+	for _, typ := range []Type{Q8_0, Q4_0} {
+		ks := outerKernels(typ)
+		nb := cols / qk0
+		rb := typ.RowBytes(cols)
+		w := make([]byte, 16*rb)
+		for i := 0; i < 16; i++ {
+			QuantizeRow(w[i*rb:(i+1)*rb], typ, randRow(r, cols, 0.1))
+		}
+		var a acts
+		a.prepare(typ, randRow(r, 16*cols, 1), 16, cols)
+		out := make([]float32, 16*16)
+		for i, T := range []int{16, 1} {
+			k := ks[3*i]
+			b.Run(fmt.Sprintf("%v/t%d", typ, T), func(b *testing.B) {
+				b.SetBytes(int64(16 * T * rb)) // weight bytes per (row, token) pair
+				for b.Loop() {
+					k(&w[0], rb, (*byte)(unsafe.Pointer(&a.q8[0])), nb*int(unsafe.Sizeof(q8Block{})), nb, &out[0], 16)
+				}
+			})
+		}
+	}
+}

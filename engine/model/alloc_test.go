@@ -1,0 +1,55 @@
+package model
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/lmlite/lmlite/engine/genmodel"
+)
+
+// stateForwardAllocs is what State.Forward allocates itself on each call, whatever
+// the kernels do: the rotation angles (cos and sin), the returned logits, and the
+// attention closure handed to kernels.Parallel, once per layer.
+func stateForwardAllocs(layers int) float64 { return float64(3 + layers) }
+
+// TestDecodeAllocations: a decoded token in steady state allocates nothing in the
+// kernels (matrix products, attention, the worker pool): only State.Forward's own
+// fixed budget (stateForwardAllocs), for every weight type.
+func TestDecodeAllocations(t *testing.T) {
+	if testing.Short() {
+		t.Skip("generates models")
+	}
+	for _, typ := range []string{"q8_0", "q4_0", "q4_k_m", "f16"} {
+		t.Run(typ, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "m.gguf")
+			if err := genmodel.Generate(genmodel.Options{Arch: "llama", Preset: "tiny", Type: typ, Seed: 1}, path); err != nil {
+				t.Fatal(err)
+			}
+			m, err := Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			st := m.NewState(256)
+			prompt := make([]int32, 64)
+			for i := range prompt {
+				prompt[i] = int32(300 + i)
+			}
+			if _, err := st.Forward(prompt, false); err != nil {
+				t.Fatal(err)
+			}
+			step := func() {
+				st.Truncate(64)
+				if _, err := st.Forward([]int32{400}, false); err != nil {
+					t.Fatal(err)
+				}
+			}
+			step() // the scratch buffers reach their decoding size
+			got := testing.AllocsPerRun(50, step)
+			if want := stateForwardAllocs(m.Config().Layers); got > want {
+				t.Errorf("%s: a decoded token allocates %v times, want at most %v (State.Forward's own)", typ, got, want)
+			}
+			t.Logf("%s: %v allocations per decoded token", typ, got)
+		})
+	}
+}

@@ -1,0 +1,71 @@
+package model
+
+import (
+	"os"
+	"runtime/pprof"
+	"testing"
+)
+
+// BenchmarkFile measures the two phases of `lmlite bench` separately on the model
+// file named by LMLITE_BENCH_MODEL (skipped when unset): pp512 is a 512-token
+// prompt as one batch, tg one decoded token after a 512-token prompt (the cache is
+// truncated back after each, so every step sees the same context). Threads follow
+// -cpu (GOMAXPROCS). LMLITE_BENCH_CPUPROFILE=prefix writes a CPU profile of each
+// phase's timed loop alone to prefix-pp512.prof and prefix-tg.prof (-cpuprofile
+// would mix in tg's prefill).
+func BenchmarkFile(b *testing.B) {
+	path := os.Getenv("LMLITE_BENCH_MODEL")
+	if path == "" {
+		b.Skip("LMLITE_BENCH_MODEL not set")
+	}
+	m, err := Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	prompt := make([]int32, 512)
+	seed := uint32(1234)
+	for i := range prompt {
+		seed = seed*1664525 + 1013904223
+		prompt[i] = 3 + int32(seed%uint32(m.Config().Vocab-3))
+	}
+	st := m.NewState(len(prompt) + 16)
+	profile := func(b *testing.B, phase string) func() {
+		prefix := os.Getenv("LMLITE_BENCH_CPUPROFILE")
+		if prefix == "" {
+			return func() {}
+		}
+		f, err := os.Create(prefix + "-" + phase + ".prof")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			b.Fatal(err)
+		}
+		return func() { pprof.StopCPUProfile(); f.Close() }
+	}
+	b.Run("pp512", func(b *testing.B) {
+		defer profile(b, "pp512")()
+		for b.Loop() {
+			st.Truncate(0)
+			if _, err := st.Forward(prompt, false); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(len(prompt)*b.N)/b.Elapsed().Seconds(), "tok/s")
+	})
+	b.Run("tg", func(b *testing.B) {
+		st.Truncate(0)
+		if _, err := st.Forward(prompt, false); err != nil {
+			b.Fatal(err)
+		}
+		defer profile(b, "tg")()
+		for b.Loop() {
+			st.Truncate(len(prompt))
+			if _, err := st.Forward(prompt[:1], false); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tok/s")
+	})
+}
