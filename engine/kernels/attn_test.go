@@ -173,6 +173,7 @@ func BenchmarkAttend(b *testing.B) {
 		})
 	}
 }
+
 // TestAttendBlocksMatchesAttend: the same rows, contiguous or in blocks of any size,
 // give the same bits.
 func TestAttendBlocksMatchesAttend(t *testing.T) {
