@@ -23,8 +23,10 @@
 # lines, e.g. a variant of configs/loadtest.yaml.
 #
 # DIR/NAME/ gets report.json, report.html, summary.txt (the terminal summary),
-# usage.json (GET /admin/usage per tenant after the run) and run.txt (the commit, the
-# models, and the machine's load average before and after: the machine may be shared).
+# usage.json (GET /admin/usage per tenant after the run), metrics.txt (the server's
+# prefix-cache, KV and batch metrics from /metrics after the run) and run.txt (the
+# commit, the models, and the machine's load average before and after: the machine
+# may be shared).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -37,7 +39,7 @@ while [ $# -gt 0 ]; do
     --out) out=$2; shift 2 ;;
     --config) cfg=$2; shift 2 ;;
     --) shift; extra=("$@"); break ;;
-    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
     *) scenarios+=("$1"); shift ;;
   esac
 done
@@ -132,6 +134,8 @@ for name in "${scenarios[@]}"; do
     done
     printf '\n}\n'
   } >"$out/$name/usage.json"
+  curl -fs "$target/metrics" | grep -E '^lmlite_(engine_prefix_cache|prefix_cache|engine_kv|engine_step|tokens_total)' \
+    >"$out/$name/metrics.txt" || true
   echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/$name/run.txt"
   stop_server
 done
