@@ -9,6 +9,9 @@ import (
 // matrix products, on one token and on a batch, through the worker pool, and
 // attention allocate nothing.
 func TestKernelsDoNotAllocate(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector changes what escapes and empties sync.Pools at random; make test runs this test without it")
+	}
 	r := rand.New(rand.NewPCG(51, 52))
 	const rows, cols = 512, 1024
 	for _, typ := range weightTypes {

@@ -14,16 +14,22 @@ type tileKernel func(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb 
 
 type outerKernel func(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
 
+var (
+	outerQ8_0 = [4]outerKernel{dotQ8_0AVX512x16t16, dotQ8_0AVX512x16t8, dotQ8_0AVX512x16t4, dotQ8_0AVX512x16t1}
+	outerQ4_0 = [4]outerKernel{dotQ4_0AVX512x16t16, dotQ4_0AVX512x16t8, dotQ4_0AVX512x16t4, dotQ4_0AVX512x16t1}
+	noOuter   [4]outerKernel
+)
+
 // outerKernels returns the Q8_0 or Q4_0 kernels for 16 rows by 16, 8, 4 and 1
-// tokens, or nothing.
-func outerKernels(t Type) [4]outerKernel {
+// tokens, or nils.
+func outerKernels(t Type) *[4]outerKernel {
 	switch t {
 	case Q8_0:
-		return [4]outerKernel{dotQ8_0AVX512x16t16, dotQ8_0AVX512x16t8, dotQ8_0AVX512x16t4, dotQ8_0AVX512x16t1}
+		return &outerQ8_0
 	case Q4_0:
-		return [4]outerKernel{dotQ4_0AVX512x16t16, dotQ4_0AVX512x16t8, dotQ4_0AVX512x16t4, dotQ4_0AVX512x16t1}
+		return &outerQ4_0
 	}
-	return [4]outerKernel{}
+	return &noOuter
 }
 
 // fastRows computes dst[r] for the rows of [lo, hi) it has a multi-row kernel for

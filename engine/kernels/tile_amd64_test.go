@@ -184,3 +184,43 @@ func BenchmarkOuterKernels(b *testing.B) {
 		}
 	}
 }
+
+// TestMatMulLevels: MatMul gives the same bits on every assembly path (the tiles
+// with their row and token remainders, the AVX2 kernels), and for the quantized
+// types the reference's bits, for shapes that fill no tile exactly.
+func TestMatMulLevels(t *testing.T) {
+	r := rand.New(rand.NewPCG(49, 50))
+	const rows, cols = 53, 768
+	for _, typ := range weightTypes {
+		w := Matrix{Type: typ, Rows: rows, Cols: cols, Data: make([]byte, rows*typ.RowBytes(cols))}
+		for i := 0; i < rows; i++ {
+			QuantizeRow(w.Row(i), typ, randRow(r, cols, 0.1))
+		}
+		for _, nTok := range []int{1, 3, 5, 16, 37} {
+			x := randRow(r, nTok*cols, 1)
+			results := map[string][]float32{}
+			for _, level := range simdLevels() {
+				restore := setSIMD(level)
+				dst := make([]float32, nTok*rows)
+				MatMul(dst, w, x, nTok)
+				results[level] = dst
+				restore()
+			}
+			exact := typ == Q8_0 || typ == Q4_0 || typ == Q4_K || typ == Q6_K
+			for level, got := range results {
+				if level == "generic" && !exact {
+					continue
+				}
+				want := results["avx2"]
+				if exact {
+					want = results["generic"]
+				}
+				for i := range got {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("%v, %d tokens, %s: output %d (token %d row %d) = %v, want %v", typ, nTok, level, i, i/rows, i%rows, got[i], want[i])
+					}
+				}
+			}
+		}
+	}
+}

@@ -8,14 +8,18 @@ import (
 )
 
 // stateForwardAllocs is what State.Forward allocates itself on each call, whatever
-// the kernels do: the rotation angles (cos and sin), the returned logits, and the
-// attention closure handed to kernels.Parallel, once per layer.
-func stateForwardAllocs(layers int) float64 { return float64(3 + layers) }
+// the kernels do: the copy of the logits it returns (state.go), and the attention
+// closure that scratch.attention hands to kernels.Parallel, once per layer
+// (forward.go).
+func stateForwardAllocs(layers int) float64 { return float64(1 + layers) }
 
 // TestDecodeAllocations: a decoded token in steady state allocates nothing in the
 // kernels (matrix products, attention, the worker pool): only State.Forward's own
 // fixed budget (stateForwardAllocs), for every weight type.
 func TestDecodeAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector changes what escapes and empties sync.Pools at random; make test runs this test without it")
+	}
 	if testing.Short() {
 		t.Skip("generates models")
 	}
@@ -38,9 +42,10 @@ func TestDecodeAllocations(t *testing.T) {
 			if _, err := st.Forward(prompt, false); err != nil {
 				t.Fatal(err)
 			}
+			tok := []int32{400}
 			step := func() {
 				st.Truncate(64)
-				if _, err := st.Forward([]int32{400}, false); err != nil {
+				if _, err := st.Forward(tok, false); err != nil {
 					t.Fatal(err)
 				}
 			}
