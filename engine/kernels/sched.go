@@ -19,7 +19,7 @@ type job struct {
 	next atomic.Int64 // the first row not yet taken
 	_    [56]byte     // the counter on its own cache line
 
-	n, half, minChunk, workers, grain int
+	n, static, minChunk, workers, grain int
 	f                                 func(lo, hi int)
 	mm                                matMul
 	isMM                              bool
@@ -35,9 +35,9 @@ const minChunkWork = 1 << 16
 // kernels get whole groups.
 func (j *job) start(n, cost, workers, grain int) {
 	j.n, j.workers, j.grain = n, workers, grain
-	j.half = n * 3 / 4 / (workers * grain) * (workers * grain) // (the static part)
+	j.static = n * 3 / 4 / (workers * grain) * (workers * grain)
 	j.minChunk = roundUp(max(1, minChunkWork/max(cost, 1)), grain)
-	j.next.Store(int64(j.half))
+	j.next.Store(int64(j.static))
 }
 
 func roundUp(n, m int) int { return (n + m - 1) / m * m }
@@ -53,7 +53,7 @@ func (j *job) run(lo, hi int) {
 // RunRange is worker w's share of the job (the pool gives worker w the range
 // [w, w+1)).
 func (j *job) RunRange(w, _, _ int) {
-	lo, hi := j.half*w/j.workers, j.half*(w+1)/j.workers
+	lo, hi := j.static*w/j.workers, j.static*(w+1)/j.workers
 	if lo < hi {
 		j.run(lo, hi)
 	}
