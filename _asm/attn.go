@@ -19,7 +19,7 @@ import (
 
 var (
 	attnNegInf, attnPermSum, attnShift1, attnShift2, attnShift4, attnLast Mem
-	expfConsts                                                            Mem
+	expfConsts, attnShift512                                              Mem
 )
 
 // Offsets of the float32 constants of expf in expfConsts.
@@ -66,6 +66,22 @@ func attnConstants() {
 	attnShift2 = i32s("attnShift2", 0, 0, 0, 1, 2, 3, 4, 5)
 	attnShift4 = i32s("attnShift4", 0, 0, 0, 0, 0, 1, 2, 3)
 	attnLast = i32s("attnLast", 7, 7, 7, 7, 7, 7, 7, 7)
+	// VPERMT2PS indexes shifting 16 lanes up by 1, 2, 4 and 8 (the lanes below
+	// from the second table), then VPERMPS's broadcast of lane 15.
+	var sh []int32
+	for _, k := range []int{1, 2, 4, 8} {
+		for l := 0; l < 16; l++ {
+			if l < k {
+				sh = append(sh, int32(l)) // table 1 (the filler)
+			} else {
+				sh = append(sh, int32(16+l-k)) // table 2 (the scores)
+			}
+		}
+	}
+	for l := 0; l < 16; l++ {
+		sh = append(sh, 15)
+	}
+	attnShift512 = i32s("attnShift512", sh...)
 	// expf's constants (engine/kernels/expf.go), each broadcast from here.
 	c := make([]float32, ecCount/4)
 	c[ecLog2e/4] = 1.44269504088896341
@@ -480,6 +496,120 @@ func attnAccum(name string, avx512 bool) {
 		JMP(LabelRef(name("slab")))
 		Label(name("slabdone"))
 	}
+	VZEROUPPER()
+	RET()
+}
+
+// attnExp512 emits attnExp on 512-bit registers, 16 scores a step, its constants
+// held in registers: the same operations, lane by lane, hence the same bits.
+func attnExp512() {
+	evex = true
+	defer func() { evex = false }()
+	TEXT("attnExpF16AVX512", NOSPLIT, "func(s *float32, n int, mx *float32, mask *uint8)")
+	Pragma("noescape")
+	Doc("attnExpF16AVX512 is attnExpF16 16 scores a step (s padded with -Inf to a multiple",
+		"of 16; a mask byte per 8 scores).")
+	s := Load(Param("s"), GP64())
+	n := Load(Param("n"), GP64())
+	mxp := Load(Param("mx"), GP64())
+	mk := Load(Param("mask"), GP64())
+	c := map[int]VecVirtual{}
+	for _, off := range []int{ecLog2e, ecHalf, ecC1, ecC2, ecP0, ecP1, ecP2, ecP3, ecP4, ecP5, ecOne, ecHi, ecLo, ecInf, ecSign, ecBias} {
+		c[off] = ZMM()
+		VBROADCASTSS(expfConsts.Offset(off), c[off])
+	}
+	ninf := ZMM()
+	VXORPS(c[ecInf], c[ecSign], ninf) // −Inf
+	zero := ZMM()
+	VPXORD(zero, zero, zero)
+	m := ZMM()
+	VBROADCASTSS(Mem{Base: mxp}, m)
+
+	Label("loop")
+	TESTQ(n, n)
+	JLE(LabelRef("done"))
+	sv := ZMM()
+	VMOVUPS(Mem{Base: s}, sv)
+	k := K()
+	VCMPPS(U8(3), sv, sv, k) // NaN
+	sm := ZMM()
+	VMOVAPS(sv, sm)
+	VMOVAPS(ninf, k, sm) // NaN scores as -Inf
+	// Inclusive prefix maximum: lanes shifted up by 1, 2, 4, 8, -Inf coming in.
+	for i := 0; i < 4; i++ {
+		idx, t := ZMM(), ZMM()
+		VMOVDQU32(attnShift512.Offset(64*i), idx)
+		VMOVAPS(ninf, t)
+		VPERMT2PS(sm, idx, t)
+		VMAXPS(t, sm, sm)
+	}
+	// Exclusive, from the running maximum.
+	idx, e := ZMM(), ZMM()
+	VMOVDQU32(attnShift512, idx)
+	VMOVAPS(m, e)
+	VPERMT2PS(sm, idx, e)
+	VMAXPS(m, e, e)
+	last := ZMM()
+	VMOVDQU32(attnShift512.Offset(4*64), idx)
+	VPERMPS(sm, idx, last)
+	VMAXPS(last, m, m)
+	VCMPPS(U8(0x1e), e, sv, k) // s > m_j (GT_OQ)
+	d, nd := ZMM(), ZMM()
+	VSUBPS(e, sv, d)
+	VXORPS(c[ecSign], d, nd)
+	VMOVAPS(nd, k, d)
+	bits := GP32()
+	KMOVW(k, bits)
+	MOVW(bits.As16(), Mem{Base: mk})
+
+	// expf, as expf8.
+	x := d
+	t := ZMM()
+	VMULPS(c[ecLog2e], x, t)
+	VADDPS(c[ecHalf], t, t)
+	fl := ZMM()
+	VRNDSCALEPS(U8(0x09), t, fl) // floor
+	r, u := ZMM(), ZMM()
+	VMULPS(c[ecC1], fl, u)
+	VSUBPS(u, x, r)
+	VMULPS(c[ecC2], fl, u)
+	VSUBPS(u, r, r)
+	p := ZMM()
+	VMOVAPS(c[ecP0], p)
+	for _, cc := range []int{ecP1, ecP2, ecP3, ecP4, ecP5} {
+		VMULPS(r, p, p)
+		VADDPS(c[cc], p, p)
+	}
+	VMULPS(r, p, p)
+	VMULPS(r, p, p)
+	VADDPS(r, p, p)
+	VADDPS(c[ecOne], p, p)
+	ni, h, b := ZMM(), ZMM(), ZMM()
+	VCVTTPS2DQ(fl, ni)
+	VPSRLD(U8(31), ni, h)
+	VPADDD(ni, h, h)
+	VPSRAD(U8(1), h, h)
+	VPSUBD(h, ni, b)
+	VPADDD(c[ecBias], h, h)
+	VPSLLD(U8(23), h, h)
+	VPADDD(c[ecBias], b, b)
+	VPSLLD(U8(23), b, b)
+	VMULPS(h, p, p)
+	VMULPS(b, p, p)
+	VCMPPS(U8(0x11), c[ecLo], x, k) // x < lo
+	VMOVAPS(zero, k, p)
+	VCMPPS(U8(0x1e), c[ecHi], x, k) // x > hi
+	VMOVAPS(c[ecInf], k, p)
+	VCMPPS(U8(3), x, x, k) // NaN
+	VMOVAPS(x, k, p)
+	VMOVUPS(p, Mem{Base: s})
+
+	ADDQ(U8(64), s)
+	ADDQ(U8(2), mk)
+	SUBQ(U8(16), n)
+	JMP(LabelRef("loop"))
+	Label("done")
+	VMOVSS(m.AsX(), Mem{Base: mxp})
 	VZEROUPPER()
 	RET()
 }

@@ -78,6 +78,7 @@ func main() {
 	attnConstants()
 	attnScores()
 	attnExp()
+	attnExp512()
 	attnAccum("attnAccumF16", false)
 	attnAccum("attnAccumF16AVX512", true)
 	actConstants()

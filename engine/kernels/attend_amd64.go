@@ -24,10 +24,17 @@ func (st *attnState) span(k, v []uint16, n, stride int, scale float32) {
 	for j0 := 0; j0 < n; j0 += attnChunk {
 		m := min(attnChunk, n-j0)
 		attnScoresF16(&k[j0*stride], &st.qr()[0], hd, m, stride, scale, &e[0])
-		for i := m; i < (m+7)&^7; i++ {
-			e[i] = float32(math.Inf(-1))
+		if useAVX512 {
+			for i := m; i < (m+15)&^15; i++ {
+				e[i] = float32(math.Inf(-1))
+			}
+			attnExpF16AVX512(&e[0], m, &st.mx, &mask[0])
+		} else {
+			for i := m; i < (m+7)&^7; i++ {
+				e[i] = float32(math.Inf(-1))
+			}
+			attnExpF16(&e[0], m, &st.mx, &mask[0])
 		}
-		attnExpF16(&e[0], m, &st.mx, &mask[0])
 		var bits uint64
 		for i, b := range mask {
 			bits |= uint64(b) << (8 * i)

@@ -28,9 +28,16 @@ func TestAttnExpMatchesExpf(t *testing.T) {
 	for i := 0; i < len(xs); i += 8 {
 		var s [8]float32
 		copy(s[:], xs[i:i+8])
-		var mask [1]uint8
+		var mask [2]uint8
 		mx := float32(0)
-		attnExpF16(&s[0], 8, &mx, &mask[0])
+		if i%16 == 0 && useAVX512 && i+16 <= len(xs) {
+			var s16 [16]float32
+			copy(s16[:], xs[i:i+16])
+			attnExpF16AVX512(&s16[0], 16, &mx, &mask[0])
+			copy(s[:], s16[:8])
+		} else {
+			attnExpF16(&s[0], 8, &mx, &mask[0])
+		}
 		for l, x := range xs[i : i+8] {
 			want := expf(x)
 			if x != x {

@@ -5,11 +5,12 @@ import "sync/atomic"
 // Scheduling of the pool's work. A static split (one equal part per worker) waits
 // for its slowest part, and on a shared machine a worker is often slowed by another
 // process's thread on its core. So each worker first takes its equal part of the
-// first half of the range, then the workers take chunks of the rest from a shared
-// counter, each a quarter of what remains per worker (guided self-scheduling), down
-// to a minimum that keeps the counter's cost small. Whichever worker is running
-// takes more rows; every row is still computed whole by one worker, so the results
-// do not depend on the split.
+// first three quarters of the range, then the workers take chunks of the rest from
+// a shared counter, each half of what remains per worker (guided self-scheduling),
+// down to a minimum that keeps each chunk long enough to stream well (a chunk's
+// first rows start cold: more, smaller chunks made decoding up to a tenth slower).
+// Whichever worker is running takes more rows; every row is still computed whole by
+// one worker, so the results do not depend on the split.
 
 // job is the parallel job the pool runs; there is one, guarded by poolMu. It
 // runs either a func (Parallel) or a matrix product (MatMul, which so needs no
@@ -18,7 +19,7 @@ type job struct {
 	next atomic.Int64 // the first row not yet taken
 	_    [56]byte     // the counter on its own cache line
 
-	n, half, minChunk, workers, grain int
+	n, static, minChunk, workers, grain int
 	f                                 func(lo, hi int)
 	mm                                matMul
 	isMM                              bool
@@ -27,16 +28,16 @@ type job struct {
 var theJob job // guarded by poolMu
 
 // minChunkWork is the least work (in MatMul's multiply-adds) a dynamic chunk holds.
-const minChunkWork = 1 << 13
+const minChunkWork = 1 << 16
 
 // start sets up a job over [0, n) for workers workers, each row costing cost;
 // the parts are multiples of grain rows (but the last), so that the multi-row
 // kernels get whole groups.
 func (j *job) start(n, cost, workers, grain int) {
 	j.n, j.workers, j.grain = n, workers, grain
-	j.half = n / 2 / (workers * grain) * (workers * grain)
+	j.static = n * 3 / 4 / (workers * grain) * (workers * grain)
 	j.minChunk = roundUp(max(1, minChunkWork/max(cost, 1)), grain)
-	j.next.Store(int64(j.half))
+	j.next.Store(int64(j.static))
 }
 
 func roundUp(n, m int) int { return (n + m - 1) / m * m }
@@ -52,7 +53,7 @@ func (j *job) run(lo, hi int) {
 // RunRange is worker w's share of the job (the pool gives worker w the range
 // [w, w+1)).
 func (j *job) RunRange(w, _, _ int) {
-	lo, hi := j.half*w/j.workers, j.half*(w+1)/j.workers
+	lo, hi := j.static*w/j.workers, j.static*(w+1)/j.workers
 	if lo < hi {
 		j.run(lo, hi)
 	}
@@ -62,7 +63,7 @@ func (j *job) RunRange(w, _, _ int) {
 		if left <= 0 {
 			return
 		}
-		size := min(left, max(j.minChunk, left/(4*j.workers)/j.grain*j.grain))
+		size := min(left, max(j.minChunk, left/(2*j.workers)/j.grain*j.grain))
 		if j.next.CompareAndSwap(int64(cur), int64(cur+size)) {
 			j.run(cur, cur+size)
 		}

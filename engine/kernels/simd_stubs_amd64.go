@@ -99,6 +99,12 @@ func attnScoresF16(k *uint16, q *float32, hd int, n int, stride int, scale float
 //go:noescape
 func attnExpF16(s *float32, n int, mx *float32, mask *uint8)
 
+// attnExpF16AVX512 is attnExpF16 16 scores a step (s padded with -Inf to a multiple
+// of 16; a mask byte per 8 scores).
+//
+//go:noescape
+func attnExpF16AVX512(s *float32, n int, mx *float32, mask *uint8)
+
 // attnAccumF16 adds the n positions of a chunk to the accumulator acc (hd float32s
 // of binary16 values, hd a multiple of 8) and to *sum: v_j is the hd binary16
 // values at v + j·stride, e_j and bit j of mask come from attnExpF16.
