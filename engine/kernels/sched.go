@@ -20,9 +20,9 @@ type job struct {
 	_    [56]byte     // the counter on its own cache line
 
 	n, static, minChunk, workers, grain int
-	f                                 func(lo, hi int)
-	mm                                matMul
-	isMM                              bool
+	f                                   func(lo, hi int)
+	mm                                  matMul
+	isMM                                bool
 }
 
 var theJob job // guarded by poolMu
