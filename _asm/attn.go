@@ -613,3 +613,184 @@ func attnExp512() {
 	VZEROUPPER()
 	RET()
 }
+
+// attnFused emits, for head size 64 on 512-bit registers, the accumulator update of
+// a chunk of 64 positions fused with the scores of the next chunk: each position's
+// update is a chain of dependent steps (add, round to binary16 and back), and the
+// next chunk's scores, independent of it, run in its shadow. Each half keeps its
+// own operations and order (attnAccumF16AVX512's slab of four registers,
+// attnScoresF16's 8 positions side by side), so the bits are theirs.
+func attnFused() {
+	evex = true
+	defer func() { evex = false }()
+	TEXT("attnFusedF16AVX512", NOSPLIT, "func(acc *float32, v *uint16, e *float32, mask uint64, sum *float32, k *uint16, q *float32, nsc, stride int, scale float32, s *float32)")
+	Pragma("noescape")
+	Doc("attnFusedF16AVX512 is attnAccumF16AVX512 over 64 positions of a head of 64 and,",
+		"in the same loop, attnScoresF16 over the nsc (a multiple of 8, at most 64)",
+		"positions at k into s.")
+	accp := Load(Param("acc"), GP64())
+	v := Load(Param("v"), GP64())
+	e := Load(Param("e"), GP64())
+	mask := Load(Param("mask"), GP64())
+	sump := Load(Param("sum"), GP64())
+	k := Load(Param("k"), GP64())
+	q := Load(Param("q"), GP64())
+	nsc := Load(Param("nsc"), GP64())
+	SHRQ(U8(3), nsc) // blocks of 8 scores
+	sb := Load(Param("stride"), GP64())
+	SHLQ(U8(1), sb)
+	scx := Load(Param("scale"), XMM())
+	s := Load(Param("s"), GP64())
+	sc := YMM()
+	VBROADCASTSS(scx, sc)
+	s3 := GP64()
+	LEAQ(Mem{Base: sb, Index: sb, Scale: 2}, s3)
+	var a [4]VecVirtual
+	for i := range a {
+		a[i] = ZMM()
+		VMOVUPS(Mem{Base: accp, Disp: 64 * i}, a[i])
+	}
+	sum, one := XMM(), XMM()
+	VMOVSS(Mem{Base: sump}, sum)
+	VMOVSS(expfConsts.Offset(ecOne), one)
+	perm := YMM()
+	vmovdqu(attnPermSum, perm)
+	j := GP64() // the position in the chunk
+	XORQ(j, j)
+	b := GP64() // the block of 8
+	XORQ(b, b)
+
+	// accum emits position j's update (attnAccumF16AVX512's slab of 4).
+	accum := func(tag string) {
+		ej := ZMM()
+		VBROADCASTSS(Mem{Base: e, Index: j, Scale: 4}, ej)
+		BTQ(j, mask)
+		JCS(LabelRef("new" + tag))
+		for i := range a {
+			w := ZMM()
+			VCVTPH2PS(Mem{Base: v, Disp: 32 * i}, w)
+			VMULPS(ej, w, w)
+			VADDPS(w, a[i], a[i])
+			round16(a[i])
+		}
+		VADDSS(Mem{Base: e, Index: j, Scale: 4}, sum, sum)
+		Label("back" + tag)
+		ADDQ(sb, v)
+		INCQ(j)
+	}
+	// The new-maximum paths, out of line.
+	newPaths := func(tags []string) {
+		for _, tag := range tags {
+			Label("new" + tag)
+			ej := ZMM()
+			VBROADCASTSS(Mem{Base: e, Index: j, Scale: 4}, ej)
+			for i := range a {
+				VMULPS(ej, a[i], a[i])
+				round16(a[i])
+				w := ZMM()
+				VCVTPH2PS(Mem{Base: v, Disp: 32 * i}, w)
+				VADDPS(w, a[i], a[i])
+				round16(a[i])
+			}
+			VMULSS(Mem{Base: e, Index: j, Scale: 4}, sum, sum)
+			VADDSS(one, sum, sum)
+			JMP(LabelRef("back" + tag))
+		}
+	}
+	var tags []string
+
+	Label("block")
+	CMPQ(b, U8(8))
+	JGE(LabelRef("done"))
+	CMPQ(b, nsc)
+	JGE(LabelRef("plain"))
+	// Eight updates, each followed by one group of 8 of the 8 next scores.
+	{
+		r0, r4 := GP64(), GP64()
+		MOVQ(k, r0)
+		LEAQ(Mem{Base: k, Index: sb, Scale: 4}, r4)
+		addr := func(p int) Mem {
+			base := r0
+			if p >= 4 {
+				base = r4
+			}
+			switch p % 4 {
+			case 1:
+				return Mem{Base: base, Index: sb, Scale: 1}
+			case 2:
+				return Mem{Base: base, Index: sb, Scale: 2}
+			case 3:
+				return Mem{Base: base, Index: s3, Scale: 1}
+			}
+			return Mem{Base: base}
+		}
+		var sa [8]VecVirtual
+		for p := range sa {
+			sa[p] = YMM()
+			VXORPS(sa[p], sa[p], sa[p])
+		}
+		for g := 0; g < 8; g++ {
+			tag := fmt.Sprintf("f%d", g)
+			tags = append(tags, tag)
+			accum(tag)
+			for p := range sa {
+				t := YMM()
+				VCVTPH2PS(addr(p).Offset(16*g), t)
+				VMULPS(Mem{Base: q, Disp: 32 * g}, t, t)
+				VADDPS(t, sa[p], sa[p])
+			}
+		}
+		VMOVUPS(hsum8x8Scaled(sa[:], perm, sc), Mem{Base: s})
+		ADDQ(U8(32), s)
+		LEAQ(Mem{Base: k, Index: sb, Scale: 8}, k)
+	}
+	INCQ(b)
+	JMP(LabelRef("block"))
+
+	Label("plain")
+	for g := 0; g < 8; g++ {
+		tag := fmt.Sprintf("p%d", g)
+		tags = append(tags, tag)
+		accum(tag)
+	}
+	INCQ(b)
+	JMP(LabelRef("block"))
+
+	newPaths(tags)
+
+	Label("done")
+	for i := range a {
+		VMOVUPS(a[i], Mem{Base: accp, Disp: 64 * i})
+	}
+	VMOVSS(sum, Mem{Base: sump})
+	VZEROUPPER()
+	RET()
+}
+
+// hsum8x8Scaled is attnScores' reduction of 8 positions' lanes in sum8's order,
+// then ·scale, with EVEX-encodable instructions; the sums come out in order.
+func hsum8x8Scaled(acc []VecVirtual, perm, sc VecVirtual) VecVirtual {
+	var b [4]VecVirtual
+	for i := range b {
+		lo, hi := YMM(), YMM()
+		VSHUFF32X4(U8(0), acc[2*i+1], acc[2*i], lo)
+		VSHUFF32X4(U8(3), acc[2*i+1], acc[2*i], hi)
+		b[i] = YMM()
+		VADDPS(hi, lo, b[i])
+	}
+	var c [2]VecVirtual
+	for i := range c {
+		x, y := YMM(), YMM()
+		VSHUFPS(U8(0x44), b[2*i+1], b[2*i], x)
+		VSHUFPS(U8(0xee), b[2*i+1], b[2*i], y)
+		c[i] = YMM()
+		VADDPS(y, x, c[i])
+	}
+	x, y := YMM(), YMM()
+	VSHUFPS(U8(0x88), c[1], c[0], x)
+	VSHUFPS(U8(0xdd), c[1], c[0], y)
+	VADDPS(y, x, x)
+	VPERMPS(x, perm, x)
+	VMULPS(sc, x, x)
+	return x
+}

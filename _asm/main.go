@@ -79,6 +79,7 @@ func main() {
 	attnScores()
 	attnExp()
 	attnExp512()
+	attnFused()
 	attnAccum("attnAccumF16", false)
 	attnAccum("attnAccumF16AVX512", true)
 	actConstants()

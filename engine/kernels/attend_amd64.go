@@ -19,11 +19,18 @@ func (st *attnState) span(k, v []uint16, n, stride int, scale float32) {
 	}
 	_ = k[(n-1)*stride+hd-1]
 	_ = v[(n-1)*stride+hd-1]
-	var e [attnChunk]float32
+	// Two score buffers: the fused kernel (head size 64, AVX-512) writes the next
+	// chunk's scores while it updates the accumulator with this one's.
+	var buf [2][attnChunk]float32
 	var mask [attnChunk / 8]uint8
+	qr := &st.qr()[0]
+	cur, ready := 0, false
 	for j0 := 0; j0 < n; j0 += attnChunk {
 		m := min(attnChunk, n-j0)
-		attnScoresF16(&k[j0*stride], &st.qr()[0], hd, m, stride, scale, &e[0])
+		e := &buf[cur]
+		if !ready {
+			attnScoresF16(&k[j0*stride], qr, hd, m, stride, scale, &e[0])
+		}
 		if useAVX512 {
 			for i := m; i < (m+15)&^15; i++ {
 				e[i] = float32(math.Inf(-1))
@@ -39,10 +46,23 @@ func (st *attnState) span(k, v []uint16, n, stride int, scale float32) {
 		for i, b := range mask {
 			bits |= uint64(b) << (8 * i)
 		}
-		if useAVX512 {
+		j1 := j0 + attnChunk
+		m1 := min(attnChunk, n-j1)
+		switch {
+		case useAVX512 && hd == 64 && m == attnChunk && m1 >= 8:
+			next := &buf[cur^1]
+			nsc := m1 &^ 7
+			attnFusedF16AVX512(&st.acc()[0], &v[j0*stride], &e[0], bits, &st.sum, &k[j1*stride], qr, nsc, stride, scale, &next[0])
+			if nsc < m1 {
+				attnScoresF16(&k[(j1+nsc)*stride], qr, hd, m1-nsc, stride, scale, &next[nsc])
+			}
+			cur, ready = cur^1, true
+			continue
+		case useAVX512:
 			attnAccumF16AVX512(&st.acc()[0], &v[j0*stride], hd, m, stride, &e[0], bits, &st.sum)
-		} else {
+		default:
 			attnAccumF16(&st.acc()[0], &v[j0*stride], hd, m, stride, &e[0], bits, &st.sum)
 		}
+		ready = false
 	}
 }

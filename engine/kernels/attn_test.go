@@ -115,7 +115,7 @@ func sign(x float32) float32 {
 func TestAttnSpanMatchesReference(t *testing.T) {
 	r := rand.New(rand.NewPCG(21, 22))
 	for _, hd := range []int{8, 16, 24, 64, 72, 128, 136, 256, 264} {
-		for _, n := range []int{1, 2, 7, 8, 9, 63, 64, 65, 130} {
+		for _, n := range []int{1, 2, 7, 8, 9, 63, 64, 65, 130, 150, 200} {
 			for _, mode := range []string{"random", "rising", "wide", "flat"} {
 				stride, off := hd*3+8*(n%3), 8*(n%4)+hd%16
 				c := newAttnCase(r, hd, n, stride, off, mode)
