@@ -72,9 +72,6 @@ func main() {
 	dotFloatAVX2("dotBF16AVX2", "BF16", 2)
 	dotFloatAVX512("dotF16AVX512", "F16", 2)
 	dotFloatAVX512("dotBF16AVX512", "BF16", 2)
-	attnLanesF16()
-	attnUpdateF16("attnMadF16", true)
-	attnUpdateF16("attnScaleF16", false)
 	attnConstants()
 	attnScores()
 	attnExp()
@@ -894,77 +891,4 @@ func dotFloatAVX512(name, kind string, size int) {
 	RET()
 }
 
-// attnLanesF16 is the q·k product of attention over a binary16 key: eight float32
-// lanes, lane l summing the products of the elements i with i%8 == l in index order,
-// each product rounded before it is added (VMULPS, VADDPS; no FMA): the bits of the
-// Go loop in Attend.
-func attnLanesF16() {
-	TEXT("attnLanesF16", NOSPLIT, "func(k *uint16, q *float32, n int, lanes *float32)")
-	Pragma("noescape")
-	Doc("attnLanesF16 adds k[i]·q[i] (k binary16) into lanes[i%8] for i < n, n a multiple of 8.")
-	k := Load(Param("k"), GP64())
-	q := Load(Param("q"), GP64())
-	n := Load(Param("n"), GP64())
-	lanes := Load(Param("lanes"), GP64())
-	acc := YMM()
-	VMOVUPS(Mem{Base: lanes}, acc)
-	Label("loop")
-	CMPQ(n, U8(8))
-	JL(LabelRef("done"))
-	w := YMM()
-	VCVTPH2PS(Mem{Base: k}, w)
-	VMULPS(Mem{Base: q}, w, w)
-	VADDPS(w, acc, acc)
-	ADDQ(U8(16), k)
-	ADDQ(U8(32), q)
-	SUBQ(U8(8), n)
-	JMP(LabelRef("loop"))
-	Label("done")
-	VMOVUPS(acc, Mem{Base: lanes})
-	VZEROUPPER()
-	RET()
-}
 
-// attnUpdateF16 updates attention's binary16 accumulator in place, eight elements at
-// a time, rounding to nearest even as ggml's F16C conversions do: with mad,
-// acc[i] = f16(acc[i] + v[i]·s); without, acc[i] = f16(acc[i]·s).
-func attnUpdateF16(name string, mad bool) {
-	if mad {
-		TEXT(name, NOSPLIT, "func(acc *uint16, v *uint16, n int, s float32)")
-		Doc(name + " sets acc[i] = f16(acc[i] + v[i]·s) for i < n, n a multiple of 8.")
-	} else {
-		TEXT(name, NOSPLIT, "func(acc *uint16, n int, s float32)")
-		Doc(name + " sets acc[i] = f16(acc[i]·s) for i < n, n a multiple of 8.")
-	}
-	Pragma("noescape")
-	acc := Load(Param("acc"), GP64())
-	var v Register
-	if mad {
-		v = Load(Param("v"), GP64())
-	}
-	n := Load(Param("n"), GP64())
-	sx := Load(Param("s"), XMM())
-	sb := YMM()
-	VBROADCASTSS(sx, sb)
-	Label("loop")
-	CMPQ(n, U8(8))
-	JL(LabelRef("done"))
-	a := YMM()
-	VCVTPH2PS(Mem{Base: acc}, a)
-	if mad {
-		w := YMM()
-		VCVTPH2PS(Mem{Base: v}, w)
-		VMULPS(sb, w, w)
-		VADDPS(w, a, a)
-		ADDQ(U8(16), v)
-	} else {
-		VMULPS(sb, a, a)
-	}
-	VCVTPS2PH(U8(0), a, Mem{Base: acc})
-	ADDQ(U8(16), acc)
-	SUBQ(U8(8), n)
-	JMP(LabelRef("loop"))
-	Label("done")
-	VZEROUPPER()
-	RET()
-}

@@ -6,62 +6,6 @@ import (
 	"testing"
 )
 
-// The attention loops (assembly where the CPU has it) give the reference's bits, for
-// every length around the vector width, on slices that start anywhere.
-func TestAttnLoopsMatchReference(t *testing.T) {
-	r := rand.New(rand.NewPCG(3, 4))
-	f16s := func(n int, scale float64) []uint16 {
-		out := make([]uint16, n+3)
-		for i := range out {
-			out[i] = F32ToF16(float32(r.NormFloat64() * scale))
-		}
-		return out
-	}
-	for n := 0; n <= 70; n++ {
-		for off := 0; off < 3; off++ {
-			k := f16s(n, 1)[off : off+n]
-			q := make([]float32, n+off)[off:]
-			for i := range q {
-				q[i] = RoundF16(float32(r.NormFloat64()))
-			}
-			var got, want [8]float32
-			for l := range got {
-				got[l] = float32(l) * 0.25
-				want[l] = got[l]
-			}
-			attnLanes(k, q, &got)
-			attnLanesGeneric(k, q, &want)
-			if got != want {
-				t.Fatalf("attnLanes n=%d off=%d: %v, want %v", n, off, got, want)
-			}
-			s := float32(math.Exp(-r.Float64() * 3))
-			acc := f16s(n, 4)[off : off+n]
-			v := f16s(n, 1)[off : off+n]
-			ref := append([]uint16(nil), acc...)
-			guard := append([]uint16(nil), acc[:cap(acc)][n:]...)
-			attnMad(acc, v, s)
-			attnMadGeneric(ref, v, s)
-			for i := range acc {
-				if acc[i] != ref[i] {
-					t.Fatalf("attnMad n=%d off=%d i=%d: %#x, want %#x", n, off, i, acc[i], ref[i])
-				}
-			}
-			attnScale(acc, s)
-			attnScaleGeneric(ref, s)
-			for i := range acc {
-				if acc[i] != ref[i] {
-					t.Fatalf("attnScale n=%d off=%d i=%d: %#x, want %#x", n, off, i, acc[i], ref[i])
-				}
-			}
-			for i, g := range acc[:cap(acc)][n:] {
-				if g != guard[i] {
-					t.Fatalf("n=%d off=%d: wrote past the slice at %d", n, off, n+i)
-				}
-			}
-		}
-	}
-}
-
 // attnCase is the cache and query of one attention head for the span tests.
 type attnCase struct {
 	hd, n, stride, off int

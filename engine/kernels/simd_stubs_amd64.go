@@ -71,21 +71,6 @@ func dotF16AVX512(x *byte, y *float32, n int) float32
 //go:noescape
 func dotBF16AVX512(x *byte, y *float32, n int) float32
 
-// attnLanesF16 adds k[i]·q[i] (k binary16) into lanes[i%8] for i < n, n a multiple of 8.
-//
-//go:noescape
-func attnLanesF16(k *uint16, q *float32, n int, lanes *float32)
-
-// attnMadF16 sets acc[i] = f16(acc[i] + v[i]·s) for i < n, n a multiple of 8.
-//
-//go:noescape
-func attnMadF16(acc *uint16, v *uint16, n int, s float32)
-
-// attnScaleF16 sets acc[i] = f16(acc[i]·s) for i < n, n a multiple of 8.
-//
-//go:noescape
-func attnScaleF16(acc *uint16, n int, s float32)
-
 // attnScoresF16 sets s[j] = scale·(q·k_j) for j < n, k_j the hd binary16 values at
 // k + j·stride (hd a multiple of 8), as attnSpanGeneric computes it.
 //
