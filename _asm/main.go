@@ -890,5 +890,3 @@ func dotFloatAVX512(name, kind string, size int) {
 	Store(s, ReturnIndex(0))
 	RET()
 }
-
-

@@ -36,6 +36,8 @@ type runner struct {
 	done  chan struct{}
 
 	live   map[sched.ID]*job // owned by the loop
+	items  []model.Item      // the loop's step buffers, reused
+	ran    []sched.Work
 	nextID sched.ID
 	stats  *runnerStats // the model's
 
@@ -309,8 +311,8 @@ func (r *runner) prepare(now time.Time, step sched.Step) []sched.Work {
 
 // run computes one step and delivers its tokens.
 func (r *runner) run(work []sched.Work) {
-	items := make([]model.Item, 0, len(work))
-	ran := make([]sched.Work, 0, len(work))
+	items, ran := r.items[:0], r.ran[:0]
+	defer func() { clear(items); r.items, r.ran = items[:0], ran[:0] }() // no stale Seqs kept alive
 	n := 0
 	for _, w := range work {
 		j := r.live[w.ID]
