@@ -306,6 +306,31 @@ func roundFloats(name string, bf16 bool) {
 	RET()
 }
 
+// toF16 emits the float32 → binary16 conversion (round to nearest even, as
+// F32ToF16), 8 at a time: how the model stores keys and values.
+func toF16() {
+	TEXT("toF16AVX2", NOSPLIT, "func(dst *uint16, src *float32, n int)")
+	Pragma("noescape")
+	Doc("toF16AVX2 sets dst[i] = F32ToF16(src[i]) for i < n, n a multiple of 8.")
+	dst := Load(Param("dst"), GP64())
+	src := Load(Param("src"), GP64())
+	n := Load(Param("n"), GP64())
+	Label("loop")
+	TESTQ(n, n)
+	JZ(LabelRef("done"))
+	a, h := YMM(), XMM()
+	VMOVUPS(Mem{Base: src}, a)
+	VCVTPS2PH(U8(0), a, h)
+	VMOVDQU(h, Mem{Base: dst})
+	ADDQ(U8(32), src)
+	ADDQ(U8(16), dst)
+	SUBQ(U8(8), n)
+	JMP(LabelRef("loop"))
+	Label("done")
+	VZEROUPPER()
+	RET()
+}
+
 // swiglu emits SwiGLU: dst = gate/(1 + expf(-gate))·up, 8 at a time.
 func swiglu() {
 	TEXT("swigluAVX2", NOSPLIT, "func(dst, gate, up *float32, n int)")

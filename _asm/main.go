@@ -84,6 +84,7 @@ func main() {
 	quantQ8_0()
 	roundFloats("roundF16AVX2", false)
 	roundFloats("roundBF16AVX2", true)
+	toF16()
 	swiglu()
 	for _, typ := range []string{"Q4K", "Q6K"} {
 		for _, rt := range [][2]int{{8, 1}, {1, 16}, {1, 8}, {1, 4}} {

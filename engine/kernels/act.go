@@ -26,6 +26,13 @@ func roundF16sGeneric(dst, src []float32) {
 	}
 }
 
+// toF16sGeneric sets dst[i] = F32ToF16(src[i]).
+func toF16sGeneric(dst []uint16, src []float32) {
+	for i, v := range src {
+		dst[i] = F32ToF16(v)
+	}
+}
+
 // roundBF16sGeneric sets dst[i] = RoundBF16(src[i]).
 func roundBF16sGeneric(dst, src []float32) {
 	for i, v := range src {

@@ -36,6 +36,17 @@ func roundF16s(dst, src []float32) {
 	roundF16sGeneric(dst[n:], src[n:])
 }
 
+func toF16s(dst []uint16, src []float32) {
+	n := len(src) &^ 7
+	if useAVX2 && n > 0 {
+		_ = dst[n-1]
+		toF16AVX2(&dst[0], &src[0], n)
+	} else {
+		n = 0
+	}
+	toF16sGeneric(dst[n:], src[n:])
+}
+
 func roundBF16s(dst, src []float32) {
 	n := len(src) &^ 7
 	if useAVX2 && n > 0 {

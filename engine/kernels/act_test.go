@@ -83,9 +83,10 @@ func TestQuantRowsMatchReference(t *testing.T) {
 	}
 }
 
-// TestRoundingAndSwiGLUMatchReference: binary16 and bfloat16 rounding (with
-// infinities, NaNs and overflow) and SwiGLU give the reference's bits for every
-// length around the vector width, at any alignment, in place too.
+// TestRoundingAndSwiGLUMatchReference: binary16 and bfloat16 rounding and the
+// conversion to binary16 bits (with infinities, NaNs and overflow) and SwiGLU give
+// the reference's bits for every length around the vector width, at any alignment,
+// in place too.
 func TestRoundingAndSwiGLUMatchReference(t *testing.T) {
 	r := rand.New(rand.NewPCG(33, 34))
 	specials := []float32{float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), 65520, -65519, 1e-8, -6e-8, 3e38,
@@ -115,6 +116,20 @@ func TestRoundingAndSwiGLUMatchReference(t *testing.T) {
 						if math.Float32bits(buf[1+i]) != math.Float32bits(want[i]) {
 							t.Fatalf("%s n %d off %d %s: %v (%#x) gives %#x, want %#x", c.name, n, off, kind, x[i], math.Float32bits(x[i]), math.Float32bits(buf[1+i]), math.Float32bits(want[i]))
 						}
+					}
+				}
+				// The same conversion stored as binary16 bits, as keys and values are.
+				want16 := make([]uint16, n)
+				toF16sGeneric(want16, x)
+				buf16 := make([]uint16, n+2)
+				buf16[0], buf16[n+1] = 0xdead, 0xdead
+				F32sToF16s(buf16[1:n+1], x)
+				if buf16[0] != 0xdead || buf16[n+1] != 0xdead {
+					t.Fatalf("F32sToF16s n %d: wrote outside dst", n)
+				}
+				for i := range want16 {
+					if buf16[1+i] != want16[i] {
+						t.Fatalf("F32sToF16s n %d off %d %s: %v (%#x) gives %#x, want %#x", n, off, kind, x[i], math.Float32bits(x[i]), buf16[1+i], want16[i])
 					}
 				}
 				// SwiGLU on finite gates; up may be anything.

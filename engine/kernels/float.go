@@ -24,6 +24,13 @@ var f16Table = func() *[1 << 16]float32 {
 // F16ToF32 converts binary16 bits to float32 (exact).
 func F16ToF32(h uint16) float32 { return f16Table[h] }
 
+// F32sToF16s sets dst[i] = F32ToF16(src[i]) for every i < len(src), 8 at a time
+// with F16C where the CPU has it.
+func F32sToF16s(dst []uint16, src []float32) {
+	_ = dst[:len(src)]
+	toF16s(dst, src)
+}
+
 // F32ToF16 converts f to binary16 bits, rounding to nearest even.
 func F32ToF16(f float32) uint16 { return float16.Fromfloat32(f).Bits() }
 

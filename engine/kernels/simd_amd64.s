@@ -4181,6 +4181,28 @@ done:
 	VZEROUPPER
 	RET
 
+// func toF16AVX2(dst *uint16, src *float32, n int)
+// Requires: AVX, F16C
+TEXT ·toF16AVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), AX
+	MOVQ src+8(FP), CX
+	MOVQ n+16(FP), DX
+
+loop:
+	TESTQ     DX, DX
+	JZ        done
+	VMOVUPS   (CX), Y0
+	VCVTPS2PH $0x00, Y0, X0
+	VMOVDQU   X0, (AX)
+	ADDQ      $0x20, CX
+	ADDQ      $0x10, AX
+	SUBQ      $0x08, DX
+	JMP       loop
+
+done:
+	VZEROUPPER
+	RET
+
 // func swigluAVX2(dst *float32, gate *float32, up *float32, n int)
 // Requires: AVX, AVX2
 TEXT ·swigluAVX2(SB), NOSPLIT, $0-32

@@ -131,6 +131,11 @@ func roundF16AVX2(dst *float32, src *float32, n int)
 //go:noescape
 func roundBF16AVX2(dst *float32, src *float32, n int)
 
+// toF16AVX2 sets dst[i] = F32ToF16(src[i]) for i < n, n a multiple of 8.
+//
+//go:noescape
+func toF16AVX2(dst *uint16, src *float32, n int)
+
 // swigluAVX2 sets dst[i] = gate[i]/(1+expf(-gate[i]))·up[i] for i < n, n a multiple of 8.
 //
 //go:noescape

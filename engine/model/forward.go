@@ -116,12 +116,8 @@ func (w *scratch) forward(m *Model, parts []part) ([]float32, error) {
 		// Append K and V to each token's cache, then collect the caches' blocks.
 		for i := 0; i < n; i++ {
 			kr, vr := parts[w.tokPart[i]].kv.row(int(w.tokPos[i]), li)
-			for j, val := range k[i*kvd : (i+1)*kvd] {
-				kr[j] = kernels.F32ToF16(val)
-			}
-			for j, val := range v[i*kvd : (i+1)*kvd] {
-				vr[j] = kernels.F32ToF16(val)
-			}
+			kernels.F32sToF16s(kr, k[i*kvd:(i+1)*kvd])
+			kernels.F32sToF16s(vr, v[i*kvd:(i+1)*kvd])
 		}
 		for pi, p := range parts {
 			w.ks[pi], w.vs[pi] = p.kv.layer(li, w.ks[pi][:0], w.vs[pi][:0])
