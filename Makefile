@@ -10,12 +10,14 @@ build:
 	$(GO) build -o $(BIN) ./cmd/lmlite
 
 # The full suite: vet, every test with the race detector, the memory and allocation
-# measurements (meaningless under the race detector) without it, then each fuzz
-# target briefly.
+# measurements (meaningless under the race detector) without it, the kernels and
+# the model on the pure-Go reference kernels (-tags purego), then each fuzz target
+# briefly.
 test: vet
 	$(GO) test -race -count=1 -timeout 20m ./...
 	$(GO) test -count=1 -run 'TestThreeModelsMemory' ./engine
 	$(GO) test -count=1 -run 'TestKernelsDoNotAllocate|TestDecodeAllocations' ./engine/kernels ./engine/model
+	$(GO) test -count=1 -tags purego ./engine/kernels ./engine/model
 	$(MAKE) fuzz
 
 test-short:
