@@ -5,17 +5,17 @@ import (
 	"testing"
 
 	"github.com/lmlite/lmlite/engine/genmodel"
+	"github.com/lmlite/lmlite/kvcache"
 )
 
-// stateForwardAllocs is what State.Forward allocates itself on each call, whatever
-// the kernels do: the copy of the logits it returns (state.go), and the attention
-// closure that scratch.attention hands to kernels.Parallel, once per layer
-// (forward.go).
-func stateForwardAllocs(layers int) float64 { return float64(1 + layers) }
+// stateForwardAllocs is what State.Forward allocates on each call: the copy of the
+// logits it returns, which is the caller's to keep (state.go).
+const stateForwardAllocs = 1
 
 // TestDecodeAllocations: a decoded token in steady state allocates nothing in the
-// kernels (matrix products, attention, the worker pool): only State.Forward's own
-// fixed budget (stateForwardAllocs), for every weight type.
+// forward pass or the kernels (matrix products, attention, the worker pool): only
+// the logits State.Forward returns (stateForwardAllocs), for every weight type; and
+// a Batch step of four sequences over a paged cache allocates nothing at all.
 func TestDecodeAllocations(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector changes what escapes and empties sync.Pools at random; make test runs this test without it")
@@ -51,10 +51,40 @@ func TestDecodeAllocations(t *testing.T) {
 			}
 			step() // the scratch buffers reach their decoding size
 			got := testing.AllocsPerRun(50, step)
-			if want := stateForwardAllocs(m.Config().Layers); got > want {
+			if want := float64(stateForwardAllocs); got > want {
 				t.Errorf("%s: a decoded token allocates %v times, want at most %v (State.Forward's own)", typ, got, want)
 			}
 			t.Logf("%s: %v allocations per decoded token", typ, got)
+
+			cfg := m.KVConfig()
+			cfg.BlockTokens, cfg.Blocks = 16, 64
+			pool, err := kvcache.New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := m.NewBatch()
+			items := make([]Item, 4)
+			for i := range items {
+				items[i] = Item{KV: pool.NewSeq(""), Tokens: prompt, Logits: 1}
+				if err := items[i].KV.Grow(len(prompt) + 1); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := b.Forward(items); err != nil { // prefill all four
+				t.Fatal(err)
+			}
+			for i := range items {
+				items[i].Start, items[i].Tokens = len(prompt), tok
+			}
+			batchStep := func() {
+				if _, err := b.Forward(items); err != nil {
+					t.Fatal(err)
+				}
+			}
+			batchStep()
+			if got := testing.AllocsPerRun(50, batchStep); got != 0 {
+				t.Errorf("%s: a Batch step of 4 decoding sequences allocates %v times, want 0", typ, got)
+			}
 		})
 	}
 }

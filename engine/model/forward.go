@@ -35,6 +35,8 @@ type scratch struct {
 	tokPart, tokPos                      []int32 // per token of the batch: its part and position
 	ks, vs                               [][][]uint16
 	out                                  []float32 // logits rows
+	at                                   attnArgs  // the layer's attention, for attnRun
+	attnRun                              func(lo, hi int)
 }
 
 // forward runs the parts through the model as one batch: every matrix product takes
@@ -172,8 +174,7 @@ func (w *scratch) forward(m *Model, parts []part) ([]float32, error) {
 // head h/(Heads/KVHeads).
 func (w *scratch) attention(m *Model, parts []part, out, q []float32, n int, scale float32) {
 	c := &m.cfg
-	qd, kvd, hd := c.qDim(), c.kvDim(), c.HeadDim
-	group := c.Heads / c.KVHeads
+	qd, hd := c.qDim(), c.HeadDim
 	if c.Arch == "phi3" {
 		// llama.cpp scales phi3's queries before the product instead of the scores.
 		for i := range q[:n*qd] {
@@ -185,14 +186,36 @@ func (w *scratch) attention(m *Model, parts []part, out, q []float32, n int, sca
 	for i := 0; i < n; i++ {
 		positions += int(w.tokPos[i]) + 1
 	}
-	kernels.Parallel(n*c.Heads, positions/n*hd, func(lo, hi int) {
-		for p := lo; p < hi; p++ {
-			i, h := p/c.Heads, p%c.Heads
-			pi := w.tokPart[i]
-			kernels.AttendBlocks(out[i*qd+h*hd:i*qd+(h+1)*hd], q[i*qd+h*hd:i*qd+(h+1)*hd],
-				w.ks[pi], w.vs[pi], (h/group)*hd, kvd, parts[pi].kv.blockTokens(), int(w.tokPos[i])+1, scale)
-		}
-	})
+	// The work function is a method value made once per scratch, its arguments in
+	// w.at: a closure here would be allocated on every layer of every step.
+	w.at = attnArgs{c: c, parts: parts, out: out, q: q, scale: scale}
+	if w.attnRun == nil {
+		w.attnRun = w.attendRange
+	}
+	kernels.Parallel(n*c.Heads, positions/n*hd, w.attnRun)
+	w.at = attnArgs{}
+}
+
+// attnArgs are one layer's attention arguments, for attendRange.
+type attnArgs struct {
+	c      *Config
+	parts  []part
+	out, q []float32
+	scale  float32
+}
+
+// attendRange computes the (token, head) pairs lo..hi-1 of the layer in w.at.
+func (w *scratch) attendRange(lo, hi int) {
+	a := &w.at
+	c := a.c
+	qd, kvd, hd := c.qDim(), c.kvDim(), c.HeadDim
+	group := c.Heads / c.KVHeads
+	for p := lo; p < hi; p++ {
+		i, h := p/c.Heads, p%c.Heads
+		pi := w.tokPart[i]
+		kernels.AttendBlocks(a.out[i*qd+h*hd:i*qd+(h+1)*hd], a.q[i*qd+h*hd:i*qd+(h+1)*hd],
+			w.ks[pi], w.vs[pi], (h/group)*hd, kvd, a.parts[pi].kv.blockTokens(), int(w.tokPos[i])+1, a.scale)
+	}
 }
 
 func addBias(x, b []float32) {
