@@ -273,37 +273,29 @@ func roundFloats(name string, bf16 bool) {
 			VPBROADCASTD(c.r.AsX(), c.r)
 		}
 	}
-	Label("loop")
-	TESTQ(n, n)
-	JZ(LabelRef("done"))
-	a := YMM()
-	VMOVUPS(Mem{Base: src}, a)
-	if bf16 {
-		// (u + 0x7fff + (u>>16)&1) &^ 0xffff; a NaN: u | 0x400000, top half.
-		t, r, m := YMM(), YMM(), YMM()
-		VPSRLD(U8(16), a, t)
-		VPAND(one, t, t)
-		VPADDD(c7fff, t, t)
-		VPADDD(a, t, r)
-		VPAND(top, r, r)
-		VPAND(abs, a, m)
-		VPCMPGTD(inf, m, m) // |u| > inf bits: NaN
-		VPOR(qnan, a, t)
-		VPAND(top, t, t)
-		VBLENDVPS(m, t, r, a)
-	} else {
-		h := XMM()
-		VCVTPS2PH(U8(0), a, h)
-		VCVTPH2PS(h, a)
-	}
-	VMOVUPS(a, Mem{Base: dst})
-	ADDQ(U8(32), src)
-	ADDQ(U8(32), dst)
-	SUBQ(U8(8), n)
-	JMP(LabelRef("loop"))
-	Label("done")
-	VZEROUPPER()
-	RET()
+	elementwise8(n, func() {
+		a := YMM()
+		VMOVUPS(Mem{Base: src}, a)
+		if bf16 {
+			// (u + 0x7fff + (u>>16)&1) &^ 0xffff; a NaN: u | 0x400000, top half.
+			t, r, m := YMM(), YMM(), YMM()
+			VPSRLD(U8(16), a, t)
+			VPAND(one, t, t)
+			VPADDD(c7fff, t, t)
+			VPADDD(a, t, r)
+			VPAND(top, r, r)
+			VPAND(abs, a, m)
+			VPCMPGTD(inf, m, m) // |u| > inf bits: NaN
+			VPOR(qnan, a, t)
+			VPAND(top, t, t)
+			VBLENDVPS(m, t, r, a)
+		} else {
+			h := XMM()
+			VCVTPS2PH(U8(0), a, h)
+			VCVTPH2PS(h, a)
+		}
+		VMOVUPS(a, Mem{Base: dst})
+	}, step{src, 32}, step{dst, 32})
 }
 
 // toF16 emits the float32 → binary16 conversion (round to nearest even, as
@@ -315,15 +307,31 @@ func toF16() {
 	dst := Load(Param("dst"), GP64())
 	src := Load(Param("src"), GP64())
 	n := Load(Param("n"), GP64())
+	elementwise8(n, func() {
+		a, h := YMM(), XMM()
+		VMOVUPS(Mem{Base: src}, a)
+		VCVTPS2PH(U8(0), a, h)
+		VMOVDQU(h, Mem{Base: dst})
+	}, step{src, 32}, step{dst, 16})
+}
+
+// step is a pointer that elementwise8 advances by bytes after each 8 elements.
+type step struct {
+	r     Register
+	bytes int
+}
+
+// elementwise8 emits the loop of an element-wise kernel and its return: body
+// handles 8 elements at the pointers, which then advance by their steps, until n
+// (a multiple of 8) is used up.
+func elementwise8(n Register, body func(), ptrs ...step) {
 	Label("loop")
 	TESTQ(n, n)
 	JZ(LabelRef("done"))
-	a, h := YMM(), XMM()
-	VMOVUPS(Mem{Base: src}, a)
-	VCVTPS2PH(U8(0), a, h)
-	VMOVDQU(h, Mem{Base: dst})
-	ADDQ(U8(32), src)
-	ADDQ(U8(16), dst)
+	body()
+	for _, p := range ptrs {
+		ADDQ(U8(p.bytes), p.r)
+	}
 	SUBQ(U8(8), n)
 	JMP(LabelRef("loop"))
 	Label("done")
@@ -340,23 +348,14 @@ func swiglu() {
 	gate := Load(Param("gate"), GP64())
 	up := Load(Param("up"), GP64())
 	n := Load(Param("n"), GP64())
-	Label("loop")
-	TESTQ(n, n)
-	JZ(LabelRef("done"))
-	g, ng := YMM(), YMM()
-	VMOVUPS(Mem{Base: gate}, g)
-	VXORPS(ec(ecSign), g, ng)
-	e := expf8(ng)
-	VADDPS(ec(ecOne), e, e)
-	VDIVPS(e, g, g)
-	VMULPS(Mem{Base: up}, g, g)
-	VMOVUPS(g, Mem{Base: dst})
-	ADDQ(U8(32), gate)
-	ADDQ(U8(32), up)
-	ADDQ(U8(32), dst)
-	SUBQ(U8(8), n)
-	JMP(LabelRef("loop"))
-	Label("done")
-	VZEROUPPER()
-	RET()
+	elementwise8(n, func() {
+		g, ng := YMM(), YMM()
+		VMOVUPS(Mem{Base: gate}, g)
+		VXORPS(ec(ecSign), g, ng)
+		e := expf8(ng)
+		VADDPS(ec(ecOne), e, e)
+		VDIVPS(e, g, g)
+		VMULPS(Mem{Base: up}, g, g)
+		VMOVUPS(g, Mem{Base: dst})
+	}, step{gate, 32}, step{up, 32}, step{dst, 32})
 }
