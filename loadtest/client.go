@@ -46,6 +46,7 @@ type Result struct {
 	E2E    time.Duration
 
 	PromptTokens     int
+	CachedTokens     int  // usage.prompt_tokens_details.cached_tokens: prompt tokens from the server's prefix cache
 	CompletionTokens int  // from usage when reported, else the content chunks
 	UsageReported    bool // the server sent usage
 	Text             string
@@ -69,6 +70,7 @@ type Record struct {
 	E2Ems            float64 `json:"e2e_ms"`
 	Chunks           int     `json:"chunks"`
 	PromptTokens     int     `json:"prompt_tokens"`
+	CachedTokens     int     `json:"cached_tokens,omitempty"`
 	CompletionTokens int     `json:"completion_tokens"`
 	Ask              string  `json:"ask,omitempty"` // the tier options sent
 	Tier             string  `json:"tier,omitempty"`
@@ -81,11 +83,19 @@ func (r *Result) Record(tenant string) Record {
 	ms := func(d time.Duration) float64 { return round3(float64(d) / float64(time.Millisecond)) }
 	rec := Record{Tenant: tenant, StartMS: ms(r.Start), Warmup: r.Warmup, Stream: r.Stream, Status: r.Status, Error: r.ErrorKey(),
 		Code: r.Code, TTFTms: ms(r.TTFT), E2Ems: ms(r.E2E), Chunks: len(r.Tokens), PromptTokens: r.PromptTokens,
-		CompletionTokens: r.CompletionTokens, Ask: r.Ask, Tier: r.Tier, Model: r.Model, LagMS: ms(r.Lag)}
+		CachedTokens: r.CachedTokens, CompletionTokens: r.CompletionTokens, Ask: r.Ask, Tier: r.Tier, Model: r.Model, LagMS: ms(r.Lag)}
 	if n := len(r.Tokens); n > 1 {
 		rec.ITLms = ms((r.Tokens[n-1] - r.Tokens[0]) / time.Duration(n-1))
 	}
 	return rec
+}
+
+// setUsage takes the server's usage report.
+func (r *Result) setUsage(u *usage) {
+	r.PromptTokens, r.CompletionTokens, r.UsageReported = u.PromptTokens, u.CompletionTokens, true
+	if d := u.PromptTokensDetails; d != nil {
+		r.CachedTokens = d.CachedTokens
+	}
 }
 
 // OK tells whether the request succeeded end to end.
@@ -188,8 +198,11 @@ type (
 		Code    json.RawMessage `json:"code"`
 	}
 	usage struct {
-		PromptTokens     int `json:"prompt_tokens"`
-		CompletionTokens int `json:"completion_tokens"`
+		PromptTokens        int `json:"prompt_tokens"`
+		CompletionTokens    int `json:"completion_tokens"`
+		PromptTokensDetails *struct {
+			CachedTokens int `json:"cached_tokens"`
+		} `json:"prompt_tokens_details"`
 	}
 	completion struct {
 		Model   string `json:"model"`
@@ -249,7 +262,7 @@ func parseCompletion(b []byte, res *Result) error {
 		res.Model = c.Model
 	}
 	if c.Usage != nil {
-		res.PromptTokens, res.CompletionTokens, res.UsageReported = c.Usage.PromptTokens, c.Usage.CompletionTokens, true
+		res.setUsage(c.Usage)
 	}
 	return nil
 }
@@ -298,7 +311,7 @@ func readSSE(body io.Reader, t0 time.Time, res *Result) error {
 			res.Model = c.Model
 		}
 		if c.Usage != nil {
-			res.PromptTokens, res.CompletionTokens, res.UsageReported = c.Usage.PromptTokens, c.Usage.CompletionTokens, true
+			res.setUsage(c.Usage)
 		}
 		content := false
 		for _, ch := range c.Choices {

@@ -113,7 +113,7 @@ func (f *fixture) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fl.Flush()
 	}
 	if so, ok := body["stream_options"].(map[string]any); ok && so["include_usage"] == true && !f.NoUsage {
-		fmt.Fprintf(w, "data: {\"model\":\"m\",\"choices\":[],\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":%d}}\n\n", n)
+		fmt.Fprintf(w, "data: {\"model\":\"m\",\"choices\":[],\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":%d,\"prompt_tokens_details\":{\"cached_tokens\":5}}}\n\n", n)
 	}
 	fmt.Fprint(w, "data: [DONE]\n\n")
 	fl.Flush()

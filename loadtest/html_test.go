@@ -95,6 +95,10 @@ func TestWriteFiles(t *testing.T) {
 	if !strings.Contains(sum.String(), `tier options "fixed tier=fast": fast `) || !strings.Contains(sum.String(), ", 429 ") {
 		t.Errorf("summary lacks the tier options lines:\n%s", sum.String())
 	}
+	// The fixture's streams report 5 of their 7 prompt tokens as cached.
+	if o := rep.Overall; o.CachedTokens == 0 || !strings.Contains(sum.String(), fmt.Sprintf("prefix cache: %d of %d prompt tokens", o.CachedTokens, o.PromptTokens)) {
+		t.Errorf("cached tokens %d; summary:\n%s", o.CachedTokens, sum.String())
+	}
 	for _, bad := range []string{"src=", `href="http`, "url(", "@import", "<link rel=\"stylesheet"} {
 		if strings.Contains(html, bad) {
 			t.Errorf("report refers to something outside it (%q): it must be self-contained", bad)

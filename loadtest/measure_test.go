@@ -51,8 +51,17 @@ func TestSSETiming(t *testing.T) {
 			if res.E2E < last || res.E2E > last+slack {
 				t.Errorf("E2E %v, want in [%v, %v]", res.E2E, last, last+slack)
 			}
-			if !res.UsageReported || res.CompletionTokens != n || res.PromptTokens != 7 {
-				t.Errorf("usage %v %d/%d", res.UsageReported, res.PromptTokens, res.CompletionTokens)
+			if !res.UsageReported || res.CompletionTokens != n || res.PromptTokens != 7 || res.CachedTokens != 5 {
+				t.Errorf("usage %v %d (%d cached)/%d", res.UsageReported, res.PromptTokens, res.CachedTokens, res.CompletionTokens)
+			}
+			if rec := res.Record("a"); rec.CachedTokens != 5 {
+				t.Errorf("record %+v", rec)
+			}
+			a := newAcc()
+			a.add(&res, true)
+			a.add(&res, true)
+			if a.m.CachedTokens != 10 || a.m.PromptTokens != 14 {
+				t.Errorf("metrics: %d of %d prompt tokens cached, want 10 of 14", a.m.CachedTokens, a.m.PromptTokens)
 			}
 			if res.Tier != "fast" || res.Model != "fixture-model" {
 				t.Errorf("tier %q model %q", res.Tier, res.Model)

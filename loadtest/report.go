@@ -119,6 +119,10 @@ func (r *Report) WriteSummary(w io.Writer) error {
 	}
 	fmt.Fprintf(w, "window %.1fs (%d warm-up requests not counted), stopped by %s; fairness (Jain, weighted) %s\n",
 		r.Meta.WindowS, r.Meta.WarmupRequests, r.Meta.StoppedBy, jain)
+	if o := r.Overall; o.CachedTokens > 0 && o.PromptTokens > 0 {
+		fmt.Fprintf(w, "prefix cache: %d of %d prompt tokens (%.1f%%) came from the server's cache\n",
+			o.CachedTokens, o.PromptTokens, 100*float64(o.CachedTokens)/float64(o.PromptTokens))
+	}
 	if l := r.Meta.SendLag; l.P99 > 10 {
 		fmt.Fprintf(w, "warning: open-loop requests left late (send lag p99 %.1fms, max %.1fms, over %d requests); the load generator may be short of CPU\n", l.P99, l.Max, l.N)
 	}

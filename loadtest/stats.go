@@ -76,6 +76,9 @@ type Metrics struct {
 
 	PromptTokens     int64 `json:"prompt_tokens"`
 	CompletionTokens int64 `json:"completion_tokens"`
+	// CachedTokens are the prompt tokens the server says came from its prefix cache
+	// (usage.prompt_tokens_details.cached_tokens; 0 when it does not say).
+	CachedTokens int64 `json:"cached_tokens"`
 
 	// Good requests succeeded within every goodput limit; GoodputRPS is their rate.
 	Good       int     `json:"good"`
@@ -134,6 +137,7 @@ func (a *acc) add(r *Result, good bool) {
 		m.Good++
 	}
 	m.PromptTokens += int64(r.PromptTokens)
+	m.CachedTokens += int64(r.CachedTokens)
 	m.CompletionTokens += int64(r.CompletionTokens)
 	if r.Tier != "" {
 		m.Tiers[r.Tier]++
