@@ -615,7 +615,7 @@ func attnExp512() {
 }
 
 // attnFused emits, for head size 64 on 512-bit registers, the accumulator update of
-// a chunk of 64 positions fused with the scores of the next chunk: each position's
+// a chunk of up to 64 positions fused with the scores of the next chunk: each position's
 // update is a chain of dependent steps (add, round to binary16 and back), and the
 // next chunk's scores, independent of it, run in its shadow. Each half keeps its
 // own operations and order (attnAccumF16AVX512's slab of four registers,
@@ -623,11 +623,11 @@ func attnExp512() {
 func attnFused() {
 	evex = true
 	defer func() { evex = false }()
-	TEXT("attnFusedF16AVX512", NOSPLIT, "func(acc *float32, v *uint16, e *float32, mask uint64, sum *float32, k *uint16, q *float32, nsc, stride int, scale float32, s *float32)")
+	TEXT("attnFusedF16AVX512", NOSPLIT, "func(acc *float32, v *uint16, n int, e *float32, mask uint64, sum *float32, k *uint16, q *float32, nsc, stride int, scale float32, s *float32)")
 	Pragma("noescape")
-	Doc("attnFusedF16AVX512 is attnAccumF16AVX512 over 64 positions of a head of 64 and,",
-		"in the same loop, attnScoresF16 over the nsc (a multiple of 8, at most 64)",
-		"positions at k into s.")
+	Doc("attnFusedF16AVX512 is attnAccumF16AVX512 over n positions (a multiple of 8, at",
+		"most 64) of a head of 64 and, in the same loop, attnScoresF16 over the nsc (a",
+		"multiple of 8, at most n) positions at k into s.")
 	accp := Load(Param("acc"), GP64())
 	v := Load(Param("v"), GP64())
 	e := Load(Param("e"), GP64())
@@ -700,7 +700,11 @@ func attnFused() {
 	var tags []string
 
 	Label("block")
-	CMPQ(b, U8(8))
+	nParam, err := Param("n").Resolve()
+	if err != nil {
+		panic(err)
+	}
+	CMPQ(j, nParam.Addr) // j = 8·b: the chunk's n positions are done
 	JGE(LabelRef("done"))
 	CMPQ(b, nsc)
 	JGE(LabelRef("plain"))

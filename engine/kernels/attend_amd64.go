@@ -19,17 +19,49 @@ func (st *attnState) span(k, v []uint16, n, stride int, scale float32) {
 	}
 	_ = k[(n-1)*stride+hd-1]
 	_ = v[(n-1)*stride+hd-1]
+	st.chunks(func(c int) ([]uint16, []uint16) { return k[c*attnChunk*stride:], v[c*attnChunk*stride:] },
+		attnChunk, n, stride, scale)
+}
+
+// spanBlocks adds positions 0..n-1 of a paged cache (AttendBlocks' layout) to the
+// state. Blocks of a multiple of 8 positions, at most attnChunk, are the chunks
+// themselves, so that the fused kernel runs across block boundaries; other block
+// sizes go block by block through span. Either way the bits are attnSpanGeneric's.
+func (st *attnState) spanBlocks(ks, vs [][]uint16, off, stride, bt, n int, scale float32) {
+	hd := st.hd
+	if !useAVX2 || hd%8 != 0 || hd == 0 || bt%8 != 0 || bt > attnChunk {
+		for b := 0; n > 0; b++ {
+			m := min(bt, n)
+			st.span(ks[b][off:], vs[b][off:], m, stride, scale)
+			n -= m
+		}
+		return
+	}
+	for b := 0; b*bt < n; b++ {
+		m := min(bt, n-b*bt)
+		_ = ks[b][off+(m-1)*stride+hd-1]
+		_ = vs[b][off+(m-1)*stride+hd-1]
+	}
+	st.chunks(func(c int) ([]uint16, []uint16) { return ks[c][off:], vs[c][off:] }, bt, n, stride, scale)
+}
+
+// chunks adds positions 0..n-1 in chunks of cs (a multiple of 8, at most attnChunk):
+// chunk c's keys and values start at at(c), rows stride apart, and hold positions
+// [c·cs, min((c+1)·cs, n)). The caller has checked the rows are in bounds.
+func (st *attnState) chunks(at func(c int) (k, v []uint16), cs, n, stride int, scale float32) {
+	hd := st.hd
 	// Two score buffers: the fused kernel (head size 64, AVX-512) writes the next
 	// chunk's scores while it updates the accumulator with this one's.
 	var buf [2][attnChunk]float32
 	var mask [attnChunk / 8]uint8
 	qr := &st.qr()[0]
 	cur, ready := 0, false
-	for j0 := 0; j0 < n; j0 += attnChunk {
-		m := min(attnChunk, n-j0)
+	for c, j0 := 0, 0; j0 < n; c, j0 = c+1, j0+cs {
+		m := min(cs, n-j0)
+		k, v := at(c)
 		e := &buf[cur]
 		if !ready {
-			attnScoresF16(&k[j0*stride], qr, hd, m, stride, scale, &e[0])
+			attnScoresF16(&k[0], qr, hd, m, stride, scale, &e[0])
 		}
 		if useAVX512 {
 			for i := m; i < (m+15)&^15; i++ {
@@ -43,25 +75,25 @@ func (st *attnState) span(k, v []uint16, n, stride int, scale float32) {
 			attnExpF16(&e[0], m, &st.mx, &mask[0])
 		}
 		var bits uint64
-		for i, b := range mask {
+		for i, b := range mask[:(m+7)/8] {
 			bits |= uint64(b) << (8 * i)
 		}
-		j1 := j0 + attnChunk
-		m1 := min(attnChunk, n-j1)
+		m1 := min(cs, n-j0-cs)
 		switch {
-		case useAVX512 && hd == 64 && m == attnChunk && m1 >= 8:
+		case useAVX512 && hd == 64 && m%8 == 0 && m1 >= 8:
+			kn, _ := at(c + 1)
 			next := &buf[cur^1]
 			nsc := m1 &^ 7
-			attnFusedF16AVX512(&st.acc()[0], &v[j0*stride], &e[0], bits, &st.sum, &k[j1*stride], qr, nsc, stride, scale, &next[0])
+			attnFusedF16AVX512(&st.acc()[0], &v[0], m, &e[0], bits, &st.sum, &kn[0], qr, nsc, stride, scale, &next[0])
 			if nsc < m1 {
-				attnScoresF16(&k[(j1+nsc)*stride], qr, hd, m1-nsc, stride, scale, &next[nsc])
+				attnScoresF16(&kn[nsc*stride], qr, hd, m1-nsc, stride, scale, &next[nsc])
 			}
 			cur, ready = cur^1, true
 			continue
 		case useAVX512:
-			attnAccumF16AVX512(&st.acc()[0], &v[j0*stride], hd, m, stride, &e[0], bits, &st.sum)
+			attnAccumF16AVX512(&st.acc()[0], &v[0], hd, m, stride, &e[0], bits, &st.sum)
 		default:
-			attnAccumF16(&st.acc()[0], &v[j0*stride], hd, m, stride, &e[0], bits, &st.sum)
+			attnAccumF16(&st.acc()[0], &v[0], hd, m, stride, &e[0], bits, &st.sum)
 		}
 		ready = false
 	}

@@ -9,10 +9,8 @@ package kernels
 func AttendBlocks(out, q []float32, ks, vs [][]uint16, off, stride, bt, n int, scale float32) {
 	var st attnState
 	st.start(q[:len(out)])
-	for b := 0; n > 0; b++ {
-		m := min(bt, n)
-		st.span(ks[b][off:], vs[b][off:], m, stride, scale)
-		n -= m
+	if n > 0 {
+		st.spanBlocks(ks, vs, off, stride, bt, n, scale)
 	}
 	st.finish(out)
 }

@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -119,10 +120,12 @@ func BenchmarkAttend(b *testing.B) {
 }
 
 // TestAttendBlocksMatchesAttend: the same rows, contiguous or in blocks of any size,
-// give the same bits.
+// give the same bits, at every SIMD level.
 func TestAttendBlocksMatchesAttend(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
-	for _, tc := range []struct{ hd, heads, n, bt int }{{8, 1, 1, 16}, {64, 2, 37, 16}, {72, 3, 100, 7}, {128, 1, 33, 1}, {16, 2, 64, 64}} {
+	for _, tc := range []struct{ hd, heads, n, bt int }{{8, 1, 1, 16}, {64, 2, 37, 16}, {72, 3, 100, 7}, {128, 1, 33, 1}, {16, 2, 64, 64},
+		// head size 64 in blocks that are the fused kernel's chunks (8 to 64 positions), and one too big to be
+		{64, 2, 150, 16}, {64, 1, 200, 64}, {64, 1, 130, 32}, {64, 1, 90, 8}, {64, 1, 140, 128}, {64, 1, 70, 24}} {
 		stride := tc.hd * tc.heads
 		k, v := make([]uint16, tc.n*stride), make([]uint16, tc.n*stride)
 		for i := range k {
@@ -140,17 +143,52 @@ func TestAttendBlocksMatchesAttend(t *testing.T) {
 		for i := range q {
 			q[i] = float32(rng.NormFloat64())
 		}
-		for h := 0; h < tc.heads; h++ {
-			for n := 1; n <= tc.n; n++ {
-				want, got := make([]float32, tc.hd), make([]float32, tc.hd)
-				Attend(want, q, k[h*tc.hd:], v[h*tc.hd:], n, stride, 0.125)
-				AttendBlocks(got, q, ks, vs, h*tc.hd, stride, tc.bt, n, 0.125)
-				for i := range want {
-					if math.Float32bits(want[i]) != math.Float32bits(got[i]) {
-						t.Fatalf("%+v head %d n %d: out[%d] = %v, Attend gives %v", tc, h, n, i, got[i], want[i])
+		for _, level := range simdLevels() {
+			restore := setSIMD(level)
+			for h := 0; h < tc.heads; h++ {
+				for n := 1; n <= tc.n; n++ {
+					want, got := make([]float32, tc.hd), make([]float32, tc.hd)
+					attnSpanReference(want, q, k[h*tc.hd:], v[h*tc.hd:], n, stride, 0.125)
+					AttendBlocks(got, q, ks, vs, h*tc.hd, stride, tc.bt, n, 0.125)
+					for i := range want {
+						if math.Float32bits(want[i]) != math.Float32bits(got[i]) {
+							restore()
+							t.Fatalf("%+v %s head %d n %d: out[%d] = %v, the reference gives %v", tc, level, h, n, i, got[i], want[i])
+						}
 					}
 				}
 			}
+			restore()
 		}
+	}
+}
+
+// attnSpanReference is Attend through the pure-Go span.
+func attnSpanReference(out, q []float32, k, v []uint16, n, stride int, scale float32) {
+	var st attnState
+	st.start(q[:len(out)])
+	attnSpanGeneric(&st, k, v, n, stride, scale)
+	st.finish(out)
+}
+
+// BenchmarkAttendBlocks: the same head over a paged cache, in blocks of the engine's
+// 16 tokens and of 64, against BenchmarkAttend's contiguous rows.
+func BenchmarkAttendBlocks(b *testing.B) {
+	r := rand.New(rand.NewPCG(25, 26))
+	const hd, n, stride = 64, 512, 4 * 64
+	c := newAttnCase(r, hd, n, stride, 0, "random")
+	out := make([]float32, hd)
+	for _, bt := range []int{16, 64} {
+		var ks, vs [][]uint16
+		for j := 0; j < n; j += bt {
+			end := min((j+bt)*stride, len(c.k))
+			ks, vs = append(ks, c.k[j*stride:end]), append(vs, c.v[j*stride:min((j+bt)*stride, len(c.v))])
+		}
+		b.Run(fmt.Sprintf("bt%d", bt), func(b *testing.B) {
+			for b.Loop() {
+				AttendBlocks(out, c.q, ks, vs, 0, stride, bt, n, c.scale)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/pos")
+		})
 	}
 }

@@ -1949,22 +1949,22 @@ done:
 	VZEROUPPER
 	RET
 
-// func attnFusedF16AVX512(acc *float32, v *uint16, e *float32, mask uint64, sum *float32, k *uint16, q *float32, nsc int, stride int, scale float32, s *float32)
+// func attnFusedF16AVX512(acc *float32, v *uint16, n int, e *float32, mask uint64, sum *float32, k *uint16, q *float32, nsc int, stride int, scale float32, s *float32)
 // Requires: AVX, AVX2, AVX512F, AVX512VL, F16C, SSE
-TEXT ·attnFusedF16AVX512(SB), NOSPLIT, $8-88
+TEXT ·attnFusedF16AVX512(SB), NOSPLIT, $8-96
 	MOVQ         acc+0(FP), AX
 	MOVQ         v+8(FP), CX
-	MOVQ         e+16(FP), DX
-	MOVQ         mask+24(FP), BX
-	MOVQ         sum+32(FP), SI
-	MOVQ         k+40(FP), DI
-	MOVQ         q+48(FP), R8
-	MOVQ         nsc+56(FP), R9
+	MOVQ         e+24(FP), DX
+	MOVQ         mask+32(FP), BX
+	MOVQ         sum+40(FP), SI
+	MOVQ         k+48(FP), DI
+	MOVQ         q+56(FP), R8
+	MOVQ         nsc+64(FP), R9
 	SHRQ         $0x03, R9
-	MOVQ         stride+64(FP), R10
+	MOVQ         stride+72(FP), R10
 	SHLQ         $0x01, R10
-	MOVSS        scale+72(FP), X0
-	MOVQ         s+80(FP), R11
+	MOVSS        scale+80(FP), X0
+	MOVQ         s+88(FP), R11
 	VBROADCASTSS X0, Y0
 	LEAQ         (R10)(R10*2), R12
 	VMOVUPS      (AX), Z1
@@ -1978,7 +1978,7 @@ TEXT ·attnFusedF16AVX512(SB), NOSPLIT, $8-88
 	XORQ         R14, R14
 
 block:
-	CMPQ         R14, $0x08
+	CMPQ         R13, n+16(FP)
 	JGE          done
 	CMPQ         R14, R9
 	JGE          plain

@@ -90,12 +90,12 @@ func attnExpF16(s *float32, n int, mx *float32, mask *uint8)
 //go:noescape
 func attnExpF16AVX512(s *float32, n int, mx *float32, mask *uint8)
 
-// attnFusedF16AVX512 is attnAccumF16AVX512 over 64 positions of a head of 64 and,
-// in the same loop, attnScoresF16 over the nsc (a multiple of 8, at most 64)
-// positions at k into s.
+// attnFusedF16AVX512 is attnAccumF16AVX512 over n positions (a multiple of 8, at
+// most 64) of a head of 64 and, in the same loop, attnScoresF16 over the nsc (a
+// multiple of 8, at most n) positions at k into s.
 //
 //go:noescape
-func attnFusedF16AVX512(acc *float32, v *uint16, e *float32, mask uint64, sum *float32, k *uint16, q *float32, nsc int, stride int, scale float32, s *float32)
+func attnFusedF16AVX512(acc *float32, v *uint16, n int, e *float32, mask uint64, sum *float32, k *uint16, q *float32, nsc int, stride int, scale float32, s *float32)
 
 // attnAccumF16 adds the n positions of a chunk to the accumulator acc (hd float32s
 // of binary16 values, hd a multiple of 8) and to *sum: v_j is the hd binary16
