@@ -172,13 +172,13 @@ func attnSpanReference(out, q []float32, k, v []uint16, n, stride int, scale flo
 }
 
 // BenchmarkAttendBlocks: the same head over a paged cache, in blocks of the engine's
-// 16 tokens and of 64, against BenchmarkAttend's contiguous rows.
+// 16 tokens, of 32 and of 64, against BenchmarkAttend's contiguous rows.
 func BenchmarkAttendBlocks(b *testing.B) {
 	r := rand.New(rand.NewPCG(25, 26))
 	const hd, n, stride = 64, 512, 4 * 64
 	c := newAttnCase(r, hd, n, stride, 0, "random")
 	out := make([]float32, hd)
-	for _, bt := range []int{16, 64} {
+	for _, bt := range []int{16, 32, 64} {
 		var ks, vs [][]uint16
 		for j := 0; j < n; j += bt {
 			end := min((j+bt)*stride, len(c.k))
