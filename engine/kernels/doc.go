@@ -27,14 +27,17 @@
 // the Go references): row dot products for every type (AVX2, AVX-512/VNNI), tile
 // kernels that take 8 weight rows against one token (decoding) or one row against
 // 16, 8 or 4 tokens (prompts) and reduce their pairs' sums together (tile_amd64.go),
-// attention in three steps per chunk of 64 positions (attend_amd64.go: scores,
-// online-softmax factors with a vector expf, accumulator update), and the activation
-// quantizers, binary16/bfloat16 rounding and SwiGLU (act_amd64.go). Each has its Go
+// attention in three steps per chunk of positions (attend_amd64.go: scores,
+// online-softmax factors with a vector expf, accumulator update, the last fused with
+// the next chunk's scores for head size 64); a chunk is 64 contiguous positions, or
+// one block of a paged cache (AttendBlocks) of 8 to 64 positions. Then the
+// activation quantizers, binary16/bfloat16 rounding, the binary16 conversion of
+// keys and values, and SwiGLU (act_amd64.go). Each has its Go
 // reference beside it and a table test against it with odd sizes, unaligned slices
 // and guard values.
 //
 // Threads: MatMul and Parallel run on a persistent worker pool; each worker takes
-// its share of the first half of the rows, then chunks of the rest from a shared
+// an equal share of the first three quarters of the rows, then chunks of the rest from a shared
 // counter (sched.go), so that a worker slowed by another process does not hold up
 // the others. Steady-state calls allocate nothing (tested).
 //
