@@ -37,9 +37,9 @@
 // and guard values.
 //
 // Threads: MatMul and Parallel run on a persistent worker pool; each worker takes
-// an equal share of the first three quarters of the rows, then chunks of the rest from a shared
-// counter (sched.go), so that a worker slowed by another process does not hold up
-// the others. Steady-state calls allocate nothing (tested).
+// an equal share of the first three quarters of the rows, then chunks of the rest
+// from a shared counter (sched.go), so that a worker slowed by another process does
+// not hold up the others. Steady-state calls allocate nothing (tested).
 //
 // Determinism: every output value is computed by the same code in the same order,
 // whatever the number of tokens in the call and the number of goroutines, so a
