@@ -242,32 +242,9 @@ func attnScores() {
 	ADDQ(U8(32), qp)
 	SUBQ(U8(8), g)
 	JNZ(LabelRef("g8"))
-	// b_p = lo(a_p) + hi(a_p), two positions per register.
-	var b [4]VecVirtual
-	for i := range b {
-		lo, hi := YMM(), YMM()
-		VPERM2F128(U8(0x20), acc[2*i+1], acc[2*i], lo)
-		VPERM2F128(U8(0x31), acc[2*i+1], acc[2*i], hi)
-		b[i] = YMM()
-		VADDPS(hi, lo, b[i])
-	}
-	// c_p = (b_p[0]+b_p[2], b_p[1]+b_p[3]): c0 c2 | c1 c3 and c4 c6 | c5 c7.
-	var c [2]VecVirtual
-	for i := range c {
-		x, y := YMM(), YMM()
-		VSHUFPS(U8(0x44), b[2*i+1], b[2*i], x)
-		VSHUFPS(U8(0xee), b[2*i+1], b[2*i], y)
-		c[i] = YMM()
-		VADDPS(y, x, c[i])
-	}
-	x, y := YMM(), YMM()
-	VSHUFPS(U8(0x88), c[1], c[0], x)
-	VSHUFPS(U8(0xdd), c[1], c[0], y)
-	VADDPS(y, x, x) // o0 o2 o4 o6 | o1 o3 o5 o7
 	idx := YMM()
 	VMOVDQU(attnPermSum, idx)
-	VPERMPS(x, idx, x)
-	VMULPS(sc, x, x)
+	x := hsum8x8Scaled(acc[:], idx, sc)
 	VMOVUPS(x, Mem{Base: s})
 	ADDQ(U8(32), s)
 	LEAQ(Mem{Base: k, Index: sb, Scale: 8}, k)
@@ -772,16 +749,24 @@ func attnFused() {
 }
 
 // hsum8x8Scaled is attnScores' reduction of 8 positions' lanes in sum8's order,
-// then ·scale, with EVEX-encodable instructions; the sums come out in order.
+// then ·scale; the sums come out in order. Under evex (the fused kernel) it uses
+// EVEX-encodable instructions.
 func hsum8x8Scaled(acc []VecVirtual, perm, sc VecVirtual) VecVirtual {
+	// b_p = lo(a_p) + hi(a_p), two positions per register.
 	var b [4]VecVirtual
 	for i := range b {
 		lo, hi := YMM(), YMM()
-		VSHUFF32X4(U8(0), acc[2*i+1], acc[2*i], lo)
-		VSHUFF32X4(U8(3), acc[2*i+1], acc[2*i], hi)
+		if evex {
+			VSHUFF32X4(U8(0), acc[2*i+1], acc[2*i], lo)
+			VSHUFF32X4(U8(3), acc[2*i+1], acc[2*i], hi)
+		} else {
+			VPERM2F128(U8(0x20), acc[2*i+1], acc[2*i], lo)
+			VPERM2F128(U8(0x31), acc[2*i+1], acc[2*i], hi)
+		}
 		b[i] = YMM()
 		VADDPS(hi, lo, b[i])
 	}
+	// c_p = (b_p[0]+b_p[2], b_p[1]+b_p[3]): c0 c2 | c1 c3 and c4 c6 | c5 c7.
 	var c [2]VecVirtual
 	for i := range c {
 		x, y := YMM(), YMM()
@@ -793,7 +778,7 @@ func hsum8x8Scaled(acc []VecVirtual, perm, sc VecVirtual) VecVirtual {
 	x, y := YMM(), YMM()
 	VSHUFPS(U8(0x88), c[1], c[0], x)
 	VSHUFPS(U8(0xdd), c[1], c[0], y)
-	VADDPS(y, x, x)
+	VADDPS(y, x, x) // o0 o2 o4 o6 | o1 o3 o5 o7
 	VPERMPS(x, perm, x)
 	VMULPS(sc, x, x)
 	return x

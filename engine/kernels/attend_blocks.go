@@ -14,3 +14,13 @@ func AttendBlocks(out, q []float32, ks, vs [][]uint16, off, stride, bt, n int, s
 	}
 	st.finish(out)
 }
+
+// spanEachBlock adds positions 0..n-1 of a paged cache block by block, each block
+// through span: the way for block sizes the chunked path does not take.
+func (st *attnState) spanEachBlock(ks, vs [][]uint16, off, stride, bt, n int, scale float32) {
+	for b := 0; n > 0; b++ {
+		m := min(bt, n)
+		st.span(ks[b][off:], vs[b][off:], m, stride, scale)
+		n -= m
+	}
+}

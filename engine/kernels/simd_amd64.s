@@ -1666,9 +1666,10 @@ g8:
 	ADDQ       $0x20, R11
 	SUBQ       $0x08, R12
 	JNZ        g8
-	VPERM2F128 $0x20, Y2, Y1, Y9
+	VMOVDQU    attnPermSum<>+0(SB), Y9
+	VPERM2F128 $0x20, Y2, Y1, Y10
 	VPERM2F128 $0x31, Y2, Y1, Y1
-	VADDPS     Y1, Y9, Y1
+	VADDPS     Y1, Y10, Y1
 	VPERM2F128 $0x20, Y4, Y3, Y2
 	VPERM2F128 $0x31, Y4, Y3, Y3
 	VADDPS     Y3, Y2, Y2
@@ -1687,8 +1688,7 @@ g8:
 	VSHUFPS    $0x88, Y2, Y1, Y3
 	VSHUFPS    $0xdd, Y2, Y1, Y1
 	VADDPS     Y1, Y3, Y3
-	VMOVDQU    attnPermSum<>+0(SB), Y1
-	VPERMPS    Y3, Y1, Y3
+	VPERMPS    Y3, Y9, Y3
 	VMULPS     Y0, Y3, Y3
 	VMOVUPS    Y3, (DI)
 	ADDQ       $0x20, DI
