@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lmlite/lmlite/engine/chat"
@@ -60,8 +61,8 @@ type Block struct {
 	budget int64  // bytes of the host device
 	proc   string // this process in lease holders: model@proc
 
-	mu       sync.Mutex // guards closed
-	closed   bool
+	mu       sync.Mutex  // orders Generate's inflight.Add before Close's inflight.Wait
+	closed   atomic.Bool // set once by Close, under mu; read anywhere
 	inflight sync.WaitGroup
 	stop     chan struct{} // closed by Close: stops the janitor
 	janitor  sync.WaitGroup
@@ -521,7 +522,7 @@ func (b *Block) Generate(ctx context.Context, modelID string, req Request) (*Str
 			ErrTooLong, len(req.Prompt), req.MaxTokens, limit, modelID)
 	}
 	b.mu.Lock()
-	if b.closed {
+	if b.closed.Load() {
 		b.mu.Unlock()
 		return nil, ErrClosed
 	}
@@ -568,6 +569,12 @@ func (in *instance) await(ctx context.Context) (time.Duration, error) {
 			in.mu.Unlock()
 			return 0, err
 		case StateUnloaded:
+			if in.b.closed.Load() {
+				// Checked under in.mu: closeAll takes in.mu after setting closed, so it
+				// either sees this load or this sees closed.
+				in.mu.Unlock()
+				return 0, ErrClosed
+			}
 			in.startLoadLocked()
 		}
 		la := in.loading
@@ -755,11 +762,11 @@ func (b *Block) GC() {
 // Close refuses new requests, waits for those in flight, and unloads every model.
 func (b *Block) Close() error {
 	b.mu.Lock()
-	if b.closed {
+	if b.closed.Load() {
 		b.mu.Unlock()
 		return nil
 	}
-	b.closed = true
+	b.closed.Store(true)
 	b.mu.Unlock()
 	close(b.stop)
 	b.janitor.Wait()
@@ -776,8 +783,11 @@ func (b *Block) closeAll() {
 	sort.Strings(ids)
 	for _, id := range ids {
 		in := b.models[id]
-		if in.loading != nil {
-			<-in.loading.done
+		in.mu.Lock()
+		la := in.loading
+		in.mu.Unlock()
+		if la != nil {
+			<-la.done
 		}
 		in.mu.Lock()
 		in.unloadLocked()

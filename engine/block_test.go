@@ -238,3 +238,40 @@ func TestBlockNewErrors(t *testing.T) {
 		t.Errorf("max_model_len above the context: %v", err)
 	}
 }
+
+// TestBlockLoadAfterClose: a closed Block loads nothing more; Load says why.
+func TestBlockLoadAfterClose(t *testing.T) {
+	b := newStoriesBlock(t, ModelConfig{}, Config{Logger: quietLog()})
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Load(context.Background(), "stories"); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Load after Close: %v, want ErrClosed", err)
+	}
+	if st := b.Models()[0]; st.State != StateUnloaded || st.MemoryBytes != 0 {
+		t.Fatalf("after Load on a closed block: %+v", st)
+	}
+}
+
+// TestBlockCloseDuringLoad: Close while a Load is starting: the race detector sees
+// no unsynchronized access to the model's load, and Close leaves nothing loaded.
+func TestBlockCloseDuringLoad(t *testing.T) {
+	b := newStoriesBlock(t, ModelConfig{}, Config{Logger: quietLog()})
+	if err := b.Unload("stories"); err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		close(started)
+		done <- b.Load(context.Background(), "stories")
+	}()
+	<-started
+	b.Close()
+	if err := <-done; err != nil && !errors.Is(err, ErrClosed) {
+		t.Fatalf("Load racing Close: %v", err)
+	}
+	if st := b.Models()[0]; st.State == StateReady || st.MemoryBytes != 0 {
+		t.Fatalf("after Close: %+v", st)
+	}
+}
