@@ -157,16 +157,19 @@ func TestBlockCancel(t *testing.T) {
 }
 
 func TestBlockIdleUnloadAndReload(t *testing.T) {
-	b := newStoriesBlock(t, ModelConfig{IdleTimeout: time.Minute}, Config{})
+	clk := newTestClock()
+	b := newStoriesBlock(t, ModelConfig{IdleTimeout: time.Minute}, Config{Clock: clk.Now})
 	st := b.Models()[0]
 	if st.State != StateReady || st.MemoryBytes <= 0 {
 		t.Fatalf("status %+v", st)
 	}
-	b.unloadIdle(time.Now().Add(30 * time.Second))
+	clk.Add(30 * time.Second)
+	b.sweep()
 	if s := b.Models()[0].State; s != StateReady {
 		t.Fatalf("unloaded before its idle timeout: %s", s)
 	}
-	b.unloadIdle(time.Now().Add(2 * time.Minute))
+	clk.Add(90 * time.Second)
+	b.sweep()
 	if st := b.Models()[0]; st.State != StateUnloaded || st.MemoryBytes != 0 {
 		t.Fatalf("after idle timeout: %+v", st)
 	}
@@ -275,3 +278,26 @@ func TestBlockCloseDuringLoad(t *testing.T) {
 		t.Fatalf("after Close: %+v", st)
 	}
 }
+
+// testClock is a Config.Clock that moves only when told.
+type testClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newTestClock() *testClock { return &testClock{t: time.Now()} }
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *testClock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// sweep runs one pass of the janitor (at the Block's clock) and waits for it.
+func (b *Block) sweep() { b.request(passReq{}) }

@@ -39,6 +39,21 @@
 // on the next request. Loaded models heartbeat their leases; GC expires the leases
 // of holders that stopped.
 //
+// # Lifecycle
+//
+// One pure function decides the lifecycle (lifecycle.go): decide takes a snapshot of
+// the models (state, requests in flight, whether someone waits for a load, last use),
+// the device's leases and an explicit time, and returns the actions: load (after
+// unloading idle victims of lower priority), unload (idle past its timeout, or at
+// Close), refuse a wanted load (no memory, or closing), and GC's lease expiry and
+// reset of failed models. Its traces are in testdata/lifecycle. The janitor
+// (janitor.go) is the one goroutine that takes the snapshot, calls decide and applies
+// the actions, each second, when a request wants an unloaded model, when a load
+// ends, and when GC or Close asks; it re-checks each action's precondition when it
+// applies it (a victim may have got a request since) and decides again if one
+// fails. Config.Clock is its time. The Block's files: block.go (the API), dispatch.go
+// (a request's way in), lifecycle.go, janitor.go, runner.go (a replica).
+//
 // # Determinism
 //
 // Every kernel computes an output row with a fixed order of operations, whatever the
