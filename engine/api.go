@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"errors"
 	"time"
 
@@ -100,42 +99,6 @@ type Usage struct {
 	TimePerOutputToken time.Duration // mean gap between output tokens after the first
 	ColdStart          time.Duration // model load time this request waited for, if any
 	Replica            int
-}
-
-// Stream delivers the tokens of one request and then its usage. Tokens is closed when
-// generation ends; Wait then returns the usage and the error that ended it, if any.
-type Stream struct {
-	Tokens <-chan Token
-	done   <-chan struct{}
-	usage  *Usage
-	err    *error
-}
-
-// NewStream is for implementations of the Block API: it returns the consumer's
-// Stream and the producer's side. The producer sends on tokens, then calls finish
-// exactly once (which closes tokens).
-func NewStream(buffer int) (s *Stream, tokens chan<- Token, finish func(Usage, error)) {
-	ch := make(chan Token, buffer)
-	done := make(chan struct{})
-	var u Usage
-	var e error
-	s = &Stream{Tokens: ch, done: done, usage: &u, err: &e}
-	return s, ch, func(usage Usage, err error) {
-		u, e = usage, err
-		close(ch)
-		close(done)
-	}
-}
-
-// Wait blocks until the stream has finished (drain Tokens first, or it may never
-// finish) and returns its usage and error.
-func (s *Stream) Wait(ctx context.Context) (Usage, error) {
-	select {
-	case <-s.done:
-		return *s.usage, *s.err
-	case <-ctx.Done():
-		return Usage{}, ctx.Err()
-	}
 }
 
 // ModelState is the lifecycle state of a model.

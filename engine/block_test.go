@@ -138,7 +138,9 @@ func TestBlockCancel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	<-s.Tokens
+	for range s.Tokens {
+		break // the first token
+	}
 	cancel()
 	for range s.Tokens {
 	}

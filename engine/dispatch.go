@@ -9,9 +9,10 @@ import (
 	"github.com/lmlite/lmlite/engine/sample"
 )
 
-// This file is a request's way in: Generate admits it, await waits for its model,
-// pick chooses a replica, and the request's tokens flow from the runner (runner.go)
-// to its Stream.
+// This file is a request's way in: Generate admits it, await waits for its model
+// (on a cold start only), pick chooses a replica, and the runner (runner.go) writes
+// the request's tokens into its Stream, which the consumer reads: one hand-off per
+// token.
 
 // Generate starts a request. Requests that can never run (unknown model, empty
 // prompt, longer than MaxModelLen) and requests beyond the queue limit fail at once;
@@ -49,21 +50,42 @@ func (b *Block) Generate(ctx context.Context, modelID string, req Request) (*Str
 		return nil, fmt.Errorf("%w: model %s has %d requests waiting", ErrQueueFull, modelID, in.active)
 	}
 	in.active++
+	ready := in.state == StateReady // and stays so: a model with requests in flight is not unloaded
 	in.mu.Unlock()
 	b.inflight.Add(1)
 	b.mu.Unlock()
 
-	s, tokens, finish := NewStream(16)
-	go func() {
-		defer b.inflight.Done()
-		u, err := in.run(ctx, req, tokens)
+	out := NewStream()
+	j := in.newJob(ctx, req, out)
+	j.finish = func(u Usage, err error) {
+		if err == nil && u.FinishReason == "" {
+			u.FinishReason = FinishCancelled
+		}
 		in.mu.Lock()
 		in.active--
 		in.lastUsed = b.now()
 		in.mu.Unlock()
-		finish(u, err)
+		b.inflight.Done()
+		out.Finish(u, err)
+	}
+	if ready {
+		in.pick(req).submit(j)
+		return out, nil
+	}
+	// A cold start: this goroutine waits for the load and hands the request over;
+	// the tokens still go from the runner to out directly.
+	go func() {
+		cold, err := in.await(ctx)
+		j.u.ColdStart = cold
+		if err != nil {
+			u := j.u
+			err = finishErr(&u, err)
+			j.finish(u, err)
+			return
+		}
+		in.pick(req).submit(j)
 	}()
-	return s, nil
+	return out, nil
 }
 
 // await waits until the model is ready (asking the janitor to load it if it is
@@ -110,24 +132,14 @@ func (in *instance) await(ctx context.Context) (time.Duration, error) {
 	}
 }
 
-// run waits for the model, hands the request to a replica and forwards its tokens
-// until it ends.
-func (in *instance) run(ctx context.Context, req Request, out chan<- Token) (Usage, error) {
-	start := time.Now()
-	u := Usage{PromptTokens: len(req.Prompt)}
-	cold, err := in.await(ctx)
-	u.ColdStart = cold
-	if err != nil {
-		return u, finishErr(&u, err)
-	}
-	r := in.pick(req)
-
+// newJob prepares a request for a runner: its sampler, decoder and stop matcher.
+func (in *instance) newJob(ctx context.Context, req Request, out *Stream) *job {
 	maxTokens := req.MaxTokens
 	if maxTokens == 0 {
 		maxTokens = in.cfg.MaxModelLen - len(req.Prompt)
 	}
 	s := req.Sampling
-	j := &job{ctx: ctx, req: req, start: start, max: maxTokens, box: newMailbox(), u: u,
+	j := &job{ctx: ctx, req: req, start: time.Now(), max: maxTokens, out: out, u: Usage{PromptTokens: len(req.Prompt)},
 		tokens: append(make([]int32, 0, len(req.Prompt)+maxTokens), req.Prompt...),
 		smp: sample.New(sample.Params{Temperature: s.Temperature, TopK: s.TopK, TopP: s.TopP, MinP: s.MinP,
 			RepeatPenalty: s.RepeatPenalty, PresencePenalty: s.PresencePenalty, FrequencyPenalty: s.FrequencyPenalty,
@@ -135,39 +147,7 @@ func (in *instance) run(ctx context.Context, req Request, out chan<- Token) (Usa
 		dec:  in.tok.NewDecoder(),
 		stop: sample.NewStopMatcher(req.Stop)}
 	j.dec.Prime(req.Prompt)
-	r.submit(j)
-
-	var buf []Token
-	forward := true
-	for {
-		select {
-		case <-j.box.wake:
-		case <-ctx.Done():
-			forward = false // the runner sees it at its next step and ends the job
-			<-j.box.wake
-		}
-		var done bool
-		buf, done = j.box.take(buf)
-		for _, t := range buf {
-			if !forward {
-				break
-			}
-			select {
-			case out <- t:
-			case <-ctx.Done():
-				forward = false
-			}
-		}
-		if done {
-			j.box.mu.Lock()
-			u, err := j.box.u, j.box.err
-			j.box.mu.Unlock()
-			if err == nil && u.FinishReason == "" {
-				u.FinishReason = FinishCancelled
-			}
-			return u, err
-		}
-	}
+	return j
 }
 
 // pick chooses the replica for a request: the one whose prefix cache holds the

@@ -10,11 +10,11 @@
 // # A request's path
 //
 // Generate checks what can be checked at once (unknown model, empty prompt, prompt +
-// max tokens over MaxModelLen, the model's queue full) and returns a Stream. A
-// goroutine per request then waits for the model (loading it if it was unloaded:
-// the wait is the Usage's ColdStart), picks a replica — the one whose prefix cache
-// holds the longest part of the prompt, round-robin otherwise — and hands the request
-// to it.
+// max tokens over MaxModelLen, the model's queue full) and returns a Stream. If the
+// model is loaded it picks a replica — the one whose prefix cache holds the longest
+// part of the prompt, round-robin otherwise — and hands the request to it at once;
+// if not, a goroutine waits for the load (the wait is the Usage's ColdStart) and then
+// hands it over.
 //
 // Each replica is a runner (runner.go): one goroutine owning a scheduler state
 // (engine/sched), a paged KV pool (kvcache) and a model.Batch. Step after step it
@@ -23,9 +23,10 @@
 // between tenants by weight, interactive before batch), looks up the joining
 // sequences' cached prefixes, runs all the step's tokens through the model in one
 // pass over the weights, samples, and publishes the newly full KV blocks into the
-// prefix cache. Tokens go to a mailbox per request, which that request's goroutine
-// forwards to the Stream: a slow client never stalls the batch. A cancelled context
-// frees its slot and blocks at the next step.
+// prefix cache. Each token goes into its request's Stream, a mailbox that never
+// blocks the runner and that the consumer (the gateway's HTTP writer) reads directly:
+// one hand-off per token, and a slow client never stalls the batch. A cancelled
+// context frees its slot and blocks at the next step.
 //
 // # Memory
 //

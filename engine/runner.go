@@ -18,7 +18,8 @@ import (
 // runner is one replica of a loaded model: one goroutine that owns a scheduler state
 // (engine/sched), a paged KV pool (kvcache) and a model.Batch, and runs the
 // iteration-level batch step after step. Requests reach it through its inbox; tokens
-// leave through each job's mailbox, so a slow client never stalls the batch.
+// go into each request's Stream, which never blocks, so a slow client never stalls
+// the batch.
 type runner struct {
 	index   int
 	id      string // the model's id, for errors
@@ -70,7 +71,8 @@ type job struct {
 	tokens []int32   // prompt + generated
 	max    int       // output tokens at most
 	kv     *kvcache.Seq
-	box    *mailbox
+	out    *Stream                 // the request's: tokens go straight to its consumer
+	finish func(u Usage, err error) // ends the request (the Block's accounting, then out.Finish)
 	u      Usage
 
 	smp     *sample.Sampler
@@ -83,42 +85,7 @@ type job struct {
 	joined  bool
 }
 
-// mailbox carries a job's tokens and its end from the runner to the request's
-// goroutine, without ever blocking the runner.
-type mailbox struct {
-	mu   sync.Mutex
-	toks []Token
-	done bool
-	u    Usage
-	err  error
-	wake chan struct{} // cap 1
-}
-
-func newMailbox() *mailbox { return &mailbox{wake: make(chan struct{}, 1)} }
-
-func (m *mailbox) push(t Token) {
-	m.mu.Lock()
-	m.toks = append(m.toks, t)
-	m.mu.Unlock()
-	signal(m.wake)
-}
-
-func (m *mailbox) finish(u Usage, err error) {
-	m.mu.Lock()
-	m.done, m.u, m.err = true, u, err
-	m.mu.Unlock()
-	signal(m.wake)
-}
-
-// take returns the tokens delivered so far and whether the job has ended.
-func (m *mailbox) take(buf []Token) ([]Token, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	buf = append(buf[:0], m.toks...)
-	m.toks = m.toks[:0]
-	return buf, m.done
-}
-
+// signal wakes the receiver of c, a channel of capacity 1, without blocking.
 func signal(c chan struct{}) {
 	select {
 	case c <- struct{}{}:
@@ -257,7 +224,7 @@ func (r *runner) intake(now time.Time) {
 			case errors.Is(err, sched.ErrTooLong):
 				err = fmt.Errorf("%w: model %s: %w", ErrTooLong, r.id, err)
 			}
-			j.box.finish(j.u, err)
+			j.finish(j.u, err)
 			continue
 		}
 		r.live[id] = j
@@ -403,7 +370,7 @@ func (j *job) send(id int32, logit float32, final bool) bool {
 	if final && !stopped {
 		safe = len(j.text)
 	}
-	j.box.push(Token{ID: id, Text: string(j.text[j.emitted:safe]), Logit: logit})
+	j.out.Send(Token{ID: id, Text: string(j.text[j.emitted:safe]), Logit: logit})
 	j.emitted = safe
 	return stopped
 }
@@ -421,7 +388,7 @@ func (r *runner) end(id sched.ID, j *job, reason string, err error) {
 	if j.u.CompletionTokens > 1 {
 		j.u.TimePerOutputToken = j.last.Sub(j.first) / time.Duration(j.u.CompletionTokens-1)
 	}
-	j.box.finish(j.u, err)
+	j.finish(j.u, err)
 }
 
 // failAll ends every job with err (the runner is stopping).
