@@ -71,7 +71,7 @@ type job struct {
 	tokens []int32   // prompt + generated
 	max    int       // output tokens at most
 	kv     *kvcache.Seq
-	out    *Stream                 // the request's: tokens go straight to its consumer
+	out    *Stream                  // the request's: tokens go straight to its consumer
 	finish func(u Usage, err error) // ends the request (the Block's accounting, then out.Finish)
 	u      Usage
 
