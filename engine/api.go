@@ -22,6 +22,7 @@ type ModelConfig struct {
 	Replicas            int           `yaml:"replicas"`                       // 0: 1
 	IdleTimeout         time.Duration `yaml:"idle_timeout"`                   // unload after this long idle; 0: 5 minutes; <0: never
 	Priority            int           `yaml:"priority"`                       // for memory leases: higher keeps its memory
+	MaxQueue            int           `yaml:"max_queue"`                      // requests in flight (waiting or running) before Generate answers ErrQueueFull; 0: Config.MaxQueue + Replicas × MaxModelConcurrency
 
 	// The KV cache (per replica). The hot pool holds the running sequences and the
 	// prefix cache's hot tier; the warm tier keeps blocks evicted from it.
@@ -120,6 +121,13 @@ type ModelStatus struct {
 	MaxModelLen int
 	QueueDepth  int    // requests waiting to join a batch (all replicas)
 	Running     int    // sequences in the batches (all replicas)
+
+	// The model's queue limit, the only one: Generate answers ErrQueueFull while
+	// Queued >= MaxQueue. A router that keeps away from a model before it refuses
+	// compares the same two numbers.
+	Queued   int // requests in flight: admitted and not finished (waiting for a load, a batch slot or KV memory, or running)
+	MaxQueue int // ModelConfig.MaxQueue with its default filled in
+
 	Err         string // for StateFailed
 
 	// Counters since the Block started (they survive unloads).

@@ -34,7 +34,7 @@ type Config struct {
 	Models       []ModelConfig
 	MemoryBudget int64       // bytes the models may map and allocate (weights + KV); 0: host memory minus a margin (lease.HostBudget)
 	Leases       lease.Store // where models lease their memory; nil: an in-process store
-	MaxQueue     int         // requests waiting per model before Generate answers ErrQueueFull; 0: DefaultMaxQueue
+	MaxQueue     int         // requests waiting per model beyond its running slots: the default of ModelConfig.MaxQueue is this + Replicas × MaxModelConcurrency; 0: DefaultMaxQueue
 	Logger       *slog.Logger
 
 	// Clock is the lifecycle's time: idle timeouts, lease expiry and heartbeats (the
@@ -201,6 +201,12 @@ func newInstance(b *Block, mc ModelConfig, log *slog.Logger) (*instance, error) 
 	if mc.IdleTimeout == 0 {
 		mc.IdleTimeout = DefaultIdleTimeout
 	}
+	if mc.MaxQueue < 0 {
+		return nil, fmt.Errorf("engine: model %s: max_queue %d is negative", mc.ID, mc.MaxQueue)
+	}
+	if mc.MaxQueue == 0 {
+		mc.MaxQueue = b.cfg.MaxQueue + mc.Replicas*mc.MaxModelConcurrency
+	}
 	kc := kvcache.Config{Layers: cfg.Layers, KVHeads: cfg.KVHeads, HeadDim: cfg.HeadDim, BlockTokens: kvBlockTokens,
 		WarmBytes: mc.KVWarmBytes, WarmFile: mc.KVWarmFile}
 	kc.Blocks = kc.BlocksFor(mc.MaxModelLen+1, mc.MaxModelConcurrency, 0)
@@ -215,7 +221,7 @@ func newInstance(b *Block, mc ModelConfig, log *slog.Logger) (*instance, error) 
 		return nil, fmt.Errorf("engine: model %s: kv_warm_file serves one replica; use kv_warm_bytes in memory with %d replicas", mc.ID, mc.Replicas)
 	}
 	rc := runnerConfig{kv: kc, noCache: mc.DisablePrefixCache, sched: sched.Config{MaxModelLen: mc.MaxModelLen, MaxConcurrency: mc.MaxModelConcurrency,
-		BatchTimeout: mc.BatchExecuteTimeout, MaxQueue: 1 << 30}}
+		BatchTimeout: mc.BatchExecuteTimeout, MaxQueue: 1 << 30}} // the model's MaxQueue, checked by Generate, is the only queue limit
 	return &instance{b: b, cfg: mc, log: log.With("model", mc.ID), tok: tok, tmpl: tmpl, rc: rc, kvSize: kc.Bytes(), fileSize: f.Size(), state: StateUnloaded}, nil
 }
 
@@ -252,6 +258,7 @@ func (b *Block) Models() []ModelStatus {
 		in := b.models[id]
 		in.mu.Lock()
 		st := ModelStatus{ID: id, State: in.state, Replicas: in.cfg.Replicas, MaxModelLen: in.cfg.MaxModelLen,
+			Queued: in.active, MaxQueue: in.cfg.MaxQueue,
 			Steps: in.stats.steps.Load(), StepSeqs: in.stats.stepSeqs.Load(), StepTokens: in.stats.stepTokens.Load(),
 			Loads: in.loads, Unloads: in.unloads, ColdStart: in.loadTime}
 		if in.file != nil {

@@ -114,6 +114,9 @@ func TestBlockQueueFull(t *testing.T) {
 		}
 		streams = append(streams, s)
 	}
+	if st := b.Models()[0]; st.Queued != 2 || st.MaxQueue != 2 {
+		t.Errorf("status with 2 requests in flight: queued %d, max queue %d (want 2, 2: Config.MaxQueue 1 + 1 slot)", st.Queued, st.MaxQueue)
+	}
 	if _, err := b.Generate(ctx, "stories", Request{Prompt: []int32{1}, MaxTokens: 20}); !errors.Is(err, ErrQueueFull) {
 		t.Errorf("third request: %v, want ErrQueueFull", err)
 	}
@@ -127,6 +130,27 @@ func TestBlockQueueFull(t *testing.T) {
 	s, err := b.Generate(ctx, "stories", Request{Prompt: []int32{1}, MaxTokens: 5})
 	if err != nil {
 		t.Fatalf("after draining: %v", err)
+	}
+	collect(t, s)
+	if st := b.Models()[0]; st.Queued != 0 {
+		t.Errorf("queued %d after every request ended", st.Queued)
+	}
+}
+
+// TestModelMaxQueue: a model's own MaxQueue (requests in flight) overrides the
+// Block's default and is what ModelStatus reports.
+func TestModelMaxQueue(t *testing.T) {
+	b := newStoriesBlock(t, ModelConfig{MaxModelConcurrency: 4, MaxQueue: 1}, Config{Logger: quietLog()})
+	ctx := context.Background()
+	s, err := b.Generate(ctx, "stories", Request{Prompt: []int32{1}, MaxTokens: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Generate(ctx, "stories", Request{Prompt: []int32{1}, MaxTokens: 20}); !errors.Is(err, ErrQueueFull) {
+		t.Errorf("second request with max_queue 1: %v, want ErrQueueFull", err)
+	}
+	if st := b.Models()[0]; st.MaxQueue != 1 {
+		t.Errorf("max queue %d, want 1", st.MaxQueue)
 	}
 	collect(t, s)
 }

@@ -44,10 +44,10 @@ func (b *Block) Generate(ctx context.Context, modelID string, req Request) (*Str
 		return nil, ErrClosed
 	}
 	in.mu.Lock()
-	if in.active >= b.cfg.MaxQueue+in.cfg.Replicas*in.cfg.MaxModelConcurrency {
+	if in.active >= in.cfg.MaxQueue {
 		in.mu.Unlock()
 		b.mu.Unlock()
-		return nil, fmt.Errorf("%w: model %s has %d requests waiting", ErrQueueFull, modelID, in.active)
+		return nil, fmt.Errorf("%w: model %s has %d requests in flight (max_queue %d)", ErrQueueFull, modelID, in.active, in.cfg.MaxQueue)
 	}
 	in.active++
 	ready := in.state == StateReady // and stays so: a model with requests in flight is not unloaded
