@@ -119,8 +119,8 @@ type ModelStatus struct {
 	Replicas    int
 	MemoryBytes int64 // weights mapped + KV pool
 	MaxModelLen int
-	QueueDepth  int    // requests waiting to join a batch (all replicas)
-	Running     int    // sequences in the batches (all replicas)
+	QueueDepth  int // requests waiting to join a batch (all replicas)
+	Running     int // sequences in the batches (all replicas)
 
 	// The model's queue limit, the only one: Generate answers ErrQueueFull while
 	// Queued >= MaxQueue. A router that keeps away from a model before it refuses
@@ -128,7 +128,7 @@ type ModelStatus struct {
 	Queued   int // requests in flight: admitted and not finished (waiting for a load, a batch slot or KV memory, or running)
 	MaxQueue int // ModelConfig.MaxQueue with its default filled in
 
-	Err         string // for StateFailed
+	Err string // for StateFailed
 
 	// Counters since the Block started (they survive unloads).
 	Steps      uint64 // batch steps run
