@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -165,7 +166,7 @@ func (r *runner) loop() {
 		now := time.Now()
 		r.intake(now)
 		r.reap()
-		step := r.st.Plan(now)
+		step := r.st.Plan(now, r.cached)
 		r.st.Apply(now, step)
 		work := r.prepare(now, step)
 		r.publishStats()
@@ -243,7 +244,18 @@ func (r *runner) reap() {
 	}
 }
 
-// prepare applies a step's preemptions and joins and returns the batch to run.
+// cached is what the prefix cache holds for a waiting job: Plan's input, so that a
+// joining request's work starts after its cached prefix.
+func (r *runner) cached(id sched.ID) int {
+	j := r.live[id]
+	if r.noCache || j == nil {
+		return 0
+	}
+	return r.pool.Peek(j.req.CacheSalt, j.tokens[:len(j.tokens)-1])
+}
+
+// prepare applies a step's preemptions and joins and returns the batch to run: the
+// plan's work, with the joining sequences' cached prefixes taken from the pool.
 func (r *runner) prepare(now time.Time, step sched.Step) []sched.Work {
 	for _, id := range step.Preempt {
 		// Its full blocks were published after each step and stay cached.
@@ -256,21 +268,22 @@ func (r *runner) prepare(now time.Time, step sched.Step) []sched.Work {
 	for _, id := range step.Join {
 		j := r.live[id]
 		j.kv = r.pool.NewSeq(j.req.CacheSalt)
+		k := slices.IndexFunc(work, func(w sched.Work) bool { return w.ID == id })
 		cached := 0
-		if !r.noCache {
-			cached = j.kv.Prefix(j.tokens[:len(j.tokens)-1])
+		if w := work[k]; !r.noCache {
+			cached = j.kv.PrefixLimit(j.tokens[:len(j.tokens)-1], w.Start) // the blocks Plan counted on
+			if cached < w.Start {
+				// A warm block's replay for an earlier join of this step evicted one of
+				// these (the hot pool under pressure): compute it again in this step.
+				// The sequence's blocks were reserved whole, so only the step's token
+				// count grows.
+				work[k].Start, work[k].N = cached, w.N+w.Start-cached
+			}
 		}
 		if !j.joined {
 			j.joined = true
 			j.u.QueueTime = now.Sub(j.start)
 			j.u.CachedTokens = cached
-		}
-		if w, ok := r.st.SetCached(id, cached); ok {
-			for i := range work {
-				if work[i].ID == id {
-					work[i] = w
-				}
-			}
 		}
 	}
 	return work

@@ -341,6 +341,31 @@ func TestSaltIsolation(t *testing.T) {
 	}
 }
 
+// TestPrefixLimit: PrefixLimit takes no more than the blocks asked for, and counts
+// the lookup over all the tokens.
+func TestPrefixLimit(t *testing.T) {
+	p := newPool(t, 16, 0)
+	prompt := seqOf(13, 1)
+	s := p.NewSeq("a")
+	s.Prefix(prompt)
+	fill(t, s, 0, 13, 1)
+	s.Publish(prompt)
+	s.Release()
+	before := p.Stats()
+	q := p.NewSeq("a")
+	if n := q.PrefixLimit(prompt, 4); n != 4 || len(q.Blocks()) != 1 {
+		t.Fatalf("limit 4: %d tokens, %d blocks", n, len(q.Blocks()))
+	}
+	after := p.Stats()
+	if after.Lookups-before.Lookups != 1 || after.HitTokens-before.HitTokens != 4 || after.MissTokens-before.MissTokens != 9 {
+		t.Fatalf("stats %+v → %+v", before, after)
+	}
+	q.Release()
+	if err := p.check(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestDemoteReplay: blocks evicted from hot go to warm and come back bit for bit, in
 // host memory or in a file.
 func TestDemoteReplay(t *testing.T) {
