@@ -215,7 +215,8 @@ func TestBlockIdleUnloadAndReload(t *testing.T) {
 	}
 }
 
-// Replicas serve concurrently and give the same tokens for the same request.
+// TestBlockReplicas: both replicas serve (requests without a cached prefix alternate)
+// and give the same tokens for the same request.
 func TestBlockReplicas(t *testing.T) {
 	b := newStoriesBlock(t, ModelConfig{Replicas: 2}, Config{})
 	var wg sync.WaitGroup
@@ -246,6 +247,13 @@ func TestBlockReplicas(t *testing.T) {
 				t.Fatalf("request %d differs from request 0 at token %d (replicas %v)", i, j, used)
 			}
 		}
+	}
+	served := map[int]bool{}
+	for _, r := range used {
+		served[r] = true
+	}
+	if len(served) != 2 {
+		t.Fatalf("the 4 requests were served by replicas %v, want both", used)
 	}
 	if st := b.Models()[0]; st.Replicas != 2 {
 		t.Fatalf("status %+v", st)
