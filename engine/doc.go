@@ -10,7 +10,9 @@
 // # A request's path
 //
 // Generate checks what can be checked at once (unknown model, empty prompt, prompt +
-// max tokens over MaxModelLen, the model's queue full) and returns a Stream. If the
+// max tokens over MaxModelLen, the model's queue full: its requests in flight at
+// ModelConfig.MaxQueue, the one queue limit, which ModelStatus reports with the
+// current count for routers) and returns a Stream. If the
 // model is loaded it picks a replica — the one whose prefix cache holds the longest
 // part of the prompt, round-robin otherwise — and hands the request to it at once;
 // if not, a goroutine waits for the load (the wait is the Usage's ColdStart) and then
@@ -20,8 +22,9 @@
 // (engine/sched), a paged KV pool (kvcache) and a model.Batch. Step after step it
 // takes new requests into per-tenant queues, lets sched.Plan decide the step
 // (preemptions, joins, each running decode's token and chunks of prefills, fair
-// between tenants by weight, interactive before batch), looks up the joining
-// sequences' cached prefixes, runs all the step's tokens through the model in one
+// between tenants by weight, interactive before batch, each joining request's work
+// starting after the prefix the KV pool has cached for it: the plan is final), takes
+// those cached blocks, runs all the step's tokens through the model in one
 // pass over the weights, samples, and publishes the newly full KV blocks into the
 // prefix cache. Each token goes into its request's Stream, a mailbox that never
 // blocks the runner and that the consumer (the gateway's HTTP writer) reads directly:

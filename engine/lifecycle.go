@@ -2,7 +2,6 @@ package engine
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -186,7 +185,3 @@ func decide(in lifeInput) []action {
 	}
 	return acts
 }
-
-// errBusy is an action's precondition that no longer holds when it is applied (a
-// victim got a request meanwhile): the janitor decides again.
-var errBusy = errors.New("engine: model busy again")

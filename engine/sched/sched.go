@@ -142,8 +142,9 @@ type Work struct {
 }
 
 // Step is the decision of Plan. The Block applies it in this order: free the KV blocks
-// of Preempt (they are back in the queue), build block tables for Join (looking up
-// their cached prefix, see State.SetCached), then run the model over Work in one batch.
+// of Preempt (they are back in the queue), build block tables for Join (taking the
+// cached prefix that Plan counted on: a joining sequence's Work starts after it), then
+// run the model over Work in one batch.
 // When Work is empty, nothing runs: call Plan again at WakeAt if it is not zero, or at
 // the next Enqueue/Remove.
 type Step struct {
@@ -170,8 +171,8 @@ func (t *tenant) active() bool { return t.running > 0 || t.waiting() > 0 }
 
 // State is the scheduler of one model: its queues, running set and KV block budget.
 // It is a plain value owned by one goroutine (the Block's); Plan is a pure function of
-// the State and the time, and the mutating methods (Enqueue, Remove, Apply, SetCached)
-// take effect between steps.
+// the State, the time and the prefix cache's answers (Cached), and the mutating
+// methods (Enqueue, Remove, Apply) take effect between steps.
 type State struct {
 	cfg      Config
 	seqs     map[ID]*Seq
