@@ -65,6 +65,8 @@ type Block struct {
 	inflight sync.WaitGroup
 	stop     chan struct{} // closed by Close: stops the janitor
 	janitor  sync.WaitGroup
+
+	schemas schemaCache // compiled JSON schemas (constrain.go)
 }
 
 // instance is one configured model and its loaded form, if any.
@@ -81,6 +83,7 @@ type instance struct {
 	kvSize   int64 // KV pool bytes per replica
 	fileSize int64
 	stats    runnerStats
+	vocab    vocabInfo // the vocabulary as bytes, built on first use (constrain.go)
 
 	mu       sync.Mutex // guards everything below
 	state    ModelState
@@ -516,6 +519,9 @@ func (b *Block) Generate(ctx context.Context, modelID string, req Request) (*Str
 	if req.MaxTokens < 0 {
 		return nil, fmt.Errorf("engine: max tokens %d is negative", req.MaxTokens)
 	}
+	if err := checkFeatures(&req); err != nil {
+		return nil, err
+	}
 	if len(req.Prompt) >= limit || len(req.Prompt)+req.MaxTokens > limit {
 		return nil, fmt.Errorf("%w: %d prompt tokens + %d max tokens > max_model_len %d of model %s",
 			ErrTooLong, len(req.Prompt), req.MaxTokens, limit, modelID)
@@ -608,6 +614,13 @@ func (in *instance) run(ctx context.Context, req Request, out chan<- Token) (Usa
 			RepeatLastN: s.RepeatLastN, Seed: s.Seed}),
 		dec:  in.tok.NewDecoder(),
 		stop: sample.NewStopMatcher(req.Stop)}
+	if req.Grammar != nil || req.Logprobs || req.TopLogprobs > 0 || s.IgnoreEOS {
+		j.vocab = in.vocab.get(in.tok)
+		if req.Grammar != nil {
+			j.gm = j.vocab.vocab.NewMatcher(req.Grammar)
+		}
+		j.top = make([]sample.Logprob, req.TopLogprobs)
+	}
 	j.dec.Prime(req.Prompt)
 	r.submit(j)
 

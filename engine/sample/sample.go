@@ -18,6 +18,7 @@ type Params struct {
 	FrequencyPenalty float32
 	RepeatLastN      int    // tokens the penalties look back over; 0: 64; < 0: all of the history
 	Seed             uint64 // the same seed gives the same tokens
+	IgnoreEOS        bool   // not the sampler's: the engine removes the end-of-generation tokens before sampling
 }
 
 // DefaultRepeatLastN is the window of the penalties when Params.RepeatLastN is 0.
@@ -55,6 +56,16 @@ func (s *Sampler) Params() Params { return s.p }
 // draw from the distribution; with Temperature <= 0 it takes the most likely token
 // after the penalties. NaN logits count as -Inf. It returns -1 for empty logits.
 func (s *Sampler) Sample(logits []float32, history []int32) int32 {
+	return s.SampleMasked(logits, history, nil)
+}
+
+// SampleMasked is Sample over the tokens of allow only (a bit set: bit id%64 of
+// word id/64; nil allows all): the others count as -Inf from the start, as a
+// grammar's mask asks. The draw consumes the same randomness as Sample, so a
+// sequence's tokens depend only on its own logits, mask and seed. If allow leaves
+// no token with a finite logit, it returns the lowest allowed id (or -1 if allow is
+// empty).
+func (s *Sampler) SampleMasked(logits []float32, history []int32, allow []uint64) int32 {
 	n := len(logits)
 	if n == 0 {
 		return -1
@@ -69,6 +80,26 @@ func (s *Sampler) Sample(logits []float32, history []int32) int32 {
 		}
 		c[i] = candidate{id: int32(i), logit: l}
 	}
+	if allow != nil {
+		first := int32(-1)
+		for i := range c {
+			if w := i >> 6; w >= len(allow) || allow[w]&(1<<(i&63)) == 0 {
+				c[i].logit = float32(math.Inf(-1))
+			} else if first < 0 {
+				first = int32(i)
+			}
+		}
+		id := s.sample(c, history)
+		if id < 0 || int(id>>6) >= len(allow) || allow[id>>6]&(1<<(id&63)) == 0 {
+			return first // every allowed logit was -Inf (or NaN)
+		}
+		return id
+	}
+	return s.sample(c, history)
+}
+
+// sample runs the chain over the candidates c (in id order).
+func (s *Sampler) sample(c []candidate, history []int32) int32 {
 	s.penalize(c, history)
 
 	if s.p.Temperature <= 0 {
