@@ -31,6 +31,11 @@ type ModelConfig struct {
 	KVWarmBytes        int64  `yaml:"kv_warm_bytes"`        // warm tier; 0: none (evicted blocks are dropped)
 	KVWarmFile         string `yaml:"kv_warm_file"`         // the warm tier in this file (mapped) instead of host memory
 	DisablePrefixCache bool   `yaml:"disable_prefix_cache"` // no lookups, nothing published
+
+	// Embeddings serves Block.Embed (/v1/embeddings) from this model; on by default
+	// when the GGUF declares a pooling type (<arch>.pooling_type), which also says
+	// how to pool (mean, first or last token); mean otherwise.
+	Embeddings bool `yaml:"embeddings"`
 }
 
 // Priority is a request's scheduling class: interactive requests run before batch ones.
@@ -197,6 +202,7 @@ type ModelStatus struct {
 	Loads      uint64
 	Unloads    uint64
 	ColdStart  time.Duration // the last load's duration
+	Embeddings bool          // Block.Embed serves this model
 
 	KV kvcache.Stats // the replicas' KV pools, summed (zero while unloaded)
 }
@@ -209,4 +215,5 @@ var (
 	ErrNoMemory     = errors.New("engine: not enough memory to load the model")
 	ErrClosed       = errors.New("engine: block closed")
 	ErrGrammar      = errors.New("engine: the grammar cannot continue") // a constrained output found no allowed token
+	ErrNoEmbeddings = errors.New("engine: the model does not serve embeddings")
 )

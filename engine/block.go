@@ -83,7 +83,9 @@ type instance struct {
 	kvSize   int64 // KV pool bytes per replica
 	fileSize int64
 	stats    runnerStats
-	vocab    vocabInfo // the vocabulary as bytes, built on first use (constrain.go)
+	vocab    vocabInfo     // the vocabulary as bytes, built on first use (constrain.go)
+	pool     model.Pooling // how Embed pools, PoolNone when the model does not embed (embed.go)
+	dim      int           // the embedding's length
 
 	mu       sync.Mutex // guards everything below
 	state    ModelState
@@ -208,7 +210,8 @@ func newInstance(b *Block, mc ModelConfig, log *slog.Logger) (*instance, error) 
 	}
 	rc := runnerConfig{kv: kc, noCache: mc.DisablePrefixCache, sched: sched.Config{MaxModelLen: mc.MaxModelLen, MaxConcurrency: mc.MaxModelConcurrency,
 		BatchTimeout: mc.BatchExecuteTimeout, MaxQueue: 1 << 30}}
-	return &instance{b: b, cfg: mc, log: log.With("model", mc.ID), tok: tok, tmpl: tmpl, rc: rc, kvSize: kc.Bytes(), fileSize: f.Size(), state: StateUnloaded}, nil
+	return &instance{b: b, cfg: mc, log: log.With("model", mc.ID), tok: tok, tmpl: tmpl, rc: rc, kvSize: kc.Bytes(), fileSize: f.Size(), state: StateUnloaded,
+		pool: poolingOf(f, mc), dim: cfg.Dim}, nil
 }
 
 func tokenText(t *tokenizer.Tokenizer, id int32) string {
@@ -392,7 +395,7 @@ func (b *Block) Models() []ModelStatus {
 		in.mu.Lock()
 		st := ModelStatus{ID: id, State: in.state, Replicas: in.cfg.Replicas, MaxModelLen: in.cfg.MaxModelLen,
 			Steps: in.stats.steps.Load(), StepSeqs: in.stats.stepSeqs.Load(), StepTokens: in.stats.stepTokens.Load(),
-			Loads: in.loads, Unloads: in.unloads, ColdStart: in.loadTime}
+			Loads: in.loads, Unloads: in.unloads, ColdStart: in.loadTime, Embeddings: in.pool != model.PoolNone}
 		if in.file != nil {
 			st.MemoryBytes = in.file.Size() + int64(len(in.replicas))*in.kvSize
 		}

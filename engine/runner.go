@@ -89,6 +89,11 @@ type job struct {
 	gm    *grammar.Matcher // the output's grammar, if any
 	top   []sample.Logprob // the step's top logprobs (len: Request.TopLogprobs)
 	lp    Token            // the logprob fields of the token being accepted
+
+	// An embedding job (embed.go): its prompt's hidden states pooled, no output.
+	pool  model.Pooling
+	embed []float64 // the pooling's accumulator (Dim values)
+	vec   []float32 // the result, set before the job ends
 }
 
 // mailbox carries a job's tokens and its end from the runner to the request's
@@ -298,7 +303,9 @@ func (r *runner) prepare(now time.Time, step sched.Step) []sched.Work {
 		j := r.live[id]
 		j.kv = r.pool.NewSeq(j.req.CacheSalt)
 		cached := 0
-		if !r.noCache {
+		if j.pool != model.PoolNone {
+			clear(j.embed) // (re)computed from the first token: cached blocks hold no hidden states
+		} else if !r.noCache {
 			cached = j.kv.Prefix(j.tokens[:len(j.tokens)-1])
 		}
 		if !j.joined {
@@ -331,10 +338,11 @@ func (r *runner) run(work []sched.Work) {
 			continue
 		}
 		logits := 0
-		if w.Sample {
+		if w.Sample && j.pool == model.PoolNone {
 			logits = 1
 		}
-		items = append(items, model.Item{KV: j.kv, Start: w.Start, Tokens: j.tokens[w.Start : w.Start+w.N], Logits: logits})
+		items = append(items, model.Item{KV: j.kv, Start: w.Start, Tokens: j.tokens[w.Start : w.Start+w.N], Logits: logits,
+			Pool: j.pool, Embed: j.embed})
 		ran = append(ran, w)
 		n += w.N
 	}
@@ -356,6 +364,14 @@ func (r *runner) run(work []sched.Work) {
 			j.kv.Publish(j.tokens[:w.Start+w.N])
 		}
 		if !w.Sample {
+			continue
+		}
+		if j.pool != model.PoolNone {
+			j.vec = pooled(j.embed, j.pool, len(j.req.Prompt))
+			if !w.Last {
+				r.st.Remove(w.ID)
+			}
+			r.end(w.ID, j, FinishStop, nil)
 			continue
 		}
 		id, err := j.pick(out[k])
