@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/lmlite/lmlite/engine/chat"
 	"github.com/lmlite/lmlite/engine/grammar"
 	"github.com/lmlite/lmlite/kvcache"
 )
@@ -60,11 +61,19 @@ type Sampling struct {
 	IgnoreEOS        bool   // never end at an end-of-generation token: run to MaxTokens (or the grammar's end)
 }
 
-// Message is one chat message.
+// Message is one chat message: role "system", "user", "assistant" (with ToolCalls
+// when it called tools) or "tool" (a tool's result for ToolCallID, from tool Name).
 type Message struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
+	Role       string     `json:"role"`
+	Content    string     `json:"content"`
+	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string     `json:"tool_call_id,omitempty"`
+	Name       string     `json:"name,omitempty"`
 }
+
+// ToolCall is a call of a tool: its id, the function's name and its arguments as
+// JSON text.
+type ToolCall = chat.ToolCall
 
 // Request is one generation request: prompt tokens (already rendered and tokenized;
 // see Block.Tokenize and Block.RenderChat), sampling and limits.

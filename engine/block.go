@@ -488,7 +488,7 @@ func (b *Block) RenderChat(modelID string, msgs []Message) (string, error) {
 	}
 	cm := make([]chat.Message, len(msgs))
 	for i, m := range msgs {
-		cm[i] = chat.Message{Role: m.Role, Content: m.Content}
+		cm[i] = chat.Message(m)
 	}
 	return in.tmpl.Render(cm, true)
 }

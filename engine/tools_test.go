@@ -1,0 +1,139 @@
+package engine
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/lmlite/lmlite/engine/genmodel"
+	"github.com/lmlite/lmlite/engine/toolcall"
+	"github.com/lmlite/lmlite/internal/testenv"
+)
+
+// TestRenderChatTools: tools offered and a call's round trip (the assistant's
+// tool_calls, the tool's result) render through the Qwen3 template (read from the
+// model file's tokenizer.chat_template) exactly as Python's jinja2 renders them
+// (testdata/gen_tools_golden.py).
+func TestRenderChatTools(t *testing.T) {
+	vocab := testenv.SharedFile(t, "testdata/tokenizer/ggml-vocab-qwen2.gguf")
+	b := genBlock(t, ModelConfig{MaxModelLen: 256}, genmodel.Options{Arch: "qwen2", Type: "q8_0", Vocab: vocab})
+	raw, err := os.ReadFile(filepath.Join("testdata", "tools-golden.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cases []struct {
+		Name     string    `json:"name"`
+		Messages []Message `json:"messages"`
+		Tools    []struct {
+			Function struct {
+				Name        string          `json:"name"`
+				Description string          `json:"description"`
+				Parameters  json.RawMessage `json:"parameters"`
+			} `json:"function"`
+		} `json:"tools"`
+		Expected string `json:"expected"`
+	}
+	if err := json.Unmarshal(raw, &cases); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cases {
+		var tools []Tool
+		for _, x := range c.Tools {
+			tools = append(tools, Tool{Name: x.Function.Name, Description: x.Function.Description, Parameters: x.Function.Parameters})
+		}
+		got, err := b.RenderChatTools("m", c.Messages, tools)
+		if err != nil {
+			t.Fatalf("%s: %v", c.Name, err)
+		}
+		if got != c.Expected {
+			t.Errorf("%s:\n got %q\nwant %q", c.Name, got, c.Expected)
+		}
+	}
+	if syn, _ := b.ToolSyntax("m"); syn != toolcall.Hermes {
+		t.Errorf("Qwen3's syntax: %v", syn)
+	}
+}
+
+var weatherTools = []Tool{
+	{Name: "get_weather", Description: "Get the weather", Parameters: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string","maxLength":20},"unit":{"enum":["c","f"]}},"required":["city","unit"],"additionalProperties":false}`)},
+	{Name: "now"},
+}
+
+// TestToolChoiceRequired: under a tool grammar (tool_choice "required") a real
+// model that knows nothing of tools writes a call that the toolcall parser reads
+// back: a known tool's name and arguments that validate against its parameters. The
+// same seed gives the same call alone and among 15 other requests. A template
+// without tools support gets the Hermes fallback prompt.
+func TestToolChoiceRequired(t *testing.T) {
+	b := newStoriesBlock(t, ModelConfig{MaxModelConcurrency: 16}, Config{Logger: quietLog()})
+	syn, err := b.ToolSyntax("stories")
+	if err != nil || syn != toolcall.Hermes {
+		t.Fatalf("syntax %v, %v", syn, err)
+	}
+	text, err := b.RenderChatTools("stories", []Message{{Role: "user", Content: "Weather in Oslo?"}}, weatherTools)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text, "<tools>\n{\"function\":{\"description\":\"Get the weather\"") || !strings.Contains(text, "<tool_call>\n{\"name\": <function-name>") {
+		t.Errorf("fallback prompt without the tools or the call format:\n%s", text)
+	}
+	// The fallback prompt is longer than stories260K's 512-token context: generate
+	// from a story's start instead.
+	prompt, _ := b.Tokenize("stories", "Once upon a time, Tom wanted to know the weather.")
+	g, err := b.ToolGrammar("stories", weatherTools)
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := compileValidator(t, string(weatherTools[0].Parameters))
+	run := func(seed uint64) featureResult {
+		return runFeatures(b, "stories", Request{Prompt: prompt, MaxTokens: 200, Grammar: g, Sampling: Sampling{Temperature: 1, Seed: seed}})
+	}
+	alone := map[uint64]featureResult{}
+	for seed := range uint64(6) {
+		r := run(seed)
+		if r.err != nil || r.u.FinishReason != FinishStop {
+			t.Fatalf("seed %d: %v, finish %q: %q", seed, r.err, r.u.FinishReason, r.text)
+		}
+		content, calls, err := toolcall.Parse(syn, r.text)
+		if err != nil || content != "" || len(calls) != 1 {
+			t.Fatalf("seed %d: %q parsed to %q %+v, %v", seed, r.text, content, calls, err)
+		}
+		switch calls[0].Name {
+		case "get_weather":
+			validates(t, params, calls[0].Arguments)
+		case "now":
+			if calls[0].Arguments != "{}" {
+				t.Errorf("now's arguments %s", calls[0].Arguments)
+			}
+		default:
+			t.Errorf("seed %d: unknown tool %q", seed, calls[0].Name)
+		}
+		alone[seed] = r
+	}
+	var wg sync.WaitGroup
+	got := make([]featureResult, 6)
+	for i := range 15 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req := Request{Prompt: prompt[:10+i], MaxTokens: 30, Sampling: Sampling{Temperature: 0.5, Seed: uint64(100 + i)}}
+			if i%2 == 0 {
+				req.Grammar = g
+			}
+			runFeatures(b, "stories", req)
+		}()
+	}
+	for seed := range uint64(6) {
+		wg.Add(1)
+		go func() { defer wg.Done(); got[seed] = run(seed) }()
+	}
+	wg.Wait()
+	for seed := range uint64(6) {
+		if err := alone[seed].same(got[seed]); err != nil {
+			t.Errorf("seed %d among others: %v", seed, err)
+		}
+	}
+}
