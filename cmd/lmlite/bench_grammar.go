@@ -59,23 +59,28 @@ func newGrammarBench(f *gguf.File, spec string, parallel int) (*grammarBench, er
 }
 
 // step picks each sequence's next token under its mask and returns the time spent
-// (masks, masked sampling, advancing the grammars).
-func (gb *grammarBench) step(out [][]float32, next []int32) time.Duration {
-	t0 := time.Now()
+// on the grammar (masks and advancing it) and on the masked sampling.
+func (gb *grammarBench) step(out [][]float32, next []int32) (grammarTime, sampleTime time.Duration) {
 	for s := range next {
 		m := gb.ms[s]
+		t0 := time.Now()
 		bits, n := m.Mask()
+		t1 := time.Now()
+		grammarTime += t1.Sub(t0)
 		if n == 0 {
 			gb.ms[s] = gb.vocab.NewMatcher(gb.g)
 			next[s] = next[(s+1)%len(next)]
 			continue
 		}
 		id := gb.smp[s].SampleMasked(out[s], nil, bits)
+		t2 := time.Now()
+		sampleTime += t2.Sub(t1)
 		if !m.Accept(id) || m.Done() {
 			gb.completed++
 			gb.ms[s] = gb.vocab.NewMatcher(gb.g)
 		}
+		grammarTime += time.Since(t2)
 		next[s] = id
 	}
-	return time.Since(t0)
+	return grammarTime, sampleTime
 }

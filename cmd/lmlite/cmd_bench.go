@@ -147,7 +147,7 @@ func cmdBench(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var maskTime time.Duration
+	var maskTime, sampleTime time.Duration
 	for r := range *reps {
 		for s := range seqs {
 			if seqs[s] != nil {
@@ -203,7 +203,9 @@ func cmdBench(args []string, stdout io.Writer) error {
 				return err
 			}
 			if gb != nil {
-				maskTime += gb.step(out, next)
+				gt, st := gb.step(out, next)
+				maskTime += gt
+				sampleTime += st
 				continue
 			}
 			for s := range next {
@@ -224,8 +226,10 @@ func cmdBench(args []string, stdout io.Writer) error {
 		float64(res.PeakRSS)/(1<<20), float64(res.FileBytes)/(1<<20), float64(res.KVBytes)/(1<<20), res.OverheadMiB)
 	if gb != nil {
 		decode := float64(*nGen**parallel**reps) / res.TGTokS // seconds, about
-		fmt.Fprintf(stdout, "  grammar %s: masks and sampling %.1f%% of the decode time (%.1f µs per token), %d outputs completed\n",
-			*grammarFlag, 100*maskTime.Seconds()/decode, float64(maskTime.Microseconds())/float64(*nGen**parallel**reps), gb.completed)
+		tokens := float64(*nGen * *parallel * *reps)
+		fmt.Fprintf(stdout, "  grammar %s: masks %.1f%% of the decode time (%.1f µs per token), masked greedy sampling %.1f%% (%.1f µs per token), %d outputs completed\n",
+			*grammarFlag, 100*maskTime.Seconds()/decode, float64(maskTime.Microseconds())/tokens,
+			100*sampleTime.Seconds()/decode, float64(sampleTime.Microseconds())/tokens, gb.completed)
 	}
 	return nil
 }

@@ -36,6 +36,25 @@ func TestSampleMasked(t *testing.T) {
 			}
 		}
 	}
+	// The sparse path (few tokens allowed) picks what the chain picks over a row with
+	// the other tokens at -Inf.
+	filled := slices.Clone(logits)
+	for i := range filled {
+		if allow[i>>6]&(1<<(i&63)) == 0 {
+			filled[i] = float32(math.Inf(-1))
+		}
+	}
+	for _, p := range []Params{{}, {Temperature: 1}, {Temperature: 0.7, TopK: 2, TopP: 0.9, MinP: 0.1, RepeatPenalty: 1.3, FrequencyPenalty: 0.5}} {
+		for seed := range uint64(30) {
+			p.Seed = seed
+			a, b := New(p), New(p)
+			for range 3 {
+				if x, y := a.SampleMasked(logits, []int32{64, 3, 3}, allow), b.Sample(filled, []int32{64, 3, 3}); x != y {
+					t.Fatalf("%+v: sparse path %d, -Inf row %d", p, x, y)
+				}
+			}
+		}
+	}
 	inf := slices.Repeat([]float32{float32(math.Inf(-1))}, 300)
 	inf[7] = 5
 	if id := New(Params{Temperature: 1}).SampleMasked(inf, nil, allow); id != 3 {
