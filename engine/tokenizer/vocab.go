@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // ErrInvalid is wrapped by every error about vocabulary metadata that is missing,
@@ -79,6 +80,11 @@ type Tokenizer struct {
 	// when parsing special tokens, only user-defined ones otherwise.
 	specialAll, specialUser *trie
 	lstrip, rstrip          []bool // per token: swallow whitespace left/right of it
+	// For quoted prompts (quote.go): the control and unknown tokens of more than one
+	// character (quotable, and their texts backwards), and the special tokens a
+	// quoted prompt is parsed for (specialQuoted: the quotable and user-defined ones).
+	quotable, specialQuoted *trie
+	quotableRev             *revTrie
 
 	bos, eos, eot, unk int32
 	eog                map[int32]bool
@@ -219,17 +225,27 @@ func build(s spec) (*Tokenizer, error) {
 	for i := range t.pieces {
 		t.pieces[i] = t.piece(int32(i))
 	}
-	var all, user []int32
+	var all, user, quotable []int32
+	var quotableTexts []string
 	for i, ty := range t.types {
 		switch ty {
 		case TypeControl, TypeUnknown:
 			all = append(all, int32(i))
+			if utf8.RuneCountInString(t.texts[i]) > 1 {
+				quotable = append(quotable, int32(i))
+				quotableTexts = append(quotableTexts, t.texts[i])
+			}
 		case TypeUserDefined:
 			all = append(all, int32(i))
 			user = append(user, int32(i))
 		}
 	}
 	t.specialAll, t.specialUser = t.newTrie(all), t.newTrie(user)
+	t.quotable, t.quotableRev = t.newTrie(quotable), newRevTrie(quotableTexts)
+	t.specialQuoted = t.specialAll
+	if len(quotable)+len(user) < len(all) { // one-character control tokens
+		t.specialQuoted = t.newTrie(append(quotable, user...))
+	}
 	return t, nil
 }
 
