@@ -187,5 +187,3 @@ func index(s, sub []int32) int {
 	}
 	return -1
 }
-
-
