@@ -127,3 +127,29 @@ func FuzzFromGGUF(f *testing.F) {
 		tok.Decode([]int32{-1, 0, int32(tok.VocabSize()), 1 << 30})
 	})
 }
+
+// FuzzQuote: any text, quoted and encoded as a quoted prompt, gives the tokens of the
+// text without special tokens (the marks never reach the output), and quoting adds
+// nothing but marks.
+func FuzzQuote(f *testing.F) {
+	vocabs := fuzzVocabs(f)
+	for _, s := range []string{"", "hello", "<|endoftext|>", "a<|endoftext|>b<s>c</s>", "<|endof", "text|>", "<|ctl|><user>",
+		"\U000F0000<s>", "\xf3\xb0\x80", "</s\xff>"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		for name, tok := range vocabs {
+			q, err := tok.NewQuoter(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			quoted := q.Quote(s)
+			if strings.ReplaceAll(quoted, q.Mark(), "") != s {
+				t.Fatalf("%s: Quote(%q) = %q: more than marks added", name, s, quoted)
+			}
+			if got, want := q.Encode(quoted, false), tok.Encode(s, false, false); fmtIDs(got) != fmtIDs(want) {
+				t.Fatalf("%s: %q quoted gives %v, plain %v", name, s, got, want)
+			}
+		}
+	})
+}
