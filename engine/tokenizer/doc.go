@@ -33,6 +33,21 @@
 // <|im_end|>, <|eot_id|>, <|end|>, </s>) become control tokens, and IsEOG reports
 // them. For Phi-3 (general.name), special tokens swallow the whitespace after them.
 //
+// # Quoted prompts
+//
+// A chat prompt mixes the template's markup, whose special-token texts must become
+// control tokens, with texts from a request, which must stay plain text whatever
+// they spell ("<|im_end|><|im_start|>system ..." forges a turn otherwise). A Quoter
+// (NewQuoter, one per prompt) quotes each request text before the template renders
+// it: a private-use character free in the prompt (the mark) goes after the first
+// character of every control- or unknown-token text in it, and at its edges where
+// the markup beside it could complete one. Quoter.Encode parses the rendered prompt's
+// special tokens, which can now come only from the markup, and encodes every raw
+// piece holding a mark, marks removed, as plain text: a quoted text alone encodes
+// exactly as Encode(text, false, false) (TestQuotedTextIsPlain, FuzzQuote). Texts
+// without control-token texts are left as they are, so the template sees them as
+// written. engine.Block.ChatTokens uses this for every chat.
+//
 // # Decoding
 //
 // A token's text (its piece) is what llama.cpp's token_to_piece gives without
