@@ -31,7 +31,11 @@
 // always are, as in llama.cpp and Hugging Face tokenizers. Tokens that llama.cpp
 // recognises by their text (EOT, FIM and end-of-generation tokens such as
 // <|im_end|>, <|eot_id|>, <|end|>, </s>) become control tokens, and IsEOG reports
-// them. For Phi-3 (general.name), special tokens swallow the whitespace after them.
+// them; except that a token the vocabulary's types call normal stays normal (it
+// still ends generation): its text merely looks special, like Qwen2's "</s>", and
+// parsing special tokens leaves it alone. llama.cpp makes it a control token; the
+// model's own Hugging Face tokenizer does not. For Phi-3 (general.name), special
+// tokens swallow the whitespace after them.
 //
 // # Quoted prompts
 //
@@ -67,7 +71,9 @@
 // ../shared/testdata/tokenizer, decode llama2.c's greedy stories260K run, and compare
 // the ids of a few hundred generated texts (whitespace of every kind, scripts, emoji,
 // special-token texts), with and without special tokens, with llama.cpp's for all
-// eleven vocabularies (TestLlamaCppParity, through the peer in ../shared/peers).
+// eleven vocabularies (TestLlamaCppParity, through the peer in ../shared/peers;
+// texts holding Qwen2's "</s>" only without). TestLooksSpecialStaysNormal checks
+// that no token a vocabulary calls normal is parsed as special.
 // FuzzEncodeDecode checks round trips on vocabularies built in the test, and
 // FuzzFromGGUF that no metadata makes building or encoding panic.
 //
