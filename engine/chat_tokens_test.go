@@ -145,11 +145,13 @@ func TestChatTokensContentIsLiteral(t *testing.T) {
 	}
 }
 
-// TestChatTokensMarkup: with ordinary messages, the prompt is the rendered template
-// tokenized with special tokens parsed (and BOS once), as before quoting.
+// TestChatTokensMarkup: with ordinary messages (Qwen3's template strips the
+// reasoning of an earlier answer, which needs it to see <think> and </think>), the
+// prompt is the rendered template tokenized with special tokens parsed (and BOS
+// once), as before quoting.
 func TestChatTokensMarkup(t *testing.T) {
 	msgs := []Message{{Role: "system", Content: "You are terse."}, {Role: "user", Content: "Hello!"},
-		{Role: "assistant", Content: "Hi. <think> not here"}, {Role: "user", Content: "2+2? 日本語 🙂"}}
+		{Role: "assistant", Content: "<think>\nThey greet.\n</think>\n\nHi. <think> not here"}, {Role: "user", Content: "2+2? 日本語 🙂"}}
 	for _, c := range chatCases(t) {
 		t.Run(c.name, func(t *testing.T) {
 			cm := make([]chat.Message, len(msgs))
