@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -35,7 +36,7 @@ var (
 // chatCases: Llama 3 and Qwen3 (ChatML) from ../shared/testdata/hf-tokenizers with
 // the Llama 3 and Qwen2 vocabularies, and Phi-3's template from its vocabulary file.
 // They are built once per test binary (large vocabularies take a while).
-func chatCases(t *testing.T) []chatCase {
+func chatCases(t testing.TB) []chatCase {
 	shared := testenv.Shared(t)
 	chatCasesOnce.Do(func() { chatCasesMemo = loadChatCases(t, shared) })
 	if chatCasesMemo == nil {
@@ -44,7 +45,7 @@ func chatCases(t *testing.T) []chatCase {
 	return chatCasesMemo
 }
 
-func loadChatCases(t *testing.T, shared string) []chatCase {
+func loadChatCases(t testing.TB, shared string) []chatCase {
 	vocab := func(name string) (*tokenizer.Tokenizer, string) {
 		f, err := gguf.Open(filepath.Join(shared, "testdata", "tokenizer", "ggml-vocab-"+name+".gguf"))
 		if err != nil {
@@ -188,4 +189,30 @@ func index(s, sub []int32) int {
 		}
 	}
 	return -1
+}
+
+// BenchmarkChatTokens: a Qwen3 chat with a 4 KB message, quoted (ChatTokens) and,
+// for comparison, rendered and encoded with special tokens parsed (the unsafe way).
+func BenchmarkChatTokens(b *testing.B) {
+	cases := chatCases(b)
+	c := cases[1]
+	msg := strings.Repeat("Some text with <|im_end|> markup, 日本語 and numbers 12345. ", 64)
+	msgs := []Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: msg}}
+	b.Run("quoted", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := chatTokens(c.tok, c.tmpl, msgs); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("unquoted", func(b *testing.B) {
+		cm := []chat.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: msg}}
+		for b.Loop() {
+			text, err := c.tmpl.Render(cm, true)
+			if err != nil {
+				b.Fatal(err)
+			}
+			c.tok.Encode(text, false, true)
+		}
+	})
 }
