@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lmlite/lmlite/engine/gguf"
 	"github.com/lmlite/lmlite/internal/testenv"
 )
 
@@ -105,4 +106,40 @@ func count(ids []int32, id int32) int {
 		}
 	}
 	return n
+}
+
+// TestQuoteOneCharacterControl: a control token whose text is one character cannot
+// be broken by a mark, so a quoted prompt takes its text as plain text everywhere.
+func TestQuoteOneCharacterControl(t *testing.T) {
+	kvs := testSPMKVs()
+	for i, kv := range kvs {
+		switch kv.Key {
+		case "tokenizer.ggml.tokens":
+			s, _ := kv.Value.Strings()
+			kvs[i].Value = gguf.Strings(append(s, "§"))
+		case "tokenizer.ggml.token_type":
+			s, _ := kv.Value.Int32s()
+			kvs[i].Value = gguf.Int32s(append(s, 3))
+		case "tokenizer.ggml.scores":
+			s, _ := kv.Value.Float32s()
+			kvs[i].Value = gguf.Float32s(append(s, 0))
+		}
+	}
+	tok := fromKVs(t, kvs)
+	sect, ok := tok.ID("§")
+	if !ok || count(tok.Encode("a§b", false, true), sect) != 1 || count(tok.Encode("<|ctl|>", false, true), sect) != 0 {
+		t.Fatal("the test vocabulary does not parse § as a control token")
+	}
+	q, err := tok.NewQuoter("a§b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Plain text, § is spelled as SentencePiece spells it (here by the token with its
+	// text, as llama.cpp does); the markup's <|ctl|> is still parsed.
+	ctl, _ := tok.ID("<|ctl|>")
+	want := append(tok.Encode("a§b", false, false), ctl)
+	want = append(want, tok.Encode("§", false, false)...)
+	if got := q.Encode(q.Quote("a§b")+"<|ctl|>§", false); fmtIDs(got) != fmtIDs(want) {
+		t.Errorf("quoted prompt %v, want %v (§ as plain text)", got, want)
+	}
 }
