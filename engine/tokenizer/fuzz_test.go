@@ -96,8 +96,8 @@ func (t *Tokenizer) hasUserDefinedText(s string) bool {
 
 // FuzzFromGGUF feeds arbitrary bytes through gguf.Parse and FromGGUF: whatever
 // metadata a file carries, building a tokenizer fails with an error or gives one that
-// encodes and decodes without panicking. It is seeded with the vocabularies built in
-// the tests and damaged copies of them.
+// encodes (plain, parsing special tokens, and quoted) and decodes without panicking.
+// It is seeded with the vocabularies built in the tests and damaged copies of them.
 func FuzzFromGGUF(f *testing.F) {
 	for _, kvs := range [][]gguf.KV{testSPMKVs(), testBPEKVs()} {
 		b := ggufBytes(f, kvs)
@@ -122,6 +122,13 @@ func FuzzFromGGUF(f *testing.F) {
 					}
 				}
 				tok.Decode(ids)
+			}
+			if q, err := tok.NewQuoter(s); err == nil {
+				for _, id := range q.Encode("<s>"+q.Quote(s)+"</s>", true) {
+					if id < 0 || int(id) >= tok.VocabSize() {
+						t.Fatalf("quoted %q gave id %d of %d", s, id, tok.VocabSize())
+					}
+				}
 			}
 		}
 		tok.Decode([]int32{-1, 0, int32(tok.VocabSize()), 1 << 30})
