@@ -31,6 +31,65 @@ func (b *Block) RenderChatTools(modelID string, msgs []Message, tools []Tool) (s
 	if len(tools) == 0 {
 		return b.RenderChat(modelID, msgs)
 	}
+	cm := make([]chat.Message, len(msgs))
+	for i, m := range msgs {
+		cm[i] = chat.Message(m)
+	}
+	return renderTools(in.tmpl, cm, tools)
+}
+
+// ChatTokensTools is ChatTokens with tools (see RenderChatTools): every text of the
+// request — contents, roles, names, ids, the calls' arguments and the tools'
+// definitions (each JSON string in them) — is plain text, never a control token.
+func (b *Block) ChatTokensTools(modelID string, msgs []Message, tools []Tool) ([]int32, error) {
+	in, ok := b.models[modelID]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownModel, modelID)
+	}
+	if len(tools) == 0 {
+		return b.ChatTokens(modelID, msgs)
+	}
+	texts := []string{in.tmpl.Source()}
+	for _, m := range msgs {
+		texts = append(texts, m.Role, m.Content, m.ToolCallID, m.Name)
+		for _, c := range m.ToolCalls {
+			texts = append(texts, c.ID, c.Name, c.Arguments)
+		}
+	}
+	for _, t := range tools {
+		texts = append(texts, t.Name, t.Description, string(t.Parameters))
+	}
+	q, err := in.tok.NewQuoter(texts...)
+	if err != nil {
+		return nil, err
+	}
+	cm := make([]chat.Message, len(msgs))
+	for i, m := range msgs {
+		cm[i] = chat.Message{Role: q.Quote(m.Role), Content: q.Quote(m.Content), ToolCallID: q.Quote(m.ToolCallID), Name: q.Quote(m.Name)}
+		for _, c := range m.ToolCalls {
+			cm[i].ToolCalls = append(cm[i].ToolCalls, chat.ToolCall{ID: q.Quote(c.ID), Name: q.Quote(c.Name), Arguments: quoteJSON(q.Quote, c.Arguments)})
+		}
+	}
+	qt := make([]Tool, len(tools))
+	for i, t := range tools {
+		qt[i] = Tool{Name: q.Quote(t.Name), Description: q.Quote(t.Description)}
+		if len(t.Parameters) > 0 {
+			qt[i].Parameters = json.RawMessage(quoteJSON(q.Quote, string(t.Parameters)))
+		}
+	}
+	text, err := renderTools(in.tmpl, cm, qt)
+	if err != nil {
+		return nil, err
+	}
+	ids := q.Encode(text, false)
+	if bos := in.tok.BOS(); in.tok.AddBOS() && bos >= 0 && (len(ids) == 0 || ids[0] != bos) {
+		ids = append([]int32{bos}, ids...)
+	}
+	return ids, nil
+}
+
+// renderTools renders msgs and tools with tmpl (its tools support or the fallback).
+func renderTools(tmpl *chat.Template, cm []chat.Message, tools []Tool) (string, error) {
 	defs := make([]any, len(tools))
 	for i, t := range tools {
 		fn := []*pair{{"name", t.Name}}
@@ -46,14 +105,45 @@ func (b *Block) RenderChatTools(modelID string, msgs []Message, tools []Tool) (s
 		}
 		defs[i] = dict(&pair{"type", "function"}, &pair{"function", dict(fn...)})
 	}
-	cm := make([]chat.Message, len(msgs))
-	for i, m := range msgs {
-		cm[i] = chat.Message(m)
+	if templateHasTools(tmpl.Source()) {
+		return tmpl.RenderVars(cm, true, map[string]any{"tools": defs})
 	}
-	if templateHasTools(in.tmpl.Source()) {
-		return in.tmpl.RenderVars(cm, true, map[string]any{"tools": defs})
+	return tmpl.Render(hermesFallback(cm, tools), true)
+}
+
+// quoteJSON applies quote to every string (keys and values) of JSON text, keeping
+// the rest as it is; text that is not JSON is quoted whole.
+func quoteJSON(quote func(string) string, text string) string {
+	if !json.Valid([]byte(text)) {
+		return quote(text)
 	}
-	return in.tmpl.Render(hermesFallback(cm, tools), true)
+	var sb strings.Builder
+	for i := 0; i < len(text); {
+		if text[i] != '"' {
+			sb.WriteByte(text[i])
+			i++
+			continue
+		}
+		j := i + 1
+		for ; text[j] != '"'; j++ {
+			if text[j] == '\\' {
+				j++
+			}
+		}
+		lit := text[i : j+1]
+		var s string
+		json.Unmarshal([]byte(lit), &s)
+		if qs := quote(s); qs != s {
+			var buf strings.Builder
+			enc := json.NewEncoder(&buf)
+			enc.SetEscapeHTML(false)
+			enc.Encode(qs)
+			lit = strings.TrimSuffix(buf.String(), "\n")
+		}
+		sb.WriteString(lit)
+		i = j + 1
+	}
+	return sb.String()
 }
 
 // templateHasTools reports whether a chat template reads the tools variable.
