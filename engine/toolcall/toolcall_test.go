@@ -123,10 +123,10 @@ func TestDetect(t *testing.T) {
 	}
 }
 
-// FuzzParser: any text, cut anywhere, never panics; streamed in pieces it gives the
+// FuzzToolCalls: any text, cut anywhere, never panics; streamed in pieces it gives the
 // same result as parsed whole; a call's name precedes its arguments; and calls
 // written by encoding/json from fuzzed names and arguments come back as written.
-func FuzzParser(f *testing.F) {
+func FuzzToolCalls(f *testing.F) {
 	f.Add("<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": 1}}</tool_call>", "f", "x\"}", uint8(3), uint8(0))
 	f.Add("[TOOL_CALLS]f[ARGS]{}", "g", "{", uint8(1), uint8(2))
 	f.Add("{\"name\": \"f\"}; {", "h", "]]", uint8(5), uint8(1))
