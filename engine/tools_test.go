@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/lmlite/lmlite/engine/chat"
 	"github.com/lmlite/lmlite/engine/genmodel"
 	"github.com/lmlite/lmlite/engine/toolcall"
 	"github.com/lmlite/lmlite/internal/testenv"
@@ -205,4 +206,31 @@ func decodeAll(tok interface {
 		}
 	}
 	return sb.String()
+}
+
+// TestHermesFallback: a template without tools support gets the tools in the system
+// message (after the caller's), earlier calls as <tool_call> text and results as
+// <tool_response> user turns.
+func TestHermesFallback(t *testing.T) {
+	out := hermesFallback([]chat.Message{
+		{Role: "system", Content: "Be brief."},
+		{Role: "user", Content: "Weather?"},
+		{Role: "assistant", Content: "", ToolCalls: []chat.ToolCall{{ID: "c1", Name: "get_weather", Arguments: `{"city":"Oslo"}`}, {Name: "now", Arguments: "not json"}}},
+		{Role: "tool", ToolCallID: "c1", Content: `{"t":3}`},
+	}, weatherTools)
+	if len(out) != 4 || out[0].Role != "system" || !strings.HasPrefix(out[0].Content, "Be brief.\n\n# Tools") {
+		t.Fatalf("system message: %+v", out)
+	}
+	want := "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Oslo\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"now\", \"arguments\": \"not json\"}\n</tool_call>"
+	if out[2].Role != "assistant" || out[2].Content != want {
+		t.Errorf("calls as text: %q", out[2].Content)
+	}
+	if out[3].Role != "user" || out[3].Content != "<tool_response>\n{\"t\":3}\n</tool_response>" {
+		t.Errorf("result: %+v", out[3])
+	}
+	// The calls parse back.
+	_, calls, err := toolcall.Parse(toolcall.Hermes, out[2].Content)
+	if err != nil || len(calls) != 2 || calls[0].Arguments != `{"city":"Oslo"}` {
+		t.Errorf("parsed %+v, %v", calls, err)
+	}
 }

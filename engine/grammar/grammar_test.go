@@ -402,3 +402,23 @@ func TestCompileOnceKeys(t *testing.T) {
 		t.Errorf("json_object and json value share a key")
 	}
 }
+
+// BenchmarkMask: a step of a constrained sequence whose states are cached (the
+// steady state): Mask and Accept of a number's digits and separators in an array.
+func BenchmarkMask(b *testing.B) {
+	v, _ := testVocab()
+	g := mustCompile(b, `{"type":"object","properties":{"a":{"type":"array","items":{"type":"integer"}}},"required":["a"]}`)
+	m := v.NewMatcher(g)
+	for _, c := range []byte(`{"a":[1,`) {
+		m.Feed(c)
+	}
+	one, _ := v.ID("12")
+	comma := v.byteToken(',')
+	b.ReportAllocs()
+	for b.Loop() {
+		m.Mask()
+		m.Accept(one)
+		m.Mask()
+		m.Accept(comma)
+	}
+}
