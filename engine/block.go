@@ -69,6 +69,8 @@ type Block struct {
 	janitor  sync.WaitGroup
 	kick     chan struct{} // cap 1: the janitor should decide again (a model is wanted, a load ended)
 	reqs     chan passReq  // passes asked for by GC, Close and tests
+
+	schemas schemaCache // compiled JSON schemas (constrain.go)
 }
 
 // now is the lifecycle's time.
@@ -88,6 +90,9 @@ type instance struct {
 	kvSize   int64 // KV pool bytes per replica
 	fileSize int64
 	stats    runnerStats
+	vocab    vocabInfo     // the vocabulary as bytes, built on first use (constrain.go)
+	pool     model.Pooling // how Embed pools, PoolNone when the model does not embed (embed.go)
+	dim      int           // the embedding's length
 
 	mu       sync.Mutex // guards everything below
 	state    ModelState
@@ -222,7 +227,8 @@ func newInstance(b *Block, mc ModelConfig, log *slog.Logger) (*instance, error) 
 	}
 	rc := runnerConfig{kv: kc, noCache: mc.DisablePrefixCache, sched: sched.Config{MaxModelLen: mc.MaxModelLen, MaxConcurrency: mc.MaxModelConcurrency,
 		BatchTimeout: mc.BatchExecuteTimeout, MaxQueue: 1 << 30}} // the model's MaxQueue, checked by Generate, is the only queue limit
-	return &instance{b: b, cfg: mc, log: log.With("model", mc.ID), tok: tok, tmpl: tmpl, rc: rc, kvSize: kc.Bytes(), fileSize: f.Size(), state: StateUnloaded}, nil
+	return &instance{b: b, cfg: mc, log: log.With("model", mc.ID), tok: tok, tmpl: tmpl, rc: rc, kvSize: kc.Bytes(), fileSize: f.Size(), state: StateUnloaded,
+		pool: poolingOf(f, mc), dim: cfg.Dim}, nil
 }
 
 func tokenText(t *tokenizer.Tokenizer, id int32) string {
@@ -260,7 +266,7 @@ func (b *Block) Models() []ModelStatus {
 		st := ModelStatus{ID: id, State: in.state, Replicas: in.cfg.Replicas, MaxModelLen: in.cfg.MaxModelLen,
 			Queued: in.active, MaxQueue: in.cfg.MaxQueue,
 			Steps: in.stats.steps.Load(), StepSeqs: in.stats.stepSeqs.Load(), StepTokens: in.stats.stepTokens.Load(),
-			Loads: in.loads, Unloads: in.unloads, ColdStart: in.loadTime}
+			Loads: in.loads, Unloads: in.unloads, ColdStart: in.loadTime, Embeddings: in.pool != model.PoolNone}
 		if in.file != nil {
 			st.MemoryBytes = in.file.Size() + int64(len(in.replicas))*in.kvSize
 		}
@@ -353,7 +359,7 @@ func (b *Block) RenderChat(modelID string, msgs []Message) (string, error) {
 	}
 	cm := make([]chat.Message, len(msgs))
 	for i, m := range msgs {
-		cm[i] = chat.Message{Role: m.Role, Content: m.Content}
+		cm[i] = chat.Message(m)
 	}
 	return in.tmpl.Render(cm, true)
 }

@@ -18,36 +18,48 @@ import (
 // prompt, longer than MaxModelLen) and requests beyond the queue limit fail at once;
 // the others stream their tokens and end with a Usage.
 func (b *Block) Generate(ctx context.Context, modelID string, req Request) (*Stream, error) {
+	out := NewStream()
+	if err := b.generate(ctx, modelID, req, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// generate is Generate into a Stream the caller made.
+func (b *Block) generate(ctx context.Context, modelID string, req Request, out *Stream) error {
 	in, ok := b.models[modelID]
 	if !ok {
-		return nil, fmt.Errorf("%w: %q", ErrUnknownModel, modelID)
+		return fmt.Errorf("%w: %q", ErrUnknownModel, modelID)
 	}
 	limit := in.cfg.MaxModelLen
 	if len(req.Prompt) == 0 {
-		return nil, fmt.Errorf("engine: empty prompt (give at least BOS)")
+		return fmt.Errorf("engine: empty prompt (give at least BOS)")
 	}
 	for _, id := range req.Prompt {
 		if id < 0 || int(id) >= in.tok.VocabSize() {
-			return nil, fmt.Errorf("engine: prompt token %d is outside the vocabulary of %d", id, in.tok.VocabSize())
+			return fmt.Errorf("engine: prompt token %d is outside the vocabulary of %d", id, in.tok.VocabSize())
 		}
 	}
 	if req.MaxTokens < 0 {
-		return nil, fmt.Errorf("engine: max tokens %d is negative", req.MaxTokens)
+		return fmt.Errorf("engine: max tokens %d is negative", req.MaxTokens)
+	}
+	if err := checkFeatures(&req); err != nil {
+		return err
 	}
 	if len(req.Prompt) >= limit || len(req.Prompt)+req.MaxTokens > limit {
-		return nil, fmt.Errorf("%w: %d prompt tokens + %d max tokens > max_model_len %d of model %s",
+		return fmt.Errorf("%w: %d prompt tokens + %d max tokens > max_model_len %d of model %s",
 			ErrTooLong, len(req.Prompt), req.MaxTokens, limit, modelID)
 	}
 	b.mu.Lock()
 	if b.closed.Load() {
 		b.mu.Unlock()
-		return nil, ErrClosed
+		return ErrClosed
 	}
 	in.mu.Lock()
 	if in.active >= in.cfg.MaxQueue {
 		in.mu.Unlock()
 		b.mu.Unlock()
-		return nil, fmt.Errorf("%w: model %s has %d requests in flight (max_queue %d)", ErrQueueFull, modelID, in.active, in.cfg.MaxQueue)
+		return fmt.Errorf("%w: model %s has %d requests in flight (max_queue %d)", ErrQueueFull, modelID, in.active, in.cfg.MaxQueue)
 	}
 	in.active++
 	ready := in.state == StateReady // and stays so: a model with requests in flight is not unloaded
@@ -55,7 +67,6 @@ func (b *Block) Generate(ctx context.Context, modelID string, req Request) (*Str
 	b.inflight.Add(1)
 	b.mu.Unlock()
 
-	out := NewStream()
 	j := in.newJob(ctx, req, out)
 	j.finish = func(u Usage, err error) {
 		if err == nil && u.FinishReason == "" {
@@ -70,7 +81,7 @@ func (b *Block) Generate(ctx context.Context, modelID string, req Request) (*Str
 	}
 	if ready {
 		in.pick(req).submit(j)
-		return out, nil
+		return nil
 	}
 	// A cold start: this goroutine waits for the load and hands the request over;
 	// the tokens still go from the runner to out directly.
@@ -85,7 +96,7 @@ func (b *Block) Generate(ctx context.Context, modelID string, req Request) (*Str
 		}
 		in.pick(req).submit(j)
 	}()
-	return out, nil
+	return nil
 }
 
 // await waits until the model is ready (asking the janitor to load it if it is
@@ -146,6 +157,13 @@ func (in *instance) newJob(ctx context.Context, req Request, out *Stream) *job {
 			RepeatLastN: s.RepeatLastN, Seed: s.Seed}),
 		dec:  in.tok.NewDecoder(),
 		stop: sample.NewStopMatcher(req.Stop)}
+	if req.Grammar != nil || req.Logprobs || req.TopLogprobs > 0 || s.IgnoreEOS {
+		j.vocab = in.vocab.get(in.tok)
+		if req.Grammar != nil {
+			j.gm = j.vocab.vocab.NewMatcher(req.Grammar)
+		}
+		j.top = make([]sample.Logprob, req.TopLogprobs)
+	}
 	j.dec.Prime(req.Prompt)
 	return j
 }

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/lmlite/lmlite/engine/grammar"
 	"github.com/lmlite/lmlite/engine/model"
 	"github.com/lmlite/lmlite/engine/sample"
 	"github.com/lmlite/lmlite/engine/sched"
@@ -84,6 +86,17 @@ type job struct {
 	first   time.Time
 	last    time.Time
 	joined  bool
+
+	// Features (constrain.go); vocab is set when any is asked for.
+	vocab *vocabInfo
+	gm    *grammar.Matcher // the output's grammar, if any
+	top   []sample.Logprob // the step's top logprobs (len: Request.TopLogprobs)
+	lp    Token            // the logprob fields of the token being accepted
+
+	// An embedding job (embed.go): its prompt's hidden states pooled, no output.
+	pool  model.Pooling
+	embed []float64 // the pooling's accumulator (Dim values)
+	vec   []float32 // the result, set before the job ends
 }
 
 // signal wakes the receiver of c, a channel of capacity 1, without blocking.
@@ -248,8 +261,8 @@ func (r *runner) reap() {
 // joining request's work starts after its cached prefix.
 func (r *runner) cached(id sched.ID) int {
 	j := r.live[id]
-	if r.noCache || j == nil {
-		return 0
+	if r.noCache || j == nil || j.pool != model.PoolNone {
+		return 0 // an embedding needs every position's hidden state
 	}
 	return r.pool.Peek(j.req.CacheSalt, j.tokens[:len(j.tokens)-1])
 }
@@ -270,7 +283,9 @@ func (r *runner) prepare(now time.Time, step sched.Step) []sched.Work {
 		j.kv = r.pool.NewSeq(j.req.CacheSalt)
 		k := slices.IndexFunc(work, func(w sched.Work) bool { return w.ID == id })
 		cached := 0
-		if w := work[k]; !r.noCache {
+		if w := work[k]; j.pool != model.PoolNone {
+			clear(j.embed) // (re)computed from the first token: cached blocks hold no hidden states (cached said 0)
+		} else if !r.noCache {
 			cached = j.kv.PrefixLimit(j.tokens[:len(j.tokens)-1], w.Start) // the blocks Plan counted on
 			if cached < w.Start {
 				// A warm block's replay for an earlier join of this step evicted one of
@@ -303,10 +318,11 @@ func (r *runner) run(work []sched.Work) {
 			continue
 		}
 		logits := 0
-		if w.Sample {
+		if w.Sample && j.pool == model.PoolNone {
 			logits = 1
 		}
-		items = append(items, model.Item{KV: j.kv, Start: w.Start, Tokens: j.tokens[w.Start : w.Start+w.N], Logits: logits})
+		items = append(items, model.Item{KV: j.kv, Start: w.Start, Tokens: j.tokens[w.Start : w.Start+w.N], Logits: logits,
+			Pool: j.pool, Embed: j.embed})
 		ran = append(ran, w)
 		n += w.N
 	}
@@ -330,7 +346,20 @@ func (r *runner) run(work []sched.Work) {
 		if !w.Sample {
 			continue
 		}
-		id := j.smp.Sample(out[k], j.tokens)
+		if j.pool != model.PoolNone {
+			j.vec = pooled(j.embed, j.pool, len(j.req.Prompt))
+			if !w.Last {
+				r.st.Remove(w.ID)
+			}
+			r.end(w.ID, j, FinishStop, nil)
+			continue
+		}
+		id, err := j.pick(out[k])
+		if err != nil {
+			r.st.Remove(w.ID)
+			r.end(w.ID, j, "", fmt.Errorf("engine: model %s: %w", r.id, err))
+			continue
+		}
 		r.stats.decode(j.req.Tenant)
 		if reason, over := j.accept(r.tok, id, out[k][id]); over {
 			if !w.Last {
@@ -363,17 +392,70 @@ func (j *job) accept(tok *tokenizer.Tokenizer, id int32, logit float32) (string,
 	j.tokens = append(j.tokens, id)
 	j.u.CompletionTokens++
 	j.text = append(j.text, j.dec.Next(id)...)
-	full := j.u.CompletionTokens >= j.max
+	complete := j.gm != nil && j.gm.Done() // the grammar's output is whole: nothing may follow
+	full := j.u.CompletionTokens >= j.max || complete
 	if full {
 		j.text = append(j.text, j.dec.Flush()...)
 	}
-	if j.send(id, logit, full) {
+	if j.send(id, logit, full) || complete {
 		return FinishStop, true
 	}
 	if full {
 		return FinishLength, true
 	}
 	return "", false
+}
+
+// pick chooses the next token from the logits row of the job's last position: it
+// records the logprobs asked for (from the raw row), removes the end-of-generation
+// tokens under ignore_eos, masks the row with the grammar, samples, and advances the
+// grammar. The row is the step's own memory, changed in place.
+func (j *job) pick(row []float32) (int32, error) {
+	j.lp = Token{}
+	if j.vocab == nil {
+		return j.smp.Sample(row, j.tokens), nil
+	}
+	wantLP := j.req.Logprobs || j.req.TopLogprobs > 0
+	lse := 0.0
+	if wantLP {
+		lse = sample.LogSumExp(row)
+		sample.TopLogprobs(row, lse, j.top)
+	}
+	if j.req.Sampling.IgnoreEOS {
+		for _, id := range j.vocab.eog {
+			row[id] = float32(math.Inf(-1))
+		}
+	}
+	var allow []uint64
+	if j.gm != nil {
+		bits, n := j.gm.Mask()
+		if n == 0 {
+			return -1, fmt.Errorf("%w: no token of the vocabulary continues the output", ErrGrammar)
+		}
+		allow = bits
+	}
+	id := j.smp.SampleMasked(row, j.tokens, allow)
+	if id < 0 {
+		return -1, fmt.Errorf("%w: no token of the vocabulary continues the output", ErrGrammar)
+	}
+	if j.gm != nil && !j.gm.Accept(id) {
+		return -1, fmt.Errorf("%w: token %d refused after its mask allowed it", ErrGrammar, id)
+	}
+	if wantLP {
+		// row[id] is still the model's logit: ignore_eos changed only tokens it then
+		// never picks.
+		j.lp.Piece = j.vocab.pieces[id]
+		j.lp.Logprob = float32(float64(row[id]) - lse)
+		if len(j.top) > 0 {
+			j.lp.TopLogprobs = make([]TopLogprob, 0, len(j.top))
+			for _, t := range j.top {
+				if t.ID >= 0 {
+					j.lp.TopLogprobs = append(j.lp.TopLogprobs, TopLogprob{ID: t.ID, Piece: j.vocab.pieces[t.ID], Logprob: t.Logprob})
+				}
+			}
+		}
+	}
+	return id, nil
 }
 
 // send delivers the text that no stop string can still claim; it reports whether a
@@ -383,7 +465,11 @@ func (j *job) send(id int32, logit float32, final bool) bool {
 	if final && !stopped {
 		safe = len(j.text)
 	}
-	j.out.Send(Token{ID: id, Text: string(j.text[j.emitted:safe]), Logit: logit})
+	t := Token{ID: id, Text: string(j.text[j.emitted:safe]), Logit: logit}
+	if id >= 0 && (j.req.Logprobs || j.req.TopLogprobs > 0) {
+		t.Piece, t.Logprob, t.TopLogprobs = j.lp.Piece, j.lp.Logprob, j.lp.TopLogprobs
+	}
+	j.out.Send(t)
 	j.emitted = safe
 	return stopped
 }

@@ -27,7 +27,8 @@ type Stream struct {
 	wake chan struct{} // cap 1: something arrived since the last Take
 	fin  chan struct{} // closed by Finish
 
-	rest []Token // the consumer's: taken by Tokens and not yet yielded
+	rest  []Token // the consumer's: taken by Tokens and not yet yielded
+	first func()  // the producer's: called at the first Send or Finish (GenerateN's other choices start then)
 }
 
 // NewStream returns an empty Stream, for implementations of the Block API: the
@@ -40,6 +41,7 @@ func NewStream() *Stream {
 
 // Send appends a token. It never blocks.
 func (s *Stream) Send(t Token) {
+	s.started()
 	s.mu.Lock()
 	s.toks = append(s.toks, t)
 	s.mu.Unlock()
@@ -48,11 +50,19 @@ func (s *Stream) Send(t Token) {
 
 // Finish ends the stream with the request's usage and error.
 func (s *Stream) Finish(u Usage, err error) {
+	s.started()
 	s.mu.Lock()
 	s.done, s.u, s.err = true, u, err
 	s.mu.Unlock()
 	signal(s.wake)
 	close(s.fin)
+}
+
+func (s *Stream) started() {
+	if f := s.first; f != nil {
+		s.first = nil
+		f()
+	}
 }
 
 // Ready receives when tokens or the end have arrived since the last Take.
