@@ -501,7 +501,7 @@ func (d *download) fetch(ctx context.Context) (done bool, err error) {
 	default:
 		return false, d.statusErr(resp)
 	}
-	if err := d.copy(body); err != nil {
+	if err := d.copy(ctx, body); err != nil {
 		return false, err
 	}
 	return d.size < 0 || d.off == d.size, nil
@@ -523,10 +523,13 @@ func (d *download) learnSize(n int64, from string) error {
 }
 
 // copy appends the body to the partial file, hashing as it goes, and never past the
-// announced size.
-func (d *download) copy(body io.Reader) error {
+// announced size. It stops as soon as ctx ends.
+func (d *download) copy(ctx context.Context, body io.Reader) error {
 	buf := make([]byte, 256<<10)
 	for {
+		if err := ctx.Err(); err != nil { // the transport may still hold buffered bytes
+			return &keepPartial{err}
+		}
 		n, rerr := body.Read(buf)
 		if n > 0 {
 			if d.size >= 0 && d.off+int64(n) > d.size {
