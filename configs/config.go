@@ -25,6 +25,7 @@ import (
 
 	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/policies"
+	"github.com/lmlite/lmlite/pull"
 	"github.com/lmlite/lmlite/tiers"
 )
 
@@ -72,7 +73,11 @@ type Ledger struct {
 type Model struct {
 	ID       string    `yaml:"id"`       // the name clients use in "model"
 	Path     string    `yaml:"path"`     // GGUF file for the embedded engine
+	Pull     string    `yaml:"pull"`     // or a reference `lmlite pull` takes (hf://ORG/REPO/FILE.gguf, https://…, a catalogue name), resolved at start from the cache in data_dir/pull
 	Upstream *Upstream `yaml:"upstream"` // or an upstream server
+
+	// PulledPath is the cached file of Pull, set by the server at start (not in the file).
+	PulledPath string `yaml:"-"`
 
 	MaxModelLen    int           `yaml:"max_model_len"`    // prompt + output tokens; 0: the model's own (embedded) or unchecked (upstream)
 	MaxConcurrency int           `yaml:"max_concurrency"`  // sequences in one batch; 0: 8
@@ -232,8 +237,8 @@ func (c *Config) Validate() error {
 			return bad(f+".id", "%q must be non-empty, without spaces, and not \"auto\" or \"tier:…\"", m.ID)
 		case ids[m.ID]:
 			return bad(f+".id", "model %q declared twice", m.ID)
-		case (m.Path == "") == (m.Upstream == nil):
-			return bad(f, "model %q needs exactly one of path (embedded) or upstream", m.ID)
+		case btoi(m.Path != "")+btoi(m.Pull != "")+btoi(m.Upstream != nil) != 1:
+			return bad(f, "model %q needs exactly one of path or pull (embedded) or upstream", m.ID)
 		case m.MaxModelLen < 0:
 			return bad(f+".max_model_len", "must be ≥ 0")
 		case m.MaxConcurrency < 1:
@@ -246,6 +251,11 @@ func (c *Config) Validate() error {
 			return bad(f+".max_queue", "must be ≥ 1")
 		case !(m.PromptUSDPer1K >= 0) || !(m.CompletionUSDPer1K >= 0):
 			return bad(f, "prices must be ≥ 0")
+		}
+		if m.Pull != "" {
+			if _, err := pull.Resolve(m.Pull, "", nil); err != nil {
+				return bad(f+".pull", "%v", err)
+			}
 		}
 		if _, err := ParseBytes(m.KVCache); err != nil {
 			return bad(f+".kv_cache", "%v", err)
@@ -331,11 +341,19 @@ func (m *Model) Price() tiers.Price {
 	return tiers.Price{PromptPer1K: tiers.USD(m.PromptUSDPer1K), CompletionPer1K: tiers.USD(m.CompletionUSDPer1K)}
 }
 
-// EngineConfig returns the engine's configuration of an embedded model.
+// Embedded says whether the model runs in the embedded engine (path or pull).
+func (m *Model) Embedded() bool { return m.Upstream == nil }
+
+// EngineConfig returns the engine's configuration of an embedded model: its path, or
+// the pulled file once the server has resolved Pull.
 func (m *Model) EngineConfig() engine.ModelConfig {
+	path := m.Path
+	if path == "" {
+		path = m.PulledPath
+	}
 	return engine.ModelConfig{
 		ID:                  m.ID,
-		Path:                m.Path,
+		Path:                path,
 		MaxModelLen:         m.MaxModelLen,
 		MaxModelConcurrency: m.MaxConcurrency,
 		BatchExecuteTimeout: time.Duration(m.BatchTimeoutMS) * time.Millisecond,
@@ -347,6 +365,13 @@ func (m *Model) EngineConfig() engine.ModelConfig {
 		KVWarmFile:          m.KVWarmFile,
 		DisablePrefixCache:  m.DisablePrefixCache,
 	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // mustBytes is ParseBytes of a size that validation has checked.

@@ -13,6 +13,35 @@ import (
 	"github.com/lmlite/lmlite/tiers"
 )
 
+func TestPullModels(t *testing.T) {
+	base := "plans: {p: {}}\ntenants: [{id: t, plan: p}]\nmodels:\n"
+	for _, tc := range []struct {
+		model string
+		ok    bool
+	}{
+		{"  - {id: a, pull: hf://org/repo/m.gguf}", true},
+		{"  - {id: a, pull: qwen3-0.6b-q8_0}", true}, // the built-in catalogue
+		{"  - {id: a, pull: https://example.test/m.gguf}", true},
+		{"  - {id: a, pull: hf://org/repo}", false},
+		{"  - {id: a, pull: no-such-catalogue-name}", false},
+		{"  - {id: a, pull: hf://org/repo/m.gguf, path: /m.gguf}", false},
+		{"  - {id: a, pull: hf://org/repo/m.gguf, upstream: {base_url: 'http://x/v1'}}", false},
+	} {
+		c, err := Parse([]byte(base + tc.model))
+		if err == nil {
+			err = c.Validate()
+		}
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: %v", tc.model, err)
+		}
+	}
+	c, _ := Parse([]byte(base + "  - {id: a, pull: hf://org/repo/m.gguf}"))
+	c.Models[0].PulledPath = "/cache/blobs/sha256-x.gguf"
+	if got := c.Models[0].EngineConfig().Path; got != "/cache/blobs/sha256-x.gguf" {
+		t.Errorf("engine path of a pulled model: %q", got)
+	}
+}
+
 func TestExampleIsValid(t *testing.T) {
 	c, err := Parse(Example)
 	if err != nil {
@@ -21,7 +50,7 @@ func TestExampleIsValid(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if len(c.Models) != 2 || c.Models[1].Upstream == nil || c.Models[1].Upstream.Timeout != 10*time.Minute {
+	if len(c.Models) != 3 || c.Models[2].Upstream == nil || c.Models[2].Upstream.Timeout != 10*time.Minute || c.Models[1].Pull == "" {
 		t.Errorf("models: %+v", c.Models)
 	}
 	if c.Models[0].EngineConfig().BatchExecuteTimeout != 5*time.Millisecond {

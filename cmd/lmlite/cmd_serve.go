@@ -87,6 +87,12 @@ func runServe(args []string) error {
 		return err
 	}
 	memBudget, _ := configs.ParseBytes(cfg.MemoryBudget)
+	pctx, pstop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err = resolvePulls(pctx, cfg, os.Stderr)
+	pstop()
+	if err != nil {
+		return err
+	}
 
 	var embedded []engine.ModelConfig
 	for i := range cfg.Models {
