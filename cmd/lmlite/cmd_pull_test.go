@@ -116,7 +116,6 @@ tenants: [{id: demo, plan: p}]
 	}
 }
 
-
 func TestPullProgressRendering(t *testing.T) {
 	p := pull.Progress{Ref: "hf://org/repo/m.gguf", Done: 512 << 20, Total: 1 << 30, Resumed: 100 << 20, Rate: 8 << 20, ETA: 64 * time.Second}
 	bar := progressBar(p, 10)
