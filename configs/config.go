@@ -51,14 +51,20 @@ type Config struct {
 	MaxInFlight     int           `yaml:"max_in_flight"`    // requests in flight before 503; 1024
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"` // how long SIGTERM waits for in-flight requests; 30s
 	AdminKeyEnv     string        `yaml:"admin_key_env"`    // env var holding the admin key; "LMLITE_ADMIN_KEY"
-	DemoTenant      string        `yaml:"demo_tenant"`      // tenant whose key is made on first run and printed; "": none
+	DemoTenant      string        `yaml:"demo_tenant"`      // tenant whose key is made on first run and printed; "": none (see Plans)
 	Ledger          Ledger        `yaml:"ledger"`
 
-	Models  []Model                  `yaml:"models"`
-	Tiers   Tiers                    `yaml:"tiers"`
+	Models []Model `yaml:"models"`
+	Tiers  Tiers   `yaml:"tiers"` // none: clients name models by id ("auto" and "tier:…" are refused)
+	// A file with neither plans nor tenants gets the plan "default" (no limits) and the
+	// tenant "default" on it, which is also the demo tenant (its key is made on the first
+	// run and printed) unless demo_tenant says otherwise.
 	Plans   map[string]policies.Plan `yaml:"plans"`
 	Tenants []policies.Tenant        `yaml:"tenants"`
 }
+
+// DefaultTenant is the tenant (and plan) of a configuration that declares none.
+const DefaultTenant = "default"
 
 // Ledger configures the usage ledger.
 type Ledger struct {
@@ -91,6 +97,8 @@ type Model struct {
 	KVWarm             string `yaml:"kv_warm"`              // warm tier per replica for blocks evicted from hot ("2GiB"); "": none
 	KVWarmFile         string `yaml:"kv_warm_file"`         // keep the warm tier in this file instead of host memory
 	DisablePrefixCache bool   `yaml:"disable_prefix_cache"` // never reuse a cached prompt prefix
+
+	OwnedBy string `yaml:"owned_by"` // the owned_by of /v1/models; "": "lmlite"
 
 	PromptUSDPer1K     float64 `yaml:"prompt_usd_per_1k"`     // price of 1000 prompt tokens
 	CompletionUSDPer1K float64 `yaml:"completion_usd_per_1k"` // price of 1000 completion tokens
@@ -179,6 +187,13 @@ func (c *Config) defaults() {
 	}
 	if c.Ledger.Sync == "" {
 		c.Ledger.Sync = "fsync"
+	}
+	if len(c.Plans) == 0 && len(c.Tenants) == 0 {
+		c.Plans = map[string]policies.Plan{DefaultTenant: {}}
+		c.Tenants = []policies.Tenant{{ID: DefaultTenant, Plan: DefaultTenant}}
+		if c.DemoTenant == "" {
+			c.DemoTenant = DefaultTenant
+		}
 	}
 	for i := range c.Models {
 		m := &c.Models[i]
@@ -306,6 +321,28 @@ func (c *Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+// HasTiers says whether any tier has a model, i.e. whether "auto" and "tier:…" mean
+// anything.
+func (c *Config) HasTiers() bool {
+	for _, l := range c.Tiers.list() {
+		if len(l) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// TierNames lists the tiers that have models ("fast", …).
+func (c *Config) TierNames() []string {
+	var out []string
+	for ti, l := range c.Tiers.list() {
+		if len(l) > 0 {
+			out = append(out, tiers.Tier(ti).String())
+		}
+	}
+	return out
 }
 
 func (t *Tiers) list() [tiers.NumTiers][]TierModel {

@@ -13,6 +13,23 @@ import (
 	"github.com/lmlite/lmlite/tiers"
 )
 
+func TestDefaultPlanAndTenant(t *testing.T) {
+	c, err := Parse([]byte("models: [{id: m, path: a.gguf}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("a config of models only: %v", err)
+	}
+	if len(c.Tenants) != 1 || c.Tenants[0].ID != DefaultTenant || c.DemoTenant != DefaultTenant || c.HasTiers() {
+		t.Errorf("defaults: tenants %+v, demo tenant %q, tiers %v", c.Tenants, c.DemoTenant, c.TierNames())
+	}
+	// Plans without tenants stay an error: the file meant to declare them.
+	if c, _ := Parse([]byte("models: [{id: m, path: a.gguf}]\nplans: {p: {}}\ndemo_tenant: x\n")); c.Validate() == nil {
+		t.Error("plans without the demo tenant accepted")
+	}
+}
+
 func TestPullModels(t *testing.T) {
 	base := "plans: {p: {}}\ntenants: [{id: t, plan: p}]\nmodels:\n"
 	for _, tc := range []struct {
@@ -112,7 +129,7 @@ tenants: [{id: t, plan: p}]
 		{"models: [{id: m, upstream: {base_url: 'ftp://x'}}]\nplans: {p: {}}\n", "models[0].upstream.base_url"},
 		{"models: [{id: m, path: a, prompt_usd_per_1k: -1}]\nplans: {p: {}}\n", "prices"},
 		{"models: [{id: m, path: a}]\ntiers: {fast: [{model: x}]}\nplans: {p: {}}\n", "tiers.fast[0].model"},
-		{"models: [{id: m, path: a}]\n", "plans"},
+		{"models: [{id: m, path: a}]\ntenants: [{id: t, plan: p}]\n", "plans"},
 		{"models: [{id: m, path: a}]\nplans: {p: {}}\ntenants: [{id: t, plan: q}]\n", "unknown plan"},
 		{"models: [{id: m, path: a}]\nplans: {p: {allowed_tiers: [huge]}}\ntenants: [{id: t, plan: p}]\n", "allowed_tiers"},
 		{"demo_tenant: nobody\n" + base, "demo_tenant"},

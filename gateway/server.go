@@ -404,11 +404,21 @@ func (s *Server) handleModels(ctx *fasthttp.RequestCtx, reqID string) {
 		b = jsonenc.AppendString(b, id)
 		b = append(b, `,"object":"model","created":`...)
 		b = strconv.AppendInt(b, s.created, 10)
-		b = append(b, `,"owned_by":"lmlite"}`...)
+		b = append(b, `,"owned_by":`...)
+		b = jsonenc.AppendString(b, s.ownedBy(id))
+		b = append(b, '}')
 	}
 	b = append(b, "]}"...)
 	ctx.SetContentType("application/json")
 	ctx.SetBody(b)
+}
+
+// ownedBy is a model's owned_by in /v1/models: its config's owned_by, else "lmlite".
+func (s *Server) ownedBy(id string) string {
+	if m, ok := s.models[id]; ok && m.cfg.OwnedBy != "" {
+		return m.cfg.OwnedBy
+	}
+	return "lmlite"
 }
 
 // handleModel answers GET /v1/models/{id}.
@@ -427,7 +437,9 @@ func (s *Server) handleModel(ctx *fasthttp.RequestCtx, reqID, id string) {
 	b = jsonenc.AppendString(b, id)
 	b = append(b, `,"object":"model","created":`...)
 	b = strconv.AppendInt(b, s.created, 10)
-	b = append(b, `,"owned_by":"lmlite"}`...)
+	b = append(b, `,"owned_by":`...)
+	b = jsonenc.AppendString(b, s.ownedBy(id))
+	b = append(b, '}')
 	ctx.SetContentType("application/json")
 	ctx.SetBody(b)
 }

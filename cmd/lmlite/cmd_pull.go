@@ -270,12 +270,12 @@ func humanBytes(n int64) string {
 
 // resolvePulls resolves the configuration's pull: models to cached files, downloading
 // those not in the cache (unless offline). It runs once at serve start.
-func resolvePulls(ctx context.Context, cfg *configs.Config, w io.Writer) error {
+func resolvePulls(ctx context.Context, cfg *configs.Config, w io.Writer, tty bool) error {
 	o := pull.Options{
 		Dir: pullDir(cfg.DataDir), Token: os.Getenv("HF_TOKEN"), Offline: offlineEnv(),
 		Notice: func(s string) { fmt.Fprintln(w, s) },
 	}
-	pr := newPullPrinter(w, w == io.Writer(os.Stderr) && isTerminal(os.Stderr))
+	pr := newPullPrinter(w, tty)
 	o.Progress, o.ProgressEvery = pr.show, pr.every()
 	for i := range cfg.Models {
 		m := &cfg.Models[i]
