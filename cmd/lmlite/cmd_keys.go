@@ -74,7 +74,7 @@ func runKeys(args []string) error {
 				}
 			}
 			cfg.DataDir, cfg.Listen = s.DataDir, s.Listen
-			running = fmt.Sprintf(" of the server running as pid %d on %s", s.PID, s.Listen)
+			running = fmt.Sprintf(" (lmlite serve, pid %d, on %s)", s.PID, s.Listen)
 		}
 	}
 	if *adminKey == "" {
