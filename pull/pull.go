@@ -265,15 +265,24 @@ func (d *download) backoff() time.Duration {
 }
 
 // head asks the server what the file is: its size and, from the hub, its sha256.
-// A redirect is not followed: the hub puts X-Linked-Etag and X-Linked-Size on the
-// redirect itself (huggingface_hub's get_hf_file_metadata reads them there).
+// A redirect to another host is not followed: the hub puts X-Linked-Etag and
+// X-Linked-Size on its redirect to the CDN (huggingface_hub's get_hf_file_metadata
+// reads them there, following only the hub's relative redirects, as here).
 func (d *download) head(ctx context.Context) error {
 	req, err := d.request(ctx, http.MethodHead, d.ref.URL)
 	if err != nil {
 		return err
 	}
 	c := *d.client()
-	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		// Follow the hub's own relative redirects (a renamed repository answers 307 to
+		// its new name); stop at the CDN, whose answer carries no digest.
+		// Stop at the response that carries the linked headers.
+		if req.Response != nil && req.Response.Header.Get("X-Linked-Etag") == "" && req.URL.Host == via[0].URL.Host && len(via) < 10 {
+			return nil
+		}
+		return http.ErrUseLastResponse
+	}
 	resp, err := c.Do(req)
 	if err != nil {
 		return &keepPartial{fmt.Errorf("pull: %s: %w", d.ref.Raw, scrub(err, d.o.Token))}

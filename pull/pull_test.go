@@ -100,6 +100,8 @@ func (h *hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Linked-Size", strconv.FormatInt(size, 10))
 		w.Header().Set("X-Repo-Commit", "0123456789abcdef0123456789abcdef01234567")
 		http.Redirect(w, r, "/cdn/m", http.StatusFound)
+	case "/old-name/repo/resolve/main/m.gguf": // a renamed repository
+		http.Redirect(w, r, "/org/repo/resolve/main/m.gguf", http.StatusTemporaryRedirect)
 	case "/cdn/m", "/plain/m.gguf":
 		if r.Method == http.MethodHead {
 			h.heads++
@@ -509,6 +511,16 @@ func TestPlainURLWithoutDigestIsUnverified(t *testing.T) {
 	o2.SHA256 = h.digest
 	if r := mustPull(t, srv.URL+"/plain/m.gguf", o2); r.Verified != "--sha256" {
 		t.Errorf("verified %q", r.Verified)
+	}
+}
+
+func TestRenamedRepositoryIsStillVerified(t *testing.T) {
+	h, srv := newHub(t)
+	o, _ := opts(t, srv, t.TempDir())
+	r := mustPull(t, "hf://old-name/repo/m.gguf", o)
+	checkBlob(t, r, h.data)
+	if r.Verified != "hub X-Linked-Etag" {
+		t.Errorf("verified %q: the digest behind the rename's redirect was not read", r.Verified)
 	}
 }
 
