@@ -1,13 +1,17 @@
 package lease
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -440,5 +444,91 @@ func TestRedisDownFailsClosed(t *testing.T) {
 	}
 	if _, err := a.Acquire(ctx, now, l, 100); err != nil {
 		t.Fatalf("acquire after restart: %v", err)
+	}
+}
+
+// TestRedisHelperHolder is not a test: TestRedisKilledProcessLosesLease runs the test
+// binary with LEASE_HOLDER_URL set to make it a process that holds a lease and beats
+// until it is killed.
+func TestRedisHelperHolder(t *testing.T) {
+	url := os.Getenv("LEASE_HOLDER_URL")
+	if url == "" {
+		t.Skip("a helper process of TestRedisKilledProcessLosesLease")
+	}
+	c, err := rediscli.New(rediscli.Options{URL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := NewRedis(c, "test:", "node-child")
+	l := Lease{Device: HostDevice, Holder: "big@node-child", Bytes: 600, TTL: killTTL}
+	if _, err := st.Acquire(context.Background(), time.Now(), l, 1000); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Println("held")
+	for {
+		time.Sleep(killTTL / 4)
+		if err := st.Heartbeat(context.Background(), time.Now(), HostDevice, l.Holder, false); err != nil {
+			t.Fatalf("heartbeat: %v", err) // the parent and its Redis are gone: so is the child
+		}
+	}
+}
+
+const killTTL = 500 * time.Millisecond
+
+// TestRedisKilledProcessLosesLease: a child process holds 600 of 1000 bytes and beats;
+// while it lives no other 600 fits; after kill -9 the load fits within its TTL (the
+// child beat at most TTL/4 before it died), and not before TTL/2.
+func TestRedisKilledProcessLosesLease(t *testing.T) {
+	ctx := context.Background()
+	s := redistest.Start(t, redistest.Options{})
+	cmd := exec.Command(os.Args[0], "-test.run=^TestRedisHelperHolder$", "-test.v")
+	cmd.Env = append(os.Environ(), "LEASE_HOLDER_URL="+s.URL(0))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	sc := bufio.NewScanner(out)
+	for sc.Scan() && sc.Text() != "held" {
+	}
+	if sc.Err() != nil || sc.Text() != "held" {
+		t.Fatalf("the child did not report its lease: %v", sc.Err())
+	}
+	go func() {
+		for sc.Scan() {
+		}
+	}()
+	b := newRedisStore(t, s, "node-b")
+	lb := Lease{Device: HostDevice, Holder: "big@node-b", Bytes: 600, TTL: killTTL}
+	time.Sleep(2 * killTTL) // the child keeps its lease past its TTL by beating
+	if _, err := b.Acquire(ctx, time.Now(), lb, 1000); !errors.Is(err, ErrNoMemory) {
+		t.Fatalf("fits beside a live child: %v", err)
+	}
+	if err := cmd.Process.Kill(); err != nil { // SIGKILL
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	cmd.Wait()
+	for {
+		_, err := b.Acquire(ctx, time.Now(), lb, 1000)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, ErrNoMemory) {
+			t.Fatal(err)
+		}
+		if time.Since(killed) > killTTL+200*time.Millisecond {
+			t.Fatalf("the killed child's lease outlived its TTL of %v", killTTL)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	d := time.Since(killed)
+	t.Logf("acquired %v after kill -9 (TTL %v)", d.Round(time.Millisecond), killTTL)
+	if d < killTTL/2 {
+		t.Fatalf("acquired %v after the kill: the child's lease ended before TTL - TTL/4", d)
 	}
 }
