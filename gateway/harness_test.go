@@ -47,6 +47,7 @@ plans:
   one: {max_concurrency: 1}
   broke: {daily_budget_usd: 0.000001}
   deep: {default_tier_mode: deep}
+  twotier: {allowed_tiers: [fast, balanced]}
 tenants:
   - {id: acme, plan: open}
   - {id: small, plan: small}
@@ -56,6 +57,8 @@ tenants:
   - {id: deep, plan: deep}
   - {id: race, plan: open, overrides: {daily_budget_usd: 0.05}}
   - {id: thin, plan: open, overrides: {daily_budget_usd: 0.0005}}
+  - {id: twotier, plan: twotier}
+  - {id: enough, plan: open, overrides: {daily_budget_usd: 0.0036}}
   - {id: rich, plan: open, overrides: {daily_budget_usd: 1000000, requests_per_second: 1000000, tokens_per_minute: 1000000000, max_concurrency: 1000}}
 `
 
