@@ -17,7 +17,9 @@
 //     400 naming it, in OpenAI's error shape.
 //  5. Route: "model" names a model, "auto" (the plan's default mode) or "tier:NAME"
 //     (fixed); the body's "lmlite" object or the X-LMLite-* headers add the mode,
-//     tier, max latency and max cost. A model or tier the policy forbids is a 403.
+//     tier, max latency and max cost. A tier the policy forbids is a 403; a model the
+//     key may not use (its plan forbids the model or every tier it serves in) is a 404
+//     model_not_found like an unknown one, as OpenAI answers.
 //  6. Admit: tenancy.Admit checks concurrency, tokens/min and requests/s (429 with
 //     Retry-After).
 //  7. Select: tiers.Select picks the tier and model from live latency statistics,

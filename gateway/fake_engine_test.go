@@ -21,7 +21,7 @@ type fakeEngine struct {
 	Queue   time.Duration // each request waits this long before its first step (Usage.QueueTime; in TimeToFirstToken too, as the Block counts)
 	MaxLen  int
 	Refuse  map[string]error // Generate refuses these models with the error (set before use)
-	ids     []string // Models lists these; nil: tiny and big
+	ids     []string         // Models lists these; nil: tiny and big
 	ready   atomic.Bool
 	started atomic.Int64
 	cancels atomic.Int64 // generations ended by their context

@@ -251,15 +251,10 @@ func (j *job) route(ctx *fasthttp.RequestCtx) *apiError {
 	case name == "auto" || name == "default":
 		j.routed, j.mode = true, j.pol.DefaultMode
 	default:
-		m, ok := j.s.models[name]
-		if !ok {
-			return &apiError{status: 400, typ: "invalid_request_error", code: "model_not_found", param: "model",
-				message: "the model '" + name + "' does not exist", reason: "bad_request"}
+		if !j.s.allowed(j.pol, name) {
+			return j.s.modelNotFound(j.pol, name)
 		}
-		if !j.pol.AllowsModel(name) {
-			return &apiError{status: 403, typ: "invalid_request_error", code: "model_not_allowed", param: "model",
-				message: "your plan does not allow the model '" + name + "'", reason: "forbidden"}
-		}
+		m := j.s.models[name]
 		j.m = m
 	}
 	if j.routed && j.mode == tiers.ModeFixed {

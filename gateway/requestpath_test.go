@@ -43,10 +43,10 @@ func TestPlanBindsNamedModels(t *testing.T) {
 		tenant string
 		list   string // the models /v1/models lists
 	}{
-		{"acme", "local tiny big"},   // no limits: every model
-		{"twotier", "tiny"},          // big serves only in deep and max; local in no tier
-		{"small", "tiny"},            // allowed_models [tiny]
-		{"named", "tiny local"},      // tiny serves in fast; local is in no tier and named
+		{"acme", "local tiny big"}, // no limits: every model
+		{"twotier", "tiny"},        // big serves only in deep and max; local in no tier
+		{"small", "tiny"},          // allowed_models [tiny]
+		{"named", "tiny local"},    // tiny serves in fast; local is in no tier and named
 	}
 	all := []string{"local", "tiny", "big"}
 	for _, c := range cases {

@@ -11,6 +11,7 @@ import (
 	"net"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -81,8 +82,9 @@ type model struct {
 	id       string
 	cfg      configs.Model
 	price    tiers.Price
-	maxLen   atomic.Int64 // prompt + output tokens; 0: not known (yet)
-	tier     string       // first tier listing it ("" if none), for X-LMLite-Tier
+	maxLen   atomic.Int64         // prompt + output tokens; 0: not known (yet)
+	tier     string               // first tier listing it ("" if none), for X-LMLite-Tier
+	in       [tiers.NumTiers]bool // the tiers listing it
 	upstream *upstream
 }
 
@@ -152,6 +154,7 @@ func New(cfg *configs.Config, eng Engine, ten *tenancy.Tenancy, opts Options) (*
 	for t := tiers.Max; t >= tiers.Fast; t-- {
 		for _, c := range s.set.Tiers[t] {
 			s.models[c.Model].tier = t.String()
+			s.models[c.Model].in[t] = true
 		}
 	}
 	s.metrics = newMetrics(s)
@@ -384,6 +387,32 @@ func (s *Server) authenticate(ctx *fasthttp.RequestCtx) (string, *policies.Polic
 	return keyID, pol, nil
 }
 
+// allowed reports whether the policy lets the tenant use model id: the plan allows the
+// model and a tier it serves in (policies.Policy.AllowsServing). An unknown model is
+// not allowed.
+func (s *Server) allowed(pol *policies.Policy, id string) bool {
+	m, ok := s.models[id]
+	return ok && pol.AllowsServing(id, m.in)
+}
+
+// modelNotFound is the answer for a model that does not exist or that the key may
+// not use, the same for both (OpenAI's 404), so a key cannot probe other plans'
+// models. It lists what the key may use.
+func (s *Server) modelNotFound(pol *policies.Policy, id string) *apiError {
+	var b strings.Builder
+	b.WriteString("The model '")
+	b.WriteString(id)
+	b.WriteString("' does not exist or you do not have access to it. This key may use: auto, tier:NAME")
+	for _, m := range s.order {
+		if s.allowed(pol, m) {
+			b.WriteString(", ")
+			b.WriteString(m)
+		}
+	}
+	return &apiError{status: 404, typ: "invalid_request_error", code: "model_not_found", param: "model",
+		message: b.String(), reason: "not_found"}
+}
+
 func (s *Server) handleModels(ctx *fasthttp.RequestCtx, reqID string) {
 	_, pol, aerr := s.authenticate(ctx)
 	if aerr != nil {
@@ -393,7 +422,7 @@ func (s *Server) handleModels(ctx *fasthttp.RequestCtx, reqID string) {
 	b := append(make([]byte, 0, 512), `{"object":"list","data":[`...)
 	n := 0
 	for _, id := range s.order {
-		if !pol.AllowsModel(id) {
+		if !s.allowed(pol, id) {
 			continue
 		}
 		if n > 0 {
@@ -418,9 +447,8 @@ func (s *Server) handleModel(ctx *fasthttp.RequestCtx, reqID, id string) {
 		s.writeError(ctx, reqID, aerr)
 		return
 	}
-	if _, ok := s.models[id]; !ok || !pol.AllowsModel(id) {
-		s.writeError(ctx, reqID, &apiError{status: 404, typ: "invalid_request_error", code: "model_not_found", param: "model",
-			message: "the model '" + id + "' does not exist", reason: "not_found"})
+	if !s.allowed(pol, id) {
+		s.writeError(ctx, reqID, s.modelNotFound(pol, id))
 		return
 	}
 	b := append(make([]byte, 0, 128), `{"id":`...)

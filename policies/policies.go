@@ -120,6 +120,29 @@ func (p *Policy) AllowsModel(id string) bool {
 	return ok
 }
 
+// AllowsServing reports whether the policy allows model id, which serves in the tiers
+// marked in servesIn: the plan must allow the model and at least one of its tiers. A
+// model in no tier is allowed only when allowed_models names it, or when the plan
+// limits neither tiers nor models.
+func (p *Policy) AllowsServing(id string, servesIn [tiers.NumTiers]bool) bool {
+	if !p.AllowsModel(id) {
+		return false
+	}
+	inAny := false
+	for t, in := range servesIn {
+		if in {
+			inAny = true
+			if p.allowTiers[t] {
+				return true
+			}
+		}
+	}
+	if inAny {
+		return false
+	}
+	return p.allowModels != nil || p.allowTiers == tiers.AllTiers
+}
+
 // ErrInvalid is wrapped by every validation error.
 var ErrInvalid = errors.New("policies: invalid policy")
 

@@ -80,3 +80,38 @@ func TestInvalid(t *testing.T) {
 		}
 	}
 }
+
+// TestAllowsServing: a model is allowed when the plan allows it and at least one tier
+// it serves in; a model in no tier only when allowed_models names it (or the plan
+// limits nothing).
+func TestAllowsServing(t *testing.T) {
+	deepOnly := [tiers.NumTiers]bool{tiers.Deep: true, tiers.Max: true}
+	fast := [tiers.NumTiers]bool{tiers.Fast: true}
+	var none [tiers.NumTiers]bool
+	cases := []struct {
+		name  string
+		plan  Plan
+		model string
+		in    [tiers.NumTiers]bool
+		want  bool
+	}{
+		{"open plan, tiered model", Plan{}, "m", deepOnly, true},
+		{"open plan, tierless model", Plan{}, "m", none, true},
+		{"tiers limited, model only in others", Plan{AllowedTiers: []string{"fast", "balanced"}}, "m", deepOnly, false},
+		{"tiers limited, model in an allowed one", Plan{AllowedTiers: []string{"fast", "balanced"}}, "m", fast, true},
+		{"tiers limited, tierless model not named", Plan{AllowedTiers: []string{"fast"}}, "m", none, false},
+		{"tierless model named", Plan{AllowedTiers: []string{"fast"}, AllowedModels: []string{"m"}}, "m", none, true},
+		{"named but its tiers forbidden", Plan{AllowedTiers: []string{"fast"}, AllowedModels: []string{"m"}}, "m", deepOnly, false},
+		{"not named", Plan{AllowedModels: []string{"x"}}, "m", fast, false},
+		{"not named, tierless", Plan{AllowedModels: []string{"x"}}, "m", none, false},
+	}
+	for _, c := range cases {
+		p, err := Resolve("t", "p", c.plan, Override{}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := p.AllowsServing(c.model, c.in); got != c.want {
+			t.Errorf("%s: AllowsServing = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
