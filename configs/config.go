@@ -24,6 +24,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/money"
 	"github.com/lmlite/lmlite/policies"
 	"github.com/lmlite/lmlite/tiers"
 )
@@ -304,7 +305,7 @@ func (t *Tiers) list() [tiers.NumTiers][]TierModel {
 
 // Set builds the TierSet with the models' prices.
 func (c *Config) Set() *tiers.Set {
-	price := map[string]tiers.Price{}
+	price := map[string]money.Price{}
 	for _, m := range c.Models {
 		price[m.ID] = m.Price()
 	}
@@ -327,8 +328,8 @@ func (c *Config) Book() (*policies.Book, error) {
 }
 
 // Price returns the model's prices.
-func (m *Model) Price() tiers.Price {
-	return tiers.Price{PromptPer1K: tiers.USD(m.PromptUSDPer1K), CompletionPer1K: tiers.USD(m.CompletionUSDPer1K)}
+func (m *Model) Price() money.Price {
+	return money.Price{PromptPer1K: money.USD(m.PromptUSDPer1K), CompletionPer1K: money.USD(m.CompletionUSDPer1K)}
 }
 
 // EngineConfig returns the engine's configuration of an embedded model.

@@ -76,7 +76,7 @@ func FuzzUpstreamStream(f *testing.F) {
 	s := &Server{pred: tiers.NewPredictor(), now: time.Now, log: slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	s.metrics = newMetrics(s)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		tk, err := ten.Admit(&pol, time.Now(), 0)
+		tk, err := ten.Admit(quotaOf(&pol), time.Now(), 0)
 		if err != nil {
 			t.Fatal(err)
 		}

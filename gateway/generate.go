@@ -16,6 +16,7 @@ import (
 
 	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/internal/jsonenc"
+	"github.com/lmlite/lmlite/money"
 	"github.com/lmlite/lmlite/policies"
 	"github.com/lmlite/lmlite/tenancy"
 	"github.com/lmlite/lmlite/tiers"
@@ -55,7 +56,7 @@ type job struct {
 	mode       tiers.Mode
 	tier       tiers.Tier
 	maxLatency time.Duration
-	maxCost    tiers.Money
+	maxCost    money.Money
 
 	// the chosen model
 	m         *model
@@ -103,7 +104,7 @@ func (s *Server) handleGenerate(ctx *fasthttp.RequestCtx, reqID string, k kind) 
 		return
 	}
 	// Quotas: requests/s, tokens/min (prompt estimate), concurrency.
-	tk, err := s.ten.Admit(pol, j.start, j.estimate())
+	tk, err := s.ten.Admit(s.quota(pol), j.start, j.estimate())
 	if err != nil {
 		var le *tenancy.LimitError
 		if errors.As(err, &le) {
@@ -219,7 +220,7 @@ func (j *job) route(ctx *fasthttp.RequestCtx) *apiError {
 		if !validFloat(*f.MaxCostUSD) {
 			return badRequest(costField, costField+" must be a number ≥ 0")
 		}
-		j.maxCost = tiers.USD(*f.MaxCostUSD)
+		j.maxCost = money.USD(*f.MaxCostUSD)
 	}
 
 	name := j.p.Model

@@ -15,7 +15,7 @@ import (
 
 	"github.com/openai/openai-go"
 
-	"github.com/lmlite/lmlite/tiers"
+	"github.com/lmlite/lmlite/money"
 )
 
 type errBody struct {
@@ -251,7 +251,7 @@ func TestBudgetUnderConcurrency(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	var spent tiers.Money
+	var spent money.Money
 	ran := 0
 	for _, e := range ts.ledger() {
 		spent += e.Cost
@@ -267,7 +267,7 @@ func TestBudgetUnderConcurrency(t *testing.T) {
 	if ok+quota != 200 || ran != ok {
 		t.Errorf("ok %d + quota %d != 200 (ledger ran %d)", ok, quota, ran)
 	}
-	if spent > tiers.USD(0.05) || day != spent {
+	if spent > money.USD(0.05) || day != spent {
 		t.Errorf("spent %v (store %v), ceiling $0.05", spent, day)
 	}
 	if ok < 30 || ok > 80 {

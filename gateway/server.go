@@ -21,6 +21,7 @@ import (
 	"github.com/lmlite/lmlite/configs"
 	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/internal/jsonenc"
+	"github.com/lmlite/lmlite/money"
 	"github.com/lmlite/lmlite/policies"
 	"github.com/lmlite/lmlite/tenancy"
 	"github.com/lmlite/lmlite/tiers"
@@ -60,6 +61,7 @@ type Server struct {
 	eng     Engine // nil when every model is upstream
 	ten     *tenancy.Tenancy
 	book    *policies.Book
+	quotas  map[*policies.Policy]*tenancy.Quota // every tenant's, by its policy
 	set     *tiers.Set
 	pred    *tiers.Predictor
 	models  map[string]*model
@@ -81,7 +83,7 @@ type Server struct {
 type model struct {
 	id       string
 	cfg      configs.Model
-	price    tiers.Price
+	price    money.Price
 	maxLen   atomic.Int64         // prompt + output tokens; 0: not known (yet)
 	tier     string               // first tier listing it ("" if none), for X-LMLite-Tier
 	in       [tiers.NumTiers]bool // the tiers listing it
@@ -117,6 +119,11 @@ func New(cfg *configs.Config, eng Engine, ten *tenancy.Tenancy, opts Options) (*
 	}
 	if s.log == nil {
 		s.log = slog.Default()
+	}
+	s.quotas = map[*policies.Policy]*tenancy.Quota{}
+	for _, id := range book.Tenants() {
+		pol, _ := book.Resolve(id)
+		s.quotas[pol] = quotaOf(pol)
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -385,6 +392,21 @@ func (s *Server) authenticate(ctx *fasthttp.RequestCtx) (string, *policies.Polic
 			message: "the key's tenant is not configured on this server", reason: "auth"}
 	}
 	return keyID, pol, nil
+}
+
+// quotaOf copies the limits and budgets tenancy enforces out of a policy.
+func quotaOf(pol *policies.Policy) *tenancy.Quota {
+	return &tenancy.Quota{Tenant: pol.Tenant, RequestsPerSecond: pol.RequestsPerSecond, Burst: pol.Burst,
+		TokensPerMinute: pol.TokensPerMinute, MaxConcurrency: pol.MaxConcurrency,
+		DailyBudget: pol.DailyBudget, MonthlyBudget: pol.MonthlyBudget}
+}
+
+// quota is the tenant's Quota (made once per policy at start-up).
+func (s *Server) quota(pol *policies.Policy) *tenancy.Quota {
+	if q := s.quotas[pol]; q != nil {
+		return q
+	}
+	return quotaOf(pol)
 }
 
 // allowed reports whether the policy lets the tenant use model id: the plan allows the

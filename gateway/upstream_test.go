@@ -12,7 +12,7 @@ import (
 	"github.com/openai/openai-go/option"
 	"github.com/valyala/fasthttp"
 
-	"github.com/lmlite/lmlite/tiers"
+	"github.com/lmlite/lmlite/money"
 )
 
 // TestUpstream puts one lmlite (the front) before another (the upstream, itself a
@@ -60,7 +60,7 @@ tenants: [{id: acme, plan: open}]
 	}
 	led := front.ledger()
 	if len(led) != 1 || led[0].PromptTokens != int(resp.Usage.PromptTokens) || led[0].CompletionTokens != 4 ||
-		led[0].Cost != tiers.Money(resp.Usage.PromptTokens*1_000_000+4*2_000_000) || led[0].Finish != "length" {
+		led[0].Cost != money.Money(resp.Usage.PromptTokens*1_000_000+4*2_000_000) || led[0].Finish != "length" {
 		t.Errorf("front ledger %+v (usage %+v)", led, resp.Usage)
 	}
 	if bl := back.ledger(); len(bl) != 1 || bl[0].RequestID != led[0].RequestID {
@@ -183,7 +183,7 @@ tenants: [{id: acme, plan: open}]
 	}
 	led := front.ledger()
 	// prompt bound: 5 bytes + 16 per message; 10 output tokens; $1 per 1K each.
-	if len(led) != 1 || led[0].PromptTokens != 21 || led[0].CompletionTokens != 10 || led[0].Cost != tiers.USD(0.031) {
+	if len(led) != 1 || led[0].PromptTokens != 21 || led[0].CompletionTokens != 10 || led[0].Cost != money.USD(0.031) {
 		t.Errorf("ledger %+v", led)
 	}
 }

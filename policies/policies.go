@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/lmlite/lmlite/money"
 	"github.com/lmlite/lmlite/tiers"
 )
 
@@ -93,8 +94,8 @@ type Policy struct {
 	Burst             int
 	TokensPerMinute   int         // 0: unlimited
 	MaxConcurrency    int         // 0: unlimited
-	DailyBudget       tiers.Money // 0: none
-	MonthlyBudget     tiers.Money // 0: none
+	DailyBudget       money.Money // 0: none
+	MonthlyBudget     money.Money // 0: none
 	DefaultMode       tiers.Mode
 	SharePrefix       bool
 	Weight            float64
@@ -176,8 +177,8 @@ func Resolve(tenant, planName string, plan Plan, o Override, knownModel func(str
 		Burst:             p.Burst,
 		TokensPerMinute:   p.TokensPerMinute,
 		MaxConcurrency:    p.MaxConcurrency,
-		DailyBudget:       tiers.USD(p.DailyBudgetUSD),
-		MonthlyBudget:     tiers.USD(p.MonthlyBudgetUSD),
+		DailyBudget:       money.USD(p.DailyBudgetUSD),
+		MonthlyBudget:     money.USD(p.MonthlyBudgetUSD),
 		SharePrefix:       p.SharePrefix,
 		Weight:            p.Weight,
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/lmlite/lmlite/money"
 	"github.com/lmlite/lmlite/tiers"
 )
 
@@ -30,7 +31,7 @@ func TestResolveOverrides(t *testing.T) {
 	if !ok {
 		t.Fatal("acme missing")
 	}
-	if acme.Burst != 2 || acme.DailyBudget != tiers.USD(1) || acme.DefaultMode != tiers.ModeBalanced || acme.Weight != 1 {
+	if acme.Burst != 2 || acme.DailyBudget != money.USD(1) || acme.DefaultMode != tiers.ModeBalanced || acme.Weight != 1 {
 		t.Errorf("acme: %+v", acme)
 	}
 	if !acme.AllowsTier(tiers.Fast) || !acme.AllowsTier(tiers.Balanced) || acme.AllowsTier(tiers.Deep) || acme.AllowsTier(tiers.Max) {
@@ -40,8 +41,8 @@ func TestResolveOverrides(t *testing.T) {
 		t.Error("acme: empty allowed_models must allow all")
 	}
 	big, _ := b.Resolve("big")
-	if big.Burst != 7 || big.RequestsPerSecond != 50 || big.DailyBudget != tiers.USD(0.5) ||
-		big.MonthlyBudget != tiers.USD(1000) || big.DefaultMode != tiers.ModeDeep || !big.SharePrefix || big.Weight != 3 {
+	if big.Burst != 7 || big.RequestsPerSecond != 50 || big.DailyBudget != money.USD(0.5) ||
+		big.MonthlyBudget != money.USD(1000) || big.DefaultMode != tiers.ModeDeep || !big.SharePrefix || big.Weight != 3 {
 		t.Errorf("big: %+v", big)
 	}
 	if !big.AllowsModel("c") { // the override emptied the list: all allowed

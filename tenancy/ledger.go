@@ -17,7 +17,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/lmlite/lmlite/internal/jsonenc"
-	"github.com/lmlite/lmlite/tiers"
+	"github.com/lmlite/lmlite/money"
 )
 
 // The ledger's write path.
@@ -58,7 +58,7 @@ type group struct {
 type spent struct {
 	tenant     string
 	day, month int
-	cost       tiers.Money
+	cost       money.Money
 }
 
 // batch is the logged entries not yet in the database.
@@ -365,16 +365,16 @@ func storeBatch(tx *bolt.Tx, b *batch, buf *[]byte) error {
 		kind   byte
 		n      int
 	}
-	totals := map[window]tiers.Money{}
+	totals := map[window]money.Money{}
 	for _, sp := range b.spend {
 		totals[window{sp.tenant, 'd', sp.day}] += sp.cost
 		totals[window{sp.tenant, 'm', sp.month}] += sp.cost
 	}
 	for w, add := range totals {
 		k := []byte(spendKey(w.tenant, w.kind, w.n))
-		old := tiers.Money(0)
+		old := money.Money(0)
 		if v := spend.Get(k); len(v) == 8 {
-			old = tiers.Money(binary.BigEndian.Uint64(v))
+			old = money.Money(binary.BigEndian.Uint64(v))
 		}
 		var vb [8]byte
 		binary.BigEndian.PutUint64(vb[:], uint64(old+add))

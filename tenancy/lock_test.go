@@ -43,12 +43,12 @@ func TestStoreReadOutsideTenantLock(t *testing.T) {
 		}
 	case <-time.After(2 * time.Second):
 		t.Error("InFlight waited for the store: the tenant's lock is held across a store read")
+		defer func() { <-answered }()
 	}
 	s.applyMu.Unlock()
 	if err := <-admitted; err != nil {
 		t.Fatal(err)
 	}
-	<-answered
 	if _, err := tk.Settle(Entry{Time: day1}); err != nil {
 		t.Fatal(err)
 	}

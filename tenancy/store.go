@@ -16,7 +16,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
 
-	"github.com/lmlite/lmlite/tiers"
+	"github.com/lmlite/lmlite/money"
 )
 
 // SyncMode says how durable a committed ledger group is before Settle returns.
@@ -67,7 +67,7 @@ type Entry struct {
 	Finish           string        `json:"finish_reason,omitempty"`
 	PromptTokens     int           `json:"prompt_tokens"`
 	CompletionTokens int           `json:"completion_tokens"`
-	Cost             tiers.Money   `json:"cost_nano_usd"`
+	Cost             money.Money   `json:"cost_nano_usd"`
 	Latency          time.Duration `json:"latency_ns"`
 	TTFT             time.Duration `json:"ttft_ns,omitempty"`
 }
@@ -221,7 +221,7 @@ func spendKey(tenant string, kind byte, window int) string {
 }
 
 // Spent returns the settled spend of tenant in the day and month windows of now.
-func (s *Store) Spent(tenant string, now time.Time) (day, month tiers.Money, err error) {
+func (s *Store) Spent(tenant string, now time.Time) (day, month money.Money, err error) {
 	if err := s.sync(); err != nil {
 		return 0, 0, fmt.Errorf("tenancy: %w", err)
 	}
@@ -229,10 +229,10 @@ func (s *Store) Spent(tenant string, now time.Time) (day, month tiers.Money, err
 	err = s.db.View(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketSpend)
 		if v := b.Get([]byte(spendKey(tenant, 'd', d))); len(v) == 8 {
-			day = tiers.Money(binary.BigEndian.Uint64(v))
+			day = money.Money(binary.BigEndian.Uint64(v))
 		}
 		if v := b.Get([]byte(spendKey(tenant, 'm', m))); len(v) == 8 {
-			month = tiers.Money(binary.BigEndian.Uint64(v))
+			month = money.Money(binary.BigEndian.Uint64(v))
 		}
 		return nil
 	})

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/datadriven"
+
+	"github.com/lmlite/lmlite/money"
 )
 
 // TestSelectTraces runs the decision traces in testdata/select.txt (rewrite the expected
@@ -49,9 +51,9 @@ func TestSelectTraces(t *testing.T) {
 						case "q":
 							c.Quality = x
 						case "prompt":
-							c.Price.PromptPer1K = USD(x)
+							c.Price.PromptPer1K = money.USD(x)
 						case "completion":
-							c.Price.CompletionPer1K = USD(x)
+							c.Price.CompletionPer1K = money.USD(x)
 						}
 					}
 					set.Tiers[tier] = append(set.Tiers[tier], c)
@@ -153,14 +155,14 @@ func durArg(t *testing.T, d *datadriven.TestData, key string) time.Duration {
 	return v
 }
 
-func usdArg(t *testing.T, d *datadriven.TestData, key string) Money {
+func usdArg(t *testing.T, d *datadriven.TestData, key string) money.Money {
 	var s string
 	d.ScanArgs(t, key, &s)
 	v, err := strconv.ParseFloat(s, 64)
 	if err != nil {
 		d.Fatalf(t, "%s: %v", key, err)
 	}
-	return USD(v)
+	return money.USD(v)
 }
 
 func listArg(t *testing.T, d *datadriven.TestData, key string) []string {
@@ -193,14 +195,14 @@ func TestParse(t *testing.T) {
 }
 
 func TestPriceCost(t *testing.T) {
-	p := Price{PromptPer1K: USD(0.0005), CompletionPer1K: USD(0.0015)}
-	if got, want := p.Cost(1000, 1000), USD(0.002); got != want {
+	p := money.Price{PromptPer1K: money.USD(0.0005), CompletionPer1K: money.USD(0.0015)}
+	if got, want := p.Cost(1000, 1000), money.USD(0.002); got != want {
 		t.Errorf("Cost = %v, want %v", got, want)
 	}
 	if got := p.Cost(1, 0); got != 500 { // 0.5 micro-dollars = 500 nano
 		t.Errorf("Cost(1,0) = %d", got)
 	}
-	if got := (Price{PromptPer1K: 1}).Cost(1, 0); got != 1 { // rounds up
+	if got := (money.Price{PromptPer1K: 1}).Cost(1, 0); got != 1 { // rounds up
 		t.Errorf("rounding: %d", got)
 	}
 }

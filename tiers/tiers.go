@@ -16,10 +16,11 @@ package tiers
 import (
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/lmlite/lmlite/money"
 )
 
 // Tier is one level of a TierSet, from Fast (cheapest, quickest) to Max (best).
@@ -105,36 +106,11 @@ func (m Mode) Top() Tier {
 	}
 }
 
-// Money is an amount in nano-US-dollars (1e-9 USD): integer so that reservations and
-// settlements add up exactly.
-type Money int64
-
-// USD converts dollars to Money, rounding to the nearest nano-dollar.
-func USD(d float64) Money { return Money(math.Round(d * 1e9)) }
-
-// Dollars converts Money to dollars.
-func (m Money) Dollars() float64 { return float64(m) / 1e9 }
-
-// String formats the amount in dollars.
-func (m Money) String() string { return "$" + strconv.FormatFloat(m.Dollars(), 'f', -1, 64) }
-
-// Price is a model's price per 1000 prompt and completion tokens.
-type Price struct {
-	PromptPer1K     Money
-	CompletionPer1K Money
-}
-
-// Cost is the price of prompt and completion tokens, rounded up to a whole nano-dollar.
-func (p Price) Cost(prompt, completion int) Money {
-	n := int64(prompt)*int64(p.PromptPer1K) + int64(completion)*int64(p.CompletionPer1K)
-	return Money((n + 999) / 1000)
-}
-
 // Candidate is one model of a tier.
 type Candidate struct {
 	Model   string
 	Quality float64 // higher is better; the router prefers the best that fits
-	Price   Price
+	Price   money.Price
 }
 
 // Set is a TierSet: the candidates of each tier. The zero value has no models.
@@ -198,8 +174,8 @@ type Request struct {
 	Tier Tier // the tier for ModeFixed
 
 	MaxLatency time.Duration // 0: no limit
-	MaxCost    Money         // 0: no limit
-	Remaining  Money         // the tenant's remaining money; < 0: unlimited
+	MaxCost    money.Money   // 0: no limit
+	Remaining  money.Money   // the tenant's remaining money; < 0: unlimited
 
 	PromptTokens int // estimate
 	MaxTokens    int // worst-case output tokens
@@ -216,7 +192,7 @@ type Decision struct {
 	Tier      Tier
 	Candidate Candidate
 	Predicted time.Duration // predicted latency
-	Cost      Money         // worst-case cost
+	Cost      money.Money   // worst-case cost
 	Trace     []Skip        // what was passed over, in order
 }
 
@@ -316,7 +292,7 @@ func selectTier(set *Set, t Tier, req Request, stats func(string) Stats) (Decisi
 }
 
 // fit checks one candidate against the request.
-func fit(c Candidate, req Request, s Stats) (Reason, time.Duration, Money) {
+func fit(c Candidate, req Request, s Stats) (Reason, time.Duration, money.Money) {
 	if req.AllowModel != nil && !req.AllowModel(c.Model) {
 		return ReasonForbidden, 0, 0
 	}
