@@ -46,7 +46,7 @@ var Example []byte
 type Config struct {
 	Listen          string        `yaml:"listen"`           // "127.0.0.1:8080"
 	DataDir         string        `yaml:"data_dir"`         // "data"; the ledger, keys and demo models live here
-	MaxBodyBytes    int           `yaml:"max_body_bytes"`   // 1 MiB; larger request bodies answer 400
+	MaxBodyBytes    int           `yaml:"max_body_bytes"`   // 1 MiB; larger request bodies answer 413
 	MemoryBudget    string        `yaml:"memory_budget"`    // bytes for the embedded models ("4GiB"); "": no limit
 	MaxInFlight     int           `yaml:"max_in_flight"`    // requests in flight before 503; 1024
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"` // how long SIGTERM waits for in-flight requests; 30s

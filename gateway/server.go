@@ -323,15 +323,21 @@ func (s *Server) ready() bool {
 }
 
 // handleConnError answers errors fasthttp meets before the handler: a body over the
-// configured size (400 naming it), or a malformed request.
+// configured size (413), or a malformed request.
 func (s *Server) handleConnError(ctx *fasthttp.RequestCtx, err error) {
 	reqID := s.requestID(ctx)
 	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
-		s.writeError(ctx, reqID, badRequest("body", "the request body is larger than the limit of "+
-			strconv.Itoa(s.cfg.MaxBodyBytes)+" bytes (max_body_bytes)"))
+		s.writeError(ctx, reqID, s.tooLarge())
 		return
 	}
 	s.writeError(ctx, reqID, badRequest("body", "malformed HTTP request: "+err.Error()))
+}
+
+// tooLarge is the answer to a body over max_body_bytes: 413, naming the limit.
+func (s *Server) tooLarge() *apiError {
+	return &apiError{status: 413, typ: "invalid_request_error", code: "request_too_large", param: "body",
+		message: "the request body is larger than the limit of " + strconv.Itoa(s.cfg.MaxBodyBytes) + " bytes (max_body_bytes)",
+		reason:  "bad_request"}
 }
 
 // writeError writes e in OpenAI's error shape.

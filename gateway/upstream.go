@@ -68,26 +68,26 @@ func newUpstream(m configs.Model, clients map[string]*fasthttp.HostClient) (*ups
 // (a well-kept library; this is the proxy's hot path), and an unchanged body is
 // forwarded as it is.
 func (j *job) upstreamBody(body []byte) ([]byte, error) {
-	u := j.m.upstream
+	u := j.c.m.upstream
 	var err error
-	if j.p.Model != u.model {
+	if j.in.p.Model != u.model {
 		name := jsonenc.AppendString(make([]byte, 0, len(u.model)+2), u.model)
 		if body, err = sjson.SetRawBytes(body, "model", name); err != nil {
 			return nil, err
 		}
 	}
-	if j.p.LMLite != nil || gjson.GetBytes(body, "lmlite").Exists() {
+	if j.in.p.LMLite != nil || gjson.GetBytes(body, "lmlite").Exists() {
 		if body, err = sjson.DeleteBytes(body, "lmlite"); err != nil {
 			return nil, err
 		}
 	}
-	if j.stream && !j.usage {
+	if j.in.stream && !j.in.usage {
 		if body, err = sjson.SetRawBytes(body, "stream_options", []byte(`{"include_usage":true}`)); err != nil {
 			return nil, err
 		}
 	}
-	if j.kind == kindCompletion && j.comp.MaxTokens == nil {
-		if body, err = sjson.SetRawBytes(body, "max_tokens", strconv.AppendInt(nil, int64(j.maxTokens), 10)); err != nil {
+	if j.in.kind == kindCompletion && j.in.comp.MaxTokens == nil {
+		if body, err = sjson.SetRawBytes(body, "max_tokens", strconv.AppendInt(nil, int64(j.in.maxTokens), 10)); err != nil {
 			return nil, err
 		}
 	}
@@ -123,7 +123,7 @@ func upstreamUsage(b []byte, e *tenancy.Entry) (hasUsage, hasChoices bool) {
 // and failed when the upstream failed before answering: the caller then tries another
 // tier or answers failed (nothing has been written or settled).
 func (j *job) runUpstream(ctx *fasthttp.RequestCtx) (done bool, failed *apiError) {
-	s, u := j.s, j.m.upstream
+	s, u := j.s, j.c.m.upstream
 	// sjson never edits in place: the request's own body is only read (and sent, while
 	// this handler runs, when nothing needs rewriting).
 	body, err := j.upstreamBody(ctx.PostBody())
@@ -133,7 +133,7 @@ func (j *job) runUpstream(ctx *fasthttp.RequestCtx) (done bool, failed *apiError
 	}
 	req := fasthttp.AcquireRequest()
 	resp := fasthttp.AcquireResponse()
-	if j.kind == kindCompletion {
+	if j.in.kind == kindCompletion {
 		req.SetRequestURI(u.compURL)
 	} else {
 		req.SetRequestURI(u.chatURL)
@@ -146,8 +146,8 @@ func (j *job) runUpstream(ctx *fasthttp.RequestCtx) (done bool, failed *apiError
 	}
 	req.SetBodyRaw(body)
 	req.SetTimeout(u.timeout)
-	resp.StreamBody = j.stream
-	s.pred.Begin(j.m.id)
+	resp.StreamBody = j.in.stream
+	s.pred.Begin(j.c.m.id)
 	sent := s.now()
 	err = u.client.Do(req, resp)
 	fasthttp.ReleaseRequest(req)
@@ -155,18 +155,18 @@ func (j *job) runUpstream(ctx *fasthttp.RequestCtx) (done bool, failed *apiError
 		err = errors.New("upstream answered " + strconv.Itoa(resp.StatusCode()))
 	}
 	if err != nil {
-		s.pred.End(j.m.id)
-		s.pred.Fail(j.m.id, s.now())
-		s.metrics.perModel[j.m.id].upFailures.Inc()
+		s.pred.End(j.c.m.id)
+		s.pred.Fail(j.c.m.id, s.now())
+		s.metrics.perModel[j.c.m.id].upFailures.Inc()
 		fasthttp.ReleaseResponse(resp)
 		return false, &apiError{status: 502, typ: "server_error", code: "upstream_error",
-			message: "the upstream server for '" + j.m.id + "' failed: " + err.Error(), reason: "upstream"}
+			message: "the upstream server for '" + j.c.m.id + "' failed: " + err.Error(), reason: "upstream"}
 	}
 	j.setRouteHeaders(ctx)
 	if resp.StatusCode() != 200 { // a client error: pass it through
 		b := append([]byte(nil), resp.Body()...)
 		status := resp.StatusCode()
-		s.pred.End(j.m.id)
+		s.pred.End(j.c.m.id)
 		fasthttp.ReleaseResponse(resp)
 		j.settle(tenancy.Entry{Status: status}, nil)
 		ctx.SetStatusCode(status)
@@ -174,13 +174,13 @@ func (j *job) runUpstream(ctx *fasthttp.RequestCtx) (done bool, failed *apiError
 		ctx.SetBody(b)
 		return false, nil
 	}
-	if !j.stream {
+	if !j.in.stream {
 		e := tenancy.Entry{Status: 200}
 		if hasUsage, _ := upstreamUsage(resp.Body(), &e); !hasUsage {
 			j.worstCaseUsage(&e)
 		}
-		s.pred.End(j.m.id)
-		s.pred.Observe(j.m.id, s.now().Sub(sent), 0)
+		s.pred.End(j.c.m.id)
+		s.pred.Observe(j.c.m.id, s.now().Sub(sent), 0)
 		j.settle(e, nil)
 		ctx.SetContentType("application/json")
 		ctx.SetBody(resp.Body())
@@ -233,7 +233,7 @@ func (j *job) streamUpstream(w *bufio.Writer, resp *fasthttp.Response, sent time
 			if bytes.Contains(data, []byte(`"usage":{`)) || bytes.Contains(data, []byte(`"finish_reason":"`)) {
 				hasUsage, hasChoices := upstreamUsage(data, &e)
 				sawUsage = sawUsage || hasUsage
-				if hasUsage && !hasChoices && !j.usage {
+				if hasUsage && !hasChoices && !j.in.usage {
 					forward = false // the client did not ask for the usage event
 				}
 			}
@@ -258,14 +258,14 @@ func (j *job) streamUpstream(w *bufio.Writer, resp *fasthttp.Response, sent time
 			break
 		}
 	}
-	s.pred.End(j.m.id)
+	s.pred.End(j.c.m.id)
 	var timing *engine.Usage // for the latency histograms
 	if !first.IsZero() && !gone {
 		tpot := time.Duration(0)
 		if chunks > 1 {
 			tpot = last.Sub(first) / time.Duration(chunks-1)
 		}
-		s.pred.Observe(j.m.id, first.Sub(sent), tpot)
+		s.pred.Observe(j.c.m.id, first.Sub(sent), tpot)
 		timing = &engine.Usage{TimeToFirstToken: first.Sub(sent), TimePerOutputToken: tpot}
 	}
 	if !sawUsage && chunks > 0 {
@@ -290,5 +290,5 @@ func (j *job) streamUpstream(w *bufio.Writer, resp *fasthttp.Response, sent time
 // worstCaseUsage charges an answer whose upstream reported no usage at the worst case
 // the request reserved (upper bounds of its tokens): budgets must never be escaped.
 func (j *job) worstCaseUsage(e *tenancy.Entry) {
-	e.PromptTokens, e.CompletionTokens = j.nPrompt, j.outTokens
+	e.PromptTokens, e.CompletionTokens = j.c.nPrompt, j.c.out
 }

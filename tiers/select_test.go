@@ -19,6 +19,7 @@ import (
 //	stats model=M [ttft=D] [tpot=D] [queue=N] [slots=N] [maxqueue=N] [failing]
 //	select mode=M [tier=T] prompt=N max_tokens=N [max_latency=D] [max_cost=USD]
 //	       [remaining=USD] [forbid=T,T] [forbid_model=M,M] [exclude=T,T]
+//	       [unfit=M,M] [need=M:PROMPT:OUT,...]   (Request.Need: per-model worst cases)
 func TestSelectTraces(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
 		var set Set
@@ -118,6 +119,37 @@ func TestSelectTraces(t *testing.T) {
 							}
 						}
 						return true
+					}
+				}
+				unfit, needs := listArg(t, d, "unfit"), map[string]Need{}
+				for _, n := range listArg(t, d, "need") {
+					var m string
+					var nd Need
+					if _, err := fmt.Sscanf(strings.ReplaceAll(n, ":", " "), "%s %d %d", &m, &nd.PromptTokens, &nd.MaxTokens); err != nil {
+						d.Fatalf(t, "need %q: %v", n, err)
+					}
+					needs[m] = nd
+				}
+				if len(unfit) > 0 || len(needs) > 0 {
+					asked := map[string]int{}
+					defer func() {
+						for m, n := range asked {
+							if n > 1 {
+								t.Errorf("Need(%s) asked %d times", m, n)
+							}
+						}
+					}()
+					req.Need = func(m string) Need {
+						asked[m]++
+						for _, x := range unfit {
+							if x == m {
+								return Need{Unfit: true}
+							}
+						}
+						if nd, ok := needs[m]; ok {
+							return nd
+						}
+						return Need{PromptTokens: req.PromptTokens, MaxTokens: req.MaxTokens}
 					}
 				}
 				dec, err := Select(&set, req, func(m string) Stats { return stats[m] })

@@ -145,6 +145,7 @@ const (
 	ReasonNone      Reason = iota
 	ReasonEmpty            // the tier has no models
 	ReasonForbidden        // the tenant's policy forbids the tier or model
+	ReasonUnfit            // the request does not fit the model (over its length limit)
 	ReasonCost             // worst-case cost over the request's max_cost_usd
 	ReasonBudget           // worst-case cost over the tenant's remaining money
 	ReasonLatency          // predicted latency over the request's max_latency_ms
@@ -152,7 +153,7 @@ const (
 	ReasonFailed           // failed recently, or excluded after a failure
 )
 
-var reasonNames = [...]string{"none", "empty", "forbidden", "cost", "budget", "latency", "load", "failed"}
+var reasonNames = [...]string{"none", "empty", "forbidden", "unfit", "cost", "budget", "latency", "load", "failed"}
 
 func (r Reason) String() string {
 	if r < 0 || int(r) >= len(reasonNames) {
@@ -177,14 +178,29 @@ type Request struct {
 	MaxCost    money.Money   // 0: no limit
 	Remaining  money.Money   // the tenant's remaining money; < 0: unlimited
 
-	PromptTokens int // estimate
-	MaxTokens    int // worst-case output tokens
+	// MaxTokens is the output tokens latency is predicted for. Without Need, the worst
+	// case is PromptTokens and MaxTokens on every model.
+	PromptTokens int
+	MaxTokens    int
+	// Need, when not nil, is the request's worst case on each model, known up front
+	// (its prompt tokenized by that model's tokenizer, its output limit): Select costs
+	// a candidate with it and passes over the candidates it does not fit. It must be a
+	// function of the model alone (the caller memoizes it).
+	Need func(model string) Need
 
 	// Forbidden tiers and models (policy); nil AllowModel allows all.
 	AllowTier  [NumTiers]bool
 	AllowModel func(model string) bool
-	// Exclude holds tiers that failed for this request already (a bit per tier).
+	// Exclude holds tiers the engine refused for this request already (a bit per
+	// tier); they are passed over as ReasonFailed.
 	Exclude uint8
+}
+
+// Need is a request's worst case on one model.
+type Need struct {
+	PromptTokens int
+	MaxTokens    int  // output tokens the budget must cover
+	Unfit        bool // the request does not fit the model (ReasonUnfit)
 }
 
 // Decision is the outcome of Select.
@@ -214,6 +230,8 @@ func (r Reason) describe() string {
 		return "the tier has no models"
 	case ReasonForbidden:
 		return "the tenant's policy forbids it"
+	case ReasonUnfit:
+		return "the request is over the model's limits"
 	case ReasonCost:
 		return "worst-case cost over max_cost_usd"
 	case ReasonBudget:
@@ -230,7 +248,7 @@ func (r Reason) describe() string {
 
 // reasonRank orders reasons when a tier's candidates fail differently: the reported
 // reason is the one of the candidate that came closest (the highest rank).
-var reasonRank = [...]int{ReasonNone: 0, ReasonEmpty: 0, ReasonForbidden: 1, ReasonFailed: 2, ReasonBudget: 3, ReasonCost: 4, ReasonLatency: 5, ReasonLoad: 6}
+var reasonRank = [...]int{ReasonNone: 0, ReasonEmpty: 0, ReasonForbidden: 1, ReasonUnfit: 2, ReasonFailed: 3, ReasonBudget: 4, ReasonCost: 5, ReasonLatency: 6, ReasonLoad: 7}
 
 // Select picks the tier and model that serve req. stats returns the live statistics of
 // a model (the zero Stats when nothing is known). It is a pure function.
@@ -299,7 +317,13 @@ func fit(c Candidate, req Request, s Stats) (Reason, time.Duration, money.Money)
 	if s.Failing {
 		return ReasonFailed, 0, 0
 	}
-	cost := c.Price.Cost(req.PromptTokens, req.MaxTokens)
+	need := Need{PromptTokens: req.PromptTokens, MaxTokens: req.MaxTokens}
+	if req.Need != nil {
+		if need = req.Need(c.Model); need.Unfit {
+			return ReasonUnfit, 0, 0
+		}
+	}
+	cost := c.Price.Cost(need.PromptTokens, need.MaxTokens)
 	if req.Remaining >= 0 && cost > req.Remaining {
 		return ReasonBudget, 0, cost
 	}
