@@ -444,8 +444,17 @@ func (s *Store) segments() ([]segment, error) {
 	return out, nil
 }
 
+// segmentFile is what the ledger needs of a log segment: append, fsync, close. It is
+// the *os.File itself, unless Options.wrapSegment (tests) wraps it to see what was
+// written and synced.
+type segmentFile interface {
+	Write(p []byte) (int, error)
+	Sync() error
+	Close() error
+}
+
 // createSegment creates a new, empty log segment with the next number.
-func (s *Store) createSegment() (*os.File, int, error) {
+func (s *Store) createSegment() (segmentFile, int, error) {
 	n := int(s.segNum.Add(1))
 	path := s.segPath(n)
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
@@ -458,6 +467,9 @@ func (s *Store) createSegment() (*os.File, int, error) {
 			os.Remove(path)
 			return nil, 0, fmt.Errorf("tenancy: ledger: %w", err)
 		}
+	}
+	if s.opts.wrapSegment != nil {
+		return s.opts.wrapSegment(f), n, nil
 	}
 	return f, n, nil
 }

@@ -38,6 +38,8 @@ type Options struct {
 	// emptied); 0: 200ms. ApplyEntries applies sooner when that many are waiting; 0: 4096.
 	ApplyEvery   time.Duration
 	ApplyEntries int
+
+	wrapSegment func(*os.File) segmentFile // tests: a fault-injecting layer over each log segment
 }
 
 // ErrLocked is returned by Open when another process holds the store.
@@ -98,7 +100,7 @@ type Store struct {
 	closed bool
 
 	walMu  sync.Mutex   // guards the log; held while a group is written (followers queue on it)
-	wal    *os.File     // the segment being appended to
+	wal    segmentFile  // the segment being appended to
 	walSeg int          // its number
 	segNum atomic.Int64 // the last segment number used
 	batch  batch        // logged, not yet in the database
