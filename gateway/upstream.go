@@ -9,11 +9,11 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
-	"unsafe"
 
-	"github.com/tidwall/gjson"
-	"github.com/tidwall/sjson"
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/valyala/fasthttp"
 
 	"github.com/lmlite/lmlite/configs"
@@ -63,60 +63,210 @@ func newUpstream(m configs.Model, clients map[string]*fasthttp.HostClient) (*ups
 }
 
 // upstreamBody rewrites the client's body for the upstream: its model name, no
-// "lmlite" field, and usage always included in streams (for settling). The body was
-// already validated; tidwall/sjson edits the bytes in place of a decode and re-encode
-// (a well-kept library; this is the proxy's hot path), and an unchanged body is
-// forwarded as it is.
+// "lmlite" member, usage always included in streams (for settling), and a
+// completion's max_tokens made explicit. The body was already validated; one pass of
+// jsontext (the JSON library that decoded it) copies its top-level members, raw,
+// replacing or dropping those, and an unchanged body is forwarded as it is.
 func (j *job) upstreamBody(body []byte) ([]byte, error) {
 	u := j.c.m.upstream
-	var err error
-	if j.in.p.Model != u.model {
-		name := jsonenc.AppendString(make([]byte, 0, len(u.model)+2), u.model)
-		if body, err = sjson.SetRawBytes(body, "model", name); err != nil {
+	setModel := j.in.p.Model != u.model
+	dropLMLite := j.in.p.LMLite != nil || bytes.Contains(body, []byte(`"lmlite"`))
+	setUsage := j.in.stream && !j.in.usage
+	setMax := j.in.kind == kindCompletion && j.in.comp.MaxTokens == nil
+	if !setModel && !dropLMLite && !setUsage && !setMax {
+		return body, nil
+	}
+	p := getDecoder(body)
+	defer putDecoder(p)
+	dec := &p.d
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
+		return nil, errors.New("the body is not a JSON object")
+	}
+	out := make([]byte, 0, len(body)+64)
+	out = append(out, '{')
+	member := func(quotedName, value []byte) {
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = append(out, quotedName...)
+		out = append(out, ':')
+		out = append(out, value...)
+	}
+	for dec.PeekKind() == '"' {
+		name, err := dec.ReadValue() // the member's name as it is written, quoted
+		if err != nil {
 			return nil, err
 		}
-	}
-	if j.in.p.LMLite != nil || gjson.GetBytes(body, "lmlite").Exists() {
-		if body, err = sjson.DeleteBytes(body, "lmlite"); err != nil {
+		v, err := dec.ReadValue()
+		if err != nil {
 			return nil, err
 		}
-	}
-	if j.in.stream && !j.in.usage {
-		if body, err = sjson.SetRawBytes(body, "stream_options", []byte(`{"include_usage":true}`)); err != nil {
-			return nil, err
+		switch string(name) {
+		case `"lmlite"`:
+		case `"model"`:
+			if !setModel {
+				member(name, v)
+			}
+		case `"stream_options"`:
+			if !setUsage {
+				member(name, v)
+			}
+		case `"max_tokens"`:
+			if !setMax {
+				member(name, v)
+			}
+		default:
+			member(name, v)
 		}
 	}
-	if j.in.kind == kindCompletion && j.in.comp.MaxTokens == nil {
-		if body, err = sjson.SetRawBytes(body, "max_tokens", strconv.AppendInt(nil, int64(j.in.maxTokens), 10)); err != nil {
-			return nil, err
-		}
+	if setModel {
+		member([]byte(`"model"`), jsonenc.AppendString(nil, u.model))
 	}
-	return body, nil
+	if setUsage {
+		member([]byte(`"stream_options"`), []byte(`{"include_usage":true}`))
+	}
+	if setMax {
+		member([]byte(`"max_tokens"`), strconv.AppendInt(nil, int64(j.in.maxTokens), 10))
+	}
+	return append(out, '}'), nil
 }
 
-// upstreamUsage reads the usage and finish reason of an upstream response or event.
-// gjson reads b through a string that aliases it (no copy: nothing found is kept but
-// the finish reason, which is cloned).
+// upstreamUsage reads the usage and finish reason of an upstream response or event,
+// walking its tokens with a pooled jsontext.Decoder (no allocation but an unusual
+// finish reason). What it cannot read it leaves unset: a request without usage is
+// charged its worst case.
 func upstreamUsage(b []byte, e *tenancy.Entry) (hasUsage, hasChoices bool) {
-	doc := unsafe.String(unsafe.SliceData(b), len(b))
-	if u := gjson.Get(doc, "usage"); u.IsObject() {
-		if pt := u.Get("prompt_tokens"); pt.Exists() {
-			e.PromptTokens, e.CompletionTokens = int(pt.Int()), int(u.Get("completion_tokens").Int())
-			hasUsage = true
+	p := getDecoder(b)
+	defer putDecoder(p)
+	d := &p.d
+	if tok, err := d.ReadToken(); err != nil || tok.Kind() != '{' {
+		return false, false
+	}
+	for d.PeekKind() == '"' {
+		name, err := d.ReadValue()
+		if err != nil {
+			return hasUsage, hasChoices
+		}
+		switch string(name) {
+		case `"usage"`:
+			if d.PeekKind() != '{' {
+				break
+			}
+			d.ReadToken()
+			var prompt, completion int
+			seen := false
+			for d.PeekKind() == '"' {
+				k, err := d.ReadValue()
+				if err != nil {
+					return hasUsage, hasChoices
+				}
+				v, err := d.ReadValue()
+				if err != nil {
+					return hasUsage, hasChoices
+				}
+				switch string(k) {
+				case `"prompt_tokens"`:
+					prompt, seen = jsonInt(v), true
+				case `"completion_tokens"`:
+					completion = jsonInt(v)
+				}
+			}
+			if _, err := d.ReadToken(); err != nil {
+				return hasUsage, hasChoices
+			}
+			if seen {
+				e.PromptTokens, e.CompletionTokens, hasUsage = prompt, completion, true
+			}
+			continue
+		case `"choices"`:
+			if d.PeekKind() != '[' {
+				break
+			}
+			d.ReadToken()
+			if d.PeekKind() == '{' {
+				hasChoices = true
+				d.ReadToken()
+				for d.PeekKind() == '"' {
+					k, err := d.ReadValue()
+					if err != nil {
+						return hasUsage, hasChoices
+					}
+					v, err := d.ReadValue()
+					if err != nil {
+						return hasUsage, hasChoices
+					}
+					if string(k) == `"finish_reason"` && len(v) > 0 && v[0] == '"' {
+						e.Finish = finishOf(v)
+					}
+				}
+				d.ReadToken()
+			}
+			for d.PeekKind() != ']' && d.PeekKind() != 0 {
+				if d.SkipValue() != nil {
+					return hasUsage, hasChoices
+				}
+			}
+			if _, err := d.ReadToken(); err != nil {
+				return hasUsage, hasChoices
+			}
+			continue
+		}
+		if d.SkipValue() != nil {
+			return hasUsage, hasChoices
 		}
 	}
-	first := gjson.Get(doc, "choices.0")
-	if f := first.Get("finish_reason"); f.Type == gjson.String {
-		switch f.Str {
-		case "stop":
-			e.Finish = "stop"
-		case "length":
-			e.Finish = "length"
-		default:
-			e.Finish = strings.Clone(f.Str)
+	return hasUsage, hasChoices
+}
+
+// jsonInt reads a JSON integer (0 for anything else).
+func jsonInt(v []byte) int {
+	n := 0
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			return 0
 		}
+		n = n*10 + int(c-'0')
 	}
-	return hasUsage, first.Exists()
+	return n
+}
+
+// finishOf is the finish reason of a JSON string, without allocating for the usual ones.
+func finishOf(v []byte) string {
+	switch string(v) {
+	case `"stop"`:
+		return "stop"
+	case `"length"`:
+		return "length"
+	}
+	var s string
+	if jsonv2.Unmarshal(v, &s) != nil {
+		return ""
+	}
+	return s
+}
+
+// pooledDecoder is a jsontext.Decoder reading a byte slice in place (jsontext reads a
+// *bytes.Buffer's bytes without copying them), reused across requests.
+type pooledDecoder struct {
+	buf bytes.Buffer
+	d   jsontext.Decoder
+}
+
+var decoders = sync.Pool{New: func() any { return new(pooledDecoder) }}
+
+func getDecoder(b []byte) *pooledDecoder {
+	p := decoders.Get().(*pooledDecoder)
+	p.buf.Reset()
+	p.buf.Write(b)
+	p.d.Reset(&p.buf)
+	return p
+}
+
+func putDecoder(p *pooledDecoder) {
+	if p.buf.Cap() > 1<<20 {
+		return // keep no large buffers alive
+	}
+	decoders.Put(p)
 }
 
 // runUpstream forwards the request. It returns done when a stream writer took over,
@@ -124,8 +274,8 @@ func upstreamUsage(b []byte, e *tenancy.Entry) (hasUsage, hasChoices bool) {
 // tier or answers failed (nothing has been written or settled).
 func (j *job) runUpstream(ctx *fasthttp.RequestCtx) (done bool, failed *apiError) {
 	s, u := j.s, j.c.m.upstream
-	// sjson never edits in place: the request's own body is only read (and sent, while
-	// this handler runs, when nothing needs rewriting).
+	// The request's own body is only read (and sent, while this handler runs, when
+	// nothing needs rewriting).
 	body, err := j.upstreamBody(ctx.PostBody())
 	if err != nil {
 		j.fail(ctx, badRequest("body", "invalid JSON: "+err.Error()))
