@@ -19,6 +19,7 @@ import (
 	"github.com/lmlite/lmlite/configs"
 	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/internal/jsonenc"
+	"github.com/lmlite/lmlite/internal/sse"
 	"github.com/lmlite/lmlite/tenancy"
 )
 
@@ -356,56 +357,39 @@ func (j *job) streamUpstream(w *bufio.Writer, resp *fasthttp.Response, sent time
 	s := j.s
 	defer fasthttp.ReleaseResponse(resp)
 	e := tenancy.Entry{Status: 200}
-	rd := bufio.NewReaderSize(resp.BodyStream(), 16<<10)
 	gone := false
 	var first, last time.Time
 	chunks := 0
 	sawUsage := false
+	rd := sse.NewReader(resp.BodyStream(), 16<<10)
 	for {
-		line, err := rd.ReadSlice('\n')
-		if err != nil && !(err == bufio.ErrBufferFull && len(line) > 0) {
-			if len(line) == 0 {
-				break
-			}
-		}
-		if err == bufio.ErrBufferFull { // a long event: gather it whole
-			rest, err2 := rd.ReadBytes('\n')
-			line = append(append([]byte(nil), line...), rest...)
-			err = err2
-		}
-		data, ok := bytes.CutPrefix(bytes.TrimRight(line, "\r\n"), []byte("data:"))
-		if ok {
-			data = bytes.TrimSpace(data)
-			if bytes.Equal(data, []byte("[DONE]")) {
-				break
-			}
-			forward := true
-			if bytes.Contains(data, []byte(`"usage":{`)) || bytes.Contains(data, []byte(`"finish_reason":"`)) {
-				hasUsage, hasChoices := upstreamUsage(data, &e)
-				sawUsage = sawUsage || hasUsage
-				if hasUsage && !hasChoices && !j.in.usage {
-					forward = false // the client did not ask for the usage event
-				}
-			}
-			now := s.now()
-			if first.IsZero() {
-				first = now
-			}
-			last = now
-			chunks++
-			if forward && !gone {
-				w.WriteString("data: ")
-				w.Write(data)
-				w.WriteString("\n\n")
-				if w.Flush() != nil {
-					gone = true
-					resp.CloseBodyStream() // stop the upstream
-					break
-				}
-			}
-		}
-		if err != nil {
+		data, err := rd.Next()
+		if err != nil || bytes.Equal(data, []byte("[DONE]")) {
 			break
+		}
+		forward := true
+		if bytes.Contains(data, []byte(`"usage":{`)) || bytes.Contains(data, []byte(`"finish_reason":"`)) {
+			hasUsage, hasChoices := upstreamUsage(data, &e)
+			sawUsage = sawUsage || hasUsage
+			if hasUsage && !hasChoices && !j.in.usage {
+				forward = false // the client did not ask for the usage event
+			}
+		}
+		now := s.now()
+		if first.IsZero() {
+			first = now
+		}
+		last = now
+		chunks++
+		if forward && !gone {
+			w.WriteString("data: ")
+			w.Write(data)
+			w.WriteString("\n\n")
+			if w.Flush() != nil {
+				gone = true
+				resp.CloseBodyStream() // stop the upstream
+				break
+			}
 		}
 	}
 	s.pred.End(j.c.m.id)
