@@ -82,7 +82,7 @@ func startServer(t *testing.T, yaml string, eng *fakeEngine) *testServer {
 	if eng != nil {
 		e = eng
 	}
-	srv, err := New(cfg, e, tenancy.New(store), Options{
+	srv, err := New(mustGatewayConfig(t, cfg), e, tenancy.New(store), Options{
 		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
 		AdminKey: "admin-secret",
 	})
@@ -169,4 +169,14 @@ func (ts *testServer) get(path, key string) (*http.Response, string) {
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	return resp, string(b)
+}
+
+// mustGatewayConfig is the gateway's Config of a validated configuration file.
+func mustGatewayConfig(t testing.TB, cfg *configs.Config) Config {
+	t.Helper()
+	gc, err := ConfigOf(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return gc
 }

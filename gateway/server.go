@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,7 +19,6 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"github.com/lmlite/lmlite/configs"
 	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/internal/jsonenc"
 	"github.com/lmlite/lmlite/money"
@@ -57,7 +57,7 @@ type Options struct {
 // Server is the HTTP front door. Create it with New, run it with Serve, stop it with
 // Shutdown.
 type Server struct {
-	cfg     *configs.Config
+	cfg     *Config
 	eng     Engine // nil when every model is upstream
 	ten     *tenancy.Tenancy
 	book    *policies.Book
@@ -82,7 +82,6 @@ type Server struct {
 // model is one servable model.
 type model struct {
 	id       string
-	cfg      configs.Model
 	price    money.Price
 	maxLen   atomic.Int64         // prompt + output tokens; 0: not known (yet)
 	tier     string               // first tier listing it ("" if none), for X-LMLite-Tier
@@ -105,15 +104,32 @@ func (s *Server) limit(m *model) int {
 	return 0
 }
 
-// New builds a server for a validated configuration. eng may be nil when every model
-// is upstream.
-func New(cfg *configs.Config, eng Engine, ten *tenancy.Tenancy, opts Options) (*Server, error) {
-	book, err := cfg.Book()
-	if err != nil {
-		return nil, fmt.Errorf("gateway: %w", err)
+// New builds a server for a configuration (ConfigOf builds one from the config file).
+// eng may be nil when every model is upstream.
+func New(cfg Config, eng Engine, ten *tenancy.Tenancy, opts Options) (*Server, error) {
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = 1 << 20
+	}
+	if cfg.MaxInFlight == 0 {
+		cfg.MaxInFlight = 1024
+	}
+	book := cfg.Book
+	if book == nil {
+		var err error
+		if book, err = policies.NewBook(nil, nil, nil); err != nil {
+			return nil, fmt.Errorf("gateway: %w", err)
+		}
+	}
+	set := cfg.Tiers
+	for t := range set.Tiers {
+		for _, c := range set.Tiers[t] {
+			if !slices.ContainsFunc(cfg.Models, func(m Model) bool { return m.ID == c.Model }) {
+				return nil, fmt.Errorf("gateway: tier %s lists the unknown model %q", tiers.Tier(t), c.Model)
+			}
+		}
 	}
 	s := &Server{
-		cfg: cfg, eng: eng, ten: ten, book: book, set: cfg.Set(), pred: tiers.NewPredictor(),
+		cfg: &cfg, eng: eng, ten: ten, book: book, set: &set, pred: tiers.NewPredictor(),
 		models: map[string]*model{}, log: opts.Logger, now: opts.Now, created: time.Now().Unix(),
 		clients: map[string]*fasthttp.HostClient{},
 	}
@@ -138,12 +154,12 @@ func New(cfg *configs.Config, eng Engine, ten *tenancy.Tenancy, opts Options) (*
 			status[st.ID] = st
 		}
 	}
-	for i := range cfg.Models {
-		mc := cfg.Models[i]
-		m := &model{id: mc.ID, cfg: mc, price: mc.Price()}
+	for _, mc := range cfg.Models {
+		m := &model{id: mc.ID, price: mc.Price}
 		m.maxLen.Store(int64(mc.MaxModelLen))
 		if mc.Upstream != nil {
-			if m.upstream, err = newUpstream(mc, s.clients); err != nil {
+			var err error
+			if m.upstream, err = newUpstream(mc.ID, *mc.Upstream, s.clients); err != nil {
 				return nil, err
 			}
 		} else {
@@ -154,7 +170,7 @@ func New(cfg *configs.Config, eng Engine, ten *tenancy.Tenancy, opts Options) (*
 				m.maxLen.Store(int64(status[mc.ID].MaxModelLen))
 			}
 		}
-		s.pred.SetCapacity(mc.ID, mc.MaxConcurrency*mc.Replicas, mc.MaxQueue)
+		s.pred.SetCapacity(mc.ID, mc.Slots, mc.MaxQueue)
 		s.models[mc.ID] = m
 		s.order = append(s.order, mc.ID)
 	}

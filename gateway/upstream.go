@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,7 +15,6 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/valyala/fasthttp"
 
-	"github.com/lmlite/lmlite/configs"
 	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/internal/jsonenc"
 	"github.com/lmlite/lmlite/internal/sse"
@@ -35,11 +33,11 @@ type upstream struct {
 	client  *fasthttp.HostClient
 }
 
-func newUpstream(m configs.Model, clients map[string]*fasthttp.HostClient) (*upstream, error) {
-	base := strings.TrimRight(m.Upstream.BaseURL, "/")
+func newUpstream(id string, cu Upstream, clients map[string]*fasthttp.HostClient) (*upstream, error) {
+	base := strings.TrimRight(cu.BaseURL, "/")
 	pu, err := url.Parse(base)
 	if err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
-		return nil, fmt.Errorf("gateway: model %q: upstream base_url %q is not an http(s) URL", m.ID, m.Upstream.BaseURL)
+		return nil, fmt.Errorf("gateway: model %q: upstream base_url %q is not an http(s) URL", id, cu.BaseURL)
 	}
 	tls := pu.Scheme == "https"
 	key := pu.Scheme + "://" + pu.Host
@@ -54,11 +52,9 @@ func newUpstream(m configs.Model, clients map[string]*fasthttp.HostClient) (*ups
 		}
 		clients[key] = hc
 	}
-	u := &upstream{chatURL: base + "/chat/completions", compURL: base + "/completions", model: m.Upstream.Model, timeout: m.Upstream.Timeout, client: hc}
-	if m.Upstream.APIKeyEnv != "" {
-		if k := os.Getenv(m.Upstream.APIKeyEnv); k != "" {
-			u.auth = "Bearer " + k
-		}
+	u := &upstream{chatURL: base + "/chat/completions", compURL: base + "/completions", model: cu.Model, timeout: cu.Timeout, client: hc}
+	if cu.APIKey != "" {
+		u.auth = "Bearer " + cu.APIKey
 	}
 	return u, nil
 }
