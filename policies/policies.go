@@ -25,7 +25,7 @@ type Plan struct {
 	MaxConcurrency    int      `yaml:"max_concurrency"`     // requests in flight; 0: unlimited
 	DailyBudgetUSD    float64  `yaml:"daily_budget_usd"`    // per UTC day; 0: none
 	MonthlyBudgetUSD  float64  `yaml:"monthly_budget_usd"`  // per UTC calendar month; 0: none
-	AllowedTiers      []string `yaml:"allowed_tiers"`       // tier names; empty: all
+	AllowedTiers      []string `yaml:"allowed_tiers"`       // tier names; empty: all (binds named models too: Policy.AllowsServing)
 	AllowedModels     []string `yaml:"allowed_models"`      // model ids; empty: all
 	DefaultTierMode   string   `yaml:"default_tier_mode"`   // for model "auto": balanced, deep, max; "": balanced
 	SharePrefix       bool     `yaml:"share_prefix"`        // share the prefix cache with other tenants
