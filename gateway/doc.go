@@ -25,9 +25,11 @@
 //     tokens/min and requests/s (429 with Retry-After).
 //  6. route.go, job.choose: the one routing decision. tiers.Select runs once with
 //     the tenant's remaining money and each candidate's exact worst case
-//     (job.planFor: the prompt rendered and tokenized once per model, the output
-//     limit checked), so a request over every candidate's limit is a 400 naming the
-//     limit, money is a 429 insufficient_quota, load a 503.
+//     (job.planFor: the prompt rendered and tokenized once per model with
+//     Engine.ChatTokens, message texts as plain text, only the template's markup as
+//     control tokens; the output limit checked), so a request over every
+//     candidate's limit is a 400 naming the limit, money is a 429
+//     insufficient_quota, load a 503.
 //  7. run.go, job.run: tenancy.Ticket.Reserve the worst case, then job.launch: the
 //     engine's Generate, or upstream.go, job.runUpstream. A model that refuses before
 //     answering (queue full, no memory, closed, upstream down) is an explicit,

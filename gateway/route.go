@@ -217,14 +217,13 @@ func (j *job) makePlan(m *model) plan {
 
 // promptTokens renders (chat) and tokenizes the prompt for an embedded model.
 func (j *job) promptTokens(m *model) ([]int32, *apiError) {
-	text := j.in.prompt
+	var toks []int32
+	var err error
 	if j.in.kind == kindChat {
-		var err error
-		if text, err = j.s.eng.RenderChat(m.id, j.in.msgs); err != nil {
-			return nil, engineError(err)
-		}
+		toks, err = j.s.eng.ChatTokens(m.id, j.in.msgs) // message texts stay plain text
+	} else {
+		toks, err = j.s.eng.Tokenize(m.id, j.in.prompt)
 	}
-	toks, err := j.s.eng.Tokenize(m.id, text)
 	if err != nil {
 		return nil, engineError(err)
 	}

@@ -8,6 +8,10 @@
 //	// once per model; tpl is safe for concurrent use
 //	text, err := tpl.Render([]chat.Message{{Role: "user", Content: "Hi"}}, true)
 //
+// Render gives text; tokenizing it with special tokens parsed would turn texts that
+// users typed into control tokens. The engine therefore quotes the messages first
+// and encodes the result with tokenizer.Quoter (engine.Block.ChatTokens).
+//
 // An empty src means ChatML, the format used for models without a template. The
 // caller converts its own message type to chat.Message: the engine imports this
 // package, so this package must not import the engine.
@@ -18,9 +22,12 @@
 // Python's jinja2 in an ImmutableSandboxedEnvironment with trim_blocks and
 // lstrip_blocks, the globals raise_exception and strftime_now, and a tojson filter
 // that is json.dumps(ensure_ascii=False). Render gives the template messages (each
-// an ordered dict of role and content), add_generation_prompt, bos_token and
+// an ordered dict of role and content, then tool_calls — each {"id", "type":
+// "function", "function": {"name", "arguments"}} with the arguments decoded — and
+// tool_call_id and name when set), add_generation_prompt, bos_token and
 // eos_token; tools, documents and anything else stay undefined unless given to
-// RenderVars (tools, enable_thinking, ...). strftime_now reads
+// RenderVars (tools, as JSONValue or OrderedDict values, enable_thinking, ...).
+// strftime_now reads
 // Options.Now, so tests pass a fixed clock. The test suite holds the expected text
 // of the Llama 3 and Qwen3 templates from ../shared and further cases produced by
 // jinja2 itself (testdata/gen_golden.py).
