@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lmlite/lmlite/engine"
 )
@@ -123,6 +124,20 @@ func TestRefusedTierReleasesItsReservation(t *testing.T) {
 				t.Errorf("ledger %+v", led)
 			}
 		})
+	}
+	// Every tier refuses: a 503 whose trace says failed, never budget (the money was
+	// released at each step), and nothing is charged.
+	eng := newFakeEngine()
+	eng.Refuse = map[string]error{"big": engine.ErrQueueFull, "tiny": engine.ErrQueueFull}
+	ts := startServer(t, testConfig, eng)
+	resp, body := ts.post("/v1/chat/completions", ts.keys["enough"],
+		`{"model": "auto", "lmlite": {"tier_mode": "max"}, "messages": [{"role":"user","content":"x"}], "max_tokens": 100}`)
+	if resp.StatusCode != 503 || !strings.Contains(body, ":failed") || strings.Contains(body, ":budget") {
+		t.Errorf("all tiers refused: %d %s", resp.StatusCode, body)
+	}
+	day, _, _ := ts.store.Spent("enough", time.Now())
+	if day != 0 {
+		t.Errorf("spent %v after refusals", day)
 	}
 }
 
