@@ -8,6 +8,11 @@
 // cost budget, the tenant's remaining money, load or failures rule a tier out; in mode
 // fixed it serves exactly the named tier or refuses with the reason. Select returns the
 // trace of the tiers it passed over, so that tests (testdata/*.txt) and logs show why.
+// The caller gives each candidate's exact worst case up front (Request.Need: the
+// prompt tokenized by that model, its output limit), so the decision is final when
+// made: a candidate the request does not fit is passed over as unfit, and the cost it
+// reports is the one to reserve. Money (budget), the engine's refusals (failed) and
+// limits (unfit) are separate reasons.
 //
 // A Predictor keeps those live statistics (time to first token, time per output token,
 // queue depth, recent failures) for each model; its methods take an explicit now.
