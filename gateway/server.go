@@ -454,8 +454,12 @@ func (s *Server) modelNotFound(pol *policies.Policy, id string) *apiError {
 			b.WriteString(m)
 		}
 	}
+	reason := "model_not_found" // the operator's metrics and logs tell the two apart
+	if _, ok := s.models[id]; ok {
+		reason = "forbidden"
+	}
 	return &apiError{status: 404, typ: "invalid_request_error", code: "model_not_found", param: "model",
-		message: b.String(), reason: "not_found"}
+		message: b.String(), reason: reason}
 }
 
 func (s *Server) handleModels(ctx *fasthttp.RequestCtx, reqID string) {
