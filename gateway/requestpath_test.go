@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/tenancy"
+	"github.com/lmlite/lmlite/tiers"
 )
 
 func modelIDs(t *testing.T, body string) []string {
@@ -183,5 +185,23 @@ func TestBodyOverTheLimitIs413(t *testing.T) {
 	e := parseErr(t, body)
 	if resp.StatusCode != 413 || e.Error.Param == nil || *e.Error.Param != "body" || !strings.Contains(e.Error.Message, "4096") {
 		t.Errorf("%d %s", resp.StatusCode, body)
+	}
+}
+
+// TestConfigZeroValueWorks: the gateway's own Config needs no config file: its zero
+// value serves (no models, no tenants), and a TierSet naming an unknown model is
+// refused at New.
+func TestConfigZeroValueWorks(t *testing.T) {
+	srv, err := New(Config{}, nil, tenancy.New(nil), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if srv.cfg.MaxBodyBytes != 1<<20 || srv.cfg.MaxInFlight != 1024 {
+		t.Errorf("defaults %+v", srv.cfg)
+	}
+	var bad Config
+	bad.Tiers.Tiers[tiers.Fast] = []tiers.Candidate{{Model: "ghost"}}
+	if _, err := New(bad, nil, tenancy.New(nil), Options{}); err == nil {
+		t.Error("a tier naming an unknown model was accepted")
 	}
 }
