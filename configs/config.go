@@ -24,6 +24,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/money"
 	"github.com/lmlite/lmlite/policies"
 	"github.com/lmlite/lmlite/tiers"
 )
@@ -45,7 +46,7 @@ var Example []byte
 type Config struct {
 	Listen          string        `yaml:"listen"`           // "127.0.0.1:8080"
 	DataDir         string        `yaml:"data_dir"`         // "data"; the ledger, keys and demo models live here
-	MaxBodyBytes    int           `yaml:"max_body_bytes"`   // 1 MiB; larger request bodies answer 400
+	MaxBodyBytes    int           `yaml:"max_body_bytes"`   // 1 MiB; larger request bodies answer 413
 	MemoryBudget    string        `yaml:"memory_budget"`    // bytes for the embedded models ("4GiB"); "": no limit
 	MaxInFlight     int           `yaml:"max_in_flight"`    // requests in flight before 503; 1024
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"` // how long SIGTERM waits for in-flight requests; 30s
@@ -311,7 +312,7 @@ func (t *Tiers) list() [tiers.NumTiers][]TierModel {
 
 // Set builds the TierSet with the models' prices.
 func (c *Config) Set() *tiers.Set {
-	price := map[string]tiers.Price{}
+	price := map[string]money.Price{}
 	for _, m := range c.Models {
 		price[m.ID] = m.Price()
 	}
@@ -334,8 +335,8 @@ func (c *Config) Book() (*policies.Book, error) {
 }
 
 // Price returns the model's prices.
-func (m *Model) Price() tiers.Price {
-	return tiers.Price{PromptPer1K: tiers.USD(m.PromptUSDPer1K), CompletionPer1K: tiers.USD(m.CompletionUSDPer1K)}
+func (m *Model) Price() money.Price {
+	return money.Price{PromptPer1K: money.USD(m.PromptUSDPer1K), CompletionPer1K: money.USD(m.CompletionUSDPer1K)}
 }
 
 // EngineConfig returns the engine's configuration of an embedded model.

@@ -123,7 +123,11 @@ func runServe(args []string) error {
 			return err
 		}
 	}
-	srv, err := gateway.New(cfg, eng, tenancy.New(store), gateway.Options{
+	gcfg, err := gateway.ConfigOf(cfg)
+	if err != nil {
+		return err
+	}
+	srv, err := gateway.New(gcfg, eng, tenancy.New(store), gateway.Options{
 		Logger: log, AdminKey: os.Getenv(cfg.AdminKeyEnv),
 	})
 	if err != nil {
