@@ -249,3 +249,33 @@ func (m *Model) ExpertLoad() [][]uint64 {
 	}
 	return out
 }
+
+// DecodeBytes is the weight bytes one decode step of one sequence reads: every weight
+// matrix once, except that a mixture of experts reads ExpertsUsed of its experts per
+// layer, and the token embedding one row (the whole of it when it is also the output
+// projection). Divided into the memory bandwidth, it gives the ceiling of decode speed.
+func (m *Model) DecodeBytes() int64 {
+	var n int64
+	size := func(ms ...kernels.Matrix) {
+		for _, x := range ms {
+			n += int64(len(x.Data))
+		}
+	}
+	size(m.output)
+	if !m.cfg.Tied {
+		n += int64(len(m.tokEmbd.Row(0)))
+	}
+	for i := range m.layers {
+		ly := &m.layers[i]
+		size(ly.wq, ly.wk, ly.wv, ly.wo, ly.gate, ly.up, ly.down)
+		if e := ly.moe; e != nil {
+			size(e.router, e.shGate, e.shUp, e.shDown, e.shInp)
+			// The experts' sizes differ only by type (none here): the first K stand
+			// for any K.
+			for x := 0; x < m.cfg.ExpertsUsed; x++ {
+				size(e.gate[x], e.up[x], e.down[x])
+			}
+		}
+	}
+	return n
+}
