@@ -1,9 +1,12 @@
 package model_test
 
 import (
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/lmlite/lmlite/engine/genmodel"
+	"github.com/lmlite/lmlite/engine/gguf"
 	"github.com/lmlite/lmlite/engine/model"
 	"github.com/lmlite/lmlite/kvcache"
 )
@@ -68,5 +71,43 @@ func TestExactTiesPickLowerIndex(t *testing.T) {
 		case tie == 0 && on2 == 0:
 			t.Errorf("without ties expert 2 got no tokens: the tied run proves nothing")
 		}
+	}
+}
+
+// TestDecodeBytes: a decode step of a mixture of experts reads its weight matrices
+// except the experts, ExpertsUsed/Experts of the stacked experts, and one row of the
+// token embedding, as the file's tensor sizes say.
+func TestDecodeBytes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m.gguf")
+	if err := genmodel.Generate(genmodel.Options{Arch: "qwen2moe", Preset: "tiny", Type: "q4_k_m", Seed: 1}, path); err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	m, err := model.Load(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := m.Config()
+	var want int64
+	for _, ti := range f.Tensors {
+		switch {
+		case len(ti.Dims) == 1: // norms, biases: decoded at load; the shared expert's gate is a row
+			if strings.HasSuffix(ti.Name, "ffn_gate_inp_shexp.weight") {
+				want += ti.Size
+			}
+		case ti.Name == "token_embd.weight":
+			want += ti.Size / int64(ti.Dims[1])
+		case len(ti.Dims) == 3:
+			want += ti.Size / int64(c.Experts) * int64(c.ExpertsUsed)
+		default:
+			want += ti.Size
+		}
+	}
+	if got := m.DecodeBytes(); got != want || got >= f.Size()/2 {
+		t.Fatalf("DecodeBytes %d, want %d (file %d)", got, want, f.Size())
 	}
 }
