@@ -73,7 +73,11 @@ var archs = map[string]struct {
 // tensorType picks the type of a weight matrix of cols columns for the file type:
 // the type itself, except that q4_k_m mixes as llama.cpp's Q4_K_M does (Q6_K for the
 // output projection and for attn_v and ffn_down in the layers use_more_bits picks;
-// attn_qkv, Q5_K in llama.cpp, is Q6_K here as the kernels have no Q5_K).
+// attn_qkv, Q5_K in llama.cpp, is Q6_K here as the kernels have no Q5_K). Routers
+// (ffn_gate_inp) are F32 in every file type, as llama.cpp keeps them; the stacked
+// experts' ffn_down_exps (and qwen2moe's ffn_down_shexp) follow ffn_down's rule by
+// layer (llama.cpp's own mix counts those tensors apart and bumps attn_v and attn_k
+// of 8-expert models to Q8_0; this does neither).
 func tensorType(ftype, name string, layer, layers int, cols int, tiedOutput bool) kernels.Type {
 	if strings.HasSuffix(name, "ffn_gate_inp.weight") {
 		return kernels.F32 // routers: llama.cpp's converter and quantizer keep them in F32
