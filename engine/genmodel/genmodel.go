@@ -76,8 +76,8 @@ var archs = map[string]struct {
 // attn_qkv, Q5_K in llama.cpp, is Q6_K here as the kernels have no Q5_K). Routers
 // (ffn_gate_inp) are F32 in every file type, as llama.cpp keeps them; the stacked
 // experts' ffn_down_exps (and qwen2moe's ffn_down_shexp) follow ffn_down's rule by
-// layer (llama.cpp's own mix counts those tensors apart and bumps attn_v and attn_k
-// of 8-expert models to Q8_0; this does neither).
+// layer (llama.cpp's own mix has further cases for models with experts, such as
+// 8-expert models' attn_k and attn_v; this follows none of them).
 func tensorType(ftype, name string, layer, layers int, cols int, tiedOutput bool) kernels.Type {
 	if strings.HasSuffix(name, "ffn_gate_inp.weight") {
 		return kernels.F32 // routers: llama.cpp's converter and quantizer keep them in F32
