@@ -55,6 +55,7 @@ func cmdBench(args []string, stdout io.Writer) error {
 	membw := fs.Bool("membw", false, "measure the memory read bandwidth instead (no model needed)")
 	prefixCache := fs.String("prefix-cache", "", "PREFIX:SUFFIX: measure time to first token cold, after a hot and after a warm prefix-cache hit instead")
 	chatTurns := fs.Int("chat-turns", 0, "N: measure an N-turn chat with the prefix cache on and off instead")
+	grammarFlag := fs.String("grammar", "", "constrain generation: json (any JSON object) or a JSON Schema file; reports the masks' share of the decode time")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -143,6 +144,11 @@ func cmdBench(args []string, stdout io.Writer) error {
 	}
 	next := make([]int32, *parallel)
 	items := make([]model.Item, 0, *parallel)
+	gb, err := newGrammarBench(f, *grammarFlag, *parallel)
+	if err != nil {
+		return err
+	}
+	var maskTime, sampleTime time.Duration
 	for r := range *reps {
 		for s := range seqs {
 			if seqs[s] != nil {
@@ -197,6 +203,12 @@ func cmdBench(args []string, stdout io.Writer) error {
 			if err != nil {
 				return err
 			}
+			if gb != nil {
+				gt, st := gb.step(out, next)
+				maskTime += gt
+				sampleTime += st
+				continue
+			}
 			for s := range next {
 				next[s] = int32(argmax(out[s]))
 			}
@@ -213,6 +225,13 @@ func cmdBench(args []string, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "%s: threads %d, parallel %d, prompt %d, gen %d, reps %d\n  pp %.2f tok/s\n  tg %.2f tok/s (a decode step reads %.1f MiB of weights)\n  peak RSS %.1f MiB = file %.1f MiB + KV %.1f MiB + %.1f MiB\n",
 		res.Model, res.Threads, res.Parallel, res.Prompt, res.Gen, *reps, res.PPTokS, res.TGTokS, float64(res.DecodeBytes)/(1<<20),
 		float64(res.PeakRSS)/(1<<20), float64(res.FileBytes)/(1<<20), float64(res.KVBytes)/(1<<20), res.OverheadMiB)
+	if gb != nil {
+		decode := float64(*nGen**parallel**reps) / res.TGTokS // seconds, about
+		tokens := float64(*nGen * *parallel * *reps)
+		fmt.Fprintf(stdout, "  grammar %s: masks %.1f%% of the decode time (%.1f µs per token), masked greedy sampling %.1f%% (%.1f µs per token), %d outputs completed\n",
+			*grammarFlag, 100*maskTime.Seconds()/decode, float64(maskTime.Microseconds())/tokens,
+			100*sampleTime.Seconds()/decode, float64(sampleTime.Microseconds())/tokens, gb.completed)
+	}
 	return nil
 }
 

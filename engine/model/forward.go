@@ -25,6 +25,8 @@ type part struct {
 	start  int
 	tokens []int32
 	logits int
+	pool   Pooling
+	embed  []float64
 }
 
 // scratch holds the activations of a forward pass, grown to the largest batch seen.
@@ -35,6 +37,7 @@ type scratch struct {
 	tokPart, tokPos                      []int32 // per token of the batch: its part and position
 	ks, vs                               [][][]uint16
 	out                                  []float32 // logits rows
+	emb                                  []float32 // one pooled token's normed state
 	at                                   attnArgs  // the layer's attention, for attnRun
 	attnRun                              func(lo, hi int)
 
@@ -160,6 +163,30 @@ func (w *scratch) forward(m *Model, parts []part) ([]float32, error) {
 		}
 		kernels.MatMul(xn, ly.down, a, n)
 		addInto(x, xn)
+	}
+
+	// Pooled hidden states, before xn is reused for the logits rows.
+	pi := 0
+	for _, p := range parts {
+		if p.pool != PoolNone {
+			w.emb = growTo(w.emb, dim)
+			h := w.emb[:dim]
+			for j := range p.tokens {
+				pos := p.start + j
+				if p.pool == PoolFirst && pos != 0 || p.pool == PoolLast && j != len(p.tokens)-1 {
+					continue
+				}
+				kernels.RMSNorm(h, x[(pi+j)*dim:(pi+j+1)*dim], m.outNorm, c.NormEps)
+				for d, v := range h {
+					if p.pool == PoolMean {
+						p.embed[d] += float64(v)
+					} else {
+						p.embed[d] = float64(v)
+					}
+				}
+			}
+		}
+		pi += len(p.tokens)
 	}
 
 	// The wanted rows: each part's last p.logits tokens.
