@@ -47,7 +47,8 @@
 // found by type assertion: ModelLoader for the admin API's load and unload (cmd/lmlite
 // adapts the Block's context-taking Load), and prometheus.Collector for the engine's
 // own metrics (lmlite_engine_*: model state, memory, replicas, queue depth; batch
-// sizes and KV blocks as the runtime reports them), registered beside the gateway's.
+// sizes, KV blocks and, for mixtures of experts, the tokens routed to each expert, as
+// the runtime reports them), registered beside the gateway's.
 //
 // # Metrics
 //
