@@ -53,6 +53,7 @@ type Config struct {
 	AdminKeyEnv     string        `yaml:"admin_key_env"`    // env var holding the admin key; "LMLITE_ADMIN_KEY"
 	DemoTenant      string        `yaml:"demo_tenant"`      // tenant whose key is made on first run and printed; "": none
 	Ledger          Ledger        `yaml:"ledger"`
+	Redis           *Redis        `yaml:"redis"` // nil: every store in-process (configs/redis.go)
 
 	Models  []Model                  `yaml:"models"`
 	Tiers   Tiers                    `yaml:"tiers"`
@@ -151,6 +152,7 @@ func Parse(data []byte) (*Config, error) {
 		return nil, fmt.Errorf("%w: %s", ErrInvalid, strings.TrimPrefix(err.Error(), "yaml: "))
 	}
 	c.defaults()
+	c.redisDefaults(os.Getenv)
 	return &c, nil
 }
 
@@ -221,6 +223,11 @@ func (c *Config) Validate() error {
 	}
 	if c.Ledger.Sync != "fsync" && c.Ledger.Sync != "process" {
 		return bad("ledger.sync", "%q is not fsync or process", c.Ledger.Sync)
+	}
+	if c.Redis != nil {
+		if err := c.Redis.validate(); err != nil {
+			return err
+		}
 	}
 	if len(c.Models) == 0 {
 		return bad("models", "no models configured")
