@@ -24,6 +24,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/money"
 	"github.com/lmlite/lmlite/policies"
 	"github.com/lmlite/lmlite/pull"
 	"github.com/lmlite/lmlite/tiers"
@@ -46,13 +47,14 @@ var Example []byte
 type Config struct {
 	Listen          string        `yaml:"listen"`           // "127.0.0.1:8080"
 	DataDir         string        `yaml:"data_dir"`         // "data"; the ledger, keys and demo models live here
-	MaxBodyBytes    int           `yaml:"max_body_bytes"`   // 1 MiB; larger request bodies answer 400
+	MaxBodyBytes    int           `yaml:"max_body_bytes"`   // 1 MiB; larger request bodies answer 413
 	MemoryBudget    string        `yaml:"memory_budget"`    // bytes for the embedded models ("4GiB"); "": no limit
 	MaxInFlight     int           `yaml:"max_in_flight"`    // requests in flight before 503; 1024
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"` // how long SIGTERM waits for in-flight requests; 30s
 	AdminKeyEnv     string        `yaml:"admin_key_env"`    // env var holding the admin key; "LMLITE_ADMIN_KEY"
 	DemoTenant      string        `yaml:"demo_tenant"`      // tenant whose key is made on first run and printed; "": none (see Plans)
 	Ledger          Ledger        `yaml:"ledger"`
+	Redis           *Redis        `yaml:"redis"` // nil: every store in-process (configs/redis.go)
 
 	Models []Model `yaml:"models"`
 	Tiers  Tiers   `yaml:"tiers"` // none: clients name models by id ("auto" and "tier:…" are refused)
@@ -163,6 +165,7 @@ func Parse(data []byte) (*Config, error) {
 		return nil, fmt.Errorf("%w: %s", ErrInvalid, strings.TrimPrefix(err.Error(), "yaml: "))
 	}
 	c.defaults()
+	c.redisDefaults(os.Getenv)
 	return &c, nil
 }
 
@@ -240,6 +243,11 @@ func (c *Config) Validate() error {
 	}
 	if c.Ledger.Sync != "fsync" && c.Ledger.Sync != "process" {
 		return bad("ledger.sync", "%q is not fsync or process", c.Ledger.Sync)
+	}
+	if c.Redis != nil {
+		if err := c.Redis.validate(); err != nil {
+			return err
+		}
 	}
 	if len(c.Models) == 0 {
 		return bad("models", "no models configured")
@@ -351,7 +359,7 @@ func (t *Tiers) list() [tiers.NumTiers][]TierModel {
 
 // Set builds the TierSet with the models' prices.
 func (c *Config) Set() *tiers.Set {
-	price := map[string]tiers.Price{}
+	price := map[string]money.Price{}
 	for _, m := range c.Models {
 		price[m.ID] = m.Price()
 	}
@@ -374,8 +382,8 @@ func (c *Config) Book() (*policies.Book, error) {
 }
 
 // Price returns the model's prices.
-func (m *Model) Price() tiers.Price {
-	return tiers.Price{PromptPer1K: tiers.USD(m.PromptUSDPer1K), CompletionPer1K: tiers.USD(m.CompletionUSDPer1K)}
+func (m *Model) Price() money.Price {
+	return money.Price{PromptPer1K: money.USD(m.PromptUSDPer1K), CompletionPer1K: money.USD(m.CompletionUSDPer1K)}
 }
 
 // Embedded says whether the model runs in the embedded engine (path or pull).

@@ -10,6 +10,7 @@ import (
 
 	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/loadtest"
+	"github.com/lmlite/lmlite/money"
 	"github.com/lmlite/lmlite/tiers"
 )
 
@@ -74,7 +75,7 @@ func TestExampleIsValid(t *testing.T) {
 		t.Errorf("batch timeout: %v", c.Models[0].EngineConfig().BatchExecuteTimeout)
 	}
 	set := c.Set()
-	if got := set.Tiers[tiers.Deep]; len(got) != 1 || got[0].Model != "llama-8b" || got[0].Price.CompletionPer1K != tiers.USD(0.002) {
+	if got := set.Tiers[tiers.Deep]; len(got) != 1 || got[0].Model != "llama-8b" || got[0].Price.CompletionPer1K != money.USD(0.002) {
 		t.Errorf("deep tier: %+v", got)
 	}
 	b, err := c.Book()
@@ -82,7 +83,7 @@ func TestExampleIsValid(t *testing.T) {
 		t.Fatal(err)
 	}
 	p, _ := b.Resolve("hobbyist")
-	if p.DailyBudget != tiers.USD(1) || !p.AllowsTier(tiers.Deep) || p.AllowsTier(tiers.Max) {
+	if p.DailyBudget != money.USD(1) || !p.AllowsTier(tiers.Deep) || p.AllowsTier(tiers.Max) {
 		t.Errorf("hobbyist: %+v", p)
 	}
 }
@@ -215,7 +216,7 @@ func TestLoadtestConfig(t *testing.T) {
 			}
 		}
 	}
-	if p, _ := book.Resolve("small-budget"); p.DailyBudget <= 0 || p.DailyBudget > tiers.USD(0.01) {
+	if p, _ := book.Resolve("small-budget"); p.DailyBudget <= 0 || p.DailyBudget > money.USD(0.01) {
 		t.Errorf("small-budget: daily budget %v", p.DailyBudget)
 	}
 	if p, _ := book.Resolve("noisy"); p.RequestsPerSecond <= 0 || p.MaxConcurrency <= 0 {

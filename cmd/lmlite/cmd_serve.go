@@ -156,7 +156,11 @@ func runServe(args []string) error {
 			return err
 		}
 	}
-	srv, err := gateway.New(cfg, eng, tenancy.New(store), gateway.Options{
+	gcfg, err := gateway.ConfigOf(cfg)
+	if err != nil {
+		return err
+	}
+	srv, err := gateway.New(gcfg, eng, tenancy.New(store), gateway.Options{
 		Logger: log, AdminKey: adminKey,
 	})
 	if err != nil {
