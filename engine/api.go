@@ -185,6 +185,11 @@ type ModelStatus struct {
 	Embeddings bool          // Block.Embed serves this model
 
 	KV kvcache.Stats // the replicas' KV pools, summed (zero while unloaded)
+
+	// ExpertLoad, for a mixture of experts: per layer, the tokens routed to each expert
+	// (by all replicas) since the model was loaded; nil while unloaded or for a dense
+	// model. Skewed rows show experts that get most of the traffic.
+	ExpertLoad [][]uint64
 }
 
 // Errors of the Block API, matched with errors.Is.

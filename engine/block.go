@@ -270,6 +270,9 @@ func (b *Block) Models() []ModelStatus {
 		if in.file != nil {
 			st.MemoryBytes = in.file.Size() + int64(len(in.replicas))*in.kvSize
 		}
+		if in.model != nil {
+			st.ExpertLoad = in.model.ExpertLoad()
+		}
 		for _, r := range in.replicas {
 			st.QueueDepth += int(r.waiting.Load())
 			st.Running += int(r.running.Load())

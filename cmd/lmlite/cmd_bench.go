@@ -34,6 +34,7 @@ type benchResult struct {
 	PPTokS      float64 `json:"pp_tok_s"`
 	TGTokS      float64 `json:"tg_tok_s"`
 	FileBytes   int64   `json:"file_bytes"`
+	DecodeBytes int64   `json:"decode_weight_bytes"` // weights one decode step reads (a mixture of experts: its used experts only)
 	KVBytes     int64   `json:"kv_bytes"`
 	PeakRSS     int64   `json:"peak_rss_bytes"`
 	OverheadMiB float64 `json:"overhead_mib"` // peak RSS - file - KV
@@ -215,14 +216,14 @@ func cmdBench(args []string, stdout io.Writer) error {
 		tg[r] = float64(*nGen**parallel) / time.Since(t0).Seconds()
 	}
 	res := benchResult{Model: filepath.Base(*path), Threads: *threads, Parallel: *parallel, Prompt: *nPrompt, Gen: *nGen,
-		PPTokS: median(pp), TGTokS: median(tg), FileBytes: f.Size(),
+		PPTokS: median(pp), TGTokS: median(tg), FileBytes: f.Size(), DecodeBytes: m.DecodeBytes(),
 		KVBytes: kc.Bytes(), PeakRSS: peakRSS()}
 	res.OverheadMiB = float64(res.PeakRSS-res.FileBytes-res.KVBytes) / (1 << 20)
 	if *asJSON {
 		return json.NewEncoder(stdout).Encode(res)
 	}
-	fmt.Fprintf(stdout, "%s: threads %d, parallel %d, prompt %d, gen %d, reps %d\n  pp %.2f tok/s\n  tg %.2f tok/s\n  peak RSS %.1f MiB = file %.1f MiB + KV %.1f MiB + %.1f MiB\n",
-		res.Model, res.Threads, res.Parallel, res.Prompt, res.Gen, *reps, res.PPTokS, res.TGTokS,
+	fmt.Fprintf(stdout, "%s: threads %d, parallel %d, prompt %d, gen %d, reps %d\n  pp %.2f tok/s\n  tg %.2f tok/s (a decode step reads %.1f MiB of weights)\n  peak RSS %.1f MiB = file %.1f MiB + KV %.1f MiB + %.1f MiB\n",
+		res.Model, res.Threads, res.Parallel, res.Prompt, res.Gen, *reps, res.PPTokS, res.TGTokS, float64(res.DecodeBytes)/(1<<20),
 		float64(res.PeakRSS)/(1<<20), float64(res.FileBytes)/(1<<20), float64(res.KVBytes)/(1<<20), res.OverheadMiB)
 	if gb != nil {
 		decode := float64(*nGen**parallel**reps) / res.TGTokS // seconds, about

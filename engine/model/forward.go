@@ -40,6 +40,12 @@ type scratch struct {
 	emb                                  []float32 // one pooled token's normed state
 	at                                   attnArgs  // the layer's attention, for attnRun
 	attnRun                              func(lo, hi int)
+
+	// Mixture of experts (moe.go): router logits, each token's experts and gate
+	// weights, the tokens of each expert, the gathered rows and the layer's output.
+	rLogits, wts, eW, moeIn, moeOut []float32
+	sel, eTok, eStart, eFill        []int32
+	shV, shS, ones                  []float32 // the shared expert's gate
 }
 
 // forward runs the parts through the model as one batch: every matrix product takes
@@ -106,7 +112,10 @@ func (w *scratch) forward(m *Model, parts []part) ([]float32, error) {
 		addBias(v, ly.bv)
 		for i := 0; i < n; i++ {
 			qi, ki := q[i*qd:(i+1)*qd], k[i*kvd:(i+1)*kvd]
-			if ly.qNorm != nil {
+			if c.QKNormRow {
+				kernels.RMSNorm(qi, qi, ly.qNorm, c.NormEps)
+				kernels.RMSNorm(ki, ki, ly.kNorm, c.NormEps)
+			} else if ly.qNorm != nil {
 				for h := 0; h < c.Heads; h++ {
 					kernels.RMSNorm(qi[h*hd:(h+1)*hd], qi[h*hd:(h+1)*hd], ly.qNorm, c.NormEps)
 				}
@@ -133,6 +142,10 @@ func (w *scratch) forward(m *Model, parts []part) ([]float32, error) {
 
 		for i := 0; i < n; i++ {
 			kernels.RMSNorm(xn[i*dim:(i+1)*dim], x[i*dim:(i+1)*dim], ly.ffnNorm, c.NormEps)
+		}
+		if ly.moe != nil {
+			w.moe(m, li, x, xn, n)
+			continue
 		}
 		a := w.ffA[:n*c.FFN]
 		if c.Fused {
@@ -268,13 +281,14 @@ func (w *scratch) grow(c *Config, n, parts int) {
 	w.kk = growTo(w.kk, n*c.kvDim())
 	w.vv = growTo(w.vv, n*c.kvDim())
 	w.att = growTo(w.att, n*c.qDim())
-	w.ffA = growTo(w.ffA, n*c.FFN)
+	w.ffA = growTo(w.ffA, n*c.ffnWidth())
 	if c.Fused {
 		w.ffB = growTo(w.ffB, n*2*c.FFN)
 		w.tmp = growTo(w.tmp, n*(c.qDim()+2*c.kvDim()))
 	} else {
-		w.ffB = growTo(w.ffB, n*c.FFN)
+		w.ffB = growTo(w.ffB, n*c.ffnWidth())
 	}
+	w.growMoE(c, n)
 	half := c.RopeDims / 2
 	w.cos, w.sin = growTo(w.cos, n*half), growTo(w.sin, n*half)
 	w.tokPart, w.tokPos = growTo(w.tokPart, n), growTo(w.tokPos, n)
