@@ -83,7 +83,7 @@ func spawn(g *group, args []string) (*process, error) {
 		sc.Buffer(make([]byte, 4096), 1<<20)
 		for sc.Scan() {
 			g.stderr.add(sc.Text())
-			g.log.Debug("worker stderr", "pid", cmd.Process.Pid, "line", sc.Text())
+			g.log.Warn("worker stderr", "pid", cmd.Process.Pid, "line", sc.Text())
 		}
 		io.Copy(io.Discard, stderr)
 	}()
