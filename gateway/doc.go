@@ -28,7 +28,10 @@
 //  9. Reserve the worst-case cost (429 insufficient_quota when the budget is spent).
 //  10. Run: embedded models through Engine.Generate, upstream models through a pooled
 //     fasthttp client (bodies pass through; streams are relayed event by event). A
-//     tier that fails before answering is excluded and the router steps down.
+//     tier that fails before answering is excluded and the router steps down. An
+//     engine that is restarting the model (engine.ErrRestarting: the workers mode's
+//     worker crashed or hung) answers 503 engine_restarting with Retry-After, or an
+//     SSE error event with that code mid-stream; the request settles at no cost.
 //  11. Answer: JSON, or SSE flushed per token ending "data: [DONE]"; a client that
 //     goes away cancels the generation (a failed flush when streaming, a socket
 //     peek every 100ms otherwise).
