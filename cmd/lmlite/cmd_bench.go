@@ -34,6 +34,7 @@ type benchResult struct {
 	PPTokS      float64 `json:"pp_tok_s"`
 	TGTokS      float64 `json:"tg_tok_s"`
 	FileBytes   int64   `json:"file_bytes"`
+	DecodeBytes int64   `json:"decode_weight_bytes"` // weights one decode step reads (a mixture of experts: its used experts only)
 	KVBytes     int64   `json:"kv_bytes"`
 	PeakRSS     int64   `json:"peak_rss_bytes"`
 	OverheadMiB float64 `json:"overhead_mib"` // peak RSS - file - KV
@@ -55,6 +56,7 @@ func cmdBench(args []string, stdout io.Writer) error {
 	prefixCache := fs.String("prefix-cache", "", "PREFIX:SUFFIX: measure time to first token cold, after a hot and after a warm prefix-cache hit instead")
 	chatTurns := fs.Int("chat-turns", 0, "N: measure an N-turn chat with the prefix cache on and off instead")
 	engineMode := fs.String("engine", "", "inprocess|workers: measure TTFT and aggregate tg through that engine mode's Block API instead (the worker hop's overhead)")
+	grammarFlag := fs.String("grammar", "", "constrain generation: json (any JSON object) or a JSON Schema file; reports the masks' share of the decode time")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -146,6 +148,11 @@ func cmdBench(args []string, stdout io.Writer) error {
 	}
 	next := make([]int32, *parallel)
 	items := make([]model.Item, 0, *parallel)
+	gb, err := newGrammarBench(f, *grammarFlag, *parallel)
+	if err != nil {
+		return err
+	}
+	var maskTime, sampleTime time.Duration
 	for r := range *reps {
 		for s := range seqs {
 			if seqs[s] != nil {
@@ -200,6 +207,12 @@ func cmdBench(args []string, stdout io.Writer) error {
 			if err != nil {
 				return err
 			}
+			if gb != nil {
+				gt, st := gb.step(out, next)
+				maskTime += gt
+				sampleTime += st
+				continue
+			}
 			for s := range next {
 				next[s] = int32(argmax(out[s]))
 			}
@@ -207,15 +220,22 @@ func cmdBench(args []string, stdout io.Writer) error {
 		tg[r] = float64(*nGen**parallel) / time.Since(t0).Seconds()
 	}
 	res := benchResult{Model: filepath.Base(*path), Threads: *threads, Parallel: *parallel, Prompt: *nPrompt, Gen: *nGen,
-		PPTokS: median(pp), TGTokS: median(tg), FileBytes: f.Size(),
+		PPTokS: median(pp), TGTokS: median(tg), FileBytes: f.Size(), DecodeBytes: m.DecodeBytes(),
 		KVBytes: kc.Bytes(), PeakRSS: peakRSS()}
 	res.OverheadMiB = float64(res.PeakRSS-res.FileBytes-res.KVBytes) / (1 << 20)
 	if *asJSON {
 		return json.NewEncoder(stdout).Encode(res)
 	}
-	fmt.Fprintf(stdout, "%s: threads %d, parallel %d, prompt %d, gen %d, reps %d\n  pp %.2f tok/s\n  tg %.2f tok/s\n  peak RSS %.1f MiB = file %.1f MiB + KV %.1f MiB + %.1f MiB\n",
-		res.Model, res.Threads, res.Parallel, res.Prompt, res.Gen, *reps, res.PPTokS, res.TGTokS,
+	fmt.Fprintf(stdout, "%s: threads %d, parallel %d, prompt %d, gen %d, reps %d\n  pp %.2f tok/s\n  tg %.2f tok/s (a decode step reads %.1f MiB of weights)\n  peak RSS %.1f MiB = file %.1f MiB + KV %.1f MiB + %.1f MiB\n",
+		res.Model, res.Threads, res.Parallel, res.Prompt, res.Gen, *reps, res.PPTokS, res.TGTokS, float64(res.DecodeBytes)/(1<<20),
 		float64(res.PeakRSS)/(1<<20), float64(res.FileBytes)/(1<<20), float64(res.KVBytes)/(1<<20), res.OverheadMiB)
+	if gb != nil {
+		decode := float64(*nGen**parallel**reps) / res.TGTokS // seconds, about
+		tokens := float64(*nGen * *parallel * *reps)
+		fmt.Fprintf(stdout, "  grammar %s: masks %.1f%% of the decode time (%.1f µs per token), masked greedy sampling %.1f%% (%.1f µs per token), %d outputs completed\n",
+			*grammarFlag, 100*maskTime.Seconds()/decode, float64(maskTime.Microseconds())/tokens,
+			100*sampleTime.Seconds()/decode, float64(sampleTime.Microseconds())/tokens, gb.completed)
+	}
 	return nil
 }
 
