@@ -139,6 +139,10 @@ func Serve(conn net.Conn, b Backend, beat time.Duration) error {
 				defer wg.Done()
 				var buf []byte
 				for t := range st.Tokens {
+					if t.Piece != "" || t.Logprob != 0 || t.TopLogprobs != nil {
+						w.writeJSON(fTokenJSON, id, t)
+						continue
+					}
 					buf = appendToken(buf[:0], t)
 					w.write(fToken, id, buf)
 				}

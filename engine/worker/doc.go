@@ -17,10 +17,12 @@
 //
 //	uint32 length of the payload (big-endian) | uint8 type | uint64 request id | payload
 //
-// Parent to worker: submit (id, JSON {model, req: engine.Request}), cancel (id, no
+// Parent to worker: submit (id, JSON {model, req: engine.Request}, its grammar in
+// the compiled form of grammar.Grammar's MarshalJSON), cancel (id, no
 // payload), load and unload (id, JSON {model}). Worker to parent: hello (id 0, JSON
 // {pid}, once, when its Block exists), accepted (id: the request is queued), token
-// (id; binary: int32 token id, uint32 bits of the logit, the UTF-8 text), end (id;
+// (id; binary: int32 token id, uint32 bits of the logit, the UTF-8 text; or, for a
+// request with logprobs, a token-json frame with the whole engine.Token), end (id;
 // JSON {usage, code, msg}: the last frame of a request; code names the engine's
 // sentinel error, so errors.Is works across the socket), reply (id; JSON {code, msg}:
 // the answer to a load or unload), and beat (id 0; JSON []engine.ModelStatus) every

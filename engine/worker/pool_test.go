@@ -101,6 +101,42 @@ func TestWorkersSameBitsAsInProcess(t *testing.T) {
 	if err := inproc.same(run(p, "m", req)); err != nil {
 		t.Fatalf("worker alone: %v", err)
 	}
+	// A constrained request with logprobs: the grammar crosses in its compiled form,
+	// the tokens' logprobs and top lists come back whole.
+	schema := []byte(`{"type":"object","properties":{"name":{"type":"string","maxLength":12},"n":{"type":"integer"}},"required":["name","n"],"additionalProperties":false}`)
+	gb, err := b.CompileSchema(schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gp, err := p.CompileSchema(schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	creq := engine.Request{Prompt: want, MaxTokens: 60, Logprobs: true, TopLogprobs: 3, Sampling: engine.Sampling{Temperature: 0.7, Seed: 99}}
+	cb, cp := creq, creq
+	cb.Grammar, cp.Grammar = gb, gp
+	full := func(g generator, req engine.Request) (string, string) {
+		s, err := g.Generate(context.Background(), "m", req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var toks []engine.Token
+		text := ""
+		for tok := range s.Tokens {
+			toks = append(toks, tok)
+			text += tok.Text
+		}
+		if _, err := s.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprintf("%#v", toks), text
+	}
+	tb, textB := full(b, cb)
+	tp, textP := full(p, cp)
+	if tb != tp || !strings.HasPrefix(textB, "{") || !strings.Contains(tb, "TopLogprobs:[]engine.TopLogprob{engine.TopLogprob{") {
+		t.Fatalf("constrained with logprobs: worker %s\nin process %s\n(texts %q %q)", tp, tb, textP, textB)
+	}
+
 	var wg sync.WaitGroup
 	for i := range 6 {
 		wg.Add(1)

@@ -147,8 +147,14 @@ func (p *process) read() {
 				c.answer <- nil
 			}
 			p.mu.Unlock()
-		case fToken:
-			t, err := decodeToken(fr.payload)
+		case fToken, fTokenJSON:
+			var t engine.Token
+			var err error
+			if fr.typ == fToken {
+				t, err = decodeToken(fr.payload)
+			} else {
+				err = json.Unmarshal(fr.payload, &t)
+			}
 			if err != nil {
 				p.conn.Close()
 				continue

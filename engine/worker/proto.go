@@ -22,12 +22,13 @@ const (
 	fUnload byte = 4 // JSON modelMsg
 
 	// worker → parent
-	fHello    byte = 16 // JSON helloMsg, id 0, once
-	fAccepted byte = 17 // empty: the request is queued in the worker's Block
-	fToken    byte = 18 // binary: int32 id, uint32 logit bits, UTF-8 text
-	fEnd      byte = 19 // JSON endMsg: the request's usage or error; the last frame of an id
-	fReply    byte = 20 // JSON endMsg (error only): the answer to fLoad or fUnload
-	fBeat     byte = 21 // JSON []engine.ModelStatus, id 0, every Beat
+	fHello     byte = 16 // JSON helloMsg, id 0, once
+	fAccepted  byte = 17 // empty: the request is queued in the worker's Block
+	fToken     byte = 18 // binary: int32 id, uint32 logit bits, UTF-8 text
+	fEnd       byte = 19 // JSON endMsg: the request's usage or error; the last frame of an id
+	fReply     byte = 20 // JSON endMsg (error only): the answer to fLoad or fUnload
+	fBeat      byte = 21 // JSON []engine.ModelStatus, id 0, every Beat
+	fTokenJSON byte = 22 // JSON engine.Token: a token with logprobs (Request.Logprobs)
 )
 
 const (
