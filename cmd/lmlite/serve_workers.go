@@ -17,7 +17,7 @@ import (
 // their pid files under the data directory.
 func newWorkersEngine(cfg *configs.Config, cfgs []engine.ModelConfig, memBudget int64) (gateway.Engine, error) {
 	p, err := worker.New(worker.Config{Models: cfgs, Groups: cfg.WorkerGroups(), DataDir: cfg.DataDir,
-		MemoryBudget: memBudget, Logger: quietLogger()})
+		MemoryBudget: memBudget, Logger: engineLogger()})
 	if err != nil {
 		return nil, err
 	}

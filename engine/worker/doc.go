@@ -34,7 +34,8 @@
 // # Supervision
 //
 // The heartbeat is the worker's Models(): a Block whose locks are stuck stops beating
-// too. The Pool's janitor looks every half beat:
+// too. The Pool's janitor looks every half beat, applying timing.next, a pure
+// function of the group's state and times (TestTimingNext):
 //   - a worker without a heartbeat for HangAfter (700 ms) is hung: its models are not
 //     ready at once, and it is killed with SIGKILL (which also ends a stopped process);
 //   - a worker whose socket ends, or that exits, without the parent asking is crashed:

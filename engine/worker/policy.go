@@ -1,6 +1,9 @@
 package worker
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Defaults of Policy and of the Pool's timing.
 const (
@@ -58,4 +61,61 @@ func (p Policy) OnCrash(crashes []time.Time, now time.Time) (kept []time.Time, d
 		delay *= 2
 	}
 	return kept, min(delay, p.MaxBackoff), false
+}
+
+// timing holds the supervisor's time limits.
+type timing struct {
+	HangAfter    time.Duration // a running worker without a heartbeat for this long is hung
+	StartTimeout time.Duration // a starting worker without a hello for this long is hung
+}
+
+// view is what the supervisor's periodic decision looks at: a group's state and
+// times, copied out under its lock.
+type view struct {
+	State     gstate
+	Started   time.Time // the process's spawn (starting, running, stopping)
+	LastBeat  time.Time // its last heartbeat (or hello, or spawn)
+	Inflight  int
+	LastUsed  time.Time
+	Idle      time.Duration // the group's idle timeout; <= 0: never
+	RestartAt time.Time     // in backoff
+	Closed    bool          // the Pool is closing
+}
+
+// action is the supervisor's periodic decision.
+type action int
+
+const (
+	actNone         action = iota
+	actKillHung            // no heartbeat (or hello) in time: kill it; its models are down at once
+	actStopIdle            // no requests for Idle: ask it to exit (scale to zero)
+	actKillStopping        // asked to exit 5 s ago and still there
+	actRestart             // the backoff is over
+)
+
+// Next is the decision at now: a pure function of v, so the tests give it explicit
+// times. why explains a actKillHung.
+func (t timing) next(v view, now time.Time) (act action, why string) {
+	switch v.State {
+	case gStarting:
+		if now.Sub(v.Started) > t.StartTimeout {
+			return actKillHung, fmt.Sprintf("hung: no hello %s after its start", t.StartTimeout)
+		}
+	case gRunning:
+		if since := now.Sub(v.LastBeat); since > t.HangAfter {
+			return actKillHung, fmt.Sprintf("hung: no heartbeat for %s", since.Round(time.Millisecond))
+		}
+		if v.Idle > 0 && v.Inflight == 0 && now.Sub(v.LastUsed) >= v.Idle {
+			return actStopIdle, ""
+		}
+	case gStopping:
+		if now.Sub(v.LastUsed) >= v.Idle+5*time.Second {
+			return actKillStopping, ""
+		}
+	case gBackoff:
+		if !now.Before(v.RestartAt) && !v.Closed {
+			return actRestart, ""
+		}
+	}
+	return actNone, ""
 }

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -40,5 +41,39 @@ func TestPolicyOnCrash(t *testing.T) {
 	_, d, open := Policy{}.OnCrash(nil, t0)
 	if d != DefaultMinBackoff || open {
 		t.Errorf("zero policy: %v %v", d, open)
+	}
+}
+
+// TestTimingNext: the supervisor's periodic decision at explicit times.
+func TestTimingNext(t *testing.T) {
+	t0 := time.Unix(5000, 0)
+	tm := timing{HangAfter: 700 * time.Millisecond, StartTimeout: 30 * time.Second}
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	cases := []struct {
+		name string
+		v    view
+		now  time.Time
+		want action
+	}{
+		{"running, beating", view{State: gRunning, LastBeat: ms(0), LastUsed: ms(0), Inflight: 1}, ms(700), actNone},
+		{"running, beat 701 ms ago", view{State: gRunning, LastBeat: ms(0), LastUsed: ms(0), Inflight: 1}, ms(701), actKillHung},
+		{"hung beats idle", view{State: gRunning, LastBeat: ms(0), LastUsed: ms(0), Idle: time.Millisecond}, ms(800), actKillHung},
+		{"idle", view{State: gRunning, LastBeat: ms(900), LastUsed: ms(0), Idle: time.Second}, ms(1000), actStopIdle},
+		{"idle but busy", view{State: gRunning, LastBeat: ms(900), LastUsed: ms(0), Idle: time.Second, Inflight: 1}, ms(1000), actNone},
+		{"never idle", view{State: gRunning, LastBeat: ms(900), LastUsed: ms(0), Idle: -1}, ms(1000), actNone},
+		{"starting, in time", view{State: gStarting, Started: ms(0), LastBeat: ms(0)}, ms(29_000), actNone},
+		{"starting, no hello", view{State: gStarting, Started: ms(0), LastBeat: ms(0)}, ms(30_001), actKillHung},
+		{"stopping, 4 s", view{State: gStopping, LastUsed: ms(0), Idle: time.Second}, ms(5_999), actNone},
+		{"stopping, stuck", view{State: gStopping, LastUsed: ms(0), Idle: time.Second}, ms(6_000), actKillStopping},
+		{"backoff, early", view{State: gBackoff, RestartAt: ms(100)}, ms(99), actNone},
+		{"backoff, over", view{State: gBackoff, RestartAt: ms(100)}, ms(100), actRestart},
+		{"backoff, closing", view{State: gBackoff, RestartAt: ms(100), Closed: true}, ms(200), actNone},
+		{"failed", view{State: gFailed}, ms(1e6), actNone},
+		{"down", view{State: gDown, LastBeat: ms(0)}, ms(1e6), actNone},
+	}
+	for _, c := range cases {
+		if got, why := tm.next(c.v, c.now); got != c.want || (got == actKillHung) != strings.HasPrefix(why, "hung") {
+			t.Errorf("%s: %v %q, want %v", c.name, got, why, c.want)
+		}
 	}
 }

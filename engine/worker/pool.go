@@ -53,6 +53,7 @@ type Pool struct {
 	order  []string
 	groups []*group
 
+	timing timing
 	closed atomic.Bool
 	stop   chan struct{}
 	wg     sync.WaitGroup // the janitor
@@ -124,7 +125,7 @@ func New(cfg Config) (*Pool, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	p := &Pool{cfg: cfg, log: log, runID: fmt.Sprintf("%d-%x", os.Getpid(), rand.Uint64()), models: map[string]*pmodel{},
+	p := &Pool{cfg: cfg, log: log, timing: timing{HangAfter: cfg.HangAfter, StartTimeout: cfg.StartTimeout}, runID: fmt.Sprintf("%d-%x", os.Getpid(), rand.Uint64()), models: map[string]*pmodel{},
 		stop: make(chan struct{})}
 	byName := map[string]*group{}
 	for _, mc := range cfg.Models {
@@ -293,41 +294,31 @@ func (p *Pool) janitor() {
 	}
 }
 
-// tick is the group's periodic decision.
+// tick applies the group's periodic decision (timing.next).
 func (g *group) tick(now time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	switch g.state {
-	case gStarting, gRunning:
-		pr := g.proc
-		var why string
-		if g.state == gStarting && now.Sub(pr.start) > g.p.cfg.StartTimeout {
-			why = fmt.Sprintf("hung: no hello %s after its start", g.p.cfg.StartTimeout)
-		} else if since := now.Sub(time.Unix(0, pr.lastBeat.Load())); g.state == gRunning && since > g.p.cfg.HangAfter {
-			why = fmt.Sprintf("hung: no heartbeat for %s", since.Round(time.Millisecond))
-		}
-		if why != "" {
-			g.log.Warn("worker hung: killing it", "pid", pr.pid(), "why", why)
-			pr.hung.Store(&why)
-			pr.kill()
-			// Not ready from now on; the exit, soon, decides the restart.
-			g.setLocked(gDown)
-			return
-		}
-		if g.state == gRunning && g.idle > 0 && g.inflight == 0 && now.Sub(g.lastUsed) >= g.idle {
-			g.log.Info("worker idle: stopping it", "pid", pr.pid())
-			pr.stopping.Store(true)
-			pr.conn.Close() // the worker exits when its socket closes
-			g.setLocked(gStopping)
-		}
-	case gStopping:
-		if pr := g.proc; pr != nil && now.Sub(g.lastUsed) >= g.idle+5*time.Second {
-			pr.kill() // it did not exit by itself
-		}
-	case gBackoff:
-		if !now.Before(g.restartAt) && !g.p.closed.Load() {
-			g.startLocked()
-		}
+	v := view{State: g.state, Inflight: g.inflight, LastUsed: g.lastUsed, Idle: g.idle, RestartAt: g.restartAt, Closed: g.p.closed.Load()}
+	pr := g.proc
+	if pr != nil {
+		v.Started, v.LastBeat = pr.start, time.Unix(0, pr.lastBeat.Load())
+	}
+	act, why := g.p.timing.next(v, now)
+	switch act {
+	case actKillHung:
+		g.log.Warn("worker hung: killing it", "pid", pr.pid(), "why", why)
+		pr.hung.Store(&why)
+		pr.kill()
+		g.setLocked(gDown) // not ready from now on; the exit, soon, decides the restart
+	case actStopIdle:
+		g.log.Info("worker idle: stopping it", "pid", pr.pid())
+		pr.stopping.Store(true)
+		pr.conn.Close() // the worker exits when its socket closes
+		g.setLocked(gStopping)
+	case actKillStopping:
+		pr.kill() // it did not exit by itself
+	case actRestart:
+		g.startLocked()
 	}
 }
 
