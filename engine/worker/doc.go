@@ -51,7 +51,9 @@
 //     requests while a worker starts wait for it.
 //
 // No orphans: the worker has PDEATHSIG=SIGKILL (Linux), and it exits when its socket
-// closes, which the kernel does when the parent dies however it dies. Each worker's
+// closes, which the kernel does when the parent dies however it dies. (Linux ties
+// PDEATHSIG to the thread that started the child; Go ends a thread only when a
+// goroutine locked to it exits, which lmlite never does, and the socket covers it.) Each worker's
 // pid and the parent's run id are in DataDir/workers/GROUP.pid; New (and GC) kills
 // the live workers of other runs found there, after checking that the process's
 // command line still carries that run id, so a reused pid is never killed.

@@ -364,3 +364,27 @@ func TestGCKillsStaleWorkers(t *testing.T) {
 	newPool(t, cfg)
 	waitFor(t, 2*time.Second, "the stale worker gone", func() bool { return !alive(pid) })
 }
+
+// TestLoadUnloadThroughWorker: the admin API's unload and load reach the worker's
+// Block (the state comes back in its heartbeat), and a load of a failed group
+// retries it.
+func TestLoadUnloadThroughWorker(t *testing.T) {
+	p := newPool(t, Config{Models: []engine.ModelConfig{{ID: "a", Path: llamaModel(t), MaxModelLen: 256}}, Command: testCommand()})
+	if err := p.Unload("a"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 2*time.Second, "a unloaded in its worker", func() bool { return state(p, "a").State == engine.StateUnloaded })
+	if w := p.Workers()[0]; w.State != "running" {
+		t.Fatalf("the worker after an unload: %+v", w)
+	}
+	if err := p.Load(context.Background(), "a"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 2*time.Second, "a ready", func() bool { return state(p, "a").State == engine.StateReady })
+	if st := state(p, "a"); st.Loads != 2 || st.Unloads != 1 {
+		t.Errorf("counters from the worker: loads %d unloads %d", st.Loads, st.Unloads)
+	}
+	if err := p.Load(context.Background(), "nope"); !errors.Is(err, engine.ErrUnknownModel) {
+		t.Errorf("load of an unknown model: %v", err)
+	}
+}
