@@ -77,13 +77,13 @@ func (s slowBackend) Generate(ctx context.Context, id string, req engine.Request
 	if err != nil {
 		return nil, err
 	}
-	out, tokens, finish := engine.NewStream(1)
+	out := engine.NewStream()
 	go func() {
 		for t := range st.Tokens {
 			time.Sleep(s.d)
-			tokens <- t
+			out.Send(t)
 		}
-		finish(st.Wait(context.Background()))
+		out.Finish(st.Wait(context.Background()))
 	}()
 	return out, nil
 }

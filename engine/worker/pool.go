@@ -398,19 +398,19 @@ func (p *Pool) Generate(ctx context.Context, modelID string, req engine.Request)
 		m.g.release()
 		return nil, err
 	}
-	s, tokens, finish := engine.NewStream(16)
+	s := engine.NewStream()
 	go func() {
-		u, err := forward(ctx, pr, id, c, tokens)
+		u, err := forward(ctx, pr, id, c, s)
 		m.g.release()
 		u.ColdStart += cold
-		finish(u, err)
+		s.Finish(u, err)
 	}()
 	return s, nil
 }
 
 // forward moves a call's tokens to its stream until it ends; a cancelled context
-// cancels the request in the worker, and forwarding stops.
-func forward(ctx context.Context, pr *process, id uint64, c *call, out chan<- engine.Token) (engine.Usage, error) {
+// cancels the request in the worker, and forwarding stops. Stream.Send never blocks.
+func forward(ctx context.Context, pr *process, id uint64, c *call, out *engine.Stream) (engine.Usage, error) {
 	var buf []engine.Token
 	done := ctx.Done()
 	forwarding := true
@@ -424,15 +424,9 @@ func forward(ctx context.Context, pr *process, id uint64, c *call, out chan<- en
 		}
 		var end bool
 		buf, end = c.box.take(buf)
-		for _, t := range buf {
-			if !forwarding {
-				break
-			}
-			select {
-			case out <- t:
-			case <-done:
-				pr.cancel(id)
-				done, forwarding = nil, false
+		if forwarding {
+			for _, t := range buf {
+				out.Send(t)
 			}
 		}
 		if end {

@@ -184,7 +184,7 @@ func TestCancelStopsRequestInWorker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	<-s.Tokens
+	takeTokens(s, 1)
 	cancel()
 	for range s.Tokens {
 	}
@@ -212,9 +212,7 @@ func TestKill9WorkerMidStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for range 3 {
-		<-s.Tokens
-	}
+	takeTokens(s, 3)
 	syscall.Kill(pid, syscall.SIGKILL)
 	killed := time.Now()
 	n := 3
@@ -386,5 +384,18 @@ func TestLoadUnloadThroughWorker(t *testing.T) {
 	}
 	if err := p.Load(context.Background(), "nope"); !errors.Is(err, engine.ErrUnknownModel) {
 		t.Errorf("load of an unknown model: %v", err)
+	}
+}
+
+// takeTokens reads n tokens of s (fewer if it ends first); a later range over
+// s.Tokens goes on after them.
+func takeTokens(s *engine.Stream, n int) {
+	if n <= 0 {
+		return
+	}
+	for range s.Tokens {
+		if n--; n == 0 {
+			return
+		}
 	}
 }
