@@ -88,6 +88,12 @@ type Request struct {
 	Priority  Priority // interactive before batch
 	CacheSalt string   // prefix-cache salt; "" means shared on purpose
 
+	// KeepAlive shortens the model's idle timeout once this request ends, until the
+	// next request ends (each request's KeepAlive replaces the last one's): the model
+	// unloads after min(KeepAlive, ModelConfig.IdleTimeout) idle. It never lengthens
+	// the timeout. 0: the model's IdleTimeout.
+	KeepAlive time.Duration
+
 	// Grammar constrains the output (nil: free text): a JSON Schema compiled by
 	// Block.CompileSchema, grammar.JSONObject() for json_object, or a grammar wrapped
 	// in a tool call's markup (Grammar.Wrap). Generation stops (FinishStop) as soon as

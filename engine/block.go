@@ -107,6 +107,7 @@ type instance struct {
 	loads    uint64
 	unloads  uint64
 	lastUsed time.Time
+	keep     time.Duration // the KeepAlive of the last request that ended (0: none)
 	rr       int
 }
 
@@ -243,14 +244,17 @@ func (in *instance) leaseBytes() int64 {
 	return in.fileSize + int64(in.cfg.Replicas)*in.kvSize
 }
 
-// Ready reports whether every model is ready or cleanly unloaded (idle, reloadable).
+// Ready reports whether the Block can accept work: every model is ready, cleanly
+// unloaded (scaled to zero: its next request reloads it), or coming back from an
+// unload. Only the first loads (and a failed model) make it unready: a scale from
+// zero must not take a server out of its load balancer. Ready never loads a model.
 func (b *Block) Ready() bool {
 	for _, id := range b.order {
 		in := b.models[id]
 		in.mu.Lock()
-		s := in.state
+		s, back := in.state, in.loads > 0
 		in.mu.Unlock()
-		if s != StateReady && s != StateUnloaded {
+		if s != StateReady && s != StateUnloaded && (s != StateLoading || !back) {
 			return false
 		}
 	}

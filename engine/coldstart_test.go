@@ -11,7 +11,8 @@ import (
 
 // TestBurstOnUnloadedModelLoadsOnce sends 50 requests at once, from 50 goroutines,
 // to a model that was scaled to zero: the model loads exactly once, and every request
-// is served (none refused by the queue limit while the model loads, none timed out).
+// is served (none refused by the queue limit while the model loads, none timed out),
+// and Ready stays true throughout.
 func TestBurstOnUnloadedModelLoadsOnce(t *testing.T) {
 	const n = 50
 	b := genBlock(t, ModelConfig{MaxModelLen: 64, MaxModelConcurrency: 8, IdleTimeout: -1},
@@ -46,8 +47,24 @@ func TestBurstOnUnloadedModelLoadsOnce(t *testing.T) {
 			us[i], errs[i] = s.Wait(ctx)
 		}()
 	}
+	// Readiness must hold through the comeback: a scale from zero does not take the
+	// server out of its load balancer.
+	polled, unready := make(chan struct{}), 0
+	go func() {
+		defer close(polled)
+		for b.Models()[0].Loads == before.Loads || b.Models()[0].State != StateReady {
+			if !b.Ready() {
+				unready++
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+	}()
 	close(start)
 	wg.Wait()
+	<-polled
+	if unready > 0 {
+		t.Errorf("Ready was false %d times during the reload", unready)
+	}
 	cold := 0
 	for i := range n {
 		if errs[i] != nil {

@@ -105,7 +105,7 @@ func (b *Block) snapshot(now time.Time, gc, closing bool) lifeInput {
 		m.mu.Lock()
 		in.Models = append(in.Models, lifeModel{ID: id, State: m.state, Active: m.active,
 			Wanted: m.state == StateUnloaded && m.attempt != nil, LastUsed: m.lastUsed,
-			IdleTimeout: m.cfg.IdleTimeout, Priority: m.cfg.Priority, Bytes: m.leaseBytes()})
+			IdleTimeout: m.cfg.IdleTimeout, KeepAlive: m.keep, Priority: m.cfg.Priority, Bytes: m.leaseBytes()})
 		m.mu.Unlock()
 	}
 	leases, err := b.leases.List(context.Background(), now, lease.HostDevice)
