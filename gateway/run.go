@@ -221,6 +221,7 @@ func (j *job) startEmbedded() (*engine.Stream, context.CancelFunc, error) {
 	req := engine.Request{
 		Prompt: j.c.tokens, MaxTokens: j.c.out, Sampling: j.in.sampling, Stop: j.in.stop,
 		Tenant: j.pol.Tenant, Weight: j.pol.Weight, Priority: engine.Interactive, CacheSalt: salt,
+		KeepAlive: j.rt.keepAlive,
 	}
 	gctx, cancel := context.WithCancel(context.Background())
 	j.s.pred.Begin(j.c.m.id)

@@ -470,6 +470,7 @@ func (s *Server) handleModels(ctx *fasthttp.RequestCtx, reqID string) {
 		return
 	}
 	b := append(make([]byte, 0, 512), `{"object":"list","data":[`...)
+	states := s.modelStates()
 	n := 0
 	for _, id := range s.order {
 		if !s.allowed(pol, id) {
@@ -485,6 +486,7 @@ func (s *Server) handleModels(ctx *fasthttp.RequestCtx, reqID string) {
 		b = strconv.AppendInt(b, s.created, 10)
 		b = append(b, `,"owned_by":`...)
 		b = jsonenc.AppendString(b, s.ownedBy(id))
+		b = appendModelState(b, states[id])
 		b = append(b, '}')
 	}
 	b = append(b, "]}"...)
@@ -517,9 +519,34 @@ func (s *Server) handleModel(ctx *fasthttp.RequestCtx, reqID, id string) {
 	b = strconv.AppendInt(b, s.created, 10)
 	b = append(b, `,"owned_by":`...)
 	b = jsonenc.AppendString(b, s.ownedBy(id))
+	b = appendModelState(b, s.modelStates()[id])
 	b = append(b, '}')
 	ctx.SetContentType("application/json")
 	ctx.SetBody(b)
+}
+
+// modelStates is each embedded model's lifecycle state (ready, loading, unloaded:
+// scaled to zero, failed), read without waking anything.
+func (s *Server) modelStates() map[string]engine.ModelState {
+	if s.eng == nil {
+		return nil
+	}
+	st := map[string]engine.ModelState{}
+	for _, m := range s.eng.Models() {
+		st[m.ID] = m.State
+	}
+	return st
+}
+
+// appendModelState adds the "lmlite" extension object of a model in /v1/models: its
+// state, when the engine serves it (an upstream model has none).
+func appendModelState(b []byte, st engine.ModelState) []byte {
+	if st == "" {
+		return b
+	}
+	b = append(b, `,"lmlite":{"state":`...)
+	b = jsonenc.AppendString(b, string(st))
+	return append(b, '}')
 }
 
 // checkAdmin checks the admin key in constant time.

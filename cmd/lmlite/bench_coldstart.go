@@ -18,10 +18,10 @@ type coldResult struct {
 	Threads    int     `json:"threads"`
 	Prompt     int     `json:"prompt"`
 	Reps       int     `json:"reps"`
-	WarmMs     float64 `json:"first_token_warm_ms"`      // median, model loaded
-	ColdMs     float64 `json:"first_token_unloaded_ms"`  // median, right after an idle unload
-	ComebackMs float64 `json:"comeback_ms"`              // cold - warm
-	LoadMs     float64 `json:"load_ms"`                  // median of the engine's own load time (ModelStatus.ColdStart)
+	WarmMs     float64 `json:"first_token_warm_ms"`     // median, model loaded
+	ColdMs     float64 `json:"first_token_unloaded_ms"` // median, right after an idle unload
+	ComebackMs float64 `json:"comeback_ms"`             // cold - warm
+	LoadMs     float64 `json:"load_ms"`                 // median of the engine's own load time (ModelStatus.ColdStart)
 	FileMiB    float64 `json:"file_mib"`
 }
 
