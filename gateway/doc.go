@@ -65,9 +65,19 @@
 //
 // # Other endpoints
 //
-// GET /v1/models (the models the tenant may use), GET /healthz, GET /readyz (200
-// only when the engine is ready and the server is not draining), GET /metrics, and
-// /admin/* guarded by the admin key (see handleAdmin).
+// GET /v1/models (the models the tenant may use, each embedded one with an "lmlite"
+// object giving its state: ready, loading, unloaded when scaled to zero, failed),
+// GET /healthz, GET /readyz (200 when the server can accept work: the engine's
+// first loads are done and it is not draining; a model scaled to zero, or coming
+// back from zero, leaves it ready), GET /metrics, and /admin/* guarded by the admin
+// key (see handleAdmin). No probe and no listing wakes a model.
+//
+// # Scale to zero
+//
+// A model unloads after its config's idle_timeout. A request may shorten that for
+// its model with "lmlite": {"keep_alive": "30s"} (a Go duration; "0s": unload as
+// soon as it ends); it never lengthens it. The last request to end sets it, so a
+// request without keep_alive gives the model its configured timeout back.
 //
 // Shutdown drains: it answers 503 to new requests, closes the listener, and waits
 // for in-flight requests, streams included, to finish and settle.
