@@ -214,7 +214,7 @@ func newInstance(b *Block, mc ModelConfig, log *slog.Logger) (*instance, error) 
 		mc.MaxQueue = b.cfg.MaxQueue + mc.Replicas*mc.MaxModelConcurrency
 	}
 	kc := kvcache.Config{Layers: cfg.Layers, KVHeads: cfg.KVHeads, HeadDim: cfg.HeadDim, BlockTokens: kvBlockTokens,
-		WarmBytes: mc.KVWarmBytes, WarmFile: mc.KVWarmFile}
+		WarmBytes: mc.KVWarmBytes, WarmFile: mc.KVWarmFile, WarmFileTag: warmFileTag(mc.Path, f.Size())}
 	kc.Blocks = kc.BlocksFor(mc.MaxModelLen+1, mc.MaxModelConcurrency, 0)
 	if mc.KVCacheBytes > 0 {
 		kc.Blocks = int(mc.KVCacheBytes / kc.BlockBytes())
@@ -230,6 +230,17 @@ func newInstance(b *Block, mc ModelConfig, log *slog.Logger) (*instance, error) 
 		BatchTimeout: mc.BatchExecuteTimeout, MaxQueue: 1 << 30}} // the model's MaxQueue, checked by Generate, is the only queue limit
 	return &instance{b: b, cfg: mc, log: log.With("model", mc.ID), tok: tok, tmpl: tmpl, rc: rc, kvSize: kc.Bytes(), fileSize: f.Size(), state: StateUnloaded,
 		pool: poolingOf(f, mc), dim: cfg.Dim}, nil
+}
+
+// warmFileTag names the model file a warm KV file's blocks were computed with: its
+// path, size and modification time. A warm file left by another model (or by this
+// path's previous contents) is not replayed.
+func warmFileTag(path string, size int64) string {
+	var mod int64
+	if fi, err := os.Stat(path); err == nil {
+		mod = fi.ModTime().UnixNano()
+	}
+	return fmt.Sprintf("%s size=%d mtime=%d", path, size, mod)
 }
 
 func tokenText(t *tokenizer.Tokenizer, id int32) string {

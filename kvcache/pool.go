@@ -25,7 +25,8 @@ type Config struct {
 	BlockTokens int    // tokens per block; 0: 16
 	Blocks      int    // hot blocks; required (see BlocksFor)
 	WarmBytes   int64  // the warm tier's size; 0: no warm tier (evicted blocks are dropped)
-	WarmFile    string // when set, the warm tier is this file, mapped (created, and unlinked once mapped); "": host memory
+	WarmFile    string // when set, the warm tier is this file, mapped; it outlives the pool (persist.go); "": host memory
+	WarmFileTag string // names what the warm file's blocks belong to (the model): a file left by another tag is not replayed
 }
 
 // RowValues is the width of one token's K (or V) row in one layer: KVHeads × HeadDim.
@@ -140,16 +141,22 @@ func New(cfg Config) (*Pool, error) {
 	if slots := int(cfg.WarmBytes / cfg.BlockBytes()); slots > 0 {
 		var data []uint16
 		if cfg.WarmFile != "" {
-			d, unmap, err := mapWarmFile(cfg.WarmFile, slots*p.bfl)
+			d, unmap, reused, err := mapWarmFile(cfg.WarmFile, slots*p.bfl)
 			if err != nil {
 				return nil, err
 			}
 			data = d
 			p.track(unmap)
+			p.warm = newWarm(data, slots, p.bfl)
+			if reused {
+				if _, err := p.loadWarmIndex(); err != nil {
+					p.warm = newWarm(data, slots, p.bfl) // a damaged index: start empty
+				}
+			}
 		} else {
 			data = p.allocate(slots * p.bfl)
+			p.warm = newWarm(data, slots, p.bfl)
 		}
-		p.warm = newWarm(data, slots, p.bfl)
 	}
 	p.gauges()
 	return p, nil
@@ -159,6 +166,12 @@ func New(cfg Config) (*Pool, error) {
 // The pool must not be used after.
 func (p *Pool) Close() error {
 	var errs []error
+	if p.warm != nil && p.cfg.WarmFile != "" && p.mappings != nil {
+		// The cached hot blocks go to the file too, and the index beside it, so that
+		// the next pool on this file (a reload, a restart) replays them.
+		p.DemoteAll()
+		errs = append(errs, p.saveWarmIndex())
+	}
 	for _, m := range p.mappings {
 		errs = append(errs, m.release())
 	}
