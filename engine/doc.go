@@ -45,7 +45,10 @@
 // A model's memory is its mapped file plus, per replica, a KV pool: room for
 // MaxModelConcurrency sequences of MaxModelLen (or KVCacheBytes), and an optional
 // warm tier (KVWarmBytes) where cached blocks evicted from the pool are kept and
-// replayed from. Before loading, a model leases those bytes (engine/lease) against
+// replayed from. In a file (KVWarmFile) the warm tier outlives the model: an unload
+// demotes the cached blocks into it and writes its index, so a long system prompt
+// cached before a scale to zero, or a restart, is replayed after it (kvcache's
+// persist.go). Before loading, a model leases those bytes (engine/lease) against
 // the Block's MemoryBudget (default: host memory minus a margin); when they do not
 // fit, idle models of lower priority are unloaded, or the load fails at once with
 // ErrNoMemory. A model idle for IdleTimeout (or a shorter Request.KeepAlive of its
