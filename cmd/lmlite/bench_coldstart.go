@@ -100,3 +100,86 @@ func benchColdStart(stdout io.Writer, path string, threads, prompt, reps int, as
 	fmt.Fprintf(stdout, "comeback:                          %8.1f ms\n", res.ComebackMs)
 	return nil
 }
+
+// coldPrefixResult is one line of `lmlite bench --cold-start --cold-prefix N`.
+type coldPrefixResult struct {
+	Model        string  `json:"model"`
+	Threads      int     `json:"threads"`
+	Prefix       int     `json:"prefix"`
+	Suffix       int     `json:"suffix"`
+	Reps         int     `json:"reps"`
+	HotMs        float64 `json:"ttft_hot_ms"`       // median: the prefix cached in the loaded model
+	AfterZeroMs  float64 `json:"ttft_from_zero_ms"` // median: the model unloaded, the prefix replayed from kv_warm_file
+	Ratio        float64 `json:"ratio"`             // from zero / hot
+	CachedTokens int     `json:"cached_tokens_from_zero"`
+}
+
+// benchColdPrefix measures the time to first token of a prompt whose long prefix is
+// cached, with the model loaded (hot) and right after an unload with the warm tier in
+// a file (kv_warm_file in a temporary directory): the unload writes the cached blocks
+// to the file, the reload replays them. ABAB, reps pairs, medians.
+func benchColdPrefix(stdout io.Writer, path string, threads, prefix, suffix, reps int, asJSON bool) error {
+	dir, err := os.MkdirTemp("", "lmlite-bench-warm-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	maxLen := prefix + suffix + 16
+	b, err := engine.New(engine.Config{Logger: quietLogger(), Models: []engine.ModelConfig{{
+		ID: "m", Path: path, MaxModelLen: maxLen, MaxModelConcurrency: 1, IdleTimeout: -1,
+		KVWarmBytes: warmBytesFor(path, maxLen), KVWarmFile: filepath.Join(dir, "warm.kv"),
+	}}})
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	if err := b.Load(context.Background(), "m"); err != nil {
+		return err
+	}
+	tok, err := b.Tokenizer("m")
+	if err != nil {
+		return err
+	}
+	seed := uint32(7)
+	pre := lcgTokens(&seed, prefix, tok.VocabSize())
+	run := func() (engine.Usage, error) {
+		_, u, err := firstToken(b, append(append([]int32(nil), pre...), lcgTokens(&seed, suffix, tok.VocabSize())...), 1)
+		return u, err
+	}
+	if _, err := run(); err != nil { // caches the prefix
+		return err
+	}
+	res := coldPrefixResult{Model: filepath.Base(path), Threads: threads, Prefix: prefix, Suffix: suffix, Reps: reps}
+	var hot, zero []float64
+	for range reps {
+		u, err := run()
+		if err != nil {
+			return err
+		}
+		if u.CachedTokens < prefix/16*16 {
+			return fmt.Errorf("hot run: %d cached tokens of a %d-token prefix", u.CachedTokens, prefix)
+		}
+		hot = append(hot, ms(u.TimeToFirstToken))
+		if err := b.Unload("m"); err != nil {
+			return err
+		}
+		if u, err = run(); err != nil {
+			return err
+		}
+		if u.CachedTokens < prefix/16*16 || u.ColdStart == 0 {
+			return fmt.Errorf("after an unload: %d cached tokens of a %d-token prefix, cold start %v", u.CachedTokens, prefix, u.ColdStart)
+		}
+		// TimeToFirstToken counts from Generate: the load it waited for, then its prefill.
+		zero, res.CachedTokens = append(zero, ms(u.TimeToFirstToken)), u.CachedTokens
+	}
+	res.HotMs, res.AfterZeroMs = median(hot), median(zero)
+	res.Ratio = res.AfterZeroMs / res.HotMs
+	if asJSON {
+		return json.NewEncoder(stdout).Encode(res)
+	}
+	fmt.Fprintf(stdout, "%s, %d threads, %d-token cached prefix + %d new, %d ABAB pairs (medians)\n", res.Model, threads, prefix, suffix, reps)
+	fmt.Fprintf(stdout, "time to first token, prefix hot:              %8.1f ms\n", res.HotMs)
+	fmt.Fprintf(stdout, "time to first token, from zero (kv_warm_file): %8.1f ms (%d tokens replayed)\n", res.AfterZeroMs, res.CachedTokens)
+	fmt.Fprintf(stdout, "ratio: %.2f×\n", res.Ratio)
+	return nil
+}
