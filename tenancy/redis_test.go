@@ -248,3 +248,52 @@ func TestRedisRateAcrossProcesses(t *testing.T) {
 	}
 	t.Logf("admitted %d in %v (want %.0f)", admitted, window, want)
 }
+
+func TestRedisKeysRevocationSeenEverywhereWithin1s(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	var ks []*RedisKeys
+	for _, node := range []string{"a", "b", "c"} {
+		c, err := rediscli.New(rediscli.Options{URL: srv.URL(0), Name: node})
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, err := NewRedisKeys(c, "test:", true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { k.Close(); c.Close() })
+		ks = append(ks, k)
+	}
+	key, ki, err := ks[0].CreateKey("acme", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, k := range ks { // a key made on one works on all at once
+		if tenant, id, err := k.Authenticate(key); err != nil || tenant != "acme" || id != ki.ID {
+			t.Fatalf("process %d: Authenticate = %q %q %v", i, tenant, id, err)
+		}
+	}
+	if _, _, err := ks[1].Authenticate(key[:len(key)-1] + "x"); !errors.Is(err, ErrBadKey) {
+		t.Fatalf("wrong secret: %v", err)
+	}
+	if _, err := ks[2].RevokeKey(ki.ID, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	revoked := time.Now()
+	for i, k := range ks {
+		for {
+			_, _, err := k.Authenticate(key)
+			if errors.Is(err, ErrRevoked) {
+				break
+			}
+			if time.Since(revoked) > time.Second {
+				t.Fatalf("process %d still accepts the key %v after its revocation", i, time.Since(revoked))
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if l := ks[1].Keys(); len(l) != 1 || l[0].Revoked.IsZero() || l[0].Hash != nil {
+		t.Fatalf("Keys = %+v", l)
+	}
+	t.Logf("revocation seen by all three within %v", time.Since(revoked))
+}
