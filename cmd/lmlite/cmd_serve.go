@@ -18,6 +18,7 @@ import (
 	"github.com/lmlite/lmlite/configs"
 	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/gateway"
+	"github.com/lmlite/lmlite/internal/rediscli"
 	"github.com/lmlite/lmlite/tenancy"
 )
 
@@ -116,6 +117,32 @@ func runServe(args []string) error {
 		return err
 	}
 	defer store.Close()
+	ten := tenancy.New(store)
+	if r := cfg.Redis; r != nil {
+		// Several processes as one service: keys, quotas and budgets live in Redis;
+		// this process still ledgers what it settles in its own store.
+		rc, err := rediscli.New(rediscli.Options{URL: r.URL, Name: r.NodeID})
+		if err != nil {
+			return err
+		}
+		defer rc.Close()
+		pctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		err = rc.Ping(pctx).Err()
+		cancel()
+		if err != nil {
+			return fmt.Errorf("redis: %w", err)
+		}
+		rk, err := tenancy.NewRedisKeys(rc, r.KeyPrefix, true)
+		if err != nil {
+			return err
+		}
+		defer rk.Close()
+		store.ShareKeys(rk)
+		sh := tenancy.NewRedisShared(rc, tenancy.RedisOptions{KeyPrefix: r.KeyPrefix, Node: r.NodeID, Logger: log})
+		defer sh.Close()
+		ten.UseShared(sh)
+		fmt.Printf("sharing keys, quotas and budgets through redis as node %s\n", r.NodeID)
+	}
 
 	demoKey := ""
 	if cfg.DemoTenant != "" {
@@ -127,7 +154,7 @@ func runServe(args []string) error {
 	if err != nil {
 		return err
 	}
-	srv, err := gateway.New(gcfg, eng, tenancy.New(store), gateway.Options{
+	srv, err := gateway.New(gcfg, eng, ten, gateway.Options{
 		Logger: log, AdminKey: os.Getenv(cfg.AdminKeyEnv),
 	})
 	if err != nil {
