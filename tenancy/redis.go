@@ -8,6 +8,7 @@ import (
 	"math"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-redis/redis_rate/v10"
@@ -56,9 +57,28 @@ type RedisShared struct {
 	local   map[string]*localShare
 	nodes   int // live processes, last seen (≥ 1)
 
+	downUntil atomic.Int64 // unix ns: Redis failed a moment ago; until then requests do not wait for it
+
 	stop chan struct{}
 	done chan struct{}
 }
+
+// downFor is how long a failed command marks Redis down: requests meanwhile take the
+// failure policy at once instead of each waiting out the client's retries.
+const downFor = 250 * time.Millisecond
+
+// failed notes a failed command; it reports whether Redis was thought up before.
+func (r *RedisShared) failed(err error) {
+	var re redis.Error
+	if errors.As(err, &re) {
+		return // an answer (a script error): Redis is up
+	}
+	if r.downUntil.Swap(time.Now().Add(downFor).UnixNano()) < time.Now().Add(-time.Second).UnixNano() {
+		r.log.Warn("tenancy: redis unavailable: money fails closed, rates use this process's share", "error", err)
+	}
+}
+
+func (r *RedisShared) isDown() bool { return time.Now().UnixNano() < r.downUntil.Load() }
 
 type liveTicket struct{ tenant string }
 
@@ -272,6 +292,9 @@ func tpmLimit(q *Quota) redis_rate.Limit {
 }
 
 func (r *RedisShared) Admit(q *Quota, id string, now time.Time, promptTokens int) (money.Money, error) {
+	if r.isDown() {
+		return r.admitLocal(q, id, now, promptTokens, nil)
+	}
 	c, cancel := ctx()
 	defer cancel()
 	r.seen(q.Tenant)
@@ -316,7 +339,9 @@ func (r *RedisShared) Admit(q *Quota, id string, now time.Time, promptTokens int
 
 // admitLocal admits against this process's share of the limits while Redis is down.
 func (r *RedisShared) admitLocal(q *Quota, id string, now time.Time, promptTokens int, cause error) (money.Money, error) {
-	r.log.Warn("tenancy: redis unavailable; rates fall back to this process's share", "error", cause)
+	if cause != nil {
+		r.failed(cause)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	ls := r.local[q.Tenant]
@@ -357,11 +382,15 @@ func (r *RedisShared) Reserve(q *Quota, id string, now time.Time, total money.Mo
 	if !hasBudget(q) {
 		return -1, nil
 	}
+	if r.isDown() {
+		return 0, unavailable("reserve", errors.New("down a moment ago"))
+	}
 	c, cancel := ctx()
 	defer cancel()
 	v, err := reserveScript.Run(c, r.c, r.budgetKeys(q.Tenant, now),
 		id, int64(total), int64(q.DailyBudget), int64(q.MonthlyBudget), r.ttl.Milliseconds()).Slice()
 	if err != nil {
+		r.failed(err)
 		return 0, unavailable("reserve", err)
 	}
 	if v[0].(int64) == 0 {
@@ -388,7 +417,13 @@ func (r *RedisShared) Settle(q *Quota, id string, now time.Time, actual money.Mo
 	}
 	r.mu.Unlock()
 	p := pendingSettle{q: *q, id: id, now: now, actual: actual, tokens: tokens}
-	if err := r.settle(&p); err != nil {
+	var err error
+	if r.isDown() {
+		err = unavailable("settle", errors.New("down a moment ago"))
+	} else if err = r.settle(&p); err != nil {
+		r.failed(err)
+	}
+	if err != nil {
 		r.mu.Lock()
 		r.pending = append(r.pending, p)
 		r.mu.Unlock()
