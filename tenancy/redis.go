@@ -27,7 +27,7 @@ import (
 //	P t:{T}:res               sorted set: reservation (ticket id) scored by its expiry, ms by Redis's clock
 //	P t:{T}:resamt            hash: ticket id → amount reserved
 //	P t:{T}:slots             sorted set: concurrency slot (ticket id) scored by its expiry (Redis's clock)
-//	P t:{T}:done:ID           string: what the settlement of ticket ID charged (idempotency); 1 day
+//	P t:{T}:done:ID           string: what the settlement of ticket ID charged (idempotency); 1 hour
 //	rate:P t:{T}:rps, …:tpm   redis_rate's GCRA state of requests/s and tokens/min
 //	P nodes                   sorted set: live process (node id) scored by its expiry (ms, its clock)
 //
@@ -240,7 +240,7 @@ if a > 0 then
   redis.call('INCRBY', KEYS[2], a)
   redis.call('EXPIREAT', KEYS[2], ARGV[4])
 end
-redis.call('SET', KEYS[7], a, 'EX', 86400)
+if a > 0 or cur ~= 0 then redis.call('SET', KEYS[7], a, 'EX', 3600) end
 return a
 `)
 
