@@ -1,9 +1,14 @@
 package tenancy
 
 import (
+	"bufio"
 	"errors"
+	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -319,4 +324,83 @@ func TestRedisTokensPerMinuteShared(t *testing.T) {
 	} else {
 		tk.Settle(Entry{Time: now})
 	}
+}
+
+// TestRedisKilledHolderMoneyBack kills -9 a child process that holds reservations and
+// concurrency slots: both are back within the TTL (plus one reaper tick).
+func TestRedisKilledHolderMoneyBack(t *testing.T) {
+	if os.Getenv("LMLITE_REDIS_HOLDER") != "" {
+		t.Skip("in the child")
+	}
+	srv := redistest.Start(t, redistest.Options{})
+	ttl := time.Second
+	cmd := exec.Command(os.Args[0], "-test.run=^TestRedisHolderChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "LMLITE_REDIS_HOLDER="+srv.URL(0))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(out)
+	for sc.Scan() && sc.Text() != "held" {
+	}
+	b := newProc(t, srv, "b", ttl)
+	q := holderQuota()
+	now := time.Now()
+	if held, _ := b.sh.Held(q.Tenant); held != money.USD(0.9) {
+		t.Fatalf("the child holds %v, want $0.9", held)
+	}
+	time.Sleep(2 * ttl) // alive, the child renews
+	if held, _ := b.sh.Held(q.Tenant); held != money.USD(0.9) {
+		t.Fatalf("a live holder's reservations expired: %v held", held)
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	killed := time.Now()
+	for {
+		tk, err := b.ten.Admit(q, now, 0)
+		if err == nil {
+			room := tk.Remaining(now)
+			tk.Settle(Entry{Time: now})
+			if room == money.USD(1) {
+				break
+			}
+		}
+		if time.Since(killed) > ttl+500*time.Millisecond {
+			t.Fatalf("the killed holder's money and slots not back %v after kill -9 (err %v)", time.Since(killed), err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("money and slots back %v after kill -9 (TTL %v)", time.Since(killed), ttl)
+}
+
+func holderQuota() *Quota {
+	return &Quota{Tenant: "holder", DailyBudget: money.USD(1), MaxConcurrency: 3}
+}
+
+func TestRedisHolderChild(t *testing.T) {
+	url := os.Getenv("LMLITE_REDIS_HOLDER")
+	if url == "" {
+		t.Skip("only as the child of TestRedisKilledHolderMoneyBack")
+	}
+	c, err := rediscli.New(rediscli.Options{URL: url, Name: "child"})
+	if err != nil {
+		os.Exit(1)
+	}
+	ten := New(nil)
+	ten.UseShared(NewRedisShared(c, RedisOptions{KeyPrefix: "test:", Node: "child", TTL: time.Second}))
+	now := time.Now()
+	for range 3 {
+		tk, err := ten.Admit(holderQuota(), now, 0)
+		if err != nil {
+			os.Exit(1)
+		}
+		if err := tk.Reserve(now, money.USD(0.3)); err != nil {
+			os.Exit(1)
+		}
+	}
+	fmt.Println("held")
+	select {} // hold until killed
 }
