@@ -162,6 +162,28 @@ func TestRedisBudgetAcrossThreeGateways(t *testing.T) {
 	if sum != day {
 		t.Errorf("the three ledgers sum to %v, Redis holds %v", sum, day)
 	}
+	// lmlite ledger verify's reconciliation agrees, window by window.
+	spend, err := tenancy.LedgerSpend(gws[0].store, gws[1].store, gws[2].store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := rediscli.New(rediscli.Options{URL: rs.URL(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	rec, err := tenancy.ReconcileRedis(context.Background(), rc, "gwtest:", spend)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rec) != 2 { // race's day and month
+		t.Errorf("reconciled %d windows, want 2: %+v", len(rec), rec)
+	}
+	for _, r := range rec {
+		if !r.Match() || !r.InRedis {
+			t.Errorf("%v: ledgers %v, redis %v", r.SpendWindow, r.Ledgers, r.Redis)
+		}
+	}
 }
 
 func TestRedisKilledMidLoadAcrossThreeGateways(t *testing.T) {
