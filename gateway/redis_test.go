@@ -30,9 +30,13 @@ type sharedGateway struct {
 	url   string
 }
 
-func startSharedGateways(t *testing.T, rs *redistest.Server, n int) ([]*sharedGateway, map[string]string) {
+func startSharedGateways(t *testing.T, rs *redistest.Server, n int, extraTenants ...string) ([]*sharedGateway, map[string]string) {
 	t.Helper()
-	cfg, err := configs.Parse([]byte(testConfig))
+	yaml := testConfig
+	for _, tn := range extraTenants {
+		yaml += "  - " + tn + "\n"
+	}
+	cfg, err := configs.Parse([]byte(yaml))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,5 +275,46 @@ func TestRedisKilledMidLoadAcrossThreeGateways(t *testing.T) {
 	}
 	if ran != ok || sum != day {
 		t.Errorf("ledgers: %d ran for %v; Redis spent %v; %d answered 200 (a double or lost charge)", ran, sum, day, ok)
+	}
+}
+
+func TestRedisRateAcrossThreeGateways(t *testing.T) {
+	rs := redistest.Start(t, redistest.Options{})
+	gws, keys := startSharedGateways(t, rs, 3, "{id: twenty, plan: open, overrides: {requests_per_second: 20, burst: 10}}")
+	body := `{"model": "tiny", "messages": [{"role":"user","content":"x"}], "max_tokens": 1}`
+	window := 4 * time.Second
+	var mu sync.Mutex
+	ok, limited := 0, 0
+	var other []string
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range 6 { // two clients per gateway, each far faster than 20/s together
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Since(start) < window {
+				code, b := gws[i%3].post(t, keys["twenty"], body)
+				mu.Lock()
+				switch {
+				case code == 200:
+					ok++
+				case code == 429 && strings.Contains(b, "rate_limit_exceeded"):
+					limited++
+				default:
+					other = append(other, fmt.Sprintf("%d %s", code, b))
+				}
+				mu.Unlock()
+				time.Sleep(2 * time.Millisecond)
+			}
+		}()
+	}
+	wg.Wait()
+	if len(other) > 0 {
+		t.Fatalf("%d unexpected answers: %v", len(other), other[0])
+	}
+	rate := float64(ok-10) / window.Seconds()
+	t.Logf("%d ran, %d rate-limited in %v: %.2f/s beyond the burst of 10", ok, limited, window, rate)
+	if rate < 20*0.95 || rate > 20*1.05 || limited == 0 {
+		t.Errorf("%.2f requests/s across three gateways, want 20 ±5%%", rate)
 	}
 }
