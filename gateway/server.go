@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
 	"github.com/lmlite/lmlite/engine"
@@ -53,6 +54,8 @@ type Options struct {
 	Logger   *slog.Logger // nil: slog.Default()
 	AdminKey string       // guards /admin/*; "": admin API off
 	Now      func() time.Time
+	// Collectors are added to /metrics (e.g. the Redis client's, internal/rediscli).
+	Collectors []prometheus.Collector
 }
 
 // Server is the HTTP front door. Create it with New, run it with Serve, stop it with
@@ -183,6 +186,9 @@ func New(cfg Config, eng Engine, ten *tenancy.Tenancy, opts Options) (*Server, e
 		}
 	}
 	s.metrics = newMetrics(s)
+	for _, c := range opts.Collectors {
+		s.metrics.reg.MustRegister(c)
+	}
 	s.http = &fasthttp.Server{
 		Handler:               s.handle,
 		ErrorHandler:          s.handleConnError,

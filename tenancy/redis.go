@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/time/rate"
 
+	"github.com/lmlite/lmlite/internal/rediscli"
 	"github.com/lmlite/lmlite/money"
 )
 
@@ -49,6 +50,7 @@ type RedisShared struct {
 	ttl    time.Duration
 	rl     *redis_rate.Limiter
 	log    *slog.Logger
+	met    *rediscli.Metrics
 
 	mu      sync.Mutex
 	live    map[string]liveTicket // by ticket id: reservations and slots to renew
@@ -78,6 +80,13 @@ func (r *RedisShared) failed(err error) {
 	}
 }
 
+// fallback counts one request that took resource's failure policy.
+func (r *RedisShared) fallback(resource string) {
+	if r.met != nil {
+		r.met.Fallback(resource)
+	}
+}
+
 func (r *RedisShared) isDown() bool { return time.Now().UnixNano() < r.downUntil.Load() }
 
 type liveTicket struct{ tenant string }
@@ -104,6 +113,7 @@ type RedisOptions struct {
 	Node      string        // this process's node id
 	TTL       time.Duration // of reservations and slots not renewed; 30s
 	Logger    *slog.Logger
+	Metrics   *rediscli.Metrics // counts fallbacks (lmlite_redis_fallbacks_total); nil: none
 }
 
 // NewRedisShared returns the shared state on c and starts its background work
@@ -118,7 +128,7 @@ func NewRedisShared(c redis.UniversalClient, o RedisOptions) *RedisShared {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	r := &RedisShared{c: c, prefix: o.KeyPrefix, node: o.Node, ttl: o.TTL, rl: redis_rate.NewLimiter(c), log: o.Logger,
+	r := &RedisShared{c: c, prefix: o.KeyPrefix, node: o.Node, ttl: o.TTL, rl: redis_rate.NewLimiter(c), log: o.Logger, met: o.Metrics,
 		live: map[string]liveTicket{}, tenants: map[string]bool{}, local: map[string]*localShare{}, nodes: 1,
 		stop: make(chan struct{}), done: make(chan struct{})}
 	r.beat()
@@ -342,6 +352,7 @@ func (r *RedisShared) admitLocal(q *Quota, id string, now time.Time, promptToken
 	if cause != nil {
 		r.failed(cause)
 	}
+	r.fallback("rate")
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	ls := r.local[q.Tenant]
@@ -383,6 +394,7 @@ func (r *RedisShared) Reserve(q *Quota, id string, now time.Time, total money.Mo
 		return -1, nil
 	}
 	if r.isDown() {
+		r.fallback("budget")
 		return 0, unavailable("reserve", errors.New("down a moment ago"))
 	}
 	c, cancel := ctx()
@@ -391,6 +403,7 @@ func (r *RedisShared) Reserve(q *Quota, id string, now time.Time, total money.Mo
 		id, int64(total), int64(q.DailyBudget), int64(q.MonthlyBudget), r.ttl.Milliseconds()).Slice()
 	if err != nil {
 		r.failed(err)
+		r.fallback("budget")
 		return 0, unavailable("reserve", err)
 	}
 	if v[0].(int64) == 0 {
@@ -424,6 +437,7 @@ func (r *RedisShared) Settle(q *Quota, id string, now time.Time, actual money.Mo
 		r.failed(err)
 	}
 	if err != nil {
+		r.fallback("settle")
 		r.mu.Lock()
 		r.pending = append(r.pending, p)
 		r.mu.Unlock()

@@ -145,10 +145,12 @@ func runServe(args []string) error {
 	}
 	defer store.Close()
 	ten := tenancy.New(store)
+	var redisMetrics *rediscli.Metrics
 	if r := cfg.Redis; r != nil {
 		// Several processes as one service: keys, quotas and budgets live in Redis;
 		// this process still ledgers what it settles in its own store.
-		rc, err := rediscli.New(rediscli.Options{URL: r.URL, Name: r.NodeID})
+		redisMetrics = rediscli.NewMetrics()
+		rc, err := rediscli.New(rediscli.Options{URL: r.URL, Name: r.NodeID, Metrics: redisMetrics})
 		if err != nil {
 			return err
 		}
@@ -165,7 +167,7 @@ func runServe(args []string) error {
 		}
 		defer rk.Close()
 		store.ShareKeys(rk)
-		sh := tenancy.NewRedisShared(rc, tenancy.RedisOptions{KeyPrefix: r.KeyPrefix, Node: r.NodeID, Logger: log})
+		sh := tenancy.NewRedisShared(rc, tenancy.RedisOptions{KeyPrefix: r.KeyPrefix, Node: r.NodeID, Logger: log, Metrics: redisMetrics})
 		defer sh.Close()
 		ten.UseShared(sh)
 		fmt.Printf("sharing keys, quotas and budgets through redis as node %s\n", r.NodeID)
@@ -187,9 +189,11 @@ func runServe(args []string) error {
 	if err != nil {
 		return err
 	}
-	srv, err := gateway.New(gcfg, eng, ten, gateway.Options{
-		Logger: log, AdminKey: adminKey,
-	})
+	gopts := gateway.Options{Logger: log, AdminKey: adminKey}
+	if redisMetrics != nil {
+		gopts.Collectors = append(gopts.Collectors, redisMetrics)
+	}
+	srv, err := gateway.New(gcfg, eng, ten, gopts)
 	if err != nil {
 		return err
 	}
