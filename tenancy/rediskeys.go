@@ -30,6 +30,8 @@ type RedisKeys struct {
 	mu   sync.RWMutex
 	keys map[string]*KeyInfo
 	ver  int64
+	miss map[string]bool // ids looked up in vain since the last poll: not asked again until the next
+	down bool            // the last poll failed: unknown ids are not looked up
 
 	stop chan struct{}
 	done chan struct{}
@@ -75,7 +77,10 @@ func (k *RedisKeys) follow() {
 		case <-k.stop:
 			return
 		case <-t.C:
-			_ = k.refresh() // Redis down: keep the copy
+			err := k.refresh() // Redis down: keep the copy
+			k.mu.Lock()
+			k.miss, k.down = nil, err != nil
+			k.mu.Unlock()
 		}
 	}
 }
@@ -148,14 +153,26 @@ func (k *RedisKeys) CreateKey(tenant string, now time.Time) (string, KeyInfo, er
 func (k *RedisKeys) lookup(id string) (*KeyInfo, bool) {
 	k.mu.RLock()
 	ki, ok := k.keys[id]
+	skip := k.miss[id] || k.down
 	k.mu.RUnlock()
 	if ok {
 		return ki, true
+	}
+	if skip { // bad ids cost one lookup per poll, and none while Redis is down
+		return nil, false
 	}
 	c, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	v, err := k.c.HGet(c, k.hashKey(), id).Result()
 	if err != nil {
+		k.mu.Lock()
+		if k.miss == nil {
+			k.miss = map[string]bool{}
+		}
+		if len(k.miss) < 1<<16 {
+			k.miss[id] = true
+		}
+		k.mu.Unlock()
 		return nil, false
 	}
 	var n KeyInfo
