@@ -1,6 +1,7 @@
 package tenancy
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -309,37 +310,55 @@ func (r *RedisShared) Admit(q *Quota, id string, now time.Time, promptTokens int
 	defer cancel()
 	r.seen(q.Tenant)
 	b := r.base(q.Tenant)
+	// The rate checks and the slot script go out at once: admission waits for one
+	// round trip, not three. A request refused by one check has still been counted
+	// by the others (a requests/s token; a slot, given back at once).
+	var wg sync.WaitGroup
+	var tpm, rps *redis_rate.Result
+	var tpmErr, rpsErr, scErr error
 	if q.TokensPerMinute > 0 {
-		res, err := r.rl.AllowN(c, b+"tpm", tpmLimit(q), 0)
-		if err != nil {
-			return r.admitLocal(q, id, now, promptTokens, err)
+		wg.Add(1)
+		go func() { defer wg.Done(); tpm, tpmErr = r.rl.AllowN(c, b+"tpm", tpmLimit(q), 0) }()
+	}
+	if q.RequestsPerSecond > 0 {
+		wg.Add(1)
+		go func() { defer wg.Done(); rps, rpsErr = r.rl.Allow(c, b+"rps", rpsLimit(q)) }()
+	}
+	var v []any
+	script := q.MaxConcurrency > 0 || hasBudget(q)
+	if script {
+		v, scErr = admitScript.Run(c, r.c, r.budgetKeys(q.Tenant, now, b+"slots"),
+			id, int64(q.DailyBudget), int64(q.MonthlyBudget), q.MaxConcurrency, r.ttl.Milliseconds()).Slice()
+	}
+	wg.Wait()
+	took := script && scErr == nil && v[0].(int64) == 1 && q.MaxConcurrency > 0
+	release := func() {
+		if took { // give the slot back (the settle script with nothing to charge)
+			go r.settle(&pendingSettle{q: *q, id: id, now: now})
 		}
-		if need := min(promptTokens, q.TokensPerMinute); res.Remaining < need {
-			wait := time.Duration(float64(need-res.Remaining) / float64(q.TokensPerMinute) * float64(time.Minute))
+	}
+	if err := cmp.Or(tpmErr, rpsErr, scErr); err != nil {
+		release()
+		return r.admitLocal(q, id, now, promptTokens, err)
+	}
+	if tpm != nil {
+		if need := min(promptTokens, q.TokensPerMinute); tpm.Remaining < need {
+			release()
+			wait := time.Duration(float64(need-tpm.Remaining) / float64(q.TokensPerMinute) * float64(time.Minute))
 			return 0, &LimitError{Reason: "tokens", RetryAfter: wait}
 		}
 	}
-	if q.RequestsPerSecond > 0 {
-		res, err := r.rl.Allow(c, b+"rps", rpsLimit(q))
-		if err != nil {
-			return r.admitLocal(q, id, now, promptTokens, err)
-		}
-		if res.Allowed == 0 {
-			return 0, &LimitError{Reason: "requests", RetryAfter: max(res.RetryAfter, time.Millisecond)}
-		}
+	if rps != nil && rps.Allowed == 0 {
+		release()
+		return 0, &LimitError{Reason: "requests", RetryAfter: max(rps.RetryAfter, time.Millisecond)}
 	}
-	if q.MaxConcurrency == 0 && !hasBudget(q) {
+	if !script {
 		return -1, nil
-	}
-	v, err := admitScript.Run(c, r.c, r.budgetKeys(q.Tenant, now, b+"slots"),
-		id, int64(q.DailyBudget), int64(q.MonthlyBudget), q.MaxConcurrency, r.ttl.Milliseconds()).Slice()
-	if err != nil {
-		return r.admitLocal(q, id, now, promptTokens, err)
 	}
 	if v[0].(int64) == 0 {
 		return 0, &LimitError{Reason: "concurrency", RetryAfter: time.Second}
 	}
-	if q.MaxConcurrency > 0 {
+	if took {
 		r.mu.Lock()
 		r.live[id] = liveTicket{q.Tenant}
 		r.mu.Unlock()
@@ -459,8 +478,12 @@ func (r *RedisShared) settle(p *pendingSettle) error {
 	delete(r.live, p.id)
 	r.mu.Unlock()
 	if p.q.TokensPerMinute > 0 && p.tokens > 0 {
-		// Charged after the fact; a failure here only forgets some tokens.
-		_, _ = r.rl.AllowAtMost(c, b+"tpm", tpmLimit(&p.q), p.tokens)
+		// Charged after the fact, off the request's path; a failure only forgets some tokens.
+		go func(q Quota, n int) {
+			c, cancel := ctx()
+			defer cancel()
+			_, _ = r.rl.AllowAtMost(c, r.base(q.Tenant)+"tpm", tpmLimit(&q), n)
+		}(p.q, p.tokens)
 	}
 	return nil
 }
