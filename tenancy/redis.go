@@ -478,12 +478,8 @@ func (r *RedisShared) settle(p *pendingSettle) error {
 	delete(r.live, p.id)
 	r.mu.Unlock()
 	if p.q.TokensPerMinute > 0 && p.tokens > 0 {
-		// Charged after the fact, off the request's path; a failure only forgets some tokens.
-		go func(q Quota, n int) {
-			c, cancel := ctx()
-			defer cancel()
-			_, _ = r.rl.AllowAtMost(c, r.base(q.Tenant)+"tpm", tpmLimit(&q), n)
-		}(p.q, p.tokens)
+		// Charged after the fact; a failure here only forgets some tokens.
+		_, _ = r.rl.AllowAtMost(c, b+"tpm", tpmLimit(&p.q), p.tokens)
 	}
 	return nil
 }
