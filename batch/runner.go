@@ -214,9 +214,18 @@ func (m *Manager) drive(j *Job, cancels chan chan Job, resumed bool) error {
 	var pausedUntil, retryAt time.Time
 	var waiting []chan Job
 	ctx := m.ctx
-	defer func() { // on Close: let the running lines end (they are cancelled, not committed)
+	defer func() { // on Close: let the running lines end, and commit those that ran
+		var rs []Result
 		for ; running > 0; running-- {
-			<-results
+			r := <-results
+			if r.resp.Refused == Ran && r.resp.StatusCode != 499 {
+				rs = append(rs, m.result(j, r))
+			}
+		}
+		if len(rs) > 0 {
+			if err := st.commit(j, rs); err != nil {
+				m.opts.Logger.Error("batch", "job", j.ID, "error", err)
+			}
 		}
 	}()
 	timer := time.NewTimer(time.Hour)
@@ -287,10 +296,6 @@ func (m *Manager) drive(j *Job, cancels chan chan Job, resumed bool) error {
 					break more
 				}
 			}
-			if ctx.Err() != nil {
-				running -= len(batch)
-				return ctx.Err()
-			}
 			var rs []Result
 			for _, r := range batch {
 				running--
@@ -305,10 +310,7 @@ func (m *Manager) drive(j *Job, cancels chan chan Job, resumed bool) error {
 					}
 					continue
 				}
-				cost := min(r.resp.Cost, r.line.Worst) // never more than reserved against the cap
-				rs = append(rs, Result{Index: r.line.Index, CustomID: r.line.CustomID, StatusCode: r.resp.StatusCode,
-					RequestID: fmt.Sprintf("%s-%d", j.ID, r.line.Index), Body: r.resp.Body, Cost: cost,
-					PromptTokens: r.resp.PromptTokens, CompletionTokens: r.resp.CompletionTokens})
+				rs = append(rs, m.result(j, r))
 			}
 			if len(rs) > 0 {
 				if err := st.commit(j, rs); err != nil {
@@ -368,4 +370,12 @@ func (m *Manager) finish(j *Job) error {
 	}
 	j.Status, j.Target = j.Target, ""
 	return m.store.writeFiles(j, now)
+}
+
+// result is a line's committed result: its cost never more than it reserved against
+// the cap.
+func (m *Manager) result(j *Job, r done) Result {
+	return Result{Index: r.line.Index, CustomID: r.line.CustomID, StatusCode: r.resp.StatusCode,
+		RequestID: fmt.Sprintf("%s-%d", j.ID, r.line.Index), Body: r.resp.Body, Cost: min(r.resp.Cost, r.line.Worst),
+		PromptTokens: r.resp.PromptTokens, CompletionTokens: r.resp.CompletionTokens}
 }
