@@ -200,4 +200,3 @@ func TestBatchGatewayChild(t *testing.T) {
 	go srv.Serve(ln)
 	<-context.Background().Done() // until killed
 }
-
