@@ -13,8 +13,8 @@ import (
 )
 
 // killChild is the child process of TestKill9: it opens the store in
-// BATCH_KILL_CHILD, creates the job on first start (BATCH_KILL_CREATE), and runs until
-// killed or the job ends.
+// BATCH_KILL_CHILD, creates the job when there is none yet, and runs until killed or
+// the job ends.
 func killChild() {
 	dir := os.Getenv("BATCH_KILL_CHILD")
 	s, err := OpenStore(dir)
@@ -27,7 +27,7 @@ func killChild() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	if os.Getenv("BATCH_KILL_CREATE") != "" {
+	if js, _, _ := s.Jobs("t1", "", 1); len(js) == 0 { // the first start (or a kill before the job was made)
 		f, err := s.PutFile("t1", "batch", "in.jsonl", strings.NewReader(input(500)), time.Now())
 		if err == nil {
 			_, err = m.Create("t1", "k1", f.ID, "/v1/completions", "24h", nil, 0)
@@ -59,9 +59,6 @@ func TestKill9(t *testing.T) {
 		for start := 0; ; start++ {
 			cmd := exec.Command(os.Args[0], "-test.run=^$")
 			cmd.Env = append(os.Environ(), "BATCH_KILL_CHILD="+dir)
-			if start == 0 {
-				cmd.Env = append(cmd.Env, "BATCH_KILL_CREATE=1")
-			}
 			cmd.Stderr = os.Stderr
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
@@ -80,8 +77,17 @@ func TestKill9(t *testing.T) {
 					kills++
 					continue
 				}
-			} else if err := <-exited; err != nil {
-				t.Fatalf("child: %v", err)
+			} else {
+				select {
+				case err := <-exited:
+					if err != nil {
+						t.Fatalf("child: %v", err)
+					}
+				case <-time.After(60 * time.Second):
+					cmd.Process.Signal(syscall.SIGKILL)
+					<-exited
+					t.Fatalf("run %d: the job did not end after %d kills", run, kills)
+				}
 			}
 			break
 		}

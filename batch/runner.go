@@ -53,6 +53,7 @@ type Options struct {
 	Now         func() time.Time
 	Logger      *slog.Logger
 	Checker     Checker
+	Poll        time.Duration // the longest a job sleeps before deciding again; 0: 1s
 }
 
 // Manager runs jobs: one goroutine per unfinished job applies Decide and runs lines
@@ -77,6 +78,9 @@ func NewManager(store *Store, run LineRunner, opts Options) *Manager {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.Poll <= 0 {
+		opts.Poll = time.Second
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -272,9 +276,9 @@ func (m *Manager) drive(j *Job, cancels chan chan Job, resumed bool) error {
 				Body: l.Body, MaxCost: l.Worst, Retry: resumed}
 			go func() { results <- done{line: l, resp: m.run.RunLine(ctx, req)} }()
 		}
-		wake := time.Hour
+		wake := m.opts.Poll // decide again at least this often (a clock that jumps, a pause that ends)
 		if !d.Wake.IsZero() {
-			wake = max(d.Wake.Sub(now), time.Millisecond)
+			wake = min(wake, max(d.Wake.Sub(now), time.Millisecond))
 		}
 		timer.Reset(wake)
 		select {
