@@ -302,6 +302,20 @@ func (s *Store) Jobs(tenant, after string, limit int) ([]Job, bool, error) {
 	return js, more, err
 }
 
+// EachJob calls fn for every job of every tenant (for metrics).
+func (s *Store) EachJob(fn func(*Job)) error {
+	return s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketJobs).ForEach(func(_, v []byte) error {
+			var j Job
+			if err := json.Unmarshal(v, &j); err != nil {
+				return err
+			}
+			fn(&j)
+			return nil
+		})
+	})
+}
+
 // unfinished returns every job not in a terminal status (to resume after a restart).
 func (s *Store) unfinished() ([]Job, error) {
 	var js []Job

@@ -5,12 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
 	"github.com/lmlite/lmlite/batch"
@@ -48,6 +48,9 @@ func (s *Server) startBatches(st *batch.Store, conc int) error {
 	}
 	b.m = batch.NewManager(st, s, batch.Options{Concurrency: conc, Now: s.now, Logger: s.log, Checker: s})
 	s.batches = b
+	if err := s.metrics.reg.Register(&batchCollector{st: st, log: s.log}); err != nil {
+		return err
+	}
 	return b.m.Start()
 }
 
@@ -263,19 +266,13 @@ func (s *Server) handleBatchAPI(ctx *fasthttp.RequestCtx, reqID string) {
 		if !allow("GET") {
 			return
 		}
-		r, _, err := st.Open(tenant, parts[1])
+		r, f, err := st.Open(tenant, parts[1])
 		if err != nil {
 			notFound("file", parts[1])
 			return
 		}
-		defer r.Close()
-		b, err := io.ReadAll(r)
-		if err != nil {
-			s.internal(ctx, reqID, err)
-			return
-		}
 		ctx.SetContentType("application/jsonl")
-		ctx.SetBody(b)
+		ctx.SetBodyStream(r, int(f.Bytes)) // fasthttp closes r when sent
 	case parts[0] == "batches" && len(parts) == 1:
 		if method == "GET" {
 			s.listBatches(ctx, reqID, tenant)
@@ -480,4 +477,44 @@ func batchObject(j *batch.Job) map[string]any {
 	}
 	o["lmlite"] = lm
 	return o
+}
+
+// batchCollector reports, at scrape time, the jobs by status, and the lines and spend
+// of each unfinished job.
+type batchCollector struct {
+	st  *batch.Store
+	log interface{ Error(string, ...any) }
+}
+
+var (
+	batchJobsDesc  = prometheus.NewDesc("lmlite_batch_jobs", "Batch jobs by status.", []string{"status"}, nil)
+	batchLinesDesc = prometheus.NewDesc("lmlite_batch_lines", "Lines of the unfinished batch jobs by state (total, completed, failed).", []string{"tenant", "batch", "state"}, nil)
+	batchSpendDesc = prometheus.NewDesc("lmlite_batch_spend_usd", "Spend of each unfinished batch job.", []string{"tenant", "batch"}, nil)
+)
+
+func (c *batchCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- batchJobsDesc
+	ch <- batchLinesDesc
+	ch <- batchSpendDesc
+}
+
+func (c *batchCollector) Collect(ch chan<- prometheus.Metric) {
+	byStatus := map[batch.Status]int{}
+	err := c.st.EachJob(func(j *batch.Job) {
+		byStatus[j.Status]++
+		if j.Status.Terminal() {
+			return
+		}
+		for state, n := range map[string]int{"total": j.Counts.Total, "completed": j.Counts.Completed, "failed": j.Counts.Failed} {
+			ch <- prometheus.MustNewConstMetric(batchLinesDesc, prometheus.GaugeValue, float64(n), j.Tenant, j.ID, state)
+		}
+		ch <- prometheus.MustNewConstMetric(batchSpendDesc, prometheus.GaugeValue, j.Spent.Dollars(), j.Tenant, j.ID)
+	})
+	if err != nil {
+		c.log.Error("batch metrics", "error", err)
+	}
+	for _, st := range []batch.Status{batch.Validating, batch.Failed, batch.InProgress, batch.Finalizing,
+		batch.Completed, batch.Expired, batch.Cancelling, batch.Cancelled} {
+		ch <- prometheus.MustNewConstMetric(batchJobsDesc, prometheus.GaugeValue, float64(byStatus[st]), string(st))
+	}
 }

@@ -217,6 +217,10 @@ func TestSDKBatchHappyPath(t *testing.T) {
 	if err != nil || len(files.Data) != 2 {
 		t.Fatalf("files %v %v", files, err)
 	}
+	_, metrics := ts.get("/metrics", "")
+	if !strings.Contains(metrics, `lmlite_batch_jobs{status="completed"} 1`) {
+		t.Errorf("metrics lack the completed job")
+	}
 	if d, err := c.Files.Delete(context.Background(), f.ID); err != nil || !d.Deleted {
 		t.Fatalf("delete %+v %v", d, err)
 	}

@@ -74,6 +74,8 @@
 // one for load (429 rate limit, 503) retries it later. After a restart, a line whose
 // charge the ledger already holds runs again for its output but is charged nothing
 // more (its ledger entry "<id>-rerun" costs 0): the ledger is read once at start-up.
+// Metrics, at scrape time: lmlite_batch_jobs by status, and lmlite_batch_lines and
+// lmlite_batch_spend_usd of each unfinished job.
 //
 // # Other endpoints
 //
