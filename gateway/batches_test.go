@@ -11,6 +11,7 @@ import (
 	"net"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -43,10 +44,11 @@ tenants:
   - {id: other, plan: open}
   - {id: small, plan: small}
   - {id: half, plan: half}
+  - {id: thin, plan: open, overrides: {daily_budget_usd: 0.0003}}
 `
 
 // startBatchServer is startServer with the Batch API on (its store in the data dir).
-func startBatchServer(t *testing.T, eng *fakeEngine) *testServer {
+func startBatchServer(t *testing.T, eng *fakeEngine, opts ...func(*Options)) *testServer {
 	t.Helper()
 	cfg, err := configs.Parse([]byte(batchConfig))
 	if err != nil {
@@ -64,9 +66,11 @@ func startBatchServer(t *testing.T, eng *fakeEngine) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := New(mustGatewayConfig(t, cfg), eng, tenancy.New(store), Options{
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Batches: bs, BatchConcurrency: 8,
-	})
+	o := Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Batches: bs, BatchConcurrency: 8}
+	for _, f := range opts {
+		f(&o)
+	}
+	srv, err := New(mustGatewayConfig(t, cfg), eng, tenancy.New(store), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -423,4 +427,53 @@ func TestBatchDiscountHalvesCost(t *testing.T) {
 	if cost["acme"] == 0 || cost["half"] != money.Money(float64(cost["acme"])*0.5) {
 		t.Fatalf("costs %v", cost)
 	}
+}
+
+// The tenant's daily budget runs out mid-batch: the batch stays in_progress with a
+// paused reason, runs nothing more that day, and finishes after midnight (UTC) within
+// its window.
+func TestSDKBatchPausesOnTenantBudget(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Date(2026, 5, 1, 23, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	ts := startBatchServer(t, newFakeEngine(), func(o *Options) { o.Now = clock })
+	c := ts.client("thin")
+	var lines []string
+	for i := range 10 {
+		lines = append(lines, chatLine(fmt.Sprint(i), "tiny", 1, ""))
+	}
+	// A line costs $0.000057 (55 prompt tokens at $0.001/1K, 1 output token at
+	// $0.002/1K): the budget of $0.0003 holds five of them a day.
+	b := newBatch(t, c, upload(t, c, lines...).ID, nil)
+	var paused *openai.Batch
+	for deadline := time.Now().Add(10 * time.Second); paused == nil; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the batch never paused after the five lines the day's budget holds")
+		}
+		got, err := c.Batches.Get(context.Background(), b.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if reason := got.JSON.ExtraFields["lmlite"].Raw(); strings.Contains(reason, "paused_reason") && got.RequestCounts.Completed == 5 {
+			paused = got // (a line that ran may commit just after the pause is recorded)
+		}
+	}
+	if paused.Status != openai.BatchStatusInProgress {
+		t.Fatalf("paused batch %s, %d completed", paused.Status, paused.RequestCounts.Completed)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if got, _ := c.Batches.Get(context.Background(), b.ID); got.RequestCounts.Completed != paused.RequestCounts.Completed {
+		t.Fatalf("a paused batch ran lines: %d, then %d", paused.RequestCounts.Completed, got.RequestCounts.Completed)
+	}
+	mu.Lock()
+	now = now.Add(2 * time.Hour) // the next UTC day: a fresh daily budget
+	mu.Unlock()
+	done := waitBatch(t, c, b.ID)
+	if done.Status != openai.BatchStatusCompleted || done.RequestCounts.Completed != 10 {
+		t.Fatalf("batch %s, %d completed", done.Status, done.RequestCounts.Completed)
+	}
+	if strings.Contains(done.JSON.ExtraFields["lmlite"].Raw(), "paused_reason") {
+		t.Fatal("a finished batch still says it is paused")
+	}
+	t.Logf("paused after %d lines", paused.RequestCounts.Completed)
 }
