@@ -38,7 +38,8 @@
 // # Running and durability
 //
 // Manager owns one goroutine per unfinished job that applies Decide's decisions and
-// runs up to Options.Concurrency lines at once. A finished line's result and its cost
+// runs up to Options.Concurrency lines at once, in RunOrder: lines sharing a leading
+// system message run together, so the prefix cache serves the shared prompt. A finished line's result and its cost
 // are committed in one bbolt transaction together with the job's spend and counts,
 // and a line already committed is skipped and charged nothing (settlement is
 // idempotent per job and line). Lines finished together are committed together. The

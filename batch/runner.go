@@ -207,9 +207,9 @@ func (m *Manager) drive(j *Job, cancels chan chan Job, resumed bool) error {
 		return err
 	}
 	var pending []*Line
-	for i := range lines {
-		if !committed[lines[i].Index] {
-			pending = append(pending, &lines[i])
+	for _, l := range RunOrder(lines) {
+		if !committed[l.Index] {
+			pending = append(pending, l)
 		}
 	}
 	results := make(chan done, m.opts.Concurrency)
@@ -301,12 +301,13 @@ func (m *Manager) drive(j *Job, cancels chan chan Job, resumed bool) error {
 				}
 			}
 			var rs []Result
+			var refused []*Line
 			for _, r := range batch {
 				running--
 				reserved -= r.line.Worst
 				switch r.resp.Refused {
 				case RefusedBudget, RefusedLoad:
-					pending = append([]*Line{r.line}, pending...)
+					refused = append(refused, r.line)
 					if r.resp.Refused == RefusedBudget {
 						pausedUntil = r.resp.Until
 					} else {
@@ -315,6 +316,9 @@ func (m *Manager) drive(j *Job, cancels chan chan Job, resumed bool) error {
 					continue
 				}
 				rs = append(rs, m.result(j, r))
+			}
+			if len(refused) > 0 { // back to the front of the queue, in their run order
+				pending = append(refused, pending...)
 			}
 			if len(rs) > 0 {
 				if err := st.commit(j, rs); err != nil {

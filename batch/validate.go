@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"sort"
 
 	"github.com/lmlite/lmlite/money"
 )
@@ -124,4 +125,38 @@ func Validate(r io.Reader, tenant, endpoint string, c Checker) ([]Line, []LineEr
 		return nil, errs
 	}
 	return lines, nil
+}
+
+// RunOrder is the order to run lines in: lines sharing a leading system message run
+// together (in file order within a group, groups in the order they first appear), so
+// the prefix cache serves the shared prompt while it is warm.
+func RunOrder(lines []Line) []*Line {
+	first := map[string]int{}
+	keys := make([]string, len(lines))
+	for i := range lines {
+		keys[i] = systemPrompt(lines[i].Body)
+		if _, ok := first[keys[i]]; !ok {
+			first[keys[i]] = i
+		}
+	}
+	order := make([]*Line, len(lines))
+	for i := range lines {
+		order[i] = &lines[i]
+	}
+	sort.SliceStable(order, func(a, b int) bool { return first[keys[order[a].Index]] < first[keys[order[b].Index]] })
+	return order
+}
+
+// systemPrompt is the content of a chat body's leading system message ("" if none).
+func systemPrompt(body []byte) string {
+	var b struct {
+		Messages []struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+	}
+	if json.Unmarshal(body, &b) != nil || len(b.Messages) == 0 || (b.Messages[0].Role != "system" && b.Messages[0].Role != "developer") {
+		return ""
+	}
+	return string(b.Messages[0].Content)
 }

@@ -65,3 +65,27 @@ func TestValidateGoodFilePricesEachLine(t *testing.T) {
 		}
 	}
 }
+
+func TestRunOrderGroupsSharedSystemPrompts(t *testing.T) {
+	body := func(sys string) string {
+		if sys == "" {
+			return `{"model":"m","messages":[{"role":"user","content":"q"}]}`
+		}
+		return `{"model":"m","messages":[{"role":"system","content":"` + sys + `"},{"role":"user","content":"q"}]}`
+	}
+	var b strings.Builder
+	for i, sys := range []string{"A", "B", "", "A", "B", "A", ""} {
+		fmt.Fprintf(&b, `{"custom_id":"%d","method":"POST","url":"/v1/chat/completions","body":%s}`+"\n", i, body(sys))
+	}
+	lines, errs := Validate(strings.NewReader(b.String()), "t", "/v1/chat/completions", nil)
+	if errs != nil {
+		t.Fatal(errs)
+	}
+	var got []string
+	for _, l := range RunOrder(lines) {
+		got = append(got, l.CustomID)
+	}
+	if strings.Join(got, " ") != "0 3 5 1 4 2 6" {
+		t.Fatalf("run order %v", got)
+	}
+}
