@@ -54,6 +54,7 @@ type Options struct {
 	Logger      *slog.Logger
 	Checker     Checker
 	Poll        time.Duration // the longest a job sleeps before deciding again; 0: 1s
+	MaxRunning  int           // lines running at once over every job; 0: 4 × Concurrency
 }
 
 // Manager runs jobs: one goroutine per unfinished job applies Decide and runs lines
@@ -66,6 +67,8 @@ type Manager struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	slots chan struct{} // MaxRunning: a line holds one while it runs
 
 	mu     sync.Mutex
 	active map[string]chan chan Job // cancel requests to a job's driver
@@ -82,11 +85,15 @@ func NewManager(store *Store, run LineRunner, opts Options) *Manager {
 	if opts.Poll <= 0 {
 		opts.Poll = time.Second
 	}
+	if opts.MaxRunning <= 0 {
+		opts.MaxRunning = 4 * opts.Concurrency
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Manager{store: store, run: run, opts: opts, ctx: ctx, cancel: cancel, active: map[string]chan chan Job{}}
+	return &Manager{store: store, run: run, opts: opts, ctx: ctx, cancel: cancel, active: map[string]chan chan Job{},
+		slots: make(chan struct{}, opts.MaxRunning)}
 }
 
 // Store is the manager's store.
@@ -274,7 +281,17 @@ func (m *Manager) drive(j *Job, cancels chan chan Job, resumed bool) error {
 			reserved += l.Worst
 			req := Request{Tenant: j.Tenant, KeyID: j.KeyID, Endpoint: j.Endpoint, RequestID: fmt.Sprintf("%s-%d", j.ID, l.Index),
 				Body: l.Body, MaxCost: l.Worst, Retry: resumed}
-			go func() { results <- done{line: l, resp: m.run.RunLine(ctx, req)} }()
+			go func() {
+				select {
+				case m.slots <- struct{}{}:
+				case <-ctx.Done():
+					results <- done{line: l, resp: Response{StatusCode: 499}} // not run, not committed
+					return
+				}
+				resp := m.run.RunLine(ctx, req)
+				<-m.slots
+				results <- done{line: l, resp: resp}
+			}()
 		}
 		wake := m.opts.Poll // decide again at least this often (a clock that jumps, a pause that ends)
 		if !d.Wake.IsZero() {
@@ -299,6 +316,21 @@ func (m *Manager) drive(j *Job, cancels chan chan Job, resumed bool) error {
 				default:
 					break more
 				}
+			}
+			if ctx.Err() != nil { // closing: commit the lines that ran, not those cancelled
+				var rs []Result
+				for _, r := range batch {
+					running--
+					if r.resp.Refused == Ran && r.resp.StatusCode != 499 {
+						rs = append(rs, m.result(j, r))
+					}
+				}
+				if len(rs) > 0 {
+					if err := st.commit(j, rs); err != nil {
+						return err
+					}
+				}
+				return ctx.Err()
 			}
 			var rs []Result
 			var refused []*Line
