@@ -100,12 +100,11 @@ func (s *Server) RunLine(ctx context.Context, r batch.Request) batch.Response {
 	line := &lineOutcome{discountRate: pol.BatchDiscount}
 	if r.Retry {
 		s.batches.mu.Lock()
-		cost, was := s.batches.charged[reqID]
+		_, was := s.batches.charged[reqID]
 		s.batches.mu.Unlock()
 		if was { // charged before the crash: run again for its output, charge nothing more
 			line.free = true
 			reqID += "-rerun"
-			defer func() { line.cost = cost }()
 		}
 	}
 	j := &job{s: s, reqID: reqID, start: s.now(), keyID: r.KeyID, pol: pol, line: line}
@@ -175,6 +174,7 @@ func (s *Server) Check(tenant, endpoint string, body []byte) (money.Money, error
 		return discounted(m.price.Cost(p.nPrompt, p.out), pol.BatchDiscount), nil
 	}
 	var worst money.Money
+	found := false
 	var last error = errors.New("no model the plan allows serves this request")
 	allowed := pol.AllowedTiers()
 	for t := range s.set.Tiers {
@@ -191,11 +191,11 @@ func (s *Server) Check(tenant, endpoint string, body []byte) (money.Money, error
 				last = p.err
 				continue
 			}
-			ok = true
+			found = true
 			worst = max(worst, m.price.Cost(p.nPrompt, p.out))
 		}
 	}
-	if worst == 0 && !ok {
+	if !found {
 		return 0, last
 	}
 	return discounted(worst, pol.BatchDiscount), nil

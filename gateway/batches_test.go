@@ -477,3 +477,15 @@ func TestSDKBatchPausesOnTenantBudget(t *testing.T) {
 	}
 	t.Logf("paused after %d lines", paused.RequestCounts.Completed)
 }
+
+// A line no model the plan allows can serve (over every model's length limit) fails
+// validation with its line number rather than reserving nothing against the cap.
+func TestSDKBatchLineNoModelFitsFailsValidation(t *testing.T) {
+	ts := startBatchServer(t, newFakeEngine())
+	c := ts.client("acme")
+	f := upload(t, c, chatLine("ok", "auto", 3, ""), chatLine("long", "auto", 100000, ""))
+	b := waitBatch(t, c, newBatch(t, c, f.ID, map[string]string{"max_cost_usd": "1"}).ID)
+	if b.Status != openai.BatchStatusFailed || len(b.Errors.Data) != 1 || b.Errors.Data[0].Line != 2 {
+		t.Fatalf("batch %s, errors %+v", b.Status, b.Errors.Data)
+	}
+}
