@@ -179,3 +179,5 @@ func setSIMD(level string) (restore func()) {
 	useAVX512 = level == "avx512"
 	return func() { useAVX2, useAVX512 = a, b }
 }
+
+func simdAvailable() bool { return useAVX2 }

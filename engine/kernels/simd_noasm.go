@@ -29,3 +29,5 @@ func dotQ8_0Rows(out []float32, row []byte, y []q8Block, nb int) {
 func (m *matMul) fastRows(lo, hi int) int { return lo }
 
 func (m *matMul) fastTokens(r, hi, t0, nt int) int { return 0 }
+
+func simdAvailable() bool { return false }

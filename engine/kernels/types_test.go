@@ -10,14 +10,17 @@ import (
 // implements (so that the kernels, and the SIMD code to come, do not depend on the
 // file format package); it must agree with engine/gguf's on numbers and sizes.
 func TestTypesAgreeWithGGUF(t *testing.T) {
-	for _, typ := range []Type{F32, F16, BF16, Q4_0, Q8_0, Q4_K, Q6_K, Q8_K} {
+	for _, typ := range append(SupportedTypes(), Q8_1, Q8_K) {
 		g := gguf.GGMLType(typ)
 		if g.String() != typ.String() || g.BlockSize() != typ.BlockSize() || g.BlockBytes() != typ.BlockBytes() {
 			t.Errorf("%v: gguf says %v, block %d of %d bytes; kernels: block %d of %d bytes",
 				typ, g, g.BlockSize(), g.BlockBytes(), typ.BlockSize(), typ.BlockBytes())
 		}
 	}
-	if Supported(Q8_K) || Supported(Type(gguf.Q5_K)) {
-		t.Error("Q8_K and Q5_K are not weight types")
+	if Supported(Q8_K) || Supported(Q8_1) || Supported(Type(gguf.IQ2_XXS)) || Supported(Type(gguf.MXFP4)) {
+		t.Error("Q8_K and Q8_1 are not weight types, and IQ2_XXS and MXFP4 are not implemented")
+	}
+	if n := len(SupportedTypes()); n != 17 {
+		t.Errorf("%d supported types, want 17", n)
 	}
 }
