@@ -179,7 +179,7 @@ func TestQuantizeRoundTrip(t *testing.T) {
 	}
 }
 
-var weightTypes = append([]Type{F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K}, refTypes...)
+var weightTypes = append(append([]Type{F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K}, refTypes...), latticeTypes...)
 
 // TestMatMul compares MatMul with a float64 product of the dequantized weights, and
 // checks that every output is bit-identical whatever the batch and thread count.
@@ -196,7 +196,7 @@ func TestMatMul(t *testing.T) {
 			const rows, cols, nTok = 37, 512, 5
 			w := Matrix{Type: typ, Rows: rows, Cols: cols, Data: make([]byte, rows*typ.RowBytes(cols))}
 			for i := 0; i < rows; i++ {
-				QuantizeRow(w.Row(i), typ, randRow(r, cols, 0.1))
+				fillRow(r, typ, w.Row(i), 0.1)
 			}
 			if err := w.Check(); err != nil {
 				t.Fatal(err)
@@ -346,7 +346,7 @@ func TestMatMulGuards(t *testing.T) {
 			rows, cols, nTok := shape[0], shape[1], shape[2]
 			w := Matrix{Type: typ, Rows: rows, Cols: cols, Data: make([]byte, rows*typ.RowBytes(cols))}
 			for i := 0; i < rows; i++ {
-				QuantizeRow(w.Row(i), typ, randRow(r, cols, 0.1))
+				fillRow(r, typ, w.Row(i), 0.1)
 			}
 			backing := randRow(r, nTok*cols+5, 1)
 			x := backing[5:]

@@ -26,7 +26,8 @@ func VecDotType(t Type) Type {
 		return Q8_0
 	case Q4_1, Q5_1:
 		return Q8_1
-	case Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, TQ1_0, TQ2_0:
+	case Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, TQ1_0, TQ2_0,
+		IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M:
 		return Q8_K
 	}
 	return t

@@ -46,7 +46,7 @@ func QuantizeRow(dst []byte, t Type, src []float32) {
 		}
 	default:
 		c := refCodecOf(t)
-		if c == nil || !Supported(t) {
+		if c == nil || c.quant == nil || !Supported(t) {
 			panic("kernels: QuantizeRow to " + t.String())
 		}
 		bs, bb := t.BlockSize(), t.BlockBytes()

@@ -9,8 +9,9 @@ import "math"
 // CPU backend computes it, and a quantizer. The block layouts are those of ggml
 // (ggml-common.h's block_* structs).
 
-// refCodec is one such type's block functions. Exactly one dot function is set,
-// the one of the type's activation format.
+// refCodec is one such type's block functions (and the lattice types', iquants.go,
+// which have no quantizer). Exactly one dot function is set, the one of the type's
+// activation format.
 type refCodec struct {
 	dequant func(y []float32, blk []byte)
 	quant   func(blk []byte, x []float32)
@@ -32,6 +33,22 @@ func init() {
 	refCodecs[IQ4_XS] = &refCodec{dequant: dequantIQ4XS, quant: quantIQ4XS, dotK: dotIQ4XSBlock}
 	refCodecs[TQ1_0] = &refCodec{dequant: dequantTQ1_0, quant: quantTQ1_0, dotK: dotTQ1_0Block}
 	refCodecs[TQ2_0] = &refCodec{dequant: dequantTQ2_0, quant: quantTQ2_0, dotK: dotTQ2_0Block}
+	refCodecs[IQ2_XXS] = &refCodec{dequant: dequantIQ2XXS, dotK: dotIQ2XXSBlock}
+	refCodecs[IQ2_XS] = &refCodec{dequant: dequantIQ2XS, dotK: dotIQ2XSBlock}
+	refCodecs[IQ2_S] = &refCodec{dequant: dequantIQ2S, dotK: dotIQ2SBlock}
+	refCodecs[IQ3_XXS] = &refCodec{dequant: dequantIQ3XXS, dotK: dotIQ3XXSBlock}
+	refCodecs[IQ3_S] = &refCodec{dequant: dequantIQ3S, dotK: dotIQ3SBlock}
+	refCodecs[IQ1_S] = &refCodec{dequant: dequantIQ1S, dotK: dotIQ1SBlock}
+	refCodecs[IQ1_M] = &refCodec{dequant: dequantIQ1M, dotK: dotIQ1MBlock}
+}
+
+// CanQuantize reports whether QuantizeRow can write type t (every supported type
+// but the lattice types).
+func CanQuantize(t Type) bool {
+	if c := refCodecOf(t); c != nil {
+		return c.quant != nil
+	}
+	return Supported(t)
 }
 
 // refCodecOf returns t's reference codec, or nil when t has its own code paths.

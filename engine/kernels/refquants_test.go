@@ -6,8 +6,22 @@ import (
 	"testing"
 )
 
-// refTypes are the weight types that run on the pure-Go reference only.
-var refTypes = []Type{Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q5_K, IQ4_XS, TQ1_0, TQ2_0}
+// refTypes are the weight types that run on the pure-Go reference only and have a
+// quantizer of ours; latticeTypes those without one.
+var (
+	refTypes     = []Type{Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q5_K, IQ4_XS, TQ1_0, TQ2_0}
+	latticeTypes = []Type{IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M}
+)
+
+// fillRow fills an encoded row of typ: Gaussian weights of the given scale
+// quantized, or for the lattice types random blocks (randomBlocks).
+func fillRow(r *rand.Rand, typ Type, row []byte, scale float64) {
+	if CanQuantize(typ) {
+		QuantizeRow(row, typ, randRow(r, len(row)/typ.BlockBytes()*typ.BlockSize(), scale))
+		return
+	}
+	copy(row, randomBlocks(r, typ, len(row)/typ.BlockBytes()))
+}
 
 // actFloats returns activation row t of a as the floats its quantized blocks
 // stand for (d·q): what the weights are really multiplied with.
@@ -62,9 +76,12 @@ func dotError(t *testing.T, typ Type, row []byte, x []float32, dot float32) floa
 // on the row with its blocks rotated by one (block b meets activation block b+1),
 // or with a block's bytes zeroed (skipped), fails by far.
 func TestRefDotMatchesDequantize(t *testing.T) {
-	const tol = 5e-5 // measured: 1e-9 (Q8_0, Q8_K), 3e-6 (Q8_1)
-	for _, typ := range refTypes {
+	for _, typ := range append(refTypes, latticeTypes...) {
 		t.Run(typ.String(), func(t *testing.T) {
+			tol := 1e-6 // measured: 1e-8 (Q8_0, Q8_K activations)
+			if VecDotType(typ) == Q8_1 {
+				tol = 2e-4 // measured: up to 6e-5 (Q8_1's block sum s is rounded to f16)
+			}
 			r := rand.New(rand.NewPCG(21, uint64(typ)))
 			const cols = 1024
 			bb := typ.BlockBytes()
@@ -73,28 +90,39 @@ func TestRefDotMatchesDequantize(t *testing.T) {
 			for i := range w {
 				w[i] += 0.03 // a common offset, so that the mins of Q4_1/Q5_1/K-quants matter
 			}
-			QuantizeRow(row, typ, w)
-			x := randRow(r, cols, 1)
+			if CanQuantize(typ) {
+				QuantizeRow(row, typ, w)
+			} else {
+				row = randomBlocks(r, typ, cols/qkK)
+			}
+			const nTok = 4 // the misaddressed variants must fail on at least one
+			x := randRow(r, nTok*cols, 1)
 			var a acts
-			a.prepare(typ, x, 1, cols)
+			a.prepare(typ, x, nTok, cols)
 			if a.typ != VecDotType(typ) {
 				t.Fatalf("activations %v, want %v", a.typ, VecDotType(typ))
 			}
-			xq := actFloats(&a, 0)
-			e := dotError(t, typ, row, xq, dotRow(typ, row, &a, 0))
-			t.Logf("%v: relative error %.3g", typ, e)
-			if e > tol {
-				t.Fatalf("relative error %.3g > %g", e, tol)
-			}
-			// The misaddressed variants must fail the same check.
 			rot := append(append([]byte(nil), row[bb:]...), row[:bb]...)
-			if e := dotError(t, typ, row, xq, dotRow(typ, rot, &a, 0)); e < 10*tol {
-				t.Errorf("off-by-one block: relative error only %.3g", e)
-			}
 			skip := append([]byte(nil), row...)
 			clear(skip[2*bb : 3*bb])
-			if e := dotError(t, typ, row, xq, dotRow(typ, skip, &a, 0)); e < 10*tol {
-				t.Errorf("skipped block: relative error only %.3g", e)
+			var worst, rotErr, skipErr float64
+			for tk := 0; tk < nTok; tk++ {
+				xq := actFloats(&a, tk)
+				e := dotError(t, typ, row, xq, dotRow(typ, row, &a, tk))
+				worst = max(worst, e)
+				if e > tol {
+					t.Fatalf("token %d: relative error %.3g > %g", tk, e, tol)
+				}
+				// The misaddressed variants must fail the same check.
+				rotErr = max(rotErr, dotError(t, typ, row, xq, dotRow(typ, rot, &a, tk)))
+				skipErr = max(skipErr, dotError(t, typ, row, xq, dotRow(typ, skip, &a, tk)))
+			}
+			t.Logf("%v: relative error %.3g; misaddressed: %.3g (off by one block), %.3g (a block skipped)", typ, worst, rotErr, skipErr)
+			if rotErr < 10*tol {
+				t.Errorf("off-by-one block: relative error only %.3g", rotErr)
+			}
+			if skipErr < 10*tol {
+				t.Errorf("skipped block: relative error only %.3g", skipErr)
 			}
 		})
 	}
@@ -183,13 +211,20 @@ func fuzzRefDecoder(f *testing.F, typ Type) {
 	})
 }
 
-func FuzzDecodeQ4_1(f *testing.F)   { fuzzRefDecoder(f, Q4_1) }
-func FuzzDecodeQ5_0(f *testing.F)   { fuzzRefDecoder(f, Q5_0) }
-func FuzzDecodeQ5_1(f *testing.F)   { fuzzRefDecoder(f, Q5_1) }
-func FuzzDecodeIQ4_NL(f *testing.F) { fuzzRefDecoder(f, IQ4_NL) }
-func FuzzDecodeQ2_K(f *testing.F)   { fuzzRefDecoder(f, Q2_K) }
-func FuzzDecodeQ3_K(f *testing.F)   { fuzzRefDecoder(f, Q3_K) }
-func FuzzDecodeQ5_K(f *testing.F)   { fuzzRefDecoder(f, Q5_K) }
-func FuzzDecodeIQ4_XS(f *testing.F) { fuzzRefDecoder(f, IQ4_XS) }
-func FuzzDecodeTQ1_0(f *testing.F)  { fuzzRefDecoder(f, TQ1_0) }
-func FuzzDecodeTQ2_0(f *testing.F)  { fuzzRefDecoder(f, TQ2_0) }
+func FuzzDecodeQ4_1(f *testing.F)    { fuzzRefDecoder(f, Q4_1) }
+func FuzzDecodeQ5_0(f *testing.F)    { fuzzRefDecoder(f, Q5_0) }
+func FuzzDecodeQ5_1(f *testing.F)    { fuzzRefDecoder(f, Q5_1) }
+func FuzzDecodeIQ4_NL(f *testing.F)  { fuzzRefDecoder(f, IQ4_NL) }
+func FuzzDecodeQ2_K(f *testing.F)    { fuzzRefDecoder(f, Q2_K) }
+func FuzzDecodeQ3_K(f *testing.F)    { fuzzRefDecoder(f, Q3_K) }
+func FuzzDecodeQ5_K(f *testing.F)    { fuzzRefDecoder(f, Q5_K) }
+func FuzzDecodeIQ4_XS(f *testing.F)  { fuzzRefDecoder(f, IQ4_XS) }
+func FuzzDecodeTQ1_0(f *testing.F)   { fuzzRefDecoder(f, TQ1_0) }
+func FuzzDecodeTQ2_0(f *testing.F)   { fuzzRefDecoder(f, TQ2_0) }
+func FuzzDecodeIQ2_XXS(f *testing.F) { fuzzRefDecoder(f, IQ2_XXS) }
+func FuzzDecodeIQ2_XS(f *testing.F)  { fuzzRefDecoder(f, IQ2_XS) }
+func FuzzDecodeIQ2_S(f *testing.F)   { fuzzRefDecoder(f, IQ2_S) }
+func FuzzDecodeIQ3_XXS(f *testing.F) { fuzzRefDecoder(f, IQ3_XXS) }
+func FuzzDecodeIQ3_S(f *testing.F)   { fuzzRefDecoder(f, IQ3_S) }
+func FuzzDecodeIQ1_S(f *testing.F)   { fuzzRefDecoder(f, IQ1_S) }
+func FuzzDecodeIQ1_M(f *testing.F)   { fuzzRefDecoder(f, IQ1_M) }

@@ -10,25 +10,32 @@ type Type uint32
 // (of the Q4_1/Q5_1 and the K-quant, IQ4_XS and ternary dot products); weights never
 // use them.
 const (
-	F32    Type = 0
-	F16    Type = 1
-	Q4_0   Type = 2
-	Q4_1   Type = 3
-	Q5_0   Type = 6
-	Q5_1   Type = 7
-	Q8_0   Type = 8
-	Q8_1   Type = 9
-	Q2_K   Type = 10
-	Q3_K   Type = 11
-	Q4_K   Type = 12
-	Q5_K   Type = 13
-	Q6_K   Type = 14
-	Q8_K   Type = 15
-	IQ4_NL Type = 20
-	IQ4_XS Type = 23
-	BF16   Type = 30
-	TQ1_0  Type = 34
-	TQ2_0  Type = 35
+	F32     Type = 0
+	F16     Type = 1
+	Q4_0    Type = 2
+	Q4_1    Type = 3
+	Q5_0    Type = 6
+	Q5_1    Type = 7
+	Q8_0    Type = 8
+	Q8_1    Type = 9
+	Q2_K    Type = 10
+	Q3_K    Type = 11
+	Q4_K    Type = 12
+	Q5_K    Type = 13
+	Q6_K    Type = 14
+	Q8_K    Type = 15
+	IQ2_XXS Type = 16
+	IQ2_XS  Type = 17
+	IQ3_XXS Type = 18
+	IQ1_S   Type = 19
+	IQ4_NL  Type = 20
+	IQ3_S   Type = 21
+	IQ2_S   Type = 22
+	IQ4_XS  Type = 23
+	IQ1_M   Type = 29
+	BF16    Type = 30
+	TQ1_0   Type = 34
+	TQ2_0   Type = 35
 )
 
 // Block geometry of the ggml formats.
@@ -65,6 +72,14 @@ var types = [...]typeInfo{
 	IQ4_XS: {"IQ4_XS", qkK, 2 + 2 + qkK/64 + qkK/2, true},   // d, high and low scale bits, nibbles
 	TQ1_0:  {"TQ1_0", qkK, (qkK-4*qkK/64)/5 + qkK/64 + 2, true},
 	TQ2_0:  {"TQ2_0", qkK, qkK/4 + 2, true},
+	// The lattice types (iquants.go).
+	IQ2_XXS: {"IQ2_XXS", qkK, 2 + qkK/4, true},                    // d, 8 bytes per 32
+	IQ2_XS:  {"IQ2_XS", qkK, 2 + qkK/4 + qkK/32, true},            // d, 16-bit indices, scales
+	IQ2_S:   {"IQ2_S", qkK, 2 + qkK/4 + qkK/32 + qkK/32, true},    // d, indices and signs, high bits, scales
+	IQ3_XXS: {"IQ3_XXS", qkK, 2 + 3*qkK/8, true},                  // d, indices, signs and scales
+	IQ3_S:   {"IQ3_S", qkK, 2 + qkK/4 + qkK/32 + qkK/8 + 4, true}, // d, indices, high bits, signs, scales
+	IQ1_S:   {"IQ1_S", qkK, 2 + qkK/8 + qkK/16, true},             // d, indices, high bits and scales
+	IQ1_M:   {"IQ1_M", qkK, qkK/8 + qkK/16 + qkK/32, true},        // indices, high bits, scales with d
 }
 
 func (t Type) info() typeInfo {

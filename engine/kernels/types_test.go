@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/lmlite/lmlite/engine/gguf"
@@ -17,10 +18,15 @@ func TestTypesAgreeWithGGUF(t *testing.T) {
 				typ, g, g.BlockSize(), g.BlockBytes(), typ.BlockSize(), typ.BlockBytes())
 		}
 	}
-	if Supported(Q8_K) || Supported(Q8_1) || Supported(Type(gguf.IQ2_XXS)) || Supported(Type(gguf.MXFP4)) {
-		t.Error("Q8_K and Q8_1 are not weight types, and IQ2_XXS and MXFP4 are not implemented")
+	if Supported(Q8_K) || Supported(Q8_1) || Supported(Type(gguf.MXFP4)) || Supported(Type(gguf.I8)) {
+		t.Error("Q8_K and Q8_1 are not weight types, and MXFP4 and I8 are not implemented")
 	}
-	if n := len(SupportedTypes()); n != 17 {
-		t.Errorf("%d supported types, want 17", n)
+	if n := len(SupportedTypes()); n != 24 {
+		t.Errorf("%d supported types, want 24", n)
+	}
+	for _, typ := range SupportedTypes() {
+		if lattice := slices.Contains(latticeTypes, typ); CanQuantize(typ) == lattice {
+			t.Errorf("%v: CanQuantize %v", typ, CanQuantize(typ))
+		}
 	}
 }
