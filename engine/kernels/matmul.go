@@ -180,6 +180,9 @@ func dotRow(wt Type, row []byte, a *acts, t int) float32 {
 	case Q4_K:
 		nb := a.cols / qkK
 		return dotQ4KRow(row, a.q8k[t*nb:(t+1)*nb])
+	case Q5_K:
+		nb := a.cols / qkK
+		return dotQ5KRow(row, a.q8k[t*nb:(t+1)*nb])
 	case Q6_K:
 		nb := a.cols / qkK
 		return dotQ6KRow(row, a.q8k[t*nb:(t+1)*nb])

@@ -52,6 +52,33 @@ func dotQ4KRows(out []float32, row []byte, y []q8KBlock, nb int) {
 	}
 }
 
+// dotQ5KRow is dotQ4KRow for Q5_K weights (AVX2 only: no AVX-512 or tile kernels
+// yet).
+func dotQ5KRow(row []byte, y []q8KBlock) float32 {
+	n := len(y)
+	if n == 0 || !useAVX2 {
+		return dotQ5KRowGeneric(row, y)
+	}
+	_ = row[n*176-1]
+	return dotQ5KAVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n)
+}
+
+// dotQ5KRows is dotQ4KRows for Q5_K weights (two tokens at a time with AVX2,
+// also when the CPU has AVX-512).
+func dotQ5KRows(out []float32, row []byte, y []q8KBlock, nb int) {
+	t := 0
+	if useAVX2 && nb > 0 && len(out) > 1 {
+		_, _ = row[nb*176-1], y[len(out)*nb-1]
+		stride := nb * int(unsafe.Sizeof(y[0]))
+		for ; t+2 <= len(out); t += 2 {
+			dotQ5KAVX2x2(&row[0], (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t])
+		}
+	}
+	for ; t < len(out); t++ {
+		out[t] = dotQ5KRow(row, y[t*nb:(t+1)*nb])
+	}
+}
+
 // dotQ6KRows is dotQ4KRows for Q6_K weights.
 func dotQ6KRows(out []float32, row []byte, y []q8KBlock, nb int) {
 	t := 0

@@ -30,6 +30,12 @@ DATA bits45Mask<>+48(SB)/8, $0x3030303030303030
 DATA bits45Mask<>+56(SB)/8, $0x3030303030303030
 GLOBL bits45Mask<>(SB), RODATA|NOPTR, $64
 
+DATA bit4Mask<>+0(SB)/8, $0x1010101010101010
+DATA bit4Mask<>+8(SB)/8, $0x1010101010101010
+DATA bit4Mask<>+16(SB)/8, $0x1010101010101010
+DATA bit4Mask<>+24(SB)/8, $0x1010101010101010
+GLOBL bit4Mask<>(SB), RODATA|NOPTR, $32
+
 DATA ones16<>+0(SB)/8, $0x0001000100010001
 DATA ones16<>+8(SB)/8, $0x0001000100010001
 DATA ones16<>+16(SB)/8, $0x0001000100010001
@@ -456,6 +462,318 @@ loop:
 	VSUBSS       X4, X3, X3
 	VADDSS       X3, X1, X1
 	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000124, CX
+	ADDQ         $0x00000124, BX
+	DECQ         DX
+	JMP          loop
+
+done:
+	VZEROUPPER
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
+	RET
+
+// func dotQ5KAVX2(x *byte, y *byte, n int) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotQ5KAVX2(SB), NOSPLIT, $0-28
+	MOVQ    x+0(FP), AX
+	MOVQ    y+8(FP), CX
+	MOVQ    n+16(FP), DX
+	VXORPS  X0, X0, X0
+	VMOVDQU nibbleMask<>+0(SB), Y1
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VMOVDQU      4(AX), X2
+	VPSHUFB      q4kGatherLow<>+0(SB), X2, X3
+	VPSRLW       $0x04, X3, X4
+	VPAND        q4kMaskHigh<>+0(SB), X4, X4
+	VPAND        q4kMaskLow<>+0(SB), X3, X3
+	VPOR         X4, X3, X3
+	VPSHUFB      q4kGatherTop<>+0(SB), X2, X2
+	VPSRLW       $0x02, X2, X2
+	VPAND        bits45Mask<>+0(SB), X2, X2
+	VPOR         X2, X3, X3
+	VPSHUFB      q4kMinPairs<>+0(SB), X3, X2
+	VPMOVZXBW    X2, Y2
+	VPMADDWD     260(CX), Y2, Y2
+	VPMOVZXBW    X3, Y3
+	VPERMQ       $0x44, Y3, Y3
+	VMOVDQU      16(AX), Y4
+	VPXOR        Y5, Y5, Y5
+	VMOVDQU      48(AX), Y6
+	VPSRLW       $0x04, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPAND        Y1, Y6, Y6
+	VPSLLW       $0x04, Y4, Y8
+	VPAND        bit4Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y6, Y6
+	VPSLLW       $0x03, Y4, Y8
+	VPAND        bit4Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      q4kShuf<>+0(SB), Y3, Y8
+	VPSHUFB      q4kShuf<>+32(SB), Y3, Y9
+	VPMADDUBSW   4(CX), Y6, Y6
+	VPMADDUBSW   36(CX), Y7, Y7
+	VPMADDWD     Y8, Y6, Y6
+	VPMADDWD     Y9, Y7, Y7
+	VPADDD       Y6, Y5, Y5
+	VPADDD       Y7, Y5, Y5
+	VMOVDQU      80(AX), Y6
+	VPSRLW       $0x04, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPAND        Y1, Y6, Y6
+	VPSLLW       $0x02, Y4, Y8
+	VPAND        bit4Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y6, Y6
+	VPSLLW       $0x01, Y4, Y8
+	VPAND        bit4Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      q4kShuf<>+64(SB), Y3, Y8
+	VPSHUFB      q4kShuf<>+96(SB), Y3, Y9
+	VPMADDUBSW   68(CX), Y6, Y6
+	VPMADDUBSW   100(CX), Y7, Y7
+	VPMADDWD     Y8, Y6, Y6
+	VPMADDWD     Y9, Y7, Y7
+	VPADDD       Y6, Y5, Y5
+	VPADDD       Y7, Y5, Y5
+	VMOVDQU      112(AX), Y6
+	VPSRLW       $0x04, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPAND        Y1, Y6, Y6
+	VMOVDQA      Y4, Y8
+	VPAND        bit4Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y6, Y6
+	VPSRLW       $0x01, Y4, Y8
+	VPAND        bit4Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      q4kShuf<>+128(SB), Y3, Y8
+	VPSHUFB      q4kShuf<>+160(SB), Y3, Y9
+	VPMADDUBSW   132(CX), Y6, Y6
+	VPMADDUBSW   164(CX), Y7, Y7
+	VPMADDWD     Y8, Y6, Y6
+	VPMADDWD     Y9, Y7, Y7
+	VPADDD       Y6, Y5, Y5
+	VPADDD       Y7, Y5, Y5
+	VMOVDQU      144(AX), Y6
+	VPSRLW       $0x04, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPAND        Y1, Y6, Y6
+	VPSRLW       $0x02, Y4, Y8
+	VPAND        bit4Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y6, Y6
+	VPSRLW       $0x03, Y4, Y4
+	VPAND        bit4Mask<>+0(SB), Y4, Y4
+	VPOR         Y4, Y7, Y7
+	VPSHUFB      q4kShuf<>+192(SB), Y3, Y4
+	VPSHUFB      q4kShuf<>+224(SB), Y3, Y3
+	VPMADDUBSW   196(CX), Y6, Y6
+	VPMADDUBSW   228(CX), Y7, Y7
+	VPMADDWD     Y4, Y6, Y6
+	VPMADDWD     Y3, Y7, Y7
+	VPADDD       Y6, Y5, Y5
+	VPADDD       Y7, Y5, Y5
+	MOVL         (AX), BX
+	VMOVD        BX, X3
+	VCVTPH2PS    X3, X3
+	VUNPCKLPS    X3, X3, X3
+	VEXTRACTI128 $0x01, Y5, X4
+	VPADDD       X4, X5, X4
+	VEXTRACTI128 $0x01, Y2, X5
+	VPADDD       X5, X2, X2
+	VPUNPCKLQDQ  X2, X4, X5
+	VPUNPCKHQDQ  X2, X4, X2
+	VPADDD       X2, X5, X5
+	VPSHUFD      $0xb1, X5, X2
+	VPADDD       X2, X5, X5
+	VCVTDQ2PS    X5, X2
+	VBROADCASTSS (CX), X4
+	VMULPS       X4, X3, X3
+	VMULPS       X3, X2, X2
+	VMOVHLPS     X2, X2, X3
+	VSUBSS       X3, X2, X2
+	VADDSS       X2, X0, X0
+	ADDQ         $0x000000b0, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JMP          loop
+
+done:
+	VZEROUPPER
+	MOVSS X0, ret+24(FP)
+	RET
+
+// func dotQ5KAVX2x2(x *byte, y *byte, n int, stride int, out *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotQ5KAVX2x2(SB), NOSPLIT, $0-40
+	MOVQ    x+0(FP), AX
+	MOVQ    y+8(FP), CX
+	MOVQ    n+16(FP), DX
+	MOVQ    stride+24(FP), BX
+	LEAQ    (CX)(BX*1), BX
+	VXORPS  X0, X0, X0
+	VXORPS  X1, X1, X1
+	VMOVDQU nibbleMask<>+0(SB), Y2
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VMOVDQU      4(AX), X3
+	VPSHUFB      q4kGatherLow<>+0(SB), X3, X4
+	VPSRLW       $0x04, X4, X5
+	VPAND        q4kMaskHigh<>+0(SB), X5, X5
+	VPAND        q4kMaskLow<>+0(SB), X4, X4
+	VPOR         X5, X4, X4
+	VPSHUFB      q4kGatherTop<>+0(SB), X3, X3
+	VPSRLW       $0x02, X3, X3
+	VPAND        bits45Mask<>+0(SB), X3, X3
+	VPOR         X3, X4, X4
+	VPSHUFB      q4kMinPairs<>+0(SB), X4, X3
+	VPMOVZXBW    X3, Y3
+	VPMADDWD     260(CX), Y3, Y3
+	VPSHUFB      q4kMinPairs<>+0(SB), X4, X5
+	VPMOVZXBW    X5, Y5
+	VPMADDWD     260(BX), Y5, Y5
+	VPMOVZXBW    X4, Y4
+	VPERMQ       $0x44, Y4, Y4
+	VMOVDQU      16(AX), Y6
+	VPXOR        Y7, Y7, Y7
+	VPXOR        Y8, Y8, Y8
+	VMOVDQU      48(AX), Y9
+	VPSRLW       $0x04, Y9, Y10
+	VPAND        Y2, Y10, Y10
+	VPAND        Y2, Y9, Y9
+	VPSLLW       $0x04, Y6, Y11
+	VPAND        bit4Mask<>+0(SB), Y11, Y11
+	VPOR         Y11, Y9, Y9
+	VPSLLW       $0x03, Y6, Y11
+	VPAND        bit4Mask<>+0(SB), Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPSHUFB      q4kShuf<>+0(SB), Y4, Y11
+	VPSHUFB      q4kShuf<>+32(SB), Y4, Y12
+	VPMADDUBSW   4(CX), Y9, Y13
+	VPMADDUBSW   36(CX), Y10, Y14
+	VPMADDWD     Y11, Y13, Y13
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y13, Y7, Y7
+	VPADDD       Y14, Y7, Y7
+	VPMADDUBSW   4(BX), Y9, Y9
+	VPMADDUBSW   36(BX), Y10, Y10
+	VPMADDWD     Y11, Y9, Y9
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y9, Y8, Y8
+	VPADDD       Y10, Y8, Y8
+	VMOVDQU      80(AX), Y9
+	VPSRLW       $0x04, Y9, Y10
+	VPAND        Y2, Y10, Y10
+	VPAND        Y2, Y9, Y9
+	VPSLLW       $0x02, Y6, Y11
+	VPAND        bit4Mask<>+0(SB), Y11, Y11
+	VPOR         Y11, Y9, Y9
+	VPSLLW       $0x01, Y6, Y11
+	VPAND        bit4Mask<>+0(SB), Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPSHUFB      q4kShuf<>+64(SB), Y4, Y11
+	VPSHUFB      q4kShuf<>+96(SB), Y4, Y12
+	VPMADDUBSW   68(CX), Y9, Y13
+	VPMADDUBSW   100(CX), Y10, Y14
+	VPMADDWD     Y11, Y13, Y13
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y13, Y7, Y7
+	VPADDD       Y14, Y7, Y7
+	VPMADDUBSW   68(BX), Y9, Y9
+	VPMADDUBSW   100(BX), Y10, Y10
+	VPMADDWD     Y11, Y9, Y9
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y9, Y8, Y8
+	VPADDD       Y10, Y8, Y8
+	VMOVDQU      112(AX), Y9
+	VPSRLW       $0x04, Y9, Y10
+	VPAND        Y2, Y10, Y10
+	VPAND        Y2, Y9, Y9
+	VMOVDQA      Y6, Y11
+	VPAND        bit4Mask<>+0(SB), Y11, Y11
+	VPOR         Y11, Y9, Y9
+	VPSRLW       $0x01, Y6, Y11
+	VPAND        bit4Mask<>+0(SB), Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPSHUFB      q4kShuf<>+128(SB), Y4, Y11
+	VPSHUFB      q4kShuf<>+160(SB), Y4, Y12
+	VPMADDUBSW   132(CX), Y9, Y13
+	VPMADDUBSW   164(CX), Y10, Y14
+	VPMADDWD     Y11, Y13, Y13
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y13, Y7, Y7
+	VPADDD       Y14, Y7, Y7
+	VPMADDUBSW   132(BX), Y9, Y9
+	VPMADDUBSW   164(BX), Y10, Y10
+	VPMADDWD     Y11, Y9, Y9
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y9, Y8, Y8
+	VPADDD       Y10, Y8, Y8
+	VMOVDQU      144(AX), Y9
+	VPSRLW       $0x04, Y9, Y10
+	VPAND        Y2, Y10, Y10
+	VPAND        Y2, Y9, Y9
+	VPSRLW       $0x02, Y6, Y11
+	VPAND        bit4Mask<>+0(SB), Y11, Y11
+	VPOR         Y11, Y9, Y9
+	VPSRLW       $0x03, Y6, Y6
+	VPAND        bit4Mask<>+0(SB), Y6, Y6
+	VPOR         Y6, Y10, Y10
+	VPSHUFB      q4kShuf<>+192(SB), Y4, Y6
+	VPSHUFB      q4kShuf<>+224(SB), Y4, Y4
+	VPMADDUBSW   196(CX), Y9, Y11
+	VPMADDUBSW   228(CX), Y10, Y12
+	VPMADDWD     Y6, Y11, Y11
+	VPMADDWD     Y4, Y12, Y12
+	VPADDD       Y11, Y7, Y7
+	VPADDD       Y12, Y7, Y7
+	VPMADDUBSW   196(BX), Y9, Y9
+	VPMADDUBSW   228(BX), Y10, Y10
+	VPMADDWD     Y6, Y9, Y9
+	VPMADDWD     Y4, Y10, Y10
+	VPADDD       Y9, Y8, Y8
+	VPADDD       Y10, Y8, Y8
+	MOVL         (AX), SI
+	VMOVD        SI, X4
+	VCVTPH2PS    X4, X4
+	VUNPCKLPS    X4, X4, X4
+	VEXTRACTI128 $0x01, Y7, X6
+	VPADDD       X6, X7, X6
+	VEXTRACTI128 $0x01, Y3, X7
+	VPADDD       X7, X3, X3
+	VPUNPCKLQDQ  X3, X6, X7
+	VPUNPCKHQDQ  X3, X6, X3
+	VPADDD       X3, X7, X7
+	VPSHUFD      $0xb1, X7, X3
+	VPADDD       X3, X7, X7
+	VCVTDQ2PS    X7, X3
+	VBROADCASTSS (CX), X6
+	VMULPS       X6, X4, X6
+	VMULPS       X6, X3, X3
+	VMOVHLPS     X3, X3, X6
+	VSUBSS       X6, X3, X3
+	VADDSS       X3, X0, X0
+	VEXTRACTI128 $0x01, Y8, X3
+	VPADDD       X3, X8, X3
+	VEXTRACTI128 $0x01, Y5, X6
+	VPADDD       X6, X5, X5
+	VPUNPCKLQDQ  X5, X3, X6
+	VPUNPCKHQDQ  X5, X3, X3
+	VPADDD       X3, X6, X6
+	VPSHUFD      $0xb1, X6, X3
+	VPADDD       X3, X6, X6
+	VCVTDQ2PS    X6, X3
+	VBROADCASTSS (BX), X5
+	VMULPS       X5, X4, X4
+	VMULPS       X4, X3, X3
+	VMOVHLPS     X3, X3, X4
+	VSUBSS       X4, X3, X3
+	VADDSS       X3, X1, X1
+	ADDQ         $0x000000b0, AX
 	ADDQ         $0x00000124, CX
 	ADDQ         $0x00000124, BX
 	DECQ         DX

@@ -4,6 +4,7 @@ package kernels
 
 func dotQ4KRow(row []byte, y []q8KBlock) float32 { return dotQ4KRowGeneric(row, y) }
 func dotQ6KRow(row []byte, y []q8KBlock) float32 { return dotQ6KRowGeneric(row, y) }
+func dotQ5KRow(row []byte, y []q8KBlock) float32 { return dotQ5KRowGeneric(row, y) }
 func dotQ8_0Row(row []byte, y []q8Block) float32 { return dotQ8_0RowGeneric(row, y) }
 func dotQ4_0Row(row []byte, y []q8Block) float32 { return dotQ4_0RowGeneric(row, y) }
 func dotF32Row(row []byte, x []float32) float32  { return dotF32RowGeneric(row, x) }
@@ -16,6 +17,10 @@ func setSIMD(string) (restore func()) { return func() {} }
 
 func dotQ4KRows(out []float32, row []byte, y []q8KBlock, nb int) {
 	dotQ4KRowsGeneric(out, row, y, nb)
+}
+
+func dotQ5KRows(out []float32, row []byte, y []q8KBlock, nb int) {
+	dotQ5KRowsGeneric(out, row, y, nb)
 }
 
 func dotQ6KRows(out []float32, row []byte, y []q8KBlock, nb int) {

@@ -14,6 +14,16 @@ func dotQ4KAVX2(x *byte, y *byte, n int) float32
 //go:noescape
 func dotQ4KAVX2x2(x *byte, y *byte, n int, stride int, out *float32)
 
+// dotQ5KAVX2 is the dot product of n Q5_K blocks at x with n q8KBlocks at y.
+//
+//go:noescape
+func dotQ5KAVX2(x *byte, y *byte, n int) float32
+
+// dotQ5KAVX2x2 sets out[t] = dotQ5KAVX2(x, y+t·stride, n) for t < 2.
+//
+//go:noescape
+func dotQ5KAVX2x2(x *byte, y *byte, n int, stride int, out *float32)
+
 // dotQ4KAVX512 is dotQ4KAVX2 with AVX-512BW and AVX-512 VNNI.
 //
 //go:noescape

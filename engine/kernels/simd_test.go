@@ -74,7 +74,7 @@ func weightRow(r *rand.Rand, t Type, nb int, mode string, unit bool) []byte {
 	switch t {
 	case Q8_0, Q4_0:
 		fields = []int{0}
-	case Q4_K:
+	case Q4_K, Q5_K:
 		fields = []int{0, 2}
 	case Q6_K:
 		fields = []int{208}
@@ -150,14 +150,15 @@ func q8KActs(r *rand.Rand, nb int, mode string, unit bool) []q8KBlock {
 	return y
 }
 
-// absDot is Σ|wᵢ·xᵢ| in float64 over the dequantized weights (for Q4_K the scale
-// and min parts counted separately), the scale of the rounding error allowed.
+// absDot is Σ|wᵢ·xᵢ| in float64 over the dequantized weights (for Q4_K and Q5_K
+// the scale and min parts counted separately), the scale of the rounding error
+// allowed.
 func absDot(t Type, row []byte, x []float32) float64 {
 	n := len(x)
 	parts := [][]byte{row}
-	if t == Q4_K { // d·s·q with dmin zeroed, then dmin·m with d zeroed
+	if t == Q4_K || t == Q5_K { // d·s·q with dmin zeroed, then dmin·m with d zeroed
 		a, b := append([]byte(nil), row...), append([]byte(nil), row...)
-		for i := 0; i < len(row); i += 144 {
+		for i := 0; i < len(row); i += t.BlockBytes() {
 			put16(a[i+2:], 0)
 			put16(b[i:], 0)
 		}
@@ -257,7 +258,7 @@ func TestSIMDQuantRowDots(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	rowModes := []string{"quantized", "random", "0x00", "0x80", "0xff"}
 	actModes := []string{"quantized", "random", "max", "min"}
-	for _, typ := range []Type{Q4_K, Q8_0, Q6_K, Q4_0} {
+	for _, typ := range []Type{Q4_K, Q5_K, Q8_0, Q6_K, Q4_0} {
 		for _, nb := range simdBlockCounts {
 			for _, rm := range rowModes {
 				for _, am := range actModes {
@@ -267,7 +268,7 @@ func TestSIMDQuantRowDots(t *testing.T) {
 						var d rowDot
 						d.typ = typ
 						switch typ {
-						case Q4_K, Q6_K:
+						case Q4_K, Q5_K, Q6_K:
 							// A Go slice of blocks inside a larger one: also
 							// tests a y that is not the start of its array.
 							all := q8KActs(r, nb+2, am, unit)
@@ -276,6 +277,9 @@ func TestSIMDQuantRowDots(t *testing.T) {
 							if typ == Q4_K {
 								d.ref = func(row []byte) float32 { return dotQ4KRowGeneric(row, y) }
 								d.got = func(row []byte) float32 { return dotQ4KRow(row, y) }
+							} else if typ == Q5_K {
+								d.ref = func(row []byte) float32 { return dotQ5KRowGeneric(row, y) }
+								d.got = func(row []byte) float32 { return dotQ5KRow(row, y) }
 							} else {
 								d.ref = func(row []byte) float32 { return dotQ6KRowGeneric(row, y) }
 								d.got = func(row []byte) float32 { return dotQ6KRow(row, y) }
@@ -448,6 +452,7 @@ func TestSIMDShortRowPanics(t *testing.T) {
 		f    func()
 	}{
 		{"Q4_K", func() { dotQ4KRow(make([]byte, 2*144-1), yk) }},
+		{"Q5_K", func() { dotQ5KRow(make([]byte, 2*176-1), yk) }},
 		{"Q6_K", func() { dotQ6KRow(make([]byte, 2*210-1), yk) }},
 		{"Q8_0", func() { dotQ8_0Row(make([]byte, 2*34-1), y) }},
 		{"Q4_0", func() { dotQ4_0Row(make([]byte, 2*18-1), y) }},
@@ -482,7 +487,7 @@ func FuzzSIMDRowDot(f *testing.F) {
 	f.Add(byte(3), bytesOf(0x7b, 210*2))
 	f.Add(byte(4), bytesOf(0x3c, 64))
 	f.Fuzz(func(t *testing.T, which byte, data []byte) {
-		types := []Type{Q4_K, Q6_K, Q8_0, Q4_0, F16, BF16, F32}
+		types := []Type{Q4_K, Q6_K, Q8_0, Q4_0, F16, BF16, F32, Q5_K}
 		typ := types[int(which)%len(types)]
 		bs, bb := typ.BlockSize(), typ.BlockBytes()
 		nb := max(1, min(len(data)/bb, 64))
@@ -492,10 +497,13 @@ func FuzzSIMDRowDot(f *testing.F) {
 		var ref, got func() float32
 		var xf []float32 // the activations as floats
 		switch typ {
-		case Q4_K, Q6_K:
+		case Q4_K, Q5_K, Q6_K:
 			y := q8KActs(r, nb, "quantized", false)
 			xf = q8KFloats(y)
 			ref, got = func() float32 { return dotQ4KRowGeneric(row, y) }, func() float32 { return dotQ4KRow(row, y) }
+			if typ == Q5_K {
+				ref, got = func() float32 { return dotQ5KRowGeneric(row, y) }, func() float32 { return dotQ5KRow(row, y) }
+			}
 			if typ == Q6_K {
 				ref, got = func() float32 { return dotQ6KRowGeneric(row, y) }, func() float32 { return dotQ6KRow(row, y) }
 			}
@@ -530,7 +538,7 @@ func FuzzSIMDRowDot(f *testing.F) {
 			g := float64(got())
 			restore()
 			switch {
-			case typ == Q4_K || typ == Q6_K:
+			case typ == Q4_K || typ == Q5_K || typ == Q6_K:
 				// The reference's operations in its order: its bits.
 				if g != want && !(math.IsNaN(g) && math.IsNaN(want)) {
 					t.Fatalf("%v %s: %v, reference %v", typ, level, g, want)
@@ -574,6 +582,7 @@ func TestSIMDKRows(t *testing.T) {
 		ref  func([]byte, []q8KBlock) float32
 	}{
 		{Q4_K, dotQ4KRows, dotQ4KRow, dotQ4KRowGeneric},
+		{Q5_K, dotQ5KRows, dotQ5KRow, dotQ5KRowGeneric},
 		{Q6_K, dotQ6KRows, dotQ6KRow, dotQ6KRowGeneric},
 	} {
 		for _, nb := range []int{1, 3, 8} {
@@ -670,7 +679,7 @@ func BenchmarkBatchRows(b *testing.B) {
 func TestSIMDDotRows(t *testing.T) {
 	r := rand.New(rand.NewPCG(15, 16))
 	const guard = -12345.5
-	for _, typ := range []Type{Q4_K, Q6_K, Q8_0, Q4_0, F16, BF16, F32} {
+	for _, typ := range []Type{Q4_K, Q5_K, Q6_K, Q8_0, Q4_0, F16, BF16, F32} {
 		colsList := []int{256, 768}
 		if typ.BlockSize() == qk0 || typ.BlockSize() == 1 {
 			colsList = append(colsList, 32, 224)
@@ -686,6 +695,9 @@ func TestSIMDDotRows(t *testing.T) {
 					case Q4_K:
 						nb := cols / qkK
 						return dotQ4KRow(row, a.q8k[tok*nb:(tok+1)*nb])
+					case Q5_K:
+						nb := cols / qkK
+						return dotQ5KRow(row, a.q8k[tok*nb:(tok+1)*nb])
 					case Q6_K:
 						nb := cols / qkK
 						return dotQ6KRow(row, a.q8k[tok*nb:(tok+1)*nb])
