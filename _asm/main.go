@@ -42,7 +42,8 @@ const (
 	q8KBsums = 260 // offset of q8KBlock.bsums
 
 	q80Size = 34  // Q8_0: d f16, qs [32]int8
-	q40Size = 18  // Q4_0: d f16, qs [16]byte
+	q40Size = 18  // Q4_0: d f16, qs [16]byte (IQ4_NL too)
+	q50Size = 22  // Q5_0: d f16, qh uint32, qs [16]byte
 	q4KSize = 144 // Q4_K: d f16, dmin f16, scales [12]byte, qs [128]byte
 	q5KSize = 176 // Q5_K: d f16, dmin f16, scales [12]byte, qh [32]byte, qs [128]byte
 	q6KSize = 210 // Q6_K: ql [128]byte, qh [64]byte, scales [16]int8, d f16
@@ -54,6 +55,7 @@ var (
 	q4kGatherLow, q4kGatherTop, q4kMaskLow, q4kMaskHigh Mem
 	q4kMinPairs, q6kShiftLow, q6kShiftHigh, q6kPerm     Mem
 	q4kShiftHigh, bit4Mask                              Mem
+	sixteens, q5Spread, q5Bits, iq4nlTable              Mem
 )
 
 func main() {
@@ -70,6 +72,8 @@ func main() {
 	dotQ6KAVX512(1)
 	dot0AVX2("Q8_0")
 	dot0AVX2("Q4_0")
+	dot0AVX2("Q5_0")
+	dot0AVX2("IQ4_NL")
 	dotFloatAVX2("dotF32AVX2", "F32", 4)
 	dotFloatAVX2("dotF16AVX2", "F16", 2)
 	dotFloatAVX2("dotBF16AVX2", "BF16", 2)
@@ -119,6 +123,25 @@ func constants() {
 	eights = rodata("eights", repeat(8, 32))
 	bits45Mask = rodata("bits45Mask", repeat(0x30, 64))
 	bit4Mask = rodata("bit4Mask", repeat(0x10, 32))
+	sixteens = rodata("sixteens", repeat(16, 32))
+	// Q5_0's high bits: q5Spread puts byte j/8 of the block's uint32 in byte j
+	// (lane 1 holds bytes 16-31: indices 2 and 3), q5Bits tests bit j%8.
+	var sp, bt []byte
+	for j := 0; j < 32; j++ {
+		sp = append(sp, byte(j/8))
+		bt = append(bt, 1<<(j%8))
+	}
+	q5Spread = rodata("q5Spread", sp)
+	q5Bits = rodata("q5Bits", bt)
+	// IQ4_NL's 16 levels (ggml's kvalues_iq4nl) in both 128-bit lanes.
+	lv := []int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}
+	var tb []byte
+	for k := 0; k < 2; k++ {
+		for _, v := range lv {
+			tb = append(tb, byte(v))
+		}
+	}
+	iq4nlTable = rodata("iq4nlTable", tb)
 	ones16 = rodata("ones16", bytes.Repeat([]byte{1, 0}, 16))
 
 	// q4kShuf: 8 VPSHUFB masks of 32 bytes; mask i broadcasts int16 i of each

@@ -177,6 +177,12 @@ func dotRow(wt Type, row []byte, a *acts, t int) float32 {
 	case Q4_0:
 		nb := a.cols / qk0
 		return dotQ4_0Row(row, a.q8[t*nb:(t+1)*nb])
+	case Q5_0:
+		nb := a.cols / qk0
+		return dotQ5_0Row(row, a.q8[t*nb:(t+1)*nb])
+	case IQ4_NL:
+		nb := a.cols / qk0
+		return dotIQ4NLRow(row, a.q8[t*nb:(t+1)*nb])
 	case Q4_K:
 		nb := a.cols / qkK
 		return dotQ4KRow(row, a.q8k[t*nb:(t+1)*nb])

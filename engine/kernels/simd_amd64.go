@@ -208,3 +208,23 @@ func setSIMD(level string) (restore func()) {
 }
 
 func simdAvailable() bool { return useAVX2 }
+
+// dotQ5_0Row and dotIQ4NLRow: AVX2 only (no AVX-512 or tile kernels yet); the
+// reference's bits.
+func dotQ5_0Row(row []byte, y []q8Block) float32 {
+	n := len(y)
+	if n == 0 || !useAVX2 {
+		return dotQ5_0RowGeneric(row, y)
+	}
+	_ = row[n*22-1]
+	return dotQ5_0AVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n)
+}
+
+func dotIQ4NLRow(row []byte, y []q8Block) float32 {
+	n := len(y)
+	if n == 0 || !useAVX2 {
+		return dotIQ4NLRowGeneric(row, y)
+	}
+	_ = row[n*18-1]
+	return dotIQ4_NLAVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n)
+}

@@ -36,6 +36,30 @@ DATA bit4Mask<>+16(SB)/8, $0x1010101010101010
 DATA bit4Mask<>+24(SB)/8, $0x1010101010101010
 GLOBL bit4Mask<>(SB), RODATA|NOPTR, $32
 
+DATA sixteens<>+0(SB)/8, $0x1010101010101010
+DATA sixteens<>+8(SB)/8, $0x1010101010101010
+DATA sixteens<>+16(SB)/8, $0x1010101010101010
+DATA sixteens<>+24(SB)/8, $0x1010101010101010
+GLOBL sixteens<>(SB), RODATA|NOPTR, $32
+
+DATA q5Spread<>+0(SB)/8, $0x0000000000000000
+DATA q5Spread<>+8(SB)/8, $0x0101010101010101
+DATA q5Spread<>+16(SB)/8, $0x0202020202020202
+DATA q5Spread<>+24(SB)/8, $0x0303030303030303
+GLOBL q5Spread<>(SB), RODATA|NOPTR, $32
+
+DATA q5Bits<>+0(SB)/8, $0x8040201008040201
+DATA q5Bits<>+8(SB)/8, $0x8040201008040201
+DATA q5Bits<>+16(SB)/8, $0x8040201008040201
+DATA q5Bits<>+24(SB)/8, $0x8040201008040201
+GLOBL q5Bits<>(SB), RODATA|NOPTR, $32
+
+DATA iq4nlTable<>+0(SB)/8, $0xf6eaddcfbfad9881
+DATA iq4nlTable<>+8(SB)/8, $0x7159453526190d01
+DATA iq4nlTable<>+16(SB)/8, $0xf6eaddcfbfad9881
+DATA iq4nlTable<>+24(SB)/8, $0x7159453526190d01
+GLOBL iq4nlTable<>(SB), RODATA|NOPTR, $32
+
 DATA ones16<>+0(SB)/8, $0x0001000100010001
 DATA ones16<>+8(SB)/8, $0x0001000100010001
 DATA ones16<>+16(SB)/8, $0x0001000100010001
@@ -1458,6 +1482,268 @@ one:
 	VPMADDUBSW   8(CX), Y4, Y4
 	VPMADDUBSW   8(CX), Y2, Y6
 	VPSUBW       Y6, Y4, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VPHADDD      X5, X5, X5
+	VPHADDD      X5, X5, X5
+	VCVTDQ2PS    X5, X4
+	MOVWLZX      (AX), BX
+	VMOVD        BX, X5
+	VCVTPH2PS    X5, X5
+	VMULSS       (CX), X5, X5
+	VMULSS       X4, X5, X5
+	VADDSS       X5, X3, X3
+	ADDQ         $0x12, AX
+	ADDQ         $0x28, CX
+	DECQ         DX
+	JMP          one
+
+done:
+	VZEROUPPER
+	MOVSS X3, ret+24(FP)
+	RET
+
+// func dotQ5_0AVX2(x *byte, y *byte, n int) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotQ5_0AVX2(SB), NOSPLIT, $0-28
+	MOVQ    x+0(FP), AX
+	MOVQ    y+8(FP), CX
+	MOVQ    n+16(FP), DX
+	VMOVDQU ones16<>+0(SB), Y0
+	VMOVDQU nibbleMask<>+0(SB), Y1
+	VMOVDQU sixteens<>+0(SB), Y2
+	VXORPS  X3, X3, X3
+
+quad:
+	CMPQ         DX, $0x04
+	JL           one
+	VMOVDQU      6(AX), X5
+	VPSRLW       $0x04, X5, X4
+	VINSERTI128  $0x01, X4, Y5, Y4
+	VPAND        Y1, Y4, Y4
+	VPBROADCASTD 2(AX), Y6
+	VPSHUFB      q5Spread<>+0(SB), Y6, Y6
+	VPAND        q5Bits<>+0(SB), Y6, Y6
+	VPCMPEQB     q5Bits<>+0(SB), Y6, Y6
+	VPAND        bit4Mask<>+0(SB), Y6, Y6
+	VPOR         Y6, Y4, Y4
+	VPMADDUBSW   8(CX), Y4, Y4
+	VPMADDUBSW   8(CX), Y2, Y6
+	VPSUBW       Y6, Y4, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VMOVDQU      28(AX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y1, Y6, Y6
+	VPBROADCASTD 24(AX), Y7
+	VPSHUFB      q5Spread<>+0(SB), Y7, Y7
+	VPAND        q5Bits<>+0(SB), Y7, Y7
+	VPCMPEQB     q5Bits<>+0(SB), Y7, Y7
+	VPAND        bit4Mask<>+0(SB), Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPMADDUBSW   48(CX), Y6, Y6
+	VPMADDUBSW   48(CX), Y2, Y7
+	VPSUBW       Y7, Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VMOVDQU      50(AX), X5
+	VPSRLW       $0x04, X5, X7
+	VINSERTI128  $0x01, X7, Y5, Y7
+	VPAND        Y1, Y7, Y7
+	VPBROADCASTD 46(AX), Y8
+	VPSHUFB      q5Spread<>+0(SB), Y8, Y8
+	VPAND        q5Bits<>+0(SB), Y8, Y8
+	VPCMPEQB     q5Bits<>+0(SB), Y8, Y8
+	VPAND        bit4Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMADDUBSW   88(CX), Y7, Y7
+	VPMADDUBSW   88(CX), Y2, Y8
+	VPSUBW       Y8, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VMOVDQU      72(AX), X5
+	VPSRLW       $0x04, X5, X8
+	VINSERTI128  $0x01, X8, Y5, Y8
+	VPAND        Y1, Y8, Y8
+	VPBROADCASTD 68(AX), Y9
+	VPSHUFB      q5Spread<>+0(SB), Y9, Y9
+	VPAND        q5Bits<>+0(SB), Y9, Y9
+	VPCMPEQB     q5Bits<>+0(SB), Y9, Y9
+	VPAND        bit4Mask<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMADDUBSW   128(CX), Y8, Y8
+	VPMADDUBSW   128(CX), Y2, Y9
+	VPSUBW       Y9, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPHADDD      Y6, Y4, Y4
+	VPHADDD      Y8, Y7, Y6
+	VPHADDD      Y6, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VCVTDQ2PS    X5, X4
+	MOVWLZX      (AX), BX
+	VMOVD        BX, X5
+	MOVWLZX      22(AX), BX
+	VPINSRW      $0x01, BX, X5, X5
+	MOVWLZX      44(AX), BX
+	VPINSRW      $0x02, BX, X5, X5
+	MOVWLZX      66(AX), BX
+	VPINSRW      $0x03, BX, X5, X5
+	VCVTPH2PS    X5, X5
+	VMOVSS       (CX), X6
+	VINSERTPS    $0x10, 40(CX), X6, X6
+	VINSERTPS    $0x20, 80(CX), X6, X6
+	VINSERTPS    $0x30, 120(CX), X6, X6
+	VMULPS       X6, X5, X5
+	VMULPS       X4, X5, X5
+	VADDSS       X5, X3, X3
+	VMOVSHDUP    X5, X4
+	VADDSS       X4, X3, X3
+	VMOVHLPS     X5, X5, X4
+	VADDSS       X4, X3, X3
+	VPERMILPS    $0xff, X5, X4
+	VADDSS       X4, X3, X3
+	ADDQ         $0x00000058, AX
+	ADDQ         $0x000000a0, CX
+	SUBQ         $0x04, DX
+	JMP          quad
+
+one:
+	TESTQ        DX, DX
+	JZ           done
+	VMOVDQU      6(AX), X5
+	VPSRLW       $0x04, X5, X4
+	VINSERTI128  $0x01, X4, Y5, Y4
+	VPAND        Y1, Y4, Y4
+	VPBROADCASTD 2(AX), Y6
+	VPSHUFB      q5Spread<>+0(SB), Y6, Y6
+	VPAND        q5Bits<>+0(SB), Y6, Y6
+	VPCMPEQB     q5Bits<>+0(SB), Y6, Y6
+	VPAND        bit4Mask<>+0(SB), Y6, Y6
+	VPOR         Y6, Y4, Y4
+	VPMADDUBSW   8(CX), Y4, Y4
+	VPMADDUBSW   8(CX), Y2, Y6
+	VPSUBW       Y6, Y4, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VPHADDD      X5, X5, X5
+	VPHADDD      X5, X5, X5
+	VCVTDQ2PS    X5, X4
+	MOVWLZX      (AX), BX
+	VMOVD        BX, X5
+	VCVTPH2PS    X5, X5
+	VMULSS       (CX), X5, X5
+	VMULSS       X4, X5, X5
+	VADDSS       X5, X3, X3
+	ADDQ         $0x16, AX
+	ADDQ         $0x28, CX
+	DECQ         DX
+	JMP          one
+
+done:
+	VZEROUPPER
+	MOVSS X3, ret+24(FP)
+	RET
+
+// func dotIQ4_NLAVX2(x *byte, y *byte, n int) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotIQ4_NLAVX2(SB), NOSPLIT, $0-28
+	MOVQ    x+0(FP), AX
+	MOVQ    y+8(FP), CX
+	MOVQ    n+16(FP), DX
+	VMOVDQU ones16<>+0(SB), Y0
+	VMOVDQU nibbleMask<>+0(SB), Y1
+	VMOVDQU iq4nlTable<>+0(SB), Y2
+	VXORPS  X3, X3, X3
+
+quad:
+	CMPQ         DX, $0x04
+	JL           one
+	VMOVDQU      2(AX), X5
+	VPSRLW       $0x04, X5, X4
+	VINSERTI128  $0x01, X4, Y5, Y4
+	VPAND        Y1, Y4, Y4
+	VPSHUFB      Y4, Y2, Y4
+	VMOVDQU      8(CX), Y6
+	VPABSB       Y4, Y7
+	VPSIGNB      Y4, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VMOVDQU      20(AX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y1, Y6, Y6
+	VPSHUFB      Y6, Y2, Y6
+	VMOVDQU      48(CX), Y7
+	VPABSB       Y6, Y8
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y8, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VMOVDQU      38(AX), X5
+	VPSRLW       $0x04, X5, X7
+	VINSERTI128  $0x01, X7, Y5, Y7
+	VPAND        Y1, Y7, Y7
+	VPSHUFB      Y7, Y2, Y7
+	VMOVDQU      88(CX), Y8
+	VPABSB       Y7, Y9
+	VPSIGNB      Y7, Y8, Y8
+	VPMADDUBSW   Y8, Y9, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VMOVDQU      56(AX), X5
+	VPSRLW       $0x04, X5, X8
+	VINSERTI128  $0x01, X8, Y5, Y8
+	VPAND        Y1, Y8, Y8
+	VPSHUFB      Y8, Y2, Y8
+	VMOVDQU      128(CX), Y9
+	VPABSB       Y8, Y10
+	VPSIGNB      Y8, Y9, Y9
+	VPMADDUBSW   Y9, Y10, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPHADDD      Y6, Y4, Y4
+	VPHADDD      Y8, Y7, Y6
+	VPHADDD      Y6, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VCVTDQ2PS    X5, X4
+	MOVWLZX      (AX), BX
+	VMOVD        BX, X5
+	MOVWLZX      18(AX), BX
+	VPINSRW      $0x01, BX, X5, X5
+	MOVWLZX      36(AX), BX
+	VPINSRW      $0x02, BX, X5, X5
+	MOVWLZX      54(AX), BX
+	VPINSRW      $0x03, BX, X5, X5
+	VCVTPH2PS    X5, X5
+	VMOVSS       (CX), X6
+	VINSERTPS    $0x10, 40(CX), X6, X6
+	VINSERTPS    $0x20, 80(CX), X6, X6
+	VINSERTPS    $0x30, 120(CX), X6, X6
+	VMULPS       X6, X5, X5
+	VMULPS       X4, X5, X5
+	VADDSS       X5, X3, X3
+	VMOVSHDUP    X5, X4
+	VADDSS       X4, X3, X3
+	VMOVHLPS     X5, X5, X4
+	VADDSS       X4, X3, X3
+	VPERMILPS    $0xff, X5, X4
+	VADDSS       X4, X3, X3
+	ADDQ         $0x00000048, AX
+	ADDQ         $0x000000a0, CX
+	SUBQ         $0x04, DX
+	JMP          quad
+
+one:
+	TESTQ        DX, DX
+	JZ           done
+	VMOVDQU      2(AX), X5
+	VPSRLW       $0x04, X5, X4
+	VINSERTI128  $0x01, X4, Y5, Y4
+	VPAND        Y1, Y4, Y4
+	VPSHUFB      Y4, Y2, Y4
+	VMOVDQU      8(CX), Y6
+	VPABSB       Y4, Y7
+	VPSIGNB      Y4, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y4
 	VPMADDWD     Y0, Y4, Y4
 	VEXTRACTI128 $0x01, Y4, X5
 	VPADDD       X4, X5, X5

@@ -56,6 +56,18 @@ func dotQ8_0AVX2(x *byte, y *byte, n int) float32
 //go:noescape
 func dotQ4_0AVX2(x *byte, y *byte, n int) float32
 
+// dotQ5_0AVX2 is the dot product of n Q5_0 blocks at x with n q8Blocks at y: per block
+// the exact integer sum isum, then sum += (f16(x.d)·y.d)·isum in block order.
+//
+//go:noescape
+func dotQ5_0AVX2(x *byte, y *byte, n int) float32
+
+// dotIQ4_NLAVX2 is the dot product of n IQ4_NL blocks at x with n q8Blocks at y: per block
+// the exact integer sum isum, then sum += (f16(x.d)·y.d)·isum in block order.
+//
+//go:noescape
+func dotIQ4_NLAVX2(x *byte, y *byte, n int) float32
+
 // dotF32AVX2 is the dot product of n (a multiple of 8) F32 weights at x with float32s at y.
 //
 //go:noescape

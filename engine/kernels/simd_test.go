@@ -72,7 +72,7 @@ func weightRow(r *rand.Rand, t Type, nb int, mode string, unit bool) []byte {
 	}
 	var fields []int // offsets of the f16 scales within a block
 	switch t {
-	case Q8_0, Q4_0:
+	case Q8_0, Q4_0, Q5_0, IQ4_NL:
 		fields = []int{0}
 	case Q4_K, Q5_K:
 		fields = []int{0, 2}
@@ -258,7 +258,7 @@ func TestSIMDQuantRowDots(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	rowModes := []string{"quantized", "random", "0x00", "0x80", "0xff"}
 	actModes := []string{"quantized", "random", "max", "min"}
-	for _, typ := range []Type{Q4_K, Q5_K, Q8_0, Q6_K, Q4_0} {
+	for _, typ := range []Type{Q4_K, Q5_K, Q8_0, Q6_K, Q4_0, Q5_0, IQ4_NL} {
 		for _, nb := range simdBlockCounts {
 			for _, rm := range rowModes {
 				for _, am := range actModes {
@@ -288,10 +288,17 @@ func TestSIMDQuantRowDots(t *testing.T) {
 							all := q8Acts(r, typ, nb+2, am, unit)
 							y := all[1 : nb+1 : nb+1]
 							d.x = q8Floats(y)
-							if typ == Q8_0 {
+							switch typ {
+							case Q8_0:
 								d.ref = func(row []byte) float32 { return dotQ8_0RowGeneric(row, y) }
 								d.got = func(row []byte) float32 { return dotQ8_0Row(row, y) }
-							} else {
+							case Q5_0:
+								d.ref = func(row []byte) float32 { return dotQ5_0RowGeneric(row, y) }
+								d.got = func(row []byte) float32 { return dotQ5_0Row(row, y) }
+							case IQ4_NL:
+								d.ref = func(row []byte) float32 { return dotIQ4NLRowGeneric(row, y) }
+								d.got = func(row []byte) float32 { return dotIQ4NLRow(row, y) }
+							default:
 								d.ref = func(row []byte) float32 { return dotQ4_0RowGeneric(row, y) }
 								d.got = func(row []byte) float32 { return dotQ4_0Row(row, y) }
 							}
@@ -456,6 +463,8 @@ func TestSIMDShortRowPanics(t *testing.T) {
 		{"Q6_K", func() { dotQ6KRow(make([]byte, 2*210-1), yk) }},
 		{"Q8_0", func() { dotQ8_0Row(make([]byte, 2*34-1), y) }},
 		{"Q4_0", func() { dotQ4_0Row(make([]byte, 2*18-1), y) }},
+		{"Q5_0", func() { dotQ5_0Row(make([]byte, 2*22-1), y) }},
+		{"IQ4_NL", func() { dotIQ4NLRow(make([]byte, 2*18-1), y) }},
 		{"F32", func() { dotF32Row(make([]byte, 4*16-1), x) }},
 		{"F16", func() { dotF16Row(make([]byte, 2*16-1), x) }},
 		{"BF16", func() { dotBF16Row(make([]byte, 2*16-1), x) }},
@@ -487,7 +496,7 @@ func FuzzSIMDRowDot(f *testing.F) {
 	f.Add(byte(3), bytesOf(0x7b, 210*2))
 	f.Add(byte(4), bytesOf(0x3c, 64))
 	f.Fuzz(func(t *testing.T, which byte, data []byte) {
-		types := []Type{Q4_K, Q6_K, Q8_0, Q4_0, F16, BF16, F32, Q5_K}
+		types := []Type{Q4_K, Q6_K, Q8_0, Q4_0, F16, BF16, F32, Q5_K, Q5_0, IQ4_NL}
 		typ := types[int(which)%len(types)]
 		bs, bb := typ.BlockSize(), typ.BlockBytes()
 		nb := max(1, min(len(data)/bb, 64))
@@ -507,12 +516,17 @@ func FuzzSIMDRowDot(f *testing.F) {
 			if typ == Q6_K {
 				ref, got = func() float32 { return dotQ6KRowGeneric(row, y) }, func() float32 { return dotQ6KRow(row, y) }
 			}
-		case Q8_0, Q4_0:
+		case Q8_0, Q4_0, Q5_0, IQ4_NL:
 			y := q8Acts(r, Q8_0, nb, "quantized", false)
 			xf = q8Floats(y)
 			ref, got = func() float32 { return dotQ8_0RowGeneric(row, y) }, func() float32 { return dotQ8_0Row(row, y) }
-			if typ == Q4_0 {
+			switch typ {
+			case Q4_0:
 				ref, got = func() float32 { return dotQ4_0RowGeneric(row, y) }, func() float32 { return dotQ4_0Row(row, y) }
+			case Q5_0:
+				ref, got = func() float32 { return dotQ5_0RowGeneric(row, y) }, func() float32 { return dotQ5_0Row(row, y) }
+			case IQ4_NL:
+				ref, got = func() float32 { return dotIQ4NLRowGeneric(row, y) }, func() float32 { return dotIQ4NLRow(row, y) }
 			}
 		default:
 			x := randRow(r, nb*bs, 1)
@@ -679,7 +693,7 @@ func BenchmarkBatchRows(b *testing.B) {
 func TestSIMDDotRows(t *testing.T) {
 	r := rand.New(rand.NewPCG(15, 16))
 	const guard = -12345.5
-	for _, typ := range []Type{Q4_K, Q5_K, Q6_K, Q8_0, Q4_0, F16, BF16, F32} {
+	for _, typ := range []Type{Q4_K, Q5_K, Q6_K, Q8_0, Q4_0, Q5_0, IQ4_NL, F16, BF16, F32} {
 		colsList := []int{256, 768}
 		if typ.BlockSize() == qk0 || typ.BlockSize() == 1 {
 			colsList = append(colsList, 32, 224)
