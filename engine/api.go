@@ -60,7 +60,7 @@ type Message struct {
 }
 
 // Request is one generation request: prompt tokens (already rendered and tokenized;
-// see Block.Tokenize and Block.RenderChat), sampling and limits.
+// see Block.Tokenize and Block.ChatTokens), sampling and limits.
 type Request struct {
 	Prompt    []int32
 	MaxTokens int // 0: until the model's limit

@@ -22,8 +22,9 @@
 //     Retry-After).
 //  7. Select: tiers.Select picks the tier and model from live latency statistics,
 //     the request's budgets and the tenant's remaining money.
-//  8. Prepare: embedded models render chat with their template (Engine.RenderChat)
-//     and tokenize; max_tokens is checked against the model's limit (400).
+//  8. Prepare: embedded models render and tokenize chat with their template
+//     (Engine.ChatTokens: message texts stay plain text, only the template's markup
+//     becomes control tokens); max_tokens is checked against the model's limit (400).
 //  9. Reserve the worst-case cost (429 insufficient_quota when the budget is spent).
 //  10. Run: embedded models through Engine.Generate, upstream models through a pooled
 //     fasthttp client (bodies pass through; streams are relayed event by event). A

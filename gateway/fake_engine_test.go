@@ -56,16 +56,16 @@ func (f *fakeEngine) Tokenize(model, text string) ([]int32, error) {
 	return toks, nil
 }
 
-func (f *fakeEngine) RenderChat(model string, msgs []engine.Message) (string, error) {
+func (f *fakeEngine) ChatTokens(model string, msgs []engine.Message) ([]int32, error) {
 	if !fakeModels[model] {
-		return "", engine.ErrUnknownModel
+		return nil, engine.ErrUnknownModel
 	}
 	var b strings.Builder
 	for _, m := range msgs { // ChatML
 		fmt.Fprintf(&b, "<|im_start|>%s\n%s<|im_end|>\n", m.Role, m.Content)
 	}
 	b.WriteString("<|im_start|>assistant\n")
-	return b.String(), nil
+	return f.Tokenize(model, b.String())
 }
 
 func (f *fakeEngine) Models() []engine.ModelStatus {

@@ -408,14 +408,13 @@ func (j *job) prepare() *apiError {
 		j.tokens = nil
 		j.nPrompt = j.promptBytes + 16*max(1, len(j.msgs)) // an upper bound: a token is ≥ 1 byte
 	} else {
-		text := j.prompt
+		var toks []int32
+		var err error
 		if j.kind == kindChat {
-			var err error
-			if text, err = j.s.eng.RenderChat(m.id, j.msgs); err != nil {
-				return engineError(err)
-			}
+			toks, err = j.s.eng.ChatTokens(m.id, j.msgs) // message texts stay plain text
+		} else {
+			toks, err = j.s.eng.Tokenize(m.id, j.prompt)
 		}
-		toks, err := j.s.eng.Tokenize(m.id, text)
 		if err != nil {
 			return engineError(err)
 		}

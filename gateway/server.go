@@ -31,9 +31,10 @@ type Engine interface {
 	Generate(ctx context.Context, modelID string, req engine.Request) (*engine.Stream, error)
 	// Tokenize adds BOS per the vocabulary and parses special tokens.
 	Tokenize(modelID, text string) ([]int32, error)
-	// RenderChat applies the model's chat template (ChatML if it has none) with the
-	// generation prompt added.
-	RenderChat(modelID string, msgs []engine.Message) (string, error)
+	// ChatTokens applies the model's chat template (ChatML if it has none) with the
+	// generation prompt added and tokenizes it: the template's markup as special
+	// tokens, the messages' texts as plain text.
+	ChatTokens(modelID string, msgs []engine.Message) ([]int32, error)
 	Models() []engine.ModelStatus
 	Ready() bool
 }

@@ -64,15 +64,16 @@ func cmdRun(args []string, stdout io.Writer) error {
 	}
 	defer block.Close()
 	tok, _ := block.Tokenizer("m")
-	text := *prompt
-	if *chatMode {
-		if text, err = block.RenderChat("m", []engine.Message{{Role: "user", Content: *prompt}}); err != nil {
+	var toks []int32
+	if *chatMode { // the prompt is plain text inside the template's markup
+		if toks, err = block.ChatTokens("m", []engine.Message{{Role: "user", Content: *prompt}}); err != nil {
 			return err
 		}
+	} else {
+		toks = tok.Encode(*prompt, tok.AddBOS(), false)
 	}
-	toks := tok.Encode(text, tok.AddBOS(), *chatMode)
-	if len(toks) == 0 || toks[0] != tok.BOS() && text == "" {
-		toks = append([]int32{tok.BOS()}, toks...)
+	if len(toks) == 0 {
+		toks = []int32{tok.BOS()}
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer cancel()

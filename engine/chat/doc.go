@@ -8,6 +8,10 @@
 //	// once per model; tpl is safe for concurrent use
 //	text, err := tpl.Render([]chat.Message{{Role: "user", Content: "Hi"}}, true)
 //
+// Render gives text; tokenizing it with special tokens parsed would turn texts that
+// users typed into control tokens. The engine therefore quotes the messages first
+// and encodes the result with tokenizer.Quoter (engine.Block.ChatTokens).
+//
 // An empty src means ChatML, the format used for models without a template. The
 // caller converts its own message type to chat.Message: the engine imports this
 // package, so this package must not import the engine.

@@ -31,7 +31,26 @@
 // always are, as in llama.cpp and Hugging Face tokenizers. Tokens that llama.cpp
 // recognises by their text (EOT, FIM and end-of-generation tokens such as
 // <|im_end|>, <|eot_id|>, <|end|>, </s>) become control tokens, and IsEOG reports
-// them. For Phi-3 (general.name), special tokens swallow the whitespace after them.
+// them; except that a token the vocabulary's types call normal stays normal (it
+// still ends generation): its text merely looks special, like Qwen2's "</s>", and
+// parsing special tokens leaves it alone. llama.cpp makes it a control token; the
+// model's own Hugging Face tokenizer does not. For Phi-3 (general.name), special
+// tokens swallow the whitespace after them.
+//
+// # Quoted prompts
+//
+// A chat prompt mixes the template's markup, whose special-token texts must become
+// control tokens, with texts from a request, which must stay plain text whatever
+// they spell ("<|im_end|><|im_start|>system ..." forges a turn otherwise). A Quoter
+// (NewQuoter, one per prompt) quotes each request text before the template renders
+// it: a private-use character free in the prompt (the mark) goes after the first
+// character of every control- or unknown-token text in it, and at its edges where
+// the markup beside it could complete one. Quoter.Encode parses the rendered prompt's
+// special tokens, which can now come only from the markup, and encodes every raw
+// piece holding a mark, marks removed, as plain text: a quoted text alone encodes
+// exactly as Encode(text, false, false) (TestQuotedTextIsPlain, FuzzQuote). Texts
+// without control-token texts are left as they are, so the template sees them as
+// written. engine.Block.ChatTokens uses this for every chat.
 //
 // # Decoding
 //
@@ -52,7 +71,9 @@
 // ../shared/testdata/tokenizer, decode llama2.c's greedy stories260K run, and compare
 // the ids of a few hundred generated texts (whitespace of every kind, scripts, emoji,
 // special-token texts), with and without special tokens, with llama.cpp's for all
-// eleven vocabularies (TestLlamaCppParity, through the peer in ../shared/peers).
+// eleven vocabularies (TestLlamaCppParity, through the peer in ../shared/peers;
+// texts holding Qwen2's "</s>" only without). TestLooksSpecialStaysNormal checks
+// that no token a vocabulary calls normal is parsed as special.
 // FuzzEncodeDecode checks round trips on vocabularies built in the test, and
 // FuzzFromGGUF that no metadata makes building or encoding panic.
 //

@@ -96,8 +96,8 @@ func (t *Tokenizer) hasUserDefinedText(s string) bool {
 
 // FuzzFromGGUF feeds arbitrary bytes through gguf.Parse and FromGGUF: whatever
 // metadata a file carries, building a tokenizer fails with an error or gives one that
-// encodes and decodes without panicking. It is seeded with the vocabularies built in
-// the tests and damaged copies of them.
+// encodes (plain, parsing special tokens, and quoted) and decodes without panicking.
+// It is seeded with the vocabularies built in the tests and damaged copies of them.
 func FuzzFromGGUF(f *testing.F) {
 	for _, kvs := range [][]gguf.KV{testSPMKVs(), testBPEKVs()} {
 		b := ggufBytes(f, kvs)
@@ -123,7 +123,40 @@ func FuzzFromGGUF(f *testing.F) {
 				}
 				tok.Decode(ids)
 			}
+			if q, err := tok.NewQuoter(s); err == nil {
+				for _, id := range q.Encode("<s>"+q.Quote(s)+"</s>", true) {
+					if id < 0 || int(id) >= tok.VocabSize() {
+						t.Fatalf("quoted %q gave id %d of %d", s, id, tok.VocabSize())
+					}
+				}
+			}
 		}
 		tok.Decode([]int32{-1, 0, int32(tok.VocabSize()), 1 << 30})
+	})
+}
+
+// FuzzQuote: any text, quoted and encoded as a quoted prompt, gives the tokens of the
+// text without special tokens (the marks never reach the output), and quoting adds
+// nothing but marks.
+func FuzzQuote(f *testing.F) {
+	vocabs := fuzzVocabs(f)
+	for _, s := range []string{"", "hello", "<|endoftext|>", "a<|endoftext|>b<s>c</s>", "<|endof", "text|>", "<|ctl|><user>",
+		"\U000F0000<s>", "\xf3\xb0\x80", "</s\xff>"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		for name, tok := range vocabs {
+			q, err := tok.NewQuoter(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			quoted := q.Quote(s)
+			if strings.ReplaceAll(quoted, q.Mark(), "") != s {
+				t.Fatalf("%s: Quote(%q) = %q: more than marks added", name, s, quoted)
+			}
+			if got, want := q.Encode(quoted, false), tok.Encode(s, false, false); fmtIDs(got) != fmtIDs(want) {
+				t.Fatalf("%s: %q quoted gives %v, plain %v", name, s, got, want)
+			}
+		}
 	})
 }

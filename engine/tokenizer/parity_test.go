@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -109,12 +110,20 @@ func TestLlamaCppParity(t *testing.T) {
 				t.Fatalf("llama.cpp peer gave %d and %d results for %d texts", len(want.Plain), len(want.Special), len(texts))
 			}
 			tok := cachedTokenizer(t, model)
-			bad := 0
+			// Where a normal token only looks special (Qwen2's "</s>"), llama.cpp
+			// parses it as a control token and lmlite does not (see
+			// TestLooksSpecialStaysNormal): those texts are compared without parsing only.
+			differ := looksSpecialNormal(t, model)
+			bad, skipped := 0, 0
 			for i, s := range texts {
 				for _, c := range []struct {
 					special bool
 					want    []int32
 				}{{false, want.Plain[i]}, {true, want.Special[i]}} {
+					if c.special && slices.ContainsFunc(differ, func(w string) bool { return strings.Contains(s, w) }) {
+						skipped++
+						continue
+					}
 					if got := tok.Encode(s, false, c.special); fmtIDs(got) != fmtIDs(c.want) {
 						if bad++; bad <= 10 {
 							t.Errorf("Encode(%q, parseSpecial=%v)\n got %s\nwant %s (llama.cpp)", s, c.special, fmtIDs(got), fmtIDs(c.want))
@@ -124,6 +133,9 @@ func TestLlamaCppParity(t *testing.T) {
 			}
 			if bad > 10 {
 				t.Errorf("%d encodings differ in all", bad)
+			}
+			if skipped > 0 {
+				t.Logf("%d texts with %q compared without special-token parsing only", skipped, differ)
 			}
 		})
 	}

@@ -57,11 +57,7 @@ type occurrence struct {
 // tokenizer_st_partition does: special tokens are taken in order of decreasing
 // length, each at its leftmost non-overlapping occurrences within what is still raw
 // text; a token with the lstrip/rstrip attribute swallows the whitespace beside it.
-func (t *Tokenizer) partition(text string, parseSpecial bool) []fragment {
-	tr := t.specialUser
-	if parseSpecial {
-		tr = t.specialAll
-	}
+func (t *Tokenizer) partition(text string, tr *trie) []fragment {
 	if len(tr.order) == 0 || len(text) > math.MaxInt32 { // (positions are int32)
 		if text == "" {
 			return nil

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // ErrInvalid is wrapped by every error about vocabulary metadata that is missing,
@@ -79,6 +80,11 @@ type Tokenizer struct {
 	// when parsing special tokens, only user-defined ones otherwise.
 	specialAll, specialUser *trie
 	lstrip, rstrip          []bool // per token: swallow whitespace left/right of it
+	// For quoted prompts (quote.go): the control and unknown tokens of more than one
+	// character (quotable, and their texts backwards), and the special tokens a
+	// quoted prompt is parsed for (specialQuoted: the quotable and user-defined ones).
+	quotable, specialQuoted *trie
+	quotableRev             *revTrie
 
 	bos, eos, eot, unk int32
 	eog                map[int32]bool
@@ -219,17 +225,27 @@ func build(s spec) (*Tokenizer, error) {
 	for i := range t.pieces {
 		t.pieces[i] = t.piece(int32(i))
 	}
-	var all, user []int32
+	var all, user, quotable []int32
+	var quotableTexts []string
 	for i, ty := range t.types {
 		switch ty {
 		case TypeControl, TypeUnknown:
 			all = append(all, int32(i))
+			if utf8.RuneCountInString(t.texts[i]) > 1 {
+				quotable = append(quotable, int32(i))
+				quotableTexts = append(quotableTexts, t.texts[i])
+			}
 		case TypeUserDefined:
 			all = append(all, int32(i))
 			user = append(user, int32(i))
 		}
 	}
 	t.specialAll, t.specialUser = t.newTrie(all), t.newTrie(user)
+	t.quotable, t.quotableRev = t.newTrie(quotable), newRevTrie(quotableTexts)
+	t.specialQuoted = t.specialAll
+	if len(quotable)+len(user) < len(all) { // one-character control tokens
+		t.specialQuoted = t.newTrie(append(quotable, user...))
+	}
 	return t, nil
 }
 
@@ -252,24 +268,34 @@ var (
 	fimRepTexts = []string{"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"}
 	fimSepTexts = []string{"<|file_sep|>", "<file_sep>", "<fim-sep>", "<SEP>"}
 	// Every token with one of these texts ends generation.
-	// As in current llama.cpp this includes "</s>" (added there for PaddleOCR), which
-	// also makes a "</s>" that a vocabulary has as a normal or user-defined token
-	// (Qwen2, Phi-3) a control token.
+	// As in current llama.cpp this includes "</s>" (added there for PaddleOCR), so a
+	// "</s>" that a vocabulary has as a normal or user-defined token (Qwen2, Phi-3)
+	// ends generation too.
 	eogTexts = []string{"<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
 		"<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
 		"<|end_of_text|>", "<end_of_utterance>"}
 )
 
 // findSpecials sets EOT and the end-of-generation set the way llama.cpp's vocabulary
-// loader does: ids from the metadata first, then well-known texts.
+// loader does: ids from the metadata first, then well-known texts. A token found by
+// its text becomes a control token, as in llama.cpp, unless the vocabulary's token
+// types call it normal: a text that merely looks special ("</s>" in Qwen2's
+// vocabulary, an HTML strikethrough tag elsewhere) stays text that special-token
+// parsing leaves alone. Here lmlite departs from llama.cpp, which makes it a control
+// token; Hugging Face's tokenizer, which the model was trained with, does not.
 func (t *Tokenizer) findSpecials(s spec, id func(int64) int32) {
+	control := func(i int32) {
+		if s.types == nil || t.types[i] != TypeNormal {
+			t.types[i] = TypeControl
+		}
+	}
 	detect := func(given int64, texts []string) int32 {
 		if v := id(given); v >= 0 {
 			return v
 		}
 		for _, w := range texts {
 			if i, ok := t.toID[w]; ok {
-				t.types[i] = TypeControl
+				control(i)
 				return i
 			}
 		}
@@ -289,7 +315,7 @@ func (t *Tokenizer) findSpecials(s spec, id func(int64) int32) {
 	for _, w := range eogTexts {
 		if i, ok := t.toID[w]; ok {
 			t.eog[i] = true
-			t.types[i] = TypeControl
+			control(i)
 		}
 	}
 }
