@@ -228,3 +228,13 @@ func dotIQ4NLRow(row []byte, y []q8Block) float32 {
 	_ = row[n*18-1]
 	return dotIQ4_NLAVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n)
 }
+
+// dotIQ4XSRow: AVX2 only; the reference's bits.
+func dotIQ4XSRow(row []byte, y []q8KBlock) float32 {
+	n := len(y)
+	if n == 0 || !useAVX2 {
+		return dotIQ4XSRowGeneric(row, y)
+	}
+	_ = row[n*136-1]
+	return dotIQ4XSAVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n)
+}

@@ -1766,6 +1766,212 @@ done:
 	MOVSS X3, ret+24(FP)
 	RET
 
+// func dotIQ4XSAVX2(x *byte, y *byte, n int) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotIQ4XSAVX2(SB), NOSPLIT, $0-28
+	MOVQ    x+0(FP), AX
+	MOVQ    y+8(FP), CX
+	MOVQ    n+16(FP), DX
+	VMOVDQU nibbleMask<>+0(SB), Y0
+	VMOVDQU iq4nlTable<>+0(SB), Y1
+	VXORPS  X2, X2, X2
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	MOVWLZX      2(AX), BX
+	VPXOR        Y3, Y3, Y3
+	MOVBLZX      4(AX), SI
+	ANDL         $0x0000000f, SI
+	MOVL         BX, DI
+	ANDL         $0x00000003, DI
+	SHLL         $0x04, DI
+	ORL          DI, SI
+	SUBL         $0x00000020, SI
+	VMOVD        SI, X4
+	VPBROADCASTW X4, Y4
+	VMOVDQU      8(AX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VPSHUFB      Y6, Y1, Y6
+	VMOVDQU      4(CX), Y7
+	VPABSB       Y7, Y8
+	VPSIGNB      Y7, Y6, Y6
+	VPMADDUBSW   Y6, Y8, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPADDD       Y6, Y3, Y3
+	MOVBLZX      4(AX), SI
+	SHRL         $0x04, SI
+	ANDL         $0x0000000f, SI
+	MOVL         BX, DI
+	SHRL         $0x02, DI
+	ANDL         $0x00000003, DI
+	SHLL         $0x04, DI
+	ORL          DI, SI
+	SUBL         $0x00000020, SI
+	VMOVD        SI, X4
+	VPBROADCASTW X4, Y4
+	VMOVDQU      24(AX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VPSHUFB      Y6, Y1, Y6
+	VMOVDQU      36(CX), Y7
+	VPABSB       Y7, Y8
+	VPSIGNB      Y7, Y6, Y6
+	VPMADDUBSW   Y6, Y8, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPADDD       Y6, Y3, Y3
+	MOVBLZX      5(AX), SI
+	ANDL         $0x0000000f, SI
+	MOVL         BX, DI
+	SHRL         $0x04, DI
+	ANDL         $0x00000003, DI
+	SHLL         $0x04, DI
+	ORL          DI, SI
+	SUBL         $0x00000020, SI
+	VMOVD        SI, X4
+	VPBROADCASTW X4, Y4
+	VMOVDQU      40(AX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VPSHUFB      Y6, Y1, Y6
+	VMOVDQU      68(CX), Y7
+	VPABSB       Y7, Y8
+	VPSIGNB      Y7, Y6, Y6
+	VPMADDUBSW   Y6, Y8, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPADDD       Y6, Y3, Y3
+	MOVBLZX      5(AX), SI
+	SHRL         $0x04, SI
+	ANDL         $0x0000000f, SI
+	MOVL         BX, DI
+	SHRL         $0x06, DI
+	ANDL         $0x00000003, DI
+	SHLL         $0x04, DI
+	ORL          DI, SI
+	SUBL         $0x00000020, SI
+	VMOVD        SI, X4
+	VPBROADCASTW X4, Y4
+	VMOVDQU      56(AX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VPSHUFB      Y6, Y1, Y6
+	VMOVDQU      100(CX), Y7
+	VPABSB       Y7, Y8
+	VPSIGNB      Y7, Y6, Y6
+	VPMADDUBSW   Y6, Y8, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPADDD       Y6, Y3, Y3
+	MOVBLZX      6(AX), SI
+	ANDL         $0x0000000f, SI
+	MOVL         BX, DI
+	SHRL         $0x08, DI
+	ANDL         $0x00000003, DI
+	SHLL         $0x04, DI
+	ORL          DI, SI
+	SUBL         $0x00000020, SI
+	VMOVD        SI, X4
+	VPBROADCASTW X4, Y4
+	VMOVDQU      72(AX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VPSHUFB      Y6, Y1, Y6
+	VMOVDQU      132(CX), Y7
+	VPABSB       Y7, Y8
+	VPSIGNB      Y7, Y6, Y6
+	VPMADDUBSW   Y6, Y8, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPADDD       Y6, Y3, Y3
+	MOVBLZX      6(AX), SI
+	SHRL         $0x04, SI
+	ANDL         $0x0000000f, SI
+	MOVL         BX, DI
+	SHRL         $0x0a, DI
+	ANDL         $0x00000003, DI
+	SHLL         $0x04, DI
+	ORL          DI, SI
+	SUBL         $0x00000020, SI
+	VMOVD        SI, X4
+	VPBROADCASTW X4, Y4
+	VMOVDQU      88(AX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VPSHUFB      Y6, Y1, Y6
+	VMOVDQU      164(CX), Y7
+	VPABSB       Y7, Y8
+	VPSIGNB      Y7, Y6, Y6
+	VPMADDUBSW   Y6, Y8, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPADDD       Y6, Y3, Y3
+	MOVBLZX      7(AX), SI
+	ANDL         $0x0000000f, SI
+	MOVL         BX, DI
+	SHRL         $0x0c, DI
+	ANDL         $0x00000003, DI
+	SHLL         $0x04, DI
+	ORL          DI, SI
+	SUBL         $0x00000020, SI
+	VMOVD        SI, X4
+	VPBROADCASTW X4, Y4
+	VMOVDQU      104(AX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VPSHUFB      Y6, Y1, Y6
+	VMOVDQU      196(CX), Y7
+	VPABSB       Y7, Y8
+	VPSIGNB      Y7, Y6, Y6
+	VPMADDUBSW   Y6, Y8, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPADDD       Y6, Y3, Y3
+	MOVBLZX      7(AX), SI
+	SHRL         $0x04, SI
+	ANDL         $0x0000000f, SI
+	SHRL         $0x0e, BX
+	ANDL         $0x00000003, BX
+	SHLL         $0x04, BX
+	ORL          BX, SI
+	SUBL         $0x00000020, SI
+	VMOVD        SI, X4
+	VPBROADCASTW X4, Y4
+	VMOVDQU      120(AX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VPSHUFB      Y6, Y1, Y6
+	VMOVDQU      228(CX), Y7
+	VPABSB       Y7, Y8
+	VPSIGNB      Y7, Y6, Y6
+	VPMADDUBSW   Y6, Y8, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPADDD       Y6, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VPADDD       X3, X4, X4
+	VPHADDD      X4, X4, X4
+	VPHADDD      X4, X4, X4
+	VCVTDQ2PS    X4, X3
+	MOVWLZX      (AX), BX
+	VMOVD        BX, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (CX), X4, X4
+	VMULSS       X3, X4, X4
+	VADDSS       X4, X2, X2
+	ADDQ         $0x00000088, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JMP          loop
+
+done:
+	VZEROUPPER
+	MOVSS X2, ret+24(FP)
+	RET
+
 // func dotF32AVX2(x *byte, y *float32, n int) float32
 // Requires: AVX, FMA3, SSE
 TEXT ·dotF32AVX2(SB), NOSPLIT, $0-28

@@ -68,6 +68,11 @@ func dotQ5_0AVX2(x *byte, y *byte, n int) float32
 //go:noescape
 func dotIQ4_NLAVX2(x *byte, y *byte, n int) float32
 
+// dotIQ4XSAVX2 is the dot product of n IQ4_XS blocks at x with n q8KBlocks at y.
+//
+//go:noescape
+func dotIQ4XSAVX2(x *byte, y *byte, n int) float32
+
 // dotF32AVX2 is the dot product of n (a multiple of 8) F32 weights at x with float32s at y.
 //
 //go:noescape

@@ -72,7 +72,7 @@ func weightRow(r *rand.Rand, t Type, nb int, mode string, unit bool) []byte {
 	}
 	var fields []int // offsets of the f16 scales within a block
 	switch t {
-	case Q8_0, Q4_0, Q5_0, IQ4_NL:
+	case Q8_0, Q4_0, Q5_0, IQ4_NL, IQ4_XS:
 		fields = []int{0}
 	case Q4_K, Q5_K:
 		fields = []int{0, 2}
@@ -258,7 +258,7 @@ func TestSIMDQuantRowDots(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	rowModes := []string{"quantized", "random", "0x00", "0x80", "0xff"}
 	actModes := []string{"quantized", "random", "max", "min"}
-	for _, typ := range []Type{Q4_K, Q5_K, Q8_0, Q6_K, Q4_0, Q5_0, IQ4_NL} {
+	for _, typ := range []Type{Q4_K, Q5_K, Q8_0, Q6_K, Q4_0, Q5_0, IQ4_NL, IQ4_XS} {
 		for _, nb := range simdBlockCounts {
 			for _, rm := range rowModes {
 				for _, am := range actModes {
@@ -268,7 +268,7 @@ func TestSIMDQuantRowDots(t *testing.T) {
 						var d rowDot
 						d.typ = typ
 						switch typ {
-						case Q4_K, Q5_K, Q6_K:
+						case Q4_K, Q5_K, Q6_K, IQ4_XS:
 							// A Go slice of blocks inside a larger one: also
 							// tests a y that is not the start of its array.
 							all := q8KActs(r, nb+2, am, unit)
@@ -280,6 +280,9 @@ func TestSIMDQuantRowDots(t *testing.T) {
 							} else if typ == Q5_K {
 								d.ref = func(row []byte) float32 { return dotQ5KRowGeneric(row, y) }
 								d.got = func(row []byte) float32 { return dotQ5KRow(row, y) }
+							} else if typ == IQ4_XS {
+								d.ref = func(row []byte) float32 { return dotIQ4XSRowGeneric(row, y) }
+								d.got = func(row []byte) float32 { return dotIQ4XSRow(row, y) }
 							} else {
 								d.ref = func(row []byte) float32 { return dotQ6KRowGeneric(row, y) }
 								d.got = func(row []byte) float32 { return dotQ6KRow(row, y) }
@@ -460,6 +463,7 @@ func TestSIMDShortRowPanics(t *testing.T) {
 	}{
 		{"Q4_K", func() { dotQ4KRow(make([]byte, 2*144-1), yk) }},
 		{"Q5_K", func() { dotQ5KRow(make([]byte, 2*176-1), yk) }},
+		{"IQ4_XS", func() { dotIQ4XSRow(make([]byte, 2*136-1), yk) }},
 		{"Q6_K", func() { dotQ6KRow(make([]byte, 2*210-1), yk) }},
 		{"Q8_0", func() { dotQ8_0Row(make([]byte, 2*34-1), y) }},
 		{"Q4_0", func() { dotQ4_0Row(make([]byte, 2*18-1), y) }},
@@ -496,7 +500,7 @@ func FuzzSIMDRowDot(f *testing.F) {
 	f.Add(byte(3), bytesOf(0x7b, 210*2))
 	f.Add(byte(4), bytesOf(0x3c, 64))
 	f.Fuzz(func(t *testing.T, which byte, data []byte) {
-		types := []Type{Q4_K, Q6_K, Q8_0, Q4_0, F16, BF16, F32, Q5_K, Q5_0, IQ4_NL}
+		types := []Type{Q4_K, Q6_K, Q8_0, Q4_0, F16, BF16, F32, Q5_K, Q5_0, IQ4_NL, IQ4_XS}
 		typ := types[int(which)%len(types)]
 		bs, bb := typ.BlockSize(), typ.BlockBytes()
 		nb := max(1, min(len(data)/bb, 64))
@@ -506,12 +510,15 @@ func FuzzSIMDRowDot(f *testing.F) {
 		var ref, got func() float32
 		var xf []float32 // the activations as floats
 		switch typ {
-		case Q4_K, Q5_K, Q6_K:
+		case Q4_K, Q5_K, Q6_K, IQ4_XS:
 			y := q8KActs(r, nb, "quantized", false)
 			xf = q8KFloats(y)
 			ref, got = func() float32 { return dotQ4KRowGeneric(row, y) }, func() float32 { return dotQ4KRow(row, y) }
 			if typ == Q5_K {
 				ref, got = func() float32 { return dotQ5KRowGeneric(row, y) }, func() float32 { return dotQ5KRow(row, y) }
+			}
+			if typ == IQ4_XS {
+				ref, got = func() float32 { return dotIQ4XSRowGeneric(row, y) }, func() float32 { return dotIQ4XSRow(row, y) }
 			}
 			if typ == Q6_K {
 				ref, got = func() float32 { return dotQ6KRowGeneric(row, y) }, func() float32 { return dotQ6KRow(row, y) }
@@ -552,7 +559,7 @@ func FuzzSIMDRowDot(f *testing.F) {
 			g := float64(got())
 			restore()
 			switch {
-			case typ == Q4_K || typ == Q5_K || typ == Q6_K:
+			case typ == Q4_K || typ == Q5_K || typ == Q6_K || typ == IQ4_XS:
 				// The reference's operations in its order: its bits.
 				if g != want && !(math.IsNaN(g) && math.IsNaN(want)) {
 					t.Fatalf("%v %s: %v, reference %v", typ, level, g, want)
@@ -693,7 +700,7 @@ func BenchmarkBatchRows(b *testing.B) {
 func TestSIMDDotRows(t *testing.T) {
 	r := rand.New(rand.NewPCG(15, 16))
 	const guard = -12345.5
-	for _, typ := range []Type{Q4_K, Q5_K, Q6_K, Q8_0, Q4_0, Q5_0, IQ4_NL, F16, BF16, F32} {
+	for _, typ := range []Type{Q4_K, Q5_K, Q6_K, Q8_0, Q4_0, Q5_0, IQ4_NL, IQ4_XS, F16, BF16, F32} {
 		colsList := []int{256, 768}
 		if typ.BlockSize() == qk0 || typ.BlockSize() == 1 {
 			colsList = append(colsList, 32, 224)
