@@ -75,6 +75,7 @@ func main() {
 	dot0AVX2("Q5_0")
 	dot0AVX2("IQ4_NL")
 	dotIQ4XSAVX2()
+	dotQ4_1AVX2()
 	dotFloatAVX2("dotF32AVX2", "F32", 4)
 	dotFloatAVX2("dotF16AVX2", "F16", 2)
 	dotFloatAVX2("dotBF16AVX2", "BF16", 2)

@@ -277,7 +277,7 @@ func dotIQ1SBlock(blk []byte, y *q8KBlock) float32 {
 		sumi += ls * lsum
 		sumi1 += ls * delta * (int32(y.bsums[2*ib]) + int32(y.bsums[2*ib+1]))
 	}
-	return f16Table[le16(blk)] * y.d * (float32(sumi) + iq1Delta*float32(sumi1))
+	return f16Table[le16(blk)] * y.d * (float32(sumi) + float32(iq1Delta*float32(sumi1))) // (no fused multiply-add)
 }
 
 // ---- IQ1_M: qs [32]byte (low 8 bits of the grid indices), qh [16]byte (per 8
@@ -336,5 +336,5 @@ func dotIQ1MBlock(blk []byte, y *q8KBlock) float32 {
 			sumi2 += lsum2 * delta * ls
 		}
 	}
-	return iq1MScale(blk) * y.d * (float32(sumi1) + iq1Delta*float32(sumi2))
+	return iq1MScale(blk) * y.d * (float32(sumi1) + float32(iq1Delta*float32(sumi2))) // (no fused multiply-add)
 }

@@ -3,8 +3,8 @@ package kernels
 import "math"
 
 // The types added after the first seven: Q4_1, Q5_0, Q5_1, IQ4_NL (blocks of 32),
-// Q2_K, Q3_K, Q5_K, IQ4_XS, TQ1_0, TQ2_0 (super-blocks of 256); all but Q5_K, Q5_0,
-// IQ4_NL and IQ4_XS (whose dot products dotRow takes to their AVX2 kernels,
+// Q2_K, Q3_K, Q5_K, IQ4_XS, TQ1_0, TQ2_0 (super-blocks of 256); all but Q4_1, Q5_0,
+// IQ4_NL, Q5_K and IQ4_XS (whose dot products dotRow takes to their AVX2 kernels,
 // simd_amd64.go) have only this pure-Go reference. Each has a block decoder, a block dot product against its activation format
 // (VecDotType) with integer sums and the block's scales applied once, as llama.cpp's
 // CPU backend computes it, and a quantizer. The block layouts are those of ggml
@@ -64,7 +64,7 @@ func refCodecOf(t Type) *refCodec {
 // CPU; the other supported types run on the pure-Go reference (correct, slower).
 func HasSIMD(t Type) bool {
 	switch t {
-	case F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q5_0, IQ4_NL, IQ4_XS:
+	case F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q5_0, IQ4_NL, IQ4_XS, Q4_1:
 		return simdAvailable()
 	}
 	return false
@@ -148,7 +148,7 @@ func dotQ4_1Block(blk []byte, y *q8_1Block) float32 {
 	for j, q := range qs {
 		isum += int32(q&0xf)*int32(y.qs[j]) + int32(q>>4)*int32(y.qs[j+16])
 	}
-	return f16Table[le16(blk)]*y.d*float32(isum) + f16Table[le16(blk[2:])]*y.s
+	return float32(f16Table[le16(blk)]*y.d*float32(isum)) + float32(f16Table[le16(blk[2:])]*y.s) // (no fused multiply-add)
 }
 
 // quantQ4_1 is quantize_row_q4_1_ref: d = (max-min)/15, m = min,
@@ -249,7 +249,7 @@ func dotQ5_1Block(blk []byte, y *q8_1Block) float32 {
 		isum += int32(q&0xf|byte(qh>>j&1)<<4) * int32(y.qs[j])
 		isum += int32(q>>4|byte(qh>>(j+16)&1)<<4) * int32(y.qs[j+16])
 	}
-	return f16Table[le16(blk)]*y.d*float32(isum) + f16Table[le16(blk[2:])]*y.s
+	return float32(f16Table[le16(blk)]*y.d*float32(isum)) + float32(f16Table[le16(blk[2:])]*y.s) // (no fused multiply-add)
 }
 
 // quantQ5_1 is quantize_row_q5_1_ref: d = (max-min)/31, m = min,
@@ -413,7 +413,7 @@ func dotQ2KBlock(blk []byte, y *q8KBlock) float32 {
 	}
 	dall := y.d * f16Table[le16(blk[80:])]
 	dmin := y.d * f16Table[le16(blk[82:])]
-	return dall*float32(isum) - dmin*float32(summs)
+	return float32(dall*float32(isum)) - float32(dmin*float32(summs)) // (no fused multiply-add)
 }
 
 // quantQ2K follows quantize_row_q2_K_ref: a scale and a min per 16 elements from

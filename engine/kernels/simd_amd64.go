@@ -238,3 +238,13 @@ func dotIQ4XSRow(row []byte, y []q8KBlock) float32 {
 	_ = row[n*136-1]
 	return dotIQ4XSAVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n)
 }
+
+// dotQ4_1Row: AVX2 only; the reference's bits.
+func dotQ4_1Row(row []byte, y []q8_1Block) float32 {
+	n := len(y)
+	if n == 0 || !useAVX2 {
+		return dotQ4_1RowGeneric(row, y)
+	}
+	_ = row[n*20-1]
+	return dotQ4_1AVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n)
+}

@@ -73,6 +73,11 @@ func dotIQ4_NLAVX2(x *byte, y *byte, n int) float32
 //go:noescape
 func dotIQ4XSAVX2(x *byte, y *byte, n int) float32
 
+// dotQ4_1AVX2 is the dot product of n Q4_1 blocks at x with n q8_1Blocks at y.
+//
+//go:noescape
+func dotQ4_1AVX2(x *byte, y *byte, n int) float32
+
 // dotF32AVX2 is the dot product of n (a multiple of 8) F32 weights at x with float32s at y.
 //
 //go:noescape

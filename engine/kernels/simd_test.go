@@ -12,6 +12,7 @@ import (
 func TestSIMDBlockLayout(t *testing.T) {
 	var b q8Block
 	var k q8KBlock
+	var b1 q8_1Block
 	for _, c := range []struct {
 		name      string
 		got, want uintptr
@@ -24,6 +25,10 @@ func TestSIMDBlockLayout(t *testing.T) {
 		{"q8KBlock.d", unsafe.Offsetof(k.d), 0},
 		{"q8KBlock.qs", unsafe.Offsetof(k.qs), 4},
 		{"q8KBlock.bsums", unsafe.Offsetof(k.bsums), 260},
+		{"q8_1Block size", unsafe.Sizeof(b1), 40},
+		{"q8_1Block.d", unsafe.Offsetof(b1.d), 0},
+		{"q8_1Block.s", unsafe.Offsetof(b1.s), 4},
+		{"q8_1Block.qs", unsafe.Offsetof(b1.qs), 8},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s = %d, want %d: regenerate _asm with the new layout", c.name, c.got, c.want)
@@ -74,6 +79,8 @@ func weightRow(r *rand.Rand, t Type, nb int, mode string, unit bool) []byte {
 	switch t {
 	case Q8_0, Q4_0, Q5_0, IQ4_NL, IQ4_XS:
 		fields = []int{0}
+	case Q4_1:
+		fields = []int{0, 2}
 	case Q4_K, Q5_K:
 		fields = []int{0, 2}
 	case Q6_K:
@@ -258,7 +265,7 @@ func TestSIMDQuantRowDots(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	rowModes := []string{"quantized", "random", "0x00", "0x80", "0xff"}
 	actModes := []string{"quantized", "random", "max", "min"}
-	for _, typ := range []Type{Q4_K, Q5_K, Q8_0, Q6_K, Q4_0, Q5_0, IQ4_NL, IQ4_XS} {
+	for _, typ := range []Type{Q4_K, Q5_K, Q8_0, Q6_K, Q4_0, Q5_0, IQ4_NL, IQ4_XS, Q4_1} {
 		for _, nb := range simdBlockCounts {
 			for _, rm := range rowModes {
 				for _, am := range actModes {
@@ -287,6 +294,12 @@ func TestSIMDQuantRowDots(t *testing.T) {
 								d.ref = func(row []byte) float32 { return dotQ6KRowGeneric(row, y) }
 								d.got = func(row []byte) float32 { return dotQ6KRow(row, y) }
 							}
+						case Q4_1:
+							all := q8_1Acts(r, nb+2, am, unit)
+							y := all[1 : nb+1 : nb+1]
+							d.x = q8_1Floats(y)
+							d.ref = func(row []byte) float32 { return dotQ4_1RowGeneric(row, y) }
+							d.got = func(row []byte) float32 { return dotQ4_1Row(row, y) }
 						default:
 							all := q8Acts(r, typ, nb+2, am, unit)
 							y := all[1 : nb+1 : nb+1]
@@ -464,6 +477,7 @@ func TestSIMDShortRowPanics(t *testing.T) {
 		{"Q4_K", func() { dotQ4KRow(make([]byte, 2*144-1), yk) }},
 		{"Q5_K", func() { dotQ5KRow(make([]byte, 2*176-1), yk) }},
 		{"IQ4_XS", func() { dotIQ4XSRow(make([]byte, 2*136-1), yk) }},
+		{"Q4_1", func() { dotQ4_1Row(make([]byte, 2*20-1), make([]q8_1Block, 2)) }},
 		{"Q6_K", func() { dotQ6KRow(make([]byte, 2*210-1), yk) }},
 		{"Q8_0", func() { dotQ8_0Row(make([]byte, 2*34-1), y) }},
 		{"Q4_0", func() { dotQ4_0Row(make([]byte, 2*18-1), y) }},
@@ -700,7 +714,7 @@ func BenchmarkBatchRows(b *testing.B) {
 func TestSIMDDotRows(t *testing.T) {
 	r := rand.New(rand.NewPCG(15, 16))
 	const guard = -12345.5
-	for _, typ := range []Type{Q4_K, Q5_K, Q6_K, Q8_0, Q4_0, Q5_0, IQ4_NL, IQ4_XS, F16, BF16, F32} {
+	for _, typ := range []Type{Q4_K, Q5_K, Q6_K, Q8_0, Q4_0, Q5_0, IQ4_NL, IQ4_XS, Q4_1, F16, BF16, F32} {
 		colsList := []int{256, 768}
 		if typ.BlockSize() == qk0 || typ.BlockSize() == 1 {
 			colsList = append(colsList, 32, 224)
@@ -748,4 +762,41 @@ func TestSIMDDotRows(t *testing.T) {
 			}
 		}
 	}
+}
+
+// q8_1Acts builds nb Q8_1 activation blocks as q8Acts does Q8_0 ones ("min": all
+// -127), s the f16 of d·Σqs.
+func q8_1Acts(r *rand.Rand, nb int, mode string, unit bool) []q8_1Block {
+	y := make([]q8_1Block, nb)
+	for b := range y {
+		if mode == "quantized" {
+			quantActQ8_1(&y[b], randRow(r, qk0, 1))
+		} else {
+			var sum int32
+			for j := range y[b].qs {
+				y[b].qs[j] = map[string]int8{"random": int8(r.IntN(255) - 127), "max": 127, "min": -127}[mode]
+				sum += int32(y[b].qs[j])
+			}
+			y[b].d = RoundF16(float32(r.NormFloat64()))
+			y[b].s = RoundF16(y[b].d * float32(sum))
+		}
+		if unit {
+			y[b].d = 1
+			y[b].s = 0
+			for _, q := range y[b].qs {
+				y[b].s += float32(q)
+			}
+		}
+	}
+	return y
+}
+
+func q8_1Floats(y []q8_1Block) []float32 {
+	x := make([]float32, 0, len(y)*qk0)
+	for _, b := range y {
+		for _, q := range b.qs {
+			x = append(x, b.d*float32(q))
+		}
+	}
+	return x
 }
