@@ -76,6 +76,8 @@ func main() {
 	dot0AVX2("IQ4_NL")
 	dotIQ4XSAVX2()
 	dotQ4_1AVX2()
+	q2KConstants()
+	dotQ2KAVX2()
 	dotFloatAVX2("dotF32AVX2", "F32", 4)
 	dotFloatAVX2("dotF16AVX2", "F16", 2)
 	dotFloatAVX2("dotBF16AVX2", "BF16", 2)

@@ -248,3 +248,13 @@ func dotQ4_1Row(row []byte, y []q8_1Block) float32 {
 	_ = row[n*20-1]
 	return dotQ4_1AVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n)
 }
+
+// dotQ2KRow: AVX2 only; the reference's bits.
+func dotQ2KRow(row []byte, y []q8KBlock) float32 {
+	n := len(y)
+	if n == 0 || !useAVX2 {
+		return dotQ2KRowGeneric(row, y)
+	}
+	_ = row[n*84-1]
+	return dotQ2KAVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n)
+}

@@ -2015,6 +2015,131 @@ done:
 	MOVSS X2, ret+24(FP)
 	RET
 
+DATA threes<>+0(SB)/8, $0x0303030303030303
+DATA threes<>+8(SB)/8, $0x0303030303030303
+DATA threes<>+16(SB)/8, $0x0303030303030303
+DATA threes<>+24(SB)/8, $0x0303030303030303
+GLOBL threes<>(SB), RODATA|NOPTR, $32
+
+DATA q2kShuf<>+0(SB)/8, $0x0100010001000100
+DATA q2kShuf<>+8(SB)/8, $0x0100010001000100
+DATA q2kShuf<>+16(SB)/8, $0x0302030203020302
+DATA q2kShuf<>+24(SB)/8, $0x0302030203020302
+DATA q2kShuf<>+32(SB)/8, $0x0504050405040504
+DATA q2kShuf<>+40(SB)/8, $0x0504050405040504
+DATA q2kShuf<>+48(SB)/8, $0x0706070607060706
+DATA q2kShuf<>+56(SB)/8, $0x0706070607060706
+DATA q2kShuf<>+64(SB)/8, $0x0908090809080908
+DATA q2kShuf<>+72(SB)/8, $0x0908090809080908
+DATA q2kShuf<>+80(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA q2kShuf<>+88(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA q2kShuf<>+96(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA q2kShuf<>+104(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA q2kShuf<>+112(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA q2kShuf<>+120(SB)/8, $0x0f0e0f0e0f0e0f0e
+GLOBL q2kShuf<>(SB), RODATA|NOPTR, $128
+
+// func dotQ2KAVX2(x *byte, y *byte, n int) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotQ2KAVX2(SB), NOSPLIT, $0-28
+	MOVQ    x+0(FP), AX
+	MOVQ    y+8(FP), CX
+	MOVQ    n+16(FP), DX
+	VMOVDQU nibbleMask<>+0(SB), X0
+	VMOVDQU threes<>+0(SB), Y1
+	VXORPS  X2, X2, X2
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VMOVDQU      (AX), X3
+	VPSRLW       $0x04, X3, X4
+	VPAND        X0, X4, X4
+	VPMOVZXBW    X4, Y4
+	VPMADDWD     260(CX), Y4, Y4
+	VPAND        X0, X3, X3
+	VPMOVZXBW    X3, Y3
+	VPXOR        Y5, Y5, Y5
+	VPERMQ       $0x44, Y3, Y6
+	VMOVDQU      16(AX), Y7
+	VPAND        Y1, Y7, Y8
+	VPSHUFB      q2kShuf<>+0(SB), Y6, Y9
+	VPMADDUBSW   4(CX), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VPSRLW       $0x02, Y7, Y8
+	VPAND        Y1, Y8, Y8
+	VPSHUFB      q2kShuf<>+32(SB), Y6, Y9
+	VPMADDUBSW   36(CX), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y1, Y8, Y8
+	VPSHUFB      q2kShuf<>+64(SB), Y6, Y9
+	VPMADDUBSW   68(CX), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VPSRLW       $0x06, Y7, Y7
+	VPAND        Y1, Y7, Y7
+	VPSHUFB      q2kShuf<>+96(SB), Y6, Y6
+	VPMADDUBSW   100(CX), Y7, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPERMQ       $0xee, Y3, Y3
+	VMOVDQU      48(AX), Y6
+	VPAND        Y1, Y6, Y7
+	VPSHUFB      q2kShuf<>+0(SB), Y3, Y8
+	VPMADDUBSW   132(CX), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPSRLW       $0x02, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPSHUFB      q2kShuf<>+32(SB), Y3, Y8
+	VPMADDUBSW   164(CX), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPSRLW       $0x04, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPSHUFB      q2kShuf<>+64(SB), Y3, Y8
+	VPMADDUBSW   196(CX), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPSRLW       $0x06, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPSHUFB      q2kShuf<>+96(SB), Y3, Y3
+	VPMADDUBSW   228(CX), Y6, Y6
+	VPMADDWD     Y3, Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VEXTRACTI128 $0x01, Y5, X3
+	VPADDD       X3, X5, X3
+	MOVL         80(AX), BX
+	VMOVD        BX, X5
+	VCVTPH2PS    X5, X5
+	VUNPCKLPS    X5, X5, X5
+	VEXTRACTI128 $0x01, Y4, X6
+	VPADDD       X6, X4, X4
+	VPUNPCKLQDQ  X4, X3, X6
+	VPUNPCKHQDQ  X4, X3, X3
+	VPADDD       X3, X6, X6
+	VPSHUFD      $0xb1, X6, X3
+	VPADDD       X3, X6, X6
+	VCVTDQ2PS    X6, X3
+	VBROADCASTSS (CX), X4
+	VMULPS       X4, X5, X4
+	VMULPS       X4, X3, X3
+	VMOVHLPS     X3, X3, X4
+	VSUBSS       X4, X3, X3
+	VADDSS       X3, X2, X2
+	ADDQ         $0x00000054, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JMP          loop
+
+done:
+	VZEROUPPER
+	MOVSS X2, ret+24(FP)
+	RET
+
 // func dotF32AVX2(x *byte, y *float32, n int) float32
 // Requires: AVX, FMA3, SSE
 TEXT ·dotF32AVX2(SB), NOSPLIT, $0-28
