@@ -78,6 +78,8 @@ func main() {
 	dotQ4_1AVX2()
 	q2KConstants()
 	dotQ2KAVX2()
+	q3KConstants()
+	dotQ3KAVX2()
 	dotFloatAVX2("dotF32AVX2", "F32", 4)
 	dotFloatAVX2("dotF16AVX2", "F16", 2)
 	dotFloatAVX2("dotBF16AVX2", "BF16", 2)

@@ -198,6 +198,9 @@ func dotRow(wt Type, row []byte, a *acts, t int) float32 {
 	case Q2_K:
 		nb := a.cols / qkK
 		return dotQ2KRow(row, a.q8k[t*nb:(t+1)*nb])
+	case Q3_K:
+		nb := a.cols / qkK
+		return dotQ3KRow(row, a.q8k[t*nb:(t+1)*nb])
 	case Q6_K:
 		nb := a.cols / qkK
 		return dotQ6KRow(row, a.q8k[t*nb:(t+1)*nb])

@@ -258,3 +258,13 @@ func dotQ2KRow(row []byte, y []q8KBlock) float32 {
 	_ = row[n*84-1]
 	return dotQ2KAVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n)
 }
+
+// dotQ3KRow: AVX2 only; the reference's bits.
+func dotQ3KRow(row []byte, y []q8KBlock) float32 {
+	n := len(y)
+	if n == 0 || !useAVX2 {
+		return dotQ3KRowGeneric(row, y)
+	}
+	_ = row[n*110-1]
+	return dotQ3KAVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n)
+}

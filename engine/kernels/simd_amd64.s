@@ -2140,6 +2140,150 @@ done:
 	MOVSS X2, ret+24(FP)
 	RET
 
+DATA fours<>+0(SB)/8, $0x0404040404040404
+DATA fours<>+8(SB)/8, $0x0404040404040404
+DATA fours<>+16(SB)/8, $0x0404040404040404
+DATA fours<>+24(SB)/8, $0x0404040404040404
+GLOBL fours<>(SB), RODATA|NOPTR, $32
+
+DATA thirtyTwos<>+0(SB)/8, $0x2020202020202020
+DATA thirtyTwos<>+8(SB)/8, $0x2020202020202020
+GLOBL thirtyTwos<>(SB), RODATA|NOPTR, $16
+
+DATA q3kSpread4<>+0(SB)/8, $0x0302010003020100
+DATA q3kSpread4<>+8(SB)/8, $0x0302010003020100
+GLOBL q3kSpread4<>(SB), RODATA|NOPTR, $16
+
+// func dotQ3KAVX2(x *byte, y *byte, n int) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotQ3KAVX2(SB), NOSPLIT, $0-28
+	MOVQ    x+0(FP), AX
+	MOVQ    y+8(FP), CX
+	MOVQ    n+16(FP), DX
+	VMOVDQU nibbleMask<>+0(SB), X0
+	VMOVDQU threes<>+0(SB), Y1
+	VXORPS  X2, X2, X2
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VMOVQ        96(AX), X3
+	VPSRLW       $0x04, X3, X4
+	VPUNPCKLQDQ  X4, X3, X3
+	VPAND        X0, X3, X3
+	VMOVD        104(AX), X4
+	VPSHUFB      q3kSpread4<>+0(SB), X4, X4
+	VPSRLW       $0x02, X4, X5
+	VPSRLW       $0x04, X4, X6
+	VPSRLW       $0x06, X4, X7
+	VPBLENDD     $0x02, X5, X4, X4
+	VPBLENDD     $0x04, X6, X4, X4
+	VPBLENDD     $0x08, X7, X4, X4
+	VPAND        threes<>+0(SB), X4, X4
+	VPSLLW       $0x04, X4, X4
+	VPOR         X4, X3, X3
+	VPSUBB       thirtyTwos<>+0(SB), X3, X3
+	VPMOVSXBW    X3, Y3
+	VPMADDWD     260(CX), Y3, Y4
+	VMOVDQU      (AX), Y5
+	VPXOR        Y6, Y6, Y6
+	VPERMQ       $0x44, Y3, Y7
+	VMOVDQU      32(AX), Y8
+	VPAND        Y1, Y8, Y9
+	VPSLLW       $0x02, Y5, Y10
+	VPAND        fours<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSHUFB      q2kShuf<>+0(SB), Y7, Y10
+	VPMADDUBSW   4(CX), Y9, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPSRLW       $0x02, Y8, Y9
+	VPAND        Y1, Y9, Y9
+	VPSLLW       $0x01, Y5, Y10
+	VPAND        fours<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSHUFB      q2kShuf<>+32(SB), Y7, Y10
+	VPMADDUBSW   36(CX), Y9, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPSRLW       $0x04, Y8, Y9
+	VPAND        Y1, Y9, Y9
+	VMOVDQA      Y5, Y10
+	VPAND        fours<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSHUFB      q2kShuf<>+64(SB), Y7, Y10
+	VPMADDUBSW   68(CX), Y9, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPSRLW       $0x06, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPSRLW       $0x01, Y5, Y9
+	VPAND        fours<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPSHUFB      q2kShuf<>+96(SB), Y7, Y7
+	VPMADDUBSW   100(CX), Y8, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPERMQ       $0xee, Y3, Y3
+	VMOVDQU      64(AX), Y7
+	VPAND        Y1, Y7, Y8
+	VPSRLW       $0x02, Y5, Y9
+	VPAND        fours<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPSHUFB      q2kShuf<>+0(SB), Y3, Y9
+	VPMADDUBSW   132(CX), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPSRLW       $0x02, Y7, Y8
+	VPAND        Y1, Y8, Y8
+	VPSRLW       $0x03, Y5, Y9
+	VPAND        fours<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPSHUFB      q2kShuf<>+32(SB), Y3, Y9
+	VPMADDUBSW   164(CX), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y1, Y8, Y8
+	VPSRLW       $0x04, Y5, Y9
+	VPAND        fours<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPSHUFB      q2kShuf<>+64(SB), Y3, Y9
+	VPMADDUBSW   196(CX), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPSRLW       $0x06, Y7, Y7
+	VPAND        Y1, Y7, Y7
+	VPSRLW       $0x05, Y5, Y5
+	VPAND        fours<>+0(SB), Y5, Y5
+	VPOR         Y5, Y7, Y7
+	VPSHUFB      q2kShuf<>+96(SB), Y3, Y3
+	VPMADDUBSW   228(CX), Y7, Y5
+	VPMADDWD     Y3, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VPSLLD       $0x02, Y4, Y4
+	VPSUBD       Y4, Y6, Y6
+	VEXTRACTI128 $0x01, Y6, X3
+	VPADDD       X6, X3, X3
+	VPHADDD      X3, X3, X3
+	VPHADDD      X3, X3, X3
+	VCVTDQ2PS    X3, X3
+	MOVWLZX      108(AX), BX
+	VMOVD        BX, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (CX), X4, X4
+	VMULSS       X3, X4, X4
+	VADDSS       X4, X2, X2
+	ADDQ         $0x0000006e, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JMP          loop
+
+done:
+	VZEROUPPER
+	MOVSS X2, ret+24(FP)
+	RET
+
 // func dotF32AVX2(x *byte, y *float32, n int) float32
 // Requires: AVX, FMA3, SSE
 TEXT ·dotF32AVX2(SB), NOSPLIT, $0-28

@@ -8,6 +8,7 @@ func dotQ5KRow(row []byte, y []q8KBlock) float32   { return dotQ5KRowGeneric(row
 func dotIQ4XSRow(row []byte, y []q8KBlock) float32 { return dotIQ4XSRowGeneric(row, y) }
 func dotQ8_0Row(row []byte, y []q8Block) float32   { return dotQ8_0RowGeneric(row, y) }
 func dotQ4_0Row(row []byte, y []q8Block) float32   { return dotQ4_0RowGeneric(row, y) }
+func dotQ3KRow(row []byte, y []q8KBlock) float32   { return dotQ3KRowGeneric(row, y) }
 func dotQ2KRow(row []byte, y []q8KBlock) float32   { return dotQ2KRowGeneric(row, y) }
 func dotQ4_1Row(row []byte, y []q8_1Block) float32 { return dotQ4_1RowGeneric(row, y) }
 func dotQ5_0Row(row []byte, y []q8Block) float32   { return dotQ5_0RowGeneric(row, y) }

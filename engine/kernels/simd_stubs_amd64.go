@@ -83,6 +83,11 @@ func dotQ4_1AVX2(x *byte, y *byte, n int) float32
 //go:noescape
 func dotQ2KAVX2(x *byte, y *byte, n int) float32
 
+// dotQ3KAVX2 is the dot product of n Q3_K blocks at x with n q8KBlocks at y.
+//
+//go:noescape
+func dotQ3KAVX2(x *byte, y *byte, n int) float32
+
 // dotF32AVX2 is the dot product of n (a multiple of 8) F32 weights at x with float32s at y.
 //
 //go:noescape

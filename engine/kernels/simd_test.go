@@ -83,6 +83,8 @@ func weightRow(r *rand.Rand, t Type, nb int, mode string, unit bool) []byte {
 		fields = []int{0, 2}
 	case Q2_K:
 		fields = []int{80, 82}
+	case Q3_K:
+		fields = []int{108}
 	case Q4_K, Q5_K:
 		fields = []int{0, 2}
 	case Q6_K:
@@ -271,7 +273,7 @@ func TestSIMDQuantRowDots(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	rowModes := []string{"quantized", "random", "0x00", "0x80", "0xff"}
 	actModes := []string{"quantized", "random", "max", "min"}
-	for _, typ := range []Type{Q4_K, Q5_K, Q8_0, Q6_K, Q4_0, Q5_0, IQ4_NL, IQ4_XS, Q4_1, Q2_K} {
+	for _, typ := range []Type{Q4_K, Q5_K, Q8_0, Q6_K, Q4_0, Q5_0, IQ4_NL, IQ4_XS, Q4_1, Q2_K, Q3_K} {
 		for _, nb := range simdBlockCounts {
 			for _, rm := range rowModes {
 				for _, am := range actModes {
@@ -281,7 +283,7 @@ func TestSIMDQuantRowDots(t *testing.T) {
 						var d rowDot
 						d.typ = typ
 						switch typ {
-						case Q4_K, Q5_K, Q6_K, IQ4_XS, Q2_K:
+						case Q4_K, Q5_K, Q6_K, IQ4_XS, Q2_K, Q3_K:
 							// A Go slice of blocks inside a larger one: also
 							// tests a y that is not the start of its array.
 							all := q8KActs(r, nb+2, am, unit)
@@ -299,6 +301,9 @@ func TestSIMDQuantRowDots(t *testing.T) {
 							} else if typ == Q2_K {
 								d.ref = func(row []byte) float32 { return dotQ2KRowGeneric(row, y) }
 								d.got = func(row []byte) float32 { return dotQ2KRow(row, y) }
+							} else if typ == Q3_K {
+								d.ref = func(row []byte) float32 { return dotQ3KRowGeneric(row, y) }
+								d.got = func(row []byte) float32 { return dotQ3KRow(row, y) }
 							} else {
 								d.ref = func(row []byte) float32 { return dotQ6KRowGeneric(row, y) }
 								d.got = func(row []byte) float32 { return dotQ6KRow(row, y) }
@@ -488,6 +493,7 @@ func TestSIMDShortRowPanics(t *testing.T) {
 		{"IQ4_XS", func() { dotIQ4XSRow(make([]byte, 2*136-1), yk) }},
 		{"Q4_1", func() { dotQ4_1Row(make([]byte, 2*20-1), make([]q8_1Block, 2)) }},
 		{"Q2_K", func() { dotQ2KRow(make([]byte, 2*84-1), yk) }},
+		{"Q3_K", func() { dotQ3KRow(make([]byte, 2*110-1), yk) }},
 		{"Q6_K", func() { dotQ6KRow(make([]byte, 2*210-1), yk) }},
 		{"Q8_0", func() { dotQ8_0Row(make([]byte, 2*34-1), y) }},
 		{"Q4_0", func() { dotQ4_0Row(make([]byte, 2*18-1), y) }},
@@ -524,7 +530,7 @@ func FuzzSIMDRowDot(f *testing.F) {
 	f.Add(byte(3), bytesOf(0x7b, 210*2))
 	f.Add(byte(4), bytesOf(0x3c, 64))
 	f.Fuzz(func(t *testing.T, which byte, data []byte) {
-		types := []Type{Q4_K, Q6_K, Q8_0, Q4_0, F16, BF16, F32, Q5_K, Q5_0, IQ4_NL, IQ4_XS, Q2_K}
+		types := []Type{Q4_K, Q6_K, Q8_0, Q4_0, F16, BF16, F32, Q5_K, Q5_0, IQ4_NL, IQ4_XS, Q2_K, Q3_K}
 		typ := types[int(which)%len(types)]
 		bs, bb := typ.BlockSize(), typ.BlockBytes()
 		nb := max(1, min(len(data)/bb, 64))
@@ -534,7 +540,7 @@ func FuzzSIMDRowDot(f *testing.F) {
 		var ref, got func() float32
 		var xf []float32 // the activations as floats
 		switch typ {
-		case Q4_K, Q5_K, Q6_K, IQ4_XS, Q2_K:
+		case Q4_K, Q5_K, Q6_K, IQ4_XS, Q2_K, Q3_K:
 			y := q8KActs(r, nb, "quantized", false)
 			xf = q8KFloats(y)
 			ref, got = func() float32 { return dotQ4KRowGeneric(row, y) }, func() float32 { return dotQ4KRow(row, y) }
@@ -546,6 +552,9 @@ func FuzzSIMDRowDot(f *testing.F) {
 			}
 			if typ == Q2_K {
 				ref, got = func() float32 { return dotQ2KRowGeneric(row, y) }, func() float32 { return dotQ2KRow(row, y) }
+			}
+			if typ == Q3_K {
+				ref, got = func() float32 { return dotQ3KRowGeneric(row, y) }, func() float32 { return dotQ3KRow(row, y) }
 			}
 			if typ == Q6_K {
 				ref, got = func() float32 { return dotQ6KRowGeneric(row, y) }, func() float32 { return dotQ6KRow(row, y) }
@@ -586,7 +595,7 @@ func FuzzSIMDRowDot(f *testing.F) {
 			g := float64(got())
 			restore()
 			switch {
-			case typ == Q4_K || typ == Q5_K || typ == Q6_K || typ == IQ4_XS || typ == Q2_K:
+			case typ == Q4_K || typ == Q5_K || typ == Q6_K || typ == IQ4_XS || typ == Q2_K || typ == Q3_K:
 				// The reference's operations in its order: its bits.
 				if g != want && !(math.IsNaN(g) && math.IsNaN(want)) {
 					t.Fatalf("%v %s: %v, reference %v", typ, level, g, want)
@@ -727,7 +736,7 @@ func BenchmarkBatchRows(b *testing.B) {
 func TestSIMDDotRows(t *testing.T) {
 	r := rand.New(rand.NewPCG(15, 16))
 	const guard = -12345.5
-	for _, typ := range []Type{Q4_K, Q5_K, Q6_K, Q8_0, Q4_0, Q5_0, IQ4_NL, IQ4_XS, Q4_1, Q2_K, F16, BF16, F32} {
+	for _, typ := range []Type{Q4_K, Q5_K, Q6_K, Q8_0, Q4_0, Q5_0, IQ4_NL, IQ4_XS, Q4_1, Q2_K, Q3_K, F16, BF16, F32} {
 		colsList := []int{256, 768}
 		if typ.BlockSize() == qk0 || typ.BlockSize() == 1 {
 			colsList = append(colsList, 32, 224)
