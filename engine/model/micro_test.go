@@ -163,7 +163,7 @@ func TestLoadErrors(t *testing.T) {
 		{"missing metadata", "llama", func(w *gguf.Writer) { w.AddKV("llama.block_count", gguf.Uint32(0)) }, ErrBadModel},
 		{"missing tensor", "qwen2", func(w *gguf.Writer) { w.AddKV("qwen2.block_count", gguf.Uint32(3)) }, ErrBadModel},
 		{"unsupported type", "llama", func(w *gguf.Writer) {
-			w.AddTensor("rope_freqs.weight", gguf.IQ2_XXS, []uint64{256}, make([]byte, 66))
+			w.AddTensor("rope_freqs.weight", gguf.MXFP4, []uint64{32}, make([]byte, 17))
 		}, ErrUnsupportedType},
 		{"yarn", "llama", func(w *gguf.Writer) { w.AddKV("llama.rope.scaling.type", gguf.String("yarn")) }, ErrUnsupportedArch},
 	} {
@@ -172,7 +172,7 @@ func TestLoadErrors(t *testing.T) {
 			if !errors.Is(err, c.want) {
 				t.Fatalf("error %v, want %v", err, c.want)
 			}
-			if c.want == ErrUnsupportedType && !strings.Contains(err.Error(), "IQ2_XXS") {
+			if c.want == ErrUnsupportedType && !strings.Contains(err.Error(), "MXFP4") {
 				t.Errorf("error %q does not name the type", err)
 			}
 			t.Log(err)
