@@ -6,9 +6,12 @@ import (
 )
 
 // QuantizeRow encodes src (one row; its length a multiple of t's block size) as type
-// t into dst (exactly t.RowBytes(len(src)) bytes). The quantizers follow ggml's
-// reference quantizers (quantize_row_*_ref), so files written with them are what
-// llama.cpp would write without an importance matrix; they are deterministic.
+// t into dst (exactly t.RowBytes(len(src)) bytes); t must be one CanQuantize accepts
+// (not a lattice type). The quantizers follow ggml's reference quantizers
+// (quantize_row_*_ref, quantize_iq4_*_impl without an importance matrix), with
+// shorter scale searches where noted (Q4_K, Q5_K, Q2_K, Q6_K, Q3_K), so files
+// written with them are close to what llama.cpp would write without an importance
+// matrix; they are deterministic.
 func QuantizeRow(dst []byte, t Type, src []float32) {
 	n := len(src)
 	if want := t.RowBytes(n); len(dst) != want {
