@@ -5,6 +5,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/lmlite/lmlite/engine/chat"
+	"github.com/lmlite/lmlite/engine/grammar"
 	"github.com/lmlite/lmlite/kvcache"
 )
 
@@ -30,6 +32,11 @@ type ModelConfig struct {
 	KVWarmBytes        int64  `yaml:"kv_warm_bytes"`        // warm tier; 0: none (evicted blocks are dropped)
 	KVWarmFile         string `yaml:"kv_warm_file"`         // the warm tier in this file (mapped) instead of host memory
 	DisablePrefixCache bool   `yaml:"disable_prefix_cache"` // no lookups, nothing published
+
+	// Embeddings serves Block.Embed (/v1/embeddings) from this model; on by default
+	// when the GGUF declares a pooling type (<arch>.pooling_type), which also says
+	// how to pool (mean, first or last token); mean otherwise.
+	Embeddings bool `yaml:"embeddings"`
 }
 
 // Priority is a request's scheduling class: interactive requests run before batch ones.
@@ -51,13 +58,22 @@ type Sampling struct {
 	FrequencyPenalty float32
 	RepeatLastN      int    // tokens the penalties look back over; 0: 64
 	Seed             uint64 // the same seed gives the same tokens
+	IgnoreEOS        bool   // never end at an end-of-generation token: run to MaxTokens (or the grammar's end)
 }
 
-// Message is one chat message.
+// Message is one chat message: role "system", "user", "assistant" (with ToolCalls
+// when it called tools) or "tool" (a tool's result for ToolCallID, from tool Name).
 type Message struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
+	Role       string     `json:"role"`
+	Content    string     `json:"content"`
+	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string     `json:"tool_call_id,omitempty"`
+	Name       string     `json:"name,omitempty"`
 }
+
+// ToolCall is a call of a tool: its id, the function's name and its arguments as
+// JSON text.
+type ToolCall = chat.ToolCall
 
 // Request is one generation request: prompt tokens (already rendered and tokenized;
 // see Block.Tokenize and Block.ChatTokens), sampling and limits.
@@ -71,7 +87,22 @@ type Request struct {
 	Weight    float64  // the tenant's share weight; 0: 1
 	Priority  Priority // interactive before batch
 	CacheSalt string   // prefix-cache salt; "" means shared on purpose
+
+	// Grammar constrains the output (nil: free text): a JSON Schema compiled by
+	// Block.CompileSchema, grammar.JSONObject() for json_object, or a grammar wrapped
+	// in a tool call's markup (Grammar.Wrap). Generation stops (FinishStop) as soon as
+	// the grammar's output is complete.
+	Grammar *grammar.Grammar
+	// Logprobs asks for each token's log-probability (Token.Logprob) and TopLogprobs
+	// (0–20) for the most likely tokens at each step (Token.TopLogprobs), both from
+	// the model's distribution: softmax of the raw logits, before penalties,
+	// temperature, filters and the grammar's mask.
+	Logprobs    bool
+	TopLogprobs int
 }
+
+// MaxTopLogprobs is the most TopLogprobs a request may ask for (OpenAI's limit).
+const MaxTopLogprobs = 20
 
 // Token is one generated token as the stream delivers it. Text holds the complete
 // UTF-8 characters that this token finishes (possibly empty while a character is
@@ -80,6 +111,20 @@ type Token struct {
 	ID    int32
 	Text  string
 	Logit float32 // the model's raw logit of ID (before sampling's penalties and temperature); 0 when ID is -1
+
+	// With Request.Logprobs (zero otherwise, and when ID is -1): the token's own bytes
+	// (possibly part of a UTF-8 character; what logprobs report as its text), its
+	// log-probability, and the Request.TopLogprobs most likely tokens, most likely first.
+	Piece       string
+	Logprob     float32
+	TopLogprobs []TopLogprob
+}
+
+// TopLogprob is one of the most likely tokens at a step.
+type TopLogprob struct {
+	ID      int32
+	Piece   string // the token's bytes
+	Logprob float32
 }
 
 // Finish reasons.
@@ -166,8 +211,14 @@ type ModelStatus struct {
 	Loads      uint64
 	Unloads    uint64
 	ColdStart  time.Duration // the last load's duration
+	Embeddings bool          // Block.Embed serves this model
 
 	KV kvcache.Stats // the replicas' KV pools, summed (zero while unloaded)
+
+	// ExpertLoad, for a mixture of experts: per layer, the tokens routed to each expert
+	// (by all replicas) since the model was loaded; nil while unloaded or for a dense
+	// model. Skewed rows show experts that get most of the traffic.
+	ExpertLoad [][]uint64
 }
 
 // Errors of the Block API, matched with errors.Is.
@@ -177,4 +228,6 @@ var (
 	ErrTooLong      = errors.New("engine: request longer than the model's limit")
 	ErrNoMemory     = errors.New("engine: not enough memory to load the model")
 	ErrClosed       = errors.New("engine: block closed")
+	ErrGrammar      = errors.New("engine: the grammar cannot continue") // a constrained output found no allowed token
+	ErrNoEmbeddings = errors.New("engine: the model does not serve embeddings")
 )

@@ -65,6 +65,8 @@ type Block struct {
 	inflight sync.WaitGroup
 	stop     chan struct{} // closed by Close: stops the janitor
 	janitor  sync.WaitGroup
+
+	schemas schemaCache // compiled JSON schemas (constrain.go)
 }
 
 // instance is one configured model and its loaded form, if any.
@@ -81,6 +83,9 @@ type instance struct {
 	kvSize   int64 // KV pool bytes per replica
 	fileSize int64
 	stats    runnerStats
+	vocab    vocabInfo     // the vocabulary as bytes, built on first use (constrain.go)
+	pool     model.Pooling // how Embed pools, PoolNone when the model does not embed (embed.go)
+	dim      int           // the embedding's length
 
 	mu       sync.Mutex // guards everything below
 	state    ModelState
@@ -205,7 +210,8 @@ func newInstance(b *Block, mc ModelConfig, log *slog.Logger) (*instance, error) 
 	}
 	rc := runnerConfig{kv: kc, noCache: mc.DisablePrefixCache, sched: sched.Config{MaxModelLen: mc.MaxModelLen, MaxConcurrency: mc.MaxModelConcurrency,
 		BatchTimeout: mc.BatchExecuteTimeout, MaxQueue: 1 << 30}}
-	return &instance{b: b, cfg: mc, log: log.With("model", mc.ID), tok: tok, tmpl: tmpl, rc: rc, kvSize: kc.Bytes(), fileSize: f.Size(), state: StateUnloaded}, nil
+	return &instance{b: b, cfg: mc, log: log.With("model", mc.ID), tok: tok, tmpl: tmpl, rc: rc, kvSize: kc.Bytes(), fileSize: f.Size(), state: StateUnloaded,
+		pool: poolingOf(f, mc), dim: cfg.Dim}, nil
 }
 
 func tokenText(t *tokenizer.Tokenizer, id int32) string {
@@ -389,9 +395,12 @@ func (b *Block) Models() []ModelStatus {
 		in.mu.Lock()
 		st := ModelStatus{ID: id, State: in.state, Replicas: in.cfg.Replicas, MaxModelLen: in.cfg.MaxModelLen,
 			Steps: in.stats.steps.Load(), StepSeqs: in.stats.stepSeqs.Load(), StepTokens: in.stats.stepTokens.Load(),
-			Loads: in.loads, Unloads: in.unloads, ColdStart: in.loadTime}
+			Loads: in.loads, Unloads: in.unloads, ColdStart: in.loadTime, Embeddings: in.pool != model.PoolNone}
 		if in.file != nil {
 			st.MemoryBytes = in.file.Size() + int64(len(in.replicas))*in.kvSize
+		}
+		if in.model != nil {
+			st.ExpertLoad = in.model.ExpertLoad()
 		}
 		for _, r := range in.replicas {
 			st.QueueDepth += int(r.waiting.Load())
@@ -482,7 +491,7 @@ func (b *Block) RenderChat(modelID string, msgs []Message) (string, error) {
 	}
 	cm := make([]chat.Message, len(msgs))
 	for i, m := range msgs {
-		cm[i] = chat.Message{Role: m.Role, Content: m.Content}
+		cm[i] = chat.Message(m)
 	}
 	return in.tmpl.Render(cm, true)
 }
@@ -515,6 +524,9 @@ func (b *Block) Generate(ctx context.Context, modelID string, req Request) (*Str
 	}
 	if req.MaxTokens < 0 {
 		return nil, fmt.Errorf("engine: max tokens %d is negative", req.MaxTokens)
+	}
+	if err := checkFeatures(&req); err != nil {
+		return nil, err
 	}
 	if len(req.Prompt) >= limit || len(req.Prompt)+req.MaxTokens > limit {
 		return nil, fmt.Errorf("%w: %d prompt tokens + %d max tokens > max_model_len %d of model %s",
@@ -608,6 +620,13 @@ func (in *instance) run(ctx context.Context, req Request, out chan<- Token) (Usa
 			RepeatLastN: s.RepeatLastN, Seed: s.Seed}),
 		dec:  in.tok.NewDecoder(),
 		stop: sample.NewStopMatcher(req.Stop)}
+	if req.Grammar != nil || req.Logprobs || req.TopLogprobs > 0 || s.IgnoreEOS {
+		j.vocab = in.vocab.get(in.tok)
+		if req.Grammar != nil {
+			j.gm = j.vocab.vocab.NewMatcher(req.Grammar)
+		}
+		j.top = make([]sample.Logprob, req.TopLogprobs)
+	}
 	j.dec.Prime(req.Prompt)
 	r.submit(j)
 

@@ -39,11 +39,40 @@
 // on the next request. Loaded models heartbeat their leases; GC expires the leases
 // of holders that stopped.
 //
+// # What a request can ask for beyond text
+//
+// The engine carries the OpenAI API's features; the gateway maps the JSON onto them.
+//
+//   - Structured outputs: Request.Grammar (Block.CompileSchema for a JSON Schema, cached;
+//     grammar.JSONObject for json_object). Each step the sequence's token mask
+//     (engine/grammar: a pushdown matcher over the vocabulary's bytes, masks cached
+//     per state and shared by the model's sequences) restricts the sampler;
+//     generation stops when the JSON is complete.
+//   - Logprobs: Request.Logprobs and TopLogprobs (0–20) fill Token.Logprob, Piece and
+//     TopLogprobs from softmax of the raw logits: before penalties, temperature,
+//     filters, ignore_eos and the grammar, as OpenAI documents.
+//   - Sampling extensions: Sampling.TopK, MinP, RepeatPenalty (vLLM's
+//     repetition_penalty), IgnoreEOS.
+//   - Tools: Message.ToolCalls / ToolCallID / Name; Block.RenderChatTools renders
+//     tools through the template's own support (or a Hermes-style fallback prompt),
+//     Block.ToolSyntax names the syntax for package engine/toolcall to parse the
+//     output (streamed as name then argument fragments), and Block.ToolGrammar
+//     constrains a call for tool_choice "required" or a named function.
+//   - n: Block.GenerateN runs up to 8 choices, seeds ChoiceSeed(seed, i); choices
+//     after the first join once the prompt's KV blocks are in the prefix cache.
+//   - Embeddings: Block.Embed pools the final hidden states (mean, or the first or
+//     last token when the GGUF's <arch>.pooling_type says so), L2-normalized, as
+//     prefill-only sequences in the batches; ModelConfig.Embeddings turns a model on,
+//     ModelStatus.Embeddings reports it.
+//
 // # Determinism
 //
 // Every kernel computes an output row with a fixed order of operations, whatever the
 // batch, the thread count or the paging of the KV cache, and cached KV blocks are the
 // bits the model wrote. So a request's tokens and logits are the same bits alone or
 // in any batch, with any number of threads, on any replica, with its prefix computed
-// or cached (TestDeterminism, TestPrefixCache).
+// or cached (TestDeterminism, TestPrefixCache). Grammar masks are a function of the
+// sequence's own state, logprobs of its own logits, and embeddings are summed token
+// by token in position order, so constrained outputs, logprobs and embeddings keep
+// the property (TestFeaturesDeterminism, TestToolChoiceRequired, TestEmbed).
 package engine

@@ -1,6 +1,10 @@
 package engine
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // A Block is a prometheus.Collector: register it (the gateway does when its engine is
 // one) to export the engine's own view of its models, read at scrape time from
@@ -9,7 +13,8 @@ import "github.com/prometheus/client_golang/prometheus"
 //
 // Batch sizes are counters of steps, sequences and tokens (rate(seqs)/rate(steps)
 // is the mean batch); the KV pool's and prefix cache's figures are the replicas'
-// kvcache.Stats summed.
+// kvcache.Stats summed. A mixture of experts also exports the tokens routed to each
+// expert of each layer (ModelStatus.ExpertLoad).
 var (
 	descModelState = prometheus.NewDesc("lmlite_engine_model_state",
 		"Lifecycle state of an embedded model: 1 for its current state, 0 for the others.", []string{"model", "state"}, nil)
@@ -45,6 +50,8 @@ var (
 		"Prompt tokens looked up in the prefix cache, by result (hit or miss).", []string{"model", "result"}, nil)
 	descKVMoves = prometheus.NewDesc("lmlite_engine_kv_block_moves_total",
 		"KV blocks moved between tiers: demoted (hot to warm), replayed (warm to hot), evicted (dropped).", []string{"model", "move"}, nil)
+	descExpertTokens = prometheus.NewDesc("lmlite_engine_expert_tokens_total",
+		"Mixture-of-experts models: tokens routed to each expert of each layer since the model was loaded (routing skew shows as uneven experts within a layer).", []string{"model", "layer", "expert"}, nil)
 )
 
 // modelStates are the values of the state label, each reported for every model.
@@ -54,7 +61,7 @@ var modelStates = []ModelState{StateLoading, StateReady, StateUnloaded, StateFai
 func (b *Block) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descModelState, descModelMemory, descModelReplicas, descModelMaxLen, descQueueDepth,
 		descRunning, descSteps, descStepSeqs, descStepTokens, descLoads, descUnloads, descColdStart,
-		descKVBlocks, descKVBytes, descKVLookups, descKVTokens, descKVMoves} {
+		descKVBlocks, descKVBytes, descKVLookups, descKVTokens, descKVMoves, descExpertTokens} {
 		ch <- d
 	}
 }
@@ -95,5 +102,11 @@ func (b *Block) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descKVMoves, prometheus.CounterValue, float64(kv.Demotions), st.ID, "demoted")
 		ch <- prometheus.MustNewConstMetric(descKVMoves, prometheus.CounterValue, float64(kv.Replays), st.ID, "replayed")
 		ch <- prometheus.MustNewConstMetric(descKVMoves, prometheus.CounterValue, float64(kv.Evictions), st.ID, "evicted")
+		for l, row := range st.ExpertLoad {
+			layer := strconv.Itoa(l)
+			for e, n := range row {
+				ch <- prometheus.MustNewConstMetric(descExpertTokens, prometheus.CounterValue, float64(n), st.ID, layer, strconv.Itoa(e))
+			}
+		}
 	}
 }

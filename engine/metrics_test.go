@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -108,6 +109,81 @@ func TestBlockMetrics(t *testing.T) {
 	}
 	if gauge("lmlite_engine_model_state", "unloaded") != 1 || gauge("lmlite_engine_model_state", "ready") != 0 || gauge("lmlite_engine_model_memory_bytes", "") != 0 {
 		t.Error("after Unload: not unloaded=1, ready=0, memory 0")
+	}
+}
+
+// TestExpertLoadMetrics serves a generated mixture of experts (8 experts, 2 used, 2
+// layers) and reads the tokens routed to each expert: a series per layer and expert,
+// each layer's summing to the tokens computed times the experts used (the batches'
+// tokens plus at most one warm-up token per replica); none once unloaded.
+func TestExpertLoadMetrics(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "moe.gguf")
+	if err := genmodel.Generate(genmodel.Options{Arch: "mixtral", Preset: "tiny", Type: "q8_0", Seed: 1}, path); err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(Config{Models: []ModelConfig{{ID: "moe", Path: path, MaxModelLen: 128, Replicas: 2}}, Logger: quietLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := b.Load(context.Background(), "moe"); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(b); err != nil {
+		t.Fatal(err)
+	}
+	s, err := b.Generate(context.Background(), "moe", Request{Prompt: []int32{1, 574, 568, 260, 562, 300, 301}, MaxTokens: 6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range s.Tokens {
+	}
+	if _, err := s.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	type key struct{ layer, expert string }
+	gather := func() (map[key]float64, float64) {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		load, tokens := map[key]float64{}, 0.0
+		for _, mf := range mfs {
+			for _, m := range mf.Metric {
+				switch mf.GetName() {
+				case "lmlite_engine_expert_tokens_total":
+					l := labels(m)
+					load[key{l["layer"], l["expert"]}] = m.GetCounter().GetValue()
+				case "lmlite_engine_batch_tokens_total":
+					tokens = m.GetCounter().GetValue()
+				}
+			}
+		}
+		return load, tokens
+	}
+	load, tokens := gather()
+	if len(load) != 2*8 {
+		t.Fatalf("%d expert series, want 16 (2 layers × 8 experts): %v", len(load), load)
+	}
+	for _, layer := range []string{"0", "1"} {
+		sum, used := 0.0, 0
+		for e := range 8 {
+			n := load[key{layer, fmt.Sprint(e)}]
+			sum += n
+			if n > 0 {
+				used++
+			}
+		}
+		if sum < tokens*2 || sum > (tokens+2)*2 || used < 3 {
+			t.Errorf("layer %s: %v routings over %d experts for %v tokens × 2 used", layer, sum, used, tokens)
+		}
+	}
+	if err := b.Unload("moe"); err != nil {
+		t.Fatal(err)
+	}
+	if load, _ := gather(); len(load) != 0 {
+		t.Errorf("%d expert series after Unload", len(load))
 	}
 }
 

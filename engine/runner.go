@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/lmlite/lmlite/engine/grammar"
 	"github.com/lmlite/lmlite/engine/model"
 	"github.com/lmlite/lmlite/engine/sample"
 	"github.com/lmlite/lmlite/engine/sched"
@@ -81,6 +83,17 @@ type job struct {
 	first   time.Time
 	last    time.Time
 	joined  bool
+
+	// Features (constrain.go); vocab is set when any is asked for.
+	vocab *vocabInfo
+	gm    *grammar.Matcher // the output's grammar, if any
+	top   []sample.Logprob // the step's top logprobs (len: Request.TopLogprobs)
+	lp    Token            // the logprob fields of the token being accepted
+
+	// An embedding job (embed.go): its prompt's hidden states pooled, no output.
+	pool  model.Pooling
+	embed []float64 // the pooling's accumulator (Dim values)
+	vec   []float32 // the result, set before the job ends
 }
 
 // mailbox carries a job's tokens and its end from the runner to the request's
@@ -290,7 +303,9 @@ func (r *runner) prepare(now time.Time, step sched.Step) []sched.Work {
 		j := r.live[id]
 		j.kv = r.pool.NewSeq(j.req.CacheSalt)
 		cached := 0
-		if !r.noCache {
+		if j.pool != model.PoolNone {
+			clear(j.embed) // (re)computed from the first token: cached blocks hold no hidden states
+		} else if !r.noCache {
 			cached = j.kv.Prefix(j.tokens[:len(j.tokens)-1])
 		}
 		if !j.joined {
@@ -323,10 +338,11 @@ func (r *runner) run(work []sched.Work) {
 			continue
 		}
 		logits := 0
-		if w.Sample {
+		if w.Sample && j.pool == model.PoolNone {
 			logits = 1
 		}
-		items = append(items, model.Item{KV: j.kv, Start: w.Start, Tokens: j.tokens[w.Start : w.Start+w.N], Logits: logits})
+		items = append(items, model.Item{KV: j.kv, Start: w.Start, Tokens: j.tokens[w.Start : w.Start+w.N], Logits: logits,
+			Pool: j.pool, Embed: j.embed})
 		ran = append(ran, w)
 		n += w.N
 	}
@@ -350,7 +366,20 @@ func (r *runner) run(work []sched.Work) {
 		if !w.Sample {
 			continue
 		}
-		id := j.smp.Sample(out[k], j.tokens)
+		if j.pool != model.PoolNone {
+			j.vec = pooled(j.embed, j.pool, len(j.req.Prompt))
+			if !w.Last {
+				r.st.Remove(w.ID)
+			}
+			r.end(w.ID, j, FinishStop, nil)
+			continue
+		}
+		id, err := j.pick(out[k])
+		if err != nil {
+			r.st.Remove(w.ID)
+			r.end(w.ID, j, "", fmt.Errorf("engine: model %s: %w", r.id, err))
+			continue
+		}
 		r.stats.decode(j.req.Tenant)
 		if reason, over := j.accept(r.tok, id, out[k][id]); over {
 			if !w.Last {
@@ -383,17 +412,70 @@ func (j *job) accept(tok *tokenizer.Tokenizer, id int32, logit float32) (string,
 	j.tokens = append(j.tokens, id)
 	j.u.CompletionTokens++
 	j.text = append(j.text, j.dec.Next(id)...)
-	full := j.u.CompletionTokens >= j.max
+	complete := j.gm != nil && j.gm.Done() // the grammar's output is whole: nothing may follow
+	full := j.u.CompletionTokens >= j.max || complete
 	if full {
 		j.text = append(j.text, j.dec.Flush()...)
 	}
-	if j.send(id, logit, full) {
+	if j.send(id, logit, full) || complete {
 		return FinishStop, true
 	}
 	if full {
 		return FinishLength, true
 	}
 	return "", false
+}
+
+// pick chooses the next token from the logits row of the job's last position: it
+// records the logprobs asked for (from the raw row), removes the end-of-generation
+// tokens under ignore_eos, masks the row with the grammar, samples, and advances the
+// grammar. The row is the step's own memory, changed in place.
+func (j *job) pick(row []float32) (int32, error) {
+	j.lp = Token{}
+	if j.vocab == nil {
+		return j.smp.Sample(row, j.tokens), nil
+	}
+	wantLP := j.req.Logprobs || j.req.TopLogprobs > 0
+	lse := 0.0
+	if wantLP {
+		lse = sample.LogSumExp(row)
+		sample.TopLogprobs(row, lse, j.top)
+	}
+	if j.req.Sampling.IgnoreEOS {
+		for _, id := range j.vocab.eog {
+			row[id] = float32(math.Inf(-1))
+		}
+	}
+	var allow []uint64
+	if j.gm != nil {
+		bits, n := j.gm.Mask()
+		if n == 0 {
+			return -1, fmt.Errorf("%w: no token of the vocabulary continues the output", ErrGrammar)
+		}
+		allow = bits
+	}
+	id := j.smp.SampleMasked(row, j.tokens, allow)
+	if id < 0 {
+		return -1, fmt.Errorf("%w: no token of the vocabulary continues the output", ErrGrammar)
+	}
+	if j.gm != nil && !j.gm.Accept(id) {
+		return -1, fmt.Errorf("%w: token %d refused after its mask allowed it", ErrGrammar, id)
+	}
+	if wantLP {
+		// row[id] is still the model's logit: ignore_eos changed only tokens it then
+		// never picks.
+		j.lp.Piece = j.vocab.pieces[id]
+		j.lp.Logprob = float32(float64(row[id]) - lse)
+		if len(j.top) > 0 {
+			j.lp.TopLogprobs = make([]TopLogprob, 0, len(j.top))
+			for _, t := range j.top {
+				if t.ID >= 0 {
+					j.lp.TopLogprobs = append(j.lp.TopLogprobs, TopLogprob{ID: t.ID, Piece: j.vocab.pieces[t.ID], Logprob: t.Logprob})
+				}
+			}
+		}
+	}
+	return id, nil
 }
 
 // send delivers the text that no stop string can still claim; it reports whether a
@@ -403,7 +485,11 @@ func (j *job) send(id int32, logit float32, final bool) bool {
 	if final && !stopped {
 		safe = len(j.text)
 	}
-	j.box.push(Token{ID: id, Text: string(j.text[j.emitted:safe]), Logit: logit})
+	t := Token{ID: id, Text: string(j.text[j.emitted:safe]), Logit: logit}
+	if id >= 0 && (j.req.Logprobs || j.req.TopLogprobs > 0) {
+		t.Piece, t.Logprob, t.TopLogprobs = j.lp.Piece, j.lp.Logprob, j.lp.TopLogprobs
+	}
+	j.box.push(t)
 	j.emitted = safe
 	return stopped
 }

@@ -93,9 +93,25 @@ func others(vocab int) []Request {
 // among 31 others (joining and leaving the batch around it, prefilling beside its
 // decodes), with 1 or 2 threads, on either replica, and with its prompt's prefix
 // computed or taken from the cache.
+//
+// The mixtures of experts hold to it too (their expert choice is part of the bits),
+// among them one whose first three experts tie exactly on every token.
 func TestDeterminism(t *testing.T) {
-	b := genBlock(t, ModelConfig{MaxModelConcurrency: 32, Replicas: 2, MaxModelLen: 512},
-		genmodel.Options{Arch: "llama", Type: "q4_k_m", Seed: 11})
+	for _, o := range []genmodel.Options{
+		{Arch: "llama", Type: "q4_k_m", Seed: 11},
+		{Arch: "mixtral", Type: "q4_k_m", Seed: 11},
+		{Arch: "qwen2moe", Type: "q8_0", Seed: 11, TieExperts: 3},
+	} {
+		name := o.Arch
+		if o.TieExperts > 0 {
+			name += "-tied"
+		}
+		t.Run(name, func(t *testing.T) { determinism(t, o) })
+	}
+}
+
+func determinism(t *testing.T, o genmodel.Options) {
+	b := genBlock(t, ModelConfig{MaxModelConcurrency: 32, Replicas: 2, MaxModelLen: 512}, o)
 	tok, _ := b.Tokenizer("m")
 	target := Request{Prompt: make([]int32, 45), MaxTokens: 40,
 		Sampling: Sampling{Temperature: 0.9, TopP: 0.95, RepeatPenalty: 1.1, Seed: 1234}}

@@ -1,10 +1,10 @@
 package gateway
 
 import (
-	"encoding/json"
 	"errors"
 	"strings"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/valyala/fasthttp"
 
 	"github.com/lmlite/lmlite/tenancy"
@@ -80,7 +80,7 @@ func (s *Server) handleAdmin(ctx *fasthttp.RequestCtx, reqID string) {
 		var req struct {
 			Tenant string `json:"tenant"`
 		}
-		if err := json.Unmarshal(ctx.PostBody(), &req); err != nil || req.Tenant == "" {
+		if err := jsonv2.Unmarshal(ctx.PostBody(), &req); err != nil || req.Tenant == "" {
 			s.writeError(ctx, reqID, badRequest("tenant", "body must be {\"tenant\": \"ID\"}"))
 			return
 		}
@@ -128,7 +128,7 @@ func (s *Server) handleAdmin(ctx *fasthttp.RequestCtx, reqID string) {
 }
 
 func writeJSON(ctx *fasthttp.RequestCtx, status int, v any) {
-	b, err := json.Marshal(v)
+	b, err := jsonv2.Marshal(v, jsonv2.Deterministic(true))
 	if err != nil {
 		status, b = 500, []byte(`{"error":{"message":"encoding failed","type":"server_error","param":null,"code":null}}`)
 	}

@@ -10,7 +10,7 @@ import (
 
 // Allocation budgets of the per-token and per-request hot paths.
 func TestAllocs(t *testing.T) {
-	j := &job{kind: kindChat, m: &model{id: "tiny"}, start: time.Unix(1, 0), usage: true}
+	j := &job{in: input{kind: kindChat, usage: true}, c: choice{m: &model{id: "tiny"}}, start: time.Unix(1, 0)}
 	buf := make([]byte, 0, 1024)
 	if n := testing.AllocsPerRun(100, func() {
 		buf = j.appendChunk(buf[:0], "chatcmpl-1", "hello \"world\"\n", false, "")

@@ -35,7 +35,7 @@ func BenchmarkHandleChat(b *testing.B) {
 			}
 			defer store.Close()
 			key, _, _ := store.CreateKey("rich", time.Now()) // quotas and budget on
-			srv, err := New(cfg, newFakeEngine(), tenancy.New(store), Options{Logger: slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+			srv, err := New(mustGatewayConfig(b, cfg), newFakeEngine(), tenancy.New(store), Options{Logger: slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 			if err != nil {
 				b.Fatal(err)
 			}

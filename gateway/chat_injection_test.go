@@ -58,7 +58,7 @@ tenants:
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := New(cfg, block, tenancy.New(store), Options{})
+	srv, err := New(mustGatewayConfig(t, cfg), block, tenancy.New(store), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

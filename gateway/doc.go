@@ -4,37 +4,41 @@
 //
 // # The request path
 //
-// For POST /v1/chat/completions and POST /v1/completions the handler runs, in order
-// (DESIGN.md, "The request path"):
+// A chat request (POST /v1/chat/completions; /v1/completions is the same) goes one
+// way through these steps, each a file and function:
 //
-//  1. X-Request-Id: the client's (when sane) or a new one; it is on every response,
-//     log line and ledger entry.
-//  2. Drain and overload: 503 while shutting down or above max_in_flight.
-//  3. Auth: "Authorization: Bearer lml_…" → tenancy.Store.Authenticate (401), then the
-//     tenant's effective policy from policies.Book (resolved once at start-up).
-//  4. Parse: the body is checked for UTF-8 and decoded strictly; a bad field, an
-//     unknown parameter or a supported-but-unimplemented one (n > 1, tools, …) is a
-//     400 naming it, in OpenAI's error shape.
-//  5. Route: "model" names a model, "auto" (the plan's default mode) or "tier:NAME"
-//     (fixed); the body's "lmlite" object or the X-LMLite-* headers add the mode,
-//     tier, max latency and max cost. A model or tier the policy forbids is a 403.
-//  6. Admit: tenancy.Admit checks concurrency, tokens/min and requests/s (429 with
-//     Retry-After).
-//  7. Select: tiers.Select picks the tier and model from live latency statistics,
-//     the request's budgets and the tenant's remaining money.
-//  8. Prepare: embedded models render and tokenize chat with their template
-//     (Engine.ChatTokens: message texts stay plain text, only the template's markup
-//     becomes control tokens); max_tokens is checked against the model's limit (400).
-//  9. Reserve the worst-case cost (429 insufficient_quota when the budget is spent).
-//  10. Run: embedded models through Engine.Generate, upstream models through a pooled
-//     fasthttp client (bodies pass through; streams are relayed event by event). A
-//     tier that fails before answering is excluded and the router steps down.
-//  11. Answer: JSON, or SSE flushed per token ending "data: [DONE]"; a client that
-//     goes away cancels the generation (a failed flush when streaming, a socket
-//     peek every 100ms otherwise).
-//  12. Settle: the actual cost replaces the reservation and the usage goes to the
-//     ledger; the response completes only after its ledger group is logged, so a
-//     server killed with SIGKILL never loses usage it acknowledged.
+//  1. server.go, Server.handle: the X-Request-Id (the client's when sane, or a new
+//     one), then run.go, Server.handleGenerate: 503 while draining or above
+//     max_in_flight; a body over max_body_bytes is a 413 (fasthttp refuses it first,
+//     handleConnError).
+//  2. server.go, Server.authenticate: "Authorization: Bearer lml_…" →
+//     tenancy.Store.Authenticate (401), then the tenant's policy from policies.Book.
+//  3. parse.go, input.parse: the body decoded strictly (request.go, decodeBody, with
+//     go-json-experiment); a bad or unknown field, or a supported-but-unimplemented
+//     one (n > 1, tools, …) is a 400 naming it, in OpenAI's error shape.
+//  4. route.go, Server.routeOf: "model" is a model, "auto" (the plan's default mode)
+//     or "tier:NAME" (fixed); the body's "lmlite" object or X-LMLite-* headers add
+//     mode, tier, max latency and max cost. A model the key may not use (the plan
+//     forbids it or every tier it serves in) is a 404 model_not_found like an
+//     unknown one, listing what the key may use; a forbidden tier is a 403.
+//  5. run.go, Server.handleGenerate: tenancy.Tenancy.Admit checks concurrency,
+//     tokens/min and requests/s (429 with Retry-After).
+//  6. route.go, job.choose: the one routing decision. tiers.Select runs once with
+//     the tenant's remaining money and each candidate's exact worst case
+//     (job.planFor: the prompt rendered and tokenized once per model with
+//     Engine.ChatTokens, message texts as plain text, only the template's markup as
+//     control tokens; the output limit checked), so a request over every
+//     candidate's limit is a 400 naming the limit, money is a 429
+//     insufficient_quota, load a 503.
+//  7. run.go, job.run: tenancy.Ticket.Reserve the worst case, then job.launch: the
+//     engine's Generate, or upstream.go, job.runUpstream. A model that refuses before
+//     answering (queue full, no memory, closed, upstream down) is an explicit,
+//     bounded retry: Ticket.Release first, exclude the tier, choose again.
+//  8. run.go, job.respondEmbedded / job.streamEmbedded (the bytes from wire.go): JSON,
+//     or SSE flushed per token ending "data: [DONE]"; a client that goes away cancels
+//     the generation. Then job.settle: tenancy.Ticket.Settle replaces the reservation
+//     by the actual cost and the response completes only after its ledger group is
+//     logged, so a server killed with SIGKILL never loses usage it acknowledged.
 //
 // # The engine
 //
@@ -43,7 +47,8 @@
 // found by type assertion: ModelLoader for the admin API's load and unload (cmd/lmlite
 // adapts the Block's context-taking Load), and prometheus.Collector for the engine's
 // own metrics (lmlite_engine_*: model state, memory, replicas, queue depth; batch
-// sizes and KV blocks as the runtime reports them), registered beside the gateway's.
+// sizes, KV blocks and, for mixtures of experts, the tokens routed to each expert, as
+// the runtime reports them), registered beside the gateway's.
 //
 // # Metrics
 //

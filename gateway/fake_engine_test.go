@@ -20,7 +20,8 @@ type fakeEngine struct {
 	Delay   time.Duration
 	Queue   time.Duration // each request waits this long before its first step (Usage.QueueTime; in TimeToFirstToken too, as the Block counts)
 	MaxLen  int
-	ids     []string // Models lists these; nil: tiny and big
+	Refuse  map[string]error // Generate refuses these models with the error (set before use)
+	ids     []string         // Models lists these; nil: tiny and big
 	ready   atomic.Bool
 	started atomic.Int64
 	cancels atomic.Int64 // generations ended by their context
@@ -90,6 +91,9 @@ func (f *fakeEngine) Generate(ctx context.Context, model string, req engine.Requ
 	}
 	if len(req.Prompt)+req.MaxTokens > f.MaxLen {
 		return nil, engine.ErrTooLong
+	}
+	if err := f.Refuse[model]; err != nil {
+		return nil, err
 	}
 	f.mu.Lock()
 	f.last = req

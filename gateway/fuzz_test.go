@@ -44,23 +44,23 @@ func FuzzRequestBody(f *testing.F) {
 			r.sampling(1)
 		}
 		if !utf8.Valid(body) {
-			fieldAt(body, invalidUTF8Offset(body))
+			invalidUTF8Field(body)
 		}
 	})
 }
 
-func TestFieldAt(t *testing.T) {
+func TestInvalidUTF8Field(t *testing.T) {
 	body := []byte("{\"a\": 1, \"messages\": [{\"role\": \"user\"}, {\"content\": \"x\xffy\"}], \"z\": {\"q\": [\"\xff\"]}}")
-	if got := fieldAt(body, invalidUTF8Offset(body)); got != "messages[1].content" {
-		t.Errorf("fieldAt = %q", got)
+	if got := invalidUTF8Field(body); got != "messages[1].content" {
+		t.Errorf("invalidUTF8Field = %q", got)
 	}
 	body2 := []byte("{\"z\": {\"q\": [1, \"\xff\"]}}")
-	if got := fieldAt(body2, invalidUTF8Offset(body2)); got != "z.q[1]" {
-		t.Errorf("fieldAt = %q", got)
+	if got := invalidUTF8Field(body2); got != "z.q[1]" {
+		t.Errorf("invalidUTF8Field = %q", got)
 	}
 	body3 := []byte("{\"k\xff\": 1}")
-	if got := fieldAt(body3, invalidUTF8Offset(body3)); got != "" && got != "k\ufffd" {
-		t.Errorf("fieldAt in a key = %q", got)
+	if got := invalidUTF8Field(body3); got != "" && got != "k\ufffd" {
+		t.Errorf("invalidUTF8Field in a key = %q", got)
 	}
 }
 
@@ -76,11 +76,11 @@ func FuzzUpstreamStream(f *testing.F) {
 	s := &Server{pred: tiers.NewPredictor(), now: time.Now, log: slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	s.metrics = newMetrics(s)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		tk, err := ten.Admit(&pol, time.Now(), 0)
+		tk, err := ten.Admit(quotaOf(&pol), time.Now(), 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		j := &job{s: s, kind: kindChat, pol: &pol, ticket: tk, m: &model{id: "m", upstream: &upstream{}}, start: time.Now()}
+		j := &job{s: s, in: input{kind: kindChat}, pol: &pol, ticket: tk, c: choice{m: &model{id: "m", upstream: &upstream{}}}, start: time.Now()}
 		resp := fasthttp.AcquireResponse()
 		resp.SetBodyStream(bytes.NewReader(data), -1)
 		w := bufio.NewWriter(io.Discard)

@@ -47,6 +47,7 @@ plans:
   one: {max_concurrency: 1}
   broke: {daily_budget_usd: 0.000001}
   deep: {default_tier_mode: deep}
+  twotier: {allowed_tiers: [fast, balanced]}
 tenants:
   - {id: acme, plan: open}
   - {id: small, plan: small}
@@ -56,6 +57,8 @@ tenants:
   - {id: deep, plan: deep}
   - {id: race, plan: open, overrides: {daily_budget_usd: 0.05}}
   - {id: thin, plan: open, overrides: {daily_budget_usd: 0.0005}}
+  - {id: twotier, plan: twotier}
+  - {id: enough, plan: open, overrides: {daily_budget_usd: 0.0036}}
   - {id: rich, plan: open, overrides: {daily_budget_usd: 1000000, requests_per_second: 1000000, tokens_per_minute: 1000000000, max_concurrency: 1000}}
 `
 
@@ -79,7 +82,7 @@ func startServer(t *testing.T, yaml string, eng *fakeEngine) *testServer {
 	if eng != nil {
 		e = eng
 	}
-	srv, err := New(cfg, e, tenancy.New(store), Options{
+	srv, err := New(mustGatewayConfig(t, cfg), e, tenancy.New(store), Options{
 		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
 		AdminKey: "admin-secret",
 	})
@@ -166,4 +169,14 @@ func (ts *testServer) get(path, key string) (*http.Response, string) {
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	return resp, string(b)
+}
+
+// mustGatewayConfig is the gateway's Config of a validated configuration file.
+func mustGatewayConfig(t testing.TB, cfg *configs.Config) Config {
+	t.Helper()
+	gc, err := ConfigOf(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return gc
 }

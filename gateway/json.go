@@ -2,82 +2,27 @@ package gateway
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
-	jsonv2 "github.com/go-json-experiment/json"
-	"github.com/go-json-experiment/json/jsontext"
 	"strconv"
 	"strings"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
-// fieldAt returns the JSON path (like "messages[0].content") of the value that holds
-// byte offset off of body, for naming the field with invalid UTF-8. It walks the
-// tokens of the document with encoding/json's streaming decoder.
-func fieldAt(body []byte, off int) string {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	type frame struct {
-		obj   bool
-		key   string
-		index int
-		want  bool // object: the next string is a key
-	}
-	var stack []frame
-	path := func() string {
-		var sb strings.Builder
-		for i, f := range stack {
-			if f.obj {
-				if f.key == "" {
-					continue
-				}
-				if i > 0 && sb.Len() > 0 {
-					sb.WriteByte('.')
-				}
-				sb.WriteString(f.key)
-			} else {
-				sb.WriteString("[" + strconv.Itoa(f.index) + "]")
-			}
-		}
-		return sb.String()
-	}
+// invalidUTF8Field names the field (like "messages[0].content") whose value holds
+// the first invalid UTF-8 of body, reading it with the same JSON library that decodes
+// requests (jsontext reports where it met the bad bytes as a JSON pointer); "" when
+// it is in a member name.
+func invalidUTF8Field(body []byte) string {
+	dec := jsontext.NewDecoder(bytes.NewReader(body))
 	for {
-		before := dec.InputOffset()
-		tok, err := dec.Token()
-		if err != nil {
-			return path()
-		}
-		after := dec.InputOffset()
-		top := len(stack) - 1
-		isKey := top >= 0 && stack[top].obj && stack[top].want
-		if isKey {
-			if s, ok := tok.(string); ok {
-				stack[top].key = s
-				stack[top].want = false
-				if int(before) <= off && off < int(after) {
-					return path()
-				}
-				continue
+		if _, err := dec.ReadToken(); err != nil {
+			var xe *jsontext.SyntacticError
+			if errors.As(err, &xe) {
+				return pointerField(xe.JSONPointer)
 			}
-		}
-		if int(before) <= off && off < int(after) {
-			return path()
-		}
-		switch tok {
-		case json.Delim('{'):
-			stack = append(stack, frame{obj: true, want: true})
-			continue
-		case json.Delim('['):
-			stack = append(stack, frame{})
-			continue
-		case json.Delim('}'), json.Delim(']'):
-			stack = stack[:len(stack)-1]
-		}
-		// a value ended: advance the parent
-		if top = len(stack) - 1; top >= 0 {
-			if stack[top].obj {
-				stack[top].want = true
-			} else {
-				stack[top].index++
-			}
+			return ""
 		}
 	}
 }
@@ -128,11 +73,11 @@ func pointerField(p jsontext.Pointer) string {
 	return b.String()
 }
 
-// goTypeName names a Go type for a client: *int is "int", json.RawMessage "JSON".
+// goTypeName names a Go type for a client: *int is "int", jsontext.Value "JSON".
 func goTypeName(t string) string {
 	t = strings.TrimLeft(t, "*")
 	switch t {
-	case "json.RawMessage":
+	case "jsontext.Value":
 		return "a JSON value"
 	case "gateway.lmliteFields", "gateway.streamOptions", "gateway.chatRequest", "gateway.completionRequest", "map[string]interface {}":
 		return "an object"

@@ -132,7 +132,7 @@ func TestGatewayChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	key, _, _ := store.CreateKey("acme", time.Now())
-	srv, err := New(cfg, newFakeEngine(), tenancy.New(store), Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	srv, err := New(mustGatewayConfig(t, cfg), newFakeEngine(), tenancy.New(store), Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

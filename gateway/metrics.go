@@ -11,8 +11,8 @@ import (
 	"github.com/valyala/fasthttp/fasthttpadaptor"
 
 	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/money"
 	"github.com/lmlite/lmlite/tenancy"
-	"github.com/lmlite/lmlite/tiers"
 )
 
 // metrics are the server's Prometheus metrics, in a registry of its own (no globals).
@@ -127,7 +127,7 @@ func newMetrics(s *Server) *metrics {
 // observe records one settled request. u is the engine's usage of an embedded
 // model's request, or for a streamed upstream answer its measured time to first token
 // and per output token.
-func (m *metrics) observe(j *job, e tenancy.Entry, charged tiers.Money, u *engine.Usage) {
+func (m *metrics) observe(j *job, e tenancy.Entry, charged money.Money, u *engine.Usage) {
 	model := e.Model
 	m.requestCounter(requestKey{j.pol.Tenant, model, e.Tier, e.Status}).Inc()
 	mm := m.perModel[model]

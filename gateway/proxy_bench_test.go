@@ -60,7 +60,7 @@ tenants: [{id: t, plan: p}]
 	}
 	defer store.Close()
 	key, _, _ := store.CreateKey("t", time.Now())
-	srv, err := New(cfg, nil, tenancy.New(store), Options{Logger: slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	srv, err := New(mustGatewayConfig(b, cfg), nil, tenancy.New(store), Options{Logger: slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
 		b.Fatal(err)
 	}

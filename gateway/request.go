@@ -2,13 +2,13 @@ package gateway
 
 import (
 	"bytes"
-	"encoding/json"
 	"math"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/lmlite/lmlite/engine"
 )
@@ -46,62 +46,62 @@ type streamOptions struct {
 // server does not support are decoded so that a non-default value can be refused by
 // name; an unknown name is refused by the decoder.
 type commonParams struct {
-	Model            string          `json:"model"`
-	MaxTokens        *int            `json:"max_tokens"`
-	Temperature      *float64        `json:"temperature"`
-	TopP             *float64        `json:"top_p"`
-	Stop             json.RawMessage `json:"stop"`
-	Seed             *int64          `json:"seed"`
-	PresencePenalty  *float64        `json:"presence_penalty"`
-	FrequencyPenalty *float64        `json:"frequency_penalty"`
-	Stream           bool            `json:"stream"`
-	StreamOptions    *streamOptions  `json:"stream_options"`
-	N                *int            `json:"n"`
-	User             string          `json:"user"`
-	LogitBias        map[string]any  `json:"logit_bias"`
-	LMLite           *lmliteFields   `json:"lmlite"`
+	Model            string         `json:"model"`
+	MaxTokens        *int           `json:"max_tokens"`
+	Temperature      *float64       `json:"temperature"`
+	TopP             *float64       `json:"top_p"`
+	Stop             jsontext.Value `json:"stop"`
+	Seed             *int64         `json:"seed"`
+	PresencePenalty  *float64       `json:"presence_penalty"`
+	FrequencyPenalty *float64       `json:"frequency_penalty"`
+	Stream           bool           `json:"stream"`
+	StreamOptions    *streamOptions `json:"stream_options"`
+	N                *int           `json:"n"`
+	User             string         `json:"user"`
+	LogitBias        map[string]any `json:"logit_bias"`
+	LMLite           *lmliteFields  `json:"lmlite"`
 }
 
 // chatRequest is the body of POST /v1/chat/completions.
 type chatRequest struct {
 	commonParams
-	Messages            []chatMessage   `json:"messages"`
-	MaxCompletionTokens *int            `json:"max_completion_tokens"`
-	Logprobs            *bool           `json:"logprobs"`
-	TopLogprobs         *int            `json:"top_logprobs"`
-	Tools               json.RawMessage `json:"tools"`
-	ToolChoice          json.RawMessage `json:"tool_choice"`
-	Functions           json.RawMessage `json:"functions"`
-	FunctionCall        json.RawMessage `json:"function_call"`
-	ParallelToolCalls   *bool           `json:"parallel_tool_calls"`
-	ResponseFormat      json.RawMessage `json:"response_format"`
-	Audio               json.RawMessage `json:"audio"`
-	Modalities          []string        `json:"modalities"`
-	Prediction          json.RawMessage `json:"prediction"`
-	ReasoningEffort     json.RawMessage `json:"reasoning_effort"`
-	WebSearchOptions    json.RawMessage `json:"web_search_options"`
-	Store               *bool           `json:"store"`
-	Metadata            map[string]any  `json:"metadata"`
-	ServiceTier         string          `json:"service_tier"`
+	Messages            []chatMessage  `json:"messages"`
+	MaxCompletionTokens *int           `json:"max_completion_tokens"`
+	Logprobs            *bool          `json:"logprobs"`
+	TopLogprobs         *int           `json:"top_logprobs"`
+	Tools               jsontext.Value `json:"tools"`
+	ToolChoice          jsontext.Value `json:"tool_choice"`
+	Functions           jsontext.Value `json:"functions"`
+	FunctionCall        jsontext.Value `json:"function_call"`
+	ParallelToolCalls   *bool          `json:"parallel_tool_calls"`
+	ResponseFormat      jsontext.Value `json:"response_format"`
+	Audio               jsontext.Value `json:"audio"`
+	Modalities          []string       `json:"modalities"`
+	Prediction          jsontext.Value `json:"prediction"`
+	ReasoningEffort     jsontext.Value `json:"reasoning_effort"`
+	WebSearchOptions    jsontext.Value `json:"web_search_options"`
+	Store               *bool          `json:"store"`
+	Metadata            map[string]any `json:"metadata"`
+	ServiceTier         string         `json:"service_tier"`
 }
 
 type chatMessage struct {
-	Role       string          `json:"role"`
-	Content    json.RawMessage `json:"content"`
-	Name       string          `json:"name"`
-	ToolCalls  json.RawMessage `json:"tool_calls"`
-	ToolCallID string          `json:"tool_call_id"`
-	Refusal    json.RawMessage `json:"refusal"`
+	Role       string         `json:"role"`
+	Content    jsontext.Value `json:"content"`
+	Name       string         `json:"name"`
+	ToolCalls  jsontext.Value `json:"tool_calls"`
+	ToolCallID string         `json:"tool_call_id"`
+	Refusal    jsontext.Value `json:"refusal"`
 }
 
 // completionRequest is the body of POST /v1/completions.
 type completionRequest struct {
 	commonParams
-	Prompt   json.RawMessage `json:"prompt"`
-	Echo     *bool           `json:"echo"`
-	BestOf   *int            `json:"best_of"`
-	Suffix   *string         `json:"suffix"`
-	Logprobs *int            `json:"logprobs"`
+	Prompt   jsontext.Value `json:"prompt"`
+	Echo     *bool          `json:"echo"`
+	BestOf   *int           `json:"best_of"`
+	Suffix   *string        `json:"suffix"`
+	Logprobs *int           `json:"logprobs"`
 }
 
 // strictJSON refuses members the request types do not have, so that a parameter the
@@ -120,7 +120,7 @@ func decodeBody(body []byte, v any) *apiError {
 	}
 	if !utf8.Valid(body) {
 		off := invalidUTF8Offset(body)
-		f := fieldAt(body, off)
+		f := invalidUTF8Field(body)
 		if f == "" {
 			f = "body"
 		}
@@ -144,12 +144,12 @@ func invalidUTF8Offset(b []byte) int {
 	return len(b)
 }
 
-func isNull(r json.RawMessage) bool {
+func isNull(r jsontext.Value) bool {
 	t := bytes.TrimSpace(r)
 	return len(t) == 0 || bytes.Equal(t, []byte("null"))
 }
 
-func isEmptyList(r json.RawMessage) bool {
+func isEmptyList(r jsontext.Value) bool {
 	t := bytes.TrimSpace(r)
 	return isNull(r) || bytes.Equal(t, []byte("[]"))
 }
@@ -204,19 +204,19 @@ func (p *commonParams) sampling(seed uint64) (engine.Sampling, []string, *apiErr
 	return s, stop, nil
 }
 
-func parseStop(raw json.RawMessage) ([]string, *apiError) {
+func parseStop(raw jsontext.Value) ([]string, *apiError) {
 	if isNull(raw) {
 		return nil, nil
 	}
 	var one string
-	if json.Unmarshal(raw, &one) == nil {
+	if jsonv2.Unmarshal(raw, &one) == nil {
 		if one == "" {
 			return nil, nil
 		}
 		return []string{one}, nil
 	}
 	var many []string
-	if err := json.Unmarshal(raw, &many); err != nil {
+	if err := jsonv2.Unmarshal(raw, &many); err != nil {
 		return nil, badRequest("stop", "stop must be a string or an array of strings")
 	}
 	if len(many) > 4 {
@@ -282,7 +282,7 @@ func (r *chatRequest) unsupported() *apiError {
 		var rf struct {
 			Type string `json:"type"`
 		}
-		if json.Unmarshal(r.ResponseFormat, &rf) != nil || rf.Type != "text" {
+		if jsonv2.Unmarshal(r.ResponseFormat, &rf) != nil || rf.Type != "text" {
 			return refuse("response_format")
 		}
 	}
@@ -321,19 +321,19 @@ func (r *chatRequest) messages() ([]engine.Message, int, *apiError) {
 }
 
 // contentText accepts a string or an array of text parts.
-func contentText(raw json.RawMessage, field string) (string, *apiError) {
+func contentText(raw jsontext.Value, field string) (string, *apiError) {
 	if isNull(raw) {
 		return "", nil
 	}
 	var s string
-	if json.Unmarshal(raw, &s) == nil {
+	if jsonv2.Unmarshal(raw, &s) == nil {
 		return s, nil
 	}
 	var parts []struct {
 		Type string `json:"type"`
 		Text string `json:"text"`
 	}
-	if err := json.Unmarshal(raw, &parts); err != nil {
+	if err := jsonv2.Unmarshal(raw, &parts); err != nil {
 		return "", badRequest(field, "content must be a string or an array of text parts")
 	}
 	var b strings.Builder
@@ -367,11 +367,11 @@ func (r *completionRequest) promptText() (string, *apiError) {
 		return "", badRequest("prompt", "you must provide a prompt")
 	}
 	var s string
-	if json.Unmarshal(r.Prompt, &s) == nil {
+	if jsonv2.Unmarshal(r.Prompt, &s) == nil {
 		return s, nil
 	}
 	var many []string
-	if json.Unmarshal(r.Prompt, &many) == nil {
+	if jsonv2.Unmarshal(r.Prompt, &many) == nil {
 		if len(many) == 1 {
 			return many[0], nil
 		}

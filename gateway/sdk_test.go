@@ -218,7 +218,7 @@ func TestSDKErrors(t *testing.T) {
 		code   string
 		param  string
 	}{
-		{"unknown model", "acme", openai.ChatCompletionNewParams{Model: "gpt-9", Messages: user}, nil, 400, "model_not_found", "model"},
+		{"unknown model", "acme", openai.ChatCompletionNewParams{Model: "gpt-9", Messages: user}, nil, 404, "model_not_found", "model"},
 		{"max_tokens over the limit", "acme", openai.ChatCompletionNewParams{Model: "tiny", Messages: user, MaxTokens: openai.Int(100000)}, nil, 400, "", "max_tokens"},
 		{"max_completion_tokens over the room", "acme", openai.ChatCompletionNewParams{Model: "tiny", Messages: user, MaxCompletionTokens: openai.Int(500)}, nil, 400, "", "max_completion_tokens"},
 		{"n > 1", "acme", openai.ChatCompletionNewParams{Model: "tiny", Messages: user, N: openai.Int(2)}, nil, 400, "", "n"},
@@ -227,7 +227,7 @@ func TestSDKErrors(t *testing.T) {
 		{"logprobs", "acme", openai.ChatCompletionNewParams{Model: "tiny", Messages: user, Logprobs: openai.Bool(true)}, nil, 400, "", "logprobs"},
 		{"no messages", "acme", openai.ChatCompletionNewParams{Model: "tiny"}, nil, 400, "", "messages"},
 		{"bad key", "nobody", openai.ChatCompletionNewParams{Model: "tiny", Messages: user}, []option.RequestOption{option.WithAPIKey("lml_aaaaaaaa_" + strings.Repeat("b", 32))}, 401, "invalid_api_key", ""},
-		{"forbidden model", "small", openai.ChatCompletionNewParams{Model: "big", Messages: user}, nil, 403, "model_not_allowed", "model"},
+		{"forbidden model (hidden as OpenAI does)", "small", openai.ChatCompletionNewParams{Model: "big", Messages: user}, nil, 404, "model_not_found", "model"},
 		{"forbidden tier", "small", openai.ChatCompletionNewParams{Model: "tier:max", Messages: user}, nil, 403, "tier_not_allowed", "lmlite.tier"},
 		{"budget", "broke", openai.ChatCompletionNewParams{Model: "tiny", Messages: user, MaxTokens: openai.Int(10)}, nil, 429, "insufficient_quota", ""},
 		{"budget, routed", "broke", openai.ChatCompletionNewParams{Model: "auto", Messages: user, MaxTokens: openai.Int(10)}, nil, 429, "insufficient_quota", ""},

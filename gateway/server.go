@@ -10,16 +10,18 @@ import (
 	"math/rand/v2"
 	"net"
 	"runtime/debug"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
 
-	"github.com/lmlite/lmlite/configs"
 	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/internal/jsonenc"
+	"github.com/lmlite/lmlite/money"
 	"github.com/lmlite/lmlite/policies"
 	"github.com/lmlite/lmlite/tenancy"
 	"github.com/lmlite/lmlite/tiers"
@@ -56,10 +58,11 @@ type Options struct {
 // Server is the HTTP front door. Create it with New, run it with Serve, stop it with
 // Shutdown.
 type Server struct {
-	cfg     *configs.Config
+	cfg     *Config
 	eng     Engine // nil when every model is upstream
 	ten     *tenancy.Tenancy
 	book    *policies.Book
+	quotas  map[*policies.Policy]*tenancy.Quota // every tenant's, by its policy
 	set     *tiers.Set
 	pred    *tiers.Predictor
 	models  map[string]*model
@@ -80,11 +83,12 @@ type Server struct {
 // model is one servable model.
 type model struct {
 	id       string
-	cfg      configs.Model
-	price    tiers.Price
-	maxLen   atomic.Int64 // prompt + output tokens; 0: not known (yet)
-	tier     string       // first tier listing it ("" if none), for X-LMLite-Tier
+	price    money.Price
+	maxLen   atomic.Int64         // prompt + output tokens; 0: not known (yet)
+	tier     string               // first tier listing it ("" if none), for X-LMLite-Tier
+	in       [tiers.NumTiers]bool // the tiers listing it
 	upstream *upstream
+	ownedBy  string // "": "lmlite"
 }
 
 // limit is the model's length limit (0: unknown). For an embedded model whose limit
@@ -102,20 +106,42 @@ func (s *Server) limit(m *model) int {
 	return 0
 }
 
-// New builds a server for a validated configuration. eng may be nil when every model
-// is upstream.
-func New(cfg *configs.Config, eng Engine, ten *tenancy.Tenancy, opts Options) (*Server, error) {
-	book, err := cfg.Book()
-	if err != nil {
-		return nil, fmt.Errorf("gateway: %w", err)
+// New builds a server for a configuration (ConfigOf builds one from the config file).
+// eng may be nil when every model is upstream.
+func New(cfg Config, eng Engine, ten *tenancy.Tenancy, opts Options) (*Server, error) {
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = 1 << 20
+	}
+	if cfg.MaxInFlight == 0 {
+		cfg.MaxInFlight = 1024
+	}
+	book := cfg.Book
+	if book == nil {
+		var err error
+		if book, err = policies.NewBook(nil, nil, nil); err != nil {
+			return nil, fmt.Errorf("gateway: %w", err)
+		}
+	}
+	set := cfg.Tiers
+	for t := range set.Tiers {
+		for _, c := range set.Tiers[t] {
+			if !slices.ContainsFunc(cfg.Models, func(m Model) bool { return m.ID == c.Model }) {
+				return nil, fmt.Errorf("gateway: tier %s lists the unknown model %q", tiers.Tier(t), c.Model)
+			}
+		}
 	}
 	s := &Server{
-		cfg: cfg, eng: eng, ten: ten, book: book, set: cfg.Set(), pred: tiers.NewPredictor(),
+		cfg: &cfg, eng: eng, ten: ten, book: book, set: &set, pred: tiers.NewPredictor(),
 		models: map[string]*model{}, log: opts.Logger, now: opts.Now, created: time.Now().Unix(),
 		clients: map[string]*fasthttp.HostClient{},
 	}
 	if s.log == nil {
 		s.log = slog.Default()
+	}
+	s.quotas = map[*policies.Policy]*tenancy.Quota{}
+	for _, id := range book.Tenants() {
+		pol, _ := book.Resolve(id)
+		s.quotas[pol] = quotaOf(pol)
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -130,12 +156,12 @@ func New(cfg *configs.Config, eng Engine, ten *tenancy.Tenancy, opts Options) (*
 			status[st.ID] = st
 		}
 	}
-	for i := range cfg.Models {
-		mc := cfg.Models[i]
-		m := &model{id: mc.ID, cfg: mc, price: mc.Price()}
+	for _, mc := range cfg.Models {
+		m := &model{id: mc.ID, price: mc.Price, ownedBy: mc.OwnedBy}
 		m.maxLen.Store(int64(mc.MaxModelLen))
 		if mc.Upstream != nil {
-			if m.upstream, err = newUpstream(mc, s.clients); err != nil {
+			var err error
+			if m.upstream, err = newUpstream(mc.ID, *mc.Upstream, s.clients); err != nil {
 				return nil, err
 			}
 		} else {
@@ -146,13 +172,14 @@ func New(cfg *configs.Config, eng Engine, ten *tenancy.Tenancy, opts Options) (*
 				m.maxLen.Store(int64(status[mc.ID].MaxModelLen))
 			}
 		}
-		s.pred.SetCapacity(mc.ID, mc.MaxConcurrency*mc.Replicas, mc.MaxQueue)
+		s.pred.SetCapacity(mc.ID, mc.Slots, mc.MaxQueue)
 		s.models[mc.ID] = m
 		s.order = append(s.order, mc.ID)
 	}
 	for t := tiers.Max; t >= tiers.Fast; t-- {
 		for _, c := range s.set.Tiers[t] {
 			s.models[c.Model].tier = t.String()
+			s.models[c.Model].in[t] = true
 		}
 	}
 	s.metrics = newMetrics(s)
@@ -314,15 +341,21 @@ func (s *Server) ready() bool {
 }
 
 // handleConnError answers errors fasthttp meets before the handler: a body over the
-// configured size (400 naming it), or a malformed request.
+// configured size (413), or a malformed request.
 func (s *Server) handleConnError(ctx *fasthttp.RequestCtx, err error) {
 	reqID := s.requestID(ctx)
 	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
-		s.writeError(ctx, reqID, badRequest("body", "the request body is larger than the limit of "+
-			strconv.Itoa(s.cfg.MaxBodyBytes)+" bytes (max_body_bytes)"))
+		s.writeError(ctx, reqID, s.tooLarge())
 		return
 	}
 	s.writeError(ctx, reqID, badRequest("body", "malformed HTTP request: "+err.Error()))
+}
+
+// tooLarge is the answer to a body over max_body_bytes: 413, naming the limit.
+func (s *Server) tooLarge() *apiError {
+	return &apiError{status: 413, typ: "invalid_request_error", code: "request_too_large", param: "body",
+		message: "the request body is larger than the limit of " + strconv.Itoa(s.cfg.MaxBodyBytes) + " bytes (max_body_bytes)",
+		reason:  "bad_request"}
 }
 
 // writeError writes e in OpenAI's error shape.
@@ -385,6 +418,51 @@ func (s *Server) authenticate(ctx *fasthttp.RequestCtx) (string, *policies.Polic
 	return keyID, pol, nil
 }
 
+// quotaOf copies the limits and budgets tenancy enforces out of a policy.
+func quotaOf(pol *policies.Policy) *tenancy.Quota {
+	return &tenancy.Quota{Tenant: pol.Tenant, RequestsPerSecond: pol.RequestsPerSecond, Burst: pol.Burst,
+		TokensPerMinute: pol.TokensPerMinute, MaxConcurrency: pol.MaxConcurrency,
+		DailyBudget: pol.DailyBudget, MonthlyBudget: pol.MonthlyBudget}
+}
+
+// quota is the tenant's Quota (made once per policy at start-up).
+func (s *Server) quota(pol *policies.Policy) *tenancy.Quota {
+	if q := s.quotas[pol]; q != nil {
+		return q
+	}
+	return quotaOf(pol)
+}
+
+// allowed reports whether the policy lets the tenant use model id: the plan allows the
+// model and a tier it serves in (policies.Policy.AllowsServing). An unknown model is
+// not allowed.
+func (s *Server) allowed(pol *policies.Policy, id string) bool {
+	m, ok := s.models[id]
+	return ok && pol.AllowsServing(id, m.in)
+}
+
+// modelNotFound is the answer for a model that does not exist or that the key may
+// not use, the same for both (OpenAI's 404), so a key cannot probe other plans'
+// models. It lists what the key may use.
+func (s *Server) modelNotFound(pol *policies.Policy, id string) *apiError {
+	var b strings.Builder
+	b.WriteString("The model '")
+	b.WriteString(id)
+	b.WriteString("' does not exist or you do not have access to it. This key may use: auto, tier:NAME")
+	for _, m := range s.order {
+		if s.allowed(pol, m) {
+			b.WriteString(", ")
+			b.WriteString(m)
+		}
+	}
+	reason := "model_not_found" // the operator's metrics and logs tell the two apart
+	if _, ok := s.models[id]; ok {
+		reason = "forbidden"
+	}
+	return &apiError{status: 404, typ: "invalid_request_error", code: "model_not_found", param: "model",
+		message: b.String(), reason: reason}
+}
+
 func (s *Server) handleModels(ctx *fasthttp.RequestCtx, reqID string) {
 	_, pol, aerr := s.authenticate(ctx)
 	if aerr != nil {
@@ -394,7 +472,7 @@ func (s *Server) handleModels(ctx *fasthttp.RequestCtx, reqID string) {
 	b := append(make([]byte, 0, 512), `{"object":"list","data":[`...)
 	n := 0
 	for _, id := range s.order {
-		if !pol.AllowsModel(id) {
+		if !s.allowed(pol, id) {
 			continue
 		}
 		if n > 0 {
@@ -405,11 +483,21 @@ func (s *Server) handleModels(ctx *fasthttp.RequestCtx, reqID string) {
 		b = jsonenc.AppendString(b, id)
 		b = append(b, `,"object":"model","created":`...)
 		b = strconv.AppendInt(b, s.created, 10)
-		b = append(b, `,"owned_by":"lmlite"}`...)
+		b = append(b, `,"owned_by":`...)
+		b = jsonenc.AppendString(b, s.ownedBy(id))
+		b = append(b, '}')
 	}
 	b = append(b, "]}"...)
 	ctx.SetContentType("application/json")
 	ctx.SetBody(b)
+}
+
+// ownedBy is a model's owned_by in /v1/models: its config's owned_by, else "lmlite".
+func (s *Server) ownedBy(id string) string {
+	if m, ok := s.models[id]; ok && m.ownedBy != "" {
+		return m.ownedBy
+	}
+	return "lmlite"
 }
 
 // handleModel answers GET /v1/models/{id}.
@@ -419,16 +507,17 @@ func (s *Server) handleModel(ctx *fasthttp.RequestCtx, reqID, id string) {
 		s.writeError(ctx, reqID, aerr)
 		return
 	}
-	if _, ok := s.models[id]; !ok || !pol.AllowsModel(id) {
-		s.writeError(ctx, reqID, &apiError{status: 404, typ: "invalid_request_error", code: "model_not_found", param: "model",
-			message: "the model '" + id + "' does not exist", reason: "not_found"})
+	if !s.allowed(pol, id) {
+		s.writeError(ctx, reqID, s.modelNotFound(pol, id))
 		return
 	}
 	b := append(make([]byte, 0, 128), `{"id":`...)
 	b = jsonenc.AppendString(b, id)
 	b = append(b, `,"object":"model","created":`...)
 	b = strconv.AppendInt(b, s.created, 10)
-	b = append(b, `,"owned_by":"lmlite"}`...)
+	b = append(b, `,"owned_by":`...)
+	b = jsonenc.AppendString(b, s.ownedBy(id))
+	b = append(b, '}')
 	ctx.SetContentType("application/json")
 	ctx.SetBody(b)
 }

@@ -6,19 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
-	"unsafe"
 
-	"github.com/tidwall/gjson"
-	"github.com/tidwall/sjson"
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/valyala/fasthttp"
 
-	"github.com/lmlite/lmlite/configs"
 	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/internal/jsonenc"
+	"github.com/lmlite/lmlite/internal/sse"
 	"github.com/lmlite/lmlite/tenancy"
 )
 
@@ -34,11 +33,11 @@ type upstream struct {
 	client  *fasthttp.HostClient
 }
 
-func newUpstream(m configs.Model, clients map[string]*fasthttp.HostClient) (*upstream, error) {
-	base := strings.TrimRight(m.Upstream.BaseURL, "/")
+func newUpstream(id string, cu Upstream, clients map[string]*fasthttp.HostClient) (*upstream, error) {
+	base := strings.TrimRight(cu.BaseURL, "/")
 	pu, err := url.Parse(base)
 	if err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
-		return nil, fmt.Errorf("gateway: model %q: upstream base_url %q is not an http(s) URL", m.ID, m.Upstream.BaseURL)
+		return nil, fmt.Errorf("gateway: model %q: upstream base_url %q is not an http(s) URL", id, cu.BaseURL)
 	}
 	tls := pu.Scheme == "https"
 	key := pu.Scheme + "://" + pu.Host
@@ -53,79 +52,227 @@ func newUpstream(m configs.Model, clients map[string]*fasthttp.HostClient) (*ups
 		}
 		clients[key] = hc
 	}
-	u := &upstream{chatURL: base + "/chat/completions", compURL: base + "/completions", model: m.Upstream.Model, timeout: m.Upstream.Timeout, client: hc}
-	if m.Upstream.APIKeyEnv != "" {
-		if k := os.Getenv(m.Upstream.APIKeyEnv); k != "" {
-			u.auth = "Bearer " + k
-		}
+	u := &upstream{chatURL: base + "/chat/completions", compURL: base + "/completions", model: cu.Model, timeout: cu.Timeout, client: hc}
+	if cu.APIKey != "" {
+		u.auth = "Bearer " + cu.APIKey
 	}
 	return u, nil
 }
 
 // upstreamBody rewrites the client's body for the upstream: its model name, no
-// "lmlite" field, and usage always included in streams (for settling). The body was
-// already validated; tidwall/sjson edits the bytes in place of a decode and re-encode
-// (a well-kept library; this is the proxy's hot path), and an unchanged body is
-// forwarded as it is.
+// "lmlite" member, usage always included in streams (for settling), and a
+// completion's max_tokens made explicit. The body was already validated; one pass of
+// jsontext (the JSON library that decoded it) copies its top-level members, raw,
+// replacing or dropping those, and an unchanged body is forwarded as it is.
 func (j *job) upstreamBody(body []byte) ([]byte, error) {
-	u := j.m.upstream
-	var err error
-	if j.p.Model != u.model {
-		name := jsonenc.AppendString(make([]byte, 0, len(u.model)+2), u.model)
-		if body, err = sjson.SetRawBytes(body, "model", name); err != nil {
+	u := j.c.m.upstream
+	setModel := j.in.p.Model != u.model
+	dropLMLite := j.in.p.LMLite != nil || bytes.Contains(body, []byte(`"lmlite"`))
+	setUsage := j.in.stream && !j.in.usage
+	setMax := j.in.kind == kindCompletion && j.in.comp.MaxTokens == nil
+	if !setModel && !dropLMLite && !setUsage && !setMax {
+		return body, nil
+	}
+	p := getDecoder(body)
+	defer putDecoder(p)
+	dec := &p.d
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
+		return nil, errors.New("the body is not a JSON object")
+	}
+	out := make([]byte, 0, len(body)+64)
+	out = append(out, '{')
+	member := func(quotedName, value []byte) {
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = append(out, quotedName...)
+		out = append(out, ':')
+		out = append(out, value...)
+	}
+	for dec.PeekKind() == '"' {
+		name, err := dec.ReadValue() // the member's name as it is written, quoted
+		if err != nil {
 			return nil, err
 		}
-	}
-	if j.p.LMLite != nil || gjson.GetBytes(body, "lmlite").Exists() {
-		if body, err = sjson.DeleteBytes(body, "lmlite"); err != nil {
+		v, err := dec.ReadValue()
+		if err != nil {
 			return nil, err
 		}
-	}
-	if j.stream && !j.usage {
-		if body, err = sjson.SetRawBytes(body, "stream_options", []byte(`{"include_usage":true}`)); err != nil {
-			return nil, err
+		switch string(name) {
+		case `"lmlite"`:
+		case `"model"`:
+			if !setModel {
+				member(name, v)
+			}
+		case `"stream_options"`:
+			if !setUsage {
+				member(name, v)
+			}
+		case `"max_tokens"`:
+			if !setMax {
+				member(name, v)
+			}
+		default:
+			member(name, v)
 		}
 	}
-	if j.kind == kindCompletion && j.comp.MaxTokens == nil {
-		if body, err = sjson.SetRawBytes(body, "max_tokens", strconv.AppendInt(nil, int64(j.maxTokens), 10)); err != nil {
-			return nil, err
-		}
+	if setModel {
+		member([]byte(`"model"`), jsonenc.AppendString(nil, u.model))
 	}
-	return body, nil
+	if setUsage {
+		member([]byte(`"stream_options"`), []byte(`{"include_usage":true}`))
+	}
+	if setMax {
+		member([]byte(`"max_tokens"`), strconv.AppendInt(nil, int64(j.in.maxTokens), 10))
+	}
+	return append(out, '}'), nil
 }
 
-// upstreamUsage reads the usage and finish reason of an upstream response or event.
-// gjson reads b through a string that aliases it (no copy: nothing found is kept but
-// the finish reason, which is cloned).
+// upstreamUsage reads the usage and finish reason of an upstream response or event,
+// walking its tokens with a pooled jsontext.Decoder (no allocation but an unusual
+// finish reason). What it cannot read it leaves unset: a request without usage is
+// charged its worst case.
 func upstreamUsage(b []byte, e *tenancy.Entry) (hasUsage, hasChoices bool) {
-	doc := unsafe.String(unsafe.SliceData(b), len(b))
-	if u := gjson.Get(doc, "usage"); u.IsObject() {
-		if pt := u.Get("prompt_tokens"); pt.Exists() {
-			e.PromptTokens, e.CompletionTokens = int(pt.Int()), int(u.Get("completion_tokens").Int())
-			hasUsage = true
+	p := getDecoder(b)
+	defer putDecoder(p)
+	d := &p.d
+	if tok, err := d.ReadToken(); err != nil || tok.Kind() != '{' {
+		return false, false
+	}
+	for d.PeekKind() == '"' {
+		name, err := d.ReadValue()
+		if err != nil {
+			return hasUsage, hasChoices
+		}
+		switch string(name) {
+		case `"usage"`:
+			if d.PeekKind() != '{' {
+				break
+			}
+			d.ReadToken()
+			var prompt, completion int
+			seen := false
+			for d.PeekKind() == '"' {
+				k, err := d.ReadValue()
+				if err != nil {
+					return hasUsage, hasChoices
+				}
+				v, err := d.ReadValue()
+				if err != nil {
+					return hasUsage, hasChoices
+				}
+				switch string(k) {
+				case `"prompt_tokens"`:
+					prompt, seen = jsonInt(v), true
+				case `"completion_tokens"`:
+					completion = jsonInt(v)
+				}
+			}
+			if _, err := d.ReadToken(); err != nil {
+				return hasUsage, hasChoices
+			}
+			if seen {
+				e.PromptTokens, e.CompletionTokens, hasUsage = prompt, completion, true
+			}
+			continue
+		case `"choices"`:
+			if d.PeekKind() != '[' {
+				break
+			}
+			d.ReadToken()
+			if d.PeekKind() == '{' {
+				hasChoices = true
+				d.ReadToken()
+				for d.PeekKind() == '"' {
+					k, err := d.ReadValue()
+					if err != nil {
+						return hasUsage, hasChoices
+					}
+					v, err := d.ReadValue()
+					if err != nil {
+						return hasUsage, hasChoices
+					}
+					if string(k) == `"finish_reason"` && len(v) > 0 && v[0] == '"' {
+						e.Finish = finishOf(v)
+					}
+				}
+				d.ReadToken()
+			}
+			for d.PeekKind() != ']' && d.PeekKind() != 0 {
+				if d.SkipValue() != nil {
+					return hasUsage, hasChoices
+				}
+			}
+			if _, err := d.ReadToken(); err != nil {
+				return hasUsage, hasChoices
+			}
+			continue
+		}
+		if d.SkipValue() != nil {
+			return hasUsage, hasChoices
 		}
 	}
-	first := gjson.Get(doc, "choices.0")
-	if f := first.Get("finish_reason"); f.Type == gjson.String {
-		switch f.Str {
-		case "stop":
-			e.Finish = "stop"
-		case "length":
-			e.Finish = "length"
-		default:
-			e.Finish = strings.Clone(f.Str)
+	return hasUsage, hasChoices
+}
+
+// jsonInt reads a JSON integer (0 for anything else).
+func jsonInt(v []byte) int {
+	n := 0
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			return 0
 		}
+		n = n*10 + int(c-'0')
 	}
-	return hasUsage, first.Exists()
+	return n
+}
+
+// finishOf is the finish reason of a JSON string, without allocating for the usual ones.
+func finishOf(v []byte) string {
+	switch string(v) {
+	case `"stop"`:
+		return "stop"
+	case `"length"`:
+		return "length"
+	}
+	var s string
+	if jsonv2.Unmarshal(v, &s) != nil {
+		return ""
+	}
+	return s
+}
+
+// pooledDecoder is a jsontext.Decoder reading a byte slice in place (jsontext reads a
+// *bytes.Buffer's bytes without copying them), reused across requests.
+type pooledDecoder struct {
+	buf bytes.Buffer
+	d   jsontext.Decoder
+}
+
+var decoders = sync.Pool{New: func() any { return new(pooledDecoder) }}
+
+func getDecoder(b []byte) *pooledDecoder {
+	p := decoders.Get().(*pooledDecoder)
+	p.buf.Reset()
+	p.buf.Write(b)
+	p.d.Reset(&p.buf)
+	return p
+}
+
+func putDecoder(p *pooledDecoder) {
+	if p.buf.Cap() > 1<<20 {
+		return // keep no large buffers alive
+	}
+	decoders.Put(p)
 }
 
 // runUpstream forwards the request. It returns done when a stream writer took over,
 // and failed when the upstream failed before answering: the caller then tries another
 // tier or answers failed (nothing has been written or settled).
 func (j *job) runUpstream(ctx *fasthttp.RequestCtx) (done bool, failed *apiError) {
-	s, u := j.s, j.m.upstream
-	// sjson never edits in place: the request's own body is only read (and sent, while
-	// this handler runs, when nothing needs rewriting).
+	s, u := j.s, j.c.m.upstream
+	// The request's own body is only read (and sent, while this handler runs, when
+	// nothing needs rewriting).
 	body, err := j.upstreamBody(ctx.PostBody())
 	if err != nil {
 		j.fail(ctx, badRequest("body", "invalid JSON: "+err.Error()))
@@ -133,7 +280,7 @@ func (j *job) runUpstream(ctx *fasthttp.RequestCtx) (done bool, failed *apiError
 	}
 	req := fasthttp.AcquireRequest()
 	resp := fasthttp.AcquireResponse()
-	if j.kind == kindCompletion {
+	if j.in.kind == kindCompletion {
 		req.SetRequestURI(u.compURL)
 	} else {
 		req.SetRequestURI(u.chatURL)
@@ -146,8 +293,8 @@ func (j *job) runUpstream(ctx *fasthttp.RequestCtx) (done bool, failed *apiError
 	}
 	req.SetBodyRaw(body)
 	req.SetTimeout(u.timeout)
-	resp.StreamBody = j.stream
-	s.pred.Begin(j.m.id)
+	resp.StreamBody = j.in.stream
+	s.pred.Begin(j.c.m.id)
 	sent := s.now()
 	err = u.client.Do(req, resp)
 	fasthttp.ReleaseRequest(req)
@@ -155,18 +302,18 @@ func (j *job) runUpstream(ctx *fasthttp.RequestCtx) (done bool, failed *apiError
 		err = errors.New("upstream answered " + strconv.Itoa(resp.StatusCode()))
 	}
 	if err != nil {
-		s.pred.End(j.m.id)
-		s.pred.Fail(j.m.id, s.now())
-		s.metrics.perModel[j.m.id].upFailures.Inc()
+		s.pred.End(j.c.m.id)
+		s.pred.Fail(j.c.m.id, s.now())
+		s.metrics.perModel[j.c.m.id].upFailures.Inc()
 		fasthttp.ReleaseResponse(resp)
 		return false, &apiError{status: 502, typ: "server_error", code: "upstream_error",
-			message: "the upstream server for '" + j.m.id + "' failed: " + err.Error(), reason: "upstream"}
+			message: "the upstream server for '" + j.c.m.id + "' failed: " + err.Error(), reason: "upstream"}
 	}
 	j.setRouteHeaders(ctx)
 	if resp.StatusCode() != 200 { // a client error: pass it through
 		b := append([]byte(nil), resp.Body()...)
 		status := resp.StatusCode()
-		s.pred.End(j.m.id)
+		s.pred.End(j.c.m.id)
 		fasthttp.ReleaseResponse(resp)
 		j.settle(tenancy.Entry{Status: status}, nil)
 		ctx.SetStatusCode(status)
@@ -174,13 +321,13 @@ func (j *job) runUpstream(ctx *fasthttp.RequestCtx) (done bool, failed *apiError
 		ctx.SetBody(b)
 		return false, nil
 	}
-	if !j.stream {
+	if !j.in.stream {
 		e := tenancy.Entry{Status: 200}
 		if hasUsage, _ := upstreamUsage(resp.Body(), &e); !hasUsage {
 			j.worstCaseUsage(&e)
 		}
-		s.pred.End(j.m.id)
-		s.pred.Observe(j.m.id, s.now().Sub(sent), 0)
+		s.pred.End(j.c.m.id)
+		s.pred.Observe(j.c.m.id, s.now().Sub(sent), 0)
 		j.settle(e, nil)
 		ctx.SetContentType("application/json")
 		ctx.SetBody(resp.Body())
@@ -206,66 +353,49 @@ func (j *job) streamUpstream(w *bufio.Writer, resp *fasthttp.Response, sent time
 	s := j.s
 	defer fasthttp.ReleaseResponse(resp)
 	e := tenancy.Entry{Status: 200}
-	rd := bufio.NewReaderSize(resp.BodyStream(), 16<<10)
 	gone := false
 	var first, last time.Time
 	chunks := 0
 	sawUsage := false
+	rd := sse.NewReader(resp.BodyStream(), 16<<10)
 	for {
-		line, err := rd.ReadSlice('\n')
-		if err != nil && !(err == bufio.ErrBufferFull && len(line) > 0) {
-			if len(line) == 0 {
-				break
-			}
-		}
-		if err == bufio.ErrBufferFull { // a long event: gather it whole
-			rest, err2 := rd.ReadBytes('\n')
-			line = append(append([]byte(nil), line...), rest...)
-			err = err2
-		}
-		data, ok := bytes.CutPrefix(bytes.TrimRight(line, "\r\n"), []byte("data:"))
-		if ok {
-			data = bytes.TrimSpace(data)
-			if bytes.Equal(data, []byte("[DONE]")) {
-				break
-			}
-			forward := true
-			if bytes.Contains(data, []byte(`"usage":{`)) || bytes.Contains(data, []byte(`"finish_reason":"`)) {
-				hasUsage, hasChoices := upstreamUsage(data, &e)
-				sawUsage = sawUsage || hasUsage
-				if hasUsage && !hasChoices && !j.usage {
-					forward = false // the client did not ask for the usage event
-				}
-			}
-			now := s.now()
-			if first.IsZero() {
-				first = now
-			}
-			last = now
-			chunks++
-			if forward && !gone {
-				w.WriteString("data: ")
-				w.Write(data)
-				w.WriteString("\n\n")
-				if w.Flush() != nil {
-					gone = true
-					resp.CloseBodyStream() // stop the upstream
-					break
-				}
-			}
-		}
-		if err != nil {
+		data, err := rd.Next()
+		if err != nil || bytes.Equal(data, []byte("[DONE]")) {
 			break
 		}
+		forward := true
+		if bytes.Contains(data, []byte(`"usage":{`)) || bytes.Contains(data, []byte(`"finish_reason":"`)) {
+			hasUsage, hasChoices := upstreamUsage(data, &e)
+			sawUsage = sawUsage || hasUsage
+			if hasUsage && !hasChoices && !j.in.usage {
+				forward = false // the client did not ask for the usage event
+			}
+		}
+		now := s.now()
+		if first.IsZero() {
+			first = now
+		}
+		last = now
+		chunks++
+		if forward && !gone {
+			w.WriteString("data: ")
+			w.Write(data)
+			w.WriteString("\n\n")
+			if w.Flush() != nil {
+				gone = true
+				resp.CloseBodyStream() // stop the upstream
+				break
+			}
+		}
 	}
-	s.pred.End(j.m.id)
+	s.pred.End(j.c.m.id)
 	var timing *engine.Usage // for the latency histograms
 	if !first.IsZero() && !gone {
 		tpot := time.Duration(0)
 		if chunks > 1 {
 			tpot = last.Sub(first) / time.Duration(chunks-1)
 		}
-		s.pred.Observe(j.m.id, first.Sub(sent), tpot)
+		s.pred.Observe(j.c.m.id, first.Sub(sent), tpot)
 		timing = &engine.Usage{TimeToFirstToken: first.Sub(sent), TimePerOutputToken: tpot}
 	}
 	if !sawUsage && chunks > 0 {
@@ -290,5 +420,5 @@ func (j *job) streamUpstream(w *bufio.Writer, resp *fasthttp.Response, sent time
 // worstCaseUsage charges an answer whose upstream reported no usage at the worst case
 // the request reserved (upper bounds of its tokens): budgets must never be escaped.
 func (j *job) worstCaseUsage(e *tenancy.Entry) {
-	e.PromptTokens, e.CompletionTokens = j.nPrompt, j.outTokens
+	e.PromptTokens, e.CompletionTokens = j.c.nPrompt, j.c.out
 }

@@ -12,7 +12,8 @@ import (
 	"github.com/openai/openai-go/option"
 	"github.com/valyala/fasthttp"
 
-	"github.com/lmlite/lmlite/tiers"
+	"github.com/lmlite/lmlite/money"
+	"github.com/lmlite/lmlite/tenancy"
 )
 
 // TestUpstream puts one lmlite (the front) before another (the upstream, itself a
@@ -60,7 +61,7 @@ tenants: [{id: acme, plan: open}]
 	}
 	led := front.ledger()
 	if len(led) != 1 || led[0].PromptTokens != int(resp.Usage.PromptTokens) || led[0].CompletionTokens != 4 ||
-		led[0].Cost != tiers.Money(resp.Usage.PromptTokens*1_000_000+4*2_000_000) || led[0].Finish != "length" {
+		led[0].Cost != money.Money(resp.Usage.PromptTokens*1_000_000+4*2_000_000) || led[0].Finish != "length" {
 		t.Errorf("front ledger %+v (usage %+v)", led, resp.Usage)
 	}
 	if bl := back.ledger(); len(bl) != 1 || bl[0].RequestID != led[0].RequestID {
@@ -183,7 +184,61 @@ tenants: [{id: acme, plan: open}]
 	}
 	led := front.ledger()
 	// prompt bound: 5 bytes + 16 per message; 10 output tokens; $1 per 1K each.
-	if len(led) != 1 || led[0].PromptTokens != 21 || led[0].CompletionTokens != 10 || led[0].Cost != tiers.USD(0.031) {
+	if len(led) != 1 || led[0].PromptTokens != 21 || led[0].CompletionTokens != 10 || led[0].Cost != money.USD(0.031) {
 		t.Errorf("ledger %+v", led)
+	}
+}
+
+// TestUpstreamBodyRewrite: the body sent upstream keeps every member but those it
+// rewrites, raw and in order: the model's upstream name, no lmlite, usage in streams,
+// a completion's max_tokens made explicit.
+func TestUpstreamBodyRewrite(t *testing.T) {
+	cases := []struct {
+		kind      kind
+		body, out string
+	}{
+		{kindChat, `{"model":"m","messages":[{"role":"user","content":"x \"lmlite\""}]}`,
+			`{"messages":[{"role":"user","content":"x \"lmlite\""}],"model":"up"}`},
+		{kindChat, `{"model": "up", "lmlite": {"tier": "fast"}, "stream": true, "stream_options": {"include_usage": false}, "n": 1, "messages": [{"role":"user","content":"x"}]}`,
+			`{"model":"up","stream":true,"n":1,"messages":[{"role":"user","content":"x"}],"stream_options":{"include_usage":true}}`},
+		{kindChat, `{"model":"up","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"x"}]}`,
+			`{"model":"up","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"x"}]}`},
+		{kindCompletion, `{"model":"up","prompt":"p"}`, `{"model":"up","prompt":"p","max_tokens":16}`},
+	}
+	for _, c := range cases {
+		j := &job{c: choice{m: &model{id: "m", upstream: &upstream{model: "up"}}}}
+		if aerr := j.in.parse(c.kind, []byte(c.body)); aerr != nil {
+			t.Fatalf("%s: %s", c.body, aerr.message)
+		}
+		got, err := j.upstreamBody([]byte(c.body))
+		if err != nil || string(got) != c.out {
+			t.Errorf("upstreamBody(%s)\n = %s, %v\nwant %s", c.body, got, err, c.out)
+		}
+	}
+}
+
+// TestUpstreamUsage reads usage and finish reasons, and nothing from what it cannot read.
+func TestUpstreamUsage(t *testing.T) {
+	cases := []struct {
+		in                 string
+		usage, choices     bool
+		prompt, completion int
+		finish             string
+	}{
+		{`{"choices":[{"index":0,"message":{"content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":1,"total_tokens":6}}`, true, true, 5, 1, "stop"},
+		{`{"choices":[],"usage":{"completion_tokens":2,"prompt_tokens":3}}`, true, false, 3, 2, ""},
+		{`{"choices":[{"delta":{"content":"x"},"finish_reason":null}]}`, false, true, 0, 0, ""},
+		{`{"choices":[{"finish_reason":"content_filter"},{"finish_reason":"stop"}]}`, false, true, 0, 0, "content_filter"},
+		{`{"usage":{"prompt_tokens":"x"}}`, true, false, 0, 0, ""},
+		{`{"usage":null,"choices":null}`, false, false, 0, 0, ""},
+		{`[1,2]`, false, false, 0, 0, ""},
+		{`{"usage":{"prompt_tokens":4`, false, false, 0, 0, ""},
+	}
+	for _, c := range cases {
+		var e tenancy.Entry
+		u, ch := upstreamUsage([]byte(c.in), &e)
+		if u != c.usage || ch != c.choices || e.PromptTokens != c.prompt || e.CompletionTokens != c.completion || e.Finish != c.finish {
+			t.Errorf("%s: usage %v choices %v %d/%d %q", c.in, u, ch, e.PromptTokens, e.CompletionTokens, e.Finish)
+		}
 	}
 }

@@ -1,7 +1,6 @@
 package loadtest
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -13,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/lmlite/lmlite/internal/sse"
 )
 
 // Error classes of a Result that has no HTTP status (Status 0).
@@ -277,8 +278,8 @@ const maxSSELine = 1 << 20
 // carries content against t0, until "data: [DONE]". Malformed events are errors of
 // class stream; a stream cut short is errNoDone.
 func readSSE(body io.Reader, t0 time.Time, res *Result) error {
-	sc := bufio.NewScanner(body)
-	sc.Buffer(make([]byte, 0, 4096), maxSSELine)
+	rd := sse.NewReader(body, 4096)
+	rd.MaxLine = maxSSELine
 	var text strings.Builder
 	chunks := 0
 	defer func() {
@@ -287,14 +288,15 @@ func readSSE(body io.Reader, t0 time.Time, res *Result) error {
 			res.CompletionTokens = chunks
 		}
 	}()
-	for sc.Scan() {
-		line := sc.Bytes()
-		at := time.Since(t0)
-		data, ok := bytes.CutPrefix(line, []byte("data:"))
-		if !ok {
-			continue // blank separators, comments (":"), event:/id: fields
+	for {
+		data, err := rd.Next()
+		if err == io.EOF {
+			return errNoDone
 		}
-		data = bytes.TrimSpace(data)
+		if err != nil {
+			return fmt.Errorf("loadtest: reading stream: %w", err)
+		}
+		at := time.Since(t0)
 		if string(data) == "[DONE]" {
 			return nil
 		}
@@ -329,8 +331,4 @@ func readSSE(body io.Reader, t0 time.Time, res *Result) error {
 			chunks++
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("loadtest: reading stream: %w", err)
-	}
-	return errNoDone
 }

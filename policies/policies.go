@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/lmlite/lmlite/money"
 	"github.com/lmlite/lmlite/tiers"
 )
 
@@ -24,7 +25,7 @@ type Plan struct {
 	MaxConcurrency    int      `yaml:"max_concurrency"`     // requests in flight; 0: unlimited
 	DailyBudgetUSD    float64  `yaml:"daily_budget_usd"`    // per UTC day; 0: none
 	MonthlyBudgetUSD  float64  `yaml:"monthly_budget_usd"`  // per UTC calendar month; 0: none
-	AllowedTiers      []string `yaml:"allowed_tiers"`       // tier names; empty: all
+	AllowedTiers      []string `yaml:"allowed_tiers"`       // tier names; empty: all (binds named models too: Policy.AllowsServing)
 	AllowedModels     []string `yaml:"allowed_models"`      // model ids; empty: all
 	DefaultTierMode   string   `yaml:"default_tier_mode"`   // for model "auto": balanced, deep, max; "": balanced
 	SharePrefix       bool     `yaml:"share_prefix"`        // share the prefix cache with other tenants
@@ -93,8 +94,8 @@ type Policy struct {
 	Burst             int
 	TokensPerMinute   int         // 0: unlimited
 	MaxConcurrency    int         // 0: unlimited
-	DailyBudget       tiers.Money // 0: none
-	MonthlyBudget     tiers.Money // 0: none
+	DailyBudget       money.Money // 0: none
+	MonthlyBudget     money.Money // 0: none
 	DefaultMode       tiers.Mode
 	SharePrefix       bool
 	Weight            float64
@@ -118,6 +119,29 @@ func (p *Policy) AllowsModel(id string) bool {
 	}
 	_, ok := p.allowModels[id]
 	return ok
+}
+
+// AllowsServing reports whether the policy allows model id, which serves in the tiers
+// marked in servesIn: the plan must allow the model and at least one of its tiers. A
+// model in no tier is allowed only when allowed_models names it, or when the plan
+// limits neither tiers nor models.
+func (p *Policy) AllowsServing(id string, servesIn [tiers.NumTiers]bool) bool {
+	if !p.AllowsModel(id) {
+		return false
+	}
+	inAny := false
+	for t, in := range servesIn {
+		if in {
+			inAny = true
+			if p.allowTiers[t] {
+				return true
+			}
+		}
+	}
+	if inAny {
+		return false
+	}
+	return p.allowModels != nil || p.allowTiers == tiers.AllTiers
 }
 
 // ErrInvalid is wrapped by every validation error.
@@ -153,8 +177,8 @@ func Resolve(tenant, planName string, plan Plan, o Override, knownModel func(str
 		Burst:             p.Burst,
 		TokensPerMinute:   p.TokensPerMinute,
 		MaxConcurrency:    p.MaxConcurrency,
-		DailyBudget:       tiers.USD(p.DailyBudgetUSD),
-		MonthlyBudget:     tiers.USD(p.MonthlyBudgetUSD),
+		DailyBudget:       money.USD(p.DailyBudgetUSD),
+		MonthlyBudget:     money.USD(p.MonthlyBudgetUSD),
 		SharePrefix:       p.SharePrefix,
 		Weight:            p.Weight,
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/lmlite/lmlite/money"
 	"github.com/lmlite/lmlite/tiers"
 )
 
@@ -30,7 +31,7 @@ func TestResolveOverrides(t *testing.T) {
 	if !ok {
 		t.Fatal("acme missing")
 	}
-	if acme.Burst != 2 || acme.DailyBudget != tiers.USD(1) || acme.DefaultMode != tiers.ModeBalanced || acme.Weight != 1 {
+	if acme.Burst != 2 || acme.DailyBudget != money.USD(1) || acme.DefaultMode != tiers.ModeBalanced || acme.Weight != 1 {
 		t.Errorf("acme: %+v", acme)
 	}
 	if !acme.AllowsTier(tiers.Fast) || !acme.AllowsTier(tiers.Balanced) || acme.AllowsTier(tiers.Deep) || acme.AllowsTier(tiers.Max) {
@@ -40,8 +41,8 @@ func TestResolveOverrides(t *testing.T) {
 		t.Error("acme: empty allowed_models must allow all")
 	}
 	big, _ := b.Resolve("big")
-	if big.Burst != 7 || big.RequestsPerSecond != 50 || big.DailyBudget != tiers.USD(0.5) ||
-		big.MonthlyBudget != tiers.USD(1000) || big.DefaultMode != tiers.ModeDeep || !big.SharePrefix || big.Weight != 3 {
+	if big.Burst != 7 || big.RequestsPerSecond != 50 || big.DailyBudget != money.USD(0.5) ||
+		big.MonthlyBudget != money.USD(1000) || big.DefaultMode != tiers.ModeDeep || !big.SharePrefix || big.Weight != 3 {
 		t.Errorf("big: %+v", big)
 	}
 	if !big.AllowsModel("c") { // the override emptied the list: all allowed
@@ -77,6 +78,41 @@ func TestInvalid(t *testing.T) {
 		_, err := NewBook(plans, c.tenants, func(m string) bool { return m == "a" })
 		if !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s: err = %v, want ErrInvalid", c.name, err)
+		}
+	}
+}
+
+// TestAllowsServing: a model is allowed when the plan allows it and at least one tier
+// it serves in; a model in no tier only when allowed_models names it (or the plan
+// limits nothing).
+func TestAllowsServing(t *testing.T) {
+	deepOnly := [tiers.NumTiers]bool{tiers.Deep: true, tiers.Max: true}
+	fast := [tiers.NumTiers]bool{tiers.Fast: true}
+	var none [tiers.NumTiers]bool
+	cases := []struct {
+		name  string
+		plan  Plan
+		model string
+		in    [tiers.NumTiers]bool
+		want  bool
+	}{
+		{"open plan, tiered model", Plan{}, "m", deepOnly, true},
+		{"open plan, tierless model", Plan{}, "m", none, true},
+		{"tiers limited, model only in others", Plan{AllowedTiers: []string{"fast", "balanced"}}, "m", deepOnly, false},
+		{"tiers limited, model in an allowed one", Plan{AllowedTiers: []string{"fast", "balanced"}}, "m", fast, true},
+		{"tiers limited, tierless model not named", Plan{AllowedTiers: []string{"fast"}}, "m", none, false},
+		{"tierless model named", Plan{AllowedTiers: []string{"fast"}, AllowedModels: []string{"m"}}, "m", none, true},
+		{"named but its tiers forbidden", Plan{AllowedTiers: []string{"fast"}, AllowedModels: []string{"m"}}, "m", deepOnly, false},
+		{"not named", Plan{AllowedModels: []string{"x"}}, "m", fast, false},
+		{"not named, tierless", Plan{AllowedModels: []string{"x"}}, "m", none, false},
+	}
+	for _, c := range cases {
+		p, err := Resolve("t", "p", c.plan, Override{}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := p.AllowsServing(c.model, c.in); got != c.want {
+			t.Errorf("%s: AllowsServing = %v, want %v", c.name, got, c.want)
 		}
 	}
 }

@@ -9,8 +9,7 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"github.com/lmlite/lmlite/policies"
-	"github.com/lmlite/lmlite/tiers"
+	"github.com/lmlite/lmlite/money"
 )
 
 // ErrInsufficientQuota is returned by Reserve when a budget has no room for the
@@ -31,6 +30,20 @@ func (e *LimitError) Error() string {
 }
 
 func (e *LimitError) Unwrap() error { return ErrLimited }
+
+// Quota is what the tenancy enforces for one tenant: its rate and concurrency limits
+// and its budgets, as its effective policy sets them (the gateway copies them from
+// policies.Policy). Zero fields mean no limit. Quotas are compared by value: a tenant
+// whose quota changes gets fresh rate limiters.
+type Quota struct {
+	Tenant            string
+	RequestsPerSecond float64 // 0: unlimited
+	Burst             int     // requests allowed at once above the rate
+	TokensPerMinute   int     // prompt + completion tokens; 0: unlimited
+	MaxConcurrency    int     // requests in flight; 0: unlimited
+	DailyBudget       money.Money
+	MonthlyBudget     money.Money
+}
 
 // Tenancy admits requests against each tenant's quotas and budgets and records their
 // usage. It is safe for concurrent use.
@@ -55,7 +68,8 @@ type tenantState struct {
 	store *Store
 
 	mu       sync.Mutex // guards the fields below
-	pol      *policies.Policy
+	q        Quota
+	applied  bool          // q has been applied
 	rps      *rate.Limiter // nil: unlimited
 	tpm      *rate.Limiter // nil: unlimited
 	inFlight int
@@ -67,13 +81,13 @@ type tenantState struct {
 // decisions; the caller holds the tenant's lock.
 type account struct {
 	window   int         // yyyymmdd or yyyymm; 0: not loaded yet
-	ceiling  tiers.Money // 0: no ceiling
-	spent    tiers.Money // settled in this window
-	reserved tiers.Money // outstanding reservations (carried across a window change)
+	ceiling  money.Money // 0: no ceiling
+	spent    money.Money // settled in this window
+	reserved money.Money // outstanding reservations (carried across a window change)
 }
 
 // room is the money left for new reservations; -1 when there is no ceiling.
-func (a *account) room() tiers.Money {
+func (a *account) room() money.Money {
 	if a.ceiling == 0 {
 		return -1
 	}
@@ -81,80 +95,93 @@ func (a *account) room() tiers.Money {
 }
 
 // fits reports whether amount may be reserved.
-func (a *account) fits(amount tiers.Money) bool {
+func (a *account) fits(amount money.Money) bool {
 	return a.ceiling == 0 || a.spent+a.reserved+amount <= a.ceiling
 }
 
 // settle replaces a reservation by the actual cost.
-func (a *account) settle(reserved, actual tiers.Money) {
+func (a *account) settle(reserved, actual money.Money) {
 	a.reserved -= reserved
 	a.spent += actual
 }
 
-func (t *Tenancy) state(pol *policies.Policy, now time.Time) (*tenantState, error) {
+func (t *Tenancy) state(q *Quota, now time.Time) (*tenantState, error) {
 	t.mu.Lock()
-	ts := t.tenants[pol.Tenant]
+	ts := t.tenants[q.Tenant]
 	if ts == nil {
-		ts = &tenantState{id: pol.Tenant, store: t.store}
-		t.tenants[pol.Tenant] = ts
+		ts = &tenantState{id: q.Tenant, store: t.store}
+		t.tenants[q.Tenant] = ts
 	}
 	t.mu.Unlock()
 	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	if ts.pol != pol {
-		ts.applyPolicyLocked(pol, now)
+	if !ts.applied || ts.q != *q {
+		ts.applyQuotaLocked(*q, now)
 	}
-	return ts, ts.rollLocked(now)
+	ts.mu.Unlock()
+	return ts, ts.roll(now)
 }
 
-func (ts *tenantState) applyPolicyLocked(pol *policies.Policy, now time.Time) {
-	ts.pol = pol
+func (ts *tenantState) applyQuotaLocked(q Quota, now time.Time) {
+	ts.q, ts.applied = q, true
 	ts.rps, ts.tpm = nil, nil
-	if pol.RequestsPerSecond > 0 {
-		ts.rps = rate.NewLimiter(rate.Limit(pol.RequestsPerSecond), pol.Burst)
-		ts.rps.SetBurstAt(now, pol.Burst) // full bucket at now, not at the zero time
+	if q.RequestsPerSecond > 0 {
+		ts.rps = rate.NewLimiter(rate.Limit(q.RequestsPerSecond), q.Burst)
+		ts.rps.SetBurstAt(now, q.Burst) // full bucket at now, not at the zero time
 	}
-	if pol.TokensPerMinute > 0 {
-		ts.tpm = rate.NewLimiter(rate.Limit(float64(pol.TokensPerMinute)/60), pol.TokensPerMinute)
+	if q.TokensPerMinute > 0 {
+		ts.tpm = rate.NewLimiter(rate.Limit(float64(q.TokensPerMinute)/60), q.TokensPerMinute)
 	}
-	ts.day.ceiling, ts.month.ceiling = pol.DailyBudget, pol.MonthlyBudget
+	ts.day.ceiling, ts.month.ceiling = q.DailyBudget, q.MonthlyBudget
 }
 
-// rollLocked moves the budget windows to those of now, loading their settled spend
-// from the store (after a restart, or 0 for a new window).
-func (ts *tenantState) rollLocked(now time.Time) error {
+// roll moves the budget windows to those of now, loading their settled spend from
+// the store (after a restart, or 0 for a new window). The caller must not hold the
+// tenant's lock: the store is read without it, so the tenant's other requests never
+// wait for the disk.
+func (ts *tenantState) roll(now time.Time) error {
 	d, m := windows(now)
-	if ts.day.window == d && ts.month.window == m {
+	ts.mu.Lock()
+	current := ts.day.window == d && ts.month.window == m
+	ts.mu.Unlock()
+	if current {
 		return nil
 	}
-	var spentD, spentM tiers.Money
+	var spentD, spentM money.Money
 	if ts.store != nil {
 		var err error
 		if spentD, spentM, err = ts.store.Spent(ts.id, now); err != nil {
 			return err
 		}
 	}
+	ts.mu.Lock()
+	ts.rollToLocked(d, m, spentD, spentM)
+	ts.mu.Unlock()
+	return nil
+}
+
+// rollToLocked moves to the windows d and m with their settled spend, unless another
+// request moved there first.
+func (ts *tenantState) rollToLocked(d, m int, spentD, spentM money.Money) {
 	if ts.day.window != d {
 		ts.day.window, ts.day.spent = d, spentD
 	}
 	if ts.month.window != m {
 		ts.month.window, ts.month.spent = m, spentM
 	}
-	return nil
 }
 
 // Ticket is one admitted request: it holds a concurrency slot and its reservation
 // until Settle.
 type Ticket struct {
 	ts       *tenantState
-	reserved tiers.Money
+	reserved money.Money
 	settled  bool
 }
 
 // Admit checks the tenant's concurrency, tokens/min (against promptTokens) and
 // requests/s quotas at now and takes a concurrency slot. A rejection is a *LimitError.
-func (t *Tenancy) Admit(pol *policies.Policy, now time.Time, promptTokens int) (*Ticket, error) {
-	ts, err := t.state(pol, now)
+func (t *Tenancy) Admit(q *Quota, now time.Time, promptTokens int) (*Ticket, error) {
+	ts, err := t.state(q, now)
 	if err != nil {
 		return nil, err
 	}
@@ -170,7 +197,7 @@ func (t *Tenancy) Admit(pol *policies.Policy, now time.Time, promptTokens int) (
 // admitLocked is the quota decision: it consumes a request token only if every quota
 // admits the request.
 func (ts *tenantState) admitLocked(now time.Time, promptTokens int) error {
-	if max := ts.pol.MaxConcurrency; max > 0 && ts.inFlight >= max {
+	if max := ts.q.MaxConcurrency; max > 0 && ts.inFlight >= max {
 		return &LimitError{Reason: "concurrency", RetryAfter: time.Second}
 	}
 	if ts.tpm != nil {
@@ -198,13 +225,13 @@ func (tk *Ticket) Tenant() string { return tk.ts.id }
 
 // Remaining is the tenant's money left for new reservations at now: the smaller of the
 // day and month rooms; -1 when it has no budget.
-func (tk *Ticket) Remaining(now time.Time) tiers.Money {
+func (tk *Ticket) Remaining(now time.Time) money.Money {
 	ts := tk.ts
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	if err := ts.rollLocked(now); err != nil {
+	if err := ts.roll(now); err != nil {
 		return 0
 	}
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
 	d, m := ts.day.room(), ts.month.room()
 	switch {
 	case d < 0:
@@ -218,13 +245,13 @@ func (tk *Ticket) Remaining(now time.Time) tiers.Money {
 // Reserve reserves amount (the request's worst-case cost) against every budget, or
 // returns ErrInsufficientQuota and reserves nothing. A ticket may reserve more than
 // once (the sum is settled).
-func (tk *Ticket) Reserve(now time.Time, amount tiers.Money) error {
+func (tk *Ticket) Reserve(now time.Time, amount money.Money) error {
 	ts := tk.ts
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	if err := ts.rollLocked(now); err != nil {
+	if err := ts.roll(now); err != nil {
 		return err
 	}
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
 	if !ts.day.fits(amount) || !ts.month.fits(amount) {
 		return ErrInsufficientQuota
 	}
@@ -234,16 +261,29 @@ func (tk *Ticket) Reserve(now time.Time, amount tiers.Money) error {
 	return nil
 }
 
+// Release returns the ticket's reservation to the budgets (an attempt the engine
+// refused, before the request tries another model); the ticket stays admitted and may
+// reserve again.
+func (tk *Ticket) Release() {
+	ts := tk.ts
+	ts.mu.Lock()
+	ts.day.reserved -= tk.reserved
+	ts.month.reserved -= tk.reserved
+	tk.reserved = 0
+	ts.mu.Unlock()
+}
+
 // Reserved is what the ticket holds reserved.
-func (tk *Ticket) Reserved() tiers.Money { return tk.reserved }
+func (tk *Ticket) Reserved() money.Money { return tk.reserved }
 
 // Settle ends the request: it replaces the reservation by e.Cost (capped at the
 // reservation when the tenant has a budget, so a ceiling is never overrun), charges
 // the tokens to the tokens/min quota, frees the concurrency slot, and writes e to the
 // ledger, returning when it is committed. It returns the cost charged. Settle more
 // than once is a no-op.
-func (tk *Ticket) Settle(e Entry) (tiers.Money, error) {
+func (tk *Ticket) Settle(e Entry) (money.Money, error) {
 	ts := tk.ts
+	_ = ts.roll(e.Time)
 	ts.mu.Lock()
 	if tk.settled {
 		ts.mu.Unlock()
@@ -253,7 +293,6 @@ func (tk *Ticket) Settle(e Entry) (tiers.Money, error) {
 	if (ts.day.ceiling > 0 || ts.month.ceiling > 0) && e.Cost > tk.reserved {
 		e.Cost = tk.reserved
 	}
-	_ = ts.rollLocked(e.Time)
 	ts.day.settle(tk.reserved, e.Cost)
 	ts.month.settle(tk.reserved, e.Cost)
 	tk.reserved = 0

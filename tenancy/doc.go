@@ -13,11 +13,16 @@
 //
 // For each request the gateway calls, in order:
 //
-//	tk, err := t.Admit(policy, now, promptTokens) // concurrency, tokens/min, requests/s
+//	tk, err := t.Admit(&quota, now, promptTokens) // concurrency, tokens/min, requests/s
 //	room := tk.Remaining(now)                     // money left (for tier selection)
 //	err = tk.Reserve(now, worstCaseCost)          // budget: reserve before running
+//	tk.Release()                                  // only if the engine refused: try another
 //	... run the request ...
 //	err = tk.Settle(entry)                        // actual cost, ledger, release
+//
+// A Quota is plain data the caller copies from the tenant's policy, so tenancy knows
+// nothing of plans or tiers; money is package money's. The store is never read while a
+// tenant's lock is held.
 //
 // Requests/s and tokens/min are golang.org/x/time/rate token buckets. Tokens/min is
 // charged after the fact with the tokens a request really used, and a request is only

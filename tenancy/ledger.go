@@ -17,7 +17,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/lmlite/lmlite/internal/jsonenc"
-	"github.com/lmlite/lmlite/tiers"
+	"github.com/lmlite/lmlite/money"
 )
 
 // The ledger's write path.
@@ -58,7 +58,7 @@ type group struct {
 type spent struct {
 	tenant     string
 	day, month int
-	cost       tiers.Money
+	cost       money.Money
 }
 
 // batch is the logged entries not yet in the database.
@@ -365,16 +365,16 @@ func storeBatch(tx *bolt.Tx, b *batch, buf *[]byte) error {
 		kind   byte
 		n      int
 	}
-	totals := map[window]tiers.Money{}
+	totals := map[window]money.Money{}
 	for _, sp := range b.spend {
 		totals[window{sp.tenant, 'd', sp.day}] += sp.cost
 		totals[window{sp.tenant, 'm', sp.month}] += sp.cost
 	}
 	for w, add := range totals {
 		k := []byte(spendKey(w.tenant, w.kind, w.n))
-		old := tiers.Money(0)
+		old := money.Money(0)
 		if v := spend.Get(k); len(v) == 8 {
-			old = tiers.Money(binary.BigEndian.Uint64(v))
+			old = money.Money(binary.BigEndian.Uint64(v))
 		}
 		var vb [8]byte
 		binary.BigEndian.PutUint64(vb[:], uint64(old+add))
@@ -444,8 +444,17 @@ func (s *Store) segments() ([]segment, error) {
 	return out, nil
 }
 
+// segmentFile is what the ledger needs of a log segment: append, fsync, close. It is
+// the *os.File itself, unless Options.wrapSegment (tests) wraps it to see what was
+// written and synced.
+type segmentFile interface {
+	Write(p []byte) (int, error)
+	Sync() error
+	Close() error
+}
+
 // createSegment creates a new, empty log segment with the next number.
-func (s *Store) createSegment() (*os.File, int, error) {
+func (s *Store) createSegment() (segmentFile, int, error) {
 	n := int(s.segNum.Add(1))
 	path := s.segPath(n)
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
@@ -458,6 +467,9 @@ func (s *Store) createSegment() (*os.File, int, error) {
 			os.Remove(path)
 			return nil, 0, fmt.Errorf("tenancy: ledger: %w", err)
 		}
+	}
+	if s.opts.wrapSegment != nil {
+		return s.opts.wrapSegment(f), n, nil
 	}
 	return f, n, nil
 }

@@ -16,7 +16,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
 
-	"github.com/lmlite/lmlite/tiers"
+	"github.com/lmlite/lmlite/money"
 )
 
 // SyncMode says how durable a committed ledger group is before Settle returns.
@@ -38,6 +38,8 @@ type Options struct {
 	// emptied); 0: 200ms. ApplyEntries applies sooner when that many are waiting; 0: 4096.
 	ApplyEvery   time.Duration
 	ApplyEntries int
+
+	wrapSegment func(*os.File) segmentFile // tests: a fault-injecting layer over each log segment
 }
 
 // ErrLocked is returned by Open when another process holds the store.
@@ -67,7 +69,7 @@ type Entry struct {
 	Finish           string        `json:"finish_reason,omitempty"`
 	PromptTokens     int           `json:"prompt_tokens"`
 	CompletionTokens int           `json:"completion_tokens"`
-	Cost             tiers.Money   `json:"cost_nano_usd"`
+	Cost             money.Money   `json:"cost_nano_usd"`
 	Latency          time.Duration `json:"latency_ns"`
 	TTFT             time.Duration `json:"ttft_ns,omitempty"`
 }
@@ -98,7 +100,7 @@ type Store struct {
 	closed bool
 
 	walMu  sync.Mutex   // guards the log; held while a group is written (followers queue on it)
-	wal    *os.File     // the segment being appended to
+	wal    segmentFile  // the segment being appended to
 	walSeg int          // its number
 	segNum atomic.Int64 // the last segment number used
 	batch  batch        // logged, not yet in the database
@@ -221,7 +223,7 @@ func spendKey(tenant string, kind byte, window int) string {
 }
 
 // Spent returns the settled spend of tenant in the day and month windows of now.
-func (s *Store) Spent(tenant string, now time.Time) (day, month tiers.Money, err error) {
+func (s *Store) Spent(tenant string, now time.Time) (day, month money.Money, err error) {
 	if err := s.sync(); err != nil {
 		return 0, 0, fmt.Errorf("tenancy: %w", err)
 	}
@@ -229,10 +231,10 @@ func (s *Store) Spent(tenant string, now time.Time) (day, month tiers.Money, err
 	err = s.db.View(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketSpend)
 		if v := b.Get([]byte(spendKey(tenant, 'd', d))); len(v) == 8 {
-			day = tiers.Money(binary.BigEndian.Uint64(v))
+			day = money.Money(binary.BigEndian.Uint64(v))
 		}
 		if v := b.Get([]byte(spendKey(tenant, 'm', m))); len(v) == 8 {
-			month = tiers.Money(binary.BigEndian.Uint64(v))
+			month = money.Money(binary.BigEndian.Uint64(v))
 		}
 		return nil
 	})

@@ -20,8 +20,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/lmlite/lmlite/money"
 	"github.com/lmlite/lmlite/policies"
-	"github.com/lmlite/lmlite/tiers"
 )
 
 func openStore(t *testing.T, path string, mode SyncMode) *Store {
@@ -33,13 +33,16 @@ func openStore(t *testing.T, path string, mode SyncMode) *Store {
 	return s
 }
 
-func policy(t *testing.T, tenant string, p policies.Plan) *policies.Policy {
+// policy is the quota of a tenant on plan p, resolved as the server does.
+func policy(t *testing.T, tenant string, p policies.Plan) *Quota {
 	t.Helper()
 	pol, err := policies.Resolve(tenant, "test", p, policies.Override{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &pol
+	return &Quota{Tenant: pol.Tenant, RequestsPerSecond: pol.RequestsPerSecond, Burst: pol.Burst,
+		TokensPerMinute: pol.TokensPerMinute, MaxConcurrency: pol.MaxConcurrency,
+		DailyBudget: pol.DailyBudget, MonthlyBudget: pol.MonthlyBudget}
 }
 
 func TestKeys(t *testing.T) {
@@ -149,29 +152,29 @@ func TestBudgetReserveSettle(t *testing.T) {
 	now := time.Date(2026, 11, 29, 23, 59, 0, 0, time.UTC)
 	pol := policy(t, "a", policies.Plan{DailyBudgetUSD: 1, MonthlyBudgetUSD: 1.5})
 	tk, _ := ten.Admit(pol, now, 0)
-	if r := tk.Remaining(now); r != tiers.USD(1) {
+	if r := tk.Remaining(now); r != money.USD(1) {
 		t.Fatalf("Remaining = %v", r)
 	}
-	if err := tk.Reserve(now, tiers.USD(0.8)); err != nil {
+	if err := tk.Reserve(now, money.USD(0.8)); err != nil {
 		t.Fatal(err)
 	}
 	tk2, _ := ten.Admit(pol, now, 0)
-	if err := tk2.Reserve(now, tiers.USD(0.3)); !errors.Is(err, ErrInsufficientQuota) {
+	if err := tk2.Reserve(now, money.USD(0.3)); !errors.Is(err, ErrInsufficientQuota) {
 		t.Fatalf("over the daily ceiling: %v", err)
 	}
 	// Actual cost above the reservation is capped at it.
-	if c, _ := tk.Settle(Entry{Time: now, Cost: tiers.USD(5)}); c != tiers.USD(0.8) {
+	if c, _ := tk.Settle(Entry{Time: now, Cost: money.USD(5)}); c != money.USD(0.8) {
 		t.Fatalf("charged %v", c)
 	}
-	if r := tk2.Remaining(now); r != tiers.USD(0.2) {
+	if r := tk2.Remaining(now); r != money.USD(0.2) {
 		t.Fatalf("Remaining = %v", r)
 	}
 	// The next day the daily budget is fresh; the month still counts.
 	next := now.Add(2 * time.Minute)
-	if r := tk2.Remaining(next); r != tiers.USD(0.7) { // 1.5 - 0.8 left this month
+	if r := tk2.Remaining(next); r != money.USD(0.7) { // 1.5 - 0.8 left this month
 		t.Fatalf("next day Remaining = %v, want $0.7", r)
 	}
-	if r := tk2.Remaining(next.Add(24 * time.Hour)); r != tiers.USD(1) { // December
+	if r := tk2.Remaining(next.Add(24 * time.Hour)); r != money.USD(1) { // December
 		t.Fatalf("next month Remaining = %v, want $1", r)
 	}
 }
@@ -184,7 +187,7 @@ func TestBudgetConcurrent(t *testing.T) {
 	ten := New(s)
 	now := time.Now()
 	pol := policy(t, "race", policies.Plan{DailyBudgetUSD: 0.05})
-	worst, actual := tiers.USD(0.001), tiers.USD(0.0007)
+	worst, actual := money.USD(0.001), money.USD(0.0007)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	ran, refused := 0, 0
@@ -220,10 +223,10 @@ func TestBudgetConcurrent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if day > tiers.USD(0.05) || ran+refused != 200 || ran < 50 {
+	if day > money.USD(0.05) || ran+refused != 200 || ran < 50 {
 		t.Fatalf("spent %v of $0.05, ran %d, refused %d", day, ran, refused)
 	}
-	if day != tiers.Money(ran)*actual {
+	if day != money.Money(ran)*actual {
 		t.Errorf("spent %v, want %d × %v", day, ran, actual)
 	}
 	t.Logf("ran %d, refused %d, spent %v, %d commits", ran, refused, day, s.Commits())
@@ -235,13 +238,13 @@ func TestSpendSurvivesRestart(t *testing.T) {
 	now := time.Now()
 	pol := policy(t, "a", policies.Plan{DailyBudgetUSD: 1})
 	tk, _ := New(s).Admit(pol, now, 0)
-	tk.Reserve(now, tiers.USD(0.6))
-	tk.Settle(Entry{Time: now, RequestID: "r1", Cost: tiers.USD(0.6), Status: 200})
+	tk.Reserve(now, money.USD(0.6))
+	tk.Settle(Entry{Time: now, RequestID: "r1", Cost: money.USD(0.6), Status: 200})
 	s.Close()
 	s = openStore(t, path, SyncFsync)
 	defer s.Close()
 	tk, _ = New(s).Admit(pol, now, 0)
-	if r := tk.Remaining(now); r != tiers.USD(0.4) {
+	if r := tk.Remaining(now); r != money.USD(0.4) {
 		t.Errorf("after restart Remaining = %v, want $0.4", r)
 	}
 	var ids []string
@@ -293,7 +296,7 @@ func TestLedgerSurvivesKill(t *testing.T) {
 			s := openStore(t, path, SyncFsync)
 			defer s.Close()
 			found := map[string]bool{}
-			var sum tiers.Money
+			var sum money.Money
 			s.Ledger(func(e Entry) error { found[e.RequestID] = true; sum += e.Cost; return nil })
 			for id := range acked {
 				if !found[id] {

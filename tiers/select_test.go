@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/datadriven"
+
+	"github.com/lmlite/lmlite/money"
 )
 
 // TestSelectTraces runs the decision traces in testdata/select.txt (rewrite the expected
@@ -17,6 +19,7 @@ import (
 //	stats model=M [ttft=D] [tpot=D] [queue=N] [slots=N] [maxqueue=N] [failing]
 //	select mode=M [tier=T] prompt=N max_tokens=N [max_latency=D] [max_cost=USD]
 //	       [remaining=USD] [forbid=T,T] [forbid_model=M,M] [exclude=T,T]
+//	       [unfit=M,M] [need=M:PROMPT:OUT,...]   (Request.Need: per-model worst cases)
 func TestSelectTraces(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
 		var set Set
@@ -49,9 +52,9 @@ func TestSelectTraces(t *testing.T) {
 						case "q":
 							c.Quality = x
 						case "prompt":
-							c.Price.PromptPer1K = USD(x)
+							c.Price.PromptPer1K = money.USD(x)
 						case "completion":
-							c.Price.CompletionPer1K = USD(x)
+							c.Price.CompletionPer1K = money.USD(x)
 						}
 					}
 					set.Tiers[tier] = append(set.Tiers[tier], c)
@@ -118,6 +121,37 @@ func TestSelectTraces(t *testing.T) {
 						return true
 					}
 				}
+				unfit, needs := listArg(t, d, "unfit"), map[string]Need{}
+				for _, n := range listArg(t, d, "need") {
+					var m string
+					var nd Need
+					if _, err := fmt.Sscanf(strings.ReplaceAll(n, ":", " "), "%s %d %d", &m, &nd.PromptTokens, &nd.MaxTokens); err != nil {
+						d.Fatalf(t, "need %q: %v", n, err)
+					}
+					needs[m] = nd
+				}
+				if len(unfit) > 0 || len(needs) > 0 {
+					asked := map[string]int{}
+					defer func() {
+						for m, n := range asked {
+							if n > 1 {
+								t.Errorf("Need(%s) asked %d times", m, n)
+							}
+						}
+					}()
+					req.Need = func(m string) Need {
+						asked[m]++
+						for _, x := range unfit {
+							if x == m {
+								return Need{Unfit: true}
+							}
+						}
+						if nd, ok := needs[m]; ok {
+							return nd
+						}
+						return Need{PromptTokens: req.PromptTokens, MaxTokens: req.MaxTokens}
+					}
+				}
 				dec, err := Select(&set, req, func(m string) Stats { return stats[m] })
 				if err != nil {
 					var nf *NoFitError
@@ -153,14 +187,14 @@ func durArg(t *testing.T, d *datadriven.TestData, key string) time.Duration {
 	return v
 }
 
-func usdArg(t *testing.T, d *datadriven.TestData, key string) Money {
+func usdArg(t *testing.T, d *datadriven.TestData, key string) money.Money {
 	var s string
 	d.ScanArgs(t, key, &s)
 	v, err := strconv.ParseFloat(s, 64)
 	if err != nil {
 		d.Fatalf(t, "%s: %v", key, err)
 	}
-	return USD(v)
+	return money.USD(v)
 }
 
 func listArg(t *testing.T, d *datadriven.TestData, key string) []string {
@@ -193,14 +227,14 @@ func TestParse(t *testing.T) {
 }
 
 func TestPriceCost(t *testing.T) {
-	p := Price{PromptPer1K: USD(0.0005), CompletionPer1K: USD(0.0015)}
-	if got, want := p.Cost(1000, 1000), USD(0.002); got != want {
+	p := money.Price{PromptPer1K: money.USD(0.0005), CompletionPer1K: money.USD(0.0015)}
+	if got, want := p.Cost(1000, 1000), money.USD(0.002); got != want {
 		t.Errorf("Cost = %v, want %v", got, want)
 	}
 	if got := p.Cost(1, 0); got != 500 { // 0.5 micro-dollars = 500 nano
 		t.Errorf("Cost(1,0) = %d", got)
 	}
-	if got := (Price{PromptPer1K: 1}).Cost(1, 0); got != 1 { // rounds up
+	if got := (money.Price{PromptPer1K: 1}).Cost(1, 0); got != 1 { // rounds up
 		t.Errorf("rounding: %d", got)
 	}
 }

@@ -8,6 +8,11 @@
 // cost budget, the tenant's remaining money, load or failures rule a tier out; in mode
 // fixed it serves exactly the named tier or refuses with the reason. Select returns the
 // trace of the tiers it passed over, so that tests (testdata/*.txt) and logs show why.
+// The caller gives each candidate's exact worst case up front (Request.Need: the
+// prompt tokenized by that model, its output limit), so the decision is final when
+// made: a candidate the request does not fit is passed over as unfit, and the cost it
+// reports is the one to reserve. Money (budget), the engine's refusals (failed) and
+// limits (unfit) are separate reasons.
 //
 // A Predictor keeps those live statistics (time to first token, time per output token,
 // queue depth, recent failures) for each model; its methods take an explicit now.
@@ -16,10 +21,11 @@ package tiers
 import (
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/lmlite/lmlite/money"
 )
 
 // Tier is one level of a TierSet, from Fast (cheapest, quickest) to Max (best).
@@ -105,36 +111,11 @@ func (m Mode) Top() Tier {
 	}
 }
 
-// Money is an amount in nano-US-dollars (1e-9 USD): integer so that reservations and
-// settlements add up exactly.
-type Money int64
-
-// USD converts dollars to Money, rounding to the nearest nano-dollar.
-func USD(d float64) Money { return Money(math.Round(d * 1e9)) }
-
-// Dollars converts Money to dollars.
-func (m Money) Dollars() float64 { return float64(m) / 1e9 }
-
-// String formats the amount in dollars.
-func (m Money) String() string { return "$" + strconv.FormatFloat(m.Dollars(), 'f', -1, 64) }
-
-// Price is a model's price per 1000 prompt and completion tokens.
-type Price struct {
-	PromptPer1K     Money
-	CompletionPer1K Money
-}
-
-// Cost is the price of prompt and completion tokens, rounded up to a whole nano-dollar.
-func (p Price) Cost(prompt, completion int) Money {
-	n := int64(prompt)*int64(p.PromptPer1K) + int64(completion)*int64(p.CompletionPer1K)
-	return Money((n + 999) / 1000)
-}
-
 // Candidate is one model of a tier.
 type Candidate struct {
 	Model   string
 	Quality float64 // higher is better; the router prefers the best that fits
-	Price   Price
+	Price   money.Price
 }
 
 // Set is a TierSet: the candidates of each tier. The zero value has no models.
@@ -169,6 +150,7 @@ const (
 	ReasonNone      Reason = iota
 	ReasonEmpty            // the tier has no models
 	ReasonForbidden        // the tenant's policy forbids the tier or model
+	ReasonUnfit            // the request does not fit the model (over its length limit)
 	ReasonCost             // worst-case cost over the request's max_cost_usd
 	ReasonBudget           // worst-case cost over the tenant's remaining money
 	ReasonLatency          // predicted latency over the request's max_latency_ms
@@ -176,7 +158,7 @@ const (
 	ReasonFailed           // failed recently, or excluded after a failure
 )
 
-var reasonNames = [...]string{"none", "empty", "forbidden", "cost", "budget", "latency", "load", "failed"}
+var reasonNames = [...]string{"none", "empty", "forbidden", "unfit", "cost", "budget", "latency", "load", "failed"}
 
 func (r Reason) String() string {
 	if r < 0 || int(r) >= len(reasonNames) {
@@ -198,17 +180,32 @@ type Request struct {
 	Tier Tier // the tier for ModeFixed
 
 	MaxLatency time.Duration // 0: no limit
-	MaxCost    Money         // 0: no limit
-	Remaining  Money         // the tenant's remaining money; < 0: unlimited
+	MaxCost    money.Money   // 0: no limit
+	Remaining  money.Money   // the tenant's remaining money; < 0: unlimited
 
-	PromptTokens int // estimate
-	MaxTokens    int // worst-case output tokens
+	// MaxTokens is the output tokens latency is predicted for. Without Need, the worst
+	// case is PromptTokens and MaxTokens on every model.
+	PromptTokens int
+	MaxTokens    int
+	// Need, when not nil, is the request's worst case on each model, known up front
+	// (its prompt tokenized by that model's tokenizer, its output limit): Select costs
+	// a candidate with it and passes over the candidates it does not fit. It must be a
+	// function of the model alone (the caller memoizes it).
+	Need func(model string) Need
 
 	// Forbidden tiers and models (policy); nil AllowModel allows all.
 	AllowTier  [NumTiers]bool
 	AllowModel func(model string) bool
-	// Exclude holds tiers that failed for this request already (a bit per tier).
+	// Exclude holds tiers the engine refused for this request already (a bit per
+	// tier); they are passed over as ReasonFailed.
 	Exclude uint8
+}
+
+// Need is a request's worst case on one model.
+type Need struct {
+	PromptTokens int
+	MaxTokens    int  // output tokens the budget must cover
+	Unfit        bool // the request does not fit the model (ReasonUnfit)
 }
 
 // Decision is the outcome of Select.
@@ -216,7 +213,7 @@ type Decision struct {
 	Tier      Tier
 	Candidate Candidate
 	Predicted time.Duration // predicted latency
-	Cost      Money         // worst-case cost
+	Cost      money.Money   // worst-case cost
 	Trace     []Skip        // what was passed over, in order
 }
 
@@ -238,6 +235,8 @@ func (r Reason) describe() string {
 		return "the tier has no models"
 	case ReasonForbidden:
 		return "the tenant's policy forbids it"
+	case ReasonUnfit:
+		return "the request is over the model's limits"
 	case ReasonCost:
 		return "worst-case cost over max_cost_usd"
 	case ReasonBudget:
@@ -254,7 +253,7 @@ func (r Reason) describe() string {
 
 // reasonRank orders reasons when a tier's candidates fail differently: the reported
 // reason is the one of the candidate that came closest (the highest rank).
-var reasonRank = [...]int{ReasonNone: 0, ReasonEmpty: 0, ReasonForbidden: 1, ReasonFailed: 2, ReasonBudget: 3, ReasonCost: 4, ReasonLatency: 5, ReasonLoad: 6}
+var reasonRank = [...]int{ReasonNone: 0, ReasonEmpty: 0, ReasonForbidden: 1, ReasonUnfit: 2, ReasonFailed: 3, ReasonBudget: 4, ReasonCost: 5, ReasonLatency: 6, ReasonLoad: 7}
 
 // Select picks the tier and model that serve req. stats returns the live statistics of
 // a model (the zero Stats when nothing is known). It is a pure function.
@@ -316,14 +315,20 @@ func selectTier(set *Set, t Tier, req Request, stats func(string) Stats) (Decisi
 }
 
 // fit checks one candidate against the request.
-func fit(c Candidate, req Request, s Stats) (Reason, time.Duration, Money) {
+func fit(c Candidate, req Request, s Stats) (Reason, time.Duration, money.Money) {
 	if req.AllowModel != nil && !req.AllowModel(c.Model) {
 		return ReasonForbidden, 0, 0
 	}
 	if s.Failing {
 		return ReasonFailed, 0, 0
 	}
-	cost := c.Price.Cost(req.PromptTokens, req.MaxTokens)
+	need := Need{PromptTokens: req.PromptTokens, MaxTokens: req.MaxTokens}
+	if req.Need != nil {
+		if need = req.Need(c.Model); need.Unfit {
+			return ReasonUnfit, 0, 0
+		}
+	}
+	cost := c.Price.Cost(need.PromptTokens, need.MaxTokens)
 	if req.Remaining >= 0 && cost > req.Remaining {
 		return ReasonBudget, 0, cost
 	}

@@ -37,6 +37,7 @@ type benchResult struct {
 	PPTokS      float64 `json:"pp_tok_s"`
 	TGTokS      float64 `json:"tg_tok_s"`
 	FileBytes   int64   `json:"file_bytes"`
+	DecodeBytes int64   `json:"decode_weight_bytes"` // weights one decode step reads (a mixture of experts: its used experts only)
 	KVBytes     int64   `json:"kv_bytes"`
 	PeakRSS     int64   `json:"peak_rss_bytes"`
 	OverheadMiB float64 `json:"overhead_mib"` // peak RSS - file - KV
@@ -75,6 +76,7 @@ func cmdBench(args []string, stdout io.Writer) error {
 	membw := fs.Bool("membw", false, "measure the memory read bandwidth instead (no model needed)")
 	prefixCache := fs.String("prefix-cache", "", "PREFIX:SUFFIX: measure time to first token cold, after a hot and after a warm prefix-cache hit instead")
 	chatTurns := fs.Int("chat-turns", 0, "N: measure an N-turn chat with the prefix cache on and off instead")
+	grammarFlag := fs.String("grammar", "", "constrain generation: json (any JSON object) or a JSON Schema file; reports the masks' share of the decode time")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -163,6 +165,11 @@ func cmdBench(args []string, stdout io.Writer) error {
 	}
 	next := make([]int32, *parallel)
 	items := make([]model.Item, 0, *parallel)
+	gb, err := newGrammarBench(f, *grammarFlag, *parallel)
+	if err != nil {
+		return err
+	}
+	var maskTime, sampleTime time.Duration
 	for r := range *reps {
 		for s := range seqs {
 			if seqs[s] != nil {
@@ -217,6 +224,12 @@ func cmdBench(args []string, stdout io.Writer) error {
 			if err != nil {
 				return err
 			}
+			if gb != nil {
+				gt, st := gb.step(out, next)
+				maskTime += gt
+				sampleTime += st
+				continue
+			}
 			for s := range next {
 				next[s] = int32(argmax(out[s]))
 			}
@@ -224,14 +237,14 @@ func cmdBench(args []string, stdout io.Writer) error {
 		tg[r] = float64(*nGen**parallel) / time.Since(t0).Seconds()
 	}
 	res := benchResult{Model: filepath.Base(*path), Threads: *threads, Parallel: *parallel, Prompt: *nPrompt, Gen: *nGen,
-		PPTokS: median(pp), TGTokS: median(tg), FileBytes: f.Size(),
+		PPTokS: median(pp), TGTokS: median(tg), FileBytes: f.Size(), DecodeBytes: m.DecodeBytes(),
 		KVBytes: kc.Bytes(), PeakRSS: peakRSS(), SlowPath: slowPathTypes(f)}
 	res.OverheadMiB = float64(res.PeakRSS-res.FileBytes-res.KVBytes) / (1 << 20)
 	if *asJSON {
 		return json.NewEncoder(stdout).Encode(res)
 	}
-	fmt.Fprintf(stdout, "%s: threads %d, parallel %d, prompt %d, gen %d, reps %d\n  pp %.2f tok/s\n  tg %.2f tok/s\n  peak RSS %.1f MiB = file %.1f MiB + KV %.1f MiB + %.1f MiB\n",
-		res.Model, res.Threads, res.Parallel, res.Prompt, res.Gen, *reps, res.PPTokS, res.TGTokS,
+	fmt.Fprintf(stdout, "%s: threads %d, parallel %d, prompt %d, gen %d, reps %d\n  pp %.2f tok/s\n  tg %.2f tok/s (a decode step reads %.1f MiB of weights)\n  peak RSS %.1f MiB = file %.1f MiB + KV %.1f MiB + %.1f MiB\n",
+		res.Model, res.Threads, res.Parallel, res.Prompt, res.Gen, *reps, res.PPTokS, res.TGTokS, float64(res.DecodeBytes)/(1<<20),
 		float64(res.PeakRSS)/(1<<20), float64(res.FileBytes)/(1<<20), float64(res.KVBytes)/(1<<20), res.OverheadMiB)
 	if len(res.SlowPath) > 0 {
 		var parts []string
@@ -239,6 +252,13 @@ func cmdBench(args []string, stdout io.Writer) error {
 			parts = append(parts, fmt.Sprintf("%s (%d tensors)", t, res.SlowPath[t]))
 		}
 		fmt.Fprintf(stdout, "  slow path: %s on the pure-Go reference kernels (no assembly for them yet)\n", strings.Join(parts, ", "))
+	}
+	if gb != nil {
+		decode := float64(*nGen**parallel**reps) / res.TGTokS // seconds, about
+		tokens := float64(*nGen * *parallel * *reps)
+		fmt.Fprintf(stdout, "  grammar %s: masks %.1f%% of the decode time (%.1f µs per token), masked greedy sampling %.1f%% (%.1f µs per token), %d outputs completed\n",
+			*grammarFlag, 100*maskTime.Seconds()/decode, float64(maskTime.Microseconds())/tokens,
+			100*sampleTime.Seconds()/decode, float64(sampleTime.Microseconds())/tokens, gb.completed)
 	}
 	return nil
 }

@@ -12,12 +12,13 @@ func init() {
 		fs := newFlags("gen-model")
 		var o genmodel.Options
 		var out string
-		fs.StringVar(&o.Arch, "arch", "llama", "architecture: llama, qwen2, qwen3 or phi3")
-		fs.StringVar(&o.Preset, "preset", "tiny", "shape: tiny (dim 256, 2 layers), 125m (dim 768, 12 layers) or 1b (Llama-3.2-1B shape)")
+		fs.StringVar(&o.Arch, "arch", "llama", "architecture: llama, qwen2, qwen3, phi3, or a mixture of experts: mixtral, qwen2moe, qwen3moe, olmoe")
+		fs.StringVar(&o.Preset, "preset", "tiny", "shape: tiny (dim 256, 2 layers), 125m (dim 768, 12 layers) or 1b (Llama-3.2-1B shape; for a mixture of experts, 16 experts of which 4 are used, about 0.9B parameters of which 0.3B are active)")
 		fs.StringVar(&o.Type, "type", "q8_0", "tensor type or llama.cpp mix: "+strings.Join(genmodel.TypeNames(), ", "))
 		fs.Uint64Var(&o.Seed, "seed", 1, "random seed (the same flags give the same file)")
 		fs.StringVar(&o.Vocab, "vocab", "", "GGUF whose tokenizer to copy (default: a small built-in vocabulary)")
 		fs.BoolVar(&o.Tied, "tied", false, "tie the output projection to the token embedding")
+		fs.IntVar(&o.TieExperts, "tie-experts", 0, "mixture of experts: give the first N experts of every layer identical router rows (exact ties)")
 		fs.StringVar(&out, "out", "", "output file (required)")
 		if err := parseFlags(fs, args); err != nil {
 			return err

@@ -2,6 +2,7 @@ package chat
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -46,10 +47,106 @@ var (
 	ErrVar       = errors.New("chat: reserved template variable") // RenderVars: a variable it may not set
 )
 
-// Message is one chat message as the template sees it (message.role, message.content).
+// Message is one chat message as the template sees it (message.role,
+// message.content, and for tool use message.tool_calls, message.tool_call_id and
+// message.name, present only when set).
 type Message struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
+	Role       string     `json:"role"`
+	Content    string     `json:"content"`
+	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string     `json:"tool_call_id,omitempty"`
+	Name       string     `json:"name,omitempty"`
+}
+
+// ToolCall is an assistant's call of a tool, as templates read it:
+// {"id": ..., "type": "function", "function": {"name": ..., "arguments": ...}}.
+// Arguments is JSON text (OpenAI's form); templates get it decoded (they write it
+// with tojson), or as the string when it does not parse.
+type ToolCall struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// decodeArgs decodes a tool call's arguments for a template (see JSONValue), or
+// returns the text when it is not JSON.
+func decodeArgs(s string) any {
+	v, err := JSONValue(s)
+	if err != nil {
+		return s
+	}
+	return v
+}
+
+// OrderedDict builds a template dict whose keys keep the order fill adds them in.
+func OrderedDict(fill func(add func(k string, v any))) any {
+	d := &exec.Dict{}
+	fill(func(k string, v any) {
+		d.Pairs = append(d.Pairs, &exec.Pair{Key: exec.AsValue(k), Value: exec.AsValue(v)})
+	})
+	return d
+}
+
+// JSONValue decodes JSON text into template values as Python's json.loads would
+// give them to jinja2: objects as ordered dicts (tojson keeps their key order),
+// integers as int64, other numbers as float64. Use it for RenderVars' "tools".
+func JSONValue(s string) (any, error) {
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.UseNumber()
+	v, err := jsonValue(dec, 0)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err == nil {
+		return nil, fmt.Errorf("chat: data after the JSON value")
+	}
+	return v, nil
+}
+
+func jsonValue(dec *json.Decoder, depth int) (any, error) {
+	if depth > 128 {
+		return nil, fmt.Errorf("chat: JSON nested deeper than 128")
+	}
+	t, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	switch x := t.(type) {
+	case json.Delim:
+		if x == '{' {
+			d := &exec.Dict{}
+			for dec.More() {
+				k, err := dec.Token()
+				if err != nil {
+					return nil, err
+				}
+				v, err := jsonValue(dec, depth+1)
+				if err != nil {
+					return nil, err
+				}
+				d.Pairs = append(d.Pairs, &exec.Pair{Key: exec.AsValue(k), Value: exec.AsValue(v)})
+			}
+			_, err := dec.Token()
+			return d, err
+		}
+		list := []any{}
+		for dec.More() {
+			v, err := jsonValue(dec, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			list = append(list, v)
+		}
+		_, err := dec.Token()
+		return list, err
+	case json.Number:
+		if i, err := x.Int64(); err == nil {
+			return i, nil
+		}
+		f, _ := x.Float64()
+		return f, nil
+	}
+	return t, nil
 }
 
 // Options configure a Template. The zero value works.
@@ -115,10 +212,31 @@ func (t *Template) RenderVars(msgs []Message, addGenerationPrompt bool, vars map
 	messages := make([]any, len(msgs))
 	for i, m := range msgs {
 		// An ordered dict, as in Python: tojson writes role before content.
-		messages[i] = &exec.Dict{Pairs: []*exec.Pair{
+		d := &exec.Dict{Pairs: []*exec.Pair{
 			{Key: exec.AsValue("role"), Value: exec.AsValue(m.Role)},
 			{Key: exec.AsValue("content"), Value: exec.AsValue(m.Content)},
 		}}
+		if len(m.ToolCalls) > 0 {
+			calls := make([]any, len(m.ToolCalls))
+			for k, c := range m.ToolCalls {
+				calls[k] = &exec.Dict{Pairs: []*exec.Pair{
+					{Key: exec.AsValue("id"), Value: exec.AsValue(c.ID)},
+					{Key: exec.AsValue("type"), Value: exec.AsValue("function")},
+					{Key: exec.AsValue("function"), Value: exec.AsValue(&exec.Dict{Pairs: []*exec.Pair{
+						{Key: exec.AsValue("name"), Value: exec.AsValue(c.Name)},
+						{Key: exec.AsValue("arguments"), Value: exec.AsValue(decodeArgs(c.Arguments))},
+					}})},
+				}}
+			}
+			d.Pairs = append(d.Pairs, &exec.Pair{Key: exec.AsValue("tool_calls"), Value: exec.AsValue(calls)})
+		}
+		if m.ToolCallID != "" {
+			d.Pairs = append(d.Pairs, &exec.Pair{Key: exec.AsValue("tool_call_id"), Value: exec.AsValue(m.ToolCallID)})
+		}
+		if m.Name != "" {
+			d.Pairs = append(d.Pairs, &exec.Pair{Key: exec.AsValue("name"), Value: exec.AsValue(m.Name)})
+		}
+		messages[i] = d
 	}
 	b := &budget{maxSteps: t.opts.MaxSteps, now: t.opts.Now}
 	data := exec.NewContext(map[string]any{

@@ -22,9 +22,12 @@
 // Python's jinja2 in an ImmutableSandboxedEnvironment with trim_blocks and
 // lstrip_blocks, the globals raise_exception and strftime_now, and a tojson filter
 // that is json.dumps(ensure_ascii=False). Render gives the template messages (each
-// an ordered dict of role and content), add_generation_prompt, bos_token and
+// an ordered dict of role and content, then tool_calls — each {"id", "type":
+// "function", "function": {"name", "arguments"}} with the arguments decoded — and
+// tool_call_id and name when set), add_generation_prompt, bos_token and
 // eos_token; tools, documents and anything else stay undefined unless given to
-// RenderVars (tools, enable_thinking, ...). strftime_now reads
+// RenderVars (tools, as JSONValue or OrderedDict values, enable_thinking, ...).
+// strftime_now reads
 // Options.Now, so tests pass a fixed clock. The test suite holds the expected text
 // of the Llama 3 and Qwen3 templates from ../shared and further cases produced by
 // jinja2 itself (testdata/gen_golden.py).

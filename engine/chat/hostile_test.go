@@ -114,10 +114,10 @@ func TestLimitsOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tpl.Render([]Message{{"user", "12345"}, {"user", "67890"}}, false); err != nil {
+	if _, err := tpl.Render([]Message{{Role: "user", Content: "12345"}, {Role: "user", Content: "67890"}}, false); err != nil {
 		t.Errorf("10 bytes: %v", err)
 	}
-	if _, err := tpl.Render([]Message{{"user", "12345"}, {"user", "678901"}}, false); !errors.Is(err, ErrTooLarge) {
+	if _, err := tpl.Render([]Message{{Role: "user", Content: "12345"}, {Role: "user", Content: "678901"}}, false); !errors.Is(err, ErrTooLarge) {
 		t.Errorf("11 bytes: %v, want ErrTooLarge", err)
 	}
 	tpl, err = New(`{% for i in range(100) %}{% endfor %}`, Options{MaxSteps: 50})

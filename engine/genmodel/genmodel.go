@@ -22,18 +22,28 @@ import (
 
 // Options says what model to generate. Arch, Preset and Type are required.
 type Options struct {
-	Arch   string // llama, qwen2, qwen3 or phi3
+	Arch   string // llama, qwen2, qwen3, phi3, or the mixtures of experts mixtral, qwen2moe, qwen3moe, olmoe
 	Preset string // tiny, 125m or 1b
 	Type   string // a key of Types: f32, f16, bf16, q8_0, q4_0, q4_k_m, q6_k, …
 	Seed   uint64 // the same options give the same file
 	Vocab  string // a GGUF whose tokenizer.* keys to copy; "": the built-in vocabulary
 	Tied   bool   // no output.weight: the output projection is token_embd
+
+	// TieExperts > 1 (mixtures of experts): the first TieExperts experts of every layer
+	// have identical router rows, so their router scores tie exactly on every token.
+	// With TieExperts = ExpertsUsed+1, deterministic routing never picks the last of
+	// them (the lower index wins a tie).
+	TieExperts int
 }
 
 // Preset is a model shape. Vocab is the size the built-in vocabulary is padded to
 // when no vocabulary file is given (0: its own size, about 1,500 tokens).
 type Preset struct {
 	Dim, Layers, Heads, KVHeads, FFN, Context, Vocab int
+
+	// Mixtures of experts (MoEPresets): experts per layer, used per token, each
+	// expert's hidden width, and the shared expert's (qwen2moe).
+	Experts, ExpertsUsed, ExpertFFN, SharedFFN int
 }
 
 // Presets are the shapes of Options.Preset.
@@ -74,11 +84,16 @@ var singleTypes = map[string]kernels.Type{
 var archs = map[string]struct {
 	ropeBase float32
 	eps      float32
+	moe      bool
 }{
-	"llama": {10000, 1e-5},
-	"qwen2": {1000000, 1e-6},
-	"qwen3": {1000000, 1e-6},
-	"phi3":  {10000, 1e-5},
+	"llama":    {10000, 1e-5, false},
+	"qwen2":    {1000000, 1e-6, false},
+	"qwen3":    {1000000, 1e-6, false},
+	"phi3":     {10000, 1e-5, false},
+	"mixtral":  {1000000, 1e-5, true},
+	"qwen2moe": {1000000, 1e-6, true},
+	"qwen3moe": {1000000, 1e-6, true},
+	"olmoe":    {10000, 1e-5, true},
 }
 
 // tensorType picks the type of a weight matrix of cols columns for the file type:
@@ -88,13 +103,21 @@ var archs = map[string]struct {
 // q3_k_m attn_v Q5_K in the first two layers and Q4_K after, ffn_down Q5_K in the
 // first sixteenth and Q4_K after, attn_output and attn_qkv Q4_K; attn_qkv Q6_K in
 // q4_k_m (Q5_K in llama.cpp: kept from before Q5_K existed here, so that benchmark
-// files stay the same) and q5_k_m.
+// files stay the same) and q5_k_m. Routers (ffn_gate_inp) are F32 in every file
+// type, as llama.cpp keeps them; the stacked experts' ffn_down_exps (and qwen2moe's
+// ffn_down_shexp) follow ffn_down's rule by layer (llama.cpp's own mix has further
+// cases for models with experts, such as 8-expert models' attn_k and attn_v; this
+// follows none of them).
 func tensorType(ftype, name string, layer, layers int, cols int, tiedOutput bool) kernels.Type {
+	if strings.HasSuffix(name, "ffn_gate_inp.weight") {
+		return kernels.F32 // routers: llama.cpp's converter and quantizer keep them in F32
+	}
 	t, single := singleTypes[ftype]
 	if !single {
 		moreBits := layer >= 0 && (layer < layers/8 || layer >= 7*layers/8 || (layer-layers/8)%3 == 2)
 		output := name == "output.weight" || name == "token_embd.weight" && tiedOutput
 		has := func(suffix string) bool { return strings.HasSuffix(name, suffix) }
+		down := has("ffn_down.weight") || has("ffn_down_exps.weight") || has("ffn_down_shexp.weight")
 		switch ftype {
 		case "q4_k_m", "q5_k_m":
 			t = kernels.Q4_K
@@ -104,7 +127,7 @@ func tensorType(ftype, name string, layer, layers int, cols int, tiedOutput bool
 			switch {
 			case output, has("attn_qkv.weight"):
 				t = kernels.Q6_K
-			case has("attn_v.weight") && moreBits, has("ffn_down.weight") && moreBits:
+			case has("attn_v.weight") && moreBits, down && moreBits:
 				t = kernels.Q6_K
 			}
 		case "q3_k_m":
@@ -117,7 +140,7 @@ func tensorType(ftype, name string, layer, layers int, cols int, tiedOutput bool
 				if layer < 2 {
 					t = kernels.Q5_K
 				}
-			case has("ffn_down.weight"):
+			case down:
 				t = kernels.Q4_K
 				if layer < layers/16 {
 					t = kernels.Q5_K
@@ -151,6 +174,7 @@ func Generate(opts Options, out string) error {
 // Build returns a Writer holding the model that opts describe.
 func Build(opts Options) (*gguf.Writer, error) {
 	p, ok := Presets[opts.Preset]
+	var err error
 	if !ok {
 		return nil, fmt.Errorf("genmodel: unknown preset %q (tiny, 125m, 1b)", opts.Preset)
 	}
@@ -160,11 +184,21 @@ func Build(opts Options) (*gguf.Writer, error) {
 	}
 	ar, ok := archs[opts.Arch]
 	if !ok {
-		return nil, fmt.Errorf("genmodel: unknown architecture %q (llama, qwen2, qwen3, phi3)", opts.Arch)
+		return nil, fmt.Errorf("genmodel: unknown architecture %q (llama, qwen2, qwen3, phi3, mixtral, qwen2moe, qwen3moe, olmoe)", opts.Arch)
+	}
+	ggufArch := opts.Arch
+	if ar.moe {
+		if p, err = moePreset(opts); err != nil {
+			return nil, err
+		}
+		if opts.Arch == "mixtral" {
+			ggufArch = "llama"
+		}
+	} else if opts.TieExperts != 0 {
+		return nil, fmt.Errorf("genmodel: TieExperts without experts (%s)", opts.Arch)
 	}
 	vocab := builtinVocab(p.Vocab)
 	if opts.Vocab != "" {
-		var err error
 		if vocab, err = vocabFrom(opts.Vocab); err != nil {
 			return nil, err
 		}
@@ -175,9 +209,9 @@ func Build(opts Options) (*gguf.Writer, error) {
 	}
 
 	w := gguf.NewWriter()
-	a := opts.Arch + "."
+	a := ggufArch + "."
 	hd := p.Dim / p.Heads
-	w.AddKV("general.architecture", gguf.String(opts.Arch))
+	w.AddKV("general.architecture", gguf.String(ggufArch))
 	// No architecture in the name: llama.cpp patches tokens of a vocabulary by model
 	// name ("phi3" expects <|endoftext|>).
 	w.AddKV("general.name", gguf.String(fmt.Sprintf("lmlite-random-%s-%s-seed%d", opts.Preset, opts.Type, opts.Seed)))
@@ -195,13 +229,19 @@ func Build(opts Options) (*gguf.Writer, error) {
 	w.AddKV(a+"attention.layer_norm_rms_epsilon", gguf.Float32(ar.eps))
 	w.AddKV(a+"rope.freq_base", gguf.Float32(ar.ropeBase))
 	w.AddKV(a+"rope.dimension_count", gguf.Uint32(uint32(hd)))
+	if ar.moe {
+		addExpertKVs(w, a, opts.Arch, p)
+	}
 	for _, kv := range vocab {
 		w.AddKV(kv.Key, kv.Value)
 	}
 
-	g := gen{w: w, seed: opts.Seed, ftype: opts.Type, layers: p.Layers, tied: opts.Tied}
+	g := gen{w: w, seed: opts.Seed, ftype: opts.Type, layers: p.Layers, tied: opts.Tied, sameRows: map[string]int{}}
 	qd, kvd := p.Heads*hd, p.KVHeads*hd
 	outScale := 6 / math.Sqrt(float64(p.Dim)) // logits with a standard deviation of about 6
+	if ar.moe {
+		outScale = moeLogitStd / math.Sqrt(float64(p.Dim))
+	}
 	if opts.Tied {
 		g.matrix("token_embd.weight", -1, p.Dim, nVocab, outScale, rare)
 	} else {
@@ -217,17 +257,25 @@ func Build(opts Options) (*gguf.Writer, error) {
 			g.matrix(b+"attn_k.weight", l, p.Dim, kvd, 1/math.Sqrt(float64(p.Dim)), nil)
 			g.matrix(b+"attn_v.weight", l, p.Dim, kvd, 1/math.Sqrt(float64(p.Dim)), nil)
 		}
-		if opts.Arch == "qwen2" {
+		if opts.Arch == "qwen2" || opts.Arch == "qwen2moe" {
 			g.vector(b+"attn_q.bias", qd, 0, 0.2)
 			g.vector(b+"attn_k.bias", kvd, 0, 0.2)
 			g.vector(b+"attn_v.bias", kvd, 0, 0.2)
 		}
-		if opts.Arch == "qwen3" {
+		if opts.Arch == "qwen3" || opts.Arch == "qwen3moe" {
 			g.vector(b+"attn_q_norm.weight", hd, 1, 0.2)
 			g.vector(b+"attn_k_norm.weight", hd, 1, 0.2)
 		}
+		if opts.Arch == "olmoe" { // one norm over the whole Q and K rows
+			g.vector(b+"attn_q_norm.weight", qd, 1, 0.2)
+			g.vector(b+"attn_k_norm.weight", kvd, 1, 0.2)
+		}
 		g.matrix(b+"attn_output.weight", l, qd, p.Dim, 1/math.Sqrt(float64(qd)), nil)
 		g.vector(b+"ffn_norm.weight", p.Dim, 1, 0.1)
+		if ar.moe {
+			g.experts(b, l, opts, p)
+			continue
+		}
 		if opts.Arch == "phi3" {
 			g.matrix(b+"ffn_up.weight", l, p.Dim, 2*p.FFN, 1/math.Sqrt(float64(p.Dim)), nil)
 		} else {
@@ -254,6 +302,8 @@ type gen struct {
 	layers int
 	tied   bool
 	err    error
+
+	sameRows map[string]int // tensor name → its first N rows are all row 0
 }
 
 // rareScale damps the rows of tokens that should rarely be generated: their logits
@@ -265,9 +315,20 @@ const rareScale = 0.02
 // values come from its own generator seeded by (seed, name, row), so rows are made
 // and quantized in parallel and the file is the same whatever the thread count.
 func (g *gen) matrix(name string, layer, cols, rows int, std float64, damped []int) {
+	g.stacked(name, layer, cols, rows, 1, std, damped)
+}
+
+// stacked adds n matrices of rows×cols as one tensor of shape {cols, rows, n} (a
+// matrix when n is 1), made as matrix makes one of n·rows rows.
+func (g *gen) stacked(name string, layer, cols, rows, n int, std float64, damped []int) {
 	if g.err != nil {
 		return
 	}
+	dims := []uint64{uint64(cols), uint64(rows)}
+	if n > 1 {
+		dims = append(dims, uint64(n))
+	}
+	rows *= n
 	typ := tensorType(g.ftype, name, layer, g.layers, cols, g.tied)
 	rb := typ.RowBytes(cols)
 	data := make([]byte, rows*rb)
@@ -277,10 +338,15 @@ func (g *gen) matrix(name string, layer, cols, rows int, std float64, damped []i
 	}
 	amp := float32(std * math.Sqrt(3))
 	nameSeed := hashString(name)
+	same := g.sameRows[name]
 	kernels.Parallel(rows, cols*64, func(lo, hi int) {
 		buf := make([]float32, cols)
 		for r := lo; r < hi; r++ {
-			rng := wyrand{g.seed ^ nameSeed ^ uint64(r)*0x9e3779b97f4a7c15}
+			src := r
+			if r < same {
+				src = 0
+			}
+			rng := wyrand{g.seed ^ nameSeed ^ uint64(src)*0x9e3779b97f4a7c15}
 			a := amp
 			if isDamped[r] {
 				a *= rareScale
@@ -291,7 +357,7 @@ func (g *gen) matrix(name string, layer, cols, rows int, std float64, damped []i
 			kernels.QuantizeRow(data[r*rb:(r+1)*rb], typ, buf)
 		}
 	})
-	g.err = g.w.AddTensor(name, gguf.GGMLType(typ), []uint64{uint64(cols), uint64(rows)}, data)
+	g.err = g.w.AddTensor(name, gguf.GGMLType(typ), dims, data)
 }
 
 // vector adds an F32 vector of n values uniform in center ± spread.

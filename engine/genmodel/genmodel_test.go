@@ -221,6 +221,10 @@ func TestBadOptions(t *testing.T) {
 		{Arch: "llama", Preset: "7b", Type: "f32"},
 		{Arch: "llama", Preset: "tiny", Type: "iq2_xxs"}, // a type without a quantizer of ours
 		{Arch: "llama", Preset: "tiny", Type: "f32", Vocab: filepath.Join(dir, "missing.gguf")},
+		{Arch: "mixtral", Preset: "125m", Type: "f32"},
+		{Arch: "olmoe", Preset: "tiny", Type: "f32", Tied: true},
+		{Arch: "llama", Preset: "tiny", Type: "f32", TieExperts: 2},
+		{Arch: "qwen3moe", Preset: "tiny", Type: "f32", TieExperts: 9},
 	} {
 		if err := genmodel.Generate(o, filepath.Join(dir, "x.gguf")); err == nil {
 			t.Errorf("%+v: no error", o)
@@ -257,5 +261,66 @@ func TestPresetVocabSize(t *testing.T) {
 	}
 	if ti, _ := f.Tensor("output.weight"); ti.Dims[1] != 32000 {
 		t.Fatalf("output.weight %v", ti.Dims)
+	}
+}
+
+// TestGenerateMoE writes the tiny mixtures of experts, loads them and checks their
+// experts' hyperparameters, the router's type (F32, as llama.cpp keeps it) and the
+// Q4_K_M mix on the stacked experts; and that TieExperts gives identical router rows.
+func TestGenerateMoE(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		arch, ggufArch       string
+		kvHeads, ffn, shared int
+		normTopK             bool
+	}{
+		{"mixtral", "llama", 2, 256, 0, true},
+		{"qwen2moe", "qwen2moe", 2, 512, 512, false},
+		{"qwen3moe", "qwen3moe", 2, 512, 0, true},
+		{"olmoe", "olmoe", 4, 256, 0, false},
+	} {
+		t.Run(c.arch, func(t *testing.T) {
+			path := filepath.Join(dir, c.arch+".gguf")
+			if err := genmodel.Generate(genmodel.Options{Arch: c.arch, Preset: "tiny", Type: "q4_k_m", Seed: 3, TieExperts: 2}, path); err != nil {
+				t.Fatal(err)
+			}
+			f, err := gguf.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			m, err := model.Load(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := m.Config()
+			if cfg.Arch != c.ggufArch || cfg.Experts != 8 || cfg.ExpertsUsed != 2 || cfg.ExpertFFN != 256 || cfg.FFN != c.ffn ||
+				cfg.SharedFFN != c.shared || cfg.KVHeads != c.kvHeads || cfg.NormTopK != c.normTopK {
+				t.Fatalf("config %+v", cfg)
+			}
+			for name, typ := range map[string]gguf.GGMLType{
+				"blk.0.ffn_gate_inp.weight":  gguf.F32,
+				"blk.0.ffn_gate_exps.weight": gguf.Q4_K,
+				"blk.0.ffn_down_exps.weight": gguf.Q4_K,
+				"blk.1.ffn_down_exps.weight": gguf.Q6_K, // use_more_bits(1, 2)
+			} {
+				if ti, ok := f.Tensor(name); !ok || ti.Type != typ {
+					t.Errorf("%s: %v, want %v", name, ti, typ)
+				}
+			}
+			router, _ := f.Tensor("blk.0.ffn_gate_inp.weight")
+			data := f.TensorData(router)
+			row := len(data) / 8
+			if !bytes.Equal(data[:row], data[row:2*row]) || bytes.Equal(data[:row], data[2*row:3*row]) {
+				t.Error("TieExperts 2: router rows 0 and 1 not identical, or row 2 identical too")
+			}
+			logits, err := m.NewState(0).Forward([]int32{1, 300, 301, 302}, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if top := model.TopProbs(logits, 1)[0]; top.P < 0.05 || math.IsNaN(top.P) {
+				t.Errorf("top %v", top)
+			}
+		})
 	}
 }

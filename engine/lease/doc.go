@@ -11,12 +11,15 @@
 // trimmed of any not needed), or a *NoMemoryError (ErrNoMemory) with the numbers.
 // Acquire composes it with a Store and the caller's unload function.
 //
-// Store is the interface of the lease table, with explicit times: Memory is the
-// in-process implementation. A Redis implementation fits the same shape (as model-boss
-// does it): a sorted set per device (member holder, score expiry in ms), a hash per
-// lease (bytes, priority, ttl, idle), Acquire as one Lua script (drop expired
-// members, sum the rest, compare with the budget, add), Heartbeat as a score update
-// guarded by existence, Expire as ZRANGEBYSCORE/ZREM up to now.
+// Store is the interface of the lease table, with explicit times. Memory is the
+// in-process implementation; Redis serves several processes through one Redis in
+// model-boss's layout (docs/REDIS.md lists its keys): a sorted set per device (member
+// holder, score expiry in ms), a hash per lease (bytes, priority, ttl, idle, node), a
+// heartbeat key per lease that Redis expires TTL after the last beat, Acquire as one
+// Lua script (drop the dead, sum the rest, compare with the budget, add), Heartbeat
+// refusing any lease that is expired by its score or its heartbeat key, and a preempt
+// channel per node: Redis.Unload asks another process to give up an idle victim,
+// Redis.Listen serves those requests. The same tests run against both stores.
 //
 // The package does not import engine; the engine wraps ErrNoMemory with
 // engine.ErrNoMemory. Sketch of a Block loading a model:

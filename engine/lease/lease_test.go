@@ -74,9 +74,12 @@ func TestNoMemoryErrorText(t *testing.T) {
 	}
 }
 
-func TestMemoryStore(t *testing.T) {
+// TestStore: acquire within the budget, resize, heartbeat, expiry (never renewed
+// after), release, validation; for every Store.
+func TestStore(t *testing.T) { forEachStore(t, testStore) }
+
+func testStore(t *testing.T, m Store) {
 	ctx := context.Background()
-	var m Memory
 	a, err := m.Acquire(ctx, t0, lease("a", 60, 1, false), 100)
 	if err != nil || !a.Expires.Equal(t0.Add(ttl)) {
 		t.Fatalf("acquire: %+v %v", a, err)
@@ -118,9 +121,10 @@ func TestMemoryStore(t *testing.T) {
 	}
 }
 
-func TestExpire(t *testing.T) {
+func TestExpire(t *testing.T) { forEachStore(t, testExpire) }
+
+func testExpire(t *testing.T, m Store) {
 	ctx := context.Background()
-	var m Memory
 	for i, d := range []string{"host", "gpu:0", "host"} {
 		l := lease(fmt.Sprint("h", i), 10, 0, false)
 		l.Device = d
@@ -143,9 +147,10 @@ func TestExpire(t *testing.T) {
 
 // TestAcquireUnloads: a high-priority load unloads an idle low-priority model through
 // the callback and takes its memory; a load that cannot fit fails fast untouched.
-func TestAcquireUnloads(t *testing.T) {
+func TestAcquireUnloads(t *testing.T) { forEachStore(t, testAcquireUnloads) }
+
+func testAcquireUnloads(t *testing.T, m Store) {
 	ctx := context.Background()
-	var m Memory
 	for _, l := range []Lease{lease("low", 50, 0, true), lease("busy", 30, 0, false)} {
 		if _, err := m.Acquire(ctx, t0, l, 100); err != nil {
 			t.Fatal(err)
@@ -153,10 +158,10 @@ func TestAcquireUnloads(t *testing.T) {
 	}
 	var unloaded []string
 	unload := func(l Lease) error { unloaded = append(unloaded, l.Holder); return nil }
-	if _, err := Acquire(ctx, &m, t0, 100, lease("big", 80, 5, false), unload); !errors.Is(err, ErrNoMemory) || len(unloaded) != 0 {
+	if _, err := Acquire(ctx, m, t0, 100, lease("big", 80, 5, false), unload); !errors.Is(err, ErrNoMemory) || len(unloaded) != 0 {
 		t.Fatalf("80 bytes cannot fit beside busy's 30: %v, unloaded %v", err, unloaded)
 	}
-	got, err := Acquire(ctx, &m, t0, 100, lease("high", 60, 5, false), unload)
+	got, err := Acquire(ctx, m, t0, 100, lease("high", 60, 5, false), unload)
 	if err != nil || got.Holder != "high" || strings.Join(unloaded, ",") != "low" {
 		t.Fatalf("acquire: %+v %v, unloaded %v", got, err, unloaded)
 	}
@@ -168,15 +173,16 @@ func TestAcquireUnloads(t *testing.T) {
 	if err := m.Heartbeat(ctx, t0, HostDevice, "high", true); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Acquire(ctx, &m, t0, 100, lease("top", 60, 9, false), failing); err == nil || !strings.Contains(err.Error(), "still serving") {
+	if _, err := Acquire(ctx, m, t0, 100, lease("top", 60, 9, false), failing); err == nil || !strings.Contains(err.Error(), "still serving") {
 		t.Fatalf("failing unload: %v", err)
 	}
 }
 
 // TestConcurrentAcquire: racing acquisitions never lease more than the budget.
-func TestConcurrentAcquire(t *testing.T) {
+func TestConcurrentAcquire(t *testing.T) { forEachStore(t, testConcurrentAcquire) }
+
+func testConcurrentAcquire(t *testing.T, m Store) {
 	ctx := context.Background()
-	var m Memory
 	var wg sync.WaitGroup
 	for i := range 32 {
 		wg.Add(1)

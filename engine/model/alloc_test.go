@@ -15,7 +15,8 @@ const stateForwardAllocs = 1
 // TestDecodeAllocations: a decoded token in steady state allocates nothing in the
 // forward pass or the kernels (matrix products, attention, the worker pool): only
 // the logits State.Forward returns (stateForwardAllocs), for every weight type; and
-// a Batch step of four sequences over a paged cache allocates nothing at all.
+// a Batch step of four sequences over a paged cache allocates nothing at all. The
+// mixtures of experts too (routing, packing, the shared expert).
 func TestDecodeAllocations(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector changes what escapes and empties sync.Pools at random; make test runs this test without it")
@@ -23,10 +24,16 @@ func TestDecodeAllocations(t *testing.T) {
 	if testing.Short() {
 		t.Skip("generates models")
 	}
-	for _, typ := range []string{"q8_0", "q4_0", "q4_k_m", "f16"} {
+	for _, o := range []genmodel.Options{{Arch: "llama", Type: "q8_0"}, {Arch: "llama", Type: "q4_0"}, {Arch: "llama", Type: "q4_k_m"},
+		{Arch: "llama", Type: "f16"}, {Arch: "mixtral", Type: "q4_k_m"}, {Arch: "qwen2moe", Type: "q8_0"}} {
+		typ := o.Type
+		if o.Arch != "llama" {
+			typ = o.Arch + "-" + o.Type
+		}
 		t.Run(typ, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "m.gguf")
-			if err := genmodel.Generate(genmodel.Options{Arch: "llama", Preset: "tiny", Type: typ, Seed: 1}, path); err != nil {
+			o.Preset, o.Seed = "tiny", 1
+			if err := genmodel.Generate(o, path); err != nil {
 				t.Fatal(err)
 			}
 			m, err := Open(path)

@@ -13,7 +13,26 @@ type Item struct {
 	Start  int          // position of Tokens[0]: the tokens before it are in KV already
 	Tokens []int32
 	Logits int // how many of the last tokens' logits rows to return: 0 (a prefill chunk), 1 (sample), up to len(Tokens)
+
+	// Pool asks for the tokens' final hidden states (after the output norm) pooled
+	// into Embed (Dim values, the caller's): PoolMean adds each token's state to it
+	// (the caller divides by the count), PoolLast sets it to the item's last token's,
+	// PoolFirst sets it at position 0. The sums run token by token in position order
+	// in float64, so chunking a prompt differently gives the same bits.
+	Pool  Pooling
+	Embed []float64
 }
+
+// Pooling is how an embedding is made of a sequence's hidden states (llama.cpp's
+// pooling_type values).
+type Pooling int
+
+const (
+	PoolNone  Pooling = 0
+	PoolMean  Pooling = 1
+	PoolFirst Pooling = 2 // "cls": the first token's state
+	PoolLast  Pooling = 3
+)
 
 // Batch runs many sequences through a Model in one pass over the weights: the
 // iteration-level batch of the engine's scheduler, decodes and prefill chunks
@@ -56,7 +75,10 @@ func (b *Batch) Forward(items []Item) ([][]float32, error) {
 		if end > b.m.cfg.Context {
 			return nil, fmt.Errorf("%w: batch item %d reaches position %d of a context of %d", ErrContextFull, i, end, b.m.cfg.Context)
 		}
-		b.parts = append(b.parts, part{kv: paged{it.KV}, start: it.Start, tokens: it.Tokens, logits: it.Logits})
+		if it.Pool != PoolNone && len(it.Embed) != b.m.cfg.Dim {
+			return nil, fmt.Errorf("model: batch item %d pools into %d values, the model's dimension is %d", i, len(it.Embed), b.m.cfg.Dim)
+		}
+		b.parts = append(b.parts, part{kv: paged{it.KV}, start: it.Start, tokens: it.Tokens, logits: it.Logits, pool: it.Pool, embed: it.Embed})
 	}
 	out, err := b.w.forward(b.m, b.parts)
 	if err != nil {

@@ -13,9 +13,15 @@ import (
 
 // genTiny writes a generated tiny model and opens it.
 func genTiny(t testing.TB, arch, typ string) *model.Model {
+	return genTinyOpts(t, genmodel.Options{Arch: arch, Type: typ})
+}
+
+// genTinyOpts writes the tiny model of o (seed 5) and opens it.
+func genTinyOpts(t testing.TB, o genmodel.Options) *model.Model {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), arch+"-"+typ+".gguf")
-	if err := genmodel.Generate(genmodel.Options{Arch: arch, Preset: "tiny", Type: typ, Seed: 5}, path); err != nil {
+	o.Preset, o.Seed = "tiny", 5
+	path := filepath.Join(t.TempDir(), o.Arch+"-"+o.Type+".gguf")
+	if err := genmodel.Generate(o, path); err != nil {
 		t.Fatal(err)
 	}
 	m, err := model.Open(path)
@@ -70,10 +76,20 @@ func alone(t *testing.T, m *model.Model, prompt []int32, gen int) greedy {
 // joining a continuous batch at different steps, prefilled in chunks beside running
 // decodes, in a paged cache, with 1 or 2 threads, produce the same logits bits as
 // each sequence alone through a State.
+//
+// The mixtures of experts too, whose expert choice is part of the bits; "qwen3moe-tied"
+// has three experts with identical router rows (exact ties on every token).
 func TestBatchMatchesAlone(t *testing.T) {
-	for _, tc := range []struct{ arch, typ string }{{"llama", "q4_k_m"}, {"qwen2", "q8_0"}, {"qwen3", "q4_0"}, {"phi3", "f16"}} {
-		t.Run(tc.arch+"-"+tc.typ, func(t *testing.T) {
-			m := genTiny(t, tc.arch, tc.typ)
+	for _, o := range []genmodel.Options{
+		{Arch: "llama", Type: "q4_k_m"}, {Arch: "qwen2", Type: "q8_0"}, {Arch: "qwen3", Type: "q4_0"}, {Arch: "phi3", Type: "f16"},
+		{Arch: "mixtral", Type: "q4_k_m"}, {Arch: "qwen2moe", Type: "q6_k"}, {Arch: "qwen3moe", Type: "q4_0", TieExperts: 3}, {Arch: "olmoe", Type: "bf16"},
+	} {
+		name := o.Arch + "-" + o.Type
+		if o.TieExperts > 0 {
+			name = o.Arch + "-tied"
+		}
+		t.Run(name, func(t *testing.T) {
+			m := genTinyOpts(t, o)
 			V := m.Config().Vocab
 			const gen = 6
 			lens := []int{1, 5, 17, 33, 40, 3, 16, 9}

@@ -8,11 +8,11 @@ import (
 )
 
 // BenchmarkForward measures prefill (64 tokens as one batch) and decode (one token
-// after a 64-token prefix) on generated models.
+// after a 64-token prefix) on generated models (and a mixture of experts).
 func BenchmarkForward(b *testing.B) {
-	for _, c := range []struct{ preset, typ string }{{"tiny", "q8_0"}, {"tiny", "q4_k_m"}, {"125m", "q4_k_m"}} {
+	for _, c := range []struct{ arch, preset, typ string }{{"llama", "tiny", "q8_0"}, {"llama", "tiny", "q4_k_m"}, {"llama", "125m", "q4_k_m"}, {"mixtral", "tiny", "q4_k_m"}} {
 		path := filepath.Join(b.TempDir(), "m.gguf")
-		if err := genmodel.Generate(genmodel.Options{Arch: "llama", Preset: c.preset, Type: c.typ, Seed: 1}, path); err != nil {
+		if err := genmodel.Generate(genmodel.Options{Arch: c.arch, Preset: c.preset, Type: c.typ, Seed: 1}, path); err != nil {
 			b.Fatal(err)
 		}
 		m, err := Open(path)
@@ -23,7 +23,11 @@ func BenchmarkForward(b *testing.B) {
 		for i := range prompt {
 			prompt[i] = int32(300 + i)
 		}
-		b.Run(c.preset+"-"+c.typ+"/prefill64", func(b *testing.B) {
+		name := c.preset + "-" + c.typ
+		if c.arch != "llama" {
+			name = c.arch + "-" + name
+		}
+		b.Run(name+"/prefill64", func(b *testing.B) {
 			for b.Loop() {
 				if _, err := m.NewState(256).Forward(prompt, false); err != nil {
 					b.Fatal(err)
@@ -31,7 +35,7 @@ func BenchmarkForward(b *testing.B) {
 			}
 			b.ReportMetric(float64(64*b.N)/b.Elapsed().Seconds(), "tok/s")
 		})
-		b.Run(c.preset+"-"+c.typ+"/decode", func(b *testing.B) {
+		b.Run(name+"/decode", func(b *testing.B) {
 			st := m.NewState(0)
 			if _, err := st.Forward(prompt, false); err != nil {
 				b.Fatal(err)

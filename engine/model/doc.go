@@ -1,6 +1,7 @@
 // Package model runs the transformer architectures of lmlite's engine over GGUF
 // weights: llama (and Mistral), qwen2 (QKV biases), qwen3 (per-head QK RMSNorm) and
-// phi3 (fused QKV and gate|up projections).
+// phi3 (fused QKV and gate|up projections), and the mixtures of experts llama with
+// experts (Mixtral), qwen2moe (with its shared expert), qwen3moe and olmoe.
 //
 // Load reads the hyperparameters from the GGUF metadata (ARCH.embedding_length,
 // ARCH.block_count, ARCH.attention.head_count[_kv], ARCH.feed_forward_length,
@@ -19,6 +20,21 @@
 //	st := m.NewState(0)
 //	logits, err := st.Forward(promptIDs, false) // last token's Vocab logits
 //	logits, err = st.Forward([]int32{next}, false)
+//
+// Mixtures of experts (moe.go): the experts are stacked tensors
+// (blk.N.ffn_{gate,up,down}_exps.weight) and the router blk.N.ffn_gate_inp.weight, as
+// llama.cpp's converter writes them; the hyperparameters (expert_count,
+// expert_used_count, expert_feed_forward_length, expert_shared_feed_forward_length)
+// are read as llama.cpp reads them per architecture, and the gating is llama.cpp's for
+// each (softmax over all experts, then the top k; their weights renormalised for llama
+// and qwen3moe). Other mixtures of experts (deepseek2's latent attention, ...) are
+// refused at load with ErrUnsupportedArch. Routing is deterministic: the top k is a
+// total order (higher probability, then lower expert index), so a token picks the
+// same experts alone or in any batch, and exact ties always go to the lower index. In
+// a batch, the tokens routed to one expert go through its weights as one matrix
+// product (expert packing), and each token's expert outputs are summed in expert
+// order. Expert weights are views into the mapped file: experts no token picks are
+// not read. Model.ExpertLoad counts the tokens routed to each expert.
 //
 // Determinism: a token's logits are the same bits whatever batch it ran in and
 // however many goroutines the kernels used (tested).

@@ -25,6 +25,8 @@ type part struct {
 	start  int
 	tokens []int32
 	logits int
+	pool   Pooling
+	embed  []float64
 }
 
 // scratch holds the activations of a forward pass, grown to the largest batch seen.
@@ -35,8 +37,15 @@ type scratch struct {
 	tokPart, tokPos                      []int32 // per token of the batch: its part and position
 	ks, vs                               [][][]uint16
 	out                                  []float32 // logits rows
+	emb                                  []float32 // one pooled token's normed state
 	at                                   attnArgs  // the layer's attention, for attnRun
 	attnRun                              func(lo, hi int)
+
+	// Mixture of experts (moe.go): router logits, each token's experts and gate
+	// weights, the tokens of each expert, the gathered rows and the layer's output.
+	rLogits, wts, eW, moeIn, moeOut []float32
+	sel, eTok, eStart, eFill        []int32
+	shV, shS, ones                  []float32 // the shared expert's gate
 }
 
 // forward runs the parts through the model as one batch: every matrix product takes
@@ -103,7 +112,10 @@ func (w *scratch) forward(m *Model, parts []part) ([]float32, error) {
 		addBias(v, ly.bv)
 		for i := 0; i < n; i++ {
 			qi, ki := q[i*qd:(i+1)*qd], k[i*kvd:(i+1)*kvd]
-			if ly.qNorm != nil {
+			if c.QKNormRow {
+				kernels.RMSNorm(qi, qi, ly.qNorm, c.NormEps)
+				kernels.RMSNorm(ki, ki, ly.kNorm, c.NormEps)
+			} else if ly.qNorm != nil {
 				for h := 0; h < c.Heads; h++ {
 					kernels.RMSNorm(qi[h*hd:(h+1)*hd], qi[h*hd:(h+1)*hd], ly.qNorm, c.NormEps)
 				}
@@ -131,6 +143,10 @@ func (w *scratch) forward(m *Model, parts []part) ([]float32, error) {
 		for i := 0; i < n; i++ {
 			kernels.RMSNorm(xn[i*dim:(i+1)*dim], x[i*dim:(i+1)*dim], ly.ffnNorm, c.NormEps)
 		}
+		if ly.moe != nil {
+			w.moe(m, li, x, xn, n)
+			continue
+		}
 		a := w.ffA[:n*c.FFN]
 		if c.Fused {
 			gu := w.ffB[:n*2*c.FFN]
@@ -147,6 +163,30 @@ func (w *scratch) forward(m *Model, parts []part) ([]float32, error) {
 		}
 		kernels.MatMul(xn, ly.down, a, n)
 		addInto(x, xn)
+	}
+
+	// Pooled hidden states, before xn is reused for the logits rows.
+	pi := 0
+	for _, p := range parts {
+		if p.pool != PoolNone {
+			w.emb = growTo(w.emb, dim)
+			h := w.emb[:dim]
+			for j := range p.tokens {
+				pos := p.start + j
+				if p.pool == PoolFirst && pos != 0 || p.pool == PoolLast && j != len(p.tokens)-1 {
+					continue
+				}
+				kernels.RMSNorm(h, x[(pi+j)*dim:(pi+j+1)*dim], m.outNorm, c.NormEps)
+				for d, v := range h {
+					if p.pool == PoolMean {
+						p.embed[d] += float64(v)
+					} else {
+						p.embed[d] = float64(v)
+					}
+				}
+			}
+		}
+		pi += len(p.tokens)
 	}
 
 	// The wanted rows: each part's last p.logits tokens.
@@ -241,13 +281,14 @@ func (w *scratch) grow(c *Config, n, parts int) {
 	w.kk = growTo(w.kk, n*c.kvDim())
 	w.vv = growTo(w.vv, n*c.kvDim())
 	w.att = growTo(w.att, n*c.qDim())
-	w.ffA = growTo(w.ffA, n*c.FFN)
+	w.ffA = growTo(w.ffA, n*c.ffnWidth())
 	if c.Fused {
 		w.ffB = growTo(w.ffB, n*2*c.FFN)
 		w.tmp = growTo(w.tmp, n*(c.qDim()+2*c.kvDim()))
 	} else {
-		w.ffB = growTo(w.ffB, n*c.FFN)
+		w.ffB = growTo(w.ffB, n*c.ffnWidth())
 	}
+	w.growMoE(c, n)
 	half := c.RopeDims / 2
 	w.cos, w.sin = growTo(w.cos, n*half), growTo(w.sin, n*half)
 	w.tokPart, w.tokPos = growTo(w.tokPart, n), growTo(w.tokPos, n)

@@ -20,20 +20,44 @@ func microModel(t testing.TB, arch string, edit func(w *gguf.Writer)) []byte {
 	return sizedModel(t, arch, 32, 64, 16, 2, edit)
 }
 
-// sizedModel is microModel with the sizes given (2 heads, 1 KV head).
+// microArchs are the architectures of the micro models: Architectures and "mixtral"
+// (llama with experts).
+var microArchs = append([]string{"mixtral"}, Architectures...)
+
+// microExperts is the micro models' experts: 4, of which 2 are used.
+const microExperts, microUsed = 4, 2
+
+// sizedModel is microModel with the sizes given (2 heads, 1 KV head; 2 for olmoe). The
+// mixtures of experts get microExperts experts of width ffn (and a shared expert of
+// width ffn for qwen2moe).
 func sizedModel(t testing.TB, arch string, dim, ffn, vocab, layers int, edit func(w *gguf.Writer)) []byte {
 	t.Helper()
-	const heads, kvHeads = 2, 1
+	heads, kvHeads := 2, 1
+	if arch == "olmoe" {
+		kvHeads = 2
+	}
+	moe := arch == "mixtral" || arch == "qwen2moe" || arch == "qwen3moe" || arch == "olmoe"
+	if arch == "mixtral" {
+		arch = "llama"
+	}
 	hd := dim / heads
 	w := gguf.NewWriter()
 	a := arch + "."
 	w.AddKV("general.architecture", gguf.String(arch))
+	if moe {
+		w.AddKV(a+"expert_count", gguf.Uint32(microExperts))
+		w.AddKV(a+"expert_used_count", gguf.Uint32(microUsed))
+		w.AddKV(a+"expert_feed_forward_length", gguf.Uint32(uint32(ffn))) // read by the qwens only
+		if arch == "qwen2moe" {
+			w.AddKV(a+"expert_shared_feed_forward_length", gguf.Uint32(uint32(ffn)))
+		}
+	}
 	w.AddKV(a+"context_length", gguf.Uint32(64))
 	w.AddKV(a+"embedding_length", gguf.Uint32(uint32(dim)))
 	w.AddKV(a+"block_count", gguf.Uint32(uint32(layers)))
 	w.AddKV(a+"feed_forward_length", gguf.Uint32(uint32(ffn)))
-	w.AddKV(a+"attention.head_count", gguf.Uint32(heads))
-	w.AddKV(a+"attention.head_count_kv", gguf.Uint32(kvHeads))
+	w.AddKV(a+"attention.head_count", gguf.Uint32(uint32(heads)))
+	w.AddKV(a+"attention.head_count_kv", gguf.Uint32(uint32(kvHeads)))
 	w.AddKV(a+"attention.layer_norm_rms_epsilon", gguf.Float32(1e-5))
 	r := rand.New(rand.NewPCG(1, 2))
 	add := func(name string, dims ...int) {
@@ -65,21 +89,41 @@ func sizedModel(t testing.TB, arch string, dim, ffn, vocab, layers int, edit fun
 			add(p+"attn_q.weight", dim, heads*hd)
 			add(p+"attn_k.weight", dim, kvHeads*hd)
 			add(p+"attn_v.weight", dim, kvHeads*hd)
+		}
+		switch {
+		case moe:
+			add(p+"ffn_gate_inp.weight", dim, microExperts)
+			add(p+"ffn_gate_exps.weight", dim, ffn, microExperts)
+			add(p+"ffn_up_exps.weight", dim, ffn, microExperts)
+			add(p+"ffn_down_exps.weight", ffn, dim, microExperts)
+			if arch == "qwen2moe" {
+				add(p+"ffn_gate_inp_shexp.weight", dim)
+				add(p+"ffn_gate_shexp.weight", dim, ffn)
+				add(p+"ffn_up_shexp.weight", dim, ffn)
+				add(p+"ffn_down_shexp.weight", ffn, dim)
+			}
+		case arch != "phi3":
 			add(p+"ffn_gate.weight", dim, ffn)
 			add(p+"ffn_up.weight", dim, ffn)
+			add(p+"ffn_down.weight", ffn, dim)
+		default:
+			add(p+"ffn_down.weight", ffn, dim)
 		}
-		if arch == "qwen2" {
+		if arch == "qwen2" || arch == "qwen2moe" {
 			add(p+"attn_q.bias", heads*hd)
 			add(p+"attn_k.bias", kvHeads*hd)
 			add(p+"attn_v.bias", kvHeads*hd)
 		}
-		if arch == "qwen3" {
+		if arch == "qwen3" || arch == "qwen3moe" {
 			add(p+"attn_q_norm.weight", hd)
 			add(p+"attn_k_norm.weight", hd)
 		}
+		if arch == "olmoe" {
+			add(p+"attn_q_norm.weight", heads*hd)
+			add(p+"attn_k_norm.weight", kvHeads*hd)
+		}
 		add(p+"attn_output.weight", heads*hd, dim)
 		add(p+"ffn_norm.weight", dim)
-		add(p+"ffn_down.weight", ffn, dim)
 	}
 	if edit != nil {
 		edit(w)
@@ -105,7 +149,7 @@ func loadMicro(t *testing.T, data []byte) (*Model, error) {
 // goroutine or several.
 func TestBatchAndThreadInvariance(t *testing.T) {
 	seq := []int32{1, 5, 9, 3, 3, 14, 0, 7, 2, 11}
-	for _, arch := range Architectures {
+	for _, arch := range microArchs {
 		t.Run(arch, func(t *testing.T) {
 			m, err := loadMicro(t, microModel(t, arch, nil))
 			if err != nil {
@@ -159,7 +203,20 @@ func TestLoadErrors(t *testing.T) {
 		want error
 	}{
 		{"unsupported arch", "gpt2", nil, ErrUnsupportedArch},
-		{"moe", "llama", func(w *gguf.Writer) { w.AddKV("llama.expert_count", gguf.Uint32(8)) }, ErrUnsupportedArch},
+		{"experts in qwen2", "qwen2", func(w *gguf.Writer) { w.AddKV("qwen2.expert_count", gguf.Uint32(8)) }, ErrUnsupportedArch},
+		{"deepseek2", "deepseek2", nil, ErrUnsupportedArch},
+		{"experts without their tensors", "llama", func(w *gguf.Writer) {
+			w.AddKV("llama.expert_count", gguf.Uint32(8))
+			w.AddKV("llama.expert_used_count", gguf.Uint32(2))
+		}, ErrBadModel},
+		{"more experts used than there are", "qwen3moe", func(w *gguf.Writer) { w.AddKV("qwen3moe.expert_used_count", gguf.Uint32(5)) }, ErrBadModel},
+		{"too many experts", "qwen3moe", func(w *gguf.Writer) { w.AddKV("qwen3moe.expert_count", gguf.Uint32(MaxExperts+1)) }, ErrBadModel},
+		{"moe arch without experts", "olmoe", func(w *gguf.Writer) { w.AddKV("olmoe.expert_count", gguf.Uint32(0)) }, ErrBadModel},
+		{"granite's shared expert", "mixtral", func(w *gguf.Writer) { w.AddKV("llama.expert_shared_feed_forward_length", gguf.Uint32(64)) }, ErrUnsupportedArch},
+		{"experts as separate tensors", "mixtral", func(w *gguf.Writer) {
+			w.AddTensor("blk.0.ffn_gate.0.weight", gguf.F32, []uint64{32, 64}, make([]byte, 4*32*64))
+		}, ErrUnsupportedArch},
+		{"experts of the wrong shape", "qwen3moe", func(w *gguf.Writer) { w.AddKV("qwen3moe.expert_feed_forward_length", gguf.Uint32(32)) }, ErrBadModel},
 		{"missing metadata", "llama", func(w *gguf.Writer) { w.AddKV("llama.block_count", gguf.Uint32(0)) }, ErrBadModel},
 		{"missing tensor", "qwen2", func(w *gguf.Writer) { w.AddKV("qwen2.block_count", gguf.Uint32(3)) }, ErrBadModel},
 		{"unsupported type", "llama", func(w *gguf.Writer) {
@@ -182,7 +239,7 @@ func TestLoadErrors(t *testing.T) {
 
 // FuzzModelLoad: any bytes either fail to load with an error or give a model that runs.
 func FuzzModelLoad(f *testing.F) {
-	for _, arch := range Architectures {
+	for _, arch := range microArchs {
 		f.Add(sizedModel(f, arch, 4, 4, 4, 1, nil)) // small inputs keep the fuzzer fast
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"github.com/lmlite/lmlite/engine/gguf"
 	"github.com/lmlite/lmlite/engine/kernels"
@@ -21,6 +22,7 @@ type Model struct {
 	outNorm   []float32
 	ropeFreqs []float32 // optional llama3-style frequency factors (rope_freqs.weight)
 	layers    []layer
+	load      []atomic.Uint64 // MoE: tokens routed to each expert, Layers×Experts
 }
 
 type layer struct {
@@ -32,6 +34,7 @@ type layer struct {
 	ffnNorm      []float32
 	gate, up     kernels.Matrix // up holds gate|up rows when Config.Fused
 	down         kernels.Matrix
+	moe          *moeLayer // the experts instead of gate, up and down (Config.MoE)
 }
 
 // Config returns the model's hyperparameters.
@@ -95,15 +98,21 @@ func Load(f *gguf.File) (*Model, error) {
 		ly := &m.layers[i]
 		p := fmt.Sprintf("blk.%d.", i)
 		ly.attnNorm = l.vector(p+"attn_norm.weight", cfg.Dim)
-		if cfg.Fused {
+		switch {
+		case cfg.Fused:
 			ly.wq = l.matrix(p+"attn_qkv.weight", cfg.Dim, qd+2*kvd)
 			ly.up = l.matrix(p+"ffn_up.weight", cfg.Dim, 2*cfg.FFN)
-		} else {
+		default:
 			ly.wq = l.matrix(p+"attn_q.weight", cfg.Dim, qd)
 			ly.wk = l.matrix(p+"attn_k.weight", cfg.Dim, kvd)
 			ly.wv = l.matrix(p+"attn_v.weight", cfg.Dim, kvd)
+		}
+		if cfg.MoE() {
+			ly.moe = l.moeLayer(p, &cfg)
+		} else if !cfg.Fused {
 			ly.gate = l.matrix(p+"ffn_gate.weight", cfg.Dim, cfg.FFN)
 			ly.up = l.matrix(p+"ffn_up.weight", cfg.Dim, cfg.FFN)
+			ly.down = l.matrix(p+"ffn_down.weight", cfg.FFN, cfg.Dim)
 		}
 		if _, ok := f.Tensor(p + "attn_q.bias"); ok || cfg.QKVBias {
 			ly.bq = l.vector(p+"attn_q.bias", qd)
@@ -114,12 +123,21 @@ func Load(f *gguf.File) (*Model, error) {
 			ly.qNorm = l.vector(p+"attn_q_norm.weight", cfg.HeadDim)
 			ly.kNorm = l.vector(p+"attn_k_norm.weight", cfg.HeadDim)
 		}
+		if cfg.QKNormRow {
+			ly.qNorm = l.vector(p+"attn_q_norm.weight", qd)
+			ly.kNorm = l.vector(p+"attn_k_norm.weight", kvd)
+		}
 		ly.wo = l.matrix(p+"attn_output.weight", qd, cfg.Dim)
 		ly.ffnNorm = l.vector(p+"ffn_norm.weight", cfg.Dim)
-		ly.down = l.matrix(p+"ffn_down.weight", cfg.FFN, cfg.Dim)
+		if cfg.Fused {
+			ly.down = l.matrix(p+"ffn_down.weight", cfg.FFN, cfg.Dim)
+		}
 	}
 	if l.err != nil {
 		return nil, l.err
+	}
+	if cfg.MoE() {
+		m.load = make([]atomic.Uint64, cfg.Layers*cfg.Experts)
 	}
 	m.cfg = cfg
 	return m, nil

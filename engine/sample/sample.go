@@ -2,6 +2,7 @@ package sample
 
 import (
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"slices"
 )
@@ -18,6 +19,7 @@ type Params struct {
 	FrequencyPenalty float32
 	RepeatLastN      int    // tokens the penalties look back over; 0: 64; < 0: all of the history
 	Seed             uint64 // the same seed gives the same tokens
+	IgnoreEOS        bool   // not the sampler's: the engine removes the end-of-generation tokens before sampling
 }
 
 // DefaultRepeatLastN is the window of the penalties when Params.RepeatLastN is 0.
@@ -32,6 +34,7 @@ type Sampler struct {
 	rng *rand.Rand
 
 	cand []candidate // the candidates of the current step
+	n    int         // the vocabulary of the current step
 	win  []int32     // the penalty window, sorted
 	w    []float64   // the draw's unnormalised probabilities
 }
@@ -55,20 +58,81 @@ func (s *Sampler) Params() Params { return s.p }
 // draw from the distribution; with Temperature <= 0 it takes the most likely token
 // after the penalties. NaN logits count as -Inf. It returns -1 for empty logits.
 func (s *Sampler) Sample(logits []float32, history []int32) int32 {
+	return s.SampleMasked(logits, history, nil)
+}
+
+// SampleMasked is Sample over the tokens of allow only (a bit set: bit id%64 of
+// word id/64; nil allows all): the others count as -Inf from the start, as a
+// grammar's mask asks. The draw consumes the same randomness as Sample, so a
+// sequence's tokens depend only on its own logits, mask and seed. If allow leaves
+// no token with a finite logit, it returns the lowest allowed id (or -1 if allow is
+// empty).
+func (s *Sampler) SampleMasked(logits []float32, history []int32, allow []uint64) int32 {
 	n := len(logits)
 	if n == 0 {
 		return -1
 	}
+	s.n = n
 	if cap(s.cand) < n {
 		s.cand = make([]candidate, n)
 	}
 	c := s.cand[:n]
+	if allow != nil && sparse(allow, n) {
+		// Few tokens allowed (a grammar between values): the chain runs over them
+		// alone, in id order, as it would over the -Inf-filled row.
+		c = c[:0]
+		for w, x := range allow {
+			for ; x != 0; x &= x - 1 {
+				i := w*64 + bits.TrailingZeros64(x)
+				if i >= n {
+					break
+				}
+				l := logits[i]
+				if l != l {
+					l = float32(math.Inf(-1))
+				}
+				c = append(c, candidate{id: int32(i), logit: l})
+			}
+		}
+		if len(c) == 0 {
+			return -1
+		}
+		id := s.sample(c, history)
+		if id < 0 || allow[id>>6]&(1<<(id&63)) == 0 {
+			return c[0].id // every allowed logit was -Inf (or NaN)
+		}
+		return id
+	}
+	if cap(s.cand) < n {
+		s.cand = make([]candidate, n)
+	}
+	c = s.cand[:n]
 	for i, l := range logits {
 		if l != l { // NaN
 			l = float32(math.Inf(-1))
 		}
 		c[i] = candidate{id: int32(i), logit: l}
 	}
+	if allow != nil {
+		first := int32(-1)
+		for i := range c {
+			if w := i >> 6; w >= len(allow) || allow[w]&(1<<(i&63)) == 0 {
+				c[i].logit = float32(math.Inf(-1))
+			} else if first < 0 {
+				first = int32(i)
+			}
+		}
+		id := s.sample(c, history)
+		if id < 0 || int(id>>6) >= len(allow) || allow[id>>6]&(1<<(id&63)) == 0 {
+			return first // every allowed logit was -Inf (or NaN)
+		}
+		return id
+	}
+	return s.sample(c, history)
+}
+
+// sample runs the chain over the candidates c (in id order).
+func (s *Sampler) sample(c []candidate, history []int32) int32 {
 	s.penalize(c, history)
 
 	if s.p.Temperature <= 0 {
@@ -121,10 +185,19 @@ func (s *Sampler) penalize(c []candidate, history []int32) {
 		}
 		count := j - i
 		i = j
-		if id < 0 || int(id) >= len(c) {
+		k := int(id)
+		if len(c) < s.n {
+			// A sparse candidate list (in id order): find id in it.
+			var found bool
+			k, found = slices.BinarySearchFunc(c, id, func(x candidate, id int32) int { return int(x.id - id) })
+			if !found {
+				continue
+			}
+		}
+		if k < 0 || k >= len(c) {
 			continue
 		}
-		l := c[id].logit
+		l := c[k].logit
 		if rep != 0 && rep != 1 {
 			if l <= 0 {
 				l *= rep
@@ -133,7 +206,7 @@ func (s *Sampler) penalize(c []candidate, history []int32) {
 			}
 		}
 		l -= float32(count)*freq + pres
-		c[id].logit = l
+		c[k].logit = l
 	}
 }
 
@@ -321,4 +394,14 @@ func (s *Sampler) draw(c []candidate) int32 {
 		}
 	}
 	return argmax(c)
+}
+
+// sparse reports whether allow holds fewer than a quarter of n tokens: then the
+// chain runs over the allowed tokens alone.
+func sparse(allow []uint64, n int) bool {
+	count := 0
+	for _, x := range allow {
+		count += bits.OnesCount64(x)
+	}
+	return count < n/4
 }

@@ -1,0 +1,91 @@
+package configs
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// RedisURLEnv names the environment variable that supplies (or overrides) redis.url;
+// set alone, it turns Redis on with the other fields' defaults.
+const RedisURLEnv = "LMLITE_REDIS_URL"
+
+// Redis is the `redis:` block: several lmlite processes share their stores through
+// one Redis (issue 16). Absent (and LMLITE_REDIS_URL unset), every store stays
+// in-process and nothing changes.
+type Redis struct {
+	URL       string `yaml:"url"`        // redis://[user:pass@]host:port/db, rediss:// or unix://; LMLITE_REDIS_URL overrides it
+	KeyPrefix string `yaml:"key_prefix"` // prefix of every key and channel; "lmlite:"
+	NodeID    string `yaml:"node_id"`    // this process's name among those sharing the Redis; hostname-pid
+}
+
+// redisDefaults applies LMLITE_REDIS_URL (getenv is os.Getenv outside tests) and
+// fills in the block's defaults when Redis is on.
+func (c *Config) redisDefaults(getenv func(string) string) {
+	if u := getenv(RedisURLEnv); u != "" {
+		if c.Redis == nil {
+			c.Redis = &Redis{}
+		}
+		c.Redis.URL = u
+	}
+	r := c.Redis
+	if r == nil {
+		return
+	}
+	if r.KeyPrefix == "" {
+		r.KeyPrefix = "lmlite:"
+	}
+	if r.NodeID == "" {
+		host, _ := os.Hostname()
+		r.NodeID = nodeIDChars(host) + "-" + strconv.Itoa(os.Getpid())
+	}
+}
+
+// nodeIDChars keeps the characters a node id may hold, replacing the others with '-'.
+func nodeIDChars(s string) string {
+	return strings.Map(func(r rune) rune {
+		if nodeIDRune(r) {
+			return r
+		}
+		return '-'
+	}, s)
+}
+
+func nodeIDRune(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.'
+}
+
+// validate checks the block; the URL must parse as go-redis parses it. The error
+// names the URL's scheme and host only, never its password.
+func (r *Redis) validate() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("%w: redis.%s: %s", ErrInvalid, field, fmt.Sprintf(format, args...))
+	}
+	if r.URL == "" {
+		return bad("url", "missing (or set %s)", RedisURLEnv)
+	}
+	if _, err := redis.ParseURL(r.URL); err != nil {
+		return bad("url", "not a redis://, rediss:// or unix:// URL: %v", redactURLError(err, r.URL))
+	}
+	if r.KeyPrefix == "" || strings.ContainsAny(r.KeyPrefix, " \t\r\n{}") || len(r.KeyPrefix) > 64 {
+		return bad("key_prefix", "%q must be 1 to 64 characters without spaces or braces", r.KeyPrefix)
+	}
+	if r.NodeID == "" || len(r.NodeID) > 128 || strings.IndexFunc(r.NodeID, func(c rune) bool { return !nodeIDRune(c) }) >= 0 {
+		return bad("node_id", "%q must be 1 to 128 of [A-Za-z0-9._-]", r.NodeID)
+	}
+	return nil
+}
+
+// redactURLError keeps a URL's secrets out of an error text that may quote it.
+func redactURLError(err error, raw string) string {
+	s := err.Error()
+	if i := strings.Index(raw, "://"); i >= 0 {
+		if j := strings.LastIndex(raw, "@"); j > i {
+			s = strings.ReplaceAll(s, raw[i+3:j], "xxxxx")
+		}
+	}
+	return s
+}

@@ -1,0 +1,88 @@
+package configs
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func parseWithRedis(t *testing.T, block string) (*Config, error) {
+	t.Helper()
+	c, err := Parse(append(append([]byte{}, Example...), block...))
+	if err != nil {
+		return nil, err
+	}
+	return c, c.Validate()
+}
+
+func TestRedisAbsentChangesNothing(t *testing.T) {
+	t.Setenv(RedisURLEnv, "")
+	c, err := parseWithRedis(t, "")
+	if err != nil || c.Redis != nil {
+		t.Fatalf("no redis block: %+v %v", c.Redis, err)
+	}
+}
+
+func TestRedisBlockDefaults(t *testing.T) {
+	t.Setenv(RedisURLEnv, "")
+	c, err := parseWithRedis(t, "redis: {url: redis://127.0.0.1:6390/2}\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := c.Redis
+	if r.URL != "redis://127.0.0.1:6390/2" || r.KeyPrefix != "lmlite:" || r.NodeID == "" {
+		t.Fatalf("defaults: %+v", r)
+	}
+	if err := r.validate(); err != nil {
+		t.Fatalf("the default node id is not valid: %v", err)
+	}
+	c, err = parseWithRedis(t, "redis: {url: 'rediss://u:p@db:6380/0', key_prefix: 'shop:', node_id: gw-1}\n")
+	if err != nil || c.Redis.KeyPrefix != "shop:" || c.Redis.NodeID != "gw-1" {
+		t.Fatalf("explicit: %+v %v", c.Redis, err)
+	}
+}
+
+// TestRedisURLFromEnv: LMLITE_REDIS_URL overrides the file's url, and alone turns
+// Redis on.
+func TestRedisURLFromEnv(t *testing.T) {
+	t.Setenv(RedisURLEnv, "redis://10.0.0.5:7000/1")
+	c, err := parseWithRedis(t, "redis: {url: redis://127.0.0.1:6390/0, node_id: a}\n")
+	if err != nil || c.Redis.URL != "redis://10.0.0.5:7000/1" || c.Redis.NodeID != "a" {
+		t.Fatalf("override: %+v %v", c.Redis, err)
+	}
+	c, err = parseWithRedis(t, "")
+	if err != nil || c.Redis == nil || c.Redis.URL != "redis://10.0.0.5:7000/1" || c.Redis.KeyPrefix != "lmlite:" {
+		t.Fatalf("env alone: %+v %v", c.Redis, err)
+	}
+}
+
+func TestRedisInvalid(t *testing.T) {
+	t.Setenv(RedisURLEnv, "")
+	for _, tc := range []struct{ block, field string }{
+		{"redis: {key_prefix: x}\n", "redis.url"},
+		{"redis: {url: 'http://127.0.0.1:6379'}\n", "redis.url"},
+		{"redis: {url: 'redis://127.0.0.1:6379/notadb'}\n", "redis.url"},
+		{"redis: {url: 'redis://127.0.0.1:6379/0', key_prefix: 'a b'}\n", "redis.key_prefix"},
+		{"redis: {url: 'redis://127.0.0.1:6379/0', key_prefix: '{x}'}\n", "redis.key_prefix"},
+		{"redis: {url: 'redis://127.0.0.1:6379/0', node_id: 'a:b'}\n", "redis.node_id"},
+		{"redis: {url: 'redis://127.0.0.1:6379/0', bogus: 1}\n", "bogus"},
+	} {
+		_, err := parseWithRedis(t, tc.block)
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("%q: %v, want an error naming %s", tc.block, err, tc.field)
+		}
+	}
+}
+
+// TestRedisURLErrorHidesPassword: a bad URL's error never quotes its password.
+func TestRedisURLErrorHidesPassword(t *testing.T) {
+	t.Setenv(RedisURLEnv, "")
+	_, err := parseWithRedis(t, "redis: {url: 'redis://user:s3cret@127.0.0.1:6379/notadb'}\n")
+	if err == nil || strings.Contains(err.Error(), "s3cret") {
+		t.Fatalf("error %v", err)
+	}
+	_, err = parseWithRedis(t, "redis: {url: 'redis://user:s3cret@127.0.0.1:bad port/0'}\n")
+	if err == nil || strings.Contains(err.Error(), "s3cret") {
+		t.Fatalf("error %v", err)
+	}
+}

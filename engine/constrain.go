@@ -1,0 +1,78 @@
+package engine
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/lmlite/lmlite/engine/grammar"
+	"github.com/lmlite/lmlite/engine/tokenizer"
+)
+
+// This file holds what the OpenAI features need from a model beyond generation:
+// compiled grammars (structured outputs), the vocabulary as bytes (token masks,
+// logprobs' token text) and the end-of-generation tokens (ignore_eos).
+
+// maxSchemas bounds the Block's cache of compiled schemas; it is emptied when full.
+const maxSchemas = 256
+
+// schemaCache holds compiled JSON schemas by their text.
+type schemaCache struct {
+	mu sync.Mutex // guards m
+	m  map[string]*grammar.Grammar
+}
+
+// CompileSchema compiles a JSON Schema for Request.Grammar (see grammar.CompileSchema
+// for the subset and its errors, grammar.ErrSchema and grammar.ErrUnsupported). A
+// schema is compiled once: the same text returns the same Grammar. It does not
+// depend on a model.
+func (b *Block) CompileSchema(schema []byte) (*grammar.Grammar, error) {
+	c := &b.schemas
+	c.mu.Lock()
+	g, ok := c.m[string(schema)]
+	c.mu.Unlock()
+	if ok {
+		return g, nil
+	}
+	g, err := grammar.CompileSchema(schema)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= maxSchemas {
+		c.m = map[string]*grammar.Grammar{}
+	}
+	c.m[string(schema)] = g
+	c.mu.Unlock()
+	return g, nil
+}
+
+// vocabInfo is a model's vocabulary as the features see it, built on first use.
+type vocabInfo struct {
+	once   sync.Once
+	pieces []string // each token's bytes ("" for control tokens)
+	eog    []int32  // the end-of-generation tokens
+	vocab  *grammar.Vocab
+}
+
+func (v *vocabInfo) get(tok *tokenizer.Tokenizer) *vocabInfo {
+	v.once.Do(func() {
+		n := tok.VocabSize()
+		v.pieces = make([]string, n)
+		for id := range n {
+			v.pieces[id] = tok.Piece(int32(id))
+			if tok.IsEOG(int32(id)) {
+				v.eog = append(v.eog, int32(id))
+			}
+		}
+		v.vocab = grammar.NewVocab(v.pieces, v.eog, 0)
+	})
+	return v
+}
+
+// checkFeatures validates a request's feature fields.
+func checkFeatures(req *Request) error {
+	if req.TopLogprobs < 0 || req.TopLogprobs > MaxTopLogprobs {
+		return fmt.Errorf("engine: top logprobs %d is outside [0, %d]", req.TopLogprobs, MaxTopLogprobs)
+	}
+	return nil
+}

@@ -1,0 +1,162 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/lmlite/lmlite/engine/gguf"
+	"github.com/lmlite/lmlite/engine/model"
+)
+
+// EmbedRequest asks for the embeddings of several inputs, each already tokenized
+// (Block.Tokenize). They run as prefill-only sequences in the model's batches,
+// beside its generations, fair by tenant like them.
+type EmbedRequest struct {
+	Inputs   [][]int32
+	Tenant   string
+	Weight   float64
+	Priority Priority
+}
+
+// Embeddings are the result of an EmbedRequest: one unit-length vector per input
+// (the model's final hidden states after the output norm, pooled as the model says:
+// mean, first or last token), and the prompt tokens billed (all the inputs').
+type Embeddings struct {
+	Vectors      [][]float32
+	PromptTokens int
+}
+
+// poolingOf is how a model embeds: the GGUF's <arch>.pooling_type (none, mean, cls,
+// last; rank is not an embedding), or mean when the configuration turns embeddings
+// on without one; PoolNone when it does not embed.
+func poolingOf(f *gguf.File, mc ModelConfig) model.Pooling {
+	if v, ok := f.GetUint(f.Architecture() + ".pooling_type"); ok {
+		switch p := model.Pooling(v); p {
+		case model.PoolMean, model.PoolFirst, model.PoolLast:
+			return p
+		}
+	}
+	if mc.Embeddings {
+		return model.PoolMean
+	}
+	return model.PoolNone
+}
+
+// pooled finishes a pooling: the mean (for PoolMean over n tokens), L2-normalized,
+// in float32.
+func pooled(acc []float64, p model.Pooling, n int) []float32 {
+	scale := 1.0
+	if p == model.PoolMean && n > 0 {
+		scale = 1 / float64(n)
+	}
+	norm := 0.0
+	for _, v := range acc {
+		norm += (v * scale) * (v * scale)
+	}
+	if norm > 0 {
+		scale /= math.Sqrt(norm)
+	}
+	out := make([]float32, len(acc))
+	for i, v := range acc {
+		out[i] = float32(v * scale)
+	}
+	return out
+}
+
+// Embed returns the embeddings of the inputs. Inputs that can never run (empty,
+// outside the vocabulary, not shorter than MaxModelLen) fail at once, as does a
+// model that does not embed (ErrNoEmbeddings; ModelStatus.Embeddings says which do).
+// An input's vector is the same bits alone, in any batch, and however its prompt is
+// chunked: its hidden states are always computed (never taken from the prefix cache).
+func (b *Block) Embed(ctx context.Context, modelID string, req EmbedRequest) (Embeddings, error) {
+	in, ok := b.models[modelID]
+	if !ok {
+		return Embeddings{}, fmt.Errorf("%w: %q", ErrUnknownModel, modelID)
+	}
+	if in.pool == model.PoolNone {
+		return Embeddings{}, fmt.Errorf("%w: %s (set embeddings: true in its model config)", ErrNoEmbeddings, modelID)
+	}
+	if len(req.Inputs) == 0 {
+		return Embeddings{}, fmt.Errorf("engine: no input to embed")
+	}
+	total := 0
+	for i, p := range req.Inputs {
+		if len(p) == 0 {
+			return Embeddings{}, fmt.Errorf("engine: input %d is empty", i)
+		}
+		for _, id := range p {
+			if id < 0 || int(id) >= in.tok.VocabSize() {
+				return Embeddings{}, fmt.Errorf("engine: input %d: token %d is outside the vocabulary of %d", i, id, in.tok.VocabSize())
+			}
+		}
+		if len(p) >= in.cfg.MaxModelLen {
+			return Embeddings{}, fmt.Errorf("%w: input %d has %d tokens, max_model_len of model %s is %d", ErrTooLong, i, len(p), modelID, in.cfg.MaxModelLen)
+		}
+		total += len(p)
+	}
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return Embeddings{}, ErrClosed
+	}
+	in.mu.Lock()
+	if in.active+len(req.Inputs) > b.cfg.MaxQueue+in.cfg.Replicas*in.cfg.MaxModelConcurrency {
+		in.mu.Unlock()
+		b.mu.Unlock()
+		return Embeddings{}, fmt.Errorf("%w: model %s has %d requests waiting", ErrQueueFull, modelID, in.active)
+	}
+	in.active += len(req.Inputs)
+	in.mu.Unlock()
+	b.inflight.Add(1)
+	b.mu.Unlock()
+	defer func() {
+		in.mu.Lock()
+		in.active -= len(req.Inputs)
+		in.lastUsed = time.Now()
+		in.mu.Unlock()
+		b.inflight.Done()
+	}()
+
+	if _, err := in.await(ctx); err != nil {
+		return Embeddings{}, err
+	}
+	start := time.Now()
+	jobs := make([]*job, len(req.Inputs))
+	for i, p := range req.Inputs {
+		r := in.pick(Request{Prompt: p, CacheSalt: "\x00embed"})
+		j := &job{ctx: ctx, req: Request{Prompt: p, Tenant: req.Tenant, Weight: req.Weight, Priority: req.Priority, CacheSalt: "\x00embed"},
+			start: start, max: 1, box: newMailbox(), u: Usage{PromptTokens: len(p)}, tokens: p,
+			pool: in.pool, embed: make([]float64, in.dim)}
+		jobs[i] = j
+		r.submit(j)
+	}
+	out := Embeddings{Vectors: make([][]float32, len(jobs)), PromptTokens: total}
+	var firstErr error
+	for i, j := range jobs {
+		for {
+			j.box.mu.Lock()
+			done, err, reason := j.box.done, j.box.err, j.box.u.FinishReason
+			j.box.mu.Unlock()
+			if done {
+				if err == nil && reason != FinishStop {
+					err = fmt.Errorf("engine: embedding %d ended: %s", i, reason)
+					if ctx.Err() != nil {
+						err = ctx.Err()
+					}
+				}
+				if err != nil && firstErr == nil {
+					firstErr = err
+				}
+				out.Vectors[i] = j.vec
+				break
+			}
+			<-j.box.wake // the runner ends a cancelled job at its next step
+		}
+	}
+	if firstErr != nil {
+		return Embeddings{}, firstErr
+	}
+	return out, nil
+}

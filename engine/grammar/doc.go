@@ -1,0 +1,51 @@
+// Package grammar constrains a model's output to JSON: a JSON Schema (OpenAI's
+// structured outputs subset) or any JSON object, compiled once into a byte-level
+// pushdown automaton, and token masks that tell the sampler which tokens may come
+// next.
+//
+// # Use
+//
+//	g, err := grammar.CompileSchema(schema) // once per schema (cache it); or grammar.JSONObject()
+//	v := grammar.NewVocab(pieces, eogTokens, 0) // once per model: each token's bytes
+//	m := v.NewMatcher(g)                        // per sequence
+//	for {
+//		bits, n := m.Mask()       // the tokens allowed next (n of them; EOG where the output may end)
+//		id := sample(logits, bits)
+//		m.Accept(id)
+//		if m.Done() { break }     // the JSON is complete: nothing may follow
+//	}
+//
+// # How
+//
+// A Grammar is a graph of nodes, one per schema (object, array, string, format,
+// number, literal set, anyOf). A Matcher's state is a small set of stacks of
+// frames (one stack per live anyOf alternative), each frame a node and its phase
+// (after '{', inside a key, after ':' ...). Feeding a byte steps the top frame:
+// consume it, finish the frame, push a child value, or refuse. Object keys, enums
+// and consts are tries over their JSON text, so the state stays a few fixed-size
+// frames; counters that no bound can tell apart (a free string's length, an
+// unbounded array's items) are not counted, so states repeat.
+//
+// A mask is found by walking a trie of the vocabulary's token bytes from the
+// matcher's state, pruning a subtree at the first refused byte. A mask is a pure
+// function of the grammar and the state: Vocab caches it under the state's
+// encoding, shared by all sequences of the model, bounded (emptied when full). So
+// the first visit of a state costs a walk; later ones a map lookup, without
+// allocation. The same state gives the same mask whatever else runs, which keeps
+// constrained sampling deterministic and batch-invariant.
+//
+// # What is enforced
+//
+// See CompileSchema. Properties come in the schema's order (as OpenAI's strict
+// mode writes them); white space is at most one space after ':' and ','; numbers
+// have at most 15 integer and fraction digits and a two-digit exponent; strings are
+// valid UTF-8 without control characters or \u surrogates. Keywords the automaton
+// cannot enforce are refused (ErrUnsupported), never ignored.
+//
+// # Why not a library
+//
+// No maintained Go library compiles JSON Schema to token masks: the ones found
+// (zerfoo's generate/grammar, beta, inside a large module, a new Grammar value per
+// byte) or outside Go (llguidance, XGrammar, llama.cpp's GBNF) do not fit an
+// allocation-free, deterministic step in this engine.
+package grammar

@@ -1,0 +1,68 @@
+package gateway
+
+import (
+	"os"
+	"time"
+
+	"github.com/lmlite/lmlite/configs"
+	"github.com/lmlite/lmlite/money"
+	"github.com/lmlite/lmlite/policies"
+	"github.com/lmlite/lmlite/tiers"
+)
+
+// Config is what the gateway serves: its limits, its models, the TierSet and the
+// tenants' resolved policies. It is the gateway's own, not the YAML file's format:
+// ConfigOf builds it from a configs.Config, and a program (or a test, or a worker)
+// may build it directly. Zero fields take the default written beside them.
+type Config struct {
+	MaxBodyBytes int // larger request bodies answer 413; 0: 1 MiB
+	MaxInFlight  int // requests in flight before 503; 0: 1024
+	Models       []Model
+	Tiers        tiers.Set
+	Book         *policies.Book // the tenants' policies; nil: no tenants
+}
+
+// Model is one servable model as the gateway sees it.
+type Model struct {
+	ID          string
+	MaxModelLen int // prompt + output tokens; 0: the engine's (embedded) or unchecked (upstream)
+	Slots       int // requests it serves at once (for latency prediction); 0: 1
+	MaxQueue    int // requests in flight at which the router counts it overloaded; 0: no limit
+	Price       money.Price
+	Upstream    *Upstream // nil: the embedded engine serves it
+	OwnedBy     string    // the owned_by of /v1/models; "": "lmlite"
+}
+
+// Upstream is an OpenAI-compatible server that serves a model.
+type Upstream struct {
+	BaseURL string        // e.g. "http://127.0.0.1:8081/v1"
+	Model   string        // the model's name there
+	APIKey  string        // sent as "Bearer KEY"; "": none
+	Timeout time.Duration // per request; 0: none
+}
+
+// ConfigOf builds the gateway's Config from a validated configuration file (the
+// upstream API keys are read from their environment variables here).
+func ConfigOf(c *configs.Config) (Config, error) {
+	book, err := c.Book()
+	if err != nil {
+		return Config{}, err
+	}
+	gc := Config{MaxBodyBytes: c.MaxBodyBytes, MaxInFlight: c.MaxInFlight, Tiers: *c.Set(), Book: book}
+	for i := range c.Models {
+		mc := &c.Models[i]
+		m := Model{ID: mc.ID, MaxModelLen: mc.MaxModelLen, Slots: mc.MaxConcurrency * max(1, mc.Replicas),
+			MaxQueue: mc.MaxQueue, Price: mc.Price(), OwnedBy: mc.OwnedBy}
+		if u := mc.Upstream; u != nil {
+			m.Upstream = &Upstream{BaseURL: u.BaseURL, Model: u.Model, Timeout: u.Timeout}
+			if m.Upstream.Model == "" {
+				m.Upstream.Model = mc.ID
+			}
+			if u.APIKeyEnv != "" {
+				m.Upstream.APIKey = os.Getenv(u.APIKeyEnv)
+			}
+		}
+		gc.Models = append(gc.Models, m)
+	}
+	return gc, nil
+}

@@ -1,0 +1,92 @@
+package gateway
+
+import (
+	"math/rand/v2"
+
+	"github.com/lmlite/lmlite/engine"
+)
+
+type kind int8
+
+const (
+	kindChat kind = iota
+	kindCompletion
+)
+
+// input is what a request asks for, decoded and validated from its body: the first
+// step of the request path, before anything is routed or spent.
+type input struct {
+	kind kind
+	chat *chatRequest       // kindChat
+	comp *completionRequest // kindCompletion
+	p    *commonParams      // the parameters both share
+
+	msgs        []engine.Message // chat: the messages
+	prompt      string           // completions: the prompt
+	promptBytes int
+	sampling    engine.Sampling
+	stop        []string
+	maxTokens   int    // requested; 0: none
+	maxField    string // the field that set maxTokens, for errors
+	stream      bool
+	usage       bool // stream_options.include_usage
+}
+
+// parse decodes and validates a body of the given kind. The body's size is checked
+// before (fasthttp refuses a body over max_body_bytes with 413, handleConnError).
+func (in *input) parse(k kind, body []byte) *apiError {
+	in.kind = k
+	seed := rand.Uint64()
+	var aerr *apiError
+	in.maxField = "max_tokens"
+	if k == kindChat {
+		r := &chatRequest{}
+		if aerr = decodeBody(body, r); aerr != nil {
+			return aerr
+		}
+		if aerr = r.unsupported(); aerr != nil {
+			return aerr
+		}
+		in.chat, in.p = r, &r.commonParams
+		if in.msgs, in.promptBytes, aerr = r.messages(); aerr != nil {
+			return aerr
+		}
+		if in.maxTokens, aerr = maxTokensOf(r.MaxTokens, r.MaxCompletionTokens, "max_tokens", "max_completion_tokens"); aerr != nil {
+			return aerr
+		}
+		if r.MaxCompletionTokens != nil {
+			in.maxField = "max_completion_tokens"
+		}
+	} else {
+		r := &completionRequest{}
+		if aerr = decodeBody(body, r); aerr != nil {
+			return aerr
+		}
+		if aerr = r.unsupported(); aerr != nil {
+			return aerr
+		}
+		in.comp, in.p = r, &r.commonParams
+		if in.prompt, aerr = r.promptText(); aerr != nil {
+			return aerr
+		}
+		in.promptBytes = len(in.prompt)
+		if in.maxTokens, aerr = maxTokensOf(r.MaxTokens, nil, "max_tokens", ""); aerr != nil {
+			return aerr
+		}
+		if r.MaxTokens == nil {
+			in.maxTokens = 16 // OpenAI's default for completions
+		}
+	}
+	if in.sampling, in.stop, aerr = in.p.sampling(seed); aerr != nil {
+		return aerr
+	}
+	in.stream = in.p.Stream
+	in.usage = in.p.StreamOptions != nil && in.p.StreamOptions.IncludeUsage
+	return nil
+}
+
+// estimate is the prompt-token estimate for the tokens/min quota before a model (and
+// so a tokenizer) is chosen: about 3 bytes a token, plus template overhead.
+func (in *input) estimate() int {
+	return in.promptBytes/3 + 8*max(1, len(in.msgs))
+}

@@ -1,0 +1,303 @@
+package gateway
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/lmlite/lmlite/money"
+	"github.com/lmlite/lmlite/policies"
+	"github.com/lmlite/lmlite/tiers"
+)
+
+// route is where a request may go: a model by name, or the tier router's mode (and
+// tier, for ModeFixed) with the request's latency and cost budgets.
+type route struct {
+	named      *model // a model by name; nil: the tier router chooses
+	mode       tiers.Mode
+	tier       tiers.Tier // for tiers.ModeFixed
+	maxLatency time.Duration
+	maxCost    money.Money
+}
+
+// steppable reports whether the router may step down to another tier after a tier
+// refused the request.
+func (rt *route) steppable() bool { return rt.named == nil && rt.mode != tiers.ModeFixed }
+
+// plan is a request's worst case on one model, known before anything is reserved:
+// the prompt as it will be sent (embedded models: its tokens) and the output tokens
+// the budget must cover. err says the request does not fit the model (a 400 naming
+// the limit) or could not be prepared for it.
+type plan struct {
+	tokens  []int32 // embedded: the prompt's tokens
+	nPrompt int     // prompt tokens (embedded: exact; upstream: an upper bound)
+	out     int     // worst-case output tokens
+	err     *apiError
+}
+
+// planned is one model's plan, memoized on the job: each model's tokenizer runs at
+// most once per request, however many tiers list the model or attempts it takes.
+type planned struct {
+	m *model
+	p plan
+}
+
+// choice is the model an attempt runs on, with its plan and reserved worst case.
+type choice struct {
+	m        *model
+	tier     tiers.Tier // meaningful when tierName != ""
+	tierName string     // "" for a model in no tier
+	plan
+	cost money.Money // the worst case reserved
+}
+
+// routeOf reads the routing fields (body "lmlite", then headers) and resolves
+// "model" for the tenant's policy: a model by name, or where the tier router may go.
+func (s *Server) routeOf(h *fasthttp.RequestHeader, in *input, pol *policies.Policy) (rt route, aerr *apiError) {
+	var f lmliteFields
+	if in.p.LMLite != nil {
+		f = *in.p.LMLite
+	}
+	modeField, tierField := "lmlite.tier_mode", "lmlite.tier"
+	if f.TierMode == "" {
+		if v := h.Peek("X-LMLite-Tier-Mode"); len(v) > 0 {
+			f.TierMode, modeField = string(v), "X-LMLite-Tier-Mode"
+		}
+	}
+	if f.Tier == "" {
+		if v := h.Peek("X-LMLite-Tier"); len(v) > 0 {
+			f.Tier, tierField = string(v), "X-LMLite-Tier"
+		}
+	}
+	latField, costField := "lmlite.max_latency_ms", "lmlite.max_cost_usd"
+	if f.MaxLatencyMS == nil {
+		if v := h.Peek("X-LMLite-Max-Latency-Ms"); len(v) > 0 {
+			x, err := strconv.ParseFloat(string(v), 64)
+			if err != nil {
+				return rt, badRequest("X-LMLite-Max-Latency-Ms", "X-LMLite-Max-Latency-Ms must be a number")
+			}
+			f.MaxLatencyMS, latField = &x, "X-LMLite-Max-Latency-Ms"
+		}
+	}
+	if f.MaxCostUSD == nil {
+		if v := h.Peek("X-LMLite-Max-Cost-USD"); len(v) > 0 {
+			x, err := strconv.ParseFloat(string(v), 64)
+			if err != nil {
+				return rt, badRequest("X-LMLite-Max-Cost-USD", "X-LMLite-Max-Cost-USD must be a number")
+			}
+			f.MaxCostUSD, costField = &x, "X-LMLite-Max-Cost-USD"
+		}
+	}
+	if f.MaxLatencyMS != nil {
+		if !validFloat(*f.MaxLatencyMS) {
+			return rt, badRequest(latField, latField+" must be a number ≥ 0")
+		}
+		rt.maxLatency = time.Duration(*f.MaxLatencyMS * float64(time.Millisecond))
+	}
+	if f.MaxCostUSD != nil {
+		if !validFloat(*f.MaxCostUSD) {
+			return rt, badRequest(costField, costField+" must be a number ≥ 0")
+		}
+		rt.maxCost = money.USD(*f.MaxCostUSD)
+	}
+
+	name := in.p.Model
+	routed, tierSet := false, false
+	if t, ok := strings.CutPrefix(name, "tier:"); ok {
+		tr, err := tiers.ParseTier(t)
+		if err != nil {
+			return rt, &apiError{status: 400, typ: "invalid_request_error", code: "model_not_found", param: "model",
+				message: "unknown tier in model '" + name + "': use tier:fast, tier:balanced, tier:deep or tier:max", reason: "bad_request"}
+		}
+		routed, rt.mode, rt.tier, tierSet = true, tiers.ModeFixed, tr, true
+	}
+	if f.Tier != "" {
+		t, err := tiers.ParseTier(f.Tier)
+		if err != nil {
+			return rt, badRequest(tierField, tierField+" must be fast, balanced, deep or max")
+		}
+		routed, rt.mode, rt.tier, tierSet = true, tiers.ModeFixed, t, true
+	}
+	if f.TierMode != "" {
+		m, err := tiers.ParseMode(f.TierMode)
+		if err != nil {
+			return rt, badRequest(modeField, modeField+" must be balanced, deep, max or fixed")
+		}
+		routed, rt.mode = true, m
+	}
+	switch {
+	case routed: // the tier fields decide; "model" is not a model then
+	case name == "auto" || name == "default":
+		routed, rt.mode = true, pol.DefaultMode
+	default:
+		if !s.allowed(pol, name) {
+			return rt, s.modelNotFound(pol, name)
+		}
+		rt.named = s.models[name]
+	}
+	if routed && rt.mode == tiers.ModeFixed {
+		if !tierSet {
+			return rt, badRequest(tierField, "tier_mode fixed needs a tier (fast, balanced, deep or max)")
+		}
+		if !pol.AllowsTier(rt.tier) {
+			return rt, &apiError{status: 403, typ: "invalid_request_error", code: "tier_not_allowed", param: tierField,
+				message: "your plan does not allow the tier '" + rt.tier.String() + "'", reason: "forbidden"}
+		}
+	}
+	return rt, nil
+}
+
+// planFor is the request's plan on model m, made once per model.
+func (j *job) planFor(m *model) plan {
+	for i := range j.plans {
+		if j.plans[i].m == m {
+			return j.plans[i].p
+		}
+	}
+	p := j.makePlan(m)
+	j.plans = append(j.plans, planned{m: m, p: p})
+	return p
+}
+
+// need is tiers.Request.Need: the request's worst case on a model.
+func (j *job) need(id string) tiers.Need {
+	p := j.planFor(j.s.models[id])
+	return tiers.Need{PromptTokens: p.nPrompt, MaxTokens: p.out, Unfit: p.err != nil}
+}
+
+// makePlan renders and tokenizes the prompt for model m and fixes the output limit.
+func (j *job) makePlan(m *model) plan {
+	var p plan
+	if m.upstream != nil {
+		p.nPrompt = j.in.promptBytes + 16*max(1, len(j.in.msgs)) // an upper bound: a token is ≥ 1 byte
+	} else {
+		toks, aerr := j.promptTokens(m)
+		if aerr != nil {
+			p.err = aerr
+			return p
+		}
+		p.tokens, p.nPrompt = toks, len(toks)
+	}
+	field, want := j.in.maxField, j.in.maxTokens
+	p.out = want
+	if maxLen := j.s.limit(m); maxLen > 0 {
+		if want > maxLen {
+			p.err = badRequest(field, field+" is "+strconv.Itoa(want)+", over the model's limit of "+strconv.Itoa(maxLen)+" tokens")
+			return p
+		}
+		if m.upstream == nil {
+			room := maxLen - p.nPrompt
+			if room < 1 {
+				f := "messages"
+				if j.in.kind == kindCompletion {
+					f = "prompt"
+				}
+				p.err = badRequest(f, "the prompt is "+strconv.Itoa(p.nPrompt)+" tokens, over the model's limit of "+strconv.Itoa(maxLen))
+				return p
+			}
+			if want > room {
+				p.err = badRequest(field, field+" is "+strconv.Itoa(want)+", but the prompt leaves "+strconv.Itoa(room)+" of the model's "+strconv.Itoa(maxLen)+" tokens")
+				return p
+			}
+			if p.out == 0 {
+				p.out = room
+			}
+		} else if p.out == 0 {
+			p.out = maxLen
+		}
+	}
+	if p.out == 0 {
+		p.out = 4096 // no limit known: the worst case for the budget
+	}
+	return p
+}
+
+// promptTokens renders (chat) and tokenizes the prompt for an embedded model.
+func (j *job) promptTokens(m *model) ([]int32, *apiError) {
+	var toks []int32
+	var err error
+	if j.in.kind == kindChat {
+		toks, err = j.s.eng.ChatTokens(m.id, j.in.msgs) // message texts stay plain text
+	} else {
+		toks, err = j.s.eng.Tokenize(m.id, j.in.prompt)
+	}
+	if err != nil {
+		return nil, engineError(err)
+	}
+	return toks, nil
+}
+
+// choose decides the model of one attempt, once, with everything known up front: a
+// named model, or tiers.Select over the candidates with the tenant's remaining money
+// and each candidate's exact worst case (Need). exclude holds the tiers that refused
+// this request already.
+func (j *job) choose(now time.Time, exclude uint8) *apiError {
+	s := j.s
+	if m := j.rt.named; m != nil {
+		if st := s.pred.Stats(m.id, now); st.MaxQueue > 0 && st.Queue >= st.MaxQueue {
+			return &apiError{status: 503, typ: "server_error", code: "overloaded", retry: 1, reason: "overloaded",
+				message: "the model '" + m.id + "' is overloaded (" + strconv.Itoa(st.Queue) + " requests queued); retry later"}
+		}
+		p := j.planFor(m)
+		if p.err != nil {
+			return p.err
+		}
+		j.c = choice{m: m, tierName: m.tier, plan: p, cost: m.price.Cost(p.nPrompt, p.out)}
+		return nil
+	}
+	out := j.in.maxTokens
+	if out == 0 {
+		out = 256 // unknown: a typical answer, for the latency prediction
+	}
+	req := tiers.Request{
+		Mode: j.rt.mode, Tier: j.rt.tier, MaxLatency: j.rt.maxLatency, MaxCost: j.rt.maxCost,
+		Remaining: j.ticket.Remaining(now), MaxTokens: out, Need: j.need,
+		AllowTier: j.pol.AllowedTiers(), AllowModel: j.pol.AllowsModel, Exclude: exclude,
+	}
+	d, err := tiers.Select(s.set, req, func(m string) tiers.Stats { return s.pred.Stats(m, now) })
+	if err != nil {
+		return j.noFit(err)
+	}
+	m := s.models[d.Candidate.Model]
+	j.c = choice{m: m, tier: d.Tier, tierName: d.Tier.String(), plan: j.planFor(m), cost: d.Cost}
+	return nil
+}
+
+// noFit answers a request no tier may serve, for the reason of the last tier tried.
+func (j *job) noFit(err error) *apiError {
+	var nf *tiers.NoFitError
+	if !errors.As(err, &nf) {
+		return &apiError{status: 500, typ: "server_error", message: err.Error(), reason: "internal"}
+	}
+	msg := err.Error() + " [" + tiers.FormatTrace(nf.Trace) + "]"
+	switch nf.Reason {
+	case tiers.ReasonUnfit: // the request is over the limits of every model tried: say which
+		for i := len(nf.Trace) - 1; i >= 0; i-- {
+			if sk := nf.Trace[i]; sk.Reason == tiers.ReasonUnfit && sk.Model != "" {
+				return j.planFor(j.s.models[sk.Model]).err
+			}
+		}
+		return badRequest(j.in.maxField, msg)
+	case tiers.ReasonBudget:
+		return insufficientQuota(errors.New(msg))
+	case tiers.ReasonForbidden:
+		return &apiError{status: 403, typ: "invalid_request_error", code: "tier_not_allowed", param: "model", message: msg, reason: "forbidden"}
+	case tiers.ReasonLoad, tiers.ReasonFailed:
+		return &apiError{status: 503, typ: "server_error", code: "overloaded", message: msg, retry: 1, reason: "overloaded"}
+	case tiers.ReasonCost:
+		return &apiError{status: 400, typ: "invalid_request_error", code: "tier_unavailable", param: "lmlite.max_cost_usd", message: msg, reason: "tier_cost"}
+	case tiers.ReasonLatency:
+		return &apiError{status: 400, typ: "invalid_request_error", code: "tier_unavailable", param: "lmlite.max_latency_ms", message: msg, reason: "tier_latency"}
+	default:
+		return &apiError{status: 400, typ: "invalid_request_error", code: "tier_unavailable", param: "model", message: msg, reason: "tier_empty"}
+	}
+}
+
+func insufficientQuota(err error) *apiError {
+	return &apiError{status: 429, typ: "insufficient_quota", code: "insufficient_quota",
+		message: "You exceeded your current quota: the budget of your plan is spent (" + err.Error() + ")",
+		reason:  "budget"}
+}

@@ -1,0 +1,371 @@
+package gateway
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/policies"
+	"github.com/lmlite/lmlite/tenancy"
+	"github.com/lmlite/lmlite/tiers"
+)
+
+// job is one generation request on its way through the gateway (see doc.go for its
+// path): who asks, what they asked (input), where it may go (route), each model's
+// worst case (plans, made once), where the current attempt runs (choice), and the
+// ticket that holds its quota slot and money.
+type job struct {
+	s      *Server
+	reqID  string
+	start  time.Time
+	keyID  string
+	pol    *policies.Policy
+	in     input
+	rt     route
+	plans  []planned
+	c      choice
+	ticket *tenancy.Ticket
+
+	planBuf [2]planned // plans' first backing array: most requests plan one model
+}
+
+// handleGenerate serves both completion endpoints: authenticate, parse, route, admit,
+// then run (choose, reserve, start, answer, settle), in the order of DESIGN.md's
+// request path.
+func (s *Server) handleGenerate(ctx *fasthttp.RequestCtx, reqID string, k kind) {
+	if s.draining.Load() {
+		s.writeError(ctx, reqID, &apiError{status: 503, typ: "server_error", code: "shutting_down",
+			message: "the server is shutting down", reason: "draining", retry: 1})
+		return
+	}
+	if n := s.inFlight.Add(1); n > int64(s.cfg.MaxInFlight) {
+		s.inFlight.Add(-1)
+		s.writeError(ctx, reqID, &apiError{status: 503, typ: "server_error", code: "overloaded",
+			message: "the server is overloaded; retry later", reason: "overloaded", retry: 1})
+		return
+	}
+	s.wg.Add(1)
+	async := false
+	defer func() {
+		if !async {
+			s.inFlight.Add(-1)
+			s.wg.Done()
+		}
+	}()
+	j := &job{s: s, reqID: reqID, start: s.now()}
+	j.plans = j.planBuf[:0]
+	keyID, pol, aerr := s.authenticate(ctx)
+	if aerr != nil {
+		s.writeError(ctx, reqID, aerr)
+		return
+	}
+	j.keyID, j.pol = keyID, pol
+	body := ctx.PostBody()
+	if len(body) > s.cfg.MaxBodyBytes { // fasthttp refuses these before; Handler() alone does not
+		s.writeError(ctx, reqID, s.tooLarge())
+		return
+	}
+	if aerr := j.in.parse(k, body); aerr != nil {
+		s.writeError(ctx, reqID, aerr)
+		return
+	}
+	if j.rt, aerr = s.routeOf(&ctx.Request.Header, &j.in, pol); aerr != nil {
+		s.writeError(ctx, reqID, aerr)
+		return
+	}
+	// Quotas: requests/s, tokens/min (prompt estimate), concurrency.
+	tk, err := s.ten.Admit(s.quota(pol), j.start, j.in.estimate())
+	if err != nil {
+		var le *tenancy.LimitError
+		if errors.As(err, &le) {
+			s.writeError(ctx, reqID, &apiError{status: 429, typ: "requests", code: "rate_limit_exceeded",
+				message: "rate limit reached for " + le.Reason + "; retry after " + le.RetryAfter.Round(time.Millisecond).String(),
+				retry:   tenancy.RetryAfterSeconds(le.RetryAfter), reason: "rate_" + le.Reason})
+			return
+		}
+		s.writeError(ctx, reqID, &apiError{status: 500, typ: "server_error", message: "admission failed: " + err.Error(), reason: "internal"})
+		return
+	}
+	j.ticket = tk
+	if j.run(ctx) {
+		async = true // the stream writer releases the request
+	}
+}
+
+// maxAttempts bounds the attempts of one admitted request: each retry either excludes
+// a tier that refused it (there are NumTiers) or chooses again after a concurrent
+// request of the tenant took the money the choice counted on.
+const maxAttempts = tiers.NumTiers + 1
+
+// run chooses the admitted request's model, reserves its worst case, starts it and
+// answers. It returns true when a stream writer took over the request.
+//
+// A retry is an explicit, bounded step: when the model refuses before answering
+// (engine queue full, no memory, closed; upstream down) the attempt's reservation is
+// released first, the tier is excluded, and the router chooses again.
+func (j *job) run(ctx *fasthttp.RequestCtx) bool {
+	s := j.s
+	var exclude uint8
+	for attempt := 1; ; attempt++ {
+		now := s.now()
+		if aerr := j.choose(now, exclude); aerr != nil {
+			j.fail(ctx, aerr)
+			return false
+		}
+		retry := j.rt.steppable() && attempt < maxAttempts
+		if err := j.ticket.Reserve(now, j.c.cost); err != nil {
+			if errors.Is(err, tenancy.ErrInsufficientQuota) && retry {
+				continue // choose again with the money left
+			}
+			if errors.Is(err, tenancy.ErrInsufficientQuota) {
+				j.fail(ctx, insufficientQuota(err))
+			} else {
+				j.fail(ctx, &apiError{status: 500, typ: "server_error", message: "reserve: " + err.Error(), reason: "internal"})
+			}
+			return false
+		}
+		done, refused := j.launch(ctx)
+		if refused == nil {
+			return done
+		}
+		j.ticket.Release()
+		if retry && j.c.tierName != "" {
+			exclude |= 1 << uint(j.c.tier)
+			continue
+		}
+		j.fail(ctx, refused)
+		return false
+	}
+}
+
+// launch runs the chosen model and answers. refused is set when the model refused the
+// request before answering anything (nothing was written or settled); done is true
+// when a stream writer took over the request.
+func (j *job) launch(ctx *fasthttp.RequestCtx) (done bool, refused *apiError) {
+	if j.c.m.upstream != nil {
+		return j.runUpstream(ctx)
+	}
+	st, cancel, err := j.startEmbedded()
+	if err != nil {
+		if errors.Is(err, engine.ErrQueueFull) || errors.Is(err, engine.ErrNoMemory) || errors.Is(err, engine.ErrClosed) {
+			j.s.pred.Fail(j.c.m.id, j.s.now())
+			return false, engineError(err)
+		}
+		j.fail(ctx, engineError(err))
+		return false, nil
+	}
+	return j.respondEmbedded(ctx, st, cancel), nil
+}
+
+func engineError(err error) *apiError {
+	switch {
+	case errors.Is(err, engine.ErrTooLong):
+		return badRequest("max_tokens", "the request is longer than the model's limit: "+err.Error())
+	case errors.Is(err, engine.ErrUnknownModel):
+		return &apiError{status: 400, typ: "invalid_request_error", code: "model_not_found", param: "model", message: err.Error(), reason: "bad_request"}
+	case errors.Is(err, engine.ErrQueueFull), errors.Is(err, engine.ErrNoMemory), errors.Is(err, engine.ErrClosed):
+		return &apiError{status: 503, typ: "server_error", code: "overloaded", message: err.Error(), retry: 1, reason: "overloaded"}
+	}
+	return &apiError{status: 500, typ: "server_error", message: err.Error(), reason: "internal"}
+}
+
+// fail answers an error after admission and settles the ticket with no usage.
+func (j *job) fail(ctx *fasthttp.RequestCtx, e *apiError) {
+	model := ""
+	if j.c.m != nil {
+		model = j.c.m.id
+	}
+	j.settle(tenancy.Entry{Status: e.status, Model: model}, nil)
+	j.s.writeError(ctx, j.reqID, e)
+}
+
+// settle records the request's usage (waiting for the ledger group) and its metrics.
+func (j *job) settle(e tenancy.Entry, u *engine.Usage) {
+	s := j.s
+	e.Time = s.now()
+	e.RequestID, e.KeyID, e.Tier = j.reqID, j.keyID, j.c.tierName
+	e.Latency = e.Time.Sub(j.start)
+	if j.c.m != nil && e.Model == "" {
+		e.Model = j.c.m.id
+	}
+	if j.c.m != nil && (e.PromptTokens > 0 || e.CompletionTokens > 0) {
+		e.Cost = j.c.m.price.Cost(e.PromptTokens, e.CompletionTokens)
+	}
+	charged, err := j.ticket.Settle(e)
+	if err != nil {
+		s.log.Error("ledger", "request_id", j.reqID, "error", err)
+	}
+	s.metrics.observe(j, e, charged, u)
+	if !s.log.Enabled(context.Background(), slog.LevelInfo) {
+		return
+	}
+	s.log.Info("request", "request_id", j.reqID, "tenant", j.pol.Tenant, "model", e.Model, "tier", e.Tier,
+		"status", e.Status, "prompt_tokens", e.PromptTokens, "completion_tokens", e.CompletionTokens,
+		"cost_usd", charged.Dollars(), "latency", e.Latency)
+}
+
+// startEmbedded submits the request to the engine.
+func (j *job) startEmbedded() (*engine.Stream, context.CancelFunc, error) {
+	salt := j.pol.Tenant
+	if j.pol.SharePrefix {
+		salt = ""
+	}
+	req := engine.Request{
+		Prompt: j.c.tokens, MaxTokens: j.c.out, Sampling: j.in.sampling, Stop: j.in.stop,
+		Tenant: j.pol.Tenant, Weight: j.pol.Weight, Priority: engine.Interactive, CacheSalt: salt,
+	}
+	gctx, cancel := context.WithCancel(context.Background())
+	j.s.pred.Begin(j.c.m.id)
+	st, err := j.s.eng.Generate(gctx, j.c.m.id, req)
+	if err != nil {
+		j.s.pred.End(j.c.m.id)
+		cancel()
+		return nil, nil, err
+	}
+	return st, cancel, nil
+}
+
+// setRouteHeaders says which tier and model serve.
+func (j *job) setRouteHeaders(ctx *fasthttp.RequestCtx) {
+	if j.c.tierName != "" {
+		ctx.Response.Header.Set("X-LMLite-Tier", j.c.tierName)
+	}
+	ctx.Response.Header.Set("X-LMLite-Model", j.c.m.id)
+}
+
+func finishReason(f string) string {
+	if f == engine.FinishLength {
+		return "length"
+	}
+	return "stop"
+}
+
+func statusOf(u engine.Usage, err error) int {
+	switch {
+	case u.FinishReason == engine.FinishCancelled || errors.Is(err, context.Canceled):
+		return 499 // the client went away
+	case err != nil:
+		return 500
+	}
+	return 200
+}
+
+// respondEmbedded answers from an engine stream.
+func (j *job) respondEmbedded(ctx *fasthttp.RequestCtx, st *engine.Stream, cancel context.CancelFunc) bool {
+	j.setRouteHeaders(ctx)
+	id := j.newID()
+	if j.in.stream {
+		ctx.SetContentType("text/event-stream")
+		ctx.Response.Header.Set("Cache-Control", "no-cache")
+		ctx.Response.Header.Set("X-Accel-Buffering", "no")
+		ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
+			defer func() {
+				j.s.inFlight.Add(-1)
+				j.s.wg.Done()
+			}()
+			j.streamEmbedded(w, st, cancel, id)
+		})
+		return true
+	}
+	var text strings.Builder
+	conn := ctx.Conn()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	tokens := st.Tokens
+	for tokens != nil {
+		select {
+		case tok, ok := <-tokens:
+			if !ok {
+				tokens = nil
+				continue
+			}
+			text.WriteString(tok.Text)
+		case <-tick.C:
+			if connClosed(conn) {
+				cancel() // the client went away: stop generating
+			}
+		}
+	}
+	u, err := st.Wait(context.Background())
+	cancel()
+	j.s.pred.End(j.c.m.id)
+	j.observeLatency(u, err)
+	status := statusOf(u, err)
+	j.settle(tenancy.Entry{Status: status, Finish: u.FinishReason, PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens}, &u)
+	if err != nil && status != 499 {
+		j.s.writeError(ctx, j.reqID, &apiError{status: 500, typ: "server_error", message: "generation failed: " + err.Error(), reason: "internal"})
+		return false
+	}
+	b := make([]byte, 0, 256+text.Len())
+	b = j.appendResponse(b, id, text.String(), finishReason(u.FinishReason), u)
+	ctx.SetContentType("application/json")
+	ctx.SetBody(b)
+	return false
+}
+
+// observeLatency feeds the tier router's predictor. The engine's time to first
+// token counts from submission, so it holds the time the request queued; the
+// predictor wants the service time alone (it adds the queue ahead from the queue
+// depth), else a queue once seen would be counted twice in every prediction.
+func (j *job) observeLatency(u engine.Usage, err error) {
+	if err == nil && u.FinishReason != engine.FinishCancelled {
+		ttft := max(u.TimeToFirstToken-u.QueueTime, 0)
+		j.s.pred.Observe(j.c.m.id, ttft, u.TimePerOutputToken)
+	}
+}
+
+// streamEmbedded writes the server-sent events of a stream, flushing each token.
+func (j *job) streamEmbedded(w *bufio.Writer, st *engine.Stream, cancel context.CancelFunc, id string) {
+	buf := make([]byte, 0, 512)
+	gone := false
+	write := func(b []byte) {
+		if gone {
+			return
+		}
+		w.Write(b)
+		if w.Flush() != nil {
+			gone = true
+			cancel() // the client went away: stop generating
+		}
+	}
+	if j.in.kind == kindChat {
+		buf = j.appendChunk(buf[:0], id, "", true, "")
+		write(buf)
+	}
+	for tok := range st.Tokens {
+		if tok.Text == "" || gone {
+			continue
+		}
+		buf = j.appendChunk(buf[:0], id, tok.Text, false, "")
+		write(buf)
+	}
+	u, err := st.Wait(context.Background())
+	cancel()
+	j.s.pred.End(j.c.m.id)
+	j.observeLatency(u, err)
+	status := statusOf(u, err)
+	if gone {
+		status = 499
+	}
+	j.settle(tenancy.Entry{Status: status, Finish: u.FinishReason, PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens}, &u)
+	if err != nil && status != 499 {
+		buf = append(buf[:0], "data: "...)
+		buf = appendErrorJSON(buf, &apiError{typ: "server_error", message: "generation failed: " + err.Error()})
+		buf = append(buf, "\n\n"...)
+		write(buf)
+	} else {
+		buf = j.appendChunk(buf[:0], id, "", false, finishReason(u.FinishReason))
+		write(buf)
+		if j.in.usage {
+			buf = j.appendUsageChunk(buf[:0], id, u)
+			write(buf)
+		}
+	}
+	write([]byte("data: [DONE]\n\n"))
+}
