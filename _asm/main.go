@@ -76,6 +76,7 @@ func main() {
 	dot0AVX2("IQ4_NL")
 	dotIQ4XSAVX2()
 	dotQ4_1AVX2()
+	dotQ5_1AVX2()
 	q2KConstants()
 	dotQ2KAVX2()
 	q3KConstants()

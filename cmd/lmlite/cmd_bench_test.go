@@ -17,7 +17,7 @@ func TestBenchNamesSlowPath(t *testing.T) {
 		typ  string
 		want map[string]int
 	}{
-		{"q5_1", map[string]int{"Q5_1": 16}}, // every matrix: token_embd, output, 7 per layer
+		{"tq2_0", map[string]int{"TQ2_0": 16}}, // every matrix: token_embd, output, 7 per layer
 		{"q4_k_m", nil},
 		{"q3_k_m", nil},
 	} {
@@ -35,7 +35,7 @@ func TestBenchNamesSlowPath(t *testing.T) {
 		if !kernels.HasSIMD(kernels.Q4_K) { // the purego build or a CPU without AVX2: all slow
 			continue
 		}
-		if len(got) != len(want) || got["Q5_1"] != want["Q5_1"] {
+		if len(got) != len(want) || got["TQ2_0"] != want["TQ2_0"] {
 			t.Errorf("%s: slow path %v, want %v", c.typ, got, want)
 		}
 	}

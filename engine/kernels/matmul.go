@@ -183,6 +183,9 @@ func dotRow(wt Type, row []byte, a *acts, t int) float32 {
 	case Q4_1:
 		nb := a.cols / qk0
 		return dotQ4_1Row(row, a.q81[t*nb:(t+1)*nb])
+	case Q5_1:
+		nb := a.cols / qk0
+		return dotQ5_1Row(row, a.q81[t*nb:(t+1)*nb])
 	case IQ4_NL:
 		nb := a.cols / qk0
 		return dotIQ4NLRow(row, a.q8[t*nb:(t+1)*nb])

@@ -268,3 +268,13 @@ func dotQ3KRow(row []byte, y []q8KBlock) float32 {
 	_ = row[n*110-1]
 	return dotQ3KAVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n)
 }
+
+// dotQ5_1Row: AVX2 only; the reference's bits.
+func dotQ5_1Row(row []byte, y []q8_1Block) float32 {
+	n := len(y)
+	if n == 0 || !useAVX2 {
+		return dotQ5_1RowGeneric(row, y)
+	}
+	_ = row[n*24-1]
+	return dotQ5_1AVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n)
+}

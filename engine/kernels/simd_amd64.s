@@ -2015,6 +2015,55 @@ done:
 	MOVSS X2, ret+24(FP)
 	RET
 
+// func dotQ5_1AVX2(x *byte, y *byte, n int) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotQ5_1AVX2(SB), NOSPLIT, $0-28
+	MOVQ    x+0(FP), AX
+	MOVQ    y+8(FP), CX
+	MOVQ    n+16(FP), DX
+	VMOVDQU nibbleMask<>+0(SB), Y0
+	VMOVDQU ones16<>+0(SB), Y1
+	VXORPS  X2, X2, X2
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VMOVDQU      8(AX), X3
+	VPSRLW       $0x04, X3, X4
+	VINSERTI128  $0x01, X4, Y3, Y4
+	VPAND        Y0, Y4, Y4
+	VPBROADCASTD 4(AX), Y5
+	VPSHUFB      q5Spread<>+0(SB), Y5, Y5
+	VPAND        q5Bits<>+0(SB), Y5, Y5
+	VPCMPEQB     q5Bits<>+0(SB), Y5, Y5
+	VPAND        bit4Mask<>+0(SB), Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VPMADDUBSW   8(CX), Y4, Y4
+	VPMADDWD     Y1, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X3
+	VPADDD       X4, X3, X3
+	VPHADDD      X3, X3, X3
+	VPHADDD      X3, X3, X3
+	VCVTDQ2PS    X3, X3
+	MOVL         (AX), BX
+	VMOVD        BX, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (CX), X4, X5
+	VMULSS       X3, X5, X5
+	VMOVSHDUP    X4, X3
+	VMULSS       4(CX), X3, X3
+	VADDSS       X3, X5, X5
+	VADDSS       X5, X2, X2
+	ADDQ         $0x00000018, AX
+	ADDQ         $0x00000028, CX
+	DECQ         DX
+	JMP          loop
+
+done:
+	VZEROUPPER
+	MOVSS X2, ret+24(FP)
+	RET
+
 DATA threes<>+0(SB)/8, $0x0303030303030303
 DATA threes<>+8(SB)/8, $0x0303030303030303
 DATA threes<>+16(SB)/8, $0x0303030303030303

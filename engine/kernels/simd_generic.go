@@ -13,8 +13,9 @@ import (
 // versions, built everywhere (the purego build, CPUs without AVX2, the tests).
 // Each takes a row of exactly len(y) blocks (len(x) elements for the float types).
 // Q5_K has an AVX2 row kernel (and a two-token one), Q5_0 and IQ4_NL AVX2 row
-// kernels (dot0AVX2's, as Q4_0), IQ4_XS, Q4_1, Q2_K and Q3_K ones (dotIQ4XSAVX2,
-// dotQ4_1AVX2, dotQ2KAVX2, dotQ3KAVX2), but no AVX-512 or tile kernels yet.
+// kernels (dot0AVX2's, as Q4_0), IQ4_XS, Q4_1, Q5_1, Q2_K and Q3_K ones
+// (dotIQ4XSAVX2, dotQ4_1AVX2, dotQ5_1AVX2, dotQ2KAVX2, dotQ3KAVX2), but no AVX-512
+// or tile kernels yet.
 // dotQ4KRows, dotQ6KRows and dotQ8_0Rows take one weight row against a batch of
 // activation rows (the tokens of a prompt), unpacking each weight block once for
 // two tokens (AVX2, Q4_K and Q6_K). With AVX-512, MatMul takes the tile kernels
@@ -126,6 +127,14 @@ func dotQ2KRowGeneric(row []byte, y []q8KBlock) float32 {
 	var sum float32
 	for b := range y {
 		sum += dotQ2KBlock(row[b*84:(b+1)*84], &y[b])
+	}
+	return sum
+}
+
+func dotQ5_1RowGeneric(row []byte, y []q8_1Block) float32 {
+	var sum float32
+	for b := range y {
+		sum += dotQ5_1Block(row[b*24:(b+1)*24], &y[b])
 	}
 	return sum
 }

@@ -10,6 +10,7 @@ func dotQ8_0Row(row []byte, y []q8Block) float32   { return dotQ8_0RowGeneric(ro
 func dotQ4_0Row(row []byte, y []q8Block) float32   { return dotQ4_0RowGeneric(row, y) }
 func dotQ3KRow(row []byte, y []q8KBlock) float32   { return dotQ3KRowGeneric(row, y) }
 func dotQ2KRow(row []byte, y []q8KBlock) float32   { return dotQ2KRowGeneric(row, y) }
+func dotQ5_1Row(row []byte, y []q8_1Block) float32 { return dotQ5_1RowGeneric(row, y) }
 func dotQ4_1Row(row []byte, y []q8_1Block) float32 { return dotQ4_1RowGeneric(row, y) }
 func dotQ5_0Row(row []byte, y []q8Block) float32   { return dotQ5_0RowGeneric(row, y) }
 func dotIQ4NLRow(row []byte, y []q8Block) float32  { return dotIQ4NLRowGeneric(row, y) }

@@ -78,6 +78,11 @@ func dotIQ4XSAVX2(x *byte, y *byte, n int) float32
 //go:noescape
 func dotQ4_1AVX2(x *byte, y *byte, n int) float32
 
+// dotQ5_1AVX2 is the dot product of n Q5_1 blocks at x with n q8_1Blocks at y.
+//
+//go:noescape
+func dotQ5_1AVX2(x *byte, y *byte, n int) float32
+
 // dotQ2KAVX2 is the dot product of n Q2_K blocks at x with n q8KBlocks at y.
 //
 //go:noescape

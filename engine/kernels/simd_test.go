@@ -79,7 +79,7 @@ func weightRow(r *rand.Rand, t Type, nb int, mode string, unit bool) []byte {
 	switch t {
 	case Q8_0, Q4_0, Q5_0, IQ4_NL, IQ4_XS:
 		fields = []int{0}
-	case Q4_1:
+	case Q4_1, Q5_1:
 		fields = []int{0, 2}
 	case Q2_K:
 		fields = []int{80, 82}
@@ -273,7 +273,7 @@ func TestSIMDQuantRowDots(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	rowModes := []string{"quantized", "random", "0x00", "0x80", "0xff"}
 	actModes := []string{"quantized", "random", "max", "min"}
-	for _, typ := range []Type{Q4_K, Q5_K, Q8_0, Q6_K, Q4_0, Q5_0, IQ4_NL, IQ4_XS, Q4_1, Q2_K, Q3_K} {
+	for _, typ := range []Type{Q4_K, Q5_K, Q8_0, Q6_K, Q4_0, Q5_0, IQ4_NL, IQ4_XS, Q4_1, Q5_1, Q2_K, Q3_K} {
 		for _, nb := range simdBlockCounts {
 			for _, rm := range rowModes {
 				for _, am := range actModes {
@@ -308,12 +308,16 @@ func TestSIMDQuantRowDots(t *testing.T) {
 								d.ref = func(row []byte) float32 { return dotQ6KRowGeneric(row, y) }
 								d.got = func(row []byte) float32 { return dotQ6KRow(row, y) }
 							}
-						case Q4_1:
+						case Q4_1, Q5_1:
 							all := q8_1Acts(r, nb+2, am, unit)
 							y := all[1 : nb+1 : nb+1]
 							d.x = q8_1Floats(y)
 							d.ref = func(row []byte) float32 { return dotQ4_1RowGeneric(row, y) }
 							d.got = func(row []byte) float32 { return dotQ4_1Row(row, y) }
+							if typ == Q5_1 {
+								d.ref = func(row []byte) float32 { return dotQ5_1RowGeneric(row, y) }
+								d.got = func(row []byte) float32 { return dotQ5_1Row(row, y) }
+							}
 						default:
 							all := q8Acts(r, typ, nb+2, am, unit)
 							y := all[1 : nb+1 : nb+1]
@@ -492,6 +496,7 @@ func TestSIMDShortRowPanics(t *testing.T) {
 		{"Q5_K", func() { dotQ5KRow(make([]byte, 2*176-1), yk) }},
 		{"IQ4_XS", func() { dotIQ4XSRow(make([]byte, 2*136-1), yk) }},
 		{"Q4_1", func() { dotQ4_1Row(make([]byte, 2*20-1), make([]q8_1Block, 2)) }},
+		{"Q5_1", func() { dotQ5_1Row(make([]byte, 2*24-1), make([]q8_1Block, 2)) }},
 		{"Q2_K", func() { dotQ2KRow(make([]byte, 2*84-1), yk) }},
 		{"Q3_K", func() { dotQ3KRow(make([]byte, 2*110-1), yk) }},
 		{"Q6_K", func() { dotQ6KRow(make([]byte, 2*210-1), yk) }},
@@ -736,7 +741,7 @@ func BenchmarkBatchRows(b *testing.B) {
 func TestSIMDDotRows(t *testing.T) {
 	r := rand.New(rand.NewPCG(15, 16))
 	const guard = -12345.5
-	for _, typ := range []Type{Q4_K, Q5_K, Q6_K, Q8_0, Q4_0, Q5_0, IQ4_NL, IQ4_XS, Q4_1, Q2_K, Q3_K, F16, BF16, F32} {
+	for _, typ := range []Type{Q4_K, Q5_K, Q6_K, Q8_0, Q4_0, Q5_0, IQ4_NL, IQ4_XS, Q4_1, Q5_1, Q2_K, Q3_K, F16, BF16, F32} {
 		colsList := []int{256, 768}
 		if typ.BlockSize() == qk0 || typ.BlockSize() == 1 {
 			colsList = append(colsList, 32, 224)
