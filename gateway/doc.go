@@ -32,8 +32,11 @@
 //     insufficient_quota, load a 503.
 //  7. run.go, job.run: tenancy.Ticket.Reserve the worst case, then job.launch: the
 //     engine's Generate, or upstream.go, job.runUpstream. A model that refuses before
-//     answering (queue full, no memory, closed, upstream down) is an explicit,
-//     bounded retry: Ticket.Release first, exclude the tier, choose again.
+//     answering (queue full, no memory, closed, restarting, upstream down) is an
+//     explicit, bounded retry: Ticket.Release first, exclude the tier, choose again.
+//     An engine restarting the model (engine.ErrRestarting: the workers mode's worker
+//     crashed or hung) answers 503 engine_restarting with Retry-After, or an SSE
+//     error event with that code mid-stream; the request settles at no cost.
 //  8. run.go, job.respondEmbedded / job.streamEmbedded (the bytes from wire.go): JSON,
 //     or SSE flushed per token ending "data: [DONE]"; a client that goes away cancels
 //     the generation. Then job.settle: tenancy.Ticket.Settle replaces the reservation
