@@ -37,16 +37,23 @@ func embedInputs(raw jsontext.Value) (texts []string, ids [][]int32, aerr *apiEr
 	if isNull(raw) {
 		return nil, nil, badRequest("input", "you must provide an input")
 	}
+	// Each shape decoded into a fresh value: a failed decoding may leave a partial one.
 	var one string
-	if jsonv2.Unmarshal(raw, &one) == nil {
+	var many []string
+	var flat []int32
+	switch {
+	case jsonv2.Unmarshal(raw, &one) == nil:
 		texts = []string{one}
-	} else if jsonv2.Unmarshal(raw, &texts) != nil {
-		var flat []int32
-		if jsonv2.Unmarshal(raw, &flat) == nil {
-			ids = [][]int32{flat}
-		} else if jsonv2.Unmarshal(raw, &ids) != nil {
+	case jsonv2.Unmarshal(raw, &many) == nil:
+		texts = many
+	case jsonv2.Unmarshal(raw, &flat) == nil:
+		ids = [][]int32{flat}
+	default:
+		var nested [][]int32
+		if jsonv2.Unmarshal(raw, &nested) != nil {
 			return nil, nil, badRequest("input", "input must be a string, an array of strings, an array of token ids or an array of arrays of token ids")
 		}
+		ids = nested
 	}
 	n := len(texts) + len(ids)
 	if n == 0 {
