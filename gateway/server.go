@@ -89,6 +89,7 @@ type model struct {
 	in       [tiers.NumTiers]bool // the tiers listing it
 	upstream *upstream
 	dim      atomic.Int64 // embeddings' size, once an embedding request has seen it
+	ownedBy  string       // "": "lmlite"
 }
 
 // limit is the model's length limit (0: unknown). For an embedded model whose limit
@@ -157,7 +158,7 @@ func New(cfg Config, eng Engine, ten *tenancy.Tenancy, opts Options) (*Server, e
 		}
 	}
 	for _, mc := range cfg.Models {
-		m := &model{id: mc.ID, price: mc.Price}
+		m := &model{id: mc.ID, price: mc.Price, ownedBy: mc.OwnedBy}
 		m.maxLen.Store(int64(mc.MaxModelLen))
 		if mc.Upstream != nil {
 			var err error
@@ -488,7 +489,7 @@ func (s *Server) handleModels(ctx *fasthttp.RequestCtx, reqID string) {
 		b = jsonenc.AppendString(b, id)
 		b = append(b, `,"object":"model","created":`...)
 		b = strconv.AppendInt(b, s.created, 10)
-		b = appendModelTail(b, embeds[id])
+		b = appendModelTail(b, s.ownedBy(id), embeds[id])
 	}
 	b = append(b, "]}"...)
 	ctx.SetContentType("application/json")
@@ -511,10 +512,20 @@ func (s *Server) embedding() map[string]bool {
 
 // appendModelTail ends a model object: owned_by and lmlite's extension, which says
 // whether the model serves /v1/embeddings.
-func appendModelTail(b []byte, embeds bool) []byte {
-	b = append(b, `,"owned_by":"lmlite","lmlite":{"embeddings":`...)
+func appendModelTail(b []byte, ownedBy string, embeds bool) []byte {
+	b = append(b, `,"owned_by":`...)
+	b = jsonenc.AppendString(b, ownedBy)
+	b = append(b, `,"lmlite":{"embeddings":`...)
 	b = strconv.AppendBool(b, embeds)
 	return append(b, "}}"...)
+}
+
+// ownedBy is a model's owned_by in /v1/models: its config's owned_by, else "lmlite".
+func (s *Server) ownedBy(id string) string {
+	if m, ok := s.models[id]; ok && m.ownedBy != "" {
+		return m.ownedBy
+	}
+	return "lmlite"
 }
 
 // handleModel answers GET /v1/models/{id}.
@@ -532,7 +543,7 @@ func (s *Server) handleModel(ctx *fasthttp.RequestCtx, reqID, id string) {
 	b = jsonenc.AppendString(b, id)
 	b = append(b, `,"object":"model","created":`...)
 	b = strconv.AppendInt(b, s.created, 10)
-	b = appendModelTail(b, s.embedding()[id])
+	b = appendModelTail(b, s.ownedBy(id), s.embedding()[id])
 	ctx.SetContentType("application/json")
 	ctx.SetBody(b)
 }
