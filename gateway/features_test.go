@@ -727,3 +727,30 @@ func TestSDKDeterminism(t *testing.T) {
 		}
 	}
 }
+
+// TestSDKCompletionsEcho: echo puts the prompt before the output, streamed and not.
+func TestSDKCompletionsEcho(t *testing.T) {
+	ts := startServer(t, testConfig, newFakeEngine())
+	c := ts.client("acme")
+	p := openai.CompletionNewParams{
+		Model: "tiny", Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String("Once ")},
+		MaxTokens: openai.Int(3), Echo: openai.Bool(true),
+	}
+	resp, err := c.Completions.New(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Choices[0].Text != "Once w0 w1 w2 " || resp.Usage.CompletionTokens != 3 {
+		t.Errorf("echo: %q %+v", resp.Choices[0].Text, resp.Usage)
+	}
+	stream := c.Completions.NewStreaming(context.Background(), p)
+	var text strings.Builder
+	for stream.Next() {
+		for _, ch := range stream.Current().Choices {
+			text.WriteString(ch.Text)
+		}
+	}
+	if err := stream.Err(); err != nil || text.String() != "Once w0 w1 w2 " {
+		t.Errorf("streamed echo %q: %v", text.String(), err)
+	}
+}
