@@ -27,7 +27,8 @@ type choiceOut struct {
 	parser *toolcall.Parser
 	lps    []engine.Token // tokens with their logprobs, not yet sent (streams) or all
 	offset int            // completions: the text's length before the next token
-	calls  int            // tool calls begun (streams)
+	calls  int            // tool calls begun
+	held   string         // white space after the content so far: dropped if a call follows
 	usage  engine.Usage
 	err    error
 }
@@ -100,6 +101,51 @@ func len2(n int) int { return max(n, 1) }
 // request id is) and the same for the same request id.
 func (j *job) callID(i, k int) string {
 	return "call_" + strings.TrimPrefix(j.reqID, "req_") + "_" + strconv.Itoa(i) + "_" + strconv.Itoa(k)
+}
+
+// contentOf is the content an event of the tool-call parser sends now: white space
+// before a call is dropped (a message that only calls tools has null content), so
+// it is held until text that is not white space follows. A call drops it.
+func (o *choiceOut) contentOf(e toolcall.Event) string {
+	if e.Call {
+		o.held = ""
+		if e.Name != "" {
+			o.calls = max(o.calls, e.Index+1)
+		}
+		return ""
+	}
+	text := o.held + e.Content
+	send := strings.TrimRight(text, " \t\r\n")
+	o.held = text[len(send):]
+	return send
+}
+
+// flush is the held white space at the end of an output, kept when no call came.
+func (o *choiceOut) flush() string {
+	h := o.held
+	o.held = ""
+	if o.calls > 0 {
+		return ""
+	}
+	return h
+}
+
+// parseWhole parses a whole output as streamChoices does piece by piece: the
+// content and the calls; ok is false when a call does not parse (the output is
+// then content as it is).
+func (o *choiceOut) parseWhole(text string) (content string, calls []toolcall.Call, ok bool) {
+	ev := o.parser.Feed(text)
+	tail, err := o.parser.Finish()
+	if err != nil {
+		return text, nil, false
+	}
+	var sb strings.Builder
+	for _, e := range append(ev, tail...) {
+		sb.WriteString(o.contentOf(e))
+	}
+	sb.WriteString(o.flush())
+	_, calls = toolcall.Collect(append(ev, tail...))
+	return sb.String(), calls, true
 }
 
 // respondChoices answers from the choices' streams, as JSON or as server-sent events.
@@ -194,9 +240,9 @@ func (j *job) appendChoices(b []byte, id string, outs []choiceOut, u engine.Usag
 			content := o.text.String()
 			var calls []toolcall.Call
 			if o.parser != nil {
-				c, cs, err := toolcall.Parse(j.c.syntax, content)
-				if err == nil && len(cs) > 0 {
-					content, calls = strings.TrimSpace(c), cs
+				c, cs, ok := o.parseWhole(content)
+				if ok && len(cs) > 0 {
+					content, calls = c, cs
 					if !j.in.feat.parallel {
 						calls = calls[:1]
 					}
@@ -388,18 +434,19 @@ func (j *job) streamChoices(w *bufio.Writer, events <-chan tokenEvent, outs []ch
 			delta = delta[:0]
 			switch {
 			case !e.Call:
-				if e.Content == "" {
+				text := o.contentOf(e)
+				if text == "" {
 					continue
 				}
 				delta = append(delta, `"content":`...)
-				delta = jsonenc.AppendString(delta, e.Content)
+				delta = jsonenc.AppendString(delta, text)
 			case !j.in.feat.parallel && e.Index > 0:
 				continue
 			default:
+				o.contentOf(e)
 				delta = append(delta, `"tool_calls":[{"index":`...)
 				delta = strconv.AppendInt(delta, int64(e.Index), 10)
 				if e.Name != "" {
-					o.calls = max(o.calls, e.Index+1)
 					delta = append(delta, `,"id":`...)
 					delta = jsonenc.AppendString(delta, j.callID(i, e.Index))
 					delta = append(delta, `,"type":"function","function":{"name":`...)
@@ -424,6 +471,11 @@ func (j *job) streamChoices(w *bufio.Writer, events <-chan tokenEvent, outs []ch
 			if o.parser != nil {
 				if evs, err := o.parser.Finish(); err == nil {
 					emit(ev.i, o, evs)
+				}
+				if h := o.flush(); h != "" {
+					delta = jsonenc.AppendString(append(delta[:0], `"content":`...), h)
+					buf = j.appendChoiceChunk(buf[:0], id, ev.i, delta, o, "")
+					write(buf)
 				}
 			}
 			continue
