@@ -58,7 +58,9 @@ func (s *scriptedEngine) GenerateN(ctx context.Context, model string, req engine
 	return out, nil
 }
 
-func (s *scriptedEngine) CompileSchema([]byte) (*grammar.Grammar, error) { return grammar.JSONObject(), nil }
+func (s *scriptedEngine) CompileSchema([]byte) (*grammar.Grammar, error) {
+	return grammar.JSONObject(), nil
+}
 func (s *scriptedEngine) ChatTokensTools(model string, msgs []engine.Message, _ []engine.Tool) ([]int32, error) {
 	return s.ChatTokens(model, msgs)
 }
