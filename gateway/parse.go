@@ -61,6 +61,9 @@ func (in *input) parse(k kind, body []byte) *apiError {
 		if in.feat, aerr = r.features(in.msgs); aerr != nil {
 			return aerr
 		}
+		for _, t := range in.feat.tools { // the tools are part of the prompt
+			in.promptBytes += len(t.Name) + len(t.Description) + len(t.Parameters)
+		}
 	} else {
 		r := &completionRequest{}
 		if aerr = decodeBody(body, r); aerr != nil {
