@@ -75,8 +75,8 @@ func embedInputs(raw jsontext.Value) (texts []string, ids [][]int32, aerr *apiEr
 	return texts, ids, nil
 }
 
-// embedder is the model's embedding status as the engine reports it: whether it
-// embeds (it must be an embedded model) and, once known, its vectors' size.
+// embeds reports whether the engine serves embeddings from model m (an embedded
+// model whose ModelStatus.Embeddings is set).
 func (s *Server) embeds(m *model) bool {
 	if m.upstream != nil || s.eng == nil {
 		return false

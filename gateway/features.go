@@ -116,7 +116,7 @@ type toolParam struct {
 	} `json:"function"`
 }
 
-// chatFeatures decodes the chat request's tools, tool_choice, parallel_tool_calls,
+// features decodes the chat request's tools, tool_choice, parallel_tool_calls,
 // response_format, logprobs, top_logprobs and n.
 func (r *chatRequest) features(msgs []engine.Message) (features, *apiError) {
 	f := features{n: 1, parallel: true}
