@@ -93,7 +93,7 @@ type Model struct {
 	Replicas       int           `yaml:"replicas"`         // 0: 1
 	IdleTimeout    time.Duration `yaml:"idle_timeout"`     // unload after this long idle; 0: 5m; negative: never
 	Priority       int           `yaml:"priority"`         // memory-lease priority
-	MaxQueue       int           `yaml:"max_queue"`        // requests queued or running before it counts as overloaded; 0: 16 × max_concurrency
+	MaxQueue       int           `yaml:"max_queue"`        // requests queued or running before it counts as overloaded (an embedded model's engine refuses more: engine.ModelConfig.MaxQueue); 0: 16 × max_concurrency
 
 	KVCache            string `yaml:"kv_cache"`             // hot KV pool per replica ("512MiB"); "": room for max_concurrency sequences of max_model_len
 	KVWarm             string `yaml:"kv_warm"`              // warm tier per replica for blocks evicted from hot ("2GiB"); "": none
@@ -406,6 +406,7 @@ func (m *Model) EngineConfig() engine.ModelConfig {
 		Replicas:            m.Replicas,
 		IdleTimeout:         m.IdleTimeout,
 		Priority:            m.Priority,
+		MaxQueue:            m.MaxQueue,
 		KVCacheBytes:        mustBytes(m.KVCache),
 		KVWarmBytes:         mustBytes(m.KVWarm),
 		KVWarmFile:          m.KVWarmFile,
