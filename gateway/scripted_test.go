@@ -30,18 +30,17 @@ func (s *scriptedEngine) Generate(ctx context.Context, model string, req engine.
 	if !fakeModels[model] {
 		return nil, engine.ErrUnknownModel
 	}
-	st, tokens, finish := engine.NewStream(16)
+	st := engine.NewStream()
 	go func() {
 		u := engine.Usage{PromptTokens: len(req.Prompt), FinishReason: engine.FinishStop}
-		for i := 0; i < len(s.script); i += 4 {
-			select {
-			case tokens <- engine.Token{ID: int32(u.CompletionTokens), Text: s.script[i:min(i+4, len(s.script))]}:
-				u.CompletionTokens++
-			case <-ctx.Done():
-				u.FinishReason = engine.FinishCancelled
-			}
+		for i := 0; i < len(s.script) && ctx.Err() == nil; i += 4 {
+			st.Send(engine.Token{ID: int32(u.CompletionTokens), Text: s.script[i:min(i+4, len(s.script))]})
+			u.CompletionTokens++
 		}
-		finish(u, nil)
+		if ctx.Err() != nil {
+			u.FinishReason = engine.FinishCancelled
+		}
+		st.Finish(u, nil)
 	}()
 	return st, nil
 }
