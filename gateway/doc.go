@@ -38,9 +38,9 @@
 //  7. run.go, job.run: tenancy.Ticket.Reserve the worst case, then job.launch: the
 //     engine's Generate (Features.GenerateN for n > 1; the plan's grammar and the
 //     logprobs asked for in the engine.Request), or upstream.go, job.runUpstream
-//     (the body forwarded). A model that refuses before
-//     answering (queue full, no memory, closed, upstream down) is an explicit,
-//     bounded retry: Ticket.Release first, exclude the tier, choose again.
+//     (the body forwarded). A model that refuses before answering (queue full, no
+//     memory, closed, upstream down) is an explicit, bounded retry: Ticket.Release
+//     first, exclude the tier, choose again.
 //  8. run.go, job.respondEmbedded / job.streamEmbedded (the bytes from wire.go): JSON,
 //     or SSE flushed per token ending "data: [DONE]"; a client that goes away cancels
 //     the generation. Requests with n > 1, logprobs, tools to parse or echo take
@@ -49,9 +49,10 @@
 //     reason "tool_calls") or, streamed, delta.tool_calls (index, id and name first,
 //     then argument fragments); chat logprobs (content[] with token, logprob, bytes,
 //     top_logprobs) or completions' legacy logprobs; chunks name their choice; usage
-//     counts the prompt once and every choice's output. Then job.settle: tenancy.Ticket.Settle replaces the reservation
-//     by the actual cost and the response completes only after its ledger group is
-//     logged, so a server killed with SIGKILL never loses usage it acknowledged.
+//     counts the prompt once and every choice's output. Then job.settle:
+//     tenancy.Ticket.Settle replaces the reservation by the actual cost and the
+//     response completes only after its ledger group is logged, so a server killed
+//     with SIGKILL never loses usage it acknowledged.
 //
 // # The engine
 //
@@ -59,8 +60,8 @@
 // the engine's Block satisfies); it knows nothing of tensors. Optional abilities are
 // found by type assertion: Features (the Block has it) for structured outputs, tools,
 // n > 1, logprobs and embeddings (without it such a request is a 400 naming the
-// field); ModelLoader for the admin API's load and unload (cmd/lmlite
-// adapts the Block's context-taking Load), and prometheus.Collector for the engine's
+// field); ModelLoader for the admin API's load and unload (cmd/lmlite adapts the
+// Block's context-taking Load), and prometheus.Collector for the engine's
 // own metrics (lmlite_engine_*: model state, memory, replicas, queue depth; batch
 // sizes, KV blocks and, for mixtures of experts, the tokens routed to each expert, as
 // the runtime reports them), registered beside the gateway's.
