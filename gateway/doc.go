@@ -32,9 +32,9 @@
 //     present, every text of the request as plain text, only the template's markup
 //     as control tokens; the output limit checked; features.go, job.planFeatures:
 //     the grammar of response_format or of a required/named tool call, and the
-//     model's tool-call syntax; the budget's worst case is n choices), so a request over every
-//     candidate's limit is a 400 naming the limit, money is a 429
-//     insufficient_quota, load a 503.
+//     model's tool-call syntax; the budget's worst case is n choices), so a
+//     request over every candidate's limit is a 400 naming the limit, money is a
+//     429 insufficient_quota, load a 503.
 //  7. run.go, job.run: tenancy.Ticket.Reserve the worst case, then job.launch: the
 //     engine's Generate (Features.GenerateN for n > 1; the plan's grammar and the
 //     logprobs asked for in the engine.Request), or upstream.go, job.runUpstream
