@@ -3,10 +3,10 @@ package gateway
 import (
 	"bufio"
 	"context"
+	"iter"
 	"math"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -40,27 +40,58 @@ type tokenEvent struct {
 	end bool
 }
 
-// merge reads every stream at once (a choice's stream must never wait for another's
-// reader) into one channel; each stream ends with an end event after its Wait.
-func merge(streams []*engine.Stream, outs []choiceOut) <-chan tokenEvent {
-	ch := make(chan tokenEvent, 16*len(streams))
-	var wg sync.WaitGroup
-	for i, st := range streams {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for t := range st.Tokens {
-				ch <- tokenEvent{i: i, tok: t}
+// The select in events has one case per possible choice.
+const _ = uint(engine.MaxChoices-8) + uint(8-engine.MaxChoices)
+
+// events reads every choice's stream from the calling goroutine, none waiting for
+// another's reader (a stream never blocks its producer): it waits for any stream's
+// Ready and takes what each has. A stream's tokens come in order, then its end event
+// (its usage and error stored in outs first). onTick runs at each tick while it
+// waits (tick nil: never).
+func events(streams []*engine.Stream, outs []choiceOut, tick <-chan time.Time, onTick func()) iter.Seq[tokenEvent] {
+	return func(yield func(tokenEvent) bool) {
+		var ready [engine.MaxChoices]<-chan struct{}
+		bufs := make([][]engine.Token, len(streams))
+		for i, st := range streams {
+			ready[i] = st.Ready()
+		}
+		left := len(streams)
+		for left > 0 {
+			select {
+			case <-ready[0]:
+			case <-ready[1]:
+			case <-ready[2]:
+			case <-ready[3]:
+			case <-ready[4]:
+			case <-ready[5]:
+			case <-ready[6]:
+			case <-ready[7]:
+			case <-tick:
+				onTick()
+				continue
 			}
-			outs[i].usage, outs[i].err = st.Wait(context.Background())
-			ch <- tokenEvent{i: i, end: true}
-		}()
+			for i, st := range streams {
+				if ready[i] == nil {
+					continue
+				}
+				toks, done := st.Take(bufs[i])
+				bufs[i] = toks
+				for _, t := range toks {
+					if !yield(tokenEvent{i: i, tok: t}) {
+						return
+					}
+				}
+				if done {
+					ready[i] = nil
+					left--
+					outs[i].usage, outs[i].err = st.Wait(context.Background())
+					if !yield(tokenEvent{i: i, end: true}) {
+						return
+					}
+				}
+			}
+		}
 	}
-	go func() {
-		wg.Wait()
-		close(ch)
-	}()
-	return ch
 }
 
 // total is the request's usage: the prompt once, every choice's output tokens; the
@@ -153,7 +184,6 @@ func (j *job) respondChoices(ctx *fasthttp.RequestCtx, streams []*engine.Stream,
 	j.setRouteHeaders(ctx)
 	id := j.newID()
 	outs := j.newOuts()
-	events := merge(streams, outs)
 	if j.in.stream {
 		ctx.SetContentType("text/event-stream")
 		ctx.Response.Header.Set("Cache-Control", "no-cache")
@@ -163,32 +193,26 @@ func (j *job) respondChoices(ctx *fasthttp.RequestCtx, streams []*engine.Stream,
 				j.s.inFlight.Add(-1)
 				j.s.wg.Done()
 			}()
-			j.streamChoices(w, events, outs, cancel, id)
+			j.streamChoices(w, events(streams, outs, nil, nil), outs, cancel, id)
 		})
 		return true
 	}
 	conn := ctx.Conn()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-	for events != nil {
-		select {
-		case ev, ok := <-events:
-			if !ok {
-				events = nil
-				continue
-			}
-			if ev.end {
-				continue
-			}
-			o := &outs[ev.i]
-			o.text.WriteString(ev.tok.Text)
-			if j.in.feat.logprobs && ev.tok.ID >= 0 {
-				o.lps = append(o.lps, ev.tok)
-			}
-		case <-tick.C:
-			if connClosed(conn) {
-				cancel()
-			}
+	closed := func() {
+		if connClosed(conn) {
+			cancel() // the client went away: stop generating
+		}
+	}
+	for ev := range events(streams, outs, tick.C, closed) {
+		if ev.end {
+			continue
+		}
+		o := &outs[ev.i]
+		o.text.WriteString(ev.tok.Text)
+		if j.in.feat.logprobs && ev.tok.ID >= 0 {
+			o.lps = append(o.lps, ev.tok)
 		}
 	}
 	cancel()
@@ -402,7 +426,7 @@ func dupPiece(top []engine.TopLogprob, tl engine.TopLogprob) bool {
 // streamChoices writes the server-sent events of every choice as its tokens come:
 // chat deltas of content or tool calls (index, id, function name first, then
 // argument fragments) with their tokens' logprobs, each chunk naming its choice.
-func (j *job) streamChoices(w *bufio.Writer, events <-chan tokenEvent, outs []choiceOut, cancel context.CancelFunc, id string) {
+func (j *job) streamChoices(w *bufio.Writer, events iter.Seq[tokenEvent], outs []choiceOut, cancel context.CancelFunc, id string) {
 	chat := j.in.kind == kindChat
 	buf := make([]byte, 0, 1024)
 	delta := make([]byte, 0, 256)
