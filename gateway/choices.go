@@ -222,7 +222,7 @@ func (j *job) respondChoices(ctx *fasthttp.RequestCtx, streams []*engine.Stream,
 	status := statusOf(u, err)
 	j.settle(tenancy.Entry{Status: status, Finish: u.FinishReason, PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens}, &u)
 	if err != nil && status != 499 {
-		j.s.writeError(ctx, j.reqID, &apiError{status: 500, typ: "server_error", message: "generation failed: " + err.Error(), reason: "internal"})
+		j.s.writeError(ctx, j.reqID, generationError(err))
 		return false
 	}
 	ctx.SetContentType("application/json")
@@ -535,7 +535,7 @@ func (j *job) streamChoices(w *bufio.Writer, events iter.Seq[tokenEvent], outs [
 	j.settle(tenancy.Entry{Status: status, Finish: u.FinishReason, PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens}, &u)
 	if err != nil && status != 499 {
 		buf = append(buf[:0], "data: "...)
-		buf = appendErrorJSON(buf, &apiError{typ: "server_error", message: "generation failed: " + err.Error()})
+		buf = appendErrorJSON(buf, generationError(err))
 		buf = append(buf, "\n\n"...)
 		write(buf)
 	} else {

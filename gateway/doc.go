@@ -39,8 +39,11 @@
 //     engine's Generate (Features.GenerateN for n > 1; the plan's grammar and the
 //     logprobs asked for in the engine.Request), or upstream.go, job.runUpstream
 //     (the body forwarded). A model that refuses before answering (queue full, no
-//     memory, closed, upstream down) is an explicit, bounded retry: Ticket.Release
-//     first, exclude the tier, choose again.
+//     memory, closed, restarting, upstream down) is an explicit, bounded retry:
+//     Ticket.Release first, exclude the tier, choose again. An engine restarting
+//     the model (engine.ErrRestarting: the workers mode's worker crashed or hung)
+//     answers 503 engine_restarting with Retry-After, or an SSE error event with
+//     that code mid-stream; the request settles at no cost.
 //  8. run.go, job.respondEmbedded / job.streamEmbedded (the bytes from wire.go): JSON,
 //     or SSE flushed per token ending "data: [DONE]"; a client that goes away cancels
 //     the generation. Requests with n > 1, logprobs, tools to parse or echo take

@@ -153,7 +153,7 @@ func (j *job) launch(ctx *fasthttp.RequestCtx) (done bool, refused *apiError) {
 	}
 	streams, cancel, err := j.startEmbedded()
 	if err != nil {
-		if errors.Is(err, engine.ErrQueueFull) || errors.Is(err, engine.ErrNoMemory) || errors.Is(err, engine.ErrClosed) {
+		if errors.Is(err, engine.ErrQueueFull) || errors.Is(err, engine.ErrNoMemory) || errors.Is(err, engine.ErrClosed) || errors.Is(err, engine.ErrRestarting) {
 			j.s.pred.Fail(j.c.m.id, j.s.now())
 			return false, engineError(err)
 		}
@@ -172,6 +172,8 @@ func engineError(err error) *apiError {
 		return badRequest("max_tokens", "the request is longer than the model's limit: "+err.Error())
 	case errors.Is(err, engine.ErrUnknownModel):
 		return &apiError{status: 400, typ: "invalid_request_error", code: "model_not_found", param: "model", message: err.Error(), reason: "bad_request"}
+	case errors.Is(err, engine.ErrRestarting):
+		return restarting(err)
 	case errors.Is(err, engine.ErrQueueFull), errors.Is(err, engine.ErrNoMemory), errors.Is(err, engine.ErrClosed):
 		return &apiError{status: 503, typ: "server_error", code: "overloaded", message: err.Error(), retry: 1, reason: "overloaded"}
 	}
@@ -264,6 +266,8 @@ func statusOf(u engine.Usage, err error) int {
 	switch {
 	case u.FinishReason == engine.FinishCancelled || errors.Is(err, context.Canceled):
 		return 499 // the client went away
+	case errors.Is(err, engine.ErrRestarting):
+		return 503
 	case err != nil:
 		return 500
 	}
@@ -314,7 +318,7 @@ func (j *job) respondEmbedded(ctx *fasthttp.RequestCtx, st *engine.Stream, cance
 	status := statusOf(u, err)
 	j.settle(tenancy.Entry{Status: status, Finish: u.FinishReason, PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens}, &u)
 	if err != nil && status != 499 {
-		j.s.writeError(ctx, j.reqID, &apiError{status: 500, typ: "server_error", message: "generation failed: " + err.Error(), reason: "internal"})
+		j.s.writeError(ctx, j.reqID, generationError(err))
 		return false
 	}
 	b := make([]byte, 0, 256+text.Len())
@@ -371,7 +375,7 @@ func (j *job) streamEmbedded(w *bufio.Writer, st *engine.Stream, cancel context.
 	j.settle(tenancy.Entry{Status: status, Finish: u.FinishReason, PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens}, &u)
 	if err != nil && status != 499 {
 		buf = append(buf[:0], "data: "...)
-		buf = appendErrorJSON(buf, &apiError{typ: "server_error", message: "generation failed: " + err.Error()})
+		buf = appendErrorJSON(buf, generationError(err))
 		buf = append(buf, "\n\n"...)
 		write(buf)
 	} else {

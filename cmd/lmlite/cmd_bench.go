@@ -55,6 +55,7 @@ func cmdBench(args []string, stdout io.Writer) error {
 	membw := fs.Bool("membw", false, "measure the memory read bandwidth instead (no model needed)")
 	prefixCache := fs.String("prefix-cache", "", "PREFIX:SUFFIX: measure time to first token cold, after a hot and after a warm prefix-cache hit instead")
 	chatTurns := fs.Int("chat-turns", 0, "N: measure an N-turn chat with the prefix cache on and off instead")
+	engineMode := fs.String("engine", "", "inprocess|workers: measure TTFT and aggregate tg through that engine mode's Block API instead (the worker hop's overhead)")
 	grammarFlag := fs.String("grammar", "", "constrain generation: json (any JSON object) or a JSON Schema file; reports the masks' share of the decode time")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -73,6 +74,9 @@ func cmdBench(args []string, stdout io.Writer) error {
 	if *path == "" {
 		fs.Usage()
 		return errUsage
+	}
+	if *engineMode != "" {
+		return benchEngine(stdout, *path, *engineMode, *parallel, *nGen, *reps, *asJSON)
 	}
 	if *prefixCache != "" || *chatTurns > 0 {
 		runtime.GOMAXPROCS(*threads)
