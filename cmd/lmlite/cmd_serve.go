@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lmlite/lmlite/batch"
 	"github.com/lmlite/lmlite/configs"
 	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/gateway"
@@ -194,7 +195,12 @@ func runServe(args []string) error {
 	if err != nil {
 		return err
 	}
-	gopts := gateway.Options{Logger: log, AdminKey: adminKey}
+	batches, err := batch.OpenStore(filepath.Join(cfg.DataDir, "batch")) // the Batch API's files and jobs
+	if err != nil {
+		return err
+	}
+	defer batches.Close()
+	gopts := gateway.Options{Logger: log, AdminKey: adminKey, Batches: batches}
 	if redisMetrics != nil {
 		gopts.Collectors = append(gopts.Collectors, redisMetrics)
 	}
