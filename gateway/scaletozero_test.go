@@ -125,7 +125,13 @@ tenants:
 		if err := json.Unmarshal([]byte(body), &l); code != 200 || err != nil || len(l.Data) != 1 {
 			t.Fatalf("/v1/models: %d %s (%v)", code, body, err)
 		}
-		if _, one := get("/v1/models/tiny"); !strings.Contains(one, `"lmlite":{"state":"`+l.Data[0].LMLite.State+`"}`) {
+		_, one := get("/v1/models/tiny")
+		var m struct {
+			LMLite struct {
+				State string `json:"state"`
+			} `json:"lmlite"`
+		}
+		if err := json.Unmarshal([]byte(one), &m); err != nil || m.LMLite.State != l.Data[0].LMLite.State {
 			t.Fatalf("/v1/models/tiny: %s, the list says %s", one, l.Data[0].LMLite.State)
 		}
 		return l.Data[0].LMLite.State
