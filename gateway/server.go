@@ -183,7 +183,14 @@ func New(cfg Config, eng Engine, ten *tenancy.Tenancy, opts Options) (*Server, e
 				m.maxLen.Store(int64(status[mc.ID].MaxModelLen))
 			}
 		}
-		s.pred.SetCapacity(mc.ID, mc.Slots, mc.MaxQueue)
+		// One queue limit: an embedded model's is the engine's (ModelStatus.MaxQueue,
+		// where Generate starts refusing), and the router keeps away from the model at
+		// the same depth; an upstream model's is the config's.
+		maxQueue := mc.MaxQueue
+		if st, ok := status[mc.ID]; ok && mc.Upstream == nil && st.MaxQueue > 0 {
+			maxQueue = st.MaxQueue
+		}
+		s.pred.SetCapacity(mc.ID, mc.Slots, maxQueue)
 		s.models[mc.ID] = m
 		s.order = append(s.order, mc.ID)
 	}
