@@ -66,6 +66,13 @@ tenants:
 // kind upstream may be added by the caller through extra YAML).
 func startServer(t *testing.T, yaml string, eng *fakeEngine) *testServer {
 	t.Helper()
+	return startServerWith(t, yaml, eng, Options{})
+}
+
+// startServerWith is startServer with options (a clock, rollups); the logger and the
+// admin key are the harness's.
+func startServerWith(t *testing.T, yaml string, eng *fakeEngine, opts Options) *testServer {
+	t.Helper()
 	cfg, err := configs.Parse([]byte(yaml))
 	if err != nil {
 		t.Fatal(err)
@@ -82,10 +89,8 @@ func startServer(t *testing.T, yaml string, eng *fakeEngine) *testServer {
 	if eng != nil {
 		e = eng
 	}
-	srv, err := New(mustGatewayConfig(t, cfg), e, tenancy.New(store), Options{
-		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
-		AdminKey: "admin-secret",
-	})
+	opts.Logger, opts.AdminKey = slog.New(slog.NewTextHandler(io.Discard, nil)), "admin-secret"
+	srv, err := New(mustGatewayConfig(t, cfg), e, tenancy.New(store), opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/lmlite/lmlite/policies"
 	"github.com/lmlite/lmlite/tenancy"
 	"github.com/lmlite/lmlite/tiers"
+	"github.com/lmlite/lmlite/usage"
 )
 
 // Engine is what the gateway needs of the embedded engine's Block. It is satisfied by
@@ -53,6 +54,7 @@ type Options struct {
 	Logger   *slog.Logger // nil: slog.Default()
 	AdminKey string       // guards /admin/*; "": admin API off
 	Now      func() time.Time
+	Usage    usage.Rollups // nil: in memory, rebuilt from the ledger at start (usage.go)
 }
 
 // Server is the HTTP front door. Create it with New, run it with Serve, stop it with
@@ -71,6 +73,7 @@ type Server struct {
 	admin   []byte
 	now     func() time.Time
 	metrics *metrics
+	usage   usage.Rollups
 	http    *fasthttp.Server
 	clients map[string]*fasthttp.HostClient // upstream connection pools, by scheme and host
 
@@ -182,6 +185,9 @@ func New(cfg Config, eng Engine, ten *tenancy.Tenancy, opts Options) (*Server, e
 		}
 	}
 	s.metrics = newMetrics(s)
+	if err := s.initUsage(opts.Usage); err != nil {
+		return nil, fmt.Errorf("gateway: usage rollups: %w", err)
+	}
 	s.http = &fasthttp.Server{
 		Handler:               s.handle,
 		ErrorHandler:          s.handleConnError,
@@ -309,6 +315,9 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	default:
 		if bytes.HasPrefix(path, []byte("/admin/")) {
 			s.handleAdmin(ctx, reqID)
+			return
+		}
+		if s.handleUsageAPI(ctx, reqID, path) {
 			return
 		}
 		if id, ok := bytes.CutPrefix(path, []byte("/v1/models/")); ok {
