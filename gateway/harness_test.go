@@ -66,12 +66,13 @@ tenants:
 // kind upstream may be added by the caller through extra YAML).
 func startServer(t *testing.T, yaml string, eng *fakeEngine) *testServer {
 	t.Helper()
-	return startServerWith(t, yaml, eng, Options{})
+	return startServerWith(t, yaml, eng, Options{}, nil)
 }
 
-// startServerWith is startServer with options (a clock, rollups); the logger and the
-// admin key are the harness's.
-func startServerWith(t *testing.T, yaml string, eng *fakeEngine, opts Options) *testServer {
+// startServerWith is startServer with options (a clock, rollups; the logger and the
+// admin key are the harness's) and, when wrap is not nil, the engine it returns for
+// the fake one (to add optional abilities such as ModelLoader).
+func startServerWith(t *testing.T, yaml string, eng *fakeEngine, opts Options, wrap func(*fakeEngine) Engine) *testServer {
 	t.Helper()
 	cfg, err := configs.Parse([]byte(yaml))
 	if err != nil {
@@ -88,6 +89,9 @@ func startServerWith(t *testing.T, yaml string, eng *fakeEngine, opts Options) *
 	var e Engine
 	if eng != nil {
 		e = eng
+		if wrap != nil {
+			e = wrap(eng)
+		}
 	}
 	opts.Logger, opts.AdminKey = slog.New(slog.NewTextHandler(io.Discard, nil)), "admin-secret"
 	srv, err := New(mustGatewayConfig(t, cfg), e, tenancy.New(store), opts)

@@ -74,6 +74,7 @@ type Server struct {
 	now     func() time.Time
 	metrics *metrics
 	usage   usage.Rollups
+	dash    sessions // dashboard sign-ins (dashboard.go)
 	http    *fasthttp.Server
 	clients map[string]*fasthttp.HostClient // upstream connection pools, by scheme and host
 
@@ -317,7 +318,7 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 			s.handleAdmin(ctx, reqID)
 			return
 		}
-		if s.handleUsageAPI(ctx, reqID, path) {
+		if s.handleUsageAPI(ctx, reqID, path) || s.handleDashboard(ctx, reqID, path) {
 			return
 		}
 		if id, ok := bytes.CutPrefix(path, []byte("/v1/models/")); ok {

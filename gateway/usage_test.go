@@ -84,7 +84,7 @@ func unix(t time.Time) string { return fmt.Sprint(t.Unix()) }
 // at 10:00:59.999), 1 tiny at exactly 10:01:00, 1 tiny the next day; twotier 1 tiny.
 func usageServer(t *testing.T) (*testServer, *testClock) {
 	c := &testClock{t: day0}
-	ts := startServerWith(t, testConfig, newFakeEngine(), Options{Now: c.now})
+	ts := startServerWith(t, testConfig, newFakeEngine(), Options{Now: c.now}, nil)
 	ts.chatAt(c, day0.Add(10*time.Second), "acme", "tiny")
 	ts.chatAt(c, day0.Add(59*time.Second+999*time.Millisecond), "acme", "tiny")
 	ts.chatAt(c, day0.Add(30*time.Second), "acme", "big")
@@ -253,7 +253,7 @@ func TestUsageQueryValidation(t *testing.T) {
 
 func TestLimitsShowPlanBudgetsAndRefusals(t *testing.T) {
 	c := &testClock{t: day0}
-	ts := startServerWith(t, testConfig, newFakeEngine(), Options{Now: c.now})
+	ts := startServerWith(t, testConfig, newFakeEngine(), Options{Now: c.now}, nil)
 	// slow: 1 request/s, burst 1: the second at the same instant is refused (rate).
 	ts.chatAt(c, day0, "slow", "tiny")
 	if resp, _ := ts.post("/v1/chat/completions", ts.keys["slow"], `{"model":"tiny","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`); resp.StatusCode != 429 {
