@@ -83,15 +83,19 @@ type label struct {
 const chartW, chartH = 600.0, 200.0
 
 // spendChart is today's (UTC) spend, cumulative by hour, against the daily budget.
-func spendChart(bs []usage.Bucket, budgetUSD float64) chart {
+// The line stops at the hour holding now.
+func spendChart(bs []usage.Bucket, budgetUSD float64, now time.Time) chart {
 	var c chart
-	cum := make([]float64, len(bs))
+	var cum []float64
 	var sum float64
-	for i, b := range bs {
+	for _, b := range bs {
+		if b.Start.After(now) {
+			break
+		}
 		for _, r := range b.Results {
 			sum += r.Cost.Dollars()
 		}
-		cum[i] = sum
+		cum = append(cum, sum)
 	}
 	c.MaxUSD = max(sum, budgetUSD)
 	c.Empty = sum == 0
@@ -134,7 +138,7 @@ func (s *Server) dashData(se *session, now time.Time, flash string) dashPage {
 	}
 	one := []string{se.tenant}
 	if bs, err := s.usage.Query(usage.Query{Tenants: one, Start: dayStart, End: dayStart.Add(24 * time.Hour), Width: usage.Hour}); err == nil {
-		d.Spend = spendChart(bs, pol.DailyBudget.Dollars())
+		d.Spend = spendChart(bs, pol.DailyBudget.Dollars(), now)
 	}
 	bs, err := s.usage.Query(usage.Query{Tenants: one, Start: now.Add(-23 * time.Hour), End: now.Add(time.Hour), Width: usage.Hour, ByModel: true, ByTier: true})
 	if err != nil {

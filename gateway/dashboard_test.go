@@ -27,7 +27,9 @@ type loaderEngine struct {
 	unloaded map[string]bool
 }
 
-func withLoader(f *fakeEngine) Engine { return &loaderEngine{fakeEngine: f, unloaded: map[string]bool{}} }
+func withLoader(f *fakeEngine) Engine {
+	return &loaderEngine{fakeEngine: f, unloaded: map[string]bool{}}
+}
 
 func (l *loaderEngine) Load(id string) error {
 	l.mu.Lock()
