@@ -55,28 +55,31 @@ type Options struct {
 	AdminKey string       // guards /admin/*; "": admin API off
 	Now      func() time.Time
 	Usage    usage.Rollups // nil: in memory, rebuilt from the ledger at start (usage.go)
+	// MetricsKey, when set, is the bearer token GET /metrics requires (metrics_key_env).
+	MetricsKey string
 }
 
 // Server is the HTTP front door. Create it with New, run it with Serve, stop it with
 // Shutdown.
 type Server struct {
-	cfg     *Config
-	eng     Engine // nil when every model is upstream
-	ten     *tenancy.Tenancy
-	book    *policies.Book
-	quotas  map[*policies.Policy]*tenancy.Quota // every tenant's, by its policy
-	set     *tiers.Set
-	pred    *tiers.Predictor
-	models  map[string]*model
-	order   []string // model ids in config order
-	log     *slog.Logger
-	admin   []byte
-	now     func() time.Time
-	metrics *metrics
-	usage   usage.Rollups
-	dash    sessions // dashboard sign-ins (dashboard.go)
-	http    *fasthttp.Server
-	clients map[string]*fasthttp.HostClient // upstream connection pools, by scheme and host
+	cfg        *Config
+	eng        Engine // nil when every model is upstream
+	ten        *tenancy.Tenancy
+	book       *policies.Book
+	quotas     map[*policies.Policy]*tenancy.Quota // every tenant's, by its policy
+	set        *tiers.Set
+	pred       *tiers.Predictor
+	models     map[string]*model
+	order      []string // model ids in config order
+	log        *slog.Logger
+	admin      []byte
+	now        func() time.Time
+	metrics    *metrics
+	usage      usage.Rollups
+	dash       sessions // dashboard sign-ins (dashboard.go)
+	metricsKey []byte   // nil: /metrics is open
+	http       *fasthttp.Server
+	clients    map[string]*fasthttp.HostClient // upstream connection pools, by scheme and host
 
 	inFlight atomic.Int64
 	draining atomic.Bool
@@ -151,6 +154,9 @@ func New(cfg Config, eng Engine, ten *tenancy.Tenancy, opts Options) (*Server, e
 	}
 	if opts.AdminKey != "" {
 		s.admin = []byte(opts.AdminKey)
+	}
+	if opts.MetricsKey != "" {
+		s.metricsKey = []byte(opts.MetricsKey)
 	}
 	var status map[string]engine.ModelStatus
 	if eng != nil {
@@ -312,7 +318,9 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 			ctx.WriteString("not ready\n")
 		}
 	case "/metrics":
-		s.metrics.handler(ctx)
+		if s.metricsAllowed(ctx) {
+			s.metrics.handler(ctx)
+		}
 	default:
 		if bytes.HasPrefix(path, []byte("/admin/")) {
 			s.handleAdmin(ctx, reqID)

@@ -438,3 +438,20 @@ func (s *Server) limitsOf(pol *policies.Policy, now time.Time) (limitsJSON, erro
 	}
 	return l, nil
 }
+
+// metricsAllowed checks the bearer token of GET /metrics when one is configured,
+// answering 401 otherwise.
+func (s *Server) metricsAllowed(ctx *fasthttp.RequestCtx) bool {
+	if s.metricsKey == nil {
+		return true
+	}
+	key, ok := bytes.CutPrefix(ctx.Request.Header.Peek("Authorization"), []byte("Bearer "))
+	if ok && subtle.ConstantTimeCompare(key, s.metricsKey) == 1 {
+		return true
+	}
+	ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="metrics"`)
+	ctx.SetStatusCode(401)
+	ctx.SetContentType("text/plain; charset=utf-8")
+	ctx.SetBodyString("401: /metrics needs the metrics bearer token (metrics_key_env)\n")
+	return false
+}

@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"math"
 	"net/url"
+	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/lmlite/lmlite/money"
+	"github.com/lmlite/lmlite/usage"
 )
 
 // testClock is a clock the test moves.
@@ -308,5 +311,44 @@ func TestLimitsShowPlanBudgetsAndRefusals(t *testing.T) {
 	}
 	if resp, _ := ts.get("/v1/lmlite/limits", ""); resp.StatusCode != 401 {
 		t.Errorf("no key: %d", resp.StatusCode)
+	}
+}
+
+func TestMetricsNeedTheBearerTokenWhenConfigured(t *testing.T) {
+	open := startServer(t, testConfig, newFakeEngine())
+	if resp, _ := open.get("/metrics", ""); resp.StatusCode != 200 {
+		t.Errorf("/metrics without a metrics key configured: %d", resp.StatusCode)
+	}
+	ts := startServerWith(t, testConfig, newFakeEngine(), Options{MetricsKey: "scrape-secret"}, nil)
+	for key, want := range map[string]int{"": 401, "wrong": 401, ts.keys["acme"]: 401, "scrape-secret": 200} {
+		if resp, body := ts.get("/metrics", key); resp.StatusCode != want {
+			t.Errorf("/metrics with %q: %d, want %d", key, resp.StatusCode, want)
+		} else if want == 200 && !strings.Contains(body, "lmlite_in_flight_requests") {
+			t.Error("no metrics")
+		}
+	}
+}
+
+// The rollups a restarted server rebuilds from the ledger (what New does) answer as
+// the live ones did.
+func TestRollupsRebuiltFromTheLedgerAnswerTheSame(t *testing.T) {
+	ts, _ := usageServer(t)
+	restarted := &Server{ten: ts.srv.ten}
+	if err := restarted.initUsage(nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []usage.Width{usage.Minute, usage.Hour, usage.Day} {
+		q := usage.Query{Start: day0, End: day0.Add(48 * time.Hour), Width: w, ByTenant: true, ByModel: true, ByTier: true}
+		live, err1 := ts.srv.usage.Query(q)
+		rebuilt, err2 := restarted.usage.Query(q)
+		if err1 != nil || err2 != nil {
+			t.Fatal(err1, err2)
+		}
+		if !reflect.DeepEqual(live, rebuilt) {
+			t.Errorf("width %s: rebuilt rollups differ", w)
+		}
+		if n := len(live); n == 0 {
+			t.Fatal("no buckets")
+		}
 	}
 }

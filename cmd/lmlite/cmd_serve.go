@@ -128,7 +128,7 @@ func runServe(args []string) error {
 		return err
 	}
 	srv, err := gateway.New(gcfg, eng, tenancy.New(store), gateway.Options{
-		Logger: log, AdminKey: os.Getenv(cfg.AdminKeyEnv),
+		Logger: log, AdminKey: os.Getenv(cfg.AdminKeyEnv), MetricsKey: metricsKey(cfg.MetricsKeyEnv),
 	})
 	if err != nil {
 		return err
@@ -198,4 +198,13 @@ func loadConfig(path string) (*configs.Config, error) {
 		return configs.Parse(configs.Demo)
 	}
 	return configs.ParseFile(path)
+}
+
+// metricsKey is the bearer token /metrics requires: the value of env, when env is
+// named ("" otherwise: /metrics is open).
+func metricsKey(env string) string {
+	if env == "" {
+		return ""
+	}
+	return os.Getenv(env)
 }
