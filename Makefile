@@ -7,8 +7,10 @@ SHELL     := /bin/bash
 
 .PHONY: build test test-short fuzz run bench bench-gateway vet clean
 
+# -buildvcs=auto stamps the commit into the binary (`lmlite version`) when built in a
+# git checkout, whatever GOFLAGS says.
 build:
-	$(GO) build -o $(BIN) ./cmd/lmlite
+	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/lmlite
 
 # The full suite: vet, every test with the race detector, the memory and allocation
 # measurements (meaningless under the race detector) without it, the kernels and
@@ -44,10 +46,13 @@ fuzz:
 	  fi; \
 	done
 
-# Serves the OpenAI-compatible API on 127.0.0.1:8080 with the embedded demo config:
-# demo models are generated into data/ on the first run, and the demo key is printed.
+# Serves the OpenAI-compatible API on $(LISTEN) with the embedded demo config: the demo
+# models are written into data/ on the first run (demo-stories, a real model, and two
+# with random weights), and the demo and admin keys are printed.
+# `make run LISTEN=127.0.0.1:9090` serves elsewhere.
+LISTEN ?= 127.0.0.1:8080
 run: build
-	./$(BIN) serve
+	./$(BIN) serve --listen $(LISTEN)
 
 bench: build
 	@mkdir -p $(DATA)

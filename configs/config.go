@@ -26,6 +26,7 @@ import (
 	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/money"
 	"github.com/lmlite/lmlite/policies"
+	"github.com/lmlite/lmlite/pull"
 	"github.com/lmlite/lmlite/tiers"
 )
 
@@ -52,15 +53,21 @@ type Config struct {
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"` // how long SIGTERM waits for in-flight requests; 30s
 	AdminKeyEnv     string        `yaml:"admin_key_env"`    // env var holding the admin key; "LMLITE_ADMIN_KEY"
 	MetricsKeyEnv   string        `yaml:"metrics_key_env"`  // env var holding the bearer token GET /metrics requires; "": open
-	DemoTenant      string        `yaml:"demo_tenant"`      // tenant whose key is made on first run and printed; "": none
+	DemoTenant      string        `yaml:"demo_tenant"`      // tenant whose key is made on first run and printed; "": none (see Plans)
 	Ledger          Ledger        `yaml:"ledger"`
 	Redis           *Redis        `yaml:"redis"` // nil: every store in-process (configs/redis.go)
 
-	Models  []Model                  `yaml:"models"`
-	Tiers   Tiers                    `yaml:"tiers"`
+	Models []Model `yaml:"models"`
+	Tiers  Tiers   `yaml:"tiers"` // none: clients name models by id ("auto" and "tier:…" are refused)
+	// A file with neither plans nor tenants gets the plan "default" (no limits) and the
+	// tenant "default" on it, which is also the demo tenant (its key is made on the first
+	// run and printed) unless demo_tenant says otherwise.
 	Plans   map[string]policies.Plan `yaml:"plans"`
 	Tenants []policies.Tenant        `yaml:"tenants"`
 }
+
+// DefaultTenant is the tenant (and plan) of a configuration that declares none.
+const DefaultTenant = "default"
 
 // Ledger configures the usage ledger.
 type Ledger struct {
@@ -75,7 +82,11 @@ type Ledger struct {
 type Model struct {
 	ID       string    `yaml:"id"`       // the name clients use in "model"
 	Path     string    `yaml:"path"`     // GGUF file for the embedded engine
+	Pull     string    `yaml:"pull"`     // or a reference `lmlite pull` takes (hf://ORG/REPO/FILE.gguf, https://…, a catalogue name), resolved at start from the cache in data_dir/pull
 	Upstream *Upstream `yaml:"upstream"` // or an upstream server
+
+	// PulledPath is the cached file of Pull, set by the server at start (not in the file).
+	PulledPath string `yaml:"-"`
 
 	MaxModelLen    int           `yaml:"max_model_len"`    // prompt + output tokens; 0: the model's own (embedded) or unchecked (upstream)
 	MaxConcurrency int           `yaml:"max_concurrency"`  // sequences in one batch; 0: 8
@@ -83,12 +94,14 @@ type Model struct {
 	Replicas       int           `yaml:"replicas"`         // 0: 1
 	IdleTimeout    time.Duration `yaml:"idle_timeout"`     // unload after this long idle; 0: 5m; negative: never
 	Priority       int           `yaml:"priority"`         // memory-lease priority
-	MaxQueue       int           `yaml:"max_queue"`        // requests queued or running before it counts as overloaded; 0: 16 × max_concurrency
+	MaxQueue       int           `yaml:"max_queue"`        // requests queued or running before it counts as overloaded (an embedded model's engine refuses more: engine.ModelConfig.MaxQueue); 0: 16 × max_concurrency
 
 	KVCache            string `yaml:"kv_cache"`             // hot KV pool per replica ("512MiB"); "": room for max_concurrency sequences of max_model_len
 	KVWarm             string `yaml:"kv_warm"`              // warm tier per replica for blocks evicted from hot ("2GiB"); "": none
 	KVWarmFile         string `yaml:"kv_warm_file"`         // keep the warm tier in this file instead of host memory
 	DisablePrefixCache bool   `yaml:"disable_prefix_cache"` // never reuse a cached prompt prefix
+
+	OwnedBy string `yaml:"owned_by"` // the owned_by of /v1/models; "": "lmlite"
 
 	PromptUSDPer1K     float64 `yaml:"prompt_usd_per_1k"`     // price of 1000 prompt tokens
 	CompletionUSDPer1K float64 `yaml:"completion_usd_per_1k"` // price of 1000 completion tokens
@@ -179,6 +192,13 @@ func (c *Config) defaults() {
 	if c.Ledger.Sync == "" {
 		c.Ledger.Sync = "fsync"
 	}
+	if len(c.Plans) == 0 && len(c.Tenants) == 0 {
+		c.Plans = map[string]policies.Plan{DefaultTenant: {}}
+		c.Tenants = []policies.Tenant{{ID: DefaultTenant, Plan: DefaultTenant}}
+		if c.DemoTenant == "" {
+			c.DemoTenant = DefaultTenant
+		}
+	}
 	for i := range c.Models {
 		m := &c.Models[i]
 		if m.MaxConcurrency == 0 {
@@ -241,8 +261,8 @@ func (c *Config) Validate() error {
 			return bad(f+".id", "%q must be non-empty, without spaces, and not \"auto\" or \"tier:…\"", m.ID)
 		case ids[m.ID]:
 			return bad(f+".id", "model %q declared twice", m.ID)
-		case (m.Path == "") == (m.Upstream == nil):
-			return bad(f, "model %q needs exactly one of path (embedded) or upstream", m.ID)
+		case btoi(m.Path != "")+btoi(m.Pull != "")+btoi(m.Upstream != nil) != 1:
+			return bad(f, "model %q needs exactly one of path or pull (embedded) or upstream", m.ID)
 		case m.MaxModelLen < 0:
 			return bad(f+".max_model_len", "must be ≥ 0")
 		case m.MaxConcurrency < 1:
@@ -255,6 +275,11 @@ func (c *Config) Validate() error {
 			return bad(f+".max_queue", "must be ≥ 1")
 		case !(m.PromptUSDPer1K >= 0) || !(m.CompletionUSDPer1K >= 0):
 			return bad(f, "prices must be ≥ 0")
+		}
+		if m.Pull != "" {
+			if _, err := pull.Resolve(m.Pull, "", nil); err != nil {
+				return bad(f+".pull", "%v", err)
+			}
 		}
 		if _, err := ParseBytes(m.KVCache); err != nil {
 			return bad(f+".kv_cache", "%v", err)
@@ -307,6 +332,28 @@ func (c *Config) Validate() error {
 	return nil
 }
 
+// HasTiers says whether any tier has a model, i.e. whether "auto" and "tier:…" mean
+// anything.
+func (c *Config) HasTiers() bool {
+	for _, l := range c.Tiers.list() {
+		if len(l) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// TierNames lists the tiers that have models ("fast", …).
+func (c *Config) TierNames() []string {
+	var out []string
+	for ti, l := range c.Tiers.list() {
+		if len(l) > 0 {
+			out = append(out, tiers.Tier(ti).String())
+		}
+	}
+	return out
+}
+
 func (t *Tiers) list() [tiers.NumTiers][]TierModel {
 	return [tiers.NumTiers][]TierModel{t.Fast, t.Balanced, t.Deep, t.Max}
 }
@@ -340,22 +387,38 @@ func (m *Model) Price() money.Price {
 	return money.Price{PromptPer1K: money.USD(m.PromptUSDPer1K), CompletionPer1K: money.USD(m.CompletionUSDPer1K)}
 }
 
-// EngineConfig returns the engine's configuration of an embedded model.
+// Embedded says whether the model runs in the embedded engine (path or pull).
+func (m *Model) Embedded() bool { return m.Upstream == nil }
+
+// EngineConfig returns the engine's configuration of an embedded model: its path, or
+// the pulled file once the server has resolved Pull.
 func (m *Model) EngineConfig() engine.ModelConfig {
+	path := m.Path
+	if path == "" {
+		path = m.PulledPath
+	}
 	return engine.ModelConfig{
 		ID:                  m.ID,
-		Path:                m.Path,
+		Path:                path,
 		MaxModelLen:         m.MaxModelLen,
 		MaxModelConcurrency: m.MaxConcurrency,
 		BatchExecuteTimeout: time.Duration(m.BatchTimeoutMS) * time.Millisecond,
 		Replicas:            m.Replicas,
 		IdleTimeout:         m.IdleTimeout,
 		Priority:            m.Priority,
+		MaxQueue:            m.MaxQueue,
 		KVCacheBytes:        mustBytes(m.KVCache),
 		KVWarmBytes:         mustBytes(m.KVWarm),
 		KVWarmFile:          m.KVWarmFile,
 		DisablePrefixCache:  m.DisablePrefixCache,
 	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // mustBytes is ParseBytes of a size that validation has checked.

@@ -14,6 +14,52 @@ import (
 	"github.com/lmlite/lmlite/tiers"
 )
 
+func TestDefaultPlanAndTenant(t *testing.T) {
+	c, err := Parse([]byte("models: [{id: m, path: a.gguf}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("a config of models only: %v", err)
+	}
+	if len(c.Tenants) != 1 || c.Tenants[0].ID != DefaultTenant || c.DemoTenant != DefaultTenant || c.HasTiers() {
+		t.Errorf("defaults: tenants %+v, demo tenant %q, tiers %v", c.Tenants, c.DemoTenant, c.TierNames())
+	}
+	// Plans without tenants stay an error: the file meant to declare them.
+	if c, _ := Parse([]byte("models: [{id: m, path: a.gguf}]\nplans: {p: {}}\ndemo_tenant: x\n")); c.Validate() == nil {
+		t.Error("plans without the demo tenant accepted")
+	}
+}
+
+func TestPullModels(t *testing.T) {
+	base := "plans: {p: {}}\ntenants: [{id: t, plan: p}]\nmodels:\n"
+	for _, tc := range []struct {
+		model string
+		ok    bool
+	}{
+		{"  - {id: a, pull: hf://org/repo/m.gguf}", true},
+		{"  - {id: a, pull: qwen3-0.6b-q8_0}", true}, // the built-in catalogue
+		{"  - {id: a, pull: https://example.test/m.gguf}", true},
+		{"  - {id: a, pull: hf://org/repo}", false},
+		{"  - {id: a, pull: no-such-catalogue-name}", false},
+		{"  - {id: a, pull: hf://org/repo/m.gguf, path: /m.gguf}", false},
+		{"  - {id: a, pull: hf://org/repo/m.gguf, upstream: {base_url: 'http://x/v1'}}", false},
+	} {
+		c, err := Parse([]byte(base + tc.model))
+		if err == nil {
+			err = c.Validate()
+		}
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: %v", tc.model, err)
+		}
+	}
+	c, _ := Parse([]byte(base + "  - {id: a, pull: hf://org/repo/m.gguf}"))
+	c.Models[0].PulledPath = "/cache/blobs/sha256-x.gguf"
+	if got := c.Models[0].EngineConfig().Path; got != "/cache/blobs/sha256-x.gguf" {
+		t.Errorf("engine path of a pulled model: %q", got)
+	}
+}
+
 func TestExampleIsValid(t *testing.T) {
 	c, err := Parse(Example)
 	if err != nil {
@@ -22,7 +68,7 @@ func TestExampleIsValid(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if len(c.Models) != 2 || c.Models[1].Upstream == nil || c.Models[1].Upstream.Timeout != 10*time.Minute {
+	if len(c.Models) != 3 || c.Models[2].Upstream == nil || c.Models[2].Upstream.Timeout != 10*time.Minute || c.Models[1].Pull == "" {
 		t.Errorf("models: %+v", c.Models)
 	}
 	if c.Models[0].EngineConfig().BatchExecuteTimeout != 5*time.Millisecond {
@@ -84,7 +130,7 @@ tenants: [{id: t, plan: p}]
 		{"models: [{id: m, upstream: {base_url: 'ftp://x'}}]\nplans: {p: {}}\n", "models[0].upstream.base_url"},
 		{"models: [{id: m, path: a, prompt_usd_per_1k: -1}]\nplans: {p: {}}\n", "prices"},
 		{"models: [{id: m, path: a}]\ntiers: {fast: [{model: x}]}\nplans: {p: {}}\n", "tiers.fast[0].model"},
-		{"models: [{id: m, path: a}]\n", "plans"},
+		{"models: [{id: m, path: a}]\ntenants: [{id: t, plan: p}]\n", "plans"},
 		{"models: [{id: m, path: a}]\nplans: {p: {}}\ntenants: [{id: t, plan: q}]\n", "unknown plan"},
 		{"models: [{id: m, path: a}]\nplans: {p: {allowed_tiers: [huge]}}\ntenants: [{id: t, plan: p}]\n", "allowed_tiers"},
 		{"demo_tenant: nobody\n" + base, "demo_tenant"},

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"errors"
 	"time"
 
@@ -25,6 +24,7 @@ type ModelConfig struct {
 	Replicas            int           `yaml:"replicas"`                       // 0: 1
 	IdleTimeout         time.Duration `yaml:"idle_timeout"`                   // unload after this long idle; 0: 5 minutes; <0: never
 	Priority            int           `yaml:"priority"`                       // for memory leases: higher keeps its memory
+	MaxQueue            int           `yaml:"max_queue"`                      // requests in flight (waiting or running) before Generate answers ErrQueueFull; 0: Config.MaxQueue + Replicas × MaxModelConcurrency
 
 	// The KV cache (per replica). The hot pool holds the running sequences and the
 	// prefix cache's hot tier; the warm tier keeps blocks evicted from it.
@@ -147,42 +147,6 @@ type Usage struct {
 	Replica            int
 }
 
-// Stream delivers the tokens of one request and then its usage. Tokens is closed when
-// generation ends; Wait then returns the usage and the error that ended it, if any.
-type Stream struct {
-	Tokens <-chan Token
-	done   <-chan struct{}
-	usage  *Usage
-	err    *error
-}
-
-// NewStream is for implementations of the Block API: it returns the consumer's
-// Stream and the producer's side. The producer sends on tokens, then calls finish
-// exactly once (which closes tokens).
-func NewStream(buffer int) (s *Stream, tokens chan<- Token, finish func(Usage, error)) {
-	ch := make(chan Token, buffer)
-	done := make(chan struct{})
-	var u Usage
-	var e error
-	s = &Stream{Tokens: ch, done: done, usage: &u, err: &e}
-	return s, ch, func(usage Usage, err error) {
-		u, e = usage, err
-		close(ch)
-		close(done)
-	}
-}
-
-// Wait blocks until the stream has finished (drain Tokens first, or it may never
-// finish) and returns its usage and error.
-func (s *Stream) Wait(ctx context.Context) (Usage, error) {
-	select {
-	case <-s.done:
-		return *s.usage, *s.err
-	case <-ctx.Done():
-		return Usage{}, ctx.Err()
-	}
-}
-
 // ModelState is the lifecycle state of a model.
 type ModelState string
 
@@ -200,9 +164,16 @@ type ModelStatus struct {
 	Replicas    int
 	MemoryBytes int64 // weights mapped + KV pool
 	MaxModelLen int
-	QueueDepth  int    // requests waiting to join a batch (all replicas)
-	Running     int    // sequences in the batches (all replicas)
-	Err         string // for StateFailed
+	QueueDepth  int // requests waiting to join a batch (all replicas)
+	Running     int // sequences in the batches (all replicas)
+
+	// The model's queue limit, the only one: Generate answers ErrQueueFull while
+	// Queued >= MaxQueue. A router that keeps away from a model before it refuses
+	// compares the same two numbers.
+	Queued   int // requests in flight: admitted and not finished (waiting for a load, a batch slot or KV memory, or running)
+	MaxQueue int // ModelConfig.MaxQueue with its default filled in
+
+	Err string // for StateFailed
 
 	// Counters since the Block started (they survive unloads).
 	Steps      uint64 // batch steps run

@@ -114,6 +114,9 @@ func TestBlockQueueFull(t *testing.T) {
 		}
 		streams = append(streams, s)
 	}
+	if st := b.Models()[0]; st.Queued != 2 || st.MaxQueue != 2 {
+		t.Errorf("status with 2 requests in flight: queued %d, max queue %d (want 2, 2: Config.MaxQueue 1 + 1 slot)", st.Queued, st.MaxQueue)
+	}
 	if _, err := b.Generate(ctx, "stories", Request{Prompt: []int32{1}, MaxTokens: 20}); !errors.Is(err, ErrQueueFull) {
 		t.Errorf("third request: %v, want ErrQueueFull", err)
 	}
@@ -129,6 +132,27 @@ func TestBlockQueueFull(t *testing.T) {
 		t.Fatalf("after draining: %v", err)
 	}
 	collect(t, s)
+	if st := b.Models()[0]; st.Queued != 0 {
+		t.Errorf("queued %d after every request ended", st.Queued)
+	}
+}
+
+// TestModelMaxQueue: a model's own MaxQueue (requests in flight) overrides the
+// Block's default and is what ModelStatus reports.
+func TestModelMaxQueue(t *testing.T) {
+	b := newStoriesBlock(t, ModelConfig{MaxModelConcurrency: 4, MaxQueue: 1}, Config{Logger: quietLog()})
+	ctx := context.Background()
+	s, err := b.Generate(ctx, "stories", Request{Prompt: []int32{1}, MaxTokens: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Generate(ctx, "stories", Request{Prompt: []int32{1}, MaxTokens: 20}); !errors.Is(err, ErrQueueFull) {
+		t.Errorf("second request with max_queue 1: %v, want ErrQueueFull", err)
+	}
+	if st := b.Models()[0]; st.MaxQueue != 1 {
+		t.Errorf("max queue %d, want 1", st.MaxQueue)
+	}
+	collect(t, s)
 }
 
 func TestBlockCancel(t *testing.T) {
@@ -138,7 +162,9 @@ func TestBlockCancel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	<-s.Tokens
+	for range s.Tokens {
+		break // the first token
+	}
 	cancel()
 	for range s.Tokens {
 	}
@@ -157,16 +183,19 @@ func TestBlockCancel(t *testing.T) {
 }
 
 func TestBlockIdleUnloadAndReload(t *testing.T) {
-	b := newStoriesBlock(t, ModelConfig{IdleTimeout: time.Minute}, Config{})
+	clk := newTestClock()
+	b := newStoriesBlock(t, ModelConfig{IdleTimeout: time.Minute}, Config{Clock: clk.Now})
 	st := b.Models()[0]
 	if st.State != StateReady || st.MemoryBytes <= 0 {
 		t.Fatalf("status %+v", st)
 	}
-	b.unloadIdle(time.Now().Add(30 * time.Second))
+	clk.Add(30 * time.Second)
+	b.sweep()
 	if s := b.Models()[0].State; s != StateReady {
 		t.Fatalf("unloaded before its idle timeout: %s", s)
 	}
-	b.unloadIdle(time.Now().Add(2 * time.Minute))
+	clk.Add(90 * time.Second)
+	b.sweep()
 	if st := b.Models()[0]; st.State != StateUnloaded || st.MemoryBytes != 0 {
 		t.Fatalf("after idle timeout: %+v", st)
 	}
@@ -186,7 +215,8 @@ func TestBlockIdleUnloadAndReload(t *testing.T) {
 	}
 }
 
-// Replicas serve concurrently and give the same tokens for the same request.
+// TestBlockReplicas: both replicas serve (requests without a cached prefix alternate)
+// and give the same tokens for the same request.
 func TestBlockReplicas(t *testing.T) {
 	b := newStoriesBlock(t, ModelConfig{Replicas: 2}, Config{})
 	var wg sync.WaitGroup
@@ -218,6 +248,13 @@ func TestBlockReplicas(t *testing.T) {
 			}
 		}
 	}
+	served := map[int]bool{}
+	for _, r := range used {
+		served[r] = true
+	}
+	if len(served) != 2 {
+		t.Fatalf("the 4 requests were served by replicas %v, want both", used)
+	}
 	if st := b.Models()[0]; st.Replicas != 2 {
 		t.Fatalf("status %+v", st)
 	}
@@ -238,3 +275,63 @@ func TestBlockNewErrors(t *testing.T) {
 		t.Errorf("max_model_len above the context: %v", err)
 	}
 }
+
+// TestBlockLoadAfterClose: a closed Block loads nothing more; Load says why.
+func TestBlockLoadAfterClose(t *testing.T) {
+	b := newStoriesBlock(t, ModelConfig{}, Config{Logger: quietLog()})
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Load(context.Background(), "stories"); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Load after Close: %v, want ErrClosed", err)
+	}
+	if st := b.Models()[0]; st.State != StateUnloaded || st.MemoryBytes != 0 {
+		t.Fatalf("after Load on a closed block: %+v", st)
+	}
+}
+
+// TestBlockCloseDuringLoad: Close while a Load is starting: the race detector sees
+// no unsynchronized access to the model's load, and Close leaves nothing loaded.
+func TestBlockCloseDuringLoad(t *testing.T) {
+	b := newStoriesBlock(t, ModelConfig{}, Config{Logger: quietLog()})
+	if err := b.Unload("stories"); err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		close(started)
+		done <- b.Load(context.Background(), "stories")
+	}()
+	<-started
+	b.Close()
+	if err := <-done; err != nil && !errors.Is(err, ErrClosed) {
+		t.Fatalf("Load racing Close: %v", err)
+	}
+	if st := b.Models()[0]; st.State == StateReady || st.MemoryBytes != 0 {
+		t.Fatalf("after Close: %+v", st)
+	}
+}
+
+// testClock is a Config.Clock that moves only when told.
+type testClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newTestClock() *testClock { return &testClock{t: time.Now()} }
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *testClock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// sweep runs one pass of the janitor (at the Block's clock) and waits for it.
+func (b *Block) sweep() { b.request(passReq{}) }

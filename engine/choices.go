@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"sync"
 )
 
 // MaxChoices is the most choices GenerateN runs (OpenAI's n).
@@ -34,67 +33,33 @@ func (b *Block) GenerateN(ctx context.Context, modelID string, req Request, n in
 	if n < 1 || n > MaxChoices {
 		return nil, fmt.Errorf("engine: n %d is outside [1, %d]", n, MaxChoices)
 	}
-	first, err := b.Generate(ctx, modelID, req)
-	if err != nil || n == 1 {
-		return []*Stream{first}, err
-	}
 	streams := make([]*Stream, n)
+	streams[0] = NewStream()
 	started := make(chan struct{})
-	var once sync.Once
-	streams[0] = relay(ctx, first, func() { once.Do(func() { close(started) }) })
+	if n > 1 {
+		streams[0].first = func() { close(started) }
+	}
+	if err := b.generate(ctx, modelID, req, streams[0]); err != nil {
+		return []*Stream{nil}, err
+	}
 	for i := 1; i < n; i++ {
-		s, tokens, finish := NewStream(16)
+		s := NewStream()
 		streams[i] = s
 		ri := req
 		ri.Sampling.Seed = ChoiceSeed(req.Sampling.Seed, i)
+		// This goroutine only waits to start the choice; its tokens go from the
+		// runner to s directly.
 		go func() {
 			select {
 			case <-started:
 			case <-ctx.Done():
-				close(tokens)
-				finish(Usage{PromptTokens: len(req.Prompt), FinishReason: FinishCancelled}, nil)
+				s.Finish(Usage{PromptTokens: len(req.Prompt), FinishReason: FinishCancelled}, nil)
 				return
 			}
-			inner, err := b.Generate(ctx, modelID, ri)
-			if err != nil {
-				finish(Usage{}, err)
-				return
+			if err := b.generate(ctx, modelID, ri, s); err != nil {
+				s.Finish(Usage{}, err)
 			}
-			forward(ctx, inner, tokens, nil, finish)
 		}()
 	}
 	return streams, nil
-}
-
-// relay returns a stream that passes on inner's tokens, calling first when the
-// first token (or the end) arrives.
-func relay(ctx context.Context, inner *Stream, first func()) *Stream {
-	s, tokens, finish := NewStream(16)
-	go forward(ctx, inner, tokens, first, finish)
-	return s
-}
-
-// forward copies inner's tokens to out (dropping them once ctx is done, but always
-// draining inner) and finishes with inner's usage.
-func forward(ctx context.Context, inner *Stream, out chan<- Token, first func(), finish func(Usage, error)) {
-	live := true
-	for t := range inner.Tokens {
-		if first != nil {
-			first()
-			first = nil
-		}
-		if !live {
-			continue
-		}
-		select {
-		case out <- t:
-		case <-ctx.Done():
-			live = false
-		}
-	}
-	if first != nil {
-		first()
-	}
-	u, err := inner.Wait(context.Background())
-	finish(u, err)
 }

@@ -10,22 +10,26 @@
 // # A request's path
 //
 // Generate checks what can be checked at once (unknown model, empty prompt, prompt +
-// max tokens over MaxModelLen, the model's queue full) and returns a Stream. A
-// goroutine per request then waits for the model (loading it if it was unloaded:
-// the wait is the Usage's ColdStart), picks a replica — the one whose prefix cache
-// holds the longest part of the prompt, round-robin otherwise — and hands the request
-// to it.
+// max tokens over MaxModelLen, the model's queue full: its requests in flight at
+// ModelConfig.MaxQueue, the one queue limit, which ModelStatus reports with the
+// current count for routers) and returns a Stream. If the
+// model is loaded it picks a replica — the one whose prefix cache holds the longest
+// part of the prompt, round-robin otherwise — and hands the request to it at once;
+// if not, a goroutine waits for the load (the wait is the Usage's ColdStart) and then
+// hands it over.
 //
 // Each replica is a runner (runner.go): one goroutine owning a scheduler state
 // (engine/sched), a paged KV pool (kvcache) and a model.Batch. Step after step it
 // takes new requests into per-tenant queues, lets sched.Plan decide the step
 // (preemptions, joins, each running decode's token and chunks of prefills, fair
-// between tenants by weight, interactive before batch), looks up the joining
-// sequences' cached prefixes, runs all the step's tokens through the model in one
+// between tenants by weight, interactive before batch, each joining request's work
+// starting after the prefix the KV pool has cached for it: the plan is final), takes
+// those cached blocks, runs all the step's tokens through the model in one
 // pass over the weights, samples, and publishes the newly full KV blocks into the
-// prefix cache. Tokens go to a mailbox per request, which that request's goroutine
-// forwards to the Stream: a slow client never stalls the batch. A cancelled context
-// frees its slot and blocks at the next step.
+// prefix cache. Each token goes into its request's Stream, a mailbox that never
+// blocks the runner and that the consumer (the gateway's HTTP writer) reads directly:
+// one hand-off per token, and a slow client never stalls the batch. A cancelled
+// context frees its slot and blocks at the next step.
 //
 // # Memory
 //
@@ -38,6 +42,21 @@
 // ErrNoMemory. A model idle for IdleTimeout is unloaded (scale to zero) and reloads
 // on the next request. Loaded models heartbeat their leases; GC expires the leases
 // of holders that stopped.
+//
+// # Lifecycle
+//
+// One pure function decides the lifecycle (lifecycle.go): decide takes a snapshot of
+// the models (state, requests in flight, whether someone waits for a load, last use),
+// the device's leases and an explicit time, and returns the actions: load (after
+// unloading idle victims of lower priority), unload (idle past its timeout, or at
+// Close), refuse a wanted load (no memory, or closing), and GC's lease expiry and
+// reset of failed models. Its traces are in testdata/lifecycle. The janitor
+// (janitor.go) is the one goroutine that takes the snapshot, calls decide and applies
+// the actions, each second, when a request wants an unloaded model, when a load
+// ends, and when GC or Close asks; it re-checks each action's precondition when it
+// applies it (a victim may have got a request since) and decides again if one
+// fails. Config.Clock is its time. The Block's files: block.go (the API), dispatch.go
+// (a request's way in), lifecycle.go, janitor.go, runner.go (a replica).
 //
 // # What a request can ask for beyond text
 //

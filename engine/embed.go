@@ -97,15 +97,15 @@ func (b *Block) Embed(ctx context.Context, modelID string, req EmbedRequest) (Em
 		total += len(p)
 	}
 	b.mu.Lock()
-	if b.closed {
+	if b.closed.Load() {
 		b.mu.Unlock()
 		return Embeddings{}, ErrClosed
 	}
 	in.mu.Lock()
-	if in.active+len(req.Inputs) > b.cfg.MaxQueue+in.cfg.Replicas*in.cfg.MaxModelConcurrency {
+	if in.active+len(req.Inputs) > in.cfg.MaxQueue {
 		in.mu.Unlock()
 		b.mu.Unlock()
-		return Embeddings{}, fmt.Errorf("%w: model %s has %d requests waiting", ErrQueueFull, modelID, in.active)
+		return Embeddings{}, fmt.Errorf("%w: model %s has %d requests in flight (max_queue %d)", ErrQueueFull, modelID, in.active, in.cfg.MaxQueue)
 	}
 	in.active += len(req.Inputs)
 	in.mu.Unlock()
@@ -114,7 +114,7 @@ func (b *Block) Embed(ctx context.Context, modelID string, req EmbedRequest) (Em
 	defer func() {
 		in.mu.Lock()
 		in.active -= len(req.Inputs)
-		in.lastUsed = time.Now()
+		in.lastUsed = b.now()
 		in.mu.Unlock()
 		b.inflight.Done()
 	}()
@@ -127,33 +127,26 @@ func (b *Block) Embed(ctx context.Context, modelID string, req EmbedRequest) (Em
 	for i, p := range req.Inputs {
 		r := in.pick(Request{Prompt: p, CacheSalt: "\x00embed"})
 		j := &job{ctx: ctx, req: Request{Prompt: p, Tenant: req.Tenant, Weight: req.Weight, Priority: req.Priority, CacheSalt: "\x00embed"},
-			start: start, max: 1, box: newMailbox(), u: Usage{PromptTokens: len(p)}, tokens: p,
+			start: start, max: 1, out: NewStream(), u: Usage{PromptTokens: len(p)}, tokens: p,
 			pool: in.pool, embed: make([]float64, in.dim)}
+		j.finish = j.out.Finish // the accounting is Embed's own (above)
 		jobs[i] = j
 		r.submit(j)
 	}
 	out := Embeddings{Vectors: make([][]float32, len(jobs)), PromptTokens: total}
 	var firstErr error
 	for i, j := range jobs {
-		for {
-			j.box.mu.Lock()
-			done, err, reason := j.box.done, j.box.err, j.box.u.FinishReason
-			j.box.mu.Unlock()
-			if done {
-				if err == nil && reason != FinishStop {
-					err = fmt.Errorf("engine: embedding %d ended: %s", i, reason)
-					if ctx.Err() != nil {
-						err = ctx.Err()
-					}
-				}
-				if err != nil && firstErr == nil {
-					firstErr = err
-				}
-				out.Vectors[i] = j.vec
-				break
+		u, err := j.out.Wait(context.Background()) // the runner ends a cancelled job at its next step
+		if err == nil && u.FinishReason != FinishStop {
+			err = fmt.Errorf("engine: embedding %d ended: %s", i, u.FinishReason)
+			if ctx.Err() != nil {
+				err = ctx.Err()
 			}
-			<-j.box.wake // the runner ends a cancelled job at its next step
 		}
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+		out.Vectors[i] = j.vec
 	}
 	if firstErr != nil {
 		return Embeddings{}, firstErr

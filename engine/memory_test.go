@@ -113,7 +113,8 @@ func TestMemoryChild(t *testing.T) {
 		}
 		rep.Files += fi.Size()
 	}
-	b, err := New(Config{Models: mcs, Logger: quietLog()})
+	clk := newTestClock()
+	b, err := New(Config{Models: mcs, Logger: quietLog(), Clock: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +157,8 @@ func TestMemoryChild(t *testing.T) {
 	rep.KV -= rep.Files
 	rep.PeakRSS, rep.LoadedRSS = procStatus(t, "VmHWM"), procStatus(t, "VmRSS")
 
-	b.unloadIdle(time.Now().Add(2 * time.Hour))
+	clk.Add(2 * time.Hour)
+	b.sweep()
 	runtime.GC()
 	debug.FreeOSMemory()
 	rep.UnloadedRSS = procStatus(t, "VmRSS")

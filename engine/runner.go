@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,7 +21,8 @@ import (
 // runner is one replica of a loaded model: one goroutine that owns a scheduler state
 // (engine/sched), a paged KV pool (kvcache) and a model.Batch, and runs the
 // iteration-level batch step after step. Requests reach it through its inbox; tokens
-// leave through each job's mailbox, so a slow client never stalls the batch.
+// go into each request's Stream, which never blocks, so a slow client never stalls
+// the batch.
 type runner struct {
 	index   int
 	id      string // the model's id, for errors
@@ -72,7 +74,8 @@ type job struct {
 	tokens []int32   // prompt + generated
 	max    int       // output tokens at most
 	kv     *kvcache.Seq
-	box    *mailbox
+	out    *Stream                  // the request's: tokens go straight to its consumer
+	finish func(u Usage, err error) // ends the request (the Block's accounting, then out.Finish)
 	u      Usage
 
 	smp     *sample.Sampler
@@ -96,42 +99,7 @@ type job struct {
 	vec   []float32 // the result, set before the job ends
 }
 
-// mailbox carries a job's tokens and its end from the runner to the request's
-// goroutine, without ever blocking the runner.
-type mailbox struct {
-	mu   sync.Mutex
-	toks []Token
-	done bool
-	u    Usage
-	err  error
-	wake chan struct{} // cap 1
-}
-
-func newMailbox() *mailbox { return &mailbox{wake: make(chan struct{}, 1)} }
-
-func (m *mailbox) push(t Token) {
-	m.mu.Lock()
-	m.toks = append(m.toks, t)
-	m.mu.Unlock()
-	signal(m.wake)
-}
-
-func (m *mailbox) finish(u Usage, err error) {
-	m.mu.Lock()
-	m.done, m.u, m.err = true, u, err
-	m.mu.Unlock()
-	signal(m.wake)
-}
-
-// take returns the tokens delivered so far and whether the job has ended.
-func (m *mailbox) take(buf []Token) ([]Token, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	buf = append(buf[:0], m.toks...)
-	m.toks = m.toks[:0]
-	return buf, m.done
-}
-
+// signal wakes the receiver of c, a channel of capacity 1, without blocking.
 func signal(c chan struct{}) {
 	select {
 	case c <- struct{}{}:
@@ -211,7 +179,7 @@ func (r *runner) loop() {
 		now := time.Now()
 		r.intake(now)
 		r.reap()
-		step := r.st.Plan(now)
+		step := r.st.Plan(now, r.cached)
 		r.st.Apply(now, step)
 		work := r.prepare(now, step)
 		r.publishStats()
@@ -270,7 +238,7 @@ func (r *runner) intake(now time.Time) {
 			case errors.Is(err, sched.ErrTooLong):
 				err = fmt.Errorf("%w: model %s: %w", ErrTooLong, r.id, err)
 			}
-			j.box.finish(j.u, err)
+			j.finish(j.u, err)
 			continue
 		}
 		r.live[id] = j
@@ -289,7 +257,18 @@ func (r *runner) reap() {
 	}
 }
 
-// prepare applies a step's preemptions and joins and returns the batch to run.
+// cached is what the prefix cache holds for a waiting job: Plan's input, so that a
+// joining request's work starts after its cached prefix.
+func (r *runner) cached(id sched.ID) int {
+	j := r.live[id]
+	if r.noCache || j == nil || j.pool != model.PoolNone {
+		return 0 // an embedding needs every position's hidden state
+	}
+	return r.pool.Peek(j.req.CacheSalt, j.tokens[:len(j.tokens)-1])
+}
+
+// prepare applies a step's preemptions and joins and returns the batch to run: the
+// plan's work, with the joining sequences' cached prefixes taken from the pool.
 func (r *runner) prepare(now time.Time, step sched.Step) []sched.Work {
 	for _, id := range step.Preempt {
 		// Its full blocks were published after each step and stay cached.
@@ -302,23 +281,24 @@ func (r *runner) prepare(now time.Time, step sched.Step) []sched.Work {
 	for _, id := range step.Join {
 		j := r.live[id]
 		j.kv = r.pool.NewSeq(j.req.CacheSalt)
+		k := slices.IndexFunc(work, func(w sched.Work) bool { return w.ID == id })
 		cached := 0
-		if j.pool != model.PoolNone {
-			clear(j.embed) // (re)computed from the first token: cached blocks hold no hidden states
+		if w := work[k]; j.pool != model.PoolNone {
+			clear(j.embed) // (re)computed from the first token: cached blocks hold no hidden states (cached said 0)
 		} else if !r.noCache {
-			cached = j.kv.Prefix(j.tokens[:len(j.tokens)-1])
+			cached = j.kv.PrefixLimit(j.tokens[:len(j.tokens)-1], w.Start) // the blocks Plan counted on
+			if cached < w.Start {
+				// A warm block's replay for an earlier join of this step evicted one of
+				// these (the hot pool under pressure): compute it again in this step.
+				// The sequence's blocks were reserved whole, so only the step's token
+				// count grows.
+				work[k].Start, work[k].N = cached, w.N+w.Start-cached
+			}
 		}
 		if !j.joined {
 			j.joined = true
 			j.u.QueueTime = now.Sub(j.start)
 			j.u.CachedTokens = cached
-		}
-		if w, ok := r.st.SetCached(id, cached); ok {
-			for i := range work {
-				if work[i].ID == id {
-					work[i] = w
-				}
-			}
 		}
 	}
 	return work
@@ -489,7 +469,7 @@ func (j *job) send(id int32, logit float32, final bool) bool {
 	if id >= 0 && (j.req.Logprobs || j.req.TopLogprobs > 0) {
 		t.Piece, t.Logprob, t.TopLogprobs = j.lp.Piece, j.lp.Logprob, j.lp.TopLogprobs
 	}
-	j.box.push(t)
+	j.out.Send(t)
 	j.emitted = safe
 	return stopped
 }
@@ -507,7 +487,7 @@ func (r *runner) end(id sched.ID, j *job, reason string, err error) {
 	if j.u.CompletionTokens > 1 {
 		j.u.TimePerOutputToken = j.last.Sub(j.first) / time.Duration(j.u.CompletionTokens-1)
 	}
-	j.box.finish(j.u, err)
+	j.finish(j.u, err)
 }
 
 // failAll ends every job with err (the runner is stopping).

@@ -30,6 +30,7 @@ type Model struct {
 	MaxQueue    int // requests in flight at which the router counts it overloaded; 0: no limit
 	Price       money.Price
 	Upstream    *Upstream // nil: the embedded engine serves it
+	OwnedBy     string    // the owned_by of /v1/models; "": "lmlite"
 }
 
 // Upstream is an OpenAI-compatible server that serves a model.
@@ -51,7 +52,7 @@ func ConfigOf(c *configs.Config) (Config, error) {
 	for i := range c.Models {
 		mc := &c.Models[i]
 		m := Model{ID: mc.ID, MaxModelLen: mc.MaxModelLen, Slots: mc.MaxConcurrency * max(1, mc.Replicas),
-			MaxQueue: mc.MaxQueue, Price: mc.Price()}
+			MaxQueue: mc.MaxQueue, Price: mc.Price(), OwnedBy: mc.OwnedBy}
 		if u := mc.Upstream; u != nil {
 			m.Upstream = &Upstream{BaseURL: u.BaseURL, Model: u.Model, Timeout: u.Timeout}
 			if m.Upstream.Model == "" {

@@ -99,7 +99,7 @@ func (f *fakeEngine) Generate(ctx context.Context, model string, req engine.Requ
 	f.last = req
 	f.mu.Unlock()
 	f.started.Add(1)
-	st, tokens, finish := engine.NewStream(16)
+	st := engine.NewStream()
 	go func() {
 		start := time.Now()
 		var out strings.Builder
@@ -132,16 +132,13 @@ func (f *fakeEngine) Generate(ctx context.Context, model string, req engine.Requ
 					text = s[prev:]
 				}
 				if text != "" {
-					tokens <- engine.Token{ID: int32(i), Text: text}
+					st.Send(engine.Token{ID: int32(i), Text: text})
 				}
 				u.CompletionTokens++
 				u.FinishReason = engine.FinishStop
 				break
 			}
-			select {
-			case tokens <- engine.Token{ID: int32(i), Text: text}:
-			case <-ctx.Done():
-			}
+			st.Send(engine.Token{ID: int32(i), Text: text})
 			u.CompletionTokens++
 			if i == 0 {
 				u.TimeToFirstToken = time.Since(start)
@@ -150,7 +147,7 @@ func (f *fakeEngine) Generate(ctx context.Context, model string, req engine.Requ
 		if u.CompletionTokens > 1 {
 			u.TimePerOutputToken = (time.Since(start) - u.TimeToFirstToken) / time.Duration(u.CompletionTokens-1)
 		}
-		finish(u, nil)
+		st.Finish(u, nil)
 	}()
 	return st, nil
 }

@@ -284,19 +284,19 @@ func (j *job) respondEmbedded(ctx *fasthttp.RequestCtx, st *engine.Stream, cance
 	conn := ctx.Conn()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-	tokens := st.Tokens
-	for tokens != nil {
+	var toks []engine.Token
+	for done := false; !done; {
 		select {
-		case tok, ok := <-tokens:
-			if !ok {
-				tokens = nil
-				continue
-			}
-			text.WriteString(tok.Text)
+		case <-st.Ready():
 		case <-tick.C:
 			if connClosed(conn) {
 				cancel() // the client went away: stop generating
 			}
+			continue
+		}
+		toks, done = st.Take(toks)
+		for _, tok := range toks {
+			text.WriteString(tok.Text)
 		}
 	}
 	u, err := st.Wait(context.Background())

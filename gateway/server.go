@@ -95,6 +95,7 @@ type model struct {
 	tier     string               // first tier listing it ("" if none), for X-LMLite-Tier
 	in       [tiers.NumTiers]bool // the tiers listing it
 	upstream *upstream
+	ownedBy  string // "": "lmlite"
 }
 
 // limit is the model's length limit (0: unknown). For an embedded model whose limit
@@ -166,7 +167,7 @@ func New(cfg Config, eng Engine, ten *tenancy.Tenancy, opts Options) (*Server, e
 		}
 	}
 	for _, mc := range cfg.Models {
-		m := &model{id: mc.ID, price: mc.Price}
+		m := &model{id: mc.ID, price: mc.Price, ownedBy: mc.OwnedBy}
 		m.maxLen.Store(int64(mc.MaxModelLen))
 		if mc.Upstream != nil {
 			var err error
@@ -500,11 +501,21 @@ func (s *Server) handleModels(ctx *fasthttp.RequestCtx, reqID string) {
 		b = jsonenc.AppendString(b, id)
 		b = append(b, `,"object":"model","created":`...)
 		b = strconv.AppendInt(b, s.created, 10)
-		b = append(b, `,"owned_by":"lmlite"}`...)
+		b = append(b, `,"owned_by":`...)
+		b = jsonenc.AppendString(b, s.ownedBy(id))
+		b = append(b, '}')
 	}
 	b = append(b, "]}"...)
 	ctx.SetContentType("application/json")
 	ctx.SetBody(b)
+}
+
+// ownedBy is a model's owned_by in /v1/models: its config's owned_by, else "lmlite".
+func (s *Server) ownedBy(id string) string {
+	if m, ok := s.models[id]; ok && m.ownedBy != "" {
+		return m.ownedBy
+	}
+	return "lmlite"
 }
 
 // handleModel answers GET /v1/models/{id}.
@@ -522,7 +533,9 @@ func (s *Server) handleModel(ctx *fasthttp.RequestCtx, reqID, id string) {
 	b = jsonenc.AppendString(b, id)
 	b = append(b, `,"object":"model","created":`...)
 	b = strconv.AppendInt(b, s.created, 10)
-	b = append(b, `,"owned_by":"lmlite"}`...)
+	b = append(b, `,"owned_by":`...)
+	b = jsonenc.AppendString(b, s.ownedBy(id))
+	b = append(b, '}')
 	ctx.SetContentType("application/json")
 	ctx.SetBody(b)
 }

@@ -65,13 +65,13 @@ func (p *Pool) Peek(salt string, tokens []int32) int {
 }
 
 // lookup takes a reference on each block of the longest cached prefix of tokens
-// (whole blocks) for salt, replaying warm blocks into fresh hot ones, and returns the
-// blocks and their keys.
-func (p *Pool) lookup(salt string, tokens []int32) ([]BlockID, []uint64) {
+// (whole blocks, limit tokens at most) for salt, replaying warm blocks into fresh hot
+// ones, and returns the blocks and their keys.
+func (p *Pool) lookup(salt string, tokens []int32, limit int) ([]BlockID, []uint64) {
 	var blocks []BlockID
 	var keys []uint64
 	parent := rootKey(salt)
-	for n := 0; n+p.bt <= len(tokens); n += p.bt {
+	for n := 0; n+p.bt <= min(len(tokens), limit); n += p.bt {
 		toks := tokens[n : n+p.bt]
 		key := chainKey(parent, toks)
 		if b, ok := p.hotFind(key, parent, salt, toks); ok {

@@ -300,42 +300,80 @@ func TestEvictionOrder(t *testing.T) {
 	}
 }
 
-// TestSaltIsolation: the same tokens under two salts never hit each other; a shared
-// salt ("") hits for everyone who uses it.
+// TestSaltIsolation: two tenants publish the same prompt with different KV bits;
+// each one's lookup then hits its own blocks (its own bits, not the other's), a third
+// tenant hits nothing, and the shared salt ("") serves everyone who uses it its own
+// copy. It fails if the salt is left out of the keys (the second tenant could not
+// cache its blocks) or out of the lookup (one tenant would read the other's).
 func TestSaltIsolation(t *testing.T) {
 	p := newPool(t, 16, 8)
 	prompt := seqOf(9, 7)
-	a := p.NewSeq("tenant-a")
-	a.Prefix(prompt)
-	fill(t, a, 0, 9, 1)
-	a.Publish(prompt)
-	a.Release()
-
-	if hit := p.NewSeq("tenant-b").Prefix(prompt); hit != 0 {
-		t.Fatalf("tenant b hit tenant a's prefix: %d tokens", hit)
+	publish := func(salt string, seed uint64) []uint16 {
+		t.Helper()
+		s := p.NewSeq(salt)
+		if hit := s.Prefix(prompt); hit != 0 {
+			t.Fatalf("salt %q: the first lookup hit %d tokens of another salt's prefix", salt, hit)
+		}
+		fill(t, s, 0, 9, seed)
+		s.Publish(prompt)
+		r := rows(s, 8)
+		s.Release()
+		return r
 	}
-	if p.Peek("tenant-b", prompt) != 0 || p.Peek("tenant-a", prompt) != 8 {
-		t.Fatal("Peek disagrees")
+	own := map[string][]uint16{
+		"tenant-a": publish("tenant-a", 1),
+		"tenant-b": publish("tenant-b", 2),
+		"":         publish("", 3),
 	}
-	again := p.NewSeq("tenant-a")
-	if hit := again.Prefix(prompt); hit != 8 {
-		t.Fatalf("tenant a's own hit: %d", hit)
+	if equalBits(own["tenant-a"], own["tenant-b"]) {
+		t.Fatal("the two tenants' rows are the same bits: the test cannot tell them apart")
 	}
-	again.Release()
-
-	shared := p.NewSeq("")
-	shared.Prefix(prompt)
-	fill(t, shared, 0, 9, 2)
-	shared.Publish(prompt)
-	shared.Release()
-	for _, who := range []string{"x", "y"} {
-		_ = who // every tenant that the policy lets share uses salt ""
-		s := p.NewSeq("")
+	for _, salt := range []string{"tenant-a", "tenant-b", "", ""} {
+		if n := p.Peek(salt, prompt); n != 8 {
+			t.Fatalf("Peek under %q: %d tokens, want 8", salt, n)
+		}
+		s := p.NewSeq(salt)
 		if hit := s.Prefix(prompt); hit != 8 {
-			t.Fatalf("shared salt: hit %d", hit)
+			t.Fatalf("salt %q: its own prefix hit %d tokens, want 8", salt, hit)
+		}
+		if !equalBits(rows(s, 8), own[salt]) {
+			t.Fatalf("salt %q: the hit's KV bits are not the ones it published", salt)
 		}
 		s.Release()
 	}
+	if p.Peek("tenant-c", prompt) != 0 {
+		t.Fatal("a third tenant peeks another's prefix")
+	}
+	c := p.NewSeq("tenant-c")
+	if hit := c.Prefix(prompt); hit != 0 {
+		t.Fatalf("a third tenant hit %d tokens of another's prefix", hit)
+	}
+	c.Release()
+	if err := p.check(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPrefixLimit: PrefixLimit takes no more than the blocks asked for, and counts
+// the lookup over all the tokens.
+func TestPrefixLimit(t *testing.T) {
+	p := newPool(t, 16, 0)
+	prompt := seqOf(13, 1)
+	s := p.NewSeq("a")
+	s.Prefix(prompt)
+	fill(t, s, 0, 13, 1)
+	s.Publish(prompt)
+	s.Release()
+	before := p.Stats()
+	q := p.NewSeq("a")
+	if n := q.PrefixLimit(prompt, 4); n != 4 || len(q.Blocks()) != 1 {
+		t.Fatalf("limit 4: %d tokens, %d blocks", n, len(q.Blocks()))
+	}
+	after := p.Stats()
+	if after.Lookups-before.Lookups != 1 || after.HitTokens-before.HitTokens != 4 || after.MissTokens-before.MissTokens != 9 {
+		t.Fatalf("stats %+v → %+v", before, after)
+	}
+	q.Release()
 	if err := p.check(); err != nil {
 		t.Fatal(err)
 	}

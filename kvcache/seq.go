@@ -22,11 +22,16 @@ func (p *Pool) NewSeq(salt string) *Seq { return &Seq{p: p, salt: salt} }
 // returns the number of tokens found. Pass the tokens that may come from the cache:
 // the prompt without its last token, whose logits the model must compute. Prefix may
 // only be called on an empty Seq.
-func (s *Seq) Prefix(tokens []int32) int {
+func (s *Seq) Prefix(tokens []int32) int { return s.PrefixLimit(tokens, len(tokens)) }
+
+// PrefixLimit is Prefix taking at most limit tokens from the cache: the blocks a
+// scheduler's plan counted on (after a Peek). The lookup's statistics count hits and
+// misses over all of tokens.
+func (s *Seq) PrefixLimit(tokens []int32, limit int) int {
 	if len(s.blocks) > 0 {
 		panic("kvcache: Prefix on a sequence that has blocks")
 	}
-	s.blocks, s.keys = s.p.lookup(s.salt, tokens)
+	s.blocks, s.keys = s.p.lookup(s.salt, tokens, limit)
 	return len(s.blocks) * s.p.bt
 }
 

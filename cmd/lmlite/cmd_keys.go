@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -25,7 +26,7 @@ func init() {
 // through the server's admin API with the admin key.
 func runKeys(args []string) error {
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		fmt.Fprintln(os.Stderr, "usage: lmlite keys create --tenant T | revoke ID | list  [--config F] [--server URL] [--admin-key K]")
+		fmt.Fprintln(stderr, "usage: lmlite keys create --tenant T | revoke ID | list  [--config F] [--server URL] [--admin-key K]")
 		return errUsage
 	}
 	action := args[0]
@@ -59,21 +60,63 @@ func runKeys(args []string) error {
 	if err != nil {
 		return err
 	}
+	running := ""
+	if *cfgPath == "" && *server == "" {
+		// The store of the server that is running, wherever it was started from.
+		s, ok, err := pickServer(runningServers(), cfg.DataDir)
+		if err != nil {
+			return err
+		}
+		if ok {
+			if s.Config != "" {
+				if cfg, err = loadConfig(s.Config); err != nil {
+					return err
+				}
+			}
+			cfg.DataDir, cfg.Listen = s.DataDir, s.Listen
+			running = fmt.Sprintf(" (lmlite serve, pid %d, on %s)", s.PID, s.Listen)
+		}
+	}
 	if *adminKey == "" {
 		*adminKey = os.Getenv(cfg.AdminKeyEnv)
 	}
+	if *adminKey == "" { // the demo's, made by serve
+		if b, err := os.ReadFile(filepath.Join(cfg.DataDir, "admin-key")); err == nil {
+			*adminKey = strings.TrimSpace(string(b))
+		}
+	}
+	dbPath := filepath.Join(cfg.DataDir, "lmlite.db")
 	if *server == "" {
-		store, err := tenancy.Open(filepath.Join(cfg.DataDir, "lmlite.db"), tenancy.Options{LockTimeout: 300 * time.Millisecond})
+		store, err := tenancy.Open(dbPath, tenancy.Options{LockTimeout: 300 * time.Millisecond})
 		if err == nil {
 			defer store.Close()
+			fmt.Fprintf(stderr, "lmlite keys: using the store %s%s\n", absPath(dbPath), running)
 			return keysOffline(store, cfg, action, *tenant, id)
 		}
 		if !errors.Is(err, tenancy.ErrLocked) {
 			return err
 		}
-		*server = "http://" + cfg.Listen
+		*server = "http://" + dialable(cfg.Listen)
+		fmt.Fprintf(stderr, "lmlite keys: the store %s is held by a running server%s; using its admin API at %s\n", absPath(dbPath), running, *server)
+	} else {
+		fmt.Fprintf(stderr, "lmlite keys: using the admin API at %s\n", *server)
 	}
 	return keysOnline(strings.TrimRight(*server, "/"), *adminKey, action, *tenant, id)
+}
+
+func absPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
+}
+
+// dialable turns a listen address into one to connect to (0.0.0.0 and :: → loopback).
+func dialable(addr string) string {
+	if h, p, err := net.SplitHostPort(addr); err == nil && (h == "" || h == "::" || h == "0.0.0.0") {
+		return net.JoinHostPort("127.0.0.1", p)
+	}
+	return addr
 }
 
 func keysOffline(store *tenancy.Store, cfg *configs.Config, action, tenant, id string) error {
@@ -90,17 +133,17 @@ func keysOffline(store *tenancy.Store, cfg *configs.Config, action, tenant, id s
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(os.Stderr, "key %s for tenant %s (shown once; store it now):\n", ki.ID, ki.Tenant)
-		fmt.Println(key)
+		fmt.Fprintf(stderr, "key %s for tenant %s (shown once; store it now):\n", ki.ID, ki.Tenant)
+		fmt.Fprintln(stdout, key)
 	case "revoke":
 		ki, err := store.RevokeKey(id, time.Now())
 		if err != nil {
 			return err
 		}
-		fmt.Println("revoked", ki.String())
+		fmt.Fprintln(stdout, "revoked", ki.String())
 	case "list":
 		for _, k := range store.Keys() {
-			fmt.Println(k.String())
+			fmt.Fprintln(stdout, k.String())
 		}
 	}
 	return nil
@@ -108,7 +151,7 @@ func keysOffline(store *tenancy.Store, cfg *configs.Config, action, tenant, id s
 
 func keysOnline(server, adminKey, action, tenant, id string) error {
 	if adminKey == "" {
-		return errors.New("the store is in use by a running server: give its admin key (--admin-key or $LMLITE_ADMIN_KEY)")
+		return errors.New("the store is in use by a running server: give its admin key (--admin-key, $LMLITE_ADMIN_KEY, or the data directory's admin-key file)")
 	}
 	var req *http.Request
 	var err error
@@ -141,21 +184,21 @@ func keysOnline(server, adminKey, action, tenant, id string) error {
 		if err := json.Unmarshal(b, &out); err != nil {
 			return err
 		}
-		fmt.Fprintf(os.Stderr, "key %s for tenant %s (shown once; store it now):\n", out.ID, out.Tenant)
-		fmt.Println(out.Key)
+		fmt.Fprintf(stderr, "key %s for tenant %s (shown once; store it now):\n", out.ID, out.Tenant)
+		fmt.Fprintln(stdout, out.Key)
 	case "revoke":
 		var ki tenancy.KeyInfo
 		if err := json.Unmarshal(b, &ki); err != nil {
 			return err
 		}
-		fmt.Println("revoked", ki.String())
+		fmt.Fprintln(stdout, "revoked", ki.String())
 	case "list":
 		var out struct{ Data []tenancy.KeyInfo }
 		if err := json.Unmarshal(b, &out); err != nil {
 			return err
 		}
 		for _, k := range out.Data {
-			fmt.Println(k.String())
+			fmt.Fprintln(stdout, k.String())
 		}
 	}
 	return nil

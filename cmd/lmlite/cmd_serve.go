@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -25,10 +27,10 @@ func init() {
 	register("serve", "serve the OpenAI-compatible API (gateway + embedded engine)", runServe)
 }
 
-// demoModels generates the demo models into dataDir for a configuration without
-// models. It is wired to the model generator by the engine's side.
-var demoModels = func(dataDir string) ([]engine.ModelConfig, error) {
-	return nil, errors.New("demo models are not available yet (no model generator wired); configure models in --config")
+// demoModels writes the demo models into dataDir for a configuration without models:
+// the real ones and those with random weights. It is wired by the engine's side.
+var demoModels = func(dataDir string) (real, random []engine.ModelConfig, err error) {
+	return nil, nil, errors.New("demo models are not available yet (no model generator wired); configure models in --config")
 }
 
 // newEngine builds the embedded engine's Block for the embedded models.
@@ -50,7 +52,7 @@ func runServe(args []string) error {
 	if *verbose {
 		level = slog.LevelInfo
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	if *cpuprofile != "" {
 		pf, err := os.Create(*cpuprofile)
 		if err != nil {
@@ -73,12 +75,24 @@ func runServe(args []string) error {
 	if *budget != "" {
 		cfg.MemoryBudget = *budget
 	}
-	if len(cfg.Models) == 0 {
-		models, err := demoModels(cfg.DataDir)
+	if abs, err := filepath.Abs(cfg.DataDir); err == nil {
+		cfg.DataDir = abs // the notes of `lmlite keys` and the banner name it whole
+	}
+	demo := len(cfg.Models) == 0
+	if demo {
+		real, random, err := demoModels(cfg.DataDir)
 		if err != nil {
 			return fmt.Errorf("no models configured and %w", err)
 		}
-		cfg.AddDemoModels(models, 0.0005, 0.0015)
+		cfg.AddDemoModels(real, 0.0005, 0.0015) // every tier: the real model
+		cfg.AddDemoModels(random, 0.0005, 0.0015)
+		for i := range cfg.Models {
+			for _, r := range random {
+				if cfg.Models[i].ID == r.ID {
+					cfg.Models[i].OwnedBy = randomOwner
+				}
+			}
+		}
 	}
 	if err := cfg.Validate(); err != nil {
 		if *cfgPath != "" {
@@ -88,9 +102,22 @@ func runServe(args []string) error {
 	}
 	memBudget, _ := configs.ParseBytes(cfg.MemoryBudget)
 
+	// Listen first: a taken port fails at once, before models load.
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return listenError(cfg.Listen, err)
+	}
+	defer ln.Close()
+
+	pctx, pstop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err = resolvePulls(pctx, cfg, stderr, stderr == io.Writer(os.Stderr) && isTerminal(os.Stderr))
+	pstop()
+	if err != nil {
+		return err
+	}
 	var embedded []engine.ModelConfig
 	for i := range cfg.Models {
-		if cfg.Models[i].Upstream == nil {
+		if cfg.Models[i].Embedded() {
 			embedded = append(embedded, cfg.Models[i].EngineConfig())
 		}
 	}
@@ -123,34 +150,29 @@ func runServe(args []string) error {
 			return err
 		}
 	}
+	adminKey, adminNote := os.Getenv(cfg.AdminKeyEnv), ""
+	if adminKey == "" && cfg.DemoTenant != "" {
+		if adminKey, adminNote, err = ensureAdminKey(cfg.DataDir); err != nil {
+			return err
+		}
+	}
 	gcfg, err := gateway.ConfigOf(cfg)
 	if err != nil {
 		return err
 	}
 	srv, err := gateway.New(gcfg, eng, tenancy.New(store), gateway.Options{
-		Logger: log, AdminKey: os.Getenv(cfg.AdminKeyEnv), MetricsKey: metricsKey(cfg.MetricsKeyEnv),
+		Logger: log, AdminKey: adminKey, MetricsKey: metricsKey(cfg.MetricsKeyEnv),
 	})
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
+	unannounce, err := announce(runningServer{Listen: ln.Addr().String(), DataDir: cfg.DataDir, Config: *cfgPath})
 	if err != nil {
-		return fmt.Errorf("listen: %w", err)
+		fmt.Fprintf(stderr, "lmlite: cannot note this server for `lmlite keys` (%v)\n", err)
+	} else {
+		defer unannounce()
 	}
-	host := ln.Addr().String()
-	if h, p, err := net.SplitHostPort(host); err == nil && (h == "::" || h == "0.0.0.0") {
-		host = net.JoinHostPort("127.0.0.1", p)
-	}
-	fmt.Printf("lmlite serving %d model(s) on %s\n", len(cfg.Models), ln.Addr())
-	fmt.Printf("OpenAI base URL: http://%s/v1\n", host)
-	if demoKey != "" {
-		fmt.Printf("API key (demo tenant %q): %s\n", cfg.DemoTenant, demoKey)
-	}
-	ids := make([]string, 0, len(cfg.Models))
-	for _, m := range cfg.Models {
-		ids = append(ids, m.ID)
-	}
-	fmt.Printf("models: %s (or \"auto\", \"tier:fast\" … \"tier:max\")\n", strings.Join(ids, ", "))
+	printBanner(stdout, cfg, ln.Addr().String(), demo, demoKey, adminNote)
 
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
@@ -161,7 +183,7 @@ func runServe(args []string) error {
 	case err := <-errc:
 		return err
 	case s := <-sig:
-		fmt.Fprintf(os.Stderr, "lmlite: %s: draining (up to %s)\n", s, cfg.ShutdownTimeout)
+		fmt.Fprintf(stderr, "lmlite: %s: draining (up to %s)\n", s, cfg.ShutdownTimeout)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
@@ -190,6 +212,66 @@ func ensureDemoKey(store *tenancy.Store, dataDir, tenant string) (string, error)
 		return "", fmt.Errorf("demo key: %w", err)
 	}
 	return key, nil
+}
+
+// listenError explains a failed listen; a taken port gets a hint.
+func listenError(addr string, err error) error {
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("listen: %s is already in use (another lmlite serve? `lmlite keys list` names the one running); choose another address with --listen 127.0.0.1:9090 (make run LISTEN=127.0.0.1:9090)", addr)
+	}
+	return fmt.Errorf("listen: %w", err)
+}
+
+// printBanner prints where the server listens, the keys, and what each model is.
+func printBanner(w io.Writer, cfg *configs.Config, addr string, demo bool, demoKey, adminNote string) {
+	host := addr
+	if h, p, err := net.SplitHostPort(addr); err == nil && (h == "::" || h == "0.0.0.0") {
+		host = net.JoinHostPort("127.0.0.1", p)
+	}
+	fmt.Fprintf(w, "lmlite serving %d model(s) on %s\n", len(cfg.Models), addr)
+	fmt.Fprintf(w, "OpenAI base URL: http://%s/v1\n", host)
+	if demoKey != "" {
+		fmt.Fprintf(w, "API key (tenant %q, kept in %s): %s\n", cfg.DemoTenant, filepath.Join(cfg.DataDir, "demo-key"), demoKey)
+	}
+	if adminNote != "" {
+		fmt.Fprintln(w, adminNote)
+	}
+	fmt.Fprintln(w, "models:")
+	for _, m := range cfg.Models {
+		note := ""
+		switch {
+		case demo && m.ID == demoStoriesID:
+			note = "  real weights: llama2.c's stories260K (MIT), trained on TinyStories; it continues short stories in English"
+		case m.OwnedBy == randomOwner:
+			note = "  RANDOM weights: generated to exercise the system; it answers in noise"
+		case m.Upstream != nil:
+			note = "  upstream " + m.Upstream.BaseURL
+		}
+		fmt.Fprintf(w, "  %-20s%s\n", m.ID, note)
+	}
+	if names := cfg.TierNames(); len(names) > 0 {
+		fmt.Fprintf(w, "or \"auto\" (the tenant's tier mode), or a tier: tier:%s\n", strings.Join(names, ", tier:"))
+	} else {
+		fmt.Fprintln(w, "no tiers configured: name a model by its id")
+	}
+}
+
+// ensureAdminKey returns the admin key kept in dataDir/admin-key (0600), making it on
+// the first run; note is the banner's line: the key itself only when it was just made.
+func ensureAdminKey(dataDir string) (key, note string, err error) {
+	path := filepath.Join(dataDir, "admin-key")
+	if b, err := os.ReadFile(path); err == nil && len(strings.TrimSpace(string(b))) >= 32 {
+		return strings.TrimSpace(string(b)), fmt.Sprintf("admin key: in %s (0600)", path), nil
+	}
+	var raw [24]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", "", err
+	}
+	key = "lmladm_" + hex.EncodeToString(raw[:])
+	if err := os.WriteFile(path, []byte(key+"\n"), 0o600); err != nil {
+		return "", "", fmt.Errorf("admin key: %w", err)
+	}
+	return key, fmt.Sprintf("admin key (printed once; kept in %s, 0600): %s", path, key), nil
 }
 
 // loadConfig reads the config file, or the embedded demo config when path is "".

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	_ "embed"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
@@ -19,7 +22,7 @@ import (
 func init() {
 	demoModels = generateDemoModels
 	newEngine = func(cfgs []engine.ModelConfig, memBudget int64) (gateway.Engine, error) {
-		b, err := engine.New(engine.Config{Models: cfgs, MemoryBudget: memBudget, Logger: quietLogger()})
+		b, err := engine.New(engine.Config{Models: cfgs, MemoryBudget: memBudget, Logger: engineLogger()})
 		if err != nil {
 			return nil, err
 		}
@@ -50,32 +53,62 @@ func (e blockEngine) Load(modelID string) error {
 	return e.Block.Load(ctx, modelID)
 }
 
-// demoSpecs are the demo models: small generated models (seeded, so every data
-// directory gets the same files), the first on the Fast tier, the second above it.
-var demoSpecs = []struct {
+// engineLogger logs the engine's lifecycle (model loaded with its load time,
+// unloaded) and its warnings to stderr.
+func engineLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+// storiesGGUF is the demo's real model: llama2.c's stories260K (MIT; demo/README.md
+// says where it comes from, demo/LICENSE its license).
+//
+//go:embed demo/stories260K.gguf
+var storiesGGUF []byte
+
+// demoStoriesID is the demo's real model.
+const demoStoriesID = "demo-stories"
+
+// randomOwner is the owned_by that /v1/models shows for the demo's random models.
+const randomOwner = "lmlite-demo-random-weights"
+
+// randomSpecs are the demo's random models: small generated models (seeded, so every
+// data directory gets the same files) of two architectures and quantizations, to
+// exercise the system. Their weights are random: they answer in noise.
+var randomSpecs = []struct {
 	id   string
 	opts genmodel.Options
 }{
-	{"demo-fast", genmodel.Options{Arch: "llama", Preset: "tiny", Type: "q8_0", Seed: 1}},
-	{"demo-balanced", genmodel.Options{Arch: "qwen3", Preset: "tiny", Type: "q4_k_m", Seed: 2}},
+	{"demo-random-llama", genmodel.Options{Arch: "llama", Preset: "tiny", Type: "q8_0", Seed: 1}},
+	{"demo-random-qwen3", genmodel.Options{Arch: "qwen3", Preset: "tiny", Type: "q4_k_m", Seed: 2}},
 }
 
-// generateDemoModels writes the demo models into dataDir/models unless they are there.
-func generateDemoModels(dataDir string) ([]engine.ModelConfig, error) {
+// generateDemoModels writes the demo models into dataDir/models unless they are there:
+// demo-stories (real) and the random ones.
+func generateDemoModels(dataDir string) (real, random []engine.ModelConfig, err error) {
 	dir := filepath.Join(dataDir, "models")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var out []engine.ModelConfig
-	for _, d := range demoSpecs {
+	path := filepath.Join(dir, demoStoriesID+".gguf")
+	if b, err := os.ReadFile(path); err != nil || !bytes.Equal(b, storiesGGUF) {
+		tmp := path + ".tmp"
+		if err := os.WriteFile(tmp, storiesGGUF, 0o644); err != nil {
+			return nil, nil, err
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			return nil, nil, err
+		}
+	}
+	real = append(real, engine.ModelConfig{ID: demoStoriesID, Path: path, MaxModelLen: 512, Replicas: 1})
+	for _, d := range randomSpecs {
 		path := filepath.Join(dir, d.id+".gguf")
 		if _, err := os.Stat(path); err != nil {
-			fmt.Fprintf(os.Stderr, "generating demo model %s (%s %s %s) into %s\n", d.id, d.opts.Arch, d.opts.Preset, d.opts.Type, path)
+			fmt.Fprintf(os.Stderr, "generating demo model %s (%s %s %s, random weights) into %s\n", d.id, d.opts.Arch, d.opts.Preset, d.opts.Type, path)
 			if err := genmodel.Generate(d.opts, path); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
-		out = append(out, engine.ModelConfig{ID: d.id, Path: path, MaxModelLen: 2048, Replicas: 1})
+		random = append(random, engine.ModelConfig{ID: d.id, Path: path, MaxModelLen: 2048, Replicas: 1})
 	}
-	return out, nil
+	return real, random, nil
 }

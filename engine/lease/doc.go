@@ -22,13 +22,14 @@
 // Redis.Listen serves those requests. The same tests run against both stores.
 //
 // The package does not import engine; the engine wraps ErrNoMemory with
-// engine.ErrNoMemory. Sketch of a Block loading a model:
+// engine.ErrNoMemory. (The engine's Block calls Victims inside its own lifecycle
+// decision and then Store.Acquire.) Sketch of a program loading a model:
 //
 //	budget, err := lease.HostBudget(0) // or cfg.MemoryBudget
 //	want := lease.Lease{Device: lease.HostDevice, Holder: id + "@" + proc,
 //		Bytes: weights + kvBytes, Priority: cfg.Priority, TTL: 30 * time.Second}
 //	l, err := lease.Acquire(ctx, store, now, budget, want, func(v lease.Lease) error {
-//		return block.unloadIdle(v.Holder) // refuses if it is busy again
+//		return unloadIfIdle(v.Holder) // refuses if it is busy again
 //	})
 //	if errors.Is(err, lease.ErrNoMemory) {
 //		return fmt.Errorf("%w: %w", engine.ErrNoMemory, err)

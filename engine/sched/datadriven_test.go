@@ -21,12 +21,14 @@ import (
 //	plan t=0        the decision, State unchanged
 //	step t=0        the decision, applied
 //	run t=0 n=10    ten steps at t=0, 1, 2, ... applied
-//	cached id=1 tokens=32
+//	cache id=1 tokens=32   the prefix cache holds 32 tokens of 1 (for Plans from now on)
 //	remove id=1
 //	state
 func TestTrace(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
 		var s *State
+		var cache map[ID]int
+		cached := func(id ID) int { return cache[id] }
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 			args := map[string]string{}
 			for _, a := range d.CmdArgs {
@@ -54,6 +56,7 @@ func TestTrace(t *testing.T) {
 			switch d.Cmd {
 			case "init":
 				var err error
+				cache = map[ID]int{}
 				s, err = New(Config{
 					MaxModelLen: num("max-len"), MaxConcurrency: num("concurrency"),
 					BatchTimeout: time.Duration(num("timeout")) * time.Millisecond,
@@ -91,13 +94,13 @@ func TestTrace(t *testing.T) {
 				return "ok"
 			case "plan":
 				before := dump(s)
-				st := s.Plan(at())
+				st := s.Plan(at(), cached)
 				if after := dump(s); after != before {
 					d.Fatalf(t, "Plan changed the state:\n%s\n---\n%s", before, after)
 				}
 				return formatStep(st)
 			case "step":
-				st := s.Plan(at())
+				st := s.Plan(at(), cached)
 				s.Apply(at(), st)
 				if err := s.check(); err != nil {
 					d.Fatalf(t, "after step: %v", err)
@@ -108,7 +111,7 @@ func TestTrace(t *testing.T) {
 				var b strings.Builder
 				for i := 0; i < num("n"); i++ {
 					now := at().Add(time.Duration(i) * time.Millisecond)
-					st := s.Plan(now)
+					st := s.Plan(now, cached)
 					s.Apply(now, st)
 					if err := s.check(); err != nil {
 						d.Fatalf(t, "after step at %v: %v", now, err)
@@ -121,12 +124,9 @@ func TestTrace(t *testing.T) {
 					return "idle"
 				}
 				return strings.TrimSuffix(b.String(), "\n")
-			case "cached":
-				w, ok := s.SetCached(ID(num("id")), num("tokens"))
-				if !ok {
-					return "not joined in the last step"
-				}
-				return formatWork(w)
+			case "cache":
+				cache[ID(num("id"))] = num("tokens")
+				return "ok"
 			case "remove":
 				q, ok := s.Remove(ID(num("id")))
 				if !ok {

@@ -9,7 +9,9 @@
 // Computed tokens whose KV is cached; Len-Computed == 1 is a decode, more is a
 // prefill. Time never passes inside the package: every call that needs it takes now.
 //
-// Plan(now) is a pure function of the State and the time. It returns a Step:
+// Plan(now, cached) is a pure function of the State, the time and what the prefix
+// cache holds for the requests it joins (cached, the Block's lookup). It returns a
+// Step, final as made:
 //
 //   - Preempt: when the KV blocks do not suffice for the running decodes, the
 //     lowest-class, most recently joined sequences leave the batch and go back to
@@ -20,7 +22,8 @@
 //     (only if that suffices): interactive requests never wait behind batch ones.
 //   - Work: each running decode computes one token; then the running prefills get
 //     chunks of what is left of StepTokens (so a long prompt never stalls the
-//     decodes); then joining requests get their first chunk.
+//     decodes); then joining requests get their first chunk, which starts after
+//     their cached prefix (cached tokens cost no budget).
 //   - Join: while the batch has room (MaxConcurrency), tokens are left in the step and
 //     the KV blocks hold the request's prompt plus one step, waiting requests join:
 //     interactive strictly before batch; within a class the tenant with the least
@@ -60,17 +63,18 @@
 //	st, err := sched.New(sched.Config{MaxModelLen: 4096, MaxConcurrency: 8,
 //		BatchTimeout: 5 * time.Millisecond, BlockSize: pool.BlockTokens(), Blocks: pool.Blocks()})
 //	for {
-//		step := st.Plan(now())
+//		step := st.Plan(now(), func(id sched.ID) int {
+//			return pool.Peek(salt[id], tokens[id][:len(tokens[id])-1]) // what the prefix cache holds
+//		})
 //		st.Apply(now(), step)
 //		for _, id := range step.Preempt {
 //			kv[id].Release() // its KV is gone (its full blocks stay cached); it will prefill again
 //		}
 //		work := step.Work
-//		for _, id := range step.Join {
-//			kv[id] = pool.NewSeq(salt[id]) // kvcache: salt per tenant unless shared on purpose
-//			cached := kv[id].Prefix(tokens[id][:len(tokens[id])-1])
-//			if w, ok := st.SetCached(id, cached); ok {
-//				work = replace(work, w) // skip the cached tokens
+//		for _, w := range work {
+//			if joined(step, w.ID) {
+//				kv[w.ID] = pool.NewSeq(salt[w.ID]) // kvcache: salt per tenant unless shared on purpose
+//				kv[w.ID].Prefix(tokens[w.ID][:w.Start]) // take the cached blocks the plan counted on
 //			}
 //		}
 //		if len(work) == 0 {

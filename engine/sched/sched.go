@@ -142,8 +142,9 @@ type Work struct {
 }
 
 // Step is the decision of Plan. The Block applies it in this order: free the KV blocks
-// of Preempt (they are back in the queue), build block tables for Join (looking up
-// their cached prefix, see State.SetCached), then run the model over Work in one batch.
+// of Preempt (they are back in the queue), build block tables for Join (taking the
+// cached prefix that Plan counted on: a joining sequence's Work starts after it), then
+// run the model over Work in one batch.
 // When Work is empty, nothing runs: call Plan again at WakeAt if it is not zero, or at
 // the next Enqueue/Remove.
 type Step struct {
@@ -170,8 +171,8 @@ func (t *tenant) active() bool { return t.running > 0 || t.waiting() > 0 }
 
 // State is the scheduler of one model: its queues, running set and KV block budget.
 // It is a plain value owned by one goroutine (the Block's); Plan is a pure function of
-// the State and the time, and the mutating methods (Enqueue, Remove, Apply, SetCached)
-// take effect between steps.
+// the State, the time and the prefix cache's answers (Cached), and the mutating
+// methods (Enqueue, Remove, Apply) take effect between steps.
 type State struct {
 	cfg      Config
 	seqs     map[ID]*Seq
@@ -337,7 +338,16 @@ func (s *State) settle() {
 	}
 }
 
-// Plan decides the next step at time now. It does not change the State; Apply does.
+// Cached reports how many leading tokens of a waiting sequence's known tokens the
+// prefix cache holds (whole blocks; the Block peeks its KV pool). Plan asks only about
+// the sequences it joins, and starts their work after those tokens; the last known
+// token is always computed, so at most Len-1 count. A nil Cached means nothing is
+// cached.
+type Cached func(id ID) int
+
+// Plan decides the next step at time now, given what the prefix cache holds for the
+// sequences that join. It does not change the State; Apply does. The plan is final:
+// the Block runs its Work as it is.
 //
 // Running sequences decode first (one token each), preempting the lowest-class,
 // most recently joined sequences while the KV blocks do not suffice. Then running
@@ -347,7 +357,7 @@ func (s *State) settle() {
 // tenant with the least weighted output tokens received (virtual time) first, FIFO
 // within a tenant. With nothing running, a batch that is not full waits BatchTimeout
 // after its first request before it runs.
-func (s *State) Plan(now time.Time) Step {
+func (s *State) Plan(now time.Time, cached Cached) Step {
 	var st Step
 	bs := s.cfg.BlockSize
 	budget := s.cfg.StepTokens
@@ -426,9 +436,13 @@ func (s *State) Plan(now time.Time) Step {
 			break // the head of the fair order waits for blocks; nobody overtakes it
 		}
 		reserve += blocksFor(q.Len+1, bs)
-		n := min(q.Len, budget)
+		start := 0
+		if cached != nil {
+			start = min(max(cached(q.ID), 0), q.Len-1)
+		}
+		n := min(q.Len-start, budget)
 		st.Join = append(st.Join, q.ID)
-		st.Work = append(st.Work, s.chunk(q, 0, n))
+		st.Work = append(st.Work, s.chunk(q, start, n))
 		budget -= n
 		extra[t] += 1 / t.weight
 		taken[t]++
@@ -649,44 +663,4 @@ func (s *State) detach(q *Seq) {
 	}
 	q.Running = false
 	s.tenants[q.Tenant].running--
-}
-
-// SetCached tells the State that the first tokens of a sequence that joined in the
-// step just applied were found in the prefix cache. The sequence's work in that step
-// moves forward to start after them (it computes at most as many tokens as planned,
-// and never fewer blocks' worth than the plan allowed for). It returns the work the
-// Block must run for the sequence instead of the planned one, or false if id did not
-// join in the step just applied (run the planned work then). The last prompt token is always computed, so at most Len-1
-// tokens count as cached.
-func (s *State) SetCached(id ID, tokens int) (Work, bool) {
-	q := s.seqs[id]
-	if q == nil || !(q.Running || q.Done) || q.lastStep != s.steps || q.last.Start != 0 {
-		return Work{}, false
-	}
-	w := q.last
-	lenBefore := q.Len
-	if w.Sample {
-		lenBefore--
-	}
-	start := min(tokens, lenBefore-1)
-	if start <= w.Start {
-		return w, true
-	}
-	nw := Work{ID: id, Start: start, N: min(w.N, lenBefore-start)}
-	if start+nw.N == lenBefore {
-		nw.Sample = true
-		if !w.Sample {
-			s.produce(q) // q.Generated grows here; Last as chunk() would say
-			nw.Last = q.Generated >= q.MaxTokens
-			if nw.Last {
-				s.finish(q)
-			}
-		} else {
-			nw.Last = w.Last
-		}
-	}
-	q.Computed = nw.Start + nw.N
-	q.last = nw
-	s.settle()
-	return nw, true
 }

@@ -48,7 +48,7 @@ func TestFairShare(t *testing.T) {
 				if i == warm {
 					a0, b0 = s.Received("A"), s.Received("B")
 				}
-				st := s.Plan(now)
+				st := s.Plan(now, nil)
 				s.Apply(now, st)
 			}
 			if err := s.check(); err != nil {
@@ -164,7 +164,7 @@ func TestIdleTenantBanksNoCredit(t *testing.T) {
 		send(now, "A")
 	}
 	for range 40 { // A alone for a while
-		s.Apply(now, s.Plan(now))
+		s.Apply(now, s.Plan(now, nil))
 		now = now.Add(time.Millisecond)
 	}
 	a0 := s.Received("A")
@@ -172,7 +172,7 @@ func TestIdleTenantBanksNoCredit(t *testing.T) {
 		send(now, "B")
 	}
 	for range 40 {
-		s.Apply(now, s.Plan(now))
+		s.Apply(now, s.Plan(now, nil))
 		now = now.Add(time.Millisecond)
 	}
 	a, b := s.Received("A")-a0, s.Received("B")
@@ -217,8 +217,13 @@ func TestRandomOps(t *testing.T) {
 			case op < 4 && len(ids) > 0:
 				s.Remove(ids[rng.IntN(len(ids))])
 			default:
-				st := s.Plan(now)
-				if st2 := s.Plan(now); len(st2.Work) != len(st.Work) || len(st2.Join) != len(st.Join) {
+				// A cache that holds some whole blocks of some prompts.
+				cached := func(id ID) int {
+					q, _ := s.Seq(id)
+					return int(id) % 3 * (q.Len / 3) / cfg.BlockSize * cfg.BlockSize
+				}
+				st := s.Plan(now, cached)
+				if st2 := s.Plan(now, cached); len(st2.Work) != len(st.Work) || len(st2.Join) != len(st.Join) {
 					t.Fatal("Plan is not a function of the state")
 				}
 				tokens := 0
@@ -231,14 +236,15 @@ func TestRandomOps(t *testing.T) {
 				if tokens > cfg.StepTokens {
 					t.Fatalf("round %d: %d tokens > budget %d", round, tokens, cfg.StepTokens)
 				}
-				s.Apply(now, st)
 				for _, id := range st.Join {
-					if rng.IntN(2) == 0 {
-						if q, ok := s.Seq(id); ok {
-							s.SetCached(id, rng.IntN(q.Len+1))
+					q, _ := s.Seq(id)
+					for _, w := range st.Work {
+						if w.ID == id && w.Start != min(cached(id), q.Len-1) {
+							t.Fatalf("round %d: join %+v of a sequence of %d tokens with %d cached", round, w, q.Len, cached(id))
 						}
 					}
 				}
+				s.Apply(now, st)
 			}
 			if err := s.check(); err != nil {
 				t.Fatalf("round %d: %v", round, err)
@@ -250,7 +256,7 @@ func TestRandomOps(t *testing.T) {
 				t.Fatalf("round %d: %d waiting, %d running never finish (cfg %+v)", round, s.Waiting(), s.Running(), cfg)
 			}
 			now = now.Add(time.Millisecond)
-			s.Apply(now, s.Plan(now))
+			s.Apply(now, s.Plan(now, nil))
 			if err := s.check(); err != nil {
 				t.Fatalf("round %d drain: %v", round, err)
 			}
@@ -269,10 +275,10 @@ func BenchmarkStep(b *testing.B) {
 	for i := range 1000 {
 		s.Enqueue(now, Request{ID: ID(i + 1), Tenant: string(rune('a' + i%4)), Prompt: 8, MaxTokens: 1 << 19})
 	}
-	s.Apply(now, s.Plan(now))
+	s.Apply(now, s.Plan(now, nil))
 	b.ReportAllocs()
 	for b.Loop() {
 		now = now.Add(time.Millisecond)
-		s.Apply(now, s.Plan(now))
+		s.Apply(now, s.Plan(now, nil))
 	}
 }

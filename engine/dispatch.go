@@ -1,0 +1,196 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/lmlite/lmlite/engine/sample"
+)
+
+// This file is a request's way in: Generate admits it, await waits for its model
+// (on a cold start only), pick chooses a replica, and the runner (runner.go) writes
+// the request's tokens into its Stream, which the consumer reads: one hand-off per
+// token.
+
+// Generate starts a request. Requests that can never run (unknown model, empty
+// prompt, longer than MaxModelLen) and requests beyond the queue limit fail at once;
+// the others stream their tokens and end with a Usage.
+func (b *Block) Generate(ctx context.Context, modelID string, req Request) (*Stream, error) {
+	out := NewStream()
+	if err := b.generate(ctx, modelID, req, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// generate is Generate into a Stream the caller made.
+func (b *Block) generate(ctx context.Context, modelID string, req Request, out *Stream) error {
+	in, ok := b.models[modelID]
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrUnknownModel, modelID)
+	}
+	limit := in.cfg.MaxModelLen
+	if len(req.Prompt) == 0 {
+		return fmt.Errorf("engine: empty prompt (give at least BOS)")
+	}
+	for _, id := range req.Prompt {
+		if id < 0 || int(id) >= in.tok.VocabSize() {
+			return fmt.Errorf("engine: prompt token %d is outside the vocabulary of %d", id, in.tok.VocabSize())
+		}
+	}
+	if req.MaxTokens < 0 {
+		return fmt.Errorf("engine: max tokens %d is negative", req.MaxTokens)
+	}
+	if err := checkFeatures(&req); err != nil {
+		return err
+	}
+	if len(req.Prompt) >= limit || len(req.Prompt)+req.MaxTokens > limit {
+		return fmt.Errorf("%w: %d prompt tokens + %d max tokens > max_model_len %d of model %s",
+			ErrTooLong, len(req.Prompt), req.MaxTokens, limit, modelID)
+	}
+	b.mu.Lock()
+	if b.closed.Load() {
+		b.mu.Unlock()
+		return ErrClosed
+	}
+	in.mu.Lock()
+	if in.active >= in.cfg.MaxQueue {
+		in.mu.Unlock()
+		b.mu.Unlock()
+		return fmt.Errorf("%w: model %s has %d requests in flight (max_queue %d)", ErrQueueFull, modelID, in.active, in.cfg.MaxQueue)
+	}
+	in.active++
+	ready := in.state == StateReady // and stays so: a model with requests in flight is not unloaded
+	in.mu.Unlock()
+	b.inflight.Add(1)
+	b.mu.Unlock()
+
+	j := in.newJob(ctx, req, out)
+	j.finish = func(u Usage, err error) {
+		if err == nil && u.FinishReason == "" {
+			u.FinishReason = FinishCancelled
+		}
+		in.mu.Lock()
+		in.active--
+		in.lastUsed = b.now()
+		in.mu.Unlock()
+		b.inflight.Done()
+		out.Finish(u, err)
+	}
+	if ready {
+		in.pick(req).submit(j)
+		return nil
+	}
+	// A cold start: this goroutine waits for the load and hands the request over;
+	// the tokens still go from the runner to out directly.
+	go func() {
+		cold, err := in.await(ctx)
+		j.u.ColdStart = cold
+		if err != nil {
+			u := j.u
+			err = finishErr(&u, err)
+			j.finish(u, err)
+			return
+		}
+		in.pick(req).submit(j)
+	}()
+	return nil
+}
+
+// await waits until the model is ready (asking the janitor to load it if it is
+// unloaded) and returns
+// how long this call waited for a load (the cold start).
+func (in *instance) await(ctx context.Context) (time.Duration, error) {
+	start := time.Now()
+	waited := false
+	for {
+		in.mu.Lock()
+		switch in.state {
+		case StateReady:
+			in.mu.Unlock()
+			if waited {
+				return time.Since(start), nil
+			}
+			return 0, nil
+		case StateFailed:
+			err := in.err
+			in.mu.Unlock()
+			return 0, err
+		}
+		if in.attempt == nil {
+			if in.b.closed.Load() {
+				// Checked under in.mu: Close's pass takes in.mu after closed is set, so
+				// either it refuses this attempt or this sees closed.
+				in.mu.Unlock()
+				return 0, ErrClosed
+			}
+			in.attempt = newLoadAttempt() // wanted: the janitor loads it or refuses
+		}
+		la := in.attempt
+		in.mu.Unlock()
+		signal(in.b.kick)
+		waited = true
+		select {
+		case <-la.done:
+			if la.err != nil {
+				return 0, la.err
+			}
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+}
+
+// newJob prepares a request for a runner: its sampler, decoder and stop matcher.
+func (in *instance) newJob(ctx context.Context, req Request, out *Stream) *job {
+	maxTokens := req.MaxTokens
+	if maxTokens == 0 {
+		maxTokens = in.cfg.MaxModelLen - len(req.Prompt)
+	}
+	s := req.Sampling
+	j := &job{ctx: ctx, req: req, start: time.Now(), max: maxTokens, out: out, u: Usage{PromptTokens: len(req.Prompt)},
+		tokens: append(make([]int32, 0, len(req.Prompt)+maxTokens), req.Prompt...),
+		smp: sample.New(sample.Params{Temperature: s.Temperature, TopK: s.TopK, TopP: s.TopP, MinP: s.MinP,
+			RepeatPenalty: s.RepeatPenalty, PresencePenalty: s.PresencePenalty, FrequencyPenalty: s.FrequencyPenalty,
+			RepeatLastN: s.RepeatLastN, Seed: s.Seed}),
+		dec:  in.tok.NewDecoder(),
+		stop: sample.NewStopMatcher(req.Stop)}
+	if req.Grammar != nil || req.Logprobs || req.TopLogprobs > 0 || s.IgnoreEOS {
+		j.vocab = in.vocab.get(in.tok)
+		if req.Grammar != nil {
+			j.gm = j.vocab.vocab.NewMatcher(req.Grammar)
+		}
+		j.top = make([]sample.Logprob, req.TopLogprobs)
+	}
+	j.dec.Prime(req.Prompt)
+	return j
+}
+
+// pick chooses the replica for a request: the one whose prefix cache holds the
+// longest part of its prompt; ties (no hit anywhere, the usual case) go round-robin.
+func (in *instance) pick(req Request) *runner {
+	in.mu.Lock()
+	reps, rr := in.replicas, in.rr
+	in.rr++
+	in.mu.Unlock()
+	best, bestN := reps[rr%len(reps)], 0
+	if len(reps) > 1 && !in.cfg.DisablePrefixCache {
+		for i := range reps {
+			r := reps[(rr+i)%len(reps)]
+			if n := r.pool.Peek(req.CacheSalt, req.Prompt[:len(req.Prompt)-1]); n > bestN {
+				best, bestN = r, n
+			}
+		}
+	}
+	return best
+}
+
+func finishErr(u *Usage, err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		u.FinishReason = FinishCancelled
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,319 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/lmlite/lmlite/engine/gguf"
+	"github.com/lmlite/lmlite/engine/lease"
+	"github.com/lmlite/lmlite/engine/model"
+)
+
+// The janitor is the goroutine that applies the lifecycle's decisions (lifecycle.go):
+// each second, when a model is wanted or a load ends (kick), and when GC, Close or a
+// test asks (reqs), it takes a snapshot of the models and the leases, calls decide,
+// and applies the actions. It owns the lifecycle: no other goroutine loads, unloads
+// for idleness or victims, or refuses a load (Unload, the operator's command, is the
+// exception). An action's precondition is checked again when it is applied (a
+// request may have made a victim busy since the snapshot); if it fails, the janitor
+// decides again.
+
+// passReq asks the janitor for one pass; done is closed after it.
+type passReq struct {
+	gc, closing bool
+	done        chan struct{}
+}
+
+// request runs a pass on the janitor and waits for it; after Close it does nothing.
+func (b *Block) request(r passReq) {
+	r.done = make(chan struct{})
+	select {
+	case b.reqs <- r:
+		<-r.done
+	case <-b.stop:
+	}
+}
+
+func (b *Block) runJanitor() {
+	defer b.janitor.Done()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-b.stop:
+			return
+		case <-tick.C:
+			b.pass(false)
+			b.heartbeat(b.now())
+		case <-b.kick:
+			b.pass(false)
+		case r := <-b.reqs:
+			if r.closing {
+				b.closeModels()
+			} else {
+				b.pass(r.gc)
+			}
+			close(r.done)
+		}
+	}
+}
+
+// pass decides and applies until the decisions hold when applied (a few times at
+// most: each retry follows a request that made a model busy).
+func (b *Block) pass(gc bool) {
+	for range 4 {
+		now := b.now()
+		if !b.apply(now, decide(b.snapshot(now, gc, false))) {
+			return
+		}
+		gc = false
+	}
+}
+
+// closeModels is Close's pass: refuse the loads waited for, unload every model, and
+// wait for loads in progress to end (then unload those too).
+func (b *Block) closeModels() {
+	for {
+		now := b.now()
+		b.apply(now, decide(b.snapshot(now, false, true)))
+		var la *loadAttempt
+		for _, id := range b.order {
+			in := b.models[id]
+			in.mu.Lock()
+			if in.state == StateLoading {
+				la = in.attempt
+			}
+			in.mu.Unlock()
+			if la != nil {
+				break
+			}
+		}
+		if la == nil {
+			return
+		}
+		<-la.done
+	}
+}
+
+// snapshot is decide's input at now.
+func (b *Block) snapshot(now time.Time, gc, closing bool) lifeInput {
+	in := lifeInput{Now: now, Budget: b.budget, Proc: b.proc, GC: gc, Closing: closing}
+	for _, id := range b.order {
+		m := b.models[id]
+		m.mu.Lock()
+		in.Models = append(in.Models, lifeModel{ID: id, State: m.state, Active: m.active,
+			Wanted: m.state == StateUnloaded && m.attempt != nil, LastUsed: m.lastUsed,
+			IdleTimeout: m.cfg.IdleTimeout, Priority: m.cfg.Priority, Bytes: m.leaseBytes()})
+		m.mu.Unlock()
+	}
+	leases, err := b.leases.List(context.Background(), now, lease.HostDevice)
+	if err != nil {
+		// decide sees no leases then; the store's Acquire still checks the budget.
+		b.log.Warn("listing memory leases", "err", err)
+	}
+	in.Leases = leases
+	return in
+}
+
+// apply carries out the actions in order. It reports whether a precondition failed,
+// so that the janitor decides again.
+func (b *Block) apply(now time.Time, acts []action) (again bool) {
+	for _, a := range acts {
+		in := b.models[a.ID]
+		switch a.Kind {
+		case actExpire:
+			if expired, err := b.leases.Expire(context.Background(), now); err != nil {
+				b.log.Warn("expiring memory leases", "err", err)
+			} else if len(expired) > 0 {
+				b.log.Info("expired stale memory leases", "count", len(expired))
+			}
+		case actReset:
+			in.mu.Lock()
+			if in.state == StateFailed {
+				in.state, in.err = StateUnloaded, nil
+			}
+			in.mu.Unlock()
+		case actUnload:
+			in.mu.Lock()
+			if in.state == StateReady && in.active == 0 {
+				in.log.Info("unloading", "reason", a.Reason)
+				in.unloadLocked()
+			}
+			in.mu.Unlock()
+		case actRefuse:
+			in.mu.Lock()
+			if in.state == StateUnloaded && in.attempt != nil {
+				in.log.Warn("model not loaded", "err", a.Err)
+				in.attempt.finish(a.Err)
+				in.attempt = nil
+			}
+			in.mu.Unlock()
+		case actLoad:
+			ok := true
+			for _, id := range a.Victims {
+				v := b.models[id]
+				v.mu.Lock()
+				if v.state == StateReady && v.active == 0 {
+					v.log.Info("unloading", "reason", "room for "+a.ID)
+					v.unloadLocked()
+				} else {
+					ok = false
+				}
+				v.mu.Unlock()
+			}
+			if !ok {
+				again = true
+				continue
+			}
+			in.start(now)
+		}
+	}
+	return again
+}
+
+// loadAttempt is one load: done is closed when it ends, with err set if it failed.
+type loadAttempt struct {
+	done chan struct{}
+	err  error
+}
+
+func newLoadAttempt() *loadAttempt { return &loadAttempt{done: make(chan struct{})} }
+
+func (la *loadAttempt) finish(err error) {
+	la.err = err
+	close(la.done)
+}
+
+// start leases the model's memory and starts loading it, if it is still wanted. A
+// lease the store refuses (another process took the memory) ends the attempt with
+// ErrNoMemory.
+func (in *instance) start(now time.Time) {
+	in.mu.Lock()
+	la := in.attempt
+	if in.state != StateUnloaded || la == nil {
+		in.mu.Unlock()
+		return
+	}
+	in.mu.Unlock()
+	want := lease.Lease{Device: lease.HostDevice, Holder: holder(in.cfg.ID, in.b.proc), Bytes: in.leaseBytes(),
+		Priority: in.cfg.Priority, TTL: leaseTTL}
+	l, err := in.b.leases.Acquire(context.Background(), now, want, in.b.budget)
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if err != nil {
+		if errors.Is(err, lease.ErrNoMemory) {
+			err = fmt.Errorf("%w: model %s: %w", ErrNoMemory, in.cfg.ID, err)
+		} else {
+			err = fmt.Errorf("engine: model %s: %w", in.cfg.ID, err)
+		}
+		in.log.Warn("model not loaded", "err", err)
+		la.finish(err)
+		in.attempt = nil
+		return
+	}
+	in.state, in.err, in.lease = StateLoading, nil, l
+	go in.load(la)
+}
+
+// load maps the file, builds the replicas and warms each up with a forward pass (the
+// model is ready only after that). Its lease is held already.
+func (in *instance) load(la *loadAttempt) {
+	start := time.Now()
+	f, m, reps, err := in.open()
+	in.mu.Lock()
+	in.loadTime = time.Since(start)
+	in.attempt = nil
+	if err != nil {
+		if err := in.b.leases.Release(context.Background(), in.lease.Device, in.lease.Holder); err != nil && !errors.Is(err, lease.ErrNotHeld) {
+			in.log.Warn("releasing the memory lease", "err", err)
+		}
+		in.lease = lease.Lease{}
+		in.state, in.err = StateFailed, err
+		in.log.Error("model failed to load", "err", err)
+	} else {
+		in.file, in.model, in.replicas = f, m, reps
+		in.loads++
+		in.state, in.lastUsed = StateReady, in.b.now()
+		in.log.Info("model ready", "load_ms", in.loadTime.Milliseconds(), "replicas", in.cfg.Replicas)
+	}
+	in.mu.Unlock()
+	la.finish(err)
+	signal(in.b.kick)
+}
+
+// heartbeat renews the leases of the loading and loaded models, telling the store
+// which are idle.
+func (b *Block) heartbeat(now time.Time) {
+	for _, id := range b.order {
+		in := b.models[id]
+		in.mu.Lock()
+		l, idle := in.lease, in.active == 0 && in.state == StateReady
+		in.mu.Unlock()
+		if l.Holder == "" {
+			continue
+		}
+		if err := b.leases.Heartbeat(context.Background(), now, l.Device, l.Holder, idle); err != nil && !errors.Is(err, lease.ErrNotHeld) {
+			in.log.Warn("memory lease heartbeat", "err", err)
+		}
+	}
+}
+
+func (in *instance) open() (*gguf.File, *model.Model, []*runner, error) {
+	f, err := gguf.Open(in.cfg.Path)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("engine: model %s: %w", in.cfg.ID, err)
+	}
+	m, err := model.Load(f)
+	if err != nil {
+		f.Close()
+		return nil, nil, nil, fmt.Errorf("engine: model %s: %w", in.cfg.ID, err)
+	}
+	warm := max(in.tok.BOS(), 0)
+	var reps []*runner
+	fail := func(err error) (*gguf.File, *model.Model, []*runner, error) {
+		for _, r := range reps {
+			r.pool.Close()
+		}
+		f.Close()
+		return nil, nil, nil, fmt.Errorf("engine: model %s: %w", in.cfg.ID, err)
+	}
+	for i := range in.cfg.Replicas {
+		r, err := newRunner(i, in.cfg.ID, m, in.tok, in.rc, &in.stats)
+		if err != nil {
+			return fail(err)
+		}
+		reps = append(reps, r)
+		if err := r.warmUp(warm); err != nil {
+			return fail(fmt.Errorf("warm-up: %w", err))
+		}
+	}
+	for _, r := range reps {
+		go r.loop()
+	}
+	return f, m, reps, nil
+}
+
+// unloadLocked stops the replicas and releases the mapping and the KV memory. No
+// request may be in flight.
+func (in *instance) unloadLocked() {
+	if in.state != StateReady || in.active > 0 {
+		return
+	}
+	for _, r := range in.replicas {
+		r.close()
+	}
+	in.model, in.replicas = nil, nil
+	if in.file != nil {
+		in.file.Close()
+		in.file = nil
+	}
+	if err := in.b.leases.Release(context.Background(), in.lease.Device, in.lease.Holder); err != nil && !errors.Is(err, lease.ErrNotHeld) {
+		in.log.Warn("releasing the memory lease", "err", err)
+	}
+	in.lease = lease.Lease{}
+	in.state = StateUnloaded
+	in.unloads++
+	in.log.Info("model unloaded")
+}

@@ -1,0 +1,187 @@
+package engine
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/lmlite/lmlite/engine/lease"
+)
+
+// This file is the Block's lifecycle as one pure function: decide looks at a snapshot
+// of the models (their states, requests in flight, who waits for a load), the memory
+// leases of the device and an explicit time, and returns what to do: which models to
+// load, which to unload (idle past their timeout, victims to make room for a load of
+// higher priority, or all of them at Close), which waiting loads to refuse (no memory,
+// or the Block is closing), and what GC resets. The janitor (janitor.go) takes the
+// snapshot, calls decide and applies the actions; nothing else decides. Traces of
+// decide are in testdata/lifecycle (lifecycle_test.go).
+
+// lifeModel is one model as decide sees it.
+type lifeModel struct {
+	ID          string
+	State       ModelState
+	Active      int  // requests submitted and not finished: the model is busy
+	Wanted      bool // a request, Load or New waits for it to load
+	LastUsed    time.Time
+	IdleTimeout time.Duration // < 0: never unloaded for idleness
+	Priority    int
+	Bytes       int64 // what it leases: weights + its replicas' KV pools
+}
+
+// idle reports whether the model is loaded and serves nothing: it may be unloaded.
+func (m *lifeModel) idle() bool { return m.State == StateReady && m.Active == 0 }
+
+// lifeInput is the snapshot decide works on.
+type lifeInput struct {
+	Now     time.Time
+	Models  []lifeModel   // in configuration order
+	Leases  []lease.Lease // the live leases of the host device, of every process
+	Budget  int64         // bytes of the host device
+	Proc    string        // this process, in lease holders: model@proc
+	GC      bool          // also collect: expire stale leases, reset failed models
+	Closing bool          // the Block is closing: unload everything idle, load nothing
+}
+
+// actionKind is what an action does.
+type actionKind int
+
+const (
+	actUnload actionKind = iota // unload model ID (it is idle)
+	actLoad                     // lease Bytes for model ID and load it, after unloading Victims
+	actRefuse                   // fail the load model ID's waiters wait for, with Err
+	actReset                    // GC: a failed model becomes unloaded, so that the next request retries it
+	actExpire                   // GC: drop the leases whose holders stopped beating (Holders)
+)
+
+// action is one decision.
+type action struct {
+	Kind    actionKind
+	ID      string
+	Reason  string   // why, for logs and traces
+	Victims []string // actLoad: models of this process to unload first (idle, lower priority)
+	Holders []string // actExpire: the stale leases
+	Err     error    // actRefuse
+}
+
+func (a action) String() string {
+	switch a.Kind {
+	case actUnload:
+		return fmt.Sprintf("unload %s: %s", a.ID, a.Reason)
+	case actLoad:
+		if len(a.Victims) > 0 {
+			return fmt.Sprintf("load %s after unloading %s", a.ID, strings.Join(a.Victims, " "))
+		}
+		return "load " + a.ID
+	case actRefuse:
+		return fmt.Sprintf("refuse %s: %v", a.ID, a.Err)
+	case actReset:
+		return "reset " + a.ID + ": failed → unloaded"
+	case actExpire:
+		if len(a.Holders) == 0 {
+			return "expire stale leases"
+		}
+		return "expire stale leases " + strings.Join(a.Holders, " ")
+	}
+	return fmt.Sprintf("action(%d)", int(a.Kind))
+}
+
+// holder is the lease holder of model id in process proc.
+func holder(id, proc string) string { return id + "@" + proc }
+
+// decide is the lifecycle's decision at in.Now. It does not change in. The actions
+// come in the order to apply them: GC's, then idle unloads, then loads (each after
+// its victims' unloads) and refusals, most important model first.
+func decide(in lifeInput) []action {
+	var acts []action
+	unloaded := map[string]bool{} // unloaded by this decision
+
+	if in.GC {
+		// The store drops what has expired at Now (it may know of leases a listing
+		// leaves out); the holders seen expired here are for the trace.
+		var stale []string
+		for _, l := range in.Leases {
+			if !in.Now.Before(l.Expires) {
+				stale = append(stale, l.Holder)
+			}
+		}
+		slices.Sort(stale)
+		acts = append(acts, action{Kind: actExpire, Holders: stale})
+		for _, m := range in.Models {
+			if m.State == StateFailed {
+				acts = append(acts, action{Kind: actReset, ID: m.ID})
+			}
+		}
+	}
+
+	for i := range in.Models {
+		m := &in.Models[i]
+		switch {
+		case !m.idle():
+		case in.Closing:
+			acts = append(acts, action{Kind: actUnload, ID: m.ID, Reason: "closing"})
+			unloaded[m.ID] = true
+		case m.IdleTimeout > 0 && in.Now.Sub(m.LastUsed) >= m.IdleTimeout:
+			acts = append(acts, action{Kind: actUnload, ID: m.ID,
+				Reason: fmt.Sprintf("idle for %v (timeout %v)", in.Now.Sub(m.LastUsed), m.IdleTimeout)})
+			unloaded[m.ID] = true
+		}
+	}
+
+	// Loads, highest priority first (then in configuration order), each against the
+	// leases as the loads and unloads decided before it leave them.
+	var want []*lifeModel
+	for i := range in.Models {
+		m := &in.Models[i]
+		if !m.Wanted || m.State != StateUnloaded {
+			continue
+		}
+		if in.Closing {
+			acts = append(acts, action{Kind: actRefuse, ID: m.ID, Err: ErrClosed})
+			continue
+		}
+		want = append(want, m)
+	}
+	if len(want) == 0 {
+		return acts
+	}
+	slices.SortStableFunc(want, func(a, b *lifeModel) int { return cmp.Compare(b.Priority, a.Priority) })
+	ours := map[string]*lifeModel{}
+	for i := range in.Models {
+		ours[holder(in.Models[i].ID, in.Proc)] = &in.Models[i]
+	}
+	var view []lease.Lease
+	for _, l := range in.Leases {
+		if !in.Now.Before(l.Expires) {
+			continue
+		}
+		if m := ours[l.Holder]; m != nil {
+			if unloaded[m.ID] {
+				continue
+			}
+			l.Idle = m.idle() // our own models' idleness is known now, not at the last heartbeat
+		} else {
+			l.Idle = false // another process's model is not ours to unload; it unloads on its own idle timeout
+		}
+		view = append(view, l)
+	}
+	for _, m := range want {
+		l := lease.Lease{Device: lease.HostDevice, Holder: holder(m.ID, in.Proc), Bytes: m.Bytes, Priority: m.Priority,
+			TTL: leaseTTL, Expires: in.Now.Add(leaseTTL)}
+		victims, err := lease.Victims(in.Now, in.Budget, view, l)
+		if err != nil {
+			acts = append(acts, action{Kind: actRefuse, ID: m.ID, Err: fmt.Errorf("%w: model %s: %w", ErrNoMemory, m.ID, err)})
+			continue
+		}
+		a := action{Kind: actLoad, ID: m.ID}
+		for _, v := range victims {
+			a.Victims = append(a.Victims, ours[v.Holder].ID)
+			view = slices.DeleteFunc(view, func(o lease.Lease) bool { return o.Holder == v.Holder })
+		}
+		view = append(view, l)
+		acts = append(acts, a)
+	}
+	return acts
+}

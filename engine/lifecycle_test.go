@@ -1,0 +1,188 @@
+package engine
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/datadriven"
+	"github.com/lmlite/lmlite/engine/lease"
+)
+
+// TestLifecycleTrace runs the traces in testdata/lifecycle through decide: models,
+// requests, loads ending and foreign leases are scripted at explicit times (seconds),
+// and each decide's actions are printed and then applied to the script's state, as
+// the janitor would. Rewrite after a deliberate change with:
+// go test ./engine -run TestLifecycleTrace -rewrite
+//
+//	budget bytes=150
+//	model id=a bytes=100 [priority=1] [idle=60|never]     unloaded, used at t=0
+//	want id=a                  a request waits for a to load
+//	request id=a / done id=a t=5   a request starts / ends (last used at t)
+//	unload id=a                the operator unloads a (Block.Unload)
+//	loaded id=a t=3 / failed id=a  a's load ends
+//	lease holder=x@other bytes=50 [priority=0] [idle] expires=30   another process's lease
+//	decide t=61 [gc] [closing]
+//	state
+func TestLifecycleTrace(t *testing.T) {
+	datadriven.Walk(t, "testdata/lifecycle", func(t *testing.T, path string) {
+		const proc = "p"
+		var (
+			in     = lifeInput{Proc: proc, Budget: 1 << 40}
+			leases []lease.Lease
+		)
+		model := func(d *datadriven.TestData, id string) *lifeModel {
+			for i := range in.Models {
+				if in.Models[i].ID == id {
+					return &in.Models[i]
+				}
+			}
+			d.Fatalf(t, "no model %q", id)
+			return nil
+		}
+		dropLease := func(h string) {
+			leases = slices.DeleteFunc(leases, func(l lease.Lease) bool { return l.Holder == h })
+		}
+		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+			args := map[string]string{}
+			for _, a := range d.CmdArgs {
+				args[a.Key] = strings.Join(a.Vals, ",")
+			}
+			num := func(k string) int64 {
+				v, ok := args[k]
+				if !ok {
+					return 0
+				}
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					d.Fatalf(t, "%s=%q: %v", k, v, err)
+				}
+				return n
+			}
+			at := func() time.Time { return lifeBase.Add(time.Duration(num("t")) * time.Second) }
+			_, flag := args["idle"]
+			switch d.Cmd {
+			case "budget":
+				in.Budget = num("bytes")
+				return fmt.Sprintf("budget %d", in.Budget)
+			case "model":
+				m := lifeModel{ID: args["id"], State: StateUnloaded, LastUsed: lifeBase, Bytes: num("bytes"),
+					Priority: int(num("priority")), IdleTimeout: DefaultIdleTimeout}
+				switch args["idle"] {
+				case "":
+				case "never":
+					m.IdleTimeout = -1
+				default:
+					m.IdleTimeout = time.Duration(num("idle")) * time.Second
+				}
+				in.Models = append(in.Models, m)
+				return "ok"
+			case "want":
+				model(d, args["id"]).Wanted = true
+				return "ok"
+			case "unload": // the operator's Block.Unload
+				m := model(d, args["id"])
+				if m.idle() {
+					m.State = StateUnloaded
+					dropLease(holder(m.ID, proc))
+				}
+				return string(m.State)
+			case "request":
+				model(d, args["id"]).Active++
+				return "ok"
+			case "done":
+				m := model(d, args["id"])
+				m.Active--
+				m.LastUsed = at()
+				return "ok"
+			case "loaded", "failed":
+				m := model(d, args["id"])
+				if m.State != StateLoading {
+					d.Fatalf(t, "%s is %s, not loading", m.ID, m.State)
+				}
+				m.State, m.LastUsed = StateReady, at()
+				if d.Cmd == "failed" {
+					m.State = StateFailed
+					dropLease(holder(m.ID, proc))
+				}
+				return "ok"
+			case "lease":
+				leases = append(leases, lease.Lease{Device: lease.HostDevice, Holder: args["holder"], Bytes: num("bytes"),
+					Priority: int(num("priority")), Idle: flag, TTL: time.Minute,
+					Expires: lifeBase.Add(time.Duration(num("expires")) * time.Second)})
+				return "ok"
+			case "decide":
+				in.Now = at()
+				_, in.GC = args["gc"]
+				_, in.Closing = args["closing"]
+				for i, l := range leases { // our heartbeats
+					if strings.HasSuffix(l.Holder, "@"+proc) {
+						leases[i].Expires = in.Now.Add(leaseTTL)
+					}
+				}
+				in.Leases = slices.Clone(leases)
+				before := fmt.Sprint(in)
+				acts := decide(in)
+				if after := fmt.Sprint(in); after != before {
+					d.Fatalf(t, "decide changed its input:\n%s\n---\n%s", before, after)
+				}
+				var b strings.Builder
+				for _, a := range acts {
+					fmt.Fprintln(&b, a)
+					var m *lifeModel
+					if a.ID != "" {
+						m = model(d, a.ID)
+					}
+					lifeApply(in.Now, a, m, func(id string) *lifeModel { return model(d, id) }, &leases, proc)
+				}
+				if b.Len() == 0 {
+					return "nothing"
+				}
+				return strings.TrimSuffix(b.String(), "\n")
+			case "state":
+				var b strings.Builder
+				for _, m := range in.Models {
+					fmt.Fprintf(&b, "%s %s active=%d wanted=%v\n", m.ID, m.State, m.Active, m.Wanted)
+				}
+				for _, l := range leases {
+					fmt.Fprintf(&b, "lease %s %d bytes priority %d idle=%v expires %ds\n", l.Holder, l.Bytes, l.Priority, l.Idle,
+						int(l.Expires.Sub(lifeBase)/time.Second))
+				}
+				return strings.TrimSuffix(b.String(), "\n")
+			}
+			d.Fatalf(t, "unknown command %q", d.Cmd)
+			return ""
+		})
+	})
+}
+
+var lifeBase = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// lifeApply is the janitor's apply in the script's terms.
+func lifeApply(now time.Time, a action, m *lifeModel, byID func(string) *lifeModel, leases *[]lease.Lease, proc string) {
+	drop := func(h string) {
+		*leases = slices.DeleteFunc(*leases, func(l lease.Lease) bool { return l.Holder == h })
+	}
+	switch a.Kind {
+	case actExpire:
+		*leases = slices.DeleteFunc(*leases, func(l lease.Lease) bool { return !now.Before(l.Expires) })
+	case actReset:
+		m.State = StateUnloaded
+	case actUnload:
+		m.State = StateUnloaded
+		drop(holder(m.ID, proc))
+	case actRefuse:
+		m.Wanted = false
+	case actLoad:
+		for _, id := range a.Victims {
+			byID(id).State = StateUnloaded
+			drop(holder(id, proc))
+		}
+		m.State, m.Wanted = StateLoading, false
+		*leases = append(*leases, lease.Lease{Device: lease.HostDevice, Holder: holder(m.ID, proc), Bytes: m.Bytes,
+			Priority: m.Priority, TTL: leaseTTL, Expires: now.Add(leaseTTL)})
+	}
+}

@@ -1,0 +1,92 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"testing"
+	"time"
+)
+
+// TestStreamTokens: tokens sent before and after the consumer starts all arrive in
+// order; a loop that breaks and ranges again loses nothing; Wait needs no draining.
+func TestStreamTokens(t *testing.T) {
+	s := NewStream()
+	s.Send(Token{ID: 1})
+	s.Send(Token{ID: 2})
+	var got []int32
+	for tok := range s.Tokens {
+		got = append(got, tok.ID)
+		break
+	}
+	go func() {
+		for i := int32(3); i <= 50; i++ {
+			s.Send(Token{ID: i})
+		}
+		s.Finish(Usage{CompletionTokens: 50}, errors.New("x"))
+	}()
+	for tok := range s.Tokens {
+		got = append(got, tok.ID)
+	}
+	if len(got) != 50 {
+		t.Fatalf("%d tokens: %v", len(got), got)
+	}
+	for i, id := range got {
+		if id != int32(i+1) {
+			t.Fatalf("token %d is %d: %v", i, id, got)
+		}
+	}
+	for range s.Tokens {
+		t.Fatal("a token after the end")
+	}
+	u, err := s.Wait(context.Background())
+	if u.CompletionTokens != 50 || err == nil || err.Error() != "x" {
+		t.Fatalf("Wait: %+v %v", u, err)
+	}
+
+	// Wait without reading; Take after the end gives what was left.
+	s = NewStream()
+	s.Send(Token{ID: 7})
+	s.Finish(Usage{}, nil)
+	if _, err := s.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	<-s.Ready()
+	if toks, done := s.Take(nil); len(toks) != 1 || toks[0].ID != 7 || !done {
+		t.Fatalf("Take: %v %v", toks, done)
+	}
+}
+
+// TestGenerateNoForwarder: a request on a loaded model costs no goroutine of its own
+// between the replica and the Stream (one hand-off per token): eight requests whose
+// tokens nobody reads yet leave the goroutine count where it was, and they all
+// finish with their tokens waiting in their Streams.
+func TestGenerateNoForwarder(t *testing.T) {
+	b := newStoriesBlock(t, ModelConfig{MaxModelConcurrency: 8}, Config{Logger: quietLog()})
+	before := runtime.NumGoroutine()
+	var streams []*Stream
+	for range 8 {
+		s, err := b.Generate(context.Background(), "stories", Request{Prompt: []int32{1}, MaxTokens: 30})
+		if err != nil {
+			t.Fatal(err)
+		}
+		streams = append(streams, s)
+	}
+	if after := runtime.NumGoroutine(); after > before {
+		t.Errorf("%d goroutines after 8 requests, %d before", after, before)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, s := range streams {
+		if u, err := s.Wait(ctx); err != nil || u.CompletionTokens != 30 {
+			t.Fatalf("usage %+v, err %v", u, err)
+		}
+		n := 0
+		for range s.Tokens {
+			n++
+		}
+		if n != 30 {
+			t.Fatalf("%d tokens", n)
+		}
+	}
+}
