@@ -47,6 +47,7 @@ const (
 // session is one signed-in browser.
 type session struct {
 	tenant  string // "" for the operator
+	keyID   string // the tenant key signed in with: its revocation ends the session
 	admin   bool
 	csrf    string
 	expires time.Time
@@ -66,9 +67,9 @@ func randomToken() string {
 	return hex.EncodeToString(b[:])
 }
 
-func (ss *sessions) create(tenant string, admin bool, now time.Time) (string, *session) {
+func (ss *sessions) create(tenant, keyID string, admin bool, now time.Time) (string, *session) {
 	id := randomToken()
-	se := &session{tenant: tenant, admin: admin, csrf: randomToken(), expires: now.Add(sessionTTL)}
+	se := &session{tenant: tenant, keyID: keyID, admin: admin, csrf: randomToken(), expires: now.Add(sessionTTL)}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	if ss.m == nil {
@@ -123,6 +124,10 @@ func (s *Server) handleDashboard(ctx *fasthttp.RequestCtx, reqID string, path []
 	}
 	sid := string(ctx.Request.Header.Cookie(sessionCookie))
 	se := s.dash.get(sid, now)
+	if se != nil && !se.admin && !s.keyLive(se.keyID) {
+		s.dash.end(sid) // the key was revoked: so is its session
+		se = nil
+	}
 	if se == nil {
 		if method != "GET" {
 			dashError(ctx, 401, "sign in first")
@@ -183,14 +188,14 @@ func (s *Server) dashLogin(ctx *fasthttp.RequestCtx, now time.Time) {
 	var id string
 	switch {
 	case s.admin != nil && len(key) > 0 && subtle.ConstantTimeCompare(key, s.admin) == 1:
-		id, _ = s.dash.create("", true, now)
+		id, _ = s.dash.create("", "", true, now)
 	default:
-		tenant, _, err := s.ten.Store().Authenticate(string(key))
+		tenant, keyID, err := s.ten.Store().Authenticate(string(key))
 		if _, ok := s.book.Resolve(tenant); err != nil || !ok {
 			s.dashRender(ctx, 401, "login", map[string]any{"Error": "That key is not valid."})
 			return
 		}
-		id, _ = s.dash.create(tenant, false, now)
+		id, _ = s.dash.create(tenant, keyID, false, now)
 	}
 	s.setSessionCookie(ctx, id, int(sessionTTL/time.Second))
 	ctx.Redirect("/dashboard", 303)
@@ -283,4 +288,14 @@ type quantiles struct{ P50, P95, P99 time.Duration }
 
 func quantilesOf(h *usage.Hist) quantiles {
 	return quantiles{h.Quantile(.5), h.Quantile(.95), h.Quantile(.99)}
+}
+
+// keyLive reports whether the key id exists and is not revoked.
+func (s *Server) keyLive(id string) bool {
+	for _, k := range s.ten.Store().Keys() {
+		if k.ID == id {
+			return k.Revoked.IsZero()
+		}
+	}
+	return false
 }

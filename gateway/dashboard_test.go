@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/tenancy"
@@ -124,6 +125,18 @@ func TestDashboardSessionCookieAndSignOut(t *testing.T) {
 	}
 	if resp, _ := send(t, c, "GET", ts.url+"/dashboard/panel", nil); resp.StatusCode != 401 {
 		t.Errorf("panel after sign-out: %d", resp.StatusCode)
+	}
+	// Revoking the key ends the sessions it opened.
+	send(t, c, "POST", ts.url+"/dashboard/login", url.Values{"key": {ts.keys["acme"]}})
+	if resp, _ := send(t, c, "GET", ts.url+"/dashboard/panel", nil); resp.StatusCode != 200 {
+		t.Fatalf("panel: %d", resp.StatusCode)
+	}
+	id, _, _ := tenancy.ParseKey(ts.keys["acme"])
+	if _, err := ts.store.RevokeKey(id, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if resp, _ := send(t, c, "GET", ts.url+"/dashboard/panel", nil); resp.StatusCode != 401 {
+		t.Errorf("panel after the key was revoked: %d", resp.StatusCode)
 	}
 }
 
