@@ -37,6 +37,9 @@ var dashTemplates = template.Must(template.New("").Funcs(template.FuncMap{
 	"since":  func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04") },
 	"deref":  func(p *float64) float64 { return *p },
 	"derefi": func(p *int) int { return *p },
+	"chartArgs": func(id, budget string, c chart) map[string]any {
+		return map[string]any{"ID": id, "Budget": budget, "C": c}
+	},
 }).ParseFS(dashboardFS, "dashboard/*.html"))
 
 const (

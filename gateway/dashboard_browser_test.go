@@ -154,10 +154,16 @@ func TestDashboardInChromium(t *testing.T) {
 	if c := eval(`document.cookie`); c != "" {
 		t.Errorf("the session cookie is readable by scripts: %q", c)
 	}
-	if got := eval(`document.querySelectorAll("svg.chart polyline").length`); got != "1" {
+	if got := eval(`document.querySelectorAll("svg.chart polyline").length`); got != "2" {
 		t.Errorf("%s spend charts", got)
 	}
 	shot("dashboard-tenant.png")
+	// Readable on a phone: nothing but the tables' own scrollers is wider than the screen.
+	do(chromedp.EmulateViewport(390, 844))
+	if got := eval(`document.documentElement.scrollWidth <= 392`); got != "true" {
+		t.Errorf("at 390 px the page is %s px wide", eval(`document.documentElement.scrollWidth`))
+	}
+	do(chromedp.EmulateViewport(1280, 900))
 
 	// Live: new requests show within 5 s, without a reload.
 	eval(`window.__same = 1`)

@@ -23,7 +23,8 @@ type dashPage struct {
 
 	// tenant view
 	Limits     limitsJSON
-	Spend      chart
+	Spend      chart     // today by hour, against the daily budget
+	SpendMonth chart     // this month by day, against the monthly budget
 	Rows       []dashRow // last 24 h by model and tier
 	Total      dashRow
 	Refusals   []refusalRow
@@ -82,9 +83,9 @@ type label struct {
 
 const chartW, chartH = 600.0, 200.0
 
-// spendChart is today's (UTC) spend, cumulative by hour, against the daily budget.
-// The line stops at the hour holding now.
-func spendChart(bs []usage.Bucket, budgetUSD float64, now time.Time) chart {
+// spendChart is the spend of bs, cumulative, against a budget (0: none); the line
+// stops at the bucket holding now. Every every-th bucket is labelled in layout.
+func spendChart(bs []usage.Bucket, budgetUSD float64, now time.Time, layout string, every int) chart {
 	var c chart
 	var cum []float64
 	var sum float64
@@ -113,8 +114,8 @@ func spendChart(bs []usage.Bucket, budgetUSD float64, now time.Time) chart {
 	if budgetUSD > 0 {
 		c.Limit = y(budgetUSD)
 	}
-	for i := 0; i < len(bs); i += 6 {
-		c.XLabels = append(c.XLabels, label{float64(i) * step, bs[i].Start.Format("15:04")})
+	for i := 0; i < len(bs); i += every {
+		c.XLabels = append(c.XLabels, label{float64(i) * step, bs[i].Start.Format(layout)})
 	}
 	return c
 }
@@ -138,7 +139,11 @@ func (s *Server) dashData(se *session, now time.Time, flash string) dashPage {
 	}
 	one := []string{se.tenant}
 	if bs, err := s.usage.Query(usage.Query{Tenants: one, Start: dayStart, End: dayStart.Add(24 * time.Hour), Width: usage.Hour}); err == nil {
-		d.Spend = spendChart(bs, pol.DailyBudget.Dollars(), now)
+		d.Spend = spendChart(bs, pol.DailyBudget.Dollars(), now, "15:04", 6)
+	}
+	monthStart := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
+	if bs, err := s.usage.Query(usage.Query{Tenants: one, Start: monthStart, End: monthStart.AddDate(0, 1, 0), Width: usage.Day}); err == nil {
+		d.SpendMonth = spendChart(bs, pol.MonthlyBudget.Dollars(), now, "Jan 2", 7)
 	}
 	bs, err := s.usage.Query(usage.Query{Tenants: one, Start: now.Add(-23 * time.Hour), End: now.Add(time.Hour), Width: usage.Hour, ByModel: true, ByTier: true})
 	if err != nil {
