@@ -61,10 +61,13 @@ func TestDashboardInChromium(t *testing.T) {
 		}
 		return
 	}
-	chat("acme", "tiny")
-	chat("acme", "big")
-	chat("acme", "tiny")
-	chat("twotier", "tiny") // another tenant: acme must not see it
+	chat("shop", "tiny")
+	chat("shop", "big")
+	chat("shop", "tiny")
+	chat("twotier", "tiny") // another tenant: shop must not see it
+	if resp, _ := ts.post("/v1/chat/completions", ts.keys["shop"], `{"model":"tiny","messages":[],"bogus":1}`); resp.StatusCode != 400 {
+		t.Fatalf("bad request: %d", resp.StatusCode)
+	}
 
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(exe),
@@ -135,21 +138,28 @@ func TestDashboardInChromium(t *testing.T) {
 		}
 	}
 
-	// The tenant view: acme's numbers are what acme spent, and nothing of twotier's.
-	signIn(ts.keys["acme"])
-	n, in, out, cost := spent("acme")
-	if got := text("tenant"); got != "acme" {
+	// The tenant view: shop's numbers are what shop spent, and nothing of twotier's.
+	signIn(ts.keys["shop"])
+	n, in, out, cost := spent("shop")
+	if got := text("tenant"); got != "shop" {
 		t.Fatalf("signed in as %q", got)
 	}
 	want := map[string]string{"total-requests": fmt.Sprint(n), "total-input": fmt.Sprint(in), "total-output": fmt.Sprint(out),
-		"total-cost": dashUSD(cost.Dollars()), "spent-day": dashUSD(cost.Dollars())}
+		"total-cost": dashUSD(cost.Dollars()), "spent-day": dashUSD(cost.Dollars()),
+		"left-day": dashUSD((money.USD(0.01) - cost).Dollars()), "left-month": dashUSD((money.USD(0.2) - cost).Dollars())}
 	for id, w := range want {
 		if got := text(id); got != w {
 			t.Errorf("#%s = %q, want %q (the ledger's)", id, got, w)
 		}
 	}
 	if n != 3 {
-		t.Errorf("acme settled %d requests, want 3", n)
+		t.Errorf("shop settled %d requests, want 3", n)
+	}
+	if got := eval(`document.querySelector('#refusals td[data-reason="bad_request"]').textContent`); got != "1" {
+		t.Errorf("bad_request refusals %s, want 1", got)
+	}
+	if got := eval(`document.querySelectorAll("svg.chart line.budget").length`); got != "2" {
+		t.Errorf("%s budget lines, want 2", got)
 	}
 	if c := eval(`document.cookie`); c != "" {
 		t.Errorf("the session cookie is readable by scripts: %q", c)
@@ -167,9 +177,9 @@ func TestDashboardInChromium(t *testing.T) {
 
 	// Live: new requests show within 5 s, without a reload.
 	eval(`window.__same = 1`)
-	chat("acme", "tiny")
-	chat("acme", "tiny")
-	n, _, _, cost = spent("acme")
+	chat("shop", "tiny")
+	chat("shop", "tiny")
+	n, _, _, cost = spent("shop")
 	deadline := time.Now().Add(5 * time.Second)
 	for text("total-requests") != fmt.Sprint(n) && time.Now().Before(deadline) {
 		time.Sleep(100 * time.Millisecond)
@@ -186,7 +196,7 @@ func TestDashboardInChromium(t *testing.T) {
 	// A cannot see B: the panel has no tenant parameter to turn, and the usage API with
 	// the session's cookie alone (no key) is refused.
 	if got := eval(`fetch("/dashboard/panel?tenant=twotier").then(r => r.text()).then(t => t.includes('id="total-requests">` + fmt.Sprint(n) + `<'))`); got != "true" {
-		t.Errorf("the panel with ?tenant=twotier is not acme's own: %s", got)
+		t.Errorf("the panel with ?tenant=twotier is not shop's own: %s", got)
 	}
 	if got := eval(`fetch("/v1/organization/usage/completions?start_time=0").then(r => r.status)`); got != "401" {
 		t.Errorf("usage API with only the dashboard cookie: %s", got)
@@ -207,8 +217,8 @@ func TestDashboardInChromium(t *testing.T) {
 	if found != "true" {
 		t.Error("the markup tenant is not shown as text")
 	}
-	if got := eval(`document.querySelector('#tenants tr[data-tenant="acme"] td:nth-child(3)').textContent`); got != fmt.Sprint(n) {
-		t.Errorf("operator: acme %s requests today, want %d", got, n)
+	if got := eval(`document.querySelector('#tenants tr[data-tenant="shop"] td:nth-child(3)').textContent`); got != fmt.Sprint(n) {
+		t.Errorf("operator: shop %s requests today, want %d", got, n)
 	}
 	shot("dashboard-operator.png")
 	if got := eval(`fetch("/dashboard/models/tiny/unload", {method: "POST"}).then(r => r.status)`); got != "403" {

@@ -19,7 +19,9 @@ import (
 // which HTML reads as spaces too.
 const xssTenant = "<img\fsrc=x\fonerror=alert(1)>"
 
-var dashConfig = testConfig + `  - {id: "<img\fsrc=x\fonerror=alert(1)>", plan: open}` + "\n"
+var dashConfig = testConfig + `  - {id: "<img\fsrc=x\fonerror=alert(1)>", plan: open}
+  - {id: shop, plan: open, overrides: {daily_budget_usd: 0.01, monthly_budget_usd: 0.2, max_concurrency: 4}}
+`
 
 // loaderEngine is the fake engine with load and unload (the dashboard's buttons).
 type loaderEngine struct {
