@@ -9,9 +9,10 @@ import (
 )
 
 // Memory is the embedded Rollups: per tenant, per width, a map from bucket index to
-// the bucket's cells (one per model and tier). Tenants are spread over shards, each
+// the bucket's cells (one per model and tier, a short slice: a tenant uses few). Tenants are spread over shards, each
 // with its own lock, so settlements of different tenants rarely contend. Old minute
-// and hour buckets are pruned as time advances (at most once per minute per tenant).
+// and hour buckets are pruned as time advances, at most once an hour per tenant (so a
+// bucket may outlive its retention by up to an hour).
 //
 // It holds no history of its own across restarts: the server rebuilds it from the
 // ledger when it starts (the only pass over the ledger; queries never scan it).
@@ -28,9 +29,14 @@ type shard struct {
 
 type series struct{ model, tier string }
 
+type cell struct {
+	s series
+	c Counts
+}
+
 type tenantRoll struct {
-	buckets [numWidths]map[int64]map[series]*Counts
-	pruned  int64 // minute index of the last prune
+	buckets [numWidths]map[int64][]cell
+	pruned  int64 // hour index of the last prune
 }
 
 // NewMemory returns empty rollups.
@@ -55,7 +61,7 @@ func (m *Memory) Add(e Event) {
 	if tr == nil {
 		tr = &tenantRoll{}
 		for w := range tr.buckets {
-			tr.buckets[w] = map[int64]map[series]*Counts{}
+			tr.buckets[w] = map[int64][]cell{}
 		}
 		sh.tenants[e.Tenant] = tr
 	}
@@ -63,18 +69,17 @@ func (m *Memory) Add(e Event) {
 	for w := Width(0); w < numWidths; w++ {
 		i := w.index(e.Time)
 		cells := tr.buckets[w][i]
-		if cells == nil {
-			cells = map[series]*Counts{}
+		j := 0
+		for j < len(cells) && cells[j].s != k {
+			j++
+		}
+		if j == len(cells) {
+			cells = append(cells, cell{s: k})
 			tr.buckets[w][i] = cells
 		}
-		c := cells[k]
-		if c == nil {
-			c = &Counts{}
-			cells[k] = c
-		}
-		c.add(&e)
+		cells[j].c.add(&e)
 	}
-	if now := Minute.index(e.Time); now > tr.pruned {
+	if now := Hour.index(e.Time); now > tr.pruned {
 		tr.pruned = now
 		tr.prune(e.Time)
 	}
@@ -139,13 +144,14 @@ func (m *Memory) Query(q Query) ([]Bucket, error) {
 			continue
 		}
 		bs := tr.buckets[q.Width]
-		visit := func(i int64, cells map[series]*Counts) {
+		visit := func(i int64, cells []cell) {
 			a := acc[i-first]
 			if a == nil {
 				a = map[Group]*Counts{}
 				acc[i-first] = a
 			}
-			for k, c := range cells {
+			for n := range cells {
+				k, c := cells[n].s, &cells[n].c
 				var g Group
 				if q.ByTenant {
 					g.Tenant = t
