@@ -113,12 +113,16 @@ func (s *Server) handleDashboard(ctx *fasthttp.RequestCtx, reqID string, path []
 	h := &ctx.Response.Header
 	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Referrer-Policy", "same-origin") // not no-referrer: Chromium then sends "Origin: null" with forms
 	h.Set("Cache-Control", "no-store")
 	now := s.now()
 	method := string(ctx.Method())
 	if rest, ok := strings.CutPrefix(p, "/dashboard/static/"); ok {
 		s.dashStatic(ctx, rest)
+		return true
+	}
+	if method == "POST" && !sameOrigin(ctx) {
+		dashError(ctx, 403, "cross-origin POST refused")
 		return true
 	}
 	if p == "/dashboard/login" && method == "POST" {
@@ -301,4 +305,18 @@ func (s *Server) keyLive(id string) bool {
 		}
 	}
 	return false
+}
+
+// sameOrigin reports whether a POST's Origin header, when the browser sent one, is
+// this server (a sign-in form on another site is refused, besides the CSRF tokens).
+func sameOrigin(ctx *fasthttp.RequestCtx) bool {
+	o := ctx.Request.Header.Peek("Origin")
+	if len(o) == 0 {
+		return true
+	}
+	scheme := "http://"
+	if ctx.IsTLS() {
+		scheme = "https://"
+	}
+	return string(o) == scheme+string(ctx.Host())
 }

@@ -91,6 +91,15 @@ func TestDashboardSessionCookieAndSignOut(t *testing.T) {
 	if resp, body := send(t, c, "GET", ts.url+"/dashboard", nil); resp.StatusCode != 200 || !strings.Contains(body, `id="login"`) {
 		t.Fatalf("signed out: %d", resp.StatusCode)
 	}
+	// A sign-in posted from another site is refused.
+	req, _ := http.NewRequest("POST", ts.url+"/dashboard/login", strings.NewReader(url.Values{"key": {ts.keys["acme"]}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", "http://evil.example")
+	if resp, err := c.Do(req); err != nil || resp.StatusCode != 403 {
+		t.Errorf("cross-origin sign-in: %v %v", resp.StatusCode, err)
+	} else {
+		resp.Body.Close()
+	}
 	if resp, _ := send(t, c, "POST", ts.url+"/dashboard/login", url.Values{"key": {"lml_wrong"}}); resp.StatusCode != 401 {
 		t.Errorf("wrong key: %d", resp.StatusCode)
 	}
@@ -156,7 +165,7 @@ func TestDashboardOperatorEscapesAndRefusesPostsWithoutCSRF(t *testing.T) {
 	if resp, _ := send(t, c, "POST", ts.url+"/dashboard/models/tiny/unload", url.Values{}); resp.StatusCode != 403 {
 		t.Errorf("unload without CSRF: %d", resp.StatusCode)
 	}
-	if resp, _ := send(t, c, "POST", ts.url+"/dashboard/models/tiny/unload", url.Values{"csrf": {"0" + csrf[1:]}}); resp.StatusCode != 403 {
+	if resp, _ := send(t, c, "POST", ts.url+"/dashboard/models/tiny/unload", url.Values{"csrf": {flipFirst(csrf)}}); resp.StatusCode != 403 {
 		t.Errorf("unload with a wrong CSRF token: %d", resp.StatusCode)
 	}
 	if st := ts.srv.modelStatuses()[0]; st.ID != "tiny" || st.State != engine.StateReady {
@@ -208,4 +217,15 @@ func between(s, a, b string) string {
 	}
 	v, _, _ := strings.Cut(rest, b)
 	return v
+}
+
+// flipFirst changes the first character of a hex token.
+func flipFirst(tok string) string {
+	if tok == "" {
+		return "x"
+	}
+	if tok[0] == '0' {
+		return "1" + tok[1:]
+	}
+	return "0" + tok[1:]
 }
