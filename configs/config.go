@@ -55,6 +55,7 @@ type Config struct {
 	MetricsKeyEnv   string        `yaml:"metrics_key_env"`  // env var holding the bearer token GET /metrics requires; "": open
 	DemoTenant      string        `yaml:"demo_tenant"`      // tenant whose key is made on first run and printed; "": none (see Plans)
 	Ledger          Ledger        `yaml:"ledger"`
+	Engine          Engine        `yaml:"engine"`
 	Redis           *Redis        `yaml:"redis"` // nil: every store in-process (configs/redis.go)
 
 	Models []Model `yaml:"models"`
@@ -76,6 +77,20 @@ type Ledger struct {
 	// acknowledging, fsynced in the background; survives the process being killed).
 	Sync string `yaml:"sync"`
 }
+
+// Engine configures the embedded engine.
+type Engine struct {
+	// Mode is "inprocess" (default: the models run in the server's process) or
+	// "workers" (each model, or each worker_group, runs in a child `lmlite worker`
+	// process, supervised and restarted; see engine/worker).
+	Mode string `yaml:"mode"`
+}
+
+// Engine modes.
+const (
+	ModeInProcess = "inprocess"
+	ModeWorkers   = "workers"
+)
 
 // Model is one model: embedded (path to a GGUF file) or upstream (another
 // OpenAI-compatible server).
@@ -100,6 +115,8 @@ type Model struct {
 	KVWarm             string `yaml:"kv_warm"`              // warm tier per replica for blocks evicted from hot ("2GiB"); "": none
 	KVWarmFile         string `yaml:"kv_warm_file"`         // keep the warm tier in this file instead of host memory
 	DisablePrefixCache bool   `yaml:"disable_prefix_cache"` // never reuse a cached prompt prefix
+	Embeddings         bool   `yaml:"embeddings"`           // serve /v1/embeddings from it (on anyway when the GGUF declares a pooling type)
+	WorkerGroup        string `yaml:"worker_group"`         // engine mode workers: models of one group share a worker process; "": the model's own
 
 	OwnedBy string `yaml:"owned_by"` // the owned_by of /v1/models; "": "lmlite"
 
@@ -192,6 +209,9 @@ func (c *Config) defaults() {
 	if c.Ledger.Sync == "" {
 		c.Ledger.Sync = "fsync"
 	}
+	if c.Engine.Mode == "" {
+		c.Engine.Mode = ModeInProcess
+	}
 	if len(c.Plans) == 0 && len(c.Tenants) == 0 {
 		c.Plans = map[string]policies.Plan{DefaultTenant: {}}
 		c.Tenants = []policies.Tenant{{ID: DefaultTenant, Plan: DefaultTenant}}
@@ -245,6 +265,9 @@ func (c *Config) Validate() error {
 	if c.Ledger.Sync != "fsync" && c.Ledger.Sync != "process" {
 		return bad("ledger.sync", "%q is not fsync or process", c.Ledger.Sync)
 	}
+	if c.Engine.Mode != ModeInProcess && c.Engine.Mode != ModeWorkers {
+		return bad("engine.mode", "%q is not inprocess or workers", c.Engine.Mode)
+	}
 	if c.Redis != nil {
 		if err := c.Redis.validate(); err != nil {
 			return err
@@ -275,6 +298,9 @@ func (c *Config) Validate() error {
 			return bad(f+".max_queue", "must be ≥ 1")
 		case !(m.PromptUSDPer1K >= 0) || !(m.CompletionUSDPer1K >= 0):
 			return bad(f, "prices must be ≥ 0")
+		}
+		if m.WorkerGroup != "" && (m.Upstream != nil || strings.ContainsAny(m.WorkerGroup, " \t\n/")) {
+			return bad(f+".worker_group", "%q must be without spaces or slashes, on an embedded model", m.WorkerGroup)
 		}
 		if m.Pull != "" {
 			if _, err := pull.Resolve(m.Pull, "", nil); err != nil {
@@ -411,9 +437,21 @@ func (m *Model) EngineConfig() engine.ModelConfig {
 		KVWarmBytes:         mustBytes(m.KVWarm),
 		KVWarmFile:          m.KVWarmFile,
 		DisablePrefixCache:  m.DisablePrefixCache,
+		Embeddings:          m.Embeddings,
 	}
 }
 
+// WorkerGroups maps each embedded model with a worker_group to its group (the
+// engine's workers mode; a model without one is a group of its own).
+func (c *Config) WorkerGroups() map[string]string {
+	g := map[string]string{}
+	for _, m := range c.Models {
+		if m.WorkerGroup != "" && m.Upstream == nil {
+			g[m.ID] = m.WorkerGroup
+		}
+	}
+	return g
+}
 func btoi(b bool) int {
 	if b {
 		return 1

@@ -135,6 +135,8 @@ tenants: [{id: t, plan: p}]
 		{"models: [{id: m, path: a}]\nplans: {p: {allowed_tiers: [huge]}}\ntenants: [{id: t, plan: p}]\n", "allowed_tiers"},
 		{"demo_tenant: nobody\n" + base, "demo_tenant"},
 		{"models: [{id: m, path: a, idle_timeout: soon}]\nplans: {p: {}}\n", "line 1"},
+		{"engine: {mode: threads}\n" + base, "engine.mode"},
+		{"models: [{id: m, path: a, worker_group: 'a b'}]\nplans: {p: {}}\n", "models[0].worker_group"},
 	}
 	for _, c := range cases {
 		cfg, err := Parse([]byte(c.yaml))
@@ -144,6 +146,25 @@ tenants: [{id: t, plan: p}]
 		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.field) {
 			t.Errorf("%q: err = %v, want one naming %q", c.yaml, err, c.field)
 		}
+	}
+}
+
+// TestEngineModeAndWorkerGroups: the engine mode defaults to inprocess; workers mode
+// and worker groups parse, and a model without a group is left out of the map.
+func TestEngineModeAndWorkerGroups(t *testing.T) {
+	c, err := Parse([]byte("models: [{id: m, path: a}]\nplans: {p: {}}\n"))
+	if err != nil || c.Validate() != nil || c.Engine.Mode != ModeInProcess {
+		t.Fatalf("default mode: %+v %v", c.Engine, err)
+	}
+	c, err = Parse([]byte("engine: {mode: workers}\nmodels: [{id: m, path: a, worker_group: small}, {id: n, path: b, worker_group: small}, {id: o, path: c}]\nplans: {p: {}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if g := c.WorkerGroups(); c.Engine.Mode != ModeWorkers || len(g) != 2 || g["m"] != "small" || g["n"] != "small" {
+		t.Errorf("mode %q groups %v", c.Engine.Mode, g)
 	}
 }
 

@@ -7,6 +7,15 @@
 // engine use (LM Lite's LMLiteBlock): a block of model configs, Ready, Generate
 // returning a Stream of tokens and a final Usage, Close and GC.
 //
+// # Modes
+//
+// The Block runs its models in the caller's process (the default, inprocess). The
+// workers mode (engine/worker) runs each model, or group of models, in a child
+// process serving a Block, behind a Pool with the same API: a crash or hang ends
+// that group's requests with ErrRestarting and nothing else, and the worker is
+// restarted with backoff. Prep (modes.go) is the part of a model the parent keeps:
+// tokenizer, chat template and limits.
+//
 // # A request's path
 //
 // Generate checks what can be checked at once (unknown model, empty prompt, prompt +

@@ -58,7 +58,15 @@ var (
 var modelStates = []ModelState{StateLoading, StateReady, StateUnloaded, StateFailed}
 
 // Describe implements prometheus.Collector.
-func (b *Block) Describe(ch chan<- *prometheus.Desc) {
+func (b *Block) Describe(ch chan<- *prometheus.Desc) { DescribeModels(ch) }
+
+// Collect implements prometheus.Collector.
+func (b *Block) Collect(ch chan<- prometheus.Metric) { CollectModels(ch, b.Models()) }
+
+// DescribeModels and CollectModels are the Block's prometheus.Collector for any
+// implementation of the Block API (the worker mode's too): the metrics of a list of
+// ModelStatus.
+func DescribeModels(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descModelState, descModelMemory, descModelReplicas, descModelMaxLen, descQueueDepth,
 		descRunning, descSteps, descStepSeqs, descStepTokens, descLoads, descUnloads, descColdStart,
 		descKVBlocks, descKVBytes, descKVLookups, descKVTokens, descKVMoves, descExpertTokens} {
@@ -66,9 +74,9 @@ func (b *Block) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-// Collect implements prometheus.Collector.
-func (b *Block) Collect(ch chan<- prometheus.Metric) {
-	for _, st := range b.Models() {
+// CollectModels: see DescribeModels.
+func CollectModels(ch chan<- prometheus.Metric, models []ModelStatus) {
+	for _, st := range models {
 		for _, s := range modelStates {
 			v := 0.0
 			if st.State == s {

@@ -89,6 +89,9 @@ func startServerWith(t *testing.T, yaml string, eng *fakeEngine, opts Options, w
 	var e Engine
 	if eng != nil {
 		e = eng
+		if eng.features != nil {
+			e = eng.features
+		}
 		if wrap != nil {
 			e = wrap(eng)
 		}

@@ -153,16 +153,19 @@ func (j *job) launch(ctx *fasthttp.RequestCtx) (done bool, refused *apiError) {
 	if j.c.m.upstream != nil {
 		return j.runUpstream(ctx)
 	}
-	st, cancel, err := j.startEmbedded()
+	streams, cancel, err := j.startEmbedded()
 	if err != nil {
-		if errors.Is(err, engine.ErrQueueFull) || errors.Is(err, engine.ErrNoMemory) || errors.Is(err, engine.ErrClosed) {
+		if errors.Is(err, engine.ErrQueueFull) || errors.Is(err, engine.ErrNoMemory) || errors.Is(err, engine.ErrClosed) || errors.Is(err, engine.ErrRestarting) {
 			j.s.pred.Fail(j.c.m.id, j.s.now())
 			return false, engineError(err)
 		}
 		j.fail(ctx, engineError(err))
 		return false, nil
 	}
-	return j.respondEmbedded(ctx, st, cancel), nil
+	if j.in.feat.rich(j.c.parse) {
+		return j.respondChoices(ctx, streams, cancel), nil
+	}
+	return j.respondEmbedded(ctx, streams[0], cancel), nil
 }
 
 func engineError(err error) *apiError {
@@ -171,6 +174,8 @@ func engineError(err error) *apiError {
 		return badRequest("max_tokens", "the request is longer than the model's limit: "+err.Error())
 	case errors.Is(err, engine.ErrUnknownModel):
 		return &apiError{status: 400, typ: "invalid_request_error", code: "model_not_found", param: "model", message: err.Error(), reason: "bad_request"}
+	case errors.Is(err, engine.ErrRestarting):
+		return restarting(err)
 	case errors.Is(err, engine.ErrQueueFull), errors.Is(err, engine.ErrNoMemory), errors.Is(err, engine.ErrClosed):
 		return &apiError{status: 503, typ: "server_error", code: "overloaded", message: err.Error(), retry: 1, reason: "overloaded"}
 	}
@@ -217,25 +222,36 @@ func (j *job) settle(e tenancy.Entry, u *engine.Usage) {
 		"cost_usd", charged.Dollars(), "latency", e.Latency)
 }
 
-// startEmbedded submits the request to the engine.
-func (j *job) startEmbedded() (*engine.Stream, context.CancelFunc, error) {
+// startEmbedded submits the request to the engine: one stream per choice (n), the
+// output constrained by the plan's grammar, with logprobs when asked.
+func (j *job) startEmbedded() ([]*engine.Stream, context.CancelFunc, error) {
 	salt := j.pol.Tenant
 	if j.pol.SharePrefix {
 		salt = ""
 	}
+	f := &j.in.feat
 	req := engine.Request{
 		Prompt: j.c.tokens, MaxTokens: j.c.out, Sampling: j.in.sampling, Stop: j.in.stop,
 		Tenant: j.pol.Tenant, Weight: j.pol.Weight, Priority: engine.Interactive, CacheSalt: salt,
+		Grammar: j.c.gram, Logprobs: f.logprobs, TopLogprobs: f.top,
 	}
 	gctx, cancel := context.WithCancel(context.Background())
 	j.s.pred.Begin(j.c.m.id)
-	st, err := j.s.eng.Generate(gctx, j.c.m.id, req)
+	var streams []*engine.Stream
+	var err error
+	if fe, ok := j.s.eng.(Features); ok && f.n > 1 {
+		streams, err = fe.GenerateN(gctx, j.c.m.id, req, f.n)
+	} else {
+		var st *engine.Stream
+		st, err = j.s.eng.Generate(gctx, j.c.m.id, req)
+		streams = []*engine.Stream{st}
+	}
 	if err != nil {
 		j.s.pred.End(j.c.m.id)
 		cancel()
 		return nil, nil, err
 	}
-	return st, cancel, nil
+	return streams, cancel, nil
 }
 
 // setRouteHeaders says which tier and model serve.
@@ -257,13 +273,16 @@ func statusOf(u engine.Usage, err error) int {
 	switch {
 	case u.FinishReason == engine.FinishCancelled || errors.Is(err, context.Canceled):
 		return 499 // the client went away
+	case errors.Is(err, engine.ErrRestarting):
+		return 503
 	case err != nil:
 		return 500
 	}
 	return 200
 }
 
-// respondEmbedded answers from an engine stream.
+// respondEmbedded answers a plain request (one choice, no logprobs, no tool calls to
+// parse) from an engine stream; respondChoices (choices.go) answers the others.
 func (j *job) respondEmbedded(ctx *fasthttp.RequestCtx, st *engine.Stream, cancel context.CancelFunc) bool {
 	j.setRouteHeaders(ctx)
 	id := j.newID()
@@ -306,7 +325,7 @@ func (j *job) respondEmbedded(ctx *fasthttp.RequestCtx, st *engine.Stream, cance
 	status := statusOf(u, err)
 	j.settle(tenancy.Entry{Status: status, Finish: u.FinishReason, PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens}, &u)
 	if err != nil && status != 499 {
-		j.s.writeError(ctx, j.reqID, &apiError{status: 500, typ: "server_error", message: "generation failed: " + err.Error(), reason: "internal"})
+		j.s.writeError(ctx, j.reqID, generationError(err))
 		return false
 	}
 	b := make([]byte, 0, 256+text.Len())
@@ -363,7 +382,7 @@ func (j *job) streamEmbedded(w *bufio.Writer, st *engine.Stream, cancel context.
 	j.settle(tenancy.Entry{Status: status, Finish: u.FinishReason, PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens}, &u)
 	if err != nil && status != 499 {
 		buf = append(buf[:0], "data: "...)
-		buf = appendErrorJSON(buf, &apiError{typ: "server_error", message: "generation failed: " + err.Error()})
+		buf = appendErrorJSON(buf, generationError(err))
 		buf = append(buf, "\n\n"...)
 		write(buf)
 	} else {

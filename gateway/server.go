@@ -95,7 +95,8 @@ type model struct {
 	tier     string               // first tier listing it ("" if none), for X-LMLite-Tier
 	in       [tiers.NumTiers]bool // the tiers listing it
 	upstream *upstream
-	ownedBy  string // "": "lmlite"
+	dim      atomic.Int64 // embeddings' size, once an embedding request has seen it
+	ownedBy  string       // "": "lmlite"
 }
 
 // limit is the model's length limit (0: unknown). For an embedded model whose limit
@@ -303,6 +304,10 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 			return
 		}
 		s.handleGenerate(ctx, reqID, kindCompletion)
+	case "/v1/embeddings":
+		if s.method(ctx, reqID, "POST") {
+			s.handleEmbeddings(ctx, reqID)
+		}
 	case "/v1/models":
 		if s.method(ctx, reqID, "GET") {
 			s.handleModels(ctx, reqID)
@@ -488,6 +493,7 @@ func (s *Server) handleModels(ctx *fasthttp.RequestCtx, reqID string) {
 		return
 	}
 	b := append(make([]byte, 0, 512), `{"object":"list","data":[`...)
+	embeds := s.embedding()
 	n := 0
 	for _, id := range s.order {
 		if !s.allowed(pol, id) {
@@ -501,13 +507,35 @@ func (s *Server) handleModels(ctx *fasthttp.RequestCtx, reqID string) {
 		b = jsonenc.AppendString(b, id)
 		b = append(b, `,"object":"model","created":`...)
 		b = strconv.AppendInt(b, s.created, 10)
-		b = append(b, `,"owned_by":`...)
-		b = jsonenc.AppendString(b, s.ownedBy(id))
-		b = append(b, '}')
+		b = appendModelTail(b, s.ownedBy(id), embeds[id])
 	}
 	b = append(b, "]}"...)
 	ctx.SetContentType("application/json")
 	ctx.SetBody(b)
+}
+
+// embedding says which models serve /v1/embeddings.
+func (s *Server) embedding() map[string]bool {
+	out := map[string]bool{}
+	if _, ok := s.eng.(Features); !ok {
+		return out
+	}
+	for _, st := range s.eng.Models() {
+		if m := s.models[st.ID]; m != nil && m.upstream == nil && st.Embeddings {
+			out[st.ID] = true
+		}
+	}
+	return out
+}
+
+// appendModelTail ends a model object: owned_by and lmlite's extension, which says
+// whether the model serves /v1/embeddings.
+func appendModelTail(b []byte, ownedBy string, embeds bool) []byte {
+	b = append(b, `,"owned_by":`...)
+	b = jsonenc.AppendString(b, ownedBy)
+	b = append(b, `,"lmlite":{"embeddings":`...)
+	b = strconv.AppendBool(b, embeds)
+	return append(b, "}}"...)
 }
 
 // ownedBy is a model's owned_by in /v1/models: its config's owned_by, else "lmlite".
@@ -533,9 +561,7 @@ func (s *Server) handleModel(ctx *fasthttp.RequestCtx, reqID, id string) {
 	b = jsonenc.AppendString(b, id)
 	b = append(b, `,"object":"model","created":`...)
 	b = strconv.AppendInt(b, s.created, 10)
-	b = append(b, `,"owned_by":`...)
-	b = jsonenc.AppendString(b, s.ownedBy(id))
-	b = append(b, '}')
+	b = appendModelTail(b, s.ownedBy(id), s.embedding()[id])
 	ctx.SetContentType("application/json")
 	ctx.SetBody(b)
 }

@@ -123,7 +123,12 @@ func runServe(args []string) error {
 	}
 	var eng gateway.Engine
 	if len(embedded) > 0 {
-		if eng, err = newEngine(embedded, memBudget); err != nil {
+		if cfg.Engine.Mode == configs.ModeWorkers {
+			eng, err = newWorkersEngine(cfg, embedded, memBudget)
+		} else {
+			eng, err = newEngine(embedded, memBudget)
+		}
+		if err != nil {
 			return fmt.Errorf("engine: %w", err)
 		}
 		if c, ok := eng.(io.Closer); ok {

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/engine/worker"
+)
+
+// benchEngine measures the Block API of an engine mode (`lmlite bench --engine
+// inprocess|workers`): the time to first token of a short prompt (one token out)
+// and the aggregate generation speed of parallel requests, each the median of reps.
+// Comparing the two modes measures the worker hop (the socket, the frames, the
+// parent's forwarding), the rest of the path being the same code.
+func benchEngine(stdout io.Writer, path, mode string, parallel, nGen, reps int, asJSON bool) error {
+	mc := engine.ModelConfig{ID: "m", Path: path, MaxModelLen: 64 + nGen, MaxModelConcurrency: parallel, IdleTimeout: -1}
+	type eng interface {
+		Generate(ctx context.Context, modelID string, req engine.Request) (*engine.Stream, error)
+		Tokenize(modelID, text string) ([]int32, error)
+		Close() error
+	}
+	var e eng
+	switch mode {
+	case "inprocess":
+		b, err := engine.New(engine.Config{Models: []engine.ModelConfig{mc}, Logger: quietLogger()})
+		if err != nil {
+			return err
+		}
+		if err := b.Load(context.Background(), "m"); err != nil {
+			b.Close()
+			return err
+		}
+		e = b
+	case "workers":
+		p, err := worker.New(worker.Config{Models: []engine.ModelConfig{mc}, Logger: quietLogger()})
+		if err != nil {
+			return err
+		}
+		if err := p.Load(context.Background(), "m"); err != nil {
+			p.Close()
+			return err
+		}
+		e = p
+	default:
+		return fmt.Errorf("--engine %q is not inprocess or workers", mode)
+	}
+	defer e.Close()
+	prompt, err := e.Tokenize("m", "Once upon a time, there was a little")
+	if err != nil {
+		return err
+	}
+	// one request: its time to first token, its tokens and its end.
+	one := func(seed uint64, maxTokens int) (time.Duration, int, error) {
+		start := time.Now()
+		s, err := e.Generate(context.Background(), "m", engine.Request{Prompt: prompt, MaxTokens: maxTokens,
+			Sampling: engine.Sampling{Temperature: 1, Seed: seed}})
+		if err != nil {
+			return 0, 0, err
+		}
+		var ttft time.Duration
+		n := 0
+		for range s.Tokens {
+			if n == 0 {
+				ttft = time.Since(start)
+			}
+			n++
+		}
+		_, err = s.Wait(context.Background())
+		return ttft, n, err
+	}
+	if _, _, err := one(0, 4); err != nil { // warm-up
+		return err
+	}
+	ttfts := make([]float64, 0, 4*reps)
+	for i := range 4 * reps {
+		d, _, err := one(uint64(i), 1)
+		if err != nil {
+			return err
+		}
+		ttfts = append(ttfts, float64(d.Microseconds())/1000)
+	}
+	tgs := make([]float64, reps)
+	for r := range reps {
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		total := 0
+		var firstErr error
+		start := time.Now()
+		for i := range parallel {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, n, err := one(uint64(r*parallel+i+1), nGen)
+				mu.Lock()
+				total += n
+				if err != nil && firstErr == nil {
+					firstErr = err
+				}
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+		if firstErr != nil {
+			return firstErr
+		}
+		tgs[r] = float64(total) / time.Since(start).Seconds()
+	}
+	slices.Sort(ttfts)
+	slices.Sort(tgs)
+	res := map[string]any{"engine": mode, "model": path, "parallel": parallel, "gen": nGen, "reps": reps,
+		"ttft_ms": ttfts[len(ttfts)/2], "tg_tok_s": tgs[len(tgs)/2]}
+	if asJSON {
+		return json.NewEncoder(stdout).Encode(res)
+	}
+	fmt.Fprintf(stdout, "engine %s: ttft %.3f ms (short prompt, median of %d), tg %.1f tok/s (%d parallel × %d tokens, median of %d)\n",
+		mode, res["ttft_ms"], len(ttfts), res["tg_tok_s"], parallel, nGen, reps)
+	return nil
+}

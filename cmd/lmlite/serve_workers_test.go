@@ -1,0 +1,170 @@
+package main
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lmlite/lmlite/engine/genmodel"
+	"github.com/lmlite/lmlite/engine/worker"
+	"github.com/lmlite/lmlite/tenancy"
+)
+
+// TestMain lets the test binary be `lmlite worker`: the workers mode of runServe
+// re-executes this executable as its workers.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "worker" {
+		if err := worker.Main(os.Args[2:]); err != nil {
+			os.Stderr.WriteString("lmlite worker: " + err.Error() + "\n")
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// TestServeWorkersModeKill9MidStream serves two generated models in workers mode
+// through the gateway, kills one model's worker with SIGKILL mid-stream, and checks
+// that the stream ends with an engine_restarting error event, that the other model
+// answers meanwhile, and that the killed model is back and serving.
+func TestServeWorkersModeKill9MidStream(t *testing.T) {
+	dir := t.TempDir()
+	ma, mb := filepath.Join(dir, "a.gguf"), filepath.Join(dir, "b.gguf")
+	if err := genmodel.Generate(genmodel.Options{Arch: "llama", Preset: "tiny", Type: "q8_0", Seed: 1}, ma); err != nil {
+		t.Fatal(err)
+	}
+	if err := genmodel.Generate(genmodel.Options{Arch: "qwen3", Preset: "tiny", Type: "q8_0", Seed: 2}, mb); err != nil {
+		t.Fatal(err)
+	}
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := ln.Addr().String()
+	ln.Close()
+	data := filepath.Join(dir, "data")
+	cfg := filepath.Join(dir, "c.yaml")
+	os.WriteFile(cfg, []byte(`
+listen: `+addr+`
+data_dir: `+data+`
+demo_tenant: demo
+ledger: {sync: process}
+engine: {mode: workers}
+models:
+  - {id: a, path: `+ma+`, idle_timeout: -1s, prompt_usd_per_1k: 1, completion_usd_per_1k: 1}
+  - {id: b, path: `+mb+`, max_model_len: 256, idle_timeout: -1s}
+plans: {p: {}}
+tenants: [{id: demo, plan: p}]
+`), 0o644)
+	done := make(chan error, 1)
+	go func() { done <- runServe([]string{"--config", cfg}) }()
+	base := "http://" + addr
+	ready := func() bool {
+		resp, err := http.Get(base + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	}
+	waitUntil := func(d time.Duration, what string, ok func() bool) {
+		t.Helper()
+		for start := time.Now(); !ok(); time.Sleep(10 * time.Millisecond) {
+			if time.Since(start) > d {
+				t.Fatalf("not %s after %s", what, d)
+			}
+		}
+	}
+	waitUntil(20*time.Second, "ready", ready)
+	keyb, _ := os.ReadFile(filepath.Join(data, "demo-key"))
+	key := strings.TrimSpace(string(keyb))
+	post := func(body string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest("POST", base+"/v1/completions", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	pidb, err := os.ReadFile(filepath.Join(data, "workers", "a.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.Fields(string(pidb))[0])
+
+	resp := post(`{"model":"a","prompt":"Once upon a time","max_tokens":2000,"stream":true}`)
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("stream: %d %s", resp.StatusCode, b)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	chunks, killed, errEvent := 0, false, ""
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "data: ") {
+			continue
+		}
+		if strings.Contains(line, `"error"`) {
+			errEvent = line
+			continue
+		}
+		chunks++
+		if chunks == 3 && !killed {
+			syscall.Kill(pid, syscall.SIGKILL)
+			killed = true
+		}
+	}
+	resp.Body.Close()
+	if !strings.Contains(errEvent, `"code":"engine_restarting"`) {
+		t.Fatalf("stream after the kill (%d chunks): error event %q", chunks, errEvent)
+	}
+	rb := post(`{"model":"b","prompt":"hi","max_tokens":4}`)
+	io.Copy(io.Discard, rb.Body)
+	rb.Body.Close()
+	if rb.StatusCode != 200 {
+		t.Fatalf("model b while a restarts: %d", rb.StatusCode)
+	}
+	waitUntil(10*time.Second, "ready again", ready)
+	ra := post(`{"model":"a","prompt":"hi","max_tokens":4}`)
+	io.Copy(io.Discard, ra.Body)
+	ra.Body.Close()
+	if ra.StatusCode != 200 {
+		t.Fatalf("model a after its restart: %d", ra.StatusCode)
+	}
+	syscall.Kill(os.Getpid(), syscall.SIGTERM)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve did not drain on SIGTERM")
+	}
+	if _, err := os.Stat(filepath.Join(data, "workers", "a.pid")); !os.IsNotExist(err) {
+		t.Errorf("a's pid file after shutdown: %v", err)
+	}
+	// The killed request is settled as a 503 that costs nothing: its reservation is
+	// released, not charged.
+	store, err := tenancy.Open(filepath.Join(data, "lmlite.db"), tenancy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	var statuses []string
+	found := false
+	store.Ledger(func(e tenancy.Entry) error {
+		statuses = append(statuses, e.Model+":"+strconv.Itoa(e.Status))
+		found = found || (e.Model == "a" && e.Status == 503 && e.Cost == 0)
+		return nil
+	})
+	if !found {
+		t.Errorf("no free 503 entry for the killed request in the ledger: %v", statuses)
+	}
+}

@@ -1,0 +1,92 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/lmlite/lmlite/engine/chat"
+	"github.com/lmlite/lmlite/engine/gguf"
+	"github.com/lmlite/lmlite/engine/model"
+	"github.com/lmlite/lmlite/engine/tokenizer"
+)
+
+// This file holds what the engine's modes share: the in-process Block and the
+// worker processes of engine/worker both serve the Block API, and a caller (the
+// gateway) cannot tell them apart.
+
+// ErrRestarting is the retryable error of a request whose model is restarting: its
+// worker process crashed or hung while the request ran, or the request came while the
+// worker waits out its restart backoff. Nothing about the request was wrong; retry it
+// shortly (the gateway answers 503 engine_restarting with Retry-After).
+var ErrRestarting = errors.New("engine: model restarting")
+
+// Prep prepares requests for one model without its weights: the tokenizer, the chat
+// template and the length limit, read from the file's metadata. The worker mode's
+// parent process tokenizes with it while the weights live in a child process.
+type Prep struct {
+	tok    *tokenizer.Tokenizer
+	tmpl   *chat.Template
+	maxLen int
+}
+
+// OpenPrep reads a model's tokenizer, chat template and context length. mc.MaxModelLen
+// is checked against the context length as New checks it.
+func OpenPrep(mc ModelConfig) (*Prep, error) {
+	f, err := gguf.Open(mc.Path)
+	if err != nil {
+		return nil, fmt.Errorf("engine: model %s: %w", mc.ID, err)
+	}
+	defer f.Close()
+	tok, err := tokenizer.FromGGUF(f)
+	if err != nil {
+		return nil, fmt.Errorf("engine: model %s: %w", mc.ID, err)
+	}
+	cfg, err := model.ReadConfig(f)
+	if err != nil {
+		return nil, fmt.Errorf("engine: model %s: %w", mc.ID, err)
+	}
+	src, _ := f.GetString("tokenizer.chat_template")
+	tmpl, err := chat.New(src, chat.Options{BOS: tokenText(tok, tok.BOS()), EOS: tokenText(tok, tok.EOS())})
+	if err != nil {
+		return nil, fmt.Errorf("engine: model %s: chat template: %w", mc.ID, err)
+	}
+	n := mc.MaxModelLen
+	if n > cfg.Context {
+		return nil, fmt.Errorf("engine: model %s: max_model_len %d is above the model's context length %d", mc.ID, n, cfg.Context)
+	}
+	if n <= 0 {
+		n = cfg.Context
+	}
+	return &Prep{tok: tok, tmpl: tmpl, maxLen: n}, nil
+}
+
+// MaxModelLen is the model's length limit (prompt + output tokens).
+func (p *Prep) MaxModelLen() int { return p.maxLen }
+
+// Tokenize is Block.Tokenize for this model.
+func (p *Prep) Tokenize(text string) []int32 { return p.tok.Encode(text, p.tok.AddBOS(), true) }
+
+// ChatTokens is Block.ChatTokens for this model.
+func (p *Prep) ChatTokens(msgs []Message) ([]int32, error) { return chatTokens(p.tok, p.tmpl, msgs) }
+
+// Check fails a request that can never run, as Block.Generate does at once: an empty
+// prompt, a token outside the vocabulary, negative max tokens, or longer than the
+// limit (ErrTooLong).
+func (p *Prep) Check(modelID string, req Request) error {
+	if len(req.Prompt) == 0 {
+		return fmt.Errorf("engine: empty prompt (give at least BOS)")
+	}
+	for _, id := range req.Prompt {
+		if id < 0 || int(id) >= p.tok.VocabSize() {
+			return fmt.Errorf("engine: prompt token %d is outside the vocabulary of %d", id, p.tok.VocabSize())
+		}
+	}
+	if req.MaxTokens < 0 {
+		return fmt.Errorf("engine: max tokens %d is negative", req.MaxTokens)
+	}
+	if len(req.Prompt) >= p.maxLen || len(req.Prompt)+req.MaxTokens > p.maxLen {
+		return fmt.Errorf("%w: %d prompt tokens + %d max tokens > max_model_len %d of model %s",
+			ErrTooLong, len(req.Prompt), req.MaxTokens, p.maxLen, modelID)
+	}
+	return nil
+}

@@ -1,0 +1,184 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/lmlite/lmlite/engine"
+)
+
+// Backend is what a worker serves: the Block API of its models. *engine.Block
+// satisfies it.
+type Backend interface {
+	Generate(ctx context.Context, modelID string, req engine.Request) (*engine.Stream, error)
+	Load(ctx context.Context, modelID string) error
+	Unload(modelID string) error
+	Models() []engine.ModelStatus
+}
+
+// socketFD is the worker's end of the socket pair: the first of exec.Cmd.ExtraFiles.
+const socketFD = 3
+
+// Main is `lmlite worker`: it serves the models given in its flags from an
+// engine.Block over the socket on file descriptor 3 until the parent closes it. The
+// parent (Pool) writes these arguments; they are not meant to be typed.
+func Main(args []string) error { return mainWith(args, nil) }
+
+// mainWith is Main with the Backend wrapped (tests slow it down).
+func mainWith(args []string, wrap func(Backend) Backend) error {
+	fs := flag.NewFlagSet("lmlite worker", flag.ContinueOnError)
+	models := fs.String("models", "", "the group's engine.ModelConfig list, as JSON")
+	budget := fs.Int64("memory-budget", 0, "bytes for the models (0: host memory)")
+	beat := fs.Duration("beat", DefaultBeat, "heartbeat interval")
+	fs.String("group", "", "the worker group (for ps and the pid file)")
+	fs.String("run-id", "", "the parent's run (GC matches stale workers by it)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var cfgs []engine.ModelConfig
+	if err := json.Unmarshal([]byte(*models), &cfgs); err != nil {
+		return fmt.Errorf("worker: --models: %w", err)
+	}
+	f := os.NewFile(socketFD, "socket")
+	if f == nil {
+		return errors.New("worker: no socket on fd 3")
+	}
+	conn, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("worker: fd 3: %w", err)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	b, err := engine.New(engine.Config{Models: cfgs, MemoryBudget: *budget, Logger: log})
+	if err != nil {
+		return err
+	}
+	var be Backend = b
+	if wrap != nil {
+		be = wrap(b)
+	}
+	// When Serve returns the parent is gone or asked us to stop: the process exits
+	// without waiting for the Block.
+	return Serve(conn, be, *beat)
+}
+
+// Serve serves b over conn: it says hello, then answers frames and beats every beat
+// (the beat carries b.Models()) until conn closes or fails. It returns nil when the
+// parent closed the connection.
+func Serve(conn net.Conn, b Backend, beat time.Duration) error {
+	defer conn.Close()
+	w := newWriter(conn)
+	if err := w.writeJSON(fHello, 0, helloMsg{PID: os.Getpid()}); err != nil {
+		return fmt.Errorf("worker: hello: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	var mu sync.Mutex // guards reqs
+	reqs := map[uint64]context.CancelFunc{}
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Add(1)
+	go func() { // the heartbeat, which also carries the models' status
+		defer wg.Done()
+		t := time.NewTicker(beat)
+		defer t.Stop()
+		for {
+			if w.writeJSON(fBeat, 0, b.Models()) != nil {
+				conn.Close()
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+
+	r := newReader(conn)
+	for {
+		fr, err := r.next()
+		if err != nil {
+			cancel()
+			if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			return fmt.Errorf("worker: read: %w", err)
+		}
+		switch fr.typ {
+		case fSubmit:
+			var m submitMsg
+			if err := json.Unmarshal(fr.payload, &m); err != nil {
+				return fmt.Errorf("worker: submit: %w", err)
+			}
+			rctx, rcancel := context.WithCancel(ctx)
+			st, err := b.Generate(rctx, m.Model, m.Req)
+			if err != nil {
+				rcancel()
+				code, msg := encodeErr(err)
+				w.writeJSON(fEnd, fr.id, endMsg{Code: code, Msg: msg})
+				continue
+			}
+			mu.Lock()
+			reqs[fr.id] = rcancel
+			mu.Unlock()
+			w.write(fAccepted, fr.id, nil)
+			wg.Add(1)
+			go func(id uint64) {
+				defer wg.Done()
+				var buf []byte
+				for t := range st.Tokens {
+					if t.Piece != "" || t.Logprob != 0 || t.TopLogprobs != nil {
+						w.writeJSON(fTokenJSON, id, t)
+						continue
+					}
+					buf = appendToken(buf[:0], t)
+					w.write(fToken, id, buf)
+				}
+				u, err := st.Wait(context.Background())
+				mu.Lock()
+				delete(reqs, id)
+				mu.Unlock()
+				rcancel()
+				code, msg := encodeErr(err)
+				w.writeJSON(fEnd, id, endMsg{Usage: u, Code: code, Msg: msg})
+			}(fr.id)
+		case fCancel:
+			mu.Lock()
+			if c := reqs[fr.id]; c != nil {
+				c()
+			}
+			mu.Unlock()
+		case fLoad, fUnload:
+			var m modelMsg
+			if err := json.Unmarshal(fr.payload, &m); err != nil {
+				return fmt.Errorf("worker: load: %w", err)
+			}
+			wg.Add(1)
+			go func(typ byte, id uint64) {
+				defer wg.Done()
+				var err error
+				if typ == fLoad {
+					err = b.Load(ctx, m.Model)
+				} else {
+					err = b.Unload(m.Model)
+				}
+				code, msg := encodeErr(err)
+				w.writeJSON(fReply, id, endMsg{Code: code, Msg: msg})
+			}(fr.typ, fr.id)
+		default:
+			return fmt.Errorf("worker: unknown frame type %d", fr.typ)
+		}
+	}
+}

@@ -1,0 +1,75 @@
+// Package worker is the engine's workers mode (DJL LMI's Python-engine mode): each
+// model, or each group of models (worker_group in the config), runs in a child
+// `lmlite worker` process that serves it from an engine.Block, behind a Pool in the
+// parent that offers the same Block API (Generate, Tokenize, ChatTokens, Models,
+// Ready, Load, Unload, GC, Close, prometheus.Collector). The gateway cannot tell the
+// Pool from the in-process Block; `lmlite serve` picks one by `engine: {mode: ...}`.
+//
+// A crash takes down one group's in-flight requests and nothing else; the parent
+// keeps tokenizing (it reads each model's tokenizer and template itself, through
+// engine.Prep) and the other groups keep serving.
+//
+// # Protocol
+//
+// Parent and worker talk over one Unix stream socket: a socketpair whose worker end
+// is the child's file descriptor 3 (no path, so nothing to clean up and no name to
+// guess). Both directions carry frames:
+//
+//	uint32 length of the payload (big-endian) | uint8 type | uint64 request id | payload
+//
+// Parent to worker: submit (id, JSON {model, req: engine.Request}, its grammar in
+// the compiled form of grammar.Grammar's MarshalJSON), cancel (id, no
+// payload), load and unload (id, JSON {model}). Worker to parent: hello (id 0, JSON
+// {pid}, once, when its Block exists), accepted (id: the request is queued), token
+// (id; binary: int32 token id, uint32 bits of the logit, the UTF-8 text; or, for a
+// request with logprobs, a token-json frame with the whole engine.Token), end (id;
+// JSON {usage, code, msg}: the last frame of a request; code names the engine's
+// sentinel error, so errors.Is works across the socket), reply (id; JSON {code, msg}:
+// the answer to a load or unload), and beat (id 0; JSON []engine.ModelStatus) every
+// Beat (100 ms). Tokens are binary because they are most of the traffic; everything
+// else is JSON because it is rare and easy to read in a dump. Every frame is flushed
+// at once. Many requests are multiplexed on the socket by their ids; the parent keeps
+// each request's tokens in a mailbox, so a slow client never stalls the reader.
+//
+// # Supervision
+//
+// The heartbeat is the worker's Models(): a Block whose locks are stuck stops beating
+// too. The Pool's janitor looks every half beat, applying timing.next, a pure
+// function of the group's state and times (TestTimingNext):
+//   - a worker without a heartbeat for HangAfter (700 ms) is hung: its models are not
+//     ready at once, and it is killed with SIGKILL (which also ends a stopped process);
+//   - a worker whose socket ends, or that exits, without the parent asking is crashed:
+//     its models are not ready at once and its in-flight requests end with an error
+//     matching engine.ErrRestarting (the gateway answers 503 engine_restarting with
+//     Retry-After, or an SSE error event mid-stream);
+//   - Policy.OnCrash (a pure function of the crash times and now) decides the restart:
+//     after an exponential backoff (100 ms, doubling, at most 10 s), or, after
+//     MaxCrashes (5) crashes within Window (2 min), never: the circuit is open, the
+//     group's models are failed and their ModelStatus.Err holds the worker's last
+//     stderr lines (the admin API shows it). GC or an admin load closes the circuit.
+//   - New requests during a restart's backoff fail at once with ErrRestarting; new
+//     requests while a worker starts wait for it.
+//
+// No orphans: the worker has PDEATHSIG=SIGKILL (Linux), and it exits when its socket
+// closes, which the kernel does when the parent dies however it dies. (Linux ties
+// PDEATHSIG to the thread that started the child; Go ends a thread only when a
+// goroutine locked to it exits, which lmlite never does, and the socket covers it.) Each worker's
+// pid and the parent's run id are in DataDir/workers/GROUP.pid; New (and GC) kills
+// the live workers of other runs found there, after checking that the process's
+// command line still carries that run id, so a reused pid is never killed.
+//
+// Scale to zero is per process: a group without requests for its models' shortest
+// idle_timeout has its worker stopped (the parent closes the socket; the worker
+// exits), so all its memory returns to the OS; the models report unloaded (which is
+// ready, as in process). The next request starts the worker and waits for it; the
+// wait is in the request's Usage.ColdStart.
+//
+// Weights are memory-mapped read-only by each worker's Block, so the page cache holds
+// one copy of a file however many workers map it.
+//
+// # Limits
+//
+// Each worker's Block leases memory in its own process against MemoryBudget: the
+// budget is per worker, not shared between them (shared leases need the Redis lease
+// store). ModelStatus counters (steps, loads) restart from zero with each worker.
+package worker

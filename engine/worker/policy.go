@@ -1,0 +1,121 @@
+package worker
+
+import (
+	"fmt"
+	"time"
+)
+
+// Defaults of Policy and of the Pool's timing.
+const (
+	DefaultBeat       = 100 * time.Millisecond // a worker's heartbeat interval (at most 250 ms by the issue)
+	DefaultHangAfter  = 700 * time.Millisecond // no heartbeat for this long: hung (killed and restarted)
+	DefaultMinBackoff = 100 * time.Millisecond
+	DefaultMaxBackoff = 10 * time.Second
+	DefaultMaxCrashes = 5
+	DefaultWindow     = 2 * time.Minute
+)
+
+// Policy decides what happens after a worker crashes: restart after an exponential
+// backoff, or, after MaxCrashes crashes within Window, open the circuit (the group's
+// models are failed until GC or an admin load resets them). Zero fields take the
+// defaults above.
+type Policy struct {
+	MinBackoff time.Duration // the delay after a first crash; doubled for each crash in the window
+	MaxBackoff time.Duration // the delay's cap
+	MaxCrashes int           // crashes within Window that open the circuit
+	Window     time.Duration
+}
+
+func (p Policy) withDefaults() Policy {
+	if p.MinBackoff <= 0 {
+		p.MinBackoff = DefaultMinBackoff
+	}
+	if p.MaxBackoff <= 0 {
+		p.MaxBackoff = DefaultMaxBackoff
+	}
+	if p.MaxCrashes <= 0 {
+		p.MaxCrashes = DefaultMaxCrashes
+	}
+	if p.Window <= 0 {
+		p.Window = DefaultWindow
+	}
+	return p
+}
+
+// OnCrash is the decision after a crash at now. crashes are the earlier crashes'
+// times (oldest first); it returns them with now added and those older than Window
+// dropped, and either the delay before the restart or open: no restart.
+func (p Policy) OnCrash(crashes []time.Time, now time.Time) (kept []time.Time, delay time.Duration, open bool) {
+	p = p.withDefaults()
+	for _, c := range crashes {
+		if now.Sub(c) < p.Window {
+			kept = append(kept, c)
+		}
+	}
+	kept = append(kept, now)
+	if len(kept) >= p.MaxCrashes {
+		return kept, 0, true
+	}
+	delay = p.MinBackoff
+	for i := 1; i < len(kept) && delay < p.MaxBackoff; i++ {
+		delay *= 2
+	}
+	return kept, min(delay, p.MaxBackoff), false
+}
+
+// timing holds the supervisor's time limits.
+type timing struct {
+	HangAfter    time.Duration // a running worker without a heartbeat for this long is hung
+	StartTimeout time.Duration // a starting worker without a hello for this long is hung
+}
+
+// view is what the supervisor's periodic decision looks at: a group's state and
+// times, copied out under its lock.
+type view struct {
+	State     gstate
+	Started   time.Time // the process's spawn (starting, running, stopping)
+	LastBeat  time.Time // its last heartbeat (or hello, or spawn)
+	Inflight  int
+	LastUsed  time.Time
+	Idle      time.Duration // the group's idle timeout; <= 0: never
+	RestartAt time.Time     // in backoff
+	Closed    bool          // the Pool is closing
+}
+
+// action is the supervisor's periodic decision.
+type action int
+
+const (
+	actNone         action = iota
+	actKillHung            // no heartbeat (or hello) in time: kill it; its models are down at once
+	actStopIdle            // no requests for Idle: ask it to exit (scale to zero)
+	actKillStopping        // asked to exit 5 s ago and still there
+	actRestart             // the backoff is over
+)
+
+// Next is the decision at now: a pure function of v, so the tests give it explicit
+// times. why explains a actKillHung.
+func (t timing) next(v view, now time.Time) (act action, why string) {
+	switch v.State {
+	case gStarting:
+		if now.Sub(v.Started) > t.StartTimeout {
+			return actKillHung, fmt.Sprintf("hung: no hello %s after its start", t.StartTimeout)
+		}
+	case gRunning:
+		if since := now.Sub(v.LastBeat); since > t.HangAfter {
+			return actKillHung, fmt.Sprintf("hung: no heartbeat for %s", since.Round(time.Millisecond))
+		}
+		if v.Idle > 0 && v.Inflight == 0 && now.Sub(v.LastUsed) >= v.Idle {
+			return actStopIdle, ""
+		}
+	case gStopping:
+		if now.Sub(v.LastUsed) >= v.Idle+5*time.Second {
+			return actKillStopping, ""
+		}
+	case gBackoff:
+		if !now.Before(v.RestartAt) && !v.Closed {
+			return actRestart, ""
+		}
+	}
+	return actNone, ""
+}

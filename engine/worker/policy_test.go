@@ -1,0 +1,79 @@
+package worker
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestPolicyOnCrash: the backoff doubles with each crash in the window up to its cap,
+// crashes older than the window are forgotten, and the MaxCrashes-th crash within the
+// window opens the circuit.
+func TestPolicyOnCrash(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	p := Policy{MinBackoff: 100 * time.Millisecond, MaxBackoff: 500 * time.Millisecond, MaxCrashes: 5, Window: time.Minute}
+	steps := []struct {
+		at    time.Duration
+		delay time.Duration
+		open  bool
+		kept  int
+	}{
+		{0, 100 * time.Millisecond, false, 1},
+		{time.Second, 200 * time.Millisecond, false, 2},
+		{2 * time.Second, 400 * time.Millisecond, false, 3},
+		{3 * time.Second, 500 * time.Millisecond, false, 4},  // capped
+		{90 * time.Second, 100 * time.Millisecond, false, 1}, // the window forgot the four
+		{91 * time.Second, 200 * time.Millisecond, false, 2},
+		{92 * time.Second, 400 * time.Millisecond, false, 3},
+		{93 * time.Second, 500 * time.Millisecond, false, 4},
+		{94 * time.Second, 0, true, 5},
+	}
+	var h []time.Time
+	for i, s := range steps {
+		var d time.Duration
+		var open bool
+		h, d, open = p.OnCrash(h, t0.Add(s.at))
+		if d != s.delay || open != s.open || len(h) != s.kept {
+			t.Errorf("step %d (crash at %v): delay %v open %v kept %d, want %v %v %d", i, s.at, d, open, len(h), s.delay, s.open, s.kept)
+		}
+	}
+	// The zero Policy takes the defaults.
+	_, d, open := Policy{}.OnCrash(nil, t0)
+	if d != DefaultMinBackoff || open {
+		t.Errorf("zero policy: %v %v", d, open)
+	}
+}
+
+// TestTimingNext: the supervisor's periodic decision at explicit times.
+func TestTimingNext(t *testing.T) {
+	t0 := time.Unix(5000, 0)
+	tm := timing{HangAfter: 700 * time.Millisecond, StartTimeout: 30 * time.Second}
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	cases := []struct {
+		name string
+		v    view
+		now  time.Time
+		want action
+	}{
+		{"running, beating", view{State: gRunning, LastBeat: ms(0), LastUsed: ms(0), Inflight: 1}, ms(700), actNone},
+		{"running, beat 701 ms ago", view{State: gRunning, LastBeat: ms(0), LastUsed: ms(0), Inflight: 1}, ms(701), actKillHung},
+		{"hung beats idle", view{State: gRunning, LastBeat: ms(0), LastUsed: ms(0), Idle: time.Millisecond}, ms(800), actKillHung},
+		{"idle", view{State: gRunning, LastBeat: ms(900), LastUsed: ms(0), Idle: time.Second}, ms(1000), actStopIdle},
+		{"idle but busy", view{State: gRunning, LastBeat: ms(900), LastUsed: ms(0), Idle: time.Second, Inflight: 1}, ms(1000), actNone},
+		{"never idle", view{State: gRunning, LastBeat: ms(900), LastUsed: ms(0), Idle: -1}, ms(1000), actNone},
+		{"starting, in time", view{State: gStarting, Started: ms(0), LastBeat: ms(0)}, ms(29_000), actNone},
+		{"starting, no hello", view{State: gStarting, Started: ms(0), LastBeat: ms(0)}, ms(30_001), actKillHung},
+		{"stopping, 4 s", view{State: gStopping, LastUsed: ms(0), Idle: time.Second}, ms(5_999), actNone},
+		{"stopping, stuck", view{State: gStopping, LastUsed: ms(0), Idle: time.Second}, ms(6_000), actKillStopping},
+		{"backoff, early", view{State: gBackoff, RestartAt: ms(100)}, ms(99), actNone},
+		{"backoff, over", view{State: gBackoff, RestartAt: ms(100)}, ms(100), actRestart},
+		{"backoff, closing", view{State: gBackoff, RestartAt: ms(100), Closed: true}, ms(200), actNone},
+		{"failed", view{State: gFailed}, ms(1e6), actNone},
+		{"down", view{State: gDown, LastBeat: ms(0)}, ms(1e6), actNone},
+	}
+	for _, c := range cases {
+		if got, why := tm.next(c.v, c.now); got != c.want || (got == actKillHung) != strings.HasPrefix(why, "hung") {
+			t.Errorf("%s: %v %q, want %v", c.name, got, why, c.want)
+		}
+	}
+}

@@ -1,0 +1,673 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/engine/grammar"
+)
+
+// Config configures a Pool. The zero value of each field takes its default.
+type Config struct {
+	Models []engine.ModelConfig
+	// Groups maps a model id to its worker group: the models of a group share one
+	// worker process. A model not in it is a group of its own, named after it.
+	Groups map[string]string
+	// Command builds the command that runs `lmlite worker` with args; nil: this
+	// executable's worker subcommand (os.Executable() worker args...).
+	Command func(args []string) *exec.Cmd
+	// DataDir holds the workers' pid files (DataDir/workers/GROUP.pid), by which GC
+	// finds workers of an earlier run; "": no pid files.
+	DataDir      string
+	MemoryBudget int64 // each worker's engine.Config.MemoryBudget; 0: host memory
+	Policy       Policy
+	Beat         time.Duration // the workers' heartbeat interval; 0: DefaultBeat
+	HangAfter    time.Duration // no heartbeat for this long: hung; 0: DefaultHangAfter
+	StartTimeout time.Duration // spawn to hello; 0: 30 s
+	StderrLines  int           // stderr lines kept per group; 0: 20
+	Logger       *slog.Logger
+}
+
+// Pool serves the Block API from worker processes: one per group of models, started
+// at New, supervised (heartbeat, hang and crash detection, restart with backoff, a
+// circuit breaker), stopped when idle and started again on demand. It satisfies the
+// gateway's Engine and ModelLoader, prometheus.Collector and io.Closer, as the
+// in-process engine does.
+type Pool struct {
+	cfg    Config
+	log    *slog.Logger
+	runID  string
+	models map[string]*pmodel
+	order  []string
+	groups []*group
+
+	timing timing
+	closed atomic.Bool
+	stop   chan struct{}
+	wg     sync.WaitGroup // the janitor
+}
+
+type pmodel struct {
+	cfg  engine.ModelConfig
+	prep *engine.Prep
+	g    *group
+}
+
+// gstate is a worker group's state.
+type gstate int
+
+const (
+	gStopped  gstate = iota // no worker (not started yet, idle, or closed)
+	gStarting               // spawned, no hello yet
+	gRunning                // serving
+	gStopping               // asked to exit (idle); its exit is not a crash
+	gDown                   // crashed or hung, not reaped yet
+	gBackoff                // waiting to restart after a crash
+	gFailed                 // the circuit is open
+)
+
+// group is one worker group and its current process.
+type group struct {
+	p      *Pool
+	name   string
+	cfgs   []engine.ModelConfig
+	idle   time.Duration // the worker exits after this long without requests; <0: never
+	log    *slog.Logger
+	stderr *ring
+
+	mu        sync.Mutex // guards everything below
+	state     gstate
+	change    chan struct{} // closed and replaced at every state change
+	proc      *process      // while starting, running, stopping or down
+	crashes   []time.Time   // within the policy's window
+	restartAt time.Time     // in gBackoff
+	lastExit  string        // how the last worker ended
+	failed    string        // in gFailed: why, with the last stderr lines
+	inflight  int
+	lastUsed  time.Time
+	starts    uint64
+	crashN    uint64
+	coldStart time.Duration // the last start's spawn-to-hello
+}
+
+// New checks the models (reading each one's tokenizer and template, which the parent
+// needs to prepare requests), kills stale workers of an earlier run (GC), and starts
+// one worker per group.
+func New(cfg Config) (*Pool, error) {
+	if len(cfg.Models) == 0 {
+		return nil, fmt.Errorf("worker: no models configured")
+	}
+	if cfg.Beat <= 0 {
+		cfg.Beat = DefaultBeat
+	}
+	if cfg.HangAfter <= 0 {
+		cfg.HangAfter = DefaultHangAfter
+	}
+	if cfg.StartTimeout <= 0 {
+		cfg.StartTimeout = 30 * time.Second
+	}
+	if cfg.StderrLines <= 0 {
+		cfg.StderrLines = 20
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	p := &Pool{cfg: cfg, log: log, timing: timing{HangAfter: cfg.HangAfter, StartTimeout: cfg.StartTimeout}, runID: fmt.Sprintf("%d-%x", os.Getpid(), rand.Uint64()), models: map[string]*pmodel{},
+		stop: make(chan struct{})}
+	byName := map[string]*group{}
+	for _, mc := range cfg.Models {
+		if mc.ID == "" {
+			return nil, fmt.Errorf("engine: a model has no model_id (path %q)", mc.Path)
+		}
+		if _, dup := p.models[mc.ID]; dup {
+			return nil, fmt.Errorf("engine: model_id %q configured twice", mc.ID)
+		}
+		prep, err := engine.OpenPrep(mc)
+		if err != nil {
+			return nil, err
+		}
+		name := cfg.Groups[mc.ID]
+		if name == "" {
+			name = mc.ID
+		}
+		g := byName[name]
+		if g == nil {
+			g = &group{p: p, name: name, log: log.With("worker_group", name), stderr: &ring{max: cfg.StderrLines},
+				change: make(chan struct{}), idle: -1}
+			byName[name] = g
+			p.groups = append(p.groups, g)
+		}
+		g.cfgs = append(g.cfgs, mc)
+		idle := mc.IdleTimeout
+		if idle == 0 {
+			idle = engine.DefaultIdleTimeout
+		}
+		if idle > 0 && (g.idle < 0 || idle < g.idle) {
+			g.idle = idle
+		}
+		p.models[mc.ID] = &pmodel{cfg: mc, prep: prep, g: g}
+		p.order = append(p.order, mc.ID)
+	}
+	p.GC()
+	for _, g := range p.groups {
+		g.mu.Lock()
+		g.startLocked()
+		g.mu.Unlock()
+	}
+	p.wg.Add(1)
+	go p.janitor()
+	return p, nil
+}
+
+// command builds the worker command line.
+func (p *Pool) command(args []string) *exec.Cmd {
+	if p.cfg.Command != nil {
+		return p.cfg.Command(args)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		exe = os.Args[0]
+	}
+	return exec.Command(exe, append([]string{"worker"}, args...)...)
+}
+
+// setLocked changes the state and wakes its waiters.
+func (g *group) setLocked(s gstate) {
+	g.state = s
+	close(g.change)
+	g.change = make(chan struct{})
+}
+
+// startLocked spawns the group's worker.
+func (g *group) startLocked() {
+	models, _ := json.Marshal(g.cfgs)
+	args := []string{"--group", g.name, "--run-id", g.p.runID, "--memory-budget", strconv.FormatInt(g.p.cfg.MemoryBudget, 10),
+		"--beat", g.p.cfg.Beat.String(), "--models", string(models)}
+	g.starts++
+	proc, err := spawn(g, args)
+	if err != nil {
+		g.proc = nil
+		g.lastExit = err.Error()
+		g.crashedLocked(time.Now())
+		return
+	}
+	g.proc = proc
+	g.p.writePID(g.name, proc.pid())
+	g.setLocked(gStarting)
+}
+
+// onHello: the worker is up.
+func (g *group) onHello(p *process) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.proc != p || g.state != gStarting {
+		return
+	}
+	g.coldStart = time.Since(p.start)
+	g.lastUsed = time.Now()
+	g.setLocked(gRunning)
+}
+
+// onLost: the worker's socket ended. Unless the parent closed it, the worker is
+// down: not ready from now on, killed (a worker without its socket serves nobody),
+// and its exit decides the restart.
+func (g *group) onLost(p *process) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.proc != p || p.stopping.Load() || (g.state != gRunning && g.state != gStarting) {
+		return
+	}
+	p.kill()
+	g.setLocked(gDown)
+}
+
+// onExit: the worker ended. Unless the parent asked for it, it is a crash.
+func (g *group) onExit(p *process, err error) {
+	g.p.removePID(g.name, p.pid())
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.proc != p {
+		return
+	}
+	g.proc = nil
+	why := exitText(err)
+	if h := p.hung.Load(); h != nil {
+		why = *h
+	}
+	if p.stopping.Load() {
+		g.setLocked(gStopped)
+		return
+	}
+	g.lastExit = why
+	g.log.Warn("worker crashed", "pid", p.pid(), "why", why)
+	g.crashedLocked(time.Now())
+}
+
+// crashedLocked applies the policy's decision after a crash.
+func (g *group) crashedLocked(now time.Time) {
+	g.crashN++
+	var delay time.Duration
+	var open bool
+	g.crashes, delay, open = g.p.cfg.Policy.OnCrash(g.crashes, now)
+	if open || g.p.closed.Load() {
+		g.failed = fmt.Sprintf("worker crashed %d times within %s (last: %s); its last stderr lines:\n%s",
+			len(g.crashes), g.p.cfg.Policy.withDefaults().Window, g.lastExit, g.stderr.tail())
+		if g.p.closed.Load() {
+			g.setLocked(gStopped)
+			return
+		}
+		g.log.Error("worker circuit open: its models are failed", "crashes", len(g.crashes), "last", g.lastExit)
+		g.setLocked(gFailed)
+		return
+	}
+	g.restartAt = now.Add(delay)
+	g.setLocked(gBackoff)
+}
+
+// janitor detects hangs, restarts after backoff and stops idle workers, every half beat.
+func (p *Pool) janitor() {
+	defer p.wg.Done()
+	t := time.NewTicker(p.cfg.Beat / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case now := <-t.C:
+			for _, g := range p.groups {
+				g.tick(now)
+			}
+		}
+	}
+}
+
+// tick applies the group's periodic decision (timing.next).
+func (g *group) tick(now time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	v := view{State: g.state, Inflight: g.inflight, LastUsed: g.lastUsed, Idle: g.idle, RestartAt: g.restartAt, Closed: g.p.closed.Load()}
+	pr := g.proc
+	if pr != nil {
+		v.Started, v.LastBeat = pr.start, time.Unix(0, pr.lastBeat.Load())
+	}
+	act, why := g.p.timing.next(v, now)
+	switch act {
+	case actKillHung:
+		g.log.Warn("worker hung: killing it", "pid", pr.pid(), "why", why)
+		pr.hung.Store(&why)
+		pr.kill()
+		g.setLocked(gDown) // not ready from now on; the exit, soon, decides the restart
+	case actStopIdle:
+		g.log.Info("worker idle: stopping it", "pid", pr.pid())
+		pr.stopping.Store(true)
+		pr.conn.Close() // the worker exits when its socket closes
+		g.setLocked(gStopping)
+	case actKillStopping:
+		pr.kill() // it did not exit by itself
+	case actRestart:
+		g.startLocked()
+	}
+}
+
+// acquire returns the group's running worker for one request, starting it if it is
+// stopped and waiting while it starts. The caller must release.
+func (g *group) acquire(ctx context.Context) (*process, time.Duration, error) {
+	start := time.Now()
+	waited := false
+	for {
+		g.mu.Lock()
+		if g.p.closed.Load() {
+			g.mu.Unlock()
+			return nil, 0, engine.ErrClosed
+		}
+		switch g.state {
+		case gRunning:
+			pr := g.proc
+			g.inflight++
+			g.lastUsed = time.Now()
+			g.mu.Unlock()
+			var cold time.Duration
+			if waited {
+				cold = time.Since(start)
+			}
+			return pr, cold, nil
+		case gFailed:
+			err := fmt.Errorf("engine: worker group %s failed: %s", g.name, g.failed)
+			g.mu.Unlock()
+			return nil, 0, err
+		case gDown, gBackoff:
+			err := fmt.Errorf("%w: worker group %s: %s", engine.ErrRestarting, g.name, g.lastExit)
+			g.mu.Unlock()
+			return nil, 0, err
+		case gStopped:
+			g.startLocked()
+			g.mu.Unlock()
+			continue
+		}
+		ch := g.change
+		g.mu.Unlock()
+		waited = true
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, 0, ctx.Err()
+		}
+	}
+}
+
+func (g *group) release() {
+	g.mu.Lock()
+	g.inflight--
+	g.lastUsed = time.Now()
+	g.mu.Unlock()
+}
+
+// Generate starts a request on its model's worker (starting the worker if it is
+// stopped). Requests that can never run fail at once, as in process; a request whose
+// worker crashes or hangs ends with an error matching engine.ErrRestarting.
+func (p *Pool) Generate(ctx context.Context, modelID string, req engine.Request) (*engine.Stream, error) {
+	m, ok := p.models[modelID]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", engine.ErrUnknownModel, modelID)
+	}
+	if err := m.prep.Check(modelID, req); err != nil {
+		return nil, err
+	}
+	pr, cold, err := m.g.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c, id, err := pr.begin(fSubmit, submitMsg{Model: modelID, Req: req})
+	if err == nil {
+		err = <-c.answer // a round trip, or the worker's death
+	}
+	if err != nil {
+		m.g.release()
+		return nil, err
+	}
+	s := engine.NewStream()
+	go func() {
+		u, err := forward(ctx, pr, id, c, s)
+		m.g.release()
+		u.ColdStart += cold
+		s.Finish(u, err)
+	}()
+	return s, nil
+}
+
+// forward moves a call's tokens to its stream until it ends; a cancelled context
+// cancels the request in the worker, and forwarding stops. Stream.Send never blocks.
+func forward(ctx context.Context, pr *process, id uint64, c *call, out *engine.Stream) (engine.Usage, error) {
+	var buf []engine.Token
+	done := ctx.Done()
+	forwarding := true
+	for {
+		select {
+		case <-c.box.wake:
+		case <-done:
+			pr.cancel(id)
+			done, forwarding = nil, false
+			continue
+		}
+		var end bool
+		buf, end = c.box.take(buf)
+		if forwarding {
+			for _, t := range buf {
+				out.Send(t)
+			}
+		}
+		if end {
+			c.box.mu.Lock()
+			u, err := c.box.u, c.box.err
+			c.box.mu.Unlock()
+			return u, err
+		}
+	}
+}
+
+// Tokenize is Block.Tokenize, done in the parent.
+func (p *Pool) Tokenize(modelID, text string) ([]int32, error) {
+	m, ok := p.models[modelID]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", engine.ErrUnknownModel, modelID)
+	}
+	return m.prep.Tokenize(text), nil
+}
+
+// ChatTokens is Block.ChatTokens, done in the parent.
+func (p *Pool) ChatTokens(modelID string, msgs []engine.Message) ([]int32, error) {
+	m, ok := p.models[modelID]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", engine.ErrUnknownModel, modelID)
+	}
+	return m.prep.ChatTokens(msgs)
+}
+
+// Models reports each model's status in configuration order: the worker's own report
+// (its last heartbeat) while it runs, else the group's state: loading while it starts
+// or restarts (Err says why it restarts), unloaded while it is stopped, failed when
+// the circuit is open (Err holds the worker's last stderr lines).
+func (p *Pool) Models() []engine.ModelStatus {
+	out := make([]engine.ModelStatus, 0, len(p.order))
+	for _, id := range p.order {
+		m := p.models[id]
+		g := m.g
+		st := engine.ModelStatus{ID: id, Replicas: max(m.cfg.Replicas, 1), MaxModelLen: m.prep.MaxModelLen()}
+		g.mu.Lock()
+		switch g.state {
+		case gRunning:
+			st.State = engine.StateLoading
+			if sts := g.proc.status.Load(); sts != nil {
+				if s, ok := (*sts)[id]; ok {
+					st = s
+				}
+			}
+		case gStarting:
+			st.State = engine.StateLoading
+		case gDown, gBackoff:
+			st.State, st.Err = engine.StateLoading, "worker restarting: "+g.lastExit
+		case gStopped, gStopping:
+			st.State = engine.StateUnloaded
+		case gFailed:
+			st.State, st.Err = engine.StateFailed, g.failed
+		}
+		st.ColdStart += g.coldStart
+		g.mu.Unlock()
+		out = append(out, st)
+	}
+	return out
+}
+
+// Ready reports whether every model is ready or cleanly unloaded, as Block.Ready.
+func (p *Pool) Ready() bool {
+	for _, st := range p.Models() {
+		if st.State != engine.StateReady && st.State != engine.StateUnloaded {
+			return false
+		}
+	}
+	return true
+}
+
+// Load starts the model's worker if it is stopped (or failed: an operator's load
+// retries it) and waits until the model is loaded.
+func (p *Pool) Load(ctx context.Context, modelID string) error {
+	m, ok := p.models[modelID]
+	if !ok {
+		return fmt.Errorf("%w: %q", engine.ErrUnknownModel, modelID)
+	}
+	m.g.mu.Lock()
+	if m.g.state == gFailed {
+		m.g.crashes = nil
+		m.g.setLocked(gStopped)
+	}
+	m.g.mu.Unlock()
+	pr, _, err := m.g.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer m.g.release()
+	return pr.rpc(ctx, fLoad, modelID)
+}
+
+// Unload unloads the model in its worker, if the worker runs.
+func (p *Pool) Unload(modelID string) error {
+	m, ok := p.models[modelID]
+	if !ok {
+		return fmt.Errorf("%w: %q", engine.ErrUnknownModel, modelID)
+	}
+	m.g.mu.Lock()
+	pr := m.g.proc
+	running := m.g.state == gRunning
+	m.g.mu.Unlock()
+	if !running {
+		return nil
+	}
+	return pr.rpc(context.Background(), fUnload, modelID)
+}
+
+func (pr *process) rpc(ctx context.Context, typ byte, modelID string) error {
+	c, _, err := pr.begin(typ, modelMsg{Model: modelID})
+	if err != nil {
+		return err
+	}
+	select {
+	case err := <-c.answer:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// GC kills the workers of an earlier run that are still alive (found by their pid
+// files) and resets failed groups, so that the next request tries them again.
+func (p *Pool) GC() {
+	p.killStale()
+	for _, g := range p.groups {
+		g.mu.Lock()
+		if g.state == gFailed {
+			g.crashes = nil
+			g.setLocked(gStopped)
+		}
+		g.mu.Unlock()
+	}
+}
+
+// Close stops every worker (asking first, killing after a grace period) and waits
+// for them to exit. Requests in flight end with engine.ErrRestarting.
+func (p *Pool) Close() error {
+	if p.closed.Swap(true) {
+		return nil
+	}
+	close(p.stop)
+	p.wg.Wait()
+	for _, g := range p.groups {
+		g.mu.Lock()
+		if pr := g.proc; pr != nil {
+			pr.stopping.Store(true)
+			pr.conn.Close()
+			ch := g.change
+			go func() {
+				select {
+				case <-ch:
+				case <-time.After(5 * time.Second):
+					pr.kill()
+				}
+			}()
+		}
+		g.mu.Unlock()
+	}
+	for _, g := range p.groups {
+		for {
+			g.mu.Lock()
+			if g.proc == nil {
+				g.mu.Unlock()
+				break
+			}
+			ch := g.change
+			g.mu.Unlock()
+			<-ch
+		}
+	}
+	return nil
+}
+
+// Worker is what Workers reports of one worker group.
+type Worker struct {
+	Group     string
+	Models    []string
+	State     string // stopped, starting, running, stopping, down, backoff, failed
+	PID       int    // 0 when no process
+	Starts    uint64
+	Crashes   uint64
+	LastExit  string
+	ColdStart time.Duration // the last start, spawn to hello
+	Stderr    string        // the last lines
+}
+
+var stateNames = [...]string{"stopped", "starting", "running", "stopping", "down", "backoff", "failed"}
+
+// Workers reports the worker groups (for the admin API and tests).
+func (p *Pool) Workers() []Worker {
+	var out []Worker
+	for _, g := range p.groups {
+		w := Worker{Group: g.name, Stderr: g.stderr.tail()}
+		for _, c := range g.cfgs {
+			w.Models = append(w.Models, c.ID)
+		}
+		g.mu.Lock()
+		w.State, w.Starts, w.Crashes, w.LastExit, w.ColdStart = stateNames[g.state], g.starts, g.crashN, g.lastExit, g.coldStart
+		if g.proc != nil {
+			w.PID = g.proc.pid()
+		}
+		g.mu.Unlock()
+		out = append(out, w)
+	}
+	return out
+}
+
+var descWorkerRestarts = prometheus.NewDesc("lmlite_engine_worker_crashes_total",
+	"Crashes and hangs of a model's worker process (workers mode).", []string{"model"}, nil)
+var descWorkerUp = prometheus.NewDesc("lmlite_engine_worker_up",
+	"1 while a model's worker process runs and beats (workers mode).", []string{"model"}, nil)
+
+// Describe implements prometheus.Collector.
+func (p *Pool) Describe(ch chan<- *prometheus.Desc) {
+	engine.DescribeModels(ch)
+	ch <- descWorkerRestarts
+	ch <- descWorkerUp
+}
+
+// Collect implements prometheus.Collector.
+func (p *Pool) Collect(ch chan<- prometheus.Metric) {
+	engine.CollectModels(ch, p.Models())
+	for _, id := range p.order {
+		g := p.models[id].g
+		g.mu.Lock()
+		crashes, up := g.crashN, 0.0
+		if g.state == gRunning {
+			up = 1
+		}
+		g.mu.Unlock()
+		ch <- prometheus.MustNewConstMetric(descWorkerRestarts, prometheus.CounterValue, float64(crashes), id)
+		ch <- prometheus.MustNewConstMetric(descWorkerUp, prometheus.GaugeValue, up, id)
+	}
+}
+
+// CompileSchema compiles a JSON Schema for Request.Grammar, as Block.CompileSchema
+// (the grammar crosses to the worker in its compiled form).
+func (p *Pool) CompileSchema(schema []byte) (*grammar.Grammar, error) {
+	return grammar.CompileSchema(schema)
+}

@@ -1,0 +1,401 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lmlite/lmlite/engine"
+)
+
+// generator is the Block API's Generate, in process or from workers.
+type generator interface {
+	Generate(ctx context.Context, modelID string, req engine.Request) (*engine.Stream, error)
+}
+
+type result struct {
+	ids    []int32
+	logits []uint32
+	text   string
+	u      engine.Usage
+	err    error
+}
+
+func run(g generator, model string, req engine.Request) result {
+	s, err := g.Generate(context.Background(), model, req)
+	if err != nil {
+		return result{err: err}
+	}
+	var r result
+	for tok := range s.Tokens {
+		if tok.ID >= 0 {
+			r.ids = append(r.ids, tok.ID)
+			r.logits = append(r.logits, math.Float32bits(tok.Logit))
+		}
+		r.text += tok.Text
+	}
+	r.u, r.err = s.Wait(context.Background())
+	return r
+}
+
+func (r result) same(o result) error {
+	if r.err != nil || o.err != nil {
+		return fmt.Errorf("errors %v, %v", r.err, o.err)
+	}
+	if len(r.ids) != len(o.ids) || r.text != o.text {
+		return fmt.Errorf("%d tokens %q, want %d %q", len(o.ids), o.text, len(r.ids), r.text)
+	}
+	for i := range r.ids {
+		if r.ids[i] != o.ids[i] || r.logits[i] != o.logits[i] {
+			return fmt.Errorf("token %d: id %d logit %#x, want id %d logit %#x", i, o.ids[i], o.logits[i], r.ids[i], r.logits[i])
+		}
+	}
+	return nil
+}
+
+// TestWorkersSameBitsAsInProcess: a seeded request gives the same tokens, text and
+// logits' bits from a worker process as from the in-process Block, alone and among
+// concurrent requests, and the parent's Tokenize and ChatTokens are the Block's.
+func TestWorkersSameBitsAsInProcess(t *testing.T) {
+	mc := engine.ModelConfig{ID: "m", Path: qwenModel(t), MaxModelLen: 512, MaxModelConcurrency: 8}
+	b, err := engine.New(engine.Config{Models: []engine.ModelConfig{mc}, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := b.Load(context.Background(), "m"); err != nil {
+		t.Fatal(err)
+	}
+	p := newPool(t, Config{Models: []engine.ModelConfig{mc}, Command: testCommand()})
+
+	msgs := []engine.Message{{Role: "user", Content: "Tell me a story <|im_end|> about a cat."}}
+	want, err := b.ChatTokens("m", msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := p.ChatTokens("m", msgs)
+	if err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("ChatTokens: %v %v, want %v", got, err, want)
+	}
+	tw, _ := b.Tokenize("m", "Once upon a time")
+	tg, _ := p.Tokenize("m", "Once upon a time")
+	if fmt.Sprint(tw) != fmt.Sprint(tg) {
+		t.Fatalf("Tokenize: %v, want %v", tg, tw)
+	}
+
+	req := engine.Request{Prompt: want, MaxTokens: 40,
+		Sampling: engine.Sampling{Temperature: 0.9, TopP: 0.95, RepeatPenalty: 1.1, Seed: 1234}}
+	inproc := run(b, "m", req)
+	if inproc.err != nil || len(inproc.ids) == 0 {
+		t.Fatalf("in process: %d tokens, %v", len(inproc.ids), inproc.err)
+	}
+	if err := inproc.same(run(p, "m", req)); err != nil {
+		t.Fatalf("worker alone: %v", err)
+	}
+	// A constrained request with logprobs: the grammar crosses in its compiled form,
+	// the tokens' logprobs and top lists come back whole.
+	schema := []byte(`{"type":"object","properties":{"name":{"type":"string","maxLength":12},"n":{"type":"integer"}},"required":["name","n"],"additionalProperties":false}`)
+	gb, err := b.CompileSchema(schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gp, err := p.CompileSchema(schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	creq := engine.Request{Prompt: want, MaxTokens: 60, Logprobs: true, TopLogprobs: 3, Sampling: engine.Sampling{Temperature: 0.7, Seed: 99}}
+	cb, cp := creq, creq
+	cb.Grammar, cp.Grammar = gb, gp
+	full := func(g generator, req engine.Request) (string, string) {
+		s, err := g.Generate(context.Background(), "m", req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var toks []engine.Token
+		text := ""
+		for tok := range s.Tokens {
+			toks = append(toks, tok)
+			text += tok.Text
+		}
+		if _, err := s.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprintf("%#v", toks), text
+	}
+	tb, textB := full(b, cb)
+	tp, textP := full(p, cp)
+	if tb != tp || !strings.HasPrefix(textB, "{") || !strings.Contains(tb, "TopLogprobs:[]engine.TopLogprob{engine.TopLogprob{") {
+		t.Fatalf("constrained with logprobs: worker %s\nin process %s\n(texts %q %q)", tp, tb, textP, textB)
+	}
+
+	var wg sync.WaitGroup
+	for i := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := req
+			if i%2 == 1 {
+				r = engine.Request{Prompt: want[:1+i], MaxTokens: 10 + i, Sampling: engine.Sampling{Temperature: 0.5, Seed: uint64(i)}}
+			}
+			res := run(p, "m", r)
+			if i%2 == 0 {
+				if err := inproc.same(res); err != nil {
+					t.Errorf("worker, concurrent request %d: %v", i, err)
+				}
+			} else if res.err != nil || res.u.CompletionTokens == 0 {
+				t.Errorf("other request %d: %v %+v", i, res.err, res.u)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// TestWorkerErrorsMatchInProcess: the errors a request meets in the worker mode are
+// the in-process ones (errors.Is): an unknown model, a request over the limit.
+func TestWorkerErrorsMatchInProcess(t *testing.T) {
+	p := newPool(t, Config{Models: []engine.ModelConfig{{ID: "m", Path: llamaModel(t), MaxModelLen: 64}}, Command: testCommand()})
+	if _, err := p.Generate(context.Background(), "nope", engine.Request{Prompt: []int32{1}}); !errors.Is(err, engine.ErrUnknownModel) {
+		t.Errorf("unknown model: %v", err)
+	}
+	if _, err := p.Generate(context.Background(), "m", engine.Request{Prompt: []int32{1}, MaxTokens: 100}); !errors.Is(err, engine.ErrTooLong) {
+		t.Errorf("too long: %v", err)
+	}
+	if _, err := p.Generate(context.Background(), "m", engine.Request{}); err == nil {
+		t.Errorf("empty prompt: no error")
+	}
+}
+
+// TestCancelStopsRequestInWorker: cancelling a request's context ends its stream as
+// cancelled (no error), and the worker keeps serving.
+func TestCancelStopsRequestInWorker(t *testing.T) {
+	p := newPool(t, Config{Models: []engine.ModelConfig{{ID: "m", Path: llamaModel(t), MaxModelLen: 1024}},
+		Command: testCommand(envSlow + "=5ms")})
+	ctx, cancel := context.WithCancel(context.Background())
+	s, err := p.Generate(ctx, "m", engine.Request{Prompt: []int32{1}, MaxTokens: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	takeTokens(s, 1)
+	cancel()
+	for range s.Tokens {
+	}
+	u, err := s.Wait(context.Background())
+	if err != nil || u.FinishReason != engine.FinishCancelled || u.CompletionTokens >= 1000 {
+		t.Fatalf("cancelled stream: %+v %v", u, err)
+	}
+	if r := run(p, "m", engine.Request{Prompt: []int32{1}, MaxTokens: 3}); r.err != nil || len(r.ids) != 3 {
+		t.Fatalf("after cancel: %d tokens, %v", len(r.ids), r.err)
+	}
+}
+
+// TestKill9WorkerMidStream: a worker killed with SIGKILL mid-stream ends the stream
+// with engine.ErrRestarting and marks its model not ready at once; the other model
+// (another worker) keeps serving meanwhile; the worker is back and ready within its
+// first start's time + 1 s.
+func TestKill9WorkerMidStream(t *testing.T) {
+	p := newPool(t, Config{Models: []engine.ModelConfig{
+		{ID: "a", Path: llamaModel(t), MaxModelLen: 1024},
+		{ID: "b", Path: qwenModel(t), MaxModelLen: 256},
+	}, Command: testCommand(envSlow + "=3ms")})
+	first := state(p, "a").ColdStart // spawn to hello + the model's load
+	pid := workerPID(t, p, "a")
+	s, err := p.Generate(context.Background(), "a", engine.Request{Prompt: []int32{1}, MaxTokens: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	takeTokens(s, 3)
+	syscall.Kill(pid, syscall.SIGKILL)
+	killed := time.Now()
+	n := 3
+	for range s.Tokens {
+		n++
+	}
+	_, err = s.Wait(context.Background())
+	if !errors.Is(err, engine.ErrRestarting) {
+		t.Fatalf("stream of the killed worker ended with %v after %d tokens, want ErrRestarting", err, n)
+	}
+	if st := state(p, "a"); st.State == engine.StateReady || p.Ready() {
+		t.Fatalf("model a is %s (ready %v) after its worker died", st.State, p.Ready())
+	}
+	if r := run(p, "b", engine.Request{Prompt: []int32{1}, MaxTokens: 8}); r.err != nil || len(r.ids) != 8 {
+		t.Fatalf("model b while a restarts: %d tokens, %v", len(r.ids), r.err)
+	}
+	waitFor(t, 20*time.Second, "a ready again", func() bool { return state(p, "a").State == engine.StateReady })
+	back := time.Since(killed)
+	t.Logf("first start %s, back after %s", first, back)
+	if back > first+time.Second {
+		t.Errorf("a was back after %s, more than its first start %s + 1s", back, first)
+	}
+	if w := p.Workers()[0]; w.Crashes != 1 || w.PID == pid || !strings.Contains(w.LastExit, "killed") {
+		t.Errorf("worker after the crash: %+v", w)
+	}
+	if r := run(p, "a", engine.Request{Prompt: []int32{1}, MaxTokens: 4}); r.err != nil || len(r.ids) != 4 {
+		t.Fatalf("a after its restart: %d tokens, %v", len(r.ids), r.err)
+	}
+}
+
+// TestSIGSTOPWorkerNotReadyWithin1s: a hung worker (stopped: no heartbeat) is marked
+// not ready within 1 s, is killed, and comes back.
+func TestSIGSTOPWorkerNotReadyWithin1s(t *testing.T) {
+	p := newPool(t, Config{Models: []engine.ModelConfig{{ID: "a", Path: llamaModel(t), MaxModelLen: 256}}, Command: testCommand()})
+	pid := workerPID(t, p, "a")
+	syscall.Kill(pid, syscall.SIGSTOP)
+	d := waitFor(t, 3*time.Second, "a not ready", func() bool { return state(p, "a").State != engine.StateReady && !p.Ready() })
+	t.Logf("not ready %s after SIGSTOP", d)
+	if d > time.Second {
+		t.Errorf("a was marked not ready %s after SIGSTOP, want ≤ 1s", d)
+	}
+	waitFor(t, 20*time.Second, "a ready again", func() bool { return state(p, "a").State == engine.StateReady })
+	if w := p.Workers()[0]; !strings.Contains(w.LastExit, "hung") || alive(pid) {
+		t.Errorf("after the hang: %+v (old pid alive: %v)", w, alive(pid))
+	}
+}
+
+// TestCrashAtLoadOpensCircuit: a worker that dies at start 5 times opens the circuit:
+// the model is failed with the worker's stderr in its status, requests fail at once
+// (not as restarting), and GC resets it.
+func TestCrashAtLoadOpensCircuit(t *testing.T) {
+	p, err := New(Config{Models: []engine.ModelConfig{{ID: "a", Path: llamaModel(t), MaxModelLen: 256}},
+		Command: testCommand(envCrashAtLoad + "=1"), Policy: Policy{MinBackoff: 10 * time.Millisecond, MaxCrashes: 5}, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	waitFor(t, 15*time.Second, "a failed", func() bool { return state(p, "a").State == engine.StateFailed })
+	st := state(p, "a")
+	if !strings.Contains(st.Err, "simulated crash at load") || !strings.Contains(st.Err, "5 times") {
+		t.Errorf("failed model's error: %q", st.Err)
+	}
+	if w := p.Workers()[0]; w.Starts != 5 || w.Crashes != 5 || w.State != "failed" {
+		t.Errorf("worker: %+v", w)
+	}
+	_, err = p.Generate(context.Background(), "a", engine.Request{Prompt: []int32{1}, MaxTokens: 1})
+	if err == nil || errors.Is(err, engine.ErrRestarting) || !strings.Contains(err.Error(), "simulated crash") {
+		t.Errorf("request to a failed model: %v", err)
+	}
+	p.GC()
+	if st := state(p, "a"); st.State != engine.StateUnloaded {
+		t.Errorf("after GC: %s", st.State)
+	}
+}
+
+// TestIdleWorkerExitsAndRestartsOnDemand: an idle worker exits (scale to zero: its
+// process is gone and the model unloaded, which counts as ready), and the next
+// request starts it again, its cold start in the usage.
+func TestIdleWorkerExitsAndRestartsOnDemand(t *testing.T) {
+	p := newPool(t, Config{Models: []engine.ModelConfig{{ID: "a", Path: llamaModel(t), MaxModelLen: 256, IdleTimeout: 300 * time.Millisecond}},
+		Command: testCommand()})
+	pid := workerPID(t, p, "a")
+	waitFor(t, 5*time.Second, "a unloaded", func() bool { return state(p, "a").State == engine.StateUnloaded })
+	waitFor(t, 5*time.Second, "the idle worker gone", func() bool { return !alive(pid) })
+	if !p.Ready() || p.Workers()[0].Crashes != 0 {
+		t.Fatalf("idle exit: ready %v, %+v", p.Ready(), p.Workers()[0])
+	}
+	r := run(p, "a", engine.Request{Prompt: []int32{1}, MaxTokens: 4})
+	if r.err != nil || len(r.ids) != 4 || r.u.ColdStart <= 0 {
+		t.Fatalf("after scale to zero: %d tokens, %v, cold start %s", len(r.ids), r.err, r.u.ColdStart)
+	}
+	if w := p.Workers()[0]; w.PID == pid || w.Starts != 2 {
+		t.Errorf("restarted worker: %+v", w)
+	}
+}
+
+// TestKillParentLeavesNoWorker: when the parent dies by SIGKILL, its worker is gone
+// within 2 s (PDEATHSIG, and the socket's close).
+func TestKillParentLeavesNoWorker(t *testing.T) {
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), envParent+"="+llamaModel(t))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	line := make(chan string, 1)
+	go func() {
+		b := make([]byte, 100)
+		n, _ := out.Read(b)
+		line <- strings.TrimSpace(string(b[:n]))
+	}()
+	var pid int
+	select {
+	case l := <-line:
+		f := strings.Fields(l)
+		if len(f) != 2 || f[0] != "worker" {
+			t.Fatalf("parent said %q", l)
+		}
+		pid, _ = strconv.Atoi(f[1])
+	case <-time.After(20 * time.Second):
+		t.Fatal("the parent did not report its worker")
+	}
+	if !alive(pid) {
+		t.Fatalf("worker %d is not running", pid)
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	d := waitFor(t, 2*time.Second, "the orphaned worker gone", func() bool { return !alive(pid) })
+	t.Logf("worker gone %s after its parent", d)
+}
+
+// TestGCKillsStaleWorkers: a new Pool on the same data directory kills the workers
+// that an earlier run's pid files name (here a run still alive, as if it had crashed).
+func TestGCKillsStaleWorkers(t *testing.T) {
+	dir := t.TempDir()
+	cfg := Config{Models: []engine.ModelConfig{{ID: "a", Path: llamaModel(t), MaxModelLen: 256}}, Command: testCommand(), DataDir: dir,
+		Policy: Policy{MinBackoff: time.Hour}} // the old run must not restart it
+	old := newPool(t, cfg)
+	pid := workerPID(t, old, "a")
+	if b, err := os.ReadFile(dir + "/workers/a.pid"); err != nil || !strings.HasPrefix(string(b), strconv.Itoa(pid)+" ") {
+		t.Fatalf("pid file: %q %v", b, err)
+	}
+	newPool(t, cfg)
+	waitFor(t, 2*time.Second, "the stale worker gone", func() bool { return !alive(pid) })
+}
+
+// TestLoadUnloadThroughWorker: the admin API's unload and load reach the worker's
+// Block (the state comes back in its heartbeat), and a load of a failed group
+// retries it.
+func TestLoadUnloadThroughWorker(t *testing.T) {
+	p := newPool(t, Config{Models: []engine.ModelConfig{{ID: "a", Path: llamaModel(t), MaxModelLen: 256}}, Command: testCommand()})
+	if err := p.Unload("a"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 2*time.Second, "a unloaded in its worker", func() bool { return state(p, "a").State == engine.StateUnloaded })
+	if w := p.Workers()[0]; w.State != "running" {
+		t.Fatalf("the worker after an unload: %+v", w)
+	}
+	if err := p.Load(context.Background(), "a"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 2*time.Second, "a ready", func() bool { return state(p, "a").State == engine.StateReady })
+	if st := state(p, "a"); st.Loads != 2 || st.Unloads != 1 {
+		t.Errorf("counters from the worker: loads %d unloads %d", st.Loads, st.Unloads)
+	}
+	if err := p.Load(context.Background(), "nope"); !errors.Is(err, engine.ErrUnknownModel) {
+		t.Errorf("load of an unknown model: %v", err)
+	}
+}
+
+// takeTokens reads n tokens of s (fewer if it ends first); a later range over
+// s.Tokens goes on after them.
+func takeTokens(s *engine.Stream, n int) {
+	if n <= 0 {
+		return
+	}
+	for range s.Tokens {
+		if n--; n == 0 {
+			return
+		}
+	}
+}

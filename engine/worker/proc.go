@@ -1,0 +1,297 @@
+package worker
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/lmlite/lmlite/engine"
+)
+
+// process is one running worker: the child, its socket, and the calls in flight on it.
+type process struct {
+	g     *group
+	cmd   *exec.Cmd
+	conn  net.Conn
+	w     *writer
+	start time.Time
+
+	lastBeat atomic.Int64                                  // unix nanoseconds of the last heartbeat
+	status   atomic.Pointer[map[string]engine.ModelStatus] // from the last heartbeat
+	stopping atomic.Bool                                   // the parent asked it to exit: its end is no crash
+	hung     atomic.Pointer[string]                        // why the janitor killed it, if it did
+
+	mu    sync.Mutex // guards calls, next, dead
+	calls map[uint64]*call
+	next  uint64
+	dead  error // set when the connection ended: new calls fail with it
+}
+
+// call is one request (or load/unload) on a worker.
+type call struct {
+	accepted bool       // guarded by process.mu
+	answer   chan error // buffered 1: the submit's acceptance (nil) or its error; a load's reply
+	box      mailbox
+}
+
+// spawn starts a worker for g with the socket pair on its fd 3 and its stderr read
+// into g's ring. The process's reader, exit waiter and stderr reader run until it ends;
+// onHello and onExit report to g.
+func spawn(g *group, args []string) (*process, error) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("worker: socketpair: %w", err)
+	}
+	parent, child := os.NewFile(uintptr(fds[0]), "worker-parent"), os.NewFile(uintptr(fds[1]), "worker-child")
+	conn, err := net.FileConn(parent)
+	parent.Close()
+	if err != nil {
+		child.Close()
+		return nil, fmt.Errorf("worker: socket: %w", err)
+	}
+	cmd := g.p.command(args)
+	cmd.ExtraFiles = []*os.File{child}
+	setDeathSignal(cmd)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		child.Close()
+		conn.Close()
+		return nil, fmt.Errorf("worker: %w", err)
+	}
+	if err := cmd.Start(); err != nil {
+		child.Close()
+		conn.Close()
+		return nil, fmt.Errorf("worker: start: %w", err)
+	}
+	child.Close()
+	p := &process{g: g, cmd: cmd, conn: conn, w: newWriter(conn), start: time.Now(), calls: map[uint64]*call{}}
+	p.lastBeat.Store(p.start.UnixNano())
+	stderrDone := make(chan struct{})
+	go func() {
+		defer close(stderrDone)
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 4096), 1<<20)
+		for sc.Scan() {
+			g.stderr.add(sc.Text())
+			g.log.Warn("worker stderr", "pid", cmd.Process.Pid, "line", sc.Text())
+		}
+		io.Copy(io.Discard, stderr)
+	}()
+	go p.read()
+	go func() {
+		<-stderrDone
+		err := cmd.Wait()
+		p.conn.Close()
+		p.failCalls(fmt.Errorf("%w: worker of %s ended (%s)", engine.ErrRestarting, g.name, exitText(err)))
+		g.onExit(p, err)
+	}()
+	return p, nil
+}
+
+func (p *process) pid() int { return p.cmd.Process.Pid }
+
+// exitText says how a worker ended.
+func exitText(err error) string {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return "killed by signal " + ws.Signal().String()
+		}
+		return fmt.Sprintf("exit status %d", ee.ExitCode())
+	}
+	if err != nil {
+		return err.Error()
+	}
+	return "exit status 0"
+}
+
+// read dispatches the worker's frames until the connection ends.
+func (p *process) read() {
+	r := newReader(p.conn)
+	for {
+		fr, err := r.next()
+		if err != nil {
+			p.conn.Close()
+			p.failCalls(fmt.Errorf("%w: lost the worker of %s: %v", engine.ErrRestarting, p.g.name, err))
+			p.g.onLost(p)
+			return
+		}
+		switch fr.typ {
+		case fHello:
+			p.lastBeat.Store(time.Now().UnixNano())
+			p.g.onHello(p)
+		case fBeat:
+			var sts []engine.ModelStatus
+			if json.Unmarshal(fr.payload, &sts) == nil {
+				m := make(map[string]engine.ModelStatus, len(sts))
+				for _, s := range sts {
+					m[s.ID] = s
+				}
+				p.status.Store(&m)
+			}
+			p.lastBeat.Store(time.Now().UnixNano())
+		case fAccepted:
+			p.mu.Lock()
+			if c := p.calls[fr.id]; c != nil {
+				c.accepted = true
+				c.answer <- nil
+			}
+			p.mu.Unlock()
+		case fToken, fTokenJSON:
+			var t engine.Token
+			var err error
+			if fr.typ == fToken {
+				t, err = decodeToken(fr.payload)
+			} else {
+				err = json.Unmarshal(fr.payload, &t)
+			}
+			if err != nil {
+				p.conn.Close()
+				continue
+			}
+			p.mu.Lock()
+			c := p.calls[fr.id]
+			p.mu.Unlock()
+			if c != nil {
+				c.box.push(t)
+			}
+		case fEnd, fReply:
+			var m endMsg
+			if err := json.Unmarshal(fr.payload, &m); err != nil {
+				p.conn.Close()
+				continue
+			}
+			err := decodeErr(m.Code, m.Msg)
+			p.mu.Lock()
+			c := p.calls[fr.id]
+			delete(p.calls, fr.id)
+			if c != nil && c.accepted {
+				c.box.finish(m.Usage, err)
+			} else if c != nil {
+				c.answer <- err
+			}
+			p.mu.Unlock()
+		}
+	}
+}
+
+// failCalls ends every call in flight with err and refuses new ones.
+func (p *process) failCalls(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.dead == nil {
+		p.dead = err
+	}
+	for id, c := range p.calls {
+		if c.accepted {
+			c.box.finish(engine.Usage{}, err)
+		} else {
+			c.answer <- err
+		}
+		delete(p.calls, id)
+	}
+}
+
+// begin registers a call and sends its frame.
+func (p *process) begin(typ byte, v any) (*call, uint64, error) {
+	c := &call{answer: make(chan error, 1), box: newMailbox()}
+	p.mu.Lock()
+	if p.dead != nil {
+		p.mu.Unlock()
+		return nil, 0, p.dead
+	}
+	p.next++
+	id := p.next
+	p.calls[id] = c
+	p.mu.Unlock()
+	if err := p.w.writeJSON(typ, id, v); err != nil {
+		p.conn.Close() // the reader fails the calls
+	}
+	return c, id, nil
+}
+
+func (p *process) cancel(id uint64) { p.w.write(fCancel, id, nil) }
+
+// kill ends the worker at once (SIGKILL also ends a stopped process).
+func (p *process) kill() { p.cmd.Process.Signal(syscall.SIGKILL) }
+
+// mailbox holds a call's tokens until its forwarder takes them, so that the reader
+// never waits for a slow consumer (which would stall every request of the worker).
+type mailbox struct {
+	mu   sync.Mutex // guards below
+	toks []engine.Token
+	done bool
+	u    engine.Usage
+	err  error
+	wake chan struct{} // buffered 1
+}
+
+func newMailbox() mailbox { return mailbox{wake: make(chan struct{}, 1)} }
+
+func (m *mailbox) signal() {
+	select {
+	case m.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (m *mailbox) push(t engine.Token) {
+	m.mu.Lock()
+	if !m.done {
+		m.toks = append(m.toks, t)
+	}
+	m.mu.Unlock()
+	m.signal()
+}
+
+func (m *mailbox) finish(u engine.Usage, err error) {
+	m.mu.Lock()
+	if !m.done {
+		m.done, m.u, m.err = true, u, err
+	}
+	m.mu.Unlock()
+	m.signal()
+}
+
+// take swaps out the tokens waiting (reusing buf) and says whether the call ended.
+func (m *mailbox) take(buf []engine.Token) ([]engine.Token, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	buf, m.toks = m.toks, buf[:0]
+	return buf, m.done
+}
+
+// ring keeps the last lines of a worker group's stderr.
+type ring struct {
+	mu    sync.Mutex // guards lines
+	lines []string
+	max   int
+}
+
+func (r *ring) add(s string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(s) > 512 {
+		s = s[:512] + "…"
+	}
+	r.lines = append(r.lines, s)
+	if len(r.lines) > r.max {
+		r.lines = append(r.lines[:0], r.lines[len(r.lines)-r.max:]...)
+	}
+}
+
+func (r *ring) tail() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return strings.Join(r.lines, "\n")
+}

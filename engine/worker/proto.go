@@ -1,0 +1,180 @@
+package worker
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"sync"
+
+	"github.com/lmlite/lmlite/engine"
+)
+
+// Frame types. See doc.go for the protocol.
+const (
+	// parent → worker
+	fSubmit byte = 1 // JSON submitMsg
+	fCancel byte = 2 // empty
+	fLoad   byte = 3 // JSON modelMsg
+	fUnload byte = 4 // JSON modelMsg
+
+	// worker → parent
+	fHello     byte = 16 // JSON helloMsg, id 0, once
+	fAccepted  byte = 17 // empty: the request is queued in the worker's Block
+	fToken     byte = 18 // binary: int32 id, uint32 logit bits, UTF-8 text
+	fEnd       byte = 19 // JSON endMsg: the request's usage or error; the last frame of an id
+	fReply     byte = 20 // JSON endMsg (error only): the answer to fLoad or fUnload
+	fBeat      byte = 21 // JSON []engine.ModelStatus, id 0, every Beat
+	fTokenJSON byte = 22 // JSON engine.Token: a token with logprobs (Request.Logprobs)
+)
+
+const (
+	headerLen = 4 + 1 + 8 // payload length, type, request id
+	maxFrame  = 64 << 20  // a prompt of 16M tokens; anything longer is a broken peer
+)
+
+type submitMsg struct {
+	Model string         `json:"model"`
+	Req   engine.Request `json:"req"`
+}
+
+type modelMsg struct {
+	Model string `json:"model"`
+}
+
+type helloMsg struct {
+	PID int `json:"pid"`
+}
+
+// endMsg ends a request (or answers a load/unload): the usage, or an error as a code
+// that the parent maps back to the engine's sentinel errors and the message.
+type endMsg struct {
+	Usage engine.Usage `json:"usage"`
+	Code  string       `json:"code,omitempty"`
+	Msg   string       `json:"msg,omitempty"`
+}
+
+// errCodes are the engine's errors that cross the socket as codes, so that errors.Is
+// works in the parent as it does in process.
+var errCodes = map[string]error{
+	"unknown_model": engine.ErrUnknownModel,
+	"queue_full":    engine.ErrQueueFull,
+	"too_long":      engine.ErrTooLong,
+	"no_memory":     engine.ErrNoMemory,
+	"closed":        engine.ErrClosed,
+	"restarting":    engine.ErrRestarting,
+}
+
+func encodeErr(err error) (code, msg string) {
+	if err == nil {
+		return "", ""
+	}
+	for c, e := range errCodes {
+		if errors.Is(err, e) {
+			return c, err.Error()
+		}
+	}
+	return "error", err.Error()
+}
+
+// remoteError is an error from the worker: its text, matching its engine sentinel.
+type remoteError struct {
+	msg string
+	is  error
+}
+
+func (e *remoteError) Error() string { return e.msg }
+func (e *remoteError) Unwrap() error { return e.is }
+
+func decodeErr(code, msg string) error {
+	if code == "" {
+		return nil
+	}
+	return &remoteError{msg: msg, is: errCodes[code]}
+}
+
+// frame is one decoded frame. payload is only valid until the next read.
+type frame struct {
+	typ     byte
+	id      uint64
+	payload []byte
+}
+
+// reader reads frames from a stream.
+type reader struct {
+	r   *bufio.Reader
+	buf []byte
+}
+
+func newReader(r io.Reader) *reader { return &reader{r: bufio.NewReaderSize(r, 64<<10)} }
+
+func (r *reader) next() (frame, error) {
+	var h [headerLen]byte
+	if _, err := io.ReadFull(r.r, h[:]); err != nil {
+		return frame{}, err
+	}
+	n := binary.BigEndian.Uint32(h[0:4])
+	if n > maxFrame {
+		return frame{}, fmt.Errorf("worker: frame of %d bytes", n)
+	}
+	if cap(r.buf) < int(n) {
+		r.buf = make([]byte, n)
+	}
+	p := r.buf[:n]
+	if _, err := io.ReadFull(r.r, p); err != nil {
+		return frame{}, err
+	}
+	return frame{typ: h[4], id: binary.BigEndian.Uint64(h[5:13]), payload: p}, nil
+}
+
+// writer writes frames; it is safe for concurrent use. Each frame is flushed at once
+// (tokens are latency): one write system call per frame.
+type writer struct {
+	mu  sync.Mutex // guards bw and err
+	bw  *bufio.Writer
+	err error
+}
+
+func newWriter(w io.Writer) *writer { return &writer{bw: bufio.NewWriterSize(w, 16<<10)} }
+
+func (w *writer) write(typ byte, id uint64, payload []byte) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		return w.err
+	}
+	var h [headerLen]byte
+	binary.BigEndian.PutUint32(h[0:4], uint32(len(payload)))
+	h[4] = typ
+	binary.BigEndian.PutUint64(h[5:13], id)
+	w.bw.Write(h[:])
+	w.bw.Write(payload)
+	w.err = w.bw.Flush()
+	return w.err
+}
+
+func (w *writer) writeJSON(typ byte, id uint64, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	return w.write(typ, id, b)
+}
+
+// appendToken encodes a token frame's payload.
+func appendToken(b []byte, t engine.Token) []byte {
+	b = binary.BigEndian.AppendUint32(b, uint32(t.ID))
+	b = binary.BigEndian.AppendUint32(b, math.Float32bits(t.Logit))
+	return append(b, t.Text...)
+}
+
+func decodeToken(p []byte) (engine.Token, error) {
+	if len(p) < 8 {
+		return engine.Token{}, fmt.Errorf("worker: token frame of %d bytes", len(p))
+	}
+	return engine.Token{ID: int32(binary.BigEndian.Uint32(p[0:4])), Logit: math.Float32frombits(binary.BigEndian.Uint32(p[4:8])),
+		Text: string(p[8:])}, nil
+}

@@ -1,0 +1,73 @@
+package worker
+
+import (
+	"bytes"
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/lmlite/lmlite/engine"
+)
+
+// FuzzFrames: frames written are read back the same, and any bytes read as frames
+// end in an error or frames, never a panic; a token frame round-trips its id, text
+// and the logit's bits.
+func FuzzFrames(f *testing.F) {
+	f.Add(byte(fToken), uint64(7), []byte("hello"), int32(42), uint32(0x3f800000))
+	f.Add(byte(fEnd), uint64(0), []byte(`{"usage":{}}`), int32(-1), uint32(0x7fc00001))
+	f.Fuzz(func(t *testing.T, typ byte, id uint64, payload []byte, tid int32, bits uint32) {
+		var buf bytes.Buffer
+		w := newWriter(&buf)
+		tok := engine.Token{ID: tid, Text: string(payload), Logit: math.Float32frombits(bits)}
+		if err := w.write(typ, id, payload); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.write(fToken, id+1, appendToken(nil, tok)); err != nil {
+			t.Fatal(err)
+		}
+		raw := bytes.Clone(buf.Bytes())
+		r := newReader(&buf)
+		fr, err := r.next()
+		if err != nil || fr.typ != typ || fr.id != id || !bytes.Equal(fr.payload, payload) {
+			t.Fatalf("frame: %+v %v", fr, err)
+		}
+		fr, err = r.next()
+		if err != nil || fr.typ != fToken || fr.id != id+1 {
+			t.Fatalf("token frame: %+v %v", fr, err)
+		}
+		got, err := decodeToken(fr.payload)
+		if err != nil || got.ID != tok.ID || got.Text != tok.Text || math.Float32bits(got.Logit) != bits {
+			t.Fatalf("token %+v %v, want %+v", got, err, tok)
+		}
+		// Any prefix or corruption of the stream reads as frames or an error.
+		r = newReader(bytes.NewReader(append(payload, raw...)))
+		for range 4 {
+			fr, err := r.next()
+			if err != nil {
+				break
+			}
+			if fr.typ == fToken {
+				decodeToken(fr.payload)
+			}
+		}
+	})
+}
+
+// TestErrorsCrossTheSocket: the engine's sentinel errors survive the encoding, so
+// errors.Is works in the parent as in process; others keep their text.
+func TestErrorsCrossTheSocket(t *testing.T) {
+	for _, e := range []error{engine.ErrUnknownModel, engine.ErrQueueFull, engine.ErrTooLong, engine.ErrNoMemory, engine.ErrClosed, engine.ErrRestarting} {
+		wrapped := errors.Join(errors.New("context"), e)
+		got := decodeErr(encodeErr(wrapped))
+		if !errors.Is(got, e) || got.Error() != wrapped.Error() {
+			t.Errorf("%v: got %v", e, got)
+		}
+	}
+	got := decodeErr(encodeErr(errors.New("engine: model m: broken")))
+	if got == nil || got.Error() != "engine: model m: broken" || errors.Is(got, engine.ErrRestarting) {
+		t.Errorf("other error: %v", got)
+	}
+	if decodeErr(encodeErr(nil)) != nil {
+		t.Error("nil error crossed as non-nil")
+	}
+}
