@@ -31,6 +31,7 @@ type job struct {
 	plans  []planned
 	c      choice
 	ticket *tenancy.Ticket
+	line   *lineOutcome // a batch line (batches.go): batch priority, its usage and cost
 
 	refusal string // the apiError reason that failed the request after admission (usage.go)
 
@@ -68,18 +69,32 @@ func (s *Server) handleGenerate(ctx *fasthttp.RequestCtx, reqID string, k kind) 
 		return
 	}
 	j.keyID, j.pol = keyID, pol
+	if j.serve(ctx, k) {
+		async = true // the stream writer releases the request
+	}
+}
+
+// serve runs an authenticated request: parse, route, admit, run. It returns true
+// when a stream writer took over the request. A batch line (batches.go) enters here.
+func (j *job) serve(ctx *fasthttp.RequestCtx, k kind) bool {
+	s, reqID, pol := j.s, j.reqID, j.pol
 	body := ctx.PostBody()
 	if len(body) > s.cfg.MaxBodyBytes { // fasthttp refuses these before; Handler() alone does not
 		j.refuse(ctx, s.tooLarge())
-		return
+		return false
 	}
 	if aerr := j.in.parse(k, body); aerr != nil {
 		j.refuse(ctx, aerr)
-		return
+		return false
 	}
+	if j.line != nil && j.in.stream {
+		s.writeError(ctx, reqID, badRequest("stream", "a batch request cannot stream"))
+		return false
+	}
+	var aerr *apiError
 	if j.rt, aerr = s.routeOf(&ctx.Request.Header, &j.in, pol); aerr != nil {
 		j.refuse(ctx, aerr)
-		return
+		return false
 	}
 	// Quotas: requests/s, tokens/min (prompt estimate), concurrency.
 	tk, err := s.ten.Admit(s.quota(pol), j.start, j.in.estimate())
@@ -89,15 +104,13 @@ func (s *Server) handleGenerate(ctx *fasthttp.RequestCtx, reqID string, k kind) 
 			j.refuse(ctx, &apiError{status: 429, typ: "requests", code: "rate_limit_exceeded",
 				message: "rate limit reached for " + le.Reason + "; retry after " + le.RetryAfter.Round(time.Millisecond).String(),
 				retry:   tenancy.RetryAfterSeconds(le.RetryAfter), reason: "rate_" + le.Reason})
-			return
+			return false
 		}
 		s.writeError(ctx, reqID, &apiError{status: 500, typ: "server_error", message: "admission failed: " + err.Error(), reason: "internal"})
-		return
+		return false
 	}
 	j.ticket = tk
-	if j.run(ctx) {
-		async = true // the stream writer releases the request
-	}
+	return j.run(ctx)
 }
 
 // maxAttempts bounds the attempts of one admitted request: each retry either excludes
@@ -208,7 +221,13 @@ func (j *job) settle(e tenancy.Entry, u *engine.Usage) {
 	if u != nil && u.CompletionTokens > 0 {
 		e.TTFT = u.TimeToFirstToken
 	}
+	if j.line != nil {
+		e.Cost = j.line.discount(e.Cost)
+	}
 	charged, err := j.ticket.Settle(e)
+	if j.line != nil {
+		j.line.settled(e, charged)
+	}
 	if err != nil {
 		s.log.Error("ledger", "request_id", j.reqID, "error", err)
 	}
@@ -234,6 +253,9 @@ func (j *job) startEmbedded() ([]*engine.Stream, context.CancelFunc, error) {
 		Prompt: j.c.tokens, MaxTokens: j.c.out, Sampling: j.in.sampling, Stop: j.in.stop,
 		Tenant: j.pol.Tenant, Weight: j.pol.Weight, Priority: engine.Interactive, CacheSalt: salt,
 		Grammar: j.c.gram, Logprobs: f.logprobs, TopLogprobs: f.top,
+	}
+	if j.line != nil {
+		req.Priority = engine.Batch
 	}
 	gctx, cancel := context.WithCancel(context.Background())
 	j.s.pred.Begin(j.c.m.id)

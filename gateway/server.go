@@ -19,6 +19,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/lmlite/lmlite/batch"
 	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/internal/jsonenc"
 	"github.com/lmlite/lmlite/money"
@@ -57,6 +58,11 @@ type Options struct {
 	Usage    usage.Rollups // nil: in memory, rebuilt from the ledger at start (usage.go)
 	// MetricsKey, when set, is the bearer token GET /metrics requires (metrics_key_env).
 	MetricsKey string
+	// Batches holds the Batch API's files and jobs (batches.go); nil: the API is off.
+	// The server runs its jobs from New until Shutdown, BatchConcurrency lines of a
+	// job at once (0: 4).
+	Batches          *batch.Store
+	BatchConcurrency int
 }
 
 // Server is the HTTP front door. Create it with New, run it with Serve, stop it with
@@ -85,6 +91,7 @@ type Server struct {
 	draining atomic.Bool
 	wg       sync.WaitGroup // in-flight requests, including streams after the handler returned
 	created  int64
+	batches  *batches // nil: the Batch API is off
 }
 
 // model is one servable model.
@@ -197,6 +204,11 @@ func New(cfg Config, eng Engine, ten *tenancy.Tenancy, opts Options) (*Server, e
 	if err := s.initUsage(opts.Usage); err != nil {
 		return nil, fmt.Errorf("gateway: usage rollups: %w", err)
 	}
+	if opts.Batches != nil {
+		if err := s.startBatches(opts.Batches, opts.BatchConcurrency); err != nil {
+			return nil, fmt.Errorf("gateway: batches: %w", err)
+		}
+	}
 	s.http = &fasthttp.Server{
 		Handler:               s.handle,
 		ErrorHandler:          s.handleConnError,
@@ -234,6 +246,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	// fasthttp waits for every connection, so every handler (and its wg.Add) has run
 	// when it returns; then wait for the stream writers' settling.
 	err := s.http.ShutdownWithContext(ctx)
+	if s.batches != nil {
+		s.batches.m.Close() // running lines finish and are committed; the rest resume at the next start
+	}
 	done := make(chan struct{})
 	go func() {
 		s.wg.Wait()
@@ -328,6 +343,10 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 			s.metrics.handler(ctx)
 		}
 	default:
+		if bytes.HasPrefix(path, []byte("/v1/files")) || bytes.HasPrefix(path, []byte("/v1/batches")) {
+			s.handleBatchAPI(ctx, reqID)
+			return
+		}
 		if bytes.HasPrefix(path, []byte("/admin/")) {
 			s.handleAdmin(ctx, reqID)
 			return

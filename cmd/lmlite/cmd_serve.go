@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lmlite/lmlite/batch"
 	"github.com/lmlite/lmlite/configs"
 	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/gateway"
@@ -165,8 +166,13 @@ func runServe(args []string) error {
 	if err != nil {
 		return err
 	}
+	batches, err := batch.OpenStore(filepath.Join(cfg.DataDir, "batch")) // the Batch API's files and jobs
+	if err != nil {
+		return err
+	}
+	defer batches.Close()
 	srv, err := gateway.New(gcfg, eng, tenancy.New(store), gateway.Options{
-		Logger: log, AdminKey: adminKey, MetricsKey: metricsKey(cfg.MetricsKeyEnv),
+		Logger: log, AdminKey: adminKey, Batches: batches, MetricsKey: metricsKey(cfg.MetricsKeyEnv),
 	})
 	if err != nil {
 		return err
