@@ -29,6 +29,7 @@ type dashPage struct {
 	Total      dashRow
 	Refusals   []refusalRow
 	CacheShare float64
+	Batches    []batchRow // the tenant's latest batch jobs (nil: the Batch API is off)
 
 	// operator view
 	Tenants   []tenantRow
@@ -42,6 +43,13 @@ type dashRow struct {
 	Requests, Input, Output, Cached int64
 	CostUSD                         float64
 	Latency, TTFT                   quantiles
+}
+
+type batchRow struct {
+	ID, Status, Paused  string
+	Done, Failed, Total int
+	Percent             float64
+	SpentUSD, CapUSD    float64
 }
 
 type refusalRow struct {
@@ -174,6 +182,18 @@ func (s *Server) dashData(se *session, now time.Time, flash string) dashPage {
 	}
 	for _, r := range usage.Reasons {
 		d.Refusals = append(d.Refusals, refusalRow{r.String(), total.Refused(r)})
+	}
+	if s.batches != nil {
+		if jobs, _, err := s.batches.m.Store().Jobs(se.tenant, "", 20); err == nil {
+			for _, j := range jobs {
+				r := batchRow{ID: j.ID, Status: string(j.Status), Paused: j.PausedReason, Done: j.Counts.Completed,
+					Failed: j.Counts.Failed, Total: j.Counts.Total, SpentUSD: j.Spent.Dollars(), CapUSD: j.Cap.Dollars()}
+				if r.Total > 0 {
+					r.Percent = float64(r.Done+r.Failed) / float64(r.Total)
+				}
+				d.Batches = append(d.Batches, r)
+			}
+		}
 	}
 	return d
 }

@@ -229,3 +229,27 @@ func flipFirst(tok string) string {
 	}
 	return "0" + tok[1:]
 }
+
+func TestDashboardShowsTheTenantsBatchJobsOnly(t *testing.T) {
+	ts := startBatchServer(t, newFakeEngine())
+	c := ts.client("acme")
+	f := upload(t, c, chatLine("a", "tiny", 3, ""), chatLine("b", "tiny", 5, ""))
+	b := waitBatch(t, c, newBatch(t, c, f.ID, nil).ID)
+	web := browser(t)
+	send(t, web, "POST", ts.url+"/dashboard/login", url.Values{"key": {ts.keys["acme"]}})
+	_, body := send(t, web, "GET", ts.url+"/dashboard/panel", nil)
+	row := between(body, `<tr data-batch="`+b.ID+`">`, "</tr>")
+	if !strings.Contains(row, "completed") || !strings.Contains(row, "2 done, 0 failed of 2") {
+		t.Errorf("batch row %q", row)
+	}
+	other := browser(t)
+	for tenant := range ts.keys {
+		if tenant != "acme" {
+			send(t, other, "POST", ts.url+"/dashboard/login", url.Values{"key": {ts.keys[tenant]}})
+			break
+		}
+	}
+	if resp, body := send(t, other, "GET", ts.url+"/dashboard/panel", nil); resp.StatusCode != 200 || strings.Contains(body, b.ID) {
+		t.Errorf("another tenant's panel (%d) shows acme's batch, or did not open", resp.StatusCode)
+	}
+}
