@@ -106,6 +106,10 @@ func (j *job) serve(ctx *fasthttp.RequestCtx, k kind) bool {
 				retry:   tenancy.RetryAfterSeconds(le.RetryAfter), reason: "rate_" + le.Reason})
 			return false
 		}
+		if errors.Is(err, tenancy.ErrUnavailable) {
+			s.writeError(ctx, reqID, unavailable(err))
+			return false
+		}
 		s.writeError(ctx, reqID, &apiError{status: 500, typ: "server_error", message: "admission failed: " + err.Error(), reason: "internal"})
 		return false
 	}
@@ -140,6 +144,8 @@ func (j *job) run(ctx *fasthttp.RequestCtx) bool {
 			}
 			if errors.Is(err, tenancy.ErrInsufficientQuota) {
 				j.fail(ctx, insufficientQuota(err))
+			} else if errors.Is(err, tenancy.ErrUnavailable) {
+				j.fail(ctx, unavailable(err))
 			} else {
 				j.fail(ctx, &apiError{status: 500, typ: "server_error", message: "reserve: " + err.Error(), reason: "internal"})
 			}
@@ -179,6 +185,14 @@ func (j *job) launch(ctx *fasthttp.RequestCtx) (done bool, refused *apiError) {
 		return j.respondChoices(ctx, streams, cancel), nil
 	}
 	return j.respondEmbedded(ctx, streams[0], cancel), nil
+}
+
+// unavailable answers a request whose quota or budget state (Redis) did not answer:
+// money fails closed, so the request does not run.
+// The cause (which may name Redis's address) is not shown to the client.
+func unavailable(error) *apiError {
+	return &apiError{status: 503, typ: "server_error", code: "quota_state_unavailable",
+		message: "the quota and budget service is unavailable; retry shortly", retry: 1, reason: "unavailable"}
 }
 
 func engineError(err error) *apiError {

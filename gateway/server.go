@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
 	"github.com/lmlite/lmlite/batch"
@@ -58,6 +59,8 @@ type Options struct {
 	Usage    usage.Rollups // nil: in memory, rebuilt from the ledger at start (usage.go)
 	// MetricsKey, when set, is the bearer token GET /metrics requires (metrics_key_env).
 	MetricsKey string
+	// Collectors are added to /metrics (e.g. the Redis client's, internal/rediscli).
+	Collectors []prometheus.Collector
 	// Batches holds the Batch API's files and jobs (batches.go); nil: the API is off.
 	// The server runs its jobs from New until Shutdown, BatchConcurrency lines of a
 	// job at once (0: 4).
@@ -203,6 +206,9 @@ func New(cfg Config, eng Engine, ten *tenancy.Tenancy, opts Options) (*Server, e
 	s.metrics = newMetrics(s)
 	if err := s.initUsage(opts.Usage); err != nil {
 		return nil, fmt.Errorf("gateway: usage rollups: %w", err)
+	}
+	for _, c := range opts.Collectors {
+		s.metrics.reg.MustRegister(c)
 	}
 	if opts.Batches != nil {
 		if err := s.startBatches(opts.Batches, opts.BatchConcurrency); err != nil {
