@@ -29,6 +29,7 @@ type Prep struct {
 	tok    *tokenizer.Tokenizer
 	tmpl   *chat.Template
 	maxLen int
+	embeds bool
 }
 
 // OpenPrep reads a model's tokenizer, chat template and context length. mc.MaxModelLen
@@ -59,8 +60,12 @@ func OpenPrep(mc ModelConfig) (*Prep, error) {
 	if n <= 0 {
 		n = cfg.Context
 	}
-	return &Prep{tok: tok, tmpl: tmpl, maxLen: n}, nil
+	return &Prep{tok: tok, tmpl: tmpl, maxLen: n, embeds: poolingOf(f, mc) != model.PoolNone}, nil
 }
+
+// Embeddings reports whether Block.Embed serves this model (ModelStatus.Embeddings),
+// also while it is not loaded.
+func (p *Prep) Embeddings() bool { return p.embeds }
 
 // MaxModelLen is the model's length limit (prompt + output tokens).
 func (p *Prep) MaxModelLen() int { return p.maxLen }

@@ -465,7 +465,7 @@ func (p *Pool) Models() []engine.ModelStatus {
 	for _, id := range p.order {
 		m := p.models[id]
 		g := m.g
-		st := engine.ModelStatus{ID: id, Replicas: max(m.cfg.Replicas, 1), MaxModelLen: m.prep.MaxModelLen()}
+		st := engine.ModelStatus{ID: id, Replicas: max(m.cfg.Replicas, 1), MaxModelLen: m.prep.MaxModelLen(), Embeddings: m.prep.Embeddings()}
 		g.mu.Lock()
 		switch g.state {
 		case gRunning:
