@@ -106,6 +106,13 @@ func (p *Pool) GenerateN(ctx context.Context, modelID string, req engine.Request
 		m.g.release()
 		return nil, err
 	}
+	// The worker accepts the other choices at once after choice 0; a choice whose
+	// acceptance is an error (the worker died in between) ends with it.
+	for i := 1; i < n; i++ {
+		if err := <-cs[i].answer; err != nil {
+			cs[i].box.finish(engine.Usage{}, err)
+		}
+	}
 	streams := make([]*engine.Stream, n)
 	var left atomic.Int32
 	left.Store(int32(n))

@@ -578,3 +578,44 @@ func TestModelsReportEmbeddingsWithoutWorker(t *testing.T) {
 		t.Fatalf("embed after scale to zero: %+v %v", e, err)
 	}
 }
+
+// TestKill9WorkerMidChoices: a worker killed with SIGKILL while it streams n=3
+// choices ends every choice's stream with engine.ErrRestarting (none is left open),
+// and the restarted worker serves n choices again.
+func TestKill9WorkerMidChoices(t *testing.T) {
+	p := newPool(t, Config{Models: []engine.ModelConfig{{ID: "a", Path: llamaModel(t), MaxModelLen: 1024}},
+		Command: testCommand(envSlow + "=3ms")})
+	pid := workerPID(t, p, "a")
+	req := engine.Request{Prompt: []int32{1, 5, 9}, MaxTokens: 1000, Sampling: engine.Sampling{Temperature: 1, Seed: 3}}
+	sts, err := p.GenerateN(context.Background(), "a", req, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	takeTokens(sts[0], 3)
+	syscall.Kill(pid, syscall.SIGKILL)
+	for i, s := range sts {
+		for range s.Tokens {
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := s.Wait(ctx)
+		cancel()
+		if !errors.Is(err, engine.ErrRestarting) {
+			t.Errorf("choice %d of the killed worker ended with %v, want ErrRestarting", i, err)
+		}
+	}
+	waitFor(t, 20*time.Second, "a ready again", func() bool { return state(p, "a").State == engine.StateReady })
+	sts, err = p.GenerateN(context.Background(), "a", engine.Request{Prompt: []int32{1}, MaxTokens: 4}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range sts {
+		for range s.Tokens {
+		}
+		if u, err := s.Wait(context.Background()); err != nil || u.CompletionTokens != 4 {
+			t.Errorf("choice %d after the restart: %+v %v", i, u, err)
+		}
+	}
+	if w := p.Workers()[0]; w.Crashes != 1 {
+		t.Errorf("worker after the crash: %+v", w)
+	}
+}
