@@ -79,6 +79,23 @@
 // at scrape time, every model's state, memory, replicas and queue depth (upstream
 // models included) and the requests in flight.
 //
+// # The Batch API
+//
+// batches.go serves /v1/files and /v1/batches (OpenAI's shapes) over package batch,
+// when Options.Batches is set; every file and batch is its tenant's, and another
+// tenant's id is a 404. Server.Check is batch's Checker: a line is parsed and routed
+// as a request would be (a model or tier the plan forbids fails validation with its
+// line number) and priced at the largest worst case of the models its route may use,
+// less the plan's batch_discount. Server.RunLine is batch's LineRunner: the line goes
+// through job.serve (steps 3 to 8 above, after authentication) at the engine's Batch
+// priority, charged under the request id "<batch id>-<line>" with the discount. A
+// refusal for money (429 insufficient_quota) pauses the job until the next UTC day;
+// one for load (429 rate limit, 503) retries it later. After a restart, a line whose
+// charge the ledger already holds runs again for its output but is charged nothing
+// more (its ledger entry "<id>-rerun" costs 0): the ledger is read once at start-up.
+// Metrics, at scrape time: lmlite_batch_jobs by status, and lmlite_batch_lines and
+// lmlite_batch_spend_usd of each unfinished job.
+//
 // # Other endpoints
 //
 // POST /v1/embeddings (embeddings.go): the same auth, model permission, admission,

@@ -31,6 +31,7 @@ type job struct {
 	plans  []planned
 	c      choice
 	ticket *tenancy.Ticket
+	line   *lineOutcome // a batch line (batches.go): batch priority, its usage and cost
 
 	planBuf [2]planned // plans' first backing array: most requests plan one model
 }
@@ -66,18 +67,32 @@ func (s *Server) handleGenerate(ctx *fasthttp.RequestCtx, reqID string, k kind) 
 		return
 	}
 	j.keyID, j.pol = keyID, pol
+	if j.serve(ctx, k) {
+		async = true // the stream writer releases the request
+	}
+}
+
+// serve runs an authenticated request: parse, route, admit, run. It returns true
+// when a stream writer took over the request. A batch line (batches.go) enters here.
+func (j *job) serve(ctx *fasthttp.RequestCtx, k kind) bool {
+	s, reqID, pol := j.s, j.reqID, j.pol
 	body := ctx.PostBody()
 	if len(body) > s.cfg.MaxBodyBytes { // fasthttp refuses these before; Handler() alone does not
 		s.writeError(ctx, reqID, s.tooLarge())
-		return
+		return false
 	}
 	if aerr := j.in.parse(k, body); aerr != nil {
 		s.writeError(ctx, reqID, aerr)
-		return
+		return false
 	}
+	if j.line != nil && j.in.stream {
+		s.writeError(ctx, reqID, badRequest("stream", "a batch request cannot stream"))
+		return false
+	}
+	var aerr *apiError
 	if j.rt, aerr = s.routeOf(&ctx.Request.Header, &j.in, pol); aerr != nil {
 		s.writeError(ctx, reqID, aerr)
-		return
+		return false
 	}
 	// Quotas: requests/s, tokens/min (prompt estimate), concurrency.
 	tk, err := s.ten.Admit(s.quota(pol), j.start, j.in.estimate())
@@ -87,15 +102,17 @@ func (s *Server) handleGenerate(ctx *fasthttp.RequestCtx, reqID string, k kind) 
 			s.writeError(ctx, reqID, &apiError{status: 429, typ: "requests", code: "rate_limit_exceeded",
 				message: "rate limit reached for " + le.Reason + "; retry after " + le.RetryAfter.Round(time.Millisecond).String(),
 				retry:   tenancy.RetryAfterSeconds(le.RetryAfter), reason: "rate_" + le.Reason})
-			return
+			return false
+		}
+		if errors.Is(err, tenancy.ErrUnavailable) {
+			s.writeError(ctx, reqID, unavailable(err))
+			return false
 		}
 		s.writeError(ctx, reqID, &apiError{status: 500, typ: "server_error", message: "admission failed: " + err.Error(), reason: "internal"})
-		return
+		return false
 	}
 	j.ticket = tk
-	if j.run(ctx) {
-		async = true // the stream writer releases the request
-	}
+	return j.run(ctx)
 }
 
 // maxAttempts bounds the attempts of one admitted request: each retry either excludes
@@ -125,6 +142,8 @@ func (j *job) run(ctx *fasthttp.RequestCtx) bool {
 			}
 			if errors.Is(err, tenancy.ErrInsufficientQuota) {
 				j.fail(ctx, insufficientQuota(err))
+			} else if errors.Is(err, tenancy.ErrUnavailable) {
+				j.fail(ctx, unavailable(err))
 			} else {
 				j.fail(ctx, &apiError{status: 500, typ: "server_error", message: "reserve: " + err.Error(), reason: "internal"})
 			}
@@ -166,6 +185,14 @@ func (j *job) launch(ctx *fasthttp.RequestCtx) (done bool, refused *apiError) {
 	return j.respondEmbedded(ctx, streams[0], cancel), nil
 }
 
+// unavailable answers a request whose quota or budget state (Redis) did not answer:
+// money fails closed, so the request does not run.
+// The cause (which may name Redis's address) is not shown to the client.
+func unavailable(error) *apiError {
+	return &apiError{status: 503, typ: "server_error", code: "quota_state_unavailable",
+		message: "the quota and budget service is unavailable; retry shortly", retry: 1, reason: "unavailable"}
+}
+
 func engineError(err error) *apiError {
 	switch {
 	case errors.Is(err, engine.ErrTooLong):
@@ -202,7 +229,13 @@ func (j *job) settle(e tenancy.Entry, u *engine.Usage) {
 	if j.c.m != nil && (e.PromptTokens > 0 || e.CompletionTokens > 0) {
 		e.Cost = j.c.m.price.Cost(e.PromptTokens, e.CompletionTokens)
 	}
+	if j.line != nil {
+		e.Cost = j.line.discount(e.Cost)
+	}
 	charged, err := j.ticket.Settle(e)
+	if j.line != nil {
+		j.line.settled(e, charged)
+	}
 	if err != nil {
 		s.log.Error("ledger", "request_id", j.reqID, "error", err)
 	}
@@ -227,6 +260,9 @@ func (j *job) startEmbedded() ([]*engine.Stream, context.CancelFunc, error) {
 		Prompt: j.c.tokens, MaxTokens: j.c.out, Sampling: j.in.sampling, Stop: j.in.stop,
 		Tenant: j.pol.Tenant, Weight: j.pol.Weight, Priority: engine.Interactive, CacheSalt: salt,
 		Grammar: j.c.gram, Logprobs: f.logprobs, TopLogprobs: f.top,
+	}
+	if j.line != nil {
+		req.Priority = engine.Batch
 	}
 	gctx, cancel := context.WithCancel(context.Background())
 	j.s.pred.Begin(j.c.m.id)

@@ -17,8 +17,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
+	"github.com/lmlite/lmlite/batch"
 	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/internal/jsonenc"
 	"github.com/lmlite/lmlite/money"
@@ -53,6 +55,13 @@ type Options struct {
 	Logger   *slog.Logger // nil: slog.Default()
 	AdminKey string       // guards /admin/*; "": admin API off
 	Now      func() time.Time
+	// Collectors are added to /metrics (e.g. the Redis client's, internal/rediscli).
+	Collectors []prometheus.Collector
+	// Batches holds the Batch API's files and jobs (batches.go); nil: the API is off.
+	// The server runs its jobs from New until Shutdown, BatchConcurrency lines of a
+	// job at once (0: 4).
+	Batches          *batch.Store
+	BatchConcurrency int
 }
 
 // Server is the HTTP front door. Create it with New, run it with Serve, stop it with
@@ -78,6 +87,7 @@ type Server struct {
 	draining atomic.Bool
 	wg       sync.WaitGroup // in-flight requests, including streams after the handler returned
 	created  int64
+	batches  *batches // nil: the Batch API is off
 }
 
 // model is one servable model.
@@ -184,6 +194,14 @@ func New(cfg Config, eng Engine, ten *tenancy.Tenancy, opts Options) (*Server, e
 		}
 	}
 	s.metrics = newMetrics(s)
+	for _, c := range opts.Collectors {
+		s.metrics.reg.MustRegister(c)
+	}
+	if opts.Batches != nil {
+		if err := s.startBatches(opts.Batches, opts.BatchConcurrency); err != nil {
+			return nil, fmt.Errorf("gateway: batches: %w", err)
+		}
+	}
 	s.http = &fasthttp.Server{
 		Handler:               s.handle,
 		ErrorHandler:          s.handleConnError,
@@ -221,6 +239,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	// fasthttp waits for every connection, so every handler (and its wg.Add) has run
 	// when it returns; then wait for the stream writers' settling.
 	err := s.http.ShutdownWithContext(ctx)
+	if s.batches != nil {
+		s.batches.m.Close() // running lines finish and are committed; the rest resume at the next start
+	}
 	done := make(chan struct{})
 	go func() {
 		s.wg.Wait()
@@ -313,6 +334,10 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	case "/metrics":
 		s.metrics.handler(ctx)
 	default:
+		if bytes.HasPrefix(path, []byte("/v1/files")) || bytes.HasPrefix(path, []byte("/v1/batches")) {
+			s.handleBatchAPI(ctx, reqID)
+			return
+		}
 		if bytes.HasPrefix(path, []byte("/admin/")) {
 			s.handleAdmin(ctx, reqID)
 			return
