@@ -93,8 +93,8 @@ func spawn(g *group, args []string) (*process, error) {
 		<-stderrDone
 		err := cmd.Wait()
 		p.conn.Close()
+		g.onExit(p, err) // the state first, as in read
 		p.failCalls(fmt.Errorf("%w: worker of %s ended (%s)", engine.ErrRestarting, g.name, exitText(err)))
-		g.onExit(p, err)
 	}()
 	return p, nil
 }
@@ -123,8 +123,10 @@ func (p *process) read() {
 		fr, err := r.next()
 		if err != nil {
 			p.conn.Close()
-			p.failCalls(fmt.Errorf("%w: lost the worker of %s: %v", engine.ErrRestarting, p.g.name, err))
+			// Not ready first, then the calls fail: a caller that sees its request end
+			// with ErrRestarting also sees the model not ready.
 			p.g.onLost(p)
+			p.failCalls(fmt.Errorf("%w: lost the worker of %s: %v", engine.ErrRestarting, p.g.name, err))
 			return
 		}
 		switch fr.typ {
