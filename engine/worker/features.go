@@ -141,6 +141,9 @@ func (p *Pool) Embed(ctx context.Context, modelID string, req engine.EmbedReques
 	if !ok {
 		return engine.Embeddings{}, fmt.Errorf("%w: %q", engine.ErrUnknownModel, modelID)
 	}
+	if !m.prep.Embeddings() { // at once, without starting a stopped worker
+		return engine.Embeddings{}, fmt.Errorf("%w: %s (set embeddings: true in its model config)", engine.ErrNoEmbeddings, modelID)
+	}
 	pr, _, err := m.g.acquire(ctx)
 	if err != nil {
 		return engine.Embeddings{}, err
