@@ -13,14 +13,17 @@ build:
 	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/lmlite
 
 # The full suite: vet, every test with the race detector, the memory and allocation
-# measurements (meaningless under the race detector) without it, the kernels and
-# the model on the pure-Go reference kernels (-tags purego), then each fuzz target
+# measurements (meaningless under the race detector) and the numerics-only tests that
+# skip under it (testenv.Race: llama.cpp parity, every generated type) without it, the kernels and
+# the model on the pure-Go reference kernels (-tags purego; parity with llama.cpp ran
+# on the SIMD kernels, which equal the reference bit for bit), then each fuzz target
 # briefly.
 test: vet
 	$(GO) test -race -count=1 -timeout 20m ./...
 	$(GO) test -count=1 -run 'TestThreeModelsMemory' ./engine
+	$(GO) test -count=1 -run 'TestParityWithLlamaCpp|TestGenerateLoadsAndRuns' ./engine/model ./engine/genmodel
 	$(GO) test -count=1 -run 'TestKernelsDoNotAllocate|TestDecodeAllocations' ./engine/kernels ./engine/model
-	$(GO) test -count=1 -tags purego ./engine/kernels ./engine/model
+	$(GO) test -count=1 -tags purego -skip 'TestParityWithLlamaCpp' ./engine/kernels ./engine/model
 	$(MAKE) fuzz
 
 test-short:
