@@ -123,6 +123,9 @@ func (r *Report) WriteSummary(w io.Writer) error {
 		fmt.Fprintf(w, "prefix cache: %d of %d prompt tokens (%.1f%%) came from the server's cache\n",
 			o.CachedTokens, o.PromptTokens, 100*float64(o.CachedTokens)/float64(o.PromptTokens))
 	}
+	if n := r.Overall.Retried; n > 0 {
+		fmt.Fprintf(w, "%d requests were sent again on a new connection: the server had closed the reused keep-alive connection before answering\n", n)
+	}
 	if l := r.Meta.SendLag; l.P99 > 10 {
 		fmt.Fprintf(w, "warning: open-loop requests left late (send lag p99 %.1fms, max %.1fms, over %d requests); the load generator may be short of CPU\n", l.P99, l.Max, l.N)
 	}

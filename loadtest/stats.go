@@ -88,6 +88,10 @@ type Metrics struct {
 	QuotaExhausted  int `json:"quota_exhausted"`  // 429 insufficient_quota (budget exhausted)
 	PaymentRequired int `json:"payment_required"` // 402
 
+	// Retried counts requests sent twice because the server had closed the reused
+	// keep-alive connection before answering (each then counts once, by its retry).
+	Retried int `json:"retried,omitempty"`
+
 	Tiers  map[string]int `json:"tiers,omitempty"`  // X-LMLite-Tier of successes → count
 	Models map[string]int `json:"models,omitempty"` // model served to successes → count
 	// Asked says what became of the requests that sent tier options: per options
@@ -110,6 +114,9 @@ func newAcc() *acc {
 func (a *acc) add(r *Result, good bool) {
 	m := &a.m
 	m.Requests++
+	if r.Retried {
+		m.Retried++
+	}
 	if r.Ask != "" {
 		out := r.ErrorKey()
 		if out == "" {
