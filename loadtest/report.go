@@ -133,7 +133,7 @@ func (r *Report) WriteSummary(w io.Writer) error {
 		fmt.Fprintf(w, "warning: open-loop requests left late (send lag p99 %.1fms, max %.1fms, over %d requests); the load generator may be short of CPU\n", l.P99, l.Max, l.N)
 	}
 	if len(r.Overall.Asked) > 0 {
-		t := newAskedTable(r.Overall.Asked)
+		t := newAskedTable(r.Overall.Asked, r.Overall.AskedLatency)
 		for _, row := range t.Rows {
 			var parts []string
 			for i, n := range row.Counts {
@@ -141,7 +141,14 @@ func (r *Report) WriteSummary(w io.Writer) error {
 					parts = append(parts, fmt.Sprintf("%s %d", t.Cols[i], n))
 				}
 			}
-			fmt.Fprintf(w, "tier options %q: %s\n", row.Label, strings.Join(parts, ", "))
+			lat := ""
+			if row.E2E.N > 0 {
+				lat = fmt.Sprintf("; e2e p50 %s p99 %s", msText(row.E2E.P50), msText(row.E2E.P99))
+				if row.TTFT.N > 0 {
+					lat += fmt.Sprintf(", ttft p50 %s p99 %s", msText(row.TTFT.P50), msText(row.TTFT.P99))
+				}
+			}
+			fmt.Fprintf(w, "tier options %q: %s%s\n", row.Label, strings.Join(parts, ", "), lat)
 		}
 	}
 	for _, k := range errorKeys(r.Meta.ErrorSamples) {
@@ -602,13 +609,14 @@ type askedTable struct {
 }
 
 type askedRow struct {
-	Label  string
-	Counts []int
+	Label     string
+	Counts    []int
+	TTFT, E2E Percentiles // of its successes
 }
 
 var tierOrder = map[string]int{"fast": 1, "balanced": 2, "deep": 3, "max": 4, "ok": 5}
 
-func newAskedTable(asked map[string]map[string]int) *askedTable {
+func newAskedTable(asked map[string]map[string]int, lat map[string]AskLatency) *askedTable {
 	seen := map[string]bool{}
 	t := &askedTable{}
 	for _, outs := range asked {
@@ -639,7 +647,7 @@ func newAskedTable(asked map[string]map[string]int) *askedTable {
 	}
 	sort.Strings(labels)
 	for _, l := range labels {
-		row := askedRow{Label: l}
+		row := askedRow{Label: l, TTFT: lat[l].TTFT, E2E: lat[l].E2E}
 		for _, c := range t.Cols {
 			row.Counts = append(row.Counts, asked[l][c])
 		}
