@@ -69,6 +69,7 @@ type Record struct {
 	StartMS          float64 `json:"start_ms"` // from the run's start
 	Warmup           bool    `json:"warmup,omitempty"`
 	Stream           bool    `json:"stream"`
+	Retried          bool    `json:"retried,omitempty"` // sent again on a new connection (see Result.Retried)
 	Status           int     `json:"status"`
 	Error            string  `json:"error,omitempty"` // the errors key
 	Code             string  `json:"code,omitempty"`
@@ -88,7 +89,7 @@ type Record struct {
 // Record returns r's measurements, naming its tenant.
 func (r *Result) Record(tenant string) Record {
 	ms := func(d time.Duration) float64 { return round3(float64(d) / float64(time.Millisecond)) }
-	rec := Record{Tenant: tenant, StartMS: ms(r.Start), Warmup: r.Warmup, Stream: r.Stream, Status: r.Status, Error: r.ErrorKey(),
+	rec := Record{Tenant: tenant, StartMS: ms(r.Start), Warmup: r.Warmup, Stream: r.Stream, Retried: r.Retried, Status: r.Status, Error: r.ErrorKey(),
 		Code: r.Code, TTFTms: ms(r.TTFT), E2Ems: ms(r.E2E), Chunks: len(r.Tokens), PromptTokens: r.PromptTokens,
 		CachedTokens: r.CachedTokens, CompletionTokens: r.CompletionTokens, Ask: r.Ask, Tier: r.Tier, Model: r.Model, LagMS: ms(r.Lag)}
 	if n := len(r.Tokens); n > 1 {
