@@ -373,6 +373,23 @@ func samplesFor(m Metrics, metric string) int64 {
 	return int64(m.Requests)
 }
 
+// String names the limits, e.g. "ttft 1000ms, e2e 10000ms", or "none".
+func (g GoodputSLO) String() string {
+	var parts []string
+	for _, l := range []struct {
+		name string
+		v    float64
+	}{{"ttft", g.TTFTms}, {"itl", g.ITLms}, {"e2e", g.E2Ems}} {
+		if l.v > 0 {
+			parts = append(parts, l.name+" "+fmtNum(l.v)+"ms")
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
 // ScenarioDiffs lists what makes two reports' runs not like for like: every field
 // of the scenario that differs (name, bounds, arrival, workload, model, tier
 // options, tenants), the goodput limits, and measured windows or stop reasons that
@@ -434,7 +451,7 @@ func ScenarioDiffs(a, b *Report, nameA, nameB string) []string {
 		}
 	}
 	if a.Meta.Goodput != b.Meta.Goodput {
-		out = append(out, fmt.Sprintf("goodput limits (ms): %s %+v, %s %+v", nameA, a.Meta.Goodput, nameB, b.Meta.Goodput))
+		out = append(out, fmt.Sprintf("goodput limits: %s %s, %s %s", nameA, a.Meta.Goodput, nameB, b.Meta.Goodput))
 	}
 	if a.Meta.StoppedBy != b.Meta.StoppedBy {
 		out = append(out, fmt.Sprintf("stopped by: %s %s, %s %s", nameA, a.Meta.StoppedBy, nameB, b.Meta.StoppedBy))

@@ -166,6 +166,8 @@ tenants: [{name: a, api_key: lml_secret_a}, {name: b, weight: 2}]
 		{name: "tenant weight", edit: func(s *Scenario) { s.Tenants[1].Weight = 1 }, want: []string{"tenants[1].weight: A 2, B 1"}},
 		{name: "a tenant more", edit: func(s *Scenario) { s.Tenants = append(s.Tenants, Tenant{Name: "c", Weight: 1}) },
 			want: []string{`tenants[2]: A (none), B {arrival: null, name: "c", weight: 1, workload: null}`}},
+		{name: "goodput limits", meta: func(m *Meta) { m.Goodput = GoodputSLO{TTFTms: 500, E2Ems: 2000} },
+			want: []string{"goodput limits: A none, B ttft 500ms, e2e 2000ms"}},
 		{name: "a window cut short", meta: func(m *Meta) { m.WindowS, m.StoppedBy = 12, StopInterrupt },
 			want: []string{"stopped by: A duration, B interrupt", "measured window: A 30.0s, B 12.0s"}},
 		{name: "an old report", meta: func(m *Meta) { m.Spec = nil }, want: []string{"B has no record of its scenario"}},

@@ -178,7 +178,7 @@ func runLoadtestCompare(args []string) error {
 	// Differing scenarios are named on stderr too, where a script's log sees them
 	// even when the table goes to a file; Compare repeats them above the table.
 	if diffs := loadtest.ScenarioDiffs(a, b, "A", "B"); len(diffs) > 0 {
-		fmt.Fprintf(stderr, "lmlite loadtest compare: warning: %s and %s are not runs of the same scenario:\n", fs.Arg(0), fs.Arg(1))
+		fmt.Fprintf(stderr, "lmlite loadtest compare: warning: %s and %s are not like for like:\n", fs.Arg(0), fs.Arg(1))
 		for _, d := range diffs {
 			fmt.Fprintf(stderr, "  - %s\n", d)
 		}

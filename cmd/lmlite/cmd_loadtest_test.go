@@ -127,7 +127,7 @@ func TestLoadtestCompareWarnsOnDifferentScenarios(t *testing.T) {
 	}
 	o, e := out.take(), errOut.take()
 	const diff = "workload.output_tokens.value: A 16, B 64"
-	if !strings.Contains(e, "warning: "+a+" and "+longer+" are not runs of the same scenario") || !strings.Contains(e, diff) {
+	if !strings.Contains(e, "warning: "+a+" and "+longer+" are not like for like") || !strings.Contains(e, diff) {
 		t.Errorf("stderr lacks the warning:\n%s", e)
 	}
 	if !strings.Contains(o, "WARNING: the two runs differ") || !strings.Contains(o, diff) || strings.Index(o, diff) > strings.Index(o, "e2e_p99_ms") {
