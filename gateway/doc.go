@@ -55,7 +55,9 @@
 //     counts the prompt once and every choice's output. Then job.settle:
 //     tenancy.Ticket.Settle replaces the reservation by the actual cost and the
 //     response completes only after its ledger group is logged, so a server killed
-//     with SIGKILL never loses usage it acknowledged.
+//     with SIGKILL never loses usage it acknowledged;
+//     usage.go, Server.recordUsage counts it in the rollups (package usage). A
+//     refusal before admission is counted by job.refuse.
 //
 // # The engine
 //
@@ -106,8 +108,15 @@
 //
 // GET /v1/models (the models the tenant may use; lmlite.embeddings marks the models
 // that embed), GET /healthz, GET /readyz (200
-// only when the engine is ready and the server is not draining), GET /metrics, and
-// /admin/* guarded by the admin key (see handleAdmin).
+// only when the engine is ready and the server is not draining), GET /metrics (with
+// a bearer token when Options.MetricsKey is set), and /admin/* guarded by the admin
+// key (see handleAdmin).
+//
+// usage.go: GET /v1/organization/usage/completions and /v1/organization/costs
+// (OpenAI's shapes, answered from the rollups, scoped to the caller's tenant; the
+// admin key may name tenant_ids) and GET /v1/lmlite/limits. dashboard.go: the
+// dashboards at /dashboard (tenant and operator views; sessions, CSRF tokens,
+// html/template pages from dashboard/, server-side SVG charts).
 //
 // Shutdown drains: it answers 503 to new requests, closes the listener, and waits
 // for in-flight requests, streams included, to finish and settle.
