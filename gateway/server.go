@@ -27,6 +27,7 @@ import (
 	"github.com/lmlite/lmlite/policies"
 	"github.com/lmlite/lmlite/tenancy"
 	"github.com/lmlite/lmlite/tiers"
+	"github.com/lmlite/lmlite/usage"
 )
 
 // Engine is what the gateway needs of the embedded engine's Block. It is satisfied by
@@ -55,6 +56,9 @@ type Options struct {
 	Logger   *slog.Logger // nil: slog.Default()
 	AdminKey string       // guards /admin/*; "": admin API off
 	Now      func() time.Time
+	Usage    usage.Rollups // nil: in memory, rebuilt from the ledger at start (usage.go)
+	// MetricsKey, when set, is the bearer token GET /metrics requires (metrics_key_env).
+	MetricsKey string
 	// Collectors are added to /metrics (e.g. the Redis client's, internal/rediscli).
 	Collectors []prometheus.Collector
 	// Batches holds the Batch API's files and jobs (batches.go); nil: the API is off.
@@ -67,21 +71,24 @@ type Options struct {
 // Server is the HTTP front door. Create it with New, run it with Serve, stop it with
 // Shutdown.
 type Server struct {
-	cfg     *Config
-	eng     Engine // nil when every model is upstream
-	ten     *tenancy.Tenancy
-	book    *policies.Book
-	quotas  map[*policies.Policy]*tenancy.Quota // every tenant's, by its policy
-	set     *tiers.Set
-	pred    *tiers.Predictor
-	models  map[string]*model
-	order   []string // model ids in config order
-	log     *slog.Logger
-	admin   []byte
-	now     func() time.Time
-	metrics *metrics
-	http    *fasthttp.Server
-	clients map[string]*fasthttp.HostClient // upstream connection pools, by scheme and host
+	cfg        *Config
+	eng        Engine // nil when every model is upstream
+	ten        *tenancy.Tenancy
+	book       *policies.Book
+	quotas     map[*policies.Policy]*tenancy.Quota // every tenant's, by its policy
+	set        *tiers.Set
+	pred       *tiers.Predictor
+	models     map[string]*model
+	order      []string // model ids in config order
+	log        *slog.Logger
+	admin      []byte
+	now        func() time.Time
+	metrics    *metrics
+	usage      usage.Rollups
+	dash       sessions // dashboard sign-ins (dashboard.go)
+	metricsKey []byte   // nil: /metrics is open
+	http       *fasthttp.Server
+	clients    map[string]*fasthttp.HostClient // upstream connection pools, by scheme and host
 
 	inFlight atomic.Int64
 	draining atomic.Bool
@@ -160,6 +167,9 @@ func New(cfg Config, eng Engine, ten *tenancy.Tenancy, opts Options) (*Server, e
 	if opts.AdminKey != "" {
 		s.admin = []byte(opts.AdminKey)
 	}
+	if opts.MetricsKey != "" {
+		s.metricsKey = []byte(opts.MetricsKey)
+	}
 	var status map[string]engine.ModelStatus
 	if eng != nil {
 		status = map[string]engine.ModelStatus{}
@@ -183,7 +193,14 @@ func New(cfg Config, eng Engine, ten *tenancy.Tenancy, opts Options) (*Server, e
 				m.maxLen.Store(int64(status[mc.ID].MaxModelLen))
 			}
 		}
-		s.pred.SetCapacity(mc.ID, mc.Slots, mc.MaxQueue)
+		// One queue limit: an embedded model's is the engine's (ModelStatus.MaxQueue,
+		// where Generate starts refusing), and the router keeps away from the model at
+		// the same depth; an upstream model's is the config's.
+		maxQueue := mc.MaxQueue
+		if st, ok := status[mc.ID]; ok && mc.Upstream == nil && st.MaxQueue > 0 {
+			maxQueue = st.MaxQueue
+		}
+		s.pred.SetCapacity(mc.ID, mc.Slots, maxQueue)
 		s.models[mc.ID] = m
 		s.order = append(s.order, mc.ID)
 	}
@@ -194,6 +211,9 @@ func New(cfg Config, eng Engine, ten *tenancy.Tenancy, opts Options) (*Server, e
 		}
 	}
 	s.metrics = newMetrics(s)
+	if err := s.initUsage(opts.Usage); err != nil {
+		return nil, fmt.Errorf("gateway: usage rollups: %w", err)
+	}
 	for _, c := range opts.Collectors {
 		s.metrics.reg.MustRegister(c)
 	}
@@ -332,7 +352,9 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 			ctx.WriteString("not ready\n")
 		}
 	case "/metrics":
-		s.metrics.handler(ctx)
+		if s.metricsAllowed(ctx) {
+			s.metrics.handler(ctx)
+		}
 	default:
 		if bytes.HasPrefix(path, []byte("/v1/files")) || bytes.HasPrefix(path, []byte("/v1/batches")) {
 			s.handleBatchAPI(ctx, reqID)
@@ -340,6 +362,9 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		}
 		if bytes.HasPrefix(path, []byte("/admin/")) {
 			s.handleAdmin(ctx, reqID)
+			return
+		}
+		if s.handleUsageAPI(ctx, reqID, path) || s.handleDashboard(ctx, reqID, path) {
 			return
 		}
 		if id, ok := bytes.CutPrefix(path, []byte("/v1/models/")); ok {
