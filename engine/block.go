@@ -14,6 +14,7 @@ import (
 
 	"github.com/lmlite/lmlite/engine/chat"
 	"github.com/lmlite/lmlite/engine/gguf"
+	"github.com/lmlite/lmlite/engine/grammar"
 	"github.com/lmlite/lmlite/engine/lease"
 	"github.com/lmlite/lmlite/engine/model"
 	"github.com/lmlite/lmlite/engine/sched"
@@ -70,7 +71,7 @@ type Block struct {
 	kick     chan struct{} // cap 1: the janitor should decide again (a model is wanted, a load ended)
 	reqs     chan passReq  // passes asked for by GC, Close and tests
 
-	schemas schemaCache // compiled JSON schemas (constrain.go)
+	schemas grammar.SchemaCache // compiled JSON schemas (constrain.go)
 }
 
 // now is the lifecycle's time.
