@@ -180,18 +180,9 @@ func newInstance(b *Block, mc ModelConfig, log *slog.Logger) (*instance, error) 
 		return nil, fmt.Errorf("engine: model %s: %w", mc.ID, err)
 	}
 	defer f.Close()
-	tok, err := tokenizer.FromGGUF(f)
+	tok, tmpl, cfg, err := readMeta(f, mc.ID)
 	if err != nil {
-		return nil, fmt.Errorf("engine: model %s: %w", mc.ID, err)
-	}
-	cfg, err := model.ReadConfig(f)
-	if err != nil {
-		return nil, fmt.Errorf("engine: model %s: %w", mc.ID, err)
-	}
-	src, _ := f.GetString("tokenizer.chat_template")
-	tmpl, err := chat.New(src, chat.Options{BOS: tokenText(tok, tok.BOS()), EOS: tokenText(tok, tok.EOS())})
-	if err != nil {
-		return nil, fmt.Errorf("engine: model %s: chat template: %w", mc.ID, err)
+		return nil, err
 	}
 	if mc.MaxModelLen <= 0 || mc.MaxModelLen > cfg.Context {
 		if mc.MaxModelLen > cfg.Context {
@@ -231,6 +222,25 @@ func newInstance(b *Block, mc ModelConfig, log *slog.Logger) (*instance, error) 
 		BatchTimeout: mc.BatchExecuteTimeout, MaxQueue: 1 << 30}} // the model's MaxQueue, checked by Generate, is the only queue limit
 	return &instance{b: b, cfg: mc, log: log.With("model", mc.ID), tok: tok, tmpl: tmpl, rc: rc, kvSize: kc.Bytes(), fileSize: f.Size(), state: StateUnloaded,
 		pool: poolingOf(f, mc), dim: cfg.Dim}, nil
+}
+
+// readMeta reads what a model needs before its weights: the tokenizer, the chat
+// template and the model's configuration (New and OpenPrep both start here).
+func readMeta(f *gguf.File, id string) (*tokenizer.Tokenizer, *chat.Template, model.Config, error) {
+	tok, err := tokenizer.FromGGUF(f)
+	if err != nil {
+		return nil, nil, model.Config{}, fmt.Errorf("engine: model %s: %w", id, err)
+	}
+	cfg, err := model.ReadConfig(f)
+	if err != nil {
+		return nil, nil, model.Config{}, fmt.Errorf("engine: model %s: %w", id, err)
+	}
+	src, _ := f.GetString("tokenizer.chat_template")
+	tmpl, err := chat.New(src, chat.Options{BOS: tokenText(tok, tok.BOS()), EOS: tokenText(tok, tok.EOS())})
+	if err != nil {
+		return nil, nil, model.Config{}, fmt.Errorf("engine: model %s: chat template: %w", id, err)
+	}
+	return tok, tmpl, cfg, nil
 }
 
 // warmFileTag names the model file a warm KV file's blocks were computed with: its

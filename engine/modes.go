@@ -40,18 +40,9 @@ func OpenPrep(mc ModelConfig) (*Prep, error) {
 		return nil, fmt.Errorf("engine: model %s: %w", mc.ID, err)
 	}
 	defer f.Close()
-	tok, err := tokenizer.FromGGUF(f)
+	tok, tmpl, cfg, err := readMeta(f, mc.ID)
 	if err != nil {
-		return nil, fmt.Errorf("engine: model %s: %w", mc.ID, err)
-	}
-	cfg, err := model.ReadConfig(f)
-	if err != nil {
-		return nil, fmt.Errorf("engine: model %s: %w", mc.ID, err)
-	}
-	src, _ := f.GetString("tokenizer.chat_template")
-	tmpl, err := chat.New(src, chat.Options{BOS: tokenText(tok, tok.BOS()), EOS: tokenText(tok, tok.EOS())})
-	if err != nil {
-		return nil, fmt.Errorf("engine: model %s: chat template: %w", mc.ID, err)
+		return nil, err
 	}
 	n := mc.MaxModelLen
 	if n > cfg.Context {
