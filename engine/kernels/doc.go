@@ -11,7 +11,11 @@
 //   - DequantizeRow and QuantizeRow: one row to and from float32 (embedding lookup,
 //     small vectors, and the model generator's quantizers).
 //   - RMSNorm, RoPECache + RoPE (normal and NeoX), Softmax, SwiGLU, and Attend (one
-//     head of one query over an F16 KV cache).
+//     head of one query over an F16 KV cache); AttendBlocks over a paged cache, and
+//     AttendBlocksTile for the query heads of one GQA group over a run of tokens
+//     (prompts): they walk the cache together, block by block, so that a block of
+//     keys and values serves every head of the tile while it is in the cache, each
+//     head keeping its own state and order (AttendBlocks' bits).
 //
 // Types: F32, F16, BF16, Q8_0, Q4_0, Q4_K and Q6_K, with ggml's block layouts byte for
 // byte (Q4_K_M files mix the last two).
