@@ -42,8 +42,10 @@ const (
 	q8KBsums = 260 // offset of q8KBlock.bsums
 
 	q80Size = 34  // Q8_0: d f16, qs [32]int8
-	q40Size = 18  // Q4_0: d f16, qs [16]byte
+	q40Size = 18  // Q4_0: d f16, qs [16]byte (IQ4_NL too)
+	q50Size = 22  // Q5_0: d f16, qh uint32, qs [16]byte
 	q4KSize = 144 // Q4_K: d f16, dmin f16, scales [12]byte, qs [128]byte
+	q5KSize = 176 // Q5_K: d f16, dmin f16, scales [12]byte, qh [32]byte, qs [128]byte
 	q6KSize = 210 // Q6_K: ql [128]byte, qh [64]byte, scales [16]int8, d f16
 )
 
@@ -52,7 +54,8 @@ var (
 	q4kShuf, q4kShuf512, q6kShuf                        Mem
 	q4kGatherLow, q4kGatherTop, q4kMaskLow, q4kMaskHigh Mem
 	q4kMinPairs, q6kShiftLow, q6kShiftHigh, q6kPerm     Mem
-	q4kShiftHigh                                        Mem
+	q4kShiftHigh, bit4Mask                              Mem
+	sixteens, q5Spread, q5Bits, iq4nlTable              Mem
 )
 
 func main() {
@@ -61,12 +64,23 @@ func main() {
 
 	dotQ4KAVX2(1)
 	dotQ4KAVX2(2)
+	dotQ5KAVX2(1)
+	dotQ5KAVX2(2)
 	dotQ4KAVX512(1)
 	dotQ6KAVX2(1)
 	dotQ6KAVX2(2)
 	dotQ6KAVX512(1)
 	dot0AVX2("Q8_0")
 	dot0AVX2("Q4_0")
+	dot0AVX2("Q5_0")
+	dot0AVX2("IQ4_NL")
+	dotIQ4XSAVX2()
+	dotQ4_1AVX2()
+	dotQ5_1AVX2()
+	q2KConstants()
+	dotQ2KAVX2()
+	q3KConstants()
+	dotQ3KAVX2()
 	dotFloatAVX2("dotF32AVX2", "F32", 4)
 	dotFloatAVX2("dotF16AVX2", "F16", 2)
 	dotFloatAVX2("dotBF16AVX2", "BF16", 2)
@@ -115,6 +129,26 @@ func constants() {
 	nibbleMask = rodata("nibbleMask", repeat(0x0f, 64))
 	eights = rodata("eights", repeat(8, 32))
 	bits45Mask = rodata("bits45Mask", repeat(0x30, 64))
+	bit4Mask = rodata("bit4Mask", repeat(0x10, 32))
+	sixteens = rodata("sixteens", repeat(16, 32))
+	// Q5_0's high bits: q5Spread puts byte j/8 of the block's uint32 in byte j
+	// (lane 1 holds bytes 16-31: indices 2 and 3), q5Bits tests bit j%8.
+	var sp, bt []byte
+	for j := 0; j < 32; j++ {
+		sp = append(sp, byte(j/8))
+		bt = append(bt, 1<<(j%8))
+	}
+	q5Spread = rodata("q5Spread", sp)
+	q5Bits = rodata("q5Bits", bt)
+	// IQ4_NL's 16 levels (ggml's kvalues_iq4nl) in both 128-bit lanes.
+	lv := []int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}
+	var tb []byte
+	for k := 0; k < 2; k++ {
+		for _, v := range lv {
+			tb = append(tb, byte(v))
+		}
+	}
+	iq4nlTable = rodata("iq4nlTable", tb)
 	ones16 = rodata("ones16", bytes.Repeat([]byte{1, 0}, 16))
 
 	// q4kShuf: 8 VPSHUFB masks of 32 bytes; mask i broadcasts int16 i of each
@@ -314,16 +348,30 @@ func q4KAdd(y GPVirtual, dd, f, sum VecVirtual) {
 // dotQ4KAVX2 emits the Q4_K kernel for AVX2; with tokens > 1 the kernel for
 // that many activation rows (stride bytes apart) at once, each with the
 // single-token kernel's operations and bits.
-func dotQ4KAVX2(tokens int) {
+func dotQ4KAVX2(tokens int) { dotQ45KAVX2("Q4K", tokens) }
+
+// dotQ5KAVX2 emits the Q5_K kernel for AVX2: Q4_K's, with each quant's fifth
+// bit (bit 2j or 2j+1 of qh[l] for the low or high nibbles of step j) moved to
+// bit 4 and ORed in before the products (quants up to 31: VPMADDUBSW's pairs stay
+// below 2^15). The scales, mins and float steps are Q4_K's, so the result has
+// the reference's bits.
+func dotQ5KAVX2(tokens int) { dotQ45KAVX2("Q5K", tokens) }
+
+func dotQ45KAVX2(typ string, tokens int) {
+	q5 := typ == "Q5K"
+	qsOff, size, tname := 16, q4KSize, "Q4_K"
+	if q5 {
+		qsOff, size, tname = 48, q5KSize, "Q5_K"
+	}
 	if tokens == 1 {
-		TEXT("dotQ4KAVX2", NOSPLIT, "func(x, y *byte, n int) float32")
+		TEXT("dot"+typ+"AVX2", NOSPLIT, "func(x, y *byte, n int) float32")
 		Pragma("noescape")
-		Doc("dotQ4KAVX2 is the dot product of n Q4_K blocks at x with n q8KBlocks at y.")
+		Doc(fmt.Sprintf("dot%sAVX2 is the dot product of n %s blocks at x with n q8KBlocks at y.", typ, tname))
 	} else {
-		name := fmt.Sprintf("dotQ4KAVX2x%d", tokens)
+		name := fmt.Sprintf("dot%sAVX2x%d", typ, tokens)
 		TEXT(name, NOSPLIT, "func(x, y *byte, n, stride int, out *float32)")
 		Pragma("noescape")
-		Doc(fmt.Sprintf("%s sets out[t] = dotQ4KAVX2(x, y+t·stride, n) for t < %d.", name, tokens))
+		Doc(fmt.Sprintf("%s sets out[t] = dot%sAVX2(x, y+t·stride, n) for t < %d.", name, typ, tokens))
 	}
 	x, y, n := params3()
 	ys := tokenRows(y, tokens)
@@ -347,6 +395,11 @@ func dotQ4KAVX2(tokens int) {
 	VPMOVZXBW(u, smw) // scales then mins, as int16
 	sc := YMM()
 	VPERMQ(U8(0x44), smw, sc) // the scales in both lanes
+	var hbits VecVirtual
+	if q5 {
+		hbits = YMM()
+		VMOVDQU(Mem{Base: x, Disp: 16}, hbits) // qh
+	}
 
 	acc := make([]VecVirtual, tokens)
 	for t := range acc {
@@ -355,11 +408,29 @@ func dotQ4KAVX2(tokens int) {
 	}
 	for j := 0; j < 4; j++ {
 		q := YMM()
-		VMOVDQU(Mem{Base: x, Disp: 16 + 32*j}, q)
+		VMOVDQU(Mem{Base: x, Disp: qsOff + 32*j}, q)
 		qh := YMM()
 		VPSRLW(U8(4), q, qh)
 		VPAND(m4, qh, qh)
 		VPAND(m4, q, q)
+		if q5 {
+			// Bit k of each qh byte to bit 4 (a word shift; the AND keeps
+			// each byte's own bit), ORed into the nibbles.
+			for i, dst := range []VecVirtual{q, qh} {
+				k := 2*j + i
+				h := YMM()
+				switch {
+				case k < 4:
+					VPSLLW(U8(4-k), hbits, h)
+				case k > 4:
+					VPSRLW(U8(k-4), hbits, h)
+				default:
+					VMOVDQA(hbits, h)
+				}
+				VPAND(bit4Mask, h, h)
+				VPOR(h, dst, dst)
+			}
+		}
 		s1, s2 := YMM(), YMM()
 		VPSHUFB(q4kShuf.Offset(64*j), sc, s1)
 		VPSHUFB(q4kShuf.Offset(64*j+32), sc, s2)
@@ -382,7 +453,7 @@ func dotQ4KAVX2(tokens int) {
 		q4KAdd(ys[t], dd, q4KIntSums(is, ms[t]), sums[t])
 	}
 
-	ADDQ(U32(q4KSize), x)
+	ADDQ(U32(size), x)
 	for _, yt := range ys {
 		ADDQ(U32(q8KSize), yt)
 	}

@@ -16,7 +16,10 @@ import (
 
 // dot0Lanes returns 8 int32 whose sum is block b's Σ x·y (AVX2): Q8_0 by the
 // sign trick (|x| times y·sign(x), exact while y > −128, which quantActQ8_0
-// never makes), Q4_0 as q·y − 8·y.
+// never makes), Q4_0 as q·y − 8·y, Q5_0 as q·y − 16·y with q's fifth bits
+// spread from the block's uint32 (byte j/8 to byte j, bit j%8 tested, 16 ORed
+// in), IQ4_NL by the sign trick on its levels looked up with VPSHUFB (e8 holds
+// the table then).
 func dot0Lanes(typ string, x, y GPVirtual, b, xs int, ones, m4, e8 VecVirtual) VecVirtual {
 	p := YMM()
 	yq := Mem{Base: y, Disp: b*q8Size + q8QS}
@@ -29,12 +32,36 @@ func dot0Lanes(typ string, x, y GPVirtual, b, xs int, ones, m4, e8 VecVirtual) V
 		VPSIGNB(qx, qy, qy)
 		VPMADDUBSW(qy, ax, p)
 	} else {
+		qsOff := 2
+		if typ == "Q5_0" {
+			qsOff = 6
+		}
 		t, th := XMM(), XMM()
-		VMOVDQU(Mem{Base: x, Disp: b*xs + 2}, t)
+		VMOVDQU(Mem{Base: x, Disp: b*xs + qsOff}, t)
 		VPSRLW(U8(4), t, th)
 		q := YMM()
 		VINSERTI128(U8(1), th, t.AsY(), q)
 		VPAND(m4, q, q) // elements 0-15 the low nibbles, 16-31 the high
+		if typ == "IQ4_NL" {
+			qx, qy := YMM(), YMM()
+			VPSHUFB(q, e8, qx) // the levels, signed
+			VMOVDQU(yq, qy)
+			ax := YMM()
+			VPABSB(qx, ax)
+			VPSIGNB(qx, qy, qy)
+			VPMADDUBSW(qy, ax, p)
+			VPMADDWD(ones, p, p)
+			return p
+		}
+		if typ == "Q5_0" {
+			h := YMM()
+			VPBROADCASTD(Mem{Base: x, Disp: b*xs + 2}, h)
+			VPSHUFB(q5Spread, h, h)
+			VPAND(q5Bits, h, h)
+			VPCMPEQB(q5Bits, h, h)
+			VPAND(bit4Mask, h, h)
+			VPOR(h, q, q)
+		}
 		c := YMM()
 		VPMADDUBSW(yq, q, p)
 		VPMADDUBSW(yq, e8, c)
@@ -44,7 +71,7 @@ func dot0Lanes(typ string, x, y GPVirtual, b, xs int, ones, m4, e8 VecVirtual) V
 	return p
 }
 
-// dot0AVX2 emits the single-row Q8_0 or Q4_0 kernel: four blocks at a time,
+// dot0AVX2 emits the single-row Q8_0, Q4_0, Q5_0 or IQ4_NL kernel: four blocks at a time,
 // their lane sums reduced together and their float steps done side by side
 // before the four additions to sum, in block order.
 func dot0AVX2(typ string) {
@@ -53,16 +80,20 @@ func dot0AVX2(typ string) {
 	Pragma("noescape")
 	Doc(name+" is the dot product of n "+typ+" blocks at x with n q8Blocks at y: per block",
 		"the exact integer sum isum, then sum += (f16(x.d)·y.d)·isum in block order.")
-	xs := q80Size
-	if typ == "Q4_0" {
-		xs = q40Size
-	}
+	xs := map[string]int{"Q8_0": q80Size, "Q4_0": q40Size, "Q5_0": q50Size, "IQ4_NL": q40Size}[typ]
 	x, y, n := params3()
 	ones, m4, e8 := YMM(), YMM(), YMM()
 	VMOVDQU(ones16, ones)
-	if typ == "Q4_0" {
+	switch typ {
+	case "Q4_0":
 		VMOVDQU(nibbleMask, m4)
 		VMOVDQU(eights, e8)
+	case "Q5_0":
+		VMOVDQU(nibbleMask, m4)
+		VMOVDQU(sixteens, e8)
+	case "IQ4_NL":
+		VMOVDQU(nibbleMask, m4)
+		VMOVDQU(iq4nlTable, e8)
 	}
 	sum := XMM()
 	VXORPS(sum, sum, sum)

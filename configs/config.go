@@ -52,6 +52,7 @@ type Config struct {
 	MaxInFlight     int           `yaml:"max_in_flight"`    // requests in flight before 503; 1024
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"` // how long SIGTERM waits for in-flight requests; 30s
 	AdminKeyEnv     string        `yaml:"admin_key_env"`    // env var holding the admin key; "LMLITE_ADMIN_KEY"
+	MetricsKeyEnv   string        `yaml:"metrics_key_env"`  // env var holding the bearer token GET /metrics requires; "": open
 	DemoTenant      string        `yaml:"demo_tenant"`      // tenant whose key is made on first run and printed; "": none (see Plans)
 	Ledger          Ledger        `yaml:"ledger"`
 	Engine          Engine        `yaml:"engine"`
@@ -114,6 +115,7 @@ type Model struct {
 	KVWarm             string `yaml:"kv_warm"`              // warm tier per replica for blocks evicted from hot ("2GiB"); "": none
 	KVWarmFile         string `yaml:"kv_warm_file"`         // keep the warm tier in this file instead of host memory
 	DisablePrefixCache bool   `yaml:"disable_prefix_cache"` // never reuse a cached prompt prefix
+	Embeddings         bool   `yaml:"embeddings"`           // serve /v1/embeddings from it (on anyway when the GGUF declares a pooling type)
 	WorkerGroup        string `yaml:"worker_group"`         // engine mode workers: models of one group share a worker process; "": the model's own
 
 	OwnedBy string `yaml:"owned_by"` // the owned_by of /v1/models; "": "lmlite"
@@ -435,6 +437,7 @@ func (m *Model) EngineConfig() engine.ModelConfig {
 		KVWarmBytes:         mustBytes(m.KVWarm),
 		KVWarmFile:          m.KVWarmFile,
 		DisablePrefixCache:  m.DisablePrefixCache,
+		Embeddings:          m.Embeddings,
 	}
 }
 

@@ -4,15 +4,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/lmlite/lmlite/configs"
 	"github.com/lmlite/lmlite/engine/gguf"
+	"github.com/lmlite/lmlite/engine/kernels"
 	"github.com/lmlite/lmlite/engine/model"
 	"github.com/lmlite/lmlite/kvcache"
 )
@@ -38,6 +41,24 @@ type benchResult struct {
 	KVBytes     int64   `json:"kv_bytes"`
 	PeakRSS     int64   `json:"peak_rss_bytes"`
 	OverheadMiB float64 `json:"overhead_mib"` // peak RSS - file - KV
+	// SlowPath names the file's tensor types that run on the pure-Go reference
+	// kernels (no assembly for them, or none on this CPU), with their tensor counts.
+	SlowPath map[string]int `json:"slow_path,omitempty"`
+}
+
+// slowPathTypes counts the tensors of f whose type has no assembly kernels here.
+func slowPathTypes(f *gguf.File) map[string]int {
+	var slow map[string]int
+	for _, ti := range f.Tensors {
+		t := kernels.Type(ti.Type)
+		if len(ti.Dims) >= 2 && kernels.Supported(t) && !kernels.HasSIMD(t) {
+			if slow == nil {
+				slow = map[string]int{}
+			}
+			slow[t.String()]++
+		}
+	}
+	return slow
 }
 
 func cmdBench(args []string, stdout io.Writer) error {
@@ -221,7 +242,7 @@ func cmdBench(args []string, stdout io.Writer) error {
 	}
 	res := benchResult{Model: filepath.Base(*path), Threads: *threads, Parallel: *parallel, Prompt: *nPrompt, Gen: *nGen,
 		PPTokS: median(pp), TGTokS: median(tg), FileBytes: f.Size(), DecodeBytes: m.DecodeBytes(),
-		KVBytes: kc.Bytes(), PeakRSS: peakRSS()}
+		KVBytes: kc.Bytes(), PeakRSS: peakRSS(), SlowPath: slowPathTypes(f)}
 	res.OverheadMiB = float64(res.PeakRSS-res.FileBytes-res.KVBytes) / (1 << 20)
 	if *asJSON {
 		return json.NewEncoder(stdout).Encode(res)
@@ -229,6 +250,13 @@ func cmdBench(args []string, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "%s: threads %d, parallel %d, prompt %d, gen %d, reps %d\n  pp %.2f tok/s\n  tg %.2f tok/s (a decode step reads %.1f MiB of weights)\n  peak RSS %.1f MiB = file %.1f MiB + KV %.1f MiB + %.1f MiB\n",
 		res.Model, res.Threads, res.Parallel, res.Prompt, res.Gen, *reps, res.PPTokS, res.TGTokS, float64(res.DecodeBytes)/(1<<20),
 		float64(res.PeakRSS)/(1<<20), float64(res.FileBytes)/(1<<20), float64(res.KVBytes)/(1<<20), res.OverheadMiB)
+	if len(res.SlowPath) > 0 {
+		var parts []string
+		for _, t := range slices.Sorted(maps.Keys(res.SlowPath)) {
+			parts = append(parts, fmt.Sprintf("%s (%d tensors)", t, res.SlowPath[t]))
+		}
+		fmt.Fprintf(stdout, "  slow path: %s on the pure-Go reference kernels (no assembly for them yet)\n", strings.Join(parts, ", "))
+	}
 	if gb != nil {
 		decode := float64(*nGen**parallel**reps) / res.TGTokS // seconds, about
 		tokens := float64(*nGen * *parallel * *reps)

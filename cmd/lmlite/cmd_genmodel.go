@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/lmlite/lmlite/engine/genmodel"
 )
@@ -13,7 +14,7 @@ func init() {
 		var out string
 		fs.StringVar(&o.Arch, "arch", "llama", "architecture: llama, qwen2, qwen3, phi3, or a mixture of experts: mixtral, qwen2moe, qwen3moe, olmoe")
 		fs.StringVar(&o.Preset, "preset", "tiny", "shape: tiny (dim 256, 2 layers), 125m (dim 768, 12 layers) or 1b (Llama-3.2-1B shape; for a mixture of experts, 16 experts of which 4 are used, about 0.9B parameters of which 0.3B are active)")
-		fs.StringVar(&o.Type, "type", "q8_0", "tensor type: f32, f16, bf16, q8_0, q4_0, q4_k_m or q6_k")
+		fs.StringVar(&o.Type, "type", "q8_0", "tensor type or llama.cpp mix: "+strings.Join(genmodel.TypeNames(), ", "))
 		fs.Uint64Var(&o.Seed, "seed", 1, "random seed (the same flags give the same file)")
 		fs.StringVar(&o.Vocab, "vocab", "", "GGUF whose tokenizer to copy (default: a small built-in vocabulary)")
 		fs.BoolVar(&o.Tied, "tied", false, "tie the output projection to the token embedding")

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"slices"
 	"strings"
 
 	"github.com/lmlite/lmlite/engine/gguf"
@@ -23,7 +24,7 @@ import (
 type Options struct {
 	Arch   string // llama, qwen2, qwen3, phi3, or the mixtures of experts mixtral, qwen2moe, qwen3moe, olmoe
 	Preset string // tiny, 125m or 1b
-	Type   string // f32, f16, bf16, q8_0, q4_0, q4_k_m or q6_k
+	Type   string // a key of Types: f32, f16, bf16, q8_0, q4_0, q4_k_m, q6_k, …
 	Seed   uint64 // the same options give the same file
 	Vocab  string // a GGUF whose tokenizer.* keys to copy; "": the built-in vocabulary
 	Tied   bool   // no output.weight: the output projection is token_embd
@@ -53,7 +54,32 @@ var Presets = map[string]Preset{
 }
 
 // Types are the values of Options.Type with llama.cpp's general.file_type for each.
-var Types = map[string]uint32{"f32": 0, "f16": 1, "q4_0": 2, "q8_0": 7, "q4_k_m": 15, "q6_k": 18, "bf16": 32}
+// A name of one tensor type (q4_1, q5_k, iq4_xs, …) gives a file of that type but
+// for the norms; q3_k_m, q4_k_m and q5_k_m mix types as llama.cpp's files of those
+// names do (tensorType).
+var Types = map[string]uint32{
+	"f32": 0, "f16": 1, "bf16": 32, "q8_0": 7, "q4_0": 2, "q4_1": 3, "q5_0": 8, "q5_1": 9,
+	"q2_k": 10, "q3_k": 11, "q3_k_m": 12, "q4_k_m": 15, "q5_k": 16, "q5_k_m": 17, "q6_k": 18,
+	"iq4_nl": 25, "iq4_xs": 30, "tq1_0": 36, "tq2_0": 37,
+}
+
+// TypeNames lists the keys of Types, sorted.
+func TypeNames() []string {
+	names := make([]string, 0, len(Types))
+	for n := range Types {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// singleTypes are the Types that name one tensor type.
+var singleTypes = map[string]kernels.Type{
+	"f32": kernels.F32, "f16": kernels.F16, "bf16": kernels.BF16, "q8_0": kernels.Q8_0,
+	"q4_0": kernels.Q4_0, "q4_1": kernels.Q4_1, "q5_0": kernels.Q5_0, "q5_1": kernels.Q5_1,
+	"q2_k": kernels.Q2_K, "q3_k": kernels.Q3_K, "q5_k": kernels.Q5_K, "q6_k": kernels.Q6_K,
+	"iq4_nl": kernels.IQ4_NL, "iq4_xs": kernels.IQ4_XS, "tq1_0": kernels.TQ1_0, "tq2_0": kernels.TQ2_0,
+}
 
 var archs = map[string]struct {
 	ropeBase float32
@@ -71,42 +97,57 @@ var archs = map[string]struct {
 }
 
 // tensorType picks the type of a weight matrix of cols columns for the file type:
-// the type itself, except that q4_k_m mixes as llama.cpp's Q4_K_M does (Q6_K for the
-// output projection and for attn_v and ffn_down in the layers use_more_bits picks;
-// attn_qkv, Q5_K in llama.cpp, is Q6_K here as the kernels have no Q5_K). Routers
-// (ffn_gate_inp) are F32 in every file type, as llama.cpp keeps them; the stacked
-// experts' ffn_down_exps (and qwen2moe's ffn_down_shexp) follow ffn_down's rule by
-// layer (llama.cpp's own mix has further cases for models with experts, such as
-// 8-expert models' attn_k and attn_v; this follows none of them).
+// the type itself, or llama.cpp's mix (llama_tensor_get_type, dense models) for
+// q3_k_m, q4_k_m and q5_k_m: Q6_K for the output projection; attn_v and ffn_down
+// with more bits in the layers use_more_bits picks (Q6_K in q4_k_m and q5_k_m), in
+// q3_k_m attn_v Q5_K in the first two layers and Q4_K after, ffn_down Q5_K in the
+// first sixteenth and Q4_K after, attn_output and attn_qkv Q4_K; attn_qkv Q6_K in
+// q4_k_m (Q5_K in llama.cpp: kept from before Q5_K existed here, so that benchmark
+// files stay the same) and q5_k_m. Routers (ffn_gate_inp) are F32 in every file
+// type, as llama.cpp keeps them; the stacked experts' ffn_down_exps (and qwen2moe's
+// ffn_down_shexp) follow ffn_down's rule by layer (llama.cpp's own mix has further
+// cases for models with experts, such as 8-expert models' attn_k and attn_v; this
+// follows none of them).
 func tensorType(ftype, name string, layer, layers int, cols int, tiedOutput bool) kernels.Type {
 	if strings.HasSuffix(name, "ffn_gate_inp.weight") {
 		return kernels.F32 // routers: llama.cpp's converter and quantizer keep them in F32
 	}
-	var t kernels.Type
-	switch ftype {
-	case "f32":
-		t = kernels.F32
-	case "f16":
-		t = kernels.F16
-	case "bf16":
-		t = kernels.BF16
-	case "q8_0":
-		t = kernels.Q8_0
-	case "q4_0":
-		t = kernels.Q4_0
-	case "q6_k":
-		t = kernels.Q6_K
-	case "q4_k_m":
-		t = kernels.Q4_K
+	t, single := singleTypes[ftype]
+	if !single {
 		moreBits := layer >= 0 && (layer < layers/8 || layer >= 7*layers/8 || (layer-layers/8)%3 == 2)
-		switch {
-		case name == "output.weight", name == "token_embd.weight" && tiedOutput:
-			t = kernels.Q6_K
-		case strings.HasSuffix(name, "attn_qkv.weight"):
-			t = kernels.Q6_K
-		case strings.HasSuffix(name, "attn_v.weight") && moreBits, strings.HasSuffix(name, "ffn_down.weight") && moreBits,
-			strings.HasSuffix(name, "ffn_down_exps.weight") && moreBits, strings.HasSuffix(name, "ffn_down_shexp.weight") && moreBits:
-			t = kernels.Q6_K
+		output := name == "output.weight" || name == "token_embd.weight" && tiedOutput
+		has := func(suffix string) bool { return strings.HasSuffix(name, suffix) }
+		down := has("ffn_down.weight") || has("ffn_down_exps.weight") || has("ffn_down_shexp.weight")
+		switch ftype {
+		case "q4_k_m", "q5_k_m":
+			t = kernels.Q4_K
+			if ftype == "q5_k_m" {
+				t = kernels.Q5_K
+			}
+			switch {
+			case output, has("attn_qkv.weight"):
+				t = kernels.Q6_K
+			case has("attn_v.weight") && moreBits, down && moreBits:
+				t = kernels.Q6_K
+			}
+		case "q3_k_m":
+			t = kernels.Q3_K
+			switch {
+			case output:
+				t = kernels.Q6_K
+			case has("attn_v.weight"):
+				t = kernels.Q4_K
+				if layer < 2 {
+					t = kernels.Q5_K
+				}
+			case down:
+				t = kernels.Q4_K
+				if layer < layers/16 {
+					t = kernels.Q5_K
+				}
+			case has("attn_output.weight"), has("attn_qkv.weight"):
+				t = kernels.Q4_K
+			}
 		}
 	}
 	if !kernels.ValidRow(t, cols) { // as llama.cpp, fall back when rows do not fill blocks
@@ -139,7 +180,7 @@ func Build(opts Options) (*gguf.Writer, error) {
 	}
 	ftype, ok := Types[opts.Type]
 	if !ok {
-		return nil, fmt.Errorf("genmodel: unknown type %q (f32, f16, bf16, q8_0, q4_0, q4_k_m, q6_k)", opts.Type)
+		return nil, fmt.Errorf("genmodel: unknown type %q (%s)", opts.Type, strings.Join(TypeNames(), ", "))
 	}
 	ar, ok := archs[opts.Arch]
 	if !ok {

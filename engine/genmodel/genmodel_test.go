@@ -5,6 +5,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/lmlite/lmlite/engine/genmodel"
@@ -19,7 +21,7 @@ import (
 func TestGenerateLoadsAndRuns(t *testing.T) {
 	dir := t.TempDir()
 	for _, arch := range []string{"llama", "qwen2", "qwen3", "phi3"} {
-		for _, typ := range []string{"f32", "f16", "bf16", "q8_0", "q4_0", "q4_k_m", "q6_k"} {
+		for _, typ := range genmodel.TypeNames() {
 			if arch != "llama" && typ != "q4_k_m" {
 				continue
 			}
@@ -86,6 +88,54 @@ func TestQ4KMMix(t *testing.T) {
 	}
 	if ft, _ := f.GetUint("general.file_type"); ft != 15 {
 		t.Errorf("file_type %d", ft)
+	}
+}
+
+// TestKQuantMixes checks the tensor types of q3_k_m and q5_k_m files against
+// llama.cpp's mixes (the 16-layer 1b shape has use_more_bits layers 0, 1, 4, 7,
+// 10, 13, 14, 15 and n_layer/16 = 1), and that every single-type name gives its
+// type to the layers' matrices.
+func TestKQuantMixes(t *testing.T) {
+	for _, c := range []struct {
+		typ   string
+		ftype uint64
+		want  map[string]gguf.GGMLType
+	}{
+		{"q5_k_m", 17, map[string]gguf.GGMLType{
+			"token_embd.weight": gguf.Q5_K, "output.weight": gguf.Q6_K, "blk.0.attn_q.weight": gguf.Q5_K,
+			"blk.1.attn_v.weight": gguf.Q6_K, "blk.2.attn_v.weight": gguf.Q5_K, "blk.4.ffn_down.weight": gguf.Q6_K,
+			"blk.5.ffn_down.weight": gguf.Q5_K, "blk.5.ffn_up.weight": gguf.Q5_K, "blk.5.attn_output.weight": gguf.Q5_K,
+		}},
+		{"q3_k_m", 12, map[string]gguf.GGMLType{
+			"token_embd.weight": gguf.Q3_K, "output.weight": gguf.Q6_K, "blk.0.attn_q.weight": gguf.Q3_K,
+			"blk.1.attn_v.weight": gguf.Q5_K, "blk.2.attn_v.weight": gguf.Q4_K, "blk.0.ffn_down.weight": gguf.Q5_K,
+			"blk.1.ffn_down.weight": gguf.Q4_K, "blk.3.ffn_gate.weight": gguf.Q3_K, "blk.3.attn_output.weight": gguf.Q4_K,
+			"blk.3.attn_k.weight": gguf.Q3_K,
+		}},
+	} {
+		t.Run(c.typ, func(t *testing.T) {
+			for name, want := range c.want {
+				layer := -1
+				if strings.HasPrefix(name, "blk.") {
+					layer, _ = strconv.Atoi(strings.Split(name, ".")[1])
+				}
+				if got := genmodel.TensorTypeForTest(c.typ, name, layer, 16, 2048); gguf.GGMLType(got) != want {
+					t.Errorf("%s: %v, want %v", name, got, want)
+				}
+			}
+			if genmodel.Types[c.typ] != uint32(c.ftype) {
+				t.Errorf("file_type %d, want %d", genmodel.Types[c.typ], c.ftype)
+			}
+		})
+	}
+	for _, typ := range genmodel.TypeNames() {
+		if strings.HasSuffix(typ, "_m") {
+			continue
+		}
+		got := genmodel.TensorTypeForTest(typ, "blk.3.ffn_up.weight", 3, 16, 2048)
+		if !strings.EqualFold(got.String(), typ) {
+			t.Errorf("--type %s writes ffn_up as %v", typ, got)
+		}
 	}
 }
 
@@ -169,7 +219,7 @@ func TestBadOptions(t *testing.T) {
 	for _, o := range []genmodel.Options{
 		{Arch: "gpt2", Preset: "tiny", Type: "f32"},
 		{Arch: "llama", Preset: "7b", Type: "f32"},
-		{Arch: "llama", Preset: "tiny", Type: "q5_k"},
+		{Arch: "llama", Preset: "tiny", Type: "iq2_xxs"}, // a type without a quantizer of ours
 		{Arch: "llama", Preset: "tiny", Type: "f32", Vocab: filepath.Join(dir, "missing.gguf")},
 		{Arch: "mixtral", Preset: "125m", Type: "f32"},
 		{Arch: "olmoe", Preset: "tiny", Type: "f32", Tied: true},

@@ -17,7 +17,7 @@ func TestKernelsDoNotAllocate(t *testing.T) {
 	for _, typ := range weightTypes {
 		w := Matrix{Type: typ, Rows: rows, Cols: cols, Data: make([]byte, rows*typ.RowBytes(cols))}
 		for i := 0; i < rows; i++ {
-			QuantizeRow(w.Row(i), typ, randRow(r, cols, 0.1))
+			fillRow(r, typ, w.Row(i), 0.1)
 		}
 		for _, nTok := range []int{1, 16} {
 			x := randRow(r, nTok*cols, 1)

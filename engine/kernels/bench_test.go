@@ -25,7 +25,7 @@ func BenchmarkMatMul(b *testing.B) {
 	for _, typ := range weightTypes {
 		w := Matrix{Type: typ, Rows: rows, Cols: cols, Data: make([]byte, rows*typ.RowBytes(cols))}
 		for i := 0; i < rows; i++ {
-			QuantizeRow(w.Row(i), typ, randRow(r, cols, 0.1))
+			fillRow(r, typ, w.Row(i), 0.1)
 		}
 		x := randRow(r, cols, 1)
 		dst := make([]float32, rows)

@@ -52,7 +52,14 @@ func DequantizeRow(dst []float32, t Type, src []byte) {
 			dequantQ6K(dst[b*qkK:(b+1)*qkK], src[b*210:(b+1)*210])
 		}
 	default:
-		panic("kernels: DequantizeRow of " + t.String())
+		c := refCodecOf(t)
+		if c == nil {
+			panic("kernels: DequantizeRow of " + t.String())
+		}
+		bs, bb := t.BlockSize(), t.BlockBytes()
+		for b := 0; b < n/bs; b++ {
+			c.dequant(dst[b*bs:(b+1)*bs], src[b*bb:(b+1)*bb])
+		}
 	}
 }
 

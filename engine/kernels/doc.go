@@ -17,13 +17,21 @@
 //     keys and values serves every head of the tile while it is in the cache, each
 //     head keeping its own state and order (AttendBlocks' bits).
 //
-// Types: F32, F16, BF16, Q8_0, Q4_0, Q4_K and Q6_K, with ggml's block layouts byte for
-// byte (Q4_K_M files mix the last two).
+// Types: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K,
+// Q5_K, Q6_K, IQ4_XS, TQ1_0, TQ2_0 and the lattice types IQ2_XXS, IQ2_XS, IQ2_S,
+// IQ3_XXS, IQ3_S, IQ1_S and IQ1_M, with ggml's block layouts byte for byte (Q4_K_M
+// files mix Q4_K and Q6_K). TQ1_0, TQ2_0 and the lattice types run on their pure-Go
+// reference only (refquants.go, iquants.go; HasSIMD says which types have
+// assembly). QuantizeRow writes every type but the lattice ones (CanQuantize),
+// whose grids (iqgrids.go) are generated from ggml-common.h by internal/gengrids.
+// The decoders and dot products are checked against llama.cpp's own (ggml's
+// decoders and CPU vec_dot, through the npm peer's libraries: llamacpp_test.go).
 //
 // Numerics follow llama.cpp's CPU backend rather than ideal arithmetic, so that the
 // engine's logits can be compared with llama.cpp's closely: quantized weights are
-// multiplied with activations quantized to 8 bits (Q8_0 blocks for Q8_0/Q4_0, Q8_K
-// for the K-quants) using integer dot products, F16/BF16 weights with activations
+// multiplied with activations quantized to 8 bits (Q8_0 blocks for Q8_0, Q4_0,
+// Q5_0 and IQ4_NL; Q8_1 blocks, which carry their sum, for Q4_1 and Q5_1; Q8_K for
+// the K-quants, the IQ types and the ternary types) using integer dot products, F16/BF16 weights with activations
 // rounded to the same format, and attention runs as llama.cpp's flash attention
 // does over an F16 cache.
 //

@@ -139,6 +139,8 @@ func TestQuantizeRoundTrip(t *testing.T) {
 		maxRel float64
 	}{
 		{F32, 0}, {F16, 1e-3}, {BF16, 8e-3}, {Q8_0, 0.01}, {Q6_K, 0.03}, {Q4_0, 0.12}, {Q4_K, 0.1},
+		{Q4_1, 0.12}, {Q5_0, 0.06}, {Q5_1, 0.06}, {IQ4_NL, 0.1}, {Q2_K, 0.4}, {Q3_K, 0.2}, {Q5_K, 0.05},
+		{IQ4_XS, 0.1}, {TQ1_0, 0.9}, {TQ2_0, 0.9}, // ternary: only ±max|x| and 0 (TestTernaryExact)
 	} {
 		t.Run(c.typ.String(), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(1, 2))
@@ -177,19 +179,24 @@ func TestQuantizeRoundTrip(t *testing.T) {
 	}
 }
 
-var weightTypes = []Type{F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K}
+var weightTypes = append(append([]Type{F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K}, refTypes...), latticeTypes...)
 
 // TestMatMul compares MatMul with a float64 product of the dequantized weights, and
 // checks that every output is bit-identical whatever the batch and thread count.
 func TestMatMul(t *testing.T) {
-	tol := map[Type]float64{F32: 1e-5, F16: 2e-3, BF16: 1e-2, Q8_0: 2e-2, Q4_0: 2e-2, Q4_K: 2e-2, Q6_K: 2e-2}
+	tol := map[Type]float64{F32: 1e-5, F16: 2e-3, BF16: 1e-2}
+	for _, typ := range weightTypes {
+		if typ.BlockSize() > 1 {
+			tol[typ] = 2e-2 // the activations' 8-bit quantization
+		}
+	}
 	for _, typ := range weightTypes {
 		t.Run(typ.String(), func(t *testing.T) {
 			r := rand.New(rand.NewPCG(3, uint64(typ)))
 			const rows, cols, nTok = 37, 512, 5
 			w := Matrix{Type: typ, Rows: rows, Cols: cols, Data: make([]byte, rows*typ.RowBytes(cols))}
 			for i := 0; i < rows; i++ {
-				QuantizeRow(w.Row(i), typ, randRow(r, cols, 0.1))
+				fillRow(r, typ, w.Row(i), 0.1)
 			}
 			if err := w.Check(); err != nil {
 				t.Fatal(err)
@@ -339,7 +346,7 @@ func TestMatMulGuards(t *testing.T) {
 			rows, cols, nTok := shape[0], shape[1], shape[2]
 			w := Matrix{Type: typ, Rows: rows, Cols: cols, Data: make([]byte, rows*typ.RowBytes(cols))}
 			for i := 0; i < rows; i++ {
-				QuantizeRow(w.Row(i), typ, randRow(r, cols, 0.1))
+				fillRow(r, typ, w.Row(i), 0.1)
 			}
 			backing := randRow(r, nTok*cols+5, 1)
 			x := backing[5:]

@@ -10,8 +10,10 @@ import (
 
 // Activations for the dot products. As in ggml, a weight type fixes the form its
 // activations take before the dot product ("vec_dot_type"): quantized weights meet
-// 8-bit quantized activations (Q8_0 blocks of 32 for Q8_0/Q4_0, Q8_K blocks of 256
-// with 16-element sums for the K-quants) and integer products; F16/BF16 weights meet
+// 8-bit quantized activations (Q8_0 blocks of 32 for Q8_0/Q4_0/Q5_0/IQ4_NL, Q8_1
+// blocks of 32 with their sum for Q4_1/Q5_1, Q8_K blocks of 256 with 16-element
+// sums for the K-quants, IQ4_XS and TQ1_0/TQ2_0) and integer products; F16/BF16
+// weights meet
 // activations rounded to the same format. Doing the same here reproduces llama.cpp's
 // numerics rather than an idealised float product.
 
@@ -20,7 +22,12 @@ func VecDotType(t Type) Type {
 	switch t {
 	case Q8_0, Q4_0:
 		return Q8_0
-	case Q4_K, Q6_K:
+	case Q5_0, IQ4_NL:
+		return Q8_0
+	case Q4_1, Q5_1:
+		return Q8_1
+	case Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, TQ1_0, TQ2_0,
+		IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M:
 		return Q8_K
 	}
 	return t
@@ -42,11 +49,12 @@ type q8KBlock struct {
 type acts struct {
 	typ  Type
 	cols int
-	f    []float32  // F32, F16, BF16 (values already rounded to the format)
-	buf  []float32  // f's storage for F16 and BF16
-	q8   []q8Block  // Q8_0
-	q8k  []q8KBlock // Q8_K
-	ydT  []float32  // Q8_K with rows > 1: ydT[b*rows+t] = q8k[t*nb+b].d
+	f    []float32   // F32, F16, BF16 (values already rounded to the format)
+	buf  []float32   // f's storage for F16 and BF16
+	q8   []q8Block   // Q8_0
+	q81  []q8_1Block // Q8_1
+	q8k  []q8KBlock  // Q8_K
+	ydT  []float32   // Q8_K with rows > 1: ydT[b*rows+t] = q8k[t*nb+b].d
 	rows int
 }
 
@@ -71,6 +79,9 @@ func (a *acts) prepare(wt Type, x []float32, rows, cols int) {
 			shift = 3
 		}
 		quantRowsQ8_0(a.q8, x[:rows*cols], shift)
+	case Q8_1:
+		a.q81 = grow(a.q81, rows*cols/qk0)
+		quantRowsQ8_1(a.q81, x[:rows*cols])
 	case Q8_K:
 		a.q8k = grow(a.q8k, rows*cols/qkK)
 		quantRowsQ8K(a.q8k, x[:rows*cols])
@@ -166,12 +177,39 @@ func dotRow(wt Type, row []byte, a *acts, t int) float32 {
 	case Q4_0:
 		nb := a.cols / qk0
 		return dotQ4_0Row(row, a.q8[t*nb:(t+1)*nb])
+	case Q5_0:
+		nb := a.cols / qk0
+		return dotQ5_0Row(row, a.q8[t*nb:(t+1)*nb])
+	case Q4_1:
+		nb := a.cols / qk0
+		return dotQ4_1Row(row, a.q81[t*nb:(t+1)*nb])
+	case Q5_1:
+		nb := a.cols / qk0
+		return dotQ5_1Row(row, a.q81[t*nb:(t+1)*nb])
+	case IQ4_NL:
+		nb := a.cols / qk0
+		return dotIQ4NLRow(row, a.q8[t*nb:(t+1)*nb])
 	case Q4_K:
 		nb := a.cols / qkK
 		return dotQ4KRow(row, a.q8k[t*nb:(t+1)*nb])
+	case Q5_K:
+		nb := a.cols / qkK
+		return dotQ5KRow(row, a.q8k[t*nb:(t+1)*nb])
+	case IQ4_XS:
+		nb := a.cols / qkK
+		return dotIQ4XSRow(row, a.q8k[t*nb:(t+1)*nb])
+	case Q2_K:
+		nb := a.cols / qkK
+		return dotQ2KRow(row, a.q8k[t*nb:(t+1)*nb])
+	case Q3_K:
+		nb := a.cols / qkK
+		return dotQ3KRow(row, a.q8k[t*nb:(t+1)*nb])
 	case Q6_K:
 		nb := a.cols / qkK
 		return dotQ6KRow(row, a.q8k[t*nb:(t+1)*nb])
+	}
+	if c := refCodecOf(wt); c != nil {
+		return dotRefRow(c, wt.BlockBytes(), row, a, t)
 	}
 	panic("kernels: no dot product for " + wt.String())
 }

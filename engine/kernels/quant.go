@@ -6,9 +6,12 @@ import (
 )
 
 // QuantizeRow encodes src (one row; its length a multiple of t's block size) as type
-// t into dst (exactly t.RowBytes(len(src)) bytes). The quantizers follow ggml's
-// reference quantizers (quantize_row_*_ref), so files written with them are what
-// llama.cpp would write without an importance matrix; they are deterministic.
+// t into dst (exactly t.RowBytes(len(src)) bytes); t must be one CanQuantize accepts
+// (not a lattice type). The quantizers follow ggml's reference quantizers
+// (quantize_row_*_ref, quantize_iq4_*_impl without an importance matrix), with
+// shorter scale searches where noted (Q4_K, Q5_K, Q2_K, Q6_K, Q3_K), so files
+// written with them are close to what llama.cpp would write without an importance
+// matrix; they are deterministic.
 func QuantizeRow(dst []byte, t Type, src []float32) {
 	n := len(src)
 	if want := t.RowBytes(n); len(dst) != want {
@@ -45,7 +48,14 @@ func QuantizeRow(dst []byte, t Type, src []float32) {
 			quantQ6K(dst[b*210:(b+1)*210], src[b*qkK:(b+1)*qkK])
 		}
 	default:
-		panic("kernels: QuantizeRow to " + t.String())
+		c := refCodecOf(t)
+		if c == nil || c.quant == nil || !Supported(t) {
+			panic("kernels: QuantizeRow to " + t.String())
+		}
+		bs, bb := t.BlockSize(), t.BlockBytes()
+		for b := 0; b < n/bs; b++ {
+			c.quant(dst[b*bb:(b+1)*bb], src[b*bs:(b+1)*bs])
+		}
 	}
 }
 
@@ -94,8 +104,21 @@ func quantQ4_0(blk []byte, x []float32) {
 // costs little accuracy and makes generating a 1B-parameter model several times
 // faster.
 func quantQ4K(blk []byte, x []float32) {
+	all := quantScaleMinK(blk[0:4], blk[4:16], x, 15, -1, 0.5, 4)
+	qs := blk[16:144]
+	for j := 0; j < 4; j++ {
+		for l := 0; l < 32; l++ {
+			qs[32*j+l] = all[64*j+l] | all[64*j+32+l]<<4
+		}
+	}
+}
+
+// quantScaleMinK is the part Q4_K and Q5_K share: the 8 sub-block scales and mins
+// (makeQKX2 with nmax and the search's rmin, rdelta and nstep), quantized to 6 bits
+// into sc (12 bytes) against d and dmin (written as f16 to dd[0:2], dd[2:4]), and
+// the quants (0..nmax) recomputed against the quantized scales.
+func quantScaleMinK(dd, sc []byte, x []float32, nmax int, rmin, rdelta float32, nstep int) (all [qkK]uint8) {
 	var L, laux [32]uint8
-	var all [qkK]uint8
 	var w [32]float32
 	var scales, mins [8]float32
 	var maxScale, maxMin float32
@@ -109,7 +132,7 @@ func quantQ4K(blk []byte, x []float32) {
 		for l, v := range xs {
 			w[l] = av + abs32(v)
 		}
-		scales[j], mins[j] = makeQKX2(15, xs, w[:], L[:], laux[:], -1, 0.5, 4)
+		scales[j], mins[j] = makeQKX2(nmax, xs, w[:], L[:], laux[:], rmin, rdelta, nstep)
 		maxScale = max(maxScale, scales[j])
 		maxMin = max(maxMin, mins[j])
 	}
@@ -120,7 +143,6 @@ func quantQ4K(blk []byte, x []float32) {
 	if maxMin > 0 {
 		invMin = 63 / maxMin
 	}
-	sc := blk[4:16]
 	clear(sc)
 	for j := 0; j < 8; j++ {
 		ls := uint8(min(63, nearestInt(invScale*scales[j])))
@@ -133,27 +155,22 @@ func quantQ4K(blk []byte, x []float32) {
 			sc[j] |= (lm >> 4) << 6
 		}
 	}
-	put16(blk, F32ToF16(maxScale/63))
-	put16(blk[2:], F32ToF16(maxMin/63))
-	d, dmin := f16Table[le16(blk)], f16Table[le16(blk[2:])]
+	put16(dd, F32ToF16(maxScale/63))
+	put16(dd[2:], F32ToF16(maxMin/63))
+	d, dmin := f16Table[le16(dd)], f16Table[le16(dd[2:])]
 	for j := 0; j < 8; j++ {
 		s, m := scaleMinK4(j, sc)
-		dd := d * float32(s)
-		if dd == 0 {
+		dq := d * float32(s)
+		if dq == 0 {
 			continue
 		}
 		dm := dmin * float32(m)
 		for ii := 0; ii < 32; ii++ {
-			l := nearestInt((x[32*j+ii] + dm) / dd)
-			all[32*j+ii] = uint8(max(0, min(15, l)))
+			l := nearestInt((x[32*j+ii] + dm) / dq)
+			all[32*j+ii] = uint8(max(0, min(nmax, l)))
 		}
 	}
-	qs := blk[16:144]
-	for j := 0; j < 4; j++ {
-		for l := 0; l < 32; l++ {
-			qs[32*j+l] = all[64*j+l] | all[64*j+32+l]<<4
-		}
-	}
+	return all
 }
 
 // makeQKX2 is ggml's make_qkx2_quants (use_mad false): the scale and (positive) min

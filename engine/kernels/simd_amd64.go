@@ -52,6 +52,33 @@ func dotQ4KRows(out []float32, row []byte, y []q8KBlock, nb int) {
 	}
 }
 
+// dotQ5KRow is dotQ4KRow for Q5_K weights (AVX2 only: no AVX-512 or tile kernels
+// yet).
+func dotQ5KRow(row []byte, y []q8KBlock) float32 {
+	n := len(y)
+	if n == 0 || !useAVX2 {
+		return dotQ5KRowGeneric(row, y)
+	}
+	_ = row[n*176-1]
+	return dotQ5KAVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n)
+}
+
+// dotQ5KRows is dotQ4KRows for Q5_K weights (two tokens at a time with AVX2,
+// also when the CPU has AVX-512).
+func dotQ5KRows(out []float32, row []byte, y []q8KBlock, nb int) {
+	t := 0
+	if useAVX2 && nb > 0 && len(out) > 1 {
+		_, _ = row[nb*176-1], y[len(out)*nb-1]
+		stride := nb * int(unsafe.Sizeof(y[0]))
+		for ; t+2 <= len(out); t += 2 {
+			dotQ5KAVX2x2(&row[0], (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t])
+		}
+	}
+	for ; t < len(out); t++ {
+		out[t] = dotQ5KRow(row, y[t*nb:(t+1)*nb])
+	}
+}
+
 // dotQ6KRows is dotQ4KRows for Q6_K weights.
 func dotQ6KRows(out []float32, row []byte, y []q8KBlock, nb int) {
 	t := 0
@@ -178,4 +205,76 @@ func setSIMD(level string) (restore func()) {
 	useAVX2 = level == "avx2" || level == "avx512"
 	useAVX512 = level == "avx512"
 	return func() { useAVX2, useAVX512 = a, b }
+}
+
+func simdAvailable() bool { return useAVX2 }
+
+// dotQ5_0Row and dotIQ4NLRow: AVX2 only (no AVX-512 or tile kernels yet); the
+// reference's bits.
+func dotQ5_0Row(row []byte, y []q8Block) float32 {
+	n := len(y)
+	if n == 0 || !useAVX2 {
+		return dotQ5_0RowGeneric(row, y)
+	}
+	_ = row[n*22-1]
+	return dotQ5_0AVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n)
+}
+
+func dotIQ4NLRow(row []byte, y []q8Block) float32 {
+	n := len(y)
+	if n == 0 || !useAVX2 {
+		return dotIQ4NLRowGeneric(row, y)
+	}
+	_ = row[n*18-1]
+	return dotIQ4_NLAVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n)
+}
+
+// dotIQ4XSRow: AVX2 only; the reference's bits.
+func dotIQ4XSRow(row []byte, y []q8KBlock) float32 {
+	n := len(y)
+	if n == 0 || !useAVX2 {
+		return dotIQ4XSRowGeneric(row, y)
+	}
+	_ = row[n*136-1]
+	return dotIQ4XSAVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n)
+}
+
+// dotQ4_1Row: AVX2 only; the reference's bits.
+func dotQ4_1Row(row []byte, y []q8_1Block) float32 {
+	n := len(y)
+	if n == 0 || !useAVX2 {
+		return dotQ4_1RowGeneric(row, y)
+	}
+	_ = row[n*20-1]
+	return dotQ4_1AVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n)
+}
+
+// dotQ2KRow: AVX2 only; the reference's bits.
+func dotQ2KRow(row []byte, y []q8KBlock) float32 {
+	n := len(y)
+	if n == 0 || !useAVX2 {
+		return dotQ2KRowGeneric(row, y)
+	}
+	_ = row[n*84-1]
+	return dotQ2KAVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n)
+}
+
+// dotQ3KRow: AVX2 only; the reference's bits.
+func dotQ3KRow(row []byte, y []q8KBlock) float32 {
+	n := len(y)
+	if n == 0 || !useAVX2 {
+		return dotQ3KRowGeneric(row, y)
+	}
+	_ = row[n*110-1]
+	return dotQ3KAVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n)
+}
+
+// dotQ5_1Row: AVX2 only; the reference's bits.
+func dotQ5_1Row(row []byte, y []q8_1Block) float32 {
+	n := len(y)
+	if n == 0 || !useAVX2 {
+		return dotQ5_1RowGeneric(row, y)
+	}
+	_ = row[n*24-1]
+	return dotQ5_1AVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n)
 }

@@ -30,6 +30,36 @@ DATA bits45Mask<>+48(SB)/8, $0x3030303030303030
 DATA bits45Mask<>+56(SB)/8, $0x3030303030303030
 GLOBL bits45Mask<>(SB), RODATA|NOPTR, $64
 
+DATA bit4Mask<>+0(SB)/8, $0x1010101010101010
+DATA bit4Mask<>+8(SB)/8, $0x1010101010101010
+DATA bit4Mask<>+16(SB)/8, $0x1010101010101010
+DATA bit4Mask<>+24(SB)/8, $0x1010101010101010
+GLOBL bit4Mask<>(SB), RODATA|NOPTR, $32
+
+DATA sixteens<>+0(SB)/8, $0x1010101010101010
+DATA sixteens<>+8(SB)/8, $0x1010101010101010
+DATA sixteens<>+16(SB)/8, $0x1010101010101010
+DATA sixteens<>+24(SB)/8, $0x1010101010101010
+GLOBL sixteens<>(SB), RODATA|NOPTR, $32
+
+DATA q5Spread<>+0(SB)/8, $0x0000000000000000
+DATA q5Spread<>+8(SB)/8, $0x0101010101010101
+DATA q5Spread<>+16(SB)/8, $0x0202020202020202
+DATA q5Spread<>+24(SB)/8, $0x0303030303030303
+GLOBL q5Spread<>(SB), RODATA|NOPTR, $32
+
+DATA q5Bits<>+0(SB)/8, $0x8040201008040201
+DATA q5Bits<>+8(SB)/8, $0x8040201008040201
+DATA q5Bits<>+16(SB)/8, $0x8040201008040201
+DATA q5Bits<>+24(SB)/8, $0x8040201008040201
+GLOBL q5Bits<>(SB), RODATA|NOPTR, $32
+
+DATA iq4nlTable<>+0(SB)/8, $0xf6eaddcfbfad9881
+DATA iq4nlTable<>+8(SB)/8, $0x7159453526190d01
+DATA iq4nlTable<>+16(SB)/8, $0xf6eaddcfbfad9881
+DATA iq4nlTable<>+24(SB)/8, $0x7159453526190d01
+GLOBL iq4nlTable<>(SB), RODATA|NOPTR, $32
+
 DATA ones16<>+0(SB)/8, $0x0001000100010001
 DATA ones16<>+8(SB)/8, $0x0001000100010001
 DATA ones16<>+16(SB)/8, $0x0001000100010001
@@ -456,6 +486,318 @@ loop:
 	VSUBSS       X4, X3, X3
 	VADDSS       X3, X1, X1
 	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000124, CX
+	ADDQ         $0x00000124, BX
+	DECQ         DX
+	JMP          loop
+
+done:
+	VZEROUPPER
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
+	RET
+
+// func dotQ5KAVX2(x *byte, y *byte, n int) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotQ5KAVX2(SB), NOSPLIT, $0-28
+	MOVQ    x+0(FP), AX
+	MOVQ    y+8(FP), CX
+	MOVQ    n+16(FP), DX
+	VXORPS  X0, X0, X0
+	VMOVDQU nibbleMask<>+0(SB), Y1
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VMOVDQU      4(AX), X2
+	VPSHUFB      q4kGatherLow<>+0(SB), X2, X3
+	VPSRLW       $0x04, X3, X4
+	VPAND        q4kMaskHigh<>+0(SB), X4, X4
+	VPAND        q4kMaskLow<>+0(SB), X3, X3
+	VPOR         X4, X3, X3
+	VPSHUFB      q4kGatherTop<>+0(SB), X2, X2
+	VPSRLW       $0x02, X2, X2
+	VPAND        bits45Mask<>+0(SB), X2, X2
+	VPOR         X2, X3, X3
+	VPSHUFB      q4kMinPairs<>+0(SB), X3, X2
+	VPMOVZXBW    X2, Y2
+	VPMADDWD     260(CX), Y2, Y2
+	VPMOVZXBW    X3, Y3
+	VPERMQ       $0x44, Y3, Y3
+	VMOVDQU      16(AX), Y4
+	VPXOR        Y5, Y5, Y5
+	VMOVDQU      48(AX), Y6
+	VPSRLW       $0x04, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPAND        Y1, Y6, Y6
+	VPSLLW       $0x04, Y4, Y8
+	VPAND        bit4Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y6, Y6
+	VPSLLW       $0x03, Y4, Y8
+	VPAND        bit4Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      q4kShuf<>+0(SB), Y3, Y8
+	VPSHUFB      q4kShuf<>+32(SB), Y3, Y9
+	VPMADDUBSW   4(CX), Y6, Y6
+	VPMADDUBSW   36(CX), Y7, Y7
+	VPMADDWD     Y8, Y6, Y6
+	VPMADDWD     Y9, Y7, Y7
+	VPADDD       Y6, Y5, Y5
+	VPADDD       Y7, Y5, Y5
+	VMOVDQU      80(AX), Y6
+	VPSRLW       $0x04, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPAND        Y1, Y6, Y6
+	VPSLLW       $0x02, Y4, Y8
+	VPAND        bit4Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y6, Y6
+	VPSLLW       $0x01, Y4, Y8
+	VPAND        bit4Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      q4kShuf<>+64(SB), Y3, Y8
+	VPSHUFB      q4kShuf<>+96(SB), Y3, Y9
+	VPMADDUBSW   68(CX), Y6, Y6
+	VPMADDUBSW   100(CX), Y7, Y7
+	VPMADDWD     Y8, Y6, Y6
+	VPMADDWD     Y9, Y7, Y7
+	VPADDD       Y6, Y5, Y5
+	VPADDD       Y7, Y5, Y5
+	VMOVDQU      112(AX), Y6
+	VPSRLW       $0x04, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPAND        Y1, Y6, Y6
+	VMOVDQA      Y4, Y8
+	VPAND        bit4Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y6, Y6
+	VPSRLW       $0x01, Y4, Y8
+	VPAND        bit4Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      q4kShuf<>+128(SB), Y3, Y8
+	VPSHUFB      q4kShuf<>+160(SB), Y3, Y9
+	VPMADDUBSW   132(CX), Y6, Y6
+	VPMADDUBSW   164(CX), Y7, Y7
+	VPMADDWD     Y8, Y6, Y6
+	VPMADDWD     Y9, Y7, Y7
+	VPADDD       Y6, Y5, Y5
+	VPADDD       Y7, Y5, Y5
+	VMOVDQU      144(AX), Y6
+	VPSRLW       $0x04, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPAND        Y1, Y6, Y6
+	VPSRLW       $0x02, Y4, Y8
+	VPAND        bit4Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y6, Y6
+	VPSRLW       $0x03, Y4, Y4
+	VPAND        bit4Mask<>+0(SB), Y4, Y4
+	VPOR         Y4, Y7, Y7
+	VPSHUFB      q4kShuf<>+192(SB), Y3, Y4
+	VPSHUFB      q4kShuf<>+224(SB), Y3, Y3
+	VPMADDUBSW   196(CX), Y6, Y6
+	VPMADDUBSW   228(CX), Y7, Y7
+	VPMADDWD     Y4, Y6, Y6
+	VPMADDWD     Y3, Y7, Y7
+	VPADDD       Y6, Y5, Y5
+	VPADDD       Y7, Y5, Y5
+	MOVL         (AX), BX
+	VMOVD        BX, X3
+	VCVTPH2PS    X3, X3
+	VUNPCKLPS    X3, X3, X3
+	VEXTRACTI128 $0x01, Y5, X4
+	VPADDD       X4, X5, X4
+	VEXTRACTI128 $0x01, Y2, X5
+	VPADDD       X5, X2, X2
+	VPUNPCKLQDQ  X2, X4, X5
+	VPUNPCKHQDQ  X2, X4, X2
+	VPADDD       X2, X5, X5
+	VPSHUFD      $0xb1, X5, X2
+	VPADDD       X2, X5, X5
+	VCVTDQ2PS    X5, X2
+	VBROADCASTSS (CX), X4
+	VMULPS       X4, X3, X3
+	VMULPS       X3, X2, X2
+	VMOVHLPS     X2, X2, X3
+	VSUBSS       X3, X2, X2
+	VADDSS       X2, X0, X0
+	ADDQ         $0x000000b0, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JMP          loop
+
+done:
+	VZEROUPPER
+	MOVSS X0, ret+24(FP)
+	RET
+
+// func dotQ5KAVX2x2(x *byte, y *byte, n int, stride int, out *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotQ5KAVX2x2(SB), NOSPLIT, $0-40
+	MOVQ    x+0(FP), AX
+	MOVQ    y+8(FP), CX
+	MOVQ    n+16(FP), DX
+	MOVQ    stride+24(FP), BX
+	LEAQ    (CX)(BX*1), BX
+	VXORPS  X0, X0, X0
+	VXORPS  X1, X1, X1
+	VMOVDQU nibbleMask<>+0(SB), Y2
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VMOVDQU      4(AX), X3
+	VPSHUFB      q4kGatherLow<>+0(SB), X3, X4
+	VPSRLW       $0x04, X4, X5
+	VPAND        q4kMaskHigh<>+0(SB), X5, X5
+	VPAND        q4kMaskLow<>+0(SB), X4, X4
+	VPOR         X5, X4, X4
+	VPSHUFB      q4kGatherTop<>+0(SB), X3, X3
+	VPSRLW       $0x02, X3, X3
+	VPAND        bits45Mask<>+0(SB), X3, X3
+	VPOR         X3, X4, X4
+	VPSHUFB      q4kMinPairs<>+0(SB), X4, X3
+	VPMOVZXBW    X3, Y3
+	VPMADDWD     260(CX), Y3, Y3
+	VPSHUFB      q4kMinPairs<>+0(SB), X4, X5
+	VPMOVZXBW    X5, Y5
+	VPMADDWD     260(BX), Y5, Y5
+	VPMOVZXBW    X4, Y4
+	VPERMQ       $0x44, Y4, Y4
+	VMOVDQU      16(AX), Y6
+	VPXOR        Y7, Y7, Y7
+	VPXOR        Y8, Y8, Y8
+	VMOVDQU      48(AX), Y9
+	VPSRLW       $0x04, Y9, Y10
+	VPAND        Y2, Y10, Y10
+	VPAND        Y2, Y9, Y9
+	VPSLLW       $0x04, Y6, Y11
+	VPAND        bit4Mask<>+0(SB), Y11, Y11
+	VPOR         Y11, Y9, Y9
+	VPSLLW       $0x03, Y6, Y11
+	VPAND        bit4Mask<>+0(SB), Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPSHUFB      q4kShuf<>+0(SB), Y4, Y11
+	VPSHUFB      q4kShuf<>+32(SB), Y4, Y12
+	VPMADDUBSW   4(CX), Y9, Y13
+	VPMADDUBSW   36(CX), Y10, Y14
+	VPMADDWD     Y11, Y13, Y13
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y13, Y7, Y7
+	VPADDD       Y14, Y7, Y7
+	VPMADDUBSW   4(BX), Y9, Y9
+	VPMADDUBSW   36(BX), Y10, Y10
+	VPMADDWD     Y11, Y9, Y9
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y9, Y8, Y8
+	VPADDD       Y10, Y8, Y8
+	VMOVDQU      80(AX), Y9
+	VPSRLW       $0x04, Y9, Y10
+	VPAND        Y2, Y10, Y10
+	VPAND        Y2, Y9, Y9
+	VPSLLW       $0x02, Y6, Y11
+	VPAND        bit4Mask<>+0(SB), Y11, Y11
+	VPOR         Y11, Y9, Y9
+	VPSLLW       $0x01, Y6, Y11
+	VPAND        bit4Mask<>+0(SB), Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPSHUFB      q4kShuf<>+64(SB), Y4, Y11
+	VPSHUFB      q4kShuf<>+96(SB), Y4, Y12
+	VPMADDUBSW   68(CX), Y9, Y13
+	VPMADDUBSW   100(CX), Y10, Y14
+	VPMADDWD     Y11, Y13, Y13
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y13, Y7, Y7
+	VPADDD       Y14, Y7, Y7
+	VPMADDUBSW   68(BX), Y9, Y9
+	VPMADDUBSW   100(BX), Y10, Y10
+	VPMADDWD     Y11, Y9, Y9
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y9, Y8, Y8
+	VPADDD       Y10, Y8, Y8
+	VMOVDQU      112(AX), Y9
+	VPSRLW       $0x04, Y9, Y10
+	VPAND        Y2, Y10, Y10
+	VPAND        Y2, Y9, Y9
+	VMOVDQA      Y6, Y11
+	VPAND        bit4Mask<>+0(SB), Y11, Y11
+	VPOR         Y11, Y9, Y9
+	VPSRLW       $0x01, Y6, Y11
+	VPAND        bit4Mask<>+0(SB), Y11, Y11
+	VPOR         Y11, Y10, Y10
+	VPSHUFB      q4kShuf<>+128(SB), Y4, Y11
+	VPSHUFB      q4kShuf<>+160(SB), Y4, Y12
+	VPMADDUBSW   132(CX), Y9, Y13
+	VPMADDUBSW   164(CX), Y10, Y14
+	VPMADDWD     Y11, Y13, Y13
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y13, Y7, Y7
+	VPADDD       Y14, Y7, Y7
+	VPMADDUBSW   132(BX), Y9, Y9
+	VPMADDUBSW   164(BX), Y10, Y10
+	VPMADDWD     Y11, Y9, Y9
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y9, Y8, Y8
+	VPADDD       Y10, Y8, Y8
+	VMOVDQU      144(AX), Y9
+	VPSRLW       $0x04, Y9, Y10
+	VPAND        Y2, Y10, Y10
+	VPAND        Y2, Y9, Y9
+	VPSRLW       $0x02, Y6, Y11
+	VPAND        bit4Mask<>+0(SB), Y11, Y11
+	VPOR         Y11, Y9, Y9
+	VPSRLW       $0x03, Y6, Y6
+	VPAND        bit4Mask<>+0(SB), Y6, Y6
+	VPOR         Y6, Y10, Y10
+	VPSHUFB      q4kShuf<>+192(SB), Y4, Y6
+	VPSHUFB      q4kShuf<>+224(SB), Y4, Y4
+	VPMADDUBSW   196(CX), Y9, Y11
+	VPMADDUBSW   228(CX), Y10, Y12
+	VPMADDWD     Y6, Y11, Y11
+	VPMADDWD     Y4, Y12, Y12
+	VPADDD       Y11, Y7, Y7
+	VPADDD       Y12, Y7, Y7
+	VPMADDUBSW   196(BX), Y9, Y9
+	VPMADDUBSW   228(BX), Y10, Y10
+	VPMADDWD     Y6, Y9, Y9
+	VPMADDWD     Y4, Y10, Y10
+	VPADDD       Y9, Y8, Y8
+	VPADDD       Y10, Y8, Y8
+	MOVL         (AX), SI
+	VMOVD        SI, X4
+	VCVTPH2PS    X4, X4
+	VUNPCKLPS    X4, X4, X4
+	VEXTRACTI128 $0x01, Y7, X6
+	VPADDD       X6, X7, X6
+	VEXTRACTI128 $0x01, Y3, X7
+	VPADDD       X7, X3, X3
+	VPUNPCKLQDQ  X3, X6, X7
+	VPUNPCKHQDQ  X3, X6, X3
+	VPADDD       X3, X7, X7
+	VPSHUFD      $0xb1, X7, X3
+	VPADDD       X3, X7, X7
+	VCVTDQ2PS    X7, X3
+	VBROADCASTSS (CX), X6
+	VMULPS       X6, X4, X6
+	VMULPS       X6, X3, X3
+	VMOVHLPS     X3, X3, X6
+	VSUBSS       X6, X3, X3
+	VADDSS       X3, X0, X0
+	VEXTRACTI128 $0x01, Y8, X3
+	VPADDD       X3, X8, X3
+	VEXTRACTI128 $0x01, Y5, X6
+	VPADDD       X6, X5, X5
+	VPUNPCKLQDQ  X5, X3, X6
+	VPUNPCKHQDQ  X5, X3, X3
+	VPADDD       X3, X6, X6
+	VPSHUFD      $0xb1, X6, X3
+	VPADDD       X3, X6, X6
+	VCVTDQ2PS    X6, X3
+	VBROADCASTSS (BX), X5
+	VMULPS       X5, X4, X4
+	VMULPS       X4, X3, X3
+	VMOVHLPS     X3, X3, X4
+	VSUBSS       X4, X3, X3
+	VADDSS       X3, X1, X1
+	ADDQ         $0x000000b0, AX
 	ADDQ         $0x00000124, CX
 	ADDQ         $0x00000124, BX
 	DECQ         DX
@@ -1160,6 +1502,835 @@ one:
 done:
 	VZEROUPPER
 	MOVSS X3, ret+24(FP)
+	RET
+
+// func dotQ5_0AVX2(x *byte, y *byte, n int) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotQ5_0AVX2(SB), NOSPLIT, $0-28
+	MOVQ    x+0(FP), AX
+	MOVQ    y+8(FP), CX
+	MOVQ    n+16(FP), DX
+	VMOVDQU ones16<>+0(SB), Y0
+	VMOVDQU nibbleMask<>+0(SB), Y1
+	VMOVDQU sixteens<>+0(SB), Y2
+	VXORPS  X3, X3, X3
+
+quad:
+	CMPQ         DX, $0x04
+	JL           one
+	VMOVDQU      6(AX), X5
+	VPSRLW       $0x04, X5, X4
+	VINSERTI128  $0x01, X4, Y5, Y4
+	VPAND        Y1, Y4, Y4
+	VPBROADCASTD 2(AX), Y6
+	VPSHUFB      q5Spread<>+0(SB), Y6, Y6
+	VPAND        q5Bits<>+0(SB), Y6, Y6
+	VPCMPEQB     q5Bits<>+0(SB), Y6, Y6
+	VPAND        bit4Mask<>+0(SB), Y6, Y6
+	VPOR         Y6, Y4, Y4
+	VPMADDUBSW   8(CX), Y4, Y4
+	VPMADDUBSW   8(CX), Y2, Y6
+	VPSUBW       Y6, Y4, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VMOVDQU      28(AX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y1, Y6, Y6
+	VPBROADCASTD 24(AX), Y7
+	VPSHUFB      q5Spread<>+0(SB), Y7, Y7
+	VPAND        q5Bits<>+0(SB), Y7, Y7
+	VPCMPEQB     q5Bits<>+0(SB), Y7, Y7
+	VPAND        bit4Mask<>+0(SB), Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPMADDUBSW   48(CX), Y6, Y6
+	VPMADDUBSW   48(CX), Y2, Y7
+	VPSUBW       Y7, Y6, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VMOVDQU      50(AX), X5
+	VPSRLW       $0x04, X5, X7
+	VINSERTI128  $0x01, X7, Y5, Y7
+	VPAND        Y1, Y7, Y7
+	VPBROADCASTD 46(AX), Y8
+	VPSHUFB      q5Spread<>+0(SB), Y8, Y8
+	VPAND        q5Bits<>+0(SB), Y8, Y8
+	VPCMPEQB     q5Bits<>+0(SB), Y8, Y8
+	VPAND        bit4Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPMADDUBSW   88(CX), Y7, Y7
+	VPMADDUBSW   88(CX), Y2, Y8
+	VPSUBW       Y8, Y7, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VMOVDQU      72(AX), X5
+	VPSRLW       $0x04, X5, X8
+	VINSERTI128  $0x01, X8, Y5, Y8
+	VPAND        Y1, Y8, Y8
+	VPBROADCASTD 68(AX), Y9
+	VPSHUFB      q5Spread<>+0(SB), Y9, Y9
+	VPAND        q5Bits<>+0(SB), Y9, Y9
+	VPCMPEQB     q5Bits<>+0(SB), Y9, Y9
+	VPAND        bit4Mask<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPMADDUBSW   128(CX), Y8, Y8
+	VPMADDUBSW   128(CX), Y2, Y9
+	VPSUBW       Y9, Y8, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPHADDD      Y6, Y4, Y4
+	VPHADDD      Y8, Y7, Y6
+	VPHADDD      Y6, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VCVTDQ2PS    X5, X4
+	MOVWLZX      (AX), BX
+	VMOVD        BX, X5
+	MOVWLZX      22(AX), BX
+	VPINSRW      $0x01, BX, X5, X5
+	MOVWLZX      44(AX), BX
+	VPINSRW      $0x02, BX, X5, X5
+	MOVWLZX      66(AX), BX
+	VPINSRW      $0x03, BX, X5, X5
+	VCVTPH2PS    X5, X5
+	VMOVSS       (CX), X6
+	VINSERTPS    $0x10, 40(CX), X6, X6
+	VINSERTPS    $0x20, 80(CX), X6, X6
+	VINSERTPS    $0x30, 120(CX), X6, X6
+	VMULPS       X6, X5, X5
+	VMULPS       X4, X5, X5
+	VADDSS       X5, X3, X3
+	VMOVSHDUP    X5, X4
+	VADDSS       X4, X3, X3
+	VMOVHLPS     X5, X5, X4
+	VADDSS       X4, X3, X3
+	VPERMILPS    $0xff, X5, X4
+	VADDSS       X4, X3, X3
+	ADDQ         $0x00000058, AX
+	ADDQ         $0x000000a0, CX
+	SUBQ         $0x04, DX
+	JMP          quad
+
+one:
+	TESTQ        DX, DX
+	JZ           done
+	VMOVDQU      6(AX), X5
+	VPSRLW       $0x04, X5, X4
+	VINSERTI128  $0x01, X4, Y5, Y4
+	VPAND        Y1, Y4, Y4
+	VPBROADCASTD 2(AX), Y6
+	VPSHUFB      q5Spread<>+0(SB), Y6, Y6
+	VPAND        q5Bits<>+0(SB), Y6, Y6
+	VPCMPEQB     q5Bits<>+0(SB), Y6, Y6
+	VPAND        bit4Mask<>+0(SB), Y6, Y6
+	VPOR         Y6, Y4, Y4
+	VPMADDUBSW   8(CX), Y4, Y4
+	VPMADDUBSW   8(CX), Y2, Y6
+	VPSUBW       Y6, Y4, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VPHADDD      X5, X5, X5
+	VPHADDD      X5, X5, X5
+	VCVTDQ2PS    X5, X4
+	MOVWLZX      (AX), BX
+	VMOVD        BX, X5
+	VCVTPH2PS    X5, X5
+	VMULSS       (CX), X5, X5
+	VMULSS       X4, X5, X5
+	VADDSS       X5, X3, X3
+	ADDQ         $0x16, AX
+	ADDQ         $0x28, CX
+	DECQ         DX
+	JMP          one
+
+done:
+	VZEROUPPER
+	MOVSS X3, ret+24(FP)
+	RET
+
+// func dotIQ4_NLAVX2(x *byte, y *byte, n int) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotIQ4_NLAVX2(SB), NOSPLIT, $0-28
+	MOVQ    x+0(FP), AX
+	MOVQ    y+8(FP), CX
+	MOVQ    n+16(FP), DX
+	VMOVDQU ones16<>+0(SB), Y0
+	VMOVDQU nibbleMask<>+0(SB), Y1
+	VMOVDQU iq4nlTable<>+0(SB), Y2
+	VXORPS  X3, X3, X3
+
+quad:
+	CMPQ         DX, $0x04
+	JL           one
+	VMOVDQU      2(AX), X5
+	VPSRLW       $0x04, X5, X4
+	VINSERTI128  $0x01, X4, Y5, Y4
+	VPAND        Y1, Y4, Y4
+	VPSHUFB      Y4, Y2, Y4
+	VMOVDQU      8(CX), Y6
+	VPABSB       Y4, Y7
+	VPSIGNB      Y4, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VMOVDQU      20(AX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y1, Y6, Y6
+	VPSHUFB      Y6, Y2, Y6
+	VMOVDQU      48(CX), Y7
+	VPABSB       Y6, Y8
+	VPSIGNB      Y6, Y7, Y7
+	VPMADDUBSW   Y7, Y8, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VMOVDQU      38(AX), X5
+	VPSRLW       $0x04, X5, X7
+	VINSERTI128  $0x01, X7, Y5, Y7
+	VPAND        Y1, Y7, Y7
+	VPSHUFB      Y7, Y2, Y7
+	VMOVDQU      88(CX), Y8
+	VPABSB       Y7, Y9
+	VPSIGNB      Y7, Y8, Y8
+	VPMADDUBSW   Y8, Y9, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VMOVDQU      56(AX), X5
+	VPSRLW       $0x04, X5, X8
+	VINSERTI128  $0x01, X8, Y5, Y8
+	VPAND        Y1, Y8, Y8
+	VPSHUFB      Y8, Y2, Y8
+	VMOVDQU      128(CX), Y9
+	VPABSB       Y8, Y10
+	VPSIGNB      Y8, Y9, Y9
+	VPMADDUBSW   Y9, Y10, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VPHADDD      Y6, Y4, Y4
+	VPHADDD      Y8, Y7, Y6
+	VPHADDD      Y6, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VCVTDQ2PS    X5, X4
+	MOVWLZX      (AX), BX
+	VMOVD        BX, X5
+	MOVWLZX      18(AX), BX
+	VPINSRW      $0x01, BX, X5, X5
+	MOVWLZX      36(AX), BX
+	VPINSRW      $0x02, BX, X5, X5
+	MOVWLZX      54(AX), BX
+	VPINSRW      $0x03, BX, X5, X5
+	VCVTPH2PS    X5, X5
+	VMOVSS       (CX), X6
+	VINSERTPS    $0x10, 40(CX), X6, X6
+	VINSERTPS    $0x20, 80(CX), X6, X6
+	VINSERTPS    $0x30, 120(CX), X6, X6
+	VMULPS       X6, X5, X5
+	VMULPS       X4, X5, X5
+	VADDSS       X5, X3, X3
+	VMOVSHDUP    X5, X4
+	VADDSS       X4, X3, X3
+	VMOVHLPS     X5, X5, X4
+	VADDSS       X4, X3, X3
+	VPERMILPS    $0xff, X5, X4
+	VADDSS       X4, X3, X3
+	ADDQ         $0x00000048, AX
+	ADDQ         $0x000000a0, CX
+	SUBQ         $0x04, DX
+	JMP          quad
+
+one:
+	TESTQ        DX, DX
+	JZ           done
+	VMOVDQU      2(AX), X5
+	VPSRLW       $0x04, X5, X4
+	VINSERTI128  $0x01, X4, Y5, Y4
+	VPAND        Y1, Y4, Y4
+	VPSHUFB      Y4, Y2, Y4
+	VMOVDQU      8(CX), Y6
+	VPABSB       Y4, Y7
+	VPSIGNB      Y4, Y6, Y6
+	VPMADDUBSW   Y6, Y7, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X4, X5, X5
+	VPHADDD      X5, X5, X5
+	VPHADDD      X5, X5, X5
+	VCVTDQ2PS    X5, X4
+	MOVWLZX      (AX), BX
+	VMOVD        BX, X5
+	VCVTPH2PS    X5, X5
+	VMULSS       (CX), X5, X5
+	VMULSS       X4, X5, X5
+	VADDSS       X5, X3, X3
+	ADDQ         $0x12, AX
+	ADDQ         $0x28, CX
+	DECQ         DX
+	JMP          one
+
+done:
+	VZEROUPPER
+	MOVSS X3, ret+24(FP)
+	RET
+
+// func dotIQ4XSAVX2(x *byte, y *byte, n int) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotIQ4XSAVX2(SB), NOSPLIT, $0-28
+	MOVQ    x+0(FP), AX
+	MOVQ    y+8(FP), CX
+	MOVQ    n+16(FP), DX
+	VMOVDQU nibbleMask<>+0(SB), Y0
+	VMOVDQU iq4nlTable<>+0(SB), Y1
+	VXORPS  X2, X2, X2
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	MOVWLZX      2(AX), BX
+	VPXOR        Y3, Y3, Y3
+	MOVBLZX      4(AX), SI
+	ANDL         $0x0000000f, SI
+	MOVL         BX, DI
+	ANDL         $0x00000003, DI
+	SHLL         $0x04, DI
+	ORL          DI, SI
+	SUBL         $0x00000020, SI
+	VMOVD        SI, X4
+	VPBROADCASTW X4, Y4
+	VMOVDQU      8(AX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VPSHUFB      Y6, Y1, Y6
+	VMOVDQU      4(CX), Y7
+	VPABSB       Y7, Y8
+	VPSIGNB      Y7, Y6, Y6
+	VPMADDUBSW   Y6, Y8, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPADDD       Y6, Y3, Y3
+	MOVBLZX      4(AX), SI
+	SHRL         $0x04, SI
+	ANDL         $0x0000000f, SI
+	MOVL         BX, DI
+	SHRL         $0x02, DI
+	ANDL         $0x00000003, DI
+	SHLL         $0x04, DI
+	ORL          DI, SI
+	SUBL         $0x00000020, SI
+	VMOVD        SI, X4
+	VPBROADCASTW X4, Y4
+	VMOVDQU      24(AX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VPSHUFB      Y6, Y1, Y6
+	VMOVDQU      36(CX), Y7
+	VPABSB       Y7, Y8
+	VPSIGNB      Y7, Y6, Y6
+	VPMADDUBSW   Y6, Y8, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPADDD       Y6, Y3, Y3
+	MOVBLZX      5(AX), SI
+	ANDL         $0x0000000f, SI
+	MOVL         BX, DI
+	SHRL         $0x04, DI
+	ANDL         $0x00000003, DI
+	SHLL         $0x04, DI
+	ORL          DI, SI
+	SUBL         $0x00000020, SI
+	VMOVD        SI, X4
+	VPBROADCASTW X4, Y4
+	VMOVDQU      40(AX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VPSHUFB      Y6, Y1, Y6
+	VMOVDQU      68(CX), Y7
+	VPABSB       Y7, Y8
+	VPSIGNB      Y7, Y6, Y6
+	VPMADDUBSW   Y6, Y8, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPADDD       Y6, Y3, Y3
+	MOVBLZX      5(AX), SI
+	SHRL         $0x04, SI
+	ANDL         $0x0000000f, SI
+	MOVL         BX, DI
+	SHRL         $0x06, DI
+	ANDL         $0x00000003, DI
+	SHLL         $0x04, DI
+	ORL          DI, SI
+	SUBL         $0x00000020, SI
+	VMOVD        SI, X4
+	VPBROADCASTW X4, Y4
+	VMOVDQU      56(AX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VPSHUFB      Y6, Y1, Y6
+	VMOVDQU      100(CX), Y7
+	VPABSB       Y7, Y8
+	VPSIGNB      Y7, Y6, Y6
+	VPMADDUBSW   Y6, Y8, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPADDD       Y6, Y3, Y3
+	MOVBLZX      6(AX), SI
+	ANDL         $0x0000000f, SI
+	MOVL         BX, DI
+	SHRL         $0x08, DI
+	ANDL         $0x00000003, DI
+	SHLL         $0x04, DI
+	ORL          DI, SI
+	SUBL         $0x00000020, SI
+	VMOVD        SI, X4
+	VPBROADCASTW X4, Y4
+	VMOVDQU      72(AX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VPSHUFB      Y6, Y1, Y6
+	VMOVDQU      132(CX), Y7
+	VPABSB       Y7, Y8
+	VPSIGNB      Y7, Y6, Y6
+	VPMADDUBSW   Y6, Y8, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPADDD       Y6, Y3, Y3
+	MOVBLZX      6(AX), SI
+	SHRL         $0x04, SI
+	ANDL         $0x0000000f, SI
+	MOVL         BX, DI
+	SHRL         $0x0a, DI
+	ANDL         $0x00000003, DI
+	SHLL         $0x04, DI
+	ORL          DI, SI
+	SUBL         $0x00000020, SI
+	VMOVD        SI, X4
+	VPBROADCASTW X4, Y4
+	VMOVDQU      88(AX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VPSHUFB      Y6, Y1, Y6
+	VMOVDQU      164(CX), Y7
+	VPABSB       Y7, Y8
+	VPSIGNB      Y7, Y6, Y6
+	VPMADDUBSW   Y6, Y8, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPADDD       Y6, Y3, Y3
+	MOVBLZX      7(AX), SI
+	ANDL         $0x0000000f, SI
+	MOVL         BX, DI
+	SHRL         $0x0c, DI
+	ANDL         $0x00000003, DI
+	SHLL         $0x04, DI
+	ORL          DI, SI
+	SUBL         $0x00000020, SI
+	VMOVD        SI, X4
+	VPBROADCASTW X4, Y4
+	VMOVDQU      104(AX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VPSHUFB      Y6, Y1, Y6
+	VMOVDQU      196(CX), Y7
+	VPABSB       Y7, Y8
+	VPSIGNB      Y7, Y6, Y6
+	VPMADDUBSW   Y6, Y8, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPADDD       Y6, Y3, Y3
+	MOVBLZX      7(AX), SI
+	SHRL         $0x04, SI
+	ANDL         $0x0000000f, SI
+	SHRL         $0x0e, BX
+	ANDL         $0x00000003, BX
+	SHLL         $0x04, BX
+	ORL          BX, SI
+	SUBL         $0x00000020, SI
+	VMOVD        SI, X4
+	VPBROADCASTW X4, Y4
+	VMOVDQU      120(AX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y0, Y6, Y6
+	VPSHUFB      Y6, Y1, Y6
+	VMOVDQU      228(CX), Y7
+	VPABSB       Y7, Y8
+	VPSIGNB      Y7, Y6, Y6
+	VPMADDUBSW   Y6, Y8, Y6
+	VPMADDWD     Y4, Y6, Y6
+	VPADDD       Y6, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VPADDD       X3, X4, X4
+	VPHADDD      X4, X4, X4
+	VPHADDD      X4, X4, X4
+	VCVTDQ2PS    X4, X3
+	MOVWLZX      (AX), BX
+	VMOVD        BX, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (CX), X4, X4
+	VMULSS       X3, X4, X4
+	VADDSS       X4, X2, X2
+	ADDQ         $0x00000088, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JMP          loop
+
+done:
+	VZEROUPPER
+	MOVSS X2, ret+24(FP)
+	RET
+
+// func dotQ4_1AVX2(x *byte, y *byte, n int) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotQ4_1AVX2(SB), NOSPLIT, $0-28
+	MOVQ    x+0(FP), AX
+	MOVQ    y+8(FP), CX
+	MOVQ    n+16(FP), DX
+	VMOVDQU nibbleMask<>+0(SB), Y0
+	VMOVDQU ones16<>+0(SB), Y1
+	VXORPS  X2, X2, X2
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VMOVDQU      4(AX), X3
+	VPSRLW       $0x04, X3, X4
+	VINSERTI128  $0x01, X4, Y3, Y4
+	VPAND        Y0, Y4, Y4
+	VPMADDUBSW   8(CX), Y4, Y4
+	VPMADDWD     Y1, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X3
+	VPADDD       X4, X3, X3
+	VPHADDD      X3, X3, X3
+	VPHADDD      X3, X3, X3
+	VCVTDQ2PS    X3, X3
+	MOVL         (AX), BX
+	VMOVD        BX, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (CX), X4, X5
+	VMULSS       X3, X5, X5
+	VMOVSHDUP    X4, X3
+	VMULSS       4(CX), X3, X3
+	VADDSS       X3, X5, X5
+	VADDSS       X5, X2, X2
+	ADDQ         $0x00000014, AX
+	ADDQ         $0x00000028, CX
+	DECQ         DX
+	JMP          loop
+
+done:
+	VZEROUPPER
+	MOVSS X2, ret+24(FP)
+	RET
+
+// func dotQ5_1AVX2(x *byte, y *byte, n int) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotQ5_1AVX2(SB), NOSPLIT, $0-28
+	MOVQ    x+0(FP), AX
+	MOVQ    y+8(FP), CX
+	MOVQ    n+16(FP), DX
+	VMOVDQU nibbleMask<>+0(SB), Y0
+	VMOVDQU ones16<>+0(SB), Y1
+	VXORPS  X2, X2, X2
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VMOVDQU      8(AX), X3
+	VPSRLW       $0x04, X3, X4
+	VINSERTI128  $0x01, X4, Y3, Y4
+	VPAND        Y0, Y4, Y4
+	VPBROADCASTD 4(AX), Y5
+	VPSHUFB      q5Spread<>+0(SB), Y5, Y5
+	VPAND        q5Bits<>+0(SB), Y5, Y5
+	VPCMPEQB     q5Bits<>+0(SB), Y5, Y5
+	VPAND        bit4Mask<>+0(SB), Y5, Y5
+	VPOR         Y5, Y4, Y4
+	VPMADDUBSW   8(CX), Y4, Y4
+	VPMADDWD     Y1, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X3
+	VPADDD       X4, X3, X3
+	VPHADDD      X3, X3, X3
+	VPHADDD      X3, X3, X3
+	VCVTDQ2PS    X3, X3
+	MOVL         (AX), BX
+	VMOVD        BX, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (CX), X4, X5
+	VMULSS       X3, X5, X5
+	VMOVSHDUP    X4, X3
+	VMULSS       4(CX), X3, X3
+	VADDSS       X3, X5, X5
+	VADDSS       X5, X2, X2
+	ADDQ         $0x00000018, AX
+	ADDQ         $0x00000028, CX
+	DECQ         DX
+	JMP          loop
+
+done:
+	VZEROUPPER
+	MOVSS X2, ret+24(FP)
+	RET
+
+DATA threes<>+0(SB)/8, $0x0303030303030303
+DATA threes<>+8(SB)/8, $0x0303030303030303
+DATA threes<>+16(SB)/8, $0x0303030303030303
+DATA threes<>+24(SB)/8, $0x0303030303030303
+GLOBL threes<>(SB), RODATA|NOPTR, $32
+
+DATA q2kShuf<>+0(SB)/8, $0x0100010001000100
+DATA q2kShuf<>+8(SB)/8, $0x0100010001000100
+DATA q2kShuf<>+16(SB)/8, $0x0302030203020302
+DATA q2kShuf<>+24(SB)/8, $0x0302030203020302
+DATA q2kShuf<>+32(SB)/8, $0x0504050405040504
+DATA q2kShuf<>+40(SB)/8, $0x0504050405040504
+DATA q2kShuf<>+48(SB)/8, $0x0706070607060706
+DATA q2kShuf<>+56(SB)/8, $0x0706070607060706
+DATA q2kShuf<>+64(SB)/8, $0x0908090809080908
+DATA q2kShuf<>+72(SB)/8, $0x0908090809080908
+DATA q2kShuf<>+80(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA q2kShuf<>+88(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA q2kShuf<>+96(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA q2kShuf<>+104(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA q2kShuf<>+112(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA q2kShuf<>+120(SB)/8, $0x0f0e0f0e0f0e0f0e
+GLOBL q2kShuf<>(SB), RODATA|NOPTR, $128
+
+// func dotQ2KAVX2(x *byte, y *byte, n int) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotQ2KAVX2(SB), NOSPLIT, $0-28
+	MOVQ    x+0(FP), AX
+	MOVQ    y+8(FP), CX
+	MOVQ    n+16(FP), DX
+	VMOVDQU nibbleMask<>+0(SB), X0
+	VMOVDQU threes<>+0(SB), Y1
+	VXORPS  X2, X2, X2
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VMOVDQU      (AX), X3
+	VPSRLW       $0x04, X3, X4
+	VPAND        X0, X4, X4
+	VPMOVZXBW    X4, Y4
+	VPMADDWD     260(CX), Y4, Y4
+	VPAND        X0, X3, X3
+	VPMOVZXBW    X3, Y3
+	VPXOR        Y5, Y5, Y5
+	VPERMQ       $0x44, Y3, Y6
+	VMOVDQU      16(AX), Y7
+	VPAND        Y1, Y7, Y8
+	VPSHUFB      q2kShuf<>+0(SB), Y6, Y9
+	VPMADDUBSW   4(CX), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VPSRLW       $0x02, Y7, Y8
+	VPAND        Y1, Y8, Y8
+	VPSHUFB      q2kShuf<>+32(SB), Y6, Y9
+	VPMADDUBSW   36(CX), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y1, Y8, Y8
+	VPSHUFB      q2kShuf<>+64(SB), Y6, Y9
+	VPMADDUBSW   68(CX), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y5, Y5
+	VPSRLW       $0x06, Y7, Y7
+	VPAND        Y1, Y7, Y7
+	VPSHUFB      q2kShuf<>+96(SB), Y6, Y6
+	VPMADDUBSW   100(CX), Y7, Y7
+	VPMADDWD     Y6, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPERMQ       $0xee, Y3, Y3
+	VMOVDQU      48(AX), Y6
+	VPAND        Y1, Y6, Y7
+	VPSHUFB      q2kShuf<>+0(SB), Y3, Y8
+	VPMADDUBSW   132(CX), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPSRLW       $0x02, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPSHUFB      q2kShuf<>+32(SB), Y3, Y8
+	VPMADDUBSW   164(CX), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPSRLW       $0x04, Y6, Y7
+	VPAND        Y1, Y7, Y7
+	VPSHUFB      q2kShuf<>+64(SB), Y3, Y8
+	VPMADDUBSW   196(CX), Y7, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	VPSRLW       $0x06, Y6, Y6
+	VPAND        Y1, Y6, Y6
+	VPSHUFB      q2kShuf<>+96(SB), Y3, Y3
+	VPMADDUBSW   228(CX), Y6, Y6
+	VPMADDWD     Y3, Y6, Y6
+	VPADDD       Y6, Y5, Y5
+	VEXTRACTI128 $0x01, Y5, X3
+	VPADDD       X3, X5, X3
+	MOVL         80(AX), BX
+	VMOVD        BX, X5
+	VCVTPH2PS    X5, X5
+	VUNPCKLPS    X5, X5, X5
+	VEXTRACTI128 $0x01, Y4, X6
+	VPADDD       X6, X4, X4
+	VPUNPCKLQDQ  X4, X3, X6
+	VPUNPCKHQDQ  X4, X3, X3
+	VPADDD       X3, X6, X6
+	VPSHUFD      $0xb1, X6, X3
+	VPADDD       X3, X6, X6
+	VCVTDQ2PS    X6, X3
+	VBROADCASTSS (CX), X4
+	VMULPS       X4, X5, X4
+	VMULPS       X4, X3, X3
+	VMOVHLPS     X3, X3, X4
+	VSUBSS       X4, X3, X3
+	VADDSS       X3, X2, X2
+	ADDQ         $0x00000054, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JMP          loop
+
+done:
+	VZEROUPPER
+	MOVSS X2, ret+24(FP)
+	RET
+
+DATA fours<>+0(SB)/8, $0x0404040404040404
+DATA fours<>+8(SB)/8, $0x0404040404040404
+DATA fours<>+16(SB)/8, $0x0404040404040404
+DATA fours<>+24(SB)/8, $0x0404040404040404
+GLOBL fours<>(SB), RODATA|NOPTR, $32
+
+DATA thirtyTwos<>+0(SB)/8, $0x2020202020202020
+DATA thirtyTwos<>+8(SB)/8, $0x2020202020202020
+GLOBL thirtyTwos<>(SB), RODATA|NOPTR, $16
+
+DATA q3kSpread4<>+0(SB)/8, $0x0302010003020100
+DATA q3kSpread4<>+8(SB)/8, $0x0302010003020100
+GLOBL q3kSpread4<>(SB), RODATA|NOPTR, $16
+
+// func dotQ3KAVX2(x *byte, y *byte, n int) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotQ3KAVX2(SB), NOSPLIT, $0-28
+	MOVQ    x+0(FP), AX
+	MOVQ    y+8(FP), CX
+	MOVQ    n+16(FP), DX
+	VMOVDQU nibbleMask<>+0(SB), X0
+	VMOVDQU threes<>+0(SB), Y1
+	VXORPS  X2, X2, X2
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VMOVQ        96(AX), X3
+	VPSRLW       $0x04, X3, X4
+	VPUNPCKLQDQ  X4, X3, X3
+	VPAND        X0, X3, X3
+	VMOVD        104(AX), X4
+	VPSHUFB      q3kSpread4<>+0(SB), X4, X4
+	VPSRLW       $0x02, X4, X5
+	VPSRLW       $0x04, X4, X6
+	VPSRLW       $0x06, X4, X7
+	VPBLENDD     $0x02, X5, X4, X4
+	VPBLENDD     $0x04, X6, X4, X4
+	VPBLENDD     $0x08, X7, X4, X4
+	VPAND        threes<>+0(SB), X4, X4
+	VPSLLW       $0x04, X4, X4
+	VPOR         X4, X3, X3
+	VPSUBB       thirtyTwos<>+0(SB), X3, X3
+	VPMOVSXBW    X3, Y3
+	VPMADDWD     260(CX), Y3, Y4
+	VMOVDQU      (AX), Y5
+	VPXOR        Y6, Y6, Y6
+	VPERMQ       $0x44, Y3, Y7
+	VMOVDQU      32(AX), Y8
+	VPAND        Y1, Y8, Y9
+	VPSLLW       $0x02, Y5, Y10
+	VPAND        fours<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSHUFB      q2kShuf<>+0(SB), Y7, Y10
+	VPMADDUBSW   4(CX), Y9, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPSRLW       $0x02, Y8, Y9
+	VPAND        Y1, Y9, Y9
+	VPSLLW       $0x01, Y5, Y10
+	VPAND        fours<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSHUFB      q2kShuf<>+32(SB), Y7, Y10
+	VPMADDUBSW   36(CX), Y9, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPSRLW       $0x04, Y8, Y9
+	VPAND        Y1, Y9, Y9
+	VMOVDQA      Y5, Y10
+	VPAND        fours<>+0(SB), Y10, Y10
+	VPOR         Y10, Y9, Y9
+	VPSHUFB      q2kShuf<>+64(SB), Y7, Y10
+	VPMADDUBSW   68(CX), Y9, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	VPSRLW       $0x06, Y8, Y8
+	VPAND        Y1, Y8, Y8
+	VPSRLW       $0x01, Y5, Y9
+	VPAND        fours<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPSHUFB      q2kShuf<>+96(SB), Y7, Y7
+	VPMADDUBSW   100(CX), Y8, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPERMQ       $0xee, Y3, Y3
+	VMOVDQU      64(AX), Y7
+	VPAND        Y1, Y7, Y8
+	VPSRLW       $0x02, Y5, Y9
+	VPAND        fours<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPSHUFB      q2kShuf<>+0(SB), Y3, Y9
+	VPMADDUBSW   132(CX), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPSRLW       $0x02, Y7, Y8
+	VPAND        Y1, Y8, Y8
+	VPSRLW       $0x03, Y5, Y9
+	VPAND        fours<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPSHUFB      q2kShuf<>+32(SB), Y3, Y9
+	VPMADDUBSW   164(CX), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPSRLW       $0x04, Y7, Y8
+	VPAND        Y1, Y8, Y8
+	VPSRLW       $0x04, Y5, Y9
+	VPAND        fours<>+0(SB), Y9, Y9
+	VPOR         Y9, Y8, Y8
+	VPSHUFB      q2kShuf<>+64(SB), Y3, Y9
+	VPMADDUBSW   196(CX), Y8, Y8
+	VPMADDWD     Y9, Y8, Y8
+	VPADDD       Y8, Y6, Y6
+	VPSRLW       $0x06, Y7, Y7
+	VPAND        Y1, Y7, Y7
+	VPSRLW       $0x05, Y5, Y5
+	VPAND        fours<>+0(SB), Y5, Y5
+	VPOR         Y5, Y7, Y7
+	VPSHUFB      q2kShuf<>+96(SB), Y3, Y3
+	VPMADDUBSW   228(CX), Y7, Y5
+	VPMADDWD     Y3, Y5, Y5
+	VPADDD       Y5, Y6, Y6
+	VPSLLD       $0x02, Y4, Y4
+	VPSUBD       Y4, Y6, Y6
+	VEXTRACTI128 $0x01, Y6, X3
+	VPADDD       X6, X3, X3
+	VPHADDD      X3, X3, X3
+	VPHADDD      X3, X3, X3
+	VCVTDQ2PS    X3, X3
+	MOVWLZX      108(AX), BX
+	VMOVD        BX, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (CX), X4, X4
+	VMULSS       X3, X4, X4
+	VADDSS       X4, X2, X2
+	ADDQ         $0x0000006e, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JMP          loop
+
+done:
+	VZEROUPPER
+	MOVSS X2, ret+24(FP)
 	RET
 
 // func dotF32AVX2(x *byte, y *float32, n int) float32

@@ -12,6 +12,10 @@ import (
 // kernel when the CPU has one; the dotXxxRowGeneric functions here are the pure-Go
 // versions, built everywhere (the purego build, CPUs without AVX2, the tests).
 // Each takes a row of exactly len(y) blocks (len(x) elements for the float types).
+// Q5_K has an AVX2 row kernel (and a two-token one), Q5_0 and IQ4_NL AVX2 row
+// kernels (dot0AVX2's, as Q4_0), IQ4_XS, Q4_1, Q5_1, Q2_K and Q3_K ones
+// (dotIQ4XSAVX2, dotQ4_1AVX2, dotQ5_1AVX2, dotQ2KAVX2, dotQ3KAVX2), but no AVX-512
+// or tile kernels yet.
 // dotQ4KRows, dotQ6KRows and dotQ8_0Rows take one weight row against a batch of
 // activation rows (the tokens of a prompt), unpacking each weight block once for
 // two tokens (AVX2, Q4_K and Q6_K). With AVX-512, MatMul takes the tile kernels
@@ -24,7 +28,7 @@ import (
 // the data's address, the batch or the instruction set, so a row's result is the
 // same bits on every call. Against the reference:
 //
-//   - Q4_K, Q6_K: each block's integer sums are reduced to one int32 (and the
+//   - Q4_K, Q5_K, Q6_K: each block's integer sums are reduced to one int32 (and the
 //     min correction to another), then the reference's float operations follow in
 //     its order (d = f16(x.d)·y.d, d·isum − dmin·msum, blocks summed in order): the
 //     result is the reference's, bit for bit. Q6_K takes its −32 offset out as
@@ -51,6 +55,14 @@ func dotQ4KRowGeneric(row []byte, y []q8KBlock) float32 {
 	var sum float32
 	for b := range y {
 		sum += dotQ4KBlock(row[b*144:(b+1)*144], &y[b])
+	}
+	return sum
+}
+
+func dotQ5KRowGeneric(row []byte, y []q8KBlock) float32 {
+	var sum float32
+	for b := range y {
+		sum += dotQ5KBlock(row[b*176:(b+1)*176], &y[b])
 	}
 	return sum
 }
@@ -93,6 +105,64 @@ func dotQ4_0RowGeneric(row []byte, y []q8Block) float32 {
 	return sum
 }
 
+// dotQ5_0RowGeneric, dotIQ4XSRowGeneric and dotIQ4NLRowGeneric: the block references of refquants.go
+// summed in order.
+func dotQ5_0RowGeneric(row []byte, y []q8Block) float32 {
+	var sum float32
+	for b := range y {
+		sum += dotQ5_0Block(row[b*22:(b+1)*22], &y[b])
+	}
+	return sum
+}
+
+func dotQ3KRowGeneric(row []byte, y []q8KBlock) float32 {
+	var sum float32
+	for b := range y {
+		sum += dotQ3KBlock(row[b*110:(b+1)*110], &y[b])
+	}
+	return sum
+}
+
+func dotQ2KRowGeneric(row []byte, y []q8KBlock) float32 {
+	var sum float32
+	for b := range y {
+		sum += dotQ2KBlock(row[b*84:(b+1)*84], &y[b])
+	}
+	return sum
+}
+
+func dotQ5_1RowGeneric(row []byte, y []q8_1Block) float32 {
+	var sum float32
+	for b := range y {
+		sum += dotQ5_1Block(row[b*24:(b+1)*24], &y[b])
+	}
+	return sum
+}
+
+func dotQ4_1RowGeneric(row []byte, y []q8_1Block) float32 {
+	var sum float32
+	for b := range y {
+		sum += dotQ4_1Block(row[b*20:(b+1)*20], &y[b])
+	}
+	return sum
+}
+
+func dotIQ4XSRowGeneric(row []byte, y []q8KBlock) float32 {
+	var sum float32
+	for b := range y {
+		sum += dotIQ4XSBlock(row[b*136:(b+1)*136], &y[b])
+	}
+	return sum
+}
+
+func dotIQ4NLRowGeneric(row []byte, y []q8Block) float32 {
+	var sum float32
+	for b := range y {
+		sum += dotIQ4NLBlock(row[b*18:(b+1)*18], &y[b])
+	}
+	return sum
+}
+
 func dotF32RowGeneric(row []byte, x []float32) float32 {
 	var acc [8]float32
 	for i, v := range x {
@@ -125,6 +195,13 @@ func dotQ4KRowsGeneric(out []float32, row []byte, y []q8KBlock, nb int) {
 	}
 }
 
+// dotQ5KRowsGeneric is dotQ4KRowsGeneric for Q5_K.
+func dotQ5KRowsGeneric(out []float32, row []byte, y []q8KBlock, nb int) {
+	for t := range out {
+		out[t] = dotQ5KRowGeneric(row, y[t*nb:(t+1)*nb])
+	}
+}
+
 // dotQ6KRowsGeneric is dotQ4KRowsGeneric for Q6_K.
 func dotQ6KRowsGeneric(out []float32, row []byte, y []q8KBlock, nb int) {
 	for t := range out {
@@ -144,12 +221,15 @@ func dotQ8_0RowsGeneric(out []float32, row []byte, y []q8Block, nb int) {
 func dotRows(wt Type, row []byte, a *acts, out []float32) { dotRowsAt(wt, row, a, 0, out) }
 
 // dotRowsAt sets out[i] = dotRow(wt, row, a, t0+i): through the batched kernels where
-// a type has them (Q4_K, Q6_K, Q8_0), which give every token dotRow's bits.
+// a type has them (Q4_K, Q5_K, Q6_K, Q8_0), which give every token dotRow's bits.
 func dotRowsAt(wt Type, row []byte, a *acts, t0 int, out []float32) {
 	switch wt {
 	case Q4_K:
 		nb := a.cols / qkK
 		dotQ4KRows(out, row, a.q8k[t0*nb:], nb)
+	case Q5_K:
+		nb := a.cols / qkK
+		dotQ5KRows(out, row, a.q8k[t0*nb:], nb)
 	case Q6_K:
 		nb := a.cols / qkK
 		dotQ6KRows(out, row, a.q8k[t0*nb:], nb)

@@ -2,13 +2,21 @@
 
 package kernels
 
-func dotQ4KRow(row []byte, y []q8KBlock) float32 { return dotQ4KRowGeneric(row, y) }
-func dotQ6KRow(row []byte, y []q8KBlock) float32 { return dotQ6KRowGeneric(row, y) }
-func dotQ8_0Row(row []byte, y []q8Block) float32 { return dotQ8_0RowGeneric(row, y) }
-func dotQ4_0Row(row []byte, y []q8Block) float32 { return dotQ4_0RowGeneric(row, y) }
-func dotF32Row(row []byte, x []float32) float32  { return dotF32RowGeneric(row, x) }
-func dotF16Row(row []byte, x []float32) float32  { return dotF16RowGeneric(row, x) }
-func dotBF16Row(row []byte, x []float32) float32 { return dotBF16RowGeneric(row, x) }
+func dotQ4KRow(row []byte, y []q8KBlock) float32   { return dotQ4KRowGeneric(row, y) }
+func dotQ6KRow(row []byte, y []q8KBlock) float32   { return dotQ6KRowGeneric(row, y) }
+func dotQ5KRow(row []byte, y []q8KBlock) float32   { return dotQ5KRowGeneric(row, y) }
+func dotIQ4XSRow(row []byte, y []q8KBlock) float32 { return dotIQ4XSRowGeneric(row, y) }
+func dotQ8_0Row(row []byte, y []q8Block) float32   { return dotQ8_0RowGeneric(row, y) }
+func dotQ4_0Row(row []byte, y []q8Block) float32   { return dotQ4_0RowGeneric(row, y) }
+func dotQ3KRow(row []byte, y []q8KBlock) float32   { return dotQ3KRowGeneric(row, y) }
+func dotQ2KRow(row []byte, y []q8KBlock) float32   { return dotQ2KRowGeneric(row, y) }
+func dotQ5_1Row(row []byte, y []q8_1Block) float32 { return dotQ5_1RowGeneric(row, y) }
+func dotQ4_1Row(row []byte, y []q8_1Block) float32 { return dotQ4_1RowGeneric(row, y) }
+func dotQ5_0Row(row []byte, y []q8Block) float32   { return dotQ5_0RowGeneric(row, y) }
+func dotIQ4NLRow(row []byte, y []q8Block) float32  { return dotIQ4NLRowGeneric(row, y) }
+func dotF32Row(row []byte, x []float32) float32    { return dotF32RowGeneric(row, x) }
+func dotF16Row(row []byte, x []float32) float32    { return dotF16RowGeneric(row, x) }
+func dotBF16Row(row []byte, x []float32) float32   { return dotBF16RowGeneric(row, x) }
 
 func simdLevels() []string { return []string{"generic"} }
 
@@ -16,6 +24,10 @@ func setSIMD(string) (restore func()) { return func() {} }
 
 func dotQ4KRows(out []float32, row []byte, y []q8KBlock, nb int) {
 	dotQ4KRowsGeneric(out, row, y, nb)
+}
+
+func dotQ5KRows(out []float32, row []byte, y []q8KBlock, nb int) {
+	dotQ5KRowsGeneric(out, row, y, nb)
 }
 
 func dotQ6KRows(out []float32, row []byte, y []q8KBlock, nb int) {
@@ -29,3 +41,5 @@ func dotQ8_0Rows(out []float32, row []byte, y []q8Block, nb int) {
 func (m *matMul) fastRows(lo, hi int) int { return lo }
 
 func (m *matMul) fastTokens(r, hi, t0, nt int) int { return 0 }
+
+func simdAvailable() bool { return false }

@@ -14,6 +14,16 @@ func dotQ4KAVX2(x *byte, y *byte, n int) float32
 //go:noescape
 func dotQ4KAVX2x2(x *byte, y *byte, n int, stride int, out *float32)
 
+// dotQ5KAVX2 is the dot product of n Q5_K blocks at x with n q8KBlocks at y.
+//
+//go:noescape
+func dotQ5KAVX2(x *byte, y *byte, n int) float32
+
+// dotQ5KAVX2x2 sets out[t] = dotQ5KAVX2(x, y+t·stride, n) for t < 2.
+//
+//go:noescape
+func dotQ5KAVX2x2(x *byte, y *byte, n int, stride int, out *float32)
+
 // dotQ4KAVX512 is dotQ4KAVX2 with AVX-512BW and AVX-512 VNNI.
 //
 //go:noescape
@@ -45,6 +55,43 @@ func dotQ8_0AVX2(x *byte, y *byte, n int) float32
 //
 //go:noescape
 func dotQ4_0AVX2(x *byte, y *byte, n int) float32
+
+// dotQ5_0AVX2 is the dot product of n Q5_0 blocks at x with n q8Blocks at y: per block
+// the exact integer sum isum, then sum += (f16(x.d)·y.d)·isum in block order.
+//
+//go:noescape
+func dotQ5_0AVX2(x *byte, y *byte, n int) float32
+
+// dotIQ4_NLAVX2 is the dot product of n IQ4_NL blocks at x with n q8Blocks at y: per block
+// the exact integer sum isum, then sum += (f16(x.d)·y.d)·isum in block order.
+//
+//go:noescape
+func dotIQ4_NLAVX2(x *byte, y *byte, n int) float32
+
+// dotIQ4XSAVX2 is the dot product of n IQ4_XS blocks at x with n q8KBlocks at y.
+//
+//go:noescape
+func dotIQ4XSAVX2(x *byte, y *byte, n int) float32
+
+// dotQ4_1AVX2 is the dot product of n Q4_1 blocks at x with n q8_1Blocks at y.
+//
+//go:noescape
+func dotQ4_1AVX2(x *byte, y *byte, n int) float32
+
+// dotQ5_1AVX2 is the dot product of n Q5_1 blocks at x with n q8_1Blocks at y.
+//
+//go:noescape
+func dotQ5_1AVX2(x *byte, y *byte, n int) float32
+
+// dotQ2KAVX2 is the dot product of n Q2_K blocks at x with n q8KBlocks at y.
+//
+//go:noescape
+func dotQ2KAVX2(x *byte, y *byte, n int) float32
+
+// dotQ3KAVX2 is the dot product of n Q3_K blocks at x with n q8KBlocks at y.
+//
+//go:noescape
+func dotQ3KAVX2(x *byte, y *byte, n int) float32
 
 // dotF32AVX2 is the dot product of n (a multiple of 8) F32 weights at x with float32s at y.
 //

@@ -12,6 +12,7 @@ import (
 func TestSIMDBlockLayout(t *testing.T) {
 	var b q8Block
 	var k q8KBlock
+	var b1 q8_1Block
 	for _, c := range []struct {
 		name      string
 		got, want uintptr
@@ -24,6 +25,10 @@ func TestSIMDBlockLayout(t *testing.T) {
 		{"q8KBlock.d", unsafe.Offsetof(k.d), 0},
 		{"q8KBlock.qs", unsafe.Offsetof(k.qs), 4},
 		{"q8KBlock.bsums", unsafe.Offsetof(k.bsums), 260},
+		{"q8_1Block size", unsafe.Sizeof(b1), 40},
+		{"q8_1Block.d", unsafe.Offsetof(b1.d), 0},
+		{"q8_1Block.s", unsafe.Offsetof(b1.s), 4},
+		{"q8_1Block.qs", unsafe.Offsetof(b1.qs), 8},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s = %d, want %d: regenerate _asm with the new layout", c.name, c.got, c.want)
@@ -72,9 +77,15 @@ func weightRow(r *rand.Rand, t Type, nb int, mode string, unit bool) []byte {
 	}
 	var fields []int // offsets of the f16 scales within a block
 	switch t {
-	case Q8_0, Q4_0:
+	case Q8_0, Q4_0, Q5_0, IQ4_NL, IQ4_XS:
 		fields = []int{0}
-	case Q4_K:
+	case Q4_1, Q5_1:
+		fields = []int{0, 2}
+	case Q2_K:
+		fields = []int{80, 82}
+	case Q3_K:
+		fields = []int{108}
+	case Q4_K, Q5_K:
 		fields = []int{0, 2}
 	case Q6_K:
 		fields = []int{208}
@@ -150,16 +161,21 @@ func q8KActs(r *rand.Rand, nb int, mode string, unit bool) []q8KBlock {
 	return y
 }
 
-// absDot is Σ|wᵢ·xᵢ| in float64 over the dequantized weights (for Q4_K the scale
-// and min parts counted separately), the scale of the rounding error allowed.
+// absDot is Σ|wᵢ·xᵢ| in float64 over the dequantized weights (for Q4_K and Q5_K
+// the scale and min parts counted separately), the scale of the rounding error
+// allowed.
 func absDot(t Type, row []byte, x []float32) float64 {
 	n := len(x)
 	parts := [][]byte{row}
-	if t == Q4_K { // d·s·q with dmin zeroed, then dmin·m with d zeroed
+	if t == Q4_K || t == Q5_K || t == Q2_K { // d·s·q with dmin zeroed, then dmin·m with d zeroed
 		a, b := append([]byte(nil), row...), append([]byte(nil), row...)
-		for i := 0; i < len(row); i += 144 {
-			put16(a[i+2:], 0)
-			put16(b[i:], 0)
+		off := 0 // of d; dmin follows
+		if t == Q2_K {
+			off = 80
+		}
+		for i := 0; i < len(row); i += t.BlockBytes() {
+			put16(a[i+off+2:], 0)
+			put16(b[i+off:], 0)
 		}
 		parts = [][]byte{a, b}
 	}
@@ -257,7 +273,7 @@ func TestSIMDQuantRowDots(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	rowModes := []string{"quantized", "random", "0x00", "0x80", "0xff"}
 	actModes := []string{"quantized", "random", "max", "min"}
-	for _, typ := range []Type{Q4_K, Q8_0, Q6_K, Q4_0} {
+	for _, typ := range []Type{Q4_K, Q5_K, Q8_0, Q6_K, Q4_0, Q5_0, IQ4_NL, IQ4_XS, Q4_1, Q5_1, Q2_K, Q3_K} {
 		for _, nb := range simdBlockCounts {
 			for _, rm := range rowModes {
 				for _, am := range actModes {
@@ -267,7 +283,7 @@ func TestSIMDQuantRowDots(t *testing.T) {
 						var d rowDot
 						d.typ = typ
 						switch typ {
-						case Q4_K, Q6_K:
+						case Q4_K, Q5_K, Q6_K, IQ4_XS, Q2_K, Q3_K:
 							// A Go slice of blocks inside a larger one: also
 							// tests a y that is not the start of its array.
 							all := q8KActs(r, nb+2, am, unit)
@@ -276,18 +292,47 @@ func TestSIMDQuantRowDots(t *testing.T) {
 							if typ == Q4_K {
 								d.ref = func(row []byte) float32 { return dotQ4KRowGeneric(row, y) }
 								d.got = func(row []byte) float32 { return dotQ4KRow(row, y) }
+							} else if typ == Q5_K {
+								d.ref = func(row []byte) float32 { return dotQ5KRowGeneric(row, y) }
+								d.got = func(row []byte) float32 { return dotQ5KRow(row, y) }
+							} else if typ == IQ4_XS {
+								d.ref = func(row []byte) float32 { return dotIQ4XSRowGeneric(row, y) }
+								d.got = func(row []byte) float32 { return dotIQ4XSRow(row, y) }
+							} else if typ == Q2_K {
+								d.ref = func(row []byte) float32 { return dotQ2KRowGeneric(row, y) }
+								d.got = func(row []byte) float32 { return dotQ2KRow(row, y) }
+							} else if typ == Q3_K {
+								d.ref = func(row []byte) float32 { return dotQ3KRowGeneric(row, y) }
+								d.got = func(row []byte) float32 { return dotQ3KRow(row, y) }
 							} else {
 								d.ref = func(row []byte) float32 { return dotQ6KRowGeneric(row, y) }
 								d.got = func(row []byte) float32 { return dotQ6KRow(row, y) }
+							}
+						case Q4_1, Q5_1:
+							all := q8_1Acts(r, nb+2, am, unit)
+							y := all[1 : nb+1 : nb+1]
+							d.x = q8_1Floats(y)
+							d.ref = func(row []byte) float32 { return dotQ4_1RowGeneric(row, y) }
+							d.got = func(row []byte) float32 { return dotQ4_1Row(row, y) }
+							if typ == Q5_1 {
+								d.ref = func(row []byte) float32 { return dotQ5_1RowGeneric(row, y) }
+								d.got = func(row []byte) float32 { return dotQ5_1Row(row, y) }
 							}
 						default:
 							all := q8Acts(r, typ, nb+2, am, unit)
 							y := all[1 : nb+1 : nb+1]
 							d.x = q8Floats(y)
-							if typ == Q8_0 {
+							switch typ {
+							case Q8_0:
 								d.ref = func(row []byte) float32 { return dotQ8_0RowGeneric(row, y) }
 								d.got = func(row []byte) float32 { return dotQ8_0Row(row, y) }
-							} else {
+							case Q5_0:
+								d.ref = func(row []byte) float32 { return dotQ5_0RowGeneric(row, y) }
+								d.got = func(row []byte) float32 { return dotQ5_0Row(row, y) }
+							case IQ4_NL:
+								d.ref = func(row []byte) float32 { return dotIQ4NLRowGeneric(row, y) }
+								d.got = func(row []byte) float32 { return dotIQ4NLRow(row, y) }
+							default:
 								d.ref = func(row []byte) float32 { return dotQ4_0RowGeneric(row, y) }
 								d.got = func(row []byte) float32 { return dotQ4_0Row(row, y) }
 							}
@@ -448,9 +493,17 @@ func TestSIMDShortRowPanics(t *testing.T) {
 		f    func()
 	}{
 		{"Q4_K", func() { dotQ4KRow(make([]byte, 2*144-1), yk) }},
+		{"Q5_K", func() { dotQ5KRow(make([]byte, 2*176-1), yk) }},
+		{"IQ4_XS", func() { dotIQ4XSRow(make([]byte, 2*136-1), yk) }},
+		{"Q4_1", func() { dotQ4_1Row(make([]byte, 2*20-1), make([]q8_1Block, 2)) }},
+		{"Q5_1", func() { dotQ5_1Row(make([]byte, 2*24-1), make([]q8_1Block, 2)) }},
+		{"Q2_K", func() { dotQ2KRow(make([]byte, 2*84-1), yk) }},
+		{"Q3_K", func() { dotQ3KRow(make([]byte, 2*110-1), yk) }},
 		{"Q6_K", func() { dotQ6KRow(make([]byte, 2*210-1), yk) }},
 		{"Q8_0", func() { dotQ8_0Row(make([]byte, 2*34-1), y) }},
 		{"Q4_0", func() { dotQ4_0Row(make([]byte, 2*18-1), y) }},
+		{"Q5_0", func() { dotQ5_0Row(make([]byte, 2*22-1), y) }},
+		{"IQ4_NL", func() { dotIQ4NLRow(make([]byte, 2*18-1), y) }},
 		{"F32", func() { dotF32Row(make([]byte, 4*16-1), x) }},
 		{"F16", func() { dotF16Row(make([]byte, 2*16-1), x) }},
 		{"BF16", func() { dotBF16Row(make([]byte, 2*16-1), x) }},
@@ -482,7 +535,7 @@ func FuzzSIMDRowDot(f *testing.F) {
 	f.Add(byte(3), bytesOf(0x7b, 210*2))
 	f.Add(byte(4), bytesOf(0x3c, 64))
 	f.Fuzz(func(t *testing.T, which byte, data []byte) {
-		types := []Type{Q4_K, Q6_K, Q8_0, Q4_0, F16, BF16, F32}
+		types := []Type{Q4_K, Q6_K, Q8_0, Q4_0, F16, BF16, F32, Q5_K, Q5_0, IQ4_NL, IQ4_XS, Q2_K, Q3_K}
 		typ := types[int(which)%len(types)]
 		bs, bb := typ.BlockSize(), typ.BlockBytes()
 		nb := max(1, min(len(data)/bb, 64))
@@ -492,19 +545,36 @@ func FuzzSIMDRowDot(f *testing.F) {
 		var ref, got func() float32
 		var xf []float32 // the activations as floats
 		switch typ {
-		case Q4_K, Q6_K:
+		case Q4_K, Q5_K, Q6_K, IQ4_XS, Q2_K, Q3_K:
 			y := q8KActs(r, nb, "quantized", false)
 			xf = q8KFloats(y)
 			ref, got = func() float32 { return dotQ4KRowGeneric(row, y) }, func() float32 { return dotQ4KRow(row, y) }
+			if typ == Q5_K {
+				ref, got = func() float32 { return dotQ5KRowGeneric(row, y) }, func() float32 { return dotQ5KRow(row, y) }
+			}
+			if typ == IQ4_XS {
+				ref, got = func() float32 { return dotIQ4XSRowGeneric(row, y) }, func() float32 { return dotIQ4XSRow(row, y) }
+			}
+			if typ == Q2_K {
+				ref, got = func() float32 { return dotQ2KRowGeneric(row, y) }, func() float32 { return dotQ2KRow(row, y) }
+			}
+			if typ == Q3_K {
+				ref, got = func() float32 { return dotQ3KRowGeneric(row, y) }, func() float32 { return dotQ3KRow(row, y) }
+			}
 			if typ == Q6_K {
 				ref, got = func() float32 { return dotQ6KRowGeneric(row, y) }, func() float32 { return dotQ6KRow(row, y) }
 			}
-		case Q8_0, Q4_0:
+		case Q8_0, Q4_0, Q5_0, IQ4_NL:
 			y := q8Acts(r, Q8_0, nb, "quantized", false)
 			xf = q8Floats(y)
 			ref, got = func() float32 { return dotQ8_0RowGeneric(row, y) }, func() float32 { return dotQ8_0Row(row, y) }
-			if typ == Q4_0 {
+			switch typ {
+			case Q4_0:
 				ref, got = func() float32 { return dotQ4_0RowGeneric(row, y) }, func() float32 { return dotQ4_0Row(row, y) }
+			case Q5_0:
+				ref, got = func() float32 { return dotQ5_0RowGeneric(row, y) }, func() float32 { return dotQ5_0Row(row, y) }
+			case IQ4_NL:
+				ref, got = func() float32 { return dotIQ4NLRowGeneric(row, y) }, func() float32 { return dotIQ4NLRow(row, y) }
 			}
 		default:
 			x := randRow(r, nb*bs, 1)
@@ -530,7 +600,7 @@ func FuzzSIMDRowDot(f *testing.F) {
 			g := float64(got())
 			restore()
 			switch {
-			case typ == Q4_K || typ == Q6_K:
+			case typ == Q4_K || typ == Q5_K || typ == Q6_K || typ == IQ4_XS || typ == Q2_K || typ == Q3_K:
 				// The reference's operations in its order: its bits.
 				if g != want && !(math.IsNaN(g) && math.IsNaN(want)) {
 					t.Fatalf("%v %s: %v, reference %v", typ, level, g, want)
@@ -574,6 +644,7 @@ func TestSIMDKRows(t *testing.T) {
 		ref  func([]byte, []q8KBlock) float32
 	}{
 		{Q4_K, dotQ4KRows, dotQ4KRow, dotQ4KRowGeneric},
+		{Q5_K, dotQ5KRows, dotQ5KRow, dotQ5KRowGeneric},
 		{Q6_K, dotQ6KRows, dotQ6KRow, dotQ6KRowGeneric},
 	} {
 		for _, nb := range []int{1, 3, 8} {
@@ -670,7 +741,7 @@ func BenchmarkBatchRows(b *testing.B) {
 func TestSIMDDotRows(t *testing.T) {
 	r := rand.New(rand.NewPCG(15, 16))
 	const guard = -12345.5
-	for _, typ := range []Type{Q4_K, Q6_K, Q8_0, Q4_0, F16, BF16, F32} {
+	for _, typ := range []Type{Q4_K, Q5_K, Q6_K, Q8_0, Q4_0, Q5_0, IQ4_NL, IQ4_XS, Q4_1, Q5_1, Q2_K, Q3_K, F16, BF16, F32} {
 		colsList := []int{256, 768}
 		if typ.BlockSize() == qk0 || typ.BlockSize() == 1 {
 			colsList = append(colsList, 32, 224)
@@ -686,6 +757,9 @@ func TestSIMDDotRows(t *testing.T) {
 					case Q4_K:
 						nb := cols / qkK
 						return dotQ4KRow(row, a.q8k[tok*nb:(tok+1)*nb])
+					case Q5_K:
+						nb := cols / qkK
+						return dotQ5KRow(row, a.q8k[tok*nb:(tok+1)*nb])
 					case Q6_K:
 						nb := cols / qkK
 						return dotQ6KRow(row, a.q8k[tok*nb:(tok+1)*nb])
@@ -715,4 +789,41 @@ func TestSIMDDotRows(t *testing.T) {
 			}
 		}
 	}
+}
+
+// q8_1Acts builds nb Q8_1 activation blocks as q8Acts does Q8_0 ones ("min": all
+// -127), s the f16 of d·Σqs.
+func q8_1Acts(r *rand.Rand, nb int, mode string, unit bool) []q8_1Block {
+	y := make([]q8_1Block, nb)
+	for b := range y {
+		if mode == "quantized" {
+			quantActQ8_1(&y[b], randRow(r, qk0, 1))
+		} else {
+			var sum int32
+			for j := range y[b].qs {
+				y[b].qs[j] = map[string]int8{"random": int8(r.IntN(255) - 127), "max": 127, "min": -127}[mode]
+				sum += int32(y[b].qs[j])
+			}
+			y[b].d = RoundF16(float32(r.NormFloat64()))
+			y[b].s = RoundF16(y[b].d * float32(sum))
+		}
+		if unit {
+			y[b].d = 1
+			y[b].s = 0
+			for _, q := range y[b].qs {
+				y[b].s += float32(q)
+			}
+		}
+	}
+	return y
+}
+
+func q8_1Floats(y []q8_1Block) []float32 {
+	x := make([]float32, 0, len(y)*qk0)
+	for _, b := range y {
+		for _, q := range b.qs {
+			x = append(x, b.d*float32(q))
+		}
+	}
+	return x
 }

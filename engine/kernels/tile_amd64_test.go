@@ -194,7 +194,7 @@ func TestMatMulLevels(t *testing.T) {
 	for _, typ := range weightTypes {
 		w := Matrix{Type: typ, Rows: rows, Cols: cols, Data: make([]byte, rows*typ.RowBytes(cols))}
 		for i := 0; i < rows; i++ {
-			QuantizeRow(w.Row(i), typ, randRow(r, cols, 0.1))
+			fillRow(r, typ, w.Row(i), 0.1)
 		}
 		for _, nTok := range []int{1, 3, 5, 16, 37} {
 			x := randRow(r, nTok*cols, 1)
@@ -206,7 +206,7 @@ func TestMatMulLevels(t *testing.T) {
 				results[level] = dst
 				restore()
 			}
-			exact := typ == Q8_0 || typ == Q4_0 || typ == Q4_K || typ == Q6_K
+			exact := typ == Q8_0 || typ == Q4_0 || typ == Q5_0 || typ == IQ4_NL || typ == IQ4_XS || typ == Q4_1 || typ == Q5_1 || typ == Q2_K || typ == Q3_K || typ == Q4_K || typ == Q5_K || typ == Q6_K
 			for level, got := range results {
 				if level == "generic" && !exact {
 					continue

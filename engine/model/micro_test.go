@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/lmlite/lmlite/engine/gguf"
@@ -219,7 +220,7 @@ func TestLoadErrors(t *testing.T) {
 		{"missing metadata", "llama", func(w *gguf.Writer) { w.AddKV("llama.block_count", gguf.Uint32(0)) }, ErrBadModel},
 		{"missing tensor", "qwen2", func(w *gguf.Writer) { w.AddKV("qwen2.block_count", gguf.Uint32(3)) }, ErrBadModel},
 		{"unsupported type", "llama", func(w *gguf.Writer) {
-			w.AddTensor("rope_freqs.weight", gguf.Q5_K, []uint64{256}, make([]byte, 176))
+			w.AddTensor("rope_freqs.weight", gguf.MXFP4, []uint64{32}, make([]byte, 17))
 		}, ErrUnsupportedType},
 		{"yarn", "llama", func(w *gguf.Writer) { w.AddKV("llama.rope.scaling.type", gguf.String("yarn")) }, ErrUnsupportedArch},
 	} {
@@ -227,6 +228,9 @@ func TestLoadErrors(t *testing.T) {
 			_, err := loadMicro(t, microModel(t, c.arch, c.edit))
 			if !errors.Is(err, c.want) {
 				t.Fatalf("error %v, want %v", err, c.want)
+			}
+			if c.want == ErrUnsupportedType && !strings.Contains(err.Error(), "MXFP4") {
+				t.Errorf("error %q does not name the type", err)
 			}
 			t.Log(err)
 		})

@@ -159,7 +159,7 @@ func (l *loader) info(name string, dims ...int) *gguf.TensorInfo {
 		return nil
 	}
 	if !kernels.Supported(kernels.Type(t.Type)) {
-		l.err = fmt.Errorf("%w %v (tensor %s; supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K)", ErrUnsupportedType, t.Type, name)
+		l.err = fmt.Errorf("%w %v (tensor %s; supported: %v)", ErrUnsupportedType, t.Type, name, kernels.SupportedTypes())
 		return nil
 	}
 	ok = len(t.Dims) == len(dims)

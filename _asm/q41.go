@@ -1,0 +1,89 @@
+package main
+
+import (
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+)
+
+const (
+	q41Size = 20 // Q4_1: d f16, m f16, qs [16]byte
+	q51Size = 24 // Q5_1: d f16, m f16, qh uint32, qs [16]byte
+)
+
+// dotQ4_1AVX2 emits the Q4_1 kernel for AVX2 against Q8_1 activations (laid out
+// as q8Block: d, then s where q8Block has c, then qs): per block the exact integer
+// sum isum = Σ q·y of the unsigned nibbles, then the reference's float steps
+// sum += (f16(x.d)·y.d)·isum + f16(x.m)·y.s, blocks in order.
+func dotQ4_1AVX2() { dotQx1AVX2("Q4_1") }
+
+// dotQ5_1AVX2 emits the Q5_1 kernel: Q4_1's with the quants' fifth bits spread
+// from the block's uint32 as Q5_0's.
+func dotQ5_1AVX2() { dotQx1AVX2("Q5_1") }
+
+func dotQx1AVX2(typ string) {
+	q5 := typ == "Q5_1"
+	size, qsOff := q41Size, 4
+	if q5 {
+		size, qsOff = q51Size, 8
+	}
+	TEXT("dot"+typ+"AVX2", NOSPLIT, "func(x, y *byte, n int) float32")
+	Pragma("noescape")
+	Doc("dot" + typ + "AVX2 is the dot product of n " + typ + " blocks at x with n q8_1Blocks at y.")
+	x, y, n := params3()
+	m4, ones := YMM(), YMM()
+	VMOVDQU(nibbleMask, m4)
+	VMOVDQU(ones16, ones)
+	sum := XMM()
+	VXORPS(sum, sum, sum)
+
+	Label("loop")
+	TESTQ(n, n)
+	JZ(LabelRef("done"))
+	t, th := XMM(), XMM()
+	VMOVDQU(Mem{Base: x, Disp: qsOff}, t)
+	VPSRLW(U8(4), t, th)
+	q := YMM()
+	VINSERTI128(U8(1), th, t.AsY(), q)
+	VPAND(m4, q, q) // elements 0-15 the low nibbles, 16-31 the high
+	if q5 {
+		h := YMM()
+		VPBROADCASTD(Mem{Base: x, Disp: 4}, h)
+		VPSHUFB(q5Spread, h, h)
+		VPAND(q5Bits, h, h)
+		VPCMPEQB(q5Bits, h, h)
+		VPAND(bit4Mask, h, h)
+		VPOR(h, q, q)
+	}
+	p := YMM()
+	VPMADDUBSW(Mem{Base: y, Disp: q8QS}, q, p)
+	VPMADDWD(ones, p, p)
+	hi := XMM()
+	VEXTRACTI128(U8(1), p, hi)
+	VPADDD(p.AsX(), hi, hi)
+	VPHADDD(hi, hi, hi)
+	VPHADDD(hi, hi, hi)
+	f := XMM()
+	VCVTDQ2PS(hi, f)
+	g := GP32()
+	MOVL(Mem{Base: x}, g)
+	dm := XMM()
+	VMOVD(g, dm)
+	VCVTPH2PS(dm, dm) // d, m
+	d := XMM()
+	VMULSS(Mem{Base: y}, dm, d) // f16(x.d)·y.d
+	VMULSS(f, d, d)             // ·isum
+	m := XMM()
+	VMOVSHDUP(dm, m)
+	VMULSS(Mem{Base: y, Disp: 4}, m, m) // f16(x.m)·y.s
+	VADDSS(m, d, d)
+	VADDSS(d, sum, sum)
+	ADDQ(U32(size), x)
+	ADDQ(U32(q8Size), y)
+	DECQ(n)
+	JMP(LabelRef("loop"))
+
+	Label("done")
+	VZEROUPPER()
+	Store(sum, ReturnIndex(0))
+	RET()
+}

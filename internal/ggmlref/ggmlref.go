@@ -1,0 +1,156 @@
+// Package ggmlref runs llama.cpp's own quantizers, decoders and CPU dot products
+// (ggml, from the prebuilt libraries of the npm peer in ../shared/peers/llamacpp)
+// for tests: c/ggmlref.c is built with gcc against them once per test binary, with
+// the public headers taken from the llama.cpp git bundle the package carries (as
+// the peer's bench.sh does).
+package ggmlref
+
+import (
+	"bytes"
+	_ "embed"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/lmlite/lmlite/internal/testenv"
+	"golang.org/x/sys/cpu"
+)
+
+//go:embed c/ggmlref.c
+var source []byte
+
+var (
+	once    sync.Once
+	binPath string
+	errBin  error
+)
+
+// Binary returns the path of the built ggmlref program; it skips the test (fails
+// it in CI) when the peer, gcc or git is missing.
+func Binary(t testing.TB) string {
+	t.Helper()
+	once.Do(func() { binPath, errBin = build(testenv.Shared(t)) })
+	if errBin != nil {
+		testenv.Missing(t, "llama.cpp's libraries (the npm peer) with gcc and git", errBin)
+	}
+	return binPath
+}
+
+func build(shared string) (string, error) {
+	setup := filepath.Join(shared, "peers", "llamacpp", "setup.sh")
+	out, err := exec.Command(setup).Output()
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", setup, err)
+	}
+	dir := strings.TrimSpace(string(out))
+	lib := filepath.Join(dir, "node_modules", "@node-llama-cpp", "linux-x64", "bins", "linux-x64")
+	inc := filepath.Join(dir, "include")
+	if _, err := os.Stat(filepath.Join(inc, "ggml-cpu.h")); err != nil {
+		if err := extractHeaders(dir, inc); err != nil {
+			return "", err
+		}
+	}
+	variant := "libggml-cpu-x64.so"
+	if cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C {
+		variant = "libggml-cpu-haswell.so" // the variant llama.cpp picks on an AVX2 CPU
+	}
+	tmp, err := os.MkdirTemp("", "ggmlref")
+	if err != nil {
+		return "", err
+	}
+	src := filepath.Join(tmp, "ggmlref.c")
+	if err := os.WriteFile(src, source, 0o644); err != nil {
+		return "", err
+	}
+	bin := filepath.Join(tmp, "ggmlref")
+	cmd := exec.Command("gcc", "-O1", "-o", bin, src, "-I"+inc, "-L"+lib,
+		"-l:libggml-base.so", "-l:"+variant, "-Wl,-rpath,"+lib)
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("gcc: %w: %s", err, msg)
+	}
+	return bin, nil
+}
+
+// extractHeaders writes ggml's public headers from the package's llama.cpp git
+// bundle into inc.
+func extractHeaders(dir, inc string) error {
+	tmp, err := os.MkdirTemp("", "ggmlref-git")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	git := func(args ...string) ([]byte, error) {
+		return exec.Command("git", append([]string{"-C", tmp}, args...)...).Output()
+	}
+	if _, err := git("init", "-q"); err != nil {
+		return err
+	}
+	if _, err := git("fetch", "-q", filepath.Join(dir, "node_modules", "node-llama-cpp", "llama", "gitRelease.bundle")); err != nil {
+		return fmt.Errorf("git fetch of llama.cpp's bundle: %w", err)
+	}
+	names, err := git("ls-tree", "--name-only", "FETCH_HEAD", "ggml/include/")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(inc, 0o755); err != nil {
+		return err
+	}
+	for _, h := range strings.Fields(string(names)) {
+		if !strings.HasSuffix(h, ".h") {
+			continue
+		}
+		b, err := git("show", "FETCH_HEAD:"+h)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(inc, filepath.Base(h)), b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Rows is what llama.cpp gives for rows of weights and one activation row.
+type Rows struct {
+	Enc  []byte    // the rows quantized by llama.cpp (or the raw blocks given)
+	Deq  []float32 // decoded by llama.cpp
+	Dots []float32 // each row's dot product with the activations, by llama.cpp's CPU backend
+}
+
+// Run has llama.cpp quantize w (rows × cols) to ggml type typ (with an all-ones
+// importance matrix where the type requires one), or take the blocks in raw as
+// they are (raw != nil), then decode them and multiply them with x (cols floats).
+// rowBytes is the encoded size of one row.
+func Run(t testing.TB, typ uint32, rows, cols, rowBytes int, w []float32, raw []byte, x []float32) Rows {
+	t.Helper()
+	var in bytes.Buffer
+	args := []string{fmt.Sprint(typ), fmt.Sprint(rows), fmt.Sprint(cols)}
+	if raw != nil {
+		in.Write(raw)
+		args = append(args, "raw")
+	} else {
+		binary.Write(&in, binary.LittleEndian, w)
+	}
+	binary.Write(&in, binary.LittleEndian, x)
+	cmd := exec.Command(Binary(t), args...)
+	cmd.Stdin = &in
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("ggmlref type %d: %v: %s", typ, err, stderr.String())
+	}
+	rb := rows * rowBytes
+	if len(out) != rb+4*rows*cols+4*rows {
+		t.Fatalf("ggmlref type %d: %d bytes of output", typ, len(out))
+	}
+	r := Rows{Enc: out[:rb], Deq: make([]float32, rows*cols), Dots: make([]float32, rows)}
+	binary.Decode(out[rb:], binary.LittleEndian, r.Deq)
+	binary.Decode(out[rb+4*rows*cols:], binary.LittleEndian, r.Dots)
+	return r
+}
