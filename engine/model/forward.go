@@ -246,9 +246,10 @@ func (w *scratch) attention(m *Model, parts []part, out, q []float32, n int, sca
 }
 
 // tiledAttention selects attendTiles over attendRange: the same bits (the kernels
-// guarantee it; TestTiledAttentionMatches checks it on a model), fewer trips
-// through the cache for long prompts.
-var tiledAttention = true
+// guarantee it; TestTiledAttentionMatchesPerHead checks it on a model), fewer trips
+// through the cache for long prompts. Off until a quiet measurement shows it is
+// not slower (docs/PERFORMANCE.md: on a loaded machine the pairs were a draw).
+var tiledAttention = false
 
 // attnTileTokens is how many tokens of the batch an item of attendTiles takes for
 // one KV head: enough that the item's heads (tokens × group) fill a tile of the
