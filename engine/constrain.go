@@ -12,38 +12,12 @@ import (
 // compiled grammars (structured outputs), the vocabulary as bytes (token masks,
 // logprobs' token text) and the end-of-generation tokens (ignore_eos).
 
-// maxSchemas bounds the Block's cache of compiled schemas; it is emptied when full.
-const maxSchemas = 256
-
-// schemaCache holds compiled JSON schemas by their text.
-type schemaCache struct {
-	mu sync.Mutex // guards m
-	m  map[string]*grammar.Grammar
-}
-
 // CompileSchema compiles a JSON Schema for Request.Grammar (see grammar.CompileSchema
 // for the subset and its errors, grammar.ErrSchema and grammar.ErrUnsupported). A
 // schema is compiled once: the same text returns the same Grammar. It does not
 // depend on a model.
 func (b *Block) CompileSchema(schema []byte) (*grammar.Grammar, error) {
-	c := &b.schemas
-	c.mu.Lock()
-	g, ok := c.m[string(schema)]
-	c.mu.Unlock()
-	if ok {
-		return g, nil
-	}
-	g, err := grammar.CompileSchema(schema)
-	if err != nil {
-		return nil, err
-	}
-	c.mu.Lock()
-	if c.m == nil || len(c.m) >= maxSchemas {
-		c.m = map[string]*grammar.Grammar{}
-	}
-	c.m[string(schema)] = g
-	c.mu.Unlock()
-	return g, nil
+	return b.schemas.Compile(schema)
 }
 
 // vocabInfo is a model's vocabulary as the features see it, built on first use.

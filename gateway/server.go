@@ -525,7 +525,7 @@ func (s *Server) handleModels(ctx *fasthttp.RequestCtx, reqID string) {
 		return
 	}
 	b := append(make([]byte, 0, 512), `{"object":"list","data":[`...)
-	embeds := s.embedding()
+	embeds, states := s.embedding(), s.modelStates()
 	n := 0
 	for _, id := range s.order {
 		if !s.allowed(pol, id) {
@@ -539,7 +539,7 @@ func (s *Server) handleModels(ctx *fasthttp.RequestCtx, reqID string) {
 		b = jsonenc.AppendString(b, id)
 		b = append(b, `,"object":"model","created":`...)
 		b = strconv.AppendInt(b, s.created, 10)
-		b = appendModelTail(b, s.ownedBy(id), embeds[id])
+		b = appendModelTail(b, s.ownedBy(id), embeds[id], states[id])
 	}
 	b = append(b, "]}"...)
 	ctx.SetContentType("application/json")
@@ -561,12 +561,17 @@ func (s *Server) embedding() map[string]bool {
 }
 
 // appendModelTail ends a model object: owned_by and lmlite's extension, which says
-// whether the model serves /v1/embeddings.
-func appendModelTail(b []byte, ownedBy string, embeds bool) []byte {
+// whether the model serves /v1/embeddings and, for a model the engine serves, its
+// lifecycle state (ready, loading, unloaded when scaled to zero, failed).
+func appendModelTail(b []byte, ownedBy string, embeds bool, state engine.ModelState) []byte {
 	b = append(b, `,"owned_by":`...)
 	b = jsonenc.AppendString(b, ownedBy)
 	b = append(b, `,"lmlite":{"embeddings":`...)
 	b = strconv.AppendBool(b, embeds)
+	if state != "" {
+		b = append(b, `,"state":`...)
+		b = jsonenc.AppendString(b, string(state))
+	}
 	return append(b, "}}"...)
 }
 
@@ -593,9 +598,22 @@ func (s *Server) handleModel(ctx *fasthttp.RequestCtx, reqID, id string) {
 	b = jsonenc.AppendString(b, id)
 	b = append(b, `,"object":"model","created":`...)
 	b = strconv.AppendInt(b, s.created, 10)
-	b = appendModelTail(b, s.ownedBy(id), s.embedding()[id])
+	b = appendModelTail(b, s.ownedBy(id), s.embedding()[id], s.modelStates()[id])
 	ctx.SetContentType("application/json")
 	ctx.SetBody(b)
+}
+
+// modelStates is each embedded model's lifecycle state (ready, loading, unloaded:
+// scaled to zero, failed), read without waking anything.
+func (s *Server) modelStates() map[string]engine.ModelState {
+	if s.eng == nil {
+		return nil
+	}
+	st := map[string]engine.ModelState{}
+	for _, m := range s.eng.Models() {
+		st[m.ID] = m.State
+	}
+	return st
 }
 
 // checkAdmin checks the admin key in constant time.

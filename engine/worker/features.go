@@ -3,7 +3,6 @@ package worker
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 
 	"github.com/lmlite/lmlite/engine"
@@ -16,37 +15,11 @@ import (
 // prompts rendered in the parent (engine.Prep) and cross to the worker in their wire
 // form; n choices and embeddings run in the worker's Block.
 
-// maxSchemas bounds the Pool's cache of compiled schemas, as the Block's.
-const maxSchemas = 256
-
-// schemaCache holds compiled JSON schemas by their text.
-type schemaCache struct {
-	mu sync.Mutex // guards m
-	m  map[string]*grammar.Grammar
-}
-
 // CompileSchema is Block.CompileSchema, done in the parent: the same text returns the
 // same Grammar, which crosses to the worker in its compiled form (grammar's
 // MarshalJSON) inside the submit frame's request.
 func (p *Pool) CompileSchema(schema []byte) (*grammar.Grammar, error) {
-	c := &p.schemas
-	c.mu.Lock()
-	g, ok := c.m[string(schema)]
-	c.mu.Unlock()
-	if ok {
-		return g, nil
-	}
-	g, err := grammar.CompileSchema(schema)
-	if err != nil {
-		return nil, err
-	}
-	c.mu.Lock()
-	if c.m == nil || len(c.m) >= maxSchemas {
-		c.m = map[string]*grammar.Grammar{}
-	}
-	c.m[string(schema)] = g
-	c.mu.Unlock()
-	return g, nil
+	return p.schemas.Compile(schema)
 }
 
 // ChatTokensTools is Block.ChatTokensTools, done in the parent.

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/engine/grammar"
 )
 
 // Config configures a Pool. The zero value of each field takes its default.
@@ -53,7 +54,7 @@ type Pool struct {
 	groups []*group
 
 	timing  timing
-	schemas schemaCache
+	schemas grammar.SchemaCache
 	closed  atomic.Bool
 	stop    chan struct{}
 	wg      sync.WaitGroup // the janitor
