@@ -45,52 +45,111 @@ func (st *attnState) spanBlocks(ks, vs [][]uint16, off, stride, bt, n int, scale
 // chunk c's keys and values start at at(c), rows stride apart, and hold positions
 // [c·cs, min((c+1)·cs, n)). The caller has checked the rows are in bounds.
 func (st *attnState) chunks(at func(c int) (k, v []uint16), cs, n, stride int, scale float32) {
-	hd := st.hd
-	// Two score buffers: the fused kernel (head size 64, AVX-512) writes the next
-	// chunk's scores while it updates the accumulator with this one's.
-	var buf [2][attnChunk]float32
-	var mask [attnChunk / 8]uint8
-	qr := &st.qr()[0]
-	cur, ready := 0, false
+	var cb chunkBufs
 	for c, j0 := 0, 0; j0 < n; c, j0 = c+1, j0+cs {
-		m := min(cs, n-j0)
+		m, m1 := min(cs, n-j0), min(cs, n-j0-cs)
 		k, v := at(c)
-		e := &buf[cur]
-		if !ready {
-			attnScoresF16(&k[0], qr, hd, m, stride, scale, &e[0])
+		var kn []uint16
+		if st.fuses(m, m1) {
+			kn, _ = at(c + 1)
 		}
-		if useAVX512 {
-			for i := m; i < (m+15)&^15; i++ {
-				e[i] = float32(math.Inf(-1))
-			}
-			attnExpF16AVX512(&e[0], m, &st.mx, &mask[0])
-		} else {
-			for i := m; i < (m+7)&^7; i++ {
-				e[i] = float32(math.Inf(-1))
-			}
-			attnExpF16(&e[0], m, &st.mx, &mask[0])
-		}
-		var bits uint64
-		for i, b := range mask[:(m+7)/8] {
-			bits |= uint64(b) << (8 * i)
-		}
-		m1 := min(cs, n-j0-cs)
-		switch {
-		case useAVX512 && hd == 64 && m%8 == 0 && m1 >= 8:
-			kn, _ := at(c + 1)
-			next := &buf[cur^1]
-			nsc := m1 &^ 7
-			attnFusedF16AVX512(&st.acc()[0], &v[0], m, &e[0], bits, &st.sum, &kn[0], qr, nsc, stride, scale, &next[0])
-			if nsc < m1 {
-				attnScoresF16(&kn[nsc*stride], qr, hd, m1-nsc, stride, scale, &next[nsc])
-			}
-			cur, ready = cur^1, true
-			continue
-		case useAVX512:
-			attnAccumF16AVX512(&st.acc()[0], &v[0], hd, m, stride, &e[0], bits, &st.sum)
-		default:
-			attnAccumF16(&st.acc()[0], &v[0], hd, m, stride, &e[0], bits, &st.sum)
-		}
-		ready = false
+		st.chunk(&cb, k, v, kn, m, m1, stride, scale)
 	}
+}
+
+// chunkBufs is a state's progress through its chunks between calls of chunk: two
+// score buffers, since the fused kernel (head size 64, AVX-512) writes the next
+// chunk's scores while it updates the accumulator with this one's.
+type chunkBufs struct {
+	buf   [2][attnChunk]float32
+	mask  [attnChunk / 8]uint8
+	cur   int
+	ready bool // buf[cur] holds the scores of the chunk to come
+}
+
+// fuses reports whether chunk, given a chunk of m positions followed by one of m1,
+// takes the fused kernel and so needs the next chunk's keys.
+func (st *attnState) fuses(m, m1 int) bool {
+	return useAVX512 && st.hd == 64 && m%8 == 0 && m1 >= 8
+}
+
+// chunk adds the next chunk of m positions (keys and values at k and v, rows
+// stride apart) to the state; m1 is the size of the chunk after it (≤ 0 if none),
+// whose keys kn are needed when st.fuses(m, m1). A state's chunks go through
+// chunk in order, with the same cb; chunks of other states may come in between
+// (AttendBlocksTile), which changes nothing in this state's operations.
+func (st *attnState) chunk(cb *chunkBufs, k, v, kn []uint16, m, m1, stride int, scale float32) {
+	hd := st.hd
+	qr := &st.qr()[0]
+	e := &cb.buf[cb.cur]
+	if !cb.ready {
+		attnScoresF16(&k[0], qr, hd, m, stride, scale, &e[0])
+	}
+	if useAVX512 {
+		for i := m; i < (m+15)&^15; i++ {
+			e[i] = float32(math.Inf(-1))
+		}
+		attnExpF16AVX512(&e[0], m, &st.mx, &cb.mask[0])
+	} else {
+		for i := m; i < (m+7)&^7; i++ {
+			e[i] = float32(math.Inf(-1))
+		}
+		attnExpF16(&e[0], m, &st.mx, &cb.mask[0])
+	}
+	var bits uint64
+	for i, b := range cb.mask[:(m+7)/8] {
+		bits |= uint64(b) << (8 * i)
+	}
+	switch {
+	case st.fuses(m, m1):
+		next := &cb.buf[cb.cur^1]
+		nsc := m1 &^ 7
+		attnFusedF16AVX512(&st.acc()[0], &v[0], m, &e[0], bits, &st.sum, &kn[0], qr, nsc, stride, scale, &next[0])
+		if nsc < m1 {
+			attnScoresF16(&kn[nsc*stride], qr, hd, m1-nsc, stride, scale, &next[nsc])
+		}
+		cb.cur, cb.ready = cb.cur^1, true
+		return
+	case useAVX512:
+		attnAccumF16AVX512(&st.acc()[0], &v[0], hd, m, stride, &e[0], bits, &st.sum)
+	default:
+		attnAccumF16(&st.acc()[0], &v[0], hd, m, stride, &e[0], bits, &st.sum)
+	}
+	cb.ready = false
+}
+
+// tileChunks is spanBlocks' chunked path for a tile of states (state t: positions
+// 0..ns[t]-1, nmax the largest), blocks outer: each state gets the chunk calls it
+// would get on its own, in the same order. It reports false, having done nothing,
+// where spanBlocks would go block by block.
+func tileChunks(sts []attnState, ns []int, ks, vs [][]uint16, off, stride, bt, nmax int, scale float32) bool {
+	if len(sts) == 0 {
+		return true
+	}
+	hd := sts[0].hd
+	if !useAVX2 || hd%8 != 0 || hd == 0 || bt%8 != 0 || bt > attnChunk {
+		return false
+	}
+	for b := 0; b*bt < nmax; b++ {
+		m := min(bt, nmax-b*bt)
+		_ = ks[b][off+(m-1)*stride+hd-1]
+		_ = vs[b][off+(m-1)*stride+hd-1]
+	}
+	var cbs [attnTileMax]chunkBufs
+	for c, j0 := 0, 0; j0 < nmax; c, j0 = c+1, j0+bt {
+		k, v := ks[c][off:], vs[c][off:]
+		for t := range sts {
+			st := &sts[t]
+			m, m1 := min(bt, ns[t]-j0), min(bt, ns[t]-j0-bt)
+			if m <= 0 {
+				continue
+			}
+			var kn []uint16
+			if st.fuses(m, m1) {
+				kn = ks[c+1][off:]
+			}
+			st.chunk(&cbs[t], k, v, kn, m, m1, stride, scale)
+		}
+	}
+	return true
 }

@@ -9,3 +9,7 @@ func (st *attnState) span(k, v []uint16, n, stride int, scale float32) {
 func (st *attnState) spanBlocks(ks, vs [][]uint16, off, stride, bt, n int, scale float32) {
 	st.spanEachBlock(ks, vs, off, stride, bt, n, scale)
 }
+
+func tileChunks([]attnState, []int, [][]uint16, [][]uint16, int, int, int, int, float32) bool {
+	return false
+}

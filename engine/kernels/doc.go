@@ -11,7 +11,11 @@
 //   - DequantizeRow and QuantizeRow: one row to and from float32 (embedding lookup,
 //     small vectors, and the model generator's quantizers).
 //   - RMSNorm, RoPECache + RoPE (normal and NeoX), Softmax, SwiGLU, and Attend (one
-//     head of one query over an F16 KV cache).
+//     head of one query over an F16 KV cache); AttendBlocks over a paged cache, and
+//     AttendBlocksTile for the query heads of one GQA group over a run of tokens
+//     (prompts): they walk the cache together, block by block, so that a block of
+//     keys and values serves every head of the tile while it is in the cache, each
+//     head keeping its own state and order (AttendBlocks' bits).
 //
 // Types: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K,
 // Q5_K, Q6_K, IQ4_XS, TQ1_0, TQ2_0 and the lattice types IQ2_XXS, IQ2_XS, IQ2_S,

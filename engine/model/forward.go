@@ -39,7 +39,7 @@ type scratch struct {
 	out                                  []float32 // logits rows
 	emb                                  []float32 // one pooled token's normed state
 	at                                   attnArgs  // the layer's attention, for attnRun
-	attnRun                              func(lo, hi int)
+	attnRun, attnTileRun                 func(lo, hi int)
 
 	// Mixture of experts (moe.go): router logits, each token's experts and gate
 	// weights, the tokens of each expert, the gathered rows and the layer's output.
@@ -231,9 +231,55 @@ func (w *scratch) attention(m *Model, parts []part, out, q []float32, n int, sca
 	w.at = attnArgs{c: c, parts: parts, out: out, q: q, scale: scale}
 	if w.attnRun == nil {
 		w.attnRun = w.attendRange
+		w.attnTileRun = w.attendTiles
 	}
-	kernels.Parallel(n*c.Heads, positions/n*hd, w.attnRun)
+	if tiledAttention {
+		// Items of attnTileTokens tokens × one KV head: the query heads of a GQA
+		// group, for a run of tokens, go through the cache together.
+		group := c.Heads / c.KVHeads
+		tt := attnTileTokens(group)
+		kernels.Parallel((n+tt-1)/tt*c.KVHeads, positions/n*hd*tt*group, w.attnTileRun)
+	} else {
+		kernels.Parallel(n*c.Heads, positions/n*hd, w.attnRun)
+	}
 	w.at = attnArgs{}
+}
+
+// tiledAttention selects attendTiles over attendRange: the same bits (the kernels
+// guarantee it; TestTiledAttentionMatchesPerHead checks it on a model), fewer trips
+// through the cache for long prompts. Off until a quiet measurement shows it is
+// not slower (docs/PERFORMANCE.md: on a loaded machine the pairs were a draw).
+var tiledAttention = false
+
+// attnTileTokens is how many tokens of the batch an item of attendTiles takes for
+// one KV head: enough that the item's heads (tokens × group) fill a tile of the
+// kernel (16 heads).
+func attnTileTokens(group int) int { return max(1, 16/max(group, 1)) }
+
+// attendTiles computes the items lo..hi-1 of the layer in w.at: item p is KV head
+// p%KVHeads of the tokens of block p/KVHeads (attnTileTokens tokens), whose runs
+// of one sequence's tokens each go through kernels.AttendBlocksTile.
+func (w *scratch) attendTiles(lo, hi int) {
+	a := &w.at
+	c := a.c
+	qd, kvd, hd := c.qDim(), c.kvDim(), c.HeadDim
+	group := c.Heads / c.KVHeads
+	tt := attnTileTokens(group)
+	n := len(a.out) / qd
+	for p := lo; p < hi; p++ {
+		b, kvh := p/c.KVHeads, p%c.KVHeads
+		for i0, end := b*tt, min(n, (b+1)*tt); i0 < end; {
+			pi := w.tokPart[i0]
+			i1 := i0 + 1
+			for i1 < end && w.tokPart[i1] == pi {
+				i1++
+			}
+			o := i0*qd + kvh*group*hd
+			kernels.AttendBlocksTile(a.out[o:], a.q[o:], qd, hd, group, w.tokPos[i0:i1],
+				w.ks[pi], w.vs[pi], kvh*hd, kvd, a.parts[pi].kv.blockTokens(), a.scale)
+			i0 = i1
+		}
+	}
 }
 
 // attnArgs are one layer's attention arguments, for attendRange.
