@@ -149,7 +149,7 @@ func New(cfg Config) (*Block, error) {
 	}
 	hostBudget := cfg.MemoryBudget
 	if hostBudget <= 0 {
-		if hb, ok := cfg.Devices[lease.HostDevice]; ok {
+		if hb := cfg.Devices[lease.HostDevice]; hb > 0 {
 			hostBudget = hb
 		} else if hb, err := lease.HostBudget(0); err == nil {
 			hostBudget = hb

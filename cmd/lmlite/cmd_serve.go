@@ -19,6 +19,7 @@ import (
 
 	"github.com/lmlite/lmlite/configs"
 	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/engine/lease"
 	"github.com/lmlite/lmlite/gateway"
 	"github.com/lmlite/lmlite/tenancy"
 )
@@ -33,8 +34,15 @@ var demoModels = func(dataDir string) (real, random []engine.ModelConfig, err er
 	return nil, nil, errors.New("demo models are not available yet (no model generator wired); configure models in --config")
 }
 
+// engineOptions are the process-wide settings of the embedded engine.
+type engineOptions struct {
+	MemBudget int64            // the host budget; 0: host memory minus a margin
+	Devices   map[string]int64 // lease budgets per device (device.Probe().Capacities)
+	Leases    lease.Store      // nil: in-process; lease.Redis with `redis:`
+}
+
 // newEngine builds the embedded engine's Block for the embedded models.
-var newEngine = func(cfgs []engine.ModelConfig, memBudget int64) (gateway.Engine, error) {
+var newEngine = func(cfgs []engine.ModelConfig, opts engineOptions) (gateway.Engine, error) {
 	return nil, errors.New("the embedded engine is not yet available; configure upstream models only")
 }
 
@@ -123,10 +131,15 @@ func runServe(args []string) error {
 	}
 	var eng gateway.Engine
 	if len(embedded) > 0 {
+		opts, closeOpts, err := serveEngineOptions(cfg, memBudget)
+		if err != nil {
+			return err
+		}
+		defer closeOpts()
 		if cfg.Engine.Mode == configs.ModeWorkers {
 			eng, err = newWorkersEngine(cfg, embedded, memBudget)
 		} else {
-			eng, err = newEngine(embedded, memBudget)
+			eng, err = newEngine(embedded, opts)
 		}
 		if err != nil {
 			return fmt.Errorf("engine: %w", err)
