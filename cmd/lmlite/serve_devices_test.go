@@ -77,13 +77,13 @@ tenants: [{id: demo, plan: p}]
 	var list struct {
 		Object string
 		Data   []struct {
-			Object, ID, Kind, Name                                               string
-			MemoryTotal int64 `json:"memory_total_bytes"`
-			MemoryUsed  int64 `json:"memory_used_bytes"`
-			Budget      int64 `json:"memory_budget_bytes"`
-			Leased      int64 `json:"memory_leased_bytes"`
-			Utilization float64
-			Leases      []struct {
+			Object, ID, Kind, Name string
+			MemoryTotal            int64 `json:"memory_total_bytes"`
+			MemoryUsed             int64 `json:"memory_used_bytes"`
+			Budget                 int64 `json:"memory_budget_bytes"`
+			Leased                 int64 `json:"memory_leased_bytes"`
+			Utilization            float64
+			Leases                 []struct {
 				Model, Node string
 				Bytes       int64
 				Priority    int
