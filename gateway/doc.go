@@ -14,8 +14,10 @@
 //  2. server.go, Server.authenticate: "Authorization: Bearer lml_…" →
 //     tenancy.Store.Authenticate (401), then the tenant's policy from policies.Book.
 //  3. parse.go, input.parse: the body decoded strictly (request.go, decodeBody, with
-//     go-json-experiment); a bad or unknown field, or a supported-but-unimplemented
-//     one (n > 1, tools, …) is a 400 naming it, in OpenAI's error shape.
+//     go-json-experiment); a bad or unknown field, or one the server does not serve
+//     (best_of, audio, echo with logprobs, …) is a 400 naming it, in OpenAI's error
+//     shape. features.go reads the OpenAI features: response_format, tools,
+//     tool_choice, parallel_tool_calls, logprobs, top_logprobs, echo and n.
 //  4. route.go, Server.routeOf: "model" is a model, "auto" (the plan's default mode)
 //     or "tier:NAME" (fixed); the body's "lmlite" object or X-LMLite-* headers add
 //     mode, tier, max latency and max cost. A model the key may not use (the plan
@@ -26,29 +28,43 @@
 //  6. route.go, job.choose: the one routing decision. tiers.Select runs once with
 //     the tenant's remaining money and each candidate's exact worst case
 //     (job.planFor: the prompt rendered and tokenized once per model with
-//     Engine.ChatTokens, message texts as plain text, only the template's markup as
-//     control tokens; the output limit checked), so a request over every
-//     candidate's limit is a 400 naming the limit, money is a 429
-//     insufficient_quota, load a 503.
+//     Engine.ChatTokens, or Features.ChatTokensTools when tools or tool messages are
+//     present, every text of the request as plain text, only the template's markup
+//     as control tokens; the output limit checked; features.go, job.planFeatures:
+//     the grammar of response_format or of a required/named tool call, and the
+//     model's tool-call syntax; the budget's worst case is n choices), so a
+//     request over every candidate's limit is a 400 naming the limit, money is a
+//     429 insufficient_quota, load a 503.
 //  7. run.go, job.run: tenancy.Ticket.Reserve the worst case, then job.launch: the
-//     engine's Generate, or upstream.go, job.runUpstream. A model that refuses before
-//     answering (queue full, no memory, closed, restarting, upstream down) is an
-//     explicit, bounded retry: Ticket.Release first, exclude the tier, choose again.
-//     An engine restarting the model (engine.ErrRestarting: the workers mode's worker
-//     crashed or hung) answers 503 engine_restarting with Retry-After, or an SSE
-//     error event with that code mid-stream; the request settles at no cost.
+//     engine's Generate (Features.GenerateN for n > 1; the plan's grammar and the
+//     logprobs asked for in the engine.Request), or upstream.go, job.runUpstream
+//     (the body forwarded). A model that refuses before answering (queue full, no
+//     memory, closed, restarting, upstream down) is an explicit, bounded retry:
+//     Ticket.Release first, exclude the tier, choose again. An engine restarting
+//     the model (engine.ErrRestarting: the workers mode's worker crashed or hung)
+//     answers 503 engine_restarting with Retry-After, or an SSE error event with
+//     that code mid-stream; the request settles at no cost.
 //  8. run.go, job.respondEmbedded / job.streamEmbedded (the bytes from wire.go): JSON,
 //     or SSE flushed per token ending "data: [DONE]"; a client that goes away cancels
-//     the generation. Then job.settle: tenancy.Ticket.Settle replaces the reservation
-//     by the actual cost and the response completes only after its ledger group is
-//     logged, so a server killed with SIGKILL never loses usage it acknowledged.
+//     the generation. Requests with n > 1, logprobs, tools to parse or echo take
+//     choices.go, job.respondChoices / job.streamChoices: every choice's stream read
+//     at once; the output parsed by engine/toolcall into message.tool_calls (finish
+//     reason "tool_calls") or, streamed, delta.tool_calls (index, id and name first,
+//     then argument fragments); chat logprobs (content[] with token, logprob, bytes,
+//     top_logprobs) or completions' legacy logprobs; chunks name their choice; usage
+//     counts the prompt once and every choice's output. Then job.settle:
+//     tenancy.Ticket.Settle replaces the reservation by the actual cost and the
+//     response completes only after its ledger group is logged, so a server killed
+//     with SIGKILL never loses usage it acknowledged.
 //
 // # The engine
 //
 // The gateway needs five methods of the embedded engine (the Engine interface, which
 // the engine's Block satisfies); it knows nothing of tensors. Optional abilities are
-// found by type assertion: ModelLoader for the admin API's load and unload (cmd/lmlite
-// adapts the Block's context-taking Load), and prometheus.Collector for the engine's
+// found by type assertion: Features (the Block has it) for structured outputs, tools,
+// n > 1, logprobs and embeddings (without it such a request is a 400 naming the
+// field); ModelLoader for the admin API's load and unload (cmd/lmlite adapts the
+// Block's context-taking Load), and prometheus.Collector for the engine's
 // own metrics (lmlite_engine_*: model state, memory, replicas, queue depth; batch
 // sizes, KV blocks and, for mixtures of experts, the tokens routed to each expert, as
 // the runtime reports them), registered beside the gateway's.
@@ -63,9 +79,33 @@
 // at scrape time, every model's state, memory, replicas and queue depth (upstream
 // models included) and the requests in flight.
 //
+// # The Batch API
+//
+// batches.go serves /v1/files and /v1/batches (OpenAI's shapes) over package batch,
+// when Options.Batches is set; every file and batch is its tenant's, and another
+// tenant's id is a 404. Server.Check is batch's Checker: a line is parsed and routed
+// as a request would be (a model or tier the plan forbids fails validation with its
+// line number) and priced at the largest worst case of the models its route may use,
+// less the plan's batch_discount. Server.RunLine is batch's LineRunner: the line goes
+// through job.serve (steps 3 to 8 above, after authentication) at the engine's Batch
+// priority, charged under the request id "<batch id>-<line>" with the discount. A
+// refusal for money (429 insufficient_quota) pauses the job until the next UTC day;
+// one for load (429 rate limit, 503) retries it later. After a restart, a line whose
+// charge the ledger already holds runs again for its output but is charged nothing
+// more (its ledger entry "<id>-rerun" costs 0): the ledger is read once at start-up.
+// Metrics, at scrape time: lmlite_batch_jobs by status, and lmlite_batch_lines and
+// lmlite_batch_spend_usd of each unfinished job.
+//
 // # Other endpoints
 //
-// GET /v1/models (the models the tenant may use), GET /healthz, GET /readyz (200
+// POST /v1/embeddings (embeddings.go): the same auth, model permission, admission,
+// budget reservation and ledger as a generation, billed as prompt tokens; input a
+// string, strings, token ids or arrays of them; encoding_format float or base64;
+// dimensions only the model's own size. A model embeds when the engine says so
+// (ModelStatus.Embeddings; configs: embeddings: true).
+//
+// GET /v1/models (the models the tenant may use; lmlite.embeddings marks the models
+// that embed), GET /healthz, GET /readyz (200
 // only when the engine is ready and the server is not draining), GET /metrics, and
 // /admin/* guarded by the admin key (see handleAdmin).
 //

@@ -28,6 +28,8 @@ type fakeEngine struct {
 
 	mu   sync.Mutex
 	last engine.Request // the last request Generate received
+
+	features Engine // served instead of the fakeEngine when set (a scriptedEngine)
 }
 
 func newFakeEngine() *fakeEngine {

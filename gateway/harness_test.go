@@ -81,6 +81,9 @@ func startServer(t *testing.T, yaml string, eng *fakeEngine) *testServer {
 	var e Engine
 	if eng != nil {
 		e = eng
+		if eng.features != nil {
+			e = eng.features
+		}
 	}
 	srv, err := New(mustGatewayConfig(t, cfg), e, tenancy.New(store), Options{
 		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),

@@ -30,6 +30,7 @@ type input struct {
 	maxField    string // the field that set maxTokens, for errors
 	stream      bool
 	usage       bool // stream_options.include_usage
+	feat        features
 }
 
 // parse decodes and validates a body of the given kind. The body's size is checked
@@ -57,6 +58,12 @@ func (in *input) parse(k kind, body []byte) *apiError {
 		if r.MaxCompletionTokens != nil {
 			in.maxField = "max_completion_tokens"
 		}
+		if in.feat, aerr = r.features(in.msgs); aerr != nil {
+			return aerr
+		}
+		for _, t := range in.feat.tools { // the tools are part of the prompt
+			in.promptBytes += len(t.Name) + len(t.Description) + len(t.Parameters)
+		}
 	} else {
 		r := &completionRequest{}
 		if aerr = decodeBody(body, r); aerr != nil {
@@ -76,6 +83,7 @@ func (in *input) parse(k kind, body []byte) *apiError {
 		if r.MaxTokens == nil {
 			in.maxTokens = 16 // OpenAI's default for completions
 		}
+		in.feat = r.features()
 	}
 	if in.sampling, in.stop, aerr = in.p.sampling(seed); aerr != nil {
 		return aerr

@@ -60,6 +60,12 @@ type commonParams struct {
 	User             string         `json:"user"`
 	LogitBias        map[string]any `json:"logit_bias"`
 	LMLite           *lmliteFields  `json:"lmlite"`
+
+	// Sampling extensions (as vLLM names them).
+	TopK              *int     `json:"top_k"`
+	MinP              *float64 `json:"min_p"`
+	RepetitionPenalty *float64 `json:"repetition_penalty"`
+	IgnoreEOS         *bool    `json:"ignore_eos"`
 }
 
 // chatRequest is the body of POST /v1/chat/completions.
@@ -161,8 +167,29 @@ func (p *commonParams) sampling(seed uint64) (engine.Sampling, []string, *apiErr
 	if p.Model == "" {
 		return s, nil, badRequest("model", "you must provide a model parameter")
 	}
-	if p.N != nil && *p.N != 1 {
-		return s, nil, badRequest("n", "n > 1 is not supported by this server")
+	if p.N != nil && (*p.N < 1 || *p.N > engine.MaxChoices) {
+		return s, nil, badRequest("n", "n must be between 1 and "+strconv.Itoa(engine.MaxChoices))
+	}
+	if t := p.TopK; t != nil {
+		if *t < 0 && *t != -1 {
+			return s, nil, badRequest("top_k", "top_k must be ≥ 0 (0 or -1: off)")
+		}
+		s.TopK = max(*t, 0)
+	}
+	if t := p.MinP; t != nil {
+		if !(*t >= 0 && *t <= 1) {
+			return s, nil, badRequest("min_p", "min_p must be between 0 and 1")
+		}
+		s.MinP = float32(*t)
+	}
+	if t := p.RepetitionPenalty; t != nil {
+		if !(*t > 0 && *t <= 10) {
+			return s, nil, badRequest("repetition_penalty", "repetition_penalty must be in (0, 10]")
+		}
+		s.RepeatPenalty = float32(*t)
+	}
+	if p.IgnoreEOS != nil {
+		s.IgnoreEOS = *p.IgnoreEOS
 	}
 	if len(p.LogitBias) > 0 {
 		return s, nil, badRequest("logit_bias", "logit_bias is not supported by this server")
@@ -253,18 +280,10 @@ func (r *chatRequest) unsupported() *apiError {
 		return badRequest(name, name+" is not supported by this server")
 	}
 	switch {
-	case !isEmptyList(r.Tools):
-		return refuse("tools")
-	case !isNull(r.ToolChoice) && strings.TrimSpace(string(r.ToolChoice)) != `"none"`:
-		return refuse("tool_choice")
 	case !isEmptyList(r.Functions):
 		return refuse("functions")
 	case !isNull(r.FunctionCall) && strings.TrimSpace(string(r.FunctionCall)) != `"none"`:
 		return refuse("function_call")
-	case r.Logprobs != nil && *r.Logprobs:
-		return refuse("logprobs")
-	case r.TopLogprobs != nil && *r.TopLogprobs > 0:
-		return refuse("top_logprobs")
 	case !isNull(r.Audio):
 		return refuse("audio")
 	case len(r.Modalities) > 1 || (len(r.Modalities) == 1 && r.Modalities[0] != "text"):
@@ -277,14 +296,6 @@ func (r *chatRequest) unsupported() *apiError {
 		return refuse("web_search_options")
 	case r.Store != nil && *r.Store:
 		return refuse("store")
-	}
-	if !isNull(r.ResponseFormat) {
-		var rf struct {
-			Type string `json:"type"`
-		}
-		if jsonv2.Unmarshal(r.ResponseFormat, &rf) != nil || rf.Type != "text" {
-			return refuse("response_format")
-		}
 	}
 	return nil
 }
@@ -302,19 +313,36 @@ func (r *chatRequest) messages() ([]engine.Message, int, *apiError) {
 		case "system", "user", "assistant":
 		case "developer":
 			m.Role = "system"
-		case "tool", "function":
-			return nil, 0, badRequest(field+".role", "role '"+m.Role+"' is not supported by this server (no tools)")
+		case "tool":
+			if m.ToolCallID == "" {
+				return nil, 0, badRequest(field+".tool_call_id", "a message with role 'tool' needs a tool_call_id")
+			}
+		case "function":
+			return nil, 0, badRequest(field+".role", "role 'function' (the deprecated functions API) is not supported by this server; use role 'tool'")
 		default:
 			return nil, 0, badRequest(field+".role", "invalid role '"+m.Role+"'")
 		}
-		if !isEmptyList(m.ToolCalls) {
-			return nil, 0, badRequest(field+".tool_calls", "tool_calls are not supported by this server")
+		if m.Role != "tool" && m.ToolCallID != "" {
+			return nil, 0, badRequest(field+".tool_call_id", "tool_call_id belongs to messages with role 'tool'")
 		}
 		text, err := contentText(m.Content, field+".content")
 		if err != nil {
 			return nil, 0, err
 		}
-		out[i] = engine.Message{Role: m.Role, Content: text}
+		out[i] = engine.Message{Role: m.Role, Content: text, ToolCallID: m.ToolCallID, Name: m.Name}
+		if !isEmptyList(m.ToolCalls) {
+			if m.Role != "assistant" {
+				return nil, 0, badRequest(field+".tool_calls", "tool_calls belong to messages with role 'assistant'")
+			}
+			calls, aerr := parseToolCalls(m.ToolCalls, field+".tool_calls")
+			if aerr != nil {
+				return nil, 0, aerr
+			}
+			out[i].ToolCalls = calls
+			for _, c := range calls {
+				size += len(c.ID) + len(c.Name) + len(c.Arguments)
+			}
+		}
 		size += len(text)
 	}
 	return out, size, nil
@@ -349,14 +377,14 @@ func contentText(raw jsontext.Value, field string) (string, *apiError) {
 // unsupported refuses the text-completion parameters the server does not implement.
 func (r *completionRequest) unsupported() *apiError {
 	switch {
-	case r.Echo != nil && *r.Echo:
-		return badRequest("echo", "echo is not supported by this server")
-	case r.BestOf != nil && *r.BestOf > 1:
-		return badRequest("best_of", "best_of > 1 is not supported by this server")
+	case r.Echo != nil && *r.Echo && r.Logprobs != nil:
+		return badRequest("echo", "echo with logprobs is not supported by this server: the engine does not compute the prompt's logprobs")
+	case r.BestOf != nil && *r.BestOf != 1:
+		return badRequest("best_of", "best_of is not supported by this server (use n for several choices)")
 	case r.Suffix != nil && *r.Suffix != "":
 		return badRequest("suffix", "suffix is not supported by this server")
-	case r.Logprobs != nil && *r.Logprobs > 0:
-		return badRequest("logprobs", "logprobs is not supported by this server")
+	case r.Logprobs != nil && (*r.Logprobs < 0 || *r.Logprobs > engine.MaxTopLogprobs):
+		return badRequest("logprobs", "logprobs must be between 0 and "+strconv.Itoa(engine.MaxTopLogprobs))
 	}
 	return nil
 }

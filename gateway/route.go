@@ -8,6 +8,8 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/lmlite/lmlite/engine/grammar"
+	"github.com/lmlite/lmlite/engine/toolcall"
 	"github.com/lmlite/lmlite/money"
 	"github.com/lmlite/lmlite/policies"
 	"github.com/lmlite/lmlite/tiers"
@@ -34,8 +36,14 @@ func (rt *route) steppable() bool { return rt.named == nil && rt.mode != tiers.M
 type plan struct {
 	tokens  []int32 // embedded: the prompt's tokens
 	nPrompt int     // prompt tokens (embedded: exact; upstream: an upper bound)
-	out     int     // worst-case output tokens
+	out     int     // worst-case output tokens (of each choice)
 	err     *apiError
+
+	// Embedded models: the grammar that constrains the output (nil: none) and the
+	// tool-call syntax to parse (when parse is set).
+	gram   *grammar.Grammar
+	syntax toolcall.Syntax
+	parse  bool
 }
 
 // planned is one model's plan, memoized on the job: each model's tokenizer runs at
@@ -165,7 +173,7 @@ func (j *job) planFor(m *model) plan {
 // need is tiers.Request.Need: the request's worst case on a model.
 func (j *job) need(id string) tiers.Need {
 	p := j.planFor(j.s.models[id])
-	return tiers.Need{PromptTokens: p.nPrompt, MaxTokens: p.out, Unfit: p.err != nil}
+	return tiers.Need{PromptTokens: p.nPrompt, MaxTokens: p.out * j.in.feat.n, Unfit: p.err != nil}
 }
 
 // makePlan renders and tokenizes the prompt for model m and fixes the output limit.
@@ -174,6 +182,9 @@ func (j *job) makePlan(m *model) plan {
 	if m.upstream != nil {
 		p.nPrompt = j.in.promptBytes + 16*max(1, len(j.in.msgs)) // an upper bound: a token is ≥ 1 byte
 	} else {
+		if p.err = j.planFeatures(m, &p); p.err != nil {
+			return p
+		}
 		toks, aerr := j.promptTokens(m)
 		if aerr != nil {
 			p.err = aerr
@@ -219,7 +230,10 @@ func (j *job) makePlan(m *model) plan {
 func (j *job) promptTokens(m *model) ([]int32, *apiError) {
 	var toks []int32
 	var err error
-	if j.in.kind == kindChat {
+	f := &j.in.feat
+	if fe, ok := j.s.eng.(Features); ok && j.in.kind == kindChat && (len(f.tools) > 0 || f.toolMsgs) {
+		toks, err = fe.ChatTokensTools(m.id, j.in.msgs, f.tools) // every text of the request stays plain text
+	} else if j.in.kind == kindChat {
 		toks, err = j.s.eng.ChatTokens(m.id, j.in.msgs) // message texts stay plain text
 	} else {
 		toks, err = j.s.eng.Tokenize(m.id, j.in.prompt)
@@ -245,7 +259,7 @@ func (j *job) choose(now time.Time, exclude uint8) *apiError {
 		if p.err != nil {
 			return p.err
 		}
-		j.c = choice{m: m, tierName: m.tier, plan: p, cost: m.price.Cost(p.nPrompt, p.out)}
+		j.c = choice{m: m, tierName: m.tier, plan: p, cost: m.price.Cost(p.nPrompt, p.out*j.in.feat.n)}
 		return nil
 	}
 	out := j.in.maxTokens

@@ -31,6 +31,7 @@ type job struct {
 	plans  []planned
 	c      choice
 	ticket *tenancy.Ticket
+	line   *lineOutcome // a batch line (batches.go): batch priority, its usage and cost
 
 	planBuf [2]planned // plans' first backing array: most requests plan one model
 }
@@ -66,18 +67,32 @@ func (s *Server) handleGenerate(ctx *fasthttp.RequestCtx, reqID string, k kind) 
 		return
 	}
 	j.keyID, j.pol = keyID, pol
+	if j.serve(ctx, k) {
+		async = true // the stream writer releases the request
+	}
+}
+
+// serve runs an authenticated request: parse, route, admit, run. It returns true
+// when a stream writer took over the request. A batch line (batches.go) enters here.
+func (j *job) serve(ctx *fasthttp.RequestCtx, k kind) bool {
+	s, reqID, pol := j.s, j.reqID, j.pol
 	body := ctx.PostBody()
 	if len(body) > s.cfg.MaxBodyBytes { // fasthttp refuses these before; Handler() alone does not
 		s.writeError(ctx, reqID, s.tooLarge())
-		return
+		return false
 	}
 	if aerr := j.in.parse(k, body); aerr != nil {
 		s.writeError(ctx, reqID, aerr)
-		return
+		return false
 	}
+	if j.line != nil && j.in.stream {
+		s.writeError(ctx, reqID, badRequest("stream", "a batch request cannot stream"))
+		return false
+	}
+	var aerr *apiError
 	if j.rt, aerr = s.routeOf(&ctx.Request.Header, &j.in, pol); aerr != nil {
 		s.writeError(ctx, reqID, aerr)
-		return
+		return false
 	}
 	// Quotas: requests/s, tokens/min (prompt estimate), concurrency.
 	tk, err := s.ten.Admit(s.quota(pol), j.start, j.in.estimate())
@@ -87,15 +102,17 @@ func (s *Server) handleGenerate(ctx *fasthttp.RequestCtx, reqID string, k kind) 
 			s.writeError(ctx, reqID, &apiError{status: 429, typ: "requests", code: "rate_limit_exceeded",
 				message: "rate limit reached for " + le.Reason + "; retry after " + le.RetryAfter.Round(time.Millisecond).String(),
 				retry:   tenancy.RetryAfterSeconds(le.RetryAfter), reason: "rate_" + le.Reason})
-			return
+			return false
+		}
+		if errors.Is(err, tenancy.ErrUnavailable) {
+			s.writeError(ctx, reqID, unavailable(err))
+			return false
 		}
 		s.writeError(ctx, reqID, &apiError{status: 500, typ: "server_error", message: "admission failed: " + err.Error(), reason: "internal"})
-		return
+		return false
 	}
 	j.ticket = tk
-	if j.run(ctx) {
-		async = true // the stream writer releases the request
-	}
+	return j.run(ctx)
 }
 
 // maxAttempts bounds the attempts of one admitted request: each retry either excludes
@@ -125,6 +142,8 @@ func (j *job) run(ctx *fasthttp.RequestCtx) bool {
 			}
 			if errors.Is(err, tenancy.ErrInsufficientQuota) {
 				j.fail(ctx, insufficientQuota(err))
+			} else if errors.Is(err, tenancy.ErrUnavailable) {
+				j.fail(ctx, unavailable(err))
 			} else {
 				j.fail(ctx, &apiError{status: 500, typ: "server_error", message: "reserve: " + err.Error(), reason: "internal"})
 			}
@@ -151,7 +170,7 @@ func (j *job) launch(ctx *fasthttp.RequestCtx) (done bool, refused *apiError) {
 	if j.c.m.upstream != nil {
 		return j.runUpstream(ctx)
 	}
-	st, cancel, err := j.startEmbedded()
+	streams, cancel, err := j.startEmbedded()
 	if err != nil {
 		if errors.Is(err, engine.ErrQueueFull) || errors.Is(err, engine.ErrNoMemory) || errors.Is(err, engine.ErrClosed) || errors.Is(err, engine.ErrRestarting) {
 			j.s.pred.Fail(j.c.m.id, j.s.now())
@@ -160,7 +179,18 @@ func (j *job) launch(ctx *fasthttp.RequestCtx) (done bool, refused *apiError) {
 		j.fail(ctx, engineError(err))
 		return false, nil
 	}
-	return j.respondEmbedded(ctx, st, cancel), nil
+	if j.in.feat.rich(j.c.parse) {
+		return j.respondChoices(ctx, streams, cancel), nil
+	}
+	return j.respondEmbedded(ctx, streams[0], cancel), nil
+}
+
+// unavailable answers a request whose quota or budget state (Redis) did not answer:
+// money fails closed, so the request does not run.
+// The cause (which may name Redis's address) is not shown to the client.
+func unavailable(error) *apiError {
+	return &apiError{status: 503, typ: "server_error", code: "quota_state_unavailable",
+		message: "the quota and budget service is unavailable; retry shortly", retry: 1, reason: "unavailable"}
 }
 
 func engineError(err error) *apiError {
@@ -199,7 +229,13 @@ func (j *job) settle(e tenancy.Entry, u *engine.Usage) {
 	if j.c.m != nil && (e.PromptTokens > 0 || e.CompletionTokens > 0) {
 		e.Cost = j.c.m.price.Cost(e.PromptTokens, e.CompletionTokens)
 	}
+	if j.line != nil {
+		e.Cost = j.line.discount(e.Cost)
+	}
 	charged, err := j.ticket.Settle(e)
+	if j.line != nil {
+		j.line.settled(e, charged)
+	}
 	if err != nil {
 		s.log.Error("ledger", "request_id", j.reqID, "error", err)
 	}
@@ -212,25 +248,39 @@ func (j *job) settle(e tenancy.Entry, u *engine.Usage) {
 		"cost_usd", charged.Dollars(), "latency", e.Latency)
 }
 
-// startEmbedded submits the request to the engine.
-func (j *job) startEmbedded() (*engine.Stream, context.CancelFunc, error) {
+// startEmbedded submits the request to the engine: one stream per choice (n), the
+// output constrained by the plan's grammar, with logprobs when asked.
+func (j *job) startEmbedded() ([]*engine.Stream, context.CancelFunc, error) {
 	salt := j.pol.Tenant
 	if j.pol.SharePrefix {
 		salt = ""
 	}
+	f := &j.in.feat
 	req := engine.Request{
 		Prompt: j.c.tokens, MaxTokens: j.c.out, Sampling: j.in.sampling, Stop: j.in.stop,
 		Tenant: j.pol.Tenant, Weight: j.pol.Weight, Priority: engine.Interactive, CacheSalt: salt,
+		Grammar: j.c.gram, Logprobs: f.logprobs, TopLogprobs: f.top,
+	}
+	if j.line != nil {
+		req.Priority = engine.Batch
 	}
 	gctx, cancel := context.WithCancel(context.Background())
 	j.s.pred.Begin(j.c.m.id)
-	st, err := j.s.eng.Generate(gctx, j.c.m.id, req)
+	var streams []*engine.Stream
+	var err error
+	if fe, ok := j.s.eng.(Features); ok && f.n > 1 {
+		streams, err = fe.GenerateN(gctx, j.c.m.id, req, f.n)
+	} else {
+		var st *engine.Stream
+		st, err = j.s.eng.Generate(gctx, j.c.m.id, req)
+		streams = []*engine.Stream{st}
+	}
 	if err != nil {
 		j.s.pred.End(j.c.m.id)
 		cancel()
 		return nil, nil, err
 	}
-	return st, cancel, nil
+	return streams, cancel, nil
 }
 
 // setRouteHeaders says which tier and model serve.
@@ -260,7 +310,8 @@ func statusOf(u engine.Usage, err error) int {
 	return 200
 }
 
-// respondEmbedded answers from an engine stream.
+// respondEmbedded answers a plain request (one choice, no logprobs, no tool calls to
+// parse) from an engine stream; respondChoices (choices.go) answers the others.
 func (j *job) respondEmbedded(ctx *fasthttp.RequestCtx, st *engine.Stream, cancel context.CancelFunc) bool {
 	j.setRouteHeaders(ctx)
 	id := j.newID()

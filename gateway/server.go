@@ -17,8 +17,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
+	"github.com/lmlite/lmlite/batch"
 	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/internal/jsonenc"
 	"github.com/lmlite/lmlite/money"
@@ -53,6 +55,13 @@ type Options struct {
 	Logger   *slog.Logger // nil: slog.Default()
 	AdminKey string       // guards /admin/*; "": admin API off
 	Now      func() time.Time
+	// Collectors are added to /metrics (e.g. the Redis client's, internal/rediscli).
+	Collectors []prometheus.Collector
+	// Batches holds the Batch API's files and jobs (batches.go); nil: the API is off.
+	// The server runs its jobs from New until Shutdown, BatchConcurrency lines of a
+	// job at once (0: 4).
+	Batches          *batch.Store
+	BatchConcurrency int
 }
 
 // Server is the HTTP front door. Create it with New, run it with Serve, stop it with
@@ -78,6 +87,7 @@ type Server struct {
 	draining atomic.Bool
 	wg       sync.WaitGroup // in-flight requests, including streams after the handler returned
 	created  int64
+	batches  *batches // nil: the Batch API is off
 }
 
 // model is one servable model.
@@ -88,7 +98,8 @@ type model struct {
 	tier     string               // first tier listing it ("" if none), for X-LMLite-Tier
 	in       [tiers.NumTiers]bool // the tiers listing it
 	upstream *upstream
-	ownedBy  string // "": "lmlite"
+	dim      atomic.Int64 // embeddings' size, once an embedding request has seen it
+	ownedBy  string       // "": "lmlite"
 }
 
 // limit is the model's length limit (0: unknown). For an embedded model whose limit
@@ -183,6 +194,14 @@ func New(cfg Config, eng Engine, ten *tenancy.Tenancy, opts Options) (*Server, e
 		}
 	}
 	s.metrics = newMetrics(s)
+	for _, c := range opts.Collectors {
+		s.metrics.reg.MustRegister(c)
+	}
+	if opts.Batches != nil {
+		if err := s.startBatches(opts.Batches, opts.BatchConcurrency); err != nil {
+			return nil, fmt.Errorf("gateway: batches: %w", err)
+		}
+	}
 	s.http = &fasthttp.Server{
 		Handler:               s.handle,
 		ErrorHandler:          s.handleConnError,
@@ -220,6 +239,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	// fasthttp waits for every connection, so every handler (and its wg.Add) has run
 	// when it returns; then wait for the stream writers' settling.
 	err := s.http.ShutdownWithContext(ctx)
+	if s.batches != nil {
+		s.batches.m.Close() // running lines finish and are committed; the rest resume at the next start
+	}
 	done := make(chan struct{})
 	go func() {
 		s.wg.Wait()
@@ -290,6 +312,10 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 			return
 		}
 		s.handleGenerate(ctx, reqID, kindCompletion)
+	case "/v1/embeddings":
+		if s.method(ctx, reqID, "POST") {
+			s.handleEmbeddings(ctx, reqID)
+		}
 	case "/v1/models":
 		if s.method(ctx, reqID, "GET") {
 			s.handleModels(ctx, reqID)
@@ -308,6 +334,10 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	case "/metrics":
 		s.metrics.handler(ctx)
 	default:
+		if bytes.HasPrefix(path, []byte("/v1/files")) || bytes.HasPrefix(path, []byte("/v1/batches")) {
+			s.handleBatchAPI(ctx, reqID)
+			return
+		}
 		if bytes.HasPrefix(path, []byte("/admin/")) {
 			s.handleAdmin(ctx, reqID)
 			return
@@ -470,6 +500,7 @@ func (s *Server) handleModels(ctx *fasthttp.RequestCtx, reqID string) {
 		return
 	}
 	b := append(make([]byte, 0, 512), `{"object":"list","data":[`...)
+	embeds := s.embedding()
 	n := 0
 	for _, id := range s.order {
 		if !s.allowed(pol, id) {
@@ -483,13 +514,35 @@ func (s *Server) handleModels(ctx *fasthttp.RequestCtx, reqID string) {
 		b = jsonenc.AppendString(b, id)
 		b = append(b, `,"object":"model","created":`...)
 		b = strconv.AppendInt(b, s.created, 10)
-		b = append(b, `,"owned_by":`...)
-		b = jsonenc.AppendString(b, s.ownedBy(id))
-		b = append(b, '}')
+		b = appendModelTail(b, s.ownedBy(id), embeds[id])
 	}
 	b = append(b, "]}"...)
 	ctx.SetContentType("application/json")
 	ctx.SetBody(b)
+}
+
+// embedding says which models serve /v1/embeddings.
+func (s *Server) embedding() map[string]bool {
+	out := map[string]bool{}
+	if _, ok := s.eng.(Features); !ok {
+		return out
+	}
+	for _, st := range s.eng.Models() {
+		if m := s.models[st.ID]; m != nil && m.upstream == nil && st.Embeddings {
+			out[st.ID] = true
+		}
+	}
+	return out
+}
+
+// appendModelTail ends a model object: owned_by and lmlite's extension, which says
+// whether the model serves /v1/embeddings.
+func appendModelTail(b []byte, ownedBy string, embeds bool) []byte {
+	b = append(b, `,"owned_by":`...)
+	b = jsonenc.AppendString(b, ownedBy)
+	b = append(b, `,"lmlite":{"embeddings":`...)
+	b = strconv.AppendBool(b, embeds)
+	return append(b, "}}"...)
 }
 
 // ownedBy is a model's owned_by in /v1/models: its config's owned_by, else "lmlite".
@@ -515,9 +568,7 @@ func (s *Server) handleModel(ctx *fasthttp.RequestCtx, reqID, id string) {
 	b = jsonenc.AppendString(b, id)
 	b = append(b, `,"object":"model","created":`...)
 	b = strconv.AppendInt(b, s.created, 10)
-	b = append(b, `,"owned_by":`...)
-	b = jsonenc.AppendString(b, s.ownedBy(id))
-	b = append(b, '}')
+	b = appendModelTail(b, s.ownedBy(id), s.embedding()[id])
 	ctx.SetContentType("application/json")
 	ctx.SetBody(b)
 }

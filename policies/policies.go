@@ -30,6 +30,7 @@ type Plan struct {
 	DefaultTierMode   string   `yaml:"default_tier_mode"`   // for model "auto": balanced, deep, max; "": balanced
 	SharePrefix       bool     `yaml:"share_prefix"`        // share the prefix cache with other tenants
 	Weight            float64  `yaml:"weight"`              // fair-queue share; 0: 1
+	BatchDiscount     float64  `yaml:"batch_discount"`      // the part of the price batch lines do not pay (0.5: half price); 0: none
 }
 
 // Override holds the fields a tenant changes from its plan; nil fields keep the plan's.
@@ -45,6 +46,7 @@ type Override struct {
 	DefaultTierMode   *string   `yaml:"default_tier_mode"`
 	SharePrefix       *bool     `yaml:"share_prefix"`
 	Weight            *float64  `yaml:"weight"`
+	BatchDiscount     *float64  `yaml:"batch_discount"`
 }
 
 // Apply returns the plan with the override's set fields replacing its own.
@@ -82,6 +84,9 @@ func (p Plan) Apply(o Override) Plan {
 	if o.Weight != nil {
 		p.Weight = *o.Weight
 	}
+	if o.BatchDiscount != nil {
+		p.BatchDiscount = *o.BatchDiscount
+	}
 	return p
 }
 
@@ -99,6 +104,7 @@ type Policy struct {
 	DefaultMode       tiers.Mode
 	SharePrefix       bool
 	Weight            float64
+	BatchDiscount     float64 // batch lines pay (1 - BatchDiscount) of the price
 
 	allowTiers  [tiers.NumTiers]bool
 	allowModels map[string]struct{} // nil: all
@@ -169,6 +175,8 @@ func Resolve(tenant, planName string, plan Plan, o Override, knownModel func(str
 		return bad("monthly_budget_usd", "must be a number ≥ 0")
 	case p.Weight < 0 || math.IsNaN(p.Weight):
 		return bad("weight", "must be ≥ 0")
+	case !(p.BatchDiscount >= 0 && p.BatchDiscount < 1):
+		return bad("batch_discount", "must be ≥ 0 and < 1")
 	}
 	pol := Policy{
 		Tenant:            tenant,
@@ -181,6 +189,7 @@ func Resolve(tenant, planName string, plan Plan, o Override, knownModel func(str
 		MonthlyBudget:     money.USD(p.MonthlyBudgetUSD),
 		SharePrefix:       p.SharePrefix,
 		Weight:            p.Weight,
+		BatchDiscount:     p.BatchDiscount,
 	}
 	if pol.Burst == 0 && pol.RequestsPerSecond > 0 {
 		pol.Burst = max(1, int(math.Ceil(pol.RequestsPerSecond)))

@@ -1,10 +1,13 @@
 package tenancy
 
 import (
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -52,11 +55,22 @@ type Tenancy struct {
 
 	mu      sync.Mutex // guards tenants
 	tenants map[string]*tenantState
+
+	shared  Shared // nil: in-process
+	idBase  string // of ticket ids: unique per process start
+	tickets atomic.Uint64
 }
 
 // New returns a Tenancy whose ledger and spend totals live in store.
 func New(store *Store) *Tenancy {
-	return &Tenancy{store: store, tenants: map[string]*tenantState{}}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return &Tenancy{store: store, tenants: map[string]*tenantState{}, idBase: keyEnc.EncodeToString(b[:]) + "-"}
+}
+
+// ticketID returns a new ticket id, unique across processes (random per Tenancy).
+func (t *Tenancy) ticketID() string {
+	return t.idBase + strconv.FormatUint(t.tickets.Add(1), 36)
 }
 
 // Store returns the store.
@@ -176,11 +190,20 @@ type Ticket struct {
 	ts       *tenantState
 	reserved money.Money
 	settled  bool
+
+	// with shared state (Tenancy.UseShared); sh nil: in-process
+	sh   Shared
+	q    Quota
+	id   string
+	room money.Money // the money left at the last answer of the shared state
 }
 
 // Admit checks the tenant's concurrency, tokens/min (against promptTokens) and
 // requests/s quotas at now and takes a concurrency slot. A rejection is a *LimitError.
 func (t *Tenancy) Admit(q *Quota, now time.Time, promptTokens int) (*Ticket, error) {
+	if t.shared != nil {
+		return t.admitShared(q, now, promptTokens)
+	}
 	ts, err := t.state(q, now)
 	if err != nil {
 		return nil, err
@@ -226,6 +249,9 @@ func (tk *Ticket) Tenant() string { return tk.ts.id }
 // Remaining is the tenant's money left for new reservations at now: the smaller of the
 // day and month rooms; -1 when it has no budget.
 func (tk *Ticket) Remaining(now time.Time) money.Money {
+	if tk.sh != nil {
+		return tk.room // from the shared state's last answer (Admit or Reserve)
+	}
 	ts := tk.ts
 	if err := ts.roll(now); err != nil {
 		return 0
@@ -246,6 +272,9 @@ func (tk *Ticket) Remaining(now time.Time) money.Money {
 // returns ErrInsufficientQuota and reserves nothing. A ticket may reserve more than
 // once (the sum is settled).
 func (tk *Ticket) Reserve(now time.Time, amount money.Money) error {
+	if tk.sh != nil {
+		return tk.reserveShared(now, amount)
+	}
 	ts := tk.ts
 	if err := ts.roll(now); err != nil {
 		return err
@@ -265,6 +294,10 @@ func (tk *Ticket) Reserve(now time.Time, amount money.Money) error {
 // refused, before the request tries another model); the ticket stays admitted and may
 // reserve again.
 func (tk *Ticket) Release() {
+	if tk.sh != nil {
+		tk.releaseShared()
+		return
+	}
 	ts := tk.ts
 	ts.mu.Lock()
 	ts.day.reserved -= tk.reserved
@@ -282,6 +315,9 @@ func (tk *Ticket) Reserved() money.Money { return tk.reserved }
 // ledger, returning when it is committed. It returns the cost charged. Settle more
 // than once is a no-op.
 func (tk *Ticket) Settle(e Entry) (money.Money, error) {
+	if tk.sh != nil {
+		return tk.settleShared(e)
+	}
 	ts := tk.ts
 	_ = ts.roll(e.Time)
 	ts.mu.Lock()

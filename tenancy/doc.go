@@ -33,6 +33,15 @@
 // so concurrent requests can never overrun a ceiling. Every decision takes an explicit
 // now; the decisions themselves (account.reserve, ...) are plain functions of state.
 //
+// # Several processes
+//
+// Tenancy.UseShared moves quotas and budgets behind the Shared interface: RedisShared
+// (redis.go) keeps them in one Redis for every process, with the same reserve→settle
+// contract, idempotent per ticket id; money fails closed (ErrUnavailable) when Redis
+// does not answer, rates fall back to this process's share. Store.ShareKeys moves the
+// keys to RedisKeys (rediskeys.go). Each process still ledgers what it settled in its
+// own Store. docs/REDIS.md has the keys and the failure policy.
+//
 // # Ledger
 //
 // Settle writes the request's usage (tokens, cost, latency, status, request id) to the

@@ -91,6 +91,7 @@ type Store struct {
 
 	keysMu sync.RWMutex        // guards keys
 	keys   map[string]*KeyInfo // by id; a cache of the keys bucket
+	shared *RedisKeys          // non-nil: keys live there (ShareKeys), not in the keys bucket
 
 	commits atomic.Int64 // ledger groups logged (for tests and metrics)
 
@@ -256,9 +257,16 @@ func (s *Store) Ledger(fn func(Entry) error) error {
 	})
 }
 
+// ShareKeys makes the store's key methods use the keys in Redis (shared by every
+// process) instead of its own keys bucket; call it before serving.
+func (s *Store) ShareKeys(k *RedisKeys) { s.shared = k }
+
 // CreateKey makes and stores a new key for tenant and returns it (the only time the
 // key is visible) with its record.
 func (s *Store) CreateKey(tenant string, now time.Time) (string, KeyInfo, error) {
+	if s.shared != nil {
+		return s.shared.CreateKey(tenant, now)
+	}
 	if tenant == "" {
 		return "", KeyInfo{}, errors.New("tenancy: empty tenant")
 	}
@@ -287,6 +295,9 @@ func (s *Store) putKey(ki *KeyInfo) error {
 
 // RevokeKey revokes the key with the given id (or a whole key: its id is taken).
 func (s *Store) RevokeKey(id string, now time.Time) (KeyInfo, error) {
+	if s.shared != nil {
+		return s.shared.RevokeKey(id, now)
+	}
 	if kid, _, err := ParseKey(id); err == nil {
 		id = kid
 	}
@@ -311,6 +322,9 @@ func (s *Store) RevokeKey(id string, now time.Time) (KeyInfo, error) {
 
 // Keys lists the stored keys, sorted by tenant then creation.
 func (s *Store) Keys() []KeyInfo {
+	if s.shared != nil {
+		return s.shared.Keys()
+	}
 	s.keysMu.RLock()
 	out := make([]KeyInfo, 0, len(s.keys))
 	for _, k := range s.keys {
@@ -331,6 +345,9 @@ func (s *Store) Keys() []KeyInfo {
 // Authenticate returns the tenant and key id of an API key. Any failure is ErrBadKey
 // (or ErrRevoked wrapping it), never saying which part was wrong.
 func (s *Store) Authenticate(key string) (tenant, keyID string, err error) {
+	if s.shared != nil {
+		return s.shared.Authenticate(key)
+	}
 	id, secret, err := ParseKey(key)
 	if err != nil {
 		return "", "", err

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/lmlite/lmlite/configs"
+	"github.com/lmlite/lmlite/internal/rediscli"
 	"github.com/lmlite/lmlite/tenancy"
 )
 
@@ -21,7 +22,8 @@ func init() {
 	register("keys", "manage API keys: keys create --tenant T | keys revoke ID | keys list", runKeys)
 }
 
-// runKeys manages API keys. With the server stopped it opens the store in the data
+// runKeys manages API keys. When the config names a Redis (redis: or
+// LMLITE_REDIS_URL) the keys are there, shared by every process. Otherwise, with the server stopped it opens the store in the data
 // directory; when a running server holds the store (or --server is given) it goes
 // through the server's admin API with the admin key.
 func runKeys(args []string) error {
@@ -86,6 +88,19 @@ func runKeys(args []string) error {
 		}
 	}
 	dbPath := filepath.Join(cfg.DataDir, "lmlite.db")
+	if *server == "" && cfg.Redis != nil {
+		// The keys live in Redis: no server or data directory is involved.
+		rc, err := rediscli.New(rediscli.Options{URL: cfg.Redis.URL, Name: cfg.Redis.NodeID + "-keys"})
+		if err != nil {
+			return err
+		}
+		defer rc.Close()
+		rk, err := tenancy.NewRedisKeys(rc, cfg.Redis.KeyPrefix, false)
+		if err != nil {
+			return err
+		}
+		return keysOffline(rk, cfg, action, *tenant, id)
+	}
 	if *server == "" {
 		store, err := tenancy.Open(dbPath, tenancy.Options{LockTimeout: 300 * time.Millisecond})
 		if err == nil {
@@ -119,7 +134,15 @@ func dialable(addr string) string {
 	return addr
 }
 
-func keysOffline(store *tenancy.Store, cfg *configs.Config, action, tenant, id string) error {
+// keyStore is what the keys command needs of a key store: tenancy.Store (the data
+// directory's) or tenancy.RedisKeys (shared by every process).
+type keyStore interface {
+	CreateKey(tenant string, now time.Time) (string, tenancy.KeyInfo, error)
+	RevokeKey(id string, now time.Time) (tenancy.KeyInfo, error)
+	Keys() []tenancy.KeyInfo
+}
+
+func keysOffline(store keyStore, cfg *configs.Config, action, tenant, id string) error {
 	switch action {
 	case "create":
 		known := false

@@ -17,10 +17,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lmlite/lmlite/batch"
 	"github.com/lmlite/lmlite/configs"
 	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/engine/lease"
 	"github.com/lmlite/lmlite/gateway"
+	"github.com/lmlite/lmlite/internal/rediscli"
 	"github.com/lmlite/lmlite/tenancy"
 )
 
@@ -161,6 +163,34 @@ func runServe(args []string) error {
 		return err
 	}
 	defer store.Close()
+	ten := tenancy.New(store)
+	var redisMetrics *rediscli.Metrics
+	if r := cfg.Redis; r != nil {
+		// Several processes as one service: keys, quotas and budgets live in Redis;
+		// this process still ledgers what it settles in its own store.
+		redisMetrics = rediscli.NewMetrics()
+		rc, err := rediscli.New(rediscli.Options{URL: r.URL, Name: r.NodeID, Metrics: redisMetrics})
+		if err != nil {
+			return err
+		}
+		defer rc.Close()
+		pctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		err = rc.Ping(pctx).Err()
+		cancel()
+		if err != nil {
+			return fmt.Errorf("redis: %w", err)
+		}
+		rk, err := tenancy.NewRedisKeys(rc, r.KeyPrefix, true)
+		if err != nil {
+			return err
+		}
+		defer rk.Close()
+		store.ShareKeys(rk)
+		sh := tenancy.NewRedisShared(rc, tenancy.RedisOptions{KeyPrefix: r.KeyPrefix, Node: r.NodeID, Logger: log, Metrics: redisMetrics})
+		defer sh.Close()
+		ten.UseShared(sh)
+		fmt.Printf("sharing keys, quotas and budgets through redis as node %s\n", r.NodeID)
+	}
 
 	demoKey := ""
 	if cfg.DemoTenant != "" {
@@ -178,9 +208,16 @@ func runServe(args []string) error {
 	if err != nil {
 		return err
 	}
-	srv, err := gateway.New(gcfg, eng, tenancy.New(store), gateway.Options{
-		Logger: log, AdminKey: adminKey,
-	})
+	batches, err := batch.OpenStore(filepath.Join(cfg.DataDir, "batch")) // the Batch API's files and jobs
+	if err != nil {
+		return err
+	}
+	defer batches.Close()
+	gopts := gateway.Options{Logger: log, AdminKey: adminKey, Batches: batches}
+	if redisMetrics != nil {
+		gopts.Collectors = append(gopts.Collectors, redisMetrics)
+	}
+	srv, err := gateway.New(gcfg, eng, ten, gopts)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"net"
 	"net/http"
 	"os"
@@ -10,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lmlite/lmlite/internal/rediscli"
+	"github.com/lmlite/lmlite/internal/redistest"
+	"github.com/lmlite/lmlite/money"
 	"github.com/lmlite/lmlite/tenancy"
 )
 
@@ -111,5 +115,80 @@ func TestKeysOffline(t *testing.T) {
 	}
 	if err := runKeys([]string{"revoke", "nope0000", "--config", cfg}); err == nil {
 		t.Error("revoked an unknown key")
+	}
+}
+
+func TestKeysInRedis(t *testing.T) {
+	rs := redistest.Start(t, redistest.Options{})
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "c.yaml")
+	os.WriteFile(cfg, []byte("data_dir: "+filepath.Join(dir, "data")+"\nredis: {url: "+rs.URL(0)+", node_id: cli}\nmodels: [{id: m, path: m.gguf}]\nplans: {p: {}}\ntenants: [{id: t1, plan: p}]\n"), 0o644)
+	if err := runKeys([]string{"create", "--tenant", "t1", "--config", cfg}); err != nil {
+		t.Fatal(err)
+	}
+	if err := runKeys([]string{"create", "--tenant", "ghost", "--config", cfg}); err == nil {
+		t.Error("created a key for an unknown tenant")
+	}
+	rc, err := rediscli.New(rediscli.Options{URL: rs.URL(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	rk, err := tenancy.NewRedisKeys(rc, "lmlite:", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := rk.Keys()
+	if len(keys) != 1 || keys[0].Tenant != "t1" {
+		t.Fatalf("keys in redis %+v", keys)
+	}
+	if err := runKeys([]string{"revoke", keys[0].ID, "--config", cfg}); err != nil {
+		t.Fatal(err)
+	}
+	if keys = rk.Keys(); keys[0].Revoked.IsZero() {
+		t.Error("revoke did not reach redis")
+	}
+	if err := runKeys([]string{"list", "--config", cfg}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "data", "lmlite.db")); err == nil {
+		t.Error("keys with redis configured created a local store")
+	}
+}
+
+func TestLedgerVerifyAgainstRedis(t *testing.T) {
+	rs := redistest.Start(t, redistest.Options{})
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "c.yaml")
+	os.WriteFile(cfg, []byte("redis: {url: "+rs.URL(0)+", node_id: cli}\nmodels: [{id: m, path: m.gguf}]\nplans: {p: {}}\ntenants: [{id: t1, plan: p}]\n"), 0o644)
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	for i, d := range []string{"a", "b"} { // two processes' ledgers: 1000 and 2000 nano-USD
+		s, err := tenancy.Open(filepath.Join(dir, d, "lmlite.db"), tenancy.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Record(tenancy.Entry{Time: now, Tenant: "t1", Cost: money.Money(1000 * (i + 1)), Status: 200}); err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+	}
+	rc, err := rediscli.New(rediscli.Options{URL: rs.URL(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	ctx := context.Background()
+	rc.Set(ctx, "lmlite:t:{t1}:spent:d:20261123", 3000, 0)
+	rc.Set(ctx, "lmlite:t:{t1}:spent:m:202611", 3000, 0)
+	args := []string{"verify", "--config", cfg, "--data-dir", filepath.Join(dir, "a"), "--data-dir", filepath.Join(dir, "b")}
+	if err := runLedger(args); err != nil {
+		t.Fatalf("matching ledgers: %v", err)
+	}
+	if err := runLedger(args[:5]); err == nil { // one ledger alone does not add up
+		t.Error("verify passed with one of the two ledgers")
+	}
+	rc.Set(ctx, "lmlite:t:{t1}:spent:d:20261123", 3001, 0)
+	if err := runLedger(args); err == nil {
+		t.Error("verify passed with Redis one nano-dollar off")
 	}
 }

@@ -1,0 +1,51 @@
+// Package batch runs budget-capped batch jobs (OpenAI's Batch API): the files, the
+// jobs, their lifecycle and their persistence. The HTTP API is the gateway's
+// (gateway/batches.go); running one line is the gateway's too, through the
+// consumer-side LineRunner interface, and checking a line against the tenant's plan
+// through Checker.
+//
+// # Files
+//
+// Store keeps each file as a file under dir/files (up to MaxFileBytes and
+// MaxFileLines) and its metadata, the jobs and every line's result in an embedded
+// bbolt database (dir/batch.db). Every file and job belongs to one tenant; another
+// tenant's id is ErrNotFound.
+//
+// # Lifecycle
+//
+// Validate checks an input file with line numbers (bad JSON, missing or duplicate
+// custom_id, a url other than the batch's endpoint, what the Checker refuses: a model
+// or tier the plan forbids) and prices each line's worst case. Decide is the rest of
+// the lifecycle as a pure function of the job's View (status, the pending lines'
+// worst cases, running lines, the cap, spend and reservations, the tenant's pause)
+// and an explicit now (testdata/decide holds its traces):
+//
+//	validating → in_progress → finalizing → completed
+//	validating → failed
+//	in_progress → cancelling → cancelled          (unrun lines: batch_cancelled)
+//	in_progress → expired after the window        (unrun lines: batch_expired)
+//	in_progress → cancelled when the cap is met   (errors.data max_cost_reached; unrun lines too)
+//
+// The cap: each line reserves its worst case before it runs and settles its actual
+// cost (never above the reservation, which the LineRunner gets as MaxCost); when the
+// next line's worst case no longer fits beside the spend and the running lines'
+// reservations, no line starts, and once the running ones settled and it still does
+// not fit the job stops. So spend never exceeds the cap, at any concurrency. When the
+// tenant's own budget is spent (the LineRunner answers RefusedBudget) the line goes
+// back to the queue and the job stays in_progress with a paused reason until the
+// budget window resets.
+//
+// # Running and durability
+//
+// Manager owns one goroutine per unfinished job that applies Decide's decisions and
+// runs up to Options.Concurrency lines at once, in RunOrder: lines sharing a leading
+// system message run together, so the prefix cache serves the shared prompt. A finished line's result and its cost
+// are committed in one bbolt transaction together with the job's spend and counts,
+// and a line already committed is skipped and charged nothing (settlement is
+// idempotent per job and line). Lines finished together are committed together. The
+// output and error files are rebuilt from the committed results when the job ends
+// (again if the process died while writing them). After kill -9, Start resumes every
+// unfinished job: lines without a committed result run again, marked Retry, with the
+// same request id (job id and line index) so the LineRunner can recognise a line
+// whose charge was logged before the crash.
+package batch

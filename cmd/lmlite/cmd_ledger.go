@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/lmlite/lmlite/internal/rediscli"
+	"github.com/lmlite/lmlite/tenancy"
+)
+
+func init() {
+	register("ledger", "ledger verify --config F [--data-dir D]...: reconcile the processes' ledgers with Redis's spend", runLedger)
+}
+
+// dirs is a repeatable flag.
+type dirs []string
+
+func (d *dirs) String() string     { return strings.Join(*d, ",") }
+func (d *dirs) Set(v string) error { *d = append(*d, v); return nil }
+
+var _ flag.Value = (*dirs)(nil)
+
+// runLedger reconciles the ledgers of every process sharing a Redis (their data
+// directories, with the servers stopped) against the spend Redis holds.
+func runLedger(args []string) error {
+	if len(args) == 0 || args[0] != "verify" {
+		fmt.Fprintln(os.Stderr, "usage: lmlite ledger verify --config F [--data-dir D]...")
+		return errUsage
+	}
+	fs := newFlags("ledger verify")
+	cfgPath := fs.String("config", "", "config file naming the redis: block")
+	var ds dirs
+	fs.Var(&ds, "data-dir", "a process's data directory (repeat for each; default: the config's data_dir)")
+	if err := parseFlags(fs, args[1:]); err != nil {
+		return err
+	}
+	cfg, err := loadConfig(*cfgPath)
+	if err != nil {
+		return err
+	}
+	if cfg.Redis == nil {
+		return errors.New("the config names no redis: there is nothing to reconcile against")
+	}
+	if len(ds) == 0 {
+		ds = dirs{cfg.DataDir}
+	}
+	var stores []*tenancy.Store
+	for _, d := range ds {
+		s, err := tenancy.Open(filepath.Join(d, "lmlite.db"), tenancy.Options{LockTimeout: 300 * time.Millisecond})
+		if err != nil {
+			return fmt.Errorf("%s: %w (stop its server first)", d, err)
+		}
+		defer s.Close()
+		stores = append(stores, s)
+	}
+	spend, err := tenancy.LedgerSpend(stores...)
+	if err != nil {
+		return err
+	}
+	rc, err := rediscli.New(rediscli.Options{URL: cfg.Redis.URL, Name: cfg.Redis.NodeID + "-verify"})
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rs, err := tenancy.ReconcileRedis(ctx, rc, cfg.Redis.KeyPrefix, spend)
+	if err != nil {
+		return err
+	}
+	bad := 0
+	for _, r := range rs {
+		state := "ok"
+		switch {
+		case !r.InRedis && r.Ledgers != 0:
+			state = "not in redis (expired, or never settled there)"
+			bad++
+		case !r.Match():
+			state = fmt.Sprintf("MISMATCH by %v", r.Ledgers-r.Redis)
+			bad++
+		}
+		fmt.Printf("%-40s ledgers %-14v redis %-14v %s\n", r.SpendWindow, r.Ledgers, r.Redis, state)
+	}
+	if bad > 0 {
+		return fmt.Errorf("%d window(s) differ", bad)
+	}
+	fmt.Printf("%d window(s) reconciled over %d ledger(s)\n", len(rs), len(stores))
+	return nil
+}

@@ -1,0 +1,520 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/valyala/fasthttp"
+
+	"github.com/lmlite/lmlite/batch"
+	"github.com/lmlite/lmlite/money"
+	"github.com/lmlite/lmlite/tenancy"
+	"github.com/lmlite/lmlite/tiers"
+)
+
+// The Batch API (OpenAI's Files and Batches, package batch): /v1/files and
+// /v1/batches. Every file and batch belongs to the tenant of the key that made it;
+// another tenant's id is a 404. Lines run through serve, the interactive path's
+// admission and routing, at the engine's batch priority (RunLine); Check prices and
+// admits a line at validation.
+
+// batches is the server's batch state: nil when Options.Batches is nil (the API is off).
+type batches struct {
+	m *batch.Manager
+
+	mu      sync.Mutex
+	charged map[string]money.Money // ledger entries of batch lines logged before a restart
+}
+
+// startBatches makes the manager over the store and resumes unfinished jobs, after
+// reading which lines the ledger charged before the last stop (RunLine's Retry).
+func (s *Server) startBatches(st *batch.Store, conc int) error {
+	b := &batches{charged: map[string]money.Money{}}
+	err := s.ten.Store().Ledger(func(e tenancy.Entry) error {
+		if strings.HasPrefix(e.RequestID, "batch_") && e.Status != 429 && e.Status != 503 {
+			b.charged[e.RequestID] += e.Cost
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	b.m = batch.NewManager(st, s, batch.Options{Concurrency: conc, Now: s.now, Logger: s.log, Checker: s})
+	s.batches = b
+	if err := s.metrics.reg.Register(&batchCollector{st: st, log: s.log}); err != nil {
+		return err
+	}
+	return b.m.Start()
+}
+
+// lineOutcome is what serve tells RunLine of a batch line.
+type lineOutcome struct {
+	discountRate float64
+	free         bool // the ledger charged this line before a restart: charge nothing again
+	e            tenancy.Entry
+	cost         money.Money
+}
+
+func (l *lineOutcome) discount(c money.Money) money.Money {
+	if l.free {
+		return 0
+	}
+	return discounted(c, l.discountRate)
+}
+
+func discounted(c money.Money, rate float64) money.Money {
+	if rate <= 0 {
+		return c
+	}
+	return money.Money(float64(c) * (1 - rate))
+}
+
+func (l *lineOutcome) settled(e tenancy.Entry, charged money.Money) { l.e, l.cost = e, charged }
+
+// RunLine runs one batch line (batch.LineRunner): the tenant's request body through
+// serve, as an interactive request would go, at batch priority.
+func (s *Server) RunLine(ctx context.Context, r batch.Request) batch.Response {
+	pol, ok := s.book.Resolve(r.Tenant)
+	if !ok {
+		return batch.Response{StatusCode: 401, Body: []byte(`{"error":{"message":"the tenant is not configured on this server","type":"invalid_request_error"}}`)}
+	}
+	k := kindChat
+	if r.Endpoint == "/v1/completions" {
+		k = kindCompletion
+	}
+	var rc fasthttp.RequestCtx
+	var req fasthttp.Request
+	req.Header.SetMethod("POST")
+	req.SetRequestURI(r.Endpoint)
+	req.Header.SetContentType("application/json")
+	req.SetBody(r.Body)
+	rc.Init(&req, nil, nil)
+	reqID := r.RequestID
+	line := &lineOutcome{discountRate: pol.BatchDiscount}
+	if r.Retry {
+		s.batches.mu.Lock()
+		_, was := s.batches.charged[reqID]
+		s.batches.mu.Unlock()
+		if was { // charged before the crash: run again for its output, charge nothing more
+			line.free = true
+			reqID += "-rerun"
+		}
+	}
+	j := &job{s: s, reqID: reqID, start: s.now(), keyID: r.KeyID, pol: pol, line: line}
+	j.plans = j.planBuf[:0]
+	j.serve(&rc, k)
+	status := rc.Response.StatusCode()
+	body := bytes.Clone(rc.Response.Body())
+	if status == 429 || status == 503 {
+		var e struct {
+			Error struct {
+				Code string `json:"code"`
+			} `json:"error"`
+		}
+		json.Unmarshal(body, &e)
+		now := s.now()
+		if e.Error.Code == "insufficient_quota" {
+			y, m, d := now.UTC().Date()
+			return batch.Response{Refused: batch.RefusedBudget, Until: time.Date(y, m, d+1, 0, 0, 0, 0, time.UTC)}
+		}
+		wait := time.Second
+		if n, err := strconv.Atoi(string(rc.Response.Header.Peek("Retry-After"))); err == nil && n > 0 {
+			wait = time.Duration(n) * time.Second
+		}
+		return batch.Response{Refused: batch.RefusedLoad, Until: now.Add(wait)}
+	}
+	cost := line.cost
+	if line.free {
+		s.batches.mu.Lock()
+		cost = s.batches.charged[r.RequestID]
+		s.batches.mu.Unlock()
+	}
+	return batch.Response{StatusCode: status, Body: body, PromptTokens: line.e.PromptTokens,
+		CompletionTokens: line.e.CompletionTokens, Cost: cost}
+}
+
+// Check is batch.Checker: the line's body must parse, its model or tier must be one
+// the plan allows, and its worst case is the largest of the models it may run on
+// (with the plan's batch discount).
+func (s *Server) Check(tenant, endpoint string, body []byte) (money.Money, error) {
+	pol, ok := s.book.Resolve(tenant)
+	if !ok {
+		return 0, errors.New("the tenant is not configured on this server")
+	}
+	k := kindChat
+	if endpoint == "/v1/completions" {
+		k = kindCompletion
+	}
+	j := &job{s: s, pol: pol}
+	j.plans = j.planBuf[:0]
+	if aerr := j.in.parse(k, body); aerr != nil {
+		return 0, aerr
+	}
+	if j.in.stream {
+		return 0, badRequest("stream", "a batch request cannot stream")
+	}
+	var h fasthttp.RequestHeader
+	rt, aerr := s.routeOf(&h, &j.in, pol)
+	if aerr != nil {
+		return 0, aerr
+	}
+	j.rt = rt
+	if m := rt.named; m != nil {
+		p := j.planFor(m)
+		if p.err != nil {
+			return 0, p.err
+		}
+		return discounted(m.price.Cost(p.nPrompt, p.out), pol.BatchDiscount), nil
+	}
+	var worst money.Money
+	found := false
+	var last error = errors.New("no model the plan allows serves this request")
+	allowed := pol.AllowedTiers()
+	for t := range s.set.Tiers {
+		if !allowed[t] || (rt.mode == tiers.ModeFixed && tiers.Tier(t) != rt.tier) {
+			continue
+		}
+		for _, c := range s.set.Tiers[t] {
+			if !pol.AllowsModel(c.Model) {
+				continue
+			}
+			m := s.models[c.Model]
+			p := j.planFor(m)
+			if p.err != nil {
+				last = p.err
+				continue
+			}
+			found = true
+			worst = max(worst, m.price.Cost(p.nPrompt, p.out))
+		}
+	}
+	if !found {
+		return 0, last
+	}
+	return discounted(worst, pol.BatchDiscount), nil
+}
+
+// handleBatchAPI serves /v1/files... and /v1/batches....
+func (s *Server) handleBatchAPI(ctx *fasthttp.RequestCtx, reqID string) {
+	if s.batches == nil {
+		s.writeError(ctx, reqID, &apiError{status: 404, typ: "invalid_request_error",
+			message: "the Batch API is not enabled on this server", reason: "not_found"})
+		return
+	}
+	keyID, pol, aerr := s.authenticate(ctx)
+	if aerr != nil {
+		s.writeError(ctx, reqID, aerr)
+		return
+	}
+	path, method := string(ctx.Path()), string(ctx.Method())
+	parts := strings.Split(strings.TrimPrefix(path, "/v1/"), "/")
+	st := s.batches.m.Store()
+	tenant := pol.Tenant
+	notFound := func(what, id string) {
+		s.writeError(ctx, reqID, &apiError{status: 404, typ: "invalid_request_error", code: "not_found",
+			message: "No such " + what + ": '" + id + "'", reason: "not_found"})
+	}
+	allow := func(m string) bool { return s.method(ctx, reqID, m) }
+	switch {
+	case parts[0] == "files" && len(parts) == 1:
+		if method == "GET" {
+			fs, err := st.Files(tenant)
+			if err != nil {
+				s.internal(ctx, reqID, err)
+				return
+			}
+			data := make([]any, 0, len(fs))
+			for i := range fs {
+				data = append(data, fileObject(&fs[i]))
+			}
+			writeJSON(ctx, 200, map[string]any{"object": "list", "data": data, "has_more": false})
+			return
+		}
+		if allow("POST") {
+			s.uploadFile(ctx, reqID, tenant)
+		}
+	case parts[0] == "files" && len(parts) == 2:
+		id := parts[1]
+		switch method {
+		case "DELETE":
+			if err := st.DeleteFile(tenant, id); errors.Is(err, batch.ErrNotFound) {
+				notFound("file", id)
+			} else if err != nil {
+				s.internal(ctx, reqID, err)
+			} else {
+				writeJSON(ctx, 200, map[string]any{"id": id, "object": "file", "deleted": true})
+			}
+		default:
+			if !allow("GET") {
+				return
+			}
+			f, err := st.File(tenant, id)
+			if err != nil {
+				notFound("file", id)
+				return
+			}
+			writeJSON(ctx, 200, fileObject(&f))
+		}
+	case parts[0] == "files" && len(parts) == 3 && parts[2] == "content":
+		if !allow("GET") {
+			return
+		}
+		r, f, err := st.Open(tenant, parts[1])
+		if err != nil {
+			notFound("file", parts[1])
+			return
+		}
+		ctx.SetContentType("application/jsonl")
+		ctx.SetBodyStream(r, int(f.Bytes)) // fasthttp closes r when sent
+	case parts[0] == "batches" && len(parts) == 1:
+		if method == "GET" {
+			s.listBatches(ctx, reqID, tenant)
+			return
+		}
+		if allow("POST") {
+			s.createBatch(ctx, reqID, tenant, keyID)
+		}
+	case parts[0] == "batches" && len(parts) == 2:
+		if !allow("GET") {
+			return
+		}
+		j, err := st.Job(tenant, parts[1])
+		if err != nil {
+			notFound("batch", parts[1])
+			return
+		}
+		writeJSON(ctx, 200, batchObject(&j))
+	case parts[0] == "batches" && len(parts) == 3 && parts[2] == "cancel":
+		if !allow("POST") {
+			return
+		}
+		j, err := s.batches.m.Cancel(tenant, parts[1])
+		if err != nil {
+			notFound("batch", parts[1])
+			return
+		}
+		writeJSON(ctx, 200, batchObject(&j))
+	default:
+		s.writeError(ctx, reqID, &apiError{status: 404, typ: "invalid_request_error",
+			message: "unknown URL " + path, reason: "not_found"})
+	}
+}
+
+func (s *Server) internal(ctx *fasthttp.RequestCtx, reqID string, err error) {
+	s.log.Error("batch api", "request_id", reqID, "error", err)
+	s.writeError(ctx, reqID, &apiError{status: 500, typ: "server_error", message: "internal error", reason: "internal"})
+}
+
+// uploadFile is POST /v1/files: multipart with "file" and "purpose" (only "batch").
+func (s *Server) uploadFile(ctx *fasthttp.RequestCtx, reqID, tenant string) {
+	form, err := ctx.MultipartForm()
+	if err != nil {
+		s.writeError(ctx, reqID, badRequest("file", "the body must be multipart/form-data with 'file' and 'purpose': "+err.Error()))
+		return
+	}
+	if p := form.Value["purpose"]; len(p) != 1 || p[0] != "batch" {
+		s.writeError(ctx, reqID, badRequest("purpose", "purpose must be 'batch'"))
+		return
+	}
+	fhs := form.File["file"]
+	if len(fhs) != 1 {
+		s.writeError(ctx, reqID, badRequest("file", "one 'file' part is required"))
+		return
+	}
+	r, err := fhs[0].Open()
+	if err != nil {
+		s.internal(ctx, reqID, err)
+		return
+	}
+	defer r.Close()
+	f, err := s.batches.m.Store().PutFile(tenant, "batch", fhs[0].Filename, r, s.now())
+	if errors.Is(err, batch.ErrTooLarge) {
+		s.writeError(ctx, reqID, &apiError{status: 400, typ: "invalid_request_error", param: "file",
+			message: "the file is over the limit of " + strconv.Itoa(batch.MaxFileBytes>>20) + " MB or " +
+				strconv.Itoa(batch.MaxFileLines) + " lines", reason: "bad_request"})
+		return
+	}
+	if err != nil {
+		s.internal(ctx, reqID, err)
+		return
+	}
+	writeJSON(ctx, 200, fileObject(&f))
+}
+
+func fileObject(f *batch.File) map[string]any {
+	return map[string]any{"id": f.ID, "object": "file", "bytes": f.Bytes, "created_at": f.CreatedAt,
+		"filename": f.Filename, "purpose": f.Purpose, "status": "processed"}
+}
+
+// createBatch is POST /v1/batches.
+func (s *Server) createBatch(ctx *fasthttp.RequestCtx, reqID, tenant, keyID string) {
+	var in struct {
+		InputFileID      string            `json:"input_file_id"`
+		Endpoint         string            `json:"endpoint"`
+		CompletionWindow string            `json:"completion_window"`
+		Metadata         map[string]string `json:"metadata"`
+		LMLite           *struct {
+			MaxCostUSD *float64 `json:"max_cost_usd"`
+		} `json:"lmlite"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(ctx.PostBody()))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		s.writeError(ctx, reqID, badRequest("", "invalid body: "+err.Error()))
+		return
+	}
+	switch {
+	case in.InputFileID == "":
+		s.writeError(ctx, reqID, badRequest("input_file_id", "input_file_id is required"))
+		return
+	case in.Endpoint != "/v1/chat/completions" && in.Endpoint != "/v1/completions":
+		s.writeError(ctx, reqID, badRequest("endpoint", "endpoint must be /v1/chat/completions or /v1/completions"))
+		return
+	case in.CompletionWindow != "24h":
+		s.writeError(ctx, reqID, badRequest("completion_window", "completion_window must be 24h"))
+		return
+	}
+	var cap money.Money
+	if v, ok := in.Metadata["max_cost_usd"]; ok {
+		x, err := strconv.ParseFloat(v, 64)
+		if err != nil || !validFloat(x) || x <= 0 {
+			s.writeError(ctx, reqID, badRequest("metadata.max_cost_usd", "max_cost_usd must be a positive number"))
+			return
+		}
+		cap = money.USD(x)
+	}
+	if in.LMLite != nil && in.LMLite.MaxCostUSD != nil {
+		x := *in.LMLite.MaxCostUSD
+		if !validFloat(x) || x <= 0 {
+			s.writeError(ctx, reqID, badRequest("lmlite.max_cost_usd", "max_cost_usd must be a positive number"))
+			return
+		}
+		cap = money.USD(x)
+	}
+	j, err := s.batches.m.Create(tenant, keyID, in.InputFileID, in.Endpoint, in.CompletionWindow, in.Metadata, cap)
+	if errors.Is(err, batch.ErrNotFound) {
+		s.writeError(ctx, reqID, &apiError{status: 404, typ: "invalid_request_error", code: "not_found", param: "input_file_id",
+			message: "No such file: '" + in.InputFileID + "'", reason: "not_found"})
+		return
+	}
+	if err != nil {
+		s.internal(ctx, reqID, err)
+		return
+	}
+	writeJSON(ctx, 200, batchObject(&j))
+}
+
+// listBatches is GET /v1/batches?after=&limit= (newest first).
+func (s *Server) listBatches(ctx *fasthttp.RequestCtx, reqID, tenant string) {
+	args := ctx.QueryArgs()
+	limit := 20
+	if v := args.Peek("limit"); len(v) > 0 {
+		n, err := strconv.Atoi(string(v))
+		if err != nil || n < 1 || n > 100 {
+			s.writeError(ctx, reqID, badRequest("limit", "limit must be between 1 and 100"))
+			return
+		}
+		limit = n
+	}
+	js, more, err := s.batches.m.Store().Jobs(tenant, string(args.Peek("after")), limit)
+	if err != nil {
+		s.internal(ctx, reqID, err)
+		return
+	}
+	data := make([]any, 0, len(js))
+	for i := range js {
+		data = append(data, batchObject(&js[i]))
+	}
+	out := map[string]any{"object": "list", "data": data, "has_more": more, "first_id": nil, "last_id": nil}
+	if len(js) > 0 {
+		out["first_id"], out["last_id"] = js[0].ID, js[len(js)-1].ID
+	}
+	writeJSON(ctx, 200, out)
+}
+
+// batchObject is OpenAI's batch object, with lmlite's cap, spend and pause.
+func batchObject(j *batch.Job) map[string]any {
+	ts := func(t int64) any {
+		if t == 0 {
+			return nil
+		}
+		return t
+	}
+	str := func(s string) any {
+		if s == "" {
+			return nil
+		}
+		return s
+	}
+	o := map[string]any{
+		"id": j.ID, "object": "batch", "endpoint": j.Endpoint, "input_file_id": j.InputFileID,
+		"completion_window": j.CompletionWindow, "status": j.Status,
+		"output_file_id": str(j.OutputFileID), "error_file_id": str(j.ErrorFileID),
+		"created_at": j.CreatedAt, "in_progress_at": ts(j.InProgressAt), "expires_at": ts(j.ExpiresAt),
+		"finalizing_at": ts(j.FinalizingAt), "completed_at": ts(j.CompletedAt), "failed_at": ts(j.FailedAt),
+		"expired_at": ts(j.ExpiredAt), "cancelling_at": ts(j.CancellingAt), "cancelled_at": ts(j.CancelledAt),
+		"request_counts": j.Counts, "metadata": j.Metadata, "errors": nil,
+	}
+	if j.Metadata == nil {
+		o["metadata"] = nil
+	}
+	if len(j.Errors) > 0 {
+		o["errors"] = map[string]any{"object": "list", "data": j.Errors}
+	}
+	lm := map[string]any{"spent_usd": j.Spent.Dollars()}
+	if j.Cap > 0 {
+		lm["max_cost_usd"] = j.Cap.Dollars()
+	}
+	if j.PausedReason != "" {
+		lm["paused_reason"] = j.PausedReason
+	}
+	o["lmlite"] = lm
+	return o
+}
+
+// batchCollector reports, at scrape time, the jobs by status, and the lines and spend
+// of each unfinished job.
+type batchCollector struct {
+	st  *batch.Store
+	log interface{ Error(string, ...any) }
+}
+
+var (
+	batchJobsDesc  = prometheus.NewDesc("lmlite_batch_jobs", "Batch jobs by status.", []string{"status"}, nil)
+	batchLinesDesc = prometheus.NewDesc("lmlite_batch_lines", "Lines of the unfinished batch jobs by state (total, completed, failed).", []string{"tenant", "batch", "state"}, nil)
+	batchSpendDesc = prometheus.NewDesc("lmlite_batch_spend_usd", "Spend of each unfinished batch job.", []string{"tenant", "batch"}, nil)
+)
+
+func (c *batchCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- batchJobsDesc
+	ch <- batchLinesDesc
+	ch <- batchSpendDesc
+}
+
+func (c *batchCollector) Collect(ch chan<- prometheus.Metric) {
+	byStatus := map[batch.Status]int{}
+	err := c.st.EachJob(func(j *batch.Job) {
+		byStatus[j.Status]++
+		if j.Status.Terminal() {
+			return
+		}
+		for state, n := range map[string]int{"total": j.Counts.Total, "completed": j.Counts.Completed, "failed": j.Counts.Failed} {
+			ch <- prometheus.MustNewConstMetric(batchLinesDesc, prometheus.GaugeValue, float64(n), j.Tenant, j.ID, state)
+		}
+		ch <- prometheus.MustNewConstMetric(batchSpendDesc, prometheus.GaugeValue, j.Spent.Dollars(), j.Tenant, j.ID)
+	})
+	if err != nil {
+		c.log.Error("batch metrics", "error", err)
+	}
+	for _, st := range []batch.Status{batch.Validating, batch.Failed, batch.InProgress, batch.Finalizing,
+		batch.Completed, batch.Expired, batch.Cancelling, batch.Cancelled} {
+		ch <- prometheus.MustNewConstMetric(batchJobsDesc, prometheus.GaugeValue, float64(byStatus[st]), string(st))
+	}
+}

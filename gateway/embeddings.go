@@ -1,0 +1,259 @@
+package gateway
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"math"
+	"strconv"
+	"time"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/valyala/fasthttp"
+
+	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/internal/jsonenc"
+	"github.com/lmlite/lmlite/tenancy"
+)
+
+// maxEmbedInputs is the most inputs one embeddings request may hold (OpenAI's limit).
+const maxEmbedInputs = 2048
+
+// embeddingRequest is the body of POST /v1/embeddings.
+type embeddingRequest struct {
+	Model          string         `json:"model"`
+	Input          jsontext.Value `json:"input"`
+	EncodingFormat string         `json:"encoding_format"`
+	Dimensions     *int           `json:"dimensions"`
+	User           string         `json:"user"`
+}
+
+// embedInputs reads input: a string, an array of strings, an array of token ids or
+// an array of arrays of token ids. Strings come back in texts (to tokenize), token
+// arrays in ids; exactly one of them is set.
+func embedInputs(raw jsontext.Value) (texts []string, ids [][]int32, aerr *apiError) {
+	if isNull(raw) {
+		return nil, nil, badRequest("input", "you must provide an input")
+	}
+	// Each shape decoded into a fresh value: a failed decoding may leave a partial one.
+	var one string
+	var many []string
+	var flat []int32
+	switch {
+	case jsonv2.Unmarshal(raw, &one) == nil:
+		texts = []string{one}
+	case jsonv2.Unmarshal(raw, &many) == nil:
+		texts = many
+	case jsonv2.Unmarshal(raw, &flat) == nil:
+		ids = [][]int32{flat}
+	default:
+		var nested [][]int32
+		if jsonv2.Unmarshal(raw, &nested) != nil {
+			return nil, nil, badRequest("input", "input must be a string, an array of strings, an array of token ids or an array of arrays of token ids")
+		}
+		ids = nested
+	}
+	n := len(texts) + len(ids)
+	if n == 0 {
+		return nil, nil, badRequest("input", "input must not be empty")
+	}
+	if n > maxEmbedInputs {
+		return nil, nil, badRequest("input", "input may hold at most "+strconv.Itoa(maxEmbedInputs)+" items")
+	}
+	for i, t := range texts {
+		if t == "" {
+			return nil, nil, badRequest("input["+strconv.Itoa(i)+"]", "input cannot be an empty string")
+		}
+	}
+	for i, p := range ids {
+		if len(p) == 0 {
+			return nil, nil, badRequest("input["+strconv.Itoa(i)+"]", "input cannot be an empty array")
+		}
+	}
+	return texts, ids, nil
+}
+
+// embeds reports whether the engine serves embeddings from model m (an embedded
+// model whose ModelStatus.Embeddings is set).
+func (s *Server) embeds(m *model) bool {
+	if m.upstream != nil || s.eng == nil {
+		return false
+	}
+	if _, ok := s.eng.(Features); !ok {
+		return false
+	}
+	for _, st := range s.eng.Models() {
+		if st.ID == m.id {
+			return st.Embeddings
+		}
+	}
+	return false
+}
+
+// handleEmbeddings serves POST /v1/embeddings through the same steps as a generation
+// (auth, plan, admission, budget, ledger), billed as prompt tokens.
+func (s *Server) handleEmbeddings(ctx *fasthttp.RequestCtx, reqID string) {
+	if s.draining.Load() {
+		s.writeError(ctx, reqID, &apiError{status: 503, typ: "server_error", code: "shutting_down",
+			message: "the server is shutting down", reason: "draining", retry: 1})
+		return
+	}
+	if n := s.inFlight.Add(1); n > int64(s.cfg.MaxInFlight) {
+		s.inFlight.Add(-1)
+		s.writeError(ctx, reqID, &apiError{status: 503, typ: "server_error", code: "overloaded",
+			message: "the server is overloaded; retry later", reason: "overloaded", retry: 1})
+		return
+	}
+	s.wg.Add(1)
+	defer func() {
+		s.inFlight.Add(-1)
+		s.wg.Done()
+	}()
+	j := &job{s: s, reqID: reqID, start: s.now()}
+	keyID, pol, aerr := s.authenticate(ctx)
+	if aerr != nil {
+		s.writeError(ctx, reqID, aerr)
+		return
+	}
+	j.keyID, j.pol = keyID, pol
+	body := ctx.PostBody()
+	if len(body) > s.cfg.MaxBodyBytes {
+		s.writeError(ctx, reqID, s.tooLarge())
+		return
+	}
+	var r embeddingRequest
+	if aerr := decodeBody(body, &r); aerr != nil {
+		s.writeError(ctx, reqID, aerr)
+		return
+	}
+	if r.Model == "" {
+		s.writeError(ctx, reqID, badRequest("model", "you must provide a model parameter"))
+		return
+	}
+	if r.EncodingFormat != "" && r.EncodingFormat != "float" && r.EncodingFormat != "base64" {
+		s.writeError(ctx, reqID, badRequest("encoding_format", "encoding_format must be 'float' or 'base64'"))
+		return
+	}
+	texts, ids, aerr := embedInputs(r.Input)
+	if aerr != nil {
+		s.writeError(ctx, reqID, aerr)
+		return
+	}
+	if !s.allowed(pol, r.Model) {
+		s.writeError(ctx, reqID, s.modelNotFound(pol, r.Model))
+		return
+	}
+	m := s.models[r.Model]
+	if !s.embeds(m) {
+		s.writeError(ctx, reqID, badRequest("model", "the model '"+m.id+"' does not serve embeddings"))
+		return
+	}
+	if r.Dimensions != nil {
+		if d := int(m.dim.Load()); d > 0 && *r.Dimensions != d {
+			s.writeError(ctx, reqID, badRequest("dimensions", "dimensions is "+strconv.Itoa(*r.Dimensions)+", but the model '"+m.id+"' embeds in "+strconv.Itoa(d)+" (other sizes are not supported)"))
+			return
+		}
+	}
+	// The inputs' tokens, and each one's length against the model's limit.
+	for _, t := range texts {
+		toks, err := s.eng.Tokenize(m.id, t)
+		if err != nil {
+			s.writeError(ctx, reqID, engineError(err))
+			return
+		}
+		ids = append(ids, toks)
+	}
+	nPrompt := 0
+	for i, p := range ids {
+		if maxLen := s.limit(m); maxLen > 0 && len(p) >= maxLen {
+			s.writeError(ctx, reqID, badRequest("input["+strconv.Itoa(i)+"]", "the input is "+strconv.Itoa(len(p))+" tokens, over the model's limit of "+strconv.Itoa(maxLen-1)))
+			return
+		}
+		nPrompt += len(p)
+	}
+	tk, err := s.ten.Admit(s.quota(pol), j.start, nPrompt)
+	if err != nil {
+		var le *tenancy.LimitError
+		if errors.As(err, &le) {
+			s.writeError(ctx, reqID, &apiError{status: 429, typ: "requests", code: "rate_limit_exceeded",
+				message: "rate limit reached for " + le.Reason + "; retry after " + le.RetryAfter.Round(time.Millisecond).String(),
+				retry:   tenancy.RetryAfterSeconds(le.RetryAfter), reason: "rate_" + le.Reason})
+			return
+		}
+		s.writeError(ctx, reqID, &apiError{status: 500, typ: "server_error", message: "admission failed: " + err.Error(), reason: "internal"})
+		return
+	}
+	j.ticket = tk
+	j.c = choice{m: m, tierName: m.tier, plan: plan{nPrompt: nPrompt}, cost: m.price.Cost(nPrompt, 0)}
+	if err := tk.Reserve(s.now(), j.c.cost); err != nil {
+		if errors.Is(err, tenancy.ErrInsufficientQuota) {
+			j.fail(ctx, insufficientQuota(err))
+		} else {
+			j.fail(ctx, &apiError{status: 500, typ: "server_error", message: "reserve: " + err.Error(), reason: "internal"})
+		}
+		return
+	}
+	ectx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	emb, err := s.eng.(Features).Embed(ectx, m.id, engine.EmbedRequest{Inputs: ids, Tenant: pol.Tenant, Weight: pol.Weight, Priority: engine.Interactive})
+	if err != nil {
+		j.fail(ctx, engineError(err))
+		return
+	}
+	if len(emb.Vectors) > 0 {
+		m.dim.Store(int64(len(emb.Vectors[0])))
+		if r.Dimensions != nil && *r.Dimensions != len(emb.Vectors[0]) {
+			j.fail(ctx, badRequest("dimensions", "dimensions is "+strconv.Itoa(*r.Dimensions)+", but the model '"+m.id+"' embeds in "+strconv.Itoa(len(emb.Vectors[0]))+" (other sizes are not supported)"))
+			return
+		}
+	}
+	u := engine.Usage{PromptTokens: emb.PromptTokens}
+	j.settle(tenancy.Entry{Status: 200, PromptTokens: emb.PromptTokens}, &u)
+	j.setRouteHeaders(ctx)
+	ctx.SetContentType("application/json")
+	ctx.SetBody(appendEmbeddings(make([]byte, 0, 64+len(emb.Vectors)*len(emb.Vectors[0])*12), m.id, emb, r.EncodingFormat == "base64"))
+}
+
+// appendEmbeddings appends OpenAI's embeddings response: a list of
+// {"object":"embedding","index","embedding"} (floats, or base64 of little-endian
+// float32s) and the usage.
+func appendEmbeddings(b []byte, model string, emb engine.Embeddings, b64 bool) []byte {
+	b = append(b, `{"object":"list","data":[`...)
+	var raw []byte
+	for i, v := range emb.Vectors {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"object":"embedding","index":`...)
+		b = strconv.AppendInt(b, int64(i), 10)
+		b = append(b, `,"embedding":`...)
+		if b64 {
+			raw = raw[:0]
+			for _, f := range v {
+				raw = binary.LittleEndian.AppendUint32(raw, math.Float32bits(f))
+			}
+			b = append(b, '"')
+			b = base64.StdEncoding.AppendEncode(b, raw)
+			b = append(b, '"')
+		} else {
+			b = append(b, '[')
+			for k, f := range v {
+				if k > 0 {
+					b = append(b, ',')
+				}
+				b = strconv.AppendFloat(b, float64(f), 'g', -1, 32)
+			}
+			b = append(b, ']')
+		}
+		b = append(b, '}')
+	}
+	b = append(b, `],"model":`...)
+	b = jsonenc.AppendString(b, model)
+	b = append(b, `,"usage":{"prompt_tokens":`...)
+	b = strconv.AppendInt(b, int64(emb.PromptTokens), 10)
+	b = append(b, `,"total_tokens":`...)
+	b = strconv.AppendInt(b, int64(emb.PromptTokens), 10)
+	return append(b, "}}"...)
+}

@@ -1,0 +1,354 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"strconv"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/engine/grammar"
+	"github.com/lmlite/lmlite/engine/toolcall"
+)
+
+// Features is the optional ability of an Engine that serves OpenAI's features beyond
+// plain generation (the engine's Block has it): structured outputs, tools, n > 1 and
+// embeddings. An engine without it serves plain requests; a request that needs it is
+// a 400 naming the field.
+type Features interface {
+	GenerateN(ctx context.Context, modelID string, req engine.Request, n int) ([]*engine.Stream, error)
+	CompileSchema(schema []byte) (*grammar.Grammar, error)
+	ChatTokensTools(modelID string, msgs []engine.Message, tools []engine.Tool) ([]int32, error)
+	ToolSyntax(modelID string) (toolcall.Syntax, error)
+	ToolGrammar(modelID string, tools []engine.Tool) (*grammar.Grammar, error)
+	Embed(ctx context.Context, modelID string, req engine.EmbedRequest) (engine.Embeddings, error)
+}
+
+// Response formats (response_format.type).
+const (
+	formatText int8 = iota
+	formatJSONObject
+	formatJSONSchema
+)
+
+// Tool choices (tool_choice).
+const (
+	toolAuto int8 = iota
+	toolNone
+	toolRequired
+	toolNamed
+)
+
+// features are the OpenAI features a request asks for, decoded from its body.
+type features struct {
+	format   int8
+	schema   []byte // formatJSONSchema: the schema's JSON text
+	strict   bool
+	tools    []engine.Tool
+	choice   int8   // tool_choice
+	named    string // toolNamed: the function
+	parallel bool   // parallel_tool_calls (default true)
+	toolMsgs bool   // a message is a tool result or holds tool calls
+
+	logprobs bool // chat: logprobs; completions: logprobs given
+	top      int  // top_logprobs (chat) or logprobs: N (completions)
+	echo     bool // completions: echo the prompt
+	n        int  // choices; ≥ 1
+}
+
+// uses reports whether the request needs the engine's Features.
+func (f *features) uses() bool {
+	return f.format != formatText || len(f.tools) > 0 || f.toolMsgs || f.n > 1
+}
+
+// strictOf decodes raw into v refusing unknown members, naming field in errors.
+func strictOf(raw jsontext.Value, v any, field string) *apiError {
+	if err := jsonv2.Unmarshal(raw, v, strictJSON); err != nil {
+		p, msg := jsonFieldError(err)
+		if p == "body" || p == "" {
+			p = field
+		} else {
+			p = field + "." + p
+		}
+		return badRequest(p, "invalid '"+p+"': "+msg)
+	}
+	return nil
+}
+
+type toolCallParam struct {
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+// parseToolCalls reads an assistant message's tool_calls.
+func parseToolCalls(raw jsontext.Value, field string) ([]engine.ToolCall, *apiError) {
+	var tcs []toolCallParam
+	if aerr := strictOf(raw, &tcs, field); aerr != nil {
+		return nil, aerr
+	}
+	out := make([]engine.ToolCall, len(tcs))
+	for i, tc := range tcs {
+		f := field + "[" + strconv.Itoa(i) + "]"
+		if tc.Type != "" && tc.Type != "function" {
+			return nil, badRequest(f+".type", "tool call type must be 'function'")
+		}
+		if tc.Function.Name == "" {
+			return nil, badRequest(f+".function.name", "a tool call needs a function name")
+		}
+		out[i] = engine.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments}
+	}
+	return out, nil
+}
+
+type toolParam struct {
+	Type     string `json:"type"`
+	Function struct {
+		Name        string         `json:"name"`
+		Description string         `json:"description"`
+		Parameters  jsontext.Value `json:"parameters"`
+		Strict      *bool          `json:"strict"`
+	} `json:"function"`
+}
+
+// features decodes the chat request's tools, tool_choice, parallel_tool_calls,
+// response_format, logprobs, top_logprobs and n.
+func (r *chatRequest) features(msgs []engine.Message) (features, *apiError) {
+	f := features{n: 1, parallel: true}
+	if r.N != nil {
+		f.n = *r.N
+	}
+	if r.ParallelToolCalls != nil {
+		f.parallel = *r.ParallelToolCalls
+	}
+	for _, m := range msgs {
+		if m.Role == "tool" || len(m.ToolCalls) > 0 {
+			f.toolMsgs = true
+		}
+	}
+	if !isEmptyList(r.Tools) {
+		var tps []toolParam
+		if aerr := strictOf(r.Tools, &tps, "tools"); aerr != nil {
+			return f, aerr
+		}
+		if len(tps) > 128 {
+			return f, badRequest("tools", "at most 128 tools")
+		}
+		seen := map[string]bool{}
+		for i, tp := range tps {
+			field := "tools[" + strconv.Itoa(i) + "]"
+			if tp.Type != "function" {
+				return f, badRequest(field+".type", "tool type must be 'function'")
+			}
+			if tp.Function.Name == "" {
+				return f, badRequest(field+".function.name", "a tool needs a function name")
+			}
+			if seen[tp.Function.Name] {
+				return f, badRequest(field+".function.name", "the function name '"+tp.Function.Name+"' is given twice")
+			}
+			seen[tp.Function.Name] = true
+			t := engine.Tool{Name: tp.Function.Name, Description: tp.Function.Description}
+			if !isNull(tp.Function.Parameters) {
+				p := bytes.TrimSpace(tp.Function.Parameters)
+				if len(p) == 0 || p[0] != '{' {
+					return f, badRequest(field+".function.parameters", "parameters must be a JSON Schema object")
+				}
+				t.Parameters = append([]byte(nil), p...)
+			}
+			f.tools = append(f.tools, t)
+		}
+	}
+	if !isNull(r.ToolChoice) {
+		var s string
+		if jsonv2.Unmarshal(r.ToolChoice, &s) == nil {
+			switch s {
+			case "auto":
+				f.choice = toolAuto
+			case "none":
+				f.choice = toolNone
+			case "required":
+				f.choice = toolRequired
+			default:
+				return f, badRequest("tool_choice", "tool_choice must be 'none', 'auto', 'required' or a named function")
+			}
+		} else {
+			var tc struct {
+				Type     string `json:"type"`
+				Function struct {
+					Name string `json:"name"`
+				} `json:"function"`
+			}
+			if aerr := strictOf(r.ToolChoice, &tc, "tool_choice"); aerr != nil {
+				return f, aerr
+			}
+			if tc.Type != "function" || tc.Function.Name == "" {
+				return f, badRequest("tool_choice", "a named tool_choice is {\"type\": \"function\", \"function\": {\"name\": ...}}")
+			}
+			f.choice, f.named = toolNamed, tc.Function.Name
+		}
+		if f.choice != toolNone && f.choice != toolAuto && len(f.tools) == 0 {
+			return f, badRequest("tool_choice", "tool_choice needs tools")
+		}
+		if f.choice == toolNamed && !hasTool(f.tools, f.named) {
+			return f, badRequest("tool_choice", "tool_choice names the function '"+f.named+"', which is not in tools")
+		}
+	}
+	if !isNull(r.ResponseFormat) {
+		var rf struct {
+			Type       string `json:"type"`
+			JSONSchema *struct {
+				Name        string         `json:"name"`
+				Description string         `json:"description"`
+				Schema      jsontext.Value `json:"schema"`
+				Strict      *bool          `json:"strict"`
+			} `json:"json_schema"`
+		}
+		if aerr := strictOf(r.ResponseFormat, &rf, "response_format"); aerr != nil {
+			return f, aerr
+		}
+		switch rf.Type {
+		case "text":
+		case "json_object":
+			f.format = formatJSONObject
+		case "json_schema":
+			if rf.JSONSchema == nil {
+				return f, badRequest("response_format.json_schema", "response_format of type json_schema needs json_schema")
+			}
+			if rf.JSONSchema.Name == "" {
+				return f, badRequest("response_format.json_schema.name", "json_schema needs a name")
+			}
+			sc := bytes.TrimSpace(rf.JSONSchema.Schema)
+			if len(sc) == 0 || isNull(sc) {
+				sc = []byte(`{"type":"object"}`)
+			} else if sc[0] != '{' {
+				return f, badRequest("response_format.json_schema.schema", "schema must be a JSON Schema object")
+			}
+			f.format, f.schema = formatJSONSchema, append([]byte(nil), sc...)
+			f.strict = rf.JSONSchema.Strict != nil && *rf.JSONSchema.Strict
+		default:
+			return f, badRequest("response_format.type", "response_format.type must be 'text', 'json_object' or 'json_schema'")
+		}
+		if f.format != formatText && (f.choice == toolRequired || f.choice == toolNamed) {
+			return f, badRequest("response_format", "response_format cannot be combined with tool_choice '"+choiceName(f.choice)+"': the output is a tool call")
+		}
+	}
+	if r.Logprobs != nil {
+		f.logprobs = *r.Logprobs
+	}
+	if r.TopLogprobs != nil {
+		if *r.TopLogprobs < 0 || *r.TopLogprobs > engine.MaxTopLogprobs {
+			return f, badRequest("top_logprobs", "top_logprobs must be between 0 and "+strconv.Itoa(engine.MaxTopLogprobs))
+		}
+		if *r.TopLogprobs > 0 && !f.logprobs {
+			return f, badRequest("top_logprobs", "top_logprobs needs logprobs: true")
+		}
+		f.top = *r.TopLogprobs
+	}
+	return f, nil
+}
+
+func choiceName(c int8) string {
+	switch c {
+	case toolNone:
+		return "none"
+	case toolRequired:
+		return "required"
+	case toolNamed:
+		return "function"
+	}
+	return "auto"
+}
+
+func hasTool(tools []engine.Tool, name string) bool {
+	for _, t := range tools {
+		if t.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// features of a text completion: logprobs, echo and n.
+func (r *completionRequest) features() features {
+	f := features{n: 1}
+	if r.N != nil {
+		f.n = *r.N
+	}
+	if r.Logprobs != nil {
+		f.logprobs, f.top = true, *r.Logprobs
+	}
+	f.echo = r.Echo != nil && *r.Echo
+	return f
+}
+
+// planFeatures prepares the request's features on embedded model m: the grammar
+// (response_format, or a tool call for tool_choice required or named) and the
+// tool-call syntax to parse (tools with tool_choice auto, required or named). It
+// returns a 400 naming the field when the engine or the schema cannot serve it.
+func (j *job) planFeatures(m *model, p *plan) *apiError {
+	f := &j.in.feat
+	fe, ok := j.s.eng.(Features)
+	if !ok {
+		switch {
+		case f.format != formatText:
+			return badRequest("response_format", "the model '"+m.id+"' does not support response_format")
+		case len(f.tools) > 0 || f.toolMsgs:
+			return badRequest("tools", "the model '"+m.id+"' does not support tools")
+		case f.n > 1:
+			return badRequest("n", "the model '"+m.id+"' does not support n > 1")
+		case f.logprobs:
+			return badRequest("logprobs", "the model '"+m.id+"' does not support logprobs")
+		}
+		return nil
+	}
+	var err error
+	switch f.format {
+	case formatJSONObject:
+		p.gram = grammar.JSONObject()
+	case formatJSONSchema:
+		if p.gram, err = fe.CompileSchema(f.schema); err != nil {
+			if f.strict {
+				return badRequest("response_format.json_schema.schema", "the schema is not supported: "+err.Error())
+			}
+			p.gram = grammar.JSONObject() // not strict: valid JSON, the schema a hint
+		}
+	}
+	if len(f.tools) == 0 || f.choice == toolNone {
+		return nil
+	}
+	if p.syntax, err = fe.ToolSyntax(m.id); err != nil {
+		return engineError(err)
+	}
+	p.parse = true
+	tools := f.tools
+	switch f.choice {
+	case toolNamed:
+		for _, t := range f.tools {
+			if t.Name == f.named {
+				tools = []engine.Tool{t}
+			}
+		}
+		fallthrough
+	case toolRequired:
+		if p.gram, err = fe.ToolGrammar(m.id, tools); err != nil {
+			for i, t := range f.tools { // name the tool whose schema is at fault
+				if len(t.Parameters) > 0 && hasTool(tools, t.Name) {
+					if _, e := fe.CompileSchema(t.Parameters); e != nil {
+						return badRequest("tools["+strconv.Itoa(i)+"].function.parameters", "the parameters schema is not supported: "+e.Error())
+					}
+				}
+			}
+			return badRequest("tools", "the tools cannot be constrained: "+err.Error())
+		}
+	}
+	return nil
+}
+
+// rich reports whether the answer needs respondChoices: several choices, logprobs,
+// tool calls to parse or the prompt echoed.
+func (f *features) rich(parse bool) bool { return f.n > 1 || f.logprobs || parse || f.echo }

@@ -1,0 +1,320 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lmlite/lmlite/configs"
+	"github.com/lmlite/lmlite/internal/rediscli"
+	"github.com/lmlite/lmlite/internal/redistest"
+	"github.com/lmlite/lmlite/money"
+	"github.com/lmlite/lmlite/tenancy"
+)
+
+// sharedGateway is one of several gateways sharing a Redis, as `lmlite serve` wires it
+// with a redis: block: its own Redis client, keys and quota state, and its own ledger.
+// The tests run three of them in one test process (each with its own clients), not
+// three processes.
+type sharedGateway struct {
+	srv   *Server
+	store *tenancy.Store
+	sh    *tenancy.RedisShared
+	url   string
+}
+
+func startSharedGateways(t *testing.T, rs *redistest.Server, n int, extraTenants ...string) ([]*sharedGateway, map[string]string) {
+	t.Helper()
+	yaml := testConfig
+	for _, tn := range extraTenants {
+		yaml += "  - " + tn + "\n"
+	}
+	cfg, err := configs.Parse([]byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DataDir = t.TempDir()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	var gws []*sharedGateway
+	var keys map[string]string
+	for i := range n {
+		node := fmt.Sprintf("gw-%d", i)
+		rc, err := rediscli.New(rediscli.Options{URL: rs.URL(0), Name: node})
+		if err != nil {
+			t.Fatal(err)
+		}
+		store, err := tenancy.Open(filepath.Join(t.TempDir(), "lmlite.db"), tenancy.Options{Sync: tenancy.SyncProcess})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rk, err := tenancy.NewRedisKeys(rc, "gwtest:", true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		store.ShareKeys(rk)
+		sh := tenancy.NewRedisShared(rc, tenancy.RedisOptions{KeyPrefix: "gwtest:", Node: node, TTL: 3 * time.Second})
+		ten := tenancy.New(store)
+		ten.UseShared(sh)
+		srv, err := New(mustGatewayConfig(t, cfg), newFakeEngine(), ten, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- srv.Serve(ln) }()
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			srv.Shutdown(ctx)
+			<-done
+			sh.Close()
+			rk.Close()
+			rc.Close()
+			store.Close()
+		})
+		gws = append(gws, &sharedGateway{srv: srv, store: store, sh: sh, url: "http://" + ln.Addr().String()})
+		if keys == nil { // keys made on the first gateway serve on all
+			keys = map[string]string{}
+			for _, tn := range cfg.Tenants {
+				if keys[tn.ID], _, err = store.CreateKey(tn.ID, time.Now()); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	return gws, keys
+}
+
+func (g *sharedGateway) post(t *testing.T, key, body string) (int, string) {
+	ts := &testServer{t: t, url: g.url}
+	resp, b := ts.post("/v1/chat/completions", key, body)
+	return resp.StatusCode, b
+}
+
+func ledgerTotal(s *tenancy.Store) (sum money.Money, ran int) {
+	s.Ledger(func(e tenancy.Entry) error {
+		sum += e.Cost
+		if e.Status == 200 {
+			ran++
+		}
+		return nil
+	})
+	return
+}
+
+func TestRedisBudgetAcrossThreeGateways(t *testing.T) {
+	rs := redistest.Start(t, redistest.Options{})
+	gws, keys := startSharedGateways(t, rs, 3)
+	// big: $0.001 a request, worst case = actual (the fake engine produces all 15
+	// tokens), so the tenant's $0.05 a day covers 50.
+	body := `{"model": "big", "messages": [{"role":"user","content":"spend"}], "max_tokens": 15}`
+	worst := money.USD(0.001)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	ok, quota, other := 0, 0, []string{}
+	for i := range 300 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			code, b := gws[i%3].post(t, keys["race"], body)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case code == 200:
+				ok++
+			case code == 429 && strings.Contains(b, `"code":"insufficient_quota"`):
+				quota++
+			default:
+				other = append(other, fmt.Sprintf("%d %s", code, b))
+			}
+		}()
+	}
+	wg.Wait()
+	if len(other) > 0 {
+		t.Fatalf("%d requests neither ran nor got insufficient_quota: %v", len(other), other[0])
+	}
+	day, _, err := gws[0].sh.Spent("race", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum money.Money
+	ran := 0
+	for _, g := range gws {
+		s, r := ledgerTotal(g.store)
+		sum, ran = sum+s, ran+r
+	}
+	ceiling := money.USD(0.05)
+	t.Logf("ran %d, refused %d; Redis spent %v, ledgers %v, of %v", ok, quota, day, sum, ceiling)
+	if ok+quota != 300 || ran != ok {
+		t.Errorf("ok %d + insufficient_quota %d != 300 (ledgers ran %d)", ok, quota, ran)
+	}
+	if day > ceiling || day < ceiling-worst {
+		t.Errorf("spent %v: want ≤ %v and ≥ %v (money stranded)", day, ceiling, ceiling-worst)
+	}
+	if sum != day {
+		t.Errorf("the three ledgers sum to %v, Redis holds %v", sum, day)
+	}
+	// lmlite ledger verify's reconciliation agrees, window by window.
+	spend, err := tenancy.LedgerSpend(gws[0].store, gws[1].store, gws[2].store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := rediscli.New(rediscli.Options{URL: rs.URL(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	rec, err := tenancy.ReconcileRedis(context.Background(), rc, "gwtest:", spend)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rec) != 2 { // race's day and month
+		t.Errorf("reconciled %d windows, want 2: %+v", len(rec), rec)
+	}
+	for _, r := range rec {
+		if !r.Match() || !r.InRedis {
+			t.Errorf("%v: ledgers %v, redis %v", r.SpendWindow, r.Ledgers, r.Redis)
+		}
+	}
+}
+
+func TestRedisKilledMidLoadAcrossThreeGateways(t *testing.T) {
+	rs := redistest.Start(t, redistest.Options{Persist: true}) // the spend survives the restart
+	gws, keys := startSharedGateways(t, rs, 3)
+	body := `{"model": "tiny", "messages": [{"role":"user","content":"x"}], "max_tokens": 5}`
+	var mu sync.Mutex
+	var downAt, upAt time.Time
+	ok, unavailable, okAfterUp := 0, 0, time.Time{}
+	var other []string
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range 9 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				code, b := gws[i%3].post(t, keys["rich"], body)
+				now := time.Now()
+				mu.Lock()
+				switch {
+				case code == 200:
+					ok++
+					if !upAt.IsZero() && okAfterUp.IsZero() {
+						okAfterUp = now
+					}
+				case code == 503 && strings.Contains(b, "quota_state_unavailable"):
+					unavailable++
+				default:
+					other = append(other, fmt.Sprintf("%d %s", code, b))
+				}
+				mu.Unlock()
+				time.Sleep(5 * time.Millisecond)
+			}
+		}()
+	}
+	time.Sleep(500 * time.Millisecond)
+	mu.Lock()
+	downAt = time.Now()
+	mu.Unlock()
+	rs.Kill()
+	time.Sleep(800 * time.Millisecond)
+	mu.Lock()
+	okBeforeUp := ok
+	mu.Unlock()
+	rs.Restart()
+	mu.Lock()
+	upAt = time.Now()
+	mu.Unlock()
+	time.Sleep(2500 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	t.Logf("ok %d (%d before restart), 503 %d; down %v; first 200 %v after restart",
+		ok, okBeforeUp, unavailable, upAt.Sub(downAt), okAfterUp.Sub(upAt))
+	if len(other) > 0 {
+		t.Fatalf("%d requests neither ran nor got 503: %v", len(other), other[0])
+	}
+	if unavailable == 0 {
+		t.Error("no request got 503 while Redis was down")
+	}
+	if okAfterUp.IsZero() || okAfterUp.Sub(upAt) > 2*time.Second {
+		t.Errorf("service not back within 2s of Redis returning (first 200 after %v)", okAfterUp.Sub(upAt))
+	}
+	// Settlements that failed while Redis was down are retried until it takes them.
+	deadline := time.Now().Add(3 * time.Second)
+	for _, g := range gws {
+		for g.sh.Pending() > 0 && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	day, _, err := gws[0].sh.Spent("rich", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum money.Money
+	ran := 0
+	for _, g := range gws {
+		s, r := ledgerTotal(g.store)
+		sum, ran = sum+s, ran+r
+	}
+	if ran != ok || sum != day {
+		t.Errorf("ledgers: %d ran for %v; Redis spent %v; %d answered 200 (a double or lost charge)", ran, sum, day, ok)
+	}
+}
+
+func TestRedisRateAcrossThreeGateways(t *testing.T) {
+	rs := redistest.Start(t, redistest.Options{})
+	gws, keys := startSharedGateways(t, rs, 3, "{id: twenty, plan: open, overrides: {requests_per_second: 20, burst: 10}}")
+	body := `{"model": "tiny", "messages": [{"role":"user","content":"x"}], "max_tokens": 1}`
+	window := 4 * time.Second
+	var mu sync.Mutex
+	ok, limited := 0, 0
+	var other []string
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range 6 { // two clients per gateway, each far faster than 20/s together
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Since(start) < window {
+				code, b := gws[i%3].post(t, keys["twenty"], body)
+				mu.Lock()
+				switch {
+				case code == 200:
+					ok++
+				case code == 429 && strings.Contains(b, "rate_limit_exceeded"):
+					limited++
+				default:
+					other = append(other, fmt.Sprintf("%d %s", code, b))
+				}
+				mu.Unlock()
+				time.Sleep(2 * time.Millisecond)
+			}
+		}()
+	}
+	wg.Wait()
+	if len(other) > 0 {
+		t.Fatalf("%d unexpected answers: %v", len(other), other[0])
+	}
+	rate := float64(ok-10) / window.Seconds()
+	t.Logf("%d ran, %d rate-limited in %v: %.2f/s beyond the burst of 10", ok, limited, window, rate)
+	if rate < 20*0.95 || rate > 20*1.05 || limited == 0 {
+		t.Errorf("%.2f requests/s across three gateways, want 20 ±5%%", rate)
+	}
+}

@@ -1,0 +1,625 @@
+package tenancy
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/time/rate"
+
+	"github.com/lmlite/lmlite/internal/rediscli"
+	"github.com/lmlite/lmlite/money"
+)
+
+// RedisShared is the Shared state of several processes in one Redis. With P the key
+// prefix and T the tenant, it keeps (the braces make a tenant's keys one hash slot):
+//
+//	P t:{T}:spent:d:YYYYMMDD  string: settled spend of the UTC day, nano-USD; expires 8 days after the day ends
+//	P t:{T}:spent:m:YYYYMM    string: settled spend of the UTC month; expires 40 days after the month ends
+//	P t:{T}:held              string: the sum of the live reservations
+//	P t:{T}:res               sorted set: reservation (ticket id) scored by its expiry, ms by Redis's clock
+//	P t:{T}:resamt            hash: ticket id → amount reserved
+//	P t:{T}:slots             sorted set: concurrency slot (ticket id) scored by its expiry (Redis's clock)
+//	P t:{T}:done:ID           string: what the settlement of ticket ID charged (idempotency); 1 hour
+//	rate:P t:{T}:rps, …:tpm   redis_rate's GCRA state of requests/s and tokens/min
+//	P nodes                   sorted set: live process (node id) scored by its expiry (ms, its clock)
+//
+// Admission of money is one script (reserve), settlement one (settle): each first
+// reaps the tenant's expired reservations (giving their money back), so a holder that
+// died returns its money within the TTL; a background reaper does the same for the
+// tenants this process has seen. The holder renews its live reservations and slots
+// every TTL/3.
+//
+// Failure policy: money fails closed (Reserve returns ErrUnavailable, the gateway
+// answers 503); rates and concurrency fall back to this process's share (the limit ÷
+// live processes, as last seen in P nodes); a settlement that cannot reach Redis is
+// retried in the background until it does (idempotent per ticket), while the ledger
+// records it at once.
+type RedisShared struct {
+	c      redis.UniversalClient
+	prefix string
+	node   string
+	ttl    time.Duration
+	rl     *redis_rate.Limiter
+	log    *slog.Logger
+	met    *rediscli.Metrics
+
+	mu      sync.Mutex
+	live    map[string]liveTicket // by ticket id: reservations and slots to renew
+	pending []pendingSettle       // settlements to retry
+	tenants map[string]bool       // seen, for the reaper
+	local   map[string]*localShare
+	nodes   int // live processes, last seen (≥ 1)
+
+	downUntil atomic.Int64 // unix ns: Redis failed a moment ago; until then requests do not wait for it
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+// downFor is how long a failed command marks Redis down: requests meanwhile take the
+// failure policy at once instead of each waiting out the client's retries.
+const downFor = 250 * time.Millisecond
+
+// failed notes a failed command; it reports whether Redis was thought up before.
+func (r *RedisShared) failed(err error) {
+	var re redis.Error
+	if errors.As(err, &re) {
+		return // an answer (a script error): Redis is up
+	}
+	if r.downUntil.Swap(time.Now().Add(downFor).UnixNano()) < time.Now().Add(-time.Second).UnixNano() {
+		r.log.Warn("tenancy: redis unavailable: money fails closed, rates use this process's share", "error", err)
+	}
+}
+
+// fallback counts one request that took resource's failure policy.
+func (r *RedisShared) fallback(resource string) {
+	if r.met != nil {
+		r.met.Fallback(resource)
+	}
+}
+
+func (r *RedisShared) isDown() bool { return time.Now().UnixNano() < r.downUntil.Load() }
+
+type liveTicket struct{ tenant string }
+
+type pendingSettle struct {
+	q      Quota
+	id     string
+	now    time.Time
+	actual money.Money
+	tokens int
+}
+
+// localShare is a tenant's fallback while Redis is down: its share of the limits.
+type localShare struct {
+	q        Quota
+	nodes    int
+	rps, tpm *rate.Limiter
+	inFlight int
+}
+
+// RedisOptions configure NewRedisShared.
+type RedisOptions struct {
+	KeyPrefix string        // "lmlite:"
+	Node      string        // this process's node id
+	TTL       time.Duration // of reservations and slots not renewed; 30s
+	Logger    *slog.Logger
+	Metrics   *rediscli.Metrics // counts fallbacks (lmlite_redis_fallbacks_total); nil: none
+}
+
+// NewRedisShared returns the shared state on c and starts its background work
+// (renewal, reaper, settlement retries, node heartbeat); Close stops it.
+func NewRedisShared(c redis.UniversalClient, o RedisOptions) *RedisShared {
+	if o.TTL == 0 {
+		o.TTL = 30 * time.Second
+	}
+	if o.KeyPrefix == "" {
+		o.KeyPrefix = "lmlite:"
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	r := &RedisShared{c: c, prefix: o.KeyPrefix, node: o.Node, ttl: o.TTL, rl: redis_rate.NewLimiter(c), log: o.Logger, met: o.Metrics,
+		live: map[string]liveTicket{}, tenants: map[string]bool{}, local: map[string]*localShare{}, nodes: 1,
+		stop: make(chan struct{}), done: make(chan struct{})}
+	r.beat()
+	go r.loop()
+	return r
+}
+
+// Close stops the background work (settlements still pending are lost from Redis;
+// their reservations expire).
+func (r *RedisShared) Close() {
+	select {
+	case <-r.stop:
+		return
+	default:
+	}
+	close(r.stop)
+	<-r.done
+	r.c.ZRem(context.Background(), r.prefix+"nodes", r.node)
+}
+
+var _ Shared = (*RedisShared)(nil)
+
+func (r *RedisShared) base(tenant string) string { return r.prefix + "t:{" + tenant + "}:" }
+
+// budgetKeys are KEYS 1–5 of the money scripts: spent day, spent month, held, res, resamt.
+func (r *RedisShared) budgetKeys(tenant string, now time.Time, extra ...string) []string {
+	d, m := windows(now)
+	b := r.base(tenant)
+	return append([]string{b + "spent:d:" + strconv.Itoa(d), b + "spent:m:" + strconv.Itoa(m),
+		b + "held", b + "res", b + "resamt"}, extra...)
+}
+
+// windowExpiry is when the day and month keys of now expire (unix seconds).
+func windowExpiry(now time.Time) (day, month int64) {
+	u := now.UTC()
+	y, mo, d := u.Date()
+	day = time.Date(y, mo, d+1+8, 0, 0, 0, 0, time.UTC).Unix()
+	month = time.Date(y, mo+1, 1+40, 0, 0, 0, 0, time.UTC).Unix()
+	return
+}
+
+func unavailable(op string, err error) error {
+	return fmt.Errorf("%w: redis %s: %w", ErrUnavailable, op, err)
+}
+
+const luaLib = `
+local function now_ms() local t = redis.call('TIME') return tonumber(t[1])*1000 + math.floor(tonumber(t[2])/1000) end
+local function num(v) if v then return tonumber(v) end return 0 end
+local function reap(held, res, amt, now)
+  local dead = redis.call('ZRANGEBYSCORE', res, '-inf', now, 'LIMIT', 0, 256)
+  for _, id in ipairs(dead) do
+    local a = num(redis.call('HGET', amt, id))
+    if a ~= 0 then redis.call('DECRBY', held, a) end
+    redis.call('HDEL', amt, id)
+    redis.call('ZREM', res, id)
+  end
+end
+local function room(spent, ceil, held)
+  if ceil == 0 then return -1 end
+  local r = ceil - spent - held
+  if r < 0 then return 0 end
+  return r
+end
+`
+
+// admitScript takes a concurrency slot and reports the money left.
+// KEYS: spentD spentM held res resamt slots; ARGV: id ceilD ceilM maxConc ttlms
+var admitScript = redis.NewScript(luaLib + `
+local now = now_ms()
+reap(KEYS[3], KEYS[4], KEYS[5], now)
+local max, ttl = tonumber(ARGV[4]), tonumber(ARGV[5])
+if max > 0 then
+  redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now)
+  if not redis.call('ZSCORE', KEYS[6], ARGV[1]) and redis.call('ZCARD', KEYS[6]) >= max then return {0, 0, 0} end
+  redis.call('ZADD', KEYS[6], now + ttl, ARGV[1])
+end
+local held = num(redis.call('GET', KEYS[3]))
+return {1, room(num(redis.call('GET', KEYS[1])), tonumber(ARGV[2]), held), room(num(redis.call('GET', KEYS[2])), tonumber(ARGV[3]), held)}
+`)
+
+// reserveScript sets a ticket's reservation to total, if it fits both budgets.
+// KEYS: spentD spentM held res resamt; ARGV: id total ceilD ceilM ttlms
+var reserveScript = redis.NewScript(luaLib + `
+local now = now_ms()
+reap(KEYS[3], KEYS[4], KEYS[5], now)
+local id, total, cd, cm, ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local cur = num(redis.call('HGET', KEYS[5], id))
+local sd, sm, held = num(redis.call('GET', KEYS[1])), num(redis.call('GET', KEYS[2])), num(redis.call('GET', KEYS[3]))
+local delta = total - cur
+if delta > 0 and ((cd > 0 and sd + held + delta > cd) or (cm > 0 and sm + held + delta > cm)) then
+  return {0, room(sd, cd, held), room(sm, cm, held)}
+end
+if delta ~= 0 then redis.call('INCRBY', KEYS[3], delta) end
+if total == 0 then
+  redis.call('HDEL', KEYS[5], id)
+  redis.call('ZREM', KEYS[4], id)
+else
+  redis.call('HSET', KEYS[5], id, total)
+  redis.call('ZADD', KEYS[4], now + ttl, id)
+end
+held = held + delta
+return {1, room(sd, cd, held), room(sm, cm, held)}
+`)
+
+// settleScript replaces a ticket's reservation by its actual cost, once.
+// KEYS: spentD spentM held res resamt slots done; ARGV: id actual expD expM
+var settleScript = redis.NewScript(luaLib + `
+local prev = redis.call('GET', KEYS[7])
+if prev then return tonumber(prev) end
+local id, a = ARGV[1], tonumber(ARGV[2])
+local cur = num(redis.call('HGET', KEYS[5], id))
+if cur ~= 0 then redis.call('DECRBY', KEYS[3], cur) end
+redis.call('HDEL', KEYS[5], id)
+redis.call('ZREM', KEYS[4], id)
+redis.call('ZREM', KEYS[6], id)
+if a > 0 then
+  redis.call('INCRBY', KEYS[1], a)
+  redis.call('EXPIREAT', KEYS[1], ARGV[3])
+  redis.call('INCRBY', KEYS[2], a)
+  redis.call('EXPIREAT', KEYS[2], ARGV[4])
+end
+if a > 0 or cur ~= 0 then redis.call('SET', KEYS[7], a, 'EX', 3600) end
+return a
+`)
+
+// renewScript pushes the expiry of a tenant's live reservations and slots.
+// KEYS: res slots; ARGV: ttlms id…
+var renewScript = redis.NewScript(luaLib + `
+local exp = now_ms() + tonumber(ARGV[1])
+for i = 2, #ARGV do
+  redis.call('ZADD', KEYS[1], 'XX', exp, ARGV[i])
+  redis.call('ZADD', KEYS[2], 'XX', exp, ARGV[i])
+end
+return 0
+`)
+
+// reapScript gives back the money of a tenant's expired reservations.
+// KEYS: held res resamt slots
+var reapScript = redis.NewScript(luaLib + `
+local now = now_ms()
+reap(KEYS[1], KEYS[2], KEYS[3], now)
+redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
+return 0
+`)
+
+func ctx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), 2*time.Second)
+}
+
+func hasBudget(q *Quota) bool { return q.DailyBudget > 0 || q.MonthlyBudget > 0 }
+
+func roomOf(v []any) money.Money {
+	d, m := money.Money(v[1].(int64)), money.Money(v[2].(int64))
+	switch {
+	case d < 0:
+		return m
+	case m < 0:
+		return d
+	}
+	return min(d, m)
+}
+
+// rpsLimit is q's requests/s as a GCRA limit (rates in thousandths, so that fractional
+// rates keep their emission interval).
+func rpsLimit(q *Quota) redis_rate.Limit {
+	return redis_rate.Limit{Rate: max(1, int(math.Round(q.RequestsPerSecond*1000))), Burst: max(1, q.Burst), Period: 1000 * time.Second}
+}
+
+func tpmLimit(q *Quota) redis_rate.Limit {
+	return redis_rate.Limit{Rate: q.TokensPerMinute, Burst: q.TokensPerMinute, Period: time.Minute}
+}
+
+func (r *RedisShared) Admit(q *Quota, id string, now time.Time, promptTokens int) (money.Money, error) {
+	if r.isDown() {
+		return r.admitLocal(q, id, now, promptTokens, nil)
+	}
+	c, cancel := ctx()
+	defer cancel()
+	r.seen(q.Tenant)
+	b := r.base(q.Tenant)
+	// The rate checks and the slot script go out at once: admission waits for one
+	// round trip, not three. A request refused by one check has still been counted
+	// by the others (a requests/s token; a slot, given back at once).
+	var wg sync.WaitGroup
+	var tpm, rps *redis_rate.Result
+	var tpmErr, rpsErr, scErr error
+	if q.TokensPerMinute > 0 {
+		wg.Add(1)
+		go func() { defer wg.Done(); tpm, tpmErr = r.rl.AllowN(c, b+"tpm", tpmLimit(q), 0) }()
+	}
+	if q.RequestsPerSecond > 0 {
+		wg.Add(1)
+		go func() { defer wg.Done(); rps, rpsErr = r.rl.Allow(c, b+"rps", rpsLimit(q)) }()
+	}
+	var v []any
+	script := q.MaxConcurrency > 0 || hasBudget(q)
+	if script {
+		v, scErr = admitScript.Run(c, r.c, r.budgetKeys(q.Tenant, now, b+"slots"),
+			id, int64(q.DailyBudget), int64(q.MonthlyBudget), q.MaxConcurrency, r.ttl.Milliseconds()).Slice()
+	}
+	wg.Wait()
+	took := script && scErr == nil && v[0].(int64) == 1 && q.MaxConcurrency > 0
+	release := func() {
+		if took { // give the slot back (the settle script with nothing to charge)
+			go r.settle(&pendingSettle{q: *q, id: id, now: now})
+		}
+	}
+	if err := cmp.Or(tpmErr, rpsErr, scErr); err != nil {
+		release()
+		return r.admitLocal(q, id, now, promptTokens, err)
+	}
+	if tpm != nil {
+		if need := min(promptTokens, q.TokensPerMinute); tpm.Remaining < need {
+			release()
+			wait := time.Duration(float64(need-tpm.Remaining) / float64(q.TokensPerMinute) * float64(time.Minute))
+			return 0, &LimitError{Reason: "tokens", RetryAfter: wait}
+		}
+	}
+	if rps != nil && rps.Allowed == 0 {
+		release()
+		return 0, &LimitError{Reason: "requests", RetryAfter: max(rps.RetryAfter, time.Millisecond)}
+	}
+	if !script {
+		return -1, nil
+	}
+	if v[0].(int64) == 0 {
+		return 0, &LimitError{Reason: "concurrency", RetryAfter: time.Second}
+	}
+	if took {
+		r.mu.Lock()
+		r.live[id] = liveTicket{q.Tenant}
+		r.mu.Unlock()
+	}
+	return roomOf(v), nil
+}
+
+// admitLocal admits against this process's share of the limits while Redis is down.
+func (r *RedisShared) admitLocal(q *Quota, id string, now time.Time, promptTokens int, cause error) (money.Money, error) {
+	if cause != nil {
+		r.failed(cause)
+	}
+	r.fallback("rate")
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ls := r.local[q.Tenant]
+	if ls == nil || ls.q != *q || ls.nodes != r.nodes {
+		n := float64(r.nodes)
+		ls = &localShare{q: *q, nodes: r.nodes}
+		if q.RequestsPerSecond > 0 {
+			ls.rps = rate.NewLimiter(rate.Limit(q.RequestsPerSecond/n), max(1, int(float64(q.Burst)/n)))
+			ls.rps.SetBurstAt(now, max(1, int(float64(q.Burst)/n)))
+		}
+		if q.TokensPerMinute > 0 {
+			per := max(1, int(float64(q.TokensPerMinute)/n))
+			ls.tpm = rate.NewLimiter(rate.Limit(float64(per)/60), per)
+		}
+		r.local[q.Tenant] = ls
+	}
+	if max := int(math.Ceil(float64(q.MaxConcurrency) / float64(r.nodes))); q.MaxConcurrency > 0 && ls.inFlight >= max {
+		return 0, &LimitError{Reason: "concurrency", RetryAfter: time.Second}
+	}
+	if ls.tpm != nil && ls.tpm.TokensAt(now) < float64(min(promptTokens, ls.tpm.Burst())) {
+		return 0, &LimitError{Reason: "tokens", RetryAfter: time.Second}
+	}
+	if ls.rps != nil {
+		rv := ls.rps.ReserveN(now, 1)
+		if d := rv.DelayFrom(now); !rv.OK() || d > 0 {
+			rv.CancelAt(now)
+			return 0, &LimitError{Reason: "requests", RetryAfter: max(d, time.Millisecond)}
+		}
+	}
+	if q.MaxConcurrency > 0 {
+		ls.inFlight++
+		r.live["local:"+id] = liveTicket{q.Tenant}
+	}
+	return -1, nil
+}
+
+func (r *RedisShared) Reserve(q *Quota, id string, now time.Time, total money.Money) (money.Money, error) {
+	if !hasBudget(q) {
+		return -1, nil
+	}
+	if r.isDown() {
+		r.fallback("budget")
+		return 0, unavailable("reserve", errors.New("down a moment ago"))
+	}
+	c, cancel := ctx()
+	defer cancel()
+	v, err := reserveScript.Run(c, r.c, r.budgetKeys(q.Tenant, now),
+		id, int64(total), int64(q.DailyBudget), int64(q.MonthlyBudget), r.ttl.Milliseconds()).Slice()
+	if err != nil {
+		r.failed(err)
+		r.fallback("budget")
+		return 0, unavailable("reserve", err)
+	}
+	if v[0].(int64) == 0 {
+		return roomOf(v), ErrInsufficientQuota
+	}
+	r.mu.Lock()
+	if total > 0 {
+		r.live[id] = liveTicket{q.Tenant}
+	}
+	r.mu.Unlock()
+	return roomOf(v), nil
+}
+
+func (r *RedisShared) Settle(q *Quota, id string, now time.Time, actual money.Money, tokens int) error {
+	r.mu.Lock()
+	if _, ok := r.live["local:"+id]; ok {
+		delete(r.live, "local:"+id)
+		if ls := r.local[q.Tenant]; ls != nil {
+			ls.inFlight--
+			if ls.tpm != nil && tokens > 0 {
+				ls.tpm.ReserveN(now, min(tokens, ls.tpm.Burst()))
+			}
+		}
+	}
+	r.mu.Unlock()
+	p := pendingSettle{q: *q, id: id, now: now, actual: actual, tokens: tokens}
+	var err error
+	if r.isDown() {
+		err = unavailable("settle", errors.New("down a moment ago"))
+	} else if err = r.settle(&p); err != nil {
+		r.failed(err)
+	}
+	if err != nil {
+		r.fallback("settle")
+		r.mu.Lock()
+		r.pending = append(r.pending, p)
+		r.mu.Unlock()
+		return fmt.Errorf("%w (settlement queued for retry)", err)
+	}
+	return nil
+}
+
+func (r *RedisShared) settle(p *pendingSettle) error {
+	c, cancel := ctx()
+	defer cancel()
+	dexp, mexp := windowExpiry(p.now)
+	b := r.base(p.q.Tenant)
+	if err := settleScript.Run(c, r.c, r.budgetKeys(p.q.Tenant, p.now, b+"slots", b+"done:"+p.id),
+		p.id, int64(p.actual), dexp, mexp).Err(); err != nil {
+		return unavailable("settle", err)
+	}
+	r.mu.Lock()
+	delete(r.live, p.id)
+	r.mu.Unlock()
+	if p.q.TokensPerMinute > 0 && p.tokens > 0 {
+		// Charged after the fact; a failure here only forgets some tokens.
+		_, _ = r.rl.AllowAtMost(c, b+"tpm", tpmLimit(&p.q), p.tokens)
+	}
+	return nil
+}
+
+func (r *RedisShared) seen(tenant string) {
+	r.mu.Lock()
+	if !r.tenants[tenant] {
+		r.tenants[tenant] = true
+	}
+	r.mu.Unlock()
+}
+
+// loop renews live reservations and slots every TTL/3, retries pending settlements,
+// reaps expired reservations and beats the node's heartbeat.
+func (r *RedisShared) loop() {
+	defer close(r.done)
+	every := min(r.ttl/3, time.Second)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-t.C:
+		}
+		r.retry()
+		if time.Since(last) >= r.ttl/3 {
+			last = time.Now()
+			r.renew()
+			r.reap()
+		}
+		r.beat()
+	}
+}
+
+func (r *RedisShared) retry() {
+	r.mu.Lock()
+	ps := r.pending
+	r.pending = nil
+	r.mu.Unlock()
+	for i := range ps {
+		if err := r.settle(&ps[i]); err != nil {
+			r.mu.Lock()
+			r.pending = append(r.pending, ps[i:]...)
+			r.mu.Unlock()
+			return
+		}
+	}
+}
+
+func (r *RedisShared) renew() {
+	r.mu.Lock()
+	by := map[string][]any{}
+	for id, lt := range r.live {
+		if len(id) > 6 && id[:6] == "local:" {
+			continue
+		}
+		by[lt.tenant] = append(by[lt.tenant], id)
+	}
+	r.mu.Unlock()
+	for tenant, ids := range by {
+		c, cancel := ctx()
+		b := r.base(tenant)
+		err := renewScript.Run(c, r.c, []string{b + "res", b + "slots"}, append([]any{r.ttl.Milliseconds()}, ids...)...).Err()
+		cancel()
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (r *RedisShared) reap() {
+	r.mu.Lock()
+	ts := make([]string, 0, len(r.tenants))
+	for t := range r.tenants {
+		ts = append(ts, t)
+	}
+	r.mu.Unlock()
+	for _, tenant := range ts {
+		c, cancel := ctx()
+		b := r.base(tenant)
+		err := reapScript.Run(c, r.c, []string{b + "held", b + "res", b + "resamt", b + "slots"}).Err()
+		cancel()
+		if err != nil {
+			return
+		}
+	}
+}
+
+// beat renews this node in P nodes and counts the live ones (for the local shares).
+func (r *RedisShared) beat() {
+	c, cancel := ctx()
+	defer cancel()
+	now := time.Now().UnixMilli()
+	key := r.prefix + "nodes"
+	p := r.c.TxPipeline()
+	p.ZAdd(c, key, redis.Z{Score: float64(now + 3000), Member: r.node})
+	p.ZRemRangeByScore(c, key, "-inf", strconv.FormatInt(now, 10))
+	n := p.ZCard(c, key)
+	if _, err := p.Exec(c); err != nil {
+		return
+	}
+	r.mu.Lock()
+	r.nodes = max(1, int(n.Val()))
+	r.mu.Unlock()
+}
+
+// Spent returns the settled spend of tenant in the day and month windows of now, as
+// Redis holds it.
+func (r *RedisShared) Spent(tenant string, now time.Time) (day, month money.Money, err error) {
+	c, cancel := ctx()
+	defer cancel()
+	k := r.budgetKeys(tenant, now)
+	vs, err := r.c.MGet(c, k[0], k[1]).Result()
+	if err != nil {
+		return 0, 0, unavailable("spent", err)
+	}
+	get := func(v any) money.Money {
+		s, _ := v.(string)
+		n, _ := strconv.ParseInt(s, 10, 64)
+		return money.Money(n)
+	}
+	return get(vs[0]), get(vs[1]), nil
+}
+
+// Held is the sum of the tenant's live reservations, as Redis holds it.
+func (r *RedisShared) Held(tenant string) (money.Money, error) {
+	c, cancel := ctx()
+	defer cancel()
+	n, err := r.c.Get(c, r.base(tenant)+"held").Int64()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	return money.Money(n), err
+}
+
+// Pending is the number of settlements waiting for Redis.
+func (r *RedisShared) Pending() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.pending)
+}

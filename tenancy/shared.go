@@ -1,0 +1,91 @@
+package tenancy
+
+import (
+	"errors"
+	"time"
+
+	"github.com/lmlite/lmlite/money"
+)
+
+// ErrUnavailable is returned by Admit, Reserve and Settle when the shared state (Redis)
+// does not answer and the resource fails closed: money is never spent unbudgeted. The
+// gateway answers it with 503.
+var ErrUnavailable = errors.New("tenancy: shared quota state unavailable")
+
+// Shared keeps the tenants' rate and concurrency quotas and budgets where several
+// processes share them (RedisShared). Every method takes the ticket's id, unique per
+// request across processes, and is idempotent per id, so a retried command never
+// counts twice. The Tenancy still writes its own ledger of what it settled.
+type Shared interface {
+	// Admit checks q's rate quotas (tokens/min against promptTokens) and takes a
+	// concurrency slot for id. It returns the money left (-1: no budget, or unknown).
+	// A rejection is a *LimitError.
+	Admit(q *Quota, id string, now time.Time, promptTokens int) (room money.Money, err error)
+	// Reserve sets id's reservation to total (0 releases it) against the day and month
+	// budgets of now, or returns ErrInsufficientQuota and changes nothing. It returns
+	// the money left after it.
+	Reserve(q *Quota, id string, now time.Time, total money.Money) (room money.Money, err error)
+	// Settle replaces id's reservation by actual, charged to the windows of now, frees
+	// its slot and charges tokens to tokens/min. A settlement that cannot reach the
+	// shared state is retried in the background (the error says so).
+	Settle(q *Quota, id string, now time.Time, actual money.Money, tokens int) error
+}
+
+// UseShared makes t keep quotas and budgets in sh instead of in-process; call it
+// before the first Admit.
+func (t *Tenancy) UseShared(sh Shared) { t.shared = sh }
+
+// admitShared is Admit on the shared state.
+func (t *Tenancy) admitShared(q *Quota, now time.Time, promptTokens int) (*Ticket, error) {
+	id := t.ticketID()
+	room, err := t.shared.Admit(q, id, now, promptTokens)
+	if err != nil {
+		return nil, err
+	}
+	return &Ticket{sh: t.shared, q: *q, id: id, room: room, ts: &tenantState{id: q.Tenant, store: t.store}}, nil
+}
+
+// ID is the ticket's id: unique per request across the processes sharing a Redis.
+func (tk *Ticket) ID() string { return tk.id }
+
+func (tk *Ticket) reserveShared(now time.Time, amount money.Money) error {
+	room, err := tk.sh.Reserve(&tk.q, tk.id, now, tk.reserved+amount)
+	if err != nil {
+		return err
+	}
+	tk.reserved += amount
+	tk.room = room
+	return nil
+}
+
+func (tk *Ticket) releaseShared() {
+	if tk.reserved == 0 {
+		return
+	}
+	if room, err := tk.sh.Reserve(&tk.q, tk.id, time.Now(), 0); err == nil {
+		tk.room = room
+		tk.reserved = 0
+	}
+	// On failure the reservation stays counted: Settle replaces it, or it expires.
+}
+
+func (tk *Ticket) settleShared(e Entry) (money.Money, error) {
+	if tk.settled {
+		return 0, nil
+	}
+	tk.settled = true
+	if (tk.q.DailyBudget > 0 || tk.q.MonthlyBudget > 0) && e.Cost > tk.reserved {
+		e.Cost = tk.reserved
+	}
+	tk.reserved = 0
+	err := tk.sh.Settle(&tk.q, tk.id, e.Time, e.Cost, e.PromptTokens+e.CompletionTokens)
+	if e.Tenant == "" {
+		e.Tenant = tk.q.Tenant
+	}
+	if tk.ts.store != nil {
+		if lerr := tk.ts.store.Record(e); lerr != nil {
+			return e.Cost, lerr
+		}
+	}
+	return e.Cost, err
+}
