@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/lmlite/lmlite/batch"
+	"github.com/redis/go-redis/v9"
+
 	"github.com/lmlite/lmlite/configs"
 	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/engine/lease"
@@ -131,13 +133,25 @@ func runServe(args []string) error {
 			embedded = append(embedded, cfg.Models[i].EngineConfig())
 		}
 	}
-	var eng gateway.Engine
-	if len(embedded) > 0 {
-		opts, closeOpts, err := serveEngineOptions(cfg, memBudget)
-		if err != nil {
+	// One Redis client for every shared store: memory leases, keys, quotas, budgets.
+	var rc *redis.Client
+	var redisMetrics *rediscli.Metrics
+	if r := cfg.Redis; r != nil {
+		redisMetrics = rediscli.NewMetrics()
+		if rc, err = rediscli.New(rediscli.Options{URL: r.URL, Name: r.NodeID, Metrics: redisMetrics}); err != nil {
 			return err
 		}
-		defer closeOpts()
+		defer rc.Close()
+		pctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		err = rc.Ping(pctx).Err()
+		cancel()
+		if err != nil {
+			return fmt.Errorf("redis: %w", err)
+		}
+	}
+	var eng gateway.Engine
+	if len(embedded) > 0 {
+		opts := serveEngineOptions(cfg, memBudget, rc)
 		if cfg.Engine.Mode == configs.ModeWorkers {
 			eng, err = newWorkersEngine(cfg, embedded, memBudget)
 		} else {
@@ -164,22 +178,9 @@ func runServe(args []string) error {
 	}
 	defer store.Close()
 	ten := tenancy.New(store)
-	var redisMetrics *rediscli.Metrics
 	if r := cfg.Redis; r != nil {
 		// Several processes as one service: keys, quotas and budgets live in Redis;
 		// this process still ledgers what it settles in its own store.
-		redisMetrics = rediscli.NewMetrics()
-		rc, err := rediscli.New(rediscli.Options{URL: r.URL, Name: r.NodeID, Metrics: redisMetrics})
-		if err != nil {
-			return err
-		}
-		defer rc.Close()
-		pctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		err = rc.Ping(pctx).Err()
-		cancel()
-		if err != nil {
-			return fmt.Errorf("redis: %w", err)
-		}
 		rk, err := tenancy.NewRedisKeys(rc, r.KeyPrefix, true)
 		if err != nil {
 			return err

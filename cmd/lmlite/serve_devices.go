@@ -1,19 +1,19 @@
 package main
 
 import (
-	"context"
 	"fmt"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/lmlite/lmlite/configs"
 	"github.com/lmlite/lmlite/engine/device"
 	"github.com/lmlite/lmlite/engine/lease"
-	"github.com/lmlite/lmlite/internal/rediscli"
 )
 
 // serveEngineOptions finds the devices (one line on stderr: "devices: CPU only (…)"
-// without NVML or a GPU, never an error) and, with `redis:`, connects the shared
-// memory-lease store. close closes the Redis client, after the engine.
-func serveEngineOptions(cfg *configs.Config, memBudget int64) (engineOptions, func(), error) {
+// without NVML or a GPU, never an error) and, with `redis:` (rc, the process's
+// client), shares the memory leases through lease.Redis under the node id.
+func serveEngineOptions(cfg *configs.Config, memBudget int64, rc *redis.Client) engineOptions {
 	opts := engineOptions{MemBudget: memBudget}
 	inv := device.Probe()
 	fmt.Fprintln(stderr, "lmlite: "+inv.Summary())
@@ -22,17 +22,8 @@ func serveEngineOptions(cfg *configs.Config, memBudget int64) (engineOptions, fu
 		host, _ = lease.HostBudget(0) // 0 when unknown: the engine says so
 	}
 	opts.Devices = inv.Capacities(host)
-	if cfg.Redis == nil {
-		return opts, func() {}, nil
+	if rc != nil {
+		opts.Leases = lease.NewRedis(rc, cfg.Redis.KeyPrefix, cfg.Redis.NodeID)
 	}
-	c, err := rediscli.New(rediscli.Options{URL: cfg.Redis.URL, Name: cfg.Redis.NodeID})
-	if err != nil {
-		return opts, nil, fmt.Errorf("redis: %w", err)
-	}
-	if err := c.Ping(context.Background()).Err(); err != nil {
-		c.Close()
-		return opts, nil, fmt.Errorf("redis: %w", err)
-	}
-	opts.Leases = lease.NewRedis(c, cfg.Redis.KeyPrefix, cfg.Redis.NodeID)
-	return opts, func() { c.Close() }, nil
+	return opts
 }
