@@ -125,7 +125,7 @@ func TestRedisHigherPriorityLoadUnloadsIdleModelOfOtherProcess(t *testing.T) {
 	in.active--
 	in.mu.Unlock()
 	// Idle now: once a heartbeat says so, B's load asks A to unload it.
-	waitUntil(t, 3*time.Second, "A's lease idle in Redis", func() bool {
+	waitUntil(t, 5*time.Second, "A's lease idle in Redis", func() bool {
 		ls, _ := lease.NewRedis(c, "t:", "r").List(context.Background(), time.Now(), lease.HostDevice)
 		return len(ls) == 1 && ls[0].Idle
 	})
@@ -278,7 +278,7 @@ func TestRedisLostLeaseAcquiredAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.FlushDB(context.Background())
-	waitUntil(t, 3*time.Second, "the lease acquired again", func() bool { _, hs := leased(t, c); return len(hs) == 1 })
+	waitUntil(t, 5*time.Second, "the lease acquired again", func() bool { _, hs := leased(t, c); return len(hs) == 1 })
 	if st := modelState(b, "m"); st != StateReady {
 		t.Fatalf("model %s after re-acquiring", st)
 	}
@@ -288,5 +288,5 @@ func TestRedisLostLeaseAcquiredAgain(t *testing.T) {
 	if _, err := other.Acquire(context.Background(), time.Now(), lease.Lease{Device: lease.HostDevice, Holder: "x@b", Bytes: n, TTL: time.Minute}, n*3/2); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 3*time.Second, "the model unloaded", func() bool { return modelState(b, "m") == StateUnloaded })
+	waitUntil(t, 5*time.Second, "the model unloaded", func() bool { return modelState(b, "m") == StateUnloaded })
 }
