@@ -2,7 +2,10 @@
 GO        ?= go
 BIN       := bin/lmlite
 DATA      ?= data
-FUZZTIME  ?= 10s
+FUZZTIME  ?= 8s
+# The per-type block decoders' targets (FuzzDecode*, one per quantization type, all the
+# same harness) each get a shorter run.
+FUZZTIME_DECODE ?= 2s
 SHELL     := /bin/bash
 
 .PHONY: build test test-short fuzz run bench bench-gateway vet clean
@@ -13,14 +16,17 @@ build:
 	$(GO) build -buildvcs=auto -o $(BIN) ./cmd/lmlite
 
 # The full suite: vet, every test with the race detector, the memory and allocation
-# measurements (meaningless under the race detector) without it, the kernels and
-# the model on the pure-Go reference kernels (-tags purego), then each fuzz target
+# measurements (meaningless under the race detector) and the numerics-only tests that
+# skip under it (testenv.Race: llama.cpp parity, every generated type) without it, the kernels and
+# the model on the pure-Go reference kernels (-tags purego; parity with llama.cpp ran
+# on the SIMD kernels, which equal the reference bit for bit), then each fuzz target
 # briefly.
 test: vet
 	$(GO) test -race -count=1 -timeout 20m ./...
 	$(GO) test -count=1 -run 'TestThreeModelsMemory' ./engine
+	$(GO) test -count=1 -run 'TestParityWithLlamaCpp|TestGenerateLoadsAndRuns' ./engine/model ./engine/genmodel
 	$(GO) test -count=1 -run 'TestKernelsDoNotAllocate|TestDecodeAllocations' ./engine/kernels ./engine/model
-	$(GO) test -count=1 -tags purego ./engine/kernels ./engine/model
+	$(GO) test -count=1 -tags purego -skip 'TestParityWithLlamaCpp' ./engine/kernels ./engine/model
 	$(MAKE) fuzz
 
 test-short:
@@ -29,7 +35,7 @@ test-short:
 vet:
 	$(GO) vet ./...
 
-# Each fuzz target runs for $(FUZZTIME); `go test -fuzz` takes one target per package at a time.
+# Each fuzz target runs for $(FUZZTIME) ($(FUZZTIME_DECODE) for FuzzDecode*); `go test -fuzz` takes one target per package at a time.
 # A run that fails with nothing but "context deadline exceeded" (no failing input written)
 # is Go's fuzz-coordinator race at the end of -fuzztime (golang/go#75804, fixed in Go
 # 1.27) and is run once more; any other failure fails at once.
@@ -37,11 +43,12 @@ fuzz:
 	@set -e -o pipefail; log=$$(mktemp); trap 'rm -f $$log' EXIT; \
 	for t in $$(grep -rhoE '^func (Fuzz[A-Za-z0-9_]+)\(' --include='*_test.go' . | sed 's/func //; s/(//' | sort -u); do \
 	  pkg=$$(grep -rlE "^func $$t\(" --include='*_test.go' . | head -1 | xargs dirname); \
-	  echo "fuzz $$pkg $$t"; \
-	  if ! $(GO) test -run='^$$' -fuzz="^$$t$$" -fuzztime=$(FUZZTIME) $$pkg 2>&1 | tee $$log; then \
+	  ft=$(FUZZTIME); case $$t in FuzzDecode*) ft=$(FUZZTIME_DECODE);; esac; \
+	  echo "fuzz $$pkg $$t ($$ft)"; \
+	  if ! $(GO) test -run='^$$' -fuzz="^$$t$$" -fuzztime=$$ft $$pkg 2>&1 | tee $$log; then \
 	    if grep -q 'context deadline exceeded' $$log && ! grep -qE 'Failing input written|panic:|_test.go:[0-9]+:' $$log; then \
 	      echo "fuzz $$pkg $$t: the fuzztime deadline race (golang/go#75804); running it again"; \
-	      $(GO) test -run='^$$' -fuzz="^$$t$$" -fuzztime=$(FUZZTIME) $$pkg; \
+	      $(GO) test -run='^$$' -fuzz="^$$t$$" -fuzztime=$$ft $$pkg; \
 	    else exit 1; fi; \
 	  fi; \
 	done

@@ -31,7 +31,7 @@ type ModelConfig struct {
 	// prefix cache's hot tier; the warm tier keeps blocks evicted from it.
 	KVCacheBytes       int64  `yaml:"kv_cache_bytes"`       // hot pool; 0: room for MaxModelConcurrency sequences of MaxModelLen
 	KVWarmBytes        int64  `yaml:"kv_warm_bytes"`        // warm tier; 0: none (evicted blocks are dropped)
-	KVWarmFile         string `yaml:"kv_warm_file"`         // the warm tier in this file (mapped) instead of host memory
+	KVWarmFile         string `yaml:"kv_warm_file"`         // the warm tier in this file (mapped) instead of host memory; it survives unloads and restarts (with its .index)
 	DisablePrefixCache bool   `yaml:"disable_prefix_cache"` // no lookups, nothing published
 
 	// Embeddings serves Block.Embed (/v1/embeddings) from this model; on by default
@@ -88,6 +88,12 @@ type Request struct {
 	Weight    float64  // the tenant's share weight; 0: 1
 	Priority  Priority // interactive before batch
 	CacheSalt string   // prefix-cache salt; "" means shared on purpose
+
+	// KeepAlive shortens the model's idle timeout once this request ends, until the
+	// next request ends (each request's KeepAlive replaces the last one's): the model
+	// unloads after min(KeepAlive, ModelConfig.IdleTimeout) idle. It never lengthens
+	// the timeout. 0: the model's IdleTimeout.
+	KeepAlive time.Duration
 
 	// Grammar constrains the output (nil: free text): a JSON Schema compiled by
 	// Block.CompileSchema, grammar.JSONObject() for json_object, or a grammar wrapped

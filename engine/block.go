@@ -121,6 +121,7 @@ type instance struct {
 	loads      uint64
 	unloads    uint64
 	lastUsed   time.Time
+	keep       time.Duration // the KeepAlive of the last request that ended (0: none)
 	rr         int
 }
 
@@ -251,7 +252,7 @@ func newInstance(b *Block, mc ModelConfig, log *slog.Logger) (*instance, error) 
 		mc.MaxQueue = b.cfg.MaxQueue + mc.Replicas*mc.MaxModelConcurrency
 	}
 	kc := kvcache.Config{Layers: cfg.Layers, KVHeads: cfg.KVHeads, HeadDim: cfg.HeadDim, BlockTokens: kvBlockTokens,
-		WarmBytes: mc.KVWarmBytes, WarmFile: mc.KVWarmFile}
+		WarmBytes: mc.KVWarmBytes, WarmFile: mc.KVWarmFile, WarmFileTag: warmFileTag(mc.Path, f.Size())}
 	kc.Blocks = kc.BlocksFor(mc.MaxModelLen+1, mc.MaxModelConcurrency, 0)
 	if mc.KVCacheBytes > 0 {
 		kc.Blocks = int(mc.KVCacheBytes / kc.BlockBytes())
@@ -269,6 +270,17 @@ func newInstance(b *Block, mc ModelConfig, log *slog.Logger) (*instance, error) 
 		pool: poolingOf(f, mc), dim: cfg.Dim}, nil
 }
 
+// warmFileTag names the model file a warm KV file's blocks were computed with: its
+// path, size and modification time. A warm file left by another model (or by this
+// path's previous contents) is not replayed.
+func warmFileTag(path string, size int64) string {
+	var mod int64
+	if fi, err := os.Stat(path); err == nil {
+		mod = fi.ModTime().UnixNano()
+	}
+	return fmt.Sprintf("%s size=%d mtime=%d", path, size, mod)
+}
+
 func tokenText(t *tokenizer.Tokenizer, id int32) string {
 	if id < 0 || int(id) >= t.VocabSize() {
 		return ""
@@ -284,14 +296,17 @@ func (in *instance) leaseBytes() int64 {
 	return in.fileSize + int64(in.cfg.Replicas)*in.kvSize
 }
 
-// Ready reports whether every model is ready or cleanly unloaded (idle, reloadable).
+// Ready reports whether the Block can accept work: every model is ready, cleanly
+// unloaded (scaled to zero: its next request reloads it), or coming back from an
+// unload. Only the first loads (and a failed model) make it unready: a scale from
+// zero must not take a server out of its load balancer. Ready never loads a model.
 func (b *Block) Ready() bool {
 	for _, id := range b.order {
 		in := b.models[id]
 		in.mu.Lock()
-		s := in.state
+		s, back := in.state, in.loads > 0
 		in.mu.Unlock()
-		if s != StateReady && s != StateUnloaded {
+		if s != StateReady && s != StateUnloaded && (s != StateLoading || !back) {
 			return false
 		}
 	}

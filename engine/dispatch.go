@@ -40,6 +40,9 @@ func (b *Block) generate(ctx context.Context, modelID string, req Request, out *
 			return fmt.Errorf("engine: prompt token %d is outside the vocabulary of %d", id, in.tok.VocabSize())
 		}
 	}
+	if req.KeepAlive < 0 {
+		return fmt.Errorf("engine: keep alive %v is negative", req.KeepAlive)
+	}
 	if req.MaxTokens < 0 {
 		return fmt.Errorf("engine: max tokens %d is negative", req.MaxTokens)
 	}
@@ -74,7 +77,7 @@ func (b *Block) generate(ctx context.Context, modelID string, req Request, out *
 		}
 		in.mu.Lock()
 		in.active--
-		in.lastUsed = b.now()
+		in.lastUsed, in.keep = b.now(), req.KeepAlive
 		in.mu.Unlock()
 		b.inflight.Done()
 		out.Finish(u, err)

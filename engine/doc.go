@@ -45,7 +45,10 @@
 // A model's memory is its mapped file plus, per replica, a KV pool: room for
 // MaxModelConcurrency sequences of MaxModelLen (or KVCacheBytes), and an optional
 // warm tier (KVWarmBytes) where cached blocks evicted from the pool are kept and
-// replayed from. Before loading, a model leases those bytes (engine/lease) on its
+// replayed from. In a file (KVWarmFile) the warm tier outlives the model: an unload
+// demotes the cached blocks into it and writes its index, so a long system prompt
+// cached before a scale to zero, or a restart, is replayed after it (kvcache's
+// persist.go). Before loading, a model leases those bytes (engine/lease) on its
 // device (ModelConfig.Device: "host", the default, or "gpu:N"; execution is on the
 // CPU either way) against that device's budget (Config.Devices, default
 // device.Probe().Capacities: the MemoryBudget, or host memory minus a margin, for
@@ -53,10 +56,25 @@
 // are unloaded, or the load fails at once with ErrNoMemory. On a store shared by
 // several processes (lease.Redis) the victims may be another process's idle models,
 // asked to unload over its preempt channel, and the Block unloads its own idle models
-// when another process asks (docs/REDIS.md). A model idle for IdleTimeout is unloaded
-// (scale to zero) and reloads on the next request. Loaded models heartbeat their
-// leases (a lost lease is acquired again); GC expires the leases of holders that
-// stopped. Devices reports the devices and their leases (/admin/devices).
+// when another process asks (docs/REDIS.md). Devices reports the devices and their
+// leases (/admin/devices). A model idle for IdleTimeout (or a shorter Request.KeepAlive of its
+// last request) is unloaded (scale to zero) and reloads on the next request.
+//
+// # Cold start
+//
+// A reload is cheap on purpose: the file is mapped without being touched (pages fault
+// in as the first forward pass reads them, from the page cache), the KV pool is an
+// anonymous mapping whose pages are zeroed by the system when a block is first
+// written (kvcache/arena.go: nothing to allocate or clear up front), the tokenizer
+// and chat template stay in memory across unloads, and only the first load runs a
+// warm-up pass: a reload is for a request that waits, and that request is the
+// warm-up. Ready stays true through a reload. A burst to an unloaded model makes one
+// load (the requests wait on the same attempt); the requests waiting for it count
+// against the model's MaxQueue like requests in flight on a loaded model, so a
+// burst the loaded model would accept is accepted while it loads
+// (TestBurstOnUnloadedModelLoadsOnce). lmlite bench --cold-start measures the
+// comeback. Loaded models heartbeat their leases (a lost lease is acquired again);
+// GC expires the leases of holders that stopped.
 //
 // # Lifecycle
 //

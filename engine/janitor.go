@@ -139,7 +139,7 @@ func (b *Block) snapshot(now time.Time, gc, closing bool) lifeInput {
 		m.mu.Lock()
 		in.Models = append(in.Models, lifeModel{ID: id, State: m.state, Active: m.active,
 			Wanted: m.state == StateUnloaded && m.attempt != nil && !m.preempting, LastUsed: m.lastUsed,
-			IdleTimeout: m.cfg.IdleTimeout, Priority: m.cfg.Priority, Bytes: m.leaseBytes(), Device: m.device()})
+			IdleTimeout: m.cfg.IdleTimeout, KeepAlive: m.keep, Priority: m.cfg.Priority, Bytes: m.leaseBytes(), Device: m.device()})
 		m.mu.Unlock()
 		if !slices.Contains(devices, m.device()) {
 			devices = append(devices, m.device())
@@ -299,11 +299,16 @@ func (in *instance) start(now time.Time) {
 	go in.load(la)
 }
 
-// load maps the file, builds the replicas and warms each up with a forward pass (the
-// model is ready only after that). Its lease is held already.
+// load maps the file, builds the replicas and, on the first load only, warms each up
+// with a forward pass (the model is ready only after that). A reload is for a request
+// that waits: that request is the warm-up, a pass before it would only delay it. Its
+// lease is held already.
 func (in *instance) load(la *loadAttempt) {
 	start := time.Now()
-	f, m, reps, err := in.open()
+	in.mu.Lock()
+	reload := in.loads > 0
+	in.mu.Unlock()
+	f, m, reps, err := in.open(!reload)
 	in.mu.Lock()
 	in.loadTime = time.Since(start)
 	in.attempt = nil
@@ -365,7 +370,12 @@ func (b *Block) heartbeat(now time.Time) {
 	}
 }
 
-func (in *instance) open() (*gguf.File, *model.Model, []*runner, error) {
+func (in *instance) open(warmUp bool) (*gguf.File, *model.Model, []*runner, error) {
+	t0 := time.Now()
+	var tMap, tKV, tWarm time.Duration
+	defer func() {
+		in.log.Debug("load phases", "map_ms", ms(tMap), "kv_ms", ms(tKV), "warm_up_ms", ms(tWarm), "total_ms", ms(time.Since(t0)))
+	}()
 	f, err := gguf.Open(in.cfg.Path)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("engine: model %s: %w", in.cfg.ID, err)
@@ -375,6 +385,7 @@ func (in *instance) open() (*gguf.File, *model.Model, []*runner, error) {
 		f.Close()
 		return nil, nil, nil, fmt.Errorf("engine: model %s: %w", in.cfg.ID, err)
 	}
+	tMap = time.Since(t0)
 	warm := max(in.tok.BOS(), 0)
 	var reps []*runner
 	fail := func(err error) (*gguf.File, *model.Model, []*runner, error) {
@@ -385,12 +396,20 @@ func (in *instance) open() (*gguf.File, *model.Model, []*runner, error) {
 		return nil, nil, nil, fmt.Errorf("engine: model %s: %w", in.cfg.ID, err)
 	}
 	for i := range in.cfg.Replicas {
+		t := time.Now()
 		r, err := newRunner(i, in.cfg.ID, m, in.tok, in.rc, &in.stats)
+		tKV += time.Since(t)
 		if err != nil {
 			return fail(err)
 		}
 		reps = append(reps, r)
-		if err := r.warmUp(warm); err != nil {
+		if !warmUp {
+			continue
+		}
+		t = time.Now()
+		err = r.warmUp(warm)
+		tWarm += time.Since(t)
+		if err != nil {
 			return fail(fmt.Errorf("warm-up: %w", err))
 		}
 	}
@@ -422,3 +441,5 @@ func (in *instance) unloadLocked() {
 	in.unloads++
 	in.log.Info("model unloaded")
 }
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -27,9 +27,20 @@ type lifeModel struct {
 	Wanted      bool // a request, Load or New waits for it to load
 	LastUsed    time.Time
 	IdleTimeout time.Duration // < 0: never unloaded for idleness
+	KeepAlive   time.Duration // > 0: the last request's keep-alive, which may shorten IdleTimeout
 	Priority    int
 	Bytes       int64  // what it leases: weights + its replicas' KV pools
 	Device      string // where it leases them; "": host
+}
+
+// timeout is how long the model may stay idle before it is unloaded (< 0: forever):
+// IdleTimeout, or the last request's KeepAlive when that is shorter. A request never
+// lengthens the server's timeout.
+func (m *lifeModel) timeout() time.Duration {
+	if m.KeepAlive > 0 && (m.IdleTimeout < 0 || m.KeepAlive < m.IdleTimeout) {
+		return m.KeepAlive
+	}
+	return m.IdleTimeout
 }
 
 // idle reports whether the model is loaded and serves nothing: it may be unloaded.
@@ -157,9 +168,12 @@ func decide(in lifeInput) []action {
 		case in.Closing:
 			acts = append(acts, action{Kind: actUnload, ID: m.ID, Reason: "closing"})
 			unloaded[m.ID] = true
-		case m.IdleTimeout > 0 && in.Now.Sub(m.LastUsed) >= m.IdleTimeout:
-			acts = append(acts, action{Kind: actUnload, ID: m.ID,
-				Reason: fmt.Sprintf("idle for %v (timeout %v)", in.Now.Sub(m.LastUsed), m.IdleTimeout)})
+		case m.timeout() > 0 && in.Now.Sub(m.LastUsed) >= m.timeout():
+			why := fmt.Sprintf("idle for %v (timeout %v)", in.Now.Sub(m.LastUsed), m.timeout())
+			if m.timeout() != m.IdleTimeout {
+				why = fmt.Sprintf("idle for %v (keep_alive %v)", in.Now.Sub(m.LastUsed), m.timeout())
+			}
+			acts = append(acts, action{Kind: actUnload, ID: m.ID, Reason: why})
 			unloaded[m.ID] = true
 		case isAsked && m.Priority < a.Priority:
 			acts = append(acts, action{Kind: actUnload, ID: m.ID, Reason: fmt.Sprintf("asked by %s (priority %d)", a.By, a.Priority)})

@@ -22,7 +22,7 @@ import (
 //	budget bytes=150
 //	model id=a bytes=100 [priority=1] [idle=60|never]     unloaded, used at t=0
 //	want id=a                  a request waits for a to load
-//	request id=a / done id=a t=5   a request starts / ends (last used at t)
+//	request id=a / done id=a t=5 [keep_alive=10]   a request starts / ends (last used at t, its keep-alive)
 //	unload id=a                the operator unloads a (Block.Unload)
 //	loaded id=a t=3 / failed id=a  a's load ends
 //	lease holder=x@other bytes=50 [priority=0] [idle] expires=30   another process's lease
@@ -109,6 +109,7 @@ func TestLifecycleTrace(t *testing.T) {
 				m := model(d, args["id"])
 				m.Active--
 				m.LastUsed = at()
+				m.KeepAlive = time.Duration(num("keep_alive")) * time.Second
 				return "ok"
 			case "loaded", "failed":
 				m := model(d, args["id"])

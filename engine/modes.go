@@ -6,8 +6,10 @@ import (
 
 	"github.com/lmlite/lmlite/engine/chat"
 	"github.com/lmlite/lmlite/engine/gguf"
+	"github.com/lmlite/lmlite/engine/grammar"
 	"github.com/lmlite/lmlite/engine/model"
 	"github.com/lmlite/lmlite/engine/tokenizer"
+	"github.com/lmlite/lmlite/engine/toolcall"
 )
 
 // This file holds what the engine's modes share: the in-process Block and the
@@ -21,12 +23,13 @@ import (
 var ErrRestarting = errors.New("engine: model restarting")
 
 // Prep prepares requests for one model without its weights: the tokenizer, the chat
-// template and the length limit, read from the file's metadata. The worker mode's
+// template (with its tools support) and the length limit, read from the file's metadata. The worker mode's
 // parent process tokenizes with it while the weights live in a child process.
 type Prep struct {
 	tok    *tokenizer.Tokenizer
 	tmpl   *chat.Template
 	maxLen int
+	embeds bool
 }
 
 // OpenPrep reads a model's tokenizer, chat template and context length. mc.MaxModelLen
@@ -57,8 +60,12 @@ func OpenPrep(mc ModelConfig) (*Prep, error) {
 	if n <= 0 {
 		n = cfg.Context
 	}
-	return &Prep{tok: tok, tmpl: tmpl, maxLen: n}, nil
+	return &Prep{tok: tok, tmpl: tmpl, maxLen: n, embeds: poolingOf(f, mc) != model.PoolNone}, nil
 }
+
+// Embeddings reports whether Block.Embed serves this model (ModelStatus.Embeddings),
+// also while it is not loaded.
+func (p *Prep) Embeddings() bool { return p.embeds }
 
 // MaxModelLen is the model's length limit (prompt + output tokens).
 func (p *Prep) MaxModelLen() int { return p.maxLen }
@@ -89,4 +96,18 @@ func (p *Prep) Check(modelID string, req Request) error {
 			ErrTooLong, len(req.Prompt), req.MaxTokens, p.maxLen, modelID)
 	}
 	return nil
+}
+
+// ChatTokensTools is Block.ChatTokensTools for this model.
+func (p *Prep) ChatTokensTools(msgs []Message, tools []Tool) ([]int32, error) {
+	return chatTokensTools(p.tok, p.tmpl, msgs, tools)
+}
+
+// ToolSyntax is Block.ToolSyntax for this model.
+func (p *Prep) ToolSyntax() toolcall.Syntax { return toolSyntax(p.tmpl) }
+
+// ToolGrammar is Block.ToolGrammar for this model, compiling its schema with compile
+// (the caller's cache, as Block.CompileSchema is the Block's).
+func (p *Prep) ToolGrammar(tools []Tool, compile func([]byte) (*grammar.Grammar, error)) (*grammar.Grammar, error) {
+	return toolGrammar(p.ToolSyntax(), tools, compile)
 }

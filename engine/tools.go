@@ -7,6 +7,7 @@ import (
 
 	"github.com/lmlite/lmlite/engine/chat"
 	"github.com/lmlite/lmlite/engine/grammar"
+	"github.com/lmlite/lmlite/engine/tokenizer"
 	"github.com/lmlite/lmlite/engine/toolcall"
 )
 
@@ -46,10 +47,15 @@ func (b *Block) ChatTokensTools(modelID string, msgs []Message, tools []Tool) ([
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownModel, modelID)
 	}
+	return chatTokensTools(in.tok, in.tmpl, msgs, tools)
+}
+
+// chatTokensTools is ChatTokensTools for one tokenizer and template.
+func chatTokensTools(tok *tokenizer.Tokenizer, tmpl *chat.Template, msgs []Message, tools []Tool) ([]int32, error) {
 	if len(tools) == 0 {
-		return b.ChatTokens(modelID, msgs)
+		return chatTokens(tok, tmpl, msgs)
 	}
-	texts := []string{in.tmpl.Source()}
+	texts := []string{tmpl.Source()}
 	for _, m := range msgs {
 		texts = append(texts, m.Role, m.Content, m.ToolCallID, m.Name)
 		for _, c := range m.ToolCalls {
@@ -59,7 +65,7 @@ func (b *Block) ChatTokensTools(modelID string, msgs []Message, tools []Tool) ([
 	for _, t := range tools {
 		texts = append(texts, t.Name, t.Description, string(t.Parameters))
 	}
-	q, err := in.tok.NewQuoter(texts...)
+	q, err := tok.NewQuoter(texts...)
 	if err != nil {
 		return nil, err
 	}
@@ -77,12 +83,12 @@ func (b *Block) ChatTokensTools(modelID string, msgs []Message, tools []Tool) ([
 			qt[i].Parameters = json.RawMessage(quoteJSON(q.Quote, string(t.Parameters)))
 		}
 	}
-	text, err := renderTools(in.tmpl, cm, qt)
+	text, err := renderTools(tmpl, cm, qt)
 	if err != nil {
 		return nil, err
 	}
 	ids := q.Encode(text, false)
-	if bos := in.tok.BOS(); in.tok.AddBOS() && bos >= 0 && (len(ids) == 0 || ids[0] != bos) {
+	if bos := tok.BOS(); tok.AddBOS() && bos >= 0 && (len(ids) == 0 || ids[0] != bos) {
 		ids = append([]int32{bos}, ids...)
 	}
 	return ids, nil
@@ -157,10 +163,15 @@ func (b *Block) ToolSyntax(modelID string) (toolcall.Syntax, error) {
 	if !ok {
 		return 0, fmt.Errorf("%w: %q", ErrUnknownModel, modelID)
 	}
-	if !templateHasTools(in.tmpl.Source()) {
-		return toolcall.Hermes, nil
+	return toolSyntax(in.tmpl), nil
+}
+
+// toolSyntax is ToolSyntax for one template.
+func toolSyntax(tmpl *chat.Template) toolcall.Syntax {
+	if !templateHasTools(tmpl.Source()) {
+		return toolcall.Hermes
 	}
-	return toolcall.Detect(in.tmpl.Source()), nil
+	return toolcall.Detect(tmpl.Source())
 }
 
 // ToolGrammar is the grammar of a call of one of tools in the model's syntax, for
@@ -176,6 +187,11 @@ func (b *Block) ToolGrammar(modelID string, tools []Tool) (*grammar.Grammar, err
 	if err != nil {
 		return nil, err
 	}
+	return toolGrammar(syn, tools, b.CompileSchema)
+}
+
+// toolGrammar is ToolGrammar for a model writing syn, compiling with compile.
+func toolGrammar(syn toolcall.Syntax, tools []Tool, compile func([]byte) (*grammar.Grammar, error)) (*grammar.Grammar, error) {
 	if len(tools) == 0 {
 		return nil, fmt.Errorf("engine: a tool grammar needs a tool")
 	}
@@ -201,7 +217,7 @@ func (b *Block) ToolGrammar(modelID string, tools []Tool) (*grammar.Grammar, err
 	case toolcall.Mistral, toolcall.Phi4:
 		schema = `{"type":"array","items":` + schema + `,"minItems":1,"maxItems":1}`
 	}
-	g, err := b.CompileSchema([]byte(schema))
+	g, err := compile([]byte(schema))
 	if err != nil {
 		return nil, err
 	}

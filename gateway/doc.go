@@ -55,7 +55,9 @@
 //     counts the prompt once and every choice's output. Then job.settle:
 //     tenancy.Ticket.Settle replaces the reservation by the actual cost and the
 //     response completes only after its ledger group is logged, so a server killed
-//     with SIGKILL never loses usage it acknowledged.
+//     with SIGKILL never loses usage it acknowledged;
+//     usage.go, Server.recordUsage counts it in the rollups (package usage). A
+//     refusal before admission is counted by job.refuse.
 //
 // # The engine
 //
@@ -104,10 +106,26 @@
 // dimensions only the model's own size. A model embeds when the engine says so
 // (ModelStatus.Embeddings; configs: embeddings: true).
 //
-// GET /v1/models (the models the tenant may use; lmlite.embeddings marks the models
-// that embed), GET /healthz, GET /readyz (200
-// only when the engine is ready and the server is not draining), GET /metrics, and
-// /admin/* guarded by the admin key (see handleAdmin).
+// GET /v1/models (the models the tenant may use, each with an "lmlite" object:
+// embeddings marks the models that embed, state gives an embedded model's state:
+// ready, loading, unloaded when scaled to zero, failed), GET /healthz, GET /readyz
+// (200 when the server can accept work: the engine's first loads are done and it is
+// not draining; a model scaled to zero, or coming back from zero, leaves it ready),
+// GET /metrics (with a bearer token when Options.MetricsKey is set), and /admin/*
+// guarded by the admin key (see handleAdmin). No probe and no listing wakes a model.
+//
+// usage.go: GET /v1/organization/usage/completions and /v1/organization/costs
+// (OpenAI's shapes, answered from the rollups, scoped to the caller's tenant; the
+// admin key may name tenant_ids) and GET /v1/lmlite/limits. dashboard.go: the
+// dashboards at /dashboard (tenant and operator views; sessions, CSRF tokens,
+// html/template pages from dashboard/, server-side SVG charts).
+//
+// # Scale to zero
+//
+// A model unloads after its config's idle_timeout. A request may shorten that for
+// its model with "lmlite": {"keep_alive": "30s"} (a Go duration; "0s": unload as
+// soon as it ends); it never lengthens it. The last request to end sets it, so a
+// request without keep_alive gives the model its configured timeout back.
 //
 // Shutdown drains: it answers 503 to new requests, closes the listener, and waits
 // for in-flight requests, streams included, to finish and settle.

@@ -17,14 +17,15 @@ import (
 // MaxTokens or a stop string, one token every Delay. Tests of the gateway with the
 // real engine come with the engine's Block.
 type fakeEngine struct {
-	Delay   time.Duration
-	Queue   time.Duration // each request waits this long before its first step (Usage.QueueTime; in TimeToFirstToken too, as the Block counts)
-	MaxLen  int
-	Refuse  map[string]error // Generate refuses these models with the error (set before use)
-	ids     []string         // Models lists these; nil: tiny and big
-	ready   atomic.Bool
-	started atomic.Int64
-	cancels atomic.Int64 // generations ended by their context
+	Delay    time.Duration
+	Queue    time.Duration // each request waits this long before its first step (Usage.QueueTime; in TimeToFirstToken too, as the Block counts)
+	MaxLen   int
+	Refuse   map[string]error // Generate refuses these models with the error (set before use)
+	MaxQueue int              // Models reports it as every model's queue limit (0: none reported)
+	ids      []string         // Models lists these; nil: tiny and big
+	ready    atomic.Bool
+	started  atomic.Int64
+	cancels  atomic.Int64 // generations ended by their context
 
 	mu   sync.Mutex
 	last engine.Request // the last request Generate received
@@ -75,13 +76,13 @@ func (f *fakeEngine) Models() []engine.ModelStatus {
 	if f.ids != nil {
 		var out []engine.ModelStatus
 		for _, id := range f.ids {
-			out = append(out, engine.ModelStatus{ID: id, State: engine.StateReady, Replicas: 1, MaxModelLen: f.MaxLen})
+			out = append(out, engine.ModelStatus{ID: id, State: engine.StateReady, Replicas: 1, MaxModelLen: f.MaxLen, MaxQueue: f.MaxQueue})
 		}
 		return out
 	}
 	return []engine.ModelStatus{
-		{ID: "tiny", State: engine.StateReady, Replicas: 1, MemoryBytes: 1 << 20, MaxModelLen: f.MaxLen},
-		{ID: "big", State: engine.StateReady, Replicas: 1, MemoryBytes: 4 << 20, MaxModelLen: f.MaxLen},
+		{ID: "tiny", State: engine.StateReady, Replicas: 1, MemoryBytes: 1 << 20, MaxModelLen: f.MaxLen, MaxQueue: f.MaxQueue},
+		{ID: "big", State: engine.StateReady, Replicas: 1, MemoryBytes: 4 << 20, MaxModelLen: f.MaxLen, MaxQueue: f.MaxQueue},
 	}
 }
 

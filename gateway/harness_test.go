@@ -66,6 +66,14 @@ tenants:
 // kind upstream may be added by the caller through extra YAML).
 func startServer(t *testing.T, yaml string, eng *fakeEngine) *testServer {
 	t.Helper()
+	return startServerWith(t, yaml, eng, Options{}, nil)
+}
+
+// startServerWith is startServer with options (a clock, rollups; the logger and the
+// admin key are the harness's) and, when wrap is not nil, the engine it returns for
+// the fake one (to add optional abilities such as ModelLoader).
+func startServerWith(t *testing.T, yaml string, eng *fakeEngine, opts Options, wrap func(*fakeEngine) Engine) *testServer {
+	t.Helper()
 	cfg, err := configs.Parse([]byte(yaml))
 	if err != nil {
 		t.Fatal(err)
@@ -84,11 +92,12 @@ func startServer(t *testing.T, yaml string, eng *fakeEngine) *testServer {
 		if eng.features != nil {
 			e = eng.features
 		}
+		if wrap != nil {
+			e = wrap(eng)
+		}
 	}
-	srv, err := New(mustGatewayConfig(t, cfg), e, tenancy.New(store), Options{
-		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
-		AdminKey: "admin-secret",
-	})
+	opts.Logger, opts.AdminKey = slog.New(slog.NewTextHandler(io.Discard, nil)), "admin-secret"
+	srv, err := New(mustGatewayConfig(t, cfg), e, tenancy.New(store), opts)
 	if err != nil {
 		t.Fatal(err)
 	}

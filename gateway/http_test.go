@@ -462,3 +462,26 @@ func TestAdminAPI(t *testing.T) {
 	}
 	_ = errors.New
 }
+
+// TestRouterUsesTheEnginesQueueLimit: an embedded model's queue limit is the one the
+// engine reports (ModelStatus.MaxQueue), not a second number of the gateway's: with
+// the engine's limit at 3, a named model with 3 requests in flight is a 503
+// overloaded although the config's max_queue would allow far more.
+func TestRouterUsesTheEnginesQueueLimit(t *testing.T) {
+	eng := newFakeEngine()
+	eng.MaxQueue = 3
+	ts := startServer(t, testConfig, eng)
+	defer ts.stop()
+	msg := `"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2`
+	for i := 0; i < 2; i++ {
+		ts.srv.pred.Begin("big")
+	}
+	if resp, body := ts.post("/v1/chat/completions", ts.keys["acme"], `{"model": "big", `+msg+`}`); resp.StatusCode != 200 {
+		t.Fatalf("below the engine's limit: %d %s", resp.StatusCode, body)
+	}
+	ts.srv.pred.Begin("big")
+	resp, body := ts.post("/v1/chat/completions", ts.keys["acme"], `{"model": "big", `+msg+`}`)
+	if resp.StatusCode != 503 || !strings.Contains(body, "overloaded") {
+		t.Fatalf("at the engine's limit of 3: %d %s, want 503 overloaded", resp.StatusCode, body)
+	}
+}

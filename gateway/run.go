@@ -33,6 +33,8 @@ type job struct {
 	ticket *tenancy.Ticket
 	line   *lineOutcome // a batch line (batches.go): batch priority, its usage and cost
 
+	refusal string // the apiError reason that failed the request after admission (usage.go)
+
 	planBuf [2]planned // plans' first backing array: most requests plan one model
 }
 
@@ -78,11 +80,11 @@ func (j *job) serve(ctx *fasthttp.RequestCtx, k kind) bool {
 	s, reqID, pol := j.s, j.reqID, j.pol
 	body := ctx.PostBody()
 	if len(body) > s.cfg.MaxBodyBytes { // fasthttp refuses these before; Handler() alone does not
-		s.writeError(ctx, reqID, s.tooLarge())
+		j.refuse(ctx, s.tooLarge())
 		return false
 	}
 	if aerr := j.in.parse(k, body); aerr != nil {
-		s.writeError(ctx, reqID, aerr)
+		j.refuse(ctx, aerr)
 		return false
 	}
 	if j.line != nil && j.in.stream {
@@ -91,7 +93,7 @@ func (j *job) serve(ctx *fasthttp.RequestCtx, k kind) bool {
 	}
 	var aerr *apiError
 	if j.rt, aerr = s.routeOf(&ctx.Request.Header, &j.in, pol); aerr != nil {
-		s.writeError(ctx, reqID, aerr)
+		j.refuse(ctx, aerr)
 		return false
 	}
 	// Quotas: requests/s, tokens/min (prompt estimate), concurrency.
@@ -99,7 +101,7 @@ func (j *job) serve(ctx *fasthttp.RequestCtx, k kind) bool {
 	if err != nil {
 		var le *tenancy.LimitError
 		if errors.As(err, &le) {
-			s.writeError(ctx, reqID, &apiError{status: 429, typ: "requests", code: "rate_limit_exceeded",
+			j.refuse(ctx, &apiError{status: 429, typ: "requests", code: "rate_limit_exceeded",
 				message: "rate limit reached for " + le.Reason + "; retry after " + le.RetryAfter.Round(time.Millisecond).String(),
 				retry:   tenancy.RetryAfterSeconds(le.RetryAfter), reason: "rate_" + le.Reason})
 			return false
@@ -213,6 +215,7 @@ func (j *job) fail(ctx *fasthttp.RequestCtx, e *apiError) {
 	if j.c.m != nil {
 		model = j.c.m.id
 	}
+	j.refusal = e.reason
 	j.settle(tenancy.Entry{Status: e.status, Model: model}, nil)
 	j.s.writeError(ctx, j.reqID, e)
 }
@@ -229,6 +232,9 @@ func (j *job) settle(e tenancy.Entry, u *engine.Usage) {
 	if j.c.m != nil && (e.PromptTokens > 0 || e.CompletionTokens > 0) {
 		e.Cost = j.c.m.price.Cost(e.PromptTokens, e.CompletionTokens)
 	}
+	if u != nil && u.CompletionTokens > 0 {
+		e.TTFT = u.TimeToFirstToken
+	}
 	if j.line != nil {
 		e.Cost = j.line.discount(e.Cost)
 	}
@@ -240,6 +246,7 @@ func (j *job) settle(e tenancy.Entry, u *engine.Usage) {
 		s.log.Error("ledger", "request_id", j.reqID, "error", err)
 	}
 	s.metrics.observe(j, e, charged, u)
+	s.recordUsage(j, e, charged, u)
 	if !s.log.Enabled(context.Background(), slog.LevelInfo) {
 		return
 	}
@@ -260,6 +267,7 @@ func (j *job) startEmbedded() ([]*engine.Stream, context.CancelFunc, error) {
 		Prompt: j.c.tokens, MaxTokens: j.c.out, Sampling: j.in.sampling, Stop: j.in.stop,
 		Tenant: j.pol.Tenant, Weight: j.pol.Weight, Priority: engine.Interactive, CacheSalt: salt,
 		Grammar: j.c.gram, Logprobs: f.logprobs, TopLogprobs: f.top,
+		KeepAlive: j.rt.keepAlive,
 	}
 	if j.line != nil {
 		req.Priority = engine.Batch

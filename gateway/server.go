@@ -27,6 +27,7 @@ import (
 	"github.com/lmlite/lmlite/policies"
 	"github.com/lmlite/lmlite/tenancy"
 	"github.com/lmlite/lmlite/tiers"
+	"github.com/lmlite/lmlite/usage"
 )
 
 // Engine is what the gateway needs of the embedded engine's Block. It is satisfied by
@@ -55,6 +56,9 @@ type Options struct {
 	Logger   *slog.Logger // nil: slog.Default()
 	AdminKey string       // guards /admin/*; "": admin API off
 	Now      func() time.Time
+	Usage    usage.Rollups // nil: in memory, rebuilt from the ledger at start (usage.go)
+	// MetricsKey, when set, is the bearer token GET /metrics requires (metrics_key_env).
+	MetricsKey string
 	// Collectors are added to /metrics (e.g. the Redis client's, internal/rediscli).
 	Collectors []prometheus.Collector
 	// Batches holds the Batch API's files and jobs (batches.go); nil: the API is off.
@@ -67,21 +71,24 @@ type Options struct {
 // Server is the HTTP front door. Create it with New, run it with Serve, stop it with
 // Shutdown.
 type Server struct {
-	cfg     *Config
-	eng     Engine // nil when every model is upstream
-	ten     *tenancy.Tenancy
-	book    *policies.Book
-	quotas  map[*policies.Policy]*tenancy.Quota // every tenant's, by its policy
-	set     *tiers.Set
-	pred    *tiers.Predictor
-	models  map[string]*model
-	order   []string // model ids in config order
-	log     *slog.Logger
-	admin   []byte
-	now     func() time.Time
-	metrics *metrics
-	http    *fasthttp.Server
-	clients map[string]*fasthttp.HostClient // upstream connection pools, by scheme and host
+	cfg        *Config
+	eng        Engine // nil when every model is upstream
+	ten        *tenancy.Tenancy
+	book       *policies.Book
+	quotas     map[*policies.Policy]*tenancy.Quota // every tenant's, by its policy
+	set        *tiers.Set
+	pred       *tiers.Predictor
+	models     map[string]*model
+	order      []string // model ids in config order
+	log        *slog.Logger
+	admin      []byte
+	now        func() time.Time
+	metrics    *metrics
+	usage      usage.Rollups
+	dash       sessions // dashboard sign-ins (dashboard.go)
+	metricsKey []byte   // nil: /metrics is open
+	http       *fasthttp.Server
+	clients    map[string]*fasthttp.HostClient // upstream connection pools, by scheme and host
 
 	inFlight atomic.Int64
 	draining atomic.Bool
@@ -160,6 +167,9 @@ func New(cfg Config, eng Engine, ten *tenancy.Tenancy, opts Options) (*Server, e
 	if opts.AdminKey != "" {
 		s.admin = []byte(opts.AdminKey)
 	}
+	if opts.MetricsKey != "" {
+		s.metricsKey = []byte(opts.MetricsKey)
+	}
 	var status map[string]engine.ModelStatus
 	if eng != nil {
 		status = map[string]engine.ModelStatus{}
@@ -183,7 +193,14 @@ func New(cfg Config, eng Engine, ten *tenancy.Tenancy, opts Options) (*Server, e
 				m.maxLen.Store(int64(status[mc.ID].MaxModelLen))
 			}
 		}
-		s.pred.SetCapacity(mc.ID, mc.Slots, mc.MaxQueue)
+		// One queue limit: an embedded model's is the engine's (ModelStatus.MaxQueue,
+		// where Generate starts refusing), and the router keeps away from the model at
+		// the same depth; an upstream model's is the config's.
+		maxQueue := mc.MaxQueue
+		if st, ok := status[mc.ID]; ok && mc.Upstream == nil && st.MaxQueue > 0 {
+			maxQueue = st.MaxQueue
+		}
+		s.pred.SetCapacity(mc.ID, mc.Slots, maxQueue)
 		s.models[mc.ID] = m
 		s.order = append(s.order, mc.ID)
 	}
@@ -194,6 +211,9 @@ func New(cfg Config, eng Engine, ten *tenancy.Tenancy, opts Options) (*Server, e
 		}
 	}
 	s.metrics = newMetrics(s)
+	if err := s.initUsage(opts.Usage); err != nil {
+		return nil, fmt.Errorf("gateway: usage rollups: %w", err)
+	}
 	for _, c := range opts.Collectors {
 		s.metrics.reg.MustRegister(c)
 	}
@@ -332,7 +352,9 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 			ctx.WriteString("not ready\n")
 		}
 	case "/metrics":
-		s.metrics.handler(ctx)
+		if s.metricsAllowed(ctx) {
+			s.metrics.handler(ctx)
+		}
 	default:
 		if bytes.HasPrefix(path, []byte("/v1/files")) || bytes.HasPrefix(path, []byte("/v1/batches")) {
 			s.handleBatchAPI(ctx, reqID)
@@ -340,6 +362,9 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		}
 		if bytes.HasPrefix(path, []byte("/admin/")) {
 			s.handleAdmin(ctx, reqID)
+			return
+		}
+		if s.handleUsageAPI(ctx, reqID, path) || s.handleDashboard(ctx, reqID, path) {
 			return
 		}
 		if id, ok := bytes.CutPrefix(path, []byte("/v1/models/")); ok {
@@ -500,7 +525,7 @@ func (s *Server) handleModels(ctx *fasthttp.RequestCtx, reqID string) {
 		return
 	}
 	b := append(make([]byte, 0, 512), `{"object":"list","data":[`...)
-	embeds := s.embedding()
+	embeds, states := s.embedding(), s.modelStates()
 	n := 0
 	for _, id := range s.order {
 		if !s.allowed(pol, id) {
@@ -514,7 +539,7 @@ func (s *Server) handleModels(ctx *fasthttp.RequestCtx, reqID string) {
 		b = jsonenc.AppendString(b, id)
 		b = append(b, `,"object":"model","created":`...)
 		b = strconv.AppendInt(b, s.created, 10)
-		b = appendModelTail(b, s.ownedBy(id), embeds[id])
+		b = appendModelTail(b, s.ownedBy(id), embeds[id], states[id])
 	}
 	b = append(b, "]}"...)
 	ctx.SetContentType("application/json")
@@ -536,12 +561,17 @@ func (s *Server) embedding() map[string]bool {
 }
 
 // appendModelTail ends a model object: owned_by and lmlite's extension, which says
-// whether the model serves /v1/embeddings.
-func appendModelTail(b []byte, ownedBy string, embeds bool) []byte {
+// whether the model serves /v1/embeddings and, for a model the engine serves, its
+// lifecycle state (ready, loading, unloaded when scaled to zero, failed).
+func appendModelTail(b []byte, ownedBy string, embeds bool, state engine.ModelState) []byte {
 	b = append(b, `,"owned_by":`...)
 	b = jsonenc.AppendString(b, ownedBy)
 	b = append(b, `,"lmlite":{"embeddings":`...)
 	b = strconv.AppendBool(b, embeds)
+	if state != "" {
+		b = append(b, `,"state":`...)
+		b = jsonenc.AppendString(b, string(state))
+	}
 	return append(b, "}}"...)
 }
 
@@ -568,9 +598,22 @@ func (s *Server) handleModel(ctx *fasthttp.RequestCtx, reqID, id string) {
 	b = jsonenc.AppendString(b, id)
 	b = append(b, `,"object":"model","created":`...)
 	b = strconv.AppendInt(b, s.created, 10)
-	b = appendModelTail(b, s.ownedBy(id), s.embedding()[id])
+	b = appendModelTail(b, s.ownedBy(id), s.embedding()[id], s.modelStates()[id])
 	ctx.SetContentType("application/json")
 	ctx.SetBody(b)
+}
+
+// modelStates is each embedded model's lifecycle state (ready, loading, unloaded:
+// scaled to zero, failed), read without waking anything.
+func (s *Server) modelStates() map[string]engine.ModelState {
+	if s.eng == nil {
+		return nil
+	}
+	st := map[string]engine.ModelState{}
+	for _, m := range s.eng.Models() {
+		st[m.ID] = m.State
+	}
+	return st
 }
 
 // checkAdmin checks the admin key in constant time.

@@ -534,3 +534,71 @@ func TestDemoteAll(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestWarmFileSurvivesClose: a warm file outlives its pool. Blocks cached (hot) when
+// the pool closes are in the next pool on the same file, bit for bit; a pool with
+// another tag (another model) finds nothing; and the index is consumed when read, so
+// a pool after one that did not close cleanly (a crash) starts empty.
+func TestWarmFileSurvivesClose(t *testing.T) {
+	cfg := Config{Layers: 2, KVHeads: 2, HeadDim: 4, BlockTokens: 4, Blocks: 3, WarmFileTag: "model-a"}
+	cfg.WarmBytes = 4 * cfg.BlockBytes()
+	cfg.WarmFile = filepath.Join(t.TempDir(), "warm")
+	open := func(cfg Config) *Pool {
+		t.Helper()
+		p, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	prompt := seqOf(9, 1)
+	p := open(cfg)
+	a := p.NewSeq("t")
+	a.Prefix(prompt)
+	fill(t, a, 0, 9, 42)
+	a.Publish(prompt)
+	want := rows(a, 8)
+	a.Release()
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	other := cfg
+	other.WarmFileTag = "model-b"
+	if q := open(other); q.Peek("t", prompt) != 0 {
+		t.Fatal("another model's pool found the blocks")
+	} else if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// model-b's Close wrote its own (empty) index: model-a's blocks are gone now, as
+	// the file was reused by another model. Write them again.
+	p = open(cfg)
+	a = p.NewSeq("t")
+	a.Prefix(prompt)
+	fill(t, a, 0, 9, 42)
+	a.Publish(prompt)
+	a.Release()
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	q := open(cfg)
+	if n := q.Peek("t", prompt); n != 8 {
+		t.Fatalf("after reopening: %d tokens cached, want 8", n)
+	}
+	c := q.NewSeq("t")
+	if hit := c.Prefix(prompt); hit != 8 {
+		t.Fatalf("warm hit %d after reopening", hit)
+	}
+	if got := rows(c, 8); !equalBits(got, want) {
+		t.Fatal("blocks replayed after reopening differ from the ones written")
+	}
+	c.Release()
+	if err := q.check(); err != nil {
+		t.Fatal(err)
+	}
+	// q never closes (a crash): the next pool starts empty.
+	if r := open(cfg); r.Peek("t", prompt) != 0 {
+		t.Fatal("a pool after an unclean end replayed blocks without an index")
+	}
+}

@@ -25,7 +25,8 @@ type Config struct {
 	BlockTokens int    // tokens per block; 0: 16
 	Blocks      int    // hot blocks; required (see BlocksFor)
 	WarmBytes   int64  // the warm tier's size; 0: no warm tier (evicted blocks are dropped)
-	WarmFile    string // when set, the warm tier is this file, mapped (created, and unlinked once mapped); "": host memory
+	WarmFile    string // when set, the warm tier is this file, mapped; it outlives the pool (persist.go); "": host memory
+	WarmFileTag string // names what the warm file's blocks belong to (the model): a file left by another tag is not replayed
 }
 
 // RowValues is the width of one token's K (or V) row in one layer: KVHeads × HeadDim.
@@ -103,20 +104,20 @@ func (e *entry) matches(parent uint64, salt string, tokens []int32) bool {
 // K/V slices from several goroutines during a forward pass. Stats may be called from
 // any goroutine.
 type Pool struct {
-	cfg    Config
-	bt     int // tokens per block
-	row    int // values per token row
-	span   int // values per (block, layer, K or V)
-	bfl    int // values per block
-	arena  []uint16
-	blocks []block
-	free   []BlockID          // never-cached blocks with ref 0
-	lru    *list.List         // cached blocks with ref 0, least recently used at the front; Value BlockID
-	hot    map[uint64]BlockID // prefix cache, hot tier
-	mu     sync.RWMutex       // held by the owner while it changes the index (hot, the blocks' entries, the warm index), and by Peek to read it
-	warm   *warm
-	unmap  func() error // of a warm file
-	stats  counters
+	cfg      Config
+	bt       int // tokens per block
+	row      int // values per token row
+	span     int // values per (block, layer, K or V)
+	bfl      int // values per block
+	arena    []uint16
+	blocks   []block
+	free     []BlockID          // never-cached blocks with ref 0
+	lru      *list.List         // cached blocks with ref 0, least recently used at the front; Value BlockID
+	hot      map[uint64]BlockID // prefix cache, hot tier
+	mu       sync.RWMutex       // held by the owner while it changes the index (hot, the blocks' entries, the warm index), and by Peek to read it
+	warm     *warm
+	mappings []*mapping // the arena's, the warm tier's (arena.go)
+	stats    counters
 }
 
 // New allocates a Pool.
@@ -131,7 +132,7 @@ func New(cfg Config) (*Pool, error) {
 	if int64(p.bfl)*int64(cfg.Blocks) > 1<<40 {
 		return nil, fmt.Errorf("%w: %d blocks of %d bytes", ErrConfig, cfg.Blocks, cfg.BlockBytes())
 	}
-	p.arena = make([]uint16, p.bfl*cfg.Blocks)
+	p.arena = p.allocate(p.bfl * cfg.Blocks)
 	p.blocks = make([]block, cfg.Blocks)
 	p.free = make([]BlockID, cfg.Blocks)
 	for i := range p.free {
@@ -140,28 +141,42 @@ func New(cfg Config) (*Pool, error) {
 	if slots := int(cfg.WarmBytes / cfg.BlockBytes()); slots > 0 {
 		var data []uint16
 		if cfg.WarmFile != "" {
-			d, unmap, err := mapWarmFile(cfg.WarmFile, slots*p.bfl)
+			d, unmap, reused, err := mapWarmFile(cfg.WarmFile, slots*p.bfl)
 			if err != nil {
 				return nil, err
 			}
-			data, p.unmap = d, unmap
+			data = d
+			p.track(unmap)
+			p.warm = newWarm(data, slots, p.bfl)
+			if reused {
+				if _, err := p.loadWarmIndex(); err != nil {
+					p.warm = newWarm(data, slots, p.bfl) // a damaged index: start empty
+				}
+			}
 		} else {
-			data = make([]uint16, slots*p.bfl)
+			data = p.allocate(slots * p.bfl)
+			p.warm = newWarm(data, slots, p.bfl)
 		}
-		p.warm = newWarm(data, slots, p.bfl)
 	}
 	p.gauges()
 	return p, nil
 }
 
-// Close releases the warm file's mapping, if any. The pool must not be used after.
+// Close releases the pool's memory (the arena, the warm tier and its file's mapping).
+// The pool must not be used after.
 func (p *Pool) Close() error {
-	if p.unmap == nil {
-		return nil
+	var errs []error
+	if p.warm != nil && p.cfg.WarmFile != "" && p.mappings != nil {
+		// The cached hot blocks go to the file too, and the index beside it, so that
+		// the next pool on this file (a reload, a restart) replays them.
+		p.DemoteAll()
+		errs = append(errs, p.saveWarmIndex())
 	}
-	err := p.unmap()
-	p.unmap, p.warm = nil, nil
-	return err
+	for _, m := range p.mappings {
+		errs = append(errs, m.release())
+	}
+	p.mappings, p.warm, p.arena = nil, nil, nil
+	return errors.Join(errs...)
 }
 
 // Config returns the pool's configuration with defaults filled in.

@@ -9,8 +9,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/lmlite/lmlite/internal/sse"
@@ -34,10 +37,13 @@ type Result struct {
 	Warmup bool // sent during warm-up: left out of the report
 
 	Stream bool
-	Status int    // HTTP status; 0 when none was received
-	Class  string // for Status 0, or a 2xx with a stream error: one of the Err* classes
-	Code   string // the OpenAI error body's code (or type), e.g. insufficient_quota
-	Detail string // the error's message, for logs
+	// Retried says the request was sent a second time, on a new connection, because
+	// the server had closed the reused keep-alive connection before answering.
+	Retried bool
+	Status  int    // HTTP status; 0 when none was received
+	Class   string // for Status 0, or a 2xx with a stream error: one of the Err* classes
+	Code    string // the OpenAI error body's code (or type), e.g. insufficient_quota
+	Detail  string // the error's message, for logs
 
 	// TTFT is the first content token's arrival after sending (streams only);
 	// Tokens holds every content chunk's arrival (streams only), so that the
@@ -63,6 +69,7 @@ type Record struct {
 	StartMS          float64 `json:"start_ms"` // from the run's start
 	Warmup           bool    `json:"warmup,omitempty"`
 	Stream           bool    `json:"stream"`
+	Retried          bool    `json:"retried,omitempty"` // sent again on a new connection (see Result.Retried)
 	Status           int     `json:"status"`
 	Error            string  `json:"error,omitempty"` // the errors key
 	Code             string  `json:"code,omitempty"`
@@ -82,7 +89,7 @@ type Record struct {
 // Record returns r's measurements, naming its tenant.
 func (r *Result) Record(tenant string) Record {
 	ms := func(d time.Duration) float64 { return round3(float64(d) / float64(time.Millisecond)) }
-	rec := Record{Tenant: tenant, StartMS: ms(r.Start), Warmup: r.Warmup, Stream: r.Stream, Status: r.Status, Error: r.ErrorKey(),
+	rec := Record{Tenant: tenant, StartMS: ms(r.Start), Warmup: r.Warmup, Stream: r.Stream, Retried: r.Retried, Status: r.Status, Error: r.ErrorKey(),
 		Code: r.Code, TTFTms: ms(r.TTFT), E2Ems: ms(r.E2E), Chunks: len(r.Tokens), PromptTokens: r.PromptTokens,
 		CachedTokens: r.CachedTokens, CompletionTokens: r.CompletionTokens, Ask: r.Ask, Tier: r.Tier, Model: r.Model, LagMS: ms(r.Lag)}
 	if n := len(r.Tokens); n > 1 {
@@ -134,26 +141,19 @@ func newTransport(concurrency int) *http.Transport {
 
 // do sends r to base (the server's root URL) and measures it. since gives the
 // monotonic offset from the run's start. The request's context bounds it.
+//
+// A request lost because the server closed a reused keep-alive connection before
+// answering is sent once more, on a new connection (see closedBeforeAnswer); its
+// times still count from the first attempt.
 func do(ctx context.Context, c *http.Client, base, key string, r *request, since func() time.Duration) Result {
 	res := Result{Tenant: r.tenant, Stream: r.stream, Ask: r.ask}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+r.path, bytes.NewReader(r.body))
-	if err != nil {
-		res.Class, res.Detail = ErrTransport, err.Error()
-		return res
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if r.stream {
-		req.Header.Set("Accept", "text/event-stream")
-	}
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	for k, v := range r.headers {
-		req.Header.Set(k, v)
-	}
 	res.Start = since()
 	t0 := time.Now() // monotonic reading; every later time is time.Since(t0)
-	resp, err := c.Do(req)
+	resp, stale, err := send(ctx, c, base, key, r)
+	if stale {
+		res.Retried = true
+		resp, _, err = send(ctx, freshClient(c), base, key, r)
+	}
 	if err != nil {
 		res.E2E = time.Since(t0)
 		res.Class, res.Detail = ErrTransport, err.Error()
@@ -189,6 +189,70 @@ func do(ctx context.Context, c *http.Client, base, key string, r *request, since
 		}
 	}
 	return res
+}
+
+// send makes one attempt at r. stale reports that it failed because the server
+// closed the reused connection before answering (the one case worth a retry).
+func send(ctx context.Context, c *http.Client, base, key string, r *request) (resp *http.Response, stale bool, err error) {
+	var reused, answered atomic.Bool
+	trace := &httptrace.ClientTrace{
+		GotConn:              func(i httptrace.GotConnInfo) { reused.Store(i.Reused) },
+		GotFirstResponseByte: func() { answered.Store(true) },
+	}
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, base+r.path, bytes.NewReader(r.body))
+	if err != nil {
+		return nil, false, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if r.stream {
+		req.Header.Set("Accept", "text/event-stream")
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	for k, v := range r.headers {
+		req.Header.Set(k, v)
+	}
+	resp, err = c.Do(req)
+	if err != nil {
+		stale = ctx.Err() == nil && closedBeforeAnswer(err, reused.Load(), answered.Load())
+	}
+	return resp, stale, err
+}
+
+// closedBeforeAnswer tells whether a failed attempt is the keep-alive race: a
+// server that closes idle connections (llama-server does, after a timeout) closed
+// the one the client reused while the request was on its way. Go's transport
+// retries that itself only for idempotent methods or when nothing was written;
+// a POST that was written fails with EOF (or a reset, or "server closed idle
+// connection"). It is that case only when the connection was reused and not one
+// byte of response arrived: a server that answered even in part, or a fresh
+// connection that failed, is a real failure and is not retried.
+func closedBeforeAnswer(err error, reused, answered bool) bool {
+	if !reused || answered {
+		return false
+	}
+	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		strings.Contains(err.Error(), "server closed idle connection") // net/http's errServerClosedIdle, unexported
+}
+
+// freshClient returns c with a transport that opens a new connection for each
+// request and keeps none, so a retry cannot land on another stale idle
+// connection. A transport of another type is used as it is.
+func freshClient(c *http.Client) *http.Client {
+	var t *http.Transport
+	switch tr := c.Transport.(type) {
+	case nil:
+		t = http.DefaultTransport.(*http.Transport).Clone()
+	case *http.Transport:
+		t = tr.Clone()
+	default:
+		return c
+	}
+	t.DisableKeepAlives = true
+	fc := *c
+	fc.Transport = t
+	return &fc
 }
 
 // wire shapes of the OpenAI API that the measurements read.

@@ -24,7 +24,12 @@
 // never delayed. Each request goes through do (client.go), which reads the SSE
 // stream line by line as it arrives and stamps every content chunk with
 // time.Since of the send, a monotonic reading: time to first token, every
-// inter-token gap and end-to-end latency come from these stamps. At the bound Run
+// inter-token gap and end-to-end latency come from these stamps. A request lost
+// because the server closed a reused keep-alive connection just before it arrived
+// (servers with an idle timeout, such as llama.cpp's, do) is sent once more on a
+// new connection instead of being charged as a transport error, since Go's
+// transport does not retry a POST; only the case where no byte of answer arrived
+// on a reused connection is retried, and Metrics.Retried counts them. At the bound Run
 // stops issuing, gives the requests in flight the scenario's drain period, then
 // cancels them.
 //

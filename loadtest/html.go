@@ -49,7 +49,14 @@ func niceCeil(v float64) float64 {
 
 func esc(s string) string { return template.HTMLEscapeString(s) }
 
-func num(v float64) string { return strconv.FormatFloat(v, 'g', 4, 64) }
+// num is a chart's number: four significant digits, without an exponent below a
+// billion.
+func num(v float64) string {
+	if a := math.Abs(v); a >= 1e4 && a < 1e9 {
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	}
+	return strconv.FormatFloat(v, 'g', 4, 64)
+}
 
 // axes draws the frame, the y grid with labels and the legend.
 func axes(b *strings.Builder, title, yLabel string, ymax float64, ss []series) {
@@ -155,7 +162,8 @@ func barChart(title, yLabel string, labels []string, ss []series, stacked bool) 
 	for g, l := range labels {
 		x0 := padL + gw*float64(g) + gw*0.1
 		if g%every == 0 {
-			fmt.Fprintf(&b, `<text class="tick" x="%.1f" y="%d" text-anchor="middle">%s</text>`, padL+gw*(float64(g)+0.5), padT+plotH+16, esc(l))
+			fmt.Fprintf(&b, `<text class="tick" x="%.1f" y="%d" text-anchor="middle"><title>%s</title>%s</text>`, padL+gw*(float64(g)+0.5), padT+plotH+16,
+				esc(l), esc(fitLabel(l, gw*float64(every))))
 		}
 		base := 0.0
 		for i, s := range ss {
@@ -179,20 +187,36 @@ func barChart(title, yLabel string, labels []string, ss []series, stacked bool) 
 	return template.HTML(b.String())
 }
 
+// fitLabel shortens l to fit width (SVG units) at the tick font's size (about 6
+// units a character), so that neighbouring labels do not run into each other: an
+// ellipsis replaces its middle, keeping the start and the end, where names like
+// tenant-01 and tenant-02 differ. The full label stays in the tick's title.
+func fitLabel(l string, width float64) string {
+	n := max(int(width/6.2)-1, 3)
+	r := []rune(l)
+	if len(r) <= n {
+		return l
+	}
+	head := (n - 1) / 2
+	return string(r[:head]) + "…" + string(r[len(r)-(n-1-head):])
+}
+
 type htmlRow struct {
-	Name    string
-	Overall bool
-	M       Metrics
-	Errs    string
-	F       TenantFairness
+	Name      string
+	Overall   bool
+	M         Metrics
+	Errs      string
+	ErrCounts []int // per htmlData.ErrKeys
+	F         TenantFairness
 }
 
 type htmlData struct {
-	R      *Report
-	Rows   []htmlRow
-	Jain   string
-	Asked  *askedTable
-	Charts []template.HTML
+	R       *Report
+	Rows    []htmlRow
+	ErrKeys []string // of the overall errors, for the errors-by-kind table
+	Jain    string
+	Asked   *askedTable
+	Charts  []template.HTML
 }
 
 // WriteHTML writes the self-contained HTML report.
@@ -207,8 +231,14 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		d.Rows = append(d.Rows, htmlRow{Name: n, M: m, Errs: errorsText(m.Errors), F: r.Fairness.Tenants[n]})
 	}
 	d.Rows = append(d.Rows, htmlRow{Name: "overall", Overall: true, M: r.Overall, Errs: errorsText(r.Overall.Errors)})
+	d.ErrKeys = errorKeys(r.Overall.Errors)
+	for i := range d.Rows {
+		for _, k := range d.ErrKeys {
+			d.Rows[i].ErrCounts = append(d.Rows[i].ErrCounts, d.Rows[i].M.Errors[k])
+		}
+	}
 	if len(r.Overall.Asked) > 0 {
-		d.Asked = newAskedTable(r.Overall.Asked)
+		d.Asked = newAskedTable(r.Overall.Asked, r.Overall.AskedLatency)
 	}
 
 	tl := r.Timeline
@@ -255,6 +285,15 @@ func (r *Report) WriteHTML(w io.Writer) error {
 			{"requests/s", color(0), tenantCol(r, names, func(m Metrics) float64 { return m.RPS })},
 			{"goodput/s", color(2), tenantCol(r, names, func(m Metrics) float64 { return m.GoodputRPS })},
 		}, false))
+	if d.Asked != nil {
+		labels := make([]string, len(d.Asked.Rows))
+		ss := []series{{name: "p50", color: color(0)}, {name: "p90", color: color(1)}, {name: "p99", color: color(3)}}
+		for i, row := range d.Asked.Rows {
+			labels[i] = row.Label
+			ss[0].ys, ss[1].ys, ss[2].ys = append(ss[0].ys, row.E2E.P50), append(ss[1].ys, row.E2E.P90), append(ss[2].ys, row.E2E.P99)
+		}
+		d.Charts = append(d.Charts, barChart("End-to-end latency per tier options sent", "ms", labels, ss, false))
+	}
 	// Errors over time, stacked by key.
 	keys := errorKeys(r.Overall.Errors)
 	labels := make([]string, len(tl))
@@ -273,6 +312,14 @@ func (r *Report) WriteHTML(w io.Writer) error {
 	return nil
 }
 
+// msNum is a latency for a table whose header names the unit: "-" without samples.
+func msNum(v float64) string {
+	if v == 0 {
+		return "-"
+	}
+	return fmtNum(v)
+}
+
 func tenantCol(r *Report, names []string, f func(Metrics) float64) []float64 {
 	out := make([]float64, len(names))
 	for i, n := range names {
@@ -281,17 +328,24 @@ func tenantCol(r *Report, names []string, f func(Metrics) float64) []float64 {
 	return out
 }
 
-var htmlTmpl = template.Must(template.New("report").Funcs(template.FuncMap{"ms": msText}).Parse(`<!DOCTYPE html>
+var htmlTmpl = template.Must(template.New("report").Funcs(template.FuncMap{"num": msNum, "errTotal": func(m Metrics) int { return m.Requests - m.OK }}).Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <link rel="icon" href="data:,">
 <title>lmlite loadtest: {{.R.Meta.Scenario}}</title>
 <style>
-body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222;max-width:1100px}
+body{font:14px/1.4 system-ui,sans-serif;margin:16px 24px;color:#222}
+p{max-width:75em}
 h1{font-size:20px}h2{font-size:16px;margin-top:28px}
-table{border-collapse:collapse;margin:8px 0}td,th{padding:3px 8px;border-bottom:1px solid #ddd;text-align:right}
+.scroll{overflow-x:auto}
+table{border-collapse:collapse;margin:8px 0;font-size:13px;font-variant-numeric:tabular-nums}
+td,th{padding:3px 5px;border-bottom:1px solid #ddd;text-align:right}
+th{font-weight:600;white-space:nowrap}thead th{border-bottom:1px solid #999}th.group{border-bottom:1px solid #bbb;text-align:center}
 td:first-child,th:first-child{text-align:left}tr.overall td{font-weight:bold}
-.chart{width:100%;max-width:720px;display:block;margin:12px 0}
+td.name{max-width:15em;overflow-wrap:break-word}
+td.sep,th.sep{border-left:1px solid #ddd}
+.charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(100%,540px),1fr));gap:8px 24px}
+.chart{width:100%;height:auto;display:block;margin:12px 0}
 .chart .grid{stroke:#e5e5e5}.chart .tick,.chart .axis,.chart .legend{font-size:11px;fill:#444}
 .chart .title{font-size:13px;font-weight:bold;fill:#222}
 .missed{color:#b00;font-weight:bold}.met{color:#070}
@@ -302,29 +356,47 @@ td:first-child,th:first-child{text-align:left}tr.overall td{font-weight:bold}
 <p>Target {{.R.Meta.Target}}, started {{.R.Meta.Started.Format "2006-01-02 15:04:05 UTC"}}; measured window {{printf "%.1f" .R.Meta.WindowS}} s,
 stopped by {{.R.Meta.StoppedBy}}; {{.R.Meta.WarmupRequests}} warm-up requests not counted.
 Fairness (Jain's index of served ÷ weighted fair share): <b id="jain">{{.Jain}}</b>.
-{{with .R.Meta.SendLag}}{{if .N}}Open-loop send lag (how late the generator sent a request after its scheduled time) over {{.N}} requests: p50 {{printf "%.1f" .P50}} ms, p99 {{printf "%.1f" .P99}} ms, max {{printf "%.1f" .Max}} ms.{{end}}{{end}}</p>
+{{with .R.Meta.SendLag}}{{if .N}}Open-loop send lag (how late the generator sent a request after its scheduled time) over {{.N}} requests: p50 {{printf "%.1f" .P50}} ms, p99 {{printf "%.1f" .P99}} ms, max {{printf "%.1f" .Max}} ms.{{end}}{{end}}
+{{with .R.Overall.Retried}}{{.}} requests were sent again on a new connection: the server had closed the reused keep-alive connection before answering.{{end}}</p>
 {{with .R.Meta.ErrorSamples}}<h2>First error of each kind</h2><table id="errors">{{range $k, $v := .}}<tr><td>{{$k}}</td><td style="text-align:left">{{$v}}</td></tr>{{end}}</table>{{end}}
 {{if .R.SLO}}<h2>SLOs</h2><table id="slo"><tr><th>target</th><th>wanted</th><th>actual</th><th></th></tr>
 {{range .R.SLO}}<tr><td>{{.Spec}}</td><td>{{printf "%.4g" .Target}}</td><td>{{printf "%.4g" .Actual}}</td>{{if .Met}}<td class="met">met</td>{{else}}<td class="missed">MISSED</td>{{end}}</tr>
 {{end}}</table>{{end}}
 <h2>Summary</h2>
-<div style="overflow-x:auto"><table id="summary"><tr><th>tenant</th><th>requests</th><th>ok</th><th>errors</th><th>ttft p50</th><th>p90</th><th>p99</th><th>itl p50</th><th>p99</th>
-<th>e2e p50</th><th>p90</th><th>p99</th><th>req/s</th><th>tok/s</th><th>goodput/s</th><th>429 quota</th><th>429 rate</th><th>402</th><th>share</th><th>fair share</th></tr>
-{{range .Rows}}<tr{{if .Overall}} class="overall"{{end}}><td>{{.Name}}</td><td>{{.M.Requests}}</td><td>{{.M.OK}}</td><td>{{.Errs}}</td>
-<td>{{ms .M.TTFT.P50}}</td><td>{{ms .M.TTFT.P90}}</td><td>{{ms .M.TTFT.P99}}</td><td>{{ms .M.ITL.P50}}</td><td>{{ms .M.ITL.P99}}</td>
-<td>{{ms .M.E2E.P50}}</td><td>{{ms .M.E2E.P90}}</td><td>{{ms .M.E2E.P99}}</td><td>{{printf "%.2f" .M.RPS}}</td><td>{{printf "%.1f" .M.TokensPerS}}</td>
-<td>{{printf "%.2f" .M.GoodputRPS}}</td><td>{{.M.QuotaExhausted}}</td><td>{{.M.RateLimited}}</td><td>{{.M.PaymentRequired}}</td>
-<td>{{if not .Overall}}{{printf "%.3f" .F.Share}}{{end}}</td><td>{{if not .Overall}}{{printf "%.3f" .F.FairShare}}{{end}}</td></tr>
-{{end}}</table></div>
+<div class="scroll"><table id="summary"><thead>
+<tr><th rowspan="2">tenant</th><th rowspan="2">requests</th><th rowspan="2">ok</th><th rowspan="2">errors</th>
+<th class="group sep" colspan="3">TTFT (ms)</th><th class="group sep" colspan="2">ITL (ms)</th><th class="group sep" colspan="3">end to end (ms)</th>
+<th class="group sep" colspan="3">per second</th><th class="group sep" colspan="2">fairness</th></tr>
+<tr><th class="sep">p50</th><th>p90</th><th>p99</th><th class="sep">p50</th><th>p99</th><th class="sep">p50</th><th>p90</th><th>p99</th>
+<th class="sep" title="successful requests per second">req</th><th title="completion tokens of successes per second">tok</th><th title="requests within every goodput limit per second">good</th>
+<th class="sep" title="share of all successes">share</th><th title="weighted max-min fair share">fair</th></tr>
+</thead><tbody>
+{{range .Rows}}<tr{{if .Overall}} class="overall"{{end}}><td class="name">{{.Name}}</td><td>{{.M.Requests}}</td><td>{{.M.OK}}</td><td title="{{.Errs}}">{{errTotal .M}}</td>
+<td class="sep">{{num .M.TTFT.P50}}</td><td>{{num .M.TTFT.P90}}</td><td>{{num .M.TTFT.P99}}</td><td class="sep">{{num .M.ITL.P50}}</td><td>{{num .M.ITL.P99}}</td>
+<td class="sep">{{num .M.E2E.P50}}</td><td>{{num .M.E2E.P90}}</td><td>{{num .M.E2E.P99}}</td><td class="sep">{{printf "%.2f" .M.RPS}}</td><td>{{printf "%.1f" .M.TokensPerS}}</td>
+<td>{{printf "%.2f" .M.GoodputRPS}}</td>
+<td class="sep">{{if not .Overall}}{{printf "%.3f" .F.Share}}{{end}}</td><td>{{if not .Overall}}{{printf "%.3f" .F.FairShare}}{{end}}</td></tr>
+{{end}}</tbody></table></div>
+{{if .ErrKeys}}<h2>Errors by kind</h2>
+<div class="scroll"><table id="errkinds"><thead>
+<tr><th rowspan="2">tenant</th><th class="group sep" colspan="{{len .ErrKeys}}">HTTP status or class</th><th class="group sep" colspan="3">refusals</th></tr>
+<tr>{{range $i, $k := .ErrKeys}}<th{{if not $i}} class="sep"{{end}}>{{$k}}</th>{{end}}<th class="sep" title="429 insufficient_quota: the budget ran out">quota</th><th title="429 other than insufficient_quota">rate limit</th><th title="402 payment required">402</th></tr>
+</thead><tbody>
+{{range .Rows}}<tr{{if .Overall}} class="overall"{{end}}><td class="name">{{.Name}}</td>{{range $i, $n := .ErrCounts}}<td{{if not $i}} class="sep"{{end}}>{{$n}}</td>{{end}}<td class="sep">{{.M.QuotaExhausted}}</td><td>{{.M.RateLimited}}</td><td>{{.M.PaymentRequired}}</td></tr>
+{{end}}</tbody></table></div>{{end}}
 {{with .R.Overall.Tiers}}<p>Tiers served: {{range $k, $v := .}}{{$k}} {{$v}}; {{end}}</p>{{end}}
 {{with .R.Overall.Models}}<p>Models served: {{range $k, $v := .}}{{$k}} {{$v}}; {{end}}</p>{{end}}
-{{with .Asked}}<h2>Tier options sent and what served them</h2>
-<table id="asked"><tr><th>options sent</th>{{range .Cols}}<th>{{.}}</th>{{end}}</tr>
-{{range .Rows}}<tr><td style="text-align:left">{{.Label}}</td>{{range .Counts}}<td>{{.}}</td>{{end}}</tr>
-{{end}}</table>{{end}}
+{{with .Asked}}<h2>Tier options sent: what served them, and their latency</h2>
+<div class="scroll"><table id="asked"><thead>
+<tr><th rowspan="2">options sent</th><th class="group sep" colspan="{{len .Cols}}">served by (or refused with)</th><th class="group sep" colspan="2">TTFT (ms)</th><th class="group sep" colspan="2">end to end (ms)</th></tr>
+<tr>{{range $i, $c := .Cols}}<th{{if not $i}} class="sep"{{end}}>{{$c}}</th>{{end}}<th class="sep">p50</th><th>p99</th><th class="sep">p50</th><th>p99</th></tr>
+</thead><tbody>
+{{range .Rows}}<tr><td class="name">{{.Label}}</td>{{range $i, $n := .Counts}}<td{{if not $i}} class="sep"{{end}}>{{$n}}</td>{{end}}<td class="sep">{{num .TTFT.P50}}</td><td>{{num .TTFT.P99}}</td><td class="sep">{{num .E2E.P50}}</td><td>{{num .E2E.P99}}</td></tr>
+{{end}}</tbody></table></div>{{end}}
 <h2>Charts</h2>
+<div class="charts">
 {{range .Charts}}{{.}}
-{{end}}
+{{end}}</div>
 <div id="tip"></div>
 <script>
 (function () {

@@ -41,6 +41,9 @@ type Meta struct {
 	// (only late ones are counted); a large p99 means the generator fell behind
 	// and the measured latencies understate the server's.
 	SendLag Percentiles `json:"send_lag_ms"`
+	// Spec is the scenario run, after defaults and command-line bounds, without
+	// keys (Scenario.Spec); reports written before it have none.
+	Spec map[string]any `json:"scenario_spec,omitempty"`
 	// ErrorSamples holds, per errors key, the code and message of its first error.
 	ErrorSamples map[string]string `json:"error_samples,omitempty"`
 }
@@ -123,11 +126,14 @@ func (r *Report) WriteSummary(w io.Writer) error {
 		fmt.Fprintf(w, "prefix cache: %d of %d prompt tokens (%.1f%%) came from the server's cache\n",
 			o.CachedTokens, o.PromptTokens, 100*float64(o.CachedTokens)/float64(o.PromptTokens))
 	}
+	if n := r.Overall.Retried; n > 0 {
+		fmt.Fprintf(w, "%d requests were sent again on a new connection: the server had closed the reused keep-alive connection before answering\n", n)
+	}
 	if l := r.Meta.SendLag; l.P99 > 10 {
 		fmt.Fprintf(w, "warning: open-loop requests left late (send lag p99 %.1fms, max %.1fms, over %d requests); the load generator may be short of CPU\n", l.P99, l.Max, l.N)
 	}
 	if len(r.Overall.Asked) > 0 {
-		t := newAskedTable(r.Overall.Asked)
+		t := newAskedTable(r.Overall.Asked, r.Overall.AskedLatency)
 		for _, row := range t.Rows {
 			var parts []string
 			for i, n := range row.Counts {
@@ -135,7 +141,14 @@ func (r *Report) WriteSummary(w io.Writer) error {
 					parts = append(parts, fmt.Sprintf("%s %d", t.Cols[i], n))
 				}
 			}
-			fmt.Fprintf(w, "tier options %q: %s\n", row.Label, strings.Join(parts, ", "))
+			lat := ""
+			if row.E2E.N > 0 {
+				lat = fmt.Sprintf("; e2e p50 %s p99 %s", msText(row.E2E.P50), msText(row.E2E.P99))
+				if row.TTFT.N > 0 {
+					lat += fmt.Sprintf(", ttft p50 %s p99 %s", msText(row.TTFT.P50), msText(row.TTFT.P99))
+				}
+			}
+			fmt.Fprintf(w, "tier options %q: %s%s\n", row.Label, strings.Join(parts, ", "), lat)
 		}
 	}
 	for _, k := range errorKeys(r.Meta.ErrorSamples) {
@@ -360,9 +373,175 @@ func samplesFor(m Metrics, metric string) int64 {
 	return int64(m.Requests)
 }
 
+// String names the limits, e.g. "ttft 1000ms, e2e 10000ms", or "none".
+func (g GoodputSLO) String() string {
+	var parts []string
+	for _, l := range []struct {
+		name string
+		v    float64
+	}{{"ttft", g.TTFTms}, {"itl", g.ITLms}, {"e2e", g.E2Ems}} {
+		if l.v > 0 {
+			parts = append(parts, l.name+" "+fmtNum(l.v)+"ms")
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// ScenarioDiffs lists what makes two reports' runs not like for like: every field
+// of the scenario that differs (name, bounds, arrival, workload, model, tier
+// options, tenants), the goodput limits, and measured windows or stop reasons that
+// differ. Empty means the same scenario; a report without a scenario record
+// (written by an older lmlite) is named, as nothing can then be checked but the
+// name.
+func ScenarioDiffs(a, b *Report, nameA, nameB string) []string {
+	var out []string
+	switch {
+	case a.Meta.Spec == nil || b.Meta.Spec == nil:
+		for _, r := range []struct {
+			name string
+			rep  *Report
+		}{{nameA, a}, {nameB, b}} {
+			if r.rep.Meta.Spec == nil {
+				out = append(out, fmt.Sprintf("%s has no record of its scenario (written by an older lmlite): only the names can be compared", r.name))
+			}
+		}
+		if a.Meta.Scenario != b.Meta.Scenario {
+			out = append(out, fmt.Sprintf("name: %s %q, %s %q", nameA, a.Meta.Scenario, nameB, b.Meta.Scenario))
+		}
+	default:
+		fa, fb := map[string]string{}, map[string]string{}
+		flatten("", a.Meta.Spec, fa)
+		flatten("", b.Meta.Spec, fb)
+		keys := make([]string, 0, len(fa)+len(fb))
+		for k := range fa {
+			keys = append(keys, k)
+		}
+		for k := range fb {
+			if _, ok := fa[k]; !ok {
+				keys = append(keys, k)
+			}
+		}
+		sort.Strings(keys)
+		done := map[string]bool{}
+		for _, k := range keys {
+			va, oka := fa[k]
+			vb, okb := fb[k]
+			if oka && okb {
+				if va != vb {
+					out = append(out, fmt.Sprintf("%s: %s %s, %s %s", k, nameA, va, nameB, vb))
+				}
+				continue
+			}
+			// A part only one side has (a tier option, a tenant's own workload) is
+			// named once, whole, rather than field by field.
+			other := fb // the side without k
+			if okb {
+				other = fa
+			}
+			item := outermostMissing(k, other)
+			if done[item] {
+				continue
+			}
+			done[item] = true
+			va, vb = valueAt(fa, item), valueAt(fb, item)
+			out = append(out, fmt.Sprintf("%s: %s %s, %s %s", item, nameA, va, nameB, vb))
+		}
+	}
+	if a.Meta.Goodput != b.Meta.Goodput {
+		out = append(out, fmt.Sprintf("goodput limits: %s %s, %s %s", nameA, a.Meta.Goodput, nameB, b.Meta.Goodput))
+	}
+	if a.Meta.StoppedBy != b.Meta.StoppedBy {
+		out = append(out, fmt.Sprintf("stopped by: %s %s, %s %s", nameA, a.Meta.StoppedBy, nameB, b.Meta.StoppedBy))
+	}
+	// Runs of the same bounds end within a drain period of each other; 10% apart
+	// means one was cut short or interrupted.
+	if wa, wb := a.Meta.WindowS, b.Meta.WindowS; math.Abs(wa-wb) > 0.1*math.Max(wa, wb) {
+		out = append(out, fmt.Sprintf("measured window: %s %.1fs, %s %.1fs", nameA, wa, nameB, wb))
+	}
+	return out
+}
+
+// outermostMissing returns the shortest path on the way to k (a list item, a
+// map, or k itself) under which flat has nothing, else k.
+func outermostMissing(k string, flat map[string]string) string {
+	for i := 1; i <= len(k); i++ {
+		if i < len(k) && k[i] != '.' && k[i] != '[' {
+			continue
+		}
+		if p := k[:i]; !hasUnder(flat, p) {
+			return p
+		}
+	}
+	return k
+}
+
+func hasUnder(flat map[string]string, p string) bool {
+	for f := range flat {
+		if strings.HasPrefix(f, p+".") || strings.HasPrefix(f, p+"[") {
+			return true
+		}
+	}
+	return false
+}
+
+// valueAt is flat's value at path p: its leaf, or the leaves under it as
+// "{field: value, ...}", or "(none)".
+func valueAt(flat map[string]string, p string) string {
+	if v, ok := flat[p]; ok {
+		return v
+	}
+	var parts []string
+	for k, v := range flat {
+		if rest, ok := strings.CutPrefix(k, p); ok && (rest[0] == '.' || rest[0] == '[') {
+			parts = append(parts, strings.TrimPrefix(rest, ".")+": "+v)
+		}
+	}
+	if len(parts) == 0 {
+		return "(none)"
+	}
+	sort.Strings(parts)
+	return "{" + strings.Join(parts, ", ") + "}"
+}
+
+// flatten writes every leaf of v under its dotted path (list items as [i]), each
+// as its JSON text, so that 8 read from YAML and 8.0 read back from JSON agree.
+func flatten(path string, v any, out map[string]string) {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			p := k
+			if path != "" {
+				p = path + "." + k
+			}
+			flatten(p, e, out)
+		}
+	case []any:
+		for i, e := range x {
+			flatten(fmt.Sprintf("%s[%d]", path, i), e, out)
+		}
+	default:
+		b, err := json.Marshal(x)
+		if err != nil {
+			b = []byte(fmt.Sprint(x))
+		}
+		out[path] = string(b)
+	}
+}
+
 // Compare writes the differences between two reports, metric by metric, for the
-// overall row and every tenant either has.
+// overall row and every tenant either has. When the runs were not of the same
+// scenario (ScenarioDiffs), a warning listing the differences comes first.
 func Compare(w io.Writer, a, b *Report, nameA, nameB string) error {
+	if diffs := ScenarioDiffs(a, b, nameA, nameB); len(diffs) > 0 {
+		fmt.Fprintf(w, "WARNING: the two runs differ, so the figures below are not like for like:\n")
+		for _, d := range diffs {
+			fmt.Fprintf(w, "  - %s\n", d)
+		}
+		fmt.Fprintln(w)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "scope\tmetric\t%s\t%s\tchange\t\n", nameA, nameB)
 	scope := func(name string, ma, mb *Metrics) {
@@ -447,13 +626,14 @@ type askedTable struct {
 }
 
 type askedRow struct {
-	Label  string
-	Counts []int
+	Label     string
+	Counts    []int
+	TTFT, E2E Percentiles // of its successes
 }
 
 var tierOrder = map[string]int{"fast": 1, "balanced": 2, "deep": 3, "max": 4, "ok": 5}
 
-func newAskedTable(asked map[string]map[string]int) *askedTable {
+func newAskedTable(asked map[string]map[string]int, lat map[string]AskLatency) *askedTable {
 	seen := map[string]bool{}
 	t := &askedTable{}
 	for _, outs := range asked {
@@ -484,7 +664,7 @@ func newAskedTable(asked map[string]map[string]int) *askedTable {
 	}
 	sort.Strings(labels)
 	for _, l := range labels {
-		row := askedRow{Label: l}
+		row := askedRow{Label: l, TTFT: lat[l].TTFT, E2E: lat[l].E2E}
 		for _, c := range t.Cols {
 			row.Counts = append(row.Counts, asked[l][c])
 		}

@@ -2,9 +2,11 @@ package loadtest
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseSLOs(t *testing.T) {
@@ -100,5 +102,101 @@ func TestCompare(t *testing.T) {
 		if f := strings.Fields(line); len(f) == 5 && f[0] == "y" && f[1] == "requests" && (f[2] != "-" || f[3] != "5") {
 			t.Errorf("tenant y: %q", line)
 		}
+	}
+}
+
+// TestScenarioDiffs checks that comparing two reports names every way their runs
+// differ, and nothing when they ran the same scenario.
+func TestScenarioDiffs(t *testing.T) {
+	const base = `
+name: cmp
+duration: 30s
+requests: 500
+arrival: {type: poisson, rate: 4}
+workload:
+  model: lt-balanced
+  prompt_tokens: 64
+  output_tokens: {dist: uniform, min: 16, max: 64}
+  tiers: [{tier_mode: balanced, max_latency_ms: 300}, {tier_mode: fixed, tier: fast}]
+tenants: [{name: a, api_key: lml_secret_a}, {name: b, weight: 2}]
+`
+	report := func(t *testing.T, y string, edit func(*Scenario)) *Report {
+		t.Helper()
+		s, err := ParseScenario([]byte(y))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if edit != nil {
+			edit(s)
+		}
+		// Through JSON, as compare reads report.json files.
+		b, err := json.Marshal(&Report{Meta: Meta{Scenario: s.Name, Spec: s.Spec(), WindowS: 30, StoppedBy: StopDuration}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r Report
+		if err := json.Unmarshal(b, &r); err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(b, []byte("lml_secret_a")) {
+			t.Error("the report holds a tenant's key")
+		}
+		return &r
+	}
+	cases := []struct {
+		name string
+		edit func(*Scenario)
+		meta func(*Meta)
+		want []string // substrings of the differences, in order; none for equal runs
+	}{
+		{name: "same", want: nil},
+		{name: "only the description and the keys", edit: func(s *Scenario) { s.Description = "x"; s.Tenants[0].APIKey = "other" }},
+		{name: "name", edit: func(s *Scenario) { s.Name = "cmp2" }, want: []string{`name: A "cmp", B "cmp2"`}},
+		{name: "output tokens", edit: func(s *Scenario) { s.Workload.OutputTokens.Max = 128 }, want: []string{"workload.output_tokens.max: A 64, B 128"}},
+		{name: "model", edit: func(s *Scenario) { s.Workload.Model = "lt-deep" }, want: []string{`workload.model: A "lt-balanced", B "lt-deep"`}},
+		{name: "tier options", edit: func(s *Scenario) { s.Workload.Tiers[0].MaxLatencyMS = 2000 }, want: []string{"workload.tiers[0].max_latency_ms: A 300, B 2000"}},
+		{name: "one tier option fewer", edit: func(s *Scenario) { s.Workload.Tiers = s.Workload.Tiers[:1] },
+			want: []string{`workload.tiers[1]: A {max_cost_usd: 0, max_latency_ms: 0, tier: "fast", tier_mode: "fixed", weight: 1}, B (none)`}},
+		{name: "a tenant's own tier option", edit: func(s *Scenario) {
+			s.Tenants[1].Workload = &Workload{Tiers: []TierChoice{{Mode: "max"}}}
+		}, want: []string{`tenants[1].workload: A null, B {`}},
+		{name: "duration", edit: func(s *Scenario) { s.Duration = Dur(60 * time.Second) }, want: []string{`duration: A "30s", B "1m0s"`}},
+		{name: "requests", edit: func(s *Scenario) { s.Requests = 100 }, want: []string{"requests: A 500, B 100"}},
+		{name: "arrival rate", edit: func(s *Scenario) { s.Arrival.Rate = 8 }, want: []string{"arrival.rate: A 4, B 8"}},
+		{name: "tenant weight", edit: func(s *Scenario) { s.Tenants[1].Weight = 1 }, want: []string{"tenants[1].weight: A 2, B 1"}},
+		{name: "a tenant more", edit: func(s *Scenario) { s.Tenants = append(s.Tenants, Tenant{Name: "c", Weight: 1}) },
+			want: []string{`tenants[2]: A (none), B {arrival: null, name: "c", weight: 1, workload: null}`}},
+		{name: "goodput limits", meta: func(m *Meta) { m.Goodput = GoodputSLO{TTFTms: 500, E2Ems: 2000} },
+			want: []string{"goodput limits: A none, B ttft 500ms, e2e 2000ms"}},
+		{name: "a window cut short", meta: func(m *Meta) { m.WindowS, m.StoppedBy = 12, StopInterrupt },
+			want: []string{"stopped by: A duration, B interrupt", "measured window: A 30.0s, B 12.0s"}},
+		{name: "an old report", meta: func(m *Meta) { m.Spec = nil }, want: []string{"B has no record of its scenario"}},
+		{name: "an old report of another name", meta: func(m *Meta) { m.Spec, m.Scenario = nil, "other" },
+			want: []string{"B has no record of its scenario", `name: A "cmp", B "other"`}},
+	}
+	a := report(t, base, nil)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b := report(t, base, tc.edit)
+			if tc.meta != nil {
+				tc.meta(&b.Meta)
+			}
+			got := ScenarioDiffs(a, b, "A", "B")
+			if len(got) != len(tc.want) {
+				t.Fatalf("differences %q, want %d like %q", got, len(tc.want), tc.want)
+			}
+			for i, w := range tc.want {
+				if !strings.Contains(got[i], w) {
+					t.Errorf("difference %d = %q, want it to contain %q", i, got[i], w)
+				}
+			}
+			var out bytes.Buffer
+			if err := Compare(&out, a, b, "A", "B"); err != nil {
+				t.Fatal(err)
+			}
+			if warned := strings.HasPrefix(out.String(), "WARNING: the two runs differ"); warned != (len(tc.want) > 0) {
+				t.Errorf("compare output warned %v, want %v:\n%s", warned, len(tc.want) > 0, out.String())
+			}
+		})
 	}
 }

@@ -359,6 +359,6 @@ wait:
 	<-collected
 	progress(true)
 	rep := coll.Report(Meta{Scenario: s.Name, Description: s.Description, Target: base, Started: start.UTC().Truncate(time.Millisecond),
-		StoppedBy: stoppedBy, TenantOrder: names})
+		StoppedBy: stoppedBy, TenantOrder: names, Spec: s.Spec()})
 	return rep, nil
 }

@@ -245,6 +245,39 @@ func (d *Dur) UnmarshalYAML(n *yaml.Node) error {
 // D returns the time.Duration.
 func (d Dur) D() time.Duration { return time.Duration(d) }
 
+// MarshalYAML writes the duration as UnmarshalYAML reads it.
+func (d Dur) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+
+// Spec returns the scenario as its YAML fields (after defaults) without the
+// tenants' keys: what the report keeps of it so that two reports can be checked
+// for running the same workload (ScenarioDiffs).
+func (s *Scenario) Spec() map[string]any {
+	c := *s
+	c.Tenants = make([]Tenant, len(s.Tenants))
+	for i, t := range s.Tenants {
+		t.APIKey, t.APIKeyEnv = "", "" // a key is a secret; where it came from is not the workload
+		c.Tenants[i] = t
+	}
+	b, err := yaml.Marshal(&c)
+	if err != nil {
+		return nil // cannot happen: every field marshals
+	}
+	var m map[string]any
+	if err := yaml.Unmarshal(b, &m); err != nil {
+		return nil
+	}
+	delete(m, "description")
+	if ts, ok := m["tenants"].([]any); ok {
+		for _, t := range ts {
+			if t, ok := t.(map[string]any); ok {
+				delete(t, "api_key")
+				delete(t, "api_key_env")
+			}
+		}
+	}
+	return m
+}
+
 // LoadScenario reads and validates a scenario file.
 func LoadScenario(path string) (*Scenario, error) {
 	b, err := os.ReadFile(path)

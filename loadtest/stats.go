@@ -88,28 +88,47 @@ type Metrics struct {
 	QuotaExhausted  int `json:"quota_exhausted"`  // 429 insufficient_quota (budget exhausted)
 	PaymentRequired int `json:"payment_required"` // 402
 
+	// Retried counts requests sent twice because the server had closed the reused
+	// keep-alive connection before answering (each then counts once, by its retry).
+	Retried int `json:"retried,omitempty"`
+
 	Tiers  map[string]int `json:"tiers,omitempty"`  // X-LMLite-Tier of successes → count
 	Models map[string]int `json:"models,omitempty"` // model served to successes → count
 	// Asked says what became of the requests that sent tier options: per options
 	// sent (TierChoice.Label), the tier that served (X-LMLite-Tier; "ok" without
 	// one) or the errors key → count.
 	Asked map[string]map[string]int `json:"asked,omitempty"`
+	// AskedLatency is the latency of the successes per tier options sent (the
+	// rows of Asked): what each set of options cost in time, whichever tier served.
+	AskedLatency map[string]AskLatency `json:"asked_latency,omitempty"`
+}
+
+// AskLatency is the latency of the successes of one set of tier options.
+type AskLatency struct {
+	TTFT Percentiles `json:"ttft_ms"` // streams only
+	E2E  Percentiles `json:"e2e_ms"`
 }
 
 // acc accumulates one Metrics.
 type acc struct {
 	m              Metrics
 	ttft, itl, e2e *hdrhistogram.Histogram
+	asked          map[string]*askHists // per tier options sent
 }
+
+type askHists struct{ ttft, e2e *hdrhistogram.Histogram }
 
 func newAcc() *acc {
 	return &acc{m: Metrics{Errors: map[string]int{}, Tiers: map[string]int{}, Models: map[string]int{}, Asked: map[string]map[string]int{}},
-		ttft: newHist(), itl: newHist(), e2e: newHist()}
+		ttft: newHist(), itl: newHist(), e2e: newHist(), asked: map[string]*askHists{}}
 }
 
 func (a *acc) add(r *Result, good bool) {
 	m := &a.m
 	m.Requests++
+	if r.Retried {
+		m.Retried++
+	}
 	if r.Ask != "" {
 		out := r.ErrorKey()
 		if out == "" {
@@ -146,6 +165,17 @@ func (a *acc) add(r *Result, good bool) {
 		m.Models[r.Model]++
 	}
 	recordUS(a.e2e, r.E2E)
+	if r.Ask != "" {
+		h := a.asked[r.Ask]
+		if h == nil {
+			h = &askHists{ttft: newHist(), e2e: newHist()}
+			a.asked[r.Ask] = h
+		}
+		recordUS(h.e2e, r.E2E)
+		if len(r.Tokens) > 0 {
+			recordUS(h.ttft, r.TTFT)
+		}
+	}
 	if len(r.Tokens) > 0 {
 		recordUS(a.ttft, r.TTFT)
 		for i := 1; i < len(r.Tokens); i++ {
@@ -157,6 +187,12 @@ func (a *acc) add(r *Result, good bool) {
 func (a *acc) metrics(window time.Duration) Metrics {
 	m := a.m
 	m.TTFT, m.ITL, m.E2E = percentiles(a.ttft), percentiles(a.itl), percentiles(a.e2e)
+	if len(a.asked) > 0 {
+		m.AskedLatency = map[string]AskLatency{}
+		for k, h := range a.asked {
+			m.AskedLatency[k] = AskLatency{TTFT: percentiles(h.ttft), E2E: percentiles(h.e2e)}
+		}
+	}
 	if s := window.Seconds(); s > 0 {
 		m.RPS = round3(float64(m.OK) / s)
 		m.TokensPerS = round3(float64(m.CompletionTokens) / s)

@@ -77,6 +77,8 @@ func cmdBench(args []string, stdout io.Writer) error {
 	prefixCache := fs.String("prefix-cache", "", "PREFIX:SUFFIX: measure time to first token cold, after a hot and after a warm prefix-cache hit instead")
 	chatTurns := fs.Int("chat-turns", 0, "N: measure an N-turn chat with the prefix cache on and off instead")
 	engineMode := fs.String("engine", "", "inprocess|workers: measure TTFT and aggregate tg through that engine mode's Block API instead (the worker hop's overhead)")
+	coldStart := fs.Bool("cold-start", false, "measure the first token after an idle unload against warm instead (ABAB, --reps pairs, --prompt tokens)")
+	coldPrefix := fs.Int("cold-prefix", 0, "with --cold-start, N: measure instead the time to first token of an N-token cached prefix (+ --gen new tokens) hot and after an unload with kv_warm_file")
 	grammarFlag := fs.String("grammar", "", "constrain generation: json (any JSON object) or a JSON Schema file; reports the masks' share of the decode time")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -98,6 +100,13 @@ func cmdBench(args []string, stdout io.Writer) error {
 	}
 	if *engineMode != "" {
 		return benchEngine(stdout, *path, *engineMode, *parallel, *nGen, *reps, *asJSON)
+	}
+	if *coldStart {
+		runtime.GOMAXPROCS(*threads)
+		if *coldPrefix > 0 {
+			return benchColdPrefix(stdout, *path, *threads, *coldPrefix, *nGen, *reps, *asJSON)
+		}
+		return benchColdStart(stdout, *path, *threads, *nPrompt, *reps, *asJSON)
 	}
 	if *prefixCache != "" || *chatTurns > 0 {
 		runtime.GOMAXPROCS(*threads)

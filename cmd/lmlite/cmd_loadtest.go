@@ -175,6 +175,14 @@ func runLoadtestCompare(args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("A = %s (%s)\nB = %s (%s)\n", fs.Arg(0), a.Meta.Target, fs.Arg(1), b.Meta.Target)
-	return loadtest.Compare(os.Stdout, a, b, "A", "B")
+	// Differing scenarios are named on stderr too, where a script's log sees them
+	// even when the table goes to a file; Compare repeats them above the table.
+	if diffs := loadtest.ScenarioDiffs(a, b, "A", "B"); len(diffs) > 0 {
+		fmt.Fprintf(stderr, "lmlite loadtest compare: warning: %s and %s are not like for like:\n", fs.Arg(0), fs.Arg(1))
+		for _, d := range diffs {
+			fmt.Fprintf(stderr, "  - %s\n", d)
+		}
+	}
+	fmt.Fprintf(stdout, "A = %s (%s)\nB = %s (%s)\n", fs.Arg(0), a.Meta.Target, fs.Arg(1), b.Meta.Target)
+	return loadtest.Compare(stdout, a, b, "A", "B")
 }

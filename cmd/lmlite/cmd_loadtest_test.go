@@ -90,3 +90,47 @@ func TestLoadtestCommand(t *testing.T) {
 		t.Errorf("compare with one file: %v", err)
 	}
 }
+
+// TestLoadtestCompareWarnsOnDifferentScenarios compares reports of two runs: the
+// same scenario gives the table alone; another output length gives a warning
+// naming the field, on stderr and above the table.
+func TestLoadtestCompareWarnsOnDifferentScenarios(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, yaml string) string {
+		t.Helper()
+		s, err := loadtest.ParseScenario([]byte(yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep := &loadtest.Report{Meta: loadtest.Meta{Scenario: s.Name, Spec: s.Spec(), WindowS: 10, StoppedBy: loadtest.StopDuration},
+			Overall: loadtest.Metrics{Requests: 10, OK: 10}}
+		d := filepath.Join(dir, name)
+		if err := rep.WriteFiles(d); err != nil {
+			t.Fatal(err)
+		}
+		return filepath.Join(d, "report.json")
+	}
+	const sc = "name: cmp\nduration: 10s\narrival: {type: poisson, rate: 2}\nworkload: {output_tokens: 16}\ntenants: [{name: a}]\n"
+	a := write("a", sc)
+	same := write("same", sc)
+	longer := write("longer", strings.Replace(sc, "output_tokens: 16", "output_tokens: 64", 1))
+
+	out, errOut := captureOutput(t)
+	if err := runLoadtest([]string{"compare", a, same}); err != nil {
+		t.Fatal(err)
+	}
+	if o, e := out.take(), errOut.take(); strings.Contains(o+e, "WARNING") || strings.Contains(e, "warning") || !strings.Contains(o, "e2e_p99_ms") {
+		t.Errorf("same scenario: stdout\n%s\nstderr\n%s", o, e)
+	}
+	if err := runLoadtest([]string{"compare", a, longer}); err != nil {
+		t.Fatal(err)
+	}
+	o, e := out.take(), errOut.take()
+	const diff = "workload.output_tokens.value: A 16, B 64"
+	if !strings.Contains(e, "warning: "+a+" and "+longer+" are not like for like") || !strings.Contains(e, diff) {
+		t.Errorf("stderr lacks the warning:\n%s", e)
+	}
+	if !strings.Contains(o, "WARNING: the two runs differ") || !strings.Contains(o, diff) || strings.Index(o, diff) > strings.Index(o, "e2e_p99_ms") {
+		t.Errorf("stdout lacks the warning above the table:\n%s", o)
+	}
+}

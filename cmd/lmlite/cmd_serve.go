@@ -214,7 +214,7 @@ func runServe(args []string) error {
 		return err
 	}
 	defer batches.Close()
-	gopts := gateway.Options{Logger: log, AdminKey: adminKey, Batches: batches}
+	gopts := gateway.Options{Logger: log, AdminKey: adminKey, Batches: batches, MetricsKey: metricsKey(cfg.MetricsKeyEnv)}
 	if redisMetrics != nil {
 		gopts.Collectors = append(gopts.Collectors, redisMetrics)
 	}
@@ -336,4 +336,13 @@ func loadConfig(path string) (*configs.Config, error) {
 		return configs.Parse(configs.Demo)
 	}
 	return configs.ParseFile(path)
+}
+
+// metricsKey is the bearer token /metrics requires: the value of env, when env is
+// named ("" otherwise: /metrics is open).
+func metricsKey(env string) string {
+	if env == "" {
+		return ""
+	}
+	return os.Getenv(env)
 }

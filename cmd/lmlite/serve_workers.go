@@ -30,6 +30,7 @@ type poolEngine struct{ *worker.Pool }
 
 var (
 	_ gateway.ModelLoader  = poolEngine{}
+	_ gateway.Features     = poolEngine{}
 	_ prometheus.Collector = poolEngine{}
 	_ io.Closer            = poolEngine{}
 )

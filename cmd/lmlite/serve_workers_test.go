@@ -2,7 +2,9 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -166,5 +168,125 @@ tenants: [{id: demo, plan: p}]
 	})
 	if !found {
 		t.Errorf("no free 503 entry for the killed request in the ledger: %v", statuses)
+	}
+}
+
+// TestServeWorkersModeFeatures serves a generated model in workers mode through the
+// gateway and uses the Features a worker's Pool now has: a json_schema chat answers
+// JSON of the schema, n=2 gives two choices, and /v1/embeddings answers a unit vector
+// (before, each was a 400: the Pool did not serve them).
+func TestServeWorkersModeFeatures(t *testing.T) {
+	dir := t.TempDir()
+	mp := filepath.Join(dir, "q.gguf")
+	if err := genmodel.Generate(genmodel.Options{Arch: "qwen3", Preset: "tiny", Type: "q8_0", Seed: 3}, mp); err != nil {
+		t.Fatal(err)
+	}
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := ln.Addr().String()
+	ln.Close()
+	data := filepath.Join(dir, "data")
+	cfg := filepath.Join(dir, "c.yaml")
+	os.WriteFile(cfg, []byte(`
+listen: `+addr+`
+data_dir: `+data+`
+demo_tenant: demo
+ledger: {sync: process}
+engine: {mode: workers}
+models:
+  - {id: q, path: `+mp+`, max_model_len: 512, idle_timeout: -1s, embeddings: true}
+plans: {p: {}}
+tenants: [{id: demo, plan: p}]
+`), 0o644)
+	done := make(chan error, 1)
+	go func() { done <- runServe([]string{"--config", cfg}) }()
+	base := "http://" + addr
+	for start := time.Now(); ; time.Sleep(10 * time.Millisecond) {
+		if resp, err := http.Get(base + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Since(start) > 20*time.Second {
+			t.Fatal("not ready after 20s")
+		}
+	}
+	keyb, _ := os.ReadFile(filepath.Join(data, "demo-key"))
+	key := strings.TrimSpace(string(keyb))
+	post := func(path, body string, out any) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", base+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: %d %s", path, resp.StatusCode, b)
+		}
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatalf("%s: %v: %s", path, err, b)
+		}
+	}
+
+	var chat struct {
+		Choices []struct {
+			Message struct {
+				Content string `json:"content"`
+			} `json:"message"`
+		} `json:"choices"`
+	}
+	post("/v1/chat/completions", `{"model":"q","messages":[{"role":"user","content":"A name and a number?"}],"max_tokens":80,"seed":7,"temperature":0.8,
+		"response_format":{"type":"json_schema","json_schema":{"name":"x","strict":true,"schema":{"type":"object","properties":{"name":{"type":"string","maxLength":8},"n":{"type":"integer"}},"required":["name","n"],"additionalProperties":false}}}}`, &chat)
+	if len(chat.Choices) != 1 {
+		t.Fatalf("json_schema: %d choices", len(chat.Choices))
+	}
+	var obj struct {
+		Name *string `json:"name"`
+		N    *int    `json:"n"`
+	}
+	dec := json.NewDecoder(strings.NewReader(chat.Choices[0].Message.Content))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&obj); err != nil || obj.Name == nil || obj.N == nil {
+		t.Fatalf("json_schema content %q: %v", chat.Choices[0].Message.Content, err)
+	}
+
+	post("/v1/chat/completions", `{"model":"q","messages":[{"role":"user","content":"Hi"}],"max_tokens":6,"n":2,"seed":1}`, &chat)
+	if len(chat.Choices) != 2 {
+		t.Fatalf("n=2: %d choices", len(chat.Choices))
+	}
+
+	var emb struct {
+		Data []struct {
+			Embedding []float64 `json:"embedding"`
+		} `json:"data"`
+		Usage struct {
+			PromptTokens int `json:"prompt_tokens"`
+		} `json:"usage"`
+	}
+	post("/v1/embeddings", `{"model":"q","input":["The cat sat.","Dogs bark"]}`, &emb)
+	if len(emb.Data) != 2 || emb.Usage.PromptTokens == 0 {
+		t.Fatalf("embeddings: %d vectors, %d prompt tokens", len(emb.Data), emb.Usage.PromptTokens)
+	}
+	for i, d := range emb.Data {
+		norm := 0.0
+		for _, v := range d.Embedding {
+			norm += v * v
+		}
+		if len(d.Embedding) == 0 || math.Abs(norm-1) > 1e-3 {
+			t.Errorf("embedding %d: %d floats, norm² %v", i, len(d.Embedding), norm)
+		}
+	}
+
+	syscall.Kill(os.Getpid(), syscall.SIGTERM)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve did not drain on SIGTERM")
 	}
 }

@@ -19,6 +19,9 @@ import (
 // every type (as llama), loads them with engine/model and runs a prompt through them.
 // (engine/model's parity test runs every combination against llama.cpp.)
 func TestGenerateLoadsAndRuns(t *testing.T) {
+	if testenv.Race {
+		t.Skip("pure numerics: make test runs it without the race detector")
+	}
 	dir := t.TempDir()
 	for _, arch := range []string{"llama", "qwen2", "qwen3", "phi3"} {
 		for _, typ := range genmodel.TypeNames() {

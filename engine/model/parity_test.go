@@ -42,6 +42,9 @@ func TestParityWithLlamaCpp(t *testing.T) {
 	if testing.Short() {
 		t.Skip("parity with llama.cpp runs node; skipped in -short")
 	}
+	if raceEnabled {
+		t.Skip("pure numerics: make test runs it without the race detector")
+	}
 	script := filepath.Join(testenv.Shared(t), "peers", "llamacpp", "logits.mjs")
 	if _, err := os.Stat(script); err != nil {
 		testenv.Missing(t, "the llama.cpp peer", err)

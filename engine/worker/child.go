@@ -20,6 +20,8 @@ import (
 // satisfies it.
 type Backend interface {
 	Generate(ctx context.Context, modelID string, req engine.Request) (*engine.Stream, error)
+	GenerateN(ctx context.Context, modelID string, req engine.Request, n int) ([]*engine.Stream, error)
+	Embed(ctx context.Context, modelID string, req engine.EmbedRequest) (engine.Embeddings, error)
 	Load(ctx context.Context, modelID string) error
 	Unload(modelID string) error
 	Models() []engine.ModelStatus
@@ -117,13 +119,21 @@ func Serve(conn net.Conn, b Backend, beat time.Duration) error {
 			return fmt.Errorf("worker: read: %w", err)
 		}
 		switch fr.typ {
-		case fSubmit:
+		case fSubmit, fSubmitN:
 			var m submitMsg
 			if err := json.Unmarshal(fr.payload, &m); err != nil {
 				return fmt.Errorf("worker: submit: %w", err)
 			}
 			rctx, rcancel := context.WithCancel(ctx)
-			st, err := b.Generate(rctx, m.Model, m.Req)
+			var sts []*engine.Stream
+			var err error
+			if fr.typ == fSubmitN {
+				sts, err = b.GenerateN(rctx, m.Model, m.Req, m.N)
+			} else {
+				var st *engine.Stream
+				st, err = b.Generate(rctx, m.Model, m.Req)
+				sts = []*engine.Stream{st}
+			}
 			if err != nil {
 				rcancel()
 				code, msg := encodeErr(err)
@@ -131,28 +141,65 @@ func Serve(conn net.Conn, b Backend, beat time.Duration) error {
 				continue
 			}
 			mu.Lock()
+			for i := range sts {
+				reqs[fr.id+uint64(i)] = rcancel // the choices share their context, as in process
+			}
+			mu.Unlock()
+			var left sync.WaitGroup
+			for i, st := range sts {
+				id := fr.id + uint64(i)
+				w.write(fAccepted, id, nil)
+				left.Add(1)
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					defer left.Done()
+					var buf []byte
+					for t := range st.Tokens {
+						if t.Piece != "" || t.Logprob != 0 || t.TopLogprobs != nil {
+							w.writeJSON(fTokenJSON, id, t)
+							continue
+						}
+						buf = appendToken(buf[:0], t)
+						w.write(fToken, id, buf)
+					}
+					u, err := st.Wait(context.Background())
+					mu.Lock()
+					delete(reqs, id)
+					mu.Unlock()
+					code, msg := encodeErr(err)
+					w.writeJSON(fEnd, id, endMsg{Usage: u, Code: code, Msg: msg})
+				}()
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				left.Wait()
+				rcancel()
+			}()
+		case fEmbed:
+			var m embedMsg
+			if err := json.Unmarshal(fr.payload, &m); err != nil {
+				return fmt.Errorf("worker: embed: %w", err)
+			}
+			rctx, rcancel := context.WithCancel(ctx)
+			mu.Lock()
 			reqs[fr.id] = rcancel
 			mu.Unlock()
-			w.write(fAccepted, fr.id, nil)
 			wg.Add(1)
 			go func(id uint64) {
 				defer wg.Done()
-				var buf []byte
-				for t := range st.Tokens {
-					if t.Piece != "" || t.Logprob != 0 || t.TopLogprobs != nil {
-						w.writeJSON(fTokenJSON, id, t)
-						continue
-					}
-					buf = appendToken(buf[:0], t)
-					w.write(fToken, id, buf)
-				}
-				u, err := st.Wait(context.Background())
+				e, err := b.Embed(rctx, m.Model, m.Req)
 				mu.Lock()
 				delete(reqs, id)
 				mu.Unlock()
 				rcancel()
-				code, msg := encodeErr(err)
-				w.writeJSON(fEnd, id, endMsg{Usage: u, Code: code, Msg: msg})
+				if err != nil {
+					code, msg := encodeErr(err)
+					w.writeJSON(fReply, id, endMsg{Code: code, Msg: msg})
+					return
+				}
+				w.write(fEmbedded, id, appendEmbeddings(nil, e))
 			}(fr.id)
 		case fCancel:
 			mu.Lock()

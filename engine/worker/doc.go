@@ -2,12 +2,16 @@
 // model, or each group of models (worker_group in the config), runs in a child
 // `lmlite worker` process that serves it from an engine.Block, behind a Pool in the
 // parent that offers the same Block API (Generate, Tokenize, ChatTokens, Models,
-// Ready, Load, Unload, GC, Close, prometheus.Collector). The gateway cannot tell the
-// Pool from the in-process Block; `lmlite serve` picks one by `engine: {mode: ...}`.
+// Ready, Load, Unload, GC, Close, prometheus.Collector) and the gateway's Features
+// (CompileSchema, ChatTokensTools, ToolSyntax, ToolGrammar, GenerateN, Embed). The
+// gateway cannot tell the Pool from the in-process Block; `lmlite serve` picks one by
+// `engine: {mode: ...}`.
 //
 // A crash takes down one group's in-flight requests and nothing else; the parent
 // keeps tokenizing (it reads each model's tokenizer and template itself, through
-// engine.Prep) and the other groups keep serving.
+// engine.Prep) and the other groups keep serving. The parent also renders prompts
+// with tools, compiles JSON schemas and tool-call grammars (cached by their text, as
+// the Block caches them); a grammar crosses to the worker in its compiled form.
 //
 // # Protocol
 //
@@ -18,16 +22,25 @@
 //	uint32 length of the payload (big-endian) | uint8 type | uint64 request id | payload
 //
 // Parent to worker: submit (id, JSON {model, req: engine.Request}, its grammar in
-// the compiled form of grammar.Grammar's MarshalJSON), cancel (id, no
-// payload), load and unload (id, JSON {model}). Worker to parent: hello (id 0, JSON
+// the compiled form of grammar.Grammar's MarshalJSON), submit-n (id, JSON {model,
+// req, n}: n choices, which the worker's Block.GenerateN runs, so choice i has seed
+// engine.ChoiceSeed(seed, i) and the later choices share choice 0's prompt through
+// the prefix cache; choice i streams under id+i: accepted, tokens and end each, or
+// one end under id if the request is refused), embed (id, JSON {model, req:
+// engine.EmbedRequest}), cancel (id, no payload; for a submit-n it cancels every
+// choice, which share one context as in process; for an embed it ends the embed),
+// load and unload (id, JSON {model}). Worker to parent: hello (id 0, JSON
 // {pid}, once, when its Block exists), accepted (id: the request is queued), token
 // (id; binary: int32 token id, uint32 bits of the logit, the UTF-8 text; or, for a
 // request with logprobs, a token-json frame with the whole engine.Token), end (id;
 // JSON {usage, code, msg}: the last frame of a request; code names the engine's
 // sentinel error, so errors.Is works across the socket), reply (id; JSON {code, msg}:
-// the answer to a load or unload), and beat (id 0; JSON []engine.ModelStatus) every
-// Beat (100 ms). Tokens are binary because they are most of the traffic; everything
-// else is JSON because it is rare and easy to read in a dump. Every frame is flushed
+// the answer to a load or unload, or an embed's error), embeddings (id; binary: the
+// answer to an embed: uint32 prompt tokens, uint32 vectors, each a uint32 length and
+// its float32s' bits, so the vectors are the in-process bits), and beat (id 0; JSON
+// []engine.ModelStatus) every Beat (100 ms). Tokens and embeddings are binary because
+// they are most of the traffic; everything else is JSON because it is rare and easy
+// to read in a dump. Every frame is flushed
 // at once. Many requests are multiplexed on the socket by their ids; the parent keeps
 // each request's tokens in a mailbox, so a slow client never stalls the reader.
 //

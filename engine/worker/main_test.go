@@ -77,6 +77,21 @@ func (s slowBackend) Generate(ctx context.Context, id string, req engine.Request
 	if err != nil {
 		return nil, err
 	}
+	return s.slow(st), nil
+}
+
+func (s slowBackend) GenerateN(ctx context.Context, id string, req engine.Request, n int) ([]*engine.Stream, error) {
+	sts, err := s.Backend.GenerateN(ctx, id, req, n)
+	if err != nil {
+		return nil, err
+	}
+	for i, st := range sts {
+		sts[i] = s.slow(st)
+	}
+	return sts, nil
+}
+
+func (s slowBackend) slow(st *engine.Stream) *engine.Stream {
 	out := engine.NewStream()
 	go func() {
 		for t := range st.Tokens {
@@ -85,7 +100,7 @@ func (s slowBackend) Generate(ctx context.Context, id string, req engine.Request
 		}
 		out.Finish(st.Wait(context.Background()))
 	}()
-	return out, nil
+	return out
 }
 
 // testCommand runs the test binary as a worker, with extra environment.

@@ -17,7 +17,6 @@ import (
 
 	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/engine/device"
-	"github.com/lmlite/lmlite/engine/grammar"
 )
 
 // Config configures a Pool. The zero value of each field takes its default.
@@ -57,10 +56,11 @@ type Pool struct {
 	order  []string
 	groups []*group
 
-	timing timing
-	closed atomic.Bool
-	stop   chan struct{}
-	wg     sync.WaitGroup // the janitor
+	timing  timing
+	schemas schemaCache
+	closed  atomic.Bool
+	stop    chan struct{}
+	wg      sync.WaitGroup // the janitor
 }
 
 type pmodel struct {
@@ -477,7 +477,7 @@ func (p *Pool) Models() []engine.ModelStatus {
 	for _, id := range p.order {
 		m := p.models[id]
 		g := m.g
-		st := engine.ModelStatus{ID: id, Replicas: max(m.cfg.Replicas, 1), MaxModelLen: m.prep.MaxModelLen()}
+		st := engine.ModelStatus{ID: id, Replicas: max(m.cfg.Replicas, 1), MaxModelLen: m.prep.MaxModelLen(), Embeddings: m.prep.Embeddings()}
 		g.mu.Lock()
 		switch g.state {
 		case gRunning:
@@ -676,10 +676,4 @@ func (p *Pool) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descWorkerRestarts, prometheus.CounterValue, float64(crashes), id)
 		ch <- prometheus.MustNewConstMetric(descWorkerUp, prometheus.GaugeValue, up, id)
 	}
-}
-
-// CompileSchema compiles a JSON Schema for Request.Grammar, as Block.CompileSchema
-// (the grammar crosses to the worker in its compiled form).
-func (p *Pool) CompileSchema(schema []byte) (*grammar.Grammar, error) {
-	return grammar.CompileSchema(schema)
 }

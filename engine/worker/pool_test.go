@@ -399,3 +399,223 @@ func takeTokens(s *engine.Stream, n int) {
 		}
 	}
 }
+
+// TestWorkersFeaturesSameBitsAsInProcess: the gateway's Features give the same bits
+// from worker processes as from the in-process Block: a schema-constrained request,
+// a tool_choice=required request (prompt rendered with the tools, syntax and tool
+// grammar from the parent), n=3 choices (each choice's tokens, logits and cached
+// prompt tokens) and embeddings (every float's bits), with the same errors.
+func TestWorkersFeaturesSameBitsAsInProcess(t *testing.T) {
+	path := qwenModel(t)
+	mcs := []engine.ModelConfig{{ID: "m", Path: path, MaxModelLen: 1024, MaxModelConcurrency: 8},
+		{ID: "e", Path: path, MaxModelLen: 512, Embeddings: true}}
+	b, err := engine.New(engine.Config{Models: mcs, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for _, mc := range mcs {
+		if err := b.Load(context.Background(), mc.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := newPool(t, Config{Models: mcs, Command: testCommand(), Groups: map[string]string{"m": "g", "e": "g"}})
+	ctx := context.Background()
+
+	// Structured output: a json_schema grammar compiled in each.
+	msgs := []engine.Message{{Role: "user", Content: "Give me a name and a number."}}
+	prompt, err := b.ChatTokens("m", msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema := []byte(`{"type":"object","properties":{"name":{"type":"string","maxLength":10},"n":{"type":"integer"}},"required":["name","n"],"additionalProperties":false}`)
+	gb, err := b.CompileSchema(schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gp, err := p.CompileSchema(schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gp.Key() != gb.Key() {
+		t.Fatalf("schema grammar key %s, want %s", gp.Key(), gb.Key())
+	}
+	sreq := engine.Request{Prompt: prompt, MaxTokens: 48, Sampling: engine.Sampling{Temperature: 0.8, Seed: 5}}
+	rb, rp := sreq, sreq
+	rb.Grammar, rp.Grammar = gb, gp
+	sb := run(b, "m", rb)
+	if sb.err != nil || !strings.HasPrefix(sb.text, "{") {
+		t.Fatalf("in process json_schema: %q %v", sb.text, sb.err)
+	}
+	if err := sb.same(run(p, "m", rp)); err != nil {
+		t.Fatalf("json_schema: %v", err)
+	}
+
+	// tool_choice=required: the prompt with the tools, the syntax and the grammar of
+	// a call come from the parent's Prep; the call from the worker.
+	tools := []engine.Tool{{Name: "get_weather", Description: "The weather in a city",
+		Parameters: []byte(`{"type":"object","properties":{"city":{"type":"string","maxLength":12}},"required":["city"]}`)},
+		{Name: "now", Description: "The time"}}
+	tmsgs := []engine.Message{{Role: "user", Content: "Weather in Paris? <tool_call>"}}
+	tpb, err := b.ChatTokensTools("m", tmsgs, tools)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tpp, err := p.ChatTokensTools("m", tmsgs, tools)
+	if err != nil || fmt.Sprint(tpp) != fmt.Sprint(tpb) {
+		t.Fatalf("ChatTokensTools: %v %v, want %v", tpp, err, tpb)
+	}
+	synB, _ := b.ToolSyntax("m")
+	synP, err := p.ToolSyntax("m")
+	if err != nil || synP != synB {
+		t.Fatalf("ToolSyntax: %v %v, want %v", synP, err, synB)
+	}
+	tgb, err := b.ToolGrammar("m", tools)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tgp, err := p.ToolGrammar("m", tools)
+	if err != nil || tgp.Key() != tgb.Key() {
+		t.Fatalf("ToolGrammar: %v, key %v want %s", err, tgp, tgb.Key())
+	}
+	treq := engine.Request{Prompt: tpb, MaxTokens: 80, Sampling: engine.Sampling{Temperature: 0.9, Seed: 77}}
+	rb, rp = treq, treq
+	rb.Grammar, rp.Grammar = tgb, tgp
+	tb := run(b, "m", rb)
+	if tb.err != nil || !strings.Contains(tb.text, `"name"`) {
+		t.Fatalf("in process tool call: %q %v", tb.text, tb.err)
+	}
+	if err := tb.same(run(p, "m", rp)); err != nil {
+		t.Fatalf("tool_choice=required: %v", err)
+	}
+	if _, err := p.ToolSyntax("nope"); !errors.Is(err, engine.ErrUnknownModel) {
+		t.Errorf("ToolSyntax of an unknown model: %v", err)
+	}
+
+	// n=3: every choice's bits, and the later choices served from the prefix cache.
+	nreq := engine.Request{Prompt: prompt, MaxTokens: 24, Sampling: engine.Sampling{Temperature: 1, Seed: 2024}}
+	choices := func(g interface {
+		GenerateN(context.Context, string, engine.Request, int) ([]*engine.Stream, error)
+	}) []result {
+		sts, err := g.GenerateN(ctx, "m", nreq, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := make([]result, len(sts))
+		for i, s := range sts {
+			for tok := range s.Tokens {
+				out[i].ids = append(out[i].ids, tok.ID)
+				out[i].logits = append(out[i].logits, math.Float32bits(tok.Logit))
+				out[i].text += tok.Text
+			}
+			out[i].u, out[i].err = s.Wait(ctx)
+		}
+		return out
+	}
+	cb, cp := choices(b), choices(p)
+	for i := range cb {
+		if err := cb[i].same(cp[i]); err != nil {
+			t.Errorf("choice %d: %v", i, err)
+		}
+		if cp[i].u.CachedTokens != cb[i].u.CachedTokens || cp[i].u.CompletionTokens != cb[i].u.CompletionTokens {
+			t.Errorf("choice %d: usage %+v, want %+v", i, cp[i].u, cb[i].u)
+		}
+	}
+	if cb[0].text == cb[1].text && cb[1].text == cb[2].text {
+		t.Errorf("three choices wrote the same %q: the seeds are not the choices'", cb[0].text)
+	}
+	if _, err := p.GenerateN(ctx, "m", nreq, engine.MaxChoices+1); err == nil {
+		t.Errorf("n above MaxChoices: no error")
+	}
+
+	// Embeddings: every float's bits; a model without them is ErrNoEmbeddings.
+	in1, _ := b.Tokenize("e", "The cat sat on the mat.")
+	in2, _ := b.Tokenize("e", "Dogs bark")
+	ereq := engine.EmbedRequest{Inputs: [][]int32{in1, in2}, Tenant: "t"}
+	eb, err := b.Embed(ctx, "e", ereq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep, err := p.Embed(ctx, "e", ereq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ep.PromptTokens != eb.PromptTokens || len(ep.Vectors) != len(eb.Vectors) {
+		t.Fatalf("embeddings: %d tokens %d vectors, want %d %d", ep.PromptTokens, len(ep.Vectors), eb.PromptTokens, len(eb.Vectors))
+	}
+	for i := range eb.Vectors {
+		if len(eb.Vectors[i]) == 0 || len(ep.Vectors[i]) != len(eb.Vectors[i]) {
+			t.Fatalf("vector %d: %d floats, want %d", i, len(ep.Vectors[i]), len(eb.Vectors[i]))
+		}
+		for j := range eb.Vectors[i] {
+			if math.Float32bits(ep.Vectors[i][j]) != math.Float32bits(eb.Vectors[i][j]) {
+				t.Fatalf("vector %d float %d: %v, want %v", i, j, ep.Vectors[i][j], eb.Vectors[i][j])
+			}
+		}
+	}
+	if _, err := p.Embed(ctx, "m", ereq); !errors.Is(err, engine.ErrNoEmbeddings) {
+		t.Errorf("embed on a model without embeddings: %v", err)
+	}
+	if _, err := p.Embed(ctx, "e", engine.EmbedRequest{Inputs: [][]int32{make([]int32, 600)}}); !errors.Is(err, engine.ErrTooLong) {
+		t.Errorf("embed over the limit: %v", err)
+	}
+}
+
+// TestModelsReportEmbeddingsWithoutWorker: a model that embeds says so in its status
+// while its worker is stopped (scale to zero), as the Block says it while unloaded,
+// so the gateway keeps routing embeddings to it and the request starts the worker.
+func TestModelsReportEmbeddingsWithoutWorker(t *testing.T) {
+	path := llamaModel(t)
+	p := newPool(t, Config{Models: []engine.ModelConfig{{ID: "e", Path: path, Embeddings: true, IdleTimeout: 300 * time.Millisecond},
+		{ID: "m", Path: path}}, Command: testCommand()})
+	waitFor(t, 10*time.Second, "e's worker stopped", func() bool { return state(p, "e").State == engine.StateUnloaded })
+	if !state(p, "e").Embeddings || state(p, "m").Embeddings {
+		t.Fatalf("embeddings in status: e %v, m %v", state(p, "e").Embeddings, state(p, "m").Embeddings)
+	}
+	tok, _ := p.Tokenize("e", "hello")
+	e, err := p.Embed(context.Background(), "e", engine.EmbedRequest{Inputs: [][]int32{tok}})
+	if err != nil || len(e.Vectors) != 1 || len(e.Vectors[0]) == 0 {
+		t.Fatalf("embed after scale to zero: %+v %v", e, err)
+	}
+}
+
+// TestKill9WorkerMidChoices: a worker killed with SIGKILL while it streams n=3
+// choices ends every choice's stream with engine.ErrRestarting (none is left open),
+// and the restarted worker serves n choices again.
+func TestKill9WorkerMidChoices(t *testing.T) {
+	p := newPool(t, Config{Models: []engine.ModelConfig{{ID: "a", Path: llamaModel(t), MaxModelLen: 1024}},
+		Command: testCommand(envSlow + "=3ms")})
+	pid := workerPID(t, p, "a")
+	req := engine.Request{Prompt: []int32{1, 5, 9}, MaxTokens: 1000, Sampling: engine.Sampling{Temperature: 1, Seed: 3}}
+	sts, err := p.GenerateN(context.Background(), "a", req, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	takeTokens(sts[0], 3)
+	syscall.Kill(pid, syscall.SIGKILL)
+	for i, s := range sts {
+		for range s.Tokens {
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := s.Wait(ctx)
+		cancel()
+		if !errors.Is(err, engine.ErrRestarting) {
+			t.Errorf("choice %d of the killed worker ended with %v, want ErrRestarting", i, err)
+		}
+	}
+	waitFor(t, 20*time.Second, "a ready again", func() bool { return state(p, "a").State == engine.StateReady })
+	sts, err = p.GenerateN(context.Background(), "a", engine.Request{Prompt: []int32{1}, MaxTokens: 4}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range sts {
+		for range s.Tokens {
+		}
+		if u, err := s.Wait(context.Background()); err != nil || u.CompletionTokens != 4 {
+			t.Errorf("choice %d after the restart: %+v %v", i, u, err)
+		}
+	}
+	if w := p.Workers()[0]; w.Crashes != 1 {
+		t.Errorf("worker after the crash: %+v", w)
+	}
+}

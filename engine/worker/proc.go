@@ -42,6 +42,7 @@ type call struct {
 	accepted bool       // guarded by process.mu
 	answer   chan error // buffered 1: the submit's acceptance (nil) or its error; a load's reply
 	box      mailbox
+	emb      engine.Embeddings // an embed's answer, set before answer gets nil
 }
 
 // spawn starts a worker for g with the socket pair on its fd 3 and its stderr read
@@ -101,8 +102,8 @@ func spawn(g *group, args []string) (*process, error) {
 		<-stderrDone
 		err := cmd.Wait()
 		p.conn.Close()
+		g.onExit(p, err) // the state first, as in read
 		p.failCalls(fmt.Errorf("%w: worker of %s ended (%s)", engine.ErrRestarting, g.name, exitText(err)))
-		g.onExit(p, err)
 	}()
 	return p, nil
 }
@@ -131,8 +132,10 @@ func (p *process) read() {
 		fr, err := r.next()
 		if err != nil {
 			p.conn.Close()
-			p.failCalls(fmt.Errorf("%w: lost the worker of %s: %v", engine.ErrRestarting, p.g.name, err))
+			// Not ready first, then the calls fail: a caller that sees its request end
+			// with ErrRestarting also sees the model not ready.
 			p.g.onLost(p)
+			p.failCalls(fmt.Errorf("%w: lost the worker of %s: %v", engine.ErrRestarting, p.g.name, err))
 			return
 		}
 		switch fr.typ {
@@ -174,6 +177,20 @@ func (p *process) read() {
 			if c != nil {
 				c.box.push(t)
 			}
+		case fEmbedded:
+			e, err := decodeEmbeddings(fr.payload)
+			if err != nil {
+				p.conn.Close()
+				continue
+			}
+			p.mu.Lock()
+			c := p.calls[fr.id]
+			delete(p.calls, fr.id)
+			if c != nil && !c.accepted {
+				c.emb = e
+				c.answer <- nil
+			}
+			p.mu.Unlock()
 		case fEnd, fReply:
 			var m endMsg
 			if err := json.Unmarshal(fr.payload, &m); err != nil {
@@ -227,6 +244,35 @@ func (p *process) begin(typ byte, v any) (*call, uint64, error) {
 		p.conn.Close() // the reader fails the calls
 	}
 	return c, id, nil
+}
+
+// beginN registers n calls under consecutive ids and sends one frame under the first.
+func (p *process) beginN(typ byte, v any, n int) ([]*call, []uint64, error) {
+	cs, ids := make([]*call, n), make([]uint64, n)
+	p.mu.Lock()
+	if p.dead != nil {
+		p.mu.Unlock()
+		return nil, nil, p.dead
+	}
+	for i := range n {
+		p.next++
+		cs[i], ids[i] = &call{answer: make(chan error, 1), box: newMailbox()}, p.next
+		p.calls[p.next] = cs[i]
+	}
+	p.mu.Unlock()
+	if err := p.w.writeJSON(typ, ids[0], v); err != nil {
+		p.conn.Close() // the reader fails the calls
+	}
+	return cs, ids, nil
+}
+
+// drop forgets calls that the worker will not answer (the choices of a refused submit-n).
+func (p *process) drop(ids []uint64) {
+	p.mu.Lock()
+	for _, id := range ids {
+		delete(p.calls, id)
+	}
+	p.mu.Unlock()
 }
 
 func (p *process) cancel(id uint64) { p.w.write(fCancel, id, nil) }

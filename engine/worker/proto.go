@@ -16,10 +16,12 @@ import (
 // Frame types. See doc.go for the protocol.
 const (
 	// parent → worker
-	fSubmit byte = 1 // JSON submitMsg
-	fCancel byte = 2 // empty
-	fLoad   byte = 3 // JSON modelMsg
-	fUnload byte = 4 // JSON modelMsg
+	fSubmit  byte = 1 // JSON submitMsg
+	fCancel  byte = 2 // empty
+	fLoad    byte = 3 // JSON modelMsg
+	fUnload  byte = 4 // JSON modelMsg
+	fSubmitN byte = 5 // JSON submitMsg with N: n choices under ids id .. id+N-1 (Block.GenerateN)
+	fEmbed   byte = 6 // JSON embedMsg (Block.Embed)
 
 	// worker → parent
 	fHello     byte = 16 // JSON helloMsg, id 0, once
@@ -29,6 +31,7 @@ const (
 	fReply     byte = 20 // JSON endMsg (error only): the answer to fLoad or fUnload
 	fBeat      byte = 21 // JSON []engine.ModelStatus, id 0, every Beat
 	fTokenJSON byte = 22 // JSON engine.Token: a token with logprobs (Request.Logprobs)
+	fEmbedded  byte = 23 // binary engine.Embeddings: the answer to fEmbed (an error is an fReply)
 )
 
 const (
@@ -39,6 +42,12 @@ const (
 type submitMsg struct {
 	Model string         `json:"model"`
 	Req   engine.Request `json:"req"`
+	N     int            `json:"n,omitempty"` // fSubmitN: the choices
+}
+
+type embedMsg struct {
+	Model string              `json:"model"`
+	Req   engine.EmbedRequest `json:"req"`
 }
 
 type modelMsg struct {
@@ -66,6 +75,8 @@ var errCodes = map[string]error{
 	"no_memory":     engine.ErrNoMemory,
 	"closed":        engine.ErrClosed,
 	"restarting":    engine.ErrRestarting,
+	"grammar":       engine.ErrGrammar,
+	"no_embeddings": engine.ErrNoEmbeddings,
 }
 
 func encodeErr(err error) (code, msg string) {
@@ -177,4 +188,53 @@ func decodeToken(p []byte) (engine.Token, error) {
 	}
 	return engine.Token{ID: int32(binary.BigEndian.Uint32(p[0:4])), Logit: math.Float32frombits(binary.BigEndian.Uint32(p[4:8])),
 		Text: string(p[8:])}, nil
+}
+
+// appendEmbeddings encodes an embeddings frame's payload: uint32 prompt tokens,
+// uint32 vectors, then each vector as uint32 length and its float32 bits (the same
+// bits as in process).
+func appendEmbeddings(b []byte, e engine.Embeddings) []byte {
+	b = binary.BigEndian.AppendUint32(b, uint32(e.PromptTokens))
+	b = binary.BigEndian.AppendUint32(b, uint32(len(e.Vectors)))
+	for _, v := range e.Vectors {
+		b = binary.BigEndian.AppendUint32(b, uint32(len(v)))
+		for _, x := range v {
+			b = binary.BigEndian.AppendUint32(b, math.Float32bits(x))
+		}
+	}
+	return b
+}
+
+func decodeEmbeddings(p []byte) (engine.Embeddings, error) {
+	bad := fmt.Errorf("worker: an embeddings frame of %d bytes is corrupt", len(p))
+	u32 := func() (uint32, bool) {
+		if len(p) < 4 {
+			return 0, false
+		}
+		v := binary.BigEndian.Uint32(p)
+		p = p[4:]
+		return v, true
+	}
+	tokens, ok1 := u32()
+	n, ok2 := u32()
+	if !ok1 || !ok2 || uint64(n)*4 > uint64(len(p)) {
+		return engine.Embeddings{}, bad
+	}
+	e := engine.Embeddings{PromptTokens: int(tokens), Vectors: make([][]float32, n)}
+	for i := range e.Vectors {
+		d, ok := u32()
+		if !ok || uint64(d)*4 > uint64(len(p)) {
+			return engine.Embeddings{}, bad
+		}
+		v := make([]float32, d)
+		for j := range v {
+			v[j] = math.Float32frombits(binary.BigEndian.Uint32(p[4*j:]))
+		}
+		p = p[4*d:]
+		e.Vectors[i] = v
+	}
+	if len(p) != 0 {
+		return engine.Embeddings{}, bad
+	}
+	return e, nil
 }

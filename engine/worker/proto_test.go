@@ -71,3 +71,32 @@ func TestErrorsCrossTheSocket(t *testing.T) {
 		t.Error("nil error crossed as non-nil")
 	}
 }
+
+// TestEmbeddingsFrameRoundTrip: an embeddings frame gives back every float's bits
+// (NaN and -0 included), and a truncated or padded frame is an error, not a panic.
+func TestEmbeddingsFrameRoundTrip(t *testing.T) {
+	e := engine.Embeddings{PromptTokens: 7, Vectors: [][]float32{{1, -0, float32(math.NaN()), 3.5e-30}, {}, {0.25}}}
+	p := appendEmbeddings(nil, e)
+	got, err := decodeEmbeddings(p)
+	if err != nil || got.PromptTokens != 7 || len(got.Vectors) != 3 {
+		t.Fatalf("decode: %+v %v", got, err)
+	}
+	for i, v := range e.Vectors {
+		if len(got.Vectors[i]) != len(v) {
+			t.Fatalf("vector %d: %d floats, want %d", i, len(got.Vectors[i]), len(v))
+		}
+		for j := range v {
+			if math.Float32bits(got.Vectors[i][j]) != math.Float32bits(v[j]) {
+				t.Errorf("vector %d float %d: %#x, want %#x", i, j, math.Float32bits(got.Vectors[i][j]), math.Float32bits(v[j]))
+			}
+		}
+	}
+	for n := range len(p) {
+		if _, err := decodeEmbeddings(p[:n]); err == nil {
+			t.Errorf("truncated to %d bytes: no error", n)
+		}
+	}
+	if _, err := decodeEmbeddings(append(p, 0)); err == nil {
+		t.Errorf("padded: no error")
+	}
+}

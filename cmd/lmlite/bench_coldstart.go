@@ -1,0 +1,185 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/lmlite/lmlite/engine"
+)
+
+// coldResult is one line of `lmlite bench --cold-start`.
+type coldResult struct {
+	Model      string  `json:"model"`
+	Threads    int     `json:"threads"`
+	Prompt     int     `json:"prompt"`
+	Reps       int     `json:"reps"`
+	WarmMs     float64 `json:"first_token_warm_ms"`     // median, model loaded
+	ColdMs     float64 `json:"first_token_unloaded_ms"` // median, right after an idle unload
+	ComebackMs float64 `json:"comeback_ms"`             // cold - warm
+	LoadMs     float64 `json:"load_ms"`                 // median of the engine's own load time (ModelStatus.ColdStart)
+	FileMiB    float64 `json:"file_mib"`
+}
+
+// benchColdStart measures the time from Generate to the first token of a short
+// prompt with the model loaded (warm) and right after an unload (cold: the model was
+// scaled to zero and comes back on this request), alternating ABAB for reps pairs,
+// and reports the medians. The file is read once first, so the page cache holds it:
+// this is the comeback's own cost, not the disk's.
+func benchColdStart(stdout io.Writer, path string, threads, prompt, reps int, asJSON bool) error {
+	b, err := engine.New(engine.Config{Logger: quietLogger(), Models: []engine.ModelConfig{{
+		ID: "m", Path: path, IdleTimeout: -1, DisablePrefixCache: true,
+	}}})
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	if err := b.Load(context.Background(), "m"); err != nil {
+		return err
+	}
+	tok, err := b.Tokenizer("m")
+	if err != nil {
+		return err
+	}
+	seed := uint32(99)
+	first := func() (time.Duration, error) {
+		p := lcgTokens(&seed, prompt, tok.VocabSize())
+		start := time.Now()
+		s, err := b.Generate(context.Background(), "m", engine.Request{Prompt: p, MaxTokens: 1})
+		if err != nil {
+			return 0, err
+		}
+		var d time.Duration
+		for t := range s.Tokens {
+			if d == 0 && t.ID >= 0 {
+				d = time.Since(start)
+			}
+		}
+		_, err = s.Wait(context.Background())
+		return d, err
+	}
+	if _, err := first(); err != nil { // a first request: the kernels' and the pages' first touch
+		return err
+	}
+	var warm, cold, load []float64
+	for range reps {
+		d, err := first()
+		if err != nil {
+			return err
+		}
+		warm = append(warm, ms(d))
+		if err := b.Unload("m"); err != nil {
+			return err
+		}
+		if d, err = first(); err != nil {
+			return err
+		}
+		cold = append(cold, ms(d))
+		load = append(load, ms(b.Models()[0].ColdStart))
+	}
+	st := b.Models()[0]
+	res := coldResult{Model: filepath.Base(path), Threads: threads, Prompt: prompt, Reps: reps,
+		WarmMs: median(warm), ColdMs: median(cold), LoadMs: median(load)}
+	res.ComebackMs = res.ColdMs - res.WarmMs
+	if st.Loads < uint64(reps+1) {
+		return fmt.Errorf("the model loaded %d times for %d unloads", st.Loads, reps)
+	}
+	if fi, err := os.Stat(path); err == nil {
+		res.FileMiB = float64(fi.Size()) / (1 << 20)
+	}
+	if asJSON {
+		return json.NewEncoder(stdout).Encode(res)
+	}
+	fmt.Fprintf(stdout, "%s, %d threads, %d-token prompt, %d ABAB pairs (medians)\n", res.Model, threads, prompt, reps)
+	fmt.Fprintf(stdout, "first token, warm:                 %8.1f ms\n", res.WarmMs)
+	fmt.Fprintf(stdout, "first token, after an idle unload: %8.1f ms (load %.1f ms)\n", res.ColdMs, res.LoadMs)
+	fmt.Fprintf(stdout, "comeback:                          %8.1f ms\n", res.ComebackMs)
+	return nil
+}
+
+// coldPrefixResult is one line of `lmlite bench --cold-start --cold-prefix N`.
+type coldPrefixResult struct {
+	Model        string  `json:"model"`
+	Threads      int     `json:"threads"`
+	Prefix       int     `json:"prefix"`
+	Suffix       int     `json:"suffix"`
+	Reps         int     `json:"reps"`
+	HotMs        float64 `json:"ttft_hot_ms"`       // median: the prefix cached in the loaded model
+	AfterZeroMs  float64 `json:"ttft_from_zero_ms"` // median: the model unloaded, the prefix replayed from kv_warm_file
+	Ratio        float64 `json:"ratio"`             // from zero / hot
+	CachedTokens int     `json:"cached_tokens_from_zero"`
+}
+
+// benchColdPrefix measures the time to first token of a prompt whose long prefix is
+// cached, with the model loaded (hot) and right after an unload with the warm tier in
+// a file (kv_warm_file in a temporary directory): the unload writes the cached blocks
+// to the file, the reload replays them. ABAB, reps pairs, medians.
+func benchColdPrefix(stdout io.Writer, path string, threads, prefix, suffix, reps int, asJSON bool) error {
+	dir, err := os.MkdirTemp("", "lmlite-bench-warm-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	maxLen := prefix + suffix + 16
+	b, err := engine.New(engine.Config{Logger: quietLogger(), Models: []engine.ModelConfig{{
+		ID: "m", Path: path, MaxModelLen: maxLen, MaxModelConcurrency: 1, IdleTimeout: -1,
+		KVWarmBytes: warmBytesFor(path, maxLen), KVWarmFile: filepath.Join(dir, "warm.kv"),
+	}}})
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	if err := b.Load(context.Background(), "m"); err != nil {
+		return err
+	}
+	tok, err := b.Tokenizer("m")
+	if err != nil {
+		return err
+	}
+	seed := uint32(7)
+	pre := lcgTokens(&seed, prefix, tok.VocabSize())
+	run := func() (engine.Usage, error) {
+		_, u, err := firstToken(b, append(append([]int32(nil), pre...), lcgTokens(&seed, suffix, tok.VocabSize())...), 1)
+		return u, err
+	}
+	if _, err := run(); err != nil { // caches the prefix
+		return err
+	}
+	res := coldPrefixResult{Model: filepath.Base(path), Threads: threads, Prefix: prefix, Suffix: suffix, Reps: reps}
+	var hot, zero []float64
+	for range reps {
+		u, err := run()
+		if err != nil {
+			return err
+		}
+		if u.CachedTokens < prefix/16*16 {
+			return fmt.Errorf("hot run: %d cached tokens of a %d-token prefix", u.CachedTokens, prefix)
+		}
+		hot = append(hot, ms(u.TimeToFirstToken))
+		if err := b.Unload("m"); err != nil {
+			return err
+		}
+		if u, err = run(); err != nil {
+			return err
+		}
+		if u.CachedTokens < prefix/16*16 || u.ColdStart == 0 {
+			return fmt.Errorf("after an unload: %d cached tokens of a %d-token prefix, cold start %v", u.CachedTokens, prefix, u.ColdStart)
+		}
+		// TimeToFirstToken counts from Generate: the load it waited for, then its prefill.
+		zero, res.CachedTokens = append(zero, ms(u.TimeToFirstToken)), u.CachedTokens
+	}
+	res.HotMs, res.AfterZeroMs = median(hot), median(zero)
+	res.Ratio = res.AfterZeroMs / res.HotMs
+	if asJSON {
+		return json.NewEncoder(stdout).Encode(res)
+	}
+	fmt.Fprintf(stdout, "%s, %d threads, %d-token cached prefix + %d new, %d ABAB pairs (medians)\n", res.Model, threads, prefix, suffix, reps)
+	fmt.Fprintf(stdout, "time to first token, prefix hot:              %8.1f ms\n", res.HotMs)
+	fmt.Fprintf(stdout, "time to first token, from zero (kv_warm_file): %8.1f ms (%d tokens replayed)\n", res.AfterZeroMs, res.CachedTokens)
+	fmt.Fprintf(stdout, "ratio: %.2f×\n", res.Ratio)
+	return nil
+}

@@ -1,0 +1,168 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/engine/grammar"
+	"github.com/lmlite/lmlite/engine/toolcall"
+)
+
+// This file holds the Pool's side of the gateway's Features (structured outputs,
+// tools, n > 1, embeddings), with Block's semantics: grammars are compiled and
+// prompts rendered in the parent (engine.Prep) and cross to the worker in their wire
+// form; n choices and embeddings run in the worker's Block.
+
+// maxSchemas bounds the Pool's cache of compiled schemas, as the Block's.
+const maxSchemas = 256
+
+// schemaCache holds compiled JSON schemas by their text.
+type schemaCache struct {
+	mu sync.Mutex // guards m
+	m  map[string]*grammar.Grammar
+}
+
+// CompileSchema is Block.CompileSchema, done in the parent: the same text returns the
+// same Grammar, which crosses to the worker in its compiled form (grammar's
+// MarshalJSON) inside the submit frame's request.
+func (p *Pool) CompileSchema(schema []byte) (*grammar.Grammar, error) {
+	c := &p.schemas
+	c.mu.Lock()
+	g, ok := c.m[string(schema)]
+	c.mu.Unlock()
+	if ok {
+		return g, nil
+	}
+	g, err := grammar.CompileSchema(schema)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= maxSchemas {
+		c.m = map[string]*grammar.Grammar{}
+	}
+	c.m[string(schema)] = g
+	c.mu.Unlock()
+	return g, nil
+}
+
+// ChatTokensTools is Block.ChatTokensTools, done in the parent.
+func (p *Pool) ChatTokensTools(modelID string, msgs []engine.Message, tools []engine.Tool) ([]int32, error) {
+	m, ok := p.models[modelID]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", engine.ErrUnknownModel, modelID)
+	}
+	return m.prep.ChatTokensTools(msgs, tools)
+}
+
+// ToolSyntax is Block.ToolSyntax, done in the parent.
+func (p *Pool) ToolSyntax(modelID string) (toolcall.Syntax, error) {
+	m, ok := p.models[modelID]
+	if !ok {
+		return 0, fmt.Errorf("%w: %q", engine.ErrUnknownModel, modelID)
+	}
+	return m.prep.ToolSyntax(), nil
+}
+
+// ToolGrammar is Block.ToolGrammar, done in the parent.
+func (p *Pool) ToolGrammar(modelID string, tools []engine.Tool) (*grammar.Grammar, error) {
+	m, ok := p.models[modelID]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", engine.ErrUnknownModel, modelID)
+	}
+	return m.prep.ToolGrammar(tools, p.CompileSchema)
+}
+
+// GenerateN is Block.GenerateN run in the worker (one submit-n frame): the worker's
+// Block starts choice 0, and the others once it has its first token, so they share
+// its prompt's KV blocks through the prefix cache; choice i is sampled with
+// engine.ChoiceSeed(req.Sampling.Seed, i). Each choice streams back under its own
+// request id. A request that can never run fails at once; a worker crash ends every
+// choice with an error matching engine.ErrRestarting.
+func (p *Pool) GenerateN(ctx context.Context, modelID string, req engine.Request, n int) ([]*engine.Stream, error) {
+	if n < 1 || n > engine.MaxChoices {
+		return nil, fmt.Errorf("engine: n %d is outside [1, %d]", n, engine.MaxChoices)
+	}
+	m, ok := p.models[modelID]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", engine.ErrUnknownModel, modelID)
+	}
+	if err := m.prep.Check(modelID, req); err != nil {
+		return nil, err
+	}
+	pr, cold, err := m.g.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cs, ids, err := pr.beginN(fSubmitN, submitMsg{Model: modelID, Req: req, N: n}, n)
+	if err == nil {
+		err = <-cs[0].answer // choice 0 accepted (the worker accepts all n at once), or not
+	}
+	if err != nil {
+		pr.drop(ids)
+		m.g.release()
+		return nil, err
+	}
+	// The worker accepts the other choices at once after choice 0; a choice whose
+	// acceptance is an error (the worker died in between) ends with it.
+	for i := 1; i < n; i++ {
+		if err := <-cs[i].answer; err != nil {
+			cs[i].box.finish(engine.Usage{}, err)
+		}
+	}
+	streams := make([]*engine.Stream, n)
+	var left atomic.Int32
+	left.Store(int32(n))
+	for i := range n {
+		s := engine.NewStream()
+		streams[i] = s
+		go func() {
+			u, err := forward(ctx, pr, ids[i], cs[i], s)
+			if left.Add(-1) == 0 {
+				m.g.release()
+			}
+			if i == 0 {
+				u.ColdStart += cold
+			}
+			s.Finish(u, err)
+		}()
+	}
+	return streams, nil
+}
+
+// Embed is Block.Embed run in the worker (an embed frame answered by an embeddings
+// frame), with its errors (engine.ErrNoEmbeddings, ErrTooLong, ErrQueueFull ...
+// match across the socket). A cancelled context cancels it in the worker.
+func (p *Pool) Embed(ctx context.Context, modelID string, req engine.EmbedRequest) (engine.Embeddings, error) {
+	m, ok := p.models[modelID]
+	if !ok {
+		return engine.Embeddings{}, fmt.Errorf("%w: %q", engine.ErrUnknownModel, modelID)
+	}
+	if !m.prep.Embeddings() { // at once, without starting a stopped worker
+		return engine.Embeddings{}, fmt.Errorf("%w: %s (set embeddings: true in its model config)", engine.ErrNoEmbeddings, modelID)
+	}
+	pr, _, err := m.g.acquire(ctx)
+	if err != nil {
+		return engine.Embeddings{}, err
+	}
+	defer m.g.release()
+	c, id, err := pr.begin(fEmbed, embedMsg{Model: modelID, Req: req})
+	if err != nil {
+		return engine.Embeddings{}, err
+	}
+	select {
+	case err = <-c.answer:
+	case <-ctx.Done():
+		pr.cancel(id)
+		if err = <-c.answer; err != nil { // the worker ends it at its next step, or the worker dies
+			err = ctx.Err()
+		}
+	}
+	if err != nil {
+		return engine.Embeddings{}, err
+	}
+	return c.emb, nil
+}

@@ -1,0 +1,354 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/url"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lmlite/lmlite/money"
+	"github.com/lmlite/lmlite/usage"
+)
+
+// testClock is a clock the test moves.
+type testClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *testClock) now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *testClock) set(t time.Time) { c.mu.Lock(); c.t = t; c.mu.Unlock() }
+
+type usagePageT struct {
+	Object string `json:"object"`
+	Data   []struct {
+		Object    string `json:"object"`
+		StartTime int64  `json:"start_time"`
+		EndTime   int64  `json:"end_time"`
+		Results   []struct {
+			Object            string  `json:"object"`
+			InputTokens       int64   `json:"input_tokens"`
+			OutputTokens      int64   `json:"output_tokens"`
+			InputCachedTokens int64   `json:"input_cached_tokens"`
+			NumModelRequests  int64   `json:"num_model_requests"`
+			Model             *string `json:"model"`
+			Tier              *string `json:"tier"`
+			ProjectID         *string `json:"project_id"`
+			Amount            *struct {
+				Value    float64 `json:"value"`
+				Currency string  `json:"currency"`
+			} `json:"amount"`
+		} `json:"results"`
+	} `json:"data"`
+	HasMore  bool    `json:"has_more"`
+	NextPage *string `json:"next_page"`
+}
+
+func (ts *testServer) usagePage(path, key string, q url.Values) (int, usagePageT, string) {
+	ts.t.Helper()
+	resp, body := ts.get(path+"?"+q.Encode(), key)
+	var p usagePageT
+	if resp.StatusCode == 200 {
+		if err := json.Unmarshal([]byte(body), &p); err != nil {
+			ts.t.Fatalf("%s: %v", body, err)
+		}
+	}
+	return resp.StatusCode, p, body
+}
+
+func (ts *testServer) chatAt(c *testClock, at time.Time, tenant, model string) {
+	ts.t.Helper()
+	c.set(at)
+	resp, body := ts.post("/v1/chat/completions", ts.keys[tenant],
+		`{"model":"`+model+`","max_tokens":8,"messages":[{"role":"user","content":"hello there"}]}`)
+	if resp.StatusCode != 200 {
+		ts.t.Fatalf("chat %s %s: %d %s", tenant, model, resp.StatusCode, body)
+	}
+}
+
+var day0 = time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+
+func vals(kv ...string) url.Values {
+	v := url.Values{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		v.Add(kv[i], kv[i+1])
+	}
+	return v
+}
+
+func unix(t time.Time) string { return fmt.Sprint(t.Unix()) }
+
+// usageServer settles, with a fixed clock: acme 2 tiny + 1 big in minute 10:00 (one
+// at 10:00:59.999), 1 tiny at exactly 10:01:00, 1 tiny the next day; twotier 1 tiny.
+func usageServer(t *testing.T) (*testServer, *testClock) {
+	c := &testClock{t: day0}
+	ts := startServerWith(t, testConfig, newFakeEngine(), Options{Now: c.now}, nil)
+	ts.chatAt(c, day0.Add(10*time.Second), "acme", "tiny")
+	ts.chatAt(c, day0.Add(59*time.Second+999*time.Millisecond), "acme", "tiny")
+	ts.chatAt(c, day0.Add(30*time.Second), "acme", "big")
+	ts.chatAt(c, day0.Add(time.Minute), "acme", "tiny")
+	ts.chatAt(c, day0.Add(24*time.Hour), "acme", "tiny")
+	ts.chatAt(c, day0.Add(5*time.Second), "twotier", "tiny")
+	c.set(day0.Add(48 * time.Hour))
+	return ts, c
+}
+
+func TestUsageCompletionsBucketEdgesAndGrouping(t *testing.T) {
+	ts, _ := usageServer(t)
+	key := ts.keys["acme"]
+	code, p, body := ts.usagePage("/v1/organization/usage/completions", key,
+		vals("start_time", unix(day0), "end_time", unix(day0.Add(2*time.Minute)), "bucket_width", "1m"))
+	if code != 200 || p.Object != "page" || len(p.Data) != 2 || p.HasMore || p.NextPage != nil {
+		t.Fatalf("%d %s", code, body)
+	}
+	if p.Data[0].StartTime != day0.Unix() || p.Data[0].EndTime != day0.Add(time.Minute).Unix() || p.Data[0].Object != "bucket" {
+		t.Errorf("bucket 0 edges %d-%d", p.Data[0].StartTime, p.Data[0].EndTime)
+	}
+	r0, r1 := p.Data[0].Results, p.Data[1].Results
+	if len(r0) != 1 || r0[0].NumModelRequests != 3 || r0[0].Model != nil || r0[0].Object != "organization.usage.completions.result" {
+		t.Errorf("minute 10:00: %+v, want 3 requests ungrouped", r0)
+	}
+	if len(r1) != 1 || r1[0].NumModelRequests != 1 {
+		t.Errorf("minute 10:01 (the request at exactly 10:01:00): %+v", r1)
+	}
+	// group_by model and tier.
+	_, p, body = ts.usagePage("/v1/organization/usage/completions", key,
+		vals("start_time", unix(day0), "end_time", unix(day0.Add(time.Minute)), "bucket_width", "1m", "group_by", "model", "group_by", "tier"))
+	got := map[string]int64{}
+	for _, r := range p.Data[0].Results {
+		got[*r.Model+"/"+*r.Tier] = r.NumModelRequests
+	}
+	if len(got) != 2 || got["tiny/fast"] != 2 || got["big/deep"] != 1 {
+		t.Errorf("grouped by model and tier: %v (%s)", got, body)
+	}
+	// Totals over the days equal the ledger's tokens.
+	_, p, _ = ts.usagePage("/v1/organization/usage/completions", key,
+		vals("start_time", unix(day0), "end_time", unix(day0.Add(48*time.Hour)), "bucket_width", "1d"))
+	var in, out, n int64
+	for _, b := range p.Data {
+		for _, r := range b.Results {
+			in, out, n = in+r.InputTokens, out+r.OutputTokens, n+r.NumModelRequests
+		}
+	}
+	var lin, lout, ln int64
+	for _, e := range ts.ledger() {
+		if e.Tenant == "acme" {
+			lin, lout, ln = lin+int64(e.PromptTokens), lout+int64(e.CompletionTokens), ln+1
+		}
+	}
+	if in != lin || out != lout || n != ln || n != 5 {
+		t.Errorf("usage %d/%d/%d, ledger %d/%d/%d", in, out, n, lin, lout, ln)
+	}
+}
+
+func TestCostsEqualTheLedgerAndPaginate(t *testing.T) {
+	ts, _ := usageServer(t)
+	var ledger money.Money
+	for _, e := range ts.ledger() {
+		if e.Tenant == "acme" {
+			ledger += e.Cost
+		}
+	}
+	if ledger == 0 {
+		t.Fatal("nothing spent")
+	}
+	// 48 hourly buckets, 24 a page: two pages, the cursor continues where the first ended.
+	q := vals("start_time", unix(day0), "end_time", unix(day0.Add(48*time.Hour)), "bucket_width", "1h", "limit", "24")
+	var sum float64
+	var pages, buckets int
+	var last int64
+	for {
+		code, p, body := ts.usagePage("/v1/organization/costs", ts.keys["acme"], q)
+		if code != 200 {
+			t.Fatalf("%d %s", code, body)
+		}
+		pages++
+		for _, b := range p.Data {
+			if last != 0 && b.StartTime != last {
+				t.Fatalf("bucket starts at %d, previous ended %d", b.StartTime, last)
+			}
+			last = b.EndTime
+			buckets++
+			for _, r := range b.Results {
+				if r.Object != "organization.costs.result" || r.Amount == nil || r.Amount.Currency != "usd" {
+					t.Fatalf("result %s", body)
+				}
+				sum += r.Amount.Value
+			}
+		}
+		if !p.HasMore {
+			if p.NextPage != nil {
+				t.Error("next_page without has_more")
+			}
+			break
+		}
+		q.Set("page", *p.NextPage)
+	}
+	if pages != 2 || buckets != 48 {
+		t.Errorf("%d pages of %d buckets, want 2 of 48", pages, buckets)
+	}
+	if got := money.Money(math.Round(sum * 1e9)); got != ledger {
+		t.Errorf("costs sum to %v, the ledger to %v", got, ledger)
+	}
+	// A cursor of another query is refused.
+	q.Set("page", "page_bogus")
+	if code, _, _ := ts.usagePage("/v1/organization/costs", ts.keys["acme"], q); code != 400 {
+		t.Errorf("bogus page: %d, want 400", code)
+	}
+}
+
+func TestUsageIsScopedToTheCallersTenant(t *testing.T) {
+	ts, _ := usageServer(t)
+	q := vals("start_time", unix(day0), "end_time", unix(day0.Add(time.Hour)), "bucket_width", "1h", "group_by", "project_id")
+	count := func(p usagePageT) map[string]int64 {
+		m := map[string]int64{}
+		for _, r := range p.Data[0].Results {
+			m[*r.ProjectID] += r.NumModelRequests
+		}
+		return m
+	}
+	_, p, _ := ts.usagePage("/v1/organization/usage/completions", ts.keys["twotier"], q)
+	if got := count(p); len(got) != 1 || got["twotier"] != 1 {
+		t.Errorf("twotier sees %v, want only itself", got)
+	}
+	_, p, _ = ts.usagePage("/v1/organization/usage/completions", ts.keys["small"], q)
+	if got := count(p); len(got) != 0 {
+		t.Errorf("small (spent nothing) sees %v", got)
+	}
+	q.Set("tenant_ids", "acme")
+	if code, _, body := ts.usagePage("/v1/organization/usage/completions", ts.keys["twotier"], q); code != 403 {
+		t.Errorf("a tenant asking for another's: %d %s", code, body)
+	}
+	_, p, _ = ts.usagePage("/v1/organization/usage/completions", "admin-secret", q)
+	if got := count(p); len(got) != 1 || got["acme"] != 4 {
+		t.Errorf("admin with tenant_ids=acme sees %v", got)
+	}
+	q.Del("tenant_ids")
+	_, p, _ = ts.usagePage("/v1/organization/usage/completions", "admin-secret", q)
+	if got := count(p); len(got) != 2 || got["acme"] != 4 || got["twotier"] != 1 {
+		t.Errorf("admin sees %v, want acme 4 and twotier 1", got)
+	}
+	if code, _, _ := ts.usagePage("/v1/organization/usage/completions", "lml_bogus", q); code != 401 {
+		t.Errorf("bad key: %d", code)
+	}
+}
+
+func TestUsageQueryValidation(t *testing.T) {
+	ts, _ := usageServer(t)
+	for _, q := range []url.Values{
+		vals(),
+		vals("start_time", "x"),
+		vals("start_time", unix(day0), "end_time", unix(day0)),
+		vals("start_time", unix(day0), "bucket_width", "5m"),
+		vals("start_time", unix(day0), "group_by", "user_id"),
+		vals("start_time", unix(day0), "bucket_width", "1d", "limit", "32"),
+	} {
+		if code, _, body := ts.usagePage("/v1/organization/usage/completions", ts.keys["acme"], q); code != 400 {
+			t.Errorf("%v: %d %s, want 400", q, code, body)
+		}
+	}
+}
+
+func TestLimitsShowPlanBudgetsAndRefusals(t *testing.T) {
+	c := &testClock{t: day0}
+	ts := startServerWith(t, testConfig, newFakeEngine(), Options{Now: c.now}, nil)
+	// slow: 1 request/s, burst 1: the second at the same instant is refused (rate).
+	ts.chatAt(c, day0, "slow", "tiny")
+	if resp, _ := ts.post("/v1/chat/completions", ts.keys["slow"], `{"model":"tiny","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`); resp.StatusCode != 429 {
+		t.Fatalf("second request: %d, want 429", resp.StatusCode)
+	}
+	ts.chatAt(c, day0.Add(2*time.Second), "race", "tiny")
+	type lim struct {
+		Plan    string `json:"plan"`
+		Budgets map[string]struct {
+			LimitUSD     *float64 `json:"limit_usd"`
+			SpentUSD     float64  `json:"spent_usd"`
+			RemainingUSD *float64 `json:"remaining_usd"`
+		} `json:"budgets"`
+		Rate struct {
+			RequestsPerSecond *float64 `json:"requests_per_second"`
+			TokensPerMinute   *int     `json:"tokens_per_minute"`
+			MaxConcurrency    *int     `json:"max_concurrency"`
+		} `json:"rate_limits"`
+		Usage struct {
+			RequestsThisMinute int64 `json:"requests_this_minute"`
+			RefusalsThisMinute int64 `json:"refusals_this_minute"`
+		} `json:"usage"`
+	}
+	get := func(tenant string) lim {
+		resp, body := ts.get("/v1/lmlite/limits", ts.keys[tenant])
+		var l lim
+		if resp.StatusCode != 200 || json.Unmarshal([]byte(body), &l) != nil {
+			t.Fatalf("%d %s", resp.StatusCode, body)
+		}
+		return l
+	}
+	s := get("slow")
+	if s.Plan != "slow" || s.Rate.RequestsPerSecond == nil || *s.Rate.RequestsPerSecond != 1 || s.Rate.MaxConcurrency != nil || s.Rate.TokensPerMinute != nil {
+		t.Errorf("slow limits %+v", s)
+	}
+	if s.Usage.RequestsThisMinute != 1 || s.Usage.RefusalsThisMinute != 1 {
+		t.Errorf("slow usage %+v, want 1 request and 1 refusal", s.Usage)
+	}
+	if d := s.Budgets["day"]; d.LimitUSD != nil || d.RemainingUSD != nil {
+		t.Errorf("slow has no budget, got %+v", d)
+	}
+	r := get("race")
+	var spent money.Money
+	for _, e := range ts.ledger() {
+		if e.Tenant == "race" {
+			spent += e.Cost
+		}
+	}
+	d := r.Budgets["day"]
+	if d.LimitUSD == nil || *d.LimitUSD != 0.05 || d.RemainingUSD == nil || money.USD(*d.RemainingUSD) != money.USD(0.05)-spent || money.USD(d.SpentUSD) != spent {
+		t.Errorf("race day budget %+v, spent %v", d, spent)
+	}
+	if resp, _ := ts.get("/v1/lmlite/limits", ""); resp.StatusCode != 401 {
+		t.Errorf("no key: %d", resp.StatusCode)
+	}
+}
+
+func TestMetricsNeedTheBearerTokenWhenConfigured(t *testing.T) {
+	open := startServer(t, testConfig, newFakeEngine())
+	if resp, _ := open.get("/metrics", ""); resp.StatusCode != 200 {
+		t.Errorf("/metrics without a metrics key configured: %d", resp.StatusCode)
+	}
+	ts := startServerWith(t, testConfig, newFakeEngine(), Options{MetricsKey: "scrape-secret"}, nil)
+	for key, want := range map[string]int{"": 401, "wrong": 401, ts.keys["acme"]: 401, "scrape-secret": 200} {
+		if resp, body := ts.get("/metrics", key); resp.StatusCode != want {
+			t.Errorf("/metrics with %q: %d, want %d", key, resp.StatusCode, want)
+		} else if want == 200 && !strings.Contains(body, "lmlite_in_flight_requests") {
+			t.Error("no metrics")
+		}
+	}
+}
+
+// The rollups a restarted server rebuilds from the ledger (what New does) answer as
+// the live ones did.
+func TestRollupsRebuiltFromTheLedgerAnswerTheSame(t *testing.T) {
+	ts, _ := usageServer(t)
+	restarted := &Server{ten: ts.srv.ten}
+	if err := restarted.initUsage(nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []usage.Width{usage.Minute, usage.Hour, usage.Day} {
+		q := usage.Query{Start: day0, End: day0.Add(48 * time.Hour), Width: w, ByTenant: true, ByModel: true, ByTier: true}
+		live, err1 := ts.srv.usage.Query(q)
+		rebuilt, err2 := restarted.usage.Query(q)
+		if err1 != nil || err2 != nil {
+			t.Fatal(err1, err2)
+		}
+		if !reflect.DeepEqual(live, rebuilt) {
+			t.Errorf("width %s: rebuilt rollups differ", w)
+		}
+		if n := len(live); n == 0 {
+			t.Fatal("no buckets")
+		}
+	}
+}
