@@ -109,6 +109,7 @@ type Model struct {
 	Replicas       int           `yaml:"replicas"`         // 0: 1
 	IdleTimeout    time.Duration `yaml:"idle_timeout"`     // unload after this long idle; 0: 5m; negative: never
 	Priority       int           `yaml:"priority"`         // memory-lease priority
+	Device         string        `yaml:"device"`           // whose memory it leases: "host" (default) or "gpu:N" (a GPU NVML finds); execution stays on the CPU
 	MaxQueue       int           `yaml:"max_queue"`        // requests queued or running before it counts as overloaded (an embedded model's engine refuses more: engine.ModelConfig.MaxQueue); 0: 16 × max_concurrency
 
 	KVCache            string `yaml:"kv_cache"`             // hot KV pool per replica ("512MiB"); "": room for max_concurrency sequences of max_model_len
@@ -313,6 +314,9 @@ func (c *Config) Validate() error {
 		if _, err := ParseBytes(m.KVWarm); err != nil {
 			return bad(f+".kv_warm", "%v", err)
 		}
+		if n, ok := strings.CutPrefix(m.Device, "gpu:"); m.Device != "" && m.Device != "host" && (!ok || n == "" || strings.Trim(n, "0123456789") != "") {
+			return bad(f+".device", "%q is neither host nor gpu:N", m.Device)
+		}
 		if u := m.Upstream; u != nil {
 			pu, err := url.Parse(u.BaseURL)
 			if err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
@@ -432,6 +436,7 @@ func (m *Model) EngineConfig() engine.ModelConfig {
 		Replicas:            m.Replicas,
 		IdleTimeout:         m.IdleTimeout,
 		Priority:            m.Priority,
+		Device:              m.Device,
 		MaxQueue:            m.MaxQueue,
 		KVCacheBytes:        mustBytes(m.KVCache),
 		KVWarmBytes:         mustBytes(m.KVWarm),

@@ -24,6 +24,7 @@ type ModelConfig struct {
 	Replicas            int           `yaml:"replicas"`                       // 0: 1
 	IdleTimeout         time.Duration `yaml:"idle_timeout"`                   // unload after this long idle; 0: 5 minutes; <0: never
 	Priority            int           `yaml:"priority"`                       // for memory leases: higher keeps its memory
+	Device              string        `yaml:"device"`                         // the device whose memory it leases: "host" (default) or "gpu:N"; execution is on the CPU either way (no GPU backend yet)
 	MaxQueue            int           `yaml:"max_queue"`                      // requests in flight (waiting or running) before Generate answers ErrQueueFull; 0: Config.MaxQueue + Replicas × MaxModelConcurrency
 
 	// The KV cache (per replica). The hot pool holds the running sequences and the

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -8,11 +9,14 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/lmlite/lmlite/engine/chat"
+	"github.com/lmlite/lmlite/engine/device"
 	"github.com/lmlite/lmlite/engine/gguf"
 	"github.com/lmlite/lmlite/engine/grammar"
 	"github.com/lmlite/lmlite/engine/lease"
@@ -35,8 +39,15 @@ type Config struct {
 	Models       []ModelConfig
 	MemoryBudget int64       // bytes the models may map and allocate (weights + KV); 0: host memory minus a margin (lease.HostBudget)
 	Leases       lease.Store // where models lease their memory; nil: an in-process store
-	MaxQueue     int         // requests waiting per model beyond its running slots: the default of ModelConfig.MaxQueue is this + Replicas × MaxModelConcurrency; 0: DefaultMaxQueue
-	Logger       *slog.Logger
+	// Devices is the lease budget of each device ("host", "gpu:N"); nil:
+	// device.Probe().Capacities(the host budget): host plus the GPUs NVML finds. A
+	// configured MemoryBudget replaces the host entry.
+	Devices map[string]int64
+	// LeaseTTL is how long a model's memory lease lives without a heartbeat (the
+	// janitor beats every TTL/3, and at least every second); 0: 30 s.
+	LeaseTTL time.Duration
+	MaxQueue int // requests waiting per model beyond its running slots: the default of ModelConfig.MaxQueue is this + Replicas × MaxModelConcurrency; 0: DefaultMaxQueue
+	Logger   *slog.Logger
 
 	// Clock is the lifecycle's time: idle timeouts, lease expiry and heartbeats (the
 	// janitor still wakes every real second). nil: time.Now. Batching and the
@@ -44,8 +55,7 @@ type Config struct {
 	Clock func() time.Time
 }
 
-// leaseTTL is how long a model's memory lease lives without a heartbeat (the janitor
-// beats every second).
+// leaseTTL is the default of Config.LeaseTTL.
 const leaseTTL = 30 * time.Second
 
 // Block serves a set of models: it loads each one (memory-mapped), warms it up,
@@ -55,13 +65,14 @@ const leaseTTL = 30 * time.Second
 // requests step by step (engine/sched decides, over a paged kvcache.Pool; see
 // runner.go). Requests go to the replicas round-robin.
 type Block struct {
-	cfg    Config
-	log    *slog.Logger
-	models map[string]*instance
-	order  []string
-	leases lease.Store
-	budget int64  // bytes of the host device
-	proc   string // this process in lease holders: model@proc
+	cfg     Config
+	log     *slog.Logger
+	models  map[string]*instance
+	order   []string
+	leases  lease.Store
+	budgets map[string]int64 // lease budget of each device
+	ttl     time.Duration    // of the leases
+	proc    string           // this process in lease holders: model@proc
 
 	mu       sync.Mutex  // orders Generate's inflight.Add before Close's inflight.Wait
 	closed   atomic.Bool // set once by Close, under mu; read anywhere
@@ -70,6 +81,8 @@ type Block struct {
 	janitor  sync.WaitGroup
 	kick     chan struct{} // cap 1: the janitor should decide again (a model is wanted, a load ended)
 	reqs     chan passReq  // passes asked for by GC, Close and tests
+
+	stopListen func() // the store's preempt requests (preempter), if it has them
 
 	schemas grammar.SchemaCache // compiled JSON schemas (constrain.go)
 }
@@ -95,21 +108,22 @@ type instance struct {
 	pool     model.Pooling // how Embed pools, PoolNone when the model does not embed (embed.go)
 	dim      int           // the embedding's length
 
-	mu       sync.Mutex // guards everything below
-	state    ModelState
-	err      error
-	file     *gguf.File
-	model    *model.Model
-	replicas []*runner     // while loaded
-	attempt  *loadAttempt  // StateLoading: the load in progress; StateUnloaded: the load someone waits for (the model is wanted)
-	lease    lease.Lease   // held while loading and loaded
-	loadTime time.Duration // of the last load
-	active   int           // requests submitted and not finished
-	loads    uint64
-	unloads  uint64
-	lastUsed time.Time
-	keep     time.Duration // the KeepAlive of the last request that ended (0: none)
-	rr       int
+	mu         sync.Mutex // guards everything below
+	state      ModelState
+	err        error
+	file       *gguf.File
+	model      *model.Model
+	replicas   []*runner     // while loaded
+	attempt    *loadAttempt  // StateLoading: the load in progress; StateUnloaded: the load someone waits for (the model is wanted)
+	lease      lease.Lease   // held while loading and loaded
+	preempting bool          // unloaded and wanted: other processes are being asked for the memory
+	loadTime   time.Duration // of the last load
+	active     int           // requests submitted and not finished
+	loads      uint64
+	unloads    uint64
+	lastUsed   time.Time
+	keep       time.Duration // the KeepAlive of the last request that ended (0: none)
+	rr         int
 }
 
 // New builds a Block and starts loading its models in the background; Ready reports
@@ -131,17 +145,26 @@ func New(cfg Config) (*Block, error) {
 	}
 	b := &Block{cfg: cfg, log: log, models: map[string]*instance{}, stop: make(chan struct{}), leases: cfg.Leases,
 		kick: make(chan struct{}, 1), reqs: make(chan passReq),
-		budget: cfg.MemoryBudget, proc: fmt.Sprintf("%d-%x", os.Getpid(), rand.Uint32())}
+		ttl: cmp.Or(cfg.LeaseTTL, leaseTTL), proc: fmt.Sprintf("%d-%x", os.Getpid(), rand.Uint32())}
 	if b.leases == nil {
 		b.leases = &lease.Memory{}
 	}
-	if b.budget <= 0 {
-		hb, err := lease.HostBudget(0)
-		if err != nil {
+	hostBudget := cfg.MemoryBudget
+	if hostBudget <= 0 {
+		if hb := cfg.Devices[lease.HostDevice]; hb > 0 {
+			hostBudget = hb
+		} else if hb, err := lease.HostBudget(0); err == nil {
+			hostBudget = hb
+		} else {
 			log.Warn("no memory budget: host memory unknown", "err", err)
-			hb = math.MaxInt64
+			hostBudget = math.MaxInt64
 		}
-		b.budget = hb
+	}
+	if cfg.Devices == nil {
+		b.budgets = device.Probe().Capacities(hostBudget)
+	} else {
+		b.budgets = maps.Clone(cfg.Devices)
+		b.budgets[lease.HostDevice] = hostBudget
 	}
 	for _, mc := range cfg.Models {
 		if mc.ID == "" {
@@ -160,9 +183,14 @@ func New(cfg Config) (*Block, error) {
 	// A model that cannot fit even alone is a configuration error; models that fit
 	// alone but not together take turns through their leases.
 	for _, id := range b.order {
-		if need := b.models[id].leaseBytes(); need > b.budget {
-			return nil, fmt.Errorf("%w: model %s needs %d MiB (weights + KV pools of %d replicas for max_model_len × max_model_concurrency), the budget is %d MiB",
-				ErrNoMemory, id, need>>20, b.models[id].cfg.Replicas, b.budget>>20)
+		in := b.models[id]
+		budget, ok := b.budgets[in.device()]
+		if !ok {
+			return nil, fmt.Errorf("engine: model %s: device %q not found (devices: %s)", id, in.device(), strings.Join(slices.Sorted(maps.Keys(b.budgets)), ", "))
+		}
+		if need := in.leaseBytes(); need > budget {
+			return nil, fmt.Errorf("%w: model %s needs %d MiB (weights + KV pools of %d replicas for max_model_len × max_model_concurrency), the budget of %s is %d MiB",
+				ErrNoMemory, id, need>>20, in.cfg.Replicas, in.device(), budget>>20)
 		}
 	}
 	for _, id := range b.order {
@@ -170,6 +198,16 @@ func New(cfg Config) (*Block, error) {
 	}
 	b.janitor.Add(1)
 	go b.runJanitor()
+	if p, ok := b.leases.(preempter); ok {
+		// Other processes ask for our idle models' memory on this store's channel.
+		stop, err := p.Listen(b.onPreempt)
+		if err != nil {
+			close(b.stop)
+			b.janitor.Wait()
+			return nil, fmt.Errorf("engine: memory leases: %w", err)
+		}
+		b.stopListen = stop
+	}
 	signal(b.kick)
 	return b, nil
 }
@@ -260,6 +298,9 @@ func tokenText(t *tokenizer.Tokenizer, id int32) string {
 	}
 	return t.TokenText(id)
 }
+
+// device is the device the model leases its memory on.
+func (in *instance) device() string { return cmp.Or(in.cfg.Device, lease.HostDevice) }
 
 // leaseBytes is what the model leases: its weights and its replicas' KV pools.
 func (in *instance) leaseBytes() int64 {
@@ -435,6 +476,9 @@ func (b *Block) Close() error {
 	b.closed.Store(true)
 	b.mu.Unlock()
 	b.inflight.Wait()
+	if b.stopListen != nil {
+		b.stopListen()
+	}
 	b.request(passReq{closing: true})
 	close(b.stop)
 	b.janitor.Wait()

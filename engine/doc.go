@@ -48,10 +48,16 @@
 // replayed from. In a file (KVWarmFile) the warm tier outlives the model: an unload
 // demotes the cached blocks into it and writes its index, so a long system prompt
 // cached before a scale to zero, or a restart, is replayed after it (kvcache's
-// persist.go). Before loading, a model leases those bytes (engine/lease) against
-// the Block's MemoryBudget (default: host memory minus a margin); when they do not
-// fit, idle models of lower priority are unloaded, or the load fails at once with
-// ErrNoMemory. A model idle for IdleTimeout (or a shorter Request.KeepAlive of its
+// persist.go). Before loading, a model leases those bytes (engine/lease) on its
+// device (ModelConfig.Device: "host", the default, or "gpu:N"; execution is on the
+// CPU either way) against that device's budget (Config.Devices, default
+// device.Probe().Capacities: the MemoryBudget, or host memory minus a margin, for
+// host, and each GPU NVML finds); when they do not fit, idle models of lower priority
+// are unloaded, or the load fails at once with ErrNoMemory. On a store shared by
+// several processes (lease.Redis) the victims may be another process's idle models,
+// asked to unload over its preempt channel, and the Block unloads its own idle models
+// when another process asks (docs/REDIS.md). Devices reports the devices and their
+// leases (/admin/devices). A model idle for IdleTimeout (or a shorter Request.KeepAlive of its
 // last request) is unloaded (scale to zero) and reloads on the next request.
 //
 // # Cold start
@@ -67,16 +73,16 @@
 // against the model's MaxQueue like requests in flight on a loaded model, so a
 // burst the loaded model would accept is accepted while it loads
 // (TestBurstOnUnloadedModelLoadsOnce). lmlite bench --cold-start measures the
-// comeback. Loaded models heartbeat their leases; GC expires the leases
-// of holders that stopped.
+// comeback. Loaded models heartbeat their leases (a lost lease is acquired again);
+// GC expires the leases of holders that stopped.
 //
 // # Lifecycle
 //
 // One pure function decides the lifecycle (lifecycle.go): decide takes a snapshot of
 // the models (state, requests in flight, whether someone waits for a load, last use),
-// the device's leases and an explicit time, and returns the actions: load (after
-// unloading idle victims of lower priority), unload (idle past its timeout, or at
-// Close), refuse a wanted load (no memory, or closing), and GC's lease expiry and
+// the devices' leases and an explicit time, and returns the actions: load (after
+// unloading idle victims of lower priority, or asking other processes for theirs),
+// unload (idle past its timeout, asked by another process, or at Close), refuse a wanted load (no memory, or closing), and GC's lease expiry and
 // reset of failed models. Its traces are in testdata/lifecycle. The janitor
 // (janitor.go) is the one goroutine that takes the snapshot, calls decide and applies
 // the actions, each second, when a request wants an unloaded model, when a load

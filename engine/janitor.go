@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/lmlite/lmlite/engine/gguf"
@@ -23,7 +25,33 @@ import (
 // passReq asks the janitor for one pass; done is closed after it.
 type passReq struct {
 	gc, closing bool
+	ask         *asked // another process asks a model of ours to unload (Redis preemption)
 	done        chan struct{}
+}
+
+// preempter is a lease store that can ask other processes to unload an idle lease and
+// hears their requests (lease.Redis).
+type preempter interface {
+	Unload(by lease.Lease, local func(lease.Lease) error) func(lease.Lease) error
+	Listen(handle func(lease.PreemptRequest) error) (stop func(), err error)
+}
+
+// onPreempt is the handler of the store's preempt requests (Listen): the janitor
+// decides (the model is unloaded if it is idle and of lower priority than the
+// request); nil when the model's lease is given up, an error to refuse.
+func (b *Block) onPreempt(req lease.PreemptRequest) error {
+	id, ok := strings.CutSuffix(req.Holder, "@"+b.proc)
+	in := b.models[id]
+	if !ok || in == nil {
+		return fmt.Errorf("engine: %s is not held here", req.Holder)
+	}
+	b.request(passReq{ask: &asked{ID: id, Priority: req.Priority, By: req.By}})
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.lease.Holder == req.Holder && in.lease.Device == req.Device {
+		return fmt.Errorf("engine: model %s is busy or of priority %d ≥ %d: not unloaded", id, in.cfg.Priority, req.Priority)
+	}
+	return nil
 }
 
 // request runs a pass on the janitor and waits for it; after Close it does nothing.
@@ -45,15 +73,15 @@ func (b *Block) runJanitor() {
 		case <-b.stop:
 			return
 		case <-tick.C:
-			b.pass(false)
+			b.pass(false, nil)
 			b.heartbeat(b.now())
 		case <-b.kick:
-			b.pass(false)
+			b.pass(false, nil)
 		case r := <-b.reqs:
 			if r.closing {
 				b.closeModels()
 			} else {
-				b.pass(r.gc)
+				b.pass(r.gc, r.ask)
 			}
 			close(r.done)
 		}
@@ -62,10 +90,14 @@ func (b *Block) runJanitor() {
 
 // pass decides and applies until the decisions hold when applied (a few times at
 // most: each retry follows a request that made a model busy).
-func (b *Block) pass(gc bool) {
+func (b *Block) pass(gc bool, ask *asked) {
 	for range 4 {
 		now := b.now()
-		if !b.apply(now, decide(b.snapshot(now, gc, false))) {
+		in := b.snapshot(now, gc, false)
+		if ask != nil {
+			in.Asked = []asked{*ask}
+		}
+		if !b.apply(now, decide(in)) {
 			return
 		}
 		gc = false
@@ -99,21 +131,28 @@ func (b *Block) closeModels() {
 
 // snapshot is decide's input at now.
 func (b *Block) snapshot(now time.Time, gc, closing bool) lifeInput {
-	in := lifeInput{Now: now, Budget: b.budget, Proc: b.proc, GC: gc, Closing: closing}
+	in := lifeInput{Now: now, Budgets: b.budgets, TTL: b.ttl, Proc: b.proc, GC: gc, Closing: closing}
+	_, in.Preempt = b.leases.(preempter)
+	var devices []string
 	for _, id := range b.order {
 		m := b.models[id]
 		m.mu.Lock()
 		in.Models = append(in.Models, lifeModel{ID: id, State: m.state, Active: m.active,
-			Wanted: m.state == StateUnloaded && m.attempt != nil, LastUsed: m.lastUsed,
-			IdleTimeout: m.cfg.IdleTimeout, KeepAlive: m.keep, Priority: m.cfg.Priority, Bytes: m.leaseBytes()})
+			Wanted: m.state == StateUnloaded && m.attempt != nil && !m.preempting, LastUsed: m.lastUsed,
+			IdleTimeout: m.cfg.IdleTimeout, KeepAlive: m.keep, Priority: m.cfg.Priority, Bytes: m.leaseBytes(), Device: m.device()})
 		m.mu.Unlock()
+		if !slices.Contains(devices, m.device()) {
+			devices = append(devices, m.device())
+		}
 	}
-	leases, err := b.leases.List(context.Background(), now, lease.HostDevice)
-	if err != nil {
-		// decide sees no leases then; the store's Acquire still checks the budget.
-		b.log.Warn("listing memory leases", "err", err)
+	for _, d := range devices {
+		leases, err := b.leases.List(context.Background(), now, d)
+		if err != nil {
+			// decide sees no leases then; the store's Acquire still checks the budget.
+			b.log.Warn("listing memory leases", "device", d, "err", err)
+		}
+		in.Leases = append(in.Leases, leases...)
 	}
-	in.Leases = leases
 	return in
 }
 
@@ -167,10 +206,53 @@ func (b *Block) apply(now time.Time, acts []action) (again bool) {
 				again = true
 				continue
 			}
+			if len(a.Remote) > 0 {
+				in.preempt(a.Remote)
+				continue
+			}
 			in.start(now)
 		}
 	}
 	return again
+}
+
+// preempt asks the other processes holding remote to unload them (through the
+// store's preempt channel), off the janitor (the wait is up to the store's
+// PreemptWait), then starts the load. While it runs the model is not wanted in
+// snapshots, so that no second preemption starts.
+func (in *instance) preempt(remote []lease.Lease) {
+	p := in.b.leases.(preempter)
+	in.mu.Lock()
+	la := in.attempt
+	if in.state != StateUnloaded || la == nil || in.preempting {
+		in.mu.Unlock()
+		return
+	}
+	in.preempting = true
+	in.mu.Unlock()
+	want := lease.Lease{Device: in.device(), Holder: holder(in.cfg.ID, in.b.proc), Bytes: in.leaseBytes(), Priority: in.cfg.Priority, TTL: in.b.ttl}
+	// Local victims are decide's (action.Victims): a local one here is a lease of
+	// this process that decide did not know as a model of ours.
+	unload := p.Unload(want, func(v lease.Lease) error { return fmt.Errorf("engine: %s is not a model of this Block", v.Holder) })
+	go func() {
+		var err error
+		for _, v := range remote {
+			in.log.Info("asking another process to unload", "holder", v.Holder, "bytes", v.Bytes, "priority", v.Priority)
+			if err = unload(v); err != nil {
+				break
+			}
+		}
+		in.mu.Lock()
+		in.preempting = false
+		if err != nil && in.attempt == la && in.state == StateUnloaded {
+			err = fmt.Errorf("%w: model %s: %w", ErrNoMemory, in.cfg.ID, err)
+			in.log.Warn("model not loaded", "err", err)
+			la.finish(err)
+			in.attempt = nil
+		}
+		in.mu.Unlock()
+		signal(in.b.kick) // the janitor decides again: the memory is free now (or the load was refused)
+	}()
 }
 
 // loadAttempt is one load: done is closed when it ends, with err set if it failed.
@@ -197,9 +279,9 @@ func (in *instance) start(now time.Time) {
 		return
 	}
 	in.mu.Unlock()
-	want := lease.Lease{Device: lease.HostDevice, Holder: holder(in.cfg.ID, in.b.proc), Bytes: in.leaseBytes(),
-		Priority: in.cfg.Priority, TTL: leaseTTL}
-	l, err := in.b.leases.Acquire(context.Background(), now, want, in.b.budget)
+	want := lease.Lease{Device: in.device(), Holder: holder(in.cfg.ID, in.b.proc), Bytes: in.leaseBytes(),
+		Priority: in.cfg.Priority, TTL: in.b.ttl}
+	l, err := in.b.leases.Acquire(context.Background(), now, want, in.b.budgets[want.Device])
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if err != nil {
@@ -249,7 +331,10 @@ func (in *instance) load(la *loadAttempt) {
 }
 
 // heartbeat renews the leases of the loading and loaded models, telling the store
-// which are idle.
+// which are idle. A lease the store no longer holds (it expired: Redis unreachable
+// for longer than its TTL, or restarted without persistence) is acquired again; if
+// the memory has been taken meanwhile, the model is unloaded when it is idle (until
+// then each beat tries again).
 func (b *Block) heartbeat(now time.Time) {
 	for _, id := range b.order {
 		in := b.models[id]
@@ -259,9 +344,29 @@ func (b *Block) heartbeat(now time.Time) {
 		if l.Holder == "" {
 			continue
 		}
-		if err := b.leases.Heartbeat(context.Background(), now, l.Device, l.Holder, idle); err != nil && !errors.Is(err, lease.ErrNotHeld) {
-			in.log.Warn("memory lease heartbeat", "err", err)
+		err := b.leases.Heartbeat(context.Background(), now, l.Device, l.Holder, idle)
+		if err == nil {
+			continue
 		}
+		if !errors.Is(err, lease.ErrNotHeld) {
+			in.log.Warn("memory lease heartbeat", "err", err)
+			continue
+		}
+		l.Idle = idle
+		nl, aerr := b.leases.Acquire(context.Background(), now, l, b.budgets[l.Device])
+		in.mu.Lock()
+		switch {
+		case in.lease.Holder != l.Holder: // unloaded meanwhile
+		case aerr == nil:
+			in.lease = nl
+			in.log.Warn("memory lease was lost; acquired again", "device", l.Device)
+		case in.state == StateReady && in.active == 0:
+			in.log.Warn("memory lease was lost and the memory is taken: unloading", "err", aerr)
+			in.unloadLocked()
+		default:
+			in.log.Warn("memory lease was lost and the memory is taken: unloading once idle", "err", aerr)
+		}
+		in.mu.Unlock()
 	}
 }
 

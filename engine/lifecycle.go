@@ -29,7 +29,8 @@ type lifeModel struct {
 	IdleTimeout time.Duration // < 0: never unloaded for idleness
 	KeepAlive   time.Duration // > 0: the last request's keep-alive, which may shorten IdleTimeout
 	Priority    int
-	Bytes       int64 // what it leases: weights + its replicas' KV pools
+	Bytes       int64  // what it leases: weights + its replicas' KV pools
+	Device      string // where it leases them; "": host
 }
 
 // timeout is how long the model may stay idle before it is unloaded (< 0: forever):
@@ -48,12 +49,29 @@ func (m *lifeModel) idle() bool { return m.State == StateReady && m.Active == 0 
 // lifeInput is the snapshot decide works on.
 type lifeInput struct {
 	Now     time.Time
-	Models  []lifeModel   // in configuration order
-	Leases  []lease.Lease // the live leases of the host device, of every process
-	Budget  int64         // bytes of the host device
+	Models  []lifeModel      // in configuration order
+	Leases  []lease.Lease    // the live leases of the models' devices, of every process
+	Budgets map[string]int64 // bytes of each device; a device not in it has Budget
+	Budget  int64
+	TTL     time.Duration // of a lease; 0: leaseTTL
 	Proc    string        // this process, in lease holders: model@proc
-	GC      bool          // also collect: expire stale leases, reset failed models
-	Closing bool          // the Block is closing: unload everything idle, load nothing
+	// Preempt: the store can ask another process to unload an idle lease of lower
+	// priority (lease.Redis): such leases, idle as their last heartbeat says, may be
+	// victims too (action.Remote). Without it another process's lease is never one.
+	Preempt bool
+	// Asked are the preempt requests of other processes for our models: each model
+	// is unloaded if it is idle and of lower priority than the request.
+	Asked   []asked
+	GC      bool // also collect: expire stale leases, reset failed models
+	Closing bool // the Block is closing: unload everything idle, load nothing
+}
+
+// asked is another process's request that model ID give up its memory for a load of
+// priority Priority (by holder By).
+type asked struct {
+	ID       string
+	Priority int
+	By       string
 }
 
 // actionKind is what an action does.
@@ -71,10 +89,11 @@ const (
 type action struct {
 	Kind    actionKind
 	ID      string
-	Reason  string   // why, for logs and traces
-	Victims []string // actLoad: models of this process to unload first (idle, lower priority)
-	Holders []string // actExpire: the stale leases
-	Err     error    // actRefuse
+	Reason  string        // why, for logs and traces
+	Victims []string      // actLoad: models of this process to unload first (idle, lower priority)
+	Remote  []lease.Lease // actLoad: leases of other processes to ask to unload first (Preempt)
+	Holders []string      // actExpire: the stale leases
+	Err     error         // actRefuse
 }
 
 func (a action) String() string {
@@ -82,10 +101,18 @@ func (a action) String() string {
 	case actUnload:
 		return fmt.Sprintf("unload %s: %s", a.ID, a.Reason)
 	case actLoad:
+		s := "load " + a.ID
 		if len(a.Victims) > 0 {
-			return fmt.Sprintf("load %s after unloading %s", a.ID, strings.Join(a.Victims, " "))
+			s += " after unloading " + strings.Join(a.Victims, " ")
 		}
-		return "load " + a.ID
+		if len(a.Remote) > 0 {
+			var hs []string
+			for _, l := range a.Remote {
+				hs = append(hs, l.Holder)
+			}
+			s += " after asking " + strings.Join(hs, " ") + " to unload"
+		}
+		return s
 	case actRefuse:
 		return fmt.Sprintf("refuse %s: %v", a.ID, a.Err)
 	case actReset:
@@ -127,8 +154,15 @@ func decide(in lifeInput) []action {
 		}
 	}
 
+	askedBy := map[string]asked{}
+	for _, a := range in.Asked {
+		if o, ok := askedBy[a.ID]; !ok || a.Priority > o.Priority {
+			askedBy[a.ID] = a
+		}
+	}
 	for i := range in.Models {
 		m := &in.Models[i]
+		a, isAsked := askedBy[m.ID]
 		switch {
 		case !m.idle():
 		case in.Closing:
@@ -140,6 +174,9 @@ func decide(in lifeInput) []action {
 				why = fmt.Sprintf("idle for %v (keep_alive %v)", in.Now.Sub(m.LastUsed), m.timeout())
 			}
 			acts = append(acts, action{Kind: actUnload, ID: m.ID, Reason: why})
+			unloaded[m.ID] = true
+		case isAsked && m.Priority < a.Priority:
+			acts = append(acts, action{Kind: actUnload, ID: m.ID, Reason: fmt.Sprintf("asked by %s (priority %d)", a.By, a.Priority)})
 			unloaded[m.ID] = true
 		}
 	}
@@ -176,22 +213,32 @@ func decide(in lifeInput) []action {
 				continue
 			}
 			l.Idle = m.idle() // our own models' idleness is known now, not at the last heartbeat
-		} else {
+		} else if !in.Preempt {
 			l.Idle = false // another process's model is not ours to unload; it unloads on its own idle timeout
 		}
 		view = append(view, l)
 	}
+	ttl := cmp.Or(in.TTL, leaseTTL)
 	for _, m := range want {
-		l := lease.Lease{Device: lease.HostDevice, Holder: holder(m.ID, in.Proc), Bytes: m.Bytes, Priority: m.Priority,
-			TTL: leaseTTL, Expires: in.Now.Add(leaseTTL)}
-		victims, err := lease.Victims(in.Now, in.Budget, view, l)
+		dev := cmp.Or(m.Device, lease.HostDevice)
+		budget, ok := in.Budgets[dev]
+		if !ok {
+			budget = in.Budget
+		}
+		l := lease.Lease{Device: dev, Holder: holder(m.ID, in.Proc), Bytes: m.Bytes, Priority: m.Priority,
+			TTL: ttl, Expires: in.Now.Add(ttl)}
+		victims, err := lease.Victims(in.Now, budget, view, l)
 		if err != nil {
 			acts = append(acts, action{Kind: actRefuse, ID: m.ID, Err: fmt.Errorf("%w: model %s: %w", ErrNoMemory, m.ID, err)})
 			continue
 		}
 		a := action{Kind: actLoad, ID: m.ID}
 		for _, v := range victims {
-			a.Victims = append(a.Victims, ours[v.Holder].ID)
+			if o := ours[v.Holder]; o != nil {
+				a.Victims = append(a.Victims, o.ID)
+			} else {
+				a.Remote = append(a.Remote, v)
+			}
 			view = slices.DeleteFunc(view, func(o lease.Lease) bool { return o.Holder == v.Holder })
 		}
 		view = append(view, l)

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
@@ -25,7 +26,11 @@ import (
 //	unload id=a                the operator unloads a (Block.Unload)
 //	loaded id=a t=3 / failed id=a  a's load ends
 //	lease holder=x@other bytes=50 [priority=0] [idle] expires=30   another process's lease
-//	decide t=61 [gc] [closing]
+//	budget device=gpu:0 bytes=100   the budget of another device
+//	model id=g bytes=50 device=gpu:0   a model leasing on gpu:0
+//	lease holder=x@other bytes=50 device=gpu:0 ...  (device: host by default)
+//	decide t=61 [gc] [closing] [preempt] [ask=a,5,by]   preempt: the store can ask other
+//	                          processes (lease.Redis); ask: another process asks a to unload for priority 5
 //	state
 func TestLifecycleTrace(t *testing.T) {
 	datadriven.Walk(t, "testdata/lifecycle", func(t *testing.T, path string) {
@@ -66,11 +71,18 @@ func TestLifecycleTrace(t *testing.T) {
 			_, flag := args["idle"]
 			switch d.Cmd {
 			case "budget":
+				if dev, ok := args["device"]; ok {
+					if in.Budgets == nil {
+						in.Budgets = map[string]int64{}
+					}
+					in.Budgets[dev] = num("bytes")
+					return fmt.Sprintf("budget %s %d", dev, in.Budgets[dev])
+				}
 				in.Budget = num("bytes")
 				return fmt.Sprintf("budget %d", in.Budget)
 			case "model":
 				m := lifeModel{ID: args["id"], State: StateUnloaded, LastUsed: lifeBase, Bytes: num("bytes"),
-					Priority: int(num("priority")), IdleTimeout: DefaultIdleTimeout}
+					Priority: int(num("priority")), IdleTimeout: DefaultIdleTimeout, Device: args["device"]}
 				switch args["idle"] {
 				case "":
 				case "never":
@@ -111,7 +123,7 @@ func TestLifecycleTrace(t *testing.T) {
 				}
 				return "ok"
 			case "lease":
-				leases = append(leases, lease.Lease{Device: lease.HostDevice, Holder: args["holder"], Bytes: num("bytes"),
+				leases = append(leases, lease.Lease{Device: cmp.Or(args["device"], lease.HostDevice), Holder: args["holder"], Bytes: num("bytes"),
 					Priority: int(num("priority")), Idle: flag, TTL: time.Minute,
 					Expires: lifeBase.Add(time.Duration(num("expires")) * time.Second)})
 				return "ok"
@@ -119,6 +131,13 @@ func TestLifecycleTrace(t *testing.T) {
 				in.Now = at()
 				_, in.GC = args["gc"]
 				_, in.Closing = args["closing"]
+				_, in.Preempt = args["preempt"]
+				in.Asked = nil
+				if v, ok := args["ask"]; ok {
+					f := strings.Split(v, ",")
+					p, _ := strconv.Atoi(f[1])
+					in.Asked = []asked{{ID: f[0], Priority: p, By: f[2]}}
+				}
 				for i, l := range leases { // our heartbeats
 					if strings.HasSuffix(l.Holder, "@"+proc) {
 						leases[i].Expires = in.Now.Add(leaseTTL)
@@ -182,8 +201,11 @@ func lifeApply(now time.Time, a action, m *lifeModel, byID func(string) *lifeMod
 			byID(id).State = StateUnloaded
 			drop(holder(id, proc))
 		}
+		for _, l := range a.Remote { // the other process gave them up
+			drop(l.Holder)
+		}
 		m.State, m.Wanted = StateLoading, false
-		*leases = append(*leases, lease.Lease{Device: lease.HostDevice, Holder: holder(m.ID, proc), Bytes: m.Bytes,
+		*leases = append(*leases, lease.Lease{Device: cmp.Or(m.Device, lease.HostDevice), Holder: holder(m.ID, proc), Bytes: m.Bytes,
 			Priority: m.Priority, TTL: leaseTTL, Expires: now.Add(leaseTTL)})
 	}
 }

@@ -13,6 +13,7 @@ import (
 // handleAdmin serves the admin API, guarded by the admin key:
 //
 //	GET    /admin/models               models with state, memory, replicas, queue depth
+//	GET    /admin/devices              devices with memory, utilization and leases (devices.go)
 //	POST   /admin/models/{id}/load     load a model (engine permitting)
 //	POST   /admin/models/{id}/unload   unload a model
 //	GET    /admin/keys                 list keys (never secrets)
@@ -28,6 +29,8 @@ func (s *Server) handleAdmin(ctx *fasthttp.RequestCtx, reqID string) {
 	method := string(ctx.Method())
 	parts := strings.Split(path, "/")
 	switch {
+	case path == "devices" && method == "GET":
+		s.adminDevices(ctx, reqID)
 	case path == "models" && method == "GET":
 		type row struct {
 			ID          string `json:"id"`

@@ -106,6 +106,9 @@ func newMetrics(s *Server) *metrics {
 	if c, ok := s.eng.(prometheus.Collector); ok && s.eng != nil {
 		f(c)
 	}
+	if d, ok := s.eng.(DeviceSource); ok && s.eng != nil {
+		f(deviceCollector{d}) // devices.go
+	}
 	m.handler = fasthttpadaptor.NewFastHTTPHandler(promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
 	m.perModel = map[string]*modelMetrics{}
 	for _, id := range s.order {

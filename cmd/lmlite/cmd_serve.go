@@ -18,8 +18,11 @@ import (
 	"time"
 
 	"github.com/lmlite/lmlite/batch"
+	"github.com/redis/go-redis/v9"
+
 	"github.com/lmlite/lmlite/configs"
 	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/engine/lease"
 	"github.com/lmlite/lmlite/gateway"
 	"github.com/lmlite/lmlite/internal/rediscli"
 	"github.com/lmlite/lmlite/tenancy"
@@ -35,8 +38,15 @@ var demoModels = func(dataDir string) (real, random []engine.ModelConfig, err er
 	return nil, nil, errors.New("demo models are not available yet (no model generator wired); configure models in --config")
 }
 
+// engineOptions are the process-wide settings of the embedded engine.
+type engineOptions struct {
+	MemBudget int64            // the host budget; 0: host memory minus a margin
+	Devices   map[string]int64 // lease budgets per device (device.Probe().Capacities)
+	Leases    lease.Store      // nil: in-process; lease.Redis with `redis:`
+}
+
 // newEngine builds the embedded engine's Block for the embedded models.
-var newEngine = func(cfgs []engine.ModelConfig, memBudget int64) (gateway.Engine, error) {
+var newEngine = func(cfgs []engine.ModelConfig, opts engineOptions) (gateway.Engine, error) {
 	return nil, errors.New("the embedded engine is not yet available; configure upstream models only")
 }
 
@@ -123,12 +133,29 @@ func runServe(args []string) error {
 			embedded = append(embedded, cfg.Models[i].EngineConfig())
 		}
 	}
+	// One Redis client for every shared store: memory leases, keys, quotas, budgets.
+	var rc *redis.Client
+	var redisMetrics *rediscli.Metrics
+	if r := cfg.Redis; r != nil {
+		redisMetrics = rediscli.NewMetrics()
+		if rc, err = rediscli.New(rediscli.Options{URL: r.URL, Name: r.NodeID, Metrics: redisMetrics}); err != nil {
+			return err
+		}
+		defer rc.Close()
+		pctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		err = rc.Ping(pctx).Err()
+		cancel()
+		if err != nil {
+			return fmt.Errorf("redis: %w", err)
+		}
+	}
 	var eng gateway.Engine
 	if len(embedded) > 0 {
+		opts := serveEngineOptions(cfg, memBudget, rc)
 		if cfg.Engine.Mode == configs.ModeWorkers {
 			eng, err = newWorkersEngine(cfg, embedded, memBudget)
 		} else {
-			eng, err = newEngine(embedded, memBudget)
+			eng, err = newEngine(embedded, opts)
 		}
 		if err != nil {
 			return fmt.Errorf("engine: %w", err)
@@ -151,22 +178,9 @@ func runServe(args []string) error {
 	}
 	defer store.Close()
 	ten := tenancy.New(store)
-	var redisMetrics *rediscli.Metrics
 	if r := cfg.Redis; r != nil {
 		// Several processes as one service: keys, quotas and budgets live in Redis;
 		// this process still ledgers what it settles in its own store.
-		redisMetrics = rediscli.NewMetrics()
-		rc, err := rediscli.New(rediscli.Options{URL: r.URL, Name: r.NodeID, Metrics: redisMetrics})
-		if err != nil {
-			return err
-		}
-		defer rc.Close()
-		pctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		err = rc.Ping(pctx).Err()
-		cancel()
-		if err != nil {
-			return fmt.Errorf("redis: %w", err)
-		}
 		rk, err := tenancy.NewRedisKeys(rc, r.KeyPrefix, true)
 		if err != nil {
 			return err

@@ -21,8 +21,9 @@ import (
 // The embedded engine and the demo models of `lmlite serve`.
 func init() {
 	demoModels = generateDemoModels
-	newEngine = func(cfgs []engine.ModelConfig, memBudget int64) (gateway.Engine, error) {
-		b, err := engine.New(engine.Config{Models: cfgs, MemoryBudget: memBudget, Logger: engineLogger()})
+	newEngine = func(cfgs []engine.ModelConfig, opts engineOptions) (gateway.Engine, error) {
+		b, err := engine.New(engine.Config{Models: cfgs, MemoryBudget: opts.MemBudget, Devices: opts.Devices,
+			Leases: opts.Leases, Logger: engineLogger()})
 		if err != nil {
 			return nil, err
 		}

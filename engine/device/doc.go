@@ -15,5 +15,15 @@
 // fails; on the real library the tests check only the CPU-only path. GPU execution
 // itself is not part of lmlite (issue 19).
 //
+// Where it is used: engine.New takes Capacities as the Block's lease budgets
+// (engine.Config.Devices; `lmlite serve` probes once and prints Summary as one line on
+// stderr), engine.Block.Devices reports each device with a fresh Probe and its live
+// leases (GET /admin/devices, lmlite_device_memory_bytes{device,kind},
+// lmlite_device_utilization_ratio{device}), and engine/worker gives a worker whose
+// models lease on gpu:N the environment CUDA_VISIBLE_DEVICES=N. What ran: the
+// CPU-only path end to end (serve, /admin/devices, metrics) and the worker
+// environment against a hand-written capacity table; a gpu:N lease, a GPU's numbers
+// in /admin/devices and a worker on a real GPU have not.
+//
 // go-nvml needs cgo; a build without cgo (CGO_ENABLED=0) has Probe report CPU only.
 package device

@@ -30,6 +30,7 @@ type Lease struct {
 	TTL      time.Duration // the lease expires TTL after its last heartbeat
 	Idle     bool          // the holder serves nothing now and may be unloaded for a higher priority
 	Expires  time.Time     // set by the store: last heartbeat + TTL
+	Node     string        // set by the Redis store's List: the holding process's node id
 }
 
 func (l Lease) expired(now time.Time) bool { return !now.Before(l.Expires) }

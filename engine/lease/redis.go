@@ -211,7 +211,7 @@ func (r *Redis) list(ctx context.Context, now time.Time, device, mode string) ([
 	for i := 0; i < len(vals); i += 7 {
 		g := vals[i : i+7]
 		exp, err1 := strconv.ParseFloat(g[1], 64)
-		l := Lease{Device: device, Holder: g[0], Expires: time.UnixMilli(int64(exp)), Idle: g[5] == "1"}
+		l := Lease{Device: device, Holder: g[0], Expires: time.UnixMilli(int64(exp)), Idle: g[5] == "1", Node: g[6]}
 		var err2, err3, err4 error
 		if g[2] != "" || mode == "live" { // a dead lease's hash may be gone: zero numbers
 			l.Bytes, err2 = strconv.ParseInt(g[2], 10, 64)

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/engine/device"
 	"github.com/lmlite/lmlite/engine/grammar"
 )
 
@@ -32,6 +33,9 @@ type Config struct {
 	// finds workers of an earlier run; "": no pid files.
 	DataDir      string
 	MemoryBudget int64 // each worker's engine.Config.MemoryBudget; 0: host memory
+	// Devices is the capacity table (device.Probe().Capacities): a worker whose
+	// models lease on gpu:N gets CUDA_VISIBLE_DEVICES=N (devices.go); nil: probed.
+	Devices      map[string]int64
 	Policy       Policy
 	Beat         time.Duration // the workers' heartbeat interval; 0: DefaultBeat
 	HangAfter    time.Duration // no heartbeat for this long: hung; 0: DefaultHangAfter
@@ -161,6 +165,14 @@ func New(cfg Config) (*Pool, error) {
 		}
 		p.models[mc.ID] = &pmodel{cfg: mc, prep: prep, g: g}
 		p.order = append(p.order, mc.ID)
+	}
+	if p.cfg.Devices == nil {
+		p.cfg.Devices = device.Probe().Capacities(cfg.MemoryBudget)
+	}
+	for _, g := range p.groups {
+		if _, err := cudaEnv(nil, g.cfgs, p.cfg.Devices); err != nil {
+			return nil, err
+		}
 	}
 	p.GC()
 	for _, g := range p.groups {

@@ -61,6 +61,15 @@ func spawn(g *group, args []string) (*process, error) {
 		return nil, fmt.Errorf("worker: socket: %w", err)
 	}
 	cmd := g.p.command(args)
+	env := cmd.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	if cmd.Env, err = cudaEnv(env, g.cfgs, g.p.cfg.Devices); err != nil { // New checked the devices
+		child.Close()
+		conn.Close()
+		return nil, err
+	}
 	cmd.ExtraFiles = []*os.File{child}
 	setDeathSignal(cmd)
 	stderr, err := cmd.StderrPipe()

@@ -1,0 +1,108 @@
+package engine
+
+import (
+	"bufio"
+	"context"
+	"maps"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/lmlite/lmlite/engine/device"
+	"github.com/lmlite/lmlite/engine/lease"
+)
+
+// DeviceStatus is one device whose memory the models lease, as /admin/devices and
+// the device metrics show it.
+type DeviceStatus struct {
+	ID          string        `json:"id"`   // the lease device: "host", "gpu:0", …
+	Kind        string        `json:"kind"` // "host" or "gpu"
+	Name        string        `json:"name"`
+	MemoryTotal int64         `json:"memory_total_bytes"`  // 0 when unknown
+	MemoryUsed  int64         `json:"memory_used_bytes"`   // by every process (host: total − available)
+	Budget      int64         `json:"memory_budget_bytes"` // what the leases may take
+	Leased      int64         `json:"memory_leased_bytes"` // what the live leases hold, of every process
+	Utilization float64       `json:"utilization"`         // GPU busy ratio 0–1; -1 when unknown (always for host)
+	Leases      []DeviceLease `json:"leases"`
+}
+
+// DeviceLease is one live lease on a device.
+type DeviceLease struct {
+	Holder   string `json:"holder"` // model@process
+	Model    string `json:"model"`
+	Node     string `json:"node"` // the holding process's node id ("" with the in-process store)
+	Bytes    int64  `json:"bytes"`
+	Priority int    `json:"priority"`
+	Idle     bool   `json:"idle"`
+	Local    bool   `json:"local"` // held by this Block
+}
+
+// Devices reports every device of the Block's lease budgets with its live leases (of
+// every process sharing the store) and, for GPUs, a fresh NVML snapshot.
+func (b *Block) Devices(ctx context.Context) ([]DeviceStatus, error) {
+	inv := device.Probe()
+	gpus := map[string]device.GPU{}
+	for _, g := range inv.GPUs {
+		gpus[g.LeaseDevice()] = g
+	}
+	var out []DeviceStatus
+	for _, id := range slices.Sorted(maps.Keys(b.budgets)) {
+		st := DeviceStatus{ID: id, Kind: "gpu", Budget: b.budgets[id], Utilization: -1}
+		if id == lease.HostDevice {
+			st.Kind, st.Name = "host", "host memory"
+			st.MemoryTotal, st.MemoryUsed = hostMemory()
+		} else if g, ok := gpus[id]; ok {
+			st.Name, st.MemoryTotal, st.MemoryUsed = g.Name, g.MemoryTotal, g.MemoryUsed
+			if g.UtilGPU >= 0 {
+				st.Utilization = float64(g.UtilGPU) / 100
+			}
+		}
+		ls, err := b.leases.List(ctx, b.now(), id)
+		if err != nil {
+			return nil, err
+		}
+		st.Leases = []DeviceLease{}
+		for _, l := range ls {
+			model, proc, _ := strings.Cut(l.Holder, "@")
+			st.Leased += l.Bytes
+			st.Leases = append(st.Leases, DeviceLease{Holder: l.Holder, Model: model, Node: l.Node, Bytes: l.Bytes,
+				Priority: l.Priority, Idle: l.Idle, Local: proc == b.proc})
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+// hostMemory reads MemTotal and MemAvailable of /proc/meminfo: total and used bytes;
+// zeros where it cannot.
+func hostMemory() (total, used int64) {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0, 0
+	}
+	defer f.Close()
+	var avail int64 = -1
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		name, rest, _ := strings.Cut(sc.Text(), ":")
+		fs := strings.Fields(rest)
+		if len(fs) == 0 {
+			continue
+		}
+		kb, err := strconv.ParseInt(fs[0], 10, 64)
+		if err != nil {
+			continue
+		}
+		switch name {
+		case "MemTotal":
+			total = kb << 10
+		case "MemAvailable":
+			avail = kb << 10
+		}
+	}
+	if total == 0 || avail < 0 {
+		return total, 0
+	}
+	return total, total - avail
+}
