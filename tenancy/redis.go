@@ -53,12 +53,13 @@ type RedisShared struct {
 	log    *slog.Logger
 	met    *rediscli.Metrics
 
-	mu      sync.Mutex
-	live    map[string]liveTicket // by ticket id: reservations and slots to renew
-	pending []pendingSettle       // settlements to retry
-	tenants map[string]bool       // seen, for the reaper
-	local   map[string]*localShare
-	nodes   int // live processes, last seen (≥ 1)
+	mu       sync.Mutex
+	live     map[string]liveTicket // by ticket id: reservations and slots to renew
+	pending  []pendingSettle       // settlements to retry
+	retrying int                   // settlements taken from pending by retry and not yet settled
+	tenants  map[string]bool       // seen, for the reaper
+	local    map[string]*localShare
+	nodes    int // live processes, last seen (≥ 1)
 
 	downUntil atomic.Int64 // unix ns: Redis failed a moment ago; until then requests do not wait for it
 
@@ -520,14 +521,19 @@ func (r *RedisShared) retry() {
 	r.mu.Lock()
 	ps := r.pending
 	r.pending = nil
+	r.retrying += len(ps) // still pending (Pending counts them) until settled
 	r.mu.Unlock()
 	for i := range ps {
-		if err := r.settle(&ps[i]); err != nil {
-			r.mu.Lock()
+		err := r.settle(&ps[i])
+		r.mu.Lock()
+		if err != nil {
 			r.pending = append(r.pending, ps[i:]...)
+			r.retrying -= len(ps) - i
 			r.mu.Unlock()
 			return
 		}
+		r.retrying--
+		r.mu.Unlock()
 	}
 }
 
@@ -621,5 +627,5 @@ func (r *RedisShared) Held(tenant string) (money.Money, error) {
 func (r *RedisShared) Pending() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return len(r.pending)
+	return len(r.pending) + r.retrying
 }
