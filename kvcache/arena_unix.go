@@ -17,6 +17,7 @@ func anonMap(n int) ([]uint16, func() error) {
 	if err != nil {
 		return make([]uint16, n), nil
 	}
+	adviseHugePages(b)
 	// The mapping is page-aligned, so it is aligned for uint16.
 	return unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(b))), n), func() error { return syscall.Munmap(b) }
 }
