@@ -323,6 +323,7 @@ func (m *matMul) rows(lo, hi int) {
 		}
 		return
 	}
+	lo = m.repackTokens(lo, hi)
 	// Tokens in chunks of tokChunk, rows inside: a chunk's activations stay in
 	// cache while the rows stream by, and each row meets the chunk through the
 	// batched kernels (the same bits per token as one token at a time).

@@ -121,3 +121,73 @@ func (m *matMul) fastTokens(r, hi, t0, nt int) int {
 	}
 	return 1
 }
+
+// repackTokens computes rows [lo, hi) for every token of the batch through the Q8_0
+// outer-product kernels, the weights repacked into Q8_0 (repack.go) 16 rows at a
+// time, and returns the first row it left (rows after the last whole group of 16).
+func (m *matMul) repackTokens(lo, hi int) int {
+	if !useAVX512 {
+		return lo
+	}
+	if repacksToQ6K(m.w.Type) {
+		return m.repackTokensQ6K(lo, hi)
+	}
+	if !repacksToQ8_0(m.w.Type) {
+		return lo
+	}
+	a, rows := m.a, m.w.Rows
+	nb := a.cols / qk0
+	const rb = 34
+	bp := repackBufs.Get().(*[]byte)
+	defer repackBufs.Put(bp)
+	*bp = grow(*bp, 16*nb*rb)
+	buf := *bp
+	_ = a.q8[m.nTok*nb-1]
+	_ = m.dst[(m.nTok-1)*rows+hi-1]
+	ks := &outerQ8_0
+	ys := nb * int(unsafe.Sizeof(q8Block{}))
+	r := lo
+	for ; r+16 <= hi; r += 16 {
+		for i := 0; i < 16; i++ {
+			repackRowQ8_0(buf[i*nb*rb:(i+1)*nb*rb], m.w.Type, m.w.Data[(r+i)*m.rb:(r+i+1)*m.rb], nb)
+		}
+		t := 0
+		for i, n := range [...]int{16, 8, 4, 1} {
+			for ; t+n <= m.nTok; t += n {
+				ks[i](&buf[0], nb*rb, (*byte)(unsafe.Pointer(&a.q8[t*nb])), ys, nb, &m.dst[t*rows+r], rows)
+			}
+		}
+	}
+	return r
+}
+
+// repackTokensQ6K computes rows [lo, hi) for every token through the Q6_K tile
+// kernels, each weight row repacked into Q6_K once (repack.go), and returns hi.
+func (m *matMul) repackTokensQ6K(lo, hi int) int {
+	a, rows := m.a, m.w.Rows
+	nb := a.cols / qkK
+	bp := repackBufs.Get().(*[]byte)
+	defer repackBufs.Put(bp)
+	*bp = grow(*bp, nb*210)
+	row := *bp
+	ys := nb * int(unsafe.Sizeof(q8KBlock{}))
+	_ = a.q8k[m.nTok*nb-1]
+	_ = m.dst[(m.nTok-1)*rows+hi-1]
+	if m.nTok > 1 {
+		_ = a.ydT[(nb-1)*a.rows+m.nTok-1]
+	}
+	ks := [3]tileKernel{dotQ6KAVX512r1t16, dotQ6KAVX512r1t8, dotQ6KAVX512r1t4}
+	for r := lo; r < hi; r++ {
+		repackRowQ6K(row, m.w.Data[r*m.rb:(r+1)*m.rb], nb)
+		t := 0
+		for i, n := range [...]int{16, 8, 4} {
+			for ; t+n <= m.nTok; t += n {
+				ks[i](&row[0], 0, (*byte)(unsafe.Pointer(&a.q8k[t*nb])), ys, &a.ydT[t], 4*a.rows, nb, &m.dst[t*rows+r], rows)
+			}
+		}
+		for ; t < m.nTok; t++ {
+			m.dst[t*rows+r] = dotQ6KRow(row, a.q8k[t*nb:(t+1)*nb])
+		}
+	}
+	return hi
+}

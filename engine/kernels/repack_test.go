@@ -1,0 +1,113 @@
+package kernels
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestRepackQ8_0MatchesReference: a Q5_0 or IQ4_NL row repacked into Q8_0 blocks
+// dequantizes to the same values and its Q8_0 dot product has the bits of the
+// type's own reference dot product, on random rows and on rows of every extreme
+// quant (all 0s, all 31s / 15s).
+func TestRepackQ8_0MatchesReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 8))
+	const nb = 24
+	x := randRow(r, nb*qk0, 1)
+	y := make([]q8Block, nb)
+	quantRowsQ8_0(y, x, 7)
+	for _, typ := range []Type{Q5_0, IQ4_NL} {
+		rows := map[string][]byte{}
+		row := make([]byte, typ.RowBytes(nb*qk0))
+		fillRow(r, typ, row, 0.1)
+		rows["random"] = row
+		for _, fillByte := range []byte{0x00, 0xff} {
+			ext := make([]byte, len(row))
+			copy(ext, row)
+			bb := typ.BlockBytes()
+			for b := 0; b < nb; b++ {
+				for i := 2; i < bb; i++ { // keep d, set every quant bit
+					ext[b*bb+i] = fillByte
+				}
+			}
+			rows[map[byte]string{0: "zeros", 0xff: "ones"}[fillByte]] = ext
+		}
+		for name, row := range rows {
+			q8 := make([]byte, Q8_0.RowBytes(nb*qk0))
+			repackRowQ8_0(q8, typ, row, nb)
+			want, got := make([]float32, nb*qk0), make([]float32, nb*qk0)
+			DequantizeRow(want, typ, row)
+			DequantizeRow(got, Q8_0, q8)
+			for i := range want {
+				if math.Float32bits(want[i]) != math.Float32bits(got[i]) {
+					t.Fatalf("%v %s: value %d repacked %v, want %v", typ, name, i, got[i], want[i])
+				}
+			}
+			var ref float32
+			if typ == Q5_0 {
+				ref = dotQ5_0RowGeneric(row, y)
+			} else {
+				ref = dotIQ4NLRowGeneric(row, y)
+			}
+			if d := dotQ8_0RowGeneric(q8, y); math.Float32bits(d) != math.Float32bits(ref) {
+				t.Fatalf("%v %s: Q8_0 dot of the repacked row %v, the reference's %v", typ, name, d, ref)
+			}
+		}
+	}
+}
+
+// TestRepackQ6KMatchesReference: a Q3_K row repacked into Q6_K blocks dequantizes
+// to the same values, and the Q6_K dot product has the bits of Q3_K's reference.
+func TestRepackQ6KMatchesReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(6, 9))
+	const nb = 6
+	x := randRow(r, nb*qkK, 1)
+	y := make([]q8KBlock, nb)
+	quantRowsQ8K(y, x)
+	for _, fill := range []string{"random", "zeros", "ones"} {
+		row := make([]byte, Q3_K.RowBytes(nb*qkK))
+		fillRow(r, Q3_K, row, 0.1)
+		if fill != "random" {
+			for b := 0; b < nb; b++ { // every quant and scale bit, d kept
+				for i := 0; i < 108; i++ {
+					row[b*110+i] = map[string]byte{"zeros": 0, "ones": 0xff}[fill]
+				}
+			}
+		}
+		q6 := make([]byte, Q6_K.RowBytes(nb*qkK))
+		repackRowQ6K(q6, row, nb)
+		want, got := make([]float32, nb*qkK), make([]float32, nb*qkK)
+		DequantizeRow(want, Q3_K, row)
+		DequantizeRow(got, Q6_K, q6)
+		for i := range want {
+			if math.Float32bits(want[i]) != math.Float32bits(got[i]) {
+				t.Fatalf("%s: value %d repacked %v, want %v", fill, i, got[i], want[i])
+			}
+		}
+		if d, ref := dotQ6KRowGeneric(q6, y), dotQ3KRowGeneric(row, y); math.Float32bits(d) != math.Float32bits(ref) {
+			t.Fatalf("%s: Q6_K dot of the repacked row %v, Q3_K's reference %v", fill, d, ref)
+		}
+	}
+}
+
+// BenchmarkMatMulPrompt: a prompt's projection (128 tokens through a 1024×1024
+// matrix), per type: Q5_0 and IQ4_NL take the repacked Q8_0 kernels where the CPU
+// has AVX-512, so they should land near Q8_0 and Q4_0.
+func BenchmarkMatMulPrompt(b *testing.B) {
+	r := rand.New(rand.NewPCG(21, 22))
+	const rows, cols, nTok = 1024, 1024, 128
+	x := randRow(r, nTok*cols, 1)
+	dst := make([]float32, nTok*rows)
+	for _, typ := range []Type{Q8_0, Q4_0, Q5_0, IQ4_NL, Q4_1, Q4_K, Q6_K, Q3_K} {
+		w := Matrix{Type: typ, Rows: rows, Cols: cols, Data: make([]byte, rows*typ.RowBytes(cols))}
+		for i := 0; i < rows; i++ {
+			fillRow(r, typ, w.Row(i), 0.1)
+		}
+		b.Run(typ.String(), func(b *testing.B) {
+			for b.Loop() {
+				MatMul(dst, w, x, nTok)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/nTok, "ns/token")
+		})
+	}
+}
