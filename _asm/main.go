@@ -55,6 +55,7 @@ var (
 	q4kGatherLow, q4kGatherTop, q4kMaskLow, q4kMaskHigh Mem
 	q4kMinPairs, q6kShiftLow, q6kShiftHigh, q6kPerm     Mem
 	q4kShiftHigh, bit4Mask                              Mem
+	q5kShiftBits, byteOnes                              Mem
 	sixteens, q5Spread, q5Bits, iq4nlTable              Mem
 )
 
@@ -100,7 +101,7 @@ func main() {
 	roundFloats("roundBF16AVX2", true)
 	toF16()
 	swiglu()
-	for _, typ := range []string{"Q4K", "Q6K"} {
+	for _, typ := range []string{"Q4K", "Q6K", "Q5K"} {
 		for _, rt := range [][2]int{{8, 1}, {1, 16}, {1, 8}, {1, 4}} {
 			dotKTile(typ, rt[0], rt[1])
 		}
@@ -196,6 +197,15 @@ func constants() {
 	q6kPerm = rodata("q6kPerm", b)
 	// Q4_K on 512 bits: word shift counts 0 in the low half, 4 in the high.
 	q4kShiftHigh = rodata("q4kShiftHigh", append(bytes.Repeat([]byte{0, 0}, 16), bytes.Repeat([]byte{4, 0}, 16)...))
+	// Q5_K on 512 bits, sub-block pair j: word shift counts 2j in the low half
+	// (sub-block 2j's high bits), 2j+1 in the high half (sub-block 2j+1's).
+	b = nil
+	for j := 0; j < 4; j++ {
+		b = append(b, bytes.Repeat([]byte{byte(2 * j), 0}, 16)...)
+		b = append(b, bytes.Repeat([]byte{byte(2*j + 1), 0}, 16)...)
+	}
+	q5kShiftBits = rodata("q5kShiftBits", b)
+	byteOnes = rodata("byteOnes", bytes.Repeat([]byte{1}, 64))
 	// q4kMinPairs repeats each min (bytes 8-15 of the unpacked scales) twice,
 	// one per bsum of its sub-block.
 	q4kMinPairs = rodata("q4kMinPairs", []byte{8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15})

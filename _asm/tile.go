@@ -240,7 +240,9 @@ func tileText(name string, R, T int, what string) {
 		"yd + b·yds holds y.d of block b of the tokens, one float32 per token.")
 }
 
-// dotKTile emits the Q4_K or Q6_K kernel for R rows × T tokens (R = 1 or T = 1).
+// dotKTile emits the Q4_K, Q5_K or Q6_K kernel for R rows × T tokens (R = 1 or
+// T = 1). Q5_K is Q4_K with a fifth bit per quant (qh) and its quants 32 bytes
+// further on.
 func dotKTile(typ string, R, T int) {
 	evex = true
 	defer func() { evex = false }()
@@ -250,11 +252,16 @@ func dotKTile(typ string, R, T int) {
 	P := R * T
 	sum := ZMM()
 	VPXORD(sum, sum, sum)
-	var m4, shr4 VecVirtual
-	if typ == "Q4K" {
+	var m4, shr4, ones VecVirtual
+	k4 := typ == "Q4K" || typ == "Q5K" // the Q4_K form: scales and mins
+	if k4 {
 		m4, shr4 = ZMM(), ZMM()
 		VMOVDQU64(nibbleMask, m4)
 		VMOVDQU64(q4kShiftHigh, shr4)
+	}
+	if typ == "Q5K" {
+		ones = ZMM()
+		VMOVDQU64(byteOnes, ones)
 	}
 	// Q6_K's constants, in registers while there are enough of them.
 	q6m4, q6m30, q6shl, q6shr := Op(nibbleMask), Op(bits45Mask), Op(q6kShiftLow), Op(q6kShiftHigh)
@@ -277,7 +284,7 @@ func dotKTile(typ string, R, T int) {
 	// Per row, the words whose products with a token's bsums make the pair's
 	// second sum: Q4_K's mins (each twice: its sub-block's two bsums), Q6_K's
 	// scales (for its −32 offset).
-	if typ == "Q4K" {
+	if k4 {
 		prefetchNext(rows, R, 0, 1, 2)
 	} else {
 		prefetchNext(rows, R, 0, 1, 2, 3)
@@ -285,7 +292,11 @@ func dotKTile(typ string, R, T int) {
 	second := make([]VecVirtual, R)
 	for r := 0; r < R; r++ {
 		xr := rows.at(r)
-		if typ == "Q4K" {
+		if k4 {
+			qsOff := 16
+			if typ == "Q5K" {
+				qsOff = 48
+			}
 			u := q4KScalesAt(xr)
 			md := XMM()
 			VPSHUFB(q4kMinPairs, u, md)
@@ -297,9 +308,18 @@ func dotKTile(typ string, R, T int) {
 			VSHUFI64X2(U8(0), smw.AsZ(), smw.AsZ(), sc)
 			for j := 0; j < 4; j++ {
 				qq := ZMM()
-				VBROADCASTI64X4(xr.Offset(16+32*j), qq)
+				VBROADCASTI64X4(xr.Offset(qsOff+32*j), qq)
 				VPSRLVW(shr4, qq, qq)
 				VPANDD(m4, qq, qq)
+				if typ == "Q5K" {
+					// Bit 2j (low half) or 2j+1 (high half) of qh[l], as 16.
+					hb := ZMM()
+					VBROADCASTI64X4(xr.Offset(16), hb)
+					VPSRLVW(q5kShiftBits.Offset(64*j), hb, hb)
+					VPANDD(ones, hb, hb)
+					VPSLLW(U8(4), hb, hb)
+					VPORD(hb, qq, qq)
+				}
 				s := ZMM()
 				VPSHUFB(q4kShuf512.Offset(64*j), sc, s)
 				for t := 0; t < T; t++ {
@@ -354,7 +374,7 @@ func dotKTile(typ string, R, T int) {
 	}
 	is, ms := reducePairs(acc)
 	ydv := tileTokenScales(toks, yd, T)
-	if typ == "Q4K" {
+	if k4 {
 		// sum += (f16(x.d)·y.d)·isum − (f16(x.dmin)·y.d)·msum, lane by lane.
 		d := tileRowScales(rows, R, 0)
 		dm := tileRowScales(rows, R, 2)
@@ -379,6 +399,8 @@ func dotKTile(typ string, R, T int) {
 
 	if typ == "Q4K" {
 		rows.advance(q4KSize)
+	} else if typ == "Q5K" {
+		rows.advance(q5KSize)
 	} else {
 		rows.advance(q6KSize)
 	}

@@ -4,7 +4,7 @@ package kernels
 
 import "unsafe"
 
-// The tile kernels (AVX-512). K-quants: 8 weight rows against one token
+// The tile kernels (AVX-512). K-quants (Q4_K, Q5_K, Q6_K): 8 weight rows against one token
 // (decoding), one row against 16, 8 or 4 tokens (a prompt). Q8_0 and Q4_0: 16
 // rows against 1, 4, 8 or 16 tokens, as outer products. Every output has the bits
 // of the single-row kernel (and, but for Q4_K/Q6_K's own order, of the
@@ -54,6 +54,8 @@ func (m *matMul) fastRows(lo, hi int) int {
 	switch m.w.Type {
 	case Q4_K:
 		k = dotQ4KAVX512r8t1
+	case Q5_K:
+		k = dotQ5KAVX512r8t1
 	case Q6_K:
 		k = dotQ6KAVX512r8t1
 	default:
@@ -100,6 +102,8 @@ func (m *matMul) fastTokens(r, hi, t0, nt int) int {
 	switch m.w.Type {
 	case Q4_K:
 		ks, one = [3]tileKernel{dotQ4KAVX512r1t16, dotQ4KAVX512r1t8, dotQ4KAVX512r1t4}, dotQ4KRow
+	case Q5_K:
+		ks, one = [3]tileKernel{dotQ5KAVX512r1t16, dotQ5KAVX512r1t8, dotQ5KAVX512r1t4}, dotQ5KRow
 	case Q6_K:
 		ks, one = [3]tileKernel{dotQ6KAVX512r1t16, dotQ6KAVX512r1t8, dotQ6KAVX512r1t4}, dotQ6KRow
 	default:
