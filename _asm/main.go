@@ -93,6 +93,10 @@ func main() {
 	attnFused()
 	attnAccum("attnAccumF16", false)
 	attnAccum("attnAccumF16AVX512", true)
+	for nq := 2; nq <= attnGroupMax; nq++ {
+		attnTileScores(nq)
+		attnTileAccum(nq)
+	}
 	actConstants()
 	quantQ8K()
 	quantQ8_0()

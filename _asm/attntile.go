@@ -1,0 +1,249 @@
+package main
+
+import (
+	"fmt"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// Attention for a group of queries that read the same keys and values (the query
+// heads of one GQA group, several tokens of one sequence): engine/kernels
+// attend_tile.go drives them. Each keeps, query by query, the operations and order
+// of the per-query kernels of attn.go, so the bits are theirs; what the group
+// shares is the loading and conversion of the keys and values, and the update of
+// several accumulators interleaved, so that their rounding chains overlap.
+
+// attnGroupMax is the most queries a group kernel takes (engine/kernels'
+// attnGroupMax), attnChunkF its score rows' length in float32s (attnChunk).
+const (
+	attnGroupMax = 4
+	attnChunkF   = 64
+)
+
+// attnTileScores emits the scores of nq queries against n keys (n a multiple of 8)
+// on 512-bit registers: a register holds two keys' 8 lanes (the low half key j,
+// the high half key j+1) against the query's 8 values twice over, so a key's
+// conversion serves every query and each lane sums, in index order, the products
+// attnScoresF16's lane does. The lanes of 8 keys then go through
+// hsum8x8Scaled, as attnScoresF16's.
+func attnTileScores(nq int) {
+	evex = true
+	defer func() { evex = false }()
+	name := fmt.Sprintf("attnTileScores%dF16AVX512", nq)
+	TEXT(name, NOSPLIT, "func(k *uint16, qd *float32, hd, n, stride int, scale float32, s *float32)")
+	Pragma("noescape")
+	Doc(name+" sets s[t·64+j] = scale·(q_t·k_j) for the "+fmt.Sprint(nq)+" queries t and the n",
+		"keys j (n a multiple of 8; k_j the hd binary16 values at k + j·stride), as",
+		"attnScoresF16 computes each. qd holds the rounded queries twice over, 8 values",
+		"at a time: qd[(g·4+t)·16 + l] = q_t[8g + l%8].")
+	k := Load(Param("k"), GP64())
+	qd := Load(Param("qd"), GP64())
+	hd := Load(Param("hd"), GP64())
+	n := Load(Param("n"), GP64())
+	sb := Load(Param("stride"), GP64())
+	SHLQ(U8(1), sb)
+	scx := Load(Param("scale"), XMM())
+	s := Load(Param("s"), GP64())
+	sc := YMM()
+	VBROADCASTSS(scx, sc)
+	perm := YMM()
+	vmovdqu(attnPermSum, perm)
+	s3 := GP64()
+	LEAQ(Mem{Base: sb, Index: sb, Scale: 2}, s3)
+
+	Label("blk8")
+	CMPQ(n, U8(8))
+	JL(LabelRef("done"))
+	r0, r4, qp, g := GP64(), GP64(), GP64(), GP64()
+	MOVQ(k, r0)
+	LEAQ(Mem{Base: k, Index: sb, Scale: 4}, r4)
+	MOVQ(qd, qp)
+	MOVQ(hd, g)
+	addr := func(p int) Mem {
+		base := r0
+		if p >= 4 {
+			base = r4
+		}
+		switch p % 4 {
+		case 1:
+			return Mem{Base: base, Index: sb, Scale: 1}
+		case 2:
+			return Mem{Base: base, Index: sb, Scale: 2}
+		case 3:
+			return Mem{Base: base, Index: s3, Scale: 1}
+		}
+		return Mem{Base: base}
+	}
+	acc := make([][4]VecVirtual, nq)
+	for t := range acc {
+		for p := range acc[t] {
+			acc[t][p] = ZMM()
+			VPXORD(acc[t][p], acc[t][p], acc[t][p])
+		}
+	}
+	Label("g8")
+	for p := 0; p < 4; p++ {
+		kx := YMM()
+		VMOVDQU32(addr(2*p), kx.AsX())
+		VINSERTI32X4(U8(1), addr(2*p+1), kx, kx)
+		kz := ZMM()
+		VCVTPH2PS(kx, kz)
+		for t := 0; t < nq; t++ {
+			x := ZMM()
+			VMULPS(Mem{Base: qp, Disp: 64 * t}, kz, x)
+			VADDPS(x, acc[t][p], acc[t][p])
+		}
+	}
+	ADDQ(U8(16), r0)
+	ADDQ(U8(16), r4)
+	ADDQ(U32(64*attnGroupMax), qp)
+	SUBQ(U8(8), g)
+	JNZ(LabelRef("g8"))
+	for t := 0; t < nq; t++ {
+		var y [8]VecVirtual
+		for p := 0; p < 4; p++ {
+			y[2*p] = acc[t][p].AsY().(VecVirtual)
+			y[2*p+1] = YMM()
+			VEXTRACTF64X4(U8(1), acc[t][p], y[2*p+1]) // AVX512F, unlike VEXTRACTF32X8
+		}
+		VMOVUPS(hsum8x8Scaled(y[:], perm, sc), Mem{Base: s, Disp: 4 * attnChunkF * t})
+	}
+	ADDQ(U8(32), s)
+	LEAQ(Mem{Base: k, Index: sb, Scale: 8}, k)
+	SUBQ(U8(8), n)
+	JMP(LabelRef("blk8"))
+
+	Label("done")
+	VZEROUPPER()
+	RET()
+}
+
+// attnTileAccum emits the accumulator update of a chunk for nq queries of head
+// size 64 on 512-bit registers: each query's sum is attnAccumF16's scalar chain;
+// each position's values are converted once and update every query's four
+// registers, the updates of the queries interleaved. A position that is no query's
+// new maximum takes the straight path; one that is takes, query by query, the
+// path of its mask bit. Each query's operations are attnAccumF16AVX512's.
+func attnTileAccum(nq int) {
+	evex = true
+	defer func() { evex = false }()
+	name := fmt.Sprintf("attnTileAccum%dF16AVX512", nq)
+	TEXT(name, NOSPLIT, "func(acc *float32, v *uint16, n, stride int, e *float32, mask *uint64, sum *float32)")
+	Pragma("noescape")
+	Doc(name+" is attnAccumF16AVX512 for "+fmt.Sprint(nq)+" queries of head size 64 at once: query t's",
+		"accumulator at acc + t·64, its factors at e + t·64 (float32s), its mask",
+		"mask[t] and its sum sum[t]; the values v_j (64 binary16 at v + j·stride) are",
+		"every query's.")
+	accp := Load(Param("acc"), GP64())
+	v := Load(Param("v"), GP64())
+	n := Load(Param("n"), GP64())
+	sb := Load(Param("stride"), GP64())
+	SHLQ(U8(1), sb)
+	e := Load(Param("e"), GP64())
+	mp := Load(Param("mask"), GP64())
+	sump := Load(Param("sum"), GP64())
+
+	j := GP64()
+	one := XMM()
+	VMOVSS(expfConsts.Offset(ecOne), one)
+	for t := 0; t < nq; t++ {
+		// Query t's sum, attnAccumF16's chain.
+		sum, mask := XMM(), GP64()
+		VMOVSS(Mem{Base: sump, Disp: 4 * t}, sum)
+		MOVQ(Mem{Base: mp, Disp: 8 * t}, mask)
+		XORQ(j, j)
+		l := func(s string) string { return fmt.Sprintf("%s%d", s, t) }
+		Label(l("sum"))
+		CMPQ(j, n)
+		JGE(LabelRef(l("sumdone")))
+		ed := Mem{Base: e, Index: j, Scale: 4, Disp: 4 * attnChunkF * t}
+		BTQ(j, mask)
+		JCS(LabelRef(l("sumnew")))
+		VADDSS(ed, sum, sum)
+		INCQ(j)
+		JMP(LabelRef(l("sum")))
+		Label(l("sumnew"))
+		VMULSS(ed, sum, sum)
+		VADDSS(one, sum, sum)
+		INCQ(j)
+		JMP(LabelRef(l("sum")))
+		Label(l("sumdone"))
+		VMOVSS(sum, Mem{Base: sump, Disp: 4 * t})
+	}
+
+	anyNew := GP64()
+	MOVQ(Mem{Base: mp}, anyNew)
+	for t := 1; t < nq; t++ {
+		ORQ(Mem{Base: mp, Disp: 8 * t}, anyNew)
+	}
+	a := make([][4]VecVirtual, nq)
+	for t := range a {
+		for i := range a[t] {
+			a[t][i] = ZMM()
+			VMOVUPS(Mem{Base: accp, Disp: 4 * (64*t + 16*i)}, a[t][i])
+		}
+	}
+	XORQ(j, j)
+	Label("pos")
+	CMPQ(j, n)
+	JGE(LabelRef("posdone"))
+	PREFETCHT0(Mem{Base: v, Index: sb, Scale: 8})
+	PREFETCHT0(Mem{Base: v, Index: sb, Scale: 8, Disp: 64})
+	var w [4]VecVirtual
+	for i := range w {
+		w[i] = ZMM()
+		VCVTPH2PS(Mem{Base: v, Disp: 32 * i}, w[i])
+	}
+	BTQ(j, anyNew)
+	JCS(LabelRef("slow"))
+	straight := func(t int) {
+		ej := ZMM()
+		VBROADCASTSS(Mem{Base: e, Index: j, Scale: 4, Disp: 4 * attnChunkF * t}, ej)
+		for i := range w {
+			x := ZMM()
+			VMULPS(ej, w[i], x)
+			VADDPS(x, a[t][i], a[t][i])
+			round16(a[t][i])
+		}
+	}
+	for t := 0; t < nq; t++ {
+		straight(t)
+	}
+	Label("next")
+	ADDQ(sb, v)
+	INCQ(j)
+	JMP(LabelRef("pos"))
+
+	Label("slow")
+	for t := 0; t < nq; t++ {
+		l := func(s string) string { return fmt.Sprintf("%s%d", s, t) }
+		mask := GP64()
+		MOVQ(Mem{Base: mp, Disp: 8 * t}, mask)
+		BTQ(j, mask)
+		JCS(LabelRef(l("new")))
+		straight(t)
+		JMP(LabelRef(l("done")))
+		Label(l("new"))
+		ej := ZMM()
+		VBROADCASTSS(Mem{Base: e, Index: j, Scale: 4, Disp: 4 * attnChunkF * t}, ej)
+		for i := range w {
+			VMULPS(ej, a[t][i], a[t][i])
+			round16(a[t][i])
+			VADDPS(w[i], a[t][i], a[t][i])
+			round16(a[t][i])
+		}
+		Label(l("done"))
+	}
+	JMP(LabelRef("next"))
+
+	Label("posdone")
+	for t := range a {
+		for i := range a[t] {
+			VMOVUPS(a[t][i], Mem{Base: accp, Disp: 4 * (64*t + 16*i)})
+		}
+	}
+	VZEROUPPER()
+	RET()
+}
