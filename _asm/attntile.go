@@ -86,7 +86,7 @@ func attnTileScores(nq int) {
 	Label("g8")
 	for p := 0; p < 4; p++ {
 		kx := YMM()
-		VMOVDQU32(addr(2*p), kx.AsX())
+		VBROADCASTI32X4(addr(2*p), kx) // a full write of kx (the high half replaced next)
 		VINSERTI32X4(U8(1), addr(2*p+1), kx, kx)
 		kz := ZMM()
 		VCVTPH2PS(kx, kz)
@@ -244,6 +244,205 @@ func attnTileAccum(nq int) {
 			VMOVUPS(a[t][i], Mem{Base: accp, Disp: 4 * (64*t + 16*i)})
 		}
 	}
+	VZEROUPPER()
+	RET()
+}
+
+// attnTileFused emits attnTileAccum's update of a chunk of n positions (n a
+// multiple of 8) fused with the scores of the next chunk's n keys, as attnFused
+// does for one query: after every two positions' updates, the lanes of the next
+// chunk's next two keys against every query (attnTileScores' registers, one key
+// pair at a time), stored to part; after the loop, part goes through
+// hsum8x8Scaled eight keys at a time. Each half keeps its own operations and
+// order, so the bits are attnTileAccum's and attnTileScores'.
+func attnTileFused(nq int) {
+	evex = true
+	defer func() { evex = false }()
+	name := fmt.Sprintf("attnTileFused%dF16AVX512", nq)
+	TEXT(name, NOSPLIT, "func(acc *float32, v *uint16, n, stride int, e *float32, mask *uint64, sum *float32, k *uint16, qd *float32, scale float32, s *float32, part *float32)")
+	Pragma("noescape")
+	Doc(name+" is attnTileAccum"+fmt.Sprint(nq)+"F16AVX512 over n positions (a multiple of 8, at most",
+		"64) and, in the same loop, attnTileScores"+fmt.Sprint(nq)+"F16AVX512 over the n keys at k",
+		"(head size 64) into s; part is scratch for n·32 float32s.")
+	accp := Load(Param("acc"), GP64())
+	v := Load(Param("v"), GP64())
+	n := Load(Param("n"), GP64())
+	sb := Load(Param("stride"), GP64())
+	SHLQ(U8(1), sb)
+	e := Load(Param("e"), GP64())
+	mp := Load(Param("mask"), GP64())
+	sump := Load(Param("sum"), GP64())
+	kp := Load(Param("k"), GP64())
+	qd := Load(Param("qd"), GP64())
+	part := Load(Param("part"), GP64())
+
+	j := GP64()
+	one := XMM()
+	VMOVSS(expfConsts.Offset(ecOne), one)
+	for t := 0; t < nq; t++ {
+		sum, mask := XMM(), GP64()
+		VMOVSS(Mem{Base: sump, Disp: 4 * t}, sum)
+		MOVQ(Mem{Base: mp, Disp: 8 * t}, mask)
+		XORQ(j, j)
+		l := func(s string) string { return fmt.Sprintf("%s%d", s, t) }
+		Label(l("sum"))
+		CMPQ(j, n)
+		JGE(LabelRef(l("sumdone")))
+		ed := Mem{Base: e, Index: j, Scale: 4, Disp: 4 * attnChunkF * t}
+		BTQ(j, mask)
+		JCS(LabelRef(l("sumnew")))
+		VADDSS(ed, sum, sum)
+		INCQ(j)
+		JMP(LabelRef(l("sum")))
+		Label(l("sumnew"))
+		VMULSS(ed, sum, sum)
+		VADDSS(one, sum, sum)
+		INCQ(j)
+		JMP(LabelRef(l("sum")))
+		Label(l("sumdone"))
+		VMOVSS(sum, Mem{Base: sump, Disp: 4 * t})
+	}
+
+	anyNew := GP64()
+	MOVQ(Mem{Base: mp}, anyNew)
+	for t := 1; t < nq; t++ {
+		ORQ(Mem{Base: mp, Disp: 8 * t}, anyNew)
+	}
+	a := make([][4]VecVirtual, nq)
+	for t := range a {
+		for i := range a[t] {
+			a[t][i] = ZMM()
+			VMOVUPS(Mem{Base: accp, Disp: 4 * (64*t + 16*i)}, a[t][i])
+		}
+	}
+	straight := func(t int, w [4]VecVirtual) {
+		// e_j broadcast from memory (one register fewer): the same products.
+		ej := Mem{Base: e, Index: j, Scale: 4, Disp: 4 * attnChunkF * t}
+		for i := range w {
+			x := ZMM()
+			VMULPS_BCST(ej, w[i], x)
+			VADDPS(x, a[t][i], a[t][i])
+			round16(a[t][i])
+		}
+	}
+	// position emits one position's update; its slow path goes out of line.
+	position := func(slot int) [4]VecVirtual {
+		var w [4]VecVirtual
+		for i := range w {
+			w[i] = ZMM()
+			VCVTPH2PS(Mem{Base: v, Disp: 32 * i}, w[i])
+		}
+		BTQ(j, anyNew)
+		JCS(LabelRef(fmt.Sprintf("slow%d", slot)))
+		for t := 0; t < nq; t++ {
+			straight(t, w)
+		}
+		Label(fmt.Sprintf("back%d", slot))
+		ADDQ(sb, v)
+		INCQ(j)
+		return w
+	}
+	slowPath := func(slot int, w [4]VecVirtual) {
+		Label(fmt.Sprintf("slow%d", slot))
+		for t := 0; t < nq; t++ {
+			l := func(s string) string { return fmt.Sprintf("%s%d_%d", s, slot, t) }
+			mask := GP64()
+			MOVQ(Mem{Base: mp, Disp: 8 * t}, mask)
+			BTQ(j, mask)
+			JCS(LabelRef(l("new")))
+			straight(t, w)
+			JMP(LabelRef(l("done")))
+			Label(l("new"))
+			ej := ZMM()
+			VBROADCASTSS(Mem{Base: e, Index: j, Scale: 4, Disp: 4 * attnChunkF * t}, ej)
+			for i := range w {
+				VMULPS(ej, a[t][i], a[t][i])
+				round16(a[t][i])
+				VADDPS(w[i], a[t][i], a[t][i])
+				round16(a[t][i])
+			}
+			Label(l("done"))
+		}
+		JMP(LabelRef(fmt.Sprintf("back%d", slot)))
+	}
+	// pair emits the lanes of the next two keys (at kp and kp+stride) against
+	// every query, to part; kp and part move on.
+	pair := func() {
+		var pa [attnGroupMax]VecVirtual
+		for g := 0; g < 8; g++ {
+			kx := YMM()
+			VBROADCASTI32X4(Mem{Base: kp, Disp: 16 * g}, kx)
+			VINSERTI32X4(U8(1), Mem{Base: kp, Index: sb, Scale: 1, Disp: 16 * g}, kx, kx)
+			kz := ZMM()
+			VCVTPH2PS(kx, kz)
+			for t := 0; t < nq; t++ {
+				q := Mem{Base: qd, Disp: 64 * (attnGroupMax*g + t)}
+				if g == 0 {
+					// 0 + x is x, as attnTileScores' first add.
+					pa[t] = ZMM()
+					VPXORD(pa[t], pa[t], pa[t])
+				}
+				x := ZMM()
+				VMULPS(q, kz, x)
+				VADDPS(x, pa[t], pa[t])
+			}
+		}
+		for t := 0; t < nq; t++ {
+			VMOVUPS(pa[t], Mem{Base: part, Disp: 64 * t})
+		}
+		LEAQ(Mem{Base: kp, Index: sb, Scale: 2}, kp)
+		ADDQ(U32(64*attnGroupMax), part)
+	}
+
+	nParam, err := Param("n").Resolve()
+	if err != nil {
+		panic(err)
+	}
+	XORQ(j, j)
+	Label("pos")
+	CMPQ(j, nParam.Addr) // n from memory: one register fewer in the loop
+	JGE(LabelRef("posdone"))
+	w0 := position(0)
+	pair()
+	w1 := position(1)
+	JMP(LabelRef("pos"))
+	slowPath(0, w0)
+	slowPath(1, w1)
+
+	Label("posdone")
+	accp = Load(Param("acc"), GP64())
+	for t := range a {
+		for i := range a[t] {
+			VMOVUPS(a[t][i], Mem{Base: accp, Disp: 4 * (64*t + 16*i)})
+		}
+	}
+	// The next chunk's scores from part, eight keys (four pairs) at a time.
+	scx := Load(Param("scale"), XMM())
+	s := Load(Param("s"), GP64())
+	sc := YMM()
+	VBROADCASTSS(scx, sc)
+	perm := YMM()
+	vmovdqu(attnPermSum, perm)
+	part = Load(Param("part"), GP64())
+	n = Load(Param("n"), GP64())
+	Label("red")
+	TESTQ(n, n)
+	JZ(LabelRef("done"))
+	for t := 0; t < nq; t++ {
+		var y [8]VecVirtual
+		for p := 0; p < 4; p++ {
+			for h := 0; h < 2; h++ {
+				y[2*p+h] = YMM()
+				VMOVUPS(Mem{Base: part, Disp: 64*(attnGroupMax*p+t) + 32*h}, y[2*p+h])
+			}
+		}
+		VMOVUPS(hsum8x8Scaled(y[:], perm, sc), Mem{Base: s, Disp: 4 * attnChunkF * t})
+	}
+	ADDQ(U32(4*64*attnGroupMax), part)
+	ADDQ(U8(32), s)
+	SUBQ(U8(8), n)
+	JMP(LabelRef("red"))
+	Label("done")
 	VZEROUPPER()
 	RET()
 }

@@ -96,6 +96,7 @@ func main() {
 	for nq := 2; nq <= attnGroupMax; nq++ {
 		attnTileScores(nq)
 		attnTileAccum(nq)
+		attnTileFused(nq)
 	}
 	actConstants()
 	quantQ8K()

@@ -168,17 +168,22 @@ const (
 // attnGroup is up to attnGroupMax states of a tile going through the group
 // kernels together: their rounded queries twice over (qd[g][t] = q_t[8g:8g+8]
 // twice, the layout of attnTileScores), accumulators, running maxima and sums,
-// and a chunk's scores (then softmax factors) and masks.
+// and a chunk's scores (then softmax factors) and masks; two score buffers, as
+// chunkBufs, since the fused kernel writes the next chunk's scores while it
+// updates the accumulators with this one's, and its scratch.
 type attnGroup struct {
-	qd   [attnGroupHD / 8][attnGroupMax][16]float32
-	acc  [attnGroupMax][attnGroupHD]float32
-	e    [attnGroupMax][attnChunk]float32
-	mask [attnGroupMax][attnChunk / 8]uint8
-	bits [attnGroupMax]uint64
-	mx   [attnGroupMax]float32
-	sum  [attnGroupMax]float32
-	nq   int
-	on   bool // the states are here, not in their attnStates
+	qd    [attnGroupHD / 8][attnGroupMax][16]float32
+	acc   [attnGroupMax][attnGroupHD]float32
+	e     [2][attnGroupMax][attnChunk]float32
+	part  [attnChunk / 2][attnGroupMax][16]float32
+	mask  [attnGroupMax][attnChunk / 8]uint8
+	bits  [attnGroupMax]uint64
+	mx    [attnGroupMax]float32
+	sum   [attnGroupMax]float32
+	nq    int
+	cur   int
+	ready bool // e[cur] holds the scores of the chunk to come
+	on    bool // the states are here, not in their attnStates
 }
 
 // load takes the states (head size attnGroupHD) into the group.
@@ -208,20 +213,25 @@ func (gr *attnGroup) store(sts []attnState) {
 
 // chunk adds a chunk of m positions (a multiple of 8, at most attnChunk; keys and
 // values at k and v, rows stride apart) to every state of the group: the scores of
-// all of them against each key at once, each state's softmax factors, then the
-// accumulators' updates interleaved. Each state's operations are those chunk
-// gives it on its own without the fused kernel, hence its bits.
-func (gr *attnGroup) chunk(k, v []uint16, m, stride int, scale float32) {
-	switch gr.nq {
-	case 2:
-		attnTileScores2F16AVX512(&k[0], &gr.qd[0][0][0], attnGroupHD, m, stride, scale, &gr.e[0][0])
-	case 3:
-		attnTileScores3F16AVX512(&k[0], &gr.qd[0][0][0], attnGroupHD, m, stride, scale, &gr.e[0][0])
-	default:
-		attnTileScores4F16AVX512(&k[0], &gr.qd[0][0][0], attnGroupHD, m, stride, scale, &gr.e[0][0])
+// all of them against each key at once (unless the chunk before computed them),
+// each state's softmax factors, then the accumulators' updates interleaved and,
+// given the next chunk's keys kn (m of them, for every state of the group), its
+// scores in the same loop. Each state's operations are those chunk gives it on its
+// own, hence its bits.
+func (gr *attnGroup) chunk(k, v, kn []uint16, m, stride int, scale float32) {
+	es := &gr.e[gr.cur]
+	if !gr.ready {
+		switch gr.nq {
+		case 2:
+			attnTileScores2F16AVX512(&k[0], &gr.qd[0][0][0], attnGroupHD, m, stride, scale, &es[0][0])
+		case 3:
+			attnTileScores3F16AVX512(&k[0], &gr.qd[0][0][0], attnGroupHD, m, stride, scale, &es[0][0])
+		default:
+			attnTileScores4F16AVX512(&k[0], &gr.qd[0][0][0], attnGroupHD, m, stride, scale, &es[0][0])
+		}
 	}
 	for t := 0; t < gr.nq; t++ {
-		e := &gr.e[t]
+		e := &es[t]
 		for i := m; i < (m+15)&^15; i++ {
 			e[i] = float32(math.Inf(-1))
 		}
@@ -232,14 +242,28 @@ func (gr *attnGroup) chunk(k, v []uint16, m, stride int, scale float32) {
 		}
 		gr.bits[t] = bits
 	}
+	if kn != nil {
+		next := &gr.e[gr.cur^1][0][0]
+		switch gr.nq {
+		case 2:
+			attnTileFused2F16AVX512(&gr.acc[0][0], &v[0], m, stride, &es[0][0], &gr.bits[0], &gr.sum[0], &kn[0], &gr.qd[0][0][0], scale, next, &gr.part[0][0][0])
+		case 3:
+			attnTileFused3F16AVX512(&gr.acc[0][0], &v[0], m, stride, &es[0][0], &gr.bits[0], &gr.sum[0], &kn[0], &gr.qd[0][0][0], scale, next, &gr.part[0][0][0])
+		default:
+			attnTileFused4F16AVX512(&gr.acc[0][0], &v[0], m, stride, &es[0][0], &gr.bits[0], &gr.sum[0], &kn[0], &gr.qd[0][0][0], scale, next, &gr.part[0][0][0])
+		}
+		gr.cur, gr.ready = gr.cur^1, true
+		return
+	}
 	switch gr.nq {
 	case 2:
-		attnTileAccum2F16AVX512(&gr.acc[0][0], &v[0], m, stride, &gr.e[0][0], &gr.bits[0], &gr.sum[0])
+		attnTileAccum2F16AVX512(&gr.acc[0][0], &v[0], m, stride, &es[0][0], &gr.bits[0], &gr.sum[0])
 	case 3:
-		attnTileAccum3F16AVX512(&gr.acc[0][0], &v[0], m, stride, &gr.e[0][0], &gr.bits[0], &gr.sum[0])
+		attnTileAccum3F16AVX512(&gr.acc[0][0], &v[0], m, stride, &es[0][0], &gr.bits[0], &gr.sum[0])
 	default:
-		attnTileAccum4F16AVX512(&gr.acc[0][0], &v[0], m, stride, &gr.e[0][0], &gr.bits[0], &gr.sum[0])
+		attnTileAccum4F16AVX512(&gr.acc[0][0], &v[0], m, stride, &es[0][0], &gr.bits[0], &gr.sum[0])
 	}
+	gr.ready = false
 }
 
 // tileGroups is tileChunks for head size attnGroupHD on AVX-512: the states, in
@@ -263,12 +287,17 @@ func tileGroups(sts []attnState, ns []int, ks, vs [][]uint16, off, stride, bt, n
 			gr := &grs[g]
 			t0, t1 := g*attnGroupMax, min(len(sts), (g+1)*attnGroupMax)
 			if gr.on {
-				full := true
+				full, fullNext := true, true
 				for _, n := range ns[t0:t1] {
 					full = full && n-j0 >= bt
+					fullNext = fullNext && n-j0-bt >= bt
 				}
 				if full {
-					gr.chunk(k, v, bt, stride, scale)
+					var kn []uint16
+					if fullNext {
+						kn = ks[c+1][off:]
+					}
+					gr.chunk(k, v, kn, bt, stride, scale)
 					continue
 				}
 				gr.store(sts[t0:t1])

@@ -53,7 +53,7 @@ func TestAttnExpMatchesExpf(t *testing.T) {
 	}
 }
 
-// TestAttnGroupKernelsMatchReference: the group kernels give, for every query of
+// TestAttnGroupKernelsMatchReference: the group kernels, fused or not, give, for every query of
 // the group, the bits of their Go references (attnGroupScoresRef,
 // attnGroupAccumRef), for groups of 2 to 4 queries, chunks of 8 to 64 positions,
 // rows strided as in a cache of several KV heads, and new maxima at no position,
@@ -92,16 +92,16 @@ func TestAttnGroupKernelsMatchReference(t *testing.T) {
 				attnGroupScoresRef(want, qr, k[hd:], n, stride, 0.125)
 				switch nq {
 				case 2:
-					attnTileScores2F16AVX512(&k[hd], &gr.qd[0][0][0], hd, n, stride, 0.125, &gr.e[0][0])
+					attnTileScores2F16AVX512(&k[hd], &gr.qd[0][0][0], hd, n, stride, 0.125, &gr.e[0][0][0])
 				case 3:
-					attnTileScores3F16AVX512(&k[hd], &gr.qd[0][0][0], hd, n, stride, 0.125, &gr.e[0][0])
+					attnTileScores3F16AVX512(&k[hd], &gr.qd[0][0][0], hd, n, stride, 0.125, &gr.e[0][0][0])
 				case 4:
-					attnTileScores4F16AVX512(&k[hd], &gr.qd[0][0][0], hd, n, stride, 0.125, &gr.e[0][0])
+					attnTileScores4F16AVX512(&k[hd], &gr.qd[0][0][0], hd, n, stride, 0.125, &gr.e[0][0][0])
 				}
 				for q := range want {
 					for j, w := range want[q] {
-						if math.Float32bits(gr.e[q][j]) != math.Float32bits(w) {
-							t.Fatalf("nq %d n %d: score of query %d position %d: %v, reference %v", nq, n, q, j, gr.e[q][j], w)
+						if math.Float32bits(gr.e[0][q][j]) != math.Float32bits(w) {
+							t.Fatalf("nq %d n %d: score of query %d position %d: %v, reference %v", nq, n, q, j, gr.e[0][q][j], w)
 						}
 					}
 				}
@@ -121,18 +121,48 @@ func TestAttnGroupKernelsMatchReference(t *testing.T) {
 					}
 					sum[q] = float32(r.Float64() * 100)
 					copy(gr.acc[q][:], acc[q])
-					copy(gr.e[q][:], e[q])
+					copy(gr.e[0][q][:], e[q])
 				}
 				copy(gr.bits[:], mask)
 				copy(gr.sum[:], sum)
 				attnGroupAccumRef(acc, v[hd:], n, stride, e, mask, sum)
+				// The fused kernels: the same update, and the scores of n more keys.
+				fu := gr
+				kn := make([]uint16, n*stride)
+				for i := range kn {
+					kn[i] = F32ToF16(float32(r.NormFloat64() * 3))
+				}
+				attnGroupScoresRef(want, qr, kn[2*hd:], n, stride, 0.25)
 				switch nq {
 				case 2:
-					attnTileAccum2F16AVX512(&gr.acc[0][0], &v[hd], n, stride, &gr.e[0][0], &gr.bits[0], &gr.sum[0])
+					attnTileFused2F16AVX512(&fu.acc[0][0], &v[hd], n, stride, &fu.e[0][0][0], &fu.bits[0], &fu.sum[0], &kn[2*hd], &fu.qd[0][0][0], 0.25, &fu.e[1][0][0], &fu.part[0][0][0])
 				case 3:
-					attnTileAccum3F16AVX512(&gr.acc[0][0], &v[hd], n, stride, &gr.e[0][0], &gr.bits[0], &gr.sum[0])
+					attnTileFused3F16AVX512(&fu.acc[0][0], &v[hd], n, stride, &fu.e[0][0][0], &fu.bits[0], &fu.sum[0], &kn[2*hd], &fu.qd[0][0][0], 0.25, &fu.e[1][0][0], &fu.part[0][0][0])
 				case 4:
-					attnTileAccum4F16AVX512(&gr.acc[0][0], &v[hd], n, stride, &gr.e[0][0], &gr.bits[0], &gr.sum[0])
+					attnTileFused4F16AVX512(&fu.acc[0][0], &v[hd], n, stride, &fu.e[0][0][0], &fu.bits[0], &fu.sum[0], &kn[2*hd], &fu.qd[0][0][0], 0.25, &fu.e[1][0][0], &fu.part[0][0][0])
+				}
+				for q := 0; q < nq; q++ {
+					for j, w := range want[q] {
+						if math.Float32bits(fu.e[1][q][j]) != math.Float32bits(w) {
+							t.Fatalf("fused nq %d n %d: score of query %d position %d: %v, reference %v", nq, n, q, j, fu.e[1][q][j], w)
+						}
+					}
+					if math.Float32bits(fu.sum[q]) != math.Float32bits(sum[q]) {
+						t.Fatalf("fused nq %d n %d new %v: sum of query %d: %v, reference %v", nq, n, newMax, q, fu.sum[q], sum[q])
+					}
+					for i, w := range acc[q] {
+						if math.Float32bits(fu.acc[q][i]) != math.Float32bits(w) {
+							t.Fatalf("fused nq %d n %d new %v: acc[%d][%d] = %v, reference %v", nq, n, newMax, q, i, fu.acc[q][i], w)
+						}
+					}
+				}
+				switch nq {
+				case 2:
+					attnTileAccum2F16AVX512(&gr.acc[0][0], &v[hd], n, stride, &gr.e[0][0][0], &gr.bits[0], &gr.sum[0])
+				case 3:
+					attnTileAccum3F16AVX512(&gr.acc[0][0], &v[hd], n, stride, &gr.e[0][0][0], &gr.bits[0], &gr.sum[0])
+				case 4:
+					attnTileAccum4F16AVX512(&gr.acc[0][0], &v[hd], n, stride, &gr.e[0][0][0], &gr.bits[0], &gr.sum[0])
 				}
 				for q := 0; q < nq; q++ {
 					if math.Float32bits(gr.sum[q]) != math.Float32bits(sum[q]) {

@@ -174,6 +174,13 @@ func attnTileScores2F16AVX512(k *uint16, qd *float32, hd int, n int, stride int,
 //go:noescape
 func attnTileAccum2F16AVX512(acc *float32, v *uint16, n int, stride int, e *float32, mask *uint64, sum *float32)
 
+// attnTileFused2F16AVX512 is attnTileAccum2F16AVX512 over n positions (a multiple of 8, at most
+// 64) and, in the same loop, attnTileScores2F16AVX512 over the n keys at k
+// (head size 64) into s; part is scratch for n·32 float32s.
+//
+//go:noescape
+func attnTileFused2F16AVX512(acc *float32, v *uint16, n int, stride int, e *float32, mask *uint64, sum *float32, k *uint16, qd *float32, scale float32, s *float32, part *float32)
+
 // attnTileScores3F16AVX512 sets s[t·64+j] = scale·(q_t·k_j) for the 3 queries t and the n
 // keys j (n a multiple of 8; k_j the hd binary16 values at k + j·stride), as
 // attnScoresF16 computes each. qd holds the rounded queries twice over, 8 values
@@ -190,6 +197,13 @@ func attnTileScores3F16AVX512(k *uint16, qd *float32, hd int, n int, stride int,
 //go:noescape
 func attnTileAccum3F16AVX512(acc *float32, v *uint16, n int, stride int, e *float32, mask *uint64, sum *float32)
 
+// attnTileFused3F16AVX512 is attnTileAccum3F16AVX512 over n positions (a multiple of 8, at most
+// 64) and, in the same loop, attnTileScores3F16AVX512 over the n keys at k
+// (head size 64) into s; part is scratch for n·32 float32s.
+//
+//go:noescape
+func attnTileFused3F16AVX512(acc *float32, v *uint16, n int, stride int, e *float32, mask *uint64, sum *float32, k *uint16, qd *float32, scale float32, s *float32, part *float32)
+
 // attnTileScores4F16AVX512 sets s[t·64+j] = scale·(q_t·k_j) for the 4 queries t and the n
 // keys j (n a multiple of 8; k_j the hd binary16 values at k + j·stride), as
 // attnScoresF16 computes each. qd holds the rounded queries twice over, 8 values
@@ -205,6 +219,13 @@ func attnTileScores4F16AVX512(k *uint16, qd *float32, hd int, n int, stride int,
 //
 //go:noescape
 func attnTileAccum4F16AVX512(acc *float32, v *uint16, n int, stride int, e *float32, mask *uint64, sum *float32)
+
+// attnTileFused4F16AVX512 is attnTileAccum4F16AVX512 over n positions (a multiple of 8, at most
+// 64) and, in the same loop, attnTileScores4F16AVX512 over the n keys at k
+// (head size 64) into s; part is scratch for n·32 float32s.
+//
+//go:noescape
+func attnTileFused4F16AVX512(acc *float32, v *uint16, n int, stride int, e *float32, mask *uint64, sum *float32, k *uint16, qd *float32, scale float32, s *float32, part *float32)
 
 // quantQ8KAVX2 quantizes the nb·256 float32 at x to nb q8KBlocks at y as quantActQ8K does.
 //
