@@ -121,7 +121,8 @@ func attnTileScores(nq int) {
 }
 
 // attnTileAccum emits the accumulator update of a chunk for nq queries of head
-// size 64 on 512-bit registers: each query's sum is attnAccumF16's scalar chain;
+// size 64 on 512-bit registers: each query's sum is attnAccumF16's scalar chain,
+// the queries' chains side by side in the position loop;
 // each position's values are converted once and update every query's four
 // registers, the updates of the queries interleaved. A position that is no query's
 // new maximum takes the straight path; one that is takes, query by query, the
@@ -145,32 +146,13 @@ func attnTileAccum(nq int) {
 	mp := Load(Param("mask"), GP64())
 	sump := Load(Param("sum"), GP64())
 
+	// The sums, one chain per query, updated in the position loop: the same
+	// operations in the same order as attnAccumF16's loop.
 	j := GP64()
-	one := XMM()
-	VMOVSS(expfConsts.Offset(ecOne), one)
-	for t := 0; t < nq; t++ {
-		// Query t's sum, attnAccumF16's chain.
-		sum, mask := XMM(), GP64()
-		VMOVSS(Mem{Base: sump, Disp: 4 * t}, sum)
-		MOVQ(Mem{Base: mp, Disp: 8 * t}, mask)
-		XORQ(j, j)
-		l := func(s string) string { return fmt.Sprintf("%s%d", s, t) }
-		Label(l("sum"))
-		CMPQ(j, n)
-		JGE(LabelRef(l("sumdone")))
-		ed := Mem{Base: e, Index: j, Scale: 4, Disp: 4 * attnChunkF * t}
-		BTQ(j, mask)
-		JCS(LabelRef(l("sumnew")))
-		VADDSS(ed, sum, sum)
-		INCQ(j)
-		JMP(LabelRef(l("sum")))
-		Label(l("sumnew"))
-		VMULSS(ed, sum, sum)
-		VADDSS(one, sum, sum)
-		INCQ(j)
-		JMP(LabelRef(l("sum")))
-		Label(l("sumdone"))
-		VMOVSS(sum, Mem{Base: sump, Disp: 4 * t})
+	sums := make([]VecVirtual, nq)
+	for t := range sums {
+		sums[t] = XMM()
+		VMOVSS(Mem{Base: sump, Disp: 4 * t}, sums[t])
 	}
 
 	anyNew := GP64()
@@ -207,6 +189,7 @@ func attnTileAccum(nq int) {
 			VADDPS(x, a[t][i], a[t][i])
 			round16(a[t][i])
 		}
+		VADDSS(Mem{Base: e, Index: j, Scale: 4, Disp: 4 * attnChunkF * t}, sums[t], sums[t])
 	}
 	for t := 0; t < nq; t++ {
 		straight(t)
@@ -234,11 +217,17 @@ func attnTileAccum(nq int) {
 			VADDPS(w[i], a[t][i], a[t][i])
 			round16(a[t][i])
 		}
+		VMULSS(Mem{Base: e, Index: j, Scale: 4, Disp: 4 * attnChunkF * t}, sums[t], sums[t])
+		VADDSS(expfConsts.Offset(ecOne), sums[t], sums[t])
 		Label(l("done"))
 	}
 	JMP(LabelRef("next"))
 
 	Label("posdone")
+	sump = Load(Param("sum"), GP64())
+	for t := range sums {
+		VMOVSS(sums[t], Mem{Base: sump, Disp: 4 * t})
+	}
 	for t := range a {
 		for i := range a[t] {
 			VMOVUPS(a[t][i], Mem{Base: accp, Disp: 4 * (64*t + 16*i)})
@@ -276,31 +265,13 @@ func attnTileFused(nq int) {
 	qd := Load(Param("qd"), GP64())
 	part := Load(Param("part"), GP64())
 
+	// The sums, one chain per query, updated in the position loop (as attnFused
+	// does): the same operations in the same order as attnAccumF16's loop.
 	j := GP64()
-	one := XMM()
-	VMOVSS(expfConsts.Offset(ecOne), one)
-	for t := 0; t < nq; t++ {
-		sum, mask := XMM(), GP64()
-		VMOVSS(Mem{Base: sump, Disp: 4 * t}, sum)
-		MOVQ(Mem{Base: mp, Disp: 8 * t}, mask)
-		XORQ(j, j)
-		l := func(s string) string { return fmt.Sprintf("%s%d", s, t) }
-		Label(l("sum"))
-		CMPQ(j, n)
-		JGE(LabelRef(l("sumdone")))
-		ed := Mem{Base: e, Index: j, Scale: 4, Disp: 4 * attnChunkF * t}
-		BTQ(j, mask)
-		JCS(LabelRef(l("sumnew")))
-		VADDSS(ed, sum, sum)
-		INCQ(j)
-		JMP(LabelRef(l("sum")))
-		Label(l("sumnew"))
-		VMULSS(ed, sum, sum)
-		VADDSS(one, sum, sum)
-		INCQ(j)
-		JMP(LabelRef(l("sum")))
-		Label(l("sumdone"))
-		VMOVSS(sum, Mem{Base: sump, Disp: 4 * t})
+	sums := make([]VecVirtual, nq)
+	for t := range sums {
+		sums[t] = XMM()
+		VMOVSS(Mem{Base: sump, Disp: 4 * t}, sums[t])
 	}
 
 	anyNew := GP64()
@@ -324,6 +295,7 @@ func attnTileFused(nq int) {
 			VADDPS(x, a[t][i], a[t][i])
 			round16(a[t][i])
 		}
+		VADDSS(ej, sums[t], sums[t])
 	}
 	// position emits one position's update; its slow path goes out of line.
 	position := func(slot int) [4]VecVirtual {
@@ -361,6 +333,8 @@ func attnTileFused(nq int) {
 				VADDPS(w[i], a[t][i], a[t][i])
 				round16(a[t][i])
 			}
+			VMULSS(Mem{Base: e, Index: j, Scale: 4, Disp: 4 * attnChunkF * t}, sums[t], sums[t])
+			VADDSS(expfConsts.Offset(ecOne), sums[t], sums[t])
 			Label(l("done"))
 		}
 		JMP(LabelRef(fmt.Sprintf("back%d", slot)))
@@ -410,6 +384,10 @@ func attnTileFused(nq int) {
 	slowPath(1, w1)
 
 	Label("posdone")
+	sump = Load(Param("sum"), GP64())
+	for t := range sums {
+		VMOVSS(sums[t], Mem{Base: sump, Disp: 4 * t})
+	}
 	accp = Load(Param("acc"), GP64())
 	for t := range a {
 		for i := range a[t] {

@@ -170,12 +170,11 @@ const (
 // twice, the layout of attnTileScores), accumulators, running maxima and sums,
 // and a chunk's scores (then softmax factors) and masks; two score buffers, as
 // chunkBufs, since the fused kernel writes the next chunk's scores while it
-// updates the accumulators with this one's, and its scratch.
+// updates the accumulators with this one's.
 type attnGroup struct {
 	qd    [attnGroupHD / 8][attnGroupMax][16]float32
 	acc   [attnGroupMax][attnGroupHD]float32
 	e     [2][attnGroupMax][attnChunk]float32
-	part  [attnChunk / 2][attnGroupMax][16]float32
 	mask  [attnGroupMax][attnChunk / 8]uint8
 	bits  [attnGroupMax]uint64
 	mx    [attnGroupMax]float32
@@ -185,6 +184,10 @@ type attnGroup struct {
 	ready bool // e[cur] holds the scores of the chunk to come
 	on    bool // the states are here, not in their attnStates
 }
+
+// attnPart is the fused group kernels' scratch: a chunk's key pairs' lanes
+// against each state.
+type attnPart [attnChunk / 2][attnGroupMax][16]float32
 
 // load takes the states (head size attnGroupHD) into the group.
 func (gr *attnGroup) load(sts []attnState) {
@@ -216,9 +219,9 @@ func (gr *attnGroup) store(sts []attnState) {
 // all of them against each key at once (unless the chunk before computed them),
 // each state's softmax factors, then the accumulators' updates interleaved and,
 // given the next chunk's keys kn (m of them, for every state of the group), its
-// scores in the same loop. Each state's operations are those chunk gives it on its
+// scores in the same loop (part its scratch). Each state's operations are those chunk gives it on its
 // own, hence its bits.
-func (gr *attnGroup) chunk(k, v, kn []uint16, m, stride int, scale float32) {
+func (gr *attnGroup) chunk(k, v, kn []uint16, m, stride int, scale float32, part *attnPart) {
 	es := &gr.e[gr.cur]
 	if !gr.ready {
 		switch gr.nq {
@@ -246,11 +249,11 @@ func (gr *attnGroup) chunk(k, v, kn []uint16, m, stride int, scale float32) {
 		next := &gr.e[gr.cur^1][0][0]
 		switch gr.nq {
 		case 2:
-			attnTileFused2F16AVX512(&gr.acc[0][0], &v[0], m, stride, &es[0][0], &gr.bits[0], &gr.sum[0], &kn[0], &gr.qd[0][0][0], scale, next, &gr.part[0][0][0])
+			attnTileFused2F16AVX512(&gr.acc[0][0], &v[0], m, stride, &es[0][0], &gr.bits[0], &gr.sum[0], &kn[0], &gr.qd[0][0][0], scale, next, &part[0][0][0])
 		case 3:
-			attnTileFused3F16AVX512(&gr.acc[0][0], &v[0], m, stride, &es[0][0], &gr.bits[0], &gr.sum[0], &kn[0], &gr.qd[0][0][0], scale, next, &gr.part[0][0][0])
+			attnTileFused3F16AVX512(&gr.acc[0][0], &v[0], m, stride, &es[0][0], &gr.bits[0], &gr.sum[0], &kn[0], &gr.qd[0][0][0], scale, next, &part[0][0][0])
 		default:
-			attnTileFused4F16AVX512(&gr.acc[0][0], &v[0], m, stride, &es[0][0], &gr.bits[0], &gr.sum[0], &kn[0], &gr.qd[0][0][0], scale, next, &gr.part[0][0][0])
+			attnTileFused4F16AVX512(&gr.acc[0][0], &v[0], m, stride, &es[0][0], &gr.bits[0], &gr.sum[0], &kn[0], &gr.qd[0][0][0], scale, next, &part[0][0][0])
 		}
 		gr.cur, gr.ready = gr.cur^1, true
 		return
@@ -281,6 +284,7 @@ func tileGroups(sts []attnState, ns []int, ks, vs [][]uint16, off, stride, bt, n
 		}
 	}
 	var cbs [attnTileMax]chunkBufs
+	var part attnPart
 	for c, j0 := 0, 0; j0 < nmax; c, j0 = c+1, j0+bt {
 		k, v := ks[c][off:], vs[c][off:]
 		for g := 0; g < ng; g++ {
@@ -297,7 +301,7 @@ func tileGroups(sts []attnState, ns []int, ks, vs [][]uint16, off, stride, bt, n
 					if fullNext {
 						kn = ks[c+1][off:]
 					}
-					gr.chunk(k, v, kn, bt, stride, scale)
+					gr.chunk(k, v, kn, bt, stride, scale, &part)
 					continue
 				}
 				gr.store(sts[t0:t1])

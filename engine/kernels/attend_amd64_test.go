@@ -128,6 +128,7 @@ func TestAttnGroupKernelsMatchReference(t *testing.T) {
 				attnGroupAccumRef(acc, v[hd:], n, stride, e, mask, sum)
 				// The fused kernels: the same update, and the scores of n more keys.
 				fu := gr
+				var part attnPart
 				kn := make([]uint16, n*stride)
 				for i := range kn {
 					kn[i] = F32ToF16(float32(r.NormFloat64() * 3))
@@ -135,11 +136,11 @@ func TestAttnGroupKernelsMatchReference(t *testing.T) {
 				attnGroupScoresRef(want, qr, kn[2*hd:], n, stride, 0.25)
 				switch nq {
 				case 2:
-					attnTileFused2F16AVX512(&fu.acc[0][0], &v[hd], n, stride, &fu.e[0][0][0], &fu.bits[0], &fu.sum[0], &kn[2*hd], &fu.qd[0][0][0], 0.25, &fu.e[1][0][0], &fu.part[0][0][0])
+					attnTileFused2F16AVX512(&fu.acc[0][0], &v[hd], n, stride, &fu.e[0][0][0], &fu.bits[0], &fu.sum[0], &kn[2*hd], &fu.qd[0][0][0], 0.25, &fu.e[1][0][0], &part[0][0][0])
 				case 3:
-					attnTileFused3F16AVX512(&fu.acc[0][0], &v[hd], n, stride, &fu.e[0][0][0], &fu.bits[0], &fu.sum[0], &kn[2*hd], &fu.qd[0][0][0], 0.25, &fu.e[1][0][0], &fu.part[0][0][0])
+					attnTileFused3F16AVX512(&fu.acc[0][0], &v[hd], n, stride, &fu.e[0][0][0], &fu.bits[0], &fu.sum[0], &kn[2*hd], &fu.qd[0][0][0], 0.25, &fu.e[1][0][0], &part[0][0][0])
 				case 4:
-					attnTileFused4F16AVX512(&fu.acc[0][0], &v[hd], n, stride, &fu.e[0][0][0], &fu.bits[0], &fu.sum[0], &kn[2*hd], &fu.qd[0][0][0], 0.25, &fu.e[1][0][0], &fu.part[0][0][0])
+					attnTileFused4F16AVX512(&fu.acc[0][0], &v[hd], n, stride, &fu.e[0][0][0], &fu.bits[0], &fu.sum[0], &kn[2*hd], &fu.qd[0][0][0], 0.25, &fu.e[1][0][0], &part[0][0][0])
 				}
 				for q := 0; q < nq; q++ {
 					for j, w := range want[q] {
