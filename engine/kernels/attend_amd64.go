@@ -219,8 +219,8 @@ func (gr *attnGroup) store(sts []attnState) {
 // all of them against each key at once (unless the chunk before computed them),
 // each state's softmax factors, then the accumulators' updates interleaved and,
 // given the next chunk's keys kn (m of them, for every state of the group), its
-// scores in the same loop (part its scratch). Each state's operations are those chunk gives it on its
-// own, hence its bits.
+// scores in the same loop (part its scratch). Each state's operations are those
+// chunk gives it on its own, hence its bits.
 func (gr *attnGroup) chunk(k, v, kn []uint16, m, stride int, scale float32, part *attnPart) {
 	es := &gr.e[gr.cur]
 	if !gr.ready {
