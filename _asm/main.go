@@ -8,7 +8,8 @@
 // K-quant AVX2 kernels also have a two-token form (…x2) sharing the weight
 // unpacking between activation rows; on AVX-512 the tiles of tile.go (K-quants)
 // and outer.go (Q8_0, Q4_0) take several rows or tokens at once. attn.go has
-// attention's three steps, act.go the activation quantizers, rounding and
+// attention's three steps (attntile.go the same for a group of up to four
+// queries over the same keys, AVX-512), act.go the activation quantizers, rounding and
 // SwiGLU. engine/kernels/simd_generic.go documents
 // the numerics. avo's instruction table lacks AVX-512 VNNI, so VPDPBUSD and
 // VPDPWSSD are emitted raw; the AVX-512 kernels may be given X16-X31, so their
@@ -94,6 +95,11 @@ func main() {
 	attnFused()
 	attnAccum("attnAccumF16", false)
 	attnAccum("attnAccumF16AVX512", true)
+	for nq := 2; nq <= attnGroupMax; nq++ {
+		attnTileScores(nq)
+		attnTileAccum(nq)
+		attnTileFused(nq)
+	}
 	actConstants()
 	quantQ8K()
 	quantQ8_0()

@@ -135,6 +135,10 @@ func tileChunks(sts []attnState, ns []int, ks, vs [][]uint16, off, stride, bt, n
 		_ = ks[b][off+(m-1)*stride+hd-1]
 		_ = vs[b][off+(m-1)*stride+hd-1]
 	}
+	if useAVX512 && hd == attnGroupHD {
+		tileGroups(sts, ns, ks, vs, off, stride, bt, nmax, scale)
+		return true
+	}
 	var cbs [attnTileMax]chunkBufs
 	for c, j0 := 0, 0; j0 < nmax; c, j0 = c+1, j0+bt {
 		k, v := ks[c][off:], vs[c][off:]
@@ -152,4 +156,166 @@ func tileChunks(sts []attnState, ns []int, ks, vs [][]uint16, off, stride, bt, n
 		}
 	}
 	return true
+}
+
+// attnGroupMax is the most states a group kernel (attnTileScores…, attnTileAccum…)
+// takes at once, attnGroupHD the head size they are written for.
+const (
+	attnGroupMax = 4
+	attnGroupHD  = 64
+)
+
+// attnGroup is up to attnGroupMax states of a tile going through the group
+// kernels together: their rounded queries twice over (qd[g][t] = q_t[8g:8g+8]
+// twice, the layout of attnTileScores), accumulators, running maxima and sums,
+// and a chunk's scores (then softmax factors) and masks; two score buffers, as
+// chunkBufs, since the fused kernel writes the next chunk's scores while it
+// updates the accumulators with this one's.
+type attnGroup struct {
+	qd    [attnGroupHD / 8][attnGroupMax][16]float32
+	acc   [attnGroupMax][attnGroupHD]float32
+	e     [2][attnGroupMax][attnChunk]float32
+	mask  [attnGroupMax][attnChunk / 8]uint8
+	bits  [attnGroupMax]uint64
+	mx    [attnGroupMax]float32
+	sum   [attnGroupMax]float32
+	nq    int
+	cur   int
+	ready bool // e[cur] holds the scores of the chunk to come
+	on    bool // the states are here, not in their attnStates
+}
+
+// attnPart is the fused group kernels' scratch: a chunk's key pairs' lanes
+// against each state.
+type attnPart [attnChunk / 2][attnGroupMax][16]float32
+
+// load takes the states (head size attnGroupHD) into the group.
+func (gr *attnGroup) load(sts []attnState) {
+	gr.nq, gr.on = len(sts), true
+	for t := range sts {
+		st := &sts[t]
+		qr := st.qr()
+		for g := range gr.qd {
+			copy(gr.qd[g][t][:8], qr[8*g:])
+			copy(gr.qd[g][t][8:], qr[8*g:])
+		}
+		copy(gr.acc[t][:], st.acc())
+		gr.mx[t], gr.sum[t] = st.mx, st.sum
+	}
+}
+
+// store gives the states back their accumulators, maxima and sums.
+func (gr *attnGroup) store(sts []attnState) {
+	for t := range sts {
+		st := &sts[t]
+		copy(st.acc(), gr.acc[t][:])
+		st.mx, st.sum = gr.mx[t], gr.sum[t]
+	}
+	gr.on = false
+}
+
+// chunk adds a chunk of m positions (a multiple of 8, at most attnChunk; keys and
+// values at k and v, rows stride apart) to every state of the group: the scores of
+// all of them against each key at once (unless the chunk before computed them),
+// each state's softmax factors, then the accumulators' updates interleaved and,
+// given the next chunk's keys kn (m of them, for every state of the group), its
+// scores in the same loop (part its scratch). Each state's operations are those
+// chunk gives it on its own, hence its bits.
+func (gr *attnGroup) chunk(k, v, kn []uint16, m, stride int, scale float32, part *attnPart) {
+	es := &gr.e[gr.cur]
+	if !gr.ready {
+		switch gr.nq {
+		case 2:
+			attnTileScores2F16AVX512(&k[0], &gr.qd[0][0][0], attnGroupHD, m, stride, scale, &es[0][0])
+		case 3:
+			attnTileScores3F16AVX512(&k[0], &gr.qd[0][0][0], attnGroupHD, m, stride, scale, &es[0][0])
+		default:
+			attnTileScores4F16AVX512(&k[0], &gr.qd[0][0][0], attnGroupHD, m, stride, scale, &es[0][0])
+		}
+	}
+	for t := 0; t < gr.nq; t++ {
+		e := &es[t]
+		for i := m; i < (m+15)&^15; i++ {
+			e[i] = float32(math.Inf(-1))
+		}
+		attnExpF16AVX512(&e[0], m, &gr.mx[t], &gr.mask[t][0])
+		var bits uint64
+		for i, b := range gr.mask[t][:(m+7)/8] {
+			bits |= uint64(b) << (8 * i)
+		}
+		gr.bits[t] = bits
+	}
+	if kn != nil {
+		next := &gr.e[gr.cur^1][0][0]
+		switch gr.nq {
+		case 2:
+			attnTileFused2F16AVX512(&gr.acc[0][0], &v[0], m, stride, &es[0][0], &gr.bits[0], &gr.sum[0], &kn[0], &gr.qd[0][0][0], scale, next, &part[0][0][0])
+		case 3:
+			attnTileFused3F16AVX512(&gr.acc[0][0], &v[0], m, stride, &es[0][0], &gr.bits[0], &gr.sum[0], &kn[0], &gr.qd[0][0][0], scale, next, &part[0][0][0])
+		default:
+			attnTileFused4F16AVX512(&gr.acc[0][0], &v[0], m, stride, &es[0][0], &gr.bits[0], &gr.sum[0], &kn[0], &gr.qd[0][0][0], scale, next, &part[0][0][0])
+		}
+		gr.cur, gr.ready = gr.cur^1, true
+		return
+	}
+	switch gr.nq {
+	case 2:
+		attnTileAccum2F16AVX512(&gr.acc[0][0], &v[0], m, stride, &es[0][0], &gr.bits[0], &gr.sum[0])
+	case 3:
+		attnTileAccum3F16AVX512(&gr.acc[0][0], &v[0], m, stride, &es[0][0], &gr.bits[0], &gr.sum[0])
+	default:
+		attnTileAccum4F16AVX512(&gr.acc[0][0], &v[0], m, stride, &es[0][0], &gr.bits[0], &gr.sum[0])
+	}
+	gr.ready = false
+}
+
+// tileGroups is tileChunks for head size attnGroupHD on AVX-512: the states, in
+// groups of up to attnGroupMax, take the blocks (blocks outer) through the group
+// kernels while every state of the group has the whole block; from the first block
+// where one does not (the causal end of a tile's tokens), and for a group of one,
+// each state goes on through chunk, unfused. The caller has checked the blocks'
+// rows are in bounds.
+func tileGroups(sts []attnState, ns []int, ks, vs [][]uint16, off, stride, bt, nmax int, scale float32) {
+	var grs [attnTileMax / attnGroupMax]attnGroup
+	ng := (len(sts) + attnGroupMax - 1) / attnGroupMax
+	for g := 0; g < ng; g++ {
+		if t0, t1 := g*attnGroupMax, min(len(sts), (g+1)*attnGroupMax); t1-t0 > 1 {
+			grs[g].load(sts[t0:t1])
+		}
+	}
+	var cbs [attnTileMax]chunkBufs
+	var part attnPart
+	for c, j0 := 0, 0; j0 < nmax; c, j0 = c+1, j0+bt {
+		k, v := ks[c][off:], vs[c][off:]
+		for g := 0; g < ng; g++ {
+			gr := &grs[g]
+			t0, t1 := g*attnGroupMax, min(len(sts), (g+1)*attnGroupMax)
+			if gr.on {
+				full, fullNext := true, true
+				for _, n := range ns[t0:t1] {
+					full = full && n-j0 >= bt
+					fullNext = fullNext && n-j0-bt >= bt
+				}
+				if full {
+					var kn []uint16
+					if fullNext {
+						kn = ks[c+1][off:]
+					}
+					gr.chunk(k, v, kn, bt, stride, scale, &part)
+					continue
+				}
+				gr.store(sts[t0:t1])
+			}
+			for t := t0; t < t1; t++ {
+				if m := min(bt, ns[t]-j0); m > 0 {
+					sts[t].chunk(&cbs[t], k, v, nil, m, 0, stride, scale)
+				}
+			}
+		}
+	}
+	for g := 0; g < ng; g++ {
+		if grs[g].on {
+			grs[g].store(sts[g*attnGroupMax : min(len(sts), (g+1)*attnGroupMax)])
+		}
+	}
 }

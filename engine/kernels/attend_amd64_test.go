@@ -52,3 +52,130 @@ func TestAttnExpMatchesExpf(t *testing.T) {
 		}
 	}
 }
+
+// TestAttnGroupKernelsMatchReference: the group kernels, fused or not, give, for every query of
+// the group, the bits of their Go references (attnGroupScoresRef,
+// attnGroupAccumRef), for groups of 2 to 4 queries, chunks of 8 to 64 positions,
+// rows strided as in a cache of several KV heads, and new maxima at no position,
+// some and every one.
+func TestAttnGroupKernelsMatchReference(t *testing.T) {
+	if !useAVX512 {
+		t.Skip("no AVX-512")
+	}
+	r := rand.New(rand.NewPCG(41, 42))
+	const hd, stride = attnGroupHD, 3 * attnGroupHD
+	for _, nq := range []int{2, 3, 4} {
+		for _, n := range []int{8, 16, 24, 40, 64} {
+			for _, newMax := range []float64{0, 0.1, 1} {
+				k, v := make([]uint16, n*stride), make([]uint16, n*stride)
+				for i := range k {
+					k[i], v[i] = F32ToF16(float32(r.NormFloat64()*3)), F32ToF16(float32(r.NormFloat64()*2))
+				}
+				var gr attnGroup
+				gr.nq = nq
+				qr := make([][]float32, nq)
+				for q := range qr {
+					qr[q] = make([]float32, hd)
+					for i := range qr[q] {
+						qr[q][i] = RoundF16(float32(r.NormFloat64()))
+					}
+					for g := range gr.qd {
+						copy(gr.qd[g][q][:8], qr[q][8*g:])
+						copy(gr.qd[g][q][8:], qr[q][8*g:])
+					}
+				}
+				// Scores.
+				want := make([][]float32, nq)
+				for q := range want {
+					want[q] = make([]float32, n)
+				}
+				attnGroupScoresRef(want, qr, k[hd:], n, stride, 0.125)
+				switch nq {
+				case 2:
+					attnTileScores2F16AVX512(&k[hd], &gr.qd[0][0][0], hd, n, stride, 0.125, &gr.e[0][0][0])
+				case 3:
+					attnTileScores3F16AVX512(&k[hd], &gr.qd[0][0][0], hd, n, stride, 0.125, &gr.e[0][0][0])
+				case 4:
+					attnTileScores4F16AVX512(&k[hd], &gr.qd[0][0][0], hd, n, stride, 0.125, &gr.e[0][0][0])
+				}
+				for q := range want {
+					for j, w := range want[q] {
+						if math.Float32bits(gr.e[0][q][j]) != math.Float32bits(w) {
+							t.Fatalf("nq %d n %d: score of query %d position %d: %v, reference %v", nq, n, q, j, gr.e[0][q][j], w)
+						}
+					}
+				}
+				// Accumulator updates.
+				acc, e := make([][]float32, nq), make([][]float32, nq)
+				mask, sum := make([]uint64, nq), make([]float32, nq)
+				for q := 0; q < nq; q++ {
+					acc[q], e[q] = make([]float32, hd), make([]float32, n)
+					for i := range acc[q] {
+						acc[q][i] = RoundF16(float32(r.NormFloat64() * 10))
+					}
+					for j := range e[q] {
+						e[q][j] = float32(r.Float64())
+						if r.Float64() < newMax {
+							mask[q] |= 1 << j
+						}
+					}
+					sum[q] = float32(r.Float64() * 100)
+					copy(gr.acc[q][:], acc[q])
+					copy(gr.e[0][q][:], e[q])
+				}
+				copy(gr.bits[:], mask)
+				copy(gr.sum[:], sum)
+				attnGroupAccumRef(acc, v[hd:], n, stride, e, mask, sum)
+				// The fused kernels: the same update, and the scores of n more keys.
+				fu := gr
+				var part attnPart
+				kn := make([]uint16, n*stride)
+				for i := range kn {
+					kn[i] = F32ToF16(float32(r.NormFloat64() * 3))
+				}
+				attnGroupScoresRef(want, qr, kn[2*hd:], n, stride, 0.25)
+				switch nq {
+				case 2:
+					attnTileFused2F16AVX512(&fu.acc[0][0], &v[hd], n, stride, &fu.e[0][0][0], &fu.bits[0], &fu.sum[0], &kn[2*hd], &fu.qd[0][0][0], 0.25, &fu.e[1][0][0], &part[0][0][0])
+				case 3:
+					attnTileFused3F16AVX512(&fu.acc[0][0], &v[hd], n, stride, &fu.e[0][0][0], &fu.bits[0], &fu.sum[0], &kn[2*hd], &fu.qd[0][0][0], 0.25, &fu.e[1][0][0], &part[0][0][0])
+				case 4:
+					attnTileFused4F16AVX512(&fu.acc[0][0], &v[hd], n, stride, &fu.e[0][0][0], &fu.bits[0], &fu.sum[0], &kn[2*hd], &fu.qd[0][0][0], 0.25, &fu.e[1][0][0], &part[0][0][0])
+				}
+				for q := 0; q < nq; q++ {
+					for j, w := range want[q] {
+						if math.Float32bits(fu.e[1][q][j]) != math.Float32bits(w) {
+							t.Fatalf("fused nq %d n %d: score of query %d position %d: %v, reference %v", nq, n, q, j, fu.e[1][q][j], w)
+						}
+					}
+					if math.Float32bits(fu.sum[q]) != math.Float32bits(sum[q]) {
+						t.Fatalf("fused nq %d n %d new %v: sum of query %d: %v, reference %v", nq, n, newMax, q, fu.sum[q], sum[q])
+					}
+					for i, w := range acc[q] {
+						if math.Float32bits(fu.acc[q][i]) != math.Float32bits(w) {
+							t.Fatalf("fused nq %d n %d new %v: acc[%d][%d] = %v, reference %v", nq, n, newMax, q, i, fu.acc[q][i], w)
+						}
+					}
+				}
+				switch nq {
+				case 2:
+					attnTileAccum2F16AVX512(&gr.acc[0][0], &v[hd], n, stride, &gr.e[0][0][0], &gr.bits[0], &gr.sum[0])
+				case 3:
+					attnTileAccum3F16AVX512(&gr.acc[0][0], &v[hd], n, stride, &gr.e[0][0][0], &gr.bits[0], &gr.sum[0])
+				case 4:
+					attnTileAccum4F16AVX512(&gr.acc[0][0], &v[hd], n, stride, &gr.e[0][0][0], &gr.bits[0], &gr.sum[0])
+				}
+				for q := 0; q < nq; q++ {
+					if math.Float32bits(gr.sum[q]) != math.Float32bits(sum[q]) {
+						t.Fatalf("nq %d n %d new %v: sum of query %d: %v, reference %v", nq, n, newMax, q, gr.sum[q], sum[q])
+					}
+					for i, w := range acc[q] {
+						if math.Float32bits(gr.acc[q][i]) != math.Float32bits(w) {
+							t.Fatalf("nq %d n %d new %v: acc[%d][%d] = %v, reference %v", nq, n, newMax, q, i, gr.acc[q][i], w)
+						}
+					}
+				}
+			}
+		}
+	}
+}

@@ -73,3 +73,42 @@ func tileBlocks(sts []attnState, ns []int, ks, vs [][]uint16, off, stride, bt, n
 		}
 	}
 }
+
+// attnGroupScoresRef is the reference of the group score kernels
+// (attnTileScores…): s[t][j] = scale·(q_t·k_j) for each rounded query qr[t] and the
+// n keys at k[j*stride:], each as attnSpanGeneric computes it.
+func attnGroupScoresRef(s [][]float32, qr [][]float32, k []uint16, n, stride int, scale float32) {
+	for t, q := range qr {
+		for j := 0; j < n; j++ {
+			kj := k[j*stride : j*stride+len(q)]
+			var a8 [8]float32
+			for i, x := range q {
+				a8[i%8] += float32(f16Table[kj[i]] * x)
+			}
+			s[t][j] = sum8(&a8) * scale
+		}
+	}
+}
+
+// attnGroupAccumRef is the reference of the group accumulator kernels
+// (attnTileAccum…): for each query t and position j < n, attnSpanGeneric's update
+// of acc[t] and sum[t] with the factor e[t][j], a new maximum where bit j of
+// mask[t] is set, and the values at v[j*stride:].
+func attnGroupAccumRef(acc [][]float32, v []uint16, n, stride int, e [][]float32, mask []uint64, sum []float32) {
+	for t, a := range acc {
+		for j := 0; j < n; j++ {
+			ms, vs := float32(1), e[t][j]
+			if mask[t]>>j&1 != 0 {
+				ms, vs = vs, 1
+				for i, x := range a {
+					a[i] = RoundF16(x * ms)
+				}
+			}
+			vj := v[j*stride : j*stride+len(a)]
+			for i, x := range a {
+				a[i] = RoundF16(x + float32(f16Table[vj[i]]*vs))
+			}
+			sum[t] = float32(sum[t]*ms) + vs
+		}
+	}
+}

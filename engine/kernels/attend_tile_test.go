@@ -23,6 +23,9 @@ func TestAttendBlocksTileMatchesPerQuery(t *testing.T) {
 		{128, 1, 1, 16, 17, 63}, {128, 4, 2, 64, 6, 60}, {128, 8, 1, 16, 3, 127}, {128, 1, 1, 8, 4, 7},
 		{64, 1, 1, 24, 7, 45}, {64, 3, 1, 128, 6, 125}, {72, 4, 1, 16, 5, 30}, {8, 8, 2, 7, 9, 12},
 		{64, 20, 1, 16, 2, 40}, // a group larger than a tile
+		// AVX-512's group kernels in groups of 4, 3 and 2, fused and not: groups of
+		// 4 and 3 (15 states a tile), of 4 and 2 (14), and a second tile of 2
+		{64, 3, 2, 16, 11, 70}, {64, 2, 1, 32, 7, 90}, {64, 1, 1, 16, 18, 100}, {64, 4, 1, 8, 6, 33},
 	}
 	for _, c := range cases {
 		heads := c.group * c.kvHeads

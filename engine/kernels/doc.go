@@ -15,7 +15,9 @@
 //     AttendBlocksTile for the query heads of one GQA group over a run of tokens
 //     (prompts): they walk the cache together, block by block, so that a block of
 //     keys and values serves every head of the tile while it is in the cache, each
-//     head keeping its own state and order (AttendBlocks' bits).
+//     head keeping its own state and order (AttendBlocks' bits); on AVX-512 with
+//     head size 64, up to four heads at a time score each key once and update
+//     their accumulators interleaved (attend_amd64.go's group kernels).
 //
 // Types: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K,
 // Q5_K, Q6_K, IQ4_XS, TQ1_0, TQ2_0 and the lattice types IQ2_XXS, IQ2_XS, IQ2_S,

@@ -158,6 +158,75 @@ func attnAccumF16(acc *float32, v *uint16, hd int, n int, stride int, e *float32
 //go:noescape
 func attnAccumF16AVX512(acc *float32, v *uint16, hd int, n int, stride int, e *float32, mask uint64, sum *float32)
 
+// attnTileScores2F16AVX512 sets s[t·64+j] = scale·(q_t·k_j) for the 2 queries t and the n
+// keys j (n a multiple of 8; k_j the hd binary16 values at k + j·stride), as
+// attnScoresF16 computes each. qd holds the rounded queries twice over, 8 values
+// at a time: qd[(g·4+t)·16 + l] = q_t[8g + l%8].
+//
+//go:noescape
+func attnTileScores2F16AVX512(k *uint16, qd *float32, hd int, n int, stride int, scale float32, s *float32)
+
+// attnTileAccum2F16AVX512 is attnAccumF16AVX512 for 2 queries of head size 64 at once: query t's
+// accumulator at acc + t·64, its factors at e + t·64 (float32s), its mask
+// mask[t] and its sum sum[t]; the values v_j (64 binary16 at v + j·stride) are
+// every query's.
+//
+//go:noescape
+func attnTileAccum2F16AVX512(acc *float32, v *uint16, n int, stride int, e *float32, mask *uint64, sum *float32)
+
+// attnTileFused2F16AVX512 is attnTileAccum2F16AVX512 over n positions (a multiple of 8, at most
+// 64) and, in the same loop, attnTileScores2F16AVX512 over the n keys at k
+// (head size 64) into s; part is scratch for n·32 float32s.
+//
+//go:noescape
+func attnTileFused2F16AVX512(acc *float32, v *uint16, n int, stride int, e *float32, mask *uint64, sum *float32, k *uint16, qd *float32, scale float32, s *float32, part *float32)
+
+// attnTileScores3F16AVX512 sets s[t·64+j] = scale·(q_t·k_j) for the 3 queries t and the n
+// keys j (n a multiple of 8; k_j the hd binary16 values at k + j·stride), as
+// attnScoresF16 computes each. qd holds the rounded queries twice over, 8 values
+// at a time: qd[(g·4+t)·16 + l] = q_t[8g + l%8].
+//
+//go:noescape
+func attnTileScores3F16AVX512(k *uint16, qd *float32, hd int, n int, stride int, scale float32, s *float32)
+
+// attnTileAccum3F16AVX512 is attnAccumF16AVX512 for 3 queries of head size 64 at once: query t's
+// accumulator at acc + t·64, its factors at e + t·64 (float32s), its mask
+// mask[t] and its sum sum[t]; the values v_j (64 binary16 at v + j·stride) are
+// every query's.
+//
+//go:noescape
+func attnTileAccum3F16AVX512(acc *float32, v *uint16, n int, stride int, e *float32, mask *uint64, sum *float32)
+
+// attnTileFused3F16AVX512 is attnTileAccum3F16AVX512 over n positions (a multiple of 8, at most
+// 64) and, in the same loop, attnTileScores3F16AVX512 over the n keys at k
+// (head size 64) into s; part is scratch for n·32 float32s.
+//
+//go:noescape
+func attnTileFused3F16AVX512(acc *float32, v *uint16, n int, stride int, e *float32, mask *uint64, sum *float32, k *uint16, qd *float32, scale float32, s *float32, part *float32)
+
+// attnTileScores4F16AVX512 sets s[t·64+j] = scale·(q_t·k_j) for the 4 queries t and the n
+// keys j (n a multiple of 8; k_j the hd binary16 values at k + j·stride), as
+// attnScoresF16 computes each. qd holds the rounded queries twice over, 8 values
+// at a time: qd[(g·4+t)·16 + l] = q_t[8g + l%8].
+//
+//go:noescape
+func attnTileScores4F16AVX512(k *uint16, qd *float32, hd int, n int, stride int, scale float32, s *float32)
+
+// attnTileAccum4F16AVX512 is attnAccumF16AVX512 for 4 queries of head size 64 at once: query t's
+// accumulator at acc + t·64, its factors at e + t·64 (float32s), its mask
+// mask[t] and its sum sum[t]; the values v_j (64 binary16 at v + j·stride) are
+// every query's.
+//
+//go:noescape
+func attnTileAccum4F16AVX512(acc *float32, v *uint16, n int, stride int, e *float32, mask *uint64, sum *float32)
+
+// attnTileFused4F16AVX512 is attnTileAccum4F16AVX512 over n positions (a multiple of 8, at most
+// 64) and, in the same loop, attnTileScores4F16AVX512 over the n keys at k
+// (head size 64) into s; part is scratch for n·32 float32s.
+//
+//go:noescape
+func attnTileFused4F16AVX512(acc *float32, v *uint16, n int, stride int, e *float32, mask *uint64, sum *float32, k *uint16, qd *float32, scale float32, s *float32, part *float32)
+
 // quantQ8KAVX2 quantizes the nb·256 float32 at x to nb q8KBlocks at y as quantActQ8K does.
 //
 //go:noescape

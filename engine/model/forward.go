@@ -247,9 +247,11 @@ func (w *scratch) attention(m *Model, parts []part, out, q []float32, n int, sca
 
 // tiledAttention selects attendTiles over attendRange: the same bits (the kernels
 // guarantee it; TestTiledAttentionMatchesPerHead checks it on a model), fewer trips
-// through the cache for long prompts. Off until a quiet measurement shows it is
-// not slower (docs/PERFORMANCE.md: on a loaded machine the pairs were a draw).
-var tiledAttention = false
+// through the cache for long prompts and, on AVX-512 with head size 64, the group
+// kernels (several queries scoring each key once, their accumulator updates
+// interleaved). On since the quiet measurement of docs/PERFORMANCE.md ("Attention
+// tiled over tokens and a GQA group's heads").
+var tiledAttention = true
 
 // attnTileTokens is how many tokens of the batch an item of attendTiles takes for
 // one KV head: enough that the item's heads (tokens × group) fill a tile of the
