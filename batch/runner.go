@@ -286,7 +286,7 @@ func (m *Manager) drive(j *Job, ch *driverChans, resumed bool) error {
 	var pausedUntil, retryAt time.Time
 	var waiting []chan Job
 	var leftover []Outcome // taken off ch.results while closing
-	defer func() { // on Close: take the outcomes of lines that ran, and commit them
+	defer func() {         // on Close: take the outcomes of lines that ran, and commit them
 		take := func(o Outcome) {
 			if inflight[o.Index] != nil && o.Resp.Refused == Ran && o.Resp.StatusCode != 499 {
 				leftover = append(leftover, o)
