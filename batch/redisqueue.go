@@ -86,10 +86,12 @@ func NewRedisQueue(c redis.UniversalClient, opts RedisQueueOptions) *RedisQueue 
 
 const redisGroup = "workers"
 
-func (q *RedisQueue) linesKey() string              { return q.opts.KeyPrefix + "batch:lines" }
-func (q *RedisQueue) deadKey() string               { return q.opts.KeyPrefix + "batch:dead" }
-func (q *RedisQueue) inflightKey(job string) string { return q.opts.KeyPrefix + "batch:{" + job + "}:inflight" }
-func (q *RedisQueue) outKey(job string) string      { return q.opts.KeyPrefix + "batch:{" + job + "}:out" }
+func (q *RedisQueue) linesKey() string { return q.opts.KeyPrefix + "batch:lines" }
+func (q *RedisQueue) deadKey() string  { return q.opts.KeyPrefix + "batch:dead" }
+func (q *RedisQueue) inflightKey(job string) string {
+	return q.opts.KeyPrefix + "batch:{" + job + "}:inflight"
+}
+func (q *RedisQueue) outKey(job string) string { return q.opts.KeyPrefix + "batch:{" + job + "}:out" }
 
 // DeadKey is the dead-letter stream's key.
 func (q *RedisQueue) DeadKey() string { return q.deadKey() }
@@ -101,9 +103,9 @@ func (q *RedisQueue) Run(ctx context.Context, run LineRunner, workers int, deliv
 	if q.opts.Workers != 0 {
 		workers = q.opts.Workers
 	}
-	for i := 0; i < workers; i++ {
+	if workers > 0 {
 		q.wg.Add(1)
-		go func() { defer q.wg.Done(); q.work(ctx) }()
+		go func() { defer q.wg.Done(); q.fetch(ctx, workers) }()
 	}
 	if deliver != nil {
 		q.wg.Add(1)
@@ -230,48 +232,67 @@ func (q *RedisQueue) read(ctx context.Context) {
 	}
 }
 
-// work is one worker: it claims lines whose worker died, else reads new ones, and
-// runs them.
-func (q *RedisQueue) work(ctx context.Context) {
-	block := min(q.opts.Lease/2, time.Second)
+// fetch hands lines to up to workers goroutines: whenever one is free it claims a
+// line whose worker died, else reads a new one. It alone blocks on Redis (one
+// connection), however many workers run.
+func (q *RedisQueue) fetch(ctx context.Context, workers int) {
+	block := min(q.opts.Lease/2, 500*time.Millisecond)
 	cursor := "0-0" // XAUTOCLAIM scans the pending lines from here
+	slots := make(chan struct{}, workers)
 	for ctx.Err() == nil {
-		if err := q.group(ctx); err != nil {
-			if ctx.Err() == nil {
-				q.opts.Logger.Warn("batch: consumer group", "error", err)
-				sleep(ctx, time.Second)
-			}
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		msg, claimed, ok := q.next(ctx, &cursor, block)
+		if !ok {
+			<-slots
 			continue
 		}
-		msgs, next, err := q.c.XAutoClaim(ctx, &redis.XAutoClaimArgs{Stream: q.linesKey(), Group: redisGroup,
-			Consumer: q.opts.Node, MinIdle: q.opts.Lease, Start: cursor, Count: 1}).Result()
-		if err == nil {
-			cursor = next
-		}
-		claimed := err == nil && len(msgs) > 0
-		if !claimed {
-			ss, err := q.c.XReadGroup(ctx, &redis.XReadGroupArgs{Group: redisGroup, Consumer: q.opts.Node,
-				Streams: []string{q.linesKey(), ">"}, Count: 1, Block: block}).Result()
-			if errors.Is(err, redis.Nil) {
-				continue
-			}
-			if err != nil {
-				if ctx.Err() == nil {
-					q.opts.Logger.Warn("batch: reading lines", "error", err)
-					sleep(ctx, 200*time.Millisecond)
-				}
-				continue
-			}
-			for _, s := range ss {
-				msgs = append(msgs, s.Messages...)
-			}
-		}
-		for _, msg := range msgs {
+		q.wg.Add(1)
+		go func() {
+			defer q.wg.Done()
+			defer func() { <-slots }()
 			if err := q.handle(ctx, msg, claimed); err != nil && ctx.Err() == nil {
 				q.opts.Logger.Warn("batch: a line", "id", msg.ID, "error", err)
 			}
+		}()
+	}
+}
+
+// next is a line to run: one idle for the lease (claimed), else a new one.
+func (q *RedisQueue) next(ctx context.Context, cursor *string, block time.Duration) (redis.XMessage, bool, bool) {
+	if err := q.group(ctx); err != nil {
+		if ctx.Err() == nil {
+			q.opts.Logger.Warn("batch: consumer group", "error", err)
+			sleep(ctx, time.Second)
+		}
+		return redis.XMessage{}, false, false
+	}
+	msgs, next, err := q.c.XAutoClaim(ctx, &redis.XAutoClaimArgs{Stream: q.linesKey(), Group: redisGroup,
+		Consumer: q.opts.Node, MinIdle: q.opts.Lease, Start: *cursor, Count: 1}).Result()
+	if err == nil {
+		*cursor = next
+		if len(msgs) > 0 {
+			return msgs[0], true, true
 		}
 	}
+	ss, err := q.c.XReadGroup(ctx, &redis.XReadGroupArgs{Group: redisGroup, Consumer: q.opts.Node,
+		Streams: []string{q.linesKey(), ">"}, Count: 1, Block: block}).Result()
+	if err != nil {
+		if !errors.Is(err, redis.Nil) && ctx.Err() == nil {
+			q.opts.Logger.Warn("batch: reading lines", "error", err)
+			sleep(ctx, 200*time.Millisecond)
+		}
+		return redis.XMessage{}, false, false
+	}
+	for _, s := range ss {
+		if len(s.Messages) > 0 {
+			return s.Messages[0], false, true
+		}
+	}
+	return redis.XMessage{}, false, false
 }
 
 // handle runs one line (or acknowledges one whose outcome is already out, or
