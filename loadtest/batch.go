@@ -22,7 +22,7 @@ type BatchPhase struct {
 	Status    string  `json:"status"` // at the end of the second run
 	Completed int     `json:"completed"`
 	Failed    int     `json:"failed"`
-	End       string  `json:"end"`   // what was done with the job then: "left running", "cancelled", "ended"
+	End       string  `json:"end"` // what was done with the job then: "left running", "cancelled", "ended"
 	Without   Metrics `json:"without"`
 	With      Metrics `json:"with"`
 	Ratio     float64 `json:"ttft_p99_ratio"` // With.TTFT.P99 / Without.TTFT.P99
