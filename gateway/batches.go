@@ -384,6 +384,11 @@ func (s *Server) uploadFile(ctx *fasthttp.RequestCtx, reqID, tenant string) {
 		}
 		part.Close()
 	}
+	// Read the body to its end (an epilogue, a chunked body's last chunk), so that
+	// the connection's next request starts where it should.
+	if n, _ := io.Copy(io.Discard, io.LimitReader(body, 64<<10)); n == 64<<10 {
+		ctx.SetConnectionClose()
+	}
 	if purpose != "batch" {
 		fail(badRequest("purpose", "purpose must be 'batch'"))
 		return

@@ -1,11 +1,13 @@
 package gateway
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"mime/multipart"
+	"net"
 	"net/http"
 	"runtime"
 	"strings"
@@ -174,5 +176,47 @@ func TestChunkedBodyLimit(t *testing.T) {
 	}
 	if c := post(strings.Repeat("a", 2<<20)); c != 413 {
 		t.Fatalf("a chunked body over the limit: %d", c)
+	}
+}
+
+// After a chunked upload the connection serves its next request: the body was read
+// to its last chunk (a byte left over would be parsed as the next request).
+func TestChunkedUploadKeepsTheConnection(t *testing.T) {
+	ts := startBatchServer(t, newFakeEngine())
+	conn, err := net.Dial("tcp", strings.TrimPrefix(ts.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var form strings.Builder
+	mw := multipart.NewWriter(&form)
+	mw.WriteField("purpose", "batch")
+	fw, _ := mw.CreateFormFile("file", "in.jsonl")
+	io.WriteString(fw, chatLine("a", "tiny", 4, "")+"\n")
+	mw.Close()
+	body := form.String()
+	var req strings.Builder
+	fmt.Fprintf(&req, "POST /v1/files HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: %s\r\nTransfer-Encoding: chunked\r\n\r\n",
+		ts.keys["acme"], mw.FormDataContentType())
+	for len(body) > 0 { // in chunks of 100 bytes
+		n := min(100, len(body))
+		fmt.Fprintf(&req, "%x\r\n%s\r\n", n, body[:n])
+		body = body[n:]
+	}
+	req.WriteString("0\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+	if _, err := io.WriteString(conn, req.String()); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(conn)
+	for i, want := range []int{200, 200} {
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("response %d: %v", i, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Fatalf("response %d: %d %s", i, resp.StatusCode, b)
+		}
 	}
 }
