@@ -17,15 +17,18 @@ import (
 // traffic's overall metrics without the job (the first run) and beside it (the
 // second), and the job's state when the second run ended.
 type BatchPhase struct {
-	ID        string  `json:"id"`
-	Lines     int     `json:"lines"`
-	Status    string  `json:"status"` // at the end of the second run
-	Completed int     `json:"completed"`
-	Failed    int     `json:"failed"`
-	End       string  `json:"end"` // what was done with the job then: "left running", "cancelled", "ended"
-	Without   Metrics `json:"without"`
-	With      Metrics `json:"with"`
-	Ratio     float64 `json:"ttft_p99_ratio"` // With.TTFT.P99 / Without.TTFT.P99
+	ID        string `json:"id"`
+	Lines     int    `json:"lines"`
+	Status    string `json:"status"` // at the end of the second run
+	Completed int    `json:"completed"`
+	Failed    int    `json:"failed"`
+	End       string `json:"end"` // what was done with the job then: "left running", "cancelled", "ended"
+	// RanS is how long the job ran (in_progress until it ended, or until the end of
+	// the second run), to set beside that run's window.
+	RanS    float64 `json:"ran_s"`
+	Without Metrics `json:"without"`
+	With    Metrics `json:"with"`
+	Ratio   float64 `json:"ttft_p99_ratio"` // With.TTFT.P99 / Without.TTFT.P99
 }
 
 // runBesideBatch runs the scenario without the batch, submits the batch (upload and
@@ -82,6 +85,13 @@ func runBesideBatch(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	ph := &BatchPhase{ID: id, Lines: b.Lines, Status: st.Status, Completed: st.Counts.Completed, Failed: st.Counts.Failed,
 		End: "ended", Without: without.Overall, With: rep.Overall}
+	if st.InProgressAt > 0 {
+		end := time.Now().Unix()
+		if e := max(st.FinalizingAt, st.CancelledAt); e > 0 {
+			end = e
+		}
+		ph.RanS = float64(end - st.InProgressAt)
+	}
 	if st.Status == "in_progress" || st.Status == "validating" {
 		ph.End = "cancelled"
 		if err := batchCall(ctx, client, "POST", base+"/v1/batches/"+id+"/cancel", key, "", nil, nil); err != nil {
@@ -96,8 +106,11 @@ func runBesideBatch(ctx context.Context, cfg Config) (*Report, error) {
 }
 
 type batchStatus struct {
-	Status string `json:"status"`
-	Counts struct {
+	Status       string `json:"status"`
+	InProgressAt int64  `json:"in_progress_at"`
+	FinalizingAt int64  `json:"finalizing_at"`
+	CancelledAt  int64  `json:"cancelled_at"`
+	Counts       struct {
 		Completed int `json:"completed"`
 		Failed    int `json:"failed"`
 	} `json:"request_counts"`
