@@ -442,6 +442,11 @@ func (s *Server) bodyFits(ctx *fasthttp.RequestCtx, reqID string, path []byte) b
 			return true
 		}
 	}
+	if n > 0 && n-s.cfg.MaxBodyBytes <= 4<<20 {
+		// Read (and drop) a body up to 4 MiB over the limit, so that a client still
+		// writing it reads the 413 rather than a connection reset.
+		io.Copy(io.Discard, io.LimitReader(ctx.RequestBodyStream(), int64(n)))
+	}
 	s.writeError(ctx, reqID, s.tooLarge())
 	ctx.SetConnectionClose() // the rest of the body is not read
 	return false
