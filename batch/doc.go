@@ -7,7 +7,8 @@
 // # Files
 //
 // Store keeps each file as a file under dir/files (up to MaxFileBytes and
-// MaxFileLines) and its metadata, the jobs and every line's result in an embedded
+// MaxFileLines; PutFile streams it to disk and stops reading once a limit is passed)
+// and its metadata, the jobs and every line's result in an embedded
 // bbolt database (dir/batch.db). Every file and job belongs to one tenant; another
 // tenant's id is ErrNotFound.
 //
@@ -37,10 +38,19 @@
 //
 // # Running and durability
 //
-// Manager owns one goroutine per unfinished job that applies Decide's decisions and
-// runs up to Options.Concurrency lines at once, in RunOrder: lines sharing a leading
-// system message run together, so the prefix cache serves the shared prompt. A finished line's result and its cost
-// are committed in one bbolt transaction together with the job's spend and counts,
+// Manager owns one goroutine per unfinished job (its driver) that applies Decide's
+// decisions and starts up to Options.Concurrency lines at once, in RunOrder; a
+// started line goes through a Queue to whatever runs it, and its Outcome comes back
+// to the driver, the only one that reserves and settles against the cap. InProcess
+// runs the lines on this process (at most Options.MaxRunning at once); RedisQueue
+// puts them on a Redis Stream with a consumer group, so that every process sharing
+// the Redis runs lines of every job: a line whose worker died is claimed by another
+// after its lease (XAUTOCLAIM) and dead-lettered (CodeDeadLetter, in the error file)
+// after MaxDeliveries; a restarted driver finds its lines still in flight
+// (Queue.InFlight). The driver drops an outcome of a line it has already committed.
+//
+// RunOrder puts lines sharing a leading system message together, so the prefix cache
+// serves the shared prompt. A finished line's result and its cost are committed in one bbolt transaction together with the job's spend and counts,
 // and a line already committed is skipped and charged nothing (settlement is
 // idempotent per job and line). Lines finished together are committed together. The
 // output and error files are rebuilt from the committed results when the job ends

@@ -39,6 +39,10 @@ type Response struct {
 	PromptTokens     int
 	CompletionTokens int
 	Cost             money.Money // actual cost, charged to the tenant
+	// Code and Message, without a StatusCode: the line did not run and goes to the
+	// error file with this error (a queue's dead letter).
+	Code    string `json:"code,omitempty"`
+	Message string `json:"message,omitempty"`
 }
 
 // LineRunner runs one request body for a tenant at batch priority (the gateway
@@ -55,6 +59,10 @@ type Options struct {
 	Checker     Checker
 	Poll        time.Duration // the longest a job sleeps before deciding again; 0: 1s
 	MaxRunning  int           // lines running at once over every job; 0: 4 × Concurrency
+	// Queue carries the lines to the workers that run them; nil: InProcess. With
+	// RedisQueue the lines of this process's jobs run on every process sharing the
+	// Redis, and this process runs theirs.
+	Queue Queue
 }
 
 // Manager runs jobs: one goroutine per unfinished job applies Decide and runs lines
@@ -68,10 +76,17 @@ type Manager struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	slots chan struct{} // MaxRunning: a line holds one while it runs
+	q     Queue
+	quiet chan struct{} // closed once the queue delivers nothing more (after Close)
 
 	mu     sync.Mutex
-	active map[string]chan chan Job // cancel requests to a job's driver
+	active map[string]*driverChans
+}
+
+// driverChans are a running job driver's inputs.
+type driverChans struct {
+	cancels chan chan Job // cancel requests
+	results chan Outcome  // its lines' outcomes
 }
 
 // NewManager returns a manager over store; Start resumes unfinished jobs.
@@ -91,9 +106,43 @@ func NewManager(store *Store, run LineRunner, opts Options) *Manager {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.Queue == nil {
+		opts.Queue = NewInProcess()
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Manager{store: store, run: run, opts: opts, ctx: ctx, cancel: cancel, active: map[string]chan chan Job{},
-		slots: make(chan struct{}, opts.MaxRunning)}
+	m := &Manager{store: store, run: run, opts: opts, ctx: ctx, cancel: cancel, active: map[string]*driverChans{},
+		q: opts.Queue, quiet: make(chan struct{})}
+	m.q.Run(ctx, run, opts.MaxRunning, m.deliver)
+	return m
+}
+
+// deliver hands an outcome to its job's driver; one of a job not running here (it
+// ended, or a duplicate after the driver moved on) is settled at once.
+func (m *Manager) deliver(o Outcome) {
+	m.mu.Lock()
+	d := m.active[o.Job]
+	m.mu.Unlock()
+	if d == nil {
+		m.settle(o)
+		return
+	}
+	select {
+	case d.results <- o:
+	case <-m.ctx.Done():
+		select { // closing: the driver still takes what fits
+		case d.results <- o:
+		default:
+		}
+	}
+}
+
+// settle tells the queue an outcome is committed (also while closing).
+func (m *Manager) settle(o Outcome) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := m.q.Settled(ctx, o); err != nil {
+		m.opts.Logger.Warn("batch: settle on the queue", "job", o.Job, "line", o.Index, "error", err)
+	}
 }
 
 // Store is the manager's store.
@@ -116,7 +165,9 @@ func (m *Manager) Start() error {
 // run again after the next Start).
 func (m *Manager) Close() {
 	m.cancel()
+	go func() { m.q.Wait(); close(m.quiet) }()
 	m.wg.Wait()
+	<-m.quiet
 }
 
 // Create makes a job of tenant over its input file and starts it (validating).
@@ -142,14 +193,14 @@ func (m *Manager) Cancel(tenant, id string) (Job, error) {
 		return j, err
 	}
 	m.mu.Lock()
-	ch := m.active[id]
+	d := m.active[id]
 	m.mu.Unlock()
-	if ch == nil {
+	if d == nil {
 		return j, nil
 	}
 	reply := make(chan Job, 1)
 	select {
-	case ch <- reply:
+	case d.cancels <- reply:
 		return <-reply, nil
 	case <-m.ctx.Done():
 		return j, nil
@@ -157,7 +208,7 @@ func (m *Manager) Cancel(tenant, id string) (Job, error) {
 }
 
 func (m *Manager) spawn(j Job, resumed bool) {
-	ch := make(chan chan Job)
+	ch := &driverChans{cancels: make(chan chan Job), results: make(chan Outcome, 2*m.opts.Concurrency)}
 	m.mu.Lock()
 	m.active[j.ID] = ch
 	m.mu.Unlock()
@@ -175,17 +226,12 @@ func (m *Manager) spawn(j Job, resumed bool) {
 	}()
 }
 
-// done is a finished line.
-type done struct {
-	line *Line
-	resp Response
-}
-
 // drive owns one job until it ends: validation, then Decide and its application.
-func (m *Manager) drive(j *Job, cancels chan chan Job, resumed bool) error {
+// The lines it starts go through the queue; their outcomes come back on ch.results.
+func (m *Manager) drive(j *Job, ch *driverChans, resumed bool) error {
 	st := m.store
 	if j.Target != "" { // crashed while writing the files of a terminal status
-		return m.finish(j)
+		return m.finishEnded(j)
 	}
 	f, _, err := st.Open(j.Tenant, j.InputFileID)
 	if err != nil {
@@ -208,34 +254,77 @@ func (m *Manager) drive(j *Job, cancels chan chan Job, resumed bool) error {
 	} else if errs != nil {
 		return fmt.Errorf("input file no longer validates: %v", errs[0].Message)
 	}
-	// The lines not yet committed, in order.
+	ctx := m.ctx
+	// The lines not yet committed, in order; after a restart, those the queue still
+	// has in flight count as running (their worst case reserved again).
 	committed := map[int]bool{}
 	if err := st.results(j.ID, func(r Result) error { committed[r.Index] = true; return nil }); err != nil {
 		return err
 	}
+	inflight := map[int]*Line{}
+	var reserved money.Money
+	if resumed {
+		ids, err := m.q.InFlight(ctx, j.ID)
+		if err != nil {
+			return fmt.Errorf("lines in flight: %w", err)
+		}
+		for _, i := range ids {
+			if committed[i] || i < 0 || i >= len(lines) {
+				m.settle(Outcome{Job: j.ID, Index: i})
+				continue
+			}
+			inflight[i] = &lines[i]
+			reserved += lines[i].Worst
+		}
+	}
 	var pending []*Line
 	for _, l := range RunOrder(lines) {
-		if !committed[l.Index] {
+		if !committed[l.Index] && inflight[l.Index] == nil {
 			pending = append(pending, l)
 		}
 	}
-	results := make(chan done, m.opts.Concurrency)
-	running := 0
-	var reserved money.Money
 	var pausedUntil, retryAt time.Time
 	var waiting []chan Job
-	ctx := m.ctx
-	defer func() { // on Close: let the running lines end, and commit those that ran
-		var rs []Result
-		for ; running > 0; running-- {
-			r := <-results
-			if r.resp.Refused == Ran && r.resp.StatusCode != 499 {
-				rs = append(rs, m.result(j, r))
+	var leftover []Outcome // taken off ch.results while closing
+	defer func() {         // on Close: take the outcomes of lines that ran, and commit them
+		take := func(o Outcome) {
+			if inflight[o.Index] != nil && o.Resp.Refused == Ran && o.Resp.StatusCode != 499 {
+				leftover = append(leftover, o)
 			}
+			delete(inflight, o.Index)
+		}
+		prev := leftover
+		leftover = nil
+		for _, o := range prev {
+			take(o)
+		}
+	wait:
+		for len(inflight) > 0 {
+			select {
+			case o := <-ch.results:
+				take(o)
+			case <-m.quiet: // the queue delivers nothing more: take what is there
+				for {
+					select {
+					case o := <-ch.results:
+						take(o)
+					default:
+						break wait
+					}
+				}
+			}
+		}
+		var rs []Result
+		for _, o := range leftover {
+			rs = append(rs, m.result(j, &lines[o.Index], o.Resp))
 		}
 		if len(rs) > 0 {
 			if err := st.commit(j, rs); err != nil {
 				m.opts.Logger.Error("batch", "job", j.ID, "error", err)
+				return
+			}
+			for _, o := range leftover {
+				m.settle(o)
 			}
 		}
 	}()
@@ -244,7 +333,7 @@ func (m *Manager) drive(j *Job, cancels chan chan Job, resumed bool) error {
 	for {
 		now := m.opts.Now()
 		v := View{Status: j.Status, CancelRequested: j.CancelRequested, ExpiresAt: time.Unix(j.ExpiresAt, 0),
-			Cap: j.Cap, Spent: j.Spent, Reserved: reserved, PendingCount: len(pending), Running: running,
+			Cap: j.Cap, Spent: j.Spent, Reserved: reserved, PendingCount: len(pending), Running: len(inflight),
 			Concurrency: m.opts.Concurrency, PausedUntil: pausedUntil, RetryAt: retryAt}
 		for i := 0; i < len(pending) && i < m.opts.Concurrency; i++ {
 			v.Pending = append(v.Pending, pending[i].Worst)
@@ -263,7 +352,7 @@ func (m *Manager) drive(j *Job, cancels chan chan Job, resumed bool) error {
 				for _, w := range waiting {
 					w <- *j
 				}
-				return m.finish(j)
+				return m.finishEnded(j)
 			}
 			j.Status = d.Status
 			if err := st.saveJob(j); err != nil {
@@ -276,22 +365,19 @@ func (m *Manager) drive(j *Job, cancels chan chan Job, resumed bool) error {
 		waiting = waiting[:0]
 		for range d.Start {
 			l := pending[0]
-			pending = pending[1:]
-			running++
-			reserved += l.Worst
 			req := Request{Tenant: j.Tenant, KeyID: j.KeyID, Endpoint: j.Endpoint, RequestID: fmt.Sprintf("%s-%d", j.ID, l.Index),
 				Body: l.Body, MaxCost: l.Worst, Retry: resumed}
-			go func() {
-				select {
-				case m.slots <- struct{}{}:
-				case <-ctx.Done():
-					results <- done{line: l, resp: Response{StatusCode: 499}} // not run, not committed
-					return
+			if err := m.q.Submit(ctx, Task{Job: j.ID, Index: l.Index, Req: req}); err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
 				}
-				resp := m.run.RunLine(ctx, req)
-				<-m.slots
-				results <- done{line: l, resp: resp}
-			}()
+				m.opts.Logger.Warn("batch: submit", "job", j.ID, "error", err)
+				retryAt = now.Add(time.Second)
+				break
+			}
+			pending = pending[1:]
+			inflight[l.Index] = l
+			reserved += l.Worst
 		}
 		wake := m.opts.Poll // decide again at least this often (a clock that jumps, a pause that ends)
 		if !d.Wake.IsZero() {
@@ -301,53 +387,49 @@ func (m *Manager) drive(j *Job, cancels chan chan Job, resumed bool) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case reply := <-cancels:
+		case reply := <-ch.cancels:
 			if !j.CancelRequested {
 				j.CancelRequested = true
 			}
 			waiting = append(waiting, reply)
-		case r := <-results:
-			batch := []done{r}
+		case o := <-ch.results:
+			batch := []Outcome{o}
 		more:
 			for {
 				select {
-				case r := <-results:
-					batch = append(batch, r)
+				case o := <-ch.results:
+					batch = append(batch, o)
 				default:
 					break more
 				}
 			}
-			if ctx.Err() != nil { // closing: commit the lines that ran, not those cancelled
-				var rs []Result
-				for _, r := range batch {
-					running--
-					if r.resp.Refused == Ran && r.resp.StatusCode != 499 {
-						rs = append(rs, m.result(j, r))
-					}
-				}
-				if len(rs) > 0 {
-					if err := st.commit(j, rs); err != nil {
-						return err
-					}
-				}
+			if ctx.Err() != nil { // closing: the deferred function commits the lines that ran
+				leftover = batch
 				return ctx.Err()
 			}
 			var rs []Result
 			var refused []*Line
-			for _, r := range batch {
-				running--
-				reserved -= r.line.Worst
-				switch r.resp.Refused {
+			var settled []Outcome
+			for _, o := range batch {
+				l := inflight[o.Index]
+				if l == nil { // a line run twice, or committed before a restart
+					m.settle(o)
+					continue
+				}
+				delete(inflight, o.Index)
+				reserved -= l.Worst
+				settled = append(settled, o)
+				switch o.Resp.Refused {
 				case RefusedBudget, RefusedLoad:
-					refused = append(refused, r.line)
-					if r.resp.Refused == RefusedBudget {
-						pausedUntil = r.resp.Until
+					refused = append(refused, l)
+					if o.Resp.Refused == RefusedBudget {
+						pausedUntil = o.Resp.Until
 					} else {
-						retryAt = r.resp.Until
+						retryAt = o.Resp.Until
 					}
 					continue
 				}
-				rs = append(rs, m.result(j, r))
+				rs = append(rs, m.result(j, l, o.Resp))
 			}
 			if len(refused) > 0 { // back to the front of the queue, in their run order
 				pending = append(refused, pending...)
@@ -357,9 +439,25 @@ func (m *Manager) drive(j *Job, cancels chan chan Job, resumed bool) error {
 					return err
 				}
 			}
+			for _, o := range settled {
+				m.settle(o)
+			}
 		case <-timer.C:
 		}
 	}
+}
+
+// finishEnded writes the files of an ended job, then lets the queue forget it.
+func (m *Manager) finishEnded(j *Job) error {
+	if err := m.finish(j); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := m.q.Ended(ctx, j.ID); err != nil {
+		m.opts.Logger.Warn("batch: queue", "job", j.ID, "error", err)
+	}
+	return nil
 }
 
 // end records a terminal decision: the unrun lines drained to the error file with the
@@ -414,8 +512,12 @@ func (m *Manager) finish(j *Job) error {
 
 // result is a line's committed result: its cost never more than it reserved against
 // the cap.
-func (m *Manager) result(j *Job, r done) Result {
-	return Result{Index: r.line.Index, CustomID: r.line.CustomID, StatusCode: r.resp.StatusCode,
-		RequestID: fmt.Sprintf("%s-%d", j.ID, r.line.Index), Body: r.resp.Body, Cost: min(r.resp.Cost, r.line.Worst),
-		PromptTokens: r.resp.PromptTokens, CompletionTokens: r.resp.CompletionTokens}
+func (m *Manager) result(j *Job, l *Line, resp Response) Result {
+	r := Result{Index: l.Index, CustomID: l.CustomID, StatusCode: resp.StatusCode,
+		Body: resp.Body, Cost: min(resp.Cost, l.Worst),
+		PromptTokens: resp.PromptTokens, CompletionTokens: resp.CompletionTokens, Code: resp.Code, Message: resp.Message}
+	if resp.StatusCode != 0 {
+		r.RequestID = fmt.Sprintf("%s-%d", j.ID, l.Index)
+	}
+	return r
 }

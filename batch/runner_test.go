@@ -213,5 +213,9 @@ func TestMain(m *testing.M) {
 		killChild()
 		return
 	}
+	if os.Getenv("BATCH_REDIS_WORKER") != "" {
+		redisWorkerChild()
+		return
+	}
 	os.Exit(m.Run())
 }

@@ -27,6 +27,9 @@ var ErrNotFound = errors.New("batch: not found")
 // ErrTooLarge is returned by PutFile for a file over MaxFileBytes or MaxFileLines.
 var ErrTooLarge = errors.New("batch: file too large")
 
+// ErrRead wraps an error of the reader PutFile copies from (a broken upload).
+var ErrRead = errors.New("batch: reading the file")
+
 var (
 	bucketFiles = []byte("files")
 	bucketJobs  = []byte("jobs")
@@ -145,7 +148,8 @@ func newID(prefix string, now time.Time) string {
 func (s *Store) path(id string) string { return filepath.Join(s.dir, "files", id) }
 
 // PutFile stores r as a new file of tenant, refusing one over MaxFileBytes or
-// MaxFileLines (ErrTooLarge).
+// MaxFileLines (ErrTooLarge). It streams r to disk and stops reading as soon as
+// either limit is passed; only a copy buffer is in memory.
 func (s *Store) PutFile(tenant, purpose, filename string, r io.Reader, now time.Time) (File, error) {
 	f := File{ID: newID("file-", now), Tenant: tenant, Purpose: purpose, Filename: filename, CreatedAt: now.Unix()}
 	tmp := s.path(f.ID) + ".tmp"
@@ -156,6 +160,14 @@ func (s *Store) PutFile(tenant, purpose, filename string, r io.Reader, now time.
 	defer os.Remove(tmp)
 	lr := &lineCounter{r: io.LimitReader(r, MaxFileBytes+1)}
 	n, err := io.Copy(out, lr)
+	if errors.Is(err, errTooManyLines) {
+		out.Close()
+		return File{}, ErrTooLarge
+	}
+	if err != nil && lr.rerr != nil {
+		out.Close()
+		return File{}, fmt.Errorf("%w: %v", ErrRead, err)
+	}
 	if err == nil {
 		err = out.Sync()
 	}
@@ -178,10 +190,15 @@ func (s *Store) PutFile(tenant, purpose, filename string, r io.Reader, now time.
 	return f, s.putFileMeta(&f)
 }
 
+var errTooManyLines = errors.New("batch: too many lines")
+
+// lineCounter counts the lines passing through and fails once they are more than
+// MaxFileLines (so that an upload over the limit is not read to its end).
 type lineCounter struct {
 	r     io.Reader
 	lines int
 	last  byte
+	rerr  error // the reader's own error (not io.EOF)
 }
 
 func (c *lineCounter) Read(p []byte) (int, error) {
@@ -189,6 +206,12 @@ func (c *lineCounter) Read(p []byte) (int, error) {
 	c.lines += bytes.Count(p[:n], []byte{'\n'})
 	if n > 0 {
 		c.last = p[n-1]
+	}
+	if err != nil && err != io.EOF {
+		c.rerr = err
+	}
+	if c.lines > MaxFileLines {
+		return n, errTooManyLines
 	}
 	return n, err
 }

@@ -5,6 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"mime"
+	"mime/multipart"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,7 +38,7 @@ type batches struct {
 
 // startBatches makes the manager over the store and resumes unfinished jobs, after
 // reading which lines the ledger charged before the last stop (RunLine's Retry).
-func (s *Server) startBatches(st *batch.Store, conc int) error {
+func (s *Server) startBatches(st *batch.Store, conc int, q batch.Queue) error {
 	b := &batches{charged: map[string]money.Money{}}
 	err := s.ten.Store().Ledger(func(e tenancy.Entry) error {
 		if strings.HasPrefix(e.RequestID, "batch_") && e.Status != 429 && e.Status != 503 {
@@ -46,7 +49,7 @@ func (s *Server) startBatches(st *batch.Store, conc int) error {
 	if err != nil {
 		return err
 	}
-	b.m = batch.NewManager(st, s, batch.Options{Concurrency: conc, Now: s.now, Logger: s.log, Checker: s})
+	b.m = batch.NewManager(st, s, batch.Options{Concurrency: conc, Now: s.now, Logger: s.log, Checker: s, Queue: q})
 	s.batches = b
 	if err := s.metrics.reg.Register(&batchCollector{st: st, log: s.log}); err != nil {
 		return err
@@ -313,39 +316,88 @@ func (s *Server) internal(ctx *fasthttp.RequestCtx, reqID string, err error) {
 }
 
 // uploadFile is POST /v1/files: multipart with "file" and "purpose" (only "batch").
+// The body is read as a stream (it may be far over max_body_bytes): the file part is
+// written to disk as it arrives, its lines counted as they pass, and refused as soon
+// as it is over MaxFileBytes or MaxFileLines; the file is never held in memory.
 func (s *Server) uploadFile(ctx *fasthttp.RequestCtx, reqID, tenant string) {
-	form, err := ctx.MultipartForm()
-	if err != nil {
-		s.writeError(ctx, reqID, badRequest("file", "the body must be multipart/form-data with 'file' and 'purpose': "+err.Error()))
+	mt, params, err := mime.ParseMediaType(string(ctx.Request.Header.ContentType()))
+	if err != nil || mt != "multipart/form-data" || params["boundary"] == "" {
+		ctx.SetConnectionClose()
+		s.writeError(ctx, reqID, badRequest("file", "the body must be multipart/form-data with 'file' and 'purpose'"))
 		return
 	}
-	if p := form.Value["purpose"]; len(p) != 1 || p[0] != "batch" {
-		s.writeError(ctx, reqID, badRequest("purpose", "purpose must be 'batch'"))
+	var body io.Reader
+	if ctx.Request.IsBodyStream() {
+		body = ctx.RequestBodyStream()
+	} else {
+		body = bytes.NewReader(ctx.PostBody())
+	}
+	st := s.batches.m.Store()
+	// The form around the file may add a little to it.
+	mr := multipart.NewReader(io.LimitReader(body, batch.MaxFileBytes+1<<20), params["boundary"])
+	var f *batch.File
+	purpose := ""
+	fail := func(e *apiError) {
+		if f != nil {
+			st.DeleteFile(tenant, f.ID)
+		}
+		ctx.SetConnectionClose() // the rest of the body may be unread
+		s.writeError(ctx, reqID, e)
+	}
+	for {
+		part, err := mr.NextPart()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			fail(badRequest("file", "the body must be multipart/form-data with 'file' and 'purpose': "+err.Error()))
+			return
+		}
+		switch part.FormName() {
+		case "purpose":
+			b, _ := io.ReadAll(io.LimitReader(part, 64))
+			purpose = string(b)
+		case "file":
+			if f != nil {
+				fail(badRequest("file", "one 'file' part is required"))
+				return
+			}
+			nf, err := st.PutFile(tenant, "batch", part.FileName(), part, s.now())
+			if errors.Is(err, batch.ErrTooLarge) {
+				fail(&apiError{status: 400, typ: "invalid_request_error", param: "file",
+					message: "the file is over the limit of " + strconv.Itoa(batch.MaxFileBytes>>20) + " MB or " +
+						strconv.Itoa(batch.MaxFileLines) + " lines", reason: "bad_request"})
+				return
+			}
+			if errors.Is(err, batch.ErrRead) {
+				fail(badRequest("file", "reading the upload: "+err.Error()))
+				return
+			}
+			if err != nil {
+				fail(&apiError{status: 500, typ: "server_error", message: "internal error", reason: "internal"})
+				s.log.Error("batch api", "request_id", reqID, "error", err)
+				return
+			}
+			f = &nf
+		default:
+			io.Copy(io.Discard, io.LimitReader(part, 1<<20))
+		}
+		part.Close()
+	}
+	// Read the body to its end (an epilogue, a chunked body's last chunk), so that
+	// the connection's next request starts where it should.
+	if n, _ := io.Copy(io.Discard, io.LimitReader(body, 64<<10)); n == 64<<10 {
+		ctx.SetConnectionClose()
+	}
+	if purpose != "batch" {
+		fail(badRequest("purpose", "purpose must be 'batch'"))
 		return
 	}
-	fhs := form.File["file"]
-	if len(fhs) != 1 {
-		s.writeError(ctx, reqID, badRequest("file", "one 'file' part is required"))
+	if f == nil {
+		fail(badRequest("file", "one 'file' part is required"))
 		return
 	}
-	r, err := fhs[0].Open()
-	if err != nil {
-		s.internal(ctx, reqID, err)
-		return
-	}
-	defer r.Close()
-	f, err := s.batches.m.Store().PutFile(tenant, "batch", fhs[0].Filename, r, s.now())
-	if errors.Is(err, batch.ErrTooLarge) {
-		s.writeError(ctx, reqID, &apiError{status: 400, typ: "invalid_request_error", param: "file",
-			message: "the file is over the limit of " + strconv.Itoa(batch.MaxFileBytes>>20) + " MB or " +
-				strconv.Itoa(batch.MaxFileLines) + " lines", reason: "bad_request"})
-		return
-	}
-	if err != nil {
-		s.internal(ctx, reqID, err)
-		return
-	}
-	writeJSON(ctx, 200, fileObject(&f))
+	writeJSON(ctx, 200, fileObject(f))
 }
 
 func fileObject(f *batch.File) map[string]any {

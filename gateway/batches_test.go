@@ -39,11 +39,13 @@ plans:
   open: {}
   small: {allowed_models: [tiny], allowed_tiers: [fast, balanced]}
   half: {batch_discount: 0.5}
+  solo: {max_concurrency: 1, requests_per_second: 5, burst: 1, tokens_per_minute: 600}
 tenants:
   - {id: acme, plan: open}
   - {id: other, plan: open}
   - {id: small, plan: small}
   - {id: half, plan: half}
+  - {id: solo, plan: solo}
   - {id: thin, plan: open, overrides: {daily_budget_usd: 0.0003}}
 `
 
@@ -487,5 +489,50 @@ func TestSDKBatchLineNoModelFitsFailsValidation(t *testing.T) {
 	b := waitBatch(t, c, newBatch(t, c, f.ID, map[string]string{"max_cost_usd": "1"}).ID)
 	if b.Status != openai.BatchStatusFailed || len(b.Errors.Data) != 1 || b.Errors.Data[0].Line != 2 {
 		t.Fatalf("batch %s, errors %+v", b.Status, b.Errors.Data)
+	}
+}
+
+// Batch lines have their own lane: they take none of the tenant's interactive
+// concurrency slots, requests/s tokens or tokens/min. A tenant allowed one request at
+// a time, 5 a second and 600 tokens a minute runs a 16-line job 8 lines at once (about
+// 1,000 tokens), and its interactive requests, sent while the lines run, are all
+// admitted; the budget still applies to both (the ledger has every line).
+func TestBatchLinesDoNotTakeInteractiveQuota(t *testing.T) {
+	eng := newFakeEngine()
+	eng.Delay = 5 * time.Millisecond
+	ts := startBatchServer(t, eng)
+	c := ts.client("solo")
+	var lines []string
+	for i := range 16 {
+		lines = append(lines, chatLine(fmt.Sprintf("r%02d", i), "tiny", 40, ""))
+	}
+	b := newBatch(t, c, upload(t, c, lines...).ID, nil)
+	for deadline := time.Now().Add(10 * time.Second); eng.started.Load() < 4; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the batch's lines did not start")
+		}
+	}
+	for i := range 3 {
+		if ts.srv.ten.InFlight("solo") != 0 {
+			t.Fatalf("batch lines hold %d interactive slots", ts.srv.ten.InFlight("solo"))
+		}
+		resp, body := ts.post("/v1/chat/completions", ts.keys["solo"], `{"model":"tiny","max_tokens":2,"messages":[{"role":"user","content":"hi"}]}`)
+		if resp.StatusCode != 200 {
+			t.Fatalf("interactive request %d beside the batch: %d %s", i, resp.StatusCode, body)
+		}
+		time.Sleep(250 * time.Millisecond) // within 5/s
+	}
+	b = waitBatch(t, c, b.ID)
+	if b.Status != openai.BatchStatusCompleted || b.RequestCounts.Completed != 16 {
+		t.Fatalf("batch %s %+v", b.Status, b.RequestCounts)
+	}
+	n := 0
+	for _, e := range ts.ledger() {
+		if strings.HasPrefix(e.RequestID, b.ID) && e.Status == 200 {
+			n++
+		}
+	}
+	if n != 16 {
+		t.Fatalf("the ledger has %d of the 16 lines", n)
 	}
 }

@@ -9,8 +9,9 @@
 //
 //  1. server.go, Server.handle: the X-Request-Id (the client's when sane, or a new
 //     one), then run.go, Server.handleGenerate: 503 while draining or above
-//     max_in_flight; a body over max_body_bytes is a 413 (fasthttp refuses it first,
-//     handleConnError).
+//     max_in_flight; a body over max_body_bytes is a 413 (Server.bodyFits: fasthttp
+//     streams a body over the limit to the handler, for POST /v1/files; every other
+//     request gets its 413 there, a chunked body read up to the limit).
 //  2. server.go, Server.authenticate: "Authorization: Bearer lml_…" →
 //     tenancy.Store.Authenticate (401), then the tenant's policy from policies.Book.
 //  3. parse.go, input.parse: the body decoded strictly (request.go, decodeBody, with
@@ -95,6 +96,11 @@
 // one for load (429 rate limit, 503) retries it later. After a restart, a line whose
 // charge the ledger already holds runs again for its output but is charged nothing
 // more (its ledger entry "<id>-rerun" costs 0): the ledger is read once at start-up.
+// A batch line is admitted by tenancy.AdmitBatch: the tenant's budgets, not its
+// interactive concurrency, requests/s or tokens/min. POST /v1/files reads its
+// multipart body as a stream (uploadFile), the file part written to disk as it
+// arrives (batch.Store.PutFile), so a file may be far over max_body_bytes.
+// Options.BatchQueue (batch.RedisQueue with redis:) runs lines on every process.
 // Metrics, at scrape time: lmlite_batch_jobs by status, and lmlite_batch_lines and
 // lmlite_batch_spend_usd of each unfinished job.
 //

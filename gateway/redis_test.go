@@ -12,6 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/openai/openai-go"
+	"github.com/openai/openai-go/option"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lmlite/lmlite/batch"
 	"github.com/lmlite/lmlite/configs"
 	"github.com/lmlite/lmlite/internal/rediscli"
 	"github.com/lmlite/lmlite/internal/redistest"
@@ -31,6 +36,13 @@ type sharedGateway struct {
 }
 
 func startSharedGateways(t *testing.T, rs *redistest.Server, n int, extraTenants ...string) ([]*sharedGateway, map[string]string) {
+	t.Helper()
+	return startSharedGatewaysWith(t, rs, n, nil, extraTenants...)
+}
+
+// startSharedGatewaysWith is startSharedGateways with more options for gateway i
+// (opts may be nil).
+func startSharedGatewaysWith(t *testing.T, rs *redistest.Server, n int, opts func(i int, rc *redis.Client, o *Options), extraTenants ...string) ([]*sharedGateway, map[string]string) {
 	t.Helper()
 	yaml := testConfig
 	for _, tn := range extraTenants {
@@ -64,7 +76,11 @@ func startSharedGateways(t *testing.T, rs *redistest.Server, n int, extraTenants
 		sh := tenancy.NewRedisShared(rc, tenancy.RedisOptions{KeyPrefix: "gwtest:", Node: node, TTL: 3 * time.Second})
 		ten := tenancy.New(store)
 		ten.UseShared(sh)
-		srv, err := New(mustGatewayConfig(t, cfg), newFakeEngine(), ten, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		o := Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		if opts != nil {
+			opts(i, rc, &o)
+		}
+		srv, err := New(mustGatewayConfig(t, cfg), newFakeEngine(), ten, o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -316,5 +332,67 @@ func TestRedisRateAcrossThreeGateways(t *testing.T) {
 	t.Logf("%d ran, %d rate-limited in %v: %.2f/s beyond the burst of 10", ok, limited, window, rate)
 	if rate < 20*0.95 || rate > 20*1.05 || limited == 0 {
 		t.Errorf("%.2f requests/s across three gateways, want 20 ±5%%", rate)
+	}
+}
+
+// A batch on one of two gateways sharing a Redis: its lines go on the Redis Stream,
+// both gateways run some (each ledgers what it ran), the cap holds over both, and the
+// job's spend is the sum of the two ledgers' entries of its lines.
+func TestRedisBatchLinesRunOnEveryGateway(t *testing.T) {
+	rs := redistest.Start(t, redistest.Options{})
+	gws, keys := startSharedGatewaysWith(t, rs, 2, func(i int, rc *redis.Client, o *Options) {
+		bs, err := batch.OpenStore(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { bs.Close() })
+		o.Batches, o.BatchConcurrency = bs, 8
+		o.BatchQueue = batch.NewRedisQueue(rc, batch.RedisQueueOptions{KeyPrefix: "gwtest:", Node: fmt.Sprint("gw-", i)})
+	})
+	c := openai.NewClient(option.WithBaseURL(gws[0].url+"/v1/"), option.WithAPIKey(keys["acme"]), option.WithMaxRetries(0))
+	var lines []string
+	for i := range 120 {
+		lines = append(lines, chatLine(fmt.Sprintf("r%03d", i), "tiny", 40, `,"stop":["w2"]`))
+	}
+	prompt := len("<|im_start|>user\nhi r000<|im_end|>\n<|im_start|>assistant\n") + 1
+	worst := money.Price{PromptPer1K: money.USD(0.001), CompletionPer1K: money.USD(0.002)}.Cost(prompt, 40)
+	cap := worst * 120 / 4
+	b := newBatch(t, c, upload(t, c, lines...).ID, map[string]string{"max_cost_usd": fmt.Sprint(cap.Dollars())})
+	b = waitBatch(t, c, b.ID)
+	out, bad := content(t, c, b.OutputFileID), content(t, c, b.ErrorFileID)
+	seen := map[string]bool{}
+	for _, l := range append(out, bad...) {
+		if seen[l.CustomID] {
+			t.Fatalf("custom_id %s twice", l.CustomID)
+		}
+		seen[l.CustomID] = true
+	}
+	if b.Status != openai.BatchStatusCancelled || len(b.Errors.Data) != 1 || b.Errors.Data[0].Code != batch.CodeMaxCost {
+		t.Fatalf("batch %s, errors %+v: want cancelled by the cap", b.Status, b.Errors.Data)
+	}
+	if len(seen) != 120 || len(out) < 30 {
+		t.Fatalf("batch %s: %d out + %d errors", b.Status, len(out), len(bad))
+	}
+	var spent money.Money
+	ran := []int{0, 0}
+	for i, g := range gws {
+		g.store.Ledger(func(e tenancy.Entry) error {
+			if strings.HasPrefix(e.RequestID, b.ID) {
+				spent += e.Cost
+				ran[i]++
+			}
+			return nil
+		})
+	}
+	job, err := gws[0].srv.batches.m.Store().Job("acme", b.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("batch %s: lines ran per gateway %v, spent %s of a %s cap", b.Status, ran, spent, cap)
+	if spent > cap || job.Spent != spent || ran[0]+ran[1] != len(out) {
+		t.Fatalf("ledgers spent %s over %v lines, job spent %s, cap %s, %d out", spent, ran, job.Spent, cap, len(out))
+	}
+	if ran[0] == 0 || ran[1] == 0 {
+		t.Fatalf("lines ran per gateway %v: want both", ran)
 	}
 }

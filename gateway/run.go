@@ -96,8 +96,15 @@ func (j *job) serve(ctx *fasthttp.RequestCtx, k kind) bool {
 		j.refuse(ctx, aerr)
 		return false
 	}
-	// Quotas: requests/s, tokens/min (prompt estimate), concurrency.
-	tk, err := s.ten.Admit(s.quota(pol), j.start, j.in.estimate())
+	// Quotas: requests/s, tokens/min (prompt estimate), concurrency; a batch line
+	// only the budgets (its own lane: it never takes the interactive traffic's slots).
+	var tk *tenancy.Ticket
+	var err error
+	if j.line != nil {
+		tk, err = s.ten.AdmitBatch(s.quota(pol), j.start)
+	} else {
+		tk, err = s.ten.Admit(s.quota(pol), j.start, j.in.estimate())
+	}
 	if err != nil {
 		var le *tenancy.LimitError
 		if errors.As(err, &le) {

@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -66,6 +67,9 @@ type Options struct {
 	// job at once (0: 4).
 	Batches          *batch.Store
 	BatchConcurrency int
+	// BatchQueue carries batch lines to the processes that run them; nil: this
+	// process runs its own (batch.InProcess). batch.RedisQueue shares them.
+	BatchQueue batch.Queue
 }
 
 // Server is the HTTP front door. Create it with New, run it with Serve, stop it with
@@ -218,21 +222,26 @@ func New(cfg Config, eng Engine, ten *tenancy.Tenancy, opts Options) (*Server, e
 		s.metrics.reg.MustRegister(c)
 	}
 	if opts.Batches != nil {
-		if err := s.startBatches(opts.Batches, opts.BatchConcurrency); err != nil {
+		if err := s.startBatches(opts.Batches, opts.BatchConcurrency, opts.BatchQueue); err != nil {
 			return nil, fmt.Errorf("gateway: batches: %w", err)
 		}
 	}
 	s.http = &fasthttp.Server{
-		Handler:               s.handle,
-		ErrorHandler:          s.handleConnError,
-		Name:                  "lmlite",
-		MaxRequestBodySize:    cfg.MaxBodyBytes,
-		ReadTimeout:           5 * time.Minute,
-		IdleTimeout:           2 * time.Minute,
-		CloseOnShutdown:       true,
-		NoDefaultServerHeader: false,
-		NoDefaultContentType:  true,
-		Logger:                fasthttpLogger{s.log},
+		Handler:            s.handle,
+		ErrorHandler:       s.handleConnError,
+		Name:               "lmlite",
+		MaxRequestBodySize: cfg.MaxBodyBytes,
+		// A body over MaxRequestBodySize reaches the handler as a stream rather than a
+		// 413: POST /v1/files writes it to disk as it arrives (uploadFile); every other
+		// request gets the 413 from bodyFits. Multipart forms are parsed by uploadFile.
+		StreamRequestBody:            true,
+		DisablePreParseMultipartForm: true,
+		ReadTimeout:                  5 * time.Minute,
+		IdleTimeout:                  2 * time.Minute,
+		CloseOnShutdown:              true,
+		NoDefaultServerHeader:        false,
+		NoDefaultContentType:         true,
+		Logger:                       fasthttpLogger{s.log},
 	}
 	return s, nil
 }
@@ -321,6 +330,9 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		}
 	}()
 	path := ctx.Path()
+	if ctx.Request.IsBodyStream() && !s.bodyFits(ctx, reqID, path) {
+		return
+	}
 	switch string(path) {
 	case "/v1/chat/completions":
 		if !s.method(ctx, reqID, "POST") {
@@ -404,6 +416,40 @@ func (s *Server) handleConnError(ctx *fasthttp.RequestCtx, err error) {
 		return
 	}
 	s.writeError(ctx, reqID, badRequest("body", "malformed HTTP request: "+err.Error()))
+}
+
+// bodyFits makes sure a request's body is in memory and within max_body_bytes (it
+// answers 413 when not), except for an upload to POST /v1/files, which streams. A
+// body within the limit with a Content-Length is already read; a chunked one is read
+// here, up to the limit.
+func (s *Server) bodyFits(ctx *fasthttp.RequestCtx, reqID string, path []byte) bool {
+	if string(path) == "/v1/files" && ctx.IsPost() {
+		return true
+	}
+	n := ctx.Request.Header.ContentLength()
+	if n >= 0 && n <= s.cfg.MaxBodyBytes {
+		return true
+	}
+	if n < 0 {
+		b, err := io.ReadAll(io.LimitReader(ctx.RequestBodyStream(), int64(s.cfg.MaxBodyBytes)+1))
+		if err != nil {
+			s.writeError(ctx, reqID, badRequest("body", "reading the body: "+err.Error()))
+			ctx.SetConnectionClose()
+			return false
+		}
+		if len(b) <= s.cfg.MaxBodyBytes {
+			ctx.Request.SetBody(b)
+			return true
+		}
+	}
+	if n > 0 && n-s.cfg.MaxBodyBytes <= 4<<20 {
+		// Read (and drop) a body up to 4 MiB over the limit, so that a client still
+		// writing it reads the 413 rather than a connection reset.
+		io.Copy(io.Discard, io.LimitReader(ctx.RequestBodyStream(), int64(n)))
+	}
+	s.writeError(ctx, reqID, s.tooLarge())
+	ctx.SetConnectionClose() // the rest of the body is not read
+	return false
 }
 
 // tooLarge is the answer to a body over max_body_bytes: 413, naming the limit.

@@ -24,6 +24,9 @@ type Report struct {
 	Fairness Fairness           `json:"fairness"`
 	SLO      []SLOResult        `json:"slo,omitempty"`
 	Timeline []TimePoint        `json:"timeline,omitempty"`
+	// Batch compares the interactive traffic with and without a batch job beside it
+	// (scenarios with a batch: block).
+	Batch *BatchPhase `json:"batch,omitempty"`
 }
 
 // Meta describes a run.
@@ -153,6 +156,12 @@ func (r *Report) WriteSummary(w io.Writer) error {
 	}
 	for _, k := range errorKeys(r.Meta.ErrorSamples) {
 		fmt.Fprintf(w, "first %s error: %s\n", k, r.Meta.ErrorSamples[k])
+	}
+	if b := r.Batch; b != nil {
+		fmt.Fprintf(w, "batch %s: %d lines, %s at the end of the window (%d completed, %d failed; %s); it ran %.0fs from the start of the warm-up (window %.1fs)\n",
+			b.ID, b.Lines, b.Status, b.Completed, b.Failed, b.End, b.RanS, r.Meta.WindowS)
+		fmt.Fprintf(w, "interactive ttft p99: %s without the batch, %s beside it (×%.2f); p50 %s and %s\n",
+			msText(b.Without.TTFT.P99), msText(b.With.TTFT.P99), b.Ratio, msText(b.Without.TTFT.P50), msText(b.With.TTFT.P50))
 	}
 	for _, s := range r.SLO {
 		status := "ok"

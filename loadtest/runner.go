@@ -104,6 +104,14 @@ const (
 // (none after ctx ends) and are cancelled after it. A run therefore never lasts
 // longer than warmup + duration + drain.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if cfg.Scenario != nil && cfg.Scenario.Batch != nil {
+		return runBesideBatch(ctx, cfg)
+	}
+	return run(ctx, cfg)
+}
+
+// run is one run of the scenario's interactive traffic.
+func run(ctx context.Context, cfg Config) (*Report, error) {
 	s := cfg.Scenario
 	if s == nil {
 		return nil, errors.New("loadtest: no scenario")

@@ -70,6 +70,22 @@ type Scenario struct {
 	// Goodput are per-request latency limits: a request is good when it succeeded
 	// within all of them. Empty limits come from the command's --slo latency targets.
 	Goodput GoodputSLO `yaml:"goodput"`
+	// Batch, when set, runs the scenario twice: once as is (the baseline), then again
+	// while a batch job (OpenAI's Batch API) runs beside it; the report is the second
+	// run's, with both runs' interactive TTFT in Report.Batch.
+	Batch *BatchSpec `yaml:"batch"`
+}
+
+// BatchSpec is the batch job a scenario runs beside its interactive traffic.
+type BatchSpec struct {
+	Lines     int    `yaml:"lines"`       // chat completion lines in the input file (≤ 50,000)
+	Model     string `yaml:"model"`       // their model (or tier / auto)
+	APIKeyEnv string `yaml:"api_key_env"` // the key the job is made with (the command's --api-key overrides)
+	APIKey    string `yaml:"api_key"`
+	// PromptWords and MaxTokens shape every line: a user message of PromptWords words
+	// (the lines share no prefix) and max_tokens.
+	PromptWords int `yaml:"prompt_words"`
+	MaxTokens   int `yaml:"max_tokens"`
 }
 
 // Tenant is one client of the target with its own key.
@@ -316,6 +332,22 @@ func bad(format string, a ...any) error {
 // Normalize fills defaults and checks every field; call it again after changing
 // the bounds (the command does, for --duration and --requests).
 func (s *Scenario) Normalize() error {
+	if b := s.Batch; b != nil {
+		switch {
+		case b.Lines < 1 || b.Lines > 50000:
+			return bad("batch.lines must be 1 to 50000")
+		case b.Model == "":
+			return bad("batch.model is required")
+		case b.PromptWords < 0 || b.MaxTokens < 0:
+			return bad("negative batch.prompt_words or batch.max_tokens")
+		}
+		if b.PromptWords == 0 {
+			b.PromptWords = 32
+		}
+		if b.MaxTokens == 0 {
+			b.MaxTokens = 32
+		}
+	}
 	if s.Duration < 0 || s.Requests < 0 || s.Warmup < 0 || s.Timeout < 0 || s.Drain < 0 {
 		return bad("negative duration, requests, warmup, timeout or drain")
 	}

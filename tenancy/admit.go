@@ -196,6 +196,8 @@ type Ticket struct {
 	q    Quota
 	id   string
 	room money.Money // the money left at the last answer of the shared state
+
+	batch bool // AdmitBatch: no slot, no rate token, no tokens/min charge
 }
 
 // Admit checks the tenant's concurrency, tokens/min (against promptTokens) and
@@ -215,6 +217,33 @@ func (t *Tenancy) Admit(q *Quota, now time.Time, promptTokens int) (*Ticket, err
 	}
 	ts.inFlight++
 	return &Ticket{ts: ts}, nil
+}
+
+// AdmitBatch admits a batch line: the tenant's budgets apply to it as to any request
+// (Reserve, Settle), but not its requests/s, tokens/min and concurrency quotas, which
+// stay the interactive traffic's: a batch line takes no slot and no rate token, and
+// its tokens are not charged to tokens/min. Batch lines are bounded instead by their
+// job's and the process's batch concurrency (package batch).
+func (t *Tenancy) AdmitBatch(q *Quota, now time.Time) (*Ticket, error) {
+	if t.shared != nil {
+		bq := *q
+		bq.RequestsPerSecond, bq.Burst, bq.TokensPerMinute, bq.MaxConcurrency = 0, 0, 0, 0
+		id := t.ticketID()
+		tk := &Ticket{sh: t.shared, q: bq, id: id, room: -1, ts: &tenantState{id: q.Tenant, store: t.store}, batch: true}
+		if bq.DailyBudget > 0 || bq.MonthlyBudget > 0 {
+			room, err := t.shared.Reserve(&bq, id, now, 0) // the money left, for tier selection
+			if err != nil {
+				return nil, err
+			}
+			tk.room = room
+		}
+		return tk, nil
+	}
+	ts, err := t.state(q, now)
+	if err != nil {
+		return nil, err
+	}
+	return &Ticket{ts: ts, batch: true}, nil
 }
 
 // admitLocked is the quota decision: it consumes a request token only if every quota
@@ -332,13 +361,15 @@ func (tk *Ticket) Settle(e Entry) (money.Money, error) {
 	ts.day.settle(tk.reserved, e.Cost)
 	ts.month.settle(tk.reserved, e.Cost)
 	tk.reserved = 0
-	if ts.tpm != nil {
-		n := min(e.PromptTokens+e.CompletionTokens, ts.tpm.Burst())
-		if n > 0 {
-			ts.tpm.ReserveN(e.Time, n) // may go into debt: later requests wait it off
+	if !tk.batch {
+		if ts.tpm != nil {
+			n := min(e.PromptTokens+e.CompletionTokens, ts.tpm.Burst())
+			if n > 0 {
+				ts.tpm.ReserveN(e.Time, n) // may go into debt: later requests wait it off
+			}
 		}
+		ts.inFlight--
 	}
-	ts.inFlight--
 	ts.mu.Unlock()
 	if e.Tenant == "" {
 		e.Tenant = ts.id

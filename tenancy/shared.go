@@ -78,7 +78,11 @@ func (tk *Ticket) settleShared(e Entry) (money.Money, error) {
 		e.Cost = tk.reserved
 	}
 	tk.reserved = 0
-	err := tk.sh.Settle(&tk.q, tk.id, e.Time, e.Cost, e.PromptTokens+e.CompletionTokens)
+	tokens := e.PromptTokens + e.CompletionTokens
+	if tk.batch { // not charged to the interactive tokens/min (AdmitBatch)
+		tokens = 0
+	}
+	err := tk.sh.Settle(&tk.q, tk.id, e.Time, e.Cost, tokens)
 	if e.Tenant == "" {
 		e.Tenant = tk.q.Tenant
 	}

@@ -215,6 +215,9 @@ func runServe(args []string) error {
 	}
 	defer batches.Close()
 	gopts := gateway.Options{Logger: log, AdminKey: adminKey, Batches: batches, MetricsKey: metricsKey(cfg.MetricsKeyEnv)}
+	if r := cfg.Redis; r != nil { // batch lines on a Redis Stream: every process runs every job's lines
+		gopts.BatchQueue = batch.NewRedisQueue(rc, batch.RedisQueueOptions{KeyPrefix: r.KeyPrefix, Node: r.NodeID, Logger: log})
+	}
 	if redisMetrics != nil {
 		gopts.Collectors = append(gopts.Collectors, redisMetrics)
 	}

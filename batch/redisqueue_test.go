@@ -1,0 +1,371 @@
+package batch
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lmlite/lmlite/internal/rediscli"
+	"github.com/lmlite/lmlite/internal/redistest"
+	"github.com/lmlite/lmlite/money"
+)
+
+func redisClient(t testing.TB, url string) *redis.Client {
+	t.Helper()
+	c, err := rediscli.New(rediscli.Options{URL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// worker is a process's share of a RedisQueue without jobs of its own: it runs lines
+// with run until stop.
+type worker struct {
+	q    *RedisQueue
+	stop context.CancelFunc
+}
+
+func startWorker(t testing.TB, c redis.UniversalClient, node string, run LineRunner, n int, lease time.Duration, maxDeliveries int) *worker {
+	q := NewRedisQueue(c, RedisQueueOptions{Node: node, Lease: lease, MaxDeliveries: maxDeliveries})
+	ctx, cancel := context.WithCancel(context.Background())
+	q.Run(ctx, run, n, nil)
+	w := &worker{q: q, stop: func() { cancel(); q.Wait() }}
+	t.Cleanup(w.stop)
+	return w
+}
+
+// owner is a Manager on a RedisQueue that runs no line itself: every line of its jobs
+// runs on the workers.
+func owner(t *testing.T, c redis.UniversalClient, dir string, conc int) (*Manager, *Store) {
+	t.Helper()
+	s, err := OpenStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := NewRedisQueue(c, RedisQueueOptions{Node: "owner", Workers: -1, Lease: time.Second})
+	m := NewManager(s, nopRunner{}, Options{Checker: price, Concurrency: conc, Queue: q})
+	t.Cleanup(func() { m.Close(); s.Close() })
+	return m, s
+}
+
+type nopRunner struct{}
+
+func (nopRunner) RunLine(context.Context, Request) Response {
+	panic("the owner runs no line")
+}
+
+func totalRuns(fs ...*fakeRunner) (map[string]int, []int) {
+	all := map[string]int{}
+	var per []int
+	for _, f := range fs {
+		f.mu.Lock()
+		n := 0
+		for id, k := range f.runs {
+			all[id] += k
+			n += k
+		}
+		f.mu.Unlock()
+		per = append(per, n)
+	}
+	return all, per
+}
+
+// Two worker processes (two queues on one Redis) share the lines of a job owned by a
+// third that runs none: every line runs once, on one of them, and each ran some.
+func TestRedisQueueWorkersShareTheLines(t *testing.T) {
+	rs := redistest.Start(t, redistest.Options{})
+	c := redisClient(t, rs.URL(0))
+	a, b := &fakeRunner{delay: 2 * time.Millisecond}, &fakeRunner{delay: 2 * time.Millisecond}
+	startWorker(t, c, "a", a, 4, time.Second, 3)
+	startWorker(t, c, "b", b, 4, time.Second, 3)
+	m, s := owner(t, c, t.TempDir(), 8)
+	j := waitTerminal(t, s, startJob(t, m, 100, 0).ID)
+	out, errs := readLines(t, s, j)
+	if j.Status != Completed || len(out) != 100 || len(errs) != 0 {
+		t.Fatalf("job %s: %d out, %d errors", j.Status, len(out), len(errs))
+	}
+	runs, per := totalRuns(a, b)
+	if len(runs) != 100 || per[0] == 0 || per[1] == 0 {
+		t.Fatalf("%d lines ran; per worker %v", len(runs), per)
+	}
+	for id, n := range runs {
+		if n != 1 {
+			t.Fatalf("%s ran %d times", id, n)
+		}
+	}
+	// The job's keys are gone; the lines stream holds nothing.
+	if n, _ := c.Exists(context.Background(), "lmlite:batch:{"+j.ID+"}:inflight", "lmlite:batch:{"+j.ID+"}:out").Result(); n != 0 {
+		t.Fatalf("%d job keys left", n)
+	}
+	if n, _ := c.XLen(context.Background(), "lmlite:batch:lines").Result(); n != 0 {
+		t.Fatalf("%d lines left on the stream", n)
+	}
+}
+
+// The cap holds across processes: 200 lines whose worst cases total 4× the cap, run
+// by three workers, 16 at once. Spend ≤ cap, every line in exactly one file.
+func TestRedisQueueCapAcrossWorkers(t *testing.T) {
+	rs := redistest.Start(t, redistest.Options{})
+	c := redisClient(t, rs.URL(0))
+	var fs []*fakeRunner
+	for i := range 3 {
+		f := &fakeRunner{delay: time.Millisecond}
+		fs = append(fs, f)
+		startWorker(t, c, fmt.Sprint("w", i), f, 6, time.Second, 3)
+	}
+	m, s := owner(t, c, t.TempDir(), 16)
+	cap := money.Money(200 * 100 / 4)
+	j := waitTerminal(t, s, startJob(t, m, 200, cap).ID)
+	out, errs := readLines(t, s, j)
+	if j.Status != Cancelled || len(j.Errors) != 1 || j.Errors[0].Code != CodeMaxCost || j.Spent > cap {
+		t.Fatalf("job %s spent %d of %d: %+v", j.Status, j.Spent, cap, j.Errors)
+	}
+	if len(out)+len(errs) != 200 || len(out) < 50 {
+		t.Fatalf("%d out + %d errors", len(out), len(errs))
+	}
+	runs, _ := totalRuns(fs...)
+	if len(runs) != len(out) {
+		t.Fatalf("%d lines ran, %d in the output", len(runs), len(out))
+	}
+}
+
+// hangRunner never finishes a line: it holds it until its process dies.
+type hangRunner struct{}
+
+func (hangRunner) RunLine(ctx context.Context, _ Request) Response {
+	<-ctx.Done()
+	return Response{StatusCode: 499}
+}
+
+// redisWorkerChild is the child process of TestRedisQueueKilledWorkerProcess: a
+// worker on BATCH_REDIS_WORKER that takes two lines and hangs on them until killed.
+func redisWorkerChild() {
+	c, err := rediscli.New(rediscli.Options{URL: os.Getenv("BATCH_REDIS_WORKER")})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	q := NewRedisQueue(c, RedisQueueOptions{Node: "child", Lease: 300 * time.Millisecond})
+	q.Run(context.Background(), hangRunner{}, 2, nil)
+	select {}
+}
+
+// A worker process killed with SIGKILL while it runs two lines: another process's
+// worker claims them after the lease (XAUTOCLAIM) and runs them, marked Retry; every
+// line ends in the output once.
+func TestRedisQueueKilledWorkerProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("child process")
+	}
+	rs := redistest.Start(t, redistest.Options{})
+	c := redisClient(t, rs.URL(0))
+	m, s := owner(t, c, t.TempDir(), 2)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "BATCH_REDIS_WORKER="+rs.URL(0))
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() { cmd.Process.Kill(); <-exited })
+	j := startJob(t, m, 20, 0)
+	// Wait until the child holds both lines the owner lets run at once.
+	ctx := context.Background()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		p, err := c.XPending(ctx, "lmlite:batch:lines", "workers").Result()
+		if err == nil && p.Consumers["child"] == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the child did not take two lines: %+v %v", p, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	held, err := c.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: "lmlite:batch:lines", Group: "workers", Start: "-", End: "+", Count: 10}).Result()
+	if err != nil || len(held) != 2 {
+		t.Fatalf("pending %+v %v", held, err)
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	<-exited
+	rr := &retryRunner{}
+	startWorker(t, c, "survivor", rr, 2, 300*time.Millisecond, 3)
+	j = waitTerminal(t, s, j.ID)
+	out, errs := readLines(t, s, j)
+	if j.Status != Completed || len(out) != 20 || len(errs) != 0 {
+		t.Fatalf("job %s: %d out, %d errors", j.Status, len(out), len(errs))
+	}
+	runs, _ := totalRuns(&rr.fakeRunner)
+	for id, n := range runs {
+		if n != 1 {
+			t.Fatalf("%s ran %d times", id, n)
+		}
+	}
+	if len(rr.retried) != 2 {
+		t.Fatalf("lines claimed from the dead worker: %v (want the 2 it held)", rr.retried)
+	}
+	rsl, _ := s.Results("t1", j.ID)
+	var sum money.Money
+	for _, r := range rsl {
+		sum += money.Money(r.CompletionTokens)
+	}
+	if sum != j.Spent {
+		t.Fatalf("spent %d, sum of usage %d", j.Spent, sum)
+	}
+}
+
+// retryRunner is a fakeRunner that records the lines it got marked Retry.
+type retryRunner struct {
+	fakeRunner
+	rmu     sync.Mutex
+	retried []string
+}
+
+func (r *retryRunner) RunLine(ctx context.Context, req Request) Response {
+	if req.Retry {
+		r.rmu.Lock()
+		r.retried = append(r.retried, req.RequestID)
+		r.rmu.Unlock()
+	}
+	return r.fakeRunner.RunLine(ctx, req)
+}
+
+// poisonRunner kills its worker (cancels the worker's context, so the line is left
+// pending unacknowledged) whenever it gets the poison line; it runs the others.
+type poisonRunner struct {
+	fakeRunner
+	poison string
+	died   chan string // the RequestID of each poisoned run
+	kill   context.CancelFunc
+}
+
+func (p *poisonRunner) RunLine(ctx context.Context, r Request) Response {
+	if strings.Contains(string(r.Body), p.poison) {
+		p.died <- r.RequestID
+		p.kill()
+		<-ctx.Done()
+		return Response{StatusCode: 499}
+	}
+	return p.fakeRunner.RunLine(ctx, r)
+}
+
+// A line whose worker dies on every delivery is dead-lettered after MaxDeliveries:
+// it goes to the dead-letter stream and to the job's error file (dead_lettered);
+// every other line runs once and the job completes.
+func TestRedisQueueDeadLettersALineThatKillsItsWorkers(t *testing.T) {
+	rs := redistest.Start(t, redistest.Options{})
+	c := redisClient(t, rs.URL(0))
+	m, s := owner(t, c, t.TempDir(), 4)
+	died := make(chan string, 10)
+	var workers []*poisonRunner
+	start := func(k int) {
+		q := NewRedisQueue(c, RedisQueueOptions{Node: fmt.Sprint("w", k), Lease: 200 * time.Millisecond, MaxDeliveries: 2})
+		ctx, cancel := context.WithCancel(context.Background())
+		pr := &poisonRunner{poison: `"p7"`, died: died, kill: cancel}
+		workers = append(workers, pr)
+		q.Run(ctx, pr, 1, nil)
+		t.Cleanup(func() { cancel(); q.Wait() })
+	}
+	start(0)
+	j := startJob(t, m, 20, 0)
+	// Each worker that dies is replaced by a new one, as a supervisor would.
+	deaths := 0
+	deadline := time.After(20 * time.Second)
+wait:
+	for {
+		select {
+		case <-died:
+			deaths++
+			start(deaths)
+		case <-time.After(10 * time.Millisecond):
+			if jj, _ := s.Job("t1", j.ID); jj.Status.Terminal() {
+				break wait
+			}
+		case <-deadline:
+			t.Fatal("the job did not end")
+		}
+	}
+	j = waitTerminal(t, s, j.ID)
+	out, errs := readLines(t, s, j)
+	if j.Status != Completed || len(out) != 19 || len(errs) != 1 || errs["req-7"] != CodeDeadLetter {
+		t.Fatalf("job %s: %d out, errors %v", j.Status, len(out), errs)
+	}
+	if deaths != 2 {
+		t.Fatalf("the poison line killed %d workers, want MaxDeliveries = 2", deaths)
+	}
+	dead, err := c.XRange(context.Background(), "lmlite:batch:dead", "-", "+").Result()
+	if err != nil || len(dead) != 1 || dead[0].Values["job"] != j.ID || dead[0].Values["i"] != "7" {
+		t.Fatalf("dead letters %+v %v", dead, err)
+	}
+	var fs []*fakeRunner
+	for _, w := range workers {
+		fs = append(fs, &w.fakeRunner)
+	}
+	runs, _ := totalRuns(fs...)
+	if len(runs) != 19 {
+		t.Fatalf("%d lines ran", len(runs))
+	}
+	for id, n := range runs {
+		if n != 1 {
+			t.Fatalf("%s ran %d times", id, n)
+		}
+	}
+}
+
+// The owner restarts (its Manager closed while lines are running on the workers):
+// the new Manager finds the lines in flight on Redis, counts them as running, and
+// commits their outcomes when they come back, each once.
+func TestRedisQueueOwnerRestart(t *testing.T) {
+	rs := redistest.Start(t, redistest.Options{})
+	c := redisClient(t, rs.URL(0))
+	f := &fakeRunner{delay: 30 * time.Millisecond}
+	startWorker(t, c, "w", f, 4, time.Second, 3)
+	dir := t.TempDir()
+	s, err := OpenStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := NewRedisQueue(c, RedisQueueOptions{Node: "owner", Workers: -1})
+	m := NewManager(s, nopRunner{}, Options{Checker: price, Concurrency: 4, Queue: q})
+	j := startJob(t, m, 40, 0)
+	deadline := time.Now().Add(10 * time.Second)
+	for { // some lines done, some in flight
+		jj, _ := s.Job("t1", j.ID)
+		n, _ := c.HLen(context.Background(), "lmlite:batch:{"+j.ID+"}:inflight").Result()
+		if jj.Counts.Completed >= 8 && n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the job did not progress")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	m.Close()
+	s.Close()
+	m2, s2 := owner(t, c, dir, 4)
+	if err := m2.Start(); err != nil {
+		t.Fatal(err)
+	}
+	j = waitTerminal(t, s2, j.ID)
+	out, errs := readLines(t, s2, j)
+	if j.Status != Completed || len(out) != 40 || len(errs) != 0 {
+		t.Fatalf("job %s: %d out, %d errors", j.Status, len(out), len(errs))
+	}
+	runs, _ := totalRuns(f)
+	for id, n := range runs {
+		if n != 1 {
+			t.Fatalf("%s ran %d times", id, n)
+		}
+	}
+}
