@@ -200,7 +200,8 @@ func TestFeaturesDeterminism(t *testing.T) {
 			t.Errorf("round %d: %v", round, err)
 		}
 	}
-	if st := b.Models()[0]; float64(st.StepSeqs)/float64(st.Steps) < 2 {
+	// Over one sequence per step on average (1.5: a loaded machine gives ~2).
+	if st := b.Models()[0]; float64(st.StepSeqs)/float64(st.Steps) < 1.5 {
 		t.Errorf("no batching happened: %d steps, %d sequences", st.Steps, st.StepSeqs)
 	}
 }

@@ -175,8 +175,11 @@ func determinism(t *testing.T, o genmodel.Options) {
 	if err := alone.same(hit); err != nil || hit.u.CachedTokens != 32 || hit.u.Replica != alone.u.Replica {
 		t.Errorf("cached prefix: %v, %d cached tokens on replica %d (first run on %d)", err, hit.u.CachedTokens, hit.u.Replica, alone.u.Replica)
 	}
+	// Batching happened: steps averaged well over one sequence. (The 32 requests
+	// overlap; on a loaded machine they average about two per step, so the bar is
+	// 1.5, not 2: a scheduler that ran one sequence per step gives 1.0.)
 	st := b.Models()[0]
-	if st.Steps == 0 || float64(st.StepSeqs)/float64(st.Steps) < 2 {
+	if st.Steps == 0 || float64(st.StepSeqs)/float64(st.Steps) < 1.5 {
 		t.Errorf("no batching happened: %d steps, %d sequences", st.Steps, st.StepSeqs)
 	}
 }
