@@ -70,7 +70,11 @@ func (p *Pool) GenerateN(ctx context.Context, modelID string, req engine.Request
 	if err != nil {
 		return nil, err
 	}
-	cs, ids, err := pr.beginN(fSubmitN, submitMsg{Model: modelID, Req: req, N: n}, n)
+	streams := make([]*engine.Stream, n)
+	for i := range streams {
+		streams[i] = engine.NewStream()
+	}
+	cs, ids, err := pr.beginN(fSubmitN, submitMsg{Model: modelID, Req: req, N: n}, streams)
 	if err == nil {
 		err = <-cs[0].answer // choice 0 accepted (the worker accepts all n at once), or not
 	}
@@ -86,14 +90,12 @@ func (p *Pool) GenerateN(ctx context.Context, modelID string, req engine.Request
 			cs[i].box.finish(engine.Usage{}, err)
 		}
 	}
-	streams := make([]*engine.Stream, n)
 	var left atomic.Int32
 	left.Store(int32(n))
 	for i := range n {
-		s := engine.NewStream()
-		streams[i] = s
+		s := streams[i]
 		go func() {
-			u, err := forward(ctx, pr, ids[i], cs[i], s)
+			u, err := forward(ctx, pr, ids[i], cs[i])
 			if left.Add(-1) == 0 {
 				m.g.release()
 			}
@@ -122,7 +124,7 @@ func (p *Pool) Embed(ctx context.Context, modelID string, req engine.EmbedReques
 		return engine.Embeddings{}, err
 	}
 	defer m.g.release()
-	c, id, err := pr.begin(fEmbed, embedMsg{Model: modelID, Req: req})
+	c, id, err := pr.begin(fEmbed, embedMsg{Model: modelID, Req: req}, nil)
 	if err != nil {
 		return engine.Embeddings{}, err
 	}

@@ -403,7 +403,8 @@ func (p *Pool) Generate(ctx context.Context, modelID string, req engine.Request)
 	if err != nil {
 		return nil, err
 	}
-	c, id, err := pr.begin(fSubmit, submitMsg{Model: modelID, Req: req})
+	s := engine.NewStream()
+	c, id, err := pr.begin(fSubmit, submitMsg{Model: modelID, Req: req}, s)
 	if err == nil {
 		err = <-c.answer // a round trip, or the worker's death
 	}
@@ -411,9 +412,8 @@ func (p *Pool) Generate(ctx context.Context, modelID string, req engine.Request)
 		m.g.release()
 		return nil, err
 	}
-	s := engine.NewStream()
 	go func() {
-		u, err := forward(ctx, pr, id, c, s)
+		u, err := forward(ctx, pr, id, c)
 		m.g.release()
 		u.ColdStart += cold
 		s.Finish(u, err)
@@ -421,34 +421,18 @@ func (p *Pool) Generate(ctx context.Context, modelID string, req engine.Request)
 	return s, nil
 }
 
-// forward moves a call's tokens to its stream until it ends; a cancelled context
-// cancels the request in the worker, and forwarding stops. Stream.Send never blocks.
-func forward(ctx context.Context, pr *process, id uint64, c *call, out *engine.Stream) (engine.Usage, error) {
-	var buf []engine.Token
-	done := ctx.Done()
-	forwarding := true
-	for {
-		select {
-		case <-c.box.wake:
-		case <-done:
-			pr.cancel(id)
-			done, forwarding = nil, false
-			continue
-		}
-		var end bool
-		buf, end = c.box.take(buf)
-		if forwarding {
-			for _, t := range buf {
-				out.Send(t)
-			}
-		}
-		if end {
-			c.box.mu.Lock()
-			u, err := c.box.u, c.box.err
-			c.box.mu.Unlock()
-			return u, err
-		}
+// forward waits for a call's end (its tokens go to its stream from the reader); a
+// cancelled context cancels the request in the worker and mutes the call, whose end
+// is still waited for.
+func forward(ctx context.Context, pr *process, id uint64, c *call) (engine.Usage, error) {
+	select {
+	case <-c.box.wake:
+	case <-ctx.Done():
+		c.muted.Store(true)
+		pr.cancel(id)
+		<-c.box.wake
 	}
+	return c.box.end()
 }
 
 // Tokenize is Block.Tokenize, done in the parent.
@@ -552,7 +536,7 @@ func (p *Pool) Unload(modelID string) error {
 }
 
 func (pr *process) rpc(ctx context.Context, typ byte, modelID string) error {
-	c, _, err := pr.begin(typ, modelMsg{Model: modelID})
+	c, _, err := pr.begin(typ, modelMsg{Model: modelID}, nil)
 	if err != nil {
 		return err
 	}
