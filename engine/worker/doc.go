@@ -40,9 +40,11 @@
 // its float32s' bits, so the vectors are the in-process bits), and beat (id 0; JSON
 // []engine.ModelStatus) every Beat (100 ms). Tokens and embeddings are binary because
 // they are most of the traffic; everything else is JSON because it is rare and easy
-// to read in a dump. Every frame is flushed
-// at once. Many requests are multiplexed on the socket by their ids; the parent keeps
-// each request's tokens in a mailbox, so a slow client never stalls the reader.
+// to read in a dump. Every frame is written at once, in a group commit: a frame
+// queued while another write is in progress goes out with the next write, so one
+// decode step's tokens cross in a few system calls. Many requests are multiplexed on
+// the socket by their ids; the parent's reader appends each token to its request's
+// Stream, which never blocks, so a slow client never stalls the reader.
 //
 // # Supervision
 //
@@ -71,11 +73,14 @@
 // the live workers of other runs found there, after checking that the process's
 // command line still carries that run id, so a reused pid is never killed.
 //
-// Scale to zero is per process: a group without requests for its models' shortest
-// idle_timeout has its worker stopped (the parent closes the socket; the worker
-// exits), so all its memory returns to the OS; the models report unloaded (which is
-// ready, as in process). The next request starts the worker and waits for it; the
-// wait is in the request's Usage.ColdStart.
+// Scale to zero is per process: once each model of a group has been idle (no
+// request in flight, none loading) for its idle_timeout, or for the shorter
+// keep_alive of its last request (Request.KeepAlive, which as in process may shorten
+// the timeout, never lengthen it), the group's worker is stopped (the parent closes
+// the socket; the worker exits), so all its memory returns to the OS; the models
+// report unloaded (which is ready, as in process). A model that never times out keeps
+// its group's worker. The next request starts the worker and waits for it; the wait
+// is in the request's Usage.ColdStart.
 //
 // Weights are memory-mapped read-only by each worker's Block, so the page cache holds
 // one copy of a file however many workers map it.

@@ -66,7 +66,7 @@ func (p *Pool) GenerateN(ctx context.Context, modelID string, req engine.Request
 	if err := m.prep.Check(modelID, req); err != nil {
 		return nil, err
 	}
-	pr, cold, err := m.g.acquire(ctx)
+	pr, cold, err := m.g.acquire(ctx, modelID)
 	if err != nil {
 		return nil, err
 	}
@@ -80,7 +80,7 @@ func (p *Pool) GenerateN(ctx context.Context, modelID string, req engine.Request
 	}
 	if err != nil {
 		pr.drop(ids)
-		m.g.release()
+		m.g.release(modelID)
 		return nil, err
 	}
 	// The worker accepts the other choices at once after choice 0; a choice whose
@@ -97,7 +97,7 @@ func (p *Pool) GenerateN(ctx context.Context, modelID string, req engine.Request
 		go func() {
 			u, err := forward(ctx, pr, ids[i], cs[i])
 			if left.Add(-1) == 0 {
-				m.g.release()
+				m.g.releaseKeep(modelID, req.KeepAlive)
 			}
 			if i == 0 {
 				u.ColdStart += cold
@@ -119,11 +119,11 @@ func (p *Pool) Embed(ctx context.Context, modelID string, req engine.EmbedReques
 	if !m.prep.Embeddings() { // at once, without starting a stopped worker
 		return engine.Embeddings{}, fmt.Errorf("%w: %s (set embeddings: true in its model config)", engine.ErrNoEmbeddings, modelID)
 	}
-	pr, _, err := m.g.acquire(ctx)
+	pr, _, err := m.g.acquire(ctx, modelID)
 	if err != nil {
 		return engine.Embeddings{}, err
 	}
-	defer m.g.release()
+	defer m.g.release(modelID)
 	c, id, err := pr.begin(fEmbed, embedMsg{Model: modelID, Req: req}, nil)
 	if err != nil {
 		return engine.Embeddings{}, err

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -88,7 +89,7 @@ type group struct {
 	p      *Pool
 	name   string
 	cfgs   []engine.ModelConfig
-	idle   time.Duration // the worker exits after this long without requests; <0: never
+	index  map[string]int // model id → its index in cfgs and use
 	log    *slog.Logger
 	stderr *ring
 
@@ -101,7 +102,8 @@ type group struct {
 	lastExit  string        // how the last worker ended
 	failed    string        // in gFailed: why, with the last stderr lines
 	inflight  int
-	lastUsed  time.Time
+	use       []idler   // each model's last use and timeouts, as cfgs
+	stopAt    time.Time // in gStopping: when the worker was asked to exit
 	starts    uint64
 	crashN    uint64
 	coldStart time.Duration // the last start's spawn-to-hello
@@ -151,18 +153,13 @@ func New(cfg Config) (*Pool, error) {
 		g := byName[name]
 		if g == nil {
 			g = &group{p: p, name: name, log: log.With("worker_group", name), stderr: &ring{max: cfg.StderrLines},
-				change: make(chan struct{}), idle: -1}
+				change: make(chan struct{}), index: map[string]int{}}
 			byName[name] = g
 			p.groups = append(p.groups, g)
 		}
+		g.index[mc.ID] = len(g.cfgs)
 		g.cfgs = append(g.cfgs, mc)
-		idle := mc.IdleTimeout
-		if idle == 0 {
-			idle = engine.DefaultIdleTimeout
-		}
-		if idle > 0 && (g.idle < 0 || idle < g.idle) {
-			g.idle = idle
-		}
+		g.use = append(g.use, idler{Timeout: cmp.Or(mc.IdleTimeout, engine.DefaultIdleTimeout)})
 		p.models[mc.ID] = &pmodel{cfg: mc, prep: prep, g: g}
 		p.order = append(p.order, mc.ID)
 	}
@@ -230,7 +227,10 @@ func (g *group) onHello(p *process) {
 		return
 	}
 	g.coldStart = time.Since(p.start)
-	g.lastUsed = time.Now()
+	now := time.Now()
+	for i := range g.use {
+		g.use[i].LastUsed = now
+	}
 	g.setLocked(gRunning)
 }
 
@@ -311,10 +311,19 @@ func (p *Pool) janitor() {
 func (g *group) tick(now time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	v := view{State: g.state, Inflight: g.inflight, LastUsed: g.lastUsed, Idle: g.idle, RestartAt: g.restartAt, Closed: g.p.closed.Load()}
+	v := view{State: g.state, Inflight: g.inflight, Models: g.use, StopAt: g.stopAt, RestartAt: g.restartAt, Closed: g.p.closed.Load()}
 	pr := g.proc
 	if pr != nil {
 		v.Started, v.LastBeat = pr.start, time.Unix(0, pr.lastBeat.Load())
+		if sts := pr.status.Load(); sts != nil && g.state == gRunning {
+			// A model that is loading in its worker is in use: its idle time starts
+			// when it is ready (as in process), not at the worker's hello.
+			for i, c := range g.cfgs {
+				if (*sts)[c.ID].State == engine.StateLoading {
+					g.use[i].LastUsed = now
+				}
+			}
+		}
 	}
 	act, why := g.p.timing.next(v, now)
 	switch act {
@@ -327,6 +336,7 @@ func (g *group) tick(now time.Time) {
 		g.log.Info("worker idle: stopping it", "pid", pr.pid())
 		pr.stopping.Store(true)
 		pr.conn.Close() // the worker exits when its socket closes
+		g.stopAt = now
 		g.setLocked(gStopping)
 	case actKillStopping:
 		pr.kill() // it did not exit by itself
@@ -335,9 +345,9 @@ func (g *group) tick(now time.Time) {
 	}
 }
 
-// acquire returns the group's running worker for one request, starting it if it is
-// stopped and waiting while it starts. The caller must release.
-func (g *group) acquire(ctx context.Context) (*process, time.Duration, error) {
+// acquire returns the group's running worker for one request to a model, starting it
+// if it is stopped and waiting while it starts. The caller must release.
+func (g *group) acquire(ctx context.Context, modelID string) (*process, time.Duration, error) {
 	start := time.Now()
 	waited := false
 	for {
@@ -350,7 +360,7 @@ func (g *group) acquire(ctx context.Context) (*process, time.Duration, error) {
 		case gRunning:
 			pr := g.proc
 			g.inflight++
-			g.lastUsed = time.Now()
+			g.use[g.index[modelID]].LastUsed = time.Now()
 			g.mu.Unlock()
 			var cold time.Duration
 			if waited {
@@ -381,10 +391,22 @@ func (g *group) acquire(ctx context.Context) (*process, time.Duration, error) {
 	}
 }
 
-func (g *group) release() {
+// release ends a request to a model.
+func (g *group) release(modelID string) {
 	g.mu.Lock()
 	g.inflight--
-	g.lastUsed = time.Now()
+	g.use[g.index[modelID]].LastUsed = time.Now()
+	g.mu.Unlock()
+}
+
+// releaseKeep ends a generation request, whose keep_alive (Request.KeepAlive)
+// replaces the model's last one: as in process, it may shorten the model's idle
+// timeout until the next request ends, never lengthen it.
+func (g *group) releaseKeep(modelID string, keep time.Duration) {
+	g.mu.Lock()
+	g.inflight--
+	u := &g.use[g.index[modelID]]
+	u.LastUsed, u.KeepAlive = time.Now(), keep
 	g.mu.Unlock()
 }
 
@@ -399,7 +421,7 @@ func (p *Pool) Generate(ctx context.Context, modelID string, req engine.Request)
 	if err := m.prep.Check(modelID, req); err != nil {
 		return nil, err
 	}
-	pr, cold, err := m.g.acquire(ctx)
+	pr, cold, err := m.g.acquire(ctx, modelID)
 	if err != nil {
 		return nil, err
 	}
@@ -409,12 +431,12 @@ func (p *Pool) Generate(ctx context.Context, modelID string, req engine.Request)
 		err = <-c.answer // a round trip, or the worker's death
 	}
 	if err != nil {
-		m.g.release()
+		m.g.release(modelID)
 		return nil, err
 	}
 	go func() {
 		u, err := forward(ctx, pr, id, c)
-		m.g.release()
+		m.g.releaseKeep(modelID, req.KeepAlive)
 		u.ColdStart += cold
 		s.Finish(u, err)
 	}()
@@ -511,11 +533,11 @@ func (p *Pool) Load(ctx context.Context, modelID string) error {
 		m.g.setLocked(gStopped)
 	}
 	m.g.mu.Unlock()
-	pr, _, err := m.g.acquire(ctx)
+	pr, _, err := m.g.acquire(ctx, modelID)
 	if err != nil {
 		return err
 	}
-	defer m.g.release()
+	defer m.g.release(modelID)
 	return pr.rpc(ctx, fLoad, modelID)
 }
 
