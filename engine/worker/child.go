@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/engine/lease"
+	"github.com/lmlite/lmlite/internal/rediscli"
 )
 
 // Backend is what a worker serves: the Block API of its models. *engine.Block
@@ -41,6 +43,9 @@ func mainWith(args []string, wrap func(Backend) Backend) error {
 	models := fs.String("models", "", "the group's engine.ModelConfig list, as JSON")
 	budget := fs.Int64("memory-budget", 0, "bytes for the models (0: host memory)")
 	beat := fs.Duration("beat", DefaultBeat, "heartbeat interval")
+	leaseTTL := fs.Duration("lease-ttl", 0, "the memory leases' TTL (0: the engine's default)")
+	redisPrefix := fs.String("redis-key-prefix", "", "with --redis-node: the lease store's key prefix")
+	redisNode := fs.String("redis-node", "", "lease memory in Redis (URL in "+envRedisURL+") as this node")
 	fs.String("group", "", "the worker group (for ps and the pid file)")
 	fs.String("run-id", "", "the parent's run (GC matches stale workers by it)")
 	if err := fs.Parse(args); err != nil {
@@ -60,7 +65,16 @@ func mainWith(args []string, wrap func(Backend) Backend) error {
 		return fmt.Errorf("worker: fd 3: %w", err)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	b, err := engine.New(engine.Config{Models: cfgs, MemoryBudget: *budget, Logger: log})
+	ecfg := engine.Config{Models: cfgs, MemoryBudget: *budget, LeaseTTL: *leaseTTL, Logger: log}
+	if *redisNode != "" {
+		rc, err := rediscli.New(rediscli.Options{URL: os.Getenv(envRedisURL), Name: *redisNode})
+		if err != nil {
+			return fmt.Errorf("worker: redis: %w", err)
+		}
+		defer rc.Close()
+		ecfg.Leases = lease.NewRedis(rc, *redisPrefix, *redisNode)
+	}
+	b, err := engine.New(ecfg)
 	if err != nil {
 		return err
 	}
@@ -69,8 +83,22 @@ func mainWith(args []string, wrap func(Backend) Backend) error {
 		be = wrap(b)
 	}
 	// When Serve returns the parent is gone or asked us to stop: the process exits
-	// without waiting for the Block.
-	return Serve(conn, be, *beat)
+	// without waiting for the Block, unless its leases are shared: then it gives them
+	// back at once (another process may be waiting for the memory) rather than let
+	// them expire, for a second at most.
+	err = Serve(conn, be, *beat)
+	if ecfg.Leases != nil {
+		closed := make(chan struct{})
+		go func() {
+			b.Close()
+			close(closed)
+		}()
+		select {
+		case <-closed:
+		case <-time.After(time.Second):
+		}
+	}
+	return err
 }
 
 // Serve serves b over conn: it says hello, then answers frames and beats every beat

@@ -42,8 +42,26 @@ type Config struct {
 	HangAfter    time.Duration // no heartbeat for this long: hung; 0: DefaultHangAfter
 	StartTimeout time.Duration // spawn to hello; 0: 30 s
 	StderrLines  int           // stderr lines kept per group; 0: 20
-	Logger       *slog.Logger
+	// Redis, when set, is where the workers lease their models' memory (lease.Redis):
+	// every worker of every process sharing it leases against one table, so two
+	// lmlite processes on one machine never over-commit a device, and a dead worker's
+	// leases expire after LeaseTTL. nil: each worker leases in its own process.
+	Redis    *RedisLeases
+	LeaseTTL time.Duration // the workers' engine.Config.LeaseTTL; 0: the engine's default
+	Logger   *slog.Logger
 }
+
+// RedisLeases names the Redis of the shared lease store (configs' redis: block).
+type RedisLeases struct {
+	URL       string // passed to the worker in its environment (it may hold a password), never on its command line
+	KeyPrefix string
+	// Node is the parent's node id; worker group G leases as node "Node/G", so that
+	// another process's preempt requests for its models reach that worker.
+	Node string
+}
+
+// envRedisURL carries RedisLeases.URL to a worker.
+const envRedisURL = "LMLITE_WORKER_REDIS_URL"
 
 // Pool serves the Block API from worker processes: one per group of models, started
 // at New, supervised (heartbeat, hang and crash detection, restart with backoff, a
@@ -206,6 +224,12 @@ func (g *group) startLocked() {
 	models, _ := json.Marshal(g.cfgs)
 	args := []string{"--group", g.name, "--run-id", g.p.runID, "--memory-budget", strconv.FormatInt(g.p.cfg.MemoryBudget, 10),
 		"--beat", g.p.cfg.Beat.String(), "--models", string(models)}
+	if g.p.cfg.LeaseTTL > 0 {
+		args = append(args, "--lease-ttl", g.p.cfg.LeaseTTL.String())
+	}
+	if r := g.p.cfg.Redis; r != nil {
+		args = append(args, "--redis-key-prefix", r.KeyPrefix, "--redis-node", g.node())
+	}
 	g.starts++
 	proc, err := spawn(g, args)
 	if err != nil {
@@ -218,6 +242,9 @@ func (g *group) startLocked() {
 	g.p.writePID(g.name, proc.pid())
 	g.setLocked(gStarting)
 }
+
+// node is the group's node id in the Redis lease store.
+func (g *group) node() string { return g.p.cfg.Redis.Node + "/" + g.name }
 
 // onHello: the worker is up.
 func (g *group) onHello(p *process) {

@@ -75,6 +75,9 @@ func spawn(g *group, args []string) (*process, error) {
 		conn.Close()
 		return nil, err
 	}
+	if r := g.p.cfg.Redis; r != nil {
+		cmd.Env = append(cmd.Env, envRedisURL+"="+r.URL)
+	}
 	cmd.ExtraFiles = []*os.File{child}
 	setDeathSignal(cmd)
 	stderr, err := cmd.StderrPipe()
