@@ -27,6 +27,7 @@ type Backend interface {
 	Load(ctx context.Context, modelID string) error
 	Unload(modelID string) error
 	Models() []engine.ModelStatus
+	Devices(ctx context.Context) ([]engine.DeviceStatus, error)
 }
 
 // socketFD is the worker's end of the socket pair: the first of exec.Cmd.ExtraFiles.
@@ -228,6 +229,18 @@ func Serve(conn net.Conn, b Backend, beat time.Duration) error {
 					return
 				}
 				w.write(fEmbedded, id, appendEmbeddings(nil, e))
+			}(fr.id)
+		case fDevices:
+			wg.Add(1)
+			go func(id uint64) {
+				defer wg.Done()
+				ds, err := b.Devices(ctx)
+				if err != nil {
+					code, msg := encodeErr(err)
+					w.writeJSON(fReply, id, endMsg{Code: code, Msg: msg})
+					return
+				}
+				w.writeJSON(fDeviceList, id, ds)
 			}(fr.id)
 		case fCancel:
 			mu.Lock()

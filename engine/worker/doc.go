@@ -22,7 +22,9 @@
 //	uint32 length of the payload (big-endian) | uint8 type | uint64 request id | payload
 //
 // Parent to worker: submit (id, JSON {model, req: engine.Request}, its grammar in
-// the compiled form of grammar.Grammar's MarshalJSON), submit-n (id, JSON {model,
+// the compiled form of grammar.Grammar's MarshalJSON), devices (id, no payload:
+// the worker's Block.Devices, answered by a device-list frame, JSON
+// []engine.DeviceStatus, or a reply with the error), submit-n (id, JSON {model,
 // req, n}: n choices, which the worker's Block.GenerateN runs, so choice i has seed
 // engine.ChoiceSeed(seed, i) and the later choices share choice 0's prompt through
 // the prefix cache; choice i streams under id+i: accepted, tokens and end each, or
@@ -87,7 +89,13 @@
 //
 // # Limits
 //
-// Each worker's Block leases memory in its own process against MemoryBudget: the
-// budget is per worker, not shared between them (shared leases need the Redis lease
-// store). ModelStatus counters (steps, loads) restart from zero with each worker.
+// Without Config.Redis each worker's Block leases memory in its own process against
+// MemoryBudget: the budget is per worker, not shared between them. With it (lmlite
+// serve's redis: block) every worker leases in Redis (lease.Redis) as node
+// NODE/GROUP, the URL in its environment (LMLITE_WORKER_REDIS_URL, since it may hold a
+// password) rather than on its command line: the workers of every process share the
+// devices' budgets, a killed worker's leases expire after their TTL, and a stopping
+// worker gives them back at once. Pool.Devices reports the devices as Block.Devices
+// does, merging the running workers' leases. ModelStatus counters (steps, loads)
+// restart from zero with each worker.
 package worker

@@ -39,10 +39,11 @@ type process struct {
 
 // call is one request (or load/unload) on a worker.
 type call struct {
-	accepted bool              // guarded by process.mu
-	answer   chan error        // buffered 1: the submit's acceptance (nil) or its error; a load's reply
-	box      mailbox           // the request's end
-	emb      engine.Embeddings // an embed's answer, set before answer gets nil
+	accepted bool                  // guarded by process.mu
+	answer   chan error            // buffered 1: the submit's acceptance (nil) or its error; a load's reply
+	box      mailbox               // the request's end
+	emb      engine.Embeddings     // an embed's answer, set before answer gets nil
+	devs     []engine.DeviceStatus // a devices call's answer, set before answer gets nil
 	// out receives a submit's tokens straight from the reader (Stream.Send never
 	// blocks, so a slow client never stalls the reader), until muted: its context
 	// was cancelled, and the tokens the worker still sends are dropped.
@@ -196,6 +197,20 @@ func (p *process) read() {
 			delete(p.calls, fr.id)
 			if c != nil && !c.accepted {
 				c.emb = e
+				c.answer <- nil
+			}
+			p.mu.Unlock()
+		case fDeviceList:
+			var ds []engine.DeviceStatus
+			if err := json.Unmarshal(fr.payload, &ds); err != nil {
+				p.conn.Close()
+				continue
+			}
+			p.mu.Lock()
+			c := p.calls[fr.id]
+			delete(p.calls, fr.id)
+			if c != nil && !c.accepted {
+				c.devs = ds
 				c.answer <- nil
 			}
 			p.mu.Unlock()

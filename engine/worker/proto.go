@@ -22,16 +22,18 @@ const (
 	fUnload  byte = 4 // JSON modelMsg
 	fSubmitN byte = 5 // JSON submitMsg with N: n choices under ids id .. id+N-1 (Block.GenerateN)
 	fEmbed   byte = 6 // JSON embedMsg (Block.Embed)
+	fDevices byte = 7 // empty: report the devices (Block.Devices)
 
 	// worker → parent
-	fHello     byte = 16 // JSON helloMsg, id 0, once
-	fAccepted  byte = 17 // empty: the request is queued in the worker's Block
-	fToken     byte = 18 // binary: int32 id, uint32 logit bits, UTF-8 text
-	fEnd       byte = 19 // JSON endMsg: the request's usage or error; the last frame of an id
-	fReply     byte = 20 // JSON endMsg (error only): the answer to fLoad or fUnload
-	fBeat      byte = 21 // JSON []engine.ModelStatus, id 0, every Beat
-	fTokenJSON byte = 22 // JSON engine.Token: a token with logprobs (Request.Logprobs)
-	fEmbedded  byte = 23 // binary engine.Embeddings: the answer to fEmbed (an error is an fReply)
+	fHello      byte = 16 // JSON helloMsg, id 0, once
+	fAccepted   byte = 17 // empty: the request is queued in the worker's Block
+	fToken      byte = 18 // binary: int32 id, uint32 logit bits, UTF-8 text
+	fEnd        byte = 19 // JSON endMsg: the request's usage or error; the last frame of an id
+	fReply      byte = 20 // JSON endMsg (error only): the answer to fLoad or fUnload
+	fBeat       byte = 21 // JSON []engine.ModelStatus, id 0, every Beat
+	fTokenJSON  byte = 22 // JSON engine.Token: a token with logprobs (Request.Logprobs)
+	fEmbedded   byte = 23 // binary engine.Embeddings: the answer to fEmbed (an error is an fReply)
+	fDeviceList byte = 24 // JSON []engine.DeviceStatus: the answer to fDevices (an error is an fReply)
 )
 
 const (
