@@ -108,6 +108,7 @@ func mainWith(args []string, wrap func(Backend) Backend) error {
 func Serve(conn net.Conn, b Backend, beat time.Duration) error {
 	defer conn.Close()
 	w := newWriter(conn)
+	defer w.stop()
 	if err := w.writeJSON(fHello, 0, helloMsg{PID: os.Getpid()}); err != nil {
 		return fmt.Errorf("worker: hello: %w", err)
 	}
@@ -178,20 +179,25 @@ func Serve(conn net.Conn, b Backend, beat time.Duration) error {
 			for i, st := range sts {
 				id := fr.id + uint64(i)
 				w.write(fAccepted, id, nil)
+				// The tokens are queued on the socket from the decode loop's
+				// goroutine (no goroutine here is woken for each); the end follows
+				// them on the same queue.
+				var buf []byte
+				st.Forward(func(t engine.Token) {
+					if t.Piece != "" || t.Logprob != 0 || t.TopLogprobs != nil {
+						if b, err := json.Marshal(t); err == nil {
+							w.queue(fTokenJSON, id, b)
+						}
+						return
+					}
+					buf = appendToken(buf[:0], t)
+					w.queue(fToken, id, buf)
+				})
 				left.Add(1)
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
 					defer left.Done()
-					var buf []byte
-					for t := range st.Tokens {
-						if t.Piece != "" || t.Logprob != 0 || t.TopLogprobs != nil {
-							w.writeJSON(fTokenJSON, id, t)
-							continue
-						}
-						buf = appendToken(buf[:0], t)
-						w.write(fToken, id, buf)
-					}
 					u, err := st.Wait(context.Background())
 					mu.Lock()
 					delete(reqs, id)

@@ -43,8 +43,11 @@
 // []engine.ModelStatus) every Beat (100 ms). Tokens and embeddings are binary because
 // they are most of the traffic; everything else is JSON because it is rare and easy
 // to read in a dump. Every frame is written at once, in a group commit: a frame
-// queued while another write is in progress goes out with the next write, so one
-// decode step's tokens cross in a few system calls. Many requests are multiplexed on
+// added while another write is in progress goes out with the next write. The worker
+// relays its tokens without a goroutine per request: each request's Stream forwards
+// them (engine.Stream.Forward) from the decode loop straight onto the socket's queue,
+// which the writer's own goroutine writes, so one decode step's tokens cross in one
+// write after one wake-up. Many requests are multiplexed on
 // the socket by their ids; the parent's reader appends each token to its request's
 // Stream, which never blocks, so a slow client never stalls the reader.
 //

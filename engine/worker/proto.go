@@ -146,38 +146,100 @@ func (r *reader) next() (frame, error) {
 // writer writes frames; it is safe for concurrent use. A frame is written at once
 // (tokens are latency), without waiting for others: the caller whose frame finds no
 // write in progress writes it, and goes on writing whatever frames the other callers
-// added meanwhile (group commit). So the 16 tokens of one decode step, sent by 16
-// goroutines at the same moment, cross in one or a few write system calls instead of
-// 16, and no frame waits for a timer.
+// added meanwhile (group commit). A queued frame (queue) is written by the writer's
+// own goroutine instead, so its caller never waits for a system call: the worker's
+// decode loop queues a step's tokens, one for each sequence, and they cross in one
+// write, with one wake-up of that goroutine.
 type writer struct {
 	w io.Writer
 
-	mu      sync.Mutex // guards below
-	buf     []byte     // frames not yet written
-	spare   []byte     // the buffer being written (swapped with buf)
-	writing bool       // a caller is writing: it will write buf too
-	err     error      // the first write error: every later write fails with it
+	mu      sync.Mutex    // guards below
+	buf     []byte        // frames not yet written
+	spare   []byte        // the buffer being written (swapped with buf)
+	writing bool          // a caller is writing: it will write buf too
+	err     error         // the first write error: every later write fails with it
+	kick    chan struct{} // wakes the flusher goroutine of queued frames; nil until the first queue
+	flushed chan struct{} // closed when the flusher goroutine has ended
+	stopped bool          // stop was called: kick is closed
 }
 
 func newWriter(w io.Writer) *writer { return &writer{w: w} }
+
+// appendLocked adds a frame to buf.
+func (w *writer) appendLocked(typ byte, id uint64, payload []byte) {
+	w.buf = binary.BigEndian.AppendUint32(w.buf, uint32(len(payload)))
+	w.buf = append(w.buf, typ)
+	w.buf = binary.BigEndian.AppendUint64(w.buf, id)
+	w.buf = append(w.buf, payload...)
+}
 
 // write queues a frame and, unless another caller is writing, writes the queue. Its
 // error is the connection's first write error; a frame written by another caller may
 // fail after write returned nil (the reader sees the connection end then).
 func (w *writer) write(typ byte, id uint64, payload []byte) error {
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	if w.err != nil {
-		w.mu.Unlock()
 		return w.err
 	}
-	w.buf = binary.BigEndian.AppendUint32(w.buf, uint32(len(payload)))
-	w.buf = append(w.buf, typ)
-	w.buf = binary.BigEndian.AppendUint64(w.buf, id)
-	w.buf = append(w.buf, payload...)
-	if w.writing {
-		w.mu.Unlock()
-		return nil
+	w.appendLocked(typ, id, payload)
+	if !w.writing {
+		w.drainLocked()
 	}
+	return w.err
+}
+
+// queue adds a frame for the writer's goroutine to write (started at the first
+// queue, ended by stop). It never waits for a write.
+func (w *writer) queue(typ byte, id uint64, payload []byte) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil || w.stopped {
+		return
+	}
+	w.appendLocked(typ, id, payload)
+	if w.kick == nil {
+		w.kick, w.flushed = make(chan struct{}, 1), make(chan struct{})
+		go w.flusher(w.kick, w.flushed)
+	}
+	if !w.writing {
+		select {
+		case w.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// flusher writes the queued frames each time it is kicked, until stop.
+func (w *writer) flusher(kick, flushed chan struct{}) {
+	defer close(flushed)
+	for range kick {
+		w.mu.Lock()
+		if !w.writing {
+			w.drainLocked()
+		}
+		w.mu.Unlock()
+	}
+}
+
+// stop ends the writer's goroutine, after it has written what was queued (unless
+// the connection failed); frames queued after it are dropped.
+func (w *writer) stop() {
+	w.mu.Lock()
+	flushed := w.flushed
+	if !w.stopped && w.kick != nil {
+		close(w.kick)
+	}
+	w.stopped = true
+	w.mu.Unlock()
+	if flushed != nil {
+		<-flushed
+	}
+}
+
+// drainLocked writes buf until it is empty (other callers may add to it meanwhile;
+// the lock is released during each write).
+func (w *writer) drainLocked() {
 	w.writing = true
 	for len(w.buf) > 0 && w.err == nil {
 		b := w.buf
@@ -196,9 +258,6 @@ func (w *writer) write(typ byte, id uint64, payload []byte) error {
 		}
 	}
 	w.writing = false
-	err := w.err
-	w.mu.Unlock()
-	return err
 }
 
 func (w *writer) writeJSON(typ byte, id uint64, v any) error {

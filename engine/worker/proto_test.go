@@ -194,3 +194,42 @@ func TestWriterGroupCommit(t *testing.T) {
 type failWriter struct{}
 
 func (failWriter) Write(p []byte) (int, error) { return 0, errors.New("broken pipe") }
+
+// syncBuffer is a bytes.Buffer safe for the writer's goroutine and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// TestWriterQueue: frames queued (written by the writer's goroutine) and a frame
+// written after them arrive in that order; after stop, queued frames are dropped.
+func TestWriterQueue(t *testing.T) {
+	var out syncBuffer
+	w := newWriter(&out)
+	for i := range 100 {
+		w.queue(fToken, uint64(i), []byte{byte(i)})
+	}
+	if err := w.write(fEnd, 100, []byte("end")); err != nil {
+		t.Fatal(err)
+	}
+	w.stop()
+	w.queue(fToken, 101, nil) // dropped
+	out.mu.Lock()
+	r := newReader(bytes.NewReader(out.b.Bytes()))
+	out.mu.Unlock()
+	for i := range 101 {
+		fr, err := r.next()
+		if err != nil || fr.id != uint64(i) {
+			t.Fatalf("frame %d: %+v %v", i, fr, err)
+		}
+	}
+	if fr, err := r.next(); err == nil {
+		t.Fatalf("a frame after the end: %+v", fr)
+	}
+}
