@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/lmlite/lmlite/engine/device"
 	"github.com/lmlite/lmlite/engine/lease"
@@ -41,14 +42,21 @@ type DeviceLease struct {
 // Devices reports every device of the Block's lease budgets with its live leases (of
 // every process sharing the store) and, for GPUs, a fresh NVML snapshot.
 func (b *Block) Devices(ctx context.Context) ([]DeviceStatus, error) {
+	return ReportDevices(ctx, b.budgets, b.leases, b.now(), b.proc)
+}
+
+// ReportDevices is Block.Devices for any lease table: each device of budgets (its
+// memory from the OS or NVML) with the live leases of store at now; a lease whose
+// holder is MODEL@proc is Local. (The workers mode reports its devices with it.)
+func ReportDevices(ctx context.Context, budgets map[string]int64, store lease.Store, now time.Time, proc string) ([]DeviceStatus, error) {
 	inv := device.Probe()
 	gpus := map[string]device.GPU{}
 	for _, g := range inv.GPUs {
 		gpus[g.LeaseDevice()] = g
 	}
 	var out []DeviceStatus
-	for _, id := range slices.Sorted(maps.Keys(b.budgets)) {
-		st := DeviceStatus{ID: id, Kind: "gpu", Budget: b.budgets[id], Utilization: -1}
+	for _, id := range slices.Sorted(maps.Keys(budgets)) {
+		st := DeviceStatus{ID: id, Kind: "gpu", Budget: budgets[id], Utilization: -1}
 		if id == lease.HostDevice {
 			st.Kind, st.Name = "host", "host memory"
 			st.MemoryTotal, st.MemoryUsed = hostMemory()
@@ -58,16 +66,16 @@ func (b *Block) Devices(ctx context.Context) ([]DeviceStatus, error) {
 				st.Utilization = float64(g.UtilGPU) / 100
 			}
 		}
-		ls, err := b.leases.List(ctx, b.now(), id)
+		ls, err := store.List(ctx, now, id)
 		if err != nil {
 			return nil, err
 		}
 		st.Leases = []DeviceLease{}
 		for _, l := range ls {
-			model, proc, _ := strings.Cut(l.Holder, "@")
+			model, p, _ := strings.Cut(l.Holder, "@")
 			st.Leased += l.Bytes
 			st.Leases = append(st.Leases, DeviceLease{Holder: l.Holder, Model: model, Node: l.Node, Bytes: l.Bytes,
-				Priority: l.Priority, Idle: l.Idle, Local: proc == b.proc})
+				Priority: l.Priority, Idle: l.Idle, Local: p == proc})
 		}
 		out = append(out, st)
 	}

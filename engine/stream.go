@@ -19,8 +19,9 @@ type Stream struct {
 	// (or when the loop breaks: ranging again goes on where it stopped).
 	Tokens iter.Seq[Token]
 
-	mu   sync.Mutex // guards toks, done, u, err
-	toks []Token    // arrived, not yet taken
+	mu   sync.Mutex  // guards toks, sink, done, u, err
+	toks []Token     // arrived, not yet taken
+	sink func(Token) // set by Forward: the tokens go there instead of toks
 	done bool
 	u    Usage
 	err  error
@@ -39,13 +40,32 @@ func NewStream() *Stream {
 	return s
 }
 
-// Send appends a token. It never blocks.
+// Send appends a token (or hands it to the sink of Forward). It never blocks.
 func (s *Stream) Send(t Token) {
 	s.started()
 	s.mu.Lock()
+	if s.sink != nil {
+		s.sink(t)
+		s.mu.Unlock()
+		return
+	}
 	s.toks = append(s.toks, t)
 	s.mu.Unlock()
 	signal(s.wake)
+}
+
+// Forward hands the stream's tokens, those arrived and those to come, to sink in
+// their order instead of keeping them for Tokens (which then yields nothing more):
+// for a consumer that only relays them (the workers mode's worker, which queues each
+// on its socket) and so need not be woken for each one. sink runs in the producer's
+// goroutine, one token at a time, and must not block. Wait still returns the end.
+func (s *Stream) Forward(sink func(Token)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, t := range s.toks {
+		sink(t)
+	}
+	s.toks, s.sink = nil, sink
 }
 
 // Finish ends the stream with the request's usage and error.

@@ -57,6 +57,40 @@ func TestStreamTokens(t *testing.T) {
 	}
 }
 
+// TestStreamForward: Forward hands the tokens that arrived before it and those sent
+// after it to the sink, in order, in the sender's goroutine; Tokens yields none of
+// them, and Wait still returns the end.
+func TestStreamForward(t *testing.T) {
+	s := NewStream()
+	s.Send(Token{ID: 1})
+	s.Send(Token{ID: 2})
+	var got []int32 // the sink runs under the Stream's lock, one token at a time
+	s.Forward(func(tok Token) { got = append(got, tok.ID) })
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := int32(3); i <= 20; i++ {
+			s.Send(Token{ID: i})
+		}
+		s.Finish(Usage{CompletionTokens: 20}, nil)
+	}()
+	for range s.Tokens {
+		t.Fatal("Tokens yielded a forwarded token")
+	}
+	if u, err := s.Wait(context.Background()); err != nil || u.CompletionTokens != 20 {
+		t.Fatalf("Wait: %+v %v", u, err)
+	}
+	<-done
+	if len(got) != 20 {
+		t.Fatalf("%d tokens forwarded: %v", len(got), got)
+	}
+	for i, id := range got {
+		if id != int32(i+1) {
+			t.Fatalf("forwarded token %d is %d: %v", i, id, got)
+		}
+	}
+}
+
 // TestGenerateNoForwarder: a request on a loaded model costs no goroutine of its own
 // between the replica and the Stream (one hand-off per token): eight requests whose
 // tokens nobody reads yet leave the goroutine count where it was, and they all

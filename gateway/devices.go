@@ -11,8 +11,8 @@ import (
 )
 
 // DeviceSource is an engine that reports the devices its models lease memory on
-// (engine.Block): /admin/devices and the device metrics show them. An engine without
-// it (workers mode, upstream only) shows none.
+// (engine.Block, and worker.Pool in workers mode): /admin/devices and the device
+// metrics show them. An engine without it (upstream only) shows none.
 type DeviceSource interface {
 	Devices(ctx context.Context) ([]engine.DeviceStatus, error)
 }

@@ -153,7 +153,7 @@ func runServe(args []string) error {
 	if len(embedded) > 0 {
 		opts := serveEngineOptions(cfg, memBudget, rc)
 		if cfg.Engine.Mode == configs.ModeWorkers {
-			eng, err = newWorkersEngine(cfg, embedded, memBudget)
+			eng, err = newWorkersEngine(cfg, embedded, memBudget, opts)
 		} else {
 			eng, err = newEngine(embedded, opts)
 		}

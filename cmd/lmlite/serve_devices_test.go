@@ -18,9 +18,19 @@ import (
 
 // TestServeRedisLeasesAndDevices: `lmlite serve` with `redis:` prints the device line
 // (CPU only here: no NVML, no GPU), leases its model's memory in Redis under its
-// node id, and shows the device and the lease in /admin/devices (admin key only) and
-// in the device metrics.
+// node id (in workers mode: the model's worker, as node NODE_ID/GROUP), and shows the
+// device and the lease in /admin/devices (admin key only) and in the device metrics.
 func TestServeRedisLeasesAndDevices(t *testing.T) {
+	for _, mode := range []string{"inprocess", "workers"} {
+		t.Run(mode, func(t *testing.T) { testServeRedisLeasesAndDevices(t, mode) })
+	}
+}
+
+func testServeRedisLeasesAndDevices(t *testing.T, mode string) {
+	node := "node-x"
+	if mode == "workers" {
+		node = "node-x/tiny"
+	}
 	rs := redistest.Start(t, redistest.Options{})
 	_, errOut := captureOutput(t)
 	dir := t.TempDir()
@@ -39,6 +49,7 @@ data_dir: `+filepath.Join(dir, "data")+`
 demo_tenant: demo
 admin_key_env: LMLITE_TEST_ADMIN_KEY
 ledger: {sync: process}
+engine: {mode: `+mode+`}
 redis: {url: "`+rs.URL(0)+`", key_prefix: "dv:", node_id: node-x}
 models:
   - {id: tiny, path: `+model+`, max_model_len: 128, idle_timeout: -1s, priority: 3}
@@ -60,13 +71,13 @@ tenants: [{id: demo, plan: p}]
 	}
 	defer c.Close()
 	var ls []lease.Lease
-	for range 200 {
+	for range 1000 { // a worker (workers mode) starts first
 		if ls, _ = lease.NewRedis(c, "dv:", "reader").List(context.Background(), time.Now(), lease.HostDevice); len(ls) == 1 {
 			break
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if len(ls) != 1 || ls[0].Node != "node-x" || !strings.HasPrefix(ls[0].Holder, "tiny@") || ls[0].Priority != 3 || ls[0].Bytes <= 0 {
+	if len(ls) != 1 || ls[0].Node != node || !strings.HasPrefix(ls[0].Holder, "tiny@") || ls[0].Priority != 3 || ls[0].Bytes <= 0 {
 		t.Fatalf("leases in Redis: %+v", ls)
 	}
 
@@ -99,7 +110,7 @@ tenants: [{id: demo, plan: p}]
 		d.Leased != ls[0].Bytes || d.Utilization != -1 || len(d.Leases) != 1 {
 		t.Fatalf("device %s", body)
 	}
-	if l := d.Leases[0]; l.Model != "tiny" || l.Node != "node-x" || l.Bytes != ls[0].Bytes || l.Priority != 3 || !l.Local {
+	if l := d.Leases[0]; l.Model != "tiny" || l.Node != node || l.Bytes != ls[0].Bytes || l.Priority != 3 || !l.Local {
 		t.Fatalf("lease %s", body)
 	}
 	_, m := call(t, "GET", base+"/metrics", "", "")

@@ -14,10 +14,16 @@ import (
 
 // newWorkersEngine is the engine of `engine: {mode: workers}`: the models run in
 // child `lmlite worker` processes (this executable), grouped by worker_group, with
-// their pid files under the data directory.
-func newWorkersEngine(cfg *configs.Config, cfgs []engine.ModelConfig, memBudget int64) (gateway.Engine, error) {
-	p, err := worker.New(worker.Config{Models: cfgs, Groups: cfg.WorkerGroups(), DataDir: cfg.DataDir,
-		MemoryBudget: memBudget, Logger: engineLogger()})
+// their pid files under the data directory. With `redis:` the workers lease their
+// models' memory in Redis (as the in-process engine does), each worker group as node
+// NODE_ID/GROUP.
+func newWorkersEngine(cfg *configs.Config, cfgs []engine.ModelConfig, memBudget int64, opts engineOptions) (gateway.Engine, error) {
+	wc := worker.Config{Models: cfgs, Groups: cfg.WorkerGroups(), DataDir: cfg.DataDir,
+		MemoryBudget: memBudget, Devices: opts.Devices, Logger: engineLogger()}
+	if r := cfg.Redis; r != nil && opts.Leases != nil {
+		wc.Redis = &worker.RedisLeases{URL: r.URL, KeyPrefix: r.KeyPrefix, Node: r.NodeID}
+	}
+	p, err := worker.New(wc)
 	if err != nil {
 		return nil, err
 	}

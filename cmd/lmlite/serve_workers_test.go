@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -20,10 +21,19 @@ import (
 	"github.com/lmlite/lmlite/tenancy"
 )
 
+// envCrashGroup names a worker group whose test workers die at start (with a line on
+// stderr), for TestServeWorkersModeCircuitShowsStderr.
+const envCrashGroup = "LMLITE_TEST_CRASH_GROUP"
+
 // TestMain lets the test binary be `lmlite worker`: the workers mode of runServe
 // re-executes this executable as its workers.
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "worker" {
+		if g := os.Getenv(envCrashGroup); g != "" && slices.Contains(os.Args, "--group") &&
+			os.Args[slices.Index(os.Args, "--group")+1] == g {
+			os.Stderr.WriteString("test worker: simulated crash at load of group " + g + "\n")
+			os.Exit(3)
+		}
 		if err := worker.Main(os.Args[2:]); err != nil {
 			os.Stderr.WriteString("lmlite worker: " + err.Error() + "\n")
 			os.Exit(1)
@@ -280,6 +290,92 @@ tenants: [{id: demo, plan: p}]
 		}
 	}
 
+	syscall.Kill(os.Getpid(), syscall.SIGTERM)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve did not drain on SIGTERM")
+	}
+}
+
+// TestServeWorkersModeCircuitShowsStderr: a model whose worker dies at start opens its
+// circuit after 5 crashes; the admin API then shows it failed with the worker's last
+// stderr lines, /readyz says not ready, and the other model keeps serving.
+func TestServeWorkersModeCircuitShowsStderr(t *testing.T) {
+	dir := t.TempDir()
+	mp := filepath.Join(dir, "m.gguf")
+	if err := genmodel.Generate(genmodel.Options{Arch: "llama", Preset: "tiny", Type: "q8_0", Seed: 4}, mp); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(envCrashGroup, "bad")
+	t.Setenv("LMLITE_TEST_ADMIN_KEY", "admin-secret")
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := ln.Addr().String()
+	ln.Close()
+	data := filepath.Join(dir, "data")
+	cfg := filepath.Join(dir, "c.yaml")
+	os.WriteFile(cfg, []byte(`
+listen: `+addr+`
+data_dir: `+data+`
+demo_tenant: demo
+admin_key_env: LMLITE_TEST_ADMIN_KEY
+ledger: {sync: process}
+engine: {mode: workers}
+models:
+  - {id: good, path: `+mp+`, max_model_len: 128, idle_timeout: -1s}
+  - {id: bad, path: `+mp+`, max_model_len: 128, idle_timeout: -1s}
+plans: {p: {}}
+tenants: [{id: demo, plan: p}]
+`), 0o644)
+	done := make(chan error, 1)
+	go func() { done <- runServe([]string{"--config", cfg}) }()
+	base := "http://" + addr
+	type model struct{ ID, State, Error string }
+	models := func() map[string]model {
+		resp, err := http.Get(base + "/healthz")
+		if err != nil {
+			return nil // not listening yet
+		}
+		resp.Body.Close()
+		code, body := call(t, "GET", base+"/admin/models", "admin-secret", "")
+		var list struct{ Data []model }
+		if code != 200 || json.Unmarshal([]byte(body), &list) != nil {
+			return nil
+		}
+		out := map[string]model{}
+		for _, m := range list.Data {
+			out[m.ID] = m
+		}
+		return out
+	}
+	var bad model
+	for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
+		select {
+		case err := <-done:
+			t.Fatalf("serve stopped: %v", err)
+		default:
+		}
+		if ms := models(); ms != nil && ms["bad"].State == "failed" && ms["good"].State == "ready" {
+			bad = ms["bad"]
+			break
+		}
+		if time.Since(start) > 30*time.Second {
+			t.Fatalf("bad not failed (or good not ready) after 30s: %+v", models())
+		}
+	}
+	if !strings.Contains(bad.Error, "crashed 5 times") || !strings.Contains(bad.Error, "simulated crash at load of group bad") {
+		t.Errorf("the failed model's error in /admin/models: %q", bad.Error)
+	}
+	if code, _ := call(t, "GET", base+"/readyz", "", ""); code == 200 {
+		t.Error("/readyz is 200 with a failed model")
+	}
+	keyb, _ := os.ReadFile(filepath.Join(data, "demo-key"))
+	if code, body := call(t, "POST", base+"/v1/completions", strings.TrimSpace(string(keyb)), `{"model":"good","prompt":"hi","max_tokens":3}`); code != 200 {
+		t.Errorf("good beside the failed model: %d %s", code, body)
+	}
 	syscall.Kill(os.Getpid(), syscall.SIGTERM)
 	select {
 	case err := <-done:

@@ -17,8 +17,9 @@ import (
 // GPUBoss layout). With P the key prefix and D the device, it keeps:
 //
 //	P lease:{D}:z          sorted set: member holder, score expiry (ms since the epoch, the callers' clock)
-//	P lease:{D}:l:HOLDER   hash: bytes, prio, ttl (ms), idle (0/1), node
+//	P lease:{D}:l:HOLDER   hash: bytes, prio, ttl (ms), idle (0/1), node, gen
 //	P lease:{D}:hb:HOLDER  string: the holder's node id, expiring TTL after the last acquire or heartbeat (Redis's clock)
+//	P lease:{D}:gen        counter: each Acquire's generation (gen), so a lease acquired again is told from the one before
 //	P lease:devices        set: every device that has had a lease (for Expire)
 //	P lease:preempt:NODE   pub/sub channel: requests to NODE to unload an idle lease (a JSON PreemptRequest)
 //
@@ -91,7 +92,8 @@ end
 if used + bytes > budget then return {0, used, reclaim} end
 local exp = now + ttl
 redis.call('ZADD', z, exp, holder)
-redis.call('HSET', base .. 'l:' .. holder, 'bytes', ARGV[3], 'prio', ARGV[4], 'ttl', ARGV[5], 'idle', ARGV[6], 'node', ARGV[9])
+local gen = redis.call('INCR', base .. 'gen')
+redis.call('HSET', base .. 'l:' .. holder, 'bytes', ARGV[3], 'prio', ARGV[4], 'ttl', ARGV[5], 'idle', ARGV[6], 'node', ARGV[9], 'gen', gen)
 redis.call('PEXPIRE', base .. 'l:' .. holder, 2 * ttl + 60000)
 redis.call('SET', base .. 'hb:' .. holder, ARGV[9], 'PX', ttl)
 redis.call('SADD', KEYS[2], ARGV[10])
@@ -170,6 +172,22 @@ func (r *Redis) Release(ctx context.Context, device, holder string) error {
 	}
 	if n == 0 {
 		return fmt.Errorf("%w: %s on %s", ErrNotHeld, holder, device)
+	}
+	return nil
+}
+
+var releaseGenScript = redis.NewScript(`
+if redis.call('HGET', ARGV[1] .. 'l:' .. ARGV[2], 'gen') ~= ARGV[3] then return 0 end
+redis.call('ZREM', KEYS[1], ARGV[2])
+redis.call('DEL', ARGV[1] .. 'l:' .. ARGV[2], ARGV[1] .. 'hb:' .. ARGV[2])
+return 1
+`)
+
+// releaseGen releases holder's lease if it is still the acquisition of generation gen.
+func (r *Redis) releaseGen(ctx context.Context, device, holder, gen string) error {
+	base := r.devBase(device)
+	if err := releaseGenScript.Run(ctx, r.c, []string{base + "z"}, base, holder, gen).Err(); err != nil {
+		return redisErr("release", err)
 	}
 	return nil
 }
@@ -316,8 +334,10 @@ func (r *Redis) preempt(node string, v, by Lease) error {
 // Listen subscribes to this node's preempt channel and, until stop is called, hands
 // each request for a lease this node holds to handle, in order: handle unloads the
 // model if it is still idle and of lower priority than req.Priority, and returns an
-// error to refuse (the model is busy again); on nil the lease is released. Listen
-// returns once the subscription is active. go-redis resubscribes after a reconnect.
+// error to refuse (the model is busy again); on nil the lease is released, unless
+// it was acquired again meanwhile (a new lease of the same holder, a later gen,
+// stays). A request for a lease that is gone is dropped. Listen returns once the
+// subscription is active. go-redis resubscribes after a reconnect.
 func (r *Redis) Listen(handle func(PreemptRequest) error) (stop func(), err error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ps := r.c.Subscribe(ctx, r.PreemptChannel(r.node))
@@ -335,8 +355,15 @@ func (r *Redis) Listen(handle func(PreemptRequest) error) (stop func(), err erro
 			if json.Unmarshal([]byte(m.Payload), &req) != nil || req.Holder == "" {
 				continue
 			}
+			// The lease asked about, by its generation: when handle unloads the model,
+			// a request may load it again and acquire a new lease under the same holder
+			// before handle returns; that one is not ours to release.
+			gen, err := r.c.HGet(ctx, r.devBase(req.Device)+"l:"+req.Holder, "gen").Result()
+			if err != nil {
+				continue // gone already (redis.Nil), or Redis unreachable: nothing to give up now
+			}
 			if handle(req) == nil {
-				r.Release(ctx, req.Device, req.Holder)
+				r.releaseGen(ctx, req.Device, req.Holder, gen)
 			}
 		}
 	}()

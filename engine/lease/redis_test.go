@@ -88,7 +88,7 @@ func TestRedisKeyLayout(t *testing.T) {
 		t.Errorf("score %v %v", sc, err)
 	}
 	h, err := c.HGetAll(ctx, base+"l:m1/0@p").Result()
-	if err != nil || fmt.Sprint(h) != "map[bytes:1099511627776 idle:1 node:node-a prio:3 ttl:1500]" {
+	if err != nil || fmt.Sprint(h) != "map[bytes:1099511627776 gen:1 idle:1 node:node-a prio:3 ttl:1500]" {
 		t.Errorf("hash %v %v", h, err)
 	}
 	if v, err := c.Get(ctx, base+"hb:m1/0@p").Result(); err != nil || v != "node-a" {
@@ -529,4 +529,65 @@ func TestRedisKilledProcessLosesLease(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Logf("acquired %v after kill -9 (TTL %v)", time.Since(killed).Round(time.Millisecond), killTTL)
+}
+
+// TestRedisListenKeepsReacquiredLease: a preempted model that is unloaded (its lease
+// released) and loaded again for a new request before Listen has finished with the
+// preempt request keeps its new lease: Listen releases only the lease it was asked
+// about. A handler that gives a model up without releasing its lease still has the
+// lease released.
+func TestRedisListenKeepsReacquiredLease(t *testing.T) {
+	ctx := context.Background()
+	s := redistest.Start(t, redistest.Options{})
+	a, b := newRedisStore(t, s, "node-a"), newRedisStore(t, s, "node-b")
+	low := Lease{Device: HostDevice, Holder: "low@node-a", Bytes: 600, TTL: time.Minute, Idle: true}
+	other := Lease{Device: HostDevice, Holder: "other@node-a", Bytes: 100, TTL: time.Minute, Idle: true}
+	for _, l := range []Lease{low, other} {
+		if _, err := a.Acquire(ctx, time.Now(), l, 1000); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop, err := a.Listen(func(req PreemptRequest) error {
+		if req.Holder != low.Holder {
+			return nil // unloaded without releasing: the lease is Listen's to release
+		}
+		// The model unloads (its lease released), and a new request loads it again at
+		// once, before Listen is done with the preempt request.
+		if err := a.Release(ctx, req.Device, req.Holder); err != nil {
+			t.Error(err)
+		}
+		if _, err := a.Acquire(ctx, time.Now(), low, 1000); err != nil {
+			t.Error(err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	// Listen handles a channel's requests in order: once other's lease is gone, it is
+	// done with low's request.
+	for _, h := range []string{low.Holder, other.Holder} {
+		msg := `{"device":"host","holder":"` + h + `","by":"high@node-b","priority":5,"node":"node-b"}`
+		if n, err := b.c.Publish(ctx, a.PreemptChannel("node-a"), msg).Result(); err != nil || n != 1 {
+			t.Fatalf("publish: %d %v", n, err)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ls, err := a.List(ctx, time.Now(), HostDevice)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(holders(ls), other.Holder) {
+			if holders(ls) != low.Holder {
+				t.Fatalf("leases after the preemptions: %q, want %s (acquired again) alone", holders(ls), low.Holder)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s was not released: %q", other.Holder, holders(ls))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

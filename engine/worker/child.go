@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/engine/lease"
+	"github.com/lmlite/lmlite/internal/rediscli"
 )
 
 // Backend is what a worker serves: the Block API of its models. *engine.Block
@@ -25,6 +27,7 @@ type Backend interface {
 	Load(ctx context.Context, modelID string) error
 	Unload(modelID string) error
 	Models() []engine.ModelStatus
+	Devices(ctx context.Context) ([]engine.DeviceStatus, error)
 }
 
 // socketFD is the worker's end of the socket pair: the first of exec.Cmd.ExtraFiles.
@@ -41,6 +44,9 @@ func mainWith(args []string, wrap func(Backend) Backend) error {
 	models := fs.String("models", "", "the group's engine.ModelConfig list, as JSON")
 	budget := fs.Int64("memory-budget", 0, "bytes for the models (0: host memory)")
 	beat := fs.Duration("beat", DefaultBeat, "heartbeat interval")
+	leaseTTL := fs.Duration("lease-ttl", 0, "the memory leases' TTL (0: the engine's default)")
+	redisPrefix := fs.String("redis-key-prefix", "", "with --redis-node: the lease store's key prefix")
+	redisNode := fs.String("redis-node", "", "lease memory in Redis (URL in "+envRedisURL+") as this node")
 	fs.String("group", "", "the worker group (for ps and the pid file)")
 	fs.String("run-id", "", "the parent's run (GC matches stale workers by it)")
 	if err := fs.Parse(args); err != nil {
@@ -60,7 +66,16 @@ func mainWith(args []string, wrap func(Backend) Backend) error {
 		return fmt.Errorf("worker: fd 3: %w", err)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	b, err := engine.New(engine.Config{Models: cfgs, MemoryBudget: *budget, Logger: log})
+	ecfg := engine.Config{Models: cfgs, MemoryBudget: *budget, LeaseTTL: *leaseTTL, Logger: log}
+	if *redisNode != "" {
+		rc, err := rediscli.New(rediscli.Options{URL: os.Getenv(envRedisURL), Name: *redisNode})
+		if err != nil {
+			return fmt.Errorf("worker: redis: %w", err)
+		}
+		defer rc.Close()
+		ecfg.Leases = lease.NewRedis(rc, *redisPrefix, *redisNode)
+	}
+	b, err := engine.New(ecfg)
 	if err != nil {
 		return err
 	}
@@ -69,8 +84,22 @@ func mainWith(args []string, wrap func(Backend) Backend) error {
 		be = wrap(b)
 	}
 	// When Serve returns the parent is gone or asked us to stop: the process exits
-	// without waiting for the Block.
-	return Serve(conn, be, *beat)
+	// without waiting for the Block, unless its leases are shared: then it gives them
+	// back at once (another process may be waiting for the memory) rather than let
+	// them expire, for a second at most.
+	err = Serve(conn, be, *beat)
+	if ecfg.Leases != nil {
+		closed := make(chan struct{})
+		go func() {
+			b.Close()
+			close(closed)
+		}()
+		select {
+		case <-closed:
+		case <-time.After(time.Second):
+		}
+	}
+	return err
 }
 
 // Serve serves b over conn: it says hello, then answers frames and beats every beat
@@ -79,6 +108,7 @@ func mainWith(args []string, wrap func(Backend) Backend) error {
 func Serve(conn net.Conn, b Backend, beat time.Duration) error {
 	defer conn.Close()
 	w := newWriter(conn)
+	defer w.stop()
 	if err := w.writeJSON(fHello, 0, helloMsg{PID: os.Getpid()}); err != nil {
 		return fmt.Errorf("worker: hello: %w", err)
 	}
@@ -149,20 +179,25 @@ func Serve(conn net.Conn, b Backend, beat time.Duration) error {
 			for i, st := range sts {
 				id := fr.id + uint64(i)
 				w.write(fAccepted, id, nil)
+				// The tokens are queued on the socket from the decode loop's
+				// goroutine (no goroutine here is woken for each); the end follows
+				// them on the same queue.
+				var buf []byte
+				st.Forward(func(t engine.Token) {
+					if t.Piece != "" || t.Logprob != 0 || t.TopLogprobs != nil {
+						if b, err := json.Marshal(t); err == nil {
+							w.queue(fTokenJSON, id, b)
+						}
+						return
+					}
+					buf = appendToken(buf[:0], t)
+					w.queue(fToken, id, buf)
+				})
 				left.Add(1)
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
 					defer left.Done()
-					var buf []byte
-					for t := range st.Tokens {
-						if t.Piece != "" || t.Logprob != 0 || t.TopLogprobs != nil {
-							w.writeJSON(fTokenJSON, id, t)
-							continue
-						}
-						buf = appendToken(buf[:0], t)
-						w.write(fToken, id, buf)
-					}
 					u, err := st.Wait(context.Background())
 					mu.Lock()
 					delete(reqs, id)
@@ -200,6 +235,18 @@ func Serve(conn net.Conn, b Backend, beat time.Duration) error {
 					return
 				}
 				w.write(fEmbedded, id, appendEmbeddings(nil, e))
+			}(fr.id)
+		case fDevices:
+			wg.Add(1)
+			go func(id uint64) {
+				defer wg.Done()
+				ds, err := b.Devices(ctx)
+				if err != nil {
+					code, msg := encodeErr(err)
+					w.writeJSON(fReply, id, endMsg{Code: code, Msg: msg})
+					return
+				}
+				w.writeJSON(fDeviceList, id, ds)
 			}(fr.id)
 		case fCancel:
 			mu.Lock()

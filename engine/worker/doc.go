@@ -22,7 +22,9 @@
 //	uint32 length of the payload (big-endian) | uint8 type | uint64 request id | payload
 //
 // Parent to worker: submit (id, JSON {model, req: engine.Request}, its grammar in
-// the compiled form of grammar.Grammar's MarshalJSON), submit-n (id, JSON {model,
+// the compiled form of grammar.Grammar's MarshalJSON), devices (id, no payload:
+// the worker's Block.Devices, answered by a device-list frame, JSON
+// []engine.DeviceStatus, or a reply with the error), submit-n (id, JSON {model,
 // req, n}: n choices, which the worker's Block.GenerateN runs, so choice i has seed
 // engine.ChoiceSeed(seed, i) and the later choices share choice 0's prompt through
 // the prefix cache; choice i streams under id+i: accepted, tokens and end each, or
@@ -40,9 +42,14 @@
 // its float32s' bits, so the vectors are the in-process bits), and beat (id 0; JSON
 // []engine.ModelStatus) every Beat (100 ms). Tokens and embeddings are binary because
 // they are most of the traffic; everything else is JSON because it is rare and easy
-// to read in a dump. Every frame is flushed
-// at once. Many requests are multiplexed on the socket by their ids; the parent keeps
-// each request's tokens in a mailbox, so a slow client never stalls the reader.
+// to read in a dump. Every frame is written at once, in a group commit: a frame
+// added while another write is in progress goes out with the next write. The worker
+// relays its tokens without a goroutine per request: each request's Stream forwards
+// them (engine.Stream.Forward) from the decode loop straight onto the socket's queue,
+// which the writer's own goroutine writes, so one decode step's tokens cross in one
+// write after one wake-up. Many requests are multiplexed on
+// the socket by their ids; the parent's reader appends each token to its request's
+// Stream, which never blocks, so a slow client never stalls the reader.
 //
 // # Supervision
 //
@@ -71,18 +78,27 @@
 // the live workers of other runs found there, after checking that the process's
 // command line still carries that run id, so a reused pid is never killed.
 //
-// Scale to zero is per process: a group without requests for its models' shortest
-// idle_timeout has its worker stopped (the parent closes the socket; the worker
-// exits), so all its memory returns to the OS; the models report unloaded (which is
-// ready, as in process). The next request starts the worker and waits for it; the
-// wait is in the request's Usage.ColdStart.
+// Scale to zero is per process: once each model of a group has been idle (no
+// request in flight, none loading) for its idle_timeout, or for the shorter
+// keep_alive of its last request (Request.KeepAlive, which as in process may shorten
+// the timeout, never lengthen it), the group's worker is stopped (the parent closes
+// the socket; the worker exits), so all its memory returns to the OS; the models
+// report unloaded (which is ready, as in process). A model that never times out keeps
+// its group's worker. The next request starts the worker and waits for it; the wait
+// is in the request's Usage.ColdStart.
 //
 // Weights are memory-mapped read-only by each worker's Block, so the page cache holds
 // one copy of a file however many workers map it.
 //
 // # Limits
 //
-// Each worker's Block leases memory in its own process against MemoryBudget: the
-// budget is per worker, not shared between them (shared leases need the Redis lease
-// store). ModelStatus counters (steps, loads) restart from zero with each worker.
+// Without Config.Redis each worker's Block leases memory in its own process against
+// MemoryBudget: the budget is per worker, not shared between them. With it (lmlite
+// serve's redis: block) every worker leases in Redis (lease.Redis) as node
+// NODE/GROUP, the URL in its environment (LMLITE_WORKER_REDIS_URL, since it may hold a
+// password) rather than on its command line: the workers of every process share the
+// devices' budgets, a killed worker's leases expire after their TTL, and a stopping
+// worker gives them back at once. Pool.Devices reports the devices as Block.Devices
+// does, merging the running workers' leases. ModelStatus counters (steps, loads)
+// restart from zero with each worker.
 package worker

@@ -66,17 +66,21 @@ func (p *Pool) GenerateN(ctx context.Context, modelID string, req engine.Request
 	if err := m.prep.Check(modelID, req); err != nil {
 		return nil, err
 	}
-	pr, cold, err := m.g.acquire(ctx)
+	pr, cold, err := m.g.acquire(ctx, modelID)
 	if err != nil {
 		return nil, err
 	}
-	cs, ids, err := pr.beginN(fSubmitN, submitMsg{Model: modelID, Req: req, N: n}, n)
+	streams := make([]*engine.Stream, n)
+	for i := range streams {
+		streams[i] = engine.NewStream()
+	}
+	cs, ids, err := pr.beginN(fSubmitN, submitMsg{Model: modelID, Req: req, N: n}, streams)
 	if err == nil {
 		err = <-cs[0].answer // choice 0 accepted (the worker accepts all n at once), or not
 	}
 	if err != nil {
 		pr.drop(ids)
-		m.g.release()
+		m.g.release(modelID)
 		return nil, err
 	}
 	// The worker accepts the other choices at once after choice 0; a choice whose
@@ -86,16 +90,14 @@ func (p *Pool) GenerateN(ctx context.Context, modelID string, req engine.Request
 			cs[i].box.finish(engine.Usage{}, err)
 		}
 	}
-	streams := make([]*engine.Stream, n)
 	var left atomic.Int32
 	left.Store(int32(n))
 	for i := range n {
-		s := engine.NewStream()
-		streams[i] = s
+		s := streams[i]
 		go func() {
-			u, err := forward(ctx, pr, ids[i], cs[i], s)
+			u, err := forward(ctx, pr, ids[i], cs[i])
 			if left.Add(-1) == 0 {
-				m.g.release()
+				m.g.releaseKeep(modelID, req.KeepAlive)
 			}
 			if i == 0 {
 				u.ColdStart += cold
@@ -117,12 +119,12 @@ func (p *Pool) Embed(ctx context.Context, modelID string, req engine.EmbedReques
 	if !m.prep.Embeddings() { // at once, without starting a stopped worker
 		return engine.Embeddings{}, fmt.Errorf("%w: %s (set embeddings: true in its model config)", engine.ErrNoEmbeddings, modelID)
 	}
-	pr, _, err := m.g.acquire(ctx)
+	pr, _, err := m.g.acquire(ctx, modelID)
 	if err != nil {
 		return engine.Embeddings{}, err
 	}
-	defer m.g.release()
-	c, id, err := pr.begin(fEmbed, embedMsg{Model: modelID, Req: req})
+	defer m.g.release(modelID)
+	c, id, err := pr.begin(fEmbed, embedMsg{Model: modelID, Req: req}, nil)
 	if err != nil {
 		return engine.Embeddings{}, err
 	}

@@ -63,6 +63,9 @@ func (p Policy) OnCrash(crashes []time.Time, now time.Time) (kept []time.Time, d
 	return kept, min(delay, p.MaxBackoff), false
 }
 
+// stopGrace is how long a worker asked to exit (idle) has before it is killed.
+const stopGrace = 5 * time.Second
+
 // timing holds the supervisor's time limits.
 type timing struct {
 	HangAfter    time.Duration // a running worker without a heartbeat for this long is hung
@@ -75,11 +78,43 @@ type view struct {
 	State     gstate
 	Started   time.Time // the process's spawn (starting, running, stopping)
 	LastBeat  time.Time // its last heartbeat (or hello, or spawn)
-	Inflight  int
-	LastUsed  time.Time
-	Idle      time.Duration // the group's idle timeout; <= 0: never
-	RestartAt time.Time     // in backoff
-	Closed    bool          // the Pool is closing
+	Inflight  int       // the group's requests in flight
+	Models    []idler   // the group's models
+	StopAt    time.Time // in stopping: when the worker was asked to exit
+	RestartAt time.Time // in backoff
+	Closed    bool      // the Pool is closing
+}
+
+// idler is one model of a group as the idle decision sees it.
+type idler struct {
+	LastUsed  time.Time     // the end of its last request (or its worker's start)
+	Timeout   time.Duration // its idle_timeout (the default filled in); <= 0: never
+	KeepAlive time.Duration // > 0: its last request's keep_alive, which may shorten Timeout
+}
+
+// timeout is how long the model may stay idle (<= 0: forever): Timeout, or the last
+// request's KeepAlive when that is shorter, as in process (engine's lifecycle). A
+// request never lengthens the server's timeout.
+func (m idler) timeout() time.Duration {
+	if m.KeepAlive > 0 && (m.Timeout <= 0 || m.KeepAlive < m.Timeout) {
+		return m.KeepAlive
+	}
+	return m.Timeout
+}
+
+// idle reports whether every model of the group has been idle for its timeout at
+// now: then the worker may exit (a model that never times out keeps its group's
+// worker).
+func (v view) idle(now time.Time) bool {
+	if v.Inflight > 0 || len(v.Models) == 0 {
+		return false
+	}
+	for _, m := range v.Models {
+		if t := m.timeout(); t <= 0 || now.Sub(m.LastUsed) < t {
+			return false
+		}
+	}
+	return true
 }
 
 // action is the supervisor's periodic decision.
@@ -88,8 +123,8 @@ type action int
 const (
 	actNone         action = iota
 	actKillHung            // no heartbeat (or hello) in time: kill it; its models are down at once
-	actStopIdle            // no requests for Idle: ask it to exit (scale to zero)
-	actKillStopping        // asked to exit 5 s ago and still there
+	actStopIdle            // every model idle for its timeout: ask it to exit (scale to zero)
+	actKillStopping        // asked to exit stopGrace ago and still there
 	actRestart             // the backoff is over
 )
 
@@ -105,11 +140,11 @@ func (t timing) next(v view, now time.Time) (act action, why string) {
 		if since := now.Sub(v.LastBeat); since > t.HangAfter {
 			return actKillHung, fmt.Sprintf("hung: no heartbeat for %s", since.Round(time.Millisecond))
 		}
-		if v.Idle > 0 && v.Inflight == 0 && now.Sub(v.LastUsed) >= v.Idle {
+		if v.idle(now) {
 			return actStopIdle, ""
 		}
 	case gStopping:
-		if now.Sub(v.LastUsed) >= v.Idle+5*time.Second {
+		if now.Sub(v.StopAt) >= stopGrace {
 			return actKillStopping, ""
 		}
 	case gBackoff:

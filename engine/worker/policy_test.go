@@ -44,27 +44,40 @@ func TestPolicyOnCrash(t *testing.T) {
 	}
 }
 
-// TestTimingNext: the supervisor's periodic decision at explicit times.
+// TestTimingNext: the supervisor's periodic decision at explicit times: hangs,
+// idle exits (with requests' keep_alive and groups of models), restarts.
 func TestTimingNext(t *testing.T) {
 	t0 := time.Unix(5000, 0)
 	tm := timing{HangAfter: 700 * time.Millisecond, StartTimeout: 30 * time.Second}
 	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	one := func(lastUsed int, timeout, keep time.Duration) []idler {
+		return []idler{{LastUsed: ms(lastUsed), Timeout: timeout, KeepAlive: keep}}
+	}
 	cases := []struct {
 		name string
 		v    view
 		now  time.Time
 		want action
 	}{
-		{"running, beating", view{State: gRunning, LastBeat: ms(0), LastUsed: ms(0), Inflight: 1}, ms(700), actNone},
-		{"running, beat 701 ms ago", view{State: gRunning, LastBeat: ms(0), LastUsed: ms(0), Inflight: 1}, ms(701), actKillHung},
-		{"hung beats idle", view{State: gRunning, LastBeat: ms(0), LastUsed: ms(0), Idle: time.Millisecond}, ms(800), actKillHung},
-		{"idle", view{State: gRunning, LastBeat: ms(900), LastUsed: ms(0), Idle: time.Second}, ms(1000), actStopIdle},
-		{"idle but busy", view{State: gRunning, LastBeat: ms(900), LastUsed: ms(0), Idle: time.Second, Inflight: 1}, ms(1000), actNone},
-		{"never idle", view{State: gRunning, LastBeat: ms(900), LastUsed: ms(0), Idle: -1}, ms(1000), actNone},
+		{"running, beating", view{State: gRunning, LastBeat: ms(0), Models: one(0, time.Second, 0), Inflight: 1}, ms(700), actNone},
+		{"running, beat 701 ms ago", view{State: gRunning, LastBeat: ms(0), Models: one(0, time.Second, 0), Inflight: 1}, ms(701), actKillHung},
+		{"hung beats idle", view{State: gRunning, LastBeat: ms(0), Models: one(0, time.Millisecond, 0)}, ms(800), actKillHung},
+		{"idle", view{State: gRunning, LastBeat: ms(900), Models: one(0, time.Second, 0)}, ms(1000), actStopIdle},
+		{"idle but busy", view{State: gRunning, LastBeat: ms(900), Models: one(0, time.Second, 0), Inflight: 1}, ms(1000), actNone},
+		{"never idle", view{State: gRunning, LastBeat: ms(900), Models: one(0, -1, 0)}, ms(1000), actNone},
+		// A request's keep_alive shortens its model's timeout, never lengthens it.
+		{"keep_alive shortens", view{State: gRunning, LastBeat: ms(900), Models: one(0, time.Minute, 300*time.Millisecond)}, ms(300), actStopIdle},
+		{"keep_alive shortens, not yet", view{State: gRunning, LastBeat: ms(200), Models: one(0, time.Minute, 300*time.Millisecond)}, ms(299), actNone},
+		{"keep_alive does not lengthen", view{State: gRunning, LastBeat: ms(900), Models: one(0, time.Second, time.Hour)}, ms(1000), actStopIdle},
+		{"keep_alive with a timeout of never", view{State: gRunning, LastBeat: ms(900), Models: one(0, -1, time.Second)}, ms(1000), actStopIdle},
+		// A group's worker exits once each of its models has been idle for its own timeout.
+		{"group, one model still warm", view{State: gRunning, LastBeat: ms(900), Models: []idler{{ms(0), time.Second, 0}, {ms(500), time.Second, 0}}}, ms(1000), actNone},
+		{"group, both idle", view{State: gRunning, LastBeat: ms(1400), Models: []idler{{ms(0), time.Second, 0}, {ms(500), time.Second, 0}}}, ms(1500), actStopIdle},
+		{"group, one never idles", view{State: gRunning, LastBeat: ms(9900), Models: []idler{{ms(0), time.Second, 0}, {ms(0), -1, 0}}}, ms(10_000), actNone},
 		{"starting, in time", view{State: gStarting, Started: ms(0), LastBeat: ms(0)}, ms(29_000), actNone},
 		{"starting, no hello", view{State: gStarting, Started: ms(0), LastBeat: ms(0)}, ms(30_001), actKillHung},
-		{"stopping, 4 s", view{State: gStopping, LastUsed: ms(0), Idle: time.Second}, ms(5_999), actNone},
-		{"stopping, stuck", view{State: gStopping, LastUsed: ms(0), Idle: time.Second}, ms(6_000), actKillStopping},
+		{"stopping, 4 s", view{State: gStopping, StopAt: ms(1000), Models: one(0, time.Second, 0)}, ms(5_999), actNone},
+		{"stopping, stuck", view{State: gStopping, StopAt: ms(1000), Models: one(0, time.Second, 0)}, ms(6_000), actKillStopping},
 		{"backoff, early", view{State: gBackoff, RestartAt: ms(100)}, ms(99), actNone},
 		{"backoff, over", view{State: gBackoff, RestartAt: ms(100)}, ms(100), actRestart},
 		{"backoff, closing", view{State: gBackoff, RestartAt: ms(100), Closed: true}, ms(200), actNone},

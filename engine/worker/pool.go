@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -41,8 +42,26 @@ type Config struct {
 	HangAfter    time.Duration // no heartbeat for this long: hung; 0: DefaultHangAfter
 	StartTimeout time.Duration // spawn to hello; 0: 30 s
 	StderrLines  int           // stderr lines kept per group; 0: 20
-	Logger       *slog.Logger
+	// Redis, when set, is where the workers lease their models' memory (lease.Redis):
+	// every worker of every process sharing it leases against one table, so two
+	// lmlite processes on one machine never over-commit a device, and a dead worker's
+	// leases expire after LeaseTTL. nil: each worker leases in its own process.
+	Redis    *RedisLeases
+	LeaseTTL time.Duration // the workers' engine.Config.LeaseTTL; 0: the engine's default
+	Logger   *slog.Logger
 }
+
+// RedisLeases names the Redis of the shared lease store (configs' redis: block).
+type RedisLeases struct {
+	URL       string // passed to the worker in its environment (it may hold a password), never on its command line
+	KeyPrefix string
+	// Node is the parent's node id; worker group G leases as node "Node/G", so that
+	// another process's preempt requests for its models reach that worker.
+	Node string
+}
+
+// envRedisURL carries RedisLeases.URL to a worker.
+const envRedisURL = "LMLITE_WORKER_REDIS_URL"
 
 // Pool serves the Block API from worker processes: one per group of models, started
 // at New, supervised (heartbeat, hang and crash detection, restart with backoff, a
@@ -88,7 +107,7 @@ type group struct {
 	p      *Pool
 	name   string
 	cfgs   []engine.ModelConfig
-	idle   time.Duration // the worker exits after this long without requests; <0: never
+	index  map[string]int // model id → its index in cfgs and use
 	log    *slog.Logger
 	stderr *ring
 
@@ -101,7 +120,8 @@ type group struct {
 	lastExit  string        // how the last worker ended
 	failed    string        // in gFailed: why, with the last stderr lines
 	inflight  int
-	lastUsed  time.Time
+	use       []idler   // each model's last use and timeouts, as cfgs
+	stopAt    time.Time // in gStopping: when the worker was asked to exit
 	starts    uint64
 	crashN    uint64
 	coldStart time.Duration // the last start's spawn-to-hello
@@ -151,18 +171,13 @@ func New(cfg Config) (*Pool, error) {
 		g := byName[name]
 		if g == nil {
 			g = &group{p: p, name: name, log: log.With("worker_group", name), stderr: &ring{max: cfg.StderrLines},
-				change: make(chan struct{}), idle: -1}
+				change: make(chan struct{}), index: map[string]int{}}
 			byName[name] = g
 			p.groups = append(p.groups, g)
 		}
+		g.index[mc.ID] = len(g.cfgs)
 		g.cfgs = append(g.cfgs, mc)
-		idle := mc.IdleTimeout
-		if idle == 0 {
-			idle = engine.DefaultIdleTimeout
-		}
-		if idle > 0 && (g.idle < 0 || idle < g.idle) {
-			g.idle = idle
-		}
+		g.use = append(g.use, idler{Timeout: cmp.Or(mc.IdleTimeout, engine.DefaultIdleTimeout)})
 		p.models[mc.ID] = &pmodel{cfg: mc, prep: prep, g: g}
 		p.order = append(p.order, mc.ID)
 	}
@@ -209,6 +224,12 @@ func (g *group) startLocked() {
 	models, _ := json.Marshal(g.cfgs)
 	args := []string{"--group", g.name, "--run-id", g.p.runID, "--memory-budget", strconv.FormatInt(g.p.cfg.MemoryBudget, 10),
 		"--beat", g.p.cfg.Beat.String(), "--models", string(models)}
+	if g.p.cfg.LeaseTTL > 0 {
+		args = append(args, "--lease-ttl", g.p.cfg.LeaseTTL.String())
+	}
+	if r := g.p.cfg.Redis; r != nil {
+		args = append(args, "--redis-key-prefix", r.KeyPrefix, "--redis-node", g.node())
+	}
 	g.starts++
 	proc, err := spawn(g, args)
 	if err != nil {
@@ -222,6 +243,9 @@ func (g *group) startLocked() {
 	g.setLocked(gStarting)
 }
 
+// node is the group's node id in the Redis lease store.
+func (g *group) node() string { return g.p.cfg.Redis.Node + "/" + g.name }
+
 // onHello: the worker is up.
 func (g *group) onHello(p *process) {
 	g.mu.Lock()
@@ -230,7 +254,10 @@ func (g *group) onHello(p *process) {
 		return
 	}
 	g.coldStart = time.Since(p.start)
-	g.lastUsed = time.Now()
+	now := time.Now()
+	for i := range g.use {
+		g.use[i].LastUsed = now
+	}
 	g.setLocked(gRunning)
 }
 
@@ -311,10 +338,19 @@ func (p *Pool) janitor() {
 func (g *group) tick(now time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	v := view{State: g.state, Inflight: g.inflight, LastUsed: g.lastUsed, Idle: g.idle, RestartAt: g.restartAt, Closed: g.p.closed.Load()}
+	v := view{State: g.state, Inflight: g.inflight, Models: g.use, StopAt: g.stopAt, RestartAt: g.restartAt, Closed: g.p.closed.Load()}
 	pr := g.proc
 	if pr != nil {
 		v.Started, v.LastBeat = pr.start, time.Unix(0, pr.lastBeat.Load())
+		if sts := pr.status.Load(); sts != nil && g.state == gRunning {
+			// A model that is loading in its worker is in use: its idle time starts
+			// when it is ready (as in process), not at the worker's hello.
+			for i, c := range g.cfgs {
+				if (*sts)[c.ID].State == engine.StateLoading {
+					g.use[i].LastUsed = now
+				}
+			}
+		}
 	}
 	act, why := g.p.timing.next(v, now)
 	switch act {
@@ -327,6 +363,7 @@ func (g *group) tick(now time.Time) {
 		g.log.Info("worker idle: stopping it", "pid", pr.pid())
 		pr.stopping.Store(true)
 		pr.conn.Close() // the worker exits when its socket closes
+		g.stopAt = now
 		g.setLocked(gStopping)
 	case actKillStopping:
 		pr.kill() // it did not exit by itself
@@ -335,9 +372,9 @@ func (g *group) tick(now time.Time) {
 	}
 }
 
-// acquire returns the group's running worker for one request, starting it if it is
-// stopped and waiting while it starts. The caller must release.
-func (g *group) acquire(ctx context.Context) (*process, time.Duration, error) {
+// acquire returns the group's running worker for one request to a model, starting it
+// if it is stopped and waiting while it starts. The caller must release.
+func (g *group) acquire(ctx context.Context, modelID string) (*process, time.Duration, error) {
 	start := time.Now()
 	waited := false
 	for {
@@ -350,7 +387,7 @@ func (g *group) acquire(ctx context.Context) (*process, time.Duration, error) {
 		case gRunning:
 			pr := g.proc
 			g.inflight++
-			g.lastUsed = time.Now()
+			g.use[g.index[modelID]].LastUsed = time.Now()
 			g.mu.Unlock()
 			var cold time.Duration
 			if waited {
@@ -381,10 +418,22 @@ func (g *group) acquire(ctx context.Context) (*process, time.Duration, error) {
 	}
 }
 
-func (g *group) release() {
+// release ends a request to a model.
+func (g *group) release(modelID string) {
 	g.mu.Lock()
 	g.inflight--
-	g.lastUsed = time.Now()
+	g.use[g.index[modelID]].LastUsed = time.Now()
+	g.mu.Unlock()
+}
+
+// releaseKeep ends a generation request, whose keep_alive (Request.KeepAlive)
+// replaces the model's last one: as in process, it may shorten the model's idle
+// timeout until the next request ends, never lengthen it.
+func (g *group) releaseKeep(modelID string, keep time.Duration) {
+	g.mu.Lock()
+	g.inflight--
+	u := &g.use[g.index[modelID]]
+	u.LastUsed, u.KeepAlive = time.Now(), keep
 	g.mu.Unlock()
 }
 
@@ -399,56 +448,40 @@ func (p *Pool) Generate(ctx context.Context, modelID string, req engine.Request)
 	if err := m.prep.Check(modelID, req); err != nil {
 		return nil, err
 	}
-	pr, cold, err := m.g.acquire(ctx)
+	pr, cold, err := m.g.acquire(ctx, modelID)
 	if err != nil {
 		return nil, err
 	}
-	c, id, err := pr.begin(fSubmit, submitMsg{Model: modelID, Req: req})
+	s := engine.NewStream()
+	c, id, err := pr.begin(fSubmit, submitMsg{Model: modelID, Req: req}, s)
 	if err == nil {
 		err = <-c.answer // a round trip, or the worker's death
 	}
 	if err != nil {
-		m.g.release()
+		m.g.release(modelID)
 		return nil, err
 	}
-	s := engine.NewStream()
 	go func() {
-		u, err := forward(ctx, pr, id, c, s)
-		m.g.release()
+		u, err := forward(ctx, pr, id, c)
+		m.g.releaseKeep(modelID, req.KeepAlive)
 		u.ColdStart += cold
 		s.Finish(u, err)
 	}()
 	return s, nil
 }
 
-// forward moves a call's tokens to its stream until it ends; a cancelled context
-// cancels the request in the worker, and forwarding stops. Stream.Send never blocks.
-func forward(ctx context.Context, pr *process, id uint64, c *call, out *engine.Stream) (engine.Usage, error) {
-	var buf []engine.Token
-	done := ctx.Done()
-	forwarding := true
-	for {
-		select {
-		case <-c.box.wake:
-		case <-done:
-			pr.cancel(id)
-			done, forwarding = nil, false
-			continue
-		}
-		var end bool
-		buf, end = c.box.take(buf)
-		if forwarding {
-			for _, t := range buf {
-				out.Send(t)
-			}
-		}
-		if end {
-			c.box.mu.Lock()
-			u, err := c.box.u, c.box.err
-			c.box.mu.Unlock()
-			return u, err
-		}
+// forward waits for a call's end (its tokens go to its stream from the reader); a
+// cancelled context cancels the request in the worker and mutes the call, whose end
+// is still waited for.
+func forward(ctx context.Context, pr *process, id uint64, c *call) (engine.Usage, error) {
+	select {
+	case <-c.box.wake:
+	case <-ctx.Done():
+		c.muted.Store(true)
+		pr.cancel(id)
+		<-c.box.wake
 	}
+	return c.box.end()
 }
 
 // Tokenize is Block.Tokenize, done in the parent.
@@ -527,11 +560,11 @@ func (p *Pool) Load(ctx context.Context, modelID string) error {
 		m.g.setLocked(gStopped)
 	}
 	m.g.mu.Unlock()
-	pr, _, err := m.g.acquire(ctx)
+	pr, _, err := m.g.acquire(ctx, modelID)
 	if err != nil {
 		return err
 	}
-	defer m.g.release()
+	defer m.g.release(modelID)
 	return pr.rpc(ctx, fLoad, modelID)
 }
 
@@ -552,7 +585,7 @@ func (p *Pool) Unload(modelID string) error {
 }
 
 func (pr *process) rpc(ctx context.Context, typ byte, modelID string) error {
-	c, _, err := pr.begin(typ, modelMsg{Model: modelID})
+	c, _, err := pr.begin(typ, modelMsg{Model: modelID}, nil)
 	if err != nil {
 		return err
 	}

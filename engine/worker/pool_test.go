@@ -309,6 +309,31 @@ func TestIdleWorkerExitsAndRestartsOnDemand(t *testing.T) {
 	}
 }
 
+// TestKeepAliveShortensWorkerIdle: a request's keep_alive shortens its model's idle
+// timeout in workers mode as in process: the worker of a model whose idle_timeout is
+// an hour exits soon after a request with keep_alive 200 ms, and the next request
+// (without one) brings it back for the hour again.
+func TestKeepAliveShortensWorkerIdle(t *testing.T) {
+	p := newPool(t, Config{Models: []engine.ModelConfig{{ID: "a", Path: llamaModel(t), MaxModelLen: 256, IdleTimeout: time.Hour}},
+		Command: testCommand()})
+	pid := workerPID(t, p, "a")
+	if r := run(p, "a", engine.Request{Prompt: []int32{1}, MaxTokens: 2, KeepAlive: 200 * time.Millisecond}); r.err != nil {
+		t.Fatal(r.err)
+	}
+	waitFor(t, 10*time.Second, "the worker gone after keep_alive", func() bool { return !alive(pid) })
+	if w := p.Workers()[0]; w.Crashes != 0 || state(p, "a").State != engine.StateUnloaded {
+		t.Fatalf("after keep_alive: %+v, %s", w, state(p, "a").State)
+	}
+	if r := run(p, "a", engine.Request{Prompt: []int32{1}, MaxTokens: 2}); r.err != nil || r.u.ColdStart <= 0 {
+		t.Fatalf("after scale to zero: %v, cold start %s", r.err, r.u.ColdStart)
+	}
+	pid = workerPID(t, p, "a")
+	time.Sleep(500 * time.Millisecond) // longer than the last keep_alive: it no longer applies
+	if !alive(pid) {
+		t.Fatal("the worker exited without a keep_alive: the last request's keep_alive replaces the one before")
+	}
+}
+
 // TestKillParentLeavesNoWorker: when the parent dies by SIGKILL, its worker is gone
 // within 2 s (PDEATHSIG, and the socket's close).
 func TestKillParentLeavesNoWorker(t *testing.T) {

@@ -39,10 +39,16 @@ type process struct {
 
 // call is one request (or load/unload) on a worker.
 type call struct {
-	accepted bool       // guarded by process.mu
-	answer   chan error // buffered 1: the submit's acceptance (nil) or its error; a load's reply
-	box      mailbox
-	emb      engine.Embeddings // an embed's answer, set before answer gets nil
+	accepted bool                  // guarded by process.mu
+	answer   chan error            // buffered 1: the submit's acceptance (nil) or its error; a load's reply
+	box      mailbox               // the request's end
+	emb      engine.Embeddings     // an embed's answer, set before answer gets nil
+	devs     []engine.DeviceStatus // a devices call's answer, set before answer gets nil
+	// out receives a submit's tokens straight from the reader (Stream.Send never
+	// blocks, so a slow client never stalls the reader), until muted: its context
+	// was cancelled, and the tokens the worker still sends are dropped.
+	out   *engine.Stream
+	muted atomic.Bool
 }
 
 // spawn starts a worker for g with the socket pair on its fd 3 and its stderr read
@@ -69,6 +75,9 @@ func spawn(g *group, args []string) (*process, error) {
 		child.Close()
 		conn.Close()
 		return nil, err
+	}
+	if r := g.p.cfg.Redis; r != nil {
+		cmd.Env = append(cmd.Env, envRedisURL+"="+r.URL)
 	}
 	cmd.ExtraFiles = []*os.File{child}
 	setDeathSignal(cmd)
@@ -174,8 +183,8 @@ func (p *process) read() {
 			p.mu.Lock()
 			c := p.calls[fr.id]
 			p.mu.Unlock()
-			if c != nil {
-				c.box.push(t)
+			if c != nil && c.out != nil && !c.muted.Load() {
+				c.out.Send(t)
 			}
 		case fEmbedded:
 			e, err := decodeEmbeddings(fr.payload)
@@ -188,6 +197,20 @@ func (p *process) read() {
 			delete(p.calls, fr.id)
 			if c != nil && !c.accepted {
 				c.emb = e
+				c.answer <- nil
+			}
+			p.mu.Unlock()
+		case fDeviceList:
+			var ds []engine.DeviceStatus
+			if err := json.Unmarshal(fr.payload, &ds); err != nil {
+				p.conn.Close()
+				continue
+			}
+			p.mu.Lock()
+			c := p.calls[fr.id]
+			delete(p.calls, fr.id)
+			if c != nil && !c.accepted {
+				c.devs = ds
 				c.answer <- nil
 			}
 			p.mu.Unlock()
@@ -228,9 +251,9 @@ func (p *process) failCalls(err error) {
 	}
 }
 
-// begin registers a call and sends its frame.
-func (p *process) begin(typ byte, v any) (*call, uint64, error) {
-	c := &call{answer: make(chan error, 1), box: newMailbox()}
+// begin registers a call and sends its frame; a submit's tokens go to out.
+func (p *process) begin(typ byte, v any, out *engine.Stream) (*call, uint64, error) {
+	c := &call{answer: make(chan error, 1), box: newMailbox(), out: out}
 	p.mu.Lock()
 	if p.dead != nil {
 		p.mu.Unlock()
@@ -246,8 +269,10 @@ func (p *process) begin(typ byte, v any) (*call, uint64, error) {
 	return c, id, nil
 }
 
-// beginN registers n calls under consecutive ids and sends one frame under the first.
-func (p *process) beginN(typ byte, v any, n int) ([]*call, []uint64, error) {
+// beginN registers n calls under consecutive ids and sends one frame under the first;
+// call i's tokens go to outs[i].
+func (p *process) beginN(typ byte, v any, outs []*engine.Stream) ([]*call, []uint64, error) {
+	n := len(outs)
 	cs, ids := make([]*call, n), make([]uint64, n)
 	p.mu.Lock()
 	if p.dead != nil {
@@ -256,7 +281,7 @@ func (p *process) beginN(typ byte, v any, n int) ([]*call, []uint64, error) {
 	}
 	for i := range n {
 		p.next++
-		cs[i], ids[i] = &call{answer: make(chan error, 1), box: newMailbox()}, p.next
+		cs[i], ids[i] = &call{answer: make(chan error, 1), box: newMailbox(), out: outs[i]}, p.next
 		p.calls[p.next] = cs[i]
 	}
 	p.mu.Unlock()
@@ -280,50 +305,31 @@ func (p *process) cancel(id uint64) { p.w.write(fCancel, id, nil) }
 // kill ends the worker at once (SIGKILL also ends a stopped process).
 func (p *process) kill() { p.cmd.Process.Signal(syscall.SIGKILL) }
 
-// mailbox holds a call's tokens until its forwarder takes them, so that the reader
-// never waits for a slow consumer (which would stall every request of the worker).
+// mailbox holds a call's end until its forwarder takes it.
 type mailbox struct {
 	mu   sync.Mutex // guards below
-	toks []engine.Token
 	done bool
 	u    engine.Usage
 	err  error
-	wake chan struct{} // buffered 1
+	wake chan struct{} // closed by finish
 }
 
-func newMailbox() mailbox { return mailbox{wake: make(chan struct{}, 1)} }
+func newMailbox() mailbox { return mailbox{wake: make(chan struct{})} }
 
-func (m *mailbox) signal() {
-	select {
-	case m.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (m *mailbox) push(t engine.Token) {
-	m.mu.Lock()
-	if !m.done {
-		m.toks = append(m.toks, t)
-	}
-	m.mu.Unlock()
-	m.signal()
-}
-
+// finish records the end (the first one wins).
 func (m *mailbox) finish(u engine.Usage, err error) {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	if !m.done {
 		m.done, m.u, m.err = true, u, err
+		close(m.wake)
 	}
-	m.mu.Unlock()
-	m.signal()
 }
 
-// take swaps out the tokens waiting (reusing buf) and says whether the call ended.
-func (m *mailbox) take(buf []engine.Token) ([]engine.Token, bool) {
+func (m *mailbox) end() (engine.Usage, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	buf, m.toks = m.toks, buf[:0]
-	return buf, m.done
+	return m.u, m.err
 }
 
 // ring keeps the last lines of a worker group's stderr.

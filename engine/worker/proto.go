@@ -22,16 +22,18 @@ const (
 	fUnload  byte = 4 // JSON modelMsg
 	fSubmitN byte = 5 // JSON submitMsg with N: n choices under ids id .. id+N-1 (Block.GenerateN)
 	fEmbed   byte = 6 // JSON embedMsg (Block.Embed)
+	fDevices byte = 7 // empty: report the devices (Block.Devices)
 
 	// worker → parent
-	fHello     byte = 16 // JSON helloMsg, id 0, once
-	fAccepted  byte = 17 // empty: the request is queued in the worker's Block
-	fToken     byte = 18 // binary: int32 id, uint32 logit bits, UTF-8 text
-	fEnd       byte = 19 // JSON endMsg: the request's usage or error; the last frame of an id
-	fReply     byte = 20 // JSON endMsg (error only): the answer to fLoad or fUnload
-	fBeat      byte = 21 // JSON []engine.ModelStatus, id 0, every Beat
-	fTokenJSON byte = 22 // JSON engine.Token: a token with logprobs (Request.Logprobs)
-	fEmbedded  byte = 23 // binary engine.Embeddings: the answer to fEmbed (an error is an fReply)
+	fHello      byte = 16 // JSON helloMsg, id 0, once
+	fAccepted   byte = 17 // empty: the request is queued in the worker's Block
+	fToken      byte = 18 // binary: int32 id, uint32 logit bits, UTF-8 text
+	fEnd        byte = 19 // JSON endMsg: the request's usage or error; the last frame of an id
+	fReply      byte = 20 // JSON endMsg (error only): the answer to fLoad or fUnload
+	fBeat       byte = 21 // JSON []engine.ModelStatus, id 0, every Beat
+	fTokenJSON  byte = 22 // JSON engine.Token: a token with logprobs (Request.Logprobs)
+	fEmbedded   byte = 23 // binary engine.Embeddings: the answer to fEmbed (an error is an fReply)
+	fDeviceList byte = 24 // JSON []engine.DeviceStatus: the answer to fDevices (an error is an fReply)
 )
 
 const (
@@ -141,30 +143,121 @@ func (r *reader) next() (frame, error) {
 	return frame{typ: h[4], id: binary.BigEndian.Uint64(h[5:13]), payload: p}, nil
 }
 
-// writer writes frames; it is safe for concurrent use. Each frame is flushed at once
-// (tokens are latency): one write system call per frame.
+// writer writes frames; it is safe for concurrent use. A frame is written at once
+// (tokens are latency), without waiting for others: the caller whose frame finds no
+// write in progress writes it, and goes on writing whatever frames the other callers
+// added meanwhile (group commit). A queued frame (queue) is written by the writer's
+// own goroutine instead, so its caller never waits for a system call: the worker's
+// decode loop queues a step's tokens, one for each sequence, and they cross in one
+// write, with one wake-up of that goroutine.
 type writer struct {
-	mu  sync.Mutex // guards bw and err
-	bw  *bufio.Writer
-	err error
+	w io.Writer
+
+	mu      sync.Mutex    // guards below
+	buf     []byte        // frames not yet written
+	spare   []byte        // the buffer being written (swapped with buf)
+	writing bool          // a caller is writing: it will write buf too
+	err     error         // the first write error: every later write fails with it
+	kick    chan struct{} // wakes the flusher goroutine of queued frames; nil until the first queue
+	flushed chan struct{} // closed when the flusher goroutine has ended
+	stopped bool          // stop was called: kick is closed
 }
 
-func newWriter(w io.Writer) *writer { return &writer{bw: bufio.NewWriterSize(w, 16<<10)} }
+func newWriter(w io.Writer) *writer { return &writer{w: w} }
 
+// appendLocked adds a frame to buf.
+func (w *writer) appendLocked(typ byte, id uint64, payload []byte) {
+	w.buf = binary.BigEndian.AppendUint32(w.buf, uint32(len(payload)))
+	w.buf = append(w.buf, typ)
+	w.buf = binary.BigEndian.AppendUint64(w.buf, id)
+	w.buf = append(w.buf, payload...)
+}
+
+// write queues a frame and, unless another caller is writing, writes the queue. Its
+// error is the connection's first write error; a frame written by another caller may
+// fail after write returned nil (the reader sees the connection end then).
 func (w *writer) write(typ byte, id uint64, payload []byte) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.err != nil {
 		return w.err
 	}
-	var h [headerLen]byte
-	binary.BigEndian.PutUint32(h[0:4], uint32(len(payload)))
-	h[4] = typ
-	binary.BigEndian.PutUint64(h[5:13], id)
-	w.bw.Write(h[:])
-	w.bw.Write(payload)
-	w.err = w.bw.Flush()
+	w.appendLocked(typ, id, payload)
+	if !w.writing {
+		w.drainLocked()
+	}
 	return w.err
+}
+
+// queue adds a frame for the writer's goroutine to write (started at the first
+// queue, ended by stop). It never waits for a write.
+func (w *writer) queue(typ byte, id uint64, payload []byte) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil || w.stopped {
+		return
+	}
+	w.appendLocked(typ, id, payload)
+	if w.kick == nil {
+		w.kick, w.flushed = make(chan struct{}, 1), make(chan struct{})
+		go w.flusher(w.kick, w.flushed)
+	}
+	if !w.writing {
+		select {
+		case w.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// flusher writes the queued frames each time it is kicked, until stop.
+func (w *writer) flusher(kick, flushed chan struct{}) {
+	defer close(flushed)
+	for range kick {
+		w.mu.Lock()
+		if !w.writing {
+			w.drainLocked()
+		}
+		w.mu.Unlock()
+	}
+}
+
+// stop ends the writer's goroutine, after it has written what was queued (unless
+// the connection failed); frames queued after it are dropped.
+func (w *writer) stop() {
+	w.mu.Lock()
+	flushed := w.flushed
+	if !w.stopped && w.kick != nil {
+		close(w.kick)
+	}
+	w.stopped = true
+	w.mu.Unlock()
+	if flushed != nil {
+		<-flushed
+	}
+}
+
+// drainLocked writes buf until it is empty (other callers may add to it meanwhile;
+// the lock is released during each write).
+func (w *writer) drainLocked() {
+	w.writing = true
+	for len(w.buf) > 0 && w.err == nil {
+		b := w.buf
+		w.buf, w.spare = w.spare[:0], nil
+		w.mu.Unlock()
+		_, err := w.w.Write(b)
+		w.mu.Lock()
+		if cap(b) <= 64<<10 { // keep a small buffer, drop a large one (a big embedding)
+			w.spare = b[:0]
+		}
+		if err != nil {
+			w.err = err
+			if c, ok := w.w.(io.Closer); ok {
+				c.Close() // the reader sees the end and fails the calls
+			}
+		}
+	}
+	w.writing = false
 }
 
 func (w *writer) writeJSON(typ byte, id uint64, v any) error {

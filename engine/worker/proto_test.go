@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"math"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/lmlite/lmlite/engine"
 )
@@ -98,5 +100,136 @@ func TestEmbeddingsFrameRoundTrip(t *testing.T) {
 	}
 	if _, err := decodeEmbeddings(append(p, 0)); err == nil {
 		t.Errorf("padded: no error")
+	}
+}
+
+// gateWriter blocks its first Write until open is closed, and counts the Writes.
+type gateWriter struct {
+	open   chan struct{}
+	mu     sync.Mutex
+	buf    bytes.Buffer
+	writes int
+}
+
+func (g *gateWriter) Write(p []byte) (int, error) {
+	g.mu.Lock()
+	first := g.writes == 0
+	g.writes++
+	g.mu.Unlock()
+	if first {
+		<-g.open
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.buf.Write(p)
+}
+
+// TestWriterGroupCommit: frames written while another write is in progress cross in
+// one later write (not one each), every frame intact and in each writer's order, and
+// a write error fails every later write.
+func TestWriterGroupCommit(t *testing.T) {
+	g := &gateWriter{open: make(chan struct{})}
+	w := newWriter(g)
+	first := make(chan error)
+	go func() { first <- w.write(fToken, 0, []byte("first")) }()
+	for { // the first frame is being written (blocked in Write)
+		g.mu.Lock()
+		n := g.writes
+		g.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	const writers, each = 8, 3
+	var wg sync.WaitGroup
+	for i := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range each {
+				if err := w.write(fToken, uint64(1+i*each+j), []byte{byte(i), byte(j)}); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait() // each returned at once: the first writer will write their frames
+	close(g.open)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if g.writes != 2 {
+		t.Errorf("%d writes for %d frames, want 2", g.writes, 1+writers*each)
+	}
+	r := newReader(&g.buf)
+	next := make([]int, writers)
+	for range 1 + writers*each {
+		fr, err := r.next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fr.id == 0 {
+			continue
+		}
+		i, j := int(fr.payload[0]), int(fr.payload[1])
+		if fr.id != uint64(1+i*each+j) || j != next[i] {
+			t.Fatalf("frame %d: payload %v, want writer %d's frame %d", fr.id, fr.payload, i, next[i])
+		}
+		next[i]++
+	}
+	if _, err := r.next(); err == nil {
+		t.Fatal("more frames than written")
+	}
+
+	bad := newWriter(failWriter{})
+	if err := bad.write(fBeat, 0, nil); err == nil {
+		t.Fatal("a failed write returned nil")
+	}
+	if err := bad.write(fBeat, 0, nil); err == nil {
+		t.Fatal("a write after a failure returned nil")
+	}
+}
+
+type failWriter struct{}
+
+func (failWriter) Write(p []byte) (int, error) { return 0, errors.New("broken pipe") }
+
+// syncBuffer is a bytes.Buffer safe for the writer's goroutine and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// TestWriterQueue: frames queued (written by the writer's goroutine) and a frame
+// written after them arrive in that order; after stop, queued frames are dropped.
+func TestWriterQueue(t *testing.T) {
+	var out syncBuffer
+	w := newWriter(&out)
+	for i := range 100 {
+		w.queue(fToken, uint64(i), []byte{byte(i)})
+	}
+	if err := w.write(fEnd, 100, []byte("end")); err != nil {
+		t.Fatal(err)
+	}
+	w.stop()
+	w.queue(fToken, 101, nil) // dropped
+	out.mu.Lock()
+	r := newReader(bytes.NewReader(out.b.Bytes()))
+	out.mu.Unlock()
+	for i := range 101 {
+		fr, err := r.next()
+		if err != nil || fr.id != uint64(i) {
+			t.Fatalf("frame %d: %+v %v", i, fr, err)
+		}
+	}
+	if fr, err := r.next(); err == nil {
+		t.Fatalf("a frame after the end: %+v", fr)
 	}
 }
