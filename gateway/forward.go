@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
@@ -140,8 +141,10 @@ func (p *peering) client(addr string) (*fasthttp.HostClient, error) {
 		return nil, errors.New("bad node address " + strconv.Quote(addr))
 	}
 	tls := u.Scheme == "https"
+	// Idle connections close after a second: a node's drain waits for the connections
+	// open to it, and a peer's pool must not hold that up.
 	hc := &fasthttp.HostClient{Addr: fasthttp.AddMissingPort(u.Host, tls), IsTLS: tls, Name: "lmlite",
-		NoDefaultUserAgentHeader: true, MaxConns: 4096}
+		NoDefaultUserAgentHeader: true, MaxConns: 4096, MaxIdleConnDuration: time.Second}
 	p.clients[addr] = hc
 	return hc, nil
 }

@@ -21,8 +21,13 @@ import (
 )
 
 // TestMain lets the test binary be `lmlite worker`: the workers mode of runServe
-// re-executes this executable as its workers.
+// re-executes this executable as its workers. With LMLITE_TEST_AS_LMLITE=1 it is the
+// whole lmlite command (the multi-process tests run `lmlite serve` this way).
 func TestMain(m *testing.M) {
+	if os.Getenv("LMLITE_TEST_AS_LMLITE") == "1" {
+		main()
+		os.Exit(0)
+	}
 	if len(os.Args) > 1 && os.Args[1] == "worker" {
 		if err := worker.Main(os.Args[2:]); err != nil {
 			os.Stderr.WriteString("lmlite worker: " + err.Error() + "\n")
