@@ -16,6 +16,7 @@ import (
 	"github.com/openai/openai-go"
 
 	"github.com/lmlite/lmlite/configs"
+	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/registry"
 	"github.com/lmlite/lmlite/tenancy"
 )
@@ -285,5 +286,46 @@ func TestModelsUnion(t *testing.T) {
 			t.Fatal("B's model still listed on A")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestForwardWhenScaledToZeroHere: A and B both serve tiny; while A has it unloaded
+// (scaled to zero, or refused its memory because another process's lease holds it)
+// and B has it ready, A forwards instead of loading; once A has it again, A serves.
+func TestForwardWhenScaledToZeroHere(t *testing.T) {
+	store, err := tenancy.Open(filepath.Join(t.TempDir(), "lmlite.db"), tenancy.Options{Sync: tenancy.SyncProcess})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	reg := &registry.Memory{}
+	unloaded := engine.StateUnloaded
+	aEng := newFakeEngineWith("tiny")
+	aEng.state.Store(&unloaded)
+	b := startPeer(t, peerA, "b", newFakeEngineWith("tiny"), store, reg)
+	a := startPeer(t, peerA, "a", aEng, store, reg)
+	key, _, err := store.CreateKey("acme", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := &testServer{t: t, url: a.url}
+	body := `{"model": "tiny", "messages": [{"role":"user","content":"x"}], "max_tokens": 2}`
+	resp, got := ts.post("/v1/chat/completions", key, body)
+	if resp.StatusCode != 200 || resp.Header.Get("X-LMLite-Node") != "b" || a.eng.started.Load() != 0 || b.eng.started.Load() != 1 {
+		t.Fatalf("tiny unloaded on A: %d %v %s", resp.StatusCode, resp.Header, got)
+	}
+	ready := engine.StateReady
+	aEng.state.Store(&ready)
+	for deadline := time.Now().Add(5 * time.Second); a.srv.localState("tiny") != registry.StateReady; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("A never announced tiny ready")
+		}
+	}
+	resp, got = ts.post("/v1/chat/completions", key, body)
+	if resp.StatusCode != 200 || resp.Header.Get("X-LMLite-Node") != "" || a.eng.started.Load() != 1 {
+		t.Fatalf("tiny ready on A: %d %v %s", resp.StatusCode, resp.Header, got)
+	}
+	if n := len(ledgerOf(store)); n != 2 {
+		t.Fatalf("%d ledger entries for 2 requests", n)
 	}
 }
