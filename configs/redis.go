@@ -15,6 +15,10 @@ import (
 // set alone, it turns Redis on with the other fields' defaults.
 const RedisURLEnv = "LMLITE_REDIS_URL"
 
+// AdvertiseEnv names the environment variable that supplies (or overrides)
+// redis.advertise, e.g. http://$(POD_IP):8080 on Kubernetes.
+const AdvertiseEnv = "LMLITE_ADVERTISE_URL"
+
 // Redis is the `redis:` block: several lmlite processes share their stores through
 // one Redis (issue 16). Absent (and LMLITE_REDIS_URL unset), every store stays
 // in-process and nothing changes.
@@ -23,8 +27,9 @@ type Redis struct {
 	KeyPrefix string `yaml:"key_prefix"` // prefix of every key and channel; "lmlite:"
 	NodeID    string `yaml:"node_id"`    // this process's name among those sharing the Redis; hostname-pid
 	// Advertise is the base URL the other processes forward requests to this one at
-	// (the model registry); "": http:// and the listen address, with the host name
-	// when listen names no host or a wildcard (AdvertiseURL).
+	// (the model registry); LMLITE_ADVERTISE_URL overrides it; "": http:// and the
+	// listen address, with the host name when listen names no host or a wildcard
+	// (AdvertiseURL).
 	Advertise string `yaml:"advertise"`
 }
 
@@ -57,6 +62,9 @@ func (c *Config) redisDefaults(getenv func(string) string) {
 	r := c.Redis
 	if r == nil {
 		return
+	}
+	if a := getenv(AdvertiseEnv); a != "" {
+		r.Advertise = a
 	}
 	if r.KeyPrefix == "" {
 		r.KeyPrefix = "lmlite:"

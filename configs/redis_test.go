@@ -104,3 +104,18 @@ func TestRedisAdvertiseURL(t *testing.T) {
 		}
 	}
 }
+
+// TestAdvertiseFromEnv: LMLITE_ADVERTISE_URL overrides redis.advertise, and is
+// validated like it.
+func TestAdvertiseFromEnv(t *testing.T) {
+	t.Setenv(RedisURLEnv, "")
+	t.Setenv(AdvertiseEnv, "http://10.1.2.3:8080")
+	c, err := parseWithRedis(t, "redis: {url: redis://127.0.0.1:6390/0, advertise: 'http://elsewhere:1'}\n")
+	if err != nil || c.Redis.AdvertiseURL("0.0.0.0:8080") != "http://10.1.2.3:8080" {
+		t.Fatalf("override: %+v %v", c.Redis, err)
+	}
+	t.Setenv(AdvertiseEnv, "10.1.2.3:8080")
+	if _, err := parseWithRedis(t, "redis: {url: redis://127.0.0.1:6390/0}\n"); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("a bad LMLITE_ADVERTISE_URL: %v", err)
+	}
+}
