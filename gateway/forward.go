@@ -149,10 +149,13 @@ func (p *peering) client(addr string) (*fasthttp.HostClient, error) {
 	return hc, nil
 }
 
+// errDraining is forward's error for a node that answered 503 shutting_down.
+var errDraining = errors.New("gateway: the node is draining")
+
 // forward sends the request as it came (method, path, headers, body) to node n and
 // relays the answer: status, headers, and the body, an event stream chunk by chunk as
-// it arrives. An error means n was not reached or did not answer: nothing has been
-// written. async is true when a stream writer took the request over.
+// it arrives. An error means n was not reached, did not answer, or is draining
+// (errDraining): nothing has been written. async is true when a stream writer took the request over.
 func (s *Server) forward(ctx *fasthttp.RequestCtx, reqID string, n registry.Node, allowStream bool) (async bool, err error) {
 	hc, err := s.peer.client(n.Addr)
 	if err != nil {
@@ -172,6 +175,11 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, reqID string, n registry.Node
 		return false, err
 	}
 	status := resp.StatusCode()
+	if status == 503 && bytes.Contains(resp.Body(), []byte(`"code":"shutting_down"`)) {
+		// Draining: it has withdrawn, and this node's snapshot is older. Try another.
+		fasthttp.ReleaseResponse(resp)
+		return false, errDraining
+	}
 	s.peer.forwarded.WithLabelValues(n.ID, strconv.Itoa(status)).Inc()
 	ctx.SetStatusCode(status)
 	resp.Header.VisitAll(func(k, v []byte) {

@@ -329,3 +329,33 @@ func TestForwardWhenScaledToZeroHere(t *testing.T) {
 		t.Fatalf("%d ledger entries for 2 requests", n)
 	}
 }
+
+// TestForwardSkipsADrainingNode: B and C serve big; B (chosen first: the smaller id)
+// is draining and answers 503 shutting_down, so A tries C, and the client never sees
+// B's refusal.
+func TestForwardSkipsADrainingNode(t *testing.T) {
+	store, err := tenancy.Open(filepath.Join(t.TempDir(), "lmlite.db"), tenancy.Options{Sync: tenancy.SyncProcess})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	reg := &registry.Memory{}
+	b := startPeer(t, peerB, "b", newFakeEngineWith("big"), store, reg)
+	c := startPeer(t, peerB, "c", newFakeEngineWith("big"), store, reg)
+	a := startPeer(t, peerA, "a", newFakeEngineWith("tiny"), store, reg)
+	key, _, err := store.CreateKey("acme", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := &testServer{t: t, url: a.url}
+	body := `{"model": "big", "messages": [{"role":"user","content":"x"}], "max_tokens": 2}`
+	if resp, got := ts.post("/v1/chat/completions", key, body); resp.StatusCode != 200 || resp.Header.Get("X-LMLite-Node") != "b" {
+		t.Fatalf("before the drain: %d %v %s", resp.StatusCode, resp.Header, got)
+	}
+	b.srv.draining.Store(true) // as Shutdown does first; its announcement is still in A's snapshot
+	resp, got := ts.post("/v1/chat/completions", key, body)
+	if resp.StatusCode != 200 || resp.Header.Get("X-LMLite-Node") != "c" || c.eng.started.Load() != 1 || b.eng.started.Load() != 1 {
+		t.Fatalf("B draining: %d %v %s", resp.StatusCode, resp.Header, got)
+	}
+	b.srv.draining.Store(false)
+}
