@@ -2,6 +2,8 @@ package configs
 
 import (
 	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -13,6 +15,10 @@ import (
 // set alone, it turns Redis on with the other fields' defaults.
 const RedisURLEnv = "LMLITE_REDIS_URL"
 
+// AdvertiseEnv names the environment variable that supplies (or overrides)
+// redis.advertise, e.g. http://$(POD_IP):8080 on Kubernetes.
+const AdvertiseEnv = "LMLITE_ADVERTISE_URL"
+
 // Redis is the `redis:` block: several lmlite processes share their stores through
 // one Redis (issue 16). Absent (and LMLITE_REDIS_URL unset), every store stays
 // in-process and nothing changes.
@@ -20,6 +26,28 @@ type Redis struct {
 	URL       string `yaml:"url"`        // redis://[user:pass@]host:port/db, rediss:// or unix://; LMLITE_REDIS_URL overrides it
 	KeyPrefix string `yaml:"key_prefix"` // prefix of every key and channel; "lmlite:"
 	NodeID    string `yaml:"node_id"`    // this process's name among those sharing the Redis; hostname-pid
+	// Advertise is the base URL the other processes forward requests to this one at
+	// (the model registry); LMLITE_ADVERTISE_URL overrides it; "": http:// and the
+	// listen address, with the host name when listen names no host or a wildcard
+	// (AdvertiseURL).
+	Advertise string `yaml:"advertise"`
+}
+
+// AdvertiseURL is the base URL this process announces: Advertise, or http:// and
+// listen (the address the server listens on), with the machine's host name in place
+// of an empty or wildcard host.
+func (r *Redis) AdvertiseURL(listen string) string {
+	if r.Advertise != "" {
+		return strings.TrimRight(r.Advertise, "/")
+	}
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "http://" + listen
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host, _ = os.Hostname()
+	}
+	return "http://" + net.JoinHostPort(host, port)
 }
 
 // redisDefaults applies LMLITE_REDIS_URL (getenv is os.Getenv outside tests) and
@@ -34,6 +62,9 @@ func (c *Config) redisDefaults(getenv func(string) string) {
 	r := c.Redis
 	if r == nil {
 		return
+	}
+	if a := getenv(AdvertiseEnv); a != "" {
+		r.Advertise = a
 	}
 	if r.KeyPrefix == "" {
 		r.KeyPrefix = "lmlite:"
@@ -72,6 +103,11 @@ func (r *Redis) validate() error {
 	}
 	if r.KeyPrefix == "" || strings.ContainsAny(r.KeyPrefix, " \t\r\n{}") || len(r.KeyPrefix) > 64 {
 		return bad("key_prefix", "%q must be 1 to 64 characters without spaces or braces", r.KeyPrefix)
+	}
+	if r.Advertise != "" {
+		if u, err := url.Parse(r.Advertise); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+			return bad("advertise", "%q must be an http:// or https:// base URL such as http://10.0.0.2:8080", r.Advertise)
+		}
 	}
 	if r.NodeID == "" || len(r.NodeID) > 128 || strings.IndexFunc(r.NodeID, func(c rune) bool { return !nodeIDRune(c) }) >= 0 {
 		return bad("node_id", "%q must be 1 to 128 of [A-Za-z0-9._-]", r.NodeID)

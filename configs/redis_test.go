@@ -2,6 +2,7 @@ package configs
 
 import (
 	"errors"
+	"os"
 	"strings"
 	"testing"
 )
@@ -66,6 +67,8 @@ func TestRedisInvalid(t *testing.T) {
 		{"redis: {url: 'redis://127.0.0.1:6379/0', key_prefix: '{x}'}\n", "redis.key_prefix"},
 		{"redis: {url: 'redis://127.0.0.1:6379/0', node_id: 'a:b'}\n", "redis.node_id"},
 		{"redis: {url: 'redis://127.0.0.1:6379/0', bogus: 1}\n", "bogus"},
+		{"redis: {url: 'redis://127.0.0.1:6379/0', advertise: '10.0.0.2:8080'}\n", "redis.advertise"},
+		{"redis: {url: 'redis://127.0.0.1:6379/0', advertise: 'ftp://h:1'}\n", "redis.advertise"},
 	} {
 		_, err := parseWithRedis(t, tc.block)
 		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.field) {
@@ -84,5 +87,35 @@ func TestRedisURLErrorHidesPassword(t *testing.T) {
 	_, err = parseWithRedis(t, "redis: {url: 'redis://user:s3cret@127.0.0.1:bad port/0'}\n")
 	if err == nil || strings.Contains(err.Error(), "s3cret") {
 		t.Fatalf("error %v", err)
+	}
+}
+
+func TestRedisAdvertiseURL(t *testing.T) {
+	host, _ := os.Hostname()
+	for _, tc := range []struct{ advertise, listen, want string }{
+		{"", "127.0.0.1:8080", "http://127.0.0.1:8080"},
+		{"", "[::1]:8080", "http://[::1]:8080"},
+		{"", ":8080", "http://" + host + ":8080"},
+		{"", "0.0.0.0:9090", "http://" + host + ":9090"},
+		{"https://gw-1.internal:8443/", "127.0.0.1:8080", "https://gw-1.internal:8443"},
+	} {
+		if got := (&Redis{Advertise: tc.advertise}).AdvertiseURL(tc.listen); got != tc.want {
+			t.Errorf("advertise %q listen %q: %q, want %q", tc.advertise, tc.listen, got, tc.want)
+		}
+	}
+}
+
+// TestAdvertiseFromEnv: LMLITE_ADVERTISE_URL overrides redis.advertise, and is
+// validated like it.
+func TestAdvertiseFromEnv(t *testing.T) {
+	t.Setenv(RedisURLEnv, "")
+	t.Setenv(AdvertiseEnv, "http://10.1.2.3:8080")
+	c, err := parseWithRedis(t, "redis: {url: redis://127.0.0.1:6390/0, advertise: 'http://elsewhere:1'}\n")
+	if err != nil || c.Redis.AdvertiseURL("0.0.0.0:8080") != "http://10.1.2.3:8080" {
+		t.Fatalf("override: %+v %v", c.Redis, err)
+	}
+	t.Setenv(AdvertiseEnv, "10.1.2.3:8080")
+	if _, err := parseWithRedis(t, "redis: {url: redis://127.0.0.1:6390/0}\n"); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("a bad LMLITE_ADVERTISE_URL: %v", err)
 	}
 }

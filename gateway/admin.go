@@ -118,7 +118,11 @@ func (s *Server) handleAdmin(ctx *fasthttp.RequestCtx, reqID string) {
 			s.writeError(ctx, reqID, badRequest("tenant", "unknown tenant '"+tenant+"'"))
 			return
 		}
-		day, month, err := s.ten.Store().Spent(tenant, s.now())
+		day, month, err := s.ten.Spent(tenant, s.now()) // every process's, with Redis
+		if errors.Is(err, tenancy.ErrUnavailable) {
+			s.writeError(ctx, reqID, unavailable(err))
+			return
+		}
 		if err != nil {
 			s.writeError(ctx, reqID, &apiError{status: 500, typ: "server_error", message: err.Error()})
 			return

@@ -24,6 +24,11 @@
 //     mode, tier, max latency and max cost. A model the key may not use (the plan
 //     forbids it or every tier it serves in) is a 404 model_not_found like an
 //     unknown one, listing what the key may use; a forbidden tier is a 403.
+//     With a registry (Options.Peers: several processes sharing a Redis), a request
+//     naming a model this process does not serve, or has scaled to zero while
+//     another holds it ready, is forwarded here to that process as it came
+//     (forward.go, Server.maybeForward, registry.Pick) and its answer relayed; the
+//     receiving process alone admits, charges and ledgers it.
 //  5. run.go, Server.handleGenerate: tenancy.Tenancy.Admit checks concurrency,
 //     tokens/min and requests/s (429 with Retry-After).
 //  6. route.go, job.choose: the one routing decision. tiers.Select runs once with
@@ -114,7 +119,8 @@
 //
 // GET /v1/models (the models the tenant may use, each with an "lmlite" object:
 // embeddings marks the models that embed, state gives an embedded model's state:
-// ready, loading, unloaded when scaled to zero, failed), GET /healthz, GET /readyz
+// ready, loading, unloaded when scaled to zero, failed; with a registry, the models
+// of every live process too, and nodes names the processes serving each), GET /healthz, GET /readyz
 // (200 when the server can accept work: the engine's first loads are done and it is
 // not draining; a model scaled to zero, or coming back from zero, leaves it ready),
 // GET /metrics (with a bearer token when Options.MetricsKey is set), and /admin/*

@@ -132,6 +132,9 @@ func (s *Server) handleEmbeddings(ctx *fasthttp.RequestCtx, reqID string) {
 		s.writeError(ctx, reqID, badRequest("model", "you must provide a model parameter"))
 		return
 	}
+	if handled, _ := s.maybeForward(ctx, reqID, r.Model, false); handled {
+		return
+	}
 	if r.EncodingFormat != "" && r.EncodingFormat != "float" && r.EncodingFormat != "base64" {
 		s.writeError(ctx, reqID, badRequest("encoding_format", "encoding_format must be 'float' or 'base64'"))
 		return

@@ -20,9 +20,10 @@ type fakeEngine struct {
 	Delay    time.Duration
 	Queue    time.Duration // each request waits this long before its first step (Usage.QueueTime; in TimeToFirstToken too, as the Block counts)
 	MaxLen   int
-	Refuse   map[string]error // Generate refuses these models with the error (set before use)
-	MaxQueue int              // Models reports it as every model's queue limit (0: none reported)
-	ids      []string         // Models lists these; nil: tiny and big
+	Refuse   map[string]error                  // Generate refuses these models with the error (set before use)
+	MaxQueue int                               // Models reports it as every model's queue limit (0: none reported)
+	ids      []string                          // Models lists these; nil: tiny and big
+	state    atomic.Pointer[engine.ModelState] // with ids: every model's state ("" or nil: ready)
 	ready    atomic.Bool
 	started  atomic.Int64
 	cancels  atomic.Int64 // generations ended by their context
@@ -76,7 +77,11 @@ func (f *fakeEngine) Models() []engine.ModelStatus {
 	if f.ids != nil {
 		var out []engine.ModelStatus
 		for _, id := range f.ids {
-			out = append(out, engine.ModelStatus{ID: id, State: engine.StateReady, Replicas: 1, MaxModelLen: f.MaxLen, MaxQueue: f.MaxQueue})
+			st := engine.StateReady
+			if p := f.state.Load(); p != nil && *p != "" {
+				st = *p
+			}
+			out = append(out, engine.ModelStatus{ID: id, State: st, Replicas: 1, MaxModelLen: f.MaxLen, MaxQueue: f.MaxQueue})
 		}
 		return out
 	}

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -394,5 +395,40 @@ func TestRedisBatchLinesRunOnEveryGateway(t *testing.T) {
 	}
 	if ran[0] == 0 || ran[1] == 0 {
 		t.Fatalf("lines ran per gateway %v: want both", ran)
+	}
+}
+
+// TestRedisLimitsShowSharedSpend: /v1/lmlite/limits on any gateway shows the tenant's
+// spend across all of them (Redis's), not the gateway's own ledger's.
+func TestRedisLimitsShowSharedSpend(t *testing.T) {
+	rs := redistest.Start(t, redistest.Options{})
+	gws, keys := startSharedGateways(t, rs, 2)
+	body := `{"model": "big", "messages": [{"role":"user","content":"spend"}], "max_tokens": 15}`
+	for range 3 {
+		if code, b := gws[0].post(t, keys["race"], body); code != 200 {
+			t.Fatalf("%d %s", code, b)
+		}
+	}
+	day, _, err := gws[0].sh.Spent("race", time.Now())
+	if err != nil || day <= 0 {
+		t.Fatalf("Redis's spend %v %v", day, err)
+	}
+	ts := &testServer{t: t, url: gws[1].url}
+	resp, b := ts.get("/v1/lmlite/limits", keys["race"])
+	var l struct {
+		Budgets map[string]struct {
+			Spent     float64  `json:"spent_usd"`
+			Remaining *float64 `json:"remaining_usd"`
+		}
+	}
+	if err := json.Unmarshal([]byte(b), &l); resp.StatusCode != 200 || err != nil {
+		t.Fatalf("%d %s %v", resp.StatusCode, b, err)
+	}
+	d := l.Budgets["day"]
+	if d.Spent != day.Dollars() || d.Remaining == nil || *d.Remaining != (money.USD(0.05)-day).Dollars() {
+		t.Fatalf("gateway 1's limits say %s; Redis's spend is %v", b, day)
+	}
+	if sum, _ := ledgerTotal(gws[1].store); sum != 0 {
+		t.Fatalf("gateway 1's own ledger holds %v", sum)
 	}
 }

@@ -91,6 +91,11 @@ func (j *job) serve(ctx *fasthttp.RequestCtx, k kind) bool {
 		s.writeError(ctx, reqID, badRequest("stream", "a batch request cannot stream"))
 		return false
 	}
+	if j.line == nil && s.peer != nil && forwardable(&ctx.Request.Header, &j.in) {
+		if handled, async := s.maybeForward(ctx, reqID, j.in.p.Model, true); handled {
+			return async
+		}
+	}
 	var aerr *apiError
 	if j.rt, aerr = s.routeOf(&ctx.Request.Header, &j.in, pol); aerr != nil {
 		j.refuse(ctx, aerr)

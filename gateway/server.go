@@ -70,6 +70,14 @@ type Options struct {
 	// BatchQueue carries batch lines to the processes that run them; nil: this
 	// process runs its own (batch.InProcess). batch.RedisQueue shares them.
 	BatchQueue batch.Queue
+
+	// Peers, when set, is the registry of the processes sharing a Redis
+	// (registry.Keeper), and NodeID this process's id in it: a request for a model
+	// this process does not serve, or has scaled to zero while another holds it ready,
+	// is forwarded to that process (forward.go), and /v1/models lists the models of
+	// every live process.
+	Peers  Peers
+	NodeID string
 }
 
 // Server is the HTTP front door. Create it with New, run it with Serve, stop it with
@@ -99,6 +107,7 @@ type Server struct {
 	wg       sync.WaitGroup // in-flight requests, including streams after the handler returned
 	created  int64
 	batches  *batches // nil: the Batch API is off
+	peer     *peering // nil: no registry (Options.Peers)
 }
 
 // model is one servable model.
@@ -215,6 +224,13 @@ func New(cfg Config, eng Engine, ten *tenancy.Tenancy, opts Options) (*Server, e
 		}
 	}
 	s.metrics = newMetrics(s)
+	if opts.Peers != nil {
+		s.peer = &peering{peers: opts.Peers, nodeID: opts.NodeID, clients: map[string]*fasthttp.HostClient{},
+			forwarded: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lmlite_forwarded_requests_total",
+				Help: "Requests forwarded to the process serving their model, by node and the status it answered (error: not reached)."},
+				[]string{"node", "status"})}
+		s.metrics.reg.MustRegister(s.peer.forwarded)
+	}
 	if err := s.initUsage(opts.Usage); err != nil {
 		return nil, fmt.Errorf("gateway: usage rollups: %w", err)
 	}
@@ -572,6 +588,7 @@ func (s *Server) handleModels(ctx *fasthttp.RequestCtx, reqID string) {
 	}
 	b := append(make([]byte, 0, 512), `{"object":"list","data":[`...)
 	embeds, states := s.embedding(), s.modelStates()
+	remote := s.remoteModels()
 	n := 0
 	for _, id := range s.order {
 		if !s.allowed(pol, id) {
@@ -585,7 +602,22 @@ func (s *Server) handleModels(ctx *fasthttp.RequestCtx, reqID string) {
 		b = jsonenc.AppendString(b, id)
 		b = append(b, `,"object":"model","created":`...)
 		b = strconv.AppendInt(b, s.created, 10)
-		b = appendModelTail(b, s.ownedBy(id), embeds[id], states[id])
+		b = appendModelTail(b, s.ownedBy(id), embeds[id], states[id], remote[id].nodesWith(s.peer))
+	}
+	for _, id := range sortedKeys(remote) {
+		r := remote[id]
+		if _, ok := s.models[id]; ok || !pol.AllowsServing(id, r.in) {
+			continue
+		}
+		if n > 0 {
+			b = append(b, ',')
+		}
+		n++
+		b = append(b, `{"id":`...)
+		b = jsonenc.AppendString(b, id)
+		b = append(b, `,"object":"model","created":`...)
+		b = strconv.AppendInt(b, s.created, 10)
+		b = appendModelTail(b, "lmlite", r.embeds, engine.ModelState(r.state), r.nodes)
 	}
 	b = append(b, "]}"...)
 	ctx.SetContentType("application/json")
@@ -609,7 +641,7 @@ func (s *Server) embedding() map[string]bool {
 // appendModelTail ends a model object: owned_by and lmlite's extension, which says
 // whether the model serves /v1/embeddings and, for a model the engine serves, its
 // lifecycle state (ready, loading, unloaded when scaled to zero, failed).
-func appendModelTail(b []byte, ownedBy string, embeds bool, state engine.ModelState) []byte {
+func appendModelTail(b []byte, ownedBy string, embeds bool, state engine.ModelState, nodes []string) []byte {
 	b = append(b, `,"owned_by":`...)
 	b = jsonenc.AppendString(b, ownedBy)
 	b = append(b, `,"lmlite":{"embeddings":`...)
@@ -617,6 +649,16 @@ func appendModelTail(b []byte, ownedBy string, embeds bool, state engine.ModelSt
 	if state != "" {
 		b = append(b, `,"state":`...)
 		b = jsonenc.AppendString(b, string(state))
+	}
+	if nodes != nil {
+		b = append(b, `,"nodes":[`...)
+		for i, n := range nodes {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = jsonenc.AppendString(b, n)
+		}
+		b = append(b, ']')
 	}
 	return append(b, "}}"...)
 }
@@ -636,7 +678,9 @@ func (s *Server) handleModel(ctx *fasthttp.RequestCtx, reqID, id string) {
 		s.writeError(ctx, reqID, aerr)
 		return
 	}
-	if !s.allowed(pol, id) {
+	r, remote := s.remoteModels()[id]
+	_, local := s.models[id]
+	if !s.allowed(pol, id) && (local || !remote || !pol.AllowsServing(id, r.in)) {
 		s.writeError(ctx, reqID, s.modelNotFound(pol, id))
 		return
 	}
@@ -644,7 +688,11 @@ func (s *Server) handleModel(ctx *fasthttp.RequestCtx, reqID, id string) {
 	b = jsonenc.AppendString(b, id)
 	b = append(b, `,"object":"model","created":`...)
 	b = strconv.AppendInt(b, s.created, 10)
-	b = appendModelTail(b, s.ownedBy(id), s.embedding()[id], s.modelStates()[id])
+	if local {
+		b = appendModelTail(b, s.ownedBy(id), s.embedding()[id], s.modelStates()[id], r.nodesWith(s.peer))
+	} else {
+		b = appendModelTail(b, "lmlite", r.embeds, engine.ModelState(r.state), r.nodes)
+	}
 	ctx.SetContentType("application/json")
 	ctx.SetBody(b)
 }

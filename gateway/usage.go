@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/subtle"
 	"encoding/base64"
+	"errors"
 	"strconv"
 	"strings"
 	"time"
@@ -358,6 +359,10 @@ func (s *Server) handleLimits(ctx *fasthttp.RequestCtx, reqID string) {
 		return
 	}
 	l, err := s.limitsOf(pol, s.now())
+	if errors.Is(err, tenancy.ErrUnavailable) {
+		s.writeError(ctx, reqID, unavailable(err))
+		return
+	}
 	if err != nil {
 		s.writeError(ctx, reqID, &apiError{status: 500, typ: "server_error", message: err.Error(), reason: "internal"})
 		return
@@ -397,7 +402,7 @@ type (
 
 func (s *Server) limitsOf(pol *policies.Policy, now time.Time) (limitsJSON, error) {
 	now = now.UTC()
-	day, month, err := s.ten.Store().Spent(pol.Tenant, now)
+	day, month, err := s.ten.Spent(pol.Tenant, now) // every process's, with Redis
 	if err != nil {
 		return limitsJSON{}, err
 	}

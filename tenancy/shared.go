@@ -93,3 +93,19 @@ func (tk *Ticket) settleShared(e Entry) (money.Money, error) {
 	}
 	return e.Cost, err
 }
+
+// spentReader is an optional ability of a Shared: the settled spend of every process
+// (RedisShared has it).
+type spentReader interface {
+	Spent(tenant string, now time.Time) (day, month money.Money, err error)
+}
+
+// Spent returns the tenant's settled spend in the day and month windows of now: the
+// shared state's (every process's) when it keeps budgets and can say, otherwise this
+// process's ledger's. With Redis down it returns an error wrapping ErrUnavailable.
+func (t *Tenancy) Spent(tenant string, now time.Time) (day, month money.Money, err error) {
+	if sr, ok := t.shared.(spentReader); ok {
+		return sr.Spent(tenant, now)
+	}
+	return t.store.Spent(tenant, now)
+}

@@ -25,6 +25,7 @@ import (
 	"github.com/lmlite/lmlite/engine/lease"
 	"github.com/lmlite/lmlite/gateway"
 	"github.com/lmlite/lmlite/internal/rediscli"
+	"github.com/lmlite/lmlite/registry"
 	"github.com/lmlite/lmlite/tenancy"
 )
 
@@ -221,9 +222,25 @@ func runServe(args []string) error {
 	if redisMetrics != nil {
 		gopts.Collectors = append(gopts.Collectors, redisMetrics)
 	}
+	var keeper *registry.Keeper
+	if r := cfg.Redis; r != nil {
+		// The model registry: this process announces its models; a request for a model
+		// it does not serve goes to the process that does.
+		keeper = registry.NewKeeper(registry.NewRedis(rc, r.KeyPrefix), registry.KeeperOptions{Logger: log})
+		gopts.Peers, gopts.NodeID = keeper, r.NodeID
+	}
 	srv, err := gateway.New(gcfg, eng, ten, gopts)
 	if err != nil {
 		return err
+	}
+	if keeper != nil {
+		self := registry.Node{ID: cfg.Redis.NodeID, Addr: cfg.Redis.AdvertiseURL(ln.Addr().String())}
+		keeper.Start(func() registry.Node {
+			n := self
+			n.Models, n.InFlight = srv.RegistryModels(), srv.InFlight()
+			return n
+		})
+		defer keeper.Close()
 	}
 	unannounce, err := announce(runningServer{Listen: ln.Addr().String(), DataDir: cfg.DataDir, Config: *cfgPath})
 	if err != nil {
@@ -243,6 +260,9 @@ func runServe(args []string) error {
 		return err
 	case s := <-sig:
 		fmt.Fprintf(stderr, "lmlite: %s: draining (up to %s)\n", s, cfg.ShutdownTimeout)
+	}
+	if keeper != nil {
+		keeper.Close() // withdraw first: the others stop forwarding here
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()

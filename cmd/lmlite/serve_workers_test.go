@@ -26,8 +26,13 @@ import (
 const envCrashGroup = "LMLITE_TEST_CRASH_GROUP"
 
 // TestMain lets the test binary be `lmlite worker`: the workers mode of runServe
-// re-executes this executable as its workers.
+// re-executes this executable as its workers. With LMLITE_TEST_AS_LMLITE=1 it is the
+// whole lmlite command (the multi-process tests run `lmlite serve` this way).
 func TestMain(m *testing.M) {
+	if os.Getenv("LMLITE_TEST_AS_LMLITE") == "1" {
+		main()
+		os.Exit(0)
+	}
 	if len(os.Args) > 1 && os.Args[1] == "worker" {
 		if g := os.Getenv(envCrashGroup); g != "" && slices.Contains(os.Args, "--group") &&
 			os.Args[slices.Index(os.Args, "--group")+1] == g {

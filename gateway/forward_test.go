@@ -1,0 +1,361 @@
+package gateway
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go"
+
+	"github.com/lmlite/lmlite/configs"
+	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/registry"
+	"github.com/lmlite/lmlite/tenancy"
+)
+
+const peerA = `
+ledger: {sync: process}
+models:
+  - {id: tiny, path: tiny.gguf, max_model_len: 512, prompt_usd_per_1k: 0.001, completion_usd_per_1k: 0.002}
+tiers: {fast: [{model: tiny}]}
+plans: {open: {}, small: {allowed_models: [tiny], allowed_tiers: [fast]}}
+tenants: [{id: acme, plan: open}, {id: small, plan: small}]
+`
+
+const peerB = `
+ledger: {sync: process}
+models:
+  - {id: big, path: big.gguf, max_model_len: 512, prompt_usd_per_1k: 0.01, completion_usd_per_1k: 0.03}
+tiers: {deep: [{model: big}]}
+plans: {open: {}, small: {allowed_tiers: [fast]}}
+tenants: [{id: acme, plan: open}, {id: small, plan: small}]
+`
+
+// peer is one gateway announcing itself in a shared registry. The peers of a test
+// share one tenancy store (keys and ledger), as processes sharing a Redis share keys;
+// each has its own Tenancy.
+type peer struct {
+	srv *Server
+	eng *fakeEngine
+	url string
+	k   *registry.Keeper
+}
+
+func startPeer(t *testing.T, yaml, id string, eng *fakeEngine, store *tenancy.Store, st registry.Store) *peer {
+	t.Helper()
+	cfg, err := configs.Parse([]byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DataDir = t.TempDir()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	k := registry.NewKeeper(st, registry.KeeperOptions{TTL: 300 * time.Millisecond})
+	srv, err := New(mustGatewayConfig(t, cfg), eng, tenancy.New(store),
+		Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Peers: k, NodeID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &peer{srv: srv, eng: eng, url: "http://" + ln.Addr().String(), k: k}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	k.Start(func() registry.Node {
+		return registry.Node{ID: id, Addr: p.url, Models: srv.RegistryModels(), InFlight: srv.InFlight()}
+	})
+	t.Cleanup(func() {
+		k.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+		<-done
+	})
+	return p
+}
+
+// twoPeers starts A (serving tiny) and B (serving big) and waits until each sees the
+// other (A sees B at its start).
+func twoPeers(t *testing.T) (a, b *peer, store *tenancy.Store, keys map[string]string) {
+	store, err := tenancy.Open(filepath.Join(t.TempDir(), "lmlite.db"), tenancy.Options{Sync: tenancy.SyncProcess})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	reg := &registry.Memory{}
+	b = startPeer(t, peerB, "b", newFakeEngineWith("big"), store, reg)
+	a = startPeer(t, peerA, "a", newFakeEngineWith("tiny"), store, reg)
+	for deadline := time.Now().Add(5 * time.Second); len(b.k.Nodes()) < 2; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("B never saw A")
+		}
+	}
+	keys = map[string]string{}
+	for _, tn := range []string{"acme", "small"} {
+		if keys[tn], _, err = store.CreateKey(tn, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return a, b, store, keys
+}
+
+func ledgerOf(store *tenancy.Store) []tenancy.Entry {
+	var out []tenancy.Entry
+	store.Ledger(func(e tenancy.Entry) error { out = append(out, e); return nil })
+	return out
+}
+
+// TestForwardToTheNodeServingTheModel: A does not serve big; B does. A request for big
+// sent to A answers from B (the same body a client gets from B), is charged once (one
+// ledger entry, by B), and the tenant's plan is B's to apply.
+func TestForwardToTheNodeServingTheModel(t *testing.T) {
+	a, b, store, keys := twoPeers(t)
+	body := `{"model": "big", "messages": [{"role":"user","content":"x"}], "max_tokens": 5}`
+	ts := &testServer{t: t, url: a.url}
+	resp, got := ts.post("/v1/chat/completions", keys["acme"], body, "X-Request-Id", "fwd-1")
+	if resp.StatusCode != 200 || resp.Header.Get("X-LMLite-Node") != "b" || resp.Header.Get("X-Request-Id") != "fwd-1" ||
+		resp.Header.Get("X-LMLite-Tier") != "deep" || !strings.Contains(got, `"model":"big"`) || !strings.Contains(got, "w4") {
+		t.Fatalf("through A: %d %v %s", resp.StatusCode, resp.Header, got)
+	}
+	if a.eng.started.Load() != 0 || b.eng.started.Load() != 1 {
+		t.Fatalf("generations: A %d, B %d", a.eng.started.Load(), b.eng.started.Load())
+	}
+	es := ledgerOf(store)
+	if len(es) != 1 || es[0].Model != "big" || es[0].Status != 200 || es[0].Cost <= 0 || es[0].RequestID != "fwd-1" {
+		t.Fatalf("ledger %+v", es)
+	}
+	// tiny is A's own: served there, not forwarded.
+	resp, got = ts.post("/v1/chat/completions", keys["acme"], `{"model": "tiny", "messages": [{"role":"user","content":"x"}], "max_tokens": 2}`)
+	if resp.StatusCode != 200 || resp.Header.Get("X-LMLite-Node") != "" || a.eng.started.Load() != 1 {
+		t.Fatalf("tiny on A: %d %v %s", resp.StatusCode, resp.Header, got)
+	}
+	// B's plan decides: "small" may not use big, and B says so (404, as for an unknown model).
+	resp, got = ts.post("/v1/chat/completions", keys["small"], body)
+	if resp.StatusCode != 404 || resp.Header.Get("X-LMLite-Node") != "b" || !strings.Contains(got, "model_not_found") {
+		t.Fatalf("small asking big: %d %v %s", resp.StatusCode, resp.Header, got)
+	}
+	// A bad key is refused by A, without a hop.
+	resp, _ = ts.post("/v1/chat/completions", "lml_bad", body)
+	if resp.StatusCode != 401 || resp.Header.Get("X-LMLite-Node") != "" {
+		t.Fatalf("bad key: %d %v", resp.StatusCode, resp.Header)
+	}
+	// A model nobody serves: A's own 404.
+	resp, got = ts.post("/v1/chat/completions", keys["acme"], `{"model": "nope", "messages": [{"role":"user","content":"x"}]}`)
+	if resp.StatusCode != 404 || resp.Header.Get("X-LMLite-Node") != "" || !strings.Contains(got, "model_not_found") {
+		t.Fatalf("unknown model: %d %s", resp.StatusCode, got)
+	}
+	// A request marked as forwarded is never forwarded again (no loops).
+	resp, _ = ts.post("/v1/chat/completions", keys["acme"], body, ForwardedHeader, "z")
+	if resp.StatusCode != 404 {
+		t.Fatalf("a forwarded request forwarded again: %d", resp.StatusCode)
+	}
+	if len(ledgerOf(store)) != 2 { // big once, tiny once: nothing else charged
+		t.Fatalf("ledger %+v", ledgerOf(store))
+	}
+}
+
+// TestForwardStreams: a stream through A arrives token by token (the first token is
+// read while B is still generating) and a client that leaves A cancels the generation
+// on B, which ledgers it once with status 499.
+func TestForwardStreams(t *testing.T) {
+	a, b, store, keys := twoPeers(t)
+	b.eng.Delay = 10 * time.Millisecond
+	conn, err := net.Dial("tcp", strings.TrimPrefix(a.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := `{"model": "big", "messages": [{"role":"user","content":"x"}], "max_tokens": 400, "stream": true}`
+	fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+		keys["acme"], len(body), body)
+	rd := bufio.NewReader(conn)
+	for {
+		line, err := rd.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(line, `"content":"w0 "`) {
+			break
+		}
+	}
+	if b.eng.cancels.Load() != 0 || len(ledgerOf(store)) != 0 {
+		t.Fatal("the first token came after the generation ended")
+	}
+	conn.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for b.eng.cancels.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if b.eng.cancels.Load() != 1 {
+		t.Fatal("the generation on B was not cancelled when the client left A")
+	}
+	for time.Now().Before(deadline) {
+		if es := ledgerOf(store); len(es) == 1 {
+			if es[0].Status != 499 || es[0].CompletionTokens >= 400 {
+				t.Fatalf("ledger %+v", es[0])
+			}
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if len(ledgerOf(store)) != 1 {
+		t.Fatalf("ledger %+v", ledgerOf(store))
+	}
+
+	// A whole stream through A with the official SDK.
+	ts := &testServer{t: t, url: a.url, keys: keys}
+	c := ts.client("acme")
+	b.eng.Delay = 0
+	s := c.Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{
+		Model: "big", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("x")}, MaxTokens: openai.Int(4)})
+	var text strings.Builder
+	for s.Next() {
+		if ch := s.Current(); len(ch.Choices) > 0 {
+			text.WriteString(ch.Choices[0].Delta.Content)
+		}
+	}
+	if err := s.Err(); err != nil || text.String() != "w0 w1 w2 w3 " {
+		t.Fatalf("SDK stream through A: %q %v", text.String(), err)
+	}
+	if a.eng.started.Load() != 0 {
+		t.Fatal("A generated")
+	}
+}
+
+// TestModelsUnion: /v1/models on either node lists the models of both, with their
+// state and the nodes serving them, filtered by the tenant's plan; a node that stops
+// announcing drops out within its TTL.
+func TestModelsUnion(t *testing.T) {
+	a, b, _, keys := twoPeers(t)
+	type entry struct {
+		ID     string
+		LMLite struct {
+			State string
+			Nodes []string
+		}
+	}
+	list := func(p *peer, tenant string) map[string]entry {
+		ts := &testServer{t: t, url: p.url}
+		resp, body := ts.get("/v1/models", keys[tenant])
+		var l struct{ Data []entry }
+		if err := json.Unmarshal([]byte(body), &l); resp.StatusCode != 200 || err != nil {
+			t.Fatalf("%d %s %v", resp.StatusCode, body, err)
+		}
+		out := map[string]entry{}
+		for _, e := range l.Data {
+			out[e.ID] = e
+		}
+		return out
+	}
+	for _, p := range []*peer{a, b} {
+		got := list(p, "acme")
+		if len(got) != 2 || got["tiny"].LMLite.State != "ready" || got["big"].LMLite.State != "ready" ||
+			fmt.Sprint(got["tiny"].LMLite.Nodes) != "[a]" || fmt.Sprint(got["big"].LMLite.Nodes) != "[b]" {
+			t.Fatalf("models on %s: %+v", p.url, got)
+		}
+		if got := list(p, "small"); len(got) != 1 || got["tiny"].ID == "" {
+			t.Fatalf("small's models on %s: %+v", p.url, got)
+		}
+	}
+	ts := &testServer{t: t, url: a.url}
+	if resp, body := ts.get("/v1/models/big", keys["acme"]); resp.StatusCode != 200 || !strings.Contains(body, `"nodes":["b"]`) {
+		t.Fatalf("/v1/models/big on A: %d %s", resp.StatusCode, body)
+	}
+	if resp, _ := ts.get("/v1/models/big", keys["small"]); resp.StatusCode != 404 {
+		t.Fatalf("/v1/models/big for small on A: %d", resp.StatusCode)
+	}
+	// B stops announcing and withdraws: gone from A's list at A's next refresh (a
+	// killed node's announcement expires instead: registry's tests).
+	b.k.Close()
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		if _, ok := list(a, "acme")["big"]; !ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("B's model still listed on A")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestForwardWhenScaledToZeroHere: A and B both serve tiny; while A has it unloaded
+// (scaled to zero, or refused its memory because another process's lease holds it)
+// and B has it ready, A forwards instead of loading; once A has it again, A serves.
+func TestForwardWhenScaledToZeroHere(t *testing.T) {
+	store, err := tenancy.Open(filepath.Join(t.TempDir(), "lmlite.db"), tenancy.Options{Sync: tenancy.SyncProcess})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	reg := &registry.Memory{}
+	unloaded := engine.StateUnloaded
+	aEng := newFakeEngineWith("tiny")
+	aEng.state.Store(&unloaded)
+	b := startPeer(t, peerA, "b", newFakeEngineWith("tiny"), store, reg)
+	a := startPeer(t, peerA, "a", aEng, store, reg)
+	key, _, err := store.CreateKey("acme", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := &testServer{t: t, url: a.url}
+	body := `{"model": "tiny", "messages": [{"role":"user","content":"x"}], "max_tokens": 2}`
+	resp, got := ts.post("/v1/chat/completions", key, body)
+	if resp.StatusCode != 200 || resp.Header.Get("X-LMLite-Node") != "b" || a.eng.started.Load() != 0 || b.eng.started.Load() != 1 {
+		t.Fatalf("tiny unloaded on A: %d %v %s", resp.StatusCode, resp.Header, got)
+	}
+	ready := engine.StateReady
+	aEng.state.Store(&ready)
+	for deadline := time.Now().Add(5 * time.Second); a.srv.localState("tiny") != registry.StateReady; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("A never announced tiny ready")
+		}
+	}
+	resp, got = ts.post("/v1/chat/completions", key, body)
+	if resp.StatusCode != 200 || resp.Header.Get("X-LMLite-Node") != "" || a.eng.started.Load() != 1 {
+		t.Fatalf("tiny ready on A: %d %v %s", resp.StatusCode, resp.Header, got)
+	}
+	if n := len(ledgerOf(store)); n != 2 {
+		t.Fatalf("%d ledger entries for 2 requests", n)
+	}
+}
+
+// TestForwardSkipsADrainingNode: B and C serve big; B (chosen first: the smaller id)
+// is draining and answers 503 shutting_down, so A tries C, and the client never sees
+// B's refusal.
+func TestForwardSkipsADrainingNode(t *testing.T) {
+	store, err := tenancy.Open(filepath.Join(t.TempDir(), "lmlite.db"), tenancy.Options{Sync: tenancy.SyncProcess})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	reg := &registry.Memory{}
+	b := startPeer(t, peerB, "b", newFakeEngineWith("big"), store, reg)
+	c := startPeer(t, peerB, "c", newFakeEngineWith("big"), store, reg)
+	a := startPeer(t, peerA, "a", newFakeEngineWith("tiny"), store, reg)
+	key, _, err := store.CreateKey("acme", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := &testServer{t: t, url: a.url}
+	body := `{"model": "big", "messages": [{"role":"user","content":"x"}], "max_tokens": 2}`
+	if resp, got := ts.post("/v1/chat/completions", key, body); resp.StatusCode != 200 || resp.Header.Get("X-LMLite-Node") != "b" {
+		t.Fatalf("before the drain: %d %v %s", resp.StatusCode, resp.Header, got)
+	}
+	b.srv.draining.Store(true) // as Shutdown does first; its announcement is still in A's snapshot
+	resp, got := ts.post("/v1/chat/completions", key, body)
+	if resp.StatusCode != 200 || resp.Header.Get("X-LMLite-Node") != "c" || c.eng.started.Load() != 1 || b.eng.started.Load() != 1 {
+		t.Fatalf("B draining: %d %v %s", resp.StatusCode, resp.Header, got)
+	}
+	b.srv.draining.Store(false)
+}
