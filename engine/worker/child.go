@@ -156,7 +156,7 @@ func Serve(conn net.Conn, b Backend, beat time.Duration) error {
 					defer left.Done()
 					var buf []byte
 					for t := range st.Tokens {
-						if t.Piece != "" || t.Logprob != 0 || t.TopLogprobs != nil {
+						if t.Piece != "" || t.Logprob != 0 || t.TopLogprobs != nil || t.Prompt {
 							w.writeJSON(fTokenJSON, id, t)
 							continue
 						}
