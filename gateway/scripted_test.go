@@ -18,11 +18,15 @@ import (
 type scriptedEngine struct {
 	*fakeEngine
 	script string
+	syntax toolcall.Syntax // the model's tool-call syntax (ToolSyntax)
 }
 
-func newScriptedEngine(script string) *fakeEngine {
+func newScriptedEngine(script string) *fakeEngine { return newScriptedSyntax(script, toolcall.Hermes) }
+
+// newScriptedSyntax is newScriptedEngine for a model that writes tool calls in syn.
+func newScriptedSyntax(script string, syn toolcall.Syntax) *fakeEngine {
 	f := newFakeEngine()
-	f.features = &scriptedEngine{fakeEngine: f, script: script}
+	f.features = &scriptedEngine{fakeEngine: f, script: script, syntax: syn}
 	return f
 }
 
@@ -63,7 +67,7 @@ func (s *scriptedEngine) CompileSchema([]byte) (*grammar.Grammar, error) {
 func (s *scriptedEngine) ChatTokensTools(model string, msgs []engine.Message, _ []engine.Tool) ([]int32, error) {
 	return s.ChatTokens(model, msgs)
 }
-func (s *scriptedEngine) ToolSyntax(string) (toolcall.Syntax, error) { return toolcall.Hermes, nil }
+func (s *scriptedEngine) ToolSyntax(string) (toolcall.Syntax, error) { return s.syntax, nil }
 func (s *scriptedEngine) ToolGrammar(string, []engine.Tool) (*grammar.Grammar, error) {
 	return grammar.JSONObject(), nil
 }
@@ -136,6 +140,48 @@ func TestParallelToolCalls(t *testing.T) {
 	}
 	if m := resp.Choices[0].Message; m.Content != twoCalls || len(m.ToolCalls) != 0 || resp.Choices[0].FinishReason != "stop" {
 		t.Fatalf("tool_choice none: %+v", resp.Choices[0])
+	}
+}
+
+// TestToolCallFamilies: the calls of each family's syntax, as the model's text
+// decodes (control-token markers such as <|python_tag|>, [TOOL_CALLS] and
+// <|tool_call|> decode to nothing), come back as the same OpenAI tool_calls,
+// streamed and not, after the text before them.
+func TestToolCallFamilies(t *testing.T) {
+	const args = `{"city": "Paris", "unit": "c"}`
+	cases := []struct {
+		syn    toolcall.Syntax
+		script string
+	}{
+		{toolcall.Hermes, "Let me look.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": " + args + "}\n</tool_call>\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>"},
+		// Llama 3.1's JSON tool calling: <|python_tag|> (a control token) or none, calls separated by ";".
+		{toolcall.Llama3, `{"name": "get_weather", "parameters": ` + args + `}; {"name": "get_time", "parameters": {}}`},
+		{toolcall.Mistral, `[{"name": "get_weather", "arguments": ` + args + `}, {"name": "get_time", "arguments": {}}]`},
+		{toolcall.Phi4, `[{"name": "get_weather", "arguments": ` + args + `}, {"name": "get_time", "arguments": {}}]`},
+	}
+	for _, c := range cases {
+		t.Run(c.syn.String(), func(t *testing.T) {
+			ts := startServer(t, testConfig, newScriptedSyntax(c.script, c.syn))
+			cl := ts.client("acme")
+			p := openai.ChatCompletionNewParams{Model: "tiny", Messages: user("weather and time?"), Tools: weatherTools()}
+			resp, err := cl.Chat.Completions.New(context.Background(), p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			acc, _ := collect(t, cl, p)
+			content := ""
+			if c.syn == toolcall.Hermes {
+				content = "Let me look."
+			}
+			for what, ch := range map[string]openai.ChatCompletionChoice{"not streamed": resp.Choices[0], "streamed": acc.Choices[0]} {
+				m := ch.Message
+				if ch.FinishReason != "tool_calls" || m.Content != content || len(m.ToolCalls) != 2 ||
+					m.ToolCalls[0].Function.Name != "get_weather" || m.ToolCalls[0].Function.Arguments != args ||
+					m.ToolCalls[1].Function.Name != "get_time" || m.ToolCalls[1].Function.Arguments != "{}" {
+					t.Errorf("%s: finish %q, content %q, calls %+v", what, ch.FinishReason, m.Content, m.ToolCalls)
+				}
+			}
+		})
 	}
 }
 
