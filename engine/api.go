@@ -113,8 +113,9 @@ type Request struct {
 	// (TopLogprobs many) of the model's distribution at the position before it. The
 	// first prompt token has none (nothing precedes it): its Logprob is 0 and its
 	// TopLogprobs nil. They come from the prefill's own logits rows, so such a request
-	// computes its whole prompt (the prefix cache gives it nothing) in chunks small
-	// enough that the rows stay within promptLogitsBytes.
+	// computes its whole prompt (the prefix cache gives it nothing; under GenerateN
+	// each choice does) in chunks small enough that the rows stay within
+	// promptLogitsBytes (16 MiB).
 	PromptLogprobs bool
 }
 

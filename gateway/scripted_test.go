@@ -164,16 +164,11 @@ func TestToolCallFamilies(t *testing.T) {
 			ts := startServer(t, testConfig, newScriptedSyntax(c.script, c.syn))
 			cl := ts.client("acme")
 			p := openai.ChatCompletionNewParams{Model: "tiny", Messages: user("weather and time?"), Tools: weatherTools()}
-			resp, err := cl.Chat.Completions.New(context.Background(), p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			acc, _ := collect(t, cl, p)
 			content := ""
 			if c.syn == toolcall.Hermes {
 				content = "Let me look."
 			}
-			for what, ch := range map[string]openai.ChatCompletionChoice{"not streamed": resp.Choices[0], "streamed": acc.Choices[0]} {
+			for what, ch := range bothWays(t, cl, p) {
 				m := ch.Message
 				if ch.FinishReason != "tool_calls" || m.Content != content || len(m.ToolCalls) != 2 ||
 					m.ToolCalls[0].Function.Name != "get_weather" || m.ToolCalls[0].Function.Arguments != args ||
@@ -192,14 +187,20 @@ func TestToolsPlainAnswer(t *testing.T) {
 	ts := startServer(t, testConfig, newScriptedEngine(text))
 	c := ts.client("acme")
 	p := openai.ChatCompletionNewParams{Model: "tiny", Messages: user("weather?"), Tools: weatherTools()}
+	for what, ch := range bothWays(t, c, p) {
+		if ch.Message.Content != text || len(ch.Message.ToolCalls) != 0 || ch.FinishReason != "stop" {
+			t.Errorf("%s: %q, %d calls, finish %q", what, ch.Message.Content, len(ch.Message.ToolCalls), ch.FinishReason)
+		}
+	}
+}
+
+// bothWays asks p streamed and not and returns the first choice of each.
+func bothWays(t *testing.T, c openai.Client, p openai.ChatCompletionNewParams) map[string]openai.ChatCompletionChoice {
+	t.Helper()
 	resp, err := c.Chat.Completions.New(context.Background(), p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	acc, _ := collect(t, c, p)
-	for what, ch := range map[string]openai.ChatCompletionChoice{"not streamed": resp.Choices[0], "streamed": acc.Choices[0]} {
-		if ch.Message.Content != text || len(ch.Message.ToolCalls) != 0 || ch.FinishReason != "stop" {
-			t.Errorf("%s: %q, %d calls, finish %q", what, ch.Message.Content, len(ch.Message.ToolCalls), ch.FinishReason)
-		}
-	}
+	return map[string]openai.ChatCompletionChoice{"not streamed": resp.Choices[0], "streamed": acc.Choices[0]}
 }
