@@ -106,6 +106,17 @@ type Request struct {
 	// temperature, filters and the grammar's mask.
 	Logprobs    bool
 	TopLogprobs int
+	// PromptLogprobs asks for the prompt's tokens with their logprobs (OpenAI's echo
+	// with logprobs on completions): before the first output token the stream
+	// delivers one Token per prompt token, in order, with Prompt set, Piece, Text (the
+	// token's decoded text) and, from the second on, Logprob and TopLogprobs
+	// (TopLogprobs many) of the model's distribution at the position before it. The
+	// first prompt token has none (nothing precedes it): its Logprob is 0 and its
+	// TopLogprobs nil. They come from the prefill's own logits rows, so such a request
+	// computes its whole prompt (the prefix cache gives it nothing; under GenerateN
+	// each choice does) in chunks small enough that the rows stay within
+	// promptLogitsBytes (16 MiB).
+	PromptLogprobs bool
 }
 
 // MaxTopLogprobs is the most TopLogprobs a request may ask for (OpenAI's limit).
@@ -125,6 +136,9 @@ type Token struct {
 	Piece       string
 	Logprob     float32
 	TopLogprobs []TopLogprob
+
+	// Prompt marks a prompt token (Request.PromptLogprobs): not part of the output.
+	Prompt bool `json:",omitempty"`
 }
 
 // TopLogprob is one of the most likely tokens at a step.

@@ -160,16 +160,25 @@ func (in *instance) newJob(ctx context.Context, req Request, out *Stream) *job {
 			RepeatLastN: s.RepeatLastN, Seed: s.Seed}),
 		dec:  in.tok.NewDecoder(),
 		stop: sample.NewStopMatcher(req.Stop)}
-	if req.Grammar != nil || req.Logprobs || req.TopLogprobs > 0 || s.IgnoreEOS {
+	if req.Grammar != nil || req.Logprobs || req.TopLogprobs > 0 || req.PromptLogprobs || s.IgnoreEOS {
 		j.vocab = in.vocab.get(in.tok)
 		if req.Grammar != nil {
 			j.gm = j.vocab.vocab.NewMatcher(req.Grammar)
 		}
 		j.top = make([]sample.Logprob, req.TopLogprobs)
 	}
+	if req.PromptLogprobs {
+		j.pdec = in.tok.NewDecoder()
+		j.chunk = max(1, promptLogitsBytes/(4*in.tok.VocabSize()))
+	}
 	j.dec.Prime(req.Prompt)
 	return j
 }
+
+// promptLogitsBytes bounds the logits rows of one prefill chunk of a request with
+// Request.PromptLogprobs (each of its positions is a row of the vocabulary's size):
+// its chunks are cut to fit, so a long prompt never needs more.
+const promptLogitsBytes = 16 << 20
 
 // pick chooses the replica for a request: the one whose prefix cache holds the
 // longest part of its prompt; ties (no hit anywhere, the usual case) go round-robin.

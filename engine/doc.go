@@ -103,6 +103,9 @@
 //   - Logprobs: Request.Logprobs and TopLogprobs (0–20) fill Token.Logprob, Piece and
 //     TopLogprobs from softmax of the raw logits: before penalties, temperature,
 //     filters, ignore_eos and the grammar, as OpenAI documents.
+//     Request.PromptLogprobs (echo with logprobs) sends the prompt's tokens with theirs
+//     first, from the prefill's logits rows (its chunks cut so that they stay within
+//     16 MiB; the prefix cache gives it nothing).
 //   - Sampling extensions: Sampling.TopK, MinP, RepeatPenalty (vLLM's
 //     repetition_penalty), IgnoreEOS.
 //   - Tools: Message.ToolCalls / ToolCallID / Name; Block.RenderChatTools renders

@@ -12,6 +12,7 @@ import (
 	"github.com/lmlite/lmlite/engine/genmodel"
 	"github.com/lmlite/lmlite/engine/grammar"
 	"github.com/lmlite/lmlite/engine/sample"
+	"github.com/lmlite/lmlite/internal/testenv"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -287,5 +288,122 @@ func TestIgnoreEOS(t *testing.T) {
 		if wantLP := float32(float64([]float32{1, 3, 9, 2}[want]) - lse); math.Abs(float64(j.lp.Logprob-wantLP)) > 1e-5 {
 			t.Errorf("ignore_eos %v: logprob %v, want %v", ignore, j.lp.Logprob, wantLP)
 		}
+	}
+}
+
+// promptTokens drains a PromptLogprobs stream: its prompt tokens (with their bits)
+// and the output's.
+func promptTokens(t *testing.T, b *Block, model string, req Request) (prompt []Token, bits []uint32, out featureResult) {
+	t.Helper()
+	s, err := b.Generate(context.Background(), model, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text strings.Builder
+	for tok := range s.Tokens {
+		if tok.Prompt {
+			if len(out.ids) > 0 {
+				t.Fatalf("prompt token %d after output tokens", tok.ID)
+			}
+			prompt = append(prompt, tok)
+			bits = append(bits, uint32(tok.ID), math.Float32bits(tok.Logprob))
+			for _, tl := range tok.TopLogprobs {
+				bits = append(bits, uint32(tl.ID), math.Float32bits(tl.Logprob))
+			}
+			continue
+		}
+		text.WriteString(tok.Text)
+		if tok.ID >= 0 {
+			out.ids = append(out.ids, tok.ID)
+		}
+	}
+	out.text = text.String()
+	out.u, out.err = s.Wait(context.Background())
+	if out.err != nil {
+		t.Fatal(out.err)
+	}
+	return prompt, bits, out
+}
+
+// TestPromptLogprobs: with PromptLogprobs the stream starts with one token per prompt
+// token, the first without a logprob, each other's distribution the one the model
+// gives at the position before it: bit for bit the first output step of a request
+// whose prompt ends there (an independent path: a decode's row, not a prefill
+// chunk's). The prompt here is longer than one chunk (a 32,000-token vocabulary cuts
+// chunks to 131 rows), some of it is in the prefix cache, and the same bits come
+// alone and among 15 other requests; the output is the request's without it.
+func TestPromptLogprobs(t *testing.T) {
+	b := genBlock(t, ModelConfig{MaxModelConcurrency: 16, MaxModelLen: 512},
+		genmodel.Options{Arch: "llama", Type: "q8_0", Seed: 8, Vocab: testenv.SharedFile(t, "testdata/tokenizer/ggml-vocab-llama-spm.gguf")})
+	tok, _ := b.Tokenizer("m")
+	if c := promptLogitsBytes / (4 * tok.VocabSize()); c != 131 {
+		t.Fatalf("chunk of %d rows, the test wants 131", c)
+	}
+	prompt := make([]int32, 300)
+	for i := range prompt {
+		prompt[i] = int32((i*7919 + 5) % tok.VocabSize())
+	}
+	// The first 200 tokens cached: prompt logprobs must compute them anyway.
+	runFeatures(b, "m", Request{Prompt: prompt[:200], MaxTokens: 1})
+	req := Request{Prompt: prompt, MaxTokens: 12, PromptLogprobs: true, Logprobs: true, TopLogprobs: 4,
+		Sampling: Sampling{Temperature: 0.9, Seed: 3}}
+	ptoks, alone, out := promptTokens(t, b, "m", req)
+	if len(ptoks) != len(prompt) {
+		t.Fatalf("%d prompt tokens, want %d", len(ptoks), len(prompt))
+	}
+	if out.u.CachedTokens != 0 || out.u.PromptTokens != len(prompt) || out.u.CompletionTokens != len(out.ids) {
+		t.Errorf("usage %+v", out.u)
+	}
+	plain := runFeatures(b, "m", Request{Prompt: prompt, MaxTokens: 12, Sampling: req.Sampling})
+	if plain.text != out.text || fmt.Sprint(plain.ids) != fmt.Sprint(out.ids) {
+		t.Errorf("output with prompt logprobs %v, without %v", out.ids, plain.ids)
+	}
+	if p := ptoks[0]; p.ID != prompt[0] || p.Logprob != 0 || p.TopLogprobs != nil {
+		t.Errorf("first prompt token %+v has a logprob", p)
+	}
+	for _, p := range []int{1, 2, 130, 131, 132, 199, 200, 262, 299} {
+		got := ptoks[p]
+		if got.ID != prompt[p] || !got.Prompt || got.Piece != tok.Piece(prompt[p]) || len(got.TopLogprobs) != 4 {
+			t.Fatalf("prompt token %d: %+v", p, got)
+		}
+		rs, err := b.Generate(context.Background(), "m", Request{Prompt: prompt[:p], MaxTokens: 1, Logprobs: true, TopLogprobs: 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ref []TopLogprob
+		for tk := range rs.Tokens {
+			if tk.ID >= 0 && ref == nil {
+				ref = tk.TopLogprobs
+			}
+		}
+		rs.Wait(context.Background())
+		if fmt.Sprint(got.TopLogprobs) != fmt.Sprint(ref[:4]) {
+			t.Errorf("position %d: top logprobs %v, a decode at that position %v", p, got.TopLogprobs, ref[:4])
+		}
+		if got.Logprob > ref[0].Logprob || math.IsInf(float64(got.Logprob), 0) {
+			t.Errorf("position %d: logprob %v, the most likely token's %v", p, got.Logprob, ref[0].Logprob)
+		}
+		for _, tl := range ref {
+			if tl.ID == got.ID && tl.Logprob != got.Logprob {
+				t.Errorf("position %d: logprob %v, a decode at that position %v", p, got.Logprob, tl.Logprob)
+			}
+		}
+	}
+	// Among others (some asking for prompt logprobs too), the same bits.
+	var wg sync.WaitGroup
+	var among []uint32
+	for i := range 15 {
+		r := Request{Prompt: prompt[i : 40+9*i], MaxTokens: 5 + i, Tenant: fmt.Sprint("t", i%3), PromptLogprobs: i%3 == 0,
+			Logprobs: i%2 == 0, TopLogprobs: i % 4, Sampling: Sampling{Temperature: 0.7, Seed: uint64(i)}}
+		wg.Add(1)
+		go func() { defer wg.Done(); promptTokens(t, b, "m", r) }()
+		if i == 6 {
+			wg.Add(1)
+			go func() { defer wg.Done(); _, among, _ = promptTokens(t, b, "m", req) }()
+		}
+	}
+	wg.Wait()
+	if fmt.Sprint(among) != fmt.Sprint(alone) {
+		t.Errorf("prompt logprobs differ among other requests")
 	}
 }

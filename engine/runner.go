@@ -93,6 +93,14 @@ type job struct {
 	top   []sample.Logprob // the step's top logprobs (len: Request.TopLogprobs)
 	lp    Token            // the logprob fields of the token being accepted
 
+	// Prompt logprobs (Request.PromptLogprobs): the prompt's decoder, the next prompt
+	// position to deliver, the prompt tokens ready (sent just before the first output
+	// token) and the most tokens of one prefill chunk (each is a logits row).
+	pdec  *tokenizer.StreamDecoder
+	pnext int
+	ptoks []Token
+	chunk int
+
 	// An embedding job (embed.go): its prompt's hidden states pooled, no output.
 	pool  model.Pooling
 	embed []float64 // the pooling's accumulator (Dim values)
@@ -230,7 +238,7 @@ func (r *runner) intake(now time.Time) {
 			class = sched.Batch
 		}
 		err := r.st.Enqueue(now, sched.Request{ID: id, Tenant: j.req.Tenant, Weight: j.req.Weight, Class: class,
-			Prompt: len(j.req.Prompt), MaxTokens: j.max})
+			Prompt: len(j.req.Prompt), MaxTokens: j.max, Chunk: j.chunk})
 		if err != nil {
 			switch {
 			case errors.Is(err, sched.ErrQueueFull):
@@ -261,8 +269,8 @@ func (r *runner) reap() {
 // joining request's work starts after its cached prefix.
 func (r *runner) cached(id sched.ID) int {
 	j := r.live[id]
-	if r.noCache || j == nil || j.pool != model.PoolNone {
-		return 0 // an embedding needs every position's hidden state
+	if r.noCache || j == nil || j.pool != model.PoolNone || j.promptRows() {
+		return 0 // an embedding needs every position's hidden state, prompt logprobs every position's logits
 	}
 	return r.pool.Peek(j.req.CacheSalt, j.tokens[:len(j.tokens)-1])
 }
@@ -321,6 +329,9 @@ func (r *runner) run(work []sched.Work) {
 		if w.Sample && j.pool == model.PoolNone {
 			logits = 1
 		}
+		if j.promptRows() {
+			logits = w.N // every position's row: the prompt's logprobs
+		}
 		items = append(items, model.Item{KV: j.kv, Start: w.Start, Tokens: j.tokens[w.Start : w.Start+w.N], Logits: logits,
 			Pool: j.pool, Embed: j.embed})
 		ran = append(ran, w)
@@ -343,6 +354,11 @@ func (r *runner) run(work []sched.Work) {
 		if !r.noCache {
 			j.kv.Publish(j.tokens[:w.Start+w.N])
 		}
+		row := out[k]
+		if j.promptRows() {
+			j.promptLogprobs(row, w.Start, w.N)
+			row = row[len(row)-len(row)/w.N:] // the last position's, to sample from
+		}
 		if !w.Sample {
 			continue
 		}
@@ -354,14 +370,18 @@ func (r *runner) run(work []sched.Work) {
 			r.end(w.ID, j, FinishStop, nil)
 			continue
 		}
-		id, err := j.pick(out[k])
+		for _, t := range j.ptoks {
+			j.out.Send(t)
+		}
+		j.ptoks = nil
+		id, err := j.pick(row)
 		if err != nil {
 			r.st.Remove(w.ID)
 			r.end(w.ID, j, "", fmt.Errorf("engine: model %s: %w", r.id, err))
 			continue
 		}
 		r.stats.decode(j.req.Tenant)
-		if reason, over := j.accept(r.tok, id, out[k][id]); over {
+		if reason, over := j.accept(r.tok, id, row[id]); over {
 			if !w.Last {
 				r.st.Remove(w.ID)
 			}
@@ -456,6 +476,48 @@ func (j *job) pick(row []float32) (int32, error) {
 		}
 	}
 	return id, nil
+}
+
+// promptRows reports whether the job still needs its prompt's logits rows.
+func (j *job) promptRows() bool { return j.req.PromptLogprobs && j.pnext < len(j.req.Prompt) }
+
+// promptLogprobs turns a prefill chunk's logits rows (positions start … start+n-1,
+// token-major) into the prompt tokens they predict, with their logprobs, kept in
+// ptoks until the first output token is sent. Positions delivered before (a
+// preempted sequence computes its prompt again) are skipped; the first prompt token
+// has no logprob.
+func (j *job) promptLogprobs(rows []float32, start, n int) {
+	prompt := j.req.Prompt
+	v := len(rows) / n
+	token := func(p int) Token {
+		id := prompt[p]
+		t := Token{ID: id, Prompt: true, Piece: j.vocab.pieces[id], Text: j.pdec.Next(id)}
+		if p == len(prompt)-1 {
+			t.Text += j.pdec.Flush()
+		}
+		return t
+	}
+	if j.pnext == 0 {
+		j.ptoks = append(j.ptoks, token(0))
+		j.pnext = 1
+	}
+	for q := max(start, j.pnext-1); q < start+n && q+1 < len(prompt); q++ {
+		row := rows[(q-start)*v : (q-start+1)*v]
+		t := token(q + 1)
+		lse := sample.LogSumExp(row)
+		t.Logprob = float32(float64(row[t.ID]) - lse)
+		if len(j.top) > 0 {
+			sample.TopLogprobs(row, lse, j.top)
+			t.TopLogprobs = make([]TopLogprob, 0, len(j.top))
+			for _, tl := range j.top {
+				if tl.ID >= 0 {
+					t.TopLogprobs = append(t.TopLogprobs, TopLogprob{ID: tl.ID, Piece: j.vocab.pieces[tl.ID], Logprob: tl.Logprob})
+				}
+			}
+		}
+		j.ptoks = append(j.ptoks, t)
+		j.pnext = q + 2
+	}
 }
 
 // send delivers the text that no stop string can still claim; it reports whether a

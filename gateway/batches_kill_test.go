@@ -20,7 +20,6 @@ import (
 	"github.com/openai/openai-go/option"
 
 	"github.com/lmlite/lmlite/batch"
-	"github.com/lmlite/lmlite/configs"
 	"github.com/lmlite/lmlite/money"
 	"github.com/lmlite/lmlite/tenancy"
 )
@@ -159,14 +158,7 @@ func TestBatchGatewayChild(t *testing.T) {
 	if dir == "" {
 		t.Skip("only as the child of TestBatchKill9ChargesEachLineOnce")
 	}
-	cfg, err := configs.Parse([]byte(batchConfig))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.DataDir = dir
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
+	cfg := parseConfig(t, batchConfig, dir)
 	store, err := tenancy.Open(filepath.Join(dir, "lmlite.db"), tenancy.Options{Sync: tenancy.SyncProcess})
 	if err != nil {
 		t.Fatal(err)

@@ -26,6 +26,8 @@ type choiceOut struct {
 	text   strings.Builder // the output text (completions with echo: the prompt first)
 	parser *toolcall.Parser
 	lps    []engine.Token // tokens with their logprobs, not yet sent (streams) or all
+	prompt []engine.Token // echo with logprobs: the prompt's tokens with theirs (engine.Request.PromptLogprobs)
+	echoed bool           // streams: the echo chunk is written
 	offset int            // completions: the text's length before the next token
 	calls  int            // tool calls begun
 	held   string         // white space after the content so far: dropped if a call follows
@@ -210,6 +212,10 @@ func (j *job) respondChoices(ctx *fasthttp.RequestCtx, streams []*engine.Stream,
 			continue
 		}
 		o := &outs[ev.i]
+		if ev.tok.Prompt {
+			o.prompt = append(o.prompt, ev.tok)
+			continue
+		}
 		o.text.WriteString(ev.tok.Text)
 		if j.in.feat.logprobs && ev.tok.ID >= 0 {
 			o.lps = append(o.lps, ev.tok)
@@ -256,7 +262,7 @@ func (j *job) appendChoices(b []byte, id string, outs []choiceOut, u engine.Usag
 				if j.in.feat.echo {
 					off = len(j.in.prompt)
 				}
-				b = appendLegacyLogprobs(b, o.lps, off)
+				b = appendLegacyLogprobs(b, o.prompt, len(j.in.prompt), o.lps, off)
 			} else {
 				b = append(b, "null"...)
 			}
@@ -361,26 +367,48 @@ func appendChatLogprobs(b []byte, toks []engine.Token) []byte {
 
 // appendLegacyLogprobs appends a text completion's logprobs object (OpenAI's legacy
 // shape): tokens, token_logprobs, top_logprobs (token → logprob) and text_offset,
-// each token's offset in the choice's text counting from off.
-func appendLegacyLogprobs(b []byte, toks []engine.Token, off int) []byte {
+// for the echoed prompt's tokens (the first with null logprobs: nothing precedes
+// it), their offsets counted from 0 within the prompt's plen bytes, then the
+// output's tokens, their offsets in the choice's text counted from off.
+func appendLegacyLogprobs(b []byte, prompt []engine.Token, plen int, toks []engine.Token, off int) []byte {
+	all := func(yield func(int, engine.Token) bool) {
+		for i, t := range prompt {
+			if !yield(i, t) {
+				return
+			}
+		}
+		for i, t := range toks {
+			if !yield(len(prompt)+i, t) {
+				return
+			}
+		}
+	}
 	b = append(b, `{"tokens":[`...)
-	for i, t := range toks {
+	for i, t := range all {
 		if i > 0 {
 			b = append(b, ',')
 		}
 		b = jsonenc.AppendString(b, t.Piece)
 	}
 	b = append(b, `],"token_logprobs":[`...)
-	for i, t := range toks {
+	for i, t := range all {
 		if i > 0 {
 			b = append(b, ',')
+		}
+		if i == 0 && len(prompt) > 0 {
+			b = append(b, "null"...)
+			continue
 		}
 		b = appendFloat(b, t.Logprob)
 	}
 	b = append(b, `],"top_logprobs":[`...)
-	for i, t := range toks {
+	for i, t := range all {
 		if i > 0 {
 			b = append(b, ',')
+		}
+		if i == 0 && len(prompt) > 0 {
+			b = append(b, "null"...)
+			continue
 		}
 		b = append(b, '{')
 		seen := 0
@@ -399,9 +427,15 @@ func appendLegacyLogprobs(b []byte, toks []engine.Token, off int) []byte {
 		b = append(b, '}')
 	}
 	b = append(b, `],"text_offset":[`...)
-	for i, t := range toks {
+	poff := 0
+	for i, t := range all {
 		if i > 0 {
 			b = append(b, ',')
+		}
+		if i < len(prompt) {
+			b = strconv.AppendInt(b, int64(poff), 10)
+			poff = min(poff+len(t.Text), plen)
+			continue
 		}
 		b = strconv.AppendInt(b, int64(off), 10)
 		off += len(t.Text)
@@ -445,12 +479,23 @@ func (j *job) streamChoices(w *bufio.Writer, events iter.Seq[tokenEvent], outs [
 		if chat {
 			buf = j.appendChoiceChunk(buf[:0], id, i, []byte(`"role":"assistant","content":""`), nil, "")
 			write(buf)
-		} else if j.in.feat.echo {
+		} else if j.in.feat.echo && !j.in.feat.logprobs {
 			delta = jsonenc.AppendString(delta[:0], j.in.prompt)
 			buf = j.appendChoiceChunk(buf[:0], id, i, delta, nil, "")
 			write(buf)
 			outs[i].offset = len(j.in.prompt)
 		}
+	}
+	// echo writes choice i's echo chunk with the prompt's logprobs, once they have
+	// all come (before the choice's first output token or its end).
+	echo := func(i int, o *choiceOut) {
+		if chat || !j.in.feat.echo || !j.in.feat.logprobs || o.echoed {
+			return
+		}
+		o.echoed = true
+		delta = jsonenc.AppendString(delta[:0], j.in.prompt)
+		buf = j.appendChoiceChunk(buf[:0], id, i, delta, o, "")
+		write(buf)
 	}
 	// emit writes what a piece of choice i's text gives: content or tool-call deltas.
 	emit := func(i int, o *choiceOut, evs []toolcall.Event) {
@@ -491,6 +536,11 @@ func (j *job) streamChoices(w *bufio.Writer, events iter.Seq[tokenEvent], outs [
 			continue
 		}
 		o := &outs[ev.i]
+		if ev.tok.Prompt {
+			o.prompt = append(o.prompt, ev.tok)
+			continue
+		}
+		echo(ev.i, o)
 		if ev.end {
 			if o.parser != nil {
 				if evs, err := o.parser.Finish(); err == nil {
@@ -583,13 +633,16 @@ func (j *job) appendChoiceChunk(b []byte, id string, i int, delta []byte, o *cho
 		b = append(b, `,"logprobs":`...)
 	}
 	switch {
-	case o == nil || !j.in.feat.logprobs || (len(o.lps) == 0 && finish != ""):
+	case o == nil || !j.in.feat.logprobs || (len(o.lps) == 0 && o.prompt == nil && finish != ""):
 		b = append(b, "null"...)
 	case chat:
 		b = appendChatLogprobs(b, o.lps)
 		o.lps = o.lps[:0]
+	case o.prompt != nil:
+		b = appendLegacyLogprobs(b, o.prompt, len(j.in.prompt), nil, 0)
+		o.prompt, o.offset = nil, len(j.in.prompt)
 	default:
-		b = appendLegacyLogprobs(b, o.lps, o.offset)
+		b = appendLegacyLogprobs(b, nil, 0, o.lps, o.offset)
 		for _, t := range o.lps {
 			o.offset += len(t.Text)
 		}

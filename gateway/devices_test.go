@@ -6,13 +6,11 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/lmlite/lmlite/configs"
 	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/tenancy"
 )
@@ -28,14 +26,7 @@ func (e deviceEngine) Devices(context.Context) ([]engine.DeviceStatus, error) { 
 
 func startDeviceServer(t *testing.T, eng Engine) string {
 	t.Helper()
-	cfg, err := configs.Parse([]byte(testConfig))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.DataDir = t.TempDir()
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
+	cfg := parseConfig(t, testConfig, t.TempDir())
 	store, err := tenancy.Open(filepath.Join(cfg.DataDir, "lmlite.db"), tenancy.Options{Sync: tenancy.SyncProcess})
 	if err != nil {
 		t.Fatal(err)
@@ -46,13 +37,7 @@ func startDeviceServer(t *testing.T, eng Engine) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Shutdown(context.Background()) })
-	return "http://" + ln.Addr().String()
+	return serveLoopback(t, srv)
 }
 
 func getWith(t *testing.T, url, key string) (int, string) {

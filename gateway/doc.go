@@ -16,7 +16,7 @@
 //     tenancy.Store.Authenticate (401), then the tenant's policy from policies.Book.
 //  3. parse.go, input.parse: the body decoded strictly (request.go, decodeBody, with
 //     go-json-experiment); a bad or unknown field, or one the server does not serve
-//     (best_of, audio, echo with logprobs, …) is a 400 naming it, in OpenAI's error
+//     (best_of, audio, …) is a 400 naming it, in OpenAI's error
 //     shape. features.go reads the OpenAI features: response_format, tools,
 //     tool_choice, parallel_tool_calls, logprobs, top_logprobs, echo and n.
 //  4. route.go, Server.routeOf: "model" is a model, "auto" (the plan's default mode)

@@ -3,79 +3,29 @@ package gateway
 import (
 	"context"
 	"errors"
-	"net"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/openai/openai-go"
-	"github.com/openai/openai-go/option"
 
-	"github.com/lmlite/lmlite/configs"
 	"github.com/lmlite/lmlite/engine"
-	"github.com/lmlite/lmlite/engine/genmodel"
-	"github.com/lmlite/lmlite/tenancy"
 )
 
 // The whole path with the real embedded engine: a generated tiny model served by the
 // Block behind the gateway, driven by the official OpenAI SDK.
 func TestSDKWithEmbeddedEngine(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "tiny.gguf")
-	if err := genmodel.Generate(genmodel.Options{Arch: "llama", Preset: "tiny", Type: "q8_0", Seed: 3}, path); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := configs.Parse([]byte(`
+	es := startEngine(t, `
 ledger: {sync: process}
 models:
-  - {id: tiny, path: ` + path + `, max_model_len: 256, prompt_usd_per_1k: 0.001, completion_usd_per_1k: 0.002}
+  - {id: tiny, path: $TINY, max_model_len: 256, prompt_usd_per_1k: 0.001, completion_usd_per_1k: 0.002}
 tiers:
   fast: [{model: tiny, quality: 0.5}]
 plans:
   open: {}
 tenants:
   - {id: acme, plan: open}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.DataDir = dir
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	var mcs []engine.ModelConfig
-	for i := range cfg.Models {
-		mcs = append(mcs, cfg.Models[i].EngineConfig())
-	}
-	block, err := engine.New(engine.Config{Models: mcs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer block.Close()
-	if err := block.Load(context.Background(), "tiny"); err != nil {
-		t.Fatal(err)
-	}
-	store, err := tenancy.Open(filepath.Join(dir, "lmlite.db"), tenancy.Options{Sync: tenancy.SyncProcess})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	key, _, err := store.CreateKey("acme", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := New(mustGatewayConfig(t, cfg), block, tenancy.New(store), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	defer srv.Shutdown(context.Background())
-	client := openai.NewClient(option.WithBaseURL("http://"+ln.Addr().String()+"/v1"), option.WithAPIKey(key), option.WithMaxRetries(0))
+`, engine.Config{})
+	client := es.client
 	ctx := context.Background()
 
 	// Greedy chat, twice: the same answer, full length; the second time the prompt's
@@ -128,7 +78,7 @@ tenants:
 		t.Fatalf("streamed %q in %d chunks, want %q", sb.String(), chunks, first)
 	}
 	// max_tokens over the model's limit is refused naming the field.
-	_, err = client.Completions.New(ctx, openai.CompletionNewParams{
+	_, err := client.Completions.New(ctx, openai.CompletionNewParams{
 		Model:     "tiny",
 		Prompt:    openai.CompletionNewParamsPromptUnion{OfString: openai.String("hi")},
 		MaxTokens: openai.Int(1000),

@@ -6,48 +6,32 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"maps"
 	"math"
-	"net"
-	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/openai/openai-go"
 	"github.com/openai/openai-go/option"
 	"github.com/openai/openai-go/shared"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/lmlite/lmlite/configs"
 	"github.com/lmlite/lmlite/engine"
-	"github.com/lmlite/lmlite/engine/genmodel"
 	"github.com/lmlite/lmlite/tenancy"
 )
 
-// engineServer is a gateway in front of the real embedded engine serving a
-// generated tiny model ("tiny", which also embeds), with the official SDK's client
-// for tenant acme (and pinch, whose budget covers one worst case but not eight).
-type engineServer struct {
-	client openai.Client
-	pinch  openai.Client
-	url    string
-	key    string
-	store  *tenancy.Store
-}
-
+// startEngineServer is a gateway in front of the real embedded engine serving a
+// generated tiny model ("tiny", which also embeds), the client for tenant acme (and
+// pinch, whose budget covers one worst case but not eight).
 func startEngineServer(t *testing.T) *engineServer {
 	t.Helper()
-	dir := t.TempDir()
-	path := filepath.Join(dir, "tiny.gguf")
-	if err := genmodel.Generate(genmodel.Options{Arch: "llama", Preset: "tiny", Type: "q8_0", Seed: 3}, path); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := configs.Parse([]byte(`
+	return startEngine(t, `
 ledger: {sync: process}
 models:
-  - {id: tiny, path: ` + path + `, max_model_len: 2048, max_concurrency: 16, embeddings: true, prompt_usd_per_1k: 0.001, completion_usd_per_1k: 0.002}
+  - {id: tiny, path: $TINY, max_model_len: 2048, max_concurrency: 16, embeddings: true, prompt_usd_per_1k: 0.001, completion_usd_per_1k: 0.002}
 tiers:
   fast: [{model: tiny, quality: 0.5}]
 plans:
@@ -55,55 +39,7 @@ plans:
 tenants:
   - {id: acme, plan: open}
   - {id: pinch, plan: open, overrides: {daily_budget_usd: 0.0008}}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.DataDir = dir
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	var mcs []engine.ModelConfig
-	for i := range cfg.Models {
-		mcs = append(mcs, cfg.Models[i].EngineConfig())
-	}
-	block, err := engine.New(engine.Config{Models: mcs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { block.Close() })
-	if err := block.Load(context.Background(), "tiny"); err != nil {
-		t.Fatal(err)
-	}
-	store, err := tenancy.Open(filepath.Join(dir, "lmlite.db"), tenancy.Options{Sync: tenancy.SyncProcess})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	key, _, err := store.CreateKey("acme", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	pinch, _, err := store.CreateKey("pinch", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := New(mustGatewayConfig(t, cfg), block, tenancy.New(store), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Shutdown(context.Background()) })
-	url := "http://" + ln.Addr().String() + "/v1"
-	return &engineServer{
-		client: openai.NewClient(option.WithBaseURL(url), option.WithAPIKey(key), option.WithMaxRetries(0)),
-		pinch:  openai.NewClient(option.WithBaseURL(url), option.WithAPIKey(pinch), option.WithMaxRetries(0)),
-		url:    url, key: key, store: store,
-	}
+`, engine.Config{})
 }
 
 // collect streams a chat request and returns the SDK's accumulated completion and
@@ -549,11 +485,12 @@ func TestSDKChoices(t *testing.T) {
 	}
 	// The budget: one worst case fits pinch's, eight do not.
 	long := openai.ChatCompletionNewParams{Model: "tiny", Messages: user("hi"), MaxTokens: openai.Int(100), Seed: openai.Int(1)}
-	if _, err := es.pinch.Chat.Completions.New(ctx, long); err != nil {
+	pinch := es.sdk("pinch")
+	if _, err := pinch.Chat.Completions.New(ctx, long); err != nil {
 		t.Fatalf("one choice within the budget: %v", err)
 	}
 	long.N = openai.Int(8)
-	_, err = es.pinch.Chat.Completions.New(ctx, long)
+	_, err = pinch.Chat.Completions.New(ctx, long)
 	var ae *openai.Error
 	if !errors.As(err, &ae) || ae.StatusCode != 429 || ae.Code != "insufficient_quota" {
 		t.Fatalf("eight worst cases over the budget: %v", err)
@@ -753,4 +690,156 @@ func TestSDKCompletionsEcho(t *testing.T) {
 	if err := stream.Err(); err != nil || text.String() != "Once w0 w1 w2 " {
 		t.Errorf("streamed echo %q: %v", text.String(), err)
 	}
+}
+
+// TestSDKCompletionsEchoLogprobs: echo with logprobs on a real model (stories260K)
+// returns the prompt's tokens with their logprobs before the output's, as OpenAI's
+// legacy completions do: the first token's logprob and top_logprobs null, the
+// others the model's distribution at the position before them (TinyStories' model
+// puts " upon" first after "Once"), text offsets within the prompt then from its end;
+// the output's part is the request's without echo. Streamed, the first chunk is the
+// prompt with its logprobs and the whole adds up to the same. Among 15 other
+// requests the logprobs are the same.
+func TestSDKCompletionsEchoLogprobs(t *testing.T) {
+	es := startEngine(t, `
+ledger: {sync: process}
+models:
+  - {id: stories, path: $STORIES, max_model_len: 256, max_concurrency: 16}
+plans:
+  open: {requests_per_second: 1000, burst: 1000, max_concurrency: 100}
+tenants:
+  - {id: acme, plan: open}
+`, engine.Config{})
+	ctx := context.Background()
+	const prompt = "Once upon a time, there was a little girl"
+	p := openai.CompletionNewParams{
+		Model: "stories", Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String(prompt)},
+		MaxTokens: openai.Int(6), Temperature: openai.Float(0), Logprobs: openai.Int(3), Echo: openai.Bool(true),
+	}
+	resp, err := es.client.Completions.New(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := resp.Choices[0]
+	l := c.Logprobs
+	np, nc := int(resp.Usage.PromptTokens), int(resp.Usage.CompletionTokens)
+	raw := c.Logprobs.RawJSON()
+	if !strings.Contains(raw, `"token_logprobs":[null,`) || !strings.Contains(raw, `"top_logprobs":[null,`) {
+		t.Fatalf("the first prompt token's logprobs are not null: %s", raw)
+	}
+	// openai-go's []map[string]float64 cannot hold OpenAI's null first entry (the SDK
+	// leaves TopLogprobs empty): read them from the raw JSON.
+	l.TopLogprobs = topLogprobsOf(t, raw)
+	if !strings.HasPrefix(c.Text, prompt) || nc != 6 || len(l.Tokens) != np+nc || len(l.TokenLogprobs) != np+nc ||
+		len(l.TopLogprobs) != np+nc || len(l.TextOffset) != np+nc {
+		t.Fatalf("text %q, usage %+v, logprobs of %d tokens %+v", c.Text, resp.Usage, len(l.Tokens), l)
+	}
+	upon := false
+	for i := 1; i < np; i++ {
+		lp, top := l.TokenLogprobs[i], l.TopLogprobs[i]
+		if lp > 0 || len(top) == 0 || len(top) > 3 || l.TextOffset[i] < l.TextOffset[i-1] || l.TextOffset[i] > int64(len(prompt)) {
+			t.Fatalf("prompt token %d %q: logprob %v, top %v, offsets %v", i, l.Tokens[i], lp, top, l.TextOffset[:np])
+		}
+		if v, ok := top[l.Tokens[i]]; ok && v != lp {
+			t.Fatalf("prompt token %d %q: logprob %v, in its top %v", i, l.Tokens[i], lp, top)
+		}
+		if strings.TrimSpace(l.Tokens[i]) == "upon" && strings.TrimSpace(l.Tokens[i-1]) == "Once" {
+			upon = top[l.Tokens[i]] == lp && slices.Max(slices.Collect(maps.Values(top))) == lp
+		}
+	}
+	if !upon {
+		t.Errorf("\" upon\" after \"Once\" is not the model's first choice: %q %v", l.Tokens[:np], l.TopLogprobs[:np])
+	}
+	// The output's part is the plain request's logprobs.
+	plain := p
+	plain.Echo = openai.Bool(false)
+	pr, err := es.client.Completions.New(ctx, plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl := pr.Choices[0].Logprobs
+	pl.TopLogprobs = topLogprobsOf(t, pl.RawJSON())
+	if c.Text != prompt+pr.Choices[0].Text || !reflect.DeepEqual(l.Tokens[np:], pl.Tokens) || !reflect.DeepEqual(l.TokenLogprobs[np:], pl.TokenLogprobs) ||
+		!reflect.DeepEqual(l.TopLogprobs[np:], pl.TopLogprobs) {
+		t.Fatalf("the output's logprobs with echo %v %v, without %v %v", l.Tokens[np:], l.TokenLogprobs[np:], pl.Tokens, pl.TokenLogprobs)
+	}
+	for i := range pl.TextOffset {
+		if l.TextOffset[np+i] != pl.TextOffset[i]+int64(len(prompt)) {
+			t.Fatalf("output text offsets with echo %v, without %v", l.TextOffset[np:], pl.TextOffset)
+		}
+	}
+	// Streamed.
+	stream := es.client.Completions.NewStreaming(ctx, p)
+	var st openai.CompletionChoiceLogprobs
+	var text strings.Builder
+	chunks := 0
+	for stream.Next() {
+		for _, ch := range stream.Current().Choices {
+			if chunks == 0 && (ch.Text != prompt || len(ch.Logprobs.Tokens) != np) {
+				t.Fatalf("first chunk %q with %d tokens", ch.Text, len(ch.Logprobs.Tokens))
+			}
+			chunks++
+			text.WriteString(ch.Text)
+			st.Tokens = append(st.Tokens, ch.Logprobs.Tokens...)
+			st.TokenLogprobs = append(st.TokenLogprobs, ch.Logprobs.TokenLogprobs...)
+			st.TopLogprobs = append(st.TopLogprobs, topLogprobsOf(t, ch.Logprobs.RawJSON())...)
+			st.TextOffset = append(st.TextOffset, ch.Logprobs.TextOffset...)
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if text.String() != c.Text || !reflect.DeepEqual(st.Tokens, l.Tokens) || !reflect.DeepEqual(st.TokenLogprobs, l.TokenLogprobs) ||
+		!reflect.DeepEqual(st.TopLogprobs, l.TopLogprobs) || !reflect.DeepEqual(st.TextOffset, l.TextOffset) {
+		t.Fatalf("streamed %q %v %v, whole %q %v %v", text.String(), st.Tokens, st.TokenLogprobs, c.Text, l.Tokens, l.TokenLogprobs)
+	}
+	// Among 15 others, sampled (the same seed), the same bits.
+	p.Temperature, p.Seed = openai.Float(0.8), openai.Int(5)
+	alone, err := es.client.Completions.New(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var among *openai.Completion
+	for i := range 15 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			q := p
+			q.Prompt = openai.CompletionNewParamsPromptUnion{OfString: openai.String(prompt[:10+i*2])}
+			q.Seed, q.Echo = openai.Int(int64(i)), openai.Bool(i%2 == 0)
+			if _, err := es.client.Completions.New(ctx, q); err != nil {
+				t.Error(err)
+			}
+		}()
+		if i == 7 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var err error
+				if among, err = es.client.Completions.New(ctx, p); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if among == nil || among.Choices[0].Text != alone.Choices[0].Text || among.Choices[0].Logprobs.RawJSON() != alone.Choices[0].Logprobs.RawJSON() {
+		t.Fatalf("among others the answer differs")
+	}
+}
+
+// topLogprobsOf is the top_logprobs of a legacy logprobs object's JSON.
+func topLogprobsOf(t *testing.T, raw string) []map[string]float64 {
+	t.Helper()
+	var lp struct {
+		TopLogprobs []map[string]float64 `json:"top_logprobs"`
+	}
+	if raw == "" || raw == "null" {
+		return nil
+	}
+	if err := json.Unmarshal([]byte(raw), &lp); err != nil {
+		t.Fatalf("logprobs %s: %v", raw, err)
+	}
+	return lp.TopLogprobs
 }

@@ -15,6 +15,9 @@ import (
 	"github.com/openai/openai-go/option"
 
 	"github.com/lmlite/lmlite/configs"
+	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/engine/genmodel"
+	"github.com/lmlite/lmlite/internal/testenv"
 	"github.com/lmlite/lmlite/tenancy"
 )
 
@@ -74,14 +77,7 @@ func startServer(t *testing.T, yaml string, eng *fakeEngine) *testServer {
 // the fake one (to add optional abilities such as ModelLoader).
 func startServerWith(t *testing.T, yaml string, eng *fakeEngine, opts Options, wrap func(*fakeEngine) Engine) *testServer {
 	t.Helper()
-	cfg, err := configs.Parse([]byte(yaml))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.DataDir = t.TempDir()
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
+	cfg := parseConfig(t, yaml, t.TempDir())
 	store, err := tenancy.Open(filepath.Join(cfg.DataDir, "lmlite.db"), tenancy.Options{Sync: tenancy.SyncProcess})
 	if err != nil {
 		t.Fatal(err)
@@ -191,4 +187,105 @@ func mustGatewayConfig(t testing.TB, cfg *configs.Config) Config {
 		t.Fatal(err)
 	}
 	return gc
+}
+
+// engineServer is a gateway in front of the real embedded engine: a Block serving
+// the config's models, loaded before it starts, a store with a key for each tenant,
+// and the official SDK's client for the first tenant.
+type engineServer struct {
+	block  *engine.Block
+	store  *tenancy.Store
+	base   string // http://127.0.0.1:PORT
+	url    string // base + "/v1"
+	keys   map[string]string
+	key    string        // the first tenant's
+	client openai.Client // the first tenant's
+}
+
+// startEngine starts a gateway with the real engine for the config yaml, in which
+// $TINY is the path of a generated tiny llama (random weights, seed 3, Q8_0) and
+// $STORIES the shared stories260K. ec gives the Block's clock and logger (its models
+// are the config's).
+func startEngine(t *testing.T, yaml string, ec engine.Config) *engineServer {
+	t.Helper()
+	dir := t.TempDir()
+	if strings.Contains(yaml, "$TINY") {
+		path := filepath.Join(dir, "tiny.gguf")
+		if err := genmodel.Generate(genmodel.Options{Arch: "llama", Preset: "tiny", Type: "q8_0", Seed: 3}, path); err != nil {
+			t.Fatal(err)
+		}
+		yaml = strings.ReplaceAll(yaml, "$TINY", path)
+	}
+	if strings.Contains(yaml, "$STORIES") {
+		yaml = strings.ReplaceAll(yaml, "$STORIES", testenv.SharedFile(t, "models/stories260K.gguf"))
+	}
+	cfg := parseConfig(t, yaml, dir)
+	ec.Models = nil
+	for i := range cfg.Models {
+		ec.Models = append(ec.Models, cfg.Models[i].EngineConfig())
+	}
+	block, err := engine.New(ec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { block.Close() })
+	for _, m := range ec.Models {
+		if err := block.Load(context.Background(), m.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	store, err := tenancy.Open(filepath.Join(dir, "lmlite.db"), tenancy.Options{Sync: tenancy.SyncProcess})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	es := &engineServer{block: block, store: store, keys: map[string]string{}}
+	for _, tn := range cfg.Tenants {
+		if es.keys[tn.ID], _, err = store.CreateKey(tn.ID, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv, err := New(mustGatewayConfig(t, cfg), block, tenancy.New(store), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	es.base = serveLoopback(t, srv)
+	es.url = es.base + "/v1"
+	if len(cfg.Tenants) > 0 {
+		es.key = es.keys[cfg.Tenants[0].ID]
+		es.client = es.sdk(cfg.Tenants[0].ID)
+	}
+	return es
+}
+
+// sdk is the official SDK's client for tenant, retries off.
+func (es *engineServer) sdk(tenant string) openai.Client {
+	return openai.NewClient(option.WithBaseURL(es.url), option.WithAPIKey(es.keys[tenant]), option.WithMaxRetries(0))
+}
+
+// parseConfig parses and validates a configuration with its data directory dir.
+func parseConfig(t testing.TB, yaml, dir string) *configs.Config {
+	t.Helper()
+	cfg, err := configs.Parse([]byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DataDir = dir
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// serveLoopback serves srv on a free loopback port until the test ends and returns
+// its base URL (http://127.0.0.1:PORT).
+func serveLoopback(t testing.TB, srv *Server) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Shutdown(context.Background()) })
+	return "http://" + ln.Addr().String()
 }

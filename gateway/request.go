@@ -378,8 +378,6 @@ func contentText(raw jsontext.Value, field string) (string, *apiError) {
 // unsupported refuses the text-completion parameters the server does not implement.
 func (r *completionRequest) unsupported() *apiError {
 	switch {
-	case r.Echo != nil && *r.Echo && r.Logprobs != nil:
-		return badRequest("echo", "echo with logprobs is not supported by this server: the engine does not compute the prompt's logprobs")
 	case r.BestOf != nil && *r.BestOf != 1:
 		return badRequest("best_of", "best_of is not supported by this server (use n for several choices)")
 	case r.Suffix != nil && *r.Suffix != "":

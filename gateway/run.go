@@ -278,7 +278,7 @@ func (j *job) startEmbedded() ([]*engine.Stream, context.CancelFunc, error) {
 	req := engine.Request{
 		Prompt: j.c.tokens, MaxTokens: j.c.out, Sampling: j.in.sampling, Stop: j.in.stop,
 		Tenant: j.pol.Tenant, Weight: j.pol.Weight, Priority: engine.Interactive, CacheSalt: salt,
-		Grammar: j.c.gram, Logprobs: f.logprobs, TopLogprobs: f.top,
+		Grammar: j.c.gram, Logprobs: f.logprobs, TopLogprobs: f.top, PromptLogprobs: f.echo && f.logprobs,
 		KeepAlive: j.rt.keepAlive,
 	}
 	if j.line != nil {

@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -16,10 +14,7 @@ import (
 	"github.com/openai/openai-go"
 	"github.com/openai/openai-go/option"
 
-	"github.com/lmlite/lmlite/configs"
 	"github.com/lmlite/lmlite/engine"
-	"github.com/lmlite/lmlite/engine/genmodel"
-	"github.com/lmlite/lmlite/tenancy"
 )
 
 // TestScaleToZeroIdlePolicy drives the idle policy through the gateway with the real
@@ -28,63 +23,22 @@ import (
 // model's state, and /healthz and /readyz answering without waking a model (a
 // scaled-to-zero model leaves the server ready).
 func TestScaleToZeroIdlePolicy(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "tiny.gguf")
-	if err := genmodel.Generate(genmodel.Options{Arch: "llama", Preset: "tiny", Type: "q8_0", Seed: 3}, path); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := configs.Parse([]byte(`
-ledger: {sync: process}
-models:
-  - {id: tiny, path: ` + path + `, max_model_len: 128, idle_timeout: 1h}
-plans:
-  open: {}
-tenants:
-  - {id: acme, plan: open}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.DataDir = dir
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
 	var (
 		mu  sync.Mutex
 		now = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
-	block, err := engine.New(engine.Config{Models: []engine.ModelConfig{cfg.Models[0].EngineConfig()}, Clock: clock,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer block.Close()
-	if err := block.Load(context.Background(), "tiny"); err != nil {
-		t.Fatal(err)
-	}
-	store, err := tenancy.Open(filepath.Join(dir, "lmlite.db"), tenancy.Options{Sync: tenancy.SyncProcess})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	key, _, err := store.CreateKey("acme", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := New(mustGatewayConfig(t, cfg), block, tenancy.New(store), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	defer srv.Shutdown(context.Background())
-	base := "http://" + ln.Addr().String()
-	client := openai.NewClient(option.WithBaseURL(base+"/v1"), option.WithAPIKey(key), option.WithMaxRetries(0))
+	es := startEngine(t, `
+ledger: {sync: process}
+models:
+  - {id: tiny, path: $TINY, max_model_len: 128, idle_timeout: 1h}
+plans:
+  open: {}
+tenants:
+  - {id: acme, plan: open}
+`, engine.Config{Clock: clock, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	client, block, base, key := es.client, es.block, es.base, es.key
 
 	chat := func(keepAlive string) {
 		t.Helper()

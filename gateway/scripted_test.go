@@ -18,11 +18,15 @@ import (
 type scriptedEngine struct {
 	*fakeEngine
 	script string
+	syntax toolcall.Syntax // the model's tool-call syntax (ToolSyntax)
 }
 
-func newScriptedEngine(script string) *fakeEngine {
+func newScriptedEngine(script string) *fakeEngine { return newScriptedSyntax(script, toolcall.Hermes) }
+
+// newScriptedSyntax is newScriptedEngine for a model that writes tool calls in syn.
+func newScriptedSyntax(script string, syn toolcall.Syntax) *fakeEngine {
 	f := newFakeEngine()
-	f.features = &scriptedEngine{fakeEngine: f, script: script}
+	f.features = &scriptedEngine{fakeEngine: f, script: script, syntax: syn}
 	return f
 }
 
@@ -63,7 +67,7 @@ func (s *scriptedEngine) CompileSchema([]byte) (*grammar.Grammar, error) {
 func (s *scriptedEngine) ChatTokensTools(model string, msgs []engine.Message, _ []engine.Tool) ([]int32, error) {
 	return s.ChatTokens(model, msgs)
 }
-func (s *scriptedEngine) ToolSyntax(string) (toolcall.Syntax, error) { return toolcall.Hermes, nil }
+func (s *scriptedEngine) ToolSyntax(string) (toolcall.Syntax, error) { return s.syntax, nil }
 func (s *scriptedEngine) ToolGrammar(string, []engine.Tool) (*grammar.Grammar, error) {
 	return grammar.JSONObject(), nil
 }
@@ -139,6 +143,43 @@ func TestParallelToolCalls(t *testing.T) {
 	}
 }
 
+// TestToolCallFamilies: the calls of each family's syntax, as the model's text
+// decodes (control-token markers such as <|python_tag|>, [TOOL_CALLS] and
+// <|tool_call|> decode to nothing), come back as the same OpenAI tool_calls,
+// streamed and not, after the text before them.
+func TestToolCallFamilies(t *testing.T) {
+	const args = `{"city": "Paris", "unit": "c"}`
+	cases := []struct {
+		syn    toolcall.Syntax
+		script string
+	}{
+		{toolcall.Hermes, "Let me look.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": " + args + "}\n</tool_call>\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>"},
+		// Llama 3.1's JSON tool calling: <|python_tag|> (a control token) or none, calls separated by ";".
+		{toolcall.Llama3, `{"name": "get_weather", "parameters": ` + args + `}; {"name": "get_time", "parameters": {}}`},
+		{toolcall.Mistral, `[{"name": "get_weather", "arguments": ` + args + `}, {"name": "get_time", "arguments": {}}]`},
+		{toolcall.Phi4, `[{"name": "get_weather", "arguments": ` + args + `}, {"name": "get_time", "arguments": {}}]`},
+	}
+	for _, c := range cases {
+		t.Run(c.syn.String(), func(t *testing.T) {
+			ts := startServer(t, testConfig, newScriptedSyntax(c.script, c.syn))
+			cl := ts.client("acme")
+			p := openai.ChatCompletionNewParams{Model: "tiny", Messages: user("weather and time?"), Tools: weatherTools()}
+			content := ""
+			if c.syn == toolcall.Hermes {
+				content = "Let me look."
+			}
+			for what, ch := range bothWays(t, cl, p) {
+				m := ch.Message
+				if ch.FinishReason != "tool_calls" || m.Content != content || len(m.ToolCalls) != 2 ||
+					m.ToolCalls[0].Function.Name != "get_weather" || m.ToolCalls[0].Function.Arguments != args ||
+					m.ToolCalls[1].Function.Name != "get_time" || m.ToolCalls[1].Function.Arguments != "{}" {
+					t.Errorf("%s: finish %q, content %q, calls %+v", what, ch.FinishReason, m.Content, m.ToolCalls)
+				}
+			}
+		})
+	}
+}
+
 // TestToolsPlainAnswer: with tools offered (auto), an answer without calls is its
 // text exactly, trailing white space too, streamed and not.
 func TestToolsPlainAnswer(t *testing.T) {
@@ -146,14 +187,20 @@ func TestToolsPlainAnswer(t *testing.T) {
 	ts := startServer(t, testConfig, newScriptedEngine(text))
 	c := ts.client("acme")
 	p := openai.ChatCompletionNewParams{Model: "tiny", Messages: user("weather?"), Tools: weatherTools()}
+	for what, ch := range bothWays(t, c, p) {
+		if ch.Message.Content != text || len(ch.Message.ToolCalls) != 0 || ch.FinishReason != "stop" {
+			t.Errorf("%s: %q, %d calls, finish %q", what, ch.Message.Content, len(ch.Message.ToolCalls), ch.FinishReason)
+		}
+	}
+}
+
+// bothWays asks p streamed and not and returns the first choice of each.
+func bothWays(t *testing.T, c openai.Client, p openai.ChatCompletionNewParams) map[string]openai.ChatCompletionChoice {
+	t.Helper()
 	resp, err := c.Chat.Completions.New(context.Background(), p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	acc, _ := collect(t, c, p)
-	for what, ch := range map[string]openai.ChatCompletionChoice{"not streamed": resp.Choices[0], "streamed": acc.Choices[0]} {
-		if ch.Message.Content != text || len(ch.Message.ToolCalls) != 0 || ch.FinishReason != "stop" {
-			t.Errorf("%s: %q, %d calls, finish %q", what, ch.Message.Content, len(ch.Message.ToolCalls), ch.FinishReason)
-		}
-	}
+	return map[string]openai.ChatCompletionChoice{"not streamed": resp.Choices[0], "streamed": acc.Choices[0]}
 }

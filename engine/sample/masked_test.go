@@ -127,3 +127,71 @@ func TestTopLogprobs(t *testing.T) {
 		}
 	}
 }
+
+// TestGreedyIsTheChain: the greedy shortcut (temperature 0, no penalties) picks what
+// the whole chain picks, over rows with ties, NaN and -Inf, for no mask, full,
+// dense, sparse, empty and short masks.
+func TestGreedyIsTheChain(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for trial := range 2000 {
+		n := 1 + rng.IntN(300)
+		logits := make([]float32, n)
+		for i := range logits {
+			switch r := rng.IntN(20); {
+			case r == 0:
+				logits[i] = float32(math.NaN())
+			case r == 1 || trial%7 == 0:
+				logits[i] = float32(math.Inf(-1))
+			default:
+				logits[i] = float32(rng.IntN(8)) // ties
+			}
+		}
+		var allow []uint64
+		switch trial % 6 {
+		case 1:
+			allow = slices.Repeat([]uint64{^uint64(0)}, (n+63)/64)
+		case 2, 3:
+			allow = make([]uint64, (n+63)/64)
+			for i := range n {
+				if rng.IntN(10) < 2*(trial%6) {
+					allow[i>>6] |= 1 << (i & 63)
+				}
+			}
+		case 4:
+			allow = make([]uint64, (n+63)/64)
+		case 5:
+			allow = []uint64{rng.Uint64()} // shorter than the row
+		}
+		if got, want := greedy(logits, allow), New(Params{}).chain(logits, nil, allow); got != want {
+			t.Fatalf("trial %d: greedy %d, the chain %d (logits %v, allow %x)", trial, got, want, logits, allow)
+		}
+	}
+}
+
+// BenchmarkGreedyMasked is one greedy step over Qwen's vocabulary under a dense and a
+// full mask, the shortcut and the whole chain.
+func BenchmarkGreedyMasked(b *testing.B) {
+	logits := make([]float32, 151669)
+	for i := range logits {
+		logits[i] = float32((i*7919)%1009) / 100
+	}
+	allow := slices.Repeat([]uint64{0xfff0ffff0fffffff}, (len(logits)+63)/64)
+	for _, full := range []bool{false, true} {
+		if full {
+			allow = slices.Repeat([]uint64{^uint64(0)}, len(allow))
+		}
+		b.Run(map[bool]string{false: "dense", true: "full"}[full], func(b *testing.B) {
+			s := New(Params{})
+			b.ReportAllocs()
+			for b.Loop() {
+				s.SampleMasked(logits, nil, allow)
+			}
+		})
+		b.Run(map[bool]string{false: "dense-chain", true: "full-chain"}[full], func(b *testing.B) {
+			s := New(Params{})
+			for b.Loop() {
+				s.chain(logits, nil, allow)
+			}
+		})
+	}
+}

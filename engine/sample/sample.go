@@ -68,10 +68,72 @@ func (s *Sampler) Sample(logits []float32, history []int32) int32 {
 // no token with a finite logit, it returns the lowest allowed id (or -1 if allow is
 // empty).
 func (s *Sampler) SampleMasked(logits []float32, history []int32, allow []uint64) int32 {
-	n := len(logits)
-	if n == 0 {
+	if len(logits) == 0 {
 		return -1
 	}
+	if s.p.Temperature <= 0 && !s.penalizes() {
+		return greedy(logits, allow)
+	}
+	return s.chain(logits, history, allow)
+}
+
+// penalizes reports whether the sampler has a penalty to apply.
+func (s *Sampler) penalizes() bool {
+	rep := s.p.RepeatPenalty
+	return (rep != 0 && rep != 1) || s.p.PresencePenalty != 0 || s.p.FrequencyPenalty != 0
+}
+
+// greedy is the chain's answer at temperature 0 without penalties, without copying
+// the row into candidates: the allowed token (allow nil: any) with the highest
+// logit, NaN counting as -Inf, ties to the lower id; the lowest allowed id when
+// every allowed logit is -Inf; -1 when allow has no token of the row.
+func greedy(logits []float32, allow []uint64) int32 {
+	best, bestL := -1, float32(math.Inf(-1))
+	if allow == nil {
+		for i, l := range logits {
+			if l > bestL || best < 0 { // NaN > x is false: NaN counts as -Inf
+				if l != l {
+					l = float32(math.Inf(-1))
+				}
+				best, bestL = i, l
+			}
+		}
+		return int32(best)
+	}
+	for w, x := range allow {
+		base := w * 64
+		if x == ^uint64(0) && base+64 <= len(logits) {
+			// A word of allowed tokens (most of a free-text grammar state's): scan it.
+			for k, l := range logits[base : base+64] {
+				if l > bestL || best < 0 {
+					if l != l {
+						l = float32(math.Inf(-1))
+					}
+					best, bestL = base+k, l
+				}
+			}
+			continue
+		}
+		for ; x != 0; x &= x - 1 {
+			i := base + bits.TrailingZeros64(x)
+			if i >= len(logits) {
+				return int32(best)
+			}
+			if l := logits[i]; l > bestL || best < 0 {
+				if l != l {
+					l = float32(math.Inf(-1))
+				}
+				best, bestL = i, l
+			}
+		}
+	}
+	return int32(best)
+}
+
+// chain is SampleMasked through the whole chain: penalties, filters, temperature
+// and the draw.
+func (s *Sampler) chain(logits []float32, history []int32, allow []uint64) int32 {
+	n := len(logits)
 	s.n = n
 	if cap(s.cand) < n {
 		s.cand = make([]candidate, n)

@@ -17,7 +17,7 @@ import (
 // change with: go test ./engine/sched -run TestTrace -rewrite
 //
 //	init max-len=256 concurrency=2 timeout=10 step-tokens=64 block-size=16 blocks=32 queue=8 tenant-queue=4
-//	enqueue t=0 id=1 tenant=A prompt=40 max=4 [weight=2] [class=batch]
+//	enqueue t=0 id=1 tenant=A prompt=40 max=4 [weight=2] [class=batch] [chunk=8]
 //	plan t=0        the decision, State unchanged
 //	step t=0        the decision, applied
 //	run t=0 n=10    ten steps at t=0, 1, 2, ... applied
@@ -70,7 +70,7 @@ func TestTrace(t *testing.T) {
 				return fmt.Sprintf("max-len=%d concurrency=%d timeout=%v step-tokens=%d block-size=%d blocks=%d queue=%d tenant-queue=%d",
 					c.MaxModelLen, c.MaxConcurrency, c.BatchTimeout, c.StepTokens, c.BlockSize, c.Blocks, c.MaxQueue, c.MaxTenantQueue)
 			case "enqueue":
-				r := Request{ID: ID(num("id")), Tenant: args["tenant"], Prompt: num("prompt"), MaxTokens: num("max")}
+				r := Request{ID: ID(num("id")), Tenant: args["tenant"], Prompt: num("prompt"), MaxTokens: num("max"), Chunk: num("chunk")}
 				if w, ok := args["weight"]; ok {
 					f, err := strconv.ParseFloat(w, 64)
 					if err != nil {

@@ -108,6 +108,7 @@ type Request struct {
 	Class     Class
 	Prompt    int // prompt tokens (> 0)
 	MaxTokens int // output tokens at most; 0: up to MaxModelLen
+	Chunk     int // tokens of this request computed in one step at most; 0: no limit but the step's
 }
 
 // Seq is a sequence as the State sees it: a waiting request or a running sequence.
@@ -228,8 +229,8 @@ func (s *State) Enqueue(now time.Time, r Request) error {
 	if _, dup := s.seqs[r.ID]; dup {
 		return fmt.Errorf("%w: %d", ErrDuplicate, r.ID)
 	}
-	if r.Prompt <= 0 || r.MaxTokens < 0 {
-		return fmt.Errorf("%w: prompt %d tokens, max tokens %d", ErrInvalid, r.Prompt, r.MaxTokens)
+	if r.Prompt <= 0 || r.MaxTokens < 0 || r.Chunk < 0 {
+		return fmt.Errorf("%w: prompt %d tokens, max tokens %d, chunk %d", ErrInvalid, r.Prompt, r.MaxTokens, r.Chunk)
 	}
 	if r.Prompt+r.MaxTokens > s.cfg.MaxModelLen || r.Prompt >= s.cfg.MaxModelLen {
 		return &LimitError{Kind: ErrTooLong, Detail: fmt.Sprintf("prompt %d + max tokens %d > max model len %d", r.Prompt, r.MaxTokens, s.cfg.MaxModelLen)}
@@ -401,7 +402,7 @@ func (s *State) Plan(now time.Time, cached Cached) Step {
 		if budget <= 0 {
 			continue
 		}
-		n := min(q.Len-q.Computed, budget)
+		n := q.chunkOf(q.Len-q.Computed, budget)
 		for n > 0 && used-blocksFor(q.Computed, bs)+blocksFor(q.Computed+n, bs) > s.cfg.Blocks {
 			// Cut the chunk back to the blocks there are (whole blocks).
 			n = (blocksFor(q.Computed+n, bs)-1)*bs - q.Computed
@@ -440,7 +441,7 @@ func (s *State) Plan(now time.Time, cached Cached) Step {
 		if cached != nil {
 			start = min(max(cached(q.ID), 0), q.Len-1)
 		}
-		n := min(q.Len-start, budget)
+		n := q.chunkOf(q.Len-start, budget)
 		st.Join = append(st.Join, q.ID)
 		st.Work = append(st.Work, s.chunk(q, start, n))
 		budget -= n
@@ -448,6 +449,15 @@ func (s *State) Plan(now time.Time, cached Cached) Step {
 		taken[t]++
 	}
 	return st
+}
+
+// chunkOf is how many of left tokens q computes in a step with budget tokens left.
+func (q *Seq) chunkOf(left, budget int) int {
+	n := min(left, budget)
+	if q.Chunk > 0 {
+		n = min(n, q.Chunk)
+	}
+	return n
 }
 
 // reserve is the blocks a running sequence needs to finish its prefill and take one

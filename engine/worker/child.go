@@ -184,7 +184,7 @@ func Serve(conn net.Conn, b Backend, beat time.Duration) error {
 				// them on the same queue.
 				var buf []byte
 				st.Forward(func(t engine.Token) {
-					if t.Piece != "" || t.Logprob != 0 || t.TopLogprobs != nil {
+					if t.Piece != "" || t.Logprob != 0 || t.TopLogprobs != nil || t.Prompt {
 						if b, err := json.Marshal(t); err == nil {
 							w.queue(fTokenJSON, id, b)
 						}

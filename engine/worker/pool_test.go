@@ -101,8 +101,9 @@ func TestWorkersSameBitsAsInProcess(t *testing.T) {
 	if err := inproc.same(run(p, "m", req)); err != nil {
 		t.Fatalf("worker alone: %v", err)
 	}
-	// A constrained request with logprobs: the grammar crosses in its compiled form,
-	// the tokens' logprobs and top lists come back whole.
+	// A constrained request with logprobs and the prompt's: the grammar crosses in
+	// its compiled form, the tokens' logprobs and top lists come back whole, the
+	// prompt's tokens first (the first without a logprob) marked as such.
 	schema := []byte(`{"type":"object","properties":{"name":{"type":"string","maxLength":12},"n":{"type":"integer"}},"required":["name","n"],"additionalProperties":false}`)
 	gb, err := b.CompileSchema(schema)
 	if err != nil {
@@ -112,7 +113,7 @@ func TestWorkersSameBitsAsInProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	creq := engine.Request{Prompt: want, MaxTokens: 60, Logprobs: true, TopLogprobs: 3, Sampling: engine.Sampling{Temperature: 0.7, Seed: 99}}
+	creq := engine.Request{Prompt: want, MaxTokens: 60, Logprobs: true, TopLogprobs: 3, PromptLogprobs: true, Sampling: engine.Sampling{Temperature: 0.7, Seed: 99}}
 	cb, cp := creq, creq
 	cb.Grammar, cp.Grammar = gb, gp
 	full := func(g generator, req engine.Request) (string, string) {
@@ -133,7 +134,8 @@ func TestWorkersSameBitsAsInProcess(t *testing.T) {
 	}
 	tb, textB := full(b, cb)
 	tp, textP := full(p, cp)
-	if tb != tp || !strings.HasPrefix(textB, "{") || !strings.Contains(tb, "TopLogprobs:[]engine.TopLogprob{engine.TopLogprob{") {
+	if tb != tp || !strings.Contains(textB, "{") || !strings.Contains(tb, "TopLogprobs:[]engine.TopLogprob{engine.TopLogprob{") ||
+		strings.Count(tb, "Prompt:true") != len(want) {
 		t.Fatalf("constrained with logprobs: worker %s\nin process %s\n(texts %q %q)", tp, tb, textP, textB)
 	}
 
