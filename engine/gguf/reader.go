@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"time"
 )
 
 // Magic is the first four bytes of every GGUF file.
@@ -63,7 +64,16 @@ type File struct {
 	unmap   func() error
 	kvIndex map[string]int
 	tIndex  map[string]int
+	stat    fileStamp // of the file Open mapped, for Remap
 }
+
+// fileStamp is what says a file on disk is still the one that was parsed.
+type fileStamp struct {
+	size  int64
+	mtime time.Time
+}
+
+func (s fileStamp) same(o fileStamp) bool { return s.size == o.size && s.mtime.Equal(o.mtime) }
 
 // Open memory-maps the file read-only and parses it.
 func Open(path string) (*File, error) {
@@ -91,8 +101,39 @@ func Open(path string) (*File, error) {
 		unmap()
 		return nil, fmt.Errorf("%w (file %s)", err, path)
 	}
-	f.unmap = unmap
+	f.unmap, f.stat = unmap, fileStamp{st.Size(), st.ModTime()}
 	return f, nil
+}
+
+// Remap maps the file at path again, sharing f's parsed metadata and tensor table
+// instead of parsing the header again (a model's vocabulary alone is tens of
+// thousands of strings): a reload after an unload costs a stat and an mmap. f is a
+// File from Open, mapped or closed; it stays as it was. When the file at path is not
+// the one f was parsed from (another size or modification time), or f did not come
+// from Open, the file is opened and parsed anew.
+func (f *File) Remap(path string) (*File, error) {
+	if f.stat == (fileStamp{}) {
+		return Open(path)
+	}
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("gguf: %w", err)
+	}
+	defer fh.Close()
+	st, err := fh.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("gguf: %w", err)
+	}
+	if st.IsDir() || !f.stat.same(fileStamp{st.Size(), st.ModTime()}) {
+		return Open(path)
+	}
+	data, unmap, err := mapFile(fh, st.Size())
+	if err != nil {
+		return nil, fmt.Errorf("gguf: mapping %s: %w", path, err)
+	}
+	g := *f
+	g.data, g.unmap = data, unmap
+	return &g, nil
 }
 
 // Close releases the mapping. The File and the tensor data it handed out must not be
