@@ -24,6 +24,7 @@ type coldResult struct {
 	ComebackMs float64       `json:"comeback_ms"`             // cold - warm
 	LoadMs     float64       `json:"load_ms"`                 // median of the engine's own load time (ModelStatus.ColdStart)
 	FileMiB    float64       `json:"file_mib"`
+	DropCache  bool          `json:"drop_cache,omitempty"` // the file was dropped from the page cache before each comeback
 	Warm       coldBreakdown `json:"warm"`
 	Cold       coldBreakdown `json:"unloaded"`
 }
@@ -32,8 +33,11 @@ type coldResult struct {
 // prompt with the model loaded (warm) and right after an unload (cold: the model was
 // scaled to zero and comes back on this request), alternating ABAB for reps pairs,
 // and reports the medians. The file is read once first, so the page cache holds it:
-// this is the comeback's own cost, not the disk's.
-func benchColdStart(stdout io.Writer, path string, threads, prompt, reps int, asJSON bool) error {
+// this is the comeback's own cost, not the disk's (unless dropCache).
+//
+// With dropCache the file is dropped from the page cache after each unload, so that
+// the comeback reads the weights from the disk: the cold-page-cache time, disk-bound.
+func benchColdStart(stdout io.Writer, path string, threads, prompt, reps int, dropCache, asJSON bool) error {
 	phases := newPhaseLog(quietLogger().Handler())
 	b, err := engine.New(engine.Config{Logger: slog.New(phases), Models: []engine.ModelConfig{{
 		ID: "m", Path: path, IdleTimeout: -1, DisablePrefixCache: true,
@@ -80,6 +84,11 @@ func benchColdStart(stdout io.Writer, path string, threads, prompt, reps int, as
 		if err := b.Unload("m"); err != nil {
 			return err
 		}
+		if dropCache {
+			if err := dropFromPageCache(path); err != nil {
+				return err
+			}
+		}
 		c, err := first()
 		if err != nil {
 			return err
@@ -90,9 +99,10 @@ func benchColdStart(stdout io.Writer, path string, threads, prompt, reps int, as
 	}
 	st := b.Models()[0]
 	res := coldResult{Model: filepath.Base(path), Threads: threads, Prompt: prompt, Reps: reps,
-		WarmMs: medianOf(warm, func(s coldSample) float64 { return ms(s.ttft) }),
-		ColdMs: medianOf(cold, func(s coldSample) float64 { return ms(s.ttft) }),
-		LoadMs: medianOf(cold, func(s coldSample) float64 { return ms(s.load) })}
+		DropCache: dropCache,
+		WarmMs:    medianOf(warm, func(s coldSample) float64 { return ms(s.ttft) }),
+		ColdMs:    medianOf(cold, func(s coldSample) float64 { return ms(s.ttft) }),
+		LoadMs:    medianOf(cold, func(s coldSample) float64 { return ms(s.load) })}
 	res.ComebackMs = res.ColdMs - res.WarmMs
 	res.Warm, res.Cold = breakdown(warm), breakdown(cold)
 	if st.Loads < uint64(reps+1) {
@@ -104,7 +114,10 @@ func benchColdStart(stdout io.Writer, path string, threads, prompt, reps int, as
 	if asJSON {
 		return json.NewEncoder(stdout).Encode(res)
 	}
-	fmt.Fprintf(stdout, "%s, %d threads, %d-token prompt, %d ABAB pairs (medians)\n", res.Model, threads, prompt, reps)
+	fmt.Fprintf(stdout, "%s (%.0f MiB), %d threads, %d-token prompt, %d ABAB pairs (medians)\n", res.Model, res.FileMiB, threads, prompt, reps)
+	if dropCache {
+		fmt.Fprintf(stdout, "the file was dropped from the page cache before each comeback: it is read from the disk\n")
+	}
 	fmt.Fprintf(stdout, "first token, warm:                 %8.1f ms\n", res.WarmMs)
 	fmt.Fprintf(stdout, "first token, after an idle unload: %8.1f ms (load %.1f ms)\n", res.ColdMs, res.LoadMs)
 	fmt.Fprintf(stdout, "comeback:                          %8.1f ms\n", res.ComebackMs)

@@ -1,0 +1,9 @@
+//go:build !linux
+
+package main
+
+import "errors"
+
+func dropFromPageCache(string) error {
+	return errors.New("dropping a file from the page cache needs Linux (posix_fadvise)")
+}
