@@ -493,3 +493,39 @@ func TestRemap(t *testing.T) {
 	}
 	h.Close()
 }
+
+// TestHeader: a header leaves out the metadata under the given prefixes and the
+// mapping, keeps the rest, and maps the file again with Remap.
+func TestHeader(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m.gguf")
+	if err := sample().WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := slices.Clone(f.TensorData(&f.Tensors[1]))
+	h := f.Header("str", "nested")
+	f.Close()
+	if h.Size() != 0 || len(h.KV) != len(f.KV)-3 {
+		t.Errorf("header: size %d, %d keys (want 0 and %d)", h.Size(), len(h.KV), len(f.KV)-3)
+	}
+	g, err := h.Remap(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	for key, kept := range map[string]bool{"str": false, "strs": false, "nested": false, "u8": true, "general.architecture": true, "empty": true} {
+		if _, ok := g.Get(key); ok != kept {
+			t.Errorf("remapped header: key %q present %v, want %v", key, ok, kept)
+		}
+	}
+	if v, _ := g.GetUint("u8"); v != 200 {
+		t.Errorf("u8 = %d", v)
+	}
+	ti, ok := g.Tensor("b")
+	if !ok || !bytes.Equal(g.TensorData(ti), want) {
+		t.Errorf("remapped tensor b differs (found %v)", ok)
+	}
+}
