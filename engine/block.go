@@ -103,6 +103,7 @@ type instance struct {
 	rc       runnerConfig
 	kvSize   int64 // KV pool bytes per replica
 	fileSize int64
+	hdr      *gguf.File // the file's parsed header but its vocabulary (tok has it): each load maps the file again with it (Remap)
 	stats    runnerStats
 	vocab    vocabInfo     // the vocabulary as bytes, built on first use (constrain.go)
 	pool     model.Pooling // how Embed pools, PoolNone when the model does not embed (embed.go)
@@ -258,7 +259,7 @@ func newInstance(b *Block, mc ModelConfig, log *slog.Logger) (*instance, error) 
 	}
 	rc := runnerConfig{kv: kc, noCache: mc.DisablePrefixCache, sched: sched.Config{MaxModelLen: mc.MaxModelLen, MaxConcurrency: mc.MaxModelConcurrency,
 		BatchTimeout: mc.BatchExecuteTimeout, MaxQueue: 1 << 30}} // the model's MaxQueue, checked by Generate, is the only queue limit
-	return &instance{b: b, cfg: mc, log: log.With("model", mc.ID), tok: tok, tmpl: tmpl, rc: rc, kvSize: kc.Bytes(), fileSize: f.Size(), state: StateUnloaded,
+	return &instance{b: b, cfg: mc, log: log.With("model", mc.ID), tok: tok, tmpl: tmpl, rc: rc, kvSize: kc.Bytes(), fileSize: f.Size(), hdr: f.Header("tokenizer."), state: StateUnloaded,
 		pool: poolingOf(f, mc), dim: cfg.Dim}, nil
 }
 

@@ -62,18 +62,20 @@
 //
 // # Cold start
 //
-// A reload is cheap on purpose: the file is mapped without being touched (pages fault
-// in as the first forward pass reads them, from the page cache), the KV pool is an
-// anonymous mapping whose pages are zeroed by the system when a block is first
-// written (kvcache/arena.go: nothing to allocate or clear up front), the tokenizer
-// and chat template stay in memory across unloads, and only the first load runs a
-// warm-up pass: a reload is for a request that waits, and that request is the
+// A reload is cheap on purpose: the file is mapped again with the GGUF header parsed
+// at New (gguf.File.Remap: no parsing; the header is kept without its vocabulary)
+// and without being touched (pages fault in as the first forward pass reads them,
+// from the page cache, 2 MiB at a time when the file was read in through the
+// mapping, which asks for huge pages), the KV pool is an anonymous mapping whose
+// pages are zeroed by the system when a block is first written (kvcache/arena.go:
+// nothing to allocate or clear up front), the tokenizer and chat template stay in
+// memory across unloads, and only the first load runs a warm-up pass: a reload is for a request that waits, and that request is the
 // warm-up. Ready stays true through a reload. A burst to an unloaded model makes one
 // load (the requests wait on the same attempt); the requests waiting for it count
 // against the model's MaxQueue like requests in flight on a loaded model, so a
 // burst the loaded model would accept is accepted while it loads
 // (TestBurstOnUnloadedModelLoadsOnce). lmlite bench --cold-start measures the
-// comeback. Loaded models heartbeat their leases (a lost lease is acquired again);
+// comeback and prints where it went (docs/PERFORMANCE.md, "Cold start"). Loaded models heartbeat their leases (a lost lease is acquired again);
 // GC expires the leases of holders that stopped.
 //
 // # Lifecycle

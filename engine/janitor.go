@@ -372,20 +372,23 @@ func (b *Block) heartbeat(now time.Time) {
 
 func (in *instance) open(warmUp bool) (*gguf.File, *model.Model, []*runner, error) {
 	t0 := time.Now()
-	var tMap, tKV, tWarm time.Duration
+	var tMap, tModel, tKV, tWarm time.Duration
 	defer func() {
-		in.log.Debug("load phases", "map_ms", ms(tMap), "kv_ms", ms(tKV), "warm_up_ms", ms(tWarm), "total_ms", ms(time.Since(t0)))
+		in.log.Debug("load phases", "map_ms", ms(tMap), "model_ms", ms(tModel), "kv_ms", ms(tKV), "warm_up_ms", ms(tWarm), "total_ms", ms(time.Since(t0)))
 	}()
-	f, err := gguf.Open(in.cfg.Path)
+	// The header was parsed by New (the tokenizer and the template came from it);
+	// a load maps the file again without parsing it, unless the file has changed.
+	f, err := in.hdr.Remap(in.cfg.Path)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("engine: model %s: %w", in.cfg.ID, err)
 	}
+	tMap = time.Since(t0)
 	m, err := model.Load(f)
 	if err != nil {
 		f.Close()
 		return nil, nil, nil, fmt.Errorf("engine: model %s: %w", in.cfg.ID, err)
 	}
-	tMap = time.Since(t0)
+	tModel = time.Since(t0) - tMap
 	warm := max(in.tok.BOS(), 0)
 	var reps []*runner
 	fail := func(err error) (*gguf.File, *model.Model, []*runner, error) {

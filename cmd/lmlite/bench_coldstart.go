@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
@@ -14,24 +15,31 @@ import (
 
 // coldResult is one line of `lmlite bench --cold-start`.
 type coldResult struct {
-	Model      string  `json:"model"`
-	Threads    int     `json:"threads"`
-	Prompt     int     `json:"prompt"`
-	Reps       int     `json:"reps"`
-	WarmMs     float64 `json:"first_token_warm_ms"`     // median, model loaded
-	ColdMs     float64 `json:"first_token_unloaded_ms"` // median, right after an idle unload
-	ComebackMs float64 `json:"comeback_ms"`             // cold - warm
-	LoadMs     float64 `json:"load_ms"`                 // median of the engine's own load time (ModelStatus.ColdStart)
-	FileMiB    float64 `json:"file_mib"`
+	Model      string        `json:"model"`
+	Threads    int           `json:"threads"`
+	Prompt     int           `json:"prompt"`
+	Reps       int           `json:"reps"`
+	WarmMs     float64       `json:"first_token_warm_ms"`     // median, model loaded
+	ColdMs     float64       `json:"first_token_unloaded_ms"` // median, right after an idle unload
+	ComebackMs float64       `json:"comeback_ms"`             // cold - warm
+	LoadMs     float64       `json:"load_ms"`                 // median of the engine's own load time (ModelStatus.ColdStart)
+	FileMiB    float64       `json:"file_mib"`
+	DropCache  bool          `json:"drop_cache,omitempty"` // the file was dropped from the page cache before each comeback
+	Warm       coldBreakdown `json:"warm"`
+	Cold       coldBreakdown `json:"unloaded"`
 }
 
 // benchColdStart measures the time from Generate to the first token of a short
 // prompt with the model loaded (warm) and right after an unload (cold: the model was
 // scaled to zero and comes back on this request), alternating ABAB for reps pairs,
 // and reports the medians. The file is read once first, so the page cache holds it:
-// this is the comeback's own cost, not the disk's.
-func benchColdStart(stdout io.Writer, path string, threads, prompt, reps int, asJSON bool) error {
-	b, err := engine.New(engine.Config{Logger: quietLogger(), Models: []engine.ModelConfig{{
+// this is the comeback's own cost, not the disk's (unless dropCache).
+//
+// With dropCache the file is dropped from the page cache after each unload, so that
+// the comeback reads the weights from the disk: the cold-page-cache time, disk-bound.
+func benchColdStart(stdout io.Writer, path string, threads, prompt, reps int, dropCache, asJSON bool) error {
+	phases := newPhaseLog(quietLogger().Handler())
+	b, err := engine.New(engine.Config{Logger: slog.New(phases), Models: []engine.ModelConfig{{
 		ID: "m", Path: path, IdleTimeout: -1, DisablePrefixCache: true,
 	}}})
 	if err != nil {
@@ -46,12 +54,13 @@ func benchColdStart(stdout io.Writer, path string, threads, prompt, reps int, as
 		return err
 	}
 	seed := uint32(99)
-	first := func() (time.Duration, error) {
+	first := func() (coldSample, error) {
 		p := lcgTokens(&seed, prompt, tok.VocabSize())
+		r0 := getRusage()
 		start := time.Now()
 		s, err := b.Generate(context.Background(), "m", engine.Request{Prompt: p, MaxTokens: 1})
 		if err != nil {
-			return 0, err
+			return coldSample{}, err
 		}
 		var d time.Duration
 		for t := range s.Tokens {
@@ -59,32 +68,43 @@ func benchColdStart(stdout io.Writer, path string, threads, prompt, reps int, as
 				d = time.Since(start)
 			}
 		}
-		_, err = s.Wait(context.Background())
-		return d, err
+		u, err := s.Wait(context.Background())
+		return coldSample{ttft: d, u: u, ru: getRusage().sub(r0)}, err
 	}
 	if _, err := first(); err != nil { // a first request: the kernels' and the pages' first touch
 		return err
 	}
-	var warm, cold, load []float64
+	var warm, cold []coldSample
 	for range reps {
-		d, err := first()
+		w, err := first()
 		if err != nil {
 			return err
 		}
-		warm = append(warm, ms(d))
+		warm = append(warm, w)
 		if err := b.Unload("m"); err != nil {
 			return err
 		}
-		if d, err = first(); err != nil {
+		if dropCache {
+			if err := dropFromPageCache(path); err != nil {
+				return err
+			}
+		}
+		c, err := first()
+		if err != nil {
 			return err
 		}
-		cold = append(cold, ms(d))
-		load = append(load, ms(b.Models()[0].ColdStart))
+		c.load = b.Models()[0].ColdStart
+		c.phases = phases.last()
+		cold = append(cold, c)
 	}
 	st := b.Models()[0]
 	res := coldResult{Model: filepath.Base(path), Threads: threads, Prompt: prompt, Reps: reps,
-		WarmMs: median(warm), ColdMs: median(cold), LoadMs: median(load)}
+		DropCache: dropCache,
+		WarmMs:    medianOf(warm, func(s coldSample) float64 { return ms(s.ttft) }),
+		ColdMs:    medianOf(cold, func(s coldSample) float64 { return ms(s.ttft) }),
+		LoadMs:    medianOf(cold, func(s coldSample) float64 { return ms(s.load) })}
 	res.ComebackMs = res.ColdMs - res.WarmMs
+	res.Warm, res.Cold = breakdown(warm), breakdown(cold)
 	if st.Loads < uint64(reps+1) {
 		return fmt.Errorf("the model loaded %d times for %d unloads", st.Loads, reps)
 	}
@@ -94,10 +114,27 @@ func benchColdStart(stdout io.Writer, path string, threads, prompt, reps int, as
 	if asJSON {
 		return json.NewEncoder(stdout).Encode(res)
 	}
-	fmt.Fprintf(stdout, "%s, %d threads, %d-token prompt, %d ABAB pairs (medians)\n", res.Model, threads, prompt, reps)
+	fmt.Fprintf(stdout, "%s (%.0f MiB), %d threads, %d-token prompt, %d ABAB pairs (medians)\n", res.Model, res.FileMiB, threads, prompt, reps)
+	if dropCache {
+		fmt.Fprintf(stdout, "the file was dropped from the page cache before each comeback: it is read from the disk\n")
+	}
 	fmt.Fprintf(stdout, "first token, warm:                 %8.1f ms\n", res.WarmMs)
 	fmt.Fprintf(stdout, "first token, after an idle unload: %8.1f ms (load %.1f ms)\n", res.ColdMs, res.LoadMs)
 	fmt.Fprintf(stdout, "comeback:                          %8.1f ms\n", res.ComebackMs)
+	fmt.Fprintf(stdout, "where the time went (medians):     %10s %10s\n", "warm", "unloaded")
+	row := func(name, unit string, w, c float64) {
+		fmt.Fprintf(stdout, "  %-32s %10.1f %10.1f %s\n", name, w, c, unit)
+	}
+	row("waiting for the load", "ms", res.Warm.AwaitMs, res.Cold.AwaitMs)
+	for _, k := range res.Cold.PhaseKeys {
+		row("  load phase "+k, "ms", 0, res.Cold.Phases[k])
+	}
+	row("queue (incl. the load)", "ms", res.Warm.QueueMs, res.Cold.QueueMs)
+	row("first forward pass", "ms", res.Warm.ForwardMs, res.Cold.ForwardMs)
+	row("CPU user", "ms", res.Warm.UserMs, res.Cold.UserMs)
+	row("CPU system", "ms", res.Warm.SysMs, res.Cold.SysMs)
+	row("minor page faults", "k", res.Warm.MinFltK, res.Cold.MinFltK)
+	row("major page faults", "", res.Warm.MajFlt, res.Cold.MajFlt)
 	return nil
 }
 

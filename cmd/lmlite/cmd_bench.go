@@ -79,6 +79,7 @@ func cmdBench(args []string, stdout io.Writer) error {
 	engineMode := fs.String("engine", "", "inprocess|workers: measure TTFT and aggregate tg through that engine mode's Block API instead (the worker hop's overhead)")
 	coldStart := fs.Bool("cold-start", false, "measure the first token after an idle unload against warm instead (ABAB, --reps pairs, --prompt tokens)")
 	coldPrefix := fs.Int("cold-prefix", 0, "with --cold-start, N: measure instead the time to first token of an N-token cached prefix (+ --gen new tokens) hot and after an unload with kv_warm_file")
+	dropCache := fs.Bool("drop-cache", false, "with --cold-start: drop the model file from the page cache before each comeback (posix_fadvise DONTNEED), so that it is read from the disk")
 	grammarFlag := fs.String("grammar", "", "constrain generation: json (any JSON object) or a JSON Schema file; reports the masks' share of the decode time")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -106,7 +107,7 @@ func cmdBench(args []string, stdout io.Writer) error {
 		if *coldPrefix > 0 {
 			return benchColdPrefix(stdout, *path, *threads, *coldPrefix, *nGen, *reps, *asJSON)
 		}
-		return benchColdStart(stdout, *path, *threads, *nPrompt, *reps, *asJSON)
+		return benchColdStart(stdout, *path, *threads, *nPrompt, *reps, *dropCache, *asJSON)
 	}
 	if *prefixCache != "" || *chatTurns > 0 {
 		runtime.GOMAXPROCS(*threads)

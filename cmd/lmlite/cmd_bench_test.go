@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"path/filepath"
+	"runtime"
 	"testing"
 
 	"github.com/lmlite/lmlite/engine/genmodel"
@@ -37,6 +40,45 @@ func TestBenchNamesSlowPath(t *testing.T) {
 		}
 		if len(got) != len(want) || got["TQ2_0"] != want["TQ2_0"] {
 			t.Errorf("%s: slow path %v, want %v", c.typ, got, want)
+		}
+	}
+}
+
+// TestBenchColdStartBreakdown: bench --cold-start --json on a generated tiny model
+// reports, for the requests after an unload, the wait for the load and the engine's
+// load phases (caught from its debug log), and for the warm requests no wait and no
+// load phases; --drop-cache runs the same with the file dropped from the page cache.
+func TestBenchColdStartBreakdown(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tiny.gguf")
+	if err := genmodel.Generate(genmodel.Options{Arch: "llama", Preset: "tiny", Type: "q8_0", Seed: 1}, path); err != nil {
+		t.Fatal(err)
+	}
+	for _, drop := range []bool{false, true} {
+		if drop && runtime.GOOS != "linux" {
+			continue
+		}
+		var out bytes.Buffer
+		if err := benchColdStart(&out, path, 1, 4, 2, drop, true); err != nil {
+			t.Fatal(err)
+		}
+		var res coldResult
+		if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+			t.Fatalf("%v: %s", err, out.String())
+		}
+		c, w := res.Cold, res.Warm
+		if c.AwaitMs <= 0 || c.QueueMs < c.AwaitMs || c.ForwardMs <= 0 || res.DropCache != drop {
+			t.Errorf("drop %v: after an unload: await %.3f, queue %.3f, forward %.3f ms (drop_cache %v)", drop, c.AwaitMs, c.QueueMs, c.ForwardMs, res.DropCache)
+		}
+		for _, k := range []string{"map_ms", "model_ms", "kv_ms", "total_ms"} {
+			if _, ok := c.Phases[k]; !ok {
+				t.Errorf("drop %v: load phase %s missing: %v", drop, k, c.Phases)
+			}
+		}
+		if c.Phases["total_ms"] < c.Phases["map_ms"]+c.Phases["model_ms"] {
+			t.Errorf("drop %v: load phases do not add up: %v", drop, c.Phases)
+		}
+		if w.AwaitMs != 0 || w.Phases != nil || w.ForwardMs <= 0 {
+			t.Errorf("drop %v: warm: await %.3f ms, phases %v, forward %.3f ms", drop, w.AwaitMs, w.Phases, w.ForwardMs)
 		}
 	}
 }

@@ -26,6 +26,11 @@ func init() {
 		if out == "" {
 			return fmt.Errorf("--out is required")
 		}
-		return genmodel.Generate(o, out)
+		if err := genmodel.Generate(o, out); err != nil {
+			return err
+		}
+		// Out of the page cache, so that the first load reads it in in 2 MiB folios
+		// (as the writes cached it, every reload would fault it in a few pages at a time).
+		return settleOutOfCache(out)
 	})
 }

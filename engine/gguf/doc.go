@@ -5,7 +5,11 @@
 // type, arrays nested to any reasonable depth), tensor infos, general.alignment and
 // the data offset. Tensor data is never copied: TensorData returns a slice of the
 // mapping, so loading is near-instant, replicas and processes share the pages, and
-// Close gives them back.
+// Close gives them back. On Linux the mapping asks for transparent huge pages
+// (MADV_HUGEPAGE): a file read into the page cache through it is cached in 2 MiB
+// folios, which later mappings fault in 2 MiB at a time. Remap maps a closed File's
+// file again without parsing the header (a model's reload after an idle unload),
+// unless the file's size or modification time has changed.
 //
 // Files are untrusted input. Every count, length, size and offset is checked against
 // what the rest of the file could hold before anything is allocated for it, and every

@@ -8,8 +8,10 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/lmlite/lmlite/internal/testenv"
@@ -408,4 +410,122 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("re-encoded file differs")
 		}
 	})
+}
+
+// TestRemap: a File closed after Open maps its file again without parsing it (the
+// metadata and the tensor table are the same values, the tensor bytes are the file's),
+// and a file that has changed since (another size, or the same size written at
+// another time) is parsed anew.
+func TestRemap(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m.gguf")
+	if err := sample().WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := slices.Clone(f.TensorData(&f.Tensors[0]))
+	f.Close()
+
+	g, err := f.Remap(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if &g.KV[0] != &f.KV[0] || &g.Tensors[0] != &f.Tensors[0] {
+		t.Error("Remap parsed the header again; it should share the closed File's")
+	}
+	if got := g.TensorData(&g.Tensors[0]); !bytes.Equal(got, want) || g.Size() == 0 {
+		t.Errorf("remapped tensor a = %v, want %v (size %d)", got, want, g.Size())
+	}
+	if f.Size() != 0 {
+		t.Error("Remap changed the closed File")
+	}
+	g.Close()
+
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameLen := strings.Repeat("x", len("héllo ▁ wörld"))
+	for _, c := range []struct {
+		name  string
+		str   string
+		mtime time.Time
+	}{
+		{"another size, the same time", strings.Repeat("changed ", 20), st.ModTime()},
+		{"the same size, another time", sameLen, st.ModTime().Add(time.Hour)},
+	} {
+		w := sample()
+		w.AddKV("str", String(c.str))
+		if err := w.WriteFile(path); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(path, c.mtime, c.mtime); err != nil {
+			t.Fatal(err)
+		}
+		if c.str == sameLen {
+			if fi, _ := os.Stat(path); fi.Size() != st.Size() {
+				t.Fatalf("%s: the file has %d bytes, want %d", c.name, fi.Size(), st.Size())
+			}
+		}
+		h, err := f.Remap(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s, _ := h.GetString("str"); s != c.str || &h.KV[0] == &f.KV[0] {
+			t.Errorf("%s: str = %q, want the new file's %q (header parsed again)", c.name, s, c.str)
+		}
+		h.Close()
+	}
+
+	// A File from Parse has no file to compare with: Remap opens the path.
+	p, err := Parse(encode(t, sample()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := p.Remap(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := h.GetString("str"); s != sameLen {
+		t.Errorf("Remap of a parsed File: str = %q, want the file's", s)
+	}
+	h.Close()
+}
+
+// TestHeader: a header leaves out the metadata under the given prefixes and the
+// mapping, keeps the rest, and maps the file again with Remap.
+func TestHeader(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m.gguf")
+	if err := sample().WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := slices.Clone(f.TensorData(&f.Tensors[1]))
+	h := f.Header("str", "nested")
+	f.Close()
+	if h.Size() != 0 || len(h.KV) != len(f.KV)-3 {
+		t.Errorf("header: size %d, %d keys (want 0 and %d)", h.Size(), len(h.KV), len(f.KV)-3)
+	}
+	g, err := h.Remap(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	for key, kept := range map[string]bool{"str": false, "strs": false, "nested": false, "u8": true, "general.architecture": true, "empty": true} {
+		if _, ok := g.Get(key); ok != kept {
+			t.Errorf("remapped header: key %q present %v, want %v", key, ok, kept)
+		}
+	}
+	if v, _ := g.GetUint("u8"); v != 200 {
+		t.Errorf("u8 = %d", v)
+	}
+	ti, ok := g.Tensor("b")
+	if !ok || !bytes.Equal(g.TensorData(ti), want) {
+		t.Errorf("remapped tensor b differs (found %v)", ok)
+	}
 }

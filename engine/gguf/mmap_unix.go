@@ -19,5 +19,6 @@ func mapFile(fh *os.File, size int64) ([]byte, func() error, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	adviseHugePages(data)
 	return data, func() error { return syscall.Munmap(data) }, nil
 }

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
+	"strings"
+	"time"
 )
 
 // Magic is the first four bytes of every GGUF file.
@@ -63,7 +66,16 @@ type File struct {
 	unmap   func() error
 	kvIndex map[string]int
 	tIndex  map[string]int
+	stat    fileStamp // of the file Open mapped, for Remap
 }
+
+// fileStamp is what says a file on disk is still the one that was parsed.
+type fileStamp struct {
+	size  int64
+	mtime time.Time
+}
+
+func (s fileStamp) same(o fileStamp) bool { return s.size == o.size && s.mtime.Equal(o.mtime) }
 
 // Open memory-maps the file read-only and parses it.
 func Open(path string) (*File, error) {
@@ -91,8 +103,57 @@ func Open(path string) (*File, error) {
 		unmap()
 		return nil, fmt.Errorf("%w (file %s)", err, path)
 	}
-	f.unmap = unmap
+	f.unmap, f.stat = unmap, fileStamp{st.Size(), st.ModTime()}
 	return f, nil
+}
+
+// Header returns f's parsed header without its mapping (no tensor data; Remap maps
+// the file again with it) and without the metadata whose keys start with one of
+// drop: a model kept across unloads needs its tensor table and its configuration,
+// not the vocabulary its tokenizer has already copied out (most of a header: 1 MiB
+// for 32k tokens, 8.6 MiB for Qwen2's 152k tokens and merges).
+func (f *File) Header(drop ...string) *File {
+	h := &File{Version: f.Version, Tensors: f.Tensors, Alignment: f.Alignment, DataOffset: f.DataOffset,
+		tIndex: f.tIndex, stat: f.stat, kvIndex: map[string]int{}}
+	for _, kv := range f.KV {
+		if slices.ContainsFunc(drop, func(p string) bool { return strings.HasPrefix(kv.Key, p) }) {
+			continue
+		}
+		h.kvIndex[kv.Key] = len(h.KV)
+		h.KV = append(h.KV, kv)
+	}
+	return h
+}
+
+// Remap maps the file at path again, sharing f's parsed metadata and tensor table
+// instead of parsing the header again (a model's vocabulary alone is tens of
+// thousands of strings): a reload after an unload costs a stat and an mmap. f is a
+// File from Open, mapped or closed; it stays as it was. When the file at path is not
+// the one f was parsed from (another size or modification time), or f did not come
+// from Open, the file is opened and parsed anew.
+func (f *File) Remap(path string) (*File, error) {
+	if f.stat == (fileStamp{}) {
+		return Open(path)
+	}
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("gguf: %w", err)
+	}
+	defer fh.Close()
+	st, err := fh.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("gguf: %w", err)
+	}
+	if st.IsDir() || !f.stat.same(fileStamp{st.Size(), st.ModTime()}) {
+		return Open(path)
+	}
+	data, unmap, err := mapFile(fh, st.Size())
+	if err != nil {
+		return nil, fmt.Errorf("gguf: mapping %s: %w", path, err)
+	}
+	g := *f
+	g.data, g.unmap = data, unmap
+	return &g, nil
 }
 
 // Close releases the mapping. The File and the tensor data it handed out must not be

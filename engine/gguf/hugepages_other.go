@@ -1,0 +1,5 @@
+//go:build unix && !linux
+
+package gguf
+
+func adviseHugePages([]byte) {}
