@@ -46,6 +46,8 @@ type scratch struct {
 	rLogits, wts, eW, moeIn, moeOut []float32
 	sel, eTok, eStart, eFill        []int32
 	shV, shS, ones                  []float32 // the shared expert's gate
+	eIn, eA, eB                     []float32 // a run of experts' gathered rows, gate and up outputs
+	prods                           []kernels.Product
 }
 
 // forward runs the parts through the model as one batch: every matrix product takes
