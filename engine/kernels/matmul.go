@@ -329,6 +329,14 @@ func (m *matMul) rows(lo, hi int) {
 	var buf [tokChunk]float32
 	for t0 := 0; t0 < m.nTok; t0 += tokChunk {
 		nt := min(tokChunk, m.nTok-t0)
+		if nt < tokChunk && nt > 4 && m.nTok >= tokChunk && m.tiles() {
+			// A short last chunk would go through the tile kernels for 8 and 4
+			// tokens and one at a time, which cost two to five times the 16-token
+			// kernel per token: instead the last 16 tokens go through that kernel,
+			// computing some of the previous chunk's outputs again (the same bits:
+			// each output's order of operations is the same in every kernel).
+			t0, nt = m.nTok-tokChunk, tokChunk
+		}
 		for r := lo; r < hi; {
 			if n := m.fastTokens(r, hi, t0, nt); n > 0 {
 				r += n

@@ -70,6 +70,11 @@ func (m *matMul) fastRows(lo, hi int) int {
 	return r
 }
 
+// tiles reports whether fastTokens has kernels for the matrix's type.
+func (m *matMul) tiles() bool {
+	return useAVX512 && (outerKernels(m.w.Type)[0] != nil || m.w.Type == Q4_K || m.w.Type == Q6_K)
+}
+
 // fastTokens computes the outputs of rows [r, r+n) for tokens [t0, t0+nt) if it
 // has kernels for the rows' type, and returns n (0: it has none). hi bounds the
 // rows it may take.
@@ -89,6 +94,13 @@ func (m *matMul) fastTokens(r, hi, t0, nt int) int {
 		_ = a.q8[end*nb-1]
 		ys := nb * int(unsafe.Sizeof(q8Block{}))
 		for i, n := range [...]int{16, 8, 4, 1} {
+			if n == 1 && end-t > 1 && end >= 4 {
+				// Two or three tokens left: the last four through the 4-token
+				// kernel (again for some, with the same bits).
+				t = end - 4
+				ks[2](&m.w.Data[r*m.rb], m.rb, (*byte)(unsafe.Pointer(&a.q8[t*nb])), ys, nb, &m.dst[t*rows+r], rows)
+				break
+			}
 			for ; t+n <= end; t += n {
 				ks[i](&m.w.Data[r*m.rb], m.rb, (*byte)(unsafe.Pointer(&a.q8[t*nb])), ys, nb, &m.dst[t*rows+r], rows)
 			}
@@ -115,6 +127,13 @@ func (m *matMul) fastTokens(r, hi, t0, nt int) int {
 		for ; t+n <= end; t += n {
 			ks[i](&row[0], 0, (*byte)(unsafe.Pointer(&a.q8k[t*nb])), ys, &a.ydT[t], 4*a.rows, nb, &m.dst[t*rows+r], rows)
 		}
+	}
+	if end-t > 1 && end >= 4 {
+		// Two or three tokens left: the last four through the 4-token kernel
+		// (again for some, with the same bits), cheaper than one at a time.
+		t = end - 4
+		ks[2](&row[0], 0, (*byte)(unsafe.Pointer(&a.q8k[t*nb])), ys, &a.ydT[t], 4*a.rows, nb, &m.dst[t*rows+r], rows)
+		t = end
 	}
 	for ; t < end; t++ {
 		m.dst[t*rows+r] = one(row, a.q8k[t*nb:(t+1)*nb])
