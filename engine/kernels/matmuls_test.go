@@ -76,7 +76,8 @@ func TestMatMulsMatchesMatMul(t *testing.T) {
 // TestMatMulTokenTails checks batches of every size up to 40 tokens against one
 // token at a time, bit for bit, for the types with tile kernels: a batch's last
 // tokens go through the 16- or 4-token kernels again over some of the tokens
-// before them, which must write the same bits.
+// before them, and a batch of 2 or 3 tokens through the 4-token kernel with zero
+// rows for padding, which must write the same bits.
 func TestMatMulTokenTails(t *testing.T) {
 	defer SetThreads(SetThreads(1))
 	r := rand.New(rand.NewPCG(18, 2))
