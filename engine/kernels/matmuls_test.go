@@ -102,4 +102,28 @@ func TestMatMulTokenTails(t *testing.T) {
 			}
 		}
 	}
+	// Rows wide enough that MatMul takes them in several blocks (blockBytes): 16,
+	// 16 and 8 rows, each through every chunk of tokens.
+	const wide, wrows = 8192, 40
+	for _, typ := range []Type{Q4_K, Q8_0} {
+		w := Matrix{Type: typ, Rows: wrows, Cols: wide, Data: make([]byte, wrows*typ.RowBytes(wide))}
+		if blockBytes/typ.RowBytes(wide) >= 32 {
+			t.Fatalf("%s rows of %d are not wide enough to make blocks", typ, wide)
+		}
+		for i := 0; i < wrows; i++ {
+			fillRow(r, typ, w.Row(i), 0.1)
+		}
+		x := randRow(r, 37*wide, 1)
+		dst := make([]float32, 37*wrows)
+		MatMul(dst, w, x, 37)
+		one := make([]float32, wrows)
+		for tk := 0; tk < 37; tk++ {
+			MatMul(one, w, x[tk*wide:(tk+1)*wide], 1)
+			for i, v := range one {
+				if math.Float32bits(v) != math.Float32bits(dst[tk*wrows+i]) {
+					t.Fatalf("%s wide, 37 tokens: token %d row %d: %v, alone %v", typ, tk, i, dst[tk*wrows+i], v)
+				}
+			}
+		}
+	}
 }
