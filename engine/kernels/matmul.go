@@ -54,8 +54,12 @@ type acts struct {
 	q8   []q8Block   // Q8_0
 	q81  []q8_1Block // Q8_1
 	q8k  []q8KBlock  // Q8_K
-	ydT  []float32   // Q8_K with rows > 1: ydT[b*rows+t] = q8k[t*nb+b].d
+	ydT  []float32   // Q8_K with rows > 1: ydT[b*yds+t] = q8k[t*nb+b].d
 	rows int
+	// yds is ydT's stride: rows, but 4 for 2 or 3 rows, which q8k and ydT then
+	// pad with zero rows to 4 so that the 4-token tile kernel can take them
+	// (tile_amd64.go; a few tokens are common in a mixture of experts' products).
+	yds int
 }
 
 func (a *acts) prepare(wt Type, x []float32, rows, cols int) {
@@ -83,14 +87,20 @@ func (a *acts) prepare(wt Type, x []float32, rows, cols int) {
 		a.q81 = grow(a.q81, rows*cols/qk0)
 		quantRowsQ8_1(a.q81, x[:rows*cols])
 	case Q8_K:
-		a.q8k = grow(a.q8k, rows*cols/qkK)
-		quantRowsQ8K(a.q8k, x[:rows*cols])
+		nb := cols / qkK
+		a.yds = rows
+		if rows == 2 || rows == 3 {
+			a.yds = 4
+		}
+		a.q8k = grow(a.q8k, a.yds*nb)
+		quantRowsQ8K(a.q8k[:rows*nb], x[:rows*cols])
+		clear(a.q8k[rows*nb:])
 		if rows > 1 {
-			nb := cols / qkK
-			a.ydT = grow(a.ydT, nb*rows)
+			a.ydT = grow(a.ydT, nb*a.yds)
+			clear(a.ydT)
 			for t := 0; t < rows; t++ {
 				for b, y := range a.q8k[t*nb : (t+1)*nb] {
-					a.ydT[b*rows+t] = y.d
+					a.ydT[b*a.yds+t] = y.d
 				}
 			}
 		}
@@ -324,26 +334,52 @@ func (m *matMul) rows(lo, hi int) {
 		return
 	}
 	lo = m.repackTokens(lo, hi)
-	// Tokens in chunks of tokChunk, rows inside: a chunk's activations stay in
-	// cache while the rows stream by, and each row meets the chunk through the
-	// batched kernels (the same bits per token as one token at a time).
+	// Rows in blocks of about blockBytes, then tokens in chunks of tokChunk, the
+	// block's rows inside: a chunk's activations stay in cache while the block's
+	// rows go by, and the block stays in cache for the next chunk (without the
+	// blocks, a mixture of experts' products of 20-40 tokens read each row from
+	// memory twice). Each row meets a chunk through the batched kernels (the same
+	// bits per token as one token at a time).
+	block := hi - lo
+	if m.nTok > tokChunk {
+		block = max(16, blockBytes/m.rb/16*16)
+	}
 	var buf [tokChunk]float32
-	for t0 := 0; t0 < m.nTok; t0 += tokChunk {
-		nt := min(tokChunk, m.nTok-t0)
-		for r := lo; r < hi; {
-			if n := m.fastTokens(r, hi, t0, nt); n > 0 {
-				r += n
-				continue
+	for b0 := lo; b0 < hi; b0 += block {
+		b1 := min(hi, b0+block)
+		for t0 := 0; t0 < m.nTok; t0 += tokChunk {
+			nt := min(tokChunk, m.nTok-t0)
+			if nt < tokChunk && nt > 10 && m.nTok >= tokChunk && m.tiles() {
+				// A short last chunk goes through the tile kernels for 8 and 4
+				// tokens and one at a time, which cost about 1.2, 1.7 and 3.6 times
+				// the 16-token kernel per token (Q4_K, BenchmarkTileKernels and
+				// BenchmarkRowDot at their least disturbed on a loaded machine):
+				// from 11 tokens on, the last 16 tokens through that kernel cost
+				// less, computing some of the previous chunk's outputs again (the
+				// same bits: each output's order of operations is the same in
+				// every kernel).
+				t0, nt = m.nTok-tokChunk, tokChunk
 			}
-			out := buf[:nt]
-			dotRowsAt(w.Type, w.Data[r*m.rb:(r+1)*m.rb], a, t0, out)
-			for i, v := range out {
-				dst[(t0+i)*w.Rows+r] = v
+			for r := b0; r < b1; {
+				if n := m.fastTokens(r, b1, t0, nt); n > 0 {
+					r += n
+					continue
+				}
+				out := buf[:nt]
+				dotRowsAt(w.Type, w.Data[r*m.rb:(r+1)*m.rb], a, t0, out)
+				for i, v := range out {
+					dst[(t0+i)*w.Rows+r] = v
+				}
+				r++
 			}
-			r++
 		}
 	}
 }
+
+// blockBytes is about how many bytes of weight rows MatMul takes through all the
+// tokens' chunks before the next rows: well inside a core's L2 with the tokens'
+// activations.
+const blockBytes = 128 << 10
 
 // tokChunk is how many tokens MatMul takes through the batched kernels at once.
 const tokChunk = 16

@@ -13,8 +13,8 @@ import "sync/atomic"
 // one worker, so the results do not depend on the split.
 
 // job is the parallel job the pool runs; there is one, guarded by poolMu. It
-// runs either a func (Parallel) or a matrix product (MatMul, which so needs no
-// closure and allocates nothing per call).
+// runs a func (Parallel), a matrix product (MatMul, which so needs no closure and
+// allocates nothing per call) or a group of them (MatMuls).
 type job struct {
 	next atomic.Int64 // the first row not yet taken
 	_    [56]byte     // the counter on its own cache line
@@ -23,6 +23,7 @@ type job struct {
 	f                                   func(lo, hi int)
 	mm                                  matMul
 	isMM                                bool
+	group                               *mmGroup // MatMuls
 }
 
 var theJob job // guarded by poolMu
@@ -45,6 +46,8 @@ func roundUp(n, m int) int { return (n + m - 1) / m * m }
 func (j *job) run(lo, hi int) {
 	if j.isMM {
 		j.mm.rows(lo, hi)
+	} else if j.group != nil {
+		j.group.run(lo, hi)
 	} else {
 		j.f(lo, hi)
 	}

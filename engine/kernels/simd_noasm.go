@@ -42,6 +42,8 @@ func (m *matMul) fastRows(lo, hi int) int { return lo }
 
 func (m *matMul) fastTokens(r, hi, t0, nt int) int { return 0 }
 
+func (m *matMul) tiles() bool { return false }
+
 func simdAvailable() bool { return false }
 
 func (m *matMul) repackTokens(lo, hi int) int { return lo }

@@ -72,6 +72,11 @@ func (m *matMul) fastRows(lo, hi int) int {
 	return r
 }
 
+// tiles reports whether fastTokens has kernels for the matrix's type.
+func (m *matMul) tiles() bool {
+	return useAVX512 && (outerKernels(m.w.Type)[0] != nil || m.w.Type == Q4_K || m.w.Type == Q6_K)
+}
+
 // fastTokens computes the outputs of rows [r, r+n) for tokens [t0, t0+nt) if it
 // has kernels for the rows' type, and returns n (0: it has none). hi bounds the
 // rows it may take.
@@ -91,6 +96,13 @@ func (m *matMul) fastTokens(r, hi, t0, nt int) int {
 		_ = a.q8[end*nb-1]
 		ys := nb * int(unsafe.Sizeof(q8Block{}))
 		for i, n := range [...]int{16, 8, 4, 1} {
+			if n == 1 && end-t > 1 && end >= 4 {
+				// Two or three tokens left: the last four through the 4-token
+				// kernel (again for some, with the same bits).
+				t = end - 4
+				ks[2](&m.w.Data[r*m.rb], m.rb, (*byte)(unsafe.Pointer(&a.q8[t*nb])), ys, nb, &m.dst[t*rows+r], rows)
+				break
+			}
 			for ; t+n <= end; t += n {
 				ks[i](&m.w.Data[r*m.rb], m.rb, (*byte)(unsafe.Pointer(&a.q8[t*nb])), ys, nb, &m.dst[t*rows+r], rows)
 			}
@@ -114,10 +126,27 @@ func (m *matMul) fastTokens(r, hi, t0, nt int) int {
 	_ = row[nb*m.w.Type.BlockBytes()-1]
 	ys := nb * int(unsafe.Sizeof(q8KBlock{}))
 	_ = a.q8k[end*nb-1]
-	_ = a.ydT[(nb-1)*a.rows+end-1]
+	_ = a.ydT[(nb-1)*a.yds+end-1]
 	for i, n := range [...]int{16, 8, 4} {
 		for ; t+n <= end; t += n {
-			ks[i](&row[0], 0, (*byte)(unsafe.Pointer(&a.q8k[t*nb])), ys, &a.ydT[t], 4*a.rows, nb, &m.dst[t*rows+r], rows)
+			ks[i](&row[0], 0, (*byte)(unsafe.Pointer(&a.q8k[t*nb])), ys, &a.ydT[t], 4*a.yds, nb, &m.dst[t*rows+r], rows)
+		}
+	}
+	if end-t > 1 && end >= 4 {
+		// Two or three tokens left: the last four through the 4-token kernel
+		// (again for some, with the same bits), cheaper than one at a time.
+		t = end - 4
+		ks[2](&row[0], 0, (*byte)(unsafe.Pointer(&a.q8k[t*nb])), ys, &a.ydT[t], 4*a.yds, nb, &m.dst[t*rows+r], rows)
+		t = end
+	} else if end-t > 1 && a.yds == 4 {
+		// A product of 2 or 3 tokens, padded to 4 (acts.prepare): the 4-token
+		// kernel into buf, cheaper than one at a time.
+		var buf [4]float32
+		_ = a.q8k[4*nb-1]
+		_ = a.ydT[(nb-1)*4+3]
+		ks[2](&row[0], 0, (*byte)(unsafe.Pointer(&a.q8k[0])), ys, &a.ydT[0], 16, nb, &buf[0], 1)
+		for ; t < end; t++ {
+			m.dst[t*rows+r] = buf[t]
 		}
 	}
 	for ; t < end; t++ {

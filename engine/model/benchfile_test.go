@@ -1,18 +1,24 @@
 package model
 
 import (
+	"fmt"
 	"os"
 	"runtime/pprof"
+	"strconv"
 	"testing"
 )
 
 // BenchmarkFile measures the two phases of `lmlite bench` separately on the model
 // file named by LMLITE_BENCH_MODEL (skipped when unset): pp512 is a 512-token
-// prompt as one batch, tg one decoded token after a 512-token prompt (the cache is
+// prompt as one batch (LMLITE_BENCH_PROMPT=N: N tokens, named ppN), tg one decoded
+// token after that prompt (the cache is
 // truncated back after each, so every step sees the same context). Threads follow
 // -cpu (GOMAXPROCS). LMLITE_BENCH_CPUPROFILE=prefix writes a CPU profile of each
 // phase's timed loop alone to prefix-pp512.prof and prefix-tg.prof (-cpuprofile
-// would mix in tg's prefill).
+// would mix in tg's prefill). Besides the time, each phase reports the process's CPU
+// time (user + system) per op, cpu-ms/op: on a shared machine the wall time mostly
+// measures the other jobs, the CPU time what the step costs (spinning workers
+// included).
 func BenchmarkFile(b *testing.B) {
 	path := os.Getenv("LMLITE_BENCH_MODEL")
 	if path == "" {
@@ -23,7 +29,13 @@ func BenchmarkFile(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer m.Close()
-	prompt := make([]int32, 512)
+	np := 512
+	if v := os.Getenv("LMLITE_BENCH_PROMPT"); v != "" {
+		if np, err = strconv.Atoi(v); err != nil || np < 1 {
+			b.Fatalf("LMLITE_BENCH_PROMPT=%q: want a positive number", v)
+		}
+	}
+	prompt := make([]int32, np)
 	seed := uint32(1234)
 	for i := range prompt {
 		seed = seed*1664525 + 1013904223
@@ -44,8 +56,10 @@ func BenchmarkFile(b *testing.B) {
 		}
 		return func() { pprof.StopCPUProfile(); f.Close() }
 	}
-	b.Run("pp512", func(b *testing.B) {
-		defer profile(b, "pp512")()
+	pp := fmt.Sprintf("pp%d", np)
+	b.Run(pp, func(b *testing.B) {
+		defer profile(b, pp)()
+		defer cpuPerOp(b)()
 		for b.Loop() {
 			st.Truncate(0)
 			if _, err := st.Forward(prompt, false); err != nil {
@@ -60,6 +74,7 @@ func BenchmarkFile(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer profile(b, "tg")()
+		defer cpuPerOp(b)()
 		for b.Loop() {
 			st.Truncate(len(prompt))
 			if _, err := st.Forward(prompt[:1], false); err != nil {
@@ -68,4 +83,15 @@ func BenchmarkFile(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tok/s")
 	})
+}
+
+// cpuPerOp starts counting the process's CPU time; the returned func reports it per
+// op of b.
+func cpuPerOp(b *testing.B) func() {
+	start := cpuTime()
+	return func() {
+		if b.N > 0 {
+			b.ReportMetric(float64((cpuTime()-start).Microseconds())/1000/float64(b.N), "cpu-ms/op")
+		}
+	}
 }

@@ -33,7 +33,9 @@
 // same experts alone or in any batch, and exact ties always go to the lower index. In
 // a batch, the tokens routed to one expert go through its weights as one matrix
 // product (expert packing), and each token's expert outputs are summed in expert
-// order. Expert weights are views into the mapped file: experts no token picks are
+// order; the chosen experts' gate and up products run as one kernels.MatMuls, their
+// down products as another (two starts of the kernels' workers per layer, not three
+// per expert). Expert weights are views into the mapped file: experts no token picks are
 // not read. Model.ExpertLoad counts the tokens routed to each expert.
 //
 // Determinism: a token's logits are the same bits whatever batch it ran in and

@@ -45,7 +45,9 @@ type scratch struct {
 	// weights, the tokens of each expert, the gathered rows and the layer's output.
 	rLogits, wts, eW, moeIn, moeOut []float32
 	sel, eTok, eStart, eFill        []int32
-	shV, shS, ones                  []float32 // the shared expert's gate
+	shV, shS, ones                  []float32         // the shared expert's gate
+	eIn, eA, eB                     []float32         // a run of experts' gathered rows, gate and up outputs
+	prods                           []kernels.Product // the products of a kernels.MatMuls
 }
 
 // forward runs the parts through the model as one batch: every matrix product takes
@@ -103,9 +105,12 @@ func (w *scratch) forward(m *Model, parts []part) ([]float32, error) {
 				copy(v[i*kvd:(i+1)*kvd], row[qd+kvd:qd+2*kvd])
 			}
 		} else {
-			kernels.MatMul(q, ly.wq, xn, n)
-			kernels.MatMul(k, ly.wk, xn, n)
-			kernels.MatMul(v, ly.wv, xn, n)
+			// One parallel job for the three (sharing xn's quantized form).
+			w.prods = append(w.prods[:0],
+				kernels.Product{Dst: q, W: ly.wq, X: xn, NTok: n},
+				kernels.Product{Dst: k, W: ly.wk, X: xn, NTok: n},
+				kernels.Product{Dst: v, W: ly.wv, X: xn, NTok: n})
+			kernels.MatMuls(w.prods)
 		}
 		addBias(q, ly.bq)
 		addBias(k, ly.bk)
@@ -157,8 +162,10 @@ func (w *scratch) forward(m *Model, parts []part) ([]float32, error) {
 			}
 		} else {
 			b := w.ffB[:n*c.FFN]
-			kernels.MatMul(a, ly.gate, xn, n)
-			kernels.MatMul(b, ly.up, xn, n)
+			w.prods = append(w.prods[:0],
+				kernels.Product{Dst: a, W: ly.gate, X: xn, NTok: n},
+				kernels.Product{Dst: b, W: ly.up, X: xn, NTok: n})
+			kernels.MatMuls(w.prods)
 			kernels.SwiGLU(a, a, b)
 		}
 		kernels.MatMul(xn, ly.down, a, n)

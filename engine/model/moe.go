@@ -158,25 +158,63 @@ func (w *scratch) moe(m *Model, li int, x, xn []float32, n int) {
 
 	out := w.moeOut[:n*dim]
 	clear(out)
-	for ex := 0; ex < E; ex++ {
-		lo, hi := start[ex], start[ex+1]
-		cnt := int(hi - lo)
-		if cnt == 0 {
-			continue
+	// The experts go in runs of at most R routed rows (all of them in decoding and
+	// short prefills; a bound on the scratch for long ones): the run's gate and up
+	// products are one kernels.MatMuls, its down products another, so the workers
+	// start and wait twice per run, not three times per expert. qwen2moe's shared
+	// expert joins the first run.
+	R := w.moeRun(c, n)
+	shared := c.SharedFFN > 0
+	for ex := 0; ex < E; {
+		first := ex
+		rows := 0
+		for ; ex < E && rows+int(start[ex+1]-start[ex]) <= R; ex++ {
+			rows += int(start[ex+1] - start[ex])
 		}
-		m.load[li*E+ex].Add(uint64(cnt))
-		g := w.moeIn[:cnt*dim]
-		for j, t := range eTok[lo:hi] {
+		base := int(start[first])
+		g := w.eIn[:rows*dim]
+		for j, t := range eTok[base : base+rows] {
 			copy(g[j*dim:(j+1)*dim], xn[int(t)*dim:(int(t)+1)*dim])
 		}
-		a, b := w.ffA[:cnt*F], w.ffB[:cnt*F]
-		kernels.MatMul(a, e.gate[ex], g, cnt)
-		kernels.MatMul(b, e.up[ex], g, cnt)
+		a, b := w.eA[:rows*F], w.eB[:rows*F]
+		ps := w.prods[:0]
+		for x := first; x < ex; x++ {
+			lo, hi := int(start[x])-base, int(start[x+1])-base
+			if lo == hi {
+				continue
+			}
+			m.load[li*E+x].Add(uint64(hi - lo))
+			ps = append(ps,
+				kernels.Product{Dst: a[lo*F : hi*F], W: e.gate[x], X: g[lo*dim : hi*dim], NTok: hi - lo},
+				kernels.Product{Dst: b[lo*F : hi*F], W: e.up[x], X: g[lo*dim : hi*dim], NTok: hi - lo})
+		}
+		var sa, sb, sd []float32
+		if shared {
+			SF := c.SharedFFN
+			sa, sb, sd = w.ffA[:n*SF], w.ffB[:n*SF], w.moeIn[:n*dim]
+			ps = append(ps,
+				kernels.Product{Dst: sa, W: e.shGate, X: xn, NTok: n},
+				kernels.Product{Dst: sb, W: e.shUp, X: xn, NTok: n})
+		}
+		kernels.MatMuls(ps)
 		kernels.SwiGLU(a, a, b)
 		d := g // the gathered rows are no longer needed
-		kernels.MatMul(d, e.down[ex], a, cnt)
-		for j, t := range eTok[lo:hi] {
-			wt := eW[int(lo)+j]
+		ps = ps[:0]
+		for x := first; x < ex; x++ {
+			lo, hi := int(start[x])-base, int(start[x+1])-base
+			ps = append(ps, kernels.Product{Dst: d[lo*dim : hi*dim], W: e.down[x], X: a[lo*F : hi*F], NTok: hi - lo})
+		}
+		if shared {
+			kernels.SwiGLU(sa, sa, sb)
+			ps = append(ps, kernels.Product{Dst: sd, W: e.shDown, X: sa, NTok: n})
+			shared = false
+		}
+		kernels.MatMuls(ps)
+		w.prods = ps[:0]
+		// Each expert's rows, scaled by their gate weights, into their tokens'
+		// outputs: experts in index order, so each token's sum has a fixed order.
+		for j, t := range eTok[base : base+rows] {
+			wt := eW[base+j]
 			o := out[int(t)*dim : (int(t)+1)*dim]
 			for k, v := range d[j*dim : (j+1)*dim] {
 				o[k] += float32(wt * v) // rounded before the add: no fused multiply-add
@@ -186,14 +224,8 @@ func (w *scratch) moe(m *Model, li int, x, xn []float32, n int) {
 
 	if c.SharedFFN > 0 {
 		// llama.cpp's qwen2moe: out += down(swiglu(gate·x, up·x)) · sigmoid(inp·x), the
-		// sigmoid computed as silu(v)/v.
-		SF := c.SharedFFN
-		a, b := w.ffA[:n*SF], w.ffB[:n*SF]
-		kernels.MatMul(a, e.shGate, xn, n)
-		kernels.MatMul(b, e.shUp, xn, n)
-		kernels.SwiGLU(a, a, b)
+		// sigmoid computed as silu(v)/v. The products ran with the first run above.
 		d := w.moeIn[:n*dim]
-		kernels.MatMul(d, e.shDown, a, n)
 		v, s, ones := w.shV[:n], w.shS[:n], w.ones[:n]
 		kernels.MatMul(v, e.shInp, xn, n)
 		kernels.SwiGLU(s, v, ones)
@@ -210,6 +242,13 @@ func (w *scratch) moe(m *Model, li int, x, xn []float32, n int) {
 	addInto(x, out)
 }
 
+// moeRun is the most routed rows (token, expert) that one run of experts takes for a
+// batch of n tokens: all n·ExpertsUsed up to 512, and at least n, so that an expert
+// every token chose fits.
+func (w *scratch) moeRun(c *Config, n int) int {
+	return max(n, min(n*c.ExpertsUsed, 512))
+}
+
 // growMoE sizes the scratch's expert buffers for n tokens.
 func (w *scratch) growMoE(c *Config, n int) {
 	if !c.MoE() {
@@ -220,6 +259,12 @@ func (w *scratch) growMoE(c *Config, n int) {
 	w.wts, w.eW = growTo(w.wts, n*c.ExpertsUsed), growTo(w.eW, n*c.ExpertsUsed)
 	w.eStart, w.eFill = growTo(w.eStart, c.Experts+1), growTo(w.eFill, c.Experts)
 	w.moeIn, w.moeOut = growTo(w.moeIn, n*c.Dim), growTo(w.moeOut, n*c.Dim)
+	R := w.moeRun(c, n)
+	w.eIn = growTo(w.eIn, R*c.Dim)
+	w.eA, w.eB = growTo(w.eA, R*c.ExpertFFN), growTo(w.eB, R*c.ExpertFFN)
+	if cap(w.prods) < 2*c.Experts+2 {
+		w.prods = make([]kernels.Product, 0, 2*c.Experts+2)
+	}
 	if c.SharedFFN > 0 {
 		w.shV, w.shS = growTo(w.shV, n), growTo(w.shS, n)
 		if len(w.ones) < n {
