@@ -329,11 +329,11 @@ func TestMetricsNeedTheBearerTokenWhenConfigured(t *testing.T) {
 	}
 }
 
-// The rollups a restarted server rebuilds from the ledger (what New does) answer as
-// the live ones did.
-func TestRollupsRebuiltFromTheLedgerAnswerTheSame(t *testing.T) {
-	ts, _ := usageServer(t)
-	restarted := &Server{ten: ts.srv.ten}
+// The rollups a restarted server loads from the store (what New does) answer as the
+// live ones did.
+func TestRollupsLoadedFromTheStoreAnswerTheSame(t *testing.T) {
+	ts, c := usageServer(t)
+	restarted := &Server{ten: ts.srv.ten, now: c.now}
 	if err := restarted.initUsage(nil); err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/lmlite/lmlite/money"
+	"github.com/lmlite/lmlite/usage"
 )
 
 // SyncMode says how durable a committed ledger group is before Settle returns.
@@ -72,6 +73,17 @@ type Entry struct {
 	Cost             money.Money   `json:"cost_nano_usd"`
 	Latency          time.Duration `json:"latency_ns"`
 	TTFT             time.Duration `json:"ttft_ns,omitempty"`
+	CachedTokens     int           `json:"cached_tokens,omitempty"` // prompt tokens served from the prefix cache
+	Refused          string        `json:"refused,omitempty"`       // a refusal after admission: a usage.Reason's name
+}
+
+// event is e as the usage rollups count it.
+func (e *Entry) event() usage.Event {
+	return usage.Event{
+		Time: e.Time, RequestID: e.RequestID, Tenant: e.Tenant, Model: e.Model, Tier: e.Tier, Admitted: true,
+		Status: e.Status, Refused: usage.ParseReason(e.Refused), InputTokens: e.PromptTokens,
+		OutputTokens: e.CompletionTokens, CachedTokens: e.CachedTokens, Cost: e.Cost, Latency: e.Latency, TTFT: e.TTFT,
+	}
 }
 
 // Store is the embedded store of keys, the usage ledger and spend totals: a bbolt
@@ -109,6 +121,7 @@ type Store struct {
 	// buffers for reuse: of the last group written, of the last batch applied
 	spareBuf   []byte
 	spareSpend []spent
+	spareEvs   []usage.Event
 	spareBatch batch
 	valBuf     []byte // scratch for the database values of a batch (under applyMu)
 
@@ -156,6 +169,11 @@ func Open(path string, opts Options) (*Store, error) {
 		}
 		if v := tx.Bucket(bucketMeta).Get(keyApplied); len(v) == 8 {
 			s.seq = binary.BigEndian.Uint64(v)
+		}
+		if tx.Bucket(usage.BoltBucket) == nil {
+			if err := migrateRollups(tx); err != nil {
+				return err
+			}
 		}
 		return tx.Bucket(bucketKeys).ForEach(func(k, v []byte) error {
 			var ki KeyInfo
@@ -255,6 +273,40 @@ func (s *Store) Ledger(fn func(Entry) error) error {
 			return ledgerValue(v, fn)
 		})
 	})
+}
+
+// migrateRollups makes the usage rollups of a store written before they were kept
+// in it, from its ledger: once, in the transaction that creates their bucket.
+func migrateRollups(tx *bolt.Tx) error {
+	if _, err := tx.CreateBucket(usage.BoltBucket); err != nil {
+		return err
+	}
+	var evs []usage.Event
+	err := tx.Bucket(bucketLedger).ForEach(func(_, v []byte) error {
+		return ledgerValue(v, func(e Entry) error {
+			evs = append(evs, e.event())
+			if len(evs) == 1<<16 {
+				err := usage.PutBolt(tx, evs)
+				evs = evs[:0]
+				return err
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return err
+	}
+	return usage.PutBolt(tx, evs)
+}
+
+// LoadRollups adds the usage rollups of every ledger entry acknowledged so far to m
+// (those past their retention at now left out): how a server starts its rollups
+// without reading the ledger.
+func (s *Store) LoadRollups(m *usage.Memory, now time.Time) error {
+	if err := s.sync(); err != nil {
+		return fmt.Errorf("tenancy: %w", err)
+	}
+	return s.db.View(func(tx *bolt.Tx) error { return usage.LoadBolt(tx, m, now) })
 }
 
 // ShareKeys makes the store's key methods use the keys in Redis (shared by every

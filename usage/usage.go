@@ -34,6 +34,16 @@ const (
 // Reasons lists the refusal reasons, in order.
 var Reasons = [...]Reason{Rate, Concurrency, Budget, Policy, BadRequest}
 
+// ParseReason is the Reason named s (String); NotRefused for any other s.
+func ParseReason(s string) Reason {
+	for _, r := range Reasons {
+		if r.String() == s {
+			return r
+		}
+	}
+	return NotRefused
+}
+
 func (r Reason) String() string {
 	switch r {
 	case Rate:
@@ -55,6 +65,7 @@ func (r Reason) String() string {
 // admission (Admitted false, Refused set), or both (a request admitted, then refused).
 type Event struct {
 	Time                time.Time
+	RequestID           string // counts once per id where the rollups are shared (Redis); "": no check
 	Tenant, Model, Tier string
 	Admitted            bool // settled: a ledger entry
 	Status              int
