@@ -45,8 +45,8 @@ import (
 
 // group is the entries acknowledged together.
 type group struct {
-	buf   []byte  // the entries' JSON objects, comma-separated
-	spend []spent // what the spend totals need of each entry
+	buf   []byte        // the entries' JSON objects, comma-separated
+	spend []spent       // what the spend totals need of each entry
 	evs   []usage.Event // what the usage rollups need of each entry
 	first uint64        // seq of the first entry; 0: empty
 	last  uint64
