@@ -74,11 +74,18 @@ func startServer(t *testing.T, yaml string, eng *fakeEngine) *testServer {
 // the fake one (to add optional abilities such as ModelLoader).
 func startServerWith(t *testing.T, yaml string, eng *fakeEngine, opts Options, wrap func(*fakeEngine) Engine) *testServer {
 	t.Helper()
+	return startServerIn(t, t.TempDir(), yaml, eng, opts, wrap)
+}
+
+// startServerIn is startServerWith on the data directory dir (a restart: the store
+// of an earlier server there, with new keys).
+func startServerIn(t *testing.T, dir, yaml string, eng *fakeEngine, opts Options, wrap func(*fakeEngine) Engine) *testServer {
+	t.Helper()
 	cfg, err := configs.Parse([]byte(yaml))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.DataDir = t.TempDir()
+	cfg.DataDir = dir
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
