@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -66,9 +67,15 @@ func PutBolt(tx *bolt.Tx, evs []Event) error {
 			a.c.add(e)
 		}
 	}
-	// One buffer for every value: bbolt holds the values until the transaction ends.
-	vb := make([]byte, 0, len(sums)*48)
+	// In key order (bbolt fills its pages best so), from one buffer for every value:
+	// bbolt holds the values until the transaction ends.
+	order := make([]*agg, 0, len(sums))
 	for _, a := range sums {
+		order = append(order, a)
+	}
+	slices.SortFunc(order, func(x, y *agg) int { return bytes.Compare(x.key, y.key) })
+	vb := make([]byte, 0, len(sums)*48)
+	for _, a := range order {
 		if v := b.Get(a.key); v != nil {
 			var old Counts
 			if err := decodeCounts(v, &old); err != nil {

@@ -2,9 +2,11 @@ package usage
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math/rand/v2"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -185,4 +187,74 @@ func FuzzCounts(f *testing.F) {
 			t.Fatal("trailing bytes decoded")
 		}
 	})
+}
+
+// BenchmarkQuery30DaysFromBolt writes 1,000,000 settlements over 1,000 tenants spread
+// over 30 days through the durable rollups (PutBolt, in transactions of 65,536 events:
+// the ledger applies up to 4,096 at a time, but generating fewer, larger transactions
+// is faster and ends in the same rollups), loads them as a restarted server does (LoadBolt), then times
+// 30-day queries: one tenant by day and by hour, every tenant by day. It reports the
+// p95 of each (ms), and the write and load times of the setup.
+func BenchmarkQuery30DaysFromBolt(b *testing.B) {
+	const tenants, requests, batch = 1000, 1_000_000, 1<<16
+	db := openBolt(b)
+	end := t0.Add(30 * 24 * time.Hour)
+	r := rand.New(rand.NewPCG(3, 4))
+	models := []string{"tiny", "small", "big"}
+	tiersOf := []string{"fast", "balanced", "smart"}
+	names := make([]string, tenants)
+	for i := range names {
+		names[i] = fmt.Sprintf("tenant-%04d", i)
+	}
+	start := time.Now()
+	evs := make([]Event, 0, batch)
+	for i := range requests {
+		at := t0.Add(time.Duration(int64(i) * int64(end.Sub(t0)) / requests))
+		k := r.IntN(3)
+		evs = append(evs, settled(at, names[r.IntN(tenants)], models[k], tiersOf[k], 100+r.IntN(900), r.IntN(500),
+			money.Money(r.IntN(1e6)), time.Duration(r.IntN(3000))*time.Millisecond))
+		if len(evs) == batch || i == requests-1 {
+			if err := db.Update(func(tx *bolt.Tx) error { return PutBolt(tx, evs) }); err != nil {
+				b.Fatal(err)
+			}
+			evs = evs[:0]
+		}
+	}
+	write := time.Since(start)
+	start = time.Now()
+	m := NewMemory()
+	if err := db.View(func(tx *bolt.Tx) error { return LoadBolt(tx, m, end) }); err != nil {
+		b.Fatal(err)
+	}
+	load := time.Since(start)
+	b.ResetTimer()
+	for _, c := range []struct {
+		name string
+		q    func(i int) Query
+	}{
+		{"tenant_by_day", func(i int) Query {
+			return Query{Tenants: []string{names[i%tenants]}, Start: t0, End: end, Width: Day, ByModel: true, ByTier: true}
+		}},
+		{"tenant_by_hour", func(i int) Query {
+			return Query{Tenants: []string{names[i%tenants]}, Start: t0, End: end, Width: Hour, ByModel: true}
+		}},
+		{"all_by_day", func(i int) Query { return Query{Start: t0, End: end, Width: Day, ByModel: true} }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			var lat []time.Duration
+			i := 0
+			for b.Loop() {
+				s := time.Now()
+				if _, err := m.Query(c.q(i)); err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, time.Since(s))
+				i++
+			}
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)*95/100])/1e6, "p95-ms")
+			b.ReportMetric(write.Seconds(), "write-s")
+			b.ReportMetric(load.Seconds(), "load-s")
+		})
+	}
 }
