@@ -1,7 +1,10 @@
 package tenancy
 
 import (
+	"bytes"
+	"crypto/rand"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -55,6 +58,7 @@ var (
 	bucketSpend  = []byte("spend")
 	bucketMeta   = []byte("meta")
 	keyApplied   = []byte("applied_seq") // the last ledger seq applied to the database
+	keyID        = []byte("id")          // the store's random id, made once (ID)
 )
 
 // Entry is one request's usage in the ledger.
@@ -100,6 +104,7 @@ type Store struct {
 	db   *bolt.DB
 	path string
 	opts Options
+	id   string // ID
 
 	keysMu sync.RWMutex        // guards keys
 	keys   map[string]*KeyInfo // by id; a cache of the keys bucket
@@ -169,6 +174,19 @@ func Open(path string, opts Options) (*Store, error) {
 		}
 		if v := tx.Bucket(bucketMeta).Get(keyApplied); len(v) == 8 {
 			s.seq = binary.BigEndian.Uint64(v)
+		}
+		meta := tx.Bucket(bucketMeta)
+		if v := meta.Get(keyID); len(v) > 0 {
+			s.id = string(v)
+		} else {
+			var b [8]byte
+			if _, err := rand.Read(b[:]); err != nil {
+				return err
+			}
+			s.id = hex.EncodeToString(b[:])
+			if err := meta.Put(keyID, []byte(s.id)); err != nil {
+				return err
+			}
 		}
 		if tx.Bucket(usage.BoltBucket) == nil {
 			if err := migrateRollups(tx); err != nil {
@@ -307,6 +325,47 @@ func (s *Store) LoadRollups(m *usage.Memory, now time.Time) error {
 		return fmt.Errorf("tenancy: %w", err)
 	}
 	return s.db.View(func(tx *bolt.Tx) error { return usage.LoadBolt(tx, m, now) })
+}
+
+// ID is the store's own id, random, made when the store was created: with a seq, it
+// names a ledger entry among every process's ledgers.
+func (s *Store) ID() string { return s.id }
+
+// UsageSince calls fn, in seq order, with the seq and usage event of every ledger
+// entry acknowledged so far whose seq is after seq, until fn returns an error (which
+// it returns). It reads the ledger's chunks from the one holding seq+1 on: it is how
+// usage.Redis follows the ledger.
+func (s *Store) UsageSince(seq uint64, fn func(seq uint64, e usage.Event) error) error {
+	if err := s.sync(); err != nil {
+		return fmt.Errorf("tenancy: %w", err)
+	}
+	return s.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketLedger).Cursor()
+		var kb [8]byte
+		binary.BigEndian.PutUint64(kb[:], seq+1)
+		k, v := c.Seek(kb[:])
+		if k == nil {
+			k, v = c.Last() // seq+1 may be inside the last chunk
+		} else if !bytes.Equal(k, kb[:]) { // or inside the chunk before
+			if pk, pv := c.Prev(); pk != nil {
+				k, v = pk, pv
+			} else {
+				k, v = c.First()
+			}
+		}
+		for ; k != nil; k, v = c.Next() {
+			err := ledgerValue(v, func(e Entry) error {
+				if e.Seq <= seq {
+					return nil
+				}
+				return fn(e.Seq, e.event())
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // ShareKeys makes the store's key methods use the keys in Redis (shared by every
