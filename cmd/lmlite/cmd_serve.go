@@ -26,6 +26,7 @@ import (
 	"github.com/lmlite/lmlite/gateway"
 	"github.com/lmlite/lmlite/internal/rediscli"
 	"github.com/lmlite/lmlite/tenancy"
+	rollups "github.com/lmlite/lmlite/usage"
 )
 
 func init() {
@@ -215,6 +216,13 @@ func runServe(args []string) error {
 	}
 	defer batches.Close()
 	gopts := gateway.Options{Logger: log, AdminKey: adminKey, Batches: batches, MetricsKey: metricsKey(cfg.MetricsKeyEnv)}
+	if r := cfg.Redis; r != nil {
+		// The usage API and dashboards read every process's rollups from Redis; this
+		// process publishes its own ledger's there.
+		ru := rollups.NewRedis(rc, store, rollups.RedisOptions{KeyPrefix: r.KeyPrefix, Logger: log})
+		defer ru.Close()
+		gopts.Usage = ru
+	}
 	if redisMetrics != nil {
 		gopts.Collectors = append(gopts.Collectors, redisMetrics)
 	}
