@@ -14,9 +14,9 @@ import (
 // and hour buckets are pruned as time advances, at most once an hour per tenant (so a
 // bucket may outlive its retention by up to an hour).
 //
-// It holds no history of its own across restarts: the server rebuilds it from the
-// ledger when it starts (the only pass over the ledger; queries never scan it).
-// Refusals before admission are not in the ledger, so they start again from zero.
+// It holds no history of its own across restarts: the server loads it from the
+// durable rollups (LoadBolt) when it starts; queries never scan the ledger. Refusals
+// before admission are not in the ledger, so they start again from zero.
 type Memory struct {
 	seed   maphash.Seed
 	shards [64]shard

@@ -7,9 +7,12 @@
 // (Retention). Latencies are counted in fixed histogram bins (Bins), so the
 // percentiles of any set of buckets are the percentiles of their merged histogram.
 //
-// Rollups is the consumer's interface; Memory is the embedded implementation (an
-// in-memory index rebuilt from the ledger when the server starts, see Memory.Add),
-// and a Redis implementation can sit beside it.
+// Rollups is the consumer's interface. Memory is the embedded implementation's index:
+// the durable rollups live in the ledger's bbolt database, written by PutBolt in the
+// transaction that stores the ledger's entries (bolt.go), and LoadBolt fills a Memory
+// from them when the server starts. Redis (redis.go) is the implementation several
+// processes share: each publishes its own ledger's entries, idempotently per ledger
+// seq, and queries read the sum.
 package usage
 
 import (
