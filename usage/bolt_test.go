@@ -196,7 +196,7 @@ func FuzzCounts(f *testing.F) {
 // 30-day queries: one tenant by day and by hour, every tenant by day. It reports the
 // p95 of each (ms), and the write and load times of the setup.
 func BenchmarkQuery30DaysFromBolt(b *testing.B) {
-	const tenants, requests, batch = 1000, 1_000_000, 1<<16
+	const tenants, requests, batch = 1000, 1_000_000, 1 << 16
 	db := openBolt(b)
 	end := t0.Add(30 * 24 * time.Hour)
 	r := rand.New(rand.NewPCG(3, 4))
