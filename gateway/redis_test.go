@@ -375,4 +375,10 @@ func TestRedisUsageOfThreeGatewaysInEachUsageAPI(t *testing.T) {
 			}
 		}
 	}
+	// Redis down: the usage API says so (503), it does not answer from one process.
+	rs.Kill()
+	ts := &testServer{t: t, url: gws[0].url}
+	if code, _, body := ts.usagePage("/v1/organization/costs", keys["acme"], vals("start_time", unix(from))); code != 503 || !strings.Contains(body, "usage_unavailable") {
+		t.Errorf("costs with Redis down: %d %s", code, body)
+	}
 }

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"errors"
 	"crypto/subtle"
 	"encoding/base64"
 	"strconv"
@@ -117,8 +118,13 @@ func (s *Server) handleUsageAPI(ctx *fasthttp.RequestCtx, reqID string, path []b
 		return true
 	}
 	bs, err := s.usage.Query(q.Query)
-	if err != nil {
+	if errors.Is(err, usage.ErrTooManyBuckets) {
 		s.writeError(ctx, reqID, badRequest("limit", err.Error()))
+		return true
+	}
+	if err != nil { // the shared rollups (Redis) cannot be read
+		s.writeError(ctx, reqID, &apiError{status: 503, typ: "server_error", code: "usage_unavailable",
+			message: "usage rollups unavailable: " + err.Error(), retry: 1, reason: "unavailable"})
 		return true
 	}
 	writeJSON(ctx, 200, usagePage(bs, q, page, costs))

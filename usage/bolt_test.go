@@ -227,6 +227,19 @@ func BenchmarkQuery30DaysFromBolt(b *testing.B) {
 		b.Fatal(err)
 	}
 	load := time.Since(start)
+	all, err := m.Query(Query{Start: t0, End: end, Width: Day})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var n int64
+	for _, bk := range all {
+		for _, r := range bk.Results {
+			n += r.Requests
+		}
+	}
+	if n != requests {
+		b.Fatalf("the loaded rollups hold %d requests, want %d", n, requests)
+	}
 	b.ResetTimer()
 	for _, c := range []struct {
 		name string
