@@ -46,8 +46,8 @@ type Source interface {
 // covers them. So a write retried after a timeout, or after the process was killed
 // and restarted (it starts from the seq Redis holds), never counts twice, and every
 // settlement the ledger acknowledged is counted once Redis can be reached. Refusals
-// before admission, which the ledger does not hold, are counted by Add from memory
-// (at most once; those queued when the process dies are lost). Query first publishes
+// before admission, which the ledger does not hold, are counted by Add from memory,
+// at most once (a failed write is not retried). Query first publishes
 // what this process has settled, so a caller sees its own requests.
 type Redis struct {
 	c      redis.UniversalClient
@@ -226,47 +226,48 @@ func (r *Redis) Publish(ctx context.Context) error {
 		}
 		r.sent, r.known = v, true
 	}
+	// Read a batch, then send it: the source's read (a bbolt read transaction) is not
+	// held across the round trip.
 	cells := map[cellKey]*Counts{}
-	var first, last uint64
-	flush := func() error {
-		if len(cells) == 0 {
+	for {
+		var first, last uint64
+		n := 0
+		err := r.src.UsageSince(r.sent, func(seq uint64, e Event) error {
+			if first == 0 {
+				first = seq
+			}
+			last = seq
+			for w := Width(0); w < numWidths; w++ {
+				k := cellKey{e.Tenant, e.Model, e.Tier, w, w.index(e.Time)}
+				c := cells[k]
+				if c == nil {
+					c = &Counts{}
+					cells[k] = c
+				}
+				c.add(&e)
+			}
+			if n++; n == publishBatch {
+				return errBatchFull
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, errBatchFull) {
+			return err
+		}
+		if n == 0 {
 			return nil
 		}
-		err := r.runPublish(ctx, cells, first, last)
+		err = r.runPublish(ctx, cells, first, last)
 		clear(cells)
 		if err != nil {
 			r.known = false
 			return err
 		}
 		r.sent = last
-		first = 0
-		return nil
 	}
-	n := 0
-	err := r.src.UsageSince(r.sent, func(seq uint64, e Event) error {
-		if first == 0 {
-			first = seq
-		}
-		last = seq
-		for w := Width(0); w < numWidths; w++ {
-			k := cellKey{e.Tenant, e.Model, e.Tier, w, w.index(e.Time)}
-			c := cells[k]
-			if c == nil {
-				c = &Counts{}
-				cells[k] = c
-			}
-			c.add(&e)
-		}
-		if n++; n%publishBatch == 0 {
-			return flush()
-		}
-		return nil
-	})
-	if err == nil {
-		err = flush()
-	}
-	return err
 }
+
+var errBatchFull = errors.New("usage: batch full")
 
 // runPublish runs publishScript for the cells of entries first..last.
 func (r *Redis) runPublish(ctx context.Context, cells map[cellKey]*Counts, first, last uint64) error {

@@ -2,11 +2,15 @@ package usage
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/lmlite/lmlite/internal/rediscli"
 	"github.com/lmlite/lmlite/internal/redistest"
+	"github.com/lmlite/lmlite/money"
 )
 
 // sliceSource is a ledger as a slice: entry i has seq i+1.
@@ -86,5 +90,70 @@ func TestRedisScriptSkipsWhatItCounted(t *testing.T) {
 	}
 	if n := requests(); n != 16 {
 		t.Fatalf("after the overlap: %d requests, want 16", n)
+	}
+}
+
+// BenchmarkRedisQuery30Days publishes 1,000,000 settlements over 1,000 tenants spread
+// over the last 30 days to a real redis-server, then times 30-day queries as
+// BenchmarkQuery30DaysFromBolt does (p95 in ms; publish-s is the setup's publishing
+// time).
+func BenchmarkRedisQuery30Days(b *testing.B) {
+	const tenants, requests = 1000, 1_000_000
+	srv := redistest.Start(b, redistest.Options{})
+	c, err := rediscli.New(rediscli.Options{URL: srv.URL(0), Name: "bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	end := time.Now().UTC().Truncate(24 * time.Hour)
+	from := end.Add(-30 * 24 * time.Hour)
+	rnd := rand.New(rand.NewPCG(3, 4))
+	models := []string{"tiny", "small", "big"}
+	tiersOf := []string{"fast", "balanced", "smart"}
+	names := make([]string, tenants)
+	for i := range names {
+		names[i] = fmt.Sprintf("tenant-%04d", i)
+	}
+	src := make(sliceSource, requests)
+	for i := range src {
+		k := rnd.IntN(3)
+		src[i] = settled(from.Add(time.Duration(int64(i)*int64(end.Sub(from))/requests)), names[rnd.IntN(tenants)], models[k], tiersOf[k],
+			100+rnd.IntN(900), rnd.IntN(500), money.Money(rnd.IntN(1e6)), time.Duration(rnd.IntN(3000))*time.Millisecond)
+	}
+	r := NewRedis(c, src, RedisOptions{KeyPrefix: "b:", Every: time.Hour})
+	defer r.Close()
+	start := time.Now()
+	if err := r.Publish(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	publish := time.Since(start)
+	b.ResetTimer()
+	for _, q := range []struct {
+		name string
+		q    func(i int) Query
+	}{
+		{"tenant_by_day", func(i int) Query {
+			return Query{Tenants: []string{names[i%tenants]}, Start: from, End: end, Width: Day, ByModel: true, ByTier: true}
+		}},
+		{"tenant_by_hour", func(i int) Query {
+			return Query{Tenants: []string{names[i%tenants]}, Start: from, End: end, Width: Hour, ByModel: true}
+		}},
+		{"all_by_day", func(i int) Query { return Query{Start: from, End: end, Width: Day, ByModel: true} }},
+	} {
+		b.Run(q.name, func(b *testing.B) {
+			var lat []time.Duration
+			i := 0
+			for b.Loop() {
+				s := time.Now()
+				if _, err := r.Query(q.q(i)); err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, time.Since(s))
+				i++
+			}
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)*95/100])/1e6, "p95-ms")
+			b.ReportMetric(publish.Seconds(), "publish-s")
+		})
 	}
 }
