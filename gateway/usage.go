@@ -2,9 +2,9 @@ package gateway
 
 import (
 	"bytes"
-	"errors"
 	"crypto/subtle"
 	"encoding/base64"
+	"errors"
 	"strconv"
 	"strings"
 	"time"
