@@ -62,8 +62,9 @@
 //     tenancy.Ticket.Settle replaces the reservation by the actual cost and the
 //     response completes only after its ledger group is logged, so a server killed
 //     with SIGKILL never loses usage it acknowledged;
-//     usage.go, Server.recordUsage counts it in the rollups (package usage). A
-//     refusal before admission is counted by job.refuse.
+//     usage.go, Server.recordUsage counts it in the rollups (package usage; the
+//     ledger's store keeps them durably, written with the entries). A refusal
+//     before admission is counted by job.refuse.
 //
 // # The engine
 //

@@ -77,7 +77,14 @@ func startServer(t *testing.T, yaml string, eng *fakeEngine) *testServer {
 // the fake one (to add optional abilities such as ModelLoader).
 func startServerWith(t *testing.T, yaml string, eng *fakeEngine, opts Options, wrap func(*fakeEngine) Engine) *testServer {
 	t.Helper()
-	cfg := parseConfig(t, yaml, t.TempDir())
+	return startServerIn(t, t.TempDir(), yaml, eng, opts, wrap)
+}
+
+// startServerIn is startServerWith on the data directory dir (a restart: the store
+// of an earlier server there, with new keys).
+func startServerIn(t *testing.T, dir, yaml string, eng *fakeEngine, opts Options, wrap func(*fakeEngine) Engine) *testServer {
+	t.Helper()
+	cfg := parseConfig(t, yaml, dir)
 	store, err := tenancy.Open(filepath.Join(cfg.DataDir, "lmlite.db"), tenancy.Options{Sync: tenancy.SyncProcess})
 	if err != nil {
 		t.Fatal(err)

@@ -23,6 +23,7 @@ import (
 	"github.com/lmlite/lmlite/internal/redistest"
 	"github.com/lmlite/lmlite/money"
 	"github.com/lmlite/lmlite/tenancy"
+	"github.com/lmlite/lmlite/usage"
 )
 
 // sharedGateway is one of several gateways sharing a Redis, as `lmlite serve` wires it
@@ -77,7 +78,8 @@ func startSharedGatewaysWith(t *testing.T, rs *redistest.Server, n int, opts fun
 		sh := tenancy.NewRedisShared(rc, tenancy.RedisOptions{KeyPrefix: "gwtest:", Node: node, TTL: 3 * time.Second})
 		ten := tenancy.New(store)
 		ten.UseShared(sh)
-		o := Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		ru := usage.NewRedis(rc, store, usage.RedisOptions{KeyPrefix: "gwtest:"})
+		o := Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), AdminKey: "admin-secret", Usage: ru}
 		if opts != nil {
 			opts(i, rc, &o)
 		}
@@ -96,6 +98,7 @@ func startSharedGatewaysWith(t *testing.T, rs *redistest.Server, n int, opts fun
 			defer cancel()
 			srv.Shutdown(ctx)
 			<-done
+			ru.Close()
 			sh.Close()
 			rk.Close()
 			rc.Close()
@@ -430,5 +433,65 @@ func TestRedisLimitsShowSharedSpend(t *testing.T) {
 	}
 	if sum, _ := ledgerTotal(gws[1].store); sum != 0 {
 		t.Fatalf("gateway 1's own ledger holds %v", sum)
+	}
+}
+
+// Requests settled on three gateways sharing a Redis show, summed, in the usage and
+// costs APIs of each of them (once each has published), equal to the three
+// ledgers together to the nano-dollar.
+func TestRedisUsageOfThreeGatewaysInEachUsageAPI(t *testing.T) {
+	rs := redistest.Start(t, redistest.Options{})
+	gws, keys := startSharedGateways(t, rs, 3)
+	for i := range 30 {
+		model := []string{"tiny", "big"}[i%2]
+		if code, body := gws[i%3].post(t, keys["acme"], `{"model":"`+model+`","max_tokens":5,"messages":[{"role":"user","content":"hi `+fmt.Sprint(i)+`"}]}`); code != 200 {
+			t.Fatalf("request %d: %d %s", i, code, body)
+		}
+	}
+	var want money.Money
+	wantRequests := 0
+	for _, g := range gws {
+		sum, _ := ledgerTotal(g.store)
+		want += sum
+		g.store.Ledger(func(e tenancy.Entry) error { wantRequests++; return nil })
+	}
+	if wantRequests != 30 || want == 0 {
+		t.Fatalf("ledgers hold %d entries, %v", wantRequests, want)
+	}
+	// Each gateway publishes its ledger every 500ms, and its own before answering: the
+	// test publishes all three rather than wait for that.
+	for _, g := range gws {
+		if err := g.srv.usage.(*usage.Redis).Publish(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	from := time.Now().Add(-time.Hour)
+	for i, g := range gws {
+		ts := &testServer{t: t, url: g.url}
+		for _, key := range []string{"admin-secret", keys["acme"]} {
+			_, costs, body := ts.usagePage("/v1/organization/costs", key, vals("start_time", unix(from), "bucket_width", "1h", "limit", "3"))
+			_, use, _ := ts.usagePage("/v1/organization/usage/completions", key, vals("start_time", unix(from), "bucket_width", "1m", "limit", "120"))
+			var got money.Money
+			var n int64
+			for _, b := range costs.Data {
+				for _, r := range b.Results {
+					got += money.USD(r.Amount.Value)
+				}
+			}
+			for _, b := range use.Data {
+				for _, r := range b.Results {
+					n += r.NumModelRequests
+				}
+			}
+			if got != want || n != int64(wantRequests) {
+				t.Errorf("gateway %d, key %.5s: usage API %v over %d requests, ledgers %v over %d (%s)", i, key, got, n, want, wantRequests, body)
+			}
+		}
+	}
+	// Redis down: the usage API says so (503), it does not answer from one process.
+	rs.Kill()
+	ts := &testServer{t: t, url: gws[0].url}
+	if code, _, body := ts.usagePage("/v1/organization/costs", keys["acme"], vals("start_time", unix(from))); code != 503 || !strings.Contains(body, "usage_unavailable") {
+		t.Errorf("costs with Redis down: %d %s", code, body)
 	}
 }

@@ -247,6 +247,10 @@ func (j *job) settle(e tenancy.Entry, u *engine.Usage) {
 	if u != nil && u.CompletionTokens > 0 {
 		e.TTFT = u.TimeToFirstToken
 	}
+	if u != nil {
+		e.CachedTokens = u.CachedTokens
+	}
+	e.Refused = refusalOf(e.Status, j.refusal).String()
 	if j.line != nil {
 		e.Cost = j.line.discount(e.Cost)
 	}
@@ -258,7 +262,7 @@ func (j *job) settle(e tenancy.Entry, u *engine.Usage) {
 		s.log.Error("ledger", "request_id", j.reqID, "error", err)
 	}
 	s.metrics.observe(j, e, charged, u)
-	s.recordUsage(j, e, charged, u)
+	s.recordUsage(j, e, charged)
 	if !s.log.Enabled(context.Background(), slog.LevelInfo) {
 		return
 	}

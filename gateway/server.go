@@ -57,7 +57,7 @@ type Options struct {
 	Logger   *slog.Logger // nil: slog.Default()
 	AdminKey string       // guards /admin/*; "": admin API off
 	Now      func() time.Time
-	Usage    usage.Rollups // nil: in memory, rebuilt from the ledger at start (usage.go)
+	Usage    usage.Rollups // nil: in memory, loaded at start from the rollups the ledger's store keeps (usage.go)
 	// MetricsKey, when set, is the bearer token GET /metrics requires (metrics_key_env).
 	MetricsKey string
 	// Collectors are added to /metrics (e.g. the Redis client's, internal/rediscli).

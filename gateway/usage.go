@@ -11,7 +11,6 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/money"
 	"github.com/lmlite/lmlite/policies"
 	"github.com/lmlite/lmlite/tenancy"
@@ -29,8 +28,8 @@ import (
 // named by tenant_ids (or project_ids: a tenant is OpenAI's project here, and
 // group_by=project_id groups by tenant).
 
-// initUsage sets the server's rollups: r, or in-memory ones rebuilt from the ledger
-// (the one pass over it; queries never scan it).
+// initUsage sets the server's rollups: r, or in-memory ones loaded from the rollups
+// the ledger's store keeps beside the ledger (usage.PutBolt; the ledger is not read).
 func (s *Server) initUsage(r usage.Rollups) error {
 	if r != nil {
 		s.usage = r
@@ -41,19 +40,15 @@ func (s *Server) initUsage(r usage.Rollups) error {
 	if s.ten == nil || s.ten.Store() == nil {
 		return nil
 	}
-	return s.ten.Store().Ledger(func(e tenancy.Entry) error {
-		m.Add(eventOf(&e, "", 0))
-		return nil
-	})
+	return s.ten.Store().LoadRollups(m, s.now())
 }
 
-// eventOf is the rollup event of a settled ledger entry; apiReason is the refusal's
-// reason when known.
-func eventOf(e *tenancy.Entry, apiReason string, cached int) usage.Event {
+// eventOf is the rollup event of a settled ledger entry.
+func eventOf(e *tenancy.Entry) usage.Event {
 	return usage.Event{
-		Time: e.Time, Tenant: e.Tenant, Model: e.Model, Tier: e.Tier, Admitted: true, Status: e.Status,
-		Refused: refusalOf(e.Status, apiReason), InputTokens: e.PromptTokens, OutputTokens: e.CompletionTokens,
-		CachedTokens: cached, Cost: e.Cost, Latency: e.Latency, TTFT: e.TTFT,
+		Time: e.Time, RequestID: e.RequestID, Tenant: e.Tenant, Model: e.Model, Tier: e.Tier, Admitted: true, Status: e.Status,
+		Refused: usage.ParseReason(e.Refused), InputTokens: e.PromptTokens, OutputTokens: e.CompletionTokens,
+		CachedTokens: e.CachedTokens, Cost: e.Cost, Latency: e.Latency, TTFT: e.TTFT,
 	}
 }
 
@@ -75,7 +70,7 @@ func refusalOf(status int, apiReason string) usage.Reason {
 }
 
 // recordUsage counts a settled request (e is its ledger entry, cost as charged).
-func (s *Server) recordUsage(j *job, e tenancy.Entry, charged money.Money, u *engine.Usage) {
+func (s *Server) recordUsage(j *job, e tenancy.Entry, charged money.Money) {
 	if s.usage == nil {
 		return
 	}
@@ -83,17 +78,13 @@ func (s *Server) recordUsage(j *job, e tenancy.Entry, charged money.Money, u *en
 		e.Tenant = j.pol.Tenant
 	}
 	e.Cost = charged
-	cached := 0
-	if u != nil {
-		cached = u.CachedTokens
-	}
-	s.usage.Add(eventOf(&e, j.refusal, cached))
+	s.usage.Add(eventOf(&e))
 }
 
 // refuse answers a refusal before admission (the tenant is known) and counts it.
 func (j *job) refuse(ctx *fasthttp.RequestCtx, e *apiError) {
 	if r := refusalOf(e.status, e.reason); r != usage.NotRefused && j.s.usage != nil {
-		j.s.usage.Add(usage.Event{Time: j.s.now(), Tenant: j.pol.Tenant, Refused: r})
+		j.s.usage.Add(usage.Event{Time: j.s.now(), RequestID: j.reqID, Tenant: j.pol.Tenant, Refused: r})
 	}
 	j.s.writeError(ctx, j.reqID, e)
 }
@@ -127,8 +118,13 @@ func (s *Server) handleUsageAPI(ctx *fasthttp.RequestCtx, reqID string, path []b
 		return true
 	}
 	bs, err := s.usage.Query(q.Query)
-	if err != nil {
+	if errors.Is(err, usage.ErrTooManyBuckets) {
 		s.writeError(ctx, reqID, badRequest("limit", err.Error()))
+		return true
+	}
+	if err != nil { // the shared rollups (Redis) cannot be read
+		s.writeError(ctx, reqID, &apiError{status: 503, typ: "server_error", code: "usage_unavailable",
+			message: "usage rollups unavailable: " + err.Error(), retry: 1, reason: "unavailable"})
 		return true
 	}
 	writeJSON(ctx, 200, usagePage(bs, q, page, costs))

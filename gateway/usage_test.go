@@ -329,11 +329,11 @@ func TestMetricsNeedTheBearerTokenWhenConfigured(t *testing.T) {
 	}
 }
 
-// The rollups a restarted server rebuilds from the ledger (what New does) answer as
-// the live ones did.
-func TestRollupsRebuiltFromTheLedgerAnswerTheSame(t *testing.T) {
-	ts, _ := usageServer(t)
-	restarted := &Server{ten: ts.srv.ten}
+// The rollups a restarted server loads from the store (what New does) answer as the
+// live ones did.
+func TestRollupsLoadedFromTheStoreAnswerTheSame(t *testing.T) {
+	ts, c := usageServer(t)
+	restarted := &Server{ten: ts.srv.ten, now: c.now}
 	if err := restarted.initUsage(nil); err != nil {
 		t.Fatal(err)
 	}
@@ -349,6 +349,112 @@ func TestRollupsRebuiltFromTheLedgerAnswerTheSame(t *testing.T) {
 		}
 		if n := len(live); n == 0 {
 			t.Fatal("no buckets")
+		}
+	}
+}
+
+// TestUsageTotalsEqualTheLedgerAcrossARestart settles requests of several tenants and
+// models over three days, some refused for money, restarts the server on the same
+// store half-way (the new one loads the stored rollups), settles more, and checks that
+// the usage and costs APIs' totals per tenant equal the ledger's to the nano-dollar,
+// by day and by hour (paging through), and that nothing was counted twice.
+func TestUsageTotalsEqualTheLedgerAcrossARestart(t *testing.T) {
+	dir := t.TempDir()
+	c := &testClock{t: day0}
+	tenants := []string{"acme", "thin", "twotier", "race"}
+	models := []string{"tiny", "big", "tiny"}
+	run := func(ts *testServer, from, n int) (refused int) {
+		for i := from; i < from+n; i++ {
+			c.set(day0.Add(time.Duration(i) * 53 * time.Minute))
+			tn, m := tenants[i%len(tenants)], models[i%len(models)]
+			if tn == "twotier" {
+				m = "tiny"
+			}
+			resp, body := ts.post("/v1/chat/completions", ts.keys[tn],
+				fmt.Sprintf(`{"model":%q,"max_tokens":%d,"messages":[{"role":"user","content":"hello %d"}]}`, m, 1+i%7, i))
+			switch resp.StatusCode {
+			case 200:
+			case 429:
+				refused++
+			default:
+				t.Fatalf("request %d (%s %s): %d %s", i, tn, m, resp.StatusCode, body)
+			}
+		}
+		return refused
+	}
+	a := startServerIn(t, dir, testConfig, newFakeEngine(), Options{Now: c.now}, nil)
+	refused := run(a, 0, 40)
+	a.stop()
+	b := startServerIn(t, dir, testConfig, newFakeEngine(), Options{Now: c.now}, nil)
+	refused += run(b, 40, 40)
+	if refused == 0 {
+		t.Error("no request was refused for money: the test does not cover refusals")
+	}
+
+	type totals struct {
+		requests, in, out int64
+		cost              money.Money
+	}
+	ledger := map[string]*totals{}
+	entries := 0
+	for _, e := range b.ledger() {
+		l := ledger[e.Tenant]
+		if l == nil {
+			l = &totals{}
+			ledger[e.Tenant] = l
+		}
+		l.requests++
+		l.in += int64(e.PromptTokens)
+		l.out += int64(e.CompletionTokens)
+		l.cost += e.Cost
+		entries++
+	}
+	if entries < 60 {
+		t.Fatalf("only %d ledger entries", entries)
+	}
+	end := c.now().Add(time.Hour)
+	for _, width := range []string{"1d", "1h"} {
+		got := map[string]*totals{}
+		at := func(tn string) *totals {
+			if got[tn] == nil {
+				got[tn] = &totals{}
+			}
+			return got[tn]
+		}
+		for _, path := range []string{"/v1/organization/usage/completions", "/v1/organization/costs"} {
+			q := vals("start_time", unix(day0), "end_time", unix(end), "bucket_width", width, "group_by", "project_id", "limit", "7")
+			for pages := 0; ; pages++ {
+				code, p, body := b.usagePage(path, "admin-secret", q)
+				if code != 200 || pages > 100 {
+					t.Fatalf("%s %s: %d %s", path, width, code, body)
+				}
+				for _, bk := range p.Data {
+					for _, r := range bk.Results {
+						tt := at(*r.ProjectID)
+						if r.Amount != nil {
+							tt.cost += money.USD(r.Amount.Value)
+							continue
+						}
+						tt.requests += r.NumModelRequests
+						tt.in += r.InputTokens
+						tt.out += r.OutputTokens
+					}
+				}
+				if !p.HasMore {
+					break
+				}
+				q.Set("page", *p.NextPage)
+			}
+		}
+		for tn, l := range ledger {
+			if g := got[tn]; g == nil || *g != *l {
+				t.Errorf("width %s, tenant %s: usage API %+v, ledger %+v", width, tn, g, l)
+			}
+		}
+		for tn := range got {
+			if ledger[tn] == nil {
+				t.Errorf("width %s: usage for %s, not in the ledger", width, tn)
+			}
 		}
 	}
 }

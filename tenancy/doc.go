@@ -62,6 +62,10 @@
 // the segments left by a killed process, skipping what the database already holds
 // (entries carry increasing sequence numbers). ledger.go has the details.
 //
+// The same transaction adds the entries to the usage rollups kept in the database
+// (usage.PutBolt), so they always hold exactly the ledger's entries; LoadRollups
+// reads them at start, and UsageSince lets usage.Redis follow the ledger by seq.
+//
 // bbolt (go.etcd.io/bbolt) is the embedded store: a well-kept single-file B+tree with
 // ACID transactions and a file lock, so a second process cannot open a store in use.
 package tenancy

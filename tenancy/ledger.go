@@ -18,6 +18,7 @@ import (
 
 	"github.com/lmlite/lmlite/internal/jsonenc"
 	"github.com/lmlite/lmlite/money"
+	"github.com/lmlite/lmlite/usage"
 )
 
 // The ledger's write path.
@@ -44,9 +45,10 @@ import (
 
 // group is the entries acknowledged together.
 type group struct {
-	buf   []byte  // the entries' JSON objects, comma-separated
-	spend []spent // what the spend totals need of each entry
-	first uint64  // seq of the first entry; 0: empty
+	buf   []byte        // the entries' JSON objects, comma-separated
+	spend []spent       // what the spend totals need of each entry
+	evs   []usage.Event // what the usage rollups need of each entry
+	first uint64        // seq of the first entry; 0: empty
 	last  uint64
 
 	// guarded by Store.walMu
@@ -66,6 +68,7 @@ type batch struct {
 	json  []byte // the entries' JSON objects, comma-separated
 	parts []part // the groups in json, in seq order
 	spend []spent
+	evs   []usage.Event
 }
 
 // part is one group of a batch.
@@ -77,27 +80,30 @@ type part struct {
 func (b *batch) empty() bool { return len(b.parts) == 0 }
 
 func (b *batch) reset() {
-	b.json, b.parts, b.spend = b.json[:0], b.parts[:0], b.spend[:0]
+	clear(b.evs) // drop the strings
+	b.json, b.parts, b.spend, b.evs = b.json[:0], b.parts[:0], b.spend[:0], b.evs[:0]
 }
 
-// add appends a group: its entries' JSON, costs and seqs.
-func (b *batch) add(js []byte, sp []spent, first, last uint64) {
+// add appends a group: its entries' JSON, costs, rollup events and seqs.
+func (b *batch) add(js []byte, sp []spent, evs []usage.Event, first, last uint64) {
 	if !b.empty() {
 		b.json = append(b.json, ',')
 	}
 	b.json = append(b.json, js...)
 	b.parts = append(b.parts, part{len(b.json), first, last})
 	b.spend = append(b.spend, sp...)
+	b.evs = append(b.evs, evs...)
 }
 
 // addBatch appends the groups of o.
 func (b *batch) addBatch(o *batch) {
 	start := 0
 	for _, p := range o.parts {
-		b.add(o.json[start:p.end], nil, p.first, p.last)
+		b.add(o.json[start:p.end], nil, nil, p.first, p.last)
 		start = p.end + 1
 	}
 	b.spend = append(b.spend, o.spend...)
+	b.evs = append(b.evs, o.evs...)
 }
 
 // appendEntry appends e as the JSON object encoding/json would write for it, by hand:
@@ -138,6 +144,11 @@ func appendEntry(b []byte, e *Entry) []byte {
 		b = append(b, `,"ttft_ns":`...)
 		b = strconv.AppendInt(b, int64(e.TTFT), 10)
 	}
+	if e.CachedTokens != 0 {
+		b = append(b, `,"cached_tokens":`...)
+		b = strconv.AppendInt(b, int64(e.CachedTokens), 10)
+	}
+	b = str(b, "refused", e.Refused)
 	return append(b, '}')
 }
 
@@ -163,6 +174,7 @@ func (s *Store) Record(e Entry) error {
 		g.buf = append(g.buf, ',')
 	}
 	g.buf = appendEntry(g.buf, &e)
+	g.evs = append(g.evs, e.event())
 	g.last = e.Seq
 	if sp.cost != 0 {
 		g.spend = append(g.spend, sp)
@@ -186,8 +198,8 @@ func (s *Store) Record(e Entry) error {
 // newGroupLocked returns an empty group for s.cur, reusing the buffers of the last
 // group written. s.walMu and s.mu are held.
 func (s *Store) newGroupLocked() *group {
-	g := &group{buf: s.spareBuf[:0], spend: s.spareSpend[:0]}
-	s.spareBuf, s.spareSpend = nil, nil
+	g := &group{buf: s.spareBuf[:0], spend: s.spareSpend[:0], evs: s.spareEvs[:0]}
+	s.spareBuf, s.spareSpend, s.spareEvs = nil, nil, nil
 	return g
 }
 
@@ -220,11 +232,12 @@ func (s *Store) writeLocked(g *group) {
 		return
 	}
 	s.commits.Add(1)
-	s.batch.add(g.buf, g.spend, g.first, g.last)
+	s.batch.add(g.buf, g.spend, g.evs, g.first, g.last)
 	if cap(g.buf) <= 1<<20 {
-		s.spareBuf, s.spareSpend = g.buf[:0], g.spend[:0]
+		clear(g.evs)
+		s.spareBuf, s.spareSpend, s.spareEvs = g.buf[:0], g.spend[:0], g.evs[:0]
 	}
-	g.buf, g.spend = nil, nil
+	g.buf, g.spend, g.evs = nil, nil, nil
 	if p := s.batch.parts; p[len(p)-1].last-p[0].first+1 >= uint64(s.opts.ApplyEntries) {
 		select {
 		case s.kick <- struct{}{}:
@@ -328,7 +341,8 @@ const chunkBytes = 16 << 10
 
 // storeBatch writes b to the ledger bucket as a few values, JSON arrays of its groups
 // keyed by their first seq, adds its costs to the spend totals and records its last
-// seq as applied. buf is scratch space for the values (reused across calls; bbolt
+// seq as applied, and adds its entries to the usage rollups (usage.PutBolt): in one
+// transaction, so the rollups always hold exactly the entries the ledger holds. buf is scratch space for the values (reused across calls; bbolt
 // holds them until the transaction ends).
 func storeBatch(tx *bolt.Tx, b *batch, buf *[]byte) error {
 	led, spend := tx.Bucket(bucketLedger), tx.Bucket(bucketSpend)
@@ -381,6 +395,9 @@ func storeBatch(tx *bolt.Tx, b *batch, buf *[]byte) error {
 		if err := spend.Put(k, vb[:]); err != nil {
 			return err
 		}
+	}
+	if err := usage.PutBolt(tx, b.evs); err != nil {
+		return err
 	}
 	binary.BigEndian.PutUint64(kb[:], b.parts[len(b.parts)-1].last)
 	return tx.Bucket(bucketMeta).Put(keyApplied, kb[:])
@@ -530,7 +547,7 @@ func (s *Store) replay() error {
 				d, m := windows(e.Time)
 				sp = []spent{{e.Tenant, d, m, e.Cost}}
 			}
-			b.add(appendEntry(nil, e), sp, e.Seq, e.Seq)
+			b.add(appendEntry(nil, e), sp, []usage.Event{e.event()}, e.Seq, e.Seq)
 		}
 		s.seq = found[len(found)-1].Seq
 		if err := s.db.Update(func(tx *bolt.Tx) error { return storeBatch(tx, &b, new([]byte)) }); err != nil {

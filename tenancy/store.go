@@ -1,7 +1,10 @@
 package tenancy
 
 import (
+	"bytes"
+	"crypto/rand"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +20,7 @@ import (
 	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/lmlite/lmlite/money"
+	"github.com/lmlite/lmlite/usage"
 )
 
 // SyncMode says how durable a committed ledger group is before Settle returns.
@@ -54,6 +58,7 @@ var (
 	bucketSpend  = []byte("spend")
 	bucketMeta   = []byte("meta")
 	keyApplied   = []byte("applied_seq") // the last ledger seq applied to the database
+	keyID        = []byte("id")          // the store's random id, made once (ID)
 )
 
 // Entry is one request's usage in the ledger.
@@ -72,6 +77,17 @@ type Entry struct {
 	Cost             money.Money   `json:"cost_nano_usd"`
 	Latency          time.Duration `json:"latency_ns"`
 	TTFT             time.Duration `json:"ttft_ns,omitempty"`
+	CachedTokens     int           `json:"cached_tokens,omitempty"` // prompt tokens served from the prefix cache
+	Refused          string        `json:"refused,omitempty"`       // a refusal after admission: a usage.Reason's name
+}
+
+// event is e as the usage rollups count it.
+func (e *Entry) event() usage.Event {
+	return usage.Event{
+		Time: e.Time, RequestID: e.RequestID, Tenant: e.Tenant, Model: e.Model, Tier: e.Tier, Admitted: true,
+		Status: e.Status, Refused: usage.ParseReason(e.Refused), InputTokens: e.PromptTokens,
+		OutputTokens: e.CompletionTokens, CachedTokens: e.CachedTokens, Cost: e.Cost, Latency: e.Latency, TTFT: e.TTFT,
+	}
 }
 
 // Store is the embedded store of keys, the usage ledger and spend totals: a bbolt
@@ -88,6 +104,7 @@ type Store struct {
 	db   *bolt.DB
 	path string
 	opts Options
+	id   string // ID
 
 	keysMu sync.RWMutex        // guards keys
 	keys   map[string]*KeyInfo // by id; a cache of the keys bucket
@@ -109,6 +126,7 @@ type Store struct {
 	// buffers for reuse: of the last group written, of the last batch applied
 	spareBuf   []byte
 	spareSpend []spent
+	spareEvs   []usage.Event
 	spareBatch batch
 	valBuf     []byte // scratch for the database values of a batch (under applyMu)
 
@@ -156,6 +174,24 @@ func Open(path string, opts Options) (*Store, error) {
 		}
 		if v := tx.Bucket(bucketMeta).Get(keyApplied); len(v) == 8 {
 			s.seq = binary.BigEndian.Uint64(v)
+		}
+		meta := tx.Bucket(bucketMeta)
+		if v := meta.Get(keyID); len(v) > 0 {
+			s.id = string(v)
+		} else {
+			var b [8]byte
+			if _, err := rand.Read(b[:]); err != nil {
+				return err
+			}
+			s.id = hex.EncodeToString(b[:])
+			if err := meta.Put(keyID, []byte(s.id)); err != nil {
+				return err
+			}
+		}
+		if tx.Bucket(usage.BoltBucket) == nil {
+			if err := migrateRollups(tx); err != nil {
+				return err
+			}
 		}
 		return tx.Bucket(bucketKeys).ForEach(func(k, v []byte) error {
 			var ki KeyInfo
@@ -254,6 +290,81 @@ func (s *Store) Ledger(fn func(Entry) error) error {
 		return tx.Bucket(bucketLedger).ForEach(func(_, v []byte) error {
 			return ledgerValue(v, fn)
 		})
+	})
+}
+
+// migrateRollups makes the usage rollups of a store written before they were kept
+// in it, from its ledger: once, in the transaction that creates their bucket.
+func migrateRollups(tx *bolt.Tx) error {
+	if _, err := tx.CreateBucket(usage.BoltBucket); err != nil {
+		return err
+	}
+	var evs []usage.Event
+	err := tx.Bucket(bucketLedger).ForEach(func(_, v []byte) error {
+		return ledgerValue(v, func(e Entry) error {
+			evs = append(evs, e.event())
+			if len(evs) == 1<<16 {
+				err := usage.PutBolt(tx, evs)
+				evs = evs[:0]
+				return err
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return err
+	}
+	return usage.PutBolt(tx, evs)
+}
+
+// LoadRollups adds the usage rollups of every ledger entry acknowledged so far to m
+// (those past their retention at now left out): how a server starts its rollups
+// without reading the ledger.
+func (s *Store) LoadRollups(m *usage.Memory, now time.Time) error {
+	if err := s.sync(); err != nil {
+		return fmt.Errorf("tenancy: %w", err)
+	}
+	return s.db.View(func(tx *bolt.Tx) error { return usage.LoadBolt(tx, m, now) })
+}
+
+// ID is the store's own id, random, made when the store was created: with a seq, it
+// names a ledger entry among every process's ledgers.
+func (s *Store) ID() string { return s.id }
+
+// UsageSince calls fn, in seq order, with the seq and usage event of every ledger
+// entry acknowledged so far whose seq is after seq, until fn returns an error (which
+// it returns). It reads the ledger's chunks from the one holding seq+1 on: it is how
+// usage.Redis follows the ledger.
+func (s *Store) UsageSince(seq uint64, fn func(seq uint64, e usage.Event) error) error {
+	if err := s.sync(); err != nil {
+		return fmt.Errorf("tenancy: %w", err)
+	}
+	return s.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketLedger).Cursor()
+		var kb [8]byte
+		binary.BigEndian.PutUint64(kb[:], seq+1)
+		k, v := c.Seek(kb[:])
+		if k == nil {
+			k, v = c.Last() // seq+1 may be inside the last chunk
+		} else if !bytes.Equal(k, kb[:]) { // or inside the chunk before
+			if pk, pv := c.Prev(); pk != nil {
+				k, v = pk, pv
+			} else {
+				k, v = c.First()
+			}
+		}
+		for ; k != nil; k, v = c.Next() {
+			err := ledgerValue(v, func(e Entry) error {
+				if e.Seq <= seq {
+					return nil
+				}
+				return fn(e.Seq, e.event())
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 }
 

@@ -22,6 +22,7 @@ import (
 
 	"github.com/lmlite/lmlite/money"
 	"github.com/lmlite/lmlite/policies"
+	"github.com/lmlite/lmlite/usage"
 )
 
 func openStore(t *testing.T, path string, mode SyncMode) *Store {
@@ -307,6 +308,11 @@ func TestLedgerSurvivesKill(t *testing.T) {
 			if day != sum {
 				t.Errorf("spend total %v, ledger sum %v", day, sum)
 			}
+			// The rollups were written in the ledger's transactions: after the kill
+			// they hold exactly the entries the ledger holds.
+			if n, cost := rollupTotals(t, s); n != int64(len(found)) || cost != sum {
+				t.Errorf("rollups %d requests %v, ledger %d entries %v", n, cost, len(found), sum)
+			}
 			t.Logf("%s: %d acknowledged, %d in the ledger", mode, len(acked), len(found))
 		})
 	}
@@ -532,6 +538,9 @@ func TestLedgerReplay(t *testing.T) {
 	if day, _, _ := r.Spent("a", now); day != 105 {
 		t.Errorf("spent %v, want 105", day)
 	}
+	if n, cost := rollupTotals(t, r); n != 11 || cost != 105 {
+		t.Errorf("rollups after the replay: %d requests %v, want 11 and 105", n, cost)
+	}
 	// New entries continue the sequence.
 	if err := r.Record(Entry{Time: now, RequestID: "new", Tenant: "a", Status: 200}); err != nil {
 		t.Fatal(err)
@@ -565,4 +574,63 @@ func FuzzAuthenticate(f *testing.F) {
 			t.Fatalf("%q authenticated as %q", k, ten)
 		}
 	})
+}
+
+// rollupTotals is what the store's usage rollups (loaded as a server loads them) hold
+// over every day: requests and money.
+func rollupTotals(t *testing.T, s *Store) (int64, money.Money) {
+	t.Helper()
+	m := usage.NewMemory()
+	if err := s.LoadRollups(m, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	from := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
+	bs, err := m.Query(usage.Query{Start: from, End: time.Now().AddDate(1, 0, 0), Width: usage.Day})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	var cost money.Money
+	for _, b := range bs {
+		for _, r := range b.Results {
+			n += r.Requests
+			cost += r.Cost
+		}
+	}
+	return n, cost
+}
+
+// A store written before the rollups were kept in it gets them, once, from its
+// ledger when it is opened; later entries add to them.
+func TestRollupsMigratedFromAnOlderStore(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lmlite.db")
+	s := openStore(t, path, SyncProcess)
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	for i := range 5 {
+		if err := s.Record(Entry{Time: now, RequestID: strconv.Itoa(i), Tenant: "a", Model: "m", Cost: 7, Status: 200}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *bolt.Tx) error { return tx.DeleteBucket(usage.BoltBucket) }); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	s = openStore(t, path, SyncProcess)
+	defer s.Close()
+	if n, cost := rollupTotals(t, s); n != 5 || cost != 35 {
+		t.Errorf("migrated rollups: %d requests %v, want 5 and 35", n, cost)
+	}
+	if err := s.Record(Entry{Time: now, RequestID: "5", Tenant: "a", Model: "m", Cost: 7, Status: 200}); err != nil {
+		t.Fatal(err)
+	}
+	if n, cost := rollupTotals(t, s); n != 6 || cost != 42 {
+		t.Errorf("after one more entry: %d requests %v, want 6 and 42", n, cost)
+	}
 }

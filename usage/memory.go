@@ -14,9 +14,9 @@ import (
 // and hour buckets are pruned as time advances, at most once an hour per tenant (so a
 // bucket may outlive its retention by up to an hour).
 //
-// It holds no history of its own across restarts: the server rebuilds it from the
-// ledger when it starts (the only pass over the ledger; queries never scan it).
-// Refusals before admission are not in the ledger, so they start again from zero.
+// It holds no history of its own across restarts: the server loads it from the
+// durable rollups (LoadBolt) when it starts; queries never scan the ledger. Refusals
+// before admission are not in the ledger, so they start again from zero.
 type Memory struct {
 	seed   maphash.Seed
 	shards [64]shard
@@ -52,32 +52,50 @@ func (m *Memory) shard(tenant string) *shard {
 	return &m.shards[maphash.String(m.seed, tenant)%uint64(len(m.shards))]
 }
 
-// Add counts e in its minute, hour and day buckets.
-func (m *Memory) Add(e Event) {
-	sh := m.shard(e.Tenant)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	tr := sh.tenants[e.Tenant]
+// tenantLocked returns tenant's rollups, made if needed. sh.mu is held.
+func (sh *shard) tenantLocked(tenant string) *tenantRoll {
+	tr := sh.tenants[tenant]
 	if tr == nil {
 		tr = &tenantRoll{}
 		for w := range tr.buckets {
 			tr.buckets[w] = map[int64][]cell{}
 		}
-		sh.tenants[e.Tenant] = tr
+		sh.tenants[tenant] = tr
 	}
+	return tr
+}
+
+// cell returns the cell of series k in bucket i of width w, made if needed.
+func (tr *tenantRoll) cell(w Width, i int64, k series) *Counts {
+	cells := tr.buckets[w][i]
+	j := 0
+	for j < len(cells) && cells[j].s != k {
+		j++
+	}
+	if j == len(cells) {
+		cells = append(cells, cell{s: k})
+		tr.buckets[w][i] = cells
+	}
+	return &cells[j].c
+}
+
+// merge adds c to one cell (LoadBolt).
+func (m *Memory) merge(w Width, i int64, tenant string, k series, c *Counts) {
+	sh := m.shard(tenant)
+	sh.mu.Lock()
+	sh.tenantLocked(tenant).cell(w, i, k).Merge(c)
+	sh.mu.Unlock()
+}
+
+// Add counts e in its minute, hour and day buckets.
+func (m *Memory) Add(e Event) {
+	sh := m.shard(e.Tenant)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	tr := sh.tenantLocked(e.Tenant)
 	k := series{e.Model, e.Tier}
 	for w := Width(0); w < numWidths; w++ {
-		i := w.index(e.Time)
-		cells := tr.buckets[w][i]
-		j := 0
-		for j < len(cells) && cells[j].s != k {
-			j++
-		}
-		if j == len(cells) {
-			cells = append(cells, cell{s: k})
-			tr.buckets[w][i] = cells
-		}
-		cells[j].c.add(&e)
+		tr.cell(w, w.index(e.Time), k).add(&e)
 	}
 	if now := Hour.index(e.Time); now > tr.pruned {
 		tr.pruned = now

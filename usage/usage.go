@@ -7,9 +7,12 @@
 // (Retention). Latencies are counted in fixed histogram bins (Bins), so the
 // percentiles of any set of buckets are the percentiles of their merged histogram.
 //
-// Rollups is the consumer's interface; Memory is the embedded implementation (an
-// in-memory index rebuilt from the ledger when the server starts, see Memory.Add),
-// and a Redis implementation can sit beside it.
+// Rollups is the consumer's interface. Memory is the embedded implementation's index:
+// the durable rollups live in the ledger's bbolt database, written by PutBolt in the
+// transaction that stores the ledger's entries (bolt.go), and LoadBolt fills a Memory
+// from them when the server starts. Redis (redis.go) is the implementation several
+// processes share: each publishes its own ledger's entries, idempotently per ledger
+// seq, and queries read the sum.
 package usage
 
 import (
@@ -34,6 +37,16 @@ const (
 // Reasons lists the refusal reasons, in order.
 var Reasons = [...]Reason{Rate, Concurrency, Budget, Policy, BadRequest}
 
+// ParseReason is the Reason named s (String); NotRefused for any other s.
+func ParseReason(s string) Reason {
+	for _, r := range Reasons {
+		if r.String() == s {
+			return r
+		}
+	}
+	return NotRefused
+}
+
 func (r Reason) String() string {
 	switch r {
 	case Rate:
@@ -55,6 +68,7 @@ func (r Reason) String() string {
 // admission (Admitted false, Refused set), or both (a request admitted, then refused).
 type Event struct {
 	Time                time.Time
+	RequestID           string // counts once per id where the rollups are shared (Redis); "": no check
 	Tenant, Model, Tier string
 	Admitted            bool // settled: a ledger entry
 	Status              int

@@ -27,6 +27,7 @@ import (
 	"github.com/lmlite/lmlite/internal/rediscli"
 	"github.com/lmlite/lmlite/registry"
 	"github.com/lmlite/lmlite/tenancy"
+	rollups "github.com/lmlite/lmlite/usage"
 )
 
 func init() {
@@ -216,8 +217,14 @@ func runServe(args []string) error {
 	}
 	defer batches.Close()
 	gopts := gateway.Options{Logger: log, AdminKey: adminKey, Batches: batches, MetricsKey: metricsKey(cfg.MetricsKeyEnv)}
-	if r := cfg.Redis; r != nil { // batch lines on a Redis Stream: every process runs every job's lines
+	if r := cfg.Redis; r != nil {
+		// Batch lines on a Redis Stream: every process runs every job's lines.
 		gopts.BatchQueue = batch.NewRedisQueue(rc, batch.RedisQueueOptions{KeyPrefix: r.KeyPrefix, Node: r.NodeID, Logger: log})
+		// The usage API and dashboards read every process's rollups from Redis; this
+		// process publishes its own ledger's there.
+		ru := rollups.NewRedis(rc, store, rollups.RedisOptions{KeyPrefix: r.KeyPrefix, Logger: log})
+		defer ru.Close()
+		gopts.Usage = ru
 	}
 	if redisMetrics != nil {
 		gopts.Collectors = append(gopts.Collectors, redisMetrics)
