@@ -2,7 +2,7 @@
 GO        ?= go
 BIN       := bin/lmlite
 DATA      ?= data
-FUZZTIME  ?= 8s
+FUZZTIME  ?= 5s
 # The per-type block decoders' targets (FuzzDecode*, one per quantization type, all the
 # same harness) each get a shorter run.
 FUZZTIME_DECODE ?= 2s

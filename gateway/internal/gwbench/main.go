@@ -131,6 +131,7 @@ type options struct {
 	keep       bool
 	bare       bool
 	serveEnv   string
+	redis      string
 }
 
 func run(args []string) error {
@@ -148,6 +149,7 @@ func run(args []string) error {
 	fs.IntVar(&o.replicas, "replicas", 2, "replicas of the tiny model (--embedded)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory (config, data, logs)")
 	fs.StringVar(&o.serveEnv, "serve-env", "", "extra environment for lmlite serve only, e.g. GOMAXPROCS=1,GOGC=200 (experiments)")
+	fs.StringVar(&o.redis, "redis", "", "a Redis URL (redis://127.0.0.1:PORT/0): the gateway keeps its keys, quotas, budgets and usage there (issue 16's overhead: compare with a run without it)")
 	fs.BoolVar(&o.bare, "bare", false, "also measure a bare fasthttp proxy (forwarding only) as a third side: the floor of any proxy here")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -324,6 +326,9 @@ plans:
   bench: {requests_per_second: 1000000, burst: 1000000, tokens_per_minute: 1000000000, max_concurrency: 4096, daily_budget_usd: 1000000, default_tier_mode: balanced}
 tenants: [{id: bench, plan: bench}]
 `, addr, filepath.Join(dir, "data"), o.ledger, models)
+	if o.redis != "" {
+		cfg += fmt.Sprintf("redis: {url: %q, key_prefix: \"gwbench%d:\", node_id: bench}\n", o.redis, time.Now().UnixNano())
+	}
 	cfgPath := filepath.Join(dir, "gateway.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		return nil, err
