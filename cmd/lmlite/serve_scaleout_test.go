@@ -189,14 +189,17 @@ tenants:
 	}
 
 	// A model only node 2 serves answers through node 1 (and 3), streamed too, and
-	// node 1 lists it.
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		_, _, b := doReq(t, "GET", procs[0].base+"/v1/models", acme, "")
-		if strings.Contains(b, `"id":"onlyb"`) && strings.Contains(b, `"nodes":["n2"]`) && strings.Contains(b, `"nodes":["n1","n2","n3"]`) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("node 1 never listed onlyb on n2 and tiny on all three: %s", b)
+	// nodes 1 and 3 list it (each once its registry has seen the others: it refreshes
+	// every second).
+	for i, p := range []*lmliteProc{procs[0], procs[2]} {
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			_, _, b := doReq(t, "GET", p.base+"/v1/models", acme, "")
+			if strings.Contains(b, `"id":"onlyb"`) && strings.Contains(b, `"nodes":["n2"]`) && strings.Contains(b, `"nodes":["n1","n2","n3"]`) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("node %d never listed onlyb on n2 and tiny on all three: %s", 2*i+1, b)
+			}
 		}
 	}
 	for _, p := range []*lmliteProc{procs[0], procs[2]} {
