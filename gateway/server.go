@@ -590,10 +590,7 @@ func (s *Server) handleModels(ctx *fasthttp.RequestCtx, reqID string) {
 	embeds, states := s.embedding(), s.modelStates()
 	remote := s.remoteModels()
 	n := 0
-	for _, id := range s.order {
-		if !s.allowed(pol, id) {
-			continue
-		}
+	head := func(id string) {
 		if n > 0 {
 			b = append(b, ',')
 		}
@@ -602,6 +599,12 @@ func (s *Server) handleModels(ctx *fasthttp.RequestCtx, reqID string) {
 		b = jsonenc.AppendString(b, id)
 		b = append(b, `,"object":"model","created":`...)
 		b = strconv.AppendInt(b, s.created, 10)
+	}
+	for _, id := range s.order {
+		if !s.allowed(pol, id) {
+			continue
+		}
+		head(id)
 		b = appendModelTail(b, s.ownedBy(id), embeds[id], states[id], remote[id].nodesWith(s.peer))
 	}
 	for _, id := range sortedKeys(remote) {
@@ -609,14 +612,7 @@ func (s *Server) handleModels(ctx *fasthttp.RequestCtx, reqID string) {
 		if _, ok := s.models[id]; ok || !pol.AllowsServing(id, r.in) {
 			continue
 		}
-		if n > 0 {
-			b = append(b, ',')
-		}
-		n++
-		b = append(b, `{"id":`...)
-		b = jsonenc.AppendString(b, id)
-		b = append(b, `,"object":"model","created":`...)
-		b = strconv.AppendInt(b, s.created, 10)
+		head(id)
 		b = appendModelTail(b, "lmlite", r.embeds, engine.ModelState(r.state), r.nodes)
 	}
 	b = append(b, "]}"...)

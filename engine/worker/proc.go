@@ -192,28 +192,14 @@ func (p *process) read() {
 				p.conn.Close()
 				continue
 			}
-			p.mu.Lock()
-			c := p.calls[fr.id]
-			delete(p.calls, fr.id)
-			if c != nil && !c.accepted {
-				c.emb = e
-				c.answer <- nil
-			}
-			p.mu.Unlock()
+			p.reply(fr.id, func(c *call) { c.emb = e })
 		case fDeviceList:
 			var ds []engine.DeviceStatus
 			if err := json.Unmarshal(fr.payload, &ds); err != nil {
 				p.conn.Close()
 				continue
 			}
-			p.mu.Lock()
-			c := p.calls[fr.id]
-			delete(p.calls, fr.id)
-			if c != nil && !c.accepted {
-				c.devs = ds
-				c.answer <- nil
-			}
-			p.mu.Unlock()
+			p.reply(fr.id, func(c *call) { c.devs = ds })
 		case fEnd, fReply:
 			var m endMsg
 			if err := json.Unmarshal(fr.payload, &m); err != nil {
@@ -231,6 +217,19 @@ func (p *process) read() {
 			}
 			p.mu.Unlock()
 		}
+	}
+}
+
+// reply ends call id with a one-frame answer: set fills it in, unless the call is
+// gone or was accepted as a stream.
+func (p *process) reply(id uint64, set func(*call)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c := p.calls[id]
+	delete(p.calls, id)
+	if c != nil && !c.accepted {
+		set(c)
+		c.answer <- nil
 	}
 }
 
