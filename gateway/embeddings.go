@@ -132,7 +132,7 @@ func (s *Server) handleEmbeddings(ctx *fasthttp.RequestCtx, reqID string) {
 		s.writeError(ctx, reqID, badRequest("model", "you must provide a model parameter"))
 		return
 	}
-	if handled, _ := s.maybeForward(ctx, reqID, r.Model, false); handled {
+	if handled, _ := s.maybeForward(ctx, reqID, r.Model, 0, false); handled {
 		return
 	}
 	if r.EncodingFormat != "" && r.EncodingFormat != "float" && r.EncodingFormat != "base64" {

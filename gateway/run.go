@@ -32,6 +32,7 @@ type job struct {
 	c      choice
 	ticket *tenancy.Ticket
 	line   *lineOutcome // a batch line (batches.go): batch priority, its usage and cost
+	prefix uint64       // the prompt's prefix key (prefix.go), with a registry only; 0: none
 
 	refusal string // the apiError reason that failed the request after admission (usage.go)
 
@@ -91,8 +92,11 @@ func (j *job) serve(ctx *fasthttp.RequestCtx, k kind) bool {
 		s.writeError(ctx, reqID, badRequest("stream", "a batch request cannot stream"))
 		return false
 	}
+	if s.peer != nil {
+		j.prefix = prefixKey(pol, &j.in)
+	}
 	if j.line == nil && s.peer != nil && forwardable(&ctx.Request.Header, &j.in) {
-		if handled, async := s.maybeForward(ctx, reqID, j.in.p.Model, true); handled {
+		if handled, async := s.maybeForward(ctx, reqID, j.in.p.Model, j.prefix, true); handled {
 			return async
 		}
 	}
@@ -100,6 +104,9 @@ func (j *job) serve(ctx *fasthttp.RequestCtx, k kind) bool {
 	if j.rt, aerr = s.routeOf(&ctx.Request.Header, &j.in, pol); aerr != nil {
 		j.refuse(ctx, aerr)
 		return false
+	}
+	if handled, async := j.maybeForwardTier(ctx); handled {
+		return async
 	}
 	// Quotas: requests/s, tokens/min (prompt estimate), concurrency; a batch line
 	// only the budgets (its own lane: it never takes the interactive traffic's slots).
@@ -193,6 +200,7 @@ func (j *job) launch(ctx *fasthttp.RequestCtx) (done bool, refused *apiError) {
 		j.fail(ctx, engineError(err))
 		return false, nil
 	}
+	j.s.servedWarm(j.c.m.id, j.prefix)
 	if j.in.feat.rich(j.c.parse) {
 		return j.respondChoices(ctx, streams, cancel), nil
 	}

@@ -27,10 +27,11 @@ type Keeper struct {
 
 	nodes atomic.Pointer[[]Node] // the last snapshot; replaced whole, never modified
 
-	once sync.Once
-	stop chan struct{}
-	done chan struct{}
-	down bool // the last round failed (owned by the goroutine: logs once per outage)
+	once   sync.Once // halt
+	closed sync.Once // Close's withdrawal
+	stop   chan struct{}
+	done   chan struct{}
+	down   bool // the last round failed (owned by the goroutine: logs once per outage)
 }
 
 // NewKeeper returns a Keeper of st, not yet started.
@@ -61,19 +62,45 @@ func (k *Keeper) Start(self func() Node) {
 // callers judge liveness with Live. The slice must not be modified.
 func (k *Keeper) Nodes() []Node { return *k.nodes.Load() }
 
+// Drain stops renewing and announces this process once more as draining, for ttl
+// (the drain's time limit): the others forward nothing new here, but they know it is
+// alive and let the requests they forwarded run to the end. Close withdraws it after.
+func (k *Keeper) Drain(ttl time.Duration) {
+	k.halt()
+	if k.self == nil {
+		return
+	}
+	n := k.self()
+	n.Draining, n.Expires = true, k.now().Add(ttl)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := k.st.Announce(ctx, n, ttl); err != nil {
+		k.log.Warn("registry: cannot announce the drain", "error", err)
+	}
+}
+
 // Close stops announcing and withdraws this process's announcement.
 func (k *Keeper) Close() {
-	k.once.Do(func() {
-		close(k.stop)
+	k.halt()
+	k.closed.Do(func() {
 		if k.self == nil {
-			close(k.done)
 			return
 		}
-		<-k.done
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		k.st.Withdraw(ctx, k.self().ID)
 	})
+}
+
+// halt stops the announcing goroutine (once) and waits for it.
+func (k *Keeper) halt() {
+	k.once.Do(func() {
+		close(k.stop)
+		if k.self == nil {
+			close(k.done)
+		}
+	})
+	<-k.done
 }
 
 func (k *Keeper) loop() {

@@ -32,6 +32,10 @@ type Model struct {
 	State string   `json:"state"`           // ready, loading, unloaded (scaled to zero) or failed
 	Tiers []string `json:"tiers,omitempty"` // the tiers listing it on that node
 	Embed bool     `json:"embeddings,omitempty"`
+	// Warm holds the prefix keys (a hash of the tenant's cache salt and the head of
+	// the prompt, as the gateway computes it) of the prompts the node served lately
+	// on this model: its prefix cache is likely warm for a prompt with one of them.
+	Warm []uint64 `json:"warm,omitempty"`
 }
 
 // Node is one process's announcement.
@@ -41,6 +45,9 @@ type Node struct {
 	Models   []Model   `json:"models"`
 	InFlight int64     `json:"in_flight"`
 	Expires  time.Time `json:"expires"` // the announcer's clock; the store also expires it by its own
+	// Draining: the process is finishing its requests before it stops (Keeper.Drain).
+	// It takes no new ones, but it is alive: requests forwarded to it run to the end.
+	Draining bool `json:"draining,omitempty"`
 }
 
 // Model returns the node's entry for model id.
@@ -68,6 +75,17 @@ type Store interface {
 // Live reports whether n's announcement is still valid at now.
 func Live(n *Node, now time.Time) bool { return n.Expires.After(now) }
 
+// Serving reports whether n takes new requests at now: live and not draining.
+func Serving(n *Node, now time.Time) bool { return Live(n, now) && !n.Draining }
+
+// WarmFor reports whether the model's announcement lists prefix key k (0 never is).
+func (m *Model) WarmFor(k uint64) bool { return k != 0 && slices.Contains(m.Warm, k) }
+
+// WarmSlack is how many more requests in flight a warm node may have than the least
+// loaded one (or than this process, when it serves the model cold) and still be
+// preferred: a prefill saved is worth a short wait, a long queue is not.
+const WarmSlack = 4
+
 // Where is Pick's answer.
 type Where int
 
@@ -77,10 +95,25 @@ const (
 	Nowhere              // no live process serves the model: the caller answers 404
 )
 
-// Choice is where a request for a model goes.
+// Choice is where a request goes.
 type Choice struct {
 	Where Where
-	Node  Node // when Where is Forward
+	Node  Node   // when Where is Forward
+	Model string // when Where is Forward: the model there (PickTier's choice)
+	Warm  bool   // when Where is Forward: Node is warm for the request's prefix
+}
+
+// Query is a request for a model by name, as Pick needs it.
+type Query struct {
+	Model string
+	Local string // the model's state here ("" when this process does not serve it)
+	// Prefix is the request's prefix key (0: none: the prompt is too short to matter);
+	// LocalWarm says this process served a prompt with the same key lately, and
+	// LocalInFlight is this process's requests in flight.
+	Prefix        uint64
+	LocalWarm     bool
+	LocalInFlight int64
+	Skip          []string // nodes not to choose (ones that just failed to answer)
 }
 
 // rank orders a remote model's states: lower is better; -1 never serves.
@@ -96,11 +129,13 @@ func rank(state string) int {
 	return -1
 }
 
-// Pick decides where a request for model goes. self is this process's node id and
-// local the model's state here ("" when this process does not serve it). skip lists
-// nodes not to choose (one that just failed to answer). The rules:
+// Pick decides where a request for a model by name goes. self is this process's
+// node id. The rules:
 //
-//   - the model is ready or loading here: Local;
+//   - the model is ready here: Local, unless this process is cold for the request's
+//     prefix and a node where the model is ready is warm for it, with at most
+//     WarmSlack more requests in flight than here: Forward there;
+//   - it is loading here: Local;
 //   - it is unloaded here (scaled to zero, or its load refused for want of memory that
 //     another process's lease holds): Forward to a live node where it is ready, else
 //     Local (this process loads it);
@@ -109,40 +144,129 @@ func rank(state string) int {
 //   - this process does not serve it: Forward to the best live node (ready, then
 //     loading, then unloaded), else Nowhere.
 //
-// Among equals the node with the fewest requests in flight wins, then the smallest id.
-func Pick(now time.Time, self, model, local string, nodes []Node, skip ...string) Choice {
+// Draining nodes, skipped nodes and nodes without an address are never chosen. Among
+// nodes of the best state, one warm for the prefix wins when it has at most WarmSlack
+// more requests in flight than the least loaded; then the fewest requests in flight,
+// then the smallest id.
+func Pick(now time.Time, self string, q Query, nodes []Node) Choice {
 	worst := 2 // the worst remote state acceptable
-	switch local {
-	case StateReady, StateLoading:
+	switch q.Local {
+	case StateReady:
+		if q.Prefix != 0 && !q.LocalWarm {
+			w := pickNode(now, self, q.Skip, nodes, q.Prefix, func(n *Node) (string, bool) {
+				m, ok := n.Model(q.Model)
+				return m.ID, ok && m.State == StateReady && m.WarmFor(q.Prefix)
+			}, 0)
+			if w.Where == Forward && w.Node.InFlight <= q.LocalInFlight+WarmSlack {
+				return w
+			}
+		}
+		return Choice{Where: Local}
+	case StateLoading:
 		return Choice{Where: Local}
 	case StateUnloaded:
 		worst = 0
 	}
-	best, bestRank := -1, 0
+	c := pickNode(now, self, q.Skip, nodes, q.Prefix, func(n *Node) (string, bool) {
+		m, ok := n.Model(q.Model)
+		if !ok {
+			return "", false
+		}
+		r := rank(m.State)
+		return m.ID, r >= 0 && r <= worst
+	}, worst)
+	switch {
+	case c.Where == Forward:
+		return c
+	case q.Local != "":
+		return Choice{Where: Local}
+	}
+	return Choice{Where: Nowhere}
+}
+
+// TierQuery is a request for a tier (model "auto", "tier:…" or the tier fields), as
+// PickTier needs it.
+type TierQuery struct {
+	Tiers []string // the tiers the request may be served by, best first
+	Local []bool   // Local[i]: this process has a model of Tiers[i] the request may use
+	// Allow reports whether the tenant's plan allows a model (nil: every model).
+	Allow  func(model string) bool
+	Prefix uint64   // as in Query
+	Skip   []string // as in Query
+}
+
+// PickTier decides where a request for a tier goes: down the tiers, best first, the
+// first one this process has serves here (Local; this process's tier router then
+// chooses, and may step down further); the first one only other live nodes have
+// (ready, loading or unloaded, a model the plan allows) goes to the best of them, as
+// Pick ranks nodes (Forward, with the model there; that node's router chooses
+// again among its own models). No tier anywhere: Nowhere (the caller's router answers).
+func PickTier(now time.Time, self string, q TierQuery, nodes []Node) Choice {
+	for i, t := range q.Tiers {
+		if i < len(q.Local) && q.Local[i] {
+			return Choice{Where: Local}
+		}
+		c := pickNode(now, self, q.Skip, nodes, q.Prefix, func(n *Node) (string, bool) {
+			best, bestRank := "", -1
+			for _, m := range n.Models {
+				r := rank(m.State)
+				if r < 0 || !slices.Contains(m.Tiers, t) || q.Allow != nil && !q.Allow(m.ID) {
+					continue
+				}
+				if bestRank < 0 || r < bestRank || r == bestRank && q.Prefix != 0 && m.WarmFor(q.Prefix) {
+					best, bestRank = m.ID, r
+				}
+			}
+			return best, bestRank >= 0
+		}, 2)
+		if c.Where == Forward {
+			return c
+		}
+	}
+	return Choice{Where: Nowhere}
+}
+
+// pickNode returns Forward to the best node serving what match accepts, or Nowhere.
+// match returns the model chosen on a node; its state ranks the node. prefix (0:
+// none) prefers a warm node of the best rank within WarmSlack.
+func pickNode(now time.Time, self string, skip []string, nodes []Node, prefix uint64, match func(*Node) (string, bool), worst int) Choice {
+	type cand struct {
+		n     *Node
+		model string
+		rank  int
+		warm  bool
+	}
+	var best, warm *cand
 	for i := range nodes {
 		n := &nodes[i]
-		if n.ID == self || n.Addr == "" || !Live(n, now) || slices.Contains(skip, n.ID) {
+		if n.ID == self || n.Addr == "" || !Serving(n, now) || slices.Contains(skip, n.ID) {
 			continue
 		}
-		m, ok := n.Model(model)
+		id, ok := match(n)
 		if !ok {
 			continue
 		}
+		m, _ := n.Model(id)
 		r := rank(m.State)
 		if r < 0 || r > worst {
 			continue
 		}
-		if best < 0 || r < bestRank || r == bestRank && better(n, &nodes[best]) {
-			best, bestRank = i, r
+		c := &cand{n: n, model: id, rank: r, warm: m.State == StateReady && m.WarmFor(prefix)}
+		if best == nil || r < best.rank || r == best.rank && better(n, best.n) {
+			best = c
+		}
+		if c.warm && (warm == nil || better(n, warm.n)) {
+			warm = c
 		}
 	}
-	switch {
-	case best >= 0:
-		return Choice{Where: Forward, Node: nodes[best]}
-	case local != "":
-		return Choice{Where: Local}
+	if best == nil {
+		return Choice{Where: Nowhere}
 	}
-	return Choice{Where: Nowhere}
+	// A warm node is ready (rank 0), so never worse in state than best.
+	if warm != nil && warm.n.InFlight <= best.n.InFlight+WarmSlack {
+		best = warm
+	}
+	return Choice{Where: Forward, Node: *best.n, Model: best.model, Warm: best.warm}
 }
 
 func better(a, b *Node) bool {

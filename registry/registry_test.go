@@ -46,14 +46,109 @@ func TestPick(t *testing.T) {
 		{"skipped node", "", []Node{node("b", 0, live, m(StateReady)), node("c", 5, live, m(StateUnloaded))}, []string{"b"}, Forward, "c"},
 		{"no address", "", []Node{{ID: "b", Expires: live, Models: []Model{m(StateReady)}}}, nil, Nowhere, ""},
 		{"unknown state", "", []Node{node("b", 0, live, m("odd"))}, nil, Nowhere, ""},
+		{"draining", "", []Node{drain(node("b", 0, live, m(StateReady))), node("c", 9, live, m(StateUnloaded))}, nil, Forward, "c"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got := Pick(t0, "self", "m", c.local, c.nodes, c.skip...)
+			got := Pick(t0, "self", Query{Model: "m", Local: c.local, Skip: c.skip}, c.nodes)
 			if got.Where != c.want || got.Node.ID != c.node {
 				t.Fatalf("Pick = %v %q, want %v %q", got.Where, got.Node.ID, c.want, c.node)
 			}
 		})
+	}
+}
+
+func drain(n Node) Node { n.Draining = true; return n }
+
+// TestPickPrefersTheWarmNode: a node whose announcement lists the request's prefix
+// key wins among nodes where the model is ready, within WarmSlack more requests in
+// flight; a cold process that serves the model forwards to a warm one on the same
+// terms.
+func TestPickPrefersTheWarmNode(t *testing.T) {
+	live := t0.Add(time.Second)
+	const k = 0xfeed
+	m := func(state string, warm ...uint64) Model { return Model{ID: "m", State: state, Warm: warm} }
+	cases := []struct {
+		name      string
+		local     string
+		localWarm bool
+		localLoad int64
+		prefix    uint64
+		nodes     []Node
+		want      Where
+		node      string
+		warm      bool
+	}{
+		{"cold: fewest in flight", "", false, 0, k, []Node{node("b", 1, live, m(StateReady)), node("c", 0, live, m(StateReady))}, Forward, "c", false},
+		{"warm beats the least loaded", "", false, 0, k, []Node{node("b", 1, live, m(StateReady)), node("c", 0, live, m(StateReady, 1, k))}, Forward, "c", true},
+		{"warm beats the smaller id", "", false, 0, k, []Node{node("b", 0, live, m(StateReady)), node("c", 0, live, m(StateReady, k))}, Forward, "c", true},
+		{"warm within the slack", "", false, 0, k, []Node{node("b", 0, live, m(StateReady)), node("c", WarmSlack, live, m(StateReady, k))}, Forward, "c", true},
+		{"warm beyond the slack", "", false, 0, k, []Node{node("b", 0, live, m(StateReady)), node("c", WarmSlack+1, live, m(StateReady, k))}, Forward, "b", false},
+		{"other key: cold", "", false, 0, k, []Node{node("b", 0, live, m(StateReady)), node("c", 0, live, m(StateReady, k+1))}, Forward, "b", false},
+		{"no prefix: no preference", "", false, 0, 0, []Node{node("b", 0, live, m(StateReady)), node("c", 0, live, m(StateReady, 0))}, Forward, "b", false},
+		{"warm but unloaded: ready wins", "", false, 0, k, []Node{node("b", 3, live, m(StateReady)), node("c", 0, live, m(StateUnloaded, k))}, Forward, "b", false},
+		{"two warm: fewest in flight", "", false, 0, k, []Node{node("b", 2, live, m(StateReady, k)), node("c", 1, live, m(StateReady, k)), node("d", 0, live, m(StateReady))}, Forward, "c", true},
+		{"warm but draining", "", false, 0, k, []Node{node("b", 0, live, m(StateReady)), drain(node("c", 0, live, m(StateReady, k)))}, Forward, "b", false},
+		{"ready here, cold; warm there", StateReady, false, 0, k, []Node{node("b", 0, live, m(StateReady, k))}, Forward, "b", true},
+		{"ready here, cold; warm there within the slack", StateReady, false, 1, k, []Node{node("b", 1+WarmSlack, live, m(StateReady, k))}, Forward, "b", true},
+		{"ready here, cold; warm there but busier", StateReady, false, 1, k, []Node{node("b", 2+WarmSlack, live, m(StateReady, k))}, Local, "", false},
+		{"ready here, warm too", StateReady, true, 0, k, []Node{node("b", 0, live, m(StateReady, k))}, Local, "", false},
+		{"ready here, cold; nobody warm", StateReady, false, 0, k, []Node{node("b", 0, live, m(StateReady))}, Local, "", false},
+		{"ready here, cold; warm there but loading", StateReady, false, 0, k, []Node{node("b", 0, live, m(StateLoading, k))}, Local, "", false},
+		{"loading here; warm there", StateLoading, false, 0, k, []Node{node("b", 0, live, m(StateReady, k))}, Local, "", false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := Pick(t0, "self", Query{Model: "m", Local: c.local, Prefix: c.prefix, LocalWarm: c.localWarm, LocalInFlight: c.localLoad}, c.nodes)
+			if got.Where != c.want || got.Node.ID != c.node || got.Warm != c.warm {
+				t.Fatalf("Pick = %v %q warm %v, want %v %q warm %v", got.Where, got.Node.ID, got.Warm, c.want, c.node, c.warm)
+			}
+		})
+	}
+}
+
+// TestPickTier: down the tiers, the first one here is served here; the first one
+// only elsewhere goes to the best node with a model of it the plan allows.
+func TestPickTier(t *testing.T) {
+	live, dead := t0.Add(time.Second), t0
+	tm := func(id, state string, tiers ...string) Model { return Model{ID: id, State: state, Tiers: tiers} }
+	noBig := func(id string) bool { return id != "big" }
+	cases := []struct {
+		name  string
+		tiers []string
+		local []bool
+		allow func(string) bool
+		nodes []Node
+		want  Where
+		node  string
+		model string
+	}{
+		{"here", []string{"deep"}, []bool{true}, nil, []Node{node("b", 0, live, tm("big", StateReady, "deep"))}, Local, "", ""},
+		{"only there", []string{"deep"}, []bool{false}, nil, []Node{node("b", 0, live, tm("big", StateReady, "deep"))}, Forward, "b", "big"},
+		{"nowhere", []string{"deep"}, []bool{false}, nil, []Node{node("b", 0, live, tm("small", StateReady, "fast"))}, Nowhere, "", ""},
+		{"better tier there", []string{"deep", "balanced", "fast"}, []bool{false, false, true}, nil, []Node{node("b", 0, live, tm("big", StateReady, "deep"))}, Forward, "b", "big"},
+		{"better tier here", []string{"deep", "balanced", "fast"}, []bool{true, false, false}, nil, []Node{node("b", 0, live, tm("small", StateReady, "fast"))}, Local, "", ""},
+		{"step down to a tier there", []string{"deep", "balanced", "fast"}, []bool{false, false, false}, nil, []Node{node("b", 0, live, tm("small", StateReady, "fast"))}, Forward, "b", "small"},
+		{"plan forbids the model there", []string{"deep", "fast"}, []bool{false, true}, noBig, []Node{node("b", 0, live, tm("big", StateReady, "deep"))}, Local, "", ""},
+		{"dead node", []string{"deep"}, []bool{false}, nil, []Node{node("b", 0, dead, tm("big", StateReady, "deep"))}, Nowhere, "", ""},
+		{"failed there", []string{"deep"}, []bool{false}, nil, []Node{node("b", 0, live, tm("big", StateFailed, "deep"))}, Nowhere, "", ""},
+		{"ready beats unloaded", []string{"deep"}, []bool{false}, nil, []Node{node("b", 0, live, tm("big", StateUnloaded, "deep")), node("c", 5, live, tm("big2", StateReady, "deep"))}, Forward, "c", "big2"},
+		{"the node's best model", []string{"deep"}, []bool{false}, nil, []Node{node("b", 0, live, tm("x", StateUnloaded, "deep"), tm("y", StateReady, "deep"))}, Forward, "b", "y"},
+		{"never itself", []string{"deep"}, []bool{false}, nil, []Node{node("self", 0, live, tm("big", StateReady, "deep"))}, Nowhere, "", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := PickTier(t0, "self", TierQuery{Tiers: c.tiers, Local: c.local, Allow: c.allow}, c.nodes)
+			if got.Where != c.want || got.Node.ID != c.node || got.Model != c.model {
+				t.Fatalf("PickTier = %v %q %q, want %v %q %q", got.Where, got.Node.ID, got.Model, c.want, c.node, c.model)
+			}
+		})
+	}
+	// A warm node wins within the tier, as in Pick.
+	const k = 7
+	nodes := []Node{node("b", 0, live, tm("big", StateReady, "deep")), node("c", 1, live, Model{ID: "big", State: StateReady, Tiers: []string{"deep"}, Warm: []uint64{k}})}
+	if got := PickTier(t0, "self", TierQuery{Tiers: []string{"deep"}, Local: []bool{false}, Prefix: k}, nodes); got.Node.ID != "c" || !got.Warm {
+		t.Fatalf("PickTier with a warm node = %+v", got)
 	}
 }
 
@@ -142,6 +237,17 @@ func TestKeeperAnnouncesAndWithdraws(t *testing.T) {
 			t.Fatal("the keeper never announced the new state")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+	k.Drain(time.Hour)
+	ns = nil
+	all, _ := st.Nodes(context.Background())
+	for _, n := range all {
+		if n.ID == "a" {
+			ns = append(ns, n)
+		}
+	}
+	if len(ns) != 1 || !ns[0].Draining || !Live(&ns[0], time.Now().Add(time.Minute)) || Serving(&ns[0], time.Now()) {
+		t.Fatalf("after Drain: %+v", ns)
 	}
 	k.Close()
 	if ns, _ := st.Nodes(context.Background()); len(ns) != 1 || ns[0].ID != "b" {

@@ -269,7 +269,9 @@ func runServe(args []string) error {
 		fmt.Fprintf(stderr, "lmlite: %s: draining (up to %s)\n", s, cfg.ShutdownTimeout)
 	}
 	if keeper != nil {
-		keeper.Close() // withdraw first: the others stop forwarding here
+		// Announce the drain first: the others stop forwarding here, and let the
+		// requests they forwarded finish. The deferred Close withdraws at the end.
+		keeper.Drain(cfg.ShutdownTimeout)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
