@@ -338,6 +338,16 @@ func (p *peering) cut(addr string) {
 	}
 }
 
+// current reports whether the registry's snapshot is recent enough to say a node
+// missing from it is gone (registry.Keeper.Current; a Peers without it always is).
+// While Redis is unreachable the snapshot ages, and no node counts as lost.
+func (p *peering) current(now time.Time) bool {
+	if c, ok := p.peers.(interface{ Current(time.Time) bool }); ok {
+		return c.Current(now)
+	}
+	return true
+}
+
 // present reports whether node id's announcement is in the registry's snapshot and
 // live (draining counts: it finishes what it has).
 func (p *peering) present(id string, now time.Time) bool {
@@ -350,7 +360,8 @@ func (p *peering) present(id string, now time.Time) bool {
 }
 
 // watch checks every watchEvery, until stop is called, that node n is still
-// present; once it is not, it sets lost and cuts the connections to n.
+// present in a current snapshot; once it is not, it sets lost and cuts the
+// connections to n.
 func (s *Server) watch(n registry.Node, lost *atomic.Bool) (stop func()) {
 	done := make(chan struct{})
 	go func() {
@@ -361,7 +372,7 @@ func (s *Server) watch(n registry.Node, lost *atomic.Bool) (stop func()) {
 			case <-done:
 				return
 			case <-t.C:
-				if !s.peer.present(n.ID, s.now()) {
+				if now := s.now(); !s.peer.present(n.ID, now) && s.peer.current(now) {
 					lost.Store(true)
 					s.peer.cut(n.Addr)
 					return

@@ -26,6 +26,7 @@ type Keeper struct {
 	self func() Node
 
 	nodes atomic.Pointer[[]Node] // the last snapshot; replaced whole, never modified
+	read  atomic.Int64           // when it was read (UnixNano, the Keeper's clock)
 
 	once   sync.Once // halt
 	closed sync.Once // Close's withdrawal
@@ -77,6 +78,13 @@ func (k *Keeper) Drain(ttl time.Duration) {
 	if err := k.st.Announce(ctx, n, ttl); err != nil {
 		k.log.Warn("registry: cannot announce the drain", "error", err)
 	}
+}
+
+// Current reports whether the snapshot was read within the last two renewals (2 ×
+// TTL/3) before now: a node missing from a current snapshot has stopped announcing;
+// from an old one (the store unreachable), nothing can be said.
+func (k *Keeper) Current(now time.Time) bool {
+	return now.Sub(time.Unix(0, k.read.Load())) < 2*k.ttl/3
 }
 
 // Close stops announcing and withdraws this process's announcement.
@@ -140,4 +148,5 @@ func (k *Keeper) round() {
 	}
 	k.down = false
 	k.nodes.Store(&nodes)
+	k.read.Store(k.now().UnixNano())
 }

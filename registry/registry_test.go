@@ -230,6 +230,9 @@ func TestKeeperAnnouncesAndWithdraws(t *testing.T) {
 	if len(ns) != 2 || ns[0].ID != "a" || ns[0].Models[0].State != StateLoading || !Live(&ns[0], time.Now()) {
 		t.Fatalf("after Start: %+v", ns)
 	}
+	if !k.Current(time.Now()) || k.Current(time.Now().Add(300*time.Millisecond)) {
+		t.Fatal("Current: the snapshot just read is not current, or one 300 ms old still is")
+	}
 	states <- StateReady
 	deadline := time.Now().Add(5 * time.Second)
 	for k.Nodes()[0].Models[0].State != StateReady {
