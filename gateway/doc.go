@@ -27,8 +27,11 @@
 //     With a registry (Options.Peers: several processes sharing a Redis), a request
 //     naming a model this process does not serve, or has scaled to zero while
 //     another holds it ready, is forwarded here to that process as it came
-//     (forward.go, Server.maybeForward, registry.Pick) and its answer relayed; the
-//     receiving process alone admits, charges and ledgers it.
+//     (forward.go, Server.maybeForward, registry.Pick; preferring a process warm
+//     for the prompt's prefix key, prefix.go) and its answer relayed; the
+//     receiving process alone admits, charges and ledgers it. A request routed by
+//     tier whose best tier only another process has goes there before admission
+//     (job.maybeForwardTier, registry.PickTier).
 //  5. run.go, Server.handleGenerate: tenancy.Tenancy.Admit checks concurrency,
 //     tokens/min and requests/s (429 with Retry-After).
 //  6. route.go, job.choose: the one routing decision. tiers.Select runs once with
