@@ -359,3 +359,74 @@ func TestForwardSkipsADrainingNode(t *testing.T) {
 	}
 	b.srv.draining.Store(false)
 }
+
+// TestForwardedRequestOnALostNode: B and C serve big, slowly. B starts draining
+// (announced) while a request forwarded by A runs on it: the request runs to the end.
+// C stops announcing (as a hung or killed process does) while a request forwarded by
+// A runs on it: A cuts the connection once C's announcement is gone from its snapshot
+// and answers 502 node_lost with Retry-After, without sending it elsewhere.
+func TestForwardedRequestOnALostNode(t *testing.T) {
+	store, err := tenancy.Open(filepath.Join(t.TempDir(), "lmlite.db"), tenancy.Options{Sync: tenancy.SyncProcess})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	reg := &registry.Memory{}
+	slow := func() *fakeEngine { e := newFakeEngineWith("big"); e.Delay = 150 * time.Millisecond; return e }
+	b := startPeer(t, peerB, "b", slow(), store, reg)
+	c := startPeer(t, peerB, "c", slow(), store, reg)
+	a := startPeer(t, peerA, "a", newFakeEngineWith("tiny"), store, reg)
+	key, _, err := store.CreateKey("acme", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := &testServer{t: t, url: a.url}
+	body := `{"model": "big", "messages": [{"role":"user","content":"x"}], "max_tokens": 5}` // 750 ms, over twice the 300 ms TTL
+
+	go func() { time.Sleep(100 * time.Millisecond); b.k.Drain(5 * time.Second) }()
+	if resp, got := ts.post("/v1/chat/completions", key, body); resp.StatusCode != 200 || resp.Header.Get("X-LMLite-Node") != "b" {
+		t.Fatalf("forwarded to a node that started draining: %d %v %s", resp.StatusCode, resp.Header, got)
+	}
+
+	go func() { time.Sleep(100 * time.Millisecond); c.k.Close() }()
+	resp, got := ts.post("/v1/chat/completions", key, body) // a 200 would mean it ran to the end
+	var e struct{ Error struct{ Type, Code string } }
+	json.Unmarshal([]byte(got), &e)
+	if resp.StatusCode != 502 || resp.Header.Get("Retry-After") != "1" || e.Error.Code != "node_lost" || e.Error.Type != "server_error" {
+		t.Fatalf("forwarded to a node that stopped announcing: %d %v %s", resp.StatusCode, resp.Header, got)
+	}
+	if b.eng.started.Load() != 1 || c.eng.started.Load() != 1 {
+		t.Fatalf("started on b %d, on c %d: want one each (a lost request is not sent again)", b.eng.started.Load(), c.eng.started.Load())
+	}
+}
+
+// TestForwardTierToTheNodeWithIt: A has only a fast tier, B only a deep one. A
+// request for the deep tier sent to A (by model "tier:deep" or the X-LMLite-Tier
+// header) is served by B's big, charged once (by B); "auto" in the balanced mode steps
+// down to A's own fast tier without a hop; a plan without the deep tier is refused
+// by A itself.
+func TestForwardTierToTheNodeWithIt(t *testing.T) {
+	a, b, store, keys := twoPeers(t)
+	ts := &testServer{t: t, url: a.url}
+	for _, c := range []struct{ model, hdr string }{{"tier:deep", ""}, {"auto", "deep"}} {
+		var hdr []string
+		if c.hdr != "" {
+			hdr = []string{"X-LMLite-Tier", c.hdr}
+		}
+		resp, got := ts.post("/v1/chat/completions", keys["acme"], `{"model": "`+c.model+`", "messages": [{"role":"user","content":"x"}], "max_tokens": 2}`, hdr...)
+		if resp.StatusCode != 200 || resp.Header.Get("X-LMLite-Node") != "b" || !strings.Contains(got, `"model":"big"`) {
+			t.Fatalf("%s (tier header %q) through A: %d %v %s", c.model, c.hdr, resp.StatusCode, resp.Header, got)
+		}
+	}
+	if n := b.eng.started.Load(); n != 2 || a.eng.started.Load() != 0 || len(ledgerOf(store)) != 2 {
+		t.Fatalf("started on b %d, on a %d, ledger entries %d: want 2, 0, 2", n, a.eng.started.Load(), len(ledgerOf(store)))
+	}
+	resp, got := ts.post("/v1/chat/completions", keys["acme"], `{"model": "auto", "messages": [{"role":"user","content":"x"}], "max_tokens": 2}`)
+	if resp.StatusCode != 200 || resp.Header.Get("X-LMLite-Node") != "" || !strings.Contains(got, `"model":"tiny"`) {
+		t.Fatalf("auto (balanced) through A: %d %v %s", resp.StatusCode, resp.Header, got)
+	}
+	resp, got = ts.post("/v1/chat/completions", keys["small"], `{"model": "tier:deep", "messages": [{"role":"user","content":"x"}], "max_tokens": 2}`)
+	if resp.StatusCode != 403 || !strings.Contains(got, "tier_not_allowed") || b.eng.started.Load() != 2 {
+		t.Fatalf("tier:deep for a plan without it: %d %s", resp.StatusCode, got)
+	}
+}
