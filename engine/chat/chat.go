@@ -188,7 +188,7 @@ func New(template string, opts Options) (*Template, error) {
 	if err := checkNesting(template); err != nil {
 		return nil, err
 	}
-	tpl, err := compile(template)
+	tpl, err := compile(joinContinuedLines(template))
 	if err != nil {
 		return nil, err
 	}
