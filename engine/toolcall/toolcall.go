@@ -52,17 +52,38 @@ func (s Syntax) String() string {
 // markup; Hermes when the template names none (the format lmlite's fallback tool
 // prompt asks for).
 func Detect(template string) Syntax {
+	syn, _ := DetectTemplate(template)
+	return syn
+}
+
+// DetectTemplate is Detect, and whether the template named a syntax at all.
+func DetectTemplate(template string) (Syntax, bool) {
 	switch {
 	case strings.Contains(template, "[TOOL_CALLS]"):
-		return Mistral
+		return Mistral, true
 	case strings.Contains(template, "<|tool_call|>") || strings.Contains(template, "<|tool|>"):
-		return Phi4
+		return Phi4, true
 	case strings.Contains(template, "<tool_call>"):
-		return Hermes
+		return Hermes, true
 	case strings.Contains(template, "<|python_tag|>") || strings.Contains(template, "ipython"):
-		return Llama3
+		return Llama3, true
 	}
-	return Hermes
+	return Hermes, false
+}
+
+// DetectVocab picks the syntax from the markers a vocabulary has as tokens (has
+// reports whether a token's text is in it), for a template that names none: each
+// family's marker is a token of its own vocabulary only. ok is false when none is.
+func DetectVocab(has func(token string) bool) (syn Syntax, ok bool) {
+	for _, c := range []struct {
+		marker string
+		syn    Syntax
+	}{{"[TOOL_CALLS]", Mistral}, {"<|tool_call|>", Phi4}, {"<|python_tag|>", Llama3}, {"<tool_call>", Hermes}} {
+		if has(c.marker) {
+			return c.syn, true
+		}
+	}
+	return Hermes, false
 }
 
 // ErrMalformed: the output began a tool call that does not parse.

@@ -178,3 +178,30 @@ func FuzzToolCalls(f *testing.F) {
 		}
 	})
 }
+
+// TestDetectVocab: for a template with tools support that names no syntax, the
+// syntax whose marker the vocabulary has as a token.
+func TestDetectVocab(t *testing.T) {
+	for _, c := range []struct {
+		has  []string
+		want Syntax
+	}{
+		{nil, Hermes},
+		{[]string{"[TOOL_CALLS]"}, Mistral},
+		{[]string{"<|python_tag|>", "<|eot_id|>"}, Llama3},
+		{[]string{"<|tool_call|>"}, Phi4},
+		{[]string{"<tool_call>"}, Hermes},
+	} {
+		got, _ := DetectVocab(func(s string) bool {
+			for _, h := range c.has {
+				if h == s {
+					return true
+				}
+			}
+			return false
+		})
+		if got != c.want {
+			t.Errorf("%v: %v, want %v", c.has, got, c.want)
+		}
+	}
+}
