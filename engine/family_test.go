@@ -103,13 +103,13 @@ func TestFamilyTemplatesGolden(t *testing.T) {
 // TestMistralID: ids of 9 letters and digits stay; others become 9 of them, the
 // same for the same id and different for different ids.
 func TestMistralID(t *testing.T) {
-	if got := mistralID("abcDEF123"); got != "abcDEF123" {
+	if got := MistralToolCallID("abcDEF123"); got != "abcDEF123" {
 		t.Errorf("kept id: %q", got)
 	}
 	seen := map[string]string{}
 	for _, id := range []string{"", "call_1", "call_8f3a_0_0", "call_8f3a_0_1", "abc_EF123", "abcDEF1234", "日本語日本語日本語"} {
-		got := mistralID(id)
-		if len(got) != 9 || got != mistralID(id) {
+		got := MistralToolCallID(id)
+		if len(got) != 9 || got != MistralToolCallID(id) {
 			t.Fatalf("%q -> %q", id, got)
 		}
 		for _, r := range got {

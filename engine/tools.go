@@ -35,7 +35,7 @@ type Tool struct {
 //     reads no tool_calls gets them as text in the model's syntax instead;
 //   - results as role "tool" messages with their tool_call_id. For Mistral the ids
 //     of calls and results are 9 letters and digits (its templates refuse others):
-//     an id that is not becomes one derived from it (mistralID), the same on the call
+//     an id that is not becomes one derived from it (MistralToolCallID), the same on the call
 //     and on its result.
 //
 // A template without tools support gets the tools in a system message asking for
@@ -135,12 +135,12 @@ func renderTools(tmpl *chat.Template, syn toolcall.Syntax, cm []chat.Message, to
 	if syn == toolcall.Mistral {
 		for i := range cm {
 			if cm[i].ToolCallID != "" {
-				cm[i].ToolCallID = mistralID(cm[i].ToolCallID)
+				cm[i].ToolCallID = MistralToolCallID(cm[i].ToolCallID)
 			}
 			if len(cm[i].ToolCalls) > 0 {
 				calls := slices.Clone(cm[i].ToolCalls)
 				for k := range calls {
-					calls[k].ID = mistralID(calls[k].ID)
+					calls[k].ID = MistralToolCallID(calls[k].ID)
 				}
 				cm[i].ToolCalls = calls
 			}
@@ -195,10 +195,10 @@ var messageTools = regexp.MustCompile(`message\s*\[\s*['"]tools['"]\s*\]|message
 // readsMessageTools reports whether a template reads the tools on a message.
 func readsMessageTools(src string) bool { return messageTools.MatchString(src) }
 
-// mistralID is a tool call id as Mistral's templates accept it: 9 letters and
+// MistralToolCallID is a tool call id as Mistral's templates accept it: 9 letters and
 // digits. Such an id stays; any other becomes 9 characters derived from its
 // SHA-256, so that a call and its result, which carry the same id, still match.
-func mistralID(id string) string {
+func MistralToolCallID(id string) string {
 	if len(id) == 9 && strings.IndexFunc(id, func(r rune) bool {
 		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
 	}) < 0 {

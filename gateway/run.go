@@ -11,6 +11,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/engine/chat"
 	"github.com/lmlite/lmlite/policies"
 	"github.com/lmlite/lmlite/tenancy"
 	"github.com/lmlite/lmlite/tiers"
@@ -211,6 +212,10 @@ func engineError(err error) *apiError {
 	switch {
 	case errors.Is(err, engine.ErrTooLong):
 		return badRequest("max_tokens", "the request is longer than the model's limit: "+err.Error())
+	case errors.Is(err, chat.ErrException):
+		// The template's raise_exception: the conversation is not one this model's
+		// template accepts (roles that do not alternate, two calls in one turn).
+		return badRequest("messages", "the model's chat template refuses the conversation: "+err.Error())
 	case errors.Is(err, engine.ErrUnknownModel):
 		return &apiError{status: 400, typ: "invalid_request_error", code: "model_not_found", param: "model", message: err.Error(), reason: "bad_request"}
 	case errors.Is(err, engine.ErrRestarting):
