@@ -107,7 +107,8 @@
 //     filters, ignore_eos and the grammar, as OpenAI documents.
 //     Request.PromptLogprobs (echo with logprobs) sends the prompt's tokens with theirs
 //     first, from the prefill's logits rows (its chunks cut so that they stay within
-//     16 MiB; the prefix cache gives it nothing).
+//     16 MiB; the prefix cache gives it nothing); Request.PromptOnly ends a request
+//     after its prefill without an output token (max_tokens 0 with echo).
 //   - Sampling extensions: Sampling.TopK, MinP, RepeatPenalty (vLLM's
 //     repetition_penalty), IgnoreEOS.
 //   - Tools: Message.ToolCalls / ToolCallID / Name; Block.RenderChatTools renders

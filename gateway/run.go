@@ -288,7 +288,8 @@ func (j *job) startEmbedded() ([]*engine.Stream, context.CancelFunc, error) {
 		Prompt: j.c.tokens, MaxTokens: j.c.out, Sampling: j.in.sampling, Stop: j.in.stop,
 		Tenant: j.pol.Tenant, Weight: j.pol.Weight, Priority: engine.Interactive, CacheSalt: salt,
 		Grammar: j.c.gram, Logprobs: f.logprobs, TopLogprobs: f.top, PromptLogprobs: f.echo && f.logprobs,
-		KeepAlive: j.rt.keepAlive,
+		PromptOnly: j.in.scoreOnly,
+		KeepAlive:  j.rt.keepAlive,
 	}
 	if j.line != nil {
 		req.Priority = engine.Batch
