@@ -9,6 +9,7 @@
 //	Llama 3.1+:                       <|python_tag|>{"name": "f", "parameters": {...}}                 (";"-separated)
 //	Mistral:                          [TOOL_CALLS][{"name": "f", "arguments": {...}}, ...]  or  [TOOL_CALLS]f[ARGS]{...}
 //	Phi-4:                            <|tool_call|>[{"name": "f", "arguments": {...}}]<|/tool_call|>
+//	                                  or, at the start (vLLM's Phi-4-mini template), functools[{...}, ...]
 //
 // Markers that are control tokens (<|python_tag|>, [TOOL_CALLS], <|tool_call|>) give
 // no text when decoded, so for those syntaxes an output that starts with '{' or '['
@@ -61,7 +62,7 @@ func DetectTemplate(template string) (Syntax, bool) {
 	switch {
 	case strings.Contains(template, "[TOOL_CALLS]"):
 		return Mistral, true
-	case strings.Contains(template, "<|tool_call|>") || strings.Contains(template, "<|tool|>"):
+	case strings.Contains(template, "<|tool_call|>") || strings.Contains(template, "<|tool|>") || strings.Contains(template, "functools["):
 		return Phi4, true
 	case strings.Contains(template, "<tool_call>"):
 		return Hermes, true
@@ -229,6 +230,18 @@ func (p *Parser) text(s string, ev []Event) (string, []Event) {
 		}
 		if p.afterCall {
 			s, p.afterCall = trimmed, false
+		}
+		if !p.started && p.syn == Phi4 {
+			// vLLM's Phi-4-mini template asks for functools[...] at the start.
+			const functools = "functools"
+			switch {
+			case strings.HasPrefix(trimmed, functools):
+				p.started, p.mode = true, mBetween
+				return trimmed[len(functools):], ev
+			case strings.HasPrefix(functools, trimmed):
+				p.hold = s
+				return "", ev
+			}
 		}
 		isMarker := strings.HasPrefix(trimmed, p.start) || strings.HasPrefix(p.start, trimmed)
 		if !p.started && !isMarker && p.syn != Hermes && (trimmed[0] == '{' || trimmed[0] == '[') {
