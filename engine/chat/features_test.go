@@ -21,33 +21,34 @@ func TestJinjaFeaturesGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cases []struct {
-		Name     string                     `json:"name"`
-		Template string                     `json:"template"`
-		Messages []Message                  `json:"messages"`
-		Vars     map[string]json.RawMessage `json:"vars"`
-		Expected *string                    `json:"expected"`
-		Error    string                     `json:"error"`
+	var golden struct {
+		Messages []Message       `json:"messages"`
+		Tools    json.RawMessage `json:"tools"`
+		Cases    []struct {
+			Name     string  `json:"name"`
+			Template string  `json:"template"`
+			Expected *string `json:"expected"`
+			Error    string  `json:"error"`
+		} `json:"cases"`
 	}
-	if err := json.Unmarshal(b, &cases); err != nil {
+	if err := json.Unmarshal(b, &golden); err != nil {
 		t.Fatal(err)
 	}
+	cases := golden.Cases
 	if len(cases) < 40 {
 		t.Fatalf("%d cases", len(cases))
 	}
+	tools, err := JSONValue(string(golden.Tools))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range cases {
 		t.Run(c.Name, func(t *testing.T) {
-			vars := map[string]any{}
-			for k, v := range c.Vars {
-				if vars[k], err = JSONValue(string(v)); err != nil {
-					t.Fatal(err)
-				}
-			}
 			tpl, err := New(c.Template, Options{BOS: "<s>", EOS: "</s>", Now: testNow})
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := tpl.RenderVars(c.Messages, true, vars)
+			got, err := tpl.RenderVars(golden.Messages, true, map[string]any{"tools": tools})
 			switch {
 			case c.Expected == nil && !errors.Is(err, ErrException):
 				t.Fatalf("got %q, %v; jinja2 raised %q", got, err, c.Error)

@@ -79,12 +79,12 @@ probes = {
  "is in test": "{{ 'tool' is in ['tool', 'x'] }}",
  "ne combos": "{% if not (messages[3].role == 'tool' or messages[3].role == 'tool_results' or (messages[3].tool_calls is defined and messages[3].tool_calls is not none)) %}A{% else %}B{% endif %}",
 }
-out=[]
+cases=[]
 for n,t in probes.items():
-    c={"name":n,"template":t,"messages":msgs,"vars":{"tools":tools}}
+    c={"name":n,"template":t}
     try:
         c["expected"]=env.from_string(t).render(messages=tmsgs(msgs), add_generation_prompt=True, bos_token="<s>", eos_token="</s>", tools=tools)
     except Exception as e:
         c["error"]=str(e)
-    out.append(c)
-print(json.dumps(out, indent=1, ensure_ascii=False))
+    cases.append(c)
+print(json.dumps({"messages": msgs, "tools": tools, "cases": cases}, indent=1, ensure_ascii=False))
