@@ -117,6 +117,11 @@ type Request struct {
 	// each choice does) in chunks small enough that the rows stay within
 	// promptLogitsBytes (16 MiB).
 	PromptLogprobs bool
+	// PromptOnly generates nothing: the request ends after its prompt's prefill,
+	// with no output token and FinishLength (OpenAI's max_tokens 0 with echo, which
+	// scores a prompt). With PromptLogprobs the stream delivers the prompt's tokens
+	// first, as always. MaxTokens is then ignored.
+	PromptOnly bool
 }
 
 // MaxTopLogprobs is the most TopLogprobs a request may ask for (OpenAI's limit).

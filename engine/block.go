@@ -430,7 +430,7 @@ func (b *Block) RenderChat(modelID string, msgs []Message) (string, error) {
 	}
 	cm := make([]chat.Message, len(msgs))
 	for i, m := range msgs {
-		cm[i] = chat.Message(m)
+		cm[i] = toChat(m)
 	}
 	return in.tmpl.Render(cm, true)
 }

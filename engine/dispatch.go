@@ -149,7 +149,10 @@ func (in *instance) await(ctx context.Context) (time.Duration, error) {
 // newJob prepares a request for a runner: its sampler, decoder and stop matcher.
 func (in *instance) newJob(ctx context.Context, req Request, out *Stream) *job {
 	maxTokens := req.MaxTokens
-	if maxTokens == 0 {
+	switch {
+	case req.PromptOnly:
+		maxTokens = 1 // the scheduler's room for the step that ends it; no token is taken
+	case maxTokens == 0:
 		maxTokens = in.cfg.MaxModelLen - len(req.Prompt)
 	}
 	s := req.Sampling

@@ -107,14 +107,19 @@
 //     filters, ignore_eos and the grammar, as OpenAI documents.
 //     Request.PromptLogprobs (echo with logprobs) sends the prompt's tokens with theirs
 //     first, from the prefill's logits rows (its chunks cut so that they stay within
-//     16 MiB; the prefix cache gives it nothing).
+//     16 MiB; the prefix cache gives it nothing); Request.PromptOnly ends a request
+//     after its prefill without an output token (max_tokens 0 with echo).
 //   - Sampling extensions: Sampling.TopK, MinP, RepeatPenalty (vLLM's
 //     repetition_penalty), IgnoreEOS.
 //   - Tools: Message.ToolCalls / ToolCallID / Name; Block.RenderChatTools renders
-//     tools through the template's own support (or a Hermes-style fallback prompt),
-//     Block.ToolSyntax names the syntax for package engine/toolcall to parse the
-//     output (streamed as name then argument fragments), and Block.ToolGrammar
-//     constrains a call for tool_choice "required" or a named function.
+//     tools, calls and results through the template's own support in the shapes
+//     the families' templates read (Llama 3.1+, Qwen2.5/3, Mistral with 9-character
+//     call ids, Phi-4-mini with the tools on the system message; see
+//     testdata/families) or a Hermes-style fallback prompt, Block.ToolSyntax names
+//     the syntax (from the template's markup, else the vocabulary's markers) for
+//     package engine/toolcall to parse the output (streamed as name then argument
+//     fragments), and Block.ToolGrammar constrains a call for tool_choice
+//     "required" or a named function.
 //   - n: Block.GenerateN runs up to 8 choices, seeds ChoiceSeed(seed, i); choices
 //     after the first join once the prompt's KV blocks are in the prefix cache.
 //   - Embeddings: Block.Embed pools the final hidden states (mean, or the first or

@@ -407,3 +407,53 @@ func TestPromptLogprobs(t *testing.T) {
 		t.Errorf("prompt logprobs differ among other requests")
 	}
 }
+
+// TestPromptOnly: a PromptOnly request takes no output token and ends with
+// FinishLength after its prefill; with PromptLogprobs its prompt tokens are the
+// same bits as those of a request that goes on generating, alone and among others
+// (some of them PromptOnly too), long prompts in several chunks included.
+func TestPromptOnly(t *testing.T) {
+	b := genBlock(t, ModelConfig{MaxModelConcurrency: 8, MaxModelLen: 512},
+		genmodel.Options{Arch: "llama", Type: "q8_0", Seed: 8, Vocab: testenv.SharedFile(t, "testdata/tokenizer/ggml-vocab-llama-spm.gguf")})
+	tok, _ := b.Tokenizer("m")
+	prompt := make([]int32, 300) // 131 rows a chunk: three prefill chunks
+	for i := range prompt {
+		prompt[i] = int32((i*7919 + 5) % tok.VocabSize())
+	}
+	score := Request{Prompt: prompt, PromptOnly: true, PromptLogprobs: true, TopLogprobs: 3}
+	ptoks, bits, out := promptTokens(t, b, "m", score)
+	if len(ptoks) != len(prompt) || len(out.ids) != 0 || out.text != "" {
+		t.Fatalf("%d prompt tokens (want %d), output %v %q", len(ptoks), len(prompt), out.ids, out.text)
+	}
+	if out.u.CompletionTokens != 0 || out.u.PromptTokens != len(prompt) || out.u.FinishReason != FinishLength {
+		t.Errorf("usage %+v", out.u)
+	}
+	_, ref, gen := promptTokens(t, b, "m", Request{Prompt: prompt, MaxTokens: 3, PromptLogprobs: true, TopLogprobs: 3})
+	if len(gen.ids) == 0 || fmt.Sprint(bits) != fmt.Sprint(ref) {
+		t.Errorf("prompt logprobs of a prompt-only request differ from a generating one's (%d output tokens)", len(gen.ids))
+	}
+	// Without prompt logprobs: nothing comes, it just ends.
+	plain := runFeatures(b, "m", Request{Prompt: prompt[:20], PromptOnly: true, MaxTokens: 7})
+	if plain.err != nil || len(plain.ids) != 0 || plain.u.FinishReason != FinishLength || plain.u.CompletionTokens != 0 {
+		t.Errorf("prompt only without logprobs: %+v", plain)
+	}
+	var wg sync.WaitGroup
+	var among []uint32
+	for i := range 10 {
+		r := Request{Prompt: prompt[i : 30+20*i], MaxTokens: 4, PromptOnly: i%2 == 0, PromptLogprobs: i%3 == 0,
+			Sampling: Sampling{Temperature: 0.7, Seed: uint64(i)}}
+		wg.Go(func() {
+			_, _, o := promptTokens(t, b, "m", r)
+			if r.PromptOnly && (len(o.ids) != 0 || o.u.FinishReason != FinishLength) || !r.PromptOnly && len(o.ids) == 0 {
+				t.Errorf("request %d (prompt only %v): %d output tokens, finish %q", i, r.PromptOnly, len(o.ids), o.u.FinishReason)
+			}
+		})
+		if i == 4 {
+			wg.Go(func() { _, among, _ = promptTokens(t, b, "m", score) })
+		}
+	}
+	wg.Wait()
+	if fmt.Sprint(among) != fmt.Sprint(bits) {
+		t.Errorf("prompt-only logprobs differ among other requests")
+	}
+}

@@ -95,7 +95,7 @@ func (p *Prep) ChatTokensTools(msgs []Message, tools []Tool) ([]int32, error) {
 }
 
 // ToolSyntax is Block.ToolSyntax for this model.
-func (p *Prep) ToolSyntax() toolcall.Syntax { return toolSyntax(p.tmpl) }
+func (p *Prep) ToolSyntax() toolcall.Syntax { return toolSyntax(p.tok, p.tmpl) }
 
 // ToolGrammar is Block.ToolGrammar for this model, compiling its schema with compile
 // (the caller's cache, as Block.CompileSchema is the Block's).

@@ -374,6 +374,13 @@ func (r *runner) run(work []sched.Work) {
 			j.out.Send(t)
 		}
 		j.ptoks = nil
+		if j.req.PromptOnly {
+			if !w.Last {
+				r.st.Remove(w.ID)
+			}
+			r.end(w.ID, j, FinishLength, nil)
+			continue
+		}
 		id, err := j.pick(row)
 		if err != nil {
 			r.st.Remove(w.ID)

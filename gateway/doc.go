@@ -18,7 +18,8 @@
 //     go-json-experiment); a bad or unknown field, or one the server does not serve
 //     (best_of, audio, …) is a 400 naming it, in OpenAI's error
 //     shape. features.go reads the OpenAI features: response_format, tools,
-//     tool_choice, parallel_tool_calls, logprobs, top_logprobs, echo and n.
+//     tool_choice, parallel_tool_calls, logprobs, top_logprobs, echo and n
+//     (completions' max_tokens 0 with echo scores the prompt: engine.Request.PromptOnly).
 //  4. route.go, Server.routeOf: "model" is a model, "auto" (the plan's default mode)
 //     or "tier:NAME" (fixed); the body's "lmlite" object or X-LMLite-* headers add
 //     mode, tier, max latency and max cost. A model the key may not use (the plan

@@ -843,3 +843,95 @@ func topLogprobsOf(t *testing.T, raw string) []map[string]float64 {
 	}
 	return lp.TopLogprobs
 }
+
+// TestSDKCompletionsScorePrompt: max_tokens 0 with echo scores a prompt, as OpenAI
+// allows: the text is the prompt, no token is generated (completion_tokens 0,
+// finish "length"), and with logprobs the prompt's tokens come with the same
+// logprobs as when the model goes on generating; streamed, the same; n gives as
+// many equal choices; max_tokens 0 without echo is a 400 naming max_tokens.
+func TestSDKCompletionsScorePrompt(t *testing.T) {
+	es := startEngine(t, `
+ledger: {sync: process}
+models:
+  - {id: stories, path: $STORIES, max_model_len: 256, max_concurrency: 16}
+plans:
+  open: {requests_per_second: 1000, burst: 1000, max_concurrency: 100}
+tenants:
+  - {id: acme, plan: open}
+`, engine.Config{})
+	ctx := context.Background()
+	const prompt = "Once upon a time, there was a little girl"
+	p := openai.CompletionNewParams{
+		Model: "stories", Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String(prompt)},
+		MaxTokens: openai.Int(0), Logprobs: openai.Int(2), Echo: openai.Bool(true),
+	}
+	resp, err := es.client.Completions.New(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := resp.Choices[0]
+	np := int(resp.Usage.PromptTokens)
+	if c.Text != prompt || c.FinishReason != "length" || resp.Usage.CompletionTokens != 0 || np < 5 ||
+		len(c.Logprobs.Tokens) != np || len(c.Logprobs.TokenLogprobs) != np || len(c.Logprobs.TextOffset) != np {
+		t.Fatalf("text %q, finish %q, usage %+v, %d logprobs tokens", c.Text, c.FinishReason, resp.Usage, len(c.Logprobs.Tokens))
+	}
+	raw := c.Logprobs.RawJSON()
+	if !strings.Contains(raw, `"token_logprobs":[null,`) {
+		t.Fatalf("the first prompt token's logprob is not null: %s", raw)
+	}
+	// The same prompt logprobs as a request that goes on generating.
+	gen := p
+	gen.MaxTokens, gen.Temperature = openai.Int(4), openai.Float(0)
+	gr, err := es.client.Completions.New(ctx, gen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gl := gr.Choices[0].Logprobs
+	if gr.Usage.CompletionTokens == 0 || !reflect.DeepEqual(gl.Tokens[:np], c.Logprobs.Tokens) || !reflect.DeepEqual(gl.TokenLogprobs[:np], c.Logprobs.TokenLogprobs) ||
+		!reflect.DeepEqual(topLogprobsOf(t, gl.RawJSON())[:np], topLogprobsOf(t, raw)) {
+		t.Fatalf("scored %v %v, generating %v %v", c.Logprobs.Tokens, c.Logprobs.TokenLogprobs, gl.Tokens, gl.TokenLogprobs)
+	}
+	// Streamed.
+	stream := es.client.Completions.NewStreaming(ctx, p)
+	var text strings.Builder
+	var toks []string
+	finish := ""
+	for stream.Next() {
+		for _, ch := range stream.Current().Choices {
+			text.WriteString(ch.Text)
+			toks = append(toks, ch.Logprobs.Tokens...)
+			if ch.FinishReason != "" {
+				finish = string(ch.FinishReason)
+			}
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if text.String() != prompt || !reflect.DeepEqual(toks, c.Logprobs.Tokens) || finish != "length" {
+		t.Fatalf("streamed %q, tokens %v, finish %q", text.String(), toks, finish)
+	}
+	// Without logprobs, and with n = 2.
+	plain := p
+	plain.Logprobs, plain.N = openai.CompletionNewParams{}.Logprobs, openai.Int(2)
+	pr, err := es.client.Completions.New(ctx, plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pr.Choices) != 2 || pr.Usage.CompletionTokens != 0 {
+		t.Fatalf("n = 2: %+v", pr)
+	}
+	for _, ch := range pr.Choices {
+		if ch.Text != prompt || ch.FinishReason != "length" {
+			t.Fatalf("choice %d: %q, finish %q", ch.Index, ch.Text, ch.FinishReason)
+		}
+	}
+	// Without echo, max_tokens 0 asks for nothing.
+	noEcho := p
+	noEcho.Echo = openai.Bool(false)
+	_, err = es.client.Completions.New(ctx, noEcho)
+	var ae *openai.Error
+	if !errors.As(err, &ae) || ae.StatusCode != 400 || ae.Param != "max_tokens" {
+		t.Fatalf("max_tokens 0 without echo: %v", err)
+	}
+}

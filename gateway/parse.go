@@ -26,7 +26,8 @@ type input struct {
 	promptBytes int
 	sampling    engine.Sampling
 	stop        []string
-	maxTokens   int    // requested; 0: none
+	maxTokens   int    // requested; 0: none (but see scoreOnly)
+	scoreOnly   bool   // completions: max_tokens 0 with echo, which scores the prompt (no output token)
 	maxField    string // the field that set maxTokens, for errors
 	stream      bool
 	usage       bool // stream_options.include_usage
@@ -77,13 +78,19 @@ func (in *input) parse(k kind, body []byte) *apiError {
 			return aerr
 		}
 		in.promptBytes = len(in.prompt)
-		if in.maxTokens, aerr = maxTokensOf(r.MaxTokens, nil, "max_tokens", ""); aerr != nil {
-			return aerr
-		}
-		if r.MaxTokens == nil {
-			in.maxTokens = 16 // OpenAI's default for completions
-		}
 		in.feat = r.features()
+		switch {
+		case r.MaxTokens == nil:
+			in.maxTokens = 16 // OpenAI's default for completions
+		case *r.MaxTokens == 0 && in.feat.echo:
+			in.scoreOnly = true // the prompt echoed with its logprobs, nothing generated
+		case *r.MaxTokens == 0:
+			return badRequest("max_tokens", "max_tokens must be at least 1 (0 only with echo, to score the prompt)")
+		default:
+			if in.maxTokens, aerr = maxTokensOf(r.MaxTokens, nil, "max_tokens", ""); aerr != nil {
+				return aerr
+			}
+		}
 	}
 	if in.sampling, in.stop, aerr = in.p.sampling(seed); aerr != nil {
 		return aerr

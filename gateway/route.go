@@ -222,14 +222,14 @@ func (j *job) makePlan(m *model) plan {
 				p.err = badRequest(field, field+" is "+strconv.Itoa(want)+", but the prompt leaves "+strconv.Itoa(room)+" of the model's "+strconv.Itoa(maxLen)+" tokens")
 				return p
 			}
-			if p.out == 0 {
+			if p.out == 0 && !j.in.scoreOnly {
 				p.out = room
 			}
-		} else if p.out == 0 {
+		} else if p.out == 0 && !j.in.scoreOnly {
 			p.out = maxLen
 		}
 	}
-	if p.out == 0 {
+	if p.out == 0 && !j.in.scoreOnly {
 		p.out = 4096 // no limit known: the worst case for the budget
 	}
 	return p

@@ -11,6 +11,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/engine/chat"
 	"github.com/lmlite/lmlite/policies"
 	"github.com/lmlite/lmlite/tenancy"
 	"github.com/lmlite/lmlite/tiers"
@@ -219,6 +220,10 @@ func engineError(err error) *apiError {
 	switch {
 	case errors.Is(err, engine.ErrTooLong):
 		return badRequest("max_tokens", "the request is longer than the model's limit: "+err.Error())
+	case errors.Is(err, chat.ErrException):
+		// The template's raise_exception: the conversation is not one this model's
+		// template accepts (roles that do not alternate, two calls in one turn).
+		return badRequest("messages", "the model's chat template refuses the conversation: "+err.Error())
 	case errors.Is(err, engine.ErrUnknownModel):
 		return &apiError{status: 400, typ: "invalid_request_error", code: "model_not_found", param: "model", message: err.Error(), reason: "bad_request"}
 	case errors.Is(err, engine.ErrRestarting):
@@ -291,7 +296,8 @@ func (j *job) startEmbedded() ([]*engine.Stream, context.CancelFunc, error) {
 		Prompt: j.c.tokens, MaxTokens: j.c.out, Sampling: j.in.sampling, Stop: j.in.stop,
 		Tenant: j.pol.Tenant, Weight: j.pol.Weight, Priority: engine.Interactive, CacheSalt: salt,
 		Grammar: j.c.gram, Logprobs: f.logprobs, TopLogprobs: f.top, PromptLogprobs: f.echo && f.logprobs,
-		KeepAlive: j.rt.keepAlive,
+		PromptOnly: j.in.scoreOnly,
+		KeepAlive:  j.rt.keepAlive,
 	}
 	if j.line != nil {
 		req.Priority = engine.Batch

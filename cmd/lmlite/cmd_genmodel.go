@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/lmlite/lmlite/engine/genmodel"
@@ -11,7 +12,7 @@ func init() {
 	register("gen-model", "write a GGUF model with seeded random weights", func(args []string) error {
 		fs := newFlags("gen-model")
 		var o genmodel.Options
-		var out string
+		var out, chatTemplate string
 		fs.StringVar(&o.Arch, "arch", "llama", "architecture: llama, qwen2, qwen3, phi3, or a mixture of experts: mixtral, qwen2moe, qwen3moe, olmoe")
 		fs.StringVar(&o.Preset, "preset", "tiny", "shape: tiny (dim 256, 2 layers), 125m (dim 768, 12 layers) or 1b (Llama-3.2-1B shape; for a mixture of experts, 16 experts of which 4 are used, about 0.9B parameters of which 0.3B are active)")
 		fs.StringVar(&o.Type, "type", "q8_0", "tensor type or llama.cpp mix: "+strings.Join(genmodel.TypeNames(), ", "))
@@ -19,12 +20,23 @@ func init() {
 		fs.StringVar(&o.Vocab, "vocab", "", "GGUF whose tokenizer to copy (default: a small built-in vocabulary)")
 		fs.BoolVar(&o.Tied, "tied", false, "tie the output projection to the token embedding")
 		fs.IntVar(&o.TieExperts, "tie-experts", 0, "mixture of experts: give the first N experts of every layer identical router rows (exact ties)")
+		fs.StringVar(&chatTemplate, "chat-template", "", "file holding a Jinja chat template to store as tokenizer.chat_template (default: the vocabulary's, or ChatML)")
 		fs.StringVar(&out, "out", "", "output file (required)")
 		if err := parseFlags(fs, args); err != nil {
 			return err
 		}
 		if out == "" {
 			return fmt.Errorf("--out is required")
+		}
+		if chatTemplate != "" {
+			b, err := os.ReadFile(chatTemplate)
+			if err != nil {
+				return err
+			}
+			if len(b) == 0 {
+				return fmt.Errorf("--chat-template %s is empty", chatTemplate)
+			}
+			o.ChatTemplate = string(b)
 		}
 		if err := genmodel.Generate(o, out); err != nil {
 			return err

@@ -48,14 +48,17 @@ var (
 )
 
 // Message is one chat message as the template sees it (message.role,
-// message.content, and for tool use message.tool_calls, message.tool_call_id and
-// message.name, present only when set).
+// message.content, and for tool use message.tool_calls, message.tool_call_id,
+// message.name and message.tools, present only when set).
 type Message struct {
 	Role       string     `json:"role"`
 	Content    string     `json:"content"`
 	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
 	ToolCallID string     `json:"tool_call_id,omitempty"`
 	Name       string     `json:"name,omitempty"`
+	// Tools is the tools' JSON text on a system message, for templates that read
+	// them there (Phi-4-mini's: message['tools'] between <|tool|> and <|/tool|>).
+	Tools string `json:"tools,omitempty"`
 }
 
 // ToolCall is an assistant's call of a tool, as templates read it:
@@ -188,7 +191,7 @@ func New(template string, opts Options) (*Template, error) {
 	if err := checkNesting(template); err != nil {
 		return nil, err
 	}
-	tpl, err := compile(template)
+	tpl, err := compile(joinContinuedLines(template))
 	if err != nil {
 		return nil, err
 	}
@@ -235,6 +238,9 @@ func (t *Template) RenderVars(msgs []Message, addGenerationPrompt bool, vars map
 		}
 		if m.Name != "" {
 			d.Pairs = append(d.Pairs, &exec.Pair{Key: exec.AsValue("name"), Value: exec.AsValue(m.Name)})
+		}
+		if m.Tools != "" {
+			d.Pairs = append(d.Pairs, &exec.Pair{Key: exec.AsValue("tools"), Value: exec.AsValue(m.Tools)})
 		}
 		messages[i] = d
 	}

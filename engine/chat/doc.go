@@ -46,7 +46,18 @@
 // it, without forking: after parsing, the syntax tree is rewritten so that x[i],
 // a * b, a ** b, a + b and a ~ b call functions of this package (negative indices,
 // integer powers, bounded growth; see rewrite.go), str.split and str.rsplit are
-// replaced (gonja's maxsplit is off by one), and tojson writes Python's JSON.
+// replaced (gonja's maxsplit is off by one), and tojson writes Python's JSON. Dicts
+// keep their insertion order through items(), keys(), values(), get() and the
+// items filter (Mistral's template writes each tool key by key; dict.go), "is
+// true" and "is false" hold for the booleans only, str.replace's count is optional,
+// and a backslash at the end of a line inside a string literal joins the lines.
+// One difference stays: gonja has no None distinct from undefined, so {{ none }}
+// prints "" where jinja2 prints "None" (templates test for none rather than print it).
+//
+// The features the families' templates with tools use (Llama 3.1/3.2, Qwen2.5/3,
+// Mistral, Phi-4-mini) are checked against jinja2 one by one
+// (testdata/gen_features_golden.py), and whole templates in those families' formats
+// in package engine (testdata/families).
 //
 // # Hostile templates
 //

@@ -56,6 +56,9 @@ func newEnvironment() *exec.Environment {
 	if err := filters.Replace("tojson", filterToJSON); err != nil {
 		panic(err)
 	}
+	if err := filters.Replace("items", filterItems); err != nil {
+		panic(err)
+	}
 	guardFilters(filters)
 
 	globals := map[string]any{}
@@ -78,10 +81,18 @@ func newEnvironment() *exec.Environment {
 	globals[fnNoCycle] = noCycle
 	ctx := exec.NewContext(globals)
 
+	tests := exec.NewTestSet(map[string]exec.TestFunction{}).Update(builtins.Tests)
+	if err := tests.Replace("true", testTrue); err != nil {
+		panic(err)
+	}
+	if err := tests.Replace("false", testFalse); err != nil {
+		panic(err)
+	}
+
 	return &exec.Environment{
 		Context:           ctx,
 		Filters:           filters,
-		Tests:             builtins.Tests,
+		Tests:             tests,
 		ControlStructures: exec.NewControlStructureSet(statements),
 		Methods:           newMethods(),
 	}

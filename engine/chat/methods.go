@@ -45,8 +45,10 @@ func newMethods() exec.Methods {
 		}
 		return pySplit(self, sep, maxsplit, true), nil
 	}
+	str["replace"] = strReplace
 	guardMethods(str)
 	m.Str = exec.NewMethodSet(str)
+	m.Dict = newDictMethods(m.Dict)
 	return m
 }
 

@@ -85,3 +85,88 @@ func checkTagChars(src string) error {
 	}
 	return nil
 }
+
+// joinContinuedLines removes each backslash-newline inside the string literals of
+// tags, as Python does in the literals of jinja2 (they are decoded with Python's
+// escapes, where a backslash at the end of a line continues the string on the next
+// without a newline); gonja would keep a "\n". Templates break long literals so
+// (Mistral Small 3.1's default system prompt in llama.cpp's copy).
+func joinContinuedLines(src string) string {
+	if !strings.Contains(src, "\\\n") && !strings.Contains(src, "\\\r\n") {
+		return src
+	}
+	var out strings.Builder
+	out.Grow(len(src))
+	i := 0
+	for i < len(src) {
+		j := strings.Index(src[i:], "{")
+		if j < 0 || i+j+1 >= len(src) {
+			break
+		}
+		out.WriteString(src[i : i+j])
+		i += j
+		end := ""
+		switch src[i+1] {
+		case '#':
+			k := strings.Index(src[i+2:], "#}")
+			if k < 0 {
+				out.WriteString(src[i:])
+				return out.String()
+			}
+			out.WriteString(src[i : i+2+k+2])
+			i += 2 + k + 2
+			continue
+		case '{':
+			end = "}}"
+		case '%':
+			end = "%}"
+		default:
+			out.WriteByte('{')
+			i++
+			continue
+		}
+		out.WriteString(src[i : i+2])
+		i += 2
+		depth := 0
+		var quote byte
+		for i < len(src) {
+			c := src[i]
+			if quote != 0 {
+				switch {
+				case c == '\\' && strings.HasPrefix(src[i+1:], "\n"):
+					i += 2
+					continue
+				case c == '\\' && strings.HasPrefix(src[i+1:], "\r\n"):
+					i += 3
+					continue
+				case c == '\\' && i+1 < len(src):
+					out.WriteString(src[i : i+2])
+					i += 2
+					continue
+				case c == quote:
+					quote = 0
+				}
+				out.WriteByte(c)
+				i++
+				continue
+			}
+			if depth == 0 && strings.HasPrefix(src[i:], end) {
+				out.WriteString(end)
+				i += 2
+				break
+			}
+			switch c {
+			case '\'', '"':
+				quote = c
+			case '(', '[', '{':
+				depth++
+			case ')', ']', '}':
+				depth = max(depth-1, 0)
+			}
+			out.WriteByte(c)
+			i++
+		}
+	}
+	out.WriteString(src[i:])
+	return out.String()
+}

@@ -63,6 +63,17 @@ func filterToJSON(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 	return exec.AsSafeValue(enc.b.String())
 }
 
+// PyJSON writes v as the template's tojson filter does (Python's json.dumps(v,
+// ensure_ascii=False): ", " and ": " separators): template values such as
+// OrderedDict and JSONValue results keep their key order, Go maps are sorted.
+func PyJSON(v any) (string, error) {
+	enc := jsonEncoder{itemSep: ", ", keySep: ": ", indent: -1}
+	if err := enc.encode(reflect.ValueOf(v), 0, 0); err != nil {
+		return "", err
+	}
+	return enc.b.String(), nil
+}
+
 type jsonEncoder struct {
 	b               strings.Builder
 	itemSep, keySep string

@@ -29,6 +29,10 @@ type Options struct {
 	Vocab  string // a GGUF whose tokenizer.* keys to copy; "": the built-in vocabulary
 	Tied   bool   // no output.weight: the output projection is token_embd
 
+	// ChatTemplate replaces the vocabulary's tokenizer.chat_template (a Jinja chat
+	// template, such as a model family's with tools); "": the vocabulary's, or ChatML.
+	ChatTemplate string
+
 	// TieExperts > 1 (mixtures of experts): the first TieExperts experts of every layer
 	// have identical router rows, so their router scores tie exactly on every token.
 	// With TieExperts = ExpertsUsed+1, deterministic routing never picks the last of
@@ -202,6 +206,9 @@ func Build(opts Options) (*gguf.Writer, error) {
 		if vocab, err = vocabFrom(opts.Vocab); err != nil {
 			return nil, err
 		}
+	}
+	if opts.ChatTemplate != "" {
+		vocab = withChatTemplate(vocab, opts.ChatTemplate)
 	}
 	nVocab, rare, err := vocabInfo(vocab)
 	if err != nil {

@@ -327,3 +327,30 @@ func TestGenerateMoE(t *testing.T) {
 		})
 	}
 }
+
+// TestChatTemplateOption: Options.ChatTemplate replaces the vocabulary's chat
+// template (one key, whether the vocabulary had one or not).
+func TestChatTemplateOption(t *testing.T) {
+	const tmpl = "{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}"
+	for _, vocab := range []string{"", testenv.SharedFile(t, "testdata/tokenizer/ggml-vocab-qwen2.gguf")} {
+		path := filepath.Join(t.TempDir(), "m.gguf")
+		if err := genmodel.Generate(genmodel.Options{Arch: "llama", Preset: "tiny", Type: "q8_0", Seed: 1, Vocab: vocab, ChatTemplate: tmpl}, path); err != nil {
+			t.Fatal(err)
+		}
+		f, err := gguf.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, kv := range f.KV {
+			if kv.Key == "tokenizer.chat_template" {
+				n++
+			}
+		}
+		got, _ := f.GetString("tokenizer.chat_template")
+		f.Close()
+		if n != 1 || got != tmpl {
+			t.Errorf("vocab %q: %d chat templates, %q", vocab, n, got)
+		}
+	}
+}

@@ -121,6 +121,17 @@ func vocabFrom(path string) ([]gguf.KV, error) {
 	return kvs, nil
 }
 
+// withChatTemplate sets tokenizer.chat_template in kvs to tmpl.
+func withChatTemplate(kvs []gguf.KV, tmpl string) []gguf.KV {
+	out := make([]gguf.KV, 0, len(kvs)+1)
+	for _, kv := range kvs {
+		if kv.Key != "tokenizer.chat_template" {
+			out = append(out, kv)
+		}
+	}
+	return append(out, gguf.KV{Key: "tokenizer.chat_template", Value: gguf.String(tmpl)})
+}
+
 // vocabInfo is what the generator needs to know of a vocabulary: its size and the
 // tokens to keep rare (control, unknown and byte tokens, end-of-generation ids), so
 // that generated text is made of words and runs to its full length.

@@ -9,6 +9,7 @@
 //	Llama 3.1+:                       <|python_tag|>{"name": "f", "parameters": {...}}                 (";"-separated)
 //	Mistral:                          [TOOL_CALLS][{"name": "f", "arguments": {...}}, ...]  or  [TOOL_CALLS]f[ARGS]{...}
 //	Phi-4:                            <|tool_call|>[{"name": "f", "arguments": {...}}]<|/tool_call|>
+//	                                  or, at the start (vLLM's Phi-4-mini template), functools[{...}, ...]
 //
 // Markers that are control tokens (<|python_tag|>, [TOOL_CALLS], <|tool_call|>) give
 // no text when decoded, so for those syntaxes an output that starts with '{' or '['
@@ -52,17 +53,38 @@ func (s Syntax) String() string {
 // markup; Hermes when the template names none (the format lmlite's fallback tool
 // prompt asks for).
 func Detect(template string) Syntax {
+	syn, _ := DetectTemplate(template)
+	return syn
+}
+
+// DetectTemplate is Detect, and whether the template named a syntax at all.
+func DetectTemplate(template string) (Syntax, bool) {
 	switch {
 	case strings.Contains(template, "[TOOL_CALLS]"):
-		return Mistral
-	case strings.Contains(template, "<|tool_call|>") || strings.Contains(template, "<|tool|>"):
-		return Phi4
+		return Mistral, true
+	case strings.Contains(template, "<|tool_call|>") || strings.Contains(template, "<|tool|>") || strings.Contains(template, "functools["):
+		return Phi4, true
 	case strings.Contains(template, "<tool_call>"):
-		return Hermes
+		return Hermes, true
 	case strings.Contains(template, "<|python_tag|>") || strings.Contains(template, "ipython"):
-		return Llama3
+		return Llama3, true
 	}
-	return Hermes
+	return Hermes, false
+}
+
+// DetectVocab picks the syntax from the markers a vocabulary has as tokens (has
+// reports whether a token's text is in it), for a template that names none: each
+// family's marker is a token of its own vocabulary only. ok is false when none is.
+func DetectVocab(has func(token string) bool) (syn Syntax, ok bool) {
+	for _, c := range []struct {
+		marker string
+		syn    Syntax
+	}{{"[TOOL_CALLS]", Mistral}, {"<|tool_call|>", Phi4}, {"<|python_tag|>", Llama3}, {"<tool_call>", Hermes}} {
+		if has(c.marker) {
+			return c.syn, true
+		}
+	}
+	return Hermes, false
 }
 
 // ErrMalformed: the output began a tool call that does not parse.
@@ -208,6 +230,18 @@ func (p *Parser) text(s string, ev []Event) (string, []Event) {
 		}
 		if p.afterCall {
 			s, p.afterCall = trimmed, false
+		}
+		if !p.started && p.syn == Phi4 {
+			// vLLM's Phi-4-mini template asks for functools[...] at the start.
+			const functools = "functools"
+			switch {
+			case strings.HasPrefix(trimmed, functools):
+				p.started, p.mode = true, mBetween
+				return trimmed[len(functools):], ev
+			case strings.HasPrefix(functools, trimmed):
+				p.hold = s
+				return "", ev
+			}
 		}
 		isMarker := strings.HasPrefix(trimmed, p.start) || strings.HasPrefix(p.start, trimmed)
 		if !p.started && !isMarker && p.syn != Hermes && (trimmed[0] == '{' || trimmed[0] == '[') {

@@ -36,6 +36,9 @@ func TestParseTable(t *testing.T) {
 		{"mistral v11", Mistral, `[TOOL_CALLS]get_weather[ARGS]{"city": "Oslo"}`, "", []Call{{"get_weather", `{"city": "Oslo"}`}}, nil},
 		{"phi4", Phi4, `<|tool_call|>[{"name": "f", "arguments": {"n": -1.5e3}}]<|/tool_call|>`, "", []Call{{"f", `{"n": -1.5e3}`}}, nil},
 		{"phi4 bare", Phi4, `[{"name": "f", "arguments": {"n": 2}}]`, "", []Call{{"f", `{"n": 2}`}}, nil},
+		{"phi4 functools", Phi4, `functools[{"name": "f", "arguments": {"n": 2}}, {"name": "g", "arguments": {}}]`, "", []Call{{"f", `{"n": 2}`}, {"g", `{}`}}, nil},
+		{"phi4 func text", Phi4, `func is short for function.`, "func is short for function.", nil, nil},
+		{"phi4 functools in text", Phi4, `See functools[x] later.`, "See functools[x] later.", nil, nil},
 		{"text after a call", Hermes, "<tool_call>{\"name\": \"a\"}</tool_call>\n\nDone, a b c.", "Done, a b c.", []Call{{"a", `{}`}}, nil},
 		{"primitive arguments", Hermes, `<tool_call>{"name": "f", "arguments": 12}</tool_call>`, "", []Call{{"f", `12`}}, nil},
 	}
@@ -115,6 +118,7 @@ func TestDetect(t *testing.T) {
 		"<|python_tag|>":                     Llama3,
 		"{% if role == 'ipython' %}":         Llama3,
 		"<|tool_call|>{{ x }}<|/tool_call|>": Phi4,
+		"as functools[{...}]":                Phi4,
 		"plain":                              Hermes,
 	} {
 		if got := Detect(tpl); got != want {
@@ -177,4 +181,31 @@ func FuzzToolCalls(f *testing.F) {
 			t.Fatalf("%s: %q gave %+v, %v", s, out, calls, err)
 		}
 	})
+}
+
+// TestDetectVocab: for a template with tools support that names no syntax, the
+// syntax whose marker the vocabulary has as a token.
+func TestDetectVocab(t *testing.T) {
+	for _, c := range []struct {
+		has  []string
+		want Syntax
+	}{
+		{nil, Hermes},
+		{[]string{"[TOOL_CALLS]"}, Mistral},
+		{[]string{"<|python_tag|>", "<|eot_id|>"}, Llama3},
+		{[]string{"<|tool_call|>"}, Phi4},
+		{[]string{"<tool_call>"}, Hermes},
+	} {
+		got, _ := DetectVocab(func(s string) bool {
+			for _, h := range c.has {
+				if h == s {
+					return true
+				}
+			}
+			return false
+		})
+		if got != c.want {
+			t.Errorf("%v: %v, want %v", c.has, got, c.want)
+		}
+	}
 }
