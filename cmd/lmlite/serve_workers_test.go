@@ -377,6 +377,7 @@ tenants: [{id: demo, plan: p}]
 	if code, _ := call(t, "GET", base+"/readyz", "", ""); code == 200 {
 		t.Error("/readyz is 200 with a failed model")
 	}
+	checkAdminWorkers(t, base, data)
 	keyb, _ := os.ReadFile(filepath.Join(data, "demo-key"))
 	if code, body := call(t, "POST", base+"/v1/completions", strings.TrimSpace(string(keyb)), `{"model":"good","prompt":"hi","max_tokens":3}`); code != 200 {
 		t.Errorf("good beside the failed model: %d %s", code, body)
@@ -389,5 +390,59 @@ tenants: [{id: demo, plan: p}]
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("serve did not drain on SIGTERM")
+	}
+}
+
+// checkAdminWorkers checks /admin/workers beside a failed group "bad" (its worker
+// crashed at start 5 times) and a running group "good": the failed one has no
+// process, its 5 crashes, 4 restarts and its stderr lines; the running one has the
+// pid of its pid file, a live process, an uptime and its cold start.
+func checkAdminWorkers(t *testing.T, base, data string) {
+	t.Helper()
+	if code, _ := call(t, "GET", base+"/admin/workers", "", ""); code != 401 {
+		t.Errorf("/admin/workers without the admin key: %d", code)
+	}
+	code, body := call(t, "GET", base+"/admin/workers", "admin-secret", "")
+	var list struct {
+		Object string
+		Data   []struct {
+			Object, Group, State, Error string
+			LastExit                    string `json:"last_exit"`
+			Models                      []string
+			PID                         int
+			StartedAt                   int64   `json:"started_at"`
+			UptimeS                     float64 `json:"uptime_s"`
+			Starts, Restarts, Crashes   uint64
+			ColdStartMs                 float64  `json:"cold_start_ms"`
+			Stderr                      []string `json:"stderr_tail"`
+		}
+	}
+	if code != 200 || json.Unmarshal([]byte(body), &list) != nil || list.Object != "list" || len(list.Data) != 2 {
+		t.Fatalf("/admin/workers: %d %s", code, body)
+	}
+	for _, w := range list.Data {
+		if w.Object != "worker" || len(w.Models) != 1 || w.Models[0] != w.Group {
+			t.Errorf("worker row %+v", w)
+		}
+		switch w.Group {
+		case "bad":
+			if w.State != "failed" || w.PID != 0 || w.Crashes != 5 || w.Restarts != 4 || w.Starts != 5 ||
+				!strings.Contains(w.Error, "crashed 5 times") || !strings.Contains(w.LastExit, "exit status 3") ||
+				!slices.Contains(w.Stderr, "test worker: simulated crash at load of group bad") {
+				t.Errorf("the failed worker in /admin/workers: %+v", w)
+			}
+		case "good":
+			pidb, err := os.ReadFile(filepath.Join(data, "workers", "good.pid"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			pid, _ := strconv.Atoi(strings.Fields(string(pidb))[0])
+			if w.State != "running" || w.PID != pid || syscall.Kill(pid, 0) != nil || w.Crashes != 0 || w.Restarts != 0 ||
+				w.UptimeS <= 0 || w.StartedAt < time.Now().Add(-time.Minute).Unix() || w.ColdStartMs <= 0 || w.Error != "" {
+				t.Errorf("the running worker in /admin/workers (pid file %d): %+v", pid, w)
+			}
+		default:
+			t.Errorf("unknown group in /admin/workers: %+v", w)
+		}
 	}
 }
