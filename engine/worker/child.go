@@ -113,7 +113,7 @@ type stepFlush struct{ w atomic.Pointer[writer] }
 
 func (s *stepFlush) flush() {
 	if w := s.w.Load(); w != nil {
-		w.flush()
+		w.stepDone(time.Now())
 	}
 }
 
@@ -128,7 +128,7 @@ func serve(conn net.Conn, b Backend, beat time.Duration, steps *stepFlush) error
 	defer conn.Close()
 	w := newWriter(conn)
 	defer w.stop()
-	send := w.queue
+	send := func(typ byte, id uint64, p []byte, first bool) { w.queue(typ, id, p) }
 	if steps != nil {
 		steps.w.Store(w)
 		send = w.add
@@ -207,15 +207,18 @@ func serve(conn net.Conn, b Backend, beat time.Duration, steps *stepFlush) error
 				// goroutine (no goroutine here is woken for each); the end follows
 				// them on the same queue.
 				var buf []byte
+				first := true
 				st.Forward(func(t engine.Token) {
+					f := first
+					first = false
 					if t.Piece != "" || t.Logprob != 0 || t.TopLogprobs != nil || t.Prompt {
 						if b, err := json.Marshal(t); err == nil {
-							send(fTokenJSON, id, b)
+							send(fTokenJSON, id, b, f)
 						}
 						return
 					}
 					buf = appendToken(buf[:0], t)
-					send(fToken, id, buf)
+					send(fToken, id, buf, f)
 				})
 				if steps != nil {
 					w.flush() // the tokens that came before Forward: their step is over

@@ -254,7 +254,7 @@ func TestWriterAddFlushWritesAStepInOneWrite(t *testing.T) {
 	var out countWriter
 	w := newWriter(&out)
 	for i := range 16 {
-		w.add(fToken, uint64(i), []byte{byte(i)})
+		w.add(fToken, uint64(i), []byte{byte(i)}, false)
 	}
 	if out.writes != 0 {
 		t.Fatalf("%d writes before the flush", out.writes)
@@ -269,5 +269,98 @@ func TestWriterAddFlushWritesAStepInOneWrite(t *testing.T) {
 		if fr, err := r.next(); err != nil || fr.id != uint64(i) || fr.payload[0] != byte(i) {
 			t.Fatalf("frame %d: %+v %v", i, fr, err)
 		}
+	}
+}
+
+// TestHoldStep: a step's tokens wait for the next step's only while the oldest would
+// still have waited at most maxHold after one more step as long as the last one.
+func TestHoldStep(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	ms := time.Millisecond
+	for _, c := range []struct {
+		age, last time.Duration
+		hold      bool
+	}{
+		{0, ms, true},                        // a 1 ms step: hold this step's tokens for the next
+		{ms, ms, true},                       // after two 1 ms steps: still within 2 ms
+		{1200 * time.Microsecond, ms, false}, // one more would make 2.2 ms
+		{0, maxHold, true},                   // exactly maxHold
+		{0, 3 * ms, false},                   // a slow model: every step is written
+		{0, time.Hour, false},                // the first step (no last one)
+	} {
+		if got := holdStep(t0.Add(c.age), t0, c.last); got != c.hold {
+			t.Errorf("held %s, last step %s: hold %v, want %v", c.age, c.last, got, c.hold)
+		}
+	}
+}
+
+// TestWriterStepDone: a fast model's steps are held and written together, in one
+// write, until the oldest token would wait more than maxHold; a request's first token
+// is written at the end of its step; and held frames that no step follows are
+// written by the timer.
+func TestWriterStepDone(t *testing.T) {
+	var out countWriter
+	w := newWriter(&out)
+	w.holdFor = time.Hour // the steps' explicit times decide, not the timer
+	defer w.stop()
+	writes := func() int {
+		out.mu.Lock()
+		defer out.mu.Unlock()
+		return out.writes
+	}
+	now := time.Now()
+	w.stepDone(now) // an empty step: the previous one for the next
+	now = now.Add(500 * time.Microsecond)
+	w.add(fToken, 1, []byte{1}, true)
+	w.stepDone(now)
+	if writes() != 1 {
+		t.Fatalf("a first token was held: %d writes", writes())
+	}
+	for i := range 2 {
+		now = now.Add(500 * time.Microsecond)
+		w.add(fToken, 1, []byte{byte(2 + i)}, false)
+		w.stepDone(now)
+	}
+	if writes() != 1 {
+		t.Fatalf("the first of two fast steps was written: %d writes", writes())
+	}
+	for i := range 4 { // at the third, one more 0.5 ms step would make the oldest wait 2.5 ms
+		now = now.Add(500 * time.Microsecond)
+		w.add(fToken, 1, []byte{byte(4 + i)}, false)
+		w.stepDone(now)
+	}
+	if writes() != 2 {
+		t.Fatalf("%d writes after 6 fast steps, want 2 (the first token, then steps 2-5; 6 held)", writes())
+	}
+	w.flush() // frame 7
+	out.mu.Lock()
+	r := newReader(bytes.NewReader(out.b.Bytes()))
+	out.mu.Unlock()
+	for i := 1; i <= 7; i++ {
+		if fr, err := r.next(); err != nil || fr.payload[0] != byte(i) {
+			t.Fatalf("frame %d: %+v %v", i, fr, err)
+		}
+	}
+
+	// Held frames that no step follows: the timer writes them.
+	var out2 countWriter
+	w2 := newWriter(&out2)
+	w2.holdFor = time.Millisecond
+	defer w2.stop()
+	w2.stepDone(now)
+	w2.add(fToken, 1, []byte{8}, false)
+	w2.stepDone(now.Add(100 * time.Microsecond)) // held
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		out2.mu.Lock()
+		n := out2.writes
+		out2.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("held frames never written without a next step")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
