@@ -48,7 +48,11 @@
 // them (engine.Stream.Forward) from the decode loop into the socket's buffer, and
 // after each step the decode loop itself writes them (engine.Config.OnStep), so one
 // step's tokens, one per sequence, cross in one write with no goroutine woken in the
-// worker. Many requests are multiplexed on
+// worker. On a model whose steps take under a millisecond the tokens of consecutive
+// steps share a write while the oldest has waited at most 2 ms (holdStep), so the
+// parent is woken once for several steps; a request's first token and every end are
+// written at once, and a timer writes held tokens that no step follows. Many
+// requests are multiplexed on
 // the socket by their ids; the parent's reader appends each token to its request's
 // Stream, which never blocks, so a slow client never stalls the reader.
 //
