@@ -11,7 +11,6 @@ import (
 	"net"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/lmlite/lmlite/engine"
@@ -76,8 +75,6 @@ func mainWith(args []string, wrap func(Backend) Backend) error {
 		defer rc.Close()
 		ecfg.Leases = lease.NewRedis(rc, *redisPrefix, *redisNode)
 	}
-	var steps stepFlush
-	ecfg.OnStep = steps.flush
 	b, err := engine.New(ecfg)
 	if err != nil {
 		return err
@@ -90,7 +87,7 @@ func mainWith(args []string, wrap func(Backend) Backend) error {
 	// without waiting for the Block, unless its leases are shared: then it gives them
 	// back at once (another process may be waiting for the memory) rather than let
 	// them expire, for a second at most.
-	err = serve(conn, be, *beat, &steps)
+	err = Serve(conn, be, *beat)
 	if ecfg.Leases != nil {
 		closed := make(chan struct{})
 		go func() {
@@ -105,34 +102,13 @@ func mainWith(args []string, wrap func(Backend) Backend) error {
 	return err
 }
 
-// stepFlush is the worker's engine.Config.OnStep: after each step of the decode
-// loop it writes the step's tokens, which the streams' sinks only added to the
-// socket's writer, in one system call from the loop's own goroutine (no wake-up of
-// another goroutine, no write per token).
-type stepFlush struct{ w atomic.Pointer[writer] }
-
-func (s *stepFlush) flush() {
-	if w := s.w.Load(); w != nil {
-		w.stepDone(time.Now())
-	}
-}
-
 // Serve serves b over conn: it says hello, then answers frames and beats every beat
 // (the beat carries b.Models()) until conn closes or fails. It returns nil when the
 // parent closed the connection.
-func Serve(conn net.Conn, b Backend, beat time.Duration) error { return serve(conn, b, beat, nil) }
-
-// serve is Serve; with steps (b's engine.Config.OnStep), tokens are written once per
-// step of b's decode loops instead of by the writer's goroutine as they come.
-func serve(conn net.Conn, b Backend, beat time.Duration, steps *stepFlush) error {
+func Serve(conn net.Conn, b Backend, beat time.Duration) error {
 	defer conn.Close()
 	w := newWriter(conn)
 	defer w.stop()
-	send := func(typ byte, id uint64, p []byte, first bool) { w.queue(typ, id, p) }
-	if steps != nil {
-		steps.w.Store(w)
-		send = w.add
-	}
 	if err := w.writeJSON(fHello, 0, helloMsg{PID: os.Getpid()}); err != nil {
 		return fmt.Errorf("worker: hello: %w", err)
 	}
@@ -207,22 +183,16 @@ func serve(conn net.Conn, b Backend, beat time.Duration, steps *stepFlush) error
 				// goroutine (no goroutine here is woken for each); the end follows
 				// them on the same queue.
 				var buf []byte
-				first := true
 				st.Forward(func(t engine.Token) {
-					f := first
-					first = false
 					if t.Piece != "" || t.Logprob != 0 || t.TopLogprobs != nil || t.Prompt {
 						if b, err := json.Marshal(t); err == nil {
-							send(fTokenJSON, id, b, f)
+							w.queue(fTokenJSON, id, b)
 						}
 						return
 					}
 					buf = appendToken(buf[:0], t)
-					send(fToken, id, buf, f)
+					w.queue(fToken, id, buf)
 				})
-				if steps != nil {
-					w.flush() // the tokens that came before Forward: their step is over
-				}
 				left.Add(1)
 				wg.Add(1)
 				go func() {

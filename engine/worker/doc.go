@@ -45,14 +45,9 @@
 // to read in a dump. Every frame is written at once, in a group commit: a frame
 // added while another write is in progress goes out with the next write. The worker
 // relays its tokens without a goroutine per request: each request's Stream forwards
-// them (engine.Stream.Forward) from the decode loop into the socket's buffer, and
-// after each step the decode loop itself writes them (engine.Config.OnStep), so one
-// step's tokens, one per sequence, cross in one write with no goroutine woken in the
-// worker. On a model whose steps take under a millisecond the tokens of consecutive
-// steps share a write while the oldest has waited at most 2 ms (holdStep), so the
-// parent is woken once for several steps; a request's first token and every end are
-// written at once, and a timer writes held tokens that no step follows. Many
-// requests are multiplexed on
+// them (engine.Stream.Forward) from the decode loop straight onto the socket's queue,
+// which the writer's own goroutine writes, so one decode step's tokens cross in one
+// write after one wake-up. Many requests are multiplexed on
 // the socket by their ids; the parent's reader appends each token to its request's
 // Stream, which never blocks, so a slow client never stalls the reader.
 //
@@ -72,8 +67,6 @@
 //     MaxCrashes (5) crashes within Window (2 min), never: the circuit is open, the
 //     group's models are failed and their ModelStatus.Err holds the worker's last
 //     stderr lines (the admin API shows it). GC or an admin load closes the circuit.
-//   - Pool.Workers reports each group's process (pid, state, uptime, starts, crashes,
-//     last exit, last start's time, stderr lines): the admin API's /admin/workers.
 //   - New requests during a restart's backoff fail at once with ErrRestarting; new
 //     requests while a worker starts wait for it.
 //

@@ -2,7 +2,6 @@ package worker
 
 import (
 	"bufio"
-	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -10,7 +9,6 @@ import (
 	"io"
 	"math"
 	"sync"
-	"time"
 
 	"github.com/lmlite/lmlite/engine"
 )
@@ -163,26 +161,6 @@ type writer struct {
 	kick    chan struct{} // wakes the flusher goroutine of queued frames; nil until the first queue
 	flushed chan struct{} // closed when the flusher goroutine has ended
 	stopped bool          // stop was called: kick is closed
-
-	// Steps (stepDone): frames added and held for the next step's write.
-	heldSince time.Time     // when the frames in buf were first held; zero: none held
-	urgent    bool          // buf holds a request's first token: write it at this step
-	lastStep  time.Time     // the last stepDone
-	holdEnd   *time.Timer   // writes held frames if no step comes within holdFor
-	holdFor   time.Duration // the timer's; 0: maxHold (tests lengthen it)
-}
-
-// maxHold is the longest a token waits in the worker for the tokens of later steps to
-// share its write: on a model whose decode step takes less than half of it, the
-// tokens of two or more steps cross in one write, and the parent is woken once for
-// them; a slower model's steps are each written at once.
-const maxHold = 2 * time.Millisecond
-
-// holdStep decides, at the end of a step, whether the frames added may wait for the
-// next step's: only while the oldest of them, held since heldSince, would still have
-// waited no longer than maxHold once one more step as long as the last one is done.
-func holdStep(now, heldSince time.Time, lastStep time.Duration) bool {
-	return now.Sub(heldSince)+lastStep <= maxHold
 }
 
 func newWriter(w io.Writer) *writer { return &writer{w: w} }
@@ -232,55 +210,6 @@ func (w *writer) queue(typ byte, id uint64, payload []byte) {
 	}
 }
 
-// add adds a frame for the next write without starting one: the worker's decode
-// loop adds a step's tokens, then stepDone or flush writes them together
-// (Config.OnStep). urgent (a request's first token) asks stepDone to write it at the
-// end of this step.
-func (w *writer) add(typ byte, id uint64, payload []byte, urgent bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.err != nil || w.stopped {
-		return
-	}
-	w.appendLocked(typ, id, payload)
-	w.urgent = w.urgent || urgent
-}
-
-// stepDone ends a decode step at now: it writes the frames added, unless holdStep
-// lets them wait for the next step's (then a timer writes them if no step comes).
-func (w *writer) stepDone(now time.Time) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	last := now.Sub(w.lastStep)
-	w.lastStep = now
-	if w.err != nil || w.writing || len(w.buf) == 0 {
-		return
-	}
-	if w.heldSince.IsZero() {
-		w.heldSince = now
-	}
-	if !w.urgent && holdStep(now, w.heldSince, last) {
-		d := cmp.Or(w.holdFor, maxHold)
-		if w.holdEnd == nil {
-			w.holdEnd = time.AfterFunc(d, w.flush)
-		} else if now.Equal(w.heldSince) {
-			w.holdEnd.Reset(d)
-		}
-		return
-	}
-	w.drainLocked()
-}
-
-// flush writes the frames added, unless another caller is writing (it writes them
-// too). It runs in the caller's goroutine: one system call, no wake-up of another.
-func (w *writer) flush() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.err == nil && !w.writing && len(w.buf) > 0 {
-		w.drainLocked()
-	}
-}
-
 // flusher writes the queued frames each time it is kicked, until stop.
 func (w *writer) flusher(kick, flushed chan struct{}) {
 	defer close(flushed)
@@ -301,9 +230,6 @@ func (w *writer) stop() {
 	if !w.stopped && w.kick != nil {
 		close(w.kick)
 	}
-	if w.holdEnd != nil {
-		w.holdEnd.Stop()
-	}
 	w.stopped = true
 	w.mu.Unlock()
 	if flushed != nil {
@@ -314,10 +240,6 @@ func (w *writer) stop() {
 // drainLocked writes buf until it is empty (other callers may add to it meanwhile;
 // the lock is released during each write).
 func (w *writer) drainLocked() {
-	if !w.heldSince.IsZero() && w.holdEnd != nil {
-		w.holdEnd.Stop()
-	}
-	w.heldSince, w.urgent = time.Time{}, false
 	w.writing = true
 	for len(w.buf) > 0 && w.err == nil {
 		b := w.buf
