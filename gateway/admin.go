@@ -14,6 +14,7 @@ import (
 //
 //	GET    /admin/models               models with state, memory, replicas, queue depth
 //	GET    /admin/devices              devices with memory, utilization and leases (devices.go)
+//	GET    /admin/workers              worker processes (workers mode): pid, state, restarts, stderr (workers.go)
 //	POST   /admin/models/{id}/load     load a model (engine permitting)
 //	POST   /admin/models/{id}/unload   unload a model
 //	GET    /admin/keys                 list keys (never secrets)
@@ -31,6 +32,8 @@ func (s *Server) handleAdmin(ctx *fasthttp.RequestCtx, reqID string) {
 	switch {
 	case path == "devices" && method == "GET":
 		s.adminDevices(ctx, reqID)
+	case path == "workers" && method == "GET":
+		s.adminWorkers(ctx)
 	case path == "models" && method == "GET":
 		type row struct {
 			ID          string `json:"id"`

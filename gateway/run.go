@@ -261,7 +261,7 @@ func (j *job) settle(e tenancy.Entry, u *engine.Usage) {
 		e.TTFT = u.TimeToFirstToken
 	}
 	if u != nil {
-		e.CachedTokens = u.CachedTokens
+		e.CachedTokens, e.ColdStart = u.CachedTokens, u.ColdStart
 	}
 	e.Refused = refusalOf(e.Status, j.refusal).String()
 	if j.line != nil {

@@ -48,7 +48,7 @@ func eventOf(e *tenancy.Entry) usage.Event {
 	return usage.Event{
 		Time: e.Time, RequestID: e.RequestID, Tenant: e.Tenant, Model: e.Model, Tier: e.Tier, Admitted: true, Status: e.Status,
 		Refused: usage.ParseReason(e.Refused), InputTokens: e.PromptTokens, OutputTokens: e.CompletionTokens,
-		CachedTokens: e.CachedTokens, Cost: e.Cost, Latency: e.Latency, TTFT: e.TTFT,
+		CachedTokens: e.CachedTokens, Cost: e.Cost, Latency: e.Latency, TTFT: e.TTFT, ColdStart: e.ColdStart,
 	}
 }
 
@@ -287,19 +287,23 @@ type (
 		Results   []any  `json:"results"`
 	}
 	completionsResult struct {
-		Object            string  `json:"object"`
-		InputTokens       int64   `json:"input_tokens"`
-		OutputTokens      int64   `json:"output_tokens"`
-		InputCachedTokens int64   `json:"input_cached_tokens"`
-		InputAudioTokens  int64   `json:"input_audio_tokens"`
-		OutputAudioTokens int64   `json:"output_audio_tokens"`
-		NumModelRequests  int64   `json:"num_model_requests"`
-		ProjectID         *string `json:"project_id"`
-		UserID            *string `json:"user_id"`
-		APIKeyID          *string `json:"api_key_id"`
-		Model             *string `json:"model"`
-		Batch             *bool   `json:"batch"`
-		Tier              *string `json:"tier,omitempty"`
+		Object            string `json:"object"`
+		InputTokens       int64  `json:"input_tokens"`
+		OutputTokens      int64  `json:"output_tokens"`
+		InputCachedTokens int64  `json:"input_cached_tokens"`
+		InputAudioTokens  int64  `json:"input_audio_tokens"`
+		OutputAudioTokens int64  `json:"output_audio_tokens"`
+		NumModelRequests  int64  `json:"num_model_requests"`
+		// lmlite's: the requests that waited for their model to load or their
+		// worker process to start (scale to zero), and their total wait.
+		NumColdStarts    int64   `json:"num_cold_starts"`
+		ColdStartSeconds float64 `json:"cold_start_seconds"`
+		ProjectID        *string `json:"project_id"`
+		UserID           *string `json:"user_id"`
+		APIKeyID         *string `json:"api_key_id"`
+		Model            *string `json:"model"`
+		Batch            *bool   `json:"batch"`
+		Tier             *string `json:"tier,omitempty"`
 	}
 	costsResult struct {
 		Object    string     `json:"object"`
@@ -334,7 +338,7 @@ func usagePage(bs []usage.Bucket, q usageQuery, pageStart time.Time, costs bool)
 			}
 			bj.Results = append(bj.Results, completionsResult{Object: "organization.usage.completions.result",
 				InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, InputCachedTokens: r.CachedTokens,
-				NumModelRequests: r.Requests, ProjectID: opt(q.ByTenant, r.Tenant), Model: opt(q.ByModel, r.Model),
+				NumModelRequests: r.Requests, NumColdStarts: r.ColdStarts, ColdStartSeconds: r.ColdStartTime.Seconds(), ProjectID: opt(q.ByTenant, r.Tenant), Model: opt(q.ByModel, r.Model),
 				Tier: opt(q.ByTier, r.Tier)})
 		}
 		p.Data = append(p.Data, bj)

@@ -148,6 +148,10 @@ func appendEntry(b []byte, e *Entry) []byte {
 		b = append(b, `,"cached_tokens":`...)
 		b = strconv.AppendInt(b, int64(e.CachedTokens), 10)
 	}
+	if e.ColdStart != 0 {
+		b = append(b, `,"cold_start_ns":`...)
+		b = strconv.AppendInt(b, int64(e.ColdStart), 10)
+	}
 	b = str(b, "refused", e.Refused)
 	return append(b, '}')
 }

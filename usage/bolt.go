@@ -194,10 +194,11 @@ func parseKey(k []byte) (w Width, i int64, tenant, model, tier string, err error
 	return w, i, tenant, model, string(rest), nil
 }
 
-const countsVersion = 1
+// countsVersion is appendCounts's; version 1 (before the cold starts) still decodes.
+const countsVersion = 2
 
 // appendCounts appends c as a version byte and varints: the totals, the refusals by
-// reason, then both histograms.
+// reason, both histograms, then the cold starts and their time (version 2).
 func appendCounts(b []byte, c *Counts) []byte {
 	b = append(b, countsVersion)
 	for _, v := range [...]int64{c.Requests, c.Errors, c.InputTokens, c.OutputTokens, c.CachedTokens, int64(c.Cost)} {
@@ -211,13 +212,15 @@ func appendCounts(b []byte, c *Counts) []byte {
 			b = binary.AppendUvarint(b, uint64(v))
 		}
 	}
-	return b
+	b = binary.AppendVarint(b, c.ColdStarts)
+	return binary.AppendVarint(b, int64(c.ColdStartTime))
 }
 
 func decodeCounts(b []byte, c *Counts) error {
-	if len(b) == 0 || b[0] != countsVersion {
+	if len(b) == 0 || (b[0] != 1 && b[0] != countsVersion) {
 		return errBadRollup
 	}
+	version := b[0]
 	b = b[1:]
 	next := func() int64 {
 		v, n := binary.Varint(b)
@@ -241,6 +244,16 @@ func decodeCounts(b []byte, c *Counts) error {
 				return errBadRollup
 			}
 			h[j] = uint32(v)
+			b = b[n:]
+		}
+	}
+	if version >= 2 {
+		for _, p := range [...]*int64{&c.ColdStarts, (*int64)(&c.ColdStartTime)} {
+			v, n := binary.Varint(b)
+			if n <= 0 {
+				return errBadRollup
+			}
+			*p = v
 			b = b[n:]
 		}
 	}

@@ -34,6 +34,9 @@ func randomEvents(r *rand.Rand, n int, span time.Duration) []Event {
 			[]string{"m1", "m2"}[r.IntN(2)], []string{"fast", "smart"}[r.IntN(2)], r.IntN(1000), r.IntN(500),
 			money.Money(r.IntN(1e6)), time.Duration(r.IntN(5000))*time.Millisecond)
 		e.CachedTokens = r.IntN(e.InputTokens + 1)
+		if r.IntN(5) == 0 { // waited for its model's load or worker's start
+			e.ColdStart = time.Duration(1+r.IntN(3000)) * time.Millisecond
+		}
 		switch r.IntN(5) {
 		case 0:
 			e.Status, e.Refused = 429, Budget
@@ -165,10 +168,11 @@ func TestBoltKeysRoundTrip(t *testing.T) {
 }
 
 func FuzzCounts(f *testing.F) {
-	f.Add(int64(3), int64(1), int64(100), int64(50), int64(7), int64(12345), int64(2), uint32(9))
-	f.Add(int64(-1), int64(0), int64(1<<62), int64(0), int64(0), int64(-5), int64(0), uint32(1<<31))
-	f.Fuzz(func(t *testing.T, req, errs, in, out, cached, cost, ref int64, bin uint32) {
-		c := Counts{Requests: req, Errors: errs, InputTokens: in, OutputTokens: out, CachedTokens: cached, Cost: money.Money(cost)}
+	f.Add(int64(3), int64(1), int64(100), int64(50), int64(7), int64(12345), int64(2), uint32(9), int64(1), int64(2e9))
+	f.Add(int64(-1), int64(0), int64(1<<62), int64(0), int64(0), int64(-5), int64(0), uint32(1<<31), int64(0), int64(0))
+	f.Fuzz(func(t *testing.T, req, errs, in, out, cached, cost, ref int64, bin uint32, colds, coldNs int64) {
+		c := Counts{Requests: req, Errors: errs, InputTokens: in, OutputTokens: out, CachedTokens: cached, Cost: money.Money(cost),
+			ColdStarts: colds, ColdStartTime: time.Duration(coldNs)}
 		c.Refusals[Budget] = ref
 		c.Latency[int(uint32(bin)%uint32(len(Bins)))] = bin
 		c.TTFT[len(Bins)-1] = bin / 2
@@ -269,5 +273,24 @@ func BenchmarkQuery30DaysFromBolt(b *testing.B) {
 			b.ReportMetric(write.Seconds(), "write-s")
 			b.ReportMetric(load.Seconds(), "load-s")
 		})
+	}
+}
+
+// A rollup value written before the cold starts were counted (version 1: no cold
+// start fields) still decodes, with no cold starts; today's encoding carries them.
+func TestCountsVersion1StillDecodes(t *testing.T) {
+	c := Counts{Requests: 4, InputTokens: 10, Cost: 7, ColdStarts: 2, ColdStartTime: 1500 * time.Millisecond}
+	c.Latency[3] = 4
+	v2 := appendCounts(nil, &c)
+	var back Counts
+	if err := decodeCounts(v2, &back); err != nil || back != c {
+		t.Fatalf("version 2: %+v, %v", back, err)
+	}
+	// Version 1 is version 2 without the two trailing varints.
+	v1 := append([]byte{1}, v2[1:len(v2)-binary.PutVarint(make([]byte, 10), 2)-binary.PutVarint(make([]byte, 10), int64(1500*time.Millisecond))]...)
+	want := c
+	want.ColdStarts, want.ColdStartTime = 0, 0
+	if err := decodeCounts(v1, &back); err != nil || back != want {
+		t.Fatalf("version 1: %+v, %v; want %+v", back, err, want)
 	}
 }

@@ -230,3 +230,24 @@ func BenchmarkAdd(b *testing.B) {
 		}
 	})
 }
+
+// Only settled requests that waited for a cold start count as cold starts, and their
+// waits add up; a refusal before admission never counts.
+func TestColdStartsCountTheSettledRequestsThatWaitedAndSumTheirWaits(t *testing.T) {
+	m := NewMemory()
+	warm := settled(t0, "a", "m", "fast", 1, 1, 1, time.Millisecond)
+	cold1, cold2 := warm, warm
+	cold1.ColdStart, cold2.ColdStart = 300*time.Millisecond, 1200*time.Millisecond
+	m.Add(warm)
+	m.Add(cold1)
+	m.Add(cold2)
+	m.Add(Event{Time: t0, Tenant: "a", Refused: Rate, ColdStart: time.Second}) // never admitted
+	bs, err := m.Query(Query{Start: t0, End: t0.Add(time.Hour), Width: Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := bs[0].Results[0]
+	if r.Requests != 3 || r.ColdStarts != 2 || r.ColdStartTime != 1500*time.Millisecond {
+		t.Errorf("requests %d, cold starts %d taking %s; want 3, 2 taking 1.5s", r.Requests, r.ColdStarts, r.ColdStartTime)
+	}
+}

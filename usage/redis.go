@@ -160,7 +160,8 @@ func increments(c *Counts, model, tier string, add func(f string, n int64)) {
 	for _, v := range [...]struct {
 		name string
 		n    int64
-	}{{"n", c.Requests}, {"e", c.Errors}, {"i", c.InputTokens}, {"o", c.OutputTokens}, {"c", c.CachedTokens}, {"$", int64(c.Cost)}} {
+	}{{"n", c.Requests}, {"e", c.Errors}, {"i", c.InputTokens}, {"o", c.OutputTokens}, {"c", c.CachedTokens}, {"$", int64(c.Cost)},
+		{"k", c.ColdStarts}, {"K", int64(c.ColdStartTime)}} {
 		if v.n != 0 {
 			add(field(model, tier, v.name), v.n)
 		}
@@ -461,6 +462,10 @@ func (c *Counts) set(counter string, n int64) {
 		c.CachedTokens += n
 	case "$":
 		c.Cost += money.Money(n)
+	case "k":
+		c.ColdStarts += n
+	case "K":
+		c.ColdStartTime += time.Duration(n)
 	default:
 		kind, rest, _ := strings.Cut(counter, ":")
 		switch kind {

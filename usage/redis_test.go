@@ -52,6 +52,9 @@ func record(t *testing.T, s *tenancy.Store, r *rand.Rand, prefix string, n int, 
 			Tier: []string{"fast", "smart"}[r.IntN(2)], Status: 200, PromptTokens: r.IntN(1000),
 			CompletionTokens: r.IntN(300), Cost: money.Money(r.IntN(1e7)), Latency: time.Duration(r.IntN(4000)) * time.Millisecond}
 		e.CachedTokens = r.IntN(e.PromptTokens + 1)
+		if r.IntN(5) == 0 { // waited for its model's load or worker's start
+			e.ColdStart = time.Duration(1+r.IntN(3000)) * time.Millisecond
+		}
 		if r.IntN(6) == 0 {
 			e.Status, e.Refused, e.Cost = 429, "budget", 0
 		}

@@ -78,6 +78,7 @@ type Event struct {
 	CachedTokens        int // input tokens served from the prefix cache
 	Cost                money.Money
 	Latency, TTFT       time.Duration // 0: not measured
+	ColdStart           time.Duration // the wait for the model's load or its worker's start; 0: none
 }
 
 // Width is a bucket width.
@@ -213,8 +214,12 @@ type Counts struct {
 	CachedTokens int64
 	Cost         money.Money
 	Refusals     [numReasons]int64 // by Reason; [NotRefused] unused
-	Latency      Hist
-	TTFT         Hist
+	// ColdStarts are the settled requests that waited for their model's load or
+	// their worker process's start; ColdStartTime is the sum of their waits.
+	ColdStarts    int64
+	ColdStartTime time.Duration
+	Latency       Hist
+	TTFT          Hist
 }
 
 // Refused is the count of refusals for r.
@@ -246,6 +251,10 @@ func (c *Counts) add(e *Event) {
 		if e.TTFT > 0 {
 			c.TTFT.Observe(e.TTFT)
 		}
+		if e.ColdStart > 0 {
+			c.ColdStarts++
+			c.ColdStartTime += e.ColdStart
+		}
 	}
 	if e.Refused != NotRefused && e.Refused < numReasons {
 		c.Refusals[e.Refused]++
@@ -260,6 +269,8 @@ func (c *Counts) Merge(o *Counts) {
 	c.OutputTokens += o.OutputTokens
 	c.CachedTokens += o.CachedTokens
 	c.Cost += o.Cost
+	c.ColdStarts += o.ColdStarts
+	c.ColdStartTime += o.ColdStartTime
 	for i := range c.Refusals {
 		c.Refusals[i] += o.Refusals[i]
 	}

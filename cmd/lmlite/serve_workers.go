@@ -36,6 +36,7 @@ type poolEngine struct{ *worker.Pool }
 
 var (
 	_ gateway.ModelLoader  = poolEngine{}
+	_ gateway.WorkerSource = poolEngine{}
 	_ gateway.Features     = poolEngine{}
 	_ prometheus.Collector = poolEngine{}
 	_ io.Closer            = poolEngine{}

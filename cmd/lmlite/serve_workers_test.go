@@ -377,6 +377,7 @@ tenants: [{id: demo, plan: p}]
 	if code, _ := call(t, "GET", base+"/readyz", "", ""); code == 200 {
 		t.Error("/readyz is 200 with a failed model")
 	}
+	checkAdminWorkers(t, base, data)
 	keyb, _ := os.ReadFile(filepath.Join(data, "demo-key"))
 	if code, body := call(t, "POST", base+"/v1/completions", strings.TrimSpace(string(keyb)), `{"model":"good","prompt":"hi","max_tokens":3}`); code != 200 {
 		t.Errorf("good beside the failed model: %d %s", code, body)
@@ -389,5 +390,158 @@ tenants: [{id: demo, plan: p}]
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("serve did not drain on SIGTERM")
+	}
+}
+
+// checkAdminWorkers checks /admin/workers beside a failed group "bad" (its worker
+// crashed at start 5 times) and a running group "good": the failed one has no
+// process, its 5 crashes, 4 restarts and its stderr lines; the running one has the
+// pid of its pid file, a live process, an uptime and its cold start.
+func checkAdminWorkers(t *testing.T, base, data string) {
+	t.Helper()
+	if code, _ := call(t, "GET", base+"/admin/workers", "", ""); code != 401 {
+		t.Errorf("/admin/workers without the admin key: %d", code)
+	}
+	code, body := call(t, "GET", base+"/admin/workers", "admin-secret", "")
+	var list struct {
+		Object string
+		Data   []struct {
+			Object, Group, State, Error string
+			LastExit                    string `json:"last_exit"`
+			Models                      []string
+			PID                         int
+			StartedAt                   int64   `json:"started_at"`
+			UptimeS                     float64 `json:"uptime_s"`
+			Starts, Restarts, Crashes   uint64
+			ColdStartMs                 float64  `json:"cold_start_ms"`
+			Stderr                      []string `json:"stderr_tail"`
+		}
+	}
+	if code != 200 || json.Unmarshal([]byte(body), &list) != nil || list.Object != "list" || len(list.Data) != 2 {
+		t.Fatalf("/admin/workers: %d %s", code, body)
+	}
+	for _, w := range list.Data {
+		if w.Object != "worker" || len(w.Models) != 1 || w.Models[0] != w.Group {
+			t.Errorf("worker row %+v", w)
+		}
+		switch w.Group {
+		case "bad":
+			if w.State != "failed" || w.PID != 0 || w.Crashes != 5 || w.Restarts != 4 || w.Starts != 5 ||
+				!strings.Contains(w.Error, "crashed 5 times") || !strings.Contains(w.LastExit, "exit status 3") ||
+				!slices.Contains(w.Stderr, "test worker: simulated crash at load of group bad") {
+				t.Errorf("the failed worker in /admin/workers: %+v", w)
+			}
+		case "good":
+			pidb, err := os.ReadFile(filepath.Join(data, "workers", "good.pid"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			pid, _ := strconv.Atoi(strings.Fields(string(pidb))[0])
+			if w.State != "running" || w.PID != pid || syscall.Kill(pid, 0) != nil || w.Crashes != 0 || w.Restarts != 0 ||
+				w.UptimeS <= 0 || w.StartedAt < time.Now().Add(-time.Minute).Unix() || w.ColdStartMs <= 0 || w.Error != "" {
+				t.Errorf("the running worker in /admin/workers (pid file %d): %+v", pid, w)
+			}
+		default:
+			t.Errorf("unknown group in /admin/workers: %+v", w)
+		}
+	}
+}
+
+// TestServeWorkersModeColdStartInUsageAndLedger: a model whose worker stopped when
+// idle (scale to zero at process level) comes back on the next request, which
+// records its cold start in its ledger entry (cold_start_ns) and in the usage API
+// (num_cold_starts, cold_start_seconds); the warm request after it records none.
+func TestServeWorkersModeColdStartInUsageAndLedger(t *testing.T) {
+	dir := t.TempDir()
+	mp := filepath.Join(dir, "m.gguf")
+	if err := genmodel.Generate(genmodel.Options{Arch: "llama", Preset: "tiny", Type: "q8_0", Seed: 5}, mp); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("LMLITE_TEST_ADMIN_KEY", "admin-secret")
+	addr := freeAddr(t)
+	data := filepath.Join(dir, "data")
+	cfg := filepath.Join(dir, "c.yaml")
+	os.WriteFile(cfg, []byte(`
+listen: `+addr+`
+data_dir: `+data+`
+demo_tenant: demo
+admin_key_env: LMLITE_TEST_ADMIN_KEY
+ledger: {sync: process}
+engine: {mode: workers}
+models:
+  - {id: m, path: `+mp+`, max_model_len: 128, idle_timeout: 300ms}
+plans: {p: {}}
+tenants: [{id: demo, plan: p}]
+`), 0o644)
+	done := startServe(t, addr, "--config", cfg)
+	base := "http://" + addr
+	keyb, _ := os.ReadFile(filepath.Join(data, "demo-key"))
+	key := strings.TrimSpace(string(keyb))
+	state := func() string {
+		_, body := call(t, "GET", base+"/admin/workers", "admin-secret", "")
+		var list struct{ Data []struct{ State string } }
+		if json.Unmarshal([]byte(body), &list) != nil || len(list.Data) != 1 {
+			t.Fatalf("/admin/workers: %s", body)
+		}
+		return list.Data[0].State
+	}
+	for start := time.Now(); state() != "stopped"; time.Sleep(20 * time.Millisecond) {
+		if time.Since(start) > 20*time.Second {
+			t.Fatalf("the idle worker did not stop: %s", state())
+		}
+	}
+	for i := range 2 { // cold, then warm
+		if code, body := call(t, "POST", base+"/v1/completions", key, `{"model":"m","prompt":"Once","max_tokens":3}`); code != 200 {
+			t.Fatalf("request %d: %d %s", i, code, body)
+		}
+	}
+	now := time.Now().Unix()
+	code, body := call(t, "GET", base+"/v1/organization/usage/completions?start_time="+strconv.FormatInt(now-3600, 10)+
+		"&end_time="+strconv.FormatInt(now+3600, 10)+"&bucket_width=1h", key, "")
+	var page struct {
+		Data []struct {
+			Results []struct {
+				Requests         int64   `json:"num_model_requests"`
+				ColdStarts       int64   `json:"num_cold_starts"`
+				ColdStartSeconds float64 `json:"cold_start_seconds"`
+			}
+		}
+	}
+	if code != 200 || json.Unmarshal([]byte(body), &page) != nil {
+		t.Fatalf("usage API: %d %s", code, body)
+	}
+	var reqs, colds int64
+	var coldS float64
+	for _, b := range page.Data {
+		for _, r := range b.Results {
+			reqs, colds, coldS = reqs+r.Requests, colds+r.ColdStarts, coldS+r.ColdStartSeconds
+		}
+	}
+	if reqs != 2 || colds != 1 || coldS <= 0 {
+		t.Errorf("usage API: %d requests, %d cold starts taking %gs; want 2, 1 taking > 0 (%s)", reqs, colds, coldS, body)
+	}
+	syscall.Kill(os.Getpid(), syscall.SIGTERM)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve did not drain on SIGTERM")
+	}
+	st, err := tenancy.Open(filepath.Join(data, "lmlite.db"), tenancy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var cold []time.Duration
+	st.Ledger(func(e tenancy.Entry) error {
+		if e.Model == "m" {
+			cold = append(cold, e.ColdStart)
+		}
+		return nil
+	})
+	if len(cold) != 2 || cold[0] <= 0 || cold[1] != 0 || math.Abs(cold[0].Seconds()-coldS) > 1e-6 {
+		t.Errorf("ledger cold starts %v; want the first request's (the usage API's %gs), then none", cold, coldS)
 	}
 }

@@ -650,33 +650,28 @@ func (p *Pool) Close() error {
 	return nil
 }
 
-// Worker is what Workers reports of one worker group.
-type Worker struct {
-	Group     string
-	Models    []string
-	State     string // stopped, starting, running, stopping, down, backoff, failed
-	PID       int    // 0 when no process
-	Starts    uint64
-	Crashes   uint64
-	LastExit  string
-	ColdStart time.Duration // the last start, spawn to hello
-	Stderr    string        // the last lines
-}
-
 var stateNames = [...]string{"stopped", "starting", "running", "stopping", "down", "backoff", "failed"}
 
-// Workers reports the worker groups (for the admin API and tests).
-func (p *Pool) Workers() []Worker {
-	var out []Worker
+// Workers reports the worker groups and their processes (the admin API's
+// /admin/workers, through the gateway's WorkerSource).
+func (p *Pool) Workers() []engine.WorkerStatus {
+	now := time.Now()
+	var out []engine.WorkerStatus
 	for _, g := range p.groups {
-		w := Worker{Group: g.name, Stderr: g.stderr.tail()}
+		w := engine.WorkerStatus{Group: g.name, Stderr: g.stderr.lines()}
 		for _, c := range g.cfgs {
 			w.Models = append(w.Models, c.ID)
 		}
 		g.mu.Lock()
 		w.State, w.Starts, w.Crashes, w.LastExit, w.ColdStart = stateNames[g.state], g.starts, g.crashN, g.lastExit, g.coldStart
+		if g.starts > 0 {
+			w.Restarts = g.starts - 1
+		}
+		if g.state == gFailed {
+			w.Error = g.failed
+		}
 		if g.proc != nil {
-			w.PID = g.proc.pid()
+			w.PID, w.Started, w.Uptime = g.proc.pid(), g.proc.start, now.Sub(g.proc.start)
 		}
 		g.mu.Unlock()
 		out = append(out, w)

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -333,9 +334,9 @@ func (m *mailbox) end() (engine.Usage, error) {
 
 // ring keeps the last lines of a worker group's stderr.
 type ring struct {
-	mu    sync.Mutex // guards lines
-	lines []string
-	max   int
+	mu  sync.Mutex // guards buf
+	buf []string
+	max int
 }
 
 func (r *ring) add(s string) {
@@ -344,14 +345,17 @@ func (r *ring) add(s string) {
 	if len(s) > 512 {
 		s = s[:512] + "…"
 	}
-	r.lines = append(r.lines, s)
-	if len(r.lines) > r.max {
-		r.lines = append(r.lines[:0], r.lines[len(r.lines)-r.max:]...)
+	r.buf = append(r.buf, s)
+	if len(r.buf) > r.max {
+		r.buf = append(r.buf[:0], r.buf[len(r.buf)-r.max:]...)
 	}
 }
 
-func (r *ring) tail() string {
+func (r *ring) tail() string { return strings.Join(r.lines(), "\n") }
+
+// lines returns a copy of the lines kept.
+func (r *ring) lines() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return strings.Join(r.lines, "\n")
+	return slices.Clone(r.buf)
 }
