@@ -49,7 +49,13 @@ func (s *Server) startBatches(st *batch.Store, conc int, q batch.Queue) error {
 	if err != nil {
 		return err
 	}
-	b.m = batch.NewManager(st, s, batch.Options{Concurrency: conc, Now: s.now, Logger: s.log, Checker: s, Queue: q})
+	concOf := func(tenant string) int {
+		if pol, ok := s.book.Resolve(tenant); ok {
+			return pol.BatchConcurrency // the plan's batch_max_concurrency
+		}
+		return 0
+	}
+	b.m = batch.NewManager(st, s, batch.Options{Concurrency: conc, ConcurrencyOf: concOf, Now: s.now, Logger: s.log, Checker: s, Queue: q})
 	s.batches = b
 	if err := s.metrics.reg.Register(&batchCollector{st: st, log: s.log}); err != nil {
 		return err
