@@ -1,7 +1,6 @@
 package tenancy
 
 import (
-	"strings"
 	"cmp"
 	"context"
 	"errors"
@@ -9,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
