@@ -54,11 +54,14 @@ type LineRunner interface {
 // Options configure a Manager.
 type Options struct {
 	Concurrency int // lines of one job at once; 0: 4
-	Now         func() time.Time
-	Logger      *slog.Logger
-	Checker     Checker
-	Poll        time.Duration // the longest a job sleeps before deciding again; 0: 1s
-	MaxRunning  int           // lines running at once over every job; 0: 4 × Concurrency
+	// ConcurrencyOf, when set and above 0 for a job's tenant (its plan's
+	// batch_max_concurrency), replaces Concurrency for that tenant's jobs.
+	ConcurrencyOf func(tenant string) int
+	Now           func() time.Time
+	Logger        *slog.Logger
+	Checker       Checker
+	Poll          time.Duration // the longest a job sleeps before deciding again; 0: 1s
+	MaxRunning    int           // lines running at once over every job; 0: 4 × Concurrency
 	// Queue carries the lines to the workers that run them; nil: InProcess. With
 	// RedisQueue the lines of this process's jobs run on every process sharing the
 	// Redis, and this process runs theirs.
@@ -114,6 +117,16 @@ func NewManager(store *Store, run LineRunner, opts Options) *Manager {
 		q: opts.Queue, quiet: make(chan struct{})}
 	m.q.Run(ctx, run, opts.MaxRunning, m.deliver)
 	return m
+}
+
+// concurrency is how many lines of a job of tenant run at once.
+func (m *Manager) concurrency(tenant string) int {
+	if m.opts.ConcurrencyOf != nil {
+		if n := m.opts.ConcurrencyOf(tenant); n > 0 {
+			return n
+		}
+	}
+	return m.opts.Concurrency
 }
 
 // deliver hands an outcome to its job's driver; one of a job not running here (it
@@ -208,7 +221,7 @@ func (m *Manager) Cancel(tenant, id string) (Job, error) {
 }
 
 func (m *Manager) spawn(j Job, resumed bool) {
-	ch := &driverChans{cancels: make(chan chan Job), results: make(chan Outcome, 2*m.opts.Concurrency)}
+	ch := &driverChans{cancels: make(chan chan Job), results: make(chan Outcome, 2*m.concurrency(j.Tenant))}
 	m.mu.Lock()
 	m.active[j.ID] = ch
 	m.mu.Unlock()
@@ -334,8 +347,8 @@ func (m *Manager) drive(j *Job, ch *driverChans, resumed bool) error {
 		now := m.opts.Now()
 		v := View{Status: j.Status, CancelRequested: j.CancelRequested, ExpiresAt: time.Unix(j.ExpiresAt, 0),
 			Cap: j.Cap, Spent: j.Spent, Reserved: reserved, PendingCount: len(pending), Running: len(inflight),
-			Concurrency: m.opts.Concurrency, PausedUntil: pausedUntil, RetryAt: retryAt}
-		for i := 0; i < len(pending) && i < m.opts.Concurrency; i++ {
+			Concurrency: m.concurrency(j.Tenant), PausedUntil: pausedUntil, RetryAt: retryAt}
+		for i := 0; i < len(pending) && i < v.Concurrency; i++ {
 			v.Pending = append(v.Pending, pending[i].Worst)
 		}
 		d := Decide(v, now)

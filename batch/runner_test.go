@@ -219,3 +219,48 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(m.Run())
 }
+
+// gaugeRunner is a fakeRunner that records the most lines it ran at once.
+type gaugeRunner struct {
+	fakeRunner
+	mu        sync.Mutex
+	now, most int
+}
+
+func (g *gaugeRunner) RunLine(ctx context.Context, r Request) Response {
+	g.mu.Lock()
+	g.now++
+	g.most = max(g.most, g.now)
+	g.mu.Unlock()
+	defer func() { g.mu.Lock(); g.now--; g.mu.Unlock() }()
+	return g.fakeRunner.RunLine(ctx, r)
+}
+
+// TestConcurrencyOfTenant: a tenant's own batch concurrency (its plan's
+// batch_max_concurrency) replaces the server's for its jobs: never more lines at once,
+// and the job still completes; 0 keeps the server's.
+func TestConcurrencyOfTenant(t *testing.T) {
+	for _, c := range []struct{ own, want int }{{2, 2}, {0, 8}} {
+		s, err := OpenStore(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := &gaugeRunner{fakeRunner: fakeRunner{delay: 2 * time.Millisecond}}
+		m := NewManager(s, g, Options{Checker: price, Concurrency: 8,
+			ConcurrencyOf: func(tenant string) int {
+				if tenant != "t1" {
+					t.Errorf("asked for tenant %q", tenant)
+				}
+				return c.own
+			}})
+		j := waitTerminal(t, s, startJob(t, m, 60, 0).ID)
+		m.Close()
+		s.Close()
+		if j.Status != Completed || j.Counts.Completed != 60 {
+			t.Fatalf("own %d: job %+v", c.own, j)
+		}
+		if g.most > c.want || c.own == 0 && g.most <= 2 {
+			t.Errorf("own %d: at most %d lines at once, want up to %d", c.own, g.most, c.want)
+		}
+	}
+}

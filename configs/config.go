@@ -112,6 +112,11 @@ type Model struct {
 	Device         string        `yaml:"device"`           // whose memory it leases: "host" (default) or "gpu:N" (a GPU NVML finds); execution stays on the CPU
 	MaxQueue       int           `yaml:"max_queue"`        // requests queued or running before it counts as overloaded (an embedded model's engine refuses more: engine.ModelConfig.MaxQueue); 0: 16 × max_concurrency
 
+	// BatchChunk is how many prompt tokens batch lines prefill in one step, all
+	// together: a shorter step for an interactive request arriving during it to wait
+	// out, at some cost in batch throughput. 0: no cap but the step's.
+	BatchChunk int `yaml:"batch_chunk_tokens"`
+
 	KVCache            string `yaml:"kv_cache"`             // hot KV pool per replica ("512MiB"); "": room for max_concurrency sequences of max_model_len
 	KVWarm             string `yaml:"kv_warm"`              // warm tier per replica for blocks evicted from hot ("2GiB"); "": none
 	KVWarmFile         string `yaml:"kv_warm_file"`         // keep the warm tier in this file instead of host memory; it survives unloads and restarts
@@ -297,6 +302,8 @@ func (c *Config) Validate() error {
 			return bad(f+".replicas", "must be ≥ 1")
 		case m.MaxQueue < 1:
 			return bad(f+".max_queue", "must be ≥ 1")
+		case m.BatchChunk < 0:
+			return bad(f+".batch_chunk_tokens", "must be ≥ 0")
 		case !(m.PromptUSDPer1K >= 0) || !(m.CompletionUSDPer1K >= 0):
 			return bad(f, "prices must be ≥ 0")
 		}
@@ -438,6 +445,7 @@ func (m *Model) EngineConfig() engine.ModelConfig {
 		Priority:            m.Priority,
 		Device:              m.Device,
 		MaxQueue:            m.MaxQueue,
+		BatchChunkTokens:    m.BatchChunk,
 		KVCacheBytes:        mustBytes(m.KVCache),
 		KVWarmBytes:         mustBytes(m.KVWarm),
 		KVWarmFile:          m.KVWarmFile,

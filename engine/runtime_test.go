@@ -83,7 +83,7 @@ func others(vocab int) []Request {
 		for j := range p {
 			p[j] = int32((i*31 + j*7 + 3) % vocab)
 		}
-		reqs = append(reqs, Request{Prompt: p, MaxTokens: 8 + i%20, Tenant: fmt.Sprint("t", i%3),
+		reqs = append(reqs, Request{Prompt: p, MaxTokens: 8 + i%20, Tenant: fmt.Sprint("t", i%3), Priority: Priority(i % 2),
 			Sampling: Sampling{Temperature: float32(i%4) * 0.4, TopK: 40 * (i % 2), Seed: uint64(i)}})
 	}
 	return reqs
@@ -91,7 +91,8 @@ func others(vocab int) []Request {
 
 // TestDeterminism: a request's tokens and their logits are the same bits alone or
 // among 31 others (joining and leaving the batch around it, prefilling beside its
-// decodes), with 1 or 2 threads, on either replica, and with its prompt's prefix
+// decodes, interactive and batch ones, so its steps pause for their prefills or
+// its prefill runs alone), at either priority, with 1 or 2 threads, on either replica, and with its prompt's prefix
 // computed or taken from the cache.
 //
 // The mixtures of experts hold to it too (their expert choice is part of the bits),
@@ -139,6 +140,7 @@ func determinism(t *testing.T, o genmodel.Options) {
 					var got result
 					tr := target
 					tr.CacheSalt = fmt.Sprint("run", threads, round) // computed, not cached
+					tr.Priority = Priority(round)                    // interactive, then batch
 					go func() {
 						defer wg.Done()
 						got = generate(b, tr)

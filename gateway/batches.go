@@ -49,7 +49,13 @@ func (s *Server) startBatches(st *batch.Store, conc int, q batch.Queue) error {
 	if err != nil {
 		return err
 	}
-	b.m = batch.NewManager(st, s, batch.Options{Concurrency: conc, Now: s.now, Logger: s.log, Checker: s, Queue: q})
+	concOf := func(tenant string) int {
+		if pol, ok := s.book.Resolve(tenant); ok {
+			return pol.BatchConcurrency // the plan's batch_max_concurrency
+		}
+		return 0
+	}
+	b.m = batch.NewManager(st, s, batch.Options{Concurrency: conc, ConcurrencyOf: concOf, Now: s.now, Logger: s.log, Checker: s, Queue: q})
 	s.batches = b
 	if err := s.metrics.reg.Register(&batchCollector{st: st, log: s.log}); err != nil {
 		return err
@@ -59,6 +65,7 @@ func (s *Server) startBatches(st *batch.Store, conc int, q batch.Queue) error {
 
 // lineOutcome is what serve tells RunLine of a batch line.
 type lineOutcome struct {
+	id           string // the line's request id, stable over its runs: its ticket in shared state
 	discountRate float64
 	free         bool // the ledger charged this line before a restart: charge nothing again
 	e            tenancy.Entry
@@ -100,13 +107,21 @@ func (s *Server) RunLine(ctx context.Context, r batch.Request) batch.Response {
 	req.SetBody(r.Body)
 	rc.Init(&req, nil, nil)
 	reqID := r.RequestID
-	line := &lineOutcome{discountRate: pol.BatchDiscount}
+	line := &lineOutcome{id: r.RequestID, discountRate: pol.BatchDiscount}
+	var prior money.Money // what the line's earlier run was charged
 	if r.Retry {
 		s.batches.mu.Lock()
-		_, was := s.batches.charged[reqID]
+		prior, line.free = s.batches.charged[reqID]
 		s.batches.mu.Unlock()
-		if was { // charged before the crash: run again for its output, charge nothing more
-			line.free = true
+		if !line.free {
+			// With shared state, another process may have settled it and died before
+			// its result was recorded (the line was reclaimed from it).
+			var err error
+			if prior, line.free, err = s.ten.LineSettled(r.Tenant, r.RequestID); err != nil {
+				return batch.Response{Refused: batch.RefusedLoad, Until: s.now().Add(time.Second)}
+			}
+		}
+		if line.free { // charged before: run again for its output, charge nothing more
 			reqID += "-rerun"
 		}
 	}
@@ -135,9 +150,7 @@ func (s *Server) RunLine(ctx context.Context, r batch.Request) batch.Response {
 	}
 	cost := line.cost
 	if line.free {
-		s.batches.mu.Lock()
-		cost = s.batches.charged[r.RequestID]
-		s.batches.mu.Unlock()
+		cost = prior
 	}
 	return batch.Response{StatusCode: status, Body: body, PromptTokens: line.e.PromptTokens,
 		CompletionTokens: line.e.CompletionTokens, Cost: cost}

@@ -495,3 +495,46 @@ func TestRedisUsageOfThreeGatewaysInEachUsageAPI(t *testing.T) {
 		t.Errorf("costs with Redis down: %d %s", code, body)
 	}
 }
+
+// A batch line that one gateway ran and settled (then, say, died before its result
+// was recorded) and that another gateway runs again after reclaiming it (Retry) is
+// charged once: the second run answers the first run's cost, its ledger charges
+// nothing, and the shared spend is one run's.
+func TestRedisReclaimedBatchLineChargedOnce(t *testing.T) {
+	rs := redistest.Start(t, redistest.Options{})
+	gws, _ := startSharedGatewaysWith(t, rs, 2, func(i int, rc *redis.Client, o *Options) {
+		bs, err := batch.OpenStore(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { bs.Close() })
+		o.Batches = bs
+	})
+	body := []byte(`{"model":"tiny","max_tokens":8,"messages":[{"role":"user","content":"hi there"}]}`)
+	req := batch.Request{Tenant: "acme", Endpoint: "/v1/chat/completions", RequestID: "batch_reclaim-3", Body: body,
+		MaxCost: money.USD(1)}
+	first := gws[0].srv.RunLine(context.Background(), req)
+	if first.StatusCode != 200 || first.Cost <= 0 {
+		t.Fatalf("first run: %d, cost %v: %s", first.StatusCode, first.Cost, first.Body)
+	}
+	req.Retry = true
+	again := gws[1].srv.RunLine(context.Background(), req)
+	if again.StatusCode != 200 || again.Cost != first.Cost {
+		t.Fatalf("rerun: %d, cost %v, want the first run's %v: %s", again.StatusCode, again.Cost, first.Cost, again.Body)
+	}
+	if sum, _ := ledgerTotal(gws[1].store); sum != 0 {
+		t.Errorf("the second gateway's ledger charged %v for a line charged before", sum)
+	}
+	if day, _, _ := gws[0].sh.Spent("acme", time.Now()); day != first.Cost {
+		t.Errorf("shared spend %v, want one run's %v", day, first.Cost)
+	}
+	// A line never run before is charged on its first (retried) run.
+	req.RequestID = "batch_reclaim-4"
+	other := gws[1].srv.RunLine(context.Background(), req)
+	if other.StatusCode != 200 || other.Cost <= 0 {
+		t.Fatalf("line 4: %d, cost %v", other.StatusCode, other.Cost)
+	}
+	if sum, _ := ledgerTotal(gws[1].store); sum != other.Cost {
+		t.Errorf("the second gateway's ledger %v, want line 4's %v", sum, other.Cost)
+	}
+}

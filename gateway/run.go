@@ -114,7 +114,7 @@ func (j *job) serve(ctx *fasthttp.RequestCtx, k kind) bool {
 	var tk *tenancy.Ticket
 	var err error
 	if j.line != nil {
-		tk, err = s.ten.AdmitBatch(s.quota(pol), j.start)
+		tk, err = s.ten.AdmitBatchLine(s.quota(pol), j.start, j.line.id)
 	} else {
 		tk, err = s.ten.Admit(s.quota(pol), j.start, j.in.estimate())
 	}

@@ -31,6 +31,9 @@ type Plan struct {
 	SharePrefix       bool     `yaml:"share_prefix"`        // share the prefix cache with other tenants
 	Weight            float64  `yaml:"weight"`              // fair-queue share; 0: 1
 	BatchDiscount     float64  `yaml:"batch_discount"`      // the part of the price batch lines do not pay (0.5: half price); 0: none
+	// BatchMaxConcurrency is how many lines of one of the tenant's batch jobs run at
+	// once; 0: the server's batch concurrency.
+	BatchMaxConcurrency int `yaml:"batch_max_concurrency"`
 }
 
 // Override holds the fields a tenant changes from its plan; nil fields keep the plan's.
@@ -47,6 +50,8 @@ type Override struct {
 	SharePrefix       *bool     `yaml:"share_prefix"`
 	Weight            *float64  `yaml:"weight"`
 	BatchDiscount     *float64  `yaml:"batch_discount"`
+
+	BatchMaxConcurrency *int `yaml:"batch_max_concurrency"`
 }
 
 // Apply returns the plan with the override's set fields replacing its own.
@@ -87,6 +92,9 @@ func (p Plan) Apply(o Override) Plan {
 	if o.BatchDiscount != nil {
 		p.BatchDiscount = *o.BatchDiscount
 	}
+	if o.BatchMaxConcurrency != nil {
+		p.BatchMaxConcurrency = *o.BatchMaxConcurrency
+	}
 	return p
 }
 
@@ -105,6 +113,7 @@ type Policy struct {
 	SharePrefix       bool
 	Weight            float64
 	BatchDiscount     float64 // batch lines pay (1 - BatchDiscount) of the price
+	BatchConcurrency  int     // lines of one batch job at once; 0: the server's default
 
 	allowTiers  [tiers.NumTiers]bool
 	allowModels map[string]struct{} // nil: all
@@ -177,6 +186,8 @@ func Resolve(tenant, planName string, plan Plan, o Override, knownModel func(str
 		return bad("weight", "must be ≥ 0")
 	case !(p.BatchDiscount >= 0 && p.BatchDiscount < 1):
 		return bad("batch_discount", "must be ≥ 0 and < 1")
+	case p.BatchMaxConcurrency < 0:
+		return bad("batch_max_concurrency", "must be ≥ 0")
 	}
 	pol := Policy{
 		Tenant:            tenant,
@@ -190,6 +201,7 @@ func Resolve(tenant, planName string, plan Plan, o Override, knownModel func(str
 		SharePrefix:       p.SharePrefix,
 		Weight:            p.Weight,
 		BatchDiscount:     p.BatchDiscount,
+		BatchConcurrency:  p.BatchMaxConcurrency,
 	}
 	if pol.Burst == 0 && pol.RequestsPerSecond > 0 {
 		pol.Burst = max(1, int(math.Ceil(pol.RequestsPerSecond)))

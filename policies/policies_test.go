@@ -15,13 +15,13 @@ func TestResolveOverrides(t *testing.T) {
 		"free": {RequestsPerSecond: 2, TokensPerMinute: 1000, MaxConcurrency: 2, DailyBudgetUSD: 1,
 			AllowedTiers: []string{"fast", "balanced"}},
 		"pro": {RequestsPerSecond: 50, Burst: 100, DailyBudgetUSD: 100, MonthlyBudgetUSD: 1000,
-			DefaultTierMode: "deep", AllowedModels: []string{"a", "b"}},
+			DefaultTierMode: "deep", AllowedModels: []string{"a", "b"}, BatchMaxConcurrency: 16},
 	}
 	tenants := []Tenant{
 		{ID: "acme", Plan: "free"},
 		{ID: "big", Plan: "pro", Overrides: Override{
 			Burst: ptr(7), DailyBudgetUSD: ptr(0.5), AllowedModels: &[]string{},
-			AllowedTiers: &[]string{"max"}, SharePrefix: ptr(true), Weight: ptr(3.0)}},
+			AllowedTiers: &[]string{"max"}, SharePrefix: ptr(true), Weight: ptr(3.0), BatchMaxConcurrency: ptr(2)}},
 	}
 	b, err := NewBook(plans, tenants, func(m string) bool { return m == "a" || m == "b" })
 	if err != nil {
@@ -31,7 +31,7 @@ func TestResolveOverrides(t *testing.T) {
 	if !ok {
 		t.Fatal("acme missing")
 	}
-	if acme.Burst != 2 || acme.DailyBudget != money.USD(1) || acme.DefaultMode != tiers.ModeBalanced || acme.Weight != 1 {
+	if acme.Burst != 2 || acme.DailyBudget != money.USD(1) || acme.DefaultMode != tiers.ModeBalanced || acme.Weight != 1 || acme.BatchConcurrency != 0 {
 		t.Errorf("acme: %+v", acme)
 	}
 	if !acme.AllowsTier(tiers.Fast) || !acme.AllowsTier(tiers.Balanced) || acme.AllowsTier(tiers.Deep) || acme.AllowsTier(tiers.Max) {
@@ -42,7 +42,7 @@ func TestResolveOverrides(t *testing.T) {
 	}
 	big, _ := b.Resolve("big")
 	if big.Burst != 7 || big.RequestsPerSecond != 50 || big.DailyBudget != money.USD(0.5) ||
-		big.MonthlyBudget != money.USD(1000) || big.DefaultMode != tiers.ModeDeep || !big.SharePrefix || big.Weight != 3 {
+		big.MonthlyBudget != money.USD(1000) || big.DefaultMode != tiers.ModeDeep || !big.SharePrefix || big.Weight != 3 || big.BatchConcurrency != 2 {
 		t.Errorf("big: %+v", big)
 	}
 	if !big.AllowsModel("c") { // the override emptied the list: all allowed
@@ -73,6 +73,7 @@ func TestInvalid(t *testing.T) {
 		{"fixed default", []Tenant{{ID: "a", Plan: "p", Overrides: Override{DefaultTierMode: ptr("fixed")}}}},
 		{"unknown model", []Tenant{{ID: "a", Plan: "p", Overrides: Override{AllowedModels: &[]string{"zzz"}}}}},
 		{"negative budget", []Tenant{{ID: "a", Plan: "p", Overrides: Override{MonthlyBudgetUSD: ptr(-2.0)}}}},
+		{"negative batch concurrency", []Tenant{{ID: "a", Plan: "p", Overrides: Override{BatchMaxConcurrency: ptr(-1)}}}},
 	}
 	for _, c := range cases {
 		_, err := NewBook(plans, c.tenants, func(m string) bool { return m == "a" })

@@ -225,10 +225,26 @@ func (t *Tenancy) Admit(q *Quota, now time.Time, promptTokens int) (*Ticket, err
 // its tokens are not charged to tokens/min. Batch lines are bounded instead by their
 // job's and the process's batch concurrency (package batch).
 func (t *Tenancy) AdmitBatch(q *Quota, now time.Time) (*Ticket, error) {
+	return t.AdmitBatchLine(q, now, "")
+}
+
+// LinePrefix begins the shared-state ticket id of a batch line (AdmitBatchLine).
+const LinePrefix = "line:"
+
+// AdmitBatchLine is AdmitBatch for the batch line with request id line (stable over
+// the line's runs): with shared state (Redis) its ticket is LinePrefix + line, so
+// the line is settled once however many times it runs (a worker that died after
+// settling, and the line reclaimed by another process): a later settlement of it
+// charges nothing and gives its reservation back. LineSettled tells a run whether
+// that happened. line "" is AdmitBatch.
+func (t *Tenancy) AdmitBatchLine(q *Quota, now time.Time, line string) (*Ticket, error) {
 	if t.shared != nil {
 		bq := *q
 		bq.RequestsPerSecond, bq.Burst, bq.TokensPerMinute, bq.MaxConcurrency = 0, 0, 0, 0
 		id := t.ticketID()
+		if line != "" {
+			id = LinePrefix + line
+		}
 		tk := &Ticket{sh: t.shared, q: bq, id: id, room: -1, ts: &tenantState{id: q.Tenant, store: t.store}, batch: true}
 		if bq.DailyBudget > 0 || bq.MonthlyBudget > 0 {
 			room, err := t.shared.Reserve(&bq, id, now, 0) // the money left, for tier selection
@@ -244,6 +260,22 @@ func (t *Tenancy) AdmitBatch(q *Quota, now time.Time) (*Ticket, error) {
 		return nil, err
 	}
 	return &Ticket{ts: ts, batch: true}, nil
+}
+
+// settledReader is an optional ability of a Shared: what a ticket's settlement
+// charged (RedisShared has it).
+type settledReader interface {
+	Settled(tenant, id string) (money.Money, bool, error)
+}
+
+// LineSettled reports whether the batch line with request id line was settled in
+// the shared state (by any process, AdmitBatchLine) and what it was charged. Without
+// shared state it reports false: a process's own ledger says what it charged.
+func (t *Tenancy) LineSettled(tenant, line string) (money.Money, bool, error) {
+	if sr, ok := t.shared.(settledReader); ok {
+		return sr.Settled(tenant, LinePrefix+line)
+	}
+	return 0, false, nil
 }
 
 // admitLocked is the quota decision: it consumes a request token only if every quota

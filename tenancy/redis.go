@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,7 +30,8 @@ import (
 //	P t:{T}:res               sorted set: reservation (ticket id) scored by its expiry, ms by Redis's clock
 //	P t:{T}:resamt            hash: ticket id → amount reserved
 //	P t:{T}:slots             sorted set: concurrency slot (ticket id) scored by its expiry (Redis's clock)
-//	P t:{T}:done:ID           string: what the settlement of ticket ID charged (idempotency); 1 hour
+//	P t:{T}:done:ID           string: what the settlement of ticket ID charged (idempotency); 1 hour,
+//	                          25 hours for a batch line's (ID "line:" + its request id, AdmitBatchLine)
 //	rate:P t:{T}:rps, …:tpm   redis_rate's GCRA state of requests/s and tokens/min
 //	P nodes                   sorted set: live process (node id) scored by its expiry (ms, its clock)
 //
@@ -236,12 +238,20 @@ return {1, room(sd, cd, held), room(sm, cm, held)}
 `)
 
 // settleScript replaces a ticket's reservation by its actual cost, once.
-// KEYS: spentD spentM held res resamt slots done; ARGV: id actual expD expM
+// KEYS: spentD spentM held res resamt slots done; ARGV: id actual expD expM keepSeconds
 var settleScript = redis.NewScript(luaLib + `
-local prev = redis.call('GET', KEYS[7])
-if prev then return tonumber(prev) end
 local id, a = ARGV[1], tonumber(ARGV[2])
 local cur = num(redis.call('HGET', KEYS[5], id))
+local prev = redis.call('GET', KEYS[7])
+if prev then
+  -- Settled before (a retried command, or a batch line run again after its worker
+  -- died): charge nothing more, give back what a new reservation under id holds.
+  if cur ~= 0 then redis.call('DECRBY', KEYS[3], cur) end
+  redis.call('HDEL', KEYS[5], id)
+  redis.call('ZREM', KEYS[4], id)
+  redis.call('ZREM', KEYS[6], id)
+  return tonumber(prev)
+end
 if cur ~= 0 then redis.call('DECRBY', KEYS[3], cur) end
 redis.call('HDEL', KEYS[5], id)
 redis.call('ZREM', KEYS[4], id)
@@ -252,7 +262,10 @@ if a > 0 then
   redis.call('INCRBY', KEYS[2], a)
   redis.call('EXPIREAT', KEYS[2], ARGV[4])
 end
-if a > 0 or cur ~= 0 then redis.call('SET', KEYS[7], a, 'EX', 3600) end
+-- A batch line's (kept longer) only when it charged: a line refused or failed at no
+-- cost runs again later under the same id and must be charged then.
+local line = tonumber(ARGV[5]) > 3600
+if a > 0 or (cur ~= 0 and not line) then redis.call('SET', KEYS[7], a, 'EX', ARGV[5]) end
 return a
 `)
 
@@ -471,8 +484,12 @@ func (r *RedisShared) settle(p *pendingSettle) error {
 	defer cancel()
 	dexp, mexp := windowExpiry(p.now)
 	b := r.base(p.q.Tenant)
+	keep := 3600 // seconds the settlement is remembered: a retried command comes within it
+	if strings.HasPrefix(p.id, LinePrefix) {
+		keep = 25 * 3600 // a batch line may run again until its job's 24-hour window ends
+	}
 	if err := settleScript.Run(c, r.c, r.budgetKeys(p.q.Tenant, p.now, b+"slots", b+"done:"+p.id),
-		p.id, int64(p.actual), dexp, mexp).Err(); err != nil {
+		p.id, int64(p.actual), dexp, mexp, keep).Err(); err != nil {
 		return unavailable("settle", err)
 	}
 	r.mu.Lock()
@@ -621,6 +638,21 @@ func (r *RedisShared) Held(tenant string) (money.Money, error) {
 		return 0, nil
 	}
 	return money.Money(n), err
+}
+
+// Settled reports what the settlement of ticket id charged, if it was settled (and
+// is still remembered: see the done: keys).
+func (r *RedisShared) Settled(tenant, id string) (money.Money, bool, error) {
+	c, cancel := ctx()
+	defer cancel()
+	n, err := r.c.Get(c, r.base(tenant)+"done:"+id).Int64()
+	if errors.Is(err, redis.Nil) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, unavailable("settled", err)
+	}
+	return money.Money(n), true, nil
 }
 
 // Pending is the number of settlements waiting for Redis.

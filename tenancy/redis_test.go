@@ -135,6 +135,70 @@ func TestRedisSettleIdempotentPerTicket(t *testing.T) {
 	}
 }
 
+// TestRedisBatchLineSettledOnce: a batch line settled by one process (which then dies
+// before its result is recorded) and run again by another is charged once: the
+// second process sees the settlement (LineSettled), its own settlement charges
+// nothing, and its reservation is given back.
+func TestRedisBatchLineSettledOnce(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	a, b := newProc(t, srv, "a", 5*time.Second), newProc(t, srv, "b", 5*time.Second)
+	q := &Quota{Tenant: "bat", DailyBudget: money.USD(1)}
+	now := time.Now()
+	const line = "batch_1-7"
+	if _, was, err := b.ten.LineSettled("bat", line); was || err != nil {
+		t.Fatalf("settled before it ran: %v %v", was, err)
+	}
+	// A run refused at no cost (overload) is not a settlement: the line runs again.
+	tk0, err := b.ten.AdmitBatchLine(q, now, line)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tk0.Reserve(now, money.USD(0.5)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tk0.Settle(Entry{Time: now, Status: 503, RequestID: line}); err != nil {
+		t.Fatal(err)
+	}
+	if _, was, err := b.ten.LineSettled("bat", line); was || err != nil {
+		t.Fatalf("a refused run counts as settled: %v %v", was, err)
+	}
+	tk, err := a.ten.AdmitBatchLine(q, now, line)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tk.Reserve(now, money.USD(0.5)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tk.Settle(Entry{Time: now, Cost: money.USD(0.2), Status: 200, RequestID: line}); err != nil {
+		t.Fatal(err)
+	}
+	cost, was, err := b.ten.LineSettled("bat", line)
+	if !was || err != nil || cost != money.USD(0.2) {
+		t.Fatalf("LineSettled = %v %v %v, want $0.2 true", cost, was, err)
+	}
+	// b runs the line again, unaware or not: its settlement charges nothing more.
+	tk2, err := b.ten.AdmitBatchLine(q, now, line)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tk2.Reserve(now, money.USD(0.5)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tk2.Settle(Entry{Time: now, Cost: money.USD(0.3), Status: 200, RequestID: line}); err != nil {
+		t.Fatal(err)
+	}
+	if day, _, _ := a.sh.Spent("bat", now); day != money.USD(0.2) {
+		t.Fatalf("spent %v, want $0.2 (charged once)", day)
+	}
+	if held, _ := a.sh.Held("bat"); held != 0 {
+		t.Fatalf("held %v after the second settlement", held)
+	}
+	// Another line is its own.
+	if _, was, _ := b.ten.LineSettled("bat", "batch_1-8"); was {
+		t.Fatal("line 8 settled")
+	}
+}
+
 func TestRedisDeadHolderMoneyBack(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{})
 	ttl := time.Second

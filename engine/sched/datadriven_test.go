@@ -16,7 +16,7 @@ import (
 // times (milliseconds) and hold the expected decisions. Rewrite them after a deliberate
 // change with: go test ./engine/sched -run TestTrace -rewrite
 //
-//	init max-len=256 concurrency=2 timeout=10 step-tokens=64 block-size=16 blocks=32 queue=8 tenant-queue=4
+//	init max-len=256 concurrency=2 timeout=10 step-tokens=64 block-size=16 blocks=32 queue=8 tenant-queue=4 [batch-chunk=16]
 //	enqueue t=0 id=1 tenant=A prompt=40 max=4 [weight=2] [class=batch] [chunk=8]
 //	plan t=0        the decision, State unchanged
 //	step t=0        the decision, applied
@@ -61,14 +61,18 @@ func TestTrace(t *testing.T) {
 					MaxModelLen: num("max-len"), MaxConcurrency: num("concurrency"),
 					BatchTimeout: time.Duration(num("timeout")) * time.Millisecond,
 					StepTokens:   num("step-tokens"), BlockSize: num("block-size"), Blocks: num("blocks"),
-					MaxQueue: num("queue"), MaxTenantQueue: num("tenant-queue"),
+					MaxQueue: num("queue"), MaxTenantQueue: num("tenant-queue"), BatchChunk: num("batch-chunk"),
 				})
 				if err != nil {
 					return err.Error()
 				}
 				c := s.Config()
-				return fmt.Sprintf("max-len=%d concurrency=%d timeout=%v step-tokens=%d block-size=%d blocks=%d queue=%d tenant-queue=%d",
+				out := fmt.Sprintf("max-len=%d concurrency=%d timeout=%v step-tokens=%d block-size=%d blocks=%d queue=%d tenant-queue=%d",
 					c.MaxModelLen, c.MaxConcurrency, c.BatchTimeout, c.StepTokens, c.BlockSize, c.Blocks, c.MaxQueue, c.MaxTenantQueue)
+				if c.BatchChunk != c.StepTokens {
+					out += fmt.Sprintf(" batch-chunk=%d", c.BatchChunk)
+				}
+				return out
 			case "enqueue":
 				r := Request{ID: ID(num("id")), Tenant: args["tenant"], Prompt: num("prompt"), MaxTokens: num("max"), Chunk: num("chunk")}
 				if w, ok := args["weight"]; ok {

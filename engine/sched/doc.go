@@ -31,6 +31,18 @@
 //     idle tenant comes back at the virtual clock, so idling banks no credit). The
 //     joins of one step are spread over the tenants, and when the head of that order
 //     does not fit, nobody overtakes it.
+//   - Interactive first inside the step: a step that prefills for an interactive
+//     request (a running prefill's chunk or a join) runs interactive work only.
+//     Running batch sequences keep their slot and KV blocks but neither decode nor
+//     prefill in it (they are paused, not preempted), and no batch request joins; the
+//     step after, they go on. So an interactive request's time to first token does not
+//     pay for batch tokens computed beside its prompt. Without interactive prefill
+//     work (nothing interactive waits, or what waits cannot join), batch work runs at
+//     the step budget: batch never starves while no interactive work is there.
+//     BatchChunk caps the prompt tokens batch sequences prefill in any one step, all
+//     together, to shorten the step an arriving interactive request waits out.
+//     Which steps a sequence's tokens are computed in never changes their values
+//     (the engine's determinism), only when they come.
 //   - WakeAt: with nothing running and a batch that is not full, Plan waits until
 //     BatchTimeout after the first waiting request (BatchTimeout 0 runs at once).
 //

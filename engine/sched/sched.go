@@ -41,6 +41,10 @@ type Config struct {
 	Blocks         int           // KV blocks of the model's pool; 0: enough for MaxConcurrency sequences of MaxModelLen
 	MaxQueue       int           // waiting requests of the model; 0: 64 × MaxConcurrency
 	MaxTenantQueue int           // waiting requests of one tenant; 0: MaxQueue
+	// BatchChunk is the most prompt tokens batch sequences prefill in one step, all
+	// together: a step with batch prefill in it is one an interactive request that
+	// arrives meanwhile waits out. 0: StepTokens (no limit but the step's).
+	BatchChunk int
 }
 
 // withDefaults returns c with its defaults filled in, or an error naming a bad field.
@@ -57,7 +61,10 @@ func (c Config) withDefaults() (Config, error) {
 	if c.StepTokens == 0 {
 		c.StepTokens = max(512, c.MaxConcurrency)
 	}
-	if c.MaxConcurrency < 0 || c.BlockSize < 0 || c.BatchTimeout < 0 || c.Blocks < 0 || c.MaxQueue < 0 || c.MaxTenantQueue < 0 {
+	if c.BatchChunk == 0 {
+		c.BatchChunk = c.StepTokens
+	}
+	if c.MaxConcurrency < 0 || c.BlockSize < 0 || c.BatchTimeout < 0 || c.Blocks < 0 || c.MaxQueue < 0 || c.MaxTenantQueue < 0 || c.BatchChunk < 0 {
 		return c, fmt.Errorf("sched: negative limit in %+v", c)
 	}
 	if c.Blocks == 0 {
@@ -359,9 +366,28 @@ type Cached func(id ID) int
 // within a tenant. With nothing running, a batch that is not full waits BatchTimeout
 // after its first request before it runs.
 func (s *State) Plan(now time.Time, cached Cached) Step {
+	// A step that prefills for interactive requests runs them alone: batch decodes
+	// pause (keeping their slot and KV) and batch prefill waits. Without interactive
+	// prefill work in it, the step is planned again with batch work in.
+	if st, interactive := s.plan(now, cached, true); interactive {
+		return st
+	}
+	st, _ := s.plan(now, cached, false)
+	return st
+}
+
+// plan is Plan's decision; with hold, batch sequences neither decode nor prefill.
+// It reports whether the step prefills for an interactive sequence (a running
+// prefill's chunk or a join).
+func (s *State) plan(now time.Time, cached Cached, hold bool) (Step, bool) {
 	var st Step
 	bs := s.cfg.BlockSize
 	budget := s.cfg.StepTokens
+	batchPrefill := s.cfg.BatchChunk // prompt tokens batch sequences may still prefill in this step
+	if hold {
+		batchPrefill = 0
+	}
+	interactive := false
 
 	// Decodes and the KV blocks they need; preempt until they fit.
 	running := append([]*Seq(nil), s.running...)
@@ -387,7 +413,7 @@ func (s *State) Plan(now time.Time, cached Cached) Step {
 	}
 	used := need()
 	for _, q := range running {
-		if q.Decoding() {
+		if q.Decoding() && !(hold && q.Class == Batch) {
 			st.Work = append(st.Work, Work{ID: q.ID, Start: q.Computed, N: 1, Sample: true, Last: q.Generated+1 >= q.MaxTokens})
 			budget--
 		}
@@ -403,6 +429,9 @@ func (s *State) Plan(now time.Time, cached Cached) Step {
 			continue
 		}
 		n := q.chunkOf(q.Len-q.Computed, budget)
+		if q.Class == Batch {
+			n = min(n, batchPrefill)
+		}
 		for n > 0 && used-blocksFor(q.Computed, bs)+blocksFor(q.Computed+n, bs) > s.cfg.Blocks {
 			// Cut the chunk back to the blocks there are (whole blocks).
 			n = (blocksFor(q.Computed+n, bs)-1)*bs - q.Computed
@@ -413,24 +442,29 @@ func (s *State) Plan(now time.Time, cached Cached) Step {
 		used += blocksFor(q.Computed+n, bs) - blocksFor(q.Computed, bs)
 		st.Work = append(st.Work, s.chunk(q, q.Computed, n))
 		budget -= n
+		if q.Class == Batch {
+			batchPrefill -= n
+		} else {
+			interactive = true
+		}
 	}
 
 	// Joins.
 	if s.waiting == 0 || len(running) >= s.cfg.MaxConcurrency || budget <= 0 || kvPressure {
-		return st
+		return st, interactive
 	}
 	if len(s.running) == 0 && s.cfg.BatchTimeout > 0 && s.waiting < s.cfg.MaxConcurrency {
 		first := s.firstArrival()
 		if wake := first.Add(s.cfg.BatchTimeout); now.Before(wake) {
 			st.WakeAt = wake
-			return st
+			return st, interactive
 		}
 	}
 	extra := map[*tenant]float64{} // provisional charge of this step's joins, to spread them
 	taken := map[*tenant]int{}
 	for len(running)+len(st.Join) < s.cfg.MaxConcurrency && budget > 0 {
 		t, q := s.next(extra, taken)
-		if q == nil {
+		if q == nil || q.Class == Batch && batchPrefill <= 0 {
 			break
 		}
 		if reserve+blocksFor(q.Len+1, bs) > s.cfg.Blocks {
@@ -442,13 +476,19 @@ func (s *State) Plan(now time.Time, cached Cached) Step {
 			start = min(max(cached(q.ID), 0), q.Len-1)
 		}
 		n := q.chunkOf(q.Len-start, budget)
+		if q.Class == Batch {
+			n = min(n, batchPrefill)
+			batchPrefill -= n
+		} else {
+			interactive = true
+		}
 		st.Join = append(st.Join, q.ID)
 		st.Work = append(st.Work, s.chunk(q, start, n))
 		budget -= n
 		extra[t] += 1 / t.weight
 		taken[t]++
 	}
-	return st
+	return st, interactive
 }
 
 // chunkOf is how many of left tokens q computes in a step with budget tokens left.

@@ -2,6 +2,7 @@ package sched
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -182,7 +183,10 @@ func TestIdleTenantBanksNoCredit(t *testing.T) {
 }
 
 // TestRandomOps: random arrivals, cancellations, cache hints and steps under random
-// limits keep every invariant (check) and never give a step work beyond its budget.
+// limits keep every invariant (check), never give a step work beyond its budget nor
+// batch prefill beyond BatchChunk, never put batch work in a step that prefills for an
+// interactive request, and never leave a batch idle that has batch work it could do
+// while no interactive prefill runs.
 func TestRandomOps(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
 	for round := range 200 {
@@ -194,6 +198,7 @@ func TestRandomOps(t *testing.T) {
 			MaxQueue:       1 + rng.IntN(20),
 		}
 		cfg.StepTokens = cfg.MaxConcurrency + rng.IntN(64)
+		cfg.BatchChunk = rng.IntN(2) * (1 + rng.IntN(cfg.StepTokens))
 		cfg.Blocks = blocksFor(cfg.MaxModelLen+1, cfg.BlockSize) * (1 + rng.IntN(3))
 		s, err := New(cfg)
 		if err != nil {
@@ -236,6 +241,9 @@ func TestRandomOps(t *testing.T) {
 				if tokens > cfg.StepTokens {
 					t.Fatalf("round %d: %d tokens > budget %d", round, tokens, cfg.StepTokens)
 				}
+				if err := checkClasses(s, st); err != nil {
+					t.Fatalf("round %d: %v", round, err)
+				}
 				for _, id := range st.Join {
 					q, _ := s.Seq(id)
 					for _, w := range st.Work {
@@ -262,6 +270,47 @@ func TestRandomOps(t *testing.T) {
 			}
 		}
 	}
+}
+
+// checkClasses verifies a step's classes of work against the State it was planned on:
+// a step that prefills for an interactive sequence has no batch work, batch prefill
+// stays within BatchChunk, and a step with no interactive prefill leaves no running
+// batch decode out.
+func checkClasses(s *State, st Step) error {
+	interactivePrefill, batchPrefill := false, 0
+	batchWork := map[ID]bool{}
+	for _, w := range st.Work {
+		q, _ := s.Seq(w.ID)
+		joining := !q.Running
+		prefill := joining || !q.Decoding()
+		if q.Class == Interactive && prefill {
+			interactivePrefill = true
+		}
+		if q.Class == Batch {
+			batchWork[w.ID] = true
+			if prefill {
+				batchPrefill += w.N
+			}
+		}
+	}
+	if interactivePrefill && len(batchWork) > 0 {
+		return fmt.Errorf("a step prefilling for an interactive request has batch work: %+v", st)
+	}
+	if batchPrefill > s.cfg.BatchChunk {
+		return fmt.Errorf("batch prefill %d tokens > BatchChunk %d", batchPrefill, s.cfg.BatchChunk)
+	}
+	if !interactivePrefill {
+		preempted := map[ID]bool{}
+		for _, id := range st.Preempt {
+			preempted[id] = true
+		}
+		for _, q := range s.running {
+			if q.Class == Batch && q.Decoding() && !preempted[q.ID] && !batchWork[q.ID] {
+				return fmt.Errorf("batch decode %d paused in a step without interactive prefill: %+v", q.ID, st)
+			}
+		}
+	}
+	return nil
 }
 
 // BenchmarkStep is one Plan and Apply of a full batch of 16 decoding sequences with
