@@ -329,6 +329,12 @@ func dotQ5KAVX512r1t8(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb
 //go:noescape
 func dotQ5KAVX512r1t4(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb int, out *float32, os int)
 
+// dotQ4KAVX512r4t4 sets out[t·os + r] = dotQ4KAVX512(x + r·rb, y + t·ys, nb) for r < 4, t < 4;
+// yd + b·yds holds y.d of block b of the tokens, one float32 per token.
+//
+//go:noescape
+func dotQ4KAVX512r4t4(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb int, out *float32, os int)
+
 // dotQ8_0AVX512x16t1 sets out[t·os + r] = dotQ8_0AVX2(x + r·rb, y + t·ys, nb) for r < 16, t < 1.
 //
 //go:noescape

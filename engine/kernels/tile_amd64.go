@@ -109,6 +109,10 @@ func (m *matMul) fastTokens(r, hi, t0, nt int) int {
 		}
 		return 16
 	}
+	if m.w.Type == Q4_K && nt < tokChunk && r+4 <= hi {
+		m.q4KRows4(r, t0, nt)
+		return 4
+	}
 	var ks [3]tileKernel
 	var one func([]byte, []q8KBlock) float32
 	switch m.w.Type {
@@ -223,4 +227,49 @@ func (m *matMul) repackTokensQ6K(lo, hi int) int {
 		}
 	}
 	return hi
+}
+
+// q4KRows4 computes the outputs of the Q4_K rows [r, r+4) for tokens [t0, t0+nt),
+// nt < 16: groups of 4 tokens through the 4-row × 4-token kernel (which
+// shares the rows' unpacking and the block's reductions among 16 pairs: a
+// mixture of experts' products have few tokens each), 2 or 3 tokens left over as
+// fastTokens takes them with the 4-token kernel, a last one through the one-row
+// kernel. Every output has the bits of one token at a time.
+func (m *matMul) q4KRows4(r, t0, nt int) {
+	a, rows := m.a, m.w.Rows
+	nb := a.cols / qkK
+	end := t0 + nt
+	_ = m.w.Data[(r+4)*m.rb-1]
+	_ = m.dst[(end-1)*rows+r+3]
+	_ = a.q8k[end*nb-1]
+	_ = a.ydT[(nb-1)*a.yds+end-1]
+	x := &m.w.Data[r*m.rb]
+	ys := nb * int(unsafe.Sizeof(q8KBlock{}))
+	k := dotQ4KAVX512r4t4
+	t := t0
+	for ; t+4 <= end; t += 4 {
+		k(x, m.rb, (*byte)(unsafe.Pointer(&a.q8k[t*nb])), ys, &a.ydT[t], 4*a.yds, nb, &m.dst[t*rows+r], rows)
+	}
+	if end-t > 1 && end >= 4 {
+		// The last four tokens (again for some, with the same bits).
+		t = end - 4
+		k(x, m.rb, (*byte)(unsafe.Pointer(&a.q8k[t*nb])), ys, &a.ydT[t], 4*a.yds, nb, &m.dst[t*rows+r], rows)
+		return
+	}
+	if end-t > 1 && a.yds == 4 {
+		// A product of 2 or 3 tokens, padded to 4 (acts.prepare).
+		var buf [16]float32
+		_ = a.q8k[4*nb-1]
+		_ = a.ydT[(nb-1)*4+3]
+		k(x, m.rb, (*byte)(unsafe.Pointer(&a.q8k[0])), ys, &a.ydT[0], 16, nb, &buf[0], 4)
+		for ; t < end; t++ {
+			copy(m.dst[t*rows+r:t*rows+r+4], buf[4*t:4*t+4])
+		}
+		return
+	}
+	for ; t < end; t++ {
+		for i := 0; i < 4; i++ {
+			m.dst[t*rows+r+i] = dotQ4KRow(m.w.Data[(r+i)*m.rb:(r+i+1)*m.rb], a.q8k[t*nb:(t+1)*nb])
+		}
+	}
 }
