@@ -114,6 +114,7 @@ func main() {
 		}
 	}
 	dotQ4KTile44()
+	dotQ4KTile16m()
 	for _, typ := range []string{"Q8_0", "Q4_0"} {
 		for _, t := range []int{1, 4, 8, 16} {
 			dot0Outer(typ, t)

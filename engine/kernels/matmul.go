@@ -55,6 +55,11 @@ type acts struct {
 	q81  []q8_1Block // Q8_1
 	q8k  []q8KBlock  // Q8_K
 	ydT  []float32   // Q8_K with rows > 1: ydT[b*yds+t] = q8k[t*nb+b].d
+	// bsT is, for Q8_K with 16 rows or more, the bsums by block, pair of
+	// sub-blocks and row: bsT[(4b+i)*yds+t] holds, in its low and high int16,
+	// the sums of the 32 activations of sub-blocks 2i and 2i+1 of row t's block
+	// b (the Q4_K 16-token kernel's layout, tile_amd64.go).
+	bsT  []int32
 	rows int
 	// yds is ydT's stride: rows, but 4 for 2 or 3 rows, which q8k and ydT then
 	// pad with zero rows to 4 so that the 4-token tile kernel can take them
@@ -104,8 +109,28 @@ func (a *acts) prepare(wt Type, x []float32, rows, cols int) {
 				}
 			}
 		}
+		a.bsT = a.bsT[:0]
+		if rows >= 16 {
+			a.bsT = grow(a.bsT, 4*nb*a.yds)
+			transposeBsums(a.bsT, a.q8k, nb, rows, a.yds)
+		}
 	default:
 		panic("kernels: no activation format " + typ.String())
+	}
+}
+
+// transposeBsums fills bsT (acts.bsT's layout) from the q8k blocks of rows rows
+// of nb blocks each.
+func transposeBsums(bsT []int32, q8k []q8KBlock, nb, rows, yds int) {
+	for t := 0; t < rows; t++ {
+		for b := range nb {
+			bs := &q8k[t*nb+b].bsums
+			for i := 0; i < 4; i++ {
+				lo := uint16(bs[4*i] + bs[4*i+1])
+				hi := uint16(bs[4*i+2] + bs[4*i+3])
+				bsT[(4*b+i)*yds+t] = int32(uint32(lo) | uint32(hi)<<16)
+			}
+		}
 	}
 }
 

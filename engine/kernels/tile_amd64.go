@@ -131,6 +131,15 @@ func (m *matMul) fastTokens(r, hi, t0, nt int) int {
 	ys := nb * int(unsafe.Sizeof(q8KBlock{}))
 	_ = a.q8k[end*nb-1]
 	_ = a.ydT[(nb-1)*a.yds+end-1]
+	if m.w.Type == Q4_K && len(a.bsT) > 0 {
+		// 16 tokens at a time through the kernel that takes the mins' products
+		// from bsT.
+		gs := 4 * a.yds
+		_ = a.bsT[(4*nb-1)*a.yds+end-1]
+		for ; t+16 <= end; t += 16 {
+			dotQ4KAVX512r1t16m(&row[0], (*byte)(unsafe.Pointer(&a.q8k[t*nb])), ys, &a.ydT[t], 4*a.yds, &a.bsT[t], gs, nb, &m.dst[t*rows+r], rows)
+		}
+	}
 	for i, n := range [...]int{16, 8, 4} {
 		for ; t+n <= end; t += n {
 			ks[i](&row[0], 0, (*byte)(unsafe.Pointer(&a.q8k[t*nb])), ys, &a.ydT[t], 4*a.yds, nb, &m.dst[t*rows+r], rows)

@@ -229,3 +229,68 @@ func TestMatMulLevels(t *testing.T) {
 		}
 	}
 }
+
+// TestQ4KTile16m: the 16-token Q4_K kernel that takes the mins' products from
+// the transposed bsums gives the reference's bits for every token, at odd
+// strides and extreme values, and writes only its outputs.
+func TestQ4KTile16m(t *testing.T) {
+	if !useAVX512 {
+		t.Skip("no AVX-512")
+	}
+	r := rand.New(rand.NewPCG(51, 52))
+	const guard = -12345.5
+	for _, nb := range []int{1, 2, 3, 8} {
+		for _, wm := range []string{"quantized", "random", "0xff", "0x80"} {
+			for _, am := range []string{"quantized", "random", "min", "max"} {
+				name := fmt.Sprintf("nb %d weights %s acts %s", nb, wm, am)
+				w := weightRow(r, Q4_K, nb, wm, false)
+				const yds = 19 // more tokens than the kernel takes
+				y := q8KActs(r, yds*nb, am, false)
+				ydT := make([]float32, nb*yds)
+				for b := 0; b < nb; b++ {
+					for tk := 0; tk < yds; tk++ {
+						ydT[b*yds+tk] = y[tk*nb+b].d
+					}
+				}
+				bsT := make([]int32, 4*nb*yds)
+				transposeBsums(bsT, y, nb, yds, yds)
+				const t0, os = 2, 3
+				out := make([]float32, 16*os+1)
+				for i := range out {
+					out[i] = guard
+				}
+				dotQ4KAVX512r1t16m(&w[0], (*byte)(unsafe.Pointer(&y[t0*nb])), nb*int(unsafe.Sizeof(y[0])), &ydT[t0], 4*yds, &bsT[t0], 4*yds, nb, &out[1], os)
+				for i, v := range out {
+					tk := (i - 1) / os
+					if i == 0 || (i-1)%os != 0 {
+						if v != guard {
+							t.Fatalf("%s: wrote out[%d]", name, i)
+						}
+						continue
+					}
+					want := dotQ4KRowGeneric(w, y[(t0+tk)*nb:(t0+tk+1)*nb])
+					if math.Float32bits(v) != math.Float32bits(want) {
+						t.Fatalf("%s: token %d: %v, reference %v", name, tk, v, want)
+					}
+				}
+			}
+		}
+	}
+}
+
+func BenchmarkQ4KTile16m(b *testing.B) {
+	r := rand.New(rand.NewPCG(43, 44))
+	const cols = 2048
+	nb := cols / qkK
+	w := make([]byte, nb*Q4_K.BlockBytes())
+	QuantizeRow(w, Q4_K, randRow(r, cols, 0.1))
+	y := q8KActs(r, 16*nb, "quantized", false)
+	ydT := make([]float32, nb*16)
+	bsT := make([]int32, 4*nb*16)
+	transposeBsums(bsT, y, nb, 16, 16)
+	out := make([]float32, 16)
+	b.SetBytes(int64(16 * len(w)))
+	for b.Loop() {
+		dotQ4KAVX512r1t16m(&w[0], (*byte)(unsafe.Pointer(&y[0])), nb*int(unsafe.Sizeof(y[0])), &ydT[0], 64, &bsT[0], 64, nb, &out[0], 1)
+	}
+}
