@@ -64,6 +64,7 @@ func main() {
 	ConstraintExpr("!purego")
 	constants()
 	moeTileConstants()
+	vnniTileConstants()
 
 	dotQ4KAVX2(1)
 	dotQ4KAVX2(2)
@@ -115,6 +116,7 @@ func main() {
 	}
 	dotQ4KTile44()
 	dotQ4KTile16m()
+	dotQ4KTile16v()
 	for _, typ := range []string{"Q8_0", "Q4_0"} {
 		for _, t := range []int{1, 4, 8, 16} {
 			dot0Outer(typ, t)

@@ -326,3 +326,147 @@ func reduceTokens(z []VecVirtual) VecVirtual {
 	VPADDD(b, a, a)
 	return a
 }
+
+var q4kPermIdx, q4kShiftHalves, q4kScalePairs Mem
+
+func vnniTileConstants() {
+	// q4kPermIdx: 4 VPERMI2B index vectors over a Q4_K block's 128 quant bytes;
+	// vector j puts bytes 32g+8j … 32g+8j+7 at 16g and again at 16g+8 (g < 4):
+	// the eight quants 8j … 8j+7 of sub-blocks 2g (low nibbles) and 2g+1 (high).
+	var b []byte
+	for j := 0; j < 4; j++ {
+		for g := 0; g < 4; g++ {
+			for h := 0; h < 2; h++ {
+				for i := 0; i < 8; i++ {
+					b = append(b, byte(32*g+8*j+i))
+				}
+			}
+		}
+	}
+	q4kPermIdx = rodata("q4kPermIdx", b)
+	// q4kShiftHalves: word shifts 0 for the first 8 bytes of each 16, 4 for the
+	// second 8 (their high nibbles).
+	b = nil
+	for g := 0; g < 4; g++ {
+		b = append(b, bytes.Repeat([]byte{0, 0}, 4)...)
+		b = append(b, bytes.Repeat([]byte{4, 0}, 4)...)
+	}
+	q4kShiftHalves = rodata("q4kShiftHalves", b)
+	// q4kScalePairs: each of the 8 scales twice (int32 lanes 2k and 2k+1 hold
+	// sub-block k's sums).
+	q4kScalePairs = rodata("q4kScalePairs", []byte{0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7})
+}
+
+// dotQ4KTile16v emits dotQ4KAVX512r1t16v: one Q4_K row × 16 tokens with one
+// VPDPBUSD per 64 quants and token instead of a VPMADDUBSW and a VPDPWSSD. The
+// tokens' quants come permuted (acts.q8kP: per block, part j holds quants 8j …
+// 8j+7 of each sub-block in turn), the row's by VPERMI2B the same way, so that
+// int32 lanes 2k and 2k+1 of a token's accumulator collect sub-block k alone
+// (at most 16 products of 15·128: an int16), and one VPMADDWD by the scales
+// per token and block applies them. Mins from bsT as dotQ4KAVX512r1t16m. Exact
+// integer sums, the reference's float operations: the reference's bits.
+func dotQ4KTile16v() {
+	evex = true
+	defer func() { evex = false }()
+	const T = 16
+	TEXT("dotQ4KAVX512r1t16v", NOSPLIT, "func(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)")
+	Pragma("noescape")
+	Doc("dotQ4KAVX512r1t16v sets out[t·os] = dotQ4KAVX512(x, token t, nb) for t < 16, token t's",
+		"quants of block b permuted (acts.q8kP) at y + t·ys + 256b, y.d at yd + b·yds + 4t, and",
+		"bs + b·4·gs + i·gs + 4t its two int16 sums of sub-blocks 2i and 2i+1 of block b.")
+	load := func(name string) GPVirtual {
+		r := GP64()
+		Load(Param(name), r)
+		return r
+	}
+	x := load("x")
+	ys := load("ys")
+	toks := newRowSet(load("y"), ys, T)
+	yd, yds := load("yd"), load("yds")
+	bs, gs := load("bs"), load("gs")
+	gs3 := GP64()
+	LEAQ(Mem{Base: gs, Index: gs, Scale: 2}, gs3)
+	nb := load("nb")
+	sum := ZMM()
+	VPXORD(sum, sum, sum)
+	m4, shr := ZMM(), ZMM()
+	VMOVDQU64(nibbleMask, m4)
+	VMOVDQU64(q4kShiftHalves, shr)
+
+	Label("loop")
+	TESTQ(nb, nb)
+	JZ(LabelRef("done"))
+	acc := make([]VecVirtual, T)
+	for p := range acc {
+		acc[p] = ZMM()
+		VPXORD(acc[p], acc[p], acc[p])
+	}
+	xr := Mem{Base: x}
+	qa, qb := ZMM(), ZMM()
+	VMOVDQU64(xr.Offset(16), qa)
+	VMOVDQU64(xr.Offset(80), qb)
+	for j := 0; j < 4; j++ {
+		qq := ZMM()
+		VMOVDQU64(q4kPermIdx.Offset(64*j), qq)
+		VPERMI2B(qb, qa, qq)
+		VPSRLVW(shr, qq, qq)
+		VPANDD(m4, qq, qq)
+		for t := 0; t < T; t++ {
+			raw("VPDPBUSD", toks.at(t).Offset(64*j), qq, acc[t])
+		}
+	}
+	u := q4KScalesAt(xr)
+	sp := XMM()
+	VPSHUFB(q4kScalePairs, u, sp)
+	scw := ZMM()
+	VPMOVZXBD(sp, scw)
+	for t := 0; t < T; t++ {
+		VPMADDWD(scw, acc[t], acc[t])
+	}
+	// msum for the 16 tokens, as dotQ4KAVX512r1t16m.
+	smw := YMM()
+	VPMOVZXBW(u, smw)
+	mins := ZMM()
+	VSHUFI64X2(U8(0x55), smw.AsZ(), smw.AsZ(), mins)
+	ms := ZMM()
+	VPXORD(ms, ms, ms)
+	for i := 0; i < 4; i++ {
+		mb := ZMM()
+		VPSHUFD(U8(0x55*i), mins, mb)
+		var m Mem
+		switch i {
+		case 0:
+			m = Mem{Base: bs}
+		case 1:
+			m = Mem{Base: bs, Index: gs, Scale: 1}
+		case 2:
+			m = Mem{Base: bs, Index: gs, Scale: 2}
+		default:
+			m = Mem{Base: bs, Index: gs3, Scale: 1}
+		}
+		raw("VPDPWSSD", m, mb, ms)
+	}
+	is := reduceTokens(acc)
+	ydv := ZMM()
+	VMOVUPS(Mem{Base: yd}, ydv)
+	d := tileRowScales(rowSet{bases: []GPVirtual{x}}, 1, 0)
+	dm := tileRowScales(rowSet{bases: []GPVirtual{x}}, 1, 2)
+	VMULPS(ydv, d, d)
+	VMULPS(ydv, dm, dm)
+	VCVTDQ2PS(is, is)
+	VCVTDQ2PS(ms, ms)
+	VMULPS(is, d, d)
+	VMULPS(ms, dm, dm)
+	VSUBPS(dm, d, d)
+	VADDPS(d, sum, sum)
+
+	ADDQ(U32(q4KSize), x)
+	toks.advance(256)
+	ADDQ(yds, yd)
+	LEAQ(Mem{Base: bs, Index: gs, Scale: 4}, bs)
+	DECQ(nb)
+	JMP(LabelRef("loop"))
+
+	Label("done")
+	tileStore(sum, 1, T)
+}

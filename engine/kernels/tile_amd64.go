@@ -2,13 +2,21 @@
 
 package kernels
 
-import "unsafe"
+import (
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+)
 
 // The tile kernels (AVX-512). K-quants (Q4_K, Q5_K, Q6_K): 8 weight rows against one token
 // (decoding), one row against 16, 8 or 4 tokens (a prompt). Q8_0 and Q4_0: 16
 // rows against 1, 4, 8 or 16 tokens, as outer products. Every output has the bits
 // of the single-row kernel (and, but for Q4_K/Q6_K's own order, of the
 // reference).
+
+// useVNNI16 selects dotQ4KAVX512r1t16v over dotQ4KAVX512r1t16m for Q4_K's
+// 16-token chunks (AVX-512 VBMI for VPERMI2B; VNNI is part of useAVX512).
+var useVNNI16 = useAVX512 && cpu.X86.HasAVX512VBMI
 
 type tileKernel func(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb int, out *float32, os int)
 
@@ -136,6 +144,12 @@ func (m *matMul) fastTokens(r, hi, t0, nt int) int {
 		// from bsT.
 		gs := 4 * a.yds
 		_ = a.bsT[(4*nb-1)*a.yds+end-1]
+		if useVNNI16 {
+			_ = a.q8kP[end*nb*qkK-1]
+			for ; t+16 <= end; t += 16 {
+				dotQ4KAVX512r1t16v(&row[0], (*byte)(unsafe.Pointer(&a.q8kP[t*nb*qkK])), nb*qkK, &a.ydT[t], 4*a.yds, &a.bsT[t], gs, nb, &m.dst[t*rows+r], rows)
+			}
+		}
 		for ; t+16 <= end; t += 16 {
 			dotQ4KAVX512r1t16m(&row[0], (*byte)(unsafe.Pointer(&a.q8k[t*nb])), ys, &a.ydT[t], 4*a.yds, &a.bsT[t], gs, nb, &m.dst[t*rows+r], rows)
 		}

@@ -233,7 +233,12 @@ func TestMatMulLevels(t *testing.T) {
 // TestQ4KTile16m: the 16-token Q4_K kernel that takes the mins' products from
 // the transposed bsums gives the reference's bits for every token, at odd
 // strides and extreme values, and writes only its outputs.
-func TestQ4KTile16m(t *testing.T) {
+func TestQ4KTile16m(t *testing.T) { testQ4KTile16(t, false) }
+
+// TestQ4KTile16v: the same for the VNNI kernel on permuted quants (q8kP).
+func TestQ4KTile16v(t *testing.T) { testQ4KTile16(t, true) }
+
+func testQ4KTile16(t *testing.T, vnni bool) {
 	if !useAVX512 {
 		t.Skip("no AVX-512")
 	}
@@ -259,7 +264,18 @@ func TestQ4KTile16m(t *testing.T) {
 				for i := range out {
 					out[i] = guard
 				}
-				dotQ4KAVX512r1t16m(&w[0], (*byte)(unsafe.Pointer(&y[t0*nb])), nb*int(unsafe.Sizeof(y[0])), &ydT[t0], 4*yds, &bsT[t0], 4*yds, nb, &out[1], os)
+				perm := make([]int8, yds*nb*qkK)
+				for i := range yds * nb {
+					permuteQ8K(perm[i*qkK:(i+1)*qkK], &y[i].qs)
+				}
+				if vnni {
+					if !useVNNI16 {
+						t.Skip("no AVX-512 VBMI")
+					}
+					dotQ4KAVX512r1t16v(&w[0], (*byte)(unsafe.Pointer(&perm[t0*nb*qkK])), nb*qkK, &ydT[t0], 4*yds, &bsT[t0], 4*yds, nb, &out[1], os)
+				} else {
+					dotQ4KAVX512r1t16m(&w[0], (*byte)(unsafe.Pointer(&y[t0*nb])), nb*int(unsafe.Sizeof(y[0])), &ydT[t0], 4*yds, &bsT[t0], 4*yds, nb, &out[1], os)
+				}
 				for i, v := range out {
 					tk := (i - 1) / os
 					if i == 0 || (i-1)%os != 0 {
@@ -292,5 +308,29 @@ func BenchmarkQ4KTile16m(b *testing.B) {
 	b.SetBytes(int64(16 * len(w)))
 	for b.Loop() {
 		dotQ4KAVX512r1t16m(&w[0], (*byte)(unsafe.Pointer(&y[0])), nb*int(unsafe.Sizeof(y[0])), &ydT[0], 64, &bsT[0], 64, nb, &out[0], 1)
+	}
+}
+
+func BenchmarkQ4KTile16v(b *testing.B) {
+	if !useVNNI16 {
+		b.Skip("no AVX-512 VBMI")
+	}
+	r := rand.New(rand.NewPCG(43, 44))
+	const cols = 2048
+	nb := cols / qkK
+	w := make([]byte, nb*Q4_K.BlockBytes())
+	QuantizeRow(w, Q4_K, randRow(r, cols, 0.1))
+	y := q8KActs(r, 16*nb, "quantized", false)
+	perm := make([]int8, 16*nb*qkK)
+	for i := range 16 * nb {
+		permuteQ8K(perm[i*qkK:(i+1)*qkK], &y[i].qs)
+	}
+	ydT := make([]float32, nb*16)
+	bsT := make([]int32, 4*nb*16)
+	transposeBsums(bsT, y, nb, 16, 16)
+	out := make([]float32, 16)
+	b.SetBytes(int64(16 * len(w)))
+	for b.Loop() {
+		dotQ4KAVX512r1t16v(&w[0], (*byte)(unsafe.Pointer(&perm[0])), nb*qkK, &ydT[0], 64, &bsT[0], 64, nb, &out[0], 1)
 	}
 }
