@@ -63,6 +63,8 @@ var (
 func main() {
 	ConstraintExpr("!purego")
 	constants()
+	moeTileConstants()
+	vnniTileConstants()
 
 	dotQ4KAVX2(1)
 	dotQ4KAVX2(2)
@@ -112,6 +114,9 @@ func main() {
 			dotKTile(typ, rt[0], rt[1])
 		}
 	}
+	dotQ4KTile44()
+	dotQ4KTile16m()
+	dotQ4KTile16v()
 	for _, typ := range []string{"Q8_0", "Q4_0"} {
 		for _, t := range []int{1, 4, 8, 16} {
 			dot0Outer(typ, t)

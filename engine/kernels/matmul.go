@@ -55,6 +55,15 @@ type acts struct {
 	q81  []q8_1Block // Q8_1
 	q8k  []q8KBlock  // Q8_K
 	ydT  []float32   // Q8_K with rows > 1: ydT[b*yds+t] = q8k[t*nb+b].d
+	// bsT is, for Q8_K with 16 rows or more, the bsums by block, pair of
+	// sub-blocks and row: bsT[(4b+i)*yds+t] holds, in its low and high int16,
+	// the sums of the 32 activations of sub-blocks 2i and 2i+1 of row t's block
+	// b (the Q4_K 16-token kernel's layout, tile_amd64.go).
+	bsT []int32
+	// q8kP is, with bsT, the rows' quants block by block, permuted for the
+	// VNNI 16-token kernel: part j (64 bytes) of a block holds quants 8j … 8j+7
+	// of sub-blocks 0, 1, …, 7 in turn (permuteQ8K).
+	q8kP []int8
 	rows int
 	// yds is ydT's stride: rows, but 4 for 2 or 3 rows, which q8k and ydT then
 	// pad with zero rows to 4 so that the 4-token tile kernel can take them
@@ -104,8 +113,43 @@ func (a *acts) prepare(wt Type, x []float32, rows, cols int) {
 				}
 			}
 		}
+		a.bsT = a.bsT[:0]
+		if rows >= 16 {
+			a.bsT = grow(a.bsT, 4*nb*a.yds)
+			transposeBsums(a.bsT, a.q8k, nb, rows, a.yds)
+			a.q8kP = grow(a.q8kP, rows*nb*qkK)
+			for i := range rows * nb {
+				permuteQ8K(a.q8kP[i*qkK:(i+1)*qkK], &a.q8k[i].qs)
+			}
+		}
 	default:
 		panic("kernels: no activation format " + typ.String())
+	}
+}
+
+// transposeBsums fills bsT (acts.bsT's layout) from the q8k blocks of rows rows
+// of nb blocks each.
+func transposeBsums(bsT []int32, q8k []q8KBlock, nb, rows, yds int) {
+	for t := 0; t < rows; t++ {
+		for b := range nb {
+			bs := &q8k[t*nb+b].bsums
+			for i := 0; i < 4; i++ {
+				lo := uint16(bs[4*i] + bs[4*i+1])
+				hi := uint16(bs[4*i+2] + bs[4*i+3])
+				bsT[(4*b+i)*yds+t] = int32(uint32(lo) | uint32(hi)<<16)
+			}
+		}
+	}
+}
+
+// permuteQ8K writes a block's quants in q8kP's order: dst[64j+8k+i] =
+// qs[32k+8j+i].
+func permuteQ8K(dst []int8, qs *[qkK]int8) {
+	_ = dst[qkK-1]
+	for j := 0; j < 4; j++ {
+		for k := 0; k < 8; k++ {
+			copy(dst[64*j+8*k:64*j+8*k+8], qs[32*k+8*j:32*k+8*j+8])
+		}
 	}
 }
 

@@ -329,6 +329,26 @@ func dotQ5KAVX512r1t8(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb
 //go:noescape
 func dotQ5KAVX512r1t4(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb int, out *float32, os int)
 
+// dotQ4KAVX512r4t4 sets out[t·os + r] = dotQ4KAVX512(x + r·rb, y + t·ys, nb) for r < 4, t < 4;
+// yd + b·yds holds y.d of block b of the tokens, one float32 per token.
+//
+//go:noescape
+func dotQ4KAVX512r4t4(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb int, out *float32, os int)
+
+// dotQ4KAVX512r1t16m sets out[t·os] = dotQ4KAVX512(x, y + t·ys, nb) for t < 16; yd + b·yds
+// holds y.d of block b of the tokens, one float32 per token, and bs + b·4·gs + i·gs + 4t
+// token t's two int16 sums of the activations of sub-blocks 2i and 2i+1 of block b.
+//
+//go:noescape
+func dotQ4KAVX512r1t16m(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+
+// dotQ4KAVX512r1t16v sets out[t·os] = dotQ4KAVX512(x, token t, nb) for t < 16, token t's
+// quants of block b permuted (acts.q8kP) at y + t·ys + 256b, y.d at yd + b·yds + 4t, and
+// bs + b·4·gs + i·gs + 4t its two int16 sums of sub-blocks 2i and 2i+1 of block b.
+//
+//go:noescape
+func dotQ4KAVX512r1t16v(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+
 // dotQ8_0AVX512x16t1 sets out[t·os + r] = dotQ8_0AVX2(x + r·rb, y + t·ys, nb) for r < 16, t < 1.
 //
 //go:noescape

@@ -2,13 +2,21 @@
 
 package kernels
 
-import "unsafe"
+import (
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+)
 
 // The tile kernels (AVX-512). K-quants (Q4_K, Q5_K, Q6_K): 8 weight rows against one token
 // (decoding), one row against 16, 8 or 4 tokens (a prompt). Q8_0 and Q4_0: 16
 // rows against 1, 4, 8 or 16 tokens, as outer products. Every output has the bits
 // of the single-row kernel (and, but for Q4_K/Q6_K's own order, of the
 // reference).
+
+// useVNNI16 selects dotQ4KAVX512r1t16v over dotQ4KAVX512r1t16m for Q4_K's
+// 16-token chunks (AVX-512 VBMI for VPERMI2B; VNNI is part of useAVX512).
+var useVNNI16 = useAVX512 && cpu.X86.HasAVX512VBMI
 
 type tileKernel func(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb int, out *float32, os int)
 
@@ -109,6 +117,10 @@ func (m *matMul) fastTokens(r, hi, t0, nt int) int {
 		}
 		return 16
 	}
+	if m.w.Type == Q4_K && nt < tokChunk && r+4 <= hi {
+		m.q4KRows4(r, t0, nt)
+		return 4
+	}
 	var ks [3]tileKernel
 	var one func([]byte, []q8KBlock) float32
 	switch m.w.Type {
@@ -127,6 +139,21 @@ func (m *matMul) fastTokens(r, hi, t0, nt int) int {
 	ys := nb * int(unsafe.Sizeof(q8KBlock{}))
 	_ = a.q8k[end*nb-1]
 	_ = a.ydT[(nb-1)*a.yds+end-1]
+	if m.w.Type == Q4_K && len(a.bsT) > 0 {
+		// 16 tokens at a time through the kernel that takes the mins' products
+		// from bsT.
+		gs := 4 * a.yds
+		_ = a.bsT[(4*nb-1)*a.yds+end-1]
+		if useVNNI16 {
+			_ = a.q8kP[end*nb*qkK-1]
+			for ; t+16 <= end; t += 16 {
+				dotQ4KAVX512r1t16v(&row[0], (*byte)(unsafe.Pointer(&a.q8kP[t*nb*qkK])), nb*qkK, &a.ydT[t], 4*a.yds, &a.bsT[t], gs, nb, &m.dst[t*rows+r], rows)
+			}
+		}
+		for ; t+16 <= end; t += 16 {
+			dotQ4KAVX512r1t16m(&row[0], (*byte)(unsafe.Pointer(&a.q8k[t*nb])), ys, &a.ydT[t], 4*a.yds, &a.bsT[t], gs, nb, &m.dst[t*rows+r], rows)
+		}
+	}
 	for i, n := range [...]int{16, 8, 4} {
 		for ; t+n <= end; t += n {
 			ks[i](&row[0], 0, (*byte)(unsafe.Pointer(&a.q8k[t*nb])), ys, &a.ydT[t], 4*a.yds, nb, &m.dst[t*rows+r], rows)
@@ -223,4 +250,49 @@ func (m *matMul) repackTokensQ6K(lo, hi int) int {
 		}
 	}
 	return hi
+}
+
+// q4KRows4 computes the outputs of the Q4_K rows [r, r+4) for tokens [t0, t0+nt),
+// nt < 16: groups of 4 tokens through the 4-row × 4-token kernel (which
+// shares the rows' unpacking and the block's reductions among 16 pairs: a
+// mixture of experts' products have few tokens each), 2 or 3 tokens left over as
+// fastTokens takes them with the 4-token kernel, a last one through the one-row
+// kernel. Every output has the bits of one token at a time.
+func (m *matMul) q4KRows4(r, t0, nt int) {
+	a, rows := m.a, m.w.Rows
+	nb := a.cols / qkK
+	end := t0 + nt
+	_ = m.w.Data[(r+4)*m.rb-1]
+	_ = m.dst[(end-1)*rows+r+3]
+	_ = a.q8k[end*nb-1]
+	_ = a.ydT[(nb-1)*a.yds+end-1]
+	x := &m.w.Data[r*m.rb]
+	ys := nb * int(unsafe.Sizeof(q8KBlock{}))
+	k := dotQ4KAVX512r4t4
+	t := t0
+	for ; t+4 <= end; t += 4 {
+		k(x, m.rb, (*byte)(unsafe.Pointer(&a.q8k[t*nb])), ys, &a.ydT[t], 4*a.yds, nb, &m.dst[t*rows+r], rows)
+	}
+	if end-t > 1 && end >= 4 {
+		// The last four tokens (again for some, with the same bits).
+		t = end - 4
+		k(x, m.rb, (*byte)(unsafe.Pointer(&a.q8k[t*nb])), ys, &a.ydT[t], 4*a.yds, nb, &m.dst[t*rows+r], rows)
+		return
+	}
+	if end-t > 1 && a.yds == 4 {
+		// A product of 2 or 3 tokens, padded to 4 (acts.prepare).
+		var buf [16]float32
+		_ = a.q8k[4*nb-1]
+		_ = a.ydT[(nb-1)*4+3]
+		k(x, m.rb, (*byte)(unsafe.Pointer(&a.q8k[0])), ys, &a.ydT[0], 16, nb, &buf[0], 4)
+		for ; t < end; t++ {
+			copy(m.dst[t*rows+r:t*rows+r+4], buf[4*t:4*t+4])
+		}
+		return
+	}
+	for ; t < end; t++ {
+		for i := 0; i < 4; i++ {
+			m.dst[t*rows+r+i] = dotQ4KRow(m.w.Data[(r+i)*m.rb:(r+i+1)*m.rb], a.q8k[t*nb:(t+1)*nb])
+		}
+	}
 }

@@ -24,6 +24,7 @@ var tileCases = []tileCase{
 	{"Q4_K r1t16", Q4_K, 1, 16, dotQ4KAVX512r1t16, dotQ4KRowGeneric},
 	{"Q4_K r1t8", Q4_K, 1, 8, dotQ4KAVX512r1t8, dotQ4KRowGeneric},
 	{"Q4_K r1t4", Q4_K, 1, 4, dotQ4KAVX512r1t4, dotQ4KRowGeneric},
+	{"Q4_K r4t4", Q4_K, 4, 4, dotQ4KAVX512r4t4, dotQ4KRowGeneric},
 	{"Q5_K r8t1", Q5_K, 8, 1, dotQ5KAVX512r8t1, dotQ5KRowGeneric},
 	{"Q5_K r1t16", Q5_K, 1, 16, dotQ5KAVX512r1t16, dotQ5KRowGeneric},
 	{"Q5_K r1t8", Q5_K, 1, 8, dotQ5KAVX512r1t8, dotQ5KRowGeneric},
@@ -226,5 +227,110 @@ func TestMatMulLevels(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestQ4KTile16m: the 16-token Q4_K kernel that takes the mins' products from
+// the transposed bsums gives the reference's bits for every token, at odd
+// strides and extreme values, and writes only its outputs.
+func TestQ4KTile16m(t *testing.T) { testQ4KTile16(t, false) }
+
+// TestQ4KTile16v: the same for the VNNI kernel on permuted quants (q8kP).
+func TestQ4KTile16v(t *testing.T) { testQ4KTile16(t, true) }
+
+func testQ4KTile16(t *testing.T, vnni bool) {
+	if !useAVX512 {
+		t.Skip("no AVX-512")
+	}
+	r := rand.New(rand.NewPCG(51, 52))
+	const guard = -12345.5
+	for _, nb := range []int{1, 2, 3, 8} {
+		for _, wm := range []string{"quantized", "random", "0xff", "0x80"} {
+			for _, am := range []string{"quantized", "random", "min", "max"} {
+				name := fmt.Sprintf("nb %d weights %s acts %s", nb, wm, am)
+				w := weightRow(r, Q4_K, nb, wm, false)
+				const yds = 19 // more tokens than the kernel takes
+				y := q8KActs(r, yds*nb, am, false)
+				ydT := make([]float32, nb*yds)
+				for b := 0; b < nb; b++ {
+					for tk := 0; tk < yds; tk++ {
+						ydT[b*yds+tk] = y[tk*nb+b].d
+					}
+				}
+				bsT := make([]int32, 4*nb*yds)
+				transposeBsums(bsT, y, nb, yds, yds)
+				const t0, os = 2, 3
+				out := make([]float32, 16*os+1)
+				for i := range out {
+					out[i] = guard
+				}
+				perm := make([]int8, yds*nb*qkK)
+				for i := range yds * nb {
+					permuteQ8K(perm[i*qkK:(i+1)*qkK], &y[i].qs)
+				}
+				if vnni {
+					if !useVNNI16 {
+						t.Skip("no AVX-512 VBMI")
+					}
+					dotQ4KAVX512r1t16v(&w[0], (*byte)(unsafe.Pointer(&perm[t0*nb*qkK])), nb*qkK, &ydT[t0], 4*yds, &bsT[t0], 4*yds, nb, &out[1], os)
+				} else {
+					dotQ4KAVX512r1t16m(&w[0], (*byte)(unsafe.Pointer(&y[t0*nb])), nb*int(unsafe.Sizeof(y[0])), &ydT[t0], 4*yds, &bsT[t0], 4*yds, nb, &out[1], os)
+				}
+				for i, v := range out {
+					tk := (i - 1) / os
+					if i == 0 || (i-1)%os != 0 {
+						if v != guard {
+							t.Fatalf("%s: wrote out[%d]", name, i)
+						}
+						continue
+					}
+					want := dotQ4KRowGeneric(w, y[(t0+tk)*nb:(t0+tk+1)*nb])
+					if math.Float32bits(v) != math.Float32bits(want) {
+						t.Fatalf("%s: token %d: %v, reference %v", name, tk, v, want)
+					}
+				}
+			}
+		}
+	}
+}
+
+func BenchmarkQ4KTile16m(b *testing.B) {
+	r := rand.New(rand.NewPCG(43, 44))
+	const cols = 2048
+	nb := cols / qkK
+	w := make([]byte, nb*Q4_K.BlockBytes())
+	QuantizeRow(w, Q4_K, randRow(r, cols, 0.1))
+	y := q8KActs(r, 16*nb, "quantized", false)
+	ydT := make([]float32, nb*16)
+	bsT := make([]int32, 4*nb*16)
+	transposeBsums(bsT, y, nb, 16, 16)
+	out := make([]float32, 16)
+	b.SetBytes(int64(16 * len(w)))
+	for b.Loop() {
+		dotQ4KAVX512r1t16m(&w[0], (*byte)(unsafe.Pointer(&y[0])), nb*int(unsafe.Sizeof(y[0])), &ydT[0], 64, &bsT[0], 64, nb, &out[0], 1)
+	}
+}
+
+func BenchmarkQ4KTile16v(b *testing.B) {
+	if !useVNNI16 {
+		b.Skip("no AVX-512 VBMI")
+	}
+	r := rand.New(rand.NewPCG(43, 44))
+	const cols = 2048
+	nb := cols / qkK
+	w := make([]byte, nb*Q4_K.BlockBytes())
+	QuantizeRow(w, Q4_K, randRow(r, cols, 0.1))
+	y := q8KActs(r, 16*nb, "quantized", false)
+	perm := make([]int8, 16*nb*qkK)
+	for i := range 16 * nb {
+		permuteQ8K(perm[i*qkK:(i+1)*qkK], &y[i].qs)
+	}
+	ydT := make([]float32, nb*16)
+	bsT := make([]int32, 4*nb*16)
+	transposeBsums(bsT, y, nb, 16, 16)
+	out := make([]float32, 16)
+	b.SetBytes(int64(16 * len(w)))
+	for b.Loop() {
+		dotQ4KAVX512r1t16v(&w[0], (*byte)(unsafe.Pointer(&perm[0])), nb*qkK, &ydT[0], 64, &bsT[0], 64, nb, &out[0], 1)
 	}
 }
