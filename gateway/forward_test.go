@@ -476,7 +476,9 @@ func TestForwardedStreamOnALostNode(t *testing.T) {
 	if len(events) < 3 || events[len(events)-1] != "[DONE]" {
 		t.Fatalf("events %q", events)
 	}
-	var e struct{ Error struct{ Type, Code, Message string } }
+	var e struct {
+		Error struct{ Type, Code, Message string }
+	}
 	if err := json.Unmarshal([]byte(events[len(events)-2]), &e); err != nil || e.Error.Code != "node_lost" || e.Error.Type != "server_error" {
 		t.Fatalf("the event before [DONE]: %s (%v)", events[len(events)-2], err)
 	}
