@@ -18,6 +18,7 @@ import (
 
 	"github.com/openai/openai-go"
 
+	"github.com/lmlite/lmlite/batch"
 	"github.com/lmlite/lmlite/configs"
 	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/registry"
@@ -648,5 +649,31 @@ func TestClassifyForwardErrors(t *testing.T) {
 		if got := classify(c.err); got != c.want {
 			t.Errorf("%v: %v, want %v", c.err, got, c.want)
 		}
+	}
+}
+
+// TestBatchLineForAModelOnlyElsewhere: A does not serve big; B does. A batch line
+// naming big is refused at A's validation with an error naming why and where big is
+// served (model_not_on_this_process), and a line of such a batch reaching A's worker
+// (the Redis queue hands lines to every process) ends with the same clear error, not
+// a model_not_found; a line for a model nobody serves keeps model_not_found.
+func TestBatchLineForAModelOnlyElsewhere(t *testing.T) {
+	a, b, _, _ := twoPeers(t)
+	body := []byte(`{"model": "big", "messages": [{"role":"user","content":"x"}], "max_tokens": 2}`)
+	_, err := a.srv.Check("acme", "/v1/chat/completions", body)
+	var ae *apiError
+	if !errors.As(err, &ae) || ae.code != "model_not_on_this_process" || ae.param != "model" ||
+		!strings.Contains(ae.message, "(b)") || !strings.Contains(ae.message, "validated this batch") {
+		t.Fatalf("A validating a line for big: %v", err)
+	}
+	if _, err := b.srv.Check("acme", "/v1/chat/completions", body); err != nil {
+		t.Fatalf("B validating a line for big: %v", err)
+	}
+	r := a.srv.RunLine(context.Background(), batch.Request{Tenant: "acme", Endpoint: "/v1/chat/completions", RequestID: "batch_x-0", Body: body})
+	if r.StatusCode != 400 || !strings.Contains(string(r.Body), `"code":"model_not_on_this_process"`) || !strings.Contains(string(r.Body), "ran this line") || r.Cost != 0 {
+		t.Fatalf("A running a line for big: %+v %s", r, r.Body)
+	}
+	if _, err := a.srv.Check("acme", "/v1/chat/completions", []byte(`{"model": "nope", "messages": [{"role":"user","content":"x"}]}`)); !errors.As(err, &ae) || ae.code != "model_not_found" {
+		t.Fatalf("a model nobody serves: %v", err)
 	}
 }
