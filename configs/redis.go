@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -31,6 +32,11 @@ type Redis struct {
 	// listen address, with the host name when listen names no host or a wildcard
 	// (AdvertiseURL).
 	Advertise string `yaml:"advertise"`
+	// ForwardFirstByteTimeout is the longest a request forwarded to another process
+	// waits for that process's first byte (it answers 102 Processing when its handler
+	// takes the request; a stream's headers follow at once); past it the client gets
+	// 502 node_unresponsive and the process is passed over for 30 s. 0: 10s.
+	ForwardFirstByteTimeout time.Duration `yaml:"forward_first_byte_timeout"`
 }
 
 // AdvertiseURL is the base URL this process announces: Advertise, or http:// and
@@ -108,6 +114,9 @@ func (r *Redis) validate() error {
 		if u, err := url.Parse(r.Advertise); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
 			return bad("advertise", "%q must be an http:// or https:// base URL such as http://10.0.0.2:8080", r.Advertise)
 		}
+	}
+	if r.ForwardFirstByteTimeout < 0 {
+		return bad("forward_first_byte_timeout", "must be ≥ 0 (0: 10s)")
 	}
 	if r.NodeID == "" || len(r.NodeID) > 128 || strings.IndexFunc(r.NodeID, func(c rune) bool { return !nodeIDRune(c) }) >= 0 {
 		return bad("node_id", "%q must be 1 to 128 of [A-Za-z0-9._-]", r.NodeID)

@@ -125,6 +125,10 @@ func (s *Server) RunLine(ctx context.Context, r batch.Request) batch.Response {
 			reqID += "-rerun"
 		}
 	}
+	if aerr := s.elsewhereOnly(r.Body, "ran this line"); aerr != nil {
+		b := appendErrorJSON(nil, aerr)
+		return batch.Response{StatusCode: aerr.status, Body: b}
+	}
 	j := &job{s: s, reqID: reqID, start: s.now(), keyID: r.KeyID, pol: pol, line: line}
 	j.plans = j.planBuf[:0]
 	j.serve(&rc, k)
@@ -176,6 +180,9 @@ func (s *Server) Check(tenant, endpoint string, body []byte) (money.Money, error
 	if j.in.stream {
 		return 0, badRequest("stream", "a batch request cannot stream")
 	}
+	if aerr := s.elsewhereOnly(body, "validated this batch"); aerr != nil {
+		return 0, aerr
+	}
 	var h fasthttp.RequestHeader
 	rt, aerr := s.routeOf(&h, &j.in, pol)
 	if aerr != nil {
@@ -215,6 +222,33 @@ func (s *Server) Check(tenant, endpoint string, body []byte) (money.Money, error
 		return 0, last
 	}
 	return discounted(worst, pol.BatchDiscount), nil
+}
+
+// elsewhereOnly refuses a batch line naming a model that only other processes sharing
+// the registry serve: batch lines are never forwarded (each runs where a worker takes
+// it, charged at the batch discount in that process's ledger), so such a line would
+// otherwise fail as an unknown model. did says what this process did with the line.
+func (s *Server) elsewhereOnly(body []byte, did string) *apiError {
+	if s.peer == nil {
+		return nil
+	}
+	var in struct {
+		Model string `json:"model"`
+	}
+	if json.Unmarshal(body, &in) != nil || in.Model == "" {
+		return nil
+	}
+	if _, ok := s.models[in.Model]; ok {
+		return nil
+	}
+	r, ok := s.remoteModels()[in.Model]
+	if !ok {
+		return nil // nowhere: the usual model_not_found
+	}
+	return &apiError{status: 400, typ: "invalid_request_error", code: "model_not_on_this_process", param: "model", reason: "bad_request",
+		message: "the model '" + in.Model + "' is served by other processes sharing this Redis (" + strings.Join(r.nodes, ", ") +
+			"), not by this one ('" + s.peer.nodeID + "'), which " + did + ": batch lines are not forwarded between processes; " +
+			"create the batch on a process that serves the model, and serve it on every process that runs batch lines"}
 }
 
 // handleBatchAPI serves /v1/files... and /v1/batches....

@@ -32,7 +32,10 @@
 //     for the prompt's prefix key, prefix.go) and its answer relayed; the
 //     receiving process alone admits, charges and ledgers it. A request routed by
 //     tier whose best tier only another process has goes there before admission
-//     (job.maybeForwardTier, registry.PickTier).
+//     (job.maybeForwardTier, registry.PickTier). A forwarded request asks for a
+//     102 Processing (AckHeader) and waits at most Options.ForwardFirstByte for it:
+//     502 node_unresponsive past it; a node lost under it is a 502 node_lost, or an
+//     SSE error event mid-stream (relay).
 //  5. run.go, Server.handleGenerate: tenancy.Tenancy.Admit checks concurrency,
 //     tokens/min and requests/s (429 with Retry-After).
 //  6. route.go, job.choose: the one routing decision. tiers.Select runs once with

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -33,16 +34,34 @@ type Peers interface {
 // sends it only turns forwarding off for its request.
 const ForwardedHeader = "X-LMLite-Forwarded-By"
 
+// AckHeader asks the receiving gateway to answer "102 Processing" as soon as its
+// handler takes the request (ackForwarded), before the answer itself: the forwarding
+// gateway's time to first byte (Options.ForwardFirstByte) then measures whether the
+// node's handler is responsive, not how long a non-streamed generation takes.
+const AckHeader = "X-LMLite-Ack"
+
+// processing is the interim response AckHeader asks for.
+var processing = []byte("HTTP/1.1 102 Processing\r\n\r\n")
+
+// ackForwarded answers 102 Processing to a request that asks for it (AckHeader).
+func ackForwarded(ctx *fasthttp.RequestCtx) {
+	if string(ctx.Request.Header.Peek(AckHeader)) == "102" {
+		ctx.Conn().Write(processing) // nothing of the answer is written yet; an error shows there
+	}
+}
+
 // peering is the server's part in a registry (Options.Peers): who it is, the
 // connection pools to the other nodes, and its models' states as last announced.
 type peering struct {
 	peers  Peers
 	nodeID string
 
+	firstByte time.Duration // the longest wait for a forwarded request's first byte (Options.ForwardFirstByte)
+
 	mu      sync.Mutex                        // guards clients, conns and suspect
 	clients map[string]*fasthttp.HostClient   // by node address
 	conns   map[string]map[*peerConn]struct{} // open connections, by node address
-	suspect map[string]time.Time              // node id → the expiry of its announcement when a forward to it failed
+	suspect map[string]suspicion              // node id → why it is passed over
 
 	states atomic.Pointer[map[string]string] // this node's models' states, as last announced
 	warm   warmKeys                          // the prefix keys this node served lately
@@ -55,9 +74,17 @@ type peering struct {
 // closed then, which ends the requests waiting on it. watchEvery is how often a
 // forward checks; a hung node is noticed within its announcement's TTL, plus a
 // registry refresh, plus watchEvery.
+//
+// A node that keeps announcing but does not answer (its handler wedged, its listener
+// accepting and never reading) is caught by the time to first byte instead:
+// DefaultForwardFirstByte unless Options.ForwardFirstByte says otherwise. Past it the
+// request ends with 502 node_unresponsive and the node is passed over for
+// unresponsiveHold.
 const (
-	dialTimeout = 2 * time.Second
-	watchEvery  = 200 * time.Millisecond
+	dialTimeout             = 2 * time.Second
+	watchEvery              = 200 * time.Millisecond
+	DefaultForwardFirstByte = 10 * time.Second
+	unresponsiveHold        = 30 * time.Second
 )
 
 // RegistryModels is this server's part of its registry announcement: every model it
@@ -194,32 +221,42 @@ func (j *job) maybeForwardTier(ctx *fasthttp.RequestCtx) (handled, async bool) {
 
 // forwardBy forwards the request to the node pick chooses, trying the next one (3 at
 // most) when a node cannot be reached or is draining. A node lost while the request
-// was on it (its announcement gone) ends the request with 502 node_lost: it may have
+// was on it (its announcement gone) ends the request with 502 node_lost, and one that
+// sent nothing within the time to first byte with 502 node_unresponsive: it may have
 // run there, so it is not sent again. Nodes that failed are passed over by the next
-// requests too until they announce themselves again. tried reports that a node was
-// tried and failed when the request was not handled.
+// requests too (suspicion). tried reports, when the request was not handled, that a
+// node serving it was tried and failed, or is passed over for failing lately.
 func (s *Server) forwardBy(ctx *fasthttp.RequestCtx, reqID string, stream bool, pick func(time.Time, []registry.Node, []string) registry.Choice) (handled, async, tried bool) {
 	nodes := s.peer.peers.Nodes()
 	if len(nodes) == 0 {
 		return false, false, false
 	}
-	skip := s.peer.suspects(nodes)
-	for range 3 {
+	skip := s.peer.suspects(nodes, s.now())
+	for i := range 3 {
 		c := pick(s.now(), nodes, skip)
 		if c.Where != registry.Forward {
+			if i == 0 && len(skip) > 0 {
+				tried = pick(s.now(), nodes, nil).Where == registry.Forward // only suspects serve it
+			}
 			return false, false, tried
 		}
 		async, err := s.forward(ctx, reqID, c.Node, stream)
 		if err == nil {
 			return true, async, false
 		}
-		s.peer.fail(c.Node)
-		if errors.Is(err, errLost) {
+		f := classify(err)
+		s.peer.fail(c.Node, f, s.now())
+		switch f {
+		case failLost, failUnresponsive:
 			s.log.Warn("forwarded request lost", "request_id", reqID, "node", c.Node.ID, "error", err)
 			s.peer.forwarded.WithLabelValues(c.Node.ID, "lost").Inc()
-			s.writeError(ctx, reqID, &apiError{status: 502, typ: "server_error", code: "node_lost",
-				message: "the process '" + c.Node.ID + "' serving this request stopped answering (it may have run there); retry",
-				reason:  "forward", retry: 1})
+			e := nodeLost(c.Node.ID, true)
+			if f == failUnresponsive {
+				e = &apiError{status: 502, typ: "server_error", code: "node_unresponsive", reason: "forward", retry: 1,
+					message: "the process '" + c.Node.ID + "' serving this request sent nothing within " + s.peer.firstByte.String() +
+						" (it may run there); retry"}
+			}
+			s.writeError(ctx, reqID, e)
 			return true, false, true
 		}
 		s.log.Warn("forward failed", "request_id", reqID, "node", c.Node.ID, "error", err)
@@ -230,39 +267,89 @@ func (s *Server) forwardBy(ctx *fasthttp.RequestCtx, reqID string, stream bool, 
 	return false, false, tried
 }
 
-// suspects is the nodes of the snapshot that failed a forward and have not announced
-// themselves since (their announcement expires no later than when they failed).
-func (p *peering) suspects(nodes []registry.Node) []string {
+// failure is how a forward failed, as classify sorts forward's errors.
+type failure int
+
+const (
+	failUnreached    failure = iota // not connected, or the connection refused or broke before the request was sent: try another node
+	failDraining                    // answered 503 shutting_down: try another node
+	failLost                        // lost with the request on it: 502 node_lost
+	failUnresponsive                // nothing within the time to first byte: 502 node_unresponsive
+)
+
+// classify sorts an error of forward.
+func classify(err error) failure {
+	switch {
+	case errors.Is(err, errLost):
+		return failLost
+	case errors.Is(err, errDraining):
+		return failDraining
+	case errors.Is(err, errUnresponsive):
+		return failUnresponsive
+	}
+	return failUnreached
+}
+
+// suspicion is why a node that failed a forward is passed over.
+type suspicion struct {
+	expires time.Time // the expiry of its announcement when it failed
+	until   time.Time // passed over until then whatever it announces (zero: no hold)
+}
+
+// skip decides, at now, for a node that failed a forward (s) and whose
+// announcement now expires at announced, whether it is still passed over, and if not
+// whether its suspicion may be forgotten. A node that was unreachable or lost is
+// passed over until it announces itself again (a restarted process, a healed
+// network): no skip then, and the suspicion is forgotten. One that did not answer in
+// time keeps announcing while it hangs, so it is passed over for a hold as well;
+// after the hold it gets the next request again.
+func (s suspicion) skip(announced, now time.Time) bool {
+	return now.Before(s.until) || !announced.After(s.expires)
+}
+
+// suspects is the nodes of the snapshot passed over at now (suspicion.skip); it
+// forgets the suspicions of nodes no longer passed over or no longer announced.
+func (p *peering) suspects(nodes []registry.Node, now time.Time) []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.suspect) == 0 {
 		return nil
 	}
 	var out []string
+	seen := 0
 	for i := range nodes {
 		n := &nodes[i]
-		if e, ok := p.suspect[n.ID]; ok {
-			if n.Expires.After(e) {
-				delete(p.suspect, n.ID) // announced again since
-			} else {
+		if sp, ok := p.suspect[n.ID]; ok {
+			seen++
+			if sp.skip(n.Expires, now) {
 				out = append(out, n.ID)
+			} else {
+				delete(p.suspect, n.ID)
 			}
 		}
 	}
-	if len(out) == 0 {
-		clear(p.suspect) // the rest are gone from the registry
+	if seen < len(p.suspect) { // some are gone from the registry
+		for id := range p.suspect {
+			if !slices.ContainsFunc(nodes, func(n registry.Node) bool { return n.ID == id }) {
+				delete(p.suspect, id)
+			}
+		}
 	}
 	return out
 }
 
-// fail notes that a forward to n failed.
-func (p *peering) fail(n registry.Node) {
+// fail notes at now that a forward to n failed with f.
+func (p *peering) fail(n registry.Node, f failure, now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.suspect == nil {
-		p.suspect = map[string]time.Time{}
+		p.suspect = map[string]suspicion{}
 	}
-	p.suspect[n.ID] = n.Expires
+	sp := suspicion{expires: n.Expires}
+	if f == failUnresponsive {
+		sp.until = now.Add(unresponsiveHold)
+	}
+	p.suspect[n.ID] = sp
 }
 
 // client returns the connection pool to a node's address.
@@ -293,12 +380,36 @@ func (p *peering) client(addr string) (*fasthttp.HostClient, error) {
 	return hc, nil
 }
 
-// peerConn is a connection to a node, tracked until it closes.
+// peerConn is a connection to a node, tracked until it closes. A read deadline set
+// on it bounds the wait for the first byte read after it is set, not for the rest:
+// fasthttp sets the request's deadline (HostClient.DoTimeout) just before it reads
+// the answer, so it bounds the time to the answer's first byte (102 Processing, or
+// the headers), never an event stream's body.
 type peerConn struct {
 	net.Conn
-	p    *peering
-	addr string
-	once sync.Once
+	p     *peering
+	addr  string
+	once  sync.Once
+	armed atomic.Bool // a read deadline is set and no byte was read since
+}
+
+func (c *peerConn) SetReadDeadline(t time.Time) error {
+	c.armed.Store(!t.IsZero())
+	return c.Conn.SetReadDeadline(t)
+}
+
+func (c *peerConn) SetDeadline(t time.Time) error {
+	c.armed.Store(!t.IsZero())
+	return c.Conn.SetDeadline(t)
+}
+
+func (c *peerConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 && c.armed.Load() {
+		c.armed.Store(false)
+		c.Conn.SetReadDeadline(time.Time{})
+	}
+	return n, err
 }
 
 func (c *peerConn) Close() error {
@@ -385,10 +496,12 @@ func (s *Server) watch(n registry.Node, lost *atomic.Bool) (stop func()) {
 }
 
 // errDraining is forward's error for a node that answered 503 shutting_down; errLost
-// for a node lost (its announcement gone) while the request was on it.
+// for a node lost (its announcement gone) while the request was on it;
+// errUnresponsive for a node that sent nothing within the time to first byte.
 var (
-	errDraining = errors.New("gateway: the node is draining")
-	errLost     = errors.New("gateway: the node was lost (its registry announcement expired) while the request was on it")
+	errDraining     = errors.New("gateway: the node is draining")
+	errLost         = errors.New("gateway: the node was lost (its registry announcement expired) while the request was on it")
+	errUnresponsive = errors.New("gateway: the node sent nothing within the time to first byte")
 )
 
 // forward sends the request as it came (method, path, headers, body) to node n and
@@ -396,7 +509,7 @@ var (
 // it arrives. An error means n was not reached, did not answer, is draining
 // (errDraining), or was lost before it answered (errLost): nothing has been written.
 // async is true when a stream writer took the request over. A node lost during an
-// event stream ends the stream where it was.
+// event stream ends the stream with an SSE error event (relay).
 func (s *Server) forward(ctx *fasthttp.RequestCtx, reqID string, n registry.Node, allowStream bool) (async bool, err error) {
 	hc, err := s.peer.client(n.Addr)
 	if err != nil {
@@ -407,17 +520,21 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, reqID string, n registry.Node
 	req.SetRequestURI(n.Addr + string(ctx.RequestURI()))
 	req.Header.Set(ForwardedHeader, s.peer.nodeID)
 	req.Header.Set("X-Request-Id", reqID)
+	req.Header.Set(AckHeader, "102")
 	resp := fasthttp.AcquireResponse()
 	resp.StreamBody = true
 	var lost atomic.Bool
 	stop := s.watch(n, &lost)
-	err = hc.Do(req, resp)
+	err = hc.DoTimeout(req, resp, s.peer.firstByte)
 	fasthttp.ReleaseRequest(req)
 	if err != nil {
 		stop()
 		fasthttp.ReleaseResponse(resp)
-		if lost.Load() {
+		switch {
+		case lost.Load():
 			return false, fmt.Errorf("%w: %v", errLost, err)
+		case errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, fasthttp.ErrTimeout):
+			return false, fmt.Errorf("%w (%s): %v", errUnresponsive, s.peer.firstByte, err)
 		}
 		return false, err
 	}
@@ -463,29 +580,64 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, reqID string, n registry.Node
 			s.inFlight.Add(-1)
 			s.wg.Done()
 		}()
-		relay(w, resp)
+		if relay(w, resp, n.ID, lost.Load) {
+			s.log.Warn("forwarded stream lost", "request_id", reqID, "node", n.ID, "announcement_gone", lost.Load())
+			s.peer.forwarded.WithLabelValues(n.ID, "lost").Inc()
+			s.peer.fail(n, failLost, s.now())
+		}
 	})
 	return true, nil
 }
 
-// relay copies an event stream as it arrives, flushing after every read, until it
-// ends or the client goes away (which closes the stream to the other node, and so
-// cancels the generation there).
-func relay(w *bufio.Writer, resp *fasthttp.Response) {
-	buf := make([]byte, 16<<10)
+// relay copies an event stream as it arrives, whole events only, flushing after each
+// read, until it ends or the client goes away (which closes the stream to the other
+// node, and so cancels the generation there). A stream that breaks before its
+// "data: [DONE]" (the node was lost, killed, or the connection cut) ends as an
+// engine failure ends an embedded stream: an SSE error event, then [DONE]; lost says
+// whether the node's announcement was gone. It reports whether the stream broke.
+func relay(w *bufio.Writer, resp *fasthttp.Response, node string, lost func() bool) (broke bool) {
+	buf := make([]byte, 0, 16<<10)
 	rd := resp.BodyStream()
+	done := false // the last whole event was "data: [DONE]"
 	for {
-		n, err := rd.Read(buf)
-		if n > 0 {
-			if _, werr := w.Write(buf[:n]); werr != nil || w.Flush() != nil {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, len(buf)) // an event longer than the buffer
+		}
+		n, err := rd.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if end := bytes.LastIndex(buf, []byte("\n\n")); end >= 0 {
+			events := buf[:end+2]
+			done = bytes.HasSuffix(events, []byte("data: [DONE]\n\n"))
+			if _, werr := w.Write(events); werr != nil || w.Flush() != nil {
 				resp.CloseBodyStream()
-				return
+				return false
 			}
+			buf = buf[:copy(buf, buf[end+2:])]
 		}
 		if err != nil {
-			return
+			if done && errors.Is(err, io.EOF) {
+				return false
+			}
+			b := append(buf[:0], "data: "...)
+			b = appendErrorJSON(b, nodeLost(node, lost()))
+			b = append(b, "\n\ndata: [DONE]\n\n"...)
+			w.Write(b)
+			w.Flush()
+			return true
 		}
 	}
+}
+
+// nodeLost is the answer to a forwarded request whose node stopped answering with
+// the request on it (lost: its registry announcement is gone; else its connection
+// broke): 502 node_lost with Retry-After. It is not sent again: it may have run.
+func nodeLost(node string, lost bool) *apiError {
+	why := "its connection broke"
+	if lost {
+		why = "its registry announcement expired"
+	}
+	return &apiError{status: 502, typ: "server_error", code: "node_lost", reason: "forward", retry: 1,
+		message: "the process '" + node + "' serving this request stopped answering (" + why + "; it may have run there); retry"}
 }
 
 // forwardable reports whether the request names a model by name (not "auto", a tier,

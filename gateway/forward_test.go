@@ -4,17 +4,21 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/openai/openai-go"
 
+	"github.com/lmlite/lmlite/batch"
 	"github.com/lmlite/lmlite/configs"
 	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/registry"
@@ -51,6 +55,12 @@ type peer struct {
 
 func startPeer(t *testing.T, yaml, id string, eng *fakeEngine, store *tenancy.Store, st registry.Store) *peer {
 	t.Helper()
+	return startPeerWith(t, yaml, id, eng, store, st, 0)
+}
+
+// startPeerWith is startPeer with a time to first byte for its forwards (0: the default).
+func startPeerWith(t *testing.T, yaml, id string, eng *fakeEngine, store *tenancy.Store, st registry.Store, firstByte time.Duration) *peer {
+	t.Helper()
 	cfg, err := configs.Parse([]byte(yaml))
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +71,7 @@ func startPeer(t *testing.T, yaml, id string, eng *fakeEngine, store *tenancy.St
 	}
 	k := registry.NewKeeper(st, registry.KeeperOptions{TTL: 300 * time.Millisecond})
 	srv, err := New(mustGatewayConfig(t, cfg), eng, tenancy.New(store),
-		Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Peers: k, NodeID: id})
+		Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Peers: k, NodeID: id, ForwardFirstByte: firstByte})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -428,5 +438,242 @@ func TestForwardTierToTheNodeWithIt(t *testing.T) {
 	resp, got = ts.post("/v1/chat/completions", keys["small"], `{"model": "tier:deep", "messages": [{"role":"user","content":"x"}], "max_tokens": 2}`)
 	if resp.StatusCode != 403 || !strings.Contains(got, "tier_not_allowed") || b.eng.started.Load() != 2 {
 		t.Fatalf("tier:deep for a plan without it: %d %s", resp.StatusCode, got)
+	}
+}
+
+// TestForwardedStreamOnALostNode: a stream forwarded by A to B, which stops
+// announcing after its first tokens (as a hung or killed process does), ends as an
+// embedded stream ends on an engine failure: the tokens so far, one SSE error event
+// (server_error, node_lost), then data: [DONE]; and every event the client got is
+// whole JSON.
+func TestForwardedStreamOnALostNode(t *testing.T) {
+	a, b, _, keys := twoPeers(t)
+	b.eng.Delay = 100 * time.Millisecond
+	conn, err := net.Dial("tcp", strings.TrimPrefix(a.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(20 * time.Second))
+	body := `{"model": "big", "messages": [{"role":"user","content":"x"}], "max_tokens": 100, "stream": true}`
+	fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
+		keys["acme"], len(body), body)
+	rd := bufio.NewReader(conn)
+	var events []string
+	stopped := false
+	for {
+		line, err := rd.ReadString('\n')
+		if err != nil {
+			break
+		}
+		if d, ok := strings.CutPrefix(strings.TrimSpace(line), "data: "); ok {
+			events = append(events, d)
+			if strings.Contains(d, `"content":"w1 "`) && !stopped {
+				stopped = true
+				b.k.Close() // B withdraws: gone from A's snapshot at its next refresh
+			}
+		}
+	}
+	if len(events) < 3 || events[len(events)-1] != "[DONE]" {
+		t.Fatalf("events %q", events)
+	}
+	var e struct {
+		Error struct{ Type, Code, Message string }
+	}
+	if err := json.Unmarshal([]byte(events[len(events)-2]), &e); err != nil || e.Error.Code != "node_lost" || e.Error.Type != "server_error" {
+		t.Fatalf("the event before [DONE]: %s (%v)", events[len(events)-2], err)
+	}
+	for _, d := range events[:len(events)-1] {
+		if !json.Valid([]byte(d)) {
+			t.Fatalf("a broken event: %q", d)
+		}
+	}
+	if strings.Contains(strings.Join(events, ""), `"finish_reason":"length"`) {
+		t.Fatal("the stream ran to its end: B was not cut")
+	}
+}
+
+// hangingNode announces node id serving big at the address of a listener that
+// accepts connections and never answers; accepted counts them.
+func hangingNode(t *testing.T, id string, reg registry.Store) (accepted *atomic.Int64) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted = new(atomic.Int64)
+	var conns []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			mu.Lock()
+			conns = append(conns, c) // held open, never read or answered
+			mu.Unlock()
+		}
+	}()
+	k := registry.NewKeeper(reg, registry.KeeperOptions{TTL: 300 * time.Millisecond})
+	k.Start(func() registry.Node {
+		return registry.Node{ID: id, Addr: "http://" + ln.Addr().String(), Models: []registry.Model{{ID: "big", State: registry.StateReady}}}
+	})
+	t.Cleanup(func() {
+		k.Close()
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	})
+	return accepted
+}
+
+// TestForwardToANodeThatNeverAnswers: G1 and G2 announce big (they keep announcing)
+// at listeners that accept and never answer; S serves big too, slowly. A (time to
+// first byte 300 ms) forwards a request to G1 first (the smallest id), then a stream
+// to G2 (G1 is passed over): each ends with 502 node_unresponsive and Retry-After
+// within the bound, and is not sent to S. The next requests pass both over (no new
+// connection) and go to S, whose non-streamed answer takes longer than the bound and
+// still arrives: the receiving process's 102 Processing is the first byte. With S
+// gone, only passed-over nodes serve big: 503 model_unavailable at once, not a 404.
+func TestForwardToANodeThatNeverAnswers(t *testing.T) {
+	store, err := tenancy.Open(filepath.Join(t.TempDir(), "lmlite.db"), tenancy.Options{Sync: tenancy.SyncProcess})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	reg := &registry.Memory{}
+	accepted := []*atomic.Int64{hangingNode(t, "g1", reg), hangingNode(t, "g2", reg)}
+	slow := newFakeEngineWith("big")
+	slow.Delay = 150 * time.Millisecond
+	sNode := startPeer(t, peerB, "s", slow, store, reg)
+	a := startPeerWith(t, peerA, "a", newFakeEngineWith("tiny"), store, reg, 300*time.Millisecond)
+	for deadline := time.Now().Add(5 * time.Second); len(a.k.Nodes()) < 4; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("A never saw G1, G2 and S")
+		}
+	}
+	key, _, err := store.CreateKey("acme", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := &testServer{t: t, url: a.url}
+	body := `{"model": "big", "messages": [{"role":"user","content":"x"}], "max_tokens": 5}` // 750 ms on S
+
+	for i, stream := range []bool{false, true} { // G1 then G2 (G1 passed over)
+		b := body
+		if stream {
+			b = strings.Replace(body, `"max_tokens"`, `"stream": true, "max_tokens"`, 1)
+		}
+		start := time.Now()
+		resp, got := ts.post("/v1/chat/completions", key, b)
+		var e struct{ Error struct{ Type, Code string } }
+		json.Unmarshal([]byte(got), &e)
+		if resp.StatusCode != 502 || resp.Header.Get("Retry-After") != "1" || e.Error.Code != "node_unresponsive" || e.Error.Type != "server_error" {
+			t.Fatalf("stream %v to a node that never answers: %d %v %s", stream, resp.StatusCode, resp.Header, got)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Fatalf("answered after %s", d)
+		}
+		if slow.started.Load() != 0 {
+			t.Fatal("the request was sent to S as well")
+		}
+		if accepted[i].Load() != 1 {
+			t.Fatalf("%d connections to G%d", accepted[i].Load(), i+1)
+		}
+	}
+	for _, stream := range []bool{false, true} {
+		b := body
+		if stream {
+			b = strings.Replace(body, `"max_tokens"`, `"stream": true, "max_tokens"`, 1)
+		}
+		resp, got := ts.post("/v1/chat/completions", key, b)
+		if resp.StatusCode != 200 || resp.Header.Get("X-LMLite-Node") != "s" || !strings.Contains(got, "w4") {
+			t.Fatalf("stream %v with G passed over: %d %v %s", stream, resp.StatusCode, resp.Header, got)
+		}
+	}
+	if accepted[0].Load() != 1 || accepted[1].Load() != 1 {
+		t.Fatalf("%d, %d connections to G1, G2: not passed over", accepted[0].Load(), accepted[1].Load())
+	}
+	sNode.k.Close()
+	for deadline := time.Now().Add(5 * time.Second); len(a.k.Nodes()) != 3; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("S still in A's snapshot")
+		}
+	}
+	resp, got := ts.post("/v1/chat/completions", key, body)
+	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "1" || !strings.Contains(got, "model_unavailable") ||
+		accepted[0].Load() != 1 || accepted[1].Load() != 1 {
+		t.Fatalf("G1 and G2 alone, passed over: %d %s", resp.StatusCode, got)
+	}
+}
+
+// TestSuspicionSkip: a node that failed a forward is passed over until it announces
+// itself again, and one that did not answer in time for its hold as well.
+func TestSuspicionSkip(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	failed := t0.Add(3 * time.Second) // its announcement's expiry when it failed
+	for _, c := range []struct {
+		name      string
+		sp        suspicion
+		announced time.Time
+		now       time.Time
+		skip      bool
+	}{
+		{"unreached, not announced since", suspicion{expires: failed}, failed, t0.Add(time.Second), true},
+		{"unreached, announced again", suspicion{expires: failed}, failed.Add(time.Second), t0.Add(time.Second), false},
+		{"unresponsive, announced again, in its hold", suspicion{expires: failed, until: t0.Add(30 * time.Second)}, failed.Add(time.Second), t0.Add(29 * time.Second), true},
+		{"unresponsive, hold over, announced again", suspicion{expires: failed, until: t0.Add(30 * time.Second)}, failed.Add(30 * time.Second), t0.Add(30 * time.Second), false},
+		{"unresponsive, hold over, not announced since", suspicion{expires: failed, until: t0.Add(30 * time.Second)}, failed, t0.Add(31 * time.Second), true},
+	} {
+		if got := c.sp.skip(c.announced, c.now); got != c.skip {
+			t.Errorf("%s: skip %v, want %v", c.name, got, c.skip)
+		}
+	}
+}
+
+// TestClassifyForwardErrors: what a forward's error means for the request.
+func TestClassifyForwardErrors(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want failure
+	}{
+		{errors.New("dial tcp: connection refused"), failUnreached},
+		{errDraining, failDraining},
+		{fmt.Errorf("%w: read: connection reset", errLost), failLost},
+		{fmt.Errorf("%w (300ms): i/o timeout", errUnresponsive), failUnresponsive},
+	} {
+		if got := classify(c.err); got != c.want {
+			t.Errorf("%v: %v, want %v", c.err, got, c.want)
+		}
+	}
+}
+
+// TestBatchLineForAModelOnlyElsewhere: A does not serve big; B does. A batch line
+// naming big is refused at A's validation with an error naming why and where big is
+// served (model_not_on_this_process), and a line of such a batch reaching A's worker
+// (the Redis queue hands lines to every process) ends with the same clear error, not
+// a model_not_found; a line for a model nobody serves keeps model_not_found.
+func TestBatchLineForAModelOnlyElsewhere(t *testing.T) {
+	a, b, _, _ := twoPeers(t)
+	body := []byte(`{"model": "big", "messages": [{"role":"user","content":"x"}], "max_tokens": 2}`)
+	_, err := a.srv.Check("acme", "/v1/chat/completions", body)
+	var ae *apiError
+	if !errors.As(err, &ae) || ae.code != "model_not_on_this_process" || ae.param != "model" ||
+		!strings.Contains(ae.message, "(b)") || !strings.Contains(ae.message, "validated this batch") {
+		t.Fatalf("A validating a line for big: %v", err)
+	}
+	if _, err := b.srv.Check("acme", "/v1/chat/completions", body); err != nil {
+		t.Fatalf("B validating a line for big: %v", err)
+	}
+	r := a.srv.RunLine(context.Background(), batch.Request{Tenant: "acme", Endpoint: "/v1/chat/completions", RequestID: "batch_x-0", Body: body})
+	if r.StatusCode != 400 || !strings.Contains(string(r.Body), `"code":"model_not_on_this_process"`) || !strings.Contains(string(r.Body), "ran this line") || r.Cost != 0 {
+		t.Fatalf("A running a line for big: %+v %s", r, r.Body)
+	}
+	if _, err := a.srv.Check("acme", "/v1/chat/completions", []byte(`{"model": "nope", "messages": [{"role":"user","content":"x"}]}`)); !errors.As(err, &ae) || ae.code != "model_not_found" {
+		t.Fatalf("a model nobody serves: %v", err)
 	}
 }

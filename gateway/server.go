@@ -78,6 +78,10 @@ type Options struct {
 	// every live process.
 	Peers  Peers
 	NodeID string
+	// ForwardFirstByte is the longest a forwarded request waits for the other
+	// process's first byte (its 102 Processing, or its answer's headers; never an
+	// event stream's body); 0: DefaultForwardFirstByte (redis.forward_first_byte_timeout).
+	ForwardFirstByte time.Duration
 }
 
 // Server is the HTTP front door. Create it with New, run it with Serve, stop it with
@@ -225,7 +229,11 @@ func New(cfg Config, eng Engine, ten *tenancy.Tenancy, opts Options) (*Server, e
 	}
 	s.metrics = newMetrics(s)
 	if opts.Peers != nil {
-		s.peer = &peering{peers: opts.Peers, nodeID: opts.NodeID, clients: map[string]*fasthttp.HostClient{},
+		fb := opts.ForwardFirstByte
+		if fb <= 0 {
+			fb = DefaultForwardFirstByte
+		}
+		s.peer = &peering{peers: opts.Peers, nodeID: opts.NodeID, firstByte: fb, clients: map[string]*fasthttp.HostClient{},
 			forwarded: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lmlite_forwarded_requests_total",
 				Help: "Requests forwarded to the process serving their model, by node and the status it answered (error: not reached)."},
 				[]string{"node", "status"})}
@@ -345,6 +353,9 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 			s.writeError(ctx, reqID, &apiError{status: 500, typ: "server_error", message: "internal error", reason: "internal"})
 		}
 	}()
+	if ctx.IsPost() {
+		ackForwarded(ctx) // a forwarding process's time to first byte
+	}
 	path := ctx.Path()
 	if ctx.Request.IsBodyStream() && !s.bodyFits(ctx, reqID, path) {
 		return

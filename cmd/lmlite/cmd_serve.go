@@ -234,7 +234,7 @@ func runServe(args []string) error {
 		// The model registry: this process announces its models; a request for a model
 		// it does not serve goes to the process that does.
 		keeper = registry.NewKeeper(registry.NewRedis(rc, r.KeyPrefix), registry.KeeperOptions{Logger: log})
-		gopts.Peers, gopts.NodeID = keeper, r.NodeID
+		gopts.Peers, gopts.NodeID, gopts.ForwardFirstByte = keeper, r.NodeID, r.ForwardFirstByteTimeout
 	}
 	srv, err := gateway.New(gcfg, eng, ten, gopts)
 	if err != nil {
