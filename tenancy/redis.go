@@ -50,6 +50,7 @@ type RedisShared struct {
 	ttl    time.Duration
 	log    *slog.Logger
 	met    *rediscli.Metrics
+	pipe   *scriptPipe // admission and settlement scripts of concurrent requests, pipelined
 
 	mu       sync.Mutex
 	live     map[string]liveTicket  // by ticket id: reservations and slots to renew
@@ -132,6 +133,7 @@ func NewRedisShared(c redis.UniversalClient, o RedisOptions) *RedisShared {
 	r := &RedisShared{c: c, prefix: o.KeyPrefix, node: o.Node, ttl: o.TTL, log: o.Logger, met: o.Metrics,
 		live: map[string]liveTicket{}, tenants: map[string]bool{}, rooms: map[string]money.Money{}, local: map[string]*localShare{}, nodes: 1,
 		stop: make(chan struct{}), done: make(chan struct{})}
+	r.pipe = newScriptPipe(c)
 	r.beat()
 	go r.loop()
 	return r
@@ -147,6 +149,7 @@ func (r *RedisShared) Close() {
 	}
 	close(r.stop)
 	<-r.done
+	r.pipe.close()
 	r.c.ZRem(context.Background(), r.prefix+"nodes", r.node)
 }
 
@@ -412,8 +415,6 @@ func (r *RedisShared) Admit(q *Quota, id string, now time.Time, promptTokens int
 	if q.RequestsPerSecond <= 0 && q.TokensPerMinute <= 0 && q.MaxConcurrency <= 0 && !hasBudget(q) {
 		return -1, nil
 	}
-	c, cancel := ctx()
-	defer cancel()
 	r.seen(q.Tenant)
 	b := r.base(q.Tenant)
 	args := make([]any, 0, 13)
@@ -421,7 +422,7 @@ func (r *RedisShared) Admit(q *Quota, id string, now time.Time, promptTokens int
 	args = append(args, gcraArgs(rpsLimit(q), q.RequestsPerSecond > 0)...)
 	args = append(args, gcraArgs(tpmLimit(q), q.TokensPerMinute > 0)...)
 	args = append(args, min(promptTokens, q.TokensPerMinute))
-	v, err := admitScript.Run(c, r.c, r.budgetKeys(q.Tenant, now, b+"slots", "rate:"+b+"rps", "rate:"+b+"tpm"), args...).Slice()
+	v, err := r.pipe.run(admitScript, r.budgetKeys(q.Tenant, now, b+"slots", "rate:"+b+"rps", "rate:"+b+"tpm"), args...).Slice()
 	if err != nil {
 		if pays {
 			r.failed(err)
@@ -579,13 +580,11 @@ func (r *RedisShared) Settle(q *Quota, id string, now time.Time, actual money.Mo
 }
 
 func (r *RedisShared) settle(p *pendingSettle) error {
-	c, cancel := ctx()
-	defer cancel()
 	dexp, mexp := windowExpiry(p.now)
 	b := r.base(p.q.Tenant)
 	args := []any{p.id, int64(p.actual), dexp, mexp, p.tokens}
 	args = append(args, gcraArgs(tpmLimit(&p.q), p.q.TokensPerMinute > 0)...)
-	if err := settleScript.Run(c, r.c, r.budgetKeys(p.q.Tenant, p.now, b+"slots", b+"done:"+p.id, "rate:"+b+"tpm"),
+	if err := r.pipe.run(settleScript, r.budgetKeys(p.q.Tenant, p.now, b+"slots", b+"done:"+p.id, "rate:"+b+"tpm"),
 		args...).Err(); err != nil {
 		return unavailable("settle", err)
 	}
