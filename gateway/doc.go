@@ -36,10 +36,12 @@
 //     102 Processing (AckHeader) and waits at most Options.ForwardFirstByte for it:
 //     502 node_unresponsive past it; a node lost under it is a 502 node_lost, or an
 //     SSE error event mid-stream (relay).
-//  5. run.go, Server.handleGenerate: tenancy.Tenancy.Admit checks concurrency,
-//     tokens/min and requests/s (429 with Retry-After).
+//  5. run.go, Server.handleGenerate: a batch line is admitted here
+//     (tenancy.Tenancy.AdmitBatchLine: its budgets only); any other request is
+//     admitted by its first attempt, step 7, once its worst case is known.
 //  6. route.go, job.choose: the one routing decision. tiers.Select runs once with
-//     the tenant's remaining money and each candidate's exact worst case
+//     the tenant's remaining money (before admission tenancy.Tenancy.Remaining: with
+//     Redis, the money left at its last answer) and each candidate's exact worst case
 //     (job.planFor: the prompt rendered and tokenized once per model with
 //     Engine.ChatTokens, or Features.ChatTokensTools when tools or tool messages are
 //     present, every text of the request as plain text, only the template's markup
@@ -48,7 +50,11 @@
 //     model's tool-call syntax; the budget's worst case is n choices), so a
 //     request over every candidate's limit is a 400 naming the limit, money is a
 //     429 insufficient_quota, load a 503.
-//  7. run.go, job.run: tenancy.Ticket.Reserve the worst case, then job.launch: the
+//  7. run.go, job.run, job.reserve: the first attempt admits the request with its
+//     worst case, tenancy.Tenancy.AdmitReserve: concurrency, tokens/min, requests/s
+//     (429 with Retry-After) and the reservation, all or nothing (one round trip
+//     with Redis; a choice the money no longer covers is chosen again with the money
+//     left); a later attempt tenancy.Ticket.Reserve the worst case. Then job.launch: the
 //     engine's Generate (Features.GenerateN for n > 1; the plan's grammar and the
 //     logprobs asked for in the engine.Request), or upstream.go, job.runUpstream
 //     (the body forwarded). A model that refuses before answering (queue full, no

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"math"
 	"strconv"
-	"time"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -176,28 +175,23 @@ func (s *Server) handleEmbeddings(ctx *fasthttp.RequestCtx, reqID string) {
 		}
 		nPrompt += len(p)
 	}
-	tk, err := s.ten.Admit(s.quota(pol), j.start, nPrompt)
+	j.c = choice{m: m, tierName: m.tier, plan: plan{nPrompt: nPrompt}, cost: m.price.Cost(nPrompt, 0)}
+	tk, err := s.ten.AdmitReserve(s.quota(pol), j.start, nPrompt, j.c.cost)
 	if err != nil {
 		var le *tenancy.LimitError
-		if errors.As(err, &le) {
-			s.writeError(ctx, reqID, &apiError{status: 429, typ: "requests", code: "rate_limit_exceeded",
-				message: "rate limit reached for " + le.Reason + "; retry after " + le.RetryAfter.Round(time.Millisecond).String(),
-				retry:   tenancy.RetryAfterSeconds(le.RetryAfter), reason: "rate_" + le.Reason})
-			return
+		switch {
+		case errors.As(err, &le):
+			s.writeError(ctx, reqID, rateLimited(le))
+		case errors.Is(err, tenancy.ErrInsufficientQuota):
+			j.fail(ctx, insufficientQuota(err))
+		case errors.Is(err, tenancy.ErrUnavailable):
+			j.fail(ctx, unavailable(err))
+		default:
+			s.writeError(ctx, reqID, &apiError{status: 500, typ: "server_error", message: "admission failed: " + err.Error(), reason: "internal"})
 		}
-		s.writeError(ctx, reqID, &apiError{status: 500, typ: "server_error", message: "admission failed: " + err.Error(), reason: "internal"})
 		return
 	}
 	j.ticket = tk
-	j.c = choice{m: m, tierName: m.tier, plan: plan{nPrompt: nPrompt}, cost: m.price.Cost(nPrompt, 0)}
-	if err := tk.Reserve(s.now(), j.c.cost); err != nil {
-		if errors.Is(err, tenancy.ErrInsufficientQuota) {
-			j.fail(ctx, insufficientQuota(err))
-		} else {
-			j.fail(ctx, &apiError{status: 500, typ: "server_error", message: "reserve: " + err.Error(), reason: "internal"})
-		}
-		return
-	}
 	ectx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	emb, err := s.eng.(Features).Embed(ectx, m.id, engine.EmbedRequest{Inputs: ids, Tenant: pol.Tenant, Weight: pol.Weight, Priority: engine.Interactive})

@@ -277,7 +277,7 @@ func (j *job) choose(now time.Time, exclude uint8) *apiError {
 	}
 	req := tiers.Request{
 		Mode: j.rt.mode, Tier: j.rt.tier, MaxLatency: j.rt.maxLatency, MaxCost: j.rt.maxCost,
-		Remaining: j.ticket.Remaining(now), MaxTokens: out, Need: j.need,
+		Remaining: j.remaining(now), MaxTokens: out, Need: j.need,
 		AllowTier: j.pol.AllowedTiers(), AllowModel: j.pol.AllowsModel, Exclude: exclude,
 	}
 	d, err := tiers.Select(s.set, req, func(m string) tiers.Stats { return s.pred.Stats(m, now) })

@@ -12,6 +12,7 @@ import (
 
 	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/engine/chat"
+	"github.com/lmlite/lmlite/money"
 	"github.com/lmlite/lmlite/policies"
 	"github.com/lmlite/lmlite/tenancy"
 	"github.com/lmlite/lmlite/tiers"
@@ -109,32 +110,56 @@ func (j *job) serve(ctx *fasthttp.RequestCtx, k kind) bool {
 	if handled, async := j.maybeForwardTier(ctx); handled {
 		return async
 	}
-	// Quotas: requests/s, tokens/min (prompt estimate), concurrency; a batch line
-	// only the budgets (its own lane: it never takes the interactive traffic's slots).
-	var tk *tenancy.Ticket
-	var err error
+	// A batch line is admitted here, against its budgets only (its own lane: it never
+	// takes the interactive traffic's slots or rate; its ticket is the line's, so a
+	// line run again is settled once). Any other request is admitted by its first
+	// attempt (run), once its worst case is known: requests/s, tokens/min (prompt
+	// estimate), concurrency and the reservation at once, all or nothing (one round
+	// trip with Redis).
 	if j.line != nil {
-		tk, err = s.ten.AdmitBatchLine(s.quota(pol), j.start, j.line.id)
-	} else {
-		tk, err = s.ten.Admit(s.quota(pol), j.start, j.in.estimate())
+		tk, err := s.ten.AdmitBatchLine(s.quota(pol), j.start, j.line.id)
+		if err != nil {
+			if errors.Is(err, tenancy.ErrUnavailable) {
+				s.writeError(ctx, reqID, unavailable(err))
+				return false
+			}
+			s.writeError(ctx, reqID, &apiError{status: 500, typ: "server_error", message: "admission failed: " + err.Error(), reason: "internal"})
+			return false
+		}
+		j.ticket = tk
 	}
+	return j.run(ctx)
+}
+
+// rateLimited answers a request refused by a rate or concurrency quota.
+func rateLimited(le *tenancy.LimitError) *apiError {
+	return &apiError{status: 429, typ: "requests", code: "rate_limit_exceeded",
+		message: "rate limit reached for " + le.Reason + "; retry after " + le.RetryAfter.Round(time.Millisecond).String(),
+		retry:   tenancy.RetryAfterSeconds(le.RetryAfter), reason: "rate_" + le.Reason}
+}
+
+// reserve reserves the current choice's worst case. The first attempt of a request
+// not yet admitted admits it with that reservation (Tenancy.AdmitReserve); a later
+// attempt reserves on its ticket.
+func (j *job) reserve(now time.Time) error {
+	if j.ticket != nil {
+		return j.ticket.Reserve(now, j.c.cost)
+	}
+	tk, err := j.s.ten.AdmitReserve(j.s.quota(j.pol), now, j.in.estimate(), j.c.cost)
 	if err != nil {
-		var le *tenancy.LimitError
-		if errors.As(err, &le) {
-			j.refuse(ctx, &apiError{status: 429, typ: "requests", code: "rate_limit_exceeded",
-				message: "rate limit reached for " + le.Reason + "; retry after " + le.RetryAfter.Round(time.Millisecond).String(),
-				retry:   tenancy.RetryAfterSeconds(le.RetryAfter), reason: "rate_" + le.Reason})
-			return false
-		}
-		if errors.Is(err, tenancy.ErrUnavailable) {
-			s.writeError(ctx, reqID, unavailable(err))
-			return false
-		}
-		s.writeError(ctx, reqID, &apiError{status: 500, typ: "server_error", message: "admission failed: " + err.Error(), reason: "internal"})
-		return false
+		return err
 	}
 	j.ticket = tk
-	return j.run(ctx)
+	return nil
+}
+
+// remaining is the tenant's money left, for the choice of a tier: the ticket's once
+// admitted, the tenancy's before.
+func (j *job) remaining(now time.Time) money.Money {
+	if j.ticket != nil {
+		return j.ticket.Remaining(now)
+	}
+	return j.s.ten.Remaining(j.s.quota(j.pol), now)
 }
 
 // maxAttempts bounds the attempts of one admitted request: each retry either excludes
@@ -158,7 +183,12 @@ func (j *job) run(ctx *fasthttp.RequestCtx) bool {
 			return false
 		}
 		retry := j.rt.steppable() && attempt < maxAttempts
-		if err := j.ticket.Reserve(now, j.c.cost); err != nil {
+		if err := j.reserve(now); err != nil {
+			var le *tenancy.LimitError
+			if errors.As(err, &le) {
+				j.refuse(ctx, rateLimited(le))
+				return false
+			}
 			if errors.Is(err, tenancy.ErrInsufficientQuota) && retry {
 				continue // choose again with the money left
 			}
@@ -266,6 +296,9 @@ func (j *job) settle(e tenancy.Entry, u *engine.Usage) {
 	e.Refused = refusalOf(e.Status, j.refusal).String()
 	if j.line != nil {
 		e.Cost = j.line.discount(e.Cost)
+	}
+	if j.ticket == nil { // refused before its admission (routing, budget): nothing held
+		j.ticket = s.ten.NotAdmitted(s.quota(j.pol))
 	}
 	charged, err := j.ticket.Settle(e)
 	if j.line != nil {

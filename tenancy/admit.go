@@ -197,14 +197,24 @@ type Ticket struct {
 	id   string
 	room money.Money // the money left at the last answer of the shared state
 
-	batch bool // AdmitBatch: no slot, no rate token, no tokens/min charge
+	batch   bool // AdmitBatch: no slot, no rate token, no tokens/min charge
+	refused bool // NotAdmitted: holds nothing; Settle writes the ledger only
 }
 
 // Admit checks the tenant's concurrency, tokens/min (against promptTokens) and
 // requests/s quotas at now and takes a concurrency slot. A rejection is a *LimitError.
 func (t *Tenancy) Admit(q *Quota, now time.Time, promptTokens int) (*Ticket, error) {
+	return t.AdmitReserve(q, now, promptTokens, 0)
+}
+
+// AdmitReserve is Admit and Reserve(amount) in one step, all or nothing: a request
+// refused by a quota (*LimitError) or a budget (ErrInsufficientQuota) has taken no
+// slot, no rate token and no money. With shared state (Redis) it is one round trip.
+// The quotas are checked before the money: a request both rate-limited and over
+// budget is rate-limited.
+func (t *Tenancy) AdmitReserve(q *Quota, now time.Time, promptTokens int, amount money.Money) (*Ticket, error) {
 	if t.shared != nil {
-		return t.admitShared(q, now, promptTokens)
+		return t.admitShared(q, now, promptTokens, amount)
 	}
 	ts, err := t.state(q, now)
 	if err != nil {
@@ -212,11 +222,42 @@ func (t *Tenancy) Admit(q *Quota, now time.Time, promptTokens int) (*Ticket, err
 	}
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	if err := ts.admitLocked(now, promptTokens); err != nil {
+	rv, err := ts.admitLocked(now, promptTokens)
+	if err != nil {
 		return nil, err
 	}
+	if amount > 0 && (!ts.day.fits(amount) || !ts.month.fits(amount)) {
+		if rv != nil {
+			rv.CancelAt(now) // the request/s token back: nothing taken
+		}
+		return nil, ErrInsufficientQuota
+	}
+	ts.day.reserved += amount
+	ts.month.reserved += amount
 	ts.inFlight++
-	return &Ticket{ts: ts}, nil
+	return &Ticket{ts: ts, reserved: amount}, nil
+}
+
+// Remaining is the tenant's money left for new reservations at now, before an
+// admission (to choose what to reserve): the smaller of the day and month rooms; -1
+// when it has no budget. With shared state it is the money left at the shared state's
+// last answer to this process (-1 before the first); AdmitReserve has the final word.
+func (t *Tenancy) Remaining(q *Quota, now time.Time) money.Money {
+	if t.shared != nil {
+		return t.shared.Room(q)
+	}
+	ts, err := t.state(q, now)
+	if err != nil {
+		return 0
+	}
+	return (&Ticket{ts: ts}).Remaining(now)
+}
+
+// NotAdmitted returns a ticket for a request refused before its admission (by a
+// quota, a budget or its routing): it holds nothing, and its Settle only writes the
+// ledger entry.
+func (t *Tenancy) NotAdmitted(q *Quota) *Ticket {
+	return &Ticket{ts: &tenantState{id: q.Tenant, store: t.store}, q: *q, batch: true, refused: true}
 }
 
 // AdmitBatch admits a batch line: the tenant's budgets apply to it as to any request
@@ -279,29 +320,31 @@ func (t *Tenancy) LineSettled(tenant, line string) (money.Money, bool, error) {
 }
 
 // admitLocked is the quota decision: it consumes a request token only if every quota
-// admits the request.
-func (ts *tenantState) admitLocked(now time.Time, promptTokens int) error {
+// admits the request, and returns that token's reservation (nil: no requests/s quota)
+// so that the caller may give it back.
+func (ts *tenantState) admitLocked(now time.Time, promptTokens int) (*rate.Reservation, error) {
 	if max := ts.q.MaxConcurrency; max > 0 && ts.inFlight >= max {
-		return &LimitError{Reason: "concurrency", RetryAfter: time.Second}
+		return nil, &LimitError{Reason: "concurrency", RetryAfter: time.Second}
 	}
 	if ts.tpm != nil {
 		need := float64(min(promptTokens, ts.tpm.Burst()))
 		if have := ts.tpm.TokensAt(now); have < need {
 			wait := time.Duration((need - have) / float64(ts.tpm.Limit()) * float64(time.Second))
-			return &LimitError{Reason: "tokens", RetryAfter: wait}
+			return nil, &LimitError{Reason: "tokens", RetryAfter: wait}
 		}
 	}
 	if ts.rps != nil {
 		r := ts.rps.ReserveN(now, 1)
 		if !r.OK() {
-			return &LimitError{Reason: "requests", RetryAfter: time.Second}
+			return nil, &LimitError{Reason: "requests", RetryAfter: time.Second}
 		}
 		if d := r.DelayFrom(now); d > 0 {
 			r.CancelAt(now)
-			return &LimitError{Reason: "requests", RetryAfter: d}
+			return nil, &LimitError{Reason: "requests", RetryAfter: d}
 		}
+		return r, nil
 	}
-	return nil
+	return nil, nil
 }
 
 // Tenant is the ticket's tenant.
@@ -379,6 +422,9 @@ func (tk *Ticket) Settle(e Entry) (money.Money, error) {
 	if tk.sh != nil {
 		return tk.settleShared(e)
 	}
+	if tk.refused {
+		return tk.settleRefused(e)
+	}
 	ts := tk.ts
 	_ = ts.roll(e.Time)
 	ts.mu.Lock()
@@ -410,6 +456,22 @@ func (tk *Ticket) Settle(e Entry) (money.Money, error) {
 		return e.Cost, nil
 	}
 	return e.Cost, ts.store.Record(e)
+}
+
+// settleRefused writes the ledger entry of a request refused before its admission.
+func (tk *Ticket) settleRefused(e Entry) (money.Money, error) {
+	if tk.settled {
+		return 0, nil
+	}
+	tk.settled = true
+	e.Cost = 0
+	if e.Tenant == "" {
+		e.Tenant = tk.ts.id
+	}
+	if tk.ts.store == nil {
+		return 0, nil
+	}
+	return 0, tk.ts.store.Record(e)
 }
 
 // RetryAfterSeconds rounds a wait up to whole seconds for a Retry-After header (≥ 1).

@@ -13,12 +13,17 @@
 //
 // For each request the gateway calls, in order:
 //
-//	tk, err := t.Admit(&quota, now, promptTokens) // concurrency, tokens/min, requests/s
-//	room := tk.Remaining(now)                     // money left (for tier selection)
-//	err = tk.Reserve(now, worstCaseCost)          // budget: reserve before running
-//	tk.Release()                                  // only if the engine refused: try another
+//	room := t.Remaining(&quota, now)              // money left (for tier selection)
+//	tk, err := t.AdmitReserve(&quota, now, promptTokens, worstCaseCost)
+//	                                              // concurrency, tokens/min, requests/s and
+//	                                              // the budget, all or nothing
+//	tk.Release()                                  // only if the engine refused: try another,
+//	err = tk.Reserve(now, worstCaseCost)          // reserving on the admitted ticket
 //	... run the request ...
 //	err = tk.Settle(entry)                        // actual cost, ledger, release
+//
+// Admit is AdmitReserve with nothing reserved (Reserve follows); a request refused
+// before its admission is ledgered through NotAdmitted.
 //
 // A Quota is plain data the caller copies from the tenant's policy, so tenancy knows
 // nothing of plans or tiers; money is package money's. The store is never read while a

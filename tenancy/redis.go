@@ -1,7 +1,6 @@
 package tenancy
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -51,15 +50,16 @@ type RedisShared struct {
 	prefix string
 	node   string
 	ttl    time.Duration
-	rl     *redis_rate.Limiter
 	log    *slog.Logger
 	met    *rediscli.Metrics
+	pipe   *scriptPipe // admission and settlement scripts of concurrent requests, pipelined
 
 	mu       sync.Mutex
-	live     map[string]liveTicket // by ticket id: reservations and slots to renew
-	pending  []pendingSettle       // settlements to retry
-	retrying int                   // settlements taken from pending by retry and not yet settled
-	tenants  map[string]bool       // seen, for the reaper
+	live     map[string]liveTicket  // by ticket id: reservations and slots to renew
+	pending  []pendingSettle        // settlements to retry
+	retrying int                    // settlements taken from pending by retry and not yet settled
+	tenants  map[string]bool        // seen, for the reaper
+	rooms    map[string]money.Money // by tenant: the money left at Redis's last answer (Room)
 	local    map[string]*localShare
 	nodes    int // live processes, last seen (≥ 1)
 
@@ -132,9 +132,10 @@ func NewRedisShared(c redis.UniversalClient, o RedisOptions) *RedisShared {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	r := &RedisShared{c: c, prefix: o.KeyPrefix, node: o.Node, ttl: o.TTL, rl: redis_rate.NewLimiter(c), log: o.Logger, met: o.Metrics,
-		live: map[string]liveTicket{}, tenants: map[string]bool{}, local: map[string]*localShare{}, nodes: 1,
+	r := &RedisShared{c: c, prefix: o.KeyPrefix, node: o.Node, ttl: o.TTL, log: o.Logger, met: o.Metrics,
+		live: map[string]liveTicket{}, tenants: map[string]bool{}, rooms: map[string]money.Money{}, local: map[string]*localShare{}, nodes: 1,
 		stop: make(chan struct{}), done: make(chan struct{})}
+	r.pipe = newScriptPipe(c)
 	r.beat()
 	go r.loop()
 	return r
@@ -150,6 +151,7 @@ func (r *RedisShared) Close() {
 	}
 	close(r.stop)
 	<-r.done
+	r.pipe.close()
 	r.c.ZRem(context.Background(), r.prefix+"nodes", r.node)
 }
 
@@ -198,19 +200,103 @@ local function room(spent, ceil, held)
 end
 `
 
-// admitScript takes a concurrency slot and reports the money left.
-// KEYS: spentD spentM held res resamt slots; ARGV: id ceilD ceilM maxConc ttlms
-var admitScript = redis.NewScript(luaLib + `
-local now = now_ms()
+// luaGCRA is GCRA with exactly the semantics of github.com/go-redis/redis_rate/v10
+// (its allowN and allowAtMost: the same state, the key's "theoretical arrival time" in
+// seconds since 2017-01-01, the same floating-point steps, the same answers), written
+// here so that the admission and settlement scripts can take a rate decision together
+// with the slot and the money in one round trip. redis_rate's own scripts cannot be
+// composed into another script; TestRedisGCRAMatchesRedisRate drives both with the same
+// requests and clock against a real Redis and requires identical answers and state.
+//
+// A decision is a table {allowed, remaining, retry, reset, key, tat, ex}: the write
+// (SET key tat EX ex, when ex > 0) is applied by gcra_apply only once every other
+// check of the script has passed, so a refused admission takes nothing.
+const luaGCRA = `
+local function gcra_now(t) return (t[1] - 1483228800) + (t[2] / 1000000) end
+local function gcra_result(d) return {d.allowed, d.remaining, tostring(d.retry), tostring(d.reset)} end
+local function gcra_apply(d) if d and d.ex > 0 then redis.call('SET', d.key, d.tat, 'EX', d.ex) end end
+-- allowN: take cost at once, or nothing.
+local function gcra_allow_n(key, burst, rate, period, cost, now)
+  local interval = period / rate
+  local tat = redis.call('GET', key)
+  if tat then tat = tonumber(tat) else tat = now end
+  tat = math.max(tat, now)
+  local after = tat + interval * cost
+  local diff = now - (after - interval * burst)
+  if diff / interval < 0 then
+    return {allowed = 0, remaining = 0, retry = -diff, reset = tat - now, ex = 0}
+  end
+  local reset = after - now
+  local d = {allowed = cost, remaining = diff / interval, retry = -1, reset = reset, key = key, tat = after, ex = 0}
+  if reset > 0 then d.ex = math.ceil(reset) end
+  return d
+end
+-- allowAtMost: take up to cost, as much as there is (at least 1).
+local function gcra_allow_at_most(key, burst, rate, period, cost, now)
+  local interval = period / rate
+  local tat = redis.call('GET', key)
+  if tat then tat = tonumber(tat) else tat = now end
+  tat = math.max(tat, now)
+  local diff = now - (tat - interval * burst)
+  local left = diff / interval
+  if left < 1 then
+    return {allowed = 0, remaining = 0, retry = interval - diff, reset = tat - now, ex = 0}
+  end
+  if left < cost then cost, left = left, 0 else left = left - cost end
+  local after = tat + interval * cost
+  local reset = after - now
+  local d = {allowed = cost, remaining = left, retry = -1, reset = reset, key = key, tat = after, ex = 0}
+  if reset > 0 then d.ex = math.ceil(reset) end
+  return d
+end
+`
+
+// admitScript is a request's admission, all or nothing, in one round trip: a
+// concurrency slot (leased until now + ttl), tokens/min (the prompt's tokens must be
+// left, none taken), requests/s (one taken), and the reservation of the request's
+// worst case (total) against the day's and month's budgets. It answers {1, roomD, roomM}
+// when admitted, or the first refusal and changes nothing: {0} concurrency, {2, 0, 0,
+// tokens left}, {3, 0, 0, retry after (s)}, {4, roomD, roomM} money.
+// KEYS: spentD spentM held res resamt slots rps tpm
+// ARGV: id total ceilD ceilM maxConc ttlms rpsBurst rpsRate rpsPeriod tpmBurst tpmRate tpmPeriod need
+var admitScript = redis.NewScript(luaLib + luaGCRA + `
+local t = redis.call('TIME')
+local now = tonumber(t[1])*1000 + math.floor(tonumber(t[2])/1000)
 reap(KEYS[3], KEYS[4], KEYS[5], now)
-local max, ttl = tonumber(ARGV[4]), tonumber(ARGV[5])
+local id, total, cd, cm, max, ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 if max > 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now)
-  if not redis.call('ZSCORE', KEYS[6], ARGV[1]) and redis.call('ZCARD', KEYS[6]) >= max then return {0, 0, 0} end
-  redis.call('ZADD', KEYS[6], now + ttl, ARGV[1])
+  if not redis.call('ZSCORE', KEYS[6], id) and redis.call('ZCARD', KEYS[6]) >= max then return {0, 0, 0, 0} end
 end
-local held = num(redis.call('GET', KEYS[3]))
-return {1, room(num(redis.call('GET', KEYS[1])), tonumber(ARGV[2]), held), room(num(redis.call('GET', KEYS[2])), tonumber(ARGV[3]), held)}
+local gnow = gcra_now(t)
+local tpm, rps
+if tonumber(ARGV[11]) > 0 then
+  tpm = gcra_allow_n(KEYS[8], tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber(ARGV[12]), 0, gnow)
+  if tpm.remaining < tonumber(ARGV[13]) then return {2, 0, 0, math.floor(tpm.remaining)} end
+end
+if tonumber(ARGV[8]) > 0 then
+  rps = gcra_allow_n(KEYS[7], tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]), 1, gnow)
+  if rps.allowed == 0 then return {3, 0, 0, tostring(rps.retry)} end
+end
+local cur = num(redis.call('HGET', KEYS[5], id))
+local sd, sm, held = num(redis.call('GET', KEYS[1])), num(redis.call('GET', KEYS[2])), num(redis.call('GET', KEYS[3]))
+local delta = total - cur
+if delta > 0 and ((cd > 0 and sd + held + delta > cd) or (cm > 0 and sm + held + delta > cm)) then
+  return {4, room(sd, cd, held), room(sm, cm, held), 0}
+end
+gcra_apply(tpm)
+gcra_apply(rps)
+if max > 0 then redis.call('ZADD', KEYS[6], now + ttl, id) end
+if delta ~= 0 then redis.call('INCRBY', KEYS[3], delta) end
+if total > 0 then
+  redis.call('HSET', KEYS[5], id, total)
+  redis.call('ZADD', KEYS[4], now + ttl, id)
+elseif cur ~= 0 then
+  redis.call('HDEL', KEYS[5], id)
+  redis.call('ZREM', KEYS[4], id)
+end
+held = held + delta
+return {1, room(sd, cd, held), room(sm, cm, held), 0}
 `)
 
 // reserveScript sets a ticket's reservation to total, if it fits both budgets.
@@ -237,10 +323,12 @@ held = held + delta
 return {1, room(sd, cd, held), room(sm, cm, held)}
 `)
 
-// settleScript replaces a ticket's reservation by its actual cost, once.
-// KEYS: spentD spentM held res resamt slots done; ARGV: id actual expD expM keepSeconds
-var settleScript = redis.NewScript(luaLib + `
-local id, a = ARGV[1], tonumber(ARGV[2])
+// settleScript replaces a ticket's reservation by its actual cost, frees its slot and
+// charges the tokens used to tokens/min (redis_rate's allowAtMost), once: one round
+// trip. KEYS: spentD spentM held res resamt slots done tpm
+// ARGV: id actual expD expM tokens tpmBurst tpmRate tpmPeriod keepSeconds
+var settleScript = redis.NewScript(luaLib + luaGCRA + `
+local id, a, tokens, keep = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[5]), tonumber(ARGV[9])
 local cur = num(redis.call('HGET', KEYS[5], id))
 local prev = redis.call('GET', KEYS[7])
 if prev then
@@ -262,10 +350,14 @@ if a > 0 then
   redis.call('INCRBY', KEYS[2], a)
   redis.call('EXPIREAT', KEYS[2], ARGV[4])
 end
--- A batch line's (kept longer) only when it charged: a line refused or failed at no
--- cost runs again later under the same id and must be charged then.
-local line = tonumber(ARGV[5]) > 3600
-if a > 0 or (cur ~= 0 and not line) then redis.call('SET', KEYS[7], a, 'EX', ARGV[5]) end
+if tokens > 0 and tonumber(ARGV[7]) > 0 then
+  gcra_apply(gcra_allow_at_most(KEYS[8], tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]), tokens, gcra_now(redis.call('TIME'))))
+end
+-- A batch line's settlement (kept longer) is remembered only when it charged: a line
+-- refused or failed at no cost runs again later under the same id and must be
+-- charged then.
+local line = keep > 3600
+if a > 0 or (not line and (cur ~= 0 or tokens > 0)) then redis.call('SET', KEYS[7], a, 'EX', keep) end
 return a
 `)
 
@@ -316,68 +408,89 @@ func tpmLimit(q *Quota) redis_rate.Limit {
 	return redis_rate.Limit{Rate: q.TokensPerMinute, Burst: q.TokensPerMinute, Period: time.Minute}
 }
 
-func (r *RedisShared) Admit(q *Quota, id string, now time.Time, promptTokens int) (money.Money, error) {
+// gcraArgs are a limit's arguments to luaGCRA, as redis_rate passes them (burst,
+// rate, period in seconds); zeros when the limit is off.
+func gcraArgs(l redis_rate.Limit, on bool) []any {
+	if !on {
+		return []any{0, 0, 0}
+	}
+	return []any{l.Burst, l.Rate, l.Period.Seconds()}
+}
+
+func (r *RedisShared) Admit(q *Quota, id string, now time.Time, promptTokens int, total money.Money) (money.Money, error) {
+	pays := hasBudget(q) && total > 0 // money fails closed
 	if r.isDown() {
+		if pays {
+			r.fallback("budget")
+			return 0, unavailable("admit", errors.New("down a moment ago"))
+		}
 		return r.admitLocal(q, id, now, promptTokens, nil)
 	}
-	c, cancel := ctx()
-	defer cancel()
-	r.seen(q.Tenant)
-	b := r.base(q.Tenant)
-	// The rate checks and the slot script go out at once: admission waits for one
-	// round trip, not three. A request refused by one check has still been counted
-	// by the others (a requests/s token; a slot, given back at once).
-	var wg sync.WaitGroup
-	var tpm, rps *redis_rate.Result
-	var tpmErr, rpsErr, scErr error
-	if q.TokensPerMinute > 0 {
-		wg.Add(1)
-		go func() { defer wg.Done(); tpm, tpmErr = r.rl.AllowN(c, b+"tpm", tpmLimit(q), 0) }()
-	}
-	if q.RequestsPerSecond > 0 {
-		wg.Add(1)
-		go func() { defer wg.Done(); rps, rpsErr = r.rl.Allow(c, b+"rps", rpsLimit(q)) }()
-	}
-	var v []any
-	script := q.MaxConcurrency > 0 || hasBudget(q)
-	if script {
-		v, scErr = admitScript.Run(c, r.c, r.budgetKeys(q.Tenant, now, b+"slots"),
-			id, int64(q.DailyBudget), int64(q.MonthlyBudget), q.MaxConcurrency, r.ttl.Milliseconds()).Slice()
-	}
-	wg.Wait()
-	took := script && scErr == nil && v[0].(int64) == 1 && q.MaxConcurrency > 0
-	release := func() {
-		if took { // give the slot back (the settle script with nothing to charge)
-			go r.settle(&pendingSettle{q: *q, id: id, now: now})
-		}
-	}
-	if err := cmp.Or(tpmErr, rpsErr, scErr); err != nil {
-		release()
-		return r.admitLocal(q, id, now, promptTokens, err)
-	}
-	if tpm != nil {
-		if need := min(promptTokens, q.TokensPerMinute); tpm.Remaining < need {
-			release()
-			wait := time.Duration(float64(need-tpm.Remaining) / float64(q.TokensPerMinute) * float64(time.Minute))
-			return 0, &LimitError{Reason: "tokens", RetryAfter: wait}
-		}
-	}
-	if rps != nil && rps.Allowed == 0 {
-		release()
-		return 0, &LimitError{Reason: "requests", RetryAfter: max(rps.RetryAfter, time.Millisecond)}
-	}
-	if !script {
+	if q.RequestsPerSecond <= 0 && q.TokensPerMinute <= 0 && q.MaxConcurrency <= 0 && !hasBudget(q) {
 		return -1, nil
 	}
-	if v[0].(int64) == 0 {
-		return 0, &LimitError{Reason: "concurrency", RetryAfter: time.Second}
+	r.seen(q.Tenant)
+	b := r.base(q.Tenant)
+	args := make([]any, 0, 13)
+	args = append(args, id, int64(total), int64(q.DailyBudget), int64(q.MonthlyBudget), q.MaxConcurrency, r.ttl.Milliseconds())
+	args = append(args, gcraArgs(rpsLimit(q), q.RequestsPerSecond > 0)...)
+	args = append(args, gcraArgs(tpmLimit(q), q.TokensPerMinute > 0)...)
+	args = append(args, min(promptTokens, q.TokensPerMinute))
+	v, err := r.pipe.run(admitScript, r.budgetKeys(q.Tenant, now, b+"slots", "rate:"+b+"rps", "rate:"+b+"tpm"), args...).Slice()
+	if err != nil {
+		if pays {
+			r.failed(err)
+			r.fallback("budget")
+			return 0, unavailable("admit", err)
+		}
+		return r.admitLocal(q, id, now, promptTokens, err)
 	}
-	if took {
+	switch v[0].(int64) {
+	case 0:
+		return 0, &LimitError{Reason: "concurrency", RetryAfter: time.Second}
+	case 2:
+		need := min(promptTokens, q.TokensPerMinute)
+		wait := time.Duration(float64(need-int(v[3].(int64))) / float64(q.TokensPerMinute) * float64(time.Minute))
+		return 0, &LimitError{Reason: "tokens", RetryAfter: wait}
+	case 3:
+		s, _ := v[3].(string)
+		sec, _ := strconv.ParseFloat(s, 64)
+		return 0, &LimitError{Reason: "requests", RetryAfter: max(time.Duration(sec*float64(time.Second)), time.Millisecond)}
+	case 4:
+		room := r.noteRoom(q, roomOf(v))
+		return room, ErrInsufficientQuota
+	}
+	if q.MaxConcurrency > 0 || total > 0 {
 		r.mu.Lock()
 		r.live[id] = liveTicket{q.Tenant}
 		r.mu.Unlock()
 	}
-	return roomOf(v), nil
+	if !hasBudget(q) {
+		return -1, nil
+	}
+	return r.noteRoom(q, roomOf(v)), nil
+}
+
+// noteRoom keeps the tenant's money left as Redis last answered it (Room) and returns it.
+func (r *RedisShared) noteRoom(q *Quota, room money.Money) money.Money {
+	r.mu.Lock()
+	r.rooms[q.Tenant] = room
+	r.mu.Unlock()
+	return room
+}
+
+// Room is the tenant's money left as Redis last answered this process; -1 when it has
+// no budget or this process has not asked yet.
+func (r *RedisShared) Room(q *Quota) money.Money {
+	if !hasBudget(q) {
+		return -1
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if room, ok := r.rooms[q.Tenant]; ok {
+		return room
+	}
+	return -1
 }
 
 // admitLocal admits against this process's share of the limits while Redis is down.
@@ -440,8 +553,9 @@ func (r *RedisShared) Reserve(q *Quota, id string, now time.Time, total money.Mo
 		return 0, unavailable("reserve", err)
 	}
 	if v[0].(int64) == 0 {
-		return roomOf(v), ErrInsufficientQuota
+		return r.noteRoom(q, roomOf(v)), ErrInsufficientQuota
 	}
+	r.noteRoom(q, roomOf(v))
 	r.mu.Lock()
 	if total > 0 {
 		r.live[id] = liveTicket{q.Tenant}
@@ -480,25 +594,22 @@ func (r *RedisShared) Settle(q *Quota, id string, now time.Time, actual money.Mo
 }
 
 func (r *RedisShared) settle(p *pendingSettle) error {
-	c, cancel := ctx()
-	defer cancel()
 	dexp, mexp := windowExpiry(p.now)
 	b := r.base(p.q.Tenant)
 	keep := 3600 // seconds the settlement is remembered: a retried command comes within it
 	if strings.HasPrefix(p.id, LinePrefix) {
 		keep = 25 * 3600 // a batch line may run again until its job's 24-hour window ends
 	}
-	if err := settleScript.Run(c, r.c, r.budgetKeys(p.q.Tenant, p.now, b+"slots", b+"done:"+p.id),
-		p.id, int64(p.actual), dexp, mexp, keep).Err(); err != nil {
+	args := []any{p.id, int64(p.actual), dexp, mexp, p.tokens}
+	args = append(args, gcraArgs(tpmLimit(&p.q), p.q.TokensPerMinute > 0)...)
+	args = append(args, keep)
+	if err := r.pipe.run(settleScript, r.budgetKeys(p.q.Tenant, p.now, b+"slots", b+"done:"+p.id, "rate:"+b+"tpm"),
+		args...).Err(); err != nil {
 		return unavailable("settle", err)
 	}
 	r.mu.Lock()
 	delete(r.live, p.id)
 	r.mu.Unlock()
-	if p.q.TokensPerMinute > 0 && p.tokens > 0 {
-		// Charged after the fact; a failure here only forgets some tokens.
-		_, _ = r.rl.AllowAtMost(c, b+"tpm", tpmLimit(&p.q), p.tokens)
-	}
 	return nil
 }
 

@@ -2,6 +2,7 @@ package tenancy
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -471,4 +472,65 @@ func TestRedisHolderChild(t *testing.T) {
 	}
 	fmt.Println("held")
 	select {} // hold until killed
+}
+
+// TestRedisAdmitReserveIsAllOrNothing: an admission refused by the budget takes no
+// requests/s token, no slot and no money, and one refused by requests/s takes no slot
+// and no money, in process as in Redis (where the refusal is one script that wrote
+// nothing: the slots and the held money are read from Redis).
+func TestRedisAdmitReserveIsAllOrNothing(t *testing.T) {
+	var srv *redistest.Server
+	for _, where := range []string{"in-process", "redis"} {
+		t.Run(where, func(t *testing.T) {
+			ten := New(openStore(t, filepath.Join(t.TempDir(), "lmlite.db"), SyncProcess))
+			var p *proc
+			if where == "redis" {
+				if srv == nil {
+					srv = redistest.Start(t, redistest.Options{})
+				}
+				p = newProc(t, srv, "a", 5*time.Second)
+				ten = p.ten
+			}
+			state := func(wantSlots int64, wantHeld money.Money) {
+				t.Helper()
+				if p == nil {
+					return
+				}
+				if n := p.sh.c.ZCard(context.Background(), "test:t:{aon}:slots").Val(); n != wantSlots {
+					t.Fatalf("%d slots in Redis, want %d", n, wantSlots)
+				}
+				if held, err := p.sh.Held("aon"); err != nil || held != wantHeld {
+					t.Fatalf("held %v (%v) in Redis, want %v", held, err, wantHeld)
+				}
+			}
+			worst := money.USD(0.001)
+			q := &Quota{Tenant: "aon", RequestsPerSecond: 0.001, Burst: 1, MaxConcurrency: 2, DailyBudget: worst}
+			now := time.Now()
+			if _, err := ten.AdmitReserve(q, now, 0, 2*worst); !errors.Is(err, ErrInsufficientQuota) {
+				t.Fatalf("over the budget: %v, want ErrInsufficientQuota", err)
+			}
+			state(0, 0)
+			// The only requests/s token (burst 1, one per 1000 s) is still there.
+			tk, err := ten.AdmitReserve(q, now, 0, worst)
+			if err != nil {
+				t.Fatalf("within the budget, after a refusal: %v", err)
+			}
+			if tk.Reserved() != worst || tk.Remaining(now) != 0 {
+				t.Fatalf("reserved %v, %v left; want %v, 0", tk.Reserved(), tk.Remaining(now), worst)
+			}
+			state(1, worst)
+			var le *LimitError
+			if _, err := ten.AdmitReserve(q, now, 0, 0); !errors.As(err, &le) || le.Reason != "requests" {
+				t.Fatalf("the token spent: %v, want a requests limit", err)
+			}
+			state(1, worst)
+			if _, err := tk.Settle(Entry{Time: now, Cost: worst / 2}); err != nil {
+				t.Fatal(err)
+			}
+			state(0, 0)
+			if ten.Remaining(q, now) != worst/2 && where == "in-process" {
+				t.Fatalf("%v left after settling half", ten.Remaining(q, now))
+			}
+		})
+	}
 }

@@ -17,10 +17,16 @@ var ErrUnavailable = errors.New("tenancy: shared quota state unavailable")
 // request across processes, and is idempotent per id, so a retried command never
 // counts twice. The Tenancy still writes its own ledger of what it settled.
 type Shared interface {
-	// Admit checks q's rate quotas (tokens/min against promptTokens) and takes a
-	// concurrency slot for id. It returns the money left (-1: no budget, or unknown).
-	// A rejection is a *LimitError.
-	Admit(q *Quota, id string, now time.Time, promptTokens int) (room money.Money, err error)
+	// Admit admits a request, all or nothing: it checks q's rate quotas (tokens/min
+	// against promptTokens), takes a concurrency slot for id and reserves total (the
+	// request's worst case; 0: nothing) against the day and month budgets of now. It
+	// returns the money left (-1: no budget, or unknown). A rejection by a quota is a
+	// *LimitError, by a budget ErrInsufficientQuota (with the money left); either way
+	// nothing was taken.
+	Admit(q *Quota, id string, now time.Time, promptTokens int, total money.Money) (room money.Money, err error)
+	// Room is the tenant's money left as last known, before an admission (the choice
+	// of a tier); -1: no budget, or unknown.
+	Room(q *Quota) money.Money
 	// Reserve sets id's reservation to total (0 releases it) against the day and month
 	// budgets of now, or returns ErrInsufficientQuota and changes nothing. It returns
 	// the money left after it.
@@ -35,14 +41,14 @@ type Shared interface {
 // before the first Admit.
 func (t *Tenancy) UseShared(sh Shared) { t.shared = sh }
 
-// admitShared is Admit on the shared state.
-func (t *Tenancy) admitShared(q *Quota, now time.Time, promptTokens int) (*Ticket, error) {
+// admitShared is AdmitReserve on the shared state: one round trip.
+func (t *Tenancy) admitShared(q *Quota, now time.Time, promptTokens int, amount money.Money) (*Ticket, error) {
 	id := t.ticketID()
-	room, err := t.shared.Admit(q, id, now, promptTokens)
+	room, err := t.shared.Admit(q, id, now, promptTokens, amount)
 	if err != nil {
 		return nil, err
 	}
-	return &Ticket{sh: t.shared, q: *q, id: id, room: room, ts: &tenantState{id: q.Tenant, store: t.store}}, nil
+	return &Ticket{sh: t.shared, q: *q, id: id, room: room, reserved: amount, ts: &tenantState{id: q.Tenant, store: t.store}}, nil
 }
 
 // ID is the ticket's id: unique per request across the processes sharing a Redis.
