@@ -112,9 +112,16 @@ func main() {
 			dotKTile(typ, rt[0], rt[1])
 		}
 	}
-	for _, typ := range []string{"Q8_0", "Q4_0"} {
+	for _, typ := range []string{"Q8_0", "Q4_0", "Q4_1"} {
 		for _, t := range []int{1, 4, 8, 16} {
 			dot0Outer(typ, t)
+		}
+	}
+	outerConstants()
+	dot0Outer("Q5_0", 1)
+	for _, typ := range []string{"IQ4XS", "Q2K"} {
+		for _, t := range []int{4, 8, 16} {
+			dotKOuter(typ, t)
 		}
 	}
 
