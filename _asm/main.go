@@ -6,8 +6,9 @@
 // Each row kernel has an AVX2 (+FMA, F16C) form and, where it pays off, an AVX-512
 // (BW, VL, VNNI) form that keeps the AVX2 form's operations and order; the
 // K-quant AVX2 kernels also have a two-token form (…x2) sharing the weight
-// unpacking between activation rows; on AVX-512 the tiles of tile.go (K-quants)
-// and outer.go (Q8_0, Q4_0) take several rows or tokens at once. attn.go has
+// unpacking between activation rows; on AVX-512 the tiles of tile.go (K-quants),
+// outer.go (Q8_0, Q4_0, Q4_1, Q5_0) and outerk.go (IQ4_XS, Q2_K) take several
+// rows or tokens at once. attn.go has
 // attention's three steps (attntile.go the same for a group of up to four
 // queries over the same keys, AVX-512), act.go the activation quantizers, rounding and
 // SwiGLU. engine/kernels/simd_generic.go documents
@@ -117,9 +118,16 @@ func main() {
 	dotQ4KTile44()
 	dotQ4KTile16m()
 	dotQ4KTile16v()
-	for _, typ := range []string{"Q8_0", "Q4_0"} {
+	for _, typ := range []string{"Q8_0", "Q4_0", "Q4_1"} {
 		for _, t := range []int{1, 4, 8, 16} {
 			dot0Outer(typ, t)
+		}
+	}
+	outerConstants()
+	dot0Outer("Q5_0", 1)
+	for _, typ := range []string{"IQ4XS", "Q2K"} {
+		for _, t := range []int{4, 8, 16} {
+			dotKOuter(typ, t)
 		}
 	}
 

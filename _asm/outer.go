@@ -187,12 +187,14 @@ func rawBcst(op string, ops ...Op) {
 	})
 }
 
-// dot0Outer emits the AVX-512 Q8_0 or Q4_0 kernel for 16 weight rows × T tokens
-// as outer products: the weights of a block are transposed so that register g
-// holds bytes 4g..4g+3 of the 16 rows (Q8_0 + 128, Q4_0's nibbles q), and a
-// token's 4 bytes, broadcast, meet them in one VPDPBUSD: lane r of the token's
-// accumulator, started at c = −k·Σy (k = 128 or 8, from the q8Block), ends
-// at row r's exact isum. The float steps then run on the 16 rows at once. No
+// dot0Outer emits the AVX-512 Q8_0, Q4_0, Q5_0 or Q4_1 kernel for 16 weight rows
+// × T tokens as outer products: the weights of a block are transposed so that
+// register g holds bytes 4g..4g+3 of the 16 rows (Q8_0 + 128, Q4_0's and Q4_1's
+// nibbles q, Q5_0's q with its fifth bit), and a token's 4 bytes, broadcast, meet
+// them in one VPDPBUSD: lane r of the token's accumulator, started at c = −k·Σy
+// (k = 128, 8 or 16, from the q8Block; 0 for Q4_1, whose q8_1Block has s there
+// and whose sum is Σq·y), ends at row r's exact isum. The float steps then run on
+// the 16 rows at once (Q4_1 adding f16(x.m)·y.s per block, as its reference). No
 // horizontal sums: each lane is one (row, token) pair.
 func dot0Outer(typ string, T int) {
 	evex = true
@@ -201,10 +203,8 @@ func dot0Outer(typ string, T int) {
 	TEXT(name, NOSPLIT, "func(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)")
 	Pragma("noescape")
 	Doc(fmt.Sprintf("%s sets out[t·os + r] = dot%sAVX2(x + r·rb, y + t·ys, nb) for r < 16, t < %d.", name, typ, T))
-	xs := q80Size
-	if typ == "Q4_0" {
-		xs = q40Size
-	}
+	xs := map[string]int{"Q8_0": q80Size, "Q4_0": q40Size, "Q4_1": q41Size, "Q5_0": q50Size}[typ]
+	qsOff := map[string]int{"Q8_0": 2, "Q4_0": 2, "Q4_1": 4, "Q5_0": 6}[typ]
 	load := func(name string) GPVirtual {
 		r := GP64()
 		Load(Param(name), r)
@@ -228,8 +228,12 @@ func dot0Outer(typ string, T int) {
 		VPTERNLOGD(U8(0xff), kc, kc, kc) // all ones
 		VPABSB(kc, kc)                   // 0x01
 		VPSLLW(U8(7), kc, kc)            // 0x80 (in every byte: the words' low bytes shift into the high)
-	} else {
+	} else if typ != "Q4_1" {
 		VMOVDQU64(nibbleMask, kc)
+	}
+	var mask Op = kc
+	if typ == "Q4_1" {
+		mask = nibbleMask // a register fewer: Q4_1 has its mins to keep
 	}
 	sums := make([]VecVirtual, T)
 	for t := range sums {
@@ -270,7 +274,7 @@ func dot0Outer(typ string, T int) {
 		return w
 	}
 	var w [8]VecVirtual
-	lo := transpose(2)
+	lo := transpose(qsOff)
 	if typ == "Q8_0" {
 		hi := transpose(18)
 		for g := 0; g < 4; g++ {
@@ -283,27 +287,53 @@ func dot0Outer(typ string, T int) {
 		for g := 0; g < 4; g++ {
 			w[4+g] = ZMM()
 			VPSRLW(U8(4), lo[g], w[4+g])
-			VPANDD(kc, w[4+g], w[4+g]) // elements 16+4g..: the high nibbles
+			VPANDD(mask, w[4+g], w[4+g]) // elements 16+4g..: the high nibbles
 			w[g] = lo[g]
-			VPANDD(kc, w[g], w[g])
+			VPANDD(mask, w[g], w[g])
 		}
 	}
-	// f16(x.d) of the 16 rows.
-	h0, h1 := XMM(), XMM()
-	VMOVDQA32(zero.AsX(), h0)
-	VMOVDQA32(zero.AsX(), h1)
-	for r := 0; r < 8; r++ {
-		VPINSRW(U8(r), rows.at(r), h0, h0)
-		VPINSRW(U8(r), rows.at(8+r), h1, h1)
+	if typ == "Q5_0" {
+		// The fifth bits: w[g] holds elements 4g..4g+3, whose bits are bits
+		// 4(g%2).. of byte g/2 of the row's uint32 qh: that byte spread to the
+		// lane's 4 bytes, each tested for its bit, 16 added where set.
+		qh := gather16(rows, 2)
+		for g := range w {
+			t := ZMM()
+			VPSHUFB(q5oSpread.Offset(64*(g/2)), qh, t)
+			k := K()
+			VPTESTMB(q5oBits.Offset(64*(g%2)), t, k)
+			VPADDB(sixteens64, w[g], k, w[g])
+		}
 	}
-	hy := YMM()
-	VINSERTI32X4(U8(1), h1, h0.AsY(), hy)
-	xd := ZMM()
-	VCVTPH2PS(hy, xd)
+	// f16(x.d) (and Q4_1's f16(x.m)) of the 16 rows.
+	f16s := func(off int) VecVirtual {
+		h0, h1 := XMM(), XMM()
+		VMOVDQA32(zero.AsX(), h0)
+		VMOVDQA32(zero.AsX(), h1)
+		for r := 0; r < 8; r++ {
+			VPINSRW(U8(r), rows.at(r).Offset(off), h0, h0)
+			VPINSRW(U8(r), rows.at(8+r).Offset(off), h1, h1)
+		}
+		hy := YMM()
+		VINSERTI32X4(U8(1), h1, h0.AsY(), hy)
+		f := ZMM()
+		VCVTPH2PS(hy, f)
+		return f
+	}
+	xd := f16s(0)
+	var xm Mem // Q4_1: f16(x.m) of the 16 rows, on the stack
+	if typ == "Q4_1" {
+		xm = AllocLocal(64)
+		VMOVUPS(f16s(2), xm)
+	}
 	for t := 0; t < T; t++ {
 		yt := toks.at(t)
 		acc := ZMM()
-		VPBROADCASTD(yt.Offset(q8C), acc)
+		if typ == "Q4_1" {
+			VMOVDQA32(zero, acc) // q8_1Block: d, s, qs (no correction: q is unsigned)
+		} else {
+			VPBROADCASTD(yt.Offset(q8C), acc)
+		}
 		for g := 0; g < 8; g++ {
 			rawBcst("VPDPBUSD", yt.Offset(q8QS+4*g), w[g], acc)
 		}
@@ -311,6 +341,12 @@ func dot0Outer(typ string, T int) {
 		d := ZMM()
 		VMULPS_BCST(yt, xd, d) // f16(x.d)·y.d
 		VMULPS(acc, d, d)      // ·isum
+		if typ == "Q4_1" {
+			m := ZMM()
+			VMOVUPS(xm, m)
+			VMULPS_BCST(yt.Offset(4), m, m) // f16(x.m)·y.s
+			VADDPS(m, d, d)
+		}
 		VADDPS(d, sums[t], sums[t])
 	}
 	rows.advance(xs)

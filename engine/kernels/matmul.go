@@ -35,7 +35,7 @@ func VecDotType(t Type) Type {
 
 type q8Block struct {
 	d  float32 // f16-representable, as the block stores it
-	c  int32   // −k·Σqs: the correction of the outer-product kernels (tile_amd64.go), k = 128 for Q8_0 weights, 8 for Q4_0
+	c  int32   // −k·Σqs: the correction of the outer-product kernels (tile_amd64.go), k = 1<<actShift
 	qs [qk0]int8
 }
 
@@ -63,12 +63,28 @@ type acts struct {
 	// q8kP is, with bsT, the rows' quants block by block, permuted for the
 	// VNNI 16-token kernel: part j (64 bytes) of a block holds quants 8j … 8j+7
 	// of sub-blocks 0, 1, …, 7 in turn (permuteQ8K).
-	q8kP []int8
-	rows int
+	q8kP  []int8
+	rows  int
+	shift int // Q8_0: actShift
 	// yds is ydT's stride: rows, but 4 for 2 or 3 rows, which q8k and ydT then
 	// pad with zero rows to 4 so that the 4-token tile kernel can take them
 	// (tile_amd64.go; a few tokens are common in a mixture of experts' products).
 	yds int
+}
+
+// actShift is log2 of the offset k in the correction c = −k·Σqs of the Q8_0
+// activations for weights of type wt in a product of rows tokens: the weight bytes
+// the outer-product kernels take are x+128 for Q8_0 (and for Q5_0 and IQ4_NL in
+// prompts, repacked into Q8_0), Q4_0's nibble q = x+8 and, decoding, Q5_0's
+// q = x+16 (its own kernel).
+func actShift(wt Type, rows int) int {
+	switch {
+	case wt == Q4_0:
+		return 3
+	case wt == Q5_0 && rows == 1:
+		return 4
+	}
+	return 7
 }
 
 func (a *acts) prepare(wt Type, x []float32, rows, cols int) {
@@ -87,11 +103,8 @@ func (a *acts) prepare(wt Type, x []float32, rows, cols int) {
 		}
 	case Q8_0:
 		a.q8 = grow(a.q8, rows*cols/qk0)
-		shift := 7 // Q8_0 weights meet x+128, Q4_0 weights their nibble q = x+8
-		if wt == Q4_0 {
-			shift = 3
-		}
-		quantRowsQ8_0(a.q8, x[:rows*cols], shift)
+		a.shift = actShift(wt, rows)
+		quantRowsQ8_0(a.q8, x[:rows*cols], a.shift)
 	case Q8_1:
 		a.q81 = grow(a.q81, rows*cols/qk0)
 		quantRowsQ8_1(a.q81, x[:rows*cols])

@@ -22,7 +22,7 @@ type Product struct {
 // chosen expert's gate and up products, then their down products, each on a few
 // tokens, so that per product the start and the wait were a large share of the
 // work. Products that read the same X (the same first element and rows, and the
-// same activation format) share its quantized form. Products of no tokens are
+// same activation format, Q8_0's correction included) share its quantized form. Products of no tokens are
 // skipped.
 func MatMuls(ps []Product) {
 	g := groupPool.Get().(*mmGroup)
@@ -93,7 +93,8 @@ func (g *mmGroup) shared(earlier []Product, p *Product) *acts {
 		if q.NTok == 0 {
 			continue
 		}
-		if q.NTok == p.NTok && q.W.Cols == p.W.Cols && VecDotType(q.W.Type) == VecDotType(p.W.Type) && &q.X[0] == &p.X[0] {
+		if q.NTok == p.NTok && q.W.Cols == p.W.Cols && VecDotType(q.W.Type) == VecDotType(p.W.Type) && &q.X[0] == &p.X[0] &&
+			(VecDotType(p.W.Type) != Q8_0 || actShift(q.W.Type, q.NTok) == actShift(p.W.Type, p.NTok)) {
 			return g.mms[k].a
 		}
 		k++

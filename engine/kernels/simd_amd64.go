@@ -209,8 +209,8 @@ func setSIMD(level string) (restore func()) {
 
 func simdAvailable() bool { return useAVX2 }
 
-// dotQ5_0Row and dotIQ4NLRow: AVX2 only (no AVX-512 or tile kernels yet); the
-// reference's bits.
+// dotQ5_0Row and dotIQ4NLRow: AVX2 (with AVX-512, MatMul takes Q5_0's 16-row
+// decoding tile and, for prompts, repacks both into Q8_0); the reference's bits.
 func dotQ5_0Row(row []byte, y []q8Block) float32 {
 	n := len(y)
 	if n == 0 || !useAVX2 {
@@ -229,7 +229,8 @@ func dotIQ4NLRow(row []byte, y []q8Block) float32 {
 	return dotIQ4_NLAVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n)
 }
 
-// dotIQ4XSRow: AVX2 only; the reference's bits.
+// dotIQ4XSRow: AVX2 (prompts: the 16-row tiles of tile_amd64.go); the
+// reference's bits.
 func dotIQ4XSRow(row []byte, y []q8KBlock) float32 {
 	n := len(y)
 	if n == 0 || !useAVX2 {
@@ -239,7 +240,8 @@ func dotIQ4XSRow(row []byte, y []q8KBlock) float32 {
 	return dotIQ4XSAVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n)
 }
 
-// dotQ4_1Row: AVX2 only; the reference's bits.
+// dotQ4_1Row: AVX2 (with AVX-512, MatMul takes the 16-row outer-product tiles of
+// tile_amd64.go); the reference's bits.
 func dotQ4_1Row(row []byte, y []q8_1Block) float32 {
 	n := len(y)
 	if n == 0 || !useAVX2 {
@@ -249,7 +251,8 @@ func dotQ4_1Row(row []byte, y []q8_1Block) float32 {
 	return dotQ4_1AVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n)
 }
 
-// dotQ2KRow: AVX2 only; the reference's bits.
+// dotQ2KRow: AVX2 (prompts: the 16-row tiles of tile_amd64.go); the reference's
+// bits.
 func dotQ2KRow(row []byte, y []q8KBlock) float32 {
 	n := len(y)
 	if n == 0 || !useAVX2 {

@@ -388,3 +388,58 @@ func dotQ4_0AVX512x16t8(x *byte, rb int, y *byte, ys int, nb int, out *float32, 
 //
 //go:noescape
 func dotQ4_0AVX512x16t16(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
+
+// dotQ4_1AVX512x16t1 sets out[t·os + r] = dotQ4_1AVX2(x + r·rb, y + t·ys, nb) for r < 16, t < 1.
+//
+//go:noescape
+func dotQ4_1AVX512x16t1(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
+
+// dotQ4_1AVX512x16t4 sets out[t·os + r] = dotQ4_1AVX2(x + r·rb, y + t·ys, nb) for r < 16, t < 4.
+//
+//go:noescape
+func dotQ4_1AVX512x16t4(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
+
+// dotQ4_1AVX512x16t8 sets out[t·os + r] = dotQ4_1AVX2(x + r·rb, y + t·ys, nb) for r < 16, t < 8.
+//
+//go:noescape
+func dotQ4_1AVX512x16t8(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
+
+// dotQ4_1AVX512x16t16 sets out[t·os + r] = dotQ4_1AVX2(x + r·rb, y + t·ys, nb) for r < 16, t < 16.
+//
+//go:noescape
+func dotQ4_1AVX512x16t16(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
+
+// dotQ5_0AVX512x16t1 sets out[t·os + r] = dotQ5_0AVX2(x + r·rb, y + t·ys, nb) for r < 16, t < 1.
+//
+//go:noescape
+func dotQ5_0AVX512x16t1(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
+
+// dotIQ4XSAVX512x16t4 sets out[t·os + r] to the dot product of the nb IQ4XS blocks at x + r·rb with the q8KBlocks at y + t·ys, for r < 16, t < 4: the reference's bits.
+//
+//go:noescape
+func dotIQ4XSAVX512x16t4(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
+
+// dotIQ4XSAVX512x16t8 sets out[t·os + r] to the dot product of the nb IQ4XS blocks at x + r·rb with the q8KBlocks at y + t·ys, for r < 16, t < 8: the reference's bits.
+//
+//go:noescape
+func dotIQ4XSAVX512x16t8(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
+
+// dotIQ4XSAVX512x16t16 sets out[t·os + r] to the dot product of the nb IQ4XS blocks at x + r·rb with the q8KBlocks at y + t·ys, for r < 16, t < 16: the reference's bits.
+//
+//go:noescape
+func dotIQ4XSAVX512x16t16(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
+
+// dotQ2KAVX512x16t4 sets out[t·os + r] to the dot product of the nb Q2K blocks at x + r·rb with the q8KBlocks at y + t·ys, for r < 16, t < 4: the reference's bits.
+//
+//go:noescape
+func dotQ2KAVX512x16t4(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
+
+// dotQ2KAVX512x16t8 sets out[t·os + r] to the dot product of the nb Q2K blocks at x + r·rb with the q8KBlocks at y + t·ys, for r < 16, t < 8: the reference's bits.
+//
+//go:noescape
+func dotQ2KAVX512x16t8(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
+
+// dotQ2KAVX512x16t16 sets out[t·os + r] to the dot product of the nb Q2K blocks at x + r·rb with the q8KBlocks at y + t·ys, for r < 16, t < 16: the reference's bits.
+//
+//go:noescape
+func dotQ2KAVX512x16t16(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)

@@ -108,10 +108,7 @@ func weightRow(r *rand.Rand, t Type, nb int, mode string, unit bool) []byte {
 // (quantActQ8_0 never makes -128, which the sign trick of the Q8_0 kernel relies
 // on), "max" all 127, "min" all -127.
 func q8Acts(r *rand.Rand, t Type, nb int, mode string, unit bool) []q8Block {
-	shift := 7
-	if t == Q4_0 {
-		shift = 3
-	}
+	shift := actShift(t, 1)
 	y := make([]q8Block, nb)
 	for b := range y {
 		switch mode {

@@ -9,8 +9,9 @@ import (
 )
 
 // The tile kernels (AVX-512). K-quants (Q4_K, Q5_K, Q6_K): 8 weight rows against one token
-// (decoding), one row against 16, 8 or 4 tokens (a prompt). Q8_0 and Q4_0: 16
-// rows against 1, 4, 8 or 16 tokens, as outer products. Every output has the bits
+// (decoding), one row against 16, 8 or 4 tokens (a prompt). Q8_0, Q4_0 and Q4_1: 16
+// rows against 1, 4, 8 or 16 tokens, as outer products (Q5_0: 16 rows against one
+// token; IQ4_XS and Q2_K: 16 rows against 4, 8 or 16 tokens). Every output has the bits
 // of the single-row kernel (and, but for Q4_K/Q6_K's own order, of the
 // reference).
 
@@ -25,19 +26,53 @@ type outerKernel func(x *byte, rb int, y *byte, ys int, nb int, out *float32, os
 var (
 	outerQ8_0 = [4]outerKernel{dotQ8_0AVX512x16t16, dotQ8_0AVX512x16t8, dotQ8_0AVX512x16t4, dotQ8_0AVX512x16t1}
 	outerQ4_0 = [4]outerKernel{dotQ4_0AVX512x16t16, dotQ4_0AVX512x16t8, dotQ4_0AVX512x16t4, dotQ4_0AVX512x16t1}
+	outerQ4_1 = [4]outerKernel{dotQ4_1AVX512x16t16, dotQ4_1AVX512x16t8, dotQ4_1AVX512x16t4, dotQ4_1AVX512x16t1}
+	// Q5_0 decodes through its own kernel (one token); prompts are repacked into
+	// Q8_0 (repack.go).
+	outerQ5_0 = [4]outerKernel{3: dotQ5_0AVX512x16t1}
 	noOuter   [4]outerKernel
+
+	// IQ4_XS and Q2_K: 16 rows by 16, 8 and 4 tokens of Q8_K activations.
+	outerIQ4XS = [3]outerKernel{dotIQ4XSAVX512x16t16, dotIQ4XSAVX512x16t8, dotIQ4XSAVX512x16t4}
+	outerQ2K   = [3]outerKernel{dotQ2KAVX512x16t16, dotQ2KAVX512x16t8, dotQ2KAVX512x16t4}
 )
 
-// outerKernels returns the Q8_0 or Q4_0 kernels for 16 rows by 16, 8, 4 and 1
-// tokens, or nils.
+// outerKernels returns the Q8_0, Q4_0 or Q4_1 kernels for 16 rows by 16, 8, 4 and
+// 1 tokens (Q5_0: 1 token only), or nils. Their activations are q8Blocks (Q4_1:
+// q8_1Blocks, of the same size; actBlock).
 func outerKernels(t Type) *[4]outerKernel {
 	switch t {
 	case Q8_0:
 		return &outerQ8_0
 	case Q4_0:
 		return &outerQ4_0
+	case Q4_1:
+		return &outerQ4_1
+	case Q5_0:
+		return &outerQ5_0
 	}
 	return &noOuter
+}
+
+// kOuterKernels returns the IQ4_XS or Q2_K kernels for 16 rows by 16, 8 and 4
+// tokens, or nil.
+func kOuterKernels(t Type) *[3]outerKernel {
+	switch t {
+	case IQ4_XS:
+		return &outerIQ4XS
+	case Q2_K:
+		return &outerQ2K
+	}
+	return nil
+}
+
+// actBlock is the address of activation block i of a's 32-element blocks (q8 or,
+// for Q4_1 and Q5_1, q81: both 40 bytes).
+func (a *acts) actBlock(i int) *byte {
+	if a.typ == Q8_1 {
+		return (*byte)(unsafe.Pointer(&a.q81[i]))
+	}
+	return (*byte)(unsafe.Pointer(&a.q8[i]))
 }
 
 // fastRows computes dst[r] for the rows of [lo, hi) it has a multi-row kernel for
@@ -49,8 +84,8 @@ func (m *matMul) fastRows(lo, hi int) int {
 	r := lo
 	if ks := outerKernels(m.w.Type); ks[3] != nil {
 		nb := m.a.cols / qk0
-		_ = m.a.q8[nb-1]
-		y := (*byte)(unsafe.Pointer(&m.a.q8[0]))
+		m.a.checkBlocks(nb)
+		y := m.a.actBlock(0)
 		for ; r+16 <= hi; r += 16 {
 			_ = m.w.Data[(r+16)*m.rb-1]
 			_ = m.dst[r+15]
@@ -82,7 +117,16 @@ func (m *matMul) fastRows(lo, hi int) int {
 
 // tiles reports whether fastTokens has kernels for the matrix's type.
 func (m *matMul) tiles() bool {
-	return useAVX512 && (outerKernels(m.w.Type)[0] != nil || m.w.Type == Q4_K || m.w.Type == Q6_K)
+	return useAVX512 && (outerKernels(m.w.Type)[0] != nil || kOuterKernels(m.w.Type) != nil || m.w.Type == Q4_K || m.w.Type == Q6_K)
+}
+
+// checkBlocks panics unless a holds n blocks of 32 elements (q8 or q81).
+func (a *acts) checkBlocks(n int) {
+	if a.typ == Q8_1 {
+		_ = a.q81[n-1]
+	} else {
+		_ = a.q8[n-1]
+	}
 }
 
 // fastTokens computes the outputs of rows [r, r+n) for tokens [t0, t0+nt) if it
@@ -101,18 +145,18 @@ func (m *matMul) fastTokens(r, hi, t0, nt int) int {
 		}
 		nb := a.cols / qk0
 		_ = m.w.Data[(r+16)*m.rb-1]
-		_ = a.q8[end*nb-1]
+		a.checkBlocks(end * nb)
 		ys := nb * int(unsafe.Sizeof(q8Block{}))
 		for i, n := range [...]int{16, 8, 4, 1} {
 			if n == 1 && end-t > 1 && end >= 4 {
 				// Two or three tokens left: the last four through the 4-token
 				// kernel (again for some, with the same bits).
 				t = end - 4
-				ks[2](&m.w.Data[r*m.rb], m.rb, (*byte)(unsafe.Pointer(&a.q8[t*nb])), ys, nb, &m.dst[t*rows+r], rows)
+				ks[2](&m.w.Data[r*m.rb], m.rb, a.actBlock(t*nb), ys, nb, &m.dst[t*rows+r], rows)
 				break
 			}
 			for ; t+n <= end; t += n {
-				ks[i](&m.w.Data[r*m.rb], m.rb, (*byte)(unsafe.Pointer(&a.q8[t*nb])), ys, nb, &m.dst[t*rows+r], rows)
+				ks[i](&m.w.Data[r*m.rb], m.rb, a.actBlock(t*nb), ys, nb, &m.dst[t*rows+r], rows)
 			}
 		}
 		return 16
@@ -120,6 +164,9 @@ func (m *matMul) fastTokens(r, hi, t0, nt int) int {
 	if m.w.Type == Q4_K && nt < tokChunk && r+4 <= hi {
 		m.q4KRows4(r, t0, nt)
 		return 4
+	}
+	if ks := kOuterKernels(m.w.Type); ks != nil {
+		return m.kOuterTokens(ks, r, hi, t0, end)
 	}
 	var ks [3]tileKernel
 	var one func([]byte, []q8KBlock) float32
@@ -180,6 +227,48 @@ func (m *matMul) fastTokens(r, hi, t0, nt int) int {
 		m.dst[t*rows+r] = one(row, a.q8k[t*nb:(t+1)*nb])
 	}
 	return 1
+}
+
+// kOuterTokens is fastTokens for IQ4_XS and Q2_K: rows [r, r+16) for tokens
+// [t, end) through the 16-row outer-product kernels ks (16, 8 and 4 tokens).
+func (m *matMul) kOuterTokens(ks *[3]outerKernel, r, hi, t, end int) int {
+	if r+16 > hi {
+		return 0
+	}
+	a, rows := m.a, m.w.Rows
+	nb := a.cols / qkK
+	_ = m.w.Data[(r+16)*m.rb-1]
+	_ = a.q8k[end*nb-1]
+	ys := nb * int(unsafe.Sizeof(q8KBlock{}))
+	y := func(t int) *byte { return (*byte)(unsafe.Pointer(&a.q8k[t*nb])) }
+	for i, n := range [...]int{16, 8, 4} {
+		for ; t+n <= end; t += n {
+			ks[i](&m.w.Data[r*m.rb], m.rb, y(t), ys, nb, &m.dst[t*rows+r], rows)
+		}
+	}
+	switch {
+	case t == end:
+	case end >= 4:
+		// One to three tokens left: the last four through the 4-token kernel
+		// (again for some, with the same bits).
+		ks[2](&m.w.Data[r*m.rb], m.rb, y(end-4), ys, nb, &m.dst[(end-4)*rows+r], rows)
+	case a.yds == 4:
+		// A product of 2 or 3 tokens, padded to 4 (acts.prepare): the 4-token
+		// kernel into buf.
+		var buf [4 * 16]float32
+		_ = a.q8k[4*nb-1]
+		ks[2](&m.w.Data[r*m.rb], m.rb, y(0), ys, nb, &buf[0], 16)
+		for ; t < end; t++ {
+			copy(m.dst[t*rows+r:t*rows+r+16], buf[16*t:16*t+16])
+		}
+	default:
+		for ; t < end; t++ {
+			for i := r; i < r+16; i++ {
+				m.dst[t*rows+i] = dotRow(m.w.Type, m.w.Data[i*m.rb:(i+1)*m.rb], a, t)
+			}
+		}
+	}
+	return 16
 }
 
 // repackTokens computes rows [lo, hi) for every token of the batch through the Q8_0

@@ -110,17 +110,20 @@ func BenchmarkTileKernels(b *testing.B) {
 	}
 }
 
-// TestOuterKernels: the Q8_0 and Q4_0 outer-product tiles give the reference's
-// bits for every row and token, and write only their outputs.
+// TestOuterKernels: the Q8_0, Q4_0, Q4_1 and Q5_0 outer-product tiles give the
+// reference's bits for every row and token, and write only their outputs.
 func TestOuterKernels(t *testing.T) {
 	if !useAVX512 {
 		t.Skip("no AVX-512")
 	}
 	r := rand.New(rand.NewPCG(45, 46))
 	const guard = -12345.5
-	for _, typ := range []Type{Q8_0, Q4_0} {
+	for _, typ := range []Type{Q8_0, Q4_0, Q4_1, Q5_0} {
 		ks := outerKernels(typ)
 		for i, T := range []int{16, 8, 4, 1} {
+			if ks[i] == nil {
+				continue
+			}
 			for _, nb := range []int{1, 2, 3, 8} {
 				for _, wm := range []string{"quantized", "random", "0xff", "0x80"} {
 					for _, am := range []string{"quantized", "random", "max", "min"} {
@@ -132,6 +135,73 @@ func TestOuterKernels(t *testing.T) {
 						}
 						tokBlocks := nb + 1
 						y := q8Acts(r, typ, T*tokBlocks, am, false)
+						y1 := q8_1Acts(r, T*tokBlocks, am, false)
+						yp := (*byte)(unsafe.Pointer(&y[0]))
+						if typ == Q4_1 {
+							yp = (*byte)(unsafe.Pointer(&y1[0]))
+						}
+						os := 19
+						out := make([]float32, T*os+1)
+						for i := range out {
+							out[i] = guard
+						}
+						ks[i](&w[0], rb, yp, tokBlocks*int(unsafe.Sizeof(y[0])), nb, &out[1], os)
+						for j, v := range out {
+							tk, rr := (j-1)/os, (j-1)%os
+							if j == 0 || rr >= 16 {
+								if v != guard {
+									t.Fatalf("%s: wrote out[%d]", name, j)
+								}
+								continue
+							}
+							row, yt := w[rr*rb:rr*rb+nb*typ.BlockBytes()], y[tk*tokBlocks:tk*tokBlocks+nb]
+							var want float32
+							switch typ {
+							case Q8_0:
+								want = dotQ8_0RowGeneric(row, yt)
+							case Q4_0:
+								want = dotQ4_0RowGeneric(row, yt)
+							case Q5_0:
+								want = dotQ5_0RowGeneric(row, yt)
+							case Q4_1:
+								want = dotQ4_1RowGeneric(row, y1[tk*tokBlocks:tk*tokBlocks+nb])
+							}
+							if math.Float32bits(v) != math.Float32bits(want) {
+								t.Fatalf("%s: row %d token %d: %v, reference %v", name, rr, tk, v, want)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestKOuterKernels: the IQ4_XS and Q2_K outer-product tiles (16 rows by 16, 8
+// and 4 tokens) give the reference's bits for every row and token, for rows and
+// tokens at odd strides, extreme weights and activations, and write only their
+// outputs.
+func TestKOuterKernels(t *testing.T) {
+	if !useAVX512 {
+		t.Skip("no AVX-512")
+	}
+	r := rand.New(rand.NewPCG(51, 52))
+	const guard = -12345.5
+	for _, typ := range []Type{IQ4_XS, Q2_K} {
+		ks := kOuterKernels(typ)
+		for i, T := range []int{16, 8, 4} {
+			for _, nb := range []int{1, 2, 3, 8} {
+				for _, wm := range []string{"quantized", "random", "0xff", "0x80", "0x00"} {
+					for _, am := range []string{"quantized", "random", "max", "min"} {
+						name := fmt.Sprintf("%v t%d nb %d weights %s acts %s", typ, T, nb, wm, am)
+						bb := typ.BlockBytes()
+						rb := nb*bb + 5
+						w := make([]byte, 16*rb)
+						for i := 0; i < 16; i++ {
+							copy(w[i*rb:], weightRow(r, typ, nb, wm, false))
+						}
+						tokBlocks := nb + 1
+						y := q8KActs(r, T*tokBlocks, am, false)
 						os := 19
 						out := make([]float32, T*os+1)
 						for i := range out {
@@ -146,12 +216,12 @@ func TestOuterKernels(t *testing.T) {
 								}
 								continue
 							}
-							row, yt := w[rr*rb:rr*rb+nb*typ.BlockBytes()], y[tk*tokBlocks:tk*tokBlocks+nb]
+							row, yt := w[rr*rb:rr*rb+nb*bb], y[tk*tokBlocks:tk*tokBlocks+nb]
 							var want float32
-							if typ == Q8_0 {
-								want = dotQ8_0RowGeneric(row, yt)
+							if typ == Q2_K {
+								want = dotQ2KRowGeneric(row, yt)
 							} else {
-								want = dotQ4_0RowGeneric(row, yt)
+								want = dotIQ4XSRowGeneric(row, yt)
 							}
 							if math.Float32bits(v) != math.Float32bits(want) {
 								t.Fatalf("%s: row %d token %d: %v, reference %v", name, rr, tk, v, want)
