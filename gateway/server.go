@@ -469,9 +469,13 @@ func (s *Server) bodyFits(ctx *fasthttp.RequestCtx, reqID string, path []byte) b
 			return true
 		}
 	}
-	if n > 0 && n-s.cfg.MaxBodyBytes <= 4<<20 {
-		// Read (and drop) a body up to 4 MiB over the limit, so that a client still
-		// writing it reads the 413 rather than a connection reset.
+	// Read (and drop) a body up to 4 MiB over the limit, so that a client still
+	// writing it reads the 413 rather than a connection reset (closing a socket with
+	// unread data resets it, and the reset discards the answer on the client's side).
+	switch {
+	case n < 0: // chunked: the limit was read; drop at most 4 MiB more
+		io.Copy(io.Discard, io.LimitReader(ctx.RequestBodyStream(), 4<<20))
+	case n-s.cfg.MaxBodyBytes <= 4<<20:
 		io.Copy(io.Discard, io.LimitReader(ctx.RequestBodyStream(), int64(n)))
 	}
 	s.writeError(ctx, reqID, s.tooLarge())
