@@ -595,7 +595,7 @@ func TestModelsReportEmbeddingsWithoutWorker(t *testing.T) {
 	path := llamaModel(t)
 	p := newPool(t, Config{Models: []engine.ModelConfig{{ID: "e", Path: path, Embeddings: true, IdleTimeout: 300 * time.Millisecond},
 		{ID: "m", Path: path}}, Command: testCommand()})
-	waitFor(t, 10*time.Second, "e's worker stopped", func() bool { return state(p, "e").State == engine.StateUnloaded })
+	waitFor(t, 30*time.Second, "e's worker stopped", func() bool { return state(p, "e").State == engine.StateUnloaded })
 	if !state(p, "e").Embeddings || state(p, "m").Embeddings {
 		t.Fatalf("embeddings in status: e %v, m %v", state(p, "e").Embeddings, state(p, "m").Embeddings)
 	}
