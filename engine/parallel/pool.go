@@ -133,6 +133,7 @@ func (p *Pool) worker(w int, seen uint64) {
 			}
 			if i&63 == 63 {
 				runtime.Gosched()
+				osYield() // and to other processes' threads (yield_linux.go)
 			}
 		}
 		if !got {
