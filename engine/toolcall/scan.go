@@ -233,6 +233,9 @@ func (p *Parser) sink(ev []Event, b string) []Event {
 func (p *Parser) valueDone(ev []Event) []Event {
 	p.sc.state = sAfter
 	if p.nameKey {
+		if p.err != nil { // a name over 4 KiB (sink): keep that error
+			return ev
+		}
 		var name string
 		if json.Unmarshal(p.sc.val, &name) != nil || name == "" {
 			p.err = fmt.Errorf("%w: the name is not a non-empty string", ErrMalformed)

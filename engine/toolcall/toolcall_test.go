@@ -163,6 +163,14 @@ func FuzzToolCalls(f *testing.F) {
 		// Names as JSON carries them (invalid UTF-8 becomes U+FFFD).
 		nb, _ := json.Marshal(name)
 		json.Unmarshal(nb, &name)
+		if len(nb) > 4096 {
+			// Over the parser's 4 KiB bound on a name: refused, as malformed.
+			out := "<tool_call>\n" + `{"name":` + string(nb) + `,"arguments":{}}` + "\n</tool_call>"
+			if _, _, err := Parse(Hermes, out); !errors.Is(err, ErrMalformed) {
+				t.Fatalf("a %d-byte name: %v, want ErrMalformed", len(nb), err)
+			}
+			return
+		}
 		argsJSON, _ := json.Marshal(map[string]string{"v": arg})
 		call, _ := json.Marshal(map[string]any{"name": name, "arguments": json.RawMessage(argsJSON)})
 		var out string
