@@ -11,9 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lmlite/lmlite/engine/genmodel"
 	"github.com/lmlite/lmlite/internal/rediscli"
-	"github.com/lmlite/lmlite/internal/redistest"
 	"github.com/lmlite/lmlite/registry"
 )
 
@@ -37,14 +35,7 @@ func TestServeRoutingAcrossProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three lmlite processes")
 	}
-	rs := redistest.Start(t, redistest.Options{})
-	dir := t.TempDir()
-	t.Setenv("LMLITE_RUN_DIR", filepath.Join(dir, "run"))
-	t.Setenv("LMLITE_TEST_ADMIN_KEY", "admin-secret")
-	model := filepath.Join(dir, "tiny.gguf")
-	if err := genmodel.Generate(genmodel.Options{Arch: "llama", Preset: "tiny", Type: "q8_0", Seed: 1}, model); err != nil {
-		t.Fatal(err)
-	}
+	rs, dir, model := scaleOutSetup(t)
 	const prefix = "rt:"
 	mdl := func(id string) string {
 		return "  - {id: " + id + ", path: " + model + ", max_model_len: 1024, idle_timeout: -1s, prompt_usd_per_1k: 1, completion_usd_per_1k: 1}\n"

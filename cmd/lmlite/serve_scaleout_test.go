@@ -129,14 +129,7 @@ func TestServeThreeProcessesOneRedis(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three lmlite processes")
 	}
-	rs := redistest.Start(t, redistest.Options{})
-	dir := t.TempDir()
-	t.Setenv("LMLITE_RUN_DIR", filepath.Join(dir, "run"))
-	t.Setenv("LMLITE_TEST_ADMIN_KEY", "admin-secret")
-	model := filepath.Join(dir, "tiny.gguf")
-	if err := genmodel.Generate(genmodel.Options{Arch: "llama", Preset: "tiny", Type: "q8_0", Seed: 1}, model); err != nil {
-		t.Fatal(err)
-	}
+	rs, dir, model := scaleOutSetup(t)
 	const prefix = "so:"
 	var procs []*lmliteProc
 	var cfgs []string
@@ -350,4 +343,19 @@ tenants:
 			t.Fatalf("lmlite ledger verify: %s", out)
 		}
 	}
+}
+
+// scaleOutSetup starts a Redis for a scale-out test, points the processes' run
+// directory and admin key at the test's own, and generates the tiny RANDOM-weight
+// model they serve: it returns the Redis, the test's directory and the model's path.
+func scaleOutSetup(t *testing.T) (*redistest.Server, string, string) {
+	rs := redistest.Start(t, redistest.Options{})
+	dir := t.TempDir()
+	t.Setenv("LMLITE_RUN_DIR", filepath.Join(dir, "run"))
+	t.Setenv("LMLITE_TEST_ADMIN_KEY", "admin-secret")
+	model := filepath.Join(dir, "tiny.gguf")
+	if err := genmodel.Generate(genmodel.Options{Arch: "llama", Preset: "tiny", Type: "q8_0", Seed: 1}, model); err != nil {
+		t.Fatal(err)
+	}
+	return rs, dir, model
 }
