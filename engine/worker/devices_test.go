@@ -1,9 +1,12 @@
 package worker
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lmlite/lmlite/engine"
 )
@@ -61,5 +64,29 @@ func TestCUDAEnv(t *testing.T) {
 	// gpu:x with a table that has it (a hand-written table) is still no GPU index.
 	if _, err := cudaEnv(nil, []engine.ModelConfig{{ID: "x", Device: "gpu:x"}}, map[string]int64{"gpu:x": 1}); err == nil {
 		t.Error("gpu:x accepted")
+	}
+}
+
+// TestGPUWorkerProcessGetsCUDAVisibleDevices: the worker process of a model leasing
+// on gpu:1 is started with CUDA_VISIBLE_DEVICES=1 in its environment, replacing the
+// parent's own value (the child writes what it got to a file, then exits as a crash
+// at load: no GPU exists here to serve from). The capacity table is fake.
+func TestGPUWorkerProcessGetsCUDAVisibleDevices(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "cuda")
+	p, err := New(Config{Models: []engine.ModelConfig{{ID: "a", Path: llamaModel(t), MaxModelLen: 256, Device: "gpu:1"}},
+		Devices: map[string]int64{"host": 8 << 30, "gpu:0": 16 << 30, "gpu:1": 16 << 30},
+		Command: testCommand("CUDA_VISIBLE_DEVICES=7", envCUDAOut+"="+out, envCrashAtLoad+"=1"),
+		Policy:  Policy{MinBackoff: time.Hour}, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	var got []byte
+	waitFor(t, 15*time.Second, "the worker's environment", func() bool {
+		got, err = os.ReadFile(out)
+		return err == nil && len(got) > 0
+	})
+	if string(got) != "true 1" {
+		t.Errorf("the worker's CUDA_VISIBLE_DEVICES: %q, want set to 1", got)
 	}
 }

@@ -25,10 +25,15 @@ const (
 	envSlow          = "LMLITE_TEST_SLOW_TOKENS"   // a duration: the worker delays every token by it
 	envParent        = "LMLITE_TEST_PARENT"        // a model path: run as a parent that prints its worker's pid, then waits
 	envParentDataDir = "LMLITE_TEST_PARENT_DATADIR"
+	envCUDAOut       = "LMLITE_TEST_CUDA_OUT" // a file: the worker writes its CUDA_VISIBLE_DEVICES there first
 )
 
 func TestMain(m *testing.M) {
 	if os.Getenv(envWorker) == "1" && len(os.Args) > 1 && os.Args[1] == "worker" {
+		if f := os.Getenv(envCUDAOut); f != "" {
+			v, ok := os.LookupEnv("CUDA_VISIBLE_DEVICES")
+			os.WriteFile(f, []byte(fmt.Sprintf("%v %s", ok, v)), 0o644)
+		}
 		if os.Getenv(envCrashAtLoad) == "1" {
 			fmt.Fprintln(os.Stderr, "test worker: simulated crash at load")
 			os.Exit(3)
