@@ -103,7 +103,6 @@ if a > 0 or (not line and (cur ~= 0 or tokens > 0)) then redis.call('SET', KEYS[
 return a
 `
 
-
 // clocked is src behind the test clock: redis.call('TIME') answers the last two ARGV.
 func clocked(src string) *redis.Script { return redis.NewScript(clockPrelude + luaLib + luaGCRA + src) }
 
