@@ -34,9 +34,10 @@ import (
 //	rate:P t:{T}:rps, …:tpm   redis_rate's GCRA state of requests/s and tokens/min
 //	P nodes                   sorted set: live process (node id) scored by its expiry (ms, its clock)
 //
-// Admission of money is one script (reserve), settlement one (settle): each first
-// reaps the tenant's expired reservations (giving their money back), so a holder that
-// died returns its money within the TTL; a background reaper does the same for the
+// Admission is one script, settlement one; the admissions (and settlements) of
+// concurrent requests of a tenant go together as one script (batchPipe). Admission and
+// reserve first reap the tenant's expired reservations (giving their money back), so a
+// holder that died returns its money within the TTL; a background reaper does the same for the
 // tenants this process has seen. The holder renews its live reservations and slots
 // every TTL/3.
 //
