@@ -34,9 +34,10 @@ import (
 //	rate:P t:{T}:rps, …:tpm   redis_rate's GCRA state of requests/s and tokens/min
 //	P nodes                   sorted set: live process (node id) scored by its expiry (ms, its clock)
 //
-// Admission of money is one script (reserve), settlement one (settle): each first
-// reaps the tenant's expired reservations (giving their money back), so a holder that
-// died returns its money within the TTL; a background reaper does the same for the
+// Admission is one script, settlement one; the admissions (and settlements) of
+// concurrent requests of a tenant go together as one script (batchPipe). Admission and
+// reserve first reap the tenant's expired reservations (giving their money back), so a
+// holder that died returns its money within the TTL; a background reaper does the same for the
 // tenants this process has seen. The holder renews its live reservations and slots
 // every TTL/3.
 //
@@ -52,7 +53,7 @@ type RedisShared struct {
 	ttl    time.Duration
 	log    *slog.Logger
 	met    *rediscli.Metrics
-	pipe   *scriptPipe // admission and settlement scripts of concurrent requests, pipelined
+	pipe   *batchPipe // admissions and settlements of concurrent requests, one script per tenant per flush
 
 	mu       sync.Mutex
 	live     map[string]liveTicket  // by ticket id: reservations and slots to renew
@@ -135,7 +136,7 @@ func NewRedisShared(c redis.UniversalClient, o RedisOptions) *RedisShared {
 	r := &RedisShared{c: c, prefix: o.KeyPrefix, node: o.Node, ttl: o.TTL, log: o.Logger, met: o.Metrics,
 		live: map[string]liveTicket{}, tenants: map[string]bool{}, rooms: map[string]money.Money{}, local: map[string]*localShare{}, nodes: 1,
 		stop: make(chan struct{}), done: make(chan struct{})}
-	r.pipe = newScriptPipe(c)
+	r.pipe = newBatchPipe(c)
 	r.beat()
 	go r.loop()
 	return r
@@ -216,9 +217,10 @@ local function gcra_now(t) return (t[1] - 1483228800) + (t[2] / 1000000) end
 local function gcra_result(d) return {d.allowed, d.remaining, tostring(d.retry), tostring(d.reset)} end
 local function gcra_apply(d) if d and d.ex > 0 then redis.call('SET', d.key, d.tat, 'EX', d.ex) end end
 -- allowN: take cost at once, or nothing.
-local function gcra_allow_n(key, burst, rate, period, cost, now)
+-- The _at forms take the key's stored value (false: none) instead of reading it, so
+-- that a script deciding several requests reads the state once.
+local function gcra_allow_n_at(tat, key, burst, rate, period, cost, now)
   local interval = period / rate
-  local tat = redis.call('GET', key)
   if tat then tat = tonumber(tat) else tat = now end
   tat = math.max(tat, now)
   local after = tat + interval * cost
@@ -232,9 +234,8 @@ local function gcra_allow_n(key, burst, rate, period, cost, now)
   return d
 end
 -- allowAtMost: take up to cost, as much as there is (at least 1).
-local function gcra_allow_at_most(key, burst, rate, period, cost, now)
+local function gcra_allow_at_most_at(tat, key, burst, rate, period, cost, now)
   local interval = period / rate
-  local tat = redis.call('GET', key)
   if tat then tat = tonumber(tat) else tat = now end
   tat = math.max(tat, now)
   local diff = now - (tat - interval * burst)
@@ -249,55 +250,13 @@ local function gcra_allow_at_most(key, burst, rate, period, cost, now)
   if reset > 0 then d.ex = math.ceil(reset) end
   return d
 end
+local function gcra_allow_n(key, burst, rate, period, cost, now)
+  return gcra_allow_n_at(redis.call('GET', key), key, burst, rate, period, cost, now)
+end
+local function gcra_allow_at_most(key, burst, rate, period, cost, now)
+  return gcra_allow_at_most_at(redis.call('GET', key), key, burst, rate, period, cost, now)
+end
 `
-
-// admitScript is a request's admission, all or nothing, in one round trip: a
-// concurrency slot (leased until now + ttl), tokens/min (the prompt's tokens must be
-// left, none taken), requests/s (one taken), and the reservation of the request's
-// worst case (total) against the day's and month's budgets. It answers {1, roomD, roomM}
-// when admitted, or the first refusal and changes nothing: {0} concurrency, {2, 0, 0,
-// tokens left}, {3, 0, 0, retry after (s)}, {4, roomD, roomM} money.
-// KEYS: spentD spentM held res resamt slots rps tpm
-// ARGV: id total ceilD ceilM maxConc ttlms rpsBurst rpsRate rpsPeriod tpmBurst tpmRate tpmPeriod need
-var admitScript = redis.NewScript(luaLib + luaGCRA + `
-local t = redis.call('TIME')
-local now = tonumber(t[1])*1000 + math.floor(tonumber(t[2])/1000)
-reap(KEYS[3], KEYS[4], KEYS[5], now)
-local id, total, cd, cm, max, ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-if max > 0 then
-  redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now)
-  if not redis.call('ZSCORE', KEYS[6], id) and redis.call('ZCARD', KEYS[6]) >= max then return {0, 0, 0, 0} end
-end
-local gnow = gcra_now(t)
-local tpm, rps
-if tonumber(ARGV[11]) > 0 then
-  tpm = gcra_allow_n(KEYS[8], tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber(ARGV[12]), 0, gnow)
-  if tpm.remaining < tonumber(ARGV[13]) then return {2, 0, 0, math.floor(tpm.remaining)} end
-end
-if tonumber(ARGV[8]) > 0 then
-  rps = gcra_allow_n(KEYS[7], tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]), 1, gnow)
-  if rps.allowed == 0 then return {3, 0, 0, tostring(rps.retry)} end
-end
-local cur = num(redis.call('HGET', KEYS[5], id))
-local sd, sm, held = num(redis.call('GET', KEYS[1])), num(redis.call('GET', KEYS[2])), num(redis.call('GET', KEYS[3]))
-local delta = total - cur
-if delta > 0 and ((cd > 0 and sd + held + delta > cd) or (cm > 0 and sm + held + delta > cm)) then
-  return {4, room(sd, cd, held), room(sm, cm, held), 0}
-end
-gcra_apply(tpm)
-gcra_apply(rps)
-if max > 0 then redis.call('ZADD', KEYS[6], now + ttl, id) end
-if delta ~= 0 then redis.call('INCRBY', KEYS[3], delta) end
-if total > 0 then
-  redis.call('HSET', KEYS[5], id, total)
-  redis.call('ZADD', KEYS[4], now + ttl, id)
-elseif cur ~= 0 then
-  redis.call('HDEL', KEYS[5], id)
-  redis.call('ZREM', KEYS[4], id)
-end
-held = held + delta
-return {1, room(sd, cd, held), room(sm, cm, held), 0}
-`)
 
 // reserveScript sets a ticket's reservation to total, if it fits both budgets.
 // KEYS: spentD spentM held res resamt; ARGV: id total ceilD ceilM ttlms
@@ -321,44 +280,6 @@ else
 end
 held = held + delta
 return {1, room(sd, cd, held), room(sm, cm, held)}
-`)
-
-// settleScript replaces a ticket's reservation by its actual cost, frees its slot and
-// charges the tokens used to tokens/min (redis_rate's allowAtMost), once: one round
-// trip. KEYS: spentD spentM held res resamt slots done tpm
-// ARGV: id actual expD expM tokens tpmBurst tpmRate tpmPeriod keepSeconds
-var settleScript = redis.NewScript(luaLib + luaGCRA + `
-local id, a, tokens, keep = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[5]), tonumber(ARGV[9])
-local cur = num(redis.call('HGET', KEYS[5], id))
-local prev = redis.call('GET', KEYS[7])
-if prev then
-  -- Settled before (a retried command, or a batch line run again after its worker
-  -- died): charge nothing more, give back what a new reservation under id holds.
-  if cur ~= 0 then redis.call('DECRBY', KEYS[3], cur) end
-  redis.call('HDEL', KEYS[5], id)
-  redis.call('ZREM', KEYS[4], id)
-  redis.call('ZREM', KEYS[6], id)
-  return tonumber(prev)
-end
-if cur ~= 0 then redis.call('DECRBY', KEYS[3], cur) end
-redis.call('HDEL', KEYS[5], id)
-redis.call('ZREM', KEYS[4], id)
-redis.call('ZREM', KEYS[6], id)
-if a > 0 then
-  redis.call('INCRBY', KEYS[1], a)
-  redis.call('EXPIREAT', KEYS[1], ARGV[3])
-  redis.call('INCRBY', KEYS[2], a)
-  redis.call('EXPIREAT', KEYS[2], ARGV[4])
-end
-if tokens > 0 and tonumber(ARGV[7]) > 0 then
-  gcra_apply(gcra_allow_at_most(KEYS[8], tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]), tokens, gcra_now(redis.call('TIME'))))
-end
--- A batch line's settlement (kept longer) is remembered only when it charged: a line
--- refused or failed at no cost runs again later under the same id and must be
--- charged then.
-local line = keep > 3600
-if a > 0 or (not line and (cur ~= 0 or tokens > 0)) then redis.call('SET', KEYS[7], a, 'EX', keep) end
-return a
 `)
 
 // renewScript pushes the expiry of a tenant's live reservations and slots.
@@ -431,12 +352,14 @@ func (r *RedisShared) Admit(q *Quota, id string, now time.Time, promptTokens int
 	}
 	r.seen(q.Tenant)
 	b := r.base(q.Tenant)
-	args := make([]any, 0, 13)
-	args = append(args, id, int64(total), int64(q.DailyBudget), int64(q.MonthlyBudget), q.MaxConcurrency, r.ttl.Milliseconds())
+	args := make([]any, 0, 12)
+	args = append(args, id, int64(total), int64(q.DailyBudget), int64(q.MonthlyBudget), q.MaxConcurrency)
 	args = append(args, gcraArgs(rpsLimit(q), q.RequestsPerSecond > 0)...)
 	args = append(args, gcraArgs(tpmLimit(q), q.TokensPerMinute > 0)...)
 	args = append(args, min(promptTokens, q.TokensPerMinute))
-	v, err := r.pipe.run(admitScript, r.budgetKeys(q.Tenant, now, b+"slots", "rate:"+b+"rps", "rate:"+b+"tpm"), args...).Slice()
+	keys := r.budgetKeys(q.Tenant, now, b+"slots", "rate:"+b+"rps", "rate:"+b+"tpm")
+	v, err := r.pipe.run(&batchCall{s: admitBatchScript, group: "a" + keys[0] + "\x00" + keys[1], keys: keys,
+		head: []any{r.ttl.Milliseconds()}, args: args, per: 4})
 	if err != nil {
 		if pays {
 			r.failed(err)
@@ -600,11 +523,12 @@ func (r *RedisShared) settle(p *pendingSettle) error {
 	if strings.HasPrefix(p.id, LinePrefix) {
 		keep = 25 * 3600 // a batch line may run again until its job's 24-hour window ends
 	}
-	args := []any{p.id, int64(p.actual), dexp, mexp, p.tokens}
+	args := []any{p.id, int64(p.actual), p.tokens}
 	args = append(args, gcraArgs(tpmLimit(&p.q), p.q.TokensPerMinute > 0)...)
 	args = append(args, keep)
-	if err := r.pipe.run(settleScript, r.budgetKeys(p.q.Tenant, p.now, b+"slots", b+"done:"+p.id, "rate:"+b+"tpm"),
-		args...).Err(); err != nil {
+	keys := r.budgetKeys(p.q.Tenant, p.now, b+"slots", "rate:"+b+"tpm")
+	if _, err := r.pipe.run(&batchCall{s: settleBatchScript, group: "s" + keys[0] + "\x00" + keys[1], keys: keys,
+		key: b + "done:" + p.id, head: []any{dexp, mexp}, args: args, per: 1}); err != nil {
 		return unavailable("settle", err)
 	}
 	r.mu.Lock()

@@ -1,0 +1,342 @@
+package tenancy
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lmlite/lmlite/internal/redistest"
+)
+
+// The one-request scripts below are the reference the batch scripts are tested
+// against: admission and settlement as they were sent one request per script (before
+// the batch scripts), unchanged.
+
+// admitOneLua is a request's admission, all or nothing, in one round trip: a
+// concurrency slot (leased until now + ttl), tokens/min (the prompt's tokens must be
+// left, none taken), requests/s (one taken), and the reservation of the request's
+// worst case (total) against the day's and month's budgets. It answers {1, roomD, roomM}
+// when admitted, or the first refusal and changes nothing: {0} concurrency, {2, 0, 0,
+// tokens left}, {3, 0, 0, retry after (s)}, {4, roomD, roomM} money.
+// KEYS: spentD spentM held res resamt slots rps tpm
+// ARGV: id total ceilD ceilM maxConc ttlms rpsBurst rpsRate rpsPeriod tpmBurst tpmRate tpmPeriod need
+const admitOneLua = `
+local t = redis.call('TIME')
+local now = tonumber(t[1])*1000 + math.floor(tonumber(t[2])/1000)
+reap(KEYS[3], KEYS[4], KEYS[5], now)
+local id, total, cd, cm, max, ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+if max > 0 then
+  redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now)
+  if not redis.call('ZSCORE', KEYS[6], id) and redis.call('ZCARD', KEYS[6]) >= max then return {0, 0, 0, 0} end
+end
+local gnow = gcra_now(t)
+local tpm, rps
+if tonumber(ARGV[11]) > 0 then
+  tpm = gcra_allow_n(KEYS[8], tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber(ARGV[12]), 0, gnow)
+  if tpm.remaining < tonumber(ARGV[13]) then return {2, 0, 0, math.floor(tpm.remaining)} end
+end
+if tonumber(ARGV[8]) > 0 then
+  rps = gcra_allow_n(KEYS[7], tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber(ARGV[9]), 1, gnow)
+  if rps.allowed == 0 then return {3, 0, 0, tostring(rps.retry)} end
+end
+local cur = num(redis.call('HGET', KEYS[5], id))
+local sd, sm, held = num(redis.call('GET', KEYS[1])), num(redis.call('GET', KEYS[2])), num(redis.call('GET', KEYS[3]))
+local delta = total - cur
+if delta > 0 and ((cd > 0 and sd + held + delta > cd) or (cm > 0 and sm + held + delta > cm)) then
+  return {4, room(sd, cd, held), room(sm, cm, held), 0}
+end
+gcra_apply(tpm)
+gcra_apply(rps)
+if max > 0 then redis.call('ZADD', KEYS[6], now + ttl, id) end
+if delta ~= 0 then redis.call('INCRBY', KEYS[3], delta) end
+if total > 0 then
+  redis.call('HSET', KEYS[5], id, total)
+  redis.call('ZADD', KEYS[4], now + ttl, id)
+elseif cur ~= 0 then
+  redis.call('HDEL', KEYS[5], id)
+  redis.call('ZREM', KEYS[4], id)
+end
+held = held + delta
+return {1, room(sd, cd, held), room(sm, cm, held), 0}
+`
+
+// settleOneLua replaces a ticket's reservation by its actual cost, frees its slot and
+// charges the tokens used to tokens/min (redis_rate's allowAtMost), once: one round
+// trip. KEYS: spentD spentM held res resamt slots done tpm
+// ARGV: id actual expD expM tokens tpmBurst tpmRate tpmPeriod keepSeconds
+const settleOneLua = `
+local id, a, tokens, keep = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[5]), tonumber(ARGV[9])
+local cur = num(redis.call('HGET', KEYS[5], id))
+local prev = redis.call('GET', KEYS[7])
+if prev then
+  -- Settled before (a retried command, or a batch line run again after its worker
+  -- died): charge nothing more, give back what a new reservation under id holds.
+  if cur ~= 0 then redis.call('DECRBY', KEYS[3], cur) end
+  redis.call('HDEL', KEYS[5], id)
+  redis.call('ZREM', KEYS[4], id)
+  redis.call('ZREM', KEYS[6], id)
+  return tonumber(prev)
+end
+if cur ~= 0 then redis.call('DECRBY', KEYS[3], cur) end
+redis.call('HDEL', KEYS[5], id)
+redis.call('ZREM', KEYS[4], id)
+redis.call('ZREM', KEYS[6], id)
+if a > 0 then
+  redis.call('INCRBY', KEYS[1], a)
+  redis.call('EXPIREAT', KEYS[1], ARGV[3])
+  redis.call('INCRBY', KEYS[2], a)
+  redis.call('EXPIREAT', KEYS[2], ARGV[4])
+end
+if tokens > 0 and tonumber(ARGV[7]) > 0 then
+  gcra_apply(gcra_allow_at_most(KEYS[8], tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8]), tokens, gcra_now(redis.call('TIME'))))
+end
+-- A batch line's settlement (kept longer) is remembered only when it charged: a line
+-- refused or failed at no cost runs again later under the same id and must be
+-- charged then.
+local line = keep > 3600
+if a > 0 or (not line and (cur ~= 0 or tokens > 0)) then redis.call('SET', KEYS[7], a, 'EX', keep) end
+return a
+`
+
+// clocked is src behind the test clock: redis.call('TIME') answers the last two ARGV.
+func clocked(src string) *redis.Script { return redis.NewScript(clockPrelude + luaLib + luaGCRA + src) }
+
+var (
+	admitOneT, settleOneT     = clocked(admitOneLua), clocked(settleOneLua)
+	admitBatchT, settleBatchT = clocked(admitBatchLua), clocked(settleBatchLua)
+)
+
+// batchOp is one request's admission or settlement in the differential test.
+type batchOp struct {
+	settle bool
+	q      Quota
+	id     string
+	total  int64 // admission: the worst case reserved
+	need   int   // admission: the prompt's tokens
+	actual int64 // settlement: the cost
+	tokens int   // settlement: the tokens used
+	keep   int   // settlement: seconds its done key is kept
+}
+
+// admitArgs are op's 12 per-request arguments of admitBatchLua (as Admit sends them).
+func (op *batchOp) admitArgs() []any {
+	q := &op.q
+	a := []any{op.id, op.total, int64(q.DailyBudget), int64(q.MonthlyBudget), q.MaxConcurrency}
+	a = append(a, gcraArgs(rpsLimit(q), q.RequestsPerSecond > 0)...)
+	a = append(a, gcraArgs(tpmLimit(q), q.TokensPerMinute > 0)...)
+	return append(a, min(op.need, q.TokensPerMinute))
+}
+
+// settleArgs are op's 7 per-request arguments of settleBatchLua (as settle sends them).
+func (op *batchOp) settleArgs() []any {
+	a := []any{op.id, op.actual, op.tokens}
+	a = append(a, gcraArgs(tpmLimit(&op.q), op.q.TokensPerMinute > 0)...)
+	return append(a, op.keep)
+}
+
+// dumpKeys is every key under prefix (without it) with its type, value and whether it
+// expires: the whole state the scripts keep.
+func dumpKeys(t *testing.T, c *redis.Client, prefix string) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	keys, err := c.Keys(ctx, prefix+"*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, k := range keys {
+		var v string
+		switch typ := c.Type(ctx, k).Val(); typ {
+		case "string":
+			v = c.Get(ctx, k).Val()
+		case "hash":
+			h := c.HGetAll(ctx, k).Val()
+			fs := make([]string, 0, len(h))
+			for f, x := range h {
+				fs = append(fs, f+"="+x)
+			}
+			slices.Sort(fs)
+			v = strings.Join(fs, ",")
+		case "zset":
+			v = fmt.Sprint(c.ZRangeWithScores(ctx, k, 0, -1).Val())
+		default:
+			v = typ
+		}
+		ttl := c.TTL(ctx, k).Val()
+		out[strings.TrimPrefix(k, prefix)] = fmt.Sprintf("%s expires=%v", v, ttl > 0)
+	}
+	return out
+}
+
+// TestRedisBatchScriptsMatchOneByOne drives the batch scripts (admitBatchLua,
+// settleBatchLua: N requests of a tenant in one script, its state read and written
+// once) and the one-request scripts they replaced, one call per request in the same
+// order, with the same random admissions and settlements and the same clock against
+// a real Redis, each on its own keys: every answer and the whole stored state (values,
+// and which keys expire) must be identical after every batch. The load mixes the
+// concurrency slot, both GCRA limits, day and month budgets, refusals of each kind,
+// retried settlements, batch lines' settlements and two quotas on one tenant.
+func TestRedisBatchScriptsMatchOneByOne(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { c.Close() })
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(16, 1))
+	quotas := []Quota{
+		{Tenant: "t", RequestsPerSecond: 0.15, Burst: 3, TokensPerMinute: 40000, MaxConcurrency: 8, DailyBudget: 30000, MonthlyBudget: 45000},
+		{Tenant: "t", RequestsPerSecond: 0.7, Burst: 2, TokensPerMinute: 2500, MaxConcurrency: 3, DailyBudget: 25000},
+		{Tenant: "t", MonthlyBudget: 40000},
+		{Tenant: "t"},
+	}
+	const ttlms = 30000
+	const dexp, mexp = 1900000000, 1910000000
+	sec := int64(1795000000) // the test clock, seconds
+	usec := int64(0)
+	keysOf := func(side string) []string {
+		b := side + ":t:{t}:"
+		return []string{b + "spent:d:20261124", b + "spent:m:202611", b + "held", b + "res", b + "resamt", b + "slots", "rate:" + b + "rps", "rate:" + b + "tpm"}
+	}
+	var admitted, settled []string // ids, for settlements and retries
+	next := 0
+	decisions := map[string]int{}
+	for step := 0; step < 150; step++ {
+		// The clock moves 0–2.5 s between batches (sometimes not at all).
+		if rng.IntN(4) > 0 {
+			usec += rng.Int64N(2500000)
+			sec, usec = sec+usec/1000000, usec%1000000
+		}
+		clock := []any{sec, usec}
+		n := 1 + rng.IntN(10)
+		settle := len(admitted) > 0 && rng.IntN(3) == 0
+		ops := make([]batchOp, n)
+		for i := range ops {
+			op := &ops[i]
+			op.q = quotas[rng.IntN(len(quotas))]
+			op.settle = settle
+			if !settle {
+				if len(admitted) > 0 && rng.IntN(12) == 0 {
+					op.id = admitted[rng.IntN(len(admitted))] // an admitted ticket admitted again
+				} else {
+					next++
+					op.id = fmt.Sprintf("tk%d", next)
+				}
+				op.total = rng.Int64N(9000)
+				if rng.IntN(5) == 0 {
+					op.total = 0
+				}
+				op.need = rng.IntN(1500)
+				continue
+			}
+			switch r := rng.IntN(10); {
+			case r < 7 || len(settled) == 0:
+				op.id = admitted[rng.IntN(len(admitted))]
+			case r < 9:
+				op.id = settled[rng.IntN(len(settled))] // a retried settlement
+			default:
+				next++
+				op.id = fmt.Sprintf("tk%d", next) // never admitted
+			}
+			op.actual = rng.Int64N(6000)
+			if rng.IntN(4) == 0 {
+				op.actual = 0
+			}
+			op.tokens = rng.IntN(2000)
+			op.keep = 3600
+			if rng.IntN(5) == 0 {
+				op.keep = 25 * 3600
+			}
+		}
+
+		// A: one script per request, in order.
+		var one []string
+		ka := keysOf("A")
+		for i := range ops {
+			op := &ops[i]
+			var v any
+			var err error
+			if op.settle {
+				keys := append(slices.Clone(ka[:6]), "A:t:{t}:done:"+op.id, ka[7])
+				a := op.settleArgs()
+				args := []any{a[0], a[1], dexp, mexp, a[2], a[3], a[4], a[5], a[6]}
+				v, err = settleOneT.Run(ctx, c, keys, append(args, clock...)...).Result()
+			} else {
+				a := op.admitArgs()
+				args := append(slices.Clone(a[:5]), ttlms)
+				args = append(args, a[5:]...)
+				v, err = admitOneT.Run(ctx, c, ka, append(args, clock...)...).Result()
+			}
+			if err != nil {
+				t.Fatalf("step %d: one-request script: %v", step, err)
+			}
+			if vs, ok := v.([]any); ok {
+				for _, x := range vs {
+					one = append(one, fmt.Sprint(x))
+				}
+				decisions[fmt.Sprint(vs[0])]++
+			} else {
+				one = append(one, fmt.Sprint(v))
+			}
+		}
+
+		// B: one batch script for all of them.
+		kb := keysOf("B")
+		var v any
+		var err error
+		if settle {
+			keys := slices.Clone(kb[:6])
+			keys = append(keys, kb[7])
+			args := []any{n, dexp, mexp}
+			for i := range ops {
+				keys = append(keys, "B:t:{t}:done:"+ops[i].id)
+				args = append(args, ops[i].settleArgs()...)
+			}
+			v, err = settleBatchT.Run(ctx, c, keys, append(args, clock...)...).Result()
+		} else {
+			args := []any{n, ttlms}
+			for i := range ops {
+				args = append(args, ops[i].admitArgs()...)
+			}
+			v, err = admitBatchT.Run(ctx, c, kb, append(args, clock...)...).Result()
+		}
+		if err != nil {
+			t.Fatalf("step %d: batch script: %v", step, err)
+		}
+		var batch []string
+		for _, x := range v.([]any) {
+			batch = append(batch, fmt.Sprint(x))
+		}
+		if !slices.Equal(one, batch) {
+			t.Fatalf("step %d (settle %v, %d requests): answers differ\none by one: %v\nbatch:      %v", step, settle, n, one, batch)
+		}
+		sa, sb := dumpKeys(t, c, "A:"), dumpKeys(t, c, "B:")
+		for k, va := range sa {
+			if sb[k] != va {
+				t.Fatalf("step %d (settle %v): key %s: one by one %q, batch %q", step, settle, k, va, sb[k])
+			}
+		}
+		for k, vb := range sb {
+			if _, ok := sa[k]; !ok {
+				t.Fatalf("step %d (settle %v): key %s only in the batch's state: %q", step, settle, k, vb)
+			}
+		}
+		for i := range ops {
+			if ops[i].settle {
+				settled = append(settled, ops[i].id)
+			} else {
+				admitted = append(admitted, ops[i].id)
+			}
+		}
+	}
+	// Every kind of decision was taken (admitted, concurrency, tokens, requests, money).
+	for _, code := range []string{"1", "0", "2", "3", "4"} {
+		if decisions[code] == 0 {
+			t.Errorf("no admission answered %s: %v", code, decisions)
+		}
+	}
+	t.Logf("admission answers by code: %v", decisions)
+}
