@@ -92,6 +92,11 @@ const (
 	ModeWorkers   = "workers"
 )
 
+// DefaultBatchChunk is a model's batch_chunk_tokens when the file sets none: on
+// the tiny load-test model it took the interactive TTFT p99 beside a batch job from
+// ×1.38–1.86 of its value alone to ×1.21–1.37 (docs/PERFORMANCE.md, issue 14).
+const DefaultBatchChunk = 16
+
 // Model is one model: embedded (path to a GGUF file) or upstream (another
 // OpenAI-compatible server).
 type Model struct {
@@ -113,8 +118,10 @@ type Model struct {
 	MaxQueue       int           `yaml:"max_queue"`        // requests queued or running before it counts as overloaded (an embedded model's engine refuses more: engine.ModelConfig.MaxQueue); 0: 16 × max_concurrency
 
 	// BatchChunk is how many prompt tokens batch lines prefill in one step, all
-	// together: a shorter step for an interactive request arriving during it to wait
-	// out, at some cost in batch throughput. 0: no cap but the step's.
+	// together, while interactive traffic is there (an interactive request came in
+	// the last 10 s): a shorter step for an interactive request arriving during it to
+	// wait out. Without interactive traffic batch prefill runs at the step budget.
+	// 0: DefaultBatchChunk; -1: no cap but the step's.
 	BatchChunk int `yaml:"batch_chunk_tokens"`
 
 	KVCache            string `yaml:"kv_cache"`             // hot KV pool per replica ("512MiB"); "": room for max_concurrency sequences of max_model_len
@@ -236,6 +243,9 @@ func (c *Config) defaults() {
 		if m.MaxQueue == 0 {
 			m.MaxQueue = 16 * m.MaxConcurrency
 		}
+		if m.BatchChunk == 0 {
+			m.BatchChunk = DefaultBatchChunk
+		}
 		if u := m.Upstream; u != nil {
 			if u.Model == "" {
 				u.Model = m.ID
@@ -302,8 +312,8 @@ func (c *Config) Validate() error {
 			return bad(f+".replicas", "must be ≥ 1")
 		case m.MaxQueue < 1:
 			return bad(f+".max_queue", "must be ≥ 1")
-		case m.BatchChunk < 0:
-			return bad(f+".batch_chunk_tokens", "must be ≥ 0")
+		case m.BatchChunk < -1:
+			return bad(f+".batch_chunk_tokens", "must be ≥ 1, or -1 for no cap")
 		case !(m.PromptUSDPer1K >= 0) || !(m.CompletionUSDPer1K >= 0):
 			return bad(f, "prices must be ≥ 0")
 		}
@@ -445,7 +455,7 @@ func (m *Model) EngineConfig() engine.ModelConfig {
 		Priority:            m.Priority,
 		Device:              m.Device,
 		MaxQueue:            m.MaxQueue,
-		BatchChunkTokens:    m.BatchChunk,
+		BatchChunkTokens:    max(m.BatchChunk, 0), // -1: none
 		KVCacheBytes:        mustBytes(m.KVCache),
 		KVWarmBytes:         mustBytes(m.KVWarm),
 		KVWarmFile:          m.KVWarmFile,

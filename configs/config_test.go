@@ -137,7 +137,7 @@ tenants: [{id: t, plan: p}]
 		{"models: [{id: m, path: a, idle_timeout: soon}]\nplans: {p: {}}\n", "line 1"},
 		{"engine: {mode: threads}\n" + base, "engine.mode"},
 		{"models: [{id: m, path: a, worker_group: 'a b'}]\nplans: {p: {}}\n", "models[0].worker_group"},
-		{"models: [{id: m, path: a, batch_chunk_tokens: -1}]\nplans: {p: {}}\n", "models[0].batch_chunk_tokens"},
+		{"models: [{id: m, path: a, batch_chunk_tokens: -2}]\nplans: {p: {}}\n", "models[0].batch_chunk_tokens"},
 		{"models: [{id: m, path: a}]\nplans: {p: {batch_max_concurrency: -2}}\ntenants: [{id: t, plan: p}]\n", "batch_max_concurrency"},
 	}
 	for _, c := range cases {

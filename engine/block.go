@@ -58,6 +58,11 @@ type Config struct {
 // leaseTTL is the default of Config.LeaseTTL.
 const leaseTTL = 30 * time.Second
 
+// batchChunkFor is how long after an interactive arrival a model's BatchChunkTokens
+// caps batch prefill (sched.Config.BatchChunkFor): with no interactive request for
+// this long, batch prefills at the step budget.
+const batchChunkFor = 10 * time.Second
+
 // Block serves a set of models: it loads each one (memory-mapped), warms it up,
 // runs requests on its replicas, unloads it when idle and reloads it on demand.
 //
@@ -258,7 +263,7 @@ func newInstance(b *Block, mc ModelConfig, log *slog.Logger) (*instance, error) 
 		return nil, fmt.Errorf("engine: model %s: kv_warm_file serves one replica; use kv_warm_bytes in memory with %d replicas", mc.ID, mc.Replicas)
 	}
 	rc := runnerConfig{kv: kc, noCache: mc.DisablePrefixCache, sched: sched.Config{MaxModelLen: mc.MaxModelLen, MaxConcurrency: mc.MaxModelConcurrency,
-		BatchTimeout: mc.BatchExecuteTimeout, MaxQueue: 1 << 30, BatchChunk: mc.BatchChunkTokens}} // the model's MaxQueue, checked by Generate, is the only queue limit
+		BatchTimeout: mc.BatchExecuteTimeout, MaxQueue: 1 << 30, BatchChunk: mc.BatchChunkTokens, BatchChunkFor: batchChunkFor}} // the model's MaxQueue, checked by Generate, is the only queue limit
 	return &instance{b: b, cfg: mc, log: log.With("model", mc.ID), tok: tok, tmpl: tmpl, rc: rc, kvSize: kc.Bytes(), fileSize: f.Size(), hdr: f.Header("tokenizer."), state: StateUnloaded,
 		pool: poolingOf(f, mc), dim: cfg.Dim}, nil
 }

@@ -67,7 +67,8 @@ func (s *Server) startBatches(st *batch.Store, conc int, q batch.Queue) error {
 type lineOutcome struct {
 	id           string // the line's request id, stable over its runs: its ticket in shared state
 	discountRate float64
-	free         bool // the ledger charged this line before a restart: charge nothing again
+	free         bool        // an earlier run of the line was charged: charge nothing again
+	prior        money.Money // with free: what that run was charged (the line's cost)
 	e            tenancy.Entry
 	cost         money.Money
 }
@@ -87,6 +88,27 @@ func discounted(c money.Money, rate float64) money.Money {
 }
 
 func (l *lineOutcome) settled(e tenancy.Entry, charged money.Money) { l.e, l.cost = e, charged }
+
+// settledElsewhere is asked just before a line's settlement that would charge: has
+// another run of the line been settled in the shared state meanwhile? That run
+// may still be going when this one starts (a line reclaimed from a worker that
+// stalled past its lease runs twice at once, in two processes or in one), so the
+// check at the start of a run (RunLine's Retry) cannot see it; the shared state
+// charges the line once, and this keeps the second run's ledger entry from charging
+// it again. It reports whether the line is now free (what it was charged is prior).
+// Without shared state it asks nothing; on an error it answers no (the shared
+// settlement stays idempotent).
+func (l *lineOutcome) settledElsewhere(ten *tenancy.Tenancy, tenant string) bool {
+	if l.free {
+		return true
+	}
+	prior, ok, err := ten.LineSettled(tenant, l.id)
+	if err != nil || !ok {
+		return false
+	}
+	l.free, l.prior = true, prior
+	return true
+}
 
 // RunLine runs one batch line (batch.LineRunner): the tenant's request body through
 // serve, as an interactive request would go, at batch priority.
@@ -108,16 +130,15 @@ func (s *Server) RunLine(ctx context.Context, r batch.Request) batch.Response {
 	rc.Init(&req, nil, nil)
 	reqID := r.RequestID
 	line := &lineOutcome{id: r.RequestID, discountRate: pol.BatchDiscount}
-	var prior money.Money // what the line's earlier run was charged
 	if r.Retry {
 		s.batches.mu.Lock()
-		prior, line.free = s.batches.charged[reqID]
+		line.prior, line.free = s.batches.charged[reqID]
 		s.batches.mu.Unlock()
 		if !line.free {
 			// With shared state, another process may have settled it and died before
 			// its result was recorded (the line was reclaimed from it).
 			var err error
-			if prior, line.free, err = s.ten.LineSettled(r.Tenant, r.RequestID); err != nil {
+			if line.prior, line.free, err = s.ten.LineSettled(r.Tenant, r.RequestID); err != nil {
 				return batch.Response{Refused: batch.RefusedLoad, Until: s.now().Add(time.Second)}
 			}
 		}
@@ -154,7 +175,7 @@ func (s *Server) RunLine(ctx context.Context, r batch.Request) batch.Response {
 	}
 	cost := line.cost
 	if line.free {
-		cost = prior
+		cost = line.prior
 	}
 	return batch.Response{StatusCode: status, Body: body, PromptTokens: line.e.PromptTokens,
 		CompletionTokens: line.e.CompletionTokens, Cost: cost}

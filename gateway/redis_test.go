@@ -34,6 +34,7 @@ type sharedGateway struct {
 	srv   *Server
 	store *tenancy.Store
 	sh    *tenancy.RedisShared
+	eng   *fakeEngine
 	url   string
 }
 
@@ -83,7 +84,8 @@ func startSharedGatewaysWith(t *testing.T, rs *redistest.Server, n int, opts fun
 		if opts != nil {
 			opts(i, rc, &o)
 		}
-		srv, err := New(mustGatewayConfig(t, cfg), newFakeEngine(), ten, o)
+		eng := newFakeEngine()
+		srv, err := New(mustGatewayConfig(t, cfg), eng, ten, o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -104,7 +106,7 @@ func startSharedGatewaysWith(t *testing.T, rs *redistest.Server, n int, opts fun
 			rc.Close()
 			store.Close()
 		})
-		gws = append(gws, &sharedGateway{srv: srv, store: store, sh: sh, url: "http://" + ln.Addr().String()})
+		gws = append(gws, &sharedGateway{srv: srv, store: store, sh: sh, eng: eng, url: "http://" + ln.Addr().String()})
 		if keys == nil { // keys made on the first gateway serve on all
 			keys = map[string]string{}
 			for _, tn := range cfg.Tenants {
@@ -536,5 +538,63 @@ func TestRedisReclaimedBatchLineChargedOnce(t *testing.T) {
 	}
 	if sum, _ := ledgerTotal(gws[1].store); sum != other.Cost {
 		t.Errorf("the second gateway's ledger %v, want line 4's %v", sum, other.Cost)
+	}
+}
+
+// A batch line reclaimed while its first run still goes (the worker stalled past its
+// lease) runs twice at once; the shared state charges it once, and so must the
+// ledgers: whichever run settles second charges nothing in its ledger and answers
+// the first settlement's cost. Both orders: the rerun settling second (the original
+// was fast once it went on), and the rerun settling first (the original was stalled).
+func TestRedisBatchLineRunTwiceAtOnceChargedOnce(t *testing.T) {
+	rs := redistest.Start(t, redistest.Options{})
+	gws, _ := startSharedGatewaysWith(t, rs, 2, func(i int, rc *redis.Client, o *Options) {
+		bs, err := batch.OpenStore(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { bs.Close() })
+		o.Batches = bs
+	})
+	body := []byte(`{"model":"tiny","max_tokens":8,"messages":[{"role":"user","content":"hi there"}]}`)
+	for _, tc := range []struct {
+		name      string
+		slowRetry bool // the rerun (Retry, on gateway 1) is the slow run, else the original (gateway 0)
+		line      string
+	}{{"rerun settles second", true, "batch_overlap-1"}, {"original settles second", false, "batch_overlap-2"}} {
+		slow, fast := gws[1], gws[0]
+		if !tc.slowRetry {
+			slow, fast = gws[0], gws[1]
+		}
+		slow.eng.Delay, fast.eng.Delay = 50*time.Millisecond, 0 // 8 tokens: the slow run takes 400 ms
+		reqOf := func(g *sharedGateway) batch.Request {
+			return batch.Request{Tenant: "acme", Endpoint: "/v1/chat/completions", RequestID: tc.line, Body: body,
+				MaxCost: money.USD(1), Retry: g == gws[1]}
+		}
+		before0, _ := ledgerTotal(gws[0].store)
+		before1, _ := ledgerTotal(gws[1].store)
+		spent0, _, _ := gws[0].sh.Spent("acme", time.Now())
+		started := slow.eng.started.Load()
+		slowDone := make(chan batch.Response, 1)
+		go func() { slowDone <- slow.srv.RunLine(context.Background(), reqOf(slow)) }()
+		for slow.eng.started.Load() == started { // the slow run is past its start (and its Retry check)
+			time.Sleep(time.Millisecond)
+		}
+		first := fast.srv.RunLine(context.Background(), reqOf(fast))
+		second := <-slowDone
+		if first.StatusCode != 200 || first.Cost <= 0 || second.StatusCode != 200 {
+			t.Fatalf("%s: runs %d (cost %v) and %d: %s %s", tc.name, first.StatusCode, first.Cost, second.StatusCode, first.Body, second.Body)
+		}
+		if second.Cost != first.Cost {
+			t.Errorf("%s: the second settlement answers cost %v, want the first's %v", tc.name, second.Cost, first.Cost)
+		}
+		after0, _ := ledgerTotal(gws[0].store)
+		after1, _ := ledgerTotal(gws[1].store)
+		if got := after0 - before0 + after1 - before1; got != first.Cost {
+			t.Errorf("%s: the two ledgers charged %v for the line, want one run's %v", tc.name, got, first.Cost)
+		}
+		if day, _, _ := gws[0].sh.Spent("acme", time.Now()); day-spent0 != first.Cost {
+			t.Errorf("%s: shared spend grew %v, want one run's %v", tc.name, day-spent0, first.Cost)
+		}
 	}
 }

@@ -40,7 +40,10 @@
 //     work (nothing interactive waits, or what waits cannot join), batch work runs at
 //     the step budget: batch never starves while no interactive work is there.
 //     BatchChunk caps the prompt tokens batch sequences prefill in any one step, all
-//     together, to shorten the step an arriving interactive request waits out.
+//     together, to shorten the step an arriving interactive request waits out; with
+//     BatchChunkFor, only while interactive traffic is there (an interactive request
+//     waits or runs, or arrived within BatchChunkFor), so a batch alone prefills at
+//     the step budget.
 //     Which steps a sequence's tokens are computed in never changes their values
 //     (the engine's determinism), only when they come.
 //   - WakeAt: with nothing running and a batch that is not full, Plan waits until

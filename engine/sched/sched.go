@@ -45,6 +45,10 @@ type Config struct {
 	// together: a step with batch prefill in it is one an interactive request that
 	// arrives meanwhile waits out. 0: StepTokens (no limit but the step's).
 	BatchChunk int
+	// BatchChunkFor, when set, applies BatchChunk only while interactive traffic is
+	// there: an interactive request waits or runs, or one arrived within this long.
+	// Without interactive traffic batch prefill runs at the step budget. 0: always.
+	BatchChunkFor time.Duration
 }
 
 // withDefaults returns c with its defaults filled in, or an error naming a bad field.
@@ -64,7 +68,7 @@ func (c Config) withDefaults() (Config, error) {
 	if c.BatchChunk == 0 {
 		c.BatchChunk = c.StepTokens
 	}
-	if c.MaxConcurrency < 0 || c.BlockSize < 0 || c.BatchTimeout < 0 || c.Blocks < 0 || c.MaxQueue < 0 || c.MaxTenantQueue < 0 || c.BatchChunk < 0 {
+	if c.MaxConcurrency < 0 || c.BlockSize < 0 || c.BatchTimeout < 0 || c.Blocks < 0 || c.MaxQueue < 0 || c.MaxTenantQueue < 0 || c.BatchChunk < 0 || c.BatchChunkFor < 0 {
 		return c, fmt.Errorf("sched: negative limit in %+v", c)
 	}
 	if c.Blocks == 0 {
@@ -192,6 +196,7 @@ type State struct {
 	steps    uint64
 	received map[string]int // output tokens per tenant (a counter for callers and tests)
 	done     []ID           // sequences that ended in the last applied step, forgotten at the next
+	lastChat time.Time      // the latest interactive arrival (BatchChunkFor)
 }
 
 // New returns an empty State with the given limits.
@@ -267,6 +272,9 @@ func (s *State) Enqueue(now time.Time, r Request) error {
 		t.vtime = s.clock
 	}
 	t.weight = r.Weight
+	if r.Class == Interactive && now.After(s.lastChat) {
+		s.lastChat = now
+	}
 	q := &Seq{Request: r, Arrival: now, Len: r.Prompt}
 	s.seqs[r.ID] = q
 	s.push(t, q)
@@ -383,7 +391,7 @@ func (s *State) plan(now time.Time, cached Cached, hold bool) (Step, bool) {
 	var st Step
 	bs := s.cfg.BlockSize
 	budget := s.cfg.StepTokens
-	batchPrefill := s.cfg.BatchChunk // prompt tokens batch sequences may still prefill in this step
+	batchPrefill := s.batchChunk(now) // prompt tokens batch sequences may still prefill in this step
 	if hold {
 		batchPrefill = 0
 	}
@@ -489,6 +497,25 @@ func (s *State) plan(now time.Time, cached Cached, hold bool) (Step, bool) {
 		taken[t]++
 	}
 	return st, interactive
+}
+
+// batchChunk is the most prompt tokens batch sequences may prefill in a step at now:
+// BatchChunk, or with BatchChunkFor and no interactive traffic, the step budget.
+func (s *State) batchChunk(now time.Time) int {
+	if s.cfg.BatchChunkFor == 0 || !s.lastChat.IsZero() && now.Before(s.lastChat.Add(s.cfg.BatchChunkFor)) {
+		return s.cfg.BatchChunk
+	}
+	for _, q := range s.running {
+		if q.Class == Interactive {
+			return s.cfg.BatchChunk
+		}
+	}
+	for _, t := range s.tenants {
+		if len(t.queue[Interactive]) > 0 {
+			return s.cfg.BatchChunk
+		}
+	}
+	return s.cfg.StepTokens
 }
 
 // chunkOf is how many of left tokens q computes in a step with budget tokens left.

@@ -199,6 +199,7 @@ func TestRandomOps(t *testing.T) {
 		}
 		cfg.StepTokens = cfg.MaxConcurrency + rng.IntN(64)
 		cfg.BatchChunk = rng.IntN(2) * (1 + rng.IntN(cfg.StepTokens))
+		cfg.BatchChunkFor = time.Duration(rng.IntN(2)*rng.IntN(6)) * time.Millisecond
 		cfg.Blocks = blocksFor(cfg.MaxModelLen+1, cfg.BlockSize) * (1 + rng.IntN(3))
 		s, err := New(cfg)
 		if err != nil {
@@ -206,6 +207,7 @@ func TestRandomOps(t *testing.T) {
 		}
 		now := base
 		var ids []ID
+		var lastChat time.Time // the latest interactive arrival
 		next := ID(1)
 		for range 300 {
 			now = now.Add(time.Duration(rng.IntN(2)) * time.Millisecond)
@@ -216,6 +218,9 @@ func TestRandomOps(t *testing.T) {
 				next++
 				if err := s.Enqueue(now, r); err == nil {
 					ids = append(ids, r.ID)
+					if r.Class == Interactive {
+						lastChat = now
+					}
 				} else if !errors.Is(err, ErrTooLong) && !errors.Is(err, ErrQueueFull) {
 					t.Fatal(err)
 				}
@@ -241,7 +246,7 @@ func TestRandomOps(t *testing.T) {
 				if tokens > cfg.StepTokens {
 					t.Fatalf("round %d: %d tokens > budget %d", round, tokens, cfg.StepTokens)
 				}
-				if err := checkClasses(s, st); err != nil {
+				if err := checkClasses(s, st, now, lastChat); err != nil {
 					t.Fatalf("round %d: %v", round, err)
 				}
 				for _, id := range st.Join {
@@ -274,9 +279,9 @@ func TestRandomOps(t *testing.T) {
 
 // checkClasses verifies a step's classes of work against the State it was planned on:
 // a step that prefills for an interactive sequence has no batch work, batch prefill
-// stays within BatchChunk, and a step with no interactive prefill leaves no running
-// batch decode out.
-func checkClasses(s *State, st Step) error {
+// stays within BatchChunk while interactive traffic is there (BatchChunkFor), and a
+// step with no interactive prefill leaves no running batch decode out.
+func checkClasses(s *State, st Step, now, lastChat time.Time) error {
 	interactivePrefill, batchPrefill := false, 0
 	batchWork := map[ID]bool{}
 	for _, w := range st.Work {
@@ -296,8 +301,12 @@ func checkClasses(s *State, st Step) error {
 	if interactivePrefill && len(batchWork) > 0 {
 		return fmt.Errorf("a step prefilling for an interactive request has batch work: %+v", st)
 	}
-	if batchPrefill > s.cfg.BatchChunk {
-		return fmt.Errorf("batch prefill %d tokens > BatchChunk %d", batchPrefill, s.cfg.BatchChunk)
+	chat := s.cfg.BatchChunkFor == 0 || now.Sub(lastChat) < s.cfg.BatchChunkFor // interactive traffic
+	for _, q := range s.seqs {
+		chat = chat || q.Class == Interactive && !q.Done
+	}
+	if chat && batchPrefill > s.cfg.BatchChunk {
+		return fmt.Errorf("batch prefill %d tokens > BatchChunk %d with interactive traffic", batchPrefill, s.cfg.BatchChunk)
 	}
 	if !interactivePrefill {
 		preempted := map[ID]bool{}
