@@ -233,12 +233,12 @@ type batchGroup struct {
 type batchCall struct {
 	s     *redis.Script
 	group batchGroup // calls of one group go in one script
-	keys  []string // the group's KEYS (taken from its first call)
-	key   string   // this call's own key, appended to KEYS ("": none)
-	head  []any    // the group's arguments after n: its quota (taken from its first call)
-	args  []any    // this call's arguments
-	per   int      // answers per call
-	res   []any    // this call's answers
+	keys  []string   // the group's KEYS (taken from its first call)
+	key   string     // this call's own key, appended to KEYS ("": none)
+	head  []any      // the group's arguments after n: its quota (taken from its first call)
+	args  []any      // this call's arguments
+	per   int        // answers per call
+	res   []any      // this call's answers
 	err   error
 	done  chan struct{}
 }
