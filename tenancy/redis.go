@@ -352,14 +352,9 @@ func (r *RedisShared) Admit(q *Quota, id string, now time.Time, promptTokens int
 	}
 	r.seen(q.Tenant)
 	b := r.base(q.Tenant)
-	args := make([]any, 0, 12)
-	args = append(args, id, int64(total), int64(q.DailyBudget), int64(q.MonthlyBudget), q.MaxConcurrency)
-	args = append(args, gcraArgs(rpsLimit(q), q.RequestsPerSecond > 0)...)
-	args = append(args, gcraArgs(tpmLimit(q), q.TokensPerMinute > 0)...)
-	args = append(args, min(promptTokens, q.TokensPerMinute))
 	keys := r.budgetKeys(q.Tenant, now, b+"slots", "rate:"+b+"rps", "rate:"+b+"tpm")
-	v, err := r.pipe.run(&batchCall{s: admitBatchScript, group: "a" + keys[0] + "\x00" + keys[1], keys: keys,
-		head: []any{r.ttl.Milliseconds()}, args: args, per: 4})
+	v, err := r.pipe.run(&batchCall{s: admitBatchScript, group: batchGroup{day: keys[0], month: keys[1], q: *q}, keys: keys,
+		head: admitHead(q, r.ttl), args: []any{id, int64(total), min(promptTokens, q.TokensPerMinute)}, per: 4})
 	if err != nil {
 		if pays {
 			r.failed(err)
@@ -392,6 +387,14 @@ func (r *RedisShared) Admit(q *Quota, id string, now time.Time, promptTokens int
 		return -1, nil
 	}
 	return r.noteRoom(q, roomOf(v)), nil
+}
+
+// admitHead are the arguments of admitBatchScript after n: the TTL and q's limits.
+func admitHead(q *Quota, ttl time.Duration) []any {
+	h := make([]any, 0, 10)
+	h = append(h, ttl.Milliseconds(), int64(q.DailyBudget), int64(q.MonthlyBudget), q.MaxConcurrency)
+	h = append(h, gcraArgs(rpsLimit(q), q.RequestsPerSecond > 0)...)
+	return append(h, gcraArgs(tpmLimit(q), q.TokensPerMinute > 0)...)
 }
 
 // noteRoom keeps the tenant's money left as Redis last answered it (Room) and returns it.
@@ -523,12 +526,10 @@ func (r *RedisShared) settle(p *pendingSettle) error {
 	if strings.HasPrefix(p.id, LinePrefix) {
 		keep = 25 * 3600 // a batch line may run again until its job's 24-hour window ends
 	}
-	args := []any{p.id, int64(p.actual), p.tokens}
-	args = append(args, gcraArgs(tpmLimit(&p.q), p.q.TokensPerMinute > 0)...)
-	args = append(args, keep)
 	keys := r.budgetKeys(p.q.Tenant, p.now, b+"slots", "rate:"+b+"tpm")
-	if _, err := r.pipe.run(&batchCall{s: settleBatchScript, group: "s" + keys[0] + "\x00" + keys[1], keys: keys,
-		key: b + "done:" + p.id, head: []any{dexp, mexp}, args: args, per: 1}); err != nil {
+	head := append([]any{dexp, mexp}, gcraArgs(tpmLimit(&p.q), p.q.TokensPerMinute > 0)...)
+	if _, err := r.pipe.run(&batchCall{s: settleBatchScript, group: batchGroup{settle: true, day: keys[0], month: keys[1], q: p.q}, keys: keys,
+		key: b + "done:" + p.id, head: head, args: []any{p.id, int64(p.actual), p.tokens, keep}, per: 1}); err != nil {
 		return unavailable("settle", err)
 	}
 	r.mu.Lock()

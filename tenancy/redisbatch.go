@@ -23,8 +23,9 @@ import (
 // money. A room of -1 means no ceiling.
 //
 // KEYS: spentD spentM held res resamt slots rps tpm
-// ARGV: n ttlms, then 12 per request: id total ceilD ceilM maxConc rpsBurst rpsRate
-// rpsPeriod tpmBurst tpmRate tpmPeriod need
+// ARGV: n ttlms ceilD ceilM maxConc rpsBurst rpsRate rpsPeriod tpmBurst tpmRate
+// tpmPeriod (the tenant's quota, the same for the batch), then 3 per request: id total
+// need
 var admitBatchScript = redis.NewScript(luaLib + luaGCRA + admitBatchLua)
 
 const admitBatchLua = `
@@ -32,14 +33,13 @@ local t = redis.call('TIME')
 local now = tonumber(t[1])*1000 + math.floor(tonumber(t[2])/1000)
 reap(KEYS[3], KEYS[4], KEYS[5], now)
 local n, ttl = tonumber(ARGV[1]), tonumber(ARGV[2])
-local ids, anymax = {}, false
-for i = 1, n do
-  local o = 2 + (i-1)*12
-  ids[i] = ARGV[o+1]
-  if tonumber(ARGV[o+5]) > 0 then anymax = true end
-end
+local cd, cm, max = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local rpsB, rpsR, rpsP = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
+local tpmB, tpmR, tpmP = tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])
+local ids = {}
+for i = 1, n do ids[i] = ARGV[9 + i*3] end
 local nslots, inslot = 0, {}
-if anymax then
+if max > 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', now)
   nslots = redis.call('ZCARD', KEYS[6])
   local sc = redis.call('ZMSCORE', KEYS[6], unpack(ids))
@@ -55,19 +55,19 @@ local tpmv, rpsv, tpmd, rpsd
 local tpmread, rpsread = false, false
 local slotted, resop, out = {}, {}, {}
 for i = 1, n do
-  local o = 2 + (i-1)*12
-  local id, total, cd, cm, max = ids[i], tonumber(ARGV[o+2]), tonumber(ARGV[o+3]), tonumber(ARGV[o+4]), tonumber(ARGV[o+5])
+  local o = 9 + i*3
+  local id, total = ids[i], tonumber(ARGV[o+1])
   local code, r1, r2, r3 = 1, 0, 0, 0
   local tpm, rps
   if max > 0 and not inslot[id] and nslots >= max then code = 0 end
-  if code == 1 and tonumber(ARGV[o+10]) > 0 then
+  if code == 1 and tpmR > 0 then
     if not tpmread then tpmv, tpmread = redis.call('GET', KEYS[8]), true end
-    tpm = gcra_allow_n_at(tpmv, KEYS[8], tonumber(ARGV[o+9]), tonumber(ARGV[o+10]), tonumber(ARGV[o+11]), 0, gnow)
-    if tpm.remaining < tonumber(ARGV[o+12]) then code, r3 = 2, math.floor(tpm.remaining) end
+    tpm = gcra_allow_n_at(tpmv, KEYS[8], tpmB, tpmR, tpmP, 0, gnow)
+    if tpm.remaining < tonumber(ARGV[o+2]) then code, r3 = 2, math.floor(tpm.remaining) end
   end
-  if code == 1 and tonumber(ARGV[o+7]) > 0 then
+  if code == 1 and rpsR > 0 then
     if not rpsread then rpsv, rpsread = redis.call('GET', KEYS[7]), true end
-    rps = gcra_allow_n_at(rpsv, KEYS[7], tonumber(ARGV[o+6]), tonumber(ARGV[o+7]), tonumber(ARGV[o+8]), 1, gnow)
+    rps = gcra_allow_n_at(rpsv, KEYS[7], rpsB, rpsR, rpsP, 1, gnow)
     if rps.allowed == 0 then code, r3 = 3, tostring(rps.retry) end
   end
   local delta = 0
@@ -98,7 +98,7 @@ for i = 1, n do
 end
 gcra_apply(tpmd)
 gcra_apply(rpsd)
-local exp = now + ttl
+local exp = tostring(now + ttl) -- converted once, not once per member
 if #slotted > 0 then
   local z = {}
   for _, id in ipairs(slotted) do z[#z+1] = exp z[#z+1] = id end
@@ -143,14 +143,15 @@ return out
 // It answers what each settlement charged.
 //
 // KEYS: spentD spentM held res resamt slots tpm, then done:ID of each request
-// ARGV: n expD expM, then 7 per request: id actual tokens tpmBurst tpmRate tpmPeriod
-// keepSeconds
+// ARGV: n expD expM tpmBurst tpmRate tpmPeriod (the tenant's, the same for the batch),
+// then 4 per request: id actual tokens keepSeconds
 var settleBatchScript = redis.NewScript(luaLib + luaGCRA + settleBatchLua)
 
 const settleBatchLua = `
 local n = tonumber(ARGV[1])
+local tpmB, tpmR, tpmP = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local ids, dk = {}, {}
-for i = 1, n do ids[i], dk[i] = ARGV[3 + (i-1)*7 + 1], KEYS[7+i] end
+for i = 1, n do ids[i], dk[i] = ARGV[3 + i*4], KEYS[7+i] end
 local cur = redis.call('HMGET', KEYS[5], unpack(ids))
 local prevs = redis.call('MGET', unpack(dk))
 local amt, done = {}, {}
@@ -162,8 +163,8 @@ local dheld, moved, add = 0, false, 0
 local tpmv, tpmd, gnow
 local sets, out = {}, {}
 for i = 1, n do
-  local o = 3 + (i-1)*7
-  local id, a, tokens, keep = ids[i], tonumber(ARGV[o+2]), tonumber(ARGV[o+3]), tonumber(ARGV[o+7])
+  local o = 3 + i*4
+  local id, a, tokens, keep = ids[i], tonumber(ARGV[o+1]), tonumber(ARGV[o+2]), tonumber(ARGV[o+3])
   local c = amt[id]
   if c ~= 0 then dheld, moved = dheld - c, true end
   amt[id] = 0
@@ -174,9 +175,9 @@ for i = 1, n do
     out[i] = tonumber(prev)
   else
     if a > 0 then add = add + a end
-    if tokens > 0 and tonumber(ARGV[o+5]) > 0 then
+    if tokens > 0 and tpmR > 0 then
       if not gnow then gnow, tpmv = gcra_now(redis.call('TIME')), redis.call('GET', KEYS[7]) end
-      local d = gcra_allow_at_most_at(tpmv, KEYS[7], tonumber(ARGV[o+4]), tonumber(ARGV[o+5]), tonumber(ARGV[o+6]), tokens, gnow)
+      local d = gcra_allow_at_most_at(tpmv, KEYS[7], tpmB, tpmR, tpmP, tokens, gnow)
       if d.ex > 0 then tpmv, tpmd = d.tat, d end
     end
     -- A batch line's settlement (kept longer) is remembered only when it charged: a
@@ -202,7 +203,7 @@ if add > 0 then
 end
 gcra_apply(tpmd)
 for _, i in ipairs(sets) do
-  redis.call('SET', dk[i], tonumber(ARGV[3 + (i-1)*7 + 2]), 'EX', ARGV[3 + (i-1)*7 + 7])
+  redis.call('SET', dk[i], ARGV[3 + i*4 + 1], 'EX', ARGV[3 + i*4 + 3])
 end
 return out
 `
@@ -220,16 +221,24 @@ type batchPipe struct {
 	stop  chan struct{}
 }
 
+// batchGroup is what the calls of one script share: the script, the tenant's budget
+// windows (its keys) and its quota.
+type batchGroup struct {
+	settle     bool
+	day, month string // the spent keys
+	q          Quota
+}
+
 // batchCall is one request's share of a batch script.
 type batchCall struct {
 	s     *redis.Script
-	group string   // calls of one group go in one script: the script and its tenant's keys
-	keys  []string // the group's KEYS (taken from its first call)
-	key   string   // this call's own key, appended to KEYS ("": none)
-	head  []any    // the group's arguments after n (taken from its first call)
-	args  []any    // this call's arguments
-	per   int      // answers per call
-	res   []any    // this call's answers
+	group batchGroup // calls of one group go in one script
+	keys  []string   // the group's KEYS (taken from its first call)
+	key   string     // this call's own key, appended to KEYS ("": none)
+	head  []any      // the group's arguments after n: its quota (taken from its first call)
+	args  []any      // this call's arguments
+	per   int        // answers per call
+	res   []any      // this call's answers
 	err   error
 	done  chan struct{}
 }
@@ -315,7 +324,7 @@ func (p *batchPipe) exec(batch []*batchCall) {
 	c, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	var scripts []*script
-	byGroup := make(map[string]*script, 4)
+	byGroup := make(map[batchGroup]*script, 4)
 	for _, call := range batch {
 		s := byGroup[call.group]
 		if s == nil {

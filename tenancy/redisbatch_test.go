@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -123,18 +124,18 @@ type batchOp struct {
 	keep   int   // settlement: seconds its done key is kept
 }
 
-// admitArgs are op's 12 per-request arguments of admitBatchLua (as Admit sends them).
-func (op *batchOp) admitArgs() []any {
+// admitArgs are op's arguments of admitOneLua (its ttl ttlms).
+func (op *batchOp) admitArgs(ttlms int) []any {
 	q := &op.q
-	a := []any{op.id, op.total, int64(q.DailyBudget), int64(q.MonthlyBudget), q.MaxConcurrency}
+	a := []any{op.id, op.total, int64(q.DailyBudget), int64(q.MonthlyBudget), q.MaxConcurrency, ttlms}
 	a = append(a, gcraArgs(rpsLimit(q), q.RequestsPerSecond > 0)...)
 	a = append(a, gcraArgs(tpmLimit(q), q.TokensPerMinute > 0)...)
 	return append(a, min(op.need, q.TokensPerMinute))
 }
 
-// settleArgs are op's 7 per-request arguments of settleBatchLua (as settle sends them).
-func (op *batchOp) settleArgs() []any {
-	a := []any{op.id, op.actual, op.tokens}
+// settleArgs are op's arguments of settleOneLua.
+func (op *batchOp) settleArgs(dexp, mexp int64) []any {
+	a := []any{op.id, op.actual, dexp, mexp, op.tokens}
 	a = append(a, gcraArgs(tpmLimit(&op.q), op.q.TokensPerMinute > 0)...)
 	return append(a, op.keep)
 }
@@ -180,7 +181,7 @@ func dumpKeys(t *testing.T, c *redis.Client, prefix string) map[string]string {
 // a real Redis, each on its own keys: every answer and the whole stored state (values,
 // and which keys expire) must be identical after every batch. The load mixes the
 // concurrency slot, both GCRA limits, day and month budgets, refusals of each kind,
-// retried settlements, batch lines' settlements and two quotas on one tenant.
+// retried settlements, batch lines' settlements and quotas that change between batches of one tenant.
 func TestRedisBatchScriptsMatchOneByOne(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{})
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
@@ -194,7 +195,7 @@ func TestRedisBatchScriptsMatchOneByOne(t *testing.T) {
 		{Tenant: "t"},
 	}
 	const ttlms = 30000
-	const dexp, mexp = 1900000000, 1910000000
+	const dexp, mexp int64 = 1900000000, 1910000000
 	sec := int64(1795000000) // the test clock, seconds
 	usec := int64(0)
 	keysOf := func(side string) []string {
@@ -213,10 +214,11 @@ func TestRedisBatchScriptsMatchOneByOne(t *testing.T) {
 		clock := []any{sec, usec}
 		n := 1 + rng.IntN(10)
 		settle := len(admitted) > 0 && rng.IntN(3) == 0
+		q := quotas[rng.IntN(len(quotas))] // a batch is of one quota (batchGroup)
 		ops := make([]batchOp, n)
 		for i := range ops {
 			op := &ops[i]
-			op.q = quotas[rng.IntN(len(quotas))]
+			op.q = q
 			op.settle = settle
 			if !settle {
 				if len(admitted) > 0 && rng.IntN(12) == 0 {
@@ -261,14 +263,9 @@ func TestRedisBatchScriptsMatchOneByOne(t *testing.T) {
 			var err error
 			if op.settle {
 				keys := append(slices.Clone(ka[:6]), "A:t:{t}:done:"+op.id, ka[7])
-				a := op.settleArgs()
-				args := []any{a[0], a[1], dexp, mexp, a[2], a[3], a[4], a[5], a[6]}
-				v, err = settleOneT.Run(ctx, c, keys, append(args, clock...)...).Result()
+				v, err = settleOneT.Run(ctx, c, keys, append(op.settleArgs(dexp, mexp), clock...)...).Result()
 			} else {
-				a := op.admitArgs()
-				args := append(slices.Clone(a[:5]), ttlms)
-				args = append(args, a[5:]...)
-				v, err = admitOneT.Run(ctx, c, ka, append(args, clock...)...).Result()
+				v, err = admitOneT.Run(ctx, c, ka, append(op.admitArgs(ttlms), clock...)...).Result()
 			}
 			if err != nil {
 				t.Fatalf("step %d: one-request script: %v", step, err)
@@ -290,16 +287,16 @@ func TestRedisBatchScriptsMatchOneByOne(t *testing.T) {
 		if settle {
 			keys := slices.Clone(kb[:6])
 			keys = append(keys, kb[7])
-			args := []any{n, dexp, mexp}
+			args := append([]any{n, dexp, mexp}, gcraArgs(tpmLimit(&q), q.TokensPerMinute > 0)...)
 			for i := range ops {
 				keys = append(keys, "B:t:{t}:done:"+ops[i].id)
-				args = append(args, ops[i].settleArgs()...)
+				args = append(args, ops[i].id, ops[i].actual, ops[i].tokens, ops[i].keep)
 			}
 			v, err = settleBatchT.Run(ctx, c, keys, append(args, clock...)...).Result()
 		} else {
-			args := []any{n, ttlms}
+			args := append([]any{n}, admitHead(&q, ttlms*time.Millisecond)...)
 			for i := range ops {
-				args = append(args, ops[i].admitArgs()...)
+				args = append(args, ops[i].id, ops[i].total, min(ops[i].need, q.TokensPerMinute))
 			}
 			v, err = admitBatchT.Run(ctx, c, kb, append(args, clock...)...).Result()
 		}
