@@ -207,6 +207,7 @@ tenants:
 		t.Fatal(err)
 	}
 	defer procs[2].cmd.Process.Signal(syscall.SIGCONT)
+	waitStopped(t, procs[2].cmd.Process.Pid)
 	start := time.Now()
 	code, h, b := doReq(t, "POST", procs[0].base+"/v1/chat/completions", acme, warmP)
 	took := time.Since(start)
@@ -223,4 +224,31 @@ tenants:
 	if code != 200 || h.Get("X-LMLite-Node") != "n2" || time.Since(start) > 5*time.Second {
 		t.Fatalf("the next request with node 3 stopped: %d after %v, %v %s", code, time.Since(start), h, b)
 	}
+}
+
+// waitStopped waits until every thread of process pid is stopped (state T in
+// /proc/pid/task/*/stat): kill(SIGSTOP) returns before the threads have stopped, and
+// a request sent in between may still be served.
+func waitStopped(t *testing.T, pid int) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		tasks, err := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/stat")
+		if err != nil || len(tasks) == 0 {
+			t.Fatalf("process %d: no threads to read (%v)", pid, err)
+		}
+		stopped := true
+		for _, f := range tasks {
+			b, err := os.ReadFile(f)
+			s := string(b)
+			i := strings.LastIndexByte(s, ')')
+			if err != nil || i < 0 || i+2 >= len(s) || s[i+2] != 'T' {
+				stopped = false
+				break
+			}
+		}
+		if stopped {
+			return
+		}
+	}
+	t.Fatalf("process %d did not stop within 5 s of SIGSTOP", pid)
 }
