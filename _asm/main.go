@@ -103,6 +103,9 @@ func main() {
 		attnTileAccum(nq)
 		attnTileFused(nq)
 	}
+	attnF32Constants()
+	attnChunkF32()
+	attnCvtF32()
 	actConstants()
 	quantQ8K()
 	quantQ8_0()

@@ -137,4 +137,18 @@
 // sequence's own state, logprobs of its own logits, and embeddings are summed token
 // by token in position order, so constrained outputs, logprobs and embeddings keep
 // the property (TestFeaturesDeterminism, TestToolChoiceRequired, TestEmbed).
+//
+// A sequence's attention numerics are chosen once per request, from its prompt
+// length alone, with llama.cpp's own threshold (model.AttentionFor): a prompt of 64
+// tokens or more runs every token of the sequence, prompt and generated, with a
+// float32 accumulator (model.AttnF32, the class of llama.cpp's tiled path for
+// ubatches of 64 queries or more, about half the cost per position); a shorter
+// prompt keeps llama.cpp's binary16 one-query path step for step (model.AttnF16, what
+// the parity test compares). llama.cpp itself switches per ubatch, so its prefill
+// and decoding bits differ and depend on the batching; here the mode depends on the
+// request only, and each mode's kernels give a query the same bits alone or in any
+// tile, so the property above holds in both. The mode is part of the prefix-cache
+// salt (cacheSalt): a block is reused only by sequences of the mode that wrote it,
+// so a short-prompt request no longer shares cached blocks with a long-prompt one
+// that starts the same way (TestPrefixCacheKeepsAttentionModesApart).
 package engine

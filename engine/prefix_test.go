@@ -131,3 +131,37 @@ func TestReplicaAffinity(t *testing.T) {
 		t.Fatalf("requests without a cached prefix all went to replicas %v", seen)
 	}
 }
+
+// TestPrefixCacheKeepsAttentionModesApart: a request of a short prompt (binary16
+// attention) and one whose prompt starts with it but reaches 64 tokens (float32
+// attention, model.AttnF32) never share cached blocks, in either order, while a
+// second request of each mode hits its own; every output is the bits of the same
+// request computed without the cache.
+func TestPrefixCacheKeepsAttentionModesApart(t *testing.T) {
+	opts := genmodel.Options{Arch: "llama", Type: "q4_k_m", Seed: 6}
+	ref := genBlock(t, ModelConfig{MaxModelLen: 256, DisablePrefixCache: true}, opts)
+	tok, _ := ref.Tokenizer("m")
+	short := Request{Prompt: promptOf(40, 1, tok.VocabSize()), MaxTokens: 8, Sampling: Sampling{Temperature: 0.7, Seed: 3}}
+	long := short
+	long.Prompt = append(append([]int32(nil), short.Prompt...), promptOf(40, 2, tok.VocabSize())...)
+	wantShort, wantLong := generate(ref, short), generate(ref, long)
+	if wantShort.err != nil || wantLong.err != nil {
+		t.Fatal(wantShort.err, wantLong.err)
+	}
+	check := func(name string, got, want result, cached int) {
+		t.Helper()
+		if err := want.same(got); err != nil || got.u.CachedTokens != cached {
+			t.Fatalf("%s: %v, %d cached tokens (want %d)", name, err, got.u.CachedTokens, cached)
+		}
+	}
+	// Short first: its two whole blocks are cached, the long prompt does not take them.
+	b := genBlock(t, ModelConfig{MaxModelLen: 256}, opts)
+	check("short", generate(b, short), wantShort, 0)
+	check("long after short", generate(b, long), wantLong, 0)
+	check("long again", generate(b, long), wantLong, 64)
+	check("short again", generate(b, short), wantShort, 32)
+	// Long first: the short prompt does not take its blocks either.
+	b = genBlock(t, ModelConfig{MaxModelLen: 256}, opts)
+	check("long", generate(b, long), wantLong, 0)
+	check("short after long", generate(b, short), wantShort, 0)
+}

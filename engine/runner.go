@@ -272,7 +272,7 @@ func (r *runner) cached(id sched.ID) int {
 	if r.noCache || j == nil || j.pool != model.PoolNone || j.promptRows() {
 		return 0 // an embedding needs every position's hidden state, prompt logprobs every position's logits
 	}
-	return r.pool.Peek(j.req.CacheSalt, j.tokens[:len(j.tokens)-1])
+	return r.pool.Peek(cacheSalt(j.req), j.tokens[:len(j.tokens)-1])
 }
 
 // prepare applies a step's preemptions and joins and returns the batch to run: the
@@ -288,7 +288,7 @@ func (r *runner) prepare(now time.Time, step sched.Step) []sched.Work {
 	work := step.Work
 	for _, id := range step.Join {
 		j := r.live[id]
-		j.kv = r.pool.NewSeq(j.req.CacheSalt)
+		j.kv = r.pool.NewSeq(cacheSalt(j.req))
 		k := slices.IndexFunc(work, func(w sched.Work) bool { return w.ID == id })
 		cached := 0
 		if w := work[k]; j.pool != model.PoolNone {
@@ -333,7 +333,7 @@ func (r *runner) run(work []sched.Work) {
 			logits = w.N // every position's row: the prompt's logprobs
 		}
 		items = append(items, model.Item{KV: j.kv, Start: w.Start, Tokens: j.tokens[w.Start : w.Start+w.N], Logits: logits,
-			Pool: j.pool, Embed: j.embed})
+			Pool: j.pool, Embed: j.embed, Attn: model.AttentionFor(len(j.req.Prompt))})
 		ran = append(ran, w)
 		n += w.N
 	}
@@ -483,6 +483,18 @@ func (j *job) pick(row []float32) (int32, error) {
 		}
 	}
 	return id, nil
+}
+
+// cacheSalt is a request's prefix-cache salt: its CacheSalt, marked when the
+// request's sequence runs in model.AttnF32 mode (model.AttentionFor its prompt), so
+// that cached blocks are only ever reused by sequences of the mode that computed
+// them: the modes' K and V rows differ in their bits, and a reused block must be the
+// bits the sequence would compute itself.
+func cacheSalt(req Request) string {
+	if model.AttentionFor(len(req.Prompt)) == model.AttnF32 {
+		return req.CacheSalt + "\x00attn-f32"
+	}
+	return req.CacheSalt
 }
 
 // promptRows reports whether the job still needs its prompt's logits rows.

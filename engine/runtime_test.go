@@ -12,6 +12,7 @@ import (
 
 	"github.com/lmlite/lmlite/engine/genmodel"
 	"github.com/lmlite/lmlite/engine/kernels"
+	"github.com/lmlite/lmlite/engine/model"
 )
 
 // genBlock generates a tiny model and serves it from a Block.
@@ -98,23 +99,32 @@ func others(vocab int) []Request {
 // The mixtures of experts hold to it too (their expert choice is part of the bits),
 // among them one whose first three experts tie exactly on every token.
 func TestDeterminism(t *testing.T) {
-	for _, o := range []genmodel.Options{
-		{Arch: "llama", Type: "q4_k_m", Seed: 11},
-		{Arch: "mixtral", Type: "q4_k_m", Seed: 11},
-		{Arch: "qwen2moe", Type: "q8_0", Seed: 11, TieExperts: 3},
+	for _, c := range []struct {
+		o      genmodel.Options
+		prompt int
+	}{
+		{genmodel.Options{Arch: "llama", Type: "q4_k_m", Seed: 11}, 45},
+		// A prompt of 64 tokens or more: the sequence runs in float32 mode
+		// (model.AttnF32), its prefill chunks in tiles of many tokens.
+		{genmodel.Options{Arch: "llama", Type: "q4_k_m", Seed: 11}, 150},
+		{genmodel.Options{Arch: "mixtral", Type: "q4_k_m", Seed: 11}, 45},
+		{genmodel.Options{Arch: "qwen2moe", Type: "q8_0", Seed: 11, TieExperts: 3}, 45},
 	} {
-		name := o.Arch
-		if o.TieExperts > 0 {
+		name := c.o.Arch
+		if c.o.TieExperts > 0 {
 			name += "-tied"
 		}
-		t.Run(name, func(t *testing.T) { determinism(t, o) })
+		if c.prompt >= model.AttnF32MinPrompt {
+			name += "-f32"
+		}
+		t.Run(name, func(t *testing.T) { determinism(t, c.o, c.prompt) })
 	}
 }
 
-func determinism(t *testing.T, o genmodel.Options) {
+func determinism(t *testing.T, o genmodel.Options, prompt int) {
 	b := genBlock(t, ModelConfig{MaxModelConcurrency: 32, Replicas: 2, MaxModelLen: 512}, o)
 	tok, _ := b.Tokenizer("m")
-	target := Request{Prompt: make([]int32, 45), MaxTokens: 40,
+	target := Request{Prompt: make([]int32, prompt), MaxTokens: 40,
 		Sampling: Sampling{Temperature: 0.9, TopP: 0.95, RepeatPenalty: 1.1, Seed: 1234}}
 	for i := range target.Prompt {
 		target.Prompt[i] = int32((i*7919 + 11) % tok.VocabSize())
@@ -174,7 +184,7 @@ func determinism(t *testing.T, o genmodel.Options) {
 	}
 	// The first run's prefix is cached: the same request hits it (on its replica).
 	hit := generate(b, target)
-	if err := alone.same(hit); err != nil || hit.u.CachedTokens != 32 || hit.u.Replica != alone.u.Replica {
+	if err := alone.same(hit); err != nil || hit.u.CachedTokens != (prompt-1)/16*16 || hit.u.Replica != alone.u.Replica {
 		t.Errorf("cached prefix: %v, %d cached tokens on replica %d (first run on %d)", err, hit.u.CachedTokens, hit.u.Replica, alone.u.Replica)
 	}
 	// Batching happened: steps averaged well over one sequence. (The 32 requests

@@ -200,7 +200,9 @@ func cmdBench(args []string, stdout io.Writer) error {
 			}
 		}
 		// Prompt processing: the sequences' prompts in batches of up to 512 tokens
-		// (llama.cpp's ubatch), logits only at each prompt's last token.
+		// (llama.cpp's ubatch), logits only at each prompt's last token; the
+		// attention numerics the engine gives a request of this prompt.
+		attn := model.AttentionFor(*nPrompt)
 		t0 := time.Now()
 		s, done := 0, 0
 		for s < *parallel {
@@ -212,7 +214,7 @@ func cmdBench(args []string, stdout io.Writer) error {
 				if done+n == *nPrompt {
 					logits = 1
 				}
-				items = append(items, model.Item{KV: seqs[s], Start: done, Tokens: prompts[s][done : done+n], Logits: logits})
+				items = append(items, model.Item{KV: seqs[s], Start: done, Tokens: prompts[s][done : done+n], Logits: logits, Attn: attn})
 				room -= n
 				if done += n; done == *nPrompt {
 					s, done = s+1, 0
@@ -232,7 +234,7 @@ func cmdBench(args []string, stdout io.Writer) error {
 		for g := range *nGen {
 			items = items[:0]
 			for s := range seqs {
-				items = append(items, model.Item{KV: seqs[s], Start: *nPrompt + g, Tokens: next[s : s+1], Logits: 1})
+				items = append(items, model.Item{KV: seqs[s], Start: *nPrompt + g, Tokens: next[s : s+1], Logits: 1, Attn: attn})
 			}
 			out, err := b.Forward(items)
 			if err != nil {

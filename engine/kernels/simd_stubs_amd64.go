@@ -227,6 +227,20 @@ func attnTileAccum4F16AVX512(acc *float32, v *uint16, n int, stride int, e *floa
 //go:noescape
 func attnTileFused4F16AVX512(acc *float32, v *uint16, n int, stride int, e *float32, mask *uint64, sum *float32, k *uint16, qd *float32, scale float32, s *float32, part *float32)
 
+// attnChunkF32AVX512 is attnChunkF32Generic for head size 64: it adds positions
+// 0..m-1 of a chunk (keys and values the float32 rows of 64 at kf and vf; kf holds 64
+// rows, those from m on any finite or not) to the state of query q (scaled):
+// accumulator acc, st[0] the running maximum, st[1] the sum; p is 64 floats of scratch.
+//
+//go:noescape
+func attnChunkF32AVX512(q *float32, kf *float32, vf *float32, m int, acc *float32, st *float32, p *float32)
+
+// attnCvtF32AVX512 converts m rows of hd binary16 values (hd a multiple of 16) at k
+// and v, stride elements apart, to float32 rows of hd at kf and vf.
+//
+//go:noescape
+func attnCvtF32AVX512(k *uint16, v *uint16, stride int, m int, hd int, kf *float32, vf *float32)
+
 // quantQ8KAVX2 quantizes the nb·256 float32 at x to nb q8KBlocks at y as quantActQ8K does.
 //
 //go:noescape

@@ -21,6 +21,39 @@ type Item struct {
 	// in float64, so chunking a prompt differently gives the same bits.
 	Pool  Pooling
 	Embed []float64
+
+	// Attn is the sequence's attention numerics, the same for all its steps
+	// (AttentionFor its request's prompt): a token's bits depend on it.
+	Attn Attention
+}
+
+// Attention is a sequence's attention numerics, chosen once per request so that a
+// token's bits never depend on how its batch was made.
+type Attention uint8
+
+const (
+	// AttnF16 is llama.cpp's one-query flash attention step for step (the binary16
+	// accumulator), which llama.cpp runs for decoding and for prompts of fewer
+	// than 64 tokens: the numerics of the parity test.
+	AttnF16 Attention = iota
+	// AttnF32 accumulates in float32 over chunks of 64 positions
+	// (kernels.AttendBlocksTileF32), the class of llama.cpp's tiled path for
+	// ubatches of 64 queries or more; about half the cost per position.
+	AttnF32
+)
+
+// AttnF32MinPrompt is the prompt length from which a request's sequence runs in
+// AttnF32 mode, prompt and generated tokens alike: llama.cpp's own threshold for
+// its float32 tiled attention (GGML_FA_TILE_Q).
+const AttnF32MinPrompt = 64
+
+// AttentionFor is the attention of a sequence whose request's prompt has
+// promptTokens tokens.
+func AttentionFor(promptTokens int) Attention {
+	if promptTokens >= AttnF32MinPrompt {
+		return AttnF32
+	}
+	return AttnF16
 }
 
 // Pooling is how an embedding is made of a sequence's hidden states (llama.cpp's
@@ -78,7 +111,7 @@ func (b *Batch) Forward(items []Item) ([][]float32, error) {
 		if it.Pool != PoolNone && len(it.Embed) != b.m.cfg.Dim {
 			return nil, fmt.Errorf("model: batch item %d pools into %d values, the model's dimension is %d", i, len(it.Embed), b.m.cfg.Dim)
 		}
-		b.parts = append(b.parts, part{kv: paged{it.KV}, start: it.Start, tokens: it.Tokens, logits: it.Logits, pool: it.Pool, embed: it.Embed})
+		b.parts = append(b.parts, part{kv: paged{it.KV}, start: it.Start, tokens: it.Tokens, logits: it.Logits, pool: it.Pool, embed: it.Embed, attn: it.Attn})
 	}
 	out, err := b.w.forward(b.m, b.parts)
 	if err != nil {

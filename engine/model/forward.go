@@ -27,6 +27,7 @@ type part struct {
 	logits int
 	pool   Pooling
 	embed  []float64
+	attn   Attention
 }
 
 // scratch holds the activations of a forward pass, grown to the largest batch seen.
@@ -284,7 +285,11 @@ func (w *scratch) attendTiles(lo, hi int) {
 				i1++
 			}
 			o := i0*qd + kvh*group*hd
-			kernels.AttendBlocksTile(a.out[o:], a.q[o:], qd, hd, group, w.tokPos[i0:i1],
+			attend := kernels.AttendBlocksTile
+			if a.parts[pi].attn == AttnF32 {
+				attend = kernels.AttendBlocksTileF32
+			}
+			attend(a.out[o:], a.q[o:], qd, hd, group, w.tokPos[i0:i1],
 				w.ks[pi], w.vs[pi], kvh*hd, kvd, a.parts[pi].kv.blockTokens(), a.scale)
 			i0 = i1
 		}
@@ -308,7 +313,11 @@ func (w *scratch) attendRange(lo, hi int) {
 	for p := lo; p < hi; p++ {
 		i, h := p/c.Heads, p%c.Heads
 		pi := w.tokPart[i]
-		kernels.AttendBlocks(a.out[i*qd+h*hd:i*qd+(h+1)*hd], a.q[i*qd+h*hd:i*qd+(h+1)*hd],
+		attend := kernels.AttendBlocks
+		if a.parts[pi].attn == AttnF32 {
+			attend = kernels.AttendBlocksF32
+		}
+		attend(a.out[i*qd+h*hd:i*qd+(h+1)*hd], a.q[i*qd+h*hd:i*qd+(h+1)*hd],
 			w.ks[pi], w.vs[pi], (h/group)*hd, kvd, a.parts[pi].kv.blockTokens(), int(w.tokPos[i])+1, a.scale)
 	}
 }

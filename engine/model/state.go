@@ -14,6 +14,7 @@ type State struct {
 
 	w     scratch
 	parts [1]part
+	attn  Attention
 }
 
 // NewState returns an empty sequence with room for ctx tokens (ctx <= 0: the model's
@@ -24,6 +25,11 @@ func (m *Model) NewState(ctx int) *State {
 	}
 	return &State{m: m, ctx: ctx, k: make([][]uint16, m.cfg.Layers), v: make([][]uint16, m.cfg.Layers)}
 }
+
+// SetAttention sets the attention numerics of the state's tokens from now on
+// (AttnF16 unless set): set it once, before the first Forward, for a sequence
+// whose tokens should all share it.
+func (s *State) SetAttention(a Attention) { s.attn = a }
 
 // Pos is the number of tokens the state holds (the position of the next token).
 func (s *State) Pos() int { return s.pos }
@@ -58,7 +64,7 @@ func (s *State) Forward(tokens []int32, wantAll bool) ([]float32, error) {
 	if wantAll {
 		want = n
 	}
-	s.parts[0] = part{kv: (*contiguous)(s), start: s.pos, tokens: tokens, logits: want}
+	s.parts[0] = part{kv: (*contiguous)(s), start: s.pos, tokens: tokens, logits: want, attn: s.attn}
 	out, err := s.w.forward(s.m, s.parts[:])
 	if err != nil {
 		return nil, err

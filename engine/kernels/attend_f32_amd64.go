@@ -1,0 +1,31 @@
+//go:build !purego
+
+package kernels
+
+// attnCvtF32 is attnCvtF32Generic, through the assembly on AVX-512 when hd is a
+// multiple of 16.
+func attnCvtF32(k, v []uint16, stride, m, hd int, kf, vf []float32) {
+	if !useAVX512 || hd%16 != 0 || m <= 0 {
+		attnCvtF32Generic(k, v, stride, m, hd, kf, vf)
+		return
+	}
+	_ = k[(m-1)*stride+hd-1]
+	_ = v[(m-1)*stride+hd-1]
+	_ = kf[m*hd-1]
+	_ = vf[m*hd-1]
+	attnCvtF32AVX512(&k[0], &v[0], stride, m, hd, &kf[0], &vf[0])
+}
+
+// attnChunkF32 is attnChunkF32Generic, through the assembly on AVX-512 for head
+// size 64: the same bits.
+func attnChunkF32(q, kf, vf []float32, hd, m int, acc []float32, st *[2]float32, p *[attnF32Chunk]float32) {
+	if !useAVX512 || hd != 64 || m <= 0 || m > attnF32Chunk {
+		attnChunkF32Generic(q, kf, vf, hd, m, acc, st, p)
+		return
+	}
+	_ = q[63]
+	_ = acc[63]
+	_ = kf[attnF32Chunk*64-1]
+	_ = vf[m*64-1]
+	attnChunkF32AVX512(&q[0], &kf[0], &vf[0], m, &acc[0], &st[0], &p[0])
+}

@@ -1,0 +1,11 @@
+//go:build !amd64 || purego
+
+package kernels
+
+func attnCvtF32(k, v []uint16, stride, m, hd int, kf, vf []float32) {
+	attnCvtF32Generic(k, v, stride, m, hd, kf, vf)
+}
+
+func attnChunkF32(q, kf, vf []float32, hd, m int, acc []float32, st *[2]float32, p *[attnF32Chunk]float32) {
+	attnChunkF32Generic(q, kf, vf, hd, m, acc, st, p)
+}
