@@ -194,7 +194,7 @@ func (in *instance) pick(req Request) *runner {
 	if len(reps) > 1 && !in.cfg.DisablePrefixCache {
 		for i := range reps {
 			r := reps[(rr+i)%len(reps)]
-			if n := r.pool.Peek(cacheSalt(req), req.Prompt[:len(req.Prompt)-1]); n > bestN {
+			if n := r.pool.Peek(cacheSalt(req, r.attnMin), req.Prompt[:len(req.Prompt)-1]); n > bestN {
 				best, bestN = r, n
 			}
 		}

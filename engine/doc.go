@@ -139,8 +139,10 @@
 // the property (TestFeaturesDeterminism, TestToolChoiceRequired, TestEmbed).
 //
 // A sequence's attention numerics are chosen once per request, from its prompt
-// length alone, with llama.cpp's own threshold (model.AttentionFor): a prompt of 64
-// tokens or more runs every token of the sequence, prompt and generated, with a
+// length alone (model.AttentionFor). By default every request takes model.AttnF16.
+// A model may opt in (ModelConfig.AttnF32MinPrompt, attention_f32_min_prompt; 64 is
+// llama.cpp's own threshold): then a prompt that long or longer runs every token of
+// the sequence, prompt and generated, with a
 // float32 accumulator (model.AttnF32, the class of llama.cpp's tiled path for
 // ubatches of 64 queries or more, about half the cost per position); a shorter
 // prompt keeps llama.cpp's binary16 one-query path step for step (model.AttnF16, what
@@ -150,5 +152,7 @@
 // tile, so the property above holds in both. The mode is part of the prefix-cache
 // salt (cacheSalt): a block is reused only by sequences of the mode that wrote it,
 // so a short-prompt request no longer shares cached blocks with a long-prompt one
-// that starts the same way (TestPrefixCacheKeepsAttentionModesApart).
+// that starts the same way (TestPrefixCacheKeepsAttentionModesApart). It is off by
+// default because its decoding kernel is slower than the binary16 one today (a
+// decode tile converts K and V for only the query heads of one group).
 package engine

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/lmlite/lmlite/engine/genmodel"
+	"github.com/lmlite/lmlite/engine/model"
 )
 
 func promptOf(n, seed, vocab int) []int32 {
@@ -132,14 +133,15 @@ func TestReplicaAffinity(t *testing.T) {
 	}
 }
 
-// TestPrefixCacheKeepsAttentionModesApart: a request of a short prompt (binary16
+// TestPrefixCacheKeepsAttentionModesApart: on a model that opts into float32
+// attention from 64 prompt tokens, a request of a short prompt (binary16
 // attention) and one whose prompt starts with it but reaches 64 tokens (float32
 // attention, model.AttnF32) never share cached blocks, in either order, while a
 // second request of each mode hits its own; every output is the bits of the same
 // request computed without the cache.
 func TestPrefixCacheKeepsAttentionModesApart(t *testing.T) {
 	opts := genmodel.Options{Arch: "llama", Type: "q4_k_m", Seed: 6}
-	ref := genBlock(t, ModelConfig{MaxModelLen: 256, DisablePrefixCache: true}, opts)
+	ref := genBlock(t, ModelConfig{MaxModelLen: 256, DisablePrefixCache: true, AttnF32MinPrompt: model.AttnF32MinPrompt}, opts)
 	tok, _ := ref.Tokenizer("m")
 	short := Request{Prompt: promptOf(40, 1, tok.VocabSize()), MaxTokens: 8, Sampling: Sampling{Temperature: 0.7, Seed: 3}}
 	long := short
@@ -155,13 +157,13 @@ func TestPrefixCacheKeepsAttentionModesApart(t *testing.T) {
 		}
 	}
 	// Short first: its two whole blocks are cached, the long prompt does not take them.
-	b := genBlock(t, ModelConfig{MaxModelLen: 256}, opts)
+	b := genBlock(t, ModelConfig{MaxModelLen: 256, AttnF32MinPrompt: model.AttnF32MinPrompt}, opts)
 	check("short", generate(b, short), wantShort, 0)
 	check("long after short", generate(b, long), wantLong, 0)
 	check("long again", generate(b, long), wantLong, 64)
 	check("short again", generate(b, short), wantShort, 32)
 	// Long first: the short prompt does not take its blocks either.
-	b = genBlock(t, ModelConfig{MaxModelLen: 256}, opts)
+	b = genBlock(t, ModelConfig{MaxModelLen: 256, AttnF32MinPrompt: model.AttnF32MinPrompt}, opts)
 	check("long", generate(b, long), wantLong, 0)
 	check("short after long", generate(b, short), wantShort, 0)
 }

@@ -27,6 +27,7 @@ type runner struct {
 	index   int
 	id      string // the model's id, for errors
 	noCache bool   // the prefix cache is off
+	attnMin int    // prompts of this many tokens or more run in model.AttnF32 (0: none)
 	tok     *tokenizer.Tokenizer
 	batch   *model.Batch
 	pool    *kvcache.Pool
@@ -120,6 +121,7 @@ type runnerConfig struct {
 	sched   sched.Config
 	kv      kvcache.Config
 	noCache bool
+	attnMin int // ModelConfig.AttnF32MinPrompt
 }
 
 func newRunner(index int, id string, m *model.Model, tok *tokenizer.Tokenizer, rc runnerConfig, stats *runnerStats) (*runner, error) {
@@ -134,7 +136,7 @@ func newRunner(index int, id string, m *model.Model, tok *tokenizer.Tokenizer, r
 		pool.Close()
 		return nil, err
 	}
-	r := &runner{index: index, id: id, noCache: rc.noCache, tok: tok, batch: m.NewBatch(), pool: pool, st: st,
+	r := &runner{index: index, id: id, noCache: rc.noCache, attnMin: rc.attnMin, tok: tok, batch: m.NewBatch(), pool: pool, st: st,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), live: map[sched.ID]*job{}, stats: stats}
 	return r, nil
 }
@@ -272,7 +274,7 @@ func (r *runner) cached(id sched.ID) int {
 	if r.noCache || j == nil || j.pool != model.PoolNone || j.promptRows() {
 		return 0 // an embedding needs every position's hidden state, prompt logprobs every position's logits
 	}
-	return r.pool.Peek(cacheSalt(j.req), j.tokens[:len(j.tokens)-1])
+	return r.pool.Peek(cacheSalt(j.req, r.attnMin), j.tokens[:len(j.tokens)-1])
 }
 
 // prepare applies a step's preemptions and joins and returns the batch to run: the
@@ -288,7 +290,7 @@ func (r *runner) prepare(now time.Time, step sched.Step) []sched.Work {
 	work := step.Work
 	for _, id := range step.Join {
 		j := r.live[id]
-		j.kv = r.pool.NewSeq(cacheSalt(j.req))
+		j.kv = r.pool.NewSeq(cacheSalt(j.req, r.attnMin))
 		k := slices.IndexFunc(work, func(w sched.Work) bool { return w.ID == id })
 		cached := 0
 		if w := work[k]; j.pool != model.PoolNone {
@@ -333,7 +335,7 @@ func (r *runner) run(work []sched.Work) {
 			logits = w.N // every position's row: the prompt's logprobs
 		}
 		items = append(items, model.Item{KV: j.kv, Start: w.Start, Tokens: j.tokens[w.Start : w.Start+w.N], Logits: logits,
-			Pool: j.pool, Embed: j.embed, Attn: model.AttentionFor(len(j.req.Prompt))})
+			Pool: j.pool, Embed: j.embed, Attn: model.AttentionFor(len(j.req.Prompt), r.attnMin)})
 		ran = append(ran, w)
 		n += w.N
 	}
@@ -490,8 +492,8 @@ func (j *job) pick(row []float32) (int32, error) {
 // that cached blocks are only ever reused by sequences of the mode that computed
 // them: the modes' K and V rows differ in their bits, and a reused block must be the
 // bits the sequence would compute itself.
-func cacheSalt(req Request) string {
-	if model.AttentionFor(len(req.Prompt)) == model.AttnF32 {
+func cacheSalt(req Request, attnMin int) string {
+	if model.AttentionFor(len(req.Prompt), attnMin) == model.AttnF32 {
 		return req.CacheSalt + "\x00attn-f32"
 	}
 	return req.CacheSalt

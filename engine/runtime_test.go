@@ -100,29 +100,31 @@ func others(vocab int) []Request {
 // among them one whose first three experts tie exactly on every token.
 func TestDeterminism(t *testing.T) {
 	for _, c := range []struct {
-		o      genmodel.Options
-		prompt int
+		o       genmodel.Options
+		prompt  int
+		attnMin int // ModelConfig.AttnF32MinPrompt
 	}{
-		{genmodel.Options{Arch: "llama", Type: "q4_k_m", Seed: 11}, 45},
-		// A prompt of 64 tokens or more: the sequence runs in float32 mode
-		// (model.AttnF32), its prefill chunks in tiles of many tokens.
-		{genmodel.Options{Arch: "llama", Type: "q4_k_m", Seed: 11}, 150},
-		{genmodel.Options{Arch: "mixtral", Type: "q4_k_m", Seed: 11}, 45},
-		{genmodel.Options{Arch: "qwen2moe", Type: "q8_0", Seed: 11, TieExperts: 3}, 45},
+		{genmodel.Options{Arch: "llama", Type: "q4_k_m", Seed: 11}, 45, 0},
+		// A model that opts into float32 attention from llama.cpp's threshold, and a
+		// prompt past it: the sequence runs in float32 mode (model.AttnF32), its
+		// prefill chunks in tiles of many tokens.
+		{genmodel.Options{Arch: "llama", Type: "q4_k_m", Seed: 11}, 150, model.AttnF32MinPrompt},
+		{genmodel.Options{Arch: "mixtral", Type: "q4_k_m", Seed: 11}, 45, 0},
+		{genmodel.Options{Arch: "qwen2moe", Type: "q8_0", Seed: 11, TieExperts: 3}, 45, 0},
 	} {
 		name := c.o.Arch
 		if c.o.TieExperts > 0 {
 			name += "-tied"
 		}
-		if c.prompt >= model.AttnF32MinPrompt {
+		if c.attnMin > 0 {
 			name += "-f32"
 		}
-		t.Run(name, func(t *testing.T) { determinism(t, c.o, c.prompt) })
+		t.Run(name, func(t *testing.T) { determinism(t, c.o, c.prompt, c.attnMin) })
 	}
 }
 
-func determinism(t *testing.T, o genmodel.Options, prompt int) {
-	b := genBlock(t, ModelConfig{MaxModelConcurrency: 32, Replicas: 2, MaxModelLen: 512}, o)
+func determinism(t *testing.T, o genmodel.Options, prompt, attnMin int) {
+	b := genBlock(t, ModelConfig{MaxModelConcurrency: 32, Replicas: 2, MaxModelLen: 512, AttnF32MinPrompt: attnMin}, o)
 	tok, _ := b.Tokenizer("m")
 	target := Request{Prompt: make([]int32, prompt), MaxTokens: 40,
 		Sampling: Sampling{Temperature: 0.9, TopP: 0.95, RepeatPenalty: 1.1, Seed: 1234}}

@@ -42,15 +42,15 @@ const (
 	AttnF32
 )
 
-// AttnF32MinPrompt is the prompt length from which a request's sequence runs in
-// AttnF32 mode, prompt and generated tokens alike: llama.cpp's own threshold for
-// its float32 tiled attention (GGML_FA_TILE_Q).
+// AttnF32MinPrompt is llama.cpp's own threshold for its float32 tiled attention
+// (GGML_FA_TILE_Q): the value a model's attention_f32_min_prompt takes to follow it.
 const AttnF32MinPrompt = 64
 
 // AttentionFor is the attention of a sequence whose request's prompt has
-// promptTokens tokens.
-func AttentionFor(promptTokens int) Attention {
-	if promptTokens >= AttnF32MinPrompt {
+// promptTokens tokens, when prompts of minPrompt tokens or more run in AttnF32 mode,
+// prompt and generated tokens alike (minPrompt <= 0: none does; AttnF16 for all).
+func AttentionFor(promptTokens, minPrompt int) Attention {
+	if minPrompt > 0 && promptTokens >= minPrompt {
 		return AttnF32
 	}
 	return AttnF16

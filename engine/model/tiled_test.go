@@ -179,3 +179,23 @@ func TestF32AttentionIsBatchInvariant(t *testing.T) {
 		t.Fatal("AttnF32 gave the logits of AttnF16: the mode was not taken")
 	}
 }
+
+// TestAttentionForIsOptIn: float32 attention only where a model opts in, from its
+// threshold on; binary16 (llama.cpp's one-query numerics) otherwise, however long
+// the prompt.
+func TestAttentionForIsOptIn(t *testing.T) {
+	for _, c := range []struct {
+		prompt, min int
+		want        model.Attention
+	}{
+		{10000, 0, model.AttnF16},
+		{63, model.AttnF32MinPrompt, model.AttnF16},
+		{64, model.AttnF32MinPrompt, model.AttnF32},
+		{5, 1, model.AttnF32},
+		{5, -1, model.AttnF16},
+	} {
+		if got := model.AttentionFor(c.prompt, c.min); got != c.want {
+			t.Errorf("AttentionFor(%d, %d) = %v, want %v", c.prompt, c.min, got, c.want)
+		}
+	}
+}
