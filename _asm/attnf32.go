@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 
 	. "github.com/mmcloughlin/avo/build"
@@ -100,18 +101,43 @@ func hsumTree16(x VecVirtual) VecVirtual {
 
 // attnChunkF32 emits attnChunkF32AVX512: one query of head size 64 against a chunk
 // of m positions (1 ≤ m ≤ 64), keys and values float32 rows of 64.
-func attnChunkF32() {
+func attnChunkF32() { attnChunkF32Kernel(false) }
+
+// attnChunkF32F16 emits attnChunkF32F16AVX512: attnChunkF32AVX512 with the keys and
+// values read as binary16 from the cache (4 groups of 16 rows, each row stride
+// elements after the one before) and converted in registers, exactly, right
+// before each product: the same operations in the same order, so the same bits.
+func attnChunkF32F16() { attnChunkF32Kernel(true) }
+
+func attnChunkF32Kernel(direct bool) {
 	evex = true
 	defer func() { evex = false }()
-	TEXT("attnChunkF32AVX512", NOSPLIT, "func(q, kf, vf *float32, m int, acc, st, p *float32)")
-	Pragma("noescape")
-	Doc("attnChunkF32AVX512 is attnChunkF32Generic for head size 64: it adds positions",
-		"0..m-1 of a chunk (keys and values the float32 rows of 64 at kf and vf; kf holds 64",
-		"rows, those from m on any finite or not) to the state of query q (scaled):",
-		"accumulator acc, st[0] the running maximum, st[1] the sum; p is 64 floats of scratch.")
+	var kf, vf, kp, vp, sb Register
+	if direct {
+		TEXT("attnChunkF32F16AVX512", NOSPLIT, "func(q *float32, kp, vp *[4]*uint16, stride, m int, acc, st, p *float32)")
+		Pragma("noescape")
+		Doc("attnChunkF32F16AVX512 is attnChunkF32AVX512 with binary16 keys and values read",
+			"from the cache: group g (g < 4) of 16 positions has its rows at kp[g] and vp[g],",
+			"stride elements apart (all 16 rows of each group readable, those from m on any",
+			"value), converted to float32 in registers.")
+	} else {
+		TEXT("attnChunkF32AVX512", NOSPLIT, "func(q, kf, vf *float32, m int, acc, st, p *float32)")
+		Pragma("noescape")
+		Doc("attnChunkF32AVX512 is attnChunkF32Generic for head size 64: it adds positions",
+			"0..m-1 of a chunk (keys and values the float32 rows of 64 at kf and vf; kf holds 64",
+			"rows, those from m on any finite or not) to the state of query q (scaled):",
+			"accumulator acc, st[0] the running maximum, st[1] the sum; p is 64 floats of scratch.")
+	}
 	qp := Load(Param("q"), GP64())
-	kf := Load(Param("kf"), GP64())
-	vf := Load(Param("vf"), GP64())
+	if direct {
+		kp = Load(Param("kp"), GP64())
+		vp = Load(Param("vp"), GP64())
+		sb = Load(Param("stride"), GP64())
+		SHLQ(U8(1), sb) // bytes
+	} else {
+		kf = Load(Param("kf"), GP64())
+		vf = Load(Param("vf"), GP64())
+	}
 	m := Load(Param("m"), GP64())
 	accp := Load(Param("acc"), GP64())
 	stp := Load(Param("st"), GP64())
@@ -131,8 +157,31 @@ func attnChunkF32() {
 	var s [4]VecVirtual
 	for g := 0; g < 4; g++ {
 		var x [16]VecVirtual
+		var kr Register
+		if direct {
+			kr = GP64()
+			MOVQ(Mem{Base: kp, Disp: 8 * g}, kr)
+		}
 		for j := range x {
 			x[j] = ZMM()
+			if direct {
+				// The row's binary16, converted exactly: the products are those
+				// of the float32 rows.
+				for b := 0; b < 4; b++ {
+					t := ZMM()
+					VCVTPH2PS(Mem{Base: kr, Disp: 32 * b}, t)
+					if b == 0 {
+						VMULPS(t, q[0], x[j])
+						continue
+					}
+					VMULPS(t, q[b], t)
+					VADDPS(t, x[j], x[j])
+				}
+				if j < 15 {
+					ADDQ(sb, kr)
+				}
+				continue
+			}
 			row := Mem{Base: kf, Disp: (16*g + j) * 256}
 			VMULPS(row, q[0], x[j])
 			for b := 1; b < 4; b++ {
@@ -242,18 +291,49 @@ func attnChunkF32() {
 		a[b] = ZMM()
 		VMULPS(Mem{Base: accp, Disp: 64 * b}, f, a[b])
 	}
-	Label("pos")
-	pj := ZMM()
-	VBROADCASTSS(Mem{Base: pp}, pj)
-	for b := range a {
-		t := ZMM()
-		VMULPS(Mem{Base: vf, Disp: 64 * b}, pj, t)
-		VADDPS(t, a[b], a[b])
+	if direct {
+		// Group by group: min(16, m) positions from vp[g], then the rest.
+		vr, n, sixteen := GP64(), GP64(), GP64()
+		MOVQ(U32(16), sixteen)
+		for g := 0; g < 4; g++ {
+			MOVQ(Mem{Base: vp, Disp: 8 * g}, vr)
+			MOVQ(m, n)
+			CMPQ(m, sixteen)
+			CMOVQGT(sixteen, n)
+			SUBQ(n, m)
+			Label(fmt.Sprintf("posf16_%d", g))
+			pj := ZMM()
+			VBROADCASTSS(Mem{Base: pp}, pj)
+			for b := range a {
+				t := ZMM()
+				VCVTPH2PS(Mem{Base: vr, Disp: 32 * b}, t)
+				VMULPS(t, pj, t)
+				VADDPS(t, a[b], a[b])
+			}
+			ADDQ(U8(4), pp)
+			ADDQ(sb, vr)
+			DECQ(n)
+			JNZ(LabelRef(fmt.Sprintf("posf16_%d", g)))
+			if g < 3 {
+				TESTQ(m, m)
+				JZ(LabelRef("donef16"))
+			}
+		}
+		Label("donef16")
+	} else {
+		Label("pos")
+		pj := ZMM()
+		VBROADCASTSS(Mem{Base: pp}, pj)
+		for b := range a {
+			t := ZMM()
+			VMULPS(Mem{Base: vf, Disp: 64 * b}, pj, t)
+			VADDPS(t, a[b], a[b])
+		}
+		ADDQ(U8(4), pp)
+		ADDQ(U32(256), vf)
+		DECQ(m)
+		JNZ(LabelRef("pos"))
 	}
-	ADDQ(U8(4), pp)
-	ADDQ(U32(256), vf)
-	DECQ(m)
-	JNZ(LabelRef("pos"))
 	for b := range a {
 		VMOVUPS(a[b], Mem{Base: accp, Disp: 64 * b})
 	}

@@ -105,6 +105,7 @@ func main() {
 	}
 	attnF32Constants()
 	attnChunkF32()
+	attnChunkF32F16()
 	attnCvtF32()
 	actConstants()
 	quantQ8K()

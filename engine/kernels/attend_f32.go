@@ -17,10 +17,25 @@ import (
 // the scaled query and the key in a fixed order (attnChunkF32Generic), one online-
 // softmax step per chunk, then the chunk's values added to the float32 accumulator
 // position by position. The keys and values of a chunk are converted to float32
-// once for the tile's queries. Nothing a query computes depends on the other
+// once for the tile's queries, or, in a tile of few queries (a decode step's), read
+// as binary16 by each query's kernel and converted in registers: conversion is
+// exact, so both give the same bits. Nothing a query computes depends on the other
 // queries of its tile, nor on how the positions are paged: a token's result is the
 // same bits whether it is decoded alone or prefilled among many (tested).
 func AttendBlocksTileF32(out, q []float32, ld, hd, heads int, pos []int32, ks, vs [][]uint16, off, stride, bt int, scale float32) {
+	attendBlocksTileF32(out, q, ld, hd, heads, pos, ks, vs, off, stride, bt, scale, attnF32DirectMax)
+}
+
+// attnF32DirectMax is the most queries a tile may have for its chunks to be read
+// from the binary16 cache by each query (attnChunkF32F16) rather than converted
+// once into float32 scratch for all of them: a decode tile (one token, a GQA
+// group's heads) shares a conversion among too few queries to pay for its stores
+// and loads. A speed choice only: both give the same bits (tested).
+const attnF32DirectMax = 4
+
+// attendBlocksTileF32 is AttendBlocksTileF32, reading the cache directly in tiles
+// of at most directMax queries where attnChunkF32F16 runs.
+func attendBlocksTileF32(out, q []float32, ld, hd, heads int, pos []int32, ks, vs [][]uint16, off, stride, bt int, scale float32, directMax int) {
 	tl := f32Tiles.Get().(*f32Tile)
 	tl.grow(hd)
 	nq := len(pos) * heads
@@ -38,8 +53,18 @@ func AttendBlocksTileF32(out, q []float32, ld, hd, heads int, pos []int32, ks, v
 			tl.st[t-t0] = [2]float32{negInf32, 0}
 			nmax = max(nmax, int(pos[i])+1)
 		}
+		direct := t1-t0 <= directMax && attnF32Direct(hd, bt)
 		for c0 := 0; c0 < nmax; c0 += attnF32Chunk {
 			mr := min(attnF32Chunk, nmax-c0)
+			if direct && tl.rows(ks, vs, off, stride, bt, hd, c0, mr) {
+				for t := t0; t < t1; t++ {
+					n := int(pos[t/heads]) + 1
+					if m := min(attnF32Chunk, n-c0); m > 0 {
+						attnChunkF32F16(tl.q[(t-t0)*hd:][:hd], &tl.kp, &tl.vp, stride, m, tl.acc[(t-t0)*hd:][:hd], &tl.st[t-t0], &tl.p)
+					}
+				}
+				continue
+			}
 			for j := c0; j < c0+mr; {
 				b, r := j/bt, j%bt
 				cnt := min(bt-r, c0+mr-j)
@@ -62,6 +87,7 @@ func AttendBlocksTileF32(out, q []float32, ld, hd, heads int, pos []int32, ks, v
 			}
 		}
 	}
+	tl.kp, tl.vp = [4]*uint16{}, [4]*uint16{}
 	f32Tiles.Put(tl)
 }
 
@@ -81,13 +107,37 @@ var negInf32 = float32(math.Inf(-1))
 // f32Tile is a tile's scratch for AttendBlocksTileF32: a chunk's keys and values
 // as float32 (attnF32Chunk rows of hd; rows a tile has not reached keep earlier
 // values, which the kernels never use), the tile's scaled queries, accumulators,
-// states (running maximum, sum) and a chunk's softmax factors.
+// states (running maximum, sum), a chunk's softmax factors, and the cache rows of
+// the chunk's groups of 16 positions when the tile reads them directly.
 type f32Tile struct {
 	hd     int
 	kf, vf []float32
 	q, acc []float32
 	st     [attnTileMax][2]float32
 	p      [attnF32Chunk]float32
+	kp, vp [4]*uint16
+}
+
+// rows sets kp and vp to the first key and value rows of the chunk's 4 groups of
+// 16 positions from c0 (mr of them in use; a group past them gets the group
+// before's rows) and reports whether all 16 rows of each group lie in the cache's
+// slices (bt a multiple of 16, which attnF32Direct requires, keeps a group in one
+// page). The rows stay in tl only during the call that sets them.
+func (tl *f32Tile) rows(ks, vs [][]uint16, off, stride, bt, hd, c0, mr int) bool {
+	for g := 0; g < 4; g++ {
+		j := c0 + 16*g
+		if j >= c0+mr {
+			tl.kp[g], tl.vp[g] = tl.kp[g-1], tl.vp[g-1]
+			continue
+		}
+		b, r := j/bt, j%bt
+		end := off + (r+15)*stride + hd
+		if b >= len(ks) || b >= len(vs) || len(ks[b]) < end || len(vs[b]) < end {
+			return false
+		}
+		tl.kp[g], tl.vp[g] = &ks[b][off+r*stride], &vs[b][off+r*stride]
+	}
+	return true
 }
 
 // f32Tiles holds the tiles' scratch between calls (a worker thread's tile is taken

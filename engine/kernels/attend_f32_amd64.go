@@ -29,3 +29,17 @@ func attnChunkF32(q, kf, vf []float32, hd, m int, acc []float32, st *[2]float32,
 	_ = vf[m*64-1]
 	attnChunkF32AVX512(&q[0], &kf[0], &vf[0], m, &acc[0], &st[0], &p[0])
 }
+
+// attnF32Direct reports whether attnChunkF32F16 runs for head size hd and pages of
+// bt positions: AVX-512, head size 64, and groups of 16 positions within a page.
+func attnF32Direct(hd, bt int) bool {
+	return useAVX512 && hd == 64 && bt%16 == 0
+}
+
+// attnChunkF32F16 is attnChunkF32 with the chunk's keys and values read as binary16
+// from the cache (attnChunkF32F16AVX512), where attnF32Direct: the same bits.
+func attnChunkF32F16(q []float32, kp, vp *[4]*uint16, stride, m int, acc []float32, st *[2]float32, p *[attnF32Chunk]float32) {
+	_ = q[63]
+	_ = acc[63]
+	attnChunkF32F16AVX512(&q[0], kp, vp, stride, m, &acc[0], &st[0], &p[0])
+}

@@ -215,3 +215,100 @@ func BenchmarkAttendBlocksTileF32(b *testing.B) {
 		})
 	}
 }
+
+// TestAttendBlocksTileF32DirectMatchesConverting: a tile whose chunks are read from
+// the binary16 cache by each query's kernel (attnChunkF32F16) gives the bits of the
+// same tile converting each chunk to float32 scratch first, for tiles of 1 to 16
+// queries (decode steps and short runs, GQA groups of 1 to 8), pages of 16 to 128
+// positions and of 48 (chunks across pages), runs ending before, on and after chunk
+// boundaries, with NaN in the cache rows past the last position (which the
+// kernel reads and must mask).
+func TestAttendBlocksTileF32DirectMatchesConverting(t *testing.T) {
+	if !attnF32Direct(64, 16) {
+		t.Skip("attnChunkF32F16 needs AVX-512")
+	}
+	rng := rand.New(rand.NewPCG(47, 48))
+	type tc struct{ group, kvHeads, bt, tokens, first int }
+	cases := []tc{
+		{1, 2, 16, 1, 0}, {3, 2, 16, 1, 63}, {3, 1, 16, 1, 64}, {3, 2, 16, 1, 200}, {4, 1, 32, 1, 127},
+		{2, 2, 64, 2, 95}, {8, 1, 128, 2, 300}, {3, 1, 48, 1, 150}, {4, 2, 48, 3, 61}, {1, 1, 16, 16, 17},
+		{4, 1, 16, 4, 2040},
+	}
+	const hd = 64
+	for _, c := range cases {
+		fc := newF32Case(rng, hd, c.group, c.kvHeads, c.bt, c.tokens, c.first)
+		n := c.first + c.tokens
+		kvd := c.kvHeads * hd
+		last := len(fc.ks) - 1
+		for i := (n - last*c.bt) * kvd; i < len(fc.ks[last]); i++ {
+			fc.ks[last][i], fc.vs[last][i] = 0x7e00, 0x7e00 // NaN
+		}
+		heads := c.group * c.kvHeads
+		ld := heads * hd
+		run := func(directMax int) []float32 {
+			got := make([]float32, len(fc.q))
+			for kvh := 0; kvh < c.kvHeads; kvh++ {
+				o := kvh * c.group * hd
+				attendBlocksTileF32(got[o:], fc.q[o:], ld, hd, c.group, fc.pos, fc.ks, fc.vs, kvh*hd, kvd, c.bt, 0.125, directMax)
+			}
+			return got
+		}
+		want, got := run(0), run(attnTileMax)
+		for i := range want {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("%+v: token %d head %d out[%d] = %v direct, %v converted", c, i/ld, (i%ld)/hd, i%hd, got[i], want[i])
+			}
+			if math.IsNaN(float64(got[i])) {
+				t.Fatalf("%+v: out[%d] is NaN", c, i)
+			}
+		}
+	}
+}
+
+// BenchmarkAttendDecodeModes: one decode token at 2,048 cached positions, head size
+// 64, 4 KV heads in GQA groups of 3 (the 125m preset's layout), in ns per head and
+// position: binary16 mode (AttendBlocksTile) and float32 mode with the chunks read
+// directly (the default for such tiles) or converted to scratch first, each as one
+// tile per KV head ("tile") and head by head ("head", AttendBlocks and
+// AttendBlocksF32's single-query tiles).
+func BenchmarkAttendDecodeModes(b *testing.B) {
+	rng := rand.New(rand.NewPCG(49, 50))
+	const hd, group, kvHeads, bt, first = 64, 3, 4, 16, 2047
+	c := newF32Case(rng, hd, group, kvHeads, bt, 1, first)
+	heads, kvd := group*kvHeads, kvHeads*hd
+	ld := heads * hd
+	out := make([]float32, len(c.q))
+	perHead := float64(heads * (first + 1))
+	for _, mode := range []string{"f16", "f32-direct", "f32-convert"} {
+		for _, shape := range []string{"tile", "head"} {
+			directMax := attnTileMax
+			if mode == "f32-convert" {
+				directMax = 0
+			}
+			b.Run(mode+"/"+shape, func(b *testing.B) {
+				for b.Loop() {
+					for kvh := 0; kvh < kvHeads; kvh++ {
+						o := kvh * group * hd
+						if shape == "tile" {
+							if mode == "f16" {
+								AttendBlocksTile(out[o:], c.q[o:], ld, hd, group, c.pos, c.ks, c.vs, kvh*hd, kvd, bt, 0.125)
+							} else {
+								attendBlocksTileF32(out[o:], c.q[o:], ld, hd, group, c.pos, c.ks, c.vs, kvh*hd, kvd, bt, 0.125, directMax)
+							}
+							continue
+						}
+						for g := 0; g < group; g++ {
+							oh := o + g*hd
+							if mode == "f16" {
+								AttendBlocks(out[oh:oh+hd], c.q[oh:oh+hd], c.ks, c.vs, kvh*hd, kvd, bt, first+1, 0.125)
+							} else {
+								attendBlocksTileF32(out[oh:], c.q[oh:], hd, hd, 1, c.pos, c.ks, c.vs, kvh*hd, kvd, bt, 0.125, directMax)
+							}
+						}
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/(float64(b.N)*perHead), "ns/pos")
+			})
+		}
+	}
+}

@@ -9525,6 +9525,1354 @@ pos:
 	VZEROUPPER
 	RET
 
+// func attnChunkF32F16AVX512(q *float32, kp *[4]*uint16, vp *[4]*uint16, stride int, m int, acc *float32, st *float32, p *float32)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL, CMOV
+TEXT ·attnChunkF32F16AVX512(SB), NOSPLIT, $0-64
+	MOVQ          q+0(FP), AX
+	MOVQ          kp+8(FP), CX
+	MOVQ          vp+16(FP), DX
+	MOVQ          stride+24(FP), BX
+	SHLQ          $0x01, BX
+	MOVQ          m+32(FP), SI
+	MOVQ          acc+40(FP), DI
+	MOVQ          st+48(FP), R8
+	MOVQ          p+56(FP), R9
+	VMOVUPS       (AX), Z0
+	VMOVUPS       64(AX), Z1
+	VMOVUPS       128(AX), Z2
+	VMOVUPS       192(AX), Z3
+	VMOVDQU32     attnF32Perm<>+0(SB), Z4
+	MOVQ          (CX), AX
+	VCVTPH2PS     (AX), Z5
+	VMULPS        Z5, Z0, Z5
+	VCVTPH2PS     32(AX), Z6
+	VMULPS        Z6, Z1, Z6
+	VADDPS        Z6, Z5, Z5
+	VCVTPH2PS     64(AX), Z6
+	VMULPS        Z6, Z2, Z6
+	VADDPS        Z6, Z5, Z5
+	VCVTPH2PS     96(AX), Z6
+	VMULPS        Z6, Z3, Z6
+	VADDPS        Z6, Z5, Z5
+	ADDQ          BX, AX
+	VCVTPH2PS     (AX), Z6
+	VMULPS        Z6, Z0, Z6
+	VCVTPH2PS     32(AX), Z9
+	VMULPS        Z9, Z1, Z9
+	VADDPS        Z9, Z6, Z6
+	VCVTPH2PS     64(AX), Z9
+	VMULPS        Z9, Z2, Z9
+	VADDPS        Z9, Z6, Z6
+	VCVTPH2PS     96(AX), Z9
+	VMULPS        Z9, Z3, Z9
+	VADDPS        Z9, Z6, Z6
+	ADDQ          BX, AX
+	VCVTPH2PS     (AX), Z9
+	VMULPS        Z9, Z0, Z9
+	VCVTPH2PS     32(AX), Z10
+	VMULPS        Z10, Z1, Z10
+	VADDPS        Z10, Z9, Z9
+	VCVTPH2PS     64(AX), Z10
+	VMULPS        Z10, Z2, Z10
+	VADDPS        Z10, Z9, Z9
+	VCVTPH2PS     96(AX), Z10
+	VMULPS        Z10, Z3, Z10
+	VADDPS        Z10, Z9, Z9
+	ADDQ          BX, AX
+	VCVTPH2PS     (AX), Z10
+	VMULPS        Z10, Z0, Z10
+	VCVTPH2PS     32(AX), Z11
+	VMULPS        Z11, Z1, Z11
+	VADDPS        Z11, Z10, Z10
+	VCVTPH2PS     64(AX), Z11
+	VMULPS        Z11, Z2, Z11
+	VADDPS        Z11, Z10, Z10
+	VCVTPH2PS     96(AX), Z11
+	VMULPS        Z11, Z3, Z11
+	VADDPS        Z11, Z10, Z10
+	ADDQ          BX, AX
+	VCVTPH2PS     (AX), Z11
+	VMULPS        Z11, Z0, Z11
+	VCVTPH2PS     32(AX), Z12
+	VMULPS        Z12, Z1, Z12
+	VADDPS        Z12, Z11, Z11
+	VCVTPH2PS     64(AX), Z12
+	VMULPS        Z12, Z2, Z12
+	VADDPS        Z12, Z11, Z11
+	VCVTPH2PS     96(AX), Z12
+	VMULPS        Z12, Z3, Z12
+	VADDPS        Z12, Z11, Z11
+	ADDQ          BX, AX
+	VCVTPH2PS     (AX), Z12
+	VMULPS        Z12, Z0, Z12
+	VCVTPH2PS     32(AX), Z13
+	VMULPS        Z13, Z1, Z13
+	VADDPS        Z13, Z12, Z12
+	VCVTPH2PS     64(AX), Z13
+	VMULPS        Z13, Z2, Z13
+	VADDPS        Z13, Z12, Z12
+	VCVTPH2PS     96(AX), Z13
+	VMULPS        Z13, Z3, Z13
+	VADDPS        Z13, Z12, Z12
+	ADDQ          BX, AX
+	VCVTPH2PS     (AX), Z13
+	VMULPS        Z13, Z0, Z13
+	VCVTPH2PS     32(AX), Z14
+	VMULPS        Z14, Z1, Z14
+	VADDPS        Z14, Z13, Z13
+	VCVTPH2PS     64(AX), Z14
+	VMULPS        Z14, Z2, Z14
+	VADDPS        Z14, Z13, Z13
+	VCVTPH2PS     96(AX), Z14
+	VMULPS        Z14, Z3, Z14
+	VADDPS        Z14, Z13, Z13
+	ADDQ          BX, AX
+	VCVTPH2PS     (AX), Z14
+	VMULPS        Z14, Z0, Z14
+	VCVTPH2PS     32(AX), Z15
+	VMULPS        Z15, Z1, Z15
+	VADDPS        Z15, Z14, Z14
+	VCVTPH2PS     64(AX), Z15
+	VMULPS        Z15, Z2, Z15
+	VADDPS        Z15, Z14, Z14
+	VCVTPH2PS     96(AX), Z15
+	VMULPS        Z15, Z3, Z15
+	VADDPS        Z15, Z14, Z14
+	ADDQ          BX, AX
+	VCVTPH2PS     (AX), Z15
+	VMULPS        Z15, Z0, Z15
+	VCVTPH2PS     32(AX), Z16
+	VMULPS        Z16, Z1, Z16
+	VADDPS        Z16, Z15, Z15
+	VCVTPH2PS     64(AX), Z16
+	VMULPS        Z16, Z2, Z16
+	VADDPS        Z16, Z15, Z15
+	VCVTPH2PS     96(AX), Z16
+	VMULPS        Z16, Z3, Z16
+	VADDPS        Z16, Z15, Z15
+	ADDQ          BX, AX
+	VCVTPH2PS     (AX), Z16
+	VMULPS        Z16, Z0, Z16
+	VCVTPH2PS     32(AX), Z17
+	VMULPS        Z17, Z1, Z17
+	VADDPS        Z17, Z16, Z16
+	VCVTPH2PS     64(AX), Z17
+	VMULPS        Z17, Z2, Z17
+	VADDPS        Z17, Z16, Z16
+	VCVTPH2PS     96(AX), Z17
+	VMULPS        Z17, Z3, Z17
+	VADDPS        Z17, Z16, Z16
+	ADDQ          BX, AX
+	VCVTPH2PS     (AX), Z17
+	VMULPS        Z17, Z0, Z17
+	VCVTPH2PS     32(AX), Z18
+	VMULPS        Z18, Z1, Z18
+	VADDPS        Z18, Z17, Z17
+	VCVTPH2PS     64(AX), Z18
+	VMULPS        Z18, Z2, Z18
+	VADDPS        Z18, Z17, Z17
+	VCVTPH2PS     96(AX), Z18
+	VMULPS        Z18, Z3, Z18
+	VADDPS        Z18, Z17, Z17
+	ADDQ          BX, AX
+	VCVTPH2PS     (AX), Z18
+	VMULPS        Z18, Z0, Z18
+	VCVTPH2PS     32(AX), Z19
+	VMULPS        Z19, Z1, Z19
+	VADDPS        Z19, Z18, Z18
+	VCVTPH2PS     64(AX), Z19
+	VMULPS        Z19, Z2, Z19
+	VADDPS        Z19, Z18, Z18
+	VCVTPH2PS     96(AX), Z19
+	VMULPS        Z19, Z3, Z19
+	VADDPS        Z19, Z18, Z18
+	ADDQ          BX, AX
+	VCVTPH2PS     (AX), Z19
+	VMULPS        Z19, Z0, Z19
+	VCVTPH2PS     32(AX), Z20
+	VMULPS        Z20, Z1, Z20
+	VADDPS        Z20, Z19, Z19
+	VCVTPH2PS     64(AX), Z20
+	VMULPS        Z20, Z2, Z20
+	VADDPS        Z20, Z19, Z19
+	VCVTPH2PS     96(AX), Z20
+	VMULPS        Z20, Z3, Z20
+	VADDPS        Z20, Z19, Z19
+	ADDQ          BX, AX
+	VCVTPH2PS     (AX), Z20
+	VMULPS        Z20, Z0, Z20
+	VCVTPH2PS     32(AX), Z21
+	VMULPS        Z21, Z1, Z21
+	VADDPS        Z21, Z20, Z20
+	VCVTPH2PS     64(AX), Z21
+	VMULPS        Z21, Z2, Z21
+	VADDPS        Z21, Z20, Z20
+	VCVTPH2PS     96(AX), Z21
+	VMULPS        Z21, Z3, Z21
+	VADDPS        Z21, Z20, Z20
+	ADDQ          BX, AX
+	VCVTPH2PS     (AX), Z21
+	VMULPS        Z21, Z0, Z21
+	VCVTPH2PS     32(AX), Z22
+	VMULPS        Z22, Z1, Z22
+	VADDPS        Z22, Z21, Z21
+	VCVTPH2PS     64(AX), Z22
+	VMULPS        Z22, Z2, Z22
+	VADDPS        Z22, Z21, Z21
+	VCVTPH2PS     96(AX), Z22
+	VMULPS        Z22, Z3, Z22
+	VADDPS        Z22, Z21, Z21
+	ADDQ          BX, AX
+	VCVTPH2PS     (AX), Z22
+	VMULPS        Z22, Z0, Z22
+	VCVTPH2PS     32(AX), Z23
+	VMULPS        Z23, Z1, Z23
+	VADDPS        Z23, Z22, Z22
+	VCVTPH2PS     64(AX), Z23
+	VMULPS        Z23, Z2, Z23
+	VADDPS        Z23, Z22, Z22
+	VCVTPH2PS     96(AX), Z23
+	VMULPS        Z23, Z3, Z23
+	VADDPS        Z23, Z22, Z22
+	VSHUFF32X4    $0x44, Z15, Z5, Z23
+	VSHUFF32X4    $0xee, Z15, Z5, Z5
+	VADDPS        Z5, Z23, Z23
+	VSHUFF32X4    $0x44, Z16, Z6, Z5
+	VSHUFF32X4    $0xee, Z16, Z6, Z6
+	VADDPS        Z6, Z5, Z5
+	VSHUFF32X4    $0x44, Z17, Z9, Z6
+	VSHUFF32X4    $0xee, Z17, Z9, Z9
+	VADDPS        Z9, Z6, Z6
+	VSHUFF32X4    $0x44, Z18, Z10, Z9
+	VSHUFF32X4    $0xee, Z18, Z10, Z10
+	VADDPS        Z10, Z9, Z9
+	VSHUFF32X4    $0x44, Z19, Z11, Z10
+	VSHUFF32X4    $0xee, Z19, Z11, Z11
+	VADDPS        Z11, Z10, Z10
+	VSHUFF32X4    $0x44, Z20, Z12, Z11
+	VSHUFF32X4    $0xee, Z20, Z12, Z12
+	VADDPS        Z12, Z11, Z11
+	VSHUFF32X4    $0x44, Z21, Z13, Z12
+	VSHUFF32X4    $0xee, Z21, Z13, Z13
+	VADDPS        Z13, Z12, Z12
+	VSHUFF32X4    $0x44, Z22, Z14, Z13
+	VSHUFF32X4    $0xee, Z22, Z14, Z14
+	VADDPS        Z14, Z13, Z13
+	VSHUFF32X4    $0x88, Z10, Z23, Z14
+	VSHUFF32X4    $0xdd, Z10, Z23, Z10
+	VADDPS        Z10, Z14, Z14
+	VSHUFF32X4    $0x88, Z11, Z5, Z10
+	VSHUFF32X4    $0xdd, Z11, Z5, Z5
+	VADDPS        Z5, Z10, Z10
+	VSHUFF32X4    $0x88, Z12, Z6, Z5
+	VSHUFF32X4    $0xdd, Z12, Z6, Z6
+	VADDPS        Z6, Z5, Z5
+	VSHUFF32X4    $0x88, Z13, Z9, Z6
+	VSHUFF32X4    $0xdd, Z13, Z9, Z9
+	VADDPS        Z9, Z6, Z6
+	VUNPCKLPD     Z5, Z14, Z9
+	VUNPCKHPD     Z5, Z14, Z5
+	VADDPS        Z5, Z9, Z9
+	VUNPCKLPD     Z6, Z10, Z5
+	VUNPCKHPD     Z6, Z10, Z6
+	VADDPS        Z6, Z5, Z5
+	VSHUFPS       $0x88, Z5, Z9, Z6
+	VSHUFPS       $0xdd, Z5, Z9, Z5
+	VADDPS        Z5, Z6, Z6
+	VPERMPS       Z6, Z4, Z5
+	MOVQ          8(CX), AX
+	VCVTPH2PS     (AX), Z6
+	VMULPS        Z6, Z0, Z6
+	VCVTPH2PS     32(AX), Z9
+	VMULPS        Z9, Z1, Z9
+	VADDPS        Z9, Z6, Z6
+	VCVTPH2PS     64(AX), Z9
+	VMULPS        Z9, Z2, Z9
+	VADDPS        Z9, Z6, Z6
+	VCVTPH2PS     96(AX), Z9
+	VMULPS        Z9, Z3, Z9
+	VADDPS        Z9, Z6, Z6
+	ADDQ          BX, AX
+	VCVTPH2PS     (AX), Z9
+	VMULPS        Z9, Z0, Z9
+	VCVTPH2PS     32(AX), Z10
+	VMULPS        Z10, Z1, Z10
+	VADDPS        Z10, Z9, Z9
+	VCVTPH2PS     64(AX), Z10
+	VMULPS        Z10, Z2, Z10
+	VADDPS        Z10, Z9, Z9
+	VCVTPH2PS     96(AX), Z10
+	VMULPS        Z10, Z3, Z10
+	VADDPS        Z10, Z9, Z9
+	ADDQ          BX, AX
+	VCVTPH2PS     (AX), Z10
+	VMULPS        Z10, Z0, Z10
+	VCVTPH2PS     32(AX), Z11
+	VMULPS        Z11, Z1, Z11
+	VADDPS        Z11, Z10, Z10
+	VCVTPH2PS     64(AX), Z11
+	VMULPS        Z11, Z2, Z11
+	VADDPS        Z11, Z10, Z10
+	VCVTPH2PS     96(AX), Z11
+	VMULPS        Z11, Z3, Z11
+	VADDPS        Z11, Z10, Z10
+	ADDQ          BX, AX
+	VCVTPH2PS     (AX), Z11
+	VMULPS        Z11, Z0, Z11
+	VCVTPH2PS     32(AX), Z12
+	VMULPS        Z12, Z1, Z12
+	VADDPS        Z12, Z11, Z11
+	VCVTPH2PS     64(AX), Z12
+	VMULPS        Z12, Z2, Z12
+	VADDPS        Z12, Z11, Z11
+	VCVTPH2PS     96(AX), Z12
+	VMULPS        Z12, Z3, Z12
+	VADDPS        Z12, Z11, Z11
+	ADDQ          BX, AX
+	VCVTPH2PS     (AX), Z12
+	VMULPS        Z12, Z0, Z12
+	VCVTPH2PS     32(AX), Z13
+	VMULPS        Z13, Z1, Z13
+	VADDPS        Z13, Z12, Z12
+	VCVTPH2PS     64(AX), Z13
+	VMULPS        Z13, Z2, Z13
+	VADDPS        Z13, Z12, Z12
+	VCVTPH2PS     96(AX), Z13
+	VMULPS        Z13, Z3, Z13
+	VADDPS        Z13, Z12, Z12
+	ADDQ          BX, AX
+	VCVTPH2PS     (AX), Z13
+	VMULPS        Z13, Z0, Z13
+	VCVTPH2PS     32(AX), Z14
+	VMULPS        Z14, Z1, Z14
+	VADDPS        Z14, Z13, Z13
+	VCVTPH2PS     64(AX), Z14
+	VMULPS        Z14, Z2, Z14
+	VADDPS        Z14, Z13, Z13
+	VCVTPH2PS     96(AX), Z14
+	VMULPS        Z14, Z3, Z14
+	VADDPS        Z14, Z13, Z13
+	ADDQ          BX, AX
+	VCVTPH2PS     (AX), Z14
+	VMULPS        Z14, Z0, Z14
+	VCVTPH2PS     32(AX), Z15
+	VMULPS        Z15, Z1, Z15
+	VADDPS        Z15, Z14, Z14
+	VCVTPH2PS     64(AX), Z15
+	VMULPS        Z15, Z2, Z15
+	VADDPS        Z15, Z14, Z14
+	VCVTPH2PS     96(AX), Z15
+	VMULPS        Z15, Z3, Z15
+	VADDPS        Z15, Z14, Z14
+	ADDQ          BX, AX
+	VCVTPH2PS     (AX), Z15
+	VMULPS        Z15, Z0, Z15
+	VCVTPH2PS     32(AX), Z16
+	VMULPS        Z16, Z1, Z16
+	VADDPS        Z16, Z15, Z15
+	VCVTPH2PS     64(AX), Z16
+	VMULPS        Z16, Z2, Z16
+	VADDPS        Z16, Z15, Z15
+	VCVTPH2PS     96(AX), Z16
+	VMULPS        Z16, Z3, Z16
+	VADDPS        Z16, Z15, Z15
+	ADDQ          BX, AX
+	VCVTPH2PS     (AX), Z16
+	VMULPS        Z16, Z0, Z16
+	VCVTPH2PS     32(AX), Z17
+	VMULPS        Z17, Z1, Z17
+	VADDPS        Z17, Z16, Z16
+	VCVTPH2PS     64(AX), Z17
+	VMULPS        Z17, Z2, Z17
+	VADDPS        Z17, Z16, Z16
+	VCVTPH2PS     96(AX), Z17
+	VMULPS        Z17, Z3, Z17
+	VADDPS        Z17, Z16, Z16
+	ADDQ          BX, AX
+	VCVTPH2PS     (AX), Z17
+	VMULPS        Z17, Z0, Z17
+	VCVTPH2PS     32(AX), Z18
+	VMULPS        Z18, Z1, Z18
+	VADDPS        Z18, Z17, Z17
+	VCVTPH2PS     64(AX), Z18
+	VMULPS        Z18, Z2, Z18
+	VADDPS        Z18, Z17, Z17
+	VCVTPH2PS     96(AX), Z18
+	VMULPS        Z18, Z3, Z18
+	VADDPS        Z18, Z17, Z17
+	ADDQ          BX, AX
+	VCVTPH2PS     (AX), Z18
+	VMULPS        Z18, Z0, Z18
+	VCVTPH2PS     32(AX), Z19
+	VMULPS        Z19, Z1, Z19
+	VADDPS        Z19, Z18, Z18
+	VCVTPH2PS     64(AX), Z19
+	VMULPS        Z19, Z2, Z19
+	VADDPS        Z19, Z18, Z18
+	VCVTPH2PS     96(AX), Z19
+	VMULPS        Z19, Z3, Z19
+	VADDPS        Z19, Z18, Z18
+	ADDQ          BX, AX
+	VCVTPH2PS     (AX), Z19
+	VMULPS        Z19, Z0, Z19
+	VCVTPH2PS     32(AX), Z20
+	VMULPS        Z20, Z1, Z20
+	VADDPS        Z20, Z19, Z19
+	VCVTPH2PS     64(AX), Z20
+	VMULPS        Z20, Z2, Z20
+	VADDPS        Z20, Z19, Z19
+	VCVTPH2PS     96(AX), Z20
+	VMULPS        Z20, Z3, Z20
+	VADDPS        Z20, Z19, Z19
+	ADDQ          BX, AX
+	VCVTPH2PS     (AX), Z20
+	VMULPS        Z20, Z0, Z20
+	VCVTPH2PS     32(AX), Z21
+	VMULPS        Z21, Z1, Z21
+	VADDPS        Z21, Z20, Z20
+	VCVTPH2PS     64(AX), Z21
+	VMULPS        Z21, Z2, Z21
+	VADDPS        Z21, Z20, Z20
+	VCVTPH2PS     96(AX), Z21
+	VMULPS        Z21, Z3, Z21
+	VADDPS        Z21, Z20, Z20
+	ADDQ          BX, AX
+	VCVTPH2PS     (AX), Z21
+	VMULPS        Z21, Z0, Z21
+	VCVTPH2PS     32(AX), Z22
+	VMULPS        Z22, Z1, Z22
+	VADDPS        Z22, Z21, Z21
+	VCVTPH2PS     64(AX), Z22
+	VMULPS        Z22, Z2, Z22
+	VADDPS        Z22, Z21, Z21
+	VCVTPH2PS     96(AX), Z22
+	VMULPS        Z22, Z3, Z22
+	VADDPS        Z22, Z21, Z21
+	ADDQ          BX, AX
+	VCVTPH2PS     (AX), Z22
+	VMULPS        Z22, Z0, Z22
+	VCVTPH2PS     32(AX), Z23
+	VMULPS        Z23, Z1, Z23
+	VADDPS        Z23, Z22, Z22
+	VCVTPH2PS     64(AX), Z23
+	VMULPS        Z23, Z2, Z23
+	VADDPS        Z23, Z22, Z22
+	VCVTPH2PS     96(AX), Z23
+	VMULPS        Z23, Z3, Z23
+	VADDPS        Z23, Z22, Z22
+	ADDQ          BX, AX
+	VCVTPH2PS     (AX), Z23
+	VMULPS        Z23, Z0, Z23
+	VCVTPH2PS     32(AX), Z24
+	VMULPS        Z24, Z1, Z24
+	VADDPS        Z24, Z23, Z23
+	VCVTPH2PS     64(AX), Z24
+	VMULPS        Z24, Z2, Z24
+	VADDPS        Z24, Z23, Z23
+	VCVTPH2PS     96(AX), Z24
+	VMULPS        Z24, Z3, Z24
+	VADDPS        Z24, Z23, Z23
+	VSHUFF32X4    $0x44, Z16, Z6, Z24
+	VSHUFF32X4    $0xee, Z16, Z6, Z6
+	VADDPS        Z6, Z24, Z24
+	VSHUFF32X4    $0x44, Z17, Z9, Z6
+	VSHUFF32X4    $0xee, Z17, Z9, Z9
+	VADDPS        Z9, Z6, Z6
+	VSHUFF32X4    $0x44, Z18, Z10, Z9
+	VSHUFF32X4    $0xee, Z18, Z10, Z10
+	VADDPS        Z10, Z9, Z9
+	VSHUFF32X4    $0x44, Z19, Z11, Z10
+	VSHUFF32X4    $0xee, Z19, Z11, Z11
+	VADDPS        Z11, Z10, Z10
+	VSHUFF32X4    $0x44, Z20, Z12, Z11
+	VSHUFF32X4    $0xee, Z20, Z12, Z12
+	VADDPS        Z12, Z11, Z11
+	VSHUFF32X4    $0x44, Z21, Z13, Z12
+	VSHUFF32X4    $0xee, Z21, Z13, Z13
+	VADDPS        Z13, Z12, Z12
+	VSHUFF32X4    $0x44, Z22, Z14, Z13
+	VSHUFF32X4    $0xee, Z22, Z14, Z14
+	VADDPS        Z14, Z13, Z13
+	VSHUFF32X4    $0x44, Z23, Z15, Z14
+	VSHUFF32X4    $0xee, Z23, Z15, Z15
+	VADDPS        Z15, Z14, Z14
+	VSHUFF32X4    $0x88, Z11, Z24, Z15
+	VSHUFF32X4    $0xdd, Z11, Z24, Z11
+	VADDPS        Z11, Z15, Z15
+	VSHUFF32X4    $0x88, Z12, Z6, Z11
+	VSHUFF32X4    $0xdd, Z12, Z6, Z6
+	VADDPS        Z6, Z11, Z11
+	VSHUFF32X4    $0x88, Z13, Z9, Z6
+	VSHUFF32X4    $0xdd, Z13, Z9, Z9
+	VADDPS        Z9, Z6, Z6
+	VSHUFF32X4    $0x88, Z14, Z10, Z9
+	VSHUFF32X4    $0xdd, Z14, Z10, Z10
+	VADDPS        Z10, Z9, Z9
+	VUNPCKLPD     Z6, Z15, Z10
+	VUNPCKHPD     Z6, Z15, Z6
+	VADDPS        Z6, Z10, Z10
+	VUNPCKLPD     Z9, Z11, Z6
+	VUNPCKHPD     Z9, Z11, Z9
+	VADDPS        Z9, Z6, Z6
+	VSHUFPS       $0x88, Z6, Z10, Z9
+	VSHUFPS       $0xdd, Z6, Z10, Z6
+	VADDPS        Z6, Z9, Z9
+	VPERMPS       Z9, Z4, Z6
+	MOVQ          16(CX), AX
+	VCVTPH2PS     (AX), Z9
+	VMULPS        Z9, Z0, Z9
+	VCVTPH2PS     32(AX), Z10
+	VMULPS        Z10, Z1, Z10
+	VADDPS        Z10, Z9, Z9
+	VCVTPH2PS     64(AX), Z10
+	VMULPS        Z10, Z2, Z10
+	VADDPS        Z10, Z9, Z9
+	VCVTPH2PS     96(AX), Z10
+	VMULPS        Z10, Z3, Z10
+	VADDPS        Z10, Z9, Z9
+	ADDQ          BX, AX
+	VCVTPH2PS     (AX), Z10
+	VMULPS        Z10, Z0, Z10
+	VCVTPH2PS     32(AX), Z11
+	VMULPS        Z11, Z1, Z11
+	VADDPS        Z11, Z10, Z10
+	VCVTPH2PS     64(AX), Z11
+	VMULPS        Z11, Z2, Z11
+	VADDPS        Z11, Z10, Z10
+	VCVTPH2PS     96(AX), Z11
+	VMULPS        Z11, Z3, Z11
+	VADDPS        Z11, Z10, Z10
+	ADDQ          BX, AX
+	VCVTPH2PS     (AX), Z11
+	VMULPS        Z11, Z0, Z11
+	VCVTPH2PS     32(AX), Z12
+	VMULPS        Z12, Z1, Z12
+	VADDPS        Z12, Z11, Z11
+	VCVTPH2PS     64(AX), Z12
+	VMULPS        Z12, Z2, Z12
+	VADDPS        Z12, Z11, Z11
+	VCVTPH2PS     96(AX), Z12
+	VMULPS        Z12, Z3, Z12
+	VADDPS        Z12, Z11, Z11
+	ADDQ          BX, AX
+	VCVTPH2PS     (AX), Z12
+	VMULPS        Z12, Z0, Z12
+	VCVTPH2PS     32(AX), Z13
+	VMULPS        Z13, Z1, Z13
+	VADDPS        Z13, Z12, Z12
+	VCVTPH2PS     64(AX), Z13
+	VMULPS        Z13, Z2, Z13
+	VADDPS        Z13, Z12, Z12
+	VCVTPH2PS     96(AX), Z13
+	VMULPS        Z13, Z3, Z13
+	VADDPS        Z13, Z12, Z12
+	ADDQ          BX, AX
+	VCVTPH2PS     (AX), Z13
+	VMULPS        Z13, Z0, Z13
+	VCVTPH2PS     32(AX), Z14
+	VMULPS        Z14, Z1, Z14
+	VADDPS        Z14, Z13, Z13
+	VCVTPH2PS     64(AX), Z14
+	VMULPS        Z14, Z2, Z14
+	VADDPS        Z14, Z13, Z13
+	VCVTPH2PS     96(AX), Z14
+	VMULPS        Z14, Z3, Z14
+	VADDPS        Z14, Z13, Z13
+	ADDQ          BX, AX
+	VCVTPH2PS     (AX), Z14
+	VMULPS        Z14, Z0, Z14
+	VCVTPH2PS     32(AX), Z15
+	VMULPS        Z15, Z1, Z15
+	VADDPS        Z15, Z14, Z14
+	VCVTPH2PS     64(AX), Z15
+	VMULPS        Z15, Z2, Z15
+	VADDPS        Z15, Z14, Z14
+	VCVTPH2PS     96(AX), Z15
+	VMULPS        Z15, Z3, Z15
+	VADDPS        Z15, Z14, Z14
+	ADDQ          BX, AX
+	VCVTPH2PS     (AX), Z15
+	VMULPS        Z15, Z0, Z15
+	VCVTPH2PS     32(AX), Z16
+	VMULPS        Z16, Z1, Z16
+	VADDPS        Z16, Z15, Z15
+	VCVTPH2PS     64(AX), Z16
+	VMULPS        Z16, Z2, Z16
+	VADDPS        Z16, Z15, Z15
+	VCVTPH2PS     96(AX), Z16
+	VMULPS        Z16, Z3, Z16
+	VADDPS        Z16, Z15, Z15
+	ADDQ          BX, AX
+	VCVTPH2PS     (AX), Z16
+	VMULPS        Z16, Z0, Z16
+	VCVTPH2PS     32(AX), Z17
+	VMULPS        Z17, Z1, Z17
+	VADDPS        Z17, Z16, Z16
+	VCVTPH2PS     64(AX), Z17
+	VMULPS        Z17, Z2, Z17
+	VADDPS        Z17, Z16, Z16
+	VCVTPH2PS     96(AX), Z17
+	VMULPS        Z17, Z3, Z17
+	VADDPS        Z17, Z16, Z16
+	ADDQ          BX, AX
+	VCVTPH2PS     (AX), Z17
+	VMULPS        Z17, Z0, Z17
+	VCVTPH2PS     32(AX), Z18
+	VMULPS        Z18, Z1, Z18
+	VADDPS        Z18, Z17, Z17
+	VCVTPH2PS     64(AX), Z18
+	VMULPS        Z18, Z2, Z18
+	VADDPS        Z18, Z17, Z17
+	VCVTPH2PS     96(AX), Z18
+	VMULPS        Z18, Z3, Z18
+	VADDPS        Z18, Z17, Z17
+	ADDQ          BX, AX
+	VCVTPH2PS     (AX), Z18
+	VMULPS        Z18, Z0, Z18
+	VCVTPH2PS     32(AX), Z19
+	VMULPS        Z19, Z1, Z19
+	VADDPS        Z19, Z18, Z18
+	VCVTPH2PS     64(AX), Z19
+	VMULPS        Z19, Z2, Z19
+	VADDPS        Z19, Z18, Z18
+	VCVTPH2PS     96(AX), Z19
+	VMULPS        Z19, Z3, Z19
+	VADDPS        Z19, Z18, Z18
+	ADDQ          BX, AX
+	VCVTPH2PS     (AX), Z19
+	VMULPS        Z19, Z0, Z19
+	VCVTPH2PS     32(AX), Z20
+	VMULPS        Z20, Z1, Z20
+	VADDPS        Z20, Z19, Z19
+	VCVTPH2PS     64(AX), Z20
+	VMULPS        Z20, Z2, Z20
+	VADDPS        Z20, Z19, Z19
+	VCVTPH2PS     96(AX), Z20
+	VMULPS        Z20, Z3, Z20
+	VADDPS        Z20, Z19, Z19
+	ADDQ          BX, AX
+	VCVTPH2PS     (AX), Z20
+	VMULPS        Z20, Z0, Z20
+	VCVTPH2PS     32(AX), Z21
+	VMULPS        Z21, Z1, Z21
+	VADDPS        Z21, Z20, Z20
+	VCVTPH2PS     64(AX), Z21
+	VMULPS        Z21, Z2, Z21
+	VADDPS        Z21, Z20, Z20
+	VCVTPH2PS     96(AX), Z21
+	VMULPS        Z21, Z3, Z21
+	VADDPS        Z21, Z20, Z20
+	ADDQ          BX, AX
+	VCVTPH2PS     (AX), Z21
+	VMULPS        Z21, Z0, Z21
+	VCVTPH2PS     32(AX), Z22
+	VMULPS        Z22, Z1, Z22
+	VADDPS        Z22, Z21, Z21
+	VCVTPH2PS     64(AX), Z22
+	VMULPS        Z22, Z2, Z22
+	VADDPS        Z22, Z21, Z21
+	VCVTPH2PS     96(AX), Z22
+	VMULPS        Z22, Z3, Z22
+	VADDPS        Z22, Z21, Z21
+	ADDQ          BX, AX
+	VCVTPH2PS     (AX), Z22
+	VMULPS        Z22, Z0, Z22
+	VCVTPH2PS     32(AX), Z23
+	VMULPS        Z23, Z1, Z23
+	VADDPS        Z23, Z22, Z22
+	VCVTPH2PS     64(AX), Z23
+	VMULPS        Z23, Z2, Z23
+	VADDPS        Z23, Z22, Z22
+	VCVTPH2PS     96(AX), Z23
+	VMULPS        Z23, Z3, Z23
+	VADDPS        Z23, Z22, Z22
+	ADDQ          BX, AX
+	VCVTPH2PS     (AX), Z23
+	VMULPS        Z23, Z0, Z23
+	VCVTPH2PS     32(AX), Z24
+	VMULPS        Z24, Z1, Z24
+	VADDPS        Z24, Z23, Z23
+	VCVTPH2PS     64(AX), Z24
+	VMULPS        Z24, Z2, Z24
+	VADDPS        Z24, Z23, Z23
+	VCVTPH2PS     96(AX), Z24
+	VMULPS        Z24, Z3, Z24
+	VADDPS        Z24, Z23, Z23
+	ADDQ          BX, AX
+	VCVTPH2PS     (AX), Z24
+	VMULPS        Z24, Z0, Z24
+	VCVTPH2PS     32(AX), Z25
+	VMULPS        Z25, Z1, Z25
+	VADDPS        Z25, Z24, Z24
+	VCVTPH2PS     64(AX), Z25
+	VMULPS        Z25, Z2, Z25
+	VADDPS        Z25, Z24, Z24
+	VCVTPH2PS     96(AX), Z25
+	VMULPS        Z25, Z3, Z25
+	VADDPS        Z25, Z24, Z24
+	VSHUFF32X4    $0x44, Z17, Z9, Z25
+	VSHUFF32X4    $0xee, Z17, Z9, Z9
+	VADDPS        Z9, Z25, Z25
+	VSHUFF32X4    $0x44, Z18, Z10, Z9
+	VSHUFF32X4    $0xee, Z18, Z10, Z10
+	VADDPS        Z10, Z9, Z9
+	VSHUFF32X4    $0x44, Z19, Z11, Z10
+	VSHUFF32X4    $0xee, Z19, Z11, Z11
+	VADDPS        Z11, Z10, Z10
+	VSHUFF32X4    $0x44, Z20, Z12, Z11
+	VSHUFF32X4    $0xee, Z20, Z12, Z12
+	VADDPS        Z12, Z11, Z11
+	VSHUFF32X4    $0x44, Z21, Z13, Z12
+	VSHUFF32X4    $0xee, Z21, Z13, Z13
+	VADDPS        Z13, Z12, Z12
+	VSHUFF32X4    $0x44, Z22, Z14, Z13
+	VSHUFF32X4    $0xee, Z22, Z14, Z14
+	VADDPS        Z14, Z13, Z13
+	VSHUFF32X4    $0x44, Z23, Z15, Z14
+	VSHUFF32X4    $0xee, Z23, Z15, Z15
+	VADDPS        Z15, Z14, Z14
+	VSHUFF32X4    $0x44, Z24, Z16, Z15
+	VSHUFF32X4    $0xee, Z24, Z16, Z16
+	VADDPS        Z16, Z15, Z15
+	VSHUFF32X4    $0x88, Z12, Z25, Z16
+	VSHUFF32X4    $0xdd, Z12, Z25, Z12
+	VADDPS        Z12, Z16, Z16
+	VSHUFF32X4    $0x88, Z13, Z9, Z12
+	VSHUFF32X4    $0xdd, Z13, Z9, Z9
+	VADDPS        Z9, Z12, Z12
+	VSHUFF32X4    $0x88, Z14, Z10, Z9
+	VSHUFF32X4    $0xdd, Z14, Z10, Z10
+	VADDPS        Z10, Z9, Z9
+	VSHUFF32X4    $0x88, Z15, Z11, Z10
+	VSHUFF32X4    $0xdd, Z15, Z11, Z11
+	VADDPS        Z11, Z10, Z10
+	VUNPCKLPD     Z9, Z16, Z11
+	VUNPCKHPD     Z9, Z16, Z9
+	VADDPS        Z9, Z11, Z11
+	VUNPCKLPD     Z10, Z12, Z9
+	VUNPCKHPD     Z10, Z12, Z10
+	VADDPS        Z10, Z9, Z9
+	VSHUFPS       $0x88, Z9, Z11, Z10
+	VSHUFPS       $0xdd, Z9, Z11, Z9
+	VADDPS        Z9, Z10, Z10
+	VPERMPS       Z10, Z4, Z9
+	MOVQ          24(CX), AX
+	VCVTPH2PS     (AX), Z10
+	VMULPS        Z10, Z0, Z10
+	VCVTPH2PS     32(AX), Z11
+	VMULPS        Z11, Z1, Z11
+	VADDPS        Z11, Z10, Z10
+	VCVTPH2PS     64(AX), Z11
+	VMULPS        Z11, Z2, Z11
+	VADDPS        Z11, Z10, Z10
+	VCVTPH2PS     96(AX), Z11
+	VMULPS        Z11, Z3, Z11
+	VADDPS        Z11, Z10, Z10
+	ADDQ          BX, AX
+	VCVTPH2PS     (AX), Z11
+	VMULPS        Z11, Z0, Z11
+	VCVTPH2PS     32(AX), Z12
+	VMULPS        Z12, Z1, Z12
+	VADDPS        Z12, Z11, Z11
+	VCVTPH2PS     64(AX), Z12
+	VMULPS        Z12, Z2, Z12
+	VADDPS        Z12, Z11, Z11
+	VCVTPH2PS     96(AX), Z12
+	VMULPS        Z12, Z3, Z12
+	VADDPS        Z12, Z11, Z11
+	ADDQ          BX, AX
+	VCVTPH2PS     (AX), Z12
+	VMULPS        Z12, Z0, Z12
+	VCVTPH2PS     32(AX), Z13
+	VMULPS        Z13, Z1, Z13
+	VADDPS        Z13, Z12, Z12
+	VCVTPH2PS     64(AX), Z13
+	VMULPS        Z13, Z2, Z13
+	VADDPS        Z13, Z12, Z12
+	VCVTPH2PS     96(AX), Z13
+	VMULPS        Z13, Z3, Z13
+	VADDPS        Z13, Z12, Z12
+	ADDQ          BX, AX
+	VCVTPH2PS     (AX), Z13
+	VMULPS        Z13, Z0, Z13
+	VCVTPH2PS     32(AX), Z14
+	VMULPS        Z14, Z1, Z14
+	VADDPS        Z14, Z13, Z13
+	VCVTPH2PS     64(AX), Z14
+	VMULPS        Z14, Z2, Z14
+	VADDPS        Z14, Z13, Z13
+	VCVTPH2PS     96(AX), Z14
+	VMULPS        Z14, Z3, Z14
+	VADDPS        Z14, Z13, Z13
+	ADDQ          BX, AX
+	VCVTPH2PS     (AX), Z14
+	VMULPS        Z14, Z0, Z14
+	VCVTPH2PS     32(AX), Z15
+	VMULPS        Z15, Z1, Z15
+	VADDPS        Z15, Z14, Z14
+	VCVTPH2PS     64(AX), Z15
+	VMULPS        Z15, Z2, Z15
+	VADDPS        Z15, Z14, Z14
+	VCVTPH2PS     96(AX), Z15
+	VMULPS        Z15, Z3, Z15
+	VADDPS        Z15, Z14, Z14
+	ADDQ          BX, AX
+	VCVTPH2PS     (AX), Z15
+	VMULPS        Z15, Z0, Z15
+	VCVTPH2PS     32(AX), Z16
+	VMULPS        Z16, Z1, Z16
+	VADDPS        Z16, Z15, Z15
+	VCVTPH2PS     64(AX), Z16
+	VMULPS        Z16, Z2, Z16
+	VADDPS        Z16, Z15, Z15
+	VCVTPH2PS     96(AX), Z16
+	VMULPS        Z16, Z3, Z16
+	VADDPS        Z16, Z15, Z15
+	ADDQ          BX, AX
+	VCVTPH2PS     (AX), Z16
+	VMULPS        Z16, Z0, Z16
+	VCVTPH2PS     32(AX), Z17
+	VMULPS        Z17, Z1, Z17
+	VADDPS        Z17, Z16, Z16
+	VCVTPH2PS     64(AX), Z17
+	VMULPS        Z17, Z2, Z17
+	VADDPS        Z17, Z16, Z16
+	VCVTPH2PS     96(AX), Z17
+	VMULPS        Z17, Z3, Z17
+	VADDPS        Z17, Z16, Z16
+	ADDQ          BX, AX
+	VCVTPH2PS     (AX), Z17
+	VMULPS        Z17, Z0, Z17
+	VCVTPH2PS     32(AX), Z18
+	VMULPS        Z18, Z1, Z18
+	VADDPS        Z18, Z17, Z17
+	VCVTPH2PS     64(AX), Z18
+	VMULPS        Z18, Z2, Z18
+	VADDPS        Z18, Z17, Z17
+	VCVTPH2PS     96(AX), Z18
+	VMULPS        Z18, Z3, Z18
+	VADDPS        Z18, Z17, Z17
+	ADDQ          BX, AX
+	VCVTPH2PS     (AX), Z18
+	VMULPS        Z18, Z0, Z18
+	VCVTPH2PS     32(AX), Z19
+	VMULPS        Z19, Z1, Z19
+	VADDPS        Z19, Z18, Z18
+	VCVTPH2PS     64(AX), Z19
+	VMULPS        Z19, Z2, Z19
+	VADDPS        Z19, Z18, Z18
+	VCVTPH2PS     96(AX), Z19
+	VMULPS        Z19, Z3, Z19
+	VADDPS        Z19, Z18, Z18
+	ADDQ          BX, AX
+	VCVTPH2PS     (AX), Z19
+	VMULPS        Z19, Z0, Z19
+	VCVTPH2PS     32(AX), Z20
+	VMULPS        Z20, Z1, Z20
+	VADDPS        Z20, Z19, Z19
+	VCVTPH2PS     64(AX), Z20
+	VMULPS        Z20, Z2, Z20
+	VADDPS        Z20, Z19, Z19
+	VCVTPH2PS     96(AX), Z20
+	VMULPS        Z20, Z3, Z20
+	VADDPS        Z20, Z19, Z19
+	ADDQ          BX, AX
+	VCVTPH2PS     (AX), Z20
+	VMULPS        Z20, Z0, Z20
+	VCVTPH2PS     32(AX), Z21
+	VMULPS        Z21, Z1, Z21
+	VADDPS        Z21, Z20, Z20
+	VCVTPH2PS     64(AX), Z21
+	VMULPS        Z21, Z2, Z21
+	VADDPS        Z21, Z20, Z20
+	VCVTPH2PS     96(AX), Z21
+	VMULPS        Z21, Z3, Z21
+	VADDPS        Z21, Z20, Z20
+	ADDQ          BX, AX
+	VCVTPH2PS     (AX), Z21
+	VMULPS        Z21, Z0, Z21
+	VCVTPH2PS     32(AX), Z22
+	VMULPS        Z22, Z1, Z22
+	VADDPS        Z22, Z21, Z21
+	VCVTPH2PS     64(AX), Z22
+	VMULPS        Z22, Z2, Z22
+	VADDPS        Z22, Z21, Z21
+	VCVTPH2PS     96(AX), Z22
+	VMULPS        Z22, Z3, Z22
+	VADDPS        Z22, Z21, Z21
+	ADDQ          BX, AX
+	VCVTPH2PS     (AX), Z22
+	VMULPS        Z22, Z0, Z22
+	VCVTPH2PS     32(AX), Z23
+	VMULPS        Z23, Z1, Z23
+	VADDPS        Z23, Z22, Z22
+	VCVTPH2PS     64(AX), Z23
+	VMULPS        Z23, Z2, Z23
+	VADDPS        Z23, Z22, Z22
+	VCVTPH2PS     96(AX), Z23
+	VMULPS        Z23, Z3, Z23
+	VADDPS        Z23, Z22, Z22
+	ADDQ          BX, AX
+	VCVTPH2PS     (AX), Z23
+	VMULPS        Z23, Z0, Z23
+	VCVTPH2PS     32(AX), Z24
+	VMULPS        Z24, Z1, Z24
+	VADDPS        Z24, Z23, Z23
+	VCVTPH2PS     64(AX), Z24
+	VMULPS        Z24, Z2, Z24
+	VADDPS        Z24, Z23, Z23
+	VCVTPH2PS     96(AX), Z24
+	VMULPS        Z24, Z3, Z24
+	VADDPS        Z24, Z23, Z23
+	ADDQ          BX, AX
+	VCVTPH2PS     (AX), Z24
+	VMULPS        Z24, Z0, Z24
+	VCVTPH2PS     32(AX), Z25
+	VMULPS        Z25, Z1, Z25
+	VADDPS        Z25, Z24, Z24
+	VCVTPH2PS     64(AX), Z25
+	VMULPS        Z25, Z2, Z25
+	VADDPS        Z25, Z24, Z24
+	VCVTPH2PS     96(AX), Z25
+	VMULPS        Z25, Z3, Z25
+	VADDPS        Z25, Z24, Z24
+	ADDQ          BX, AX
+	VCVTPH2PS     (AX), Z25
+	VMULPS        Z25, Z0, Z0
+	VCVTPH2PS     32(AX), Z25
+	VMULPS        Z25, Z1, Z25
+	VADDPS        Z25, Z0, Z0
+	VCVTPH2PS     64(AX), Z1
+	VMULPS        Z1, Z2, Z1
+	VADDPS        Z1, Z0, Z0
+	VCVTPH2PS     96(AX), Z1
+	VMULPS        Z1, Z3, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFF32X4    $0x44, Z18, Z10, Z1
+	VSHUFF32X4    $0xee, Z18, Z10, Z2
+	VADDPS        Z2, Z1, Z1
+	VSHUFF32X4    $0x44, Z19, Z11, Z2
+	VSHUFF32X4    $0xee, Z19, Z11, Z3
+	VADDPS        Z3, Z2, Z2
+	VSHUFF32X4    $0x44, Z20, Z12, Z3
+	VSHUFF32X4    $0xee, Z20, Z12, Z10
+	VADDPS        Z10, Z3, Z3
+	VSHUFF32X4    $0x44, Z21, Z13, Z10
+	VSHUFF32X4    $0xee, Z21, Z13, Z11
+	VADDPS        Z11, Z10, Z10
+	VSHUFF32X4    $0x44, Z22, Z14, Z11
+	VSHUFF32X4    $0xee, Z22, Z14, Z12
+	VADDPS        Z12, Z11, Z11
+	VSHUFF32X4    $0x44, Z23, Z15, Z12
+	VSHUFF32X4    $0xee, Z23, Z15, Z13
+	VADDPS        Z13, Z12, Z12
+	VSHUFF32X4    $0x44, Z24, Z16, Z13
+	VSHUFF32X4    $0xee, Z24, Z16, Z14
+	VADDPS        Z14, Z13, Z13
+	VSHUFF32X4    $0x44, Z0, Z17, Z14
+	VSHUFF32X4    $0xee, Z0, Z17, Z0
+	VADDPS        Z0, Z14, Z14
+	VSHUFF32X4    $0x88, Z11, Z1, Z0
+	VSHUFF32X4    $0xdd, Z11, Z1, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFF32X4    $0x88, Z12, Z2, Z1
+	VSHUFF32X4    $0xdd, Z12, Z2, Z2
+	VADDPS        Z2, Z1, Z1
+	VSHUFF32X4    $0x88, Z13, Z3, Z2
+	VSHUFF32X4    $0xdd, Z13, Z3, Z3
+	VADDPS        Z3, Z2, Z2
+	VSHUFF32X4    $0x88, Z14, Z10, Z3
+	VSHUFF32X4    $0xdd, Z14, Z10, Z10
+	VADDPS        Z10, Z3, Z3
+	VUNPCKLPD     Z2, Z0, Z10
+	VUNPCKHPD     Z2, Z0, Z0
+	VADDPS        Z0, Z10, Z10
+	VUNPCKLPD     Z3, Z1, Z0
+	VUNPCKHPD     Z3, Z1, Z1
+	VADDPS        Z1, Z0, Z0
+	VSHUFPS       $0x88, Z0, Z10, Z1
+	VSHUFPS       $0xdd, Z0, Z10, Z0
+	VADDPS        Z0, Z1, Z1
+	VPERMPS       Z1, Z4, Z0
+	VBROADCASTSS  expfConsts<>+0(SB), Z1
+	VBROADCASTSS  expfConsts<>+4(SB), Z2
+	VBROADCASTSS  expfConsts<>+8(SB), Z3
+	VBROADCASTSS  expfConsts<>+12(SB), Z4
+	VBROADCASTSS  expfConsts<>+16(SB), Z10
+	VBROADCASTSS  expfConsts<>+20(SB), Z11
+	VBROADCASTSS  expfConsts<>+24(SB), Z12
+	VBROADCASTSS  expfConsts<>+28(SB), Z13
+	VBROADCASTSS  expfConsts<>+32(SB), Z14
+	VBROADCASTSS  expfConsts<>+36(SB), Z15
+	VBROADCASTSS  expfConsts<>+40(SB), Z16
+	VBROADCASTSS  expfConsts<>+44(SB), Z17
+	VBROADCASTSS  expfConsts<>+48(SB), Z18
+	VBROADCASTSS  expfConsts<>+52(SB), Z19
+	VBROADCASTSS  expfConsts<>+56(SB), Z20
+	VBROADCASTSS  expfConsts<>+60(SB), Z21
+	VXORPS        Z19, Z20, Z20
+	VPXORD        Z7, Z7, Z7
+	VCVTSI2SSQ    SI, X8, X8
+	VBROADCASTSS  X8, Z8
+	VCMPPS        $0x02, attnF32Iota<>+0(SB), Z8, K1
+	VMOVAPS       Z20, K1, Z5
+	VCMPPS        $0x02, attnF32Iota<>+64(SB), Z8, K1
+	VMOVAPS       Z20, K1, Z6
+	VCMPPS        $0x02, attnF32Iota<>+128(SB), Z8, K1
+	VMOVAPS       Z20, K1, Z9
+	VCMPPS        $0x02, attnF32Iota<>+192(SB), Z8, K1
+	VMOVAPS       Z20, K1, Z0
+	VMAXPS        Z6, Z5, Z8
+	VMAXPS        Z0, Z9, Z20
+	VMAXPS        Z20, Z8, Z8
+	VEXTRACTF64X4 $0x01, Z8, Y20
+	VMAXPS        Y20, Y8, Y20
+	VEXTRACTF32X4 $0x01, Y20, X8
+	VMAXPS        X8, X20, X8
+	VMOVHLPS      X8, X8, X20
+	VMAXPS        X20, X8, X8
+	VMOVSHDUP     X8, X20
+	VMAXSS        X20, X8, X8
+	VMOVSS        (R8), X20
+	VMAXSS        X20, X8, X8
+	VMOVSS        X8, (R8)
+	VBROADCASTSS  X8, Z8
+	VBROADCASTSS  X20, Z20
+	VSUBPS        Z8, Z20, Z20
+	VMULPS        Z1, Z20, Z22
+	VADDPS        Z2, Z22, Z22
+	VRNDSCALEPS   $0x09, Z22, Z22
+	VMULPS        Z3, Z22, Z24
+	VSUBPS        Z24, Z20, Z23
+	VMULPS        Z4, Z22, Z24
+	VSUBPS        Z24, Z23, Z23
+	VMOVAPS       Z10, Z24
+	VMULPS        Z23, Z24, Z24
+	VADDPS        Z11, Z24, Z24
+	VMULPS        Z23, Z24, Z24
+	VADDPS        Z12, Z24, Z24
+	VMULPS        Z23, Z24, Z24
+	VADDPS        Z13, Z24, Z24
+	VMULPS        Z23, Z24, Z24
+	VADDPS        Z14, Z24, Z24
+	VMULPS        Z23, Z24, Z24
+	VADDPS        Z15, Z24, Z24
+	VMULPS        Z23, Z24, Z24
+	VMULPS        Z23, Z24, Z24
+	VADDPS        Z23, Z24, Z24
+	VADDPS        Z16, Z24, Z24
+	VCVTTPS2DQ    Z22, Z22
+	VPSRLD        $0x1f, Z22, Z23
+	VPADDD        Z22, Z23, Z23
+	VPSRAD        $0x01, Z23, Z23
+	VPSUBD        Z23, Z22, Z22
+	VPADDD        Z21, Z23, Z23
+	VPSLLD        $0x17, Z23, Z23
+	VPADDD        Z21, Z22, Z22
+	VPSLLD        $0x17, Z22, Z22
+	VMULPS        Z23, Z24, Z24
+	VMULPS        Z22, Z24, Z24
+	VCMPPS        $0x11, Z18, Z20, K1
+	VMOVAPS       Z7, K1, Z24
+	VCMPPS        $0x1e, Z17, Z20, K1
+	VMOVAPS       Z19, K1, Z24
+	VCMPPS        $0x03, Z20, Z20, K1
+	VMOVAPS       Z20, K1, Z24
+	VSUBPS        Z8, Z5, Z5
+	VMULPS        Z1, Z5, Z20
+	VADDPS        Z2, Z20, Z20
+	VRNDSCALEPS   $0x09, Z20, Z20
+	VMULPS        Z3, Z20, Z23
+	VSUBPS        Z23, Z5, Z22
+	VMULPS        Z4, Z20, Z23
+	VSUBPS        Z23, Z22, Z22
+	VMOVAPS       Z10, Z23
+	VMULPS        Z22, Z23, Z23
+	VADDPS        Z11, Z23, Z23
+	VMULPS        Z22, Z23, Z23
+	VADDPS        Z12, Z23, Z23
+	VMULPS        Z22, Z23, Z23
+	VADDPS        Z13, Z23, Z23
+	VMULPS        Z22, Z23, Z23
+	VADDPS        Z14, Z23, Z23
+	VMULPS        Z22, Z23, Z23
+	VADDPS        Z15, Z23, Z23
+	VMULPS        Z22, Z23, Z23
+	VMULPS        Z22, Z23, Z23
+	VADDPS        Z22, Z23, Z23
+	VADDPS        Z16, Z23, Z23
+	VCVTTPS2DQ    Z20, Z20
+	VPSRLD        $0x1f, Z20, Z22
+	VPADDD        Z20, Z22, Z22
+	VPSRAD        $0x01, Z22, Z22
+	VPSUBD        Z22, Z20, Z20
+	VPADDD        Z21, Z22, Z22
+	VPSLLD        $0x17, Z22, Z22
+	VPADDD        Z21, Z20, Z20
+	VPSLLD        $0x17, Z20, Z20
+	VMULPS        Z22, Z23, Z23
+	VMULPS        Z20, Z23, Z23
+	VCMPPS        $0x11, Z18, Z5, K1
+	VMOVAPS       Z7, K1, Z23
+	VCMPPS        $0x1e, Z17, Z5, K1
+	VMOVAPS       Z19, K1, Z23
+	VCMPPS        $0x03, Z5, Z5, K1
+	VMOVAPS       Z5, K1, Z23
+	VMOVUPS       Z23, (R9)
+	VSUBPS        Z8, Z6, Z6
+	VMULPS        Z1, Z6, Z5
+	VADDPS        Z2, Z5, Z5
+	VRNDSCALEPS   $0x09, Z5, Z5
+	VMULPS        Z3, Z5, Z22
+	VSUBPS        Z22, Z6, Z20
+	VMULPS        Z4, Z5, Z22
+	VSUBPS        Z22, Z20, Z20
+	VMOVAPS       Z10, Z22
+	VMULPS        Z20, Z22, Z22
+	VADDPS        Z11, Z22, Z22
+	VMULPS        Z20, Z22, Z22
+	VADDPS        Z12, Z22, Z22
+	VMULPS        Z20, Z22, Z22
+	VADDPS        Z13, Z22, Z22
+	VMULPS        Z20, Z22, Z22
+	VADDPS        Z14, Z22, Z22
+	VMULPS        Z20, Z22, Z22
+	VADDPS        Z15, Z22, Z22
+	VMULPS        Z20, Z22, Z22
+	VMULPS        Z20, Z22, Z22
+	VADDPS        Z20, Z22, Z22
+	VADDPS        Z16, Z22, Z22
+	VCVTTPS2DQ    Z5, Z5
+	VPSRLD        $0x1f, Z5, Z20
+	VPADDD        Z5, Z20, Z20
+	VPSRAD        $0x01, Z20, Z20
+	VPSUBD        Z20, Z5, Z5
+	VPADDD        Z21, Z20, Z20
+	VPSLLD        $0x17, Z20, Z20
+	VPADDD        Z21, Z5, Z5
+	VPSLLD        $0x17, Z5, Z5
+	VMULPS        Z20, Z22, Z22
+	VMULPS        Z5, Z22, Z22
+	VCMPPS        $0x11, Z18, Z6, K1
+	VMOVAPS       Z7, K1, Z22
+	VCMPPS        $0x1e, Z17, Z6, K1
+	VMOVAPS       Z19, K1, Z22
+	VCMPPS        $0x03, Z6, Z6, K1
+	VMOVAPS       Z6, K1, Z22
+	VMOVUPS       Z22, 64(R9)
+	VSUBPS        Z8, Z9, Z9
+	VMULPS        Z1, Z9, Z5
+	VADDPS        Z2, Z5, Z5
+	VRNDSCALEPS   $0x09, Z5, Z5
+	VMULPS        Z3, Z5, Z20
+	VSUBPS        Z20, Z9, Z6
+	VMULPS        Z4, Z5, Z20
+	VSUBPS        Z20, Z6, Z6
+	VMOVAPS       Z10, Z20
+	VMULPS        Z6, Z20, Z20
+	VADDPS        Z11, Z20, Z20
+	VMULPS        Z6, Z20, Z20
+	VADDPS        Z12, Z20, Z20
+	VMULPS        Z6, Z20, Z20
+	VADDPS        Z13, Z20, Z20
+	VMULPS        Z6, Z20, Z20
+	VADDPS        Z14, Z20, Z20
+	VMULPS        Z6, Z20, Z20
+	VADDPS        Z15, Z20, Z20
+	VMULPS        Z6, Z20, Z20
+	VMULPS        Z6, Z20, Z20
+	VADDPS        Z6, Z20, Z20
+	VADDPS        Z16, Z20, Z20
+	VCVTTPS2DQ    Z5, Z5
+	VPSRLD        $0x1f, Z5, Z6
+	VPADDD        Z5, Z6, Z6
+	VPSRAD        $0x01, Z6, Z6
+	VPSUBD        Z6, Z5, Z5
+	VPADDD        Z21, Z6, Z6
+	VPSLLD        $0x17, Z6, Z6
+	VPADDD        Z21, Z5, Z5
+	VPSLLD        $0x17, Z5, Z5
+	VMULPS        Z6, Z20, Z20
+	VMULPS        Z5, Z20, Z20
+	VCMPPS        $0x11, Z18, Z9, K1
+	VMOVAPS       Z7, K1, Z20
+	VCMPPS        $0x1e, Z17, Z9, K1
+	VMOVAPS       Z19, K1, Z20
+	VCMPPS        $0x03, Z9, Z9, K1
+	VMOVAPS       Z9, K1, Z20
+	VMOVUPS       Z20, 128(R9)
+	VSUBPS        Z8, Z0, Z0
+	VMULPS        Z1, Z0, Z1
+	VADDPS        Z2, Z1, Z1
+	VRNDSCALEPS   $0x09, Z1, Z1
+	VMULPS        Z3, Z1, Z3
+	VSUBPS        Z3, Z0, Z2
+	VMULPS        Z4, Z1, Z3
+	VSUBPS        Z3, Z2, Z2
+	VMOVAPS       Z10, Z3
+	VMULPS        Z2, Z3, Z3
+	VADDPS        Z11, Z3, Z3
+	VMULPS        Z2, Z3, Z3
+	VADDPS        Z12, Z3, Z3
+	VMULPS        Z2, Z3, Z3
+	VADDPS        Z13, Z3, Z3
+	VMULPS        Z2, Z3, Z3
+	VADDPS        Z14, Z3, Z3
+	VMULPS        Z2, Z3, Z3
+	VADDPS        Z15, Z3, Z3
+	VMULPS        Z2, Z3, Z3
+	VMULPS        Z2, Z3, Z3
+	VADDPS        Z2, Z3, Z3
+	VADDPS        Z16, Z3, Z3
+	VCVTTPS2DQ    Z1, Z1
+	VPSRLD        $0x1f, Z1, Z2
+	VPADDD        Z1, Z2, Z2
+	VPSRAD        $0x01, Z2, Z2
+	VPSUBD        Z2, Z1, Z1
+	VPADDD        Z21, Z2, Z2
+	VPSLLD        $0x17, Z2, Z2
+	VPADDD        Z21, Z1, Z1
+	VPSLLD        $0x17, Z1, Z1
+	VMULPS        Z2, Z3, Z3
+	VMULPS        Z1, Z3, Z3
+	VCMPPS        $0x11, Z18, Z0, K1
+	VMOVAPS       Z7, K1, Z3
+	VCMPPS        $0x1e, Z17, Z0, K1
+	VMOVAPS       Z19, K1, Z3
+	VCMPPS        $0x03, Z0, Z0, K1
+	VMOVAPS       Z0, K1, Z3
+	VMOVUPS       Z3, 192(R9)
+	VADDPS        Z22, Z23, Z23
+	VADDPS        Z20, Z23, Z23
+	VADDPS        Z3, Z23, Z23
+	VEXTRACTF64X4 $0x01, Z23, Y0
+	VADDPS        Y0, Y23, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        4(R8), X0
+	VMULSS        X24, X0, X0
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, 4(R8)
+	VMULPS        (DI), Z24, Z0
+	VMULPS        64(DI), Z24, Z1
+	VMULPS        128(DI), Z24, Z2
+	VMULPS        192(DI), Z24, Z3
+	MOVQ          $0x00000010, R8
+	MOVQ          (DX), AX
+	MOVQ          SI, CX
+	CMPQ          SI, R8
+	CMOVQGT       R8, CX
+	SUBQ          CX, SI
+
+posf16_0:
+	VBROADCASTSS (R9), Z4
+	VCVTPH2PS    (AX), Z5
+	VMULPS       Z5, Z4, Z5
+	VADDPS       Z5, Z0, Z0
+	VCVTPH2PS    32(AX), Z5
+	VMULPS       Z5, Z4, Z5
+	VADDPS       Z5, Z1, Z1
+	VCVTPH2PS    64(AX), Z5
+	VMULPS       Z5, Z4, Z5
+	VADDPS       Z5, Z2, Z2
+	VCVTPH2PS    96(AX), Z5
+	VMULPS       Z5, Z4, Z5
+	VADDPS       Z5, Z3, Z3
+	ADDQ         $0x04, R9
+	ADDQ         BX, AX
+	DECQ         CX
+	JNZ          posf16_0
+	TESTQ        SI, SI
+	JZ           donef16
+	MOVQ         8(DX), AX
+	MOVQ         SI, CX
+	CMPQ         SI, R8
+	CMOVQGT      R8, CX
+	SUBQ         CX, SI
+
+posf16_1:
+	VBROADCASTSS (R9), Z4
+	VCVTPH2PS    (AX), Z5
+	VMULPS       Z5, Z4, Z5
+	VADDPS       Z5, Z0, Z0
+	VCVTPH2PS    32(AX), Z5
+	VMULPS       Z5, Z4, Z5
+	VADDPS       Z5, Z1, Z1
+	VCVTPH2PS    64(AX), Z5
+	VMULPS       Z5, Z4, Z5
+	VADDPS       Z5, Z2, Z2
+	VCVTPH2PS    96(AX), Z5
+	VMULPS       Z5, Z4, Z5
+	VADDPS       Z5, Z3, Z3
+	ADDQ         $0x04, R9
+	ADDQ         BX, AX
+	DECQ         CX
+	JNZ          posf16_1
+	TESTQ        SI, SI
+	JZ           donef16
+	MOVQ         16(DX), AX
+	MOVQ         SI, CX
+	CMPQ         SI, R8
+	CMOVQGT      R8, CX
+	SUBQ         CX, SI
+
+posf16_2:
+	VBROADCASTSS (R9), Z4
+	VCVTPH2PS    (AX), Z5
+	VMULPS       Z5, Z4, Z5
+	VADDPS       Z5, Z0, Z0
+	VCVTPH2PS    32(AX), Z5
+	VMULPS       Z5, Z4, Z5
+	VADDPS       Z5, Z1, Z1
+	VCVTPH2PS    64(AX), Z5
+	VMULPS       Z5, Z4, Z5
+	VADDPS       Z5, Z2, Z2
+	VCVTPH2PS    96(AX), Z5
+	VMULPS       Z5, Z4, Z5
+	VADDPS       Z5, Z3, Z3
+	ADDQ         $0x04, R9
+	ADDQ         BX, AX
+	DECQ         CX
+	JNZ          posf16_2
+	TESTQ        SI, SI
+	JZ           donef16
+	MOVQ         24(DX), AX
+	MOVQ         SI, CX
+	CMPQ         SI, R8
+	CMOVQGT      R8, CX
+	SUBQ         CX, SI
+
+posf16_3:
+	VBROADCASTSS (R9), Z4
+	VCVTPH2PS    (AX), Z5
+	VMULPS       Z5, Z4, Z5
+	VADDPS       Z5, Z0, Z0
+	VCVTPH2PS    32(AX), Z5
+	VMULPS       Z5, Z4, Z5
+	VADDPS       Z5, Z1, Z1
+	VCVTPH2PS    64(AX), Z5
+	VMULPS       Z5, Z4, Z5
+	VADDPS       Z5, Z2, Z2
+	VCVTPH2PS    96(AX), Z5
+	VMULPS       Z5, Z4, Z5
+	VADDPS       Z5, Z3, Z3
+	ADDQ         $0x04, R9
+	ADDQ         BX, AX
+	DECQ         CX
+	JNZ          posf16_3
+
+donef16:
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z1, 64(DI)
+	VMOVUPS Z2, 128(DI)
+	VMOVUPS Z3, 192(DI)
+	VZEROUPPER
+	RET
+
 // func attnCvtF32AVX512(k *uint16, v *uint16, stride int, m int, hd int, kf *float32, vf *float32)
 // Requires: AVX, AVX512F
 TEXT ·attnCvtF32AVX512(SB), NOSPLIT, $0-56
