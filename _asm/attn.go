@@ -539,46 +539,7 @@ func attnExp512() {
 	KMOVW(k, bits)
 	MOVW(bits.As16(), Mem{Base: mk})
 
-	// expf, as expf8.
-	x := d
-	t := ZMM()
-	VMULPS(c[ecLog2e], x, t)
-	VADDPS(c[ecHalf], t, t)
-	fl := ZMM()
-	VRNDSCALEPS(U8(0x09), t, fl) // floor
-	r, u := ZMM(), ZMM()
-	VMULPS(c[ecC1], fl, u)
-	VSUBPS(u, x, r)
-	VMULPS(c[ecC2], fl, u)
-	VSUBPS(u, r, r)
-	p := ZMM()
-	VMOVAPS(c[ecP0], p)
-	for _, cc := range []int{ecP1, ecP2, ecP3, ecP4, ecP5} {
-		VMULPS(r, p, p)
-		VADDPS(c[cc], p, p)
-	}
-	VMULPS(r, p, p)
-	VMULPS(r, p, p)
-	VADDPS(r, p, p)
-	VADDPS(c[ecOne], p, p)
-	ni, h, b := ZMM(), ZMM(), ZMM()
-	VCVTTPS2DQ(fl, ni)
-	VPSRLD(U8(31), ni, h)
-	VPADDD(ni, h, h)
-	VPSRAD(U8(1), h, h)
-	VPSUBD(h, ni, b)
-	VPADDD(c[ecBias], h, h)
-	VPSLLD(U8(23), h, h)
-	VPADDD(c[ecBias], b, b)
-	VPSLLD(U8(23), b, b)
-	VMULPS(h, p, p)
-	VMULPS(b, p, p)
-	VCMPPS(U8(0x11), c[ecLo], x, k) // x < lo
-	VMOVAPS(zero, k, p)
-	VCMPPS(U8(0x1e), c[ecHi], x, k) // x > hi
-	VMOVAPS(c[ecInf], k, p)
-	VCMPPS(U8(3), x, x, k) // NaN
-	VMOVAPS(x, k, p)
+	p := expfZ(c, zero, d) // expf, as expf8
 	VMOVUPS(p, Mem{Base: s})
 
 	ADDQ(U8(64), s)
