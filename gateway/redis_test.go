@@ -498,12 +498,8 @@ func TestRedisUsageOfThreeGatewaysInEachUsageAPI(t *testing.T) {
 	}
 }
 
-// A batch line that one gateway ran and settled (then, say, died before its result
-// was recorded) and that another gateway runs again after reclaiming it (Retry) is
-// charged once: the second run answers the first run's cost, its ledger charges
-// nothing, and the shared spend is one run's.
-func TestRedisReclaimedBatchLineChargedOnce(t *testing.T) {
-	rs := redistest.Start(t, redistest.Options{})
+// batchGateways starts two gateways sharing rs, each with a batch store of its own.
+func batchGateways(t *testing.T, rs *redistest.Server) []*sharedGateway {
 	gws, _ := startSharedGatewaysWith(t, rs, 2, func(i int, rc *redis.Client, o *Options) {
 		bs, err := batch.OpenStore(t.TempDir())
 		if err != nil {
@@ -512,6 +508,16 @@ func TestRedisReclaimedBatchLineChargedOnce(t *testing.T) {
 		t.Cleanup(func() { bs.Close() })
 		o.Batches = bs
 	})
+	return gws
+}
+
+// A batch line that one gateway ran and settled (then, say, died before its result
+// was recorded) and that another gateway runs again after reclaiming it (Retry) is
+// charged once: the second run answers the first run's cost, its ledger charges
+// nothing, and the shared spend is one run's.
+func TestRedisReclaimedBatchLineChargedOnce(t *testing.T) {
+	rs := redistest.Start(t, redistest.Options{})
+	gws := batchGateways(t, rs)
 	body := []byte(`{"model":"tiny","max_tokens":8,"messages":[{"role":"user","content":"hi there"}]}`)
 	req := batch.Request{Tenant: "acme", Endpoint: "/v1/chat/completions", RequestID: "batch_reclaim-3", Body: body,
 		MaxCost: money.USD(1)}
@@ -548,14 +554,7 @@ func TestRedisReclaimedBatchLineChargedOnce(t *testing.T) {
 // was fast once it went on), and the rerun settling first (the original was stalled).
 func TestRedisBatchLineRunTwiceAtOnceChargedOnce(t *testing.T) {
 	rs := redistest.Start(t, redistest.Options{})
-	gws, _ := startSharedGatewaysWith(t, rs, 2, func(i int, rc *redis.Client, o *Options) {
-		bs, err := batch.OpenStore(t.TempDir())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { bs.Close() })
-		o.Batches = bs
-	})
+	gws := batchGateways(t, rs)
 	body := []byte(`{"model":"tiny","max_tokens":8,"messages":[{"role":"user","content":"hi there"}]}`)
 	for _, tc := range []struct {
 		name      string
