@@ -218,7 +218,7 @@ func (m *matMul) fastTokens(r, hi, t0, nt int) int {
 		var buf [4]float32
 		_ = a.q8k[4*nb-1]
 		_ = a.ydT[(nb-1)*4+3]
-		ks[2](&row[0], 0, (*byte)(unsafe.Pointer(&a.q8k[0])), ys, &a.ydT[0], 16, nb, &buf[0], 1)
+		tile4(m.w.Type, &row[0], (*byte)(unsafe.Pointer(&a.q8k[0])), ys, &a.ydT[0], 16, nb, &buf[0], 1)
 		for ; t < end; t++ {
 			m.dst[t*rows+r] = buf[t]
 		}
@@ -227,6 +227,37 @@ func (m *matMul) fastTokens(r, hi, t0, nt int) int {
 		m.dst[t*rows+r] = one(row, a.q8k[t*nb:(t+1)*nb])
 	}
 	return 1
+}
+
+// tile4 is the 4-token kernel of ks in fastTokens (Q4_K, Q5_K or Q6_K), called
+// directly rather than through the func value: a pointer passed through a func value
+// escapes, so a buffer on the caller's stack would be allocated on the heap at every
+// call (one per row of a 2- or 3-token product, millions a second in a busy decode,
+// and the GC cycles they cause slow the steps of every request).
+func tile4(t Type, x *byte, y *byte, ys int, yd *float32, yds int, nb int, out *float32, os int) {
+	switch t {
+	case Q4_K:
+		dotQ4KAVX512r1t4(x, 0, y, ys, yd, yds, nb, out, os)
+	case Q5_K:
+		dotQ5KAVX512r1t4(x, 0, y, ys, yd, yds, nb, out, os)
+	case Q6_K:
+		dotQ6KAVX512r1t4(x, 0, y, ys, yd, yds, nb, out, os)
+	default:
+		panic("kernels: tile4 of " + t.String())
+	}
+}
+
+// kOuter4 is the 4-token kernel of kOuterKernels(t), called directly for the same
+// reason as tile4.
+func kOuter4(t Type, x *byte, rb int, y *byte, ys int, nb int, out *float32, os int) {
+	switch t {
+	case IQ4_XS:
+		dotIQ4XSAVX512x16t4(x, rb, y, ys, nb, out, os)
+	case Q2_K:
+		dotQ2KAVX512x16t4(x, rb, y, ys, nb, out, os)
+	default:
+		panic("kernels: kOuter4 of " + t.String())
+	}
 }
 
 // kOuterTokens is fastTokens for IQ4_XS and Q2_K: rows [r, r+16) for tokens
@@ -257,7 +288,7 @@ func (m *matMul) kOuterTokens(ks *[3]outerKernel, r, hi, t, end int) int {
 		// kernel into buf.
 		var buf [4 * 16]float32
 		_ = a.q8k[4*nb-1]
-		ks[2](&m.w.Data[r*m.rb], m.rb, y(0), ys, nb, &buf[0], 16)
+		kOuter4(m.w.Type, &m.w.Data[r*m.rb], m.rb, y(0), ys, nb, &buf[0], 16)
 		for ; t < end; t++ {
 			copy(m.dst[t*rows+r:t*rows+r+16], buf[16*t:16*t+16])
 		}
