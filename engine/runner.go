@@ -565,6 +565,9 @@ func (r *runner) end(id sched.ID, j *job, reason string, err error) {
 		j.kv = nil
 	}
 	delete(r.live, id)
+	if j.smp != nil {
+		j.smp.Release() // its vocabulary-sized buffers go to the next request's sampler
+	}
 	j.u.FinishReason = reason
 	j.u.Replica = r.index
 	if j.u.CompletionTokens > 1 {

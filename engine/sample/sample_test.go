@@ -363,3 +363,91 @@ func TestTopKOneIsGreedy(t *testing.T) {
 		}
 	}
 }
+
+// TestReleasedBuffersDoNotChangeTokens: a sampler that takes the buffers another
+// released (grown on other logits, with a longer history, and a masked draw) picks
+// the same tokens as a sampler that grew its own, for every chain.
+func TestReleasedBuffersDoNotChangeTokens(t *testing.T) {
+	logits := make([]float32, 5000)
+	for i := range logits {
+		logits[i] = float32((i*7919)%1000) / 300
+	}
+	other := make([]float32, 7000)
+	for i := range other {
+		other[i] = float32((i*104729)%997) / 50
+	}
+	run := func(s *Sampler) []int32 {
+		var hist []int32
+		out := make([]int32, 40)
+		for i := range out {
+			out[i] = s.Sample(logits, hist)
+			hist = append(hist, out[i])
+		}
+		return out
+	}
+	for _, p := range []Params{
+		{Temperature: 0.8, TopK: 40, TopP: 0.95, MinP: 0.05, RepeatPenalty: 1.1, PresencePenalty: 0.1, FrequencyPenalty: 0.1, Seed: 3},
+		{Temperature: 1, Seed: 9},
+		{Temperature: 0.7, TopP: 0.5, RepeatPenalty: 1.3, RepeatLastN: -1, Seed: 5},
+		{RepeatPenalty: 1.2}, // greedy after penalties: the chain without a draw
+	} {
+		for spares.Get() != nil { // no spare: the reference grows its own
+		}
+		want := run(New(p))
+		d := New(Params{Temperature: 1.5, RepeatPenalty: 1.5, RepeatLastN: -1, Seed: 77})
+		hist := make([]int32, 3000)
+		for i := range hist {
+			hist[i] = int32(i * 3 % 7000)
+		}
+		for range 5 {
+			d.Sample(other, hist)
+		}
+		allow := make([]uint64, (len(other)+63)/64)
+		allow[3] = 0xf0f0
+		d.SampleMasked(other, hist, allow)
+		dirty := &d.cand[:1][0]
+		d.Release()
+		if d.cand != nil || d.w != nil || d.win != nil {
+			t.Fatalf("Release kept buffers")
+		}
+		s := New(p)
+		got := run(s)
+		if !slices.Equal(got, want) {
+			t.Errorf("%+v: with a released sampler's buffers\n%v\nwant\n%v", p, got, want)
+		}
+		if !raceEnabled && &s.cand[:1][0] != dirty { // the race detector drops sync.Pool items at random
+			t.Errorf("%+v: the new sampler did not take the released buffers", p)
+		}
+	}
+}
+
+// TestReleaseSavesTheBuffers: a request's sampler that takes the buffers of one
+// released before allocates nothing to sample its first token beyond what New and
+// Release do themselves (without Release: its candidates, window and weights).
+func TestReleaseSavesTheBuffers(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector drops sync.Pool items at random")
+	}
+	logits := make([]float32, 32000)
+	for i := range logits {
+		logits[i] = float32((i*7919)%1000) / 100
+	}
+	hist := []int32{1, 2, 3, 5, 8, 13}
+	p := Params{Temperature: 0.8, TopP: 0.95, RepeatPenalty: 1.1, Seed: 3}
+	own := testing.AllocsPerRun(20, func() { New(p).Sample(logits, hist) })
+	bare := testing.AllocsPerRun(20, func() { New(p).Release() })
+	s := New(p)
+	s.Sample(logits, hist)
+	s.Release()
+	reused := testing.AllocsPerRun(20, func() {
+		s := New(p)
+		s.Sample(logits, hist)
+		s.Release()
+	})
+	if reused > bare+1 { // +1: Release's own record of the buffers
+		t.Errorf("a sampler on released buffers allocates %v times for its first token; New and Release alone %v", reused, bare)
+	}
+	if own <= reused {
+		t.Errorf("without Release %v allocations, with it %v: Release saves nothing", own, reused)
+	}
+}
