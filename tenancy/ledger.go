@@ -211,6 +211,7 @@ func (s *Store) newGroupLocked() *group {
 // is held, and g is no longer s.cur.
 func (s *Store) writeLocked(g *group) {
 	g.written = true
+	s.lastWritten = g.last
 	rec := s.rec[:0]
 	rec = binary.BigEndian.AppendUint32(rec, uint32(len(g.buf)+2))
 	rec = append(rec, 0, 0, 0, 0) // the CRC, below
@@ -236,6 +237,7 @@ func (s *Store) writeLocked(g *group) {
 		return
 	}
 	s.commits.Add(1)
+	s.tailLocked(g)
 	s.batch.add(g.buf, g.spend, g.evs, g.first, g.last)
 	if cap(g.buf) <= 1<<20 {
 		clear(g.evs)

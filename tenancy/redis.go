@@ -136,7 +136,7 @@ func NewRedisShared(c redis.UniversalClient, o RedisOptions) *RedisShared {
 	r := &RedisShared{c: c, prefix: o.KeyPrefix, node: o.Node, ttl: o.TTL, log: o.Logger, met: o.Metrics,
 		live: map[string]liveTicket{}, tenants: map[string]bool{}, rooms: map[string]money.Money{}, local: map[string]*localShare{}, nodes: 1,
 		stop: make(chan struct{}), done: make(chan struct{})}
-	r.pipe = newBatchPipe(c)
+	r.pipe = newBatchPipe(c, o.TTL)
 	r.beat()
 	go r.loop()
 	return r
@@ -353,8 +353,8 @@ func (r *RedisShared) Admit(q *Quota, id string, now time.Time, promptTokens int
 	r.seen(q.Tenant)
 	b := r.base(q.Tenant)
 	keys := r.budgetKeys(q.Tenant, now, b+"slots", "rate:"+b+"rps", "rate:"+b+"tpm")
-	v, err := r.pipe.run(&batchCall{s: admitBatchScript, group: batchGroup{day: keys[0], month: keys[1], q: *q}, keys: keys,
-		head: admitHead(q, r.ttl), args: []any{id, int64(total), min(promptTokens, q.TokensPerMinute)}, per: 4})
+	v, err := r.pipe.run(&batchCall{group: batchGroup{day: keys[0], month: keys[1], q: *q}, keys: keys,
+		args: []any{id, int64(total), min(promptTokens, q.TokensPerMinute)}})
 	if err != nil {
 		if pays {
 			r.failed(err)
@@ -389,7 +389,7 @@ func (r *RedisShared) Admit(q *Quota, id string, now time.Time, promptTokens int
 	return r.noteRoom(q, roomOf(v)), nil
 }
 
-// admitHead are the arguments of admitBatchScript after n: the TTL and q's limits.
+// admitHead are the arguments of flushScript after nA: the TTL and q's limits.
 func admitHead(q *Quota, ttl time.Duration) []any {
 	h := make([]any, 0, 10)
 	h = append(h, ttl.Milliseconds(), int64(q.DailyBudget), int64(q.MonthlyBudget), q.MaxConcurrency)
@@ -526,10 +526,9 @@ func (r *RedisShared) settle(p *pendingSettle) error {
 	if strings.HasPrefix(p.id, LinePrefix) {
 		keep = 25 * 3600 // a batch line may run again until its job's 24-hour window ends
 	}
-	keys := r.budgetKeys(p.q.Tenant, p.now, b+"slots", "rate:"+b+"tpm")
-	head := append([]any{dexp, mexp}, gcraArgs(tpmLimit(&p.q), p.q.TokensPerMinute > 0)...)
-	if _, err := r.pipe.run(&batchCall{s: settleBatchScript, group: batchGroup{settle: true, day: keys[0], month: keys[1], q: p.q}, keys: keys,
-		key: b + "done:" + p.id, head: head, args: []any{p.id, int64(p.actual), p.tokens, keep}, per: 1}); err != nil {
+	keys := r.budgetKeys(p.q.Tenant, p.now, b+"slots", "rate:"+b+"rps", "rate:"+b+"tpm")
+	if _, err := r.pipe.run(&batchCall{group: batchGroup{day: keys[0], month: keys[1], q: p.q}, settle: true, keys: keys,
+		exp: [2]int64{dexp, mexp}, key: b + "done:" + p.id, args: []any{p.id, int64(p.actual), p.tokens, keep}}); err != nil {
 		return unavailable("settle", err)
 	}
 	r.mu.Lock()

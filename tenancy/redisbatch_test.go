@@ -107,10 +107,7 @@ return a
 // clocked is src behind the test clock: redis.call('TIME') answers the last two ARGV.
 func clocked(src string) *redis.Script { return redis.NewScript(clockPrelude + luaLib + luaGCRA + src) }
 
-var (
-	admitOneT, settleOneT     = clocked(admitOneLua), clocked(settleOneLua)
-	admitBatchT, settleBatchT = clocked(admitBatchLua), clocked(settleBatchLua)
-)
+var admitOneT, settleOneT, flushT = clocked(admitOneLua), clocked(settleOneLua), clocked(flushLua)
 
 // batchOp is one request's admission or settlement in the differential test.
 type batchOp struct {
@@ -174,15 +171,17 @@ func dumpKeys(t *testing.T, c *redis.Client, prefix string) map[string]string {
 	return out
 }
 
-// TestRedisBatchScriptsMatchOneByOne drives the batch scripts (admitBatchLua,
-// settleBatchLua: N requests of a tenant in one script, its state read and written
-// once) and the one-request scripts they replaced, one call per request in the same
-// order, with the same random admissions and settlements and the same clock against
-// a real Redis, each on its own keys: every answer and the whole stored state (values,
-// and which keys expire) must be identical after every batch. The load mixes the
-// concurrency slot, both GCRA limits, day and month budgets, refusals of each kind,
-// retried settlements, batch lines' settlements and quotas that change between batches of one tenant.
-func TestRedisBatchScriptsMatchOneByOne(t *testing.T) {
+// TestRedisFlushScriptMatchesOneByOne drives the flush script (flushLua: a flush's
+// settlements and admissions of a tenant in one script, its state read and written
+// once) and the one-request scripts it replaced, one call per request in the same
+// order (the settlements, then the admissions), with the same random admissions and
+// settlements and the same clock against a real Redis, each on its own keys: every
+// answer and the whole stored state (values, and which keys expire) must be identical
+// after every flush. The load mixes flushes of admissions only, settlements only and
+// both, the concurrency slot, both GCRA limits, day and month budgets, refusals of each
+// kind, retried settlements, batch lines' settlements, tickets settled twice in one
+// flush, and quotas that change between flushes of one tenant.
+func TestRedisFlushScriptMatchesOneByOne(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{})
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { c.Close() })
@@ -205,24 +204,42 @@ func TestRedisBatchScriptsMatchOneByOne(t *testing.T) {
 	var admitted, settled []string // ids, for settlements and retries
 	next := 0
 	decisions := map[string]int{}
-	for step := 0; step < 150; step++ {
-		// The clock moves 0–2.5 s between batches (sometimes not at all).
+	kinds := map[string]int{}
+	for step := 0; step < 240; step++ {
+		// The clock moves 0–2.5 s between flushes (sometimes not at all), and now and
+		// then by about the TTL, so that a flush reaps reservations of tickets it admits
+		// again.
+		jump := false
 		if rng.IntN(4) > 0 {
 			usec += rng.Int64N(2500000)
+			if jump = rng.IntN(12) == 0; jump {
+				usec += ttlms * 1000
+			}
 			sec, usec = sec+usec/1000000, usec%1000000
 		}
 		clock := []any{sec, usec}
-		n := 1 + rng.IntN(10)
-		settle := len(admitted) > 0 && rng.IntN(3) == 0
-		q := quotas[rng.IntN(len(quotas))] // a batch is of one quota (batchGroup)
-		ops := make([]batchOp, n)
+		nS, nA := 0, 0
+		switch k := rng.IntN(3); {
+		case k == 0 && len(admitted) > 0:
+			nS = 1 + rng.IntN(10)
+		case k == 1 && len(admitted) > 0:
+			nS, nA = 1+rng.IntN(8), 1+rng.IntN(8)
+		default:
+			nA = 1 + rng.IntN(10)
+		}
+		kinds[fmt.Sprintf("settle %v admit %v", nS > 0, nA > 0)]++
+		q := quotas[rng.IntN(len(quotas))] // a flush is of one quota (batchGroup)
+		ops := make([]batchOp, nS+nA)      // the settlements, then the admissions
 		for i := range ops {
 			op := &ops[i]
 			op.q = q
-			op.settle = settle
-			if !settle {
-				if len(admitted) > 0 && rng.IntN(12) == 0 {
+			op.settle = i < nS
+			if !op.settle {
+				if len(admitted) > 0 && (jump || rng.IntN(12) == 0) {
 					op.id = admitted[rng.IntN(len(admitted))] // an admitted ticket admitted again
+					if jump {
+						op.id = admitted[max(0, len(admitted)-1-rng.IntN(20))] // a recent one, expired
+					}
 				} else {
 					next++
 					op.id = fmt.Sprintf("tk%d", next)
@@ -255,7 +272,7 @@ func TestRedisBatchScriptsMatchOneByOne(t *testing.T) {
 		}
 
 		// A: one script per request, in order.
-		var one []string
+		var oneA, oneS []string
 		ka := keysOf("A")
 		for i := range ops {
 			op := &ops[i]
@@ -272,53 +289,48 @@ func TestRedisBatchScriptsMatchOneByOne(t *testing.T) {
 			}
 			if vs, ok := v.([]any); ok {
 				for _, x := range vs {
-					one = append(one, fmt.Sprint(x))
+					oneA = append(oneA, fmt.Sprint(x))
 				}
 				decisions[fmt.Sprint(vs[0])]++
 			} else {
-				one = append(one, fmt.Sprint(v))
+				oneS = append(oneS, fmt.Sprint(v))
 			}
 		}
+		one := append(oneA, oneS...) // the flush answers the admissions first
 
-		// B: one batch script for all of them.
+		// B: one flush script for all of them.
 		kb := keysOf("B")
-		var v any
-		var err error
-		if settle {
-			keys := slices.Clone(kb[:6])
-			keys = append(keys, kb[7])
-			args := append([]any{n, dexp, mexp}, gcraArgs(tpmLimit(&q), q.TokensPerMinute > 0)...)
-			for i := range ops {
-				keys = append(keys, "B:t:{t}:done:"+ops[i].id)
-				args = append(args, ops[i].id, ops[i].actual, ops[i].tokens, ops[i].keep)
-			}
-			v, err = settleBatchT.Run(ctx, c, keys, append(args, clock...)...).Result()
-		} else {
-			args := append([]any{n}, admitHead(&q, ttlms*time.Millisecond)...)
-			for i := range ops {
-				args = append(args, ops[i].id, ops[i].total, min(ops[i].need, q.TokensPerMinute))
-			}
-			v, err = admitBatchT.Run(ctx, c, kb, append(args, clock...)...).Result()
+		args := append([]any{nA}, admitHead(&q, ttlms*time.Millisecond)...)
+		args = append(args, nS, dexp, mexp)
+		for _, op := range ops[nS:] {
+			args = append(args, op.id, op.total, min(op.need, q.TokensPerMinute))
 		}
+		keys := slices.Clone(kb)
+		for _, op := range ops[:nS] {
+			keys = append(keys, "B:t:{t}:done:"+op.id)
+			args = append(args, op.id, op.actual, op.tokens, op.keep)
+		}
+		v, err := flushT.Run(ctx, c, keys, append(args, clock...)...).Result()
 		if err != nil {
-			t.Fatalf("step %d: batch script: %v", step, err)
+			t.Fatalf("step %d: flush script: %v", step, err)
 		}
 		var batch []string
 		for _, x := range v.([]any) {
 			batch = append(batch, fmt.Sprint(x))
 		}
+		settle := fmt.Sprintf("%d settlements, %d admissions", nS, nA)
 		if !slices.Equal(one, batch) {
-			t.Fatalf("step %d (settle %v, %d requests): answers differ\none by one: %v\nbatch:      %v", step, settle, n, one, batch)
+			t.Fatalf("step %d (%s): answers differ\none by one: %v\nflush:      %v", step, settle, one, batch)
 		}
 		sa, sb := dumpKeys(t, c, "A:"), dumpKeys(t, c, "B:")
 		for k, va := range sa {
 			if sb[k] != va {
-				t.Fatalf("step %d (settle %v): key %s: one by one %q, batch %q", step, settle, k, va, sb[k])
+				t.Fatalf("step %d (%s): key %s: one by one %q, flush %q", step, settle, k, va, sb[k])
 			}
 		}
 		for k, vb := range sb {
 			if _, ok := sa[k]; !ok {
-				t.Fatalf("step %d (settle %v): key %s only in the batch's state: %q", step, settle, k, vb)
+				t.Fatalf("step %d (%s): key %s only in the flush's state: %q", step, settle, k, vb)
 			}
 		}
 		for i := range ops {
@@ -335,5 +347,10 @@ func TestRedisBatchScriptsMatchOneByOne(t *testing.T) {
 			t.Errorf("no admission answered %s: %v", code, decisions)
 		}
 	}
-	t.Logf("admission answers by code: %v", decisions)
+	for _, k := range []string{"settle true admit false", "settle true admit true", "settle false admit true"} {
+		if kinds[k] == 0 {
+			t.Errorf("no flush of kind %q: %v", k, kinds)
+		}
+	}
+	t.Logf("admission answers by code: %v; flushes: %v", decisions, kinds)
 }

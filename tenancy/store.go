@@ -2,6 +2,7 @@ package tenancy
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
@@ -10,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -130,7 +132,14 @@ type Store struct {
 	spareSpend []spent
 	spareEvs   []usage.Event
 	spareBatch batch
-	valBuf     []byte // scratch for the database values of a batch (under applyMu)
+	// The usage events of the entries logged since a reader of UsageSince last asked
+	// (kept once one asks, so that it follows the ledger without reading it back):
+	// every entry logged with seq > tailFrom is in tail, in seq order.
+	tailOn      bool
+	tail        []seqEvent
+	tailFrom    uint64
+	lastWritten uint64 // seq of the last entry of the last group written (or failed)
+	valBuf      []byte // scratch for the database values of a batch (under applyMu)
 
 	applyMu sync.Mutex // serialises applies (the background goroutine, sync and Close)
 
@@ -211,6 +220,7 @@ func Open(path string, opts Options) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("tenancy: open %s: %w", path, err)
 	}
+	s.lastWritten = s.seq // what was logged before is in the database or the batch
 	go s.applier()
 	return s, nil
 }
@@ -333,11 +343,72 @@ func (s *Store) LoadRollups(m *usage.Memory, now time.Time) error {
 // names a ledger entry among every process's ledgers.
 func (s *Store) ID() string { return s.id }
 
+// seqEvent is a logged entry's usage event.
+type seqEvent struct {
+	seq uint64
+	ev  usage.Event
+}
+
+// tailMax is the most events kept for UsageSince: past it (the reader has fallen
+// behind, e.g. Redis is down) they are dropped and the reader reads the ledger back.
+const tailMax = 1 << 16
+
+// tailLocked keeps g's events for UsageSince. s.walMu is held; g was logged.
+func (s *Store) tailLocked(g *group) {
+	if !s.tailOn {
+		return
+	}
+	if len(s.tail)+len(g.evs) > tailMax {
+		s.tailOn, s.tail = false, nil
+		return
+	}
+	for i := range g.evs { // a group's entries have consecutive seqs
+		s.tail = append(s.tail, seqEvent{g.first + uint64(i), g.evs[i]})
+	}
+}
+
 // UsageSince calls fn, in seq order, with the seq and usage event of every ledger
 // entry acknowledged so far whose seq is after seq, until fn returns an error (which
-// it returns). It reads the ledger's chunks from the one holding seq+1 on: it is how
-// usage.Redis follows the ledger.
+// it returns). It is how usage.Redis follows the ledger: the events logged since its
+// last call come from memory (the store keeps them from the first call on, and drops
+// those at or before the seq it is asked for); otherwise it reads the ledger's chunks
+// from the one holding seq+1 on.
 func (s *Store) UsageSince(seq uint64, fn func(seq uint64, e usage.Event) error) error {
+	s.walMu.Lock()
+	if s.tailOn && seq >= s.tailFrom {
+		i, _ := slices.BinarySearchFunc(s.tail, seq+1, func(x seqEvent, seq uint64) int { return cmp.Compare(x.seq, seq) })
+		clear(s.tail[:i]) // the caller has them
+		s.tail, s.tailFrom = s.tail[i:], seq
+		var chunk [256]seqEvent // copied out in chunks: fn runs without the lock
+		for {
+			i, _ := slices.BinarySearchFunc(s.tail, seq+1, func(x seqEvent, seq uint64) int { return cmp.Compare(x.seq, seq) })
+			n := copy(chunk[:], s.tail[i:])
+			s.walMu.Unlock()
+			for _, x := range chunk[:n] {
+				if err := fn(x.seq, x.ev); err != nil {
+					return err
+				}
+				seq = x.seq
+			}
+			if n < len(chunk) {
+				return nil
+			}
+			s.walMu.Lock()
+			if !s.tailOn || seq < s.tailFrom { // dropped meanwhile: read the rest back
+				s.walMu.Unlock()
+				return s.usageFromLedger(seq, fn)
+			}
+		}
+	}
+	if !s.tailOn { // from now on keep the events logged after the last group written
+		s.tailOn, s.tail, s.tailFrom = true, nil, s.lastWritten
+	}
+	s.walMu.Unlock()
+	return s.usageFromLedger(seq, fn)
+}
+
+// usageFromLedger is UsageSince reading the ledger back.
+func (s *Store) usageFromLedger(seq uint64, fn func(seq uint64, e usage.Event) error) error {
 	if err := s.sync(); err != nil {
 		return fmt.Errorf("tenancy: %w", err)
 	}

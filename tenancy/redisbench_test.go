@@ -1,0 +1,97 @@
+package tenancy
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lmlite/lmlite/internal/redistest"
+)
+
+// redisCPU is the server's user + system CPU so far (INFO cpu).
+func redisCPU(b *testing.B, c *redis.Client) time.Duration {
+	b.Helper()
+	s, err := c.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var sum float64
+	for _, l := range strings.Split(s, "\r\n") {
+		k, v, _ := strings.Cut(l, ":")
+		if k == "used_cpu_sys" || k == "used_cpu_user" {
+			f, _ := strconv.ParseFloat(v, 64)
+			sum += f
+		}
+	}
+	return time.Duration(sum * float64(time.Second))
+}
+
+// BenchmarkRedisFlush is redis-server's CPU per request (admitted and then settled,
+// the bench's quota: every limit on) for flushes of k admissions and k settlements of
+// one tenant, against a real redis-server, one flush per round trip from one client:
+// where the Redis side's cost per request is. Beside it, for the floor: "ping", one
+// round trip of PING per request (the network and event loop alone), and "eval-empty",
+// a script that only answers, with the flush's keys and arguments (EVALSHA's own cost).
+//
+//	go test -run '^$' -bench BenchmarkRedisFlush -benchtime 20000x ./tenancy/
+func BenchmarkRedisFlush(b *testing.B) {
+	srv := redistest.Start(b, redistest.Options{})
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	b.Cleanup(func() { c.Close() })
+	ctx := context.Background()
+	q := Quota{Tenant: "bench", RequestsPerSecond: 1e6, Burst: 1e6, TokensPerMinute: 1e9, MaxConcurrency: 4096, DailyBudget: 1e18}
+	r := &RedisShared{prefix: "b:", ttl: 30 * time.Second}
+	empty := redis.NewScript(`return {}`)
+	run := func(b *testing.B, k int, sc *redis.Script) {
+		now := time.Now()
+		bs := r.base(q.Tenant)
+		keys := r.budgetKeys(q.Tenant, now, bs+"slots", "rate:"+bs+"rps", "rate:"+bs+"tpm")
+		dexp, mexp := windowExpiry(now)
+		prev := []string{}
+		next := 0
+		cpu0 := redisCPU(b, c)
+		b.ResetTimer()
+		for range b.N {
+			s := &script{}
+			for range k {
+				next++
+				id := "tk" + strconv.Itoa(next)
+				s.admits = append(s.admits, &batchCall{group: batchGroup{q: q}, keys: keys, args: []any{id, int64(50000), 20}})
+			}
+			for _, id := range prev {
+				s.settles = append(s.settles, &batchCall{settle: true, keys: keys, exp: [2]int64{dexp, mexp}, key: bs + "done:" + id,
+					args: []any{id, int64(14000), 13, 3600}})
+			}
+			prev = prev[:0]
+			for _, a := range s.admits {
+				prev = append(prev, a.args[0].(string))
+			}
+			ks, as := s.keysArgs(r.ttl)
+			if err := sc.Run(ctx, c, ks, as...).Err(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StopTimer()
+		b.ReportMetric(float64((redisCPU(b, c)-cpu0).Microseconds())/float64(b.N*k), "redis-cpu-µs/req")
+	}
+	for _, k := range []int{1, 2, 4, 8, 16} {
+		b.Run(fmt.Sprintf("flush-%d", k), func(b *testing.B) { run(b, k, flushScript) })
+	}
+	for _, k := range []int{1, 4} {
+		b.Run(fmt.Sprintf("eval-empty-%d", k), func(b *testing.B) { run(b, k, empty) })
+	}
+	b.Run("ping", func(b *testing.B) {
+		cpu0 := redisCPU(b, c)
+		for range b.N {
+			if err := c.Ping(ctx).Err(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64((redisCPU(b, c)-cpu0).Microseconds())/float64(b.N), "redis-cpu-µs/req")
+	})
+}
