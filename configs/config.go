@@ -125,10 +125,11 @@ type Model struct {
 	// 0: DefaultBatchChunk; -1: no cap but the step's.
 	BatchChunk int `yaml:"batch_chunk_tokens"`
 
-	// AttnF32MinPrompt opts into float32 attention for requests whose prompt has at
-	// least this many tokens (64 is llama.cpp's own threshold): their prefill runs
-	// faster, their decoding slower (docs/PERFORMANCE.md); 0 (the default): every
-	// request takes llama.cpp's binary16 one-query numerics.
+	// AttnF32MinPrompt: requests whose prompt has at least this many tokens run
+	// float32 attention (faster prefill and decoding; docs/PERFORMANCE.md). 0 (the
+	// default): 64, llama.cpp's own threshold, where the float32 kernels have their
+	// assembly (AVX-512, head size 64), none elsewhere; -1: none, every request takes
+	// llama.cpp's binary16 one-query numerics.
 	AttnF32MinPrompt int `yaml:"attention_f32_min_prompt"`
 
 	KVCache            string `yaml:"kv_cache"`             // hot KV pool per replica ("512MiB"); "": room for max_concurrency sequences of max_model_len
@@ -319,8 +320,8 @@ func (c *Config) Validate() error {
 			return bad(f+".replicas", "must be ≥ 1")
 		case m.MaxQueue < 1:
 			return bad(f+".max_queue", "must be ≥ 1")
-		case m.AttnF32MinPrompt < 0:
-			return bad(f+".attention_f32_min_prompt", "must be ≥ 0 (0: off)")
+		case m.AttnF32MinPrompt < -1:
+			return bad(f+".attention_f32_min_prompt", "must be ≥ 1, 0 (the default) or -1 (off)")
 		case m.BatchChunk < -1:
 			return bad(f+".batch_chunk_tokens", "must be ≥ 1, or -1 for no cap")
 		case !(m.PromptUSDPer1K >= 0) || !(m.CompletionUSDPer1K >= 0):

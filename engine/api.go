@@ -26,7 +26,7 @@ type ModelConfig struct {
 	Priority            int           `yaml:"priority"`                       // for memory leases: higher keeps its memory
 	Device              string        `yaml:"device"`                         // the device whose memory it leases: "host" (default) or "gpu:N"; execution is on the CPU either way (no GPU backend yet)
 	MaxQueue            int           `yaml:"max_queue"`                      // requests in flight (waiting or running) before Generate answers ErrQueueFull; 0: Config.MaxQueue + Replicas × MaxModelConcurrency
-	AttnF32MinPrompt    int           `yaml:"attention_f32_min_prompt"`       // requests whose prompt has at least this many tokens run in float32 attention (model.AttnF32; faster prefill, slower decoding today); 0: none, every request takes llama.cpp's binary16 one-query numerics
+	AttnF32MinPrompt    int           `yaml:"attention_f32_min_prompt"`       // requests whose prompt has at least this many tokens run in float32 attention (model.AttnF32: faster prefill and decoding); 0: the default, 64 (llama.cpp's threshold) on AVX-512 with head size 64, none elsewhere (model.AttnF32MinPromptFor); -1: none, every request takes llama.cpp's binary16 one-query numerics
 	BatchChunkTokens    int           `yaml:"batch_chunk_tokens"`             // prompt tokens batch-priority requests prefill in one step, all together, while an interactive request came within the last 10 s (a shorter step for an interactive request arriving during it to wait out); 0: no cap but the step's
 
 	// The KV cache (per replica). The hot pool holds the running sequences and the

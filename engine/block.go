@@ -262,7 +262,7 @@ func newInstance(b *Block, mc ModelConfig, log *slog.Logger) (*instance, error) 
 	if mc.KVWarmFile != "" && mc.Replicas > 1 {
 		return nil, fmt.Errorf("engine: model %s: kv_warm_file serves one replica; use kv_warm_bytes in memory with %d replicas", mc.ID, mc.Replicas)
 	}
-	rc := runnerConfig{kv: kc, noCache: mc.DisablePrefixCache, attnMin: mc.AttnF32MinPrompt, sched: sched.Config{MaxModelLen: mc.MaxModelLen, MaxConcurrency: mc.MaxModelConcurrency,
+	rc := runnerConfig{kv: kc, noCache: mc.DisablePrefixCache, attnMin: model.AttnF32MinPromptFor(mc.AttnF32MinPrompt, cfg.HeadDim), sched: sched.Config{MaxModelLen: mc.MaxModelLen, MaxConcurrency: mc.MaxModelConcurrency,
 		BatchTimeout: mc.BatchExecuteTimeout, MaxQueue: 1 << 30, BatchChunk: mc.BatchChunkTokens, BatchChunkFor: batchChunkFor}} // the model's MaxQueue, checked by Generate, is the only queue limit
 	return &instance{b: b, cfg: mc, log: log.With("model", mc.ID), tok: tok, tmpl: tmpl, rc: rc, kvSize: kc.Bytes(), fileSize: f.Size(), hdr: f.Header("tokenizer."), state: StateUnloaded,
 		pool: poolingOf(f, mc), dim: cfg.Dim}, nil

@@ -139,20 +139,22 @@
 // the property (TestFeaturesDeterminism, TestToolChoiceRequired, TestEmbed).
 //
 // A sequence's attention numerics are chosen once per request, from its prompt
-// length alone (model.AttentionFor). By default every request takes model.AttnF16.
-// A model may opt in (ModelConfig.AttnF32MinPrompt, attention_f32_min_prompt; 64 is
-// llama.cpp's own threshold): then a prompt that long or longer runs every token of
-// the sequence, prompt and generated, with a
-// float32 accumulator (model.AttnF32, the class of llama.cpp's tiled path for
-// ubatches of 64 queries or more, about half the cost per position); a shorter
-// prompt keeps llama.cpp's binary16 one-query path step for step (model.AttnF16, what
-// the parity test compares). llama.cpp itself switches per ubatch, so its prefill
-// and decoding bits differ and depend on the batching; here the mode depends on the
-// request only, and each mode's kernels give a query the same bits alone or in any
-// tile, so the property above holds in both. The mode is part of the prefix-cache
-// salt (cacheSalt): a block is reused only by sequences of the mode that wrote it,
-// so a short-prompt request no longer shares cached blocks with a long-prompt one
-// that starts the same way (TestPrefixCacheKeepsAttentionModesApart). It is off by
-// default because its decoding kernel is slower than the binary16 one today (a
-// decode tile converts K and V for only the query heads of one group).
+// length alone (model.AttentionFor): a prompt of 64 tokens or more (llama.cpp's own
+// threshold; ModelConfig.AttnF32MinPrompt, attention_f32_min_prompt, sets another)
+// runs every token of the sequence, prompt and generated, with a float32
+// accumulator (model.AttnF32, the class of llama.cpp's tiled path for ubatches of
+// 64 queries or more, about half the cost per position); a shorter prompt keeps
+// llama.cpp's binary16 one-query path step for step (model.AttnF16, what the parity
+// test compares). llama.cpp itself switches per ubatch, so its prefill and decoding
+// bits differ and depend on the batching; here the mode depends on the request
+// only, and each mode's kernels give a query the same bits alone or in any tile, so
+// the property above holds in both. The mode is part of the prefix-cache salt
+// (cacheSalt): a block is reused only by sequences of the mode that wrote it, so a
+// short-prompt request does not share cached blocks with a long-prompt one that
+// starts the same way (TestPrefixCacheKeepsAttentionModesApart). The float32 mode
+// is the default where its assembly runs (AVX-512, head size 64: faster prefill and
+// decoding than binary16); elsewhere (AVX2 only, other head sizes, purego) every
+// request takes binary16 unless the model sets a threshold
+// (model.AttnF32MinPromptFor), so replicas on CPUs with and without AVX-512 give a
+// long prompt different bits; -1 turns the float32 mode off.
 package engine

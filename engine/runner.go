@@ -27,7 +27,7 @@ type runner struct {
 	index   int
 	id      string // the model's id, for errors
 	noCache bool   // the prefix cache is off
-	attnMin int    // prompts of this many tokens or more run in model.AttnF32 (0: none)
+	attnMin int    // prompts of this many tokens or more run in model.AttnF32 (0: none; model.AttnF32MinPromptFor)
 	tok     *tokenizer.Tokenizer
 	batch   *model.Batch
 	pool    *kvcache.Pool
@@ -121,7 +121,7 @@ type runnerConfig struct {
 	sched   sched.Config
 	kv      kvcache.Config
 	noCache bool
-	attnMin int // ModelConfig.AttnF32MinPrompt
+	attnMin int // model.AttnF32MinPromptFor the ModelConfig's AttnF32MinPrompt: 0 none
 }
 
 func newRunner(index int, id string, m *model.Model, tok *tokenizer.Tokenizer, rc runnerConfig, stats *runnerStats) (*runner, error) {

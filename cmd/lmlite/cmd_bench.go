@@ -69,7 +69,7 @@ func cmdBench(args []string, stdout io.Writer) error {
 	nPrompt := fs.Int("prompt", 512, "random prompt tokens")
 	nGen := fs.Int("gen", 128, "generated tokens")
 	reps := fs.Int("reps", 3, "repetitions (the medians are reported)")
-	attnF32 := fs.Int("attention-f32-min-prompt", 0, "prompts of at least this many tokens run the float32 attention (a model's attention_f32_min_prompt; 64: llama.cpp's threshold); 0: binary16 for all")
+	attnF32 := fs.Int("attention-f32-min-prompt", 0, "prompts of at least this many tokens run the float32 attention (a model's attention_f32_min_prompt); 0: the server's default (64, llama.cpp's threshold, on AVX-512 with head size 64, else none); -1: binary16 for all")
 	parallel := fs.Int("parallel", 1, "sequences decoded together in one batch (tg is their sum)")
 	budgetFlag := fs.String("memory-budget", "", "memory the model may use (weights + KV), e.g. 2GiB; empty: no limit")
 	asJSON := fs.Bool("json", false, "print one JSON line")
@@ -203,7 +203,7 @@ func cmdBench(args []string, stdout io.Writer) error {
 		// Prompt processing: the sequences' prompts in batches of up to 512 tokens
 		// (llama.cpp's ubatch), logits only at each prompt's last token; the
 		// attention numerics the engine gives a request of this prompt.
-		attn := model.AttentionFor(*nPrompt, *attnF32)
+		attn := model.AttentionFor(*nPrompt, model.AttnF32MinPromptFor(*attnF32, cfg.HeadDim))
 		t0 := time.Now()
 		s, done := 0, 0
 		for s < *parallel {

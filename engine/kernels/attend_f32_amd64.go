@@ -43,3 +43,8 @@ func attnChunkF32F16(q []float32, kp, vp *[4]*uint16, stride, m int, acc []float
 	_ = acc[63]
 	attnChunkF32F16AVX512(&q[0], kp, vp, stride, m, &acc[0], &st[0], &p[0])
 }
+
+// FastAttnF32 reports whether AttendBlocksTileF32 runs on assembly for head size hd
+// (AVX-512, head size 64) rather than on its Go reference: where float32 mode is
+// worth taking by default.
+func FastAttnF32(hd int) bool { return useAVX512 && hd == 64 }

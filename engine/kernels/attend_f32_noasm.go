@@ -15,3 +15,7 @@ func attnF32Direct(hd, bt int) bool { return false }
 func attnChunkF32F16(q []float32, kp, vp *[4]*uint16, stride, m int, acc []float32, st *[2]float32, p *[attnF32Chunk]float32) {
 	panic("kernels: attnChunkF32F16 without AVX-512")
 }
+
+// FastAttnF32 reports whether AttendBlocksTileF32 runs on assembly for head size
+// hd: never without it.
+func FastAttnF32(hd int) bool { return false }

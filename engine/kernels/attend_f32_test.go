@@ -312,3 +312,19 @@ func BenchmarkAttendDecodeModes(b *testing.B) {
 		}
 	}
 }
+
+// TestFastAttnF32OnlyOnItsAssembly: float32 attention counts as fast (the engine's
+// default mode for long prompts) exactly where its assembly runs, AVX-512 and head
+// size 64; on AVX2, the reference kernels or another head size it does not.
+func TestFastAttnF32OnlyOnItsAssembly(t *testing.T) {
+	for _, level := range simdLevels() {
+		restore := setSIMD(level)
+		for _, hd := range []int{32, 64, 80, 128} {
+			want := level == "avx512" && hd == 64
+			if got := FastAttnF32(hd); got != want {
+				t.Errorf("%s, head size %d: FastAttnF32 %v, want %v", level, hd, got, want)
+			}
+		}
+		restore()
+	}
+}

@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 
+	"github.com/lmlite/lmlite/engine/kernels"
 	"github.com/lmlite/lmlite/kvcache"
 )
 
@@ -43,17 +44,44 @@ const (
 )
 
 // AttnF32MinPrompt is llama.cpp's own threshold for its float32 tiled attention
-// (GGML_FA_TILE_Q): the value a model's attention_f32_min_prompt takes to follow it.
+// (GGML_FA_TILE_Q): the prompt length from which a request runs in AttnF32 mode by
+// default (AttnF32MinPromptFor).
 const AttnF32MinPrompt = 64
 
 // AttentionFor is the attention of a sequence whose request's prompt has
 // promptTokens tokens, when prompts of minPrompt tokens or more run in AttnF32 mode,
 // prompt and generated tokens alike (minPrompt <= 0: none does; AttnF16 for all).
+// minPrompt is a model's AttnF32MinPromptFor.
 func AttentionFor(promptTokens, minPrompt int) Attention {
 	if minPrompt > 0 && promptTokens >= minPrompt {
 		return AttnF32
 	}
 	return AttnF16
+}
+
+// AttnF32MinPromptFor is the minPrompt of AttentionFor for a model of head size hd
+// whose configuration says configured (a model's attention_f32_min_prompt):
+// configured > 0 as it is, < 0 none (0: AttnF16 for every request), and 0 the
+// default: AttnF32MinPrompt where the float32 attention runs on its assembly
+// (kernels.FastAttnF32: AVX-512, head size 64), where it is faster than binary16
+// for prefill and decoding alike (docs/PERFORMANCE.md); none elsewhere, where its
+// Go reference would be slower than the binary16 kernels. The default thus depends
+// on the CPU: replicas on CPUs with and without AVX-512 give a long prompt
+// different bits (each is deterministic on its own).
+func AttnF32MinPromptFor(configured, hd int) int {
+	return attnF32Min(configured, kernels.FastAttnF32(hd))
+}
+
+// attnF32Min is AttnF32MinPromptFor where fast says whether the float32 kernels
+// run on assembly.
+func attnF32Min(configured int, fast bool) int {
+	switch {
+	case configured > 0:
+		return configured
+	case configured == 0 && fast:
+		return AttnF32MinPrompt
+	}
+	return 0
 }
 
 // Pooling is how an embedding is made of a sequence's hidden states (llama.cpp's

@@ -180,10 +180,10 @@ func TestF32AttentionIsBatchInvariant(t *testing.T) {
 	}
 }
 
-// TestAttentionForIsOptIn: float32 attention only where a model opts in, from its
-// threshold on; binary16 (llama.cpp's one-query numerics) otherwise, however long
-// the prompt.
-func TestAttentionForIsOptIn(t *testing.T) {
+// TestAttentionForFollowsThreshold: float32 attention from a model's threshold on;
+// binary16 (llama.cpp's one-query numerics) below it, and for every prompt however
+// long where the threshold is none (0 or less).
+func TestAttentionForFollowsThreshold(t *testing.T) {
 	for _, c := range []struct {
 		prompt, min int
 		want        model.Attention
