@@ -27,13 +27,19 @@ type toolFamily struct {
 	// and the tool's result as the template renders them (%s: the call's id as
 	// the template gets it).
 	offer, call, result string
+	// src: the template's text when it is not one of engine/testdata/families
+	// (a real model's, from testenv.ChatTemplate).
+	src string
+	// refuse: a conversation the template refuses (raise_exception): "two calls"
+	// in one turn (Llama's), roles that do not "alternate" (Mistral's).
+	refuse string
 }
 
 var toolFamilies = []toolFamily{
 	{id: "llama3", arch: "llama", vocab: "testdata/tokenizer/ggml-vocab-llama-bpe.gguf", template: "llama3", syntax: toolcall.Llama3,
 		offer:  "Environment: ipython\n",
 		call:   `<|start_header_id|>assistant<|end_header_id|>` + "\n\n" + `{"name": "get_weather", "parameters": {`,
-		result: `<|start_header_id|>ipython<|end_header_id|>` + "\n\n" + `"{\"temperature\": 21}"<|eot_id|>`},
+		result: `<|start_header_id|>ipython<|end_header_id|>` + "\n\n" + `"{\"temperature\": 21}"<|eot_id|>`, refuse: "two calls"},
 	{id: "qwen", arch: "qwen2", vocab: "testdata/tokenizer/ggml-vocab-qwen2.gguf", template: "qwen", syntax: toolcall.Hermes,
 		offer:  "<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"The weather in a city\", \"parameters\": {",
 		call:   "<|im_start|>assistant\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {",
@@ -41,23 +47,43 @@ var toolFamilies = []toolFamily{
 	{id: "mistral", arch: "llama", template: "mistral", syntax: toolcall.Mistral,
 		offer:  `[AVAILABLE_TOOLS][{"type": "function", "function": {"name": "get_weather", "description": "The weather in a city", "parameters": {`,
 		call:   `[TOOL_CALLS][{"name": "get_weather", "arguments": {`,
-		result: `[TOOL_RESULTS]{"content": {"temperature": 21}, "call_id": "%s"}[/TOOL_RESULTS]`},
+		result: `[TOOL_RESULTS]{"content": {"temperature": 21}, "call_id": "%s"}[/TOOL_RESULTS]`, refuse: "alternation"},
 	{id: "phi4", arch: "phi3", vocab: "testdata/tokenizer/ggml-vocab-phi-3.gguf", template: "phi4", syntax: toolcall.Phi4,
 		offer:  `<|tool|>{"name": "get_weather", "description": "The weather in a city", "parameters": {`,
 		call:   `<|tool_call|>[{"name": "get_weather", "arguments": {`,
 		result: `<|tool_response|>"{\"temperature\": 21}"<|end|>`},
 }
 
+// realToolFamilies are generated models (random weights) whose GGUF holds a real
+// model's chat template, read from the registry packages scripts/chattemplates
+// installs: Llama 3.1's and Ministral 3's (Mistral's [AVAILABLE_TOOLS] and
+// [TOOL_CALLS]name[ARGS] format).
+func realToolFamilies(t *testing.T) []toolFamily {
+	return []toolFamily{
+		{id: "llama3.1-real", arch: "llama", vocab: "testdata/tokenizer/ggml-vocab-llama-bpe.gguf", src: testenv.ChatTemplate(t, "llama3.1"), syntax: toolcall.Llama3,
+			offer:  "Environment: ipython\n",
+			call:   `<|start_header_id|>assistant<|end_header_id|>` + "\n\n" + `{"name": "get_weather", "parameters": {`,
+			result: `<|start_header_id|>ipython<|end_header_id|>` + "\n\n" + `"{\"temperature\": 21}"<|eot_id|>`, refuse: "two calls"},
+		{id: "ministral3-real", arch: "llama", src: testenv.ChatTemplate(t, "ministral3"), syntax: toolcall.Mistral,
+			offer:  `[AVAILABLE_TOOLS][{"type": "function", "function": {"name": "get_weather", "description": "The weather in a city", "parameters": {`,
+			call:   `[TOOL_CALLS]get_weather[ARGS]{`,
+			result: `[TOOL_RESULTS]{"temperature": 21}[/TOOL_RESULTS]`, refuse: "alternation"},
+	}
+}
+
 // startFamilyServer serves one generated tiny model per family, each with its
 // family's chat template in tokenizer.chat_template.
-func startFamilyServer(t *testing.T) *engineServer {
+func startFamilyServer(t *testing.T, families []toolFamily) *engineServer {
 	t.Helper()
 	dir := t.TempDir()
 	var models strings.Builder
-	for _, f := range toolFamilies {
-		src, err := os.ReadFile(filepath.Join("..", "engine", "testdata", "families", f.template+".jinja"))
-		if err != nil {
-			t.Fatal(err)
+	for _, f := range families {
+		src := []byte(f.src)
+		if f.src == "" {
+			var err error
+			if src, err = os.ReadFile(filepath.Join("..", "engine", "testdata", "families", f.template+".jinja")); err != nil {
+				t.Fatal(err)
+			}
 		}
 		o := genmodel.Options{Arch: f.arch, Preset: "tiny", Type: "q8_0", Seed: 5, ChatTemplate: string(src)}
 		if f.vocab != "" {
@@ -115,7 +141,23 @@ func promptOf(t *testing.T, es *engineServer, id string, msgs []engine.Message, 
 // the call id made 9 letters and digits, which its template requires), and the
 // model answers in text.
 func TestSDKToolFamilies(t *testing.T) {
-	es := startFamilyServer(t)
+	testToolFamilies(t, toolFamilies)
+}
+
+// TestSDKRealTemplateTools is TestSDKToolFamilies for generated models (random
+// weights) whose GGUF holds a real model's chat template (Llama 3.1's; Ministral
+// 3's, Mistral's current [AVAILABLE_TOOLS] format), read at test time from the
+// registry packages scripts/chattemplates installs: with the official SDK, tools
+// and tool_choice named (a grammar-constrained call) come back as tool_calls,
+// streamed as delta.tool_calls too; the tools, the call and the role "tool" result
+// reach the prompt as the real template renders them; a conversation the template
+// refuses is a 400.
+func TestSDKRealTemplateTools(t *testing.T) {
+	testToolFamilies(t, realToolFamilies(t))
+}
+
+func testToolFamilies(t *testing.T, families []toolFamily) {
+	es := startFamilyServer(t, families)
 	ctx := context.Background()
 	var weather map[string]any
 	json.Unmarshal([]byte(weatherParams), &weather)
@@ -124,7 +166,7 @@ func TestSDKToolFamilies(t *testing.T) {
 		{Name: "get_time", Description: "The time now"},
 	}
 	v := compileSchema(t, weatherParams)
-	for _, f := range toolFamilies {
+	for _, f := range families {
 		t.Run(f.id, func(t *testing.T) {
 			if syn, err := es.block.ToolSyntax(f.id); err != nil || syn != f.syntax {
 				t.Fatalf("syntax %v, %v; want %v", syn, err, f.syntax)
@@ -212,13 +254,13 @@ func TestSDKToolFamilies(t *testing.T) {
 			// error: two calls in one turn for Llama, roles that do not alternate for
 			// Mistral.
 			var bad []openai.ChatCompletionMessageParamUnion
-			switch f.id {
-			case "llama3":
+			switch f.refuse {
+			case "two calls":
 				two := c.Message.ToParam()
 				two.OfAssistant.ToolCalls = append(two.OfAssistant.ToolCalls, two.OfAssistant.ToolCalls[0])
 				two.OfAssistant.ToolCalls[1].ID = "call_2"
 				bad = append(p.Messages, two, openai.ToolMessage("1", call.ID), openai.ToolMessage("2", "call_2"))
-			case "mistral":
+			case "alternation":
 				bad = append(p.Messages, openai.UserMessage("And Rome?"))
 			default:
 				return

@@ -188,10 +188,11 @@ func New(template string, opts Options) (*Template, error) {
 	if err := checkTagChars(template); err != nil {
 		return nil, err
 	}
-	if err := checkNesting(template); err != nil {
+	src := rewriteLiterals(template)
+	if err := checkNesting(src); err != nil {
 		return nil, err
 	}
-	tpl, err := compile(joinContinuedLines(template))
+	tpl, err := compile(src)
 	if err != nil {
 		return nil, err
 	}

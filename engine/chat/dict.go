@@ -2,6 +2,7 @@ package chat
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/nikolalohinski/gonja/v2/exec"
@@ -114,6 +115,94 @@ func filterItems(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.
 		return exec.AsValue(fmt.Errorf("%w: items of %s, not a mapping", ErrRender, in.String()))
 	}
 	return exec.AsValue(itemsOf(in))
+}
+
+// filterDictSort is jinja2's dictsort(case_sensitive=False, by='key',
+// reverse=False): a dict's (key, value) pairs sorted by key or value, strings
+// compared case-insensitively unless asked; gonja's gives nothing for template
+// dicts (Gemma 4's template sorts the tools' parameters with it).
+func filterDictSort(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+	if in.IsError() {
+		return in
+	}
+	caseSensitive, by, reverse := false, "key", false
+	args := params.Args
+	for i, name := range []string{"case_sensitive", "by", "reverse"} {
+		v, ok := params.KwArgs[name]
+		if i < len(args) {
+			v, ok = args[i], true
+		}
+		if !ok {
+			continue
+		}
+		switch name {
+		case "case_sensitive":
+			caseSensitive = v.IsTrue()
+		case "by":
+			by = v.String()
+		case "reverse":
+			reverse = v.IsTrue()
+		}
+	}
+	switch {
+	case len(args) > 3:
+		return exec.AsValue(fmt.Errorf("%w: dictsort takes at most 3 arguments", ErrRender))
+	case by != "key" && by != "value":
+		return exec.AsValue(fmt.Errorf("%w: dictsort: you can only sort by either 'key' or 'value'", ErrRender))
+	case in.IsNil():
+		return exec.AsValue([]any{})
+	case !in.IsDict():
+		return exec.AsValue(fmt.Errorf("%w: dictsort of %s, not a mapping", ErrRender, in.String()))
+	}
+	keys, vals := dictPairs(in)
+	idx := make([]int, len(keys))
+	for i := range idx {
+		idx[i] = i
+	}
+	sortKey := func(i int) *exec.Value {
+		if by == "key" {
+			return keys[i]
+		}
+		return vals[i]
+	}
+	var failed error
+	sort.SliceStable(idx, func(a, b int) bool {
+		x, y := sortKey(idx[a]), sortKey(idx[b])
+		if reverse {
+			x, y = y, x
+		}
+		less, err := lessValues(x, y, caseSensitive)
+		if err != nil && failed == nil {
+			failed = err
+		}
+		return less
+	})
+	if failed != nil {
+		return exec.AsValue(failed)
+	}
+	out := make([]any, len(idx))
+	for i, k := range idx {
+		out[i] = []any{keys[k].Interface(), vals[k].Interface()}
+	}
+	return exec.AsValue(out)
+}
+
+// lessValues orders two values as Python's < does for the types templates sort:
+// strings (case-folded unless caseSensitive), numbers, booleans.
+func lessValues(x, y *exec.Value, caseSensitive bool) (bool, error) {
+	switch {
+	case x.IsString() && y.IsString():
+		a, b := x.String(), y.String()
+		if !caseSensitive {
+			a, b = strings.ToLower(a), strings.ToLower(b)
+		}
+		return a < b, nil
+	case x.IsNumber() && y.IsNumber():
+		return x.Float() < y.Float(), nil
+	case x.IsBool() && y.IsBool():
+		return !x.Bool() && y.Bool(), nil
+	}
+	return false, fmt.Errorf("%w: dictsort: cannot compare %s and %s", ErrRender, x.String(), y.String())
 }
 
 // testTrue and testFalse are jinja2's "is true" and "is false": the value is the

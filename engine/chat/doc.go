@@ -50,7 +50,11 @@
 // keep their insertion order through items(), keys(), values(), get() and the
 // items filter (Mistral's template writes each tool key by key; dict.go), "is
 // true" and "is false" hold for the booleans only, str.replace's count is optional,
-// and a backslash at the end of a line inside a string literal joins the lines.
+// a backslash at the end of a line inside a string literal joins the lines, a
+// conditional expression inside brackets ([1, (2 if c else 3)], f(x if c else y)),
+// which gonja parses only at the top of {{ }} and {% set %}, is rewritten before
+// parsing into an equivalent that evaluates only the branch taken (condexpr.go),
+// and transformers' {% generation %} block renders its body.
 // One difference stays: gonja has no None distinct from undefined, so {{ none }}
 // prints "" where jinja2 prints "None" (templates test for none rather than print it).
 //

@@ -51,12 +51,16 @@ func newEnvironment() *exec.Environment {
 	}
 	statements["for"] = guardedFor(statements["for"])
 	statements["macro"] = guardedMacro(statements["macro"])
+	statements["generation"] = parseGeneration
 
 	filters := exec.NewFilterSet(map[string]exec.FilterFunction{}).Update(builtins.Filters)
 	if err := filters.Replace("tojson", filterToJSON); err != nil {
 		panic(err)
 	}
 	if err := filters.Replace("items", filterItems); err != nil {
+		panic(err)
+	}
+	if err := filters.Replace("dictsort", filterDictSort); err != nil {
 		panic(err)
 	}
 	guardFilters(filters)
@@ -104,6 +108,7 @@ func compile(src string) (tpl *exec.Template, err error) {
 			tpl, err = nil, fmt.Errorf("%w: parser panic: %v", ErrTemplate, p)
 		}
 	}()
+	src = rewriteConditionals(src)
 	loader, err := newLoader(src)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrTemplate, err)

@@ -46,10 +46,33 @@ func newMethods() exec.Methods {
 		return pySplit(self, sep, maxsplit, true), nil
 	}
 	str["replace"] = strReplace
+	str["strip"] = stripMethod("strip", strings.Trim, strings.TrimSpace)
+	str["lstrip"] = stripMethod("lstrip", strings.TrimLeft, func(s string) string { return strings.TrimLeftFunc(s, unicode.IsSpace) })
+	str["rstrip"] = stripMethod("rstrip", strings.TrimRight, func(s string) string { return strings.TrimRightFunc(s, unicode.IsSpace) })
 	guardMethods(str)
 	m.Str = exec.NewMethodSet(str)
 	m.Dict = newDictMethods(m.Dict)
 	return m
+}
+
+// stripMethod is Python's str.strip, lstrip or rstrip(chars=None): without chars
+// (or with None) whitespace goes; gonja's lstrip and rstrip fail without an argument.
+func stripMethod(name string, cut func(s, cutset string) string, space func(string) string) exec.Method[string] {
+	return func(self string, _ *exec.Value, va *exec.VarArgs) (any, error) {
+		args := va.Args
+		if v, ok := va.KwArgs["chars"]; ok {
+			args = append(args, v)
+		}
+		switch {
+		case len(args) > 1:
+			return nil, fmt.Errorf("%w: %s takes at most 1 argument", ErrRender, name)
+		case len(args) == 0 || args[0].IsNil():
+			return space(self), nil
+		case !args[0].IsString():
+			return nil, fmt.Errorf("%w: %s arg must be None or str", ErrRender, name)
+		}
+		return cut(self, args[0].String()), nil
+	}
 }
 
 // splitArgs reads split's (sep=None, maxsplit=-1); a nil sep means whitespace.

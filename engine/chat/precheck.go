@@ -86,13 +86,19 @@ func checkTagChars(src string) error {
 	return nil
 }
 
-// joinContinuedLines removes each backslash-newline inside the string literals of
-// tags, as Python does in the literals of jinja2 (they are decoded with Python's
-// escapes, where a backslash at the end of a line continues the string on the next
-// without a newline); gonja would keep a "\n". Templates break long literals so
-// (Mistral Small 3.1's default system prompt in llama.cpp's copy).
-func joinContinuedLines(src string) string {
-	if !strings.Contains(src, "\\\n") && !strings.Contains(src, "\\\r\n") {
+// rewriteLiterals rewrites two escapes inside the string literals of tags that
+// gonja gets wrong:
+//
+//   - a backslash-newline is removed, as Python does in the literals of jinja2
+//     (they are decoded with Python's escapes, where a backslash at the end of a
+//     line continues the string on the next without a newline); gonja would keep
+//     a "\n". Templates break long literals so (Mistral Small 3.1's default
+//     system prompt in llama.cpp's copy);
+//   - an escaped backslash (\\) becomes \x5c, the same character: gonja's lexer
+//     takes the quote after "\\" for an escaped one, so 'a\\' never ends (Kimi's
+//     template writes '"\\b"' and '\\u00').
+func rewriteLiterals(src string) string {
+	if !strings.Contains(src, "\\\n") && !strings.Contains(src, "\\\r\n") && !strings.Contains(src, `\\`) {
 		return src
 	}
 	var out strings.Builder
@@ -138,6 +144,10 @@ func joinContinuedLines(src string) string {
 					continue
 				case c == '\\' && strings.HasPrefix(src[i+1:], "\r\n"):
 					i += 3
+					continue
+				case c == '\\' && i+1 < len(src) && src[i+1] == '\\':
+					out.WriteString(`\x5c`)
+					i += 2
 					continue
 				case c == '\\' && i+1 < len(src):
 					out.WriteString(src[i : i+2])

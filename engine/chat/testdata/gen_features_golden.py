@@ -8,12 +8,22 @@
 import json, datetime
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.ext import loopcontrols
+from jinja2.ext import Extension
+from jinja2 import nodes
 from jinja2.exceptions import TemplateError
+class AssistantTracker(Extension):
+    # transformers' {% generation %} block (it also records the spans; rendering is the body's)
+    tags = {"generation"}
+    def parse(self, parser):
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(["name:endgeneration"], drop_needle=True)
+        return nodes.CallBlock(self.call_method("_render", []), [], [], body).set_lineno(lineno)
+    def _render(self, caller): return caller()
 def raise_exception(m): raise TemplateError(m)
 def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
     return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 def strftime_now(f): return datetime.datetime(2026,11,22,10,30,0).strftime(f)
-env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
+env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols, AssistantTracker])
 env.filters["tojson"] = tojson
 env.globals["raise_exception"] = raise_exception
 env.globals["strftime_now"] = strftime_now
@@ -77,6 +87,15 @@ probes = {
  "string methods misc": "{{ 'a,b'.split(',') | length }}{{ 'abc'.find('c') }}{{ '  '.isspace() }}",
  "loop length revindex": "{% for m in messages %}{{ loop.length }}{{ loop.revindex0 }}{% if loop.previtem is defined %}{{ loop.previtem.role[0] }}{% endif %}{% endfor %}",
  "is in test": "{{ 'tool' is in ['tool', 'x'] }}",
+ "cond in brackets": "{{ ('a' if messages | length > 3 else 'b') ~ '|' ~ [1, (2 if false else 3), 4] | join(',') }}|{{ {'k': (1 if true else 2), 'j': 'p' if false else 'q'}.j }}|{{ 'abc' | replace('b', 'X' if true else 'Y') }}",
+ "cond lazy": "{{ (raise_exception('taken') if false else 'ok') }}|{{ [messages[1].content if messages[1] is defined else raise_exception('no')] | first }}",
+ "cond chained": "{{ ['x' if 1 > 2 else 'y' if 2 > 3 else 'z', ('u' if true else 'v') ~ 'w'] | join(',') }}",
+ "cond no else": "{{ [('a' if false), 'b'] | length }}",
+ "cond nested groups": "{% set r = ('model' if messages[2]['role'] == 'assistant' else messages[2]['role']) %}{{ r }}|{{ (messages | map(attribute='role') | list)[(1 if true else 0)] }}|{{ [(('d' if nothing is defined else 'e') if true else 'f')] | first }}|{{ messages[-1 if true else 0].content }}",
+ "strip methods": "{{ '  a b \\n'.rstrip() }}|{{ '\\t a '.lstrip() }}|{{ ' a '.strip() }}|{{ 'xxaxx'.strip('x') }}|{{ 'xxa'.lstrip('x') }}|{{ 'abc'.rstrip(none) }}|",
+ "escaped backslash": r"""{{ 'a\\' }}|{{ "\\" ~ 'x' }}|{{ '"\\b"' }}|{{ ['\\u00', '0a'] | join }}|{% if '"\\n"' in ['"\\b"', '"\\n"'] %}in{% endif %}""",
+ "dictsort": "{% for k, v in {'b': 1, 'A': 3, 'c': 2} | dictsort %}{{ k }}{{ v }}{% endfor %}|{% for k, v in {'b': 1, 'A': 3, 'c': 2} | dictsort(true) %}{{ k }}{% endfor %}|{% for k, v in {'b': 1, 'A': 3, 'c': 2} | dictsort(by='value', reverse=true) %}{{ k }}{% endfor %}|{% for k, v in tools[0].function | dictsort %}{{ k }},{% endfor %}|{% for k, v in tools[0].function.parameters.properties | dictsort %}{{ k }}={{ v.type }}{% endfor %}",
+ "generation block": "{% for m in messages %}{% if m.role == 'assistant' %}{% generation %}<{{ m.role }}>{% endgeneration %}{% else %}{{ m.role[0] }}{% endif %}{% endfor %}",
  "ne combos": "{% if not (messages[3].role == 'tool' or messages[3].role == 'tool_results' or (messages[3].tool_calls is defined and messages[3].tool_calls is not none)) %}A{% else %}B{% endif %}",
 }
 cases=[]
