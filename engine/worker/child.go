@@ -56,7 +56,12 @@ func mainWith(args []string, wrap func(Backend) Backend) error {
 	if err := json.Unmarshal([]byte(*models), &cfgs); err != nil {
 		return fmt.Errorf("worker: --models: %w", err)
 	}
-	conn, err := newSock(socketFD, "socket")
+	f := os.NewFile(socketFD, "socket")
+	if f == nil {
+		return errors.New("worker: no socket on fd 3")
+	}
+	conn, err := net.FileConn(f)
+	f.Close()
 	if err != nil {
 		return fmt.Errorf("worker: fd 3: %w", err)
 	}
@@ -100,7 +105,7 @@ func mainWith(args []string, wrap func(Backend) Backend) error {
 // Serve serves b over conn: it says hello, then answers frames and beats every beat
 // (the beat carries b.Models()) until conn closes or fails. It returns nil when the
 // parent closed the connection.
-func Serve(conn io.ReadWriteCloser, b Backend, beat time.Duration) error {
+func Serve(conn net.Conn, b Backend, beat time.Duration) error {
 	defer conn.Close()
 	w := newWriter(conn)
 	defer w.stop()
@@ -138,7 +143,7 @@ func Serve(conn io.ReadWriteCloser, b Backend, beat time.Duration) error {
 		fr, err := r.next()
 		if err != nil {
 			cancel()
-			if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, os.ErrClosed) {
+			if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
 				return nil
 			}
 			return fmt.Errorf("worker: read: %w", err)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"slices"
@@ -22,7 +23,7 @@ import (
 type process struct {
 	g     *group
 	cmd   *exec.Cmd
-	conn  *sock
+	conn  net.Conn
 	w     *writer
 	start time.Time
 
@@ -59,8 +60,9 @@ func spawn(g *group, args []string) (*process, error) {
 	if err != nil {
 		return nil, fmt.Errorf("worker: socketpair: %w", err)
 	}
-	child := os.NewFile(uintptr(fds[1]), "worker-child")
-	conn, err := newSock(fds[0], "worker-parent")
+	parent, child := os.NewFile(uintptr(fds[0]), "worker-parent"), os.NewFile(uintptr(fds[1]), "worker-child")
+	conn, err := net.FileConn(parent)
+	parent.Close()
 	if err != nil {
 		child.Close()
 		return nil, fmt.Errorf("worker: socket: %w", err)
@@ -133,12 +135,8 @@ func exitText(err error) string {
 	return "exit status 0"
 }
 
-// read dispatches the worker's frames until the connection ends. It runs on a thread
-// of its own in the batch scheduling class (readerThread): a frame from the worker
-// wakes this thread alone, and it waits for a core rather than preempting one of the
-// worker's threads in the middle of a decode step.
+// read dispatches the worker's frames until the connection ends.
 func (p *process) read() {
-	defer readerThread()()
 	r := newReader(p.conn)
 	for {
 		fr, err := r.next()
