@@ -56,7 +56,7 @@ func prefetchNext(rows rowSet, R int, lines ...int) {
 	}
 	for r := 0; r < R; r++ {
 		for _, l := range lines {
-			PREFETCHT0(rows.at(R + r).Offset(64 * l))
+			PREFETCHT2(rows.at(R + r).Offset(64 * l))
 		}
 	}
 }
