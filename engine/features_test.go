@@ -333,7 +333,10 @@ func promptTokens(t *testing.T, b *Block, model string, req Request) (prompt []T
 // chunks to 131 rows), some of it is in the prefix cache, and the same bits come
 // alone and among 15 other requests; the output is the request's without it.
 func TestPromptLogprobs(t *testing.T) {
-	b := genBlock(t, ModelConfig{MaxModelConcurrency: 16, MaxModelLen: 512},
+	// Every prompt in float32 attention (threshold 1): the references below decode
+	// short prefixes, which the default threshold would run in binary16 mode while
+	// the 300-token prompt runs in float32; in one mode the rows must agree bit for bit.
+	b := genBlock(t, ModelConfig{MaxModelConcurrency: 16, MaxModelLen: 512, AttnF32MinPrompt: 1},
 		genmodel.Options{Arch: "llama", Type: "q8_0", Seed: 8, Vocab: testenv.SharedFile(t, "testdata/tokenizer/ggml-vocab-llama-spm.gguf")})
 	tok, _ := b.Tokenizer("m")
 	if c := promptLogitsBytes / (4 * tok.VocabSize()); c != 131 {
