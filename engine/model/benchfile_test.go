@@ -29,12 +29,7 @@ func BenchmarkFile(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer m.Close()
-	np := 512
-	if v := os.Getenv("LMLITE_BENCH_PROMPT"); v != "" {
-		if np, err = strconv.Atoi(v); err != nil || np < 1 {
-			b.Fatalf("LMLITE_BENCH_PROMPT=%q: want a positive number", v)
-		}
-	}
+	np := benchEnvInt(b, "LMLITE_BENCH_PROMPT", 512)
 	prompt := make([]int32, np)
 	seed := uint32(1234)
 	for i := range prompt {
@@ -94,4 +89,18 @@ func cpuPerOp(b *testing.B) func() {
 			b.ReportMetric(float64((cpuTime()-start).Microseconds())/1000/float64(b.N), "cpu-ms/op")
 		}
 	}
+}
+
+// benchEnvInt reads the positive number in the environment variable name, def when
+// it is unset; anything else fails the benchmark.
+func benchEnvInt(b *testing.B, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		b.Fatalf("%s=%q: want a positive number", name, v)
+	}
+	return n
 }

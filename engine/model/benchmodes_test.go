@@ -3,7 +3,6 @@ package model
 import (
 	"fmt"
 	"os"
-	"strconv"
 	"testing"
 	"time"
 
@@ -25,18 +24,7 @@ func BenchmarkDecodeModes(b *testing.B) {
 	if path == "" {
 		b.Skip("LMLITE_BENCH_MODEL not set")
 	}
-	env := func(name string, def int) int {
-		v := os.Getenv(name)
-		if v == "" {
-			return def
-		}
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			b.Fatalf("%s=%q: want a positive number", name, v)
-		}
-		return n
-	}
-	np, par := env("LMLITE_BENCH_PROMPT", 2048), env("LMLITE_BENCH_PARALLEL", 1)
+	np, par := benchEnvInt(b, "LMLITE_BENCH_PROMPT", 2048), benchEnvInt(b, "LMLITE_BENCH_PARALLEL", 1)
 	m, err := Open(path)
 	if err != nil {
 		b.Fatal(err)
