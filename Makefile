@@ -34,6 +34,8 @@ test-short:
 
 vet:
 	$(GO) vet ./...
+	# macOS on Apple silicon: the portable (purego) paths and the non-Linux process code compile
+	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 $(GO) vet ./...
 
 # Each fuzz target runs for $(FUZZTIME) ($(FUZZTIME_DECODE) for FuzzDecode*); `go test -fuzz` takes one target per package at a time.
 # A run that fails with nothing but "context deadline exceeded" (no failing input written)

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -485,7 +484,7 @@ func TestRedisKilledProcessLosesLease(t *testing.T) {
 	s := redistest.Start(t, redistest.Options{})
 	cmd := exec.Command(os.Args[0], "-test.run=^TestRedisHelperHolder$", "-test.v")
 	cmd.Env = append(os.Environ(), "LEASE_HOLDER_URL="+s.URL(0))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	redistest.DieWithParent(cmd)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -56,7 +56,7 @@ type call struct {
 // into g's ring. The process's reader, exit waiter and stderr reader run until it ends;
 // onHello and onExit report to g.
 func spawn(g *group, args []string) (*process, error) {
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	fds, err := socketPair()
 	if err != nil {
 		return nil, fmt.Errorf("worker: socketpair: %w", err)
 	}

@@ -11,3 +11,9 @@ import (
 func setDeathSignal(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }
+
+// socketPair makes the parent's and the worker's ends of a stream socket, neither
+// inherited by other children (SOCK_CLOEXEC, atomically with the socket's creation).
+func socketPair() ([2]int, error) {
+	return syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+}

@@ -126,7 +126,7 @@ func (s *Server) start() error {
 		return err
 	}
 	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive the test binary
+	DieWithParent(cmd) // never outlive the test binary
 	if err := cmd.Start(); err != nil {
 		log.Close()
 		return err
