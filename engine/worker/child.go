@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lmlite/lmlite/engine"
@@ -75,6 +76,8 @@ func mainWith(args []string, wrap func(Backend) Backend) error {
 		defer rc.Close()
 		ecfg.Leases = lease.NewRedis(rc, *redisPrefix, *redisNode)
 	}
+	var steps stepFlush
+	ecfg.OnStep = steps.flush
 	b, err := engine.New(ecfg)
 	if err != nil {
 		return err
@@ -87,7 +90,7 @@ func mainWith(args []string, wrap func(Backend) Backend) error {
 	// without waiting for the Block, unless its leases are shared: then it gives them
 	// back at once (another process may be waiting for the memory) rather than let
 	// them expire, for a second at most.
-	err = Serve(conn, be, *beat)
+	err = serve(conn, be, *beat, &steps)
 	if ecfg.Leases != nil {
 		closed := make(chan struct{})
 		go func() {
@@ -102,13 +105,38 @@ func mainWith(args []string, wrap func(Backend) Backend) error {
 	return err
 }
 
+// stepFlush is the worker's engine.Config.OnStep: after each step of a decode loop
+// it writes the tokens that the streams' sinks added to the socket's writer during
+// the step, in one system call from the loop's own goroutine. The parent's reader is
+// woken once per step, whatever the batch size, and no goroutine of the worker is
+// woken to write (a wake-up that lands on a core busy with the next step's matrices).
+type stepFlush struct{ w atomic.Pointer[writer] }
+
+func (s *stepFlush) flush() {
+	if w := s.w.Load(); w != nil {
+		w.flush()
+	}
+}
+
 // Serve serves b over conn: it says hello, then answers frames and beats every beat
 // (the beat carries b.Models()) until conn closes or fails. It returns nil when the
-// parent closed the connection.
-func Serve(conn net.Conn, b Backend, beat time.Duration) error {
+// parent closed the connection. The tokens go out as they come (the writer's
+// goroutine writes them), since b gives no step boundary.
+func Serve(conn net.Conn, b Backend, beat time.Duration) error { return serve(conn, b, beat, nil) }
+
+// serve is Serve; with steps (b's engine.Config.OnStep), a step's tokens are written
+// together when the step ends (stepFlush) instead of by the writer's goroutine as
+// they come.
+func serve(conn net.Conn, b Backend, beat time.Duration, steps *stepFlush) error {
 	defer conn.Close()
 	w := newWriter(conn)
 	defer w.stop()
+	send := w.queue
+	if steps != nil {
+		steps.w.Store(w)
+		defer steps.w.Store(nil)
+		send = w.add
+	}
 	if err := w.writeJSON(fHello, 0, helloMsg{PID: os.Getpid()}); err != nil {
 		return fmt.Errorf("worker: hello: %w", err)
 	}
@@ -186,13 +214,16 @@ func Serve(conn net.Conn, b Backend, beat time.Duration) error {
 				st.Forward(func(t engine.Token) {
 					if t.Piece != "" || t.Logprob != 0 || t.TopLogprobs != nil || t.Prompt {
 						if b, err := json.Marshal(t); err == nil {
-							w.queue(fTokenJSON, id, b)
+							send(fTokenJSON, id, b)
 						}
 						return
 					}
 					buf = appendToken(buf[:0], t)
-					w.queue(fToken, id, buf)
+					send(fToken, id, buf)
 				})
+				if steps != nil {
+					w.flush() // the tokens that came before Forward: their step is over
+				}
 				left.Add(1)
 				wg.Add(1)
 				go func() {

@@ -210,6 +210,27 @@ func (w *writer) queue(typ byte, id uint64, payload []byte) {
 	}
 }
 
+// add adds a frame for the next write without starting one: the worker's decode
+// loop adds a step's tokens, then flush writes them together (engine.Config.OnStep).
+func (w *writer) add(typ byte, id uint64, payload []byte) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil || w.stopped {
+		return
+	}
+	w.appendLocked(typ, id, payload)
+}
+
+// flush writes the frames added, unless another caller is writing (it writes them
+// too). It runs in the caller's goroutine: one system call, no wake-up of another.
+func (w *writer) flush() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err == nil && !w.writing && len(w.buf) > 0 {
+		w.drainLocked()
+	}
+}
+
 // flusher writes the queued frames each time it is kicked, until stop.
 func (w *writer) flusher(kick, flushed chan struct{}) {
 	defer close(flushed)

@@ -233,3 +233,41 @@ func TestWriterQueue(t *testing.T) {
 		t.Fatalf("a frame after the end: %+v", fr)
 	}
 }
+
+// countWriter counts its Write calls.
+type countWriter struct {
+	syncBuffer
+	writes int
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	c.writes++
+	c.mu.Unlock()
+	return c.syncBuffer.Write(p)
+}
+
+// TestWriterAddFlushWritesAStepInOneWrite: frames added (a decode step's tokens)
+// are not written until flush, which writes them all, in order, in one Write; a
+// flush with nothing added writes nothing.
+func TestWriterAddFlushWritesAStepInOneWrite(t *testing.T) {
+	var out countWriter
+	w := newWriter(&out)
+	for i := range 16 {
+		w.add(fToken, uint64(i), []byte{byte(i)})
+	}
+	if out.writes != 0 {
+		t.Fatalf("%d writes before the flush", out.writes)
+	}
+	w.flush()
+	w.flush()
+	if out.writes != 1 {
+		t.Fatalf("%d writes for one step's 16 frames", out.writes)
+	}
+	r := newReader(bytes.NewReader(out.b.Bytes()))
+	for i := range 16 {
+		if fr, err := r.next(); err != nil || fr.id != uint64(i) || fr.payload[0] != byte(i) {
+			t.Fatalf("frame %d: %+v %v", i, fr, err)
+		}
+	}
+}
