@@ -247,20 +247,24 @@ func (c *countWriter) Write(p []byte) (int, error) {
 	return c.syncBuffer.Write(p)
 }
 
-// TestWriterAddFlushWritesAStepInOneWrite: frames added (a decode step's tokens)
-// are not written until flush, which writes them all, in order, in one Write; a
-// flush with nothing added writes nothing.
-func TestWriterAddFlushWritesAStepInOneWrite(t *testing.T) {
+// TestWriterAddKickWritesAStepInOneWrite: frames added (a decode step's tokens)
+// are not written until kickQueued, after which the writer's goroutine writes them
+// all, in order, in one Write.
+func TestWriterAddKickWritesAStepInOneWrite(t *testing.T) {
 	var out countWriter
 	w := newWriter(&out)
 	for i := range 16 {
 		w.add(fToken, uint64(i), []byte{byte(i)})
 	}
-	if out.writes != 0 {
-		t.Fatalf("%d writes before the flush", out.writes)
+	time.Sleep(10 * time.Millisecond) // a write, if add started one, would be under way
+	out.mu.Lock()
+	before := out.writes
+	out.mu.Unlock()
+	if before != 0 {
+		t.Fatalf("%d writes before the kick", before)
 	}
-	w.flush()
-	w.flush()
+	w.kickQueued()
+	w.stop() // waits for the writer's goroutine to write what was kicked
 	if out.writes != 1 {
 		t.Fatalf("%d writes for one step's 16 frames", out.writes)
 	}
