@@ -53,13 +53,6 @@ type Config struct {
 	// janitor still wakes every real second). nil: time.Now. Batching and the
 	// timings of Usage always use the real time.
 	Clock func() time.Time
-
-	// OnStep, if set, is called by each replica's goroutine after every step, once
-	// the step's tokens are in their Streams (and their Forward sinks): a consumer
-	// that relays tokens (the workers mode's socket) sends a whole step's tokens at
-	// once there, waking its reader once per step rather than once per token. It
-	// must not block for long: the batch waits for it.
-	OnStep func()
 }
 
 // leaseTTL is the default of Config.LeaseTTL.
@@ -269,7 +262,7 @@ func newInstance(b *Block, mc ModelConfig, log *slog.Logger) (*instance, error) 
 	if mc.KVWarmFile != "" && mc.Replicas > 1 {
 		return nil, fmt.Errorf("engine: model %s: kv_warm_file serves one replica; use kv_warm_bytes in memory with %d replicas", mc.ID, mc.Replicas)
 	}
-	rc := runnerConfig{kv: kc, noCache: mc.DisablePrefixCache, onStep: b.cfg.OnStep, attnMin: model.AttnF32MinPromptFor(mc.AttnF32MinPrompt, cfg.HeadDim), sched: sched.Config{MaxModelLen: mc.MaxModelLen, MaxConcurrency: mc.MaxModelConcurrency,
+	rc := runnerConfig{kv: kc, noCache: mc.DisablePrefixCache, attnMin: model.AttnF32MinPromptFor(mc.AttnF32MinPrompt, cfg.HeadDim), sched: sched.Config{MaxModelLen: mc.MaxModelLen, MaxConcurrency: mc.MaxModelConcurrency,
 		BatchTimeout: mc.BatchExecuteTimeout, MaxQueue: 1 << 30, BatchChunk: mc.BatchChunkTokens, BatchChunkFor: batchChunkFor}} // the model's MaxQueue, checked by Generate, is the only queue limit
 	return &instance{b: b, cfg: mc, log: log.With("model", mc.ID), tok: tok, tmpl: tmpl, rc: rc, kvSize: kc.Bytes(), fileSize: f.Size(), hdr: f.Header("tokenizer."), state: StateUnloaded,
 		pool: poolingOf(f, mc), dim: cfg.Dim}, nil

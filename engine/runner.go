@@ -27,7 +27,6 @@ type runner struct {
 	index   int
 	id      string // the model's id, for errors
 	noCache bool   // the prefix cache is off
-	onStep  func() // Config.OnStep; nil: none
 	attnMin int    // prompts of this many tokens or more run in model.AttnF32 (0: none; model.AttnF32MinPromptFor)
 	tok     *tokenizer.Tokenizer
 	batch   *model.Batch
@@ -122,8 +121,7 @@ type runnerConfig struct {
 	sched   sched.Config
 	kv      kvcache.Config
 	noCache bool
-	onStep  func() // Config.OnStep
-	attnMin int    // model.AttnF32MinPromptFor the ModelConfig's AttnF32MinPrompt: 0 none
+	attnMin int // model.AttnF32MinPromptFor the ModelConfig's AttnF32MinPrompt: 0 none
 }
 
 func newRunner(index int, id string, m *model.Model, tok *tokenizer.Tokenizer, rc runnerConfig, stats *runnerStats) (*runner, error) {
@@ -138,7 +136,7 @@ func newRunner(index int, id string, m *model.Model, tok *tokenizer.Tokenizer, r
 		pool.Close()
 		return nil, err
 	}
-	r := &runner{index: index, id: id, noCache: rc.noCache, onStep: rc.onStep, attnMin: rc.attnMin, tok: tok, batch: m.NewBatch(), pool: pool, st: st,
+	r := &runner{index: index, id: id, noCache: rc.noCache, attnMin: rc.attnMin, tok: tok, batch: m.NewBatch(), pool: pool, st: st,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), live: map[sched.ID]*job{}, stats: stats}
 	return r, nil
 }
@@ -197,9 +195,6 @@ func (r *runner) loop() {
 		r.publishStats()
 		if len(work) > 0 {
 			r.run(work)
-			if r.onStep != nil {
-				r.onStep()
-			}
 			continue
 		}
 		var wakeAt <-chan time.Time

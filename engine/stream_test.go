@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"runtime"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -124,48 +122,5 @@ func TestGenerateNoForwarder(t *testing.T) {
 		if n != 30 {
 			t.Fatalf("%d tokens", n)
 		}
-	}
-}
-
-// TestOnStepFollowsEachStepsTokens: Config.OnStep runs after every step, once the
-// step's tokens are in their Streams' Forward sinks: at the last call every token has
-// been delivered, and a step of several sequences delivers their tokens before one
-// call (what lets the workers mode write a step's tokens in one system call).
-func TestOnStepFollowsEachStepsTokens(t *testing.T) {
-	var delivered atomic.Int64
-	var mu sync.Mutex
-	var seen []int64 // delivered at each OnStep
-	b := newStoriesBlock(t, ModelConfig{MaxModelConcurrency: 8}, Config{Logger: quietLog(), OnStep: func() {
-		mu.Lock()
-		seen = append(seen, delivered.Load())
-		mu.Unlock()
-	}})
-	var streams []*Stream
-	for range 4 {
-		s, err := b.Generate(context.Background(), "stories", Request{Prompt: []int32{1}, MaxTokens: 20})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.Forward(func(Token) { delivered.Add(1) })
-		streams = append(streams, s)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	for _, s := range streams {
-		if u, err := s.Wait(ctx); err != nil || u.CompletionTokens != 20 {
-			t.Fatalf("usage %+v, err %v", u, err)
-		}
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(seen) == 0 || seen[len(seen)-1] != 80 {
-		t.Fatalf("delivered at each OnStep: %v; want 80 at the last", seen)
-	}
-	most := int64(0)
-	for i := 1; i < len(seen); i++ {
-		most = max(most, seen[i]-seen[i-1])
-	}
-	if most < 2 {
-		t.Errorf("no step delivered more than one token before its OnStep: %v", seen)
 	}
 }

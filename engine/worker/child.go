@@ -11,7 +11,6 @@ import (
 	"net"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/lmlite/lmlite/engine"
@@ -76,8 +75,6 @@ func mainWith(args []string, wrap func(Backend) Backend) error {
 		defer rc.Close()
 		ecfg.Leases = lease.NewRedis(rc, *redisPrefix, *redisNode)
 	}
-	var steps stepFlush
-	ecfg.OnStep = steps.flush
 	b, err := engine.New(ecfg)
 	if err != nil {
 		return err
@@ -90,7 +87,7 @@ func mainWith(args []string, wrap func(Backend) Backend) error {
 	// without waiting for the Block, unless its leases are shared: then it gives them
 	// back at once (another process may be waiting for the memory) rather than let
 	// them expire, for a second at most.
-	err = serve(conn, be, *beat, &steps)
+	err = Serve(conn, be, *beat)
 	if ecfg.Leases != nil {
 		closed := make(chan struct{})
 		go func() {
@@ -105,41 +102,13 @@ func mainWith(args []string, wrap func(Backend) Backend) error {
 	return err
 }
 
-// stepFlush is the worker's engine.Config.OnStep: after each step of a decode loop
-// it wakes the writer's goroutine to write the tokens that the streams' sinks added
-// during the step, in one system call. The parent's reader is woken once per step,
-// whatever the batch size: before, the writer's goroutine was woken at the first
-// token of a step and, on a model whose sampling is slower than that wake-up (125m),
-// wrote nearly every token alone. (Writing from the decode loop itself, without the
-// wake-up, made each step longer by the system call: 0.88x of in-process tg on
-// stories260K against 0.95x; docs/PERFORMANCE.md.)
-type stepFlush struct{ w atomic.Pointer[writer] }
-
-func (s *stepFlush) flush() {
-	if w := s.w.Load(); w != nil {
-		w.kickQueued()
-	}
-}
-
 // Serve serves b over conn: it says hello, then answers frames and beats every beat
 // (the beat carries b.Models()) until conn closes or fails. It returns nil when the
-// parent closed the connection. The tokens go out as they come (the writer's
-// goroutine writes them), since b gives no step boundary.
-func Serve(conn net.Conn, b Backend, beat time.Duration) error { return serve(conn, b, beat, nil) }
-
-// serve is Serve; with steps (b's engine.Config.OnStep), a step's tokens are written
-// together when the step ends (stepFlush) instead of by the writer's goroutine as
-// they come.
-func serve(conn net.Conn, b Backend, beat time.Duration, steps *stepFlush) error {
+// parent closed the connection.
+func Serve(conn net.Conn, b Backend, beat time.Duration) error {
 	defer conn.Close()
 	w := newWriter(conn)
 	defer w.stop()
-	send := w.queue
-	if steps != nil {
-		steps.w.Store(w)
-		defer steps.w.Store(nil)
-		send = w.add
-	}
 	if err := w.writeJSON(fHello, 0, helloMsg{PID: os.Getpid()}); err != nil {
 		return fmt.Errorf("worker: hello: %w", err)
 	}
@@ -217,16 +186,13 @@ func serve(conn net.Conn, b Backend, beat time.Duration, steps *stepFlush) error
 				st.Forward(func(t engine.Token) {
 					if t.Piece != "" || t.Logprob != 0 || t.TopLogprobs != nil || t.Prompt {
 						if b, err := json.Marshal(t); err == nil {
-							send(fTokenJSON, id, b)
+							w.queue(fTokenJSON, id, b)
 						}
 						return
 					}
 					buf = appendToken(buf[:0], t)
-					send(fToken, id, buf)
+					w.queue(fToken, id, buf)
 				})
-				if steps != nil {
-					w.kickQueued() // the tokens that came before Forward: their step is over
-				}
 				left.Add(1)
 				wg.Add(1)
 				go func() {

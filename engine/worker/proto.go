@@ -210,38 +210,6 @@ func (w *writer) queue(typ byte, id uint64, payload []byte) {
 	}
 }
 
-// add adds a frame for the next write without starting one: the worker's decode
-// loop adds a step's tokens, then kickQueued has them written together
-// (engine.Config.OnStep).
-func (w *writer) add(typ byte, id uint64, payload []byte) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.err != nil || w.stopped {
-		return
-	}
-	w.appendLocked(typ, id, payload)
-}
-
-// kickQueued wakes the writer's goroutine to write the frames added (add), unless
-// another caller is writing them already: the worker's decode loop ends each step
-// with it, so the step's tokens go out in one write without the loop itself making
-// the system call.
-func (w *writer) kickQueued() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.err != nil || w.stopped || len(w.buf) == 0 || w.writing {
-		return
-	}
-	if w.kick == nil {
-		w.kick, w.flushed = make(chan struct{}, 1), make(chan struct{})
-		go w.flusher(w.kick, w.flushed)
-	}
-	select {
-	case w.kick <- struct{}{}:
-	default:
-	}
-}
-
 // flusher writes the queued frames each time it is kicked, until stop.
 func (w *writer) flusher(kick, flushed chan struct{}) {
 	defer close(flushed)
