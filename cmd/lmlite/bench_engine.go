@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -23,9 +24,11 @@ func benchEngine(stdout io.Writer, path, mode string, parallel, nGen, reps int, 
 	type eng interface {
 		Generate(ctx context.Context, modelID string, req engine.Request) (*engine.Stream, error)
 		Tokenize(modelID, text string) ([]int32, error)
+		Models() []engine.ModelStatus
 		Close() error
 	}
 	var e eng
+	workerPID := func() int { return 0 }
 	switch mode {
 	case "inprocess":
 		b, err := engine.New(engine.Config{Models: []engine.ModelConfig{mc}, Logger: quietLogger()})
@@ -47,6 +50,12 @@ func benchEngine(stdout io.Writer, path, mode string, parallel, nGen, reps int, 
 			return err
 		}
 		e = p
+		workerPID = func() int {
+			for _, w := range p.Workers() {
+				return w.PID
+			}
+			return 0
+		}
 	default:
 		return fmt.Errorf("--engine %q is not inprocess or workers", mode)
 	}
@@ -85,7 +94,16 @@ func benchEngine(stdout io.Writer, path, mode string, parallel, nGen, reps int, 
 		}
 		ttfts = append(ttfts, float64(d.Microseconds())/1000)
 	}
+	steps := func() uint64 {
+		var n uint64
+		for _, st := range e.Models() {
+			n += st.Steps
+		}
+		return n
+	}
+	steps0, self0, worker0 := steps(), readProcCounts(os.Getpid()), readProcCounts(workerPID())
 	tgs := make([]float64, reps)
+	var tgWall time.Duration
 	for r := range reps {
 		var wg sync.WaitGroup
 		var mu sync.Mutex
@@ -109,12 +127,24 @@ func benchEngine(stdout io.Writer, path, mode string, parallel, nGen, reps int, 
 		if firstErr != nil {
 			return firstErr
 		}
+		tgWall += time.Since(start)
 		tgs[r] = float64(total) / time.Since(start).Seconds()
+	}
+	// The tg runs' counters: the steps and, per step, each process's context switches
+	// and system calls (the worker's are zero in process).
+	nSteps := steps() - steps0
+	self, wk := readProcCounts(os.Getpid()).sub(self0), readProcCounts(workerPID()).sub(worker0)
+	perStep := func(c procCounts) map[string]float64 {
+		d := float64(max(nSteps, 1))
+		return map[string]float64{"vcsw": float64(c.Voluntary) / d, "ivcsw": float64(c.Involuntary) / d,
+			"reads": float64(c.Reads) / d, "writes": float64(c.Writes) / d, "cpu_ms": float64(c.CPU) * 10 / d}
 	}
 	slices.Sort(ttfts)
 	slices.Sort(tgs)
 	res := map[string]any{"engine": mode, "model": path, "parallel": parallel, "gen": nGen, "reps": reps,
-		"ttft_ms": ttfts[len(ttfts)/2], "tg_tok_s": tgs[len(tgs)/2]}
+		"ttft_ms": ttfts[len(ttfts)/2], "tg_tok_s": tgs[len(tgs)/2], "tg_steps": nSteps,
+		"step_ms":         tgWall.Seconds() * 1000 / float64(max(nSteps, 1)),
+		"per_step_parent": perStep(self), "per_step_worker": perStep(wk)}
 	if asJSON {
 		return json.NewEncoder(stdout).Encode(res)
 	}
