@@ -35,7 +35,10 @@
 //     (job.maybeForwardTier, registry.PickTier). A forwarded request asks for a
 //     102 Processing (AckHeader) and waits at most Options.ForwardFirstByte for it:
 //     502 node_unresponsive past it; a node lost under it is a 502 node_lost, or an
-//     SSE error event mid-stream (relay).
+//     SSE error event mid-stream (relay). A forwarded event stream may go at most
+//     Options.ForwardIdle without a byte (an error event node_unresponsive past it);
+//     the receiving process writes ": keep-alive" comments when it has written
+//     nothing for a third of that (KeepAliveHeader, keepAlive), which relay drops.
 //  5. run.go, Server.handleGenerate: a batch line is admitted here
 //     (tenancy.Tenancy.AdmitBatchLine: its budgets only); any other request is
 //     admitted by its first attempt, step 7, once its worst case is known.
