@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
+	"github.com/lmlite/lmlite/money"
 	"github.com/lmlite/lmlite/registry"
 	"github.com/lmlite/lmlite/tiers"
 )
@@ -115,7 +116,8 @@ func (s *Server) RegistryModels() []registry.Model {
 		if m.upstream == nil {
 			st = string(states[id])
 		}
-		rm := registry.Model{ID: id, State: st, Embed: embeds[id]}
+		rm := registry.Model{ID: id, State: st, Embed: embeds[id], PromptPer1K: int64(m.price.PromptPer1K),
+			CompletionPer1K: int64(m.price.CompletionPer1K), MaxLen: s.limit(m), Batch: s.batches != nil}
 		for t, in := range m.in {
 			if in {
 				rm.Tiers = append(rm.Tiers, tiers.Tier(t).String())
@@ -765,6 +767,11 @@ type remoteModel struct {
 	embeds bool                 // some node embeds with it
 	in     [tiers.NumTiers]bool // the tiers listing it on some node
 	nodes  []string             // the live nodes serving it, by id
+	// For a batch line naming it (Server.Check): the highest price and length limit
+	// the nodes announce, and the nodes that run batch lines.
+	price  money.Price
+	maxLen int
+	batch  []string
 }
 
 // nodesWith is the nodes serving a local model: this one and the others (nil without
@@ -800,6 +807,12 @@ func (s *Server) remoteModels() map[string]remoteModel {
 				}
 			}
 			r.nodes = append(r.nodes, n.ID)
+			r.price.PromptPer1K = max(r.price.PromptPer1K, money.Money(m.PromptPer1K))
+			r.price.CompletionPer1K = max(r.price.CompletionPer1K, money.Money(m.CompletionPer1K))
+			r.maxLen = max(r.maxLen, m.MaxLen)
+			if m.Batch {
+				r.batch = append(r.batch, n.ID)
+			}
 			out[m.ID] = r
 		}
 	}

@@ -808,18 +808,19 @@ func TestClassifyForwardErrors(t *testing.T) {
 	}
 }
 
-// TestBatchLineForAModelOnlyElsewhere: A does not serve big; B does. A batch line
-// naming big is refused at A's validation with an error naming why and where big is
-// served (model_not_on_this_process), and a line of such a batch reaching A's worker
-// (the Redis queue hands lines to every process) ends with the same clear error, not
-// a model_not_found; a line for a model nobody serves keeps model_not_found.
+// TestBatchLineForAModelOnlyElsewhere: A does not serve big; B does, and runs no
+// batch lines (its Batch API is off). A batch line naming big is refused at A's
+// validation with an error naming why (model_not_batched: the line could never run);
+// a line of such a batch reaching A's worker by a queue that does not place lines
+// ends with a clear error, not a model_not_found; a line for a model nobody serves
+// keeps model_not_found. (TestRedisBatchLinesRunWhereTheirModelIs runs such lines
+// on the processes serving their model.)
 func TestBatchLineForAModelOnlyElsewhere(t *testing.T) {
 	a, b, _, _ := twoPeers(t)
 	body := []byte(`{"model": "big", "messages": [{"role":"user","content":"x"}], "max_tokens": 2}`)
 	_, err := a.srv.Check("acme", "/v1/chat/completions", body)
 	var ae *apiError
-	if !errors.As(err, &ae) || ae.code != "model_not_on_this_process" || ae.param != "model" ||
-		!strings.Contains(ae.message, "(b)") || !strings.Contains(ae.message, "validated this batch") {
+	if !errors.As(err, &ae) || ae.code != "model_not_batched" || ae.param != "model" || !strings.Contains(ae.message, "(b)") {
 		t.Fatalf("A validating a line for big: %v", err)
 	}
 	if _, err := b.srv.Check("acme", "/v1/chat/completions", body); err != nil {
