@@ -117,7 +117,7 @@ func (q *RedisQueue) streamOf(r *Request) string {
 	}
 	return q.LinesKey(q.place.LineModel(*r))
 }
-func (q *RedisQueue) deadKey() string  { return q.opts.KeyPrefix + "batch:dead" }
+func (q *RedisQueue) deadKey() string { return q.opts.KeyPrefix + "batch:dead" }
 func (q *RedisQueue) inflightKey(job string) string {
 	return q.opts.KeyPrefix + "batch:{" + job + "}:inflight"
 }

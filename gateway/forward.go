@@ -407,7 +407,7 @@ type peerConn struct {
 	p     *peering
 	addr  string
 	once  sync.Once
-	armed atomic.Bool // a read deadline is set and no byte was read since
+	armed atomic.Bool  // a read deadline is set and no byte was read since
 	idle  atomic.Int64 // while relaying an event stream: its idle bound (ns); 0: none
 	stall atomic.Bool  // a read failed on the idle bound
 }

@@ -725,7 +725,9 @@ func TestForwardedStreamThatStalls(t *testing.T) {
 			t.Fatalf("event %d: %s", i, ev[i])
 		}
 	}
-	var e struct{ Error struct{ Type, Code, Message string } }
+	var e struct {
+		Error struct{ Type, Code, Message string }
+	}
 	if err := json.Unmarshal([]byte(ev[3]), &e); err != nil || e.Error.Code != "node_unresponsive" || e.Error.Type != "server_error" ||
 		!strings.Contains(e.Error.Message, "400ms") {
 		t.Fatalf("the event before [DONE]: %s (%v)", ev[3], err)
