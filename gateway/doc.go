@@ -127,7 +127,11 @@
 // interactive concurrency, requests/s or tokens/min. POST /v1/files reads its
 // multipart body as a stream (uploadFile), the file part written to disk as it
 // arrives (batch.Store.PutFile), so a file may be far over max_body_bytes.
-// Options.BatchQueue (batch.RedisQueue with redis:) runs lines on every process.
+// Options.BatchQueue (batch.RedisQueue with redis:) runs lines on every process: the
+// Server is its batch.Placer (LineModel, LineModels), so a line naming a model runs
+// only on a process serving it, and one routed by tier on a process having the best
+// tier it may use; Check prices a line for a model only other processes serve from
+// their registry announcements (checkRemote).
 // Metrics, at scrape time: lmlite_batch_jobs by status, and lmlite_batch_lines and
 // lmlite_batch_spend_usd of each unfinished job.
 //
