@@ -215,6 +215,16 @@ func (r *modelRunner) RunLine(ctx context.Context, req Request) Response {
 	return r.retryRunner.RunLine(ctx, req)
 }
 
+// reset forgets what ran (between two jobs of a test).
+func (r *modelRunner) reset() {
+	r.mmu.Lock()
+	r.ran = nil
+	r.mmu.Unlock()
+	r.fakeRunner.mu.Lock()
+	r.fakeRunner.runs = nil
+	r.fakeRunner.mu.Unlock()
+}
+
 func (r *modelRunner) count(model string) int {
 	r.mmu.Lock()
 	defer r.mmu.Unlock()
@@ -283,14 +293,14 @@ func TestRedisQueueLinesGoToTheProcessesServingTheirModel(t *testing.T) {
 		if x.count("m1") != 30 || y.count("m2") != 30 || x.count("auto")+y.count("auto") != 30 {
 			t.Fatalf("placed %v: X ran %v, Y %v", placed, x.ran, y.ran)
 		}
-		x.ran, y.ran = nil, nil
 		runs, _ := totalRuns(&x.fakeRunner, &y.fakeRunner)
 		for id, n := range runs {
 			if n != 1 {
 				t.Fatalf("placed %v: %s ran %d times", placed, id, n)
 			}
 		}
-		x.runs, y.runs = nil, nil
+		x.reset()
+		y.reset()
 	}
 	for _, k := range []string{"lmlite:batch:lines", "lmlite:batch:lines:m1", "lmlite:batch:lines:m2"} {
 		if n, _ := c.XLen(context.Background(), k).Result(); n != 0 {
