@@ -43,8 +43,10 @@
 // started line goes through a Queue to whatever runs it, and its Outcome comes back
 // to the driver, the only one that reserves and settles against the cap. InProcess
 // runs the lines on this process (at most Options.MaxRunning at once); RedisQueue
-// puts them on a Redis Stream with a consumer group, so that every process sharing
-// the Redis runs lines of every job: a line whose worker died is claimed by another
+// puts them on Redis Streams with a consumer group, so that every process sharing
+// the Redis runs lines of every job; with a LineRunner that is a Placer, a line
+// naming a model goes on that model's stream, read only by the processes serving
+// it. A line whose worker died is claimed by another reading its stream
 // after its lease (XAUTOCLAIM) and dead-lettered (CodeDeadLetter, in the error file)
 // after MaxDeliveries; a restarted driver finds its lines still in flight
 // (Queue.InFlight). The driver drops an outcome of a line it has already committed.

@@ -43,6 +43,17 @@ type Queue interface {
 	Ended(ctx context.Context, job string) error
 }
 
+// Placer is what a LineRunner may also be for a queue that several processes share
+// (RedisQueue): it says which model a line needs and which models this process runs,
+// so that each line goes only to a process that serves its model.
+type Placer interface {
+	// LineModel is the model the line names; "": any process may run it (a line
+	// routed by tier runs on the tiers of the process that takes it).
+	LineModel(r Request) string
+	// LineModels is the models this process runs lines of.
+	LineModels() []string
+}
+
 // InProcess is the Queue of one process: each submitted line runs on its own
 // goroutine once it gets one of the workers' slots. A restart forgets every line in
 // flight (they run again, marked Retry).

@@ -35,11 +35,15 @@ type RedisQueueOptions struct {
 }
 
 // RedisQueue is the Queue of several processes sharing one Redis: the lines every
-// driver starts go on one Redis Stream read by one consumer group, so every process
+// driver starts go on Redis Streams read by one consumer group each, so every process
 // runs lines of every job; outcomes go back on a stream per job that only the job's
-// driver reads. With P the key prefix and J a job id:
+// driver reads. A line naming a model goes on that model's stream, which only the
+// processes serving the model read (their LineRunner is a Placer); a line routed by
+// tier (or every line, without a Placer) goes on the shared stream, which every
+// process reads. With P the key prefix, J a job id and M a model:
 //
 //	P batch:lines          stream, group "workers": one entry per started line (job, i, the request)
+//	P batch:lines:M        the same, for the lines naming model M
 //	P batch:{J}:inflight   hash: line index → "q" while queued or running, "done" once its outcome is out
 //	P batch:{J}:out        stream: outcomes not yet committed by the driver (i, the response)
 //	P batch:dead           stream: dead-lettered lines (job, i, deliveries, the request)
@@ -53,7 +57,9 @@ type RedisQueueOptions struct {
 // acknowledges. The driver commits an outcome to its store before it deletes it
 // (Settled), and skips an outcome of a line it already committed, so each line has
 // exactly one result whichever process ran it, and a restarted driver finds its
-// lines in flight (InFlight) and their outcomes still on the stream.
+// lines in flight (InFlight) and their outcomes still on the stream. A line for a
+// model this process does not serve that reaches it on the shared stream (put there
+// by a process without a Placer) is moved to its model's stream.
 type RedisQueue struct {
 	c    redis.UniversalClient
 	opts RedisQueueOptions
@@ -62,6 +68,11 @@ type RedisQueue struct {
 	run     LineRunner
 	deliver func(Outcome)
 	wg      sync.WaitGroup
+
+	place   Placer          // nil: every line on the shared stream
+	serves  map[string]bool // the models this process runs lines of (place.LineModels)
+	streams []string        // the streams this process's workers read: the shared one, then its models'
+	grouped bool            // the fetcher made sure every stream's group exists (it is lost with the stream)
 
 	mu    sync.Mutex
 	watch map[string]string // job → the last outcome id read
@@ -87,7 +98,26 @@ func NewRedisQueue(c redis.UniversalClient, opts RedisQueueOptions) *RedisQueue 
 const redisGroup = "workers"
 
 func (q *RedisQueue) linesKey() string { return q.opts.KeyPrefix + "batch:lines" }
-func (q *RedisQueue) deadKey() string  { return q.opts.KeyPrefix + "batch:dead" }
+func (q *RedisQueue) modelKey(model string) string {
+	return q.opts.KeyPrefix + "batch:lines:" + model
+}
+
+// LinesKey is the stream of the lines of model ("": the shared stream).
+func (q *RedisQueue) LinesKey(model string) string {
+	if model == "" {
+		return q.linesKey()
+	}
+	return q.modelKey(model)
+}
+
+// streamOf is the stream a line goes on.
+func (q *RedisQueue) streamOf(r *Request) string {
+	if q.place == nil {
+		return q.linesKey()
+	}
+	return q.LinesKey(q.place.LineModel(*r))
+}
+func (q *RedisQueue) deadKey() string { return q.opts.KeyPrefix + "batch:dead" }
 func (q *RedisQueue) inflightKey(job string) string {
 	return q.opts.KeyPrefix + "batch:{" + job + "}:inflight"
 }
@@ -100,6 +130,16 @@ func (q *RedisQueue) DeadKey() string { return q.deadKey() }
 // this process's jobs' outcomes.
 func (q *RedisQueue) Run(ctx context.Context, run LineRunner, workers int, deliver func(Outcome)) {
 	q.ctx, q.run, q.deliver = ctx, run, deliver
+	q.streams = []string{q.linesKey()}
+	if p, ok := run.(Placer); ok {
+		q.place, q.serves = p, map[string]bool{}
+		for _, m := range p.LineModels() {
+			if !q.serves[m] {
+				q.serves[m] = true
+				q.streams = append(q.streams, q.modelKey(m))
+			}
+		}
+	}
 	if q.opts.Workers != 0 {
 		workers = q.opts.Workers
 	}
@@ -115,13 +155,27 @@ func (q *RedisQueue) Run(ctx context.Context, run LineRunner, workers int, deliv
 
 func (q *RedisQueue) Wait() { q.wg.Wait() }
 
-// group makes sure the consumer group exists (it is lost when Redis loses the stream).
-func (q *RedisQueue) group(ctx context.Context) error {
-	err := q.c.XGroupCreateMkStream(ctx, q.linesKey(), redisGroup, "0").Err()
-	if err != nil && strings.HasPrefix(err.Error(), "BUSYGROUP") {
+// groups makes sure the consumer group of every stream this process reads exists
+// (it is lost when Redis loses the stream); once, and again after a NOGROUP error.
+func (q *RedisQueue) groups(ctx context.Context) error {
+	if q.grouped {
 		return nil
 	}
-	return err
+	for _, st := range q.streams {
+		err := q.c.XGroupCreateMkStream(ctx, st, redisGroup, "0").Err()
+		if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
+			return err
+		}
+	}
+	q.grouped = true
+	return nil
+}
+
+// noGroup notes an error of a read: a missing group is made again before the next.
+func (q *RedisQueue) noGroup(err error) {
+	if err != nil && strings.Contains(err.Error(), "NOGROUP") {
+		q.grouped = false
+	}
 }
 
 func (q *RedisQueue) watchJob(job string) {
@@ -142,7 +196,7 @@ func (q *RedisQueue) Submit(ctx context.Context, t Task) error {
 	if err := q.c.HSet(ctx, q.inflightKey(t.Job), idx, "q").Err(); err != nil {
 		return err
 	}
-	err = q.c.XAdd(ctx, &redis.XAddArgs{Stream: q.linesKey(), Values: []any{"job", t.Job, "i", idx, "req", req}}).Err()
+	err = q.c.XAdd(ctx, &redis.XAddArgs{Stream: q.streamOf(&t.Req), Values: []any{"job", t.Job, "i", idx, "req", req}}).Err()
 	if err != nil {
 		q.c.HDel(context.WithoutCancel(ctx), q.inflightKey(t.Job), idx)
 	}
@@ -232,72 +286,124 @@ func (q *RedisQueue) read(ctx context.Context) {
 	}
 }
 
-// fetch hands lines to up to workers goroutines: whenever one is free it claims a
-// line whose worker died, else reads a new one. It alone blocks on Redis (one
+// line is a stream entry handed to a worker: claimed when it was taken from a worker
+// that stopped renewing it.
+type line struct {
+	stream  string
+	msg     redis.XMessage
+	claimed bool
+}
+
+// fetch hands lines to up to workers goroutines: whenever some are free it claims
+// lines whose worker died, else reads new ones, from as many of its streams as
+// workers are free (at most one line per stream). It alone blocks on Redis (one
 // connection), however many workers run.
 func (q *RedisQueue) fetch(ctx context.Context, workers int) {
 	block := min(q.opts.Lease/2, 500*time.Millisecond)
-	cursor := "0-0" // XAUTOCLAIM scans the pending lines from here
+	cursors := make([]string, len(q.streams)) // XAUTOCLAIM scans each stream's pending lines from here
+	for i := range cursors {
+		cursors[i] = "0-0"
+	}
 	slots := make(chan struct{}, workers)
-	for ctx.Err() == nil {
+	for turn := 0; ctx.Err() == nil; turn++ {
 		select {
 		case slots <- struct{}{}:
 		case <-ctx.Done():
 			return
 		}
-		msg, claimed, ok := q.next(ctx, &cursor, block)
-		if !ok {
-			<-slots
-			continue
-		}
-		q.wg.Add(1)
-		go func() {
-			defer q.wg.Done()
-			defer func() { <-slots }()
-			if err := q.handle(ctx, msg, claimed); err != nil && ctx.Err() == nil {
-				q.opts.Logger.Warn("batch: a line", "id", msg.ID, "error", err)
+		free := 1
+	more:
+		for free < len(q.streams) {
+			select {
+			case slots <- struct{}{}:
+				free++
+			default:
+				break more
 			}
-		}()
+		}
+		lines := q.next(ctx, cursors, turn, free, block)
+		for range free - len(lines) {
+			<-slots
+		}
+		for _, l := range lines {
+			q.wg.Add(1)
+			go func() {
+				defer q.wg.Done()
+				defer func() { <-slots }()
+				if err := q.handle(ctx, l); err != nil && ctx.Err() == nil {
+					q.opts.Logger.Warn("batch: a line", "stream", l.stream, "id", l.msg.ID, "error", err)
+				}
+			}()
+		}
 	}
 }
 
-// next is a line to run: one idle for the lease (claimed), else a new one.
-func (q *RedisQueue) next(ctx context.Context, cursor *string, block time.Duration) (redis.XMessage, bool, bool) {
-	if err := q.group(ctx); err != nil {
+// next is at most n lines to run, from n of the streams taken in turn from turn:
+// ones idle for the lease (claimed), else new ones.
+func (q *RedisQueue) next(ctx context.Context, cursors []string, turn, n int, block time.Duration) []line {
+	if err := q.groups(ctx); err != nil {
 		if ctx.Err() == nil {
 			q.opts.Logger.Warn("batch: consumer group", "error", err)
 			sleep(ctx, time.Second)
 		}
-		return redis.XMessage{}, false, false
+		return nil
 	}
-	msgs, next, err := q.c.XAutoClaim(ctx, &redis.XAutoClaimArgs{Stream: q.linesKey(), Group: redisGroup,
-		Consumer: q.opts.Node, MinIdle: q.opts.Lease, Start: *cursor, Count: 1}).Result()
-	if err == nil {
-		*cursor = next
-		if len(msgs) > 0 {
-			return msgs[0], true, true
+	idx := make([]int, 0, n)
+	for k := 0; k < len(q.streams) && len(idx) < n; k++ {
+		idx = append(idx, (turn+k)%len(q.streams))
+	}
+	claims := make([]*redis.XAutoClaimCmd, len(idx))
+	q.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for k, i := range idx {
+			claims[k] = p.XAutoClaim(ctx, &redis.XAutoClaimArgs{Stream: q.streams[i], Group: redisGroup,
+				Consumer: q.opts.Node, MinIdle: q.opts.Lease, Start: cursors[i], Count: 1})
+		}
+		return nil
+	})
+	var out []line
+	for k, i := range idx {
+		msgs, next, err := claims[k].Result()
+		q.noGroup(err)
+		if err == nil {
+			cursors[i] = next
+			if len(msgs) > 0 {
+				out = append(out, line{stream: q.streams[i], msg: msgs[0], claimed: true})
+			}
 		}
 	}
+	if len(out) > 0 {
+		return out
+	}
+	keys := make([]string, 0, 2*len(idx))
+	for _, i := range idx {
+		keys = append(keys, q.streams[i])
+	}
+	for range idx {
+		keys = append(keys, ">")
+	}
 	ss, err := q.c.XReadGroup(ctx, &redis.XReadGroupArgs{Group: redisGroup, Consumer: q.opts.Node,
-		Streams: []string{q.linesKey(), ">"}, Count: 1, Block: block}).Result()
+		Streams: keys, Count: 1, Block: block}).Result()
 	if err != nil {
+		q.noGroup(err)
 		if !errors.Is(err, redis.Nil) && ctx.Err() == nil {
 			q.opts.Logger.Warn("batch: reading lines", "error", err)
 			sleep(ctx, 200*time.Millisecond)
 		}
-		return redis.XMessage{}, false, false
+		return nil
 	}
 	for _, s := range ss {
-		if len(s.Messages) > 0 {
-			return s.Messages[0], false, true
+		for _, m := range s.Messages {
+			out = append(out, line{stream: s.Stream, msg: m})
 		}
 	}
-	return redis.XMessage{}, false, false
+	return out
 }
 
 // handle runs one line (or acknowledges one whose outcome is already out, or
-// dead-letters one delivered too often).
-func (q *RedisQueue) handle(ctx context.Context, msg redis.XMessage, claimed bool) error {
+// dead-letters one delivered too often, or moves one for a model this process does
+// not serve to that model's stream).
+func (q *RedisQueue) handle(ctx context.Context, l line) error {
+	msg := l.msg
 	job, _ := msg.Values["job"].(string)
 	idx, _ := msg.Values["i"].(string)
 	raw, _ := msg.Values["req"].(string)
@@ -308,23 +414,34 @@ func (q *RedisQueue) handle(ctx context.Context, msg redis.XMessage, claimed boo
 	}
 	if job == "" || err != nil {
 		q.opts.Logger.Warn("batch: a malformed line: dropped", "id", msg.ID)
-		return q.ack(ctx, msg.ID)
+		return q.ack(ctx, l.stream, msg.ID)
 	}
 	state, err := q.c.HGet(ctx, q.inflightKey(job), idx).Result()
 	if errors.Is(err, redis.Nil) || state == "done" { // committed, or its outcome is out
-		return q.ack(ctx, msg.ID)
+		return q.ack(ctx, l.stream, msg.ID)
 	}
 	if err != nil {
 		return err
 	}
-	if claimed {
-		ps, err := q.c.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: q.linesKey(), Group: redisGroup,
+	if q.place != nil && l.stream == q.linesKey() {
+		if m := q.place.LineModel(req); m != "" && !q.serves[m] {
+			// Added, then acknowledged here: a crash in between leaves it on both
+			// streams, and whichever runs second finds its outcome out (or runs it
+			// again, as a line claimed from a stalled worker may: charged once).
+			if err := q.c.XAdd(ctx, &redis.XAddArgs{Stream: q.modelKey(m), Values: msg.Values}).Err(); err != nil {
+				return err
+			}
+			return q.ack(ctx, l.stream, msg.ID)
+		}
+	}
+	if l.claimed {
+		ps, err := q.c.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: l.stream, Group: redisGroup,
 			Start: msg.ID, End: msg.ID, Count: 1}).Result()
 		if err != nil {
 			return err
 		}
 		if len(ps) == 1 && ps[0].RetryCount > int64(q.opts.MaxDeliveries) {
-			return q.deadLetter(ctx, msg, job, i, ps[0].RetryCount-1)
+			return q.deadLetter(ctx, l, job, i, ps[0].RetryCount-1)
 		}
 		req.Retry = true // it may have run, and been charged, on the worker that died
 	}
@@ -340,7 +457,7 @@ func (q *RedisQueue) handle(ctx context.Context, msg redis.XMessage, claimed boo
 			case <-lctx.Done():
 				return
 			case <-t.C:
-				q.c.XClaimJustID(lctx, &redis.XClaimArgs{Stream: q.linesKey(), Group: redisGroup,
+				q.c.XClaimJustID(lctx, &redis.XClaimArgs{Stream: l.stream, Group: redisGroup,
 					Consumer: q.opts.Node, MinIdle: 0, Messages: []string{msg.ID}})
 			}
 		}
@@ -351,12 +468,12 @@ func (q *RedisQueue) handle(ctx context.Context, msg redis.XMessage, claimed boo
 	if ctx.Err() != nil { // stopping: the line stays pending, for another process to claim
 		return nil
 	}
-	return q.out(ctx, msg.ID, job, i, resp)
+	return q.out(ctx, l.stream, msg.ID, job, i, resp)
 }
 
 // out writes a line's outcome and marks it done in one transaction, then
 // acknowledges the line.
-func (q *RedisQueue) out(ctx context.Context, id, job string, i int, resp Response) error {
+func (q *RedisQueue) out(ctx context.Context, stream, id, job string, i int, resp Response) error {
 	b, err := json.Marshal(&resp)
 	if err != nil {
 		return err
@@ -370,13 +487,13 @@ func (q *RedisQueue) out(ctx context.Context, id, job string, i int, resp Respon
 	if err != nil {
 		return err
 	}
-	return q.ack(ctx, id)
+	return q.ack(ctx, stream, id)
 }
 
-func (q *RedisQueue) ack(ctx context.Context, id string) error {
+func (q *RedisQueue) ack(ctx context.Context, stream, id string) error {
 	_, err := q.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		p.XAck(ctx, q.linesKey(), redisGroup, id)
-		p.XDel(ctx, q.linesKey(), id)
+		p.XAck(ctx, stream, redisGroup, id)
+		p.XDel(ctx, stream, id)
 		return nil
 	})
 	return err
@@ -384,13 +501,14 @@ func (q *RedisQueue) ack(ctx context.Context, id string) error {
 
 // deadLetter moves a line delivered more than MaxDeliveries times to the dead-letter
 // stream, and gives its job an outcome that puts it in the error file.
-func (q *RedisQueue) deadLetter(ctx context.Context, msg redis.XMessage, job string, i int, failed int64) error {
+func (q *RedisQueue) deadLetter(ctx context.Context, l line, job string, i int, failed int64) error {
+	msg := l.msg
 	if err := q.c.XAdd(ctx, &redis.XAddArgs{Stream: q.deadKey(), Values: []any{"job", job, "i", strconv.Itoa(i),
 		"deliveries", failed, "req", msg.Values["req"]}}).Err(); err != nil {
 		return err
 	}
 	q.opts.Logger.Warn("batch: a line dead-lettered", "job", job, "line", i, "deliveries", failed)
-	return q.out(ctx, msg.ID, job, i, Response{Code: CodeDeadLetter,
+	return q.out(ctx, l.stream, msg.ID, job, i, Response{Code: CodeDeadLetter,
 		Message: fmt.Sprintf("the workers running this request stopped %d times; it was not run again", failed)})
 }
 

@@ -2,6 +2,7 @@ package batch
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -163,8 +164,217 @@ func redisWorkerChild() {
 		os.Exit(2)
 	}
 	q := NewRedisQueue(c, RedisQueueOptions{Node: "child", Lease: 300 * time.Millisecond})
-	q.Run(context.Background(), hangRunner{}, 2, nil)
+	var run LineRunner = hangRunner{}
+	if ms := os.Getenv("BATCH_REDIS_WORKER_MODELS"); ms != "" { // a process serving these models
+		run = placedHang{models: strings.Split(ms, ",")}
+	}
+	q.Run(context.Background(), run, 2, nil)
 	select {}
+}
+
+// placedHang is a hangRunner of a process serving models (a Placer).
+type placedHang struct {
+	hangRunner
+	models []string
+}
+
+func (p placedHang) LineModel(r Request) string { return lineModel(r) }
+func (p placedHang) LineModels() []string       { return p.models }
+
+// lineModel is the model a test line names ("" for "auto": routed by tier).
+func lineModel(r Request) string {
+	var b struct{ Model string }
+	json.Unmarshal(r.Body, &b)
+	if b.Model == "auto" {
+		return ""
+	}
+	return b.Model
+}
+
+// modelRunner is a fakeRunner of a process serving models (a Placer); it records the
+// model of every line it runs.
+type modelRunner struct {
+	retryRunner
+	models []string
+	mmu    sync.Mutex
+	ran    map[string]int // by the line's model ("auto" for a tier-routed one)
+}
+
+func (r *modelRunner) LineModel(req Request) string { return lineModel(req) }
+func (r *modelRunner) LineModels() []string         { return r.models }
+
+func (r *modelRunner) RunLine(ctx context.Context, req Request) Response {
+	var b struct{ Model string }
+	json.Unmarshal(req.Body, &b)
+	r.mmu.Lock()
+	if r.ran == nil {
+		r.ran = map[string]int{}
+	}
+	r.ran[b.Model]++
+	r.mmu.Unlock()
+	return r.retryRunner.RunLine(ctx, req)
+}
+
+// reset forgets what ran (between two jobs of a test).
+func (r *modelRunner) reset() {
+	r.mmu.Lock()
+	r.ran = nil
+	r.mmu.Unlock()
+	r.fakeRunner.mu.Lock()
+	r.fakeRunner.runs = nil
+	r.fakeRunner.mu.Unlock()
+}
+
+func (r *modelRunner) count(model string) int {
+	r.mmu.Lock()
+	defer r.mmu.Unlock()
+	return r.ran[model]
+}
+
+// placedOwner is an owner whose lines are placed by model (its runner is a Placer,
+// as the gateway is); it runs none.
+type placedOwner struct{ nopRunner }
+
+func (placedOwner) LineModel(r Request) string { return lineModel(r) }
+func (placedOwner) LineModels() []string       { return nil }
+
+// startModelJob starts a job of n lines whose i-th line names models[i%len(models)].
+func startModelJob(t *testing.T, m *Manager, n int, models ...string) Job {
+	t.Helper()
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, `{"custom_id":"req-%d","method":"POST","url":"/v1/completions","body":{"model":%q,"prompt":"p%d"}}`+"\n", i, models[i%len(models)], i)
+	}
+	f, err := m.Store().PutFile("t1", "batch", "in.jsonl", strings.NewReader(b.String()), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := m.Create("t1", "k1", f.ID, "/v1/completions", "24h", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+// The lines of a model go only to the processes serving it: X serves m1, Y serves
+// m2, and a job's lines name m1, m2 or auto (routed by tier: either may run it).
+// Placed by the owner (a Placer) or not (an owner that puts every line on the shared
+// stream: a worker moves a line for a model it lacks to its model's stream), every
+// line runs once, on a process serving its model, and the job completes.
+func TestRedisQueueLinesGoToTheProcessesServingTheirModel(t *testing.T) {
+	rs := redistest.Start(t, redistest.Options{})
+	c := redisClient(t, rs.URL(0))
+	x := &modelRunner{models: []string{"m1"}}
+	y := &modelRunner{models: []string{"m2"}}
+	x.delay, y.delay = 2*time.Millisecond, 2*time.Millisecond
+	startWorker(t, c, "x", x, 4, time.Second, 3)
+	startWorker(t, c, "y", y, 4, time.Second, 3)
+	for _, placed := range []bool{true, false} {
+		s, err := OpenStore(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var run LineRunner = nopRunner{}
+		if placed {
+			run = placedOwner{}
+		}
+		q := NewRedisQueue(c, RedisQueueOptions{Node: fmt.Sprint("owner-", placed), Workers: -1, Lease: time.Second})
+		m := NewManager(s, run, Options{Checker: price, Concurrency: 8, Queue: q})
+		j := waitTerminal(t, s, startModelJob(t, m, 90, "m1", "m2", "auto").ID)
+		out, errs := readLines(t, s, j)
+		m.Close()
+		s.Close()
+		if j.Status != Completed || len(out) != 90 || len(errs) != 0 || j.Counts.Completed != 90 || j.Counts.Failed != 0 {
+			t.Fatalf("placed %v: job %s %+v: %d out, %d errors", placed, j.Status, j.Counts, len(out), len(errs))
+		}
+		if x.count("m2") != 0 || y.count("m1") != 0 {
+			t.Fatalf("placed %v: X ran %d lines of m2, Y %d of m1", placed, x.count("m2"), y.count("m1"))
+		}
+		if x.count("m1") != 30 || y.count("m2") != 30 || x.count("auto")+y.count("auto") != 30 {
+			t.Fatalf("placed %v: X ran %v, Y %v", placed, x.ran, y.ran)
+		}
+		runs, _ := totalRuns(&x.fakeRunner, &y.fakeRunner)
+		for id, n := range runs {
+			if n != 1 {
+				t.Fatalf("placed %v: %s ran %d times", placed, id, n)
+			}
+		}
+		x.reset()
+		y.reset()
+	}
+	for _, k := range []string{"lmlite:batch:lines", "lmlite:batch:lines:m1", "lmlite:batch:lines:m2"} {
+		if n, _ := c.XLen(context.Background(), k).Result(); n != 0 {
+			t.Fatalf("%d lines left on %s", n, k)
+		}
+	}
+}
+
+// A process serving m2 killed with SIGKILL while it runs two lines of m2: a process
+// serving m2 claims them after the lease and runs them (marked Retry), one serving
+// only m1 never gets them; every line ends in the output once.
+func TestRedisQueueKilledWorkerOfAModel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("child process")
+	}
+	rs := redistest.Start(t, redistest.Options{})
+	c := redisClient(t, rs.URL(0))
+	s, err := OpenStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := NewRedisQueue(c, RedisQueueOptions{Node: "owner", Workers: -1, Lease: time.Second})
+	m := NewManager(s, placedOwner{}, Options{Checker: price, Concurrency: 2, Queue: q})
+	t.Cleanup(func() { m.Close(); s.Close() })
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "BATCH_REDIS_WORKER="+rs.URL(0), "BATCH_REDIS_WORKER_MODELS=m2")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() { cmd.Process.Kill(); <-exited })
+	j := startModelJob(t, m, 20, "m2", "m2", "m2", "m1")
+	ctx := context.Background()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		p, err := c.XPending(ctx, "lmlite:batch:lines:m2", "workers").Result()
+		if err == nil && p.Consumers["child"] == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the child did not take two lines of m2: %+v %v", p, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	<-exited
+	x := &modelRunner{models: []string{"m1"}}
+	y := &modelRunner{models: []string{"m2"}}
+	startWorker(t, c, "x", x, 2, 300*time.Millisecond, 3)
+	startWorker(t, c, "y", y, 2, 300*time.Millisecond, 3)
+	j = waitTerminal(t, s, j.ID)
+	out, errs := readLines(t, s, j)
+	if j.Status != Completed || len(out) != 20 || len(errs) != 0 {
+		t.Fatalf("job %s: %d out, %d errors", j.Status, len(out), len(errs))
+	}
+	if x.count("m2") != 0 || x.count("m1") != 5 || y.count("m2") != 15 || len(x.retried) != 0 || len(y.retried) != 2 {
+		t.Fatalf("X ran %v (retried %v), Y ran %v (retried %v)", x.ran, x.retried, y.ran, y.retried)
+	}
+	runs, _ := totalRuns(&x.fakeRunner, &y.fakeRunner)
+	for id, n := range runs {
+		if n != 1 {
+			t.Fatalf("%s ran %d times", id, n)
+		}
+	}
+	rsl, _ := s.Results("t1", j.ID)
+	var sum money.Money
+	for _, r := range rsl {
+		sum += money.Money(r.CompletionTokens)
+	}
+	if sum != j.Spent {
+		t.Fatalf("spent %d, sum of usage %d", j.Spent, sum)
+	}
 }
 
 // A worker process killed with SIGKILL while it runs two lines: another process's

@@ -246,14 +246,45 @@ func (m *Manager) drive(j *Job, ch *driverChans, resumed bool) error {
 	if j.Target != "" { // crashed while writing the files of a terminal status
 		return m.finishEnded(j)
 	}
-	f, _, err := st.Open(j.Tenant, j.InputFileID)
+	validate := func() ([]Line, []LineError, error) {
+		f, _, err := st.Open(j.Tenant, j.InputFileID)
+		if err != nil {
+			return nil, nil, err
+		}
+		defer f.Close()
+		lines, errs := Validate(f, j.Tenant, j.Endpoint, m.opts.Checker)
+		return lines, errs, nil
+	}
+	lines, errs, err := validate()
 	if err != nil {
 		j.Status, j.FailedAt = Failed, m.opts.Now().Unix()
 		j.Errors = []LineError{{Code: "invalid_input_file", Message: "the input file is gone: " + err.Error()}}
 		return st.saveJob(j)
 	}
-	lines, errs := Validate(f, j.Tenant, j.Endpoint, m.opts.Checker)
-	f.Close()
+	// A job resumed after a restart validates again, to price its lines. A line
+	// naming a model only other processes serve validates once this process's
+	// registry sees one of them (a second after its start; longer if they are all
+	// down): until then the job waits, answering cancel requests as it is.
+	for warned := false; errs != nil && j.Status != Validating; {
+		if !warned {
+			m.opts.Logger.Warn("batch: the input file of a resumed job does not validate (yet): retrying", "job", j.ID, "error", errs[0].Message)
+			warned = true
+		}
+		t := time.NewTimer(m.opts.Poll)
+		select {
+		case <-m.ctx.Done():
+			t.Stop()
+			return m.ctx.Err()
+		case reply := <-ch.cancels:
+			j.CancelRequested = true
+			reply <- *j
+		case <-t.C:
+		}
+		t.Stop()
+		if lines, errs, err = validate(); err != nil {
+			return fmt.Errorf("the input file is gone: %w", err)
+		}
+	}
 	if j.Status == Validating {
 		now := m.opts.Now()
 		if errs != nil {
@@ -264,8 +295,6 @@ func (m *Manager) drive(j *Job, ch *driverChans, resumed bool) error {
 		if err := st.saveJob(j); err != nil {
 			return err
 		}
-	} else if errs != nil {
-		return fmt.Errorf("input file no longer validates: %v", errs[0].Message)
 	}
 	ctx := m.ctx
 	// The lines not yet committed, in order; after a restart, those the queue still

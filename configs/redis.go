@@ -37,6 +37,12 @@ type Redis struct {
 	// takes the request; a stream's headers follow at once); past it the client gets
 	// 502 node_unresponsive and the process is passed over for 30 s. 0: 10s.
 	ForwardFirstByteTimeout time.Duration `yaml:"forward_first_byte_timeout"`
+	// ForwardIdleTimeout is the longest a forwarded event stream may go without a byte
+	// from the other process once it has started (that process sends an SSE comment
+	// when it has written nothing for a third of it, so a generation that pauses is
+	// not cut); past it the stream ends with a node_unresponsive error event and
+	// [DONE], and the process is passed over for 30 s. 0: 30s.
+	ForwardIdleTimeout time.Duration `yaml:"forward_idle_timeout"`
 }
 
 // AdvertiseURL is the base URL this process announces: Advertise, or http:// and
@@ -117,6 +123,9 @@ func (r *Redis) validate() error {
 	}
 	if r.ForwardFirstByteTimeout < 0 {
 		return bad("forward_first_byte_timeout", "must be ≥ 0 (0: 10s)")
+	}
+	if r.ForwardIdleTimeout < 0 {
+		return bad("forward_idle_timeout", "must be ≥ 0 (0: 30s)")
 	}
 	if r.NodeID == "" || len(r.NodeID) > 128 || strings.IndexFunc(r.NodeID, func(c rune) bool { return !nodeIDRune(c) }) >= 0 {
 		return bad("node_id", "%q must be 1 to 128 of [A-Za-z0-9._-]", r.NodeID)

@@ -70,6 +70,7 @@ func TestRedisInvalid(t *testing.T) {
 		{"redis: {url: 'redis://127.0.0.1:6379/0', advertise: '10.0.0.2:8080'}\n", "redis.advertise"},
 		{"redis: {url: 'redis://127.0.0.1:6379/0', advertise: 'ftp://h:1'}\n", "redis.advertise"},
 		{"redis: {url: 'redis://127.0.0.1:6379/0', forward_first_byte_timeout: -1s}\n", "redis.forward_first_byte_timeout"},
+		{"redis: {url: 'redis://127.0.0.1:6379/0', forward_idle_timeout: -1s}\n", "redis.forward_idle_timeout"},
 	} {
 		_, err := parseWithRedis(t, tc.block)
 		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.field) {

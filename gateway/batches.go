@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"mime/multipart"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/lmlite/lmlite/batch"
 	"github.com/lmlite/lmlite/money"
+	"github.com/lmlite/lmlite/policies"
 	"github.com/lmlite/lmlite/tenancy"
 	"github.com/lmlite/lmlite/tiers"
 )
@@ -146,7 +148,7 @@ func (s *Server) RunLine(ctx context.Context, r batch.Request) batch.Response {
 			reqID += "-rerun"
 		}
 	}
-	if aerr := s.elsewhereOnly(r.Body, "ran this line"); aerr != nil {
+	if aerr := s.elsewhereOnly(r.Body); aerr != nil {
 		b := appendErrorJSON(nil, aerr)
 		return batch.Response{StatusCode: aerr.status, Body: b}
 	}
@@ -183,7 +185,9 @@ func (s *Server) RunLine(ctx context.Context, r batch.Request) batch.Response {
 
 // Check is batch.Checker: the line's body must parse, its model or tier must be one
 // the plan allows, and its worst case is the largest of the models it may run on
-// (with the plan's batch discount).
+// (with the plan's batch discount). A model only other processes sharing the
+// registry serve is checked from their announcements (checkRemote): the line will
+// run on one of them (batch.RedisQueue hands it only to a process serving it).
 func (s *Server) Check(tenant, endpoint string, body []byte) (money.Money, error) {
 	pol, ok := s.book.Resolve(tenant)
 	if !ok {
@@ -201,10 +205,16 @@ func (s *Server) Check(tenant, endpoint string, body []byte) (money.Money, error
 	if j.in.stream {
 		return 0, badRequest("stream", "a batch request cannot stream")
 	}
-	if aerr := s.elsewhereOnly(body, "validated this batch"); aerr != nil {
-		return 0, aerr
-	}
 	var h fasthttp.RequestHeader
+	if name := j.in.p.Model; s.peer != nil && forwardable(&h, &j.in) && s.models[name] == nil && pol.AllowsModel(name) {
+		if r, ok := s.remoteModels()[name]; ok {
+			w, err := s.checkRemote(&j.in, name, r)
+			if err != nil {
+				return 0, err
+			}
+			return discounted(w, pol.BatchDiscount), nil
+		}
+	}
 	rt, aerr := s.routeOf(&h, &j.in, pol)
 	if aerr != nil {
 		return 0, aerr
@@ -239,17 +249,136 @@ func (s *Server) Check(tenant, endpoint string, body []byte) (money.Money, error
 			worst = max(worst, m.price.Cost(p.nPrompt, p.out))
 		}
 	}
+	// The line may run on another process (batch.RedisQueue places it on the stream of
+	// the best tier it may use, LineModel): its models of the tiers the line may use.
+	walk := s.tierWalk(rt, pol)
+	for name, r := range s.remoteModels() {
+		if s.models[name] != nil || !pol.AllowsModel(name) || !slices.ContainsFunc(walk, func(t tiers.Tier) bool { return r.in[t] }) {
+			continue
+		}
+		if w, err := s.checkRemote(&j.in, name, r); err == nil {
+			found = true
+			worst = max(worst, w)
+		} else if !found {
+			last = err
+		}
+	}
 	if !found {
 		return 0, last
 	}
 	return discounted(worst, pol.BatchDiscount), nil
 }
 
+// tierWalk is the tiers a request routed by tier may use, best first, that the plan
+// allows (as job.maybeForwardTier walks them).
+func (s *Server) tierWalk(rt route, pol *policies.Policy) []tiers.Tier {
+	top, bottom := rt.mode.Top(), tiers.Fast
+	if rt.mode == tiers.ModeFixed {
+		top, bottom = rt.tier, rt.tier
+	}
+	allowed := pol.AllowedTiers()
+	var out []tiers.Tier
+	for t := top; t >= bottom; t-- {
+		if allowed[t] {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// checkRemote prices a batch line for a model only other processes serve, from what
+// they announce: the output bounded by max_tokens, else the model's length limit, and
+// the prompt by what the limit leaves; at the highest price and limit announced
+// (before the batch discount). The process running the line checks it
+// again in full (tokens, features, the limit) and charges its actual cost.
+func (s *Server) checkRemote(in *input, name string, r remoteModel) (money.Money, error) {
+	if len(r.batch) == 0 {
+		return 0, &apiError{status: 400, typ: "invalid_request_error", code: "model_not_batched", param: "model", reason: "bad_request",
+			message: "the model '" + name + "' is served by other processes sharing this Redis (" + strings.Join(r.nodes, ", ") +
+				"), none of which runs batch lines (the Batch API is off there)"}
+	}
+	out := in.maxTokens
+	switch {
+	case r.maxLen > 0 && out > r.maxLen:
+		return 0, badRequest(in.maxField, in.maxField+" is "+strconv.Itoa(out)+", over the model's limit of "+strconv.Itoa(r.maxLen)+" tokens")
+	case out == 0 && !in.scoreOnly && r.maxLen == 0:
+		return 0, badRequest(in.maxField, "the model '"+name+"' is served by other processes ("+strings.Join(r.nodes, ", ")+
+			") whose length limit is not known here yet (not loaded there): set "+in.maxField+" to price the line")
+	case out == 0 && !in.scoreOnly:
+		out = r.maxLen
+	}
+	// This process cannot tokenize for the model (nor render its chat template, which
+	// may add a default system prompt): the prompt is bounded by what the limit leaves
+	// of it, which the process running the line enforces; without a known limit, by
+	// its bytes as for an upstream model (an estimate: a template may add more).
+	nPrompt := in.promptBytes + 16*max(1, len(in.msgs))
+	if r.maxLen > 0 {
+		nPrompt = r.maxLen - out
+	}
+	return r.price.Cost(nPrompt, out), nil
+}
+
+// LineModel is batch.Placer: where a batch line goes. A line naming a model goes to
+// the processes serving it (the model's id); one routed by tier to the processes
+// with a model of the best tier it may use that this process or another has (as
+// job.maybeForwardTier chooses, without the load: "tier:NAME"), whose tier router
+// then chooses among its models; "" (any process) when it cannot be parsed or no
+// process has a tier it may use: it fails wherever it runs.
+func (s *Server) LineModel(r batch.Request) string {
+	pol, ok := s.book.Resolve(r.Tenant)
+	if !ok {
+		return ""
+	}
+	k := kindChat
+	if r.Endpoint == "/v1/completions" {
+		k = kindCompletion
+	}
+	var in input
+	if in.parse(k, r.Body) != nil {
+		return ""
+	}
+	var h fasthttp.RequestHeader
+	if forwardable(&h, &in) {
+		return in.p.Model
+	}
+	rt, aerr := s.routeOf(&h, &in, pol)
+	if aerr != nil {
+		return ""
+	}
+	remote := s.remoteModels()
+	for _, t := range s.tierWalk(rt, pol) {
+		for _, c := range s.set.Tiers[t] {
+			if pol.AllowsModel(c.Model) {
+				return "tier:" + t.String()
+			}
+		}
+		for name, r := range remote {
+			if r.in[t] && len(r.batch) > 0 && pol.AllowsModel(name) {
+				return "tier:" + t.String()
+			}
+		}
+	}
+	return ""
+}
+
+// LineModels is batch.Placer: this process runs batch lines of each of its models,
+// and those routed to each tier it has a model of ("tier:NAME").
+func (s *Server) LineModels() []string {
+	out := slices.Clone(s.order)
+	for t := range s.set.Tiers {
+		if len(s.set.Tiers[t]) > 0 {
+			out = append(out, "tier:"+tiers.Tier(t).String())
+		}
+	}
+	return out
+}
+
 // elsewhereOnly refuses a batch line naming a model that only other processes sharing
-// the registry serve: batch lines are never forwarded (each runs where a worker takes
-// it, charged at the batch discount in that process's ledger), so such a line would
-// otherwise fail as an unknown model. did says what this process did with the line.
-func (s *Server) elsewhereOnly(body []byte, did string) *apiError {
+// the registry serve, if one reaches this process's worker: batch lines are never
+// forwarded (each runs where a worker takes it, charged at the batch discount in
+// that process's ledger), and batch.RedisQueue hands such a line to a process serving
+// its model, so only a queue that does not place lines brings one here.
+func (s *Server) elsewhereOnly(body []byte) *apiError {
 	if s.peer == nil {
 		return nil
 	}
@@ -268,8 +397,7 @@ func (s *Server) elsewhereOnly(body []byte, did string) *apiError {
 	}
 	return &apiError{status: 400, typ: "invalid_request_error", code: "model_not_on_this_process", param: "model", reason: "bad_request",
 		message: "the model '" + in.Model + "' is served by other processes sharing this Redis (" + strings.Join(r.nodes, ", ") +
-			"), not by this one ('" + s.peer.nodeID + "'), which " + did + ": batch lines are not forwarded between processes; " +
-			"create the batch on a process that serves the model, and serve it on every process that runs batch lines"}
+			"), not by this one ('" + s.peer.nodeID + "'), which ran this line: batch lines are not forwarded between processes"}
 }
 
 // handleBatchAPI serves /v1/files... and /v1/batches....

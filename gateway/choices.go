@@ -190,13 +190,13 @@ func (j *job) respondChoices(ctx *fasthttp.RequestCtx, streams []*engine.Stream,
 		ctx.SetContentType("text/event-stream")
 		ctx.Response.Header.Set("Cache-Control", "no-cache")
 		ctx.Response.Header.Set("X-Accel-Buffering", "no")
-		ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
+		ctx.SetBodyStreamWriter(keepAlive(ctx, func(w *bufio.Writer) {
 			defer func() {
 				j.s.inFlight.Add(-1)
 				j.s.wg.Done()
 			}()
 			j.streamChoices(w, events(streams, outs, nil, nil), outs, cancel, id)
-		})
+		}))
 		return true
 	}
 	conn := ctx.Conn()

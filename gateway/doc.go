@@ -35,7 +35,10 @@
 //     (job.maybeForwardTier, registry.PickTier). A forwarded request asks for a
 //     102 Processing (AckHeader) and waits at most Options.ForwardFirstByte for it:
 //     502 node_unresponsive past it; a node lost under it is a 502 node_lost, or an
-//     SSE error event mid-stream (relay).
+//     SSE error event mid-stream (relay). A forwarded event stream may go at most
+//     Options.ForwardIdle without a byte (an error event node_unresponsive past it);
+//     the receiving process writes ": keep-alive" comments when it has written
+//     nothing for a third of that (KeepAliveHeader, keepAlive), which relay drops.
 //  5. run.go, Server.handleGenerate: a batch line is admitted here
 //     (tenancy.Tenancy.AdmitBatchLine: its budgets only); any other request is
 //     admitted by its first attempt, step 7, once its worst case is known.
@@ -124,7 +127,11 @@
 // interactive concurrency, requests/s or tokens/min. POST /v1/files reads its
 // multipart body as a stream (uploadFile), the file part written to disk as it
 // arrives (batch.Store.PutFile), so a file may be far over max_body_bytes.
-// Options.BatchQueue (batch.RedisQueue with redis:) runs lines on every process.
+// Options.BatchQueue (batch.RedisQueue with redis:) runs lines on every process: the
+// Server is its batch.Placer (LineModel, LineModels), so a line naming a model runs
+// only on a process serving it, and one routed by tier on a process having the best
+// tier it may use; Check prices a line for a model only other processes serve from
+// their registry announcements (checkRemote).
 // Metrics, at scrape time: lmlite_batch_jobs by status, and lmlite_batch_lines and
 // lmlite_batch_spend_usd of each unfinished job.
 //

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
+	"github.com/lmlite/lmlite/money"
 	"github.com/lmlite/lmlite/registry"
 	"github.com/lmlite/lmlite/tiers"
 )
@@ -40,6 +41,14 @@ const ForwardedHeader = "X-LMLite-Forwarded-By"
 // node's handler is responsive, not how long a non-streamed generation takes.
 const AckHeader = "X-LMLite-Ack"
 
+// KeepAliveHeader tells the receiving gateway, on a forwarded request, how long its
+// event stream may stay silent: it writes an SSE comment (": keep-alive") whenever
+// it has written nothing for that long (keepAlive), so that the forwarding gateway's
+// idle bound (Options.ForwardIdle) cuts a stalled process, not a generation that
+// pauses (a queue, a long prefill, a model loading). The forwarding gateway sends a
+// third of its bound, and drops the comments from what it relays.
+const KeepAliveHeader = "X-LMLite-Keep-Alive"
+
 // processing is the interim response AckHeader asks for.
 var processing = []byte("HTTP/1.1 102 Processing\r\n\r\n")
 
@@ -57,6 +66,7 @@ type peering struct {
 	nodeID string
 
 	firstByte time.Duration // the longest wait for a forwarded request's first byte (Options.ForwardFirstByte)
+	idle      time.Duration // the longest silence of a forwarded event stream once started (Options.ForwardIdle)
 
 	mu      sync.Mutex                        // guards clients, conns and suspect
 	clients map[string]*fasthttp.HostClient   // by node address
@@ -79,11 +89,15 @@ type peering struct {
 // accepting and never reading) is caught by the time to first byte instead:
 // DefaultForwardFirstByte unless Options.ForwardFirstByte says otherwise. Past it the
 // request ends with 502 node_unresponsive and the node is passed over for
-// unresponsiveHold.
+// unresponsiveHold. One that stops sending in the middle of an event stream is
+// caught by the idle bound (DefaultForwardIdle unless Options.ForwardIdle): the
+// stream ends with a node_unresponsive error event, and the node is passed over the
+// same way.
 const (
 	dialTimeout             = 2 * time.Second
 	watchEvery              = 200 * time.Millisecond
 	DefaultForwardFirstByte = 10 * time.Second
+	DefaultForwardIdle      = 30 * time.Second
 	unresponsiveHold        = 30 * time.Second
 )
 
@@ -102,7 +116,8 @@ func (s *Server) RegistryModels() []registry.Model {
 		if m.upstream == nil {
 			st = string(states[id])
 		}
-		rm := registry.Model{ID: id, State: st, Embed: embeds[id]}
+		rm := registry.Model{ID: id, State: st, Embed: embeds[id], PromptPer1K: int64(m.price.PromptPer1K),
+			CompletionPer1K: int64(m.price.CompletionPer1K), MaxLen: s.limit(m), Batch: s.batches != nil}
 		for t, in := range m.in {
 			if in {
 				rm.Tiers = append(rm.Tiers, tiers.Tier(t).String())
@@ -384,13 +399,29 @@ func (p *peering) client(addr string) (*fasthttp.HostClient, error) {
 // on it bounds the wait for the first byte read after it is set, not for the rest:
 // fasthttp sets the request's deadline (HostClient.DoTimeout) just before it reads
 // the answer, so it bounds the time to the answer's first byte (102 Processing, or
-// the headers), never an event stream's body.
+// the headers), never an event stream's body. An event stream's body is bounded by
+// its idle bound instead (setIdle): every read that returns bytes moves the deadline
+// to that much later.
 type peerConn struct {
 	net.Conn
 	p     *peering
 	addr  string
 	once  sync.Once
-	armed atomic.Bool // a read deadline is set and no byte was read since
+	armed atomic.Bool  // a read deadline is set and no byte was read since
+	idle  atomic.Int64 // while relaying an event stream: its idle bound (ns); 0: none
+	stall atomic.Bool  // a read failed on the idle bound
+}
+
+// setIdle bounds the silence between the bytes read from now on by d (0: no bound,
+// the connection going back to its pool).
+func (c *peerConn) setIdle(d time.Duration) {
+	c.idle.Store(int64(d))
+	c.stall.Store(false)
+	if d > 0 {
+		c.Conn.SetReadDeadline(time.Now().Add(d))
+	} else {
+		c.Conn.SetReadDeadline(time.Time{})
+	}
 }
 
 func (c *peerConn) SetReadDeadline(t time.Time) error {
@@ -408,6 +439,14 @@ func (c *peerConn) Read(b []byte) (int, error) {
 	if n > 0 && c.armed.Load() {
 		c.armed.Store(false)
 		c.Conn.SetReadDeadline(time.Time{})
+	}
+	if idle := time.Duration(c.idle.Load()); idle > 0 {
+		if n > 0 {
+			c.Conn.SetReadDeadline(time.Now().Add(idle))
+		}
+		if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+			c.stall.Store(true)
+		}
 	}
 	return n, err
 }
@@ -433,6 +472,21 @@ func (p *peering) track(addr string, c net.Conn) net.Conn {
 	}
 	p.conns[addr][pc] = struct{}{}
 	return pc
+}
+
+// conn is the tracked connection to addr whose local address is local (nil if none).
+func (p *peering) conn(addr string, local net.Addr) *peerConn {
+	if local == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns[addr] {
+		if la := c.LocalAddr(); la != nil && la.Network() == local.Network() && la.String() == local.String() {
+			return c
+		}
+	}
+	return nil
 }
 
 // cut closes every connection to a node's address: the requests waiting on them end
@@ -521,6 +575,7 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, reqID string, n registry.Node
 	req.Header.Set(ForwardedHeader, s.peer.nodeID)
 	req.Header.Set("X-Request-Id", reqID)
 	req.Header.Set(AckHeader, "102")
+	req.Header.Set(KeepAliveHeader, (s.peer.idle / 3).String())
 	resp := fasthttp.AcquireResponse()
 	resp.StreamBody = true
 	var lost atomic.Bool
@@ -573,29 +628,58 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, reqID string, n registry.Node
 		fasthttp.ReleaseResponse(resp)
 		return false, nil
 	}
+	// The stream's body: at most s.peer.idle between bytes (the node sends keep-alives).
+	pc := s.peer.conn(n.Addr, resp.LocalAddr())
+	if pc != nil {
+		pc.setIdle(s.peer.idle)
+	}
+	stalled := func() bool { return pc != nil && pc.stall.Load() }
 	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
 		defer func() {
 			stop()
+			if pc != nil {
+				pc.setIdle(0)
+			}
 			fasthttp.ReleaseResponse(resp)
 			s.inFlight.Add(-1)
 			s.wg.Done()
 		}()
-		if relay(w, resp, n.ID, lost.Load) {
-			s.log.Warn("forwarded stream lost", "request_id", reqID, "node", n.ID, "announcement_gone", lost.Load())
+		broke := relay(w, resp, func() *apiError {
+			if stalled() && !lost.Load() {
+				return s.peer.stalled(n.ID)
+			}
+			return nodeLost(n.ID, lost.Load())
+		})
+		if broke {
+			f := failLost
+			if stalled() && !lost.Load() {
+				f = failUnresponsive
+			}
+			s.log.Warn("forwarded stream lost", "request_id", reqID, "node", n.ID, "announcement_gone", lost.Load(),
+				"stalled", f == failUnresponsive)
 			s.peer.forwarded.WithLabelValues(n.ID, "lost").Inc()
-			s.peer.fail(n, failLost, s.now())
+			s.peer.fail(n, f, s.now())
 		}
 	})
 	return true, nil
 }
 
-// relay copies an event stream as it arrives, whole events only, flushing after each
-// read, until it ends or the client goes away (which closes the stream to the other
-// node, and so cancels the generation there). A stream that breaks before its
-// "data: [DONE]" (the node was lost, killed, or the connection cut) ends as an
-// engine failure ends an embedded stream: an SSE error event, then [DONE]; lost says
-// whether the node's announcement was gone. It reports whether the stream broke.
-func relay(w *bufio.Writer, resp *fasthttp.Response, node string, lost func() bool) (broke bool) {
+// stalled is the error event ending a forwarded event stream whose node sent
+// nothing for the idle bound: node_unresponsive, as for a first byte that never came.
+func (p *peering) stalled(node string) *apiError {
+	return &apiError{status: 502, typ: "server_error", code: "node_unresponsive", reason: "forward", retry: 1,
+		message: "the process '" + node + "' serving this request sent nothing for " + p.idle.String() +
+			" in the middle of its answer (it may still run there); retry"}
+}
+
+// relay copies an event stream as it arrives, whole events only (the other node's
+// keep-alive comments dropped), flushing after each read, until it ends or the
+// client goes away (which closes the stream to the other node, and so cancels the
+// generation there). A stream that breaks before its "data: [DONE]" (the node was
+// lost, killed, stalled past the idle bound, or the connection cut) ends as an engine
+// failure ends an embedded stream: an SSE error event (why's), then [DONE]. It
+// reports whether the stream broke.
+func relay(w *bufio.Writer, resp *fasthttp.Response, why func() *apiError) (broke bool) {
 	buf := make([]byte, 0, 16<<10)
 	rd := resp.BodyStream()
 	done := false // the last whole event was "data: [DONE]"
@@ -606,11 +690,13 @@ func relay(w *bufio.Writer, resp *fasthttp.Response, node string, lost func() bo
 		n, err := rd.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
 		if end := bytes.LastIndex(buf, []byte("\n\n")); end >= 0 {
-			events := buf[:end+2]
-			done = bytes.HasSuffix(events, []byte("data: [DONE]\n\n"))
-			if _, werr := w.Write(events); werr != nil || w.Flush() != nil {
-				resp.CloseBodyStream()
-				return false
+			events := dropComments(buf[:end+2])
+			if len(events) > 0 {
+				done = bytes.HasSuffix(events, []byte("data: [DONE]\n\n"))
+				if _, werr := w.Write(events); werr != nil || w.Flush() != nil {
+					resp.CloseBodyStream()
+					return false
+				}
 			}
 			buf = buf[:copy(buf, buf[end+2:])]
 		}
@@ -619,13 +705,35 @@ func relay(w *bufio.Writer, resp *fasthttp.Response, node string, lost func() bo
 				return false
 			}
 			b := append(buf[:0], "data: "...)
-			b = appendErrorJSON(b, nodeLost(node, lost()))
+			b = appendErrorJSON(b, why())
 			b = append(b, "\n\ndata: [DONE]\n\n"...)
 			w.Write(b)
 			w.Flush()
 			return true
 		}
 	}
+}
+
+// dropComments removes, in place, the events of whole events that hold only comment
+// lines (": keep-alive", the other node's, for the hop alone) and returns the rest.
+func dropComments(events []byte) []byte {
+	if !bytes.Contains(events, []byte("\n:")) && (len(events) == 0 || events[0] != ':') {
+		return events // the common case: no comment
+	}
+	out := events[:0]
+	for rest := events; len(rest) > 0; {
+		i := bytes.Index(rest, []byte("\n\n"))
+		ev := rest[:i+2]
+		rest = rest[i+2:]
+		comment := true
+		for line := range bytes.SplitSeq(bytes.TrimSuffix(ev, []byte("\n\n")), []byte("\n")) {
+			comment = comment && len(line) > 0 && line[0] == ':'
+		}
+		if !comment {
+			out = append(out, ev...)
+		}
+	}
+	return out
 }
 
 // nodeLost is the answer to a forwarded request whose node stopped answering with
@@ -659,6 +767,11 @@ type remoteModel struct {
 	embeds bool                 // some node embeds with it
 	in     [tiers.NumTiers]bool // the tiers listing it on some node
 	nodes  []string             // the live nodes serving it, by id
+	// For a batch line naming it (Server.Check): the highest price and length limit
+	// the nodes announce, and the nodes that run batch lines.
+	price  money.Price
+	maxLen int
+	batch  []string
 }
 
 // nodesWith is the nodes serving a local model: this one and the others (nil without
@@ -694,6 +807,12 @@ func (s *Server) remoteModels() map[string]remoteModel {
 				}
 			}
 			r.nodes = append(r.nodes, n.ID)
+			r.price.PromptPer1K = max(r.price.PromptPer1K, money.Money(m.PromptPer1K))
+			r.price.CompletionPer1K = max(r.price.CompletionPer1K, money.Money(m.CompletionPer1K))
+			r.maxLen = max(r.maxLen, m.MaxLen)
+			if m.Batch {
+				r.batch = append(r.batch, n.ID)
+			}
 			out[m.ID] = r
 		}
 	}
@@ -716,4 +835,89 @@ func stateRank(s string) int {
 
 func sortedKeys[V any](m map[string]V) []string {
 	return slices.Sorted(maps.Keys(m))
+}
+
+// keepAlive wraps the stream writer of a request that another gateway forwarded and
+// that asks for keep-alives (KeepAliveHeader: how long the stream may stay silent;
+// at least 10 ms, else no keep-alives): whenever fn has written nothing for that
+// long, between two events, an SSE comment ": keep-alive" is written and flushed.
+// Other requests get fn as it is.
+func keepAlive(ctx *fasthttp.RequestCtx, fn func(*bufio.Writer)) func(*bufio.Writer) {
+	if len(ctx.Request.Header.Peek(ForwardedHeader)) == 0 {
+		return fn
+	}
+	every, err := time.ParseDuration(string(ctx.Request.Header.Peek(KeepAliveHeader)))
+	if err != nil || every < 10*time.Millisecond {
+		return fn
+	}
+	return func(w *bufio.Writer) {
+		k := &keepAliveWriter{w: w, boundary: true}
+		inner := bufio.NewWriterSize(k, w.Size())
+		done := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t := time.NewTicker(every)
+			defer t.Stop()
+			for {
+				select {
+				case <-done:
+					return
+				case <-t.C:
+					k.tick()
+				}
+			}
+		}()
+		defer func() {
+			close(done)
+			wg.Wait()
+		}()
+		fn(inner)
+		inner.Flush()
+	}
+}
+
+// keepAliveWriter passes a stream's bytes to w, flushing each write, and writes a
+// keep-alive comment on a tick when nothing was written since the last one and the
+// bytes so far end an event.
+type keepAliveWriter struct {
+	mu       sync.Mutex
+	w        *bufio.Writer
+	wrote    bool    // since the last tick
+	boundary bool    // the bytes so far end with a blank line (or there are none)
+	tail     [2]byte // the last two bytes written
+	gone     bool    // a write failed: the client went away
+}
+
+var keepAliveComment = []byte(": keep-alive\n\n")
+
+func (k *keepAliveWriter) Write(p []byte) (int, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	n, err := k.w.Write(p)
+	if n > 0 {
+		k.wrote = true
+		if n >= 2 {
+			k.tail = [2]byte{p[n-2], p[n-1]}
+		} else {
+			k.tail = [2]byte{k.tail[1], p[0]}
+		}
+		k.boundary = k.tail == [2]byte{'\n', '\n'}
+	}
+	if err == nil {
+		err = k.w.Flush()
+	}
+	k.gone = k.gone || err != nil
+	return n, err
+}
+
+func (k *keepAliveWriter) tick() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if !k.wrote && k.boundary && !k.gone {
+		k.w.Write(keepAliveComment)
+		k.gone = k.w.Flush() != nil
+	}
+	k.wrote = false
 }

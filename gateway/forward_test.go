@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -61,6 +62,13 @@ func startPeer(t *testing.T, yaml, id string, eng *fakeEngine, store *tenancy.St
 // startPeerWith is startPeer with a time to first byte for its forwards (0: the default).
 func startPeerWith(t *testing.T, yaml, id string, eng *fakeEngine, store *tenancy.Store, st registry.Store, firstByte time.Duration) *peer {
 	t.Helper()
+	return startPeerBounds(t, yaml, id, eng, store, st, firstByte, 0)
+}
+
+// startPeerBounds is startPeer with a time to first byte and an idle bound for its
+// forwards (0: the defaults).
+func startPeerBounds(t *testing.T, yaml, id string, eng *fakeEngine, store *tenancy.Store, st registry.Store, firstByte, idle time.Duration) *peer {
+	t.Helper()
 	cfg, err := configs.Parse([]byte(yaml))
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +79,7 @@ func startPeerWith(t *testing.T, yaml, id string, eng *fakeEngine, store *tenanc
 	}
 	k := registry.NewKeeper(st, registry.KeeperOptions{TTL: 300 * time.Millisecond})
 	srv, err := New(mustGatewayConfig(t, cfg), eng, tenancy.New(store),
-		Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Peers: k, NodeID: id, ForwardFirstByte: firstByte})
+		Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Peers: k, NodeID: id, ForwardFirstByte: firstByte, ForwardIdle: idle})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -611,6 +619,156 @@ func TestForwardToANodeThatNeverAnswers(t *testing.T) {
 	}
 }
 
+// stallingNode announces node id serving big at the address of a listener that
+// answers a request as a process that stalls mid-stream does: 102 Processing, the
+// headers of an event stream, three events, then nothing more, the connection held
+// open (its announcement goes on). accepted counts its connections.
+func stallingNode(t *testing.T, id string, reg registry.Store) (accepted *atomic.Int64) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted = new(atomic.Int64)
+	var conns []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			go func() {
+				req, err := http.ReadRequest(bufio.NewReader(c))
+				if err != nil {
+					return
+				}
+				io.Copy(io.Discard, req.Body)
+				fmt.Fprint(c, "HTTP/1.1 102 Processing\r\n\r\nHTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+				for i := range 3 {
+					ev := fmt.Sprintf(`data: {"id":"chatcmpl-x","object":"chat.completion.chunk","created":1,"model":"big","choices":[{"index":0,"delta":{"content":"w%d "},"finish_reason":null}]}`+"\n\n", i)
+					fmt.Fprintf(c, "%x\r\n%s\r\n", len(ev), ev)
+					time.Sleep(20 * time.Millisecond)
+				}
+				// ... and nothing more: the connection stays open.
+			}()
+		}
+	}()
+	k := registry.NewKeeper(reg, registry.KeeperOptions{TTL: 300 * time.Millisecond})
+	k.Start(func() registry.Node {
+		return registry.Node{ID: id, Addr: "http://" + ln.Addr().String(), Models: []registry.Model{{ID: "big", State: registry.StateReady}}}
+	})
+	t.Cleanup(func() {
+		k.Close()
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	})
+	return accepted
+}
+
+// TestForwardedStreamThatStalls: G1 announces big (and keeps announcing) and stalls
+// after three events of a stream; S serves big, pausing 700 ms before each token.
+// A (idle bound 400 ms) forwards a stream to G1 (the smallest id): the client gets the
+// three events, then one node_unresponsive error event and [DONE], within seconds,
+// and the request is not sent to S. The next stream passes G1 over (no new
+// connection) and goes to S: its pauses, longer than the bound, are bridged by S's
+// keep-alive comments, which the client never sees; the stream runs to its end.
+func TestForwardedStreamThatStalls(t *testing.T) {
+	store, err := tenancy.Open(filepath.Join(t.TempDir(), "lmlite.db"), tenancy.Options{Sync: tenancy.SyncProcess})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	reg := &registry.Memory{}
+	accepted := stallingNode(t, "g1", reg)
+	slow := newFakeEngineWith("big")
+	slow.Delay = 700 * time.Millisecond
+	startPeer(t, peerB, "s", slow, store, reg)
+	a := startPeerBounds(t, peerA, "a", newFakeEngineWith("tiny"), store, reg, 0, 400*time.Millisecond)
+	for deadline := time.Now().Add(5 * time.Second); len(a.k.Nodes()) < 3; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("A never saw G1 and S")
+		}
+	}
+	key, _, err := store.CreateKey("acme", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := &testServer{t: t, url: a.url}
+	body := `{"model": "big", "messages": [{"role":"user","content":"x"}], "stream": true, "max_tokens": 3}`
+	events := func(got string) []string {
+		var out []string
+		for line := range strings.SplitSeq(got, "\n") {
+			if d, ok := strings.CutPrefix(line, "data: "); ok {
+				out = append(out, d)
+			}
+		}
+		return out
+	}
+
+	start := time.Now()
+	resp, got := ts.post("/v1/chat/completions", key, body)
+	took := time.Since(start)
+	ev := events(got)
+	if resp.StatusCode != 200 || resp.Header.Get("X-LMLite-Node") != "g1" || len(ev) != 5 || ev[4] != "[DONE]" {
+		t.Fatalf("the stalled stream: %d %v %q", resp.StatusCode, resp.Header, got)
+	}
+	for i := range 3 {
+		if !strings.Contains(ev[i], fmt.Sprintf(`"content":"w%d "`, i)) {
+			t.Fatalf("event %d: %s", i, ev[i])
+		}
+	}
+	var e struct {
+		Error struct{ Type, Code, Message string }
+	}
+	if err := json.Unmarshal([]byte(ev[3]), &e); err != nil || e.Error.Code != "node_unresponsive" || e.Error.Type != "server_error" ||
+		!strings.Contains(e.Error.Message, "400ms") {
+		t.Fatalf("the event before [DONE]: %s (%v)", ev[3], err)
+	}
+	if took > 5*time.Second {
+		t.Fatalf("the stalled stream ended after %s", took)
+	}
+	if slow.started.Load() != 0 || accepted.Load() != 1 {
+		t.Fatalf("S started %d, G1 accepted %d", slow.started.Load(), accepted.Load())
+	}
+
+	resp, got = ts.post("/v1/chat/completions", key, body)
+	ev = events(got)
+	if resp.StatusCode != 200 || resp.Header.Get("X-LMLite-Node") != "s" || len(ev) < 3 || ev[len(ev)-1] != "[DONE]" ||
+		!strings.Contains(got, `"content":"w2 "`) || !strings.Contains(got, `"finish_reason":"length"`) || strings.Contains(got, "error") {
+		t.Fatalf("the pausing stream on S: %d %v %q", resp.StatusCode, resp.Header, got)
+	}
+	if strings.Contains(got, "keep-alive") || strings.Contains(got, "\n:") {
+		t.Fatalf("S's keep-alives reached the client: %q", got)
+	}
+	if accepted.Load() != 1 {
+		t.Fatalf("%d connections to G1: not passed over", accepted.Load())
+	}
+}
+
+// TestDropComments: the relay drops events made only of comment lines.
+func TestDropComments(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"", ""},
+		{"data: 1\n\n", "data: 1\n\n"},
+		{": keep-alive\n\n", ""},
+		{": keep-alive\n\ndata: 1\n\n: keep-alive\n\ndata: [DONE]\n\n", "data: 1\n\ndata: [DONE]\n\n"},
+		{": c\ndata: 1\n\n", ": c\ndata: 1\n\n"}, // a comment within an event with data stays
+		{"data: 1\n\n: a\n: b\n\n", "data: 1\n\n"},
+	} {
+		if got := string(dropComments([]byte(c.in))); got != c.want {
+			t.Errorf("%q: %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
 // TestSuspicionSkip: a node that failed a forward is passed over until it announces
 // itself again, and one that did not answer in time for its hold as well.
 func TestSuspicionSkip(t *testing.T) {
@@ -652,18 +810,19 @@ func TestClassifyForwardErrors(t *testing.T) {
 	}
 }
 
-// TestBatchLineForAModelOnlyElsewhere: A does not serve big; B does. A batch line
-// naming big is refused at A's validation with an error naming why and where big is
-// served (model_not_on_this_process), and a line of such a batch reaching A's worker
-// (the Redis queue hands lines to every process) ends with the same clear error, not
-// a model_not_found; a line for a model nobody serves keeps model_not_found.
+// TestBatchLineForAModelOnlyElsewhere: A does not serve big; B does, and runs no
+// batch lines (its Batch API is off). A batch line naming big is refused at A's
+// validation with an error naming why (model_not_batched: the line could never run);
+// a line of such a batch reaching A's worker by a queue that does not place lines
+// ends with a clear error, not a model_not_found; a line for a model nobody serves
+// keeps model_not_found. (TestRedisBatchLinesRunWhereTheirModelIs runs such lines
+// on the processes serving their model.)
 func TestBatchLineForAModelOnlyElsewhere(t *testing.T) {
 	a, b, _, _ := twoPeers(t)
 	body := []byte(`{"model": "big", "messages": [{"role":"user","content":"x"}], "max_tokens": 2}`)
 	_, err := a.srv.Check("acme", "/v1/chat/completions", body)
 	var ae *apiError
-	if !errors.As(err, &ae) || ae.code != "model_not_on_this_process" || ae.param != "model" ||
-		!strings.Contains(ae.message, "(b)") || !strings.Contains(ae.message, "validated this batch") {
+	if !errors.As(err, &ae) || ae.code != "model_not_batched" || ae.param != "model" || !strings.Contains(ae.message, "(b)") {
 		t.Fatalf("A validating a line for big: %v", err)
 	}
 	if _, err := b.srv.Check("acme", "/v1/chat/completions", body); err != nil {

@@ -394,13 +394,13 @@ func (j *job) respondEmbedded(ctx *fasthttp.RequestCtx, st *engine.Stream, cance
 		ctx.SetContentType("text/event-stream")
 		ctx.Response.Header.Set("Cache-Control", "no-cache")
 		ctx.Response.Header.Set("X-Accel-Buffering", "no")
-		ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
+		ctx.SetBodyStreamWriter(keepAlive(ctx, func(w *bufio.Writer) {
 			defer func() {
 				j.s.inFlight.Add(-1)
 				j.s.wg.Done()
 			}()
 			j.streamEmbedded(w, st, cancel, id)
-		})
+		}))
 		return true
 	}
 	var text strings.Builder

@@ -82,6 +82,11 @@ type Options struct {
 	// process's first byte (its 102 Processing, or its answer's headers; never an
 	// event stream's body); 0: DefaultForwardFirstByte (redis.forward_first_byte_timeout).
 	ForwardFirstByte time.Duration
+	// ForwardIdle is the longest a forwarded event stream may go without a byte from
+	// the other process once it has started; 0: DefaultForwardIdle
+	// (redis.forward_idle_timeout). The other process sends an SSE comment when it has
+	// written nothing for a third of it (KeepAliveHeader).
+	ForwardIdle time.Duration
 }
 
 // Server is the HTTP front door. Create it with New, run it with Serve, stop it with
@@ -233,7 +238,11 @@ func New(cfg Config, eng Engine, ten *tenancy.Tenancy, opts Options) (*Server, e
 		if fb <= 0 {
 			fb = DefaultForwardFirstByte
 		}
-		s.peer = &peering{peers: opts.Peers, nodeID: opts.NodeID, firstByte: fb, clients: map[string]*fasthttp.HostClient{},
+		idle := opts.ForwardIdle
+		if idle <= 0 {
+			idle = DefaultForwardIdle
+		}
+		s.peer = &peering{peers: opts.Peers, nodeID: opts.NodeID, firstByte: fb, idle: idle, clients: map[string]*fasthttp.HostClient{},
 			forwarded: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lmlite_forwarded_requests_total",
 				Help: "Requests forwarded to the process serving their model, by node and the status it answered (error: not reached)."},
 				[]string{"node", "status"})}

@@ -337,13 +337,13 @@ func (j *job) runUpstream(ctx *fasthttp.RequestCtx) (done bool, failed *apiError
 	ctx.SetContentType("text/event-stream")
 	ctx.Response.Header.Set("Cache-Control", "no-cache")
 	ctx.Response.Header.Set("X-Accel-Buffering", "no")
-	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
+	ctx.SetBodyStreamWriter(keepAlive(ctx, func(w *bufio.Writer) {
 		defer func() {
 			s.inFlight.Add(-1)
 			s.wg.Done()
 		}()
 		j.streamUpstream(w, resp, sent)
-	})
+	}))
 	return true, nil
 }
 

@@ -36,6 +36,15 @@ type Model struct {
 	// the prompt, as the gateway computes it) of the prompts the node served lately
 	// on this model: its prefix cache is likely warm for a prompt with one of them.
 	Warm []uint64 `json:"warm,omitempty"`
+	// For another process validating a batch line that names the model (it prices the
+	// line's worst case for the batch's cap): the price in nano-USD per 1,000 prompt
+	// and completion tokens, the length limit (prompt + output tokens; 0: not known
+	// yet), and whether this process runs batch lines (the lines of a model go only
+	// to processes serving it, batch.RedisQueue).
+	PromptPer1K     int64 `json:"prompt_per_1k,omitempty"`
+	CompletionPer1K int64 `json:"completion_per_1k,omitempty"`
+	MaxLen          int   `json:"max_len,omitempty"`
+	Batch           bool  `json:"batch,omitempty"`
 }
 
 // Node is one process's announcement.

@@ -235,6 +235,7 @@ func runServe(args []string) error {
 		// it does not serve goes to the process that does.
 		keeper = registry.NewKeeper(registry.NewRedis(rc, r.KeyPrefix), registry.KeeperOptions{Logger: log})
 		gopts.Peers, gopts.NodeID, gopts.ForwardFirstByte = keeper, r.NodeID, r.ForwardFirstByteTimeout
+		gopts.ForwardIdle = r.ForwardIdleTimeout
 	}
 	srv, err := gateway.New(gcfg, eng, ten, gopts)
 	if err != nil {
