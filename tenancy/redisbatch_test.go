@@ -122,7 +122,7 @@ local function reap(held, res, amt, now)
 end
 `
 
-var admitOneT, settleOneT, flushT = clocked(oldReapLua+admitOneLua), clocked(oldReapLua+settleOneLua), clocked(flushLua)
+var admitOneT, settleOneT, flushT = clocked(oldReapLua + admitOneLua), clocked(oldReapLua + settleOneLua), clocked(flushLua)
 
 // batchOp is one request's admission or settlement in the differential test.
 type batchOp struct {
