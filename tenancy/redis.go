@@ -186,10 +186,24 @@ func unavailable(op string, err error) error {
 	return fmt.Errorf("%w: redis %s: %w", ErrUnavailable, op, err)
 }
 
-const luaLib = `
+// luaLib is the library of the scripts: luaBase and the reaper.
+const luaLib = luaBase + luaReap
+
+// luaBase are the helpers every script uses (the flush script only these, so that a
+// call defines no function it does not use).
+const luaBase = `
 local function now_ms() local t = redis.call('TIME') return tonumber(t[1])*1000 + math.floor(tonumber(t[2])/1000) end
 local function num(v) if v then return tonumber(v) end return 0 end
 local function istr(x) return string.format('%d', x) end
+local function room(spent, ceil, held)
+  if ceil == 0 then return -1 end
+  local r = ceil - spent - held
+  if r < 0 then return 0 end
+  return r
+end
+`
+
+const luaReap = `
 -- reap gives back the money and slots of the tenant's expired tickets (hash s, sorted set z).
 local function reap(s, z, now)
   repeat
@@ -204,12 +218,6 @@ local function reap(s, z, now)
     redis.call('ZREM', z, unpack(dead))
   until #dead < 256
 end
-local function room(spent, ceil, held)
-  if ceil == 0 then return -1 end
-  local r = ceil - spent - held
-  if r < 0 then return 0 end
-  return r
-end
 `
 
 // luaGCRA is GCRA with exactly the semantics of github.com/go-redis/redis_rate/v10
@@ -223,10 +231,20 @@ end
 // A decision is a table {allowed, remaining, retry, reset, key, tat, ex}: the write
 // (SET key tat EX ex, when ex > 0) is applied by gcra_apply only once every other
 // check of the script has passed, so a refused admission takes nothing.
-const luaGCRA = `
-local function gcra_now(t) return (t[1] - 1483228800) + (t[2] / 1000000) end
+const luaGCRA = luaGCRAAt + `
 local function gcra_result(d) return {d.allowed, d.remaining, tostring(d.retry), tostring(d.reset)} end
 local function gcra_apply(d) if d and d.ex > 0 then redis.call('SET', d.key, d.tat, 'EX', d.ex) end end
+local function gcra_allow_n(key, burst, rate, period, cost, now)
+  return gcra_allow_n_at(redis.call('GET', key), key, burst, rate, period, cost, now)
+end
+local function gcra_allow_at_most(key, burst, rate, period, cost, now)
+  return gcra_allow_at_most_at(redis.call('GET', key), key, burst, rate, period, cost, now)
+end
+`
+
+// luaGCRAAt are the GCRA steps on a state passed in (the flush script's).
+const luaGCRAAt = `
+local function gcra_now(t) return (t[1] - 1483228800) + (t[2] / 1000000) end
 -- allowN: take cost at once, or nothing.
 -- The _at forms take the key's stored value (false: none) instead of reading it, so
 -- that a script deciding several requests reads the state once.
@@ -260,12 +278,6 @@ local function gcra_allow_at_most_at(tat, key, burst, rate, period, cost, now)
   local d = {allowed = cost, remaining = left, retry = -1, reset = reset, key = key, tat = after, ex = 0}
   if reset > 0 then d.ex = math.ceil(reset) end
   return d
-end
-local function gcra_allow_n(key, burst, rate, period, cost, now)
-  return gcra_allow_n_at(redis.call('GET', key), key, burst, rate, period, cost, now)
-end
-local function gcra_allow_at_most(key, burst, rate, period, cost, now)
-  return gcra_allow_at_most_at(redis.call('GET', key), key, burst, rate, period, cost, now)
 end
 `
 

@@ -36,7 +36,7 @@ import (
 // ARGV: nA ttlms ceilD ceilM maxConc rpsBurst rpsRate rpsPeriod tpmBurst tpmRate
 // tpmPeriod (the tenant's quota) nS expD expM, then 3 per admission: id total need,
 // then 4 per settlement: id actual tokens keepSeconds
-var flushScript = redis.NewScript(luaLib + luaGCRA + flushLua)
+var flushScript = redis.NewScript(luaBase + luaGCRAAt + flushLua)
 
 const flushLua = `
 local t = redis.call('TIME')

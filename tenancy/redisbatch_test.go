@@ -122,7 +122,10 @@ local function reap(held, res, amt, now)
 end
 `
 
-var admitOneT, settleOneT, flushT = clocked(oldReapLua + admitOneLua), clocked(oldReapLua + settleOneLua), clocked(flushLua)
+var admitOneT, settleOneT = clocked(oldReapLua + admitOneLua), clocked(oldReapLua + settleOneLua)
+
+// flushT is flushScript behind the test clock.
+var flushT = redis.NewScript(clockPrelude + luaBase + luaGCRAAt + flushLua)
 
 // batchOp is one request's admission or settlement in the differential test.
 type batchOp struct {
