@@ -25,14 +25,19 @@ import (
 //
 //	P t:{T}:spent:d:YYYYMMDD  string: settled spend of the UTC day, nano-USD; expires 8 days after the day ends
 //	P t:{T}:spent:m:YYYYMM    string: settled spend of the UTC month; expires 40 days after the month ends
-//	P t:{T}:held              string: the sum of the live reservations
-//	P t:{T}:res               sorted set: reservation (ticket id) scored by its expiry, ms by Redis's clock
-//	P t:{T}:resamt            hash: ticket id → amount reserved
-//	P t:{T}:slots             sorted set: concurrency slot (ticket id) scored by its expiry (Redis's clock)
+//	P t:{T}:s                 hash: the tenant's live state: =held (the sum of the live reservations),
+//	                          =n (the concurrency slots held), =rps and =tpm (the GCRA states of
+//	                          requests/s and tokens/min, redis_rate's "theoretical arrival time"),
+//	                          and per live ticket ID: 2 × its reservation + 1 if it holds a slot
+//	P t:{T}:z                 sorted set: the live tickets (a slot, a reservation or both) scored
+//	                          by their expiry, ms by Redis's clock
 //	P t:{T}:done:ID           string: what the settlement of ticket ID charged (idempotency); 1 hour,
 //	                          25 hours for a batch line's (ID "line:" + its request id, AdmitBatchLine)
-//	rate:P t:{T}:rps, …:tpm   redis_rate's GCRA state of requests/s and tokens/min
 //	P nodes                   sorted set: live process (node id) scored by its expiry (ms, its clock)
+//
+// Ticket ids never start with "=". This layout replaced one of separate keys (held,
+// res, resamt, slots, rate:…) and does not read it: a Redis written by an older version
+// must be emptied of the t:{T}: keys (or a new key_prefix used) before this one runs.
 //
 // Admission is one script, settlement one; the admissions (and settlements) of
 // concurrent requests of a tenant go together as one script (batchPipe). Admission and
@@ -160,12 +165,12 @@ var _ Shared = (*RedisShared)(nil)
 
 func (r *RedisShared) base(tenant string) string { return r.prefix + "t:{" + tenant + "}:" }
 
-// budgetKeys are KEYS 1–5 of the money scripts: spent day, spent month, held, res, resamt.
-func (r *RedisShared) budgetKeys(tenant string, now time.Time, extra ...string) []string {
+// tenantKeys are KEYS 1–4 of the scripts: spent day, spent month, the tenant's hash
+// and its sorted set of tickets.
+func (r *RedisShared) tenantKeys(tenant string, now time.Time) []string {
 	d, m := windows(now)
 	b := r.base(tenant)
-	return append([]string{b + "spent:d:" + strconv.Itoa(d), b + "spent:m:" + strconv.Itoa(m),
-		b + "held", b + "res", b + "resamt"}, extra...)
+	return []string{b + "spent:d:" + strconv.Itoa(d), b + "spent:m:" + strconv.Itoa(m), b + "s", b + "z"}
 }
 
 // windowExpiry is when the day and month keys of now expire (unix seconds).
@@ -181,23 +186,37 @@ func unavailable(op string, err error) error {
 	return fmt.Errorf("%w: redis %s: %w", ErrUnavailable, op, err)
 }
 
-const luaLib = `
+// luaLib is the library of the scripts: luaBase and the reaper.
+const luaLib = luaBase + luaReap
+
+// luaBase are the helpers every script uses (the flush script only these, so that a
+// call defines no function it does not use).
+const luaBase = `
 local function now_ms() local t = redis.call('TIME') return tonumber(t[1])*1000 + math.floor(tonumber(t[2])/1000) end
 local function num(v) if v then return tonumber(v) end return 0 end
-local function reap(held, res, amt, now)
-  local dead = redis.call('ZRANGEBYSCORE', res, '-inf', now, 'LIMIT', 0, 256)
-  for _, id in ipairs(dead) do
-    local a = num(redis.call('HGET', amt, id))
-    if a ~= 0 then redis.call('DECRBY', held, a) end
-    redis.call('HDEL', amt, id)
-    redis.call('ZREM', res, id)
-  end
-end
+local function istr(x) return string.format('%d', x) end
 local function room(spent, ceil, held)
   if ceil == 0 then return -1 end
   local r = ceil - spent - held
   if r < 0 then return 0 end
   return r
+end
+`
+
+const luaReap = `
+-- reap gives back the money and slots of the tenant's expired tickets (hash s, sorted set z).
+local function reap(s, z, now)
+  repeat
+    local dead = redis.call('ZRANGEBYSCORE', z, '-inf', now, 'LIMIT', 0, 256)
+    if #dead == 0 then return end
+    local vs = redis.call('HMGET', s, unpack(dead))
+    local a, n = 0, 0
+    for i = 1, #dead do local v = num(vs[i]) a, n = a + math.floor(v / 2), n + v % 2 end
+    if a ~= 0 then redis.call('HINCRBY', s, '=held', istr(-a)) end
+    if n ~= 0 then redis.call('HINCRBY', s, '=n', istr(-n)) end
+    redis.call('HDEL', s, unpack(dead))
+    redis.call('ZREM', z, unpack(dead))
+  until #dead < 256
 end
 `
 
@@ -212,10 +231,20 @@ end
 // A decision is a table {allowed, remaining, retry, reset, key, tat, ex}: the write
 // (SET key tat EX ex, when ex > 0) is applied by gcra_apply only once every other
 // check of the script has passed, so a refused admission takes nothing.
-const luaGCRA = `
-local function gcra_now(t) return (t[1] - 1483228800) + (t[2] / 1000000) end
+const luaGCRA = luaGCRAAt + `
 local function gcra_result(d) return {d.allowed, d.remaining, tostring(d.retry), tostring(d.reset)} end
 local function gcra_apply(d) if d and d.ex > 0 then redis.call('SET', d.key, d.tat, 'EX', d.ex) end end
+local function gcra_allow_n(key, burst, rate, period, cost, now)
+  return gcra_allow_n_at(redis.call('GET', key), key, burst, rate, period, cost, now)
+end
+local function gcra_allow_at_most(key, burst, rate, period, cost, now)
+  return gcra_allow_at_most_at(redis.call('GET', key), key, burst, rate, period, cost, now)
+end
+`
+
+// luaGCRAAt are the GCRA steps on a state passed in (the flush script's).
+const luaGCRAAt = `
+local function gcra_now(t) return (t[1] - 1483228800) + (t[2] / 1000000) end
 -- allowN: take cost at once, or nothing.
 -- The _at forms take the key's stored value (false: none) instead of reading it, so
 -- that a script deciding several requests reads the state once.
@@ -250,55 +279,53 @@ local function gcra_allow_at_most_at(tat, key, burst, rate, period, cost, now)
   if reset > 0 then d.ex = math.ceil(reset) end
   return d
 end
-local function gcra_allow_n(key, burst, rate, period, cost, now)
-  return gcra_allow_n_at(redis.call('GET', key), key, burst, rate, period, cost, now)
-end
-local function gcra_allow_at_most(key, burst, rate, period, cost, now)
-  return gcra_allow_at_most_at(redis.call('GET', key), key, burst, rate, period, cost, now)
-end
 `
 
-// reserveScript sets a ticket's reservation to total, if it fits both budgets.
-// KEYS: spentD spentM held res resamt; ARGV: id total ceilD ceilM ttlms
+// reserveScript sets a ticket's reservation to total, if it fits both budgets (its
+// slot, if any, is kept).
+// KEYS: spentD spentM s z; ARGV: id total ceilD ceilM ttlms
 var reserveScript = redis.NewScript(luaLib + `
 local now = now_ms()
-reap(KEYS[3], KEYS[4], KEYS[5], now)
+reap(KEYS[3], KEYS[4], now)
 local id, total, cd, cm, ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local cur = num(redis.call('HGET', KEYS[5], id))
-local sd, sm, held = num(redis.call('GET', KEYS[1])), num(redis.call('GET', KEYS[2])), num(redis.call('GET', KEYS[3]))
+local hv = redis.call('HMGET', KEYS[3], '=held', id)
+local held, v = num(hv[1]), num(hv[2])
+local cur, slot = math.floor(v / 2), v % 2
+local sv = redis.call('MGET', KEYS[1], KEYS[2])
+local sd, sm = num(sv[1]), num(sv[2])
 local delta = total - cur
 if delta > 0 and ((cd > 0 and sd + held + delta > cd) or (cm > 0 and sm + held + delta > cm)) then
   return {0, room(sd, cd, held), room(sm, cm, held)}
 end
-if delta ~= 0 then redis.call('INCRBY', KEYS[3], delta) end
-if total == 0 then
-  redis.call('HDEL', KEYS[5], id)
-  redis.call('ZREM', KEYS[4], id)
+if delta ~= 0 then redis.call('HINCRBY', KEYS[3], '=held', istr(delta)) end
+local nv = total*2 + slot
+if nv == 0 then
+  if v ~= 0 then
+    redis.call('HDEL', KEYS[3], id)
+    redis.call('ZREM', KEYS[4], id)
+  end
 else
-  redis.call('HSET', KEYS[5], id, total)
-  redis.call('ZADD', KEYS[4], now + ttl, id)
+  redis.call('HSET', KEYS[3], id, istr(nv))
+  if total > 0 then redis.call('ZADD', KEYS[4], now + ttl, id) end
 end
 held = held + delta
 return {1, room(sd, cd, held), room(sm, cm, held)}
 `)
 
-// renewScript pushes the expiry of a tenant's live reservations and slots.
-// KEYS: res slots; ARGV: ttlms id…
+// renewScript pushes the expiry of a tenant's live tickets.
+// KEYS: z; ARGV: ttlms id…
 var renewScript = redis.NewScript(luaLib + `
-local exp = now_ms() + tonumber(ARGV[1])
-for i = 2, #ARGV do
-  redis.call('ZADD', KEYS[1], 'XX', exp, ARGV[i])
-  redis.call('ZADD', KEYS[2], 'XX', exp, ARGV[i])
-end
+local exp = tostring(now_ms() + tonumber(ARGV[1]))
+local za = {'XX'}
+for i = 2, #ARGV do za[#za+1] = exp za[#za+1] = ARGV[i] end
+if #za > 1 then redis.call('ZADD', KEYS[1], unpack(za)) end
 return 0
 `)
 
-// reapScript gives back the money of a tenant's expired reservations.
-// KEYS: held res resamt slots
+// reapScript gives back the money and slots of a tenant's expired tickets.
+// KEYS: s z
 var reapScript = redis.NewScript(luaLib + `
-local now = now_ms()
-reap(KEYS[1], KEYS[2], KEYS[3], now)
-redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
+reap(KEYS[1], KEYS[2], now_ms())
 return 0
 `)
 
@@ -351,8 +378,7 @@ func (r *RedisShared) Admit(q *Quota, id string, now time.Time, promptTokens int
 		return -1, nil
 	}
 	r.seen(q.Tenant)
-	b := r.base(q.Tenant)
-	keys := r.budgetKeys(q.Tenant, now, b+"slots", "rate:"+b+"rps", "rate:"+b+"tpm")
+	keys := r.tenantKeys(q.Tenant, now)
 	v, err := r.pipe.run(&batchCall{group: batchGroup{day: keys[0], month: keys[1], q: *q}, keys: keys,
 		args: []any{id, int64(total), min(promptTokens, q.TokensPerMinute)}})
 	if err != nil {
@@ -471,7 +497,7 @@ func (r *RedisShared) Reserve(q *Quota, id string, now time.Time, total money.Mo
 	}
 	c, cancel := ctx()
 	defer cancel()
-	v, err := reserveScript.Run(c, r.c, r.budgetKeys(q.Tenant, now),
+	v, err := reserveScript.Run(c, r.c, r.tenantKeys(q.Tenant, now),
 		id, int64(total), int64(q.DailyBudget), int64(q.MonthlyBudget), r.ttl.Milliseconds()).Slice()
 	if err != nil {
 		r.failed(err)
@@ -526,7 +552,7 @@ func (r *RedisShared) settle(p *pendingSettle) error {
 	if strings.HasPrefix(p.id, LinePrefix) {
 		keep = 25 * 3600 // a batch line may run again until its job's 24-hour window ends
 	}
-	keys := r.budgetKeys(p.q.Tenant, p.now, b+"slots", "rate:"+b+"rps", "rate:"+b+"tpm")
+	keys := r.tenantKeys(p.q.Tenant, p.now)
 	if _, err := r.pipe.run(&batchCall{group: batchGroup{day: keys[0], month: keys[1], q: p.q}, settle: true, keys: keys,
 		exp: [2]int64{dexp, mexp}, key: b + "done:" + p.id, args: []any{p.id, int64(p.actual), p.tokens, keep}}); err != nil {
 		return unavailable("settle", err)
@@ -602,7 +628,7 @@ func (r *RedisShared) renew() {
 	for tenant, ids := range by {
 		c, cancel := ctx()
 		b := r.base(tenant)
-		err := renewScript.Run(c, r.c, []string{b + "res", b + "slots"}, append([]any{r.ttl.Milliseconds()}, ids...)...).Err()
+		err := renewScript.Run(c, r.c, []string{b + "z"}, append([]any{r.ttl.Milliseconds()}, ids...)...).Err()
 		cancel()
 		if err != nil {
 			return
@@ -620,7 +646,7 @@ func (r *RedisShared) reap() {
 	for _, tenant := range ts {
 		c, cancel := ctx()
 		b := r.base(tenant)
-		err := reapScript.Run(c, r.c, []string{b + "held", b + "res", b + "resamt", b + "slots"}).Err()
+		err := reapScript.Run(c, r.c, []string{b + "s", b + "z"}).Err()
 		cancel()
 		if err != nil {
 			return
@@ -651,7 +677,7 @@ func (r *RedisShared) beat() {
 func (r *RedisShared) Spent(tenant string, now time.Time) (day, month money.Money, err error) {
 	c, cancel := ctx()
 	defer cancel()
-	k := r.budgetKeys(tenant, now)
+	k := r.tenantKeys(tenant, now)
 	vs, err := r.c.MGet(c, k[0], k[1]).Result()
 	if err != nil {
 		return 0, 0, unavailable("spent", err)
@@ -668,7 +694,7 @@ func (r *RedisShared) Spent(tenant string, now time.Time) (day, month money.Mone
 func (r *RedisShared) Held(tenant string) (money.Money, error) {
 	c, cancel := ctx()
 	defer cancel()
-	n, err := r.c.Get(c, r.base(tenant)+"held").Int64()
+	n, err := r.c.HGet(c, r.base(tenant)+"s", "=held").Int64()
 	if errors.Is(err, redis.Nil) {
 		return 0, nil
 	}

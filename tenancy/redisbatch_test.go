@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -107,7 +108,24 @@ return a
 // clocked is src behind the test clock: redis.call('TIME') answers the last two ARGV.
 func clocked(src string) *redis.Script { return redis.NewScript(clockPrelude + luaLib + luaGCRA + src) }
 
-var admitOneT, settleOneT, flushT = clocked(admitOneLua), clocked(settleOneLua), clocked(flushLua)
+// oldReapLua is the reaper of the one-request scripts' layout (res, resamt, held),
+// shadowing luaLib's.
+const oldReapLua = `
+local function reap(held, res, amt, now)
+  local dead = redis.call('ZRANGEBYSCORE', res, '-inf', now, 'LIMIT', 0, 256)
+  for _, id in ipairs(dead) do
+    local a = num(redis.call('HGET', amt, id))
+    if a ~= 0 then redis.call('DECRBY', held, a) end
+    redis.call('HDEL', amt, id)
+    redis.call('ZREM', res, id)
+  end
+end
+`
+
+var admitOneT, settleOneT = clocked(oldReapLua + admitOneLua), clocked(oldReapLua + settleOneLua)
+
+// flushT is flushScript behind the test clock.
+var flushT = redis.NewScript(clockPrelude + luaBase + luaGCRAAt + flushLua)
 
 // batchOp is one request's admission or settlement in the differential test.
 type batchOp struct {
@@ -171,6 +189,114 @@ func dumpKeys(t *testing.T, c *redis.Client, prefix string) map[string]string {
 	return out
 }
 
+// oldLayout is the state the one-request scripts keep under b (held, res, resamt, slots,
+// rate:…, spent and done keys) in the terms of newLayout's: the spent and done keys as
+// they are (value and whether they expire), held, the GCRA states, and per ticket its
+// reservation, whether it holds a live slot (expiring after nowms) and its expiry.
+func oldLayout(t *testing.T, c *redis.Client, b string, nowms int64) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	out := map[string]string{}
+	for k, v := range dumpKeys(t, c, b) {
+		if strings.HasPrefix(k, "spent:") || strings.HasPrefix(k, "done:") {
+			out[k] = v
+		}
+	}
+	out["=held"] = fmt.Sprint(c.Get(ctx, b+"held").Val())
+	for _, g := range []string{"rps", "tpm"} {
+		out["="+g] = c.Get(ctx, "rate:"+b+g).Val()
+	}
+	type tick struct {
+		amount int64
+		slot   bool
+		exp    float64
+	}
+	ts := map[string]*tick{}
+	get := func(id string) *tick {
+		if ts[id] == nil {
+			ts[id] = &tick{}
+		}
+		return ts[id]
+	}
+	for id, a := range c.HGetAll(ctx, b+"resamt").Val() {
+		n, _ := strconv.ParseInt(a, 10, 64)
+		get(id).amount = n
+	}
+	for _, z := range c.ZRangeWithScores(ctx, b+"res", 0, -1).Val() {
+		tk := get(z.Member.(string))
+		tk.exp = max(tk.exp, z.Score)
+	}
+	for _, z := range c.ZRangeWithScores(ctx, b+"slots", 0, -1).Val() {
+		if z.Score > float64(nowms) {
+			tk := get(z.Member.(string))
+			tk.slot, tk.exp = true, max(tk.exp, z.Score)
+		}
+	}
+	for id, tk := range ts {
+		out["ticket "+id] = fmt.Sprintf("reserved %d slot %v expires %.0f", tk.amount, tk.slot, tk.exp)
+	}
+	if out["=held"] == "" {
+		out["=held"] = "0"
+	}
+	return out
+}
+
+// newLayout is the state the flush script keeps under b (the hash s, the sorted set z,
+// spent and done keys) in the terms of oldLayout's; it also checks the hash's own
+// invariants: =held is the sum of the tickets' reservations, =n the number of their
+// slots, and the sorted set holds exactly the tickets of the hash.
+func newLayout(t *testing.T, c *redis.Client, b string, nowms int64) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	out := map[string]string{}
+	for k, v := range dumpKeys(t, c, b) {
+		if strings.HasPrefix(k, "spent:") || strings.HasPrefix(k, "done:") {
+			out[k] = v
+		}
+	}
+	h := c.HGetAll(ctx, b+"s").Val()
+	zs := map[string]float64{}
+	for _, z := range c.ZRangeWithScores(ctx, b+"z", 0, -1).Val() {
+		zs[z.Member.(string)] = z.Score
+	}
+	var sum, slots int64
+	tickets := 0
+	for f, v := range h {
+		if strings.HasPrefix(f, "=") {
+			continue
+		}
+		tickets++
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			t.Fatalf("ticket %s: field %q", f, v)
+		}
+		score, ok := zs[f]
+		if !ok {
+			t.Fatalf("ticket %s in the hash, not in the sorted set", f)
+		}
+		sum, slots = sum+n/2, slots+n%2
+		live := n%2 == 1 && score > float64(nowms)
+		exp := score
+		if n/2 == 0 && !live {
+			exp = 0 // an expired slot alone: oldLayout does not see it
+		}
+		if n/2 != 0 || live {
+			out["ticket "+f] = fmt.Sprintf("reserved %d slot %v expires %.0f", n/2, live, exp)
+		}
+	}
+	if len(zs) != tickets {
+		t.Fatalf("%d tickets in the sorted set, %d in the hash", len(zs), tickets)
+	}
+	held, _ := strconv.ParseInt(h["=held"], 10, 64)
+	n, _ := strconv.ParseInt(h["=n"], 10, 64)
+	if held != sum || n != slots {
+		t.Fatalf("=held %d =n %d, the tickets hold %d and %d slots", held, n, sum, slots)
+	}
+	out["=held"] = strconv.FormatInt(held, 10)
+	out["=rps"], out["=tpm"] = h["=rps"], h["=tpm"]
+	return out
+}
+
 // TestRedisFlushScriptMatchesOneByOne drives the flush script (flushLua: a flush's
 // settlements and admissions of a tenant in one script, its state read and written
 // once) and the one-request scripts it replaced, one call per request in the same
@@ -201,6 +327,7 @@ func TestRedisFlushScriptMatchesOneByOne(t *testing.T) {
 		b := side + ":t:{t}:"
 		return []string{b + "spent:d:20261124", b + "spent:m:202611", b + "held", b + "res", b + "resamt", b + "slots", "rate:" + b + "rps", "rate:" + b + "tpm"}
 	}
+	kb := []string{"B:t:{t}:spent:d:20261124", "B:t:{t}:spent:m:202611", "B:t:{t}:s", "B:t:{t}:z"}
 	var admitted, settled []string // ids, for settlements and retries
 	next := 0
 	decisions := map[string]int{}
@@ -298,8 +425,7 @@ func TestRedisFlushScriptMatchesOneByOne(t *testing.T) {
 		}
 		one := append(oneA, oneS...) // the flush answers the admissions first
 
-		// B: one flush script for all of them.
-		kb := keysOf("B")
+		// B: one flush script for all of them, on the tenant's hash and sorted set.
 		args := append([]any{nA}, admitHead(&q, ttlms*time.Millisecond)...)
 		args = append(args, nS, dexp, mexp)
 		for _, op := range ops[nS:] {
@@ -322,7 +448,7 @@ func TestRedisFlushScriptMatchesOneByOne(t *testing.T) {
 		if !slices.Equal(one, batch) {
 			t.Fatalf("step %d (%s): answers differ\none by one: %v\nflush:      %v", step, settle, one, batch)
 		}
-		sa, sb := dumpKeys(t, c, "A:"), dumpKeys(t, c, "B:")
+		sa, sb := oldLayout(t, c, "A:t:{t}:", sec*1000+usec/1000), newLayout(t, c, "B:t:{t}:", sec*1000+usec/1000)
 		for k, va := range sa {
 			if sb[k] != va {
 				t.Fatalf("step %d (%s): key %s: one by one %q, flush %q", step, settle, k, va, sb[k])

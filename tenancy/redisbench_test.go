@@ -50,7 +50,7 @@ func BenchmarkRedisFlush(b *testing.B) {
 	run := func(b *testing.B, k int, sc *redis.Script) {
 		now := time.Now()
 		bs := r.base(q.Tenant)
-		keys := r.budgetKeys(q.Tenant, now, bs+"slots", "rate:"+bs+"rps", "rate:"+bs+"tpm")
+		keys := r.tenantKeys(q.Tenant, now)
 		dexp, mexp := windowExpiry(now)
 		prev := []string{}
 		next := 0
