@@ -112,14 +112,15 @@ func attnChunkF32F16() { attnChunkF32Kernel(true) }
 func attnChunkF32Kernel(direct bool) {
 	evex = true
 	defer func() { evex = false }()
-	var kf, vf, kp, vp, sb Register
+	var kf, vf, kp, vp, kn, sb Register
 	if direct {
-		TEXT("attnChunkF32F16AVX512", NOSPLIT, "func(q *float32, kp, vp *[4]*uint16, stride, m int, acc, st, p *float32)")
+		TEXT("attnChunkF32F16AVX512", NOSPLIT, "func(q *float32, kp, vp, kn *[4]*uint16, stride, m int, acc, st, p *float32)")
 		Pragma("noescape")
 		Doc("attnChunkF32F16AVX512 is attnChunkF32AVX512 with binary16 keys and values read",
 			"from the cache: group g (g < 4) of 16 positions has its rows at kp[g] and vp[g],",
 			"stride elements apart (all 16 rows of each group readable, those from m on any",
-			"value), converted to float32 in registers.")
+			"value), converted to float32 in registers. kn holds the next chunk's key rows (or",
+			"any readable rows), only prefetched.")
 	} else {
 		TEXT("attnChunkF32AVX512", NOSPLIT, "func(q, kf, vf *float32, m int, acc, st, p *float32)")
 		Pragma("noescape")
@@ -132,6 +133,7 @@ func attnChunkF32Kernel(direct bool) {
 	if direct {
 		kp = Load(Param("kp"), GP64())
 		vp = Load(Param("vp"), GP64())
+		kn = Load(Param("kn"), GP64())
 		sb = Load(Param("stride"), GP64())
 		SHLQ(U8(1), sb) // bytes
 	} else {
@@ -157,10 +159,22 @@ func attnChunkF32Kernel(direct bool) {
 	var s [4]VecVirtual
 	for g := 0; g < 4; g++ {
 		var x [16]VecVirtual
-		var kr Register
+		var kr, pv, pk Register
 		if direct {
 			kr = GP64()
 			MOVQ(Mem{Base: kp, Disp: 8 * g}, kr)
+			// The rows are a stride apart (a KV head's 128 bytes of each
+			// position's row of all heads), too far apart for the hardware's
+			// prefetchers: while the group's keys are read, its values (needed
+			// after the softmax) and the next group's keys are prefetched, so
+			// that their misses overlap this group's work instead of stalling
+			// their own.
+			pv = GP64()
+			MOVQ(Mem{Base: vp, Disp: 8 * g}, pv)
+			if g < 3 {
+				pk = GP64()
+				MOVQ(Mem{Base: kp, Disp: 8 * (g + 1)}, pk)
+			}
 		}
 		for j := range x {
 			x[j] = ZMM()
@@ -177,8 +191,18 @@ func attnChunkF32Kernel(direct bool) {
 					VMULPS(t, q[b], t)
 					VADDPS(t, x[j], x[j])
 				}
+				PREFETCHT0(Mem{Base: pv})
+				PREFETCHT0(Mem{Base: pv, Disp: 64})
+				if g < 3 {
+					PREFETCHT0(Mem{Base: pk})
+					PREFETCHT0(Mem{Base: pk, Disp: 64})
+				}
 				if j < 15 {
 					ADDQ(sb, kr)
+					ADDQ(sb, pv)
+					if g < 3 {
+						ADDQ(sb, pk)
+					}
 				}
 				continue
 			}
@@ -293,10 +317,13 @@ func attnChunkF32Kernel(direct bool) {
 	}
 	if direct {
 		// Group by group: min(16, m) positions from vp[g], then the rest.
-		vr, n, sixteen := GP64(), GP64(), GP64()
+		// Meanwhile the next chunk's keys are prefetched, row for row: its
+		// first group would otherwise start cold.
+		vr, n, sixteen, nk := GP64(), GP64(), GP64(), GP64()
 		MOVQ(U32(16), sixteen)
 		for g := 0; g < 4; g++ {
 			MOVQ(Mem{Base: vp, Disp: 8 * g}, vr)
+			MOVQ(Mem{Base: kn, Disp: 8 * g}, nk)
 			MOVQ(m, n)
 			CMPQ(m, sixteen)
 			CMOVQGT(sixteen, n)
@@ -310,8 +337,11 @@ func attnChunkF32Kernel(direct bool) {
 				VMULPS(t, pj, t)
 				VADDPS(t, a[b], a[b])
 			}
+			PREFETCHT0(Mem{Base: nk})
+			PREFETCHT0(Mem{Base: nk, Disp: 64})
 			ADDQ(U8(4), pp)
 			ADDQ(sb, vr)
+			ADDQ(sb, nk)
 			DECQ(n)
 			JNZ(LabelRef(fmt.Sprintf("posf16_%d", g)))
 			if g < 3 {

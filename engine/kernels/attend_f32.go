@@ -57,10 +57,20 @@ func attendBlocksTileF32(out, q []float32, ld, hd, heads int, pos []int32, ks, v
 		for c0 := 0; c0 < nmax; c0 += attnF32Chunk {
 			mr := min(attnF32Chunk, nmax-c0)
 			if direct && tl.rows(ks, vs, off, stride, bt, hd, c0, mr) {
+				// The next chunk's key rows, for the kernel to prefetch; none: this
+				// chunk's again.
+				tl.kn = tl.kp
+				if c1 := c0 + attnF32Chunk; c1 < nmax {
+					kp, vp := tl.kp, tl.vp
+					if tl.rows(ks, vs, off, stride, bt, hd, c1, min(attnF32Chunk, nmax-c1)) {
+						tl.kn = tl.kp
+					}
+					tl.kp, tl.vp = kp, vp
+				}
 				for t := t0; t < t1; t++ {
 					n := int(pos[t/heads]) + 1
 					if m := min(attnF32Chunk, n-c0); m > 0 {
-						attnChunkF32F16(tl.q[(t-t0)*hd:][:hd], &tl.kp, &tl.vp, stride, m, tl.acc[(t-t0)*hd:][:hd], &tl.st[t-t0], &tl.p)
+						attnChunkF32F16(tl.q[(t-t0)*hd:][:hd], &tl.kp, &tl.vp, &tl.kn, stride, m, tl.acc[(t-t0)*hd:][:hd], &tl.st[t-t0], &tl.p)
 					}
 				}
 				continue
@@ -87,7 +97,7 @@ func attendBlocksTileF32(out, q []float32, ld, hd, heads int, pos []int32, ks, v
 			}
 		}
 	}
-	tl.kp, tl.vp = [4]*uint16{}, [4]*uint16{}
+	tl.kp, tl.vp, tl.kn = [4]*uint16{}, [4]*uint16{}, [4]*uint16{}
 	f32Tiles.Put(tl)
 }
 
@@ -116,6 +126,7 @@ type f32Tile struct {
 	st     [attnTileMax][2]float32
 	p      [attnF32Chunk]float32
 	kp, vp [4]*uint16
+	kn     [4]*uint16 // the next chunk's key rows, which the kernel only prefetches
 }
 
 // rows sets kp and vp to the first key and value rows of the chunk's 4 groups of

@@ -38,10 +38,10 @@ func attnF32Direct(hd, bt int) bool {
 
 // attnChunkF32F16 is attnChunkF32 with the chunk's keys and values read as binary16
 // from the cache (attnChunkF32F16AVX512), where attnF32Direct: the same bits.
-func attnChunkF32F16(q []float32, kp, vp *[4]*uint16, stride, m int, acc []float32, st *[2]float32, p *[attnF32Chunk]float32) {
+func attnChunkF32F16(q []float32, kp, vp, kn *[4]*uint16, stride, m int, acc []float32, st *[2]float32, p *[attnF32Chunk]float32) {
 	_ = q[63]
 	_ = acc[63]
-	attnChunkF32F16AVX512(&q[0], kp, vp, stride, m, &acc[0], &st[0], &p[0])
+	attnChunkF32F16AVX512(&q[0], kp, vp, kn, stride, m, &acc[0], &st[0], &p[0])
 }
 
 // FastAttnF32 reports whether AttendBlocksTileF32 runs on assembly for head size hd

@@ -12,7 +12,7 @@ func attnChunkF32(q, kf, vf []float32, hd, m int, acc []float32, st *[2]float32,
 
 func attnF32Direct(hd, bt int) bool { return false }
 
-func attnChunkF32F16(q []float32, kp, vp *[4]*uint16, stride, m int, acc []float32, st *[2]float32, p *[attnF32Chunk]float32) {
+func attnChunkF32F16(q []float32, kp, vp, kn *[4]*uint16, stride, m int, acc []float32, st *[2]float32, p *[attnF32Chunk]float32) {
 	panic("kernels: attnChunkF32F16 without AVX-512")
 }
 

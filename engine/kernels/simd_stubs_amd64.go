@@ -238,10 +238,11 @@ func attnChunkF32AVX512(q *float32, kf *float32, vf *float32, m int, acc *float3
 // attnChunkF32F16AVX512 is attnChunkF32AVX512 with binary16 keys and values read
 // from the cache: group g (g < 4) of 16 positions has its rows at kp[g] and vp[g],
 // stride elements apart (all 16 rows of each group readable, those from m on any
-// value), converted to float32 in registers.
+// value), converted to float32 in registers. kn holds the next chunk's key rows (or
+// any readable rows), only prefetched.
 //
 //go:noescape
-func attnChunkF32F16AVX512(q *float32, kp *[4]*uint16, vp *[4]*uint16, stride int, m int, acc *float32, st *float32, p *float32)
+func attnChunkF32F16AVX512(q *float32, kp *[4]*uint16, vp *[4]*uint16, kn *[4]*uint16, stride int, m int, acc *float32, st *float32, p *float32)
 
 // attnCvtF32AVX512 converts m rows of hd binary16 values (hd a multiple of 16) at k
 // and v, stride elements apart, to float32 rows of hd at kf and vf.
