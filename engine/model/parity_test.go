@@ -45,13 +45,7 @@ func TestParityWithLlamaCpp(t *testing.T) {
 	if raceEnabled {
 		t.Skip("pure numerics: make test runs it without the race detector")
 	}
-	script := filepath.Join(testenv.Shared(t), "peers", "llamacpp", "logits.mjs")
-	if _, err := os.Stat(script); err != nil {
-		testenv.Missing(t, "the llama.cpp peer", err)
-	}
-	if _, err := exec.LookPath("node"); err != nil {
-		testenv.Missing(t, "node (for the llama.cpp peer)", err)
-	}
+	script := peerLogitsScript(t)
 	dir := t.TempDir()
 	type job struct {
 		arch, typ string
@@ -154,6 +148,20 @@ func TestParityWithLlamaCpp(t *testing.T) {
 			}
 		})
 	}
+}
+
+// peerLogitsScript is the llama.cpp peer's logits.mjs, or the test skips (fails in
+// CI) when the peer or node is missing.
+func peerLogitsScript(t *testing.T) string {
+	t.Helper()
+	script := filepath.Join(testenv.Shared(t), "peers", "llamacpp", "logits.mjs")
+	if _, err := os.Stat(script); err != nil {
+		testenv.Missing(t, "the llama.cpp peer", err)
+	}
+	if _, err := exec.LookPath("node"); err != nil {
+		testenv.Missing(t, "node (for the llama.cpp peer)", err)
+	}
+	return script
 }
 
 // latticeTypes are the IQ types that have no quantizer of ours, with llama.cpp's

@@ -3,6 +3,7 @@ package tokenizer
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +18,26 @@ import (
 var vectorVocabs = []string{
 	"llama-spm", "llama-bpe", "qwen2", "phi-3", "gpt-2", "deepseek-coder",
 	"deepseek-llm", "falcon", "mpt", "refact", "starcoder",
+}
+
+// TestVectorVocabsAreEveryVocabulary: vectorVocabs, the list the vector, parity
+// and special-token tests walk, is every vocabulary in ../shared/testdata/tokenizer,
+// so that one added there is not silently left unchecked.
+func TestVectorVocabsAreEveryVocabulary(t *testing.T) {
+	dir := testenv.SharedFile(t, "testdata/tokenizer")
+	files, err := filepath.Glob(filepath.Join(dir, "ggml-vocab-*.gguf"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no vocabularies in %s: %v", dir, err)
+	}
+	var names []string
+	for _, f := range files {
+		names = append(names, strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "ggml-vocab-"), ".gguf"))
+	}
+	want := slices.Sorted(slices.Values(names))
+	got := slices.Sorted(slices.Values(vectorVocabs))
+	if !slices.Equal(got, want) {
+		t.Errorf("vectorVocabs %v, the directory holds %v", got, want)
+	}
 }
 
 // loaded caches the tokenizers the tests build from ../shared, so that each large
