@@ -134,6 +134,7 @@ func main() {
 			dotKOuter(typ, t)
 		}
 	}
+	dotKOuter("Q2K", 1)
 
 	Generate()
 }

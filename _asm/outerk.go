@@ -155,7 +155,8 @@ func f16Lanes(v VecVirtual) VecVirtual {
 	return f
 }
 
-// dotKOuter emits dot{IQ4XS,Q2K}AVX512x16t{T}.
+// dotKOuter emits dot{IQ4XS,Q2K}AVX512x16t{T}; T = 1 (Q2_K's decoding) also
+// prefetches the next 16 rows' blocks into L2, as the other one-token tiles do.
 func dotKOuter(typ string, T int) {
 	evex = true
 	defer func() { evex = false }()
@@ -170,7 +171,12 @@ func dotKOuter(typ string, T int) {
 		return r
 	}
 	xs := map[string]int{"IQ4XS": iq4XSSize, "Q2K": q2KSize}[typ]
-	rows := newRowSet(load("x"), load("rb"), 16)
+	// One token (decoding): the next 16 rows too, to prefetch them (prefetchNext).
+	nr := 16
+	if T == 1 {
+		nr = rowSetSize(16)
+	}
+	rows := newRowSet(load("x"), load("rb"), nr)
 	var ys GPVirtual
 	if T > 1 {
 		ys = load("ys")
@@ -198,6 +204,10 @@ func dotKOuter(typ string, T int) {
 	Label("loop")
 	TESTQ(nb, nb)
 	JZ(LabelRef("done"))
+	if T == 1 {
+		// The next call's block, lines 0 and 1 (a block is 84 or 136 bytes).
+		prefetchNext(rows, 16, 0, 1)
+	}
 	isum := make([]VecVirtual, T)
 	var xd VecVirtual
 	xmL := local.Offset(24 * 64) // Q2_K: f16(dmin) of the 16 rows

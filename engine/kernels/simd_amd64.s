@@ -28159,3 +28159,565 @@ loop:
 done:
 	VZEROUPPER
 	RET
+
+// func dotQ2KAVX512x16t1(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
+// Requires: AVX, AVX512BW, AVX512F, MMX+
+TEXT ·dotQ2KAVX512x16t1(SB), $1608-56
+	MOVQ    x+0(FP), AX
+	MOVQ    rb+8(FP), CX
+	LEAQ    (CX)(CX*2), DX
+	LEAQ    (AX)(CX*4), BX
+	LEAQ    (BX)(CX*4), SI
+	LEAQ    (SI)(CX*4), DI
+	LEAQ    (DI)(CX*4), R8
+	LEAQ    (R8)(CX*4), R9
+	LEAQ    (R9)(CX*4), R10
+	LEAQ    (R10)(CX*4), R11
+	MOVQ    y+16(FP), R12
+	MOVQ    nb+32(FP), R13
+	VPXORD  Z0, Z0, Z0
+	MOVQ    out+40(FP), R14
+	MOVQ    os+48(FP), R15
+	SHLQ    $0x02, R15
+	MOVQ    R15, (SP)
+	VMOVUPS Z0, (R14)
+	ADDQ    R15, R14
+
+loop:
+	TESTQ           R13, R13
+	JZ              done
+	PREFETCHT2      (R8)
+	PREFETCHT2      64(R8)
+	PREFETCHT2      (R8)(CX*1)
+	PREFETCHT2      64(R8)(CX*1)
+	PREFETCHT2      (R8)(CX*2)
+	PREFETCHT2      64(R8)(CX*2)
+	PREFETCHT2      (R8)(DX*1)
+	PREFETCHT2      64(R8)(DX*1)
+	PREFETCHT2      (R9)
+	PREFETCHT2      64(R9)
+	PREFETCHT2      (R9)(CX*1)
+	PREFETCHT2      64(R9)(CX*1)
+	PREFETCHT2      (R9)(CX*2)
+	PREFETCHT2      64(R9)(CX*2)
+	PREFETCHT2      (R9)(DX*1)
+	PREFETCHT2      64(R9)(DX*1)
+	PREFETCHT2      (R10)
+	PREFETCHT2      64(R10)
+	PREFETCHT2      (R10)(CX*1)
+	PREFETCHT2      64(R10)(CX*1)
+	PREFETCHT2      (R10)(CX*2)
+	PREFETCHT2      64(R10)(CX*2)
+	PREFETCHT2      (R10)(DX*1)
+	PREFETCHT2      64(R10)(DX*1)
+	PREFETCHT2      (R11)
+	PREFETCHT2      64(R11)
+	PREFETCHT2      (R11)(CX*1)
+	PREFETCHT2      64(R11)(CX*1)
+	PREFETCHT2      (R11)(CX*2)
+	PREFETCHT2      64(R11)(CX*2)
+	PREFETCHT2      (R11)(DX*1)
+	PREFETCHT2      64(R11)(DX*1)
+	VMOVDQU32       zeros64<>+0(SB), Z0
+	VMOVD           80(AX), X1
+	VPINSRD         $0x01, 80(AX)(CX*1), X1, X1
+	VPINSRD         $0x02, 80(AX)(CX*2), X1, X1
+	VPINSRD         $0x03, 80(AX)(DX*1), X1, X1
+	VINSERTI32X4    $0x00, X1, Z0, Z0
+	VMOVD           80(BX), X1
+	VPINSRD         $0x01, 80(BX)(CX*1), X1, X1
+	VPINSRD         $0x02, 80(BX)(CX*2), X1, X1
+	VPINSRD         $0x03, 80(BX)(DX*1), X1, X1
+	VINSERTI32X4    $0x01, X1, Z0, Z0
+	VMOVD           80(SI), X1
+	VPINSRD         $0x01, 80(SI)(CX*1), X1, X1
+	VPINSRD         $0x02, 80(SI)(CX*2), X1, X1
+	VPINSRD         $0x03, 80(SI)(DX*1), X1, X1
+	VINSERTI32X4    $0x02, X1, Z0, Z0
+	VMOVD           80(DI), X1
+	VPINSRD         $0x01, 80(DI)(CX*1), X1, X1
+	VPINSRD         $0x02, 80(DI)(CX*2), X1, X1
+	VPINSRD         $0x03, 80(DI)(DX*1), X1, X1
+	VINSERTI32X4    $0x03, X1, Z0, Z0
+	VPMOVDW         Z0, Y1
+	VCVTPH2PS       Y1, Z1
+	VPSRLD          $0x10, Z0, Z0
+	VPMOVDW         Z0, Y0
+	VCVTPH2PS       Y0, Z0
+	VMOVUPS         Z0, 1544(SP)
+	VBROADCASTI32X4 (AX), Z0
+	VINSERTI32X4    $0x01, (BX), Z0, Z0
+	VINSERTI32X4    $0x02, (SI), Z0, Z0
+	VINSERTI32X4    $0x03, (DI), Z0, Z0
+	VBROADCASTI32X4 (AX)(CX*1), Z2
+	VINSERTI32X4    $0x01, (BX)(CX*1), Z2, Z2
+	VINSERTI32X4    $0x02, (SI)(CX*1), Z2, Z2
+	VINSERTI32X4    $0x03, (DI)(CX*1), Z2, Z2
+	VBROADCASTI32X4 (AX)(CX*2), Z3
+	VINSERTI32X4    $0x01, (BX)(CX*2), Z3, Z3
+	VINSERTI32X4    $0x02, (SI)(CX*2), Z3, Z3
+	VINSERTI32X4    $0x03, (DI)(CX*2), Z3, Z3
+	VBROADCASTI32X4 (AX)(DX*1), Z4
+	VINSERTI32X4    $0x01, (BX)(DX*1), Z4, Z4
+	VINSERTI32X4    $0x02, (SI)(DX*1), Z4, Z4
+	VINSERTI32X4    $0x03, (DI)(DX*1), Z4, Z4
+	VPUNPCKLDQ      Z2, Z0, Z5
+	VPUNPCKHDQ      Z2, Z0, Z0
+	VPUNPCKLDQ      Z4, Z3, Z2
+	VPUNPCKHDQ      Z4, Z3, Z3
+	VPUNPCKLQDQ     Z2, Z5, Z4
+	VPUNPCKHQDQ     Z2, Z5, Z2
+	VPUNPCKLQDQ     Z3, Z0, Z5
+	VPUNPCKHQDQ     Z3, Z0, Z0
+	VPSHUFB         q2oScShuf<>+0(SB), Z4, Z3
+	VPANDD          words15<>+0(SB), Z3, Z3
+	VMOVDQU32       Z3, 8(SP)
+	VPSHUFB         q2oScShuf<>+64(SB), Z4, Z3
+	VPANDD          words15<>+0(SB), Z3, Z3
+	VMOVDQU32       Z3, 72(SP)
+	VPSHUFB         q2oScShuf<>+128(SB), Z4, Z3
+	VPANDD          words15<>+0(SB), Z3, Z3
+	VMOVDQU32       Z3, 136(SP)
+	VPSHUFB         q2oScShuf<>+192(SB), Z4, Z3
+	VPANDD          words15<>+0(SB), Z3, Z3
+	VMOVDQU32       Z3, 200(SP)
+	VPSHUFB         q2oScShuf<>+0(SB), Z2, Z3
+	VPANDD          words15<>+0(SB), Z3, Z3
+	VMOVDQU32       Z3, 264(SP)
+	VPSHUFB         q2oScShuf<>+64(SB), Z2, Z3
+	VPANDD          words15<>+0(SB), Z3, Z3
+	VMOVDQU32       Z3, 328(SP)
+	VPSHUFB         q2oScShuf<>+128(SB), Z2, Z3
+	VPANDD          words15<>+0(SB), Z3, Z3
+	VMOVDQU32       Z3, 392(SP)
+	VPSHUFB         q2oScShuf<>+192(SB), Z2, Z3
+	VPANDD          words15<>+0(SB), Z3, Z3
+	VMOVDQU32       Z3, 456(SP)
+	VPSHUFB         q2oScShuf<>+0(SB), Z5, Z3
+	VPANDD          words15<>+0(SB), Z3, Z3
+	VMOVDQU32       Z3, 520(SP)
+	VPSHUFB         q2oScShuf<>+64(SB), Z5, Z3
+	VPANDD          words15<>+0(SB), Z3, Z3
+	VMOVDQU32       Z3, 584(SP)
+	VPSHUFB         q2oScShuf<>+128(SB), Z5, Z3
+	VPANDD          words15<>+0(SB), Z3, Z3
+	VMOVDQU32       Z3, 648(SP)
+	VPSHUFB         q2oScShuf<>+192(SB), Z5, Z3
+	VPANDD          words15<>+0(SB), Z3, Z3
+	VMOVDQU32       Z3, 712(SP)
+	VPSHUFB         q2oScShuf<>+0(SB), Z0, Z3
+	VPANDD          words15<>+0(SB), Z3, Z3
+	VMOVDQU32       Z3, 776(SP)
+	VPSHUFB         q2oScShuf<>+64(SB), Z0, Z3
+	VPANDD          words15<>+0(SB), Z3, Z3
+	VMOVDQU32       Z3, 840(SP)
+	VPSHUFB         q2oScShuf<>+128(SB), Z0, Z3
+	VPANDD          words15<>+0(SB), Z3, Z3
+	VMOVDQU32       Z3, 904(SP)
+	VPSHUFB         q2oScShuf<>+192(SB), Z0, Z3
+	VPANDD          words15<>+0(SB), Z3, Z3
+	VMOVDQU32       Z3, 968(SP)
+	VPSHUFB         q2oMinShuf<>+0(SB), Z4, Z3
+	VPSRLW          $0x04, Z3, Z3
+	VMOVDQU32       Z3, 1032(SP)
+	VPSHUFB         q2oMinShuf<>+64(SB), Z4, Z3
+	VPSRLW          $0x04, Z3, Z3
+	VMOVDQU32       Z3, 1096(SP)
+	VPSHUFB         q2oMinShuf<>+0(SB), Z2, Z3
+	VPSRLW          $0x04, Z3, Z3
+	VMOVDQU32       Z3, 1160(SP)
+	VPSHUFB         q2oMinShuf<>+64(SB), Z2, Z2
+	VPSRLW          $0x04, Z2, Z2
+	VMOVDQU32       Z2, 1224(SP)
+	VPSHUFB         q2oMinShuf<>+0(SB), Z5, Z2
+	VPSRLW          $0x04, Z2, Z2
+	VMOVDQU32       Z2, 1288(SP)
+	VPSHUFB         q2oMinShuf<>+64(SB), Z5, Z2
+	VPSRLW          $0x04, Z2, Z2
+	VMOVDQU32       Z2, 1352(SP)
+	VPSHUFB         q2oMinShuf<>+0(SB), Z0, Z2
+	VPSRLW          $0x04, Z2, Z2
+	VMOVDQU32       Z2, 1416(SP)
+	VPSHUFB         q2oMinShuf<>+64(SB), Z0, Z0
+	VPSRLW          $0x04, Z0, Z0
+	VMOVDQU32       Z0, 1480(SP)
+	VMOVDQU32       zeros64<>+0(SB), Z0
+	VBROADCASTI32X4 16(AX), Z2
+	VINSERTI32X4    $0x01, 16(BX), Z2, Z2
+	VINSERTI32X4    $0x02, 16(SI), Z2, Z2
+	VINSERTI32X4    $0x03, 16(DI), Z2, Z2
+	VBROADCASTI32X4 16(AX)(CX*1), Z3
+	VINSERTI32X4    $0x01, 16(BX)(CX*1), Z3, Z3
+	VINSERTI32X4    $0x02, 16(SI)(CX*1), Z3, Z3
+	VINSERTI32X4    $0x03, 16(DI)(CX*1), Z3, Z3
+	VBROADCASTI32X4 16(AX)(CX*2), Z4
+	VINSERTI32X4    $0x01, 16(BX)(CX*2), Z4, Z4
+	VINSERTI32X4    $0x02, 16(SI)(CX*2), Z4, Z4
+	VINSERTI32X4    $0x03, 16(DI)(CX*2), Z4, Z4
+	VBROADCASTI32X4 16(AX)(DX*1), Z5
+	VINSERTI32X4    $0x01, 16(BX)(DX*1), Z5, Z5
+	VINSERTI32X4    $0x02, 16(SI)(DX*1), Z5, Z5
+	VINSERTI32X4    $0x03, 16(DI)(DX*1), Z5, Z5
+	VPUNPCKLDQ      Z3, Z2, Z6
+	VPUNPCKHDQ      Z3, Z2, Z2
+	VPUNPCKLDQ      Z5, Z4, Z3
+	VPUNPCKHDQ      Z5, Z4, Z4
+	VPUNPCKLQDQ     Z3, Z6, Z5
+	VPUNPCKHQDQ     Z3, Z6, Z3
+	VPUNPCKLQDQ     Z4, Z2, Z6
+	VPUNPCKHQDQ     Z4, Z2, Z2
+	VPANDD          threes64<>+0(SB), Z5, Z4
+	VPMULLW         8(SP), Z4, Z4
+	VPDPBUSD.BCST   4(R12), Z4, Z0
+	VPSRLW          $0x02, Z5, Z4
+	VPANDD          threes64<>+0(SB), Z4, Z4
+	VPMULLW         136(SP), Z4, Z4
+	VPDPBUSD.BCST   36(R12), Z4, Z0
+	VPSRLW          $0x04, Z5, Z4
+	VPANDD          threes64<>+0(SB), Z4, Z4
+	VPMULLW         264(SP), Z4, Z4
+	VPDPBUSD.BCST   68(R12), Z4, Z0
+	VPSRLW          $0x06, Z5, Z4
+	VPANDD          threes64<>+0(SB), Z4, Z4
+	VPMULLW         392(SP), Z4, Z4
+	VPDPBUSD.BCST   100(R12), Z4, Z0
+	VPANDD          threes64<>+0(SB), Z3, Z4
+	VPMULLW         8(SP), Z4, Z4
+	VPDPBUSD.BCST   8(R12), Z4, Z0
+	VPSRLW          $0x02, Z3, Z4
+	VPANDD          threes64<>+0(SB), Z4, Z4
+	VPMULLW         136(SP), Z4, Z4
+	VPDPBUSD.BCST   40(R12), Z4, Z0
+	VPSRLW          $0x04, Z3, Z4
+	VPANDD          threes64<>+0(SB), Z4, Z4
+	VPMULLW         264(SP), Z4, Z4
+	VPDPBUSD.BCST   72(R12), Z4, Z0
+	VPSRLW          $0x06, Z3, Z3
+	VPANDD          threes64<>+0(SB), Z3, Z3
+	VPMULLW         392(SP), Z3, Z3
+	VPDPBUSD.BCST   104(R12), Z3, Z0
+	VPANDD          threes64<>+0(SB), Z6, Z3
+	VPMULLW         8(SP), Z3, Z3
+	VPDPBUSD.BCST   12(R12), Z3, Z0
+	VPSRLW          $0x02, Z6, Z3
+	VPANDD          threes64<>+0(SB), Z3, Z3
+	VPMULLW         136(SP), Z3, Z3
+	VPDPBUSD.BCST   44(R12), Z3, Z0
+	VPSRLW          $0x04, Z6, Z3
+	VPANDD          threes64<>+0(SB), Z3, Z3
+	VPMULLW         264(SP), Z3, Z3
+	VPDPBUSD.BCST   76(R12), Z3, Z0
+	VPSRLW          $0x06, Z6, Z3
+	VPANDD          threes64<>+0(SB), Z3, Z3
+	VPMULLW         392(SP), Z3, Z3
+	VPDPBUSD.BCST   108(R12), Z3, Z0
+	VPANDD          threes64<>+0(SB), Z2, Z3
+	VPMULLW         8(SP), Z3, Z3
+	VPDPBUSD.BCST   16(R12), Z3, Z0
+	VPSRLW          $0x02, Z2, Z3
+	VPANDD          threes64<>+0(SB), Z3, Z3
+	VPMULLW         136(SP), Z3, Z3
+	VPDPBUSD.BCST   48(R12), Z3, Z0
+	VPSRLW          $0x04, Z2, Z3
+	VPANDD          threes64<>+0(SB), Z3, Z3
+	VPMULLW         264(SP), Z3, Z3
+	VPDPBUSD.BCST   80(R12), Z3, Z0
+	VPSRLW          $0x06, Z2, Z2
+	VPANDD          threes64<>+0(SB), Z2, Z2
+	VPMULLW         392(SP), Z2, Z2
+	VPDPBUSD.BCST   112(R12), Z2, Z0
+	VBROADCASTI32X4 32(AX), Z2
+	VINSERTI32X4    $0x01, 32(BX), Z2, Z2
+	VINSERTI32X4    $0x02, 32(SI), Z2, Z2
+	VINSERTI32X4    $0x03, 32(DI), Z2, Z2
+	VBROADCASTI32X4 32(AX)(CX*1), Z3
+	VINSERTI32X4    $0x01, 32(BX)(CX*1), Z3, Z3
+	VINSERTI32X4    $0x02, 32(SI)(CX*1), Z3, Z3
+	VINSERTI32X4    $0x03, 32(DI)(CX*1), Z3, Z3
+	VBROADCASTI32X4 32(AX)(CX*2), Z4
+	VINSERTI32X4    $0x01, 32(BX)(CX*2), Z4, Z4
+	VINSERTI32X4    $0x02, 32(SI)(CX*2), Z4, Z4
+	VINSERTI32X4    $0x03, 32(DI)(CX*2), Z4, Z4
+	VBROADCASTI32X4 32(AX)(DX*1), Z5
+	VINSERTI32X4    $0x01, 32(BX)(DX*1), Z5, Z5
+	VINSERTI32X4    $0x02, 32(SI)(DX*1), Z5, Z5
+	VINSERTI32X4    $0x03, 32(DI)(DX*1), Z5, Z5
+	VPUNPCKLDQ      Z3, Z2, Z6
+	VPUNPCKHDQ      Z3, Z2, Z2
+	VPUNPCKLDQ      Z5, Z4, Z3
+	VPUNPCKHDQ      Z5, Z4, Z4
+	VPUNPCKLQDQ     Z3, Z6, Z5
+	VPUNPCKHQDQ     Z3, Z6, Z3
+	VPUNPCKLQDQ     Z4, Z2, Z6
+	VPUNPCKHQDQ     Z4, Z2, Z2
+	VPANDD          threes64<>+0(SB), Z5, Z4
+	VPMULLW         72(SP), Z4, Z4
+	VPDPBUSD.BCST   20(R12), Z4, Z0
+	VPSRLW          $0x02, Z5, Z4
+	VPANDD          threes64<>+0(SB), Z4, Z4
+	VPMULLW         200(SP), Z4, Z4
+	VPDPBUSD.BCST   52(R12), Z4, Z0
+	VPSRLW          $0x04, Z5, Z4
+	VPANDD          threes64<>+0(SB), Z4, Z4
+	VPMULLW         328(SP), Z4, Z4
+	VPDPBUSD.BCST   84(R12), Z4, Z0
+	VPSRLW          $0x06, Z5, Z4
+	VPANDD          threes64<>+0(SB), Z4, Z4
+	VPMULLW         456(SP), Z4, Z4
+	VPDPBUSD.BCST   116(R12), Z4, Z0
+	VPANDD          threes64<>+0(SB), Z3, Z4
+	VPMULLW         72(SP), Z4, Z4
+	VPDPBUSD.BCST   24(R12), Z4, Z0
+	VPSRLW          $0x02, Z3, Z4
+	VPANDD          threes64<>+0(SB), Z4, Z4
+	VPMULLW         200(SP), Z4, Z4
+	VPDPBUSD.BCST   56(R12), Z4, Z0
+	VPSRLW          $0x04, Z3, Z4
+	VPANDD          threes64<>+0(SB), Z4, Z4
+	VPMULLW         328(SP), Z4, Z4
+	VPDPBUSD.BCST   88(R12), Z4, Z0
+	VPSRLW          $0x06, Z3, Z3
+	VPANDD          threes64<>+0(SB), Z3, Z3
+	VPMULLW         456(SP), Z3, Z3
+	VPDPBUSD.BCST   120(R12), Z3, Z0
+	VPANDD          threes64<>+0(SB), Z6, Z3
+	VPMULLW         72(SP), Z3, Z3
+	VPDPBUSD.BCST   28(R12), Z3, Z0
+	VPSRLW          $0x02, Z6, Z3
+	VPANDD          threes64<>+0(SB), Z3, Z3
+	VPMULLW         200(SP), Z3, Z3
+	VPDPBUSD.BCST   60(R12), Z3, Z0
+	VPSRLW          $0x04, Z6, Z3
+	VPANDD          threes64<>+0(SB), Z3, Z3
+	VPMULLW         328(SP), Z3, Z3
+	VPDPBUSD.BCST   92(R12), Z3, Z0
+	VPSRLW          $0x06, Z6, Z3
+	VPANDD          threes64<>+0(SB), Z3, Z3
+	VPMULLW         456(SP), Z3, Z3
+	VPDPBUSD.BCST   124(R12), Z3, Z0
+	VPANDD          threes64<>+0(SB), Z2, Z3
+	VPMULLW         72(SP), Z3, Z3
+	VPDPBUSD.BCST   32(R12), Z3, Z0
+	VPSRLW          $0x02, Z2, Z3
+	VPANDD          threes64<>+0(SB), Z3, Z3
+	VPMULLW         200(SP), Z3, Z3
+	VPDPBUSD.BCST   64(R12), Z3, Z0
+	VPSRLW          $0x04, Z2, Z3
+	VPANDD          threes64<>+0(SB), Z3, Z3
+	VPMULLW         328(SP), Z3, Z3
+	VPDPBUSD.BCST   96(R12), Z3, Z0
+	VPSRLW          $0x06, Z2, Z2
+	VPANDD          threes64<>+0(SB), Z2, Z2
+	VPMULLW         456(SP), Z2, Z2
+	VPDPBUSD.BCST   128(R12), Z2, Z0
+	VBROADCASTI32X4 48(AX), Z2
+	VINSERTI32X4    $0x01, 48(BX), Z2, Z2
+	VINSERTI32X4    $0x02, 48(SI), Z2, Z2
+	VINSERTI32X4    $0x03, 48(DI), Z2, Z2
+	VBROADCASTI32X4 48(AX)(CX*1), Z3
+	VINSERTI32X4    $0x01, 48(BX)(CX*1), Z3, Z3
+	VINSERTI32X4    $0x02, 48(SI)(CX*1), Z3, Z3
+	VINSERTI32X4    $0x03, 48(DI)(CX*1), Z3, Z3
+	VBROADCASTI32X4 48(AX)(CX*2), Z4
+	VINSERTI32X4    $0x01, 48(BX)(CX*2), Z4, Z4
+	VINSERTI32X4    $0x02, 48(SI)(CX*2), Z4, Z4
+	VINSERTI32X4    $0x03, 48(DI)(CX*2), Z4, Z4
+	VBROADCASTI32X4 48(AX)(DX*1), Z5
+	VINSERTI32X4    $0x01, 48(BX)(DX*1), Z5, Z5
+	VINSERTI32X4    $0x02, 48(SI)(DX*1), Z5, Z5
+	VINSERTI32X4    $0x03, 48(DI)(DX*1), Z5, Z5
+	VPUNPCKLDQ      Z3, Z2, Z6
+	VPUNPCKHDQ      Z3, Z2, Z2
+	VPUNPCKLDQ      Z5, Z4, Z3
+	VPUNPCKHDQ      Z5, Z4, Z4
+	VPUNPCKLQDQ     Z3, Z6, Z5
+	VPUNPCKHQDQ     Z3, Z6, Z3
+	VPUNPCKLQDQ     Z4, Z2, Z6
+	VPUNPCKHQDQ     Z4, Z2, Z2
+	VPANDD          threes64<>+0(SB), Z5, Z4
+	VPMULLW         520(SP), Z4, Z4
+	VPDPBUSD.BCST   132(R12), Z4, Z0
+	VPSRLW          $0x02, Z5, Z4
+	VPANDD          threes64<>+0(SB), Z4, Z4
+	VPMULLW         648(SP), Z4, Z4
+	VPDPBUSD.BCST   164(R12), Z4, Z0
+	VPSRLW          $0x04, Z5, Z4
+	VPANDD          threes64<>+0(SB), Z4, Z4
+	VPMULLW         776(SP), Z4, Z4
+	VPDPBUSD.BCST   196(R12), Z4, Z0
+	VPSRLW          $0x06, Z5, Z4
+	VPANDD          threes64<>+0(SB), Z4, Z4
+	VPMULLW         904(SP), Z4, Z4
+	VPDPBUSD.BCST   228(R12), Z4, Z0
+	VPANDD          threes64<>+0(SB), Z3, Z4
+	VPMULLW         520(SP), Z4, Z4
+	VPDPBUSD.BCST   136(R12), Z4, Z0
+	VPSRLW          $0x02, Z3, Z4
+	VPANDD          threes64<>+0(SB), Z4, Z4
+	VPMULLW         648(SP), Z4, Z4
+	VPDPBUSD.BCST   168(R12), Z4, Z0
+	VPSRLW          $0x04, Z3, Z4
+	VPANDD          threes64<>+0(SB), Z4, Z4
+	VPMULLW         776(SP), Z4, Z4
+	VPDPBUSD.BCST   200(R12), Z4, Z0
+	VPSRLW          $0x06, Z3, Z3
+	VPANDD          threes64<>+0(SB), Z3, Z3
+	VPMULLW         904(SP), Z3, Z3
+	VPDPBUSD.BCST   232(R12), Z3, Z0
+	VPANDD          threes64<>+0(SB), Z6, Z3
+	VPMULLW         520(SP), Z3, Z3
+	VPDPBUSD.BCST   140(R12), Z3, Z0
+	VPSRLW          $0x02, Z6, Z3
+	VPANDD          threes64<>+0(SB), Z3, Z3
+	VPMULLW         648(SP), Z3, Z3
+	VPDPBUSD.BCST   172(R12), Z3, Z0
+	VPSRLW          $0x04, Z6, Z3
+	VPANDD          threes64<>+0(SB), Z3, Z3
+	VPMULLW         776(SP), Z3, Z3
+	VPDPBUSD.BCST   204(R12), Z3, Z0
+	VPSRLW          $0x06, Z6, Z3
+	VPANDD          threes64<>+0(SB), Z3, Z3
+	VPMULLW         904(SP), Z3, Z3
+	VPDPBUSD.BCST   236(R12), Z3, Z0
+	VPANDD          threes64<>+0(SB), Z2, Z3
+	VPMULLW         520(SP), Z3, Z3
+	VPDPBUSD.BCST   144(R12), Z3, Z0
+	VPSRLW          $0x02, Z2, Z3
+	VPANDD          threes64<>+0(SB), Z3, Z3
+	VPMULLW         648(SP), Z3, Z3
+	VPDPBUSD.BCST   176(R12), Z3, Z0
+	VPSRLW          $0x04, Z2, Z3
+	VPANDD          threes64<>+0(SB), Z3, Z3
+	VPMULLW         776(SP), Z3, Z3
+	VPDPBUSD.BCST   208(R12), Z3, Z0
+	VPSRLW          $0x06, Z2, Z2
+	VPANDD          threes64<>+0(SB), Z2, Z2
+	VPMULLW         904(SP), Z2, Z2
+	VPDPBUSD.BCST   240(R12), Z2, Z0
+	VBROADCASTI32X4 64(AX), Z2
+	VINSERTI32X4    $0x01, 64(BX), Z2, Z2
+	VINSERTI32X4    $0x02, 64(SI), Z2, Z2
+	VINSERTI32X4    $0x03, 64(DI), Z2, Z2
+	VBROADCASTI32X4 64(AX)(CX*1), Z3
+	VINSERTI32X4    $0x01, 64(BX)(CX*1), Z3, Z3
+	VINSERTI32X4    $0x02, 64(SI)(CX*1), Z3, Z3
+	VINSERTI32X4    $0x03, 64(DI)(CX*1), Z3, Z3
+	VBROADCASTI32X4 64(AX)(CX*2), Z4
+	VINSERTI32X4    $0x01, 64(BX)(CX*2), Z4, Z4
+	VINSERTI32X4    $0x02, 64(SI)(CX*2), Z4, Z4
+	VINSERTI32X4    $0x03, 64(DI)(CX*2), Z4, Z4
+	VBROADCASTI32X4 64(AX)(DX*1), Z5
+	VINSERTI32X4    $0x01, 64(BX)(DX*1), Z5, Z5
+	VINSERTI32X4    $0x02, 64(SI)(DX*1), Z5, Z5
+	VINSERTI32X4    $0x03, 64(DI)(DX*1), Z5, Z5
+	VPUNPCKLDQ      Z3, Z2, Z6
+	VPUNPCKHDQ      Z3, Z2, Z2
+	VPUNPCKLDQ      Z5, Z4, Z3
+	VPUNPCKHDQ      Z5, Z4, Z4
+	VPUNPCKLQDQ     Z3, Z6, Z5
+	VPUNPCKHQDQ     Z3, Z6, Z3
+	VPUNPCKLQDQ     Z4, Z2, Z6
+	VPUNPCKHQDQ     Z4, Z2, Z2
+	VPANDD          threes64<>+0(SB), Z5, Z4
+	VPMULLW         584(SP), Z4, Z4
+	VPDPBUSD.BCST   148(R12), Z4, Z0
+	VPSRLW          $0x02, Z5, Z4
+	VPANDD          threes64<>+0(SB), Z4, Z4
+	VPMULLW         712(SP), Z4, Z4
+	VPDPBUSD.BCST   180(R12), Z4, Z0
+	VPSRLW          $0x04, Z5, Z4
+	VPANDD          threes64<>+0(SB), Z4, Z4
+	VPMULLW         840(SP), Z4, Z4
+	VPDPBUSD.BCST   212(R12), Z4, Z0
+	VPSRLW          $0x06, Z5, Z4
+	VPANDD          threes64<>+0(SB), Z4, Z4
+	VPMULLW         968(SP), Z4, Z4
+	VPDPBUSD.BCST   244(R12), Z4, Z0
+	VPANDD          threes64<>+0(SB), Z3, Z4
+	VPMULLW         584(SP), Z4, Z4
+	VPDPBUSD.BCST   152(R12), Z4, Z0
+	VPSRLW          $0x02, Z3, Z4
+	VPANDD          threes64<>+0(SB), Z4, Z4
+	VPMULLW         712(SP), Z4, Z4
+	VPDPBUSD.BCST   184(R12), Z4, Z0
+	VPSRLW          $0x04, Z3, Z4
+	VPANDD          threes64<>+0(SB), Z4, Z4
+	VPMULLW         840(SP), Z4, Z4
+	VPDPBUSD.BCST   216(R12), Z4, Z0
+	VPSRLW          $0x06, Z3, Z3
+	VPANDD          threes64<>+0(SB), Z3, Z3
+	VPMULLW         968(SP), Z3, Z3
+	VPDPBUSD.BCST   248(R12), Z3, Z0
+	VPANDD          threes64<>+0(SB), Z6, Z3
+	VPMULLW         584(SP), Z3, Z3
+	VPDPBUSD.BCST   156(R12), Z3, Z0
+	VPSRLW          $0x02, Z6, Z3
+	VPANDD          threes64<>+0(SB), Z3, Z3
+	VPMULLW         712(SP), Z3, Z3
+	VPDPBUSD.BCST   188(R12), Z3, Z0
+	VPSRLW          $0x04, Z6, Z3
+	VPANDD          threes64<>+0(SB), Z3, Z3
+	VPMULLW         840(SP), Z3, Z3
+	VPDPBUSD.BCST   220(R12), Z3, Z0
+	VPSRLW          $0x06, Z6, Z3
+	VPANDD          threes64<>+0(SB), Z3, Z3
+	VPMULLW         968(SP), Z3, Z3
+	VPDPBUSD.BCST   252(R12), Z3, Z0
+	VPANDD          threes64<>+0(SB), Z2, Z3
+	VPMULLW         584(SP), Z3, Z3
+	VPDPBUSD.BCST   160(R12), Z3, Z0
+	VPSRLW          $0x02, Z2, Z3
+	VPANDD          threes64<>+0(SB), Z3, Z3
+	VPMULLW         712(SP), Z3, Z3
+	VPDPBUSD.BCST   192(R12), Z3, Z0
+	VPSRLW          $0x04, Z2, Z3
+	VPANDD          threes64<>+0(SB), Z3, Z3
+	VPMULLW         840(SP), Z3, Z3
+	VPDPBUSD.BCST   224(R12), Z3, Z0
+	VPSRLW          $0x06, Z2, Z2
+	VPANDD          threes64<>+0(SB), Z2, Z2
+	VPMULLW         968(SP), Z2, Z2
+	VPDPBUSD.BCST   256(R12), Z2, Z0
+	MOVQ            out+40(FP), R14
+	VCVTDQ2PS       Z0, Z0
+	VMULPS.BCST     (R12), Z1, Z1
+	VMULPS          Z0, Z1, Z1
+	VMOVDQU32       zeros64<>+0(SB), Z0
+	VMOVDQU32       1032(SP), Z2
+	VPDPWSSD.BCST   260(R12), Z2, Z0
+	VMOVDQU32       1096(SP), Z2
+	VPDPWSSD.BCST   264(R12), Z2, Z0
+	VMOVDQU32       1160(SP), Z2
+	VPDPWSSD.BCST   268(R12), Z2, Z0
+	VMOVDQU32       1224(SP), Z2
+	VPDPWSSD.BCST   272(R12), Z2, Z0
+	VMOVDQU32       1288(SP), Z2
+	VPDPWSSD.BCST   276(R12), Z2, Z0
+	VMOVDQU32       1352(SP), Z2
+	VPDPWSSD.BCST   280(R12), Z2, Z0
+	VMOVDQU32       1416(SP), Z2
+	VPDPWSSD.BCST   284(R12), Z2, Z0
+	VMOVDQU32       1480(SP), Z2
+	VPDPWSSD.BCST   288(R12), Z2, Z0
+	VCVTDQ2PS       Z0, Z0
+	VMOVUPS         1544(SP), Z2
+	VMULPS.BCST     (R12), Z2, Z2
+	VMULPS          Z0, Z2, Z2
+	VSUBPS          Z2, Z1, Z1
+	VADDPS          (R14), Z1, Z1
+	VMOVUPS         Z1, (R14)
+	ADDQ            $0x00000054, AX
+	ADDQ            $0x00000054, BX
+	ADDQ            $0x00000054, SI
+	ADDQ            $0x00000054, DI
+	ADDQ            $0x00000054, R8
+	ADDQ            $0x00000054, R9
+	ADDQ            $0x00000054, R10
+	ADDQ            $0x00000054, R11
+	ADDQ            $0x00000124, R12
+	DECQ            R13
+	JMP             loop
+
+done:
+	VZEROUPPER
+	RET

@@ -466,3 +466,8 @@ func dotQ2KAVX512x16t8(x *byte, rb int, y *byte, ys int, nb int, out *float32, o
 //
 //go:noescape
 func dotQ2KAVX512x16t16(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
+
+// dotQ2KAVX512x16t1 sets out[t·os + r] to the dot product of the nb Q2K blocks at x + r·rb with the q8KBlocks at y + t·ys, for r < 16, t < 1: the reference's bits.
+//
+//go:noescape
+func dotQ2KAVX512x16t1(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)

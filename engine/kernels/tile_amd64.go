@@ -11,7 +11,8 @@ import (
 // The tile kernels (AVX-512). K-quants (Q4_K, Q5_K, Q6_K): 8 weight rows against one token
 // (decoding), one row against 16, 8 or 4 tokens (a prompt). Q8_0, Q4_0 and Q4_1: 16
 // rows against 1, 4, 8 or 16 tokens, as outer products (Q5_0: 16 rows against one
-// token; IQ4_XS and Q2_K: 16 rows against 4, 8 or 16 tokens). Every output has the bits
+// token; IQ4_XS: 16 rows against 4, 8 or 16 tokens; Q2_K: against 16, 8, 4 or
+// 1). Every output has the bits
 // of the single-row kernel (and, but for Q4_K/Q6_K's own order, of the
 // reference).
 
@@ -90,6 +91,18 @@ func (m *matMul) fastRows(lo, hi int) int {
 			_ = m.w.Data[(r+16)*m.rb-1]
 			_ = m.dst[r+15]
 			ks[3](&m.w.Data[r*m.rb], m.rb, y, 0, nb, &m.dst[r], 0)
+		}
+		return r
+	}
+	if m.w.Type == Q2_K {
+		// 16 rows at a time through the outer-product kernel's one-token form.
+		nb := m.a.cols / qkK
+		y := (*byte)(unsafe.Pointer(&m.a.q8k[0]))
+		_ = m.a.q8k[nb-1]
+		for ; r+16 <= hi; r += 16 {
+			_ = m.w.Data[(r+16)*m.rb-1]
+			_ = m.dst[r+15]
+			dotQ2KAVX512x16t1(&m.w.Data[r*m.rb], m.rb, y, 0, nb, &m.dst[r], 0)
 		}
 		return r
 	}

@@ -178,9 +178,9 @@ func TestOuterKernels(t *testing.T) {
 }
 
 // TestKOuterKernels: the IQ4_XS and Q2_K outer-product tiles (16 rows by 16, 8
-// and 4 tokens) give the reference's bits for every row and token, for rows and
-// tokens at odd strides, extreme weights and activations, and write only their
-// outputs.
+// and 4 tokens; Q2_K's decoding one by 1 token too) give the reference's bits for
+// every row and token, for rows and tokens at odd strides, extreme weights and
+// activations, and write only their outputs.
 func TestKOuterKernels(t *testing.T) {
 	if !useAVX512 {
 		t.Skip("no AVX-512")
@@ -188,8 +188,12 @@ func TestKOuterKernels(t *testing.T) {
 	r := rand.New(rand.NewPCG(51, 52))
 	const guard = -12345.5
 	for _, typ := range []Type{IQ4_XS, Q2_K} {
-		ks := kOuterKernels(typ)
-		for i, T := range []int{16, 8, 4} {
+		ks := kOuterKernels(typ)[:]
+		Ts := []int{16, 8, 4}
+		if typ == Q2_K {
+			ks, Ts = append(ks, dotQ2KAVX512x16t1), append(Ts, 1)
+		}
+		for i, T := range Ts {
 			for _, nb := range []int{1, 2, 3, 8} {
 				for _, wm := range []string{"quantized", "random", "0xff", "0x80", "0x00"} {
 					for _, am := range []string{"quantized", "random", "max", "min"} {
