@@ -408,3 +408,35 @@ func BenchmarkQ4KTile16v(b *testing.B) {
 		dotQ4KAVX512r1t16v(&w[0], (*byte)(unsafe.Pointer(&perm[0])), nb*qkK, &ydT[0], 64, &bsT[0], 64, nb, &out[0], 1)
 	}
 }
+
+// BenchmarkQ2KDecode: Q2_K's one-token products in cache (16 rows × 4096
+// columns): the 16-row AVX-512 tile against the AVX2 row kernel 16 times.
+func BenchmarkQ2KDecode(b *testing.B) {
+	if !useAVX512 {
+		b.Skip("no AVX-512")
+	}
+	r := rand.New(rand.NewPCG(53, 54))
+	const cols = 4096
+	nb := cols / qkK
+	rb := Q2_K.RowBytes(cols)
+	w := make([]byte, 16*rb)
+	for i := 0; i < 16; i++ {
+		QuantizeRow(w[i*rb:(i+1)*rb], Q2_K, randRow(r, cols, 0.1))
+	}
+	y := q8KActs(r, nb, "quantized", false)
+	out := make([]float32, 16)
+	b.Run("x16t1", func(b *testing.B) {
+		b.SetBytes(int64(16 * rb))
+		for b.Loop() {
+			dotQ2KAVX512x16t1(&w[0], rb, (*byte)(unsafe.Pointer(&y[0])), 0, nb, &out[0], 0)
+		}
+	})
+	b.Run("avx2 row", func(b *testing.B) {
+		b.SetBytes(int64(16 * rb))
+		for b.Loop() {
+			for i := 0; i < 16; i++ {
+				out[i] = dotQ2KRow(w[i*rb:(i+1)*rb], y)
+			}
+		}
+	})
+}
