@@ -269,7 +269,11 @@ func dotKOuter(typ string, T int) {
 		for j := 0; j < 16; j++ {
 			v := ZMM()
 			VPSHUFB(q2oScShuf.Offset(64*(j%4)), s[j/4], v)
-			VPANDD(words15, v, v)
+			if T == 1 {
+				VPANDD(dword15, v, v) // the scale as a dword, for VPMULLD below
+			} else {
+				VPANDD(words15, v, v)
+			}
 			VMOVDQU32(v, local.Offset(64*j))
 		}
 		for p := 0; p < 8; p++ {
@@ -282,7 +286,40 @@ func dotKOuter(typ string, T int) {
 			isum[t] = ZMM()
 			VMOVDQU32(zeros64, isum[t])
 		}
-		for c := 0; c < 4; c++ {
+		if T == 1 {
+			// One token: each sub-block's Σq·y in its own accumulator, then
+			// multiplied by its scale (VPMULLD), fewer multiplies than scaling
+			// the quants; the same integer isum.
+			three := ZMM()
+			VMOVDQU64(threes64, three)
+			for c := 0; c < 4; c++ {
+				d4 := transpose16(rows, 16+16*c)
+				n, half := c/2, c%2 // chunk c: sub-blocks 8n+2k+half
+				var acc [4]VecVirtual
+				for k := range acc {
+					acc[k] = ZMM()
+					VMOVDQU32(zeros64, acc[k])
+				}
+				for i := 0; i < 4; i++ {
+					l0 := 4 * ((4*c + i) % 8)
+					for k := 0; k < 4; k++ {
+						w := ZMM()
+						if k == 0 {
+							VPANDD(three, d4[i], w)
+						} else {
+							VPSRLW(U8(2*k), d4[i], w)
+							VPANDD(three, w, w)
+						}
+						rawBcst("VPDPBUSD", toks.at(0).Offset(q8KQS+128*n+32*k+l0), w, acc[k])
+					}
+				}
+				for k := range acc {
+					VPMULLD(local.Offset(64*(8*n+2*k+half)), acc[k], acc[k])
+					VPADDD(acc[k], isum[0], isum[0])
+				}
+			}
+		}
+		for c := 0; c < 4 && T > 1; c++ {
 			d4 := transpose16(rows, 16+16*c)
 			for i := 0; i < 4; i++ {
 				g := 4*c + i // qs bytes 4g..4g+3: elements 128n+32k+l, l = 4(g%8)..

@@ -28270,52 +28270,52 @@ loop:
 	VPUNPCKLQDQ     Z3, Z0, Z5
 	VPUNPCKHQDQ     Z3, Z0, Z0
 	VPSHUFB         q2oScShuf<>+0(SB), Z4, Z3
-	VPANDD          words15<>+0(SB), Z3, Z3
+	VPANDD          dword15<>+0(SB), Z3, Z3
 	VMOVDQU32       Z3, 8(SP)
 	VPSHUFB         q2oScShuf<>+64(SB), Z4, Z3
-	VPANDD          words15<>+0(SB), Z3, Z3
+	VPANDD          dword15<>+0(SB), Z3, Z3
 	VMOVDQU32       Z3, 72(SP)
 	VPSHUFB         q2oScShuf<>+128(SB), Z4, Z3
-	VPANDD          words15<>+0(SB), Z3, Z3
+	VPANDD          dword15<>+0(SB), Z3, Z3
 	VMOVDQU32       Z3, 136(SP)
 	VPSHUFB         q2oScShuf<>+192(SB), Z4, Z3
-	VPANDD          words15<>+0(SB), Z3, Z3
+	VPANDD          dword15<>+0(SB), Z3, Z3
 	VMOVDQU32       Z3, 200(SP)
 	VPSHUFB         q2oScShuf<>+0(SB), Z2, Z3
-	VPANDD          words15<>+0(SB), Z3, Z3
+	VPANDD          dword15<>+0(SB), Z3, Z3
 	VMOVDQU32       Z3, 264(SP)
 	VPSHUFB         q2oScShuf<>+64(SB), Z2, Z3
-	VPANDD          words15<>+0(SB), Z3, Z3
+	VPANDD          dword15<>+0(SB), Z3, Z3
 	VMOVDQU32       Z3, 328(SP)
 	VPSHUFB         q2oScShuf<>+128(SB), Z2, Z3
-	VPANDD          words15<>+0(SB), Z3, Z3
+	VPANDD          dword15<>+0(SB), Z3, Z3
 	VMOVDQU32       Z3, 392(SP)
 	VPSHUFB         q2oScShuf<>+192(SB), Z2, Z3
-	VPANDD          words15<>+0(SB), Z3, Z3
+	VPANDD          dword15<>+0(SB), Z3, Z3
 	VMOVDQU32       Z3, 456(SP)
 	VPSHUFB         q2oScShuf<>+0(SB), Z5, Z3
-	VPANDD          words15<>+0(SB), Z3, Z3
+	VPANDD          dword15<>+0(SB), Z3, Z3
 	VMOVDQU32       Z3, 520(SP)
 	VPSHUFB         q2oScShuf<>+64(SB), Z5, Z3
-	VPANDD          words15<>+0(SB), Z3, Z3
+	VPANDD          dword15<>+0(SB), Z3, Z3
 	VMOVDQU32       Z3, 584(SP)
 	VPSHUFB         q2oScShuf<>+128(SB), Z5, Z3
-	VPANDD          words15<>+0(SB), Z3, Z3
+	VPANDD          dword15<>+0(SB), Z3, Z3
 	VMOVDQU32       Z3, 648(SP)
 	VPSHUFB         q2oScShuf<>+192(SB), Z5, Z3
-	VPANDD          words15<>+0(SB), Z3, Z3
+	VPANDD          dword15<>+0(SB), Z3, Z3
 	VMOVDQU32       Z3, 712(SP)
 	VPSHUFB         q2oScShuf<>+0(SB), Z0, Z3
-	VPANDD          words15<>+0(SB), Z3, Z3
+	VPANDD          dword15<>+0(SB), Z3, Z3
 	VMOVDQU32       Z3, 776(SP)
 	VPSHUFB         q2oScShuf<>+64(SB), Z0, Z3
-	VPANDD          words15<>+0(SB), Z3, Z3
+	VPANDD          dword15<>+0(SB), Z3, Z3
 	VMOVDQU32       Z3, 840(SP)
 	VPSHUFB         q2oScShuf<>+128(SB), Z0, Z3
-	VPANDD          words15<>+0(SB), Z3, Z3
+	VPANDD          dword15<>+0(SB), Z3, Z3
 	VMOVDQU32       Z3, 904(SP)
 	VPSHUFB         q2oScShuf<>+192(SB), Z0, Z3
-	VPANDD          words15<>+0(SB), Z3, Z3
+	VPANDD          dword15<>+0(SB), Z3, Z3
 	VMOVDQU32       Z3, 968(SP)
 	VPSHUFB         q2oMinShuf<>+0(SB), Z4, Z3
 	VPSRLW          $0x04, Z3, Z3
@@ -28342,342 +28342,327 @@ loop:
 	VPSRLW          $0x04, Z0, Z0
 	VMOVDQU32       Z0, 1480(SP)
 	VMOVDQU32       zeros64<>+0(SB), Z0
-	VBROADCASTI32X4 16(AX), Z2
-	VINSERTI32X4    $0x01, 16(BX), Z2, Z2
-	VINSERTI32X4    $0x02, 16(SI), Z2, Z2
-	VINSERTI32X4    $0x03, 16(DI), Z2, Z2
-	VBROADCASTI32X4 16(AX)(CX*1), Z3
-	VINSERTI32X4    $0x01, 16(BX)(CX*1), Z3, Z3
-	VINSERTI32X4    $0x02, 16(SI)(CX*1), Z3, Z3
-	VINSERTI32X4    $0x03, 16(DI)(CX*1), Z3, Z3
-	VBROADCASTI32X4 16(AX)(CX*2), Z4
-	VINSERTI32X4    $0x01, 16(BX)(CX*2), Z4, Z4
-	VINSERTI32X4    $0x02, 16(SI)(CX*2), Z4, Z4
-	VINSERTI32X4    $0x03, 16(DI)(CX*2), Z4, Z4
-	VBROADCASTI32X4 16(AX)(DX*1), Z5
-	VINSERTI32X4    $0x01, 16(BX)(DX*1), Z5, Z5
-	VINSERTI32X4    $0x02, 16(SI)(DX*1), Z5, Z5
-	VINSERTI32X4    $0x03, 16(DI)(DX*1), Z5, Z5
-	VPUNPCKLDQ      Z3, Z2, Z6
-	VPUNPCKHDQ      Z3, Z2, Z2
-	VPUNPCKLDQ      Z5, Z4, Z3
-	VPUNPCKHDQ      Z5, Z4, Z4
-	VPUNPCKLQDQ     Z3, Z6, Z5
-	VPUNPCKHQDQ     Z3, Z6, Z3
-	VPUNPCKLQDQ     Z4, Z2, Z6
-	VPUNPCKHQDQ     Z4, Z2, Z2
-	VPANDD          threes64<>+0(SB), Z5, Z4
-	VPMULLW         8(SP), Z4, Z4
-	VPDPBUSD.BCST   4(R12), Z4, Z0
-	VPSRLW          $0x02, Z5, Z4
-	VPANDD          threes64<>+0(SB), Z4, Z4
-	VPMULLW         136(SP), Z4, Z4
-	VPDPBUSD.BCST   36(R12), Z4, Z0
-	VPSRLW          $0x04, Z5, Z4
-	VPANDD          threes64<>+0(SB), Z4, Z4
-	VPMULLW         264(SP), Z4, Z4
-	VPDPBUSD.BCST   68(R12), Z4, Z0
-	VPSRLW          $0x06, Z5, Z4
-	VPANDD          threes64<>+0(SB), Z4, Z4
-	VPMULLW         392(SP), Z4, Z4
-	VPDPBUSD.BCST   100(R12), Z4, Z0
-	VPANDD          threes64<>+0(SB), Z3, Z4
-	VPMULLW         8(SP), Z4, Z4
-	VPDPBUSD.BCST   8(R12), Z4, Z0
+	VMOVDQU64       threes64<>+0(SB), Z2
+	VBROADCASTI32X4 16(AX), Z3
+	VINSERTI32X4    $0x01, 16(BX), Z3, Z3
+	VINSERTI32X4    $0x02, 16(SI), Z3, Z3
+	VINSERTI32X4    $0x03, 16(DI), Z3, Z3
+	VBROADCASTI32X4 16(AX)(CX*1), Z4
+	VINSERTI32X4    $0x01, 16(BX)(CX*1), Z4, Z4
+	VINSERTI32X4    $0x02, 16(SI)(CX*1), Z4, Z4
+	VINSERTI32X4    $0x03, 16(DI)(CX*1), Z4, Z4
+	VBROADCASTI32X4 16(AX)(CX*2), Z5
+	VINSERTI32X4    $0x01, 16(BX)(CX*2), Z5, Z5
+	VINSERTI32X4    $0x02, 16(SI)(CX*2), Z5, Z5
+	VINSERTI32X4    $0x03, 16(DI)(CX*2), Z5, Z5
+	VBROADCASTI32X4 16(AX)(DX*1), Z6
+	VINSERTI32X4    $0x01, 16(BX)(DX*1), Z6, Z6
+	VINSERTI32X4    $0x02, 16(SI)(DX*1), Z6, Z6
+	VINSERTI32X4    $0x03, 16(DI)(DX*1), Z6, Z6
+	VPUNPCKLDQ      Z4, Z3, Z7
+	VPUNPCKHDQ      Z4, Z3, Z3
+	VPUNPCKLDQ      Z6, Z5, Z4
+	VPUNPCKHDQ      Z6, Z5, Z5
+	VPUNPCKLQDQ     Z4, Z7, Z6
+	VPUNPCKHQDQ     Z4, Z7, Z4
+	VPUNPCKLQDQ     Z5, Z3, Z7
+	VPUNPCKHQDQ     Z5, Z3, Z3
+	VMOVDQU32       zeros64<>+0(SB), Z5
+	VMOVDQU32       zeros64<>+0(SB), Z8
+	VMOVDQU32       zeros64<>+0(SB), Z9
+	VMOVDQU32       zeros64<>+0(SB), Z10
+	VPANDD          Z2, Z6, Z11
+	VPDPBUSD.BCST   4(R12), Z11, Z5
+	VPSRLW          $0x02, Z6, Z11
+	VPANDD          Z2, Z11, Z11
+	VPDPBUSD.BCST   36(R12), Z11, Z8
+	VPSRLW          $0x04, Z6, Z11
+	VPANDD          Z2, Z11, Z11
+	VPDPBUSD.BCST   68(R12), Z11, Z9
+	VPSRLW          $0x06, Z6, Z6
+	VPANDD          Z2, Z6, Z6
+	VPDPBUSD.BCST   100(R12), Z6, Z10
+	VPANDD          Z2, Z4, Z6
+	VPDPBUSD.BCST   8(R12), Z6, Z5
+	VPSRLW          $0x02, Z4, Z6
+	VPANDD          Z2, Z6, Z6
+	VPDPBUSD.BCST   40(R12), Z6, Z8
+	VPSRLW          $0x04, Z4, Z6
+	VPANDD          Z2, Z6, Z6
+	VPDPBUSD.BCST   72(R12), Z6, Z9
+	VPSRLW          $0x06, Z4, Z4
+	VPANDD          Z2, Z4, Z4
+	VPDPBUSD.BCST   104(R12), Z4, Z10
+	VPANDD          Z2, Z7, Z4
+	VPDPBUSD.BCST   12(R12), Z4, Z5
+	VPSRLW          $0x02, Z7, Z4
+	VPANDD          Z2, Z4, Z4
+	VPDPBUSD.BCST   44(R12), Z4, Z8
+	VPSRLW          $0x04, Z7, Z4
+	VPANDD          Z2, Z4, Z4
+	VPDPBUSD.BCST   76(R12), Z4, Z9
+	VPSRLW          $0x06, Z7, Z4
+	VPANDD          Z2, Z4, Z4
+	VPDPBUSD.BCST   108(R12), Z4, Z10
+	VPANDD          Z2, Z3, Z4
+	VPDPBUSD.BCST   16(R12), Z4, Z5
 	VPSRLW          $0x02, Z3, Z4
-	VPANDD          threes64<>+0(SB), Z4, Z4
-	VPMULLW         136(SP), Z4, Z4
-	VPDPBUSD.BCST   40(R12), Z4, Z0
+	VPANDD          Z2, Z4, Z4
+	VPDPBUSD.BCST   48(R12), Z4, Z8
 	VPSRLW          $0x04, Z3, Z4
-	VPANDD          threes64<>+0(SB), Z4, Z4
-	VPMULLW         264(SP), Z4, Z4
-	VPDPBUSD.BCST   72(R12), Z4, Z0
+	VPANDD          Z2, Z4, Z4
+	VPDPBUSD.BCST   80(R12), Z4, Z9
 	VPSRLW          $0x06, Z3, Z3
-	VPANDD          threes64<>+0(SB), Z3, Z3
-	VPMULLW         392(SP), Z3, Z3
-	VPDPBUSD.BCST   104(R12), Z3, Z0
-	VPANDD          threes64<>+0(SB), Z6, Z3
-	VPMULLW         8(SP), Z3, Z3
-	VPDPBUSD.BCST   12(R12), Z3, Z0
-	VPSRLW          $0x02, Z6, Z3
-	VPANDD          threes64<>+0(SB), Z3, Z3
-	VPMULLW         136(SP), Z3, Z3
-	VPDPBUSD.BCST   44(R12), Z3, Z0
-	VPSRLW          $0x04, Z6, Z3
-	VPANDD          threes64<>+0(SB), Z3, Z3
-	VPMULLW         264(SP), Z3, Z3
-	VPDPBUSD.BCST   76(R12), Z3, Z0
-	VPSRLW          $0x06, Z6, Z3
-	VPANDD          threes64<>+0(SB), Z3, Z3
-	VPMULLW         392(SP), Z3, Z3
-	VPDPBUSD.BCST   108(R12), Z3, Z0
-	VPANDD          threes64<>+0(SB), Z2, Z3
-	VPMULLW         8(SP), Z3, Z3
-	VPDPBUSD.BCST   16(R12), Z3, Z0
-	VPSRLW          $0x02, Z2, Z3
-	VPANDD          threes64<>+0(SB), Z3, Z3
-	VPMULLW         136(SP), Z3, Z3
-	VPDPBUSD.BCST   48(R12), Z3, Z0
-	VPSRLW          $0x04, Z2, Z3
-	VPANDD          threes64<>+0(SB), Z3, Z3
-	VPMULLW         264(SP), Z3, Z3
-	VPDPBUSD.BCST   80(R12), Z3, Z0
-	VPSRLW          $0x06, Z2, Z2
-	VPANDD          threes64<>+0(SB), Z2, Z2
-	VPMULLW         392(SP), Z2, Z2
-	VPDPBUSD.BCST   112(R12), Z2, Z0
-	VBROADCASTI32X4 32(AX), Z2
-	VINSERTI32X4    $0x01, 32(BX), Z2, Z2
-	VINSERTI32X4    $0x02, 32(SI), Z2, Z2
-	VINSERTI32X4    $0x03, 32(DI), Z2, Z2
-	VBROADCASTI32X4 32(AX)(CX*1), Z3
-	VINSERTI32X4    $0x01, 32(BX)(CX*1), Z3, Z3
-	VINSERTI32X4    $0x02, 32(SI)(CX*1), Z3, Z3
-	VINSERTI32X4    $0x03, 32(DI)(CX*1), Z3, Z3
-	VBROADCASTI32X4 32(AX)(CX*2), Z4
-	VINSERTI32X4    $0x01, 32(BX)(CX*2), Z4, Z4
-	VINSERTI32X4    $0x02, 32(SI)(CX*2), Z4, Z4
-	VINSERTI32X4    $0x03, 32(DI)(CX*2), Z4, Z4
-	VBROADCASTI32X4 32(AX)(DX*1), Z5
-	VINSERTI32X4    $0x01, 32(BX)(DX*1), Z5, Z5
-	VINSERTI32X4    $0x02, 32(SI)(DX*1), Z5, Z5
-	VINSERTI32X4    $0x03, 32(DI)(DX*1), Z5, Z5
-	VPUNPCKLDQ      Z3, Z2, Z6
-	VPUNPCKHDQ      Z3, Z2, Z2
-	VPUNPCKLDQ      Z5, Z4, Z3
-	VPUNPCKHDQ      Z5, Z4, Z4
-	VPUNPCKLQDQ     Z3, Z6, Z5
-	VPUNPCKHQDQ     Z3, Z6, Z3
-	VPUNPCKLQDQ     Z4, Z2, Z6
-	VPUNPCKHQDQ     Z4, Z2, Z2
-	VPANDD          threes64<>+0(SB), Z5, Z4
-	VPMULLW         72(SP), Z4, Z4
-	VPDPBUSD.BCST   20(R12), Z4, Z0
-	VPSRLW          $0x02, Z5, Z4
-	VPANDD          threes64<>+0(SB), Z4, Z4
-	VPMULLW         200(SP), Z4, Z4
-	VPDPBUSD.BCST   52(R12), Z4, Z0
-	VPSRLW          $0x04, Z5, Z4
-	VPANDD          threes64<>+0(SB), Z4, Z4
-	VPMULLW         328(SP), Z4, Z4
-	VPDPBUSD.BCST   84(R12), Z4, Z0
-	VPSRLW          $0x06, Z5, Z4
-	VPANDD          threes64<>+0(SB), Z4, Z4
-	VPMULLW         456(SP), Z4, Z4
-	VPDPBUSD.BCST   116(R12), Z4, Z0
-	VPANDD          threes64<>+0(SB), Z3, Z4
-	VPMULLW         72(SP), Z4, Z4
-	VPDPBUSD.BCST   24(R12), Z4, Z0
+	VPANDD          Z2, Z3, Z3
+	VPDPBUSD.BCST   112(R12), Z3, Z10
+	VPMULLD         8(SP), Z5, Z5
+	VPADDD          Z5, Z0, Z0
+	VPMULLD         136(SP), Z8, Z8
+	VPADDD          Z8, Z0, Z0
+	VPMULLD         264(SP), Z9, Z9
+	VPADDD          Z9, Z0, Z0
+	VPMULLD         392(SP), Z10, Z10
+	VPADDD          Z10, Z0, Z0
+	VBROADCASTI32X4 32(AX), Z3
+	VINSERTI32X4    $0x01, 32(BX), Z3, Z3
+	VINSERTI32X4    $0x02, 32(SI), Z3, Z3
+	VINSERTI32X4    $0x03, 32(DI), Z3, Z3
+	VBROADCASTI32X4 32(AX)(CX*1), Z4
+	VINSERTI32X4    $0x01, 32(BX)(CX*1), Z4, Z4
+	VINSERTI32X4    $0x02, 32(SI)(CX*1), Z4, Z4
+	VINSERTI32X4    $0x03, 32(DI)(CX*1), Z4, Z4
+	VBROADCASTI32X4 32(AX)(CX*2), Z5
+	VINSERTI32X4    $0x01, 32(BX)(CX*2), Z5, Z5
+	VINSERTI32X4    $0x02, 32(SI)(CX*2), Z5, Z5
+	VINSERTI32X4    $0x03, 32(DI)(CX*2), Z5, Z5
+	VBROADCASTI32X4 32(AX)(DX*1), Z6
+	VINSERTI32X4    $0x01, 32(BX)(DX*1), Z6, Z6
+	VINSERTI32X4    $0x02, 32(SI)(DX*1), Z6, Z6
+	VINSERTI32X4    $0x03, 32(DI)(DX*1), Z6, Z6
+	VPUNPCKLDQ      Z4, Z3, Z7
+	VPUNPCKHDQ      Z4, Z3, Z3
+	VPUNPCKLDQ      Z6, Z5, Z4
+	VPUNPCKHDQ      Z6, Z5, Z5
+	VPUNPCKLQDQ     Z4, Z7, Z6
+	VPUNPCKHQDQ     Z4, Z7, Z4
+	VPUNPCKLQDQ     Z5, Z3, Z7
+	VPUNPCKHQDQ     Z5, Z3, Z3
+	VMOVDQU32       zeros64<>+0(SB), Z5
+	VMOVDQU32       zeros64<>+0(SB), Z8
+	VMOVDQU32       zeros64<>+0(SB), Z9
+	VMOVDQU32       zeros64<>+0(SB), Z10
+	VPANDD          Z2, Z6, Z11
+	VPDPBUSD.BCST   20(R12), Z11, Z5
+	VPSRLW          $0x02, Z6, Z11
+	VPANDD          Z2, Z11, Z11
+	VPDPBUSD.BCST   52(R12), Z11, Z8
+	VPSRLW          $0x04, Z6, Z11
+	VPANDD          Z2, Z11, Z11
+	VPDPBUSD.BCST   84(R12), Z11, Z9
+	VPSRLW          $0x06, Z6, Z6
+	VPANDD          Z2, Z6, Z6
+	VPDPBUSD.BCST   116(R12), Z6, Z10
+	VPANDD          Z2, Z4, Z6
+	VPDPBUSD.BCST   24(R12), Z6, Z5
+	VPSRLW          $0x02, Z4, Z6
+	VPANDD          Z2, Z6, Z6
+	VPDPBUSD.BCST   56(R12), Z6, Z8
+	VPSRLW          $0x04, Z4, Z6
+	VPANDD          Z2, Z6, Z6
+	VPDPBUSD.BCST   88(R12), Z6, Z9
+	VPSRLW          $0x06, Z4, Z4
+	VPANDD          Z2, Z4, Z4
+	VPDPBUSD.BCST   120(R12), Z4, Z10
+	VPANDD          Z2, Z7, Z4
+	VPDPBUSD.BCST   28(R12), Z4, Z5
+	VPSRLW          $0x02, Z7, Z4
+	VPANDD          Z2, Z4, Z4
+	VPDPBUSD.BCST   60(R12), Z4, Z8
+	VPSRLW          $0x04, Z7, Z4
+	VPANDD          Z2, Z4, Z4
+	VPDPBUSD.BCST   92(R12), Z4, Z9
+	VPSRLW          $0x06, Z7, Z4
+	VPANDD          Z2, Z4, Z4
+	VPDPBUSD.BCST   124(R12), Z4, Z10
+	VPANDD          Z2, Z3, Z4
+	VPDPBUSD.BCST   32(R12), Z4, Z5
 	VPSRLW          $0x02, Z3, Z4
-	VPANDD          threes64<>+0(SB), Z4, Z4
-	VPMULLW         200(SP), Z4, Z4
-	VPDPBUSD.BCST   56(R12), Z4, Z0
+	VPANDD          Z2, Z4, Z4
+	VPDPBUSD.BCST   64(R12), Z4, Z8
 	VPSRLW          $0x04, Z3, Z4
-	VPANDD          threes64<>+0(SB), Z4, Z4
-	VPMULLW         328(SP), Z4, Z4
-	VPDPBUSD.BCST   88(R12), Z4, Z0
+	VPANDD          Z2, Z4, Z4
+	VPDPBUSD.BCST   96(R12), Z4, Z9
 	VPSRLW          $0x06, Z3, Z3
-	VPANDD          threes64<>+0(SB), Z3, Z3
-	VPMULLW         456(SP), Z3, Z3
-	VPDPBUSD.BCST   120(R12), Z3, Z0
-	VPANDD          threes64<>+0(SB), Z6, Z3
-	VPMULLW         72(SP), Z3, Z3
-	VPDPBUSD.BCST   28(R12), Z3, Z0
-	VPSRLW          $0x02, Z6, Z3
-	VPANDD          threes64<>+0(SB), Z3, Z3
-	VPMULLW         200(SP), Z3, Z3
-	VPDPBUSD.BCST   60(R12), Z3, Z0
-	VPSRLW          $0x04, Z6, Z3
-	VPANDD          threes64<>+0(SB), Z3, Z3
-	VPMULLW         328(SP), Z3, Z3
-	VPDPBUSD.BCST   92(R12), Z3, Z0
-	VPSRLW          $0x06, Z6, Z3
-	VPANDD          threes64<>+0(SB), Z3, Z3
-	VPMULLW         456(SP), Z3, Z3
-	VPDPBUSD.BCST   124(R12), Z3, Z0
-	VPANDD          threes64<>+0(SB), Z2, Z3
-	VPMULLW         72(SP), Z3, Z3
-	VPDPBUSD.BCST   32(R12), Z3, Z0
-	VPSRLW          $0x02, Z2, Z3
-	VPANDD          threes64<>+0(SB), Z3, Z3
-	VPMULLW         200(SP), Z3, Z3
-	VPDPBUSD.BCST   64(R12), Z3, Z0
-	VPSRLW          $0x04, Z2, Z3
-	VPANDD          threes64<>+0(SB), Z3, Z3
-	VPMULLW         328(SP), Z3, Z3
-	VPDPBUSD.BCST   96(R12), Z3, Z0
-	VPSRLW          $0x06, Z2, Z2
-	VPANDD          threes64<>+0(SB), Z2, Z2
-	VPMULLW         456(SP), Z2, Z2
-	VPDPBUSD.BCST   128(R12), Z2, Z0
-	VBROADCASTI32X4 48(AX), Z2
-	VINSERTI32X4    $0x01, 48(BX), Z2, Z2
-	VINSERTI32X4    $0x02, 48(SI), Z2, Z2
-	VINSERTI32X4    $0x03, 48(DI), Z2, Z2
-	VBROADCASTI32X4 48(AX)(CX*1), Z3
-	VINSERTI32X4    $0x01, 48(BX)(CX*1), Z3, Z3
-	VINSERTI32X4    $0x02, 48(SI)(CX*1), Z3, Z3
-	VINSERTI32X4    $0x03, 48(DI)(CX*1), Z3, Z3
-	VBROADCASTI32X4 48(AX)(CX*2), Z4
-	VINSERTI32X4    $0x01, 48(BX)(CX*2), Z4, Z4
-	VINSERTI32X4    $0x02, 48(SI)(CX*2), Z4, Z4
-	VINSERTI32X4    $0x03, 48(DI)(CX*2), Z4, Z4
-	VBROADCASTI32X4 48(AX)(DX*1), Z5
-	VINSERTI32X4    $0x01, 48(BX)(DX*1), Z5, Z5
-	VINSERTI32X4    $0x02, 48(SI)(DX*1), Z5, Z5
-	VINSERTI32X4    $0x03, 48(DI)(DX*1), Z5, Z5
-	VPUNPCKLDQ      Z3, Z2, Z6
-	VPUNPCKHDQ      Z3, Z2, Z2
-	VPUNPCKLDQ      Z5, Z4, Z3
-	VPUNPCKHDQ      Z5, Z4, Z4
-	VPUNPCKLQDQ     Z3, Z6, Z5
-	VPUNPCKHQDQ     Z3, Z6, Z3
-	VPUNPCKLQDQ     Z4, Z2, Z6
-	VPUNPCKHQDQ     Z4, Z2, Z2
-	VPANDD          threes64<>+0(SB), Z5, Z4
-	VPMULLW         520(SP), Z4, Z4
-	VPDPBUSD.BCST   132(R12), Z4, Z0
-	VPSRLW          $0x02, Z5, Z4
-	VPANDD          threes64<>+0(SB), Z4, Z4
-	VPMULLW         648(SP), Z4, Z4
-	VPDPBUSD.BCST   164(R12), Z4, Z0
-	VPSRLW          $0x04, Z5, Z4
-	VPANDD          threes64<>+0(SB), Z4, Z4
-	VPMULLW         776(SP), Z4, Z4
-	VPDPBUSD.BCST   196(R12), Z4, Z0
-	VPSRLW          $0x06, Z5, Z4
-	VPANDD          threes64<>+0(SB), Z4, Z4
-	VPMULLW         904(SP), Z4, Z4
-	VPDPBUSD.BCST   228(R12), Z4, Z0
-	VPANDD          threes64<>+0(SB), Z3, Z4
-	VPMULLW         520(SP), Z4, Z4
-	VPDPBUSD.BCST   136(R12), Z4, Z0
+	VPANDD          Z2, Z3, Z3
+	VPDPBUSD.BCST   128(R12), Z3, Z10
+	VPMULLD         72(SP), Z5, Z5
+	VPADDD          Z5, Z0, Z0
+	VPMULLD         200(SP), Z8, Z8
+	VPADDD          Z8, Z0, Z0
+	VPMULLD         328(SP), Z9, Z9
+	VPADDD          Z9, Z0, Z0
+	VPMULLD         456(SP), Z10, Z10
+	VPADDD          Z10, Z0, Z0
+	VBROADCASTI32X4 48(AX), Z3
+	VINSERTI32X4    $0x01, 48(BX), Z3, Z3
+	VINSERTI32X4    $0x02, 48(SI), Z3, Z3
+	VINSERTI32X4    $0x03, 48(DI), Z3, Z3
+	VBROADCASTI32X4 48(AX)(CX*1), Z4
+	VINSERTI32X4    $0x01, 48(BX)(CX*1), Z4, Z4
+	VINSERTI32X4    $0x02, 48(SI)(CX*1), Z4, Z4
+	VINSERTI32X4    $0x03, 48(DI)(CX*1), Z4, Z4
+	VBROADCASTI32X4 48(AX)(CX*2), Z5
+	VINSERTI32X4    $0x01, 48(BX)(CX*2), Z5, Z5
+	VINSERTI32X4    $0x02, 48(SI)(CX*2), Z5, Z5
+	VINSERTI32X4    $0x03, 48(DI)(CX*2), Z5, Z5
+	VBROADCASTI32X4 48(AX)(DX*1), Z6
+	VINSERTI32X4    $0x01, 48(BX)(DX*1), Z6, Z6
+	VINSERTI32X4    $0x02, 48(SI)(DX*1), Z6, Z6
+	VINSERTI32X4    $0x03, 48(DI)(DX*1), Z6, Z6
+	VPUNPCKLDQ      Z4, Z3, Z7
+	VPUNPCKHDQ      Z4, Z3, Z3
+	VPUNPCKLDQ      Z6, Z5, Z4
+	VPUNPCKHDQ      Z6, Z5, Z5
+	VPUNPCKLQDQ     Z4, Z7, Z6
+	VPUNPCKHQDQ     Z4, Z7, Z4
+	VPUNPCKLQDQ     Z5, Z3, Z7
+	VPUNPCKHQDQ     Z5, Z3, Z3
+	VMOVDQU32       zeros64<>+0(SB), Z5
+	VMOVDQU32       zeros64<>+0(SB), Z8
+	VMOVDQU32       zeros64<>+0(SB), Z9
+	VMOVDQU32       zeros64<>+0(SB), Z10
+	VPANDD          Z2, Z6, Z11
+	VPDPBUSD.BCST   132(R12), Z11, Z5
+	VPSRLW          $0x02, Z6, Z11
+	VPANDD          Z2, Z11, Z11
+	VPDPBUSD.BCST   164(R12), Z11, Z8
+	VPSRLW          $0x04, Z6, Z11
+	VPANDD          Z2, Z11, Z11
+	VPDPBUSD.BCST   196(R12), Z11, Z9
+	VPSRLW          $0x06, Z6, Z6
+	VPANDD          Z2, Z6, Z6
+	VPDPBUSD.BCST   228(R12), Z6, Z10
+	VPANDD          Z2, Z4, Z6
+	VPDPBUSD.BCST   136(R12), Z6, Z5
+	VPSRLW          $0x02, Z4, Z6
+	VPANDD          Z2, Z6, Z6
+	VPDPBUSD.BCST   168(R12), Z6, Z8
+	VPSRLW          $0x04, Z4, Z6
+	VPANDD          Z2, Z6, Z6
+	VPDPBUSD.BCST   200(R12), Z6, Z9
+	VPSRLW          $0x06, Z4, Z4
+	VPANDD          Z2, Z4, Z4
+	VPDPBUSD.BCST   232(R12), Z4, Z10
+	VPANDD          Z2, Z7, Z4
+	VPDPBUSD.BCST   140(R12), Z4, Z5
+	VPSRLW          $0x02, Z7, Z4
+	VPANDD          Z2, Z4, Z4
+	VPDPBUSD.BCST   172(R12), Z4, Z8
+	VPSRLW          $0x04, Z7, Z4
+	VPANDD          Z2, Z4, Z4
+	VPDPBUSD.BCST   204(R12), Z4, Z9
+	VPSRLW          $0x06, Z7, Z4
+	VPANDD          Z2, Z4, Z4
+	VPDPBUSD.BCST   236(R12), Z4, Z10
+	VPANDD          Z2, Z3, Z4
+	VPDPBUSD.BCST   144(R12), Z4, Z5
 	VPSRLW          $0x02, Z3, Z4
-	VPANDD          threes64<>+0(SB), Z4, Z4
-	VPMULLW         648(SP), Z4, Z4
-	VPDPBUSD.BCST   168(R12), Z4, Z0
+	VPANDD          Z2, Z4, Z4
+	VPDPBUSD.BCST   176(R12), Z4, Z8
 	VPSRLW          $0x04, Z3, Z4
-	VPANDD          threes64<>+0(SB), Z4, Z4
-	VPMULLW         776(SP), Z4, Z4
-	VPDPBUSD.BCST   200(R12), Z4, Z0
+	VPANDD          Z2, Z4, Z4
+	VPDPBUSD.BCST   208(R12), Z4, Z9
 	VPSRLW          $0x06, Z3, Z3
-	VPANDD          threes64<>+0(SB), Z3, Z3
-	VPMULLW         904(SP), Z3, Z3
-	VPDPBUSD.BCST   232(R12), Z3, Z0
-	VPANDD          threes64<>+0(SB), Z6, Z3
-	VPMULLW         520(SP), Z3, Z3
-	VPDPBUSD.BCST   140(R12), Z3, Z0
-	VPSRLW          $0x02, Z6, Z3
-	VPANDD          threes64<>+0(SB), Z3, Z3
-	VPMULLW         648(SP), Z3, Z3
-	VPDPBUSD.BCST   172(R12), Z3, Z0
-	VPSRLW          $0x04, Z6, Z3
-	VPANDD          threes64<>+0(SB), Z3, Z3
-	VPMULLW         776(SP), Z3, Z3
-	VPDPBUSD.BCST   204(R12), Z3, Z0
-	VPSRLW          $0x06, Z6, Z3
-	VPANDD          threes64<>+0(SB), Z3, Z3
-	VPMULLW         904(SP), Z3, Z3
-	VPDPBUSD.BCST   236(R12), Z3, Z0
-	VPANDD          threes64<>+0(SB), Z2, Z3
-	VPMULLW         520(SP), Z3, Z3
-	VPDPBUSD.BCST   144(R12), Z3, Z0
-	VPSRLW          $0x02, Z2, Z3
-	VPANDD          threes64<>+0(SB), Z3, Z3
-	VPMULLW         648(SP), Z3, Z3
-	VPDPBUSD.BCST   176(R12), Z3, Z0
-	VPSRLW          $0x04, Z2, Z3
-	VPANDD          threes64<>+0(SB), Z3, Z3
-	VPMULLW         776(SP), Z3, Z3
-	VPDPBUSD.BCST   208(R12), Z3, Z0
-	VPSRLW          $0x06, Z2, Z2
-	VPANDD          threes64<>+0(SB), Z2, Z2
-	VPMULLW         904(SP), Z2, Z2
-	VPDPBUSD.BCST   240(R12), Z2, Z0
-	VBROADCASTI32X4 64(AX), Z2
-	VINSERTI32X4    $0x01, 64(BX), Z2, Z2
-	VINSERTI32X4    $0x02, 64(SI), Z2, Z2
-	VINSERTI32X4    $0x03, 64(DI), Z2, Z2
-	VBROADCASTI32X4 64(AX)(CX*1), Z3
-	VINSERTI32X4    $0x01, 64(BX)(CX*1), Z3, Z3
-	VINSERTI32X4    $0x02, 64(SI)(CX*1), Z3, Z3
-	VINSERTI32X4    $0x03, 64(DI)(CX*1), Z3, Z3
-	VBROADCASTI32X4 64(AX)(CX*2), Z4
-	VINSERTI32X4    $0x01, 64(BX)(CX*2), Z4, Z4
-	VINSERTI32X4    $0x02, 64(SI)(CX*2), Z4, Z4
-	VINSERTI32X4    $0x03, 64(DI)(CX*2), Z4, Z4
-	VBROADCASTI32X4 64(AX)(DX*1), Z5
-	VINSERTI32X4    $0x01, 64(BX)(DX*1), Z5, Z5
-	VINSERTI32X4    $0x02, 64(SI)(DX*1), Z5, Z5
-	VINSERTI32X4    $0x03, 64(DI)(DX*1), Z5, Z5
-	VPUNPCKLDQ      Z3, Z2, Z6
-	VPUNPCKHDQ      Z3, Z2, Z2
-	VPUNPCKLDQ      Z5, Z4, Z3
-	VPUNPCKHDQ      Z5, Z4, Z4
-	VPUNPCKLQDQ     Z3, Z6, Z5
-	VPUNPCKHQDQ     Z3, Z6, Z3
-	VPUNPCKLQDQ     Z4, Z2, Z6
-	VPUNPCKHQDQ     Z4, Z2, Z2
-	VPANDD          threes64<>+0(SB), Z5, Z4
-	VPMULLW         584(SP), Z4, Z4
-	VPDPBUSD.BCST   148(R12), Z4, Z0
-	VPSRLW          $0x02, Z5, Z4
-	VPANDD          threes64<>+0(SB), Z4, Z4
-	VPMULLW         712(SP), Z4, Z4
-	VPDPBUSD.BCST   180(R12), Z4, Z0
-	VPSRLW          $0x04, Z5, Z4
-	VPANDD          threes64<>+0(SB), Z4, Z4
-	VPMULLW         840(SP), Z4, Z4
-	VPDPBUSD.BCST   212(R12), Z4, Z0
-	VPSRLW          $0x06, Z5, Z4
-	VPANDD          threes64<>+0(SB), Z4, Z4
-	VPMULLW         968(SP), Z4, Z4
-	VPDPBUSD.BCST   244(R12), Z4, Z0
-	VPANDD          threes64<>+0(SB), Z3, Z4
-	VPMULLW         584(SP), Z4, Z4
-	VPDPBUSD.BCST   152(R12), Z4, Z0
+	VPANDD          Z2, Z3, Z3
+	VPDPBUSD.BCST   240(R12), Z3, Z10
+	VPMULLD         520(SP), Z5, Z5
+	VPADDD          Z5, Z0, Z0
+	VPMULLD         648(SP), Z8, Z8
+	VPADDD          Z8, Z0, Z0
+	VPMULLD         776(SP), Z9, Z9
+	VPADDD          Z9, Z0, Z0
+	VPMULLD         904(SP), Z10, Z10
+	VPADDD          Z10, Z0, Z0
+	VBROADCASTI32X4 64(AX), Z3
+	VINSERTI32X4    $0x01, 64(BX), Z3, Z3
+	VINSERTI32X4    $0x02, 64(SI), Z3, Z3
+	VINSERTI32X4    $0x03, 64(DI), Z3, Z3
+	VBROADCASTI32X4 64(AX)(CX*1), Z4
+	VINSERTI32X4    $0x01, 64(BX)(CX*1), Z4, Z4
+	VINSERTI32X4    $0x02, 64(SI)(CX*1), Z4, Z4
+	VINSERTI32X4    $0x03, 64(DI)(CX*1), Z4, Z4
+	VBROADCASTI32X4 64(AX)(CX*2), Z5
+	VINSERTI32X4    $0x01, 64(BX)(CX*2), Z5, Z5
+	VINSERTI32X4    $0x02, 64(SI)(CX*2), Z5, Z5
+	VINSERTI32X4    $0x03, 64(DI)(CX*2), Z5, Z5
+	VBROADCASTI32X4 64(AX)(DX*1), Z6
+	VINSERTI32X4    $0x01, 64(BX)(DX*1), Z6, Z6
+	VINSERTI32X4    $0x02, 64(SI)(DX*1), Z6, Z6
+	VINSERTI32X4    $0x03, 64(DI)(DX*1), Z6, Z6
+	VPUNPCKLDQ      Z4, Z3, Z7
+	VPUNPCKHDQ      Z4, Z3, Z3
+	VPUNPCKLDQ      Z6, Z5, Z4
+	VPUNPCKHDQ      Z6, Z5, Z5
+	VPUNPCKLQDQ     Z4, Z7, Z6
+	VPUNPCKHQDQ     Z4, Z7, Z4
+	VPUNPCKLQDQ     Z5, Z3, Z7
+	VPUNPCKHQDQ     Z5, Z3, Z3
+	VMOVDQU32       zeros64<>+0(SB), Z5
+	VMOVDQU32       zeros64<>+0(SB), Z8
+	VMOVDQU32       zeros64<>+0(SB), Z9
+	VMOVDQU32       zeros64<>+0(SB), Z10
+	VPANDD          Z2, Z6, Z11
+	VPDPBUSD.BCST   148(R12), Z11, Z5
+	VPSRLW          $0x02, Z6, Z11
+	VPANDD          Z2, Z11, Z11
+	VPDPBUSD.BCST   180(R12), Z11, Z8
+	VPSRLW          $0x04, Z6, Z11
+	VPANDD          Z2, Z11, Z11
+	VPDPBUSD.BCST   212(R12), Z11, Z9
+	VPSRLW          $0x06, Z6, Z6
+	VPANDD          Z2, Z6, Z6
+	VPDPBUSD.BCST   244(R12), Z6, Z10
+	VPANDD          Z2, Z4, Z6
+	VPDPBUSD.BCST   152(R12), Z6, Z5
+	VPSRLW          $0x02, Z4, Z6
+	VPANDD          Z2, Z6, Z6
+	VPDPBUSD.BCST   184(R12), Z6, Z8
+	VPSRLW          $0x04, Z4, Z6
+	VPANDD          Z2, Z6, Z6
+	VPDPBUSD.BCST   216(R12), Z6, Z9
+	VPSRLW          $0x06, Z4, Z4
+	VPANDD          Z2, Z4, Z4
+	VPDPBUSD.BCST   248(R12), Z4, Z10
+	VPANDD          Z2, Z7, Z4
+	VPDPBUSD.BCST   156(R12), Z4, Z5
+	VPSRLW          $0x02, Z7, Z4
+	VPANDD          Z2, Z4, Z4
+	VPDPBUSD.BCST   188(R12), Z4, Z8
+	VPSRLW          $0x04, Z7, Z4
+	VPANDD          Z2, Z4, Z4
+	VPDPBUSD.BCST   220(R12), Z4, Z9
+	VPSRLW          $0x06, Z7, Z4
+	VPANDD          Z2, Z4, Z4
+	VPDPBUSD.BCST   252(R12), Z4, Z10
+	VPANDD          Z2, Z3, Z4
+	VPDPBUSD.BCST   160(R12), Z4, Z5
 	VPSRLW          $0x02, Z3, Z4
-	VPANDD          threes64<>+0(SB), Z4, Z4
-	VPMULLW         712(SP), Z4, Z4
-	VPDPBUSD.BCST   184(R12), Z4, Z0
+	VPANDD          Z2, Z4, Z4
+	VPDPBUSD.BCST   192(R12), Z4, Z8
 	VPSRLW          $0x04, Z3, Z4
-	VPANDD          threes64<>+0(SB), Z4, Z4
-	VPMULLW         840(SP), Z4, Z4
-	VPDPBUSD.BCST   216(R12), Z4, Z0
+	VPANDD          Z2, Z4, Z4
+	VPDPBUSD.BCST   224(R12), Z4, Z9
 	VPSRLW          $0x06, Z3, Z3
-	VPANDD          threes64<>+0(SB), Z3, Z3
-	VPMULLW         968(SP), Z3, Z3
-	VPDPBUSD.BCST   248(R12), Z3, Z0
-	VPANDD          threes64<>+0(SB), Z6, Z3
-	VPMULLW         584(SP), Z3, Z3
-	VPDPBUSD.BCST   156(R12), Z3, Z0
-	VPSRLW          $0x02, Z6, Z3
-	VPANDD          threes64<>+0(SB), Z3, Z3
-	VPMULLW         712(SP), Z3, Z3
-	VPDPBUSD.BCST   188(R12), Z3, Z0
-	VPSRLW          $0x04, Z6, Z3
-	VPANDD          threes64<>+0(SB), Z3, Z3
-	VPMULLW         840(SP), Z3, Z3
-	VPDPBUSD.BCST   220(R12), Z3, Z0
-	VPSRLW          $0x06, Z6, Z3
-	VPANDD          threes64<>+0(SB), Z3, Z3
-	VPMULLW         968(SP), Z3, Z3
-	VPDPBUSD.BCST   252(R12), Z3, Z0
-	VPANDD          threes64<>+0(SB), Z2, Z3
-	VPMULLW         584(SP), Z3, Z3
-	VPDPBUSD.BCST   160(R12), Z3, Z0
-	VPSRLW          $0x02, Z2, Z3
-	VPANDD          threes64<>+0(SB), Z3, Z3
-	VPMULLW         712(SP), Z3, Z3
-	VPDPBUSD.BCST   192(R12), Z3, Z0
-	VPSRLW          $0x04, Z2, Z3
-	VPANDD          threes64<>+0(SB), Z3, Z3
-	VPMULLW         840(SP), Z3, Z3
-	VPDPBUSD.BCST   224(R12), Z3, Z0
-	VPSRLW          $0x06, Z2, Z2
-	VPANDD          threes64<>+0(SB), Z2, Z2
-	VPMULLW         968(SP), Z2, Z2
-	VPDPBUSD.BCST   256(R12), Z2, Z0
+	VPANDD          Z2, Z3, Z3
+	VPDPBUSD.BCST   256(R12), Z3, Z10
+	VPMULLD         584(SP), Z5, Z5
+	VPADDD          Z5, Z0, Z0
+	VPMULLD         712(SP), Z8, Z8
+	VPADDD          Z8, Z0, Z0
+	VPMULLD         840(SP), Z9, Z9
+	VPADDD          Z9, Z0, Z0
+	VPMULLD         968(SP), Z10, Z10
+	VPADDD          Z10, Z0, Z0
 	MOVQ            out+40(FP), R14
 	VCVTDQ2PS       Z0, Z0
 	VMULPS.BCST     (R12), Z1, Z1
