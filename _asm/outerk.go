@@ -24,7 +24,9 @@ import (
 // Q2_K: the 2-bit quants multiplied by their 16-element sub-block's 4-bit scale
 // while unpacking (q·sc ≤ 45, a byte: VPMULLW on words gives bytewise products),
 // so one accumulator per token takes the whole isum = Σ sc·Σq·y; the mins' sum
-// Σ m·bsum by VPDPWSSD; then (y.d·f16(d))·isum − (y.d·f16(dmin))·summs.
+// Σ m·bsum by VPDPWSSD; then (y.d·f16(d))·isum − (y.d·f16(dmin))·summs. With one
+// token (decoding), each sub-block's Σq·y is summed apart and multiplied by its
+// scale once (VPMULLD): fewer multiplies, the same integer isum.
 
 var (
 	q5oSpread, q5oBits, sixteens64                    Mem
