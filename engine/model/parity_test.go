@@ -88,7 +88,7 @@ func TestParityWithLlamaCpp(t *testing.T) {
 	for i, j := range jobs {
 		paths[i] = filepath.Join(dir, j.arch+"-"+j.typ+".gguf")
 		if _, ok := latticeTypes[j.typ]; ok {
-			latticeModel(t, paths[i], j.arch, j.typ)
+			latticeModel(t, paths[i], j.arch, "tiny", 7, j.typ)
 			continue
 		}
 		if err := genmodel.Generate(genmodel.Options{Arch: j.arch, Preset: "tiny", Type: j.typ, Seed: 7}, paths[i]); err != nil {
@@ -174,15 +174,15 @@ var latticeTypes = map[string]struct {
 	"iq1_s": {kernels.IQ1_S, 24}, "iq3_s": {kernels.IQ3_S, 26}, "iq2_s": {kernels.IQ2_S, 28}, "iq1_m": {kernels.IQ1_M, 31},
 }
 
-// latticeModel writes to path the tiny f32 model of the architecture (seed 7) with
+// latticeModel writes to path the f32 model of the architecture, preset and seed with
 // every matrix quantized to a lattice type by llama.cpp's own quantizer (ggml's
 // quantize_chunk, with an all-ones importance matrix where the type asks for one,
 // through internal/ggmlref), as llama-quantize would write it.
-func latticeModel(t *testing.T, path, arch, name string) {
+func latticeModel(t *testing.T, path, arch, preset string, seed uint64, name string) {
 	t.Helper()
 	lt := latticeTypes[name]
 	f32 := path + ".f32"
-	if err := genmodel.Generate(genmodel.Options{Arch: arch, Preset: "tiny", Type: "f32", Seed: 7}, f32); err != nil {
+	if err := genmodel.Generate(genmodel.Options{Arch: arch, Preset: preset, Type: "f32", Seed: seed}, f32); err != nil {
 		t.Fatal(err)
 	}
 	f, err := gguf.Open(f32)
