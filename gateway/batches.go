@@ -69,6 +69,7 @@ func (s *Server) startBatches(st *batch.Store, conc int, q batch.Queue) error {
 type lineOutcome struct {
 	id           string // the line's request id, stable over its runs: its ticket in shared state
 	discountRate float64
+	maxCost      money.Money // what the job reserved for the line against its cap (0: no bound)
 	free         bool        // an earlier run of the line was charged: charge nothing again
 	prior        money.Money // with free: what that run was charged (the line's cost)
 	e            tenancy.Entry
@@ -131,7 +132,7 @@ func (s *Server) RunLine(ctx context.Context, r batch.Request) batch.Response {
 	req.SetBody(r.Body)
 	rc.Init(&req, nil, nil)
 	reqID := r.RequestID
-	line := &lineOutcome{id: r.RequestID, discountRate: pol.BatchDiscount}
+	line := &lineOutcome{id: r.RequestID, discountRate: pol.BatchDiscount, maxCost: r.MaxCost}
 	if r.Retry {
 		s.batches.mu.Lock()
 		line.prior, line.free = s.batches.charged[reqID]
@@ -225,7 +226,7 @@ func (s *Server) Check(tenant, endpoint string, body []byte) (money.Money, error
 		if p.err != nil {
 			return 0, p.err
 		}
-		return discounted(m.price.Cost(p.nPrompt, p.out), pol.BatchDiscount), nil
+		return discounted(m.price.Cost(p.nPrompt, p.out*j.in.feat.n), pol.BatchDiscount), nil
 	}
 	var worst money.Money
 	found := false
@@ -246,7 +247,7 @@ func (s *Server) Check(tenant, endpoint string, body []byte) (money.Money, error
 				continue
 			}
 			found = true
-			worst = max(worst, m.price.Cost(p.nPrompt, p.out))
+			worst = max(worst, m.price.Cost(p.nPrompt, p.out*j.in.feat.n))
 		}
 	}
 	// The line may run on another process (batch.RedisQueue places it on the stream of
@@ -287,7 +288,8 @@ func (s *Server) tierWalk(rt route, pol *policies.Policy) []tiers.Tier {
 }
 
 // checkRemote prices a batch line for a model only other processes serve, from what
-// they announce: the output bounded by max_tokens, else the model's length limit, and
+// they announce: the output (of each of its n choices) bounded by max_tokens, else the
+// model's length limit, and
 // the prompt by what the limit leaves; at the highest price and limit announced
 // (before the batch discount). The process running the line checks it
 // again in full (tokens, features, the limit) and charges its actual cost.
@@ -315,7 +317,7 @@ func (s *Server) checkRemote(in *input, name string, r remoteModel) (money.Money
 	if r.maxLen > 0 {
 		nPrompt = r.maxLen - out
 	}
-	return r.price.Cost(nPrompt, out), nil
+	return r.price.Cost(nPrompt, out*max(1, in.feat.n)), nil
 }
 
 // LineModel is batch.Placer: where a batch line goes. A line naming a model goes to

@@ -19,6 +19,7 @@ import (
 	"github.com/openai/openai-go/shared"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/lmlite/lmlite/batch"
 	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/tenancy"
 )
@@ -933,5 +934,38 @@ tenants:
 	var ae *openai.Error
 	if !errors.As(err, &ae) || ae.StatusCode != 400 || ae.Param != "max_tokens" {
 		t.Fatalf("max_tokens 0 without echo: %v", err)
+	}
+}
+
+// A batch line's worst case (Check: what the job reserves against its cap) covers
+// everything its run may be charged: with n choices, n completions. Each line is run
+// with that reservation as its MaxCost and must run and cost no more (the job records
+// the line's cost clamped to its reservation, so a smaller reservation had the job's
+// spend read below the ledger's).
+func TestBatchLineWorstCaseCoversItsRun(t *testing.T) {
+	es := startEngineServer(t)
+	for _, tc := range []struct{ name, endpoint, body string }{
+		{"chat n=3", "/v1/chat/completions", `{"model":"tiny","max_tokens":10,"n":3,"ignore_eos":true,"temperature":0.9,"messages":[{"role":"user","content":"hi"}]}`},
+		{"chat", "/v1/chat/completions", `{"model":"tiny","max_tokens":10,"ignore_eos":true,"messages":[{"role":"user","content":"hi"}]}`},
+		{"completion n=2", "/v1/completions", `{"model":"tiny","max_tokens":12,"n":2,"ignore_eos":true,"temperature":0.9,"prompt":"Once upon a time"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			worst, err := es.srv.Check("acme", tc.endpoint, []byte(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := es.srv.RunLine(context.Background(), batch.Request{Tenant: "acme", Endpoint: tc.endpoint,
+				RequestID: "batch_worst-" + strings.ReplaceAll(tc.name, " ", ""), Body: []byte(tc.body), MaxCost: worst})
+			if r.StatusCode != 200 || r.Cost <= 0 || r.Cost > worst {
+				t.Fatalf("status %d, cost %s against a worst case of %s: %s", r.StatusCode, r.Cost, worst, r.Body)
+			}
+			t.Logf("cost %s of a worst case %s (%d completion tokens)", r.Cost, worst, r.CompletionTokens)
+			// Reserved less than that (an estimate made elsewhere): refused, not run.
+			r = es.srv.RunLine(context.Background(), batch.Request{Tenant: "acme", Endpoint: tc.endpoint,
+				RequestID: "batch_under-" + strings.ReplaceAll(tc.name, " ", ""), Body: []byte(tc.body), MaxCost: worst - 1})
+			if r.StatusCode != 400 || r.Cost != 0 || !strings.Contains(string(r.Body), "line_over_reservation") {
+				t.Fatalf("under-reserved line: status %d, cost %s: %s", r.StatusCode, r.Cost, r.Body)
+			}
+		})
 	}
 }

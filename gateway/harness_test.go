@@ -200,6 +200,7 @@ func mustGatewayConfig(t testing.TB, cfg *configs.Config) Config {
 // the config's models, loaded before it starts, a store with a key for each tenant,
 // and the official SDK's client for the first tenant.
 type engineServer struct {
+	srv    *Server
 	block  *engine.Block
 	store  *tenancy.Store
 	base   string // http://127.0.0.1:PORT
@@ -256,6 +257,7 @@ func startEngine(t *testing.T, yaml string, ec engine.Config) *engineServer {
 	if err != nil {
 		t.Fatal(err)
 	}
+	es.srv = srv
 	es.base = serveLoopback(t, srv)
 	es.url = es.base + "/v1"
 	if len(cfg.Tenants) > 0 {

@@ -153,6 +153,24 @@ func (j *job) reserve(now time.Time) error {
 	return nil
 }
 
+// overReservation refuses a batch line whose worst case here is over what its job
+// reserved for it against the cap (batch.Request.MaxCost: the line must not cost
+// more). Check prices a line as this code does, so that happens only where the
+// reservation was an estimate: a line for a model another process serves, priced
+// there from announcements without its tokenizer or chat template.
+func (j *job) overReservation() *apiError {
+	l := j.line
+	if l == nil || l.maxCost <= 0 {
+		return nil
+	}
+	if w := l.discount(j.c.cost); w > l.maxCost {
+		return &apiError{status: 400, typ: "invalid_request_error", code: "line_over_reservation", reason: "bad_request",
+			message: "the line's worst case on the model '" + j.c.m.id + "' (" + w.String() + ") is over what its batch reserved for it (" +
+				l.maxCost.String() + ", estimated where the model's tokenizer or length limit was not known): lower max_tokens or shorten the prompt"}
+	}
+	return nil
+}
+
 // remaining is the tenant's money left, for the choice of a tier: the ticket's once
 // admitted, the tenancy's before.
 func (j *job) remaining(now time.Time) money.Money {
@@ -179,6 +197,10 @@ func (j *job) run(ctx *fasthttp.RequestCtx) bool {
 	for attempt := 1; ; attempt++ {
 		now := s.now()
 		if aerr := j.choose(now, exclude); aerr != nil {
+			j.fail(ctx, aerr)
+			return false
+		}
+		if aerr := j.overReservation(); aerr != nil {
 			j.fail(ctx, aerr)
 			return false
 		}
