@@ -3,7 +3,6 @@ package tenancy
 import (
 	"context"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -329,33 +328,6 @@ func (s *script) keysArgs(ttl time.Duration) ([]string, []any) {
 	return keys, args
 }
 
-// EXPERIMENT (throwaway, issue 16's floor; reverted): LMLITE_EXP_FLUSH=canned sends
-// each flush's script as cannedScript (same keys and arguments, a canned "admitted" /
-// "settled" answer); =ping sends one PING per flush and answers in Go; =none answers
-// in Go without a round trip.
-var expFlush = os.Getenv("LMLITE_EXP_FLUSH")
-
-var cannedScript = redis.NewScript(`
-local nA, nS = tonumber(ARGV[1]), tonumber(ARGV[12])
-local room = tonumber(ARGV[3])
-local out = {}
-for i = 1, nA do local j = i*4 out[j-3], out[j-2], out[j-1], out[j] = 1, room, -1, 0 end
-local sb = 14 + nA*3
-for i = 1, nS do out[nA*4 + i] = tonumber(ARGV[sb + i*4 - 2]) end
-return out
-`)
-
-func cannedAnswers(s *script) []any {
-	v := make([]any, 0, 4*len(s.admits)+len(s.settles))
-	for _, c := range s.admits {
-		v = append(v, int64(1), int64(c.group.q.DailyBudget), int64(-1), int64(0))
-	}
-	for _, c := range s.settles {
-		v = append(v, c.args[1])
-	}
-	return v
-}
-
 // exec sends the calls' scripts, one per group, in one pipeline, and hands each call
 // its answers.
 func (p *batchPipe) exec(batch []*batchCall) {
@@ -376,38 +348,21 @@ func (p *batchPipe) exec(batch []*batchCall) {
 			s.admits = append(s.admits, call)
 		}
 	}
-	fs := flushScript
-	if expFlush == "canned" {
-		fs = cannedScript
-	}
-	if expFlush == "ping" || expFlush == "none" {
-		var err error
-		if expFlush == "ping" {
-			err = p.c.Ping(c).Err()
-		}
-		for _, s := range scripts {
-			s.cmd = redis.NewCmd(c)
-			if err != nil {
-				s.cmd.SetErr(err)
-			} else {
-				s.cmd.SetVal(cannedAnswers(s))
-			}
-		}
-	} else if len(scripts) == 1 {
+	if len(scripts) == 1 {
 		s := scripts[0]
 		keys, args := s.keysArgs(p.ttl)
-		s.cmd = fs.Run(c, p.c, keys, args...)
+		s.cmd = flushScript.Run(c, p.c, keys, args...)
 	} else {
 		pipe := p.c.Pipeline()
 		for _, s := range scripts {
 			keys, args := s.keysArgs(p.ttl)
-			s.cmd = fs.EvalSha(c, pipe, keys, args...)
+			s.cmd = flushScript.EvalSha(c, pipe, keys, args...)
 		}
 		_, _ = pipe.Exec(c) // each script has its own answer or error
 		for _, s := range scripts {
 			if redis.HasErrorPrefix(s.cmd.Err(), "NOSCRIPT") { // Redis restarted or flushed its scripts
 				keys, args := s.keysArgs(p.ttl)
-				s.cmd = fs.Run(c, p.c, keys, args...)
+				s.cmd = flushScript.Run(c, p.c, keys, args...)
 			}
 		}
 	}
