@@ -157,7 +157,6 @@ func (r *RedisShared) Close() {
 	}
 	close(r.stop)
 	<-r.done
-	r.pipe.close()
 	r.c.ZRem(context.Background(), r.prefix+"nodes", r.node)
 }
 
