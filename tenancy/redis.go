@@ -157,6 +157,7 @@ func (r *RedisShared) Close() {
 	}
 	close(r.stop)
 	<-r.done
+	r.pipe.close()
 	r.c.ZRem(context.Background(), r.prefix+"nodes", r.node)
 }
 

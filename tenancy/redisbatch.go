@@ -3,7 +3,6 @@ package tenancy
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -204,23 +203,20 @@ end
 return out
 `
 
-// batchPipe coalesces the admissions and settlements of concurrent requests: a flush
-// takes every call waiting, groups them by tenant, quota and budget windows, and sends
-// each group as ONE flushScript carrying all its requests' arguments, settlements and
-// admissions together, every group of the flush in one pipeline. Redis reads and writes
-// each tenant's state once per group instead of once per request, and this process
-// pays one write and one read per flush. There is no sender goroutine: a call that
-// finds no flush in flight sends one itself (the leader), and calls that arrive
-// meanwhile queue; when the flush returns, the first of them is woken to lead the next
-// one with all of them (group commit). Each request waits for at most two round trips,
-// and a flush wakes only the callers it answers (and the next leader).
+// batchPipe coalesces the admissions and settlements of concurrent requests: its
+// sender takes a call and every other one waiting, groups them by tenant, quota and
+// budget windows, and sends each group as ONE flushScript carrying all its requests'
+// arguments, settlements and admissions together, every group of the flush in one
+// pipeline. Redis reads and writes each tenant's state once per group instead of once
+// per request, and this process pays one write and one read per flush. A call alone
+// goes out at once; calls that arrive while a flush is in flight go out together in
+// the next one when it returns (group commit): each request waits for at most two
+// round trips.
 type batchPipe struct {
-	c   redis.UniversalClient
-	ttl time.Duration // of reservations and slots
-
-	mu    sync.Mutex
-	queue []*batchCall // calls waiting for the next flush, in order
-	busy  bool         // a flush is in flight (its leader will hand on the queue)
+	c     redis.UniversalClient
+	ttl   time.Duration // of reservations and slots
+	calls chan *batchCall
+	stop  chan struct{}
 }
 
 // batchGroup is what the calls of one script share: the tenant's budget windows (its
@@ -240,62 +236,60 @@ type batchCall struct {
 	args   []any      // this call's arguments
 	res    []any      // this call's answers
 	err    error
-	lead   bool          // woken to lead the next flush instead of with answers
-	done   chan struct{} // one send: answered, or handed the lead
+	done   chan struct{}
 }
 
-// batchMax is the most calls in one flush.
-const batchMax = 256
+// batchSenders is how many flushes may be in flight at once; batchMax the most calls
+// in one flush.
+const (
+	batchSenders = 1
+	batchMax     = 256
+)
 
 func newBatchPipe(c redis.UniversalClient, ttl time.Duration) *batchPipe {
-	return &batchPipe{c: c, ttl: ttl}
+	p := &batchPipe{c: c, ttl: ttl, calls: make(chan *batchCall, 1024), stop: make(chan struct{})}
+	for range batchSenders {
+		go p.send()
+	}
+	return p
 }
 
-// run runs call in the next flush and returns its answers.
+func (p *batchPipe) close() { close(p.stop) }
+
+// run runs call in the next flush (at once, alone, once the pipe is closed) and
+// returns its answers.
 func (p *batchPipe) run(call *batchCall) ([]any, error) {
-	call.done = make(chan struct{}, 1)
-	p.mu.Lock()
-	p.queue = append(p.queue, call)
-	if p.busy {
-		p.mu.Unlock()
+	call.done = make(chan struct{})
+	select {
+	case p.calls <- call:
 		<-call.done
-		if !call.lead {
-			return call.res, call.err
-		}
-		p.mu.Lock() // handed the lead: call is first in the queue
+	case <-p.stop:
+		p.exec([]*batchCall{call})
 	}
-	p.busy = true
-	p.flush()
 	return call.res, call.err
 }
 
-// flush sends the first batchMax queued calls as one flush; p.mu is held on entry and
-// released. Then (even if exec panicked) it hands the lead to the first call still
-// queued, or marks the pipe idle.
-func (p *batchPipe) flush() {
-	n := min(len(p.queue), batchMax)
-	batch := p.queue[:n:n]
-	if n == len(p.queue) {
-		p.queue = nil
-	} else {
-		p.queue = append(make([]*batchCall, 0, len(p.queue)-n+16), p.queue[n:]...)
+func (p *batchPipe) send() {
+	batch := make([]*batchCall, 0, batchMax)
+	for {
+		batch = batch[:0]
+		select {
+		case <-p.stop:
+			return
+		case call := <-p.calls:
+			batch = append(batch, call)
+		}
+	more:
+		for len(batch) < batchMax {
+			select {
+			case call := <-p.calls:
+				batch = append(batch, call)
+			default:
+				break more
+			}
+		}
+		p.exec(batch)
 	}
-	p.mu.Unlock()
-	defer p.handOn()
-	p.exec(batch)
-}
-
-func (p *batchPipe) handOn() {
-	p.mu.Lock()
-	if len(p.queue) == 0 {
-		p.busy = false
-		p.mu.Unlock()
-		return
-	}
-	next := p.queue[0]
-	p.mu.Unlock()
-	next.lead = true
-	next.done <- struct{}{}
 }
 
 // script is one group's script: its admissions and settlements in the order taken.
@@ -383,7 +377,7 @@ func (p *batchPipe) exec(batch []*batchCall) {
 			} else {
 				call.res = v[i*4 : (i+1)*4 : (i+1)*4]
 			}
-			call.done <- struct{}{}
+			close(call.done)
 		}
 		for i, call := range s.settles {
 			if err != nil {
@@ -392,7 +386,7 @@ func (p *batchPipe) exec(batch []*batchCall) {
 				j := 4*len(s.admits) + i
 				call.res = v[j : j+1 : j+1]
 			}
-			call.done <- struct{}{}
+			close(call.done)
 		}
 	}
 }
