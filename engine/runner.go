@@ -5,15 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/lmlite/lmlite/engine/grammar"
-	"github.com/lmlite/lmlite/engine/kernels"
 	"github.com/lmlite/lmlite/engine/model"
 	"github.com/lmlite/lmlite/engine/sample"
 	"github.com/lmlite/lmlite/engine/sched"
@@ -345,17 +342,7 @@ func (r *runner) run(work []sched.Work) {
 	if len(items) == 0 {
 		return
 	}
-	t0 := time.Now()
 	out, err := r.batch.Forward(items)
-	kernels.Rest() // the sampling below runs on this goroutine alone
-	if expTiming {
-		t1 := time.Now()
-		defer func() { expTime(t0, t1, time.Now()) }()
-	}
-	if expMark {
-		syscall.Syscall(syscall.SYS_GETPPID, 0, 0, 0) // marker: the forward pass ended
-		defer syscall.Syscall(syscall.SYS_GETUID, 0, 0, 0) // marker: the step ended
-	}
 	r.stats.steps.Add(1)
 	r.stats.stepTokens.Add(uint64(n))
 	r.stats.stepSeqs.Add(uint64(len(items)))
@@ -601,34 +588,4 @@ func (r *runner) failAll(err error) {
 func (r *runner) publishStats() {
 	r.running.Store(int64(r.st.Running()))
 	r.waiting.Store(int64(r.st.Waiting()))
-}
-
-// h19c experiment: time spent in Forward and after it (sampling, delivery) per step.
-var (
-	expTiming               = os.Getenv("H19C_TIMING") != ""
-	expMark                 = os.Getenv("H19C_MARK") != ""
-	expMu                   sync.Mutex
-	expFwd, expPost, expGap time.Duration
-	expN                    int
-	expLast                 time.Time
-)
-
-func expTime(t0, t1, t2 time.Time) {
-	expMu.Lock()
-	defer expMu.Unlock()
-	expFwd += t1.Sub(t0)
-	expPost += t2.Sub(t1)
-	if !expLast.IsZero() && t0.Sub(expLast) < 50*time.Millisecond {
-		expGap += t0.Sub(expLast)
-	}
-	expLast = t2
-	expN++
-	if expN%50 == 0 {
-		f, err := os.OpenFile(os.Getenv("H19C_TIMING"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-		if err == nil {
-			fmt.Fprintf(f, "pid %d steps %d fwd %.3f post %.3f gap %.3f ms/step\n", os.Getpid(), expN,
-				float64(expFwd.Microseconds())/1000/float64(expN), float64(expPost.Microseconds())/1000/float64(expN), float64(expGap.Microseconds())/1000/float64(expN))
-			f.Close()
-		}
-	}
 }

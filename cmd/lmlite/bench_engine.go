@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -51,9 +50,6 @@ func benchEngine(stdout io.Writer, path, mode string, parallel, nGen, reps int, 
 			return err
 		}
 		e = p
-		if os.Getenv("H19C_P1") == "1" {
-			runtime.GOMAXPROCS(1) // experiment: the parent on one P (the worker keeps its own)
-		}
 		workerPID = func() int {
 			for _, w := range p.Workers() {
 				return w.PID

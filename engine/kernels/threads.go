@@ -27,13 +27,3 @@ func Threads() int {
 	defer poolMu.Unlock()
 	return thePool.Size()
 }
-
-// Rest tells the pool's idle workers that the caller's serial work starts (a step's
-// sampling): they park until the next product instead of polling (parallel.Pool.Rest).
-func Rest() {
-	pool()
-	if poolMu.TryLock() {
-		thePool.Rest()
-		poolMu.Unlock()
-	}
-}

@@ -14,7 +14,6 @@
 package parallel
 
 import (
-	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -44,22 +43,6 @@ type Pool struct {
 	parked int
 	exited sync.WaitGroup
 	closed atomic.Bool
-	rest   atomic.Bool // Rest was called: idle workers park at once until the next Run
-}
-
-// Experiment switches (h19c), read once.
-var (
-	expRest        = os.Getenv("H19C_REST") == "1"
-	expCallerYield = os.Getenv("H19C_CYIELD") == "1"
-)
-
-// Rest tells the idle workers that no Run follows soon (the caller's serial work
-// starts): they stop polling and park until the next Run, so their cores are free
-// for other threads meanwhile.
-func (p *Pool) Rest() {
-	if expRest {
-		p.rest.Store(true)
-	}
 }
 
 // New starts a pool of n workers (n <= 0: one per CPU). The caller's goroutine is
@@ -110,7 +93,6 @@ func (p *Pool) Run(t Task, rows, grain int) {
 		panic("parallel: Run on a closed Pool")
 	}
 	p.task, p.rows, p.grain = t, rows, grain
-	p.rest.Store(false)
 	p.pending.Store(int32(p.n))
 	p.gen.Add(1)
 	p.mu.Lock()
@@ -124,9 +106,6 @@ func (p *Pool) Run(t Task, rows, grain int) {
 	for i := 1; p.pending.Load() != 0; i++ {
 		if i&63 == 0 {
 			runtime.Gosched()
-			if expCallerYield {
-				osYield()
-			}
 		}
 	}
 	p.task = nil
@@ -150,9 +129,6 @@ func (p *Pool) worker(w int, seen uint64) {
 		for i := 0; i < spinIters; i++ {
 			if p.gen.Load() != seen {
 				got = true
-				break
-			}
-			if p.rest.Load() {
 				break
 			}
 			if i&63 == 63 {

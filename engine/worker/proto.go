@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"runtime"
 	"sync"
 
 	"github.com/lmlite/lmlite/engine"
@@ -215,10 +213,6 @@ func (w *writer) queue(typ byte, id uint64, payload []byte) {
 // flusher writes the queued frames each time it is kicked, until stop.
 func (w *writer) flusher(kick, flushed chan struct{}) {
 	defer close(flushed)
-	if os.Getenv("H19C_LOCKFLUSH") == "1" {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-	}
 	for range kick {
 		w.mu.Lock()
 		if !w.writing {
