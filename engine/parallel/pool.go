@@ -28,6 +28,18 @@ type Task interface {
 // spinIters is how many times an idle worker polls for new work before it parks.
 const spinIters = 20000
 
+// yieldWaiting is SetYieldWaiting's setting.
+var yieldWaiting atomic.Bool
+
+// SetYieldWaiting makes Run's caller, as it waits for the other parts, yield its core
+// to the OS (sched_yield) beside Go's scheduler, as idle workers always do. A worker
+// process (engine/worker) turns it on: its parent's threads, woken by the worker's
+// socket writes, are queued by the kernel on the writer's core, and then run while
+// the caller waits anyway instead of preempting a thread that is doing its part (on
+// 2 cores: 125m workers mode 0.88x -> 0.93x of in process; docs/PERFORMANCE.md,
+// issue 19). In process it stays off.
+func SetYieldWaiting(on bool) { yieldWaiting.Store(on) }
+
 // Pool is a set of persistent workers. Its methods must not be called concurrently:
 // one Pool serves one model step at a time (the scheduler's goroutine).
 type Pool struct {
@@ -106,6 +118,9 @@ func (p *Pool) Run(t Task, rows, grain int) {
 	for i := 1; p.pending.Load() != 0; i++ {
 		if i&63 == 0 {
 			runtime.Gosched()
+			if yieldWaiting.Load() {
+				osYield()
+			}
 		}
 	}
 	p.task = nil

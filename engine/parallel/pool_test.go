@@ -3,6 +3,7 @@ package parallel
 import (
 	"math"
 	"testing"
+	"time"
 )
 
 func TestSplitCoversEveryRowOnce(t *testing.T) {
@@ -127,5 +128,38 @@ func BenchmarkDispatch(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		p.Run(r, 2, 1)
+	}
+}
+
+// slowPart is rowSums whose worker 1 sleeps first, so that the caller's wait for it
+// runs through many polls (and, with SetYieldWaiting, OS yields).
+type slowPart struct{ *rowSums }
+
+func (s slowPart) RunRange(w, start, end int) {
+	if w == 1 {
+		time.Sleep(2 * time.Millisecond)
+	}
+	s.rowSums.RunRange(w, start, end)
+}
+
+func TestRunYieldWaitingSameResults(t *testing.T) {
+	SetYieldWaiting(true)
+	defer SetYieldWaiting(false)
+	const rows, cols = 97, 13
+	want := newRowSums(rows, cols)
+	want.RunRange(0, 0, rows)
+	p := New(2)
+	defer p.Close()
+	for rep := 0; rep < 5; rep++ {
+		got := newRowSums(rows, cols)
+		p.Run(slowPart{got}, rows, 1)
+		for i := range want.out {
+			if math.Float32bits(got.out[i]) != math.Float32bits(want.out[i]) {
+				t.Fatalf("row %d: %v != %v", i, got.out[i], want.out[i])
+			}
+		}
+		if got.who[rows-1] != 1 {
+			t.Fatalf("the second worker did not take its part")
+		}
 	}
 }

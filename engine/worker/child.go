@@ -15,6 +15,7 @@ import (
 
 	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/engine/lease"
+	"github.com/lmlite/lmlite/engine/parallel"
 	"github.com/lmlite/lmlite/internal/rediscli"
 )
 
@@ -65,6 +66,9 @@ func mainWith(args []string, wrap func(Backend) Backend) error {
 	if err != nil {
 		return fmt.Errorf("worker: fd 3: %w", err)
 	}
+	// The parent shares the cores: the matrix pool's waiting thread lets its threads
+	// run in the wait rather than be preempted by them.
+	parallel.SetYieldWaiting(true)
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	ecfg := engine.Config{Models: cfgs, MemoryBudget: *budget, LeaseTTL: *leaseTTL, Logger: log}
 	if *redisNode != "" {
