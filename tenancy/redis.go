@@ -536,8 +536,10 @@ func (r *RedisShared) Settle(q *Quota, id string, now time.Time, actual money.Mo
 		}
 	}
 	r.mu.Unlock()
-	p := pendingSettle{q: *q, id: id, now: now, actual: actual, tokens: tokens,
-		token: r.seed + "." + strconv.FormatUint(r.settles.Add(1), 36)}
+	p := pendingSettle{q: *q, id: id, now: now, actual: actual, tokens: tokens}
+	if strings.HasPrefix(id, LinePrefix) { // only a batch line's settlement needs a token (flushScript)
+		p.token = r.seed + "." + strconv.FormatUint(r.settles.Add(1), 36)
+	}
 	var err error
 	var prior money.Money
 	var again bool
@@ -566,8 +568,13 @@ func (r *RedisShared) settle(p *pendingSettle) (prior money.Money, again bool, e
 		keep = 25 * 3600 // a batch line may run again until its job's 24-hour window ends
 	}
 	keys := r.tenantKeys(p.q.Tenant, p.now)
+	done := b + "done:" + p.id
+	by := done // not read or written but for a batch line's: no second key built per request
+	if keep > 3600 {
+		by = b + "by:" + p.id
+	}
 	v, err := r.pipe.run(&batchCall{group: batchGroup{day: keys[0], month: keys[1], q: p.q}, settle: true, keys: keys,
-		exp: [2]int64{dexp, mexp}, key: [2]string{b + "done:" + p.id, b + "by:" + p.id}, args: []any{p.id, int64(p.actual), p.tokens, keep, p.token}})
+		exp: [2]int64{dexp, mexp}, key: [2]string{done, by}, args: []any{p.id, int64(p.actual), p.tokens, keep, p.token}})
 	if err != nil {
 		return 0, false, unavailable("settle", err)
 	}

@@ -37,7 +37,8 @@ import (
 // The answers: the admissions' (4 each), then the settlements' (2 each).
 //
 // KEYS: spentD spentM s z (RedisShared's keys), then done:ID and by:ID of each
-// settlement
+// settlement (a ticket not a batch line's passes done:ID twice and an empty token:
+// its by key is never read or written)
 // ARGV: nA ttlms ceilD ceilM maxConc rpsBurst rpsRate rpsPeriod tpmBurst tpmRate
 // tpmPeriod (the tenant's quota) nS expD expM, then 3 per admission: id total need,
 // then 5 per settlement: id actual tokens keepSeconds token (unique per settlement
