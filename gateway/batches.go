@@ -90,27 +90,21 @@ func discounted(c money.Money, rate float64) money.Money {
 	return money.Money(float64(c) * (1 - rate))
 }
 
-func (l *lineOutcome) settled(e tenancy.Entry, charged money.Money) { l.e, l.cost = e, charged }
-
-// settledElsewhere is asked just before a line's settlement that would charge: has
-// another run of the line been settled in the shared state meanwhile? That run
-// may still be going when this one starts (a line reclaimed from a worker that
-// stalled past its lease runs twice at once, in two processes or in one), so the
-// check at the start of a run (RunLine's Retry) cannot see it; the shared state
-// charges the line once, and this keeps the second run's ledger entry from charging
-// it again. It reports whether the line is now free (what it was charged is prior).
-// Without shared state it asks nothing; on an error it answers no (the shared
-// settlement stays idempotent).
-func (l *lineOutcome) settledElsewhere(ten *tenancy.Tenancy, tenant string) bool {
-	if l.free {
-		return true
+// settled keeps the line's settlement by tk, its entry e and what it charged, and
+// returns e as the ledger recorded it. Another run of the line may have been settled
+// in the shared state while this one ran (a line reclaimed from a worker that stalled
+// past its lease runs twice at once, in two processes or in one), which the check at
+// the start of a run (RunLine's Retry) cannot see: the shared settlement then charged
+// nothing and recorded the entry as a rerun at 0 (tenancy's Ticket.Rerun), and the
+// line is free, at the other run's cost. Without shared state there is no other run.
+func (l *lineOutcome) settled(tk *tenancy.Ticket, e tenancy.Entry, charged money.Money) tenancy.Entry {
+	if prior, ok := tk.Rerun(); ok {
+		e.RequestID += tenancy.RerunSuffix
+		e.Cost = 0
+		l.free, l.prior = true, prior
 	}
-	prior, ok, err := ten.LineSettled(tenant, l.id)
-	if err != nil || !ok {
-		return false
-	}
-	l.free, l.prior = true, prior
-	return true
+	l.e, l.cost = e, charged
+	return e
 }
 
 // RunLine runs one batch line (batch.LineRunner): the tenant's request body through
@@ -146,7 +140,7 @@ func (s *Server) RunLine(ctx context.Context, r batch.Request) batch.Response {
 			}
 		}
 		if line.free { // charged before: run again for its output, charge nothing more
-			reqID += "-rerun"
+			reqID += tenancy.RerunSuffix
 		}
 	}
 	if aerr := s.elsewhereOnly(r.Body); aerr != nil {

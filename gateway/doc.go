@@ -118,11 +118,13 @@
 // one for load (429 rate limit, 503) retries it later. After a restart, a line whose
 // charge the ledger already holds runs again for its output but is charged nothing
 // more (its ledger entry "<id>-rerun" costs 0): the ledger is read once at start-up.
-// With shared state, a line's settlement that would charge first asks whether another
-// run of the line (reclaimed from a worker that stalled past its lease, so both ran
-// at once) was settled meanwhile; if so it is a "<id>-rerun" at 0 too. Two runs
-// settling within the same round trip can still both record a charge in their
-// ledgers (the shared state charges the line once).
+// With shared state, a line's settlement answers whether another run of the line
+// (reclaimed from a worker that stalled past its lease, so both ran at once) was
+// settled before it, in the same script that decides the charge (tenancy's
+// Ticket.Rerun); if so it is a "<id>-rerun" at 0 too, even when both settle in one
+// round trip, so the ledgers' sum is the shared spend. A settlement queued while Redis
+// is down cannot know yet: it is recorded at its cost, and lmlite ledger verify finds
+// the difference if another run had charged the line.
 // A batch line is admitted by tenancy.AdmitBatch: the tenant's budgets, not its
 // interactive concurrency, requests/s or tokens/min. POST /v1/files reads its
 // multipart body as a stream (uploadFile), the file part written to disk as it

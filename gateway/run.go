@@ -318,17 +318,13 @@ func (j *job) settle(e tenancy.Entry, u *engine.Usage) {
 	e.Refused = refusalOf(e.Status, j.refusal).String()
 	if j.line != nil {
 		e.Cost = j.line.discount(e.Cost)
-		if e.Cost > 0 && j.line.settledElsewhere(s.ten, j.pol.Tenant) {
-			e.RequestID += "-rerun"
-			e.Cost = 0
-		}
 	}
 	if j.ticket == nil { // refused before its admission (routing, budget): nothing held
 		j.ticket = s.ten.NotAdmitted(s.quota(j.pol))
 	}
 	charged, err := j.ticket.Settle(e)
 	if j.line != nil {
-		j.line.settled(e, charged)
+		e = j.line.settled(j.ticket, e, charged)
 	}
 	if err != nil {
 		s.log.Error("ledger", "request_id", j.reqID, "error", err)

@@ -199,6 +199,9 @@ type Ticket struct {
 
 	batch   bool // AdmitBatch: no slot, no rate token, no tokens/min charge
 	refused bool // NotAdmitted: holds nothing; Settle writes the ledger only
+
+	rerun bool        // settled: another run of its batch line was charged (Rerun)
+	prior money.Money // with rerun: what that run was charged
 }
 
 // Admit checks the tenant's concurrency, tokens/min (against promptTokens) and
@@ -272,12 +275,17 @@ func (t *Tenancy) AdmitBatch(q *Quota, now time.Time) (*Ticket, error) {
 // LinePrefix begins the shared-state ticket id of a batch line (AdmitBatchLine).
 const LinePrefix = "line:"
 
+// RerunSuffix ends the request id of the ledger entry of a batch line's run that is
+// charged nothing because another run of the line was (Ticket.Rerun).
+const RerunSuffix = "-rerun"
+
 // AdmitBatchLine is AdmitBatch for the batch line with request id line (stable over
 // the line's runs): with shared state (Redis) its ticket is LinePrefix + line, so
 // the line is settled once however many times it runs (a worker that died after
 // settling, and the line reclaimed by another process): a later settlement of it
-// charges nothing and gives its reservation back. LineSettled tells a run whether
-// that happened. line "" is AdmitBatch.
+// charges nothing and gives its reservation back, and its ledger entry is
+// RequestID+RerunSuffix at 0 (Ticket.Rerun). LineSettled tells a run before it starts
+// whether that happened. line "" is AdmitBatch.
 func (t *Tenancy) AdmitBatchLine(q *Quota, now time.Time, line string) (*Ticket, error) {
 	if t.shared != nil {
 		bq := *q

@@ -45,7 +45,9 @@
 // contract, idempotent per ticket id; money fails closed (ErrUnavailable) when Redis
 // does not answer, rates fall back to this process's share. Store.ShareKeys moves the
 // keys to RedisKeys (rediskeys.go). Each process still ledgers what it settled in its
-// own Store. docs/REDIS.md has the keys and the failure policy.
+// own Store; a batch line run twice at once is charged by the first settlement to
+// reach Redis, and the other's entry is a rerun at 0 (Ticket.Rerun), so the ledgers
+// sum to Redis's spend. docs/REDIS.md has the keys and the failure policy.
 //
 // # Ledger
 //

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,6 +34,9 @@ import (
 //	                          by their expiry, ms by Redis's clock
 //	P t:{T}:done:ID           string: what the settlement of ticket ID charged (idempotency); 1 hour,
 //	                          25 hours for a batch line's (ID "line:" + its request id, AdmitBatchLine)
+//	P t:{T}:by:ID             string: a batch line's only: the token of the settlement command that
+//	                          charged it (another run's settlement is told from a retry of its own);
+//	                          as long as done:ID
 //	P nodes                   sorted set: live process (node id) scored by its expiry (ms, its clock)
 //
 // Ticket ids never start with "=". This layout replaced one of separate keys (held,
@@ -59,6 +63,9 @@ type RedisShared struct {
 	log    *slog.Logger
 	met    *rediscli.Metrics
 	pipe   *batchPipe // admissions and settlements of concurrent requests, one script per tenant per flush
+
+	seed    string        // random per RedisShared: a settlement command's token is seed.n
+	settles atomic.Uint64 // n of the last token
 
 	mu       sync.Mutex
 	live     map[string]liveTicket  // by ticket id: reservations and slots to renew
@@ -107,6 +114,7 @@ type pendingSettle struct {
 	now    time.Time
 	actual money.Money
 	tokens int
+	token  string // the settlement command's, the same on every retry (see flushScript)
 }
 
 // localShare is a tenant's fallback while Redis is down: its share of the limits.
@@ -138,7 +146,7 @@ func NewRedisShared(c redis.UniversalClient, o RedisOptions) *RedisShared {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	r := &RedisShared{c: c, prefix: o.KeyPrefix, node: o.Node, ttl: o.TTL, log: o.Logger, met: o.Metrics,
+	r := &RedisShared{c: c, prefix: o.KeyPrefix, node: o.Node, ttl: o.TTL, log: o.Logger, met: o.Metrics, seed: strconv.FormatUint(rand.Uint64(), 36),
 		live: map[string]liveTicket{}, tenants: map[string]bool{}, rooms: map[string]money.Money{}, local: map[string]*localShare{}, nodes: 1,
 		stop: make(chan struct{}), done: make(chan struct{})}
 	r.pipe = newBatchPipe(c, o.TTL)
@@ -516,7 +524,7 @@ func (r *RedisShared) Reserve(q *Quota, id string, now time.Time, total money.Mo
 	return roomOf(v), nil
 }
 
-func (r *RedisShared) Settle(q *Quota, id string, now time.Time, actual money.Money, tokens int) error {
+func (r *RedisShared) Settle(q *Quota, id string, now time.Time, actual money.Money, tokens int) (money.Money, bool, error) {
 	r.mu.Lock()
 	if _, ok := r.live["local:"+id]; ok {
 		delete(r.live, "local:"+id)
@@ -529,10 +537,15 @@ func (r *RedisShared) Settle(q *Quota, id string, now time.Time, actual money.Mo
 	}
 	r.mu.Unlock()
 	p := pendingSettle{q: *q, id: id, now: now, actual: actual, tokens: tokens}
+	if strings.HasPrefix(id, LinePrefix) { // only a batch line's settlement needs a token (flushScript)
+		p.token = r.seed + "." + strconv.FormatUint(r.settles.Add(1), 36)
+	}
 	var err error
+	var prior money.Money
+	var again bool
 	if r.isDown() {
 		err = unavailable("settle", errors.New("down a moment ago"))
-	} else if err = r.settle(&p); err != nil {
+	} else if prior, again, err = r.settle(&p); err != nil {
 		r.failed(err)
 	}
 	if err != nil {
@@ -540,12 +553,14 @@ func (r *RedisShared) Settle(q *Quota, id string, now time.Time, actual money.Mo
 		r.mu.Lock()
 		r.pending = append(r.pending, p)
 		r.mu.Unlock()
-		return fmt.Errorf("%w (settlement queued for retry)", err)
+		return 0, false, fmt.Errorf("%w (settlement queued for retry)", err)
 	}
-	return nil
+	return prior, again, nil
 }
 
-func (r *RedisShared) settle(p *pendingSettle) error {
+// settle sends p's settlement; it reports what the earlier settlement charged when
+// another settlement of a batch line charged it before (flushScript).
+func (r *RedisShared) settle(p *pendingSettle) (prior money.Money, again bool, err error) {
 	dexp, mexp := windowExpiry(p.now)
 	b := r.base(p.q.Tenant)
 	keep := 3600 // seconds the settlement is remembered: a retried command comes within it
@@ -553,14 +568,23 @@ func (r *RedisShared) settle(p *pendingSettle) error {
 		keep = 25 * 3600 // a batch line may run again until its job's 24-hour window ends
 	}
 	keys := r.tenantKeys(p.q.Tenant, p.now)
-	if _, err := r.pipe.run(&batchCall{group: batchGroup{day: keys[0], month: keys[1], q: p.q}, settle: true, keys: keys,
-		exp: [2]int64{dexp, mexp}, key: b + "done:" + p.id, args: []any{p.id, int64(p.actual), p.tokens, keep}}); err != nil {
-		return unavailable("settle", err)
+	done := b + "done:" + p.id
+	by := done // not read or written but for a batch line's: no second key built per request
+	if keep > 3600 {
+		by = b + "by:" + p.id
+	}
+	v, err := r.pipe.run(&batchCall{group: batchGroup{day: keys[0], month: keys[1], q: p.q}, settle: true, keys: keys,
+		exp: [2]int64{dexp, mexp}, key: [2]string{done, by}, args: []any{p.id, int64(p.actual), p.tokens, keep, p.token}})
+	if err != nil {
+		return 0, false, unavailable("settle", err)
 	}
 	r.mu.Lock()
 	delete(r.live, p.id)
 	r.mu.Unlock()
-	return nil
+	if v[1].(int64) == 1 {
+		return money.Money(v[0].(int64)), true, nil
+	}
+	return 0, false, nil
 }
 
 func (r *RedisShared) seen(tenant string) {
@@ -602,7 +626,7 @@ func (r *RedisShared) retry() {
 	r.retrying += len(ps) // still pending (Pending counts them) until settled
 	r.mu.Unlock()
 	for i := range ps {
-		err := r.settle(&ps[i])
+		_, _, err := r.settle(&ps[i]) // its ledger entry was written when it was queued
 		r.mu.Lock()
 		if err != nil {
 			r.pending = append(r.pending, ps[i:]...)

@@ -9,9 +9,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/lmlite/lmlite/internal/rediscli"
 	"github.com/lmlite/lmlite/internal/redistest"
@@ -123,9 +126,9 @@ func TestRedisSettleIdempotentPerTicket(t *testing.T) {
 	if held, _ := p.sh.Held("idem"); held != money.USD(0.5) {
 		t.Fatalf("held %v after a repeated reserve", held)
 	}
-	for range 3 { // a settlement retried after a lost reply charges once
-		if err := p.sh.Settle(q, tk.ID(), now, money.USD(0.2), 0); err != nil {
-			t.Fatal(err)
+	for range 3 { // a settlement retried after a lost reply charges once (and is its own)
+		if _, again, err := p.sh.Settle(q, tk.ID(), now, money.USD(0.2), 0); err != nil || again {
+			t.Fatal(again, err)
 		}
 	}
 	if day, _, _ := p.sh.Spent("idem", now); day != money.USD(0.2) {
@@ -139,7 +142,7 @@ func TestRedisSettleIdempotentPerTicket(t *testing.T) {
 // TestRedisBatchLineSettledOnce: a batch line settled by one process (which then dies
 // before its result is recorded) and run again by another is charged once: the
 // second process sees the settlement (LineSettled), its own settlement charges
-// nothing, and its reservation is given back.
+// nothing (its ledger entry is a rerun at 0), and its reservation is given back.
 func TestRedisBatchLineSettledOnce(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{})
 	a, b := newProc(t, srv, "a", 5*time.Second), newProc(t, srv, "b", 5*time.Second)
@@ -185,11 +188,17 @@ func TestRedisBatchLineSettledOnce(t *testing.T) {
 	if err := tk2.Reserve(now, money.USD(0.5)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tk2.Settle(Entry{Time: now, Cost: money.USD(0.3), Status: 200, RequestID: line}); err != nil {
-		t.Fatal(err)
+	if c, err := tk2.Settle(Entry{Time: now, Cost: money.USD(0.3), Status: 200, RequestID: line}); err != nil || c != 0 {
+		t.Fatalf("the second settlement charged %v (%v), want 0", c, err)
+	}
+	if prior, ok := tk2.Rerun(); !ok || prior != money.USD(0.2) {
+		t.Fatalf("Rerun = %v %v, want $0.2 true", prior, ok)
 	}
 	if day, _, _ := a.sh.Spent("bat", now); day != money.USD(0.2) {
 		t.Fatalf("spent %v, want $0.2 (charged once)", day)
+	}
+	if la, lb := ledgerSum(t, a.store), ledgerSum(t, b.store); la != money.USD(0.2) || lb != 0 {
+		t.Fatalf("ledgers charged %v and %v, want $0.2 and 0", la, lb)
 	}
 	if held, _ := a.sh.Held("bat"); held != 0 {
 		t.Fatalf("held %v after the second settlement", held)
@@ -197,6 +206,146 @@ func TestRedisBatchLineSettledOnce(t *testing.T) {
 	// Another line is its own.
 	if _, was, _ := b.ten.LineSettled("bat", "batch_1-8"); was {
 		t.Fatal("line 8 settled")
+	}
+}
+
+// flushGate holds the first flush script sent on a client once armed (its EVALSHA,
+// before it is written) until released: the pipe's one sender waits, and the calls
+// made meanwhile go together in its next flush.
+type flushGate struct {
+	armed   atomic.Bool
+	entered chan struct{}
+	release chan struct{}
+	open    sync.Once
+	flushes atomic.Int32 // flush scripts sent (EVALSHA)
+}
+
+func (g *flushGate) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (g *flushGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (g *flushGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if a := cmd.Args(); cmd.Name() == "evalsha" && len(a) > 1 && a[1] == flushScript.Hash() {
+			g.flushes.Add(1)
+			if g.armed.CompareAndSwap(true, false) {
+				close(g.entered)
+				<-g.release
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// TestRedisBatchLineTwiceInOneFlush: two runs of a batch line (reclaimed from a worker
+// that stalled past its lease, so both run at once, here in one process) settle in
+// ONE flush script, one round trip: Redis charges the line once, and so do the
+// ledgers: one entry at the charge, the other "<id>-rerun" at 0, which knows what the
+// first was charged (Ticket.Rerun). Before the settlement answered it, both ledger
+// entries charged the line.
+func TestRedisBatchLineTwiceInOneFlush(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	c, err := rediscli.New(rediscli.Options{URL: srv.URL(0), Name: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &flushGate{entered: make(chan struct{}), release: make(chan struct{})}
+	c.AddHook(g)
+	store := openStore(t, filepath.Join(t.TempDir(), "lmlite.db"), SyncProcess)
+	sh := NewRedisShared(c, RedisOptions{KeyPrefix: "test:", Node: "a", TTL: 5 * time.Second})
+	ten := New(store)
+	ten.UseShared(sh)
+	t.Cleanup(func() { sh.Close(); c.Close(); store.Close() })
+	t.Cleanup(func() { g.open.Do(func() { close(g.release) }) }) // first, if the test stops early
+
+	q := &Quota{Tenant: "bat", DailyBudget: money.USD(1)}
+	now := time.Now()
+	const line = "batch_2-1"
+	runs := make([]*Ticket, 2)
+	for i := range runs {
+		tk, err := ten.AdmitBatchLine(q, now, line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tk.Reserve(now, money.USD(0.5)); err != nil {
+			t.Fatal(err)
+		}
+		runs[i] = tk
+	}
+	// Hold the pipe's sender on another settlement, queue both runs' settlements
+	// behind it, then let it go: they leave together.
+	g.armed.Store(true)
+	other, err := ten.AdmitBatch(&Quota{Tenant: "other"}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go other.Settle(Entry{Time: now, RequestID: "other"})
+	select {
+	case <-g.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no flush script was sent")
+	}
+	var wg sync.WaitGroup
+	for i, tk := range runs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cost := money.USD(0.2) + money.Money(i)*money.USD(0.1)
+			if _, err := tk.Settle(Entry{Time: now, Cost: cost, Status: 200, RequestID: line}); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	for len(sh.pipe.calls) < 2 {
+		time.Sleep(time.Millisecond)
+	}
+	before := g.flushes.Load()
+	g.open.Do(func() { close(g.release) })
+	wg.Wait()
+	if n := g.flushes.Load() - before; n != 1 {
+		t.Fatalf("the two settlements went in %d flushes, want 1", n)
+	}
+
+	day, _, err := sh.Spent("bat", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if day != money.USD(0.2) && day != money.USD(0.3) {
+		t.Fatalf("Redis charged %v, want one run's", day)
+	}
+	byID := map[string]money.Money{}
+	var sum money.Money
+	if err := store.Ledger(func(e Entry) error {
+		if e.Tenant == "bat" {
+			byID[e.RequestID] += e.Cost
+			sum += e.Cost
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if sum != day {
+		t.Errorf("the ledger charged %v for the line, Redis %v", sum, day)
+	}
+	if got, ok := byID[line+RerunSuffix]; len(byID) != 2 || byID[line] != day || !ok || got != 0 {
+		t.Errorf("ledger entries %v, want %s at %v and %s at 0", byID, line, day, line+RerunSuffix)
+	}
+	reruns := 0
+	for _, tk := range runs {
+		if prior, ok := tk.Rerun(); ok {
+			reruns++
+			if prior != day {
+				t.Errorf("the rerun says the line was charged %v, Redis %v", prior, day)
+			}
+		}
+	}
+	if reruns != 1 {
+		t.Errorf("%d runs report a rerun, want 1", reruns)
+	}
+	if held, _ := sh.Held("bat"); held != 0 {
+		t.Errorf("held %v after both settlements", held)
 	}
 }
 

@@ -18,8 +18,12 @@ import (
 // A settlement: a ticket settled before (its done key exists: a retry) charges nothing
 // more and answers what it charged; otherwise its reservation is replaced by its actual
 // cost, added to the day and month, its slot freed, the tokens used charged to
-// tokens/min (redis_rate's allowAtMost), and its done key written. It answers what it
-// charged (1 value).
+// tokens/min (redis_rate's allowAtMost), and its done key written. It answers 2 values:
+// {what it charged, 0}, or {what the earlier settlement charged, 1} when a batch
+// line's ticket was settled before by another settlement (another run of the line:
+// its by key holds another settler's token). A settlement found done by the same
+// token (this command retried after a lost reply), and any ticket not a batch line's
+// (settled by one request only), answers 0: the charge is its own.
 //
 // An admission, all or nothing, after the tenant's expired reservations are reaped
 // (their money back): a concurrency slot (leased until now + ttl), tokens/min (the
@@ -30,12 +34,15 @@ import (
 // tokens/min, {3, 0, 0, retry after in s (a string)} requests/s, {4, roomD, roomM, 0}
 // money. A room of -1 means no ceiling.
 //
-// The answers: the admissions' (4 each), then the settlements' (1 each).
+// The answers: the admissions' (4 each), then the settlements' (2 each).
 //
-// KEYS: spentD spentM s z (RedisShared's keys), then done:ID of each settlement
+// KEYS: spentD spentM s z (RedisShared's keys), then done:ID and by:ID of each
+// settlement (a ticket not a batch line's passes done:ID twice and an empty token:
+// its by key is never read or written)
 // ARGV: nA ttlms ceilD ceilM maxConc rpsBurst rpsRate rpsPeriod tpmBurst tpmRate
 // tpmPeriod (the tenant's quota) nS expD expM, then 3 per admission: id total need,
-// then 4 per settlement: id actual tokens keepSeconds
+// then 5 per settlement: id actual tokens keepSeconds token (unique per settlement
+// command, the same when it is retried)
 var flushScript = redis.NewScript(luaBase + luaGCRAAt + flushLua)
 
 const flushLua = `
@@ -46,14 +53,14 @@ local cd, cm, max = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local rpsB, rpsR, rpsP = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
 local tpmB, tpmR, tpmP = tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11])
 local nS = tonumber(ARGV[12])
-local sb = 14 + nA*3 -- settlement i's arguments are ARGV[sb + 4i - 3 ..]
+local sb = 14 + nA*3 -- settlement i's arguments are ARGV[sb + 5i - 4 ..], its keys KEYS[3 + 2i], KEYS[4 + 2i]
 local ids, sids, all = {}, {}, {}
-for i = 1, nS do sids[i] = ARGV[sb + i*4 - 3] all[#all+1] = sids[i] end
+for i = 1, nS do sids[i] = ARGV[sb + i*5 - 4] all[#all+1] = sids[i] end
 for i = 1, nA do ids[i] = ARGV[12 + i*3] all[#all+1] = ids[i] end
 -- The state, read once: the spend and the settlements' done keys (one MGET), the
 -- tenant's hash (held money, slots, GCRA states, the flush's tickets: one HMGET).
 local mk = {KEYS[1], KEYS[2]}
-for i = 1, nS do mk[i+2] = KEYS[4+i] end
+for i = 1, nS do mk[i+2] = KEYS[3+2*i] end
 local sv = redis.call('MGET', unpack(mk))
 local sd, sm = num(sv[1]), num(sv[2])
 local hv = redis.call('HMGET', KEYS[3], '=held', '=n', '=rps', '=tpm', unpack(all))
@@ -70,27 +77,35 @@ local held, nslots, gdirty = held0, n0, false
 local gnow = gcra_now(t)
 local out = {}
 -- The settlements, in order: a ticket settled before (its done key exists: a retry)
--- charges nothing more and answers what it charged; otherwise its reservation is
--- replaced by its actual cost, its slot freed, the tokens used charged to tokens/min
--- (allowAtMost), and its done key written.
+-- charges nothing more and answers what it charged (and whether another settlement of
+-- a batch line charged it); otherwise its reservation is replaced by its actual cost,
+-- its slot freed, the tokens used charged to tokens/min (allowAtMost), and its done key
+-- (and a batch line's by key) written.
 if nS > 0 then
-  local done, add, sets = {}, 0, {}
-  for i = 1, nS do local k = KEYS[4+i] if sv[2+i] and done[k] == nil then done[k] = sv[2+i] end end
+  local done, by, add, sets = {}, {}, 0, {}
+  for i = 1, nS do local k = KEYS[3+2*i] if sv[2+i] and done[k] == nil then done[k] = sv[2+i] end end
   for i = 1, nS do
-    local o = sb + i*4 - 3
+    local o = sb + i*5 - 4
     local id, a, tokens, keep = sids[i], tonumber(ARGV[o+1]), tonumber(ARGV[o+2]), tonumber(ARGV[o+3])
+    local line = keep > 3600
     local v = tk[id]
     local c = math.floor(v / 2)
     if v ~= 0 then
       held, nslots = held - c, nslots - v % 2
       set(id, 0)
     end
-    local dk = KEYS[4+i]
+    local dk, bk = KEYS[3+2*i], KEYS[4+2*i]
     local prev = done[dk]
     if prev then
       -- Settled before (a retried command, or a batch line run again after its worker
       -- died): charge nothing more, give back what a new reservation under id holds.
-      out[nA*4 + i] = tonumber(prev)
+      -- Another run's settlement if a batch line's by key holds another token.
+      local again = 0
+      if line then
+        if by[bk] == nil then by[bk] = redis.call('GET', bk) end
+        if by[bk] ~= ARGV[o+4] then again = 1 end
+      end
+      out[nA*4 + i*2 - 1], out[nA*4 + i*2] = tonumber(prev), again
     else
       if a > 0 then add = add + a end
       if tokens > 0 and tpmR > 0 then
@@ -100,12 +115,12 @@ if nS > 0 then
       -- A batch line's settlement (kept longer) is remembered only when it charged: a
       -- line refused or failed at no cost runs again later under the same id and must
       -- be charged then.
-      local line = keep > 3600
       if a > 0 or (not line and (c ~= 0 or tokens > 0)) then
         done[dk] = a
+        if line then by[bk] = ARGV[o+4] end
         sets[#sets+1] = i
       end
-      out[nA*4 + i] = a
+      out[nA*4 + i*2 - 1], out[nA*4 + i*2] = a, 0
     end
   end
   if add > 0 then
@@ -115,7 +130,9 @@ if nS > 0 then
     sd, sm = sd + add, sm + add
   end
   for _, i in ipairs(sets) do
-    redis.call('SET', KEYS[4+i], ARGV[sb + i*4 - 2], 'EX', ARGV[sb + i*4])
+    local o = sb + i*5 - 4
+    redis.call('SET', KEYS[3+2*i], ARGV[o+1], 'EX', ARGV[o+3])
+    if tonumber(ARGV[o+3]) > 3600 then redis.call('SET', KEYS[4+2*i], ARGV[o+4], 'EX', ARGV[o+3]) end
   end
 end
 -- The admissions, in order, each all or nothing: the tenant's expired tickets reaped
@@ -232,7 +249,7 @@ type batchCall struct {
 	settle bool       // a settlement (else an admission)
 	keys   []string   // the group's KEYS (taken from its first call)
 	exp    [2]int64   // settlement: when the day's and month's keys expire (unix s)
-	key    string     // settlement: its done key, appended to KEYS
+	key    [2]string  // settlement: its done and by keys, appended to KEYS
 	args   []any      // this call's arguments
 	res    []any      // this call's answers
 	err    error
@@ -308,9 +325,9 @@ func (s *script) first() *batchCall {
 // keysArgs are the script's KEYS and ARGV (see flushScript).
 func (s *script) keysArgs(ttl time.Duration) ([]string, []any) {
 	first := s.first()
-	keys := make([]string, 0, len(first.keys)+len(s.settles))
+	keys := make([]string, 0, len(first.keys)+2*len(s.settles))
 	keys = append(keys, first.keys...)
-	args := make([]any, 0, 14+3*len(s.admits)+4*len(s.settles))
+	args := make([]any, 0, 14+3*len(s.admits)+5*len(s.settles))
 	args = append(args, len(s.admits))
 	args = append(args, admitHead(&first.group.q, ttl)...)
 	var exp [2]int64
@@ -322,7 +339,7 @@ func (s *script) keysArgs(ttl time.Duration) ([]string, []any) {
 		args = append(args, c.args...)
 	}
 	for _, c := range s.settles {
-		keys = append(keys, c.key)
+		keys = append(keys, c.key[0], c.key[1])
 		args = append(args, c.args...)
 	}
 	return keys, args
@@ -368,7 +385,7 @@ func (p *batchPipe) exec(batch []*batchCall) {
 	}
 	for _, s := range scripts {
 		v, err := s.cmd.Slice()
-		if err == nil && len(v) != 4*len(s.admits)+len(s.settles) {
+		if err == nil && len(v) != 4*len(s.admits)+2*len(s.settles) {
 			err = fmt.Errorf("tenancy: flush script answered %d values for %d admissions and %d settlements", len(v), len(s.admits), len(s.settles))
 		}
 		for i, call := range s.admits {
@@ -383,8 +400,8 @@ func (p *batchPipe) exec(batch []*batchCall) {
 			if err != nil {
 				call.err = err
 			} else {
-				j := 4*len(s.admits) + i
-				call.res = v[j : j+1 : j+1]
+				j := 4*len(s.admits) + 2*i
+				call.res = v[j : j+2 : j+2]
 			}
 			close(call.done)
 		}

@@ -17,7 +17,8 @@ import (
 
 // The one-request scripts below are the reference the batch scripts are tested
 // against: admission and settlement as they were sent one request per script (before
-// the batch scripts), unchanged.
+// the batch scripts), unchanged but for the settlement's second answer (whether
+// another settlement of a batch line charged it) and the by key that decides it.
 
 // admitOneLua is a request's admission, all or nothing, in one round trip: a
 // concurrency slot (leased until now + ttl), tokens/min (the prompt's tokens must be
@@ -69,10 +70,13 @@ return {1, room(sd, cd, held), room(sm, cm, held), 0}
 
 // settleOneLua replaces a ticket's reservation by its actual cost, frees its slot and
 // charges the tokens used to tokens/min (redis_rate's allowAtMost), once: one round
-// trip. KEYS: spentD spentM held res resamt slots done tpm
-// ARGV: id actual expD expM tokens tpmBurst tpmRate tpmPeriod keepSeconds
+// trip. It answers {what it charged, 0}, or {what was charged, 1} when another
+// settlement (another token) of a batch line charged it before.
+// KEYS: spentD spentM held res resamt slots done tpm by
+// ARGV: id actual expD expM tokens tpmBurst tpmRate tpmPeriod keepSeconds token
 const settleOneLua = `
 local id, a, tokens, keep = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[5]), tonumber(ARGV[9])
+local line = keep > 3600
 local cur = num(redis.call('HGET', KEYS[5], id))
 local prev = redis.call('GET', KEYS[7])
 if prev then
@@ -82,7 +86,9 @@ if prev then
   redis.call('HDEL', KEYS[5], id)
   redis.call('ZREM', KEYS[4], id)
   redis.call('ZREM', KEYS[6], id)
-  return tonumber(prev)
+  local again = 0
+  if line and redis.call('GET', KEYS[9]) ~= ARGV[10] then again = 1 end
+  return {tonumber(prev), again}
 end
 if cur ~= 0 then redis.call('DECRBY', KEYS[3], cur) end
 redis.call('HDEL', KEYS[5], id)
@@ -100,9 +106,11 @@ end
 -- A batch line's settlement (kept longer) is remembered only when it charged: a line
 -- refused or failed at no cost runs again later under the same id and must be
 -- charged then.
-local line = keep > 3600
-if a > 0 or (not line and (cur ~= 0 or tokens > 0)) then redis.call('SET', KEYS[7], a, 'EX', keep) end
-return a
+if a > 0 or (not line and (cur ~= 0 or tokens > 0)) then
+  redis.call('SET', KEYS[7], a, 'EX', keep)
+  if line then redis.call('SET', KEYS[9], ARGV[10], 'EX', keep) end
+end
+return {a, 0}
 `
 
 // clocked is src behind the test clock: redis.call('TIME') answers the last two ARGV.
@@ -132,11 +140,13 @@ type batchOp struct {
 	settle bool
 	q      Quota
 	id     string
-	total  int64 // admission: the worst case reserved
-	need   int   // admission: the prompt's tokens
-	actual int64 // settlement: the cost
-	tokens int   // settlement: the tokens used
-	keep   int   // settlement: seconds its done key is kept
+	total  int64  // admission: the worst case reserved
+	need   int    // admission: the prompt's tokens
+	actual int64  // settlement: the cost
+	tokens int    // settlement: the tokens used
+	keep   int    // settlement: seconds its done key is kept
+	token  string // settlement: its command's token
+	own    bool   // settlement: the id's last settlement's command retried (its arguments and token)
 }
 
 // admitArgs are op's arguments of admitOneLua (its ttl ttlms).
@@ -152,7 +162,7 @@ func (op *batchOp) admitArgs(ttlms int) []any {
 func (op *batchOp) settleArgs(dexp, mexp int64) []any {
 	a := []any{op.id, op.actual, dexp, mexp, op.tokens}
 	a = append(a, gcraArgs(tpmLimit(&op.q), op.q.TokensPerMinute > 0)...)
-	return append(a, op.keep)
+	return append(a, op.keep, op.token)
 }
 
 // dumpKeys is every key under prefix (without it) with its type, value and whether it
@@ -198,7 +208,7 @@ func oldLayout(t *testing.T, c *redis.Client, b string, nowms int64) map[string]
 	ctx := context.Background()
 	out := map[string]string{}
 	for k, v := range dumpKeys(t, c, b) {
-		if strings.HasPrefix(k, "spent:") || strings.HasPrefix(k, "done:") {
+		if strings.HasPrefix(k, "spent:") || strings.HasPrefix(k, "done:") || strings.HasPrefix(k, "by:") {
 			out[k] = v
 		}
 	}
@@ -250,7 +260,7 @@ func newLayout(t *testing.T, c *redis.Client, b string, nowms int64) map[string]
 	ctx := context.Background()
 	out := map[string]string{}
 	for k, v := range dumpKeys(t, c, b) {
-		if strings.HasPrefix(k, "spent:") || strings.HasPrefix(k, "done:") {
+		if strings.HasPrefix(k, "spent:") || strings.HasPrefix(k, "done:") || strings.HasPrefix(k, "by:") {
 			out[k] = v
 		}
 	}
@@ -319,8 +329,9 @@ func gcraState(v string, sec, usec int64) string {
 // answer and the whole stored state (values, and which keys expire) must be identical
 // after every flush. The load mixes flushes of admissions only, settlements only and
 // both, the concurrency slot, both GCRA limits, day and month budgets, refusals of each
-// kind, retried settlements, batch lines' settlements, tickets settled twice in one
-// flush, and quotas that change between flushes of one tenant.
+// kind, retried settlements (a batch line's by another run, or by its own command
+// again), batch lines' settlements, tickets settled twice in one flush, and quotas that
+// change between flushes of one tenant.
 func TestRedisFlushScriptMatchesOneByOne(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{})
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
@@ -343,8 +354,10 @@ func TestRedisFlushScriptMatchesOneByOne(t *testing.T) {
 	}
 	kb := []string{"B:t:{t}:spent:d:20261124", "B:t:{t}:spent:m:202611", "B:t:{t}:s", "B:t:{t}:z"}
 	var admitted, settled []string // ids, for settlements and retries
+	last := map[string]batchOp{}   // by settled id: its last settlement
 	next := 0
 	decisions := map[string]int{}
+	agains := map[string]int{} // settlement answers by their second value
 	kinds := map[string]int{}
 	for step := 0; step < 240; step++ {
 		// The clock moves 0–2.5 s between flushes (sometimes not at all), and now and
@@ -396,7 +409,8 @@ func TestRedisFlushScriptMatchesOneByOne(t *testing.T) {
 			case r < 7 || len(settled) == 0:
 				op.id = admitted[rng.IntN(len(admitted))]
 			case r < 9:
-				op.id = settled[rng.IntN(len(settled))] // a retried settlement
+				op.id = settled[rng.IntN(len(settled))] // a retried settlement:
+				op.own = step%2 == 0                    // half the time its last command again
 			default:
 				next++
 				op.id = fmt.Sprintf("tk%d", next) // never admitted
@@ -410,6 +424,11 @@ func TestRedisFlushScriptMatchesOneByOne(t *testing.T) {
 			if rng.IntN(5) == 0 {
 				op.keep = 25 * 3600
 			}
+			op.token = fmt.Sprintf("s%d.%d", step, i)
+			if op.own {
+				l := last[op.id]
+				op.actual, op.tokens, op.keep, op.token = l.actual, l.tokens, l.keep, l.token
+			}
 		}
 
 		// A: one script per request, in order.
@@ -420,7 +439,7 @@ func TestRedisFlushScriptMatchesOneByOne(t *testing.T) {
 			var v any
 			var err error
 			if op.settle {
-				keys := append(slices.Clone(ka[:6]), "A:t:{t}:done:"+op.id, ka[7])
+				keys := append(slices.Clone(ka[:6]), "A:t:{t}:done:"+op.id, ka[7], "A:t:{t}:by:"+op.id)
 				v, err = settleOneT.Run(ctx, c, keys, append(op.settleArgs(dexp, mexp), clock...)...).Result()
 			} else {
 				v, err = admitOneT.Run(ctx, c, ka, append(op.admitArgs(ttlms), clock...)...).Result()
@@ -435,13 +454,18 @@ func TestRedisFlushScriptMatchesOneByOne(t *testing.T) {
 			// state (TAT at or before now) as absent, on both sides alike.
 			c.Persist(ctx, ka[6])
 			c.Persist(ctx, ka[7])
-			if vs, ok := v.([]any); ok {
-				for _, x := range vs {
+			vs := v.([]any)
+			for _, x := range vs {
+				if op.settle {
+					oneS = append(oneS, fmt.Sprint(x))
+				} else {
 					oneA = append(oneA, fmt.Sprint(x))
 				}
-				decisions[fmt.Sprint(vs[0])]++
+			}
+			if op.settle {
+				agains[fmt.Sprintf("again=%v line=%v own=%v", vs[1], op.keep > 3600, op.own)]++
 			} else {
-				oneS = append(oneS, fmt.Sprint(v))
+				decisions[fmt.Sprint(vs[0])]++
 			}
 		}
 		one := append(oneA, oneS...) // the flush answers the admissions first
@@ -454,8 +478,8 @@ func TestRedisFlushScriptMatchesOneByOne(t *testing.T) {
 		}
 		keys := slices.Clone(kb)
 		for _, op := range ops[:nS] {
-			keys = append(keys, "B:t:{t}:done:"+op.id)
-			args = append(args, op.id, op.actual, op.tokens, op.keep)
+			keys = append(keys, "B:t:{t}:done:"+op.id, "B:t:{t}:by:"+op.id)
+			args = append(args, op.id, op.actual, op.tokens, op.keep, op.token)
 		}
 		v, err := flushT.Run(ctx, c, keys, append(args, clock...)...).Result()
 		if err != nil {
@@ -486,6 +510,7 @@ func TestRedisFlushScriptMatchesOneByOne(t *testing.T) {
 		for i := range ops {
 			if ops[i].settle {
 				settled = append(settled, ops[i].id)
+				last[ops[i].id] = ops[i]
 			} else {
 				admitted = append(admitted, ops[i].id)
 			}
@@ -502,5 +527,9 @@ func TestRedisFlushScriptMatchesOneByOne(t *testing.T) {
 			t.Errorf("no flush of kind %q: %v", k, kinds)
 		}
 	}
-	t.Logf("admission answers by code: %v; flushes: %v", decisions, kinds)
+	// A batch line's settlement found charged by another, and by its own command.
+	if agains["again=1 line=true own=false"] == 0 || agains["again=0 line=true own=true"] == 0 {
+		t.Errorf("settlements' second answers: %v", agains)
+	}
+	t.Logf("admission answers by code: %v; flushes: %v; settlements: %v", decisions, kinds, agains)
 }

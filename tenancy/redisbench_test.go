@@ -64,8 +64,8 @@ func BenchmarkRedisFlush(b *testing.B) {
 				s.admits = append(s.admits, &batchCall{group: batchGroup{q: q}, keys: keys, args: []any{id, int64(50000), 20}})
 			}
 			for _, id := range prev {
-				s.settles = append(s.settles, &batchCall{settle: true, keys: keys, exp: [2]int64{dexp, mexp}, key: bs + "done:" + id,
-					args: []any{id, int64(14000), 13, 3600}})
+				s.settles = append(s.settles, &batchCall{settle: true, keys: keys, exp: [2]int64{dexp, mexp}, key: [2]string{bs + "done:" + id, bs + "by:" + id},
+					args: []any{id, int64(14000), 13, 3600, "t." + id}})
 			}
 			prev = prev[:0]
 			for _, a := range s.admits {

@@ -32,9 +32,13 @@ type Shared interface {
 	// the money left after it.
 	Reserve(q *Quota, id string, now time.Time, total money.Money) (room money.Money, err error)
 	// Settle replaces id's reservation by actual, charged to the windows of now, frees
-	// its slot and charges tokens to tokens/min. A settlement that cannot reach the
-	// shared state is retried in the background (the error says so).
-	Settle(q *Quota, id string, now time.Time, actual money.Money, tokens int) error
+	// its slot and charges tokens to tokens/min. A batch line's ticket (LinePrefix)
+	// already settled by another settlement (the line run twice at once) charges
+	// nothing: again reports it, and prior is what that settlement charged; a retry of
+	// this settlement's own command is not again. A settlement that cannot reach the
+	// shared state is retried in the background (the error says so); it cannot tell
+	// again yet.
+	Settle(q *Quota, id string, now time.Time, actual money.Money, tokens int) (prior money.Money, again bool, err error)
 }
 
 // UseShared makes t keep quotas and budgets in sh instead of in-process; call it
@@ -53,6 +57,12 @@ func (t *Tenancy) admitShared(q *Quota, now time.Time, promptTokens int, amount 
 
 // ID is the ticket's id: unique per request across the processes sharing a Redis.
 func (tk *Ticket) ID() string { return tk.id }
+
+// Rerun reports whether the ticket's settlement found its batch line (AdmitBatchLine)
+// charged by another run of the line, in the shared state: Settle then charged
+// nothing and wrote its ledger entry as RequestID+RerunSuffix at cost 0. prior is
+// what the other run was charged.
+func (tk *Ticket) Rerun() (prior money.Money, ok bool) { return tk.prior, tk.rerun }
 
 func (tk *Ticket) reserveShared(now time.Time, amount money.Money) error {
 	room, err := tk.sh.Reserve(&tk.q, tk.id, now, tk.reserved+amount)
@@ -88,7 +98,16 @@ func (tk *Ticket) settleShared(e Entry) (money.Money, error) {
 	if tk.batch { // not charged to the interactive tokens/min (AdmitBatch)
 		tokens = 0
 	}
-	err := tk.sh.Settle(&tk.q, tk.id, e.Time, e.Cost, tokens)
+	prior, again, err := tk.sh.Settle(&tk.q, tk.id, e.Time, e.Cost, tokens)
+	if again && e.Cost > 0 {
+		// Another run of the batch line was charged for it: this run's entry charges
+		// nothing (the gateway's convention for a line run again). A settlement queued
+		// for retry (err) cannot know yet and is recorded at e.Cost, as one that
+		// charged; lmlite ledger verify reconciles the ledgers with Redis then.
+		e.RequestID += RerunSuffix
+		e.Cost = 0
+		tk.rerun, tk.prior = true, prior
+	}
 	if e.Tenant == "" {
 		e.Tenant = tk.q.Tenant
 	}
