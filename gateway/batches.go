@@ -99,8 +99,7 @@ func discounted(c money.Money, rate float64) money.Money {
 // line is free, at the other run's cost. Without shared state there is no other run.
 func (l *lineOutcome) settled(tk *tenancy.Ticket, e tenancy.Entry, charged money.Money) tenancy.Entry {
 	if prior, ok := tk.Rerun(); ok {
-		e.RequestID += tenancy.RerunSuffix
-		e.Cost = 0
+		e = tenancy.AsRerun(e)
 		l.free, l.prior = true, prior
 	}
 	l.e, l.cost = e, charged
@@ -311,7 +310,7 @@ func (s *Server) checkRemote(in *input, name string, r remoteModel) (money.Money
 	if r.maxLen > 0 {
 		nPrompt = r.maxLen - out
 	}
-	return r.price.Cost(nPrompt, out*max(1, in.feat.n)), nil
+	return r.price.Cost(nPrompt, out*in.feat.n), nil
 }
 
 // LineModel is batch.Placer: where a batch line goes. A line naming a model goes to

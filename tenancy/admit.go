@@ -279,6 +279,14 @@ const LinePrefix = "line:"
 // charged nothing because another run of the line was (Ticket.Rerun).
 const RerunSuffix = "-rerun"
 
+// AsRerun is e as the ledger records a run of a batch line that is charged nothing
+// because another run of the line was: its request id + RerunSuffix, at cost 0.
+func AsRerun(e Entry) Entry {
+	e.RequestID += RerunSuffix
+	e.Cost = 0
+	return e
+}
+
 // AdmitBatchLine is AdmitBatch for the batch line with request id line (stable over
 // the line's runs): with shared state (Redis) its ticket is LinePrefix + line, so
 // the line is settled once however many times it runs (a worker that died after

@@ -564,15 +564,13 @@ func (r *RedisShared) settle(p *pendingSettle) (prior money.Money, again bool, e
 	dexp, mexp := windowExpiry(p.now)
 	b := r.base(p.q.Tenant)
 	keep := 3600 // seconds the settlement is remembered: a retried command comes within it
-	if strings.HasPrefix(p.id, LinePrefix) {
-		keep = 25 * 3600 // a batch line may run again until its job's 24-hour window ends
-	}
-	keys := r.tenantKeys(p.q.Tenant, p.now)
 	done := b + "done:" + p.id
 	by := done // not read or written but for a batch line's: no second key built per request
-	if keep > 3600 {
+	if strings.HasPrefix(p.id, LinePrefix) {
+		keep = 25 * 3600 // a batch line may run again until its job's 24-hour window ends
 		by = b + "by:" + p.id
 	}
+	keys := r.tenantKeys(p.q.Tenant, p.now)
 	v, err := r.pipe.run(&batchCall{group: batchGroup{day: keys[0], month: keys[1], q: p.q}, settle: true, keys: keys,
 		exp: [2]int64{dexp, mexp}, key: [2]string{done, by}, args: []any{p.id, int64(p.actual), p.tokens, keep, p.token}})
 	if err != nil {

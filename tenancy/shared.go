@@ -104,8 +104,7 @@ func (tk *Ticket) settleShared(e Entry) (money.Money, error) {
 		// nothing (the gateway's convention for a line run again). A settlement queued
 		// for retry (err) cannot know yet and is recorded at e.Cost, as one that
 		// charged; lmlite ledger verify reconciles the ledgers with Redis then.
-		e.RequestID += RerunSuffix
-		e.Cost = 0
+		e = AsRerun(e)
 		tk.rerun, tk.prior = true, prior
 	}
 	if e.Tenant == "" {

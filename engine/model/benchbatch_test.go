@@ -5,8 +5,6 @@ import (
 	"os"
 	"runtime/pprof"
 	"testing"
-
-	"github.com/lmlite/lmlite/kvcache"
 )
 
 // BenchmarkDecodeBatch is one decode step of LMLITE_BENCH_PARALLEL sequences (default
@@ -19,42 +17,7 @@ import (
 // writes a CPU profile of the timed loop alone to prefix-decode.prof (a whole run's
 // -cpuprofile is mostly the prefill).
 func BenchmarkDecodeBatch(b *testing.B) {
-	path := os.Getenv("LMLITE_BENCH_MODEL")
-	if path == "" {
-		b.Skip("LMLITE_BENCH_MODEL not set")
-	}
-	np, par := benchEnvInt(b, "LMLITE_BENCH_PROMPT", 576), benchEnvInt(b, "LMLITE_BENCH_PARALLEL", 16)
-	m, err := Open(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer m.Close()
-	kc := m.KVConfig()
-	kc.Blocks = kc.BlocksFor(np+1, par, 0)
-	pool, err := kvcache.New(kc)
-	if err != nil {
-		b.Fatal(err)
-	}
-	bt := m.NewBatch()
-	seqs := make([]*kvcache.Seq, par)
-	seed := uint32(1234)
-	prompt := make([]int32, np)
-	for s := range seqs {
-		seqs[s] = pool.NewSeq("")
-		if err := seqs[s].Grow(np + 1); err != nil {
-			b.Fatal(err)
-		}
-		for i := range prompt {
-			seed = seed*1664525 + 1013904223
-			prompt[i] = 3 + int32(seed%uint32(m.Config().Vocab-3))
-		}
-		for c := 0; c < np; c += 512 {
-			it := Item{KV: seqs[s], Start: c, Tokens: prompt[c:min(np, c+512)], Attn: AttnF32}
-			if _, err := bt.Forward([]Item{it}); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
+	bt, seqs, np, par := prefilledBenchSeqs(b, 576, 16)
 	b.Run(fmt.Sprintf("prompt%d/par%d", np, par), func(b *testing.B) {
 		items := make([]Item, par)
 		for s := range seqs {

@@ -20,42 +20,7 @@ import (
 // serves both modes. Reports each mode's tok/s and f32/f16-time, the ratio of the
 // modes' total step times (below 1: float32 mode decodes faster).
 func BenchmarkDecodeModes(b *testing.B) {
-	path := os.Getenv("LMLITE_BENCH_MODEL")
-	if path == "" {
-		b.Skip("LMLITE_BENCH_MODEL not set")
-	}
-	np, par := benchEnvInt(b, "LMLITE_BENCH_PROMPT", 2048), benchEnvInt(b, "LMLITE_BENCH_PARALLEL", 1)
-	m, err := Open(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer m.Close()
-	kc := m.KVConfig()
-	kc.Blocks = kc.BlocksFor(np+1, par, 0)
-	pool, err := kvcache.New(kc)
-	if err != nil {
-		b.Fatal(err)
-	}
-	bt := m.NewBatch()
-	seqs := make([]*kvcache.Seq, par)
-	seed := uint32(1234)
-	prompt := make([]int32, np)
-	for s := range seqs {
-		seqs[s] = pool.NewSeq("")
-		if err := seqs[s].Grow(np + 1); err != nil {
-			b.Fatal(err)
-		}
-		for i := range prompt {
-			seed = seed*1664525 + 1013904223
-			prompt[i] = 3 + int32(seed%uint32(m.Config().Vocab-3))
-		}
-		for c := 0; c < np; c += 512 {
-			it := Item{KV: seqs[s], Start: c, Tokens: prompt[c:min(np, c+512)], Attn: AttnF32}
-			if _, err := bt.Forward([]Item{it}); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
+	bt, seqs, np, par := prefilledBenchSeqs(b, 2048, 1)
 	// Both modes alternate step by step, each step timed on its own: the machine's
 	// drift (other jobs, frequency) falls on both alike.
 	b.Run(fmt.Sprintf("prompt%d/par%d", np, par), func(b *testing.B) {
@@ -86,4 +51,49 @@ func BenchmarkDecodeModes(b *testing.B) {
 		b.ReportMetric(float64(par*b.N)/t[1].Seconds(), "f32-tok/s")
 		b.ReportMetric(t[1].Seconds()/t[0].Seconds(), "f32/f16-time")
 	})
+}
+
+// prefilledBenchSeqs opens the model file named by LMLITE_BENCH_MODEL (skipping the
+// benchmark when unset) and prefills LMLITE_BENCH_PARALLEL sequences (default par) in
+// paged KV with prompts of LMLITE_BENCH_PROMPT pseudo-random tokens (default np),
+// float32 attention, 512 tokens at a time, each with room for one more token. The
+// model is closed when b ends.
+func prefilledBenchSeqs(b *testing.B, np, par int) (*Batch, []*kvcache.Seq, int, int) {
+	path := os.Getenv("LMLITE_BENCH_MODEL")
+	if path == "" {
+		b.Skip("LMLITE_BENCH_MODEL not set")
+	}
+	np, par = benchEnvInt(b, "LMLITE_BENCH_PROMPT", np), benchEnvInt(b, "LMLITE_BENCH_PARALLEL", par)
+	m, err := Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { m.Close() })
+	kc := m.KVConfig()
+	kc.Blocks = kc.BlocksFor(np+1, par, 0)
+	pool, err := kvcache.New(kc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	bt := m.NewBatch()
+	seqs := make([]*kvcache.Seq, par)
+	seed := uint32(1234)
+	prompt := make([]int32, np)
+	for s := range seqs {
+		seqs[s] = pool.NewSeq("")
+		if err := seqs[s].Grow(np + 1); err != nil {
+			b.Fatal(err)
+		}
+		for i := range prompt {
+			seed = seed*1664525 + 1013904223
+			prompt[i] = 3 + int32(seed%uint32(m.Config().Vocab-3))
+		}
+		for c := 0; c < np; c += 512 {
+			it := Item{KV: seqs[s], Start: c, Tokens: prompt[c:min(np, c+512)], Attn: AttnF32}
+			if _, err := bt.Forward([]Item{it}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	return bt, seqs, np, par
 }
