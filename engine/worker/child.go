@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -129,8 +130,22 @@ func Serve(conn net.Conn, b Backend, beat time.Duration) error {
 		defer wg.Done()
 		t := time.NewTicker(beat)
 		defer t.Stop()
+		var last []byte
 		for {
-			if w.writeJSON(fBeat, 0, b.Models()) != nil {
+			// Models() on every beat, so that a Block whose locks are stuck stops
+			// beating; its status only when it changed (an idle worker's beats are
+			// empty, and its parent has nothing to decode).
+			st, err := json.Marshal(b.Models())
+			if err != nil {
+				conn.Close()
+				return
+			}
+			payload := st
+			if bytes.Equal(st, last) {
+				payload = nil
+			}
+			last = st
+			if w.write(fBeat, 0, payload) != nil {
 				conn.Close()
 				return
 			}

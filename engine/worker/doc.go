@@ -39,8 +39,9 @@
 // sentinel error, so errors.Is works across the socket), reply (id; JSON {code, msg}:
 // the answer to a load or unload, or an embed's error), embeddings (id; binary: the
 // answer to an embed: uint32 prompt tokens, uint32 vectors, each a uint32 length and
-// its float32s' bits, so the vectors are the in-process bits), and beat (id 0; JSON
-// []engine.ModelStatus) every Beat (100 ms). Tokens and embeddings are binary because
+// its float32s' bits, so the vectors are the in-process bits), and beat (id 0) every
+// Beat (200 ms): JSON []engine.ModelStatus when the status changed since the last
+// beat, else empty (an idle worker's beats cost its parent no decoding). Tokens and embeddings are binary because
 // they are most of the traffic; everything else is JSON because it is rare and easy
 // to read in a dump. Every frame is written at once, in a group commit: a frame
 // added while another write is in progress goes out with the next write. The worker
@@ -54,8 +55,11 @@
 // # Supervision
 //
 // The heartbeat is the worker's Models(): a Block whose locks are stuck stops beating
-// too. The Pool's janitor looks every half beat, applying timing.next, a pure
-// function of the group's state and times (TestTimingNext):
+// too. The Pool's janitor applies timing.next, a pure function of the group's state
+// and times (TestTimingNext) that also says when it is next due (the next possible
+// hang, idle timeout or backoff's end); the janitor sleeps until then or until a
+// state change or a request's end wakes it, so an idle parent is not woken on a tick
+// (TestIdlePoolJanitorSleepsUntilDeadlines):
 //   - a worker without a heartbeat for HangAfter (700 ms) is hung: its models are not
 //     ready at once, and it is killed with SIGKILL (which also ends a stopped process);
 //   - a worker whose socket ends, or that exits, without the parent asking is crashed:

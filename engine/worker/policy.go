@@ -7,7 +7,7 @@ import (
 
 // Defaults of Policy and of the Pool's timing.
 const (
-	DefaultBeat       = 100 * time.Millisecond // a worker's heartbeat interval (at most 250 ms by the issue)
+	DefaultBeat       = 200 * time.Millisecond // a worker's heartbeat interval (at most 250 ms by the issue; each beat wakes both processes)
 	DefaultHangAfter  = 700 * time.Millisecond // no heartbeat for this long: hung (killed and restarted)
 	DefaultMinBackoff = 100 * time.Millisecond
 	DefaultMaxBackoff = 10 * time.Second
@@ -102,19 +102,23 @@ func (m idler) timeout() time.Duration {
 	return m.Timeout
 }
 
-// idle reports whether every model of the group has been idle for its timeout at
-// now: then the worker may exit (a model that never times out keeps its group's
-// worker).
-func (v view) idle(now time.Time) bool {
+// idleAt is when every model of the group will have been idle for its timeout, so
+// that the worker may exit (scale to zero); ok is false while a request is in flight
+// or when a model never times out (it keeps its group's worker).
+func (v view) idleAt() (at time.Time, ok bool) {
 	if v.Inflight > 0 || len(v.Models) == 0 {
-		return false
+		return time.Time{}, false
 	}
 	for _, m := range v.Models {
-		if t := m.timeout(); t <= 0 || now.Sub(m.LastUsed) < t {
-			return false
+		t := m.timeout()
+		if t <= 0 {
+			return time.Time{}, false
+		}
+		if end := m.LastUsed.Add(t); end.After(at) {
+			at = end
 		}
 	}
-	return true
+	return at, true
 }
 
 // action is the supervisor's periodic decision.
@@ -128,29 +132,44 @@ const (
 	actRestart             // the backoff is over
 )
 
-// Next is the decision at now: a pure function of v, so the tests give it explicit
-// times. why explains a actKillHung.
-func (t timing) next(v view, now time.Time) (act action, why string) {
+// next is the decision at now: a pure function of v, so the tests give it explicit
+// times. why explains an actKillHung. With actNone, at is the earliest time at which
+// the decision can change by time alone (a deadline: the hang, the idle timeout, the
+// backoff's end); the janitor sleeps until then or until an event (a state change, a
+// request's end) wakes it. Zero: only an event can change it. Beats and requests
+// only ever move a deadline later, so a wake-up at an old deadline just looks again.
+func (t timing) next(v view, now time.Time) (act action, why string, at time.Time) {
 	switch v.State {
 	case gStarting:
-		if now.Sub(v.Started) > t.StartTimeout {
-			return actKillHung, fmt.Sprintf("hung: no hello %s after its start", t.StartTimeout)
+		// Hung once more than StartTimeout has passed: at is the first such instant.
+		if at = v.Started.Add(t.StartTimeout).Add(1); !now.Before(at) {
+			return actKillHung, fmt.Sprintf("hung: no hello %s after its start", t.StartTimeout), time.Time{}
 		}
 	case gRunning:
-		if since := now.Sub(v.LastBeat); since > t.HangAfter {
-			return actKillHung, fmt.Sprintf("hung: no heartbeat for %s", since.Round(time.Millisecond))
+		if at = v.LastBeat.Add(t.HangAfter).Add(1); !now.Before(at) {
+			return actKillHung, fmt.Sprintf("hung: no heartbeat for %s", now.Sub(v.LastBeat).Round(time.Millisecond)), time.Time{}
 		}
-		if v.idle(now) {
-			return actStopIdle, ""
+		if idle, ok := v.idleAt(); ok {
+			if !now.Before(idle) {
+				return actStopIdle, "", time.Time{}
+			}
+			if idle.Before(at) {
+				at = idle
+			}
 		}
 	case gStopping:
-		if now.Sub(v.StopAt) >= stopGrace {
-			return actKillStopping, ""
+		if at = v.StopAt.Add(stopGrace); !now.Before(at) {
+			return actKillStopping, "", time.Time{}
 		}
 	case gBackoff:
-		if !now.Before(v.RestartAt) && !v.Closed {
-			return actRestart, ""
+		if v.Closed {
+			return actNone, "", time.Time{}
 		}
+		if at = v.RestartAt; !now.Before(at) {
+			return actRestart, "", time.Time{}
+		}
+	default:
+		return actNone, "", time.Time{}
 	}
-	return actNone, ""
+	return actNone, "", at
 }

@@ -44,8 +44,9 @@ func TestPolicyOnCrash(t *testing.T) {
 	}
 }
 
-// TestTimingNext: the supervisor's periodic decision at explicit times: hangs,
-// idle exits (with requests' keep_alive and groups of models), restarts.
+// TestTimingNext: the supervisor's decision at explicit times: hangs, idle exits
+// (with requests' keep_alive and groups of models), restarts; and when it is next
+// due, exactly the first instant at which time alone changes it.
 func TestTimingNext(t *testing.T) {
 	t0 := time.Unix(5000, 0)
 	tm := timing{HangAfter: 700 * time.Millisecond, StartTimeout: 30 * time.Second}
@@ -53,40 +54,56 @@ func TestTimingNext(t *testing.T) {
 	one := func(lastUsed int, timeout, keep time.Duration) []idler {
 		return []idler{{LastUsed: ms(lastUsed), Timeout: timeout, KeepAlive: keep}}
 	}
+	none := time.Time{}
 	cases := []struct {
 		name string
 		v    view
 		now  time.Time
 		want action
+		due  time.Time // next's at: when it looks again without an event
 	}{
-		{"running, beating", view{State: gRunning, LastBeat: ms(0), Models: one(0, time.Second, 0), Inflight: 1}, ms(700), actNone},
-		{"running, beat 701 ms ago", view{State: gRunning, LastBeat: ms(0), Models: one(0, time.Second, 0), Inflight: 1}, ms(701), actKillHung},
-		{"hung beats idle", view{State: gRunning, LastBeat: ms(0), Models: one(0, time.Millisecond, 0)}, ms(800), actKillHung},
-		{"idle", view{State: gRunning, LastBeat: ms(900), Models: one(0, time.Second, 0)}, ms(1000), actStopIdle},
-		{"idle but busy", view{State: gRunning, LastBeat: ms(900), Models: one(0, time.Second, 0), Inflight: 1}, ms(1000), actNone},
-		{"never idle", view{State: gRunning, LastBeat: ms(900), Models: one(0, -1, 0)}, ms(1000), actNone},
+		{"running, beating", view{State: gRunning, LastBeat: ms(0), Models: one(0, time.Second, 0), Inflight: 1}, ms(700), actNone, ms(700).Add(1)},
+		{"running, beat 701 ms ago", view{State: gRunning, LastBeat: ms(0), Models: one(0, time.Second, 0), Inflight: 1}, ms(701), actKillHung, none},
+		{"hung beats idle", view{State: gRunning, LastBeat: ms(0), Models: one(0, time.Millisecond, 0)}, ms(800), actKillHung, none},
+		{"idle", view{State: gRunning, LastBeat: ms(900), Models: one(0, time.Second, 0)}, ms(1000), actStopIdle, none},
+		{"idle but busy", view{State: gRunning, LastBeat: ms(900), Models: one(0, time.Second, 0), Inflight: 1}, ms(1000), actNone, ms(1600).Add(1)},
+		{"never idle", view{State: gRunning, LastBeat: ms(900), Models: one(0, -1, 0)}, ms(1000), actNone, ms(1600).Add(1)},
 		// A request's keep_alive shortens its model's timeout, never lengthens it.
-		{"keep_alive shortens", view{State: gRunning, LastBeat: ms(900), Models: one(0, time.Minute, 300*time.Millisecond)}, ms(300), actStopIdle},
-		{"keep_alive shortens, not yet", view{State: gRunning, LastBeat: ms(200), Models: one(0, time.Minute, 300*time.Millisecond)}, ms(299), actNone},
-		{"keep_alive does not lengthen", view{State: gRunning, LastBeat: ms(900), Models: one(0, time.Second, time.Hour)}, ms(1000), actStopIdle},
-		{"keep_alive with a timeout of never", view{State: gRunning, LastBeat: ms(900), Models: one(0, -1, time.Second)}, ms(1000), actStopIdle},
+		{"keep_alive shortens", view{State: gRunning, LastBeat: ms(900), Models: one(0, time.Minute, 300*time.Millisecond)}, ms(300), actStopIdle, none},
+		{"keep_alive shortens, not yet", view{State: gRunning, LastBeat: ms(200), Models: one(0, time.Minute, 300*time.Millisecond)}, ms(299), actNone, ms(300)},
+		{"keep_alive does not lengthen", view{State: gRunning, LastBeat: ms(900), Models: one(0, time.Second, time.Hour)}, ms(1000), actStopIdle, none},
+		{"keep_alive with a timeout of never", view{State: gRunning, LastBeat: ms(900), Models: one(0, -1, time.Second)}, ms(1000), actStopIdle, none},
 		// A group's worker exits once each of its models has been idle for its own timeout.
-		{"group, one model still warm", view{State: gRunning, LastBeat: ms(900), Models: []idler{{ms(0), time.Second, 0}, {ms(500), time.Second, 0}}}, ms(1000), actNone},
-		{"group, both idle", view{State: gRunning, LastBeat: ms(1400), Models: []idler{{ms(0), time.Second, 0}, {ms(500), time.Second, 0}}}, ms(1500), actStopIdle},
-		{"group, one never idles", view{State: gRunning, LastBeat: ms(9900), Models: []idler{{ms(0), time.Second, 0}, {ms(0), -1, 0}}}, ms(10_000), actNone},
-		{"starting, in time", view{State: gStarting, Started: ms(0), LastBeat: ms(0)}, ms(29_000), actNone},
-		{"starting, no hello", view{State: gStarting, Started: ms(0), LastBeat: ms(0)}, ms(30_001), actKillHung},
-		{"stopping, 4 s", view{State: gStopping, StopAt: ms(1000), Models: one(0, time.Second, 0)}, ms(5_999), actNone},
-		{"stopping, stuck", view{State: gStopping, StopAt: ms(1000), Models: one(0, time.Second, 0)}, ms(6_000), actKillStopping},
-		{"backoff, early", view{State: gBackoff, RestartAt: ms(100)}, ms(99), actNone},
-		{"backoff, over", view{State: gBackoff, RestartAt: ms(100)}, ms(100), actRestart},
-		{"backoff, closing", view{State: gBackoff, RestartAt: ms(100), Closed: true}, ms(200), actNone},
-		{"failed", view{State: gFailed}, ms(1e6), actNone},
-		{"down", view{State: gDown, LastBeat: ms(0)}, ms(1e6), actNone},
+		{"group, one model still warm", view{State: gRunning, LastBeat: ms(900), Models: []idler{{ms(0), time.Second, 0}, {ms(500), time.Second, 0}}}, ms(1000), actNone, ms(1500)},
+		{"group, both idle", view{State: gRunning, LastBeat: ms(1400), Models: []idler{{ms(0), time.Second, 0}, {ms(500), time.Second, 0}}}, ms(1500), actStopIdle, none},
+		{"group, one never idles", view{State: gRunning, LastBeat: ms(9900), Models: []idler{{ms(0), time.Second, 0}, {ms(0), -1, 0}}}, ms(10_000), actNone, ms(10_600).Add(1)},
+		{"starting, in time", view{State: gStarting, Started: ms(0), LastBeat: ms(0)}, ms(29_000), actNone, ms(30_000).Add(1)},
+		{"starting, no hello", view{State: gStarting, Started: ms(0), LastBeat: ms(0)}, ms(30_001), actKillHung, none},
+		{"stopping, 4 s", view{State: gStopping, StopAt: ms(1000), Models: one(0, time.Second, 0)}, ms(5_999), actNone, ms(6_000)},
+		{"stopping, stuck", view{State: gStopping, StopAt: ms(1000), Models: one(0, time.Second, 0)}, ms(6_000), actKillStopping, none},
+		{"backoff, early", view{State: gBackoff, RestartAt: ms(100)}, ms(99), actNone, ms(100)},
+		{"backoff, over", view{State: gBackoff, RestartAt: ms(100)}, ms(100), actRestart, none},
+		{"backoff, closing", view{State: gBackoff, RestartAt: ms(100), Closed: true}, ms(200), actNone, none},
+		{"failed", view{State: gFailed}, ms(1e6), actNone, none},
+		{"down", view{State: gDown, LastBeat: ms(0)}, ms(1e6), actNone, none},
 	}
 	for _, c := range cases {
-		if got, why := tm.next(c.v, c.now); got != c.want || (got == actKillHung) != strings.HasPrefix(why, "hung") {
+		got, why, at := tm.next(c.v, c.now)
+		if got != c.want || (got == actKillHung) != strings.HasPrefix(why, "hung") {
 			t.Errorf("%s: %v %q, want %v", c.name, got, why, c.want)
+		}
+		if !at.Equal(c.due) {
+			t.Errorf("%s: due at %v, want %v", c.name, at.Sub(t0), c.due.Sub(t0))
+		}
+		// The janitor sleeps until at: nothing may be due before it, and something
+		// must be at it (or it wakes for nothing).
+		if !at.IsZero() {
+			if act, _, _ := tm.next(c.v, at.Add(-1)); act != actNone {
+				t.Errorf("%s: %v due before at", c.name, act)
+			}
+			if act, _, _ := tm.next(c.v, at); act == actNone {
+				t.Errorf("%s: nothing due at at", c.name)
+			}
 		}
 	}
 }

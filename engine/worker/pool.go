@@ -80,6 +80,8 @@ type Pool struct {
 	schemas grammar.SchemaCache
 	closed  atomic.Bool
 	stop    chan struct{}
+	poke    chan struct{}  // wakes the janitor (Pool.wake)
+	looks   atomic.Uint64  // the janitor's passes over the groups (a test counts them)
 	wg      sync.WaitGroup // the janitor
 }
 
@@ -151,7 +153,7 @@ func New(cfg Config) (*Pool, error) {
 		log = slog.Default()
 	}
 	p := &Pool{cfg: cfg, log: log, timing: timing{HangAfter: cfg.HangAfter, StartTimeout: cfg.StartTimeout}, runID: fmt.Sprintf("%d-%x", os.Getpid(), rand.Uint64()), models: map[string]*pmodel{},
-		stop: make(chan struct{})}
+		stop: make(chan struct{}), poke: make(chan struct{}, 1)}
 	byName := map[string]*group{}
 	for _, mc := range cfg.Models {
 		if mc.ID == "" {
@@ -217,6 +219,7 @@ func (g *group) setLocked(s gstate) {
 	g.state = s
 	close(g.change)
 	g.change = make(chan struct{})
+	g.p.wake() // the state's deadlines are new
 }
 
 // startLocked spawns the group's worker.
@@ -317,25 +320,47 @@ func (g *group) crashedLocked(now time.Time) {
 	g.setLocked(gBackoff)
 }
 
-// janitor detects hangs, restarts after backoff and stops idle workers, every half beat.
+// janitor applies each group's timing decision (group.tick) when its next deadline
+// comes (a hang, an idle timeout, a backoff's end) or an event changes a group (poke):
+// it sleeps in between, so an idle server is not woken every few milliseconds.
 func (p *Pool) janitor() {
 	defer p.wg.Done()
-	t := time.NewTicker(p.cfg.Beat / 2)
+	t := time.NewTimer(time.Hour)
 	defer t.Stop()
 	for {
+		p.looks.Add(1)
+		now := time.Now()
+		var next time.Time
+		for _, g := range p.groups {
+			if at := g.tick(now); !at.IsZero() && (next.IsZero() || at.Before(next)) {
+				next = at
+			}
+		}
+		wait := time.Hour // no deadline: only an event can change anything
+		if !next.IsZero() {
+			wait = time.Until(next)
+		}
+		t.Reset(wait)
 		select {
 		case <-p.stop:
 			return
-		case now := <-t.C:
-			for _, g := range p.groups {
-				g.tick(now)
-			}
+		case <-t.C:
+		case <-p.poke:
 		}
 	}
 }
 
-// tick applies the group's periodic decision (timing.next).
-func (g *group) tick(now time.Time) {
+// wake makes the janitor look again now (a group's state or idle deadline changed).
+func (p *Pool) wake() {
+	select {
+	case p.poke <- struct{}{}:
+	default: // a look is already due
+	}
+}
+
+// tick applies the group's decision at now (timing.next) and returns when it is
+// next due (zero: at the next event).
+func (g *group) tick(now time.Time) time.Time {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	v := view{State: g.state, Inflight: g.inflight, Models: g.use, StopAt: g.stopAt, RestartAt: g.restartAt, Closed: g.p.closed.Load()}
@@ -352,7 +377,7 @@ func (g *group) tick(now time.Time) {
 			}
 		}
 	}
-	act, why := g.p.timing.next(v, now)
+	act, why, at := g.p.timing.next(v, now)
 	switch act {
 	case actKillHung:
 		g.log.Warn("worker hung: killing it", "pid", pr.pid(), "why", why)
@@ -366,10 +391,11 @@ func (g *group) tick(now time.Time) {
 		g.stopAt = now
 		g.setLocked(gStopping)
 	case actKillStopping:
-		pr.kill() // it did not exit by itself
+		pr.kill() // it did not exit by itself; its exit is the next event
 	case actRestart:
 		g.startLocked()
 	}
+	return at // zero after an action: its state change (or the exit) pokes the janitor
 }
 
 // acquire returns the group's running worker for one request to a model, starting it
@@ -423,7 +449,16 @@ func (g *group) release(modelID string) {
 	g.mu.Lock()
 	g.inflight--
 	g.use[g.index[modelID]].LastUsed = time.Now()
+	g.endedLocked()
 	g.mu.Unlock()
+}
+
+// endedLocked follows a request's end: the last one in flight starts the group's
+// idle deadline, which the janitor must now see.
+func (g *group) endedLocked() {
+	if g.inflight == 0 {
+		g.p.wake()
+	}
 }
 
 // releaseKeep ends a generation request, whose keep_alive (Request.KeepAlive)
@@ -434,6 +469,7 @@ func (g *group) releaseKeep(modelID string, keep time.Duration) {
 	g.inflight--
 	u := &g.use[g.index[modelID]]
 	u.LastUsed, u.KeepAlive = time.Now(), keep
+	g.endedLocked()
 	g.mu.Unlock()
 }
 

@@ -262,6 +262,29 @@ func TestSIGSTOPWorkerNotReadyWithin1s(t *testing.T) {
 	}
 }
 
+// TestIdlePoolJanitorSleepsUntilDeadlines: an idle pool's janitor looks at its
+// groups when a deadline comes (the next possible hang, HangAfter after the last
+// beat), not on a fixed tick: over a second of a beating, idle worker it looks a few
+// times, where the tick it replaced (every half of a 100 ms beat) looked 20 times.
+// Its looks still catch a hang in time: TestSIGSTOPWorkerNotReadyWithin1s.
+func TestIdlePoolJanitorSleepsUntilDeadlines(t *testing.T) {
+	p := newPool(t, Config{Models: []engine.ModelConfig{{ID: "a", Path: llamaModel(t), MaxModelLen: 256}}, Command: testCommand()})
+	time.Sleep(200 * time.Millisecond)
+	before := p.looks.Load()
+	time.Sleep(time.Second)
+	n := p.looks.Load() - before
+	t.Logf("the janitor looked %d times in 1 s (beat %s, hang after %s)", n, p.cfg.Beat, p.cfg.HangAfter)
+	if n > 4 {
+		t.Errorf("the janitor of an idle pool looked %d times in 1 s, want ≤ 4", n)
+	}
+	if n == 0 {
+		t.Errorf("the janitor did not look in 1 s: it would miss a hang")
+	}
+	if !allReady(p) {
+		t.Error("the idle model is not ready")
+	}
+}
+
 // TestCrashAtLoadOpensCircuit: a worker that dies at start 5 times opens the circuit:
 // the model is failed with the worker's stderr in its status, requests fail at once
 // (not as restarting), and GC resets it.

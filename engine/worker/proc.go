@@ -153,8 +153,9 @@ func (p *process) read() {
 			p.lastBeat.Store(time.Now().UnixNano())
 			p.g.onHello(p)
 		case fBeat:
+			// An empty beat: alive, and the status has not changed since the last.
 			var sts []engine.ModelStatus
-			if json.Unmarshal(fr.payload, &sts) == nil {
+			if len(fr.payload) > 0 && json.Unmarshal(fr.payload, &sts) == nil {
 				m := make(map[string]engine.ModelStatus, len(sts))
 				for _, s := range sts {
 					m[s.ID] = s
