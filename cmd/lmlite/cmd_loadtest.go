@@ -16,7 +16,7 @@ import (
 )
 
 func init() {
-	register("loadtest", "drive an OpenAI-compatible server with a scenario; report latency, throughput, fairness (also: loadtest compare A.json B.json)", runLoadtest)
+	register("loadtest", "drive an OpenAI-compatible server with a scenario; report latency, throughput, fairness (also: loadtest compare A.json B.json; loadtest ab: servers side by side, request by request)", runLoadtest)
 }
 
 // errSLOMissed makes the exit status non-zero for release gating.
@@ -25,6 +25,9 @@ var errSLOMissed = errors.New("loadtest: SLO missed")
 func runLoadtest(args []string) error {
 	if len(args) > 0 && args[0] == "compare" {
 		return runLoadtestCompare(args[1:])
+	}
+	if len(args) > 0 && args[0] == "ab" {
+		return runLoadtestAB(args[1:])
 	}
 	fs := newFlags("loadtest")
 	var (
@@ -185,4 +188,97 @@ func runLoadtestCompare(args []string) error {
 	}
 	fmt.Fprintf(stdout, "A = %s (%s)\nB = %s (%s)\n", fs.Arg(0), a.Meta.Target, fs.Arg(1), b.Meta.Target)
 	return loadtest.Compare(stdout, a, b, "A", "B")
+}
+
+// repeated is a flag that may be given more than once.
+type repeated []string
+
+func (r *repeated) String() string     { return strings.Join(*r, ",") }
+func (r *repeated) Set(v string) error { *r = append(*r, v); return nil }
+
+// runLoadtestAB is `lmlite loadtest ab`: an interleaved comparison (loadtest.RunAB).
+func runLoadtestAB(args []string) error {
+	fs := newFlags("loadtest ab")
+	var targets, keys repeated
+	fs.Var(&targets, "target", "a server's root URL; give it two or more times (the first is the reference)")
+	fs.Var(&keys, "api-key", "the key: once for every target, or once per target in --target's order")
+	var (
+		scenario    = fs.String("scenario", "", "scenario YAML file: its workload shapes the requests (its arrival and bounds are not used)")
+		rounds      = fs.Int("rounds", 100, "measured rounds: each sends one request to every target, one at a time, in a random order")
+		warmup      = fs.Int("warmup-rounds", 3, "rounds sent first and left out")
+		seed        = fs.Uint64("seed", 1, "orders the targets within each round")
+		out         = fs.String("out", "", "directory for ab.json and rounds.jsonl (every round's TTFT and end-to-end ms per target; optional)")
+		allowRemote = fs.Bool("allow-remote", false, "allow targets that are not on loopback")
+	)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: lmlite loadtest ab --scenario FILE --target URL_A --target URL_B [--api-key K | --api-key KA --api-key KB] [--rounds 100] [--out DIR]")
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *scenario == "" || len(targets) < 2 || (len(keys) > 1 && len(keys) != len(targets)) {
+		fmt.Fprintln(fs.Output(), "--scenario and two or more --target are required; --api-key once or once per target")
+		return errUsage
+	}
+	sc, err := loadtest.LoadScenario(*scenario)
+	if err != nil {
+		return err
+	}
+	cfg := loadtest.ABConfig{Scenario: sc, Rounds: *rounds, Warmup: *warmup, Seed: *seed, AllowRemote: *allowRemote}
+	for i, t := range targets {
+		var k string
+		switch len(keys) {
+		case 1:
+			k = keys[0]
+		case len(targets):
+			k = keys[i]
+		}
+		cfg.Targets = append(cfg.Targets, loadtest.ABTarget{URL: t, APIKey: k})
+	}
+	var perRound []abRound
+	if *out != "" {
+		cfg.OnRound = func(_ int, res []loadtest.Result) {
+			r := abRound{TTFT: make([]float64, len(res)), E2E: make([]float64, len(res)), OK: make([]bool, len(res))}
+			for i, x := range res {
+				r.TTFT[i], r.E2E[i], r.OK[i] = ms(x.TTFT), ms(x.E2E), x.OK()
+			}
+			perRound = append(perRound, r)
+		}
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer cancel()
+	fmt.Fprintf(os.Stderr, "loadtest ab %s: %d targets, %d rounds after %d warm-up rounds\n", sc.Name, len(targets), *rounds, *warmup)
+	rep, err := loadtest.RunAB(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if *out != "" {
+		if err := os.MkdirAll(*out, 0o755); err != nil {
+			return fmt.Errorf("loadtest: %w", err)
+		}
+		b, err := json.MarshalIndent(rep, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(*out, "ab.json"), append(b, '\n'), 0o644); err != nil {
+			return fmt.Errorf("loadtest: %w", err)
+		}
+		var lines []byte
+		for _, r := range perRound {
+			l, _ := json.Marshal(r)
+			lines = append(append(lines, l...), '\n')
+		}
+		if err := os.WriteFile(filepath.Join(*out, "rounds.jsonl"), lines, 0o644); err != nil {
+			return fmt.Errorf("loadtest: %w", err)
+		}
+	}
+	return rep.WriteSummary(stdout)
+}
+
+// abRound is one line of rounds.jsonl: a round's measurements in --target's order.
+type abRound struct {
+	TTFT []float64 `json:"ttft_ms"`
+	E2E  []float64 `json:"e2e_ms"`
+	OK   []bool    `json:"ok"`
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/lmlite/lmlite/loadtest"
@@ -132,5 +133,57 @@ func TestLoadtestCompareWarnsOnDifferentScenarios(t *testing.T) {
 	}
 	if !strings.Contains(o, "WARNING: the two runs differ") || !strings.Contains(o, diff) || strings.Index(o, diff) > strings.Index(o, "e2e_p99_ms") {
 		t.Errorf("stdout lacks the warning above the table:\n%s", o)
+	}
+}
+
+// TestLoadtestABCommand: `lmlite loadtest ab` sends each round to every target with
+// its own key, writes ab.json, and refuses a key list that does not match the targets.
+func TestLoadtestABCommand(t *testing.T) {
+	var mu sync.Mutex // guards seen
+	var seen [2][]string
+	mk := func(i int) *httptest.Server {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			seen[i] = append(seen[i], r.Header.Get("Authorization"))
+			mu.Unlock()
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprint(w, "data: {\"choices\":[{\"delta\":{\"content\":\"w\"}}]}\n\ndata: [DONE]\n\n")
+		}))
+		t.Cleanup(srv.Close)
+		return srv
+	}
+	a, b := mk(0), mk(1)
+	dir := t.TempDir()
+	scen := filepath.Join(dir, "s.yaml")
+	if err := os.WriteFile(scen, []byte("duration: 5s\narrival: {type: closed, users: 1}\ntenants: [{name: a}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	if err := runLoadtest([]string{"ab", "--scenario", scen, "--target", a.URL, "--target", b.URL, "--api-key", "ka", "--api-key", "kb",
+		"--rounds", "5", "--warmup-rounds", "1", "--out", out}); err != nil {
+		t.Fatal(err)
+	}
+	var rep loadtest.ABReport
+	if raw, err := os.ReadFile(filepath.Join(out, "ab.json")); err != nil || json.Unmarshal(raw, &rep) != nil {
+		t.Fatalf("ab.json: %v", err)
+	}
+	if rep.Rounds != 5 || len(rep.Targets) != 2 || rep.Targets[1].TTFTDiff == nil || rep.Targets[1].TTFTDiff.Pairs != 5 {
+		t.Errorf("report: %+v", rep)
+	}
+	raw, err := os.ReadFile(filepath.Join(out, "rounds.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Split(strings.TrimSpace(string(raw)), "\n"); len(lines) != 5 || !strings.Contains(lines[0], `"ok":[true,true]`) {
+		t.Errorf("rounds.jsonl: %q, want 5 rounds of two targets", raw)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen[0]) != 6 || len(seen[1]) != 6 || seen[0][0] != "Bearer ka" || seen[1][0] != "Bearer kb" {
+		t.Errorf("requests: %v / %v, want 6 each with its own key", seen[0], seen[1])
+	}
+	err = runLoadtest([]string{"ab", "--scenario", scen, "--target", a.URL, "--target", b.URL, "--api-key", "k1", "--api-key", "k2", "--api-key", "k3"})
+	if !errors.Is(err, errUsage) {
+		t.Errorf("three keys for two targets: %v, want a usage error", err)
 	}
 }
