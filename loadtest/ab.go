@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"slices"
 	"time"
+
+	"github.com/lmlite/lmlite/internal/stats"
 )
 
 // An interleaved comparison (RunAB, `lmlite loadtest ab`) measures two or more servers
@@ -146,9 +148,9 @@ func RunAB(ctx context.Context, cfg ABConfig) (*ABReport, error) {
 	}
 	rep := &ABReport{Rounds: cfg.Rounds}
 	for i, t := range cfg.Targets {
-		row := ABTargetRow{URL: t.URL, Errors: errs[i], E2Ep50: median(pick(e2e[i], ok[i]))}
+		row := ABTargetRow{URL: t.URL, Errors: errs[i], E2Ep50: stats.Median(pick(e2e[i], ok[i]))}
 		if stream {
-			row.TTFTp50 = median(pick(ttft[i], ok[i]))
+			row.TTFTp50 = stats.Median(pick(ttft[i], ok[i]))
 		}
 		if i > 0 {
 			if stream {
@@ -185,19 +187,6 @@ func diffs(a, b []float64, okA, okB []bool) []float64 {
 	return out
 }
 
-// median of x (0 for none); x is not changed.
-func median(x []float64) float64 {
-	if len(x) == 0 {
-		return 0
-	}
-	y := slices.Clone(x)
-	slices.Sort(y)
-	if len(y)%2 == 1 {
-		return y[len(y)/2]
-	}
-	return (y[len(y)/2-1] + y[len(y)/2]) / 2
-}
-
 // bootstrapResamples is how many resamples pairedDiff's interval takes.
 const bootstrapResamples = 2000
 
@@ -213,10 +202,10 @@ func pairedDiff(d []float64, rng *rand.Rand) *PairedDiff {
 		for j := range s {
 			s[j] = d[rng.IntN(len(d))]
 		}
-		meds[k] = median(s)
+		meds[k] = stats.Median(s)
 	}
 	slices.Sort(meds)
-	return &PairedDiff{Pairs: len(d), Median: median(d),
+	return &PairedDiff{Pairs: len(d), Median: stats.Median(d),
 		CILow: meds[bootstrapResamples*25/1000], CIHigh: meds[bootstrapResamples*975/1000-1]}
 }
 

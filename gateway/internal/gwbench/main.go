@@ -39,6 +39,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/lmlite/lmlite/internal/stats"
 	"github.com/valyala/fasthttp"
 )
 
@@ -552,17 +553,17 @@ func measureProxy(o options, gw *gateway, up, bp *child, upAddr, bareAddr string
 			gLat[pc.name] = append(gLat[pc.name], b.Lat[pc.name])
 		}
 	}
-	set.DirectRPS, set.GatewayRPS = median(dRPS), median(gRPS)
+	set.DirectRPS, set.GatewayRPS = stats.Median(dRPS), stats.Median(gRPS)
 	if bareAddr != "" {
-		set.BareRPS, set.BareAdded = median(bRPS), map[string]float64{}
+		set.BareRPS, set.BareAdded = stats.Median(bRPS), map[string]float64{}
 	}
 	for _, pc := range percentiles {
-		set.Added[pc.name] = median(added[pc.name])
+		set.Added[pc.name] = stats.Median(added[pc.name])
 		if bareAddr != "" {
-			set.BareAdded[pc.name] = median(bAdded[pc.name])
+			set.BareAdded[pc.name] = stats.Median(bAdded[pc.name])
 		}
-		set.Direct[pc.name] = median(dLat[pc.name])
-		set.Gateway[pc.name] = median(gLat[pc.name])
+		set.Direct[pc.name] = stats.Median(dLat[pc.name])
+		set.Gateway[pc.name] = stats.Median(gLat[pc.name])
 	}
 	return set
 }
@@ -583,23 +584,11 @@ func measureEmbedded(o options, gw *gateway, conns int) segmentSet {
 			lat[pc.name] = append(lat[pc.name], s.Lat[pc.name])
 		}
 	}
-	set.GatewayRPS = median(rps)
+	set.GatewayRPS = stats.Median(rps)
 	for _, pc := range percentiles {
-		set.Gateway[pc.name] = median(lat[pc.name])
+		set.Gateway[pc.name] = stats.Median(lat[pc.name])
 	}
 	return set
-}
-
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 func (set segmentSet) print(w io.Writer) {

@@ -61,14 +61,3 @@ func TestCPUTime(t *testing.T) {
 		t.Errorf("getrusage says %v were burnt, /proc says %v (%d)", want, got, x)
 	}
 }
-
-func TestMedian(t *testing.T) {
-	for _, c := range []struct {
-		xs   []float64
-		want float64
-	}{{nil, 0}, {[]float64{3}, 3}, {[]float64{3, 1, 2}, 2}, {[]float64{4, 1, 3, 2}, 2.5}} {
-		if got := median(c.xs); got != c.want {
-			t.Errorf("median(%v) = %v, want %v", c.xs, got, c.want)
-		}
-	}
-}
