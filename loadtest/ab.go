@@ -109,7 +109,8 @@ func RunAB(ctx context.Context, cfg ABConfig) (*ABReport, error) {
 	}
 	client := &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	g := newGenerator(0, w, uint64(s.Seed))
-	order := newRand(max(cfg.Seed, 1), 0xab)
+	seed := max(cfg.Seed, 1)
+	order := newRand(seed, 0xab)
 	start := time.Now()
 	since := func() time.Duration { return time.Since(start) }
 
@@ -118,7 +119,6 @@ func RunAB(ctx context.Context, cfg ABConfig) (*ABReport, error) {
 	ttft := make([][]float64, n) // per target, per measured round (ok says which succeeded)
 	e2e := make([][]float64, n)
 	ok := make([][]bool, n)
-	errs := make([]int, n)
 	for round := -cfg.Warmup; round < cfg.Rounds; round++ {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -134,11 +134,7 @@ func RunAB(ctx context.Context, cfg ABConfig) (*ABReport, error) {
 			continue
 		}
 		for i := range res {
-			good := res[i].OK()
-			if !good {
-				errs[i]++
-			}
-			ok[i] = append(ok[i], good)
+			ok[i] = append(ok[i], res[i].OK())
 			ttft[i] = append(ttft[i], ms(res[i].TTFT))
 			e2e[i] = append(e2e[i], ms(res[i].E2E))
 		}
@@ -148,15 +144,16 @@ func RunAB(ctx context.Context, cfg ABConfig) (*ABReport, error) {
 	}
 	rep := &ABReport{Rounds: cfg.Rounds}
 	for i, t := range cfg.Targets {
-		row := ABTargetRow{URL: t.URL, Errors: errs[i], E2Ep50: stats.Median(pick(e2e[i], ok[i]))}
+		good := pick(e2e[i], ok[i])
+		row := ABTargetRow{URL: t.URL, Errors: cfg.Rounds - len(good), E2Ep50: stats.Median(good)}
 		if stream {
 			row.TTFTp50 = stats.Median(pick(ttft[i], ok[i]))
 		}
 		if i > 0 {
 			if stream {
-				row.TTFTDiff = pairedDiff(diffs(ttft[i], ttft[0], ok[i], ok[0]), newRand(max(cfg.Seed, 1), uint64(i)))
+				row.TTFTDiff = pairedDiff(diffs(ttft[i], ttft[0], ok[i], ok[0]), newRand(seed, uint64(i)))
 			}
-			row.E2EDiff = pairedDiff(diffs(e2e[i], e2e[0], ok[i], ok[0]), newRand(max(cfg.Seed, 1), uint64(i)+1<<32))
+			row.E2EDiff = pairedDiff(diffs(e2e[i], e2e[0], ok[i], ok[0]), newRand(seed, uint64(i)+1<<32))
 		}
 		rep.Targets = append(rep.Targets, row)
 	}
