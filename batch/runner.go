@@ -189,10 +189,10 @@ func (m *Manager) Create(tenant, keyID, inputFileID, endpoint, window string, me
 		return Job{}, err
 	}
 	now := m.opts.Now()
-	j := Job{ID: newID("batch_", now), Tenant: tenant, KeyID: keyID, InputFileID: inputFileID, Endpoint: endpoint,
+	j := Job{ID: newID("batch_"), Tenant: tenant, KeyID: keyID, InputFileID: inputFileID, Endpoint: endpoint,
 		CompletionWindow: window, Metadata: meta, Cap: cap, Status: Validating, CreatedAt: now.Unix(),
 		ExpiresAt: now.Add(24 * time.Hour).Unix()}
-	if err := m.store.saveJob(&j); err != nil {
+	if err := m.store.createJob(&j); err != nil {
 		return Job{}, err
 	}
 	m.spawn(j, false)
