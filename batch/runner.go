@@ -57,11 +57,17 @@ type Options struct {
 	// ConcurrencyOf, when set and above 0 for a job's tenant (its plan's
 	// batch_max_concurrency), replaces Concurrency for that tenant's jobs.
 	ConcurrencyOf func(tenant string) int
-	Now           func() time.Time
-	Logger        *slog.Logger
-	Checker       Checker
-	Poll          time.Duration // the longest a job sleeps before deciding again; 0: 1s
-	MaxRunning    int           // lines running at once over every job; 0: 4 × Concurrency
+	// MaxUnfinishedOf, when set and above 0 for a tenant (its plan's
+	// batch_max_unfinished), bounds its jobs not yet ended: Create refuses one more
+	// (TooManyError).
+	MaxUnfinishedOf func(tenant string) int
+	// SweepEvery is how often expired files are deleted (Store.Sweep); 0: a minute.
+	SweepEvery time.Duration
+	Now        func() time.Time
+	Logger     *slog.Logger
+	Checker    Checker
+	Poll       time.Duration // the longest a job sleeps before deciding again; 0: 1s
+	MaxRunning int           // lines running at once over every job; 0: 4 × Concurrency
 	// Queue carries the lines to the workers that run them; nil: InProcess. With
 	// RedisQueue the lines of this process's jobs run on every process sharing the
 	// Redis, and this process runs theirs.
@@ -84,10 +90,13 @@ type Manager struct {
 
 	mu     sync.Mutex
 	active map[string]*driverChans
+
+	createMu sync.Mutex // held while a job is counted against its tenant's bound and made
 }
 
 // driverChans are a running job driver's inputs.
 type driverChans struct {
+	tenant  string
 	cancels chan chan Job // cancel requests
 	results chan Outcome  // its lines' outcomes
 }
@@ -171,6 +180,7 @@ func (m *Manager) Start() error {
 	for i := range js {
 		m.spawn(js[i], true)
 	}
+	m.startSweeper()
 	return nil
 }
 
@@ -185,18 +195,8 @@ func (m *Manager) Close() {
 
 // Create makes a job of tenant over its input file and starts it (validating).
 func (m *Manager) Create(tenant, keyID, inputFileID, endpoint, window string, meta map[string]string, cap money.Money) (Job, error) {
-	if _, err := m.store.File(tenant, inputFileID); err != nil {
-		return Job{}, err
-	}
-	now := m.opts.Now()
-	j := Job{ID: newID("batch_"), Tenant: tenant, KeyID: keyID, InputFileID: inputFileID, Endpoint: endpoint,
-		CompletionWindow: window, Metadata: meta, Cap: cap, Status: Validating, CreatedAt: now.Unix(),
-		ExpiresAt: now.Add(24 * time.Hour).Unix()}
-	if err := m.store.createJob(&j); err != nil {
-		return Job{}, err
-	}
-	m.spawn(j, false)
-	return j, nil
+	return m.CreateJob(Job{Tenant: tenant, KeyID: keyID, InputFileID: inputFileID, Endpoint: endpoint,
+		CompletionWindow: window, Metadata: meta, Cap: cap})
 }
 
 // Cancel asks tenant's job id to stop; it returns the job as it then is.
@@ -221,7 +221,7 @@ func (m *Manager) Cancel(tenant, id string) (Job, error) {
 }
 
 func (m *Manager) spawn(j Job, resumed bool) {
-	ch := &driverChans{cancels: make(chan chan Job), results: make(chan Outcome, 2*m.concurrency(j.Tenant))}
+	ch := &driverChans{tenant: j.Tenant, cancels: make(chan chan Job), results: make(chan Outcome, 2*m.concurrency(j.Tenant))}
 	m.mu.Lock()
 	m.active[j.ID] = ch
 	m.mu.Unlock()

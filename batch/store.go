@@ -504,6 +504,14 @@ func (s *Store) putNewFiles(fs []*File, also ...func(tx *bolt.Tx) error) error {
 	return nil
 }
 
+func putFile(tx *bolt.Tx, f *File) error {
+	v, err := json.Marshal(f)
+	if err != nil {
+		return err
+	}
+	return tx.Bucket(bucketFiles).Put(tkey(f.Tenant, f.ID), v)
+}
+
 // getFile is tenant's file id in tx: one lookup, a miss for another tenant's.
 func (s *Store) getFile(tx *bolt.Tx, tenant, id string) (File, error) {
 	var f File

@@ -38,8 +38,8 @@ type Plan struct {
 	// The Batch API's quotas (0: the default written beside; -1: no limit).
 	FilesMaxBytes         int64 `yaml:"files_max_bytes"`          // bytes of the tenant's stored files, uploads and batch outputs; 0: 2 GiB
 	FilesMaxCount         int   `yaml:"files_max_count"`          // the tenant's stored files; 0: 500
-	FileUploadsPerMinute  int   `yaml:"file_uploads_per_minute"`  // POST /v1/files; 0: 30 (a tenth of it at once, at least 1)
-	BatchCreatesPerMinute int   `yaml:"batch_creates_per_minute"` // POST /v1/batches; 0: 30 (a tenth of it at once, at least 1)
+	FileUploadsPerMinute  int   `yaml:"file_uploads_per_minute"`  // POST /v1/files; 0: 30 (a token bucket: as many at once, then one every 60/N s)
+	BatchCreatesPerMinute int   `yaml:"batch_creates_per_minute"` // POST /v1/batches; 0: 30 (a token bucket, as file_uploads_per_minute)
 	BatchMaxUnfinished    int   `yaml:"batch_max_unfinished"`     // the tenant's jobs not yet ended; 0: 10
 }
 
