@@ -931,5 +931,10 @@ func (s *Store) writeFiles(j *Job, now time.Time) error {
 			j.ErrorFileID = errID
 		}
 	}
-	return s.putNewFiles(files, func(tx *bolt.Tx) error { return putJob(tx, j) })
+	return s.putNewFiles(files, func(tx *bolt.Tx) error {
+		if err := dropPlanTx(tx, j.ID); err != nil { // the job's lines are all committed
+			return err
+		}
+		return putJob(tx, j)
+	})
 }

@@ -30,10 +30,8 @@ func TestForeignIDIsTheSameMissAsAMissingOne(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := NewManager(s, &fakeRunner{}, Options{Checker: price})
-	defer m.Close()
-	j, err := m.Create("t1", "k", f.ID, "/v1/completions", "24h", nil, 0)
-	if err != nil {
+	j := Job{ID: newID("batch_"), Tenant: "t1", InputFileID: f.ID, Status: Completed}
+	if err := s.createJob(&j); err != nil {
 		t.Fatal(err)
 	}
 	cost := func(lookup func() error) (reads, decoded int64) {
