@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"slices"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
