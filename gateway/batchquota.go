@@ -113,7 +113,7 @@ const (
 // characters, each value at most 512; the error names the field.
 func checkMetadata(md map[string]string) *apiError {
 	if len(md) > maxMetadataKeys {
-		return badRequest("metadata", "metadata has "+strconv.Itoa(len(md))+" keys; at most "+strconv.Itoa(maxMetadataKeys)+" are allowed")
+		return tooManyMetadataKeys(len(md))
 	}
 	for k, v := range md {
 		if n := utf8.RuneCountInString(k); n > maxMetadataKeyLen {
@@ -124,6 +124,27 @@ func checkMetadata(md map[string]string) *apiError {
 		}
 	}
 	return nil
+}
+
+func tooManyMetadataKeys(n int) *apiError {
+	return badRequest("metadata", "metadata has "+strconv.Itoa(n)+" keys; at most "+strconv.Itoa(maxMetadataKeys)+" are allowed")
+}
+
+// checkAnyMetadata is checkMetadata of a request's decoded metadata (a chat
+// completion's): its values must be strings.
+func checkAnyMetadata(md map[string]any) *apiError {
+	if len(md) > maxMetadataKeys {
+		return tooManyMetadataKeys(len(md))
+	}
+	ss := make(map[string]string, len(md))
+	for k, v := range md {
+		s, ok := v.(string)
+		if !ok {
+			return badRequest("metadata."+k, "metadata values must be strings")
+		}
+		ss[k] = s
+	}
+	return checkMetadata(ss)
 }
 
 // expiresAfter is OpenAI's expires_after: {anchor: "created_at", seconds: N}.

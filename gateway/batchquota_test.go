@@ -323,3 +323,31 @@ func (ts *testServer) delete(path, key string) (*http.Response, string) {
 	out.ReadFrom(resp.Body)
 	return resp, out.String()
 }
+
+// A chat completion's metadata is held to the same limits (and its values must be
+// strings): a 400 naming the field, before any work.
+func TestChatMetadataLimits(t *testing.T) {
+	ts := startBatchServer(t, newFakeEngine())
+	chat := func(md string) (*http.Response, string) {
+		return ts.post("/v1/chat/completions", ts.keys["acme"], `{"model":"tiny","max_tokens":1,"messages":[{"role":"user","content":"hi"}],"metadata":`+md+`}`)
+	}
+	many := map[string]string{}
+	for i := range 17 {
+		many[fmt.Sprint("k", i)] = "v"
+	}
+	b, _ := json.Marshal(many)
+	for _, c := range []struct{ md, param string }{
+		{string(b), "metadata"},
+		{`{"` + strings.Repeat("k", 65) + `":"v"}`, "metadata"},
+		{`{"note":"` + strings.Repeat("x", 513) + `"}`, "metadata.note"},
+		{`{"n":1}`, "metadata.n"},
+	} {
+		r, body := chat(c.md)
+		if e := decodeError(t, body); r.StatusCode != 400 || e.Error.Param == nil || *e.Error.Param != c.param {
+			t.Fatalf("metadata %.80s: %d %s", c.md, r.StatusCode, body)
+		}
+	}
+	if r, body := chat(`{"note":"` + strings.Repeat("x", 512) + `"}`); r.StatusCode != 200 {
+		t.Fatalf("metadata at the limit: %d %s", r.StatusCode, body)
+	}
+}
