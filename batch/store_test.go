@@ -2,6 +2,7 @@ package batch
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -149,5 +150,60 @@ func TestOldStoreStillLoads(t *testing.T) {
 	js, more, _ = s.Jobs("t1", old[1], 2)
 	if more || len(js) != 1 || js[0].ID != old[0] {
 		t.Fatalf("after %s: %v %v", old[1], js, more)
+	}
+}
+
+// A job in progress in a store written before jobs had plans (and were keyed by
+// tenant) resumes after the upgrade: it validates its input file again into a plan,
+// runs the lines without a result, and ends with every line once.
+func TestOldJobInProgressResumes(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "files"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	in := input(6)
+	fileID, jobID := "file-1790e1a6c7f0a0001a2b3c4d", "batch_1790e1a6c7f0a0001a2b3c4d"
+	if err := os.WriteFile(filepath.Join(dir, "files", fileID), []byte(in), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db, err := bolt.Open(filepath.Join(dir, "batch.db"), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		fb, _ := tx.CreateBucketIfNotExists([]byte("files"))
+		jb, _ := tx.CreateBucketIfNotExists([]byte("jobs"))
+		lb, _ := tx.CreateBucketIfNotExists([]byte("lines"))
+		v, _ := json.Marshal(File{ID: fileID, Tenant: "t1", Purpose: "batch", Bytes: int64(len(in)), Lines: 6, CreatedAt: 1})
+		fb.Put([]byte(fileID), v)
+		v, _ = json.Marshal(Job{ID: jobID, Tenant: "t1", InputFileID: fileID, Endpoint: "/v1/completions", CompletionWindow: "24h",
+			Status: InProgress, Counts: Counts{Total: 6, Completed: 2}, CreatedAt: time.Now().Unix(), ExpiresAt: time.Now().Add(time.Hour).Unix()})
+		jb.Put([]byte(jobID), v)
+		for _, i := range []int{0, 3} { // two lines committed before the upgrade
+			v, _ := json.Marshal(Result{Index: i, CustomID: fmt.Sprintf("req-%d", i), StatusCode: 200, Body: json.RawMessage(`{}`)})
+			lb.Put(lineKey(jobID, i), v)
+		}
+		return nil
+	})
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := openStore(t, dir)
+	run := &fakeRunner{}
+	m := NewManager(s, run, Options{Checker: price})
+	defer m.Close()
+	if err := m.Start(); err != nil {
+		t.Fatal(err)
+	}
+	j := waitTerminal(t, s, jobID)
+	out, errs := readLines(t, s, j)
+	if j.Status != Completed || len(out) != 6 || len(errs) != 0 || j.Counts.Completed != 6 {
+		t.Fatalf("job %s: %d out, %d errors, %+v", j.Status, len(out), len(errs), j.Counts)
+	}
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	if len(run.runs) != 4 || run.runs[jobID+"-0"] != 0 || run.runs[jobID+"-3"] != 0 {
+		t.Fatalf("ran %v: want the four lines without a result, once each", run.runs)
 	}
 }
