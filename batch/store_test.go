@@ -2,11 +2,14 @@ package batch
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -205,5 +208,49 @@ func TestOldJobInProgressResumes(t *testing.T) {
 	defer run.mu.Unlock()
 	if len(run.runs) != 4 || run.runs[jobID+"-0"] != 0 || run.runs[jobID+"-3"] != 0 {
 		t.Fatalf("ran %v: want the four lines without a result, once each", run.runs)
+	}
+}
+
+// Uploads of one tenant at once are counted together as their bytes arrive: ten
+// concurrent uploads of 1,000 bytes within a quota of 3,500 store at most three, and
+// the refused ones leave nothing behind.
+func TestConcurrentUploadsShareTheQuota(t *testing.T) {
+	s := openStore(t, t.TempDir())
+	body := strings.Repeat(strings.Repeat("x", 99)+"\n", 10) // 1,000 bytes
+	lim := FileLimits{MaxBytes: 3500, MaxFiles: 100}
+	var wg sync.WaitGroup
+	errs := make([]error, 10)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// A slow reader: every upload is under way while the others are.
+			_, errs[i] = s.PutFileWith("t1", "batch", "in.jsonl", iotest.OneByteReader(strings.NewReader(body)), time.Now(), PutOptions{Limits: lim})
+		}()
+	}
+	wg.Wait()
+	ok, refused := 0, 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			ok++
+		case errors.Is(err, ErrQuota):
+			refused++
+		default:
+			t.Fatal(err)
+		}
+	}
+	b, n := s.Usage("t1")
+	if ok > 3 || ok+refused != 10 || n != ok || b != int64(ok*1000) {
+		t.Fatalf("%d stored, %d refused; usage %d bytes in %d files", ok, refused, b, n)
+	}
+	if tmps, _ := filepath.Glob(filepath.Join(s.dir, "files", "*.tmp")); len(tmps) > 0 {
+		t.Fatalf("left %v", tmps)
+	}
+	var qe *QuotaError
+	for _, err := range errs {
+		if errors.As(err, &qe) && (qe.Limit != "files_max_bytes" || qe.Max != 3500) {
+			t.Fatalf("%+v", qe)
+		}
 	}
 }
