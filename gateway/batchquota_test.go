@@ -351,3 +351,31 @@ func TestChatMetadataLimits(t *testing.T) {
 		t.Fatalf("metadata at the limit: %d %s", r.StatusCode, body)
 	}
 }
+
+// A batch's output_expires_after sets when its output file expires; out of range it
+// is a 400 naming the field.
+func TestBatchOutputExpiresAfter(t *testing.T) {
+	ts := startBatchServer(t, newFakeEngine())
+	key := ts.keys["acme"]
+	_, body := rawUpload(t, ts, key, linesOf(2, "o"))
+	f := decodeFile(t, body)
+	create := func(exp string) (*http.Response, string) {
+		return ts.post("/v1/batches", key, `{"input_file_id":"`+f.ID+`","endpoint":"/v1/chat/completions","completion_window":"24h","output_expires_after":`+exp+`}`)
+	}
+	r, body := create(`{"anchor":"created_at","seconds":10}`)
+	if e := decodeError(t, body); r.StatusCode != 400 || e.Error.Param == nil || *e.Error.Param != "output_expires_after.seconds" {
+		t.Fatalf("seconds 10: %d %s", r.StatusCode, body)
+	}
+	r, body = create(`{"anchor":"created_at","seconds":7200}`)
+	var b struct {
+		ID string `json:"id"`
+	}
+	if r.StatusCode != 200 || json.Unmarshal([]byte(body), &b) != nil {
+		t.Fatalf("%d %s", r.StatusCode, body)
+	}
+	done := waitBatch(t, ts.client("acme"), b.ID)
+	_, body = ts.get("/v1/files/"+done.OutputFileID, key)
+	if o := decodeFile(t, body); o.ExpiresAt != o.CreatedAt+7200 {
+		t.Fatalf("the output file: %s", body)
+	}
+}
