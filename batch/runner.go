@@ -3,7 +3,9 @@ package batch
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -57,11 +59,17 @@ type Options struct {
 	// ConcurrencyOf, when set and above 0 for a job's tenant (its plan's
 	// batch_max_concurrency), replaces Concurrency for that tenant's jobs.
 	ConcurrencyOf func(tenant string) int
-	Now           func() time.Time
-	Logger        *slog.Logger
-	Checker       Checker
-	Poll          time.Duration // the longest a job sleeps before deciding again; 0: 1s
-	MaxRunning    int           // lines running at once over every job; 0: 4 × Concurrency
+	// MaxUnfinishedOf, when set and above 0 for a tenant (its plan's
+	// batch_max_unfinished), bounds its jobs not yet ended: Create refuses one more
+	// (TooManyError).
+	MaxUnfinishedOf func(tenant string) int
+	// SweepEvery is how often expired files are deleted (Store.Sweep); 0: a minute.
+	SweepEvery time.Duration
+	Now        func() time.Time
+	Logger     *slog.Logger
+	Checker    Checker
+	Poll       time.Duration // the longest a job sleeps before deciding again; 0: 1s
+	MaxRunning int           // lines running at once over every job; 0: 4 × Concurrency
 	// Queue carries the lines to the workers that run them; nil: InProcess. With
 	// RedisQueue the lines of this process's jobs run on every process sharing the
 	// Redis, and this process runs theirs.
@@ -84,10 +92,13 @@ type Manager struct {
 
 	mu     sync.Mutex
 	active map[string]*driverChans
+
+	createMu sync.Mutex // held while a job is counted against its tenant's bound and made
 }
 
 // driverChans are a running job driver's inputs.
 type driverChans struct {
+	tenant  string
 	cancels chan chan Job // cancel requests
 	results chan Outcome  // its lines' outcomes
 }
@@ -171,6 +182,7 @@ func (m *Manager) Start() error {
 	for i := range js {
 		m.spawn(js[i], true)
 	}
+	m.startSweeper()
 	return nil
 }
 
@@ -185,18 +197,8 @@ func (m *Manager) Close() {
 
 // Create makes a job of tenant over its input file and starts it (validating).
 func (m *Manager) Create(tenant, keyID, inputFileID, endpoint, window string, meta map[string]string, cap money.Money) (Job, error) {
-	if _, err := m.store.File(tenant, inputFileID); err != nil {
-		return Job{}, err
-	}
-	now := m.opts.Now()
-	j := Job{ID: newID("batch_", now), Tenant: tenant, KeyID: keyID, InputFileID: inputFileID, Endpoint: endpoint,
-		CompletionWindow: window, Metadata: meta, Cap: cap, Status: Validating, CreatedAt: now.Unix(),
-		ExpiresAt: now.Add(24 * time.Hour).Unix()}
-	if err := m.store.saveJob(&j); err != nil {
-		return Job{}, err
-	}
-	m.spawn(j, false)
-	return j, nil
+	return m.CreateJob(Job{Tenant: tenant, KeyID: keyID, InputFileID: inputFileID, Endpoint: endpoint,
+		CompletionWindow: window, Metadata: meta, Cap: cap})
 }
 
 // Cancel asks tenant's job id to stop; it returns the job as it then is.
@@ -221,7 +223,7 @@ func (m *Manager) Cancel(tenant, id string) (Job, error) {
 }
 
 func (m *Manager) spawn(j Job, resumed bool) {
-	ch := &driverChans{cancels: make(chan chan Job), results: make(chan Outcome, 2*m.concurrency(j.Tenant))}
+	ch := &driverChans{tenant: j.Tenant, cancels: make(chan chan Job), results: make(chan Outcome, 2*m.concurrency(j.Tenant))}
 	m.mu.Lock()
 	m.active[j.ID] = ch
 	m.mu.Unlock()
@@ -246,22 +248,37 @@ func (m *Manager) drive(j *Job, ch *driverChans, resumed bool) error {
 	if j.Target != "" { // crashed while writing the files of a terminal status
 		return m.finishEnded(j)
 	}
-	validate := func() ([]Line, []LineError, error) {
-		f, _, err := st.Open(j.Tenant, j.InputFileID)
-		if err != nil {
-			return nil, nil, err
-		}
-		defer f.Close()
-		lines, errs := Validate(f, j.Tenant, j.Endpoint, m.opts.Checker)
-		return lines, errs, nil
-	}
-	lines, errs, err := validate()
+	// The input file stays open while the job runs: its lines are read from it as
+	// they start (a deleted or swept file is still read; its name is gone).
+	in, _, err := st.Open(j.Tenant, j.InputFileID)
 	if err != nil {
 		j.Status, j.FailedAt = Failed, m.opts.Now().Unix()
 		j.Errors = []LineError{{Code: "invalid_input_file", Message: "the input file is gone: " + err.Error()}}
 		return st.saveJob(j)
 	}
-	// A job resumed after a restart validates again, to price its lines. A line
+	defer in.Close()
+	// Validation prices the lines into the job's plan (plan.go), kept by the store:
+	// the job holds none of its lines in memory.
+	total, planned, err := st.planned(j.ID)
+	if err != nil {
+		return err
+	}
+	var errs []LineError
+	validate := func() error {
+		if _, err := in.Seek(0, io.SeekStart); err != nil {
+			return err
+		}
+		var err error
+		total, errs, err = st.planLines(j, in, m.opts.Checker)
+		return err
+	}
+	if !planned {
+		if err := validate(); err != nil {
+			return err
+		}
+	}
+	// A job resumed after a restart whose plan was not written (it was made before
+	// plans were) validates again, to price its lines. A line
 	// naming a model only other processes serve validates once this process's
 	// registry sees one of them (a second after its start; longer if they are all
 	// down): until then the job waits, answering cancel requests as it is.
@@ -281,8 +298,8 @@ func (m *Manager) drive(j *Job, ch *driverChans, resumed bool) error {
 		case <-t.C:
 		}
 		t.Stop()
-		if lines, errs, err = validate(); err != nil {
-			return fmt.Errorf("the input file is gone: %w", err)
+		if err := validate(); err != nil {
+			return fmt.Errorf("the input file: %w", err)
 		}
 	}
 	if j.Status == Validating {
@@ -291,18 +308,14 @@ func (m *Manager) drive(j *Job, ch *driverChans, resumed bool) error {
 			j.Status, j.FailedAt, j.Errors = Failed, now.Unix(), errs
 			return st.saveJob(j)
 		}
-		j.Status, j.InProgressAt, j.Counts.Total = InProgress, now.Unix(), len(lines)
+		j.Status, j.InProgressAt, j.Counts.Total = InProgress, now.Unix(), total
 		if err := st.saveJob(j); err != nil {
 			return err
 		}
 	}
 	ctx := m.ctx
-	// The lines not yet committed, in order; after a restart, those the queue still
-	// has in flight count as running (their worst case reserved again).
-	committed := map[int]bool{}
-	if err := st.results(j.ID, func(r Result) error { committed[r.Index] = true; return nil }); err != nil {
-		return err
-	}
+	// After a restart, the lines the queue still has in flight count as running
+	// (their worst case reserved again).
 	inflight := map[int]*Line{}
 	var reserved money.Money
 	if resumed {
@@ -311,27 +324,49 @@ func (m *Manager) drive(j *Job, ch *driverChans, resumed bool) error {
 			return fmt.Errorf("lines in flight: %w", err)
 		}
 		for _, i := range ids {
-			if committed[i] || i < 0 || i >= len(lines) {
+			var l Line
+			done, err := st.committed(j.ID, i)
+			if err == nil && !done && i >= 0 && i < j.Counts.Total {
+				l, err = st.plannedLine(j.ID, i)
+			}
+			if err != nil || done || i < 0 || i >= j.Counts.Total {
 				m.settle(Outcome{Job: j.ID, Index: i})
 				continue
 			}
-			inflight[i] = &lines[i]
-			reserved += lines[i].Worst
+			inflight[i] = &l
+			reserved += l.Worst
 		}
 	}
+	// pending is the next lines to start, in run order, read from the plan a few at
+	// a time (lines refused for budget or load go back to its front); every line
+	// neither committed nor in flight is in it or after the plan's cursor.
 	var pending []*Line
-	for _, l := range RunOrder(lines) {
-		if !committed[l.Index] && inflight[l.Index] == nil {
-			pending = append(pending, l)
+	var cursor []byte
+	planEnd := false
+	fill := func(n int) error {
+		for len(pending) < n && !planEnd {
+			ls, cur, end, err := st.nextPlanned(j.ID, cursor, n-len(pending), func(i int) bool {
+				return inflight[i] != nil || slices.ContainsFunc(pending, func(l *Line) bool { return l.Index == i })
+			})
+			if err != nil {
+				return err
+			}
+			cursor, planEnd = cur, end
+			for k := range ls {
+				pending = append(pending, &ls[k])
+			}
 		}
+		return nil
 	}
 	var pausedUntil, retryAt time.Time
 	var waiting []chan Job
 	var leftover []Outcome // taken off ch.results while closing
+	ran := map[int]*Line{} // the lines of leftover
 	defer func() {         // on Close: take the outcomes of lines that ran, and commit them
 		take := func(o Outcome) {
-			if inflight[o.Index] != nil && o.Resp.Refused == Ran && o.Resp.StatusCode != 499 {
+			if l := inflight[o.Index]; l != nil && o.Resp.Refused == Ran && o.Resp.StatusCode != 499 {
 				leftover = append(leftover, o)
+				ran[o.Index] = l
 			}
 			delete(inflight, o.Index)
 		}
@@ -358,7 +393,7 @@ func (m *Manager) drive(j *Job, ch *driverChans, resumed bool) error {
 		}
 		var rs []Result
 		for _, o := range leftover {
-			rs = append(rs, m.result(j, &lines[o.Index], o.Resp))
+			rs = append(rs, m.result(j, ran[o.Index], o.Resp))
 		}
 		if len(rs) > 0 {
 			if err := st.commit(j, rs); err != nil {
@@ -374,9 +409,13 @@ func (m *Manager) drive(j *Job, ch *driverChans, resumed bool) error {
 	defer timer.Stop()
 	for {
 		now := m.opts.Now()
+		conc := m.concurrency(j.Tenant)
+		if err := fill(conc); err != nil {
+			return err
+		}
 		v := View{Status: j.Status, CancelRequested: j.CancelRequested, ExpiresAt: time.Unix(j.ExpiresAt, 0),
-			Cap: j.Cap, Spent: j.Spent, Reserved: reserved, PendingCount: len(pending), Running: len(inflight),
-			Concurrency: m.concurrency(j.Tenant), PausedUntil: pausedUntil, RetryAt: retryAt}
+			Cap: j.Cap, Spent: j.Spent, Reserved: reserved, PendingCount: j.Counts.Total - j.Counts.Completed - j.Counts.Failed - len(inflight),
+			Running: len(inflight), Concurrency: conc, PausedUntil: pausedUntil, RetryAt: retryAt}
 		for i := 0; i < len(pending) && i < v.Concurrency; i++ {
 			v.Pending = append(v.Pending, pending[i].Worst)
 		}
@@ -388,7 +427,7 @@ func (m *Manager) drive(j *Job, ch *driverChans, resumed bool) error {
 				j.CancellingAt = now.Unix()
 			}
 			if d.Status != Cancelling && d.Status != InProgress {
-				if err := m.end(j, d, pending, now); err != nil {
+				if err := m.end(j, d, now); err != nil {
 					return err
 				}
 				for _, w := range waiting {
@@ -407,8 +446,12 @@ func (m *Manager) drive(j *Job, ch *driverChans, resumed bool) error {
 		waiting = waiting[:0]
 		for range d.Start {
 			l := pending[0]
+			body, err := l.Read(in)
+			if err != nil {
+				return err
+			}
 			req := Request{Tenant: j.Tenant, KeyID: j.KeyID, Endpoint: j.Endpoint, RequestID: fmt.Sprintf("%s-%d", j.ID, l.Index),
-				Body: l.Body, MaxCost: l.Worst, Retry: resumed}
+				Body: body, MaxCost: l.Worst, Retry: resumed}
 			if err := m.q.Submit(ctx, Task{Job: j.ID, Index: l.Index, Req: req}); err != nil {
 				if ctx.Err() != nil {
 					return ctx.Err()
@@ -503,8 +546,9 @@ func (m *Manager) finishEnded(j *Job) error {
 }
 
 // end records a terminal decision: the unrun lines drained to the error file with the
-// decision's code (in the same transaction as the job's new target status).
-func (m *Manager) end(j *Job, d Decision, pending []*Line, now time.Time) error {
+// decision's code (read from the plan and committed a chunk at a time, the last
+// chunk in the same transaction as the job's new target status).
+func (m *Manager) end(j *Job, d Decision, now time.Time) error {
 	var rs []Result
 	if d.Drain != "" {
 		msg := map[string]string{
@@ -512,8 +556,22 @@ func (m *Manager) end(j *Job, d Decision, pending []*Line, now time.Time) error 
 			CodeExpired:   "the batch expired before this request ran",
 			CodeCancelled: "the batch was cancelled before this request ran",
 		}[d.Drain]
-		for _, l := range pending {
-			rs = append(rs, Result{Index: l.Index, CustomID: l.CustomID, Code: d.Drain, Message: msg})
+		var cursor []byte
+		for end := false; !end; {
+			if len(rs) > 0 {
+				if err := m.store.commit(j, rs); err != nil {
+					return err
+				}
+				rs = rs[:0]
+			}
+			var ls []Line
+			var err error
+			if ls, cursor, end, err = m.store.nextPlanned(j.ID, cursor, planChunk, func(int) bool { return false }); err != nil {
+				return err
+			}
+			for _, l := range ls {
+				rs = append(rs, Result{Index: l.Index, CustomID: l.CustomID, Code: d.Drain, Message: msg})
+			}
 		}
 	}
 	switch d.Status {

@@ -128,7 +128,16 @@
 // A batch line is admitted by tenancy.AdmitBatch: the tenant's budgets, not its
 // interactive concurrency, requests/s or tokens/min. POST /v1/files reads its
 // multipart body as a stream (uploadFile), the file part written to disk as it
-// arrives (batch.Store.PutFile), so a file may be far over max_body_bytes.
+// arrives (batch.Store.PutFileWith), so a file may be far over max_body_bytes.
+// batchquota.go admits the Batch API's calls before their work: uploads and batch
+// creates are rate limited per tenant (x/time/rate, the plan's
+// file_uploads_per_minute and batch_creates_per_minute: 429 with Retry-After), an
+// upload is counted against files_max_bytes as its bytes arrive and files_max_count
+// before it starts (400 file_quota_exceeded), a create past batch_max_unfinished is a
+// 429, and metadata (of a batch or a chat completion) is held to OpenAI's limits.
+// Files carry expires_at (expires_after on upload; a batch's output_expires_after;
+// 30 days by default): an expired file is a 404 at once, and the batch Manager's
+// sweeper deletes it.
 // Options.BatchQueue (batch.RedisQueue with redis:) runs lines on every process: the
 // Server is its batch.Placer (LineModel, LineModels), so a line naming a model runs
 // only on a process serving it, and one routed by tier on a process having the best

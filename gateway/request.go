@@ -297,6 +297,8 @@ func (r *chatRequest) unsupported() *apiError {
 		return refuse("web_search_options")
 	case r.Store != nil && *r.Store:
 		return refuse("store")
+	case r.Metadata != nil:
+		return checkAnyMetadata(r.Metadata) // OpenAI's limits, as a batch's (batchquota.go)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package policies
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/lmlite/lmlite/money"
@@ -115,5 +116,31 @@ func TestAllowsServing(t *testing.T) {
 		if got := p.AllowsServing(c.model, c.in); got != c.want {
 			t.Errorf("%s: AllowsServing = %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// The Batch API's quotas: a plan's 0 takes the default, -1 is no limit (0 in the
+// Policy), an override replaces the plan's, and below -1 is refused naming the field.
+func TestBatchQuotasDefaultAndUnlimited(t *testing.T) {
+	one := 1
+	b, err := NewBook(map[string]Plan{
+		"std":  {},
+		"free": {FilesMaxBytes: -1, FilesMaxCount: 3, FileUploadsPerMinute: -1, BatchCreatesPerMinute: 6, BatchMaxUnfinished: -1},
+	}, []Tenant{{ID: "a", Plan: "std"}, {ID: "b", Plan: "free", Overrides: Override{BatchMaxUnfinished: &one}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := b.Resolve("a")
+	if a.FilesMaxBytes != DefaultFilesMaxBytes || a.FilesMaxCount != DefaultFilesMaxCount || a.FileUploadsPerMinute != DefaultFileUploadsPerMinute ||
+		a.BatchCreatesPerMinute != DefaultBatchCreatesPerMinute || a.BatchMaxUnfinished != DefaultBatchMaxUnfinished {
+		t.Fatalf("defaults: %+v", a)
+	}
+	p, _ := b.Resolve("b")
+	if p.FilesMaxBytes != 0 || p.FilesMaxCount != 3 || p.FileUploadsPerMinute != 0 || p.BatchCreatesPerMinute != 6 || p.BatchMaxUnfinished != 1 {
+		t.Fatalf("free: %+v", p)
+	}
+	_, err = NewBook(map[string]Plan{"x": {FilesMaxCount: -2}}, []Tenant{{ID: "a", Plan: "x"}}, nil)
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "files_max_count") {
+		t.Fatalf("files_max_count -2: %v", err)
 	}
 }
