@@ -153,6 +153,12 @@ func (q *Quoter) Encode(text string, addBOS bool) []int32 {
 	return q.t.encode(text, addBOS, q.t.specialQuoted, q.mark)
 }
 
+// EncodeCapped is Encode giving up once the prompt is known to be over limit tokens,
+// as Tokenizer.EncodeCapped does.
+func (q *Quoter) EncodeCapped(text string, addBOS bool, limit int) (toks []int32, over bool) {
+	return q.t.encodeCapped(text, addBOS, q.t.specialQuoted, q.mark, limit)
+}
+
 // revTrie holds texts backwards, for matching the end of a text.
 type revTrie struct {
 	nodes []trieNode
