@@ -529,6 +529,24 @@ func (p *Pool) Tokenize(modelID, text string) ([]int32, error) {
 	return m.prep.Tokenize(text), nil
 }
 
+// TokenizeCapped is Block.TokenizeCapped, done in the parent.
+func (p *Pool) TokenizeCapped(modelID, text string, limit int) ([]int32, error) {
+	m, ok := p.models[modelID]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", engine.ErrUnknownModel, modelID)
+	}
+	return m.prep.TokenizeCapped(text, limit)
+}
+
+// ChatTokensCapped is Block.ChatTokensCapped, done in the parent.
+func (p *Pool) ChatTokensCapped(modelID string, msgs []engine.Message, tools []engine.Tool, limit int) ([]int32, error) {
+	m, ok := p.models[modelID]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", engine.ErrUnknownModel, modelID)
+	}
+	return m.prep.ChatTokensCapped(msgs, tools, limit)
+}
+
 // ChatTokens is Block.ChatTokens, done in the parent.
 func (p *Pool) ChatTokens(modelID string, msgs []engine.Message) ([]int32, error) {
 	m, ok := p.models[modelID]
