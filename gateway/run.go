@@ -110,12 +110,12 @@ func (j *job) serve(ctx *fasthttp.RequestCtx, k kind) bool {
 	if handled, async := j.maybeForwardTier(ctx); handled {
 		return async
 	}
-	// A batch line is admitted here, against its budgets only (its own lane: it never
+	// Admission comes before any expensive work (the chat template, the tokenizer,
+	// the router): a batch line against its budgets only (its own lane: it never
 	// takes the interactive traffic's slots or rate; its ticket is the line's, so a
-	// line run again is settled once). Any other request is admitted by its first
-	// attempt (run), once its worst case is known: requests/s, tokens/min (prompt
-	// estimate), concurrency and the reservation at once, all or nothing (one round
-	// trip with Redis).
+	// line run again is settled once), any other request against its concurrency,
+	// requests/s and tokens/min (on the prompt's estimate from its bytes). Its first
+	// attempt (run) reserves its worst case once it is known.
 	if j.line != nil {
 		tk, err := s.ten.AdmitBatchLine(s.quota(pol), j.start, j.line.id)
 		if err != nil {
@@ -127,6 +127,8 @@ func (j *job) serve(ctx *fasthttp.RequestCtx, k kind) bool {
 			return false
 		}
 		j.ticket = tk
+	} else if !j.admit(ctx) {
+		return false
 	}
 	return j.run(ctx)
 }
@@ -138,19 +140,58 @@ func rateLimited(le *tenancy.LimitError) *apiError {
 		retry:   tenancy.RetryAfterSeconds(le.RetryAfter), reason: "rate_" + le.Reason}
 }
 
-// reserve reserves the current choice's worst case. The first attempt of a request
-// not yet admitted admits it with that reservation (Tenancy.AdmitReserve); a later
-// attempt reserves on its ticket.
-func (j *job) reserve(now time.Time) error {
-	if j.ticket != nil {
-		return j.ticket.Reserve(now, j.c.cost)
-	}
-	tk, err := j.s.ten.AdmitReserve(j.s.quota(j.pol), now, j.in.estimate(), j.c.cost)
+// admit admits an interactive request (serve), answering the refusal itself: a
+// rate or concurrency quota is a 429 with Retry-After; a tenant whose budget has
+// less money left than the request's least cost on any model it may use (leastCost)
+// is a 429 insufficient_quota at once, as the router would answer it, rather than
+// after its prompt was rendered and tokenized. It reports whether the request goes
+// on.
+func (j *job) admit(ctx *fasthttp.RequestCtx) bool {
+	s := j.s
+	now := s.now()
+	tk, err := s.ten.Admit(s.quota(j.pol), now, j.in.estimate())
 	if err != nil {
-		return err
+		var le *tenancy.LimitError
+		switch {
+		case errors.As(err, &le):
+			j.refuse(ctx, rateLimited(le))
+		case errors.Is(err, tenancy.ErrUnavailable):
+			j.fail(ctx, unavailable(err))
+		default:
+			j.fail(ctx, &apiError{status: 500, typ: "server_error", message: "admission failed: " + err.Error(), reason: "internal"})
+		}
+		return false
 	}
 	j.ticket = tk
-	return nil
+	if room := tk.Remaining(now); room >= 0 && room < j.leastCost() {
+		j.fail(ctx, insufficientQuota(errors.New("the money left, "+room.String()+", is less than the least this request can cost")))
+		return false
+	}
+	return true
+}
+
+// leastCost is the least the request can cost on any model it may run on: one
+// output token (every request but one that only scores its prompt has one; a cost is
+// rounded up, money.Price.Cost), 0 when a model it may use is free.
+func (j *job) leastCost() money.Money {
+	if j.in.scoreOnly {
+		return 0
+	}
+	if m := j.rt.named; m != nil {
+		return m.price.Cost(0, 1)
+	}
+	least := money.Money(-1)
+	for id, m := range j.s.models {
+		if c := m.price.Cost(0, 1); j.pol.AllowsModel(id) && (least < 0 || c < least) {
+			least = c
+		}
+	}
+	return max(least, 0)
+}
+
+// reserve reserves the current choice's worst case on the admitted request's ticket.
+func (j *job) reserve(now time.Time) error {
+	return j.ticket.Reserve(now, j.c.cost)
 }
 
 // overReservation refuses a batch line whose worst case here is over what its job
@@ -206,11 +247,6 @@ func (j *job) run(ctx *fasthttp.RequestCtx) bool {
 		}
 		retry := j.rt.steppable() && attempt < maxAttempts
 		if err := j.reserve(now); err != nil {
-			var le *tenancy.LimitError
-			if errors.As(err, &le) {
-				j.refuse(ctx, rateLimited(le))
-				return false
-			}
 			if errors.Is(err, tenancy.ErrInsufficientQuota) && retry {
 				continue // choose again with the money left
 			}
@@ -270,6 +306,8 @@ func unavailable(error) *apiError {
 
 func engineError(err error) *apiError {
 	switch {
+	case errors.Is(err, engine.ErrPromptOverLimit):
+		return contextLengthExceeded("prompt", "the prompt is longer than the model's limit: "+err.Error())
 	case errors.Is(err, engine.ErrTooLong):
 		return badRequest("max_tokens", "the request is longer than the model's limit: "+err.Error())
 	case errors.Is(err, chat.ErrException):

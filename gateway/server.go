@@ -45,6 +45,16 @@ type Engine interface {
 	Ready() bool
 }
 
+// CappedTokenizer is an optional ability of an Engine (the Block and the workers
+// mode have it): tokenizing that gives up once a prompt is over limit tokens, with
+// an error wrapping engine.ErrPromptOverLimit, so an oversized prompt is refused
+// for about limit tokens' work. ChatTokensCapped is ChatTokens, or with tools or
+// tool messages Features.ChatTokensTools.
+type CappedTokenizer interface {
+	TokenizeCapped(modelID, text string, limit int) ([]int32, error)
+	ChatTokensCapped(modelID string, msgs []engine.Message, tools []engine.Tool, limit int) ([]int32, error)
+}
+
 // ModelLoader is an optional ability of an Engine: the admin API loads and unloads
 // models through it.
 type ModelLoader interface {
