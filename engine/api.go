@@ -228,8 +228,8 @@ var (
 	// ErrPromptOverLimit: a capped tokenization (Block.TokenizeCapped,
 	// Block.ChatTokensCapped) stopped because the prompt is over its limit.
 	ErrPromptOverLimit = errors.New("engine: prompt over the token limit")
-	ErrNoMemory     = errors.New("engine: not enough memory to load the model")
-	ErrClosed       = errors.New("engine: block closed")
-	ErrGrammar      = errors.New("engine: the grammar cannot continue") // a constrained output found no allowed token
-	ErrNoEmbeddings = errors.New("engine: the model does not serve embeddings")
+	ErrNoMemory        = errors.New("engine: not enough memory to load the model")
+	ErrClosed          = errors.New("engine: block closed")
+	ErrGrammar         = errors.New("engine: the grammar cannot continue") // a constrained output found no allowed token
+	ErrNoEmbeddings    = errors.New("engine: the model does not serve embeddings")
 )
