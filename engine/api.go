@@ -225,11 +225,12 @@ var (
 	ErrUnknownModel = errors.New("engine: unknown model")
 	ErrQueueFull    = errors.New("engine: queue full")
 	ErrTooLong      = errors.New("engine: request longer than the model's limit")
-	// ErrPromptOverLimit: a capped tokenization (Block.TokenizeCapped,
-	// Block.ChatTokensCapped) stopped because the prompt is over its limit.
-	ErrPromptOverLimit = errors.New("engine: prompt over the token limit")
-	ErrNoMemory        = errors.New("engine: not enough memory to load the model")
-	ErrClosed          = errors.New("engine: block closed")
-	ErrGrammar         = errors.New("engine: the grammar cannot continue") // a constrained output found no allowed token
-	ErrNoEmbeddings    = errors.New("engine: the model does not serve embeddings")
+	ErrNoMemory     = errors.New("engine: not enough memory to load the model")
+	ErrClosed       = errors.New("engine: block closed")
+	ErrGrammar      = errors.New("engine: the grammar cannot continue") // a constrained output found no allowed token
+	ErrNoEmbeddings = errors.New("engine: the model does not serve embeddings")
 )
+
+// ErrPromptOverLimit: a capped tokenization (Block.TokenizeCapped,
+// Block.ChatTokensCapped) stopped because the prompt is over its limit.
+var ErrPromptOverLimit = errors.New("engine: prompt over the token limit")
