@@ -90,7 +90,7 @@ tenants:
   - {id: broke, plan: open, overrides: {daily_budget_usd: 0.000001}}
 `
 
-func startCounting(t *testing.T) (*engineServer, *countingEngine) {
+func startCounting(t testing.TB) (*engineServer, *countingEngine) {
 	t.Helper()
 	var ce *countingEngine
 	es := startEngineWith(t, admissionConfig, engine.Config{}, func(b *engine.Block) Engine {
@@ -245,4 +245,33 @@ func postKey(t testing.TB, url, key, body string) (*http.Response, string) {
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	return resp, string(b)
+}
+
+// BenchmarkRefusedMegabytePrompt: what a refused chat request with a megabyte prompt
+// costs the server (and its loopback client): over its tenant's concurrency, from a
+// tenant with no money, and over the model's context. Before admission came first
+// and the tokenizer was capped, each cost a full render and tokenization.
+func BenchmarkRefusedMegabytePrompt(b *testing.B) {
+	es, _ := startCounting(b)
+	pol, _ := es.srv.book.Resolve("tight")
+	now := time.Now()
+	for range 2 { // the tight tenant's two slots, held
+		tk, err := es.srv.ten.Admit(es.srv.quota(pol), now, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer tk.Settle(tenancy.Entry{Time: now, Status: 200})
+	}
+	body := megabyteBodies("tiny")["/v1/chat/completions"]
+	for _, c := range []struct{ name, tenant string }{{"concurrency", "tight"}, {"no_money", "broke"}, {"over_context", "acme"}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(body)))
+			for b.Loop() {
+				if resp, out := postKey(b, es.base+"/v1/chat/completions", es.keys[c.tenant], body); resp.StatusCode < 400 {
+					b.Fatalf("%d %s", resp.StatusCode, out)
+				}
+			}
+		})
+	}
 }

@@ -221,7 +221,7 @@ func startEngine(t *testing.T, yaml string, ec engine.Config) *engineServer {
 
 // startEngineWith is startEngine serving, when wrap is not nil, the Engine it makes
 // of the Block (to count what the gateway asks of it).
-func startEngineWith(t *testing.T, yaml string, ec engine.Config, wrap func(*engine.Block) Engine) *engineServer {
+func startEngineWith(t testing.TB, yaml string, ec engine.Config, wrap func(*engine.Block) Engine) *engineServer {
 	t.Helper()
 	dir := t.TempDir()
 	if strings.Contains(yaml, "$TINY") {

@@ -92,6 +92,9 @@ func (q *Quoter) Quote(s string) string {
 	}
 	var at []int // byte offsets in s where a mark goes
 	for p := 0; p < len(s); p++ {
+		if !tr.first[s[p]] {
+			continue
+		}
 		n := int32(0)
 		for i := p; i < len(s); i++ {
 			nx, ok := tr.nodes[n].next[s[i]]
