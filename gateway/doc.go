@@ -39,25 +39,32 @@
 //     Options.ForwardIdle without a byte (an error event node_unresponsive past it);
 //     the receiving process writes ": keep-alive" comments when it has written
 //     nothing for a third of that (KeepAliveHeader, keepAlive), which relay drops.
-//  5. run.go, Server.handleGenerate: a batch line is admitted here
-//     (tenancy.Tenancy.AdmitBatchLine: its budgets only); any other request is
-//     admitted by its first attempt, step 7, once its worst case is known.
+//  5. run.go, job.serve: admission, before any expensive work (the chat template,
+//     the tokenizer, the router). A batch line is admitted here by
+//     tenancy.Tenancy.AdmitBatchLine (its budgets only); any other request by
+//     job.admit: tenancy.Tenancy.Admit, concurrency, requests/s and tokens/min on the
+//     prompt's estimate from its bytes (429 with Retry-After), then a tenant whose
+//     money left is less than the request's least cost (one output token on the
+//     cheapest model it may use: job.leastCost) is a 429 insufficient_quota. A
+//     refused request's prompt is never rendered or tokenized.
 //  6. route.go, job.choose: the one routing decision. tiers.Select runs once with
-//     the tenant's remaining money (before admission tenancy.Tenancy.Remaining: with
-//     Redis, the money left at its last answer) and each candidate's exact worst case
+//     the tenant's remaining money (the admitted ticket's: with Redis, the money
+//     left at its last answer) and each candidate's exact worst case
 //     (job.planFor: the prompt rendered and tokenized once per model with
 //     Engine.ChatTokens, or Features.ChatTokensTools when tools or tool messages are
 //     present, every text of the request as plain text, only the template's markup
-//     as control tokens; the output limit checked; features.go, job.planFeatures:
+//     as control tokens; with CappedTokenizer (the Block and the workers mode) the
+//     tokenizer gives up once the prompt is over the model's limit less one output
+//     token, from the prompt's length alone when the vocabulary allows: a prompt
+//     over the limit is a 400 context_length_exceeded for about the limit's work;
+//     the output limit checked; features.go, job.planFeatures:
 //     the grammar of response_format or of a required/named tool call, and the
 //     model's tool-call syntax; the budget's worst case is n choices), so a
 //     request over every candidate's limit is a 400 naming the limit, money is a
 //     429 insufficient_quota, load a 503.
-//  7. run.go, job.run, job.reserve: the first attempt admits the request with its
-//     worst case, tenancy.Tenancy.AdmitReserve: concurrency, tokens/min, requests/s
-//     (429 with Retry-After) and the reservation, all or nothing (one round trip
-//     with Redis; a choice the money no longer covers is chosen again with the money
-//     left); a later attempt tenancy.Ticket.Reserve the worst case. Then job.launch: the
+//  7. run.go, job.run, job.reserve: each attempt reserves the choice's worst case on
+//     the admitted ticket (tenancy.Ticket.Reserve; a choice the money no longer
+//     covers is chosen again with the money left). Then job.launch: the
 //     engine's Generate (Features.GenerateN for n > 1; the plan's grammar and the
 //     logprobs asked for in the engine.Request), or upstream.go, job.runUpstream
 //     (the body forwarded). A model that refuses before answering (queue full, no
