@@ -34,6 +34,11 @@ type Plan struct {
 	// BatchMaxConcurrency is how many lines of one of the tenant's batch jobs run at
 	// once; 0: the server's batch concurrency.
 	BatchMaxConcurrency int `yaml:"batch_max_concurrency"`
+	// AllowShortKeepAlive lets the tenant's requests shorten a model's idle timeout
+	// with lmlite.keep_alive (down to the server's min_keep_alive, and never below
+	// what another tenant's recent use keeps it for); without it a shorter
+	// keep_alive is ignored. Lengthening it (up to max_keep_alive) needs no flag.
+	AllowShortKeepAlive bool `yaml:"allow_short_keep_alive"`
 }
 
 // Override holds the fields a tenant changes from its plan; nil fields keep the plan's.
@@ -51,7 +56,8 @@ type Override struct {
 	Weight            *float64  `yaml:"weight"`
 	BatchDiscount     *float64  `yaml:"batch_discount"`
 
-	BatchMaxConcurrency *int `yaml:"batch_max_concurrency"`
+	BatchMaxConcurrency *int  `yaml:"batch_max_concurrency"`
+	AllowShortKeepAlive *bool `yaml:"allow_short_keep_alive"`
 }
 
 // Apply returns the plan with the override's set fields replacing its own.
@@ -95,6 +101,9 @@ func (p Plan) Apply(o Override) Plan {
 	if o.BatchMaxConcurrency != nil {
 		p.BatchMaxConcurrency = *o.BatchMaxConcurrency
 	}
+	if o.AllowShortKeepAlive != nil {
+		p.AllowShortKeepAlive = *o.AllowShortKeepAlive
+	}
 	return p
 }
 
@@ -114,6 +123,7 @@ type Policy struct {
 	Weight            float64
 	BatchDiscount     float64 // batch lines pay (1 - BatchDiscount) of the price
 	BatchConcurrency  int     // lines of one batch job at once; 0: the server's default
+	ShortKeepAlive    bool    // its lmlite.keep_alive may shorten a model's idle timeout (Plan.AllowShortKeepAlive)
 
 	allowTiers  [tiers.NumTiers]bool
 	allowModels map[string]struct{} // nil: all
@@ -202,6 +212,7 @@ func Resolve(tenant, planName string, plan Plan, o Override, knownModel func(str
 		Weight:            p.Weight,
 		BatchDiscount:     p.BatchDiscount,
 		BatchConcurrency:  p.BatchMaxConcurrency,
+		ShortKeepAlive:    p.AllowShortKeepAlive,
 	}
 	if pol.Burst == 0 && pol.RequestsPerSecond > 0 {
 		pol.Burst = max(1, int(math.Ceil(pol.RequestsPerSecond)))

@@ -462,8 +462,8 @@ func (g *group) endedLocked() {
 }
 
 // releaseKeep ends a generation request, whose keep_alive (Request.KeepAlive)
-// replaces the model's last one: as in process, it may shorten the model's idle
-// timeout until the next request ends, never lengthen it.
+// replaces the model's last one: as in process, it replaces the model's idle
+// timeout until the next request ends.
 func (g *group) releaseKeep(modelID string, keep time.Duration) {
 	g.mu.Lock()
 	g.inflight--
