@@ -93,7 +93,7 @@ tenants:
 func startCounting(t testing.TB) (*engineServer, *countingEngine) {
 	t.Helper()
 	var ce *countingEngine
-	es := startEngineWith(t, admissionConfig, engine.Config{}, func(b *engine.Block) Engine {
+	es := startEngineWith(t, admissionConfig, engine.Config{}, Options{}, func(b *engine.Block) Engine {
 		ce = &countingEngine{Block: b}
 		return ce
 	})

@@ -216,12 +216,13 @@ type engineServer struct {
 // are the config's).
 func startEngine(t *testing.T, yaml string, ec engine.Config) *engineServer {
 	t.Helper()
-	return startEngineWith(t, yaml, ec, nil)
+	return startEngineWith(t, yaml, ec, Options{}, nil)
 }
 
-// startEngineWith is startEngine serving, when wrap is not nil, the Engine it makes
-// of the Block (to count what the gateway asks of it).
-func startEngineWith(t testing.TB, yaml string, ec engine.Config, wrap func(*engine.Block) Engine) *engineServer {
+// startEngineWith is startEngine with the gateway's options (a clock) serving, when
+// wrap is not nil, the Engine it makes of the Block (to count what the gateway asks
+// of it).
+func startEngineWith(t testing.TB, yaml string, ec engine.Config, opts Options, wrap func(*engine.Block) Engine) *engineServer {
 	t.Helper()
 	dir := t.TempDir()
 	if strings.Contains(yaml, "$TINY") {
@@ -264,7 +265,7 @@ func startEngineWith(t testing.TB, yaml string, ec engine.Config, wrap func(*eng
 	if wrap != nil {
 		eng = wrap(block)
 	}
-	srv, err := New(mustGatewayConfig(t, cfg), eng, tenancy.New(store), Options{})
+	srv, err := New(mustGatewayConfig(t, cfg), eng, tenancy.New(store), opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,8 @@ type route struct {
 	tier       tiers.Tier // for tiers.ModeFixed
 	maxLatency time.Duration
 	maxCost    money.Money
-	keepAlive  time.Duration // lmlite.keep_alive; 0: the model's idle_timeout
+	keepGiven  bool          // lmlite.keep_alive is given
+	keepAlive  time.Duration // its value (keepalive.go decides what the engine gets)
 }
 
 // steppable reports whether the router may step down to another tier after a tier
@@ -76,8 +77,7 @@ func (s *Server) routeOf(h *fasthttp.RequestHeader, in *input, pol *policies.Pol
 		if err != nil || d < 0 {
 			return rt, badRequest("lmlite.keep_alive", `lmlite.keep_alive must be a non-negative duration such as "30s" or "5m"`)
 		}
-		// "0s" asks to unload as soon as the request ends; the engine's 0 means "not given".
-		rt.keepAlive = max(d, time.Nanosecond)
+		rt.keepGiven, rt.keepAlive = true, d
 	}
 	modeField, tierField := "lmlite.tier_mode", "lmlite.tier"
 	if f.TierMode == "" {

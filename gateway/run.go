@@ -38,6 +38,9 @@ type job struct {
 
 	refusal string // the apiError reason that failed the request after admission (usage.go)
 
+	kept    bool          // its engine request is counted in s.keeps (keepalive.go) until settled
+	keepOwn time.Duration // how long its own use keeps its model (decideKeepAlive)
+
 	planBuf [2]planned // plans' first backing array: most requests plan one model
 }
 
@@ -339,6 +342,7 @@ func (j *job) fail(ctx *fasthttp.RequestCtx, e *apiError) {
 func (j *job) settle(e tenancy.Entry, u *engine.Usage) {
 	s := j.s
 	e.Time = s.now()
+	j.endKeep(true)
 	e.RequestID, e.KeyID, e.Tier = j.reqID, j.keyID, j.c.tierName
 	e.Latency = e.Time.Sub(j.start)
 	if j.c.m != nil && e.Model == "" {
@@ -390,7 +394,7 @@ func (j *job) startEmbedded() ([]*engine.Stream, context.CancelFunc, error) {
 		Tenant: j.pol.Tenant, Weight: j.pol.Weight, Priority: engine.Interactive, CacheSalt: salt,
 		Grammar: j.c.gram, Logprobs: f.logprobs, TopLogprobs: f.top, PromptLogprobs: f.echo && f.logprobs,
 		PromptOnly: j.in.scoreOnly,
-		KeepAlive:  j.rt.keepAlive,
+		KeepAlive:  j.keepAlive(),
 	}
 	if j.line != nil {
 		req.Priority = engine.Batch
@@ -408,10 +412,33 @@ func (j *job) startEmbedded() ([]*engine.Stream, context.CancelFunc, error) {
 	}
 	if err != nil {
 		j.s.pred.End(j.c.m.id)
+		j.endKeep(false)
 		cancel()
 		return nil, nil, err
 	}
 	return streams, cancel, nil
+}
+
+// keepAlive decides the request's engine.Request.KeepAlive (keepalive.go) and counts
+// the request in the server's keepAlives until it ends (endKeep).
+func (j *job) keepAlive() time.Duration {
+	s, m := j.s, j.c.m
+	a := keepAsk{Given: j.rt.keepGiven, Asked: j.rt.keepAlive, Idle: m.idle,
+		Max: s.cfg.MaxKeepAlive, Min: s.cfg.MinKeepAlive, Short: j.pol.ShortKeepAlive}
+	j.keepOwn, _ = decideKeepAlive(a)
+	a.Others = s.keeps.begin(m.id, j.pol.Tenant, s.now(), j.keepOwn)
+	j.kept = true
+	_, keep := decideKeepAlive(a)
+	return keep
+}
+
+// endKeep ends the request's count in the server's keepAlives (ran: it ran on the
+// model, whose stay it now sets).
+func (j *job) endKeep(ran bool) {
+	if j.kept {
+		j.kept = false
+		j.s.keeps.end(j.c.m.id, j.pol.Tenant, j.s.now(), j.keepOwn, ran)
+	}
 }
 
 // setRouteHeaders says which tier and model serve.
