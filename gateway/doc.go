@@ -169,10 +169,16 @@
 //
 // # Scale to zero
 //
-// A model unloads after its config's idle_timeout. A request may shorten that for
-// its model with "lmlite": {"keep_alive": "30s"} (a Go duration; "0s": unload as
-// soon as it ends); it never lengthens it. The last request to end sets it, so a
-// request without keep_alive gives the model its configured timeout back.
+// A model unloads after its config's idle_timeout. A request's "lmlite":
+// {"keep_alive": "30s"} (a Go duration) asks for another stay once it ends, and no
+// tenant can unload what another uses (keepalive.go): a longer one is granted up to
+// max_keep_alive (0, the default: none longer); a shorter one only to a plan with
+// allow_short_keep_alive (else it is ignored), not below min_keep_alive (30s), and
+// never below what other tenants' uses still keep the model (each use keeps it for
+// its own request's stay, counted from its end), so a shorter stay affects only its
+// tenant's own use. The engine is given the result (engine.Request.KeepAlive; the
+// last request to end sets it): a request without keep_alive gives the model the
+// longest of its idle timeout and other tenants' stays.
 //
 // Shutdown drains: it answers 503 to new requests, closes the listener, and waits
 // for in-flight requests, streams included, to finish and settle.
