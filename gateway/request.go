@@ -36,7 +36,7 @@ type lmliteFields struct {
 	Tier         string   `json:"tier"`
 	MaxLatencyMS *float64 `json:"max_latency_ms"`
 	MaxCostUSD   *float64 `json:"max_cost_usd"`
-	KeepAlive    *string  `json:"keep_alive"` // a Go duration ("30s", "5m"): shortens the model's idle timeout (engine.Request.KeepAlive)
+	KeepAlive    *string  `json:"keep_alive"` // a Go duration ("30s", "5m"): the model's stay after the request, as keepalive.go allows
 }
 
 type streamOptions struct {

@@ -41,6 +41,11 @@ type Plan struct {
 	FileUploadsPerMinute  int   `yaml:"file_uploads_per_minute"`  // POST /v1/files; 0: 30 (a token bucket: as many at once, then one every 60/N s)
 	BatchCreatesPerMinute int   `yaml:"batch_creates_per_minute"` // POST /v1/batches; 0: 30 (a token bucket, as file_uploads_per_minute)
 	BatchMaxUnfinished    int   `yaml:"batch_max_unfinished"`     // the tenant's jobs not yet ended; 0: 10
+	// AllowShortKeepAlive lets the tenant's requests shorten a model's idle timeout
+	// with lmlite.keep_alive (down to the server's min_keep_alive, and never below
+	// what another tenant's recent use keeps it for); without it a shorter
+	// keep_alive is ignored. Lengthening it (up to max_keep_alive) needs no flag.
+	AllowShortKeepAlive bool `yaml:"allow_short_keep_alive"`
 }
 
 // Defaults of the Batch API's quotas (a Plan's zero value).
@@ -74,6 +79,7 @@ type Override struct {
 	FileUploadsPerMinute  *int   `yaml:"file_uploads_per_minute"`
 	BatchCreatesPerMinute *int   `yaml:"batch_creates_per_minute"`
 	BatchMaxUnfinished    *int   `yaml:"batch_max_unfinished"`
+	AllowShortKeepAlive   *bool  `yaml:"allow_short_keep_alive"`
 }
 
 // Apply returns the plan with the override's set fields replacing its own.
@@ -132,6 +138,9 @@ func (p Plan) Apply(o Override) Plan {
 	if o.BatchMaxUnfinished != nil {
 		p.BatchMaxUnfinished = *o.BatchMaxUnfinished
 	}
+	if o.AllowShortKeepAlive != nil {
+		p.AllowShortKeepAlive = *o.AllowShortKeepAlive
+	}
 	return p
 }
 
@@ -151,6 +160,7 @@ type Policy struct {
 	Weight            float64
 	BatchDiscount     float64 // batch lines pay (1 - BatchDiscount) of the price
 	BatchConcurrency  int     // lines of one batch job at once; 0: the server's default
+	ShortKeepAlive    bool    // its lmlite.keep_alive may shorten a model's idle timeout (Plan.AllowShortKeepAlive)
 
 	// The Batch API's quotas, resolved (a plan's 0 is its default here); 0: no limit.
 	FilesMaxBytes         int64 // bytes of the tenant's stored files
@@ -262,6 +272,7 @@ func Resolve(tenant, planName string, plan Plan, o Override, knownModel func(str
 		FileUploadsPerMinute:  int(quota(int64(p.FileUploadsPerMinute), DefaultFileUploadsPerMinute)),
 		BatchCreatesPerMinute: int(quota(int64(p.BatchCreatesPerMinute), DefaultBatchCreatesPerMinute)),
 		BatchMaxUnfinished:    int(quota(int64(p.BatchMaxUnfinished), DefaultBatchMaxUnfinished)),
+		ShortKeepAlive:        p.AllowShortKeepAlive,
 	}
 	if pol.Burst == 0 && pol.RequestsPerSecond > 0 {
 		pol.Burst = max(1, int(math.Ceil(pol.RequestsPerSecond)))

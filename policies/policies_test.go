@@ -16,10 +16,11 @@ func TestResolveOverrides(t *testing.T) {
 		"free": {RequestsPerSecond: 2, TokensPerMinute: 1000, MaxConcurrency: 2, DailyBudgetUSD: 1,
 			AllowedTiers: []string{"fast", "balanced"}},
 		"pro": {RequestsPerSecond: 50, Burst: 100, DailyBudgetUSD: 100, MonthlyBudgetUSD: 1000,
-			DefaultTierMode: "deep", AllowedModels: []string{"a", "b"}, BatchMaxConcurrency: 16},
+			DefaultTierMode: "deep", AllowedModels: []string{"a", "b"}, BatchMaxConcurrency: 16, AllowShortKeepAlive: true},
 	}
 	tenants := []Tenant{
 		{ID: "acme", Plan: "free"},
+		{ID: "pro", Plan: "pro", Overrides: Override{AllowShortKeepAlive: ptr(false)}},
 		{ID: "big", Plan: "pro", Overrides: Override{
 			Burst: ptr(7), DailyBudgetUSD: ptr(0.5), AllowedModels: &[]string{},
 			AllowedTiers: &[]string{"max"}, SharePrefix: ptr(true), Weight: ptr(3.0), BatchMaxConcurrency: ptr(2)}},
@@ -46,6 +47,9 @@ func TestResolveOverrides(t *testing.T) {
 		big.MonthlyBudget != money.USD(1000) || big.DefaultMode != tiers.ModeDeep || !big.SharePrefix || big.Weight != 3 || big.BatchConcurrency != 2 {
 		t.Errorf("big: %+v", big)
 	}
+	if pro, _ := b.Resolve("pro"); acme.ShortKeepAlive || !big.ShortKeepAlive || pro.ShortKeepAlive {
+		t.Errorf("allow_short_keep_alive: free plan %v, pro plan %v, overridden to false %v", acme.ShortKeepAlive, big.ShortKeepAlive, pro.ShortKeepAlive)
+	}
 	if !big.AllowsModel("c") { // the override emptied the list: all allowed
 		t.Error("big: override to [] must allow all models")
 	}
@@ -55,7 +59,7 @@ func TestResolveOverrides(t *testing.T) {
 	if _, ok := b.Resolve("nobody"); ok {
 		t.Error("unknown tenant resolved")
 	}
-	if got := b.Tenants(); len(got) != 2 || got[0] != "acme" {
+	if got := b.Tenants(); len(got) != 3 || got[0] != "acme" {
 		t.Errorf("Tenants = %v", got)
 	}
 }
