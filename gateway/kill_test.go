@@ -100,7 +100,7 @@ func TestKilledServerKeepsAcknowledgedUsage(t *testing.T) {
 	}
 	defer store.Close()
 	found := map[string]bool{}
-	store.Ledger(func(e tenancy.Entry) error { found[e.RequestID] = true; return nil })
+	store.Ledger(func(e tenancy.Entry) error { found[e.ClientRequestID] = true; return nil })
 	lost := 0
 	for id := range acked {
 		if !found[id] {

@@ -59,6 +59,9 @@ type Tenancy struct {
 	shared  Shared // nil: in-process
 	idBase  string // of ticket ids: unique per process start
 	tickets atomic.Uint64
+
+	linesMu sync.Mutex              // guards lines
+	lines   map[LineKey]money.Money // LoadChargedLines
 }
 
 // New returns a Tenancy whose ledger and spend totals live in store.
@@ -202,6 +205,8 @@ type Ticket struct {
 
 	rerun bool        // settled: another run of its batch line was charged (Rerun)
 	prior money.Money // with rerun: what that run was charged
+
+	line string // AdmitBatchLine's line: Settle writes it as the entry's Line
 }
 
 // Admit checks the tenant's concurrency, tokens/min (against promptTokens) and
@@ -302,7 +307,7 @@ func (t *Tenancy) AdmitBatchLine(q *Quota, now time.Time, line string) (*Ticket,
 		if line != "" {
 			id = LinePrefix + line
 		}
-		tk := &Ticket{sh: t.shared, q: bq, id: id, room: -1, ts: &tenantState{id: q.Tenant, store: t.store}, batch: true}
+		tk := &Ticket{sh: t.shared, q: bq, id: id, room: -1, ts: &tenantState{id: q.Tenant, store: t.store}, batch: true, line: line}
 		if bq.DailyBudget > 0 || bq.MonthlyBudget > 0 {
 			room, err := t.shared.Reserve(&bq, id, now, 0) // the money left, for tier selection
 			if err != nil {
@@ -316,13 +321,44 @@ func (t *Tenancy) AdmitBatchLine(q *Quota, now time.Time, line string) (*Ticket,
 	if err != nil {
 		return nil, err
 	}
-	return &Ticket{ts: ts, batch: true}, nil
+	return &Ticket{ts: ts, batch: true, line: line}, nil
 }
 
 // settledReader is an optional ability of a Shared: what a ticket's settlement
 // charged (RedisShared has it).
 type settledReader interface {
 	Settled(tenant, id string) (money.Money, bool, error)
+}
+
+// LineKey names a batch line: its tenant and its id ("<batch id>-<line>").
+type LineKey struct{ Tenant, Line string }
+
+// LoadChargedLines reads the ledger once, at start, for the batch lines it holds a
+// settlement of (Store.ChargedLines), for LineCharged. Call it before lines run.
+func (t *Tenancy) LoadChargedLines() error {
+	m, err := t.store.ChargedLines()
+	if err != nil {
+		return err
+	}
+	t.linesMu.Lock()
+	t.lines = m
+	t.linesMu.Unlock()
+	return nil
+}
+
+// LineCharged reports whether the batch line of tenant was charged before, and what:
+// by an entry of the ledger read by LoadChargedLines (a run before the restart), or
+// in the shared state by any process (LineSettled). Only entries a batch line's
+// ticket settled count (their Line, with their Tenant): a request id, which a client
+// may have chosen in an older version, is never taken for a line's.
+func (t *Tenancy) LineCharged(tenant, line string) (money.Money, bool, error) {
+	t.linesMu.Lock()
+	c, ok := t.lines[LineKey{tenant, line}]
+	t.linesMu.Unlock()
+	if ok {
+		return c, true, nil
+	}
+	return t.LineSettled(tenant, line)
 }
 
 // LineSettled reports whether the batch line with request id line was settled in
@@ -435,6 +471,7 @@ func (tk *Ticket) Reserved() money.Money { return tk.reserved }
 // ledger, returning when it is committed. It returns the cost charged. Settle more
 // than once is a no-op.
 func (tk *Ticket) Settle(e Entry) (money.Money, error) {
+	e.Line = tk.line // only a batch line's ticket marks its entry as the line's
 	if tk.sh != nil {
 		return tk.settleShared(e)
 	}

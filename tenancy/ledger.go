@@ -115,8 +115,6 @@ func appendEntry(b []byte, e *Entry) []byte {
 	b = e.Time.AppendFormat(b, time.RFC3339Nano)
 	b = append(b, `","request_id":`...)
 	b = jsonenc.AppendString(b, e.RequestID)
-	b = append(b, `,"tenant":`...)
-	b = jsonenc.AppendString(b, e.Tenant)
 	str := func(b []byte, name, v string) []byte {
 		if v == "" {
 			return b
@@ -126,6 +124,10 @@ func appendEntry(b []byte, e *Entry) []byte {
 		b = append(b, `":`...)
 		return jsonenc.AppendString(b, v)
 	}
+	b = str(b, "client_request_id", e.ClientRequestID)
+	b = append(b, `,"tenant":`...)
+	b = jsonenc.AppendString(b, e.Tenant)
+	b = str(b, "batch_line", e.Line)
 	b = str(b, "key_id", e.KeyID)
 	b = str(b, "model", e.Model)
 	b = str(b, "tier", e.Tier)

@@ -65,10 +65,20 @@ var (
 
 // Entry is one request's usage in the ledger.
 type Entry struct {
-	Seq              uint64        `json:"seq"` // assigned by the store, increasing
-	Time             time.Time     `json:"time"`
-	RequestID        string        `json:"request_id"`
-	Tenant           string        `json:"tenant"`
+	Seq  uint64    `json:"seq"` // assigned by the store, increasing
+	Time time.Time `json:"time"`
+	// RequestID is the server's id of the request, never a client's: "req_…" for an
+	// interactive request, "<batch id>-<line>" (+ RerunSuffix) for a batch line's run.
+	// (Entries written before client_request_id existed may hold a client's id here.)
+	RequestID string `json:"request_id"`
+	// ClientRequestID is the client's X-Request-Id, kept as it came (a label only:
+	// nothing is ever matched by it).
+	ClientRequestID string `json:"client_request_id,omitempty"`
+	Tenant          string `json:"tenant"`
+	// Line is set by Settle, from the ticket, on the entry of a batch line's run
+	// (AdmitBatchLine): the line's id, "<batch id>-<line>". It is how a restart finds
+	// the lines already charged (ChargedLines), with Tenant: never by RequestID.
+	Line             string        `json:"batch_line,omitempty"`
 	KeyID            string        `json:"key_id,omitempty"`
 	Model            string        `json:"model,omitempty"`
 	Tier             string        `json:"tier,omitempty"`
@@ -303,6 +313,27 @@ func (s *Store) Ledger(fn func(Entry) error) error {
 			return ledgerValue(v, fn)
 		})
 	})
+}
+
+// ChargedLines returns the batch lines the ledger holds a settlement of, with what
+// they were charged: every entry a batch line's ticket wrote (Entry.Line, which only
+// AdmitBatchLine's tickets set), by its tenant and line, except those refused for load
+// or money (429, 503), which charged nothing and leave the line to run again.
+//
+// Entries written before Line existed are not taken for a line's, whatever their
+// request id: that id may be a client's X-Request-Id, which a tenant can make look like
+// a line's. A line charged by such an older version and interrupted before its result
+// was committed is charged again when it runs after the upgrade (at most the lines
+// that were running when that version stopped), never run for free.
+func (s *Store) ChargedLines() (map[LineKey]money.Money, error) {
+	out := map[LineKey]money.Money{}
+	err := s.Ledger(func(e Entry) error {
+		if e.Line != "" && e.Status != 429 && e.Status != 503 {
+			out[LineKey{e.Tenant, e.Line}] += e.Cost
+		}
+		return nil
+	})
+	return out, err
 }
 
 // migrateRollups makes the usage rollups of a store written before they were kept
