@@ -255,10 +255,27 @@ func (j *job) launch(ctx *fasthttp.RequestCtx) (done bool, refused *apiError) {
 		return false, nil
 	}
 	j.s.servedWarm(j.c.m.id, j.prefix)
+	j.hold()
 	if j.in.feat.rich(j.c.parse) {
 		return j.respondChoices(ctx, streams, cancel), nil
 	}
 	return j.respondEmbedded(ctx, streams[0], cancel), nil
+}
+
+// hold makes the running request's reservation durable (tenancy.Ticket.Hold), so
+// that a process killed before it settles charges it at the next start. It runs once
+// the model took the request, beside its prefill: the log write does not delay the
+// first token unless it takes longer than the prefill. A batch line is not held (it
+// runs again after a restart).
+func (j *job) hold() {
+	if j.line != nil {
+		return
+	}
+	err := j.ticket.Hold(j.s.now(), tenancy.Entry{RequestID: j.reqID, ClientRequestID: j.clientID, KeyID: j.keyID,
+		Model: j.c.m.id, Tier: j.c.tierName, PromptTokens: len(j.c.tokens)})
+	if err != nil {
+		j.s.log.Error("ledger hold", "request_id", j.reqID, "error", err)
+	}
 }
 
 // unavailable answers a request whose quota or budget state (Redis) did not answer:

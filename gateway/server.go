@@ -248,6 +248,18 @@ func New(cfg Config, eng Engine, ten *tenancy.Tenancy, opts Options) (*Server, e
 				[]string{"node", "status"})}
 		s.metrics.reg.MustRegister(s.peer.forwarded)
 	}
+	// Requests a killed process left running are charged before anything reads the
+	// ledger (the rollups, the batch lines' charges).
+	if n, err := ten.SettleInterrupted(func(tenant string) *tenancy.Quota {
+		if pol, ok := s.book.Resolve(tenant); ok {
+			return s.quota(pol)
+		}
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("gateway: interrupted requests: %w", err)
+	} else if n > 0 {
+		s.log.Warn("charged requests interrupted by the last stop at their reservation", "requests", n)
+	}
 	if err := s.initUsage(opts.Usage); err != nil {
 		return nil, fmt.Errorf("gateway: usage rollups: %w", err)
 	}

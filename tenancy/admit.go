@@ -207,6 +207,7 @@ type Ticket struct {
 	prior money.Money // with rerun: what that run was charged
 
 	line string // AdmitBatchLine's line: Settle writes it as the entry's Line
+	hold uint64 // Hold's seq: Settle's entry settles it
 }
 
 // Admit checks the tenant's concurrency, tokens/min (against promptTokens) and
@@ -462,6 +463,70 @@ func (tk *Ticket) Release() {
 	ts.mu.Unlock()
 }
 
+// Hold makes the ticket's reservation durable before its request runs: the store
+// logs it (Store.Hold) with what e says of the request (RequestID, ClientRequestID,
+// KeyID, Model, Tier, PromptTokens) and the money reserved, and Settle's entry settles
+// it. If the process dies in between (kill -9 mid-generation), the next start charges
+// the request its reservation (SettleInterrupted). Call it once, when the request
+// starts running (a later call does nothing). A batch line's ticket is not held: a
+// line interrupted by a crash runs again after the restart, and that run is charged.
+// It costs one ledger group commit (shared with concurrent writers; fsynced with
+// SyncFsync, as every group is).
+func (tk *Ticket) Hold(now time.Time, e Entry) error {
+	if tk.hold != 0 || tk.line != "" || tk.refused || tk.ts.store == nil {
+		return nil
+	}
+	h := Hold{Time: now, RequestID: e.RequestID, ClientRequestID: e.ClientRequestID, Tenant: tk.ts.id, KeyID: e.KeyID,
+		Model: e.Model, Tier: e.Tier, PromptTokens: e.PromptTokens, Reserved: tk.reserved}
+	if tk.sh != nil {
+		h.Ticket = tk.id
+	}
+	seq, err := tk.ts.store.Hold(h)
+	if err != nil {
+		return err
+	}
+	tk.hold = seq
+	return nil
+}
+
+// FinishInterrupted is the finish reason of the entry that charges a request
+// interrupted by the death of its process (SettleInterrupted).
+const FinishInterrupted = "interrupted"
+
+// SettleInterrupted charges the requests a dead process left held (Store.Interrupted:
+// a Hold without its settlement, e.g. kill -9 during a stream) and returns how many.
+// Each is charged its reservation, its worst case: the process recorded no progress,
+// and the worst case is at least the prompt and every token it produced. Its ledger
+// entry (status 500, finish reason FinishInterrupted) is dated at its hold, in that
+// day's and month's spend; with shared state the ticket is settled there too
+// (idempotent per ticket, so a settlement that reached Redis before the death is not
+// charged twice), quota giving each tenant's Quota. Call it at start, before serving.
+func (t *Tenancy) SettleInterrupted(quota func(tenant string) *Quota) (int, error) {
+	hs := t.store.Interrupted()
+	for _, h := range hs {
+		e := Entry{Time: h.Time, RequestID: h.RequestID, ClientRequestID: h.ClientRequestID, Tenant: h.Tenant, KeyID: h.KeyID,
+			Model: h.Model, Tier: h.Tier, Status: 500, Finish: FinishInterrupted, PromptTokens: h.PromptTokens,
+			Cost: h.Reserved, Hold: h.Seq}
+		if t.shared != nil && h.Ticket != "" {
+			q := quota(h.Tenant)
+			if q == nil {
+				q = &Quota{Tenant: h.Tenant}
+			}
+			if _, again, err := t.shared.Settle(q, h.Ticket, h.Time, h.Reserved, 0); err == nil && again {
+				e = AsRerun(e)
+			}
+			// An error: the settlement is queued for retry (RedisShared), as Settle's.
+		}
+		if err := t.store.Record(e); err != nil {
+			return 0, err
+		}
+	}
+	t.store.mu.Lock()
+	t.store.interrupted = nil
+	t.store.mu.Unlock()
+	return len(hs), nil
+}
+
 // Reserved is what the ticket holds reserved.
 func (tk *Ticket) Reserved() money.Money { return tk.reserved }
 
@@ -472,6 +537,7 @@ func (tk *Ticket) Reserved() money.Money { return tk.reserved }
 // than once is a no-op.
 func (tk *Ticket) Settle(e Entry) (money.Money, error) {
 	e.Line = tk.line // only a batch line's ticket marks its entry as the line's
+	e.Hold = tk.hold
 	if tk.sh != nil {
 		return tk.settleShared(e)
 	}

@@ -1,6 +1,7 @@
 package tenancy
 
 import (
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -107,5 +108,130 @@ func TestClientRequestIDIsNotALineCharge(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestInterruptedHoldIsChargedAtRestart: a request held (Ticket.Hold) and never
+// settled, its process gone, is charged its reservation when the store is next opened
+// (SettleInterrupted), once: in the ledger, the spend and, with Redis, the shared
+// spend; a request held and settled is charged what it settled, not its hold.
+func TestInterruptedHoldIsChargedAtRestart(t *testing.T) {
+	for _, st := range lineStores {
+		t.Run(st.name, func(t *testing.T) {
+			var rs *redistest.Server
+			if st.name == "redis" {
+				rs = redistest.Start(t, redistest.Options{})
+			}
+			dir := t.TempDir()
+			now := time.Now()
+			q := &Quota{Tenant: "t", DailyBudget: money.USD(1)}
+			quota := func(string) *Quota { return q }
+			ten, stop := st.start(t, rs, dir)
+			done, err := ten.AdmitReserve(q, now, 10, money.USD(0.01))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := done.Hold(now, Entry{RequestID: "req_done", Model: "m"}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := done.Settle(Entry{Time: now, RequestID: "req_done", Status: 200, Cost: money.USD(0.002)}); err != nil {
+				t.Fatal(err)
+			}
+			cut, err := ten.AdmitReserve(q, now, 10, money.USD(0.03))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cut.Hold(now, Entry{RequestID: "req_cut", ClientRequestID: "mine", Model: "m", PromptTokens: 10}); err != nil {
+				t.Fatal(err)
+			}
+			stop() // the process dies with req_cut running
+
+			want := money.USD(0.002) + money.USD(0.03)
+			for restart := range 2 {
+				ten, stop = st.start(t, rs, dir)
+				n, err := ten.SettleInterrupted(quota)
+				if err != nil || n != 1-restart {
+					t.Fatalf("restart %d: SettleInterrupted = %d %v, want %d", restart, n, err, 1-restart)
+				}
+				var entries []Entry
+				ten.Store().Ledger(func(e Entry) error { entries = append(entries, e); return nil })
+				day, _, err := ten.Spent("t", now)
+				if err != nil {
+					t.Fatal(err)
+				}
+				dayLedger, _, _ := ten.Store().Spent("t", now)
+				if day != want || dayLedger != want || len(entries) != 2 {
+					t.Fatalf("restart %d: spent %v (ledger %v), want %v; entries %+v", restart, day, dayLedger, want, entries)
+				}
+				if e := entries[1]; e.RequestID != "req_cut" || e.ClientRequestID != "mine" || e.Cost != money.USD(0.03) ||
+					e.Finish != FinishInterrupted || e.PromptTokens != 10 || e.Hold == 0 {
+					t.Fatalf("restart %d: the interrupted request's entry %+v", restart, e)
+				}
+				stop()
+			}
+		})
+	}
+}
+
+// TestHoldsReplayedFromTheLog: holds and the entries that settle them, still only in
+// the log when the process dies (nothing applied to the database), are replayed at
+// Open: the settled hold is closed, the other is interrupted, and a hold logged
+// after an applied batch keeps its own sequence.
+func TestHoldsReplayedFromTheLog(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "lmlite.db")
+	s, err := Open(path, Options{Sync: SyncProcess, ApplyEvery: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	h1, err := s.Hold(Hold{Time: now, RequestID: "req_1", Tenant: "t", Reserved: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Record(Entry{Time: now, RequestID: "req_1", Tenant: "t", Status: 200, Cost: 3, Hold: h1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.sync(); err != nil { // one batch applied: h1 held and settled within it
+		t.Fatal(err)
+	}
+	h2, err := s.Hold(Hold{Time: now, RequestID: "req_2", Tenant: "t", Reserved: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h3, err := s.Hold(Hold{Time: now, RequestID: "req_3", Tenant: "t", Reserved: 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Record(Entry{Time: now, RequestID: "req_3", Tenant: "t", Status: 200, Cost: 4, Hold: h3}); err != nil {
+		t.Fatal(err)
+	}
+	// The process dies: its files as they are (copied while it holds them).
+	killed := filepath.Join(t.TempDir(), "lmlite.db")
+	des, _ := os.ReadDir(dir)
+	for _, de := range des {
+		b, err := os.ReadFile(filepath.Join(dir, de.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(filepath.Dir(killed), de.Name()), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	r, err := Open(killed, Options{Sync: SyncProcess})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if got := r.Interrupted(); len(got) != 1 || got[0].Seq != h2 || got[0].RequestID != "req_2" || got[0].Reserved != 20 {
+		t.Fatalf("interrupted %+v, want req_2's hold %d", got, h2)
+	}
+	h4, err := r.Hold(Hold{Time: now, RequestID: "req_4", Tenant: "t"})
+	if err != nil || h4 <= h3 {
+		t.Fatalf("a new hold %d (%v), after %d", h4, err, h3)
+	}
+	if day, _, _ := r.Spent("t", now); day != 7 {
+		t.Fatalf("spent %v, want 7", day)
 	}
 }
