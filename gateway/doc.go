@@ -81,9 +81,10 @@
 //     tenancy.Ticket.Settle replaces the reservation by the actual cost and the
 //     response completes only after its ledger group is logged, so a server killed
 //     with SIGKILL never loses usage it acknowledged. A request the model took is
-//     held first (job.hold, tenancy.Ticket.Hold: its reservation logged beside its
-//     prefill), so one still running when the process is killed is charged its
-//     reservation at the next start (tenancy.Tenancy.SettleInterrupted, in New);
+//     held first (job.hold, tenancy.Ticket.Hold: its reservation logged in the
+//     background as it runs), so one still running when the process is killed is
+//     charged its reservation at the next start (tenancy.Tenancy.SettleInterrupted,
+//     in New);
 //     batch lines are not held (they run again after a restart);
 //     usage.go, Server.recordUsage counts it in the rollups (package usage; the
 //     ledger's store keeps them durably, written with the entries). A refusal

@@ -264,9 +264,8 @@ func (j *job) launch(ctx *fasthttp.RequestCtx) (done bool, refused *apiError) {
 
 // hold makes the running request's reservation durable (tenancy.Ticket.Hold), so
 // that a process killed before it settles charges it at the next start. It runs once
-// the model took the request, beside its prefill: the log write does not delay the
-// first token unless it takes longer than the prefill. A batch line is not held (it
-// runs again after a restart).
+// the model took the request; the log write goes on in the background (the request
+// does not wait for it). A batch line is not held (it runs again after a restart).
 func (j *job) hold() {
 	if j.line != nil {
 		return

@@ -463,15 +463,16 @@ func (tk *Ticket) Release() {
 	ts.mu.Unlock()
 }
 
-// Hold makes the ticket's reservation durable before its request runs: the store
-// logs it (Store.Hold) with what e says of the request (RequestID, ClientRequestID,
-// KeyID, Model, Tier, PromptTokens) and the money reserved, and Settle's entry settles
-// it. If the process dies in between (kill -9 mid-generation), the next start charges
+// Hold makes the ticket's reservation durable as its request starts running: the
+// store logs it (Store.HoldAsync: it returns at once, and a group commit writes it
+// beside the request's first steps, so the request never waits for it) with what e
+// says of the request (RequestID, ClientRequestID, KeyID, Model, Tier, PromptTokens)
+// and the money reserved, and Settle's entry settles it. If the process dies in between (kill -9 mid-generation), the next start charges
 // the request its reservation (SettleInterrupted). Call it once, when the request
 // starts running (a later call does nothing). A batch line's ticket is not held: a
 // line interrupted by a crash runs again after the restart, and that run is charged.
 // It costs one ledger group commit (shared with concurrent writers; fsynced with
-// SyncFsync, as every group is).
+// SyncFsync, as every group is), off the request's path.
 func (tk *Ticket) Hold(now time.Time, e Entry) error {
 	if tk.hold != 0 || tk.line != "" || tk.refused || tk.ts.store == nil {
 		return nil
@@ -481,7 +482,7 @@ func (tk *Ticket) Hold(now time.Time, e Entry) error {
 	if tk.sh != nil {
 		h.Ticket = tk.id
 	}
-	seq, err := tk.ts.store.Hold(h)
+	seq, err := tk.ts.store.HoldAsync(h)
 	if err != nil {
 		return err
 	}

@@ -60,10 +60,10 @@
 // Line and are never taken for a line's charge (a line interrupted under such a
 // version is charged again when it runs, never run for free).
 //
-// A request may be held before it runs (Ticket.Hold): its reservation, logged like an
-// entry (a group commit shared with concurrent writers, fsynced with SyncFsync as
-// every group is; the gateway does it beside the prefill), which its settlement closes
-// (Entry.Hold). A hold still open when the store is opened belongs to a process that
+// A request is held as it starts running (Ticket.Hold): its reservation, logged like
+// an entry (a group commit shared with concurrent writers, fsynced with SyncFsync as
+// every group is, done in the background: the request does not wait for it), which
+// its settlement closes (Entry.Hold). A hold still open when the store is opened belongs to a process that
 // died mid-request (Store.Interrupted); SettleInterrupted charges it its reservation,
 // the worst case, since no progress was recorded (and, with Redis, settles its ticket
 // there too).

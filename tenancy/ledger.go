@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"log/slog"
@@ -211,10 +212,36 @@ func (s *Store) Record(e Entry) error {
 // beside the entries, as {"open": h}, and kept in the database's holds bucket until
 // its entry is applied; it never shows among the entries.
 func (s *Store) Hold(h Hold) (uint64, error) {
+	seq, g, err := s.addHold(h)
+	if err != nil {
+		return 0, err
+	}
+	return seq, s.commit(g)
+}
+
+// HoldAsync is Hold without the wait: the hold has its place in the log, before
+// every entry recorded after HoldAsync returns (an entry that settles it comes after
+// it), and a goroutine commits its group at once (group commit with any concurrent
+// writer). A process killed before that write loses the hold.
+func (s *Store) HoldAsync(h Hold) (uint64, error) {
+	seq, g, err := s.addHold(h)
+	if err != nil {
+		return 0, err
+	}
+	go func() {
+		if err := s.commit(g); err != nil && !errors.Is(err, ErrClosed) {
+			slog.Default().Error("tenancy: logging a hold failed", "error", err)
+		}
+	}()
+	return seq, nil
+}
+
+// addHold appends h to the current group and returns its seq and the group.
+func (s *Store) addHold(h Hold) (uint64, *group, error) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return 0, ErrClosed
+		return 0, nil, ErrClosed
 	}
 	s.hseq++
 	h.Seq = s.hseq
@@ -227,7 +254,7 @@ func (s *Store) Hold(h Hold) (uint64, error) {
 	g.hbuf = append(g.hbuf, '}')
 	g.holds = append(g.holds, h)
 	s.mu.Unlock()
-	return h.Seq, s.commit(g)
+	return h.Seq, g, nil
 }
 
 // appendHold appends h as JSON.
