@@ -84,8 +84,7 @@
 //     held first (job.hold, tenancy.Ticket.Hold: its reservation logged in the
 //     background as it runs), so one still running when the process is killed is
 //     charged its reservation at the next start (tenancy.Tenancy.SettleInterrupted,
-//     in New);
-//     batch lines are not held (they run again after a restart);
+//     in New); batch lines are not held (they run again after a restart);
 //     usage.go, Server.recordUsage counts it in the rollups (package usage; the
 //     ledger's store keeps them durably, written with the entries). A refusal
 //     before admission is counted by job.refuse.
