@@ -165,12 +165,12 @@ func TestKilledMidStreamIsChargedAtRestart(t *testing.T) {
 	}
 	sc := bufio.NewScanner(resp.Body)
 	got := 0
-	for got < 5 && sc.Scan() {
+	for got < 10 && sc.Scan() {
 		if strings.HasPrefix(sc.Text(), "data: {") {
 			got++
 		}
 	}
-	if got < 5 {
+	if got < 10 {
 		t.Fatalf("only %d chunks before the stream ended", got)
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
