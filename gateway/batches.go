@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -34,23 +33,16 @@ import (
 type batches struct {
 	m *batch.Manager
 
-	mu      sync.Mutex
-	charged map[string]money.Money // ledger entries of batch lines logged before a restart
-
 	uploads, creates apiLimiters // file_uploads_per_minute, batch_creates_per_minute (batchquota.go)
 }
 
 // startBatches makes the manager over the store and resumes unfinished jobs, after
-// reading which lines the ledger charged before the last stop (RunLine's Retry).
+// reading which lines the ledger charged before the last stop (RunLine's Retry): the
+// entries of the lines' own tickets (tenancy's Entry.Line and tenant), never a
+// request id, which may be a client's.
 func (s *Server) startBatches(st *batch.Store, conc int, q batch.Queue) error {
-	b := &batches{charged: map[string]money.Money{}}
-	err := s.ten.Store().Ledger(func(e tenancy.Entry) error {
-		if strings.HasPrefix(e.RequestID, "batch_") && e.Status != 429 && e.Status != 503 {
-			b.charged[e.RequestID] += e.Cost
-		}
-		return nil
-	})
-	if err != nil {
+	b := &batches{}
+	if err := s.ten.LoadChargedLines(); err != nil {
 		return err
 	}
 	concOf := func(tenant string) int {
@@ -136,16 +128,11 @@ func (s *Server) RunLine(ctx context.Context, r batch.Request) batch.Response {
 	reqID := r.RequestID
 	line := &lineOutcome{id: r.RequestID, discountRate: pol.BatchDiscount, maxCost: r.MaxCost}
 	if r.Retry {
-		s.batches.mu.Lock()
-		line.prior, line.free = s.batches.charged[reqID]
-		s.batches.mu.Unlock()
-		if !line.free {
-			// With shared state, another process may have settled it and died before
-			// its result was recorded (the line was reclaimed from it).
-			var err error
-			if line.prior, line.free, err = s.ten.LineSettled(r.Tenant, r.RequestID); err != nil {
-				return batch.Response{Refused: batch.RefusedLoad, Until: s.now().Add(time.Second)}
-			}
+		// Charged before the restart (this ledger), or, with shared state, by another
+		// process that died before its result was recorded (the line was reclaimed).
+		var err error
+		if line.prior, line.free, err = s.ten.LineCharged(r.Tenant, r.RequestID); err != nil {
+			return batch.Response{Refused: batch.RefusedLoad, Until: s.now().Add(time.Second)}
 		}
 		if line.free { // charged before: run again for its output, charge nothing more
 			reqID += tenancy.RerunSuffix

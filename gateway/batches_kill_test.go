@@ -20,6 +20,7 @@ import (
 	"github.com/openai/openai-go/option"
 
 	"github.com/lmlite/lmlite/batch"
+	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/money"
 	"github.com/lmlite/lmlite/tenancy"
 )
@@ -151,6 +152,121 @@ func TestBatchKill9ChargesEachLineOnce(t *testing.T) {
 	}
 }
 
+// startBatchChild starts TestBatchGatewayChild on dir with the extra environment env
+// and returns it with its URL and key.
+func startBatchChild(t *testing.T, dir string, env ...string) (*exec.Cmd, string, string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestBatchGatewayChild$", "-test.count=1")
+	cmd.Env = append(append(os.Environ(), "LMLITE_BATCH_CHILD="+dir), env...)
+	out, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		if f := strings.Fields(sc.Text()); len(f) == 3 && f[0] == "listening" {
+			go io.Copy(io.Discard, out)
+			return cmd, f[1], f[2]
+		}
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	t.Fatal("child did not start")
+	return nil, "", ""
+}
+
+// TestForgedRequestIDsDoNotMakeBatchLinesFree: a tenant creates a batch whose lines
+// cannot run yet (their model's queue is full), sends cheap requests of its own with
+// X-Request-Id set to each line's id ("<batch id>-<n>", the form of a line's ledger
+// id), and the server is killed (SIGKILL) and restarted. The job resumes and every
+// line is charged its full cost: a client's id is not proof that a line was charged.
+// (Before client ids were kept apart from the server's, the restarted server took
+// those requests for the lines' charges and ran the lines at 0.)
+func TestForgedRequestIDsDoNotMakeBatchLinesFree(t *testing.T) {
+	if os.Getenv("LMLITE_BATCH_CHILD") != "" {
+		t.Skip("in the child")
+	}
+	if testing.Short() {
+		t.Skip("child processes")
+	}
+	const lines = 5
+	dir := t.TempDir()
+	cmd, url, key := startBatchChild(t, dir, "LMLITE_BATCH_REFUSE=big")
+	c := openai.NewClient(option.WithBaseURL(url+"/v1/"), option.WithAPIKey(key), option.WithMaxRetries(0))
+	var ls []string
+	for i := range lines {
+		ls = append(ls, chatLine(fmt.Sprintf("r%d", i), "big", 8, ""))
+	}
+	batchID := newBatch(t, c, upload(t, c, ls...).ID, nil).ID
+	ts := &testServer{t: t, url: url}
+	for i := range lines {
+		resp, body := ts.post("/v1/chat/completions", key, `{"model":"tiny","max_tokens":1,"messages":[{"role":"user","content":"x"}]}`,
+			"X-Request-Id", fmt.Sprintf("%s-%d", batchID, i))
+		if resp.StatusCode != 200 {
+			t.Fatalf("cheap request %d: %d %s", i, resp.StatusCode, body)
+		}
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+
+	cmd, url, key = startBatchChild(t, dir) // the restart: the model serves now
+	c = openai.NewClient(option.WithBaseURL(url+"/v1/"), option.WithAPIKey(key), option.WithMaxRetries(0))
+	b := waitBatch(t, c, batchID)
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	if b.Status != openai.BatchStatusCompleted || b.RequestCounts.Completed != lines {
+		t.Fatalf("batch %s, %d completed", b.Status, b.RequestCounts.Completed)
+	}
+
+	// What the lines cost at big's prices, from their output's usage.
+	price := money.Price{PromptPer1K: money.USD(0.01), CompletionPer1K: money.USD(0.03)}
+	bs, err := batch.OpenStore(filepath.Join(dir, "batch"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, err := bs.Job("acme", batchID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _, err := bs.Open("acme", job.OutputFileID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want money.Money
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var l outLine
+		var cc openai.ChatCompletion
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil || l.Response == nil || json.Unmarshal(l.Response.Body, &cc) != nil {
+			t.Fatalf("line %s: %v", sc.Bytes(), err)
+		}
+		want += price.Cost(int(cc.Usage.PromptTokens), int(cc.Usage.CompletionTokens))
+	}
+	f.Close()
+	bs.Close()
+	store, err := tenancy.Open(filepath.Join(dir, "lmlite.db"), tenancy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	var charged, cheap money.Money
+	store.Ledger(func(e tenancy.Entry) error {
+		switch e.Model {
+		case "big":
+			charged += e.Cost
+		case "tiny":
+			cheap += e.Cost
+		}
+		return nil
+	})
+	if want <= 0 || charged != want || job.Spent != want {
+		t.Fatalf("the %d lines were charged %s in the ledger and %s by the job, want %s (the cheap requests cost %s)",
+			lines, charged, job.Spent, want, cheap)
+	}
+	t.Logf("lines charged %s; the cheap requests %s", charged, cheap)
+}
+
 // TestBatchGatewayChild is the child of TestBatchKill9ChargesEachLineOnce: a gateway
 // with the Batch API on the data directory it is given, until killed.
 func TestBatchGatewayChild(t *testing.T) {
@@ -179,6 +295,9 @@ func TestBatchGatewayChild(t *testing.T) {
 	}
 	eng := newFakeEngine()
 	eng.Delay = 200 * time.Microsecond
+	if m := os.Getenv("LMLITE_BATCH_REFUSE"); m != "" { // the model's queue is full: its lines wait
+		eng.Refuse = map[string]error{m: engine.ErrQueueFull}
+	}
 	srv, err := New(mustGatewayConfig(t, cfg), eng, tenancy.New(store), Options{
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Batches: bs, BatchConcurrency: 8})
 	if err != nil {

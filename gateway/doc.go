@@ -7,8 +7,11 @@
 // A chat request (POST /v1/chat/completions; /v1/completions is the same) goes one
 // way through these steps, each a file and function:
 //
-//  1. server.go, Server.handle: the X-Request-Id (the client's when sane, or a new
-//     one), then run.go, Server.handleGenerate: 503 while draining or above
+//  1. server.go, Server.handle: the request's own id ("req_" + 16 random hex
+//     digits: its ledger entry's, its logs', its completion id's); the client's
+//     X-Request-Id, when sane, is kept apart (the entry's client_request_id, a label
+//     never matched by the server) and echoed in the response header, else the
+//     server's id is. Then run.go, Server.handleGenerate: 503 while draining or above
 //     max_in_flight; a body over max_body_bytes is a 413 (Server.bodyFits: fasthttp
 //     streams a body over the limit to the handler, for POST /v1/files; every other
 //     request gets its 413 there, a chunked body read up to the limit).
@@ -84,7 +87,11 @@
 //     counts the prompt once and every choice's output. Then job.settle:
 //     tenancy.Ticket.Settle replaces the reservation by the actual cost and the
 //     response completes only after its ledger group is logged, so a server killed
-//     with SIGKILL never loses usage it acknowledged;
+//     with SIGKILL never loses usage it acknowledged. A request the model took is
+//     held first (job.hold, tenancy.Ticket.Hold: its reservation logged in the
+//     background as it runs), so one still running when the process is killed is
+//     charged its reservation at the next start (tenancy.Tenancy.SettleInterrupted,
+//     in New); batch lines are not held (they run again after a restart);
 //     usage.go, Server.recordUsage counts it in the rollups (package usage; the
 //     ledger's store keeps them durably, written with the entries). A refusal
 //     before admission is counted by job.refuse.
@@ -124,7 +131,10 @@
 // refusal for money (429 insufficient_quota) pauses the job until the next UTC day;
 // one for load (429 rate limit, 503) retries it later. After a restart, a line whose
 // charge the ledger already holds runs again for its output but is charged nothing
-// more (its ledger entry "<id>-rerun" costs 0): the ledger is read once at start-up.
+// more (its ledger entry "<id>-rerun" costs 0): the ledger is read once at start-up
+// (tenancy.Tenancy.LoadChargedLines) for the entries the lines' own tickets wrote
+// (batch_line, with the tenant), never by request id: a client's X-Request-Id cannot
+// pass for a line's charge.
 // With shared state, a line's settlement answers whether another run of the line
 // (reclaimed from a worker that stalled past its lease, so both ran at once) was
 // settled before it, in the same script that decides the charge (tenancy's

@@ -110,7 +110,7 @@ func (s *Server) handleEmbeddings(ctx *fasthttp.RequestCtx, reqID string) {
 		s.inFlight.Add(-1)
 		s.wg.Done()
 	}()
-	j := &job{s: s, reqID: reqID, start: s.now()}
+	j := &job{s: s, reqID: reqID, clientID: string(clientRequestID(ctx)), start: s.now()}
 	keyID, pol, aerr := s.authenticate(ctx)
 	if aerr != nil {
 		s.writeError(ctx, reqID, aerr)

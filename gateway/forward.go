@@ -573,7 +573,7 @@ func (s *Server) forward(ctx *fasthttp.RequestCtx, reqID string, n registry.Node
 	ctx.Request.CopyTo(req)
 	req.SetRequestURI(n.Addr + string(ctx.RequestURI()))
 	req.Header.Set(ForwardedHeader, s.peer.nodeID)
-	req.Header.Set("X-Request-Id", reqID)
+	req.Header.Set("X-Request-Id", echoedID(ctx, reqID)) // the receiver keeps it as a client's id
 	req.Header.Set(AckHeader, "102")
 	req.Header.Set(KeepAliveHeader, (s.peer.idle / 3).String())
 	resp := fasthttp.AcquireResponse()

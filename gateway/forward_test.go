@@ -150,7 +150,7 @@ func TestForwardToTheNodeServingTheModel(t *testing.T) {
 		t.Fatalf("generations: A %d, B %d", a.eng.started.Load(), b.eng.started.Load())
 	}
 	es := ledgerOf(store)
-	if len(es) != 1 || es[0].Model != "big" || es[0].Status != 200 || es[0].Cost <= 0 || es[0].RequestID != "fwd-1" {
+	if len(es) != 1 || es[0].Model != "big" || es[0].Status != 200 || es[0].Cost <= 0 || es[0].ClientRequestID != "fwd-1" {
 		t.Fatalf("ledger %+v", es)
 	}
 	// tiny is A's own: served there, not forwarded.

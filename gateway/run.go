@@ -23,18 +23,19 @@ import (
 // worst case (plans, made once), where the current attempt runs (choice), and the
 // ticket that holds its quota slot and money.
 type job struct {
-	s      *Server
-	reqID  string
-	start  time.Time
-	keyID  string
-	pol    *policies.Policy
-	in     input
-	rt     route
-	plans  []planned
-	c      choice
-	ticket *tenancy.Ticket
-	line   *lineOutcome // a batch line (batches.go): batch priority, its usage and cost
-	prefix uint64       // the prompt's prefix key (prefix.go), with a registry only; 0: none
+	s        *Server
+	reqID    string // the server's id (Server.requestID; a batch line's id for a line)
+	clientID string // the client's X-Request-Id, if sane: a label in the ledger, never matched
+	start    time.Time
+	keyID    string
+	pol      *policies.Policy
+	in       input
+	rt       route
+	plans    []planned
+	c        choice
+	ticket   *tenancy.Ticket
+	line     *lineOutcome // a batch line (batches.go): batch priority, its usage and cost
+	prefix   uint64       // the prompt's prefix key (prefix.go), with a registry only; 0: none
 
 	refusal string // the apiError reason that failed the request after admission (usage.go)
 
@@ -67,7 +68,7 @@ func (s *Server) handleGenerate(ctx *fasthttp.RequestCtx, reqID string, k kind) 
 			s.wg.Done()
 		}
 	}()
-	j := &job{s: s, reqID: reqID, start: s.now()}
+	j := &job{s: s, reqID: reqID, clientID: string(clientRequestID(ctx)), start: s.now()}
 	j.plans = j.planBuf[:0]
 	keyID, pol, aerr := s.authenticate(ctx)
 	if aerr != nil {
@@ -293,10 +294,26 @@ func (j *job) launch(ctx *fasthttp.RequestCtx) (done bool, refused *apiError) {
 		return false, nil
 	}
 	j.s.servedWarm(j.c.m.id, j.prefix)
+	j.hold()
 	if j.in.feat.rich(j.c.parse) {
 		return j.respondChoices(ctx, streams, cancel), nil
 	}
 	return j.respondEmbedded(ctx, streams[0], cancel), nil
+}
+
+// hold makes the running request's reservation durable (tenancy.Ticket.Hold), so
+// that a process killed before it settles charges it at the next start. It runs once
+// the model took the request; the log write goes on in the background (the request
+// does not wait for it). A batch line is not held (it runs again after a restart).
+func (j *job) hold() {
+	if j.line != nil {
+		return
+	}
+	err := j.ticket.Hold(j.s.now(), tenancy.Entry{RequestID: j.reqID, ClientRequestID: j.clientID, KeyID: j.keyID,
+		Model: j.c.m.id, Tier: j.c.tierName, PromptTokens: len(j.c.tokens)})
+	if err != nil {
+		j.s.log.Error("ledger hold", "request_id", j.reqID, "error", err)
+	}
 }
 
 // unavailable answers a request whose quota or budget state (Redis) did not answer:
@@ -343,7 +360,7 @@ func (j *job) settle(e tenancy.Entry, u *engine.Usage) {
 	s := j.s
 	e.Time = s.now()
 	j.endKeep(true)
-	e.RequestID, e.KeyID, e.Tier = j.reqID, j.keyID, j.c.tierName
+	e.RequestID, e.ClientRequestID, e.KeyID, e.Tier = j.reqID, j.clientID, j.keyID, j.c.tierName
 	e.Latency = e.Time.Sub(j.start)
 	if j.c.m != nil && e.Model == "" {
 		e.Model = j.c.m.id
@@ -376,9 +393,13 @@ func (j *job) settle(e tenancy.Entry, u *engine.Usage) {
 	if !s.log.Enabled(context.Background(), slog.LevelInfo) {
 		return
 	}
-	s.log.Info("request", "request_id", j.reqID, "tenant", j.pol.Tenant, "model", e.Model, "tier", e.Tier,
+	args := []any{"request_id", j.reqID, "tenant", j.pol.Tenant, "model", e.Model, "tier", e.Tier,
 		"status", e.Status, "prompt_tokens", e.PromptTokens, "completion_tokens", e.CompletionTokens,
-		"cost_usd", charged.Dollars(), "latency", e.Latency)
+		"cost_usd", charged.Dollars(), "latency", e.Latency}
+	if j.clientID != "" {
+		args = append(args, "client_request_id", j.clientID)
+	}
+	s.log.Info("request", args...)
 }
 
 // startEmbedded submits the request to the engine: one stream per choice (n), the

@@ -53,7 +53,7 @@ func TestSDKChat(t *testing.T) {
 	}
 	// The ledger has it, under the client's request id.
 	led := ts.ledger()
-	if len(led) != 1 || led[0].RequestID != "my-req-1" || led[0].Tenant != "acme" || led[0].CompletionTokens != 5 ||
+	if len(led) != 1 || led[0].ClientRequestID != "my-req-1" || led[0].Tenant != "acme" || led[0].CompletionTokens != 5 ||
 		led[0].Status != 200 || led[0].Cost <= 0 || led[0].Model != "tiny" {
 		t.Errorf("ledger %+v", led)
 	}

@@ -267,6 +267,18 @@ func New(cfg Config, eng Engine, ten *tenancy.Tenancy, opts Options) (*Server, e
 				[]string{"node", "status"})}
 		s.metrics.reg.MustRegister(s.peer.forwarded)
 	}
+	// Requests a killed process left running are charged before anything reads the
+	// ledger (the rollups, the batch lines' charges).
+	if n, err := ten.SettleInterrupted(func(tenant string) *tenancy.Quota {
+		if pol, ok := s.book.Resolve(tenant); ok {
+			return s.quota(pol)
+		}
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("gateway: interrupted requests: %w", err)
+	} else if n > 0 {
+		s.log.Warn("charged requests interrupted by the last stop at their reservation", "requests", n)
+	}
 	if err := s.initUsage(opts.Usage); err != nil {
 		return nil, fmt.Errorf("gateway: usage rollups: %w", err)
 	}
@@ -344,23 +356,42 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // Handler returns the request handler (for tests and embedding).
 func (s *Server) Handler() fasthttp.RequestHandler { return s.handle }
 
-// requestID takes the client's X-Request-Id when it is sane, or makes one, and sets
-// it on the response.
+// requestID makes the request's own id, "req_" and 16 random hex digits: the id of
+// its ledger entry, logs and response. The client's X-Request-Id, when sane, is kept
+// apart (clientRequestID: a label, never matched by the server) and echoed in the
+// response's X-Request-Id; without one, the server's id is.
 func (s *Server) requestID(ctx *fasthttp.RequestCtx) string {
+	var b [20]byte
+	copy(b[:], "req_")
+	v := rand.Uint64()
+	const hex = "0123456789abcdef"
+	for i := 0; i < 16; i++ {
+		b[4+i] = hex[(v>>(60-4*i))&0xf]
+	}
+	if id := clientRequestID(ctx); id != nil {
+		ctx.Response.Header.SetBytesV("X-Request-Id", id)
+	} else {
+		ctx.Response.Header.SetBytesV("X-Request-Id", b[:])
+	}
+	return string(b[:])
+}
+
+// clientRequestID is the client's X-Request-Id when it is sane (at most 128
+// printable ASCII bytes), or nil.
+func clientRequestID(ctx *fasthttp.RequestCtx) []byte {
 	id := ctx.Request.Header.Peek("X-Request-Id")
 	if len(id) == 0 || len(id) > 128 || !printable(id) {
-		var b [20]byte
-		copy(b[:], "req_")
-		v := rand.Uint64()
-		const hex = "0123456789abcdef"
-		for i := 0; i < 16; i++ {
-			b[4+i] = hex[(v>>(60-4*i))&0xf]
-		}
-		ctx.Response.Header.SetBytesV("X-Request-Id", b[:])
-		return string(b[:])
+		return nil
 	}
-	ctx.Response.Header.SetBytesV("X-Request-Id", id)
-	return string(id)
+	return id
+}
+
+// echoedID is the id the response's X-Request-Id carries: the client's, or reqID.
+func echoedID(ctx *fasthttp.RequestCtx, reqID string) string {
+	if id := clientRequestID(ctx); id != nil {
+		return string(id)
+	}
+	return reqID
 }
 
 func printable(b []byte) bool {

@@ -309,6 +309,9 @@ func (j *job) runUpstream(ctx *fasthttp.RequestCtx) (done bool, failed *apiError
 		return false, &apiError{status: 502, typ: "server_error", code: "upstream_error",
 			message: "the upstream server for '" + j.c.m.id + "' failed: " + err.Error(), reason: "upstream"}
 	}
+	if j.in.stream { // answering: held until it settles (a plain answer is here whole)
+		j.hold()
+	}
 	j.setRouteHeaders(ctx)
 	if resp.StatusCode() != 200 { // a client error: pass it through
 		b := append([]byte(nil), resp.Body()...)

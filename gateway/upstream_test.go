@@ -64,7 +64,7 @@ tenants: [{id: acme, plan: open}]
 		led[0].Cost != money.Money(resp.Usage.PromptTokens*1_000_000+4*2_000_000) || led[0].Finish != "length" {
 		t.Errorf("front ledger %+v (usage %+v)", led, resp.Usage)
 	}
-	if bl := back.ledger(); len(bl) != 1 || bl[0].RequestID != led[0].RequestID {
+	if bl := back.ledger(); len(bl) != 1 || bl[0].ClientRequestID != led[0].RequestID {
 		t.Errorf("the request id did not travel upstream: %+v vs %+v", bl, led)
 	}
 

@@ -59,6 +59,9 @@ type Tenancy struct {
 	shared  Shared // nil: in-process
 	idBase  string // of ticket ids: unique per process start
 	tickets atomic.Uint64
+
+	linesMu sync.Mutex              // guards lines
+	lines   map[LineKey]money.Money // LoadChargedLines
 }
 
 // New returns a Tenancy whose ledger and spend totals live in store.
@@ -202,6 +205,9 @@ type Ticket struct {
 
 	rerun bool        // settled: another run of its batch line was charged (Rerun)
 	prior money.Money // with rerun: what that run was charged
+
+	line string // AdmitBatchLine's line: Settle writes it as the entry's Line
+	hold uint64 // Hold's seq: Settle's entry settles it
 }
 
 // Admit checks the tenant's concurrency, tokens/min (against promptTokens) and
@@ -302,7 +308,7 @@ func (t *Tenancy) AdmitBatchLine(q *Quota, now time.Time, line string) (*Ticket,
 		if line != "" {
 			id = LinePrefix + line
 		}
-		tk := &Ticket{sh: t.shared, q: bq, id: id, room: -1, ts: &tenantState{id: q.Tenant, store: t.store}, batch: true}
+		tk := &Ticket{sh: t.shared, q: bq, id: id, room: -1, ts: &tenantState{id: q.Tenant, store: t.store}, batch: true, line: line}
 		if bq.DailyBudget > 0 || bq.MonthlyBudget > 0 {
 			room, err := t.shared.Reserve(&bq, id, now, 0) // the money left, for tier selection
 			if err != nil {
@@ -316,13 +322,47 @@ func (t *Tenancy) AdmitBatchLine(q *Quota, now time.Time, line string) (*Ticket,
 	if err != nil {
 		return nil, err
 	}
-	return &Ticket{ts: ts, batch: true}, nil
+	return &Ticket{ts: ts, batch: true, line: line}, nil
 }
 
 // settledReader is an optional ability of a Shared: what a ticket's settlement
 // charged (RedisShared has it).
 type settledReader interface {
 	Settled(tenant, id string) (money.Money, bool, error)
+}
+
+// LineKey names a batch line: its tenant and its id ("<batch id>-<line>").
+type LineKey struct{ Tenant, Line string }
+
+// LoadChargedLines reads the ledger once, at start, for the batch lines it holds a
+// settlement of (Store.ChargedLines), for LineCharged. Call it before lines run.
+func (t *Tenancy) LoadChargedLines() error {
+	if t.store == nil {
+		return nil
+	}
+	m, err := t.store.ChargedLines()
+	if err != nil {
+		return err
+	}
+	t.linesMu.Lock()
+	t.lines = m
+	t.linesMu.Unlock()
+	return nil
+}
+
+// LineCharged reports whether the batch line of tenant was charged before, and what:
+// by an entry of the ledger read by LoadChargedLines (a run before the restart), or
+// in the shared state by any process (LineSettled). Only entries a batch line's
+// ticket settled count (their Line, with their Tenant): a request id, which a client
+// may have chosen in an older version, is never taken for a line's.
+func (t *Tenancy) LineCharged(tenant, line string) (money.Money, bool, error) {
+	t.linesMu.Lock()
+	c, ok := t.lines[LineKey{tenant, line}]
+	t.linesMu.Unlock()
+	if ok {
+		return c, true, nil
+	}
+	return t.LineSettled(tenant, line)
 }
 
 // LineSettled reports whether the batch line with request id line was settled in
@@ -426,6 +466,74 @@ func (tk *Ticket) Release() {
 	ts.mu.Unlock()
 }
 
+// Hold makes the ticket's reservation durable as its request starts running: the
+// store logs it (Store.HoldAsync: it returns at once, and a group commit writes it
+// beside the request's first steps, so the request never waits for it) with what e
+// says of the request (RequestID, ClientRequestID, KeyID, Model, Tier, PromptTokens)
+// and the money reserved, and Settle's entry settles it. If the process dies in between (kill -9 mid-generation), the next start charges
+// the request its reservation (SettleInterrupted). Call it once, when the request
+// starts running (a later call does nothing). A batch line's ticket is not held: a
+// line interrupted by a crash runs again after the restart, and that run is charged.
+// It costs one ledger group commit (shared with concurrent writers; fsynced with
+// SyncFsync, as every group is), off the request's path.
+func (tk *Ticket) Hold(now time.Time, e Entry) error {
+	if tk.hold != 0 || tk.line != "" || tk.refused || tk.ts.store == nil {
+		return nil
+	}
+	h := Hold{Time: now, RequestID: e.RequestID, ClientRequestID: e.ClientRequestID, Tenant: tk.ts.id, KeyID: e.KeyID,
+		Model: e.Model, Tier: e.Tier, PromptTokens: e.PromptTokens, Reserved: tk.reserved}
+	if tk.sh != nil {
+		h.Ticket = tk.id
+	}
+	seq, err := tk.ts.store.HoldAsync(h)
+	if err != nil {
+		return err
+	}
+	tk.hold = seq
+	return nil
+}
+
+// FinishInterrupted is the finish reason of the entry that charges a request
+// interrupted by the death of its process (SettleInterrupted).
+const FinishInterrupted = "interrupted"
+
+// SettleInterrupted charges the requests a dead process left held (Store.Interrupted:
+// a Hold without its settlement, e.g. kill -9 during a stream) and returns how many.
+// Each is charged its reservation, its worst case: the process recorded no progress,
+// and the worst case is at least the prompt and every token it produced. Its ledger
+// entry (status 500, finish reason FinishInterrupted) is dated at its hold, in that
+// day's and month's spend; with shared state the ticket is settled there too
+// (idempotent per ticket, so a settlement that reached Redis before the death is not
+// charged twice), quota giving each tenant's Quota. Call it at start, before serving.
+func (t *Tenancy) SettleInterrupted(quota func(tenant string) *Quota) (int, error) {
+	if t.store == nil {
+		return 0, nil
+	}
+	hs := t.store.Interrupted()
+	for _, h := range hs {
+		e := Entry{Time: h.Time, RequestID: h.RequestID, ClientRequestID: h.ClientRequestID, Tenant: h.Tenant, KeyID: h.KeyID,
+			Model: h.Model, Tier: h.Tier, Status: 500, Finish: FinishInterrupted, PromptTokens: h.PromptTokens,
+			Cost: h.Reserved, Hold: h.Seq}
+		if t.shared != nil && h.Ticket != "" {
+			q := quota(h.Tenant)
+			if q == nil {
+				q = &Quota{Tenant: h.Tenant}
+			}
+			if _, again, err := t.shared.Settle(q, h.Ticket, h.Time, h.Reserved, 0); err == nil && again {
+				e = AsRerun(e)
+			}
+			// An error: the settlement is queued for retry (RedisShared), as Settle's.
+		}
+		if err := t.store.Record(e); err != nil {
+			return 0, err
+		}
+	}
+	t.store.mu.Lock()
+	t.store.interrupted = nil
+	t.store.mu.Unlock()
+	return len(hs), nil
+}
+
 // Reserved is what the ticket holds reserved.
 func (tk *Ticket) Reserved() money.Money { return tk.reserved }
 
@@ -435,6 +543,8 @@ func (tk *Ticket) Reserved() money.Money { return tk.reserved }
 // ledger, returning when it is committed. It returns the cost charged. Settle more
 // than once is a no-op.
 func (tk *Ticket) Settle(e Entry) (money.Money, error) {
+	e.Line = tk.line // only a batch line's ticket marks its entry as the line's
+	e.Hold = tk.hold
 	if tk.sh != nil {
 		return tk.settleShared(e)
 	}

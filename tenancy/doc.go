@@ -53,9 +53,25 @@
 // # Ledger
 //
 // Settle writes the request's usage (tokens, cost, latency, status, request id) to the
-// ledger in the Store: an embedded bbolt database under the data directory holding the
-// entries and per-tenant spend totals per day and month (which Admit reloads after a
-// restart), and beside it a write-ahead log. Writes are grouped without a hand-off:
+// ledger in the Store. The request id is always the server's; a client's X-Request-Id
+// is kept apart (Entry.ClientRequestID) and never matched. A batch line's ticket
+// (AdmitBatchLine) marks its entry with the line (Entry.Line), which is how a restart
+// finds the lines already charged (LoadChargedLines, LineCharged): by that field and
+// the tenant, never by a string a client chose. Entries of older versions carry no
+// Line and are never taken for a line's charge (a line interrupted under such a
+// version is charged again when it runs, never run for free).
+//
+// A request is held as it starts running (Ticket.Hold): its reservation, logged like
+// an entry (a group commit shared with concurrent writers, fsynced with SyncFsync as
+// every group is, done in the background: the request does not wait for it), which
+// its settlement closes (Entry.Hold). A hold still open when the store is opened belongs to a process that
+// died mid-request (Store.Interrupted); SettleInterrupted charges it its reservation,
+// the worst case, since no progress was recorded (and, with Redis, settles its ticket
+// there too).
+//
+// The ledger lives in the Store: an embedded bbolt database under the data directory
+// holding the entries and per-tenant spend totals per day and month (which Admit
+// reloads after a restart), and beside it a write-ahead log. Writes are grouped without a hand-off:
 // Settle encodes its entry in its own goroutine and appends it to the current group;
 // whoever then holds the log lock writes the whole group as one log record, and
 // entries that arrive meanwhile queue on the lock and go out together in the next

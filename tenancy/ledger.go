@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"log/slog"
@@ -45,11 +46,14 @@ import (
 
 // group is the entries acknowledged together.
 type group struct {
-	buf   []byte        // the entries' JSON objects, comma-separated
-	spend []spent       // what the spend totals need of each entry
-	evs   []usage.Event // what the usage rollups need of each entry
-	first uint64        // seq of the first entry; 0: empty
-	last  uint64
+	buf    []byte        // the entries' JSON objects, comma-separated
+	spend  []spent       // what the spend totals need of each entry
+	evs    []usage.Event // what the usage rollups need of each entry
+	first  uint64        // seq of the first entry; 0: no entry
+	last   uint64
+	holds  []Hold   // the holds logged with the group (Store.Hold)
+	hbuf   []byte   // their JSON objects, comma-separated
+	closes []uint64 // the holds its entries settle (Entry.Hold)
 
 	// guarded by Store.walMu
 	written bool
@@ -65,10 +69,12 @@ type spent struct {
 
 // batch is the logged entries not yet in the database.
 type batch struct {
-	json  []byte // the entries' JSON objects, comma-separated
-	parts []part // the groups in json, in seq order
-	spend []spent
-	evs   []usage.Event
+	json   []byte // the entries' JSON objects, comma-separated
+	parts  []part // the groups in json, in seq order (groups with entries)
+	spend  []spent
+	evs    []usage.Event
+	holds  []Hold   // in hold seq order
+	closes []uint64 // the holds the entries settle
 }
 
 // part is one group of a batch.
@@ -77,16 +83,18 @@ type part struct {
 	first, last uint64
 }
 
-func (b *batch) empty() bool { return len(b.parts) == 0 }
+func (b *batch) empty() bool { return len(b.parts) == 0 && len(b.holds) == 0 }
 
 func (b *batch) reset() {
 	clear(b.evs) // drop the strings
+	clear(b.holds)
 	b.json, b.parts, b.spend, b.evs = b.json[:0], b.parts[:0], b.spend[:0], b.evs[:0]
+	b.holds, b.closes = b.holds[:0], b.closes[:0]
 }
 
 // add appends a group: its entries' JSON, costs, rollup events and seqs.
 func (b *batch) add(js []byte, sp []spent, evs []usage.Event, first, last uint64) {
-	if !b.empty() {
+	if len(b.parts) > 0 {
 		b.json = append(b.json, ',')
 	}
 	b.json = append(b.json, js...)
@@ -104,6 +112,8 @@ func (b *batch) addBatch(o *batch) {
 	}
 	b.spend = append(b.spend, o.spend...)
 	b.evs = append(b.evs, o.evs...)
+	b.holds = append(b.holds, o.holds...)
+	b.closes = append(b.closes, o.closes...)
 }
 
 // appendEntry appends e as the JSON object encoding/json would write for it, by hand:
@@ -115,8 +125,6 @@ func appendEntry(b []byte, e *Entry) []byte {
 	b = e.Time.AppendFormat(b, time.RFC3339Nano)
 	b = append(b, `","request_id":`...)
 	b = jsonenc.AppendString(b, e.RequestID)
-	b = append(b, `,"tenant":`...)
-	b = jsonenc.AppendString(b, e.Tenant)
 	str := func(b []byte, name, v string) []byte {
 		if v == "" {
 			return b
@@ -126,6 +134,10 @@ func appendEntry(b []byte, e *Entry) []byte {
 		b = append(b, `":`...)
 		return jsonenc.AppendString(b, v)
 	}
+	b = str(b, "client_request_id", e.ClientRequestID)
+	b = append(b, `,"tenant":`...)
+	b = jsonenc.AppendString(b, e.Tenant)
+	b = str(b, "batch_line", e.Line)
 	b = str(b, "key_id", e.KeyID)
 	b = str(b, "model", e.Model)
 	b = str(b, "tier", e.Tier)
@@ -153,6 +165,10 @@ func appendEntry(b []byte, e *Entry) []byte {
 		b = strconv.AppendInt(b, int64(e.ColdStart), 10)
 	}
 	b = str(b, "refused", e.Refused)
+	if e.Hold != 0 {
+		b = append(b, `,"hold":`...)
+		b = strconv.AppendUint(b, e.Hold, 10)
+	}
 	return append(b, '}')
 }
 
@@ -183,8 +199,76 @@ func (s *Store) Record(e Entry) error {
 	if sp.cost != 0 {
 		g.spend = append(g.spend, sp)
 	}
+	if e.Hold != 0 {
+		g.closes = append(g.closes, e.Hold)
+	}
 	s.mu.Unlock()
+	return s.commit(g)
+}
 
+// Hold logs h (a request's reservation, before it runs) and returns its seq when
+// the group holding it is logged, as durable as an entry (SyncMode): the entry that
+// settles the request names it (Entry.Hold). A hold is logged in the log's records
+// beside the entries, as {"open": h}, and kept in the database's holds bucket until
+// its entry is applied; it never shows among the entries.
+func (s *Store) Hold(h Hold) (uint64, error) {
+	seq, g, err := s.addHold(h)
+	if err != nil {
+		return 0, err
+	}
+	return seq, s.commit(g)
+}
+
+// HoldAsync is Hold without the wait: the hold has its place in the log, before
+// every entry recorded after HoldAsync returns (an entry that settles it comes after
+// it), and a goroutine commits its group at once (group commit with any concurrent
+// writer). A process killed before that write loses the hold.
+func (s *Store) HoldAsync(h Hold) (uint64, error) {
+	seq, g, err := s.addHold(h)
+	if err != nil {
+		return 0, err
+	}
+	go func() {
+		if err := s.commit(g); err != nil && !errors.Is(err, ErrClosed) {
+			slog.Default().Error("tenancy: logging a hold failed", "error", err)
+		}
+	}()
+	return seq, nil
+}
+
+// addHold appends h to the current group and returns its seq and the group.
+func (s *Store) addHold(h Hold) (uint64, *group, error) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return 0, nil, ErrClosed
+	}
+	s.hseq++
+	h.Seq = s.hseq
+	g := s.cur
+	if len(g.holds) > 0 {
+		g.hbuf = append(g.hbuf, ',')
+	}
+	g.hbuf = append(g.hbuf, `{"open":`...)
+	g.hbuf = appendHold(g.hbuf, &h)
+	g.hbuf = append(g.hbuf, '}')
+	g.holds = append(g.holds, h)
+	s.mu.Unlock()
+	return h.Seq, g, nil
+}
+
+// appendHold appends h as JSON.
+func appendHold(b []byte, h *Hold) []byte {
+	js, err := json.Marshal(h) // once per request, beside the entry's hand-written encoding
+	if err != nil {
+		panic(err) // plain data: cannot fail
+	}
+	return append(b, js...)
+}
+
+// commit returns when g, which the caller appended to, is logged: whoever holds
+// s.walMu with g not yet written writes it (group commit).
+func (s *Store) commit(g *group) error {
 	s.walMu.Lock()
 	if !g.written {
 		s.mu.Lock()
@@ -211,12 +295,27 @@ func (s *Store) newGroupLocked() *group {
 // is held, and g is no longer s.cur.
 func (s *Store) writeLocked(g *group) {
 	g.written = true
-	s.lastWritten = g.last
+	if g.first != 0 {
+		s.lastWritten = g.last
+	}
 	rec := s.rec[:0]
-	rec = binary.BigEndian.AppendUint32(rec, uint32(len(g.buf)+2))
+	n := len(g.buf) + 2
+	if len(g.hbuf) > 0 {
+		n += len(g.hbuf)
+		if len(g.buf) > 0 {
+			n++
+		}
+	}
+	rec = binary.BigEndian.AppendUint32(rec, uint32(n))
 	rec = append(rec, 0, 0, 0, 0) // the CRC, below
 	rec = append(rec, '[')
 	rec = append(rec, g.buf...)
+	if len(g.hbuf) > 0 {
+		if len(g.buf) > 0 {
+			rec = append(rec, ',')
+		}
+		rec = append(rec, g.hbuf...)
+	}
 	rec = append(rec, ']')
 	binary.BigEndian.PutUint32(rec[4:], crc32.ChecksumIEEE(rec[8:]))
 	if cap(rec) <= 1<<20 {
@@ -238,13 +337,18 @@ func (s *Store) writeLocked(g *group) {
 	}
 	s.commits.Add(1)
 	s.tailLocked(g)
-	s.batch.add(g.buf, g.spend, g.evs, g.first, g.last)
+	if g.first != 0 {
+		s.batch.add(g.buf, g.spend, g.evs, g.first, g.last)
+	}
+	s.batch.holds = append(s.batch.holds, g.holds...)
+	s.batch.closes = append(s.batch.closes, g.closes...)
+	g.holds, g.hbuf, g.closes = nil, nil, nil
 	if cap(g.buf) <= 1<<20 {
 		clear(g.evs)
 		s.spareBuf, s.spareSpend, s.spareEvs = g.buf[:0], g.spend[:0], g.evs[:0]
 	}
 	g.buf, g.spend, g.evs = nil, nil, nil
-	if p := s.batch.parts; p[len(p)-1].last-p[0].first+1 >= uint64(s.opts.ApplyEntries) {
+	if p := s.batch.parts; len(p) > 0 && p[len(p)-1].last-p[0].first+1 >= uint64(s.opts.ApplyEntries) {
 		select {
 		case s.kick <- struct{}{}:
 		default: // an apply is already due
@@ -258,7 +362,7 @@ func (s *Store) flushLocked() {
 	g := s.cur
 	s.cur = s.newGroupLocked()
 	s.mu.Unlock()
-	if !g.written && g.first != 0 {
+	if !g.written && (g.first != 0 || len(g.holds) > 0) {
 		s.writeLocked(g)
 	}
 }
@@ -351,6 +455,12 @@ const chunkBytes = 16 << 10
 // transaction, so the rollups always hold exactly the entries the ledger holds. buf is scratch space for the values (reused across calls; bbolt
 // holds them until the transaction ends).
 func storeBatch(tx *bolt.Tx, b *batch, buf *[]byte) error {
+	if err := storeHolds(tx, b); err != nil {
+		return err
+	}
+	if len(b.parts) == 0 {
+		return nil
+	}
 	led, spend := tx.Bucket(bucketLedger), tx.Bucket(bucketSpend)
 	led.FillPercent = 1 // keys only ever grow: pack the pages
 	vals := (*buf)[:0]
@@ -407,6 +517,51 @@ func storeBatch(tx *bolt.Tx, b *batch, buf *[]byte) error {
 	}
 	binary.BigEndian.PutUint64(kb[:], b.parts[len(b.parts)-1].last)
 	return tx.Bucket(bucketMeta).Put(keyApplied, kb[:])
+}
+
+// storeHolds keeps b's holds that b does not settle in the holds bucket, deletes
+// those b settles that an earlier batch kept, and records b's last hold seq as applied.
+func storeHolds(tx *bolt.Tx, b *batch) error {
+	if len(b.holds) == 0 && len(b.closes) == 0 {
+		return nil
+	}
+	hb := tx.Bucket(bucketHolds)
+	open := make(map[uint64]int, len(b.holds)) // seq → index in b.holds
+	for i := range b.holds {
+		open[b.holds[i].Seq] = i
+	}
+	var kb [8]byte
+	for _, c := range b.closes {
+		if _, ok := open[c]; ok {
+			delete(open, c) // held and settled within the batch: never stored
+			continue
+		}
+		binary.BigEndian.PutUint64(kb[:], c)
+		if err := hb.Delete(kb[:]); err != nil {
+			return err
+		}
+	}
+	for seq, i := range open {
+		v, err := json.Marshal(&b.holds[i])
+		if err != nil {
+			return err
+		}
+		binary.BigEndian.PutUint64(kb[:], seq)
+		if err := hb.Put(kb[:], v); err != nil {
+			return err
+		}
+	}
+	if len(b.holds) == 0 {
+		return nil
+	}
+	binary.BigEndian.PutUint64(kb[:], b.holds[len(b.holds)-1].Seq)
+	return tx.Bucket(bucketMeta).Put(keyHoldSeq, kb[:])
+}
+
+// walItem is one element of a log record: an entry, or a hold ({"open": hold}).
+type walItem struct {
+	Entry
+	Open *Hold `json:"open,omitempty"`
 }
 
 // ledgerValue calls fn for each entry of a ledger bucket value: a JSON array (a
@@ -516,8 +671,9 @@ func (s *Store) replay() error {
 	if err != nil {
 		return err
 	}
-	applied := s.seq
+	applied, appliedHolds := s.seq, s.hseq
 	var found []Entry
+	var holds []Hold
 	for _, sg := range segs {
 		data, err := os.ReadFile(sg.path)
 		if err != nil {
@@ -530,22 +686,28 @@ func (s *Store) replay() error {
 			if uint64(len(data)-8) < uint64(n) || crc32.ChecksumIEEE(data[8:8+n]) != sum {
 				break // a torn tail: never acknowledged
 			}
-			var es []Entry
+			var es []walItem
 			if err := json.Unmarshal(data[8:8+n], &es); err != nil {
 				break
 			}
 			for _, e := range es {
-				if e.Seq > applied {
-					found = append(found, e)
+				if e.Open != nil {
+					if e.Open.Seq > appliedHolds {
+						holds = append(holds, *e.Open)
+					}
+				} else if e.Seq > applied {
+					found = append(found, e.Entry)
 				}
 			}
 			data = data[8+n:]
 		}
 	}
-	if len(found) > 0 {
+	if len(found) > 0 || len(holds) > 0 {
 		slices.SortFunc(found, func(a, b Entry) int { return cmp.Compare(a.Seq, b.Seq) })
 		found = slices.CompactFunc(found, func(a, b Entry) bool { return a.Seq == b.Seq })
-		var b batch
+		slices.SortFunc(holds, func(a, b Hold) int { return cmp.Compare(a.Seq, b.Seq) })
+		holds = slices.CompactFunc(holds, func(a, b Hold) bool { return a.Seq == b.Seq })
+		b := batch{holds: holds}
 		for i := range found {
 			e := &found[i]
 			var sp []spent
@@ -554,8 +716,16 @@ func (s *Store) replay() error {
 				sp = []spent{{e.Tenant, d, m, e.Cost}}
 			}
 			b.add(appendEntry(nil, e), sp, []usage.Event{e.event()}, e.Seq, e.Seq)
+			if e.Hold != 0 {
+				b.closes = append(b.closes, e.Hold)
+			}
 		}
-		s.seq = found[len(found)-1].Seq
+		if len(found) > 0 {
+			s.seq = found[len(found)-1].Seq
+		}
+		if len(holds) > 0 {
+			s.hseq = holds[len(holds)-1].Seq
+		}
 		if err := s.db.Update(func(tx *bolt.Tx) error { return storeBatch(tx, &b, new([]byte)) }); err != nil {
 			return err
 		}

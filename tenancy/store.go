@@ -59,16 +59,28 @@ var (
 	bucketLedger = []byte("ledger")
 	bucketSpend  = []byte("spend")
 	bucketMeta   = []byte("meta")
-	keyApplied   = []byte("applied_seq") // the last ledger seq applied to the database
-	keyID        = []byte("id")          // the store's random id, made once (ID)
+	bucketHolds  = []byte("holds")        // the open holds, by seq (Hold)
+	keyApplied   = []byte("applied_seq")  // the last ledger seq applied to the database
+	keyHoldSeq   = []byte("applied_hold") // the last hold seq applied to the database
+	keyID        = []byte("id")           // the store's random id, made once (ID)
 )
 
 // Entry is one request's usage in the ledger.
 type Entry struct {
-	Seq              uint64        `json:"seq"` // assigned by the store, increasing
-	Time             time.Time     `json:"time"`
-	RequestID        string        `json:"request_id"`
-	Tenant           string        `json:"tenant"`
+	Seq  uint64    `json:"seq"` // assigned by the store, increasing
+	Time time.Time `json:"time"`
+	// RequestID is the server's id of the request, never a client's: "req_…" for an
+	// interactive request, "<batch id>-<line>" (+ RerunSuffix) for a batch line's run.
+	// (Entries written before client_request_id existed may hold a client's id here.)
+	RequestID string `json:"request_id"`
+	// ClientRequestID is the client's X-Request-Id, kept as it came (a label only:
+	// nothing is ever matched by it).
+	ClientRequestID string `json:"client_request_id,omitempty"`
+	Tenant          string `json:"tenant"`
+	// Line is set by Settle, from the ticket, on the entry of a batch line's run
+	// (AdmitBatchLine): the line's id, "<batch id>-<line>". It is how a restart finds
+	// the lines already charged (ChargedLines), with Tenant: never by RequestID.
+	Line             string        `json:"batch_line,omitempty"`
 	KeyID            string        `json:"key_id,omitempty"`
 	Model            string        `json:"model,omitempty"`
 	Tier             string        `json:"tier,omitempty"`
@@ -82,6 +94,25 @@ type Entry struct {
 	CachedTokens     int           `json:"cached_tokens,omitempty"` // prompt tokens served from the prefix cache
 	ColdStart        time.Duration `json:"cold_start_ns,omitempty"` // the wait for its model's load or worker start, if it had one
 	Refused          string        `json:"refused,omitempty"`       // a refusal after admission: a usage.Reason's name
+	Hold             uint64        `json:"hold,omitempty"`          // the hold (Ticket.Hold) this entry settles; 0: none
+}
+
+// Hold is a request's reservation made durable before it runs (Ticket.Hold): what
+// the ledger needs to charge it if the process dies before its settlement. The entry
+// that settles it names it (Entry.Hold); one left open when a store is opened is from
+// a process that died mid-request (Store.Interrupted, Tenancy.SettleInterrupted).
+type Hold struct {
+	Seq             uint64      `json:"hold"` // assigned by the store, increasing (its own sequence, not the entries')
+	Time            time.Time   `json:"time"`
+	RequestID       string      `json:"request_id"`
+	ClientRequestID string      `json:"client_request_id,omitempty"`
+	Tenant          string      `json:"tenant"`
+	KeyID           string      `json:"key_id,omitempty"`
+	Model           string      `json:"model,omitempty"`
+	Tier            string      `json:"tier,omitempty"`
+	PromptTokens    int         `json:"prompt_tokens"`
+	Reserved        money.Money `json:"reserved_nano_usd"` // the request's worst case, reserved
+	Ticket          string      `json:"ticket,omitempty"`  // its ticket in the shared state (Redis), if any
 }
 
 // event is e as the usage rollups count it.
@@ -116,10 +147,13 @@ type Store struct {
 
 	commits atomic.Int64 // ledger groups logged (for tests and metrics)
 
-	mu     sync.Mutex // guards seq, cur and closed
+	mu     sync.Mutex // guards seq, hseq, cur and closed
 	seq    uint64     // last seq assigned
+	hseq   uint64     // last hold seq assigned
 	cur    *group     // the group that Record appends to
 	closed bool
+
+	interrupted []Hold // the holds open at Open (Interrupted); guarded by mu
 
 	walMu  sync.Mutex   // guards the log; held while a group is written (followers queue on it)
 	wal    segmentFile  // the segment being appended to
@@ -178,13 +212,16 @@ func Open(path string, opts Options) (*Store, error) {
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}),
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketKeys, bucketLedger, bucketSpend, bucketMeta} {
+		for _, b := range [][]byte{bucketKeys, bucketLedger, bucketSpend, bucketMeta, bucketHolds} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
 		}
 		if v := tx.Bucket(bucketMeta).Get(keyApplied); len(v) == 8 {
 			s.seq = binary.BigEndian.Uint64(v)
+		}
+		if v := tx.Bucket(bucketMeta).Get(keyHoldSeq); len(v) == 8 {
+			s.hseq = binary.BigEndian.Uint64(v)
 		}
 		meta := tx.Bucket(bucketMeta)
 		if v := meta.Get(keyID); len(v) > 0 {
@@ -215,6 +252,18 @@ func Open(path string, opts Options) (*Store, error) {
 	})
 	if err == nil {
 		err = s.replay()
+	}
+	if err == nil { // every hold still open was left by a process that died mid-request
+		err = db.View(func(tx *bolt.Tx) error {
+			return tx.Bucket(bucketHolds).ForEach(func(_, v []byte) error {
+				var h Hold
+				if err := json.Unmarshal(v, &h); err != nil {
+					return fmt.Errorf("hold: %w", err)
+				}
+				s.interrupted = append(s.interrupted, h)
+				return nil
+			})
+		})
 	}
 	if err != nil {
 		db.Close()
@@ -253,6 +302,15 @@ func (s *Store) Close() error {
 		err = e
 	}
 	return err
+}
+
+// Interrupted returns the holds that were open when the store was opened: requests
+// of a process that died after their Hold and before their settlement. They stay
+// open until entries naming them are recorded (Tenancy.SettleInterrupted does).
+func (s *Store) Interrupted() []Hold {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.interrupted)
 }
 
 // Commits is the number of ledger groups logged so far.
@@ -303,6 +361,27 @@ func (s *Store) Ledger(fn func(Entry) error) error {
 			return ledgerValue(v, fn)
 		})
 	})
+}
+
+// ChargedLines returns the batch lines the ledger holds a settlement of, with what
+// they were charged: every entry a batch line's ticket wrote (Entry.Line, which only
+// AdmitBatchLine's tickets set), by its tenant and line, except those refused for load
+// or money (429, 503), which charged nothing and leave the line to run again.
+//
+// Entries written before Line existed are not taken for a line's, whatever their
+// request id: that id may be a client's X-Request-Id, which a tenant can make look like
+// a line's. A line charged by such an older version and interrupted before its result
+// was committed is charged again when it runs after the upgrade (at most the lines
+// that were running when that version stopped), never run for free.
+func (s *Store) ChargedLines() (map[LineKey]money.Money, error) {
+	out := map[LineKey]money.Money{}
+	err := s.Ledger(func(e Entry) error {
+		if e.Line != "" && e.Status != 429 && e.Status != 503 {
+			out[LineKey{e.Tenant, e.Line}] += e.Cost
+		}
+		return nil
+	})
+	return out, err
 }
 
 // migrateRollups makes the usage rollups of a store written before they were kept

@@ -58,6 +58,9 @@ func runLedger(args []string) error {
 		}
 		defer s.Close()
 		stores = append(stores, s)
+		if n := len(s.Interrupted()); n > 0 { // neither side has charged them yet
+			fmt.Printf("%s: %d request(s) interrupted by a kill, charged at their reservation when its server next starts (in neither total yet)\n", d, n)
+		}
 	}
 	spend, err := tenancy.LedgerSpend(stores...)
 	if err != nil {

@@ -167,7 +167,17 @@ func TestLedgerVerifyAgainstRedis(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Record(tenancy.Entry{Time: now, Tenant: "t1", Cost: money.Money(1000 * (i + 1)), Status: 200}); err != nil {
+		// With the fields of later versions: a client's id, a batch line, a hold it
+		// settles, and a hold left open (charged at the server's next start, not here).
+		h, err := s.Hold(tenancy.Hold{Time: now, RequestID: "req_1", Tenant: "t1", Reserved: 5000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Record(tenancy.Entry{Time: now, RequestID: "req_1", ClientRequestID: "mine", Line: "batch_x-1", Tenant: "t1",
+			Cost: money.Money(1000 * (i + 1)), Status: 200, Hold: h}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Hold(tenancy.Hold{Time: now, RequestID: "req_2", Tenant: "t1", Reserved: 7000}); err != nil {
 			t.Fatal(err)
 		}
 		s.Close()
