@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +26,7 @@ import (
 // fasthttp.HostClient (a keep-alive connection pool per upstream host, shared by the
 // models on it); responses pass through, streams event by event.
 type upstream struct {
+	baseURL string // for the log only: an error body never names it
 	chatURL string // base URL + "/chat/completions"
 	compURL string // base URL + "/completions"
 	model   string // the model's name there
@@ -52,7 +54,7 @@ func newUpstream(id string, cu Upstream, clients map[string]*fasthttp.HostClient
 		}
 		clients[key] = hc
 	}
-	u := &upstream{chatURL: base + "/chat/completions", compURL: base + "/completions", model: cu.Model, timeout: cu.Timeout, client: hc}
+	u := &upstream{baseURL: pu.Redacted(), chatURL: base + "/chat/completions", compURL: base + "/completions", model: cu.Model, timeout: cu.Timeout, client: hc}
 	if cu.APIKey != "" {
 		u.auth = "Bearer " + cu.APIKey
 	}
@@ -298,16 +300,23 @@ func (j *job) runUpstream(ctx *fasthttp.RequestCtx) (done bool, failed *apiError
 	sent := s.now()
 	err = u.client.Do(req, resp)
 	fasthttp.ReleaseRequest(req)
-	if err == nil && resp.StatusCode() >= 500 {
+	why := "could not be reached"
+	switch {
+	case err == nil && resp.StatusCode() >= 500:
+		why = "answered " + strconv.Itoa(resp.StatusCode())
 		err = errors.New("upstream answered " + strconv.Itoa(resp.StatusCode()))
+	case errors.Is(err, fasthttp.ErrTimeout) || errors.Is(err, os.ErrDeadlineExceeded):
+		why = "did not answer in time"
 	}
 	if err != nil {
 		s.pred.End(j.c.m.id)
 		s.pred.Fail(j.c.m.id, s.now())
 		s.metrics.perModel[j.c.m.id].upFailures.Inc()
 		fasthttp.ReleaseResponse(resp)
+		// The cause names the upstream's address: the log has it, the client does not.
+		s.log.Warn("upstream failed", "request_id", j.reqID, "model", j.c.m.id, "url", u.baseURL, "error", err)
 		return false, &apiError{status: 502, typ: "server_error", code: "upstream_error",
-			message: "the upstream server for '" + j.c.m.id + "' failed: " + err.Error(), reason: "upstream"}
+			message: "the upstream server for '" + j.c.m.id + "' " + why, reason: "upstream"}
 	}
 	j.setRouteHeaders(ctx)
 	if resp.StatusCode() != 200 { // a client error: pass it through

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -240,5 +241,35 @@ func TestUpstreamUsage(t *testing.T) {
 		if u != c.usage || ch != c.choices || e.PromptTokens != c.prompt || e.CompletionTokens != c.completion || e.Finish != c.finish {
 			t.Errorf("%s: usage %v choices %v %d/%d %q", c.in, u, ch, e.PromptTokens, e.CompletionTokens, e.Finish)
 		}
+	}
+}
+
+// TestUpstreamErrorHidesItsAddress: a 502 from an upstream that cannot be reached
+// does not name the upstream's address (its host and port, its URL) to the client;
+// the server's log does.
+func TestUpstreamErrorHidesItsAddress(t *testing.T) {
+	dead, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := dead.Addr().String()
+	dead.Close() // nothing listens there
+	var logs logBuffer
+	front := startServerWith(t, `
+models:
+  - {id: m, upstream: {base_url: "http://`+addr+`/v1/secret-path"}, prompt_usd_per_1k: 1, completion_usd_per_1k: 1}
+plans: {open: {}}
+tenants: [{id: acme, plan: open}]
+`, nil, Options{Logger: logs.logger()}, nil)
+	for _, stream := range []bool{false, true} {
+		resp, body := front.post("/v1/chat/completions", front.keys["acme"],
+			`{"model":"m","stream":`+strconv.FormatBool(stream)+`,"max_tokens":4,"messages":[{"role":"user","content":"hi"}]}`)
+		if resp.StatusCode != 502 || !strings.Contains(body, `"code":"upstream_error"`) {
+			t.Errorf("stream %v: %d %s", stream, resp.StatusCode, body)
+		}
+		_, port, _ := net.SplitHostPort(addr)
+		if strings.Contains(body, addr) || strings.Contains(body, "127.0.0.1") || strings.Contains(body, port) || strings.Contains(body, "secret-path") {
+			t.Errorf("stream %v: the answer names the upstream: %s", stream, body)
+		}
+	}
+	if !strings.Contains(logs.String(), addr) {
+		t.Errorf("the log does not name the upstream that failed:\n%s", logs.String())
 	}
 }
