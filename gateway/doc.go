@@ -60,7 +60,10 @@
 //     left); a later attempt tenancy.Ticket.Reserve the worst case. Then job.launch: the
 //     engine's Generate (Features.GenerateN for n > 1; the plan's grammar and the
 //     logprobs asked for in the engine.Request), or upstream.go, job.runUpstream
-//     (the body forwarded). A model that refuses before answering (queue full, no
+//     (the body forwarded; a stream's events read as JSON, job.streamUpstream: the
+//     usage reported settles it and reaches the client only if asked for; a stream
+//     cut short is charged what was relayed; a 502 never names the upstream's
+//     address). A model that refuses before answering (queue full, no
 //     memory, closed, restarting, upstream down) is an explicit, bounded retry:
 //     Ticket.Release first, exclude the tier, choose again. An engine restarting
 //     the model (engine.ErrRestarting: the workers mode's worker crashed or hung)
