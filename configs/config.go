@@ -51,6 +51,7 @@ type Config struct {
 	MemoryBudget    string        `yaml:"memory_budget"`    // bytes for the embedded models ("4GiB"); "": no limit
 	MaxInFlight     int           `yaml:"max_in_flight"`    // requests in flight before 503; 1024
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"` // how long SIGTERM waits for in-flight requests; 30s
+	WriteTimeout    time.Duration `yaml:"write_timeout"`    // how long a write to a client may make no progress (it stopped reading) before its connection closes and its stream is cancelled and settled; 30s
 	AdminKeyEnv     string        `yaml:"admin_key_env"`    // env var holding the admin key; "LMLITE_ADMIN_KEY"
 	MetricsKeyEnv   string        `yaml:"metrics_key_env"`  // env var holding the bearer token GET /metrics requires; "": open
 	DemoTenant      string        `yaml:"demo_tenant"`      // tenant whose key is made on first run and printed; "": none (see Plans)
@@ -224,6 +225,9 @@ func (c *Config) defaults() {
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = 30 * time.Second
 	}
+	if c.WriteTimeout == 0 {
+		c.WriteTimeout = 30 * time.Second
+	}
 	if c.AdminKeyEnv == "" {
 		c.AdminKeyEnv = "LMLITE_ADMIN_KEY"
 	}
@@ -285,6 +289,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ShutdownTimeout < 0 {
 		return bad("shutdown_timeout", "must be ≥ 0")
+	}
+	if c.WriteTimeout < 0 {
+		return bad("write_timeout", "must be ≥ 0")
 	}
 	if c.Ledger.Sync != "fsync" && c.Ledger.Sync != "process" {
 		return bad("ledger.sync", "%q is not fsync or process", c.Ledger.Sync)

@@ -17,6 +17,10 @@ import (
 type Config struct {
 	MaxBodyBytes int // larger request bodies answer 413; 0: 1 MiB
 	MaxInFlight  int // requests in flight before 503; 0: 1024
+	// WriteTimeout is how long a write to a client may make no progress before it
+	// fails (Server.Serve's connections): a client that stopped reading then loses its
+	// connection, and its stream is cancelled and settled; 0: DefaultWriteTimeout.
+	WriteTimeout time.Duration
 	Models       []Model
 	Tiers        tiers.Set
 	Book         *policies.Book // the tenants' policies; nil: no tenants
@@ -48,7 +52,7 @@ func ConfigOf(c *configs.Config) (Config, error) {
 	if err != nil {
 		return Config{}, err
 	}
-	gc := Config{MaxBodyBytes: c.MaxBodyBytes, MaxInFlight: c.MaxInFlight, Tiers: *c.Set(), Book: book}
+	gc := Config{MaxBodyBytes: c.MaxBodyBytes, MaxInFlight: c.MaxInFlight, WriteTimeout: c.WriteTimeout, Tiers: *c.Set(), Book: book}
 	for i := range c.Models {
 		mc := &c.Models[i]
 		m := Model{ID: mc.ID, MaxModelLen: mc.MaxModelLen, Slots: mc.MaxConcurrency * max(1, mc.Replicas),

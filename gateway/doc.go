@@ -71,7 +71,10 @@
 //     that code mid-stream; the request settles at no cost.
 //  8. run.go, job.respondEmbedded / job.streamEmbedded (the bytes from wire.go): JSON,
 //     or SSE flushed per token ending "data: [DONE]"; a client that goes away cancels
-//     the generation. Requests with n > 1, logprobs, tools to parse or echo take
+//     the generation, and so does one that stops reading: a write to a client that
+//     makes no progress for Config.WriteTimeout (write_timeout, 30s) fails and closes
+//     its connection (conn.go, deadlineConn), and the stream settles what it
+//     produced. Requests with n > 1, logprobs, tools to parse or echo take
 //     choices.go, job.respondChoices / job.streamChoices: every choice's stream read
 //     at once; the output parsed by engine/toolcall into message.tool_calls (finish
 //     reason "tool_calls") or, streamed, delta.tool_calls (index, id and name first,

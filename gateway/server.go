@@ -155,6 +155,9 @@ func New(cfg Config, eng Engine, ten *tenancy.Tenancy, opts Options) (*Server, e
 	if cfg.MaxInFlight == 0 {
 		cfg.MaxInFlight = 1024
 	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = DefaultWriteTimeout
+	}
 	book := cfg.Book
 	if book == nil {
 		var err error
@@ -308,9 +311,10 @@ func redactedError(err error) string {
 	return msg
 }
 
-// Serve serves on ln until Shutdown.
+// Serve serves on ln until Shutdown. A write to a client that makes no progress for
+// Config.WriteTimeout fails and closes the connection (deadlineConn).
 func (s *Server) Serve(ln net.Listener) error {
-	err := s.http.Serve(ln)
+	err := s.http.Serve(deadlineListener{Listener: ln, d: s.cfg.WriteTimeout})
 	if err != nil {
 		return fmt.Errorf("gateway: %w", err)
 	}
