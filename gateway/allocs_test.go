@@ -21,7 +21,7 @@ func TestAllocs(t *testing.T) {
 	var ci chunkInfo
 	if n := testing.AllocsPerRun(100, func() {
 		upstreamChunk(chunk, &ci)
-	}); n != 0 {
+	}); n != 0 && !raceEnabled { // its decoder is pooled: the race detector drops pooled items at random
 		t.Errorf("upstreamChunk: %v allocs per chunk, want 0", n)
 	}
 	store, err := tenancy.Open(filepath.Join(t.TempDir(), "lmlite.db"), tenancy.Options{Sync: tenancy.SyncProcess})
