@@ -53,6 +53,7 @@ type Config struct {
 	MaxKeepAlive    time.Duration `yaml:"max_keep_alive"`   // the longest a request's lmlite.keep_alive keeps a model loaded; 0: its idle_timeout
 	MinKeepAlive    time.Duration `yaml:"min_keep_alive"`   // the shortest keep_alive a plan with allow_short_keep_alive may ask; 30s
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"` // how long SIGTERM waits for in-flight requests; 30s
+	WriteTimeout    time.Duration `yaml:"write_timeout"`    // how long a write to a client may make no progress (it stopped reading) before its connection closes and its stream is cancelled and settled; 30s
 	AdminKeyEnv     string        `yaml:"admin_key_env"`    // env var holding the admin key; "LMLITE_ADMIN_KEY"
 	MetricsKeyEnv   string        `yaml:"metrics_key_env"`  // env var holding the bearer token GET /metrics requires (unset or empty: `lmlite serve` refuses to start); "": open
 	DemoTenant      string        `yaml:"demo_tenant"`      // tenant whose key is made on first run and printed; "": none (see Plans)
@@ -229,6 +230,9 @@ func (c *Config) defaults() {
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = 30 * time.Second
 	}
+	if c.WriteTimeout == 0 {
+		c.WriteTimeout = 30 * time.Second
+	}
 	if c.AdminKeyEnv == "" {
 		c.AdminKeyEnv = "LMLITE_ADMIN_KEY"
 	}
@@ -296,6 +300,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ShutdownTimeout < 0 {
 		return bad("shutdown_timeout", "must be ≥ 0")
+	}
+	if c.WriteTimeout < 0 {
+		return bad("write_timeout", "must be ≥ 0")
 	}
 	if c.Ledger.Sync != "fsync" && c.Ledger.Sync != "process" {
 		return bad("ledger.sync", "%q is not fsync or process", c.Ledger.Sync)

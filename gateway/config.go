@@ -22,6 +22,10 @@ type Config struct {
 	// with allow_short_keep_alive may ask; 0: DefaultMinKeepAlive. (keepalive.go)
 	MaxKeepAlive time.Duration
 	MinKeepAlive time.Duration
+	// WriteTimeout is how long a write to a client may make no progress before it
+	// fails (Server.Serve's connections): a client that stopped reading then loses its
+	// connection, and its stream is cancelled and settled; 0: DefaultWriteTimeout.
+	WriteTimeout time.Duration
 	Models       []Model
 	Tiers        tiers.Set
 	Book         *policies.Book // the tenants' policies; nil: no tenants
@@ -59,7 +63,7 @@ func ConfigOf(c *configs.Config) (Config, error) {
 	if err != nil {
 		return Config{}, err
 	}
-	gc := Config{MaxBodyBytes: c.MaxBodyBytes, MaxInFlight: c.MaxInFlight, Tiers: *c.Set(), Book: book,
+	gc := Config{MaxBodyBytes: c.MaxBodyBytes, MaxInFlight: c.MaxInFlight, WriteTimeout: c.WriteTimeout, Tiers: *c.Set(), Book: book,
 		MaxKeepAlive: c.MaxKeepAlive, MinKeepAlive: c.MinKeepAlive}
 	for i := range c.Models {
 		mc := &c.Models[i]

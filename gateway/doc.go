@@ -70,7 +70,10 @@
 //     covers is chosen again with the money left). Then job.launch: the
 //     engine's Generate (Features.GenerateN for n > 1; the plan's grammar and the
 //     logprobs asked for in the engine.Request), or upstream.go, job.runUpstream
-//     (the body forwarded). A model that refuses before answering (queue full, no
+//     (the body forwarded; a stream's events read as JSON, job.streamUpstream: the
+//     usage reported settles it and reaches the client only if asked for; a stream
+//     cut short is charged what was relayed; a 502 never names the upstream's
+//     address). A model that refuses before answering (queue full, no
 //     memory, closed, restarting, upstream down) is an explicit, bounded retry:
 //     Ticket.Release first, exclude the tier, choose again. An engine restarting
 //     the model (engine.ErrRestarting: the workers mode's worker crashed or hung)
@@ -78,7 +81,10 @@
 //     that code mid-stream; the request settles at no cost.
 //  8. run.go, job.respondEmbedded / job.streamEmbedded (the bytes from wire.go): JSON,
 //     or SSE flushed per token ending "data: [DONE]"; a client that goes away cancels
-//     the generation. Requests with n > 1, logprobs, tools to parse or echo take
+//     the generation, and so does one that stops reading: a write to a client that
+//     makes no progress for Config.WriteTimeout (write_timeout, 30s) fails and closes
+//     its connection (conn.go, deadlineConn), and the stream settles what it
+//     produced. Requests with n > 1, logprobs, tools to parse or echo take
 //     choices.go, job.respondChoices / job.streamChoices: every choice's stream read
 //     at once; the output parsed by engine/toolcall into message.tool_calls (finish
 //     reason "tool_calls") or, streamed, delta.tool_calls (index, id and name first,

@@ -72,8 +72,8 @@ func startServer(t *testing.T, yaml string, eng *fakeEngine) *testServer {
 	return startServerWith(t, yaml, eng, Options{}, nil)
 }
 
-// startServerWith is startServer with options (a clock, rollups; the logger and the
-// admin key are the harness's) and, when wrap is not nil, the engine it returns for
+// startServerWith is startServer with options (a clock, rollups, a logger; the admin
+// key is the harness's, and a nil logger discards) and, when wrap is not nil, the engine it returns for
 // the fake one (to add optional abilities such as ModelLoader).
 func startServerWith(t *testing.T, yaml string, eng *fakeEngine, opts Options, wrap func(*fakeEngine) Engine) *testServer {
 	t.Helper()
@@ -99,7 +99,10 @@ func startServerIn(t *testing.T, dir, yaml string, eng *fakeEngine, opts Options
 			e = wrap(eng)
 		}
 	}
-	opts.Logger, opts.AdminKey = slog.New(slog.NewTextHandler(io.Discard, nil)), "admin-secret"
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	opts.AdminKey = "admin-secret"
 	srv, err := New(mustGatewayConfig(t, cfg), e, tenancy.New(store), opts)
 	if err != nil {
 		t.Fatal(err)

@@ -171,6 +171,9 @@ func New(cfg Config, eng Engine, ten *tenancy.Tenancy, opts Options) (*Server, e
 	if cfg.MaxInFlight == 0 {
 		cfg.MaxInFlight = 1024
 	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = DefaultWriteTimeout
+	}
 	book := cfg.Book
 	if book == nil {
 		var err error
@@ -306,19 +309,43 @@ func New(cfg Config, eng Engine, ten *tenancy.Tenancy, opts Options) (*Server, e
 		NoDefaultServerHeader:        false,
 		NoDefaultContentType:         true,
 		Logger:                       fasthttpLogger{s.log},
+		SecureErrorLogMessage:        true, // fasthttp's errors do not quote the request's headers (handleConnError, fasthttpLogger)
 	}
 	return s, nil
 }
 
+// fasthttpLogger logs fasthttp's own lines at debug level. fasthttp quotes request
+// bytes in its errors (with %q: a header's value, the first and last 200 bytes of
+// the headers), which may hold an Authorization header: an error's text is logged
+// up to its first quote only. SecureErrorLogMessage drops most of them at the
+// source; this covers those it does not (an invalid header value).
 type fasthttpLogger struct{ l *slog.Logger }
 
 func (f fasthttpLogger) Printf(format string, args ...any) {
+	if !f.l.Enabled(context.Background(), slog.LevelDebug) {
+		return
+	}
+	for i, a := range args {
+		if err, ok := a.(error); ok {
+			args[i] = redactedError(err)
+		}
+	}
 	f.l.Debug("fasthttp", "msg", fmt.Sprintf(format, args...))
 }
 
-// Serve serves on ln until Shutdown.
+// redactedError is err's text up to its first quote (fasthttp quotes request bytes).
+func redactedError(err error) string {
+	msg := err.Error()
+	if i := strings.IndexByte(msg, '"'); i >= 0 {
+		return msg[:i] + "[request bytes withheld]"
+	}
+	return msg
+}
+
+// Serve serves on ln until Shutdown. A write to a client that makes no progress for
+// Config.WriteTimeout fails and closes the connection (deadlineConn).
 func (s *Server) Serve(ln net.Listener) error {
-	err := s.http.Serve(ln)
+	err := s.http.Serve(deadlineListener{Listener: ln, d: s.cfg.WriteTimeout})
 	if err != nil {
 		return fmt.Errorf("gateway: %w", err)
 	}
@@ -494,14 +521,26 @@ func (s *Server) ready() bool {
 }
 
 // handleConnError answers errors fasthttp meets before the handler: a body over the
-// configured size (413), or a malformed request.
+// configured size (413), headers over its read buffer (431), a read that timed out
+// (408), or a malformed request (400). The answer never quotes the error: fasthttp's
+// errors quote the request's bytes, Authorization header included.
 func (s *Server) handleConnError(ctx *fasthttp.RequestCtx, err error) {
 	reqID := s.requestID(ctx)
-	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+	var small *fasthttp.ErrSmallBuffer
+	var ne net.Error
+	switch {
+	case errors.Is(err, fasthttp.ErrBodyTooLarge):
 		s.writeError(ctx, reqID, s.tooLarge())
-		return
+	case errors.As(err, &small):
+		s.writeError(ctx, reqID, &apiError{status: 431, typ: "invalid_request_error", code: "request_header_fields_too_large",
+			message: "the request's header fields are too large", reason: "bad_request"})
+	case errors.As(err, &ne) && ne.Timeout(), errors.Is(err, fasthttp.ErrTimeout):
+		s.writeError(ctx, reqID, &apiError{status: 408, typ: "invalid_request_error", code: "request_timeout",
+			message: "the request was not received in time", reason: "bad_request"})
+	default:
+		s.writeError(ctx, reqID, &apiError{status: 400, typ: "invalid_request_error", code: "malformed_request",
+			message: "malformed HTTP request", reason: "bad_request"})
 	}
-	s.writeError(ctx, reqID, badRequest("body", "malformed HTTP request: "+err.Error()))
 }
 
 // bodyFits makes sure a request's body is in memory and within max_body_bytes (it

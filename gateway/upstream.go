@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +26,7 @@ import (
 // fasthttp.HostClient (a keep-alive connection pool per upstream host, shared by the
 // models on it); responses pass through, streams event by event.
 type upstream struct {
+	baseURL string // for the log only: an error body never names it
 	chatURL string // base URL + "/chat/completions"
 	compURL string // base URL + "/completions"
 	model   string // the model's name there
@@ -52,7 +54,7 @@ func newUpstream(id string, cu Upstream, clients map[string]*fasthttp.HostClient
 		}
 		clients[key] = hc
 	}
-	u := &upstream{chatURL: base + "/chat/completions", compURL: base + "/completions", model: cu.Model, timeout: cu.Timeout, client: hc}
+	u := &upstream{baseURL: pu.Redacted(), chatURL: base + "/chat/completions", compURL: base + "/completions", model: cu.Model, timeout: cu.Timeout, client: hc}
 	if cu.APIKey != "" {
 		u.auth = "Bearer " + cu.APIKey
 	}
@@ -149,26 +151,8 @@ func upstreamUsage(b []byte, e *tenancy.Entry) (hasUsage, hasChoices bool) {
 			if d.PeekKind() != '{' {
 				break
 			}
-			d.ReadToken()
-			var prompt, completion int
-			seen := false
-			for d.PeekKind() == '"' {
-				k, err := d.ReadValue()
-				if err != nil {
-					return hasUsage, hasChoices
-				}
-				v, err := d.ReadValue()
-				if err != nil {
-					return hasUsage, hasChoices
-				}
-				switch string(k) {
-				case `"prompt_tokens"`:
-					prompt, seen = jsonInt(v), true
-				case `"completion_tokens"`:
-					completion = jsonInt(v)
-				}
-			}
-			if _, err := d.ReadToken(); err != nil {
+			prompt, completion, seen, ok := usageObject(d)
+			if !ok {
 				return hasUsage, hasChoices
 			}
 			if seen {
@@ -213,6 +197,33 @@ func upstreamUsage(b []byte, e *tenancy.Entry) (hasUsage, hasChoices bool) {
 		}
 	}
 	return hasUsage, hasChoices
+}
+
+// usageObject reads a usage object (the decoder at its '{'): its prompt and
+// completion tokens, and whether it has prompt_tokens (seen). ok is false when the
+// object is not well formed.
+func usageObject(d *jsontext.Decoder) (prompt, completion int, seen, ok bool) {
+	d.ReadToken()
+	for d.PeekKind() == '"' {
+		k, err := d.ReadValue()
+		if err != nil {
+			return 0, 0, false, false
+		}
+		v, err := d.ReadValue()
+		if err != nil {
+			return 0, 0, false, false
+		}
+		switch string(k) {
+		case `"prompt_tokens"`:
+			prompt, seen = jsonInt(v), true
+		case `"completion_tokens"`:
+			completion = jsonInt(v)
+		}
+	}
+	if tok, err := d.ReadToken(); err != nil || tok.Kind() != '}' {
+		return 0, 0, false, false
+	}
+	return prompt, completion, seen, true
 }
 
 // jsonInt reads a JSON integer (0 for anything else).
@@ -298,16 +309,23 @@ func (j *job) runUpstream(ctx *fasthttp.RequestCtx) (done bool, failed *apiError
 	sent := s.now()
 	err = u.client.Do(req, resp)
 	fasthttp.ReleaseRequest(req)
-	if err == nil && resp.StatusCode() >= 500 {
+	why := "could not be reached"
+	switch {
+	case err == nil && resp.StatusCode() >= 500:
+		why = "answered " + strconv.Itoa(resp.StatusCode())
 		err = errors.New("upstream answered " + strconv.Itoa(resp.StatusCode()))
+	case errors.Is(err, fasthttp.ErrTimeout) || errors.Is(err, os.ErrDeadlineExceeded):
+		why = "did not answer in time"
 	}
 	if err != nil {
 		s.pred.End(j.c.m.id)
 		s.pred.Fail(j.c.m.id, s.now())
 		s.metrics.perModel[j.c.m.id].upFailures.Inc()
 		fasthttp.ReleaseResponse(resp)
+		// The cause names the upstream's address: the log has it, the client does not.
+		s.log.Warn("upstream failed", "request_id", j.reqID, "model", j.c.m.id, "url", u.baseURL, "error", err)
 		return false, &apiError{status: 502, typ: "server_error", code: "upstream_error",
-			message: "the upstream server for '" + j.c.m.id + "' failed: " + err.Error(), reason: "upstream"}
+			message: "the upstream server for '" + j.c.m.id + "' " + why, reason: "upstream"}
 	}
 	if j.in.stream { // answering: held until it settles (a plain answer is here whole)
 		j.hold()
@@ -350,28 +368,48 @@ func (j *job) runUpstream(ctx *fasthttp.RequestCtx) (done bool, failed *apiError
 	return true, nil
 }
 
-// streamUpstream relays the upstream's events, flushing each; it keeps the usage
-// event for settling and forwards it only when the client asked for usage.
+// streamUpstream relays the upstream's events, flushing each. Every event is read as
+// JSON (upstreamChunk): its usage is kept for settling, and a client that did not
+// ask for usage gets none (the usage chunk dropped, a "usage" member of any other
+// chunk removed). An event written over several data lines is one event
+// (sse.Reader.NextEvent), relayed as it came.
+//
+// The charge: an answer that finished is charged the usage it reported (none
+// reported: the worst case the request reserved, worstCaseUsage). One that did not
+// finish (the client went away, 499, or the upstream's stream broke, 502) is charged
+// what was relayed (relayedUsage).
 func (j *job) streamUpstream(w *bufio.Writer, resp *fasthttp.Response, sent time.Time) {
 	s := j.s
 	defer fasthttp.ReleaseResponse(resp)
 	e := tenancy.Entry{Status: 200}
 	gone := false
 	var first, last time.Time
-	chunks := 0
-	sawUsage := false
+	chunks, relayed := 0, 0
+	var usage *chunkInfo // the last usage reported
+	var ci chunkInfo
+	var out []byte // an event rewritten without its usage
 	rd := sse.NewReader(resp.BodyStream(), 16<<10)
 	for {
-		data, err := rd.Next()
+		data, err := rd.NextEvent()
 		if err != nil || bytes.Equal(data, []byte("[DONE]")) {
 			break
 		}
-		forward := true
-		if bytes.Contains(data, []byte(`"usage":{`)) || bytes.Contains(data, []byte(`"finish_reason":"`)) {
-			hasUsage, hasChoices := upstreamUsage(data, &e)
-			sawUsage = sawUsage || hasUsage
-			if hasUsage && !hasChoices && !j.in.usage {
-				forward = false // the client did not ask for the usage event
+		forward := data
+		if ok := upstreamChunk(data, &ci); ok {
+			if ci.usage {
+				u := ci
+				usage = &u
+			}
+			if ci.finish != "" {
+				e.Finish = ci.finish
+			}
+			if ci.member && !j.in.usage { // the client did not ask for usage
+				if ci.choices == 0 {
+					forward = nil // the usage chunk
+				} else {
+					out = withoutMember(out[:0], data, `"usage"`)
+					forward = out
+				}
 			}
 		}
 		now := s.now()
@@ -380,15 +418,14 @@ func (j *job) streamUpstream(w *bufio.Writer, resp *fasthttp.Response, sent time
 		}
 		last = now
 		chunks++
-		if forward && !gone {
-			w.WriteString("data: ")
-			w.Write(data)
-			w.WriteString("\n\n")
+		if forward != nil {
+			writeEvent(w, forward)
 			if w.Flush() != nil {
 				gone = true
 				resp.CloseBodyStream() // stop the upstream
 				break
 			}
+			relayed += ci.deltas
 		}
 	}
 	s.pred.End(j.c.m.id)
@@ -401,14 +438,17 @@ func (j *job) streamUpstream(w *bufio.Writer, resp *fasthttp.Response, sent time
 		s.pred.Observe(j.c.m.id, first.Sub(sent), tpot)
 		timing = &engine.Usage{TimeToFirstToken: first.Sub(sent), TimePerOutputToken: tpot}
 	}
-	if !sawUsage && chunks > 0 {
-		j.worstCaseUsage(&e)
-	}
-	if gone {
+	switch {
+	case gone || e.Finish == "":
 		e.Status = 499
-	}
-	if e.Finish == "" && !gone {
-		e.Status = 502 // the upstream ended without finishing
+		if !gone {
+			e.Status = 502 // the upstream ended without finishing
+		}
+		j.relayedUsage(&e, usage, relayed)
+	case usage != nil:
+		e.PromptTokens, e.CompletionTokens = usage.prompt, usage.completion
+	case chunks > 0:
+		j.worstCaseUsage(&e)
 	}
 	if timing != nil {
 		timing.CompletionTokens = e.CompletionTokens
@@ -418,6 +458,198 @@ func (j *job) streamUpstream(w *bufio.Writer, resp *fasthttp.Response, sent time
 		w.WriteString("data: [DONE]\n\n")
 		w.Flush()
 	}
+}
+
+// writeEvent writes one event whose data is data, a data line for each of its lines.
+func writeEvent(w *bufio.Writer, data []byte) {
+	for {
+		line, rest, more := bytes.Cut(data, []byte("\n"))
+		w.WriteString("data: ")
+		w.Write(line)
+		w.WriteByte('\n')
+		if !more {
+			break
+		}
+		data = rest
+	}
+	w.WriteByte('\n')
+}
+
+// relayedUsage charges an upstream stream that did not finish for what was relayed:
+// the completion tokens are the output deltas relayed to the client (each chunk's
+// choices with content, text, a refusal, reasoning or tool calls: an
+// OpenAI-compatible server streams a token per chunk and choice, so this counts the
+// tokens the client was sent, one for each chunk where a server sends several), or
+// the upstream's last usage when it reported one and it is more; the prompt is that
+// usage's, else the bound the request reserved (no usage seen: the upstream's count
+// is not known, and the prompt was sent).
+func (j *job) relayedUsage(e *tenancy.Entry, usage *chunkInfo, relayed int) {
+	e.PromptTokens, e.CompletionTokens = j.c.nPrompt, relayed
+	if usage != nil {
+		e.PromptTokens, e.CompletionTokens = usage.prompt, max(relayed, usage.completion)
+	}
+}
+
+// chunkInfo is what the gateway reads of an upstream's stream chunk (upstreamChunk).
+type chunkInfo struct {
+	member             bool   // the chunk has a "usage" member (an object or null)
+	usage              bool   // ... an object with prompt_tokens
+	prompt, completion int    // the usage's tokens
+	choices            int    // the chunk's choices
+	deltas             int    // choices carrying output (content, text, refusal, reasoning, tool calls)
+	finish             string // the first finish reason in its choices ("": none)
+}
+
+// upstreamChunk reads a stream chunk of an upstream into ci, walking its JSON tokens
+// (any spacing; nested values skipped, never recursed into by this code). It reports
+// false when the chunk is not a JSON object; ci then says nothing.
+func upstreamChunk(b []byte, ci *chunkInfo) bool {
+	*ci = chunkInfo{}
+	p := getDecoder(b)
+	defer putDecoder(p)
+	d := &p.d
+	if tok, err := d.ReadToken(); err != nil || tok.Kind() != '{' {
+		return false
+	}
+	for d.PeekKind() == '"' {
+		name, err := d.ReadValue()
+		if err != nil {
+			return false
+		}
+		switch string(name) {
+		case `"usage"`:
+			ci.member = true
+			if d.PeekKind() == '{' {
+				prompt, completion, seen, ok := usageObject(d)
+				if !ok {
+					return false
+				}
+				if seen {
+					ci.usage, ci.prompt, ci.completion = true, prompt, completion
+				}
+				continue
+			}
+		case `"choices"`:
+			if d.PeekKind() != '[' {
+				break
+			}
+			d.ReadToken()
+			for d.PeekKind() == '{' {
+				ci.choices++
+				if !chunkChoice(d, ci) {
+					return false
+				}
+			}
+			if tok, err := d.ReadToken(); err != nil || tok.Kind() != ']' { // a choice that is not an object
+				return false
+			}
+			continue
+		}
+		if d.SkipValue() != nil {
+			return false
+		}
+	}
+	tok, err := d.ReadToken()
+	return err == nil && tok.Kind() == '}'
+}
+
+// chunkChoice reads one choice of a stream chunk (the decoder at its '{').
+func chunkChoice(d *jsontext.Decoder, ci *chunkInfo) bool {
+	d.ReadToken()
+	output := false
+	for d.PeekKind() == '"' {
+		k, err := d.ReadValue()
+		if err != nil {
+			return false
+		}
+		switch string(k) {
+		case `"finish_reason"`:
+			v, err := d.ReadValue()
+			if err != nil {
+				return false
+			}
+			if len(v) > 0 && v[0] == '"' && ci.finish == "" {
+				ci.finish = finishOf(v)
+			}
+			continue
+		case `"text"`: // completions
+			v, err := d.ReadValue()
+			if err != nil {
+				return false
+			}
+			output = output || len(v) > 2 && v[0] == '"'
+			continue
+		case `"delta"`:
+			if d.PeekKind() != '{' {
+				break
+			}
+			d.ReadToken()
+			for d.PeekKind() == '"' {
+				dk, err := d.ReadValue()
+				if err != nil {
+					return false
+				}
+				v, err := d.ReadValue()
+				if err != nil {
+					return false
+				}
+				switch string(dk) {
+				case `"content"`, `"refusal"`, `"reasoning_content"`, `"reasoning"`:
+					output = output || len(v) > 2 && v[0] == '"'
+				case `"tool_calls"`:
+					output = output || len(v) > 2 && v[0] == '['
+				}
+			}
+			if tok, err := d.ReadToken(); err != nil || tok.Kind() != '}' {
+				return false
+			}
+			continue
+		}
+		if d.SkipValue() != nil {
+			return false
+		}
+	}
+	if tok, err := d.ReadToken(); err != nil || tok.Kind() != '}' {
+		return false
+	}
+	if output {
+		ci.deltas++
+	}
+	return true
+}
+
+// withoutMember appends to dst the JSON object obj without its top-level member
+// quotedName (as written, quoted); the other members are copied raw, in order.
+func withoutMember(dst, obj []byte, quotedName string) []byte {
+	p := getDecoder(obj)
+	defer putDecoder(p)
+	d := &p.d
+	if tok, err := d.ReadToken(); err != nil || tok.Kind() != '{' {
+		return append(dst, obj...)
+	}
+	dst = append(dst, '{')
+	n := 0
+	for d.PeekKind() == '"' {
+		name, err := d.ReadValue()
+		if err != nil {
+			break
+		}
+		v, err := d.ReadValue()
+		if err != nil {
+			break
+		}
+		if string(name) == quotedName {
+			continue
+		}
+		if n > 0 {
+			dst = append(dst, ',')
+		}
+		n++
+		dst = append(dst, name...)
+		dst = append(dst, ':')
+		dst = append(dst, v...)
+	}
+	return append(dst, '}')
 }
 
 // worstCaseUsage charges an answer whose upstream reported no usage at the worst case

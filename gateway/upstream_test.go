@@ -1,17 +1,23 @@
 package gateway
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/openai/openai-go"
 	"github.com/openai/openai-go/option"
 	"github.com/valyala/fasthttp"
 
+	"github.com/lmlite/lmlite/internal/sse"
 	"github.com/lmlite/lmlite/money"
 	"github.com/lmlite/lmlite/tenancy"
 )
@@ -241,4 +247,250 @@ func TestUpstreamUsage(t *testing.T) {
 			t.Errorf("%s: usage %v choices %v %d/%d %q", c.in, u, ch, e.PromptTokens, e.CompletionTokens, e.Finish)
 		}
 	}
+}
+
+// TestUpstreamErrorHidesItsAddress: a 502 from an upstream that cannot be reached
+// does not name the upstream's address (its host and port, its URL) to the client;
+// the server's log does.
+func TestUpstreamErrorHidesItsAddress(t *testing.T) {
+	dead, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := dead.Addr().String()
+	dead.Close() // nothing listens there
+	var logs logBuffer
+	front := startServerWith(t, `
+models:
+  - {id: m, upstream: {base_url: "http://`+addr+`/v1/secret-path"}, prompt_usd_per_1k: 1, completion_usd_per_1k: 1}
+plans: {open: {}}
+tenants: [{id: acme, plan: open}]
+`, nil, Options{Logger: logs.logger()}, nil)
+	for _, stream := range []bool{false, true} {
+		resp, body := front.post("/v1/chat/completions", front.keys["acme"],
+			`{"model":"m","stream":`+strconv.FormatBool(stream)+`,"max_tokens":4,"messages":[{"role":"user","content":"hi"}]}`)
+		if resp.StatusCode != 502 || !strings.Contains(body, `"code":"upstream_error"`) {
+			t.Errorf("stream %v: %d %s", stream, resp.StatusCode, body)
+		}
+		_, port, _ := net.SplitHostPort(addr)
+		if strings.Contains(body, addr) || strings.Contains(body, "127.0.0.1") || strings.Contains(body, port) || strings.Contains(body, "secret-path") {
+			t.Errorf("stream %v: the answer names the upstream: %s", stream, body)
+		}
+	}
+	if !strings.Contains(logs.String(), addr) {
+		t.Errorf("the log does not name the upstream that failed:\n%s", logs.String())
+	}
+}
+
+// sseUpstream serves an OpenAI-compatible event stream on a loopback port: events is
+// called with the stream's writer for each request. It returns the base URL (…/v1).
+func sseUpstream(t *testing.T, events func(w *bufio.Writer)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) {
+		ctx.SetContentType("text/event-stream")
+		ctx.SetBodyStreamWriter(events)
+	}}
+	go up.Serve(ln)
+	t.Cleanup(func() { up.Shutdown() })
+	return "http://" + ln.Addr().String() + "/v1"
+}
+
+// TestUpstreamStreamParsedAsJSON: an upstream's events are read as JSON, not matched
+// byte by byte: a usage written `"usage" : {` with spaces, a finish reason with
+// spaces and a chunk pretty-printed over several data lines (one SSE event) are an
+// answer (200) charged its reported usage. A client that did not ask for usage gets
+// none, neither the usage chunk nor the "usage" members of the other chunks; one that
+// asked gets it.
+func TestUpstreamStreamParsedAsJSON(t *testing.T) {
+	url := sseUpstream(t, func(w *bufio.Writer) {
+		for _, ev := range []string{
+			"data: {\ndata:   \"id\": \"c1\",\ndata:   \"object\": \"chat.completion.chunk\",\ndata:   \"choices\": [\ndata:     {\"index\": 0, \"delta\": {\"role\": \"assistant\", \"content\": \"\"}, \"finish_reason\": null}\ndata:   ],\ndata:   \"usage\": null\ndata: }\n\n",
+			"data: { \"id\" : \"c1\", \"object\" : \"chat.completion.chunk\", \"choices\" : [ { \"index\" : 0, \"delta\" : { \"content\" : \"Hel\" }, \"finish_reason\" : null } ], \"usage\" : null }\n\n",
+			"data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"lo\"},\"finish_reason\":null}]}\n\n",
+			"data: { \"id\" : \"c1\", \"object\" : \"chat.completion.chunk\", \"choices\" : [ { \"index\" : 0, \"delta\" : { }, \"finish_reason\" : \"stop\" } ] }\n\n",
+			"data: { \"id\" : \"c1\", \"object\" : \"chat.completion.chunk\", \"choices\" : [ ],\n" +
+				"data:   \"usage\" : { \"prompt_tokens\" : 7 , \"completion_tokens\" : 2 , \"total_tokens\" : 9 } }\n\n",
+			"data: [DONE]\n\n",
+		} {
+			w.WriteString(ev)
+			w.Flush()
+		}
+	})
+	front := startServer(t, `
+models:
+  - {id: m, upstream: {base_url: "`+url+`"}, prompt_usd_per_1k: 1, completion_usd_per_1k: 2}
+plans: {open: {}}
+tenants: [{id: acme, plan: open}]
+`, nil)
+	for i, usage := range []bool{false, true} {
+		body := `{"model":"m","stream":true,"max_tokens":500,"messages":[{"role":"user","content":"hi"}]}`
+		if usage {
+			body = `{"model":"m","stream":true,"stream_options":{"include_usage":true},"max_tokens":500,"messages":[{"role":"user","content":"hi"}]}`
+		}
+		resp, out := front.post("/v1/chat/completions", front.keys["acme"], body)
+		if resp.StatusCode != 200 || !strings.HasSuffix(out, "data: [DONE]\n\n") {
+			t.Fatalf("usage %v: %d %s", usage, resp.StatusCode, out)
+		}
+		// The client's stream, read as the SDK reads it.
+		var text strings.Builder
+		var got *openai.CompletionUsage
+		rd := sse.NewReader(strings.NewReader(out), 1024)
+		for {
+			ev, err := rd.NextEvent()
+			if err != nil || string(ev) == "[DONE]" {
+				break
+			}
+			var ch openai.ChatCompletionChunk
+			if err := json.Unmarshal(ev, &ch); err != nil {
+				t.Fatalf("usage %v: event %q: %v", usage, ev, err)
+			}
+			for _, c := range ch.Choices {
+				text.WriteString(c.Delta.Content)
+			}
+			if ch.JSON.Usage.Valid() {
+				got = &ch.Usage
+			}
+		}
+		if text.String() != "Hello" {
+			t.Errorf("usage %v: text %q", usage, text.String())
+		}
+		if !usage && strings.Contains(out, `"usage"`) {
+			t.Errorf("usage reached a client that did not ask for it:\n%s", out)
+		}
+		if usage && (got == nil || got.PromptTokens != 7 || got.CompletionTokens != 2) {
+			t.Errorf("the usage asked for: %+v\n%s", got, out)
+		}
+		led := front.ledger()
+		if len(led) != i+1 || led[i].Status != 200 || led[i].PromptTokens != 7 || led[i].CompletionTokens != 2 ||
+			led[i].Cost != money.USD(0.007+0.004) || led[i].Finish != "stop" {
+			t.Errorf("usage %v: ledger %+v", usage, led)
+		}
+	}
+}
+
+// TestUpstreamStreamCancelChargesRelayed: a client that goes away in the middle of an
+// upstream stream (no usage seen yet) is charged what was relayed to it, the content
+// chunks it was sent (one token each) and the prompt's bound, not the worst case of
+// its max_tokens.
+func TestUpstreamStreamCancelChargesRelayed(t *testing.T) {
+	const before = 5 // chunks the client reads before it goes away
+	gone := make(chan struct{})
+	stopped := make(chan int, 1) // chunks the upstream wrote
+	url := sseUpstream(t, func(w *bufio.Writer) {
+		n := 0
+		defer func() { stopped <- n }()
+		chunk := func() error {
+			n++
+			w.WriteString(`data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"tok "},"finish_reason":null}]}` + "\n\n")
+			return w.Flush()
+		}
+		for range before {
+			if chunk() != nil {
+				return
+			}
+		}
+		<-gone
+		for range 200 { // until the gateway closes the stream
+			time.Sleep(20 * time.Millisecond)
+			if chunk() != nil {
+				return
+			}
+		}
+	})
+	front := startServer(t, `
+models:
+  - {id: m, upstream: {base_url: "`+url+`"}, prompt_usd_per_1k: 1, completion_usd_per_1k: 1}
+plans: {open: {}}
+tenants: [{id: acme, plan: open}]
+`, nil)
+	req, _ := http.NewRequest("POST", front.url+"/v1/chat/completions",
+		strings.NewReader(`{"model":"m","stream":true,"max_tokens":1000,"messages":[{"role":"user","content":"hello"}]}`))
+	req.Header.Set("Authorization", "Bearer "+front.keys["acme"])
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd := sse.NewReader(resp.Body, 4096)
+	for i := 0; i < before; {
+		ev, err := rd.NextEvent()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(ev), `"tok "`) {
+			i++
+		}
+	}
+	resp.Body.Close() // the client goes away
+	close(gone)
+	var wrote int
+	select {
+	case wrote = <-stopped:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the upstream stream was not closed after the client went away")
+	}
+	var led []tenancy.Entry
+	for deadline := time.Now().Add(10 * time.Second); len(led) == 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		led = front.ledger()
+	}
+	// prompt bound: 5 bytes + 16 per message.
+	if len(led) != 1 || led[0].Status != 499 || led[0].PromptTokens != 21 || led[0].CompletionTokens < before ||
+		led[0].CompletionTokens > wrote || led[0].Cost != money.Money(int64(21+led[0].CompletionTokens)*1_000_000) {
+		t.Errorf("ledger %+v (the upstream wrote %d chunks)", led, wrote)
+	}
+}
+
+// TestUpstreamChunk reads stream chunks with any spacing: usage, finish reasons and
+// the choices carrying output; and withoutMember drops a chunk's usage member.
+func TestUpstreamChunk(t *testing.T) {
+	cases := []struct {
+		in   string
+		ok   bool
+		want chunkInfo
+	}{
+		{`{"choices":[{"index":0,"delta":{"content":"x"},"finish_reason":null}]}`, true, chunkInfo{choices: 1, deltas: 1}},
+		{`{ "choices" : [ { "delta" : { "content" : "" } } ] , "usage" : null }`, true, chunkInfo{member: true, choices: 1}},
+		{"{\n \"choices\": [],\n \"usage\" : { \"completion_tokens\" : 3, \"prompt_tokens\" : 4 }\n}", true,
+			chunkInfo{member: true, usage: true, prompt: 4, completion: 3}},
+		{`{"choices":[{"text":"a","finish_reason":"length"},{"delta":{"tool_calls":[{"index":0}]}},{"delta":{"role":"assistant"}}]}`, true,
+			chunkInfo{choices: 3, deltas: 2, finish: "length"}},
+		{`{"choices":[{"delta":{"reasoning_content":"hm"},"finish_reason" : "stop"}]}`, true, chunkInfo{choices: 1, deltas: 1, finish: "stop"}},
+		{`{"usage":{"completion_tokens":2}}`, true, chunkInfo{member: true}},
+		{`{"choices":[1]}`, false, chunkInfo{}},
+		{`{"choices":[{"delta":{"content":"x"}}]`, false, chunkInfo{}},
+		{`[DONE]`, false, chunkInfo{}},
+	}
+	for _, c := range cases {
+		var ci chunkInfo
+		if ok := upstreamChunk([]byte(c.in), &ci); ok != c.ok || (ok && ci != c.want) {
+			t.Errorf("%s: %v %+v, want %v %+v", c.in, ok, ci, c.ok, c.want)
+		}
+	}
+	got := withoutMember(nil, []byte("{ \"id\" : \"a\",\n \"usage\" : {\"prompt_tokens\": 1}, \"choices\" : [ ] }"), `"usage"`)
+	if string(got) != `{"id":"a","choices":[ ]}` {
+		t.Errorf("withoutMember: %s", got)
+	}
+}
+
+// FuzzUpstreamChunk: any chunk is read without panicking, and a JSON object without
+// its usage member is still a JSON object, with no usage member.
+func FuzzUpstreamChunk(f *testing.F) {
+	f.Add([]byte(`{"choices":[{"index":0,"delta":{"content":"x"},"finish_reason":null}],"usage":null}`))
+	f.Add([]byte(`{ "choices" : [ ], "usage" : { "prompt_tokens" : 1 } }`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var ci chunkInfo
+		upstreamChunk(b, &ci)
+		if !json.Valid(b) || len(bytes.TrimSpace(b)) == 0 || bytes.TrimSpace(b)[0] != '{' {
+			return
+		}
+		out := withoutMember(nil, b, `"usage"`)
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(out, &m); err != nil {
+			t.Fatalf("%s → %s: %v", b, out, err)
+		}
+		if _, ok := m["usage"]; ok {
+			t.Fatalf("%s → %s: usage kept", b, out)
+		}
+	})
 }
