@@ -107,7 +107,7 @@ func (b *builder) cycleError(cycle []int32) error {
 	if len(names) == 1 {
 		names = append(names, names[0])
 	}
-	return fmt.Errorf("%w: %s (a value would contain itself before any byte of it; recursion must go through an object's property or an array's items)",
+	return fmt.Errorf("%w: a cycle of $ref, anyOf or allOf that writes nothing: %s (a value would contain itself before any byte of it; recursion must go through an object's property or an array's items)",
 		ErrCycle, strings.Join(names, " → "))
 }
 
@@ -127,6 +127,50 @@ func (g *Grammar) checkFlat() error {
 				return fmt.Errorf("grammar: an anyOf nested in an anyOf")
 			}
 		}
+	}
+	return nil
+}
+
+// finite refuses a grammar whose root has no finite value: every value must contain
+// another of itself, through required properties or arrays with minItems (the tool
+// call {"name": ..., "arguments": {"$ref": "#"}}, for instance). A matcher would
+// write such an output until the token limit. It finds the nodes that have a finite
+// value (a fixed point: free values do; an object whose required properties do; an
+// array with no minItems or whose items do; an anyOf with one alternative that
+// does), in passes over the nodes, at most one per node.
+func (b *builder) finite(root int32) error {
+	g := b.g
+	ok := make([]bool, len(g.nodes))
+	for changed := true; changed; {
+		changed = false
+		for i := range g.nodes {
+			if ok[i] {
+				continue
+			}
+			n := &g.nodes[i]
+			v := true
+			switch n.kind {
+			case kObject:
+				for j, p := range n.props {
+					if b.req[int32(i)][j] && !ok[p] {
+						v = false
+					}
+				}
+			case kArray:
+				v = n.minItems == 0 || ok[n.items]
+			case kAnyOf:
+				v = false
+				for _, a := range n.anyOf {
+					v = v || ok[a]
+				}
+			}
+			if v {
+				ok[i], changed = true, true
+			}
+		}
+	}
+	if !ok[root] {
+		return fmt.Errorf("%w: no finite value matches the schema: each value must contain another through required properties or minItems", ErrCycle)
 	}
 	return nil
 }

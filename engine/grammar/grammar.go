@@ -18,7 +18,9 @@ var (
 	// ErrCycle is a schema that can refer back to itself through $ref, anyOf or allOf
 	// before any byte of output (left recursion): no finite value matches it, and a
 	// matcher would go round the cycle forever. It is an ErrSchema.
-	ErrCycle = fmt.Errorf("%w: a cycle of $ref, anyOf or allOf that writes nothing", ErrSchema)
+	// So is a schema whose every value must contain another of itself (a required
+	// property or minItems that recurse): no finite value matches it either.
+	ErrCycle = fmt.Errorf("%w: a recursion that never ends", ErrSchema)
 )
 
 // Limits of a compiled grammar.
@@ -114,6 +116,7 @@ type builder struct {
 	depth int              // objects, arrays and $refs open (MaxDepth)
 	nest  int              // subschemas open (MaxNesting)
 	where map[int32]string // each anyOf node's schema path (a $ref's placeholder: the $ref), for errors
+	req   map[int32][]bool // each object node's required properties, in order (for finite)
 }
 
 // JSONObject returns the grammar of any JSON object: OpenAI's json_object format.
@@ -132,7 +135,7 @@ func JSONValue() *Grammar {
 
 func newBuilder(key string) *builder {
 	g := &Grammar{}
-	b := &builder{g: g, refs: map[string]int32{}, where: map[int32]string{}}
+	b := &builder{g: g, refs: map[string]int32{}, where: map[int32]string{}, req: map[int32][]bool{}}
 	g.anyNode = b.add(node{kind: kAny})
 	g.str = b.add(node{kind: kString, maxLen: -1})
 	g.num = b.add(node{kind: kNumber})
@@ -173,6 +176,9 @@ func CompileSchema(schema []byte) (*Grammar, error) {
 		return nil, err
 	}
 	if err := b.flatten(); err != nil {
+		return nil, err
+	}
+	if err := b.finite(r); err != nil {
 		return nil, err
 	}
 	b.g.root = r
@@ -520,6 +526,11 @@ func (b *builder) obj(s map[string]any, path string) (int32, error) {
 		}
 	}
 	b.g.nodes[idx] = n
+	req := make([]bool, len(names))
+	for i, name := range names {
+		req[i] = required[name]
+	}
+	b.req[idx] = req
 	return idx, nil
 }
 

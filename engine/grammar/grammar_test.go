@@ -540,3 +540,25 @@ func TestSharedAlternativesStayFlat(t *testing.T) {
 		t.Errorf("[1, 2]: allowed %v complete %v", allowed, complete)
 	}
 }
+
+// TestSchemaRejectsEndlessValues: a schema whose every value must contain another
+// (a required property or minItems that recurse) has no finite value: ErrCycle. An
+// optional recursion is fine.
+func TestSchemaRejectsEndlessValues(t *testing.T) {
+	for _, s := range []string{
+		`{"type":"object","properties":{"x":{"$ref":"#"}},"required":["x"]}`,
+		`{"type":"array","items":{"$ref":"#"},"minItems":1}`,
+		`{"$defs":{"a":{"type":"object","properties":{"b":{"$ref":"#/$defs/b"}},"required":["b"]},"b":{"anyOf":[{"$ref":"#/$defs/a"},{"type":"array","minItems":2,"items":{"$ref":"#/$defs/a"}}]}},"$ref":"#/$defs/a"}`,
+	} {
+		if _, err := CompileSchema([]byte(s)); !errors.Is(err, ErrCycle) {
+			t.Errorf("%s: %v, want ErrCycle", s, err)
+		}
+	}
+	for _, s := range []string{
+		`{"type":"object","properties":{"x":{"$ref":"#"}}}`,
+		`{"type":"array","items":{"$ref":"#"}}`,
+		`{"type":"object","properties":{"x":{"anyOf":[{"type":"null"},{"$ref":"#"}]}},"required":["x"]}`,
+	} {
+		mustCompile(t, s)
+	}
+}
