@@ -199,6 +199,9 @@ func (s *Server) Check(tenant, endpoint string, body []byte) (money.Money, error
 	if j.in.stream {
 		return 0, badRequest("stream", "a batch request cannot stream")
 	}
+	if aerr := j.in.feat.checkSchemas(); aerr != nil {
+		return 0, aerr
+	}
 	var h fasthttp.RequestHeader
 	if name := j.in.p.Model; s.peer != nil && forwardable(&h, &j.in) && s.models[name] == nil && pol.AllowsModel(name) {
 		if r, ok := s.remoteModels()[name]; ok {
