@@ -62,6 +62,10 @@ type Options struct {
 	Checker       Checker
 	Poll          time.Duration // the longest a job sleeps before deciding again; 0: 1s
 	MaxRunning    int           // lines running at once over every job; 0: 4 × Concurrency
+	// CrashLimit is how many runs (processes) may die while a line is started before
+	// the next run fails it with CodeCrashed instead of running it again; 0: 2; below
+	// 0: never (a test that kills its processes itself, where no line is to blame).
+	CrashLimit int
 	// Queue carries the lines to the workers that run them; nil: InProcess. With
 	// RedisQueue the lines of this process's jobs run on every process sharing the
 	// Redis, and this process runs theirs.
@@ -82,8 +86,12 @@ type Manager struct {
 	q     Queue
 	quiet chan struct{} // closed once the queue delivers nothing more (after Close)
 
-	mu     sync.Mutex
-	active map[string]*driverChans
+	runID uint64 // this run's id, in the marks of the lines it starts (started.go)
+
+	mu      sync.Mutex // guards active, running and solo
+	active  map[string]*driverChans
+	running int   // lines the drivers started and have not had back
+	solo    *solo // a line on probation running alone, nil if none
 }
 
 // driverChans are a running job driver's inputs.
@@ -112,9 +120,12 @@ func NewManager(store *Store, run LineRunner, opts Options) *Manager {
 	if opts.Queue == nil {
 		opts.Queue = NewInProcess()
 	}
+	if opts.CrashLimit == 0 {
+		opts.CrashLimit = 2
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{store: store, run: run, opts: opts, ctx: ctx, cancel: cancel, active: map[string]*driverChans{},
-		q: opts.Queue, quiet: make(chan struct{})}
+		q: opts.Queue, quiet: make(chan struct{}), runID: newRunID()}
 	m.q.Run(ctx, run, opts.MaxRunning, m.deliver)
 	return m
 }
@@ -319,9 +330,40 @@ func (m *Manager) drive(j *Job, ch *driverChans, resumed bool) error {
 			reserved += lines[i].Worst
 		}
 	}
+	m.mu.Lock()
+	m.running += len(inflight)
+	m.mu.Unlock()
+	// Lines that were running when an earlier run died (marked started, neither
+	// committed nor in flight): started in two runs that died, the line is failed
+	// (CodeCrashed), not run a third time; in one, it is on probation: it runs first,
+	// alone (admit).
+	suspects := map[int]bool{}
+	if resumed {
+		idx, runs, err := st.crashes(j.ID)
+		if err != nil {
+			return err
+		}
+		var failed []Result
+		failed, suspects = quarantine(lines, idx, runs, m.opts.CrashLimit, func(i int) bool { return committed[i] || inflight[i] != nil })
+		if len(failed) > 0 {
+			if err := st.commit(j, failed); err != nil {
+				return err
+			}
+			for _, r := range failed {
+				committed[r.Index] = true
+				m.opts.Logger.Warn("batch: a line was running when the process died twice: failed, not run again",
+					"job", j.ID, "line", r.Index+1, "custom_id", r.CustomID, "code", CodeCrashed)
+			}
+		}
+	}
 	var pending []*Line
 	for _, l := range RunOrder(lines) {
-		if !committed[l.Index] && inflight[l.Index] == nil {
+		if !committed[l.Index] && inflight[l.Index] == nil && suspects[l.Index] {
+			pending = append(pending, l)
+		}
+	}
+	for _, l := range RunOrder(lines) {
+		if !committed[l.Index] && inflight[l.Index] == nil && !suspects[l.Index] {
 			pending = append(pending, l)
 		}
 	}
@@ -329,6 +371,15 @@ func (m *Manager) drive(j *Job, ch *driverChans, resumed bool) error {
 	var waiting []chan Job
 	var leftover []Outcome // taken off ch.results while closing
 	defer func() {         // on Close: take the outcomes of lines that ran, and commit them
+		var open []int // the lines in flight: not committed below, their marks are taken back
+		for i := range inflight {
+			open = append(open, i)
+		}
+		defer func() {
+			for _, i := range open {
+				m.finished(j.ID, i)
+			}
+		}()
 		take := func(o Outcome) {
 			if inflight[o.Index] != nil && o.Resp.Refused == Ran && o.Resp.StatusCode != 499 {
 				leftover = append(leftover, o)
@@ -357,8 +408,10 @@ func (m *Manager) drive(j *Job, ch *driverChans, resumed bool) error {
 			}
 		}
 		var rs []Result
+		done := map[int]bool{}
 		for _, o := range leftover {
 			rs = append(rs, m.result(j, &lines[o.Index], o.Resp))
+			done[o.Index] = true
 		}
 		if len(rs) > 0 {
 			if err := st.commit(j, rs); err != nil {
@@ -368,6 +421,15 @@ func (m *Manager) drive(j *Job, ch *driverChans, resumed bool) error {
 			for _, o := range leftover {
 				m.settle(o)
 			}
+		}
+		var back []int
+		for _, i := range open {
+			if !done[i] {
+				back = append(back, i)
+			}
+		}
+		if err := st.unmarkStarted(j.ID, back, m.runID); err != nil {
+			m.opts.Logger.Error("batch", "job", j.ID, "error", err)
 		}
 	}()
 	timer := time.NewTimer(time.Hour)
@@ -405,11 +467,41 @@ func (m *Manager) drive(j *Job, ch *driverChans, resumed bool) error {
 			w <- *j
 		}
 		waiting = waiting[:0]
-		for range d.Start {
-			l := pending[0]
+		// The lines to start: a line on probation only when no line runs, and alone.
+		var starting []*Line
+		for n := 0; n < d.Start && n < len(pending); n++ {
+			l := pending[n]
+			if !m.admit(j.ID, l.Index, suspects[l.Index]) {
+				break
+			}
+			starting = append(starting, l)
+			if suspects[l.Index] {
+				break
+			}
+		}
+		// Marked started before they run, so that a death while they run is counted.
+		var idx []int
+		for _, l := range starting {
+			idx = append(idx, l.Index)
+		}
+		if len(idx) > 0 {
+			if err := st.markStarted(j.ID, idx, m.runID); err != nil {
+				for _, l := range starting {
+					m.finished(j.ID, l.Index)
+				}
+				return err
+			}
+		}
+		for k, l := range starting {
 			req := Request{Tenant: j.Tenant, KeyID: j.KeyID, Endpoint: j.Endpoint, RequestID: fmt.Sprintf("%s-%d", j.ID, l.Index),
 				Body: l.Body, MaxCost: l.Worst, Retry: resumed}
 			if err := m.q.Submit(ctx, Task{Job: j.ID, Index: l.Index, Req: req}); err != nil {
+				for _, l := range starting[k:] {
+					m.finished(j.ID, l.Index)
+				}
+				if err := st.unmarkStarted(j.ID, idx[k:], m.runID); err != nil {
+					m.opts.Logger.Error("batch", "job", j.ID, "error", err)
+				}
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
@@ -459,6 +551,7 @@ func (m *Manager) drive(j *Job, ch *driverChans, resumed bool) error {
 					continue
 				}
 				delete(inflight, o.Index)
+				m.finished(j.ID, o.Index)
 				reserved -= l.Worst
 				settled = append(settled, o)
 				switch o.Resp.Refused {
@@ -473,8 +566,15 @@ func (m *Manager) drive(j *Job, ch *driverChans, resumed bool) error {
 				}
 				rs = append(rs, m.result(j, l, o.Resp))
 			}
-			if len(refused) > 0 { // back to the front of the queue, in their run order
+			if len(refused) > 0 { // back to the front of the queue, in their run order, unmarked (they did not run)
 				pending = append(refused, pending...)
+				var idx []int
+				for _, l := range refused {
+					idx = append(idx, l.Index)
+				}
+				if err := st.unmarkStarted(j.ID, idx, m.runID); err != nil {
+					return err
+				}
 			}
 			if len(rs) > 0 {
 				if err := st.commit(j, rs); err != nil {

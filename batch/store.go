@@ -120,7 +120,7 @@ func OpenStore(dir string) (*Store, error) {
 		return nil, fmt.Errorf("batch: %w", err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketFiles, bucketJobs, bucketLines} {
+		for _, b := range [][]byte{bucketFiles, bucketJobs, bucketLines, bucketStarted} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -404,6 +404,9 @@ func (s *Store) commit(j *Job, rs []Result) error {
 			} else {
 				next.Counts.Failed++
 			}
+		}
+		if err := deleteMarks(tx, j.ID, rs); err != nil {
+			return err
 		}
 		return putJob(tx, &next)
 	})

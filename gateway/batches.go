@@ -57,7 +57,8 @@ func (s *Server) startBatches(st *batch.Store, conc int, q batch.Queue) error {
 		}
 		return 0
 	}
-	b.m = batch.NewManager(st, s, batch.Options{Concurrency: conc, ConcurrencyOf: concOf, Now: s.now, Logger: s.log, Checker: s, Queue: q})
+	b.m = batch.NewManager(st, s, batch.Options{Concurrency: conc, ConcurrencyOf: concOf, Now: s.now, Logger: s.log, Checker: s, Queue: q,
+		CrashLimit: s.batchCrashLimit})
 	s.batches = b
 	if err := s.metrics.reg.Register(&batchCollector{st: st, log: s.log}); err != nil {
 		return err
