@@ -135,37 +135,51 @@ func (g *Grammar) checkFlat() error {
 // another of itself, through required properties or arrays with minItems (the tool
 // call {"name": ..., "arguments": {"$ref": "#"}}, for instance). A matcher would
 // write such an output until the token limit. It finds the nodes that have a finite
-// value (a fixed point: free values do; an object whose required properties do; an
-// array with no minItems or whose items do; an anyOf with one alternative that
-// does), in passes over the nodes, at most one per node.
+// value, from the free values up (an object once its required properties have one,
+// an array with minItems once its items have one, an anyOf once an alternative
+// has): a worklist over the nodes' parents, linear in the grammar's size.
 func (b *builder) finite(root int32) error {
 	g := b.g
 	ok := make([]bool, len(g.nodes))
-	for changed := true; changed; {
-		changed = false
-		for i := range g.nodes {
-			if ok[i] {
+	need := make([]int, len(g.nodes)) // children still without a finite value that a node needs
+	parents := make([][]int32, len(g.nodes))
+	var work []int32
+	for i := range g.nodes {
+		n := &g.nodes[i]
+		switch n.kind {
+		case kObject:
+			for j, p := range n.props {
+				if b.req[int32(i)][j] {
+					need[i]++
+					parents[p] = append(parents[p], int32(i))
+				}
+			}
+		case kArray:
+			if n.minItems > 0 {
+				need[i] = 1
+				parents[n.items] = append(parents[n.items], int32(i))
+			}
+		case kAnyOf:
+			need[i] = 1
+			for _, a := range n.anyOf {
+				parents[a] = append(parents[a], int32(i))
+			}
+		}
+		if need[i] == 0 {
+			ok[i] = true
+			work = append(work, int32(i))
+		}
+	}
+	for len(work) > 0 {
+		c := work[len(work)-1]
+		work = work[:len(work)-1]
+		for _, p := range parents[c] {
+			if ok[p] {
 				continue
 			}
-			n := &g.nodes[i]
-			v := true
-			switch n.kind {
-			case kObject:
-				for j, p := range n.props {
-					if b.req[int32(i)][j] && !ok[p] {
-						v = false
-					}
-				}
-			case kArray:
-				v = n.minItems == 0 || ok[n.items]
-			case kAnyOf:
-				v = false
-				for _, a := range n.anyOf {
-					v = v || ok[a]
-				}
-			}
-			if v {
-				ok[i], changed = true, true
+			if need[p]--; need[p] == 0 {
+				ok[p] = true
+				work = append(work, p)
 			}
 		}
 	}

@@ -121,6 +121,8 @@ func TestSchemaErrors(t *testing.T) {
 		{`not json`, ErrSchema},
 		{`{"type":"string"} x`, ErrSchema},
 		{`false`, ErrSchema},
+		{strings.Repeat(`{"type":"object","additionalProperties":`, 150) + `{"type":"string"}` + strings.Repeat(`}`, 150), ErrSchema}, // MaxNesting
+		{`{"anyOf":[` + strings.Repeat(`{"type":"integer"},`, MaxAlts) + `{"type":"integer"}]}`, ErrUnsupported},                      // MaxAlts
 	} {
 		if _, err := CompileSchema([]byte(tc.schema)); !errors.Is(err, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.schema, err, tc.want)
