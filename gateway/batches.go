@@ -200,7 +200,7 @@ func (s *Server) Check(tenant, endpoint string, body []byte) (money.Money, error
 	if j.in.stream {
 		return 0, badRequest("stream", "a batch request cannot stream")
 	}
-	if aerr := j.in.feat.checkSchemas(); aerr != nil {
+	if aerr := j.in.feat.checkSchemas(s.eng); aerr != nil {
 		return 0, aerr
 	}
 	var h fasthttp.RequestHeader

@@ -357,9 +357,15 @@ func (j *job) planFeatures(m *model, p *plan) *apiError {
 // or (under tool_choice required or named) a tool's parameters that cycle without
 // writing (grammar.ErrCycle). Server.Check runs it on each batch line at create time,
 // so such a line fails validation even when it would run on another process.
-func (f *features) checkSchemas() *apiError {
+// It compiles with eng's CompileSchema when eng has Features (cached: planFeatures
+// compiles the same schemas next), else with grammar.CompileSchema.
+func (f *features) checkSchemas(eng Engine) *apiError {
+	compile := grammar.CompileSchema
+	if fe, ok := eng.(Features); ok {
+		compile = fe.CompileSchema
+	}
 	if f.format == formatJSONSchema {
-		if _, err := grammar.CompileSchema(f.schema); errors.Is(err, grammar.ErrCycle) {
+		if _, err := compile(f.schema); errors.Is(err, grammar.ErrCycle) {
 			return badRequest("response_format.json_schema.schema", "the schema is not supported: "+err.Error())
 		}
 	}
@@ -370,7 +376,7 @@ func (f *features) checkSchemas() *apiError {
 		if len(t.Parameters) == 0 || f.choice == toolNamed && t.Name != f.named {
 			continue
 		}
-		if _, err := grammar.CompileSchema(t.Parameters); errors.Is(err, grammar.ErrCycle) {
+		if _, err := compile(t.Parameters); errors.Is(err, grammar.ErrCycle) {
 			return badRequest("tools["+strconv.Itoa(i)+"].function.parameters", "the parameters schema is not supported: "+err.Error())
 		}
 	}
