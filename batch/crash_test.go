@@ -3,9 +3,11 @@ package batch
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -200,5 +202,68 @@ func TestResumeQuarantinesAndIsolatesSuspects(t *testing.T) {
 	}
 	if g.most != 1 {
 		t.Errorf("%d lines on probation ran at once, want 1", g.most)
+	}
+}
+
+// soloRunner is a fakeRunner taking 20-60 ms a line that records, for each request,
+// how many lines were running when it started.
+type soloRunner struct {
+	fakeRunner
+	mu      sync.Mutex
+	now     int
+	startAt map[string]int
+}
+
+func (s *soloRunner) RunLine(ctx context.Context, r Request) Response {
+	s.mu.Lock()
+	s.now++
+	s.startAt[r.RequestID] = s.now
+	s.mu.Unlock()
+	defer func() { s.mu.Lock(); s.now--; s.mu.Unlock() }()
+	time.Sleep(time.Duration(20+rand.IntN(40)) * time.Millisecond) // lines overlap: the running seldom all end at once
+	return s.fakeRunner.RunLine(ctx, r)
+}
+
+// A line on probation runs alone across jobs, and a busy job does not starve it: the
+// manager stops starting other lines until the running ones end and it has run.
+func TestProbationDrainsOtherJobs(t *testing.T) {
+	s, err := OpenStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	m := NewManager(s, &fakeRunner{delay: time.Hour}, Options{Checker: price, Concurrency: 4})
+	x := startJob(t, m, 4, 0)
+	y := startJob(t, m, 3000, 0)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+		a, _, _ := s.crashes(x.ID)
+		b, _, _ := s.crashes(y.ID)
+		if len(a) == 4 && len(b) == 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the lines did not start")
+		}
+	}
+	m.Close()
+	if err := s.markStarted(x.ID, []int{0, 1, 2, 3}, 11); err != nil { // a run that died
+		t.Fatal(err)
+	}
+	r := &soloRunner{startAt: map[string]int{}}
+	m = NewManager(s, r, Options{Checker: price, Concurrency: 8, Poll: 5 * time.Millisecond})
+	defer m.Close()
+	if err := m.Start(); err != nil {
+		t.Fatal(err)
+	}
+	x = waitTerminal(t, s, x.ID)
+	if y, _ = s.Job("t1", y.ID); y.Status.Terminal() {
+		t.Errorf("the lines on probation waited for the other job to end")
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := range 4 {
+		if n := r.startAt[fmt.Sprintf("%s-%d", x.ID, i)]; n != 1 {
+			t.Errorf("line %d on probation started with %d lines running", i, n)
+		}
 	}
 }

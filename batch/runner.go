@@ -88,10 +88,11 @@ type Manager struct {
 
 	runID uint64 // this run's id, in the marks of the lines it starts (started.go)
 
-	mu      sync.Mutex // guards active, running and solo
+	mu      sync.Mutex // guards active, running, solo and want
 	active  map[string]*driverChans
 	running int   // lines the drivers started and have not had back
 	solo    *solo // a line on probation running alone, nil if none
+	want    *solo // a line on probation waiting for the running lines to end, nil if none
 }
 
 // driverChans are a running job driver's inputs.
@@ -243,6 +244,7 @@ func (m *Manager) spawn(j Job, resumed bool) {
 			m.mu.Lock()
 			delete(m.active, j.ID)
 			m.mu.Unlock()
+			m.dropWant(j.ID)
 		}()
 		if err := m.drive(&j, ch, resumed); err != nil && m.ctx.Err() == nil {
 			m.opts.Logger.Error("batch", "job", j.ID, "error", err)
@@ -330,9 +332,6 @@ func (m *Manager) drive(j *Job, ch *driverChans, resumed bool) error {
 			reserved += lines[i].Worst
 		}
 	}
-	m.mu.Lock()
-	m.running += len(inflight)
-	m.mu.Unlock()
 	// Lines that were running when an earlier run died (marked started, neither
 	// committed nor in flight): started in two runs that died, the line is failed
 	// (CodeCrashed), not run a third time; in one, it is on probation: it runs first,
@@ -370,7 +369,10 @@ func (m *Manager) drive(j *Job, ch *driverChans, resumed bool) error {
 	var pausedUntil, retryAt time.Time
 	var waiting []chan Job
 	var leftover []Outcome // taken off ch.results while closing
-	defer func() {         // on Close: take the outcomes of lines that ran, and commit them
+	m.mu.Lock()
+	m.running += len(inflight) // the lines still in flight after a restart (released below)
+	m.mu.Unlock()
+	defer func() { // on Close: take the outcomes of lines that ran, and commit them
 		var open []int // the lines in flight: not committed below, their marks are taken back
 		for i := range inflight {
 			open = append(open, i)

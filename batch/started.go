@@ -131,18 +131,39 @@ type solo struct {
 }
 
 // admit reserves a start of job's line index for a driver: false while a line on
-// probation runs, and for a line on probation (suspect) while any line runs.
+// probation runs, and for a line on probation (suspect) while any line runs. A
+// suspect refused for the lines running asks for the Manager to drain (want): no
+// other line starts until it has run, so that a busy job cannot starve it.
 func (m *Manager) admit(job string, index int, suspect bool) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.solo != nil || suspect && m.running > 0 {
+	me := solo{job, index}
+	if m.solo != nil || !suspect && m.want != nil {
+		return false
+	}
+	if suspect && m.running > 0 {
+		if m.want == nil {
+			m.want = &me
+		}
 		return false
 	}
 	m.running++
 	if suspect {
-		m.solo = &solo{job, index}
+		m.solo = &me
+		if m.want != nil && *m.want == me {
+			m.want = nil
+		}
 	}
 	return true
+}
+
+// dropWant forgets job's request to drain (its driver ended).
+func (m *Manager) dropWant(job string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.want != nil && m.want.job == job {
+		m.want = nil
+	}
 }
 
 // finished releases what admit reserved for job's line index.
