@@ -85,3 +85,40 @@ func postJSON(t *testing.T, url, key, body string) (int, string) {
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
 }
+
+// TestDeepJSONIs400: JSON nested far deeper than any limit, in a message's content,
+// a tool's parameters or a response_format schema, is never a stack overflow: the
+// request decoder refuses 10,000 levels (400); below that, a tool's parameters
+// rendered into the template stop at 128 levels and a schema at 256 levels of JSON or
+// 128 of subschemas (400; a schema that is not strict falls back to any JSON object,
+// as for any schema outside the subset; an unknown member of a content part is
+// skipped), and the server serves the next request.
+func TestDeepJSONIs400(t *testing.T) {
+	es := startEngineServer(t)
+	deep := func(n int) string { return strings.Repeat(`{"a":`, n) + `1` + strings.Repeat(`}`, n) }
+	const head = `{"model":"tiny","max_tokens":4,`
+	for _, n := range []int{300, 5000, 20000} {
+		decoded := 200 // what a body whose depth the decoder takes is answered when nothing else refuses it
+		if n > 10000 {
+			decoded = 400
+		}
+		for _, tc := range []struct {
+			name, body string
+			code       int
+		}{
+			{"content part", head + `"messages":[{"role":"user","content":[{"type":"text","text":"x","x":` + deep(n) + `}]}]}`, decoded},
+			{"tool auto", head + `"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f","parameters":` + deep(n) + `}}]}`, 400},
+			{"tool required", head + `"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f","parameters":` + deep(n) + `}}],"tool_choice":"required"}`, 400},
+			{"strict schema", head + `"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"x","strict":true,"schema":` + deep(n) + `}}}`, 400},
+			{"schema", head + `"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"object","properties":{"p":` +
+				strings.Repeat(`{"type":"object","additionalProperties":`, n) + `{}` + strings.Repeat(`}`, n) + `}}}}}`, decoded},
+		} {
+			if code, got := postJSON(t, es.url+"/chat/completions", es.key, tc.body); code != tc.code {
+				t.Errorf("%s, depth %d: %d %.300s", tc.name, n, code, got)
+			}
+		}
+	}
+	if code, got := postJSON(t, es.url+"/chat/completions", es.key, head+`"messages":[{"role":"user","content":"hi"}]}`); code != 200 {
+		t.Fatalf("a plain request after: %d %s", code, got)
+	}
+}
