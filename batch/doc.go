@@ -9,12 +9,19 @@
 // Store keeps each file as a file under dir/files (up to MaxFileBytes and
 // MaxFileLines; PutFile streams it to disk and stops reading once a limit is passed)
 // and its metadata, the jobs and every line's result in an embedded
-// bbolt database (dir/batch.db). Every file and job belongs to one tenant; another
-// tenant's id is ErrNotFound.
+// bbolt database (dir/batch.db). Every file and job belongs to one tenant and is
+// keyed by tenant and id, so another tenant's id is ErrNotFound by the same single
+// lookup as a missing one. Ids are random (crypto/rand): they say nothing of when
+// they were made. PutFileWith counts an upload against its tenant's FileLimits as its
+// bytes arrive (QuotaError); files carry an expiry (ExpiresAt; DefaultFileExpiry for
+// a job's output and error files), and Store.Sweep, run by the Manager every
+// Options.SweepEvery, deletes the expired ones (an input file once its job ended).
+// OpenStore removes what interrupted uploads left (*.tmp) and moves a store written
+// before files and jobs were keyed by tenant to the new keys, ids unchanged.
 //
 // # Lifecycle
 //
-// Validate checks an input file with line numbers (bad JSON, missing or duplicate
+// Validate (ValidateTo as a stream) checks an input file with line numbers (bad JSON, missing or duplicate
 // custom_id, a url other than the batch's endpoint, what the Checker refuses: a model
 // or tier the plan forbids) and prices each line's worst case. Decide is the rest of
 // the lifecycle as a pure function of the job's View (status, the pending lines'
@@ -39,7 +46,14 @@
 // # Running and durability
 //
 // Manager owns one goroutine per unfinished job (its driver) that applies Decide's
-// decisions and starts up to Options.Concurrency lines at once, in RunOrder; a
+// decisions and starts up to Options.Concurrency lines at once, in RunOrder. A job's
+// validation writes its plan to the store (plan.go: each line's place in the input
+// file, its custom_id and worst case, the run order), and the driver reads the plan a
+// few lines at a time and each line's body from the input file (held open) when the
+// line starts: a job, running or paused, holds at most a few of its lines in memory,
+// whatever its size; a resumed job reads its plan rather than validating again.
+// Create refuses a job past its tenant's Options.MaxUnfinishedOf (TooManyError)
+// before anything of it is read. A
 // started line goes through a Queue to whatever runs it, and its Outcome comes back
 // to the driver, the only one that reserves and settles against the cap. InProcess
 // runs the lines on this process (at most Options.MaxRunning at once); RedisQueue
@@ -72,6 +86,11 @@
 // such runs, the line is failed with CodeCrashed (line_crashed_server, in the error
 // file) and not run again; started in fewer, it is on probation: it runs alone, no
 // other line of any job of the Manager beside it, so that a second death is its own
-// and not its neighbours'. (Lines a RedisQueue runs on other processes are counted
-// by the driver that submits them; a worker's deaths are MaxDeliveries'.)
+// and not its neighbours'. The marks are kept by the store beside the plan, keyed by
+// line index: at a resume the marked lines neither committed nor in flight are read
+// from the plan by index, and those on probation go first in the driver's window of
+// pending lines (as plan entries, their bodies read when they start: no more lines
+// are held than were running when the process died). (Lines a RedisQueue runs on
+// other processes are counted by the driver that submits them; a worker's deaths are
+// MaxDeliveries'.)
 package batch

@@ -3,7 +3,9 @@ package batch
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -57,11 +59,17 @@ type Options struct {
 	// ConcurrencyOf, when set and above 0 for a job's tenant (its plan's
 	// batch_max_concurrency), replaces Concurrency for that tenant's jobs.
 	ConcurrencyOf func(tenant string) int
-	Now           func() time.Time
-	Logger        *slog.Logger
-	Checker       Checker
-	Poll          time.Duration // the longest a job sleeps before deciding again; 0: 1s
-	MaxRunning    int           // lines running at once over every job; 0: 4 × Concurrency
+	// MaxUnfinishedOf, when set and above 0 for a tenant (its plan's
+	// batch_max_unfinished), bounds its jobs not yet ended: Create refuses one more
+	// (TooManyError).
+	MaxUnfinishedOf func(tenant string) int
+	// SweepEvery is how often expired files are deleted (Store.Sweep); 0: a minute.
+	SweepEvery time.Duration
+	Now        func() time.Time
+	Logger     *slog.Logger
+	Checker    Checker
+	Poll       time.Duration // the longest a job sleeps before deciding again; 0: 1s
+	MaxRunning int           // lines running at once over every job; 0: 4 × Concurrency
 	// CrashLimit is how many runs (processes) may die while a line is started before
 	// the next run fails it with CodeCrashed instead of running it again; 0: 2; below
 	// 0: never (a test that kills its processes itself, where no line is to blame).
@@ -93,10 +101,13 @@ type Manager struct {
 	running int   // lines the drivers started and have not had back
 	solo    *solo // a line on probation running alone, nil if none
 	want    *solo // a line on probation waiting for the running lines to end, nil if none
+
+	createMu sync.Mutex // held while a job is counted against its tenant's bound and made
 }
 
 // driverChans are a running job driver's inputs.
 type driverChans struct {
+	tenant  string
 	cancels chan chan Job // cancel requests
 	results chan Outcome  // its lines' outcomes
 }
@@ -183,6 +194,7 @@ func (m *Manager) Start() error {
 	for i := range js {
 		m.spawn(js[i], true)
 	}
+	m.startSweeper()
 	return nil
 }
 
@@ -197,18 +209,8 @@ func (m *Manager) Close() {
 
 // Create makes a job of tenant over its input file and starts it (validating).
 func (m *Manager) Create(tenant, keyID, inputFileID, endpoint, window string, meta map[string]string, cap money.Money) (Job, error) {
-	if _, err := m.store.File(tenant, inputFileID); err != nil {
-		return Job{}, err
-	}
-	now := m.opts.Now()
-	j := Job{ID: newID("batch_", now), Tenant: tenant, KeyID: keyID, InputFileID: inputFileID, Endpoint: endpoint,
-		CompletionWindow: window, Metadata: meta, Cap: cap, Status: Validating, CreatedAt: now.Unix(),
-		ExpiresAt: now.Add(24 * time.Hour).Unix()}
-	if err := m.store.saveJob(&j); err != nil {
-		return Job{}, err
-	}
-	m.spawn(j, false)
-	return j, nil
+	return m.CreateJob(Job{Tenant: tenant, KeyID: keyID, InputFileID: inputFileID, Endpoint: endpoint,
+		CompletionWindow: window, Metadata: meta, Cap: cap})
 }
 
 // Cancel asks tenant's job id to stop; it returns the job as it then is.
@@ -233,7 +235,7 @@ func (m *Manager) Cancel(tenant, id string) (Job, error) {
 }
 
 func (m *Manager) spawn(j Job, resumed bool) {
-	ch := &driverChans{cancels: make(chan chan Job), results: make(chan Outcome, 2*m.concurrency(j.Tenant))}
+	ch := &driverChans{tenant: j.Tenant, cancels: make(chan chan Job), results: make(chan Outcome, 2*m.concurrency(j.Tenant))}
 	m.mu.Lock()
 	m.active[j.ID] = ch
 	m.mu.Unlock()
@@ -259,22 +261,37 @@ func (m *Manager) drive(j *Job, ch *driverChans, resumed bool) error {
 	if j.Target != "" { // crashed while writing the files of a terminal status
 		return m.finishEnded(j)
 	}
-	validate := func() ([]Line, []LineError, error) {
-		f, _, err := st.Open(j.Tenant, j.InputFileID)
-		if err != nil {
-			return nil, nil, err
-		}
-		defer f.Close()
-		lines, errs := Validate(f, j.Tenant, j.Endpoint, m.opts.Checker)
-		return lines, errs, nil
-	}
-	lines, errs, err := validate()
+	// The input file stays open while the job runs: its lines are read from it as
+	// they start (a deleted or swept file is still read; its name is gone).
+	in, _, err := st.Open(j.Tenant, j.InputFileID)
 	if err != nil {
 		j.Status, j.FailedAt = Failed, m.opts.Now().Unix()
 		j.Errors = []LineError{{Code: "invalid_input_file", Message: "the input file is gone: " + err.Error()}}
 		return st.saveJob(j)
 	}
-	// A job resumed after a restart validates again, to price its lines. A line
+	defer in.Close()
+	// Validation prices the lines into the job's plan (plan.go), kept by the store:
+	// the job holds none of its lines in memory.
+	total, planned, err := st.planned(j.ID)
+	if err != nil {
+		return err
+	}
+	var errs []LineError
+	validate := func() error {
+		if _, err := in.Seek(0, io.SeekStart); err != nil {
+			return err
+		}
+		var err error
+		total, errs, err = st.planLines(j, in, m.opts.Checker)
+		return err
+	}
+	if !planned {
+		if err := validate(); err != nil {
+			return err
+		}
+	}
+	// A job resumed after a restart whose plan was not written (it was made before
+	// plans were) validates again, to price its lines. A line
 	// naming a model only other processes serve validates once this process's
 	// registry sees one of them (a second after its start; longer if they are all
 	// down): until then the job waits, answering cancel requests as it is.
@@ -294,8 +311,8 @@ func (m *Manager) drive(j *Job, ch *driverChans, resumed bool) error {
 		case <-t.C:
 		}
 		t.Stop()
-		if lines, errs, err = validate(); err != nil {
-			return fmt.Errorf("the input file is gone: %w", err)
+		if err := validate(); err != nil {
+			return fmt.Errorf("the input file: %w", err)
 		}
 	}
 	if j.Status == Validating {
@@ -304,18 +321,14 @@ func (m *Manager) drive(j *Job, ch *driverChans, resumed bool) error {
 			j.Status, j.FailedAt, j.Errors = Failed, now.Unix(), errs
 			return st.saveJob(j)
 		}
-		j.Status, j.InProgressAt, j.Counts.Total = InProgress, now.Unix(), len(lines)
+		j.Status, j.InProgressAt, j.Counts.Total = InProgress, now.Unix(), total
 		if err := st.saveJob(j); err != nil {
 			return err
 		}
 	}
 	ctx := m.ctx
-	// The lines not yet committed, in order; after a restart, those the queue still
-	// has in flight count as running (their worst case reserved again).
-	committed := map[int]bool{}
-	if err := st.results(j.ID, func(r Result) error { committed[r.Index] = true; return nil }); err != nil {
-		return err
-	}
+	// After a restart, the lines the queue still has in flight count as running
+	// (their worst case reserved again).
 	inflight := map[int]*Line{}
 	var reserved money.Money
 	if resumed {
@@ -324,51 +337,100 @@ func (m *Manager) drive(j *Job, ch *driverChans, resumed bool) error {
 			return fmt.Errorf("lines in flight: %w", err)
 		}
 		for _, i := range ids {
-			if committed[i] || i < 0 || i >= len(lines) {
+			var l Line
+			done, err := st.committed(j.ID, i)
+			if err == nil && !done && i >= 0 && i < j.Counts.Total {
+				l, err = st.plannedLine(j.ID, i)
+			}
+			if err != nil || done || i < 0 || i >= j.Counts.Total {
 				m.settle(Outcome{Job: j.ID, Index: i})
 				continue
 			}
-			inflight[i] = &lines[i]
-			reserved += lines[i].Worst
+			inflight[i] = &l
+			reserved += l.Worst
 		}
 	}
 	// Lines that were running when an earlier run died (marked started, neither
-	// committed nor in flight): started in two runs that died, the line is failed
-	// (CodeCrashed), not run a third time; in one, it is on probation: it runs first,
-	// alone (admit).
+	// committed nor in flight), looked up in the plan: started in CrashLimit runs that
+	// died, the line is failed (CodeCrashed), not run again; in fewer, it is on
+	// probation: it goes first in pending and runs alone (admit).
 	suspects := map[int]bool{}
+	var probation []*Line
 	if resumed {
 		idx, runs, err := st.crashes(j.ID)
 		if err != nil {
 			return err
 		}
+		var cerr error
+		failedIdx, suspectIdx := quarantine(idx, runs, j.Counts.Total, m.opts.CrashLimit, func(i int) bool {
+			if inflight[i] != nil || cerr != nil {
+				return true
+			}
+			done, err := st.committed(j.ID, i)
+			cerr = err
+			return done
+		})
+		if cerr != nil {
+			return cerr
+		}
 		var failed []Result
-		failed, suspects = quarantine(lines, idx, runs, m.opts.CrashLimit, func(i int) bool { return committed[i] || inflight[i] != nil })
+		for _, i := range failedIdx {
+			l, err := st.plannedLine(j.ID, i)
+			if err != nil {
+				return err
+			}
+			failed = append(failed, Result{Index: i, CustomID: l.CustomID, Code: CodeCrashed, Message: crashedMessage})
+		}
 		if len(failed) > 0 {
 			if err := st.commit(j, failed); err != nil {
 				return err
 			}
 			for _, r := range failed {
-				committed[r.Index] = true
-				m.opts.Logger.Warn("batch: a line was running when the process died twice: failed, not run again",
+				m.opts.Logger.Warn("batch: a line was running when the process died in CrashLimit runs: failed, not run again",
 					"job", j.ID, "line", r.Index+1, "custom_id", r.CustomID, "code", CodeCrashed)
 			}
 		}
-	}
-	var pending []*Line
-	for _, l := range RunOrder(lines) {
-		if !committed[l.Index] && inflight[l.Index] == nil && suspects[l.Index] {
-			pending = append(pending, l)
+		for _, i := range suspectIdx {
+			l, err := st.plannedLine(j.ID, i)
+			if err != nil {
+				return err
+			}
+			suspects[i] = true
+			probation = append(probation, &l)
 		}
+		slices.SortFunc(probation, func(a, b *Line) int { // in run order
+			if a.Group != b.Group {
+				return a.Group - b.Group
+			}
+			return a.Index - b.Index
+		})
 	}
-	for _, l := range RunOrder(lines) {
-		if !committed[l.Index] && inflight[l.Index] == nil && !suspects[l.Index] {
-			pending = append(pending, l)
+	// pending is the next lines to start, in run order, read from the plan a few at
+	// a time (lines on probation first; lines refused for budget or load go back to
+	// its front); every line neither committed nor in flight is in it or after the
+	// plan's cursor.
+	pending := probation
+	var cursor []byte
+	planEnd := false
+	fill := func(n int) error {
+		for len(pending) < n && !planEnd {
+			ls, cur, end, err := st.nextPlanned(j.ID, cursor, n-len(pending), func(i int) bool {
+				return inflight[i] != nil || slices.ContainsFunc(pending, func(l *Line) bool { return l.Index == i })
+			})
+			if err != nil {
+				return err
+			}
+			cursor, planEnd = cur, end
+			for k := range ls {
+				pending = append(pending, &ls[k])
+			}
 		}
+		return nil
 	}
 	var pausedUntil, retryAt time.Time
 	var waiting []chan Job
 	var leftover []Outcome // taken off ch.results while closing
+	ran := map[int]*Line{} // the lines of leftover
 	m.mu.Lock()
 	m.running += len(inflight) // the lines still in flight after a restart (released below)
 	m.mu.Unlock()
@@ -383,8 +445,9 @@ func (m *Manager) drive(j *Job, ch *driverChans, resumed bool) error {
 			}
 		}()
 		take := func(o Outcome) {
-			if inflight[o.Index] != nil && o.Resp.Refused == Ran && o.Resp.StatusCode != 499 {
+			if l := inflight[o.Index]; l != nil && o.Resp.Refused == Ran && o.Resp.StatusCode != 499 {
 				leftover = append(leftover, o)
+				ran[o.Index] = l
 			}
 			delete(inflight, o.Index)
 		}
@@ -412,7 +475,7 @@ func (m *Manager) drive(j *Job, ch *driverChans, resumed bool) error {
 		var rs []Result
 		done := map[int]bool{}
 		for _, o := range leftover {
-			rs = append(rs, m.result(j, &lines[o.Index], o.Resp))
+			rs = append(rs, m.result(j, ran[o.Index], o.Resp))
 			done[o.Index] = true
 		}
 		if len(rs) > 0 {
@@ -438,9 +501,13 @@ func (m *Manager) drive(j *Job, ch *driverChans, resumed bool) error {
 	defer timer.Stop()
 	for {
 		now := m.opts.Now()
+		conc := m.concurrency(j.Tenant)
+		if err := fill(conc); err != nil {
+			return err
+		}
 		v := View{Status: j.Status, CancelRequested: j.CancelRequested, ExpiresAt: time.Unix(j.ExpiresAt, 0),
-			Cap: j.Cap, Spent: j.Spent, Reserved: reserved, PendingCount: len(pending), Running: len(inflight),
-			Concurrency: m.concurrency(j.Tenant), PausedUntil: pausedUntil, RetryAt: retryAt}
+			Cap: j.Cap, Spent: j.Spent, Reserved: reserved, PendingCount: j.Counts.Total - j.Counts.Completed - j.Counts.Failed - len(inflight),
+			Running: len(inflight), Concurrency: conc, PausedUntil: pausedUntil, RetryAt: retryAt}
 		for i := 0; i < len(pending) && i < v.Concurrency; i++ {
 			v.Pending = append(v.Pending, pending[i].Worst)
 		}
@@ -452,7 +519,7 @@ func (m *Manager) drive(j *Job, ch *driverChans, resumed bool) error {
 				j.CancellingAt = now.Unix()
 			}
 			if d.Status != Cancelling && d.Status != InProgress {
-				if err := m.end(j, d, pending, now); err != nil {
+				if err := m.end(j, d, now); err != nil {
 					return err
 				}
 				for _, w := range waiting {
@@ -494,16 +561,25 @@ func (m *Manager) drive(j *Job, ch *driverChans, resumed bool) error {
 				return err
 			}
 		}
+		// unstart releases the lines of starting from k on, not submitted.
+		unstart := func(k int) {
+			for _, l := range starting[k:] {
+				m.finished(j.ID, l.Index)
+			}
+			if err := st.unmarkStarted(j.ID, idx[k:], m.runID); err != nil {
+				m.opts.Logger.Error("batch", "job", j.ID, "error", err)
+			}
+		}
 		for k, l := range starting {
+			body, err := l.Read(in)
+			if err != nil {
+				unstart(k)
+				return err
+			}
 			req := Request{Tenant: j.Tenant, KeyID: j.KeyID, Endpoint: j.Endpoint, RequestID: fmt.Sprintf("%s-%d", j.ID, l.Index),
-				Body: l.Body, MaxCost: l.Worst, Retry: resumed}
+				Body: body, MaxCost: l.Worst, Retry: resumed}
 			if err := m.q.Submit(ctx, Task{Job: j.ID, Index: l.Index, Req: req}); err != nil {
-				for _, l := range starting[k:] {
-					m.finished(j.ID, l.Index)
-				}
-				if err := st.unmarkStarted(j.ID, idx[k:], m.runID); err != nil {
-					m.opts.Logger.Error("batch", "job", j.ID, "error", err)
-				}
+				unstart(k)
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
@@ -605,8 +681,9 @@ func (m *Manager) finishEnded(j *Job) error {
 }
 
 // end records a terminal decision: the unrun lines drained to the error file with the
-// decision's code (in the same transaction as the job's new target status).
-func (m *Manager) end(j *Job, d Decision, pending []*Line, now time.Time) error {
+// decision's code (read from the plan and committed a chunk at a time, the last
+// chunk in the same transaction as the job's new target status).
+func (m *Manager) end(j *Job, d Decision, now time.Time) error {
 	var rs []Result
 	if d.Drain != "" {
 		msg := map[string]string{
@@ -614,8 +691,22 @@ func (m *Manager) end(j *Job, d Decision, pending []*Line, now time.Time) error 
 			CodeExpired:   "the batch expired before this request ran",
 			CodeCancelled: "the batch was cancelled before this request ran",
 		}[d.Drain]
-		for _, l := range pending {
-			rs = append(rs, Result{Index: l.Index, CustomID: l.CustomID, Code: d.Drain, Message: msg})
+		var cursor []byte
+		for end := false; !end; {
+			if len(rs) > 0 {
+				if err := m.store.commit(j, rs); err != nil {
+					return err
+				}
+				rs = rs[:0]
+			}
+			var ls []Line
+			var err error
+			if ls, cursor, end, err = m.store.nextPlanned(j.ID, cursor, planChunk, func(int) bool { return false }); err != nil {
+				return err
+			}
+			for _, l := range ls {
+				rs = append(rs, Result{Index: l.Index, CustomID: l.CustomID, Code: d.Drain, Message: msg})
+			}
 		}
 	}
 	switch d.Status {

@@ -176,21 +176,22 @@ func (m *Manager) finished(job string, index int) {
 	}
 }
 
-// quarantine splits the marked lines of a resumed job (idx, runs from crashes) that
-// are neither committed nor in flight: those started in limit runs that died (limit
-// > 0) are failed with CodeCrashed (results to commit), the others are suspects.
-func quarantine(lines []Line, idx, runs []int, limit int, skip func(int) bool) (failed []Result, suspects map[int]bool) {
-	suspects = map[int]bool{}
+// quarantine splits the marked lines of a resumed job of total lines (idx, runs
+// from crashes) that skip does not exclude (committed, in flight): those started in
+// limit runs that died (limit > 0) are to be failed with CodeCrashed, the others
+// are suspects (probation). Both in line order; the driver looks them up in the plan.
+func quarantine(idx, runs []int, total, limit int, skip func(int) bool) (failed, suspects []int) {
 	for k, i := range idx {
-		if i < 0 || i >= len(lines) || skip(i) || runs[k] == 0 {
+		if i < 0 || i >= total || runs[k] == 0 || skip(i) {
 			continue
 		}
 		if limit > 0 && runs[k] >= limit {
-			failed = append(failed, Result{Index: i, CustomID: lines[i].CustomID, Code: CodeCrashed, Message: crashedMessage})
+			failed = append(failed, i)
 			continue
 		}
-		suspects[i] = true
+		suspects = append(suspects, i)
 	}
-	sort.Slice(failed, func(a, b int) bool { return failed[a].Index < failed[b].Index })
+	sort.Ints(failed)
+	sort.Ints(suspects)
 	return failed, suspects
 }

@@ -13,6 +13,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -21,7 +23,8 @@ import (
 )
 
 // ErrNotFound is returned for a file or job that does not exist or belongs to
-// another tenant (the two are the same to a caller).
+// another tenant (the two are the same to a caller, and cost the same: files and jobs
+// are keyed by tenant and id, so either is one lookup that misses).
 var ErrNotFound = errors.New("batch: not found")
 
 // ErrTooLarge is returned by PutFile for a file over MaxFileBytes or MaxFileLines.
@@ -30,10 +33,35 @@ var ErrTooLarge = errors.New("batch: file too large")
 // ErrRead wraps an error of the reader PutFile copies from (a broken upload).
 var ErrRead = errors.New("batch: reading the file")
 
+// ErrQuota is wrapped by the QuotaError of a file over its tenant's quota.
+var ErrQuota = errors.New("batch: over the tenant's file quota")
+
+// QuotaError says which of a tenant's file quotas (FileLimits) an upload would pass.
+type QuotaError struct {
+	Limit string // "files_max_bytes" or "files_max_count" (the plan's field)
+	Max   int64
+}
+
+func (e *QuotaError) Error() string {
+	return fmt.Sprintf("batch: over the tenant's %s of %d", e.Limit, e.Max)
+}
+func (e *QuotaError) Unwrap() error { return ErrQuota }
+
+// Expiry of files (OpenAI's expires_after): files expire this long after they were
+// made unless their upload says otherwise (MinFileExpiry..MaxFileExpiry); a batch's
+// output and error files too, unless its output_expires_after says otherwise.
+const (
+	DefaultFileExpiry = 30 * 24 * time.Hour
+	MinFileExpiry     = time.Hour
+	MaxFileExpiry     = 30 * 24 * time.Hour
+)
+
 var (
-	bucketFiles = []byte("files")
-	bucketJobs  = []byte("jobs")
-	bucketLines = []byte("lines")
+	bucketFiles = []byte("files")     // tenant/id → File
+	bucketJobs  = []byte("jobs")      // tenant/id → Job
+	bucketOrder = []byte("job_order") // tenant/seq (8 bytes, big-endian) → job id: each tenant's jobs in creation order
+	bucketLines = []byte("lines")     // job/index → Result
+	bucketPlan  = []byte("plan")      // a validated job's lines (plan.go)
 )
 
 // File is an uploaded or generated file's metadata; its bytes are a file under the
@@ -46,7 +74,12 @@ type File struct {
 	Bytes     int64  `json:"bytes"`
 	Lines     int    `json:"lines"`
 	CreatedAt int64  `json:"created_at"`
+	ExpiresAt int64  `json:"expires_at,omitempty"` // Unix seconds; 0: never
+	Seq       uint64 `json:"seq,omitempty"`        // the order files were stored in
 }
+
+// Expired reports whether the file has expired at now.
+func (f *File) Expired(now time.Time) bool { return f.ExpiresAt != 0 && now.Unix() >= f.ExpiresAt }
 
 // Counts are a job's request_counts.
 type Counts struct {
@@ -65,24 +98,28 @@ type Job struct {
 	CompletionWindow string            `json:"completion_window"`
 	Metadata         map[string]string `json:"metadata,omitempty"`
 	Cap              money.Money       `json:"cap,omitempty"`
-	Status           Status            `json:"status"`
-	Target           Status            `json:"target,omitempty"` // set while the files of a terminal status are written
-	Errors           []LineError       `json:"errors,omitempty"`
-	Counts           Counts            `json:"request_counts"`
-	Spent            money.Money       `json:"spent"`
-	PausedReason     string            `json:"paused_reason,omitempty"`
-	CancelRequested  bool              `json:"cancel_requested,omitempty"`
-	OutputFileID     string            `json:"output_file_id,omitempty"`
-	ErrorFileID      string            `json:"error_file_id,omitempty"`
-	CreatedAt        int64             `json:"created_at"`
-	InProgressAt     int64             `json:"in_progress_at,omitempty"`
-	ExpiresAt        int64             `json:"expires_at,omitempty"`
-	FinalizingAt     int64             `json:"finalizing_at,omitempty"`
-	CompletedAt      int64             `json:"completed_at,omitempty"`
-	FailedAt         int64             `json:"failed_at,omitempty"`
-	ExpiredAt        int64             `json:"expired_at,omitempty"`
-	CancellingAt     int64             `json:"cancelling_at,omitempty"`
-	CancelledAt      int64             `json:"cancelled_at,omitempty"`
+	// OutputExpiresAfter is how long after they are written the output and error
+	// files expire, in seconds; 0: DefaultFileExpiry.
+	OutputExpiresAfter int64       `json:"output_expires_after,omitempty"`
+	Status             Status      `json:"status"`
+	Target             Status      `json:"target,omitempty"` // set while the files of a terminal status are written
+	Errors             []LineError `json:"errors,omitempty"`
+	Counts             Counts      `json:"request_counts"`
+	Spent              money.Money `json:"spent"`
+	PausedReason       string      `json:"paused_reason,omitempty"`
+	CancelRequested    bool        `json:"cancel_requested,omitempty"`
+	OutputFileID       string      `json:"output_file_id,omitempty"`
+	ErrorFileID        string      `json:"error_file_id,omitempty"`
+	CreatedAt          int64       `json:"created_at"`
+	InProgressAt       int64       `json:"in_progress_at,omitempty"`
+	ExpiresAt          int64       `json:"expires_at,omitempty"`
+	FinalizingAt       int64       `json:"finalizing_at,omitempty"`
+	CompletedAt        int64       `json:"completed_at,omitempty"`
+	FailedAt           int64       `json:"failed_at,omitempty"`
+	ExpiredAt          int64       `json:"expired_at,omitempty"`
+	CancellingAt       int64       `json:"cancelling_at,omitempty"`
+	CancelledAt        int64       `json:"cancelled_at,omitempty"`
+	Seq                uint64      `json:"seq,omitempty"` // the tenant's jobs' order (bucketOrder)
 }
 
 // Result is one line's committed outcome: a response (output file when 2xx, else
@@ -108,50 +145,214 @@ func (r *Result) OK() bool { return r.StatusCode >= 200 && r.StatusCode < 300 }
 type Store struct {
 	dir string
 	db  *bolt.DB
+
+	mu    sync.Mutex
+	usage map[string]*fileUsage // guarded by mu: each tenant's stored files, and its uploads under way
+
+	// lookups and decoded count the reads of one file or job by id and the records
+	// they decoded: a test's proof that another tenant's id costs what a missing one does.
+	lookups, decoded atomic.Int64
 }
 
-// OpenStore opens (creating) the store in dir.
+// fileUsage is what a tenant's files take, and what its uploads under way have taken
+// so far (counted against its quota as the bytes arrive).
+type fileUsage struct {
+	bytes, pendingBytes int64
+	files, pendingFiles int
+}
+
+// OpenStore opens (creating) the store in dir. It removes what interrupted uploads
+// left (dir/files/*.tmp), and moves the records of a store written before files and
+// jobs were keyed by tenant to their keys (their ids stay as they were).
 func OpenStore(dir string) (*Store, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "files"), 0o700); err != nil {
 		return nil, fmt.Errorf("batch: %w", err)
+	}
+	tmps, _ := filepath.Glob(filepath.Join(dir, "files", "*.tmp"))
+	for _, p := range tmps {
+		if err := os.Remove(p); err != nil {
+			return nil, fmt.Errorf("batch: removing an interrupted upload: %w", err)
+		}
 	}
 	db, err := bolt.Open(filepath.Join(dir, "batch.db"), 0o600, &bolt.Options{Timeout: time.Second})
 	if err != nil {
 		return nil, fmt.Errorf("batch: %w", err)
 	}
+	s := &Store{dir: dir, db: db, usage: map[string]*fileUsage{}}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketFiles, bucketJobs, bucketLines, bucketStarted} {
+		for _, b := range [][]byte{bucketFiles, bucketJobs, bucketOrder, bucketLines, bucketPlan, bucketStarted} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
 		}
-		return nil
+		return migrate(tx)
 	})
+	if err == nil {
+		err = db.View(func(tx *bolt.Tx) error {
+			return tx.Bucket(bucketFiles).ForEach(func(_, v []byte) error {
+				var f File
+				if err := json.Unmarshal(v, &f); err != nil {
+					return err
+				}
+				u := s.usageLocked(f.Tenant)
+				u.bytes += f.Bytes
+				u.files++
+				return nil
+			})
+		})
+	}
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("batch: %w", err)
 	}
-	return &Store{dir: dir, db: db}, nil
+	return s, nil
+}
+
+// migrate moves the records of files and jobs keyed by id alone (a store from before
+// they were keyed by tenant: their keys have no '/') to tenant/id, and gives the jobs
+// their places in bucketOrder in the order of their old keys, which sorted by time.
+func migrate(tx *bolt.Tx) error {
+	for _, name := range [][]byte{bucketFiles, bucketJobs} {
+		b := tx.Bucket(name)
+		var olds [][2][]byte
+		if err := b.ForEach(func(k, v []byte) error {
+			if !bytes.ContainsRune(k, '/') {
+				olds = append(olds, [2][]byte{bytes.Clone(k), bytes.Clone(v)})
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		for _, kv := range olds {
+			var rec struct {
+				Tenant string `json:"tenant"`
+			}
+			if err := json.Unmarshal(kv[1], &rec); err != nil {
+				return err
+			}
+			v := kv[1]
+			if bytes.Equal(name, bucketJobs) {
+				var j Job
+				if err := json.Unmarshal(v, &j); err != nil {
+					return err
+				}
+				if err := orderJob(tx, &j); err != nil {
+					return err
+				}
+				var err error
+				if v, err = json.Marshal(&j); err != nil {
+					return err
+				}
+			}
+			if err := b.Put(tkey(rec.Tenant, string(kv[0])), v); err != nil {
+				return err
+			}
+			if err := b.Delete(kv[0]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// orderJob gives a new job its place in its tenant's order.
+func orderJob(tx *bolt.Tx, j *Job) error {
+	b := tx.Bucket(bucketOrder)
+	seq, err := b.NextSequence()
+	if err != nil {
+		return err
+	}
+	j.Seq = seq
+	return b.Put(orderKey(j.Tenant, seq), []byte(j.ID))
+}
+
+// tkey is the key of a tenant's file or job (tenant ids have no '/').
+func tkey(tenant, id string) []byte {
+	k := make([]byte, 0, len(tenant)+1+len(id))
+	k = append(k, tenant...)
+	k = append(k, '/')
+	return append(k, id...)
+}
+
+func orderKey(tenant string, seq uint64) []byte {
+	k := append([]byte(tenant), '/', 0, 0, 0, 0, 0, 0, 0, 0)
+	binary.BigEndian.PutUint64(k[len(tenant)+1:], seq)
+	return k
+}
+
+func (s *Store) usageLocked(tenant string) *fileUsage {
+	u := s.usage[tenant]
+	if u == nil {
+		u = &fileUsage{}
+		s.usage[tenant] = u
+	}
+	return u
+}
+
+// Usage is what tenant's stored files take: their bytes and their number.
+func (s *Store) Usage(tenant string) (bytes int64, files int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u := s.usageLocked(tenant)
+	return u.bytes, u.files
 }
 
 // Close closes the database.
 func (s *Store) Close() error { return s.db.Close() }
 
-// newID is prefix + a time-ordered unique suffix, so ids sort by creation.
-func newID(prefix string, now time.Time) string {
+// newID is prefix + 24 random hex digits (96 bits from crypto/rand): an id says
+// nothing of when it was made, and cannot be guessed.
+func newID(prefix string) string {
 	var b [12]byte
-	binary.BigEndian.PutUint64(b[:8], uint64(now.UnixNano()))
-	rand.Read(b[8:])
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("batch: crypto/rand: " + err.Error()) // never fails on Linux
+	}
 	return prefix + hex.EncodeToString(b[:])
 }
 
 func (s *Store) path(id string) string { return filepath.Join(s.dir, "files", id) }
 
+// FileLimits bound a tenant's files (the plan's files_max_bytes and
+// files_max_count); 0: no limit.
+type FileLimits struct {
+	MaxBytes int64 // of every file the tenant has stored, uploads and batch outputs
+	MaxFiles int
+}
+
+// PutOptions are PutFile's options.
+type PutOptions struct {
+	Limits    FileLimits
+	ExpiresAt int64 // Unix seconds; 0: never
+}
+
 // PutFile stores r as a new file of tenant, refusing one over MaxFileBytes or
 // MaxFileLines (ErrTooLarge). It streams r to disk and stops reading as soon as
 // either limit is passed; only a copy buffer is in memory.
 func (s *Store) PutFile(tenant, purpose, filename string, r io.Reader, now time.Time) (File, error) {
-	f := File{ID: newID("file-", now), Tenant: tenant, Purpose: purpose, Filename: filename, CreatedAt: now.Unix()}
+	return s.PutFileWith(tenant, purpose, filename, r, now, PutOptions{})
+}
+
+// PutFileWith is PutFile within the tenant's file limits: an upload that would pass
+// them is refused with a QuotaError (ErrQuota) as soon as it does, its bytes counted
+// as they arrive together with the tenant's other uploads under way.
+func (s *Store) PutFileWith(tenant, purpose, filename string, r io.Reader, now time.Time, o PutOptions) (File, error) {
+	lim := o.Limits
+	s.mu.Lock()
+	u := s.usageLocked(tenant)
+	if lim.MaxFiles > 0 && u.files+u.pendingFiles+1 > lim.MaxFiles {
+		s.mu.Unlock()
+		return File{}, &QuotaError{Limit: "files_max_count", Max: int64(lim.MaxFiles)}
+	}
+	u.pendingFiles++
+	s.mu.Unlock()
+	var counted int64 // this upload's bytes in u.pendingBytes
+	defer func() {
+		s.mu.Lock()
+		u.pendingFiles--
+		u.pendingBytes -= counted
+		s.mu.Unlock()
+	}()
+	f := File{ID: newID("file-"), Tenant: tenant, Purpose: purpose, Filename: filename, CreatedAt: now.Unix(), ExpiresAt: o.ExpiresAt}
 	tmp := s.path(f.ID) + ".tmp"
 	out, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
@@ -159,10 +360,26 @@ func (s *Store) PutFile(tenant, purpose, filename string, r io.Reader, now time.
 	}
 	defer os.Remove(tmp)
 	lr := &lineCounter{r: io.LimitReader(r, MaxFileBytes+1)}
+	if lim.MaxBytes > 0 {
+		lr.charge = func(n int) error {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			counted += int64(n)
+			u.pendingBytes += int64(n)
+			if u.bytes+u.pendingBytes > lim.MaxBytes {
+				return &QuotaError{Limit: "files_max_bytes", Max: lim.MaxBytes}
+			}
+			return nil
+		}
+	}
 	n, err := io.Copy(out, lr)
 	if errors.Is(err, errTooManyLines) {
 		out.Close()
 		return File{}, ErrTooLarge
+	}
+	if errors.Is(err, ErrQuota) {
+		out.Close()
+		return File{}, err
 	}
 	if err != nil && lr.rerr != nil {
 		out.Close()
@@ -187,18 +404,24 @@ func (s *Store) PutFile(tenant, purpose, filename string, r io.Reader, now time.
 	if err := os.Rename(tmp, s.path(f.ID)); err != nil {
 		return File{}, fmt.Errorf("batch: %w", err)
 	}
-	return f, s.putFileMeta(&f)
+	if err := s.putNewFiles([]*File{&f}); err != nil {
+		os.Remove(s.path(f.ID))
+		return File{}, err
+	}
+	return f, nil
 }
 
 var errTooManyLines = errors.New("batch: too many lines")
 
 // lineCounter counts the lines passing through and fails once they are more than
-// MaxFileLines (so that an upload over the limit is not read to its end).
+// MaxFileLines (so that an upload over the limit is not read to its end), or once
+// charge (when set) refuses the bytes read.
 type lineCounter struct {
-	r     io.Reader
-	lines int
-	last  byte
-	rerr  error // the reader's own error (not io.EOF)
+	r      io.Reader
+	lines  int
+	last   byte
+	rerr   error // the reader's own error (not io.EOF)
+	charge func(n int) error
 }
 
 func (c *lineCounter) Read(p []byte) (int, error) {
@@ -213,44 +436,125 @@ func (c *lineCounter) Read(p []byte) (int, error) {
 	if c.lines > MaxFileLines {
 		return n, errTooManyLines
 	}
+	if c.charge != nil && n > 0 {
+		if qerr := c.charge(n); qerr != nil {
+			return n, qerr
+		}
+	}
 	return n, err
 }
 
-func (s *Store) putFileMeta(f *File) error {
-	v, _ := json.Marshal(f)
-	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketFiles).Put([]byte(f.ID), v) })
+// putNewFiles records files whose bytes are in place (each new, or replacing the
+// one of its id: a job's output rewritten) and counts them in their tenants' usage.
+func (s *Store) putNewFiles(fs []*File, also ...func(tx *bolt.Tx) error) error {
+	type delta struct {
+		bytes int64
+		files int
+	}
+	var ds map[string]delta
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		ds = map[string]delta{}
+		b := tx.Bucket(bucketFiles)
+		for _, f := range fs {
+			k := tkey(f.Tenant, f.ID)
+			d := ds[f.Tenant]
+			if old := b.Get(k); old != nil {
+				var of File
+				if err := json.Unmarshal(old, &of); err != nil {
+					return err
+				}
+				d.bytes -= of.Bytes
+				d.files--
+				f.Seq = of.Seq
+			} else {
+				seq, err := b.NextSequence()
+				if err != nil {
+					return err
+				}
+				f.Seq = seq
+			}
+			d.bytes += f.Bytes
+			d.files++
+			ds[f.Tenant] = d
+			v, err := json.Marshal(f)
+			if err != nil {
+				return err
+			}
+			if err := b.Put(k, v); err != nil {
+				return err
+			}
+		}
+		for _, fn := range also {
+			if err := fn(tx); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("batch: %w", err)
+	}
+	s.mu.Lock()
+	for t, d := range ds {
+		u := s.usageLocked(t)
+		u.bytes += d.bytes
+		u.files += d.files
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+func putFile(tx *bolt.Tx, f *File) error {
+	v, err := json.Marshal(f)
+	if err != nil {
+		return err
+	}
+	return tx.Bucket(bucketFiles).Put(tkey(f.Tenant, f.ID), v)
+}
+
+// getFile is tenant's file id in tx: one lookup, a miss for another tenant's.
+func (s *Store) getFile(tx *bolt.Tx, tenant, id string) (File, error) {
+	var f File
+	s.lookups.Add(1)
+	v := tx.Bucket(bucketFiles).Get(tkey(tenant, id))
+	if v == nil {
+		return f, ErrNotFound
+	}
+	s.decoded.Add(1)
+	return f, json.Unmarshal(v, &f)
 }
 
 // File returns tenant's file id.
 func (s *Store) File(tenant, id string) (File, error) {
 	var f File
 	err := s.db.View(func(tx *bolt.Tx) error {
-		v := tx.Bucket(bucketFiles).Get([]byte(id))
-		if v == nil {
-			return ErrNotFound
-		}
-		return json.Unmarshal(v, &f)
+		var err error
+		f, err = s.getFile(tx, tenant, id)
+		return err
 	})
-	if err == nil && f.Tenant != tenant {
-		err = ErrNotFound
-	}
 	return f, err
 }
 
 // Files lists tenant's files, oldest first.
 func (s *Store) Files(tenant string) ([]File, error) {
 	var fs []File
+	prefix := tkey(tenant, "")
 	err := s.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketFiles).ForEach(func(_, v []byte) error {
+		c := tx.Bucket(bucketFiles).Cursor()
+		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
 			var f File
 			if err := json.Unmarshal(v, &f); err != nil {
 				return err
 			}
-			if f.Tenant == tenant {
-				fs = append(fs, f)
-			}
-			return nil
-		})
+			fs = append(fs, f)
+		}
+		return nil
+	})
+	sort.SliceStable(fs, func(a, b int) bool {
+		if fs[a].CreatedAt != fs[b].CreatedAt {
+			return fs[a].CreatedAt < fs[b].CreatedAt
+		}
+		return fs[a].Seq < fs[b].Seq
 	})
 	return fs, err
 }
@@ -267,56 +571,137 @@ func (s *Store) Open(tenant, id string) (*os.File, File, error) {
 
 // DeleteFile deletes tenant's file id.
 func (s *Store) DeleteFile(tenant, id string) error {
-	if _, err := s.File(tenant, id); err != nil {
+	var f File
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		var err error
+		if f, err = s.getFile(tx, tenant, id); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketFiles).Delete(tkey(tenant, id))
+	})
+	if err != nil {
 		return err
 	}
-	if err := s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketFiles).Delete([]byte(id)) }); err != nil {
+	s.mu.Lock()
+	u := s.usageLocked(tenant)
+	u.bytes -= f.Bytes
+	u.files--
+	s.mu.Unlock()
+	if err := os.Remove(s.path(id)); err != nil && !os.IsNotExist(err) {
 		return err
 	}
-	return os.Remove(s.path(id))
+	return nil
+}
+
+// Sweep deletes every file expired at now (their records, then their bytes), except
+// the input files of unfinished jobs, which go once their job has ended (a job
+// resumed after a restart reads its lines from its input file). It returns how many
+// it deleted.
+func (s *Store) Sweep(now time.Time) (int, error) {
+	var expired []File
+	inUse := map[string]bool{}
+	err := s.db.View(func(tx *bolt.Tx) error {
+		err := tx.Bucket(bucketJobs).ForEach(func(_, v []byte) error {
+			var j Job
+			if err := json.Unmarshal(v, &j); err != nil {
+				return err
+			}
+			if !j.Status.Terminal() || j.Target != "" {
+				inUse[string(tkey(j.Tenant, j.InputFileID))] = true
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		return tx.Bucket(bucketFiles).ForEach(func(_, v []byte) error {
+			var f File
+			if err := json.Unmarshal(v, &f); err != nil {
+				return err
+			}
+			if f.Expired(now) {
+				expired = append(expired, f)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return 0, fmt.Errorf("batch: %w", err)
+	}
+	n := 0
+	for _, f := range expired {
+		if inUse[string(tkey(f.Tenant, f.ID))] {
+			continue
+		}
+		if err := s.DeleteFile(f.Tenant, f.ID); err != nil && !errors.Is(err, ErrNotFound) {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+// getJob is tenant's job id in tx: one lookup, a miss for another tenant's.
+func (s *Store) getJob(tx *bolt.Tx, tenant, id string) (Job, error) {
+	var j Job
+	s.lookups.Add(1)
+	v := tx.Bucket(bucketJobs).Get(tkey(tenant, id))
+	if v == nil {
+		return j, ErrNotFound
+	}
+	s.decoded.Add(1)
+	return j, json.Unmarshal(v, &j)
 }
 
 // Job returns tenant's job id.
 func (s *Store) Job(tenant, id string) (Job, error) {
 	var j Job
 	err := s.db.View(func(tx *bolt.Tx) error {
-		v := tx.Bucket(bucketJobs).Get([]byte(id))
-		if v == nil {
-			return ErrNotFound
-		}
-		return json.Unmarshal(v, &j)
+		var err error
+		j, err = s.getJob(tx, tenant, id)
+		return err
 	})
-	if err == nil && tenant != "" && j.Tenant != tenant {
-		err = ErrNotFound
-	}
 	return j, err
 }
 
 // Jobs lists tenant's jobs newest first, after the job id after ("": from the
-// newest), at most limit, and whether more follow.
+// newest; one not found: none), at most limit, and whether more follow.
 func (s *Store) Jobs(tenant, after string, limit int) ([]Job, bool, error) {
 	var js []Job
 	more := false
 	err := s.db.View(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bucketJobs).Cursor()
+		prefix := tkey(tenant, "")
+		c := tx.Bucket(bucketOrder).Cursor()
 		var k, v []byte
 		if after == "" {
-			k, v = c.Last()
+			// The last key of the prefix: seek past it, step back.
+			if k, _ = c.Seek(append(bytes.Clone(prefix), 0xff)); k == nil {
+				k, v = c.Last()
+			} else {
+				k, v = c.Prev()
+			}
 		} else {
-			c.Seek([]byte(after))
-			k, v = c.Prev()
-		}
-		for ; k != nil; k, v = c.Prev() {
-			var j Job
-			if err := json.Unmarshal(v, &j); err != nil {
+			a, err := s.getJob(tx, tenant, after)
+			if errors.Is(err, ErrNotFound) {
+				return nil
+			}
+			if err != nil {
 				return err
 			}
-			if j.Tenant != tenant {
-				continue
-			}
+			c.Seek(orderKey(tenant, a.Seq))
+			k, v = c.Prev()
+		}
+		for ; k != nil && bytes.HasPrefix(k, prefix); k, v = c.Prev() {
 			if len(js) == limit {
 				more = true
 				return nil
+			}
+			j, err := s.getJob(tx, tenant, string(v))
+			if errors.Is(err, ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
 			}
 			js = append(js, j)
 		}
@@ -342,19 +727,22 @@ func (s *Store) EachJob(fn func(*Job)) error {
 // unfinished returns every job not in a terminal status (to resume after a restart).
 func (s *Store) unfinished() ([]Job, error) {
 	var js []Job
-	err := s.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketJobs).ForEach(func(_, v []byte) error {
-			var j Job
-			if err := json.Unmarshal(v, &j); err != nil {
-				return err
-			}
-			if !j.Status.Terminal() || j.Target != "" {
-				js = append(js, j)
-			}
-			return nil
-		})
+	err := s.EachJob(func(j *Job) {
+		if !j.Status.Terminal() || j.Target != "" {
+			js = append(js, *j)
+		}
 	})
 	return js, err
+}
+
+// createJob writes a new job, giving it its place in its tenant's order.
+func (s *Store) createJob(j *Job) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		if err := orderJob(tx, j); err != nil {
+			return err
+		}
+		return putJob(tx, j)
+	})
 }
 
 func putJob(tx *bolt.Tx, j *Job) error {
@@ -362,7 +750,7 @@ func putJob(tx *bolt.Tx, j *Job) error {
 	if err != nil {
 		return err
 	}
-	return tx.Bucket(bucketJobs).Put([]byte(j.ID), v)
+	return tx.Bucket(bucketJobs).Put(tkey(j.Tenant, j.ID), v)
 }
 
 // saveJob writes the job.
@@ -516,7 +904,11 @@ func (s *Store) writeFiles(j *Job, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	var files []File
+	expiry := DefaultFileExpiry
+	if j.OutputExpiresAfter > 0 {
+		expiry = time.Duration(j.OutputExpiresAfter) * time.Second
+	}
+	var files []*File
 	for _, x := range []struct {
 		id string
 		sk *sink
@@ -534,21 +926,17 @@ func (s *Store) writeFiles(j *Job, now time.Time) error {
 		if err := os.Rename(s.path(x.id)+".tmp", s.path(x.id)); err != nil {
 			return err
 		}
-		files = append(files, File{ID: x.id, Tenant: j.Tenant, Purpose: "batch_output", Filename: j.ID + "_" + map[string]string{outID: "output", errID: "error"}[x.id] + ".jsonl",
-			Bytes: x.sk.n, Lines: x.sk.lines, CreatedAt: now.Unix()})
+		files = append(files, &File{ID: x.id, Tenant: j.Tenant, Purpose: "batch_output", Filename: j.ID + "_" + map[string]string{outID: "output", errID: "error"}[x.id] + ".jsonl",
+			Bytes: x.sk.n, Lines: x.sk.lines, CreatedAt: now.Unix(), ExpiresAt: now.Add(expiry).Unix()})
 		if x.id == outID {
 			j.OutputFileID = outID
 		} else {
 			j.ErrorFileID = errID
 		}
 	}
-	sort.Slice(files, func(a, b int) bool { return files[a].ID < files[b].ID })
-	return s.db.Update(func(tx *bolt.Tx) error {
-		for i := range files {
-			v, _ := json.Marshal(&files[i])
-			if err := tx.Bucket(bucketFiles).Put([]byte(files[i].ID), v); err != nil {
-				return err
-			}
+	return s.putNewFiles(files, func(tx *bolt.Tx) error {
+		if err := dropPlanTx(tx, j.ID); err != nil { // the job's lines are all committed
+			return err
 		}
 		return putJob(tx, j)
 	})

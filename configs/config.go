@@ -50,9 +50,11 @@ type Config struct {
 	MaxBodyBytes    int           `yaml:"max_body_bytes"`   // 1 MiB; larger request bodies answer 413
 	MemoryBudget    string        `yaml:"memory_budget"`    // bytes for the embedded models ("4GiB"); "": no limit
 	MaxInFlight     int           `yaml:"max_in_flight"`    // requests in flight before 503; 1024
+	MaxKeepAlive    time.Duration `yaml:"max_keep_alive"`   // the longest a request's lmlite.keep_alive keeps a model loaded; 0: its idle_timeout
+	MinKeepAlive    time.Duration `yaml:"min_keep_alive"`   // the shortest keep_alive a plan with allow_short_keep_alive may ask; 30s
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"` // how long SIGTERM waits for in-flight requests; 30s
 	AdminKeyEnv     string        `yaml:"admin_key_env"`    // env var holding the admin key; "LMLITE_ADMIN_KEY"
-	MetricsKeyEnv   string        `yaml:"metrics_key_env"`  // env var holding the bearer token GET /metrics requires; "": open
+	MetricsKeyEnv   string        `yaml:"metrics_key_env"`  // env var holding the bearer token GET /metrics requires (unset or empty: `lmlite serve` refuses to start); "": open
 	DemoTenant      string        `yaml:"demo_tenant"`      // tenant whose key is made on first run and printed; "": none (see Plans)
 	Ledger          Ledger        `yaml:"ledger"`
 	Engine          Engine        `yaml:"engine"`
@@ -221,6 +223,9 @@ func (c *Config) defaults() {
 	if c.MaxInFlight == 0 {
 		c.MaxInFlight = 1024
 	}
+	if c.MinKeepAlive == 0 {
+		c.MinKeepAlive = 30 * time.Second
+	}
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = 30 * time.Second
 	}
@@ -273,6 +278,12 @@ func (c *Config) Validate() error {
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return bad("listen", "%q is not host:port", c.Listen)
+	}
+	if c.MaxKeepAlive < 0 {
+		return bad("max_keep_alive", "%v is negative", c.MaxKeepAlive)
+	}
+	if c.MinKeepAlive < 0 {
+		return bad("min_keep_alive", "%v is negative", c.MinKeepAlive)
 	}
 	if c.MaxBodyBytes < 1024 {
 		return bad("max_body_bytes", "%d is below 1024", c.MaxBodyBytes)

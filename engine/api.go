@@ -91,10 +91,12 @@ type Request struct {
 	Priority  Priority // interactive before batch
 	CacheSalt string   // prefix-cache salt; "" means shared on purpose
 
-	// KeepAlive shortens the model's idle timeout once this request ends, until the
+	// KeepAlive replaces the model's idle timeout once this request ends, until the
 	// next request ends (each request's KeepAlive replaces the last one's): the model
-	// unloads after min(KeepAlive, ModelConfig.IdleTimeout) idle. It never lengthens
-	// the timeout. 0: the model's IdleTimeout.
+	// unloads after KeepAlive idle. 0: the model's IdleTimeout. The engine honours
+	// any value, shorter or longer; the caller decides what a client may ask (the
+	// gateway: a longer one up to max_keep_alive, a shorter one for plans with
+	// allow_short_keep_alive, never below another tenant's recent use).
 	KeepAlive time.Duration
 
 	// Grammar constrains the output (nil: free text): a JSON Schema compiled by
@@ -230,3 +232,7 @@ var (
 	ErrGrammar      = errors.New("engine: the grammar cannot continue") // a constrained output found no allowed token
 	ErrNoEmbeddings = errors.New("engine: the model does not serve embeddings")
 )
+
+// ErrPromptOverLimit: a capped tokenization (Block.TokenizeCapped,
+// Block.ChatTokensCapped) stopped because the prompt is over its limit.
+var ErrPromptOverLimit = errors.New("engine: prompt over the token limit")

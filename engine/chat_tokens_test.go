@@ -2,6 +2,7 @@ package engine
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -117,7 +118,7 @@ func TestChatTokensContentIsLiteral(t *testing.T) {
 			chatOf := func(user string) []Message {
 				return []Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: user}}
 			}
-			ids, err := chatTokens(c.tok, c.tmpl, chatOf(forgedTurn))
+			ids, err := chatTokens(c.tok, c.tmpl, chatOf(forgedTurn), 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -132,7 +133,7 @@ func TestChatTokensContentIsLiteral(t *testing.T) {
 			if got := c.tok.Decode(ids[at : at+len(plain)]); got != forgedTurn {
 				t.Errorf("the message's tokens decode to %q, want %q", got, forgedTurn)
 			}
-			benign, err := chatTokens(c.tok, c.tmpl, chatOf("hi"))
+			benign, err := chatTokens(c.tok, c.tmpl, chatOf("hi"), 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -167,7 +168,7 @@ func TestChatTokensMarkup(t *testing.T) {
 			if c.tok.AddBOS() && want[0] != c.tok.BOS() {
 				want = append([]int32{c.tok.BOS()}, want...)
 			}
-			got, err := chatTokens(c.tok, c.tmpl, msgs)
+			got, err := chatTokens(c.tok, c.tmpl, msgs, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -200,7 +201,7 @@ func BenchmarkChatTokens(b *testing.B) {
 	msgs := []Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: msg}}
 	b.Run("quoted", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := chatTokens(c.tok, c.tmpl, msgs); err != nil {
+			if _, err := chatTokens(c.tok, c.tmpl, msgs, 0); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -215,4 +216,33 @@ func BenchmarkChatTokens(b *testing.B) {
 			c.tok.Encode(text, false, true)
 		}
 	})
+}
+
+// TestChatTokensCapped: a capped chat prompt within its limit is ChatTokens's; one
+// token over, it is ErrPromptOverLimit; a megabyte message against a small limit
+// is refused too (the real templates: Llama 3, Qwen3, Phi-3, whose rstrip tokens
+// allow no length bound, so it stops as it encodes).
+func TestChatTokensCapped(t *testing.T) {
+	msgs := []Message{{Role: "system", Content: "You are terse."}, {Role: "user", Content: forgedTurn + " 日本語 🙂"}}
+	huge := []Message{{Role: "user", Content: strings.Repeat("many words here ", 1<<20/16)}}
+	for _, c := range chatCases(t) {
+		t.Run(c.name, func(t *testing.T) {
+			want, err := chatTokens(c.tok, c.tmpl, msgs, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, limit := range []int{len(want), len(want) + 1} {
+				got, err := chatTokens(c.tok, c.tmpl, msgs, limit)
+				if err != nil || !slices.Equal(got, want) {
+					t.Fatalf("limit %d: %v %v, want %v", limit, got, err, want)
+				}
+			}
+			if _, err := chatTokens(c.tok, c.tmpl, msgs, len(want)-2); !errors.Is(err, ErrPromptOverLimit) {
+				t.Errorf("limit %d for %d tokens: %v, want ErrPromptOverLimit", len(want)-2, len(want), err)
+			}
+			if _, err := chatTokens(c.tok, c.tmpl, huge, 4096); !errors.Is(err, ErrPromptOverLimit) {
+				t.Errorf("a megabyte against 4096 tokens: %v, want ErrPromptOverLimit", err)
+			}
+		})
+	}
 }

@@ -57,8 +57,8 @@
 // several processes (lease.Redis) the victims may be another process's idle models,
 // asked to unload over its preempt channel, and the Block unloads its own idle models
 // when another process asks (docs/REDIS.md). Devices reports the devices and their
-// leases (/admin/devices). A model idle for IdleTimeout (or a shorter Request.KeepAlive of its
-// last request) is unloaded (scale to zero) and reloads on the next request.
+// leases (/admin/devices). A model idle for IdleTimeout (or the Request.KeepAlive of its last
+// request, which replaces it) is unloaded (scale to zero) and reloads on the next request.
 //
 // # Cold start
 //

@@ -27,17 +27,17 @@ type lifeModel struct {
 	Wanted      bool // a request, Load or New waits for it to load
 	LastUsed    time.Time
 	IdleTimeout time.Duration // < 0: never unloaded for idleness
-	KeepAlive   time.Duration // > 0: the last request's keep-alive, which may shorten IdleTimeout
+	KeepAlive   time.Duration // > 0: the last request's keep-alive, which replaces IdleTimeout
 	Priority    int
 	Bytes       int64  // what it leases: weights + its replicas' KV pools
 	Device      string // where it leases them; "": host
 }
 
 // timeout is how long the model may stay idle before it is unloaded (< 0: forever):
-// IdleTimeout, or the last request's KeepAlive when that is shorter. A request never
-// lengthens the server's timeout.
+// the last request's KeepAlive when it has one, else IdleTimeout. The caller bounds
+// a request's KeepAlive (the gateway: docs on lmlite.keep_alive).
 func (m *lifeModel) timeout() time.Duration {
-	if m.KeepAlive > 0 && (m.IdleTimeout < 0 || m.KeepAlive < m.IdleTimeout) {
+	if m.KeepAlive > 0 {
 		return m.KeepAlive
 	}
 	return m.IdleTimeout

@@ -65,7 +65,17 @@ func (p *Prep) MaxModelLen() int { return p.maxLen }
 func (p *Prep) Tokenize(text string) []int32 { return p.tok.Encode(text, p.tok.AddBOS(), true) }
 
 // ChatTokens is Block.ChatTokens for this model.
-func (p *Prep) ChatTokens(msgs []Message) ([]int32, error) { return chatTokens(p.tok, p.tmpl, msgs) }
+func (p *Prep) ChatTokens(msgs []Message) ([]int32, error) { return chatTokens(p.tok, p.tmpl, msgs, 0) }
+
+// TokenizeCapped is Block.TokenizeCapped for this model.
+func (p *Prep) TokenizeCapped(text string, limit int) ([]int32, error) {
+	return tokenizeCapped(p.tok, text, limit)
+}
+
+// ChatTokensCapped is Block.ChatTokensCapped for this model.
+func (p *Prep) ChatTokensCapped(msgs []Message, tools []Tool, limit int) ([]int32, error) {
+	return chatTokensTools(p.tok, p.tmpl, msgs, tools, limit)
+}
 
 // Check fails a request that can never run, as Block.Generate does at once: an empty
 // prompt, a token outside the vocabulary, negative max tokens, or longer than the
@@ -91,7 +101,7 @@ func (p *Prep) Check(modelID string, req Request) error {
 
 // ChatTokensTools is Block.ChatTokensTools for this model.
 func (p *Prep) ChatTokensTools(msgs []Message, tools []Tool) ([]int32, error) {
-	return chatTokensTools(p.tok, p.tmpl, msgs, tools)
+	return chatTokensTools(p.tok, p.tmpl, msgs, tools, 0)
 }
 
 // ToolSyntax is Block.ToolSyntax for this model.

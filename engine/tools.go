@@ -77,13 +77,14 @@ func (b *Block) ChatTokensTools(modelID string, msgs []Message, tools []Tool) ([
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownModel, modelID)
 	}
-	return chatTokensTools(in.tok, in.tmpl, msgs, tools)
+	return chatTokensTools(in.tok, in.tmpl, msgs, tools, 0)
 }
 
 // chatTokensTools is ChatTokensTools for one tokenizer and template.
-func chatTokensTools(tok *tokenizer.Tokenizer, tmpl *chat.Template, msgs []Message, tools []Tool) ([]int32, error) {
+// limit <= 0: no limit; else it gives up past limit tokens (ChatTokensCapped).
+func chatTokensTools(tok *tokenizer.Tokenizer, tmpl *chat.Template, msgs []Message, tools []Tool, limit int) ([]int32, error) {
 	if len(tools) == 0 && !hasToolMessages(msgs) {
-		return chatTokens(tok, tmpl, msgs)
+		return chatTokens(tok, tmpl, msgs, limit)
 	}
 	texts := []string{tmpl.Source()}
 	for _, m := range msgs {
@@ -117,11 +118,7 @@ func chatTokensTools(tok *tokenizer.Tokenizer, tmpl *chat.Template, msgs []Messa
 	if err != nil {
 		return nil, err
 	}
-	ids := q.Encode(text, false)
-	if bos := tok.BOS(); tok.AddBOS() && bos >= 0 && (len(ids) == 0 || ids[0] != bos) {
-		ids = append([]int32{bos}, ids...)
-	}
-	return ids, nil
+	return encodeQuoted(tok, q, text, limit)
 }
 
 // renderTools renders msgs and tools with tmpl, whose model writes calls in syn

@@ -36,6 +36,8 @@ type batches struct {
 
 	mu      sync.Mutex
 	charged map[string]money.Money // ledger entries of batch lines logged before a restart
+
+	uploads, creates apiLimiters // file_uploads_per_minute, batch_creates_per_minute (batchquota.go)
 }
 
 // startBatches makes the manager over the store and resumes unfinished jobs, after
@@ -57,8 +59,14 @@ func (s *Server) startBatches(st *batch.Store, conc int, q batch.Queue) error {
 		}
 		return 0
 	}
-	b.m = batch.NewManager(st, s, batch.Options{Concurrency: conc, ConcurrencyOf: concOf, Now: s.now, Logger: s.log, Checker: s, Queue: q,
-		CrashLimit: s.batchCrashLimit})
+	unfinishedOf := func(tenant string) int {
+		if pol, ok := s.book.Resolve(tenant); ok {
+			return pol.BatchMaxUnfinished // the plan's batch_max_unfinished
+		}
+		return 0
+	}
+	b.m = batch.NewManager(st, s, batch.Options{Concurrency: conc, ConcurrencyOf: concOf, MaxUnfinishedOf: unfinishedOf,
+		Now: s.now, Logger: s.log, Checker: s, Queue: q, CrashLimit: s.batchCrashLimit})
 	s.batches = b
 	if err := s.metrics.reg.Register(&batchCollector{st: st, log: s.log}); err != nil {
 		return err
@@ -429,20 +437,25 @@ func (s *Server) handleBatchAPI(ctx *fasthttp.RequestCtx, reqID string) {
 				return
 			}
 			data := make([]any, 0, len(fs))
+			now := s.now()
 			for i := range fs {
-				data = append(data, fileObject(&fs[i]))
+				if !fs[i].Expired(now) {
+					data = append(data, fileObject(&fs[i]))
+				}
 			}
 			writeJSON(ctx, 200, map[string]any{"object": "list", "data": data, "has_more": false})
 			return
 		}
 		if allow("POST") {
-			s.uploadFile(ctx, reqID, tenant)
+			s.uploadFile(ctx, reqID, pol)
 		}
 	case parts[0] == "files" && len(parts) == 2:
 		id := parts[1]
 		switch method {
 		case "DELETE":
-			if err := st.DeleteFile(tenant, id); errors.Is(err, batch.ErrNotFound) {
+			if _, err := s.liveFile(tenant, id); err != nil {
+				notFound("file", id)
+			} else if err := st.DeleteFile(tenant, id); errors.Is(err, batch.ErrNotFound) {
 				notFound("file", id)
 			} else if err != nil {
 				s.internal(ctx, reqID, err)
@@ -453,7 +466,7 @@ func (s *Server) handleBatchAPI(ctx *fasthttp.RequestCtx, reqID string) {
 			if !allow("GET") {
 				return
 			}
-			f, err := st.File(tenant, id)
+			f, err := s.liveFile(tenant, id)
 			if err != nil {
 				notFound("file", id)
 				return
@@ -465,6 +478,10 @@ func (s *Server) handleBatchAPI(ctx *fasthttp.RequestCtx, reqID string) {
 			return
 		}
 		r, f, err := st.Open(tenant, parts[1])
+		if err == nil && f.Expired(s.now()) {
+			r.Close()
+			err = batch.ErrNotFound
+		}
 		if err != nil {
 			notFound("file", parts[1])
 			return
@@ -477,7 +494,7 @@ func (s *Server) handleBatchAPI(ctx *fasthttp.RequestCtx, reqID string) {
 			return
 		}
 		if allow("POST") {
-			s.createBatch(ctx, reqID, tenant, keyID)
+			s.createBatch(ctx, reqID, pol, keyID)
 		}
 	case parts[0] == "batches" && len(parts) == 2:
 		if !allow("GET") {
@@ -505,16 +522,36 @@ func (s *Server) handleBatchAPI(ctx *fasthttp.RequestCtx, reqID string) {
 	}
 }
 
+// liveFile is tenant's file id unless it has expired (ErrNotFound: an expired file
+// is gone to the API before the sweeper deletes it).
+func (s *Server) liveFile(tenant, id string) (batch.File, error) {
+	f, err := s.batches.m.Store().File(tenant, id)
+	if err == nil && f.Expired(s.now()) {
+		err = batch.ErrNotFound
+	}
+	return f, err
+}
+
 func (s *Server) internal(ctx *fasthttp.RequestCtx, reqID string, err error) {
 	s.log.Error("batch api", "request_id", reqID, "error", err)
 	s.writeError(ctx, reqID, &apiError{status: 500, typ: "server_error", message: "internal error", reason: "internal"})
 }
 
-// uploadFile is POST /v1/files: multipart with "file" and "purpose" (only "batch").
-// The body is read as a stream (it may be far over max_body_bytes): the file part is
-// written to disk as it arrives, its lines counted as they pass, and refused as soon
-// as it is over MaxFileBytes or MaxFileLines; the file is never held in memory.
-func (s *Server) uploadFile(ctx *fasthttp.RequestCtx, reqID, tenant string) {
+// uploadFile is POST /v1/files: multipart with "file" and "purpose" (only "batch"),
+// and optionally OpenAI's expires_after[anchor] ("created_at") and
+// expires_after[seconds] (3600 to 2592000; default 30 days). It is rate limited
+// (the plan's file_uploads_per_minute) before any of the body is read. The body is
+// read as a stream (it may be far over max_body_bytes): the file part is written to
+// disk as it arrives, its lines and bytes counted as they pass, and refused as soon
+// as it is over MaxFileBytes or MaxFileLines or the tenant's files_max_bytes
+// (files_max_count before it starts); the file is never held in memory.
+func (s *Server) uploadFile(ctx *fasthttp.RequestCtx, reqID string, pol *policies.Policy) {
+	tenant := pol.Tenant
+	if aerr := s.admitUpload(pol); aerr != nil {
+		ctx.SetConnectionClose() // the body is not read
+		s.writeError(ctx, reqID, aerr)
+		return
+	}
 	mt, params, err := mime.ParseMediaType(string(ctx.Request.Header.ContentType()))
 	if err != nil || mt != "multipart/form-data" || params["boundary"] == "" {
 		ctx.SetConnectionClose()
@@ -532,6 +569,8 @@ func (s *Server) uploadFile(ctx *fasthttp.RequestCtx, reqID, tenant string) {
 	mr := multipart.NewReader(io.LimitReader(body, batch.MaxFileBytes+1<<20), params["boundary"])
 	var f *batch.File
 	purpose := ""
+	var exp expiresAfter
+	expSet := false
 	fail := func(e *apiError) {
 		if f != nil {
 			st.DeleteFile(tenant, f.ID)
@@ -552,12 +591,30 @@ func (s *Server) uploadFile(ctx *fasthttp.RequestCtx, reqID, tenant string) {
 		case "purpose":
 			b, _ := io.ReadAll(io.LimitReader(part, 64))
 			purpose = string(b)
+		case "expires_after[anchor]":
+			b, _ := io.ReadAll(io.LimitReader(part, 64))
+			exp.Anchor, expSet = string(b), true
+		case "expires_after[seconds]":
+			b, _ := io.ReadAll(io.LimitReader(part, 64))
+			n, err := strconv.ParseInt(string(b), 10, 64)
+			if err != nil {
+				fail(badRequest("expires_after.seconds", "expires_after.seconds must be a whole number of seconds"))
+				return
+			}
+			exp.Seconds, expSet = &n, true
 		case "file":
 			if f != nil {
 				fail(badRequest("file", "one 'file' part is required"))
 				return
 			}
-			nf, err := st.PutFile(tenant, "batch", part.FileName(), part, s.now())
+			now := s.now()
+			nf, err := st.PutFileWith(tenant, "batch", part.FileName(), part, now,
+				batch.PutOptions{Limits: fileLimits(pol), ExpiresAt: now.Add(batch.DefaultFileExpiry).Unix()})
+			var qe *batch.QuotaError
+			if errors.As(err, &qe) {
+				fail(quotaError(qe))
+				return
+			}
 			if errors.Is(err, batch.ErrTooLarge) {
 				fail(&apiError{status: 400, typ: "invalid_request_error", param: "file",
 					message: "the file is over the limit of " + strconv.Itoa(batch.MaxFileBytes>>20) + " MB or " +
@@ -592,22 +649,46 @@ func (s *Server) uploadFile(ctx *fasthttp.RequestCtx, reqID, tenant string) {
 		fail(badRequest("file", "one 'file' part is required"))
 		return
 	}
+	if expSet {
+		d, aerr := exp.check("expires_after")
+		if aerr != nil {
+			fail(aerr)
+			return
+		}
+		if *f, err = st.SetFileExpiry(tenant, f.ID, f.CreatedAt+int64(d/time.Second)); err != nil {
+			fail(&apiError{status: 500, typ: "server_error", message: "internal error", reason: "internal"})
+			s.log.Error("batch api", "request_id", reqID, "error", err)
+			return
+		}
+	}
 	writeJSON(ctx, 200, fileObject(f))
 }
 
 func fileObject(f *batch.File) map[string]any {
-	return map[string]any{"id": f.ID, "object": "file", "bytes": f.Bytes, "created_at": f.CreatedAt,
+	o := map[string]any{"id": f.ID, "object": "file", "bytes": f.Bytes, "created_at": f.CreatedAt,
 		"filename": f.Filename, "purpose": f.Purpose, "status": "processed"}
+	if f.ExpiresAt != 0 {
+		o["expires_at"] = f.ExpiresAt
+	}
+	return o
 }
 
-// createBatch is POST /v1/batches.
-func (s *Server) createBatch(ctx *fasthttp.RequestCtx, reqID, tenant, keyID string) {
+// createBatch is POST /v1/batches. It is rate limited (the plan's
+// batch_creates_per_minute) before anything else, and refused past the plan's
+// batch_max_unfinished: the job's lines are read and priced only once it is admitted.
+func (s *Server) createBatch(ctx *fasthttp.RequestCtx, reqID string, pol *policies.Policy, keyID string) {
+	tenant := pol.Tenant
+	if aerr := s.admitCreate(pol); aerr != nil {
+		s.writeError(ctx, reqID, aerr)
+		return
+	}
 	var in struct {
-		InputFileID      string            `json:"input_file_id"`
-		Endpoint         string            `json:"endpoint"`
-		CompletionWindow string            `json:"completion_window"`
-		Metadata         map[string]string `json:"metadata"`
-		LMLite           *struct {
+		InputFileID        string            `json:"input_file_id"`
+		Endpoint           string            `json:"endpoint"`
+		CompletionWindow   string            `json:"completion_window"`
+		Metadata           map[string]string `json:"metadata"`
+		OutputExpiresAfter *expiresAfter     `json:"output_expires_after"`
+		LMLite             *struct {
 			MaxCostUSD *float64 `json:"max_cost_usd"`
 		} `json:"lmlite"`
 	}
@@ -628,6 +709,18 @@ func (s *Server) createBatch(ctx *fasthttp.RequestCtx, reqID, tenant, keyID stri
 		s.writeError(ctx, reqID, badRequest("completion_window", "completion_window must be 24h"))
 		return
 	}
+	if aerr := checkMetadata(in.Metadata); aerr != nil {
+		s.writeError(ctx, reqID, aerr)
+		return
+	}
+	var outExpiry time.Duration
+	if in.OutputExpiresAfter != nil {
+		var aerr *apiError
+		if outExpiry, aerr = in.OutputExpiresAfter.check("output_expires_after"); aerr != nil {
+			s.writeError(ctx, reqID, aerr)
+			return
+		}
+	}
 	var cap money.Money
 	if v, ok := in.Metadata["max_cost_usd"]; ok {
 		x, err := strconv.ParseFloat(v, 64)
@@ -645,7 +738,19 @@ func (s *Server) createBatch(ctx *fasthttp.RequestCtx, reqID, tenant, keyID stri
 		}
 		cap = money.USD(x)
 	}
-	j, err := s.batches.m.Create(tenant, keyID, in.InputFileID, in.Endpoint, in.CompletionWindow, in.Metadata, cap)
+	_, err := s.liveFile(tenant, in.InputFileID)
+	var j batch.Job
+	if err == nil {
+		j, err = s.batches.m.CreateJob(batch.Job{Tenant: tenant, KeyID: keyID, InputFileID: in.InputFileID, Endpoint: in.Endpoint,
+			CompletionWindow: in.CompletionWindow, Metadata: in.Metadata, Cap: cap, OutputExpiresAfter: int64(outExpiry / time.Second)})
+	}
+	var tm *batch.TooManyError
+	if errors.As(err, &tm) {
+		s.writeError(ctx, reqID, &apiError{status: 429, typ: "requests", code: "batch_limit_exceeded",
+			message: "you have " + strconv.Itoa(tm.Max) + " batches not yet ended, your plan's batch_max_unfinished: cancel one or wait for one to end",
+			reason:  "quota_batch_max_unfinished"})
+		return
+	}
 	if errors.Is(err, batch.ErrNotFound) {
 		s.writeError(ctx, reqID, &apiError{status: 404, typ: "invalid_request_error", code: "not_found", param: "input_file_id",
 			message: "No such file: '" + in.InputFileID + "'", reason: "not_found"})

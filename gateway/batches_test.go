@@ -47,6 +47,10 @@ tenants:
   - {id: half, plan: half}
   - {id: solo, plan: solo}
   - {id: thin, plan: open, overrides: {daily_budget_usd: 0.0003}}
+  - {id: fq, plan: open, overrides: {files_max_bytes: 3000, files_max_count: 3}}
+  - {id: up, plan: open, overrides: {file_uploads_per_minute: 2}}
+  - {id: bc, plan: open, overrides: {batch_creates_per_minute: 2}}
+  - {id: un, plan: open, overrides: {batch_max_unfinished: 1, daily_budget_usd: 0.00000001}}
 `
 
 // startBatchServer is startServer with the Batch API on (its store in the data dir).

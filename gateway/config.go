@@ -17,6 +17,11 @@ import (
 type Config struct {
 	MaxBodyBytes int // larger request bodies answer 413; 0: 1 MiB
 	MaxInFlight  int // requests in flight before 503; 0: 1024
+	// MaxKeepAlive is the longest a request's lmlite.keep_alive may keep a model
+	// loaded; 0: no longer than its idle timeout. MinKeepAlive is the shortest a plan
+	// with allow_short_keep_alive may ask; 0: DefaultMinKeepAlive. (keepalive.go)
+	MaxKeepAlive time.Duration
+	MinKeepAlive time.Duration
 	Models       []Model
 	Tiers        tiers.Set
 	Book         *policies.Book // the tenants' policies; nil: no tenants
@@ -31,7 +36,13 @@ type Model struct {
 	Price       money.Price
 	Upstream    *Upstream // nil: the embedded engine serves it
 	OwnedBy     string    // the owned_by of /v1/models; "": "lmlite"
+	// IdleTimeout is the engine's idle timeout for it (configs: idle_timeout); 0:
+	// engine.DefaultIdleTimeout; < 0: never unloaded for idleness.
+	IdleTimeout time.Duration
 }
+
+// DefaultMinKeepAlive is Config.MinKeepAlive's default.
+const DefaultMinKeepAlive = 30 * time.Second
 
 // Upstream is an OpenAI-compatible server that serves a model.
 type Upstream struct {
@@ -48,11 +59,12 @@ func ConfigOf(c *configs.Config) (Config, error) {
 	if err != nil {
 		return Config{}, err
 	}
-	gc := Config{MaxBodyBytes: c.MaxBodyBytes, MaxInFlight: c.MaxInFlight, Tiers: *c.Set(), Book: book}
+	gc := Config{MaxBodyBytes: c.MaxBodyBytes, MaxInFlight: c.MaxInFlight, Tiers: *c.Set(), Book: book,
+		MaxKeepAlive: c.MaxKeepAlive, MinKeepAlive: c.MinKeepAlive}
 	for i := range c.Models {
 		mc := &c.Models[i]
 		m := Model{ID: mc.ID, MaxModelLen: mc.MaxModelLen, Slots: mc.MaxConcurrency * max(1, mc.Replicas),
-			MaxQueue: mc.MaxQueue, Price: mc.Price(), OwnedBy: mc.OwnedBy}
+			MaxQueue: mc.MaxQueue, Price: mc.Price(), OwnedBy: mc.OwnedBy, IdleTimeout: mc.IdleTimeout}
 		if u := mc.Upstream; u != nil {
 			m.Upstream = &Upstream{BaseURL: u.BaseURL, Model: u.Model, Timeout: u.Timeout}
 			if m.Upstream.Model == "" {

@@ -39,25 +39,32 @@
 //     Options.ForwardIdle without a byte (an error event node_unresponsive past it);
 //     the receiving process writes ": keep-alive" comments when it has written
 //     nothing for a third of that (KeepAliveHeader, keepAlive), which relay drops.
-//  5. run.go, Server.handleGenerate: a batch line is admitted here
-//     (tenancy.Tenancy.AdmitBatchLine: its budgets only); any other request is
-//     admitted by its first attempt, step 7, once its worst case is known.
+//  5. run.go, job.serve: admission, before any expensive work (the chat template,
+//     the tokenizer, the router). A batch line is admitted here by
+//     tenancy.Tenancy.AdmitBatchLine (its budgets only); any other request by
+//     job.admit: tenancy.Tenancy.Admit, concurrency, requests/s and tokens/min on the
+//     prompt's estimate from its bytes (429 with Retry-After), then a tenant whose
+//     money left is less than the request's least cost (one output token on the
+//     cheapest model it may use: job.leastCost) is a 429 insufficient_quota. A
+//     refused request's prompt is never rendered or tokenized.
 //  6. route.go, job.choose: the one routing decision. tiers.Select runs once with
-//     the tenant's remaining money (before admission tenancy.Tenancy.Remaining: with
-//     Redis, the money left at its last answer) and each candidate's exact worst case
+//     the tenant's remaining money (the admitted ticket's: with Redis, the money
+//     left at its last answer) and each candidate's exact worst case
 //     (job.planFor: the prompt rendered and tokenized once per model with
 //     Engine.ChatTokens, or Features.ChatTokensTools when tools or tool messages are
 //     present, every text of the request as plain text, only the template's markup
-//     as control tokens; the output limit checked; features.go, job.planFeatures:
+//     as control tokens; with CappedTokenizer (the Block and the workers mode) the
+//     tokenizer gives up once the prompt is over the model's limit less one output
+//     token, from the prompt's length alone when the vocabulary allows: a prompt
+//     over the limit is a 400 context_length_exceeded for about the limit's work;
+//     the output limit checked; features.go, job.planFeatures:
 //     the grammar of response_format or of a required/named tool call, and the
 //     model's tool-call syntax; the budget's worst case is n choices), so a
 //     request over every candidate's limit is a 400 naming the limit, money is a
 //     429 insufficient_quota, load a 503.
-//  7. run.go, job.run, job.reserve: the first attempt admits the request with its
-//     worst case, tenancy.Tenancy.AdmitReserve: concurrency, tokens/min, requests/s
-//     (429 with Retry-After) and the reservation, all or nothing (one round trip
-//     with Redis; a choice the money no longer covers is chosen again with the money
-//     left); a later attempt tenancy.Ticket.Reserve the worst case. Then job.launch: the
+//  7. run.go, job.run, job.reserve: each attempt reserves the choice's worst case on
+//     the admitted ticket (tenancy.Ticket.Reserve; a choice the money no longer
+//     covers is chosen again with the money left). Then job.launch: the
 //     engine's Generate (Features.GenerateN for n > 1; the plan's grammar and the
 //     logprobs asked for in the engine.Request), or upstream.go, job.runUpstream
 //     (the body forwarded). A model that refuses before answering (queue full, no
@@ -129,7 +136,16 @@
 // A batch line is admitted by tenancy.AdmitBatch: the tenant's budgets, not its
 // interactive concurrency, requests/s or tokens/min. POST /v1/files reads its
 // multipart body as a stream (uploadFile), the file part written to disk as it
-// arrives (batch.Store.PutFile), so a file may be far over max_body_bytes.
+// arrives (batch.Store.PutFileWith), so a file may be far over max_body_bytes.
+// batchquota.go admits the Batch API's calls before their work: uploads and batch
+// creates are rate limited per tenant (x/time/rate, the plan's
+// file_uploads_per_minute and batch_creates_per_minute: 429 with Retry-After), an
+// upload is counted against files_max_bytes as its bytes arrive and files_max_count
+// before it starts (400 file_quota_exceeded), a create past batch_max_unfinished is a
+// 429, and metadata (of a batch or a chat completion) is held to OpenAI's limits.
+// Files carry expires_at (expires_after on upload; a batch's output_expires_after;
+// 30 days by default): an expired file is a 404 at once, and the batch Manager's
+// sweeper deletes it.
 // Options.BatchQueue (batch.RedisQueue with redis:) runs lines on every process: the
 // Server is its batch.Placer (LineModel, LineModels), so a line naming a model runs
 // only on a process serving it, and one routed by tier on a process having the best
@@ -163,10 +179,16 @@
 //
 // # Scale to zero
 //
-// A model unloads after its config's idle_timeout. A request may shorten that for
-// its model with "lmlite": {"keep_alive": "30s"} (a Go duration; "0s": unload as
-// soon as it ends); it never lengthens it. The last request to end sets it, so a
-// request without keep_alive gives the model its configured timeout back.
+// A model unloads after its config's idle_timeout. A request's "lmlite":
+// {"keep_alive": "30s"} (a Go duration) asks for another stay once it ends, and no
+// tenant can unload what another uses (keepalive.go): a longer one is granted up to
+// max_keep_alive (0, the default: none longer); a shorter one only to a plan with
+// allow_short_keep_alive (else it is ignored), not below min_keep_alive (30s), and
+// never below what other tenants' uses still keep the model (each use keeps it for
+// its own request's stay, counted from its end), so a shorter stay affects only its
+// tenant's own use. The engine is given the result (engine.Request.KeepAlive; the
+// last request to end sets it): a request without keep_alive gives the model the
+// longest of its idle timeout and other tenants' stays.
 //
 // Shutdown drains: it answers 503 to new requests, closes the listener, and waits
 // for in-flight requests, streams included, to finish and settle.

@@ -158,40 +158,75 @@ func (s *Server) handleEmbeddings(ctx *fasthttp.RequestCtx, reqID string) {
 			return
 		}
 	}
-	// The inputs' tokens, and each one's length against the model's limit.
+	// Admitted (concurrency, requests/s, tokens/min on an estimate from the bytes)
+	// before any input is tokenized; a tenant with no money left is refused at once.
+	est := 0
 	for _, t := range texts {
-		toks, err := s.eng.Tokenize(m.id, t)
+		est += len(t)/3 + 1
+	}
+	for _, p := range ids {
+		est += len(p)
+	}
+	tk, err := s.ten.Admit(s.quota(pol), j.start, est)
+	if err != nil {
+		var le *tenancy.LimitError
+		switch {
+		case errors.As(err, &le):
+			j.refuse(ctx, rateLimited(le))
+		case errors.Is(err, tenancy.ErrUnavailable):
+			j.fail(ctx, unavailable(err))
+		default:
+			j.fail(ctx, &apiError{status: 500, typ: "server_error", message: "admission failed: " + err.Error(), reason: "internal"})
+		}
+		return
+	}
+	j.ticket = tk
+	j.c = choice{m: m, tierName: m.tier}
+	if room := tk.Remaining(j.start); room >= 0 && room < m.price.Cost(len(texts)+len(ids), 0) { // a token an input at least
+		j.fail(ctx, insufficientQuota(errors.New("the money left, "+room.String()+", is less than the least this request can cost")))
+		return
+	}
+	// The inputs' tokens, and each one's length against the model's limit: the
+	// tokenizer gives up past it (CappedTokenizer).
+	maxLen := s.limit(m)
+	ct, capped := s.eng.(CappedTokenizer)
+	for i, t := range texts {
+		var toks []int32
+		if capped && maxLen > 1 {
+			toks, err = ct.TokenizeCapped(m.id, t, maxLen-1)
+		} else {
+			toks, err = s.eng.Tokenize(m.id, t)
+		}
+		if errors.Is(err, engine.ErrPromptOverLimit) {
+			j.fail(ctx, contextLengthExceeded("input["+strconv.Itoa(i)+"]", "the input is more than "+strconv.Itoa(maxLen-1)+" tokens, over the model's limit of "+strconv.Itoa(maxLen-1)))
+			return
+		}
 		if err != nil {
-			s.writeError(ctx, reqID, engineError(err))
+			j.fail(ctx, engineError(err))
 			return
 		}
 		ids = append(ids, toks)
 	}
 	nPrompt := 0
 	for i, p := range ids {
-		if maxLen := s.limit(m); maxLen > 0 && len(p) >= maxLen {
-			s.writeError(ctx, reqID, badRequest("input["+strconv.Itoa(i)+"]", "the input is "+strconv.Itoa(len(p))+" tokens, over the model's limit of "+strconv.Itoa(maxLen-1)))
+		if maxLen > 0 && len(p) >= maxLen {
+			j.fail(ctx, contextLengthExceeded("input["+strconv.Itoa(i)+"]", "the input is "+strconv.Itoa(len(p))+" tokens, over the model's limit of "+strconv.Itoa(maxLen-1)))
 			return
 		}
 		nPrompt += len(p)
 	}
-	j.c = choice{m: m, tierName: m.tier, plan: plan{nPrompt: nPrompt}, cost: m.price.Cost(nPrompt, 0)}
-	tk, err := s.ten.AdmitReserve(s.quota(pol), j.start, nPrompt, j.c.cost)
-	if err != nil {
-		var le *tenancy.LimitError
+	j.c.plan, j.c.cost = plan{nPrompt: nPrompt}, m.price.Cost(nPrompt, 0)
+	if err := tk.Reserve(j.start, j.c.cost); err != nil {
 		switch {
-		case errors.As(err, &le):
-			s.writeError(ctx, reqID, rateLimited(le))
 		case errors.Is(err, tenancy.ErrInsufficientQuota):
 			j.fail(ctx, insufficientQuota(err))
 		case errors.Is(err, tenancy.ErrUnavailable):
 			j.fail(ctx, unavailable(err))
 		default:
-			s.writeError(ctx, reqID, &apiError{status: 500, typ: "server_error", message: "admission failed: " + err.Error(), reason: "internal"})
+			j.fail(ctx, &apiError{status: 500, typ: "server_error", message: "reserve: " + err.Error(), reason: "internal"})
 		}
 		return
 	}
-	j.ticket = tk
 	ectx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	emb, err := s.eng.(Features).Embed(ectx, m.id, engine.EmbedRequest{Inputs: ids, Tenant: pol.Tenant, Weight: pol.Weight, Priority: engine.Interactive})

@@ -216,6 +216,14 @@ type engineServer struct {
 // are the config's).
 func startEngine(t *testing.T, yaml string, ec engine.Config) *engineServer {
 	t.Helper()
+	return startEngineWith(t, yaml, ec, Options{}, nil)
+}
+
+// startEngineWith is startEngine with the gateway's options (a clock) serving, when
+// wrap is not nil, the Engine it makes of the Block (to count what the gateway asks
+// of it).
+func startEngineWith(t testing.TB, yaml string, ec engine.Config, opts Options, wrap func(*engine.Block) Engine) *engineServer {
+	t.Helper()
 	dir := t.TempDir()
 	if strings.Contains(yaml, "$TINY") {
 		path := filepath.Join(dir, "tiny.gguf")
@@ -253,7 +261,11 @@ func startEngine(t *testing.T, yaml string, ec engine.Config) *engineServer {
 			t.Fatal(err)
 		}
 	}
-	srv, err := New(mustGatewayConfig(t, cfg), block, tenancy.New(store), Options{})
+	var eng Engine = block
+	if wrap != nil {
+		eng = wrap(block)
+	}
+	srv, err := New(mustGatewayConfig(t, cfg), eng, tenancy.New(store), opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -100,6 +100,14 @@ func (in *input) parse(k kind, body []byte) *apiError {
 	return nil
 }
 
+// promptField names the request's prompt: messages, or prompt for completions.
+func (in *input) promptField() string {
+	if in.kind == kindCompletion {
+		return "prompt"
+	}
+	return "messages"
+}
+
 // estimate is the prompt-token estimate for the tokens/min quota before a model (and
 // so a tokenizer) is chosen: about 3 bytes a token, plus template overhead.
 func (in *input) estimate() int {

@@ -36,7 +36,7 @@ type lmliteFields struct {
 	Tier         string   `json:"tier"`
 	MaxLatencyMS *float64 `json:"max_latency_ms"`
 	MaxCostUSD   *float64 `json:"max_cost_usd"`
-	KeepAlive    *string  `json:"keep_alive"` // a Go duration ("30s", "5m"): shortens the model's idle timeout (engine.Request.KeepAlive)
+	KeepAlive    *string  `json:"keep_alive"` // a Go duration ("30s", "5m"): the model's stay after the request, as keepalive.go allows
 }
 
 type streamOptions struct {
@@ -297,6 +297,8 @@ func (r *chatRequest) unsupported() *apiError {
 		return refuse("web_search_options")
 	case r.Store != nil && *r.Store:
 		return refuse("store")
+	case r.Metadata != nil:
+		return checkAnyMetadata(r.Metadata) // OpenAI's limits, as a batch's (batchquota.go)
 	}
 	return nil
 }

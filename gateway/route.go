@@ -8,6 +8,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/engine/grammar"
 	"github.com/lmlite/lmlite/engine/toolcall"
 	"github.com/lmlite/lmlite/money"
@@ -23,7 +24,8 @@ type route struct {
 	tier       tiers.Tier // for tiers.ModeFixed
 	maxLatency time.Duration
 	maxCost    money.Money
-	keepAlive  time.Duration // lmlite.keep_alive; 0: the model's idle_timeout
+	keepGiven  bool          // lmlite.keep_alive is given
+	keepAlive  time.Duration // its value (keepalive.go decides what the engine gets)
 }
 
 // steppable reports whether the router may step down to another tier after a tier
@@ -75,8 +77,7 @@ func (s *Server) routeOf(h *fasthttp.RequestHeader, in *input, pol *policies.Pol
 		if err != nil || d < 0 {
 			return rt, badRequest("lmlite.keep_alive", `lmlite.keep_alive must be a non-negative duration such as "30s" or "5m"`)
 		}
-		// "0s" asks to unload as soon as the request ends; the engine's 0 means "not given".
-		rt.keepAlive = max(d, time.Nanosecond)
+		rt.keepGiven, rt.keepAlive = true, d
 	}
 	modeField, tierField := "lmlite.tier_mode", "lmlite.tier"
 	if f.TierMode == "" {
@@ -211,11 +212,7 @@ func (j *job) makePlan(m *model) plan {
 		if m.upstream == nil {
 			room := maxLen - p.nPrompt
 			if room < 1 {
-				f := "messages"
-				if j.in.kind == kindCompletion {
-					f = "prompt"
-				}
-				p.err = badRequest(f, "the prompt is "+strconv.Itoa(p.nPrompt)+" tokens, over the model's limit of "+strconv.Itoa(maxLen))
+				p.err = contextLengthExceeded(j.in.promptField(), "the prompt is "+strconv.Itoa(p.nPrompt)+" tokens, over the model's limit of "+strconv.Itoa(maxLen))
 				return p
 			}
 			if want > room {
@@ -235,22 +232,46 @@ func (j *job) makePlan(m *model) plan {
 	return p
 }
 
-// promptTokens renders (chat) and tokenizes the prompt for an embedded model.
+// promptTokens renders (chat) and tokenizes the prompt for an embedded model. With
+// an engine that can (CappedTokenizer) and a model whose limit is known, the
+// tokenizer gives up once the prompt is over the longest prompt the model takes
+// (its limit less one output token): a prompt far over it is a 400
+// context_length_exceeded for about the limit's work, not the prompt's.
 func (j *job) promptTokens(m *model) ([]int32, *apiError) {
 	var toks []int32
 	var err error
 	f := &j.in.feat
-	if fe, ok := j.s.eng.(Features); ok && j.in.kind == kindChat && (len(f.tools) > 0 || f.toolMsgs) {
-		toks, err = fe.ChatTokensTools(m.id, j.in.msgs, f.tools) // every text of the request stays plain text
-	} else if j.in.kind == kindChat {
-		toks, err = j.s.eng.ChatTokens(m.id, j.in.msgs) // message texts stay plain text
-	} else {
-		toks, err = j.s.eng.Tokenize(m.id, j.in.prompt)
+	ct, capped := j.s.eng.(CappedTokenizer)
+	limit := j.s.limit(m) - 1
+	switch {
+	case capped && limit > 0 && j.in.kind == kindChat:
+		toks, err = ct.ChatTokensCapped(m.id, j.in.msgs, f.tools, limit) // every text of the request stays plain text
+	case capped && limit > 0:
+		toks, err = ct.TokenizeCapped(m.id, j.in.prompt, limit)
+	default:
+		fe, ok := j.s.eng.(Features)
+		switch {
+		case ok && j.in.kind == kindChat && (len(f.tools) > 0 || f.toolMsgs):
+			toks, err = fe.ChatTokensTools(m.id, j.in.msgs, f.tools) // every text of the request stays plain text
+		case j.in.kind == kindChat:
+			toks, err = j.s.eng.ChatTokens(m.id, j.in.msgs) // message texts stay plain text
+		default:
+			toks, err = j.s.eng.Tokenize(m.id, j.in.prompt)
+		}
+	}
+	if errors.Is(err, engine.ErrPromptOverLimit) {
+		return nil, contextLengthExceeded(j.in.promptField(), "the prompt is more than "+strconv.Itoa(limit)+
+			" tokens, over the model's limit of "+strconv.Itoa(limit+1))
 	}
 	if err != nil {
 		return nil, engineError(err)
 	}
 	return toks, nil
+}
+
+// contextLengthExceeded answers a prompt over a model's limit, as OpenAI does.
+func contextLengthExceeded(param, msg string) *apiError {
+	return &apiError{status: 400, typ: "invalid_request_error", code: "context_length_exceeded", param: param, message: msg, reason: "bad_request"}
 }
 
 // choose decides the model of one attempt, once, with everything known up front: a

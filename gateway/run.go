@@ -38,6 +38,9 @@ type job struct {
 
 	refusal string // the apiError reason that failed the request after admission (usage.go)
 
+	kept    bool          // its engine request is counted in s.keeps (keepalive.go) until settled
+	keepOwn time.Duration // how long its own use keeps its model (decideKeepAlive)
+
 	planBuf [2]planned // plans' first backing array: most requests plan one model
 }
 
@@ -110,12 +113,12 @@ func (j *job) serve(ctx *fasthttp.RequestCtx, k kind) bool {
 	if handled, async := j.maybeForwardTier(ctx); handled {
 		return async
 	}
-	// A batch line is admitted here, against its budgets only (its own lane: it never
+	// Admission comes before any expensive work (the chat template, the tokenizer,
+	// the router): a batch line against its budgets only (its own lane: it never
 	// takes the interactive traffic's slots or rate; its ticket is the line's, so a
-	// line run again is settled once). Any other request is admitted by its first
-	// attempt (run), once its worst case is known: requests/s, tokens/min (prompt
-	// estimate), concurrency and the reservation at once, all or nothing (one round
-	// trip with Redis).
+	// line run again is settled once), any other request against its concurrency,
+	// requests/s and tokens/min (on the prompt's estimate from its bytes). Its first
+	// attempt (run) reserves its worst case once it is known.
 	if j.line != nil {
 		tk, err := s.ten.AdmitBatchLine(s.quota(pol), j.start, j.line.id)
 		if err != nil {
@@ -127,6 +130,8 @@ func (j *job) serve(ctx *fasthttp.RequestCtx, k kind) bool {
 			return false
 		}
 		j.ticket = tk
+	} else if !j.admit(ctx) {
+		return false
 	}
 	return j.run(ctx)
 }
@@ -138,19 +143,58 @@ func rateLimited(le *tenancy.LimitError) *apiError {
 		retry:   tenancy.RetryAfterSeconds(le.RetryAfter), reason: "rate_" + le.Reason}
 }
 
-// reserve reserves the current choice's worst case. The first attempt of a request
-// not yet admitted admits it with that reservation (Tenancy.AdmitReserve); a later
-// attempt reserves on its ticket.
-func (j *job) reserve(now time.Time) error {
-	if j.ticket != nil {
-		return j.ticket.Reserve(now, j.c.cost)
-	}
-	tk, err := j.s.ten.AdmitReserve(j.s.quota(j.pol), now, j.in.estimate(), j.c.cost)
+// admit admits an interactive request (serve), answering the refusal itself: a
+// rate or concurrency quota is a 429 with Retry-After; a tenant whose budget has
+// less money left than the request's least cost on any model it may use (leastCost)
+// is a 429 insufficient_quota at once, as the router would answer it, rather than
+// after its prompt was rendered and tokenized. It reports whether the request goes
+// on.
+func (j *job) admit(ctx *fasthttp.RequestCtx) bool {
+	s := j.s
+	now := s.now()
+	tk, err := s.ten.Admit(s.quota(j.pol), now, j.in.estimate())
 	if err != nil {
-		return err
+		var le *tenancy.LimitError
+		switch {
+		case errors.As(err, &le):
+			j.refuse(ctx, rateLimited(le))
+		case errors.Is(err, tenancy.ErrUnavailable):
+			j.fail(ctx, unavailable(err))
+		default:
+			j.fail(ctx, &apiError{status: 500, typ: "server_error", message: "admission failed: " + err.Error(), reason: "internal"})
+		}
+		return false
 	}
 	j.ticket = tk
-	return nil
+	if room := tk.Remaining(now); room >= 0 && room < j.leastCost() {
+		j.fail(ctx, insufficientQuota(errors.New("the money left, "+room.String()+", is less than the least this request can cost")))
+		return false
+	}
+	return true
+}
+
+// leastCost is the least the request can cost on any model it may run on: one
+// output token (every request but one that only scores its prompt has one; a cost is
+// rounded up, money.Price.Cost), 0 when a model it may use is free.
+func (j *job) leastCost() money.Money {
+	if j.in.scoreOnly {
+		return 0
+	}
+	if m := j.rt.named; m != nil {
+		return m.price.Cost(0, 1)
+	}
+	least := money.Money(-1)
+	for id, m := range j.s.models {
+		if c := m.price.Cost(0, 1); j.pol.AllowsModel(id) && (least < 0 || c < least) {
+			least = c
+		}
+	}
+	return max(least, 0)
+}
+
+// reserve reserves the current choice's worst case on the admitted request's ticket.
+func (j *job) reserve(now time.Time) error {
+	return j.ticket.Reserve(now, j.c.cost)
 }
 
 // overReservation refuses a batch line whose worst case here is over what its job
@@ -206,11 +250,6 @@ func (j *job) run(ctx *fasthttp.RequestCtx) bool {
 		}
 		retry := j.rt.steppable() && attempt < maxAttempts
 		if err := j.reserve(now); err != nil {
-			var le *tenancy.LimitError
-			if errors.As(err, &le) {
-				j.refuse(ctx, rateLimited(le))
-				return false
-			}
 			if errors.Is(err, tenancy.ErrInsufficientQuota) && retry {
 				continue // choose again with the money left
 			}
@@ -270,6 +309,8 @@ func unavailable(error) *apiError {
 
 func engineError(err error) *apiError {
 	switch {
+	case errors.Is(err, engine.ErrPromptOverLimit):
+		return contextLengthExceeded("prompt", "the prompt is longer than the model's limit: "+err.Error())
 	case errors.Is(err, engine.ErrTooLong):
 		return badRequest("max_tokens", "the request is longer than the model's limit: "+err.Error())
 	case errors.Is(err, chat.ErrException):
@@ -301,6 +342,7 @@ func (j *job) fail(ctx *fasthttp.RequestCtx, e *apiError) {
 func (j *job) settle(e tenancy.Entry, u *engine.Usage) {
 	s := j.s
 	e.Time = s.now()
+	j.endKeep(true)
 	e.RequestID, e.KeyID, e.Tier = j.reqID, j.keyID, j.c.tierName
 	e.Latency = e.Time.Sub(j.start)
 	if j.c.m != nil && e.Model == "" {
@@ -352,7 +394,7 @@ func (j *job) startEmbedded() ([]*engine.Stream, context.CancelFunc, error) {
 		Tenant: j.pol.Tenant, Weight: j.pol.Weight, Priority: engine.Interactive, CacheSalt: salt,
 		Grammar: j.c.gram, Logprobs: f.logprobs, TopLogprobs: f.top, PromptLogprobs: f.echo && f.logprobs,
 		PromptOnly: j.in.scoreOnly,
-		KeepAlive:  j.rt.keepAlive,
+		KeepAlive:  j.keepAlive(),
 	}
 	if j.line != nil {
 		req.Priority = engine.Batch
@@ -370,10 +412,33 @@ func (j *job) startEmbedded() ([]*engine.Stream, context.CancelFunc, error) {
 	}
 	if err != nil {
 		j.s.pred.End(j.c.m.id)
+		j.endKeep(false)
 		cancel()
 		return nil, nil, err
 	}
 	return streams, cancel, nil
+}
+
+// keepAlive decides the request's engine.Request.KeepAlive (keepalive.go) and counts
+// the request in the server's keepAlives until it ends (endKeep).
+func (j *job) keepAlive() time.Duration {
+	s, m := j.s, j.c.m
+	a := keepAsk{Given: j.rt.keepGiven, Asked: j.rt.keepAlive, Idle: m.idle,
+		Max: s.cfg.MaxKeepAlive, Min: s.cfg.MinKeepAlive, Short: j.pol.ShortKeepAlive}
+	j.keepOwn, _ = decideKeepAlive(a)
+	a.Others = s.keeps.begin(m.id, j.pol.Tenant, s.now(), j.keepOwn)
+	j.kept = true
+	_, keep := decideKeepAlive(a)
+	return keep
+}
+
+// endKeep ends the request's count in the server's keepAlives (ran: it ran on the
+// model, whose stay it now sets).
+func (j *job) endKeep(ran bool) {
+	if j.kept {
+		j.kept = false
+		j.s.keeps.end(j.c.m.id, j.pol.Tenant, j.s.now(), j.keepOwn, ran)
+	}
 }
 
 // setRouteHeaders says which tier and model serve.

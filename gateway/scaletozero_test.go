@@ -19,7 +19,8 @@ import (
 
 // TestScaleToZeroIdlePolicy drives the idle policy through the gateway with the real
 // engine on a scripted clock: the config's idle_timeout, a request's
-// lmlite.keep_alive shortening it but never lengthening it, /v1/models showing each
+// lmlite.keep_alive shortening it (a plan with allow_short_keep_alive) but not
+// lengthening it (no max_keep_alive), /v1/models showing each
 // model's state, and /healthz and /readyz answering without waking a model (a
 // scaled-to-zero model leaves the server ready).
 func TestScaleToZeroIdlePolicy(t *testing.T) {
@@ -34,7 +35,7 @@ ledger: {sync: process}
 models:
   - {id: tiny, path: $TINY, max_model_len: 128, idle_timeout: 1h}
 plans:
-  open: {}
+  open: {allow_short_keep_alive: true}
 tenants:
   - {id: acme, plan: open}
 `, engine.Config{Clock: clock, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
@@ -120,7 +121,7 @@ tenants:
 	if s := listed(); s != "unloaded" || loads() != n {
 		t.Fatalf("after the probes: state %q, %d loads (was %d): a probe woke the model", s, loads(), n)
 	}
-	// A keep_alive longer than idle_timeout does not lengthen it.
+	// A keep_alive longer than idle_timeout does not lengthen it without max_keep_alive.
 	chat("2h")
 	if loads() != n+1 {
 		t.Fatalf("%d loads after a request to the unloaded model, want %d", loads(), n+1)

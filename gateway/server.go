@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/subtle"
 	"errors"
@@ -43,6 +44,16 @@ type Engine interface {
 	ChatTokens(modelID string, msgs []engine.Message) ([]int32, error)
 	Models() []engine.ModelStatus
 	Ready() bool
+}
+
+// CappedTokenizer is an optional ability of an Engine (the Block and the workers
+// mode have it): tokenizing that gives up once a prompt is over limit tokens, with
+// an error wrapping engine.ErrPromptOverLimit, so an oversized prompt is refused
+// for about limit tokens' work. ChatTokensCapped is ChatTokens, or with tools or
+// tool messages Features.ChatTokensTools.
+type CappedTokenizer interface {
+	TokenizeCapped(modelID, text string, limit int) ([]int32, error)
+	ChatTokensCapped(modelID string, msgs []engine.Message, tools []engine.Tool, limit int) ([]int32, error)
 }
 
 // ModelLoader is an optional ability of an Engine: the admin API loads and unloads
@@ -121,6 +132,7 @@ type Server struct {
 	created  int64
 	batches  *batches // nil: the Batch API is off
 	peer     *peering // nil: no registry (Options.Peers)
+	keeps    keepAlives
 
 	batchCrashLimit int // Options.BatchCrashLimit
 }
@@ -133,8 +145,9 @@ type model struct {
 	tier     string               // first tier listing it ("" if none), for X-LMLite-Tier
 	in       [tiers.NumTiers]bool // the tiers listing it
 	upstream *upstream
-	dim      atomic.Int64 // embeddings' size, once an embedding request has seen it
-	ownedBy  string       // "": "lmlite"
+	dim      atomic.Int64  // embeddings' size, once an embedding request has seen it
+	ownedBy  string        // "": "lmlite"
+	idle     time.Duration // its idle timeout in the engine; forever: never unloaded for idleness
 }
 
 // limit is the model's length limit (0: unknown). For an embedded model whose limit
@@ -157,6 +170,9 @@ func (s *Server) limit(m *model) int {
 func New(cfg Config, eng Engine, ten *tenancy.Tenancy, opts Options) (*Server, error) {
 	if cfg.MaxBodyBytes == 0 {
 		cfg.MaxBodyBytes = 1 << 20
+	}
+	if cfg.MinKeepAlive == 0 {
+		cfg.MinKeepAlive = DefaultMinKeepAlive
 	}
 	if cfg.MaxInFlight == 0 {
 		cfg.MaxInFlight = 1024
@@ -206,7 +222,10 @@ func New(cfg Config, eng Engine, ten *tenancy.Tenancy, opts Options) (*Server, e
 		}
 	}
 	for _, mc := range cfg.Models {
-		m := &model{id: mc.ID, price: mc.Price, ownedBy: mc.OwnedBy}
+		m := &model{id: mc.ID, price: mc.Price, ownedBy: mc.OwnedBy, idle: cmp.Or(mc.IdleTimeout, engine.DefaultIdleTimeout)}
+		if m.idle < 0 {
+			m.idle = forever
+		}
 		m.maxLen.Store(int64(mc.MaxModelLen))
 		if mc.Upstream != nil {
 			var err error

@@ -174,6 +174,9 @@ var (
 	maxLimit     = [...]int{usage.Minute: 1440, usage.Hour: 168, usage.Day: 31}
 )
 
+// maxUnixTime is the largest start_time or end_time: 9999-12-31T23:59:59Z.
+const maxUnixTime = 253402300799
+
 // parseUsageQuery reads start_time (Unix seconds, inclusive, required), end_time
 // (exclusive; default now), bucket_width (1m, 1h, 1d; default 1d), group_by (model,
 // tier, project_id), limit (buckets per page) and page (the cursor of next_page).
@@ -189,8 +192,9 @@ func parseUsageQuery(a *fasthttp.Args, tenants []string, now time.Time) (usageQu
 			return def, nil
 		}
 		n, err := strconv.ParseInt(string(v), 10, 64)
-		if err != nil || n < 0 {
-			return time.Time{}, badRequest(name, name+" must be Unix seconds")
+		if err != nil || n < 0 || n > maxUnixTime {
+			// Bounded so that bucket arithmetic (a start plus limit widths) cannot overflow.
+			return time.Time{}, badRequest(name, name+" must be Unix seconds from 0 to "+strconv.FormatInt(maxUnixTime, 10)+" (the end of year 9999)")
 		}
 		return time.Unix(n, 0).UTC(), nil
 	}

@@ -458,3 +458,32 @@ func TestUsageTotalsEqualTheLedgerAcrossARestart(t *testing.T) {
 		}
 	}
 }
+
+// start_time and end_time out of the range of dates (Unix seconds past year 9999, as
+// 9223372036854775807) are a 400 naming the parameter, not a recovered panic.
+func TestUsageTimesOutOfRangeAre400(t *testing.T) {
+	ts, _ := usageServer(t)
+	// The largest times allowed answer (an empty page).
+	for _, path := range []string{"/v1/organization/usage/completions", "/v1/organization/costs"} {
+		if code, _, body := ts.usagePage(path, ts.keys["acme"], vals("start_time", "253402300000", "end_time", "253402300799", "bucket_width", "1m")); code != 200 {
+			t.Errorf("%s at the end of year 9999: %d %s", path, code, body)
+		}
+	}
+	for _, c := range []struct {
+		q     url.Values
+		param string
+	}{
+		{vals("start_time", "9223372036854775807"), "start_time"},
+		{vals("start_time", "253402300800"), "start_time"},
+		{vals("start_time", unix(day0), "end_time", "9223372036854775807"), "end_time"},
+		{vals("start_time", "9223372036854775806", "end_time", "9223372036854775807"), "start_time"},
+		{vals("start_time", "-1"), "start_time"},
+	} {
+		for _, path := range []string{"/v1/organization/usage/completions", "/v1/organization/costs"} {
+			code, _, body := ts.usagePage(path, ts.keys["acme"], c.q)
+			if code != 400 || !strings.Contains(body, `"param":"`+c.param+`"`) {
+				t.Errorf("%s %v: %d %s, want 400 naming %s", path, c.q, code, body, c.param)
+			}
+		}
+	}
+}

@@ -34,7 +34,28 @@ type Plan struct {
 	// BatchMaxConcurrency is how many lines of one of the tenant's batch jobs run at
 	// once; 0: the server's batch concurrency.
 	BatchMaxConcurrency int `yaml:"batch_max_concurrency"`
+
+	// The Batch API's quotas (0: the default written beside; -1: no limit).
+	FilesMaxBytes         int64 `yaml:"files_max_bytes"`          // bytes of the tenant's stored files, uploads and batch outputs; 0: 2 GiB
+	FilesMaxCount         int   `yaml:"files_max_count"`          // the tenant's stored files; 0: 500
+	FileUploadsPerMinute  int   `yaml:"file_uploads_per_minute"`  // POST /v1/files; 0: 30 (a token bucket: as many at once, then one every 60/N s)
+	BatchCreatesPerMinute int   `yaml:"batch_creates_per_minute"` // POST /v1/batches; 0: 30 (a token bucket, as file_uploads_per_minute)
+	BatchMaxUnfinished    int   `yaml:"batch_max_unfinished"`     // the tenant's jobs not yet ended; 0: 10
+	// AllowShortKeepAlive lets the tenant's requests shorten a model's idle timeout
+	// with lmlite.keep_alive (down to the server's min_keep_alive, and never below
+	// what another tenant's recent use keeps it for); without it a shorter
+	// keep_alive is ignored. Lengthening it (up to max_keep_alive) needs no flag.
+	AllowShortKeepAlive bool `yaml:"allow_short_keep_alive"`
 }
+
+// Defaults of the Batch API's quotas (a Plan's zero value).
+const (
+	DefaultFilesMaxBytes         int64 = 2 << 30
+	DefaultFilesMaxCount               = 500
+	DefaultFileUploadsPerMinute        = 30
+	DefaultBatchCreatesPerMinute       = 30
+	DefaultBatchMaxUnfinished          = 10
+)
 
 // Override holds the fields a tenant changes from its plan; nil fields keep the plan's.
 type Override struct {
@@ -52,6 +73,13 @@ type Override struct {
 	BatchDiscount     *float64  `yaml:"batch_discount"`
 
 	BatchMaxConcurrency *int `yaml:"batch_max_concurrency"`
+
+	FilesMaxBytes         *int64 `yaml:"files_max_bytes"`
+	FilesMaxCount         *int   `yaml:"files_max_count"`
+	FileUploadsPerMinute  *int   `yaml:"file_uploads_per_minute"`
+	BatchCreatesPerMinute *int   `yaml:"batch_creates_per_minute"`
+	BatchMaxUnfinished    *int   `yaml:"batch_max_unfinished"`
+	AllowShortKeepAlive   *bool  `yaml:"allow_short_keep_alive"`
 }
 
 // Apply returns the plan with the override's set fields replacing its own.
@@ -95,6 +123,24 @@ func (p Plan) Apply(o Override) Plan {
 	if o.BatchMaxConcurrency != nil {
 		p.BatchMaxConcurrency = *o.BatchMaxConcurrency
 	}
+	if o.FilesMaxBytes != nil {
+		p.FilesMaxBytes = *o.FilesMaxBytes
+	}
+	if o.FilesMaxCount != nil {
+		p.FilesMaxCount = *o.FilesMaxCount
+	}
+	if o.FileUploadsPerMinute != nil {
+		p.FileUploadsPerMinute = *o.FileUploadsPerMinute
+	}
+	if o.BatchCreatesPerMinute != nil {
+		p.BatchCreatesPerMinute = *o.BatchCreatesPerMinute
+	}
+	if o.BatchMaxUnfinished != nil {
+		p.BatchMaxUnfinished = *o.BatchMaxUnfinished
+	}
+	if o.AllowShortKeepAlive != nil {
+		p.AllowShortKeepAlive = *o.AllowShortKeepAlive
+	}
 	return p
 }
 
@@ -114,6 +160,14 @@ type Policy struct {
 	Weight            float64
 	BatchDiscount     float64 // batch lines pay (1 - BatchDiscount) of the price
 	BatchConcurrency  int     // lines of one batch job at once; 0: the server's default
+	ShortKeepAlive    bool    // its lmlite.keep_alive may shorten a model's idle timeout (Plan.AllowShortKeepAlive)
+
+	// The Batch API's quotas, resolved (a plan's 0 is its default here); 0: no limit.
+	FilesMaxBytes         int64 // bytes of the tenant's stored files
+	FilesMaxCount         int   // the tenant's stored files
+	FileUploadsPerMinute  int   // POST /v1/files
+	BatchCreatesPerMinute int   // POST /v1/batches
+	BatchMaxUnfinished    int   // the tenant's jobs not yet ended
 
 	allowTiers  [tiers.NumTiers]bool
 	allowModels map[string]struct{} // nil: all
@@ -188,6 +242,16 @@ func Resolve(tenant, planName string, plan Plan, o Override, knownModel func(str
 		return bad("batch_discount", "must be ≥ 0 and < 1")
 	case p.BatchMaxConcurrency < 0:
 		return bad("batch_max_concurrency", "must be ≥ 0")
+	case p.FilesMaxBytes < -1:
+		return bad("files_max_bytes", "must be ≥ 0, or -1 for no limit")
+	case p.FilesMaxCount < -1:
+		return bad("files_max_count", "must be ≥ 0, or -1 for no limit")
+	case p.FileUploadsPerMinute < -1:
+		return bad("file_uploads_per_minute", "must be ≥ 0, or -1 for no limit")
+	case p.BatchCreatesPerMinute < -1:
+		return bad("batch_creates_per_minute", "must be ≥ 0, or -1 for no limit")
+	case p.BatchMaxUnfinished < -1:
+		return bad("batch_max_unfinished", "must be ≥ 0, or -1 for no limit")
 	}
 	pol := Policy{
 		Tenant:            tenant,
@@ -202,6 +266,13 @@ func Resolve(tenant, planName string, plan Plan, o Override, knownModel func(str
 		Weight:            p.Weight,
 		BatchDiscount:     p.BatchDiscount,
 		BatchConcurrency:  p.BatchMaxConcurrency,
+
+		FilesMaxBytes:         quota(p.FilesMaxBytes, DefaultFilesMaxBytes),
+		FilesMaxCount:         int(quota(int64(p.FilesMaxCount), DefaultFilesMaxCount)),
+		FileUploadsPerMinute:  int(quota(int64(p.FileUploadsPerMinute), DefaultFileUploadsPerMinute)),
+		BatchCreatesPerMinute: int(quota(int64(p.BatchCreatesPerMinute), DefaultBatchCreatesPerMinute)),
+		BatchMaxUnfinished:    int(quota(int64(p.BatchMaxUnfinished), DefaultBatchMaxUnfinished)),
+		ShortKeepAlive:        p.AllowShortKeepAlive,
 	}
 	if pol.Burst == 0 && pol.RequestsPerSecond > 0 {
 		pol.Burst = max(1, int(math.Ceil(pol.RequestsPerSecond)))
@@ -238,6 +309,17 @@ func Resolve(tenant, planName string, plan Plan, o Override, knownModel func(str
 		}
 	}
 	return pol, nil
+}
+
+// quota resolves a plan's quota field: 0 is the default, -1 no limit (0).
+func quota(v, def int64) int64 {
+	switch {
+	case v == 0:
+		return def
+	case v < 0:
+		return 0
+	}
+	return v
 }
 
 // Tenant declares one tenant: its plan and overrides.

@@ -2,6 +2,7 @@ package policies
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/lmlite/lmlite/money"
@@ -15,10 +16,11 @@ func TestResolveOverrides(t *testing.T) {
 		"free": {RequestsPerSecond: 2, TokensPerMinute: 1000, MaxConcurrency: 2, DailyBudgetUSD: 1,
 			AllowedTiers: []string{"fast", "balanced"}},
 		"pro": {RequestsPerSecond: 50, Burst: 100, DailyBudgetUSD: 100, MonthlyBudgetUSD: 1000,
-			DefaultTierMode: "deep", AllowedModels: []string{"a", "b"}, BatchMaxConcurrency: 16},
+			DefaultTierMode: "deep", AllowedModels: []string{"a", "b"}, BatchMaxConcurrency: 16, AllowShortKeepAlive: true},
 	}
 	tenants := []Tenant{
 		{ID: "acme", Plan: "free"},
+		{ID: "pro", Plan: "pro", Overrides: Override{AllowShortKeepAlive: ptr(false)}},
 		{ID: "big", Plan: "pro", Overrides: Override{
 			Burst: ptr(7), DailyBudgetUSD: ptr(0.5), AllowedModels: &[]string{},
 			AllowedTiers: &[]string{"max"}, SharePrefix: ptr(true), Weight: ptr(3.0), BatchMaxConcurrency: ptr(2)}},
@@ -45,6 +47,9 @@ func TestResolveOverrides(t *testing.T) {
 		big.MonthlyBudget != money.USD(1000) || big.DefaultMode != tiers.ModeDeep || !big.SharePrefix || big.Weight != 3 || big.BatchConcurrency != 2 {
 		t.Errorf("big: %+v", big)
 	}
+	if pro, _ := b.Resolve("pro"); acme.ShortKeepAlive || !big.ShortKeepAlive || pro.ShortKeepAlive {
+		t.Errorf("allow_short_keep_alive: free plan %v, pro plan %v, overridden to false %v", acme.ShortKeepAlive, big.ShortKeepAlive, pro.ShortKeepAlive)
+	}
 	if !big.AllowsModel("c") { // the override emptied the list: all allowed
 		t.Error("big: override to [] must allow all models")
 	}
@@ -54,7 +59,7 @@ func TestResolveOverrides(t *testing.T) {
 	if _, ok := b.Resolve("nobody"); ok {
 		t.Error("unknown tenant resolved")
 	}
-	if got := b.Tenants(); len(got) != 2 || got[0] != "acme" {
+	if got := b.Tenants(); len(got) != 3 || got[0] != "acme" {
 		t.Errorf("Tenants = %v", got)
 	}
 }
@@ -115,5 +120,31 @@ func TestAllowsServing(t *testing.T) {
 		if got := p.AllowsServing(c.model, c.in); got != c.want {
 			t.Errorf("%s: AllowsServing = %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// The Batch API's quotas: a plan's 0 takes the default, -1 is no limit (0 in the
+// Policy), an override replaces the plan's, and below -1 is refused naming the field.
+func TestBatchQuotasDefaultAndUnlimited(t *testing.T) {
+	one := 1
+	b, err := NewBook(map[string]Plan{
+		"std":  {},
+		"free": {FilesMaxBytes: -1, FilesMaxCount: 3, FileUploadsPerMinute: -1, BatchCreatesPerMinute: 6, BatchMaxUnfinished: -1},
+	}, []Tenant{{ID: "a", Plan: "std"}, {ID: "b", Plan: "free", Overrides: Override{BatchMaxUnfinished: &one}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := b.Resolve("a")
+	if a.FilesMaxBytes != DefaultFilesMaxBytes || a.FilesMaxCount != DefaultFilesMaxCount || a.FileUploadsPerMinute != DefaultFileUploadsPerMinute ||
+		a.BatchCreatesPerMinute != DefaultBatchCreatesPerMinute || a.BatchMaxUnfinished != DefaultBatchMaxUnfinished {
+		t.Fatalf("defaults: %+v", a)
+	}
+	p, _ := b.Resolve("b")
+	if p.FilesMaxBytes != 0 || p.FilesMaxCount != 3 || p.FileUploadsPerMinute != 0 || p.BatchCreatesPerMinute != 6 || p.BatchMaxUnfinished != 1 {
+		t.Fatalf("free: %+v", p)
+	}
+	_, err = NewBook(map[string]Plan{"x": {FilesMaxCount: -2}}, []Tenant{{ID: "a", Plan: "x"}}, nil)
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "files_max_count") {
+		t.Fatalf("files_max_count -2: %v", err)
 	}
 }

@@ -13,16 +13,17 @@
 //
 // For each request the gateway calls, in order:
 //
-//	room := t.Remaining(&quota, now)              // money left (for tier selection)
-//	tk, err := t.AdmitReserve(&quota, now, promptTokens, worstCaseCost)
-//	                                              // concurrency, tokens/min, requests/s and
-//	                                              // the budget, all or nothing
+//	tk, err := t.Admit(&quota, now, promptEstimate) // concurrency, tokens/min, requests/s,
+//	                                              // before any expensive work
+//	room := tk.Remaining(now)                     // money left (for tier selection)
+//	err = tk.Reserve(now, worstCaseCost)          // the chosen model's worst case
 //	tk.Release()                                  // only if the engine refused: try another,
 //	err = tk.Reserve(now, worstCaseCost)          // reserving on the admitted ticket
 //	... run the request ...
 //	err = tk.Settle(entry)                        // actual cost, ledger, release
 //
-// Admit is AdmitReserve with nothing reserved (Reserve follows); a request refused
+// AdmitReserve is Admit and Reserve in one step, all or nothing (one round trip with
+// Redis), for a caller that knows the worst case before admission; a request refused
 // before its admission is ledgered through NotAdmitted.
 //
 // A Quota is plain data the caller copies from the tenant's policy, so tenancy knows

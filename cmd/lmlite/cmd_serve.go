@@ -115,6 +115,10 @@ func runServe(args []string) error {
 		return err
 	}
 	memBudget, _ := configs.ParseBytes(cfg.MemoryBudget)
+	mkey, err := metricsKey(cfg.MetricsKeyEnv)
+	if err != nil {
+		return err
+	}
 
 	// Listen first: a taken port fails at once, before models load.
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -216,7 +220,7 @@ func runServe(args []string) error {
 		return err
 	}
 	defer batches.Close()
-	gopts := gateway.Options{Logger: log, AdminKey: adminKey, Batches: batches, MetricsKey: metricsKey(cfg.MetricsKeyEnv)}
+	gopts := gateway.Options{Logger: log, AdminKey: adminKey, Batches: batches, MetricsKey: mkey}
 	if r := cfg.Redis; r != nil {
 		// Batch lines on a Redis Stream: every process runs every job's lines.
 		gopts.BatchQueue = batch.NewRedisQueue(rc, batch.RedisQueueOptions{KeyPrefix: r.KeyPrefix, Node: r.NodeID, Logger: log})
@@ -372,10 +376,15 @@ func loadConfig(path string) (*configs.Config, error) {
 }
 
 // metricsKey is the bearer token /metrics requires: the value of env, when env is
-// named ("" otherwise: /metrics is open).
-func metricsKey(env string) string {
+// named ("" otherwise: /metrics is open). A named variable that is unset or empty is
+// a configuration error: /metrics would be open while the file says it is not.
+func metricsKey(env string) (string, error) {
 	if env == "" {
-		return ""
+		return "", nil
 	}
-	return os.Getenv(env)
+	key := os.Getenv(env)
+	if key == "" {
+		return "", fmt.Errorf("metrics_key_env: the environment variable %s is unset or empty (set it to the bearer token GET /metrics requires, or remove metrics_key_env to leave /metrics open)", env)
+	}
+	return key, nil
 }

@@ -192,3 +192,46 @@ func TestLedgerVerifyAgainstRedis(t *testing.T) {
 		t.Error("verify passed with Redis one nano-dollar off")
 	}
 }
+
+// metrics_key_env naming an unset or empty variable stops `lmlite serve` at start
+// with an error naming the field (it would otherwise serve /metrics open); set, the
+// server starts.
+func TestServeRefusesAnEmptyMetricsKeyEnv(t *testing.T) {
+	dir := t.TempDir()
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := ln.Addr().String()
+	ln.Close()
+	cfg := filepath.Join(dir, "c.yaml")
+	os.WriteFile(cfg, []byte(`
+listen: `+addr+`
+data_dir: `+filepath.Join(dir, "data")+`
+metrics_key_env: LMLITE_TEST_METRICS_KEY
+models:
+  - {id: remote, upstream: {base_url: "http://127.0.0.1:1/v1"}}
+plans: {p: {}}
+tenants: [{id: demo, plan: p}]
+`), 0o644)
+	for _, v := range []string{"", "unset"} {
+		if v == "unset" {
+			os.Unsetenv("LMLITE_TEST_METRICS_KEY")
+		} else {
+			t.Setenv("LMLITE_TEST_METRICS_KEY", v)
+		}
+		done := make(chan error, 1)
+		go func() { done <- runServe([]string{"--config", cfg}) }()
+		var err error
+		select {
+		case err = <-done:
+		case <-time.After(10 * time.Second):
+			syscall.Kill(os.Getpid(), syscall.SIGTERM)
+			<-done
+			t.Fatalf("metrics_key_env naming an %s variable: serve started", map[string]string{"": "empty", "unset": "unset"}[v])
+		}
+		if err == nil || !strings.Contains(err.Error(), "metrics_key_env") || !strings.Contains(err.Error(), "LMLITE_TEST_METRICS_KEY") {
+			t.Fatalf("metrics_key_env naming an %s variable: %v", map[string]string{"": "empty", "unset": "unset"}[v], err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "data")); !os.IsNotExist(err) {
+		t.Fatalf("serve got as far as the data directory: %v", err)
+	}
+}

@@ -12,7 +12,7 @@ import (
 
 // benchText is about 10 KB of mixed text: the test vectors' inputs (prose, code,
 // whitespace runs, emoji, CJK) repeated.
-func benchText(b *testing.B, dir string) string {
+func benchText(b testing.TB, dir string) string {
 	raw, err := os.ReadFile(filepath.Join(dir, "ggml-vocab-llama-bpe.gguf.inp"))
 	if err != nil {
 		b.Fatal(err)

@@ -120,7 +120,13 @@ type encoder struct {
 	syms []symbol
 	heap bigramHeap
 	sb   strings.Builder
+
+	limit int  // EncodeCapped's limit; 0: none
+	past  bool // the text is known to be over limit
 }
+
+// over reports whether the text being encoded into out is past the encoder's limit.
+func (e *encoder) over(out []int32) bool { return e.past || (e.limit > 0 && len(out) > e.limit) }
 
 // splitChars makes one symbol per UTF-8 character of word, measuring characters by
 // their first byte as llama.cpp does (so invalid UTF-8 never loops).
@@ -188,6 +194,9 @@ func (t *Tokenizer) encodeBPE(e *encoder, s string, out []int32) []int32 {
 	ends := t.pre.split(runes)
 	start := 0
 	for _, end := range ends {
+		if e.over(out) {
+			return out
+		}
 		encodeByteLevel(&e.sb, string(runes[start:end]))
 		start = end
 		out = t.bpeWord(e, e.sb.String(), out)

@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -48,6 +49,16 @@ func FuzzEncodeDecode(f *testing.F) {
 			for _, id := range ids {
 				if id < 0 || int(id) >= tok.VocabSize() {
 					t.Fatalf("%s: Encode(%q) gave id %d of %d", name, s, id, tok.VocabSize())
+				}
+			}
+			// EncodeCapped is Encode within its limit and "over" past it, never early.
+			for _, limit := range []int{len(ids) - 1, len(ids)} {
+				if limit < 1 {
+					continue
+				}
+				got, over := tok.EncodeCapped(s, true, parseSpecial, limit)
+				if over != (len(ids) > limit) || (!over && !slices.Equal(got, ids)) {
+					t.Fatalf("%s: EncodeCapped(%q, %d) = %v, %v; Encode has %d tokens", name, s, limit, got, over, len(ids))
 				}
 			}
 			d := tok.NewDecoder()

@@ -92,6 +92,9 @@ func (q *Quoter) Quote(s string) string {
 	}
 	var at []int // byte offsets in s where a mark goes
 	for p := 0; p < len(s); p++ {
+		if !tr.first[s[p]] {
+			continue
+		}
 		n := int32(0)
 		for i := p; i < len(s); i++ {
 			nx, ok := tr.nodes[n].next[s[i]]
@@ -151,6 +154,12 @@ func (q *Quoter) Quote(s string) string {
 // vocabulary's BOS token (if it has one) comes first.
 func (q *Quoter) Encode(text string, addBOS bool) []int32 {
 	return q.t.encode(text, addBOS, q.t.specialQuoted, q.mark)
+}
+
+// EncodeCapped is Encode giving up once the prompt is known to be over limit tokens,
+// as Tokenizer.EncodeCapped does.
+func (q *Quoter) EncodeCapped(text string, addBOS bool, limit int) (toks []int32, over bool) {
+	return q.t.encodeCapped(text, addBOS, q.t.specialQuoted, q.mark, limit)
 }
 
 // revTrie holds texts backwards, for matching the end of a text.

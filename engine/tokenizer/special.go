@@ -8,7 +8,8 @@ import (
 // trie finds every occurrence of a set of special-token texts in one pass.
 type trie struct {
 	nodes []trieNode
-	order []int32 // the tokens, longest text first: the partition's order
+	order []int32   // the tokens, longest text first: the partition's order
+	first [256]bool // the first bytes of the texts: a walk starts only at one
 }
 
 type trieNode struct {
@@ -37,6 +38,9 @@ func (t *Tokenizer) newTrie(ids []int32) *trie {
 			n = nx
 		}
 		tr.nodes[n].k = int32(k)
+		if len(w) > 0 {
+			tr.first[w[0]] = true
+		}
 	}
 	return tr
 }
@@ -66,6 +70,9 @@ func (t *Tokenizer) partition(text string, tr *trie) []fragment {
 	}
 	var occ []occurrence
 	for p := 0; p < len(text); p++ {
+		if !tr.first[text[p]] {
+			continue
+		}
 		n := int32(0)
 		for i := p; i < len(text); i++ {
 			nx, ok := tr.nodes[n].next[text[i]]

@@ -90,6 +90,14 @@ type Tokenizer struct {
 	eog                map[int32]bool
 
 	addBOS, addEOS, addSpacePrefix, ignoreMerges bool
+
+	// maxTokenBytes is the longest token text in bytes: no token covers more input
+	// bytes than its text's length (SentencePiece's '▁' and GPT-2's alphabet only
+	// lengthen a text). bounded says every input byte ends up in some token (no strip
+	// attribute swallows whitespace, no byte is dropped for want of a byte token), so
+	// that a text of n bytes has at least ceil(n / maxTokenBytes) tokens (minTokens).
+	maxTokenBytes int
+	bounded       bool
 }
 
 // build checks s and constructs the Tokenizer.
@@ -221,6 +229,7 @@ func build(s spec) (*Tokenizer, error) {
 			t.byteTokens[b] = t.unk
 		}
 	}
+	t.setBound()
 	t.pieces = make([]string, n)
 	for i := range t.pieces {
 		t.pieces[i] = t.piece(int32(i))
@@ -446,4 +455,56 @@ func (t *Tokenizer) Type(id int32) TokenType {
 func (t *Tokenizer) ID(w string) (int32, bool) {
 	i, ok := t.toID[w]
 	return i, ok
+}
+
+// setBound sets maxTokenBytes and bounded (see Tokenizer). An input byte can be lost
+// three ways, each ruled out here: a strip attribute swallows the whitespace beside
+// a special token; SentencePiece spells a character that is no token in byte tokens,
+// and a byte without one is dropped; byte-level BPE starts from one symbol per byte
+// (a character of GPT-2's alphabet) and emits a symbol that is no token byte by
+// byte, dropping bytes without a token, so every character of the alphabet and the
+// join of every merge must be tokens.
+func (t *Tokenizer) setBound() {
+	t.maxTokenBytes = 1
+	for _, w := range t.texts {
+		t.maxTokenBytes = max(t.maxTokenBytes, len(w))
+	}
+	t.bounded = true
+	for i := range t.lstrip {
+		if t.lstrip[i] || t.rstrip[i] {
+			t.bounded = false
+			return
+		}
+	}
+	switch t.kind {
+	case kindSPM:
+		for _, id := range t.byteTokens {
+			if id < 0 {
+				t.bounded = false
+				return
+			}
+		}
+	case kindBPE:
+		for _, r := range byteToRune {
+			if _, ok := t.toID[string(r)]; !ok {
+				t.bounded = false
+				return
+			}
+		}
+		for k := range t.ranks {
+			if _, ok := t.toID[k.left+k.right]; !ok {
+				t.bounded = false
+				return
+			}
+		}
+	}
+}
+
+// minTokens is a lower bound on the tokens of n bytes of input text (0 when the
+// vocabulary allows none: see bounded).
+func (t *Tokenizer) minTokens(n int) int {
+	if !t.bounded || n <= 0 {
+		return 0
+	}
+	return (n-1)/t.maxTokenBytes + 1
 }

@@ -85,9 +85,9 @@
 // command line still carries that run id, so a reused pid is never killed.
 //
 // Scale to zero is per process: once each model of a group has been idle (no
-// request in flight, none loading) for its idle_timeout, or for the shorter
-// keep_alive of its last request (Request.KeepAlive, which as in process may shorten
-// the timeout, never lengthen it), the group's worker is stopped (the parent closes
+// request in flight, none loading) for its idle_timeout, or for the keep_alive of
+// its last request (Request.KeepAlive, which as in process replaces the timeout; the
+// gateway bounds it), the group's worker is stopped (the parent closes
 // the socket; the worker exits), so all its memory returns to the OS; the models
 // report unloaded (which is ready, as in process). A model that never times out keeps
 // its group's worker. The next request starts the worker and waits for it; the wait

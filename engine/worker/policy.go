@@ -89,14 +89,14 @@ type view struct {
 type idler struct {
 	LastUsed  time.Time     // the end of its last request (or its worker's start)
 	Timeout   time.Duration // its idle_timeout (the default filled in); <= 0: never
-	KeepAlive time.Duration // > 0: its last request's keep_alive, which may shorten Timeout
+	KeepAlive time.Duration // > 0: its last request's keep_alive, which replaces Timeout
 }
 
-// timeout is how long the model may stay idle (<= 0: forever): Timeout, or the last
-// request's KeepAlive when that is shorter, as in process (engine's lifecycle). A
-// request never lengthens the server's timeout.
+// timeout is how long the model may stay idle (<= 0: forever): the last request's
+// KeepAlive when it has one, else Timeout, as in process (engine's lifecycle). The
+// caller bounds a request's KeepAlive (the gateway).
 func (m idler) timeout() time.Duration {
-	if m.KeepAlive > 0 && (m.Timeout <= 0 || m.KeepAlive < m.Timeout) {
+	if m.KeepAlive > 0 {
 		return m.KeepAlive
 	}
 	return m.Timeout

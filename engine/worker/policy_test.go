@@ -68,10 +68,10 @@ func TestTimingNext(t *testing.T) {
 		{"idle", view{State: gRunning, LastBeat: ms(900), Models: one(0, time.Second, 0)}, ms(1000), actStopIdle, none},
 		{"idle but busy", view{State: gRunning, LastBeat: ms(900), Models: one(0, time.Second, 0), Inflight: 1}, ms(1000), actNone, ms(1600).Add(1)},
 		{"never idle", view{State: gRunning, LastBeat: ms(900), Models: one(0, -1, 0)}, ms(1000), actNone, ms(1600).Add(1)},
-		// A request's keep_alive shortens its model's timeout, never lengthens it.
+		// A request's keep_alive replaces its model's timeout, shorter or longer.
 		{"keep_alive shortens", view{State: gRunning, LastBeat: ms(900), Models: one(0, time.Minute, 300*time.Millisecond)}, ms(300), actStopIdle, none},
 		{"keep_alive shortens, not yet", view{State: gRunning, LastBeat: ms(200), Models: one(0, time.Minute, 300*time.Millisecond)}, ms(299), actNone, ms(300)},
-		{"keep_alive does not lengthen", view{State: gRunning, LastBeat: ms(900), Models: one(0, time.Second, time.Hour)}, ms(1000), actStopIdle, none},
+		{"keep_alive lengthens", view{State: gRunning, LastBeat: ms(900), Models: one(0, time.Second, time.Hour)}, ms(1000), actNone, ms(1600).Add(1)},
 		{"keep_alive with a timeout of never", view{State: gRunning, LastBeat: ms(900), Models: one(0, -1, time.Second)}, ms(1000), actStopIdle, none},
 		// A group's worker exits once each of its models has been idle for its own timeout.
 		{"group, one model still warm", view{State: gRunning, LastBeat: ms(900), Models: []idler{{ms(0), time.Second, 0}, {ms(500), time.Second, 0}}}, ms(1000), actNone, ms(1500)},

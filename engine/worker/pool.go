@@ -462,8 +462,8 @@ func (g *group) endedLocked() {
 }
 
 // releaseKeep ends a generation request, whose keep_alive (Request.KeepAlive)
-// replaces the model's last one: as in process, it may shorten the model's idle
-// timeout until the next request ends, never lengthen it.
+// replaces the model's last one: as in process, it replaces the model's idle
+// timeout until the next request ends.
 func (g *group) releaseKeep(modelID string, keep time.Duration) {
 	g.mu.Lock()
 	g.inflight--
@@ -527,6 +527,24 @@ func (p *Pool) Tokenize(modelID, text string) ([]int32, error) {
 		return nil, fmt.Errorf("%w: %q", engine.ErrUnknownModel, modelID)
 	}
 	return m.prep.Tokenize(text), nil
+}
+
+// TokenizeCapped is Block.TokenizeCapped, done in the parent.
+func (p *Pool) TokenizeCapped(modelID, text string, limit int) ([]int32, error) {
+	m, ok := p.models[modelID]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", engine.ErrUnknownModel, modelID)
+	}
+	return m.prep.TokenizeCapped(text, limit)
+}
+
+// ChatTokensCapped is Block.ChatTokensCapped, done in the parent.
+func (p *Pool) ChatTokensCapped(modelID string, msgs []engine.Message, tools []engine.Tool, limit int) ([]int32, error) {
+	m, ok := p.models[modelID]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", engine.ErrUnknownModel, modelID)
+	}
+	return m.prep.ChatTokensCapped(msgs, tools, limit)
 }
 
 // ChatTokens is Block.ChatTokens, done in the parent.

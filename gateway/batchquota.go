@@ -1,0 +1,166 @@
+package gateway
+
+import (
+	"strconv"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"golang.org/x/time/rate"
+
+	"github.com/lmlite/lmlite/batch"
+	"github.com/lmlite/lmlite/policies"
+	"github.com/lmlite/lmlite/tenancy"
+)
+
+// The Batch API's admission (issue 30): uploads and batch creates are rate limited
+// per tenant before any of their work (reading the file, validating the lines), the
+// tenant's files are bounded in bytes and number, and metadata is held to OpenAI's
+// limits.
+
+// apiLimiters are the per-tenant token buckets of one kind of Batch API call, each
+// made from the tenant's plan on its first call (x/time/rate: per process).
+type apiLimiters struct {
+	mu sync.Mutex
+	m  map[string]*rate.Limiter // guarded by mu: by tenant
+}
+
+// perMinute is the bucket of n calls a minute: n at once, then one every 60/n
+// seconds; nil: no limit.
+func perMinute(n int) *rate.Limiter {
+	if n <= 0 {
+		return nil
+	}
+	return rate.NewLimiter(rate.Limit(float64(n)/60), n)
+}
+
+// admit takes one call of tenant at now from its bucket (made by mk on the first
+// call), or says how long until one is free.
+func (a *apiLimiters) admit(tenant string, mk func() *rate.Limiter, now time.Time) (time.Duration, bool) {
+	a.mu.Lock()
+	if a.m == nil {
+		a.m = map[string]*rate.Limiter{}
+	}
+	l, ok := a.m[tenant]
+	if !ok {
+		l = mk()
+		a.m[tenant] = l
+	}
+	a.mu.Unlock()
+	if l == nil {
+		return 0, true
+	}
+	r := l.ReserveN(now, 1)
+	if !r.OK() {
+		return time.Minute, false
+	}
+	if d := r.DelayFrom(now); d > 0 {
+		r.CancelAt(now)
+		return d, false
+	}
+	return 0, true
+}
+
+// batchRateLimited is the 429 of an upload or batch create over its plan's rate
+// (field: the plan's field).
+func batchRateLimited(field string, perMin int, wait time.Duration) *apiError {
+	return &apiError{status: 429, typ: "requests", code: "rate_limit_exceeded",
+		message: "rate limit reached: " + field + " is " + strconv.Itoa(perMin) + "; retry after " + wait.Round(time.Millisecond).String(),
+		retry:   tenancy.RetryAfterSeconds(wait), reason: "rate_" + field}
+}
+
+// admitUpload and admitCreate rate-limit POST /v1/files and POST /v1/batches.
+func (s *Server) admitUpload(pol *policies.Policy) *apiError {
+	wait, ok := s.batches.uploads.admit(pol.Tenant, func() *rate.Limiter { return perMinute(pol.FileUploadsPerMinute) }, s.now())
+	if ok {
+		return nil
+	}
+	return batchRateLimited("file_uploads_per_minute", pol.FileUploadsPerMinute, wait)
+}
+
+func (s *Server) admitCreate(pol *policies.Policy) *apiError {
+	wait, ok := s.batches.creates.admit(pol.Tenant, func() *rate.Limiter { return perMinute(pol.BatchCreatesPerMinute) }, s.now())
+	if ok {
+		return nil
+	}
+	return batchRateLimited("batch_creates_per_minute", pol.BatchCreatesPerMinute, wait)
+}
+
+// fileLimits are the plan's bounds on the tenant's files.
+func fileLimits(pol *policies.Policy) batch.FileLimits {
+	return batch.FileLimits{MaxBytes: pol.FilesMaxBytes, MaxFiles: pol.FilesMaxCount}
+}
+
+// quotaError is the 400 of an upload over the tenant's file quota, naming it.
+func quotaError(qe *batch.QuotaError) *apiError {
+	what := "stored files"
+	if qe.Limit == "files_max_bytes" {
+		what = "bytes of stored files"
+	}
+	return &apiError{status: 400, typ: "invalid_request_error", code: "file_quota_exceeded", param: "file",
+		message: "the upload is over your plan's " + qe.Limit + " (" + strconv.FormatInt(qe.Max, 10) + " " + what +
+			"); delete files (DELETE /v1/files/{id}) or let them expire", reason: "quota_" + qe.Limit}
+}
+
+// OpenAI's metadata limits.
+const (
+	maxMetadataKeys     = 16
+	maxMetadataKeyLen   = 64  // characters
+	maxMetadataValueLen = 512 // characters
+)
+
+// checkMetadata holds metadata to OpenAI's limits: at most 16 keys, each at most 64
+// characters, each value at most 512; the error names the field.
+func checkMetadata(md map[string]string) *apiError {
+	if len(md) > maxMetadataKeys {
+		return tooManyMetadataKeys(len(md))
+	}
+	for k, v := range md {
+		if n := utf8.RuneCountInString(k); n > maxMetadataKeyLen {
+			return badRequest("metadata", "a metadata key is "+strconv.Itoa(n)+" characters long; at most "+strconv.Itoa(maxMetadataKeyLen)+" are allowed")
+		}
+		if n := utf8.RuneCountInString(v); n > maxMetadataValueLen {
+			return badRequest("metadata."+k, "metadata."+k+" is "+strconv.Itoa(n)+" characters long; at most "+strconv.Itoa(maxMetadataValueLen)+" are allowed")
+		}
+	}
+	return nil
+}
+
+func tooManyMetadataKeys(n int) *apiError {
+	return badRequest("metadata", "metadata has "+strconv.Itoa(n)+" keys; at most "+strconv.Itoa(maxMetadataKeys)+" are allowed")
+}
+
+// checkAnyMetadata is checkMetadata of a request's decoded metadata (a chat
+// completion's): its values must be strings.
+func checkAnyMetadata(md map[string]any) *apiError {
+	if len(md) > maxMetadataKeys {
+		return tooManyMetadataKeys(len(md))
+	}
+	ss := make(map[string]string, len(md))
+	for k, v := range md {
+		s, ok := v.(string)
+		if !ok {
+			return badRequest("metadata."+k, "metadata values must be strings")
+		}
+		ss[k] = s
+	}
+	return checkMetadata(ss)
+}
+
+// expiresAfter is OpenAI's expires_after: {anchor: "created_at", seconds: N}.
+type expiresAfter struct {
+	Anchor  string `json:"anchor"`
+	Seconds *int64 `json:"seconds"`
+}
+
+// check validates it (field: its parameter's name) and returns its duration.
+func (e *expiresAfter) check(field string) (time.Duration, *apiError) {
+	if e.Anchor != "created_at" {
+		return 0, badRequest(field+".anchor", field+".anchor must be 'created_at'")
+	}
+	min, max := int64(batch.MinFileExpiry/time.Second), int64(batch.MaxFileExpiry/time.Second)
+	if e.Seconds == nil || *e.Seconds < min || *e.Seconds > max {
+		return 0, badRequest(field+".seconds", field+".seconds must be between "+strconv.FormatInt(min, 10)+" and "+strconv.FormatInt(max, 10)+" (one hour to 30 days)")
+	}
+	return time.Duration(*e.Seconds) * time.Second, nil
+}
