@@ -74,4 +74,23 @@
 // unfinished job: lines without a committed result run again, marked Retry, with the
 // same request id (job id and line index) so the LineRunner can recognise a line
 // whose charge was logged before the crash.
+//
+// # Lines that kill the process
+//
+// A request that crashes the process (a fatal error no recover catches) would crash
+// it again at every restart, as its job resumes. So the driver marks each line
+// started, durably, before it runs (the mark names the run, a random id per Manager,
+// and counts the runs that started the line), a commit removes the mark, and a clean
+// Close takes back the marks of the lines it stopped. At a resume, a mark's count is
+// the runs that died while the line was started. Started in Options.CrashLimit (2)
+// such runs, the line is failed with CodeCrashed (line_crashed_server, in the error
+// file) and not run again; started in fewer, it is on probation: it runs alone, no
+// other line of any job of the Manager beside it, so that a second death is its own
+// and not its neighbours'. The marks are kept by the store beside the plan, keyed by
+// line index: at a resume the marked lines neither committed nor in flight are read
+// from the plan by index, and those on probation go first in the driver's window of
+// pending lines (as plan entries, their bodies read when they start: no more lines
+// are held than were running when the process died). (Lines a RedisQueue runs on
+// other processes are counted by the driver that submits them; a worker's deaths are
+// MaxDeliveries'.)
 package batch

@@ -62,6 +62,7 @@ type InProcess struct {
 	run     LineRunner
 	deliver func(Outcome)
 	slots   chan struct{}
+	mu      sync.Mutex // orders Submit's wg.Add before Wait (after ctx is cancelled)
 	wg      sync.WaitGroup
 }
 
@@ -72,10 +73,22 @@ func (q *InProcess) Run(ctx context.Context, run LineRunner, workers int, delive
 	q.ctx, q.run, q.deliver, q.slots = ctx, run, deliver, make(chan struct{}, max(workers, 1))
 }
 
-func (q *InProcess) Wait() { q.wg.Wait() }
+// Wait waits for the lines submitted; call it once ctx is cancelled: no Submit adds
+// one after.
+func (q *InProcess) Wait() {
+	q.mu.Lock()
+	q.mu.Unlock() // a Submit that began before has added its line
+	q.wg.Wait()
+}
 
 func (q *InProcess) Submit(_ context.Context, t Task) error {
+	q.mu.Lock()
+	if err := q.ctx.Err(); err != nil { // closing: Wait may be waiting
+		q.mu.Unlock()
+		return err
+	}
 	q.wg.Add(1)
+	q.mu.Unlock()
 	go func() {
 		defer q.wg.Done()
 		o := Outcome{Job: t.Job, Index: t.Index}

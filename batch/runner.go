@@ -70,6 +70,10 @@ type Options struct {
 	Checker    Checker
 	Poll       time.Duration // the longest a job sleeps before deciding again; 0: 1s
 	MaxRunning int           // lines running at once over every job; 0: 4 × Concurrency
+	// CrashLimit is how many runs (processes) may die while a line is started before
+	// the next run fails it with CodeCrashed instead of running it again; 0: 2; below
+	// 0: never (a test that kills its processes itself, where no line is to blame).
+	CrashLimit int
 	// Queue carries the lines to the workers that run them; nil: InProcess. With
 	// RedisQueue the lines of this process's jobs run on every process sharing the
 	// Redis, and this process runs theirs.
@@ -90,8 +94,13 @@ type Manager struct {
 	q     Queue
 	quiet chan struct{} // closed once the queue delivers nothing more (after Close)
 
-	mu     sync.Mutex
-	active map[string]*driverChans
+	runID uint64 // this run's id, in the marks of the lines it starts (started.go)
+
+	mu      sync.Mutex // guards active, running, solo and want
+	active  map[string]*driverChans
+	running int   // lines the drivers started and have not had back
+	solo    *solo // a line on probation running alone, nil if none
+	want    *solo // a line on probation waiting for the running lines to end, nil if none
 
 	createMu sync.Mutex // held while a job is counted against its tenant's bound and made
 }
@@ -123,9 +132,12 @@ func NewManager(store *Store, run LineRunner, opts Options) *Manager {
 	if opts.Queue == nil {
 		opts.Queue = NewInProcess()
 	}
+	if opts.CrashLimit == 0 {
+		opts.CrashLimit = 2
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{store: store, run: run, opts: opts, ctx: ctx, cancel: cancel, active: map[string]*driverChans{},
-		q: opts.Queue, quiet: make(chan struct{})}
+		q: opts.Queue, quiet: make(chan struct{}), runID: newRunID()}
 	m.q.Run(ctx, run, opts.MaxRunning, m.deliver)
 	return m
 }
@@ -234,6 +246,7 @@ func (m *Manager) spawn(j Job, resumed bool) {
 			m.mu.Lock()
 			delete(m.active, j.ID)
 			m.mu.Unlock()
+			m.dropWant(j.ID)
 		}()
 		if err := m.drive(&j, ch, resumed); err != nil && m.ctx.Err() == nil {
 			m.opts.Logger.Error("batch", "job", j.ID, "error", err)
@@ -337,10 +350,66 @@ func (m *Manager) drive(j *Job, ch *driverChans, resumed bool) error {
 			reserved += l.Worst
 		}
 	}
+	// Lines that were running when an earlier run died (marked started, neither
+	// committed nor in flight), looked up in the plan: started in CrashLimit runs that
+	// died, the line is failed (CodeCrashed), not run again; in fewer, it is on
+	// probation: it goes first in pending and runs alone (admit).
+	suspects := map[int]bool{}
+	var probation []*Line
+	if resumed {
+		idx, runs, err := st.crashes(j.ID)
+		if err != nil {
+			return err
+		}
+		var cerr error
+		failedIdx, suspectIdx := quarantine(idx, runs, j.Counts.Total, m.opts.CrashLimit, func(i int) bool {
+			if inflight[i] != nil || cerr != nil {
+				return true
+			}
+			done, err := st.committed(j.ID, i)
+			cerr = err
+			return done
+		})
+		if cerr != nil {
+			return cerr
+		}
+		var failed []Result
+		for _, i := range failedIdx {
+			l, err := st.plannedLine(j.ID, i)
+			if err != nil {
+				return err
+			}
+			failed = append(failed, Result{Index: i, CustomID: l.CustomID, Code: CodeCrashed, Message: crashedMessage})
+		}
+		if len(failed) > 0 {
+			if err := st.commit(j, failed); err != nil {
+				return err
+			}
+			for _, r := range failed {
+				m.opts.Logger.Warn("batch: a line was running when the process died in CrashLimit runs: failed, not run again",
+					"job", j.ID, "line", r.Index+1, "custom_id", r.CustomID, "code", CodeCrashed)
+			}
+		}
+		for _, i := range suspectIdx {
+			l, err := st.plannedLine(j.ID, i)
+			if err != nil {
+				return err
+			}
+			suspects[i] = true
+			probation = append(probation, &l)
+		}
+		slices.SortFunc(probation, func(a, b *Line) int { // in run order
+			if a.Group != b.Group {
+				return a.Group - b.Group
+			}
+			return a.Index - b.Index
+		})
+	}
 	// pending is the next lines to start, in run order, read from the plan a few at
-	// a time (lines refused for budget or load go back to its front); every line
-	// neither committed nor in flight is in it or after the plan's cursor.
-	var pending []*Line
+	// a time (lines on probation first; lines refused for budget or load go back to
+	// its front); every line neither committed nor in flight is in it or after the
+	// plan's cursor.
+	pending := probation
 	var cursor []byte
 	planEnd := false
 	fill := func(n int) error {
@@ -362,7 +431,19 @@ func (m *Manager) drive(j *Job, ch *driverChans, resumed bool) error {
 	var waiting []chan Job
 	var leftover []Outcome // taken off ch.results while closing
 	ran := map[int]*Line{} // the lines of leftover
-	defer func() {         // on Close: take the outcomes of lines that ran, and commit them
+	m.mu.Lock()
+	m.running += len(inflight) // the lines still in flight after a restart (released below)
+	m.mu.Unlock()
+	defer func() { // on Close: take the outcomes of lines that ran, and commit them
+		var open []int // the lines in flight: not committed below, their marks are taken back
+		for i := range inflight {
+			open = append(open, i)
+		}
+		defer func() {
+			for _, i := range open {
+				m.finished(j.ID, i)
+			}
+		}()
 		take := func(o Outcome) {
 			if l := inflight[o.Index]; l != nil && o.Resp.Refused == Ran && o.Resp.StatusCode != 499 {
 				leftover = append(leftover, o)
@@ -392,8 +473,10 @@ func (m *Manager) drive(j *Job, ch *driverChans, resumed bool) error {
 			}
 		}
 		var rs []Result
+		done := map[int]bool{}
 		for _, o := range leftover {
 			rs = append(rs, m.result(j, ran[o.Index], o.Resp))
+			done[o.Index] = true
 		}
 		if len(rs) > 0 {
 			if err := st.commit(j, rs); err != nil {
@@ -403,6 +486,15 @@ func (m *Manager) drive(j *Job, ch *driverChans, resumed bool) error {
 			for _, o := range leftover {
 				m.settle(o)
 			}
+		}
+		var back []int
+		for _, i := range open {
+			if !done[i] {
+				back = append(back, i)
+			}
+		}
+		if err := st.unmarkStarted(j.ID, back, m.runID); err != nil {
+			m.opts.Logger.Error("batch", "job", j.ID, "error", err)
 		}
 	}()
 	timer := time.NewTimer(time.Hour)
@@ -444,15 +536,50 @@ func (m *Manager) drive(j *Job, ch *driverChans, resumed bool) error {
 			w <- *j
 		}
 		waiting = waiting[:0]
-		for range d.Start {
-			l := pending[0]
+		// The lines to start: a line on probation only when no line runs, and alone.
+		var starting []*Line
+		for n := 0; n < d.Start && n < len(pending); n++ {
+			l := pending[n]
+			if !m.admit(j.ID, l.Index, suspects[l.Index]) {
+				break
+			}
+			starting = append(starting, l)
+			if suspects[l.Index] {
+				break
+			}
+		}
+		// Marked started before they run, so that a death while they run is counted.
+		var idx []int
+		for _, l := range starting {
+			idx = append(idx, l.Index)
+		}
+		if len(idx) > 0 {
+			if err := st.markStarted(j.ID, idx, m.runID); err != nil {
+				for _, l := range starting {
+					m.finished(j.ID, l.Index)
+				}
+				return err
+			}
+		}
+		// unstart releases the lines of starting from k on, not submitted.
+		unstart := func(k int) {
+			for _, l := range starting[k:] {
+				m.finished(j.ID, l.Index)
+			}
+			if err := st.unmarkStarted(j.ID, idx[k:], m.runID); err != nil {
+				m.opts.Logger.Error("batch", "job", j.ID, "error", err)
+			}
+		}
+		for k, l := range starting {
 			body, err := l.Read(in)
 			if err != nil {
+				unstart(k)
 				return err
 			}
 			req := Request{Tenant: j.Tenant, KeyID: j.KeyID, Endpoint: j.Endpoint, RequestID: fmt.Sprintf("%s-%d", j.ID, l.Index),
 				Body: body, MaxCost: l.Worst, Retry: resumed}
 			if err := m.q.Submit(ctx, Task{Job: j.ID, Index: l.Index, Req: req}); err != nil {
+				unstart(k)
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
@@ -502,6 +629,7 @@ func (m *Manager) drive(j *Job, ch *driverChans, resumed bool) error {
 					continue
 				}
 				delete(inflight, o.Index)
+				m.finished(j.ID, o.Index)
 				reserved -= l.Worst
 				settled = append(settled, o)
 				switch o.Resp.Refused {
@@ -516,8 +644,15 @@ func (m *Manager) drive(j *Job, ch *driverChans, resumed bool) error {
 				}
 				rs = append(rs, m.result(j, l, o.Resp))
 			}
-			if len(refused) > 0 { // back to the front of the queue, in their run order
+			if len(refused) > 0 { // back to the front of the queue, in their run order, unmarked (they did not run)
 				pending = append(refused, pending...)
+				var idx []int
+				for _, l := range refused {
+					idx = append(idx, l.Index)
+				}
+				if err := st.unmarkStarted(j.ID, idx, m.runID); err != nil {
+					return err
+				}
 			}
 			if len(rs) > 0 {
 				if err := st.commit(j, rs); err != nil {

@@ -213,6 +213,10 @@ func TestMain(m *testing.M) {
 		killChild()
 		return
 	}
+	if os.Getenv("BATCH_CRASH_CHILD") != "" {
+		crashChild()
+		return
+	}
 	if os.Getenv("BATCH_REDIS_WORKER") != "" {
 		redisWorkerChild()
 		return

@@ -180,7 +180,7 @@ func OpenStore(dir string) (*Store, error) {
 	}
 	s := &Store{dir: dir, db: db, usage: map[string]*fileUsage{}}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketFiles, bucketJobs, bucketOrder, bucketLines, bucketPlan} {
+		for _, b := range [][]byte{bucketFiles, bucketJobs, bucketOrder, bucketLines, bucketPlan, bucketStarted} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -792,6 +792,9 @@ func (s *Store) commit(j *Job, rs []Result) error {
 			} else {
 				next.Counts.Failed++
 			}
+		}
+		if err := deleteMarks(tx, j.ID, rs); err != nil {
+			return err
 		}
 		return putJob(tx, &next)
 	})

@@ -58,7 +58,7 @@ func (s *Server) startBatches(st *batch.Store, conc int, q batch.Queue) error {
 		return 0
 	}
 	b.m = batch.NewManager(st, s, batch.Options{Concurrency: conc, ConcurrencyOf: concOf, MaxUnfinishedOf: unfinishedOf,
-		Now: s.now, Logger: s.log, Checker: s, Queue: q})
+		Now: s.now, Logger: s.log, Checker: s, Queue: q, CrashLimit: s.batchCrashLimit})
 	s.batches = b
 	if err := s.metrics.reg.Register(&batchCollector{st: st, log: s.log}); err != nil {
 		return err
@@ -194,6 +194,9 @@ func (s *Server) Check(tenant, endpoint string, body []byte) (money.Money, error
 	}
 	if j.in.stream {
 		return 0, badRequest("stream", "a batch request cannot stream")
+	}
+	if aerr := j.in.feat.checkSchemas(s.eng); aerr != nil {
+		return 0, aerr
 	}
 	var h fasthttp.RequestHeader
 	if name := j.in.p.Model; s.peer != nil && forwardable(&h, &j.in) && s.models[name] == nil && pol.AllowsModel(name) {

@@ -130,7 +130,8 @@
 // when Options.Batches is set; every file and batch is its tenant's, and another
 // tenant's id is a 404. Server.Check is batch's Checker: a line is parsed and routed
 // as a request would be (a model or tier the plan forbids fails validation with its
-// line number) and priced at the largest worst case of the models its route may use,
+// line number; so does a schema that cycles without writing, grammar.ErrCycle, strict
+// or not, features.checkSchemas, also for a line another process will run) and priced at the largest worst case of the models its route may use,
 // less the plan's batch_discount. Server.RunLine is batch's LineRunner: the line goes
 // through job.serve (steps 3 to 8 above, after authentication) at the engine's Batch
 // priority, charged under the request id "<batch id>-<line>" with the discount. A

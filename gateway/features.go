@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"errors"
 	"strconv"
 
 	jsonv2 "github.com/go-json-experiment/json"
@@ -312,7 +313,9 @@ func (j *job) planFeatures(m *model, p *plan) *apiError {
 		p.gram = grammar.JSONObject()
 	case formatJSONSchema:
 		if p.gram, err = fe.CompileSchema(f.schema); err != nil {
-			if f.strict {
+			// A schema that cycles without writing (grammar.ErrCycle) describes no
+			// value: refused strict or not, as Server.Check refuses a batch line.
+			if f.strict || errors.Is(err, grammar.ErrCycle) {
 				return badRequest("response_format.json_schema.schema", "the schema is not supported: "+err.Error())
 			}
 			p.gram = grammar.JSONObject() // not strict: valid JSON, the schema a hint
@@ -344,6 +347,37 @@ func (j *job) planFeatures(m *model, p *plan) *apiError {
 				}
 			}
 			return badRequest("tools", "the tools cannot be constrained: "+err.Error())
+		}
+	}
+	return nil
+}
+
+// checkSchemas refuses, before any model is chosen, the schemas that planFeatures
+// refuses on every model whatever the request's strictness: a response_format schema
+// or (under tool_choice required or named) a tool's parameters that cycle without
+// writing (grammar.ErrCycle). Server.Check runs it on each batch line at create time,
+// so such a line fails validation even when it would run on another process.
+// It compiles with eng's CompileSchema when eng has Features (cached: planFeatures
+// compiles the same schemas next), else with grammar.CompileSchema.
+func (f *features) checkSchemas(eng Engine) *apiError {
+	compile := grammar.CompileSchema
+	if fe, ok := eng.(Features); ok {
+		compile = fe.CompileSchema
+	}
+	if f.format == formatJSONSchema {
+		if _, err := compile(f.schema); errors.Is(err, grammar.ErrCycle) {
+			return badRequest("response_format.json_schema.schema", "the schema is not supported: "+err.Error())
+		}
+	}
+	if f.choice != toolRequired && f.choice != toolNamed {
+		return nil
+	}
+	for i, t := range f.tools {
+		if len(t.Parameters) == 0 || f.choice == toolNamed && t.Name != f.named {
+			continue
+		}
+		if _, err := compile(t.Parameters); errors.Is(err, grammar.ErrCycle) {
+			return badRequest("tools["+strconv.Itoa(i)+"].function.parameters", "the parameters schema is not supported: "+err.Error())
 		}
 	}
 	return nil

@@ -81,6 +81,10 @@ type Options struct {
 	// BatchQueue carries batch lines to the processes that run them; nil: this
 	// process runs its own (batch.InProcess). batch.RedisQueue shares them.
 	BatchQueue batch.Queue
+	// BatchCrashLimit is batch.Options.CrashLimit: how many runs of this process may
+	// die with a batch line started before the line is failed (line_crashed_server)
+	// instead of run again; 0: 2; below 0: never (tests that kill the process).
+	BatchCrashLimit int
 
 	// Peers, when set, is the registry of the processes sharing a Redis
 	// (registry.Keeper), and NodeID this process's id in it: a request for a model
@@ -129,6 +133,8 @@ type Server struct {
 	batches  *batches // nil: the Batch API is off
 	peer     *peering // nil: no registry (Options.Peers)
 	keeps    keepAlives
+
+	batchCrashLimit int // Options.BatchCrashLimit
 }
 
 // model is one servable model.
@@ -289,6 +295,7 @@ func New(cfg Config, eng Engine, ten *tenancy.Tenancy, opts Options) (*Server, e
 		s.metrics.reg.MustRegister(c)
 	}
 	if opts.Batches != nil {
+		s.batchCrashLimit = opts.BatchCrashLimit
 		if err := s.startBatches(opts.Batches, opts.BatchConcurrency, opts.BatchQueue); err != nil {
 			return nil, fmt.Errorf("gateway: batches: %w", err)
 		}

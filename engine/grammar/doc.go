@@ -42,6 +42,21 @@
 // valid UTF-8 without control characters or \u surrogates. Keywords the automaton
 // cannot enforce are refused (ErrUnsupported), never ignored.
 //
+// # Bounded on any schema
+//
+// A schema is user input, so nothing here recurses without a bound. The decoder
+// stops at 256 levels of JSON, the compiler at MaxNesting subschemas, MaxDepth
+// objects, arrays and $refs, and MaxNodes nodes. A $ref, anyOf or allOf cycle that
+// writes no byte ({"$ref": "#"}, a → b → a, anyOf [{"$ref": a}, ...]) is refused
+// (ErrCycle), as is a schema whose every value must contain another (a required
+// property that recurses): no finite value matches either. Recursion through an
+// array's items or an optional property is fine. The compiler flattens anyOfs
+// (nested ones and $refs become one list, at most MaxAlts, without repeats), so a
+// matcher forks once where a value starts and never follows an anyOf into another;
+// it also stops past maxPushDepth values entered for one byte, so that even a
+// grammar built another way cannot overflow its stack. A grammar's wire form is
+// checked for the same (flat anyOfs, shared nodes of the right kinds) when read.
+//
 // # Why not a library
 //
 // No maintained Go library compiles JSON Schema to token masks: the ones found

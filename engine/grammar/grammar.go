@@ -15,6 +15,12 @@ import (
 var (
 	ErrSchema      = errors.New("grammar: bad JSON schema")
 	ErrUnsupported = errors.New("grammar: unsupported JSON schema keyword")
+	// ErrCycle is a schema that can refer back to itself through $ref, anyOf or allOf
+	// before any byte of output (left recursion): no finite value matches it, and a
+	// matcher would go round the cycle forever. It is an ErrSchema.
+	// So is a schema whose every value must contain another of itself (a required
+	// property or minItems that recurse): no finite value matches it either.
+	ErrCycle = fmt.Errorf("%w: a recursion that never ends", ErrSchema)
 )
 
 // Limits of a compiled grammar.
@@ -22,7 +28,10 @@ const (
 	MaxProperties = 64   // properties of one object schema
 	MaxNodes      = 4096 // schema nodes of one grammar
 	MaxDepth      = 24   // nesting of free JSON values (objects and arrays) and of recursive $refs
+	MaxNesting    = 128  // nesting of subschemas while compiling, $refs followed included
+	MaxAlts       = 256  // alternatives of one anyOf, nested anyOfs and $refs flattened
 	maxStacks     = 32   // live alternatives of a matcher (anyOf)
+	maxPushDepth  = 16   // values a matcher enters for one byte, anyOfs included (a flat grammar needs 4)
 	maxIntDigits  = 15   // digits of a number's integer part
 	maxFracDigits = 15   // digits of its fraction
 	maxExpDigits  = 2    // digits of its exponent (so every number fits a float64)
@@ -104,7 +113,10 @@ type builder struct {
 	g     *Grammar
 	root  any
 	refs  map[string]int32 // compiled $ref targets (for recursion)
-	depth int
+	depth int              // objects, arrays and $refs open (MaxDepth)
+	nest  int              // subschemas open (MaxNesting)
+	where map[int32]string // each anyOf node's schema path (a $ref's placeholder: the $ref), for errors
+	req   map[int32][]bool // each object node's required properties, in order (for finite)
 }
 
 // JSONObject returns the grammar of any JSON object: OpenAI's json_object format.
@@ -123,7 +135,7 @@ func JSONValue() *Grammar {
 
 func newBuilder(key string) *builder {
 	g := &Grammar{}
-	b := &builder{g: g, refs: map[string]int32{}}
+	b := &builder{g: g, refs: map[string]int32{}, where: map[int32]string{}, req: map[int32][]bool{}}
 	g.anyNode = b.add(node{kind: kAny})
 	g.str = b.add(node{kind: kString, maxLen: -1})
 	g.num = b.add(node{kind: kNumber})
@@ -163,6 +175,12 @@ func CompileSchema(schema []byte) (*Grammar, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := b.flatten(); err != nil {
+		return nil, err
+	}
+	if err := b.finite(r); err != nil {
+		return nil, err
+	}
 	b.g.root = r
 	return b.g, nil
 }
@@ -180,6 +198,13 @@ func (g *Grammar) Wrap(prefix, suffix string) *Grammar {
 func (b *builder) add(n node) int32 {
 	b.g.nodes = append(b.g.nodes, n)
 	return int32(len(b.g.nodes) - 1)
+}
+
+// addAnyOf adds an anyOf node found at path (for errors about it).
+func (b *builder) addAnyOf(n node, path string) int32 {
+	i := b.add(n)
+	b.where[i] = path
+	return i
 }
 
 // literal adds a node accepting exactly one of texts.
@@ -229,6 +254,10 @@ func (b *builder) schema(s any, path string) (int32, error) {
 	if len(b.g.nodes) > MaxNodes {
 		return 0, fmt.Errorf("%w: more than %d schema nodes", ErrSchema, MaxNodes)
 	}
+	if b.nest++; b.nest > MaxNesting {
+		return 0, fmt.Errorf("%w: %s: subschemas nested deeper than %d", ErrSchema, path, MaxNesting)
+	}
+	defer func() { b.nest-- }()
 	switch v := s.(type) {
 	case bool:
 		if v {
@@ -302,7 +331,7 @@ func (b *builder) object(s map[string]any, o *object, path string) (int32, error
 			}
 			n.anyOf = append(n.anyOf, r)
 		}
-		return b.add(n), nil
+		return b.addAnyOf(n, path+"/anyOf"), nil
 	}
 	switch t := s["type"].(type) {
 	case nil:
@@ -323,6 +352,9 @@ func (b *builder) object(s map[string]any, o *object, path string) (int32, error
 			if err != nil {
 				return 0, err
 			}
+			if len(b.g.nodes) > MaxNodes {
+				return 0, fmt.Errorf("%w: more than %d schema nodes", ErrSchema, MaxNodes)
+			}
 			n.anyOf = append(n.anyOf, r)
 		}
 		if len(n.anyOf) == 0 {
@@ -331,7 +363,7 @@ func (b *builder) object(s map[string]any, o *object, path string) (int32, error
 		if len(n.anyOf) == 1 {
 			return n.anyOf[0], nil
 		}
-		return b.add(n), nil
+		return b.addAnyOf(n, path+"/type"), nil
 	}
 	return 0, fmt.Errorf("%w: %s/type is neither a string nor an array", ErrSchema, path)
 }
@@ -494,6 +526,11 @@ func (b *builder) obj(s map[string]any, path string) (int32, error) {
 		}
 	}
 	b.g.nodes[idx] = n
+	req := make([]bool, len(names))
+	for i, name := range names {
+		req[i] = required[name]
+	}
+	b.req[idx] = req
 	return idx, nil
 }
 
@@ -531,7 +568,7 @@ func (b *builder) ref(r string) (int32, error) {
 	}
 	// A placeholder anyOf of one alternative, filled in once the target is compiled,
 	// so that recursive references find it.
-	ph := b.add(node{kind: kAnyOf})
+	ph := b.addAnyOf(node{kind: kAnyOf}, r)
 	b.refs[r] = ph
 	if b.depth++; b.depth > MaxDepth {
 		return 0, fmt.Errorf("%w: $ref %q nests deeper than %d", ErrSchema, r, MaxDepth)

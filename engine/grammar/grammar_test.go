@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -120,6 +121,8 @@ func TestSchemaErrors(t *testing.T) {
 		{`not json`, ErrSchema},
 		{`{"type":"string"} x`, ErrSchema},
 		{`false`, ErrSchema},
+		{strings.Repeat(`{"type":"object","additionalProperties":`, 150) + `{"type":"string"}` + strings.Repeat(`}`, 150), ErrSchema}, // MaxNesting
+		{`{"anyOf":[` + strings.Repeat(`{"type":"integer"},`, MaxAlts) + `{"type":"integer"}]}`, ErrUnsupported},                      // MaxAlts
 	} {
 		if _, err := CompileSchema([]byte(tc.schema)); !errors.Is(err, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.schema, err, tc.want)
@@ -420,5 +423,144 @@ func BenchmarkMask(b *testing.B) {
 		m.Accept(one)
 		m.Mask()
 		m.Accept(comma)
+	}
+}
+
+// issue30Schemas are schemas whose $refs and anyOfs cycle without writing a byte
+// (issue 30): each one sent the matcher into unbounded recursion.
+var issue30Schemas = []string{
+	`{"$defs":{"a":{"$ref":"#/$defs/a"}},"$ref":"#/$defs/a"}`,
+	`{"$defs":{"a":{"$ref":"#/$defs/b"},"b":{"$ref":"#/$defs/a"}},"$ref":"#/$defs/a"}`,
+	`{"$defs":{"a":{"anyOf":[{"$ref":"#/$defs/a"},{"type":"string"}]}},"$ref":"#/$defs/a"}`,
+	`{"$defs":{"a":{"allOf":[{"$ref":"#/$defs/a"}]}},"$ref":"#/$defs/a"}`,
+	`{"$ref":"#"}`,
+	`{"anyOf":[{"type":"null"},{"$ref":"#"}]}`,
+	`{"type":"object","properties":{"x":{"$defs":{"a":{"anyOf":[{"type":"integer"},{"$ref":"#/properties/x"}]}},"$ref":"#/properties/x/$defs/a"}}}`,
+	`{"definitions":{"a":{"anyOf":[{"$ref":"#/definitions/b"}]},"b":{"allOf":[{"anyOf":[{"type":"null"},{"$ref":"#/definitions/a"}]}]}},"$ref":"#/definitions/a"}`,
+}
+
+// TestSchemaRejectsEpsilonCycles: a schema that can cycle through $ref, anyOf or allOf
+// without writing a byte is a compile error (ErrCycle, an ErrSchema) that names the
+// cycle, never a grammar.
+func TestSchemaRejectsEpsilonCycles(t *testing.T) {
+	for _, s := range issue30Schemas {
+		g, err := CompileSchema([]byte(s))
+		if !errors.Is(err, ErrCycle) || !errors.Is(err, ErrSchema) {
+			t.Errorf("%s: got a grammar (%v) and error %v, want ErrCycle", s, g != nil, err)
+			continue
+		}
+		if !strings.Contains(err.Error(), "#") {
+			t.Errorf("%s: the error does not name the cycle: %v", s, err)
+		}
+	}
+}
+
+// TestRecursiveSchemasThatWriteFirstCompile: recursion that writes a byte before it
+// recurses (a tree's children, a linked list's next) is no cycle: it compiles and
+// matches nested values.
+func TestRecursiveSchemasThatWriteFirstCompile(t *testing.T) {
+	for _, tc := range []struct{ schema, in string }{
+		{`{"type":"object","properties":{"children":{"type":"array","items":{"$ref":"#"}}}}`, `{"children":[{"children":[{}, {"children":[]}]}]}`},
+		{`{"$defs":{"node":{"type":"object","properties":{"v":{"type":"integer"},"next":{"anyOf":[{"type":"null"},{"$ref":"#/$defs/node"}]}},"required":["v","next"]}},"$ref":"#/$defs/node"}`, `{"v":1,"next":{"v":2,"next":null}}`},
+		{`{"anyOf":[{"type":"string"},{"type":"array","items":{"$ref":"#"}}]}`, `[["a"],[[]],"b"]`},
+		{`{"$defs":{"a":{"anyOf":[{"$ref":"#/$defs/b"},{"type":"integer"}]},"b":{"anyOf":[{"$ref":"#/$defs/c"},{"type":"null"}]},"c":{"type":"array","items":{"$ref":"#/$defs/a"}}},"$ref":"#/$defs/a"}`, `[1,[null,[2]]]`},
+	} {
+		g := mustCompile(t, tc.schema)
+		if allowed, complete := accepts(g, tc.in); !allowed || !complete {
+			t.Errorf("%s: %s allowed %v complete %v", tc.schema, tc.in, allowed, complete)
+		}
+	}
+}
+
+// TestMatcherBoundsAnyOfCycles: a grammar with an anyOf cycle (which CompileSchema
+// refuses, built here by hand) cannot send a matcher into unbounded recursion: the
+// matcher stops following anyOfs past maxPushDepth and keeps what it found.
+func TestMatcherBoundsAnyOfCycles(t *testing.T) {
+	b := newBuilder("cycle")
+	a := b.add(node{kind: kAnyOf})
+	c := b.add(node{kind: kAnyOf})
+	b.g.nodes[a].anyOf = []int32{c, b.g.str}
+	b.g.nodes[c].anyOf = []int32{a}
+	arr := b.add(node{kind: kArray, items: a, maxItems: -1})
+	for _, root := range []int32{a, arr} {
+		g := *b.g
+		g.root = root
+		v, _ := testVocab()
+		m := v.NewMatcher(&g)
+		m.Mask()
+		for _, in := range []byte(`["x"]`) {
+			if root == a && in == '[' || root == a && in == ']' {
+				continue
+			}
+			if !m.Feed(in) {
+				t.Fatalf("root %d: %q refused", root, in)
+			}
+			m.Mask()
+		}
+		if !m.Accepting() {
+			t.Errorf("root %d: not complete", root)
+		}
+	}
+}
+
+// TestWireRefusesNestedAnyOf: a grammar's wire form with an anyOf cycle (or any anyOf
+// in an anyOf, which CompileSchema never writes) is refused when read.
+func TestWireRefusesNestedAnyOf(t *testing.T) {
+	b := newBuilder("cycle")
+	a := b.add(node{kind: kAnyOf})
+	b.g.nodes[a].anyOf = []int32{a}
+	b.g.root = a
+	data, err := json.Marshal(b.g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g Grammar
+	if err := json.Unmarshal(data, &g); err == nil {
+		t.Fatal("a cyclic grammar was read")
+	}
+}
+
+// TestSharedAlternativesStayFlat: anyOfs that share alternatives through $refs (a
+// chain of anyOf [a, a], 2^20 paths) compile flat: each anyOf lists the values it
+// reaches once, so entering a value forks a bounded number of times.
+func TestSharedAlternativesStayFlat(t *testing.T) {
+	var defs []string
+	const n = 20
+	for i := range n {
+		defs = append(defs, fmt.Sprintf(`"a%d":{"anyOf":[{"$ref":"#/$defs/a%d"},{"$ref":"#/$defs/a%d"}]}`, i, i+1, i+1))
+	}
+	defs = append(defs, fmt.Sprintf(`"a%d":{"type":"integer"}`, n))
+	s := `{"$defs":{` + strings.Join(defs, ",") + `},"type":"array","items":{"$ref":"#/$defs/a0"}}`
+	g, err := CompileSchema([]byte(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.checkFlat(); err != nil {
+		t.Fatal(err)
+	}
+	if allowed, complete := accepts(g, `[1, 2]`); !allowed || !complete {
+		t.Errorf("[1, 2]: allowed %v complete %v", allowed, complete)
+	}
+}
+
+// TestSchemaRejectsEndlessValues: a schema whose every value must contain another
+// (a required property or minItems that recurse) has no finite value: ErrCycle. An
+// optional recursion is fine.
+func TestSchemaRejectsEndlessValues(t *testing.T) {
+	for _, s := range []string{
+		`{"type":"object","properties":{"x":{"$ref":"#"}},"required":["x"]}`,
+		`{"type":"array","items":{"$ref":"#"},"minItems":1}`,
+		`{"$defs":{"a":{"type":"object","properties":{"b":{"$ref":"#/$defs/b"}},"required":["b"]},"b":{"anyOf":[{"$ref":"#/$defs/a"},{"type":"array","minItems":2,"items":{"$ref":"#/$defs/a"}}]}},"$ref":"#/$defs/a"}`,
+	} {
+		if _, err := CompileSchema([]byte(s)); !errors.Is(err, ErrCycle) {
+			t.Errorf("%s: %v, want ErrCycle", s, err)
+		}
+	}
+	for _, s := range []string{
+		`{"type":"object","properties":{"x":{"$ref":"#"}}}`,
+		`{"type":"array","items":{"$ref":"#"}}`,
+		`{"type":"object","properties":{"x":{"anyOf":[{"type":"null"},{"$ref":"#"}]}},"required":["x"]}`,
+	} {
+		mustCompile(t, s)
 	}
 }

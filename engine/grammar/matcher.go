@@ -490,19 +490,25 @@ func (m *Matcher) reset() {
 // open starts the value: one stack holding the root (forked if it is an anyOf).
 func (m *Matcher) open() {
 	m.pre = int32(len(m.g.prefix)) + 1
-	m.st.stacks = m.expand(m.st.stacks[:0], m.alloc(), m.g.root)
+	m.st.stacks = m.expand(m.st.stacks[:0], m.alloc(), m.g.root, 0)
 }
 
-// expand pushes node n onto s, forking s for each alternative of an anyOf.
-func (m *Matcher) expand(out [][]frame, s []frame, n int32) [][]frame {
+// expand pushes node n onto s, forking s for each alternative of an anyOf. depth
+// counts the calls above it: past maxPushDepth the alternative is dropped, so that no
+// grammar can recurse without bound (compiled anyOfs are flat: see flatten).
+func (m *Matcher) expand(out [][]frame, s []frame, n int32, depth int) [][]frame {
 	nd := &m.g.nodes[n]
+	if depth > maxPushDepth {
+		m.release(s)
+		return out
+	}
 	if nd.kind == kAnyOf {
 		for i, alt := range nd.anyOf {
 			t := s
 			if i < len(nd.anyOf)-1 {
 				t = m.clone(s)
 			}
-			out = m.expand(out, t, alt)
+			out = m.expand(out, t, alt, depth+1)
 		}
 		return out
 	}
@@ -558,7 +564,7 @@ func (m *Matcher) Feed(c byte) bool {
 	}
 	next := m.next[:0]
 	for _, s := range m.st.stacks {
-		next = m.feedStack(next, s, c)
+		next = m.feedStack(next, s, c, 0)
 	}
 	m.st.stacks, m.next = next, m.st.stacks[:0]
 	if len(m.st.stacks) == 0 {
@@ -606,7 +612,8 @@ func (m *Matcher) suffixStarts(c byte) bool {
 }
 
 // feedStack feeds c to stack s (which it owns) and appends what survives to out.
-func (m *Matcher) feedStack(out [][]frame, s []frame, c byte) [][]frame {
+// depth counts the pushes of this byte so far (see expand).
+func (m *Matcher) feedStack(out [][]frame, s []frame, c byte, depth int) [][]frame {
 	for {
 		if len(s) == 0 {
 			m.release(s)
@@ -625,7 +632,7 @@ func (m *Matcher) feedStack(out [][]frame, s []frame, c byte) [][]frame {
 			if act == actReplace {
 				s = s[:len(s)-1]
 			}
-			return m.pushFeed(out, s, child, c)
+			return m.pushFeed(out, s, child, c, depth+1)
 		default:
 			m.release(s)
 			return out
@@ -634,15 +641,19 @@ func (m *Matcher) feedStack(out [][]frame, s []frame, c byte) [][]frame {
 }
 
 // pushFeed pushes node n onto s (forking at an anyOf) and feeds c to the new top.
-func (m *Matcher) pushFeed(out [][]frame, s []frame, n int32, c byte) [][]frame {
+func (m *Matcher) pushFeed(out [][]frame, s []frame, n int32, c byte, depth int) [][]frame {
 	nd := &m.g.nodes[n]
+	if depth > maxPushDepth {
+		m.release(s)
+		return out
+	}
 	if nd.kind == kAnyOf {
 		for i, alt := range nd.anyOf {
 			t := s
 			if i < len(nd.anyOf)-1 {
 				t = m.clone(s)
 			}
-			out = m.pushFeed(out, t, alt, c)
+			out = m.pushFeed(out, t, alt, c, depth+1)
 		}
 		return out
 	}
@@ -650,7 +661,7 @@ func (m *Matcher) pushFeed(out [][]frame, s []frame, n int32, c byte) [][]frame 
 		m.release(s)
 		return out
 	}
-	return m.feedStack(out, append(s, m.g.initFrame(n)), c)
+	return m.feedStack(out, append(s, m.g.initFrame(n)), c, depth)
 }
 
 // Accepting reports whether the output may end here: the value is complete (or may

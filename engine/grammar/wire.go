@@ -126,6 +126,20 @@ func (g *Grammar) UnmarshalJSON(b []byte) error {
 		}
 		ng.tries = append(ng.tries, t)
 	}
+	// The shared nodes of free JSON are what the matcher takes them for (a kAny frame
+	// becomes one of them), and anyOfs are flat, as CompileSchema makes them: so no
+	// grammar read here can send a matcher round a cycle that writes nothing.
+	for _, s := range []struct {
+		i    int32
+		want kind
+	}{{ng.anyNode, kAny}, {ng.anyObj, kObject}, {ng.anyArr, kArray}, {ng.str, kString}, {ng.num, kNumber}, {ng.lits, kLiteral}} {
+		if ng.nodes[s.i].kind != s.want {
+			return fmt.Errorf("grammar: a corrupt shared node")
+		}
+	}
+	if err := ng.checkFlat(); err != nil {
+		return err
+	}
 	*g = ng
 	return nil
 }
