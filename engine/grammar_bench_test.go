@@ -14,9 +14,11 @@ import (
 	"github.com/lmlite/lmlite/internal/testenv"
 )
 
-// optionalSchema is a JSON schema of n optional string properties whose names carry
-// tag: a new tag is a fresh grammar, whose masks no cache holds yet (issue 30's
-// "64 optional properties").
+// optionalSchema is a JSON schema of n string properties (at most 32 characters),
+// all optional but the first (so that the output is not "{}", one token), whose
+// names carry tag: a new tag is a fresh grammar, whose masks no cache holds yet
+// (issue 30's "64 optional properties"). A bounded string counts its characters, so
+// each of its tokens is a fresh state: a walk of the whole vocabulary.
 func optionalSchema(n int, tag string) []byte {
 	var b strings.Builder
 	b.WriteString(`{"type":"object","properties":{`)
@@ -24,9 +26,9 @@ func optionalSchema(n int, tag string) []byte {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		fmt.Fprintf(&b, `"p%d_%s":{"type":"string"}`, i, tag)
+		fmt.Fprintf(&b, `"p%d_%s":{"type":"string","maxLength":32}`, i, tag)
 	}
-	b.WriteString(`},"additionalProperties":false}`)
+	fmt.Fprintf(&b, `},"required":["p0_%s"],"additionalProperties":false}`, tag)
 	return []byte(b.String())
 }
 
