@@ -81,6 +81,7 @@ type Entry struct {
 	TTFT             time.Duration `json:"ttft_ns,omitempty"`
 	CachedTokens     int           `json:"cached_tokens,omitempty"` // prompt tokens served from the prefix cache
 	ColdStart        time.Duration `json:"cold_start_ns,omitempty"` // the wait for its model's load or worker start, if it had one
+	GrammarTime      time.Duration `json:"grammar_ns,omitempty"`    // the time its output's grammar masks took to compute (engine.Usage.GrammarTime)
 	Refused          string        `json:"refused,omitempty"`       // a refusal after admission: a usage.Reason's name
 }
 
