@@ -258,7 +258,7 @@ func (r *runner) intake(now time.Time) {
 			continue
 		}
 		r.live[id] = j
-		if j.gm != nil {
+		if j.gm != nil && !j.req.PromptOnly { // a prompt-only request samples nothing: no mask
 			r.gjobs[id] = j
 		}
 	}
