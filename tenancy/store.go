@@ -91,7 +91,7 @@ func (e *Entry) event() usage.Event {
 		Time: e.Time, RequestID: e.RequestID, Tenant: e.Tenant, Model: e.Model, Tier: e.Tier, Admitted: true,
 		Status: e.Status, Refused: usage.ParseReason(e.Refused), InputTokens: e.PromptTokens,
 		OutputTokens: e.CompletionTokens, CachedTokens: e.CachedTokens, Cost: e.Cost, Latency: e.Latency, TTFT: e.TTFT,
-		ColdStart: e.ColdStart,
+		ColdStart: e.ColdStart, GrammarTime: e.GrammarTime,
 	}
 }
 
