@@ -228,6 +228,10 @@ type ModelStatus struct {
 
 	KV kvcache.Stats // the replicas' KV pools, summed (zero while unloaded)
 
+	// GrammarMasks is the model's token-mask cache (structured outputs): lookups
+	// (hits, misses: masks computed), and what it holds. It survives unloads.
+	GrammarMasks grammar.MaskCacheStats
+
 	// ExpertLoad, for a mixture of experts: per layer, the tokens routed to each expert
 	// (by all replicas) since the model was loaded; nil while unloaded or for a dense
 	// model. Skewed rows show experts that get most of the traffic.

@@ -100,13 +100,12 @@ func TestMaskCacheHitsAcrossRequests(t *testing.T) {
 	if first.err != nil || first.u.GrammarSteps == 0 {
 		t.Fatalf("first: %v, %d grammar steps", first.err, first.u.GrammarSteps)
 	}
-	in := b.models["m"]
-	before := in.vocab.vocab.MaskCacheStats()
+	before := b.Models()[0].GrammarMasks
 	second := runFeatures(b, "m", req)
 	if err := first.same(second); err != nil {
 		t.Fatal(err)
 	}
-	after := in.vocab.vocab.MaskCacheStats()
+	after := b.Models()[0].GrammarMasks
 	if second.u.GrammarSteps != 0 || after.Misses != before.Misses || after.Hits-before.Hits < uint64(len(second.ids)) {
 		t.Errorf("second request: %d grammar steps, %d misses, %d hits for %d tokens; want every mask cached",
 			second.u.GrammarSteps, after.Misses-before.Misses, after.Hits-before.Hits, len(second.ids))
