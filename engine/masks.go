@@ -26,10 +26,13 @@ import (
 // request ends with ErrGrammarBudget. The work is counted in its Usage (GrammarTime,
 // GrammarSteps).
 
-// Defaults of ModelConfig's grammar budget. A step costs about 35 ns here: a mask of
-// 2^20 steps ~40 ms (the most expensive states of real schemas take a tenth of it over
-// a 32,000-token vocabulary: an object of 64 optional properties ~57,000; 32 live
-// anyOf alternatives inside a string ~1.8 million), a request of 2^25 ~1.2 s.
+// Defaults of ModelConfig's grammar budget. A step costs about 35 ns here (quiet): a
+// mask of 2^20 steps ~40 ms, a request of 2^25 ~1.2 s. Over Llama 2's 32,000-token
+// vocabulary the widest state of one alternative, a string's body (every token
+// allowed), is ~57,000 steps (~2 ms), so an object of 64 optional properties stays far
+// below the mask budget; 32 anyOf alternatives still alive inside a string take ~1.8
+// million, past it (TestGrammarBudgetStopsPathologicalSchema). A vocabulary of
+// 128,000 tokens takes about four times as many steps for the same state.
 const (
 	DefaultGrammarMaskSteps    = 1 << 20
 	DefaultGrammarRequestSteps = 1 << 25
