@@ -135,6 +135,14 @@ type Model struct {
 	// llama.cpp's binary16 one-query numerics.
 	AttnF32MinPrompt int `yaml:"attention_f32_min_prompt"`
 
+	// The grammar budget of a structured-output request (response_format's schema, a
+	// tool call's grammar), in steps of token-mask work (about 35 ns each): one
+	// token's mask, and the whole request. A request past either ends with 400
+	// grammar_budget_exceeded. 0: engine.DefaultGrammarMaskSteps (2^20),
+	// engine.DefaultGrammarRequestSteps (2^25); -1: no limit.
+	GrammarMaskSteps    int64 `yaml:"grammar_mask_steps"`
+	GrammarRequestSteps int64 `yaml:"grammar_request_steps"`
+
 	KVCache            string `yaml:"kv_cache"`             // hot KV pool per replica ("512MiB"); "": room for max_concurrency sequences of max_model_len
 	KVWarm             string `yaml:"kv_warm"`              // warm tier per replica for blocks evicted from hot ("2GiB"); "": none
 	KVWarmFile         string `yaml:"kv_warm_file"`         // keep the warm tier in this file instead of host memory; it survives unloads and restarts
@@ -342,6 +350,10 @@ func (c *Config) Validate() error {
 			return bad(f+".attention_f32_min_prompt", "must be ≥ 1, 0 (the default) or -1 (off)")
 		case m.BatchChunk < -1:
 			return bad(f+".batch_chunk_tokens", "must be ≥ 1, or -1 for no cap")
+		case m.GrammarMaskSteps < -1:
+			return bad(f+".grammar_mask_steps", "must be ≥ 1, 0 (the default) or -1 (no limit)")
+		case m.GrammarRequestSteps < -1:
+			return bad(f+".grammar_request_steps", "must be ≥ 1, 0 (the default) or -1 (no limit)")
 		case !(m.PromptUSDPer1K >= 0) || !(m.CompletionUSDPer1K >= 0):
 			return bad(f, "prices must be ≥ 0")
 		}
@@ -485,6 +497,8 @@ func (m *Model) EngineConfig() engine.ModelConfig {
 		MaxQueue:            m.MaxQueue,
 		BatchChunkTokens:    max(m.BatchChunk, 0), // -1: none
 		AttnF32MinPrompt:    m.AttnF32MinPrompt,
+		GrammarMaskSteps:    m.GrammarMaskSteps,
+		GrammarRequestSteps: m.GrammarRequestSteps,
 		KVCacheBytes:        mustBytes(m.KVCache),
 		KVWarmBytes:         mustBytes(m.KVWarm),
 		KVWarmFile:          m.KVWarmFile,

@@ -139,6 +139,8 @@ tenants: [{id: t, plan: p}]
 		{"models: [{id: m, path: a, worker_group: 'a b'}]\nplans: {p: {}}\n", "models[0].worker_group"},
 		{"models: [{id: m, path: a, batch_chunk_tokens: -2}]\nplans: {p: {}}\n", "models[0].batch_chunk_tokens"},
 		{"models: [{id: m, path: a, attention_f32_min_prompt: -2}]\nplans: {p: {}}\n", "models[0].attention_f32_min_prompt"},
+		{"models: [{id: m, path: a, grammar_mask_steps: -2}]\nplans: {p: {}}\n", "models[0].grammar_mask_steps"},
+		{"models: [{id: m, path: a, grammar_request_steps: -2}]\nplans: {p: {}}\n", "models[0].grammar_request_steps"},
 		{"models: [{id: m, path: a}]\nplans: {p: {batch_max_concurrency: -2}}\ntenants: [{id: t, plan: p}]\n", "batch_max_concurrency"},
 	}
 	for _, c := range cases {

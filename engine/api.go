@@ -40,6 +40,14 @@ type ModelConfig struct {
 	// when the GGUF declares a pooling type (<arch>.pooling_type), which also says
 	// how to pool (mean, first or last token); mean otherwise.
 	Embeddings bool `yaml:"embeddings"`
+
+	// The grammar budget of a request with structured outputs, in steps of mask work
+	// (grammar.Matcher.MaskWithin: vocabulary trie nodes visited times the matcher's
+	// live alternatives; ~35 ns each): one token's mask, and the whole request. A
+	// request past either ends with ErrGrammarBudget. 0: DefaultGrammarMaskSteps
+	// (2^20), DefaultGrammarRequestSteps (2^25); -1: no limit.
+	GrammarMaskSteps    int64 `yaml:"grammar_mask_steps"`
+	GrammarRequestSteps int64 `yaml:"grammar_request_steps"`
 }
 
 // Priority is a request's scheduling class: interactive requests run before batch ones.
@@ -175,6 +183,12 @@ type Usage struct {
 	TimePerOutputToken time.Duration // mean gap between output tokens after the first
 	ColdStart          time.Duration // model load time this request waited for, if any
 	Replica            int
+
+	// The request's grammar work (structured outputs): the time its masks took to
+	// compute, off the batch's step (cached masks cost nothing), and their steps,
+	// which its grammar budget bounds (ModelConfig.GrammarRequestSteps).
+	GrammarTime  time.Duration
+	GrammarSteps int64
 }
 
 // ModelState is the lifecycle state of a model.
@@ -216,6 +230,10 @@ type ModelStatus struct {
 
 	KV kvcache.Stats // the replicas' KV pools, summed (zero while unloaded)
 
+	// GrammarMasks is the model's token-mask cache (structured outputs): lookups
+	// (hits, misses: masks computed), and what it holds. It survives unloads.
+	GrammarMasks grammar.MaskCacheStats
+
 	// ExpertLoad, for a mixture of experts: per layer, the tokens routed to each expert
 	// (by all replicas) since the model was loaded; nil while unloaded or for a dense
 	// model. Skewed rows show experts that get most of the traffic.
@@ -230,7 +248,11 @@ var (
 	ErrNoMemory     = errors.New("engine: not enough memory to load the model")
 	ErrClosed       = errors.New("engine: block closed")
 	ErrGrammar      = errors.New("engine: the grammar cannot continue") // a constrained output found no allowed token
-	ErrNoEmbeddings = errors.New("engine: the model does not serve embeddings")
+	// ErrGrammarBudget ends a constrained request whose masks took more work than its
+	// grammar budget allows (ModelConfig.GrammarMaskSteps, GrammarRequestSteps): a
+	// schema too expensive to enforce.
+	ErrGrammarBudget = errors.New("engine: the grammar's work is over its budget")
+	ErrNoEmbeddings  = errors.New("engine: the model does not serve embeddings")
 )
 
 // ErrPromptOverLimit: a capped tokenization (Block.TokenizeCapped,

@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/lmlite/lmlite/engine/grammar"
 	"github.com/lmlite/lmlite/engine/tokenizer"
@@ -26,6 +27,7 @@ type vocabInfo struct {
 	pieces []string // each token's bytes ("" for control tokens)
 	eog    []int32  // the end-of-generation tokens
 	vocab  *grammar.Vocab
+	built  atomic.Bool // the fields above are set (read them without once)
 }
 
 func (v *vocabInfo) get(tok *tokenizer.Tokenizer) *vocabInfo {
@@ -39,8 +41,17 @@ func (v *vocabInfo) get(tok *tokenizer.Tokenizer) *vocabInfo {
 			}
 		}
 		v.vocab = grammar.NewVocab(v.pieces, v.eog, 0)
+		v.built.Store(true)
 	})
 	return v
+}
+
+// maskStats is the vocabulary's mask cache's figures (zero before the first use).
+func (v *vocabInfo) maskStats() grammar.MaskCacheStats {
+	if !v.built.Load() {
+		return grammar.MaskCacheStats{}
+	}
+	return v.vocab.MaskCacheStats()
 }
 
 // checkFeatures validates a request's feature fields.

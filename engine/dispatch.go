@@ -167,6 +167,8 @@ func (in *instance) newJob(ctx context.Context, req Request, out *Stream) *job {
 		j.vocab = in.vocab.get(in.tok)
 		if req.Grammar != nil {
 			j.gm = j.vocab.vocab.NewMatcher(req.Grammar)
+			j.mask.maskLimit = grammarLimit(in.cfg.GrammarMaskSteps, DefaultGrammarMaskSteps)
+			j.mask.requestLimit = grammarLimit(in.cfg.GrammarRequestSteps, DefaultGrammarRequestSteps)
 		}
 		j.top = make([]sample.Logprob, req.TopLogprobs)
 	}

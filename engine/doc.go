@@ -100,8 +100,15 @@
 //   - Structured outputs: Request.Grammar (Block.CompileSchema for a JSON Schema, cached;
 //     grammar.JSONObject for json_object). Each step the sequence's token mask
 //     (engine/grammar: a pushdown matcher over the vocabulary's bytes, masks cached
-//     per state and shared by the model's sequences) restricts the sampler;
-//     generation stops when the JSON is complete.
+//     per grammar and state and shared by the model's sequences) restricts the
+//     sampler; generation stops when the JSON is complete. A mask the cache does not
+//     hold is computed off the batch's step (masks.go): by a goroutine of the
+//     sequence's own, started as soon as its last token is accepted, while the
+//     runner holds the sequence (sched.State.Hold) and the step runs the others;
+//     it joins the first step after its mask is ready. Each request has a grammar
+//     budget (ModelConfig.GrammarMaskSteps per token, GrammarRequestSteps per
+//     request) past which it ends with ErrGrammarBudget; its grammar work is in
+//     its Usage (GrammarTime, GrammarSteps).
 //   - Logprobs: Request.Logprobs and TopLogprobs (0–20) fill Token.Logprob, Piece and
 //     TopLogprobs from softmax of the raw logits: before penalties, temperature,
 //     filters, ignore_eos and the grammar, as OpenAI documents.
@@ -136,7 +143,9 @@
 // or cached (TestDeterminism, TestPrefixCache). Grammar masks are a function of the
 // sequence's own state, logprobs of its own logits, and embeddings are summed token
 // by token in position order, so constrained outputs, logprobs and embeddings keep
-// the property (TestFeaturesDeterminism, TestToolChoiceRequired, TestEmbed).
+// the property (TestFeaturesDeterminism, TestToolChoiceRequired, TestEmbed), masks
+// computed off the step included: a held sequence's tokens come later, not otherwise
+// (TestConstrainedBesideUnconstrainedDeterminism).
 //
 // A sequence's attention numerics are chosen once per request, from its prompt
 // length alone (model.AttentionFor): a prompt of 64 tokens or more (llama.cpp's own

@@ -50,6 +50,10 @@ var (
 		"Prompt tokens looked up in the prefix cache, by result (hit or miss).", []string{"model", "result"}, nil)
 	descKVMoves = prometheus.NewDesc("lmlite_engine_kv_block_moves_total",
 		"KV blocks moved between tiers: demoted (hot to warm), replayed (warm to hot), evicted (dropped).", []string{"model", "move"}, nil)
+	descMaskLookups = prometheus.NewDesc("lmlite_engine_grammar_mask_lookups_total",
+		"Structured outputs: token-mask cache lookups, by result (hit, or miss: a mask computed off the batch step).", []string{"model", "result"}, nil)
+	descMaskBytes = prometheus.NewDesc("lmlite_engine_grammar_mask_cache_bytes",
+		"Structured outputs: bytes of token masks cached (bounded per grammar and in all).", []string{"model"}, nil)
 	descExpertTokens = prometheus.NewDesc("lmlite_engine_expert_tokens_total",
 		"Mixture-of-experts models: tokens routed to each expert of each layer since the model was loaded (routing skew shows as uneven experts within a layer).", []string{"model", "layer", "expert"}, nil)
 )
@@ -69,7 +73,7 @@ func (b *Block) Collect(ch chan<- prometheus.Metric) { CollectModels(ch, b.Model
 func DescribeModels(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descModelState, descModelMemory, descModelReplicas, descModelMaxLen, descQueueDepth,
 		descRunning, descSteps, descStepSeqs, descStepTokens, descLoads, descUnloads, descColdStart,
-		descKVBlocks, descKVBytes, descKVLookups, descKVTokens, descKVMoves, descExpertTokens} {
+		descKVBlocks, descKVBytes, descKVLookups, descKVTokens, descKVMoves, descMaskLookups, descMaskBytes, descExpertTokens} {
 		ch <- d
 	}
 }
@@ -110,6 +114,10 @@ func CollectModels(ch chan<- prometheus.Metric, models []ModelStatus) {
 		ch <- prometheus.MustNewConstMetric(descKVMoves, prometheus.CounterValue, float64(kv.Demotions), st.ID, "demoted")
 		ch <- prometheus.MustNewConstMetric(descKVMoves, prometheus.CounterValue, float64(kv.Replays), st.ID, "replayed")
 		ch <- prometheus.MustNewConstMetric(descKVMoves, prometheus.CounterValue, float64(kv.Evictions), st.ID, "evicted")
+		gm := st.GrammarMasks
+		ch <- prometheus.MustNewConstMetric(descMaskLookups, prometheus.CounterValue, float64(gm.Hits), st.ID, "hit")
+		ch <- prometheus.MustNewConstMetric(descMaskLookups, prometheus.CounterValue, float64(gm.Misses), st.ID, "miss")
+		ch <- prometheus.MustNewConstMetric(descMaskBytes, prometheus.GaugeValue, float64(gm.Bytes), st.ID)
 		for l, row := range st.ExpertLoad {
 			layer := strconv.Itoa(l)
 			for e, n := range row {

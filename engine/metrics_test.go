@@ -10,6 +10,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/lmlite/lmlite/engine/genmodel"
+	"github.com/lmlite/lmlite/engine/grammar"
 )
 
 // TestBlockMetrics registers a Block with a generated tiny model and reads its
@@ -100,6 +101,23 @@ func TestBlockMetrics(t *testing.T) {
 	}
 	if v := value("lmlite_engine_kv_blocks", "tier", "hot_cached"); v <= 0 {
 		t.Errorf("hot cached blocks %v", v)
+	}
+	// Structured outputs: the same constrained request twice, its masks computed the
+	// first time, found in the cache the second.
+	for range 2 {
+		s, err := b.Generate(context.Background(), "tiny", Request{Prompt: make([]int32, 8), MaxTokens: 5, Grammar: grammar.JSONObject()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range s.Tokens {
+		}
+		if _, err := s.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	miss, hit := value("lmlite_engine_grammar_mask_lookups_total", "result", "miss"), value("lmlite_engine_grammar_mask_lookups_total", "result", "hit")
+	if miss <= 0 || hit < miss || value("lmlite_engine_grammar_mask_cache_bytes", "", "") <= 0 {
+		t.Errorf("grammar masks: %v misses, %v hits, %v bytes; want the second request's masks all hits", miss, hit, value("lmlite_engine_grammar_mask_cache_bytes", "", ""))
 	}
 	if err := b.Unload("tiny"); err != nil {
 		t.Fatal(err)

@@ -36,15 +36,18 @@ type runner struct {
 	mu    sync.Mutex // guards inbox and calls
 	inbox []*job
 	calls []func()      // run by the loop between steps (see do)
-	wake  chan struct{} // cap 1: something is in the inbox
+	wake  chan struct{} // cap 1: something is in the inbox, or a mask is ready
 	stop  chan struct{}
 	done  chan struct{}
 
 	live   map[sched.ID]*job // owned by the loop
+	gjobs  map[sched.ID]*job // the live jobs with a grammar, owned by the loop (masks.go)
 	items  []model.Item      // the loop's step buffers, reused
 	ran    []sched.Work
 	nextID sched.ID
 	stats  *runnerStats // the model's
+
+	maskSlots chan struct{} // cap maskWorkers: the masks computed at once (masks.go)
 
 	running, waiting atomic.Int64 // gauges
 }
@@ -91,6 +94,7 @@ type job struct {
 	// Features (constrain.go); vocab is set when any is asked for.
 	vocab *vocabInfo
 	gm    *grammar.Matcher // the output's grammar, if any
+	mask  jobMask          // gm's mask for the next token (masks.go)
 	top   []sample.Logprob // the step's top logprobs (len: Request.TopLogprobs)
 	lp    Token            // the logprob fields of the token being accepted
 
@@ -137,7 +141,8 @@ func newRunner(index int, id string, m *model.Model, tok *tokenizer.Tokenizer, r
 		return nil, err
 	}
 	r := &runner{index: index, id: id, noCache: rc.noCache, attnMin: rc.attnMin, tok: tok, batch: m.NewBatch(), pool: pool, st: st,
-		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), live: map[sched.ID]*job{}, stats: stats}
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), live: map[sched.ID]*job{}, stats: stats,
+		gjobs: map[sched.ID]*job{}, maskSlots: make(chan struct{}, maskWorkers)}
 	return r, nil
 }
 
@@ -189,6 +194,7 @@ func (r *runner) loop() {
 		now := time.Now()
 		r.intake(now)
 		r.reap()
+		r.masks()
 		step := r.st.Plan(now, r.cached)
 		r.st.Apply(now, step)
 		work := r.prepare(now, step)
@@ -252,6 +258,9 @@ func (r *runner) intake(now time.Time) {
 			continue
 		}
 		r.live[id] = j
+		if j.gm != nil && !j.req.PromptOnly { // a prompt-only request samples nothing: no mask
+			r.gjobs[id] = j
+		}
 	}
 }
 
@@ -398,6 +407,12 @@ func (r *runner) run(work []sched.Work) {
 		} else if w.Last {
 			// The scheduler's count and the job's agree (max tokens); this is a bug if reached.
 			r.end(w.ID, j, FinishLength, nil)
+		} else if j.gm != nil {
+			// The next token's mask: from the cache, or computed while the batch goes on.
+			if err := r.nextMask(j); err != nil {
+				r.st.Remove(w.ID)
+				r.end(w.ID, j, "", err)
+			}
 		}
 	}
 }
@@ -457,7 +472,12 @@ func (j *job) pick(row []float32) (int32, error) {
 	}
 	var allow []uint64
 	if j.gm != nil {
-		bits, n := j.gm.Mask()
+		if !j.mask.ready {
+			if err := j.waitMask(); err != nil {
+				return -1, err
+			}
+		}
+		bits, n := j.mask.bits, j.mask.n
 		if n == 0 {
 			return -1, fmt.Errorf("%w: no token of the vocabulary continues the output", ErrGrammar)
 		}
@@ -565,6 +585,8 @@ func (r *runner) end(id sched.ID, j *job, reason string, err error) {
 		j.kv = nil
 	}
 	delete(r.live, id)
+	delete(r.gjobs, id)
+	j.stopMask()
 	if j.smp != nil {
 		j.smp.Release() // its vocabulary-sized buffers go to the next request's sampler
 	}

@@ -15,10 +15,18 @@ func restarting(err error) *apiError {
 }
 
 // generationError is the answer for a generation that failed after it started:
-// engine_restarting (503) when the engine restarts, else 500.
+// engine_restarting (503) when the engine restarts; 400 grammar_budget_exceeded
+// when the output's grammar (response_format's schema, or a tool call's) took more
+// mask work than the model's grammar budget allows (the client's schema is too
+// expensive to enforce; a streamed answer ends with it as an error event after the
+// tokens sent); else 500.
 func generationError(err error) *apiError {
 	if errors.Is(err, engine.ErrRestarting) {
 		return restarting(err)
+	}
+	if errors.Is(err, engine.ErrGrammarBudget) {
+		return &apiError{status: 400, typ: "invalid_request_error", code: "grammar_budget_exceeded", reason: "bad_request",
+			message: "the output's JSON schema (response_format) or tool grammar takes more work to enforce than this server allows; simplify it (fewer anyOf alternatives that start alike, fewer bounded strings): " + err.Error()}
 	}
 	return &apiError{status: 500, typ: "server_error", message: "generation failed: " + err.Error(), reason: "internal"}
 }

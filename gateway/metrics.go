@@ -25,6 +25,7 @@ type metrics struct {
 	tpot       *prometheus.HistogramVec
 	e2e        *prometheus.HistogramVec
 	spend      *prometheus.CounterVec
+	grammar    *prometheus.CounterVec // grammar mask time, by tenant and model
 	rejections *prometheus.CounterVec
 	prefixHits *prometheus.CounterVec
 	tokens     *prometheus.CounterVec
@@ -87,6 +88,8 @@ func newMetrics(s *Server) *metrics {
 		Help: "End-to-end latency of generation requests.", Buckets: lat}, []string{"model"})
 	m.spend = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lmlite_spend_usd_total",
 		Help: "Money charged, by tenant and model."}, []string{"tenant", "model"})
+	m.grammar = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lmlite_grammar_seconds_total",
+		Help: "Time the structured outputs' grammar masks took to compute (off the batch's step), by tenant and model."}, []string{"tenant", "model"})
 	m.rejections = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lmlite_rejections_total",
 		Help: "Requests refused, by reason."}, []string{"reason"})
 	m.prefixHits = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lmlite_prefix_cache_hit_tokens_total",
@@ -99,7 +102,7 @@ func newMetrics(s *Server) *metrics {
 		Help: "How long requests waited for their embedded model to load (counted once per request that waited).", Buckets: []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}}, []string{"model"})
 	m.upFailures = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lmlite_upstream_failures_total",
 		Help: "Upstream requests that failed before answering (connection error or 5xx); the router may have stepped down a tier."}, []string{"model"})
-	for _, c := range []prometheus.Collector{m.requests, m.ttft, m.tpot, m.e2e, m.spend, m.rejections, m.prefixHits, m.tokens, m.admin, m.coldStart, m.upFailures,
+	for _, c := range []prometheus.Collector{m.requests, m.ttft, m.tpot, m.e2e, m.spend, m.grammar, m.rejections, m.prefixHits, m.tokens, m.admin, m.coldStart, m.upFailures,
 		&stateCollector{s: s}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
 	}
@@ -157,6 +160,9 @@ func (m *metrics) observe(j *job, e tenancy.Entry, charged money.Money, u *engin
 		if u.CachedTokens > 0 {
 			mm.prefixHits.Add(float64(u.CachedTokens))
 		}
+	}
+	if u != nil && u.GrammarTime > 0 {
+		m.grammar.WithLabelValues(j.pol.Tenant, model).Add(u.GrammarTime.Seconds())
 	}
 	if u != nil && u.ColdStart > 0 && mm.coldStart != nil {
 		mm.coldStart.Observe(u.ColdStart.Seconds())

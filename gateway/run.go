@@ -372,7 +372,7 @@ func (j *job) settle(e tenancy.Entry, u *engine.Usage) {
 		e.TTFT = u.TimeToFirstToken
 	}
 	if u != nil {
-		e.CachedTokens, e.ColdStart = u.CachedTokens, u.ColdStart
+		e.CachedTokens, e.ColdStart, e.GrammarTime = u.CachedTokens, u.ColdStart, u.GrammarTime
 	}
 	e.Refused = refusalOf(e.Status, j.refusal).String()
 	if j.line != nil {
@@ -483,6 +483,8 @@ func statusOf(u engine.Usage, err error) int {
 		return 499 // the client went away
 	case errors.Is(err, engine.ErrRestarting):
 		return 503
+	case errors.Is(err, engine.ErrGrammarBudget):
+		return 400
 	case err != nil:
 		return 500
 	}

@@ -302,12 +302,14 @@ type (
 		// worker process to start (scale to zero), and their total wait.
 		NumColdStarts    int64   `json:"num_cold_starts"`
 		ColdStartSeconds float64 `json:"cold_start_seconds"`
-		ProjectID        *string `json:"project_id"`
-		UserID           *string `json:"user_id"`
-		APIKeyID         *string `json:"api_key_id"`
-		Model            *string `json:"model"`
-		Batch            *bool   `json:"batch"`
-		Tier             *string `json:"tier,omitempty"`
+		// And the time their structured outputs' grammar masks took to compute.
+		GrammarSeconds float64 `json:"grammar_seconds"`
+		ProjectID      *string `json:"project_id"`
+		UserID         *string `json:"user_id"`
+		APIKeyID       *string `json:"api_key_id"`
+		Model          *string `json:"model"`
+		Batch          *bool   `json:"batch"`
+		Tier           *string `json:"tier,omitempty"`
 	}
 	costsResult struct {
 		Object    string     `json:"object"`
@@ -342,7 +344,7 @@ func usagePage(bs []usage.Bucket, q usageQuery, pageStart time.Time, costs bool)
 			}
 			bj.Results = append(bj.Results, completionsResult{Object: "organization.usage.completions.result",
 				InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, InputCachedTokens: r.CachedTokens,
-				NumModelRequests: r.Requests, NumColdStarts: r.ColdStarts, ColdStartSeconds: r.ColdStartTime.Seconds(), ProjectID: opt(q.ByTenant, r.Tenant), Model: opt(q.ByModel, r.Model),
+				NumModelRequests: r.Requests, NumColdStarts: r.ColdStarts, ColdStartSeconds: r.ColdStartTime.Seconds(), GrammarSeconds: r.GrammarTime.Seconds(), ProjectID: opt(q.ByTenant, r.Tenant), Model: opt(q.ByModel, r.Model),
 				Tier: opt(q.ByTier, r.Tier)})
 		}
 		p.Data = append(p.Data, bj)

@@ -164,6 +164,10 @@ func appendEntry(b []byte, e *Entry) []byte {
 		b = append(b, `,"cold_start_ns":`...)
 		b = strconv.AppendInt(b, int64(e.ColdStart), 10)
 	}
+	if e.GrammarTime != 0 {
+		b = append(b, `,"grammar_ns":`...)
+		b = strconv.AppendInt(b, int64(e.GrammarTime), 10)
+	}
 	b = str(b, "refused", e.Refused)
 	if e.Hold != 0 {
 		b = append(b, `,"hold":`...)

@@ -93,6 +93,7 @@ type Entry struct {
 	TTFT             time.Duration `json:"ttft_ns,omitempty"`
 	CachedTokens     int           `json:"cached_tokens,omitempty"` // prompt tokens served from the prefix cache
 	ColdStart        time.Duration `json:"cold_start_ns,omitempty"` // the wait for its model's load or worker start, if it had one
+	GrammarTime      time.Duration `json:"grammar_ns,omitempty"`    // the time its output's grammar masks took to compute (engine.Usage.GrammarTime)
 	Refused          string        `json:"refused,omitempty"`       // a refusal after admission: a usage.Reason's name
 	Hold             uint64        `json:"hold,omitempty"`          // the hold (Ticket.Hold) this entry settles; 0: none
 }
@@ -121,7 +122,7 @@ func (e *Entry) event() usage.Event {
 		Time: e.Time, RequestID: e.RequestID, Tenant: e.Tenant, Model: e.Model, Tier: e.Tier, Admitted: true,
 		Status: e.Status, Refused: usage.ParseReason(e.Refused), InputTokens: e.PromptTokens,
 		OutputTokens: e.CompletionTokens, CachedTokens: e.CachedTokens, Cost: e.Cost, Latency: e.Latency, TTFT: e.TTFT,
-		ColdStart: e.ColdStart,
+		ColdStart: e.ColdStart, GrammarTime: e.GrammarTime,
 	}
 }
 

@@ -194,11 +194,13 @@ func parseKey(k []byte) (w Width, i int64, tenant, model, tier string, err error
 	return w, i, tenant, model, string(rest), nil
 }
 
-// countsVersion is appendCounts's; version 1 (before the cold starts) still decodes.
-const countsVersion = 2
+// countsVersion is appendCounts's; versions 1 (before the cold starts) and 2 (before
+// the grammar time) still decode.
+const countsVersion = 3
 
 // appendCounts appends c as a version byte and varints: the totals, the refusals by
-// reason, both histograms, then the cold starts and their time (version 2).
+// reason, both histograms, then the cold starts and their time (version 2), then the
+// grammar time (version 3).
 func appendCounts(b []byte, c *Counts) []byte {
 	b = append(b, countsVersion)
 	for _, v := range [...]int64{c.Requests, c.Errors, c.InputTokens, c.OutputTokens, c.CachedTokens, int64(c.Cost)} {
@@ -213,11 +215,12 @@ func appendCounts(b []byte, c *Counts) []byte {
 		}
 	}
 	b = binary.AppendVarint(b, c.ColdStarts)
-	return binary.AppendVarint(b, int64(c.ColdStartTime))
+	b = binary.AppendVarint(b, int64(c.ColdStartTime))
+	return binary.AppendVarint(b, int64(c.GrammarTime))
 }
 
 func decodeCounts(b []byte, c *Counts) error {
-	if len(b) == 0 || (b[0] != 1 && b[0] != countsVersion) {
+	if len(b) == 0 || b[0] < 1 || b[0] > countsVersion {
 		return errBadRollup
 	}
 	version := b[0]
@@ -247,15 +250,20 @@ func decodeCounts(b []byte, c *Counts) error {
 			b = b[n:]
 		}
 	}
+	var tail []*int64
 	if version >= 2 {
-		for _, p := range [...]*int64{&c.ColdStarts, (*int64)(&c.ColdStartTime)} {
-			v, n := binary.Varint(b)
-			if n <= 0 {
-				return errBadRollup
-			}
-			*p = v
-			b = b[n:]
+		tail = append(tail, &c.ColdStarts, (*int64)(&c.ColdStartTime))
+	}
+	if version >= 3 {
+		tail = append(tail, (*int64)(&c.GrammarTime))
+	}
+	for _, p := range tail {
+		v, n := binary.Varint(b)
+		if n <= 0 {
+			return errBadRollup
 		}
+		*p = v
+		b = b[n:]
 	}
 	if len(b) != 0 {
 		return errBadRollup

@@ -172,7 +172,7 @@ func FuzzCounts(f *testing.F) {
 	f.Add(int64(-1), int64(0), int64(1<<62), int64(0), int64(0), int64(-5), int64(0), uint32(1<<31), int64(0), int64(0))
 	f.Fuzz(func(t *testing.T, req, errs, in, out, cached, cost, ref int64, bin uint32, colds, coldNs int64) {
 		c := Counts{Requests: req, Errors: errs, InputTokens: in, OutputTokens: out, CachedTokens: cached, Cost: money.Money(cost),
-			ColdStarts: colds, ColdStartTime: time.Duration(coldNs)}
+			ColdStarts: colds, ColdStartTime: time.Duration(coldNs), GrammarTime: time.Duration(coldNs / 3)}
 		c.Refusals[Budget] = ref
 		c.Latency[int(uint32(bin)%uint32(len(Bins)))] = bin
 		c.TTFT[len(Bins)-1] = bin / 2
@@ -277,18 +277,25 @@ func BenchmarkQuery30DaysFromBolt(b *testing.B) {
 }
 
 // A rollup value written before the cold starts were counted (version 1: no cold
-// start fields) still decodes, with no cold starts; today's encoding carries them.
+// start fields) or before the grammar time (version 2) still decodes, without them;
+// today's encoding (version 3) carries them.
 func TestCountsVersion1StillDecodes(t *testing.T) {
-	c := Counts{Requests: 4, InputTokens: 10, Cost: 7, ColdStarts: 2, ColdStartTime: 1500 * time.Millisecond}
+	c := Counts{Requests: 4, InputTokens: 10, Cost: 7, ColdStarts: 2, ColdStartTime: 1500 * time.Millisecond, GrammarTime: 40 * time.Millisecond}
 	c.Latency[3] = 4
-	v2 := appendCounts(nil, &c)
+	v3 := appendCounts(nil, &c)
 	var back Counts
-	if err := decodeCounts(v2, &back); err != nil || back != c {
-		t.Fatalf("version 2: %+v, %v", back, err)
+	if err := decodeCounts(v3, &back); err != nil || back != c {
+		t.Fatalf("version 3: %+v, %v", back, err)
+	}
+	// Version 2 is version 3 without the trailing grammar time.
+	v2 := append([]byte{2}, v3[1:len(v3)-binary.PutVarint(make([]byte, 10), int64(40*time.Millisecond))]...)
+	want := c
+	want.GrammarTime = 0
+	if err := decodeCounts(v2, &back); err != nil || back != want {
+		t.Fatalf("version 2: %+v, %v; want %+v", back, err, want)
 	}
 	// Version 1 is version 2 without the two trailing varints.
 	v1 := append([]byte{1}, v2[1:len(v2)-binary.PutVarint(make([]byte, 10), 2)-binary.PutVarint(make([]byte, 10), int64(1500*time.Millisecond))]...)
-	want := c
 	want.ColdStarts, want.ColdStartTime = 0, 0
 	if err := decodeCounts(v1, &back); err != nil || back != want {
 		t.Fatalf("version 1: %+v, %v; want %+v", back, err, want)

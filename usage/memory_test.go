@@ -251,3 +251,24 @@ func TestColdStartsCountTheSettledRequestsThatWaitedAndSumTheirWaits(t *testing.
 		t.Errorf("requests %d, cold starts %d taking %s; want 3, 2 taking 1.5s", r.Requests, r.ColdStarts, r.ColdStartTime)
 	}
 }
+
+// TestGrammarTimeSumsTheSettledRequests: the time settled requests' grammar masks
+// took (structured outputs) adds up in the tenant's rollup; a refusal before
+// admission never counts.
+func TestGrammarTimeSumsTheSettledRequests(t *testing.T) {
+	m := NewMemory()
+	plain := settled(t0, "a", "m", "fast", 1, 1, 1, time.Millisecond)
+	json1, json2 := plain, plain
+	json1.GrammarTime, json2.GrammarTime = 30*time.Millisecond, 45*time.Millisecond
+	m.Add(plain)
+	m.Add(json1)
+	m.Add(json2)
+	m.Add(Event{Time: t0, Tenant: "a", Refused: Rate, GrammarTime: time.Second}) // never admitted
+	bs, err := m.Query(Query{Start: t0, End: t0.Add(time.Hour), Width: Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := bs[0].Results[0]; r.Requests != 3 || r.GrammarTime != 75*time.Millisecond {
+		t.Errorf("requests %d, grammar time %s; want 3, 75ms", r.Requests, r.GrammarTime)
+	}
+}

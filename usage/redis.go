@@ -161,7 +161,7 @@ func increments(c *Counts, model, tier string, add func(f string, n int64)) {
 		name string
 		n    int64
 	}{{"n", c.Requests}, {"e", c.Errors}, {"i", c.InputTokens}, {"o", c.OutputTokens}, {"c", c.CachedTokens}, {"$", int64(c.Cost)},
-		{"k", c.ColdStarts}, {"K", int64(c.ColdStartTime)}} {
+		{"k", c.ColdStarts}, {"K", int64(c.ColdStartTime)}, {"g", int64(c.GrammarTime)}} {
 		if v.n != 0 {
 			add(field(model, tier, v.name), v.n)
 		}
@@ -466,6 +466,8 @@ func (c *Counts) set(counter string, n int64) {
 		c.ColdStarts += n
 	case "K":
 		c.ColdStartTime += time.Duration(n)
+	case "g":
+		c.GrammarTime += time.Duration(n)
 	default:
 		kind, rest, _ := strings.Cut(counter, ":")
 		switch kind {

@@ -55,6 +55,9 @@ func record(t *testing.T, s *tenancy.Store, r *rand.Rand, prefix string, n int, 
 		if r.IntN(5) == 0 { // waited for its model's load or worker's start
 			e.ColdStart = time.Duration(1+r.IntN(3000)) * time.Millisecond
 		}
+		if e.CompletionTokens%4 == 0 { // structured output (no draw, so the other fields stay as they were)
+			e.GrammarTime = time.Duration(e.CompletionTokens+1) * time.Millisecond
+		}
 		if r.IntN(6) == 0 {
 			e.Status, e.Refused, e.Cost = 429, "budget", 0
 		}

@@ -79,6 +79,7 @@ type Event struct {
 	Cost                money.Money
 	Latency, TTFT       time.Duration // 0: not measured
 	ColdStart           time.Duration // the wait for the model's load or its worker's start; 0: none
+	GrammarTime         time.Duration // the time its output's grammar masks took (structured outputs); 0: none
 }
 
 // Width is a bucket width.
@@ -218,8 +219,11 @@ type Counts struct {
 	// their worker process's start; ColdStartTime is the sum of their waits.
 	ColdStarts    int64
 	ColdStartTime time.Duration
-	Latency       Hist
-	TTFT          Hist
+	// GrammarTime is the time the settled requests' grammar masks took to compute
+	// (structured outputs: engine.Usage.GrammarTime), summed.
+	GrammarTime time.Duration
+	Latency     Hist
+	TTFT        Hist
 }
 
 // Refused is the count of refusals for r.
@@ -255,6 +259,7 @@ func (c *Counts) add(e *Event) {
 			c.ColdStarts++
 			c.ColdStartTime += e.ColdStart
 		}
+		c.GrammarTime += e.GrammarTime
 	}
 	if e.Refused != NotRefused && e.Refused < numReasons {
 		c.Refusals[e.Refused]++
@@ -271,6 +276,7 @@ func (c *Counts) Merge(o *Counts) {
 	c.Cost += o.Cost
 	c.ColdStarts += o.ColdStarts
 	c.ColdStartTime += o.ColdStartTime
+	c.GrammarTime += o.GrammarTime
 	for i := range c.Refusals {
 		c.Refusals[i] += o.Refusals[i]
 	}

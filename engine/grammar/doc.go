@@ -28,11 +28,21 @@
 //
 // A mask is found by walking a trie of the vocabulary's token bytes from the
 // matcher's state, pruning a subtree at the first refused byte. A mask is a pure
-// function of the grammar and the state: Vocab caches it under the state's
-// encoding, shared by all sequences of the model, bounded (emptied when full). So
-// the first visit of a state costs a walk; later ones a map lookup, without
-// allocation. The same state gives the same mask whatever else runs, which keeps
-// constrained sampling deterministic and batch-invariant.
+// function of the grammar and the state: Vocab caches it under the grammar and the
+// state's encoding, shared by all sequences of the model, bounded per grammar (a
+// grammar that fills its quarter of the cache empties its own masks, never
+// another's) and in all (the grammar used least recently goes). So the first visit
+// of a state costs a walk; later ones a map lookup, without allocation. The same
+// state gives the same mask whatever else runs, which keeps constrained sampling
+// deterministic and batch-invariant.
+//
+// A fresh state's walk can be long (tens of milliseconds for an object of many
+// optional properties over a 32,000-token vocabulary). MaskWithin bounds it: a
+// budget of steps (trie nodes visited, times the live alternatives: the same count
+// on every machine) past which it stops with ErrBudget, and a stop flag (ErrStopped)
+// for a sequence that ended meanwhile. CachedMask is the lookup alone, for a caller
+// that computes masks off its critical path (the engine's runner, in a goroutine per
+// sequence, while the batch goes on).
 //
 // # What is enforced
 //

@@ -1,9 +1,11 @@
 package grammar
 
 import (
+	"errors"
+	"runtime"
 	"slices"
 	"strings"
-	"sync"
+	"sync/atomic"
 )
 
 // DefaultMaskCacheBytes is the default bound of a Vocab's mask cache.
@@ -13,9 +15,10 @@ const DefaultMaskCacheBytes = 16 << 20
 // tokens' bytes, walked against a matcher's state to find the tokens the grammar
 // allows next, and a cache of the masks found, keyed by grammar and state. The
 // cache is shared by every matcher of the vocabulary (all requests of a model); it
-// is bounded and emptied when full. A mask is a pure function of the grammar and
-// the state, so the cache changes the cost of a step, never its result. A Vocab is
-// safe for concurrent use.
+// is bounded per grammar (a quarter of the whole: a grammar that fills its share
+// empties its own masks) and in all (the grammar used least recently goes first).
+// A mask is a pure function of the grammar and the state, so the cache changes the
+// cost of a step, never its result. A Vocab is safe for concurrent use.
 type Vocab struct {
 	size   int
 	pieces []string
@@ -23,10 +26,7 @@ type Vocab struct {
 	nodes  []vnode  // the trie; nodes[0] is the root (the empty string)
 	ids    []int32  // token ids sorted by bytes: a node's tokens are ids[tok0:tok0+tokN]
 
-	mu    sync.Mutex // guards cache and bytes
-	cache map[string]mask
-	bytes int
-	limit int
+	cache *maskCache
 }
 
 type vnode struct {
@@ -49,7 +49,7 @@ func NewVocab(pieces []string, eog []int32, cacheBytes int) *Vocab {
 		cacheBytes = DefaultMaskCacheBytes
 	}
 	v := &Vocab{size: len(pieces), pieces: pieces, eog: make([]uint64, (len(pieces)+63)/64),
-		cache: map[string]mask{}, limit: cacheBytes}
+		cache: newMaskCache(cacheBytes)}
 	for _, id := range eog {
 		if id >= 0 && int(id) < len(pieces) {
 			v.eog[id>>6] |= 1 << (id & 63)
@@ -112,19 +112,51 @@ func (v *Vocab) NewMatcher(g *Grammar) *Matcher {
 // end, and every token whose bytes continue the output. The bit set is shared:
 // read it, never write it. Once the state has been seen (by any matcher of the
 // vocabulary with the same grammar) it comes from the cache without allocating.
+// Mask has no budget; MaskWithin has.
 func (m *Matcher) Mask() ([]uint64, int) {
-	v := m.v
-	m.key = m.appendKey(append(m.key[:0], m.g.key...))
-	v.mu.Lock()
-	e, ok := v.cache[string(m.key)]
-	v.mu.Unlock()
-	if ok {
-		return e.bits, e.n
+	bits, n, _, _ := m.MaskWithin(0, nil)
+	return bits, n
+}
+
+// CachedMask is Mask when the vocabulary's cache holds the state's mask (a map
+// lookup, without allocating), and ok false, having done nothing more, when not.
+func (m *Matcher) CachedMask() (bits []uint64, n int, ok bool) {
+	m.key = m.appendKey(m.key[:0])
+	e, ok := m.v.cache.get(m.g.key, m.key)
+	return e.bits, e.n, ok
+}
+
+// Errors of MaskWithin.
+var (
+	ErrBudget  = errors.New("grammar: the mask's work is over its budget")
+	ErrStopped = errors.New("grammar: the mask's computation was stopped")
+)
+
+// MaskWithin is Mask with a budget: it stops with ErrBudget once the walk has taken
+// more than limit steps (0: no limit), and with ErrStopped soon after stop is set (nil:
+// never), and reports the steps it took (0 for a cached mask). A walk given a stop
+// flag runs beside other work (the engine's batch step): every 4,096 steps (~0.15 ms)
+// it also yields its processor (runtime.Gosched), so that a goroutine of the step's
+// forward pass waiting for one gets it at once rather than at the scheduler's next
+// preemption. A step is one trie
+// node visited, weighed by the matcher's live alternatives (each is fed the node's
+// byte): the walk's work, the same on every machine, so a budget stops a grammar at
+// the same token every time. A mask not finished is not cached; the matcher's state
+// is unchanged either way.
+func (m *Matcher) MaskWithin(limit int64, stop *atomic.Bool) (bits []uint64, n int, steps int64, err error) {
+	if bits, n, ok := m.CachedMask(); ok {
+		return bits, n, 0, nil
 	}
-	e = mask{bits: make([]uint64, (v.size+63)/64)}
+	v := m.v
+	e := mask{bits: make([]uint64, (v.size+63)/64)}
 	if !m.Done() {
 		m.level(0).copyFrom(m)
-		e.n = m.walk(0, 0, e.bits)
+		w := walker{limit: limit, stop: stop}
+		e.n = m.walk(&w, 0, 0, e.bits)
+		if w.err != nil {
+			return nil, 0, w.steps, w.err
+		}
+		steps = w.steps
 	}
 	if m.Accepting() && !m.ended {
 		for w, x := range v.eog {
@@ -134,15 +166,38 @@ func (m *Matcher) Mask() ([]uint64, int) {
 			}
 		}
 	}
-	v.mu.Lock()
-	if v.bytes+len(e.bits)*8 > v.limit {
-		clear(v.cache)
-		v.bytes = 0
+	v.cache.put(m.g.key, m.key, e) // m.key: the state's, from CachedMask
+	return e.bits, e.n, steps, nil
+}
+
+// MaskCacheStats reports the mask cache's lookups and contents.
+func (v *Vocab) MaskCacheStats() MaskCacheStats { return v.cache.stats() }
+
+// walker is one mask walk's budget and progress.
+type walker struct {
+	limit, steps int64
+	stop         *atomic.Bool
+	err          error
+}
+
+// stopCheckSteps is how often (in steps) a walk looks at its stop flag.
+const stopCheckSteps = 1 << 12
+
+// spend counts k steps and reports whether the walk must stop.
+func (w *walker) spend(k int64) bool {
+	before := w.steps
+	w.steps += k
+	switch {
+	case w.limit > 0 && w.steps > w.limit:
+		w.err = ErrBudget
+	case w.stop != nil && (before == 0 || before/stopCheckSteps != w.steps/stopCheckSteps):
+		if w.stop.Load() {
+			w.err = ErrStopped
+		} else if before != 0 {
+			runtime.Gosched()
+		}
 	}
-	v.cache[string(m.key)] = e
-	v.bytes += len(e.bits)*8 + len(m.key)
-	v.mu.Unlock()
-	return e.bits, e.n
+	return w.err != nil
 }
 
 // level is the scratch matcher of trie depth d.
@@ -154,12 +209,17 @@ func (m *Matcher) level(d int) *Matcher {
 }
 
 // walk visits the children of trie node at depth d, whose state is level d, sets
-// the bits of the tokens the grammar allows and returns their count.
-func (m *Matcher) walk(at int32, d int, bits []uint64) int {
+// the bits of the tokens the grammar allows and returns their count; it stops,
+// with w.err set, when w says so.
+func (m *Matcher) walk(w *walker, at int32, d int, bits []uint64) int {
 	v := m.v
 	n := 0
 	parent := m.level(d)
+	cost := int64(max(len(parent.st.stacks), 1))
 	for ch := v.nodes[at].first; ch >= 0; ch = v.nodes[ch].next {
+		if w.spend(cost) {
+			return n
+		}
 		lv := m.level(d + 1)
 		lv.copyFrom(parent)
 		if !lv.Feed(v.nodes[ch].b) {
@@ -171,7 +231,9 @@ func (m *Matcher) walk(at int32, d int, bits []uint64) int {
 			n++
 		}
 		if nd.first >= 0 {
-			n += m.walk(ch, d+1, bits)
+			if n += m.walk(w, ch, d+1, bits); w.err != nil {
+				return n
+			}
 		}
 	}
 	return n

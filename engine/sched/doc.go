@@ -46,6 +46,8 @@
 //     the step budget.
 //     Which steps a sequence's tokens are computed in never changes their values
 //     (the engine's determinism), only when they come.
+//   - Held: a sequence the Block holds (Hold: its grammar mask is not computed yet)
+//     takes no work in any of the above; the others go on without it.
 //   - WakeAt: with nothing running and a batch that is not full, Plan waits until
 //     BatchTimeout after the first waiting request (BatchTimeout 0 runs at once).
 //

@@ -132,6 +132,7 @@ type Seq struct {
 	Running   bool // in the batch
 	Done      bool // produced its last token in the step just applied
 	Preempted int  // times it was preempted
+	Held      bool // takes no work until released (Hold)
 	joinSeq   uint64
 	last      Work // its work in the last applied step
 	lastStep  uint64
@@ -300,6 +301,20 @@ func earlier(a, b *Seq) bool {
 	return a.ID < b.ID
 }
 
+// Hold holds or releases a sequence, queued or running. A held sequence takes no
+// work: it does not join, decode or prefill (a running one keeps its slot and KV
+// blocks, as a paused batch sequence does) and, queued, it does not block the other
+// tenants (the fair order passes over it; its own tenant's later requests wait behind
+// it). The Block holds a sequence while the grammar mask of its next token is being
+// computed off the step, so that the batch does not wait for it. Which steps a
+// sequence's tokens are computed in never changes their values, so holding changes
+// when they come, not what they are.
+func (s *State) Hold(id ID, held bool) {
+	if q, ok := s.seqs[id]; ok {
+		q.Held = held
+	}
+}
+
 // Remove drops a sequence, queued or running (a cancelled request, or one that ended
 // on a stop condition the Block detected). It returns the sequence; if it was running,
 // the Block frees its KV blocks before the next step.
@@ -421,7 +436,7 @@ func (s *State) plan(now time.Time, cached Cached, hold bool) (Step, bool) {
 	}
 	used := need()
 	for _, q := range running {
-		if q.Decoding() && !(hold && q.Class == Batch) {
+		if q.Decoding() && !(hold && q.Class == Batch) && !q.Held {
 			st.Work = append(st.Work, Work{ID: q.ID, Start: q.Computed, N: 1, Sample: true, Last: q.Generated+1 >= q.MaxTokens})
 			budget--
 		}
@@ -430,7 +445,7 @@ func (s *State) plan(now time.Time, cached Cached, hold bool) (Step, bool) {
 	reserve := 0 // blocks the running sequences need to finish their prefill and take one step
 	for _, q := range running {
 		reserve += s.reserve(q)
-		if q.Decoding() {
+		if q.Decoding() || q.Held {
 			continue
 		}
 		if budget <= 0 {
@@ -642,6 +657,9 @@ func (s *State) next(extra map[*tenant]float64, taken map[*tenant]int) (*tenant,
 				continue
 			}
 			q := t.queue[class][skip]
+			if q.Held {
+				continue // its tenant's queue waits behind it; the others do not
+			}
 			v := t.vtime + extra[t]
 			if bq == nil || v < bv || v == bv && (earlier(q, bq)) {
 				bt, bq, bv = t, q, v

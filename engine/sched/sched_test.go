@@ -340,3 +340,62 @@ func BenchmarkStep(b *testing.B) {
 		s.Apply(now, s.Plan(now, nil))
 	}
 }
+
+// TestHeldSequenceTakesNoWork: a held sequence (its grammar mask is being computed)
+// neither joins, prefills nor decodes, and the other tenant's sequences go on without
+// it; released, it takes its work again where it was.
+func TestHeldSequenceTakesNoWork(t *testing.T) {
+	s, err := New(Config{MaxModelLen: 256, MaxConcurrency: 4, StepTokens: 64, BlockSize: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := base
+	for id, tenant := range map[ID]string{1: "hostile", 2: "probe", 3: "hostile"} {
+		if err := s.Enqueue(now, Request{ID: id, Tenant: tenant, Prompt: 8, MaxTokens: 10}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids := func(st Step) map[ID]bool {
+		m := map[ID]bool{}
+		for _, w := range st.Work {
+			m[w.ID] = true
+		}
+		return m
+	}
+	// Queued and held: 1 does not join and 3, its tenant's next, waits behind it; 2 joins.
+	s.Hold(1, true)
+	st := s.Plan(now, nil)
+	if got := ids(st); got[1] || got[3] || !got[2] {
+		t.Fatalf("held queued 1: work for %v, want 2 only", got)
+	}
+	s.Apply(now, st)
+	// Released, 1 and 3 join; then 1 is held while running: 2 and 3 decode without it.
+	s.Hold(1, false)
+	st = s.Plan(now, nil)
+	s.Apply(now, st)
+	if q, _ := s.Seq(1); !q.Running {
+		t.Fatal("released 1 did not join")
+	}
+	s.Hold(1, true)
+	q1, _ := s.Seq(1)
+	before := q1.Generated
+	for range 3 {
+		st = s.Plan(now, nil)
+		if got := ids(st); got[1] || !got[2] || !got[3] {
+			t.Fatalf("held running 1: work for %v, want 2 and 3", got)
+		}
+		s.Apply(now, st)
+	}
+	if q1.Generated != before || !q1.Running {
+		t.Fatalf("held 1 generated %d tokens (running %v)", q1.Generated-before, q1.Running)
+	}
+	s.Hold(1, false)
+	st = s.Plan(now, nil)
+	if got := ids(st); !got[1] {
+		t.Fatalf("released 1 takes no work: %v", got)
+	}
+	s.Apply(now, st)
+	if err := s.check(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -71,14 +71,15 @@ type endMsg struct {
 // errCodes are the engine's errors that cross the socket as codes, so that errors.Is
 // works in the parent as it does in process.
 var errCodes = map[string]error{
-	"unknown_model": engine.ErrUnknownModel,
-	"queue_full":    engine.ErrQueueFull,
-	"too_long":      engine.ErrTooLong,
-	"no_memory":     engine.ErrNoMemory,
-	"closed":        engine.ErrClosed,
-	"restarting":    engine.ErrRestarting,
-	"grammar":       engine.ErrGrammar,
-	"no_embeddings": engine.ErrNoEmbeddings,
+	"unknown_model":  engine.ErrUnknownModel,
+	"queue_full":     engine.ErrQueueFull,
+	"too_long":       engine.ErrTooLong,
+	"no_memory":      engine.ErrNoMemory,
+	"closed":         engine.ErrClosed,
+	"restarting":     engine.ErrRestarting,
+	"grammar":        engine.ErrGrammar,
+	"grammar_budget": engine.ErrGrammarBudget,
+	"no_embeddings":  engine.ErrNoEmbeddings,
 }
 
 func encodeErr(err error) (code, msg string) {

@@ -3,6 +3,7 @@ package worker
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math"
 	"sync"
 	"testing"
@@ -231,5 +232,16 @@ func TestWriterQueue(t *testing.T) {
 	}
 	if fr, err := r.next(); err == nil {
 		t.Fatalf("a frame after the end: %+v", fr)
+	}
+}
+
+// TestGrammarBudgetErrorCrossesTheSocket: a request a worker ended for its grammar
+// budget is ErrGrammarBudget in the parent too (the gateway answers it 400), with
+// the worker's message.
+func TestGrammarBudgetErrorCrossesTheSocket(t *testing.T) {
+	err := fmt.Errorf("%w: one token's mask takes more than 50 steps", engine.ErrGrammarBudget)
+	back := decodeErr(encodeErr(err))
+	if !errors.Is(back, engine.ErrGrammarBudget) || back.Error() != err.Error() {
+		t.Errorf("decoded %v (%T), want ErrGrammarBudget with its message", back, back)
 	}
 }
