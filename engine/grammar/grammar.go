@@ -25,16 +25,17 @@ var (
 
 // Limits of a compiled grammar.
 const (
-	MaxProperties = 64   // properties of one object schema
-	MaxNodes      = 4096 // schema nodes of one grammar
-	MaxDepth      = 24   // nesting of free JSON values (objects and arrays) and of recursive $refs
-	MaxNesting    = 128  // nesting of subschemas while compiling, $refs followed included
-	MaxAlts       = 256  // alternatives of one anyOf, nested anyOfs and $refs flattened
-	maxStacks     = 32   // live alternatives of a matcher (anyOf)
-	maxPushDepth  = 16   // values a matcher enters for one byte, anyOfs included (a flat grammar needs 4)
-	maxIntDigits  = 15   // digits of a number's integer part
-	maxFracDigits = 15   // digits of its fraction
-	maxExpDigits  = 2    // digits of its exponent (so every number fits a float64)
+	MaxProperties    = 64      // properties of one object schema
+	MaxNodes         = 4096    // schema nodes of one grammar
+	MaxDepth         = 24      // nesting of free JSON values (objects and arrays) and of recursive $refs
+	MaxNesting       = 128     // nesting of subschemas while compiling, $refs followed included
+	MaxAlts          = 256     // alternatives of one anyOf, nested anyOfs and $refs flattened
+	maxGrammarStates = 1 << 17 // states of all the automata of one grammar
+	maxStacks        = 32      // live alternatives of a matcher (anyOf)
+	maxPushDepth     = 16      // values a matcher enters for one byte, anyOfs included (a flat grammar needs 4)
+	maxIntDigits     = 15      // digits of a number's integer part
+	maxFracDigits    = 15      // digits of its fraction
+	maxExpDigits     = 2       // digits of its exponent (so every number fits a float64)
 )
 
 // Grammar is a compiled JSON grammar: the bytes a constrained output may be. It is
@@ -43,6 +44,7 @@ type Grammar struct {
 	key   string // identifies the grammar in mask caches: a hash of its source
 	nodes []node
 	tries []tnode // the literal tries of every node, one slice
+	dfas  []dfa   // the automata of kDFA nodes
 	root  int32
 	// Shared nodes of free JSON.
 	anyNode, anyObj, anyArr, str, num, lits int32
@@ -64,6 +66,7 @@ const (
 	kInteger             // an integer
 	kLiteral             // one of a set of JSON texts (enum, const, true, null, ...)
 	kAnyOf               // one of alts (never a frame: the matcher forks)
+	kDFA                 // a string or number as an automaton of its text (pattern, format, bounds: automaton.go)
 )
 
 type node struct {
@@ -84,6 +87,8 @@ type node struct {
 	trie int32
 	// kAnyOf
 	anyOf []int32
+	// kDFA: its automaton in Grammar.dfas
+	dfa int32
 }
 
 // byteSet is a set of bytes.
@@ -200,6 +205,19 @@ func (b *builder) add(n node) int32 {
 	return int32(len(b.g.nodes) - 1)
 }
 
+// addDFA adds a node of automaton d, within the grammar's budget of states.
+func (b *builder) addDFA(d *dfa, path string) (int32, error) {
+	total := len(d.states)
+	for _, x := range b.g.dfas {
+		total += len(x.states)
+	}
+	if total > maxGrammarStates {
+		return 0, fmt.Errorf("%w: %s: the grammar's automata (patterns, formats, bounds) pass %d states", ErrUnsupported, path, maxGrammarStates)
+	}
+	b.g.dfas = append(b.g.dfas, *d)
+	return b.add(node{kind: kDFA, dfa: int32(len(b.g.dfas) - 1)}), nil
+}
+
 // addAnyOf adds an anyOf node found at path (for errors about it).
 func (b *builder) addAnyOf(n node, path string) int32 {
 	i := b.add(n)
@@ -244,9 +262,9 @@ func (b *builder) trie(texts []string, vals []int32) int32 {
 	return root
 }
 
-// Keywords that assert something this grammar cannot enforce.
-var unsupported = []string{"pattern", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
-	"minProperties", "maxProperties", "patternProperties", "propertyNames", "dependentRequired", "dependentSchemas",
+// Keywords that assert something this grammar cannot enforce: a strict schema with
+// one is refused (ErrUnsupported); Loosen drops them from one that is not strict.
+var unsupported = []string{"minProperties", "maxProperties", "patternProperties", "propertyNames", "dependentRequired", "dependentSchemas",
 	"dependencies", "if", "then", "else", "not", "oneOf", "prefixItems", "contains", "minContains", "maxContains",
 	"unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef", "contentSchema"}
 
@@ -374,9 +392,16 @@ func (b *builder) typed(t string, s map[string]any, o *object, path string) (int
 		return b.literal([]string{"null"}), nil
 	case "boolean":
 		return b.literal([]string{"true", "false"}), nil
-	case "number":
-		return b.g.num, nil
-	case "integer":
+	case "number", "integer":
+		d, ok, err := b.numberDFA(s, t == "integer", path)
+		switch {
+		case err != nil:
+			return 0, err
+		case ok:
+			return b.addDFA(d, path)
+		case t == "number":
+			return b.g.num, nil
+		}
 		return b.add(node{kind: kInteger}), nil
 	case "string":
 		return b.str(s, path)
@@ -397,16 +422,24 @@ func (b *builder) str(s map[string]any, path string) (int32, error) {
 	if err != nil {
 		return 0, err
 	}
-	if f, ok := s["format"].(string); ok {
-		if alts := formats[f]; alts != nil {
-			return b.add(node{kind: kFormat, alts: alts}), nil
+	if maxLen >= 0 && minLen > maxLen {
+		return 0, fmt.Errorf("%w: %s: minLength %d > maxLength %d", ErrSchema, path, minLen, maxLen)
+	}
+	for _, k := range []struct {
+		name string
+		v    int
+	}{{"minLength", minLen}, {"maxLength", maxLen}} {
+		if k.v > MaxLength {
+			return 0, fmt.Errorf("%w: %s/%s %d is more than %d", ErrUnsupported, path, k.name, k.v, MaxLength)
 		}
+	}
+	if d, ok, err := b.stringDFA(s, minLen, maxLen, path); err != nil {
+		return 0, err
+	} else if ok {
+		return b.addDFA(d, path)
 	}
 	if minLen == 0 && maxLen < 0 {
 		return b.g.str, nil
-	}
-	if maxLen >= 0 && minLen > maxLen {
-		return 0, fmt.Errorf("%w: %s: minLength %d > maxLength %d", ErrSchema, path, minLen, maxLen)
 	}
 	return b.add(node{kind: kString, minLen: minLen, maxLen: maxLen}), nil
 }

@@ -111,8 +111,13 @@ func TestSchemaErrors(t *testing.T) {
 		schema string
 		want   error
 	}{
-		{`{"type":"string","pattern":"a+"}`, ErrUnsupported},
-		{`{"type":"integer","minimum":3}`, ErrUnsupported},
+		{`{"type":"string","pattern":"(a)\\1"}`, ErrUnsupported},
+		{`{"type":"string","pattern":"a(?=b)"}`, ErrUnsupported},
+		{`{"type":"string","pattern":"a^b"}`, ErrUnsupported},
+		{`{"type":"string","maxLength":4097}`, ErrUnsupported},
+		{`{"type":"integer","multipleOf":1001}`, ErrUnsupported},
+		{`{"type":"integer","minimum":3,"maximum":2}`, ErrSchema},
+		{`{"type":"integer","minimum":1,"maximum":6,"multipleOf":7}`, ErrSchema},
 		{`{"oneOf":[{"type":"string"}]}`, ErrUnsupported},
 		{`{"type":"object","properties":{"a":{}},"required":["b"]}`, ErrUnsupported},
 		{`{"$ref":"http://example.com/x"}`, ErrUnsupported},
