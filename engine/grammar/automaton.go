@@ -148,12 +148,18 @@ func (a *nfa) repeat(build func() frag, min, max int) frag {
 	if max < 0 {
 		return a.cat(f, a.star(build()))
 	}
-	// Nested options (x(x(x)?)?)?, so that the automaton stays linear in max.
-	tail := a.empty()
+	// Each further copy may be the last: an ε-edge to the end before it, so that the
+	// automaton and its closures stay linear in max.
+	end := a.state()
+	cur := f.out
 	for i := min; i < max && a.err == nil; i++ {
-		tail = a.opt(a.cat(build(), tail))
+		x := build()
+		a.eps(cur, x.in)
+		a.eps(cur, end)
+		cur = x.out
 	}
-	return a.cat(f, tail)
+	a.eps(cur, end)
+	return frag{f.in, end}
 }
 
 // determinize makes the DFA of fragment f (its exit the one final state), trimmed.
@@ -161,17 +167,20 @@ func (a *nfa) determinize(f frag) (*dfa, error) {
 	if a.err != nil {
 		return nil, a.err
 	}
+	mark := make([]uint32, len(a.states)) // visited in the closure of stamp
+	stamp := uint32(0)
+	var stack []int32
 	closure := func(set []int32) []int32 {
-		seen := map[int32]bool{}
+		stamp++
 		var out []int32
-		stack := append([]int32(nil), set...)
+		stack = append(stack[:0], set...)
 		for len(stack) > 0 {
 			s := stack[len(stack)-1]
 			stack = stack[:len(stack)-1]
-			if seen[s] {
+			if mark[s] == stamp {
 				continue
 			}
-			seen[s] = true
+			mark[s] = stamp
 			out = append(out, s)
 			stack = append(stack, a.states[s].eps...)
 		}
@@ -223,22 +232,33 @@ func (a *nfa) determinize(f frag) (*dfa, error) {
 				}
 			}
 		}
-		byTarget := map[int32]int{} // target state -> its edge in d.states[i]
+		// Bytes with the same NFA targets go to the same state: one closure per group.
+		groups := map[string]int{} // the targets' key -> the edge of d.states[i]
 		for c := 0; c < 256; c++ {
 			if len(targets[c]) == 0 {
 				continue
 			}
-			t, err := add(closure(targets[c]))
-			if err != nil {
-				return nil, err
-			}
-			k, ok := byTarget[t]
+			k := keyOf(targets[c])
+			e, ok := groups[k]
 			if !ok {
-				k = len(d.states[i].edges)
-				byTarget[t] = k
-				d.states[i].edges = append(d.states[i].edges, dedge{to: t})
+				t, err := add(closure(targets[c]))
+				if err != nil {
+					return nil, err
+				}
+				// Another group may close to the same state: share its edge.
+				e = -1
+				for j, x := range d.states[i].edges {
+					if x.to == t {
+						e = j
+					}
+				}
+				if e < 0 {
+					e = len(d.states[i].edges)
+					d.states[i].edges = append(d.states[i].edges, dedge{to: t})
+				}
+				groups[k] = e
 			}
-			d.states[i].edges[k].set.add(byte(c), byte(c))
+			d.states[i].edges[e].set.add(byte(c), byte(c))
 		}
 	}
 	return d.trim()
@@ -302,6 +322,34 @@ func (d *dfa) trim() (*dfa, error) {
 		out.states[k] = ns
 	}
 	return out, nil
+}
+
+// complement is the DFA of the byte strings d refuses (not trimmed: intersect it).
+func (d *dfa) complement() *dfa {
+	n := int32(len(d.states))
+	out := &dfa{states: make([]dstate, n+1)}
+	var all byteSet
+	all.add(0, 255)
+	for i, s := range d.states {
+		var covered byteSet
+		ns := dstate{final: !s.final}
+		for _, e := range s.edges {
+			ns.edges = append(ns.edges, e)
+			for w := range covered {
+				covered[w] |= e.set[w]
+			}
+		}
+		var rest byteSet
+		for w := range rest {
+			rest[w] = ^covered[w]
+		}
+		if rest != (byteSet{}) {
+			ns.edges = append(ns.edges, dedge{rest, n})
+		}
+		out.states[i] = ns
+	}
+	out.states[n] = dstate{final: true, edges: []dedge{{all, n}}}
+	return out
 }
 
 // intersect is the product of two DFAs: the texts both accept, trimmed.

@@ -99,6 +99,9 @@ func TestStringKeywords(t *testing.T) {
 		{`{"type":"string","format":"ipv4"}`, []string{`"192.168.0.1"`, `"0.0.0.0"`}, []string{`"256.1.1.1"`, `"01.1.1.1"`, `"1.1.1"`}},
 		{`{"type":"string","format":"ipv6"}`, []string{`"::1"`, `"fe80::1:2"`, `"1:2:3:4:5:6:7:8"`, `"::"`}, []string{`"1:2:3:4:5:6:7:8:9"`, `":::"`, `"1::2::3"`}},
 		{`{"type":"string","format":"duration"}`, []string{`"P1D"`, `"PT5M"`, `"P1Y2M3DT4H5M6S"`, `"P2W"`}, []string{`"P"`, `"PT"`, `"P1H"`, `"1D"`}},
+		{`{"type":"string","pattern":"[a-z]{3,1000}"}`, []string{`"abc"`}, []string{`"ab"`, `"abC"`}},
+		{`{"type":"string","pattern":"^(?!ab)(?=.*z)[a-z]+$"}`, []string{`"az"`, `"baz"`}, []string{`"abz"`, `"bay"`}},
+		{zodEmail, []string{`"ann.lee@mail.example.com"`}, []string{`".ann@x.com"`, `"a..b@x.com"`}},
 		{`{"type":"string","format":"uuid"}`, []string{`"123e4567-e89b-12d3-a456-426614174000"`}, []string{`"123"`}},
 		{`{"type":"string","format":"date","maxLength":10}`, []string{`"2024-02-28"`}, []string{`"2024-2-28"`}},
 		{`{"type":"string","format":"date","maxLength":9}`, nil, []string{`"2024-02-28"`}},
@@ -130,6 +133,10 @@ func TestStringKeywords(t *testing.T) {
 		}
 	}
 }
+
+// zodEmail is what zod v4's toJSONSchema writes for z.email(): a format and a pattern
+// that starts with two lookaheads.
+const zodEmail = `{"type":"string","format":"email","pattern":"^(?!\\.)(?!.*\\.\\.)([A-Za-z0-9_'+\\-\\.]*)[A-Za-z0-9_+-]@([A-Za-z0-9][A-Za-z0-9\\-]*\\.)+[A-Za-z]{2,}$"}`
 
 // TestPatternErrorsNamePath: a pattern outside the subset is a 400 naming its path.
 func TestPatternErrorsNamePath(t *testing.T) {

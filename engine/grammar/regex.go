@@ -18,10 +18,14 @@ import (
 // 1000). Refused (ErrUnsupported): backreferences and lookaround (the parser refuses
 // them), ^ or $ inside the pattern, \b and \B.
 
+// maxPatternDepth bounds the recursion over a parsed pattern (regexp/syntax refuses
+// patterns nested deeper than 1000 itself).
+const maxPatternDepth = 1000
+
 // regexFrag compiles the parsed regexp re into a fragment of a.
 func (a *nfa) regexFrag(re *syntax.Regexp, depth int) (frag, error) {
-	if depth > MaxNesting {
-		return frag{}, fmt.Errorf("%w: a pattern nested deeper than %d", ErrUnsupported, MaxNesting)
+	if depth > maxPatternDepth {
+		return frag{}, fmt.Errorf("%w: a pattern nested deeper than %d", ErrUnsupported, maxPatternDepth)
 	}
 	if a.err != nil {
 		return frag{}, a.err
@@ -46,7 +50,8 @@ func (a *nfa) regexFrag(re *syntax.Regexp, depth int) (frag, error) {
 	case syntax.OpAnyChar:
 		return a.class([]rune{0, unicode.MaxRune}), nil
 	case syntax.OpAnyCharNotNL:
-		return a.class([]rune{0, '\n' - 1, '\n' + 1, unicode.MaxRune}), nil
+		// ECMA-262's . stops at every line terminator, not only \n.
+		return a.class([]rune{0, '\n' - 1, '\n' + 1, '\r' - 1, '\r' + 1, 0x2027, 0x202A, unicode.MaxRune}), nil
 	case syntax.OpCapture:
 		return a.regexFrag(re.Sub[0], depth+1)
 	case syntax.OpStar, syntax.OpPlus, syntax.OpQuest:
@@ -120,7 +125,8 @@ func (a *nfa) compilePattern(p string) (frag, error) {
 	if err != nil {
 		return frag{}, fmt.Errorf("%w: pattern %q: %v", ErrUnsupported, p, err)
 	}
-	re = re.Simplify()
+	// Not simplified: repeats stay OpRepeat, which repeat builds linearly (Simplify
+	// would nest x{1,1000} a thousand levels deep).
 	// Strip ^ and $ at the ends: the whole string matches anyway.
 	isBegin := func(r *syntax.Regexp) bool { return r.Op == syntax.OpBeginText || r.Op == syntax.OpBeginLine }
 	isEnd := func(r *syntax.Regexp) bool { return r.Op == syntax.OpEndText || r.Op == syntax.OpEndLine }

@@ -3,6 +3,7 @@ package grammar
 import (
 	"fmt"
 	"strings"
+	"sync"
 )
 
 // MaxLength is the largest minLength or maxLength a string schema may have.
@@ -38,24 +39,34 @@ func init() {
 // none of them (a plain string node does).
 func (b *builder) stringDFA(s map[string]any, minLen, maxLen int, path string) (d *dfa, ok bool, err error) {
 	var bodies []func(a *nfa) (frag, error)
+	negate := []bool{false} // per body: a negative lookahead's
 	if p, has := s["pattern"]; has {
 		ps, isStr := p.(string)
 		if !isStr {
 			return nil, false, fmt.Errorf("%w: %s/pattern is not a string", ErrSchema, path)
 		}
-		bodies = append(bodies, func(a *nfa) (frag, error) { return a.compilePattern(ps) })
-	}
-	if f, has := s["format"].(string); has {
-		if re, known := formatRegex[f]; known {
-			bodies = append(bodies, func(a *nfa) (frag, error) { return a.compilePattern(re) })
-		} else if alts := formats[f]; alts != nil {
-			bodies = append(bodies, func(a *nfa) (frag, error) { return a.fixed(alts), nil })
+		rest, looks, err := leadingLookaheads(ps)
+		if err != nil {
+			return nil, false, fmt.Errorf("%w at %s", err, path)
+		}
+		bodies = append(bodies, func(a *nfa) (frag, error) { return a.compilePattern(rest) })
+		for _, l := range looks {
+			bodies = append(bodies, func(a *nfa) (frag, error) {
+				f, err := a.compilePattern(l.re)
+				return a.cat(f, a.star(a.jsonChar())), err
+			})
+			negate = append(negate, l.negative)
 		}
 	}
-	if len(bodies) == 0 {
+	if f, has := s["format"].(string); has {
+		if fd := formatDFA(f); fd != nil {
+			d = fd
+		}
+	}
+	if len(bodies) == 0 && d == nil {
 		return nil, false, nil
 	}
-	for _, body := range bodies {
+	for i, body := range bodies {
 		var a nfa
 		f, err := body(&a)
 		if err != nil {
@@ -64,6 +75,9 @@ func (b *builder) stringDFA(s map[string]any, minLen, maxLen int, path string) (
 		x, err := a.determinize(a.cat(a.cat(a.bytes(`"`), f), a.bytes(`"`)))
 		if err != nil {
 			return nil, false, fmt.Errorf("%w at %s", err, path)
+		}
+		if i < len(negate) && negate[i] {
+			x = x.complement()
 		}
 		if d == nil {
 			d = x
@@ -81,6 +95,44 @@ func (b *builder) stringDFA(s map[string]any, minLen, maxLen int, path string) (
 		}
 	}
 	return d, true, nil
+}
+
+var formatDFAs struct {
+	sync.Mutex
+	m map[string]*dfa
+}
+
+// formatDFA is the automaton of a string of format f (quotes included), nil for a
+// format the grammar does not enforce. Each is made once (email's takes tens of
+// milliseconds) and shared: automata are never changed once made.
+func formatDFA(f string) *dfa {
+	re, isRegex := formatRegex[f]
+	alts := formats[f]
+	if !isRegex && alts == nil {
+		return nil
+	}
+	formatDFAs.Lock()
+	defer formatDFAs.Unlock()
+	if d := formatDFAs.m[f]; d != nil {
+		return d
+	}
+	var a nfa
+	body := a.fixed(alts)
+	if isRegex {
+		var err error
+		if body, err = a.compilePattern(re); err != nil {
+			panic("grammar: format " + f + ": " + err.Error())
+		}
+	}
+	d, err := a.determinize(a.cat(a.cat(a.bytes(`"`), body), a.bytes(`"`)))
+	if err != nil {
+		panic("grammar: format " + f + ": " + err.Error())
+	}
+	if formatDFAs.m == nil {
+		formatDFAs.m = map[string]*dfa{}
+	}
+	formatDFAs.m[f] = d
+	return d
 }
 
 // fixed is a fragment of a format's fixed-length alternatives.
@@ -145,4 +197,47 @@ func lengthDFA(minLen, maxLen int) (*dfa, error) {
 		}
 	}
 	return d.trim()
+}
+
+type lookahead struct {
+	re       string
+	negative bool
+}
+
+// leadingLookaheads splits the lookaheads at the start of pattern p (after an
+// optional ^) from the rest: (?=R) and (?!R) there say whether the string starts
+// with a match of R, which is an automaton too (zod's email pattern starts with two).
+// Lookaheads elsewhere stay in the pattern, where the parser refuses them.
+func leadingLookaheads(p string) (string, []lookahead, error) {
+	var out []lookahead
+	rest := strings.TrimPrefix(p, "^")
+	for strings.HasPrefix(rest, "(?=") || strings.HasPrefix(rest, "(?!") {
+		depth, class := 0, false
+		end := -1
+		for i := 0; i < len(rest) && end < 0; i++ {
+			switch c := rest[i]; {
+			case c == '\\':
+				i++
+			case class:
+				class = c != ']'
+			case c == '[':
+				class = true
+			case c == '(':
+				depth++
+			case c == ')':
+				if depth--; depth == 0 {
+					end = i
+				}
+			}
+		}
+		if end < 0 {
+			return "", nil, fmt.Errorf("%w: pattern %q: an unclosed lookahead", ErrUnsupported, p)
+		}
+		out = append(out, lookahead{re: rest[3:end], negative: rest[2] == '!'})
+		rest = rest[end+1:]
+	}
+	if len(out) == 0 {
+		return p, nil, nil
+	}
+	return "^" + rest, out, nil
 }
