@@ -312,7 +312,14 @@ func (j *job) planFeatures(m *model, p *plan) *apiError {
 	case formatJSONObject:
 		p.gram = grammar.JSONObject()
 	case formatJSONSchema:
-		if p.gram, err = fe.CompileSchema(f.schema); err != nil {
+		p.gram, err = fe.CompileSchema(f.schema)
+		if err != nil && !f.strict && errors.Is(err, grammar.ErrUnsupported) {
+			// Not strict: the keywords the grammar cannot enforce are ignored, the rest kept.
+			if loose, lerr := grammar.Loosen(f.schema); lerr == nil {
+				p.gram, err = fe.CompileSchema(loose)
+			}
+		}
+		if err != nil {
 			// A schema that cycles without writing (grammar.ErrCycle) describes no
 			// value: refused strict or not, as Server.Check refuses a batch line.
 			if f.strict || errors.Is(err, grammar.ErrCycle) {
