@@ -154,12 +154,16 @@ func newBuilder(key string) *builder {
 
 // CompileSchema compiles a JSON Schema: the subset that OpenAI's structured outputs
 // accept. Objects (properties, required, additionalProperties), arrays (items,
-// minItems, maxItems), strings (minLength, maxLength, and the formats date, time,
-// date-time and uuid; other formats are annotations), numbers, integers, booleans,
-// null, enum, const, anyOf, allOf of one schema, type lists and $ref into the
-// document ($defs, definitions, recursion included). Keywords it cannot enforce
-// (pattern, minimum, oneOf, ...) are refused with ErrUnsupported, so an output never
-// fails a schema silently; annotations (title, description, default, ...) are ignored.
+// minItems, maxItems), strings (minLength, maxLength, pattern, and the formats
+// date-time, time, date, duration, email, hostname, ipv4, ipv6 and uuid; other
+// formats are annotations), numbers and integers (minimum, maximum, their exclusive
+// forms, multipleOf: see the package doc for what is exact and what sound),
+// booleans, null, enum, const, anyOf, allOf of one schema, type lists and $ref into
+// the document ($defs, definitions, recursion included). Keywords it cannot enforce
+// (oneOf, not, patternProperties, a backreference in a pattern, ...) are refused
+// with ErrUnsupported naming the keyword and its schema path, so an output never
+// fails a schema silently (Loosen drops them, for a schema that is not strict);
+// annotations (title, description, default, $schema, ...) are ignored.
 //
 // An object's properties come in the schema's order, each optional one possibly left
 // out; properties the schema does not declare are never written (additionalProperties
