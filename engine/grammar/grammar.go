@@ -304,12 +304,27 @@ func (b *builder) object(s map[string]any, o *object, path string) (int32, error
 	if u, ok := s["uniqueItems"].(bool); ok && u {
 		return 0, fmt.Errorf("%w: \"uniqueItems\" at %s", ErrUnsupported, path)
 	}
+	for _, k := range []string{"$ref", "allOf", "anyOf"} {
+		if _, ok := s[k]; !ok {
+			continue
+		}
+		for _, v := range valueKeywords {
+			if _, ok := s[v]; ok {
+				return 0, fmt.Errorf("%w: %q beside %q at %s (put it in each alternative)", ErrUnsupported, v, k, path)
+			}
+		}
+	}
 	if ref, ok := s["$ref"]; ok {
 		r, ok := ref.(string)
 		if !ok {
 			return 0, fmt.Errorf("%w: %s/$ref is not a string", ErrSchema, path)
 		}
 		return b.ref(r)
+	}
+	_, hasConst := s["const"]
+	_, hasEnum := s["enum"]
+	if (hasConst || hasEnum) && needsFilter(s) {
+		return b.filteredLiterals(o, path)
 	}
 	if c, ok := s["const"]; ok {
 		t, err := canonical(c)
@@ -360,6 +375,11 @@ func (b *builder) object(s map[string]any, o *object, path string) (int32, error
 		if _, ok := s["properties"]; ok {
 			return b.typed("object", s, o, path)
 		}
+		for _, k := range valueKeywords {
+			if _, ok := s[k]; ok {
+				return 0, fmt.Errorf("%w: %q without a type at %s", ErrUnsupported, k, path)
+			}
+		}
 		return b.g.anyNode, nil
 	case string:
 		return b.typed(t, s, o, path)
@@ -388,6 +408,73 @@ func (b *builder) object(s map[string]any, o *object, path string) (int32, error
 		return b.addAnyOf(n, path+"/type"), nil
 	}
 	return 0, fmt.Errorf("%w: %s/type is neither a string nor an array", ErrSchema, path)
+}
+
+// valueKeywords constrain values of one type (numbers, strings, arrays): beside no
+// type, a schema with one is refused (the free value would ignore it).
+var valueKeywords = []string{"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "pattern",
+	"minLength", "maxLength", "minItems", "maxItems"}
+
+// needsFilter reports whether an enum or const beside the keywords of s must be
+// checked against them: a type or a value keyword.
+func needsFilter(s map[string]any) bool {
+	if _, ok := s["type"]; ok {
+		return true
+	}
+	for _, k := range append(valueKeywords, "format") {
+		if _, ok := s[k]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// filteredLiterals compiles an enum or const beside a type or value keywords: the
+// literals that the rest of the schema accepts (as this grammar writes it: a number
+// the bounds' automaton does not write, such as 1e0, is dropped, which is sound).
+func (b *builder) filteredLiterals(o *object, path string) (int32, error) {
+	var list []any
+	if c, ok := o.vals["const"]; ok {
+		list = []any{c}
+	} else if e, ok := o.vals["enum"].([]any); ok && len(e) > 0 {
+		list = e
+	} else {
+		return 0, fmt.Errorf("%w: %s/enum is not a non-empty array", ErrSchema, path)
+	}
+	rest := &object{vals: map[string]any{}}
+	for _, k := range o.keys {
+		if k != "enum" && k != "const" {
+			rest.keys = append(rest.keys, k)
+			rest.vals[k] = o.vals[k]
+		}
+	}
+	data, err := json.Marshal(rest)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %s: %v", ErrSchema, path, err)
+	}
+	g, err := CompileSchema(data)
+	if err != nil {
+		return 0, fmt.Errorf("%w (beside the enum or const at %s)", err, path)
+	}
+	var texts []string
+	for _, x := range list {
+		t, err := canonical(x)
+		if err != nil {
+			return 0, fmt.Errorf("%w: %s/enum: %v", ErrSchema, path, err)
+		}
+		m := NewMatcher(g)
+		ok := true
+		for i := 0; i < len(t) && ok; i++ {
+			ok = m.Feed(t[i])
+		}
+		if ok && m.Accepting() {
+			texts = append(texts, t)
+		}
+	}
+	if len(texts) == 0 {
+		return 0, fmt.Errorf("%w: %s: no value of the enum or const meets the schema's other keywords", ErrSchema, path)
+	}
+	return b.literal(texts), nil
 }
 
 func (b *builder) typed(t string, s map[string]any, o *object, path string) (int32, error) {
@@ -459,6 +546,9 @@ func (b *builder) array(s map[string]any, path string) (int32, error) {
 	}
 	if maxItems >= 0 && minItems > maxItems {
 		return 0, fmt.Errorf("%w: %s: minItems %d > maxItems %d", ErrSchema, path, minItems, maxItems)
+	}
+	if max(minItems, maxItems) > MaxItems {
+		return 0, fmt.Errorf("%w: %s: minItems or maxItems %d is more than %d", ErrUnsupported, path, max(minItems, maxItems), MaxItems)
 	}
 	items := b.g.anyNode
 	if it, ok := s["items"]; ok {

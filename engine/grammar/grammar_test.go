@@ -116,6 +116,7 @@ func TestSchemaErrors(t *testing.T) {
 		{`{"type":"string","pattern":"a(?=b)"}`, ErrUnsupported},
 		{`{"type":"string","pattern":"a^b"}`, ErrUnsupported},
 		{`{"type":"string","maxLength":4097}`, ErrUnsupported},
+		{`{"type":"array","maxItems":5000}`, ErrUnsupported},
 		{`{"type":"integer","multipleOf":1001}`, ErrUnsupported},
 		{`{"type":"integer","minimum":3,"maximum":2}`, ErrSchema},
 		{`{"type":"integer","minimum":1,"maximum":6,"multipleOf":7}`, ErrSchema},

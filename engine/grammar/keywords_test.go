@@ -68,6 +68,7 @@ func TestNumberBoundsSound(t *testing.T) {
 		{`{"type":"number","exclusiveMinimum":0,"exclusiveMaximum":10}`, []string{"1", "9", "0.1", "9.99"}, []string{"0", "0.0", "10", "10.5", "-0.1"}},
 		{`{"type":"number","minimum":-2.5,"maximum":3}`, []string{"-2", "-1.5", "3", "2.75", "-0.5"}, []string{"-3", "-2.5", "3.5", "4"}},
 		{`{"type":"number","multipleOf":0.5,"minimum":0}`, []string{"0", "1", "7"}, []string{"0.5", "-1"}},
+		{`{"type":"number","minimum":0,"exclusiveMinimum":true,"maximum":2,"exclusiveMaximum":true}`, []string{"1", "0.5", "1.5"}, []string{"0", "2", "0.0"}}, // draft 4, as OpenAPI 3.0 writes it
 	} {
 		g := mustCompile(t, tc.schema)
 		for _, s := range tc.ok {
@@ -143,6 +144,33 @@ func TestPatternErrorsNamePath(t *testing.T) {
 	_, err := CompileSchema([]byte(`{"type":"object","properties":{"code":{"type":"string","pattern":"(a)\\1"}}}`))
 	if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "#/properties/code") {
 		t.Errorf("got %v, want ErrUnsupported naming #/properties/code", err)
+	}
+}
+
+// TestValueKeywordsNeverIgnored: a value keyword where the grammar would not apply it
+// (no type, beside anyOf or $ref) is refused, and an enum beside a type or value
+// keywords keeps only the values that meet them: never an output that breaks them.
+func TestValueKeywordsNeverIgnored(t *testing.T) {
+	for _, s := range []string{`{"minimum":3}`, `{"anyOf":[{"type":"integer"}],"maximum":3}`, `{"$ref":"#/$defs/a","$defs":{"a":{"type":"string"}},"pattern":"x"}`} {
+		if _, err := CompileSchema([]byte(s)); !errors.Is(err, ErrUnsupported) {
+			t.Errorf("%s: %v, want ErrUnsupported", s, err)
+		}
+		loose, err := Loosen([]byte(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := CompileSchema(loose); err != nil {
+			t.Errorf("%s loosened to %s: %v", s, loose, err)
+		}
+	}
+	g := mustCompile(t, `{"type":"integer","enum":[1,5,9,"x"],"maximum":6}`)
+	for in, want := range map[string]bool{"1": true, "5": true, "9": false, `"x"`: false} {
+		if _, complete := accepts(g, in); complete != want {
+			t.Errorf("enum beside maximum: %s complete %v, want %v", in, complete, want)
+		}
+	}
+	if _, err := CompileSchema([]byte(`{"type":"string","enum":["ab","abc"],"maxLength":1}`)); !errors.Is(err, ErrSchema) {
+		t.Errorf("an enum none of whose values meets maxLength: %v, want ErrSchema", err)
 	}
 }
 

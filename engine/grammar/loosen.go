@@ -8,8 +8,9 @@ import (
 
 // Loosen returns schema without the keywords the grammar cannot enforce: the
 // unsupported list (oneOf, not, if, minProperties, ...), a pattern outside the
-// supported subset, a multipleOf past MaxMultipleOf, lengths past MaxLength, allOf of
-// more than one schema. It is for a schema that is not strict (OpenAI's strict:
+// supported subset, a multipleOf past MaxMultipleOf, lengths past MaxLength and counts
+// past MaxItems, allOf of more than one schema, value keywords (minimum, pattern, ...)
+// where the compiler would not apply them (no type, beside $ref or anyOf). It is for a schema that is not strict (OpenAI's strict:
 // false), where such keywords are ignored rather than refused: the output keeps to
 // every keyword that is left. It walks the schema's subschemas only (properties,
 // items, additionalProperties, anyOf, allOf, $defs, definitions), so a property named
@@ -46,11 +47,26 @@ func loosen(s any, depth int) {
 			drop("multipleOf")
 		}
 	}
-	for _, k := range []string{"minLength", "maxLength"} {
+	for _, k := range []string{"minLength", "maxLength", "minItems", "maxItems"} {
 		if n, ok := o.vals[k].(json.Number); ok {
-			if i, err := n.Int64(); err != nil || i > MaxLength {
+			if i, err := n.Int64(); err != nil || i > MaxLength || i > MaxItems {
 				drop(k)
 			}
+		}
+	}
+	// Value keywords apply where the compiler reads them: beside a type (or an enum).
+	_, typed := o.vals["type"]
+	_, enum := o.vals["enum"]
+	_, cnst := o.vals["const"]
+	typed = typed || enum || cnst
+	for _, k := range []string{"$ref", "allOf", "anyOf"} {
+		if _, ok := o.vals[k]; ok {
+			typed = false
+		}
+	}
+	if _, ok := o.vals["properties"]; !typed && !ok {
+		for _, k := range valueKeywords {
+			drop(k)
 		}
 	}
 	if l, ok := o.vals["allOf"].([]any); ok && len(l) > 1 {

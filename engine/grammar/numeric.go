@@ -56,6 +56,13 @@ func (b *builder) numberDFA(s map[string]any, integer bool, path string) (*dfa, 
 	}
 	var bounds [4]*big.Rat
 	for i, k := range numberKeywords[:4] {
+		if ex, ok := s[k].(bool); ok && i >= 2 {
+			// Draft 4 (OpenAPI 3.0): a boolean makes minimum or maximum exclusive.
+			if ex {
+				bounds[i], bounds[i-2] = bounds[i-2], nil
+			}
+			continue
+		}
 		r, err := rat(k)
 		if err != nil {
 			return nil, false, err

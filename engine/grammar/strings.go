@@ -6,8 +6,12 @@ import (
 	"sync"
 )
 
-// MaxLength is the largest minLength or maxLength a string schema may have.
-const MaxLength = 4096
+// Bounds of counts: the largest minLength or maxLength of a string, and minItems
+// or maxItems of an array (each count is a state of the matcher).
+const (
+	MaxLength = 4096
+	MaxItems  = 4096
+)
 
 // formatRegex are the formats written as patterns (the rest, dates, times and uuid,
 // are the fixed-length alternatives of format.go). Each is a practical subset of its
