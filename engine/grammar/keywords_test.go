@@ -1,10 +1,10 @@
 package grammar
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"testing"
@@ -208,7 +208,8 @@ func keywordSchema(data []byte) string {
 	formats := []string{"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"}
 	var value func(depth int) string
 	value = func(depth int) string {
-		switch k := next() % 6; {
+		k := next() % 6
+		switch {
 		case k == 0 || k == 1:
 			typ := []string{"integer", "number"}[k]
 			var kw []string
@@ -252,6 +253,9 @@ func keywordSchema(data []byte) string {
 			return `{"type":"object","properties":{` + strings.Join(props, ",") + `},"required":[` + strings.Join(req, ",") +
 				`],"additionalProperties":false}`
 		}
+		if k == 5 && next()%2 == 0 {
+			return fmt.Sprintf(`{"type":"integer","enum":[%d,%d,"x",%d],"maximum":%d}`, next()-128, next(), next()*3, next()-64)
+		}
 		return `{"enum":["a",1,null]}`
 	}
 	return value(0)
@@ -288,7 +292,7 @@ func FuzzKeywordSchemas(f *testing.F) {
 			return
 		}
 		val := validator(t, schema)
-		out := generate(t, v, g, bytes.Clone(choices), int(budget))
+		out := generateRandom(t, v, g, choices, int(budget))
 		if !json.Valid([]byte(out)) {
 			t.Fatalf("%s: output is not JSON: %s", schema, out)
 		}
@@ -300,4 +304,50 @@ func FuzzKeywordSchemas(f *testing.F) {
 			t.Fatalf("%s: output %s does not validate: %v", schema, out, err)
 		}
 	})
+}
+
+// generateRandom is generate with, after budget steps, a pseudo-random allowed token
+// (seeded by choices) where no closing token is allowed: a pattern such as (ab|cd)*x
+// ends only on a token the closers do not hold.
+func generateRandom(t testing.TB, v *Vocab, g *Grammar, choices []byte, budget int) string {
+	m := v.NewMatcher(g)
+	var out strings.Builder
+	var seed uint64
+	for _, c := range choices {
+		seed = seed*131 + uint64(c)
+	}
+	rng := rand.New(rand.NewPCG(seed, uint64(budget)))
+	closers := []string{"\"", "}", "]", "0", "null", "false", ":", ",", "{\"", "1"}
+	for step := 0; !m.Done(); step++ {
+		if step > budget+4000 {
+			t.Fatalf("no end after %d steps: %s", step, out.String())
+		}
+		bits, n := m.Mask()
+		if n == 0 {
+			t.Fatalf("no token allowed after %q", out.String())
+		}
+		var id int32 = -1
+		if step >= budget {
+			for _, c := range closers {
+				if x, ok := v.ID(c); ok && bits[x>>6]&(1<<(x&63)) != 0 {
+					id = x
+					break
+				}
+			}
+			if id < 0 && m.Accepting() {
+				break
+			}
+		}
+		if id < 0 {
+			id = pick(bits, rng.IntN(n))
+		}
+		if v.isEOG(id) {
+			break
+		}
+		if !m.Accept(id) {
+			t.Fatalf("token %q from the mask refused after %q", v.pieces[id], out.String())
+		}
+		out.WriteString(v.pieces[id])
+	}
+	return out.String()
 }
