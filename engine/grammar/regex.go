@@ -3,6 +3,7 @@ package grammar
 import (
 	"fmt"
 	"regexp/syntax"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -25,7 +26,7 @@ const maxPatternDepth = 1000
 // regexFrag compiles the parsed regexp re into a fragment of a.
 func (a *nfa) regexFrag(re *syntax.Regexp, depth int) (frag, error) {
 	if depth > maxPatternDepth {
-		return frag{}, fmt.Errorf("%w: a pattern nested deeper than %d", ErrUnsupported, maxPatternDepth)
+		return frag{}, &patternError{ErrUnsupported, fmt.Sprintf("nested deeper than %d", maxPatternDepth)}
 	}
 	if a.err != nil {
 		return frag{}, a.err
@@ -101,11 +102,20 @@ func (a *nfa) regexFrag(re *syntax.Regexp, depth int) (frag, error) {
 		}
 		return a.alt(fs...), nil
 	case syntax.OpNoMatch:
-		return frag{}, fmt.Errorf("%w: a pattern that matches nothing", ErrSchema)
+		return frag{}, &patternError{ErrSchema, "it matches nothing"}
 	}
-	return frag{}, fmt.Errorf("%w: %s in a pattern (the supported subset: literals, classes, ., groups, |, * + ? {m,n}, ^ and $ at the ends)",
-		ErrUnsupported, opName(re.Op))
+	return frag{}, &patternError{ErrUnsupported, opName(re.Op) + " (the supported subset: literals, classes, ., groups, |, * + ? {m,n}, ^ and $ at the ends, lookaheads at the start)"}
 }
+
+// patternError is a pattern the grammar cannot compile: ErrUnsupported (outside the
+// subset) or ErrSchema (matches nothing), and why.
+type patternError struct {
+	kind error
+	why  string
+}
+
+func (e *patternError) Error() string { return e.why }
+func (e *patternError) Unwrap() error { return e.kind }
 
 func opName(op syntax.Op) string {
 	switch op {
@@ -121,9 +131,14 @@ func opName(op syntax.Op) string {
 
 // compilePattern compiles a pattern into the fragment of a string's body (no quotes).
 func (a *nfa) compilePattern(p string) (frag, error) {
+	for _, l := range []string{"(?=", "(?!", "(?<=", "(?<!"} {
+		if strings.Contains(p, l) {
+			return frag{}, &patternError{ErrUnsupported, "a lookaround " + l + "...) (only lookaheads at the start are supported)"}
+		}
+	}
 	re, err := syntax.Parse(p, syntax.Perl)
 	if err != nil {
-		return frag{}, fmt.Errorf("%w: pattern %q: %v", ErrUnsupported, p, err)
+		return frag{}, &patternError{ErrUnsupported, err.Error()}
 	}
 	// Not simplified: repeats stay OpRepeat, which repeat builds linearly (Simplify
 	// would nest x{1,1000} a thousand levels deep).
@@ -145,11 +160,7 @@ func (a *nfa) compilePattern(p string) (frag, error) {
 		c.Sub = subs
 		re = &c
 	}
-	f, err := a.regexFrag(re, 0)
-	if err != nil {
-		return frag{}, fmt.Errorf("pattern %q: %w", p, err)
-	}
-	return f, nil
+	return a.regexFrag(re, 0)
 }
 
 // class is a fragment accepting one character of the rune ranges (pairs lo, hi), as
@@ -244,3 +255,21 @@ func utf8Ranges(lo, hi rune, emit func([][2]byte)) {
 
 // jsonChar is a fragment of any one character of a JSON string (as class writes them).
 func (a *nfa) jsonChar() frag { return a.class([]rune{0, unicode.MaxRune}) }
+
+// checkPattern reports whether pattern p compiles (lookaheads at its start included).
+func checkPattern(p string) error {
+	rest, looks, err := leadingLookaheads(p)
+	if err != nil {
+		return err
+	}
+	var a nfa
+	if _, err := a.compilePattern(rest); err != nil {
+		return err
+	}
+	for _, l := range looks {
+		if _, err := a.compilePattern(l.re); err != nil {
+			return err
+		}
+	}
+	return a.err
+}

@@ -1,6 +1,7 @@
 package grammar
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -50,8 +51,8 @@ func (b *builder) stringDFA(s map[string]any, minLen, maxLen int, path string) (
 			return nil, false, fmt.Errorf("%w: %s/pattern is not a string", ErrSchema, path)
 		}
 		rest, looks, err := leadingLookaheads(ps)
-		if err != nil {
-			return nil, false, fmt.Errorf("%w at %s", err, path)
+		if pe := (*patternError)(nil); errors.As(err, &pe) {
+			return nil, false, fmt.Errorf("%w: \"pattern\" at %s: %s", pe.kind, path, pe.why)
 		}
 		bodies = append(bodies, func(a *nfa) (frag, error) { return a.compilePattern(rest) })
 		for _, l := range looks {
@@ -73,11 +74,15 @@ func (b *builder) stringDFA(s map[string]any, minLen, maxLen int, path string) (
 	for i, body := range bodies {
 		var a nfa
 		f, err := body(&a)
-		if err != nil {
+		if pe := (*patternError)(nil); errors.As(err, &pe) {
+			return nil, false, fmt.Errorf("%w: \"pattern\" at %s: %s", pe.kind, path, pe.why)
+		} else if err != nil {
 			return nil, false, fmt.Errorf("%w at %s", err, path)
 		}
 		x, err := a.determinize(a.cat(a.cat(a.bytes(`"`), f), a.bytes(`"`)))
-		if err != nil {
+		if errors.Is(err, errEmpty) {
+			return nil, false, fmt.Errorf("%w: no string matches the pattern at %s", ErrSchema, path)
+		} else if err != nil {
 			return nil, false, fmt.Errorf("%w at %s", err, path)
 		}
 		if i < len(negate) && negate[i] {
@@ -85,8 +90,10 @@ func (b *builder) stringDFA(s map[string]any, minLen, maxLen int, path string) (
 		}
 		if d == nil {
 			d = x
-		} else if d, err = intersect(d, x); err != nil {
-			return nil, false, fmt.Errorf("%w: the pattern and the format at %s", err, path)
+		} else if d, err = intersect(d, x); errors.Is(err, errEmpty) {
+			return nil, false, fmt.Errorf("%w: no string meets the pattern (its lookaheads, the format) at %s", ErrSchema, path)
+		} else if err != nil {
+			return nil, false, fmt.Errorf("%w: the pattern (its lookaheads, the format) at %s", err, path)
 		}
 	}
 	if minLen > 0 || maxLen >= 0 {
@@ -94,7 +101,9 @@ func (b *builder) stringDFA(s map[string]any, minLen, maxLen int, path string) (
 		if err != nil {
 			return nil, false, fmt.Errorf("%w at %s", err, path)
 		}
-		if d, err = intersect(d, l); err != nil {
+		if d, err = intersect(d, l); errors.Is(err, errEmpty) {
+			return nil, false, fmt.Errorf("%w: no string of the pattern or format meets minLength and maxLength at %s", ErrSchema, path)
+		} else if err != nil {
 			return nil, false, fmt.Errorf("%w: the lengths with the pattern or format at %s", err, path)
 		}
 	}
@@ -235,7 +244,7 @@ func leadingLookaheads(p string) (string, []lookahead, error) {
 			}
 		}
 		if end < 0 {
-			return "", nil, fmt.Errorf("%w: pattern %q: an unclosed lookahead", ErrUnsupported, p)
+			return "", nil, &patternError{ErrUnsupported, "an unclosed lookahead"}
 		}
 		out = append(out, lookahead{re: rest[3:end], negative: rest[2] == '!'})
 		rest = rest[end+1:]
