@@ -17,8 +17,9 @@
 //
 // # How
 //
-// A Grammar is a graph of nodes, one per schema (object, array, string, format,
-// number, literal set, anyOf). A Matcher's state is a small set of stacks of
+// A Grammar is a graph of nodes, one per schema (object, array, string, number,
+// literal set, anyOf, and automata for strings and numbers with patterns, formats
+// or bounds). A Matcher's state is a small set of stacks of
 // frames (one stack per live anyOf alternative), each frame a node and its phase
 // (after '{', inside a key, after ':' ...). Feeding a byte steps the top frame:
 // consume it, finish the frame, push a child value, or refuse. Object keys, enums
@@ -93,7 +94,10 @@
 //     Other formats are annotations.
 //   - minLength, maxLength (at most MaxLength, 4096, in characters): counted by the
 //     string node; with a pattern or format, a length automaton intersected with it.
-//   - minItems, maxItems: counted by the array node.
+//   - minItems, maxItems (at most MaxItems, 4096): counted by the array node.
+//   - A value keyword where it would not apply (minimum, pattern, ... with no type,
+//     or beside anyOf or $ref) is refused; an enum or const beside a type or value
+//     keywords keeps the values that meet them.
 //
 // # Bounded on any schema
 //
