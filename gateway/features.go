@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 
 	jsonv2 "github.com/go-json-experiment/json"
@@ -48,6 +49,7 @@ type features struct {
 	schema   []byte // formatJSONSchema: the schema's JSON text
 	strict   bool
 	tools    []engine.Tool
+	loose    []bool // per tool: its function's strict is not true (unsupported keywords ignored)
 	choice   int8   // tool_choice
 	named    string // toolNamed: the function
 	parallel bool   // parallel_tool_calls (default true)
@@ -162,6 +164,7 @@ func (r *chatRequest) features(msgs []engine.Message) (features, *apiError) {
 				t.Parameters = append([]byte(nil), p...)
 			}
 			f.tools = append(f.tools, t)
+			f.loose = append(f.loose, tp.Function.Strict == nil || !*tp.Function.Strict)
 		}
 	}
 	if !isNull(r.ToolChoice) {
@@ -312,7 +315,14 @@ func (j *job) planFeatures(m *model, p *plan) *apiError {
 	case formatJSONObject:
 		p.gram = grammar.JSONObject()
 	case formatJSONSchema:
-		if p.gram, err = fe.CompileSchema(f.schema); err != nil {
+		p.gram, err = fe.CompileSchema(f.schema)
+		if err != nil && !f.strict && errors.Is(err, grammar.ErrUnsupported) {
+			// Not strict: the keywords the grammar cannot enforce are ignored, the rest kept.
+			if loose, lerr := grammar.Loosen(f.schema); lerr == nil {
+				p.gram, err = fe.CompileSchema(loose)
+			}
+		}
+		if err != nil {
 			// A schema that cycles without writing (grammar.ErrCycle) describes no
 			// value: refused strict or not, as Server.Check refuses a batch line.
 			if f.strict || errors.Is(err, grammar.ErrCycle) {
@@ -329,9 +339,13 @@ func (j *job) planFeatures(m *model, p *plan) *apiError {
 	}
 	p.parse = true
 	tools := f.tools
+	if f.choice == toolRequired || f.choice == toolNamed {
+		tools = looseTools(fe, f.tools, f.loose)
+	}
+	all := tools
 	switch f.choice {
 	case toolNamed:
-		for _, t := range f.tools {
+		for _, t := range all {
 			if t.Name == f.named {
 				tools = []engine.Tool{t}
 			}
@@ -339,7 +353,7 @@ func (j *job) planFeatures(m *model, p *plan) *apiError {
 		fallthrough
 	case toolRequired:
 		if p.gram, err = fe.ToolGrammar(m.id, tools); err != nil {
-			for i, t := range f.tools { // name the tool whose schema is at fault
+			for i, t := range all { // name the tool whose schema is at fault
 				if len(t.Parameters) > 0 && hasTool(tools, t.Name) {
 					if _, e := fe.CompileSchema(t.Parameters); e != nil {
 						return badRequest("tools["+strconv.Itoa(i)+"].function.parameters", "the parameters schema is not supported: "+e.Error())
@@ -350,6 +364,31 @@ func (j *job) planFeatures(m *model, p *plan) *apiError {
 		}
 	}
 	return nil
+}
+
+// looseTools returns tools with the parameters of each one that is not strict
+// loosened (grammar.Loosen) where the grammar cannot enforce them as they are, so
+// that an unsupported keyword in a non-strict tool is ignored, not a 400, as in a
+// non-strict response_format. It copies tools only when it changes one.
+func looseTools(fe Features, tools []engine.Tool, loose []bool) []engine.Tool {
+	out, copied := tools, false
+	for i, t := range tools {
+		if i >= len(loose) || !loose[i] || len(t.Parameters) == 0 {
+			continue
+		}
+		if _, err := fe.CompileSchema(t.Parameters); !errors.Is(err, grammar.ErrUnsupported) {
+			continue
+		}
+		l, err := grammar.Loosen(t.Parameters)
+		if err != nil {
+			continue
+		}
+		if !copied {
+			out, copied = slices.Clone(tools), true
+		}
+		out[i].Parameters = l
+	}
+	return out
 }
 
 // checkSchemas refuses, before any model is chosen, the schemas that planFeatures

@@ -256,14 +256,27 @@ func TestSDKToolCalls(t *testing.T) {
 			}
 		}
 	}
-	// A tool whose parameters schema is outside the subset is named (for required).
+	// A strict tool whose parameters schema is outside the subset is named (for
+	// required); not strict, the keyword is ignored (issue 31) and the call made.
 	p := toolParams(1, required)
 	p.Tools[1].Function.Parameters = map[string]any{"type": "object", "patternProperties": map[string]any{"^x": map[string]any{}}}
+	p.Tools[1].Function.Strict = openai.Bool(true)
 	_, err := es.client.Chat.Completions.New(ctx, p)
 	var ae *openai.Error
 	if !errors.As(err, &ae) || ae.StatusCode != 400 || ae.Param != "tools[1].function.parameters" {
 		t.Fatalf("unsupported parameters schema: %v", err)
 	}
+	p.Tools[1].Function.Strict = openai.Bool(false)
+	p.Tools[1].Function.Parameters = map[string]any{"type": "object", "properties": map[string]any{"n": map[string]any{"type": "integer", "minimum": 0, "maximum": 9}},
+		"required": []string{"n"}, "additionalProperties": false, "patternProperties": map[string]any{"^x": map[string]any{}}}
+	p.ToolChoice = openai.ChatCompletionToolChoiceOptionUnionParam{OfChatCompletionNamedToolChoice: &openai.ChatCompletionNamedToolChoiceParam{
+		Function: openai.ChatCompletionNamedToolChoiceFunctionParam{Name: "get_time"}}}
+	resp, err := es.client.Chat.Completions.New(ctx, p)
+	if err != nil || len(resp.Choices[0].Message.ToolCalls) != 1 {
+		t.Fatalf("not strict, unsupported parameters schema: %v", err)
+	}
+	validate(t, compileSchema(t, `{"type":"object","properties":{"n":{"type":"integer","minimum":0,"maximum":9}},"required":["n"],"additionalProperties":false}`),
+		resp.Choices[0].Message.ToolCalls[0].Function.Arguments)
 }
 
 // TestSDKToolRoundTrip: the model calls a tool, the client runs it and sends the

@@ -25,16 +25,17 @@ var (
 
 // Limits of a compiled grammar.
 const (
-	MaxProperties = 64   // properties of one object schema
-	MaxNodes      = 4096 // schema nodes of one grammar
-	MaxDepth      = 24   // nesting of free JSON values (objects and arrays) and of recursive $refs
-	MaxNesting    = 128  // nesting of subschemas while compiling, $refs followed included
-	MaxAlts       = 256  // alternatives of one anyOf, nested anyOfs and $refs flattened
-	maxStacks     = 32   // live alternatives of a matcher (anyOf)
-	maxPushDepth  = 16   // values a matcher enters for one byte, anyOfs included (a flat grammar needs 4)
-	maxIntDigits  = 15   // digits of a number's integer part
-	maxFracDigits = 15   // digits of its fraction
-	maxExpDigits  = 2    // digits of its exponent (so every number fits a float64)
+	MaxProperties    = 64      // properties of one object schema
+	MaxNodes         = 4096    // schema nodes of one grammar
+	MaxDepth         = 24      // nesting of free JSON values (objects and arrays) and of recursive $refs
+	MaxNesting       = 128     // nesting of subschemas while compiling, $refs followed included
+	MaxAlts          = 256     // alternatives of one anyOf, nested anyOfs and $refs flattened
+	maxGrammarStates = 1 << 17 // states of all the automata of one grammar
+	maxStacks        = 32      // live alternatives of a matcher (anyOf)
+	maxPushDepth     = 16      // values a matcher enters for one byte, anyOfs included (a flat grammar needs 4)
+	maxIntDigits     = 15      // digits of a number's integer part
+	maxFracDigits    = 15      // digits of its fraction
+	maxExpDigits     = 2       // digits of its exponent (so every number fits a float64)
 )
 
 // Grammar is a compiled JSON grammar: the bytes a constrained output may be. It is
@@ -43,6 +44,7 @@ type Grammar struct {
 	key   string // identifies the grammar in mask caches: a hash of its source
 	nodes []node
 	tries []tnode // the literal tries of every node, one slice
+	dfas  []dfa   // the automata of kDFA nodes
 	root  int32
 	// Shared nodes of free JSON.
 	anyNode, anyObj, anyArr, str, num, lits int32
@@ -64,6 +66,7 @@ const (
 	kInteger             // an integer
 	kLiteral             // one of a set of JSON texts (enum, const, true, null, ...)
 	kAnyOf               // one of alts (never a frame: the matcher forks)
+	kDFA                 // a string or number as an automaton of its text (pattern, format, bounds: automaton.go)
 )
 
 type node struct {
@@ -84,6 +87,8 @@ type node struct {
 	trie int32
 	// kAnyOf
 	anyOf []int32
+	// kDFA: its automaton in Grammar.dfas
+	dfa int32
 }
 
 // byteSet is a set of bytes.
@@ -149,12 +154,16 @@ func newBuilder(key string) *builder {
 
 // CompileSchema compiles a JSON Schema: the subset that OpenAI's structured outputs
 // accept. Objects (properties, required, additionalProperties), arrays (items,
-// minItems, maxItems), strings (minLength, maxLength, and the formats date, time,
-// date-time and uuid; other formats are annotations), numbers, integers, booleans,
-// null, enum, const, anyOf, allOf of one schema, type lists and $ref into the
-// document ($defs, definitions, recursion included). Keywords it cannot enforce
-// (pattern, minimum, oneOf, ...) are refused with ErrUnsupported, so an output never
-// fails a schema silently; annotations (title, description, default, ...) are ignored.
+// minItems, maxItems), strings (minLength, maxLength, pattern, and the formats
+// date-time, time, date, duration, email, hostname, ipv4, ipv6 and uuid; other
+// formats are annotations), numbers and integers (minimum, maximum, their exclusive
+// forms, multipleOf: see the package doc for what is exact and what sound),
+// booleans, null, enum, const, anyOf, allOf of one schema, type lists and $ref into
+// the document ($defs, definitions, recursion included). Keywords it cannot enforce
+// (oneOf, not, patternProperties, a backreference in a pattern, ...) are refused
+// with ErrUnsupported naming the keyword and its schema path, so an output never
+// fails a schema silently (Loosen drops them, for a schema that is not strict);
+// annotations (title, description, default, $schema, ...) are ignored.
 //
 // An object's properties come in the schema's order, each optional one possibly left
 // out; properties the schema does not declare are never written (additionalProperties
@@ -198,6 +207,19 @@ func (g *Grammar) Wrap(prefix, suffix string) *Grammar {
 func (b *builder) add(n node) int32 {
 	b.g.nodes = append(b.g.nodes, n)
 	return int32(len(b.g.nodes) - 1)
+}
+
+// addDFA adds a node of automaton d, within the grammar's budget of states.
+func (b *builder) addDFA(d *dfa, path string) (int32, error) {
+	total := len(d.states)
+	for _, x := range b.g.dfas {
+		total += len(x.states)
+	}
+	if total > maxGrammarStates {
+		return 0, fmt.Errorf("%w: %s: the grammar's automata (patterns, formats, bounds) pass %d states", ErrUnsupported, path, maxGrammarStates)
+	}
+	b.g.dfas = append(b.g.dfas, *d)
+	return b.add(node{kind: kDFA, dfa: int32(len(b.g.dfas) - 1)}), nil
 }
 
 // addAnyOf adds an anyOf node found at path (for errors about it).
@@ -244,9 +266,9 @@ func (b *builder) trie(texts []string, vals []int32) int32 {
 	return root
 }
 
-// Keywords that assert something this grammar cannot enforce.
-var unsupported = []string{"pattern", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
-	"minProperties", "maxProperties", "patternProperties", "propertyNames", "dependentRequired", "dependentSchemas",
+// Keywords that assert something this grammar cannot enforce: a strict schema with
+// one is refused (ErrUnsupported); Loosen drops them from one that is not strict.
+var unsupported = []string{"minProperties", "maxProperties", "patternProperties", "propertyNames", "dependentRequired", "dependentSchemas",
 	"dependencies", "if", "then", "else", "not", "oneOf", "prefixItems", "contains", "minContains", "maxContains",
 	"unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef", "contentSchema"}
 
@@ -282,12 +304,27 @@ func (b *builder) object(s map[string]any, o *object, path string) (int32, error
 	if u, ok := s["uniqueItems"].(bool); ok && u {
 		return 0, fmt.Errorf("%w: \"uniqueItems\" at %s", ErrUnsupported, path)
 	}
+	for _, k := range []string{"$ref", "allOf", "anyOf"} {
+		if _, ok := s[k]; !ok {
+			continue
+		}
+		for _, v := range valueKeywords {
+			if _, ok := s[v]; ok {
+				return 0, fmt.Errorf("%w: %q beside %q at %s (put it in each alternative)", ErrUnsupported, v, k, path)
+			}
+		}
+	}
 	if ref, ok := s["$ref"]; ok {
 		r, ok := ref.(string)
 		if !ok {
 			return 0, fmt.Errorf("%w: %s/$ref is not a string", ErrSchema, path)
 		}
 		return b.ref(r)
+	}
+	_, hasConst := s["const"]
+	_, hasEnum := s["enum"]
+	if (hasConst || hasEnum) && needsFilter(s) {
+		return b.filteredLiterals(o, path)
 	}
 	if c, ok := s["const"]; ok {
 		t, err := canonical(c)
@@ -338,6 +375,11 @@ func (b *builder) object(s map[string]any, o *object, path string) (int32, error
 		if _, ok := s["properties"]; ok {
 			return b.typed("object", s, o, path)
 		}
+		for _, k := range valueKeywords {
+			if _, ok := s[k]; ok {
+				return 0, fmt.Errorf("%w: %q without a type at %s", ErrUnsupported, k, path)
+			}
+		}
 		return b.g.anyNode, nil
 	case string:
 		return b.typed(t, s, o, path)
@@ -368,15 +410,89 @@ func (b *builder) object(s map[string]any, o *object, path string) (int32, error
 	return 0, fmt.Errorf("%w: %s/type is neither a string nor an array", ErrSchema, path)
 }
 
+// valueKeywords constrain values of one type (numbers, strings, arrays): beside no
+// type, a schema with one is refused (the free value would ignore it).
+var valueKeywords = []string{"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "pattern",
+	"minLength", "maxLength", "minItems", "maxItems"}
+
+// needsFilter reports whether an enum or const beside the keywords of s must be
+// checked against them: a type or a value keyword.
+func needsFilter(s map[string]any) bool {
+	if _, ok := s["type"]; ok {
+		return true
+	}
+	for _, k := range append(valueKeywords, "format") {
+		if _, ok := s[k]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// filteredLiterals compiles an enum or const beside a type or value keywords: the
+// literals that the rest of the schema accepts (as this grammar writes it: a number
+// the bounds' automaton does not write, such as 1e0, is dropped, which is sound).
+func (b *builder) filteredLiterals(o *object, path string) (int32, error) {
+	var list []any
+	if c, ok := o.vals["const"]; ok {
+		list = []any{c}
+	} else if e, ok := o.vals["enum"].([]any); ok && len(e) > 0 {
+		list = e
+	} else {
+		return 0, fmt.Errorf("%w: %s/enum is not a non-empty array", ErrSchema, path)
+	}
+	rest := &object{vals: map[string]any{}}
+	for _, k := range o.keys {
+		if k != "enum" && k != "const" {
+			rest.keys = append(rest.keys, k)
+			rest.vals[k] = o.vals[k]
+		}
+	}
+	data, err := json.Marshal(rest)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %s: %v", ErrSchema, path, err)
+	}
+	g, err := CompileSchema(data)
+	if err != nil {
+		return 0, fmt.Errorf("%w (beside the enum or const at %s)", err, path)
+	}
+	var texts []string
+	for _, x := range list {
+		t, err := canonical(x)
+		if err != nil {
+			return 0, fmt.Errorf("%w: %s/enum: %v", ErrSchema, path, err)
+		}
+		m := NewMatcher(g)
+		ok := true
+		for i := 0; i < len(t) && ok; i++ {
+			ok = m.Feed(t[i])
+		}
+		if ok && m.Accepting() {
+			texts = append(texts, t)
+		}
+	}
+	if len(texts) == 0 {
+		return 0, fmt.Errorf("%w: %s: no value of the enum or const meets the schema's other keywords", ErrSchema, path)
+	}
+	return b.literal(texts), nil
+}
+
 func (b *builder) typed(t string, s map[string]any, o *object, path string) (int32, error) {
 	switch t {
 	case "null":
 		return b.literal([]string{"null"}), nil
 	case "boolean":
 		return b.literal([]string{"true", "false"}), nil
-	case "number":
-		return b.g.num, nil
-	case "integer":
+	case "number", "integer":
+		d, ok, err := b.numberDFA(s, t == "integer", path)
+		switch {
+		case err != nil:
+			return 0, err
+		case ok:
+			return b.addDFA(d, path)
+		case t == "number":
+			return b.g.num, nil
+		}
 		return b.add(node{kind: kInteger}), nil
 	case "string":
 		return b.str(s, path)
@@ -397,16 +513,24 @@ func (b *builder) str(s map[string]any, path string) (int32, error) {
 	if err != nil {
 		return 0, err
 	}
-	if f, ok := s["format"].(string); ok {
-		if alts := formats[f]; alts != nil {
-			return b.add(node{kind: kFormat, alts: alts}), nil
+	if maxLen >= 0 && minLen > maxLen {
+		return 0, fmt.Errorf("%w: %s: minLength %d > maxLength %d", ErrSchema, path, minLen, maxLen)
+	}
+	for _, k := range []struct {
+		name string
+		v    int
+	}{{"minLength", minLen}, {"maxLength", maxLen}} {
+		if k.v > MaxLength {
+			return 0, fmt.Errorf("%w: %s/%s %d is more than %d", ErrUnsupported, path, k.name, k.v, MaxLength)
 		}
+	}
+	if d, ok, err := b.stringDFA(s, minLen, maxLen, path); err != nil {
+		return 0, err
+	} else if ok {
+		return b.addDFA(d, path)
 	}
 	if minLen == 0 && maxLen < 0 {
 		return b.g.str, nil
-	}
-	if maxLen >= 0 && minLen > maxLen {
-		return 0, fmt.Errorf("%w: %s: minLength %d > maxLength %d", ErrSchema, path, minLen, maxLen)
 	}
 	return b.add(node{kind: kString, minLen: minLen, maxLen: maxLen}), nil
 }
@@ -422,6 +546,9 @@ func (b *builder) array(s map[string]any, path string) (int32, error) {
 	}
 	if maxItems >= 0 && minItems > maxItems {
 		return 0, fmt.Errorf("%w: %s: minItems %d > maxItems %d", ErrSchema, path, minItems, maxItems)
+	}
+	if max(minItems, maxItems) > MaxItems {
+		return 0, fmt.Errorf("%w: %s: minItems or maxItems %d is more than %d", ErrUnsupported, path, max(minItems, maxItems), MaxItems)
 	}
 	items := b.g.anyNode
 	if it, ok := s["items"]; ok {

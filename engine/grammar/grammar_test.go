@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dlclark/regexp2"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -111,8 +112,14 @@ func TestSchemaErrors(t *testing.T) {
 		schema string
 		want   error
 	}{
-		{`{"type":"string","pattern":"a+"}`, ErrUnsupported},
-		{`{"type":"integer","minimum":3}`, ErrUnsupported},
+		{`{"type":"string","pattern":"(a)\\1"}`, ErrUnsupported},
+		{`{"type":"string","pattern":"a(?=b)"}`, ErrUnsupported},
+		{`{"type":"string","pattern":"a^b"}`, ErrUnsupported},
+		{`{"type":"string","maxLength":4097}`, ErrUnsupported},
+		{`{"type":"array","maxItems":5000}`, ErrUnsupported},
+		{`{"type":"integer","multipleOf":1001}`, ErrUnsupported},
+		{`{"type":"integer","minimum":3,"maximum":2}`, ErrSchema},
+		{`{"type":"integer","minimum":1,"maximum":6,"multipleOf":7}`, ErrSchema},
 		{`{"oneOf":[{"type":"string"}]}`, ErrUnsupported},
 		{`{"type":"object","properties":{"a":{}},"required":["b"]}`, ErrUnsupported},
 		{`{"$ref":"http://example.com/x"}`, ErrUnsupported},
@@ -337,6 +344,23 @@ func generate(t testing.TB, v *Vocab, g *Grammar, choices []byte, budget int) st
 	return out.String()
 }
 
+type ecma regexp2.Regexp
+
+func (re *ecma) MatchString(s string) bool {
+	ok, err := (*regexp2.Regexp)(re).MatchString(s)
+	return err == nil && ok
+}
+
+func (re *ecma) String() string { return (*regexp2.Regexp)(re).String() }
+
+func ecmaRegexp(s string) (jsonschema.Regexp, error) {
+	re, err := regexp2.Compile(s, regexp2.ECMAScript)
+	if err != nil {
+		return nil, err
+	}
+	return (*ecma)(re), nil
+}
+
 func validator(t testing.TB, schema string) *jsonschema.Schema {
 	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(schema))
 	if err != nil {
@@ -344,6 +368,7 @@ func validator(t testing.TB, schema string) *jsonschema.Schema {
 	}
 	c := jsonschema.NewCompiler()
 	c.AssertFormat()
+	c.UseRegexpEngine(ecmaRegexp) // patterns as JSON Schema means them (ECMA-262), lookarounds included
 	if err := c.AddResource("schema.json", doc); err != nil {
 		t.Fatal(err)
 	}

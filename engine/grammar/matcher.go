@@ -101,6 +101,8 @@ func (g *Grammar) step(f *frame, c byte, depth int) (action, int32) {
 		return stepFormat(f, nd, c)
 	case kNumber, kInteger:
 		return stepNumber(f, nd.kind == kInteger, c)
+	case kDFA:
+		return g.stepDFA(f, nd, c)
 	}
 	return actReject, 0
 }
@@ -437,6 +439,8 @@ func (g *Grammar) final(f *frame) bool {
 	switch g.nodes[f.node].kind {
 	case kLiteral:
 		return g.tries[f.aux].val >= 0
+	case kDFA:
+		return g.dfas[g.nodes[f.node].dfa].states[f.aux].final
 	case kNumber, kInteger:
 		switch f.phase {
 		case nZero, nInt, nFrac, nExp:

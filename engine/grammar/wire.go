@@ -11,10 +11,11 @@ import (
 // second compile, and the key (which names the grammar in mask caches) is kept.
 
 type wireGrammar struct {
-	Key                                 string      `json:"key"`
-	Nodes                               []wireNode  `json:"nodes"`
-	Tries                               []wireTnode `json:"tries"`
-	Root                                int32       `json:"root"`
+	Key                                 string         `json:"key"`
+	Nodes                               []wireNode     `json:"nodes"`
+	Tries                               []wireTnode    `json:"tries"`
+	DFAs                                [][]wireDstate `json:"dfas,omitempty"`
+	Root                                int32          `json:"root"`
 	Any, AnyObj, AnyArr, Str, Num, Lits int32
 	Prefix, Suffix                      []byte `json:",omitempty"`
 }
@@ -33,6 +34,13 @@ type wireNode struct {
 	Alts     [][][4]uint64 `json:",omitempty"`
 	Trie     int32         `json:",omitempty"`
 	AnyOf    []int32       `json:",omitempty"`
+	DFA      int32         `json:",omitempty"`
+}
+
+type wireDstate struct {
+	Final bool        `json:"f,omitempty"`
+	Sets  [][4]uint64 `json:"s,omitempty"`
+	To    []int32     `json:"t,omitempty"`
 }
 
 type wireTnode struct {
@@ -47,7 +55,7 @@ func (g *Grammar) MarshalJSON() ([]byte, error) {
 		Lits: g.lits, Prefix: g.prefix, Suffix: g.suffix}
 	for _, n := range g.nodes {
 		wn := wireNode{Kind: n.kind, Props: n.props, KeyTrie: n.keyTrie, CanClose: n.canClose, Addl: n.addl, Items: n.items,
-			MinItems: n.minItems, MaxItems: n.maxItems, MinLen: n.minLen, MaxLen: n.maxLen, Trie: n.trie, AnyOf: n.anyOf}
+			MinItems: n.minItems, MaxItems: n.maxItems, MinLen: n.minLen, MaxLen: n.maxLen, Trie: n.trie, AnyOf: n.anyOf, DFA: n.dfa}
 		for _, alt := range n.alts {
 			sets := make([][4]uint64, len(alt))
 			for i, s := range alt {
@@ -56,6 +64,18 @@ func (g *Grammar) MarshalJSON() ([]byte, error) {
 			wn.Alts = append(wn.Alts, sets)
 		}
 		w.Nodes = append(w.Nodes, wn)
+	}
+	for _, d := range g.dfas {
+		var ws []wireDstate
+		for _, st := range d.states {
+			w := wireDstate{Final: st.final}
+			for _, e := range st.edges {
+				w.Sets = append(w.Sets, e.set)
+				w.To = append(w.To, e.to)
+			}
+			ws = append(ws, w)
+		}
+		w.DFAs = append(w.DFAs, ws)
 	}
 	for _, t := range g.tries {
 		wt := wireTnode{Val: t.val}
@@ -87,8 +107,8 @@ func (g *Grammar) UnmarshalJSON(b []byte) error {
 	}
 	for _, wn := range w.Nodes {
 		n := node{kind: wn.Kind, props: wn.Props, keyTrie: wn.KeyTrie, canClose: wn.CanClose, addl: wn.Addl, items: wn.Items,
-			minItems: wn.MinItems, maxItems: wn.MaxItems, minLen: wn.MinLen, maxLen: wn.MaxLen, trie: wn.Trie, anyOf: wn.AnyOf}
-		if n.kind > kAnyOf || (n.kind == kObject && n.props == nil && !isNode(n.addl)) || (n.kind == kArray && !isNode(n.items)) ||
+			minItems: wn.MinItems, maxItems: wn.MaxItems, minLen: wn.MinLen, maxLen: wn.MaxLen, trie: wn.Trie, anyOf: wn.AnyOf, dfa: wn.DFA}
+		if n.kind > kDFA || (n.kind == kDFA && (n.dfa < 0 || int(n.dfa) >= len(w.DFAs))) || (n.kind == kObject && n.props == nil && !isNode(n.addl)) || (n.kind == kArray && !isNode(n.items)) ||
 			(n.kind == kLiteral && !isTrie(n.trie)) {
 			return fmt.Errorf("grammar: a corrupt node")
 		}
@@ -112,6 +132,26 @@ func (g *Grammar) UnmarshalJSON(b []byte) error {
 			n.alts = append(n.alts, sets)
 		}
 		ng.nodes = append(ng.nodes, n)
+	}
+	for _, ws := range w.DFAs {
+		var d dfa
+		for _, st := range ws {
+			if len(st.Sets) != len(st.To) {
+				return fmt.Errorf("grammar: a corrupt automaton")
+			}
+			ds := dstate{final: st.Final}
+			for i := range st.Sets {
+				if st.To[i] < 0 || int(st.To[i]) >= len(ws) {
+					return fmt.Errorf("grammar: a corrupt automaton")
+				}
+				ds.edges = append(ds.edges, dedge{set: st.Sets[i], to: st.To[i]})
+			}
+			d.states = append(d.states, ds)
+		}
+		if len(d.states) == 0 {
+			return fmt.Errorf("grammar: an empty automaton")
+		}
+		ng.dfas = append(ng.dfas, d)
 	}
 	for _, wt := range w.Tries {
 		if len(wt.Bytes) != len(wt.To) {

@@ -9,7 +9,7 @@ import (
 // TestWireRoundTrip: a grammar read back from its JSON form writes the same form,
 // keeps its key, and accepts and refuses the same outputs.
 func TestWireRoundTrip(t *testing.T) {
-	person := `{"type":"object","properties":{"name":{"type":"string","maxLength":8},"born":{"type":"string","format":"date"},"kind":{"enum":["a","b",null]},"tags":{"type":"array","items":{"anyOf":[{"type":"string"},{"type":"number"}]},"maxItems":2}},"required":["name"],"additionalProperties":false}`
+	person := `{"type":"object","properties":{"name":{"type":"string","maxLength":8},"born":{"type":"string","format":"date"},"kind":{"enum":["a","b",null]},"tags":{"type":"array","items":{"anyOf":[{"type":"string"},{"type":"number"}]},"maxItems":2},"age":{"type":"integer","minimum":-3,"maximum":120,"multipleOf":3},"code":{"type":"string","pattern":"^[A-Z]{2}-\\d+$","maxLength":6}},"required":["name"],"additionalProperties":false}`
 	grammars := map[string]*Grammar{
 		"object": JSONObject(),
 		"value":  JSONValue(),
@@ -17,7 +17,8 @@ func TestWireRoundTrip(t *testing.T) {
 		"tool":   mustCompile(t, person).Wrap("<tool_call>", "</tool_call>"),
 	}
 	outputs := []string{`{"a":[1,{"b":null}]}`, `{"name":"Ann","born":"2020-01-31","tags":["x",2]}`, `{"name":"too long a name"}`,
-		`<tool_call>{"name":"x","kind":null}</tool_call>`, `{"born":"2020-13-01"`, `[1,2]`, `"s"`, `{"name":"Ann","kind":"c"}`}
+		`<tool_call>{"name":"x","kind":null}</tool_call>`, `{"born":"2020-13-01"`, `[1,2]`, `"s"`, `{"name":"Ann","kind":"c"}`,
+		`{"name":"A","age":-3,"code":"AB-12"}`, `{"name":"A","age":121}`, `{"name":"A","age":4}`, `{"name":"A","code":"AB-1234"}`}
 	for name, g := range grammars {
 		b, err := json.Marshal(g)
 		if err != nil {
