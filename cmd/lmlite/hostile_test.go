@@ -286,21 +286,21 @@ func (h *hostileServer) startProc(cfgPath string) *lmliteProc {
 		<-p.done
 		if t.Failed() {
 			b, _ := os.ReadFile(p.log)
-			t.Logf("%s: %s", p.log, firstError(b))
+			t.Logf("%s: %s", p.log, whyDied(b))
 		}
 	})
 	return p
 }
 
-// firstError is the part of a server log that says why it died (a fatal error or a
+// whyDied is the part of a server log that says why it died (a fatal error or a
 // panic and the frames after it), or its end.
-func firstError(b []byte) []byte {
+func whyDied(b []byte) []byte {
 	for _, m := range []string{"fatal error:", "panic:", "WARNING: DATA RACE"} {
 		if i := bytes.Index(b, []byte(m)); i >= 0 {
 			return b[i:min(len(b), i+2000)]
 		}
 	}
-	return tail(b, 1500)
+	return lastBytes(b, 1500)
 }
 
 // waitReady waits for /readyz, or reports that the process ended.
@@ -359,11 +359,11 @@ func (h *hostileServer) ensureAlive(t *testing.T) {
 		h.p.done <- nil
 	}
 	b, _ := os.ReadFile(h.p.log)
-	t.Errorf("the server did not survive: %v; its log:\n%s", err, firstError(b))
+	t.Errorf("the server did not survive: %v; its log:\n%s", err, whyDied(b))
 	h.start(t)
 }
 
-func tail(b []byte, n int) []byte {
+func lastBytes(b []byte, n int) []byte {
 	if len(b) > n {
 		return b[len(b)-n:]
 	}
@@ -417,9 +417,9 @@ func (h *hostileServer) doH(t *testing.T, method, path, key string, body io.Read
 	return resp.StatusCode, resp.Header, string(b)
 }
 
-// rateLimited is the tight plan's own refusal (requests/s or in flight), which the
+// planLimited is the tight plan's own refusal (requests/s or in flight), which the
 // hostile tenant waits out when the case is about something else.
-func rateLimited(code int, body string) bool {
+func planLimited(code int, body string) bool {
 	return code == 429 && strings.Contains(body, "rate limit reached for")
 }
 
@@ -428,13 +428,13 @@ func rateLimited(code int, body string) bool {
 func (h *hostileServer) hostileDo(t *testing.T, key, method, path, body string, header ...string) (int, string) {
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(250 * time.Millisecond) {
 		code, b := h.do(t, method, path, key, body, header...)
-		if !rateLimited(code, b) || time.Now().After(deadline) {
+		if !planLimited(code, b) || time.Now().After(deadline) {
 			return code, b
 		}
 	}
 }
 
-type latency struct{ p50, p99 time.Duration }
+type probeStats struct{ p50, p99 time.Duration }
 
 // probeWithin bounds one latency measurement.
 const probeWithin = 20 * time.Second
@@ -442,7 +442,7 @@ const probeWithin = 20 * time.Second
 // probeLatency sends the probe's 16-token requests one after another and returns
 // their p50 and p99; a probe request that fails is an error (the probe is never
 // refused for what another tenant does).
-func (h *hostileServer) probeLatency(t *testing.T) latency {
+func (h *hostileServer) probeLatency(t *testing.T) probeStats {
 	t.Helper()
 	n := h.sizes.probeSamples
 	ds := make([]time.Duration, 0, n)
@@ -469,7 +469,7 @@ func (h *hostileServer) probeLatency(t *testing.T) latency {
 		n = len(ds)
 	}
 	slices.Sort(ds)
-	return latency{p50: ds[(n-1)/2], p99: ds[int(math.Ceil(0.99*float64(n)))-1]}
+	return probeStats{p50: ds[(n-1)/2], p99: ds[int(math.Ceil(0.99*float64(n)))-1]}
 }
 
 // loopErrs collects a loop's failures: the first of each kind is reported, with how
@@ -500,9 +500,9 @@ func (e *loopErrs) report(t *testing.T) {
 	}
 }
 
-// loop runs f again and again, every `every`, until the returned stop is called
+// hostileLoop runs f again and again, every `every`, until the returned stop is called
 // (which waits for the last run and reports the loop's failures).
-func loop(t *testing.T, every time.Duration, f func(i int, e *loopErrs)) (stop func()) {
+func hostileLoop(t *testing.T, every time.Duration, f func(i int, e *loopErrs)) (stop func()) {
 	e := &loopErrs{}
 	quit := make(chan struct{})
 	done := make(chan struct{})
@@ -558,12 +558,12 @@ func cyclicSchemas(t *testing.T, h *hostileServer) func() {
 		}
 	}
 	// Beside the probe: the shapes again, in a loop.
-	return loop(t, 300*time.Millisecond, func(i int, e *loopErrs) {
+	return hostileLoop(t, 300*time.Millisecond, func(i int, e *loopErrs) {
 		if _, dead := h.exited(); dead {
 			return
 		}
 		name := names[i%len(names)]
-		if code, b := h.do(t, "POST", "/v1/chat/completions", h.hostile, body(shapes[name], i%2 == 0)); code != 400 && !rateLimited(code, b) {
+		if code, b := h.do(t, "POST", "/v1/chat/completions", h.hostile, body(shapes[name], i%2 == 0)); code != 400 && !planLimited(code, b) {
 			e.add(name, "schema %s: %d %.200s, want 400", name, code, b)
 		}
 	})
@@ -782,7 +782,7 @@ func bigPrompts(t *testing.T, h *hostileServer) func() {
 	codes := burst()
 	t.Logf("first burst: %v", codes)
 	check(func(_, format string, args ...any) { t.Errorf(format, args...) }, codes, "the first")
-	stop := loop(t, time.Second, func(i int, e *loopErrs) {
+	stop := hostileLoop(t, time.Second, func(i int, e *loopErrs) {
 		if i > 0 {
 			check(e.add, burst(), "a later")
 		}
@@ -881,20 +881,20 @@ func keepAliveZero(t *testing.T, h *hostileServer) func() {
 	var mu sync.Mutex
 	seen := map[string]int{}
 	ok := 0
-	stopPoll := loop(t, 20*time.Millisecond, func(int, *loopErrs) {
+	stopPoll := hostileLoop(t, 20*time.Millisecond, func(int, *loopErrs) {
 		s := state()
 		mu.Lock()
 		seen[s]++
 		mu.Unlock()
 	})
-	stopHostile := loop(t, 550*time.Millisecond, func(_ int, e *loopErrs) {
+	stopHostile := hostileLoop(t, 550*time.Millisecond, func(_ int, e *loopErrs) {
 		code, b := h.do(t, "POST", "/v1/completions", h.hostile, `{"model":"stories","prompt":"hi","max_tokens":4,"lmlite":{"keep_alive":"0s"}}`)
 		switch {
 		case code == 200:
 			mu.Lock()
 			ok++
 			mu.Unlock()
-		case rateLimited(code, b):
+		case planLimited(code, b):
 		case code >= 400 && code < 500:
 			// a plan that may not shorten keep_alive may be told so
 		default:
@@ -918,7 +918,7 @@ func keepAliveZero(t *testing.T, h *hostileServer) func() {
 }
 
 // Finding 6: a fresh schema of 64 optional properties per request, from the hostile
-// tenant, beside the probe: the probe's latency is the measure; the hostile tenant's
+// tenant, beside the probe: the probe's probeStats is the measure; the hostile tenant's
 // requests end (200, or a 4xx when its grammar budget runs out), never a 5xx.
 func grammarSixtyFour(t *testing.T, h *hostileServer) func() {
 	rng := rand.New(rand.NewPCG(30, 6))
@@ -935,7 +935,7 @@ func grammarSixtyFour(t *testing.T, h *hostileServer) func() {
 	}
 	var mu sync.Mutex
 	codes := map[int]int{}
-	stop := loop(t, 250*time.Millisecond, func(_ int, e *loopErrs) {
+	stop := hostileLoop(t, 250*time.Millisecond, func(_ int, e *loopErrs) {
 		code, b := h.do(t, "POST", "/v1/chat/completions", h.hostile, body())
 		mu.Lock()
 		codes[code]++
@@ -988,7 +988,7 @@ func filesPastLimits(t *testing.T, h *hostileServer) func() {
 		var answers []int
 		for i := 0; i < 6 && refused == 0; i++ {
 			code, b := h.uploadRaw(t, h.hostile, mb)
-			for rateLimited(code, b) {
+			for planLimited(code, b) {
 				time.Sleep(500 * time.Millisecond)
 				code, b = h.uploadRaw(t, h.hostile, mb)
 			}
@@ -1007,7 +1007,7 @@ func filesPastLimits(t *testing.T, h *hostileServer) func() {
 		}
 	}
 	// Beside the probe: uploads past the quota, again and again.
-	return loop(t, 600*time.Millisecond, func(_ int, e *loopErrs) {
+	return hostileLoop(t, 600*time.Millisecond, func(_ int, e *loopErrs) {
 		if code, b := h.uploadRaw(t, h.hostile, strings.Repeat("x", 100_000)); code >= 500 || code == 0 {
 			e.add(strconv.Itoa(code), "an upload past the quota: %d %.200s", code, b)
 		}
@@ -1045,7 +1045,7 @@ func bigHeaders(t *testing.T, h *hostileServer) func() {
 	}
 	code, b := send()
 	check(func(_, format string, args ...any) { t.Errorf(format, args...) }, code, b)
-	stop := loop(t, 100*time.Millisecond, func(_ int, e *loopErrs) {
+	stop := hostileLoop(t, 100*time.Millisecond, func(_ int, e *loopErrs) {
 		code, b := send()
 		check(e.add, code, b)
 	})
@@ -1071,8 +1071,8 @@ func usageOverflow(t *testing.T, h *hostileServer) func() {
 	}
 	code, b := h.hostileDo(t, h.hostile, "GET", path, "")
 	check(func(_, format string, args ...any) { t.Errorf(format, args...) }, code, b)
-	return loop(t, 200*time.Millisecond, func(_ int, e *loopErrs) {
-		if code, b := h.do(t, "GET", path, h.hostile, ""); !rateLimited(code, b) {
+	return hostileLoop(t, 200*time.Millisecond, func(_ int, e *loopErrs) {
+		if code, b := h.do(t, "GET", path, h.hostile, ""); !planLimited(code, b) {
 			check(e.add, code, b)
 		}
 	})
