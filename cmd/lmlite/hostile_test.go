@@ -918,7 +918,7 @@ func keepAliveZero(t *testing.T, h *hostileServer) func() {
 }
 
 // Finding 6: a fresh schema of 64 optional properties per request, from the hostile
-// tenant, beside the probe: the probe's probeStats is the measure; the hostile tenant's
+// tenant, beside the probe: the probe's latency is the measure; the hostile tenant's
 // requests end (200, or a 4xx when its grammar budget runs out), never a 5xx.
 func grammarSixtyFour(t *testing.T, h *hostileServer) func() {
 	rng := rand.New(rand.NewPCG(30, 6))
