@@ -83,16 +83,17 @@ const (
 
 // hostileSizes are the bounded and long forms' sizes.
 type hostileSizes struct {
-	probeSamples int // sequential probe requests per measurement
+	probeSamples int           // sequential probe requests per measurement, at least
+	probeFor     time.Duration // and for at least this long (a fast probe: more samples)
 	bigPrompts   int // concurrent 1 MB prompts per burst
 	batchLines   int // lines of the spoofed batch
 }
 
 func hostileSizesFor(long bool) hostileSizes {
 	if long {
-		return hostileSizes{probeSamples: 200, bigPrompts: 20, batchLines: 64}
+		return hostileSizes{probeSamples: 200, probeFor: 10 * time.Second, bigPrompts: 20, batchLines: 64}
 	}
-	return hostileSizes{probeSamples: 40, bigPrompts: 10, batchLines: 16}
+	return hostileSizes{probeSamples: 40, probeFor: 3 * time.Second, bigPrompts: 10, batchLines: 16}
 }
 
 // hostileCase is one hostile behaviour: start begins it (asserting what the hostile
@@ -118,7 +119,7 @@ func TestHostileTenants(t *testing.T) {
 	}
 	base := h.probeLatency(t)
 	t.Logf("probe alone at start: p50 %v p99 %v over %d requests; latency bound: 2 × p99 alone + %v",
-		base.p50, base.p99, h.sizes.probeSamples, latencyFloor)
+		base.p50, base.p99, base.n, latencyFloor)
 
 	cases := []hostileCase{
 		{name: "cyclic_ref_schemas", start: cyclicSchemas},
@@ -139,10 +140,11 @@ func TestHostileTenants(t *testing.T) {
 			if c.noLatency == "" {
 				bound := 2*alone.p99 + latencyFloor
 				lat := h.probeLatency(t)
-				t.Logf("probe alone: p50 %v p99 %v; beside the hostile tenant: p50 %v p99 %v (bound %v)", alone.p50, alone.p99, lat.p50, lat.p99, bound)
+				t.Logf("probe alone: p50 %v p99 %v (%d requests); beside the hostile tenant: p50 %v p99 %v (%d; bound %v)",
+					alone.p50, alone.p99, alone.n, lat.p50, lat.p99, lat.n, bound)
 				if lat.p99 > bound { // once more, for a noisy neighbour on the machine
 					lat = h.probeLatency(t)
-					t.Logf("measured again beside it: p50 %v p99 %v", lat.p50, lat.p99)
+					t.Logf("measured again beside it: p50 %v p99 %v (%d)", lat.p50, lat.p99, lat.n)
 				}
 				if lat.p99 > bound {
 					t.Errorf("the probe's p99 %v beside the hostile tenant is over 2 × its p99 alone %v + %v", lat.p99, alone.p99, latencyFloor)
@@ -434,7 +436,10 @@ func (h *hostileServer) hostileDo(t *testing.T, key, method, path, body string, 
 	}
 }
 
-type probeStats struct{ p50, p99 time.Duration }
+type probeStats struct {
+	p50, p99 time.Duration
+	n        int // requests measured
+}
 
 // probeWithin bounds one latency measurement.
 const probeWithin = 20 * time.Second
@@ -450,7 +455,8 @@ func (h *hostileServer) probeLatency(t *testing.T) probeStats {
 	var first string
 	// Bounded in time too: a server that stalls the probe for seconds a request has
 	// failed already, and the suite must end.
-	for deadline := time.Now().Add(probeWithin); len(ds) < n && time.Now().Before(deadline); {
+	start := time.Now()
+	for deadline := start.Add(probeWithin); (len(ds) < n || time.Since(start) < h.sizes.probeFor) && len(ds) < 4000 && time.Now().Before(deadline); {
 		t0 := time.Now()
 		code, body := h.do(t, "POST", "/v1/completions", h.probe, probeBody)
 		ds = append(ds, time.Since(t0))
@@ -466,10 +472,10 @@ func (h *hostileServer) probeLatency(t *testing.T) probeStats {
 	}
 	if len(ds) < n {
 		t.Logf("only %d of %d probe requests within %v", len(ds), n, probeWithin)
-		n = len(ds)
 	}
+	n = len(ds)
 	slices.Sort(ds)
-	return probeStats{p50: ds[(n-1)/2], p99: ds[int(math.Ceil(0.99*float64(n)))-1]}
+	return probeStats{p50: ds[(n-1)/2], p99: ds[int(math.Ceil(0.99*float64(n)))-1], n: n}
 }
 
 // loopErrs collects a loop's failures: the first of each kind is reported, with how
@@ -782,10 +788,8 @@ func bigPrompts(t *testing.T, h *hostileServer) func() {
 	codes := burst()
 	t.Logf("first burst: %v", codes)
 	check(func(_, format string, args ...any) { t.Errorf(format, args...) }, codes, "the first")
-	stop := hostileLoop(t, time.Second, func(i int, e *loopErrs) {
-		if i > 0 {
-			check(e.add, burst(), "a later")
-		}
+	stop := hostileLoop(t, time.Second, func(_ int, e *loopErrs) {
+		check(e.add, burst(), "a later")
 	})
 	return func() {
 		stop()
