@@ -206,7 +206,7 @@ admin_key_env: LMLITE_HOSTILE_ADMIN_KEY
 ledger: {sync: process}
 max_in_flight: 64
 ` + top.String() + `models:
-  - {id: ` + hostileModel + `, path: ` + filepath.Join(h.dir, "stories260K.gguf") + `, max_model_len: 512, max_concurrency: 16, idle_timeout: 10m, prompt_usd_per_1k: ` +
+  - {id: ` + hostileModel + `, path: ` + filepath.Join(h.dir, "stories260K.gguf") + `, max_model_len: 512, max_concurrency: 32, idle_timeout: 10m, prompt_usd_per_1k: ` +
 		strconv.FormatFloat(hostilePromptPer1K, 'f', -1, 64) + `, completion_usd_per_1k: ` + strconv.FormatFloat(hostileCompletionPer1K, 'f', -1, 64) + `}
 plans:
   open: {}
@@ -801,13 +801,15 @@ func bigPrompts(t *testing.T, h *hostileServer) func() {
 
 // Finding 4: a streaming client that stops reading (a small receive buffer, never
 // read) loses its slot after the write deadline: its tenant (2 in flight) may send
-// again. Each stream asks for n=4 choices of 400 tokens with 20 top logprobs each:
-// megabytes of events, more than the sockets' buffers hold.
+// again. The two streams ask for n=8 choices (the most) of 460 tokens with 20 top
+// logprobs each: about 5 MB of events, more than the sockets' buffers hold (the server's send
+// buffer grows to tcp_wmem's maximum, 4 MiB by default).
 func stalledStreams(t *testing.T, h *hostileServer) func() {
 	h.need(t, "write_timeout")
-	body := `{"model":"stories","messages":[{"role":"user","content":"hi"}],"max_tokens":400,"n":4,"logprobs":true,"top_logprobs":20,"stream":true}`
 	var conns []net.Conn
-	openStalled := func() {
+	openStalled := func(n int) {
+		body := `{"model":"stories","messages":[{"role":"user","content":"hi"}],"max_tokens":460,"n":` + strconv.Itoa(n) +
+			`,"logprobs":true,"top_logprobs":20,"stream":true}`
 		d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
 			var serr error
 			c.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
@@ -823,8 +825,8 @@ func stalledStreams(t *testing.T, h *hostileServer) func() {
 			h.addr, h.hostile, len(body), body)
 		time.Sleep(600 * time.Millisecond) // within 2 requests/s
 	}
-	openStalled()
-	openStalled()
+	openStalled(8)
+	openStalled(8)
 	closeAll := func() {
 		for _, c := range conns {
 			c.Close()
@@ -844,7 +846,7 @@ func stalledStreams(t *testing.T, h *hostileServer) func() {
 	}
 	t0 := time.Now()
 	// …until the write deadline frees them (the generation itself takes a while).
-	within := streamWriteTimeout + 15*time.Second
+	within := streamWriteTimeout + 30*time.Second
 	freed := false
 	for time.Since(t0) < within && !freed {
 		time.Sleep(600 * time.Millisecond)
@@ -857,9 +859,10 @@ func stalledStreams(t *testing.T, h *hostileServer) func() {
 	} else {
 		t.Errorf("the stalled streams still hold their slots after %v (the last answer: %s)", within, last)
 	}
-	// Beside the probe: two more stalled streams, kept open.
-	openStalled()
-	openStalled()
+	// Beside the probe: two more stalled streams (smaller: their generation is not the
+	// point), kept open.
+	openStalled(4)
+	openStalled(4)
 	return closeAll
 }
 
