@@ -55,14 +55,13 @@ const streamWriteTimeout = time.Second
 // Configuration keys that other changes of issue 30 add. The config is decoded
 // strictly, so a server that does not know a key refuses to start: the suite then
 // starts without it, and the cases that need it fail, naming it (hostileServer.need).
-// write_timeout is h30d's name (on its branch); the file quota's names are guesses
-// made before h30f's change existed: fix them here at the merge.
+// The names are those of main after issue 30's merges (a3518df).
 var hostileOptionalKeys = []optionalKey{
-	// Finding 4 (h30d, committed on its branch as write_timeout): the write deadline.
+	// Finding 4 (h30d): the write deadline.
 	{key: "write_timeout", top: true, value: streamWriteTimeout.String(), owner: "h30d, finding 4"},
 	// Finding 7 (h30f): the tight plan's file quotas.
-	{key: "file_quota_bytes", value: "3000000", owner: "h30f, finding 7"},
-	{key: "file_quota_count", value: "8", owner: "h30f, finding 7"},
+	{key: "files_max_bytes", value: "3000000", owner: "h30f, finding 7"},
+	{key: "files_max_count", value: "8", owner: "h30f, finding 7"},
 }
 
 // optionalKey is a config line the suite writes if the server knows it: at the top
@@ -414,10 +413,11 @@ func (h *hostileServer) doH(t *testing.T, method, path, key string, body io.Read
 	return resp.StatusCode, resp.Header, string(b)
 }
 
-// planLimited is the tight plan's own refusal (requests/s or in flight), which the
-// hostile tenant waits out when the case is about something else.
+// planLimited is the tight plan's own refusal (requests/s or in flight; uploads or
+// batch creates per minute), which the hostile tenant waits out when the case is about
+// something else.
 func planLimited(code int, body string) bool {
-	return code == 429 && strings.Contains(body, "rate limit reached for")
+	return code == 429 && strings.Contains(body, "rate limit reached")
 }
 
 // hostileDo sends a request of the hostile tenant, waiting out its plan's rate limit
@@ -988,7 +988,7 @@ func filesPastLimits(t *testing.T, h *hostileServer) func() {
 		}
 	}
 	// Uploads of 1 MB until refused: the plan allows 3,000,000 bytes.
-	if h.need(t, "file_quota_bytes") {
+	if h.need(t, "files_max_bytes") {
 		mb := strings.Repeat(`{"custom_id":"x","method":"POST","url":"/v1/completions","body":{"model":"stories","prompt":"hi","max_tokens":1}}`+"\n", 1_000_000/110)
 		refused := 0
 		var answers []int
