@@ -770,9 +770,11 @@ func bigPrompts(t *testing.T, h *hostileServer) func() {
 		return codes
 	}
 	check := func(errorf func(kind, format string, args ...any), codes map[int]int, which string) {
-		n := h.sizes.bigPrompts
-		if codes[429] < n-2 {
-			errorf("few429", "%s burst of %d 1 MB prompts: answers %v, want at least %d 429s (2 requests/s, 2 in flight)", which, n, codes, n-2)
+		// The plan admits 2 at once and 2 a second; a prompt admitted is a cheap 400
+		// (over the context) and frees its slot at once, and a cheap check of the
+		// prompt's bytes may come first, so only "some 429s, no 200, no 5xx" is sure.
+		if codes[429] == 0 {
+			errorf("no429", "%s burst of %d 1 MB prompts: answers %v, want 429s (2 requests/s, 2 in flight)", which, h.sizes.bigPrompts, codes)
 		}
 		for code, k := range codes {
 			if code != 429 && code != 400 && code != 413 {
