@@ -195,6 +195,9 @@ func (j *job) makePlan(m *model) plan {
 		if p.err = j.planFeatures(m, &p); p.err != nil {
 			return p
 		}
+		if p.err = j.checkTokenIDs(m); p.err != nil {
+			return p
+		}
 		toks, aerr := j.promptTokens(m)
 		if aerr != nil {
 			p.err = aerr
@@ -243,7 +246,15 @@ func (j *job) promptTokens(m *model) ([]int32, *apiError) {
 	f := &j.in.feat
 	ct, capped := j.s.eng.(CappedTokenizer)
 	limit := j.s.limit(m) - 1
+	if j.in.promptIDs != nil { // the prompt is tokens already (checkTokenIDs)
+		if limit > 0 && len(j.in.promptIDs) > limit {
+			err = engine.ErrPromptOverLimit
+		} else {
+			toks = j.in.promptIDs
+		}
+	}
 	switch {
+	case toks != nil || err != nil:
 	case capped && limit > 0 && j.in.kind == kindChat:
 		toks, err = ct.ChatTokensCapped(m.id, j.in.msgs, f.tools, limit) // every text of the request stays plain text
 	case capped && limit > 0:

@@ -760,3 +760,12 @@ func (p *Pool) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descWorkerUp, prometheus.GaugeValue, up, id)
 	}
 }
+
+// CheckTokenIDs is Block.CheckTokenIDs, done in the parent.
+func (p *Pool) CheckTokenIDs(modelID string, ids []int32, control bool) (int, error) {
+	m, ok := p.models[modelID]
+	if !ok {
+		return -1, fmt.Errorf("%w: %q", engine.ErrUnknownModel, modelID)
+	}
+	return m.prep.CheckTokenIDs(ids, control)
+}
