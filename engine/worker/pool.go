@@ -769,3 +769,9 @@ func (p *Pool) CheckTokenIDs(modelID string, ids []int32, control bool) (int, er
 	}
 	return m.prep.CheckTokenIDs(ids, control)
 }
+
+// ToolsNative is Block.ToolsNative, answered in the parent.
+func (p *Pool) ToolsNative(modelID string) bool {
+	m, ok := p.models[modelID]
+	return ok && m.prep.ToolsNative()
+}
