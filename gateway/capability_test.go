@@ -18,7 +18,8 @@ import (
 // startCapabilityServer serves, for "auto" (balanced: balanced, then fast), in the
 // balanced tier the stories model (512 tokens, a template without tools) and a
 // generated one with ChatML (no tools; 2,048 tokens), ranked in that order, and in
-// the fast tier a generated model with Qwen's template (tools; 2,048 tokens).
+// the fast tier a generated model with Qwen's template (tools; 2,048 tokens), the
+// one that embeds.
 func startCapabilityServer(t *testing.T) *engineServer {
 	t.Helper()
 	src, err := os.ReadFile(filepath.Join("..", "engine", "testdata", "families", "qwen.jinja"))
@@ -37,7 +38,7 @@ func startCapabilityServer(t *testing.T) *engineServer {
 ledger: {sync: process}
 models:
   - {id: story, path: $STORIES, max_model_len: 512}
-  - {id: toolsm, path: `+path+`, max_model_len: 2048}
+  - {id: toolsm, path: `+path+`, max_model_len: 2048, embeddings: true}
   - {id: plain, path: `+plain+`, max_model_len: 2048}
 tiers:
   balanced: [{model: story, quality: 0.9}, {model: plain, quality: 0.6}]
@@ -90,5 +91,25 @@ func TestAutoRoutesByWhatTheRequestNeeds(t *testing.T) {
 	none.ToolChoice = openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String("none")}
 	if got := servedBy(t, c, none); got == "toolsm" {
 		t.Errorf("auto with tool_choice none served by %q, want a balanced model", got)
+	}
+}
+
+// TestAutoEmbeddingsTakesAModelThatEmbeds: /v1/embeddings with model "auto" is served
+// by a model that embeds, skipping those that only generate; with none it is a 400
+// naming model.
+func TestAutoEmbeddingsTakesAModelThatEmbeds(t *testing.T) {
+	es := startCapabilityServer(t)
+	resp, err := es.client.Embeddings.New(context.Background(), openai.EmbeddingNewParams{Model: "auto",
+		Input: openai.EmbeddingNewParamsInputUnion{OfString: openai.String("the sea")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Model != "toolsm" || len(resp.Data) != 1 {
+		t.Errorf("auto embeddings from %q: %+v", resp.Model, resp)
+	}
+	ts := startServer(t, testConfig, newFakeEngine())
+	r, body := ts.post("/v1/embeddings", ts.keys["acme"], `{"model":"auto","input":"x"}`)
+	if e := parseErr(t, body); r.StatusCode != 400 || e.Error.Param == nil || *e.Error.Param != "model" {
+		t.Errorf("auto embeddings with no model that embeds: %d %s", r.StatusCode, body)
 	}
 }
