@@ -195,6 +195,22 @@ func TestLogitBiasWithTheEngine(t *testing.T) {
 	if err != nil || strings.TrimSpace(cr.Choices[0].Text) != strings.TrimSpace(strings.Repeat(piece, 4)) {
 		t.Errorf("completions with +100: %v %+v", err, cr)
 	}
+	// Batch-invariant: with a seed and a milder bias, choice 0 of n = 3 (run beside
+	// the others) is the request alone, token for token.
+	mild := openai.ChatCompletionNewParams{Model: "tiny", Messages: user("Tell me a story"), MaxTokens: openai.Int(12),
+		Temperature: openai.Float(0.9), Seed: openai.Int(11), LogitBias: map[string]int64{strconv.Itoa(int(id)): 4}}
+	alone, err := es.client.Chat.Completions.New(ctx, mild)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mild.N = openai.Int(3)
+	batched, err := es.client.Chat.Completions.New(ctx, mild)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if batched.Choices[0].Message.Content != alone.Choices[0].Message.Content {
+		t.Errorf("with logit_bias, choice 0 of 3 %q, alone %q", batched.Choices[0].Message.Content, alone.Choices[0].Message.Content)
+	}
 	// A control token: a positive bias is refused, a negative one taken.
 	eos := strconv.Itoa(int(tok.EOS()))
 	p.LogitBias = map[string]int64{eos: 5}
