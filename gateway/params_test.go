@@ -218,6 +218,13 @@ func TestLogitBiasWithTheEngine(t *testing.T) {
 	if got := sdkParam(t, err); got != "logit_bias" {
 		t.Errorf("positive bias on EOS: param %q", got)
 	}
+	if bos := tok.BOS(); bos >= 0 && bos != tok.EOS() {
+		p.LogitBias = map[string]int64{strconv.Itoa(int(bos)): 1}
+		_, err = es.client.Chat.Completions.New(ctx, p)
+		if got := sdkParam(t, err); got != "logit_bias" {
+			t.Errorf("positive bias on BOS: param %q", got)
+		}
+	}
 	p.LogitBias = map[string]int64{eos: -100}
 	if _, err := es.client.Chat.Completions.New(ctx, p); err != nil {
 		t.Errorf("negative bias on EOS: %v", err)

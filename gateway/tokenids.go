@@ -17,7 +17,7 @@ import (
 // (engine.Block.CheckTokenIDs). Without it, logit_bias and token-id prompts are a 400
 // for embedded models.
 type TokenIDChecker interface {
-	CheckTokenIDs(modelID string, ids []int32, control bool) (int, error)
+	CheckTokenIDs(modelID string, ids []int32, check engine.TokenCheck) (int, error)
 }
 
 // maxLogitBias is the most entries logit_bias may hold (OpenAI's limit).
@@ -103,7 +103,7 @@ func (j *job) checkTokenIDs(m *model) *apiError {
 		return badRequest("logit_bias", "the model '"+m.id+"' does not support logit_bias")
 	}
 	if prompt != nil {
-		if i, err := ck.CheckTokenIDs(m.id, prompt, true); err != nil {
+		if i, err := ck.CheckTokenIDs(m.id, prompt, engine.PromptTokens); err != nil {
 			return tokenIDError("prompt["+strconv.Itoa(i)+"]", "prompt", m, err)
 		}
 	}
@@ -114,10 +114,10 @@ func (j *job) checkTokenIDs(m *model) *apiError {
 			pos = append(pos, b.ID)
 		}
 	}
-	if i, err := ck.CheckTokenIDs(m.id, ids, false); err != nil {
+	if i, err := ck.CheckTokenIDs(m.id, ids, engine.AnyToken); err != nil {
 		return tokenIDError("logit_bias["+strconv.Itoa(int(ids[i]))+"]", "logit_bias", m, err)
 	}
-	if i, err := ck.CheckTokenIDs(m.id, pos, true); err != nil {
+	if i, err := ck.CheckTokenIDs(m.id, pos, engine.NoControlToken); err != nil {
 		return tokenIDError("logit_bias["+strconv.Itoa(int(pos[i]))+"]", "logit_bias", m, err)
 	}
 	return nil

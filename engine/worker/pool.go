@@ -762,12 +762,12 @@ func (p *Pool) Collect(ch chan<- prometheus.Metric) {
 }
 
 // CheckTokenIDs is Block.CheckTokenIDs, done in the parent.
-func (p *Pool) CheckTokenIDs(modelID string, ids []int32, control bool) (int, error) {
+func (p *Pool) CheckTokenIDs(modelID string, ids []int32, check engine.TokenCheck) (int, error) {
 	m, ok := p.models[modelID]
 	if !ok {
 		return -1, fmt.Errorf("%w: %q", engine.ErrUnknownModel, modelID)
 	}
-	return m.prep.CheckTokenIDs(ids, control)
+	return m.prep.CheckTokenIDs(ids, check)
 }
 
 // ToolsNative is Block.ToolsNative, answered in the parent.
