@@ -13,6 +13,7 @@ import (
 
 	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/engine/genmodel"
+	"github.com/lmlite/lmlite/tenancy"
 )
 
 // startCapabilityServer serves, for "auto" (balanced: balanced, then fast), in the
@@ -106,6 +107,16 @@ func TestAutoEmbeddingsTakesAModelThatEmbeds(t *testing.T) {
 	}
 	if resp.Model != "toolsm" || len(resp.Data) != 1 {
 		t.Errorf("auto embeddings from %q: %+v", resp.Model, resp)
+	}
+	// An embeddings request's user is kept hashed too.
+	if _, err := es.client.Embeddings.New(context.Background(), openai.EmbeddingNewParams{Model: "toolsm",
+		Input: openai.EmbeddingNewParamsInputUnion{OfString: openai.String("x")}, User: openai.String("bob")}); err != nil {
+		t.Fatal(err)
+	}
+	var users []string
+	es.store.Ledger(func(e tenancy.Entry) error { users = append(users, e.User); return nil })
+	if len(users) != 2 || users[0] != "" || len(users[1]) != 32 {
+		t.Errorf("ledger users %q", users)
 	}
 	ts := startServer(t, testConfig, newFakeEngine())
 	r, body := ts.post("/v1/embeddings", ts.keys["acme"], `{"model":"auto","input":"x"}`)

@@ -145,6 +145,7 @@ func (s *Server) handleEmbeddings(ctx *fasthttp.RequestCtx, reqID string) {
 		s.writeError(ctx, reqID, aerr)
 		return
 	}
+	j.in.p = &commonParams{Model: r.Model, User: r.User} // the ledger keeps user hashed (identifiers.go)
 	if r.Model == "" {
 		s.writeError(ctx, reqID, badRequest("model", "you must provide a model parameter"))
 		return
