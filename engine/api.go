@@ -6,6 +6,7 @@ import (
 
 	"github.com/lmlite/lmlite/engine/chat"
 	"github.com/lmlite/lmlite/engine/grammar"
+	"github.com/lmlite/lmlite/engine/sample"
 	"github.com/lmlite/lmlite/kvcache"
 )
 
@@ -67,10 +68,14 @@ type Sampling struct {
 	RepeatPenalty    float32 // 0 or 1: off
 	PresencePenalty  float32
 	FrequencyPenalty float32
-	RepeatLastN      int    // tokens the penalties look back over; 0: 64
-	Seed             uint64 // the same seed gives the same tokens
-	IgnoreEOS        bool   // never end at an end-of-generation token: run to MaxTokens (or the grammar's end)
+	RepeatLastN      int         // tokens the penalties look back over; 0: 64
+	Seed             uint64      // the same seed gives the same tokens
+	IgnoreEOS        bool        // never end at an end-of-generation token: run to MaxTokens (or the grammar's end)
+	LogitBias        []TokenBias // added to the tokens' logits before sampling (OpenAI's logit_bias; sample.Params.LogitBias)
 }
+
+// TokenBias is one token's logit bias (sample.Bias).
+type TokenBias = sample.Bias
 
 // Message is one chat message: role "system", "user", "assistant" (with ToolCalls
 // when it called tools) or "tool" (a tool's result for ToolCallID, from tool Name).
@@ -98,6 +103,11 @@ type Request struct {
 	Weight    float64  // the tenant's share weight; 0: 1
 	Priority  Priority // interactive before batch
 	CacheSalt string   // prefix-cache salt; "" means shared on purpose
+	// Affinity, when not 0, keeps requests that share it on one replica (the
+	// gateway's hash of a tenant's prompt_cache_key): it takes the replica a
+	// round-robin turn would, unless another replica's prefix cache holds a longer
+	// part of the prompt.
+	Affinity uint64
 
 	// KeepAlive replaces the model's idle timeout once this request ends, until the
 	// next request ends (each request's KeepAlive replaces the last one's): the model

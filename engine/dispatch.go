@@ -160,7 +160,7 @@ func (in *instance) newJob(ctx context.Context, req Request, out *Stream) *job {
 		tokens: append(make([]int32, 0, len(req.Prompt)+maxTokens), req.Prompt...),
 		smp: sample.New(sample.Params{Temperature: s.Temperature, TopK: s.TopK, TopP: s.TopP, MinP: s.MinP,
 			RepeatPenalty: s.RepeatPenalty, PresencePenalty: s.PresencePenalty, FrequencyPenalty: s.FrequencyPenalty,
-			RepeatLastN: s.RepeatLastN, Seed: s.Seed}),
+			RepeatLastN: s.RepeatLastN, Seed: s.Seed, LogitBias: s.LogitBias}),
 		dec:  in.tok.NewDecoder(),
 		stop: sample.NewStopMatcher(req.Stop)}
 	if req.Grammar != nil || req.Logprobs || req.TopLogprobs > 0 || req.PromptLogprobs || s.IgnoreEOS {
@@ -186,11 +186,16 @@ func (in *instance) newJob(ctx context.Context, req Request, out *Stream) *job {
 const promptLogitsBytes = 16 << 20
 
 // pick chooses the replica for a request: the one whose prefix cache holds the
-// longest part of its prompt; ties (no hit anywhere, the usual case) go round-robin.
+// longest part of its prompt; ties (no hit anywhere, the usual case) go round-robin,
+// or to the replica of the request's Affinity when it has one.
 func (in *instance) pick(req Request) *runner {
 	in.mu.Lock()
 	reps, rr := in.replicas, in.rr
-	in.rr++
+	if req.Affinity != 0 {
+		rr = int(req.Affinity % uint64(len(reps)))
+	} else {
+		in.rr++
+	}
 	in.mu.Unlock()
 	best, bestN := reps[rr%len(reps)], 0
 	if len(reps) > 1 && !in.cfg.DisablePrefixCache {

@@ -112,3 +112,6 @@ func (p *Prep) ToolSyntax() toolcall.Syntax { return toolSyntax(p.tok, p.tmpl) }
 func (p *Prep) ToolGrammar(tools []Tool, compile func([]byte) (*grammar.Grammar, error)) (*grammar.Grammar, error) {
 	return toolGrammar(p.ToolSyntax(), tools, compile)
 }
+
+// ToolsNative is Block.ToolsNative for this model.
+func (p *Prep) ToolsNative() bool { return templateHasTools(p.tmpl.Source()) }

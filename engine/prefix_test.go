@@ -133,6 +133,29 @@ func TestReplicaAffinity(t *testing.T) {
 	}
 }
 
+// TestAffinityKeepsRequestsOnOneReplica: requests with the same Affinity (the
+// gateway's prompt_cache_key) and no cached prefix anywhere go to one replica, not
+// round-robin; another affinity may go elsewhere.
+func TestAffinityKeepsRequestsOnOneReplica(t *testing.T) {
+	b := genBlock(t, ModelConfig{MaxModelLen: 128, Replicas: 2}, genmodel.Options{Arch: "llama", Type: "q8_0", Seed: 2})
+	tok, _ := b.Tokenizer("m")
+	seen := map[uint64]map[int]bool{}
+	for i := range 8 {
+		aff := uint64(7 + i/4) // four requests of one key, then four of another
+		r := generate(b, Request{Prompt: promptOf(40, 20+i, tok.VocabSize()), MaxTokens: 2, CacheSalt: "a", Affinity: aff})
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		if seen[aff] == nil {
+			seen[aff] = map[int]bool{}
+		}
+		seen[aff][r.u.Replica] = true
+	}
+	if len(seen[7]) != 1 || len(seen[8]) != 1 || seen[7][0] == seen[8][0] {
+		t.Fatalf("replicas by affinity: %v", seen)
+	}
+}
+
 // TestPrefixCacheKeepsAttentionModesApart: on a model that opts into float32
 // attention from 64 prompt tokens, a request of a short prompt (binary16
 // attention) and one whose prompt starts with it but reaches 64 tokens (float32

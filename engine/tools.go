@@ -430,3 +430,12 @@ func dict(ps ...*pair) any {
 		}
 	})
 }
+
+// ToolsNative reports whether the model's chat template renders tools itself (it
+// reads the tools variable). A model without it still takes tools, through a
+// Hermes-style system prompt (hermesFallback), but follows them less well: the
+// gateway's router prefers models with it for requests with tools.
+func (b *Block) ToolsNative(modelID string) bool {
+	in, ok := b.models[modelID]
+	return ok && templateHasTools(in.tmpl.Source())
+}

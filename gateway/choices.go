@@ -285,7 +285,14 @@ func (j *job) appendChoices(b []byte, id string, outs []choiceOut, u engine.Usag
 			} else {
 				b = jsonenc.AppendString(b, content)
 			}
-			if len(calls) > 0 {
+			if len(calls) > 0 && j.in.feat.legacy { // the functions API's answer: one call
+				finish = "function_call"
+				b = append(b, `,"function_call":{"name":`...)
+				b = jsonenc.AppendString(b, calls[0].Name)
+				b = append(b, `,"arguments":`...)
+				b = jsonenc.AppendString(b, calls[0].Arguments)
+				b = append(b, '}')
+			} else if len(calls) > 0 {
 				b = append(b, `,"tool_calls":[`...)
 				for k, c := range calls {
 					if k > 0 {
@@ -511,6 +518,17 @@ func (j *job) streamChoices(w *bufio.Writer, events iter.Seq[tokenEvent], outs [
 				delta = jsonenc.AppendString(delta, text)
 			case !j.in.feat.parallel && e.Index > 0:
 				continue
+			case j.in.feat.legacy: // the functions API's delta: function_call
+				o.contentOf(e)
+				delta = append(delta, `"function_call":{`...)
+				if e.Name != "" {
+					delta = append(delta, `"name":`...)
+					delta = jsonenc.AppendString(delta, e.Name)
+					delta = append(delta, ',')
+				}
+				delta = append(delta, `"arguments":`...)
+				delta = jsonenc.AppendString(delta, e.Arguments)
+				delta = append(delta, '}')
 			default:
 				o.contentOf(e)
 				delta = append(delta, `"tool_calls":[{"index":`...)
@@ -594,6 +612,9 @@ func (j *job) streamChoices(w *bufio.Writer, events iter.Seq[tokenEvent], outs [
 			finish := finishReason(o.usage.FinishReason)
 			if o.calls > 0 {
 				finish = "tool_calls"
+				if j.in.feat.legacy {
+					finish = "function_call"
+				}
 			}
 			delta = delta[:0]
 			if !chat {

@@ -22,7 +22,17 @@
 //     (best_of, audio, …) is a 400 naming it, in OpenAI's error
 //     shape. features.go reads the OpenAI features: response_format, tools,
 //     tool_choice, parallel_tool_calls, logprobs, top_logprobs, echo and n
-//     (completions' max_tokens 0 with echo scores the prompt: engine.Request.PromptOnly).
+//     (completions' max_tokens 0 with echo scores the prompt: engine.Request.PromptOnly);
+//     the deprecated functions/function_call become tools/tool_choice
+//     (chatRequest.legacyFeatures; the answer then has message.function_call).
+//     logit_bias is checked for its shape here (tokenids.go) and against the chosen
+//     model's vocabulary when planned (job.checkTokenIDs: no positive bias on a
+//     control token), as a completions prompt of token ids is (no control token but
+//     BOS). reasoning_effort and verbosity are checked and do nothing; store and
+//     metadata are accepted; user and safety_identifier reach the ledger entry only
+//     as keyed hashes (identifiers.go); prompt_cache_key is an affinity
+//     (prefix.go, cacheKeyHash: engine.Request.Affinity picks the replica, and
+//     with peers it is the request's prefix key).
 //  4. route.go, Server.routeOf: "model" is a model, "auto" (the plan's default mode)
 //     or "tier:NAME" (fixed); the body's "lmlite" object or X-LMLite-* headers add
 //     mode, tier, max latency and max cost. A model the key may not use (the plan
@@ -64,7 +74,9 @@
 //     the grammar of response_format or of a required/named tool call, and the
 //     model's tool-call syntax; the budget's worst case is n choices), so a
 //     request over every candidate's limit is a 400 naming the limit, money is a
-//     429 insufficient_quota, load a 503.
+//     429 insufficient_quota, load a 503. A request with tools is decided first
+//     over the models whose template renders tools (NativeTools), then, only if
+//     none may serve it, over all (the Hermes-style fallback prompt).
 //  7. run.go, job.run, job.reserve: each attempt reserves the choice's worst case on
 //     the admitted ticket (tenancy.Ticket.Reserve; a choice the money no longer
 //     covers is chosen again with the money left). Then job.launch: the

@@ -14,6 +14,7 @@ import (
 
 	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/internal/jsonenc"
+	"github.com/lmlite/lmlite/policies"
 	"github.com/lmlite/lmlite/tenancy"
 )
 
@@ -91,6 +92,23 @@ func (s *Server) embeds(m *model) bool {
 	return false
 }
 
+// embeddingModel is the model "auto" means for embeddings: of the models the key
+// may use that embed, the one with the lowest prompt price (the first configured
+// among equals); "" if none embeds. Models that only generate are skipped.
+func (s *Server) embeddingModel(pol *policies.Policy) string {
+	best := ""
+	for _, id := range s.order {
+		m := s.models[id]
+		if !s.allowed(pol, id) || !s.embeds(m) {
+			continue
+		}
+		if best == "" || m.price.Cost(1000, 0) < s.models[best].price.Cost(1000, 0) {
+			best = id
+		}
+	}
+	return best
+}
+
 // handleEmbeddings serves POST /v1/embeddings through the same steps as a generation
 // (auth, plan, admission, budget, ledger), billed as prompt tokens.
 func (s *Server) handleEmbeddings(ctx *fasthttp.RequestCtx, reqID string) {
@@ -127,6 +145,7 @@ func (s *Server) handleEmbeddings(ctx *fasthttp.RequestCtx, reqID string) {
 		s.writeError(ctx, reqID, aerr)
 		return
 	}
+	j.in.p = &commonParams{Model: r.Model, User: r.User} // the ledger keeps user hashed (identifiers.go)
 	if r.Model == "" {
 		s.writeError(ctx, reqID, badRequest("model", "you must provide a model parameter"))
 		return
@@ -142,6 +161,14 @@ func (s *Server) handleEmbeddings(ctx *fasthttp.RequestCtx, reqID string) {
 	if aerr != nil {
 		s.writeError(ctx, reqID, aerr)
 		return
+	}
+	if r.Model == "auto" || r.Model == "default" {
+		id := s.embeddingModel(pol)
+		if id == "" {
+			s.writeError(ctx, reqID, badRequest("model", "no model this key may use serves embeddings"))
+			return
+		}
+		r.Model = id
 	}
 	if !s.allowed(pol, r.Model) {
 		s.writeError(ctx, reqID, s.modelNotFound(pol, r.Model))

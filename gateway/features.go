@@ -6,6 +6,7 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"strings"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -59,6 +60,8 @@ type features struct {
 	top      int  // top_logprobs (chat) or logprobs: N (completions)
 	echo     bool // completions: echo the prompt
 	n        int  // choices; ≥ 1
+
+	legacy bool // the tools came as functions (the deprecated API): answer with function_call
 }
 
 // uses reports whether the request needs the engine's Features.
@@ -122,6 +125,9 @@ type toolParam struct {
 // features decodes the chat request's tools, tool_choice, parallel_tool_calls,
 // response_format, logprobs, top_logprobs and n.
 func (r *chatRequest) features(msgs []engine.Message) (features, *apiError) {
+	if !isEmptyList(r.Functions) || !isNull(r.FunctionCall) {
+		return r.legacyFeatures(msgs)
+	}
 	f := features{n: 1, parallel: true}
 	if r.N != nil {
 		f.n = *r.N
@@ -425,3 +431,74 @@ func (f *features) checkSchemas(eng Engine) *apiError {
 // rich reports whether the answer needs respondChoices: several choices, logprobs,
 // tool calls to parse or the prompt echoed.
 func (f *features) rich(parse bool) bool { return f.n > 1 || f.logprobs || parse || f.echo }
+
+// legacyFeatures are the features of a request in the deprecated functions API:
+// functions are tools, and function_call is tool_choice ("none", "auto" or
+// {"name": ...}). Such a request makes at most one call, and its answer has
+// message.function_call (finish_reason "function_call"), as OpenAI answers it.
+// Errors name the legacy fields.
+func (r *chatRequest) legacyFeatures(msgs []engine.Message) (features, *apiError) {
+	q := *r
+	if !isEmptyList(r.Functions) {
+		var fns []jsontext.Value
+		if aerr := strictOf(r.Functions, &fns, "functions"); aerr != nil {
+			return features{}, aerr
+		}
+		tools := []byte{'['}
+		for i, fn := range fns {
+			if i > 0 {
+				tools = append(tools, ',')
+			}
+			tools = append(tools, `{"type":"function","function":`...)
+			tools = append(tools, fn...)
+			tools = append(tools, '}')
+		}
+		q.Tools = append(tools, ']')
+	}
+	q.Functions, q.FunctionCall, q.ToolChoice = nil, nil, nil
+	if !isNull(r.FunctionCall) {
+		var s string
+		if jsonv2.Unmarshal(r.FunctionCall, &s) == nil {
+			if s != "none" && s != "auto" {
+				return features{}, badRequest("function_call", "function_call must be 'none', 'auto' or {\"name\": ...}")
+			}
+			q.ToolChoice = jsontext.Value(`"` + s + `"`)
+		} else {
+			var fc struct {
+				Name string `json:"name"`
+			}
+			if aerr := strictOf(r.FunctionCall, &fc, "function_call"); aerr != nil {
+				return features{}, aerr
+			}
+			if fc.Name == "" {
+				return features{}, badRequest("function_call.name", "function_call names a function: {\"name\": ...}")
+			}
+			b, _ := jsonv2.Marshal(fc.Name)
+			q.ToolChoice = jsontext.Value(`{"type":"function","function":{"name":` + string(b) + `}}`)
+		}
+	}
+	f, aerr := q.features(msgs)
+	if aerr != nil {
+		aerr = legacyNames(aerr)
+	}
+	f.legacy, f.parallel = true, false
+	return f, aerr
+}
+
+// legacyNames renames the fields of an error about the tools translated from the
+// functions API: tools[i].function.x is functions[i].x, tool_choice function_call.
+func legacyNames(e *apiError) *apiError {
+	rename := func(s string) string {
+		if rest, ok := strings.CutPrefix(s, "tool_choice"); ok {
+			return "function_call" + rest
+		}
+		if rest, ok := strings.CutPrefix(s, "tools"); ok {
+			return "functions" + strings.Replace(rest, ".function.", ".", 1)
+		}
+		return s
+	}
+	c := *e
+	c.param = rename(e.param)
+	c.message = strings.ReplaceAll(strings.ReplaceAll(e.message, "tool_choice", "function_call"), "'"+e.param+"'", "'"+c.param+"'")
+	return &c
+}

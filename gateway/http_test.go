@@ -61,7 +61,7 @@ func TestBadRequestsNameTheField(t *testing.T) {
 		{"prompt tokens", "/v1/completions", `{"model": "tiny", "prompt": [1,2,3]}`, "prompt"},
 		{"image content", "/v1/chat/completions", `{"model": "tiny", "messages": [{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}`, "messages[0].content[0].type"},
 		{"tool role without tool_call_id", "/v1/chat/completions", `{"model": "tiny", "messages": [{"role":"tool","content":"x"}]}`, "messages[0].tool_call_id"},
-		{"function role", "/v1/chat/completions", `{"model": "tiny", "messages": [{"role":"function","content":"x"}]}`, "messages[0].role"},
+		{"function role without name", "/v1/chat/completions", `{"model": "tiny", "messages": [{"role":"function","content":"x"}]}`, "messages[0].name"},
 		{"stream_options without stream", "/v1/chat/completions", `{"model": "tiny", "messages": [{"role":"user","content":"x"}], "stream_options": {"include_usage": true}}`, "stream_options"},
 		{"max_tokens 0", "/v1/chat/completions", `{"model": "tiny", "messages": [{"role":"user","content":"x"}], "max_tokens": 0}`, "max_tokens"},
 		{"response_format json", "/v1/chat/completions", `{"model": "tiny", "messages": [{"role":"user","content":"x"}], "response_format": {"type": "json_object"}}`, "response_format"},
@@ -87,10 +87,10 @@ func TestBadRequestsNameTheField(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Errorf("defaults refused: %d %s", resp.StatusCode, body)
 	}
-	// Nothing above reached the ledger except that one and the json_object and echo
-	// with logprobs requests, which the fake model refuses once routed (as a real one
-	// refuses a prompt over its limit), with no usage.
-	if n := len(ts.ledger()); n != 3 {
+	// Nothing above reached the ledger except that one and the json_object, echo
+	// with logprobs and token-id prompt requests, which the fake model refuses once
+	// routed (as a real one refuses a prompt over its limit), with no usage.
+	if n := len(ts.ledger()); n != 4 {
 		t.Errorf("%d ledger entries", n)
 	}
 }

@@ -23,6 +23,7 @@ type input struct {
 
 	msgs        []engine.Message // chat: the messages
 	prompt      string           // completions: the prompt
+	promptIDs   []int32          // completions: the prompt given as token ids (nil: text)
 	promptBytes int
 	sampling    engine.Sampling
 	stop        []string
@@ -74,11 +75,22 @@ func (in *input) parse(k kind, body []byte) *apiError {
 			return aerr
 		}
 		in.comp, in.p = r, &r.commonParams
-		if in.prompt, aerr = r.promptText(); aerr != nil {
+		ids, isIDs, aerr := parsePromptIDs(r.Prompt)
+		if aerr != nil {
 			return aerr
 		}
-		in.promptBytes = len(in.prompt)
+		if isIDs {
+			in.promptIDs, in.promptBytes = ids, 3*len(ids) // estimate reads 3 bytes a token
+		} else {
+			if in.prompt, aerr = r.promptText(); aerr != nil {
+				return aerr
+			}
+			in.promptBytes = len(in.prompt)
+		}
 		in.feat = r.features()
+		if isIDs && in.feat.echo {
+			return badRequest("echo", "echo is not supported with a prompt of token ids")
+		}
 		switch {
 		case r.MaxTokens == nil:
 			in.maxTokens = 16 // OpenAI's default for completions

@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
 	"slices"
 	"sync"
 	"time"
@@ -31,8 +33,14 @@ const (
 
 // prefixKey is the request's prefix key (0: the prompt is shorter than prefixBytes):
 // FNV-1a over the salt, the kind of request and the first prefixBytes bytes of the
-// prompt (chat: each message's role and text, separated by zero bytes).
+// prompt (chat: each message's role and text, separated by zero bytes). A request
+// with a prompt_cache_key has that key's cacheKeyHash instead: the requests of a
+// tenant that share a key go to the process that served the key last, whatever the
+// length of their prompts.
 func prefixKey(pol *policies.Policy, in *input) uint64 {
+	if in.p != nil && in.p.PromptCacheKey != "" {
+		return cacheKeyHash(pol.Tenant, in.p.PromptCacheKey)
+	}
 	salt := pol.Tenant
 	if pol.SharePrefix {
 		salt = ""
@@ -69,6 +77,21 @@ func prefixKey(pol *policies.Policy, in *input) uint64 {
 		return 0
 	}
 	return max(h.h, 1)
+}
+
+// cacheKeyHash is the affinity of a tenant's prompt_cache_key (never 0): the tenant
+// is always hashed with it, whether or not its plan shares the prefix cache, so no
+// two tenants' keys share an affinity by their text. It keeps a key's requests on one
+// replica of a model (engine.Request.Affinity) and, with peers, on one process
+// (prefixKey).
+func cacheKeyHash(tenant, key string) uint64 {
+	h := sha256.New()
+	h.Write([]byte("lmlite/prompt_cache_key\x00"))
+	h.Write([]byte(tenant))
+	h.Write([]byte{0})
+	h.Write([]byte(key))
+	var sum [sha256.Size]byte
+	return max(binary.LittleEndian.Uint64(h.Sum(sum[:0])), 1)
 }
 
 const (

@@ -52,6 +52,31 @@ func TestPrefixKey(t *testing.T) {
 	}
 }
 
+// TestPromptCacheKeyIsThePrefixKey: a request with a prompt_cache_key has the key's
+// hash as its prefix key (so peers route it to the process that served the key),
+// whatever its prompt, short prompts included; never another tenant's, shared prefix
+// cache or not.
+func TestPromptCacheKeyIsThePrefixKey(t *testing.T) {
+	keyed := func(key, text string) *input {
+		return &input{kind: kindChat, p: &commonParams{PromptCacheKey: key}, msgs: []engine.Message{{Role: "user", Content: text}}}
+	}
+	acme, other := &policies.Policy{Tenant: "acme"}, &policies.Policy{Tenant: "other"}
+	shared, sharedOther := &policies.Policy{Tenant: "acme", SharePrefix: true}, &policies.Policy{Tenant: "other", SharePrefix: true}
+	k := prefixKey(acme, keyed("conv-1", "hi"))
+	if k == 0 || k != cacheKeyHash("acme", "conv-1") {
+		t.Fatalf("key %x", k)
+	}
+	if got := prefixKey(acme, keyed("conv-1", strings.Repeat("another prompt ", 40))); got != k {
+		t.Errorf("another prompt, same key: %x, want %x", got, k)
+	}
+	if prefixKey(acme, keyed("conv-2", "hi")) == k || prefixKey(other, keyed("conv-1", "hi")) == k {
+		t.Error("another key or another tenant has the same prefix key")
+	}
+	if prefixKey(shared, keyed("conv-1", "hi")) == prefixKey(sharedOther, keyed("conv-1", "hi")) {
+		t.Error("two tenants sharing the prefix cache share a prompt_cache_key's affinity")
+	}
+}
+
 // TestWarmKeys: a key is warm for warmTTL after it was served, per model, at most
 // warmMax per model (the oldest goes), and a model's keys go when it unloads.
 func TestWarmKeys(t *testing.T) {

@@ -58,8 +58,10 @@ type commonParams struct {
 	Stream           bool           `json:"stream"`
 	StreamOptions    *streamOptions `json:"stream_options"`
 	N                *int           `json:"n"`
-	User             string         `json:"user"`
-	LogitBias        map[string]any `json:"logit_bias"`
+	User             string         `json:"user"`              // kept hashed with the usage record (identifiers.go)
+	SafetyIdentifier string         `json:"safety_identifier"` // kept hashed with the usage record (identifiers.go)
+	PromptCacheKey   string         `json:"prompt_cache_key"`  // an affinity hint: the same key, the same replica (per tenant)
+	LogitBias        jsontext.Value `json:"logit_bias"`
 	LMLite           *lmliteFields  `json:"lmlite"`
 
 	// Sampling extensions (as vLLM names them).
@@ -85,7 +87,8 @@ type chatRequest struct {
 	Audio               jsontext.Value `json:"audio"`
 	Modalities          []string       `json:"modalities"`
 	Prediction          jsontext.Value `json:"prediction"`
-	ReasoningEffort     jsontext.Value `json:"reasoning_effort"`
+	ReasoningEffort     *string        `json:"reasoning_effort"` // accepted; no model here reasons (a no-op)
+	Verbosity           *string        `json:"verbosity"`        // accepted; a no-op
 	WebSearchOptions    jsontext.Value `json:"web_search_options"`
 	Store               *bool          `json:"store"`
 	Metadata            map[string]any `json:"metadata"`
@@ -99,7 +102,20 @@ type chatMessage struct {
 	ToolCalls  jsontext.Value `json:"tool_calls"`
 	ToolCallID string         `json:"tool_call_id"`
 	Refusal    jsontext.Value `json:"refusal"`
+	// FunctionCall is the legacy (functions API) form of one tool call, on an
+	// assistant message; its result comes back in a message with role "function".
+	FunctionCall *legacyCall `json:"function_call"`
 }
+
+// legacyCall is a function call of the deprecated functions API.
+type legacyCall struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// legacyCallID is the tool-call id a legacy function call and its result share when
+// they are rendered as a tool call and a tool message: the functions API has no ids.
+func legacyCallID(name string) string { return "call_" + name }
 
 // completionRequest is the body of POST /v1/completions.
 type completionRequest struct {
@@ -163,8 +179,8 @@ func isEmptyList(r jsontext.Value) bool {
 
 // sampling checks the common sampling parameters and returns the engine's settings.
 // seed is used when the request has none.
-func (p *commonParams) sampling(seed uint64) (engine.Sampling, []string, *apiError) {
-	s := engine.Sampling{Temperature: 1, Seed: seed}
+func (p *commonParams) sampling(seed uint64) (s engine.Sampling, stop []string, aerr *apiError) {
+	s = engine.Sampling{Temperature: 1, Seed: seed}
 	if p.Model == "" {
 		return s, nil, badRequest("model", "you must provide a model parameter")
 	}
@@ -192,8 +208,8 @@ func (p *commonParams) sampling(seed uint64) (engine.Sampling, []string, *apiErr
 	if p.IgnoreEOS != nil {
 		s.IgnoreEOS = *p.IgnoreEOS
 	}
-	if len(p.LogitBias) > 0 {
-		return s, nil, badRequest("logit_bias", "logit_bias is not supported by this server")
+	if s.LogitBias, aerr = parseLogitBias(p.LogitBias); aerr != nil {
+		return s, nil, aerr
 	}
 	if t := p.Temperature; t != nil {
 		if !(*t >= 0 && *t <= 2) {
@@ -225,9 +241,8 @@ func (p *commonParams) sampling(seed uint64) (engine.Sampling, []string, *apiErr
 	if p.StreamOptions != nil && !p.Stream {
 		return s, nil, badRequest("stream_options", "stream_options is only allowed when stream is true")
 	}
-	stop, err := parseStop(p.Stop)
-	if err != nil {
-		return s, nil, err
+	if stop, aerr = parseStop(p.Stop); aerr != nil {
+		return s, nil, aerr
 	}
 	return s, stop, nil
 }
@@ -275,32 +290,43 @@ func maxTokensOf(a, b *int, nameA, nameB string) (int, *apiError) {
 	return n, nil
 }
 
-// unsupported refuses the chat parameters the server does not implement.
+// unsupported refuses the chat parameters the server does not implement, and checks
+// the ones it accepts without acting on them (reasoning_effort, verbosity, store,
+// metadata).
 func (r *chatRequest) unsupported() *apiError {
 	refuse := func(name string) *apiError {
 		return badRequest(name, name+" is not supported by this server")
 	}
 	switch {
-	case !isEmptyList(r.Functions):
-		return refuse("functions")
-	case !isNull(r.FunctionCall) && strings.TrimSpace(string(r.FunctionCall)) != `"none"`:
-		return refuse("function_call")
 	case !isNull(r.Audio):
 		return refuse("audio")
 	case len(r.Modalities) > 1 || (len(r.Modalities) == 1 && r.Modalities[0] != "text"):
 		return refuse("modalities")
 	case !isNull(r.Prediction):
 		return refuse("prediction")
-	case !isNull(r.ReasoningEffort):
-		return refuse("reasoning_effort")
 	case !isNull(r.WebSearchOptions):
 		return refuse("web_search_options")
-	case r.Store != nil && *r.Store:
-		return refuse("store")
+	case !isEmptyList(r.Functions) && !isEmptyList(r.Tools):
+		return badRequest("functions", "functions (deprecated) and tools cannot be given together; use tools")
+	case !isNull(r.FunctionCall) && !isNull(r.ToolChoice):
+		return badRequest("function_call", "function_call (deprecated) and tool_choice cannot be given together; use tool_choice")
+	case r.ReasoningEffort != nil && !oneOf(*r.ReasoningEffort, "none", "minimal", "low", "medium", "high"):
+		return badRequest("reasoning_effort", "reasoning_effort must be none, minimal, low, medium or high")
+	case r.Verbosity != nil && !oneOf(*r.Verbosity, "low", "medium", "high"):
+		return badRequest("verbosity", "verbosity must be low, medium or high")
 	case r.Metadata != nil:
 		return checkAnyMetadata(r.Metadata) // OpenAI's limits, as a batch's (batchquota.go)
 	}
 	return nil
+}
+
+func oneOf(s string, set ...string) bool {
+	for _, x := range set {
+		if s == x {
+			return true
+		}
+	}
+	return false
 }
 
 // messages converts the chat messages for the chat template.
@@ -320,8 +346,11 @@ func (r *chatRequest) messages() ([]engine.Message, int, *apiError) {
 			if m.ToolCallID == "" {
 				return nil, 0, badRequest(field+".tool_call_id", "a message with role 'tool' needs a tool_call_id")
 			}
-		case "function":
-			return nil, 0, badRequest(field+".role", "role 'function' (the deprecated functions API) is not supported by this server; use role 'tool'")
+		case "function": // the functions API's result of a call: a tool message
+			if m.Name == "" {
+				return nil, 0, badRequest(field+".name", "a message with role 'function' needs the function's name")
+			}
+			m.Role, m.ToolCallID = "tool", legacyCallID(m.Name)
 		default:
 			return nil, 0, badRequest(field+".role", "invalid role '"+m.Role+"'")
 		}
@@ -333,6 +362,20 @@ func (r *chatRequest) messages() ([]engine.Message, int, *apiError) {
 			return nil, 0, err
 		}
 		out[i] = engine.Message{Role: m.Role, Content: text, ToolCallID: m.ToolCallID, Name: m.Name}
+		if m.FunctionCall != nil {
+			if m.Role != "assistant" {
+				return nil, 0, badRequest(field+".function_call", "function_call belongs to messages with role 'assistant'")
+			}
+			if !isEmptyList(m.ToolCalls) {
+				return nil, 0, badRequest(field+".function_call", "a message holds function_call or tool_calls, not both")
+			}
+			if m.FunctionCall.Name == "" {
+				return nil, 0, badRequest(field+".function_call.name", "a function call needs a name")
+			}
+			fc := m.FunctionCall
+			out[i].ToolCalls = []engine.ToolCall{{ID: legacyCallID(fc.Name), Name: fc.Name, Arguments: fc.Arguments}}
+			size += len(fc.Name)*2 + len(fc.Arguments)
+		}
 		if !isEmptyList(m.ToolCalls) {
 			if m.Role != "assistant" {
 				return nil, 0, badRequest(field+".tool_calls", "tool_calls belong to messages with role 'assistant'")
@@ -406,7 +449,7 @@ func (r *completionRequest) promptText() (string, *apiError) {
 		}
 		return "", badRequest("prompt", "a prompt array must hold exactly one string (batched prompts are not supported)")
 	}
-	return "", badRequest("prompt", "prompt must be a string (token arrays are not supported)")
+	return "", badRequest("prompt", "prompt must be a string, an array of token ids, or an array holding one of these")
 }
 
 // validFloat reports whether f is a finite number ≥ 0.

@@ -195,6 +195,9 @@ func (j *job) makePlan(m *model) plan {
 		if p.err = j.planFeatures(m, &p); p.err != nil {
 			return p
 		}
+		if p.err = j.checkTokenIDs(m); p.err != nil {
+			return p
+		}
 		toks, aerr := j.promptTokens(m)
 		if aerr != nil {
 			p.err = aerr
@@ -243,7 +246,15 @@ func (j *job) promptTokens(m *model) ([]int32, *apiError) {
 	f := &j.in.feat
 	ct, capped := j.s.eng.(CappedTokenizer)
 	limit := j.s.limit(m) - 1
+	if j.in.promptIDs != nil { // the prompt is tokens already (checkTokenIDs)
+		if limit > 0 && len(j.in.promptIDs) > limit {
+			err = engine.ErrPromptOverLimit
+		} else {
+			toks = j.in.promptIDs
+		}
+	}
 	switch {
+	case toks != nil || err != nil:
 	case capped && limit > 0 && j.in.kind == kindChat:
 		toks, err = ct.ChatTokensCapped(m.id, j.in.msgs, f.tools, limit) // every text of the request stays plain text
 	case capped && limit > 0:
@@ -301,13 +312,53 @@ func (j *job) choose(now time.Time, exclude uint8) *apiError {
 		Remaining: j.remaining(now), MaxTokens: out, Need: j.need,
 		AllowTier: j.pol.AllowedTiers(), AllowModel: j.pol.AllowsModel, Exclude: exclude,
 	}
-	d, err := tiers.Select(s.set, req, func(m string) tiers.Stats { return s.pred.Stats(m, now) })
+	stats := func(m string) tiers.Stats { return s.pred.Stats(m, now) }
+	var d tiers.Decision
+	var err error
+	if j.needsTools() {
+		// A request with tools goes to a model whose template renders tools if one
+		// may serve it; only if none may does it take one that reads them from the
+		// fallback system prompt (engine.Block.ToolsNative).
+		native := req
+		native.Need = func(id string) tiers.Need {
+			n := j.need(id)
+			n.Unfit = n.Unfit || !j.toolsNative(s.models[id])
+			return n
+		}
+		d, err = tiers.Select(s.set, native, stats)
+	}
+	if !j.needsTools() || err != nil {
+		d, err = tiers.Select(s.set, req, stats)
+	}
 	if err != nil {
 		return j.noFit(err)
 	}
 	m := s.models[d.Candidate.Model]
 	j.c = choice{m: m, tier: d.Tier, tierName: d.Tier.String(), plan: j.planFor(m), cost: d.Cost}
 	return nil
+}
+
+// NativeTools is an optional ability of an Engine (the Block and the workers have
+// it): whether a model's chat template renders tools itself (engine.Block.ToolsNative).
+type NativeTools interface {
+	ToolsNative(modelID string) bool
+}
+
+// needsTools reports whether the request gives tools the model may call.
+func (j *job) needsTools() bool {
+	f := &j.in.feat
+	return len(f.tools) > 0 && f.choice != toolNone
+}
+
+// toolsNative reports whether model m takes tools as its template means them: an
+// upstream model does (its server renders them); an embedded one when the engine
+// says its template renders them (an engine that cannot say: assumed).
+func (j *job) toolsNative(m *model) bool {
+	if m.upstream != nil {
+		return true
+	}
+	nt, ok := j.s.eng.(NativeTools)
+	return !ok || nt.ToolsNative(m.id)
 }
 
 // noFit answers a request no tier may serve, for the reason of the last tier tried.

@@ -375,6 +375,9 @@ func (j *job) settle(e tenancy.Entry, u *engine.Usage) {
 		e.CachedTokens, e.ColdStart, e.GrammarTime = u.CachedTokens, u.ColdStart, u.GrammarTime
 	}
 	e.Refused = refusalOf(e.Status, j.refusal).String()
+	if j.in.p != nil {
+		e.User, e.SafetyIdentifier = s.hashIdentifier(j.pol.Tenant, j.in.p.User), s.hashIdentifier(j.pol.Tenant, j.in.p.SafetyIdentifier)
+	}
 	if j.line != nil {
 		e.Cost = j.line.discount(e.Cost)
 	}
@@ -416,6 +419,9 @@ func (j *job) startEmbedded() ([]*engine.Stream, context.CancelFunc, error) {
 		Grammar: j.c.gram, Logprobs: f.logprobs, TopLogprobs: f.top, PromptLogprobs: f.echo && f.logprobs,
 		PromptOnly: j.in.scoreOnly,
 		KeepAlive:  j.keepAlive(),
+	}
+	if k := j.in.p.PromptCacheKey; k != "" {
+		req.Affinity = cacheKeyHash(j.pol.Tenant, k)
 	}
 	if j.line != nil {
 		req.Priority = engine.Batch

@@ -102,11 +102,16 @@ type Options struct {
 	// (redis.forward_idle_timeout). The other process sends an SSE comment when it has
 	// written nothing for a third of it (KeepAliveHeader).
 	ForwardIdle time.Duration
+	// IdentifierKey keys the hashes of the end-user identifiers (user,
+	// safety_identifier) kept in the ledger (identifiers.go); nil: a random key per
+	// process, so hashes compare only within one run.
+	IdentifierKey []byte
 }
 
 // Server is the HTTP front door. Create it with New, run it with Serve, stop it with
 // Shutdown.
 type Server struct {
+	idKey      []byte // keys the hashes of end-user identifiers (identifiers.go)
 	cfg        *Config
 	eng        Engine // nil when every model is upstream
 	ten        *tenancy.Tenancy
@@ -198,7 +203,7 @@ func New(cfg Config, eng Engine, ten *tenancy.Tenancy, opts Options) (*Server, e
 	s := &Server{
 		cfg: &cfg, eng: eng, ten: ten, book: book, set: &set, pred: tiers.NewPredictor(),
 		models: map[string]*model{}, log: opts.Logger, now: opts.Now, created: time.Now().Unix(),
-		clients: map[string]*fasthttp.HostClient{},
+		clients: map[string]*fasthttp.HostClient{}, idKey: newIdentifierKey(opts.IdentifierKey),
 	}
 	if s.log == nil {
 		s.log = slog.Default()

@@ -21,6 +21,17 @@ type Params struct {
 	RepeatLastN      int    // tokens the penalties look back over; 0: 64; < 0: all of the history
 	Seed             uint64 // the same seed gives the same tokens
 	IgnoreEOS        bool   // not the sampler's: the engine removes the end-of-generation tokens before sampling
+	// LogitBias is added to the logits of its tokens before anything else (penalties,
+	// the mask, filters, temperature), as OpenAI's logit_bias: -100 all but bans a
+	// token, +100 all but forces it. It depends on the token alone, never on the
+	// batch. Ids outside the row are ignored.
+	LogitBias []Bias
+}
+
+// Bias is one token's logit bias.
+type Bias struct {
+	ID   int32
+	Bias float32
 }
 
 // DefaultRepeatLastN is the window of the penalties when Params.RepeatLastN is 0.
@@ -38,6 +49,7 @@ type Sampler struct {
 	n    int         // the vocabulary of the current step
 	win  []int32     // the penalty window, sorted
 	w    []float64   // the draw's unnormalised probabilities
+	kept []float32   // the biased tokens' logits, restored after the step
 }
 
 type candidate struct {
@@ -102,6 +114,30 @@ func (s *Sampler) SampleMasked(logits []float32, history []int32, allow []uint64
 	if len(logits) == 0 {
 		return -1
 	}
+	if len(s.p.LogitBias) > 0 {
+		// Bias the row for this step and give it back as it came: the caller's
+		// logprobs are the model's.
+		s.kept = s.kept[:0]
+		for _, b := range s.p.LogitBias {
+			if b.ID >= 0 && int(b.ID) < len(logits) {
+				s.kept = append(s.kept, logits[b.ID])
+				logits[b.ID] += b.Bias
+			}
+		}
+		id := s.sampleMasked(logits, history, allow)
+		k := 0
+		for _, b := range s.p.LogitBias {
+			if b.ID >= 0 && int(b.ID) < len(logits) {
+				logits[b.ID] = s.kept[k]
+				k++
+			}
+		}
+		return id
+	}
+	return s.sampleMasked(logits, history, allow)
+}
+
+func (s *Sampler) sampleMasked(logits []float32, history []int32, allow []uint64) int32 {
 	if s.p.Temperature <= 0 && !s.penalizes() {
 		return greedy(logits, allow)
 	}

@@ -760,3 +760,18 @@ func (p *Pool) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descWorkerUp, prometheus.GaugeValue, up, id)
 	}
 }
+
+// CheckTokenIDs is Block.CheckTokenIDs, done in the parent.
+func (p *Pool) CheckTokenIDs(modelID string, ids []int32, check engine.TokenCheck) (int, error) {
+	m, ok := p.models[modelID]
+	if !ok {
+		return -1, fmt.Errorf("%w: %q", engine.ErrUnknownModel, modelID)
+	}
+	return m.prep.CheckTokenIDs(ids, check)
+}
+
+// ToolsNative is Block.ToolsNative, answered in the parent.
+func (p *Pool) ToolsNative(modelID string) bool {
+	m, ok := p.models[modelID]
+	return ok && m.prep.ToolsNative()
+}
