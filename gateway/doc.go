@@ -191,7 +191,8 @@
 // (OpenAI's shapes, answered from the rollups, scoped to the caller's tenant; the
 // admin key may name tenant_ids) and GET /v1/lmlite/limits. dashboard.go: the
 // dashboards at /dashboard (tenant and operator views; sessions, CSRF tokens,
-// html/template pages from dashboard/, server-side SVG charts).
+// html/template pages from dashboard/, server-side SVG charts); GET / from a browser
+// (Accept: text/html) redirects there, and is a JSON 404 for API clients.
 //
 // # Scale to zero
 //
