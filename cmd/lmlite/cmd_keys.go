@@ -82,7 +82,7 @@ func runKeys(args []string) error {
 	if *adminKey == "" {
 		*adminKey = os.Getenv(cfg.AdminKeyEnv)
 	}
-	if *adminKey == "" { // the demo's, made by serve
+	if *adminKey == "" { // the one serve made on its first start (data_dir/admin-key)
 		if b, err := os.ReadFile(filepath.Join(cfg.DataDir, "admin-key")); err == nil {
 			*adminKey = strings.TrimSpace(string(b))
 		}

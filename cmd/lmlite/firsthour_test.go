@@ -1,0 +1,137 @@
+package main
+
+import (
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lmlite/lmlite/configs"
+)
+
+// Issue 35: what a new user meets in the first hour.
+
+// The banner says where the dashboard is.
+func TestBannerPrintsTheDashboardURL(t *testing.T) {
+	cfg, err := configs.Parse(configs.Demo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	printBanner(&b, cfg, "0.0.0.0:8080", true, "lml_x", "")
+	if !strings.Contains(b.String(), "dashboard: http://127.0.0.1:8080/dashboard") {
+		t.Errorf("the banner does not give the dashboard's URL:\n%s", b.String())
+	}
+}
+
+// A taken port is reported before serve writes anything: the demo models are not
+// written into the data directory of a server that cannot listen.
+func TestServeChecksThePortBeforeWritingTheDemoModels(t *testing.T) {
+	home := t.TempDir()
+	t.Chdir(home)
+	t.Setenv("LMLITE_RUN_DIR", filepath.Join(home, "run"))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	captureOutput(t)
+	err = runServe([]string{"--listen", ln.Addr().String()})
+	if err == nil || !strings.Contains(err.Error(), "already in use") {
+		t.Fatalf("serve on a taken port: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(home, "data")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("serve wrote %s before reporting the taken port (%v)", filepath.Join(home, "data"), err)
+	}
+}
+
+// A plan with a budget that reaches a model without prices is warned about at start:
+// the model costs $0, so the budget never binds.
+func TestServeWarnsWhenABudgetReachesAnUnpricedModel(t *testing.T) {
+	cfg, err := configs.Parse([]byte(`
+models:
+  - {id: free, upstream: {base_url: "http://127.0.0.1:1/v1"}}
+  - {id: priced, upstream: {base_url: "http://127.0.0.1:1/v1"}, prompt_usd_per_1k: 0.001, completion_usd_per_1k: 0.002}
+plans:
+  capped: {daily_budget_usd: 5}
+  onlypriced: {daily_budget_usd: 5, allowed_models: [priced]}
+  open: {}
+tenants: [{id: acme, plan: capped}, {id: beta, plan: onlypriced}, {id: gamma, plan: open}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	w := unpricedBudgets(cfg)
+	if len(w) != 1 || !strings.Contains(w[0], `plan "capped"`) || !strings.Contains(w[0], "acme") ||
+		!strings.Contains(w[0], "(free)") || !strings.Contains(w[0], "never binds") {
+		t.Errorf("warnings %q, want one for plan capped naming acme and the model free", w)
+	}
+
+	// And serve logs it at start (the log captured from a real run).
+	dir := t.TempDir()
+	t.Setenv("LMLITE_RUN_DIR", filepath.Join(dir, "run"))
+	addr := freeAddr(t)
+	cfgPath := filepath.Join(dir, "c.yaml")
+	os.WriteFile(cfgPath, []byte("listen: "+addr+"\ndata_dir: "+filepath.Join(dir, "data")+`
+models:
+  - {id: free, upstream: {base_url: "http://127.0.0.1:1/v1"}}
+plans: {capped: {daily_budget_usd: 5}}
+tenants: [{id: acme, plan: capped}]
+`), 0o644)
+	_, errBuf := captureOutput(t)
+	done := startServe(t, addr, "--config", cfgPath)
+	stopServe(t, done)
+	if log := errBuf.take(); !strings.Contains(log, "level=WARN") || !strings.Contains(log, `plan \"capped\" has a budget`) {
+		t.Errorf("serve's log has no warning about the unpriced model:\n%s", log)
+	}
+}
+
+// With tenants of one's own in the config (no demo key), the server makes an admin
+// key on its first start (0600 in the data directory), the banner says how to make a
+// tenant's key, and `lmlite keys create --config F` while it runs finds that admin
+// key and makes a key that serves /v1. A real `lmlite serve` process and the CLI in
+// another one.
+func TestKeysCreateWithYourOwnConfigWhileServing(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	t.Setenv("LMLITE_RUN_DIR", filepath.Join(dir, "run"))
+	t.Setenv("LMLITE_ADMIN_KEY", "")
+	addr := freeAddr(t)
+	cfgPath := filepath.Join(dir, "c.yaml")
+	os.WriteFile(cfgPath, []byte("listen: "+addr+"\ndata_dir: "+filepath.Join(dir, "data")+`
+models:
+  - {id: remote, upstream: {base_url: "http://127.0.0.1:1/v1"}, prompt_usd_per_1k: 0.001, completion_usd_per_1k: 0.001}
+plans: {p: {}}
+tenants: [{id: acme, plan: p}]
+`), 0o644)
+	p := startLmlite(t, cfgPath, addr, filepath.Join(dir, "data"))
+	p.waitReady(t)
+	banner, _ := os.ReadFile(p.log)
+	if !strings.Contains(string(banner), "lmlite keys create --tenant acme --config "+cfgPath) {
+		t.Errorf("the banner does not say how to make a key:\n%s", banner)
+	}
+	st, err := os.Stat(filepath.Join(dir, "data", "admin-key"))
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("admin key file: %v %v, want 0600", st, err)
+	}
+
+	cmd := exec.Command(os.Args[0], "keys", "create", "--tenant", "acme", "--config", cfgPath)
+	cmd.Env = append(os.Environ(), "LMLITE_TEST_AS_LMLITE=1")
+	var out, errOut strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("lmlite keys create --config: %v\n%s", err, errOut.String())
+	}
+	key := strings.TrimSpace(out.String())
+	if code, body := call(t, "GET", p.base+"/v1/models", key, ""); code != 200 || !strings.Contains(body, "remote") {
+		t.Errorf("the new key on /v1/models: %d %s", code, body)
+	}
+	p.stop(t)
+}
+
