@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"net"
 	"os"
@@ -10,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/lmlite/lmlite/configs"
+	"github.com/lmlite/lmlite/internal/testenv"
 )
 
 // Issue 35: what a new user meets in the first hour.
@@ -135,3 +138,55 @@ tenants: [{id: acme, plan: p}]
 	p.stop(t)
 }
 
+// `lmlite bench --model` on demo-stories (llama2.c's stories260K, a context of 512)
+// runs with its defaults (512 + 128 tokens do not fit): they are lowered to fit and
+// the note says so; values the user gave that do not fit name the flags to lower;
+// no --model says what is missing.
+func TestBenchDefaultsFitTheModelsContext(t *testing.T) {
+	model := testenv.SharedFile(t, "models/stories260K.gguf")
+	_, errBuf := captureOutput(t)
+	var out bytes.Buffer
+	if err := cmdBench([]string{"--model", model, "--reps", "1", "--threads", "1", "--json"}, &out); err != nil {
+		t.Fatalf("bench with its defaults: %v", err)
+	}
+	var r benchResult
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil || r.Prompt+r.Gen > 512 || r.Prompt < 1 || r.Gen < 1 {
+		t.Errorf("bench: %v %s", err, out.String())
+	}
+	if note := errBuf.take(); !strings.Contains(note, "context is 512 tokens") || !strings.Contains(note, "--prompt 384 --gen 128") {
+		t.Errorf("bench does not say it lowered its defaults: %q", note)
+	}
+	err := cmdBench([]string{"--model", model, "--prompt", "500", "--gen", "100", "--reps", "1"}, &out)
+	if err == nil || !strings.Contains(err.Error(), "--prompt 500 + --gen 100 exceed the model's context of 512") {
+		t.Errorf("bench with a prompt and gen over the context: %v", err)
+	}
+	if err := cmdBench(nil, &out); err == nil || !strings.Contains(err.Error(), "--model is missing") {
+		t.Errorf("bench without --model: %v", err)
+	}
+}
+
+func TestFitBench(t *testing.T) {
+	for _, c := range []struct {
+		prompt, gen       int
+		promptSet, genSet bool
+		ctx               int
+		p, g              int
+		err               bool
+	}{
+		{512, 128, false, false, 0, 512, 128, false},    // context unknown
+		{512, 128, false, false, 4096, 512, 128, false}, // fits
+		{512, 128, false, false, 512, 384, 128, false},
+		{512, 128, false, false, 256, 192, 64, false},
+		{512, 64, false, true, 512, 448, 64, false},
+		{100, 128, true, false, 512, 100, 128, false}, // fits as given
+		{500, 128, true, false, 512, 500, 12, false},
+		{512, 128, true, false, 512, 0, 0, true},
+		{500, 100, true, true, 512, 0, 0, true},
+	} {
+		p, g, _, err := fitBench(c.prompt, c.gen, c.promptSet, c.genSet, c.ctx)
+		if p != c.p || g != c.g || (err != nil) != c.err {
+			t.Errorf("fitBench(%d, %d, %v, %v, %d) = %d, %d, %v; want %d, %d, error %v",
+				c.prompt, c.gen, c.promptSet, c.genSet, c.ctx, p, g, err, c.p, c.g, c.err)
+		}
+	}
+}
