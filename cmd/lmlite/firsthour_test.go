@@ -124,6 +124,14 @@ tenants: [{id: acme, plan: p}]
 		t.Fatalf("admin key file: %v %v, want 0600", st, err)
 	}
 
+	// The admin key on /v1 is told what it is and how to get a tenant's key.
+	adminKey, _ := os.ReadFile(filepath.Join(dir, "data", "admin-key"))
+	code, body := call(t, "GET", p.base+"/v1/models", strings.TrimSpace(string(adminKey)), "")
+	if code != 401 || !strings.Contains(body, "this is the admin key") || !strings.Contains(body, "lmlite keys create --tenant acme --config") ||
+		strings.Contains(body, strings.TrimSpace(string(adminKey))) {
+		t.Errorf("the admin key on /v1/models: %d %s", code, body)
+	}
+
 	cmd := exec.Command(os.Args[0], "keys", "create", "--tenant", "acme", "--config", cfgPath)
 	cmd.Env = append(os.Environ(), "LMLITE_TEST_AS_LMLITE=1")
 	var out, errOut strings.Builder
