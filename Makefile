@@ -12,7 +12,8 @@ SHELL     := /bin/bash
 # look like a failure. go-nvml has no other way to build (it needs the header for its
 # cgo calls), and a dependency's #cgo lines cannot be changed, so every make target
 # builds with this flag; `go build` without make: CGO_CFLAGS="-O2 -g -Wno-deprecated-declarations".
-export CGO_CFLAGS := $(or $(CGO_CFLAGS),-O2 -g) -Wno-deprecated-declarations
+# (filter-out: a recursive $(MAKE) gets it once, not twice.)
+export CGO_CFLAGS := $(filter-out -Wno-deprecated-declarations,$(or $(CGO_CFLAGS),-O2 -g)) -Wno-deprecated-declarations
 
 .PHONY: build test test-short fuzz run bench bench-gateway vet clean
 
