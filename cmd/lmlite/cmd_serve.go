@@ -384,8 +384,9 @@ func tenantKeyHint(cfg *configs.Config, cfgPath string, demo bool) string {
 }
 
 // unpricedBudgets are the warnings for budgets that cannot bind: a plan with a daily
-// or monthly budget reaches a model without prices, whose requests cost $0. One line
-// per plan (with overrides, per tenant budget), naming the models.
+// or monthly budget (the plan's, or a tenant's override) reaches a model without
+// prices, whose requests cost $0. One line per plan, naming its tenants with a budget
+// and the models.
 func unpricedBudgets(cfg *configs.Config) []string {
 	book, err := cfg.Book()
 	if err != nil {
@@ -432,7 +433,7 @@ func unpricedBudgets(cfg *configs.Config) []string {
 	var out []string
 	for _, p := range plans {
 		f := byPlan[p]
-		out = append(out, fmt.Sprintf("plan %q has a budget, but its tenants (%s) can reach models without prices (%s): their requests cost $0 and the budget never binds; set prompt_usd_per_1k and completion_usd_per_1k on those models",
+		out = append(out, fmt.Sprintf("budgets that never bind: tenants of plan %q with a budget (%s) can reach models without prices (%s), whose requests cost $0; set prompt_usd_per_1k and completion_usd_per_1k on those models",
 			p, strings.Join(f.tenants, ", "), strings.Join(f.models, ", ")))
 	}
 	return out

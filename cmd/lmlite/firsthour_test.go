@@ -62,7 +62,8 @@ plans:
   capped: {daily_budget_usd: 5}
   onlypriced: {daily_budget_usd: 5, allowed_models: [priced]}
   open: {}
-tenants: [{id: acme, plan: capped}, {id: beta, plan: onlypriced}, {id: gamma, plan: open}]
+tenants: [{id: acme, plan: capped}, {id: beta, plan: onlypriced}, {id: gamma, plan: open},
+  {id: delta, plan: open, overrides: {daily_budget_usd: 1}}]
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -71,9 +72,10 @@ tenants: [{id: acme, plan: capped}, {id: beta, plan: onlypriced}, {id: gamma, pl
 		t.Fatal(err)
 	}
 	w := unpricedBudgets(cfg)
-	if len(w) != 1 || !strings.Contains(w[0], `plan "capped"`) || !strings.Contains(w[0], "acme") ||
-		!strings.Contains(w[0], "(free)") || !strings.Contains(w[0], "never binds") {
-		t.Errorf("warnings %q, want one for plan capped naming acme and the model free", w)
+	if len(w) != 2 || !strings.Contains(w[0], `plan "capped" with a budget (acme)`) ||
+		!strings.Contains(w[0], "(free)") || !strings.Contains(w[0], "never bind") ||
+		!strings.Contains(w[1], `plan "open" with a budget (delta)`) {
+		t.Errorf("warnings %q, want one for plan capped (acme) and one for delta's override on plan open, naming the model free", w)
 	}
 
 	// And serve logs it at start (the log captured from a real run).
@@ -90,7 +92,7 @@ tenants: [{id: acme, plan: capped}]
 	_, errBuf := captureOutput(t)
 	done := startServe(t, addr, "--config", cfgPath)
 	stopServe(t, done)
-	if log := errBuf.take(); !strings.Contains(log, "level=WARN") || !strings.Contains(log, `plan \"capped\" has a budget`) {
+	if log := errBuf.take(); !strings.Contains(log, "level=WARN") || !strings.Contains(log, `budgets that never bind: tenants of plan \"capped\"`) {
 		t.Errorf("serve's log has no warning about the unpriced model:\n%s", log)
 	}
 }
