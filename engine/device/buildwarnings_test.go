@@ -46,7 +46,7 @@ next:
 // warning: without -Wno-deprecated-declarations gcc prints ~150 lines about
 // deprecated NVML functions on a user's first `make run` (issue 35). Only the package
 // and what it imports are built (~25 s). LMLITE_FRESH_BUILD_TEST=1 builds the whole
-// binary (./cmd/lmlite) the same way (~2 min on a 2-core machine).
+// binary (./cmd/lmlite) the same way (2–5 min on a loaded 2-core machine).
 func TestNVMLBuildsWithoutWarnings(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds from an empty cache")
