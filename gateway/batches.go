@@ -682,6 +682,10 @@ func (s *Server) createBatch(ctx *fasthttp.RequestCtx, reqID string, pol *polici
 	dec := json.NewDecoder(bytes.NewReader(ctx.PostBody()))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&in); err != nil {
+		if aerr := nonStringMetadata(ctx.PostBody(), err); aerr != nil {
+			s.writeError(ctx, reqID, aerr)
+			return
+		}
 		s.writeError(ctx, reqID, badRequest("", "invalid body: "+err.Error()))
 		return
 	}
@@ -856,4 +860,35 @@ func (c *batchCollector) Collect(ch chan<- prometheus.Metric) {
 		batch.Completed, batch.Expired, batch.Cancelling, batch.Cancelled} {
 		ch <- prometheus.MustNewConstMetric(batchJobsDesc, prometheus.GaugeValue, float64(byStatus[st]), string(st))
 	}
+}
+
+// nonStringMetadata is the 400 for a batch whose metadata has a value that is not a
+// string (OpenAI's metadata values are strings), naming the key, when that is why
+// decoding the body failed (err); nil otherwise.
+func nonStringMetadata(body []byte, err error) *apiError {
+	var ute *json.UnmarshalTypeError
+	if !errors.As(err, &ute) || ute.Field != "metadata" {
+		return nil
+	}
+	var raw struct {
+		Metadata map[string]json.RawMessage `json:"metadata"`
+	}
+	if json.Unmarshal(body, &raw) != nil {
+		return nil
+	}
+	keys := make([]string, 0, len(raw.Metadata))
+	for k, v := range raw.Metadata {
+		if len(v) == 0 || v[0] != '"' {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 || len(keys[0]) > 64 {
+		return badRequest("metadata", "metadata must be an object of at most 16 keys of 64 characters whose values are strings")
+	}
+	slices.Sort(keys)
+	k := keys[0]
+	if k == "max_cost_usd" {
+		return badRequest("metadata.max_cost_usd", `metadata.max_cost_usd must be a string such as "0.50" (metadata values are strings; lmlite.max_cost_usd takes a number)`)
+	}
+	return badRequest("metadata."+k, "metadata."+k+" must be a string (metadata values are strings)")
 }

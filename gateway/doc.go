@@ -16,7 +16,9 @@
 //     streams a body over the limit to the handler, for POST /v1/files; every other
 //     request gets its 413 there, a chunked body read up to the limit).
 //  2. server.go, Server.authenticate: "Authorization: Bearer lml_…" →
-//     tenancy.Store.Authenticate (401), then the tenant's policy from policies.Book.
+//     tenancy.Store.Authenticate (401; the admin key is told it is the admin key and
+//     where a tenant's key is, Options.TenantKeyHint), then the tenant's policy from
+//     policies.Book.
 //  3. parse.go, input.parse: the body decoded strictly (request.go, decodeBody, with
 //     go-json-experiment); a bad or unknown field, or one the server does not serve
 //     (best_of, audio, …) is a 400 naming it, in OpenAI's error
@@ -203,7 +205,8 @@
 // (OpenAI's shapes, answered from the rollups, scoped to the caller's tenant; the
 // admin key may name tenant_ids) and GET /v1/lmlite/limits. dashboard.go: the
 // dashboards at /dashboard (tenant and operator views; sessions, CSRF tokens,
-// html/template pages from dashboard/, server-side SVG charts).
+// html/template pages from dashboard/, server-side SVG charts); GET / from a browser
+// (Accept: text/html) redirects there, and is a JSON 404 for API clients.
 //
 // # Scale to zero
 //

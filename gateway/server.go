@@ -69,6 +69,9 @@ type Options struct {
 	AdminKey string       // guards /admin/*; "": admin API off
 	Now      func() time.Time
 	Usage    usage.Rollups // nil: in memory, loaded at start from the rollups the ledger's store keeps (usage.go)
+	// TenantKeyHint says where a tenant's API key is found, for the 401 the admin key
+	// gets on /v1 (e.g. "the demo key: data/demo-key"); "": how to make one.
+	TenantKeyHint string
 	// MetricsKey, when set, is the bearer token GET /metrics requires (metrics_key_env).
 	MetricsKey string
 	// Collectors are added to /metrics (e.g. the Redis client's, internal/rediscli).
@@ -123,6 +126,7 @@ type Server struct {
 	order      []string // model ids in config order
 	log        *slog.Logger
 	admin      []byte
+	keyHint    string // Options.TenantKeyHint
 	now        func() time.Time
 	metrics    *metrics
 	usage      usage.Rollups
@@ -219,6 +223,7 @@ func New(cfg Config, eng Engine, ten *tenancy.Tenancy, opts Options) (*Server, e
 	if opts.AdminKey != "" {
 		s.admin = []byte(opts.AdminKey)
 	}
+	s.keyHint = opts.TenantKeyHint
 	if opts.MetricsKey != "" {
 		s.metricsKey = []byte(opts.MetricsKey)
 	}
@@ -510,6 +515,10 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 			}
 			return
 		}
+		if string(path) == "/" && ctx.IsGet() && bytes.Contains(ctx.Request.Header.Peek("Accept"), []byte("text/html")) {
+			ctx.Redirect("/dashboard", 303) // a browser; API clients get the JSON 404
+			return
+		}
 		s.writeError(ctx, reqID, &apiError{status: 404, typ: "invalid_request_error",
 			message: "unknown URL " + string(path), reason: "not_found"})
 	}
@@ -649,8 +658,16 @@ func (s *Server) authenticate(ctx *fasthttp.RequestCtx) (string, *policies.Polic
 	}
 	tenant, keyID, err := s.ten.Store().Authenticate(string(key))
 	if err != nil {
+		msg := "incorrect API key provided"
+		if s.admin != nil && subtle.ConstantTimeCompare(key, s.admin) == 1 {
+			hint := s.keyHint
+			if hint == "" {
+				hint = "`lmlite keys create --tenant T` makes one"
+			}
+			msg = "this is the admin key (for /admin and the operator's dashboard); use a tenant API key (" + hint + ") for /v1"
+		}
 		return "", nil, &apiError{status: 401, typ: "invalid_request_error", code: "invalid_api_key",
-			message: "incorrect API key provided", reason: "auth"}
+			message: msg, reason: "auth"}
 	}
 	pol, ok := s.book.Resolve(tenant)
 	if !ok {

@@ -135,12 +135,13 @@ func (s *Server) handleUsageAPI(ctx *fasthttp.RequestCtx, reqID string, path []b
 // admin key those of tenant_ids / project_ids (nil: every tenant).
 func (s *Server) usageScope(ctx *fasthttp.RequestCtx) ([]string, *apiError) {
 	key, _ := bytes.CutPrefix(ctx.Request.Header.Peek("Authorization"), []byte("Bearer "))
-	var asked []string
+	var asked, askedBy []string // askedBy[i]: the parameter that named asked[i]
 	for _, name := range []string{"tenant_ids", "tenant_ids[]", "project_ids", "project_ids[]"} {
 		for _, v := range ctx.QueryArgs().PeekMulti(name) {
 			for _, t := range strings.Split(string(v), ",") {
 				if t != "" {
 					asked = append(asked, t)
+					askedBy = append(askedBy, strings.TrimSuffix(name, "[]"))
 				}
 			}
 		}
@@ -152,10 +153,10 @@ func (s *Server) usageScope(ctx *fasthttp.RequestCtx) ([]string, *apiError) {
 	if aerr != nil {
 		return nil, aerr
 	}
-	for _, t := range asked {
+	for i, t := range asked {
 		if t != pol.Tenant {
-			return nil, &apiError{status: 403, typ: "invalid_request_error", code: "permission_denied", param: "tenant_ids",
-				message: "a tenant's key sees its own usage only; tenant_ids needs the admin key", reason: "forbidden"}
+			return nil, &apiError{status: 403, typ: "invalid_request_error", code: "permission_denied", param: askedBy[i],
+				message: "a tenant's key sees its own usage only; " + askedBy[i] + " needs the admin key", reason: "forbidden"}
 		}
 	}
 	return []string{pol.Tenant}, nil

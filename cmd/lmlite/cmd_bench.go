@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -97,8 +99,7 @@ func cmdBench(args []string, stdout io.Writer) error {
 		return nil
 	}
 	if *path == "" {
-		fs.Usage()
-		return errUsage
+		return errors.New("--model is missing: the GGUF file to measure, e.g. `lmlite bench --model data/models/demo-stories.gguf` (or --membw, which needs no model)")
 	}
 	if *engineMode != "" {
 		return benchEngine(stdout, *path, *engineMode, *parallel, *nGen, *reps, *asJSON)
@@ -131,9 +132,6 @@ func cmdBench(args []string, stdout io.Writer) error {
 		return fmt.Errorf("--parallel %d must be at least 1", *parallel)
 	}
 	runtime.GOMAXPROCS(*threads)
-	if *ctxLen <= 0 {
-		*ctxLen = *nPrompt + *nGen + 16
-	}
 	f, err := gguf.Open(*path)
 	if err != nil {
 		return err
@@ -144,6 +142,19 @@ func cmdBench(args []string, stdout io.Writer) error {
 		return err
 	}
 	cfg := m.Config()
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	p, g, note, err := fitBench(*nPrompt, *nGen, set["prompt"], set["gen"], cfg.Context)
+	if err != nil {
+		return err
+	}
+	if note != "" {
+		fmt.Fprintf(stderr, "lmlite bench: %s\n", note)
+	}
+	*nPrompt, *nGen = p, g
+	if *ctxLen <= 0 {
+		*ctxLen = *nPrompt + *nGen + 16
+	}
 	if *ctxLen < *nPrompt+*nGen {
 		return fmt.Errorf("--ctx %d is less than --prompt %d + --gen %d", *ctxLen, *nPrompt, *nGen)
 	}
@@ -294,4 +305,32 @@ func median(v []float64) float64 {
 	s := slices.Clone(v)
 	slices.Sort(s)
 	return s[len(s)/2]
+}
+
+// fitBench fits the prompt and generated tokens into the model's context (ctx; 0:
+// unknown). Defaults that do not fit are lowered, keeping the generated tokens at
+// most a quarter of the context, and note says so; values the user gave that do not
+// fit are an error that says which flags to lower.
+func fitBench(prompt, gen int, promptSet, genSet bool, ctx int) (p, g int, note string, err error) {
+	if ctx <= 0 || prompt+gen <= ctx {
+		return prompt, gen, "", nil
+	}
+	switch {
+	case promptSet && genSet:
+		return 0, 0, "", fmt.Errorf("--prompt %d + --gen %d exceed the model's context of %d tokens: lower them", prompt, gen, ctx)
+	case genSet:
+		if gen >= ctx {
+			return 0, 0, "", fmt.Errorf("--gen %d does not fit in the model's context of %d tokens: lower it", gen, ctx)
+		}
+		prompt = ctx - gen
+	case promptSet:
+		if prompt >= ctx {
+			return 0, 0, "", fmt.Errorf("--prompt %d does not fit in the model's context of %d tokens: lower it", prompt, ctx)
+		}
+		gen = ctx - prompt
+	default:
+		gen = min(gen, ctx/4)
+		prompt = ctx - gen
+	}
+	return prompt, gen, fmt.Sprintf("the model's context is %d tokens: measuring --prompt %d --gen %d (lower them to measure less)", ctx, prompt, gen), nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -27,16 +28,23 @@ func init() {
 // directory; when a running server holds the store (or --server is given) it goes
 // through the server's admin API with the admin key.
 func runKeys(args []string) error {
-	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		fmt.Fprintln(stderr, "usage: lmlite keys create --tenant T | revoke ID | list  [--config F] [--server URL] [--admin-key K]")
-		return errUsage
+	action, name := "", "keys"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") && !isHelp(args[0]) {
+		action, name = args[0], "keys "+args[0]
 	}
-	action := args[0]
-	fs := newFlags("keys " + action)
+	fs := newFlags(name)
 	cfgPath := fs.String("config", "", "config file (default: the embedded demo config)")
 	tenant := fs.String("tenant", "", "tenant of the new key (create)")
 	server := fs.String("server", "", "admin API of a running server, e.g. http://127.0.0.1:8080 (default: open the store, or the config's listen address when the store is in use)")
 	adminKey := fs.String("admin-key", "", "admin key (default: $LMLITE_ADMIN_KEY, or the config's admin_key_env)")
+	if action == "" { // no action: the help, or the usage
+		if len(args) > 0 && isHelp(args[0]) {
+			fs.Usage()
+			return flag.ErrHelp
+		}
+		fs.Usage()
+		return errUsage
+	}
 	rest := args[1:]
 	var id string
 	if action == "revoke" && len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
@@ -82,7 +90,7 @@ func runKeys(args []string) error {
 	if *adminKey == "" {
 		*adminKey = os.Getenv(cfg.AdminKeyEnv)
 	}
-	if *adminKey == "" { // the demo's, made by serve
+	if *adminKey == "" { // the one serve made on its first start (data_dir/admin-key)
 		if b, err := os.ReadFile(filepath.Join(cfg.DataDir, "admin-key")); err == nil {
 			*adminKey = strings.TrimSpace(string(b))
 		}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -29,14 +28,17 @@ var _ flag.Value = (*dirs)(nil)
 // runLedger reconciles the ledgers of every process sharing a Redis (their data
 // directories, with the servers stopped) against the spend Redis holds.
 func runLedger(args []string) error {
-	if len(args) == 0 || args[0] != "verify" {
-		fmt.Fprintln(os.Stderr, "usage: lmlite ledger verify --config F [--data-dir D]...")
-		return errUsage
-	}
 	fs := newFlags("ledger verify")
 	cfgPath := fs.String("config", "", "config file naming the redis: block")
 	var ds dirs
 	fs.Var(&ds, "data-dir", "a process's data directory (repeat for each; default: the config's data_dir)")
+	if len(args) == 0 || args[0] != "verify" {
+		fs.Usage()
+		if len(args) > 0 && isHelp(args[0]) {
+			return flag.ErrHelp
+		}
+		return errUsage
+	}
 	if err := parseFlags(fs, args[1:]); err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -42,10 +43,6 @@ func runLoadtest(args []string) error {
 		quiet       = fs.Bool("quiet", false, "no live progress line")
 		perRequest  = fs.Bool("per-request", false, "also write every request's measurements to DIR/requests.jsonl")
 	)
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: lmlite loadtest --scenario FILE --target URL [--api-key KEY] [--duration 30s | --requests N] [--slo ttft_p99=500ms,...] --out DIR\n       lmlite loadtest compare A.json B.json")
-		fs.PrintDefaults()
-	}
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -162,8 +159,10 @@ func progressPrinter() func(loadtest.Progress) {
 
 func runLoadtestCompare(args []string) error {
 	fs := newFlags("loadtest compare")
-	fs.Usage = func() { fmt.Fprintln(fs.Output(), "usage: lmlite loadtest compare A.json B.json") }
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
 		return errUsage
 	}
 	if fs.NArg() != 2 {
@@ -210,10 +209,6 @@ func runLoadtestAB(args []string) error {
 		out         = fs.String("out", "", "directory for ab.json and rounds.jsonl (every round's TTFT and end-to-end ms per target; optional)")
 		allowRemote = fs.Bool("allow-remote", false, "allow targets that are not on loopback")
 	)
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: lmlite loadtest ab --scenario FILE --target URL_A --target URL_B [--api-key K | --api-key KA --api-key KB] [--rounds 100] [--out DIR]")
-		fs.PrintDefaults()
-	}
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -45,11 +46,7 @@ func runPull(args []string) error {
 	sha := fs.String("sha256", "", "expected sha256 of the file (one REF only); default: the hub's LFS digest or the catalogue's")
 	catFile := fs.String("catalogue", "", "a catalogue file of model names ({models: {NAME: {pull, sha256}}}); default: the built-in one")
 	list := fs.Bool("list", false, "list the catalogue's models and exit")
-	quiet := fs.Bool("q", false, "no progress, only the result lines")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: lmlite pull [flags] [REF ...]\n\nREF is hf://ORG/REPO[@REVISION]/FILE.gguf, an http(s):// URL or a catalogue name.\nhf:// uses $HF_ENDPOINT (default https://huggingface.co) and $HF_TOKEN for gated repositories.\n\nflags:")
-		fs.PrintDefaults()
-	}
+	quiet := fs.Bool("q", false, "quiet: no progress, only the result lines")
 	refs, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
@@ -122,6 +119,9 @@ func parseInterleaved(fs interface {
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
 			return nil, errUsage
 		}
 		rest := fs.Args()

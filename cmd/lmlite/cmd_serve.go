@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
+	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -27,6 +28,7 @@ import (
 	"github.com/lmlite/lmlite/internal/rediscli"
 	"github.com/lmlite/lmlite/registry"
 	"github.com/lmlite/lmlite/tenancy"
+	"github.com/lmlite/lmlite/tiers"
 	rollups "github.com/lmlite/lmlite/usage"
 )
 
@@ -92,6 +94,14 @@ func runServe(args []string) error {
 	if abs, err := filepath.Abs(cfg.DataDir); err == nil {
 		cfg.DataDir = abs // the notes of `lmlite keys` and the banner name it whole
 	}
+	// Listen first: a taken port fails at once, before the demo models are written
+	// and before models load.
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return listenError(cfg.Listen, err)
+	}
+	defer ln.Close()
+
 	demo := len(cfg.Models) == 0
 	if demo {
 		real, random, err := demoModels(cfg.DataDir)
@@ -114,18 +124,14 @@ func runServe(args []string) error {
 		}
 		return err
 	}
+	for _, w := range unpricedBudgets(cfg) {
+		log.Warn(w)
+	}
 	memBudget, _ := configs.ParseBytes(cfg.MemoryBudget)
 	mkey, err := metricsKey(cfg.MetricsKeyEnv)
 	if err != nil {
 		return err
 	}
-
-	// Listen first: a taken port fails at once, before models load.
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return listenError(cfg.Listen, err)
-	}
-	defer ln.Close()
 
 	pctx, pstop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err = resolvePulls(pctx, cfg, stderr, stderr == io.Writer(os.Stderr) && isTerminal(os.Stderr))
@@ -205,8 +211,10 @@ func runServe(args []string) error {
 			return err
 		}
 	}
+	// The server always has an admin key: $admin_key_env's, or one made on the first
+	// start and kept 0600 in the data directory, where `lmlite keys` finds it.
 	adminKey, adminNote := os.Getenv(cfg.AdminKeyEnv), ""
-	if adminKey == "" && cfg.DemoTenant != "" {
+	if adminKey == "" {
 		if adminKey, adminNote, err = ensureAdminKey(cfg.DataDir); err != nil {
 			return err
 		}
@@ -220,7 +228,8 @@ func runServe(args []string) error {
 		return err
 	}
 	defer batches.Close()
-	gopts := gateway.Options{Logger: log, AdminKey: adminKey, Batches: batches, MetricsKey: mkey}
+	gopts := gateway.Options{Logger: log, AdminKey: adminKey, Batches: batches, MetricsKey: mkey,
+		TenantKeyHint: tenantKeyHint(cfg, *cfgPath, demoKey != "")}
 	if r := cfg.Redis; r != nil {
 		// Batch lines on a Redis Stream: every process runs every job's lines.
 		gopts.BatchQueue = batch.NewRedisQueue(rc, batch.RedisQueueOptions{KeyPrefix: r.KeyPrefix, Node: r.NodeID, Logger: log})
@@ -261,6 +270,9 @@ func runServe(args []string) error {
 		defer unannounce()
 	}
 	printBanner(stdout, cfg, ln.Addr().String(), demo, demoKey, adminNote)
+	if demoKey == "" {
+		fmt.Fprintf(stdout, "API keys: %s\n", createKeyCommand(cfg, *cfgPath))
+	}
 
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
@@ -323,6 +335,7 @@ func printBanner(w io.Writer, cfg *configs.Config, addr string, demo bool, demoK
 	}
 	fmt.Fprintf(w, "lmlite serving %d model(s) on %s\n", len(cfg.Models), addr)
 	fmt.Fprintf(w, "OpenAI base URL: http://%s/v1\n", host)
+	fmt.Fprintf(w, "dashboard: http://%s/dashboard (sign in with an API key; the admin key opens the operator's view)\n", host)
 	if demoKey != "" {
 		fmt.Fprintf(w, "API key (tenant %q, kept in %s): %s\n", cfg.DemoTenant, filepath.Join(cfg.DataDir, "demo-key"), demoKey)
 	}
@@ -347,6 +360,83 @@ func printBanner(w io.Writer, cfg *configs.Config, addr string, demo bool, demoK
 	} else {
 		fmt.Fprintln(w, "no tiers configured: name a model by its id")
 	}
+}
+
+// createKeyCommand is the command that makes a tenant's API key for this config.
+func createKeyCommand(cfg *configs.Config, cfgPath string) string {
+	tenant := "T"
+	if len(cfg.Tenants) > 0 {
+		tenant = cfg.Tenants[0].ID
+	}
+	c := "lmlite keys create --tenant " + tenant
+	if cfgPath != "" {
+		c += " --config " + cfgPath
+	}
+	return c
+}
+
+// tenantKeyHint says where a tenant's API key is, for the 401 the admin key gets on /v1.
+func tenantKeyHint(cfg *configs.Config, cfgPath string, demo bool) string {
+	if demo {
+		return "the demo key: " + filepath.Join(cfg.DataDir, "demo-key")
+	}
+	return "`" + createKeyCommand(cfg, cfgPath) + "` makes one"
+}
+
+// unpricedBudgets are the warnings for budgets that cannot bind: a plan with a daily
+// or monthly budget (the plan's, or a tenant's override) reaches a model without
+// prices, whose requests cost $0. One line per plan, naming its tenants with a budget
+// and the models.
+func unpricedBudgets(cfg *configs.Config) []string {
+	book, err := cfg.Book()
+	if err != nil {
+		return nil // Validate reports it
+	}
+	var servesIn = map[string][tiers.NumTiers]bool{}
+	for ti, cands := range cfg.Set().Tiers {
+		for _, c := range cands {
+			in := servesIn[c.Model]
+			in[ti] = true
+			servesIn[c.Model] = in
+		}
+	}
+	type finding struct {
+		tenants []string
+		models  []string
+	}
+	byPlan := map[string]*finding{}
+	var plans []string
+	for _, id := range book.Tenants() {
+		pol, ok := book.Resolve(id)
+		if !ok || pol.DailyBudget <= 0 && pol.MonthlyBudget <= 0 {
+			continue
+		}
+		var free []string
+		for i := range cfg.Models {
+			m := &cfg.Models[i]
+			if m.PromptUSDPer1K == 0 && m.CompletionUSDPer1K == 0 && pol.AllowsServing(m.ID, servesIn[m.ID]) {
+				free = append(free, m.ID)
+			}
+		}
+		if len(free) == 0 {
+			continue
+		}
+		f := byPlan[pol.Plan]
+		if f == nil {
+			f = &finding{models: free}
+			byPlan[pol.Plan] = f
+			plans = append(plans, pol.Plan)
+		}
+		f.tenants = append(f.tenants, id)
+	}
+	sort.Strings(plans)
+	var out []string
+	for _, p := range plans {
+		f := byPlan[p]
+		out = append(out, fmt.Sprintf("budgets that never bind: tenants of plan %q with a budget (%s) can reach models without prices (%s), whose requests cost $0; set prompt_usd_per_1k and completion_usd_per_1k on those models",
+			p, strings.Join(f.tenants, ", "), strings.Join(f.models, ", ")))
+	}
+	return out
 }
 
 // ensureAdminKey returns the admin key kept in dataDir/admin-key (0600), making it on

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"os"
 	"sort"
-	"strings"
 )
 
 // command is one subcommand: its one-line summary and its entry point. run gets the
@@ -61,17 +60,26 @@ func main() {
 		os.Exit(2)
 	}
 	if err := c.run(os.Args[2:]); err != nil {
-		if errors.Is(err, errUsage) || errors.Is(err, flag.ErrHelp) {
+		if errors.Is(err, flag.ErrHelp) { // --help: the help is printed
+			return
+		}
+		if errors.Is(err, errUsage) {
 			os.Exit(2)
 		}
-		fmt.Fprintf(os.Stderr, "lmlite %s: %s\n", os.Args[1], strings.TrimSpace(err.Error()))
+		fmt.Fprintln(os.Stderr, errorLine(os.Args[1], err))
 		os.Exit(1)
 	}
 }
 
-// newFlags makes a FlagSet for a subcommand that reports errors instead of exiting.
+// newFlags makes a FlagSet for a subcommand that reports errors instead of exiting;
+// its Usage prints the subcommand's help (help.go) and flags.
 func newFlags(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet("lmlite "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { printHelp(fs, name) }
+	if onNewFlags != nil {
+		onNewFlags(fs)
+	}
 	return fs
 }
 
