@@ -59,6 +59,9 @@ func build(shared string) (string, error) {
 	if cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C {
 		variant = "libggml-cpu-haswell.so" // the variant llama.cpp picks on an AVX2 CPU
 	}
+	if v := os.Getenv("LMLITE_GGMLREF_VARIANT"); v != "" { // another of the peer's CPU variants, e.g. zen4
+		variant = "libggml-cpu-" + v + ".so"
+	}
 	tmp, err := os.MkdirTemp("", "ggmlref")
 	if err != nil {
 		return "", err
@@ -120,6 +123,7 @@ type Rows struct {
 	Enc  []byte    // the rows quantized by llama.cpp (or the raw blocks given)
 	Deq  []float32 // decoded by llama.cpp
 	Dots []float32 // each row's dot product with the activations, by llama.cpp's CPU backend
+	Act  []byte    // the activations in the type's vec_dot_type blocks, as llama.cpp quantized them
 }
 
 // Run has llama.cpp quantize w (rows × cols) to ggml type typ (with an all-ones
@@ -146,11 +150,12 @@ func Run(t testing.TB, typ uint32, rows, cols, rowBytes int, w []float32, raw []
 		t.Fatalf("ggmlref type %d: %v: %s", typ, err, stderr.String())
 	}
 	rb := rows * rowBytes
-	if len(out) != rb+4*rows*cols+4*rows {
+	if len(out) < rb+4*rows*cols+4*rows {
 		t.Fatalf("ggmlref type %d: %d bytes of output", typ, len(out))
 	}
 	r := Rows{Enc: out[:rb], Deq: make([]float32, rows*cols), Dots: make([]float32, rows)}
 	binary.Decode(out[rb:], binary.LittleEndian, r.Deq)
 	binary.Decode(out[rb+4*rows*cols:], binary.LittleEndian, r.Dots)
+	r.Act = out[rb+4*rows*cols+4*rows:]
 	return r
 }

@@ -50,5 +50,6 @@ int main(int argc, char **argv) {
   fwrite(q, 1, rb * rows, stdout);
   fwrite(deq, sizeof(float), rows * cols, stdout);
   fwrite(dots, sizeof(float), rows, stdout);
+  fwrite(xq, 1, vb, stdout);
   return 0;
 }
