@@ -341,9 +341,9 @@ func elementwise8(n Register, body func(), ptrs ...step) {
 
 // Offsets of the float32 constants of siluExpf8 in siluConsts.
 const (
-	scR    = 4 * iota // 0x1.8p23: adding it rounds to an integer
-	scL2E             // log2(e)
-	scLn2Hi           // ln 2 in two parts
+	scR     = 4 * iota // 0x1.8p23: adding it rounds to an integer
+	scL2E              // log2(e)
+	scLn2Hi            // ln 2 in two parts
 	scLn2Lo
 	scP0 // the polynomial
 	scP1
@@ -351,7 +351,7 @@ const (
 	scP3
 	scP4
 	scOne
-	scLim  // 192: |n| beyond it, 0 or +Inf
+	scLim // 192: |n| beyond it, 0 or +Inf
 	scInf
 	scBias // int32 127
 	scCount
