@@ -2202,7 +2202,7 @@ done:
 	RET
 
 // func dotQ5_1AVX2(x *byte, y *byte, n int) float32
-// Requires: AVX, AVX2, F16C, SSE
+// Requires: AVX, AVX2, F16C, FMA3, SSE
 TEXT ·dotQ5_1AVX2(SB), NOSPLIT, $0-28
 	MOVQ    x+0(FP), AX
 	MOVQ    y+8(FP), CX
@@ -2210,44 +2210,48 @@ TEXT ·dotQ5_1AVX2(SB), NOSPLIT, $0-28
 	VMOVDQU nibbleMask<>+0(SB), Y0
 	VMOVDQU ones16<>+0(SB), Y1
 	VXORPS  X2, X2, X2
+	VXORPS  Y3, Y3, Y3
 
 loop:
 	TESTQ        DX, DX
 	JZ           done
-	VMOVDQU      8(AX), X3
-	VPSRLW       $0x04, X3, X4
-	VINSERTI128  $0x01, X4, Y3, Y4
-	VPAND        Y0, Y4, Y4
-	VPBROADCASTD 4(AX), Y5
-	VPSHUFB      q5Spread<>+0(SB), Y5, Y5
-	VPAND        q5Bits<>+0(SB), Y5, Y5
-	VPCMPEQB     q5Bits<>+0(SB), Y5, Y5
-	VPAND        bit4Mask<>+0(SB), Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VPMADDUBSW   8(CX), Y4, Y4
-	VPMADDWD     Y1, Y4, Y4
-	VEXTRACTI128 $0x01, Y4, X3
-	VPADDD       X4, X3, X3
-	VPHADDD      X3, X3, X3
-	VPHADDD      X3, X3, X3
-	VCVTDQ2PS    X3, X3
+	VMOVDQU      8(AX), X4
+	VPSRLW       $0x04, X4, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPAND        Y0, Y5, Y5
+	VPBROADCASTD 4(AX), Y6
+	VPSHUFB      q5Spread<>+0(SB), Y6, Y6
+	VPAND        q5Bits<>+0(SB), Y6, Y6
+	VPCMPEQB     q5Bits<>+0(SB), Y6, Y6
+	VPAND        bit4Mask<>+0(SB), Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPMADDUBSW   8(CX), Y5, Y5
+	VPMADDWD     Y1, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
 	MOVL         (AX), BX
 	VMOVD        BX, X4
 	VCVTPH2PS    X4, X4
-	VMULSS       (CX), X4, X5
-	VMULSS       X3, X5, X5
-	VMOVSHDUP    X4, X3
-	VMULSS       4(CX), X3, X3
-	VADDSS       X3, X5, X5
-	VADDSS       X5, X2, X2
+	VMULSS       (CX), X4, X6
+	VBROADCASTSS X6, Y6
+	VFMADD231PS  Y6, Y5, Y3
+	VMOVSHDUP    X4, X4
+	VMULSS       4(CX), X4, X4
+	VADDSS       X4, X2, X2
 	ADDQ         $0x00000018, AX
 	ADDQ         $0x00000028, CX
 	DECQ         DX
 	JMP          loop
 
 done:
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VADDSS       X2, X0, X0
 	VZEROUPPER
-	MOVSS X2, ret+24(FP)
+	MOVSS        X0, ret+24(FP)
 	RET
 
 DATA threes<>+0(SB)/8, $0x0303030303030303
