@@ -40,7 +40,8 @@
 // rounded to the same format, and attention runs as llama.cpp's flash attention
 // does over an F16 cache. SwiGLU is llama.cpp's op bit for bit as its AVX-512 builds
 // compute it (ggml_v_expf's arithmetic, expfGGML; TestSwiGLUMatchesLlamaCpp). The
-// Q5_1 dot products are ggml's vec_dot bit for bit (TestQ5_1DotMatchesLlamaCpp); the
+// Q5_1 and IQ3_S dot products are ggml's vec_dot bit for bit
+// (TestDotMatchesLlamaCppBits); the
 // others agree with it only to float rounding: ggml keeps 8 float lanes per row
 // (each a fused multiply-add of the block scale and the integer sum of 4
 // neighbouring products), the kernels here one sum per block (ggmlorder_test.go). On small
