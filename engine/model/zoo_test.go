@@ -24,7 +24,8 @@ import (
 // other dot products' float order (kernels.TestGGMLDotOrder gives it; Q4_1 with it
 // went from 5.9e-4 to 5e-7), and the attention of llama.cpp's AVX-512 build (the
 // K·q product in 4×16 fused lanes, the binary16 accumulator updated by a fused
-// multiply-add, the online softmax's exponentials as libm's expf): with those,
+// multiply-add, the online softmax's exponentials as libm's expf) and RoPE's angles
+// as libm's sinf/cosf (not correctly rounded for about 2% of them): with those,
 // llama-dense-c-IQ3_S went from 1.07e-3 to 6.1e-7 and llama-dense-Q5_1's one
 // outlying step (2e-3) went. qwen3moe-b-Q8_0 is the same drift meeting a near-tie:
 // at step 19 the last layer's router logits of its second and third experts are
