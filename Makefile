@@ -32,7 +32,7 @@ test: vet
 	$(GO) test -race -count=1 -timeout 20m ./...
 	$(GO) test -count=1 -run 'TestThreeModelsMemory' ./engine
 	$(GO) test -count=1 -run 'TestHostileTenants' ./cmd/lmlite
-	$(GO) test -count=1 -run 'TestParityWithLlamaCpp|TestGenerateLoadsAndRuns' ./engine/model ./engine/genmodel
+	$(GO) test -count=1 -run 'TestParityWithLlamaCpp|TestGenerateLoadsAndRuns|TestZooQuantizeParity' ./engine/model ./engine/genmodel
 	$(GO) test -count=1 -run 'TestKernelsDoNotAllocate|TestDecodeAllocations' ./engine/kernels ./engine/model
 	$(GO) test -count=1 -tags purego -skip 'TestParityWithLlamaCpp' ./engine/kernels ./engine/model
 	$(MAKE) fuzz

@@ -339,11 +339,113 @@ func elementwise8(n Register, body func(), ptrs ...step) {
 	RET()
 }
 
-// swiglu emits SwiGLU: dst = gate/(1 + expf(-gate))·up, 8 at a time.
+// Offsets of the float32 constants of siluExpf8 in siluConsts.
+const (
+	scR     = 4 * iota // 0x1.8p23: adding it rounds to an integer
+	scL2E              // log2(e)
+	scLn2Hi            // ln 2 in two parts
+	scLn2Lo
+	scP0 // the polynomial
+	scP1
+	scP2
+	scP3
+	scP4
+	scOne
+	scLim // 192: |n| beyond it, 0 or +Inf
+	scInf
+	scBias // int32 127
+	scCount
+)
+
+var siluConsts Mem
+
+func siluConstants() {
+	c := make([]float32, scCount/4)
+	c[scR/4] = 0x1.8p23
+	c[scL2E/4] = 0x1.715476p+0
+	c[scLn2Hi/4] = 0x1.62e4p-1
+	c[scLn2Lo/4] = 0x1.7f7d1cp-20
+	c[scP0/4] = 0x1.0e4020p-7
+	c[scP1/4] = 0x1.573e2ep-5
+	c[scP2/4] = 0x1.555e66p-3
+	c[scP3/4] = 0x1.fffdb6p-2
+	c[scP4/4] = 0x1.ffffecp-1
+	c[scOne/4] = 1
+	c[scLim/4] = 192
+	c[scInf/4] = float32(math.Inf(1))
+	c[scBias/4] = math.Float32frombits(127)
+	if len(c)%2 == 1 {
+		c = append(c, 0)
+	}
+	b := make([]byte, 4*len(c))
+	for i, x := range c {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	siluConsts = rodata("siluConsts", b)
+}
+
+// sc broadcasts siluExpf8 constant off to a ymm.
+func sc(off int) VecVirtual {
+	r := YMM()
+	VBROADCASTSS(siluConsts.Offset(off), r)
+	return r
+}
+
+// siluExpf8 returns expfGGML of the 8 float32 of x (engine/kernels/act.go): the
+// arithmetic of ggml's AVX-512 ggml_v_expf, its fused multiply-adds as they are,
+// its final scaling by 2**n (VSCALEFPS) as a product by 2**h and then by 2**(n-h),
+// h = n/2, which rounds once as it does.
+func siluExpf8(x VecVirtual) VecVirtual {
+	r := sc(scR)
+	z := YMM()
+	VMOVAPS(r, z)
+	VFMADD231PS(sc(scL2E), x, z) // z = x·log2e + r
+	n := YMM()
+	VSUBPS(r, z, n) // n = z − r
+	b := YMM()
+	VMOVAPS(x, b)
+	VFNMADD231PS(sc(scLn2Hi), n, b) // b = x − n·ln2hi
+	VFNMADD231PS(sc(scLn2Lo), n, b) // b −= n·ln2lo
+	u := YMM()
+	VMULPS(b, b, u)
+	p1 := sc(scP1)
+	VFMADD231PS(sc(scP0), b, p1) // p0·b + p1
+	p3 := sc(scP3)
+	VFMADD231PS(sc(scP2), b, p3) // p2·b + p3
+	VFMADD231PS(u, p1, p3)       // (p0·b + p1)·u + (p2·b + p3)
+	j := sc(scOne)
+	VFMADD231PS(sc(scP4), b, j) // p4·b + 1
+	VFMADD231PS(u, p3, j)       // j = (…)·u + (p4·b + 1)
+	// j·2**h·2**(n-h), h = n/2 rounded toward zero.
+	ni, h, e := YMM(), YMM(), YMM()
+	VCVTTPS2DQ(n, ni)
+	VPSRLD(U8(31), ni, h)
+	VPADDD(ni, h, h)
+	VPSRAD(U8(1), h, h)
+	VPSUBD(h, ni, e)
+	bias := sc(scBias)
+	VPADDD(bias, h, h)
+	VPSLLD(U8(23), h, h)
+	VPADDD(bias, e, e)
+	VPSLLD(U8(23), e, e)
+	VMULPS(h, j, j)
+	VMULPS(e, j, j)
+	// |n| > 192: +Inf for n > 0, else 0.
+	a, m, zero, big := YMM(), YMM(), YMM(), YMM()
+	VANDPS(absMask, n, a)
+	VCMPPS(U8(0x1e), sc(scLim), a, m) // |n| > 192 (GT_OQ)
+	VXORPS(zero, zero, zero)
+	VCMPPS(U8(0x1e), zero, n, big) // n > 0 (GT_OQ)
+	VANDPS(sc(scInf), big, big)    // +Inf or 0
+	VBLENDVPS(m, big, j, j)
+	return j
+}
+
+// swiglu emits SwiGLU: dst = gate/(1 + expfGGML(-gate))·up, 8 at a time.
 func swiglu() {
 	TEXT("swigluAVX2", NOSPLIT, "func(dst, gate, up *float32, n int)")
 	Pragma("noescape")
-	Doc("swigluAVX2 sets dst[i] = gate[i]/(1+expf(-gate[i]))·up[i] for i < n, n a multiple of 8.")
+	Doc("swigluAVX2 sets dst[i] = gate[i]/(1+expfGGML(-gate[i]))·up[i] for i < n, n a multiple of 8.")
 	dst := Load(Param("dst"), GP64())
 	gate := Load(Param("gate"), GP64())
 	up := Load(Param("up"), GP64())
@@ -352,8 +454,8 @@ func swiglu() {
 		g, ng := YMM(), YMM()
 		VMOVUPS(Mem{Base: gate}, g)
 		VXORPS(ec(ecSign), g, ng)
-		e := expf8(ng)
-		VADDPS(ec(ecOne), e, e)
+		e := siluExpf8(ng)
+		VADDPS(sc(scOne), e, e)
 		VDIVPS(e, g, g)
 		VMULPS(Mem{Base: up}, g, g)
 		VMOVUPS(g, Mem{Base: dst})

@@ -113,6 +113,7 @@ func main() {
 	roundFloats("roundF16AVX2", false)
 	roundFloats("roundBF16AVX2", true)
 	toF16()
+	siluConstants()
 	swiglu()
 	for _, typ := range []string{"Q4K", "Q6K", "Q5K"} {
 		for _, rt := range [][2]int{{8, 1}, {1, 16}, {1, 8}, {1, 4}} {

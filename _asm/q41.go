@@ -16,8 +16,11 @@ const (
 // sum += (f16(x.d)·y.d)·isum + f16(x.m)·y.s, blocks in order.
 func dotQ4_1AVX2() { dotQx1AVX2("Q4_1") }
 
-// dotQ5_1AVX2 emits the Q5_1 kernel: Q4_1's with the quants' fifth bits spread
-// from the block's uint32 as Q5_0's.
+// dotQ5_1AVX2 emits the Q5_1 kernel: Q4_1's unpacking with the quants' fifth bits
+// spread from the block's uint32 as Q5_0's, and llama.cpp's float order
+// (dotQ5_1RowGeneric): the 8 int32 lanes of 4-product sums converted and added
+// times f16(x.d)·y.d in one fused multiply-add per block, f16(x.m)·y.s summed in a
+// scalar, the lanes reduced as sum8 and the scalar added last.
 func dotQ5_1AVX2() { dotQx1AVX2("Q5_1") }
 
 func dotQx1AVX2(typ string) {
@@ -35,6 +38,10 @@ func dotQx1AVX2(typ string) {
 	VMOVDQU(ones16, ones)
 	sum := XMM()
 	VXORPS(sum, sum, sum)
+	acc := YMM()
+	if q5 {
+		VXORPS(acc, acc, acc)
+	}
 
 	Label("loop")
 	TESTQ(n, n)
@@ -57,6 +64,36 @@ func dotQx1AVX2(typ string) {
 	p := YMM()
 	VPMADDUBSW(Mem{Base: y, Disp: q8QS}, q, p)
 	VPMADDWD(ones, p, p)
+	if q5 {
+		f := YMM()
+		VCVTDQ2PS(p, f)
+		g := GP32()
+		MOVL(Mem{Base: x}, g)
+		dm := XMM()
+		VMOVD(g, dm)
+		VCVTPH2PS(dm, dm) // d, m
+		d := XMM()
+		VMULSS(Mem{Base: y}, dm, d) // f16(x.d)·y.d
+		dy := YMM()
+		VBROADCASTSS(d, dy)
+		VFMADD231PS(dy, f, acc) // acc += isum lanes · d
+		m := XMM()
+		VMOVSHDUP(dm, m)
+		VMULSS(Mem{Base: y, Disp: 4}, m, m) // f16(x.m)·y.s, exact
+		VADDSS(m, sum, sum)
+		ADDQ(U32(size), x)
+		ADDQ(U32(q8Size), y)
+		DECQ(n)
+		JMP(LabelRef("loop"))
+
+		Label("done")
+		r := hsum8(acc)
+		VADDSS(sum, r, r)
+		VZEROUPPER()
+		Store(r, ReturnIndex(0))
+		RET()
+		return
+	}
 	hi := XMM()
 	VEXTRACTI128(U8(1), p, hi)
 	VPADDD(p.AsX(), hi, hi)

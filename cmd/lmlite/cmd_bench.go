@@ -53,7 +53,7 @@ func slowPathTypes(f *gguf.File) map[string]int {
 	var slow map[string]int
 	for _, ti := range f.Tensors {
 		t := kernels.Type(ti.Type)
-		if len(ti.Dims) >= 2 && kernels.Supported(t) && !kernels.HasSIMD(t) {
+		if len(ti.Shape()) >= 2 && kernels.Supported(t) && !kernels.HasSIMD(t) {
 			if slow == nil {
 				slow = map[string]int{}
 			}

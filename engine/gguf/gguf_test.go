@@ -529,3 +529,20 @@ func TestHeader(t *testing.T) {
 		t.Errorf("remapped tensor b differs (found %v)", ok)
 	}
 }
+
+// TestShapeDropsTrailingOnes: a tensor's shape is its ggml ne with the trailing
+// dimensions of length 1 dropped, the first always kept (issue 32).
+func TestShapeDropsTrailingOnes(t *testing.T) {
+	for _, c := range []struct{ dims, want []uint64 }{
+		{[]uint64{256, 1}, []uint64{256}},
+		{[]uint64{256, 512, 1, 1}, []uint64{256, 512}},
+		{[]uint64{1, 1}, []uint64{1}},
+		{[]uint64{1, 8}, []uint64{1, 8}},
+		{[]uint64{32, 1, 8}, []uint64{32, 1, 8}},
+	} {
+		ti := TensorInfo{Dims: c.dims}
+		if got := ti.Shape(); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("Shape of %v = %v, want %v", c.dims, got, c.want)
+		}
+	}
+}

@@ -44,6 +44,20 @@ type TensorInfo struct {
 	Size   int64  // bytes
 }
 
+// Shape is the tensor's shape as ggml takes it: Dims with the trailing dimensions of
+// length 1 dropped (at least one kept), so that [256 1] is the vector [256] (llama.cpp's
+// converter writes some vectors, such as Qwen2MoE's ffn_gate_inp_shexp, that way).
+func (t *TensorInfo) Shape() []uint64 { return TrimShape(t.Dims) }
+
+// TrimShape is dims without its trailing 1s (the first dimension always kept).
+func TrimShape(dims []uint64) []uint64 {
+	n := len(dims)
+	for n > 1 && dims[n-1] == 1 {
+		n--
+	}
+	return dims[:n]
+}
+
 // Elements is the number of elements of the tensor.
 func (t *TensorInfo) Elements() int64 {
 	n := int64(1)

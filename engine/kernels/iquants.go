@@ -1,6 +1,9 @@
 package kernels
 
-import "math/bits"
+import (
+	"math"
+	"math/bits"
+)
 
 // The lattice ("i-quant") types IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S and
 // IQ1_M: groups of 8 (or 4) weights are one entry of a fixed grid (iqgrids.go,
@@ -229,6 +232,39 @@ func dotIQ3SBlock(blk []byte, y *q8KBlock) float32 {
 		bsum += sumi * (2*int32(blk[106+ib/2]>>(4*(ib%2))&0xf) + 1)
 	}
 	return f16Table[le16(blk)] * y.d * float32(bsum)
+}
+
+// dotIQ3SRow is ggml_vec_dot_iq3_s_q8_K (x86) bit for bit: 8 float lanes, lane k
+// adding, for each block, the scaled integer products at positions 4k..4k+3 of
+// its eight 32-element groups times f16(x.d)·y.d in one fused multiply-add, the
+// lanes summed as sum8 (issue 32: llama.cpp's order, not one float step per
+// block as dotIQ3SBlock, which the tests keep as the block reference).
+func dotIQ3SRow(row []byte, y []q8KBlock) float32 {
+	var acc [8]float32
+	for b := range y {
+		blk := row[b*110 : (b+1)*110]
+		var lane [8]int32
+		for ib := 0; ib < 8; ib++ {
+			sc := 2*int32(blk[106+ib/2]>>(4*(ib%2))&0xf) + 1
+			for l := 0; l < 4; l++ {
+				signs := blk[74+4*ib+l]
+				g1, g2 := iq3sGrid[iq3SIndex(blk, ib, 2*l)], iq3sGrid[iq3SIndex(blk, ib, 2*l+1)]
+				q8 := y[b].qs[32*ib+8*l:]
+				var s1, s2 int32
+				for j := 0; j < 4; j++ {
+					s1 += signed(gridByte32(g1, j)*int32(q8[j]), signs, j)
+					s2 += signed(gridByte32(g2, j)*int32(q8[j+4]), signs, j+4)
+				}
+				lane[2*l] += s1 * sc
+				lane[2*l+1] += s2 * sc
+			}
+		}
+		d := f16Table[le16(blk)] * y[b].d
+		for k := range acc {
+			acc[k] = float32(math.FMA(float64(d), float64(lane[k]), float64(acc[k])))
+		}
+	}
+	return sum8(&acc)
 }
 
 // ---- IQ1_S: d f16, qs [32]byte (low 8 bits of 11-bit indices into iq1sGrid),

@@ -274,6 +274,9 @@ func dotRow(wt Type, row []byte, a *acts, t int) float32 {
 	case Q6_K:
 		nb := a.cols / qkK
 		return dotQ6KRow(row, a.q8k[t*nb:(t+1)*nb])
+	case IQ3_S:
+		nb := a.cols / qkK
+		return dotIQ3SRow(row, a.q8k[t*nb:(t+1)*nb])
 	}
 	if c := refCodecOf(wt); c != nil {
 		return dotRefRow(c, wt.BlockBytes(), row, a, t)

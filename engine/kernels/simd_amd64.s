@@ -2202,7 +2202,7 @@ done:
 	RET
 
 // func dotQ5_1AVX2(x *byte, y *byte, n int) float32
-// Requires: AVX, AVX2, F16C, SSE
+// Requires: AVX, AVX2, F16C, FMA3, SSE
 TEXT ·dotQ5_1AVX2(SB), NOSPLIT, $0-28
 	MOVQ    x+0(FP), AX
 	MOVQ    y+8(FP), CX
@@ -2210,44 +2210,48 @@ TEXT ·dotQ5_1AVX2(SB), NOSPLIT, $0-28
 	VMOVDQU nibbleMask<>+0(SB), Y0
 	VMOVDQU ones16<>+0(SB), Y1
 	VXORPS  X2, X2, X2
+	VXORPS  Y3, Y3, Y3
 
 loop:
 	TESTQ        DX, DX
 	JZ           done
-	VMOVDQU      8(AX), X3
-	VPSRLW       $0x04, X3, X4
-	VINSERTI128  $0x01, X4, Y3, Y4
-	VPAND        Y0, Y4, Y4
-	VPBROADCASTD 4(AX), Y5
-	VPSHUFB      q5Spread<>+0(SB), Y5, Y5
-	VPAND        q5Bits<>+0(SB), Y5, Y5
-	VPCMPEQB     q5Bits<>+0(SB), Y5, Y5
-	VPAND        bit4Mask<>+0(SB), Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VPMADDUBSW   8(CX), Y4, Y4
-	VPMADDWD     Y1, Y4, Y4
-	VEXTRACTI128 $0x01, Y4, X3
-	VPADDD       X4, X3, X3
-	VPHADDD      X3, X3, X3
-	VPHADDD      X3, X3, X3
-	VCVTDQ2PS    X3, X3
+	VMOVDQU      8(AX), X4
+	VPSRLW       $0x04, X4, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPAND        Y0, Y5, Y5
+	VPBROADCASTD 4(AX), Y6
+	VPSHUFB      q5Spread<>+0(SB), Y6, Y6
+	VPAND        q5Bits<>+0(SB), Y6, Y6
+	VPCMPEQB     q5Bits<>+0(SB), Y6, Y6
+	VPAND        bit4Mask<>+0(SB), Y6, Y6
+	VPOR         Y6, Y5, Y5
+	VPMADDUBSW   8(CX), Y5, Y5
+	VPMADDWD     Y1, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
 	MOVL         (AX), BX
 	VMOVD        BX, X4
 	VCVTPH2PS    X4, X4
-	VMULSS       (CX), X4, X5
-	VMULSS       X3, X5, X5
-	VMOVSHDUP    X4, X3
-	VMULSS       4(CX), X3, X3
-	VADDSS       X3, X5, X5
-	VADDSS       X5, X2, X2
+	VMULSS       (CX), X4, X6
+	VBROADCASTSS X6, Y6
+	VFMADD231PS  Y6, Y5, Y3
+	VMOVSHDUP    X4, X4
+	VMULSS       4(CX), X4, X4
+	VADDSS       X4, X2, X2
 	ADDQ         $0x00000018, AX
 	ADDQ         $0x00000028, CX
 	DECQ         DX
 	JMP          loop
 
 done:
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VADDSS       X2, X0, X0
 	VZEROUPPER
-	MOVSS X2, ret+24(FP)
+	MOVSS        X0, ret+24(FP)
 	RET
 
 DATA threes<>+0(SB)/8, $0x0303030303030303
@@ -11714,8 +11718,17 @@ done:
 	VZEROUPPER
 	RET
 
+DATA siluConsts<>+0(SB)/8, $0x3fb8aa3b4b400000
+DATA siluConsts<>+8(SB)/8, $0x35bfbe8e3f317200
+DATA siluConsts<>+16(SB)/8, $0x3d2b9f173c072010
+DATA siluConsts<>+24(SB)/8, $0x3efffedb3e2aaf33
+DATA siluConsts<>+32(SB)/8, $0x3f8000003f7ffff6
+DATA siluConsts<>+40(SB)/8, $0x7f80000043400000
+DATA siluConsts<>+48(SB)/8, $0x000000000000007f
+GLOBL siluConsts<>(SB), RODATA|NOPTR, $56
+
 // func swigluAVX2(dst *float32, gate *float32, up *float32, n int)
-// Requires: AVX, AVX2
+// Requires: AVX, AVX2, FMA3
 TEXT ·swigluAVX2(SB), NOSPLIT, $0-32
 	MOVQ dst+0(FP), AX
 	MOVQ gate+8(FP), CX
@@ -11728,61 +11741,49 @@ loop:
 	VMOVUPS      (CX), Y0
 	VBROADCASTSS expfConsts<>+56(SB), Y1
 	VXORPS       Y1, Y0, Y1
-	VBROADCASTSS expfConsts<>+0(SB), Y2
-	VMULPS       Y2, Y1, Y2
-	VBROADCASTSS expfConsts<>+4(SB), Y3
-	VADDPS       Y3, Y2, Y2
-	VROUNDPS     $0x01, Y2, Y2
-	VBROADCASTSS expfConsts<>+8(SB), Y3
-	VMULPS       Y3, Y2, Y4
-	VSUBPS       Y4, Y1, Y3
-	VBROADCASTSS expfConsts<>+12(SB), Y4
-	VMULPS       Y4, Y2, Y4
-	VSUBPS       Y4, Y3, Y3
-	VBROADCASTSS expfConsts<>+16(SB), Y4
-	VMULPS       Y3, Y4, Y4
-	VBROADCASTSS expfConsts<>+20(SB), Y5
-	VADDPS       Y5, Y4, Y4
-	VMULPS       Y3, Y4, Y4
-	VBROADCASTSS expfConsts<>+24(SB), Y5
-	VADDPS       Y5, Y4, Y4
-	VMULPS       Y3, Y4, Y4
-	VBROADCASTSS expfConsts<>+28(SB), Y5
-	VADDPS       Y5, Y4, Y4
-	VMULPS       Y3, Y4, Y4
-	VBROADCASTSS expfConsts<>+32(SB), Y5
-	VADDPS       Y5, Y4, Y4
-	VMULPS       Y3, Y4, Y4
-	VBROADCASTSS expfConsts<>+36(SB), Y5
-	VADDPS       Y5, Y4, Y4
-	VMULPS       Y3, Y4, Y4
-	VMULPS       Y3, Y4, Y4
-	VADDPS       Y3, Y4, Y4
-	VBROADCASTSS expfConsts<>+40(SB), Y3
-	VADDPS       Y3, Y4, Y4
-	VCVTTPS2DQ   Y2, Y2
-	VPSRLD       $0x1f, Y2, Y3
-	VPADDD       Y2, Y3, Y3
+	VBROADCASTSS siluConsts<>+0(SB), Y2
+	VMOVAPS      Y2, Y3
+	VBROADCASTSS siluConsts<>+4(SB), Y4
+	VFMADD231PS  Y4, Y1, Y3
+	VSUBPS       Y2, Y3, Y2
+	VMOVAPS      Y1, Y1
+	VBROADCASTSS siluConsts<>+8(SB), Y3
+	VFNMADD231PS Y3, Y2, Y1
+	VBROADCASTSS siluConsts<>+12(SB), Y3
+	VFNMADD231PS Y3, Y2, Y1
+	VMULPS       Y1, Y1, Y3
+	VBROADCASTSS siluConsts<>+20(SB), Y4
+	VBROADCASTSS siluConsts<>+16(SB), Y5
+	VFMADD231PS  Y5, Y1, Y4
+	VBROADCASTSS siluConsts<>+28(SB), Y5
+	VBROADCASTSS siluConsts<>+24(SB), Y6
+	VFMADD231PS  Y6, Y1, Y5
+	VFMADD231PS  Y3, Y4, Y5
+	VBROADCASTSS siluConsts<>+36(SB), Y4
+	VBROADCASTSS siluConsts<>+32(SB), Y6
+	VFMADD231PS  Y6, Y1, Y4
+	VFMADD231PS  Y3, Y5, Y4
+	VCVTTPS2DQ   Y2, Y1
+	VPSRLD       $0x1f, Y1, Y3
+	VPADDD       Y1, Y3, Y3
 	VPSRAD       $0x01, Y3, Y3
-	VPSUBD       Y3, Y2, Y2
-	VBROADCASTSS expfConsts<>+60(SB), Y5
+	VPSUBD       Y3, Y1, Y1
+	VBROADCASTSS siluConsts<>+48(SB), Y5
 	VPADDD       Y5, Y3, Y3
 	VPSLLD       $0x17, Y3, Y3
-	VPADDD       Y5, Y2, Y2
-	VPSLLD       $0x17, Y2, Y2
+	VPADDD       Y5, Y1, Y1
+	VPSLLD       $0x17, Y1, Y1
 	VMULPS       Y3, Y4, Y4
-	VMULPS       Y2, Y4, Y4
-	VBROADCASTSS expfConsts<>+48(SB), Y2
-	VCMPPS       $0x11, Y2, Y1, Y2
+	VMULPS       Y1, Y4, Y4
+	VANDPS       absMask<>+0(SB), Y2, Y1
+	VBROADCASTSS siluConsts<>+40(SB), Y3
+	VCMPPS       $0x1e, Y3, Y1, Y1
 	VXORPS       Y3, Y3, Y3
-	VBLENDVPS    Y2, Y3, Y4, Y4
-	VBROADCASTSS expfConsts<>+44(SB), Y2
-	VCMPPS       $0x1e, Y2, Y1, Y2
-	VBROADCASTSS expfConsts<>+52(SB), Y3
-	VBLENDVPS    Y2, Y3, Y4, Y4
-	VCMPPS       $0x03, Y1, Y1, Y2
-	VBLENDVPS    Y2, Y1, Y4, Y4
-	VBROADCASTSS expfConsts<>+40(SB), Y1
+	VCMPPS       $0x1e, Y3, Y2, Y2
+	VBROADCASTSS siluConsts<>+44(SB), Y3
+	VANDPS       Y3, Y2, Y2
+	VBLENDVPS    Y1, Y2, Y4, Y4
+	VBROADCASTSS siluConsts<>+36(SB), Y1
 	VADDPS       Y1, Y4, Y4
 	VDIVPS       Y4, Y0, Y0
 	VMULPS       (DX), Y0, Y0

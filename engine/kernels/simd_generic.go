@@ -133,12 +133,32 @@ func dotQ2KRowGeneric(row []byte, y []q8KBlock) float32 {
 	return sum
 }
 
+// dotQ5_1RowGeneric is ggml_vec_dot_q5_1_q8_1 (x86) bit for bit: 8 float lanes,
+// lane k adding, for each block, the integer sum of the products at positions
+// 4k..4k+3 times f16(x.d)·y.d in one fused multiply-add; Σ f16(x.m)·y.s (exact
+// products of two binary16 values) in a scalar; the lanes summed as sum8, then
+// the scalar added (issue 32: llama.cpp's order, not one float step per block).
 func dotQ5_1RowGeneric(row []byte, y []q8_1Block) float32 {
-	var sum float32
+	var acc [8]float32
+	var summs float32
 	for b := range y {
-		sum += dotQ5_1Block(row[b*24:(b+1)*24], &y[b])
+		blk := row[b*24 : (b+1)*24]
+		qh, qs := q5Quants(blk[4:])
+		summs += f16Table[le16(blk[2:])] * y[b].s
+		d := f16Table[le16(blk)] * y[b].d
+		for k := range acc {
+			var isum int32
+			for j := 4 * k; j < 4*k+4; j++ {
+				q := qs[j%16] & 0xf
+				if j >= 16 {
+					q = qs[j-16] >> 4
+				}
+				isum += int32(q|byte(qh>>j&1)<<4) * int32(y[b].qs[j])
+			}
+			acc[k] = float32(math.FMA(float64(float32(isum)), float64(d), float64(acc[k])))
+		}
 	}
-	return sum
+	return sum8(&acc) + summs
 }
 
 func dotQ4_1RowGeneric(row []byte, y []q8_1Block) float32 {

@@ -275,7 +275,7 @@ func roundBF16AVX2(dst *float32, src *float32, n int)
 //go:noescape
 func toF16AVX2(dst *uint16, src *float32, n int)
 
-// swigluAVX2 sets dst[i] = gate[i]/(1+expf(-gate[i]))·up[i] for i < n, n a multiple of 8.
+// swigluAVX2 sets dst[i] = gate[i]/(1+expfGGML(-gate[i]))·up[i] for i < n, n a multiple of 8.
 //
 //go:noescape
 func swigluAVX2(dst *float32, gate *float32, up *float32, n int)

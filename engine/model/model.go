@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"slices"
 	"sync/atomic"
 
 	"github.com/lmlite/lmlite/engine/gguf"
@@ -74,10 +75,10 @@ func Load(f *gguf.File) (*Model, error) {
 	m := &Model{file: f}
 	l := loader{f: f}
 	emb, ok := f.Tensor("token_embd.weight")
-	if !ok || len(emb.Dims) != 2 {
+	if !ok || len(emb.Shape()) != 2 {
 		return nil, fmt.Errorf("%w: token_embd.weight missing or not a matrix", ErrBadModel)
 	}
-	cfg.Vocab = int(emb.Dims[1])
+	cfg.Vocab = int(emb.Shape()[1])
 	m.tokEmbd = l.matrix("token_embd.weight", cfg.Dim, cfg.Vocab)
 	if _, ok := f.Tensor("output.weight"); ok {
 		m.output = l.matrix("output.weight", cfg.Dim, cfg.Vocab)
@@ -162,12 +163,13 @@ func (l *loader) info(name string, dims ...int) *gguf.TensorInfo {
 		l.err = fmt.Errorf("%w %v (tensor %s; supported: %v)", ErrUnsupportedType, t.Type, name, kernels.SupportedTypes())
 		return nil
 	}
-	ok = len(t.Dims) == len(dims)
-	for i := 0; ok && i < len(dims); i++ {
-		ok = t.Dims[i] == uint64(dims[i])
+	want := make([]uint64, len(dims))
+	for i, d := range dims {
+		want[i] = uint64(d)
 	}
-	if !ok {
-		l.err = fmt.Errorf("%w: tensor %s has shape %v, want %v", ErrBadModel, name, t.Dims, dims)
+	// Shapes compare as ggml's: trailing dimensions of length 1 are absent.
+	if have, want := t.Shape(), gguf.TrimShape(want); !slices.Equal(have, want) {
+		l.err = fmt.Errorf("%w: tensor %s has shape %v, want %v", ErrBadModel, name, have, want)
 		return nil
 	}
 	if !kernels.ValidRow(kernels.Type(t.Type), dims[0]) {

@@ -25,23 +25,50 @@ import (
 var source []byte
 
 var (
-	once    sync.Once
-	binPath string
-	errBin  error
+	mu     sync.Mutex
+	builds = map[string]built{} // by CPU variant ("" the default)
 )
 
-// Binary returns the path of the built ggmlref program; it skips the test (fails
-// it in CI) when the peer, gcc or git is missing.
-func Binary(t testing.TB) string {
-	t.Helper()
-	once.Do(func() { binPath, errBin = build(testenv.Shared(t)) })
-	if errBin != nil {
-		testenv.Missing(t, "llama.cpp's libraries (the npm peer) with gcc and git", errBin)
-	}
-	return binPath
+type built struct {
+	path string
+	err  error
 }
 
-func build(shared string) (string, error) {
+// Binary returns the path of the built ggmlref program, linked with the CPU
+// variant llama.cpp picks on an AVX2 CPU (or the baseline one); it skips the test
+// (fails it in CI) when the peer, gcc or git is missing.
+func Binary(t testing.TB) string {
+	t.Helper()
+	return binary_(t, "")
+}
+
+// BinaryAVX512 is Binary linked with llama.cpp's AVX-512 CPU variant (skylakex: the
+// arithmetic of its AVX-512 builds, such as ggml_v_expf's); the test skips on a CPU
+// without AVX-512.
+func BinaryAVX512(t testing.TB) string {
+	t.Helper()
+	if !(cpu.X86.HasAVX512F && cpu.X86.HasAVX512DQ && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512CD) {
+		t.Skip("llama.cpp's AVX-512 variant needs an AVX-512 CPU")
+	}
+	return binary_(t, "skylakex")
+}
+
+func binary_(t testing.TB, variant string) string {
+	t.Helper()
+	mu.Lock()
+	b, ok := builds[variant]
+	if !ok {
+		b.path, b.err = build(testenv.Shared(t), variant)
+		builds[variant] = b
+	}
+	mu.Unlock()
+	if b.err != nil {
+		testenv.Missing(t, "llama.cpp's libraries (the npm peer) with gcc and git", b.err)
+	}
+	return b.path
+}
+
+func build(shared, cpuVariant string) (string, error) {
 	setup := filepath.Join(shared, "peers", "llamacpp", "setup.sh")
 	out, err := exec.Command(setup).Output()
 	if err != nil {
@@ -58,6 +85,9 @@ func build(shared string) (string, error) {
 	variant := "libggml-cpu-x64.so"
 	if cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C {
 		variant = "libggml-cpu-haswell.so" // the variant llama.cpp picks on an AVX2 CPU
+	}
+	if cpuVariant != "" {
+		variant = "libggml-cpu-" + cpuVariant + ".so"
 	}
 	tmp, err := os.MkdirTemp("", "ggmlref")
 	if err != nil {
@@ -120,6 +150,7 @@ type Rows struct {
 	Enc  []byte    // the rows quantized by llama.cpp (or the raw blocks given)
 	Deq  []float32 // decoded by llama.cpp
 	Dots []float32 // each row's dot product with the activations, by llama.cpp's CPU backend
+	Act  []byte    // the activations in the type's vec_dot_type blocks, as llama.cpp quantized them
 }
 
 // Run has llama.cpp quantize w (rows × cols) to ggml type typ (with an all-ones
@@ -146,11 +177,36 @@ func Run(t testing.TB, typ uint32, rows, cols, rowBytes int, w []float32, raw []
 		t.Fatalf("ggmlref type %d: %v: %s", typ, err, stderr.String())
 	}
 	rb := rows * rowBytes
-	if len(out) != rb+4*rows*cols+4*rows {
+	if len(out) < rb+4*rows*cols+4*rows {
 		t.Fatalf("ggmlref type %d: %d bytes of output", typ, len(out))
 	}
 	r := Rows{Enc: out[:rb], Deq: make([]float32, rows*cols), Dots: make([]float32, rows)}
 	binary.Decode(out[rb:], binary.LittleEndian, r.Deq)
 	binary.Decode(out[rb+4*rows*cols:], binary.LittleEndian, r.Dots)
+	r.Act = out[rb+4*rows*cols+4*rows:]
 	return r
+}
+
+// SwiGLU has llama.cpp's CPU backend, its AVX-512 variant, compute its SwiGLU op
+// (ggml_swiglu_split, as its feed-forward layers call it) on gate and up:
+// silu(gate[i])·up[i].
+func SwiGLU(t testing.TB, gate, up []float32) []float32 {
+	t.Helper()
+	var in bytes.Buffer
+	binary.Write(&in, binary.LittleEndian, gate)
+	binary.Write(&in, binary.LittleEndian, up[:len(gate)])
+	cmd := exec.Command(BinaryAVX512(t), "swiglu", fmt.Sprint(len(gate)))
+	cmd.Stdin = &in
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("ggmlref swiglu: %v: %s", err, stderr.String())
+	}
+	if len(out) != 4*len(gate) {
+		t.Fatalf("ggmlref swiglu: %d bytes of output", len(out))
+	}
+	res := make([]float32, len(gate))
+	binary.Decode(out, binary.LittleEndian, res)
+	return res
 }

@@ -3,6 +3,7 @@
 // package (../shared/peers/llamacpp). Built and run by internal/ggmlref (for the kernels and model tests).
 //
 // usage: ggmlref TYPE ROWS COLS [raw] < in > out
+//        ggmlref swiglu N < in > out
 // in:  ROWS*COLS float32 weights (raw: ROWS rows of TYPE's blocks, used as they
 //      are), then COLS float32 activations
 // out: the weights quantized to TYPE by ggml_quantize_chunk (an all-ones importance
@@ -11,6 +12,7 @@
 //      backend computes them (activations converted to the type's vec_dot_type).
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include "ggml.h"
 #include "ggml-cpu.h"
 
@@ -18,7 +20,25 @@ static void must_read(void *p, size_t n) {
   if (fread(p, 1, n, stdin) != n) { fprintf(stderr, "ggmlref: short input\n"); exit(1); }
 }
 
+// swiglu: in N float32 gate values then N up values; out the N values of ggml's
+// SwiGLU op (ggml_swiglu_split, as llama.cpp's FFN calls it) on the CPU backend.
+static int swiglu(int64_t n) {
+  struct ggml_init_params ip = {.mem_size = 16 * 1024 * 1024 + 8 * n * sizeof(float), .mem_buffer = NULL, .no_alloc = false};
+  struct ggml_context *ctx = ggml_init(ip);
+  struct ggml_tensor *g = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, n), *u = ggml_new_tensor_1d(ctx, GGML_TYPE_F32, n);
+  must_read(g->data, sizeof(float) * n);
+  must_read(u->data, sizeof(float) * n);
+  struct ggml_tensor *out = ggml_swiglu_split(ctx, g, u);
+  struct ggml_cgraph *gf = ggml_new_graph(ctx);
+  ggml_build_forward_expand(gf, out);
+  if (ggml_graph_compute_with_ctx(ctx, gf, 1) != GGML_STATUS_SUCCESS) { fprintf(stderr, "ggmlref: compute failed\n"); return 1; }
+  fwrite(out->data, sizeof(float), n, stdout);
+  ggml_free(ctx);
+  return 0;
+}
+
 int main(int argc, char **argv) {
+  if (argc == 3 && strcmp(argv[1], "swiglu") == 0) { ggml_cpu_init(); return swiglu(atoll(argv[2])); }
   if (argc != 4 && argc != 5) { fprintf(stderr, "usage: ggmlref TYPE ROWS COLS [raw]\n"); return 2; }
   int raw = argc == 5;
   enum ggml_type type = (enum ggml_type)atoi(argv[1]);
@@ -50,5 +70,6 @@ int main(int argc, char **argv) {
   fwrite(q, 1, rb * rows, stdout);
   fwrite(deq, sizeof(float), rows * cols, stdout);
   fwrite(dots, sizeof(float), rows, stdout);
+  fwrite(xq, 1, vb, stdout);
   return 0;
 }

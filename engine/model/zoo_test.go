@@ -1,0 +1,101 @@
+package model
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lmlite/lmlite/internal/testenv"
+)
+
+// zooKnownGaps are the files of ../shared/testdata/zoo-quantize that do not yet meet
+// the bounds of TestZooQuantizeParity (issue 32), with what they gave when last
+// measured. They are logged, not enforced, so the gap stays visible; a file listed
+// here that starts to pass fails the test until it is taken off the list.
+//
+// The cause (issue 32): these tiny random-weight models amplify any difference in
+// the last bits (a relative 1e-5 change to a few norm weights moves them by a mean
+// KL of 1e-3), through the 8-bit activation roundings it can flip, so agreeing with
+// llama.cpp means its arithmetic bit for bit. Done: SwiGLU's exponential
+// (ggml_v_expf), the Q5_1 and IQ3_S dot products (ggml's vec_dot float order). Left
+// (each shown on the pure-Go reference to take the files below to ~1e-6): the
+// other dot products' float order (kernels.TestGGMLDotOrder gives it; Q4_1 with it
+// went from 5.9e-4 to 5e-7), and the attention of llama.cpp's AVX-512 build (the
+// K·q product in 4×16 fused lanes, the binary16 accumulator updated by a fused
+// multiply-add, the online softmax's exponentials as libm's expf) and RoPE's angles
+// as libm's sinf/cosf (not correctly rounded for about 2% of them): with those,
+// llama-dense-c-IQ3_S went from 1.07e-3 to 6.1e-7 and llama-dense-Q5_1's one
+// outlying step (2e-3) went. qwen3moe-b-Q8_0 is the same drift meeting a near-tie:
+// at step 19 the last layer's router logits of its second and third experts are
+// 0.03 apart, and the other expert is taken.
+var zooKnownGaps = map[string]string{
+	"llama-dense-c-IQ3_S": "top-1 24/24, mean KL 1.07e-03 (max step 8.7e-03)",
+	"qwen3moe-b-Q8_0":     "top-1 23/24, mean KL 9.80e-02 (step 19: llama.cpp 187 at 0.22, lmlite 489 at 0.30; an expert 0.03 from the top 2)",
+}
+
+// TestZooQuantizeParity scores every file of ../shared/testdata/zoo-quantize (files
+// as llama.cpp's converter and llama-quantize write them) against llama.cpp's own
+// greedy run beside it (teacher-forced on its 24 steps, KL over its top 20): top-1
+// equal on at least 23 of the 24 steps, mean KL(llama.cpp ‖ lmlite) below 1e-3 for
+// quantized files and 1e-2 for F16 and BF16 ones (where two llama.cpp builds differ
+// by up to 5e-3), as close as llama.cpp's builds are to each other (issue 32).
+func TestZooQuantizeParity(t *testing.T) {
+	if raceEnabled {
+		t.Skip("pure numerics: make test runs it without the race detector")
+	}
+	dir := filepath.Join(testenv.Shared(t), "testdata", "zoo-quantize")
+	paths, err := filepath.Glob(filepath.Join(dir, "*.gguf"))
+	if err != nil || len(paths) == 0 {
+		testenv.Missing(t, "the zoo-quantize files", err)
+	}
+	if only := os.Getenv("LMLITE_ZOO"); only != "" { // a few while working on them
+		var keep []string
+		for _, p := range paths {
+			if strings.Contains(filepath.Base(p), only) {
+				keep = append(keep, p)
+			}
+		}
+		paths = keep
+	}
+	for _, path := range paths {
+		name := strings.TrimSuffix(filepath.Base(path), ".gguf")
+		t.Run(name, func(t *testing.T) {
+			raw, err := os.ReadFile(strings.TrimSuffix(path, ".gguf") + ".llamacpp.json")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var r peerRun
+			if err := json.Unmarshal(raw, &r); err != nil {
+				t.Fatal(err)
+			}
+			klMax := 1e-3
+			if strings.HasSuffix(name, "-F16") || strings.HasSuffix(name, "-BF16") {
+				klMax = 1e-2
+			}
+			gap, known := zooKnownGaps[name]
+			m, err := Open(path)
+			if err != nil {
+				if known {
+					t.Logf("KNOWN GAP (issue 32): %s: %v (was: %s)", name, err, gap)
+					return
+				}
+				t.Fatal(err)
+			}
+			defer m.Close()
+			mismatches, meanKL, maxKL := scoreAgainstPeer(t, m, r, AttnF16)
+			steps := len(r.Steps)
+			t.Logf("ZOO %s: top-1 %d/%d, mean KL %.2e (max step %.2e)", name, steps-mismatches, steps, meanKL, maxKL)
+			pass := mismatches <= 1 && meanKL < klMax
+			switch {
+			case known && pass:
+				t.Errorf("%s now passes (top-1 %d/%d, mean KL %.2e): take it off zooKnownGaps", name, steps-mismatches, steps, meanKL)
+			case known:
+				t.Logf("KNOWN GAP (issue 32): %s still fails: top-1 %d/%d, mean KL %.2e (was: %s)", name, steps-mismatches, steps, meanKL, gap)
+			case !pass:
+				t.Errorf("top-1 %d/%d (want >= %d), mean KL %.3g (want < %g)", steps-mismatches, steps, steps-1, meanKL, klMax)
+			}
+		})
+	}
+}
