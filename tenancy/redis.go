@@ -74,7 +74,8 @@ type RedisShared struct {
 	tenants  map[string]bool        // seen, for the reaper
 	rooms    map[string]money.Money // by tenant: the money left at Redis's last answer (Room)
 	local    map[string]*localShare
-	nodes    int // live processes, last seen (≥ 1)
+	jobs     map[string]string // by batch job id: its tenant, the unfinished jobs to renew (redisapi.go)
+	nodes    int               // live processes, last seen (≥ 1)
 
 	downUntil atomic.Int64 // unix ns: Redis failed a moment ago; until then requests do not wait for it
 
@@ -147,7 +148,7 @@ func NewRedisShared(c redis.UniversalClient, o RedisOptions) *RedisShared {
 		o.Logger = slog.Default()
 	}
 	r := &RedisShared{c: c, prefix: o.KeyPrefix, node: o.Node, ttl: o.TTL, log: o.Logger, met: o.Metrics, seed: strconv.FormatUint(rand.Uint64(), 36),
-		live: map[string]liveTicket{}, tenants: map[string]bool{}, rooms: map[string]money.Money{}, local: map[string]*localShare{}, nodes: 1,
+		live: map[string]liveTicket{}, tenants: map[string]bool{}, rooms: map[string]money.Money{}, local: map[string]*localShare{}, jobs: map[string]string{}, nodes: 1,
 		stop: make(chan struct{}), done: make(chan struct{})}
 	r.pipe = newBatchPipe(c, o.TTL)
 	r.beat()
@@ -611,6 +612,7 @@ func (r *RedisShared) loop() {
 		if time.Since(last) >= r.ttl/3 {
 			last = time.Now()
 			r.renew()
+			r.renewJobs()
 			r.reap()
 		}
 		r.beat()
