@@ -1,6 +1,7 @@
 package tenancy
 
 import (
+	"errors"
 	"strconv"
 	"time"
 
@@ -26,6 +27,9 @@ func (r *RedisShared) AllowPerMinute(tenant, name string, n int) (wait time.Dura
 	if n <= 0 {
 		return 0, true, nil
 	}
+	if r.isDown() {
+		return 0, false, errDown
+	}
 	c, cancel := ctx()
 	defer cancel()
 	v, err := allowScript.Run(c, r.c, []string{r.base(tenant) + "api:" + name}, n, n, 60).Slice()
@@ -41,6 +45,9 @@ func (r *RedisShared) AllowPerMinute(tenant, name string, n int) (wait time.Dura
 	return max(time.Duration(sec*float64(time.Second)), time.Millisecond), false, nil
 }
 
+// errDown is the answer while Redis is marked down (a command failed a moment ago).
+var errDown = errors.New("tenancy: redis: down a moment ago")
+
 // allowScript takes 1 from a GCRA bucket. KEYS: the bucket; ARGV: burst rate period.
 // It answers {allowed, retry (seconds, a string)}.
 var allowScript = redis.NewScript(luaLib + luaGCRA + `
@@ -53,6 +60,9 @@ return {d.allowed, tostring(d.retry)}
 // already (those of processes that stopped renewing theirs do not count); an id
 // already there is admitted. This process renews it until EndJob.
 func (r *RedisShared) AdmitJob(tenant, id string, max int) (bool, error) {
+	if r.isDown() {
+		return false, errDown
+	}
 	c, cancel := ctx()
 	defer cancel()
 	ok, err := admitJobScript.Run(c, r.c, []string{r.base(tenant) + "jobs"}, id, max, r.ttl.Milliseconds()).Int()
