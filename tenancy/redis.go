@@ -37,6 +37,7 @@ import (
 //	P t:{T}:by:ID             string: a batch line's only: the token of the settlement command that
 //	                          charged it (another run's settlement is told from a retry of its own);
 //	                          as long as done:ID
+//	P t:{T}:api:NAME, t:{T}:jobs  the Batch API's rates and unfinished jobs (redisapi.go)
 //	P nodes                   sorted set: live process (node id) scored by its expiry (ms, its clock)
 //
 // Ticket ids never start with "=". This layout replaced one of separate keys (held,
