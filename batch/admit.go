@@ -73,6 +73,9 @@ func (m *Manager) admitJob(tenant, id string, max int) error {
 	if max > 0 && m.unfinished(tenant) >= max {
 		return &TooManyError{Max: max}
 	}
+	if u := m.opts.Unfinished; u != nil {
+		u.HoldJob(tenant, id) // counted in the shared set once it answers again
+	}
 	return nil
 }
 

@@ -91,7 +91,8 @@ return 1
 `)
 
 // HoldJob counts tenant's job id among its unfinished ones without a check (a job
-// resumed at start); a failure is retried by the renewal.
+// resumed at start, or admitted by this process's count while Redis failed); a
+// failure is retried by the renewal, which adds the jobs Redis lacks.
 func (r *RedisShared) HoldJob(tenant, id string) {
 	r.mu.Lock()
 	r.jobs[id] = tenant
