@@ -103,3 +103,28 @@ func TestBatchLimitsHoldAcrossTwoGateways(t *testing.T) {
 		}
 	}
 }
+
+// While Redis does not answer, the Batch API's buckets are this process's: the limit
+// still holds (not open, not closed).
+func TestBatchRateBucketsFallBackToThisProcessWithRedisDown(t *testing.T) {
+	rs := redistest.Start(t, redistest.Options{})
+	rc, err := rediscli.New(rediscli.Options{URL: rs.URL(0), Name: "down"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rc.Close() })
+	sh := tenancy.NewRedisShared(rc, tenancy.RedisOptions{KeyPrefix: "bq:", Node: "n"})
+	t.Cleanup(sh.Close)
+	rs.Kill()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var a apiLimiters
+	now := time.Now()
+	for i := range 2 {
+		if _, ok := a.allowPerMinute(sh, log, "t1", "uploads", 2, now); !ok {
+			t.Fatalf("call %d of 2 refused with Redis down", i)
+		}
+	}
+	if wait, ok := a.allowPerMinute(sh, log, "t1", "uploads", 2, now); ok || wait <= 0 {
+		t.Fatalf("the third of 2 a minute with Redis down: ok %v, wait %v", ok, wait)
+	}
+}
