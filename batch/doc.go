@@ -53,7 +53,8 @@
 // line starts: a job, running or paused, holds at most a few of its lines in memory,
 // whatever its size; a resumed job reads its plan rather than validating again.
 // Create refuses a job past its tenant's Options.MaxUnfinishedOf (TooManyError)
-// before anything of it is read. A
+// before anything of it is read: counting this process's jobs, or with
+// Options.Unfinished (tenancy.RedisShared) every live process's. A
 // started line goes through a Queue to whatever runs it, and its Outcome comes back
 // to the driver, the only one that reserves and settles against the cap. InProcess
 // runs the lines on this process (at most Options.MaxRunning at once); RedisQueue

@@ -63,6 +63,9 @@ type Options struct {
 	// batch_max_unfinished), bounds its jobs not yet ended: Create refuses one more
 	// (TooManyError).
 	MaxUnfinishedOf func(tenant string) int
+	// Unfinished, when set, counts the tenants' unfinished jobs across the processes
+	// sharing it (tenancy.RedisShared) for MaxUnfinishedOf; nil: this process's jobs.
+	Unfinished UnfinishedSet
 	// SweepEvery is how often expired files are deleted (Store.Sweep); 0: a minute.
 	SweepEvery time.Duration
 	Now        func() time.Time
@@ -192,6 +195,9 @@ func (m *Manager) Start() error {
 		return err
 	}
 	for i := range js {
+		if u := m.opts.Unfinished; u != nil {
+			u.HoldJob(js[i].Tenant, js[i].ID)
+		}
 		m.spawn(js[i], true)
 	}
 	m.startSweeper()
@@ -247,6 +253,9 @@ func (m *Manager) spawn(j Job, resumed bool) {
 			delete(m.active, j.ID)
 			m.mu.Unlock()
 			m.dropWant(j.ID)
+			if u := m.opts.Unfinished; u != nil && m.ctx.Err() == nil { // closing: it resumes at the next Start
+				u.EndJob(j.Tenant, j.ID)
+			}
 		}()
 		if err := m.drive(&j, ch, resumed); err != nil && m.ctx.Err() == nil {
 			m.opts.Logger.Error("batch", "job", j.ID, "error", err)

@@ -33,7 +33,10 @@ import (
 type batches struct {
 	m *batch.Manager
 
-	uploads, creates apiLimiters // file_uploads_per_minute, batch_creates_per_minute (batchquota.go)
+	// file_uploads_per_minute and batch_creates_per_minute (batchquota.go): in shared
+	// (Redis) when the tenancy's state is shared, else (or while it fails) in limits.
+	limits apiLimiters
+	shared sharedMinutes
 }
 
 // startBatches makes the manager over the store and resumes unfinished jobs, after
@@ -42,6 +45,13 @@ type batches struct {
 // request id, which may be a client's.
 func (s *Server) startBatches(st *batch.Store, conc int, q batch.Queue) error {
 	b := &batches{}
+	var unfinished batch.UnfinishedSet // nil: this process's jobs
+	if sh, ok := s.ten.SharedState().(interface {
+		sharedMinutes
+		batch.UnfinishedSet
+	}); ok {
+		b.shared, unfinished = sh, sh
+	}
 	if err := s.ten.LoadChargedLines(); err != nil {
 		return err
 	}
@@ -57,7 +67,7 @@ func (s *Server) startBatches(st *batch.Store, conc int, q batch.Queue) error {
 		}
 		return 0
 	}
-	b.m = batch.NewManager(st, s, batch.Options{Concurrency: conc, ConcurrencyOf: concOf, MaxUnfinishedOf: unfinishedOf,
+	b.m = batch.NewManager(st, s, batch.Options{Concurrency: conc, ConcurrencyOf: concOf, MaxUnfinishedOf: unfinishedOf, Unfinished: unfinished,
 		Now: s.now, Logger: s.log, Checker: s, Queue: q, CrashLimit: s.batchCrashLimit})
 	s.batches = b
 	if err := s.metrics.reg.Register(&batchCollector{st: st, log: s.log}); err != nil {

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"log/slog"
 	"strconv"
 	"sync"
 	"time"
@@ -14,15 +15,16 @@ import (
 )
 
 // The Batch API's admission (issue 30): uploads and batch creates are rate limited
-// per tenant before any of their work (reading the file, validating the lines), the
+// per tenant before any of their work (across the processes sharing a Redis, with
+// redis:) (reading the file, validating the lines), the
 // tenant's files are bounded in bytes and number, and metadata is held to OpenAI's
 // limits.
 
-// apiLimiters are the per-tenant token buckets of one kind of Batch API call, each
-// made from the tenant's plan on its first call (x/time/rate: per process).
+// apiLimiters are the per-tenant token buckets of the Batch API's calls in this
+// process, each made from the tenant's plan on its first call (x/time/rate).
 type apiLimiters struct {
 	mu sync.Mutex
-	m  map[string]*rate.Limiter // guarded by mu: by tenant
+	m  map[string]*rate.Limiter // guarded by mu: by tenant and bucket name
 }
 
 // perMinute is the bucket of n calls a minute: n at once, then one every 60/n
@@ -34,17 +36,40 @@ func perMinute(n int) *rate.Limiter {
 	return rate.NewLimiter(rate.Limit(float64(n)/60), n)
 }
 
-// admit takes one call of tenant at now from its bucket (made by mk on the first
-// call), or says how long until one is free.
-func (a *apiLimiters) admit(tenant string, mk func() *rate.Limiter, now time.Time) (time.Duration, bool) {
+// sharedMinutes are the same buckets in the state several processes share
+// (tenancy.RedisShared, GCRA): a tenant's rate holds across them.
+type sharedMinutes interface {
+	AllowPerMinute(tenant, name string, n int) (wait time.Duration, ok bool, err error)
+}
+
+// allowPerMinute takes one call of tenant at now from its bucket name of n calls a
+// minute, or says how long until one is free: in shared (when not nil) or, without it
+// or while it fails, in this process's buckets.
+func (a *apiLimiters) allowPerMinute(shared sharedMinutes, log *slog.Logger, tenant, name string, n int, now time.Time) (time.Duration, bool) {
+	if n <= 0 {
+		return 0, true
+	}
+	if shared != nil {
+		wait, ok, err := shared.AllowPerMinute(tenant, name, n)
+		if err == nil {
+			return wait, ok
+		}
+		log.Warn("batch api: the shared rate limits are unavailable: using this process's", "limit", name, "error", err)
+	}
+	return a.admit(tenant+"\x00"+name, func() *rate.Limiter { return perMinute(n) }, now)
+}
+
+// admit takes one call of key at now from its bucket (made by mk on the first call),
+// or says how long until one is free.
+func (a *apiLimiters) admit(key string, mk func() *rate.Limiter, now time.Time) (time.Duration, bool) {
 	a.mu.Lock()
 	if a.m == nil {
 		a.m = map[string]*rate.Limiter{}
 	}
-	l, ok := a.m[tenant]
+	l, ok := a.m[key]
 	if !ok {
 		l = mk()
-		a.m[tenant] = l
+		a.m[key] = l
 	}
 	a.mu.Unlock()
 	if l == nil {
@@ -71,7 +96,8 @@ func batchRateLimited(field string, perMin int, wait time.Duration) *apiError {
 
 // admitUpload and admitCreate rate-limit POST /v1/files and POST /v1/batches.
 func (s *Server) admitUpload(pol *policies.Policy) *apiError {
-	wait, ok := s.batches.uploads.admit(pol.Tenant, func() *rate.Limiter { return perMinute(pol.FileUploadsPerMinute) }, s.now())
+	b := s.batches
+	wait, ok := b.limits.allowPerMinute(b.shared, s.log, pol.Tenant, "uploads", pol.FileUploadsPerMinute, s.now())
 	if ok {
 		return nil
 	}
@@ -79,7 +105,8 @@ func (s *Server) admitUpload(pol *policies.Policy) *apiError {
 }
 
 func (s *Server) admitCreate(pol *policies.Policy) *apiError {
-	wait, ok := s.batches.creates.admit(pol.Tenant, func() *rate.Limiter { return perMinute(pol.BatchCreatesPerMinute) }, s.now())
+	b := s.batches
+	wait, ok := b.limits.allowPerMinute(b.shared, s.log, pol.Tenant, "creates", pol.BatchCreatesPerMinute, s.now())
 	if ok {
 		return nil
 	}

@@ -168,11 +168,12 @@
 // multipart body as a stream (uploadFile), the file part written to disk as it
 // arrives (batch.Store.PutFileWith), so a file may be far over max_body_bytes.
 // batchquota.go admits the Batch API's calls before their work: uploads and batch
-// creates are rate limited per tenant (x/time/rate, the plan's
-// file_uploads_per_minute and batch_creates_per_minute: 429 with Retry-After), an
+// creates are rate limited per tenant (the plan's file_uploads_per_minute and
+// batch_creates_per_minute: 429 with Retry-After; x/time/rate in this process, or
+// GCRA in Redis across processes when the tenancy's state is shared), an
 // upload is counted against files_max_bytes as its bytes arrive and files_max_count
 // before it starts (400 file_quota_exceeded), a create past batch_max_unfinished is a
-// 429, and metadata (of a batch or a chat completion) is held to OpenAI's limits.
+// 429 (counted across processes with shared state: batch.Options.Unfinished), and metadata (of a batch or a chat completion) is held to OpenAI's limits.
 // Files carry expires_at (expires_after on upload; a batch's output_expires_after;
 // 30 days by default): an expired file is a 404 at once, and the batch Manager's
 // sweeper deletes it.

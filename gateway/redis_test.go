@@ -500,15 +500,20 @@ func TestRedisUsageOfThreeGatewaysInEachUsageAPI(t *testing.T) {
 
 // batchGateways starts two gateways sharing rs, each with a batch store of its own.
 func batchGateways(t *testing.T, rs *redistest.Server) []*sharedGateway {
-	gws, _ := startSharedGatewaysWith(t, rs, 2, func(i int, rc *redis.Client, o *Options) {
+	gws, _ := batchGatewaysWith(t, rs)
+	return gws
+}
+
+// batchGatewaysWith is batchGateways with more tenants, and the tenants' keys.
+func batchGatewaysWith(t *testing.T, rs *redistest.Server, extraTenants ...string) ([]*sharedGateway, map[string]string) {
+	return startSharedGatewaysWith(t, rs, 2, func(i int, rc *redis.Client, o *Options) {
 		bs, err := batch.OpenStore(t.TempDir())
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { bs.Close() })
 		o.Batches = bs
-	})
-	return gws
+	}, extraTenants...)
 }
 
 // A batch line that one gateway ran and settled (then, say, died before its result

@@ -37,6 +37,7 @@ import (
 //	P t:{T}:by:ID             string: a batch line's only: the token of the settlement command that
 //	                          charged it (another run's settlement is told from a retry of its own);
 //	                          as long as done:ID
+//	P t:{T}:api:NAME, t:{T}:jobs  the Batch API's rates and unfinished jobs (redisapi.go)
 //	P nodes                   sorted set: live process (node id) scored by its expiry (ms, its clock)
 //
 // Ticket ids never start with "=". This layout replaced one of separate keys (held,
@@ -74,7 +75,8 @@ type RedisShared struct {
 	tenants  map[string]bool        // seen, for the reaper
 	rooms    map[string]money.Money // by tenant: the money left at Redis's last answer (Room)
 	local    map[string]*localShare
-	nodes    int // live processes, last seen (≥ 1)
+	jobs     map[string]string // by batch job id: its tenant, the unfinished jobs to renew (redisapi.go)
+	nodes    int               // live processes, last seen (≥ 1)
 
 	downUntil atomic.Int64 // unix ns: Redis failed a moment ago; until then requests do not wait for it
 
@@ -147,7 +149,7 @@ func NewRedisShared(c redis.UniversalClient, o RedisOptions) *RedisShared {
 		o.Logger = slog.Default()
 	}
 	r := &RedisShared{c: c, prefix: o.KeyPrefix, node: o.Node, ttl: o.TTL, log: o.Logger, met: o.Metrics, seed: strconv.FormatUint(rand.Uint64(), 36),
-		live: map[string]liveTicket{}, tenants: map[string]bool{}, rooms: map[string]money.Money{}, local: map[string]*localShare{}, nodes: 1,
+		live: map[string]liveTicket{}, tenants: map[string]bool{}, rooms: map[string]money.Money{}, local: map[string]*localShare{}, jobs: map[string]string{}, nodes: 1,
 		stop: make(chan struct{}), done: make(chan struct{})}
 	r.pipe = newBatchPipe(c, o.TTL)
 	r.beat()
@@ -611,6 +613,7 @@ func (r *RedisShared) loop() {
 		if time.Since(last) >= r.ttl/3 {
 			last = time.Now()
 			r.renew()
+			r.renewJobs()
 			r.reap()
 		}
 		r.beat()

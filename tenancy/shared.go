@@ -45,6 +45,9 @@ type Shared interface {
 // before the first Admit.
 func (t *Tenancy) UseShared(sh Shared) { t.shared = sh }
 
+// SharedState is what UseShared set; nil: the state is this process's.
+func (t *Tenancy) SharedState() Shared { return t.shared }
+
 // admitShared is AdmitReserve on the shared state: one round trip.
 func (t *Tenancy) admitShared(q *Quota, now time.Time, promptTokens int, amount money.Money) (*Ticket, error) {
 	id := t.ticketID()
