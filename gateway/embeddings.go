@@ -136,7 +136,8 @@ func (s *Server) handleEmbeddings(ctx *fasthttp.RequestCtx, reqID string) {
 	}
 	j.keyID, j.pol = keyID, pol
 	if s.admitsBeforeBody(ctx) && !j.admitTenant(ctx, j.start, 0) {
-		return // refused undecoded (run.go, admitTenant)
+		s.dropBody(ctx) // refused undecoded (run.go, admitTenant)
+		return
 	}
 	body := ctx.PostBody()
 	if len(body) > s.cfg.MaxBodyBytes {

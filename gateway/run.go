@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"strings"
 	"time"
@@ -77,7 +78,8 @@ func (s *Server) handleGenerate(ctx *fasthttp.RequestCtx, reqID string, k kind) 
 	}
 	j.keyID, j.pol = keyID, pol
 	if s.admitsBeforeBody(ctx) && !j.admitTenant(ctx, s.now(), 0) {
-		return // refused undecoded
+		s.dropBody(ctx) // refused undecoded
+		return
 	}
 	if j.serve(ctx, k) {
 		async = true // the stream writer releases the request
@@ -155,6 +157,19 @@ func rateLimited(le *tenancy.LimitError) *apiError {
 // another process, the one that alone admits it (forward.go).
 func (s *Server) admitsBeforeBody(ctx *fasthttp.RequestCtx) bool {
 	return s.peer == nil || len(ctx.Request.Header.Peek(ForwardedHeader)) > 0
+}
+
+// dropBody reads and drops the rest of the body of a request refused before its
+// handler read it. fasthttp has read at most 8 KiB of a body by then (the server
+// streams request bodies, StreamRequestBody, for uploads; ctx.PostBody reads the
+// rest), and a connection left with unread bytes fails: the client, still writing,
+// gets a reset rather than its answer. What is left is at most max_body_bytes
+// (bodyFits checked the length; a chunked body was read there): network I/O through
+// io.Discard's small pooled buffer, never kept, never decoded.
+func (s *Server) dropBody(ctx *fasthttp.RequestCtx) {
+	if st := ctx.RequestBodyStream(); st != nil {
+		_, _ = io.Copy(io.Discard, io.LimitReader(st, int64(s.cfg.MaxBodyBytes)+1))
+	}
 }
 
 // admitTenant admits an interactive request (tenancy.Tenancy.Admit: concurrency,
