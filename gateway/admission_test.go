@@ -275,3 +275,69 @@ func BenchmarkRefusedMegabytePrompt(b *testing.B) {
 		})
 	}
 }
+
+// TestRefusedRequestBodyIsNotDecoded: a tenant over its concurrency or its
+// requests/s gets its 429 before its body is decoded (Server.decoded counts the
+// bodies handed to the JSON decoder), for a megabyte chat, completion and
+// embeddings body alike; and a request refused after its admission (bad JSON, a 400)
+// frees its slot at once but keeps its requests/s token spent, as every refusal after
+// admission does. (Before, the body was decoded first: a refused megabyte body cost a
+// full parse, and a 400 took no token.)
+func TestRefusedRequestBodyIsNotDecoded(t *testing.T) {
+	var clock atomic.Int64
+	clock.Store(time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC).UnixNano())
+	now := func() time.Time { return time.Unix(0, clock.Load()).UTC() }
+	es := startEngineWith(t, admissionConfig, engine.Config{}, Options{Now: now}, nil)
+	bodies := megabyteBodies("tiny")
+	in, _ := json.Marshal(map[string]any{"model": "tiny", "input": strings.Repeat("the cat sat on the mat ", 1<<20/23)})
+	bodies["/v1/embeddings"] = string(in)
+	pol, _ := es.srv.book.Resolve("tight")
+
+	// Concurrency: the tenant's two slots held (which spends its burst of 2 too).
+	var held []*tenancy.Ticket
+	for range 2 {
+		tk, err := es.srv.ten.Admit(es.srv.quota(pol), now(), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, tk)
+	}
+	for path, body := range bodies {
+		resp, out := postKey(t, es.base+path, es.keys["tight"], body)
+		if resp.StatusCode != 429 || !strings.Contains(out, "concurrency") {
+			t.Fatalf("%s with both slots held: %d %s", path, resp.StatusCode, out)
+		}
+	}
+	if n := es.srv.decoded.Load(); n != 0 {
+		t.Fatalf("%d bodies decoded for requests refused by concurrency", n)
+	}
+	for _, tk := range held {
+		tk.Settle(tenancy.Entry{Time: now(), Status: 200})
+	}
+
+	// A second later the burst of 2 is back; two bad bodies spend it, each a 400
+	// that frees its slot.
+	clock.Add(int64(time.Second))
+	for _, bad := range []string{`{"model":"tiny",`, `{"model":"tiny","messages":[],"bogus":1}`} {
+		resp, out := postKey(t, es.base+"/v1/chat/completions", es.keys["tight"], bad)
+		if resp.StatusCode != 400 {
+			t.Fatalf("bad body %s: %d %s", bad, resp.StatusCode, out)
+		}
+		if n := es.srv.ten.InFlight("tight"); n != 0 {
+			t.Fatalf("a 400 after admission left %d requests in flight", n)
+		}
+	}
+	if n := es.srv.decoded.Load(); n != 2 {
+		t.Fatalf("%d bodies decoded; want the two bad ones", n)
+	}
+	// Requests/s: the 400s took the burst; a megabyte body now is refused undecoded.
+	for path, body := range bodies {
+		resp, out := postKey(t, es.base+path, es.keys["tight"], body)
+		if resp.StatusCode != 429 || !strings.Contains(out, "requests") {
+			t.Fatalf("%s over requests/s: %d %s", path, resp.StatusCode, out)
+		}
+	}
+	if n := es.srv.decoded.Load(); n != 2 {
+		t.Fatalf("%d bodies decoded; the requests refused by requests/s were decoded too", n)
+	}
+}

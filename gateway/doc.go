@@ -18,7 +18,19 @@
 //  2. server.go, Server.authenticate: "Authorization: Bearer lml_…" →
 //     tenancy.Store.Authenticate (401; the admin key is told it is the admin key and
 //     where a tenant's key is, Options.TenantKeyHint), then the tenant's policy from
-//     policies.Book.
+//     policies.Book. Then the tenant's admission from the header alone, before the
+//     body is decoded (run.go, job.admitTenant: tenancy.Tenancy.Admit with no
+//     estimate; concurrency and requests/s, 429 with Retry-After), so a request over
+//     its tenant's limits costs no parse, whatever its body; so for
+//     /v1/embeddings. fasthttp has read at most 8 KiB of the body by then (the
+//     server streams bodies, for uploads): a refused request's rest is read and
+//     dropped (Server.dropBody), at most max_body_bytes of network I/O into a small
+//     buffer, never kept or decoded. Every refusal after this (a bad body, a 400 or
+//     404 below, tokens/min, money) settles the ticket at no cost: its slot is
+//     freed at once, its requests/s token stays spent, and it has a ledger entry
+//     (status, cost 0). A process with peers (forward.go) admits a request the
+//     body may send elsewhere at step 5 instead (the receiving process alone
+//     admits it); one forwarded to it, here.
 //  3. parse.go, input.parse: the body decoded strictly (request.go, decodeBody, with
 //     go-json-experiment); a bad or unknown field, or one the server does not serve
 //     (best_of, audio, …) is a 400 naming it, in OpenAI's error
@@ -57,8 +69,9 @@
 //  5. run.go, job.serve: admission, before any expensive work (the chat template,
 //     the tokenizer, the router). A batch line is admitted here by
 //     tenancy.Tenancy.AdmitBatchLine (its budgets only); any other request by
-//     job.admit: tenancy.Tenancy.Admit, concurrency, requests/s and tokens/min on the
-//     prompt's estimate from its bytes (429 with Retry-After), then a tenant whose
+//     job.admit: tokens/min on the prompt's estimate from its bytes, on the ticket
+//     of step 2 (tenancy.Ticket.CheckTokens; with peers, tenancy.Tenancy.Admit
+//     here, concurrency and requests/s too) (429 with Retry-After), then a tenant whose
 //     money left is less than the request's least cost (one output token on the
 //     cheapest model it may use: job.leastCost) is a 429 insufficient_quota. A
 //     refused request's prompt is never rendered or tokenized.
@@ -187,7 +200,8 @@
 //
 // # Other endpoints
 //
-// POST /v1/embeddings (embeddings.go): the same auth, model permission, admission,
+// POST /v1/embeddings (embeddings.go): the same auth, admission before the body
+// is decoded (step 2), model permission, tokens/min on the inputs' estimate,
 // budget reservation and ledger as a generation, billed as prompt tokens; input a
 // string, strings, token ids or arrays of them; encoding_format float or base64;
 // dimensions only the model's own size. A model embeds when the engine says so

@@ -135,58 +135,64 @@ func (s *Server) handleEmbeddings(ctx *fasthttp.RequestCtx, reqID string) {
 		return
 	}
 	j.keyID, j.pol = keyID, pol
+	if s.admitsBeforeBody(ctx) && !j.admitTenant(ctx, j.start, 0) {
+		s.dropBody(ctx) // refused undecoded (run.go, admitTenant)
+		return
+	}
 	body := ctx.PostBody()
 	if len(body) > s.cfg.MaxBodyBytes {
-		s.writeError(ctx, reqID, s.tooLarge())
+		j.reject(ctx, s.tooLarge())
 		return
 	}
 	var r embeddingRequest
+	s.decoded.Add(1)
 	if aerr := decodeBody(body, &r); aerr != nil {
-		s.writeError(ctx, reqID, aerr)
+		j.reject(ctx, aerr)
 		return
 	}
 	j.in.p = &commonParams{Model: r.Model, User: r.User} // the ledger keeps user hashed (identifiers.go)
 	if r.Model == "" {
-		s.writeError(ctx, reqID, badRequest("model", "you must provide a model parameter"))
+		j.reject(ctx, badRequest("model", "you must provide a model parameter"))
 		return
 	}
 	if handled, _ := s.maybeForward(ctx, reqID, r.Model, 0, false); handled {
 		return
 	}
 	if r.EncodingFormat != "" && r.EncodingFormat != "float" && r.EncodingFormat != "base64" {
-		s.writeError(ctx, reqID, badRequest("encoding_format", "encoding_format must be 'float' or 'base64'"))
+		j.reject(ctx, badRequest("encoding_format", "encoding_format must be 'float' or 'base64'"))
 		return
 	}
 	texts, ids, aerr := embedInputs(r.Input)
 	if aerr != nil {
-		s.writeError(ctx, reqID, aerr)
+		j.reject(ctx, aerr)
 		return
 	}
 	if r.Model == "auto" || r.Model == "default" {
 		id := s.embeddingModel(pol)
 		if id == "" {
-			s.writeError(ctx, reqID, badRequest("model", "no model this key may use serves embeddings"))
+			j.reject(ctx, badRequest("model", "no model this key may use serves embeddings"))
 			return
 		}
 		r.Model = id
 	}
 	if !s.allowed(pol, r.Model) {
-		s.writeError(ctx, reqID, s.modelNotFound(pol, r.Model))
+		j.reject(ctx, s.modelNotFound(pol, r.Model))
 		return
 	}
 	m := s.models[r.Model]
 	if !s.embeds(m) {
-		s.writeError(ctx, reqID, badRequest("model", "the model '"+m.id+"' does not serve embeddings"))
+		j.reject(ctx, badRequest("model", "the model '"+m.id+"' does not serve embeddings"))
 		return
 	}
 	if r.Dimensions != nil {
 		if d := int(m.dim.Load()); d > 0 && *r.Dimensions != d {
-			s.writeError(ctx, reqID, badRequest("dimensions", "dimensions is "+strconv.Itoa(*r.Dimensions)+", but the model '"+m.id+"' embeds in "+strconv.Itoa(d)+" (other sizes are not supported)"))
+			j.reject(ctx, badRequest("dimensions", "dimensions is "+strconv.Itoa(*r.Dimensions)+", but the model '"+m.id+"' embeds in "+strconv.Itoa(d)+" (other sizes are not supported)"))
 			return
 		}
 	}
-	// Admitted (concurrency, requests/s, tokens/min on an estimate from the bytes)
-	// before any input is tokenized; a tenant with no money left is refused at once.
+	// Admitted (concurrency, requests/s before the body was decoded; tokens/min on an
+	// estimate from the bytes) before any input is tokenized; a tenant with no money
+	// left is refused at once.
 	est := 0
 	for _, t := range texts {
 		est += len(t)/3 + 1
@@ -194,20 +200,10 @@ func (s *Server) handleEmbeddings(ctx *fasthttp.RequestCtx, reqID string) {
 	for _, p := range ids {
 		est += len(p)
 	}
-	tk, err := s.ten.Admit(s.quota(pol), j.start, est)
-	if err != nil {
-		var le *tenancy.LimitError
-		switch {
-		case errors.As(err, &le):
-			j.refuse(ctx, rateLimited(le))
-		case errors.Is(err, tenancy.ErrUnavailable):
-			j.fail(ctx, unavailable(err))
-		default:
-			j.fail(ctx, &apiError{status: 500, typ: "server_error", message: "admission failed: " + err.Error(), reason: "internal"})
-		}
+	if !j.admitEstimate(ctx, j.start, est) {
 		return
 	}
-	j.ticket = tk
+	tk := j.ticket
 	j.c = choice{m: m, tierName: m.tier}
 	if room := tk.Remaining(j.start); room >= 0 && room < m.price.Cost(len(texts)+len(ids), 0) { // a token an input at least
 		j.fail(ctx, insufficientQuota(errors.New("the money left, "+room.String()+", is less than the least this request can cost")))
@@ -216,6 +212,7 @@ func (s *Server) handleEmbeddings(ctx *fasthttp.RequestCtx, reqID string) {
 	// The inputs' tokens, and each one's length against the model's limit: the
 	// tokenizer gives up past it (CappedTokenizer).
 	maxLen := s.limit(m)
+	var err error
 	ct, capped := s.eng.(CappedTokenizer)
 	for i, t := range texts {
 		var toks []int32

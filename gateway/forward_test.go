@@ -178,7 +178,18 @@ func TestForwardToTheNodeServingTheModel(t *testing.T) {
 	if resp.StatusCode != 404 {
 		t.Fatalf("a forwarded request forwarded again: %d", resp.StatusCode)
 	}
-	if len(ledgerOf(store)) != 2 { // big once, tiny once: nothing else charged
+	// big once, tiny once: nothing else charged (the 404s of requests admitted on
+	// the process they reached before their bodies were read are ledgered at no cost).
+	charged := 0
+	for _, e := range ledgerOf(store) {
+		switch {
+		case e.Cost > 0:
+			charged++
+		case e.Status != 404:
+			t.Fatalf("ledger %+v", ledgerOf(store))
+		}
+	}
+	if charged != 2 {
 		t.Fatalf("ledger %+v", ledgerOf(store))
 	}
 }

@@ -87,11 +87,16 @@ func TestBadRequestsNameTheField(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Errorf("defaults refused: %d %s", resp.StatusCode, body)
 	}
-	// Nothing above reached the ledger except that one and the json_object, echo
-	// with logprobs and token-id prompt requests, which the fake model refuses once
-	// routed (as a real one refuses a prompt over its limit), with no usage.
-	if n := len(ts.ledger()); n != 4 {
-		t.Errorf("%d ledger entries", n)
+	// Every request above was admitted before its body was decoded (concurrency,
+	// requests/s), so each reached the ledger: the refused ones as 400s at no cost.
+	led := ts.ledger()
+	if len(led) != len(cases)+1 {
+		t.Errorf("%d ledger entries, want %d", len(led), len(cases)+1)
+	}
+	for _, e := range led {
+		if e.Status != 200 && (e.Status != 400 || e.Cost != 0) {
+			t.Errorf("a refused request's entry: status %d, cost %v", e.Status, e.Cost)
+		}
 	}
 }
 

@@ -76,7 +76,7 @@ func TestUserAndSafetyIdentifierAreHashedInTheLedger(t *testing.T) {
 	}
 	for _, e := range led {
 		if len(e.User) != 32 || len(e.SafetyIdentifier) != 32 || e.User == e.SafetyIdentifier ||
-			strings.Contains(e.User, "alice") || strings.Contains(e.SafetyIdentifier, "42") {
+			strings.Contains(e.User, "alice") || strings.Contains(e.SafetyIdentifier, "user-42") {
 			t.Fatalf("entry %+v", e)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"strings"
 	"time"
@@ -76,6 +77,10 @@ func (s *Server) handleGenerate(ctx *fasthttp.RequestCtx, reqID string, k kind) 
 		return
 	}
 	j.keyID, j.pol = keyID, pol
+	if s.admitsBeforeBody(ctx) && !j.admitTenant(ctx, s.now(), 0) {
+		s.dropBody(ctx) // refused undecoded
+		return
+	}
 	if j.serve(ctx, k) {
 		async = true // the stream writer releases the request
 	}
@@ -87,11 +92,12 @@ func (j *job) serve(ctx *fasthttp.RequestCtx, k kind) bool {
 	s, reqID, pol := j.s, j.reqID, j.pol
 	body := ctx.PostBody()
 	if len(body) > s.cfg.MaxBodyBytes { // fasthttp refuses these before; Handler() alone does not
-		j.refuse(ctx, s.tooLarge())
+		j.reject(ctx, s.tooLarge())
 		return false
 	}
+	s.decoded.Add(1)
 	if aerr := j.in.parse(k, body); aerr != nil {
-		j.refuse(ctx, aerr)
+		j.reject(ctx, aerr)
 		return false
 	}
 	if j.line != nil && j.in.stream {
@@ -108,7 +114,7 @@ func (j *job) serve(ctx *fasthttp.RequestCtx, k kind) bool {
 	}
 	var aerr *apiError
 	if j.rt, aerr = s.routeOf(&ctx.Request.Header, &j.in, pol); aerr != nil {
-		j.refuse(ctx, aerr)
+		j.reject(ctx, aerr)
 		return false
 	}
 	if handled, async := j.maybeForwardTier(ctx); handled {
@@ -117,9 +123,10 @@ func (j *job) serve(ctx *fasthttp.RequestCtx, k kind) bool {
 	// Admission comes before any expensive work (the chat template, the tokenizer,
 	// the router): a batch line against its budgets only (its own lane: it never
 	// takes the interactive traffic's slots or rate; its ticket is the line's, so a
-	// line run again is settled once), any other request against its concurrency,
-	// requests/s and tokens/min (on the prompt's estimate from its bytes). Its first
-	// attempt (run) reserves its worst case once it is known.
+	// line run again is settled once), any other request against its concurrency and
+	// requests/s (before its body was decoded: handleGenerate, admitTenant; with peers,
+	// here, unless it was forwarded) and tokens/min (on the prompt's estimate from its
+	// bytes). Its first attempt (run) reserves its worst case once it is known.
 	if j.line != nil {
 		tk, err := s.ten.AdmitBatchLine(s.quota(pol), j.start, j.line.id)
 		if err != nil {
@@ -144,16 +151,35 @@ func rateLimited(le *tenancy.LimitError) *apiError {
 		retry:   tenancy.RetryAfterSeconds(le.RetryAfter), reason: "rate_" + le.Reason}
 }
 
-// admit admits an interactive request (serve), answering the refusal itself: a
-// rate or concurrency quota is a 429 with Retry-After; a tenant whose budget has
-// less money left than the request's least cost on any model it may use (leastCost)
-// is a 429 insufficient_quota at once, as the router would answer it, rather than
-// after its prompt was rendered and tokenized. It reports whether the request goes
-// on.
-func (j *job) admit(ctx *fasthttp.RequestCtx) bool {
-	s := j.s
-	now := s.now()
-	tk, err := s.ten.Admit(s.quota(j.pol), now, j.in.estimate())
+// admitsBeforeBody reports whether an interactive request is admitted (concurrency,
+// requests/s) before its body is decoded: always, but on a process with peers for a
+// request not forwarded to it, which the body (its model, its prefix) may send to
+// another process, the one that alone admits it (forward.go).
+func (s *Server) admitsBeforeBody(ctx *fasthttp.RequestCtx) bool {
+	return s.peer == nil || len(ctx.Request.Header.Peek(ForwardedHeader)) > 0
+}
+
+// dropBody reads and drops the rest of the body of a request refused before its
+// handler read it. fasthttp has read at most 8 KiB of a body by then (the server
+// streams request bodies, StreamRequestBody, for uploads; ctx.PostBody reads the
+// rest), and a connection left with unread bytes fails: the client, still writing,
+// gets a reset rather than its answer. What is left is at most max_body_bytes
+// (bodyFits checked the length; a chunked body was read there): network I/O through
+// io.Discard's small pooled buffer, never kept, never decoded.
+func (s *Server) dropBody(ctx *fasthttp.RequestCtx) {
+	if st := ctx.RequestBodyStream(); st != nil {
+		_, _ = io.Copy(io.Discard, io.LimitReader(st, int64(s.cfg.MaxBodyBytes)+1))
+	}
+}
+
+// admitTenant admits an interactive request (tenancy.Tenancy.Admit: concurrency,
+// requests/s, tokens/min against est) at now, answering the refusal itself: a rate
+// or concurrency quota is a 429 with Retry-After. handleGenerate and handleEmbeddings
+// call it with est 0 before the body is decoded, from the tenant alone (the header's
+// key), so that a refused request costs no parse; the body's estimate is checked
+// after (admitEstimate). It reports whether the request goes on.
+func (j *job) admitTenant(ctx *fasthttp.RequestCtx, now time.Time, est int) bool {
+	tk, err := j.s.ten.Admit(j.s.quota(j.pol), now, est)
 	if err != nil {
 		var le *tenancy.LimitError
 		switch {
@@ -167,6 +193,56 @@ func (j *job) admit(ctx *fasthttp.RequestCtx) bool {
 		return false
 	}
 	j.ticket = tk
+	return true
+}
+
+// admitEstimate completes an interactive request's admission with what needs its
+// body: the tokens/min quota against est, the prompt's estimate from its bytes, on
+// the ticket admitTenant took before the body was decoded (Ticket.CheckTokens; a
+// refusal is settled, freeing the slot, its requests/s token spent), or in one
+// admission when none was taken (admitsBeforeBody).
+func (j *job) admitEstimate(ctx *fasthttp.RequestCtx, now time.Time, est int) bool {
+	if j.ticket == nil {
+		return j.admitTenant(ctx, now, est)
+	}
+	err := j.ticket.CheckTokens(now, est)
+	if err == nil {
+		return true
+	}
+	var le *tenancy.LimitError
+	switch {
+	case errors.As(err, &le):
+		j.fail(ctx, rateLimited(le))
+	case errors.Is(err, tenancy.ErrUnavailable):
+		j.fail(ctx, unavailable(err))
+	default:
+		j.fail(ctx, &apiError{status: 500, typ: "server_error", message: "admission failed: " + err.Error(), reason: "internal"})
+	}
+	return false
+}
+
+// reject answers a request refused before its admission was complete: settled with
+// no usage (its slot freed, its requests/s token spent) when admitTenant admitted it
+// before its body was decoded, else counted only (refuse).
+func (j *job) reject(ctx *fasthttp.RequestCtx, e *apiError) {
+	if j.ticket != nil {
+		j.fail(ctx, e)
+		return
+	}
+	j.refuse(ctx, e)
+}
+
+// admit completes an interactive request's admission (serve): tokens/min on the
+// prompt's estimate (admitEstimate), then a tenant whose budget has less money left
+// than the request's least cost on any model it may use (leastCost) is a 429
+// insufficient_quota at once, as the router would answer it, rather than after its
+// prompt was rendered and tokenized. It reports whether the request goes on.
+func (j *job) admit(ctx *fasthttp.RequestCtx) bool {
+	now := j.s.now()
+	if !j.admitEstimate(ctx, now, j.in.estimate()) {
+		return false
+	}
+	tk := j.ticket
 	if room := tk.Remaining(now); room >= 0 && room < j.leastCost() {
 		j.fail(ctx, insufficientQuota(errors.New("the money left, "+room.String()+", is less than the least this request can cost")))
 		return false

@@ -136,6 +136,7 @@ type Server struct {
 	clients    map[string]*fasthttp.HostClient // upstream connection pools, by scheme and host
 
 	inFlight atomic.Int64
+	decoded  atomic.Int64 // request bodies handed to the JSON decoder (tests: a refused request decodes none)
 	draining atomic.Bool
 	wg       sync.WaitGroup // in-flight requests, including streams after the handler returned
 	created  int64

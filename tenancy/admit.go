@@ -382,12 +382,8 @@ func (ts *tenantState) admitLocked(now time.Time, promptTokens int) (*rate.Reser
 	if max := ts.q.MaxConcurrency; max > 0 && ts.inFlight >= max {
 		return nil, &LimitError{Reason: "concurrency", RetryAfter: time.Second}
 	}
-	if ts.tpm != nil {
-		need := float64(min(promptTokens, ts.tpm.Burst()))
-		if have := ts.tpm.TokensAt(now); have < need {
-			wait := time.Duration((need - have) / float64(ts.tpm.Limit()) * float64(time.Second))
-			return nil, &LimitError{Reason: "tokens", RetryAfter: wait}
-		}
+	if err := ts.checkTokensLocked(now, promptTokens); err != nil {
+		return nil, err
 	}
 	if ts.rps != nil {
 		r := ts.rps.ReserveN(now, 1)
@@ -401,6 +397,50 @@ func (ts *tenantState) admitLocked(now time.Time, promptTokens int) (*rate.Reser
 		return r, nil
 	}
 	return nil, nil
+}
+
+// tokenChecker is an optional ability of a Shared: the tokens/min check of
+// Ticket.CheckTokens.
+type tokenChecker interface {
+	CheckTokens(q *Quota, now time.Time, promptTokens int) error
+}
+
+// CheckTokens checks the tokens/min quota against promptTokens for a ticket already
+// admitted (Admit with promptTokens 0: its slot and requests/s token were taken
+// before the request's body was read, so that a refused request is not parsed). It
+// takes nothing; a refusal is a *LimitError, and the caller settles the ticket, which
+// frees the slot (the requests/s token stays spent, as for any refusal after
+// admission). With shared state it is checked there when the Shared can
+// (tokenChecker); otherwise the tokens/min quota is enforced by Admit's check and the
+// settlements' charges alone.
+func (tk *Ticket) CheckTokens(now time.Time, promptTokens int) error {
+	if tk.batch || tk.refused {
+		return nil
+	}
+	if tk.sh != nil {
+		if tc, ok := tk.sh.(tokenChecker); ok {
+			return tc.CheckTokens(&tk.q, now, promptTokens)
+		}
+		return nil
+	}
+	ts := tk.ts
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return ts.checkTokensLocked(now, promptTokens)
+}
+
+// checkTokensLocked is the tokens/min decision: promptTokens (at most the burst) must
+// be left at now.
+func (ts *tenantState) checkTokensLocked(now time.Time, promptTokens int) error {
+	if ts.tpm == nil {
+		return nil
+	}
+	need := float64(min(promptTokens, ts.tpm.Burst()))
+	if have := ts.tpm.TokensAt(now); have < need {
+		wait := time.Duration((need - have) / float64(ts.tpm.Limit()) * float64(time.Second))
+		return &LimitError{Reason: "tokens", RetryAfter: wait}
+	}
+	return nil
 }
 
 // Tenant is the ticket's tenant.

@@ -13,8 +13,9 @@
 //
 // For each request the gateway calls, in order:
 //
-//	tk, err := t.Admit(&quota, now, promptEstimate) // concurrency, tokens/min, requests/s,
-//	                                              // before any expensive work
+//	tk, err := t.Admit(&quota, now, 0)            // concurrency, requests/s, before any
+//	                                              // expensive work (the body not decoded)
+//	err = tk.CheckTokens(now, promptEstimate)     // tokens/min, once the body is; takes nothing
 //	room := tk.Remaining(now)                     // money left (for tier selection)
 //	err = tk.Reserve(now, worstCaseCost)          // the chosen model's worst case
 //	tk.Release()                                  // only if the engine refused: try another,
@@ -22,7 +23,8 @@
 //	... run the request ...
 //	err = tk.Settle(entry)                        // actual cost, ledger, release
 //
-// AdmitReserve is Admit and Reserve in one step, all or nothing (one round trip with
+// Admit(&quota, now, promptEstimate) does both checks at once, for a caller that has
+// the estimate before admission. AdmitReserve is Admit and Reserve in one step, all or nothing (one round trip with
 // Redis), for a caller that knows the worst case before admission; a request refused
 // before its admission is ledgered through NotAdmitted.
 //

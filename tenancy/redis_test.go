@@ -544,6 +544,36 @@ func TestRedisTokensPerMinuteShared(t *testing.T) {
 	}
 }
 
+// TestRedisTicketChecksTokensPerMinute: a request admitted before its body was read
+// (Admit with no estimate: its slot and requests/s token) has its prompt's estimate
+// checked against the shared tokens/min afterwards (Ticket.CheckTokens), by another
+// process too, taking nothing.
+func TestRedisTicketChecksTokensPerMinute(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	a, b := newProc(t, srv, "a", 5*time.Second), newProc(t, srv, "b", 5*time.Second)
+	q := &Quota{Tenant: "tpm2", TokensPerMinute: 600, MaxConcurrency: 4}
+	now := time.Now()
+	tk, err := a.ten.Admit(q, now, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk.Settle(Entry{Time: now, PromptTokens: 100, CompletionTokens: 495}) // 595 of 600 used on a
+	tk, err = b.ten.Admit(q, now, 0)
+	if err != nil {
+		t.Fatalf("b refused a request before its body: %v", err)
+	}
+	var le *LimitError
+	if err := tk.CheckTokens(now, 10); !errors.As(err, &le) || le.Reason != "tokens" {
+		t.Fatalf("b's ticket passed a 10-token prompt with 5 tokens left on a: %v", err)
+	}
+	for range 2 { // it took nothing
+		if err := tk.CheckTokens(now, 5); err != nil {
+			t.Fatalf("b's ticket refused a 5-token prompt with 5 left: %v", err)
+		}
+	}
+	tk.Settle(Entry{Time: now})
+}
+
 // TestRedisKilledHolderMoneyBack kills -9 a child process that holds reservations and
 // concurrency slots: both are back within the TTL (plus one reaper tick).
 func TestRedisKilledHolderMoneyBack(t *testing.T) {

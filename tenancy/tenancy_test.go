@@ -636,3 +636,38 @@ func TestRollupsMigratedFromAnOlderStore(t *testing.T) {
 		t.Errorf("after one more entry: %d requests %v, want 6 and 42", n, cost)
 	}
 }
+
+// TestTicketChecksTokensPerMinute: a request admitted before its body was read (its
+// slot and requests/s token taken, no estimate) has its prompt's estimate checked on
+// its ticket afterwards, taking nothing; a refusal settled frees the slot, and the
+// requests/s token stays spent.
+func TestTicketChecksTokensPerMinute(t *testing.T) {
+	ten := New(nil)
+	q := &Quota{Tenant: "t", TokensPerMinute: 600, RequestsPerSecond: 1, Burst: 2, MaxConcurrency: 1}
+	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	tk, err := ten.Admit(q, now, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk.Settle(Entry{Time: now, PromptTokens: 100, CompletionTokens: 495}) // 595 of 600 used
+	tk, err = ten.Admit(q, now, 0)
+	if err != nil {
+		t.Fatalf("refused before its body: %v", err)
+	}
+	var le *LimitError
+	if err := tk.CheckTokens(now, 10); !errors.As(err, &le) || le.Reason != "tokens" || le.RetryAfter <= 0 {
+		t.Fatalf("a 10-token prompt with 5 tokens left: %v", err)
+	}
+	for range 2 {
+		if err := tk.CheckTokens(now, 5); err != nil {
+			t.Fatalf("a 5-token prompt with 5 left: %v", err)
+		}
+	}
+	tk.Settle(Entry{Time: now, Status: 429})
+	if n := ten.InFlight("t"); n != 0 {
+		t.Fatalf("%d in flight after the refusal settled", n)
+	}
+	if _, err := ten.Admit(q, now, 0); !errors.As(err, &le) || le.Reason != "requests" {
+		t.Fatalf("the burst of 2 was spent by two admissions; a third: %v", err)
+	}
+}
