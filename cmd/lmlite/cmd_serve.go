@@ -228,8 +228,16 @@ func runServe(args []string) error {
 		return err
 	}
 	defer batches.Close()
+	prefix := ""
+	if cfg.Redis != nil {
+		prefix = cfg.Redis.KeyPrefix
+	}
+	idKey, err := identifierKey(context.Background(), cfg.DataDir, rc, prefix)
+	if err != nil {
+		return err
+	}
 	gopts := gateway.Options{Logger: log, AdminKey: adminKey, Batches: batches, MetricsKey: mkey,
-		TenantKeyHint: tenantKeyHint(cfg, *cfgPath, demoKey != "")}
+		TenantKeyHint: tenantKeyHint(cfg, *cfgPath, demoKey != ""), IdentifierKey: idKey}
 	if r := cfg.Redis; r != nil {
 		// Batch lines on a Redis Stream: every process runs every job's lines.
 		gopts.BatchQueue = batch.NewRedisQueue(rc, batch.RedisQueueOptions{KeyPrefix: r.KeyPrefix, Node: r.NodeID, Logger: log})
