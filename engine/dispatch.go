@@ -59,10 +59,10 @@ func (b *Block) generate(ctx context.Context, modelID string, req Request, out *
 		return ErrClosed
 	}
 	in.mu.Lock()
-	if in.active >= in.cfg.MaxQueue {
+	if active := in.active; active >= in.cfg.MaxQueue {
 		in.mu.Unlock()
 		b.mu.Unlock()
-		return fmt.Errorf("%w: model %s has %d requests in flight (max_queue %d)", ErrQueueFull, modelID, in.active, in.cfg.MaxQueue)
+		return fmt.Errorf("%w: model %s has %d requests in flight (max_queue %d)", ErrQueueFull, modelID, active, in.cfg.MaxQueue)
 	}
 	in.active++
 	ready := in.state == StateReady // and stays so: a model with requests in flight is not unloaded
