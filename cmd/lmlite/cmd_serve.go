@@ -110,6 +110,11 @@ func runServe(args []string) error {
 		}
 		cfg.AddDemoModels(real, 0.0005, 0.0015) // every tier: the real model
 		cfg.AddDemoModels(random, 0.0005, 0.0015)
+		// "auto" steps down to a random model only when the story model cannot serve:
+		// a request that needs more than its 512 tokens of context (a chat with tools,
+		// whose schemas the template renders) takes demo-random-qwen3 (2048 tokens),
+		// the fast tier's last choice.
+		cfg.Tiers.Fast = append(cfg.Tiers.Fast, configs.TierModel{Model: demoLongContextID, Quality: 0.01})
 		for i := range cfg.Models {
 			for _, r := range random {
 				if cfg.Models[i].ID == r.ID {

@@ -160,6 +160,19 @@ func TestDemoFirstRun(t *testing.T) {
 		t.Errorf("auto completion: %d %s", code, body)
 	}
 
+	// Tools on "auto": the tool schemas and the reply leave no room in the story
+	// model's 512 tokens, so "auto" steps down to the 2048-token random model on the
+	// fast tier (random weights: the grammar of tool_choice required makes its noise a
+	// well-formed call).
+	tools := `{"model":"auto","max_tokens":200,"temperature":0,"tool_choice":"required",
+		"messages":[{"role":"user","content":"What is the weather in Paris today? Answer with the tool."}],
+		"tools":[{"type":"function","function":{"name":"get_weather","description":"The current weather in a city, with temperature, wind, humidity and a short forecast for the coming hours.",
+		"parameters":{"type":"object","properties":{"city":{"type":"string","maxLength":24,"description":"The city's name, in English."},"unit":{"type":"string","enum":["celsius","fahrenheit"],"description":"The temperature unit."}},"required":["city","unit"],"additionalProperties":false}}}]}`
+	code, body = call(t, "POST", base+"/v1/chat/completions", key, tools)
+	if code != 200 || !strings.Contains(body, demoLongContextID) || !strings.Contains(body, `"get_weather"`) || !strings.Contains(body, `"tool_calls"`) {
+		t.Errorf("tools on auto: %d %s", code, body)
+	}
+
 	// `lmlite keys list` from elsewhere: the store is held, so it goes through the
 	// admin API with the demo's admin key, and names the store and the server.
 	t.Chdir(t.TempDir())

@@ -69,6 +69,10 @@ var storiesGGUF []byte
 // demoStoriesID is the demo's real model.
 const demoStoriesID = "demo-stories"
 
+// demoLongContextID is the demo's random model on the fast tier (after demo-stories):
+// what "auto" serves when a request does not fit the story model's context.
+const demoLongContextID = "demo-random-qwen3"
+
 // randomOwner is the owned_by that /v1/models shows for the demo's random models.
 const randomOwner = "lmlite-demo-random-weights"
 
