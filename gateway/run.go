@@ -181,14 +181,10 @@ func (s *Server) dropBody(ctx *fasthttp.RequestCtx) {
 func (j *job) admitTenant(ctx *fasthttp.RequestCtx, now time.Time, est int) bool {
 	tk, err := j.s.ten.Admit(j.s.quota(j.pol), now, est)
 	if err != nil {
-		var le *tenancy.LimitError
-		switch {
-		case errors.As(err, &le):
-			j.refuse(ctx, rateLimited(le))
-		case errors.Is(err, tenancy.ErrUnavailable):
-			j.fail(ctx, unavailable(err))
-		default:
-			j.fail(ctx, &apiError{status: 500, typ: "server_error", message: "admission failed: " + err.Error(), reason: "internal"})
+		if e, limited := admissionError(err); limited {
+			j.refuse(ctx, e)
+		} else {
+			j.fail(ctx, e)
 		}
 		return false
 	}
@@ -209,16 +205,24 @@ func (j *job) admitEstimate(ctx *fasthttp.RequestCtx, now time.Time, est int) bo
 	if err == nil {
 		return true
 	}
+	e, _ := admissionError(err)
+	j.fail(ctx, e)
+	return false
+}
+
+// admissionError is the answer to an admission's error: a 429 when a rate or
+// concurrency quota refused it (limited), a 503 when the store did not answer, else a
+// 500.
+func admissionError(err error) (e *apiError, limited bool) {
 	var le *tenancy.LimitError
 	switch {
 	case errors.As(err, &le):
-		j.fail(ctx, rateLimited(le))
+		return rateLimited(le), true
 	case errors.Is(err, tenancy.ErrUnavailable):
-		j.fail(ctx, unavailable(err))
+		return unavailable(err), false
 	default:
-		j.fail(ctx, &apiError{status: 500, typ: "server_error", message: "admission failed: " + err.Error(), reason: "internal"})
+		return &apiError{status: 500, typ: "server_error", message: "admission failed: " + err.Error(), reason: "internal"}, false
 	}
-	return false
 }
 
 // reject answers a request refused before its admission was complete: settled with
