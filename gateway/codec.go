@@ -1,0 +1,135 @@
+package gateway
+
+import (
+	"github.com/lmlite/lmlite/engine"
+)
+
+// This file is the contract between the gateway's core (admission, routing, the
+// engine, settlement: one path for every wire format) and its codecs (one per wire
+// format: OpenAI's chat and completions, OpenAI's Responses, Anthropic's Messages).
+//
+// A codec decodes a body into the core request (input) and renders the core's result
+// (outEvents while streaming, a whole at the end otherwise) and its errors in its own
+// shape. The core never writes wire bytes itself, and a codec never touches the
+// engine, the tenancy or the ledger.
+
+// A codec is one wire format. One value serves every request of its endpoint; it
+// keeps no per-request state (newOutput makes what a request needs).
+type codec interface {
+	// decode reads body into in: its kind (kindChat for every chat-shaped format),
+	// messages, features, sampling, limits, stream and in.p (model, user,
+	// lmlite routing fields, prompt_cache_key). A bad or unknown field is a 400
+	// naming it in the codec's own terms. tenant is the authenticated tenant (a
+	// codec with stored state, such as previous_response_id, reads only its own).
+	decode(in *input, body []byte, tenant string) *apiError
+
+	// newOutput starts rendering one request's result.
+	newOutput(m *outMeta) output
+
+	// appendError appends e's body in the codec's error shape (the status is set
+	// by the caller from errorStatus).
+	appendError(b []byte, e *apiError) []byte
+
+	// errorStatus is the HTTP status e is answered with (Anthropic answers 529 for
+	// an overloaded engine where OpenAI's shape uses 503).
+	errorStatus(e *apiError) int
+}
+
+// outMeta is what an output knows of its request before the first event.
+type outMeta struct {
+	reqID   string // the server's request id ("req_" + hex): a codec derives its ids from it
+	model   string // the model that serves it
+	created int64  // Unix seconds of the request's start
+	tenant  string
+	in      *input // the decoded request (features, n, stream options)
+}
+
+// outKind is the kind of an outEvent.
+type outKind uint8
+
+const (
+	// outStart: choice begins; exactly once per choice, before its other events.
+	outStart outKind = iota
+	// outText: content text of choice (text), with the logprobs of the tokens that
+	// made it (lps; only when logprobs were asked for). White space before a tool
+	// call is never sent as text (the core holds it back).
+	outText
+	// outCall: a fragment of tool call number call of choice: its first fragment
+	// carries callID and name; every fragment may carry a piece of the arguments'
+	// JSON text (args, possibly ""). Calls of a choice come in order; a call's
+	// fragments are contiguous; content text does not follow a call.
+	outCall
+	// outFinish: choice ended with finish ("stop", "length", "tool_calls",
+	// "function_call" for the legacy functions API, "cancelled").
+	outFinish
+	// outUsage: the request's usage (every choice's output, the prompt once), after
+	// every choice's outFinish. Always sent; a codec decides whether to render it.
+	outUsage
+	// outError: the generation failed after the stream began (err); nothing follows.
+	outError
+)
+
+// outEvent is one event of a request's result as it is produced.
+type outEvent struct {
+	kind   outKind
+	choice int
+	text   string         // outText
+	lps    []engine.Token // outText: its tokens with their logprobs (logprobs asked)
+	call   int            // outCall: the call's index within its choice
+	callID string         // outCall, first fragment: the call's id
+	name   string         // outCall, first fragment: the function's name
+	args   string         // outCall: a fragment of the arguments' JSON text
+	finish string         // outFinish
+	usage  engine.Usage   // outUsage
+	err    *apiError      // outError
+}
+
+// whole is a request's whole result, for an answer that is not streamed.
+type whole struct {
+	choices []wholeChoice
+	usage   engine.Usage
+}
+
+// wholeChoice is one choice's whole output.
+type wholeChoice struct {
+	content string         // the text (without the tool calls' markup)
+	calls   []wholeCall    // tool calls parsed from the output
+	finish  string         // as outFinish's
+	lps     []engine.Token // logprobs asked: the output's tokens with theirs
+	prompt  []engine.Token // completions' echo with logprobs: the prompt's tokens
+}
+
+// wholeCall is one complete tool call.
+type wholeCall struct {
+	id, name, arguments string
+}
+
+// An output renders one request's result. The core calls appendEvent for each event
+// while streaming, then appendEnd once; or appendWhole once for an answer that is
+// not streamed. An output may keep state between calls (Responses' and Messages'
+// events close what they opened).
+type output interface {
+	// contentType is the answer's Content-Type ("text/event-stream" when streamed).
+	contentType(stream bool) string
+	// appendEvent appends ev's SSE bytes (nothing, for an event the format does not
+	// render).
+	appendEvent(b []byte, ev *outEvent) []byte
+	// appendEnd appends what ends the stream (OpenAI's "data: [DONE]", Anthropic's
+	// message_stop); called after the last event, also after an outError.
+	appendEnd(b []byte) []byte
+	// appendWhole appends the whole answer's body.
+	appendWhole(b []byte, w *whole) []byte
+}
+
+// pinger is an output that writes its own keep-alive event while the stream waits
+// (Anthropic's "ping"); other outputs get an SSE comment.
+type pinger interface {
+	appendPing(b []byte) []byte
+}
+
+// finisher is an output told the request's end after it is settled: a format that
+// stores its results (Responses' store) does so here, before the answer completes.
+// err is nil on success.
+type finisher interface {
+	finished(w *whole, err *apiError)
+}
