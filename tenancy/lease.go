@@ -21,7 +21,7 @@ type LeaseConfig struct {
 	// tenant with less than that left (near its ceiling) gets no lease; 4.
 	Reserve int
 	// MinGap is the least time between two refreshes of one tenant's lease (a refresh
-	// that fails is not retried sooner); Period/20.
+	// that fails is not retried sooner); Period/20, at most 25ms.
 	MinGap time.Duration
 }
 
@@ -36,7 +36,7 @@ func (c LeaseConfig) withDefaults() LeaseConfig {
 		c.Reserve = 4
 	}
 	if c.MinGap <= 0 {
-		c.MinGap = c.Period / 20
+		c.MinGap = min(c.Period/20, 25*time.Millisecond)
 	}
 	return c
 }
@@ -94,7 +94,7 @@ func planLease(v leaseView, c LeaseConfig) leasePlan {
 	if v.Last.IsZero() || elapsed > c.Period {
 		elapsed = c.Period
 	}
-	elapsed = max(elapsed, c.Period/4) // a refresh soon after the last does not read its demand ×100
+	elapsed = max(elapsed, c.MinGap) // the demand of a short interval is scaled by at most Period/MinGap
 	scale := float64(c.Period) / float64(elapsed)
 	idle := v.DemReqs == 0 && !v.Last.IsZero() && v.Now.Sub(v.Last) >= c.Period
 

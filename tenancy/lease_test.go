@@ -30,7 +30,7 @@ func TestPlanLease(t *testing.T) {
 		{"period over: refresh", func(v leaseView) leaseView { v.Now = t0.Add(time.Second); return v },
 			leasePlan{Refresh: true, Money: 10*w + 40*w}},
 		{"within MinGap of the last: never", func(v leaseView) leaseView { v.Now = t0.Add(10 * time.Millisecond); v.Owed = 90 * w; return v },
-			leasePlan{Money: 10*w + 160*w}},
+			leasePlan{Money: 10*w + 40*40*w}},
 		{"idle for a period: give the free money back", func(v leaseView) leaseView {
 			v.Now, v.DemMoney, v.DemReqs = t0.Add(time.Second), 0, 0
 			return v

@@ -139,7 +139,7 @@ func (m *memBank) refresh(q *Quota, now time.Time, a *leaseAsk) (leaseGrant, err
 		nm = 0
 	} else if a.Money <= l.money {
 		nm = a.Money
-	} else if grow := min(a.Money-l.money, m.roomLocked(q, now)-a.Reserve); grow > 0 {
+	} else if grow := min(a.Money-l.money, (m.roomLocked(q, now)-a.Reserve)/2); grow > 0 {
 		nm = l.money + grow
 	}
 	m.held[q.Tenant] += nm - l.money

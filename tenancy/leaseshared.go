@@ -256,7 +256,12 @@ func (l *LeaseShared) Reserve(q *Quota, id string, now time.Time, total money.Mo
 	}
 	b.mu.Lock()
 	lt, ok := b.tickets[id]
+	if total > lt.money+lt.exact { // demand, whichever path serves it
+		b.demMoney += total - lt.money - lt.exact
+		b.maxW = max(b.maxW, total)
+	}
 	if !ok {
+		l.maybeKickLocked(b, now)
 		b.mu.Unlock()
 		return l.RedisShared.Reserve(q, id, now, total)
 	}
@@ -271,10 +276,10 @@ func (l *LeaseShared) Reserve(q *Quota, id string, now time.Time, total money.Mo
 		v := b.viewLocked(now)
 		if total <= lt.money || total-lt.money <= v.free() {
 			b.resv += total - lt.money
-			b.maxW = max(b.maxW, total)
 			lt.money = total
 			b.tickets[id] = lt
 			room := b.roomLocked()
+			l.maybeKickLocked(b, now)
 			b.mu.Unlock()
 			return room, nil
 		}
@@ -283,6 +288,7 @@ func (l *LeaseShared) Reserve(q *Quota, id string, now time.Time, total money.Mo
 	b.resv -= lt.money - keep
 	lt.money = keep
 	b.tickets[id] = lt
+	l.maybeKickLocked(b, now)
 	b.mu.Unlock()
 	room, err := l.RedisShared.Reserve(q, id, now, total-keep)
 	if err != nil {

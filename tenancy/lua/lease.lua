@@ -1,8 +1,9 @@
 -- lease.lua: refresh one process's lease of one tenant (leaseredis.go).
 --
 -- Guarantees: money is only ever added to the lease if it fits under both ceilings
--- with every other reservation and lease counted (=held), leaving `reserve` for the
--- per-request path; slots only if they fit under the concurrency limit with every
+-- with every other reservation and lease counted (=held), and by at most half of what
+-- is left beyond `reserve` (kept for the per-request path), so one lease never takes
+-- all that is left; slots only if they fit under the concurrency limit with every
 -- other slot counted (=n). A report (settled money and tokens) is applied once per
 -- seq: a retry of the same refresh (seq not above the lease's) resizes the lease but
 -- charges nothing again and takes no request tokens. The lease key never expires
@@ -75,7 +76,7 @@ else
   local avail = -1
   if cd > 0 then avail = cd - sd - held end
   if cm > 0 and (avail < 0 or cm - sm - held < avail) then avail = cm - sm - held end
-  local grow = math.min(wantM - mine, avail - reserve)
+  local grow = math.min(wantM - mine, math.floor((avail - reserve) / 2))
   if grow > 0 then nm = mine + grow end
 end
 held, mine = held - mine + nm, nm
