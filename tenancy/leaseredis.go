@@ -160,16 +160,21 @@ func LeaseSums(store *Store) (map[string]map[int]money.Money, error) {
 	return out, err
 }
 
-// ReconcileLeases closes every lease Redis holds for the ledger owner (a store's ID)
-// except the lease id keep (this process's own): each lease's windows are charged what
-// sums (LeaseSums of that ledger) says it settled beyond what it reported, and the rest
-// of it is given back. It returns the money given back. Run at start with the
-// process's own store (LeaseShared.Reconcile), or by an operator with the ledger of a
-// process that will not return.
-func ReconcileLeases(r *RedisShared, owner, keep string, sums map[string]map[int]money.Money) (money.Money, error) {
+// ReconcileLeases closes every lease the Redis of c (keys under keyPrefix) holds for
+// the ledger owner (a store's ID) except the lease id keep (this process's own): each
+// lease's windows are charged what sums (LeaseSums of that ledger) says it settled
+// beyond what it reported, and the rest of it is given back. It returns the money given
+// back. Run at start with the process's own store (LeaseShared.Reconcile), or by an
+// operator with the ledger of a process that will not return (lmlite ledger verify
+// --release).
+func ReconcileLeases(c redis.UniversalClient, keyPrefix, owner, keep string, sums map[string]map[int]money.Money) (money.Money, error) {
+	if keyPrefix == "" {
+		keyPrefix = "lmlite:"
+	}
+	r := &RedisShared{c: c, prefix: keyPrefix}
 	b := &redisBank{r: r, owner: owner}
-	c, cancel := ctx()
-	members, err := r.c.SMembers(c, b.indexKey(owner)).Result()
+	cx, cancel := ctx()
+	members, err := c.SMembers(cx, b.indexKey(owner)).Result()
 	cancel()
 	if err != nil {
 		return 0, unavailable("lease index", err)
@@ -185,8 +190,8 @@ func ReconcileLeases(r *RedisShared, owner, keep string, sums map[string]map[int
 			return back, err
 		}
 		back += n
-		c, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		err = r.c.SRem(c, b.indexKey(owner), mem).Err()
+		cx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		err = c.SRem(cx, b.indexKey(owner), mem).Err()
 		cancel()
 		if err != nil {
 			return back, fmt.Errorf("tenancy: lease index: %w", err)

@@ -112,7 +112,7 @@ func (l *LeaseShared) Reconcile() (money.Money, error) {
 	if err != nil {
 		return 0, err
 	}
-	return ReconcileLeases(l.RedisShared, l.store.ID(), l.lid, sums)
+	return ReconcileLeases(l.c, l.prefix, l.store.ID(), l.lid, sums)
 }
 
 func limited(q *Quota) bool {

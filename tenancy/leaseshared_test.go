@@ -307,3 +307,43 @@ func TestLeaseReturnedOnClose(t *testing.T) {
 		t.Fatalf("lease keys left after Close: %v", n)
 	}
 }
+
+// TestLeaseKilledHolderReleasedFromItsLedger: a process killed holding a lease that
+// never returns is reconciled by an operator from its ledger (ReconcileLeases, what
+// lmlite ledger verify --release runs): the ledger's spend charged, the rest back.
+func TestLeaseKilledHolderReleasedFromItsLedger(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	path := filepath.Join(t.TempDir(), "lmlite.db")
+	a := newLeaseProc(t, srv, "a", path, 10*time.Second)
+	worst := money.USD(0.001)
+	q := &Quota{Tenant: "gone", DailyBudget: money.USD(1)}
+	for i := 0; i < 200; i++ {
+		if err := a.request(q, worst, worst/2); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond)
+		if held, _ := redisHeld(t, a.c, q.Tenant); i >= 20 && held > 0 {
+			break
+		}
+	}
+	a.kill()
+	w := newLeaseProc(t, srv, "operator", "", time.Second)
+	if held, _ := redisHeld(t, w.c, q.Tenant); held == 0 {
+		t.Fatal("nothing stranded: a held no lease when it died")
+	}
+	store := openStore(t, path, SyncProcess) // a's ledger, its server gone
+	defer store.Close()
+	ledger := ledgerSum(t, store)
+	sums, err := LeaseSums(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReconcileLeases(w.c, "test:", store.ID(), "", sums); err != nil {
+		t.Fatal(err)
+	}
+	spent, _, _ := w.ls.RedisShared.Spent(q.Tenant, time.Now())
+	held, _ := redisHeld(t, w.c, q.Tenant)
+	if spent != ledger || held != 0 {
+		t.Fatalf("after the release Redis has spent %v held %v; want the ledger's %v and 0", spent, money.Money(held), ledger)
+	}
+}
