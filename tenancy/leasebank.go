@@ -133,6 +133,10 @@ func (m *memBank) refresh(q *Quota, now time.Time, a *leaseAsk) (leaseGrant, err
 			l.money -= r.Amount
 			m.held[q.Tenant] -= r.Amount
 		}
+		if l.money < 0 { // spend without a budget: reported, never leased
+			m.held[q.Tenant] -= l.money
+			l.money = 0
+		}
 	}
 	nm := l.money
 	if !hasBudget(q) {

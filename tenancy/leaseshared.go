@@ -325,7 +325,13 @@ func (l *LeaseShared) SettleLease(q *Quota, id string, now time.Time, actual mon
 		return prior, again, "", err
 	}
 	delete(b.tickets, id)
-	fromLease := min(actual, lt.money)
+	// What the lease settles: all of it, unless part was reserved on the per-request
+	// path (which settles the rest). A tenant without a budget reserves nothing but its
+	// spend is still reported, as the per-request path counts it.
+	fromLease := actual
+	if lt.exact > 0 {
+		fromLease = min(actual, lt.money)
+	}
 	b.resv -= lt.money
 	if fromLease > 0 {
 		d, m := windows(now)

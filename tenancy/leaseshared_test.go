@@ -347,3 +347,23 @@ func TestLeaseKilledHolderReleasedFromItsLedger(t *testing.T) {
 		t.Fatalf("after the release Redis has spent %v held %v; want the ledger's %v and 0", spent, money.Money(held), ledger)
 	}
 }
+
+// TestLeaseSpendWithoutBudgetReported: a tenant with rates but no budget is served from
+// its lease too, and what it spends still reaches Redis's spend (as on the per-request
+// path), reported with the refreshes: after Close Redis's spend is the ledger's.
+func TestLeaseSpendWithoutBudgetReported(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	a := newLeaseProc(t, srv, "a", "", 200*time.Millisecond)
+	q := &Quota{Tenant: "nobudget", RequestsPerSecond: 1000, Burst: 1000, MaxConcurrency: 8}
+	for range 50 {
+		if err := a.request(q, money.USD(0.01), money.USD(0.004)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	a.ls.Close()
+	spent, _, _ := a.ls.RedisShared.Spent(q.Tenant, time.Now())
+	if ledger := ledgerSum(t, a.store); spent != ledger {
+		t.Fatalf("Redis's spend %v, the ledger's %v", spent, ledger)
+	}
+}
