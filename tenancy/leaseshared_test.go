@@ -367,3 +367,63 @@ func TestLeaseSpendWithoutBudgetReported(t *testing.T) {
 		t.Fatalf("Redis's spend %v, the ledger's %v", spent, ledger)
 	}
 }
+
+// TestLeaseRedisDownSpendsOnlyWhatWasLeased: with Redis down a process serves from its
+// lease and no more (beyond it money fails closed, ErrUnavailable); the settlements made
+// meanwhile reach Redis once it is back (the failed refresh resent as it was, charged
+// once), and after Close Redis's spend is the ledger's.
+func TestLeaseRedisDownSpendsOnlyWhatWasLeased(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{Persist: true})
+	a := newLeaseProc(t, srv, "a", "", 200*time.Millisecond)
+	worst := money.USD(0.001)
+	q := &Quota{Tenant: "outage", DailyBudget: money.USD(1)}
+	var lease money.Money
+	for i := 0; i < 500 && lease < 20*worst; i++ {
+		if err := a.request(q, worst, worst); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond)
+		a.ls.mu.RLock()
+		b := a.ls.books[q.Tenant]
+		a.ls.mu.RUnlock()
+		b.mu.Lock()
+		lease = b.money - b.resv - b.owedSum
+		if b.sending != nil {
+			lease -= b.sending.reported()
+		}
+		b.mu.Unlock()
+	}
+	srv.Kill()
+	var during money.Money
+	for {
+		err := a.request(q, worst, worst)
+		if err != nil {
+			if !errors.Is(err, ErrUnavailable) {
+				t.Fatalf("with Redis down: %v, want ErrUnavailable once the lease is spent", err)
+			}
+			break
+		}
+		during += worst
+		if during > money.USD(1) {
+			t.Fatal("served without end while Redis was down")
+		}
+	}
+	if during > lease || during == 0 {
+		t.Fatalf("served %v while Redis was down, with %v free in the lease when it went", during, lease)
+	}
+	srv.Restart()
+	back := time.Now()
+	for a.request(q, worst, worst) != nil {
+		if time.Since(back) > 3*time.Second {
+			t.Fatal("not serving 3s after Redis returned")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("served %v from a lease of %v free while Redis was down; back after %v", during, lease, time.Since(back))
+	a.ls.Close()
+	spent, _, _ := a.ls.RedisShared.Spent(q.Tenant, time.Now())
+	held, _ := redisHeld(t, a.c, q.Tenant)
+	if ledger := ledgerSum(t, a.store); spent != ledger || held != 0 {
+		t.Fatalf("after Close Redis has spent %v held %v, the ledger %v", spent, money.Money(held), ledger)
+	}
+}
