@@ -86,7 +86,14 @@ func redisHeld(t *testing.T, c redis.UniversalClient, tenant string) (held, slot
 	if err != nil {
 		t.Fatal(err)
 	}
-	get := func(x any) int64 { s, _ := x.(string); var n int64; for _, ch := range s { n = n*10 + int64(ch-'0') }; return n }
+	get := func(x any) int64 {
+		s, _ := x.(string)
+		var n int64
+		for _, ch := range s {
+			n = n*10 + int64(ch-'0')
+		}
+		return n
+	}
 	return get(v[0]), get(v[1])
 }
 
