@@ -108,22 +108,22 @@ type Job struct {
 	// NotRun are the lines of Counts.Failed that never ran: drained to the error file
 	// when the job was cancelled, expired or reached its cap (OpenAI's request_counts
 	// count them as failed; the dashboard shows how far the job got).
-	NotRun int `json:"not_run,omitempty"`
-	Spent              money.Money `json:"spent"`
-	PausedReason       string      `json:"paused_reason,omitempty"`
-	CancelRequested    bool        `json:"cancel_requested,omitempty"`
-	OutputFileID       string      `json:"output_file_id,omitempty"`
-	ErrorFileID        string      `json:"error_file_id,omitempty"`
-	CreatedAt          int64       `json:"created_at"`
-	InProgressAt       int64       `json:"in_progress_at,omitempty"`
-	ExpiresAt          int64       `json:"expires_at,omitempty"`
-	FinalizingAt       int64       `json:"finalizing_at,omitempty"`
-	CompletedAt        int64       `json:"completed_at,omitempty"`
-	FailedAt           int64       `json:"failed_at,omitempty"`
-	ExpiredAt          int64       `json:"expired_at,omitempty"`
-	CancellingAt       int64       `json:"cancelling_at,omitempty"`
-	CancelledAt        int64       `json:"cancelled_at,omitempty"`
-	Seq                uint64      `json:"seq,omitempty"` // the tenant's jobs' order (bucketOrder)
+	NotRun          int         `json:"not_run,omitempty"`
+	Spent           money.Money `json:"spent"`
+	PausedReason    string      `json:"paused_reason,omitempty"`
+	CancelRequested bool        `json:"cancel_requested,omitempty"`
+	OutputFileID    string      `json:"output_file_id,omitempty"`
+	ErrorFileID     string      `json:"error_file_id,omitempty"`
+	CreatedAt       int64       `json:"created_at"`
+	InProgressAt    int64       `json:"in_progress_at,omitempty"`
+	ExpiresAt       int64       `json:"expires_at,omitempty"`
+	FinalizingAt    int64       `json:"finalizing_at,omitempty"`
+	CompletedAt     int64       `json:"completed_at,omitempty"`
+	FailedAt        int64       `json:"failed_at,omitempty"`
+	ExpiredAt       int64       `json:"expired_at,omitempty"`
+	CancellingAt    int64       `json:"cancelling_at,omitempty"`
+	CancelledAt     int64       `json:"cancelled_at,omitempty"`
+	Seq             uint64      `json:"seq,omitempty"` // the tenant's jobs' order (bucketOrder)
 }
 
 // Result is one line's committed outcome: a response (output file when 2xx, else

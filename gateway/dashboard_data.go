@@ -36,9 +36,9 @@ type dashPage struct {
 	// operator view
 	Tenants       []tenantRow
 	RefusalsToday []refusalRow // every tenant's, by reason
-	Models    []modelRow
-	Keys      []tenancy.KeyInfo
-	TenantIDs []string
+	Models        []modelRow
+	Keys          []tenancy.KeyInfo
+	TenantIDs     []string
 }
 
 type dashRow struct {
