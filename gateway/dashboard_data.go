@@ -104,8 +104,9 @@ type chart struct {
 }
 
 type label struct {
-	X    float64
-	Text string
+	X      float64
+	Text   string
+	Anchor string // SVG text-anchor: start, or end for a label at the right edge
 }
 
 const chartW, chartH = 600.0, 200.0
@@ -167,10 +168,12 @@ func spendChart(bs []usage.Bucket, budgetUSD float64, now time.Time, layout stri
 		c.OffChart = true
 	}
 	for _, f := range []float64{0.5, 1} {
-		c.YTicks = append(c.YTicks, label{y(f * c.MaxUSD), usdText(f * c.MaxUSD)})
+		c.YTicks = append(c.YTicks, label{y(f * c.MaxUSD), usdText(f * c.MaxUSD), "end"})
 	}
 	for i := 0; i < len(bs); i += every {
-		c.XLabels = append(c.XLabels, label{float64(i) * step, bs[i].Start.Format(layout)})
+		if x := float64(i) * step; x < chartW-50 { // a label nearer the edge would be cut
+			c.XLabels = append(c.XLabels, label{x, bs[i].Start.Format(layout), "start"})
+		}
 	}
 	return c
 }
