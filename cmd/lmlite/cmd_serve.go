@@ -372,7 +372,7 @@ func printBanner(w io.Writer, cfg *configs.Config, addr string, demo bool, demoK
 		note := ""
 		switch {
 		case demo && m.ID == demoStoriesID:
-			note = "  real weights: llama2.c's stories260K (MIT), trained on TinyStories; it continues short stories in English"
+			note = "  real weights: llama2.c's stories260K (MIT), trained on TinyStories; it continues short stories in English, and embeds (/v1/embeddings, 64 dimensions: a toy)"
 		case m.OwnedBy == randomOwner:
 			note = "  RANDOM weights: generated to exercise the system; it answers in noise"
 		case m.Upstream != nil:
