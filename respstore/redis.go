@@ -76,11 +76,14 @@ func (s *Redis) keys(tenant, id string) []string {
 func redisErr(err error) error { return fmt.Errorf("respstore: redis: %w", err) }
 
 func (s *Redis) Put(ctx context.Context, rec Record) error {
+	return s.PutWithin(ctx, rec, s.o.limitsOf(rec.Tenant))
+}
+
+func (s *Redis) PutWithin(ctx context.Context, rec Record, lim Limits) error {
 	rec, err := s.o.prepare(rec)
 	if err != nil {
 		return err
 	}
-	lim := s.o.limitsOf(rec.Tenant)
 	// The tenant joins Sweep's list first: a response is never stored where Sweep does not look.
 	if err := s.c.SAdd(ctx, s.tenantsKey(), rec.Tenant).Err(); err != nil {
 		return redisErr(err)
