@@ -60,7 +60,6 @@ type Config struct {
 	Ledger          Ledger        `yaml:"ledger"`
 	Engine          Engine        `yaml:"engine"`
 	Redis           *Redis        `yaml:"redis"` // nil: every store in-process (configs/redis.go)
-	Responses       Responses     `yaml:"responses"`
 
 	Models []Model `yaml:"models"`
 	Tiers  Tiers   `yaml:"tiers"` // none: clients name models by id ("auto" and "tier:…" are refused)
@@ -80,15 +79,6 @@ type Ledger struct {
 	// are acknowledged; survives power loss) or "process" (written to the OS before
 	// acknowledging, fsynced in the background; survives the process being killed).
 	Sync string `yaml:"sync"`
-}
-
-// Responses configures the stored responses of /v1/responses (package respstore):
-// kept in data_dir/responses.db, or in Redis when redis: is set (so any process
-// continues any conversation). Each tenant's count and bytes are its plan's
-// (responses_max_count, responses_max_bytes).
-type Responses struct {
-	Retention  time.Duration `yaml:"retention"`   // how long a stored response is kept; 720h (30 days)
-	SweepEvery time.Duration `yaml:"sweep_every"` // how often the expired ones are removed; 10m
 }
 
 // Engine configures the embedded engine.
@@ -260,12 +250,6 @@ func (c *Config) defaults() {
 	if c.Engine.Mode == "" {
 		c.Engine.Mode = ModeInProcess
 	}
-	if c.Responses.Retention == 0 {
-		c.Responses.Retention = 30 * 24 * time.Hour
-	}
-	if c.Responses.SweepEvery == 0 {
-		c.Responses.SweepEvery = 10 * time.Minute
-	}
 	if len(c.Plans) == 0 && len(c.Tenants) == 0 {
 		c.Plans = map[string]policies.Plan{DefaultTenant: {}}
 		c.Tenants = []policies.Tenant{{ID: DefaultTenant, Plan: DefaultTenant}}
@@ -333,12 +317,6 @@ func (c *Config) Validate() error {
 	}
 	if c.Engine.Mode != ModeInProcess && c.Engine.Mode != ModeWorkers {
 		return bad("engine.mode", "%q is not inprocess or workers", c.Engine.Mode)
-	}
-	if c.Responses.Retention < time.Minute {
-		return bad("responses.retention", "%v is below 1m", c.Responses.Retention)
-	}
-	if c.Responses.SweepEvery < time.Second {
-		return bad("responses.sweep_every", "%v is below 1s", c.Responses.SweepEvery)
 	}
 	if c.Redis != nil {
 		if err := c.Redis.validate(); err != nil {

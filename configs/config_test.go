@@ -25,9 +25,6 @@ func TestDefaultPlanAndTenant(t *testing.T) {
 	if len(c.Tenants) != 1 || c.Tenants[0].ID != DefaultTenant || c.DemoTenant != DefaultTenant || c.HasTiers() {
 		t.Errorf("defaults: tenants %+v, demo tenant %q, tiers %v", c.Tenants, c.DemoTenant, c.TierNames())
 	}
-	if c.Responses.Retention != 30*24*time.Hour || c.Responses.SweepEvery != 10*time.Minute {
-		t.Errorf("responses' defaults: %+v", c.Responses)
-	}
 	// Plans without tenants stay an error: the file meant to declare them.
 	if c, _ := Parse([]byte("models: [{id: m, path: a.gguf}]\nplans: {p: {}}\ndemo_tenant: x\n")); c.Validate() == nil {
 		t.Error("plans without the demo tenant accepted")
@@ -125,8 +122,6 @@ tenants: [{id: t, plan: p}]
 		{"listen: nope\n" + base, "listen"},
 		{"bogus: 1\n" + base, "field bogus not found"},
 		{"ledger: {sync: never}\n" + base, "ledger.sync"},
-		{"responses: {retention: 1s}\n" + base, "responses.retention"},
-		{"responses: {sweep_every: -1s}\n" + base, "responses.sweep_every"},
 		{"memory_budget: lots\n" + base, "memory_budget"},
 		{"plans: {p: {}}\n", "models"},
 		{"models: [{id: m}]\nplans: {p: {}}\n", "exactly one of path"},

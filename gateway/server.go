@@ -89,10 +89,6 @@ type Options struct {
 	// die with a batch line started before the line is failed (line_crashed_server)
 	// instead of run again; 0: 2; below 0: never (tests that kill the process).
 	BatchCrashLimit int
-	// Responses keeps the stored responses of /v1/responses (respstore.Bolt in the
-	// data directory, or respstore.Redis shared by every process); the owner sweeps it.
-	// nil: none kept beyond this process. GET /v1/lmlite/limits reports each tenant's.
-	Responses respstore.Store
 
 	// Peers, when set, is the registry of the processes sharing a Redis
 	// (registry.Keeper), and NodeID this process's id in it: a request for a model
@@ -110,6 +106,10 @@ type Options struct {
 	// (redis.forward_idle_timeout). The other process sends an SSE comment when it has
 	// written nothing for a third of it (KeepAliveHeader).
 	ForwardIdle time.Duration
+	// Responses keeps the stored responses of /v1/responses (respstore: bbolt in the
+	// data directory, or Redis, which lets any process continue any response); nil:
+	// this process's memory (at most 10,000 a tenant, forgotten at a restart).
+	Responses respstore.Store
 	// IdentifierKey keys the hashes of the end-user identifiers (user,
 	// safety_identifier) kept in the ledger (identifiers.go); nil: a random key per
 	// process, so hashes compare only within one run.
@@ -135,20 +135,20 @@ type Server struct {
 	now        func() time.Time
 	metrics    *metrics
 	usage      usage.Rollups
-	dash       sessions // dashboard sign-ins (dashboard.go)
-	metricsKey []byte   // nil: /metrics is open
+	stored     respstore.Store // Options.Responses: GET /v1/lmlite/limits reports a tenant's; nil: none
+	dash       sessions        // dashboard sign-ins (dashboard.go)
+	metricsKey []byte          // nil: /metrics is open
 	http       *fasthttp.Server
 	clients    map[string]*fasthttp.HostClient // upstream connection pools, by scheme and host
 
-	inFlight        atomic.Int64
-	decoded         atomic.Int64 // request bodies handed to the JSON decoder (tests: a refused request decodes none)
-	draining        atomic.Bool
-	wg              sync.WaitGroup // in-flight requests, including streams after the handler returned
-	created         int64
-	batches         *batches        // nil: the Batch API is off
-	storedResponses respstore.Store // Options.Responses; nil: none
-	peer            *peering        // nil: no registry (Options.Peers)
-	keeps           keepAlives
+	inFlight atomic.Int64
+	decoded  atomic.Int64 // request bodies handed to the JSON decoder (tests: a refused request decodes none)
+	draining atomic.Bool
+	wg       sync.WaitGroup // in-flight requests, including streams after the handler returned
+	created  int64
+	batches  *batches // nil: the Batch API is off
+	peer     *peering // nil: no registry (Options.Peers)
+	keeps    keepAlives
 
 	batchCrashLimit int // Options.BatchCrashLimit
 }
@@ -305,7 +305,7 @@ func New(cfg Config, eng Engine, ten *tenancy.Tenancy, opts Options) (*Server, e
 	} else if n > 0 {
 		s.log.Warn("charged requests interrupted by the last stop at their reservation", "requests", n)
 	}
-	s.storedResponses = opts.Responses
+	s.stored = opts.Responses
 	if err := s.initUsage(opts.Usage); err != nil {
 		return nil, fmt.Errorf("gateway: usage rollups: %w", err)
 	}

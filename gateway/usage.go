@@ -465,10 +465,10 @@ func (s *Server) limitsOf(pol *policies.Policy, now time.Time) (limitsJSON, erro
 // storedOf is the tenant's stored responses against its quota; nil without a store
 // or when it does not answer (logged: the rest of the limits still answer).
 func (s *Server) storedOf(pol *policies.Policy) *storedJSON {
-	if s.storedResponses == nil {
+	if s.stored == nil {
 		return nil
 	}
-	u, err := s.storedResponses.Usage(context.Background(), pol.Tenant)
+	u, err := s.stored.Usage(context.Background(), pol.Tenant)
 	if err != nil {
 		s.log.Warn("stored responses' usage", "tenant", pol.Tenant, "err", err)
 		return nil

@@ -233,12 +233,6 @@ func runServe(args []string) error {
 		return err
 	}
 	defer batches.Close()
-	responses, closeResponses, err := openResponses(cfg, rc) // /v1/responses' stored responses
-	if err != nil {
-		return err
-	}
-	defer closeResponses()
-	defer sweepResponses(responses, cfg.Responses.SweepEvery, log)() // stopped before the store closes
 	prefix := ""
 	if cfg.Redis != nil {
 		prefix = cfg.Redis.KeyPrefix
@@ -247,7 +241,7 @@ func runServe(args []string) error {
 	if err != nil {
 		return err
 	}
-	gopts := gateway.Options{Logger: log, AdminKey: adminKey, Batches: batches, Responses: responses, MetricsKey: mkey,
+	gopts := gateway.Options{Logger: log, AdminKey: adminKey, Batches: batches, MetricsKey: mkey,
 		TenantKeyHint: tenantKeyHint(cfg, *cfgPath, demoKey != ""), IdentifierKey: idKey}
 	if r := cfg.Redis; r != nil {
 		// Batch lines on a Redis Stream: every process runs every job's lines.
