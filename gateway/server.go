@@ -27,6 +27,7 @@ import (
 	"github.com/lmlite/lmlite/internal/jsonenc"
 	"github.com/lmlite/lmlite/money"
 	"github.com/lmlite/lmlite/policies"
+	"github.com/lmlite/lmlite/respstore"
 	"github.com/lmlite/lmlite/tenancy"
 	"github.com/lmlite/lmlite/tiers"
 	"github.com/lmlite/lmlite/usage"
@@ -105,6 +106,10 @@ type Options struct {
 	// (redis.forward_idle_timeout). The other process sends an SSE comment when it has
 	// written nothing for a third of it (KeepAliveHeader).
 	ForwardIdle time.Duration
+	// Responses keeps the stored responses of /v1/responses (respstore: bbolt in the
+	// data directory, or Redis, which lets any process continue any response); nil:
+	// this process's memory (at most 10,000 a tenant, forgotten at a restart).
+	Responses respstore.Store
 	// IdentifierKey keys the hashes of the end-user identifiers (user,
 	// safety_identifier) kept in the ledger (identifiers.go); nil: a random key per
 	// process, so hashes compare only within one run.
@@ -130,8 +135,9 @@ type Server struct {
 	now        func() time.Time
 	metrics    *metrics
 	usage      usage.Rollups
-	dash       sessions // dashboard sign-ins (dashboard.go)
-	metricsKey []byte   // nil: /metrics is open
+	stored     respstore.Store // Options.Responses: GET /v1/lmlite/limits reports a tenant's; nil: none
+	dash       sessions        // dashboard sign-ins (dashboard.go)
+	metricsKey []byte          // nil: /metrics is open
 	http       *fasthttp.Server
 	clients    map[string]*fasthttp.HostClient // upstream connection pools, by scheme and host
 
@@ -299,6 +305,7 @@ func New(cfg Config, eng Engine, ten *tenancy.Tenancy, opts Options) (*Server, e
 	} else if n > 0 {
 		s.log.Warn("charged requests interrupted by the last stop at their reservation", "requests", n)
 	}
+	s.stored = opts.Responses
 	if err := s.initUsage(opts.Usage); err != nil {
 		return nil, fmt.Errorf("gateway: usage rollups: %w", err)
 	}
