@@ -1,0 +1,186 @@
+package engine
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/lmlite/lmlite/engine/genmodel"
+	"github.com/lmlite/lmlite/engine/spec"
+)
+
+// specCase is one request of the speculation tests.
+type specCase struct {
+	name string
+	req  Request
+}
+
+// specCases are requests over prompt: greedy, seeded sampling (with the chain's
+// filters and a repetition penalty), logprobs with top logprobs, a stop string,
+// short max tokens that end inside a draft, and ignore_eos.
+func specCases(prompt []int32, stop string) []specCase {
+	cs := []specCase{
+		{"greedy", Request{Prompt: prompt, MaxTokens: 200}},
+		{"greedy-logprobs", Request{Prompt: prompt, MaxTokens: 120, Logprobs: true, TopLogprobs: 5}},
+		{"sampled", Request{Prompt: prompt, MaxTokens: 150, Sampling: Sampling{Temperature: 0.7, TopK: 40, TopP: 0.95, Seed: 42}}},
+		{"sampled-hot", Request{Prompt: prompt, MaxTokens: 150, Logprobs: true, Sampling: Sampling{Temperature: 1.2, MinP: 0.02, Seed: 7}}},
+		{"penalty", Request{Prompt: prompt, MaxTokens: 100, Sampling: Sampling{Temperature: 0.5, RepeatPenalty: 1.1, Seed: 3}}},
+		{"ignore-eos", Request{Prompt: prompt, MaxTokens: 90, Sampling: Sampling{IgnoreEOS: true}}},
+		{"stop", Request{Prompt: prompt, MaxTokens: 200, Stop: []string{stop}}},
+	}
+	for _, n := range []int{1, 2, 3, 5, 7, 11, 13, 17, 23} {
+		cs = append(cs, specCase{fmt.Sprint("max-tokens-", n), Request{Prompt: prompt, MaxTokens: n}})
+	}
+	return cs
+}
+
+// sameWithAndWithout runs each case with speculation and without (NoSpeculation) on
+// b and requires the same text, ids, logits, logprobs, top logprobs and finish
+// reason; it returns the tokens accepted from drafts over all cases.
+func sameWithAndWithout(t *testing.T, b *Block, id string, cases []specCase) int {
+	t.Helper()
+	accepted := 0
+	for _, c := range cases {
+		plain := c.req
+		plain.NoSpeculation = true
+		want := runFeatures(b, id, plain)
+		got := runFeatures(b, id, c.req)
+		if err := want.same(got); err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		if want.u.FinishReason != got.u.FinishReason || want.u.CompletionTokens != got.u.CompletionTokens {
+			t.Errorf("%s: finish %s after %d tokens plain, %s after %d speculating", c.name,
+				want.u.FinishReason, want.u.CompletionTokens, got.u.FinishReason, got.u.CompletionTokens)
+		}
+		if want.u.DraftTokens != 0 {
+			t.Errorf("%s: %d tokens drafted with NoSpeculation", c.name, want.u.DraftTokens)
+		}
+		t.Logf("%s: %d tokens (%s), drafted %d, accepted %d", c.name, got.u.CompletionTokens, got.u.FinishReason, got.u.DraftTokens, got.u.AcceptedTokens)
+		accepted += got.u.AcceptedTokens
+	}
+	return accepted
+}
+
+// TestSpeculationSameOutputStories: on a real model (stories260K, whose stories
+// repeat), speculative decoding gives plain decoding's output bit for bit in every
+// mode, and its drafts are accepted (so the verification path ran).
+func TestSpeculationSameOutputStories(t *testing.T) {
+	b := newStoriesBlock(t, ModelConfig{MaxModelLen: 512, Speculative: spec.Config{NGram: true}}, Config{Logger: quietLog()})
+	tok, _ := b.Tokenizer("stories")
+	prompt := tok.Encode("Once upon a time, there was a little girl named Lily. She liked to play with her ball. One day, Lily", true, false)
+	if got := sameWithAndWithout(t, b, "stories", specCases(prompt, "ball")); got == 0 {
+		t.Fatal("no draft was accepted: the verification path did not run")
+	}
+	st := b.Models()[0]
+	if st.DraftTokens == 0 || st.AcceptedTokens == 0 || st.AcceptedTokens > st.DraftTokens {
+		t.Fatalf("model counters: drafted %d, accepted %d", st.DraftTokens, st.AcceptedTokens)
+	}
+}
+
+// TestSpeculationSameOutputGenerated: the same on a random-weight model (generated;
+// its greedy output falls into cycles, which prompt lookup drafts), in float32
+// attention (a 70-token prompt) and binary16 attention (a short one).
+func TestSpeculationSameOutputGenerated(t *testing.T) {
+	b := genBlock(t, ModelConfig{MaxModelLen: 512, Speculative: spec.Config{NGram: true, MaxDraft: 6}},
+		genmodel.Options{Arch: "llama", Type: "q8_0", Seed: 5})
+	tok, _ := b.Tokenizer("m")
+	accepted := 0
+	for _, n := range []int{12, 70} {
+		prompt := make([]int32, n)
+		for i := range prompt {
+			prompt[i] = int32((i*7919 + 5) % tok.VocabSize())
+		}
+		accepted += sameWithAndWithout(t, b, "m", specCases(prompt, "e"))
+	}
+	if accepted == 0 {
+		t.Fatal("no draft was accepted: the verification path did not run")
+	}
+}
+
+// TestSpeculationInMixedBatch: a speculating request gives its plain output among 15
+// others, speculating and not, greedy and sampled, some constrained by a grammar
+// (which never drafts) and with logprobs, all in the same steps.
+func TestSpeculationInMixedBatch(t *testing.T) {
+	b := genBlock(t, ModelConfig{MaxModelLen: 512, MaxModelConcurrency: 16, Speculative: spec.Config{NGram: true}},
+		genmodel.Options{Arch: "llama", Type: "q8_0", Seed: 5})
+	tok, _ := b.Tokenizer("m")
+	g, err := b.CompileSchema([]byte(personSchema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt := make([]int32, 30)
+	for i := range prompt {
+		prompt[i] = int32((i*7919 + 5) % tok.VocabSize())
+	}
+	targets := []Request{
+		{Prompt: prompt, MaxTokens: 150, Logprobs: true, TopLogprobs: 3},
+		{Prompt: prompt[:20], MaxTokens: 150, Sampling: Sampling{Temperature: 0.8, TopK: 50, Seed: 99}},
+	}
+	for ti, target := range targets {
+		plain := target
+		plain.NoSpeculation, plain.CacheSalt = true, "plain"
+		alone := runFeatures(b, "m", plain)
+		var wg sync.WaitGroup
+		var got featureResult
+		for i := range 15 {
+			req := Request{Prompt: prompt[:5+i], MaxTokens: 20 + 9*i, Tenant: fmt.Sprint("t", i%3), NoSpeculation: i%4 == 3,
+				Sampling: Sampling{Temperature: float32(i%3) * 0.5, Seed: uint64(i)}, Logprobs: i%2 == 0, TopLogprobs: i % 4}
+			if i%5 == 1 {
+				req.Grammar = g
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if r := runFeatures(b, "m", req); r.err != nil {
+					t.Errorf("other %d: %v", i, r.err)
+				} else if req.Grammar != nil && r.u.DraftTokens != 0 {
+					t.Errorf("other %d: a constrained request drafted %d tokens", i, r.u.DraftTokens)
+				}
+			}()
+			if i == 4 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					tr := target
+					tr.CacheSalt = "batch"
+					got = runFeatures(b, "m", tr)
+				}()
+			}
+		}
+		wg.Wait()
+		if err := alone.same(got); err != nil {
+			t.Errorf("target %d: %v", ti, err)
+		}
+		if got.u.AcceptedTokens == 0 {
+			t.Errorf("target %d: no draft accepted in the batch (drafted %d)", ti, got.u.DraftTokens)
+		}
+		t.Logf("target %d: drafted %d, accepted %d", ti, got.u.DraftTokens, got.u.AcceptedTokens)
+	}
+	if st := b.Models()[0]; float64(st.StepSeqs)/float64(st.Steps) < 1.5 {
+		t.Errorf("no batching happened: %d steps, %d sequences", st.Steps, st.StepSeqs)
+	}
+}
+
+// TestSpeculationSkipsGrammar: a request with a grammar decodes plainly on a model
+// that speculates (its next mask depends on each accepted token): the same output,
+// and nothing drafted.
+func TestSpeculationSkipsGrammar(t *testing.T) {
+	b := genBlock(t, ModelConfig{MaxModelLen: 512, Speculative: spec.Config{NGram: true}},
+		genmodel.Options{Arch: "llama", Type: "q8_0", Seed: 5})
+	g, err := b.CompileSchema([]byte(personSchema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt := []int32{1, 5, 9, 13, 5, 9, 13, 5, 9}
+	req := Request{Prompt: prompt, MaxTokens: 120, Grammar: g, Logprobs: true, Sampling: Sampling{Temperature: 0.8, Seed: 4}}
+	plain := req
+	plain.NoSpeculation = true
+	want, got := runFeatures(b, "m", plain), runFeatures(b, "m", req)
+	if err := want.same(got); err != nil {
+		t.Fatal(err)
+	}
+	if got.u.DraftTokens != 0 {
+		t.Fatalf("drafted %d tokens under a grammar", got.u.DraftTokens)
+	}
+}
