@@ -29,7 +29,7 @@ type runner struct {
 	id      string // the model's id, for errors
 	noCache bool   // the prefix cache is off
 	spec    spec.Config
-	attnMin int    // prompts of this many tokens or more run in model.AttnF32 (0: none; model.AttnF32MinPromptFor)
+	attnMin int // prompts of this many tokens or more run in model.AttnF32 (0: none; model.AttnF32MinPromptFor)
 	tok     *tokenizer.Tokenizer
 	batch   *model.Batch
 	pool    *kvcache.Pool

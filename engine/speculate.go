@@ -50,7 +50,7 @@ func (r *runner) propose() {
 			r.st.SetDraft(id, 0)
 			continue
 		}
-		if want := j.adapt.Want(r.spec.Max()); want > 0 {
+		if want := j.adapt.Want(r.spec.Max(), r.spec.Cost()); want > 0 {
 			j.draft = spec.Lookup(j.draft, j.tokens, want)
 		}
 		r.st.SetDraft(id, len(j.draft))
@@ -76,7 +76,7 @@ func (r *runner) verify(w sched.Work, j *job, rows []float32) {
 	defer func() {
 		j.u.AcceptedTokens += accepted
 		r.stats.accepted.Add(uint64(accepted))
-		j.adapt.Verified(w.Draft, accepted, r.spec.Max())
+		j.adapt.Verified(w.Draft, accepted, r.spec.Max(), r.spec.Cost())
 	}()
 	for i := 0; i <= w.Draft; i++ {
 		row := rows[i*v : (i+1)*v]

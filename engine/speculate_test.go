@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -17,8 +18,15 @@ type specCase struct {
 
 // specCases are requests over prompt: greedy, seeded sampling (with the chain's
 // filters and a repetition penalty), logprobs with top logprobs, a stop string,
-// short max tokens that end inside a draft, and ignore_eos.
-func specCases(prompt []int32, stop string) []specCase {
+// short max tokens that end inside a draft (over a prompt that repeats itself),
+// and ignore_eos.
+func specCases(t *testing.T, b *Block, id string, prompt []int32, stop string) []specCase {
+	t.Helper()
+	out := runFeatures(b, id, Request{Prompt: prompt, MaxTokens: 200, NoSpeculation: true, Sampling: Sampling{IgnoreEOS: true}})
+	if out.err != nil || len(out.ids) < 200 {
+		t.Fatalf("greedy continuation: %v, %d tokens", out.err, len(out.ids))
+	}
+	continued := append(append([]int32(nil), prompt...), out.ids[:180]...)
 	cs := []specCase{
 		{"greedy", Request{Prompt: prompt, MaxTokens: 200}},
 		{"greedy-logprobs", Request{Prompt: prompt, MaxTokens: 120, Logprobs: true, TopLogprobs: 5}},
@@ -28,8 +36,10 @@ func specCases(prompt []int32, stop string) []specCase {
 		{"ignore-eos", Request{Prompt: prompt, MaxTokens: 90, Sampling: Sampling{IgnoreEOS: true}}},
 		{"stop", Request{Prompt: prompt, MaxTokens: 200, Stop: []string{stop}}},
 	}
+	// The prompt and the model's own greedy continuation, well into its repeats:
+	// drafts from the first step on, so that short max tokens end inside a draft.
 	for _, n := range []int{1, 2, 3, 5, 7, 11, 13, 17, 23} {
-		cs = append(cs, specCase{fmt.Sprint("max-tokens-", n), Request{Prompt: prompt, MaxTokens: n}})
+		cs = append(cs, specCase{fmt.Sprint("max-tokens-", n), Request{Prompt: continued, MaxTokens: n}})
 	}
 	return cs
 }
@@ -39,7 +49,7 @@ func specCases(prompt []int32, stop string) []specCase {
 // reason; it returns the tokens accepted from drafts over all cases.
 func sameWithAndWithout(t *testing.T, b *Block, id string, cases []specCase) int {
 	t.Helper()
-	accepted := 0
+	accepted, shortDrafts := 0, 0
 	for _, c := range cases {
 		plain := c.req
 		plain.NoSpeculation = true
@@ -58,6 +68,12 @@ func sameWithAndWithout(t *testing.T, b *Block, id string, cases []specCase) int
 		}
 		t.Logf("%s: %d tokens (%s), drafted %d, accepted %d", c.name, got.u.CompletionTokens, got.u.FinishReason, got.u.DraftTokens, got.u.AcceptedTokens)
 		accepted += got.u.AcceptedTokens
+		if strings.HasPrefix(c.name, "max-tokens-") {
+			shortDrafts += got.u.DraftTokens
+		}
+	}
+	if shortDrafts == 0 {
+		t.Errorf("the short max-tokens cases drafted nothing over a prompt that repeats")
 	}
 	return accepted
 }
@@ -69,7 +85,7 @@ func TestSpeculationSameOutputStories(t *testing.T) {
 	b := newStoriesBlock(t, ModelConfig{MaxModelLen: 512, Speculative: spec.Config{NGram: true}}, Config{Logger: quietLog()})
 	tok, _ := b.Tokenizer("stories")
 	prompt := tok.Encode("Once upon a time, there was a little girl named Lily. She liked to play with her ball. One day, Lily", true, false)
-	if got := sameWithAndWithout(t, b, "stories", specCases(prompt, "ball")); got == 0 {
+	if got := sameWithAndWithout(t, b, "stories", specCases(t, b, "stories", prompt, "ball")); got == 0 {
 		t.Fatal("no draft was accepted: the verification path did not run")
 	}
 	st := b.Models()[0]
@@ -91,7 +107,7 @@ func TestSpeculationSameOutputGenerated(t *testing.T) {
 		for i := range prompt {
 			prompt[i] = int32((i*7919 + 5) % tok.VocabSize())
 		}
-		accepted += sameWithAndWithout(t, b, "m", specCases(prompt, "e"))
+		accepted += sameWithAndWithout(t, b, "m", specCases(t, b, "m", prompt, "e"))
 	}
 	if accepted == 0 {
 		t.Fatal("no draft was accepted: the verification path did not run")

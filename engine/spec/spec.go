@@ -7,6 +7,11 @@ type Config struct {
 	NGram bool `yaml:"ngram"`
 	// MaxDraft is the most tokens drafted for one verification step; 0: DefaultMaxDraft.
 	MaxDraft int `yaml:"max_draft"`
+	// DraftCost is what one drafted position adds to a decode step, as a share of
+	// the step (the model's and the machine's: BenchmarkVerifyStep measures it);
+	// the draft length controller (Adapt) drafts only where the expected accepted
+	// tokens pay for it. 0: DefaultDraftCost.
+	DraftCost float64 `yaml:"draft_cost"`
 }
 
 // DefaultMaxDraft is Config.MaxDraft's default.
@@ -21,6 +26,14 @@ func (c Config) Max() int {
 		return c.MaxDraft
 	}
 	return DefaultMaxDraft
+}
+
+// Cost is the configured draft cost with its default.
+func (c Config) Cost() float64 {
+	if c.DraftCost > 0 {
+		return c.DraftCost
+	}
+	return DefaultDraftCost
 }
 
 // The n-gram lengths Lookup tries, longest first.
@@ -62,38 +75,64 @@ func equal(a, b []int32) bool {
 	return true
 }
 
-// Adapt is one sequence's draft length controller: it grows the draft after steps
-// whose drafts were all accepted, shrinks it after misses, and after repeated steps
-// where nothing was accepted pauses drafting (a verification step that accepts
-// nothing costs the drafted positions' compute for no token), for a pause that
-// doubles with each further miss, then probes again with one token. The zero value
-// is ready (it starts at StartDraft).
-type Adapt struct {
-	K      int // tokens to draft in the next step (0: StartDraft)
-	Misses int // consecutive steps that accepted no draft
-	Pause  int // decode steps left without drafting
+// DefaultDraftCost is Config.DraftCost's default: a drafted position's cost as a
+// share of a one-token decode step, as BenchmarkVerifyStep measured it on the 125m
+// random q4_k_m model on a loaded 2-core machine (a step of 1+k positions cost
+// 1.27, 1.30, 1.56, 2.08 and 2.7 one-token steps for k = 1, 2, 4, 8, 16):
+// docs/PERFORMANCE.md. A model whose steps are bound by reading the weights pays
+// less per position; a tiny one bound by computing, more.
+const DefaultDraftCost = 0.15
+
+// Best is the draft length that maximizes the expected tokens a step gives per
+// unit of its cost, when each drafted token is accepted with probability p given
+// that the ones before it were (a step of k drafts gives 1 + p + … + p^k tokens and
+// costs 1 + cost·k one-token steps), among 1…max; 0 when no length gives more than
+// a plain decode (one token per step).
+func Best(p, cost float64, max int) int {
+	best, bestGain := 0, 1.0
+	exp, pk := 1.0, 1.0
+	for k := 1; k <= max; k++ {
+		pk *= p
+		exp += pk
+		if g := exp / (1 + cost*float64(k)); g > bestGain+1e-12 {
+			best, bestGain = k, g
+		}
+	}
+	return best
 }
 
-// StartDraft is the first draft length of a sequence.
-const StartDraft = 4
+// Adapt is one sequence's draft length controller. It estimates the chance p that
+// a drafted token is accepted (given the ones before it were) from the sequence's
+// recent verifications, and drafts Best(p) tokens: the draft grows while drafts hit
+// and shrinks on misses. Where no length pays, it stops drafting for a pause that
+// doubles with each further such verification (up to maxPause decode steps), then
+// probes with one token. The zero value starts at the prior p = 1/2.
+type Adapt struct {
+	Hits, Tries float64 // decayed counts: drafted tokens accepted, and verified (accepted, or the first rejected)
+	Misses      int     // consecutive verifications after which no length paid
+	Pause       int     // decode steps left without drafting
+}
 
-// missesToPause is how many consecutive rejected drafts pause drafting.
-const missesToPause = 2
+// decay is the weight an older verification keeps at each new one (recent
+// behaviour counts most: a story that starts repeating is drafted for soon).
+const decay = 0.6
 
 // maxPause is the longest pause, in decode steps.
 const maxPause = 64
 
-// Want is how many tokens to draft in the next decode step (0: none, paused), at
-// most max.
-func (a *Adapt) Want(max int) int {
-	if a.Pause > 0 {
+// p is the estimated acceptance chance: the counts with a prior of a quarter hit
+// in half a try (1/2 at first, and light enough that steady misses bring p to
+// 0.25/(0.5+1/(1-decay)) = 1/12, under the default DraftCost, so drafting stops).
+func (a *Adapt) p() float64 { return (a.Hits + 0.25) / (a.Tries + 0.5) }
+
+// Want is how many tokens to draft in the next decode step, at most max, for a
+// drafted position's cost (DraftCost): 0 while paused; at least 1 otherwise (a
+// probe after a pause).
+func (a *Adapt) Want(max int, cost float64) int {
+	if a.Pause > 0 || max <= 0 {
 		return 0
 	}
-	k := a.K
-	if k == 0 {
-		k = StartDraft
-	}
-	return min(k, max)
+	return min(max, max1(Best(a.p(), cost, max)))
 }
 
 // Skip records a decode step taken without a verification (paused, or nothing
@@ -104,36 +143,23 @@ func (a *Adapt) Skip() {
 	}
 }
 
-// Verified records a verification step that drafted tokens and accepted accepted of
-// them (in order; accepted <= drafted), within max.
-func (a *Adapt) Verified(drafted, accepted, max int) {
+// Verified records a verification of drafted tokens of which accepted were
+// accepted (in order; accepted <= drafted), for the draft limit max and cost.
+func (a *Adapt) Verified(drafted, accepted, max int, cost float64) {
 	if drafted <= 0 {
 		return
 	}
-	k := a.K
-	if k == 0 {
-		k = StartDraft
+	a.Hits = a.Hits*decay + float64(accepted)
+	a.Tries = a.Tries*decay + float64(accepted)
+	if accepted < drafted {
+		a.Tries++ // the first rejected token; the ones after it were never in question
 	}
-	switch {
-	case accepted == drafted:
-		// All hit: the next guess may be longer (only when this one was full length:
-		// a draft cut short by the lookup or the budget says nothing about longer).
-		if drafted >= k {
-			k *= 2
-		}
+	if Best(a.p(), cost, max) > 0 {
 		a.Misses = 0
-	case accepted > 0:
-		k = accepted + 1
-		a.Misses = 0
-	default:
-		k = max1(k / 2)
-		a.Misses++
-		if a.Misses >= missesToPause {
-			a.Pause = min(maxPause, 4<<min(a.Misses-missesToPause, 8))
-			k = 1
-		}
+		return
 	}
-	a.K = min(max1(k), max)
+	a.Misses++
+	a.Pause = min(maxPause, 4<<min(a.Misses-1, 8))
 }
 
 func max1(k int) int { return max(k, 1) }

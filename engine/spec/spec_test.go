@@ -30,32 +30,66 @@ func TestLookup(t *testing.T) {
 	}
 }
 
-// TestAdaptTrace runs the draft length controller through a trace of outcomes and
-// checks each decision: the length doubles on full hits up to the maximum, falls to
-// the accepted count plus one on partial hits, halves on a miss and pauses with a
-// doubling back-off after consecutive misses, then probes with one token.
+// TestBest: the draft length that pays most for an acceptance chance and a cost:
+// longer as drafts hit more often or cost less, none where even one draft costs
+// more than it gives.
+func TestBest(t *testing.T) {
+	for _, c := range []struct {
+		p, cost float64
+		max     int
+		want    int
+	}{
+		{0.5, 0.15, 8, 2},  // the prior: 1.75 tokens for 1.3 steps
+		{0.75, 0.15, 8, 4}, // 3.05 tokens for 1.6 steps
+		{0.9, 0.15, 8, 8},  // 6.13 tokens for 2.2 steps
+		{0.9, 0.15, 16, 8}, // beyond 8 a draft adds less than it costs
+		{0.9, 0.15, 3, 3},  // the limit
+		{0.99, 0.05, 16, 16},
+		{0.2, 0.15, 8, 1},  // 1.2 tokens for 1.15 steps: barely
+		{0.14, 0.15, 8, 0}, // below the cost: plain decoding
+		{0.5, 1, 8, 0},     // a draft costs a whole step: never
+		{0, 0.01, 8, 0},
+		{1, 0.15, 8, 8},
+		{0.5, 0.15, 0, 0},
+	} {
+		if got := Best(c.p, c.cost, c.max); got != c.want {
+			t.Errorf("Best(%v, %v, %d) = %d, want %d", c.p, c.cost, c.max, got, c.want)
+		}
+	}
+}
+
+// TestAdaptTrace runs the draft length controller through a trace of outcomes
+// (drafted/accepted, or skip: a decode without verification) and checks its
+// decision after each (max 8, cost 0.15): the length grows as drafts hit, falls
+// after misses, and where no length pays drafting pauses, for a pause that doubles
+// with each further miss, then probes with one token.
 func TestAdaptTrace(t *testing.T) {
-	const max = 8
-	// Each line: drafted/accepted (or "skip") and the state after it: want K misses pause.
+	const max, cost = 8, 0.15
 	trace := `
-start          want=4 K=0 misses=0 pause=0
-4/4            want=8 K=8 misses=0 pause=0
-8/8            want=8 K=8 misses=0 pause=0
-8/3            want=4 K=4 misses=0 pause=0
-2/2            want=4 K=4 misses=0 pause=0
-4/0            want=2 K=2 misses=1 pause=0
-2/1            want=2 K=2 misses=0 pause=0
-2/0            want=1 K=1 misses=1 pause=0
-1/0            want=0 K=1 misses=2 pause=4
-skip           want=0 K=1 misses=2 pause=3
-skip           want=0 K=1 misses=2 pause=2
-skip           want=0 K=1 misses=2 pause=1
-skip           want=1 K=1 misses=2 pause=0
-1/0            want=0 K=1 misses=3 pause=8
-skip skip skip skip skip skip skip skip want=1 K=1 misses=3 pause=0
-1/1            want=2 K=2 misses=0 pause=0
-2/2            want=4 K=4 misses=0 pause=0
-0/0            want=4 K=4 misses=0 pause=0
+start          want=2 misses=0 pause=0
+2/2            want=8 misses=0 pause=0
+4/4            want=8 misses=0 pause=0
+8/8            want=8 misses=0 pause=0
+8/3            want=7 misses=0 pause=0
+8/0            want=4 misses=0 pause=0
+6/0            want=3 misses=0 pause=0
+3/0            want=2 misses=0 pause=0
+2/0            want=1 misses=0 pause=0
+1/0            want=1 misses=0 pause=0
+1/0            want=1 misses=0 pause=0
+1/0            want=1 misses=0 pause=0
+1/0            want=0 misses=1 pause=4
+skip           want=0 misses=1 pause=3
+skip skip      want=0 misses=1 pause=1
+skip           want=1 misses=1 pause=0
+1/0            want=0 misses=2 pause=8
+skip skip skip skip skip skip skip skip want=1 misses=2 pause=0
+1/0            want=0 misses=3 pause=16
+skip skip skip skip skip skip skip skip skip skip skip skip skip skip skip skip want=1 misses=3 pause=0
+1/1            want=1 misses=0 pause=0
+1/1            want=3 misses=0 pause=0
+2/2            want=5 misses=0 pause=0
+3/3            want=8 misses=0 pause=0
 `
 	var a Adapt
 	for _, line := range strings.Split(strings.TrimSpace(trace), "\n") {
@@ -71,12 +105,12 @@ skip skip skip skip skip skip skip skip want=1 K=1 misses=3 pause=0
 				if _, err := fmt.Sscanf(f[i], "%d/%d", &d, &acc); err != nil {
 					t.Fatalf("%q: %v", line, err)
 				}
-				a.Verified(d, acc, max)
+				a.Verified(d, acc, max, cost)
 			}
 		}
-		got := fmt.Sprintf("want=%d K=%d misses=%d pause=%d", a.Want(max), a.K, a.Misses, a.Pause)
+		got := fmt.Sprintf("want=%d misses=%d pause=%d", a.Want(max, cost), a.Misses, a.Pause)
 		if want := strings.Join(f[i:], " "); got != want {
-			t.Fatalf("after %q: %s, want %s", strings.Join(f[:i], " "), got, want)
+			t.Fatalf("after %q (p %.3f): %s, want %s", strings.Join(f[:i], " "), a.p(), got, want)
 		}
 	}
 }
@@ -86,7 +120,8 @@ skip skip skip skip skip skip skip skip want=1 K=1 misses=3 pause=0
 func TestAdaptPauseIsBounded(t *testing.T) {
 	var a Adapt
 	for range 100 {
-		a.Verified(1, 0, 8)
+		a.Pause = 0
+		a.Verified(1, 0, 8, 0.15)
 		if a.Pause > maxPause {
 			t.Fatalf("pause %d", a.Pause)
 		}
