@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -199,4 +200,47 @@ func TestSpeculationSkipsGrammar(t *testing.T) {
 	if got.u.DraftTokens != 0 {
 		t.Fatalf("drafted %d tokens under a grammar", got.u.DraftTokens)
 	}
+}
+
+// TestSpeculationKVIsPlainKV: the KV blocks a speculating request leaves in the
+// prefix cache (its accepted tokens' only, written partly by verification steps
+// whose rejected drafts were rolled back) are bit for bit those of the same tokens
+// decoded plainly.
+func TestSpeculationKVIsPlainKV(t *testing.T) {
+	b := newStoriesBlock(t, ModelConfig{MaxModelLen: 512, Speculative: spec.Config{NGram: true}}, Config{Logger: quietLog()})
+	tok, _ := b.Tokenizer("stories")
+	prompt := tok.Encode("Once upon a time, there was a little girl named Lily. She liked to play with her ball. One day, Lily", true, false)
+	req := Request{Prompt: prompt, MaxTokens: 300, Sampling: Sampling{IgnoreEOS: true}, CacheSalt: "spec"}
+	got := runFeatures(b, "stories", req)
+	req.NoSpeculation, req.CacheSalt = true, "plain"
+	want := runFeatures(b, "stories", req)
+	if err := want.same(got); err != nil {
+		t.Fatal(err)
+	}
+	if got.u.AcceptedTokens == 0 || got.u.AcceptedTokens == got.u.DraftTokens {
+		t.Fatalf("drafted %d, accepted %d: the test needs accepted and rejected drafts", got.u.DraftTokens, got.u.AcceptedTokens)
+	}
+	tokens := append(append([]int32(nil), prompt...), want.ids...)
+	r := b.models["stories"].replicas[0]
+	r.do(func() {
+		a, p := r.pool.NewSeq(cacheSalt(Request{Prompt: prompt, CacheSalt: "spec"}, r.attnMin)), r.pool.NewSeq(cacheSalt(Request{Prompt: prompt, CacheSalt: "plain"}, r.attnMin))
+		defer a.Release()
+		defer p.Release()
+		na, np := a.Prefix(tokens), p.Prefix(tokens)
+		if na != np || na < len(tokens)-2*r.pool.BlockTokens() {
+			t.Errorf("cached %d tokens speculating, %d plain, of %d", na, np, len(tokens))
+			return
+		}
+		layers := r.pool.Config().Layers
+		for i := range a.Blocks() {
+			for l := range layers {
+				ba, bp := a.Blocks()[i], p.Blocks()[i]
+				if !slices.Equal(r.pool.K(ba, l), r.pool.K(bp, l)) || !slices.Equal(r.pool.V(ba, l), r.pool.V(bp, l)) {
+					t.Errorf("block %d layer %d differs", i, l)
+					return
+				}
+			}
+		}
+		t.Logf("%d tokens' KV identical (%d drafted, %d accepted)", na, got.u.DraftTokens, got.u.AcceptedTokens)
+	})
 }
