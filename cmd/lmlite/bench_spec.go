@@ -56,11 +56,13 @@ func benchSpec(stdout io.Writer, path, source string, nGen, reps, maxDraft int, 
 	type run struct {
 		tokS     float64
 		cpuMS    float64 // the process's CPU time per token after the first, ms
+		steps    uint64  // batch steps the request took, prefill included
 		ids      []int32
 		drafted  int
 		accepted int
 	}
 	one := func(req engine.Request) (run, error) {
+		steps0 := b.Models()[0].Steps
 		s, err := b.Generate(context.Background(), "m", req)
 		if err != nil {
 			return run{}, err
@@ -82,6 +84,7 @@ func benchSpec(stdout io.Writer, path, source string, nGen, reps, maxDraft int, 
 		r.tokS = float64(len(r.ids)-1) / time.Since(first).Seconds()
 		r.cpuMS = float64(readProcCounts(os.Getpid()).sub(cpu0).CPU) * 10 / float64(max(len(r.ids)-1, 1))
 		r.drafted, r.accepted = u.DraftTokens, u.AcceptedTokens
+		r.steps = b.Models()[0].Steps - steps0
 		return r, err
 	}
 	tasks := []struct {
@@ -101,6 +104,7 @@ func benchSpec(stdout io.Writer, path, source string, nGen, reps, maxDraft int, 
 		}
 		var plain, sp, ratios, cpuRatios []float64
 		drafted, accepted := 0, 0
+		var plainSteps, specSteps uint64
 		for range reps {
 			a, err := one(plainReq)
 			if err != nil {
@@ -118,6 +122,7 @@ func benchSpec(stdout io.Writer, path, source string, nGen, reps, maxDraft int, 
 				cpuRatios = append(cpuRatios, a.cpuMS/c.cpuMS)
 			}
 			drafted, accepted = drafted+c.drafted, accepted+c.accepted
+			plainSteps, specSteps = plainSteps+a.steps, specSteps+c.steps
 		}
 		med := func(x []float64) float64 {
 			if len(x) == 0 {
@@ -129,15 +134,15 @@ func benchSpec(stdout io.Writer, path, source string, nGen, reps, maxDraft int, 
 		}
 		res := map[string]any{"task": task.name, "model": path, "gen": nGen, "pairs": reps, "max_draft": spec.Config{MaxDraft: maxDraft}.Max(),
 			"plain_tok_s": med(plain), "spec_tok_s": med(sp), "ratio": med(ratios), "ratios": ratios,
-			"cpu_ratio": med(cpuRatios), "cpu_ratios": cpuRatios, "drafted": drafted, "accepted": accepted}
+			"plain_steps": plainSteps, "spec_steps": specSteps, "cpu_ratio": med(cpuRatios), "cpu_ratios": cpuRatios, "drafted": drafted, "accepted": accepted}
 		results = append(results, res)
 		if !asJSON {
 			acc := 0.0
 			if drafted > 0 {
 				acc = float64(accepted) / float64(drafted)
 			}
-			fmt.Fprintf(stdout, "spec ngram, %s: plain %.1f tok/s, speculative %.1f tok/s, ratio %.2f (median of %d ABAB pairs: %s); CPU time per token plain/speculative %.2f (%s); drafts accepted %d/%d (%.0f%%), same output\n",
-				task.name, med(plain), med(sp), med(ratios), reps, fmtRatios(ratios), med(cpuRatios), fmtRatios(cpuRatios), accepted, drafted, 100*acc)
+			fmt.Fprintf(stdout, "spec ngram, %s: plain %.1f tok/s, speculative %.1f tok/s, ratio %.2f (median of %d ABAB pairs: %s); CPU time per token plain/speculative %.2f (%s); drafts accepted %d/%d (%.0f%%), steps %d plain, %d speculative; same output\n",
+				task.name, med(plain), med(sp), med(ratios), reps, fmtRatios(ratios), med(cpuRatios), fmtRatios(cpuRatios), accepted, drafted, 100*acc, plainSteps, specSteps)
 		}
 	}
 	if asJSON {
