@@ -205,7 +205,8 @@ func TestSpeculationSkipsGrammar(t *testing.T) {
 // TestSpeculationKVIsPlainKV: the KV blocks a speculating request leaves in the
 // prefix cache (its accepted tokens' only, written partly by verification steps
 // whose rejected drafts were rolled back) are bit for bit those of the same tokens
-// decoded plainly.
+// decoded plainly, and a speculating request that starts from them (a prefix-cache
+// hit) continues as plain decoding does without the cache.
 func TestSpeculationKVIsPlainKV(t *testing.T) {
 	b := newStoriesBlock(t, ModelConfig{MaxModelLen: 512, Speculative: spec.Config{NGram: true}}, Config{Logger: quietLog()})
 	tok, _ := b.Tokenizer("stories")
@@ -243,4 +244,16 @@ func TestSpeculationKVIsPlainKV(t *testing.T) {
 		}
 		t.Logf("%d tokens' KV identical (%d drafted, %d accepted)", na, got.u.DraftTokens, got.u.AcceptedTokens)
 	})
+	// After a prefix-cache hit on its own blocks, a speculating request with the
+	// output in its prompt still gives plain decoding's continuation.
+	long := Request{Prompt: tokens[:len(prompt)+200], MaxTokens: 60, Sampling: Sampling{IgnoreEOS: true}, CacheSalt: "spec"}
+	hit := runFeatures(b, "stories", long)
+	long.NoSpeculation, long.CacheSalt = true, "plain-2"
+	cold := runFeatures(b, "stories", long)
+	if err := cold.same(hit); err != nil {
+		t.Fatalf("after a cache hit: %v", err)
+	}
+	if hit.u.CachedTokens == 0 || cold.u.CachedTokens != 0 || hit.u.DraftTokens == 0 {
+		t.Fatalf("cached %d (speculating), %d (plain); drafted %d", hit.u.CachedTokens, cold.u.CachedTokens, hit.u.DraftTokens)
+	}
 }
