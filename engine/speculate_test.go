@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -255,5 +256,37 @@ func TestSpeculationKVIsPlainKV(t *testing.T) {
 	}
 	if hit.u.CachedTokens == 0 || cold.u.CachedTokens != 0 || hit.u.DraftTokens == 0 {
 		t.Fatalf("cached %d (speculating), %d (plain); drafted %d", hit.u.CachedTokens, cold.u.CachedTokens, hit.u.DraftTokens)
+	}
+}
+
+// TestSpeculationGenerateN: n = 3 sampled choices speculating, in one batch, are the
+// choices decoded plainly (each alone, its ChoiceSeed).
+func TestSpeculationGenerateN(t *testing.T) {
+	b := newStoriesBlock(t, ModelConfig{MaxModelLen: 512, MaxModelConcurrency: 8, Speculative: spec.Config{NGram: true}}, Config{Logger: quietLog()})
+	prompt, _ := b.Tokenize("stories", "Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her friends.")
+	req := Request{Prompt: prompt, MaxTokens: 200, Sampling: Sampling{Temperature: 0.6, Seed: 77}, Logprobs: true, CacheSalt: "n"}
+	streams, err := b.GenerateN(context.Background(), "stories", req, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]featureResult, 3)
+	var wg sync.WaitGroup
+	for i, s := range streams {
+		wg.Add(1)
+		go func() { defer wg.Done(); got[i] = drain(s) }()
+	}
+	wg.Wait()
+	accepted := 0
+	for i := range 3 {
+		alone := req
+		alone.Sampling.Seed = ChoiceSeed(req.Sampling.Seed, i)
+		alone.CacheSalt, alone.NoSpeculation = "alone", true
+		if err := runFeatures(b, "stories", alone).same(got[i]); err != nil {
+			t.Errorf("choice %d: %v", i, err)
+		}
+		accepted += got[i].u.AcceptedTokens
+	}
+	if accepted == 0 {
+		t.Error("no choice accepted a draft")
 	}
 }
