@@ -33,6 +33,7 @@ type input struct {
 	stream      bool
 	usage       bool // stream_options.include_usage
 	feat        features
+	resp        *respInput // from /v1/responses: what its output echoes and stores (responses.go)
 }
 
 // parse decodes and validates a body of the given kind. The body's size is checked

@@ -135,14 +135,15 @@ type Server struct {
 	http       *fasthttp.Server
 	clients    map[string]*fasthttp.HostClient // upstream connection pools, by scheme and host
 
-	inFlight atomic.Int64
-	decoded  atomic.Int64 // request bodies handed to the JSON decoder (tests: a refused request decodes none)
-	draining atomic.Bool
-	wg       sync.WaitGroup // in-flight requests, including streams after the handler returned
-	created  int64
-	batches  *batches // nil: the Batch API is off
-	peer     *peering // nil: no registry (Options.Peers)
-	keeps    keepAlives
+	inFlight  atomic.Int64
+	decoded   atomic.Int64 // request bodies handed to the JSON decoder (tests: a refused request decodes none)
+	draining  atomic.Bool
+	wg        sync.WaitGroup // in-flight requests, including streams after the handler returned
+	created   int64
+	batches   *batches        // nil: the Batch API is off
+	responses *responsesCodec // /v1/responses (responses.go)
+	peer      *peering        // nil: no registry (Options.Peers)
+	keeps     keepAlives
 
 	batchCrashLimit int // Options.BatchCrashLimit
 }
@@ -213,6 +214,7 @@ func New(cfg Config, eng Engine, ten *tenancy.Tenancy, opts Options) (*Server, e
 	if s.log == nil {
 		s.log = slog.Default()
 	}
+	s.responses = &responsesCodec{store: newMemResponses(maxMemResponses), log: s.log}
 	s.quotas = map[*policies.Policy]*tenancy.Quota{}
 	for _, id := range book.Tenants() {
 		pol, _ := book.Resolve(id)
@@ -475,6 +477,10 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 			return
 		}
 		s.handleGenerate(ctx, reqID, kindCompletion)
+	case "/v1/responses/input_tokens":
+		if s.method(ctx, reqID, "POST") {
+			s.handleInputTokens(ctx, reqID)
+		}
 	case "/v1/embeddings":
 		if s.method(ctx, reqID, "POST") {
 			s.handleEmbeddings(ctx, reqID)
@@ -507,7 +513,7 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 			s.handleAdmin(ctx, reqID)
 			return
 		}
-		if s.handleUsageAPI(ctx, reqID, path) || s.handleDashboard(ctx, reqID, path) {
+		if s.handleUsageAPI(ctx, reqID, path) || s.handleDashboard(ctx, reqID, path) || s.handleResponsesAPI(ctx, reqID, path) {
 			return
 		}
 		if id, ok := bytes.CutPrefix(path, []byte("/v1/models/")); ok {
