@@ -223,6 +223,27 @@
 // html/template pages from dashboard/, server-side SVG charts); GET / from a browser
 // (Accept: text/html) redirects there, and is a JSON 404 for API clients.
 //
+// # The Responses API
+//
+// POST /v1/responses is a codec over the same core (responses.go): its body is
+// decoded strictly into a chat request (instructions a first system message, the
+// input items messages, function_call items the assistant's tool calls,
+// function_call_output items tool messages; tools, tool_choice and text.format put
+// in chat's shape and checked by chatRequest.features, so a field at fault is named
+// as the Responses API names it, respNames). previous_response_id reads the
+// tenant's stored response (another tenant's is a 404, as an unknown id) and puts
+// its conversation, its input then its output, before the new input.
+// responses_output.go renders the core's events as OpenAI's event sequence (each
+// item opened, its deltas, closed) or the whole Response object, and stores the
+// response (store: true) before the bytes that end the answer are written, so a
+// client holding an answer can always continue it. The stored responses sit behind
+// a consumer-side interface (responseStore: Get, Put, Delete by tenant and id);
+// responses_store.go serves GET and DELETE /v1/responses/{id} and
+// /v1/responses/{id}/input_items from it, and responses_tokens.go
+// /v1/responses/input_tokens (the request routed and its prompt rendered and
+// tokenized as POST /v1/responses would, nothing generated). reasoning is accepted
+// and does nothing: no model served here has a reasoning mode.
+//
 // # Scale to zero
 //
 // A model unloads after its config's idle_timeout. A request's "lmlite":
