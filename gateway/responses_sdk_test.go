@@ -348,3 +348,42 @@ func TestSDKResponsesStored(t *testing.T) {
 	_, err = es.client.Responses.Get(ctx, r.ID, responses.ResponseGetParams{})
 	notFound("store false", err)
 }
+
+// TestResponsesInputTokensIsThePrompt: POST /v1/responses/input_tokens counts the
+// prompt the same conversation has through chat/completions (its usage's
+// prompt_tokens), tools included, on the model that would serve it; a field at fault
+// is named as the Responses API names it.
+func TestResponsesInputTokensIsThePrompt(t *testing.T) {
+	es := startResponsesServer(t)
+	ctx := context.Background()
+	var params map[string]any
+	json.Unmarshal([]byte(weatherParams), &params)
+	for _, model := range []string{"tiny", "toolsm"} {
+		cc, err := es.client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+			Model: model, Messages: []openai.ChatCompletionMessageParamUnion{openai.SystemMessage("sys"), openai.UserMessage("What is the weather in Paris?")},
+			Tools:     []openai.ChatCompletionToolParam{{Function: openai.FunctionDefinitionParam{Name: "get_weather", Parameters: params}}},
+			MaxTokens: openai.Int(1),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var count struct {
+			Object      string `json:"object"`
+			InputTokens int64  `json:"input_tokens"`
+		}
+		body := map[string]any{"model": model, "instructions": "sys", "input": "What is the weather in Paris?",
+			"tools": []any{map[string]any{"type": "function", "name": "get_weather", "parameters": params}}}
+		if err := es.client.Post(ctx, "responses/input_tokens", body, &count); err != nil {
+			t.Fatal(err)
+		}
+		if count.Object != "response.input_tokens" || count.InputTokens != cc.Usage.PromptTokens || count.InputTokens == 0 {
+			t.Errorf("%s: input_tokens %+v, chat's prompt_tokens %d", model, count, cc.Usage.PromptTokens)
+		}
+	}
+	err := es.client.Post(ctx, "responses/input_tokens", map[string]any{"model": "tiny", "input": "x",
+		"text": map[string]any{"format": map[string]any{"type": "json_schema", "schema": map[string]any{}}}}, nil)
+	var ae *openai.Error
+	if !errors.As(err, &ae) || ae.StatusCode != 400 || ae.Param != "text.format.name" {
+		t.Fatalf("a json_schema without a name: %v", err)
+	}
+}
