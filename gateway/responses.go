@@ -3,7 +3,6 @@ package gateway
 import (
 	"bytes"
 	"context"
-	"errors"
 	"log/slog"
 	"math/rand/v2"
 	"strconv"
@@ -113,7 +112,8 @@ type respItem struct {
 type respInput struct {
 	store      bool
 	previous   string     // previous_response_id
-	items      []respItem // the conversation the model sees: the previous response's (its input, then its output), then this request's input
+	own        []respItem // this request's input items
+	items      []respItem // the conversation the model sees: previous_response_id's, then own
 	echo       []byte     // the Response object's members echoing the request (",\"instructions\":…"), made once
 	maxOutput  int        // max_output_tokens; 0: none
 	background bool
@@ -153,15 +153,14 @@ func (c *responsesCodec) decode(in *input, body []byte, tenant string) *apiError
 	if aerr != nil {
 		return aerr
 	}
+	ri.own = items
 	if r.PreviousResponseID != nil {
 		ri.previous = *r.PreviousResponseID
-		prev, aerr := c.previous(tenant, ri.previous)
+		prev, aerr := c.conversation(tenant, ri.previous)
 		if aerr != nil {
 			return aerr
 		}
-		conv := make([]respItem, 0, len(prev.Input)+len(prev.Output)+len(items))
-		conv = append(append(append(conv, prev.Input...), prev.Output...), items...)
-		items = conv
+		items = append(prev[:len(prev):len(prev)], items...)
 	}
 	if len(items) > maxRespItems {
 		return badRequest("input", "the conversation has "+strconv.Itoa(len(items))+" items; at most "+strconv.Itoa(maxRespItems)+" are allowed")
@@ -199,20 +198,17 @@ func (c *responsesCodec) decode(in *input, body []byte, tenant string) *apiError
 	return nil
 }
 
-// previous reads the tenant's stored response id for previous_response_id: another
-// tenant's, like one that does not exist, is a 404.
-func (c *responsesCodec) previous(tenant, id string) (*storedResponse, *apiError) {
+// conversation reads the tenant's stored conversation that previous_response_id
+// continues: another tenant's id, like one that does not exist, is a 404.
+func (c *responsesCodec) conversation(tenant, id string) ([]respItem, *apiError) {
 	if c.store == nil {
 		return nil, respNotFound("previous_response_id", id)
 	}
-	prev, err := c.store.Get(context.Background(), tenant, id)
-	if errors.Is(err, errResponseNotFound) {
-		return nil, respNotFound("previous_response_id", id)
-	}
+	items, err := c.store.Conversation(context.Background(), tenant, id)
 	if err != nil {
-		return nil, storeUnavailable(err)
+		return nil, storeError(err, "previous_response_id", id)
 	}
-	return prev, nil
+	return items, nil
 }
 
 // respNotFound is OpenAI's 404 for a response id the tenant does not have.

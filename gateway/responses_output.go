@@ -301,15 +301,17 @@ func (o *respOutput) store(status string) {
 		return
 	}
 	o.stored = true
-	in := make([]respItem, len(o.ri.items))
-	for i, it := range o.ri.items {
-		if it.ID == "" {
+	in := make([]respItem, len(o.ri.own))
+	seen := make(map[string]bool, len(in))
+	for i, it := range o.ri.own {
+		if it.ID == "" || seen[it.ID] { // ids are unique in a response's list
 			it.ID = inputItemID(it.Type, o.hex, i)
 		}
+		seen[it.ID] = true
 		in[i] = it
 	}
-	r := &storedResponse{ID: o.id, Tenant: o.m.tenant, CreatedAt: o.m.created, Input: in,
-		Output: append([]respItem(nil), o.items...), Body: o.appendResponse(nil, status)}
+	r := &storedResponse{ID: o.id, Tenant: o.m.tenant, Created: o.m.created, Model: o.m.model, Previous: o.ri.previous,
+		Input: in, Output: append([]respItem(nil), o.items...), Body: o.appendResponse(nil, status)}
 	if err := o.c.store.Put(context.Background(), r); err != nil && o.c.log != nil {
 		o.c.log.Error("responses: store", "request_id", o.m.reqID, "error", err)
 	}

@@ -13,31 +13,56 @@ import (
 )
 
 // A responseStore keeps the stored responses (store: true) of every tenant: each
-// belongs to one tenant, and Get and Delete of another tenant's id are
-// errResponseNotFound, as for an id that does not exist.
+// belongs to one tenant, and every method given another tenant's id answers
+// errResponseNotFound, as for an id that does not exist. It is the consumer's
+// interface of package respstore's Store (responses_respstore.go adapts it).
 type responseStore interface {
-	Get(ctx context.Context, tenant, id string) (*storedResponse, error)
 	Put(ctx context.Context, r *storedResponse) error
+	Get(ctx context.Context, tenant, id string) (*storedResponse, error)
 	Delete(ctx context.Context, tenant, id string) error
+	// InputItems is one page of the response's own input items and whether more
+	// follow (errItemsPage for a page outside its bounds).
+	InputItems(ctx context.Context, tenant, id string, p itemsPage) ([]respItem, bool, error)
+	// Conversation is what continuing the response starts from: for each response of
+	// its previous_response_id chain, oldest first, its input then its output items.
+	Conversation(ctx context.Context, tenant, id string) ([]respItem, error)
 }
 
 // errResponseNotFound is a responseStore's answer for an id the tenant does not have.
 var errResponseNotFound = errors.New("gateway: response not found")
 
-// storedResponse is one stored response: the Response object as it was answered, and
-// the conversation that continues from it.
-type storedResponse struct {
-	ID        string     `json:"id"`
-	Tenant    string     `json:"tenant"`
-	CreatedAt int64      `json:"created_at"` // Unix seconds
-	Body      []byte     `json:"body"`       // the Response object's JSON, as answered
-	Input     []respItem `json:"input"`      // the conversation before the output (previous turns, then this request's input; not the instructions, which OpenAI does not carry over)
-	Output    []respItem `json:"output"`     // the output's items
+// errItemsPage is a responseStore's answer for a page of input items outside its
+// bounds (an after that is not one of the items).
+var errItemsPage = errors.New("gateway: no such input item")
+
+// itemsPage selects a page of input items as OpenAI's list endpoints do: the items
+// after the one with id after ("": from the start), newest first unless asc, at most
+// limit (1 to 100).
+type itemsPage struct {
+	after string
+	limit int
+	asc   bool
 }
 
+// storedResponse is one stored response: the Response object as it was answered, and
+// its items.
+type storedResponse struct {
+	ID       string
+	Tenant   string
+	Created  int64 // Unix seconds
+	Model    string
+	Previous string     // the previous_response_id it continues; "" starts a conversation
+	Body     []byte     // the Response object's JSON, as answered
+	Input    []respItem // this request's own input items (not the instructions, which OpenAI does not carry over)
+	Output   []respItem // the output's items
+}
+
+// maxChain bounds the previous_response_id chain memResponses walks.
+const maxChain = 1000
+
 // memResponses is the stored responses in this process's memory, at most max per
-// tenant (the oldest dropped first): the store until a durable one is plugged in.
-// A restart forgets them.
+// tenant (the oldest dropped first): the store when no durable one is configured. A
+// restart forgets them.
 type memResponses struct {
 	max int
 	mu  sync.Mutex                            // guards the fields below
@@ -95,6 +120,66 @@ func (m *memResponses) Delete(_ context.Context, tenant, id string) error {
 	return nil
 }
 
+func (m *memResponses) InputItems(ctx context.Context, tenant, id string, p itemsPage) ([]respItem, bool, error) {
+	r, err := m.Get(ctx, tenant, id)
+	if err != nil {
+		return nil, false, err
+	}
+	return pageOf(r.Input, p)
+}
+
+func (m *memResponses) Conversation(ctx context.Context, tenant, id string) ([]respItem, error) {
+	var chain []*storedResponse // newest first
+	for at := id; at != ""; {
+		r, err := m.Get(ctx, tenant, at)
+		if err != nil {
+			return nil, err
+		}
+		if len(chain) == maxChain {
+			return nil, errConversationTooLong
+		}
+		chain = append(chain, r)
+		at = r.Previous
+	}
+	var out []respItem
+	for i := len(chain) - 1; i >= 0; i-- {
+		out = append(append(out, chain[i].Input...), chain[i].Output...)
+	}
+	return out, nil
+}
+
+// errConversationTooLong is a responseStore's answer for a chain past its bounds.
+var errConversationTooLong = errors.New("gateway: the conversation is too long")
+
+// pageOf is the page p of items, and whether more follow it.
+func pageOf(items []respItem, p itemsPage) ([]respItem, bool, error) {
+	order := make([]respItem, len(items))
+	for i := range items {
+		if p.asc {
+			order[i] = items[i]
+		} else {
+			order[i] = items[len(items)-1-i]
+		}
+	}
+	if p.after != "" {
+		k := -1
+		for i := range order {
+			if order[i].ID == p.after {
+				k = i
+				break
+			}
+		}
+		if k < 0 {
+			return nil, false, errItemsPage
+		}
+		order = order[k+1:]
+	}
+	if len(order) > p.limit {
+		return order[:p.limit], true, nil
+	}
+	return order, false, nil
+}
+
 // handleResponsesAPI serves the stored responses of the key's tenant:
 // GET and DELETE /v1/responses/{id} and GET /v1/responses/{id}/input_items. It
 // reports whether path was one of them.
@@ -121,13 +206,8 @@ func (s *Server) handleResponsesAPI(ctx *fasthttp.RequestCtx, reqID string, path
 	store := s.responses.store
 	bg := context.Background()
 	if ctx.IsDelete() {
-		err := store.Delete(bg, pol.Tenant, id)
-		if errors.Is(err, errResponseNotFound) {
-			s.writeError(ctx, reqID, respNotFound("response_id", id))
-			return true
-		}
-		if err != nil {
-			s.writeError(ctx, reqID, storeUnavailable(err))
+		if err := store.Delete(bg, pol.Tenant, id); err != nil {
+			s.writeError(ctx, reqID, storeError(err, "response_id", id))
 			return true
 		}
 		b := append([]byte(`{"id":`), jsonenc.AppendString(nil, id)...)
@@ -135,93 +215,87 @@ func (s *Server) handleResponsesAPI(ctx *fasthttp.RequestCtx, reqID string, path
 		ctx.SetBody(append(b, `,"object":"response.deleted","deleted":true}`...))
 		return true
 	}
-	r, err := store.Get(bg, pol.Tenant, id)
-	if errors.Is(err, errResponseNotFound) {
-		s.writeError(ctx, reqID, respNotFound("response_id", id))
-		return true
-	}
-	if err != nil {
-		s.writeError(ctx, reqID, storeUnavailable(err))
-		return true
-	}
 	ctx.SetContentType("application/json")
 	if sub == "" {
+		r, err := store.Get(bg, pol.Tenant, id)
+		if err != nil {
+			s.writeError(ctx, reqID, storeError(err, "response_id", id))
+			return true
+		}
 		ctx.SetBody(r.Body)
 		return true
 	}
-	page, aerr := inputItemsPage(ctx.QueryArgs(), r)
+	p, aerr := parseItemsPage(ctx.QueryArgs())
 	if aerr != nil {
 		s.writeError(ctx, reqID, aerr)
 		return true
 	}
-	ctx.SetBody(page)
+	items, more, err := store.InputItems(bg, pol.Tenant, id, p)
+	if err != nil {
+		s.writeError(ctx, reqID, storeError(err, "response_id", id))
+		return true
+	}
+	ctx.SetBody(appendItemsPage(make([]byte, 0, 512), items, more))
 	return true
 }
 
-// inputItemsPage is one page of a stored response's input items, as OpenAI lists
-// them: {"object":"list","data":[…],"first_id","last_id","has_more"}, newest first
-// unless order=asc, at most limit (1 to 100, default 20), after the item named by
-// after.
-func inputItemsPage(q *fasthttp.Args, r *storedResponse) ([]byte, *apiError) {
-	limit := 20
+// storeError is the answer to a responseStore's error about the response id (named
+// by param): a 404 for one the tenant does not have, a 400 for a page or a
+// conversation past its bounds, else a 503.
+func storeError(err error, param, id string) *apiError {
+	switch {
+	case errors.Is(err, errResponseNotFound):
+		return respNotFound(param, id)
+	case errors.Is(err, errItemsPage):
+		return badRequest("after", "after is not one of the response's input items")
+	case errors.Is(err, errConversationTooLong):
+		return badRequest(param, "the conversation of '"+id+"' is too long to continue: "+err.Error())
+	}
+	return storeUnavailable(err)
+}
+
+// parseItemsPage reads input_items' query: limit (1 to 100, default 20), order (asc
+// or desc, the default) and after.
+func parseItemsPage(q *fasthttp.Args) (itemsPage, *apiError) {
+	p := itemsPage{limit: 20, after: string(q.Peek("after"))}
 	if v := q.Peek("limit"); len(v) > 0 {
 		n, err := strconv.Atoi(string(v))
 		if err != nil || n < 1 || n > 100 {
-			return nil, badRequest("limit", "limit must be an integer between 1 and 100")
+			return p, badRequest("limit", "limit must be an integer between 1 and 100")
 		}
-		limit = n
+		p.limit = n
 	}
-	asc := false
 	switch string(q.Peek("order")) {
 	case "", "desc":
 	case "asc":
-		asc = true
+		p.asc = true
 	default:
-		return nil, badRequest("order", "order must be 'asc' or 'desc'")
+		return p, badRequest("order", "order must be 'asc' or 'desc'")
 	}
-	items := r.Input
-	order := make([]int, len(items))
-	for i := range order {
-		order[i] = i
-		if !asc {
-			order[i] = len(items) - 1 - i
-		}
-	}
-	if after := string(q.Peek("after")); after != "" {
-		k := -1
-		for i, at := range order {
-			if items[at].ID == after {
-				k = i
-				break
-			}
-		}
-		if k < 0 {
-			return nil, badRequest("after", "no input item '"+after+"' in this response")
-		}
-		order = order[k+1:]
-	}
-	more := len(order) > limit
-	if more {
-		order = order[:limit]
-	}
-	b := []byte(`{"object":"list","data":[`)
-	for i, at := range order {
+	return p, nil
+}
+
+// appendItemsPage appends a page of input items as OpenAI lists them:
+// {"object":"list","data":[…],"first_id","last_id","has_more"}.
+func appendItemsPage(b []byte, items []respItem, more bool) []byte {
+	b = append(b, `{"object":"list","data":[`...)
+	for i := range items {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendRespItem(b, &items[at], "completed")
+		b = appendRespItem(b, &items[i], "completed")
 	}
 	b = append(b, `],"first_id":`...)
-	if len(order) > 0 {
-		b = jsonenc.AppendString(b, items[order[0]].ID)
+	if len(items) > 0 {
+		b = jsonenc.AppendString(b, items[0].ID)
 		b = append(b, `,"last_id":`...)
-		b = jsonenc.AppendString(b, items[order[len(order)-1]].ID)
+		b = jsonenc.AppendString(b, items[len(items)-1].ID)
 	} else {
 		b = append(b, `null,"last_id":null`...)
 	}
 	b = append(b, `,"has_more":`...)
 	b = strconv.AppendBool(b, more)
-	return append(b, '}'), nil
+	return append(b, '}')
 }
 
 // appendRespItem appends an item in OpenAI's shape with status: a message with

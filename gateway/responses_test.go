@@ -116,7 +116,10 @@ func TestResponsesDecodeConversation(t *testing.T) {
 // tenant's id is a 404, as an unknown one.
 func TestResponsesPreviousBelongsToItsTenant(t *testing.T) {
 	st := newMemResponses(10)
-	st.Put(context.Background(), &storedResponse{ID: "resp_1", Tenant: "acme",
+	st.Put(context.Background(), &storedResponse{ID: "resp_0", Tenant: "acme",
+		Input:  []respItem{{Type: "message", Role: "user", Text: "q0", ID: "msg_0"}},
+		Output: []respItem{{Type: "message", Role: "assistant", Text: "a0", ID: "msg_1"}}})
+	st.Put(context.Background(), &storedResponse{ID: "resp_1", Tenant: "acme", Previous: "resp_0",
 		Input:  []respItem{{Type: "message", Role: "user", Text: "q1", ID: "msg_a"}},
 		Output: []respItem{{Type: "message", Role: "assistant", Text: "a1", ID: "msg_b"}}})
 	in, aerr := decodeResp(t, st, "acme", `{"model":"tiny","input":"q2","previous_response_id":"resp_1","instructions":"new"}`)
@@ -127,7 +130,7 @@ func TestResponsesPreviousBelongsToItsTenant(t *testing.T) {
 	for _, m := range in.msgs {
 		roles = append(roles, m.Role+":"+m.Content)
 	}
-	if strings.Join(roles, ",") != "system:new,user:q1,assistant:a1,user:q2" {
+	if strings.Join(roles, ",") != "system:new,user:q0,assistant:a0,user:q1,assistant:a1,user:q2" {
 		t.Errorf("conversation %v", roles)
 	}
 	if _, aerr := decodeResp(t, st, "other", `{"model":"tiny","input":"q2","previous_response_id":"resp_1"}`); aerr == nil || aerr.status != 404 {
@@ -227,7 +230,8 @@ func TestResponsesStreamEvents(t *testing.T) {
 		t.Errorf("completed response %+v", r)
 	}
 	s, err := st.Get(context.Background(), "acme", "resp_00ff")
-	if err != nil || len(s.Input) != 1 || s.Input[0].ID != "msg_00ff_in0" || len(s.Output) != 2 || !bytes.Equal(s.Body, []byte(r.RawJSON())) {
+	if err != nil || len(s.Input) != 1 || s.Input[0].ID != "msg_00ff_in0" || len(s.Output) != 2 || !bytes.Equal(s.Body, []byte(r.RawJSON())) ||
+		s.Model != "tiny" || s.Created != 1700000000 {
 		t.Errorf("stored %+v, %v", s, err)
 	}
 
@@ -282,7 +286,20 @@ func TestResponsesWhole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	page, _ := inputItemsPage(parseArgs("order=asc&limit=2"), s)
+	if s.Previous != "" || len(s.Input) != 3 || s.Input[2].ID != "msg_0a_in2" || len(s.Output) != 2 {
+		t.Errorf("stored %+v", s)
+	}
+	page := func(q string) []byte {
+		p, aerr := parseItemsPage(parseArgs(q))
+		if aerr != nil {
+			t.Fatal(aerr)
+		}
+		items, more, err := st.InputItems(context.Background(), "acme", "resp_0a", p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return appendItemsPage(nil, items, more)
+	}
 	var list struct {
 		Object  string            `json:"object"`
 		Data    []json.RawMessage `json:"data"`
@@ -290,13 +307,18 @@ func TestResponsesWhole(t *testing.T) {
 		LastID  string            `json:"last_id"`
 		HasMore bool              `json:"has_more"`
 	}
-	if err := json.Unmarshal(page, &list); err != nil || list.Object != "list" || len(list.Data) != 2 || !list.HasMore ||
+	b = page("order=asc&limit=2")
+	if err := json.Unmarshal(b, &list); err != nil || list.Object != "list" || len(list.Data) != 2 || !list.HasMore ||
 		list.FirstID != "msg_0a_in0" || list.LastID != "msg_0a_in1" {
-		t.Errorf("input items page %s", page)
+		t.Errorf("input items page %s", b)
 	}
-	page, _ = inputItemsPage(parseArgs("order=asc&after=msg_0a_in1"), s)
-	if err := json.Unmarshal(page, &list); err != nil || len(list.Data) != 1 || list.HasMore || list.FirstID != "msg_0a_in2" {
-		t.Errorf("input items after: %s", page)
+	b = page("order=asc&after=msg_0a_in1")
+	if err := json.Unmarshal(b, &list); err != nil || len(list.Data) != 1 || list.HasMore || list.FirstID != "msg_0a_in2" {
+		t.Errorf("input items after: %s", b)
+	}
+	b = page("")
+	if err := json.Unmarshal(b, &list); err != nil || len(list.Data) != 3 || list.FirstID != "msg_0a_in2" {
+		t.Errorf("input items, newest first: %s", b)
 	}
 }
 
