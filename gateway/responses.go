@@ -84,7 +84,8 @@ type respReasoning struct {
 }
 
 // respTool is a function tool, flat: {type: "function", name, description,
-// parameters, strict}.
+// parameters, strict}. strict defaults to true, as OpenAI's Responses API has it
+// (chat's tools default to false).
 type respTool struct {
 	Type        string         `json:"type"`
 	Name        string         `json:"name"`
@@ -522,10 +523,8 @@ func (r *responsesRequest) chatShape() (*chatRequest, *apiError) {
 				b = append(b, `,"parameters":`...)
 				b = append(b, t.Parameters...)
 			}
-			if t.Strict != nil {
-				b = append(b, `,"strict":`...)
-				b = strconv.AppendBool(b, *t.Strict)
-			}
+			b = append(b, `,"strict":`...)
+			b = strconv.AppendBool(b, t.Strict == nil || *t.Strict) // the Responses API's default: strict
 			b = append(b, "}}"...)
 		}
 		q.Tools = append(b, ']')

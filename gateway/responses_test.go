@@ -80,7 +80,7 @@ func TestResponsesDecodeConversation(t *testing.T) {
 		{"type":"function_call","id":"fc_1","call_id":"c1","name":"f","arguments":"{}","status":"completed"},
 		{"type":"function_call","call_id":"c2","name":"g","arguments":"{\"x\":1}"},
 		{"type":"function_call_output","call_id":"c1","output":"one"},{"type":"function_call_output","call_id":"c2","output":[{"type":"input_text","text":"two"}]}],
-		"tools":[{"type":"function","name":"f","description":"d","parameters":{"type":"object"},"strict":true},{"type":"function","name":"g"}],
+		"tools":[{"type":"function","name":"f","description":"d","parameters":{"type":"object"},"strict":true},{"type":"function","name":"g","strict":false}],
 		"tool_choice":"auto","parallel_tool_calls":true,"reasoning":{"effort":"low"},"include":["reasoning.encrypted_content"],
 		"max_output_tokens":9,"temperature":0.5,"top_p":0.9,"seed":4,"user":"u","safety_identifier":"s","prompt_cache_key":"k","truncation":"disabled",
 		"metadata":{"a":"b"},"text":{"format":{"type":"text"},"verbosity":"low"},"stream":true,"service_tier":"auto"}`)
@@ -276,7 +276,8 @@ func TestResponsesWhole(t *testing.T) {
 		r.Output[0].AsMessage().Content[0].Text != "{}" || r.Output[0].AsMessage().Content[0].Type != "output_text" ||
 		r.Output[1].AsFunctionCall().CallID != "c1" || r.Output[1].ID != "fc_0a_1" || r.Usage.TotalTokens != 6 ||
 		r.Instructions.OfString != "sys" || r.Temperature != 0.2 || r.TopP != 1 || r.ParallelToolCalls || !strings.Contains(string(b), `"store":true`) ||
-		r.Text.Format.Type != "json_schema" || r.Text.Format.Name != "w" || !r.Text.Format.Strict || r.Truncation != "disabled" {
+		r.Text.Format.Type != "json_schema" || r.Text.Format.Name != "w" || !r.Text.Format.Strict || r.Truncation != "disabled" ||
+		len(r.Tools) != 1 || !r.Tools[0].Strict || in.feat.loose[0] { // a function tool is strict unless it says not
 		t.Errorf("response %s", b)
 	}
 	if !json.Valid(b) || strings.Contains(string(b), "\n") {
