@@ -32,8 +32,11 @@ type respOutput struct {
 	usage  engine.Usage
 	err    *apiError
 	skip   bool // a call dropped (parallel_tool_calls false): its fragments too
+	failed bool // finished with an error: nothing is stored
 	stored bool
 }
+
+var _ finisher = (*respOutput)(nil)
 
 const (
 	openNone int8 = iota
@@ -239,14 +242,30 @@ func (o *respOutput) closeItem(b []byte) []byte {
 	})
 }
 
+// finished is told the request's end once it is settled (before a stream's
+// outFinish events, which a client gone no longer gets rendered): its finish, so
+// that appendEnd stores what the request was, or its failure.
+func (o *respOutput) finished(w *whole, err *apiError) {
+	if err != nil {
+		o.failed = true
+		return
+	}
+	if w != nil && len(w.choices) > 0 {
+		o.finish = w.choices[0].finish
+	}
+}
+
 // appendEnd ends the stream: the response stored, then response.completed (or
 // response.incomplete, with the reason). After a failure (response.failed) nothing.
 func (o *respOutput) appendEnd(b []byte) []byte {
-	if o.err != nil {
+	if o.err != nil || o.failed {
 		return b
 	}
 	b = o.closeItem(b)
 	status := o.status()
+	if status == "cancelled" {
+		return b // the client is gone
+	}
 	o.store(status)
 	typ := "response.completed"
 	if status == "incomplete" {
@@ -297,7 +316,7 @@ func (o *respOutput) status() string {
 // those that had none, and the output's items). A store that fails is logged; the
 // answer goes on (it is not stored).
 func (o *respOutput) store(status string) {
-	if o.stored || !o.ri.store || o.c.store == nil || status == "cancelled" {
+	if o.stored || o.failed || !o.ri.store || o.c.store == nil || status == "cancelled" {
 		return
 	}
 	o.stored = true
