@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
-	"math/rand/v2"
 	"strconv"
 	"strings"
 
@@ -179,21 +178,16 @@ func (c *responsesCodec) decode(in *input, body []byte, tenant string) *apiError
 	if aerr != nil {
 		return respNames(aerr)
 	}
-	in.kind = kindChat
 	in.msgs, in.promptBytes, in.feat = msgs, size, f
-	for _, t := range f.tools { // the tools are part of the prompt
-		in.promptBytes += len(t.Name) + len(t.Description) + len(t.Parameters)
-	}
 	in.maxField = "max_output_tokens"
 	if in.maxTokens, aerr = maxTokensOf(r.MaxOutputTokens, nil, "max_output_tokens", ""); aerr != nil {
 		return aerr
 	}
 	ri.maxOutput = in.maxTokens
 	in.p = &q.commonParams
-	if in.sampling, in.stop, aerr = in.p.sampling(rand.Uint64()); aerr != nil {
+	if aerr = in.chatTail(); aerr != nil {
 		return aerr
 	}
-	in.stream, in.usage = r.Stream, false
 	ri.echo = r.appendEcho(nil, &f)
 	in.resp = ri
 	return nil

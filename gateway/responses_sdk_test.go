@@ -302,15 +302,19 @@ func TestSDKResponsesStored(t *testing.T) {
 	}
 
 	// Continued: the earlier turn (its prompt and output) is the new prompt's prefix.
-	next := responses.ResponseNewParams{Model: "tiny", Input: textInput("And then?"), PreviousResponseID: openai.String(r.ID), MaxOutputTokens: openai.Int(8)}
+	// (instructions are not carried over, as OpenAI: the same ones are given again.)
+	next := responses.ResponseNewParams{Model: "tiny", Input: textInput("And then?"), PreviousResponseID: openai.String(r.ID),
+		Instructions: openai.String("Continue."), MaxOutputTokens: openai.Int(8)}
 	c, err := es.client.Responses.New(ctx, next, option.WithJSONSet("seed", 2))
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("first turn: %d prompt + %d output tokens; continued: %d prompt tokens, %d cached",
+		r.Usage.InputTokens, r.Usage.OutputTokens, c.Usage.InputTokens, c.Usage.InputTokensDetails.CachedTokens)
 	if c.Usage.InputTokensDetails.CachedTokens < r.Usage.InputTokens || c.PreviousResponseID != r.ID {
 		t.Fatalf("continued: %d cached tokens, the earlier prompt %d: %s", c.Usage.InputTokensDetails.CachedTokens, r.Usage.InputTokens, c.RawJSON())
 	}
-	if err := es.client.Post(ctx, "responses/input_tokens", map[string]any{"model": "tiny", "input": "And then?", "previous_response_id": r.ID}, &count); err != nil || count.InputTokens != c.Usage.InputTokens {
+	if err := es.client.Post(ctx, "responses/input_tokens", map[string]any{"model": "tiny", "input": "And then?", "previous_response_id": r.ID, "instructions": "Continue."}, &count); err != nil || count.InputTokens != c.Usage.InputTokens {
 		t.Fatalf("input_tokens of the continuation %+v (%v), usage %d", count, err, c.Usage.InputTokens)
 	}
 
