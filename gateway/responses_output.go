@@ -323,7 +323,7 @@ func (o *respOutput) store(status string) {
 	in := make([]respItem, len(o.ri.own))
 	seen := make(map[string]bool, len(in))
 	for i, it := range o.ri.own {
-		if it.ID == "" || seen[it.ID] { // ids are unique in a response's list
+		if !validItemID(it.ID) || seen[it.ID] { // ids are unique in a response's list, and fit a store's keys
 			it.ID = inputItemID(it.Type, o.hex, i)
 		}
 		seen[it.ID] = true
@@ -334,6 +334,20 @@ func (o *respOutput) store(status string) {
 	if err := o.c.store.Put(context.Background(), r); err != nil && o.c.log != nil {
 		o.c.log.Error("responses: store", "request_id", o.m.reqID, "error", err)
 	}
+}
+
+// validItemID reports whether a client's item id is kept as it is: 1 to 256
+// printable ASCII bytes without spaces, '/', '{' or '}' (respstore's ids).
+func validItemID(s string) bool {
+	if len(s) == 0 || len(s) > 256 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c <= ' ' || c > '~' || c == '/' || c == '{' || c == '}' {
+			return false
+		}
+	}
+	return true
 }
 
 // inputItemID is the id of input item i of the response whose request id's hex is

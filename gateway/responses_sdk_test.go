@@ -13,14 +13,18 @@ import (
 	"github.com/openai/openai-go"
 	"github.com/openai/openai-go/option"
 	"github.com/openai/openai-go/responses"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/engine/genmodel"
+	"github.com/lmlite/lmlite/internal/redistest"
+	"github.com/lmlite/lmlite/respstore"
 )
 
 // startResponsesServer serves the generated tiny llama (tiny, no template) and a
 // generated model with Qwen's template (toolsm: its template renders tools) to two
-// tenants, acme and other.
+// tenants, acme and other, its responses stored in bbolt (respstore.Bolt), as
+// `lmlite serve` stores them without Redis.
 func startResponsesServer(t *testing.T) *engineServer {
 	t.Helper()
 	src, err := os.ReadFile(filepath.Join("..", "engine", "testdata", "families", "qwen.jinja"))
@@ -31,7 +35,12 @@ func startResponsesServer(t *testing.T) *engineServer {
 	if err := genmodel.Generate(genmodel.Options{Arch: "llama", Preset: "tiny", Type: "q8_0", Seed: 5, ChatTemplate: string(src)}, path); err != nil {
 		t.Fatal(err)
 	}
-	return startEngine(t, `
+	rb, err := respstore.OpenBolt(filepath.Join(t.TempDir(), "responses.db"), respstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rb.Close() })
+	return startEngineWith(t, `
 ledger: {sync: process}
 models:
   - {id: tiny, path: $TINY, max_model_len: 2048, max_concurrency: 16}
@@ -44,7 +53,7 @@ plans:
 tenants:
   - {id: acme, plan: open}
   - {id: other, plan: open}
-`, engine.Config{})
+`, engine.Config{}, Options{Responses: rb}, nil)
 }
 
 func textInput(s string) responses.ResponseNewParamsInputUnion {
@@ -389,5 +398,53 @@ func TestResponsesInputTokensIsThePrompt(t *testing.T) {
 	var ae *openai.Error
 	if !errors.As(err, &ae) || ae.StatusCode != 400 || ae.Param != "text.format.name" {
 		t.Fatalf("a json_schema without a name: %v", err)
+	}
+}
+
+// TestResponsesContinuedOnAnotherProcess: with the responses in Redis (as `lmlite
+// serve` keeps them with redis:), a response stored through one gateway is read,
+// listed and continued (previous_response_id) through another, and stays the
+// tenant's: another tenant gets a 404 there too.
+func TestResponsesContinuedOnAnotherProcess(t *testing.T) {
+	rs := redistest.Start(t, redistest.Options{})
+	gws, keys := startSharedGatewaysWith(t, rs, 2, func(i int, rc *redis.Client, o *Options) {
+		o.Responses = respstore.NewRedis(rc, "gwtest:", respstore.Options{})
+	})
+	ctx := context.Background()
+	client := func(g *sharedGateway, tenant string) openai.Client {
+		return openai.NewClient(option.WithBaseURL(g.url+"/v1/"), option.WithAPIKey(keys[tenant]), option.WithMaxRetries(0))
+	}
+	c0 := client(gws[0], "acme")
+	first, err := c0.Responses.New(ctx, responses.ResponseNewParams{
+		Model: "tiny", Input: textInput("hello"), Instructions: openai.String("sys"), MaxOutputTokens: openai.Int(3)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c1 := client(gws[1], "acme")
+	got, err := c1.Responses.Get(ctx, first.ID, responses.ResponseGetParams{})
+	if err != nil || got.RawJSON() != first.RawJSON() {
+		t.Fatalf("get on the other process: %v", err)
+	}
+	next, err := c1.Responses.New(ctx, responses.ResponseNewParams{Model: "tiny", Input: textInput("again"),
+		Instructions: openai.String("sys"), PreviousResponseID: openai.String(first.ID), MaxOutputTokens: openai.Int(2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The fake engine's prompt is the ChatML text, a token a byte (and BOS): the
+	// earlier turn, its output, then the new input.
+	want := "<|im_start|>system\nsys<|im_end|>\n<|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\n" + first.OutputText() +
+		"<|im_end|>\n<|im_start|>user\nagain<|im_end|>\n<|im_start|>assistant\n"
+	if next.Usage.InputTokens != int64(len(want)+1) || next.OutputText() != "w0 w1 " {
+		t.Fatalf("continued on the other process: %d input tokens (want %d), %q", next.Usage.InputTokens, len(want)+1, next.OutputText())
+	}
+	items, err := c0.Responses.InputItems.List(ctx, next.ID, responses.InputItemListParams{})
+	if err != nil || len(items.Data) != 1 || items.Data[0].AsMessage().Content[0].Text != "again" {
+		t.Fatalf("input items of the continuation: %v %+v", err, items)
+	}
+	small := client(gws[1], "small")
+	_, err = small.Responses.Get(ctx, first.ID, responses.ResponseGetParams{})
+	var ae *openai.Error
+	if !errors.As(err, &ae) || ae.StatusCode != 404 {
+		t.Fatalf("another tenant on the other process: %v", err)
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/lmlite/lmlite/internal/jsonenc"
 	"github.com/lmlite/lmlite/money"
 	"github.com/lmlite/lmlite/policies"
+	"github.com/lmlite/lmlite/respstore"
 	"github.com/lmlite/lmlite/tenancy"
 	"github.com/lmlite/lmlite/tiers"
 	"github.com/lmlite/lmlite/usage"
@@ -105,6 +106,10 @@ type Options struct {
 	// (redis.forward_idle_timeout). The other process sends an SSE comment when it has
 	// written nothing for a third of it (KeepAliveHeader).
 	ForwardIdle time.Duration
+	// Responses keeps the stored responses of /v1/responses (respstore: bbolt in the
+	// data directory, or Redis, which lets any process continue any response); nil:
+	// this process's memory (at most 10,000 a tenant, forgotten at a restart).
+	Responses respstore.Store
 	// IdentifierKey keys the hashes of the end-user identifiers (user,
 	// safety_identifier) kept in the ledger (identifiers.go); nil: a random key per
 	// process, so hashes compare only within one run.
@@ -215,6 +220,9 @@ func New(cfg Config, eng Engine, ten *tenancy.Tenancy, opts Options) (*Server, e
 		s.log = slog.Default()
 	}
 	s.responses = &responsesCodec{store: newMemResponses(maxMemResponses), log: s.log}
+	if opts.Responses != nil {
+		s.responses.store = &durableResponses{st: opts.Responses, now: func() time.Time { return s.now() }}
+	}
 	s.quotas = map[*policies.Policy]*tenancy.Quota{}
 	for _, id := range book.Tenants() {
 		pol, _ := book.Resolve(id)
