@@ -231,14 +231,17 @@
 // function_call_output items tool messages; tools, tool_choice and text.format put
 // in chat's shape and checked by chatRequest.features, so a field at fault is named
 // as the Responses API names it, respNames). previous_response_id reads the
-// tenant's stored response (another tenant's is a 404, as an unknown id) and puts
-// its conversation, its input then its output, before the new input.
+// tenant's stored conversation (another tenant's id is a 404, as an unknown one):
+// each response of its chain, oldest first, its input then its output items, before
+// the new input; instructions are not carried over, as OpenAI's are not.
 // responses_output.go renders the core's events as OpenAI's event sequence (each
 // item opened, its deltas, closed) or the whole Response object, and stores the
 // response (store: true) before the bytes that end the answer are written, so a
 // client holding an answer can always continue it. The stored responses sit behind
-// a consumer-side interface (responseStore: Get, Put, Delete by tenant and id);
-// responses_store.go serves GET and DELETE /v1/responses/{id} and
+// a consumer-side interface (responseStore: Put, Get, Delete, InputItems and
+// Conversation by tenant and id): package respstore's bbolt or Redis store
+// (Options.Responses; responses_respstore.go adapts it), or without one this
+// process's memory; responses_store.go serves GET and DELETE /v1/responses/{id} and
 // /v1/responses/{id}/input_items from it, and responses_tokens.go
 // /v1/responses/input_tokens (the request routed and its prompt rendered and
 // tokenized as POST /v1/responses would, nothing generated). reasoning is accepted
