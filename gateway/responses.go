@@ -117,6 +117,9 @@ type respInput struct {
 	echo       []byte     // the Response object's members echoing the request (",\"instructions\":…"), made once
 	maxOutput  int        // max_output_tokens; 0: none
 	background bool
+
+	req  responsesRequest // the body as decoded
+	chat chatRequest      // its chat shape (chatShape): in.p is its commonParams
 }
 
 // maxRespItems bounds the items of one conversation (this request's and the turns
@@ -138,14 +141,15 @@ var _ codec = (*responsesCodec)(nil)
 // function tools, tool_choice and text.format through the chat decoder's checks
 // (chatRequest.features), sampling, limits and routing fields.
 func (c *responsesCodec) decode(in *input, body []byte, tenant string) *apiError {
-	r := &responsesRequest{}
+	ri := &respInput{} // with the request's decoded forms: one allocation
+	r := &ri.req
 	if aerr := decodeBody(body, r); aerr != nil {
 		return aerr
 	}
 	if aerr := r.unsupported(); aerr != nil {
 		return aerr
 	}
-	ri := &respInput{store: r.Store == nil || *r.Store}
+	ri.store = r.Store == nil || *r.Store
 	if r.Background != nil {
 		ri.background = *r.Background
 	}
@@ -170,7 +174,7 @@ func (c *responsesCodec) decode(in *input, body []byte, tenant string) *apiError
 	if len(msgs) == 0 {
 		return badRequest("input", "input must be a non-empty string or array of items")
 	}
-	q, aerr := r.chatShape()
+	q, aerr := r.chatShape(&ri.chat)
 	if aerr != nil {
 		return aerr
 	}
@@ -188,7 +192,7 @@ func (c *responsesCodec) decode(in *input, body []byte, tenant string) *apiError
 	if aerr = in.chatTail(); aerr != nil {
 		return aerr
 	}
-	ri.echo = r.appendEcho(nil, &f)
+	ri.echo = r.appendEcho(make([]byte, 0, 640), &f)
 	in.resp = ri
 	return nil
 }
@@ -482,8 +486,7 @@ func respMessages(instructions *string, items []respItem) (msgs []engine.Message
 // sampling and routing fields, and tools, tool_choice, parallel_tool_calls and
 // text.format in chat's shape, for chatRequest.features to check (errors renamed
 // back by respNames).
-func (r *responsesRequest) chatShape() (*chatRequest, *apiError) {
-	q := &chatRequest{}
+func (r *responsesRequest) chatShape(q *chatRequest) (*chatRequest, *apiError) {
 	q.Model, q.Temperature, q.TopP, q.Seed = r.Model, r.Temperature, r.TopP, r.Seed
 	q.Stream, q.User, q.SafetyIdentifier, q.PromptCacheKey, q.LMLite = r.Stream, r.User, r.SafetyIdentifier, r.PromptCacheKey, r.LMLite
 	q.ParallelToolCalls = r.ParallelToolCalls
@@ -722,20 +725,21 @@ func (r *responsesRequest) appendEcho(b []byte, f *features) []byte {
 	b = append(b, `,"summary":`...)
 	b = appendOptString(b, summary)
 	b = append(b, `},"user":`...)
-	b = appendOptString(b, nonEmpty(r.User))
+	b = appendNonEmpty(b, r.User)
 	b = append(b, `,"safety_identifier":`...)
-	b = appendOptString(b, nonEmpty(r.SafetyIdentifier))
+	b = appendNonEmpty(b, r.SafetyIdentifier)
 	b = append(b, `,"prompt_cache_key":`...)
-	b = appendOptString(b, nonEmpty(r.PromptCacheKey))
+	b = appendNonEmpty(b, r.PromptCacheKey)
 	b = append(b, `,"service_tier":"default","top_logprobs":0,"background":false`...)
 	return b
 }
 
-func nonEmpty(s string) *string {
+// appendNonEmpty appends s as a JSON string, or null when it is empty.
+func appendNonEmpty(b []byte, s string) []byte {
 	if s == "" {
-		return nil
+		return append(b, "null"...)
 	}
-	return &s
+	return jsonenc.AppendString(b, s)
 }
 
 func appendOptString(b []byte, s *string) []byte {

@@ -21,7 +21,6 @@ type respOutput struct {
 	m    *outMeta
 	ri   *respInput
 	hex  string // the request id's hex digits: every id of the answer ends with them
-	id   string // "resp_" + hex
 	seq  int    // the next event's sequence_number
 	open int8   // the item open while streaming: openNone, openText, openCall
 
@@ -34,6 +33,8 @@ type respOutput struct {
 	skip   bool // a call dropped (parallel_tool_calls false): its fragments too
 	failed bool // finished with an error: nothing is stored
 	stored bool
+
+	itemBuf [2]respItem // items' first backing array: most outputs have one or two
 }
 
 var _ finisher = (*respOutput)(nil)
@@ -49,7 +50,8 @@ func (c *responsesCodec) newOutput(m *outMeta) output {
 	if o.ri == nil {
 		o.ri = &respInput{}
 	}
-	o.id = "resp_" + o.hex
+	o.items = o.itemBuf[:0]
+	o.hex = idSafe(o.hex)
 	return o
 }
 
@@ -154,6 +156,23 @@ func (o *respOutput) appendEvent(b []byte, ev *outEvent) []byte {
 		})
 	}
 	return b
+}
+
+// idSafe is s with every byte but letters, digits, '-' and '_' made '_' (the
+// server's request ids are hex already; an id of ours is never escaped in JSON).
+func idSafe(s string) string {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			b := []byte(s)
+			for k, c := range b {
+				if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+					b[k] = '_'
+				}
+			}
+			return string(b)
+		}
+	}
+	return s
 }
 
 // hasCall reports whether the output has a function call.
@@ -329,7 +348,7 @@ func (o *respOutput) store(status string) {
 		seen[it.ID] = true
 		in[i] = it
 	}
-	r := &storedResponse{ID: o.id, Tenant: o.m.tenant, Created: o.m.created, Model: o.m.model, Previous: o.ri.previous,
+	r := &storedResponse{ID: "resp_" + o.hex, Tenant: o.m.tenant, Created: o.m.created, Model: o.m.model, Previous: o.ri.previous,
 		Input: in, Output: append([]respItem(nil), o.items...), Body: o.appendResponse(nil, status)}
 	if err := o.c.store.Put(context.Background(), r); err != nil && o.c.log != nil {
 		o.c.log.Error("responses: store", "request_id", o.m.reqID, "error", err)
@@ -366,9 +385,9 @@ func inputItemID(typ, hex string, i int) string {
 // appendResponse appends the Response object with status: its id, model, output
 // items, usage (once known), error and incomplete_details, and the request's echo.
 func (o *respOutput) appendResponse(b []byte, status string) []byte {
-	b = append(b, `{"id":`...)
-	b = jsonenc.AppendString(b, o.id)
-	b = append(b, `,"object":"response","created_at":`...)
+	b = append(b, `{"id":"resp_`...)
+	b = append(b, o.hex...) // the request id's hex digits: nothing to escape
+	b = append(b, `","object":"response","created_at":`...)
 	b = strconv.AppendInt(b, o.m.created, 10)
 	b = append(b, `,"status":"`...)
 	b = append(b, status...)
@@ -389,13 +408,14 @@ func (o *respOutput) appendResponse(b []byte, status string) []byte {
 		b = appendOutputItem(b, &o.items[i], st, true)
 	}
 	b = append(b, `],"output_text":`...)
-	var text strings.Builder
+	text := ""
 	for i := range o.items {
-		if o.items[i].Type == "message" {
-			text.WriteString(o.items[i].Text)
+		if o.items[i].Type == "message" { // an output has one message at most
+			text = o.items[i].Text
+			break
 		}
 	}
-	b = jsonenc.AppendString(b, text.String())
+	b = jsonenc.AppendString(b, text)
 	b = append(b, `,"error":`...)
 	if status == "failed" && o.err != nil {
 		code := o.err.code
