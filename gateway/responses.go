@@ -583,7 +583,8 @@ func (r *responsesRequest) chatShape(q *chatRequest) (*chatRequest, *apiError) {
 
 // respNames renames the fields of an error about the request in chat's shape to the
 // Responses API's: response_format(.json_schema) is text.format, tools[i].function.x
-// is tools[i].x, tool_choice's function.name its name. The codec's appendError applies
+// is tools[i].x, tool_choice's function.name its name, messages input and max_tokens
+// max_output_tokens. The codec's appendError applies
 // it to the errors the core finds later (a schema the grammar cannot serve).
 func respNames(e *apiError) *apiError {
 	rename := func(s string) string {
@@ -596,8 +597,11 @@ func respNames(e *apiError) *apiError {
 		if rest, ok := strings.CutPrefix(s, "tool_choice.function"); ok {
 			return "tool_choice" + rest
 		}
-		if s == "max_tokens" {
+		switch s {
+		case "max_tokens":
 			return "max_output_tokens"
+		case "messages": // the prompt (too long, or refused by the chat template)
+			return "input"
 		}
 		return s
 	}

@@ -328,3 +328,27 @@ func parseArgs(q string) *fasthttp.Args {
 	a.Parse(q)
 	return &a
 }
+
+// TestResponsesErrorNames: the errors the core finds after decoding (a schema the
+// grammar refuses, a prompt over the model's limit, a conversation the chat template
+// refuses) name the fields as the Responses API does.
+func TestResponsesErrorNames(t *testing.T) {
+	for _, tc := range []struct{ chat, resp string }{
+		{"response_format.json_schema.schema", "text.format.schema"},
+		{"response_format", "text.format"},
+		{"tools[1].function.parameters", "tools[1].parameters"},
+		{"messages", "input"},
+		{"max_tokens", "max_output_tokens"},
+		{"temperature", "temperature"},
+	} {
+		e := badRequest(tc.chat, "invalid '"+tc.chat+"'")
+		var b []byte
+		b = (&responsesCodec{}).appendError(b, e)
+		var got struct {
+			Error struct{ Param, Message string }
+		}
+		if err := json.Unmarshal(b, &got); err != nil || got.Error.Param != tc.resp || got.Error.Message != "invalid '"+tc.resp+"'" {
+			t.Errorf("%s: %s", tc.chat, b)
+		}
+	}
+}
