@@ -208,6 +208,18 @@ func runServe(args []string) error {
 		sh := tenancy.NewRedisShared(rc, tenancy.RedisOptions{KeyPrefix: r.KeyPrefix, Node: r.NodeID, Logger: log, Metrics: redisMetrics})
 		defer sh.Close()
 		ten.UseShared(sh)
+		if r.Leases {
+			ls := tenancy.NewLeaseShared(sh, tenancy.LeaseOptions{Store: store})
+			defer ls.Close() // gives the leases back, before sh closes
+			// The leases an earlier run of this ledger held when it died: charged what
+			// the ledger settled from them, the rest given back.
+			if back, err := ls.Reconcile(); err != nil {
+				return err
+			} else if back > 0 {
+				log.Info("tenancy: leases of an earlier run reconciled", "returned", back.String())
+			}
+			ten.UseShared(ls)
+		}
 		fmt.Printf("sharing keys, quotas and budgets through redis as node %s\n", r.NodeID)
 	}
 
