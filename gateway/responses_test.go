@@ -352,3 +352,36 @@ func TestResponsesErrorNames(t *testing.T) {
 		}
 	}
 }
+
+// FuzzResponsesDecode: any body is decoded or refused with a 4xx naming a field,
+// never a panic; an accepted one has messages, and its echo makes the Response
+// object valid JSON.
+func FuzzResponsesDecode(f *testing.F) {
+	for _, s := range []string{
+		`{"model":"tiny","input":"hi"}`,
+		`{"model":"tiny","instructions":"x","input":[{"role":"user","content":[{"type":"input_text","text":"a"}]},{"type":"function_call","call_id":"c","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c","output":"o"}],"tools":[{"type":"function","name":"f","parameters":{"type":"object"}}],"tool_choice":{"type":"function","name":"f"}}`,
+		`{"model":"tiny","input":"hi","text":{"format":{"type":"json_schema","name":"n","schema":{"type":"object"},"strict":true}},"metadata":{"a":"b"},"previous_response_id":"resp_1"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	st := newMemResponses(4)
+	st.Put(context.Background(), &storedResponse{ID: "resp_1", Tenant: "acme", Input: []respItem{{Type: "message", Role: "user", Text: "q", ID: "m"}}})
+	f.Fuzz(func(t *testing.T, body []byte) {
+		c := &responsesCodec{store: st}
+		in := &input{}
+		if aerr := c.decode(in, body, "acme"); aerr != nil {
+			if aerr.status < 400 || aerr.status >= 500 || aerr.param == "" && aerr.status == 400 {
+				t.Fatalf("%s: %+v", body, aerr)
+			}
+			return
+		}
+		if len(in.msgs) == 0 || in.resp == nil || in.p == nil {
+			t.Fatalf("%s: accepted without messages", body)
+		}
+		o := c.newOutput(&outMeta{reqID: "req_1", model: "tiny", in: in})
+		b := o.appendWhole(nil, &whole{choices: []wholeChoice{{content: "x", finish: "stop"}}})
+		if !json.Valid(b) {
+			t.Fatalf("%s: response %s", body, b)
+		}
+	})
+}
