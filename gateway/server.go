@@ -141,14 +141,15 @@ type Server struct {
 	http       *fasthttp.Server
 	clients    map[string]*fasthttp.HostClient // upstream connection pools, by scheme and host
 
-	inFlight atomic.Int64
-	decoded  atomic.Int64 // request bodies handed to the JSON decoder (tests: a refused request decodes none)
-	draining atomic.Bool
-	wg       sync.WaitGroup // in-flight requests, including streams after the handler returned
-	created  int64
-	batches  *batches // nil: the Batch API is off
-	peer     *peering // nil: no registry (Options.Peers)
-	keeps    keepAlives
+	inFlight  atomic.Int64
+	decoded   atomic.Int64 // request bodies handed to the JSON decoder (tests: a refused request decodes none)
+	draining  atomic.Bool
+	wg        sync.WaitGroup // in-flight requests, including streams after the handler returned
+	created   int64
+	batches   *batches        // nil: the Batch API is off
+	responses *responsesCodec // /v1/responses (responses.go)
+	peer      *peering        // nil: no registry (Options.Peers)
+	keeps     keepAlives
 
 	batchCrashLimit int // Options.BatchCrashLimit
 }
@@ -218,6 +219,10 @@ func New(cfg Config, eng Engine, ten *tenancy.Tenancy, opts Options) (*Server, e
 	}
 	if s.log == nil {
 		s.log = slog.Default()
+	}
+	s.responses = &responsesCodec{store: newMemResponses(maxMemResponses), log: s.log}
+	if opts.Responses != nil {
+		s.responses.store = &durableResponses{st: opts.Responses, now: func() time.Time { return s.now() }}
 	}
 	s.quotas = map[*policies.Policy]*tenancy.Quota{}
 	for _, id := range book.Tenants() {
@@ -482,6 +487,15 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 			return
 		}
 		s.handleGenerate(ctx, reqID, completionsCodec)
+	case "/v1/responses":
+		if !s.method(ctx, reqID, "POST") {
+			return
+		}
+		s.handleGenerate(ctx, reqID, s.responses)
+	case "/v1/responses/input_tokens":
+		if s.method(ctx, reqID, "POST") {
+			s.handleInputTokens(ctx, reqID)
+		}
 	case "/v1/embeddings":
 		if s.method(ctx, reqID, "POST") {
 			s.handleEmbeddings(ctx, reqID)
@@ -514,7 +528,7 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 			s.handleAdmin(ctx, reqID)
 			return
 		}
-		if s.handleUsageAPI(ctx, reqID, path) || s.handleDashboard(ctx, reqID, path) {
+		if s.handleUsageAPI(ctx, reqID, path) || s.handleDashboard(ctx, reqID, path) || s.handleResponsesAPI(ctx, reqID, path) {
 			return
 		}
 		if id, ok := bytes.CutPrefix(path, []byte("/v1/models/")); ok {
