@@ -48,7 +48,10 @@
 //     input.decodeCompletion): the body decoded strictly (request.go, decodeBody,
 //     with go-json-experiment); a bad or unknown field, or one the server does not
 //     serve (best_of, audio, …) is a 400 naming it, in the codec's error
-//     shape. features.go reads the OpenAI features: response_format, tools,
+//     shape; a value of the wrong type says what the field expects in JSON's
+//     words ("expected an integer, got a string": json.go, never Go's type names,
+//     for encoding/json's errors on the Batch API's bodies too). features.go reads
+//     the OpenAI features: response_format, tools,
 //     tool_choice, parallel_tool_calls, logprobs, top_logprobs, echo and n
 //     (completions' max_tokens 0 with echo scores the prompt: engine.Request.PromptOnly);
 //     the deprecated functions/function_call become tools/tool_choice
@@ -249,6 +252,30 @@
 // dashboards at /dashboard (tenant and operator views; sessions, CSRF tokens,
 // html/template pages from dashboard/, server-side SVG charts); GET / from a browser
 // (Accept: text/html) redirects there, and is a JSON 404 for API clients.
+//
+// # The Responses API
+//
+// POST /v1/responses is a codec over the same core (responses.go): its body is
+// decoded strictly into a chat request (instructions a first system message, the
+// input items messages, function_call items the assistant's tool calls,
+// function_call_output items tool messages; tools, tool_choice and text.format put
+// in chat's shape and checked by chatRequest.features, so a field at fault is named
+// as the Responses API names it, respNames). previous_response_id reads the
+// tenant's stored conversation (another tenant's id is a 404, as an unknown one):
+// each response of its chain, oldest first, its input then its output items, before
+// the new input; instructions are not carried over, as OpenAI's are not.
+// responses_output.go renders the core's events as OpenAI's event sequence (each
+// item opened, its deltas, closed) or the whole Response object, and stores the
+// response (store: true) before the bytes that end the answer are written, so a
+// client holding an answer can always continue it. The stored responses sit behind
+// a consumer-side interface (responseStore: Put, Get, Delete, InputItems and
+// Conversation by tenant and id): package respstore's bbolt or Redis store
+// (Options.Responses; responses_respstore.go adapts it), or without one this
+// process's memory; responses_store.go serves GET and DELETE /v1/responses/{id} and
+// /v1/responses/{id}/input_items from it, and responses_tokens.go
+// /v1/responses/input_tokens (the request routed and its prompt rendered and
+// tokenized as POST /v1/responses would, nothing generated). reasoning is accepted
+// and does nothing: no model served here has a reasoning mode.
 //
 // # Scale to zero
 //
