@@ -660,13 +660,22 @@ func (j *job) answerWhole(ctx *fasthttp.RequestCtx, w *whole, status int, err er
 
 // sseWriter writes a stream's events as its output renders them, flushing each;
 // once a write fails (the client went away) it writes nothing more and cancels the
-// generation.
+// generation. It holds the event being rendered (ev) and the buffer's first backing
+// array: a stream allocates one sseWriter for both.
 type sseWriter struct {
 	w      *bufio.Writer
 	out    output
 	cancel context.CancelFunc
 	buf    []byte
 	gone   bool
+	ev     outEvent
+	bufArr [1024]byte
+}
+
+func newSSEWriter(w *bufio.Writer, out output, cancel context.CancelFunc) *sseWriter {
+	sw := &sseWriter{w: w, out: out, cancel: cancel}
+	sw.buf = sw.bufArr[:0]
+	return sw
 }
 
 func (s *sseWriter) write(b []byte) {
@@ -747,8 +756,9 @@ func (j *job) observeLatency(u engine.Usage, err error) {
 
 // streamEmbedded writes the server-sent events of a stream, flushing each token.
 func (j *job) streamEmbedded(w *bufio.Writer, st *engine.Stream, cancel context.CancelFunc) {
-	sw := sseWriter{w: w, out: j.out, cancel: cancel, buf: make([]byte, 0, 512)}
-	ev := &outEvent{kind: outStart}
+	sw := newSSEWriter(w, j.out, cancel)
+	ev := &sw.ev
+	*ev = outEvent{kind: outStart}
 	sw.event(ev)
 	_, keep := j.out.(finisher)
 	var text strings.Builder
