@@ -649,13 +649,17 @@ func appendErrorJSON(b []byte, e *apiError) []byte {
 	return append(b, "}}"...)
 }
 
-// authenticate returns the tenant, key id and policy of the request's API key.
+// authenticate returns the tenant, key id and policy of the request's API key: the
+// bearer token of its Authorization header, else its x-api-key header (Anthropic's).
 func (s *Server) authenticate(ctx *fasthttp.RequestCtx) (string, *policies.Policy, *apiError) {
 	auth := ctx.Request.Header.Peek("Authorization")
 	key, ok := bytes.CutPrefix(auth, []byte("Bearer "))
 	if !ok || len(key) == 0 {
+		key = ctx.Request.Header.Peek("X-Api-Key") // Anthropic's clients send the key so
+	}
+	if len(key) == 0 {
 		return "", nil, &apiError{status: 401, typ: "invalid_request_error", code: "invalid_api_key",
-			message: "missing API key: send 'Authorization: Bearer lml_...'", reason: "auth"}
+			message: "missing API key: send 'Authorization: Bearer lml_...' (or 'x-api-key: lml_...')", reason: "auth"}
 	}
 	tenant, keyID, err := s.ten.Store().Authenticate(string(key))
 	if err != nil {
