@@ -31,22 +31,22 @@ import (
 // messagesRequest is the body of POST /v1/messages (and of count_tokens, where
 // max_tokens is not required).
 type messagesRequest struct {
-	Model         string              `json:"model"`
-	Messages      []messagesMessage   `json:"messages"`
-	System        jsontext.Value      `json:"system"`
-	MaxTokens     *int                `json:"max_tokens"`
-	StopSequences []string            `json:"stop_sequences"`
-	Temperature   *float64            `json:"temperature"`
-	TopP          *float64            `json:"top_p"`
-	TopK          *int                `json:"top_k"`
-	Stream        bool                `json:"stream"`
-	Metadata      *messagesMetadata   `json:"metadata"`
-	Tools         []jsontext.Value    `json:"tools"`
-	ToolChoice    *messagesToolChoice `json:"tool_choice"`
-	Thinking      *messagesThinking   `json:"thinking"`     // accepted; no model here thinks (a no-op)
-	ServiceTier   *string             `json:"service_tier"` // accepted: "auto" or "standard_only"
-	OutputConfig  *messagesOutputConfig     `json:"output_config"`
-	LMLite        *messagesLMLite     `json:"lmlite"`
+	Model         string                `json:"model"`
+	Messages      []messagesMessage     `json:"messages"`
+	System        jsontext.Value        `json:"system"`
+	MaxTokens     *int                  `json:"max_tokens"`
+	StopSequences []string              `json:"stop_sequences"`
+	Temperature   *float64              `json:"temperature"`
+	TopP          *float64              `json:"top_p"`
+	TopK          *int                  `json:"top_k"`
+	Stream        bool                  `json:"stream"`
+	Metadata      *messagesMetadata     `json:"metadata"`
+	Tools         []jsontext.Value      `json:"tools"`
+	ToolChoice    *messagesToolChoice   `json:"tool_choice"`
+	Thinking      *messagesThinking     `json:"thinking"`     // accepted; no model here thinks (a no-op)
+	ServiceTier   *string               `json:"service_tier"` // accepted: "auto" or "standard_only"
+	OutputConfig  *messagesOutputConfig `json:"output_config"`
+	LMLite        *messagesLMLite       `json:"lmlite"`
 }
 
 type messagesMessage struct {
