@@ -47,6 +47,7 @@ type messagesRequest struct {
 	ServiceTier   *string               `json:"service_tier"` // accepted: "auto" or "standard_only"
 	OutputConfig  *messagesOutputConfig `json:"output_config"`
 	LMLite        *messagesLMLite       `json:"lmlite"`
+	CacheControl  jsontext.Value        `json:"cache_control"` // accepted and ignored: the prefix cache is automatic
 }
 
 type messagesMessage struct {

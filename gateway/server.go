@@ -475,6 +475,10 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 			return
 		}
 		s.handleGenerate(ctx, reqID, kindCompletion)
+	case "/v1/messages/count_tokens":
+		if s.method(ctx, reqID, "POST") {
+			s.handleCountTokens(ctx, reqID)
+		}
 	case "/v1/embeddings":
 		if s.method(ctx, reqID, "POST") {
 			s.handleEmbeddings(ctx, reqID)
