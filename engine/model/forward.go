@@ -257,8 +257,8 @@ func (w *scratch) attention(m *Model, parts []part, out, q []float32, n int, sca
 // guarantee it; TestTiledAttentionMatchesPerHead checks it on a model), fewer trips
 // through the cache for long prompts and, on AVX-512 with head size 64, the group
 // kernels (several queries scoring each key once, their accumulator updates
-// interleaved). On since the quiet measurement of docs/PERFORMANCE.md ("Attention
-// tiled over tokens and a GQA group's heads").
+// interleaved). On since the quiet measurement logged in docs/PERFORMANCE-LOG.md
+// ("Attention tiled over tokens and a GQA group's heads").
 var tiledAttention = true
 
 // attnTileTokens is how many tokens of the batch an item of attendTiles takes for
