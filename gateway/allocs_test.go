@@ -10,12 +10,14 @@ import (
 
 // Allocation budgets of the per-token and per-request hot paths.
 func TestAllocs(t *testing.T) {
-	j := &job{in: input{kind: kindChat, usage: true}, c: choice{m: &model{id: "tiny"}}, start: time.Unix(1, 0)}
+	in := input{kind: kindChat, usage: true}
+	out := chatCodec.newOutput(&outMeta{reqID: "req_1", model: "tiny", created: 1, in: &in})
+	ev := &outEvent{kind: outText, text: "hello \"world\"\n"}
 	buf := make([]byte, 0, 1024)
 	if n := testing.AllocsPerRun(100, func() {
-		buf = j.appendChunk(buf[:0], "chatcmpl-1", "hello \"world\"\n", false, "")
+		buf = out.appendEvent(buf[:0], ev)
 	}); n != 0 {
-		t.Errorf("appendChunk: %v allocs per token, want 0", n)
+		t.Errorf("chat output's appendEvent: %v allocs per token, want 0", n)
 	}
 	chunk := []byte(`{"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"x"},"finish_reason":null}],"usage":null}`)
 	var ci chunkInfo

@@ -124,10 +124,6 @@ func (s *Server) RunLine(ctx context.Context, r batch.Request) batch.Response {
 	if !ok {
 		return batch.Response{StatusCode: 401, Body: []byte(`{"error":{"message":"the tenant is not configured on this server","type":"invalid_request_error"}}`)}
 	}
-	k := kindChat
-	if r.Endpoint == "/v1/completions" {
-		k = kindCompletion
-	}
 	var rc fasthttp.RequestCtx
 	var req fasthttp.Request
 	req.Header.SetMethod("POST")
@@ -154,7 +150,7 @@ func (s *Server) RunLine(ctx context.Context, r batch.Request) batch.Response {
 	}
 	j := &job{s: s, reqID: reqID, start: s.now(), keyID: r.KeyID, pol: pol, line: line}
 	j.plans = j.planBuf[:0]
-	j.serve(&rc, k)
+	j.serve(&rc, codecForEndpoint(r.Endpoint))
 	status := rc.Response.StatusCode()
 	body := bytes.Clone(rc.Response.Body())
 	if status == 429 || status == 503 {
@@ -193,13 +189,9 @@ func (s *Server) Check(tenant, endpoint string, body []byte) (money.Money, error
 	if !ok {
 		return 0, errors.New("the tenant is not configured on this server")
 	}
-	k := kindChat
-	if endpoint == "/v1/completions" {
-		k = kindCompletion
-	}
 	j := &job{s: s, pol: pol}
 	j.plans = j.planBuf[:0]
-	if aerr := j.in.parse(k, body); aerr != nil {
+	if aerr := codecForEndpoint(endpoint).decode(&j.in, body, tenant); aerr != nil {
 		return 0, aerr
 	}
 	if j.in.stream {
@@ -333,12 +325,8 @@ func (s *Server) LineModel(r batch.Request) string {
 	if !ok {
 		return ""
 	}
-	k := kindChat
-	if r.Endpoint == "/v1/completions" {
-		k = kindCompletion
-	}
 	var in input
-	if in.parse(k, r.Body) != nil {
+	if codecForEndpoint(r.Endpoint).decode(&in, r.Body, r.Tenant) != nil {
 		return ""
 	}
 	var h fasthttp.RequestHeader

@@ -183,20 +183,12 @@ func (o *choiceOut) parseWhole(text string) (content string, calls []toolcall.Ca
 
 // respondChoices answers from the choices' streams, as JSON or as server-sent events.
 func (j *job) respondChoices(ctx *fasthttp.RequestCtx, streams []*engine.Stream, cancel context.CancelFunc) bool {
-	j.setRouteHeaders(ctx)
-	id := j.newID()
+	j.startOutput(ctx)
 	outs := j.newOuts()
 	if j.in.stream {
-		ctx.SetContentType("text/event-stream")
-		ctx.Response.Header.Set("Cache-Control", "no-cache")
-		ctx.Response.Header.Set("X-Accel-Buffering", "no")
-		ctx.SetBodyStreamWriter(keepAlive(ctx, func(w *bufio.Writer) {
-			defer func() {
-				j.s.inFlight.Add(-1)
-				j.s.wg.Done()
-			}()
-			j.streamChoices(w, events(streams, outs, nil, nil), outs, cancel, id)
-		}))
+		j.streamTo(ctx, func(w *bufio.Writer) {
+			j.streamChoices(w, events(streams, outs, nil, nil), outs, cancel)
+		})
 		return true
 	}
 	conn := ctx.Conn()
@@ -227,101 +219,45 @@ func (j *job) respondChoices(ctx *fasthttp.RequestCtx, streams []*engine.Stream,
 	j.observeLatency(outs[0].usage, outs[0].err)
 	status := statusOf(u, err)
 	j.settle(tenancy.Entry{Status: status, Finish: u.FinishReason, PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens}, &u)
-	if err != nil && status != 499 {
-		j.s.writeError(ctx, j.reqID, generationError(err))
-		return false
-	}
-	ctx.SetContentType("application/json")
-	ctx.SetBody(j.appendChoices(make([]byte, 0, 1024), id, outs, u))
+	w := j.wholeOf(outs, u, false)
+	j.answerWhole(ctx, &w, status, err, 1024)
 	return false
 }
 
-// appendChoices appends a whole response with every choice.
-func (j *job) appendChoices(b []byte, id string, outs []choiceOut, u engine.Usage) []byte {
-	chat := j.in.kind == kindChat
-	if chat {
-		b = j.appendHead(b, id, "chat.completion")
-	} else {
-		b = j.appendHead(b, id, "text_completion")
-	}
-	b = append(b, `,"choices":[`...)
+// wholeOf is the whole result of the choices' outputs (their text, their
+// tokens with logprobs): a chat choice's text parsed into its content and tool calls
+// (at most one when parallel_tool_calls is false; none when a call does not parse),
+// its finish "tool_calls" (or the functions API's "function_call") when it made one.
+// streamed: the text was parsed as it came (the parser is spent: a new one parses it).
+func (j *job) wholeOf(outs []choiceOut, u engine.Usage, streamed bool) whole {
+	w := whole{choices: make([]wholeChoice, len(outs)), usage: u}
 	for i := range outs {
-		o := &outs[i]
-		if i > 0 {
-			b = append(b, ',')
+		o, c := &outs[i], &w.choices[i]
+		c.content, c.finish, c.lps, c.prompt = o.text.String(), coreFinish(o.usage.FinishReason), o.lps, o.prompt
+		if o.parser == nil {
+			continue
 		}
-		b = append(b, `{"index":`...)
-		b = strconv.AppendInt(b, int64(i), 10)
-		finish := finishReason(o.usage.FinishReason)
-		if !chat {
-			b = append(b, `,"text":`...)
-			b = jsonenc.AppendString(b, o.text.String())
-			b = append(b, `,"logprobs":`...)
-			if j.in.feat.logprobs {
-				off := 0
-				if j.in.feat.echo {
-					off = len(j.in.prompt)
-				}
-				b = appendLegacyLogprobs(b, o.prompt, len(j.in.prompt), o.lps, off)
-			} else {
-				b = append(b, "null"...)
-			}
-		} else {
-			content := o.text.String()
-			var calls []toolcall.Call
-			if o.parser != nil {
-				c, cs, ok := o.parseWhole(content)
-				if ok && len(cs) > 0 {
-					content, calls = c, cs
-					if !j.in.feat.parallel {
-						calls = calls[:1]
-					}
-					finish = "tool_calls"
-				}
-			}
-			b = append(b, `,"message":{"role":"assistant","content":`...)
-			if len(calls) > 0 && content == "" {
-				b = append(b, "null"...)
-			} else {
-				b = jsonenc.AppendString(b, content)
-			}
-			if len(calls) > 0 && j.in.feat.legacy { // the functions API's answer: one call
-				finish = "function_call"
-				b = append(b, `,"function_call":{"name":`...)
-				b = jsonenc.AppendString(b, calls[0].Name)
-				b = append(b, `,"arguments":`...)
-				b = jsonenc.AppendString(b, calls[0].Arguments)
-				b = append(b, '}')
-			} else if len(calls) > 0 {
-				b = append(b, `,"tool_calls":[`...)
-				for k, c := range calls {
-					if k > 0 {
-						b = append(b, ',')
-					}
-					b = append(b, `{"id":`...)
-					b = jsonenc.AppendString(b, j.callID(i, k))
-					b = append(b, `,"type":"function","function":{"name":`...)
-					b = jsonenc.AppendString(b, c.Name)
-					b = append(b, `,"arguments":`...)
-					b = jsonenc.AppendString(b, c.Arguments)
-					b = append(b, "}}"...)
-				}
-				b = append(b, ']')
-			}
-			b = append(b, `,"refusal":null},"logprobs":`...)
-			if j.in.feat.logprobs {
-				b = appendChatLogprobs(b, o.lps)
-			} else {
-				b = append(b, "null"...)
-			}
+		p := o
+		if streamed {
+			p = &choiceOut{parser: toolcall.New(j.c.syntax)}
 		}
-		b = append(b, `,"finish_reason":"`...)
-		b = append(b, finish...)
-		b = append(b, `"}`...)
+		content, calls, ok := p.parseWhole(c.content)
+		if !ok || len(calls) == 0 {
+			continue
+		}
+		if !j.in.feat.parallel {
+			calls = calls[:1]
+		}
+		c.content, c.finish = content, "tool_calls"
+		if j.in.feat.legacy {
+			c.finish = "function_call"
+		}
+		c.calls = make([]wholeCall, len(calls))
+		for k, tc := range calls {
+			c.calls[k] = wholeCall{id: j.callID(i, k), name: tc.Name, arguments: tc.Arguments}
+		}
 	}
-	b = append(b, "],"...)
-	b = appendUsage(b, u)
-	return append(b, '}')
+	return w
 }
 
 // appendFloat appends a logprob; -Inf (a token the model gives no chance) is
@@ -465,221 +401,133 @@ func dupPiece(top []engine.TopLogprob, tl engine.TopLogprob) bool {
 }
 
 // streamChoices writes the server-sent events of every choice as its tokens come:
-// chat deltas of content or tool calls (index, id, function name first, then
-// argument fragments) with their tokens' logprobs, each chunk naming its choice.
-func (j *job) streamChoices(w *bufio.Writer, events iter.Seq[tokenEvent], outs []choiceOut, cancel context.CancelFunc, id string) {
-	chat := j.in.kind == kindChat
-	buf := make([]byte, 0, 1024)
-	delta := make([]byte, 0, 256)
-	gone := false
-	write := func(b []byte) {
-		if gone {
-			return
-		}
-		w.Write(b)
-		if w.Flush() != nil {
-			gone = true
-			cancel()
-		}
+// content text or tool-call fragments (a call's index, id and function name first,
+// then its arguments' fragments) with their tokens' logprobs, as the output renders
+// them.
+func (j *job) streamChoices(w *bufio.Writer, events iter.Seq[tokenEvent], outs []choiceOut, cancel context.CancelFunc) {
+	sw := sseWriter{w: w, out: j.out, cancel: cancel, buf: make([]byte, 0, 1024)}
+	_, keep := j.out.(finisher) // it is told the whole: keep the text
+	f := &j.in.feat
+	ev := &j.ev
+	// send renders ev for choice i with o's logprobs not yet sent.
+	send := func(i int, o *choiceOut) {
+		ev.choice, ev.lps = i, o.lps
+		sw.event(ev)
+		o.lps = o.lps[:0]
 	}
 	for i := range outs {
-		if chat {
-			buf = j.appendChoiceChunk(buf[:0], id, i, []byte(`"role":"assistant","content":""`), nil, "")
-			write(buf)
-		} else if j.in.feat.echo && !j.in.feat.logprobs {
-			delta = jsonenc.AppendString(delta[:0], j.in.prompt)
-			buf = j.appendChoiceChunk(buf[:0], id, i, delta, nil, "")
-			write(buf)
-			outs[i].offset = len(j.in.prompt)
+		*ev = outEvent{kind: outStart, choice: i}
+		sw.event(ev)
+		if f.echo && !f.logprobs {
+			outs[i].echoed = true
+			*ev = outEvent{kind: outText, choice: i, text: j.in.prompt, echo: true}
+			sw.event(ev)
 		}
 	}
-	// echo writes choice i's echo chunk with the prompt's logprobs, once they have
-	// all come (before the choice's first output token or its end).
+	// echo sends choice i's echo with the prompt's logprobs, once they have all come
+	// (before the choice's first output token or its end).
 	echo := func(i int, o *choiceOut) {
-		if chat || !j.in.feat.echo || !j.in.feat.logprobs || o.echoed {
+		if !f.echo || o.echoed {
 			return
 		}
 		o.echoed = true
-		delta = jsonenc.AppendString(delta[:0], j.in.prompt)
-		buf = j.appendChoiceChunk(buf[:0], id, i, delta, o, "")
-		write(buf)
+		*ev = outEvent{kind: outText, choice: i, text: j.in.prompt, echo: true, lps: o.prompt}
+		sw.event(ev)
 	}
-	// emit writes what a piece of choice i's text gives: content or tool-call deltas.
+	// emit sends what a piece of choice i's text gives: content or tool-call fragments.
 	emit := func(i int, o *choiceOut, evs []toolcall.Event) {
 		for _, e := range evs {
-			delta = delta[:0]
 			switch {
 			case !e.Call:
 				text := o.contentOf(e)
 				if text == "" {
 					continue
 				}
-				delta = append(delta, `"content":`...)
-				delta = jsonenc.AppendString(delta, text)
-			case !j.in.feat.parallel && e.Index > 0:
+				*ev = outEvent{kind: outText, text: text}
+			case !f.parallel && e.Index > 0:
 				continue
-			case j.in.feat.legacy: // the functions API's delta: function_call
-				o.contentOf(e)
-				delta = append(delta, `"function_call":{`...)
-				if e.Name != "" {
-					delta = append(delta, `"name":`...)
-					delta = jsonenc.AppendString(delta, e.Name)
-					delta = append(delta, ',')
-				}
-				delta = append(delta, `"arguments":`...)
-				delta = jsonenc.AppendString(delta, e.Arguments)
-				delta = append(delta, '}')
 			default:
 				o.contentOf(e)
-				delta = append(delta, `"tool_calls":[{"index":`...)
-				delta = strconv.AppendInt(delta, int64(e.Index), 10)
+				*ev = outEvent{kind: outCall, call: e.Index, args: e.Arguments}
 				if e.Name != "" {
-					delta = append(delta, `,"id":`...)
-					delta = jsonenc.AppendString(delta, j.callID(i, e.Index))
-					delta = append(delta, `,"type":"function","function":{"name":`...)
-					delta = jsonenc.AppendString(delta, e.Name)
-					delta = append(delta, `,"arguments":`...)
-				} else {
-					delta = append(delta, `,"function":{"arguments":`...)
+					ev.name, ev.callID = e.Name, j.callID(i, e.Index)
 				}
-				delta = jsonenc.AppendString(delta, e.Arguments)
-				delta = append(delta, "}}]"...)
 			}
-			buf = j.appendChoiceChunk(buf[:0], id, i, delta, o, "")
-			write(buf)
+			send(i, o)
 		}
 	}
-	for ev := range events {
-		if gone {
+	for te := range events {
+		if sw.gone {
 			continue
 		}
-		o := &outs[ev.i]
-		if ev.tok.Prompt {
-			o.prompt = append(o.prompt, ev.tok)
+		o := &outs[te.i]
+		if te.tok.Prompt {
+			o.prompt = append(o.prompt, te.tok)
 			continue
 		}
-		echo(ev.i, o)
-		if ev.end {
+		echo(te.i, o)
+		if te.end {
 			if o.parser != nil {
 				if evs, err := o.parser.Finish(); err == nil {
-					emit(ev.i, o, evs)
+					emit(te.i, o, evs)
 				}
 				if h := o.flush(); h != "" {
-					delta = jsonenc.AppendString(append(delta[:0], `"content":`...), h)
-					buf = j.appendChoiceChunk(buf[:0], id, ev.i, delta, o, "")
-					write(buf)
+					*ev = outEvent{kind: outText, text: h}
+					send(te.i, o)
 				}
 			}
 			continue
 		}
-		t := ev.tok
-		if j.in.feat.logprobs && t.ID >= 0 {
+		t := te.tok
+		if f.logprobs && t.ID >= 0 {
 			o.lps = append(o.lps, t)
 		}
 		if t.Text == "" {
 			continue // a character still split across tokens: its logprobs go with the next chunk
 		}
-		switch {
-		case o.parser != nil:
-			emit(ev.i, o, o.parser.Feed(t.Text))
-		case chat:
-			delta = jsonenc.AppendString(append(delta[:0], `"content":`...), t.Text)
-			buf = j.appendChoiceChunk(buf[:0], id, ev.i, delta, o, "")
-			write(buf)
-		default:
-			delta = jsonenc.AppendString(delta[:0], t.Text)
-			buf = j.appendChoiceChunk(buf[:0], id, ev.i, delta, o, "")
-			write(buf)
+		if keep {
+			o.text.WriteString(t.Text)
 		}
+		if o.parser != nil {
+			emit(te.i, o, o.parser.Feed(t.Text))
+			continue
+		}
+		*ev = outEvent{kind: outText, text: t.Text}
+		send(te.i, o)
 	}
 	cancel()
 	j.s.pred.End(j.c.m.id)
 	u, err := total(outs)
 	j.observeLatency(outs[0].usage, outs[0].err)
 	status := statusOf(u, err)
-	if gone {
+	if sw.gone {
 		status = 499
 	}
 	j.settle(tenancy.Entry{Status: status, Finish: u.FinishReason, PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens}, &u)
 	if err != nil && status != 499 {
-		buf = append(buf[:0], "data: "...)
-		buf = appendErrorJSON(buf, generationError(err))
-		buf = append(buf, "\n\n"...)
-		write(buf)
-	} else {
-		for i := range outs {
-			o := &outs[i]
-			finish := finishReason(o.usage.FinishReason)
-			if o.calls > 0 {
-				finish = "tool_calls"
-				if j.in.feat.legacy {
-					finish = "function_call"
-				}
+		e := generationError(err)
+		j.finished(nil, e)
+		*ev = outEvent{kind: outError, err: e}
+		sw.event(ev)
+		sw.end()
+		return
+	}
+	if keep {
+		w := j.wholeOf(outs, u, true)
+		j.finished(&w, nil)
+	}
+	for i := range outs {
+		o := &outs[i]
+		*ev = outEvent{kind: outFinish, finish: coreFinish(o.usage.FinishReason)}
+		if o.calls > 0 {
+			ev.finish = "tool_calls"
+			if f.legacy {
+				ev.finish = "function_call"
 			}
-			delta = delta[:0]
-			if !chat {
-				delta = append(delta, `""`...)
-			}
-			buf = j.appendChoiceChunk(buf[:0], id, i, delta, o, finish)
-			write(buf)
 		}
-		if j.in.usage {
-			buf = j.appendUsageChunk(buf[:0], id, u)
-			write(buf)
-		}
+		send(i, o)
 	}
-	write([]byte("data: [DONE]\n\n"))
-}
-
-// appendChoiceChunk appends one SSE event for choice i: delta holds the chat delta's
-// members (or a completion's text as a JSON string); the logprobs of o's tokens not
-// yet sent go with it; finish is "" until the choice's last chunk.
-func (j *job) appendChoiceChunk(b []byte, id string, i int, delta []byte, o *choiceOut, finish string) []byte {
-	b = append(b, "data: "...)
-	chat := j.in.kind == kindChat
-	if chat {
-		b = j.appendHead(b, id, "chat.completion.chunk")
-	} else {
-		b = j.appendHead(b, id, "text_completion")
-	}
-	b = append(b, `,"choices":[{"index":`...)
-	b = strconv.AppendInt(b, int64(i), 10)
-	if chat {
-		b = append(b, `,"delta":{`...)
-		b = append(b, delta...)
-		b = append(b, `},"logprobs":`...)
-	} else {
-		b = append(b, `,"text":`...)
-		b = append(b, delta...)
-		b = append(b, `,"logprobs":`...)
-	}
-	switch {
-	case o == nil || !j.in.feat.logprobs || (len(o.lps) == 0 && o.prompt == nil && finish != ""):
-		b = append(b, "null"...)
-	case chat:
-		b = appendChatLogprobs(b, o.lps)
-		o.lps = o.lps[:0]
-	case o.prompt != nil:
-		b = appendLegacyLogprobs(b, o.prompt, len(j.in.prompt), nil, 0)
-		o.prompt, o.offset = nil, len(j.in.prompt)
-	default:
-		b = appendLegacyLogprobs(b, nil, 0, o.lps, o.offset)
-		for _, t := range o.lps {
-			o.offset += len(t.Text)
-		}
-		o.lps = o.lps[:0]
-	}
-	b = append(b, `,"finish_reason":`...)
-	if finish == "" {
-		b = append(b, "null"...)
-	} else {
-		b = append(b, '"')
-		b = append(b, finish...)
-		b = append(b, '"')
-	}
-	b = append(b, "}]"...)
-	if j.in.usage {
-		b = append(b, `,"usage":null`...)
-	}
-	return append(b, "}\n\n"...)
+	*ev = outEvent{kind: outUsage, usage: u}
+	sw.event(ev)
+	sw.end()
 }

@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"github.com/valyala/fasthttp"
+
 	"github.com/lmlite/lmlite/engine"
 )
 
@@ -12,6 +14,17 @@ import (
 // (outEvents while streaming, a whole at the end otherwise) and its errors in its own
 // shape. The core never writes wire bytes itself, and a codec never touches the
 // engine, the tenancy or the ledger.
+//
+// Wiring a codec: its endpoint's case in Server.handle (server.go) calls
+// s.handleGenerate(ctx, reqID, c) (run.go), as /v1/chat/completions does with
+// chatCodec and /v1/completions with completionsCodec (openai.go). handleGenerate
+// authenticates (apiKeyer), admits, calls c.decode, routes, reserves, runs the model
+// and settles; every error it answers goes through c.appendError and c.errorStatus.
+// A chat-shaped decode fills in.p (a commonParams: model, sampling, stream), in.msgs,
+// in.promptBytes, in.maxTokens/in.maxField and in.feat, then calls in.chatTail()
+// (parse.go), which OpenAI's chat decode (in.fromChat) ends with too. A model served
+// by an upstream server answers only OpenAI's codecs (its bytes pass through); for
+// another codec it is refused as a model that cannot serve the request.
 
 // A codec is one wire format. One value serves every request of its endpoint; it
 // keeps no per-request state (newOutput makes what a request needs).
@@ -53,7 +66,8 @@ const (
 	outStart outKind = iota
 	// outText: content text of choice (text), with the logprobs of the tokens that
 	// made it (lps; only when logprobs were asked for). White space before a tool
-	// call is never sent as text (the core holds it back).
+	// call is never sent as text (the core holds it back). echo: the text is the
+	// prompt echoed (completions' echo), its lps the prompt's tokens.
 	outText
 	// outCall: a fragment of tool call number call of choice: its first fragment
 	// carries callID and name; every fragment may carry a piece of the arguments'
@@ -70,19 +84,24 @@ const (
 	outError
 )
 
-// outEvent is one event of a request's result as it is produced.
+// outEvent is one event of a request's result as it is produced. It and what it
+// points to are valid only during appendEvent (the core reuses them).
 type outEvent struct {
 	kind   outKind
 	choice int
-	text   string         // outText
-	lps    []engine.Token // outText: its tokens with their logprobs (logprobs asked)
-	call   int            // outCall: the call's index within its choice
-	callID string         // outCall, first fragment: the call's id
-	name   string         // outCall, first fragment: the function's name
-	args   string         // outCall: a fragment of the arguments' JSON text
-	finish string         // outFinish
-	usage  engine.Usage   // outUsage
-	err    *apiError      // outError
+	text   string // outText
+	echo   bool   // outText: text is the echoed prompt
+	// lps: with logprobs asked, the tokens (with their logprobs) of the choice's
+	// output not yet sent: on outText, outCall and outFinish (a token whose text
+	// went to no event, such as markup or held white space, goes with the next).
+	lps    []engine.Token
+	call   int          // outCall: the call's index within its choice
+	callID string       // outCall, first fragment: the call's id
+	name   string       // outCall, first fragment: the function's name
+	args   string       // outCall: a fragment of the arguments' JSON text
+	finish string       // outFinish
+	usage  engine.Usage // outUsage
+	err    *apiError    // outError
 }
 
 // whole is a request's whole result, for an answer that is not streamed.
@@ -93,10 +112,10 @@ type whole struct {
 
 // wholeChoice is one choice's whole output.
 type wholeChoice struct {
-	content string         // the text (without the tool calls' markup)
+	content string         // the text (without the tool calls' markup; completions' echo: the prompt first)
 	calls   []wholeCall    // tool calls parsed from the output
 	finish  string         // as outFinish's
-	lps     []engine.Token // logprobs asked: the output's tokens with theirs
+	lps     []engine.Token // logprobs asked: the output's tokens with theirs (not for finisher.finished after a stream)
 	prompt  []engine.Token // completions' echo with logprobs: the prompt's tokens
 }
 
@@ -129,8 +148,17 @@ type pinger interface {
 }
 
 // finisher is an output told the request's end after it is settled: a format that
-// stores its results (Responses' store) does so here, before the answer completes.
-// err is nil on success.
+// stores its results (Responses' store) does so here, before the answer completes
+// (a stream: before its outFinish events; else before appendWhole). err is nil on
+// success (w nil on an error). It is called only once the model took the request
+// (the output exists): an error before that is answered by appendError alone.
 type finisher interface {
 	finished(w *whole, err *apiError)
+}
+
+// apiKeyer is a codec whose format sends the API key elsewhere than OpenAI's
+// Authorization: Bearer (Anthropic's x-api-key): apiKey returns it from the request's
+// header (nil or empty: none; a 401). handleGenerate authenticates with it.
+type apiKeyer interface {
+	apiKey(h *fasthttp.RequestHeader) []byte
 }

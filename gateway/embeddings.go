@@ -128,7 +128,7 @@ func (s *Server) handleEmbeddings(ctx *fasthttp.RequestCtx, reqID string) {
 		s.inFlight.Add(-1)
 		s.wg.Done()
 	}()
-	j := &job{s: s, reqID: reqID, clientID: string(clientRequestID(ctx)), start: s.now()}
+	j := &job{s: s, reqID: reqID, clientID: string(clientRequestID(ctx)), start: s.now(), codec: chatCodec}
 	keyID, pol, aerr := s.authenticate(ctx)
 	if aerr != nil {
 		s.writeError(ctx, reqID, aerr)
@@ -155,7 +155,7 @@ func (s *Server) handleEmbeddings(ctx *fasthttp.RequestCtx, reqID string) {
 		j.reject(ctx, badRequest("model", "you must provide a model parameter"))
 		return
 	}
-	if handled, _ := s.maybeForward(ctx, reqID, r.Model, 0, false); handled {
+	if handled, _ := s.maybeForward(ctx, reqID, chatCodec, r.Model, 0, false); handled {
 		return
 	}
 	if r.EncodingFormat != "" && r.EncodingFormat != "float" && r.EncodingFormat != "base64" {

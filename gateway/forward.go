@@ -172,8 +172,9 @@ func (s *Server) servedWarm(model string, k uint64) {
 //
 // Money: the forwarding gateway has authenticated the key (a bad key costs no hop)
 // and does nothing else: the receiving gateway applies the tenant's plan, quotas and
-// budget, settles and ledgers the request, exactly once. The answer passes through.
-func (s *Server) maybeForward(ctx *fasthttp.RequestCtx, reqID, model string, prefix uint64, stream bool) (handled, async bool) {
+// budget, settles and ledgers the request, exactly once. The answer passes through;
+// an error of the forwarding is answered in c's shape.
+func (s *Server) maybeForward(ctx *fasthttp.RequestCtx, reqID string, c codec, model string, prefix uint64, stream bool) (handled, async bool) {
 	if s.peer == nil || model == "" || len(ctx.Request.Header.Peek(ForwardedHeader)) > 0 {
 		return false, false
 	}
@@ -182,7 +183,7 @@ func (s *Server) maybeForward(ctx *fasthttp.RequestCtx, reqID, model string, pre
 	if local == registry.StateReady && prefix != 0 {
 		q.LocalWarm = s.peer.warm.has(model, prefix, s.now())
 	}
-	handled, async, tried := s.forwardBy(ctx, reqID, stream, func(now time.Time, nodes []registry.Node, skip []string) registry.Choice {
+	handled, async, tried := s.forwardBy(ctx, reqID, c, stream, func(now time.Time, nodes []registry.Node, skip []string) registry.Choice {
 		q.Skip = skip
 		return registry.Pick(now, s.peer.nodeID, q, nodes)
 	})
@@ -190,7 +191,7 @@ func (s *Server) maybeForward(ctx *fasthttp.RequestCtx, reqID, model string, pre
 		return handled, async
 	}
 	if tried {
-		s.writeError(ctx, reqID, &apiError{status: 503, typ: "server_error", code: "model_unavailable",
+		s.writeErrorIn(ctx, reqID, c, &apiError{status: 503, typ: "server_error", code: "model_unavailable",
 			message: "the processes serving '" + model + "' cannot be reached; retry later", reason: "forward", retry: 1})
 		return true, false
 	}
@@ -227,7 +228,7 @@ func (j *job) maybeForwardTier(ctx *fasthttp.RequestCtx) (handled, async bool) {
 		return false, false // the best tier is here (the common case: no hop)
 	}
 	q.Allow, q.Prefix = j.pol.AllowsModel, j.prefix
-	handled, async, _ = s.forwardBy(ctx, j.reqID, j.in.stream, func(now time.Time, nodes []registry.Node, skip []string) registry.Choice {
+	handled, async, _ = s.forwardBy(ctx, j.reqID, j.codec, j.in.stream, func(now time.Time, nodes []registry.Node, skip []string) registry.Choice {
 		q.Skip = skip
 		return registry.PickTier(now, s.peer.nodeID, q, nodes)
 	})
@@ -241,7 +242,7 @@ func (j *job) maybeForwardTier(ctx *fasthttp.RequestCtx) (handled, async bool) {
 // run there, so it is not sent again. Nodes that failed are passed over by the next
 // requests too (suspicion). tried reports, when the request was not handled, that a
 // node serving it was tried and failed, or is passed over for failing lately.
-func (s *Server) forwardBy(ctx *fasthttp.RequestCtx, reqID string, stream bool, pick func(time.Time, []registry.Node, []string) registry.Choice) (handled, async, tried bool) {
+func (s *Server) forwardBy(ctx *fasthttp.RequestCtx, reqID string, cd codec, stream bool, pick func(time.Time, []registry.Node, []string) registry.Choice) (handled, async, tried bool) {
 	nodes := s.peer.peers.Nodes()
 	if len(nodes) == 0 {
 		return false, false, false
@@ -271,7 +272,7 @@ func (s *Server) forwardBy(ctx *fasthttp.RequestCtx, reqID string, stream bool, 
 					message: "the process '" + c.Node.ID + "' serving this request sent nothing within " + s.peer.firstByte.String() +
 						" (it may run there); retry"}
 			}
-			s.writeError(ctx, reqID, e)
+			s.writeErrorIn(ctx, reqID, cd, e)
 			return true, false, true
 		}
 		s.log.Warn("forward failed", "request_id", reqID, "node", c.Node.ID, "error", err)
@@ -840,18 +841,25 @@ func sortedKeys[V any](m map[string]V) []string {
 // keepAlive wraps the stream writer of a request that another gateway forwarded and
 // that asks for keep-alives (KeepAliveHeader: how long the stream may stay silent;
 // at least 10 ms, else no keep-alives): whenever fn has written nothing for that
-// long, between two events, an SSE comment ": keep-alive" is written and flushed.
+// long, between two events, an SSE comment ": keep-alive" is written and flushed,
+// or ping when it is not nil (the output's own keep-alive event, pinger). A stream
+// with a ping gets it every pingEvery of silence also when it was not forwarded.
 // Other requests get fn as it is.
-func keepAlive(ctx *fasthttp.RequestCtx, fn func(*bufio.Writer)) func(*bufio.Writer) {
-	if len(ctx.Request.Header.Peek(ForwardedHeader)) == 0 {
-		return fn
-	}
-	every, err := time.ParseDuration(string(ctx.Request.Header.Peek(KeepAliveHeader)))
-	if err != nil || every < 10*time.Millisecond {
+func keepAlive(ctx *fasthttp.RequestCtx, ping []byte, fn func(*bufio.Writer)) func(*bufio.Writer) {
+	every := pingEvery
+	if len(ctx.Request.Header.Peek(ForwardedHeader)) > 0 {
+		d, err := time.ParseDuration(string(ctx.Request.Header.Peek(KeepAliveHeader)))
+		switch {
+		case err == nil && d >= 10*time.Millisecond:
+			every = d
+		case ping == nil:
+			return fn
+		}
+	} else if ping == nil {
 		return fn
 	}
 	return func(w *bufio.Writer) {
-		k := &keepAliveWriter{w: w, boundary: true}
+		k := &keepAliveWriter{w: w, boundary: true, ping: ping}
 		inner := bufio.NewWriterSize(k, w.Size())
 		done := make(chan struct{})
 		var wg sync.WaitGroup
@@ -888,9 +896,14 @@ type keepAliveWriter struct {
 	boundary bool    // the bytes so far end with a blank line (or there are none)
 	tail     [2]byte // the last two bytes written
 	gone     bool    // a write failed: the client went away
+	ping     []byte  // the keep-alive event written (nil: keepAliveComment)
 }
 
 var keepAliveComment = []byte(": keep-alive\n\n")
+
+// pingEvery is how long a stream whose output has its own keep-alive event (pinger)
+// stays silent before it is sent, when the client did not ask (KeepAliveHeader).
+const pingEvery = 10 * time.Second
 
 func (k *keepAliveWriter) Write(p []byte) (int, error) {
 	k.mu.Lock()
@@ -916,7 +929,11 @@ func (k *keepAliveWriter) tick() {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if !k.wrote && k.boundary && !k.gone {
-		k.w.Write(keepAliveComment)
+		if k.ping != nil {
+			k.w.Write(k.ping)
+		} else {
+			k.w.Write(keepAliveComment)
+		}
 		k.gone = k.w.Flush() != nil
 	}
 	k.wrote = false

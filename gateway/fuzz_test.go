@@ -80,7 +80,7 @@ func FuzzUpstreamStream(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		j := &job{s: s, in: input{kind: kindChat}, pol: &pol, ticket: tk, c: choice{m: &model{id: "m", upstream: &upstream{}}}, start: time.Now()}
+		j := &job{s: s, in: input{kind: kindChat}, pol: &pol, ticket: tk, c: choice{m: &model{id: "m", upstream: &upstream{}}}, start: time.Now(), codec: chatCodec}
 		resp := fasthttp.AcquireResponse()
 		resp.SetBodyStream(bytes.NewReader(data), -1)
 		w := bufio.NewWriter(io.Discard)

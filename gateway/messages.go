@@ -2,12 +2,12 @@ package gateway
 
 import (
 	"bytes"
-	"math/rand/v2"
 	"strconv"
 	"strings"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/valyala/fasthttp"
 
 	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/internal/jsonenc"
@@ -159,12 +159,22 @@ func (c *messagesCodec) decode(in *input, body []byte, tenant string) *apiError 
 	if aerr := decodeBody(body, r); aerr != nil {
 		return aerr
 	}
-	return r.input(in, c.count, rand.Uint64())
+	return r.input(in, c.count)
 }
 
-// input fills in from the decoded request; seed is used when lmlite.seed is not
-// given.
-func (r *messagesRequest) input(in *input, count bool, seed uint64) *apiError {
+// apiKey is the request's API key: x-api-key, as Anthropic's clients send it, else
+// Authorization: Bearer (apiKeyer).
+func (c *messagesCodec) apiKey(h *fasthttp.RequestHeader) []byte {
+	if k := h.Peek("X-Api-Key"); len(k) > 0 {
+		return k
+	}
+	k, _ := bytes.CutPrefix(h.Peek("Authorization"), []byte("Bearer "))
+	return k
+}
+
+// input fills in from the decoded request, then completes it as every chat-shaped
+// request is (input.chatTail).
+func (r *messagesRequest) input(in *input, count bool) *apiError {
 	in.kind = kindChat
 	in.maxField = "max_tokens"
 	p := &commonParams{Model: r.Model, MaxTokens: r.MaxTokens, Temperature: r.Temperature, TopP: r.TopP, TopK: r.TopK, Stream: r.Stream}
@@ -206,10 +216,7 @@ func (r *messagesRequest) input(in *input, count bool, seed uint64) *apiError {
 	if in.feat, aerr = r.features(in.msgs); aerr != nil {
 		return aerr
 	}
-	for _, t := range in.feat.tools { // the tools are part of the prompt
-		in.promptBytes += len(t.Name) + len(t.Description) + len(t.Parameters)
-	}
-	if in.sampling, _, aerr = p.sampling(seed); aerr != nil {
+	if aerr = in.chatTail(); aerr != nil { // the tools' bytes, sampling, stream
 		return aerr
 	}
 	for _, s := range r.StopSequences {
@@ -217,7 +224,6 @@ func (r *messagesRequest) input(in *input, count bool, seed uint64) *apiError {
 			in.stop = append(in.stop, s)
 		}
 	}
-	in.stream = r.Stream
 	return nil
 }
 

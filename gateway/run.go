@@ -38,26 +38,33 @@ type job struct {
 	line     *lineOutcome // a batch line (batches.go): batch priority, its usage and cost
 	prefix   uint64       // the prompt's prefix key (prefix.go), with a registry only; 0: none
 
+	codec codec    // the request's wire format: decodes its body, renders its answer and errors
+	out   output   // renders this request's result (made when the model took it: startOutput)
+	meta  outMeta  // what out knows of the request
+	ev    outEvent // the event being rendered (one per request, reused)
+
 	refusal string // the apiError reason that failed the request after admission (usage.go)
 
 	kept    bool          // its engine request is counted in s.keeps (keepalive.go) until settled
 	keepOwn time.Duration // how long its own use keeps its model (decideKeepAlive)
 
-	planBuf [2]planned // plans' first backing array: most requests plan one model
+	planBuf [2]planned     // plans' first backing array: most requests plan one model
+	one     [1]wholeChoice // the whole's choices of a plain request (respondEmbedded)
 }
 
-// handleGenerate serves both completion endpoints: authenticate, parse, route, admit,
-// then run (choose, reserve, start, answer, settle), in the order of DESIGN.md's
-// request path.
-func (s *Server) handleGenerate(ctx *fasthttp.RequestCtx, reqID string, k kind) {
+// handleGenerate serves a generation endpoint in the wire format of its codec c
+// (codec.go): authenticate, decode, route, admit, then run (choose, reserve, start,
+// answer, settle), in the order of DESIGN.md's request path. Every error it or the
+// job answers is in c's shape.
+func (s *Server) handleGenerate(ctx *fasthttp.RequestCtx, reqID string, c codec) {
 	if s.draining.Load() {
-		s.writeError(ctx, reqID, &apiError{status: 503, typ: "server_error", code: "shutting_down",
+		s.writeErrorIn(ctx, reqID, c, &apiError{status: 503, typ: "server_error", code: "shutting_down",
 			message: "the server is shutting down", reason: "draining", retry: 1})
 		return
 	}
 	if n := s.inFlight.Add(1); n > int64(s.cfg.MaxInFlight) {
 		s.inFlight.Add(-1)
-		s.writeError(ctx, reqID, &apiError{status: 503, typ: "server_error", code: "overloaded",
+		s.writeErrorIn(ctx, reqID, c, &apiError{status: 503, typ: "server_error", code: "overloaded",
 			message: "the server is overloaded; retry later", reason: "overloaded", retry: 1})
 		return
 	}
@@ -69,11 +76,11 @@ func (s *Server) handleGenerate(ctx *fasthttp.RequestCtx, reqID string, k kind) 
 			s.wg.Done()
 		}
 	}()
-	j := &job{s: s, reqID: reqID, clientID: string(clientRequestID(ctx)), start: s.now()}
+	j := &job{s: s, reqID: reqID, clientID: string(clientRequestID(ctx)), start: s.now(), codec: c}
 	j.plans = j.planBuf[:0]
-	keyID, pol, aerr := s.authenticate(ctx)
+	keyID, pol, aerr := s.authenticateFor(ctx, c)
 	if aerr != nil {
-		s.writeError(ctx, reqID, aerr)
+		s.writeErrorIn(ctx, reqID, c, aerr)
 		return
 	}
 	j.keyID, j.pol = keyID, pol
@@ -81,34 +88,36 @@ func (s *Server) handleGenerate(ctx *fasthttp.RequestCtx, reqID string, k kind) 
 		s.dropBody(ctx) // refused undecoded
 		return
 	}
-	if j.serve(ctx, k) {
+	if j.serve(ctx, c) {
 		async = true // the stream writer releases the request
 	}
 }
 
-// serve runs an authenticated request: parse, route, admit, run. It returns true
-// when a stream writer took over the request. A batch line (batches.go) enters here.
-func (j *job) serve(ctx *fasthttp.RequestCtx, k kind) bool {
-	s, reqID, pol := j.s, j.reqID, j.pol
+// serve runs an authenticated request in the wire format of c: decode, route,
+// admit, run. It returns true when a stream writer took over the request. A batch
+// line (batches.go) enters here.
+func (j *job) serve(ctx *fasthttp.RequestCtx, c codec) bool {
+	j.codec = c
+	s, pol := j.s, j.pol
 	body := ctx.PostBody()
 	if len(body) > s.cfg.MaxBodyBytes { // fasthttp refuses these before; Handler() alone does not
 		j.reject(ctx, s.tooLarge())
 		return false
 	}
 	s.decoded.Add(1)
-	if aerr := j.in.parse(k, body); aerr != nil {
+	if aerr := c.decode(&j.in, body, pol.Tenant); aerr != nil {
 		j.reject(ctx, aerr)
 		return false
 	}
 	if j.line != nil && j.in.stream {
-		s.writeError(ctx, reqID, badRequest("stream", "a batch request cannot stream"))
+		j.writeError(ctx, badRequest("stream", "a batch request cannot stream"))
 		return false
 	}
 	if s.peer != nil {
 		j.prefix = prefixKey(pol, &j.in)
 	}
 	if j.line == nil && s.peer != nil && forwardable(&ctx.Request.Header, &j.in) {
-		if handled, async := s.maybeForward(ctx, reqID, j.in.p.Model, j.prefix, true); handled {
+		if handled, async := s.maybeForward(ctx, j.reqID, j.codec, j.in.p.Model, j.prefix, true); handled {
 			return async
 		}
 	}
@@ -131,10 +140,10 @@ func (j *job) serve(ctx *fasthttp.RequestCtx, k kind) bool {
 		tk, err := s.ten.AdmitBatchLine(s.quota(pol), j.start, j.line.id)
 		if err != nil {
 			if errors.Is(err, tenancy.ErrUnavailable) {
-				s.writeError(ctx, reqID, unavailable(err))
+				j.writeError(ctx, unavailable(err))
 				return false
 			}
-			s.writeError(ctx, reqID, &apiError{status: 500, typ: "server_error", message: "admission failed: " + err.Error(), reason: "internal"})
+			j.writeError(ctx, &apiError{status: 500, typ: "server_error", message: "admission failed: " + err.Error(), reason: "internal"})
 			return false
 		}
 		j.ticket = tk
@@ -362,6 +371,12 @@ func (j *job) run(ctx *fasthttp.RequestCtx) bool {
 // when a stream writer took over the request.
 func (j *job) launch(ctx *fasthttp.RequestCtx) (done bool, refused *apiError) {
 	if j.c.m.upstream != nil {
+		if _, relays := j.codec.(*openaiCodec); !relays {
+			// An upstream speaks OpenAI's chat and completions: its answers pass through
+			// as they are, which another wire format cannot.
+			return false, &apiError{status: 400, typ: "invalid_request_error", code: "model_not_supported", param: "model", reason: "bad_request",
+				message: "the model '" + j.c.m.id + "' is served by an upstream server, reached through /v1/chat/completions and /v1/completions only"}
+		}
 		return j.runUpstream(ctx)
 	}
 	streams, cancel, err := j.startEmbedded()
@@ -432,7 +447,25 @@ func (j *job) fail(ctx *fasthttp.RequestCtx, e *apiError) {
 	}
 	j.refusal = e.reason
 	j.settle(tenancy.Entry{Status: e.status, Model: model}, nil)
-	j.s.writeError(ctx, j.reqID, e)
+	j.finished(nil, e)
+	j.writeError(ctx, e)
+}
+
+// writeError answers e in the request's wire format (OpenAI's for a job of no
+// codec: embeddings).
+func (j *job) writeError(ctx *fasthttp.RequestCtx, e *apiError) {
+	c := j.codec
+	if c == nil {
+		c = chatCodec
+	}
+	j.s.writeErrorIn(ctx, j.reqID, c, e)
+}
+
+// finished tells the request's output (a finisher) its end, once it is settled.
+func (j *job) finished(w *whole, e *apiError) {
+	if f, ok := j.out.(finisher); ok {
+		f.finished(w, e)
+	}
 }
 
 // settle records the request's usage (waiting for the ledger group) and its metrics.
@@ -556,9 +589,14 @@ func (j *job) setRouteHeaders(ctx *fasthttp.RequestCtx) {
 	ctx.Response.Header.Set("X-LMLite-Model", j.c.m.id)
 }
 
-func finishReason(f string) string {
-	if f == engine.FinishLength {
+// coreFinish is the core's finish reason (outEvent.finish) of an engine's: "stop",
+// "length" or "cancelled".
+func coreFinish(f string) string {
+	switch f {
+	case engine.FinishLength:
 		return "length"
+	case engine.FinishCancelled:
+		return "cancelled"
 	}
 	return "stop"
 }
@@ -577,22 +615,92 @@ func statusOf(u engine.Usage, err error) int {
 	return 200
 }
 
+// startOutput makes the request's output (its codec's) and sets the answer's
+// headers: the route, the content type, and no caching or proxy buffering for a
+// stream.
+func (j *job) startOutput(ctx *fasthttp.RequestCtx) {
+	j.setRouteHeaders(ctx)
+	j.meta = outMeta{reqID: j.reqID, model: j.c.m.id, created: j.start.Unix(), tenant: j.pol.Tenant, in: &j.in, prompt: j.c.nPrompt}
+	j.out = j.codec.newOutput(&j.meta)
+	ctx.SetContentType(j.out.contentType(j.in.stream))
+	if j.in.stream {
+		ctx.Response.Header.Set("Cache-Control", "no-cache")
+		ctx.Response.Header.Set("X-Accel-Buffering", "no")
+	}
+}
+
+// streamTo hands the answer to a stream writer that runs fn (the request ends there:
+// the writer releases its in-flight count).
+func (j *job) streamTo(ctx *fasthttp.RequestCtx, fn func(w *bufio.Writer)) {
+	var ping []byte
+	if p, ok := j.out.(pinger); ok {
+		ping = p.appendPing(nil)
+	}
+	ctx.SetBodyStreamWriter(keepAlive(ctx, ping, func(w *bufio.Writer) {
+		defer func() {
+			j.s.inFlight.Add(-1)
+			j.s.wg.Done()
+		}()
+		fn(w)
+	}))
+}
+
+// answerWhole answers a request that is not streamed, settled with usage u and
+// error err (status its status): the whole w rendered by the output, or the error.
+func (j *job) answerWhole(ctx *fasthttp.RequestCtx, w *whole, status int, err error, size int) {
+	if err != nil && status != 499 {
+		e := generationError(err)
+		j.finished(nil, e)
+		j.writeError(ctx, e)
+		return
+	}
+	j.finished(w, nil)
+	ctx.SetBody(j.out.appendWhole(make([]byte, 0, size), w))
+}
+
+// sseWriter writes a stream's events as its output renders them, flushing each;
+// once a write fails (the client went away) it writes nothing more and cancels the
+// generation.
+type sseWriter struct {
+	w      *bufio.Writer
+	out    output
+	cancel context.CancelFunc
+	buf    []byte
+	gone   bool
+}
+
+func (s *sseWriter) write(b []byte) {
+	if s.gone || len(b) == 0 {
+		return
+	}
+	s.w.Write(b)
+	if s.w.Flush() != nil {
+		s.gone = true
+		s.cancel() // the client went away: stop generating
+	}
+}
+
+// event writes ev's bytes.
+func (s *sseWriter) event(ev *outEvent) {
+	if s.gone {
+		return
+	}
+	s.buf = s.out.appendEvent(s.buf[:0], ev)
+	s.write(s.buf)
+}
+
+// end writes what ends the stream.
+func (s *sseWriter) end() {
+	s.buf = s.out.appendEnd(s.buf[:0])
+	s.write(s.buf)
+}
+
 // respondEmbedded answers a plain request (one choice, no logprobs, no tool calls to
 // parse) from an engine stream; respondChoices (choices.go) answers the others.
 func (j *job) respondEmbedded(ctx *fasthttp.RequestCtx, st *engine.Stream, cancel context.CancelFunc) bool {
-	j.setRouteHeaders(ctx)
-	id := j.newID()
+	j.startOutput(ctx)
 	if j.in.stream {
-		ctx.SetContentType("text/event-stream")
-		ctx.Response.Header.Set("Cache-Control", "no-cache")
-		ctx.Response.Header.Set("X-Accel-Buffering", "no")
-		ctx.SetBodyStreamWriter(keepAlive(ctx, func(w *bufio.Writer) {
-			defer func() {
-				j.s.inFlight.Add(-1)
-				j.s.wg.Done()
-			}()
-			j.streamEmbedded(w, st, cancel, id)
-		}))
+		j.streamTo(ctx, func(w *bufio.Writer) { j.streamEmbedded(w, st, cancel) })
 		return true
 	}
 	var text strings.Builder
@@ -620,14 +728,9 @@ func (j *job) respondEmbedded(ctx *fasthttp.RequestCtx, st *engine.Stream, cance
 	j.observeLatency(u, err)
 	status := statusOf(u, err)
 	j.settle(tenancy.Entry{Status: status, Finish: u.FinishReason, PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens}, &u)
-	if err != nil && status != 499 {
-		j.s.writeError(ctx, j.reqID, generationError(err))
-		return false
-	}
-	b := make([]byte, 0, 256+text.Len())
-	b = j.appendResponse(b, id, text.String(), finishReason(u.FinishReason), u)
-	ctx.SetContentType("application/json")
-	ctx.SetBody(b)
+	j.one[0] = wholeChoice{content: text.String(), finish: coreFinish(u.FinishReason)}
+	w := whole{choices: j.one[:], usage: u}
+	j.answerWhole(ctx, &w, status, err, 256+text.Len())
 	return false
 }
 
@@ -643,51 +746,46 @@ func (j *job) observeLatency(u engine.Usage, err error) {
 }
 
 // streamEmbedded writes the server-sent events of a stream, flushing each token.
-func (j *job) streamEmbedded(w *bufio.Writer, st *engine.Stream, cancel context.CancelFunc, id string) {
-	buf := make([]byte, 0, 512)
-	gone := false
-	write := func(b []byte) {
-		if gone {
-			return
-		}
-		w.Write(b)
-		if w.Flush() != nil {
-			gone = true
-			cancel() // the client went away: stop generating
-		}
-	}
-	if j.in.kind == kindChat {
-		buf = j.appendChunk(buf[:0], id, "", true, "")
-		write(buf)
-	}
+func (j *job) streamEmbedded(w *bufio.Writer, st *engine.Stream, cancel context.CancelFunc) {
+	sw := sseWriter{w: w, out: j.out, cancel: cancel, buf: make([]byte, 0, 512)}
+	ev := &j.ev
+	*ev = outEvent{kind: outStart}
+	sw.event(ev)
+	_, keep := j.out.(finisher)
+	var text strings.Builder
 	for tok := range st.Tokens {
-		if tok.Text == "" || gone {
+		if tok.Text == "" || sw.gone {
 			continue
 		}
-		buf = j.appendChunk(buf[:0], id, tok.Text, false, "")
-		write(buf)
+		if keep {
+			text.WriteString(tok.Text)
+		}
+		*ev = outEvent{kind: outText, text: tok.Text}
+		sw.event(ev)
 	}
 	u, err := st.Wait(context.Background())
 	cancel()
 	j.s.pred.End(j.c.m.id)
 	j.observeLatency(u, err)
 	status := statusOf(u, err)
-	if gone {
+	if sw.gone {
 		status = 499
 	}
 	j.settle(tenancy.Entry{Status: status, Finish: u.FinishReason, PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens}, &u)
 	if err != nil && status != 499 {
-		buf = append(buf[:0], "data: "...)
-		buf = appendErrorJSON(buf, generationError(err))
-		buf = append(buf, "\n\n"...)
-		write(buf)
+		e := generationError(err)
+		j.finished(nil, e)
+		*ev = outEvent{kind: outError, err: e}
+		sw.event(ev)
 	} else {
-		buf = j.appendChunk(buf[:0], id, "", false, finishReason(u.FinishReason))
-		write(buf)
-		if j.in.usage {
-			buf = j.appendUsageChunk(buf[:0], id, u)
-			write(buf)
+		if keep {
+			j.one[0] = wholeChoice{content: text.String(), finish: coreFinish(u.FinishReason)}
+			j.finished(&whole{choices: j.one[:], usage: u}, nil)
 		}
+		*ev = outEvent{kind: outFinish, finish: coreFinish(u.FinishReason)}
+		sw.event(ev)
+		*ev = outEvent{kind: outUsage, usage: u}
+		sw.event(ev)
 	}
-	write([]byte("data: [DONE]\n\n"))
+	sw.end()
 }

@@ -469,12 +469,17 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		if !s.method(ctx, reqID, "POST") {
 			return
 		}
-		s.handleGenerate(ctx, reqID, kindChat)
+		s.handleGenerate(ctx, reqID, chatCodec)
 	case "/v1/completions":
 		if !s.method(ctx, reqID, "POST") {
 			return
 		}
-		s.handleGenerate(ctx, reqID, kindCompletion)
+		s.handleGenerate(ctx, reqID, completionsCodec)
+	case "/v1/messages":
+		if !s.method(ctx, reqID, "POST") {
+			return
+		}
+		s.handleGenerate(ctx, reqID, messagesAPI)
 	case "/v1/messages/count_tokens":
 		if s.method(ctx, reqID, "POST") {
 			s.handleCountTokens(ctx, reqID)
@@ -616,13 +621,19 @@ func (s *Server) tooLarge() *apiError {
 
 // writeError writes e in OpenAI's error shape.
 func (s *Server) writeError(ctx *fasthttp.RequestCtx, reqID string, e *apiError) {
-	ctx.SetStatusCode(e.status)
+	s.writeErrorIn(ctx, reqID, chatCodec, e)
+}
+
+// writeErrorIn writes e in the error shape of codec c, with c's status for it, and
+// counts and logs it.
+func (s *Server) writeErrorIn(ctx *fasthttp.RequestCtx, reqID string, c codec, e *apiError) {
+	ctx.SetStatusCode(c.errorStatus(e))
 	ctx.SetContentType("application/json")
 	if e.retry > 0 {
 		ctx.Response.Header.Set("Retry-After", strconv.Itoa(e.retry))
 	}
 	b := make([]byte, 0, 256)
-	b = appendErrorJSON(b, e)
+	b = c.appendError(b, e)
 	ctx.SetBody(b)
 	if e.reason != "" && e.reason != "not_found" {
 		s.metrics.rejections.WithLabelValues(e.reason).Inc()
@@ -653,18 +664,34 @@ func appendErrorJSON(b []byte, e *apiError) []byte {
 	return append(b, "}}"...)
 }
 
-// authenticate returns the tenant, key id and policy of the request's API key: the
-// bearer token of its Authorization header, else its x-api-key header (Anthropic's).
+// authenticateFor authenticates a request in the wire format of c: its API key is
+// where c reads it (apiKeyer), else in Authorization: Bearer.
+func (s *Server) authenticateFor(ctx *fasthttp.RequestCtx, c codec) (string, *policies.Policy, *apiError) {
+	if k, ok := c.(apiKeyer); ok {
+		key := k.apiKey(&ctx.Request.Header)
+		if len(key) == 0 {
+			return "", nil, &apiError{status: 401, typ: "invalid_request_error", code: "invalid_api_key",
+				message: "missing API key", reason: "auth"}
+		}
+		return s.authenticateKey(key)
+	}
+	return s.authenticate(ctx)
+}
+
+// authenticate returns the key id and policy of the request's API key
+// (Authorization: Bearer).
 func (s *Server) authenticate(ctx *fasthttp.RequestCtx) (string, *policies.Policy, *apiError) {
 	auth := ctx.Request.Header.Peek("Authorization")
 	key, ok := bytes.CutPrefix(auth, []byte("Bearer "))
 	if !ok || len(key) == 0 {
-		key = ctx.Request.Header.Peek("X-Api-Key") // Anthropic's clients send the key so
-	}
-	if len(key) == 0 {
 		return "", nil, &apiError{status: 401, typ: "invalid_request_error", code: "invalid_api_key",
-			message: "missing API key: send 'Authorization: Bearer lml_...' (or 'x-api-key: lml_...')", reason: "auth"}
+			message: "missing API key: send 'Authorization: Bearer lml_...'", reason: "auth"}
 	}
+	return s.authenticateKey(key)
+}
+
+// authenticateKey returns the key id and policy of an API key.
+func (s *Server) authenticateKey(key []byte) (string, *policies.Policy, *apiError) {
 	tenant, keyID, err := s.ten.Store().Authenticate(string(key))
 	if err != nil {
 		msg := "incorrect API key provided"

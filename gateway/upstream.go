@@ -71,7 +71,7 @@ func (j *job) upstreamBody(body []byte) ([]byte, error) {
 	setModel := j.in.p.Model != u.model
 	dropLMLite := j.in.p.LMLite != nil || bytes.Contains(body, []byte(`"lmlite"`))
 	setUsage := j.in.stream && !j.in.usage
-	setMax := j.in.kind == kindCompletion && j.in.comp.MaxTokens == nil
+	setMax := j.in.kind == kindCompletion && j.in.maxDefault
 	if !setModel && !dropLMLite && !setUsage && !setMax {
 		return body, nil
 	}
@@ -358,7 +358,7 @@ func (j *job) runUpstream(ctx *fasthttp.RequestCtx) (done bool, failed *apiError
 	ctx.SetContentType("text/event-stream")
 	ctx.Response.Header.Set("Cache-Control", "no-cache")
 	ctx.Response.Header.Set("X-Accel-Buffering", "no")
-	ctx.SetBodyStreamWriter(keepAlive(ctx, func(w *bufio.Writer) {
+	ctx.SetBodyStreamWriter(keepAlive(ctx, nil, func(w *bufio.Writer) {
 		defer func() {
 			s.inFlight.Add(-1)
 			s.wg.Done()
