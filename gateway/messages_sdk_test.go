@@ -6,16 +6,19 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/openai/openai-go"
+
+	"github.com/lmlite/lmlite/engine"
 )
 
 // anthropicClient is the official Anthropic Go SDK pointed at a server (base, with
 // no /v1: the SDK adds it) with key, retries off so that errors are seen as they are.
 func anthropicClient(base, key string, opts ...aoption.RequestOption) anthropic.Client {
-	o := append([]aoption.RequestOption{aoption.WithBaseURL(base), aoption.WithAPIKey(key), aoption.WithMaxRetries(0)}, opts...)
+	o := append([]aoption.RequestOption{aoption.WithoutEnvironmentDefaults(), aoption.WithBaseURL(base), aoption.WithAPIKey(key), aoption.WithMaxRetries(0)}, opts...)
 	return anthropic.NewClient(o...)
 }
 
@@ -92,5 +95,192 @@ func TestSDKMessagesCountTokens(t *testing.T) {
 	ae := anthropicError(t, err, 400, "invalid_request_error")
 	if want := "messages[0].content[1]"; !strings.Contains(ae.Message, want) {
 		t.Errorf("image block: %q does not name %s", ae.Message, want)
+	}
+}
+
+// userText is a conversation of one user message.
+func userText(text string) []anthropic.MessageParam {
+	return []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock(text))}
+}
+
+// textOf is a Message's text blocks' text.
+func textOf(m *anthropic.Message) string {
+	var b strings.Builder
+	for _, c := range m.Content {
+		if c.Type == "text" {
+			b.WriteString(c.Text)
+		}
+	}
+	return b.String()
+}
+
+// streamMessage streams a request through the SDK and returns the accumulated
+// Message and the events' types in order.
+func streamMessage(t *testing.T, c anthropic.Client, p anthropic.MessageNewParams, opts ...aoption.RequestOption) (anthropic.Message, []string) {
+	t.Helper()
+	st := c.Messages.NewStreaming(context.Background(), p, opts...)
+	var acc anthropic.Message
+	var types []string
+	for st.Next() {
+		ev := st.Current()
+		types = append(types, ev.Type)
+		if err := acc.Accumulate(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return acc, types
+}
+
+// TestSDKMessages: messages.New and the streaming accumulator give the same
+// Message: the model's text, stop_reason max_tokens, usage equal to count_tokens
+// for the prompt; sampling parameters, stop_sequences (stop_reason stop_sequence
+// with the string), metadata.user_id (the ledger's user hash) and the anthropic
+// headers reach the engine and the ledger as they would through chat/completions.
+func TestSDKMessages(t *testing.T) {
+	ts := startServer(t, testConfig, newFakeEngine())
+	ctx := context.Background()
+	c := anthropicClient(ts.url, ts.keys["acme"], aoption.WithHeader("anthropic-beta", "prompt-caching-2024-07-31"))
+	p := anthropic.MessageNewParams{
+		Model: "tiny", MaxTokens: 5, Messages: userText("hello"),
+		System:   []anthropic.TextBlockParam{{Text: "be brief"}},
+		Metadata: anthropic.MetadataParam{UserID: anthropic.String("end-user-7")},
+	}
+	sampling := []aoption.RequestOption{aoption.WithJSONSet("temperature", 0.5), aoption.WithJSONSet("top_p", 0.9), aoption.WithJSONSet("top_k", 20)}
+	var raw *http.Response
+	m, err := c.Messages.New(ctx, p, append(sampling, aoption.WithResponseInto(&raw))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if textOf(m) != "w0 w1 w2 w3 w4 " || m.StopReason != anthropic.StopReasonMaxTokens || m.Type != "message" || m.Role != "assistant" ||
+		m.Model != "tiny" || !strings.HasPrefix(m.ID, "msg_") || len(m.Content) != 1 {
+		t.Fatalf("message %+v", m)
+	}
+	wantPrompt := "<|im_start|>system\nbe brief<|im_end|>\n<|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\n"
+	if m.Usage.InputTokens != int64(len(wantPrompt)+1) || m.Usage.OutputTokens != 5 || m.Usage.CacheReadInputTokens != 0 {
+		t.Errorf("usage %+v", m.Usage)
+	}
+	n, err := c.Messages.CountTokens(ctx, anthropic.MessageCountTokensParams{Model: "tiny", Messages: p.Messages,
+		System: anthropic.MessageCountTokensParamsSystemUnion{OfTextBlockArray: p.System}})
+	if err != nil || n.InputTokens != m.Usage.InputTokens {
+		t.Errorf("count_tokens %v %v, usage.input_tokens %d", n, err, m.Usage.InputTokens)
+	}
+	if raw.Header.Get("X-LMLite-Model") != "tiny" || raw.Header.Get("Content-Type") != "application/json" {
+		t.Errorf("headers %v", raw.Header)
+	}
+	r := ts.eng.lastRequest()
+	if r.Sampling.Temperature != 0.5 || r.Sampling.TopP != 0.9 || r.Sampling.TopK != 20 || r.MaxTokens != 5 || r.Tenant != "acme" {
+		t.Errorf("engine request %+v", r)
+	}
+	led := ts.ledger()
+	if len(led) != 2 || led[0].Status != 200 || led[0].CompletionTokens != 5 || led[0].Cost <= 0 ||
+		led[0].User == "" || led[0].User != ts.srv.hashIdentifier("acme", "end-user-7") {
+		t.Errorf("ledger %+v", led)
+	}
+
+	// Streamed: Anthropic's event sequence, accumulated into the same Message.
+	sm, types := streamMessage(t, c, p, sampling...)
+	want := "message_start content_block_start " + strings.Repeat("content_block_delta ", 5) + "content_block_stop message_delta message_stop"
+	if strings.Join(types, " ") != want {
+		t.Errorf("events %v", types)
+	}
+	if textOf(&sm) != textOf(m) || sm.StopReason != m.StopReason || sm.Usage.InputTokens != m.Usage.InputTokens ||
+		sm.Usage.OutputTokens != m.Usage.OutputTokens || sm.ID == m.ID || !strings.HasPrefix(sm.ID, "msg_") {
+		t.Errorf("streamed %+v, not streamed %+v", sm, m)
+	}
+
+	// stop_sequences: stop_reason stop_sequence, naming the string.
+	p.StopSequences = []string{"w3", "zzz"}
+	for _, stream := range []bool{false, true} {
+		var got anthropic.Message
+		if stream {
+			got, _ = streamMessage(t, c, p)
+		} else {
+			r, err := c.Messages.New(ctx, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = *r
+		}
+		if textOf(&got) != "w0 w1 w2 " || got.StopReason != anthropic.StopReasonStopSequence || got.StopSequence != "w3" {
+			t.Errorf("stream %v: stop sequence: %q %s %q", stream, textOf(&got), got.StopReason, got.StopSequence)
+		}
+	}
+
+	// The key as Authorization: Bearer, and anthropic-version, work too (raw HTTP).
+	resp, body := ts.post("/v1/messages", ts.keys["acme"], `{"model":"tiny","max_tokens":2,"messages":[{"role":"user","content":"hi"}]}`,
+		"anthropic-version", "2023-06-01")
+	if resp.StatusCode != 200 || !strings.Contains(body, `"type":"message"`) {
+		t.Errorf("bearer: %d %s", resp.StatusCode, body)
+	}
+}
+
+// TestSDKMessagesErrors: errors in Anthropic's shape through the SDK's error type:
+// a bad key (401), another plan's model (404, as a model that does not exist), a
+// rate limit (429), an overloaded engine (529), max_tokens missing and an image
+// block (400 naming them); every refused request is settled (no slot left taken).
+func TestSDKMessagesErrors(t *testing.T) {
+	eng := newFakeEngine()
+	eng.Refuse = map[string]error{"big": engine.ErrQueueFull}
+	ts := startServer(t, testConfig, eng)
+	ctx := context.Background()
+	p := anthropic.MessageNewParams{Model: "tiny", MaxTokens: 3, Messages: userText("hi")}
+	bad, small, slow, acme := anthropicClient(ts.url, "lml_wrong"), anthropicClient(ts.url, ts.keys["small"]),
+		anthropicClient(ts.url, ts.keys["slow"]), anthropicClient(ts.url, ts.keys["acme"])
+	_, err := bad.Messages.New(ctx, p)
+	anthropicError(t, err, 401, "authentication_error")
+	if resp, body := ts.post("/v1/messages", "", `{"model":"tiny","max_tokens":2,"messages":[{"role":"user","content":"hi"}]}`); resp.StatusCode != 401 ||
+		!strings.HasPrefix(body, `{"type":"error","error":{"type":"authentication_error","message":`) {
+		t.Errorf("no key: %d %s", resp.StatusCode, body)
+	}
+	big := p
+	big.Model = "big"
+	_, err = small.Messages.New(ctx, big)
+	anthropicError(t, err, 404, "not_found_error")
+	_, err = acme.Messages.New(ctx, big)
+	anthropicError(t, err, 529, "overloaded_error")
+	if _, err = slow.Messages.New(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	_, err = slow.Messages.New(ctx, p)
+	anthropicError(t, err, 429, "rate_limit_error")
+	_, err = acme.Messages.New(ctx, p, aoption.WithJSONDel("max_tokens"))
+	if ae := anthropicError(t, err, 400, "invalid_request_error"); !strings.Contains(ae.Message, "max_tokens") {
+		t.Errorf("max_tokens missing: %s", ae.Message)
+	}
+	img := p
+	img.Messages = []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("look"), anthropic.NewImageBlockBase64("image/png", "iVBORw0KGgo="))}
+	_, err = acme.Messages.New(ctx, img)
+	if ae := anthropicError(t, err, 400, "invalid_request_error"); !strings.Contains(ae.Message, "messages[0].content[1]") {
+		t.Errorf("image block: %s", ae.Message)
+	}
+	_, err = acme.Messages.New(ctx, p, aoption.WithJSONSet("frequency_penalty", 1))
+	if ae := anthropicError(t, err, 400, "invalid_request_error"); !strings.Contains(ae.Message, "frequency_penalty") {
+		t.Errorf("unknown member: %s", ae.Message)
+	}
+	// Streamed requests are refused the same way, before the stream starts.
+	st := acme.Messages.NewStreaming(ctx, img)
+	for st.Next() {
+	}
+	anthropicError(t, st.Err(), 400, "invalid_request_error")
+}
+
+// TestMessagesPing: a stream that waits sends Anthropic's ping events (here the
+// client asks for keep-alives every 20ms, as a forwarding process does; the default
+// is pingEvery) between the message's events.
+func TestMessagesPing(t *testing.T) {
+	eng := newFakeEngine()
+	eng.Delay = 150 * time.Millisecond
+	ts := startServer(t, testConfig, eng)
+	resp, body := ts.post("/v1/messages", "", `{"model":"tiny","max_tokens":2,"stream":true,"messages":[{"role":"user","content":"hi"}]}`,
+		"x-api-key", ts.keys["acme"], ForwardedHeader, "test", KeepAliveHeader, "20ms")
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	if !strings.Contains(body, "event: ping\ndata: {\"type\":\"ping\"}\n\n") || !strings.HasPrefix(body, "event: message_start\n") ||
+		!strings.HasSuffix(body, "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n") || strings.Contains(body, ": keep-alive") {
+		t.Fatalf("stream:\n%s", body)
 	}
 }
