@@ -219,8 +219,8 @@ func (j *job) respondChoices(ctx *fasthttp.RequestCtx, streams []*engine.Stream,
 	j.observeLatency(outs[0].usage, outs[0].err)
 	status := statusOf(u, err)
 	j.settle(tenancy.Entry{Status: status, Finish: u.FinishReason, PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens}, &u)
-	w := j.wholeOf(outs, u, false)
-	j.answerWhole(ctx, &w, status, err, 1024)
+	j.whole = j.wholeOf(outs, u, false)
+	j.answerWhole(ctx, &j.whole, status, err, 1024)
 	return false
 }
 
@@ -408,7 +408,7 @@ func (j *job) streamChoices(w *bufio.Writer, events iter.Seq[tokenEvent], outs [
 	sw := sseWriter{w: w, out: j.out, cancel: cancel, buf: make([]byte, 0, 1024)}
 	_, keep := j.out.(finisher) // it is told the whole: keep the text
 	f := &j.in.feat
-	ev := &j.ev
+	ev := new(outEvent)
 	// send renders ev for choice i with o's logprobs not yet sent.
 	send := func(i int, o *choiceOut) {
 		ev.choice, ev.lps = i, o.lps
@@ -513,8 +513,8 @@ func (j *job) streamChoices(w *bufio.Writer, events iter.Seq[tokenEvent], outs [
 		return
 	}
 	if keep {
-		w := j.wholeOf(outs, u, true)
-		j.finished(&w, nil)
+		j.whole = j.wholeOf(outs, u, true)
+		j.finished(&j.whole, nil)
 	}
 	for i := range outs {
 		o := &outs[i]

@@ -41,13 +41,7 @@ func (c *openaiCodec) decode(in *input, body []byte, _ string) *apiError {
 }
 
 func (c *openaiCodec) newOutput(m *outMeta) output {
-	o := &openaiOutput{m: m, chat: c.kind == kindChat}
-	p := "chatcmpl-"
-	if !o.chat {
-		p = "cmpl-"
-	}
-	o.id = p + strings.TrimPrefix(m.reqID, "req_")
-	return o
+	return &openaiOutput{m: m, chat: c.kind == kindChat}
 }
 
 func (c *openaiCodec) appendError(b []byte, e *apiError) []byte { return appendErrorJSON(b, e) }
@@ -58,7 +52,6 @@ func (c *openaiCodec) errorStatus(e *apiError) int { return e.status }
 type openaiOutput struct {
 	m    *outMeta
 	chat bool
-	id   string // "chatcmpl-…" or "cmpl-…"
 	// offset is, per choice, the length of a completion's text sent so far (the
 	// text_offset of its next token's logprobs).
 	offset [engine.MaxChoices]int
@@ -81,9 +74,24 @@ func openaiFinish(f string) string {
 	return f
 }
 
+// appendID appends the answer's id as a JSON string: "chatcmpl-" or "cmpl-" and the
+// request id without its "req_".
+func (o *openaiOutput) appendID(b []byte) []byte {
+	p := "chatcmpl-"
+	if !o.chat {
+		p = "cmpl-"
+	}
+	b = append(b, '"')
+	b = append(b, p...)
+	n := len(b)
+	b = jsonenc.AppendString(b, strings.TrimPrefix(o.m.reqID, "req_"))
+	copy(b[n:], b[n+1:]) // AppendString's opening quote
+	return b[:len(b)-1]
+}
+
 func (o *openaiOutput) appendHead(b []byte, object string) []byte {
 	b = append(b, `{"id":`...)
-	b = jsonenc.AppendString(b, o.id)
+	b = o.appendID(b)
 	b = append(b, `,"object":"`...)
 	b = append(b, object...)
 	b = append(b, `","created":`...)

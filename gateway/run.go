@@ -38,10 +38,9 @@ type job struct {
 	line     *lineOutcome // a batch line (batches.go): batch priority, its usage and cost
 	prefix   uint64       // the prompt's prefix key (prefix.go), with a registry only; 0: none
 
-	codec codec    // the request's wire format: decodes its body, renders its answer and errors
-	out   output   // renders this request's result (made when the model took it: startOutput)
-	meta  outMeta  // what out knows of the request
-	ev    outEvent // the event being rendered (one per request, reused)
+	codec codec   // the request's wire format: decodes its body, renders its answer and errors
+	out   output  // renders this request's result (made when the model took it: startOutput)
+	meta  outMeta // what out knows of the request
 
 	refusal string // the apiError reason that failed the request after admission (usage.go)
 
@@ -49,6 +48,7 @@ type job struct {
 	keepOwn time.Duration // how long its own use keeps its model (decideKeepAlive)
 
 	planBuf [2]planned     // plans' first backing array: most requests plan one model
+	whole   whole          // the request's whole result (not streamed, or for a finisher)
 	one     [1]wholeChoice // the whole's choices of a plain request (respondEmbedded)
 }
 
@@ -729,8 +729,8 @@ func (j *job) respondEmbedded(ctx *fasthttp.RequestCtx, st *engine.Stream, cance
 	status := statusOf(u, err)
 	j.settle(tenancy.Entry{Status: status, Finish: u.FinishReason, PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens}, &u)
 	j.one[0] = wholeChoice{content: text.String(), finish: coreFinish(u.FinishReason)}
-	w := whole{choices: j.one[:], usage: u}
-	j.answerWhole(ctx, &w, status, err, 256+text.Len())
+	j.whole = whole{choices: j.one[:], usage: u}
+	j.answerWhole(ctx, &j.whole, status, err, 256+text.Len())
 	return false
 }
 
@@ -748,8 +748,7 @@ func (j *job) observeLatency(u engine.Usage, err error) {
 // streamEmbedded writes the server-sent events of a stream, flushing each token.
 func (j *job) streamEmbedded(w *bufio.Writer, st *engine.Stream, cancel context.CancelFunc) {
 	sw := sseWriter{w: w, out: j.out, cancel: cancel, buf: make([]byte, 0, 512)}
-	ev := &j.ev
-	*ev = outEvent{kind: outStart}
+	ev := &outEvent{kind: outStart}
 	sw.event(ev)
 	_, keep := j.out.(finisher)
 	var text strings.Builder
@@ -780,7 +779,8 @@ func (j *job) streamEmbedded(w *bufio.Writer, st *engine.Stream, cancel context.
 	} else {
 		if keep {
 			j.one[0] = wholeChoice{content: text.String(), finish: coreFinish(u.FinishReason)}
-			j.finished(&whole{choices: j.one[:], usage: u}, nil)
+			j.whole = whole{choices: j.one[:], usage: u}
+			j.finished(&j.whole, nil)
 		}
 		*ev = outEvent{kind: outFinish, finish: coreFinish(u.FinishReason)}
 		sw.event(ev)

@@ -1,0 +1,343 @@
+package respstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+var (
+	bucketResponses = []byte("responses") // tenant/id → the record (appendRecord)
+	bucketExpiry    = []byte("expiry")    // tenant/expires (8 bytes, big-endian Unix ms)/id → nothing: each tenant's responses by expiry
+	bucketUsage     = []byte("usage")     // tenant → uvarint count | uvarint bytes
+)
+
+// sweepPerTx bounds the responses one transaction of Sweep (or of a Put) removes.
+const sweepPerTx = 1000
+
+// Bolt is the Store of one process: an embedded bbolt database (a file in the data
+// directory, e.g. data_dir/responses.db). Every write is one transaction, fsynced
+// before it returns (bbolt's default, as batch.Store's), so a stored response
+// survives a crash once Put returned.
+type Bolt struct {
+	db *bolt.DB
+	o  Options
+}
+
+// OpenBolt opens (creating) the store in the file path.
+func OpenBolt(path string, o Options) (*Bolt, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("respstore: %w", err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bucketResponses, bucketExpiry, bucketUsage} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("respstore: %w", err)
+	}
+	return &Bolt{db: db, o: o.withDefaults()}, nil
+}
+
+// Close closes the database.
+func (s *Bolt) Close() error { return s.db.Close() }
+
+// tkey is the key of a tenant's response (tenant ids have no '/').
+func tkey(tenant, id string) []byte {
+	k := make([]byte, 0, len(tenant)+1+len(id))
+	k = append(k, tenant...)
+	k = append(k, '/')
+	return append(k, id...)
+}
+
+func expiryKey(tenant string, exp int64, id string) []byte {
+	k := make([]byte, 0, len(tenant)+9+len(id))
+	k = append(k, tenant...)
+	k = append(k, '/')
+	k = binary.BigEndian.AppendUint64(k, uint64(exp))
+	return append(k, id...)
+}
+
+func getUsage(tx *bolt.Tx, tenant string) Usage {
+	r := reader{b: tx.Bucket(bucketUsage).Get([]byte(tenant))}
+	if len(r.b) == 0 {
+		return Usage{}
+	}
+	u := Usage{Count: int64(r.uvarint()), Bytes: int64(r.uvarint())}
+	if r.err != nil {
+		return Usage{}
+	}
+	return u
+}
+
+func putUsage(tx *bolt.Tx, tenant string, u Usage) error {
+	b := tx.Bucket(bucketUsage)
+	if u.Count <= 0 {
+		return b.Delete([]byte(tenant))
+	}
+	v := binary.AppendUvarint(nil, uint64(u.Count))
+	return b.Put([]byte(tenant), binary.AppendUvarint(v, uint64(max(u.Bytes, 0))))
+}
+
+// removeTx removes the tenant's response id (its record v) and takes it off u.
+func removeTx(tx *bolt.Tx, tenant, id string, v recordView, u *Usage) error {
+	rec, err := v.record(tenant, id)
+	if err != nil {
+		return err
+	}
+	if err := tx.Bucket(bucketResponses).Delete(tkey(tenant, id)); err != nil {
+		return err
+	}
+	if err := tx.Bucket(bucketExpiry).Delete(expiryKey(tenant, v.expires, id)); err != nil {
+		return err
+	}
+	u.Count--
+	u.Bytes -= rec.Size()
+	return nil
+}
+
+// sweepTenantTx removes up to max of the tenant's responses expired at now (Unix
+// ms) and says how many it removed.
+func sweepTenantTx(tx *bolt.Tx, tenant string, now int64, max int) (int, error) {
+	prefix := append([]byte(tenant), '/')
+	var dead []string // deleting while iterating can skip keys in bbolt
+	c := tx.Bucket(bucketExpiry).Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && len(dead) < max; k, _ = c.Next() {
+		rest := k[len(prefix):]
+		if len(rest) < 8 || int64(binary.BigEndian.Uint64(rest)) > now {
+			break
+		}
+		dead = append(dead, string(rest[8:]))
+	}
+	if len(dead) == 0 {
+		return 0, nil
+	}
+	u := getUsage(tx, tenant)
+	for _, id := range dead {
+		v, err := viewRecord(tx.Bucket(bucketResponses).Get(tkey(tenant, id)))
+		if err != nil {
+			return 0, fmt.Errorf("respstore: %s/%s: %w", tenant, id, err)
+		}
+		if err := removeTx(tx, tenant, id, v, &u); err != nil {
+			return 0, err
+		}
+	}
+	return len(dead), putUsage(tx, tenant, u)
+}
+
+func (s *Bolt) Put(ctx context.Context, rec Record) error {
+	rec, err := s.o.prepare(rec)
+	if err != nil {
+		return err
+	}
+	val := appendRecord(nil, &rec)
+	size := rec.Size()
+	lim := s.o.limitsOf(rec.Tenant)
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		if _, err := sweepTenantTx(tx, rec.Tenant, rec.Created.UnixMilli(), sweepPerTx); err != nil {
+			return err
+		}
+		u := getUsage(tx, rec.Tenant)
+		next := u
+		if old := tx.Bucket(bucketResponses).Get(tkey(rec.Tenant, rec.ID)); old != nil {
+			v, err := viewRecord(old)
+			if err != nil {
+				return fmt.Errorf("respstore: %s/%s: %w", rec.Tenant, rec.ID, err)
+			}
+			if err := removeTx(tx, rec.Tenant, rec.ID, v, &next); err != nil {
+				return err
+			}
+		}
+		next.Count++
+		next.Bytes += size
+		if err := checkLimits(lim, u, next); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketResponses).Put(tkey(rec.Tenant, rec.ID), val); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketExpiry).Put(expiryKey(rec.Tenant, rec.Expires.UnixMilli(), rec.ID), nil); err != nil {
+			return err
+		}
+		return putUsage(tx, rec.Tenant, next)
+	})
+	return wrapBolt(err)
+}
+
+// checkLimits refuses a change of a tenant's usage from u to next that passes lim
+// (a change that does not grow what passes is allowed: replacing a response with a
+// smaller one).
+func checkLimits(lim Limits, u, next Usage) error {
+	if lim.MaxCount > 0 && next.Count > lim.MaxCount && next.Count > u.Count {
+		return &LimitError{Limit: "responses_max_count", Max: lim.MaxCount}
+	}
+	if lim.MaxBytes > 0 && next.Bytes > lim.MaxBytes && next.Bytes > u.Bytes {
+		return &LimitError{Limit: "responses_max_bytes", Max: lim.MaxBytes}
+	}
+	return nil
+}
+
+// wrapBolt gives a bbolt error the package's prefix, and lets the package's own
+// errors through.
+func wrapBolt(err error) error {
+	if err == nil || isOwn(err) {
+		return err
+	}
+	return fmt.Errorf("respstore: %w", err)
+}
+
+// lookup returns the view of the tenant's live response id in tx (ErrNotFound).
+func lookup(tx *bolt.Tx, tenant, id string, now time.Time) (recordView, error) {
+	if !validID(tenant) || !validID(id) {
+		return recordView{}, ErrNotFound
+	}
+	b := tx.Bucket(bucketResponses).Get(tkey(tenant, id))
+	if b == nil {
+		return recordView{}, ErrNotFound
+	}
+	v, err := viewRecord(b)
+	if err != nil {
+		return v, fmt.Errorf("respstore: %s/%s: %w", tenant, id, err)
+	}
+	if expired(v.expires, now) {
+		return v, ErrNotFound
+	}
+	return v, nil
+}
+
+func (s *Bolt) Get(ctx context.Context, tenant, id string, now time.Time) (Record, error) {
+	var rec Record
+	err := s.db.View(func(tx *bolt.Tx) error {
+		v, err := lookup(tx, tenant, id, now)
+		if err != nil {
+			return err
+		}
+		rec, err = v.record(tenant, id)
+		return err
+	})
+	return rec, wrapBolt(err)
+}
+
+func (s *Bolt) Delete(ctx context.Context, tenant, id string, now time.Time) error {
+	return wrapBolt(s.db.Update(func(tx *bolt.Tx) error {
+		v, err := lookup(tx, tenant, id, now)
+		if err != nil {
+			return err
+		}
+		u := getUsage(tx, tenant)
+		if err := removeTx(tx, tenant, id, v, &u); err != nil {
+			return err
+		}
+		return putUsage(tx, tenant, u)
+	}))
+}
+
+func (s *Bolt) InputItems(ctx context.Context, tenant, id string, p Page, now time.Time) ([]Item, bool, error) {
+	var items []Item
+	err := s.db.View(func(tx *bolt.Tx) error {
+		v, err := lookup(tx, tenant, id, now)
+		if err != nil {
+			return err
+		}
+		items, err = decodeItems(append([]byte(nil), v.input...))
+		return err
+	})
+	if err != nil {
+		return nil, false, wrapBolt(err)
+	}
+	return page(items, p)
+}
+
+func (s *Bolt) Conversation(ctx context.Context, tenant, id string, now time.Time) ([]Item, error) {
+	var chain [][]Item // newest first: each response's input then output items
+	err := s.db.View(func(tx *bolt.Tx) error {
+		var total int64
+		for at := id; ; {
+			v, err := lookup(tx, tenant, at, now)
+			if err != nil {
+				if err == ErrNotFound && at != id {
+					return missingError(at, id)
+				}
+				return err
+			}
+			if len(chain) == s.o.MaxDepth {
+				return &ConversationError{Limit: "depth", Max: int64(s.o.MaxDepth)}
+			}
+			items, err := decodeItems(bytes.Clone(v.input))
+			if err != nil {
+				return err
+			}
+			out, err := decodeItems(bytes.Clone(v.output))
+			if err != nil {
+				return err
+			}
+			items = append(items, out...)
+			for i := range items {
+				total += int64(len(items[i].JSON))
+			}
+			if total > s.o.MaxConversationBytes {
+				return &ConversationError{Limit: "bytes", Max: s.o.MaxConversationBytes}
+			}
+			chain = append(chain, items)
+			if len(v.previous) == 0 {
+				return nil
+			}
+			at = string(v.previous)
+		}
+	})
+	if err != nil {
+		return nil, wrapBolt(err)
+	}
+	return oldestFirst(chain), nil
+}
+
+func (s *Bolt) Sweep(ctx context.Context, now time.Time) (int, error) {
+	var tenants []string
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketUsage).ForEach(func(k, _ []byte) error {
+			tenants = append(tenants, string(k))
+			return nil
+		})
+	})
+	if err != nil {
+		return 0, wrapBolt(err)
+	}
+	removed := 0
+	for _, t := range tenants {
+		for {
+			if err := ctx.Err(); err != nil {
+				return removed, err
+			}
+			var n int
+			err := s.db.Update(func(tx *bolt.Tx) error {
+				var err error
+				n, err = sweepTenantTx(tx, t, now.UnixMilli(), sweepPerTx)
+				return err
+			})
+			removed += n
+			if err != nil {
+				return removed, wrapBolt(err)
+			}
+			if n < sweepPerTx {
+				break
+			}
+		}
+	}
+	return removed, nil
+}
+
+func (s *Bolt) Usage(ctx context.Context, tenant string) (Usage, error) {
+	var u Usage
+	err := s.db.View(func(tx *bolt.Tx) error { u = getUsage(tx, tenant); return nil })
+	return u, wrapBolt(err)
+}

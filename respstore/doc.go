@@ -1,0 +1,65 @@
+// Package respstore keeps the stored responses of OpenAI's Responses API
+// (/v1/responses with store: true, the default): each tenant's responses, their
+// input items, and what a request naming one as its previous_response_id continues.
+// The HTTP API is the gateway's Responses codec; this package only stores.
+//
+// # What is stored
+//
+// A Record is one response: its tenant and id ("resp_…", NewID), its created time
+// and expiry, its model, the Response JSON as the API returned it (bytes, kept as
+// they were), the request's own input items and the response's output items (each
+// an Item: its id and its JSON, in order), and the previous_response_id it
+// continued. A record does not copy the conversation before it: Conversation walks
+// the chain of previous ids and returns, oldest response first, each one's input
+// items then its output items, which is what the continuing request starts from
+// (before its own input; instructions are not carried over, as OpenAI's are not).
+// The walk is bounded: past Options.MaxDepth responses (1000) or
+// Options.MaxConversationBytes of items' JSON (32 MiB) it is a ConversationError
+// (ErrConversationTooLong), so a long or cyclic chain costs a bounded amount of
+// work. A chain with a missing or expired response in it is ErrNotFound.
+//
+// # Tenants, expiry, limits
+//
+// Every response belongs to one tenant and is keyed by tenant and id: Get, Delete,
+// InputItems and Conversation of another tenant's id, of a missing one, of a
+// deleted one and of an expired one answer the same ErrNotFound (the gateway's 404).
+// A response expires at its Record.Expires, by default Options.Retention (30 days)
+// after it was created. Every read takes an explicit now and treats a response
+// expired at now as gone; Sweep(now) removes the expired ones (the server runs it
+// periodically), and so does a Put of the tenant's, first, for that tenant. Usage
+// reports a tenant's stored responses (count and bytes, Record.Size) for the usage
+// API; Options.Limits (or LimitsOf, per tenant) caps them, and a Put past a cap is
+// a LimitError (ErrLimit) naming it, which the gateway answers as it answers the
+// other quotas. A Put of an id the tenant already has replaces it (counted once).
+//
+// InputItems is one page of a response's input items as OpenAI's list endpoints
+// page: Page.After (an item id), Page.Limit (1–100, default 20), Page.Order (asc or
+// desc, default desc); bad paging is ErrInvalid (a 400).
+//
+// # Two stores
+//
+// Bolt keeps the responses of one process in a bbolt file in the data directory
+// (responses.db); every write is one transaction, fsynced before it returns, as
+// batch.Store's are, so a response survives a crash once Put returned and is there
+// when the process opens the file again. Redis keeps them in Redis (when the
+// configuration has a redis: block), so any process reads, deletes and continues
+// any response: the tenant is in every key, each change of several keys is one Lua
+// script, a record's key expires with it, and Conversation walks a whole chain in
+// one round trip (see Redis for the keys). Both behave the same: one table of tests
+// (store_test.go) runs against each, the Redis one on a real redis-server.
+//
+// # Example
+//
+//	s, err := respstore.OpenBolt(filepath.Join(dataDir, "responses.db"), respstore.Options{})
+//	…
+//	// a request continuing resp_1:
+//	history, err := s.Conversation(ctx, tenant, "resp_1", now) // ErrNotFound → 404
+//	// … run it on history + the request's input, then store it:
+//	err = s.Put(ctx, respstore.Record{Tenant: tenant, ID: respstore.NewID("resp_"), Created: now,
+//		Model: model, Previous: "resp_1", Response: body, Input: input, Output: output})
+//
+// The caller's duties: give each item an id (its JSON's id) unique in its list;
+// pass the time a response was made as Created (Put sweeps the tenant's responses
+// expired by then); run Sweep now and then; map ErrNotFound to 404, ErrInvalid to
+// 400, a LimitError and a ConversationError to the answers it chose for them.
+package respstore
