@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -282,5 +283,160 @@ func TestMessagesPing(t *testing.T) {
 	if !strings.Contains(body, "event: ping\ndata: {\"type\":\"ping\"}\n\n") || !strings.HasPrefix(body, "event: message_start\n") ||
 		!strings.HasSuffix(body, "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n") || strings.Contains(body, ": keep-alive") {
 		t.Fatalf("stream:\n%s", body)
+	}
+}
+
+// anthropicWeatherTools are the tools of the chat tool tests (features_test.go) as an Anthropic
+// client tool, and get_time with an empty schema.
+func anthropicWeatherTools() []anthropic.ToolUnionParam {
+	var schema struct {
+		Properties map[string]any `json:"properties"`
+		Required   []string       `json:"required"`
+	}
+	json.Unmarshal([]byte(weatherParams), &schema)
+	return []anthropic.ToolUnionParam{
+		{OfTool: &anthropic.ToolParam{Name: "get_weather", Description: anthropic.String("The weather in a city"),
+			InputSchema: anthropic.ToolInputSchemaParam{Properties: schema.Properties, Required: schema.Required,
+				ExtraFields: map[string]any{"additionalProperties": false}}}},
+		{OfTool: &anthropic.ToolParam{Name: "get_time", Description: anthropic.String("The time now"), InputSchema: anthropic.ToolInputSchemaParam{Properties: map[string]any{}}}},
+	}
+}
+
+// seed is the body's lmlite.seed (the Messages API has no seed).
+func seed(n int) aoption.RequestOption {
+	return aoption.WithJSONSet("lmlite", map[string]any{"seed": n})
+}
+
+// TestSDKMessagesToolRoundTrip: on the real engine, tool_choice tool makes a
+// tool_use block (id toolu_…, name, input a JSON object that validates against the
+// tool's input_schema; stop_reason tool_use), the same streamed (input_json_delta
+// fragments add up to the same input); the client sends the assistant's message back
+// with a tool_result, and the model answers in text (tool_choice none), streamed and
+// not, its prompt longer by the result.
+func TestSDKMessagesToolRoundTrip(t *testing.T) {
+	es := startEngineServer(t)
+	ctx := context.Background()
+	c := anthropicClient(es.base, es.key)
+	v := compileSchema(t, weatherParams)
+	p := anthropic.MessageNewParams{
+		Model: "tiny", MaxTokens: 120, Messages: userText("What is the weather in Paris?"), Tools: anthropicWeatherTools(),
+		ToolChoice: anthropic.ToolChoiceUnionParam{OfTool: &anthropic.ToolChoiceToolParam{Name: "get_weather"}},
+	}
+	m, err := c.Messages.New(ctx, p, seed(5), aoption.WithJSONSet("temperature", 0.8))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.StopReason != anthropic.StopReasonToolUse || len(m.Content) == 0 {
+		t.Fatalf("message %+v", m)
+	}
+	use := m.Content[len(m.Content)-1]
+	if use.Type != "tool_use" || use.Name != "get_weather" || !strings.HasPrefix(use.ID, "toolu_") {
+		t.Fatalf("tool_use block %+v", use)
+	}
+	validate(t, v, string(use.Input))
+	sm, types := streamMessage(t, c, p, seed(5), aoption.WithJSONSet("temperature", 0.8))
+	suse := sm.Content[len(sm.Content)-1]
+	if sm.StopReason != anthropic.StopReasonToolUse || suse.Type != "tool_use" || suse.Name != use.Name || string(suse.Input) != string(use.Input) {
+		t.Fatalf("streamed %+v (%s), not streamed %+v (%s)", suse, suse.Input, use, use.Input)
+	}
+	if n := strings.Count(strings.Join(types, " "), "content_block_delta"); n < 2 {
+		t.Fatalf("%d deltas: the input came in one piece (%v)", n, types)
+	}
+
+	msgs := append(p.Messages, m.ToParam(), anthropic.NewUserMessage(anthropic.NewToolResultBlock(use.ID, `{"temperature": 21, "sky": "clear"}`, false)))
+	next := anthropic.MessageNewParams{Model: "tiny", MaxTokens: 12, Messages: msgs, Tools: anthropicWeatherTools(),
+		ToolChoice: anthropic.ToolChoiceUnionParam{OfNone: &anthropic.ToolChoiceNoneParam{}}}
+	for _, stream := range []bool{false, true} {
+		var a anthropic.Message
+		if stream {
+			a, _ = streamMessage(t, c, next, seed(5))
+		} else {
+			r, err := c.Messages.New(ctx, next, seed(5))
+			if err != nil {
+				t.Fatal(err)
+			}
+			a = *r
+		}
+		if a.StopReason == anthropic.StopReasonToolUse || len(a.Content) != 1 || a.Content[0].Type != "text" || a.Content[0].Text == "" {
+			t.Fatalf("answer after the tool result (stream %v): %+v", stream, a)
+		}
+		if in, before := a.Usage.InputTokens+a.Usage.CacheReadInputTokens, m.Usage.InputTokens+m.Usage.CacheReadInputTokens; in <= before {
+			t.Fatalf("prompt %d tokens after the tool result, %d before", in, before)
+		}
+	}
+}
+
+// TestSDKMessagesDeterminism: on the real engine, the same conversation gives the
+// same text through /v1/messages as through /v1/chat/completions, greedy and sampled
+// with the same seed (lmlite.seed); count_tokens is the input_tokens of a prompt the
+// prefix cache has not seen, and input_tokens + cache_read_input_tokens once it has;
+// a stop sequence from the greedy text ends the output before it (stop_reason
+// stop_sequence, naming it, as the engine reports it).
+func TestSDKMessagesDeterminism(t *testing.T) {
+	es := startEngineServer(t)
+	ctx := context.Background()
+	c := anthropicClient(es.base, es.key)
+	const system, question = "You are terse.", "Tell me about the sea."
+	p := anthropic.MessageNewParams{Model: "tiny", MaxTokens: 24, System: []anthropic.TextBlockParam{{Text: system}}, Messages: userText(question)}
+	n, err := c.Messages.CountTokens(ctx, anthropic.MessageCountTokensParams{Model: "tiny", Messages: p.Messages,
+		System: anthropic.MessageCountTokensParamsSystemUnion{OfString: anthropic.String(system)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	chat := func(temp float64, seed int64) string {
+		r, err := es.client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "tiny", MaxTokens: openai.Int(24),
+			Messages:    []openai.ChatCompletionMessageParamUnion{openai.SystemMessage(system), openai.UserMessage(question)},
+			Temperature: openai.Float(temp), Seed: openai.Int(seed)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Choices[0].Message.Content
+	}
+	var first *anthropic.Message
+	for _, tc := range []struct {
+		temp float64
+		seed int
+	}{{0, 1}, {0.8, 7}, {0.8, 8}} {
+		m, err := c.Messages.New(ctx, p, aoption.WithJSONSet("temperature", tc.temp), seed(tc.seed))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if first == nil {
+			first = m
+		}
+		want := chat(tc.temp, int64(tc.seed))
+		if got := textOf(m); got != want || got == "" {
+			t.Fatalf("temperature %v seed %d: messages %q, chat %q", tc.temp, tc.seed, got, want)
+		}
+		sm, _ := streamMessage(t, c, p, aoption.WithJSONSet("temperature", tc.temp), seed(tc.seed))
+		if textOf(&sm) != textOf(m) {
+			t.Fatalf("temperature %v seed %d: streamed %q, not %q", tc.temp, tc.seed, textOf(&sm), textOf(m))
+		}
+		if m.Usage.InputTokens+m.Usage.CacheReadInputTokens != n.InputTokens {
+			t.Fatalf("count_tokens %d, usage %+v", n.InputTokens, m.Usage)
+		}
+	}
+	if first.Usage.InputTokens != n.InputTokens || first.Usage.CacheReadInputTokens != 0 {
+		t.Fatalf("the first request (nothing cached): count_tokens %d, usage %+v", n.InputTokens, first.Usage)
+	}
+
+	text := []rune(textOf(first))
+	stop := string(text[len(text)/2 : len(text)/2+2])
+	want := string(text)[:strings.Index(string(text), stop)]
+	p.StopSequences = []string{stop}
+	for _, stream := range []bool{false, true} {
+		var m anthropic.Message
+		if stream {
+			m, _ = streamMessage(t, c, p, aoption.WithJSONSet("temperature", 0))
+		} else {
+			r, err := c.Messages.New(ctx, p, aoption.WithJSONSet("temperature", 0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			m = *r
+		}
+		if textOf(&m) != want || m.StopReason != anthropic.StopReasonStopSequence || m.StopSequence != stop {
+			t.Fatalf("stop %q (stream %v): %q %s %q, want %q", stop, stream, textOf(&m), m.StopReason, m.StopSequence, want)
+		}
 	}
 }
