@@ -366,3 +366,35 @@ func TestMessagesStreamError(t *testing.T) {
 		t.Fatalf("error event %s", datas[3])
 	}
 }
+
+// FuzzMessagesBody: any body is either accepted, as a conversation the chat
+// template can take (roles system, user, assistant, tool; each tool message with its
+// call's id; max_tokens at least 1), or refused with a 400 naming a field, rendered
+// as valid JSON in Anthropic's shape; the decoder never panics.
+func FuzzMessagesBody(f *testing.F) {
+	f.Add([]byte(`{"model":"tiny","max_tokens":5,"system":"s","messages":[{"role":"user","content":"hi"}],"stop_sequences":["a"],"stream":true}`))
+	f.Add([]byte(`{"model":"tiny","max_tokens":5,"messages":[{"role":"user","content":[{"type":"text","text":"x","cache_control":{"type":"ephemeral"}},{"type":"tool_result","tool_use_id":"t","content":[{"type":"text","text":"r"}],"is_error":true}]},{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":{"a":1}}]},{"role":"user","content":"y"}],"tools":[{"name":"f","input_schema":{"type":"object"}}],"tool_choice":{"type":"any"}}`))
+	f.Add([]byte(`{"model":"auto","max_tokens":1,"lmlite":{"tier_mode":"fixed","tier":"fast","seed":3},"messages":[{"role":"user","content":[{"type":"image","source":{}}]}]}`))
+	f.Add([]byte("{\"model\":\"x\",\"max_tokens\":2,\"messages\":[{\"role\":\"user\",\"content\":\"\xff\"}]}"))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var in input
+		e := messagesAPI.decode(&in, body, "acme")
+		if e != nil {
+			if e.param == "" || e.status != 400 {
+				t.Fatalf("refusal without a field: %+v", e)
+			}
+			if b := messagesAPI.appendError(nil, e); !json.Valid(b) {
+				t.Fatalf("error body %q", b)
+			}
+			return
+		}
+		if len(in.msgs) == 0 || in.maxTokens < 1 || in.kind != kindChat || in.p == nil || in.p.Model == "" {
+			t.Fatalf("accepted %+v", in)
+		}
+		for _, m := range in.msgs {
+			if !oneOf(m.Role, "system", "user", "assistant", "tool") || (m.Role == "tool") != (m.ToolCallID != "") {
+				t.Fatalf("message %+v", m)
+			}
+		}
+	})
+}
