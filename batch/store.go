@@ -105,21 +105,25 @@ type Job struct {
 	Target             Status      `json:"target,omitempty"` // set while the files of a terminal status are written
 	Errors             []LineError `json:"errors,omitempty"`
 	Counts             Counts      `json:"request_counts"`
-	Spent              money.Money `json:"spent"`
-	PausedReason       string      `json:"paused_reason,omitempty"`
-	CancelRequested    bool        `json:"cancel_requested,omitempty"`
-	OutputFileID       string      `json:"output_file_id,omitempty"`
-	ErrorFileID        string      `json:"error_file_id,omitempty"`
-	CreatedAt          int64       `json:"created_at"`
-	InProgressAt       int64       `json:"in_progress_at,omitempty"`
-	ExpiresAt          int64       `json:"expires_at,omitempty"`
-	FinalizingAt       int64       `json:"finalizing_at,omitempty"`
-	CompletedAt        int64       `json:"completed_at,omitempty"`
-	FailedAt           int64       `json:"failed_at,omitempty"`
-	ExpiredAt          int64       `json:"expired_at,omitempty"`
-	CancellingAt       int64       `json:"cancelling_at,omitempty"`
-	CancelledAt        int64       `json:"cancelled_at,omitempty"`
-	Seq                uint64      `json:"seq,omitempty"` // the tenant's jobs' order (bucketOrder)
+	// NotRun are the lines of Counts.Failed that never ran: drained to the error file
+	// when the job was cancelled, expired or reached its cap (OpenAI's request_counts
+	// count them as failed; the dashboard shows how far the job got).
+	NotRun          int         `json:"not_run,omitempty"`
+	Spent           money.Money `json:"spent"`
+	PausedReason    string      `json:"paused_reason,omitempty"`
+	CancelRequested bool        `json:"cancel_requested,omitempty"`
+	OutputFileID    string      `json:"output_file_id,omitempty"`
+	ErrorFileID     string      `json:"error_file_id,omitempty"`
+	CreatedAt       int64       `json:"created_at"`
+	InProgressAt    int64       `json:"in_progress_at,omitempty"`
+	ExpiresAt       int64       `json:"expires_at,omitempty"`
+	FinalizingAt    int64       `json:"finalizing_at,omitempty"`
+	CompletedAt     int64       `json:"completed_at,omitempty"`
+	FailedAt        int64       `json:"failed_at,omitempty"`
+	ExpiredAt       int64       `json:"expired_at,omitempty"`
+	CancellingAt    int64       `json:"cancelling_at,omitempty"`
+	CancelledAt     int64       `json:"cancelled_at,omitempty"`
+	Seq             uint64      `json:"seq,omitempty"` // the tenant's jobs' order (bucketOrder)
 }
 
 // Result is one line's committed outcome: a response (output file when 2xx, else
@@ -135,6 +139,12 @@ type Result struct {
 	Cost             money.Money     `json:"cost,omitempty"`
 	PromptTokens     int             `json:"prompt_tokens,omitempty"`
 	CompletionTokens int             `json:"completion_tokens,omitempty"`
+}
+
+// NotRun reports whether the line was drained without running (its job was
+// cancelled, expired or reached its cap first).
+func (r *Result) NotRun() bool {
+	return r.StatusCode == 0 && (r.Code == CodeCancelled || r.Code == CodeExpired || r.Code == CodeMaxCost)
 }
 
 // OK reports whether the line goes to the output file.
@@ -787,9 +797,13 @@ func (s *Store) commit(j *Job, rs []Result) error {
 				return err
 			}
 			next.Spent += r.Cost
-			if r.OK() {
+			switch {
+			case r.OK():
 				next.Counts.Completed++
-			} else {
+			case r.NotRun():
+				next.Counts.Failed++
+				next.NotRun++
+			default:
 				next.Counts.Failed++
 			}
 		}

@@ -540,7 +540,7 @@ func (c *Config) AddDemoModels(models []engine.ModelConfig, prompt1K, completion
 		m := Model{
 			ID: mc.ID, Path: mc.Path, MaxModelLen: mc.MaxModelLen, MaxConcurrency: mc.MaxModelConcurrency,
 			BatchTimeoutMS: int(mc.BatchExecuteTimeout / time.Millisecond), Replicas: mc.Replicas,
-			IdleTimeout: mc.IdleTimeout, Priority: mc.Priority,
+			IdleTimeout: mc.IdleTimeout, Priority: mc.Priority, Embeddings: mc.Embeddings,
 			PromptUSDPer1K: prompt1K * float64(i+1), CompletionUSDPer1K: completion1K * float64(i+1),
 		}
 		c.Models = append(c.Models, m)

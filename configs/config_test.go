@@ -96,9 +96,12 @@ func TestDemoWithGeneratedModels(t *testing.T) {
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "models") {
 		t.Fatalf("demo without models: %v", err)
 	}
-	c.AddDemoModels([]engine.ModelConfig{{ID: "demo-a", Path: "a.gguf"}, {ID: "demo-b", Path: "b.gguf"}}, 0.001, 0.002)
+	c.AddDemoModels([]engine.ModelConfig{{ID: "demo-a", Path: "a.gguf", Embeddings: true}, {ID: "demo-b", Path: "b.gguf"}}, 0.001, 0.002)
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
+	}
+	if a, b := c.Models[0].EngineConfig(), c.Models[1].EngineConfig(); !a.Embeddings || b.Embeddings {
+		t.Errorf("a demo model's embeddings are not kept: %+v %+v", a, b)
 	}
 	set := c.Set()
 	want := []string{"demo-a", "demo-b", "demo-b", "demo-b"}

@@ -27,6 +27,10 @@ type Redis struct {
 	URL       string `yaml:"url"`        // redis://[user:pass@]host:port/db, rediss:// or unix://; LMLITE_REDIS_URL overrides it
 	KeyPrefix string `yaml:"key_prefix"` // prefix of every key and channel; "lmlite:"
 	NodeID    string `yaml:"node_id"`    // this process's name among those sharing the Redis; hostname-pid
+	// Leases serves each tenant's budgets, concurrency and requests/s from leases this
+	// process holds in Redis (tenancy.LeaseShared), with no round trip per request while
+	// a lease covers it; false: every request goes to Redis (exact). docs/REDIS.md.
+	Leases bool `yaml:"leases"`
 	// Advertise is the base URL the other processes forward requests to this one at
 	// (the model registry); LMLITE_ADVERTISE_URL overrides it; "": http:// and the
 	// listen address, with the host name when listen names no host or a wildcard

@@ -684,7 +684,7 @@ func (s *Server) createBatch(ctx *fasthttp.RequestCtx, reqID string, pol *polici
 			s.writeError(ctx, reqID, aerr)
 			return
 		}
-		s.writeError(ctx, reqID, badRequest("", "invalid body: "+err.Error()))
+		s.writeError(ctx, reqID, stdJSONError(err))
 		return
 	}
 	switch {

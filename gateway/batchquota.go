@@ -167,7 +167,18 @@ func checkAnyMetadata(md map[string]any) *apiError {
 	for k, v := range md {
 		s, ok := v.(string)
 		if !ok {
-			return badRequest("metadata."+k, "metadata values must be strings")
+			got := map[bool]string{true: "null"}[v == nil]
+			switch v.(type) {
+			case float64:
+				got = "a number"
+			case bool:
+				got = "a boolean"
+			case map[string]any:
+				got = "an object"
+			case []any:
+				got = "an array"
+			}
+			return badRequest("metadata."+k, "metadata."+k+" must be a string, not "+got+" (metadata values are strings, as OpenAI's)")
 		}
 		ss[k] = s
 	}

@@ -30,13 +30,15 @@ import (
 var dashboardFS embed.FS
 
 var dashTemplates = template.Must(template.New("").Funcs(template.FuncMap{
-	"usd":    func(v float64) string { return "$" + strings.TrimRight(strings.TrimRight(formatFloat(v, 6), "0"), ".") },
-	"ms":     func(d time.Duration) string { return formatFloat(float64(d)/1e6, 0) + " ms" },
+	"usd":    usdText,
+	"num":    numText,
+	"ms":     func(d time.Duration) string { return fixedText(float64(d)/1e6, 0) + " ms" },
 	"pct":    func(v float64) string { return formatFloat(v*100, 1) + "%" },
-	"mib":    func(b int64) string { return formatFloat(float64(b)/(1<<20), 1) + " MiB" },
+	"mib":    func(b int64) string { return fixedText(float64(b)/(1<<20), 1) + " MiB" },
 	"since":  func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04") },
 	"deref":  func(p *float64) float64 { return *p },
 	"derefi": func(p *int) int { return *p },
+	"sub":    func(a, b int) int { return a - b },
 	"chartArgs": func(id, budget string, c chart) map[string]any {
 		return map[string]any{"ID": id, "Budget": budget, "C": c}
 	},

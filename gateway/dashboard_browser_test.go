@@ -8,13 +8,16 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/openai/openai-go"
 
+	"github.com/lmlite/lmlite/batch"
 	"github.com/lmlite/lmlite/internal/testenv"
 	"github.com/lmlite/lmlite/money"
 )
@@ -26,10 +29,12 @@ var dashShots = flag.Bool("dashboard.screenshots", false, "save the dashboard sc
 
 // TestDashboardInChromium drives the dashboards in headless Chromium: a tenant signs
 // in with its key and sees what it spent through the API (to the nano-dollar and
-// token), the panel updates without a reload after new requests, another tenant's
-// usage is not there, the console stays clean; the operator sees the markup tenant
-// as text, unloads a model with the button, and a POST without the CSRF token is
-// refused.
+// token), its refused request labelled, a cancelled batch's progress as far as it got,
+// a small spend climbing its chart; the panel updates without a reload after new
+// requests, another tenant's usage is not there, the console stays clean, and both
+// views fit 1280 px and a 390 px phone. The operator sees the markup tenant as text,
+// refusals by reason, only the model buttons that apply, unloads a model with the
+// button, and a POST without the CSRF token is refused.
 func TestDashboardInChromium(t *testing.T) {
 	if testing.Short() {
 		t.Skip("browser test skipped in -short mode")
@@ -44,7 +49,12 @@ func TestDashboardInChromium(t *testing.T) {
 	if exe == "" {
 		testenv.Missing(t, "chromium (Debian: apt-get install chromium)", exec.ErrNotFound)
 	}
-	ts := startServerWith(t, dashConfig, newFakeEngine(), Options{}, withLoader)
+	bs, err := batch.OpenStore(filepath.Join(t.TempDir(), "batch"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := newFakeEngine()
+	ts := startServerWith(t, dashConfig, eng, Options{Batches: bs, BatchConcurrency: 2}, withLoader)
 	chat := func(tenant, model string) {
 		t.Helper()
 		resp, body := ts.post("/v1/chat/completions", ts.keys[tenant],
@@ -67,6 +77,27 @@ func TestDashboardInChromium(t *testing.T) {
 	chat("twotier", "tiny") // another tenant: shop must not see it
 	if resp, _ := ts.post("/v1/chat/completions", ts.keys["shop"], `{"model":"tiny","messages":[],"bogus":1}`); resp.StatusCode != 400 {
 		t.Fatalf("bad request: %d", resp.StatusCode)
+	}
+	// A batch cancelled after a few of its lines ran.
+	eng.Delay = 5 * time.Millisecond
+	sdk := ts.client("shop")
+	var lines []string
+	for i := range 40 {
+		lines = append(lines, chatLine(fmt.Sprint(i), "tiny", 2, ""))
+	}
+	started := eng.started.Load()
+	job := newBatch(t, sdk, upload(t, sdk, lines...).ID, nil)
+	for eng.started.Load() < started+4 {
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := sdk.Batches.Cancel(context.Background(), job.ID); err != nil {
+		t.Fatal(err)
+	}
+	job = waitBatch(t, sdk, job.ID)
+	eng.Delay = 0
+	ran := job.RequestCounts.Completed // the fake engine fails no line: the failed never ran
+	if job.Status != openai.BatchStatusCancelled || ran == 0 || ran+job.RequestCounts.Failed != 40 || job.RequestCounts.Failed == 0 {
+		t.Fatalf("batch %s: %+v", job.Status, job.RequestCounts)
 	}
 
 	opts := []chromedp.ExecAllocatorOption{
@@ -125,6 +156,22 @@ func TestDashboardInChromium(t *testing.T) {
 			chromedp.SendKeys(chromedp.CSS("#key"), key), chromedp.Submit(chromedp.CSS("#key")),
 			chromedp.WaitVisible(chromedp.CSS("#panel")))
 	}
+	// fits checks the page at 1280 px and on a 390 px phone: the page is no wider than
+	// the screen, and no table is wider than the page (none needs a sideways scroll).
+	fits := func(view string) {
+		t.Helper()
+		for _, w := range []int64{390, 1280} {
+			do(chromedp.EmulateViewport(w, 844))
+			if got := eval(`document.documentElement.scrollWidth`); got != fmt.Sprint(w) {
+				t.Errorf("%s at %d px: the page is %s px wide", view, w, got)
+			}
+			wide := eval(`Array.from(document.querySelectorAll("table")).filter(t => t.getBoundingClientRect().right > document.documentElement.clientWidth + 0.5 || t.scrollWidth > t.clientWidth + 1).map(t => t.id + ":" + t.scrollWidth).join(" ")`)
+			if wide != "" {
+				t.Errorf("%s at %d px: tables wider than the screen: %s", view, w, wide)
+			}
+		}
+		do(chromedp.EmulateViewport(1280, 900))
+	}
 	shot := func(name string) {
 		if !*dashShots {
 			return
@@ -152,14 +199,34 @@ func TestDashboardInChromium(t *testing.T) {
 			t.Errorf("#%s = %q, want %q (the ledger's)", id, got, w)
 		}
 	}
-	if n != 4 { // three chats and the bad request, admitted before its body was decoded (a 400 at no cost)
-		t.Errorf("shop settled %d requests, want 4", n)
+	if n != 4+int(ran) { // three chats, the bad request (admitted before its body was decoded: a 400 at no cost) and the batch's lines that ran
+		t.Errorf("shop settled %d requests, want %d", n, 4+ran)
+	}
+	// The bad request's row says why it has no model or tier.
+	if got := eval(`Array.from(document.querySelectorAll("#by-model tbody tr")).map(r => r.cells[0].textContent).join("|")`); got != "big|tiny|refused before a model was chosen" {
+		t.Errorf("model rows %q", got)
+	}
+	// The cancelled batch shows the share of its lines that ran, not a full bar.
+	row := `document.querySelector('#batches tr[data-batch="` + job.ID + `"]')`
+	if got, want := eval(row+`.querySelector("progress").value`), fmt.Sprint(float64(ran)/40); got != want {
+		t.Errorf("cancelled batch's progress %s, want %s (%d of 40 ran)", got, want, ran)
+	}
+	if got, want := eval(row+`.querySelector(".counts").textContent`), fmt.Sprintf("%d done, 0 failed, %d not run of 40", ran, job.RequestCounts.Failed); got != want {
+		t.Errorf("cancelled batch's counts %q, want %q", got, want)
+	}
+	// A spend of a tenth of the budget climbs its chart: the axis fits the spend, and the
+	// budget far above it is named.
+	for _, id := range []string{"spend-chart", "month-chart"} {
+		top := eval(`Math.min(...document.querySelector("#` + id + ` polyline").getAttribute("points").trim().split(/\s+/).map(p => Number(p.split(",")[1])))`)
+		if v, _ := strconv.ParseFloat(top, 64); v > 100 {
+			t.Errorf("#%s: the spend line tops at y=%s of 200: flat", id, top)
+		}
 	}
 	if got := eval(`document.querySelector('#refusals td[data-reason="bad_request"]').textContent`); got != "1" {
 		t.Errorf("bad_request refusals %s, want 1", got)
 	}
-	if got := eval(`document.querySelectorAll("svg.chart line.budget").length`); got != "2" {
-		t.Errorf("%s budget lines, want 2", got)
+	if got := eval(`document.querySelectorAll("svg.chart line.budget, svg.chart text.budget-off").length`); got != "2" {
+		t.Errorf("%s budget lines or notes, want 2", got)
 	}
 	if c := eval(`document.cookie`); c != "" {
 		t.Errorf("the session cookie is readable by scripts: %q", c)
@@ -168,12 +235,7 @@ func TestDashboardInChromium(t *testing.T) {
 		t.Errorf("%s spend charts", got)
 	}
 	shot("dashboard-tenant.png")
-	// Readable on a phone: nothing but the tables' own scrollers is wider than the screen.
-	do(chromedp.EmulateViewport(390, 844))
-	if got := eval(`document.documentElement.scrollWidth <= 392`); got != "true" {
-		t.Errorf("at 390 px the page is %s px wide", eval(`document.documentElement.scrollWidth`))
-	}
-	do(chromedp.EmulateViewport(1280, 900))
+	fits("tenant view")
 
 	// Live: new requests show within 5 s, without a reload.
 	eval(`window.__same = 1`)
@@ -220,7 +282,22 @@ func TestDashboardInChromium(t *testing.T) {
 	if got := eval(`document.querySelector('#tenants tr[data-tenant="shop"] td:nth-child(3)').textContent`); got != fmt.Sprint(n) {
 		t.Errorf("operator: shop %s requests today, want %d", got, n)
 	}
+	// Refusals by reason, per tenant and for the server.
+	if got := eval(`document.querySelector('#tenants tr[data-tenant="shop"] .refusals').textContent`); got != "1 (bad_request 1)" {
+		t.Errorf("operator: shop's refusals %q", got)
+	}
+	if got := eval(`document.querySelector('#refusals-today td[data-reason="bad_request"]').textContent`); got != "1" {
+		t.Errorf("operator: bad_request refusals today %s, want 1", got)
+	}
+	// Only the button that applies: tiny is loaded.
+	buttons := func(model string) string {
+		return eval(`Array.from(document.querySelectorAll('tr[data-model="` + model + `"] button')).map(b => b.textContent + (b.disabled ? "-" : "+")).join(" ")`)
+	}
+	if got := buttons("tiny"); got != "Load- Unload+" {
+		t.Errorf("a loaded model's buttons %q, want Load disabled", got)
+	}
 	shot("dashboard-operator.png")
+	fits("operator view")
 	if got := eval(`fetch("/dashboard/models/tiny/unload", {method: "POST"}).then(r => r.status)`); got != "403" {
 		t.Errorf("unload without CSRF: %s", got)
 	}
@@ -233,6 +310,9 @@ func TestDashboardInChromium(t *testing.T) {
 	}
 	if got := eval(`document.querySelector('tr[data-model="tiny"] .state').textContent`); got != "unloaded" {
 		t.Errorf("tiny shows %q after unload", got)
+	}
+	if got := buttons("tiny"); got != "Load+ Unload-" {
+		t.Errorf("an unloaded model's buttons %q, want Unload disabled", got)
 	}
 	if st := ts.srv.modelStatuses()[0]; st.State != "unloaded" {
 		t.Errorf("tiny is %s after the button", st.State)

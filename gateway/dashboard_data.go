@@ -2,11 +2,13 @@ package gateway
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/tenancy"
 	"github.com/lmlite/lmlite/usage"
 )
@@ -32,14 +34,18 @@ type dashPage struct {
 	Batches    []batchRow // the tenant's latest batch jobs (nil: the Batch API is off)
 
 	// operator view
-	Tenants   []tenantRow
-	Models    []modelRow
-	Keys      []tenancy.KeyInfo
-	TenantIDs []string
+	Tenants       []tenantRow
+	RefusalsToday []refusalRow // every tenant's, by reason
+	Models        []modelRow
+	Keys          []tenancy.KeyInfo
+	TenantIDs     []string
 }
 
 type dashRow struct {
-	Model, Tier                     string
+	Model, Tier string
+	// Unrouted: the row of requests refused after admission but before a model was
+	// chosen (a malformed body), which have no model or tier.
+	Unrouted                        bool
 	Requests, Input, Output, Cached int64
 	CostUSD                         float64
 	Latency, TTFT                   quantiles
@@ -48,7 +54,8 @@ type dashRow struct {
 type batchRow struct {
 	ID, Status, Paused  string
 	Done, Failed, Total int
-	Percent             float64
+	NotRun              int     // of Failed: drained unrun (cancelled, expired, capped)
+	Percent             float64 // the share of lines that ran
 	SpentUSD, CapUSD    float64
 }
 
@@ -60,6 +67,7 @@ type refusalRow struct {
 type tenantRow struct {
 	ID, Plan           string
 	Requests, Refusals int64
+	ByReason           []refusalRow // Refusals by reason, the reasons with any
 	SpentTodayUSD      float64
 	DailyBudgetUSD     float64
 }
@@ -72,29 +80,57 @@ type modelRow struct {
 	HotUsed, HotCached     int64
 	WarmBlocks             int64
 	HitRate                float64
-	Loadable               bool
+	Loadable               bool // an embedded model the engine can load and unload
+	// CanLoad and CanUnload: the buttons that apply to the model's state (Load on an
+	// unloaded or failed model, Unload on a ready one).
+	CanLoad, CanUnload bool
 }
 
-// chart is a server-side SVG line chart: numbers only, in a 600×200 view box.
+// chart is a server-side SVG line chart: numbers only, in a 600×200 view box. Its
+// y axis runs from 0 to MaxUSD, a round number just above the spend (so a small
+// spend still climbs the chart), or above the budget when the budget is near enough
+// to show on the same axis.
 type chart struct {
-	Points  string  // the polyline
-	Limit   float64 // y of the budget line; < 0: none
-	MaxUSD  float64
-	XLabels []label
-	Empty   bool
+	Points string  // the polyline
+	Limit  float64 // y of the budget line; < 0: none (no budget, or OffChart)
+	// OffChart is set when the budget is far above the spend: the axis fits the
+	// spend and the budget is named in words instead of drawn.
+	OffChart  bool
+	BudgetUSD float64
+	MaxUSD    float64
+	XLabels   []label
+	YTicks    []label // X holds the tick's y
+	Empty     bool
 }
 
 type label struct {
-	X    float64
-	Text string
+	X      float64
+	Text   string
+	Anchor string // SVG text-anchor: start, or end for a label at the right edge
 }
 
 const chartW, chartH = 600.0, 200.0
 
+// budgetOnAxis is how far above the spend's round ceiling a budget may be and still
+// set the axis: past it the spend would again be a flat line at the bottom.
+const budgetOnAxis = 2.0
+
+// niceCeil is the least round number ≥ v (v > 0): 1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6
+// or 8 times a power of ten.
+func niceCeil(v float64) float64 {
+	p := math.Pow(10, math.Floor(math.Log10(v)))
+	for _, m := range []float64{1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10} {
+		if c := m * p; c >= v*(1-1e-12) {
+			return c
+		}
+	}
+	return 10 * p
+}
+
 // spendChart is the spend of bs, cumulative, against a budget (0: none); the line
 // stops at the bucket holding now. Every every-th bucket is labelled in layout.
 func spendChart(bs []usage.Bucket, budgetUSD float64, now time.Time, layout string, every int) chart {
-	var c chart
+	c := chart{BudgetUSD: budgetUSD, Limit: -1}
 	var cum []float64
 	var sum float64
 	for _, b := range bs {
@@ -106,9 +142,16 @@ func spendChart(bs []usage.Bucket, budgetUSD float64, now time.Time, layout stri
 		}
 		cum = append(cum, sum)
 	}
-	c.MaxUSD = max(sum, budgetUSD)
 	c.Empty = sum == 0
-	if c.MaxUSD == 0 {
+	switch {
+	case sum > 0:
+		c.MaxUSD = niceCeil(sum)
+		if budgetUSD > 0 && budgetUSD <= budgetOnAxis*c.MaxUSD {
+			c.MaxUSD = niceCeil(max(sum, budgetUSD))
+		}
+	case budgetUSD > 0:
+		c.MaxUSD = niceCeil(budgetUSD)
+	default:
 		c.MaxUSD = 1
 	}
 	y := func(v float64) float64 { return chartH - v/c.MaxUSD*(chartH-10) }
@@ -118,12 +161,19 @@ func spendChart(bs []usage.Bucket, budgetUSD float64, now time.Time, layout stri
 		fmt.Fprintf(&sb, "%.1f,%.1f ", float64(i+1)*step, y(v))
 	}
 	c.Points = "0," + strconv.FormatFloat(chartH, 'f', 1, 64) + " " + sb.String()
-	c.Limit = -1
-	if budgetUSD > 0 {
+	switch {
+	case budgetUSD > 0 && budgetUSD <= c.MaxUSD:
 		c.Limit = y(budgetUSD)
+	case budgetUSD > 0:
+		c.OffChart = true
+	}
+	for _, f := range []float64{0.5, 1} {
+		c.YTicks = append(c.YTicks, label{y(f * c.MaxUSD), usdText(f * c.MaxUSD), "end"})
 	}
 	for i := 0; i < len(bs); i += every {
-		c.XLabels = append(c.XLabels, label{float64(i) * step, bs[i].Start.Format(layout)})
+		if x := float64(i) * step; x < chartW-50 { // a label nearer the edge would be cut
+			c.XLabels = append(c.XLabels, label{x, bs[i].Start.Format(layout), "start"})
+		}
 	}
 	return c
 }
@@ -171,11 +221,21 @@ func (s *Server) dashData(se *session, now time.Time, flash string) dashPage {
 	}
 	for k, c := range rows {
 		if c.Requests == 0 {
-			continue // refusals before a model was chosen
+			continue // refusals before admission: the refusals table counts them
 		}
-		d.Rows = append(d.Rows, rowOf(k[0], k[1], c))
+		r := rowOf(k[0], k[1], c)
+		r.Unrouted = k[0] == ""
+		d.Rows = append(d.Rows, r)
 	}
-	slices.SortFunc(d.Rows, func(a, b dashRow) int { return strings.Compare(a.Model+"\x00"+a.Tier, b.Model+"\x00"+b.Tier) })
+	slices.SortFunc(d.Rows, func(a, b dashRow) int {
+		if a.Unrouted != b.Unrouted { // the unrouted row last
+			if a.Unrouted {
+				return 1
+			}
+			return -1
+		}
+		return strings.Compare(a.Model+"\x00"+a.Tier, b.Model+"\x00"+b.Tier)
+	})
 	d.Total = rowOf("", "", &total)
 	if total.InputTokens > 0 {
 		d.CacheShare = float64(total.CachedTokens) / float64(total.InputTokens)
@@ -187,9 +247,9 @@ func (s *Server) dashData(se *session, now time.Time, flash string) dashPage {
 		if jobs, _, err := s.batches.m.Store().Jobs(se.tenant, "", 20); err == nil {
 			for _, j := range jobs {
 				r := batchRow{ID: j.ID, Status: string(j.Status), Paused: j.PausedReason, Done: j.Counts.Completed,
-					Failed: j.Counts.Failed, Total: j.Counts.Total, SpentUSD: j.Spent.Dollars(), CapUSD: j.Cap.Dollars()}
+					Failed: j.Counts.Failed, NotRun: j.NotRun, Total: j.Counts.Total, SpentUSD: j.Spent.Dollars(), CapUSD: j.Cap.Dollars()}
 				if r.Total > 0 {
-					r.Percent = float64(r.Done+r.Failed) / float64(r.Total)
+					r.Percent = float64(r.Done+r.Failed-r.NotRun) / float64(r.Total)
 				}
 				d.Batches = append(d.Batches, r)
 			}
@@ -211,11 +271,22 @@ func (s *Server) operatorData(d *dashPage, now, dayStart time.Time) {
 		}
 	}
 	d.TenantIDs = s.book.Tenants()
+	var all usage.Counts
 	for _, id := range d.TenantIDs {
 		pol, _ := s.book.Resolve(id)
 		c := today[id]
-		d.Tenants = append(d.Tenants, tenantRow{ID: id, Plan: pol.Plan, Requests: c.Requests, Refusals: c.RefusedTotal(),
-			SpentTodayUSD: c.Cost.Dollars(), DailyBudgetUSD: pol.DailyBudget.Dollars()})
+		row := tenantRow{ID: id, Plan: pol.Plan, Requests: c.Requests, Refusals: c.RefusedTotal(),
+			SpentTodayUSD: c.Cost.Dollars(), DailyBudgetUSD: pol.DailyBudget.Dollars()}
+		for _, r := range usage.Reasons {
+			if n := c.Refused(r); n > 0 {
+				row.ByReason = append(row.ByReason, refusalRow{r.String(), n})
+			}
+		}
+		d.Tenants = append(d.Tenants, row)
+		all.Merge(&c)
+	}
+	for _, r := range usage.Reasons {
+		d.RefusalsToday = append(d.RefusalsToday, refusalRow{r.String(), all.Refused(r)})
 	}
 	_, canLoad := s.eng.(ModelLoader)
 	for _, st := range s.modelStatuses() {
@@ -232,6 +303,7 @@ func (s *Server) operatorData(d *dashPage, now, dayStart time.Time) {
 			m.Kind = "upstream"
 		} else {
 			m.Loadable = canLoad && s.eng != nil
+			m.CanLoad, m.CanUnload = loadButtons(st.State)
 		}
 		d.Models = append(d.Models, m)
 	}
@@ -242,4 +314,85 @@ func (s *Server) operatorData(d *dashPage, now, dayStart time.Time) {
 	slices.SortFunc(d.Keys, func(a, b tenancy.KeyInfo) int { return strings.Compare(a.Tenant+a.ID, b.Tenant+b.ID) })
 }
 
+// loadButtons says which of Load and Unload apply to a model in state st: Load to
+// one not loaded (unloaded, or failed to load), Unload to one ready; neither while it
+// is loading.
+func loadButtons(st engine.ModelState) (load, unload bool) {
+	switch st {
+	case engine.StateUnloaded, engine.StateFailed:
+		return true, false
+	case engine.StateReady:
+		return false, true
+	}
+	return false, false
+}
+
 func formatFloat(v float64, prec int) string { return strconv.FormatFloat(v, 'f', prec, 64) }
+
+// usdText is the dashboard's money: dollars to the micro-dollar, trailing zeros
+// dropped, thousands separated ($1,234.5).
+func usdText(v float64) string {
+	s := strings.TrimRight(strings.TrimRight(formatFloat(v, 6), "0"), ".")
+	whole, frac, _ := strings.Cut(s, ".")
+	neg := strings.HasPrefix(whole, "-")
+	whole = strings.TrimPrefix(whole, "-")
+	out := thousands(whole)
+	if frac != "" {
+		out += "." + frac
+	}
+	if neg {
+		return "-$" + out
+	}
+	return "$" + out
+}
+
+// numText is the integer v (an int or int64) with thousands separated by commas
+// (1,234,567).
+func numText(v any) string {
+	var n int64
+	switch v := v.(type) {
+	case int:
+		n = int64(v)
+	case int64:
+		n = v
+	default:
+		return fmt.Sprint(v)
+	}
+	if n < 0 {
+		return "-" + thousands(strconv.FormatUint(uint64(-n), 10))
+	}
+	return thousands(strconv.FormatInt(n, 10))
+}
+
+// fixedText is v with prec decimals and its whole part's thousands separated.
+func fixedText(v float64, prec int) string {
+	s := formatFloat(v, prec)
+	sign := ""
+	if s[0] == '-' {
+		sign, s = "-", s[1:]
+	}
+	whole, frac, ok := strings.Cut(s, ".")
+	if ok {
+		return sign + thousands(whole) + "." + frac
+	}
+	return sign + thousands(whole)
+}
+
+// thousands puts a comma between each group of three digits of the digit string d.
+func thousands(d string) string {
+	if len(d) <= 3 {
+		return d
+	}
+	var b strings.Builder
+	head := len(d) % 3
+	if head > 0 {
+		b.WriteString(d[:head])
+	}
+	for i := head; i < len(d); i += 3 {
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(d[i : i+3])
+	}
+	return b.String()
+}

@@ -34,7 +34,9 @@
 //  3. parse.go, input.parse: the body decoded strictly (request.go, decodeBody, with
 //     go-json-experiment); a bad or unknown field, or one the server does not serve
 //     (best_of, audio, …) is a 400 naming it, in OpenAI's error
-//     shape. features.go reads the OpenAI features: response_format, tools,
+//     shape; a value of the wrong type says what the field expects in JSON's
+//     words ("expected an integer, got a string": json.go, never Go's type names,
+//     for encoding/json's errors on the Batch API's bodies too). features.go reads the OpenAI features: response_format, tools,
 //     tool_choice, parallel_tool_calls, logprobs, top_logprobs, echo and n
 //     (completions' max_tokens 0 with echo scores the prompt: engine.Request.PromptOnly);
 //     the deprecated functions/function_call become tools/tool_choice

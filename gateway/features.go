@@ -72,13 +72,7 @@ func (f *features) uses() bool {
 // strictOf decodes raw into v refusing unknown members, naming field in errors.
 func strictOf(raw jsontext.Value, v any, field string) *apiError {
 	if err := jsonv2.Unmarshal(raw, v, strictJSON); err != nil {
-		p, msg := jsonFieldError(err)
-		if p == "body" || p == "" {
-			p = field
-		} else {
-			p = field + "." + p
-		}
-		return badRequest(p, "invalid '"+p+"': "+msg)
+		return badRequest(jsonFieldErrorIn(err, field))
 	}
 	return nil
 }

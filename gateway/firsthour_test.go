@@ -95,3 +95,38 @@ func TestUsageRefusalNamesTheParameterSent(t *testing.T) {
 		}
 	}
 }
+
+// A value of the wrong JSON type anywhere in a request, or in a batch's body, is a 400
+// naming the field and what it expects in JSON's words, never Go's types or
+// encoding/json's text.
+func TestTypeMismatchesSayWhatIsExpected(t *testing.T) {
+	ts := startBatchServer(t, newFakeEngine())
+	key := ts.keys["acme"]
+	const msgs = `"messages":[{"role":"user","content":"hi"}]`
+	for _, c := range []struct {
+		path, body, param, want string
+	}{
+		{"/v1/chat/completions", `{"model":"tiny",` + msgs + `,"max_tokens":"5"}`, "max_tokens", "expected an integer, got a string"},
+		{"/v1/chat/completions", `{"model":"tiny",` + msgs + `,"tools":{"a":1}}`, "tools", "expected an array, got an object"},
+		{"/v1/chat/completions", `{"model":"tiny",` + msgs + `,"tools":[{"type":"function","function":{"name":5}}]}`, "tools[0].function.name", "expected a string, got a number"},
+		{"/v1/chat/completions", `{"model":"tiny",` + msgs + `,"tool_choice":5}`, "tool_choice", "expected an object, got a number"},
+		{"/v1/chat/completions", `{"model":"tiny",` + msgs + `,"response_format":"json"}`, "response_format", "expected an object, got a string"},
+		{"/v1/chat/completions", `{"model":"tiny",` + msgs + `,"lmlite":{"max_cost_usd":"0.5"}}`, "lmlite.max_cost_usd", "expected a number, got a string"},
+		{"/v1/chat/completions", `{"model":"tiny",` + msgs + `,"metadata":{"max_cost_usd":0.5}}`, "metadata.max_cost_usd", "metadata.max_cost_usd must be a string, not a number"},
+		{"/v1/batches", `{"input_file_id":"file-x","endpoint":5,"completion_window":"24h"}`, "endpoint", "expected a string, got a number"},
+		{"/v1/batches", `{"input_file_id":"file-x","endpoint":"/v1/chat/completions","completion_window":"24h","lmlite":{"max_cost_usd":"0.5"}}`, "lmlite.max_cost_usd", "expected a number, got a string"},
+		{"/v1/batches", `{"input_file_id":"file-x","endpoint":"/v1/chat/completions","completion_window":"24h","bogus":1}`, "bogus", "unrecognized request argument supplied: bogus"},
+		{"/v1/batches", `[1]`, "body", "the body must be a JSON object, not an array"},
+	} {
+		resp, body := ts.post(c.path, key, c.body)
+		e := decodeError(t, body)
+		for _, leak := range []string{"Go struct", "gateway.", "struct {", "[]", "json:", "unmarshal"} {
+			if strings.Contains(e.Error.Message, leak) {
+				t.Errorf("%s %s: the message has Go's %q: %s", c.path, c.body, leak, e.Error.Message)
+			}
+		}
+		if resp.StatusCode != 400 || e.Error.Param == nil || *e.Error.Param != c.param || !strings.Contains(e.Error.Message, c.want) {
+			t.Errorf("%s %s: %d %s, want %s: %q", c.path, c.body, resp.StatusCode, body, c.param, c.want)
+		}
+	}
+}

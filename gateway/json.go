@@ -2,7 +2,9 @@ package gateway
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -27,41 +29,101 @@ func invalidUTF8Field(body []byte) string {
 	}
 }
 
-// jsonFieldError turns a decoding error into the name of the field at fault.
-func jsonFieldError(err error) (param, msg string) {
+// jsonFieldError turns a decoding error into the name of the field at fault and a
+// message that says what was expected there.
+func jsonFieldError(err error) (param, msg string) { return jsonFieldErrorIn(err, "") }
+
+// jsonFieldErrorIn is jsonFieldError for a value decoded on its own from the member
+// named in (like "tools" or "response_format"): the field is named from the request's
+// top (tools[0].function), in the parameter and the message alike.
+func jsonFieldErrorIn(err error, in string) (param, msg string) {
 	var se *jsonv2.SemanticError
 	var xe *jsontext.SyntacticError
+	within := func(f string) string {
+		switch {
+		case in == "":
+			return f
+		case f == "":
+			return in
+		case strings.HasPrefix(f, "["):
+			return in + f
+		}
+		return in + "." + f
+	}
+	top := "body"
+	if in != "" {
+		top = in
+	}
 	switch {
 	case errors.As(err, &se):
-		f := pointerField(se.JSONPointer)
+		f := within(pointerField(se.JSONPointer))
 		if errors.Is(se.Err, jsonv2.ErrUnknownName) {
 			if f == "" {
-				return "body", `unrecognized request argument supplied: ""`
+				return top, `unrecognized request argument supplied: ""`
 			}
 			return f, "unrecognized request argument supplied: " + f
 		}
 		if f == "" {
-			f = "body"
+			f = top
 		}
 		if se.GoType != nil && se.JSONKind != 0 {
-			return f, "invalid type for '" + f + "': expected " + goTypeName(se.GoType.String()) + ", got " + kindName(se.JSONKind)
+			return f, "invalid type for '" + f + "': expected " + typeName(se.GoType) + ", got " + kindName(se.JSONKind)
+		}
+		if se.GoType != nil && se.Err != nil {
+			return f, "invalid value for '" + f + "': expected " + typeName(se.GoType) + " (" + se.Err.Error() + ")"
 		}
 		return f, "invalid value for '" + f + "': " + se.Error()
 	case errors.As(err, &xe):
-		if f := pointerField(xe.JSONPointer); f != "" && errors.Is(xe.Err, jsontext.ErrDuplicateName) {
+		if f := within(pointerField(xe.JSONPointer)); f != "" && errors.Is(xe.Err, jsontext.ErrDuplicateName) {
 			return f, "invalid JSON: '" + f + "' is given twice"
 		}
-		return "body", "invalid JSON: " + xe.Error()
+		return top, "invalid JSON: " + xe.Error()
 	}
-	return "body", "invalid JSON: " + err.Error()
+	return top, "invalid JSON: " + err.Error()
+}
+
+// stdJSONError is the 400 for a body that encoding/json failed to decode: the field
+// at fault and what it expects (an UnmarshalTypeError), an unknown member, or the
+// syntax error, never Go's type names.
+func stdJSONError(err error) *apiError {
+	var ute *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &ute) && ute.Field != "":
+		return badRequest(ute.Field, "invalid type for '"+ute.Field+"': expected "+typeName(ute.Type)+", got "+articled(ute.Value))
+	case errors.As(err, &ute):
+		return badRequest("body", "the body must be a JSON object, not "+articled(ute.Value))
+	case errors.As(err, &se):
+		return badRequest("body", "invalid JSON at byte "+strconv.FormatInt(se.Offset, 10)+": "+strings.TrimPrefix(se.Error(), "json: "))
+	}
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		name = strings.Trim(name, `"`)
+		return badRequest(name, "unrecognized request argument supplied: "+name)
+	}
+	return badRequest("body", "invalid JSON: "+strings.TrimPrefix(err.Error(), "json: "))
+}
+
+// articled is encoding/json's name of a JSON value's kind ("number", "string",
+// "object", "array", "bool", "number 1.5") with its article, as kindName says them.
+func articled(v string) string {
+	v, _, _ = strings.Cut(v, " ") // "number 1.5": the kind
+	switch v {
+	case "number", "string", "object", "array":
+		return kindName(map[string]jsontext.Kind{"number": '0', "string": '"', "object": '{', "array": '['}[v])
+	case "bool":
+		return "a boolean"
+	case "null":
+		return "null"
+	}
+	return "a JSON " + v
 }
 
 // pointerField turns a JSON pointer (/messages/0/content) into a field name
-// (messages[0].content).
+// (messages[0].content); a pointer into an array starts with its index ([0].name).
 func pointerField(p jsontext.Pointer) string {
 	var b strings.Builder
 	for tok := range p.Tokens() {
-		if _, err := strconv.Atoi(tok); err == nil && b.Len() > 0 {
+		if _, err := strconv.Atoi(tok); err == nil {
 			b.WriteString("[" + tok + "]")
 			continue
 		}
@@ -73,26 +135,39 @@ func pointerField(p jsontext.Pointer) string {
 	return b.String()
 }
 
-// goTypeName names a Go type for a client: *int is "int", jsontext.Value "JSON".
-func goTypeName(t string) string {
-	t = strings.TrimLeft(t, "*")
-	switch t {
-	case "jsontext.Value":
-		return "a JSON value"
-	case "gateway.lmliteFields", "gateway.streamOptions", "gateway.chatRequest", "gateway.completionRequest", "map[string]interface {}":
-		return "an object"
-	case "float64":
-		return "a number"
-	case "int", "int64":
-		return "an integer"
-	case "[]gateway.chatMessage", "[]string":
-		return "an array"
-	case "string":
-		return "a string"
-	case "bool":
-		return "a boolean"
+// typeName names what a Go type decodes from, for a client: a string, an integer,
+// a number, a boolean, an array or an object (never the Go type's own name).
+func typeName(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
 	}
-	return t
+	if t == reflect.TypeFor[jsontext.Value]() || t.Kind() == reflect.Interface {
+		return "a JSON value"
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		if t.Elem().Kind() == reflect.String {
+			return "an array of strings"
+		}
+		return "an array"
+	case reflect.Map:
+		if t.Elem().Kind() == reflect.String {
+			return "an object of strings"
+		}
+		return "an object"
+	case reflect.Struct:
+		return "an object"
+	}
+	return "a JSON value"
 }
 
 // kindName names a JSON kind for a client.

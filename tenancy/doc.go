@@ -52,6 +52,39 @@
 // reach Redis, and the other's entry is a rerun at 0 (Ticket.Rerun), so the ledgers
 // sum to Redis's spend. docs/REDIS.md has the keys and the failure policy.
 //
+// # Leases
+//
+// LeaseShared (leaseshared.go) wraps a RedisShared so that a tenant's requests make no
+// round trip to Redis while a lease covers them. Per tenant, the process holds a lease:
+// money already reserved in Redis against the day and month ceilings (counted with
+// every reservation in the tenant's held money), concurrency slots already counted,
+// and request tokens already taken from the requests/s GCRA. A request reserves its
+// worst case from the lease and settles against it in memory; what it settled is
+// reported to Redis in batches with the next refresh (once per refresh seq). A request
+// the lease does not cover takes RedisShared's per-request path (exact).
+//
+// How much to lease and when is planLease (lease.go), a pure function of the lease,
+// the demand seen since the last refresh and an explicit now: a lease covers a target
+// period (1 s) of recent demand, is refilled ahead of need at a low-water mark, is given
+// back when idle for a period, and near the ceiling (what is left under a few
+// requests' worst case) keeps only what is in flight, so requests go one by one. One
+// goroutine per LeaseShared, the refresher, sends the refreshes (lua/lease.lua: a grant
+// never takes more than half of what is left beyond a reserve kept for the per-request
+// path, so the sum of the leases never exceeds what is left); a request takes the
+// book's lock for a few arithmetic steps and never waits for a round trip.
+//
+// The bounds: spend never exceeds a ceiling (money is only spent from money counted
+// in Redis). A process that dies holding leases strands them, never overspends: a lease
+// never expires by itself; every ledger entry settled from one names it (Entry.Lease),
+// and when the ledger is reconciled (LeaseShared.Reconcile at the process's restart on
+// the same store, or ReconcileLeases with its ledger for one that never returns) each
+// window's spend is raised to what the ledger settled and the rest is given back
+// (lua/reconcile.lua). Stranded money is at most one lease per tenant per dead process.
+// Close reports everything and gives every lease back. docs/REDIS.md has the keys.
+//
+// The grant rules are the leaseBank interface, in memory (memBank) and in Redis
+// (redisBank) side by side; the same tests run against both.
+//
 // # Ledger
 //
 // Settle writes the request's usage (tokens, cost, latency, status, request id) to the

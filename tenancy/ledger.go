@@ -173,6 +173,7 @@ func appendEntry(b []byte, e *Entry) []byte {
 		b = append(b, `,"hold":`...)
 		b = strconv.AppendUint(b, e.Hold, 10)
 	}
+	b = str(b, "lease", e.Lease)
 	b = str(b, "user_hash", e.User)
 	b = str(b, "safety_identifier_hash", e.SafetyIdentifier)
 	return append(b, '}')

@@ -3,6 +3,7 @@ package tenancy
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -94,4 +95,65 @@ func BenchmarkRedisFlush(b *testing.B) {
 		}
 		b.ReportMetric(float64((redisCPU(b, c)-cpu0).Microseconds())/float64(b.N), "redis-cpu-µs/req")
 	})
+}
+
+// BenchmarkRedisRequest is one interactive request's whole tenancy path with Redis
+// (Admit, CheckTokens, Reserve of its worst case, Settle; no ledger), from 16
+// goroutines, every limit on (the gateway bench's quota): "exact" on RedisShared (two
+// to three round trips per request, coalesced per flush), "leased" on LeaseShared (none
+// while the lease covers it). It reports redis-server's CPU per request too.
+//
+//	go test -run '^$' -bench BenchmarkRedisRequest -benchtime 20000x ./tenancy/
+func BenchmarkRedisRequest(b *testing.B) {
+	srv := redistest.Start(b, redistest.Options{})
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	b.Cleanup(func() { c.Close() })
+	q := Quota{Tenant: "bench", RequestsPerSecond: 1e6, Burst: 1e6, TokensPerMinute: 1e9, MaxConcurrency: 4096, DailyBudget: 1e18}
+	for _, leased := range []bool{false, true} {
+		name := "exact"
+		if leased {
+			name = "leased"
+		}
+		b.Run(name, func(b *testing.B) {
+			r := NewRedisShared(c, RedisOptions{KeyPrefix: "b" + name + ":", Node: name})
+			var sh Shared = r
+			if leased {
+				ls := NewLeaseShared(r, LeaseOptions{})
+				defer ls.Close()
+				sh = ls
+			} else {
+				defer r.Close()
+			}
+			ten := New(nil)
+			ten.UseShared(sh)
+			cpu0 := redisCPU(b, c)
+			b.SetParallelism(16 / max(1, runtime.GOMAXPROCS(0)))
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				q := q
+				for pb.Next() {
+					now := time.Now()
+					tk, err := ten.Admit(&q, now, 0)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					if err := tk.CheckTokens(now, 20); err != nil {
+						b.Error(err)
+						return
+					}
+					if err := tk.Reserve(now, 50000); err != nil {
+						b.Error(err)
+						return
+					}
+					if _, err := tk.Settle(Entry{Time: now, Cost: 14000, PromptTokens: 20, CompletionTokens: 1}); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.StopTimer()
+			b.ReportMetric(float64((redisCPU(b, c)-cpu0).Microseconds())/float64(b.N), "redis-cpu-µs/req")
+		})
+	}
 }

@@ -101,7 +101,14 @@ func (tk *Ticket) settleShared(e Entry) (money.Money, error) {
 	if tk.batch { // not charged to the interactive tokens/min (AdmitBatch)
 		tokens = 0
 	}
-	prior, again, err := tk.sh.Settle(&tk.q, tk.id, e.Time, e.Cost, tokens)
+	var prior money.Money
+	var again bool
+	var err error
+	if ls, ok := tk.sh.(leaseSettler); ok {
+		prior, again, e.Lease, err = ls.SettleLease(&tk.q, tk.id, e.Time, e.Cost, tokens)
+	} else {
+		prior, again, err = tk.sh.Settle(&tk.q, tk.id, e.Time, e.Cost, tokens)
+	}
 	if again && e.Cost > 0 {
 		// Another run of the batch line was charged for it: this run's entry charges
 		// nothing (the gateway's convention for a line run again). A settlement queued
@@ -119,6 +126,12 @@ func (tk *Ticket) settleShared(e Entry) (money.Money, error) {
 		}
 	}
 	return e.Cost, err
+}
+
+// leaseSettler is an optional ability of a Shared: Settle that names the lease the
+// money came from, for the ledger entry (LeaseShared has it).
+type leaseSettler interface {
+	SettleLease(q *Quota, id string, now time.Time, actual money.Money, tokens int) (prior money.Money, again bool, lease string, err error)
 }
 
 // spentReader is an optional ability of a Shared: the settled spend of every process

@@ -96,6 +96,9 @@ type Entry struct {
 	GrammarTime      time.Duration `json:"grammar_ns,omitempty"`    // the time its output's grammar masks took to compute (engine.Usage.GrammarTime)
 	Refused          string        `json:"refused,omitempty"`       // a refusal after admission: a usage.Reason's name
 	Hold             uint64        `json:"hold,omitempty"`          // the hold (Ticket.Hold) this entry settles; 0: none
+	// Lease is the lease (LeaseShared) the entry's money was settled from, if any: how
+	// a lease whose holder died is reconciled from its ledger (LeaseSums).
+	Lease string `json:"lease,omitempty"`
 	// User and SafetyIdentifier are the request's end-user identifiers (user,
 	// safety_identifier), keyed hashes only (gateway/identifiers.go), never as given.
 	User             string `json:"user_hash,omitempty"`

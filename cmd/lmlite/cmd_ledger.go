@@ -14,7 +14,7 @@ import (
 )
 
 func init() {
-	register("ledger", "ledger verify --config F [--data-dir D]...: reconcile the processes' ledgers with Redis's spend", runLedger)
+	register("ledger", "ledger verify --config F [--data-dir D]... [--release]: reconcile the processes' ledgers with Redis's spend", runLedger)
 }
 
 // dirs is a repeatable flag.
@@ -32,6 +32,7 @@ func runLedger(args []string) error {
 	cfgPath := fs.String("config", "", "config file naming the redis: block")
 	var ds dirs
 	fs.Var(&ds, "data-dir", "a process's data directory (repeat for each; default: the config's data_dir)")
+	release := fs.Bool("release", false, "first close the leases (redis: {leases: true}) these ledgers' processes held when they stopped: charge what each ledger settled from them, give the rest back")
 	if len(args) == 0 || args[0] != "verify" {
 		fs.Usage()
 		if len(args) > 0 && isHelp(args[0]) {
@@ -75,6 +76,19 @@ func runLedger(args []string) error {
 	defer rc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	if *release {
+		for i, s := range stores {
+			sums, err := tenancy.LeaseSums(s)
+			if err != nil {
+				return err
+			}
+			back, err := tenancy.ReconcileLeases(rc, cfg.Redis.KeyPrefix, s.ID(), "", sums)
+			if err != nil {
+				return fmt.Errorf("%s: %w", ds[i], err)
+			}
+			fmt.Printf("%s: leases released, %v given back\n", ds[i], back)
+		}
+	}
 	rs, err := tenancy.ReconcileRedis(ctx, rc, cfg.Redis.KeyPrefix, spend)
 	if err != nil {
 		return err

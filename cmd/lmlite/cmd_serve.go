@@ -207,6 +207,18 @@ func runServe(args []string) error {
 		sh := tenancy.NewRedisShared(rc, tenancy.RedisOptions{KeyPrefix: r.KeyPrefix, Node: r.NodeID, Logger: log, Metrics: redisMetrics})
 		defer sh.Close()
 		ten.UseShared(sh)
+		if r.Leases {
+			ls := tenancy.NewLeaseShared(sh, tenancy.LeaseOptions{Store: store})
+			defer ls.Close() // gives the leases back, before sh closes
+			// The leases an earlier run of this ledger held when it died: charged what
+			// the ledger settled from them, the rest given back.
+			if back, err := ls.Reconcile(); err != nil {
+				return err
+			} else if back > 0 {
+				log.Info("tenancy: leases of an earlier run reconciled", "returned", back.String())
+			}
+			ten.UseShared(ls)
+		}
 		fmt.Printf("sharing keys, quotas and budgets through redis as node %s\n", r.NodeID)
 	}
 
@@ -360,7 +372,7 @@ func printBanner(w io.Writer, cfg *configs.Config, addr string, demo bool, demoK
 		note := ""
 		switch {
 		case demo && m.ID == demoStoriesID:
-			note = "  real weights: llama2.c's stories260K (MIT), trained on TinyStories; it continues short stories in English"
+			note = "  real weights: llama2.c's stories260K (MIT), trained on TinyStories; it continues short stories in English, and embeds (/v1/embeddings, 64 dimensions: a toy)"
 		case m.OwnedBy == randomOwner:
 			note = "  RANDOM weights: generated to exercise the system; it answers in noise"
 		case m.Upstream != nil:

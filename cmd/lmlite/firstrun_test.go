@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -108,10 +109,11 @@ func call(t *testing.T, method, url, key, body string) (int, string) {
 }
 
 // TestDemoFirstRun is `make run` as a new user meets it: the demo answers "auto" in
-// English with demo-stories, /v1/models marks the random models, the demo and admin
-// keys are kept 0600, and `lmlite keys` run from another directory finds the running
-// server's store and says so.
+// English with demo-stories, embeds the README's inputs with it, /v1/models marks the
+// random models, the demo and admin keys are kept 0600, and `lmlite keys` run from
+// another directory finds the running server's store and says so.
 func TestDemoFirstRun(t *testing.T) {
+	embedBody := readmeCurlBody(t, "/v1/embeddings") // before the test leaves the package's directory
 	home := t.TempDir()
 	t.Chdir(home)
 	t.Setenv("LMLITE_RUN_DIR", filepath.Join(home, "run"))
@@ -173,6 +175,37 @@ func TestDemoFirstRun(t *testing.T) {
 		t.Errorf("tools on auto: %d %s", code, body)
 	}
 
+	// An embedding, with the body of the README's curl: demo-stories embeds, and
+	// "auto" takes it too.
+	for _, body := range []string{embedBody, strings.Replace(embedBody, `"demo-stories"`, `"auto"`, 1)} {
+		code, resp := call(t, "POST", base+"/v1/embeddings", key, body)
+		var emb struct {
+			Model string `json:"model"`
+			Data  []struct {
+				Embedding []float64 `json:"embedding"`
+			} `json:"data"`
+			Usage struct {
+				PromptTokens int `json:"prompt_tokens"`
+			} `json:"usage"`
+		}
+		if err := json.Unmarshal([]byte(resp), &emb); code != 200 || err != nil || len(emb.Data) != 2 || emb.Usage.PromptTokens == 0 {
+			t.Errorf("embeddings %s: %d %.300s", body, code, resp)
+			continue
+		}
+		if emb.Model != demoStoriesID {
+			t.Errorf("embeddings %s: served by %q, want %s", body, emb.Model, demoStoriesID)
+		}
+		for i, d := range emb.Data {
+			norm := 0.0
+			for _, v := range d.Embedding {
+				norm += v * v
+			}
+			if len(d.Embedding) != 64 || math.Abs(norm-1) > 1e-3 {
+				t.Errorf("embedding %d: %d dimensions, norm² %.4f; want 64 of unit length", i, len(d.Embedding), norm)
+			}
+		}
+	}
+
 	// `lmlite keys list` from elsewhere: the store is held, so it goes through the
 	// admin API with the demo's admin key, and names the store and the server.
 	t.Chdir(t.TempDir())
@@ -202,6 +235,26 @@ func TestDemoFirstRun(t *testing.T) {
 	if s := runningServers(); len(s) != 0 {
 		t.Errorf("stopped servers still noted: %+v", s)
 	}
+}
+
+// readmeCurlBody is the -d body of the README's curl to path on the demo
+// (http://127.0.0.1:8080 + path), so the test sends what the README shows.
+func readmeCurlBody(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "curl http://127.0.0.1:8080"+path+" ")
+	if !ok {
+		t.Fatalf("README.md has no curl to %s", path)
+	}
+	_, rest, ok = strings.Cut(rest, "-d '")
+	body, _, ok2 := strings.Cut(rest, "'")
+	if !ok || !ok2 || !json.Valid([]byte(body)) {
+		t.Fatalf("README.md's curl to %s has no JSON body: %q", path, body)
+	}
+	return body
 }
 
 // TestServeYourOwnGGUF follows the README's recipe: a config with nothing but models.

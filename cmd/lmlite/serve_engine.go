@@ -88,7 +88,7 @@ var randomSpecs = []struct {
 }
 
 // generateDemoModels writes the demo models into dataDir/models unless they are there:
-// demo-stories (real) and the random ones.
+// demo-stories (real, and the demo's embedding model) and the random ones.
 func generateDemoModels(dataDir string) (real, random []engine.ModelConfig, err error) {
 	dir := filepath.Join(dataDir, "models")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -104,7 +104,10 @@ func generateDemoModels(dataDir string) (real, random []engine.ModelConfig, err 
 			return nil, nil, err
 		}
 	}
-	real = append(real, engine.ModelConfig{ID: demoStoriesID, Path: path, MaxModelLen: 512, Replicas: 1})
+	// demo-stories also embeds (/v1/embeddings: its last hidden states, mean-pooled),
+	// so every endpoint of the README can be tried on the demo; a 64-dimension story
+	// model's vectors are a toy, not a retrieval model.
+	real = append(real, engine.ModelConfig{ID: demoStoriesID, Path: path, MaxModelLen: 512, Replicas: 1, Embeddings: true})
 	for _, d := range randomSpecs {
 		path := filepath.Join(dir, d.id+".gguf")
 		if _, err := os.Stat(path); err != nil {

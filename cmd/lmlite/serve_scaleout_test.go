@@ -125,7 +125,15 @@ func doReq(t *testing.T, method, url, key, body string) (int, http.Header, strin
 // (also as `lmlite ledger verify` says); a 20 requests/s limit holds across the
 // three within ±5%. The model is a tiny one with RANDOM weights
 // (lmlite gen-model): its words mean nothing, only their tokens and cost count.
-func TestServeThreeProcessesOneRedis(t *testing.T) {
+func TestServeThreeProcessesOneRedis(t *testing.T) { testServeThreeProcesses(t, false) }
+
+// TestServeThreeProcessesOneRedisLeases is TestServeThreeProcessesOneRedis with
+// redis: {leases: true}: the same budget, rate and reconciliation checks hold when the
+// processes serve from leases (tenancy.LeaseShared), the ledgers equal to Redis's
+// spend once the processes stopped (they report everything on the way out).
+func TestServeThreeProcessesOneRedisLeases(t *testing.T) { testServeThreeProcesses(t, true) }
+
+func testServeThreeProcesses(t *testing.T, leases bool) {
 	if testing.Short() {
 		t.Skip("starts three lmlite processes")
 	}
@@ -146,7 +154,7 @@ listen: `+addr+`
 data_dir: `+data+`
 admin_key_env: LMLITE_TEST_ADMIN_KEY
 ledger: {sync: process}
-redis: {url: "`+rs.URL(0)+`", key_prefix: "`+prefix+`", node_id: n`+strconv.Itoa(i)+`}
+redis: {url: "`+rs.URL(0)+`", key_prefix: "`+prefix+`", node_id: n`+strconv.Itoa(i)+`, leases: `+strconv.FormatBool(leases)+`}
 models:
   - {id: tiny, path: `+model+`, max_model_len: 128, idle_timeout: -1s, prompt_usd_per_1k: 1, completion_usd_per_1k: 1}
 `+extra+`tiers: {fast: [{model: tiny}]}

@@ -133,6 +133,7 @@ type options struct {
 	bare       bool
 	serveEnv   string
 	redis      string
+	leases     bool
 }
 
 func run(args []string) error {
@@ -151,6 +152,7 @@ func run(args []string) error {
 	fs.BoolVar(&o.keep, "keep", false, "keep the temporary directory (config, data, logs)")
 	fs.StringVar(&o.serveEnv, "serve-env", "", "extra environment for lmlite serve only, e.g. GOMAXPROCS=1,GOGC=200 (experiments)")
 	fs.StringVar(&o.redis, "redis", "", "a Redis URL (redis://127.0.0.1:PORT/0): the gateway keeps its keys, quotas, budgets and usage there (issue 16's overhead: compare with a run without it)")
+	fs.BoolVar(&o.leases, "redis-leases", false, "with --redis: serve budgets and rates from leases (redis: {leases: true}, issue 37)")
 	fs.BoolVar(&o.bare, "bare", false, "also measure a bare fasthttp proxy (forwarding only) as a third side: the floor of any proxy here")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -328,7 +330,7 @@ plans:
 tenants: [{id: bench, plan: bench}]
 `, addr, filepath.Join(dir, "data"), o.ledger, models)
 	if o.redis != "" {
-		cfg += fmt.Sprintf("redis: {url: %q, key_prefix: \"gwbench%d:\", node_id: bench}\n", o.redis, time.Now().UnixNano())
+		cfg += fmt.Sprintf("redis: {url: %q, key_prefix: \"gwbench%d:\", node_id: bench, leases: %v}\n", o.redis, time.Now().UnixNano(), o.leases)
 	}
 	cfgPath := filepath.Join(dir, "gateway.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {

@@ -1,0 +1,520 @@
+package tenancy
+
+import (
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/lmlite/lmlite/money"
+)
+
+// LeaseShared is a Shared that serves a tenant's requests from leases this process
+// holds in Redis, with no round trip, and falls back to RedisShared's per-request
+// path (exact) whenever a lease does not cover a request. It embeds the RedisShared,
+// so its other abilities (batch jobs, Held, Pending, ...) are RedisShared's.
+// docs/REDIS.md and the package doc have the design and its bounds.
+type LeaseShared struct {
+	*RedisShared
+	bank interface {
+		leaseBank
+		register(tenant, lid string) error
+		forget(tenant, lid string)
+	}
+	cfg   LeaseConfig
+	lid   string // this process start's lease id
+	store *Store // the ledger whose entries name the lease (reconciliation); nil: none
+
+	mu    sync.RWMutex // guards books
+	books map[string]*leaseBook
+
+	kick chan *leaseBook
+	stop chan struct{}
+	done chan struct{}
+}
+
+// LeaseOptions configure NewLeaseShared.
+type LeaseOptions struct {
+	LeaseConfig
+	// Store is this process's ledger: its ID names the owner of the leases, so that its
+	// next start (or an operator with its ledger) reconciles the leases it held. Required.
+	Store *Store
+	// Now is the clock of the background refreshes; time.Now.
+	Now func() time.Time
+}
+
+// leaseBook is one tenant's lease as this process holds it. mu guards every field;
+// requests take it for a few arithmetic steps, the refresher to build a refresh and to
+// apply its answer, never across a round trip.
+type leaseBook struct {
+	tenant string
+	mu     sync.Mutex
+	q      Quota
+
+	granted bool
+	money   money.Money // leased: what Redis holds for this process
+	resv    money.Money // of it, reserved by requests in flight
+	owed    []leaseReport
+	owedSum money.Money
+	sending *leaseAsk // sent and not answered, or failed: resent as is
+	tokens  int       // tokens used since the last report
+	slots   int
+	flight  int
+	reqTok  int     // request tokens held
+	tpmLeft float64 // tokens/min left at the last answer, minus the tokens used since
+	left    money.Money
+	seq     uint64
+	reg     bool // registered in the owner's index
+
+	maxW     money.Money
+	demMoney money.Money
+	demReqs  int
+	demPeak  int
+	last     time.Time
+	queued   bool // on the kick channel or being refreshed
+
+	tickets map[string]leaseTicket
+}
+
+// leaseTicket is a request served from the lease: money is its reservation there;
+// exact is the part reserved on the per-request path (a Reserve the lease could not
+// cover).
+type leaseTicket struct {
+	money, exact money.Money
+}
+
+// NewLeaseShared returns r served through leases and starts the refresher; Close
+// gives the leases back and closes r.
+func NewLeaseShared(r *RedisShared, o LeaseOptions) *LeaseShared {
+	owner := ""
+	if o.Store != nil {
+		owner = o.Store.ID()
+	}
+	l := &LeaseShared{RedisShared: r, cfg: o.LeaseConfig.withDefaults(), store: o.Store,
+		lid:   r.node + "." + strconv.FormatUint(rand.Uint64(), 36),
+		books: map[string]*leaseBook{}, kick: make(chan *leaseBook, 1024), stop: make(chan struct{}), done: make(chan struct{})}
+	l.bank = &redisBank{r: r, owner: owner}
+	go l.loop(o.Now)
+	return l
+}
+
+// LeaseID is this process start's lease id (Entry.Lease of what it settles from leases).
+func (l *LeaseShared) LeaseID() string { return l.lid }
+
+// Reconcile closes the leases this ledger's earlier runs held (a process killed
+// holding them): what its ledger says they settled is charged, the rest given back. It
+// returns the money given back. Call it at start, before serving.
+func (l *LeaseShared) Reconcile() (money.Money, error) {
+	if l.store == nil {
+		return 0, nil
+	}
+	sums, err := LeaseSums(l.store)
+	if err != nil {
+		return 0, err
+	}
+	return ReconcileLeases(l.c, l.prefix, l.store.ID(), l.lid, sums)
+}
+
+func limited(q *Quota) bool {
+	return q.RequestsPerSecond > 0 || q.TokensPerMinute > 0 || q.MaxConcurrency > 0 || hasBudget(q)
+}
+
+func (l *LeaseShared) book(q *Quota) *leaseBook {
+	l.mu.RLock()
+	b := l.books[q.Tenant]
+	l.mu.RUnlock()
+	if b != nil {
+		return b
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if b = l.books[q.Tenant]; b == nil {
+		b = &leaseBook{tenant: q.Tenant, q: *q, left: -1, tpmLeft: -1, tickets: map[string]leaseTicket{}}
+		l.books[q.Tenant] = b
+	}
+	return b
+}
+
+// viewLocked is the book as planLease sees it at now.
+func (b *leaseBook) viewLocked(now time.Time) leaseView {
+	owed := b.owedSum
+	if b.sending != nil {
+		owed += b.sending.reported()
+	}
+	d, _ := windows(now)
+	old := false
+	for _, r := range b.owed {
+		old = old || r.Day != d
+	}
+	return leaseView{Now: now, Last: b.last, Budget: hasBudget(&b.q), MaxConc: b.q.MaxConcurrency, RPS: b.q.RequestsPerSecond,
+		Burst: b.q.Burst, Granted: b.granted, Money: b.money, Resv: b.resv, Owed: owed, Left: b.left, Slots: b.slots,
+		Flight: b.flight, Tokens: b.reqTok, MaxW: b.maxW, DemMoney: b.demMoney, DemReqs: b.demReqs, DemPeak: b.demPeak, OldOwed: old}
+}
+
+// maybeKickLocked queues the book for a refresh if planLease says so.
+func (l *LeaseShared) maybeKickLocked(b *leaseBook, now time.Time) {
+	if b.queued || !planLease(b.viewLocked(now), l.cfg).Refresh {
+		return
+	}
+	select {
+	case l.kick <- b:
+		b.queued = true
+	default: // full: the periodic pass finds it
+	}
+}
+
+// takeLocked serves a request from the lease if it covers every limit: a slot, a
+// request token, the prompt's tokens/min and total. It reports whether it did.
+func (b *leaseBook) takeLocked(id string, promptTokens int, total money.Money) bool {
+	v := b.viewLocked(time.Time{})
+	switch {
+	case !b.granted:
+		return false
+	case v.Budget && total > v.free():
+		return false
+	case b.q.MaxConcurrency > 0 && b.flight >= b.slots:
+		return false
+	case b.q.RequestsPerSecond > 0 && b.reqTok < 1:
+		return false
+	case b.q.TokensPerMinute > 0 && b.tpmLeft < float64(min(promptTokens, b.q.TokensPerMinute)):
+		return false
+	}
+	if b.q.MaxConcurrency > 0 {
+		b.flight++
+	}
+	if b.q.RequestsPerSecond > 0 {
+		b.reqTok--
+	}
+	if v.Budget {
+		b.resv += total
+	}
+	b.tickets[id] = leaseTicket{money: total}
+	return true
+}
+
+// roomLocked is the money left for the tenant as this process knows it: what Redis
+// had left beyond every lease at its last answer, plus this lease's free part.
+func (b *leaseBook) roomLocked() money.Money {
+	if !hasBudget(&b.q) {
+		return -1
+	}
+	v := b.viewLocked(time.Time{})
+	return max(0, b.left) + max(0, v.free())
+}
+
+func (l *LeaseShared) Admit(q *Quota, id string, now time.Time, promptTokens int, total money.Money) (money.Money, error) {
+	if !limited(q) {
+		return -1, nil
+	}
+	b := l.book(q)
+	b.mu.Lock()
+	if b.q != *q {
+		b.q = *q // the next refresh sizes the lease for it
+	}
+	b.demReqs++
+	b.demMoney += total
+	b.maxW = max(b.maxW, total)
+	ok := b.takeLocked(id, promptTokens, total)
+	if ok {
+		b.demPeak = max(b.demPeak, b.flight)
+	} else {
+		b.demPeak = max(b.demPeak, b.flight+1) // one more than the lease had slots for
+	}
+	var room money.Money
+	if ok {
+		room = b.roomLocked()
+	}
+	l.maybeKickLocked(b, now)
+	b.mu.Unlock()
+	if ok {
+		return room, nil
+	}
+	return l.RedisShared.Admit(q, id, now, promptTokens, total)
+}
+
+func (l *LeaseShared) Room(q *Quota) money.Money {
+	l.mu.RLock()
+	b := l.books[q.Tenant]
+	l.mu.RUnlock()
+	if b == nil {
+		return l.RedisShared.Room(q)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.granted {
+		return l.RedisShared.Room(q)
+	}
+	return b.roomLocked()
+}
+
+func (l *LeaseShared) Reserve(q *Quota, id string, now time.Time, total money.Money) (money.Money, error) {
+	l.mu.RLock()
+	b := l.books[q.Tenant]
+	l.mu.RUnlock()
+	if b == nil {
+		return l.RedisShared.Reserve(q, id, now, total)
+	}
+	b.mu.Lock()
+	lt, ok := b.tickets[id]
+	if total > lt.money+lt.exact { // demand, whichever path serves it
+		b.demMoney += total - lt.money - lt.exact
+		b.maxW = max(b.maxW, total)
+	}
+	if !ok {
+		l.maybeKickLocked(b, now)
+		b.mu.Unlock()
+		return l.RedisShared.Reserve(q, id, now, total)
+	}
+	budget := hasBudget(&b.q)
+	if !budget {
+		b.mu.Unlock()
+		return -1, nil
+	}
+	// Grow or shrink the lease's part first; what the lease cannot cover goes to the
+	// per-request path.
+	if lt.exact == 0 {
+		v := b.viewLocked(now)
+		if total <= lt.money || total-lt.money <= v.free() {
+			b.resv += total - lt.money
+			lt.money = total
+			b.tickets[id] = lt
+			room := b.roomLocked()
+			l.maybeKickLocked(b, now)
+			b.mu.Unlock()
+			return room, nil
+		}
+	}
+	keep := min(lt.money, total)
+	b.resv -= lt.money - keep
+	lt.money = keep
+	b.tickets[id] = lt
+	l.maybeKickLocked(b, now)
+	b.mu.Unlock()
+	room, err := l.RedisShared.Reserve(q, id, now, total-keep)
+	if err != nil {
+		return room, err
+	}
+	b.mu.Lock()
+	lt = b.tickets[id]
+	lt.exact = total - keep
+	b.tickets[id] = lt
+	b.mu.Unlock()
+	return room, nil
+}
+
+func (l *LeaseShared) Settle(q *Quota, id string, now time.Time, actual money.Money, tokens int) (money.Money, bool, error) {
+	prior, again, _, err := l.SettleLease(q, id, now, actual, tokens)
+	return prior, again, err
+}
+
+// SettleLease is Settle that also says which lease the money was settled from ("":
+// none, the per-request path), for the ledger entry (Entry.Lease).
+func (l *LeaseShared) SettleLease(q *Quota, id string, now time.Time, actual money.Money, tokens int) (prior money.Money, again bool, lease string, err error) {
+	l.mu.RLock()
+	b := l.books[q.Tenant]
+	l.mu.RUnlock()
+	if b == nil {
+		prior, again, err = l.RedisShared.Settle(q, id, now, actual, tokens)
+		return prior, again, "", err
+	}
+	b.mu.Lock()
+	lt, ok := b.tickets[id]
+	if !ok {
+		b.mu.Unlock()
+		prior, again, err = l.RedisShared.Settle(q, id, now, actual, tokens)
+		return prior, again, "", err
+	}
+	delete(b.tickets, id)
+	// What the lease settles: all of it, unless part was reserved on the per-request
+	// path (which settles the rest). A tenant without a budget reserves nothing but its
+	// spend is still reported, as the per-request path counts it.
+	fromLease := actual
+	if lt.exact > 0 {
+		fromLease = min(actual, lt.money)
+	}
+	b.resv -= lt.money
+	if fromLease > 0 {
+		d, m := windows(now)
+		i := len(b.owed) - 1
+		if i < 0 || b.owed[i].Day != d {
+			b.owed = append(b.owed, leaseReport{Day: d, Month: m})
+			i++
+		}
+		b.owed[i].Amount += fromLease
+		b.owedSum += fromLease
+	}
+	if b.q.MaxConcurrency > 0 {
+		b.flight--
+	}
+	if tokens > 0 && b.q.TokensPerMinute > 0 {
+		b.tokens += tokens
+		b.tpmLeft -= float64(tokens)
+	}
+	l.maybeKickLocked(b, now)
+	b.mu.Unlock()
+	if lt.exact > 0 {
+		if _, _, err = l.RedisShared.Settle(q, id, now, actual-fromLease, 0); err != nil {
+			return 0, false, l.lid, err
+		}
+	}
+	if fromLease > 0 || lt.exact == 0 {
+		lease = l.lid
+	}
+	return 0, false, lease, nil
+}
+
+// CheckTokens is Ticket.CheckTokens (tokenChecker): for a tenant with a lease, against
+// the tokens/min left at its last refresh less the tokens used since, with no round
+// trip; otherwise RedisShared's.
+func (l *LeaseShared) CheckTokens(q *Quota, now time.Time, promptTokens int) error {
+	if q.TokensPerMinute <= 0 || promptTokens <= 0 {
+		return nil
+	}
+	l.mu.RLock()
+	b := l.books[q.Tenant]
+	l.mu.RUnlock()
+	if b != nil {
+		b.mu.Lock()
+		granted, left := b.granted, b.tpmLeft
+		b.mu.Unlock()
+		if granted && left >= float64(min(promptTokens, q.TokensPerMinute)) {
+			return nil
+		}
+	}
+	return l.RedisShared.CheckTokens(q, now, promptTokens)
+}
+
+// loop is the refresher: it refreshes the books kicked by requests at once, and every
+// tenth of a period passes over every book for those planLease says are due (an idle
+// lease given back, a day that changed).
+func (l *LeaseShared) loop(now func() time.Time) {
+	defer close(l.done)
+	if now == nil {
+		now = time.Now
+	}
+	t := time.NewTicker(l.cfg.Period / 10)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case b := <-l.kick:
+			l.refresh(b, now(), false)
+		case <-t.C:
+			l.mu.RLock()
+			bs := make([]*leaseBook, 0, len(l.books))
+			for _, b := range l.books {
+				bs = append(bs, b)
+			}
+			l.mu.RUnlock()
+			n := now()
+			for _, b := range bs {
+				b.mu.Lock()
+				due := planLease(b.viewLocked(n), l.cfg).Refresh && (b.granted || b.demReqs > 0 || b.owedSum > 0)
+				if due {
+					b.queued = true
+				}
+				b.mu.Unlock()
+				if due {
+					l.refresh(b, n, false)
+				}
+			}
+		}
+	}
+}
+
+// refresh sends one refresh of b's lease and applies the answer; final gives the lease
+// back whole (Close). It is only called by the refresher (or Close, after it stopped).
+func (l *LeaseShared) refresh(b *leaseBook, now time.Time, final bool) error {
+	b.mu.Lock()
+	p := planLease(b.viewLocked(now), l.cfg)
+	if final {
+		p = leasePlan{Money: b.resv, Slots: b.flight, Give: b.reqTok}
+	}
+	q := b.q
+	ask := b.sending
+	if ask == nil {
+		b.seq++
+		ask = &leaseAsk{Lease: l.lid, Seq: b.seq, Reports: b.owed, Tokens: b.tokens}
+		b.owed, b.owedSum, b.tokens = nil, 0, 0
+		b.sending = ask
+	}
+	ask.Money, ask.Slots, ask.Take, ask.Give = p.Money, p.Slots, p.Take, p.Give
+	ask.Reserve = money.Money(l.cfg.Reserve) * b.maxW
+	// A shrink takes effect here at once (the lease after it still covers every
+	// reservation: p.Money ≥ resv); a grow only when Redis grants it.
+	if rep := ask.reported(); p.Money < b.money-rep {
+		b.money = p.Money + rep
+	}
+	if p.Slots < b.slots {
+		b.slots = p.Slots
+	}
+	b.reqTok -= p.Give
+	if b.demReqs == 0 && !final {
+		b.maxW -= b.maxW / 4 // the worst case seen decays while the tenant is idle
+	}
+	b.last = now
+	b.demMoney, b.demReqs, b.demPeak = 0, 0, b.flight
+	reg := b.reg
+	b.mu.Unlock()
+
+	var err error
+	if !reg {
+		if err = l.bank.register(q.Tenant, l.lid); err == nil {
+			b.mu.Lock()
+			b.reg = true
+			b.mu.Unlock()
+		}
+	}
+	var g leaseGrant
+	if err == nil {
+		g, err = l.bank.refresh(&q, now, ask)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.queued = false
+	if err != nil {
+		ask.Give = 0 // given back locally; a resend must not give them twice
+		return err
+	}
+	b.sending = nil
+	b.granted = !final
+	b.money = g.Money
+	b.slots = g.Slots
+	b.reqTok += g.Took
+	b.tpmLeft = g.TPMLeft - float64(b.tokens)
+	b.left = g.Left
+	return nil
+}
+
+// Close gives every lease back (reporting what it settled) and closes the
+// RedisShared. A lease that cannot be given back stays in Redis, stranded until this
+// ledger's next start reconciles it.
+func (l *LeaseShared) Close() {
+	select {
+	case <-l.stop:
+		return
+	default:
+	}
+	close(l.stop)
+	<-l.done
+	l.mu.RLock()
+	bs := make([]*leaseBook, 0, len(l.books))
+	for _, b := range l.books {
+		bs = append(bs, b)
+	}
+	l.mu.RUnlock()
+	for _, b := range bs {
+		if l.refresh(b, time.Now(), true) == nil {
+			b.mu.Lock()
+			whole := b.money == 0 && b.slots == 0 && b.reg
+			b.mu.Unlock()
+			if whole {
+				l.bank.forget(b.tenant, l.lid)
+			}
+		}
+	}
+	l.RedisShared.Close()
+}
+
+var _ Shared = (*LeaseShared)(nil)

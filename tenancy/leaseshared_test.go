@@ -1,0 +1,436 @@
+package tenancy
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lmlite/lmlite/internal/rediscli"
+	"github.com/lmlite/lmlite/internal/redistest"
+	"github.com/lmlite/lmlite/money"
+)
+
+// leaseProc is one process's tenancy served through leases on a shared Redis.
+type leaseProc struct {
+	ten   *Tenancy
+	ls    *LeaseShared
+	store *Store
+	c     redis.UniversalClient
+	cmds  *atomic.Int64 // commands this process sent to Redis
+}
+
+type cmdCounter struct{ n *atomic.Int64 }
+
+func (h cmdCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h cmdCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { h.n.Add(1); return next(ctx, cmd) }
+}
+func (h cmdCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error { h.n.Add(int64(len(cmds))); return next(ctx, cmds) }
+}
+
+// newLeaseProc starts a process on srv with its ledger at path ("": a new one).
+func newLeaseProc(t *testing.T, srv *redistest.Server, node, path string, period time.Duration) *leaseProc {
+	t.Helper()
+	c, err := rediscli.New(rediscli.Options{URL: srv.URL(0), Name: node})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &atomic.Int64{}
+	c.AddHook(cmdCounter{n})
+	if path == "" {
+		path = filepath.Join(t.TempDir(), "lmlite.db")
+	}
+	store := openStore(t, path, SyncProcess)
+	r := NewRedisShared(c, RedisOptions{KeyPrefix: "test:", Node: node, TTL: 5 * time.Second})
+	ls := NewLeaseShared(r, LeaseOptions{LeaseConfig: LeaseConfig{Period: period}, Store: store})
+	ten := New(store)
+	ten.UseShared(ls)
+	p := &leaseProc{ten, ls, store, c, n}
+	t.Cleanup(func() { ls.Close(); c.Close(); store.Close() })
+	return p
+}
+
+// kill stops p as kill -9 would, as far as Redis can tell: no more refreshes, its
+// leases never given back. Its ledger is closed as written.
+func (p *leaseProc) kill() {
+	close(p.ls.stop)
+	<-p.ls.done
+	p.ls.RedisShared.Close()
+	p.store.Close()
+}
+
+// request runs one request on p: admitted, its worst case reserved, settled at cost.
+func (p *leaseProc) request(q *Quota, worst, cost money.Money) error {
+	now := time.Now()
+	tk, err := p.ten.Admit(q, now, 10)
+	if err != nil {
+		return err
+	}
+	if err := tk.Reserve(now, worst); err != nil {
+		tk.Settle(Entry{Time: now, Status: 402})
+		return err
+	}
+	_, err = tk.Settle(Entry{Time: now, Status: 200, PromptTokens: 10, CompletionTokens: 10, Cost: cost})
+	return err
+}
+
+func redisHeld(t *testing.T, c redis.UniversalClient, tenant string) (held, slots int64) {
+	v, err := c.HMGet(context.Background(), "test:t:{"+tenant+"}:s", "=held", "=n").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(x any) int64 {
+		s, _ := x.(string)
+		var n int64
+		for _, ch := range s {
+			n = n*10 + int64(ch-'0')
+		}
+		return n
+	}
+	return get(v[0]), get(v[1])
+}
+
+// TestLeaseNeverOverspendsAcrossProcesses hammers one tenant from three processes
+// sharing one Redis, each request charged its whole worst case: the ledgers never sum
+// past the day's ceiling, the tenant gets all but a few requests' worth of it, and
+// after Close Redis's spend equals the ledgers' to the cent with nothing held.
+func TestLeaseNeverOverspendsAcrossProcesses(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	period := 200 * time.Millisecond
+	ps := []*leaseProc{newLeaseProc(t, srv, "a", "", period), newLeaseProc(t, srv, "b", "", period), newLeaseProc(t, srv, "c", "", period)}
+	worst := money.USD(0.001)
+	ceiling := 300*worst + worst/2
+	q := &Quota{Tenant: "hammer", DailyBudget: ceiling, MaxConcurrency: 64, RequestsPerSecond: 100000, Burst: 100000, TokensPerMinute: 100000000}
+	deadline := time.Now().Add(3 * time.Second)
+	var wg sync.WaitGroup
+	var ok atomic.Int64
+	for g := range 24 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := ps[g%3]
+			for time.Now().Before(deadline) {
+				err := p.request(q, worst, worst)
+				switch {
+				case err == nil:
+					ok.Add(1)
+				case errors.Is(err, ErrInsufficientQuota), errors.Is(err, ErrLimited):
+					time.Sleep(5 * time.Millisecond)
+				default:
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	var sum money.Money
+	for _, p := range ps {
+		sum += ledgerSum(t, p.store)
+	}
+	if sum > ceiling {
+		t.Fatalf("ledgers sum to %v, past the ceiling %v", sum, ceiling)
+	}
+	if sum < ceiling-3*worst {
+		t.Errorf("ledgers sum to %v: more than one worst case per process under the ceiling %v", sum, ceiling)
+	}
+	for _, p := range ps {
+		p.ls.Close()
+	}
+	day, _, err := ps[0].ls.RedisShared.Spent(q.Tenant, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held, slots := redisHeld(t, ps[0].c, q.Tenant); day != sum || held != 0 || slots != 0 {
+		t.Fatalf("after Close Redis has spent %v (ledgers %v), held %v, slots %d: want equal, 0, 0", day, sum, money.Money(held), slots)
+	}
+	t.Logf("%d requests served, ledgers %v of %v", ok.Load(), sum, ceiling)
+}
+
+// TestLeaseServesWithoutRoundTrips: once a lease covers a tenant, its requests
+// (admission, tokens/min check, reservation, settlement) send nothing to Redis.
+func TestLeaseServesWithoutRoundTrips(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	p := newLeaseProc(t, srv, "a", "", 10*time.Second)
+	worst := money.USD(0.001)
+	q := &Quota{Tenant: "quiet", DailyBudget: money.USD(100), MaxConcurrency: 64, RequestsPerSecond: 1000, Burst: 1000, TokensPerMinute: 1000000}
+	for range 3 { // the first goes one by one and asks for a lease
+		if err := p.request(q, worst, worst/2); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	before := p.cmds.Load()
+	for range 50 {
+		now := time.Now()
+		tk, err := p.ten.Admit(q, now, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tk.CheckTokens(now, 10); err != nil {
+			t.Fatal(err)
+		}
+		if err := tk.Reserve(now, worst); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tk.Settle(Entry{Time: now, Cost: worst / 2, PromptTokens: 10}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := p.cmds.Load() - before; n > 6 {
+		t.Fatalf("50 leased requests sent %d commands to Redis; want only a few refreshes", n)
+	}
+}
+
+// TestLeaseKilledHolderReconciledAtRestart: a process killed holding a lease strands
+// at most that lease (never overspent: Redis's spend plus what it holds stays under
+// the ceiling), and its restart on the same ledger charges what the ledger settled
+// beyond its reports and gives the rest back.
+func TestLeaseKilledHolderReconciledAtRestart(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	path := filepath.Join(t.TempDir(), "lmlite.db")
+	a := newLeaseProc(t, srv, "a", path, 10*time.Second) // no periodic refresh: settlements stay unreported
+	worst := money.USD(0.001)
+	ceiling := money.USD(1)
+	q := &Quota{Tenant: "killed", DailyBudget: ceiling}
+	var lease money.Money
+	var granted bool
+	for i := 0; i < 20 || (lease == 0 && i < 200); i++ { // until the lease covers some
+		if err := a.request(q, worst, worst); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Millisecond)
+		a.ls.mu.RLock()
+		b := a.ls.books[q.Tenant]
+		a.ls.mu.RUnlock()
+		b.mu.Lock()
+		lease, granted = b.money, b.granted
+		b.mu.Unlock()
+	}
+	if !granted || lease == 0 {
+		t.Fatalf("a holds no lease after 20 requests (granted %v, %v)", granted, lease)
+	}
+	ledger := ledgerSum(t, a.store)
+	a.kill()
+	r := newLeaseProc(t, srv, "watch", "", time.Second)
+	spent, _, _ := r.ls.RedisShared.Spent(q.Tenant, time.Now())
+	held, _ := redisHeld(t, r.c, q.Tenant)
+	if money.Money(held) > lease {
+		t.Fatalf("Redis holds %v after a died holding a lease of %v", money.Money(held), lease)
+	}
+	if spent+money.Money(held) < ledger {
+		t.Fatalf("overspendable: Redis's spend %v + held %v < a's ledger %v", spent, money.Money(held), ledger)
+	}
+	t.Logf("stranded: lease %v, Redis spent %v held %v, a's ledger %v", lease, spent, money.Money(held), ledger)
+
+	a2 := newLeaseProc(t, srv, "a2", path, 10*time.Second) // restarted on a's ledger
+	back, err := a2.ls.Reconcile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spent, _, _ = r.ls.RedisShared.Spent(q.Tenant, time.Now())
+	held, _ = redisHeld(t, r.c, q.Tenant)
+	if spent != ledger || held != 0 {
+		t.Fatalf("after reconciliation Redis has spent %v held %v; want the ledger's %v and 0", spent, money.Money(held), ledger)
+	}
+	if back != lease {
+		t.Fatalf("reconciliation released %v, want the lease %v", back, lease)
+	}
+	if back, _ := a2.ls.Reconcile(); back != 0 {
+		t.Fatalf("a second reconciliation released %v more", back)
+	}
+}
+
+// TestLeaseNearCeilingIdleLeaseComesBack: a tenant with money left spends it through
+// another process while the first sits on an idle lease: the idle lease is given back
+// within a period, and near the ceiling requests go one by one.
+func TestLeaseNearCeilingIdleLeaseComesBack(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	period := 200 * time.Millisecond
+	a, b := newLeaseProc(t, srv, "a", "", period), newLeaseProc(t, srv, "b", "", period)
+	worst := money.USD(0.01)
+	ceiling := 20 * worst
+	q := &Quota{Tenant: "near", DailyBudget: ceiling}
+	for range 5 { // a leases and goes idle
+		if err := a.request(q, worst, worst/10); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(20 * time.Millisecond)
+	start := time.Now()
+	var spentB money.Money
+	for time.Since(start) < 3*time.Second {
+		err := b.request(q, worst, worst)
+		if err == nil {
+			spentB += worst
+			continue
+		}
+		if !errors.Is(err, ErrInsufficientQuota) {
+			t.Fatal(err)
+		}
+		if left := ceiling - ledgerSum(t, a.store) - spentB; left < worst {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	total := ledgerSum(t, a.store) + ledgerSum(t, b.store)
+	if total > ceiling || ceiling-total >= worst {
+		t.Fatalf("a and b spent %v of %v in %v: want all but less than one worst case, never more", total, ceiling, time.Since(start))
+	}
+	t.Logf("b spent %v; all spent %v after %v", spentB, total, time.Since(start))
+}
+
+// TestLeaseReturnedOnClose: Close reports every settlement and gives the money and
+// slots back: nothing held, the lease forgotten, Redis's spend the ledger's.
+func TestLeaseReturnedOnClose(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	a := newLeaseProc(t, srv, "a", "", 10*time.Second)
+	w := newLeaseProc(t, srv, "watch", "", time.Second)
+	worst := money.USD(0.001)
+	q := &Quota{Tenant: "closing", DailyBudget: money.USD(1), MaxConcurrency: 10}
+	for range 30 {
+		if err := a.request(q, worst, worst/3); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	if held, _ := redisHeld(t, w.c, q.Tenant); held == 0 {
+		t.Fatal("a holds no lease in Redis before Close")
+	}
+	a.ls.Close()
+	spent, _, _ := w.ls.RedisShared.Spent(q.Tenant, time.Now())
+	held, slots := redisHeld(t, w.c, q.Tenant)
+	if spent != ledgerSum(t, a.store) || held != 0 || slots != 0 {
+		t.Fatalf("after Close: Redis spent %v (ledger %v), held %v, slots %d", spent, ledgerSum(t, a.store), money.Money(held), slots)
+	}
+	if n, _ := w.c.Keys(context.Background(), "test:*lease*").Result(); len(n) != 0 {
+		t.Fatalf("lease keys left after Close: %v", n)
+	}
+}
+
+// TestLeaseKilledHolderReleasedFromItsLedger: a process killed holding a lease that
+// never returns is reconciled by an operator from its ledger (ReconcileLeases, what
+// lmlite ledger verify --release runs): the ledger's spend charged, the rest back.
+func TestLeaseKilledHolderReleasedFromItsLedger(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	path := filepath.Join(t.TempDir(), "lmlite.db")
+	a := newLeaseProc(t, srv, "a", path, 10*time.Second)
+	worst := money.USD(0.001)
+	q := &Quota{Tenant: "gone", DailyBudget: money.USD(1)}
+	for i := 0; i < 200; i++ {
+		if err := a.request(q, worst, worst/2); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond)
+		if held, _ := redisHeld(t, a.c, q.Tenant); i >= 20 && held > 0 {
+			break
+		}
+	}
+	a.kill()
+	w := newLeaseProc(t, srv, "operator", "", time.Second)
+	if held, _ := redisHeld(t, w.c, q.Tenant); held == 0 {
+		t.Fatal("nothing stranded: a held no lease when it died")
+	}
+	store := openStore(t, path, SyncProcess) // a's ledger, its server gone
+	defer store.Close()
+	ledger := ledgerSum(t, store)
+	sums, err := LeaseSums(store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReconcileLeases(w.c, "test:", store.ID(), "", sums); err != nil {
+		t.Fatal(err)
+	}
+	spent, _, _ := w.ls.RedisShared.Spent(q.Tenant, time.Now())
+	held, _ := redisHeld(t, w.c, q.Tenant)
+	if spent != ledger || held != 0 {
+		t.Fatalf("after the release Redis has spent %v held %v; want the ledger's %v and 0", spent, money.Money(held), ledger)
+	}
+}
+
+// TestLeaseSpendWithoutBudgetReported: a tenant with rates but no budget is served from
+// its lease too, and what it spends still reaches Redis's spend (as on the per-request
+// path), reported with the refreshes: after Close Redis's spend is the ledger's.
+func TestLeaseSpendWithoutBudgetReported(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	a := newLeaseProc(t, srv, "a", "", 200*time.Millisecond)
+	q := &Quota{Tenant: "nobudget", RequestsPerSecond: 1000, Burst: 1000, MaxConcurrency: 8}
+	for range 50 {
+		if err := a.request(q, money.USD(0.01), money.USD(0.004)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	a.ls.Close()
+	spent, _, _ := a.ls.RedisShared.Spent(q.Tenant, time.Now())
+	if ledger := ledgerSum(t, a.store); spent != ledger {
+		t.Fatalf("Redis's spend %v, the ledger's %v", spent, ledger)
+	}
+}
+
+// TestLeaseRedisDownSpendsOnlyWhatWasLeased: with Redis down a process serves from its
+// lease and no more (beyond it money fails closed, ErrUnavailable); the settlements made
+// meanwhile reach Redis once it is back (the failed refresh resent as it was, charged
+// once), and after Close Redis's spend is the ledger's.
+func TestLeaseRedisDownSpendsOnlyWhatWasLeased(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{Persist: true})
+	a := newLeaseProc(t, srv, "a", "", 200*time.Millisecond)
+	worst := money.USD(0.001)
+	q := &Quota{Tenant: "outage", DailyBudget: money.USD(1)}
+	var lease money.Money
+	for i := 0; i < 500 && lease < 20*worst; i++ {
+		if err := a.request(q, worst, worst); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond)
+		a.ls.mu.RLock()
+		b := a.ls.books[q.Tenant]
+		a.ls.mu.RUnlock()
+		b.mu.Lock()
+		lease = b.money - b.resv - b.owedSum
+		if b.sending != nil {
+			lease -= b.sending.reported()
+		}
+		b.mu.Unlock()
+	}
+	srv.Kill()
+	var during money.Money
+	for {
+		err := a.request(q, worst, worst)
+		if err != nil {
+			if !errors.Is(err, ErrUnavailable) {
+				t.Fatalf("with Redis down: %v, want ErrUnavailable once the lease is spent", err)
+			}
+			break
+		}
+		during += worst
+		if during > money.USD(1) {
+			t.Fatal("served without end while Redis was down")
+		}
+	}
+	if during > lease || during == 0 {
+		t.Fatalf("served %v while Redis was down, with %v free in the lease when it went", during, lease)
+	}
+	srv.Restart()
+	back := time.Now()
+	for a.request(q, worst, worst) != nil {
+		if time.Since(back) > 3*time.Second {
+			t.Fatal("not serving 3s after Redis returned")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("served %v from a lease of %v free while Redis was down; back after %v", during, lease, time.Since(back))
+	a.ls.Close()
+	spent, _, _ := a.ls.RedisShared.Spent(q.Tenant, time.Now())
+	held, _ := redisHeld(t, a.c, q.Tenant)
+	if ledger := ledgerSum(t, a.store); spent != ledger || held != 0 {
+		t.Fatalf("after Close Redis has spent %v held %v, the ledger %v", spent, money.Money(held), ledger)
+	}
+}
