@@ -257,6 +257,10 @@ func TestSDKMessagesErrors(t *testing.T) {
 	if ae := anthropicError(t, err, 400, "invalid_request_error"); !strings.Contains(ae.Message, "messages[0].content[1]") {
 		t.Errorf("image block: %s", ae.Message)
 	}
+	if resp, body := ts.get("/v1/messages", ts.keys["acme"]); resp.StatusCode != 405 ||
+		!strings.HasPrefix(body, `{"type":"error","error":{"type":"invalid_request_error","message":`) {
+		t.Errorf("GET: %d %s", resp.StatusCode, body)
+	}
 	_, err = acme.Messages.New(ctx, p, aoption.WithJSONSet("frequency_penalty", 1))
 	if ae := anthropicError(t, err, 400, "invalid_request_error"); !strings.Contains(ae.Message, "frequency_penalty") {
 		t.Errorf("unknown member: %s", ae.Message)
