@@ -24,6 +24,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/engine/spec"
 	"github.com/lmlite/lmlite/money"
 	"github.com/lmlite/lmlite/policies"
 	"github.com/lmlite/lmlite/pull"
@@ -134,6 +135,13 @@ type Model struct {
 	// assembly (AVX-512, head size 64), none elsewhere; -1: none, every request takes
 	// llama.cpp's binary16 one-query numerics.
 	AttnF32MinPrompt int `yaml:"attention_f32_min_prompt"`
+
+	// Speculative decoding (engine/spec), off by default: with ngram on, a decoding
+	// sequence drafts up to max_draft tokens (default 8) from its own prompt and
+	// output (prompt lookup) and the batch step verifies them; draft_cost (default
+	// 0.15) is a drafted position's share of a decode step's cost, against which the
+	// draft length is chosen. The output is bit-identical to plain decoding.
+	Speculative spec.Config `yaml:"speculative"`
 
 	// The grammar budget of a structured-output request (response_format's schema, a
 	// tool call's grammar), in steps of token-mask work (about 35 ns each): one
@@ -348,6 +356,10 @@ func (c *Config) Validate() error {
 			return bad(f+".max_queue", "must be ≥ 1")
 		case m.AttnF32MinPrompt < -1:
 			return bad(f+".attention_f32_min_prompt", "must be ≥ 1, 0 (the default) or -1 (off)")
+		case m.Speculative.MaxDraft < 0 || m.Speculative.MaxDraft > 64:
+			return bad(f+".speculative.max_draft", "must be between 1 and 64, or 0 (the default, 8)")
+		case m.Speculative.DraftCost < 0 || m.Speculative.DraftCost >= 1:
+			return bad(f+".speculative.draft_cost", "must be in [0, 1) (0: the default, 0.15)")
 		case m.BatchChunk < -1:
 			return bad(f+".batch_chunk_tokens", "must be ≥ 1, or -1 for no cap")
 		case m.GrammarMaskSteps < -1:
@@ -497,6 +509,7 @@ func (m *Model) EngineConfig() engine.ModelConfig {
 		MaxQueue:            m.MaxQueue,
 		BatchChunkTokens:    max(m.BatchChunk, 0), // -1: none
 		AttnF32MinPrompt:    m.AttnF32MinPrompt,
+		Speculative:         m.Speculative,
 		GrammarMaskSteps:    m.GrammarMaskSteps,
 		GrammarRequestSteps: m.GrammarRequestSteps,
 		KVCacheBytes:        mustBytes(m.KVCache),

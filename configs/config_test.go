@@ -143,6 +143,9 @@ tenants: [{id: t, plan: p}]
 		{"models: [{id: m, path: a, batch_chunk_tokens: -2}]\nplans: {p: {}}\n", "models[0].batch_chunk_tokens"},
 		{"models: [{id: m, path: a, attention_f32_min_prompt: -2}]\nplans: {p: {}}\n", "models[0].attention_f32_min_prompt"},
 		{"models: [{id: m, path: a, grammar_mask_steps: -2}]\nplans: {p: {}}\n", "models[0].grammar_mask_steps"},
+		{"models: [{id: m, path: a, speculative: {ngram: true, max_draft: 65}}]\nplans: {p: {}}\n", "models[0].speculative.max_draft"},
+		{"models: [{id: m, path: a, speculative: {draft_cost: 1}}]\nplans: {p: {}}\n", "models[0].speculative.draft_cost"},
+		{"models: [{id: m, path: a, speculative: {ngrams: true}}]\nplans: {p: {}}\n", "field ngrams not found"},
 		{"models: [{id: m, path: a, grammar_request_steps: -2}]\nplans: {p: {}}\n", "models[0].grammar_request_steps"},
 		{"models: [{id: m, path: a}]\nplans: {p: {batch_max_concurrency: -2}}\ntenants: [{id: t, plan: p}]\n", "batch_max_concurrency"},
 	}
@@ -154,6 +157,21 @@ tenants: [{id: t, plan: p}]
 		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.field) {
 			t.Errorf("%q: err = %v, want one naming %q", c.yaml, err, c.field)
 		}
+	}
+}
+
+// TestSpeculativeReachesTheEngine: a model's speculative: block is its
+// engine.ModelConfig's Speculative; off when absent.
+func TestSpeculativeReachesTheEngine(t *testing.T) {
+	c, err := Parse([]byte("models: [{id: m, path: a, speculative: {ngram: true, max_draft: 4, draft_cost: 0.1}}, {id: n, path: b}]\nplans: {p: {}}\n"))
+	if err != nil || c.Validate() != nil {
+		t.Fatal(err, c.Validate())
+	}
+	if got := c.Models[0].EngineConfig().Speculative; !got.NGram || got.MaxDraft != 4 || got.DraftCost != 0.1 {
+		t.Fatalf("speculative %+v", got)
+	}
+	if c.Models[1].EngineConfig().Speculative.On() {
+		t.Fatal("speculation on by default")
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"github.com/lmlite/lmlite/engine/chat"
 	"github.com/lmlite/lmlite/engine/grammar"
 	"github.com/lmlite/lmlite/engine/sample"
+	"github.com/lmlite/lmlite/engine/spec"
 	"github.com/lmlite/lmlite/kvcache"
 )
 
@@ -49,6 +50,14 @@ type ModelConfig struct {
 	// (2^20), DefaultGrammarRequestSteps (2^25); -1: no limit.
 	GrammarMaskSteps    int64 `yaml:"grammar_mask_steps"`
 	GrammarRequestSteps int64 `yaml:"grammar_request_steps"`
+
+	// Speculative decoding (engine/spec; off by default): with ngram on, a decoding
+	// sequence drafts up to max_draft tokens from its own prompt and output (prompt
+	// lookup) and the batch step verifies them beside the other sequences' work.
+	// The output is bit-identical to plain decoding; only its speed changes. Not for
+	// requests with a Grammar (their next mask depends on each accepted token; they
+	// decode plainly), nor embeddings.
+	Speculative spec.Config `yaml:"speculative"`
 }
 
 // Priority is a request's scheduling class: interactive requests run before batch ones.
@@ -144,6 +153,9 @@ type Request struct {
 	// scores a prompt). With PromptLogprobs the stream delivers the prompt's tokens
 	// first, as always. MaxTokens is then ignored.
 	PromptOnly bool
+	// NoSpeculation decodes the request plainly where its model speculates
+	// (ModelConfig.Speculative); the output is the same either way.
+	NoSpeculation bool `json:",omitempty"`
 }
 
 // MaxTopLogprobs is the most TopLogprobs a request may ask for (OpenAI's limit).
@@ -200,6 +212,12 @@ type Usage struct {
 	// which its grammar budget bounds (ModelConfig.GrammarRequestSteps).
 	GrammarTime  time.Duration
 	GrammarSteps int64
+
+	// Speculative decoding (ModelConfig.Speculative): the tokens drafted for
+	// verification and how many of them were accepted (each an output token that
+	// needed no step of its own).
+	DraftTokens    int `json:",omitempty"`
+	AcceptedTokens int `json:",omitempty"`
 }
 
 // ModelState is the lifecycle state of a model.
@@ -238,6 +256,8 @@ type ModelStatus struct {
 	Unloads    uint64
 	ColdStart  time.Duration // the last load's duration
 	Embeddings bool          // Block.Embed serves this model
+	// Speculative decoding's tokens: drafted for verification, and accepted.
+	DraftTokens, AcceptedTokens uint64
 
 	KV kvcache.Stats // the replicas' KV pools, summed (zero while unloaded)
 

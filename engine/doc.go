@@ -134,6 +134,34 @@
 //     prefill-only sequences in the batches; ModelConfig.Embeddings turns a model on,
 //     ModelStatus.Embeddings reports it.
 //
+// # Speculative decoding
+//
+// With ModelConfig.Speculative (speculative: {ngram: true}; off by default), a
+// decoding sequence drafts tokens from its own prompt and output (engine/spec's
+// prompt lookup: the tokens that followed the last earlier occurrence of its last 2–4
+// tokens; nothing of another sequence, let alone another tenant) and tells the
+// scheduler how many; the plan grants them after all other work, within the step's
+// token budget, the KV blocks and the request's max tokens (sched.Work.Draft). The
+// step computes the sequence's last token and its drafts as one item of the batch,
+// through the same kernels, with a logits row per position; speculate.go samples the
+// rows in order exactly as plain decoding samples those positions and accepts while
+// the sampled token is the draft. The first mismatch ends the step with the sampled
+// token, the model's own; the KV rows of the rejected drafts are rolled back
+// (kvcache.Seq.Truncate, no copy) and only accepted tokens are published to the
+// prefix cache. The output — ids, text, logits, logprobs, stop strings, finish
+// reason — is bit-identical to plain decoding (TestSpeculationSameOutputStories,
+// TestSpeculationSameOutputGenerated, TestSpeculationInMixedBatch): a position's bits
+// never depend on the batch (below), the sampler sees the accepted history, and its
+// random stream advances once per sampled position, positions being sampled in
+// order, each once, each for an output token, as in plain decoding. Requests with a
+// Grammar decode plainly for now (the next position's mask depends on the token
+// accepted before it, and masks are computed off the step); so do embeddings and
+// prompt-only requests, and any request with Request.NoSpeculation. Per sequence,
+// spec.Adapt chooses the draft length from the estimated acceptance chance and the
+// cost of a drafted position (speculative.draft_cost), and stops drafting, with a
+// doubling pause, where no length pays. Usage.DraftTokens and AcceptedTokens, and
+// ModelStatus's and Prometheus's counters, say what was drafted and accepted.
+//
 // # Determinism
 //
 // Every kernel computes an output row with a fixed order of operations, whatever the

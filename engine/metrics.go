@@ -34,6 +34,10 @@ var (
 		"Sequences summed over the batch steps: divided by the steps, the mean batch size.", []string{"model"}, nil)
 	descStepTokens = prometheus.NewDesc("lmlite_engine_batch_tokens_total",
 		"Tokens computed summed over the batch steps (decodes and prefill chunks).", []string{"model"}, nil)
+	descDrafted = prometheus.NewDesc("lmlite_engine_draft_tokens_total",
+		"Tokens drafted for verification by speculative decoding (source ngram: prompt lookup).", []string{"model", "source"}, nil)
+	descAccepted = prometheus.NewDesc("lmlite_engine_draft_accepted_tokens_total",
+		"Drafted tokens accepted by verification (each an output token without a step of its own).", []string{"model", "source"}, nil)
 	descLoads = prometheus.NewDesc("lmlite_engine_model_loads_total",
 		"Loads of an embedded model (the first and every reload after an unload).", []string{"model"}, nil)
 	descUnloads = prometheus.NewDesc("lmlite_engine_model_unloads_total",
@@ -72,7 +76,7 @@ func (b *Block) Collect(ch chan<- prometheus.Metric) { CollectModels(ch, b.Model
 // ModelStatus.
 func DescribeModels(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descModelState, descModelMemory, descModelReplicas, descModelMaxLen, descQueueDepth,
-		descRunning, descSteps, descStepSeqs, descStepTokens, descLoads, descUnloads, descColdStart,
+		descRunning, descSteps, descStepSeqs, descStepTokens, descDrafted, descAccepted, descLoads, descUnloads, descColdStart,
 		descKVBlocks, descKVBytes, descKVLookups, descKVTokens, descKVMoves, descMaskLookups, descMaskBytes, descExpertTokens} {
 		ch <- d
 	}
@@ -96,6 +100,8 @@ func CollectModels(ch chan<- prometheus.Metric, models []ModelStatus) {
 		ch <- prometheus.MustNewConstMetric(descSteps, prometheus.CounterValue, float64(st.Steps), st.ID)
 		ch <- prometheus.MustNewConstMetric(descStepSeqs, prometheus.CounterValue, float64(st.StepSeqs), st.ID)
 		ch <- prometheus.MustNewConstMetric(descStepTokens, prometheus.CounterValue, float64(st.StepTokens), st.ID)
+		ch <- prometheus.MustNewConstMetric(descDrafted, prometheus.CounterValue, float64(st.DraftTokens), st.ID, "ngram")
+		ch <- prometheus.MustNewConstMetric(descAccepted, prometheus.CounterValue, float64(st.AcceptedTokens), st.ID, "ngram")
 		ch <- prometheus.MustNewConstMetric(descLoads, prometheus.CounterValue, float64(st.Loads), st.ID)
 		ch <- prometheus.MustNewConstMetric(descUnloads, prometheus.CounterValue, float64(st.Unloads), st.ID)
 		ch <- prometheus.MustNewConstMetric(descColdStart, prometheus.GaugeValue, st.ColdStart.Seconds(), st.ID)

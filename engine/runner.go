@@ -14,6 +14,7 @@ import (
 	"github.com/lmlite/lmlite/engine/model"
 	"github.com/lmlite/lmlite/engine/sample"
 	"github.com/lmlite/lmlite/engine/sched"
+	"github.com/lmlite/lmlite/engine/spec"
 	"github.com/lmlite/lmlite/engine/tokenizer"
 	"github.com/lmlite/lmlite/kvcache"
 )
@@ -27,7 +28,8 @@ type runner struct {
 	index   int
 	id      string // the model's id, for errors
 	noCache bool   // the prefix cache is off
-	attnMin int    // prompts of this many tokens or more run in model.AttnF32 (0: none; model.AttnF32MinPromptFor)
+	spec    spec.Config
+	attnMin int // prompts of this many tokens or more run in model.AttnF32 (0: none; model.AttnF32MinPromptFor)
 	tok     *tokenizer.Tokenizer
 	batch   *model.Batch
 	pool    *kvcache.Pool
@@ -56,6 +58,7 @@ type runner struct {
 // goroutine. The counters belong to the model (they survive unloads).
 type runnerStats struct {
 	steps, stepTokens, stepSeqs atomic.Uint64
+	drafted, accepted           atomic.Uint64 // speculative decoding's tokens (speculate.go)
 
 	mu      sync.Mutex
 	decoded map[string]int64 // output tokens by tenant
@@ -98,6 +101,12 @@ type job struct {
 	top   []sample.Logprob // the step's top logprobs (len: Request.TopLogprobs)
 	lp    Token            // the logprob fields of the token being accepted
 
+	// Speculative decoding (speculate.go): the draft proposed for the next step, the
+	// verification item's tokens, and the draft length controller.
+	draft  []int32
+	verify []int32
+	adapt  spec.Adapt
+
 	// Prompt logprobs (Request.PromptLogprobs): the prompt's decoder, the next prompt
 	// position to deliver, the prompt tokens ready (sent just before the first output
 	// token) and the most tokens of one prefill chunk (each is a logits row).
@@ -125,6 +134,7 @@ type runnerConfig struct {
 	sched   sched.Config
 	kv      kvcache.Config
 	noCache bool
+	spec    spec.Config
 	attnMin int // model.AttnF32MinPromptFor the ModelConfig's AttnF32MinPrompt: 0 none
 }
 
@@ -140,7 +150,7 @@ func newRunner(index int, id string, m *model.Model, tok *tokenizer.Tokenizer, r
 		pool.Close()
 		return nil, err
 	}
-	r := &runner{index: index, id: id, noCache: rc.noCache, attnMin: rc.attnMin, tok: tok, batch: m.NewBatch(), pool: pool, st: st,
+	r := &runner{index: index, id: id, noCache: rc.noCache, spec: rc.spec, attnMin: rc.attnMin, tok: tok, batch: m.NewBatch(), pool: pool, st: st,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), live: map[sched.ID]*job{}, stats: stats,
 		gjobs: map[sched.ID]*job{}, maskSlots: make(chan struct{}, maskWorkers)}
 	return r, nil
@@ -195,6 +205,7 @@ func (r *runner) loop() {
 		r.intake(now)
 		r.reap()
 		r.masks()
+		r.propose()
 		step := r.st.Plan(now, r.cached)
 		r.st.Apply(now, step)
 		work := r.prepare(now, step)
@@ -343,7 +354,11 @@ func (r *runner) run(work []sched.Work) {
 		if j.promptRows() {
 			logits = w.N // every position's row: the prompt's logprobs
 		}
-		items = append(items, model.Item{KV: j.kv, Start: w.Start, Tokens: j.tokens[w.Start : w.Start+w.N], Logits: logits,
+		toks := j.tokens[w.Start : w.Start+w.N]
+		if w.Draft > 0 {
+			toks, logits = j.verifyTokens(w), w.N // every position's row, to verify
+		}
+		items = append(items, model.Item{KV: j.kv, Start: w.Start, Tokens: toks, Logits: logits,
 			Pool: j.pool, Embed: j.embed, Attn: model.AttentionFor(len(j.req.Prompt), r.attnMin)})
 		ran = append(ran, w)
 		n += w.N
@@ -362,8 +377,15 @@ func (r *runner) run(work []sched.Work) {
 			r.end(w.ID, j, "", fmt.Errorf("engine: model %s: %w", r.id, err))
 			continue
 		}
+		if w.Draft > 0 {
+			r.verify(w, j, out[k]) // publishes the accepted tokens only
+			continue
+		}
 		if !r.noCache {
 			j.kv.Publish(j.tokens[:w.Start+w.N])
+		}
+		if w.Sample && r.specOn(j) {
+			j.adapt.Skip() // a decode without a verification: a pause runs down
 		}
 		row := out[k]
 		if j.promptRows() {

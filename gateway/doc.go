@@ -225,6 +225,30 @@
 // html/template pages from dashboard/, server-side SVG charts); GET / from a browser
 // (Accept: text/html) redirects there, and is a JSON 404 for API clients.
 //
+// # The Responses API
+//
+// POST /v1/responses is a codec over the same core (responses.go): its body is
+// decoded strictly into a chat request (instructions a first system message, the
+// input items messages, function_call items the assistant's tool calls,
+// function_call_output items tool messages; tools, tool_choice and text.format put
+// in chat's shape and checked by chatRequest.features, so a field at fault is named
+// as the Responses API names it, respNames). previous_response_id reads the
+// tenant's stored conversation (another tenant's id is a 404, as an unknown one):
+// each response of its chain, oldest first, its input then its output items, before
+// the new input; instructions are not carried over, as OpenAI's are not.
+// responses_output.go renders the core's events as OpenAI's event sequence (each
+// item opened, its deltas, closed) or the whole Response object, and stores the
+// response (store: true) before the bytes that end the answer are written, so a
+// client holding an answer can always continue it. The stored responses sit behind
+// a consumer-side interface (responseStore: Put, Get, Delete, InputItems and
+// Conversation by tenant and id): package respstore's bbolt or Redis store
+// (Options.Responses; responses_respstore.go adapts it), or without one this
+// process's memory; responses_store.go serves GET and DELETE /v1/responses/{id} and
+// /v1/responses/{id}/input_items from it, and responses_tokens.go
+// /v1/responses/input_tokens (the request routed and its prompt rendered and
+// tokenized as POST /v1/responses would, nothing generated). reasoning is accepted
+// and does nothing: no model served here has a reasoning mode.
+//
 // # Anthropic's Messages API
 //
 // POST /v1/messages is Anthropic's Messages API as a codec over the same core

@@ -34,6 +34,7 @@ type input struct {
 	stream      bool
 	usage       bool // stream_options.include_usage
 	feat        features
+	resp        *respInput // from /v1/responses: what its output echoes and stores (responses.go)
 }
 
 // parse decodes and validates a body of OpenAI's chat (kindChat) or completions

@@ -27,6 +27,7 @@ import (
 	"github.com/lmlite/lmlite/internal/jsonenc"
 	"github.com/lmlite/lmlite/money"
 	"github.com/lmlite/lmlite/policies"
+	"github.com/lmlite/lmlite/respstore"
 	"github.com/lmlite/lmlite/tenancy"
 	"github.com/lmlite/lmlite/tiers"
 	"github.com/lmlite/lmlite/usage"
@@ -105,6 +106,10 @@ type Options struct {
 	// (redis.forward_idle_timeout). The other process sends an SSE comment when it has
 	// written nothing for a third of it (KeepAliveHeader).
 	ForwardIdle time.Duration
+	// Responses keeps the stored responses of /v1/responses (respstore: bbolt in the
+	// data directory, or Redis, which lets any process continue any response); nil:
+	// this process's memory (at most 10,000 a tenant, forgotten at a restart).
+	Responses respstore.Store
 	// IdentifierKey keys the hashes of the end-user identifiers (user,
 	// safety_identifier) kept in the ledger (identifiers.go); nil: a random key per
 	// process, so hashes compare only within one run.
@@ -130,19 +135,21 @@ type Server struct {
 	now        func() time.Time
 	metrics    *metrics
 	usage      usage.Rollups
-	dash       sessions // dashboard sign-ins (dashboard.go)
-	metricsKey []byte   // nil: /metrics is open
+	stored     respstore.Store // Options.Responses: GET /v1/lmlite/limits reports a tenant's; nil: none
+	dash       sessions        // dashboard sign-ins (dashboard.go)
+	metricsKey []byte          // nil: /metrics is open
 	http       *fasthttp.Server
 	clients    map[string]*fasthttp.HostClient // upstream connection pools, by scheme and host
 
-	inFlight atomic.Int64
-	decoded  atomic.Int64 // request bodies handed to the JSON decoder (tests: a refused request decodes none)
-	draining atomic.Bool
-	wg       sync.WaitGroup // in-flight requests, including streams after the handler returned
-	created  int64
-	batches  *batches // nil: the Batch API is off
-	peer     *peering // nil: no registry (Options.Peers)
-	keeps    keepAlives
+	inFlight  atomic.Int64
+	decoded   atomic.Int64 // request bodies handed to the JSON decoder (tests: a refused request decodes none)
+	draining  atomic.Bool
+	wg        sync.WaitGroup // in-flight requests, including streams after the handler returned
+	created   int64
+	batches   *batches        // nil: the Batch API is off
+	responses *responsesCodec // /v1/responses (responses.go)
+	peer      *peering        // nil: no registry (Options.Peers)
+	keeps     keepAlives
 
 	batchCrashLimit int // Options.BatchCrashLimit
 }
@@ -212,6 +219,10 @@ func New(cfg Config, eng Engine, ten *tenancy.Tenancy, opts Options) (*Server, e
 	}
 	if s.log == nil {
 		s.log = slog.Default()
+	}
+	s.responses = &responsesCodec{store: newMemResponses(maxMemResponses), log: s.log}
+	if opts.Responses != nil {
+		s.responses.store = &durableResponses{st: opts.Responses, now: func() time.Time { return s.now() }}
 	}
 	s.quotas = map[*policies.Policy]*tenancy.Quota{}
 	for _, id := range book.Tenants() {
@@ -299,6 +310,7 @@ func New(cfg Config, eng Engine, ten *tenancy.Tenancy, opts Options) (*Server, e
 	} else if n > 0 {
 		s.log.Warn("charged requests interrupted by the last stop at their reservation", "requests", n)
 	}
+	s.stored = opts.Responses
 	if err := s.initUsage(opts.Usage); err != nil {
 		return nil, fmt.Errorf("gateway: usage rollups: %w", err)
 	}
@@ -484,6 +496,15 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		if s.methodIn(ctx, reqID, countAPI, "POST") {
 			s.handleCountTokens(ctx, reqID)
 		}
+	case "/v1/responses":
+		if !s.method(ctx, reqID, "POST") {
+			return
+		}
+		s.handleGenerate(ctx, reqID, s.responses)
+	case "/v1/responses/input_tokens":
+		if s.method(ctx, reqID, "POST") {
+			s.handleInputTokens(ctx, reqID)
+		}
 	case "/v1/embeddings":
 		if s.method(ctx, reqID, "POST") {
 			s.handleEmbeddings(ctx, reqID)
@@ -516,7 +537,7 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 			s.handleAdmin(ctx, reqID)
 			return
 		}
-		if s.handleUsageAPI(ctx, reqID, path) || s.handleDashboard(ctx, reqID, path) {
+		if s.handleUsageAPI(ctx, reqID, path) || s.handleDashboard(ctx, reqID, path) || s.handleResponsesAPI(ctx, reqID, path) {
 			return
 		}
 		if id, ok := bytes.CutPrefix(path, []byte("/v1/models/")); ok {

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"crypto/subtle"
 	"encoding/base64"
 	"errors"
@@ -385,6 +386,15 @@ type (
 		Budgets map[string]window `json:"budgets"`
 		Rate    rateJSON          `json:"rate_limits"`
 		Usage   currentJSON       `json:"usage"`
+		// Stored is the tenant's stored responses against its plan's quota; absent
+		// when the server keeps none (Options.Responses) or its store did not answer.
+		Stored *storedJSON `json:"stored_responses,omitempty"`
+	}
+	storedJSON struct {
+		Count    int64  `json:"count"`
+		Bytes    int64  `json:"bytes"`
+		MaxCount *int64 `json:"max_count"` // null: no limit
+		MaxBytes *int64 `json:"max_bytes"`
 	}
 	window struct {
 		LimitUSD     *float64 `json:"limit_usd"`
@@ -448,7 +458,30 @@ func (s *Server) limitsOf(pol *policies.Policy, now time.Time) (limitsJSON, erro
 	if bs, err := s.usage.Query(usage.Query{Tenants: one, Start: now, End: now.Add(time.Nanosecond), Width: usage.Day}); err == nil && len(bs) == 1 && len(bs[0].Results) == 1 {
 		l.Usage.RequestsToday = bs[0].Results[0].Requests
 	}
+	l.Stored = s.storedOf(pol)
 	return l, nil
+}
+
+// storedOf is the tenant's stored responses against its quota; nil without a store
+// or when it does not answer (logged: the rest of the limits still answer).
+func (s *Server) storedOf(pol *policies.Policy) *storedJSON {
+	if s.stored == nil {
+		return nil
+	}
+	u, err := s.stored.Usage(context.Background(), pol.Tenant)
+	if err != nil {
+		s.log.Warn("stored responses' usage", "tenant", pol.Tenant, "err", err)
+		return nil
+	}
+	st := &storedJSON{Count: u.Count, Bytes: u.Bytes}
+	lim := responseLimits(pol)
+	if lim.MaxCount > 0 {
+		st.MaxCount = &lim.MaxCount
+	}
+	if lim.MaxBytes > 0 {
+		st.MaxBytes = &lim.MaxBytes
+	}
+	return st
 }
 
 // metricsAllowed checks the bearer token of GET /metrics when one is configured,

@@ -1,10 +1,12 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
 	"net/url"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
@@ -12,6 +14,8 @@ import (
 	"time"
 
 	"github.com/lmlite/lmlite/money"
+	"github.com/lmlite/lmlite/policies"
+	"github.com/lmlite/lmlite/respstore"
 	"github.com/lmlite/lmlite/usage"
 )
 
@@ -485,5 +489,57 @@ func TestUsageTimesOutOfRangeAre400(t *testing.T) {
 				t.Errorf("%s %v: %d %s, want 400 naming %s", path, c.q, code, body, c.param)
 			}
 		}
+	}
+}
+
+// GET /v1/lmlite/limits reports the tenant's own stored responses (count and bytes)
+// against its plan's quota, and nothing of another tenant's.
+func TestLimitsShowStoredResponses(t *testing.T) {
+	c := &testClock{t: day0}
+	store, err := respstore.OpenBolt(filepath.Join(t.TempDir(), "responses.db"), respstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	ts := startServerWith(t, testConfig, newFakeEngine(), Options{Now: c.now, Responses: store}, nil)
+	rec := respstore.Record{Tenant: "race", ID: "resp_1", Created: day0, Model: "tiny", Response: []byte(`{"id":"resp_1"}`),
+		Input: []respstore.Item{{ID: "msg_1", JSON: []byte(`{"id":"msg_1","type":"message"}`)}}}
+	if err := store.Put(context.Background(), rec); err != nil {
+		t.Fatal(err)
+	}
+	type stored struct {
+		Count, Bytes       int64
+		MaxCount, MaxBytes *int64
+	}
+	get := func(tenant string) *stored {
+		var l struct {
+			Stored *struct {
+				Count    int64  `json:"count"`
+				Bytes    int64  `json:"bytes"`
+				MaxCount *int64 `json:"max_count"`
+				MaxBytes *int64 `json:"max_bytes"`
+			} `json:"stored_responses"`
+		}
+		resp, body := ts.get("/v1/lmlite/limits", ts.keys[tenant])
+		if resp.StatusCode != 200 || json.Unmarshal([]byte(body), &l) != nil || l.Stored == nil {
+			t.Fatalf("%s: %d %s", tenant, resp.StatusCode, body)
+		}
+		return &stored{l.Stored.Count, l.Stored.Bytes, l.Stored.MaxCount, l.Stored.MaxBytes}
+	}
+	r := get("race")
+	if r.Count != 1 || r.Bytes != rec.Size() || r.MaxCount == nil || *r.MaxCount != policies.DefaultResponsesMaxCount ||
+		r.MaxBytes == nil || *r.MaxBytes != policies.DefaultResponsesMaxBytes {
+		t.Errorf("race: %+v, want 1 response of %d bytes and the default quota", r, rec.Size())
+	}
+	if s := get("slow"); s.Count != 0 || s.Bytes != 0 {
+		t.Errorf("slow sees %+v", s)
+	}
+}
+
+// A response over the plan's quota is a 400 naming the quota.
+func TestResponsesQuotaErrorNamesTheQuota(t *testing.T) {
+	e := responsesQuotaError(&respstore.LimitError{Limit: "responses_max_bytes", Max: 1000})
+	if e.status != 400 || e.code != "response_quota_exceeded" || !strings.Contains(e.message, "responses_max_bytes (1000 bytes") {
+		t.Errorf("%+v", e)
 	}
 }

@@ -602,3 +602,42 @@ func TestWarmFileSurvivesClose(t *testing.T) {
 		t.Fatal("a pool after an unclean end replayed blocks without an index")
 	}
 }
+
+// TestTruncate: rolling a sequence back frees the blocks past the kept tokens (the
+// pool's accounting stays whole), keeps the cached prefix and the kept rows' bits,
+// and refuses to cut into the cached prefix.
+func TestTruncate(t *testing.T) {
+	p := newPool(t, 8, 0)
+	prompt := seqOf(10, 100)
+	a := p.NewSeq("t")
+	fill(t, a, 0, 10, 1)
+	a.Publish(prompt[:8])
+	before := rows(a, 10)
+	fill(t, a, 10, 21, 3) // a speculative step's drafts: 6 blocks
+	if a.Cap() != 24 {
+		t.Fatalf("cap %d", a.Cap())
+	}
+	a.Truncate(11)
+	if a.Cap() != 12 || len(a.Blocks()) != 3 {
+		t.Fatalf("after Truncate(11): cap %d, %d blocks", a.Cap(), len(a.Blocks()))
+	}
+	if !equalBits(rows(a, 10), before) {
+		t.Fatal("the kept rows changed")
+	}
+	if st := p.Stats(); st.HotUsed != 3 || st.HotFree != 5 {
+		t.Fatalf("after truncation: %+v", st)
+	}
+	a.Truncate(12) // nothing past
+	if a.Cap() != 12 {
+		t.Fatal("Truncate within the last block freed it")
+	}
+	if err := p.check(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("truncating into the cached prefix must panic")
+		}
+	}()
+	a.Truncate(7)
+}

@@ -52,6 +52,26 @@ func (s *Seq) Grow(n int) error {
 	return nil
 }
 
+// Truncate rolls the sequence back to its first n tokens: the blocks past those
+// that hold them go back to the pool (last first, as Release), without copying;
+// rows written at positions n and above in the block that keeps position n-1 stay
+// as they are and are overwritten before anything reads them (attention reads
+// positions below the query's only). A speculative step's rejected drafts are
+// rolled back so. n must not be below Cached: published blocks stay.
+func (s *Seq) Truncate(n int) {
+	if n < s.Cached() {
+		panic(fmt.Sprintf("kvcache: Truncate to %d tokens below the %d cached", n, s.Cached()))
+	}
+	keep := (n + s.p.bt - 1) / s.p.bt
+	for i := len(s.blocks) - 1; i >= keep; i-- {
+		s.p.Release(s.blocks[i])
+	}
+	if keep < len(s.blocks) {
+		clear(s.blocks[keep:])
+		s.blocks = s.blocks[:keep]
+	}
+}
+
 // Cap is the number of tokens the sequence's blocks hold.
 func (s *Seq) Cap() int { return len(s.blocks) * s.p.bt }
 

@@ -41,6 +41,9 @@ type Plan struct {
 	FileUploadsPerMinute  int   `yaml:"file_uploads_per_minute"`  // POST /v1/files; 0: 30 (a token bucket: as many at once, then one every 60/N s)
 	BatchCreatesPerMinute int   `yaml:"batch_creates_per_minute"` // POST /v1/batches; 0: 30 (a token bucket, as file_uploads_per_minute)
 	BatchMaxUnfinished    int   `yaml:"batch_max_unfinished"`     // the tenant's jobs not yet ended; 0: 10
+	// The stored responses of /v1/responses (0: the default written beside; -1: no limit).
+	ResponsesMaxCount int64 `yaml:"responses_max_count"` // the tenant's stored responses; 0: 10,000
+	ResponsesMaxBytes int64 `yaml:"responses_max_bytes"` // their bytes (the Response JSON and its items); 0: 1 GiB
 	// AllowShortKeepAlive lets the tenant's requests shorten a model's idle timeout
 	// with lmlite.keep_alive (down to the server's min_keep_alive, and never below
 	// what another tenant's recent use keeps it for); without it a shorter
@@ -55,6 +58,8 @@ const (
 	DefaultFileUploadsPerMinute        = 30
 	DefaultBatchCreatesPerMinute       = 30
 	DefaultBatchMaxUnfinished          = 10
+	DefaultResponsesMaxCount     int64 = 10_000
+	DefaultResponsesMaxBytes     int64 = 1 << 30
 )
 
 // Override holds the fields a tenant changes from its plan; nil fields keep the plan's.
@@ -79,6 +84,8 @@ type Override struct {
 	FileUploadsPerMinute  *int   `yaml:"file_uploads_per_minute"`
 	BatchCreatesPerMinute *int   `yaml:"batch_creates_per_minute"`
 	BatchMaxUnfinished    *int   `yaml:"batch_max_unfinished"`
+	ResponsesMaxCount     *int64 `yaml:"responses_max_count"`
+	ResponsesMaxBytes     *int64 `yaml:"responses_max_bytes"`
 	AllowShortKeepAlive   *bool  `yaml:"allow_short_keep_alive"`
 }
 
@@ -141,6 +148,12 @@ func (p Plan) Apply(o Override) Plan {
 	if o.AllowShortKeepAlive != nil {
 		p.AllowShortKeepAlive = *o.AllowShortKeepAlive
 	}
+	if o.ResponsesMaxCount != nil {
+		p.ResponsesMaxCount = *o.ResponsesMaxCount
+	}
+	if o.ResponsesMaxBytes != nil {
+		p.ResponsesMaxBytes = *o.ResponsesMaxBytes
+	}
 	return p
 }
 
@@ -168,6 +181,8 @@ type Policy struct {
 	FileUploadsPerMinute  int   // POST /v1/files
 	BatchCreatesPerMinute int   // POST /v1/batches
 	BatchMaxUnfinished    int   // the tenant's jobs not yet ended
+	ResponsesMaxCount     int64 // the tenant's stored responses (/v1/responses)
+	ResponsesMaxBytes     int64 // their bytes
 
 	allowTiers  [tiers.NumTiers]bool
 	allowModels map[string]struct{} // nil: all
@@ -252,6 +267,10 @@ func Resolve(tenant, planName string, plan Plan, o Override, knownModel func(str
 		return bad("batch_creates_per_minute", "must be ≥ 0, or -1 for no limit")
 	case p.BatchMaxUnfinished < -1:
 		return bad("batch_max_unfinished", "must be ≥ 0, or -1 for no limit")
+	case p.ResponsesMaxCount < -1:
+		return bad("responses_max_count", "must be ≥ 0, or -1 for no limit")
+	case p.ResponsesMaxBytes < -1:
+		return bad("responses_max_bytes", "must be ≥ 0, or -1 for no limit")
 	}
 	pol := Policy{
 		Tenant:            tenant,
@@ -273,6 +292,8 @@ func Resolve(tenant, planName string, plan Plan, o Override, knownModel func(str
 		BatchCreatesPerMinute: int(quota(int64(p.BatchCreatesPerMinute), DefaultBatchCreatesPerMinute)),
 		BatchMaxUnfinished:    int(quota(int64(p.BatchMaxUnfinished), DefaultBatchMaxUnfinished)),
 		ShortKeepAlive:        p.AllowShortKeepAlive,
+		ResponsesMaxCount:     quota(p.ResponsesMaxCount, DefaultResponsesMaxCount),
+		ResponsesMaxBytes:     quota(p.ResponsesMaxBytes, DefaultResponsesMaxBytes),
 	}
 	if pol.Burst == 0 && pol.RequestsPerSecond > 0 {
 		pol.Burst = max(1, int(math.Ceil(pol.RequestsPerSecond)))

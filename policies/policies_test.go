@@ -148,3 +148,29 @@ func TestBatchQuotasDefaultAndUnlimited(t *testing.T) {
 		t.Fatalf("files_max_count -2: %v", err)
 	}
 }
+
+// The stored responses' quotas: a plan's 0 takes the default, -1 is no limit (0 in
+// the Policy), an override replaces the plan's, and below -1 is refused naming it.
+func TestResponsesQuotasDefaultAndUnlimited(t *testing.T) {
+	five := int64(5)
+	b, err := NewBook(map[string]Plan{
+		"std":  {},
+		"free": {ResponsesMaxCount: -1, ResponsesMaxBytes: 1000},
+	}, []Tenant{{ID: "a", Plan: "std"}, {ID: "b", Plan: "free"}, {ID: "c", Plan: "free", Overrides: Override{ResponsesMaxCount: &five}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		tenant       string
+		count, bytes int64
+	}{{"a", DefaultResponsesMaxCount, DefaultResponsesMaxBytes}, {"b", 0, 1000}, {"c", 5, 1000}} {
+		p, _ := b.Resolve(c.tenant)
+		if p.ResponsesMaxCount != c.count || p.ResponsesMaxBytes != c.bytes {
+			t.Errorf("%s: %d, %d; want %d, %d", c.tenant, p.ResponsesMaxCount, p.ResponsesMaxBytes, c.count, c.bytes)
+		}
+	}
+	_, err = NewBook(map[string]Plan{"x": {ResponsesMaxBytes: -2}}, []Tenant{{ID: "a", Plan: "x"}}, nil)
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "responses_max_bytes") {
+		t.Fatalf("responses_max_bytes -2: %v", err)
+	}
+}

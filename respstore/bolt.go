@@ -136,13 +136,16 @@ func sweepTenantTx(tx *bolt.Tx, tenant string, now int64, max int) (int, error) 
 }
 
 func (s *Bolt) Put(ctx context.Context, rec Record) error {
+	return s.PutWithin(ctx, rec, s.o.limitsOf(rec.Tenant))
+}
+
+func (s *Bolt) PutWithin(ctx context.Context, rec Record, lim Limits) error {
 	rec, err := s.o.prepare(rec)
 	if err != nil {
 		return err
 	}
 	val := appendRecord(nil, &rec)
 	size := rec.Size()
-	lim := s.o.limitsOf(rec.Tenant)
 	err = s.db.Update(func(tx *bolt.Tx) error {
 		if _, err := sweepTenantTx(tx, rec.Tenant, rec.Created.UnixMilli(), sweepPerTx); err != nil {
 			return err

@@ -30,7 +30,8 @@
 // reports a tenant's stored responses (count and bytes, Record.Size) for the usage
 // API; Options.Limits (or LimitsOf, per tenant) caps them, and a Put past a cap is
 // a LimitError (ErrLimit) naming it, which the gateway answers as it answers the
-// other quotas. A Put of an id the tenant already has replaces it (counted once).
+// other quotas; PutWithin takes the limits per call (the tenant's plan's). A Put of
+// an id the tenant already has replaces it (counted once).
 //
 // InputItems is one page of a response's input items as OpenAI's list endpoints
 // page: Page.After (an item id), Page.Limit (1–100, default 20), Page.Order (asc or

@@ -48,6 +48,10 @@ var (
 // expires by Redis's clock at its expiry, and reads check its expiry against their
 // explicit now; its index entries stay (counted in Usage) until a Sweep or a Put of
 // the tenant's removes them.
+//
+// Conversation's script holds Redis while it walks: about 20 µs a response on a
+// shared 2-core machine (BenchmarkConversation: 0.16 ms at depth 10, 2 ms at 100), so
+// a chain at the 1000-response bound costs about 20 ms of Redis's time.
 type Redis struct {
 	c      redis.UniversalClient
 	prefix string
@@ -76,11 +80,14 @@ func (s *Redis) keys(tenant, id string) []string {
 func redisErr(err error) error { return fmt.Errorf("respstore: redis: %w", err) }
 
 func (s *Redis) Put(ctx context.Context, rec Record) error {
+	return s.PutWithin(ctx, rec, s.o.limitsOf(rec.Tenant))
+}
+
+func (s *Redis) PutWithin(ctx context.Context, rec Record, lim Limits) error {
 	rec, err := s.o.prepare(rec)
 	if err != nil {
 		return err
 	}
-	lim := s.o.limitsOf(rec.Tenant)
 	// The tenant joins Sweep's list first: a response is never stored where Sweep does not look.
 	if err := s.c.SAdd(ctx, s.tenantsKey(), rec.Tenant).Err(); err != nil {
 		return redisErr(err)

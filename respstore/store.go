@@ -152,6 +152,9 @@ type Store interface {
 	// tenant's Limits (a LimitError), after removing the tenant's responses expired at
 	// rec.Created. A malformed rec is an error wrapping ErrInvalid.
 	Put(ctx context.Context, rec Record) error
+	// PutWithin is Put within lim rather than the Options' limits of the tenant (the
+	// gateway passes the tenant's plan's).
+	PutWithin(ctx context.Context, rec Record, lim Limits) error
 	// Get returns the tenant's response id, or ErrNotFound (also when it expired at now).
 	Get(ctx context.Context, tenant, id string, now time.Time) (Record, error)
 	// Delete removes the tenant's response id, or answers ErrNotFound as Get does.

@@ -463,6 +463,13 @@ func testLimits(t *testing.T, e *env) {
 		t.Fatal(err)
 	}
 	put(t, s, rec("bytes", "resp_2", "", 1))
+	// PutWithin's limits (the plan's) replace the Options'.
+	if err := s.PutWithin(ctx, rec("a", "resp_3", "", 1), respstore.Limits{MaxCount: 3}); err != nil {
+		t.Errorf("PutWithin a larger count: %v", err)
+	}
+	if err := s.PutWithin(ctx, rec("c", "resp_0", "", 1), respstore.Limits{MaxBytes: 10}); !errors.As(err, &le) || le.Max != 10 {
+		t.Errorf("PutWithin a smaller bytes: %v", err)
+	}
 }
 
 func testUsage(t *testing.T, e *env) {

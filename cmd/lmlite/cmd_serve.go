@@ -27,6 +27,7 @@ import (
 	"github.com/lmlite/lmlite/gateway"
 	"github.com/lmlite/lmlite/internal/rediscli"
 	"github.com/lmlite/lmlite/registry"
+	"github.com/lmlite/lmlite/respstore"
 	"github.com/lmlite/lmlite/tenancy"
 	"github.com/lmlite/lmlite/tiers"
 	rollups "github.com/lmlite/lmlite/usage"
@@ -253,8 +254,24 @@ func runServe(args []string) error {
 	if err != nil {
 		return err
 	}
+	// The stored responses of /v1/responses: in Redis with `redis:` (any process
+	// continues any response), else in a bbolt file in the data directory.
+	var responses respstore.Store
+	if r := cfg.Redis; r != nil {
+		responses = respstore.NewRedis(rc, r.KeyPrefix, respstore.Options{})
+	} else {
+		rb, err := respstore.OpenBolt(filepath.Join(cfg.DataDir, "responses.db"), respstore.Options{})
+		if err != nil {
+			return err
+		}
+		defer rb.Close()
+		responses = rb
+	}
+	sweepCtx, stopSweep := context.WithCancel(context.Background())
+	defer stopSweep()
+	go sweepResponses(sweepCtx, responses, log)
 	gopts := gateway.Options{Logger: log, AdminKey: adminKey, Batches: batches, MetricsKey: mkey,
-		TenantKeyHint: tenantKeyHint(cfg, *cfgPath, demoKey != ""), IdentifierKey: idKey}
+		TenantKeyHint: tenantKeyHint(cfg, *cfgPath, demoKey != ""), IdentifierKey: idKey, Responses: responses}
 	if r := cfg.Redis; r != nil {
 		// Batch lines on a Redis Stream: every process runs every job's lines.
 		gopts.BatchQueue = batch.NewRedisQueue(rc, batch.RedisQueueOptions{KeyPrefix: r.KeyPrefix, Node: r.NodeID, Logger: log})
@@ -502,4 +519,23 @@ func metricsKey(env string) (string, error) {
 		return "", fmt.Errorf("metrics_key_env: the environment variable %s is unset or empty (set it to the bearer token GET /metrics requires, or remove metrics_key_env to leave /metrics open)", env)
 	}
 	return key, nil
+}
+
+// sweepResponses removes the expired stored responses every hour until ctx ends (a
+// read never returns an expired one; this frees their space).
+func sweepResponses(ctx context.Context, st respstore.Store, log *slog.Logger) {
+	t := time.NewTicker(time.Hour)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			if n, err := st.Sweep(ctx, now); err != nil {
+				log.Warn("responses: sweep", "error", err)
+			} else if n > 0 {
+				log.Info("responses: swept expired", "responses", n)
+			}
+		}
+	}
 }

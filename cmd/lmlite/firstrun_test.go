@@ -206,6 +206,18 @@ func TestDemoFirstRun(t *testing.T) {
 		}
 	}
 
+	// The Responses API, as Codex and the Agents SDK speak it: stored (store defaults
+	// to true) in data_dir/responses.db, so it is there after the restart below.
+	code, stored := call(t, "POST", base+"/v1/responses", key, `{"model":"auto","input":"Once upon a time","max_output_tokens":12,"temperature":0}`)
+	var resp struct {
+		ID         string `json:"id"`
+		Status     string `json:"status"`
+		OutputText string `json:"output_text"`
+	}
+	if err := json.Unmarshal([]byte(stored), &resp); code != 200 || err != nil || !strings.HasPrefix(resp.ID, "resp_") || resp.OutputText == "" || !strings.Contains(stored, `"model":"demo-stories"`) {
+		t.Errorf("responses on auto: %d %s", code, stored)
+	}
+
 	// `lmlite keys list` from elsewhere: the store is held, so it goes through the
 	// admin API with the demo's admin key, and names the store and the server.
 	t.Chdir(t.TempDir())
@@ -230,6 +242,9 @@ func TestDemoFirstRun(t *testing.T) {
 	adminKey, _ := os.ReadFile(filepath.Join(home, "data", "admin-key"))
 	if strings.Contains(out, strings.TrimSpace(string(adminKey))) || !strings.Contains(out, "admin key: in") {
 		t.Errorf("second run banner shows the admin key again or does not say where it is:\n%s", out)
+	}
+	if code, body := call(t, "GET", base+"/v1/responses/"+resp.ID, key, ""); code != 200 || body != stored {
+		t.Errorf("the stored response after a restart: %d %s", code, body)
 	}
 	stopServe(t, done)
 	if s := runningServers(); len(s) != 0 {

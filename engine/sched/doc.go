@@ -46,6 +46,11 @@
 //     the step budget.
 //     Which steps a sequence's tokens are computed in never changes their values
 //     (the engine's determinism), only when they come.
+//   - Drafts: a decoding sequence with a draft (SetDraft: tokens the Block guesses
+//     will follow, to verify) gets them added to its decode's work (Work.Draft, N =
+//     1+Draft) after all the above, while the step's budget and the KV blocks last,
+//     and never past its MaxTokens (so a drafted step is never Last). Apply counts
+//     the decode's one token; Accept counts the drafts the Block accepted.
 //   - Held: a sequence the Block holds (Hold: its grammar mask is not computed yet)
 //     takes no work in any of the above; the others go on without it.
 //   - WakeAt: with nothing running and a batch that is not full, Plan waits until

@@ -3,6 +3,7 @@ package sched
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 )
@@ -133,6 +134,7 @@ type Seq struct {
 	Done      bool // produced its last token in the step just applied
 	Preempted int  // times it was preempted
 	Held      bool // takes no work until released (Hold)
+	Draft     int  // drafted tokens the Block would verify in its next decode (SetDraft)
 	joinSeq   uint64
 	last      Work // its work in the last applied step
 	lastStep  uint64
@@ -152,6 +154,10 @@ type Work struct {
 	N      int
 	Sample bool
 	Last   bool
+	// Draft is how many of the N tokens are drafts to verify (a decode with
+	// speculation: N = 1+Draft); the sequence then produces 1 to 1+Draft tokens, the
+	// first by Apply and the others by Accept.
+	Draft int
 }
 
 // Step is the decision of Plan. The Block applies it in this order: free the KV blocks
@@ -392,11 +398,84 @@ func (s *State) Plan(now time.Time, cached Cached) Step {
 	// A step that prefills for interactive requests runs them alone: batch decodes
 	// pause (keeping their slot and KV) and batch prefill waits. Without interactive
 	// prefill work in it, the step is planned again with batch work in.
-	if st, interactive := s.plan(now, cached, true); interactive {
-		return st
+	st, interactive := s.plan(now, cached, true)
+	if !interactive {
+		st, _ = s.plan(now, cached, false)
 	}
-	st, _ := s.plan(now, cached, false)
+	s.drafts(&st)
 	return st
+}
+
+// drafts extends the step's decodes of sequences with a Draft by their drafted
+// tokens, in the order of the step's work, while the step's token budget and the KV
+// blocks last: a verification's tokens count against both like any others, after
+// every decode, prefill chunk and join of the plan (drafts never delay them). A
+// sequence drafts at most MaxTokens-Generated-1 tokens, so its step never produces
+// more than its MaxTokens and a drafted step is never Last.
+func (s *State) drafts(st *Step) {
+	budget := s.cfg.StepTokens
+	for _, w := range st.Work {
+		budget -= w.N
+	}
+	if budget <= 0 {
+		return
+	}
+	bs := s.cfg.BlockSize
+	// The blocks the plan holds: what Plan's join test reserves for the running
+	// sequences that were not preempted, plus the joins'.
+	used := 0
+	preempted := func(id ID) bool { return slices.Contains(st.Preempt, id) }
+	for _, q := range s.running {
+		if !preempted(q.ID) {
+			used += s.reserve(q)
+		}
+	}
+	for _, id := range st.Join {
+		used += blocksFor(s.seqs[id].Len+1, bs)
+	}
+	for i := range st.Work {
+		w := &st.Work[i]
+		q := s.seqs[w.ID]
+		if q.Draft <= 0 || !q.Running || !q.Decoding() || w.N != 1 || !w.Sample || w.Last {
+			continue
+		}
+		k := min(q.Draft, budget, q.MaxTokens-q.Generated-1)
+		for k > 0 && used-blocksFor(q.Len, bs)+blocksFor(q.Len+k, bs) > s.cfg.Blocks {
+			k--
+		}
+		if k <= 0 {
+			continue
+		}
+		used += blocksFor(q.Len+k, bs) - blocksFor(q.Len, bs)
+		w.N += k
+		w.Draft = k
+		budget -= k
+		if budget == 0 {
+			return
+		}
+	}
+}
+
+// SetDraft records that sequence id has k drafted tokens for its next decode (0:
+// none); Plan lets it verify as many as the step's budget and blocks allow.
+func (s *State) SetDraft(id ID, k int) {
+	if q := s.seqs[id]; q != nil {
+		q.Draft = k
+	}
+}
+
+// Accept records that a drafted decode of id (Work.Draft > 0, applied) produced n
+// more tokens than the one Apply counted: its accepted drafts. n is at most the
+// work's Draft; the tokens' KV is the verification's.
+func (s *State) Accept(id ID, n int) {
+	q := s.seqs[id]
+	if q == nil || !q.Running || n <= 0 {
+		return
+	}
+	q.Computed += n
+	for range n {
+		s.produce(q)
+	}
 }
 
 // plan is Plan's decision; with hold, batch sequences neither decode nor prefill.
@@ -719,7 +798,8 @@ func (s *State) Apply(now time.Time, st Step) {
 		if q == nil || !q.Running {
 			continue
 		}
-		q.Computed = w.Start + w.N
+		q.Computed = w.Start + w.N - w.Draft // drafts count once accepted (Accept)
+		q.Draft = 0
 		q.last, q.lastStep = w, s.steps
 		if w.Sample {
 			s.produce(q)

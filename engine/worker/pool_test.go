@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/engine/spec"
 )
 
 // generator is the Block API's Generate, in process or from workers.
@@ -668,4 +669,30 @@ func TestKill9WorkerMidChoices(t *testing.T) {
 	if w := p.Workers()[0]; w.Crashes != 1 {
 		t.Errorf("worker after the crash: %+v", w)
 	}
+}
+
+// TestWorkersSpeculationSameOutput: a model that speculates (its config crosses to
+// the worker) gives plain decoding's output through a worker, with drafts accepted
+// there (Usage crosses back with its counts), and NoSpeculation crosses too.
+func TestWorkersSpeculationSameOutput(t *testing.T) {
+	mc := engine.ModelConfig{ID: "m", Path: llamaModel(t), MaxModelLen: 512, Speculative: spec.Config{NGram: true}}
+	p := newPool(t, Config{Models: []engine.ModelConfig{mc}, Command: testCommand()})
+	prompt := make([]int32, 20)
+	for i := range prompt {
+		prompt[i] = int32(3 + i*37%200)
+	}
+	req := engine.Request{Prompt: prompt, MaxTokens: 250, Sampling: engine.Sampling{IgnoreEOS: true}}
+	plain := req
+	plain.NoSpeculation = true
+	want, got := run(p, "m", plain), run(p, "m", req)
+	if want.err != nil || got.err != nil {
+		t.Fatal(want.err, got.err)
+	}
+	if err := want.same(got); err != nil {
+		t.Fatal(err)
+	}
+	if want.u.DraftTokens != 0 || got.u.AcceptedTokens == 0 {
+		t.Fatalf("drafted %d plain; speculating drafted %d, accepted %d", want.u.DraftTokens, got.u.DraftTokens, got.u.AcceptedTokens)
+	}
+	t.Logf("drafted %d, accepted %d", got.u.DraftTokens, got.u.AcceptedTokens)
 }

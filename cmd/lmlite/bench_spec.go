@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/engine/spec"
+)
+
+// specPassage is the text of the repetitive task: the prompt gives it whole, then
+// starts it again, and the model (one that predicts text) copies it on.
+const specPassage = "Once upon a time, there was a little girl named Lily. She liked to play with her red ball in the park. " +
+	"One day, her ball rolled away and she could not find it. She was sad. Her friend Tom came and helped her look for it. " +
+	"They found the ball under a big tree. Lily was happy and said thank you to Tom. They played together all day."
+
+// benchSpec measures speculative decoding (`lmlite bench --spec ngram`): one
+// request at a time, decoded plainly and with prompt-lookup drafts on the same
+// Block (Request.NoSpeculation), ABAB for reps pairs, on two tasks: "repeat", greedy
+// decoding of a prompt that gives a passage and starts it again (output that repeats
+// its context: a random-weight model's greedy cycles do too), and "free", seeded
+// sampling at temperature 1 (output that rarely repeats). It prints each task's
+// median decoding tokens/s both ways (after the first token), the median of the pairs' ratios and the share of drafts
+// accepted, and checks that both ways gave the same tokens. On a shared machine the
+// wall-clock ratio measures the other jobs as much as the step; the ratio of the
+// process's CPU time per token (plain over speculative: above 1, speculation costs
+// less per token) measures the work.
+func benchSpec(stdout io.Writer, path, source string, nGen, reps, maxDraft int, asJSON bool) error {
+	if source != "ngram" {
+		return fmt.Errorf("--spec %q: the draft source to measure is ngram (prompt lookup)", source)
+	}
+	mc := engine.ModelConfig{ID: "m", Path: path, MaxModelConcurrency: 1, IdleTimeout: -1,
+		DisablePrefixCache: true, Speculative: spec.Config{NGram: true, MaxDraft: maxDraft}}
+	b, err := engine.New(engine.Config{Models: []engine.ModelConfig{mc}, Logger: quietLogger()})
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	if err := b.Load(context.Background(), "m"); err != nil {
+		return err
+	}
+	text := specPassage + "\n\n" + specPassage[:strings.Index(specPassage, ".")+1]
+	prompt, err := b.Tokenize("m", text)
+	if err != nil {
+		return err
+	}
+	if len(prompt) > 512 {
+		prompt = prompt[:512]
+	}
+	type run struct {
+		tokS     float64
+		cpuMS    float64 // the process's CPU time per token after the first, ms
+		steps    uint64  // batch steps the request took, prefill included
+		ids      []int32
+		drafted  int
+		accepted int
+	}
+	one := func(req engine.Request) (run, error) {
+		steps0 := b.Models()[0].Steps
+		s, err := b.Generate(context.Background(), "m", req)
+		if err != nil {
+			return run{}, err
+		}
+		var r run
+		var first time.Time
+		var cpu0 procCounts
+		for t := range s.Tokens {
+			if t.ID >= 0 {
+				if len(r.ids) == 0 {
+					first, cpu0 = time.Now(), readProcCounts(os.Getpid())
+				}
+				r.ids = append(r.ids, t.ID)
+			}
+		}
+		u, err := s.Wait(context.Background())
+		// Decoding speed: the tokens after the first over the time since the first
+		// (the prompt's prefill, the same both ways, is left out).
+		r.tokS = float64(len(r.ids)-1) / time.Since(first).Seconds()
+		r.cpuMS = float64(readProcCounts(os.Getpid()).sub(cpu0).CPU) * 10 / float64(max(len(r.ids)-1, 1))
+		r.drafted, r.accepted = u.DraftTokens, u.AcceptedTokens
+		r.steps = b.Models()[0].Steps - steps0
+		return r, err
+	}
+	tasks := []struct {
+		name string
+		smp  engine.Sampling
+	}{
+		{"repeat", engine.Sampling{IgnoreEOS: true}},
+		{"free", engine.Sampling{Temperature: 1, Seed: 7, IgnoreEOS: true}},
+	}
+	var results []map[string]any
+	for _, task := range tasks {
+		req := engine.Request{Prompt: prompt, MaxTokens: nGen, Sampling: task.smp}
+		plainReq := req
+		plainReq.NoSpeculation = true
+		if _, err := one(plainReq); err != nil { // warm-up
+			return err
+		}
+		var plain, sp, ratios, cpuRatios []float64
+		drafted, accepted := 0, 0
+		var plainSteps, specSteps uint64
+		for range reps {
+			a, err := one(plainReq)
+			if err != nil {
+				return err
+			}
+			c, err := one(req)
+			if err != nil {
+				return err
+			}
+			if !slices.Equal(a.ids, c.ids) {
+				return fmt.Errorf("task %s: speculative decoding changed the output (%d tokens plain, %d speculating)", task.name, len(a.ids), len(c.ids))
+			}
+			plain, sp, ratios = append(plain, a.tokS), append(sp, c.tokS), append(ratios, c.tokS/a.tokS)
+			if c.cpuMS > 0 {
+				cpuRatios = append(cpuRatios, a.cpuMS/c.cpuMS)
+			}
+			drafted, accepted = drafted+c.drafted, accepted+c.accepted
+			plainSteps, specSteps = plainSteps+a.steps, specSteps+c.steps
+		}
+		med := func(x []float64) float64 {
+			if len(x) == 0 {
+				return 0
+			}
+			x = slices.Clone(x)
+			slices.Sort(x)
+			return x[len(x)/2]
+		}
+		res := map[string]any{"task": task.name, "model": path, "gen": nGen, "pairs": reps, "max_draft": spec.Config{MaxDraft: maxDraft}.Max(),
+			"plain_tok_s": med(plain), "spec_tok_s": med(sp), "ratio": med(ratios), "ratios": ratios,
+			"plain_steps": plainSteps, "spec_steps": specSteps, "cpu_ratio": med(cpuRatios), "cpu_ratios": cpuRatios, "drafted": drafted, "accepted": accepted}
+		results = append(results, res)
+		if !asJSON {
+			acc := 0.0
+			if drafted > 0 {
+				acc = float64(accepted) / float64(drafted)
+			}
+			fmt.Fprintf(stdout, "spec ngram, %s: plain %.1f tok/s, speculative %.1f tok/s, ratio %.2f (median of %d ABAB pairs: %s); CPU time per token plain/speculative %.2f (%s); drafts accepted %d/%d (%.0f%%), steps %d plain, %d speculative; same output\n",
+				task.name, med(plain), med(sp), med(ratios), reps, fmtRatios(ratios), med(cpuRatios), fmtRatios(cpuRatios), accepted, drafted, 100*acc, plainSteps, specSteps)
+		}
+	}
+	if asJSON {
+		return json.NewEncoder(stdout).Encode(results)
+	}
+	return nil
+}
+
+func fmtRatios(x []float64) string {
+	s := make([]string, len(x))
+	for i, r := range x {
+		s[i] = fmt.Sprintf("%.2f", r)
+	}
+	return strings.Join(s, " ")
+}

@@ -1,0 +1,48 @@
+package model
+
+import (
+	"fmt"
+	"os"
+	"testing"
+)
+
+// BenchmarkVerifyStep measures what speculative decoding's verification costs on
+// the model file named by LMLITE_BENCH_MODEL (skipped when unset): one step of a
+// sequence computing its last token and k drafted ones (k+1 positions, every
+// position's logits row, as the engine's runner asks) after a 128-token prompt, for
+// k = 0 (a plain decode), 1, 2, 4, 8 and 16. cpu-ms/op is the process's CPU time per
+// step (on a shared machine, what the step costs); a k-step pays when its accepted
+// tokens + 1 exceed its cost over k = 0's.
+func BenchmarkVerifyStep(b *testing.B) {
+	path := os.Getenv("LMLITE_BENCH_MODEL")
+	if path == "" {
+		b.Skip("LMLITE_BENCH_MODEL not set")
+	}
+	m, err := Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	const np = 128
+	prompt := make([]int32, np+17)
+	seed := uint32(1234)
+	for i := range prompt {
+		seed = seed*1664525 + 1013904223
+		prompt[i] = 3 + int32(seed%uint32(m.Config().Vocab-3))
+	}
+	st := m.NewState(len(prompt) + 16)
+	if _, err := st.Forward(prompt[:np], false); err != nil {
+		b.Fatal(err)
+	}
+	for _, k := range []int{0, 1, 2, 4, 8, 16} {
+		b.Run(fmt.Sprintf("k=%d", k), func(b *testing.B) {
+			defer cpuPerOp(b)()
+			for b.Loop() {
+				st.Truncate(np)
+				if _, err := st.Forward(prompt[np:np+1+k], true); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,165 @@
+package spec
+
+// Config is a model's speculative decoding (ModelConfig.Speculative, the YAML's
+// speculative:). The zero value is off.
+type Config struct {
+	// NGram drafts from the sequence's own prompt and output (prompt lookup).
+	NGram bool `yaml:"ngram"`
+	// MaxDraft is the most tokens drafted for one verification step; 0: DefaultMaxDraft.
+	MaxDraft int `yaml:"max_draft"`
+	// DraftCost is what one drafted position adds to a decode step, as a share of
+	// the step (the model's and the machine's: BenchmarkVerifyStep measures it);
+	// the draft length controller (Adapt) drafts only where the expected accepted
+	// tokens pay for it. 0: DefaultDraftCost.
+	DraftCost float64 `yaml:"draft_cost"`
+}
+
+// DefaultMaxDraft is Config.MaxDraft's default.
+const DefaultMaxDraft = 8
+
+// On reports whether any draft source is on.
+func (c Config) On() bool { return c.NGram }
+
+// Max is the configured draft limit with its default.
+func (c Config) Max() int {
+	if c.MaxDraft > 0 {
+		return c.MaxDraft
+	}
+	return DefaultMaxDraft
+}
+
+// Cost is the configured draft cost with its default.
+func (c Config) Cost() float64 {
+	if c.DraftCost > 0 {
+		return c.DraftCost
+	}
+	return DefaultDraftCost
+}
+
+// The n-gram lengths Lookup tries, longest first.
+const (
+	MaxNGram = 4
+	MinNGram = 2
+)
+
+// Lookup is prompt lookup: it finds the most recent earlier occurrence of the last n
+// tokens of seq (n from MaxNGram down to MinNGram, the first length that matches
+// wins) and appends to dst up to k of the tokens that followed it, the guess that
+// the sequence goes on as it did then. It returns dst unchanged when nothing
+// matches. It reads seq only (the sequence's own prompt and output: no other
+// sequence's text ever drafts for it).
+func Lookup(dst, seq []int32, k int) []int32 {
+	if k <= 0 {
+		return dst
+	}
+	for n := min(MaxNGram, len(seq)-1); n >= MinNGram; n-- {
+		key := seq[len(seq)-n:]
+		// Candidates end before the suffix itself: start i, i+n <= len(seq)-1.
+		for i := len(seq) - n - 1; i >= 0; i-- {
+			if seq[i] != key[0] || !equal(seq[i:i+n], key) {
+				continue
+			}
+			follow := seq[i+n:]
+			return append(dst, follow[:min(k, len(follow))]...)
+		}
+	}
+	return dst
+}
+
+func equal(a, b []int32) bool {
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// DefaultDraftCost is Config.DraftCost's default: a drafted position's cost as a
+// share of a one-token decode step, as BenchmarkVerifyStep measured it on the 125m
+// random q4_k_m model on a loaded 2-core machine (a step of 1+k positions cost
+// 1.27, 1.30, 1.56, 2.08 and 2.7 one-token steps for k = 1, 2, 4, 8, 16):
+// docs/PERFORMANCE.md. A model whose steps are bound by reading the weights pays
+// less per position; a tiny one bound by computing, more.
+const DefaultDraftCost = 0.15
+
+// Best is the draft length that maximizes the expected tokens a step gives per
+// unit of its cost, when each drafted token is accepted with probability p given
+// that the ones before it were (a step of k drafts gives 1 + p + … + p^k tokens and
+// costs 1 + cost·k one-token steps), among 1…max; 0 when no length gives more than
+// a plain decode (one token per step).
+func Best(p, cost float64, max int) int {
+	best, bestGain := 0, 1.0
+	exp, pk := 1.0, 1.0
+	for k := 1; k <= max; k++ {
+		pk *= p
+		exp += pk
+		if g := exp / (1 + cost*float64(k)); g > bestGain+1e-12 {
+			best, bestGain = k, g
+		}
+	}
+	return best
+}
+
+// Adapt is one sequence's draft length controller. It estimates the chance p that
+// a drafted token is accepted (given the ones before it were) from the sequence's
+// recent verifications, and drafts Best(p) tokens: the draft grows while drafts hit
+// and shrinks on misses. Where no length pays, it stops drafting for a pause that
+// doubles with each further such verification (up to maxPause decode steps), then
+// probes with one token. The zero value starts at the prior p = 1/2.
+type Adapt struct {
+	Hits, Tries float64 // decayed counts: drafted tokens accepted, and verified (accepted, or the first rejected)
+	Misses      int     // consecutive verifications after which no length paid
+	Pause       int     // decode steps left without drafting
+}
+
+// decay is the weight an older verification keeps at each new one (recent
+// behaviour counts most: a story that starts repeating is drafted for soon).
+const decay = 0.6
+
+// maxPause is the longest pause, in decode steps.
+const maxPause = 64
+
+// p is the estimated acceptance chance: the counts with a prior of a quarter hit
+// in half a try (1/2 at first, and light enough that steady misses bring p to
+// 0.25/(0.5+1/(1-decay)) = 1/12, under the default DraftCost, so drafting stops).
+func (a *Adapt) p() float64 { return (a.Hits + 0.25) / (a.Tries + 0.5) }
+
+// Want is how many tokens to draft in the next decode step, at most max, for a
+// drafted position's cost (DraftCost): 0 while paused; at least 1 otherwise (a
+// probe after a pause).
+func (a *Adapt) Want(max int, cost float64) int {
+	if a.Pause > 0 || max <= 0 {
+		return 0
+	}
+	return min(max, max1(Best(a.p(), cost, max)))
+}
+
+// Skip records a decode step taken without a verification (paused, or nothing
+// to draft): a pause runs down by one.
+func (a *Adapt) Skip() {
+	if a.Pause > 0 {
+		a.Pause--
+	}
+}
+
+// Verified records a verification of drafted tokens of which accepted were
+// accepted (in order; accepted <= drafted), for the draft limit max and cost.
+func (a *Adapt) Verified(drafted, accepted, max int, cost float64) {
+	if drafted <= 0 {
+		return
+	}
+	a.Hits = a.Hits*decay + float64(accepted)
+	a.Tries = a.Tries*decay + float64(accepted)
+	if accepted < drafted {
+		a.Tries++ // the first rejected token; the ones after it were never in question
+	}
+	if Best(a.p(), cost, max) > 0 {
+		a.Misses = 0
+		return
+	}
+	a.Misses++
+	a.Pause = min(maxPause, 4<<min(a.Misses-1, 8))
+}
+
+func max1(k int) int { return max(k, 1) }

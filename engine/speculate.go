@@ -1,0 +1,107 @@
+package engine
+
+import (
+	"fmt"
+
+	"github.com/lmlite/lmlite/engine/model"
+	"github.com/lmlite/lmlite/engine/sched"
+	"github.com/lmlite/lmlite/engine/spec"
+)
+
+// Speculative decoding (ModelConfig.Speculative, engine/spec). Before each plan the
+// runner drafts tokens for its decoding sequences (propose) and tells the scheduler
+// how many; the plan grants each drafted decode what its budget and blocks allow
+// (sched.Work.Draft), the step computes the sequence's last token and its granted
+// drafts as one item through the same kernels as any other, and verify samples the
+// item's rows in order exactly as plain decoding would sample those positions,
+// accepting while the sampled token is the draft. The first mismatch ends with the
+// sampled token, the target's own; the KV rows written for the rejected drafts are
+// rolled back (kvcache.Seq.Truncate) and the prefix cache is given accepted tokens
+// only.
+//
+// Why the output is plain decoding's, bit for bit: a position's logits do not depend
+// on the batch or on how many positions of the sequence the step computes (the
+// kernels' determinism, engine/doc.go), the history the sampler sees at a position
+// is the accepted tokens before it, and the sampler's random stream advances once
+// per sampled position, and positions are sampled only in order, each exactly once,
+// each for an output token: the same draws as plain decoding, in the same order.
+
+// specOn reports whether j may draft: its model speculates, it did not opt out, and
+// nothing in it needs per-token work outside its own row (a grammar's next mask is a
+// function of each accepted token and is computed off the step; embeddings and
+// prompt-only requests sample nothing).
+func (r *runner) specOn(j *job) bool {
+	return r.spec.On() && !j.req.NoSpeculation && j.gm == nil && j.pool == model.PoolNone && !j.req.PromptOnly
+}
+
+// propose drafts for each decoding sequence that speculates and records the draft's
+// length in the scheduler state, for Plan.
+func (r *runner) propose() {
+	if !r.spec.On() {
+		return
+	}
+	for id, j := range r.live {
+		j.draft = j.draft[:0]
+		if !r.specOn(j) {
+			continue
+		}
+		q, ok := r.st.Seq(id)
+		if !ok || !q.Running || q.Held || !q.Decoding() {
+			r.st.SetDraft(id, 0)
+			continue
+		}
+		if want := j.adapt.Want(r.spec.Max(), r.spec.Cost()); want > 0 {
+			j.draft = spec.Lookup(j.draft, j.tokens, want)
+		}
+		r.st.SetDraft(id, len(j.draft))
+	}
+}
+
+// verifyTokens is the item's tokens of a drafted decode: the sequence's last token
+// and the drafts granted.
+func (j *job) verifyTokens(w sched.Work) []int32 {
+	j.verify = append(append(j.verify[:0], j.tokens[w.Start]), j.draft[:w.Draft]...)
+	return j.verify
+}
+
+// verify samples a drafted decode's rows (1+w.Draft positions, token-major) in order
+// and accepts tokens while they equal the drafts; it ends the job when a token ends
+// it, and otherwise rolls the KV back to the accepted tokens and tells the scheduler
+// how many drafts were accepted.
+func (r *runner) verify(w sched.Work, j *job, rows []float32) {
+	v := len(rows) / (1 + w.Draft)
+	accepted := 0
+	j.u.DraftTokens += w.Draft
+	r.stats.drafted.Add(uint64(w.Draft))
+	defer func() {
+		j.u.AcceptedTokens += accepted
+		r.stats.accepted.Add(uint64(accepted))
+		j.adapt.Verified(w.Draft, accepted, r.spec.Max(), r.spec.Cost())
+	}()
+	for i := 0; i <= w.Draft; i++ {
+		row := rows[i*v : (i+1)*v]
+		id, err := j.pick(row)
+		if err != nil {
+			r.st.Remove(w.ID)
+			r.end(w.ID, j, "", fmt.Errorf("engine: model %s: %w", r.id, err))
+			return
+		}
+		r.stats.decode(j.req.Tenant)
+		if reason, over := j.accept(r.tok, id, row[id]); over {
+			r.st.Remove(w.ID) // a drafted step is never Last (sched caps the draft)
+			r.end(w.ID, j, reason, nil)
+			return
+		}
+		if i == w.Draft || id != j.draft[i] {
+			break
+		}
+		accepted++
+	}
+	// KV holds the tokens up to the accepted ones; the last sampled token is next.
+	computed := w.Start + 1 + accepted
+	r.st.Accept(w.ID, accepted)
+	j.kv.Truncate(computed)
+	if !r.noCache {
+		j.kv.Publish(j.tokens[:computed])
+	}
+}

@@ -1,0 +1,338 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/lmlite/lmlite/internal/jsonenc"
+)
+
+// A responseStore keeps the stored responses (store: true) of every tenant: each
+// belongs to one tenant, and every method given another tenant's id answers
+// errResponseNotFound, as for an id that does not exist. It is the consumer's
+// interface of package respstore's Store (responses_respstore.go adapts it).
+type responseStore interface {
+	Put(ctx context.Context, r *storedResponse) error
+	Get(ctx context.Context, tenant, id string) (*storedResponse, error)
+	Delete(ctx context.Context, tenant, id string) error
+	// InputItems is one page of the response's own input items and whether more
+	// follow (errItemsPage for a page outside its bounds).
+	InputItems(ctx context.Context, tenant, id string, p itemsPage) ([]respItem, bool, error)
+	// Conversation is what continuing the response starts from: for each response of
+	// its previous_response_id chain, oldest first, its input then its output items.
+	Conversation(ctx context.Context, tenant, id string) ([]respItem, error)
+}
+
+// errResponseNotFound is a responseStore's answer for an id the tenant does not have.
+var errResponseNotFound = errors.New("gateway: response not found")
+
+// errItemsPage is a responseStore's answer for a page of input items outside its
+// bounds (an after that is not one of the items).
+var errItemsPage = errors.New("gateway: no such input item")
+
+// itemsPage selects a page of input items as OpenAI's list endpoints do: the items
+// after the one with id after ("": from the start), newest first unless asc, at most
+// limit (1 to 100).
+type itemsPage struct {
+	after string
+	limit int
+	asc   bool
+}
+
+// storedResponse is one stored response: the Response object as it was answered, and
+// its items.
+type storedResponse struct {
+	ID       string
+	Tenant   string
+	Created  int64 // Unix seconds
+	Model    string
+	Previous string     // the previous_response_id it continues; "" starts a conversation
+	Body     []byte     // the Response object's JSON, as answered
+	Input    []respItem // this request's own input items (not the instructions, which OpenAI does not carry over)
+	Output   []respItem // the output's items
+}
+
+// maxChain bounds the previous_response_id chain memResponses walks.
+const maxChain = 1000
+
+// memResponses is the stored responses in this process's memory, at most max per
+// tenant (the oldest dropped first): the store when no durable one is configured. A
+// restart forgets them.
+type memResponses struct {
+	max int
+	mu  sync.Mutex                            // guards the fields below
+	by  map[string]map[string]*storedResponse // tenant → id → response
+	ids map[string][]string                   // tenant → ids, oldest first
+}
+
+func newMemResponses(max int) *memResponses {
+	return &memResponses{max: max, by: map[string]map[string]*storedResponse{}, ids: map[string][]string{}}
+}
+
+func (m *memResponses) Get(_ context.Context, tenant, id string) (*storedResponse, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.by[tenant][id]
+	if !ok {
+		return nil, errResponseNotFound
+	}
+	return r, nil
+}
+
+func (m *memResponses) Put(_ context.Context, r *storedResponse) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t := m.by[r.Tenant]
+	if t == nil {
+		t = map[string]*storedResponse{}
+		m.by[r.Tenant] = t
+	}
+	if _, ok := t[r.ID]; !ok {
+		m.ids[r.Tenant] = append(m.ids[r.Tenant], r.ID)
+	}
+	t[r.ID] = r
+	for ids := m.ids[r.Tenant]; len(ids) > m.max; ids = m.ids[r.Tenant] {
+		delete(t, ids[0])
+		m.ids[r.Tenant] = ids[1:]
+	}
+	return nil
+}
+
+func (m *memResponses) Delete(_ context.Context, tenant, id string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.by[tenant][id]; !ok {
+		return errResponseNotFound
+	}
+	delete(m.by[tenant], id)
+	ids := m.ids[tenant]
+	for i, x := range ids {
+		if x == id {
+			m.ids[tenant] = append(ids[:i:i], ids[i+1:]...)
+			break
+		}
+	}
+	return nil
+}
+
+func (m *memResponses) InputItems(ctx context.Context, tenant, id string, p itemsPage) ([]respItem, bool, error) {
+	r, err := m.Get(ctx, tenant, id)
+	if err != nil {
+		return nil, false, err
+	}
+	return pageOf(r.Input, p)
+}
+
+func (m *memResponses) Conversation(ctx context.Context, tenant, id string) ([]respItem, error) {
+	var chain []*storedResponse // newest first
+	for at := id; at != ""; {
+		r, err := m.Get(ctx, tenant, at)
+		if err != nil {
+			return nil, err
+		}
+		if len(chain) == maxChain {
+			return nil, errConversationTooLong
+		}
+		chain = append(chain, r)
+		at = r.Previous
+	}
+	var out []respItem
+	for i := len(chain) - 1; i >= 0; i-- {
+		out = append(append(out, chain[i].Input...), chain[i].Output...)
+	}
+	return out, nil
+}
+
+// errConversationTooLong is a responseStore's answer for a chain past its bounds.
+var errConversationTooLong = errors.New("gateway: the conversation is too long")
+
+// pageOf is the page p of items, and whether more follow it.
+func pageOf(items []respItem, p itemsPage) ([]respItem, bool, error) {
+	order := make([]respItem, len(items))
+	for i := range items {
+		if p.asc {
+			order[i] = items[i]
+		} else {
+			order[i] = items[len(items)-1-i]
+		}
+	}
+	if p.after != "" {
+		k := -1
+		for i := range order {
+			if order[i].ID == p.after {
+				k = i
+				break
+			}
+		}
+		if k < 0 {
+			return nil, false, errItemsPage
+		}
+		order = order[k+1:]
+	}
+	if len(order) > p.limit {
+		return order[:p.limit], true, nil
+	}
+	return order, false, nil
+}
+
+// handleResponsesAPI serves the stored responses of the key's tenant:
+// GET and DELETE /v1/responses/{id} and GET /v1/responses/{id}/input_items. It
+// reports whether path was one of them.
+func (s *Server) handleResponsesAPI(ctx *fasthttp.RequestCtx, reqID string, path []byte) bool {
+	rest, ok := strings.CutPrefix(string(path), "/v1/responses/")
+	if !ok || rest == "" {
+		return false
+	}
+	id, sub, _ := strings.Cut(rest, "/")
+	switch {
+	case sub == "" && (ctx.IsGet() || ctx.IsDelete()):
+	case sub == "input_items" && ctx.IsGet():
+	case sub == "" || sub == "input_items":
+		s.writeError(ctx, reqID, &apiError{status: 405, typ: "invalid_request_error", message: "method " + string(ctx.Method()) + " is not allowed on " + string(path), reason: "method"})
+		return true
+	default:
+		return false
+	}
+	_, pol, aerr := s.authenticate(ctx)
+	if aerr != nil {
+		s.writeError(ctx, reqID, aerr)
+		return true
+	}
+	store := s.responses.store
+	bg := context.Background()
+	if ctx.IsDelete() {
+		if err := store.Delete(bg, pol.Tenant, id); err != nil {
+			s.writeError(ctx, reqID, storeError(err, "response_id", id))
+			return true
+		}
+		b := append([]byte(`{"id":`), jsonenc.AppendString(nil, id)...)
+		ctx.SetContentType("application/json")
+		ctx.SetBody(append(b, `,"object":"response.deleted","deleted":true}`...))
+		return true
+	}
+	ctx.SetContentType("application/json")
+	if sub == "" {
+		r, err := store.Get(bg, pol.Tenant, id)
+		if err != nil {
+			s.writeError(ctx, reqID, storeError(err, "response_id", id))
+			return true
+		}
+		ctx.SetBody(r.Body)
+		return true
+	}
+	p, aerr := parseItemsPage(ctx.QueryArgs())
+	if aerr != nil {
+		s.writeError(ctx, reqID, aerr)
+		return true
+	}
+	items, more, err := store.InputItems(bg, pol.Tenant, id, p)
+	if err != nil {
+		s.writeError(ctx, reqID, storeError(err, "response_id", id))
+		return true
+	}
+	ctx.SetBody(appendItemsPage(make([]byte, 0, 512), items, more))
+	return true
+}
+
+// storeError is the answer to a responseStore's error about the response id (named
+// by param): a 404 for one the tenant does not have, a 400 for a page or a
+// conversation past its bounds, else a 503.
+func storeError(err error, param, id string) *apiError {
+	switch {
+	case errors.Is(err, errResponseNotFound):
+		return respNotFound(param, id)
+	case errors.Is(err, errItemsPage):
+		return badRequest("after", "after is not one of the response's input items")
+	case errors.Is(err, errConversationTooLong):
+		return badRequest(param, "the conversation of '"+id+"' is too long to continue: "+err.Error())
+	}
+	return storeUnavailable(err)
+}
+
+// parseItemsPage reads input_items' query: limit (1 to 100, default 20), order (asc
+// or desc, the default) and after.
+func parseItemsPage(q *fasthttp.Args) (itemsPage, *apiError) {
+	p := itemsPage{limit: 20, after: string(q.Peek("after"))}
+	if v := q.Peek("limit"); len(v) > 0 {
+		n, err := strconv.Atoi(string(v))
+		if err != nil || n < 1 || n > 100 {
+			return p, badRequest("limit", "limit must be an integer between 1 and 100")
+		}
+		p.limit = n
+	}
+	switch string(q.Peek("order")) {
+	case "", "desc":
+	case "asc":
+		p.asc = true
+	default:
+		return p, badRequest("order", "order must be 'asc' or 'desc'")
+	}
+	return p, nil
+}
+
+// appendItemsPage appends a page of input items as OpenAI lists them:
+// {"object":"list","data":[…],"first_id","last_id","has_more"}.
+func appendItemsPage(b []byte, items []respItem, more bool) []byte {
+	b = append(b, `{"object":"list","data":[`...)
+	for i := range items {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendRespItem(b, &items[i], "completed")
+	}
+	b = append(b, `],"first_id":`...)
+	if len(items) > 0 {
+		b = jsonenc.AppendString(b, items[0].ID)
+		b = append(b, `,"last_id":`...)
+		b = jsonenc.AppendString(b, items[len(items)-1].ID)
+	} else {
+		b = append(b, `null,"last_id":null`...)
+	}
+	b = append(b, `,"has_more":`...)
+	b = strconv.AppendBool(b, more)
+	return append(b, '}')
+}
+
+// appendRespItem appends an item in OpenAI's shape with status: a message with
+// input_text parts (output_text, with annotations, for the assistant's), a
+// function_call or a function_call_output.
+func appendRespItem(b []byte, it *respItem, status string) []byte {
+	b = append(b, `{"id":`...)
+	b = jsonenc.AppendString(b, it.ID)
+	b = append(b, `,"type":`...)
+	b = jsonenc.AppendString(b, it.Type)
+	switch it.Type {
+	case "message":
+		b = append(b, `,"role":`...)
+		b = jsonenc.AppendString(b, it.Role)
+		if it.Role == "assistant" {
+			b = append(b, `,"content":[{"type":"output_text","text":`...)
+			b = jsonenc.AppendString(b, it.Text)
+			b = append(b, `,"annotations":[],"logprobs":[]}]`...)
+		} else {
+			b = append(b, `,"content":[{"type":"input_text","text":`...)
+			b = jsonenc.AppendString(b, it.Text)
+			b = append(b, `}]`...)
+		}
+	case "function_call":
+		b = append(b, `,"call_id":`...)
+		b = jsonenc.AppendString(b, it.CallID)
+		b = append(b, `,"name":`...)
+		b = jsonenc.AppendString(b, it.Name)
+		b = append(b, `,"arguments":`...)
+		b = jsonenc.AppendString(b, it.Arguments)
+	case "function_call_output":
+		b = append(b, `,"call_id":`...)
+		b = jsonenc.AppendString(b, it.CallID)
+		b = append(b, `,"output":`...)
+		b = jsonenc.AppendString(b, it.Output)
+	}
+	b = append(b, `,"status":"`...)
+	b = append(b, status...)
+	return append(b, `"}`...)
+}
