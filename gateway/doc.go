@@ -277,6 +277,51 @@
 // tokenized as POST /v1/responses would, nothing generated). reasoning is accepted
 // and does nothing: no model served here has a reasoning mode.
 //
+// # Anthropic's Messages API
+//
+// POST /v1/messages is Anthropic's Messages API as a codec over the same core
+// (codec.go; messages.go decodes, messages_out.go renders): the key comes as
+// x-api-key or "Authorization: Bearer"; anthropic-version and anthropic-beta are
+// accepted and change nothing. The body is decoded strictly (an unknown member is a
+// 400 naming it) into the chat request: system (a string or text blocks) first,
+// then each message; a user message's text blocks are one user message and each
+// tool_result (content a string or text blocks; is_error prefixes "Error: ") a
+// message with role "tool"; an assistant's text blocks are its content, its
+// tool_use blocks its tool calls, earlier thinking blocks are dropped. Blocks of one
+// message join with a blank line. tools (input_schema; strict), tool_choice (auto;
+// any is required; tool is a named function; none; disable_parallel_tool_use) and
+// output_config.format (a JSON schema) are the chat request's tools, tool_choice,
+// parallel_tool_calls and response_format, checked by the chat decoder, its errors
+// named in this API's fields (tools[i].input_schema). max_tokens is required;
+// stop_sequences, temperature (0–1), top_p, top_k and metadata.user_id (the ledger's
+// user hash) as in chat; lmlite.seed is the seed (the API has none) and the lmlite
+// routing fields are read. cache_control is accepted and ignored (the prefix cache
+// is automatic); thinking, service_tier and output_config.effort are accepted and do
+// nothing: no model here has a thinking mode. What the server cannot serve is a 400
+// naming it: image, document and search-result blocks (messages[i].content[k]),
+// server tools (tools[i].type), a final assistant message (a prefill).
+//
+// The answer is a Message (id "msg_…", content of a text block and tool_use blocks
+// with ids "toolu_…" and input as a JSON object; stop_reason end_turn, max_tokens,
+// stop_sequence with the stop string that ended it, or tool_use) or, streamed, its
+// events: message_start, content_block_start/_delta (text_delta,
+// input_json_delta)/_stop per block, message_delta (stop_reason, usage),
+// message_stop, and ping while the stream waits; an error after the stream began is
+// an error event, and the stream ends there. usage is Anthropic's: input_tokens are
+// the prompt's tokens not read from the prefix cache, cache_read_input_tokens those
+// read from it, cache_creation_input_tokens 0. Errors are Anthropic's
+// {"type":"error","error":{"type","message"}}: invalid_request_error (400; a prompt
+// over the model's limit says "prompt is too long"), authentication_error (401),
+// permission_error (403), not_found_error (404), request_too_large (413),
+// rate_limit_error (429), api_error (500, 503) and overloaded_error with status 529
+// for an overloaded engine or server.
+//
+// POST /v1/messages/count_tokens (messages_count.go) answers {"input_tokens": N}:
+// the prompt planned on the model the same request would run on (its template with
+// the tools, its tokenizer), N = input_tokens + cache_read_input_tokens of that
+// request. It is admitted as a generation is and charges nothing (a ledger entry
+// with no tokens and no cost).
+//
 // # Scale to zero
 //
 // A model unloads after its config's idle_timeout. A request's "lmlite":

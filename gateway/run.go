@@ -620,7 +620,7 @@ func statusOf(u engine.Usage, err error) int {
 // stream.
 func (j *job) startOutput(ctx *fasthttp.RequestCtx) {
 	j.setRouteHeaders(ctx)
-	j.meta = outMeta{reqID: j.reqID, model: j.c.m.id, created: j.start.Unix(), tenant: j.pol.Tenant, in: &j.in}
+	j.meta = outMeta{reqID: j.reqID, model: j.c.m.id, created: j.start.Unix(), tenant: j.pol.Tenant, in: &j.in, prompt: j.c.nPrompt}
 	j.out = j.codec.newOutput(&j.meta)
 	ctx.SetContentType(j.out.contentType(j.in.stream))
 	if j.in.stream {
