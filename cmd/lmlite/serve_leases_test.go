@@ -513,7 +513,7 @@ func killUnderLoad(t *testing.T, c *leaseCluster, tenant, key string, min money.
 // the tenant's budget to within one worst case per process of the ceiling, never past
 // it; the ledgers sum to Redis's spend.
 func TestServeLeasesKilledHolderRestartedMoneyBack(t *testing.T) {
-	c := startLeaseCluster(t, false, "  - {id: crash, plan: open, overrides: {daily_budget_usd: 3}}\n")
+	c := startLeaseCluster(t, false, "  - {id: crash, plan: open, overrides: {daily_budget_usd: 1.5}}\n")
 	key := c.key(t, "crash")
 	lid, lease := killUnderLoad(t, c, "crash", key, money.USD(0.15))
 	stranded := c.held(t, "crash")
@@ -541,7 +541,7 @@ func TestServeLeasesKilledHolderRestartedMoneyBack(t *testing.T) {
 	}
 	worst := worstCase(t, o.last200)
 	stopAll(t, c.procs...)
-	checkSpendNearCeiling(t, c, "crash", money.USD(3), worst)
+	checkSpendNearCeiling(t, c, "crash", money.USD(1.5), worst)
 }
 
 // checkSpendNearCeiling: the three stopped, Redis's spend of tenant equals the ledgers'
@@ -578,7 +578,7 @@ func checkSpendNearCeiling(t *testing.T, c *leaseCluster, tenant string, ceiling
 // equals the ledgers, and node 2, started again, spends what came back, to within
 // one worst case of the ceiling less what is still held.
 func TestServeLeasesKilledHolderNeverRestarted(t *testing.T) {
-	c := startLeaseCluster(t, false, "  - {id: crash, plan: open, overrides: {daily_budget_usd: 3}}\n")
+	c := startLeaseCluster(t, false, "  - {id: crash, plan: open, overrides: {daily_budget_usd: 1.5}}\n")
 	key := c.key(t, "crash")
 	_, lease := killUnderLoad(t, c, "crash", key, money.USD(0.15))
 	heldAtKill := c.held(t, "crash")
@@ -588,7 +588,7 @@ func TestServeLeasesKilledHolderNeverRestarted(t *testing.T) {
 	}
 	worst := worstCase(t, o.last200)
 	stopAll(t, c.procs[1], c.procs[2])
-	ceiling := money.USD(3)
+	ceiling := money.USD(1.5)
 	spent := c.spent(t, "crash")
 	ledgers := c.ledger(t, 0, "crash") + c.ledger(t, 1, "crash") + c.ledger(t, 2, "crash")
 	held := c.held(t, "crash")
