@@ -20,6 +20,7 @@ import (
 // one JSON line a check).
 func TestNodeClientsSmoke(t *testing.T) {
 	cache := testenv.NodeClients(t)
+	script := filepath.Join(testenv.RepoRoot(t), "scripts", "nodeclients", "smoke.mjs") // before the test leaves the package's directory
 	home := t.TempDir()
 	t.Chdir(home)
 	t.Setenv("LMLITE_RUN_DIR", filepath.Join(home, "run"))
@@ -36,7 +37,6 @@ func TestNodeClientsSmoke(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	script := filepath.Join(testenv.RepoRoot(t), "scripts", "nodeclients", "smoke.mjs")
 	out, err := exec.CommandContext(ctx, "node", script, cache, "http://"+addr, key, "demo-stories").CombinedOutput()
 	t.Logf("smoke.mjs:\n%s", out)
 	if err != nil {
