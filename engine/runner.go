@@ -108,8 +108,9 @@ type job struct {
 
 	// An embedding job (embed.go): its prompt's hidden states pooled, no output.
 	pool  model.Pooling
-	embed []float64 // the pooling's accumulator (Dim values)
-	vec   []float32 // the result, set before the job ends
+	embed []float64    // the pooling's accumulator (Dim values)
+	loras []model.LoRA // the request's adapters (adapters.go), set when it is submitted
+	vec   []float32    // the result, set before the job ends
 }
 
 // signal wakes the receiver of c, a channel of capacity 1, without blocking.
@@ -344,7 +345,7 @@ func (r *runner) run(work []sched.Work) {
 			logits = w.N // every position's row: the prompt's logprobs
 		}
 		items = append(items, model.Item{KV: j.kv, Start: w.Start, Tokens: j.tokens[w.Start : w.Start+w.N], Logits: logits,
-			Pool: j.pool, Embed: j.embed, Attn: model.AttentionFor(len(j.req.Prompt), r.attnMin)})
+			Pool: j.pool, Embed: j.embed, Attn: model.AttentionFor(len(j.req.Prompt), r.attnMin), LoRA: j.loras})
 		ran = append(ran, w)
 		n += w.N
 	}

@@ -122,14 +122,8 @@ func (a *Adapter) Base() *Model { return a.base }
 // architecture, every tensor's pair, base tensor and shapes), each failure an
 // ErrBadAdapter naming the key or tensor.
 func (m *Model) LoadAdapter(f *gguf.File) (*Adapter, error) {
-	if t, _ := f.GetString("general.type"); t != "adapter" {
-		return nil, fmt.Errorf("%w: general.type is %q, want \"adapter\"", ErrBadAdapter, t)
-	}
-	if t, _ := f.GetString("adapter.type"); t != "lora" {
-		return nil, fmt.Errorf("%w: adapter.type is %q, want \"lora\"", ErrBadAdapter, t)
-	}
-	if arch, base := f.Architecture(), m.file.Architecture(); arch != base {
-		return nil, fmt.Errorf("%w: architecture %q, the base model's is %q", ErrBadAdapter, arch, base)
+	if err := CheckAdapterHeader(f, m.file.Architecture()); err != nil {
+		return nil, err
 	}
 	a := &Adapter{base: m, file: f, layers: make([][numProj]*loraPair, m.cfg.Layers)}
 	if v, ok := f.Get("adapter.lora.alpha"); ok {
@@ -198,6 +192,22 @@ func (m *Model) LoadAdapter(f *gguf.File) (*Adapter, error) {
 		a.pairs++
 	}
 	return a, nil
+}
+
+// CheckAdapterHeader checks an adapter file's metadata against a base model of
+// architecture arch (its general.architecture): the checks LoadAdapter makes
+// before the tensors', for a configuration to be refused before any model loads.
+func CheckAdapterHeader(f *gguf.File, arch string) error {
+	if t, _ := f.GetString("general.type"); t != "adapter" {
+		return fmt.Errorf("%w: general.type is %q, want \"adapter\"", ErrBadAdapter, t)
+	}
+	if t, _ := f.GetString("adapter.type"); t != "lora" {
+		return fmt.Errorf("%w: adapter.type is %q, want \"lora\"", ErrBadAdapter, t)
+	}
+	if a := f.Architecture(); a != arch {
+		return fmt.Errorf("%w: architecture %q, the base model's is %q", ErrBadAdapter, a, arch)
+	}
+	return nil
 }
 
 // slot is where the pair of the base tensor name goes, or an error for a tensor

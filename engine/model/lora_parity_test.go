@@ -80,8 +80,8 @@ func TestLoRAParityWithLlamaCpp(t *testing.T) {
 	const steps, top = 64, 20
 	const prompt = "1,574,568,260,562" // <s> ▁Once ▁upon ▁a ▁time in the built-in vocabulary
 	type peerJob struct {
-		Name  string `json:"name"`
-		Model string `json:"model"`
+		Name  string        `json:"name"`
+		Model string        `json:"model"`
 		LoRA  []peerAdapter `json:"lora"`
 	}
 	var pjobs []peerJob

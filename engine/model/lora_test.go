@@ -125,7 +125,6 @@ func maxDiff(a, b []float32) float64 {
 	return d
 }
 
-
 // TestLoRABatchMatchesAlone is the batch invariance of adapters: 16 requests over 8
 // different rank-16 adapters, plus 2 on the bare base, joining a continuous batch
 // at different steps, prefilled in chunks beside running decodes, in a paged
