@@ -177,4 +177,3 @@ func TestAdapterConfigErrors(t *testing.T) {
 		})
 	}
 }
-
