@@ -110,7 +110,7 @@ func (w *scratch) forward(m *Model, parts []part) ([]float32, error) {
 			qkv := w.tmp[:n*(qd+2*kvd)]
 			kernels.MatMul(qkv, ly.wq, xn, n)
 			if anyLoRA {
-				w.loraLayer(parts, li, projQ, qkv, qd+2*kvd, xn, dim)
+				w.lora(parts, li, projQ, qkv, qd+2*kvd, xn, dim)
 			}
 			for i := 0; i < n; i++ {
 				row := qkv[i*(qd+2*kvd):]
@@ -126,9 +126,9 @@ func (w *scratch) forward(m *Model, parts []part) ([]float32, error) {
 				kernels.Product{Dst: v, W: ly.wv, X: xn, NTok: n})
 			kernels.MatMuls(w.prods)
 			if anyLoRA {
-				w.loraLayer(parts, li, projQ, q, qd, xn, dim)
-				w.loraLayer(parts, li, projK, k, kvd, xn, dim)
-				w.loraLayer(parts, li, projV, v, kvd, xn, dim)
+				w.lora(parts, li, projQ, q, qd, xn, dim)
+				w.lora(parts, li, projK, k, kvd, xn, dim)
+				w.lora(parts, li, projV, v, kvd, xn, dim)
 			}
 		}
 		addBias(q, ly.bq)
@@ -163,7 +163,7 @@ func (w *scratch) forward(m *Model, parts []part) ([]float32, error) {
 		w.attention(m, parts, att, q, n, scale)
 		kernels.MatMul(xn, ly.wo, att, n)
 		if anyLoRA {
-			w.loraLayer(parts, li, projO, xn, dim, att, qd)
+			w.lora(parts, li, projO, xn, dim, att, qd)
 		}
 		addInto(x, xn)
 
@@ -179,7 +179,7 @@ func (w *scratch) forward(m *Model, parts []part) ([]float32, error) {
 			gu := w.ffB[:n*2*c.FFN]
 			kernels.MatMul(gu, ly.up, xn, n)
 			if anyLoRA {
-				w.loraLayer(parts, li, projUp, gu, 2*c.FFN, xn, dim)
+				w.lora(parts, li, projUp, gu, 2*c.FFN, xn, dim)
 			}
 			for i := 0; i < n; i++ {
 				row := gu[i*2*c.FFN:]
@@ -192,14 +192,14 @@ func (w *scratch) forward(m *Model, parts []part) ([]float32, error) {
 				kernels.Product{Dst: b, W: ly.up, X: xn, NTok: n})
 			kernels.MatMuls(w.prods)
 			if anyLoRA {
-				w.loraLayer(parts, li, projGate, a, c.FFN, xn, dim)
-				w.loraLayer(parts, li, projUp, b, c.FFN, xn, dim)
+				w.lora(parts, li, projGate, a, c.FFN, xn, dim)
+				w.lora(parts, li, projUp, b, c.FFN, xn, dim)
 			}
 			kernels.SwiGLU(a, a, b)
 		}
 		kernels.MatMul(xn, ly.down, a, n)
 		if anyLoRA {
-			w.loraLayer(parts, li, projDown, xn, dim, a, c.FFN)
+			w.lora(parts, li, projDown, xn, dim, a, c.FFN)
 		}
 		addInto(x, xn)
 	}
@@ -244,7 +244,7 @@ func (w *scratch) forward(m *Model, parts []part) ([]float32, error) {
 	if rows > 0 {
 		kernels.MatMul(out, m.output, xn[:rows*dim], rows)
 		if anyLoRA {
-			w.lora(parts, func(a *Adapter) *loraPair { return a.output }, partLogits, out, c.Vocab, xn, dim)
+			w.lora(parts, -1, 0, out, c.Vocab, xn, dim)
 		}
 		addBias(out, m.outputB)
 	}

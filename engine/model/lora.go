@@ -258,28 +258,33 @@ func (m *Model) checkLoRAs(loras []LoRA) error {
 	return nil
 }
 
-// lora adds to dst (out values per token) each part's adapters' updates of the
-// projection pick chooses, whose input is x (in values per token): for each of a
-// part's tokens, scale·B·(A·x). rowsOf gives the number of a part's rows in dst and
-// x (its tokens, or its logits rows for the output projection). The products run
-// part by part on the part's rows alone, each output row by the same kernels in the
-// same order whatever the batch: a row's bits depend only on its own sequence.
-func (w *scratch) lora(parts []part, pick func(*Adapter) *loraPair, rowsOf func(*part) int, dst []float32, out int, x []float32, in int) {
+// lora adds to dst (out values per row) each part's adapters' updates of the
+// projection pr of layer li (li < 0: the output projection, whose rows are the
+// parts' logits rows; else their tokens), whose input is x (in values per row): for
+// each row, scale·B·(A·x). The products run part by part on the part's rows alone,
+// each output row by the same kernels in the same order whatever the batch: a row's
+// bits depend only on its own sequence.
+func (w *scratch) lora(parts []part, li int, pr proj, dst []float32, out int, x []float32, in int) {
 	r0 := 0
 	for pi := range parts {
 		p := &parts[pi]
-		nr := rowsOf(p)
+		nr := len(p.tokens)
+		if li < 0 {
+			nr = p.logits
+		}
 		for _, l := range p.loras {
-			pr := pick(l.Adapter)
-			if pr == nil || nr == 0 {
+			pair := l.Adapter.output
+			if li >= 0 {
+				pair = l.Adapter.layers[li][pr]
+			}
+			if pair == nil || nr == 0 {
 				continue
 			}
-			t := growTo(w.loraT, nr*pr.rank)
-			d := growTo(w.loraD, nr*out)
-			w.loraT, w.loraD = t, d
-			kernels.MatMul(t, pr.a, x[r0*in:(r0+nr)*in], nr)
-			kernels.MatMul(d, pr.b, t, nr)
-			s := pr.scale(l.Adapter.alpha, l.Scale)
+			w.loraT, w.loraD = growTo(w.loraT, nr*pair.rank), growTo(w.loraD, nr*out)
+			t, d := w.loraT, w.loraD
+			kernels.MatMul(t, pair.a, x[r0*in:(r0+nr)*in], nr)
+			kernels.MatMul(d, pair.b, t, nr)
+			s := pair.scale(l.Adapter.alpha, l.Scale)
 			dr := dst[r0*out : (r0+nr)*out]
 			for i, v := range d {
 				dr[i] += v * s
@@ -287,12 +292,4 @@ func (w *scratch) lora(parts []part, pick func(*Adapter) *loraPair, rowsOf func(
 		}
 		r0 += nr
 	}
-}
-
-func partTokens(p *part) int { return len(p.tokens) }
-func partLogits(p *part) int { return p.logits }
-
-// loraLayer applies the parts' adapters to projection pr of layer li.
-func (w *scratch) loraLayer(parts []part, li int, pr proj, dst []float32, out int, x []float32, in int) {
-	w.lora(parts, func(a *Adapter) *loraPair { return a.layers[li][pr] }, partTokens, dst, out, x, in)
 }
