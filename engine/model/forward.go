@@ -51,7 +51,9 @@ type scratch struct {
 	eIn, eA, eB                     []float32         // a run of experts' gathered rows, gate and up outputs
 	prods                           []kernels.Product // the products of a kernels.MatMuls
 
-	loraT, loraD []float32 // an adapter's A·x and B·(A·x) for one part (lora.go)
+	loraT, loraD []float32         // the adapters' A·x and B·(A·x) of a projection, per (part, adapter) (lora.go)
+	loraA, loraB []kernels.Product // their products
+	loraRow      []loraRows        // where each product's update goes
 }
 
 // forward runs the parts through the model as one batch: every matrix product takes

@@ -261,10 +261,15 @@ func (m *Model) checkLoRAs(loras []LoRA) error {
 // lora adds to dst (out values per row) each part's adapters' updates of the
 // projection pr of layer li (li < 0: the output projection, whose rows are the
 // parts' logits rows; else their tokens), whose input is x (in values per row): for
-// each row, scale·B·(A·x). The products run part by part on the part's rows alone,
-// each output row by the same kernels in the same order whatever the batch: a row's
-// bits depend only on its own sequence.
+// each row, scale·B·(A·x). Each product runs on one part's rows alone, so a row's
+// bits depend only on its own sequence, never on the batch; the parts' A products
+// go as one kernels.MatMuls group, then their B products as another (two starts of
+// the kernels' workers per projection, not two per sequence).
 func (w *scratch) lora(parts []part, li int, pr proj, dst []float32, out int, x []float32, in int) {
+	// The products' rows: each (part, adapter) pair with rows gets nr·rank values
+	// of loraT and nr·out of loraD.
+	nt, nd := 0, 0
+	w.loraA, w.loraB = w.loraA[:0], w.loraB[:0]
 	r0 := 0
 	for pi := range parts {
 		p := &parts[pi]
@@ -280,16 +285,42 @@ func (w *scratch) lora(parts []part, li int, pr proj, dst []float32, out int, x 
 			if pair == nil || nr == 0 {
 				continue
 			}
-			w.loraT, w.loraD = growTo(w.loraT, nr*pair.rank), growTo(w.loraD, nr*out)
-			t, d := w.loraT, w.loraD
-			kernels.MatMul(t, pair.a, x[r0*in:(r0+nr)*in], nr)
-			kernels.MatMul(d, pair.b, t, nr)
-			s := pair.scale(l.Adapter.alpha, l.Scale)
-			dr := dst[r0*out : (r0+nr)*out]
-			for i, v := range d {
-				dr[i] += v * s
-			}
+			w.loraA = append(w.loraA, kernels.Product{W: pair.a, X: x[r0*in : (r0+nr)*in], NTok: nr})
+			w.loraB = append(w.loraB, kernels.Product{W: pair.b, NTok: nr})
+			w.loraRow = append(w.loraRow[:len(w.loraA)-1], loraRows{r0: r0, nr: nr, s: pair.scale(l.Adapter.alpha, l.Scale)})
+			nt += nr * pair.rank
+			nd += nr * out
 		}
 		r0 += nr
 	}
+	if len(w.loraA) == 0 {
+		return
+	}
+	w.loraT, w.loraD = growTo(w.loraT, nt), growTo(w.loraD, nd)
+	ot, od := 0, 0
+	for i := range w.loraA {
+		a, b := &w.loraA[i], &w.loraB[i]
+		n := a.NTok * a.W.Rows
+		a.Dst = w.loraT[ot : ot+n]
+		b.X = a.Dst
+		b.Dst = w.loraD[od : od+a.NTok*out]
+		ot, od = ot+n, od+a.NTok*out
+	}
+	kernels.MatMuls(w.loraA)
+	kernels.MatMuls(w.loraB)
+	// The updates in part order, each pair's after the one before (a sequence's
+	// adapters add in their order).
+	for i, b := range w.loraB {
+		rr := w.loraRow[i]
+		dr := dst[rr.r0*out : (rr.r0+rr.nr)*out]
+		for j, v := range b.Dst {
+			dr[j] += v * rr.s
+		}
+	}
+}
+
+// loraRows is where one LoRA product's update goes: rows r0…r0+nr-1, at scale s.
+type loraRows struct {
+	r0, nr int
+	s      float32
 }
