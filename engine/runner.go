@@ -108,9 +108,10 @@ type job struct {
 
 	// An embedding job (embed.go): its prompt's hidden states pooled, no output.
 	pool  model.Pooling
-	embed []float64    // the pooling's accumulator (Dim values)
+	embed []float64 // the pooling's accumulator (Dim values)
+	vec   []float32 // the result, set before the job ends
+
 	loras []model.LoRA // the request's adapters (adapters.go), set when it is submitted
-	vec   []float32    // the result, set before the job ends
 }
 
 // signal wakes the receiver of c, a channel of capacity 1, without blocking.
