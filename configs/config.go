@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/url"
 	"os"
@@ -63,7 +64,12 @@ type Config struct {
 	Redis           *Redis        `yaml:"redis"` // nil: every store in-process (configs/redis.go)
 
 	Models []Model `yaml:"models"`
-	Tiers  Tiers   `yaml:"tiers"` // none: clients name models by id ("auto" and "tier:…" are refused)
+	// Adapters are LoRA adapters over embedded models (llama.cpp's GGUF adapter
+	// format), loaded and unloaded with their base. The engine applies them per
+	// request (engine.Request.Adapters); clients naming one as "model" is the
+	// gateway's part, not yet wired.
+	Adapters []Adapter `yaml:"adapters"`
+	Tiers    Tiers     `yaml:"tiers"` // none: clients name models by id ("auto" and "tier:…" are refused)
 	// A file with neither plans nor tenants gets the plan "default" (no limits) and the
 	// tenant "default" on it, which is also the demo tenant (its key is made on the first
 	// run and printed) unless demo_tenant says otherwise.
@@ -397,6 +403,9 @@ func (c *Config) Validate() error {
 		}
 		ids[m.ID] = true
 	}
+	if err := c.validateAdapters(ids, bad); err != nil {
+		return err
+	}
 	inTier := map[string]bool{}
 	for ti, list := range c.Tiers.list() {
 		for j, tm := range list {
@@ -518,6 +527,56 @@ func (m *Model) EngineConfig() engine.ModelConfig {
 		DisablePrefixCache:  m.DisablePrefixCache,
 		Embeddings:          m.Embeddings,
 	}
+}
+
+// Adapter is one LoRA adapter of the configuration.
+type Adapter struct {
+	ID    string  `yaml:"id"`    // its name, unique among models and adapters
+	Path  string  `yaml:"path"`  // the adapter's GGUF file (llama.cpp's format: convert_lora_to_gguf.py, lmlite gen-model --lora)
+	Base  string  `yaml:"base"`  // the id of the embedded model it adapts
+	Scale float32 `yaml:"scale"` // the user scale (times the adapter's alpha/rank); 0: 1
+}
+
+// validateAdapters checks the adapters against the models' ids (models holds
+// them); bad formats the error.
+func (c *Config) validateAdapters(models map[string]bool, bad func(field, format string, args ...any) error) error {
+	embedded := map[string]bool{}
+	for _, m := range c.Models {
+		if m.Embedded() {
+			embedded[m.ID] = true
+		}
+	}
+	seen := map[string]bool{}
+	for i, a := range c.Adapters {
+		f := fmt.Sprintf("adapters[%d]", i)
+		switch {
+		case a.ID == "" || strings.ContainsAny(a.ID, " \t\n") || a.ID == "auto" || strings.HasPrefix(a.ID, "tier:"):
+			return bad(f+".id", "%q must be non-empty, without spaces, and not \"auto\" or \"tier:…\"", a.ID)
+		case models[a.ID]:
+			return bad(f+".id", "%q is a model's id", a.ID)
+		case seen[a.ID]:
+			return bad(f+".id", "adapter %q declared twice", a.ID)
+		case a.Path == "":
+			return bad(f+".path", "adapter %q has no path", a.ID)
+		case !embedded[a.Base]:
+			return bad(f+".base", "%q is not an embedded model", a.Base)
+		case math.IsNaN(float64(a.Scale)) || math.IsInf(float64(a.Scale), 0):
+			return bad(f+".scale", "must be a number")
+		}
+		seen[a.ID] = true
+	}
+	return nil
+}
+
+// AdaptersOf returns the engine's configuration of the adapters over the model id.
+func (c *Config) AdaptersOf(id string) []engine.AdapterConfig {
+	var out []engine.AdapterConfig
+	for _, a := range c.Adapters {
+		if a.Base == id {
+			out = append(out, engine.AdapterConfig{ID: a.ID, Path: a.Path, Scale: a.Scale})
+		}
+	}
+	return out
 }
 
 // WorkerGroups maps each embedded model with a worker_group to its group (the

@@ -148,6 +148,13 @@ tenants: [{id: t, plan: p}]
 		{"models: [{id: m, path: a, speculative: {ngrams: true}}]\nplans: {p: {}}\n", "field ngrams not found"},
 		{"models: [{id: m, path: a, grammar_request_steps: -2}]\nplans: {p: {}}\n", "models[0].grammar_request_steps"},
 		{"models: [{id: m, path: a}]\nplans: {p: {batch_max_concurrency: -2}}\ntenants: [{id: t, plan: p}]\n", "batch_max_concurrency"},
+		{"adapters: [{id: m, path: x.gguf, base: m}]\n" + base, "adapters[0].id"},
+		{"adapters: [{id: '', path: x.gguf, base: m}]\n" + base, "adapters[0].id"},
+		{"adapters: [{id: a, path: x.gguf, base: m}, {id: a, path: y.gguf, base: m}]\n" + base, "adapters[1].id"},
+		{"adapters: [{id: a, base: m}]\n" + base, "adapters[0].path"},
+		{"adapters: [{id: a, path: x.gguf, base: n}]\n" + base, "adapters[0].base"},
+		{"adapters: [{id: a, path: x.gguf, base: u}]\nmodels: [{id: u, upstream: {base_url: 'http://x'}}]\nplans: {p: {}}\n", "adapters[0].base"},
+		{"adapters: [{id: a, path: x.gguf, base: m, scale: .nan}]\n" + base, "adapters[0].scale"},
 	}
 	for _, c := range cases {
 		cfg, err := Parse([]byte(c.yaml))
@@ -172,6 +179,25 @@ func TestSpeculativeReachesTheEngine(t *testing.T) {
 	}
 	if c.Models[1].EngineConfig().Speculative.On() {
 		t.Fatal("speculation on by default")
+	}
+}
+
+// TestAdaptersOf: adapters go to their base model's engine configuration, the
+// scale as written (0: the engine's default of 1).
+func TestAdaptersOf(t *testing.T) {
+	c, err := Parse([]byte("models: [{id: m, path: a}, {id: n, path: b}]\nadapters: [{id: x, path: x.gguf, base: m, scale: 0.5}, {id: y, path: y.gguf, base: n}, {id: z, path: z.gguf, base: m}]\nplans: {p: {}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	got := c.AdaptersOf("m")
+	if len(got) != 2 || got[0].ID != "x" || got[0].Path != "x.gguf" || got[0].Scale != 0.5 || got[1].ID != "z" || got[1].Scale != 0 {
+		t.Errorf("adapters of m: %+v", got)
+	}
+	if got := c.AdaptersOf("n"); len(got) != 1 || got[0].ID != "y" {
+		t.Errorf("adapters of n: %+v", got)
 	}
 }
 

@@ -58,6 +58,18 @@ type ModelConfig struct {
 	// requests with a Grammar (their next mask depends on each accepted token; they
 	// decode plainly), nor embeddings.
 	Speculative spec.Config `yaml:"speculative"`
+
+	// Adapters are LoRA adapters over this model (llama.cpp's GGUF adapter format;
+	// model.Adapter), loaded and unloaded with it: a request names the ones it
+	// applies (Request.Adapters). Their files count in the model's memory lease.
+	Adapters []AdapterConfig `yaml:"adapters"`
+}
+
+// AdapterConfig is one LoRA adapter of a model.
+type AdapterConfig struct {
+	ID    string  `yaml:"id"`    // the name requests use (Request.Adapters), unique within the model
+	Path  string  `yaml:"path"`  // the adapter's GGUF file
+	Scale float32 `yaml:"scale"` // the user scale (llama.cpp's --lora-scaled), times alpha/rank; 0: 1
 }
 
 // Priority is a request's scheduling class: interactive requests run before batch ones.
@@ -156,6 +168,13 @@ type Request struct {
 	// NoSpeculation decodes the request plainly where its model speculates
 	// (ModelConfig.Speculative); the output is the same either way.
 	NoSpeculation bool `json:",omitempty"`
+
+	// Adapters are the ids of the model's LoRA adapters (ModelConfig.Adapters) the
+	// request applies, in order, each at its configured scale; none: the bare base.
+	// Requests on different adapters share batched steps (each sequence's rows take
+	// its own adapters' updates); the prefix cache never shares blocks between
+	// different adapter sets.
+	Adapters []string
 }
 
 // MaxTopLogprobs is the most TopLogprobs a request may ask for (OpenAI's limit).
@@ -274,11 +293,13 @@ type ModelStatus struct {
 // Errors of the Block API, matched with errors.Is.
 var (
 	ErrUnknownModel = errors.New("engine: unknown model")
-	ErrQueueFull    = errors.New("engine: queue full")
-	ErrTooLong      = errors.New("engine: request longer than the model's limit")
-	ErrNoMemory     = errors.New("engine: not enough memory to load the model")
-	ErrClosed       = errors.New("engine: block closed")
-	ErrGrammar      = errors.New("engine: the grammar cannot continue") // a constrained output found no allowed token
+	// ErrUnknownAdapter refuses a request naming an adapter its model does not have.
+	ErrUnknownAdapter = errors.New("engine: unknown adapter")
+	ErrQueueFull      = errors.New("engine: queue full")
+	ErrTooLong        = errors.New("engine: request longer than the model's limit")
+	ErrNoMemory       = errors.New("engine: not enough memory to load the model")
+	ErrClosed         = errors.New("engine: block closed")
+	ErrGrammar        = errors.New("engine: the grammar cannot continue") // a constrained output found no allowed token
 	// ErrGrammarBudget ends a constrained request whose masks took more work than its
 	// grammar budget allows (ModelConfig.GrammarMaskSteps, GrammarRequestSteps): a
 	// schema too expensive to enforce.

@@ -49,6 +49,9 @@ func (b *Block) generate(ctx context.Context, modelID string, req Request, out *
 	if err := checkFeatures(&req); err != nil {
 		return err
 	}
+	if err := in.saltAdapters(&req); err != nil {
+		return err
+	}
 	if len(req.Prompt) >= limit || len(req.Prompt)+req.MaxTokens > limit {
 		return fmt.Errorf("%w: %d prompt tokens + %d max tokens > max_model_len %d of model %s",
 			ErrTooLong, len(req.Prompt), req.MaxTokens, limit, modelID)
@@ -83,7 +86,7 @@ func (b *Block) generate(ctx context.Context, modelID string, req Request, out *
 		out.Finish(u, err)
 	}
 	if ready {
-		in.pick(req).submit(j)
+		in.submit(req, j)
 		return nil
 	}
 	// A cold start: this goroutine waits for the load and hands the request over;
@@ -97,7 +100,7 @@ func (b *Block) generate(ctx context.Context, modelID string, req Request, out *
 			j.finish(u, err)
 			return
 		}
-		in.pick(req).submit(j)
+		in.submit(req, j)
 	}()
 	return nil
 }

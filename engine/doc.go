@@ -129,6 +129,13 @@
 //     "required" or a named function.
 //   - n: Block.GenerateN runs up to 8 choices, seeds ChoiceSeed(seed, i); choices
 //     after the first join once the prompt's KV blocks are in the prefix cache.
+//   - LoRA adapters (adapters.go): ModelConfig.Adapters (id, GGUF path, scale)
+//     are checked at New, loaded and closed with their model and counted in its
+//     lease; Request.Adapters names the ones a request applies (ErrUnknownAdapter
+//     otherwise). Requests on different adapters share batched steps, each
+//     sequence's rows taking its own adapters' update (model.Item.LoRA); the
+//     adapters' tags join the request's prefix-cache salt, so blocks are reused only
+//     under the same adapters. Embeddings do not take adapters.
 //   - Embeddings: Block.Embed pools the final hidden states (mean, or the first or
 //     last token when the GGUF's <arch>.pooling_type says so), L2-normalized, as
 //     prefill-only sequences in the batches; ModelConfig.Embeddings turns a model on,

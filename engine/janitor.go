@@ -308,7 +308,7 @@ func (in *instance) load(la *loadAttempt) {
 	in.mu.Lock()
 	reload := in.loads > 0
 	in.mu.Unlock()
-	f, m, reps, err := in.open(!reload)
+	f, m, ads, reps, err := in.open(!reload)
 	in.mu.Lock()
 	in.loadTime = time.Since(start)
 	in.attempt = nil
@@ -320,7 +320,7 @@ func (in *instance) load(la *loadAttempt) {
 		in.state, in.err = StateFailed, err
 		in.log.Error("model failed to load", "err", err)
 	} else {
-		in.file, in.model, in.replicas = f, m, reps
+		in.file, in.model, in.adapters, in.replicas = f, m, ads, reps
 		in.loads++
 		in.state, in.lastUsed = StateReady, in.b.now()
 		in.log.Info("model ready", "load_ms", in.loadTime.Milliseconds(), "replicas", in.cfg.Replicas)
@@ -370,7 +370,7 @@ func (b *Block) heartbeat(now time.Time) {
 	}
 }
 
-func (in *instance) open(warmUp bool) (*gguf.File, *model.Model, []*runner, error) {
+func (in *instance) open(warmUp bool) (*gguf.File, *model.Model, map[string]model.LoRA, []*runner, error) {
 	t0 := time.Now()
 	var tMap, tModel, tKV, tWarm time.Duration
 	defer func() {
@@ -380,23 +380,29 @@ func (in *instance) open(warmUp bool) (*gguf.File, *model.Model, []*runner, erro
 	// a load maps the file again without parsing it, unless the file has changed.
 	f, err := in.hdr.Remap(in.cfg.Path)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("engine: model %s: %w", in.cfg.ID, err)
+		return nil, nil, nil, nil, fmt.Errorf("engine: model %s: %w", in.cfg.ID, err)
 	}
 	tMap = time.Since(t0)
 	m, err := model.Load(f)
 	if err != nil {
 		f.Close()
-		return nil, nil, nil, fmt.Errorf("engine: model %s: %w", in.cfg.ID, err)
+		return nil, nil, nil, nil, fmt.Errorf("engine: model %s: %w", in.cfg.ID, err)
+	}
+	ads, err := loadAdapters(m, in.cfg.Adapters)
+	if err != nil {
+		f.Close()
+		return nil, nil, nil, nil, fmt.Errorf("engine: model %s: %w", in.cfg.ID, err)
 	}
 	tModel = time.Since(t0) - tMap
 	warm := max(in.tok.BOS(), 0)
 	var reps []*runner
-	fail := func(err error) (*gguf.File, *model.Model, []*runner, error) {
+	fail := func(err error) (*gguf.File, *model.Model, map[string]model.LoRA, []*runner, error) {
 		for _, r := range reps {
 			r.pool.Close()
 		}
+		closeAdapters(ads)
 		f.Close()
-		return nil, nil, nil, fmt.Errorf("engine: model %s: %w", in.cfg.ID, err)
+		return nil, nil, nil, nil, fmt.Errorf("engine: model %s: %w", in.cfg.ID, err)
 	}
 	for i := range in.cfg.Replicas {
 		t := time.Now()
@@ -419,7 +425,7 @@ func (in *instance) open(warmUp bool) (*gguf.File, *model.Model, []*runner, erro
 	for _, r := range reps {
 		go r.loop()
 	}
-	return f, m, reps, nil
+	return f, m, ads, reps, nil
 }
 
 // unloadLocked stops the replicas and releases the mapping and the KV memory. No
@@ -432,6 +438,8 @@ func (in *instance) unloadLocked() {
 		r.close()
 	}
 	in.model, in.replicas = nil, nil
+	closeAdapters(in.adapters)
+	in.adapters = nil
 	if in.file != nil {
 		in.file.Close()
 		in.file = nil

@@ -119,6 +119,8 @@ type job struct {
 	pool  model.Pooling
 	embed []float64 // the pooling's accumulator (Dim values)
 	vec   []float32 // the result, set before the job ends
+
+	loras []model.LoRA // the request's adapters (adapters.go), set when it is submitted
 }
 
 // signal wakes the receiver of c, a channel of capacity 1, without blocking.
@@ -359,7 +361,7 @@ func (r *runner) run(work []sched.Work) {
 			toks, logits = j.verifyTokens(w), w.N // every position's row, to verify
 		}
 		items = append(items, model.Item{KV: j.kv, Start: w.Start, Tokens: toks, Logits: logits,
-			Pool: j.pool, Embed: j.embed, Attn: model.AttentionFor(len(j.req.Prompt), r.attnMin)})
+			Pool: j.pool, Embed: j.embed, Attn: model.AttentionFor(len(j.req.Prompt), r.attnMin), LoRA: j.loras})
 		ran = append(ran, w)
 		n += w.N
 	}

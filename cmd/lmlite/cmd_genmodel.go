@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -22,11 +23,33 @@ func init() {
 		fs.IntVar(&o.TieExperts, "tie-experts", 0, "mixture of experts: give the first N experts of every layer identical router rows (exact ties)")
 		fs.StringVar(&chatTemplate, "chat-template", "", "file holding a Jinja chat template to store as tokenizer.chat_template (default: the vocabulary's, or ChatML)")
 		fs.StringVar(&out, "out", "", "output file (required)")
+		var lo genmodel.LoRAOptions
+		var targets string
+		lora := fs.Bool("lora", false, "write a LoRA adapter (llama.cpp's GGUF adapter format, random weights) for the model --base instead of a model; --type is the pairs' type (f16 default, f32, bf16, q8_0), --seed its seed")
+		fs.StringVar(&lo.Base, "base", "", "with --lora: the base model's GGUF (required)")
+		fs.IntVar(&lo.Rank, "rank", 16, "with --lora: the adapter's rank")
+		alpha := fs.Float64("alpha", 0, "with --lora: adapter.lora.alpha (the scale is SCALE × alpha / rank; 0: SCALE)")
+		fs.StringVar(&targets, "targets", "", "with --lora: comma-separated projections to adapt in every layer (attn_q, attn_k, attn_v, attn_qkv, attn_output, ffn_gate, ffn_up, ffn_down, output); default: all attention and dense FFN ones")
 		if err := parseFlags(fs, args); err != nil {
 			return err
 		}
 		if out == "" {
 			return fmt.Errorf("--out is required")
+		}
+		if *lora {
+			if lo.Base == "" {
+				return fmt.Errorf("--lora needs --base (the base model's GGUF)")
+			}
+			lo.Alpha, lo.Seed, lo.Type = float32(*alpha), o.Seed, "f16"
+			fs.Visit(func(f *flag.Flag) {
+				if f.Name == "type" {
+					lo.Type = o.Type
+				}
+			})
+			if targets != "" {
+				lo.Targets = strings.Split(targets, ",")
+			}
+			return genmodel.GenerateLoRA(lo, out)
 		}
 		if chatTemplate != "" {
 			b, err := os.ReadFile(chatTemplate)

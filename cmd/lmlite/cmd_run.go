@@ -43,6 +43,8 @@ func cmdRun(args []string, stdout io.Writer) error {
 	ids := fs.Bool("ids", false, "print the generated token ids instead of text")
 	var stops stringList
 	fs.Var(&stops, "stop", "stop string (repeatable); the output ends before it")
+	var loras loraFlag
+	fs.Var(&loras, "lora", loraUsage)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -56,8 +58,9 @@ func cmdRun(args []string, stdout io.Writer) error {
 	if *seed < 0 {
 		*seed = time.Now().UnixNano() & (1<<62 - 1)
 	}
+	adapters, adapterIDs := loras.engine()
 	block, err := engine.New(engine.Config{Models: []engine.ModelConfig{{
-		ID: "m", Path: *path, MaxModelLen: *ctxLen, Replicas: 1, IdleTimeout: -1,
+		ID: "m", Path: *path, MaxModelLen: *ctxLen, Replicas: 1, IdleTimeout: -1, Adapters: adapters,
 	}}, Logger: quietLogger()})
 	if err != nil {
 		return err
@@ -78,7 +81,7 @@ func cmdRun(args []string, stdout io.Writer) error {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer cancel()
 	st, err := block.Generate(ctx, "m", engine.Request{
-		Prompt: toks, MaxTokens: *maxTokens, Stop: stops,
+		Prompt: toks, MaxTokens: *maxTokens, Stop: stops, Adapters: adapterIDs,
 		Sampling: engine.Sampling{Temperature: float32(*temp), TopK: *topK, TopP: float32(*topP), MinP: float32(*minP),
 			RepeatPenalty: float32(*repeat), Seed: uint64(*seed)},
 	})

@@ -18,6 +18,8 @@ func init() {
 		top := fs.Int("top", 10, "most likely tokens to print per step")
 		ctx := fs.Int("ctx", 0, "context size (0: the model's context length)")
 		attnF32 := fs.Int("attention-f32-min-prompt", 0, "sequences of at least this many ids run the float32 attention, as a request of that prompt would be served (a model's attention_f32_min_prompt); 0: the server's default (64 on AVX-512 with head size 64, else none); -1: binary16 for all (llama.cpp's one-query numerics)")
+		var loras loraFlag
+		fs.Var(&loras, "lora", loraUsage)
 		if err := parseFlags(fs, args); err != nil {
 			return err
 		}
@@ -40,7 +42,16 @@ func init() {
 			return err
 		}
 		defer m.Close()
-		steps, err := score(m, ids, *top, *ctx, *attnF32)
+		ls, err := loras.open(m)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			for _, l := range ls {
+				l.Adapter.Close()
+			}
+		}()
+		steps, err := score(m, ids, *top, *ctx, *attnF32, ls)
 		if err != nil {
 			return err
 		}
@@ -58,9 +69,11 @@ type scoreStep struct {
 // score runs ids through m as one batch and returns, for each position i, the top k
 // of the distribution of the token after ids[0..i], in the attention mode the
 // server gives a prompt of ids when the model's attention_f32_min_prompt is attnMin
-// (model.AttnF32MinPromptFor): the prompt logprobs a request of it would get.
-func score(m *model.Model, ids []int32, k, ctx, attnMin int) ([]scoreStep, error) {
+// (model.AttnF32MinPromptFor): the prompt logprobs a request of it would get. The
+// adapters loras, if any, apply to every position.
+func score(m *model.Model, ids []int32, k, ctx, attnMin int, loras []model.LoRA) ([]scoreStep, error) {
 	st := m.NewState(ctx)
+	st.SetLoRA(loras)
 	st.SetAttention(model.AttentionFor(len(ids), model.AttnF32MinPromptFor(attnMin, m.Config().HeadDim)))
 	logits, err := st.Forward(ids, true)
 	if err != nil {

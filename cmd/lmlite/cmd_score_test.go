@@ -28,7 +28,7 @@ func TestScoreStories260K(t *testing.T) {
 		id, _ := strconv.Atoi(f)
 		ids = append(ids, int32(id))
 	}
-	steps, err := score(m, ids, 5, 0, 0)
+	steps, err := score(m, ids, 5, 0, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func TestScoreStories260K(t *testing.T) {
 			}
 		}
 	}
-	if _, err := score(m, ids, 5, 100, 0); !errors.Is(err, model.ErrContextFull) {
+	if _, err := score(m, ids, 5, 100, 0, nil); !errors.Is(err, model.ErrContextFull) {
 		t.Fatalf("200 ids in a context of 100: %v", err)
 	}
 }

@@ -148,7 +148,9 @@ func runServe(args []string) error {
 	var embedded []engine.ModelConfig
 	for i := range cfg.Models {
 		if cfg.Models[i].Embedded() {
-			embedded = append(embedded, cfg.Models[i].EngineConfig())
+			mc := cfg.Models[i].EngineConfig()
+			mc.Adapters = cfg.AdaptersOf(mc.ID)
+			embedded = append(embedded, mc)
 		}
 	}
 	// One Redis client for every shared store: memory leases, keys, quotas, budgets.

@@ -26,6 +26,11 @@ type Item struct {
 	// Attn is the sequence's attention numerics, the same for all its steps
 	// (AttentionFor its request's prompt): a token's bits depend on it.
 	Attn Attention
+
+	// LoRA is the sequence's adapters (none: the bare base), the same for all its
+	// steps: each applies to this item's rows only, so items on different adapters
+	// share one step and a row's bits never depend on its neighbours' adapters.
+	LoRA []LoRA
 }
 
 // Attention is a sequence's attention numerics, chosen once per request so that a
@@ -139,7 +144,7 @@ func (b *Batch) Forward(items []Item) ([][]float32, error) {
 		if it.Pool != PoolNone && len(it.Embed) != b.m.cfg.Dim {
 			return nil, fmt.Errorf("model: batch item %d pools into %d values, the model's dimension is %d", i, len(it.Embed), b.m.cfg.Dim)
 		}
-		b.parts = append(b.parts, part{kv: paged{it.KV}, start: it.Start, tokens: it.Tokens, logits: it.Logits, pool: it.Pool, embed: it.Embed, attn: it.Attn})
+		b.parts = append(b.parts, part{kv: paged{it.KV}, start: it.Start, tokens: it.Tokens, logits: it.Logits, pool: it.Pool, embed: it.Embed, attn: it.Attn, loras: it.LoRA})
 	}
 	out, err := b.w.forward(b.m, b.parts)
 	if err != nil {

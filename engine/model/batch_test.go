@@ -38,6 +38,7 @@ type greedy struct {
 	prompt []int32
 	tokens []int32 // prompt + generated
 	logits [][]float32
+	lora   []model.LoRA // the sequence's adapters (none: the bare base)
 }
 
 func argmax(l []float32) int32 {
@@ -52,8 +53,14 @@ func argmax(l []float32) int32 {
 
 // alone runs a prompt through a State: one prefill, then gen decodes.
 func alone(t *testing.T, m *model.Model, prompt []int32, gen int) greedy {
+	return aloneLoRA(t, m, prompt, gen, nil)
+}
+
+// aloneLoRA is alone with the adapters lora applied.
+func aloneLoRA(t *testing.T, m *model.Model, prompt []int32, gen int, lora []model.LoRA) greedy {
 	st := m.NewState(0)
-	g := greedy{prompt: prompt, tokens: append([]int32(nil), prompt...)}
+	st.SetLoRA(lora)
+	g := greedy{prompt: prompt, tokens: append([]int32(nil), prompt...), lora: lora}
 	l, err := st.Forward(prompt, false)
 	if err != nil {
 		t.Fatal(err)
@@ -149,7 +156,7 @@ func runBatch(t *testing.T, m *model.Model, pool *kvcache.Pool, want []greedy, g
 			if s.done+n == len(s.tokens) {
 				logits = 1
 			}
-			items = append(items, model.Item{KV: s.kv, Start: s.done, Tokens: s.tokens[s.done : s.done+n], Logits: logits})
+			items = append(items, model.Item{KV: s.kv, Start: s.done, Tokens: s.tokens[s.done : s.done+n], Logits: logits, LoRA: want[i].lora})
 			who = append(who, i)
 		}
 		if len(items) == 0 {

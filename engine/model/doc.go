@@ -38,6 +38,18 @@
 // per expert). Expert weights are views into the mapped file: experts no token picks are
 // not read. Model.ExpertLoad counts the tokens routed to each expert.
 //
+// LoRA adapters (lora.go): Model.OpenAdapter loads a GGUF adapter as llama.cpp
+// writes and reads it (convert_lora_to_gguf.py, llama-adapter.cpp): general.type
+// "adapter", adapter.type "lora", the base's general.architecture, adapter.lora.alpha,
+// and pairs <base tensor>.lora_a [in, rank] / .lora_b [rank, out]; any mismatch is
+// an ErrBadAdapter naming the tensor. The dense projections are adapted (attention,
+// fused or not, the dense FFN and the output; not the token embedding or experts).
+// A sequence carries its adapters (State.SetLoRA, Item.LoRA, each a model.LoRA with
+// the user's scale): the adapted projection of its rows is W·x + s·B·(A·x), s = scale
+// × alpha / rank (alpha 0: scale), computed on that sequence's rows alone, so
+// sequences on different adapters (or none) share a batched step and keep the bits
+// they have alone. Parity with llama.cpp applying the same adapters is tested.
+//
 // Determinism: a token's logits are the same bits whatever batch it ran in and
 // however many goroutines the kernels used (tested).
 package model

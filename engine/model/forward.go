@@ -28,6 +28,7 @@ type part struct {
 	pool   Pooling
 	embed  []float64
 	attn   Attention
+	loras  []LoRA // the sequence's adapters (lora.go), applied to its rows only
 }
 
 // scratch holds the activations of a forward pass, grown to the largest batch seen.
@@ -49,6 +50,10 @@ type scratch struct {
 	shV, shS, ones                  []float32         // the shared expert's gate
 	eIn, eA, eB                     []float32         // a run of experts' gathered rows, gate and up outputs
 	prods                           []kernels.Product // the products of a kernels.MatMuls
+
+	loraT, loraD []float32         // the adapters' A·x and B·(A·x) of a projection, per (part, adapter) (lora.go)
+	loraA, loraB []kernels.Product // their products
+	loraRow      []loraRows        // where each product's update goes
 }
 
 // forward runs the parts through the model as one batch: every matrix product takes
@@ -60,6 +65,7 @@ type scratch struct {
 func (w *scratch) forward(m *Model, parts []part) ([]float32, error) {
 	c := &m.cfg
 	n, rows := 0, 0
+	anyLoRA := false
 	for _, p := range parts {
 		if len(p.tokens) == 0 {
 			return nil, fmt.Errorf("model: Forward of no tokens")
@@ -74,6 +80,12 @@ func (w *scratch) forward(m *Model, parts []part) ([]float32, error) {
 		}
 		n += len(p.tokens)
 		rows += p.logits
+		if len(p.loras) > 0 {
+			if err := m.checkLoRAs(p.loras); err != nil {
+				return nil, err
+			}
+			anyLoRA = true
+		}
 	}
 	w.grow(c, n, len(parts))
 	dim, qd, kvd, hd := c.Dim, c.qDim(), c.kvDim(), c.HeadDim
@@ -99,6 +111,9 @@ func (w *scratch) forward(m *Model, parts []part) ([]float32, error) {
 		if c.Fused {
 			qkv := w.tmp[:n*(qd+2*kvd)]
 			kernels.MatMul(qkv, ly.wq, xn, n)
+			if anyLoRA {
+				w.lora(parts, li, projQ, qkv, qd+2*kvd, xn, dim)
+			}
 			for i := 0; i < n; i++ {
 				row := qkv[i*(qd+2*kvd):]
 				copy(q[i*qd:(i+1)*qd], row[:qd])
@@ -112,6 +127,11 @@ func (w *scratch) forward(m *Model, parts []part) ([]float32, error) {
 				kernels.Product{Dst: k, W: ly.wk, X: xn, NTok: n},
 				kernels.Product{Dst: v, W: ly.wv, X: xn, NTok: n})
 			kernels.MatMuls(w.prods)
+			if anyLoRA {
+				w.lora(parts, li, projQ, q, qd, xn, dim)
+				w.lora(parts, li, projK, k, kvd, xn, dim)
+				w.lora(parts, li, projV, v, kvd, xn, dim)
+			}
 		}
 		addBias(q, ly.bq)
 		addBias(k, ly.bk)
@@ -144,6 +164,9 @@ func (w *scratch) forward(m *Model, parts []part) ([]float32, error) {
 		}
 		w.attention(m, parts, att, q, n, scale)
 		kernels.MatMul(xn, ly.wo, att, n)
+		if anyLoRA {
+			w.lora(parts, li, projO, xn, dim, att, qd)
+		}
 		addInto(x, xn)
 
 		for i := 0; i < n; i++ {
@@ -157,6 +180,9 @@ func (w *scratch) forward(m *Model, parts []part) ([]float32, error) {
 		if c.Fused {
 			gu := w.ffB[:n*2*c.FFN]
 			kernels.MatMul(gu, ly.up, xn, n)
+			if anyLoRA {
+				w.lora(parts, li, projUp, gu, 2*c.FFN, xn, dim)
+			}
 			for i := 0; i < n; i++ {
 				row := gu[i*2*c.FFN:]
 				kernels.SwiGLU(a[i*c.FFN:(i+1)*c.FFN], row[:c.FFN], row[c.FFN:2*c.FFN])
@@ -167,9 +193,16 @@ func (w *scratch) forward(m *Model, parts []part) ([]float32, error) {
 				kernels.Product{Dst: a, W: ly.gate, X: xn, NTok: n},
 				kernels.Product{Dst: b, W: ly.up, X: xn, NTok: n})
 			kernels.MatMuls(w.prods)
+			if anyLoRA {
+				w.lora(parts, li, projGate, a, c.FFN, xn, dim)
+				w.lora(parts, li, projUp, b, c.FFN, xn, dim)
+			}
 			kernels.SwiGLU(a, a, b)
 		}
 		kernels.MatMul(xn, ly.down, a, n)
+		if anyLoRA {
+			w.lora(parts, li, projDown, xn, dim, a, c.FFN)
+		}
 		addInto(x, xn)
 	}
 
@@ -212,6 +245,9 @@ func (w *scratch) forward(m *Model, parts []part) ([]float32, error) {
 	out := w.out[:rows*c.Vocab]
 	if rows > 0 {
 		kernels.MatMul(out, m.output, xn[:rows*dim], rows)
+		if anyLoRA {
+			w.lora(parts, -1, 0, out, c.Vocab, xn, dim)
+		}
 		addBias(out, m.outputB)
 	}
 	return out, nil

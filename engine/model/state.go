@@ -15,6 +15,7 @@ type State struct {
 	w     scratch
 	parts [1]part
 	attn  Attention
+	loras []LoRA
 }
 
 // NewState returns an empty sequence with room for ctx tokens (ctx <= 0: the model's
@@ -30,6 +31,11 @@ func (m *Model) NewState(ctx int) *State {
 // (AttnF16 unless set): set it once, before the first Forward, for a sequence
 // whose tokens should all share it.
 func (s *State) SetAttention(a Attention) { s.attn = a }
+
+// SetLoRA sets the adapters applied to the state's tokens from now on (none
+// unless set): set it once, before the first Forward, as a sequence's KV holds the
+// adapted model's keys and values.
+func (s *State) SetLoRA(loras []LoRA) { s.loras = loras }
 
 // Pos is the number of tokens the state holds (the position of the next token).
 func (s *State) Pos() int { return s.pos }
@@ -64,7 +70,7 @@ func (s *State) Forward(tokens []int32, wantAll bool) ([]float32, error) {
 	if wantAll {
 		want = n
 	}
-	s.parts[0] = part{kv: (*contiguous)(s), start: s.pos, tokens: tokens, logits: want, attn: s.attn}
+	s.parts[0] = part{kv: (*contiguous)(s), start: s.pos, tokens: tokens, logits: want, attn: s.attn, loras: s.loras}
 	out, err := s.w.forward(s.m, s.parts[:])
 	if err != nil {
 		return nil, err

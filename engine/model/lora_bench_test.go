@@ -1,0 +1,79 @@
+package model
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/lmlite/lmlite/engine/genmodel"
+)
+
+// BenchmarkLoRADecode16 is issue 34's throughput check at the model level: one
+// decode step of 16 sequences (prompts of LMLITE_BENCH_PROMPT tokens, default 128,
+// prefilled once) on the bare base against the same step with the sequences over 8
+// different rank-16 adapters of every attention and FFN projection (2 sequences
+// each), on the base LMLITE_BENCH_MODEL, or a generated 125m q8_0 model when unset.
+// The two run in alternation (ABAB, LMLITE_BENCH_PAIRS pairs, default 5, of 20
+// steps each) and the metric is the median of the pairs' adapter/base
+// tokens-per-second ratios.
+func BenchmarkLoRADecode16(b *testing.B) {
+	path := os.Getenv("LMLITE_BENCH_MODEL")
+	if path == "" {
+		path = filepath.Join(b.TempDir(), "m.gguf")
+		if err := genmodel.Generate(genmodel.Options{Arch: "llama", Preset: "125m", Type: "q8_0", Seed: 1}, path); err != nil {
+			b.Fatal(err)
+		}
+		os.Setenv("LMLITE_BENCH_MODEL", path)
+		defer os.Unsetenv("LMLITE_BENCH_MODEL")
+	}
+	bt, seqs, np, par := prefilledBenchSeqs(b, 128, 16)
+	var loras [][]LoRA
+	for i := range 8 {
+		p := filepath.Join(b.TempDir(), fmt.Sprint("a", i, ".gguf"))
+		if err := genmodel.GenerateLoRA(genmodel.LoRAOptions{Base: path, Rank: 16, Alpha: 16, Seed: uint64(i)}, p); err != nil {
+			b.Fatal(err)
+		}
+		a, err := bt.m.OpenAdapter(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer a.Close()
+		loras = append(loras, []LoRA{{Adapter: a, Scale: 1}})
+	}
+	bare, adapted := make([]Item, par), make([]Item, par)
+	for s := range seqs {
+		bare[s] = Item{KV: seqs[s], Start: np, Tokens: []int32{int32(3 + s)}, Logits: 1, Attn: AttnF32}
+		adapted[s] = bare[s]
+		adapted[s].LoRA = loras[s%8]
+	}
+	const steps = 20
+	run := func(items []Item) float64 {
+		t := time.Now()
+		for range steps {
+			if _, err := bt.Forward(items); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return float64(steps*par) / time.Since(t).Seconds()
+	}
+	run(bare)
+	run(adapted)
+	pairs := benchEnvInt(b, "LMLITE_BENCH_PAIRS", 5)
+	var ratios, baseTPS, loraTPS []float64
+	for b.Loop() {
+		ratios, baseTPS, loraTPS = ratios[:0], baseTPS[:0], loraTPS[:0]
+		for range pairs {
+			x, y := run(bare), run(adapted)
+			baseTPS, loraTPS = append(baseTPS, x), append(loraTPS, y)
+			ratios = append(ratios, y/x)
+		}
+	}
+	med := func(v []float64) float64 { v = slices.Clone(v); slices.Sort(v); return v[len(v)/2] }
+	b.ReportMetric(med(baseTPS), "base-tok/s")
+	b.ReportMetric(med(loraTPS), "lora-tok/s")
+	b.ReportMetric(med(ratios), "lora/base")
+	b.Logf("ratios %.3f", ratios)
+}
