@@ -200,6 +200,7 @@ type Usage struct {
 	CompletionTokens   int
 	CachedTokens       int // prompt tokens served from the prefix cache
 	FinishReason       string
+	StopSequence       string        // FinishStop by a stop string: that string (Anthropic's stop_sequence)
 	QueueTime          time.Duration // from submission to the first step that included it
 	TimeToFirstToken   time.Duration // from submission to the first token
 	TimePerOutputToken time.Duration // mean gap between output tokens after the first

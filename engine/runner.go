@@ -596,6 +596,9 @@ func (j *job) send(id int32, logit float32, final bool) bool {
 	}
 	j.out.Send(t)
 	j.emitted = safe
+	if stopped {
+		j.u.StopSequence = j.stop.Matched()
+	}
 	return stopped
 }
 

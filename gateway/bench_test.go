@@ -17,12 +17,13 @@ import (
 // BenchmarkHandleChat measures the gateway's own work for a 1-token chat completion
 // (auth, parse, quotas, budget reservation, ledger in process-sync mode, response)
 // with the fake engine, calling the handler directly.
+// The stream case streams 8 tokens (the events the output renders per token).
 func BenchmarkHandleChat(b *testing.B) {
-	for _, routed := range []bool{false, true} {
-		name := "model"
-		if routed {
-			name = "auto"
-		}
+	for _, bc := range []struct {
+		name           string
+		routed, stream bool
+	}{{"model", false, false}, {"auto", true, false}, {"stream", false, true}} {
+		name, routed := bc.name, bc.routed
 		b.Run(name, func(b *testing.B) {
 			cfg, _ := configs.Parse([]byte(testConfig))
 			cfg.DataDir = b.TempDir()
@@ -44,6 +45,9 @@ func BenchmarkHandleChat(b *testing.B) {
 				model = `"auto"`
 			}
 			body := []byte(`{"model":` + model + `,"messages":[{"role":"user","content":"Say hi"}],"max_tokens":1}`)
+			if bc.stream {
+				body = []byte(`{"model":` + model + `,"messages":[{"role":"user","content":"Say hi"}],"max_tokens":8,"stream":true}`)
+			}
 			var req fasthttp.Request
 			req.Header.SetMethod("POST")
 			req.SetRequestURI("/v1/chat/completions")
@@ -56,6 +60,9 @@ func BenchmarkHandleChat(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				ctx.Init(&req, addr, nil)
 				srv.handle(&ctx)
+				if bc.stream && len(ctx.Response.Body()) == 0 { // Body runs the stream writer to its end
+					b.Fatal("no stream")
+				}
 				if ctx.Response.StatusCode() != 200 {
 					b.Fatalf("%d %s", ctx.Response.StatusCode(), ctx.Response.Body())
 				}

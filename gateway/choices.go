@@ -405,10 +405,10 @@ func dupPiece(top []engine.TopLogprob, tl engine.TopLogprob) bool {
 // then its arguments' fragments) with their tokens' logprobs, as the output renders
 // them.
 func (j *job) streamChoices(w *bufio.Writer, events iter.Seq[tokenEvent], outs []choiceOut, cancel context.CancelFunc) {
-	sw := sseWriter{w: w, out: j.out, cancel: cancel, buf: make([]byte, 0, 1024)}
+	sw := newSSEWriter(w, j.out, cancel)
 	_, keep := j.out.(finisher) // it is told the whole: keep the text
 	f := &j.in.feat
-	ev := new(outEvent)
+	ev := &sw.ev
 	// send renders ev for choice i with o's logprobs not yet sent.
 	send := func(i int, o *choiceOut) {
 		ev.choice, ev.lps = i, o.lps

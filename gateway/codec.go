@@ -56,6 +56,7 @@ type outMeta struct {
 	created int64  // Unix seconds of the request's start
 	tenant  string
 	in      *input // the decoded request (features, n, stream options)
+	prompt  int    // the prompt's tokens on the model (Anthropic's message_start reports them)
 }
 
 // outKind is the kind of an outEvent.

@@ -4,18 +4,30 @@
 //
 // # The request path
 //
-// A chat request (POST /v1/chat/completions; /v1/completions is the same) goes one
-// way through these steps, each a file and function:
+// Every generation request goes one way through one core, whatever its wire format:
+// the format is a codec (codec.go, the contract), which decodes the body into the
+// core request (parse.go, input: messages or prompt, features, sampling, limits,
+// stream) and renders the core's result (outEvents while streaming: start, text,
+// tool-call fragments, finish, usage, error; a whole otherwise) and its errors in
+// its own shape. OpenAI's chat and completions are openai.go's codecs
+// (chatCodec, completionsCodec). Admission, routing, the engine and settlement never
+// see wire bytes, and a codec never touches them. A chat request (POST
+// /v1/chat/completions; /v1/completions is the same) goes through these steps,
+// each a file and function:
 //
 //  1. server.go, Server.handle: the request's own id ("req_" + 16 random hex
 //     digits: its ledger entry's, its logs', its completion id's); the client's
 //     X-Request-Id, when sane, is kept apart (the entry's client_request_id, a label
 //     never matched by the server) and echoed in the response header, else the
-//     server's id is. Then run.go, Server.handleGenerate: 503 while draining or above
+//     server's id is. Then run.go, Server.handleGenerate(ctx, reqID, codec), the
+//     entry of every codec: from here on every error is answered in the codec's
+//     shape and status (Server.writeErrorIn: codec.appendError, codec.errorStatus).
+//     503 while draining or above
 //     max_in_flight; a body over max_body_bytes is a 413 (Server.bodyFits: fasthttp
 //     streams a body over the limit to the handler, for POST /v1/files; every other
 //     request gets its 413 there, a chunked body read up to the limit).
-//  2. server.go, Server.authenticate: "Authorization: Bearer lml_…" →
+//  2. server.go, Server.authenticateFor: the key where the codec reads it
+//     (apiKeyer; OpenAI's: "Authorization: Bearer lml_…") →
 //     tenancy.Store.Authenticate (401; the admin key is told it is the admin key and
 //     where a tenant's key is, Options.TenantKeyHint), then the tenant's policy from
 //     policies.Book. Then the tenant's admission from the header alone, before the
@@ -31,12 +43,15 @@
 //     (status, cost 0). A process with peers (forward.go) admits a request the
 //     body may send elsewhere at step 5 instead (the receiving process alone
 //     admits it); one forwarded to it, here.
-//  3. parse.go, input.parse: the body decoded strictly (request.go, decodeBody, with
-//     go-json-experiment); a bad or unknown field, or one the server does not serve
-//     (best_of, audio, …) is a 400 naming it, in OpenAI's error
+//  3. codec.decode into the core request (OpenAI's: parse.go, input.decodeChat,
+//     input.fromChat, input.chatTail, which a chat-shaped codec ends with too;
+//     input.decodeCompletion): the body decoded strictly (request.go, decodeBody,
+//     with go-json-experiment); a bad or unknown field, or one the server does not
+//     serve (best_of, audio, …) is a 400 naming it, in the codec's error
 //     shape; a value of the wrong type says what the field expects in JSON's
 //     words ("expected an integer, got a string": json.go, never Go's type names,
-//     for encoding/json's errors on the Batch API's bodies too). features.go reads the OpenAI features: response_format, tools,
+//     for encoding/json's errors on the Batch API's bodies too). features.go reads
+//     the OpenAI features: response_format, tools,
 //     tool_choice, parallel_tool_calls, logprobs, top_logprobs, echo and n
 //     (completions' max_tokens 0 with echo scores the prompt: engine.Request.PromptOnly);
 //     the deprecated functions/function_call become tools/tool_choice
@@ -99,7 +114,9 @@
 //     covers is chosen again with the money left). Then job.launch: the
 //     engine's Generate (Features.GenerateN for n > 1; the plan's grammar and the
 //     logprobs asked for in the engine.Request), or upstream.go, job.runUpstream
-//     (the body forwarded; a stream's events read as JSON, job.streamUpstream: the
+//     (OpenAI's codecs only: for another a model served upstream is refused like
+//     one that cannot serve it; the body forwarded; a stream's events read as
+//     JSON, job.streamUpstream: the
 //     usage reported settles it and reaches the client only if asked for; a stream
 //     cut short is charged what was relayed; a 502 never names the upstream's
 //     address). A model that refuses before answering (queue full, no
@@ -108,18 +125,29 @@
 //     the model (engine.ErrRestarting: the workers mode's worker crashed or hung)
 //     answers 503 engine_restarting with Retry-After, or an SSE error event with
 //     that code mid-stream; the request settles at no cost.
-//  8. run.go, job.respondEmbedded / job.streamEmbedded (the bytes from wire.go): JSON,
-//     or SSE flushed per token ending "data: [DONE]"; a client that goes away cancels
+//  8. The answer: the core makes the result and the request's output
+//     (codec.newOutput, job.startOutput) renders it. run.go, job.respondEmbedded /
+//     job.streamEmbedded (one plain choice): a whole (output.appendWhole), or
+//     outEvents (output.appendEvent, then appendEnd; OpenAI's: chunks flushed per
+//     token ending "data: [DONE]"), a failure mid-stream an outError event; an output
+//     that is a pinger writes its own keep-alive event while the stream waits
+//     (keepAlive); one that is a finisher is told the whole or the error once the
+//     request is settled. A client that goes away cancels
 //     the generation, and so does one that stops reading: a write to a client that
 //     makes no progress for Config.WriteTimeout (write_timeout, 30s) fails and closes
 //     its connection (conn.go, deadlineConn), and the stream settles what it
 //     produced. Requests with n > 1, logprobs, tools to parse or echo take
 //     choices.go, job.respondChoices / job.streamChoices: every choice's stream read
-//     at once; the output parsed by engine/toolcall into message.tool_calls (finish
-//     reason "tool_calls") or, streamed, delta.tool_calls (index, id and name first,
-//     then argument fragments); chat logprobs (content[] with token, logprob, bytes,
-//     top_logprobs) or completions' legacy logprobs; chunks name their choice; usage
-//     counts the prompt once and every choice's output. Then job.settle:
+//     at once; the core parses the output with engine/toolcall into tool calls
+//     (wholeCall; streamed, outCall fragments: id and name first, then argument
+//     fragments; white space before a call held back; at most one call without
+//     parallel_tool_calls) with finish "tool_calls" ("function_call" for the
+//     functions API), the tokens' logprobs going with the next event of their
+//     choice, the echoed prompt (completions), and usage counting the prompt once
+//     and every choice's output; openai.go renders them as message.tool_calls or
+//     delta.tool_calls, chat logprobs (content[] with token, logprob, bytes,
+//     top_logprobs) or completions' legacy logprobs, chunks naming their choice.
+//     Then job.settle:
 //     tenancy.Ticket.Settle replaces the reservation by the actual cost and the
 //     response completes only after its ledger group is logged, so a server killed
 //     with SIGKILL never loses usage it acknowledged. A request the model took is
@@ -255,6 +283,51 @@
 // /v1/responses/input_tokens (the request routed and its prompt rendered and
 // tokenized as POST /v1/responses would, nothing generated). reasoning is accepted
 // and does nothing: no model served here has a reasoning mode.
+//
+// # Anthropic's Messages API
+//
+// POST /v1/messages is Anthropic's Messages API as a codec over the same core
+// (codec.go; messages.go decodes, messages_out.go renders): the key comes as
+// x-api-key or "Authorization: Bearer"; anthropic-version and anthropic-beta are
+// accepted and change nothing. The body is decoded strictly (an unknown member is a
+// 400 naming it) into the chat request: system (a string or text blocks) first,
+// then each message; a user message's text blocks are one user message and each
+// tool_result (content a string or text blocks; is_error prefixes "Error: ") a
+// message with role "tool"; an assistant's text blocks are its content, its
+// tool_use blocks its tool calls, earlier thinking blocks are dropped. Blocks of one
+// message join with a blank line. tools (input_schema; strict), tool_choice (auto;
+// any is required; tool is a named function; none; disable_parallel_tool_use) and
+// output_config.format (a JSON schema) are the chat request's tools, tool_choice,
+// parallel_tool_calls and response_format, checked by the chat decoder, its errors
+// named in this API's fields (tools[i].input_schema). max_tokens is required;
+// stop_sequences, temperature (0–1), top_p, top_k and metadata.user_id (the ledger's
+// user hash) as in chat; lmlite.seed is the seed (the API has none) and the lmlite
+// routing fields are read. cache_control is accepted and ignored (the prefix cache
+// is automatic); thinking, service_tier and output_config.effort are accepted and do
+// nothing: no model here has a thinking mode. What the server cannot serve is a 400
+// naming it: image, document and search-result blocks (messages[i].content[k]),
+// server tools (tools[i].type), a final assistant message (a prefill).
+//
+// The answer is a Message (id "msg_…", content of a text block and tool_use blocks
+// with ids "toolu_…" and input as a JSON object; stop_reason end_turn, max_tokens,
+// stop_sequence with the stop string that ended it, or tool_use) or, streamed, its
+// events: message_start, content_block_start/_delta (text_delta,
+// input_json_delta)/_stop per block, message_delta (stop_reason, usage),
+// message_stop, and ping while the stream waits; an error after the stream began is
+// an error event, and the stream ends there. usage is Anthropic's: input_tokens are
+// the prompt's tokens not read from the prefix cache, cache_read_input_tokens those
+// read from it, cache_creation_input_tokens 0. Errors are Anthropic's
+// {"type":"error","error":{"type","message"}}: invalid_request_error (400; a prompt
+// over the model's limit says "prompt is too long"), authentication_error (401),
+// permission_error (403), not_found_error (404), request_too_large (413),
+// rate_limit_error (429), api_error (500, 503) and overloaded_error with status 529
+// for an overloaded engine or server.
+//
+// POST /v1/messages/count_tokens (messages_count.go) answers {"input_tokens": N}:
+// the prompt planned on the model the same request would run on (its template with
+// the tools, its tokenizer), N = input_tokens + cache_read_input_tokens of that
+// request. It is admitted as a generation is and charges nothing (a ledger entry
+// with no tokens and no cost).
 //
 // # Scale to zero
 //

@@ -143,7 +143,7 @@ func (f *fakeEngine) Generate(ctx context.Context, model string, req engine.Requ
 					st.Send(engine.Token{ID: int32(i), Text: text})
 				}
 				u.CompletionTokens++
-				u.FinishReason = engine.FinishStop
+				u.FinishReason, u.StopSequence = engine.FinishStop, stopMatched(out.String(), req.Stop)
 				break
 			}
 			st.Send(engine.Token{ID: int32(i), Text: text})
@@ -172,6 +172,17 @@ func stopAt(s string, stops []string) (string, bool) {
 		return s, false
 	}
 	return s[:cut], true
+}
+
+// stopMatched is the stop string that is first in s (the engine's Usage.StopSequence).
+func stopMatched(s string, stops []string) string {
+	cut, m := -1, ""
+	for _, st := range stops {
+		if i := strings.Index(s, st); i >= 0 && (cut < 0 || i < cut) {
+			cut, m = i, st
+		}
+	}
+	return m
 }
 
 func (f *fakeEngine) lastRequest() engine.Request {

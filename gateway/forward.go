@@ -903,7 +903,7 @@ var keepAliveComment = []byte(": keep-alive\n\n")
 
 // pingEvery is how long a stream whose output has its own keep-alive event (pinger)
 // stays silent before it is sent, when the client did not ask (KeepAliveHeader).
-const pingEvery = 10 * time.Second
+var pingEvery = 10 * time.Second
 
 func (k *keepAliveWriter) Write(p []byte) (int, error) {
 	k.mu.Lock()

@@ -41,7 +41,9 @@ func (c *openaiCodec) decode(in *input, body []byte, _ string) *apiError {
 }
 
 func (c *openaiCodec) newOutput(m *outMeta) output {
-	return &openaiOutput{m: m, chat: c.kind == kindChat}
+	o := &openaiOutput{m: m, chat: c.kind == kindChat}
+	o.delta = o.deltaBuf[:0]
+	return o
 }
 
 func (c *openaiCodec) appendError(b []byte, e *apiError) []byte { return appendErrorJSON(b, e) }
@@ -54,8 +56,9 @@ type openaiOutput struct {
 	chat bool
 	// offset is, per choice, the length of a completion's text sent so far (the
 	// text_offset of its next token's logprobs).
-	offset [engine.MaxChoices]int
-	delta  []byte // the chunk's delta being made
+	offset   [engine.MaxChoices]int
+	delta    []byte // the chunk's delta being made
+	deltaBuf [256]byte
 }
 
 func (o *openaiOutput) contentType(stream bool) string {

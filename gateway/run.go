@@ -626,7 +626,7 @@ func statusOf(u engine.Usage, err error) int {
 // stream.
 func (j *job) startOutput(ctx *fasthttp.RequestCtx) {
 	j.setRouteHeaders(ctx)
-	j.meta = outMeta{reqID: j.reqID, model: j.c.m.id, created: j.start.Unix(), tenant: j.pol.Tenant, in: &j.in}
+	j.meta = outMeta{reqID: j.reqID, model: j.c.m.id, created: j.start.Unix(), tenant: j.pol.Tenant, in: &j.in, prompt: j.c.nPrompt}
 	j.out = j.codec.newOutput(&j.meta)
 	ctx.SetContentType(j.out.contentType(j.in.stream))
 	if j.in.stream {
@@ -666,13 +666,22 @@ func (j *job) answerWhole(ctx *fasthttp.RequestCtx, w *whole, status int, err er
 
 // sseWriter writes a stream's events as its output renders them, flushing each;
 // once a write fails (the client went away) it writes nothing more and cancels the
-// generation.
+// generation. It holds the event being rendered (ev) and the buffer's first backing
+// array: a stream allocates one sseWriter for both.
 type sseWriter struct {
 	w      *bufio.Writer
 	out    output
 	cancel context.CancelFunc
 	buf    []byte
 	gone   bool
+	ev     outEvent
+	bufArr [1024]byte
+}
+
+func newSSEWriter(w *bufio.Writer, out output, cancel context.CancelFunc) *sseWriter {
+	sw := &sseWriter{w: w, out: out, cancel: cancel}
+	sw.buf = sw.bufArr[:0]
+	return sw
 }
 
 func (s *sseWriter) write(b []byte) {
@@ -753,8 +762,9 @@ func (j *job) observeLatency(u engine.Usage, err error) {
 
 // streamEmbedded writes the server-sent events of a stream, flushing each token.
 func (j *job) streamEmbedded(w *bufio.Writer, st *engine.Stream, cancel context.CancelFunc) {
-	sw := sseWriter{w: w, out: j.out, cancel: cancel, buf: make([]byte, 0, 512)}
-	ev := &outEvent{kind: outStart}
+	sw := newSSEWriter(w, j.out, cancel)
+	ev := &sw.ev
+	*ev = outEvent{kind: outStart}
 	sw.event(ev)
 	_, keep := j.out.(finisher)
 	var text strings.Builder

@@ -487,6 +487,15 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 			return
 		}
 		s.handleGenerate(ctx, reqID, completionsCodec)
+	case "/v1/messages":
+		if !s.methodIn(ctx, reqID, messagesAPI, "POST") {
+			return
+		}
+		s.handleGenerate(ctx, reqID, messagesAPI)
+	case "/v1/messages/count_tokens":
+		if s.methodIn(ctx, reqID, countAPI, "POST") {
+			s.handleCountTokens(ctx, reqID)
+		}
 	case "/v1/responses":
 		if !s.method(ctx, reqID, "POST") {
 			return
@@ -547,11 +556,16 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 }
 
 func (s *Server) method(ctx *fasthttp.RequestCtx, reqID, m string) bool {
+	return s.methodIn(ctx, reqID, chatCodec, m)
+}
+
+// methodIn is method answering in codec c's error shape.
+func (s *Server) methodIn(ctx *fasthttp.RequestCtx, reqID string, c codec, m string) bool {
 	if string(ctx.Method()) == m {
 		return true
 	}
 	ctx.Response.Header.Set("Allow", m)
-	s.writeError(ctx, reqID, &apiError{status: 405, typ: "invalid_request_error",
+	s.writeErrorIn(ctx, reqID, c, &apiError{status: 405, typ: "invalid_request_error",
 		message: "method " + string(ctx.Method()) + " not allowed; use " + m, reason: "bad_request"})
 	return false
 }

@@ -87,7 +87,7 @@ func (j *job) refuse(ctx *fasthttp.RequestCtx, e *apiError) {
 	if r := refusalOf(e.status, e.reason); r != usage.NotRefused && j.s.usage != nil {
 		j.s.usage.Add(usage.Event{Time: j.s.now(), RequestID: j.reqID, Tenant: j.pol.Tenant, Refused: r})
 	}
-	j.s.writeError(ctx, j.reqID, e)
+	j.writeError(ctx, e)
 }
 
 // handleUsageAPI serves the usage endpoints; false when path is not one of them.

@@ -12,7 +12,8 @@ import "strings"
 type StopMatcher struct {
 	stops   []string
 	longest int
-	from    int // matches cannot start before this offset: earlier text was searched
+	from    int    // matches cannot start before this offset: earlier text was searched
+	matched string // the stop string that ended the text ("" until one did)
 }
 
 // NewStopMatcher returns a matcher for stops; empty strings are ignored.
@@ -41,7 +42,7 @@ func (m *StopMatcher) Check(text string) (safe int, stopped bool) {
 	first := -1
 	for _, s := range m.stops {
 		if i := strings.Index(text[m.from:], s); i >= 0 && (first < 0 || m.from+i < first) {
-			first = m.from + i
+			first, m.matched = m.from+i, s
 		}
 	}
 	if first >= 0 {
@@ -58,6 +59,15 @@ func (m *StopMatcher) Check(text string) (safe int, stopped bool) {
 	}
 	m.from = max(0, len(text)-m.longest+1)
 	return safe, false
+}
+
+// Matched is the stop string that ended the text (Check returned stopped), the first
+// in the text; "" when none did.
+func (m *StopMatcher) Matched() string {
+	if m == nil {
+		return ""
+	}
+	return m.matched
 }
 
 // isPrefix reports whether tail is a proper prefix of a stop string.

@@ -55,6 +55,33 @@ func TestStopMatcher(t *testing.T) {
 	}
 }
 
+// TestStopMatcherMatched: Matched names the stop string that ended the text, the
+// earliest in it (the first listed of two at one offset), and "" while none has.
+func TestStopMatcherMatched(t *testing.T) {
+	tests := []struct {
+		stops   []string
+		pieces  []string
+		matched string
+	}{
+		{[]string{"STOP"}, []string{"Hi ", "ST", "AR"}, ""},
+		{[]string{"STOP", "\n"}, []string{"Hi ", "ST", "OP\n"}, "STOP"},
+		{[]string{"cd", "bcx", "b"}, []string{"a", "bcd"}, "b"},
+		{[]string{"ab", "a"}, []string{"xab"}, "ab"},
+		{[]string{"aba", "b"}, []string{"ab", "ab"}, "b"},
+	}
+	for _, tc := range tests {
+		m := NewStopMatcher(tc.stops)
+		stream(m, tc.pieces)
+		if got := m.Matched(); got != tc.matched {
+			t.Errorf("stops %q, pieces %q: matched %q, want %q", tc.stops, tc.pieces, got, tc.matched)
+		}
+	}
+	var nilMatcher *StopMatcher
+	if nilMatcher.Matched() != "" {
+		t.Error("nil matcher matched")
+	}
+}
+
 // FuzzStopMatcher checks the matcher against a direct search: what is shown only
 // grows, is always a prefix of the final output, and the output ends right before
 // the first stop string present once generation stops.
