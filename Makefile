@@ -81,10 +81,15 @@ bench: build
 # connections (and 64: saturation); then 1-token completions on a generated tiny model through the whole
 # gateway. GWBENCH_FLAGS adds flags (see `bin/gwbench -h`), e.g. --cpuprofile FILE.
 GWBENCH_FLAGS ?=
+# The wire formats the third run alternates (ABAB…) on the embedded path; each one's
+# req/s is reported against the first's (issue 31: responses and messages vs chat).
+GWBENCH_ENDPOINTS ?= chat,responses,messages
+
 bench-gateway: build
 	$(GO) build -o bin/gwbench ./gateway/internal/gwbench
 	./bin/gwbench --lmlite $(BIN) --conns 1,16,64 --pairs 3 --duration 5s --bare $(GWBENCH_FLAGS)
 	./bin/gwbench --lmlite $(BIN) --embedded --conns 1,16 --pairs 3 --duration 5s $(GWBENCH_FLAGS)
+	./bin/gwbench --lmlite $(BIN) --embedded --conns 1,16 --pairs 3 --duration 5s --endpoint $(GWBENCH_ENDPOINTS) $(GWBENCH_FLAGS)
 
 clean:
 	rm -rf bin

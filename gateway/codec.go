@@ -4,6 +4,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/policies"
 )
 
 // This file is the contract between the gateway's core (admission, routing, the
@@ -154,6 +155,14 @@ type pinger interface {
 // (the output exists): an error before that is answered by appendError alone.
 type finisher interface {
 	finished(w *whole, err *apiError)
+}
+
+// storeAdmitter is a codec that keeps requests' results per tenant (Responses'
+// store): serve calls admitStore after decode and before the request's admission
+// goes on (tokens/min, money, routing, generation), and answers its refusal, charged
+// nothing. pol is the request's tenant's policy (its plan's limits).
+type storeAdmitter interface {
+	admitStore(in *input, pol *policies.Policy) *apiError
 }
 
 // apiKeyer is a codec whose format sends the API key elsewhere than OpenAI's

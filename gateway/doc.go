@@ -267,8 +267,15 @@
 // responses_output.go renders the core's events as OpenAI's event sequence (each
 // item opened, its deltas, closed) or the whole Response object, and stores the
 // response (store: true) before the bytes that end the answer are written, so a
-// client holding an answer can always continue it. The stored responses sit behind
-// a consumer-side interface (responseStore: Put, Get, Delete, InputItems and
+// client holding an answer can always continue it. The plan's limits on stored
+// responses (responses_max_count, responses_max_bytes) are kept twice (respquota.go):
+// a request with store: true whose tenant is already at one is a 400
+// response_quota_exceeded at admission (serve calls the codec's admitStore after
+// decode, before any generation work; charged nothing), and the Put at the end is
+// atomic within them, so requests admitted together never pass them: a response
+// refused there (or one whose own size passes the bytes) is answered, not stored,
+// with "store": false. The stored responses sit behind a consumer-side interface
+// (responseStore: Put within limits, Full, Get, Delete, InputItems and
 // Conversation by tenant and id): package respstore's bbolt or Redis store
 // (Options.Responses; responses_respstore.go adapts it), or without one this
 // process's memory; responses_store.go serves GET and DELETE /v1/responses/{id} and

@@ -12,6 +12,7 @@ import (
 
 	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/internal/jsonenc"
+	"github.com/lmlite/lmlite/respstore"
 )
 
 // This file is OpenAI's Responses API (POST /v1/responses) as a codec: its request
@@ -111,11 +112,13 @@ type respItem struct {
 // of its parameters in the Response object, and the conversation to store.
 type respInput struct {
 	store      bool
-	previous   string     // previous_response_id
-	own        []respItem // this request's input items
-	items      []respItem // the conversation the model sees: previous_response_id's, then own
-	echo       []byte     // the Response object's members echoing the request (",\"instructions\":…"), made once
-	maxOutput  int        // max_output_tokens; 0: none
+	previous   string           // previous_response_id
+	own        []respItem       // this request's input items
+	items      []respItem       // the conversation the model sees: previous_response_id's, then own
+	echo       []byte           // the Response object's members echoing the request (",\"instructions\":…"), made once
+	storeAt    int              // where echo's store value (true or false) begins
+	limits     respstore.Limits // store: the tenant's plan's limits on stored responses (admitStore)
+	maxOutput  int              // max_output_tokens; 0: none
 	background bool
 
 	req  responsesRequest // the body as decoded
@@ -192,7 +195,7 @@ func (c *responsesCodec) decode(in *input, body []byte, tenant string) *apiError
 	if aerr = in.chatTail(); aerr != nil {
 		return aerr
 	}
-	ri.echo = r.appendEcho(make([]byte, 0, 640), &f)
+	ri.echo, ri.storeAt = r.appendEcho(make([]byte, 0, 640), &f)
 	in.resp = ri
 	return nil
 }
@@ -622,8 +625,9 @@ func respNames(e *apiError) *apiError {
 // temperature, top_p, text, metadata, previous_response_id, store,
 // max_output_tokens, truncation, reasoning, user, safety_identifier,
 // prompt_cache_key, service_tier and top_logprobs. f is the request's decoded
-// features (the tools as checked).
-func (r *responsesRequest) appendEcho(b []byte, f *features) []byte {
+// features (the tools as checked). storeAt is where store's value begins in what it
+// appended (a response that could not be stored says false there).
+func (r *responsesRequest) appendEcho(b []byte, f *features) (_ []byte, storeAt int) {
 	b = append(b, `,"instructions":`...)
 	if r.Instructions != nil {
 		b = jsonenc.AppendString(b, *r.Instructions)
@@ -707,6 +711,7 @@ func (r *responsesRequest) appendEcho(b []byte, f *features) []byte {
 	b = append(b, `,"previous_response_id":`...)
 	b = appendOptString(b, r.PreviousResponseID)
 	b = append(b, `,"store":`...)
+	storeAt = len(b)
 	b = strconv.AppendBool(b, r.Store == nil || *r.Store)
 	b = append(b, `,"max_output_tokens":`...)
 	if r.MaxOutputTokens != nil {
@@ -735,7 +740,7 @@ func (r *responsesRequest) appendEcho(b []byte, f *features) []byte {
 	b = append(b, `,"prompt_cache_key":`...)
 	b = appendNonEmpty(b, r.PromptCacheKey)
 	b = append(b, `,"service_tier":"default","top_logprobs":0,"background":false`...)
-	return b
+	return b, storeAt
 }
 
 // appendNonEmpty appends s as a JSON string, or null when it is empty.

@@ -17,14 +17,15 @@ import (
 // BenchmarkHandleEndpoints measures the gateway's own work for one 1-token answer
 // through each wire format over the same core (auth, decode, quotas, budget
 // reservation, ledger in process-sync mode, the answer rendered) with the fake
-// engine, calling the handler directly: chat/completions, and /v1/responses not
-// stored and stored (in memory), so that the Responses codec's cost is read against
-// chat's in the same run.
+// engine, calling the handler directly: chat/completions, /v1/responses not stored
+// and stored (in memory), and Anthropic's /v1/messages (its key as a Bearer token,
+// which it accepts), so that each codec's cost is read against chat's in the same run.
 func BenchmarkHandleEndpoints(b *testing.B) {
 	for _, c := range []struct{ name, path, body string }{
 		{"chat", "/v1/chat/completions", `{"model":"tiny","messages":[{"role":"user","content":"Say hi"}],"max_tokens":1}`},
 		{"responses", "/v1/responses", `{"model":"tiny","input":"Say hi","max_output_tokens":1,"store":false}`},
 		{"responses-stored", "/v1/responses", `{"model":"tiny","input":"Say hi","max_output_tokens":1}`},
+		{"messages", "/v1/messages", `{"model":"tiny","messages":[{"role":"user","content":"Say hi"}],"max_tokens":1}`},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			cfg, _ := configs.Parse([]byte(testConfig))

@@ -2,11 +2,13 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 
 	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/internal/jsonenc"
+	"github.com/lmlite/lmlite/respstore"
 )
 
 // respOutput renders one /v1/responses request's result: the Response object, or
@@ -33,6 +35,7 @@ type respOutput struct {
 	skip   bool // a call dropped (parallel_tool_calls false): its fragments too
 	failed bool // finished with an error: nothing is stored
 	stored bool
+	lost   bool // store: true, but the Put failed (past the plan's limits, or the store down): the answer says store false
 
 	itemBuf [2]respItem // items' first backing array: most outputs have one or two
 }
@@ -332,8 +335,12 @@ func (o *respOutput) status() string {
 
 // store keeps the response for its tenant when the request asked (store: true),
 // once: its Response object and its conversation (the input items, ids given to
-// those that had none, and the output's items). A store that fails is logged; the
-// answer goes on (it is not stored).
+// those that had none, and the output's items), within the plan's limits
+// (admitStore kept them). A Put that fails is logged and the answer goes on, not
+// stored: the Response it carries says "store": false (a GET of its id is a 404), as
+// when the request said so. That is a race at the limit (requests admitted together,
+// the last Puts refused: respstore's Put is atomic, so the limit is never passed), a
+// response whose own size passes responses_max_bytes, or the store down.
 func (o *respOutput) store(status string) {
 	if o.stored || o.failed || !o.ri.store || o.c.store == nil || status == "cancelled" {
 		return
@@ -350,7 +357,18 @@ func (o *respOutput) store(status string) {
 	}
 	r := &storedResponse{ID: "resp_" + o.hex, Tenant: o.m.tenant, Created: o.m.created, Model: o.m.model, Previous: o.ri.previous,
 		Input: in, Output: append([]respItem(nil), o.items...), Body: o.appendResponse(nil, status)}
-	if err := o.c.store.Put(context.Background(), r); err != nil && o.c.log != nil {
+	err := o.c.store.Put(context.Background(), r, o.ri.limits)
+	if err == nil {
+		return
+	}
+	o.lost = true
+	var le *respstore.LimitError
+	switch {
+	case o.c.log == nil:
+	case errors.As(err, &le):
+		o.c.log.Warn("responses: not stored: the tenant's stored responses reached the plan's limit since the request was admitted, or this response passes it",
+			"request_id", o.m.reqID, "tenant", o.m.tenant, "limit", le.Limit, "max", le.Max)
+	default:
 		o.c.log.Error("responses: store", "request_id", o.m.reqID, "error", err)
 	}
 }
@@ -451,7 +469,13 @@ func (o *respOutput) appendResponse(b []byte, status string) []byte {
 	} else {
 		b = append(b, "null"...)
 	}
-	b = append(b, o.ri.echo...)
+	if echo := o.ri.echo; o.lost && o.ri.storeAt > 0 {
+		b = append(b, echo[:o.ri.storeAt]...)
+		b = append(b, "false"...)
+		b = append(b, echo[o.ri.storeAt+len("true"):]...)
+	} else {
+		b = append(b, echo...)
+	}
 	return append(b, '}')
 }
 

@@ -18,13 +18,35 @@ type durableResponses struct {
 	now func() time.Time
 }
 
-func (d *durableResponses) Put(ctx context.Context, r *storedResponse) error {
+func (d *durableResponses) Put(ctx context.Context, r *storedResponse, lim respstore.Limits) error {
 	rec := respstore.Record{Tenant: r.Tenant, ID: r.ID, Created: time.Unix(r.Created, 0), Model: r.Model,
 		Previous: r.Previous, Response: r.Body, Input: toItems(r.Input), Output: toItems(r.Output)}
 	if now := d.now(); now.After(rec.Created) {
 		rec.Created = now // the retention counts from when it is stored
 	}
-	return storeErr(d.st.Put(ctx, rec))
+	return storeErr(d.st.PutWithin(ctx, rec, lim))
+}
+
+// Full reads the tenant's usage (one read: a bbolt read transaction, a Redis HMGET).
+// A tenant it finds full may have responses that expired since the last sweep (the
+// server sweeps hourly; they still count in Usage): it sweeps the tenant's, which
+// writes only when one has expired, and reads the usage again.
+func (d *durableResponses) Full(ctx context.Context, tenant string, lim respstore.Limits) (*respstore.LimitError, error) {
+	u, err := d.st.Usage(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
+	le := lim.Full(u)
+	if le == nil {
+		return nil, nil
+	}
+	if n, err := d.st.SweepTenant(ctx, tenant, d.now()); err != nil || n == 0 {
+		return le, err
+	}
+	if u, err = d.st.Usage(ctx, tenant); err != nil {
+		return le, err
+	}
+	return lim.Full(u), nil
 }
 
 func (d *durableResponses) Get(ctx context.Context, tenant, id string) (*storedResponse, error) {

@@ -10,6 +10,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/lmlite/lmlite/internal/jsonenc"
+	"github.com/lmlite/lmlite/respstore"
 )
 
 // A responseStore keeps the stored responses (store: true) of every tenant: each
@@ -17,7 +18,13 @@ import (
 // errResponseNotFound, as for an id that does not exist. It is the consumer's
 // interface of package respstore's Store (responses_respstore.go adapts it).
 type responseStore interface {
-	Put(ctx context.Context, r *storedResponse) error
+	// Put stores r within lim (the tenant's plan's limits): a *respstore.LimitError
+	// when it would pass one, and nothing is stored.
+	Put(ctx context.Context, r *storedResponse, lim respstore.Limits) error
+	// Full reports the limit of lim that the tenant's stored responses are at (one
+	// more would pass it; responses expired by now are not counted), or nil when
+	// there is room: the admission of a request that will store its response.
+	Full(ctx context.Context, tenant string, lim respstore.Limits) (*respstore.LimitError, error)
 	Get(ctx context.Context, tenant, id string) (*storedResponse, error)
 	Delete(ctx context.Context, tenant, id string) error
 	// InputItems is one page of the response's own input items and whether more
@@ -55,23 +62,52 @@ type storedResponse struct {
 	Body     []byte     // the Response object's JSON, as answered
 	Input    []respItem // this request's own input items (not the instructions, which OpenAI does not carry over)
 	Output   []respItem // the output's items
+
+	size int64 // memResponses: what it counts against responses_max_bytes (respstore.Record.Size)
+}
+
+// sizeOf is what r counts against its tenant's responses_max_bytes, as respstore
+// counts it (Record.Size): its body and its items' ids and JSON as stored.
+func sizeOf(r *storedResponse) int64 {
+	n := int64(len(r.Body))
+	var buf []byte
+	for _, l := range [2][]respItem{r.Input, r.Output} {
+		for i := range l {
+			buf = appendRespItem(buf[:0], &l[i], "completed")
+			n += int64(len(l[i].ID) + len(buf))
+		}
+	}
+	return n
 }
 
 // maxChain bounds the previous_response_id chain memResponses walks.
 const maxChain = 1000
 
-// memResponses is the stored responses in this process's memory, at most max per
-// tenant (the oldest dropped first): the store when no durable one is configured. A
-// restart forgets them.
+// memResponses is the stored responses in this process's memory, within the plans'
+// limits as a durable store keeps them, and at most max per tenant whatever the plan
+// (the oldest dropped first): the store when no durable one is configured. A restart
+// forgets them; they do not expire.
 type memResponses struct {
-	max int
-	mu  sync.Mutex                            // guards the fields below
-	by  map[string]map[string]*storedResponse // tenant → id → response
-	ids map[string][]string                   // tenant → ids, oldest first
+	max   int
+	mu    sync.Mutex                            // guards the fields below
+	by    map[string]map[string]*storedResponse // tenant → id → response
+	ids   map[string][]string                   // tenant → ids, oldest first
+	bytes map[string]int64                      // tenant → its responses' sizes, together
 }
 
 func newMemResponses(max int) *memResponses {
-	return &memResponses{max: max, by: map[string]map[string]*storedResponse{}, ids: map[string][]string{}}
+	return &memResponses{max: max, by: map[string]map[string]*storedResponse{}, ids: map[string][]string{}, bytes: map[string]int64{}}
+}
+
+// usage is the tenant's stored responses' count and bytes (m.mu held).
+func (m *memResponses) usage(tenant string) respstore.Usage {
+	return respstore.Usage{Count: int64(len(m.by[tenant])), Bytes: m.bytes[tenant]}
+}
+
+func (m *memResponses) Full(_ context.Context, tenant string, lim respstore.Limits) (*respstore.LimitError, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return lim.Full(m.usage(tenant)), nil
 }
 
 func (m *memResponses) Get(_ context.Context, tenant, id string) (*storedResponse, error) {
@@ -84,19 +120,35 @@ func (m *memResponses) Get(_ context.Context, tenant, id string) (*storedRespons
 	return r, nil
 }
 
-func (m *memResponses) Put(_ context.Context, r *storedResponse) error {
+func (m *memResponses) Put(_ context.Context, r *storedResponse, lim respstore.Limits) error {
+	r.size = sizeOf(r)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	t := m.by[r.Tenant]
+	u := m.usage(r.Tenant)
+	next := respstore.Usage{Count: u.Count + 1, Bytes: u.Bytes + r.size}
+	old, replaced := t[r.ID]
+	if replaced {
+		next = respstore.Usage{Count: u.Count, Bytes: u.Bytes - old.size + r.size}
+	}
+	// As respstore's: a change that does not grow what passes a limit is allowed.
+	if lim.MaxCount > 0 && next.Count > lim.MaxCount && next.Count > u.Count {
+		return &respstore.LimitError{Limit: "responses_max_count", Max: lim.MaxCount}
+	}
+	if lim.MaxBytes > 0 && next.Bytes > lim.MaxBytes && next.Bytes > u.Bytes {
+		return &respstore.LimitError{Limit: "responses_max_bytes", Max: lim.MaxBytes}
+	}
 	if t == nil {
 		t = map[string]*storedResponse{}
 		m.by[r.Tenant] = t
 	}
-	if _, ok := t[r.ID]; !ok {
+	if !replaced {
 		m.ids[r.Tenant] = append(m.ids[r.Tenant], r.ID)
 	}
 	t[r.ID] = r
+	m.bytes[r.Tenant] = next.Bytes
 	for ids := m.ids[r.Tenant]; len(ids) > m.max; ids = m.ids[r.Tenant] {
+		m.bytes[r.Tenant] -= t[ids[0]].size
 		delete(t, ids[0])
 		m.ids[r.Tenant] = ids[1:]
 	}
@@ -106,9 +158,11 @@ func (m *memResponses) Put(_ context.Context, r *storedResponse) error {
 func (m *memResponses) Delete(_ context.Context, tenant, id string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if _, ok := m.by[tenant][id]; !ok {
+	r, ok := m.by[tenant][id]
+	if !ok {
 		return errResponseNotFound
 	}
+	m.bytes[tenant] -= r.size
 	delete(m.by[tenant], id)
 	ids := m.ids[tenant]
 	for i, x := range ids {

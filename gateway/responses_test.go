@@ -12,6 +12,7 @@ import (
 
 	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/internal/sse"
+	"github.com/lmlite/lmlite/respstore"
 )
 
 // decodeResp decodes a /v1/responses body for tenant with store st.
@@ -118,10 +119,10 @@ func TestResponsesPreviousBelongsToItsTenant(t *testing.T) {
 	st := newMemResponses(10)
 	st.Put(context.Background(), &storedResponse{ID: "resp_0", Tenant: "acme",
 		Input:  []respItem{{Type: "message", Role: "user", Text: "q0", ID: "msg_0"}},
-		Output: []respItem{{Type: "message", Role: "assistant", Text: "a0", ID: "msg_1"}}})
+		Output: []respItem{{Type: "message", Role: "assistant", Text: "a0", ID: "msg_1"}}}, respstore.Limits{})
 	st.Put(context.Background(), &storedResponse{ID: "resp_1", Tenant: "acme", Previous: "resp_0",
 		Input:  []respItem{{Type: "message", Role: "user", Text: "q1", ID: "msg_a"}},
-		Output: []respItem{{Type: "message", Role: "assistant", Text: "a1", ID: "msg_b"}}})
+		Output: []respItem{{Type: "message", Role: "assistant", Text: "a1", ID: "msg_b"}}}, respstore.Limits{})
 	in, aerr := decodeResp(t, st, "acme", `{"model":"tiny","input":"q2","previous_response_id":"resp_1","instructions":"new"}`)
 	if aerr != nil {
 		t.Fatal(aerr)
@@ -365,7 +366,7 @@ func FuzzResponsesDecode(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	st := newMemResponses(4)
-	st.Put(context.Background(), &storedResponse{ID: "resp_1", Tenant: "acme", Input: []respItem{{Type: "message", Role: "user", Text: "q", ID: "m"}}})
+	st.Put(context.Background(), &storedResponse{ID: "resp_1", Tenant: "acme", Input: []respItem{{Type: "message", Role: "user", Text: "q", ID: "m"}}}, respstore.Limits{})
 	f.Fuzz(func(t *testing.T, body []byte) {
 		c := &responsesCodec{store: st}
 		in := &input{}

@@ -129,6 +129,12 @@ func (j *job) serve(ctx *fasthttp.RequestCtx, c codec) bool {
 	if handled, async := j.maybeForwardTier(ctx); handled {
 		return async
 	}
+	if sa, ok := c.(storeAdmitter); ok { // a tenant whose stored responses are full: before any work
+		if aerr := sa.admitStore(&j.in, pol); aerr != nil {
+			j.reject(ctx, aerr)
+			return false
+		}
+	}
 	// Admission comes before any expensive work (the chat template, the tokenizer,
 	// the router): a batch line against its budgets only (its own lane: it never
 	// takes the interactive traffic's slots or rate; its ticket is the line's, so a

@@ -317,26 +317,50 @@ func (s *Bolt) Sweep(ctx context.Context, now time.Time) (int, error) {
 	}
 	removed := 0
 	for _, t := range tenants {
-		for {
-			if err := ctx.Err(); err != nil {
-				return removed, err
-			}
-			var n int
-			err := s.db.Update(func(tx *bolt.Tx) error {
-				var err error
-				n, err = sweepTenantTx(tx, t, now.UnixMilli(), sweepPerTx)
-				return err
-			})
-			removed += n
-			if err != nil {
-				return removed, wrapBolt(err)
-			}
-			if n < sweepPerTx {
-				break
-			}
+		n, err := s.SweepTenant(ctx, t, now)
+		removed += n
+		if err != nil {
+			return removed, err
 		}
 	}
 	return removed, nil
+}
+
+func (s *Bolt) SweepTenant(ctx context.Context, tenant string, now time.Time) (int, error) {
+	if !validID(tenant) {
+		return 0, nil
+	}
+	// A read first: a write transaction is an fsync, and most calls find nothing.
+	var due bool
+	err := s.db.View(func(tx *bolt.Tx) error {
+		prefix := append([]byte(tenant), '/')
+		k, _ := tx.Bucket(bucketExpiry).Cursor().Seek(prefix)
+		rest, ok := bytes.CutPrefix(k, prefix)
+		due = ok && len(rest) >= 8 && int64(binary.BigEndian.Uint64(rest)) <= now.UnixMilli()
+		return nil
+	})
+	if err != nil || !due {
+		return 0, wrapBolt(err)
+	}
+	removed := 0
+	for {
+		if err := ctx.Err(); err != nil {
+			return removed, err
+		}
+		var n int
+		err := s.db.Update(func(tx *bolt.Tx) error {
+			var err error
+			n, err = sweepTenantTx(tx, tenant, now.UnixMilli(), sweepPerTx)
+			return err
+		})
+		removed += n
+		if err != nil {
+			return removed, wrapBolt(err)
+		}
+		if n < sweepPerTx {
+			return removed, nil
+		}
+	}
 }
 
 func (s *Bolt) Usage(ctx context.Context, tenant string) (Usage, error) {

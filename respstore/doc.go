@@ -26,12 +26,16 @@
 // A response expires at its Record.Expires, by default Options.Retention (30 days)
 // after it was created. Every read takes an explicit now and treats a response
 // expired at now as gone; Sweep(now) removes the expired ones (the server runs it
-// periodically), and so does a Put of the tenant's, first, for that tenant. Usage
-// reports a tenant's stored responses (count and bytes, Record.Size) for the usage
-// API; Options.Limits (or LimitsOf, per tenant) caps them, and a Put past a cap is
-// a LimitError (ErrLimit) naming it, which the gateway answers as it answers the
-// other quotas; PutWithin takes the limits per call (the tenant's plan's). A Put of
-// an id the tenant already has replaces it (counted once).
+// periodically), and so does a Put of the tenant's, first, for that tenant;
+// SweepTenant(tenant, now) sweeps one tenant's (it writes only when one has expired).
+// Usage reports a tenant's stored responses (count and bytes, Record.Size; expired
+// ones until a sweep removes them) for the usage API and for admission
+// (Limits.Full: one more response would pass a limit); Options.Limits (or LimitsOf,
+// per tenant) caps them, and a Put past a cap is a LimitError (ErrLimit) naming it,
+// which the gateway answers as it answers the other quotas; PutWithin takes the
+// limits per call (the tenant's plan's). A Put is atomic with its check (one bbolt
+// transaction, one Redis script), so concurrent Puts never pass a limit. A Put of an
+// id the tenant already has replaces it (counted once).
 //
 // InputItems is one page of a response's input items as OpenAI's list endpoints
 // page: Page.After (an item id), Page.Limit (1–100, default 20), Page.Order (asc or

@@ -232,19 +232,31 @@ func (s *Redis) Sweep(ctx context.Context, now time.Time) (int, error) {
 	}
 	removed := 0
 	for _, t := range tenants {
-		base := s.base(t)
-		for {
-			n, err := sweepScript.Run(ctx, s.c, []string{base + "usage"}, base, now.UnixMilli(), sweepPerTx).Int()
-			removed += n
-			if err != nil {
-				return removed, redisErr(err)
-			}
-			if n < sweepPerTx {
-				break
-			}
+		n, err := s.SweepTenant(ctx, t, now)
+		removed += n
+		if err != nil {
+			return removed, err
 		}
 	}
 	return removed, nil
+}
+
+func (s *Redis) SweepTenant(ctx context.Context, tenant string, now time.Time) (int, error) {
+	if !validID(tenant) {
+		return 0, nil
+	}
+	base := s.base(tenant)
+	removed := 0
+	for {
+		n, err := sweepScript.Run(ctx, s.c, []string{base + "usage"}, base, now.UnixMilli(), sweepPerTx).Int()
+		removed += n
+		if err != nil {
+			return removed, redisErr(err)
+		}
+		if n < sweepPerTx {
+			return removed, nil
+		}
+	}
 }
 
 func (s *Redis) Usage(ctx context.Context, tenant string) (Usage, error) {

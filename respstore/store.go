@@ -116,6 +116,21 @@ type Limits struct {
 	MaxBytes int64 // their Record.Size, together
 }
 
+// Full reports the limit that a tenant whose stored responses take u is at: one
+// more response, of any size, would pass it (nil: there is room). A caller admits a
+// request that will store a response with it before doing the request's work; the
+// Put at its end (PutWithin) still checks, since the response's size is known only
+// then and other requests may have stored in between.
+func (l Limits) Full(u Usage) *LimitError {
+	switch {
+	case l.MaxCount > 0 && u.Count >= l.MaxCount:
+		return &LimitError{Limit: "responses_max_count", Max: l.MaxCount}
+	case l.MaxBytes > 0 && u.Bytes >= l.MaxBytes:
+		return &LimitError{Limit: "responses_max_bytes", Max: l.MaxBytes}
+	}
+	return nil
+}
+
 // Options configure a store; the zero value has every default.
 type Options struct {
 	Retention            time.Duration              // how long a response is kept when its Record has no Expires; 0: DefaultRetention (30 days)
@@ -170,7 +185,12 @@ type Store interface {
 	Conversation(ctx context.Context, tenant, id string, now time.Time) ([]Item, error)
 	// Sweep removes every response expired at now, and says how many it removed.
 	Sweep(ctx context.Context, now time.Time) (int, error)
-	// Usage is what the tenant's stored responses take.
+	// SweepTenant is Sweep of the tenant's responses alone. When none has expired it
+	// writes nothing (one read: a bbolt read transaction, a Redis script that reads
+	// one sorted set's head).
+	SweepTenant(ctx context.Context, tenant string, now time.Time) (int, error)
+	// Usage is what the tenant's stored responses take (expired ones included until
+	// a sweep removes them): one read, a bbolt read transaction or a Redis HMGET.
 	Usage(ctx context.Context, tenant string) (Usage, error)
 }
 

@@ -81,12 +81,14 @@ var suite = []struct {
 	{"NotFoundIsIndistinguishable", testNotFoundIndistinguishable},
 	{"ExpiryOnRead", testExpiry},
 	{"SweepRemovesExpired", testSweep},
+	{"SweepTenantRemovesOnlyTheTenants", testSweepTenant},
 	{"InputItemsPages", testPagination},
 	{"ConversationFollowsChain", testConversation},
 	{"ConversationBoundedInDepth", testChainDepth},
 	{"ConversationBoundedInBytes", testChainBytes},
 	{"ConversationCycleBounded", testChainCycle},
 	{"LimitsRefusePut", testLimits},
+	{"ConcurrentPutsNeverPassTheLimit", testConcurrentLimit},
 	{"UsageCounts", testUsage},
 	{"ReopenKeepsEverything", testRestart},
 	{"ConcurrentPutGet", testConcurrent},
@@ -288,6 +290,35 @@ func testSweep(t *testing.T, e *env) {
 	}
 }
 
+func testSweepTenant(t *testing.T, e *env) {
+	s := e.open(respstore.Options{})
+	for _, tenant := range []string{"a", "b"} {
+		for i := range 3 {
+			r := rec(tenant, "resp_"+strconv.Itoa(i), "", 1)
+			r.Expires = t0.Add(time.Duration(i+1) * time.Hour)
+			put(t, s, r)
+		}
+	}
+	if n, err := s.SweepTenant(ctx, "a", t0); n != 0 || err != nil {
+		t.Fatalf("nothing expired yet: removed %d (%v)", n, err)
+	}
+	if n, err := s.SweepTenant(ctx, "a", t0.Add(2*time.Hour)); n != 2 || err != nil {
+		t.Fatalf("SweepTenant removed %d (%v), want 2", n, err)
+	}
+	left := rec("a", "resp_2", "", 1)
+	if u, _ := s.Usage(ctx, "a"); u.Count != 1 || u.Bytes != left.Size() {
+		t.Errorf("a's usage after its sweep: %+v", u)
+	}
+	if u, _ := s.Usage(ctx, "b"); u.Count != 3 {
+		t.Errorf("b's usage after a's sweep: %+v, want 3 (not b's to sweep)", u)
+	}
+	for _, tenant := range []string{"nobody", "bad/tenant", ""} {
+		if n, err := s.SweepTenant(ctx, tenant, t0.Add(time.Hour)); n != 0 || err != nil {
+			t.Errorf("SweepTenant %q: %d %v", tenant, n, err)
+		}
+	}
+}
+
 func testPagination(t *testing.T, e *env) {
 	s := e.open(respstore.Options{})
 	r := rec("a", "resp_1", "", 45)
@@ -469,6 +500,38 @@ func testLimits(t *testing.T, e *env) {
 	}
 	if err := s.PutWithin(ctx, rec("c", "resp_0", "", 1), respstore.Limits{MaxBytes: 10}); !errors.As(err, &le) || le.Max != 10 {
 		t.Errorf("PutWithin a smaller bytes: %v", err)
+	}
+}
+
+// testConcurrentLimit: many Puts of one tenant at once, within a count limit, store
+// exactly the limit; the others are LimitErrors.
+func testConcurrentLimit(t *testing.T, e *env) {
+	s := e.open(respstore.Options{})
+	const n, limit = 24, 5
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	stored, refused := 0, 0
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := s.PutWithin(ctx, rec("a", "resp_"+strconv.Itoa(i), "", 1), respstore.Limits{MaxCount: limit})
+			var le *respstore.LimitError
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				stored++
+			case errors.As(err, &le):
+				refused++
+			default:
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if u, _ := s.Usage(ctx, "a"); stored != limit || refused != n-limit || u.Count != limit {
+		t.Fatalf("%d stored, %d refused, usage %+v; want %d stored", stored, refused, u, limit)
 	}
 }
 

@@ -13,8 +13,14 @@
 // and the added latency (gateway minus direct, same percentile).
 //
 // Embedded mode (--embedded) generates a tiny model with `lmlite gen-model`, serves it
-// with the embedded engine and measures 1-token completions through the whole gateway
-// (requests/s and latency percentiles); there is no direct side.
+// with the embedded engine and measures 1-token answers through the whole gateway
+// (requests/s and latency percentiles); there is no direct side. --endpoint picks the
+// wire format (completions, the default; chat; responses, store: false;
+// responses-stored, store: true, each response written to the bbolt store; messages,
+// Anthropic's with x-api-key); a list (chat,responses,messages) alternates them
+// (ABAB…, --pairs rounds) against the one gateway and reports each one's medians and
+// the median over rounds of its requests/s ÷ the first's. Proxy mode serves chat only:
+// a model behind an upstream answers only OpenAI's chat and completions formats.
 //
 // Each connection is one worker with its own keep-alive connection sending the next
 // request as soon as the previous answer is read (closed loop), so N connections keep
@@ -134,6 +140,7 @@ type options struct {
 	serveEnv   string
 	redis      string
 	leases     bool
+	endpoints  []endpoint // the wire formats measured (--endpoint)
 }
 
 func run(args []string) error {
@@ -154,7 +161,12 @@ func run(args []string) error {
 	fs.StringVar(&o.redis, "redis", "", "a Redis URL (redis://127.0.0.1:PORT/0): the gateway keeps its keys, quotas, budgets and usage there (issue 16's overhead: compare with a run without it)")
 	fs.BoolVar(&o.leases, "redis-leases", false, "with --redis: serve budgets and rates from leases (redis: {leases: true}, issue 37)")
 	fs.BoolVar(&o.bare, "bare", false, "also measure a bare fasthttp proxy (forwarding only) as a third side: the floor of any proxy here")
+	endpoints := fs.String("endpoint", "", "the wire format(s) measured, comma-separated, alternated round by round: chat, completions, responses, responses-stored, messages (default: chat; --embedded: completions)")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var err error
+	if o.endpoints, err = parseEndpoints(*endpoints, o.embedded); err != nil {
 		return err
 	}
 	for _, f := range strings.Split(*conns, ",") {
@@ -385,6 +397,7 @@ type target struct {
 	addr, path, key string
 	body            []byte
 	proc, up        *child
+	anthropic       bool // the key in x-api-key, with anthropic-version (Anthropic's Messages)
 }
 
 // cpuTime is the user + system CPU time of a process so far (/proc/PID/stat, all
@@ -450,7 +463,11 @@ func load(t target, conns int, d time.Duration) segment {
 			req.SetRequestURI("http://" + t.addr + t.path)
 			req.Header.SetMethod("POST")
 			req.Header.SetContentType("application/json")
-			if t.key != "" {
+			switch {
+			case t.key != "" && t.anthropic:
+				req.Header.Set("x-api-key", t.key)
+				req.Header.Set("anthropic-version", "2023-06-01")
+			case t.key != "":
 				req.Header.Set("Authorization", "Bearer "+t.key)
 			}
 			req.SetBody(t.body)
@@ -514,6 +531,57 @@ type segmentSet struct {
 	BareRPS    float64            `json:"bare_rps,omitempty"`
 	BareAdded  map[string]float64 `json:"bare_added_latency_us,omitempty"`
 	Embedded   bool               `json:"embedded,omitempty"`
+	// Embedded mode with several endpoints: each one's medians, the first's also in
+	// GatewayRPS and Gateway.
+	Endpoints []endpointResult `json:"endpoints,omitempty"`
+}
+
+// endpointResult is one wire format's medians over the rounds of an embedded run.
+type endpointResult struct {
+	Name  string             `json:"endpoint"`
+	RPS   float64            `json:"rps"`
+	Lat   map[string]float64 `json:"latency_us"`
+	Ratio float64            `json:"rps_ratio_to_first"` // median over rounds of rps ÷ the first endpoint's in the same round
+	All   []float64          `json:"rps_rounds"`
+}
+
+// endpoint is a wire format's path, 1-token body and key header.
+type endpoint struct {
+	name, path string
+	body       []byte
+	anthropic  bool
+}
+
+var endpointsByName = map[string]endpoint{
+	"chat":        {"chat", "/v1/chat/completions", []byte(`{"model":"auto","messages":[{"role":"user","content":"Hello"}],"max_tokens":1,"temperature":0}`), false},
+	"completions": {"completions", "/v1/completions", []byte(`{"model":"auto","prompt":"Hello","max_tokens":1,"temperature":0}`), false},
+	"responses":   {"responses", "/v1/responses", []byte(`{"model":"auto","input":"Hello","max_output_tokens":1,"temperature":0,"store":false}`), false},
+	"responses-stored": {"responses-stored", "/v1/responses",
+		[]byte(`{"model":"auto","input":"Hello","max_output_tokens":1,"temperature":0,"store":true}`), false},
+	"messages": {"messages", "/v1/messages", []byte(`{"model":"auto","messages":[{"role":"user","content":"Hello"}],"max_tokens":1,"temperature":0}`), true},
+}
+
+// parseEndpoints reads --endpoint: names of endpointsByName, comma-separated ("":
+// chat in proxy mode, completions embedded). Proxy mode measures chat only.
+func parseEndpoints(list string, embedded bool) ([]endpoint, error) {
+	if list == "" {
+		list = "chat"
+		if embedded {
+			list = "completions"
+		}
+	}
+	var out []endpoint
+	for _, f := range strings.Split(list, ",") {
+		e, ok := endpointsByName[strings.TrimSpace(f)]
+		if !ok {
+			return nil, fmt.Errorf("bad --endpoint %q: chat, completions, responses, responses-stored or messages", f)
+		}
+		out = append(out, e)
+	}
+	if !embedded && (len(out) != 1 || out[0].name != "chat") {
+		return nil, fmt.Errorf("--endpoint %s needs --embedded: the proxy mode's model is an upstream, which serves only OpenAI's chat format here", list)
+	}
+	return out, nil
 }
 
 func chatBody() []byte {
@@ -571,33 +639,48 @@ func measureProxy(o options, gw *gateway, up, bp *child, upAddr, bareAddr string
 }
 
 func measureEmbedded(o options, gw *gateway, conns int) segmentSet {
-	via := target{addr: gw.addr, path: "/v1/completions", key: gw.key, proc: gw.child,
-		body: []byte(`{"model":"auto","prompt":"Hello","max_tokens":1,"temperature":0}`)}
-	load(via, conns, o.warmup)
+	targets := make([]target, len(o.endpoints))
+	for i, e := range o.endpoints {
+		targets[i] = target{addr: gw.addr, path: e.path, key: gw.key, proc: gw.child, body: e.body, anthropic: e.anthropic}
+		load(targets[i], conns, o.warmup)
+	}
 	set := segmentSet{Conns: conns, Gateway: map[string]float64{}, Embedded: true}
-	var rps []float64
-	lat := map[string][]float64{}
+	rps := make([][]float64, len(targets))
+	ratios := make([][]float64, len(targets))
+	lat := make([]map[string][]float64, len(targets))
+	for i := range lat {
+		lat[i] = map[string][]float64{}
+	}
 	for p := 0; p < o.pairs; p++ {
-		s := load(via, conns, o.duration)
-		s.Side = "gateway"
-		set.Segments = append(set.Segments, s)
-		rps = append(rps, s.RPS)
-		for _, pc := range percentiles {
-			lat[pc.name] = append(lat[pc.name], s.Lat[pc.name])
+		for i, t := range targets { // A B C A B C …: each round runs every endpoint once
+			s := load(t, conns, o.duration)
+			s.Side = o.endpoints[i].name
+			set.Segments = append(set.Segments, s)
+			rps[i] = append(rps[i], s.RPS)
+			for _, pc := range percentiles {
+				lat[i][pc.name] = append(lat[i][pc.name], s.Lat[pc.name])
+			}
+		}
+		for i := range targets {
+			ratios[i] = append(ratios[i], rps[i][p]/rps[0][p])
 		}
 	}
-	set.GatewayRPS = stats.Median(rps)
-	for _, pc := range percentiles {
-		set.Gateway[pc.name] = stats.Median(lat[pc.name])
+	for i := range targets {
+		r := endpointResult{Name: o.endpoints[i].name, RPS: stats.Median(rps[i]), Lat: map[string]float64{}, Ratio: stats.Median(ratios[i]), All: rps[i]}
+		for _, pc := range percentiles {
+			r.Lat[pc.name] = stats.Median(lat[i][pc.name])
+		}
+		set.Endpoints = append(set.Endpoints, r)
 	}
+	set.GatewayRPS, set.Gateway = set.Endpoints[0].RPS, set.Endpoints[0].Lat
 	return set
 }
 
 func (set segmentSet) print(w io.Writer) {
 	fmt.Fprintf(w, "\n== %d connection(s) ==\n", set.Conns)
-	fmt.Fprintf(w, "%-8s %10s %7s %9s %9s %9s %9s %9s %9s\n", "side", "req/s", "errors", "p50 µs", "p90 µs", "p99 µs", "p99.9 µs", "cpu µs/r", "up µs/r")
+	fmt.Fprintf(w, "%-16s %10s %7s %9s %9s %9s %9s %9s %9s\n", "side", "req/s", "errors", "p50 µs", "p90 µs", "p99 µs", "p99.9 µs", "cpu µs/r", "up µs/r")
 	for _, s := range set.Segments {
-		fmt.Fprintf(w, "%-8s %10.0f %7d %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f\n", s.Side, s.RPS, s.Errors, s.Lat["p50"], s.Lat["p90"], s.Lat["p99"], s.Lat["p99.9"], s.CPU, s.UpCPU)
+		fmt.Fprintf(w, "%-16s %10.0f %7d %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f\n", s.Side, s.RPS, s.Errors, s.Lat["p50"], s.Lat["p90"], s.Lat["p99"], s.Lat["p99.9"], s.CPU, s.UpCPU)
 		if s.FirstErr != "" {
 			fmt.Fprintf(w, "         first error: %s\n", s.FirstErr)
 		}
@@ -608,6 +691,12 @@ func (set segmentSet) print(w io.Writer) {
 	fmt.Fprintln(w, "medians:")
 	if !set.Embedded {
 		row("direct", set.DirectRPS, set.Direct)
+	}
+	if len(set.Endpoints) > 1 {
+		for _, e := range set.Endpoints {
+			fmt.Fprintf(w, "%-16s %10.0f %7s %9.1f %9.1f %9.1f %9.1f   rps ÷ %s: %.3f (median of rounds)\n", e.Name, e.RPS, "", e.Lat["p50"], e.Lat["p90"], e.Lat["p99"], e.Lat["p99.9"], set.Endpoints[0].Name, e.Ratio)
+		}
+		return
 	}
 	row("gateway", set.GatewayRPS, set.Gateway)
 	if !set.Embedded {

@@ -3,6 +3,7 @@ package main
 import (
 	"net"
 	"os"
+	"strings"
 	"os/exec"
 	"syscall"
 	"testing"
@@ -59,5 +60,38 @@ func TestCPUTime(t *testing.T) {
 	}
 	if d := got - want; d < -50*time.Millisecond || d > 50*time.Millisecond {
 		t.Errorf("getrusage says %v were burnt, /proc says %v (%d)", want, got, x)
+	}
+}
+
+// TestParseEndpoints: --endpoint names the wire formats (a list alternates them, in
+// its order); the default is chat, or completions embedded; proxy mode measures chat
+// only (an upstream model serves no other format), and an unknown name is refused.
+func TestParseEndpoints(t *testing.T) {
+	for _, c := range []struct {
+		list     string
+		embedded bool
+		want     string // the paths joined; "": an error
+	}{
+		{"", false, "/v1/chat/completions"},
+		{"", true, "/v1/completions"},
+		{"chat", false, "/v1/chat/completions"},
+		{"chat,responses,messages", true, "/v1/chat/completions /v1/responses /v1/messages"},
+		{"responses-stored", true, "/v1/responses"},
+		{"responses", false, ""},
+		{"messages", false, ""},
+		{"chat,responses", false, ""},
+		{"grpc", true, ""},
+	} {
+		eps, err := parseEndpoints(c.list, c.embedded)
+		var paths []string
+		for _, e := range eps {
+			paths = append(paths, e.path)
+		}
+		if got := strings.Join(paths, " "); got != c.want || (err == nil) != (c.want != "") {
+			t.Errorf("%q (embedded %v): %q %v, want %q", c.list, c.embedded, got, err, c.want)
+		}
+	}
+	if e := endpointsByName["messages"]; !e.anthropic || !strings.Contains(string(e.body), `"max_tokens":1`) {
+		t.Errorf("messages: %+v, want Anthropic's key header and max_tokens", e)
 	}
 }
