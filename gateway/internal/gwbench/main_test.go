@@ -3,8 +3,8 @@ package main
 import (
 	"net"
 	"os"
-	"strings"
 	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
