@@ -333,7 +333,7 @@ func blocksText(raw jsontext.Value, field string) (string, *apiError) {
 	if jsonv2.Unmarshal(raw, &blocks) != nil {
 		return "", badRequest(field, field+": must be a string or an array of text blocks")
 	}
-	var b strings.Builder
+	var text joined
 	for k, raw := range blocks {
 		f := field + "[" + strconv.Itoa(k) + "]"
 		typ, aerr := blockTypeOf(raw, f)
@@ -343,28 +343,42 @@ func blocksText(raw jsontext.Value, field string) (string, *apiError) {
 		if typ != "text" {
 			return "", unsupportedBlock(f, typ)
 		}
-		var tb textBlock
-		if aerr := strictOf(raw, &tb, f); aerr != nil {
+		if _, aerr := text.add(raw, f); aerr != nil {
 			return "", aerr
 		}
-		if k > 0 {
-			b.WriteString(blockSep)
-		}
-		b.WriteString(tb.Text)
 	}
-	return b.String(), nil
+	return text.b.String(), nil
+}
+
+// joined collects the texts of text blocks, blockSep between them.
+type joined struct {
+	b strings.Builder
+	n int // the texts added
+}
+
+// add decodes a text block (field f) and appends its text; it returns the text's size.
+func (j *joined) add(raw jsontext.Value, f string) (int, *apiError) {
+	var tb textBlock
+	if aerr := strictOf(raw, &tb, f); aerr != nil {
+		return 0, aerr
+	}
+	if j.n > 0 {
+		j.b.WriteString(blockSep)
+	}
+	j.b.WriteString(tb.Text)
+	j.n++
+	return len(tb.Text), nil
 }
 
 // userBlocks appends a user message's blocks to out: its text blocks joined as one
 // user message, each tool_result a message with role "tool", in their order.
 func userBlocks(out []engine.Message, blocks []jsontext.Value, field string) ([]engine.Message, int, *apiError) {
-	var text strings.Builder
-	texts, size := 0, 0
+	var text joined
+	size := 0
 	flush := func() {
-		if texts > 0 {
-			out = append(out, engine.Message{Role: "user", Content: text.String()})
-			text.Reset()
-			texts = 0
+		if text.n > 0 {
+			out = append(out, engine.Message{Role: "user", Content: text.b.String()})
+			text = joined{}
 		}
 	}
 	for k, raw := range blocks {
@@ -375,16 +389,11 @@ func userBlocks(out []engine.Message, blocks []jsontext.Value, field string) ([]
 		}
 		switch typ {
 		case "text":
-			var tb textBlock
-			if aerr := strictOf(raw, &tb, f); aerr != nil {
+			n, aerr := text.add(raw, f)
+			if aerr != nil {
 				return nil, 0, aerr
 			}
-			if texts > 0 {
-				text.WriteString(blockSep)
-			}
-			text.WriteString(tb.Text)
-			texts++
-			size += len(tb.Text)
+			size += n
 		case "tool_result":
 			var tr toolResultBlock
 			if aerr := strictOf(raw, &tr, f); aerr != nil {
@@ -410,7 +419,7 @@ func userBlocks(out []engine.Message, blocks []jsontext.Value, field string) ([]
 		}
 	}
 	if len(blocks) == 0 {
-		texts = 1 // an empty content array: an empty user message
+		text.n = 1 // an empty content array: an empty user message
 	}
 	flush()
 	return out, size, nil
@@ -420,8 +429,8 @@ func userBlocks(out []engine.Message, blocks []jsontext.Value, field string) ([]
 // content, its tool_use blocks its tool calls; earlier thinking is dropped.
 func assistantBlocks(out []engine.Message, blocks []jsontext.Value, field string) ([]engine.Message, int, *apiError) {
 	m := engine.Message{Role: "assistant"}
-	var text strings.Builder
-	texts, size := 0, 0
+	var text joined
+	size := 0
 	for k, raw := range blocks {
 		f := field + "[" + strconv.Itoa(k) + "]"
 		typ, aerr := blockTypeOf(raw, f)
@@ -430,16 +439,11 @@ func assistantBlocks(out []engine.Message, blocks []jsontext.Value, field string
 		}
 		switch typ {
 		case "text":
-			var tb textBlock
-			if aerr := strictOf(raw, &tb, f); aerr != nil {
+			n, aerr := text.add(raw, f)
+			if aerr != nil {
 				return nil, 0, aerr
 			}
-			if texts > 0 {
-				text.WriteString(blockSep)
-			}
-			text.WriteString(tb.Text)
-			texts++
-			size += len(tb.Text)
+			size += n
 		case "tool_use":
 			var tu toolUseBlock
 			if aerr := strictOf(raw, &tu, f); aerr != nil {
@@ -468,7 +472,7 @@ func assistantBlocks(out []engine.Message, blocks []jsontext.Value, field string
 			return nil, 0, unsupportedBlock(f, typ)
 		}
 	}
-	m.Content = text.String()
+	m.Content = text.b.String()
 	return append(out, m), size, nil
 }
 

@@ -21,44 +21,16 @@ import (
 // 400.
 func (s *Server) handleCountTokens(ctx *fasthttp.RequestCtx, reqID string) {
 	c := countAPI
-	if s.draining.Load() {
-		s.writeErrorIn(ctx, reqID, c, &apiError{status: 503, typ: "server_error", code: "shutting_down",
-			message: "the server is shutting down", reason: "draining", retry: 1})
+	j := s.enter(ctx, reqID, c)
+	if j == nil {
 		return
 	}
-	if n := s.inFlight.Add(1); n > int64(s.cfg.MaxInFlight) {
-		s.inFlight.Add(-1)
-		s.writeErrorIn(ctx, reqID, c, &apiError{status: 503, typ: "server_error", code: "overloaded",
-			message: "the server is overloaded; retry later", reason: "overloaded", retry: 1})
+	defer s.leave()
+	if !j.decode(ctx, c) {
 		return
 	}
-	s.wg.Add(1)
-	defer func() {
-		s.inFlight.Add(-1)
-		s.wg.Done()
-	}()
-	j := &job{s: s, reqID: reqID, clientID: string(clientRequestID(ctx)), start: s.now(), codec: c}
-	j.plans = j.planBuf[:0]
-	keyID, pol, aerr := s.authenticateFor(ctx, c)
-	if aerr != nil {
-		s.writeErrorIn(ctx, reqID, c, aerr)
-		return
-	}
-	j.keyID, j.pol = keyID, pol
-	if s.admitsBeforeBody(ctx) && !j.admitTenant(ctx, s.now(), 0) {
-		s.dropBody(ctx) // refused undecoded
-		return
-	}
-	body := ctx.PostBody()
-	if len(body) > s.cfg.MaxBodyBytes {
-		j.reject(ctx, s.tooLarge())
-		return
-	}
-	s.decoded.Add(1)
-	if aerr := c.decode(&j.in, body, pol.Tenant); aerr != nil {
-		j.reject(ctx, aerr)
-		return
-	}
+	pol := j.pol
+	var aerr *apiError
 	if s.peer != nil && forwardable(&ctx.Request.Header, &j.in) {
 		if handled, _ := s.maybeForward(ctx, reqID, c, j.in.p.Model, 0, false); handled {
 			return

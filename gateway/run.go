@@ -57,40 +57,74 @@ type job struct {
 // answer, settle), in the order of DESIGN.md's request path. Every error it or the
 // job answers is in c's shape.
 func (s *Server) handleGenerate(ctx *fasthttp.RequestCtx, reqID string, c codec) {
+	j := s.enter(ctx, reqID, c)
+	if j == nil {
+		return
+	}
+	async := false
+	defer func() {
+		if !async {
+			s.leave()
+		}
+	}()
+	async = j.serve(ctx, c) // true: the stream writer releases the request
+}
+
+// enter takes a request in the wire format of c into the server: 503 while draining
+// or above max_in_flight, then its key authenticated and its tenant admitted from
+// the header alone (before the body is decoded: admitTenant). It returns the job,
+// holding one in-flight slot the caller gives back with leave; nil when the request
+// was answered (refused) here.
+func (s *Server) enter(ctx *fasthttp.RequestCtx, reqID string, c codec) *job {
 	if s.draining.Load() {
 		s.writeErrorIn(ctx, reqID, c, &apiError{status: 503, typ: "server_error", code: "shutting_down",
 			message: "the server is shutting down", reason: "draining", retry: 1})
-		return
+		return nil
 	}
 	if n := s.inFlight.Add(1); n > int64(s.cfg.MaxInFlight) {
 		s.inFlight.Add(-1)
 		s.writeErrorIn(ctx, reqID, c, &apiError{status: 503, typ: "server_error", code: "overloaded",
 			message: "the server is overloaded; retry later", reason: "overloaded", retry: 1})
-		return
+		return nil
 	}
 	s.wg.Add(1)
-	async := false
-	defer func() {
-		if !async {
-			s.inFlight.Add(-1)
-			s.wg.Done()
-		}
-	}()
 	j := &job{s: s, reqID: reqID, clientID: string(clientRequestID(ctx)), start: s.now(), codec: c}
 	j.plans = j.planBuf[:0]
 	keyID, pol, aerr := s.authenticateFor(ctx, c)
 	if aerr != nil {
 		s.writeErrorIn(ctx, reqID, c, aerr)
-		return
+		s.leave()
+		return nil
 	}
 	j.keyID, j.pol = keyID, pol
 	if s.admitsBeforeBody(ctx) && !j.admitTenant(ctx, s.now(), 0) {
 		s.dropBody(ctx) // refused undecoded
-		return
+		s.leave()
+		return nil
 	}
-	if j.serve(ctx, c) {
-		async = true // the stream writer releases the request
+	return j
+}
+
+// leave gives back the in-flight slot enter took.
+func (s *Server) leave() {
+	s.inFlight.Add(-1)
+	s.wg.Done()
+}
+
+// decode reads the body into j.in with c; false when the request was refused.
+func (j *job) decode(ctx *fasthttp.RequestCtx, c codec) bool {
+	s := j.s
+	body := ctx.PostBody()
+	if len(body) > s.cfg.MaxBodyBytes { // fasthttp refuses these before; Handler() alone does not
+		j.reject(ctx, s.tooLarge())
+		return false
 	}
+	s.decoded.Add(1)
+	if aerr := c.decode(&j.in, body, j.pol.Tenant); aerr != nil {
+		j.reject(ctx, aerr)
+		return false
+	}
+	return true
 }
 
 // serve runs an authenticated request in the wire format of c: decode, route,
@@ -99,14 +133,7 @@ func (s *Server) handleGenerate(ctx *fasthttp.RequestCtx, reqID string, c codec)
 func (j *job) serve(ctx *fasthttp.RequestCtx, c codec) bool {
 	j.codec = c
 	s, pol := j.s, j.pol
-	body := ctx.PostBody()
-	if len(body) > s.cfg.MaxBodyBytes { // fasthttp refuses these before; Handler() alone does not
-		j.reject(ctx, s.tooLarge())
-		return false
-	}
-	s.decoded.Add(1)
-	if aerr := c.decode(&j.in, body, pol.Tenant); aerr != nil {
-		j.reject(ctx, aerr)
+	if !j.decode(ctx, c) {
 		return false
 	}
 	if j.line != nil && j.in.stream {

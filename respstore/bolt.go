@@ -315,15 +315,7 @@ func (s *Bolt) Sweep(ctx context.Context, now time.Time) (int, error) {
 	if err != nil {
 		return 0, wrapBolt(err)
 	}
-	removed := 0
-	for _, t := range tenants {
-		n, err := s.SweepTenant(ctx, t, now)
-		removed += n
-		if err != nil {
-			return removed, err
-		}
-	}
-	return removed, nil
+	return sweepTenants(ctx, tenants, now, s.SweepTenant)
 }
 
 func (s *Bolt) SweepTenant(ctx context.Context, tenant string, now time.Time) (int, error) {

@@ -230,15 +230,7 @@ func (s *Redis) Sweep(ctx context.Context, now time.Time) (int, error) {
 	if err != nil {
 		return 0, redisErr(err)
 	}
-	removed := 0
-	for _, t := range tenants {
-		n, err := s.SweepTenant(ctx, t, now)
-		removed += n
-		if err != nil {
-			return removed, err
-		}
-	}
-	return removed, nil
+	return sweepTenants(ctx, tenants, now, s.SweepTenant)
 }
 
 func (s *Redis) SweepTenant(ctx context.Context, tenant string, now time.Time) (int, error) {

@@ -348,3 +348,17 @@ func oldestFirst(chain [][]Item) []Item {
 	}
 	return out
 }
+
+// sweepTenants sweeps each tenant in turn (a store's Sweep), stopping at the first
+// error; it returns the responses removed.
+func sweepTenants(ctx context.Context, tenants []string, now time.Time, sweep func(context.Context, string, time.Time) (int, error)) (int, error) {
+	removed := 0
+	for _, t := range tenants {
+		n, err := sweep(ctx, t, now)
+		removed += n
+		if err != nil {
+			return removed, err
+		}
+	}
+	return removed, nil
+}
