@@ -277,6 +277,12 @@ func dotRow(wt Type, row []byte, a *acts, t int) float32 {
 	case IQ3_S:
 		nb := a.cols / qkK
 		return dotIQ3SRow(row, a.q8k[t*nb:(t+1)*nb])
+	case TQ2_0:
+		nb := a.cols / qkK
+		return dotTQ2_0Row(row, a.q8k[t*nb:(t+1)*nb])
+	case TQ1_0:
+		nb := a.cols / qkK
+		return dotTQ1_0Row(row, a.q8k[t*nb:(t+1)*nb])
 	}
 	if c := refCodecOf(wt); c != nil {
 		return dotRefRow(c, wt.BlockBytes(), row, a, t)

@@ -281,3 +281,22 @@ func dotQ5_1Row(row []byte, y []q8_1Block) float32 {
 	_ = row[n*24-1]
 	return dotQ5_1AVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n)
 }
+
+// dotTQ2_0Row and dotTQ1_0Row: AVX2 only; the reference's bits.
+func dotTQ2_0Row(row []byte, y []q8KBlock) float32 {
+	n := len(y)
+	if n == 0 || !useAVX2 {
+		return dotKRowGeneric(dotTQ2_0Block, 66, row, y)
+	}
+	_ = row[n*66-1]
+	return dotTQ2_0AVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n)
+}
+
+func dotTQ1_0Row(row []byte, y []q8KBlock) float32 {
+	n := len(y)
+	if n == 0 || !useAVX2 {
+		return dotKRowGeneric(dotTQ1_0Block, 54, row, y)
+	}
+	_ = row[n*54-1]
+	return dotTQ1_0AVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n)
+}

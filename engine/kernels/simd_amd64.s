@@ -2523,6 +2523,234 @@ done:
 	MOVSS X2, ret+24(FP)
 	RET
 
+DATA signBit<>+0(SB)/8, $0x8080808080808080
+DATA signBit<>+8(SB)/8, $0x8080808080808080
+DATA signBit<>+16(SB)/8, $0x8080808080808080
+DATA signBit<>+24(SB)/8, $0x8080808080808080
+GLOBL signBit<>(SB), RODATA|NOPTR, $32
+
+DATA tritLow<>+0(SB)/8, $0xd5d5d5d5d5d5d5d5
+DATA tritLow<>+8(SB)/8, $0xd5d5d5d5d5d5d5d5
+DATA tritLow<>+16(SB)/8, $0xd5d5d5d5d5d5d5d5
+DATA tritLow<>+24(SB)/8, $0xd5d5d5d5d5d5d5d5
+GLOBL tritLow<>(SB), RODATA|NOPTR, $32
+
+DATA tritHigh<>+0(SB)/8, $0x2a2a2a2a2a2a2a2a
+DATA tritHigh<>+8(SB)/8, $0x2a2a2a2a2a2a2a2a
+DATA tritHigh<>+16(SB)/8, $0x2a2a2a2a2a2a2a2a
+DATA tritHigh<>+24(SB)/8, $0x2a2a2a2a2a2a2a2a
+GLOBL tritHigh<>(SB), RODATA|NOPTR, $32
+
+DATA highBits5<>+0(SB)/8, $0xf8f8f8f8f8f8f8f8
+DATA highBits5<>+8(SB)/8, $0xf8f8f8f8f8f8f8f8
+DATA highBits5<>+16(SB)/8, $0xf8f8f8f8f8f8f8f8
+DATA highBits5<>+24(SB)/8, $0xf8f8f8f8f8f8f8f8
+GLOBL highBits5<>(SB), RODATA|NOPTR, $32
+
+// func dotTQ2_0AVX2(x *byte, y *byte, n int) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotTQ2_0AVX2(SB), NOSPLIT, $0-28
+	MOVQ    x+0(FP), AX
+	MOVQ    y+8(FP), CX
+	MOVQ    n+16(FP), DX
+	VMOVDQU threes<>+0(SB), Y0
+	VMOVDQU ones16<>+0(SB), Y1
+	VXORPS  X2, X2, X2
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VPXOR        Y3, Y3, Y3
+	VPSUBW       260(CX), Y3, Y3
+	VMOVDQU      (AX), Y4
+	VPAND        Y0, Y4, Y5
+	VPMADDUBSW   4(CX), Y5, Y5
+	VPADDW       Y5, Y3, Y3
+	VPSRLW       $0x02, Y4, Y5
+	VPAND        Y0, Y5, Y5
+	VPMADDUBSW   36(CX), Y5, Y5
+	VPADDW       Y5, Y3, Y3
+	VPSRLW       $0x04, Y4, Y5
+	VPAND        Y0, Y5, Y5
+	VPMADDUBSW   68(CX), Y5, Y5
+	VPADDW       Y5, Y3, Y3
+	VPSRLW       $0x06, Y4, Y4
+	VPAND        Y0, Y4, Y4
+	VPMADDUBSW   100(CX), Y4, Y4
+	VPADDW       Y4, Y3, Y3
+	VMOVDQU      32(AX), Y4
+	VPAND        Y0, Y4, Y5
+	VPMADDUBSW   132(CX), Y5, Y5
+	VPADDW       Y5, Y3, Y3
+	VPSRLW       $0x02, Y4, Y5
+	VPAND        Y0, Y5, Y5
+	VPMADDUBSW   164(CX), Y5, Y5
+	VPADDW       Y5, Y3, Y3
+	VPSRLW       $0x04, Y4, Y5
+	VPAND        Y0, Y5, Y5
+	VPMADDUBSW   196(CX), Y5, Y5
+	VPADDW       Y5, Y3, Y3
+	VPSRLW       $0x06, Y4, Y4
+	VPAND        Y0, Y4, Y4
+	VPMADDUBSW   228(CX), Y4, Y4
+	VPADDW       Y4, Y3, Y3
+	VPMADDWD     Y1, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VPADDD       X4, X3, X3
+	VPSHUFD      $0x4e, X3, X4
+	VPADDD       X4, X3, X3
+	VPSHUFD      $0xb1, X3, X4
+	VPADDD       X4, X3, X3
+	VCVTDQ2PS    X3, X3
+	MOVWLZX      64(AX), BX
+	VMOVD        BX, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (CX), X4, X4
+	VMULSS       X4, X3, X3
+	VADDSS       X3, X2, X2
+	ADDQ         $0x00000042, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JMP          loop
+
+done:
+	VZEROUPPER
+	MOVSS X2, ret+24(FP)
+	RET
+
+// func dotTQ1_0AVX2(x *byte, y *byte, n int) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotTQ1_0AVX2(SB), NOSPLIT, $0-28
+	MOVQ    x+0(FP), AX
+	MOVQ    y+8(FP), CX
+	MOVQ    n+16(FP), DX
+	VMOVDQU ones16<>+0(SB), Y0
+	VXORPS  X1, X1, X1
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VPXOR        Y2, Y2, Y2
+	VPSUBW       260(CX), Y2, Y2
+	VMOVDQU      (AX), Y3
+	VPADDB       Y3, Y3, Y4
+	VPADDB       Y3, Y4, Y4
+	VPSLLW       $0x03, Y3, Y5
+	VPAND        highBits5<>+0(SB), Y5, Y5
+	VPADDB       Y3, Y5, Y5
+	VPSLLW       $0x03, Y4, Y6
+	VPAND        highBits5<>+0(SB), Y6, Y6
+	VPADDB       Y4, Y6, Y6
+	VPSLLW       $0x03, Y5, Y7
+	VPAND        highBits5<>+0(SB), Y7, Y7
+	VPADDB       Y5, Y7, Y7
+	VPXOR        signBit<>+0(SB), Y3, Y3
+	VPCMPGTB     tritLow<>+0(SB), Y3, Y8
+	VPCMPGTB     tritHigh<>+0(SB), Y3, Y3
+	VPXOR        Y9, Y9, Y9
+	VPSUBB       Y8, Y9, Y9
+	VPSUBB       Y3, Y9, Y9
+	VPMADDUBSW   4(CX), Y9, Y3
+	VPADDW       Y3, Y2, Y2
+	VPXOR        signBit<>+0(SB), Y4, Y3
+	VPCMPGTB     tritLow<>+0(SB), Y3, Y4
+	VPCMPGTB     tritHigh<>+0(SB), Y3, Y3
+	VPXOR        Y8, Y8, Y8
+	VPSUBB       Y4, Y8, Y8
+	VPSUBB       Y3, Y8, Y8
+	VPMADDUBSW   36(CX), Y8, Y3
+	VPADDW       Y3, Y2, Y2
+	VPXOR        signBit<>+0(SB), Y5, Y3
+	VPCMPGTB     tritLow<>+0(SB), Y3, Y4
+	VPCMPGTB     tritHigh<>+0(SB), Y3, Y3
+	VPXOR        Y5, Y5, Y5
+	VPSUBB       Y4, Y5, Y5
+	VPSUBB       Y3, Y5, Y5
+	VPMADDUBSW   68(CX), Y5, Y3
+	VPADDW       Y3, Y2, Y2
+	VPXOR        signBit<>+0(SB), Y6, Y3
+	VPCMPGTB     tritLow<>+0(SB), Y3, Y4
+	VPCMPGTB     tritHigh<>+0(SB), Y3, Y3
+	VPXOR        Y5, Y5, Y5
+	VPSUBB       Y4, Y5, Y5
+	VPSUBB       Y3, Y5, Y5
+	VPMADDUBSW   100(CX), Y5, Y3
+	VPADDW       Y3, Y2, Y2
+	VPXOR        signBit<>+0(SB), Y7, Y3
+	VPCMPGTB     tritLow<>+0(SB), Y3, Y4
+	VPCMPGTB     tritHigh<>+0(SB), Y3, Y3
+	VPXOR        Y5, Y5, Y5
+	VPSUBB       Y4, Y5, Y5
+	VPSUBB       Y3, Y5, Y5
+	VPMADDUBSW   132(CX), Y5, Y3
+	VPADDW       Y3, Y2, Y2
+	VBROADCASTSS 48(AX), Y3
+	VINSERTI128  $0x00, 32(AX), Y3, Y3
+	VPADDB       Y3, Y3, Y4
+	VPADDB       Y3, Y4, Y4
+	VPSLLW       $0x03, Y3, Y5
+	VPAND        highBits5<>+0(SB), Y5, Y5
+	VPADDB       Y3, Y5, Y5
+	VPSLLW       $0x03, Y4, Y6
+	VPAND        highBits5<>+0(SB), Y6, Y6
+	VPADDB       Y4, Y6, Y6
+	VPSLLW       $0x03, Y5, Y7
+	VPAND        highBits5<>+0(SB), Y7, Y7
+	VPADDB       Y5, Y7, Y7
+	VPERM2I128   $0x20, Y4, Y3, Y8
+	VPERM2I128   $0x20, Y6, Y5, Y9
+	VPBLENDD     $0x20, Y4, Y3, Y3
+	VPBLENDD     $0x40, Y5, Y3, Y3
+	VPBLENDD     $0x80, Y6, Y3, Y3
+	VPBLENDD     $0x0f, Y7, Y3, Y3
+	VPXOR        signBit<>+0(SB), Y8, Y4
+	VPCMPGTB     tritLow<>+0(SB), Y4, Y5
+	VPCMPGTB     tritHigh<>+0(SB), Y4, Y4
+	VPXOR        Y6, Y6, Y6
+	VPSUBB       Y5, Y6, Y6
+	VPSUBB       Y4, Y6, Y6
+	VPMADDUBSW   164(CX), Y6, Y4
+	VPADDW       Y4, Y2, Y2
+	VPXOR        signBit<>+0(SB), Y9, Y4
+	VPCMPGTB     tritLow<>+0(SB), Y4, Y5
+	VPCMPGTB     tritHigh<>+0(SB), Y4, Y4
+	VPXOR        Y6, Y6, Y6
+	VPSUBB       Y5, Y6, Y6
+	VPSUBB       Y4, Y6, Y6
+	VPMADDUBSW   196(CX), Y6, Y4
+	VPADDW       Y4, Y2, Y2
+	VPXOR        signBit<>+0(SB), Y3, Y3
+	VPCMPGTB     tritLow<>+0(SB), Y3, Y4
+	VPCMPGTB     tritHigh<>+0(SB), Y3, Y3
+	VPXOR        Y5, Y5, Y5
+	VPSUBB       Y4, Y5, Y5
+	VPSUBB       Y3, Y5, Y5
+	VPMADDUBSW   228(CX), Y5, Y3
+	VPADDW       Y3, Y2, Y2
+	VPMADDWD     Y0, Y2, Y2
+	VEXTRACTI128 $0x01, Y2, X3
+	VPADDD       X3, X2, X2
+	VPSHUFD      $0x4e, X2, X3
+	VPADDD       X3, X2, X2
+	VPSHUFD      $0xb1, X2, X3
+	VPADDD       X3, X2, X2
+	VCVTDQ2PS    X2, X2
+	MOVWLZX      52(AX), BX
+	VMOVD        BX, X3
+	VCVTPH2PS    X3, X3
+	VMULSS       (CX), X3, X3
+	VMULSS       X3, X2, X2
+	VADDSS       X2, X1, X1
+	ADDQ         $0x00000036, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JMP          loop
+
+done:
+	VZEROUPPER
+	MOVSS X1, ret+24(FP)
+	RET
+
 // func dotF32AVX2(x *byte, y *float32, n int) float32
 // Requires: AVX, FMA3, SSE
 TEXT ·dotF32AVX2(SB), NOSPLIT, $0-28

@@ -14,6 +14,8 @@ func dotQ5_1Row(row []byte, y []q8_1Block) float32 { return dotQ5_1RowGeneric(ro
 func dotQ4_1Row(row []byte, y []q8_1Block) float32 { return dotQ4_1RowGeneric(row, y) }
 func dotQ5_0Row(row []byte, y []q8Block) float32   { return dotQ5_0RowGeneric(row, y) }
 func dotIQ4NLRow(row []byte, y []q8Block) float32  { return dotIQ4NLRowGeneric(row, y) }
+func dotTQ2_0Row(row []byte, y []q8KBlock) float32 { return dotKRowGeneric(dotTQ2_0Block, 66, row, y) }
+func dotTQ1_0Row(row []byte, y []q8KBlock) float32 { return dotKRowGeneric(dotTQ1_0Block, 54, row, y) }
 func dotF32Row(row []byte, x []float32) float32    { return dotF32RowGeneric(row, x) }
 func dotF16Row(row []byte, x []float32) float32    { return dotF16RowGeneric(row, x) }
 func dotBF16Row(row []byte, x []float32) float32   { return dotBF16RowGeneric(row, x) }

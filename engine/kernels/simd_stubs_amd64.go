@@ -93,6 +93,16 @@ func dotQ2KAVX2(x *byte, y *byte, n int) float32
 //go:noescape
 func dotQ3KAVX2(x *byte, y *byte, n int) float32
 
+// dotTQ2_0AVX2 is the dot product of n TQ2_0 blocks at x with n q8KBlocks at y.
+//
+//go:noescape
+func dotTQ2_0AVX2(x *byte, y *byte, n int) float32
+
+// dotTQ1_0AVX2 is the dot product of n TQ1_0 blocks at x with n q8KBlocks at y.
+//
+//go:noescape
+func dotTQ1_0AVX2(x *byte, y *byte, n int) float32
+
 // dotF32AVX2 is the dot product of n (a multiple of 8) F32 weights at x with float32s at y.
 //
 //go:noescape
