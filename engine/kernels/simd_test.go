@@ -344,16 +344,22 @@ func TestSIMDQuantRowDots(t *testing.T) {
 	}
 }
 
-// kRowKernels are the row dots against Q8_K activations whose reference is
-// their type's block dot summed in order (dotKRowGeneric), with the offset of
-// the block's f16 scale.
+// kRowKernels are row dots against Q8_K activations, with the offset of the
+// block's f16 scale and their reference: ref, or the type's block dot summed in
+// order (dotKRowGeneric).
 var kRowKernels = []struct {
 	typ  Type
 	got  func([]byte, []q8KBlock) float32
 	dOff int
+	ref  func([]byte, []q8KBlock) float32
 }{
-	{TQ2_0, dotTQ2_0Row, 64},
-	{TQ1_0, dotTQ1_0Row, 52},
+	{TQ2_0, dotTQ2_0Row, 64, nil},
+	{TQ1_0, dotTQ1_0Row, 52, nil},
+	{IQ2_XXS, dotIQ2XXSRow, 0, nil},
+	{IQ2_XS, dotIQ2XSRow, 0, nil},
+	{IQ2_S, dotIQ2SRow, 0, nil},
+	{IQ3_XXS, dotIQ3XXSRow, 0, nil},
+	{IQ3_S, dotIQ3SRow, 0, dotIQ3SRowGeneric},
 }
 
 // kRow is a row of nb blocks of typ: "quantized" Gaussian weights (types with
@@ -427,7 +433,11 @@ func TestSIMDKRowDotsMatchReference(t *testing.T) {
 		if CanQuantize(k.typ) {
 			rowModes = append(rowModes, "quantized")
 		}
-		ref := refCodecOf(k.typ).dotK
+		ref := k.ref
+		if ref == nil {
+			block := refCodecOf(k.typ).dotK
+			ref = func(row []byte, y []q8KBlock) float32 { return dotKRowGeneric(block, k.typ.BlockBytes(), row, y) }
+		}
 		for _, nb := range simdBlockCounts {
 			for _, rm := range rowModes {
 				for _, am := range actModes {
@@ -438,7 +448,7 @@ func TestSIMDKRowDotsMatchReference(t *testing.T) {
 						noMinus128(all)
 						y := all[1 : nb+1 : nb+1]
 						d := rowDot{typ: k.typ, x: q8KFloats(y)}
-						d.ref = func(row []byte) float32 { return dotKRowGeneric(ref, k.typ.BlockBytes(), row, y) }
+						d.ref = func(row []byte) float32 { return ref(row, y) }
 						d.got = func(row []byte) float32 { return k.got(row, y) }
 						checkRowDot(t, name, row, d, 2*float64(nb+8)*unitRoundoff, true)
 					}
@@ -600,6 +610,11 @@ func TestSIMDShortRowPanics(t *testing.T) {
 		{"Q5_1", func() { dotQ5_1Row(make([]byte, 2*24-1), make([]q8_1Block, 2)) }},
 		{"TQ2_0", func() { dotTQ2_0Row(make([]byte, 2*66-1), yk) }},
 		{"TQ1_0", func() { dotTQ1_0Row(make([]byte, 2*54-1), yk) }},
+		{"IQ2_XXS", func() { dotIQ2XXSRow(make([]byte, 2*66-1), yk) }},
+		{"IQ2_XS", func() { dotIQ2XSRow(make([]byte, 2*74-1), yk) }},
+		{"IQ2_S", func() { dotIQ2SRow(make([]byte, 2*82-1), yk) }},
+		{"IQ3_XXS", func() { dotIQ3XXSRow(make([]byte, 2*98-1), yk) }},
+		{"IQ3_S", func() { dotIQ3SRow(make([]byte, 2*110-1), yk) }},
 		{"Q2_K", func() { dotQ2KRow(make([]byte, 2*84-1), yk) }},
 		{"Q3_K", func() { dotQ3KRow(make([]byte, 2*110-1), yk) }},
 		{"Q6_K", func() { dotQ6KRow(make([]byte, 2*210-1), yk) }},
