@@ -378,3 +378,99 @@ func dotIQ3SAVX2() {
 	Store(s, ReturnIndex(0))
 	RET()
 }
+
+// iq1Finish adds (f16(x.d)·y.d)·(float32(sumi) + 0.125·float32(sumi1)) to sum,
+// the IQ1 types' float steps, sumi the total of acc's 8 int32, d in lane 0.
+func iq1Finish(d, acc VecVirtual, sumi1 GPVirtual, eighth, sum VecVirtual) {
+	s := hsumInt(acc)
+	s1 := XMM()
+	VMOVD(sumi1.As32(), s1)
+	VCVTDQ2PS(s1, s1)
+	VMULSS(eighth, s1, s1)
+	VADDSS(s1, s, s)
+	VMULSS(s, d, d)
+	VADDSS(d, sum, sum)
+}
+
+// dotIQ1SAVX2 emits the IQ1_S kernel: per 32 weights the low 8 bits of four
+// 11-bit grid indices at 2+4ib and the uint16 at 34+2ib (the indices' top 3
+// bits, the 3-bit scale, the shift's sign); the grid's bytes are -1, 0 or 1, so
+// VPSIGNB gives the products, VPMADDUBSW with ones their pair sums. The shifts'
+// sum Σ ls·delta·(the 32 activations' sum) comes from the bsums, in scalar
+// registers.
+func dotIQ1SAVX2() {
+	TEXT("dotIQ1SAVX2", NOSPLIT, "func(x, y *byte, n int, grid *byte) float32")
+	Pragma("noescape")
+	Doc("dotIQ1SAVX2 is the dot product of n IQ1_S blocks at x with n q8KBlocks at y; grid is the type's grid.")
+	x, y, n, grid := latticeParams()
+	sum := XMM()
+	VXORPS(sum, sum, sum)
+	eighth := XMM()
+	{
+		g := GP32()
+		MOVL(U32(math.Float32bits(0.125)), g)
+		VMOVD(g, eighth)
+	}
+	onesB := YMM()
+	VMOVDQU(byteOnes, onesB)
+
+	Label("loop")
+	TESTQ(n, n)
+	JZ(LabelRef("done"))
+	acc := YMM()
+	VPXOR(acc, acc, acc)
+	sumi1 := GP64()
+	XORQ(sumi1, sumi1)
+	for ib := 0; ib < 8; ib++ {
+		h := GP64()
+		MOVWQZX(Mem{Base: x, Disp: 34 + 2*ib}, h)
+		g := gather8(grid, func(l int) GPVirtual {
+			r, t := GP64(), GP64()
+			MOVQ(h, t)
+			if l > 0 {
+				SHRQ(U8(3*l), t)
+			}
+			ANDQ(U8(7), t)
+			SHLQ(U8(8), t)
+			MOVBQZX(Mem{Base: x, Disp: 2 + 4*ib + l}, r)
+			ORQ(t, r)
+			return r
+		})
+		q := YMM()
+		VMOVDQU(Mem{Base: y, Disp: q8KQS + 32*ib}, q)
+		VPSIGNB(g, q, q)
+		p := YMM()
+		VPMADDUBSW(q, onesB, p)
+		ls := GP64()
+		MOVQ(h, ls)
+		SHRQ(U8(12), ls)
+		ANDQ(U8(7), ls)
+		LEAQ(Mem{Base: ls, Index: ls, Scale: 1, Disp: 1}, ls)
+		// sumi1 += ls·delta·(bsums[2ib] + bsums[2ib+1]), delta -1 when bit 15.
+		b, b2 := GP64(), GP64()
+		MOVWQSX(Mem{Base: y, Disp: q8KBsums + 4*ib}, b)
+		MOVWQSX(Mem{Base: y, Disp: q8KBsums + 4*ib + 2}, b2)
+		ADDQ(b2, b)
+		IMULQ(ls, b)
+		SHRQ(U8(15), h)
+		NEGQ(h)
+		XORQ(h, b)
+		SUBQ(h, b)
+		ADDQ(b, sumi1)
+		sc := YMM()
+		VMOVD(ls.As32(), sc.AsX())
+		VPBROADCASTW(sc.AsX(), sc)
+		VPMADDWD(sc, p, p)
+		VPADDD(p, acc, acc)
+	}
+	iq1Finish(blockD(x, y), acc, sumi1, eighth, sum)
+	ADDQ(U32(50), x)
+	ADDQ(U32(q8KSize), y)
+	DECQ(n)
+	JMP(LabelRef("loop"))
+
+	Label("done")
+	VZEROUPPER()
+	Store(sum, ReturnIndex(0))
+	RET()
+}

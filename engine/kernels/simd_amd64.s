@@ -4938,6 +4938,442 @@ done:
 	MOVSS        X0, ret+32(FP)
 	RET
 
+// func dotIQ1SAVX2(x *byte, y *byte, n int, grid *byte) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotIQ1SAVX2(SB), NOSPLIT, $0-36
+	MOVQ    x+0(FP), AX
+	MOVQ    y+8(FP), CX
+	MOVQ    n+16(FP), DX
+	MOVQ    grid+24(FP), BX
+	VXORPS  X0, X0, X0
+	MOVL    $0x3e000000, SI
+	VMOVD   SI, X1
+	VMOVDQU byteOnes<>+0(SB), Y2
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VPXOR        Y3, Y3, Y3
+	XORQ         SI, SI
+	MOVWQZX      34(AX), DI
+	MOVQ         DI, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      2(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X4
+	MOVQ         DI, R9
+	SHRQ         $0x03, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      3(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X4, X4
+	MOVQ         DI, R9
+	SHRQ         $0x06, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      4(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X5
+	MOVQ         DI, R9
+	SHRQ         $0x09, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      5(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VMOVDQU      4(CX), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y2, Y5
+	MOVQ         DI, R8
+	SHRQ         $0x0c, R8
+	ANDQ         $0x07, R8
+	LEAQ         1(R8)(R8*1), R8
+	MOVWQSX      260(CX), R9
+	MOVWQSX      262(CX), R10
+	ADDQ         R10, R9
+	IMULQ        R8, R9
+	SHRQ         $0x0f, DI
+	NEGQ         DI
+	XORQ         DI, R9
+	SUBQ         DI, R9
+	ADDQ         R9, SI
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVWQZX      36(AX), DI
+	MOVQ         DI, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      6(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X4
+	MOVQ         DI, R9
+	SHRQ         $0x03, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      7(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X4, X4
+	MOVQ         DI, R9
+	SHRQ         $0x06, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      8(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X5
+	MOVQ         DI, R9
+	SHRQ         $0x09, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      9(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VMOVDQU      36(CX), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y2, Y5
+	MOVQ         DI, R8
+	SHRQ         $0x0c, R8
+	ANDQ         $0x07, R8
+	LEAQ         1(R8)(R8*1), R8
+	MOVWQSX      264(CX), R9
+	MOVWQSX      266(CX), R10
+	ADDQ         R10, R9
+	IMULQ        R8, R9
+	SHRQ         $0x0f, DI
+	NEGQ         DI
+	XORQ         DI, R9
+	SUBQ         DI, R9
+	ADDQ         R9, SI
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVWQZX      38(AX), DI
+	MOVQ         DI, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      10(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X4
+	MOVQ         DI, R9
+	SHRQ         $0x03, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      11(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X4, X4
+	MOVQ         DI, R9
+	SHRQ         $0x06, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      12(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X5
+	MOVQ         DI, R9
+	SHRQ         $0x09, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      13(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VMOVDQU      68(CX), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y2, Y5
+	MOVQ         DI, R8
+	SHRQ         $0x0c, R8
+	ANDQ         $0x07, R8
+	LEAQ         1(R8)(R8*1), R8
+	MOVWQSX      268(CX), R9
+	MOVWQSX      270(CX), R10
+	ADDQ         R10, R9
+	IMULQ        R8, R9
+	SHRQ         $0x0f, DI
+	NEGQ         DI
+	XORQ         DI, R9
+	SUBQ         DI, R9
+	ADDQ         R9, SI
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVWQZX      40(AX), DI
+	MOVQ         DI, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      14(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X4
+	MOVQ         DI, R9
+	SHRQ         $0x03, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      15(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X4, X4
+	MOVQ         DI, R9
+	SHRQ         $0x06, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      16(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X5
+	MOVQ         DI, R9
+	SHRQ         $0x09, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      17(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VMOVDQU      100(CX), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y2, Y5
+	MOVQ         DI, R8
+	SHRQ         $0x0c, R8
+	ANDQ         $0x07, R8
+	LEAQ         1(R8)(R8*1), R8
+	MOVWQSX      272(CX), R9
+	MOVWQSX      274(CX), R10
+	ADDQ         R10, R9
+	IMULQ        R8, R9
+	SHRQ         $0x0f, DI
+	NEGQ         DI
+	XORQ         DI, R9
+	SUBQ         DI, R9
+	ADDQ         R9, SI
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVWQZX      42(AX), DI
+	MOVQ         DI, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      18(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X4
+	MOVQ         DI, R9
+	SHRQ         $0x03, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      19(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X4, X4
+	MOVQ         DI, R9
+	SHRQ         $0x06, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      20(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X5
+	MOVQ         DI, R9
+	SHRQ         $0x09, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      21(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VMOVDQU      132(CX), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y2, Y5
+	MOVQ         DI, R8
+	SHRQ         $0x0c, R8
+	ANDQ         $0x07, R8
+	LEAQ         1(R8)(R8*1), R8
+	MOVWQSX      276(CX), R9
+	MOVWQSX      278(CX), R10
+	ADDQ         R10, R9
+	IMULQ        R8, R9
+	SHRQ         $0x0f, DI
+	NEGQ         DI
+	XORQ         DI, R9
+	SUBQ         DI, R9
+	ADDQ         R9, SI
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVWQZX      44(AX), DI
+	MOVQ         DI, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      22(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X4
+	MOVQ         DI, R9
+	SHRQ         $0x03, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      23(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X4, X4
+	MOVQ         DI, R9
+	SHRQ         $0x06, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      24(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X5
+	MOVQ         DI, R9
+	SHRQ         $0x09, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      25(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VMOVDQU      164(CX), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y2, Y5
+	MOVQ         DI, R8
+	SHRQ         $0x0c, R8
+	ANDQ         $0x07, R8
+	LEAQ         1(R8)(R8*1), R8
+	MOVWQSX      280(CX), R9
+	MOVWQSX      282(CX), R10
+	ADDQ         R10, R9
+	IMULQ        R8, R9
+	SHRQ         $0x0f, DI
+	NEGQ         DI
+	XORQ         DI, R9
+	SUBQ         DI, R9
+	ADDQ         R9, SI
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVWQZX      46(AX), DI
+	MOVQ         DI, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      26(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X4
+	MOVQ         DI, R9
+	SHRQ         $0x03, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      27(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X4, X4
+	MOVQ         DI, R9
+	SHRQ         $0x06, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      28(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X5
+	MOVQ         DI, R9
+	SHRQ         $0x09, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      29(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VMOVDQU      196(CX), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y2, Y5
+	MOVQ         DI, R8
+	SHRQ         $0x0c, R8
+	ANDQ         $0x07, R8
+	LEAQ         1(R8)(R8*1), R8
+	MOVWQSX      284(CX), R9
+	MOVWQSX      286(CX), R10
+	ADDQ         R10, R9
+	IMULQ        R8, R9
+	SHRQ         $0x0f, DI
+	NEGQ         DI
+	XORQ         DI, R9
+	SUBQ         DI, R9
+	ADDQ         R9, SI
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVWQZX      48(AX), DI
+	MOVQ         DI, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      30(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X4
+	MOVQ         DI, R9
+	SHRQ         $0x03, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      31(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X4, X4
+	MOVQ         DI, R9
+	SHRQ         $0x06, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      32(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X5
+	MOVQ         DI, R9
+	SHRQ         $0x09, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      33(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VMOVDQU      228(CX), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y2, Y5
+	MOVQ         DI, R8
+	SHRQ         $0x0c, R8
+	ANDQ         $0x07, R8
+	LEAQ         1(R8)(R8*1), R8
+	MOVWQSX      288(CX), R9
+	MOVWQSX      290(CX), R10
+	ADDQ         R10, R9
+	IMULQ        R8, R9
+	SHRQ         $0x0f, DI
+	NEGQ         DI
+	XORQ         DI, R9
+	SUBQ         DI, R9
+	ADDQ         R9, SI
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVWLZX      (AX), DI
+	VMOVD        DI, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (CX), X4, X4
+	VEXTRACTI128 $0x01, Y3, X5
+	VPADDD       X5, X3, X3
+	VPSHUFD      $0x4e, X3, X5
+	VPADDD       X5, X3, X3
+	VPSHUFD      $0xb1, X3, X5
+	VPADDD       X5, X3, X3
+	VCVTDQ2PS    X3, X3
+	VMOVD        SI, X5
+	VCVTDQ2PS    X5, X5
+	VMULSS       X1, X5, X5
+	VADDSS       X5, X3, X3
+	VMULSS       X3, X4, X4
+	VADDSS       X4, X0, X0
+	ADDQ         $0x00000032, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JMP          loop
+
+done:
+	VZEROUPPER
+	MOVSS X0, ret+32(FP)
+	RET
+
 // func dotF32AVX2(x *byte, y *float32, n int) float32
 // Requires: AVX, FMA3, SSE
 TEXT ·dotF32AVX2(SB), NOSPLIT, $0-28
