@@ -166,7 +166,12 @@
 // prompt-only requests, and any request with Request.NoSpeculation. Per sequence,
 // spec.Adapt chooses the draft length from the estimated acceptance chance and the
 // cost of a drafted position (speculative.draft_cost), and stops drafting, with a
-// doubling pause, where no length pays. Usage.DraftTokens and AcceptedTokens, and
+// doubling pause, where no length pays. A request's Prediction (OpenAI's Predicted
+// Outputs: the output the client expects) is a draft source on every model, ngram
+// or not (unless speculative.ignore_prediction), tried first: spec.Predicted follows
+// it while the output does and re-aligns at the output's last n-gram after a
+// mismatch; Usage.PredictionAccepted and PredictionRejected count its drafts
+// (TestPredictionSameOutput, TestPredictionInBatch, TestPredictionChoices). Usage.DraftTokens and AcceptedTokens, and
 // ModelStatus's and Prometheus's counters, say what was drafted and accepted.
 //
 // # Determinism

@@ -58,7 +58,7 @@ type runner struct {
 // goroutine. The counters belong to the model (they survive unloads).
 type runnerStats struct {
 	steps, stepTokens, stepSeqs atomic.Uint64
-	drafted, accepted           atomic.Uint64 // speculative decoding's tokens (speculate.go)
+	drafted, accepted           [nSources]atomic.Uint64 // speculative decoding's tokens by draft source (speculate.go)
 
 	mu      sync.Mutex
 	decoded map[string]int64 // output tokens by tenant
@@ -101,11 +101,14 @@ type job struct {
 	top   []sample.Logprob // the step's top logprobs (len: Request.TopLogprobs)
 	lp    Token            // the logprob fields of the token being accepted
 
-	// Speculative decoding (speculate.go): the draft proposed for the next step, the
-	// verification item's tokens, and the draft length controller.
+	// Speculative decoding (speculate.go): the draft proposed for the next step and
+	// its source, the verification item's tokens, a draft length controller per
+	// source, and the request's prediction (Request.Prediction) aligned to the output.
 	draft  []int32
+	src    source
 	verify []int32
-	adapt  spec.Adapt
+	adapt  [nSources]spec.Adapt
+	pred   spec.Predicted
 
 	// Prompt logprobs (Request.PromptLogprobs): the prompt's decoder, the next prompt
 	// position to deliver, the prompt tokens ready (sent just before the first output
@@ -387,7 +390,7 @@ func (r *runner) run(work []sched.Work) {
 			j.kv.Publish(j.tokens[:w.Start+w.N])
 		}
 		if w.Sample && r.specOn(j) {
-			j.adapt.Skip() // a decode without a verification: a pause runs down
+			j.skip(nSources) // a decode without a verification: pauses run down
 		}
 		row := out[k]
 		if j.promptRows() {
@@ -459,6 +462,7 @@ func (j *job) accept(tok *tokenizer.Tokenizer, id int32, logit float32) (string,
 	}
 	j.tokens = append(j.tokens, id)
 	j.u.CompletionTokens++
+	j.pred.Advance(id)
 	j.text = append(j.text, j.dec.Next(id)...)
 	complete := j.gm != nil && j.gm.Done() // the grammar's output is whole: nothing may follow
 	full := j.u.CompletionTokens >= j.max || complete

@@ -12,6 +12,10 @@ type Config struct {
 	// the draft length controller (Adapt) drafts only where the expected accepted
 	// tokens pay for it. 0: DefaultDraftCost.
 	DraftCost float64 `yaml:"draft_cost"`
+	// IgnorePrediction turns off drafting from requests' predictions
+	// (Request.Prediction, OpenAI's Predicted Outputs), which are on for every model
+	// otherwise, whatever NGram says: a prediction only changes the speed.
+	IgnorePrediction bool `yaml:"ignore_prediction"`
 }
 
 // DefaultMaxDraft is Config.MaxDraft's default.
