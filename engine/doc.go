@@ -171,7 +171,11 @@
 // or not (unless speculative.ignore_prediction), tried first: spec.Predicted follows
 // it while the output does and re-aligns at the output's last n-gram after a
 // mismatch; Usage.PredictionAccepted and PredictionRejected count its drafts
-// (TestPredictionSameOutput, TestPredictionInBatch, TestPredictionChoices). Usage.DraftTokens and AcceptedTokens, and
+// (TestPredictionSameOutput, TestPredictionInBatch, TestPredictionChoices).
+// With speculative.pool, a replica keeps each tenant's recent outputs (spec.Pool:
+// the last 4096 tokens of each of the 64 most recently active tenants, at most 1 MiB)
+// and a request drafts from its own tenant's, after prompt lookup; a tenant's text
+// never drafts for another (TestPoolTenantIsolation). Usage.DraftTokens and AcceptedTokens, and
 // ModelStatus's and Prometheus's counters, say what was drafted and accepted.
 //
 // # Determinism

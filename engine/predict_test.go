@@ -225,3 +225,37 @@ func TestPredictionIgnored(t *testing.T) {
 		t.Fatalf("drafted %d with ignore_prediction (predicted %v)", got.u.DraftTokens, got.u.Predicted)
 	}
 }
+
+// TestPoolTenantIsolation: with the per-tenant n-gram pool (and no other source), a
+// tenant's second request drafts from its first one's output and accepts the drafts
+// (the same output as plain decoding), while another tenant's identical request
+// drafts nothing from it: one tenant's n-grams never reach another's drafts.
+func TestPoolTenantIsolation(t *testing.T) {
+	b := newStoriesBlock(t, ModelConfig{MaxModelLen: 512, Speculative: spec.Config{Pool: true}}, Config{Logger: quietLog()})
+	prompt := storiesPrompt(t, b)
+	req := Request{Prompt: prompt, MaxTokens: 120, Tenant: "a", Logprobs: true}
+	plain := req
+	plain.NoSpeculation = true
+	want := runFeatures(b, "stories", plain) // its output fills a's pool already
+	first := runFeatures(b, "stories", req)
+	other := req
+	other.Tenant = "b"
+	b1 := runFeatures(b, "stories", other)
+	again := runFeatures(b, "stories", req)
+	for name, got := range map[string]featureResult{"a first": first, "b": b1, "a again": again} {
+		if err := want.same(got); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if b1.u.DraftTokens != 0 {
+		t.Errorf("tenant b drafted %d tokens (from a's pool)", b1.u.DraftTokens)
+	}
+	if again.u.AcceptedTokens < again.u.CompletionTokens/2 {
+		t.Errorf("tenant a's second request accepted %d of %d tokens from its pool", again.u.AcceptedTokens, again.u.CompletionTokens)
+	}
+	if st := b.Models()[0]; st.PoolAcceptedTokens != uint64(first.u.AcceptedTokens+again.u.AcceptedTokens) {
+		t.Errorf("pool counters: accepted %d", st.PoolAcceptedTokens)
+	}
+	t.Logf("a first: drafted %d; b: drafted %d; a again: drafted %d, accepted %d of %d", first.u.DraftTokens, b1.u.DraftTokens,
+		again.u.DraftTokens, again.u.AcceptedTokens, again.u.CompletionTokens)
+}

@@ -48,6 +48,7 @@ type runner struct {
 	ran    []sched.Work
 	nextID sched.ID
 	stats  *runnerStats // the model's
+	ngrams *spec.Pool   // the tenants' recent outputs (spec.Config.Pool); nil: off
 
 	maskSlots chan struct{} // cap maskWorkers: the masks computed at once (masks.go)
 
@@ -158,6 +159,9 @@ func newRunner(index int, id string, m *model.Model, tok *tokenizer.Tokenizer, r
 	r := &runner{index: index, id: id, noCache: rc.noCache, spec: rc.spec, attnMin: rc.attnMin, tok: tok, batch: m.NewBatch(), pool: pool, st: st,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), live: map[sched.ID]*job{}, stats: stats,
 		gjobs: map[sched.ID]*job{}, maskSlots: make(chan struct{}, maskWorkers)}
+	if rc.spec.Pool {
+		r.ngrams = spec.NewPool(0, 0)
+	}
 	return r, nil
 }
 
@@ -617,6 +621,9 @@ func (r *runner) end(id sched.ID, j *job, reason string, err error) {
 	}
 	delete(r.live, id)
 	delete(r.gjobs, id)
+	if r.ngrams != nil && err == nil && j.pool == model.PoolNone {
+		r.ngrams.Add(j.req.Tenant, j.tokens[len(j.req.Prompt):]) // the tenant's own pool only
+	}
 	j.stopMask()
 	if j.smp != nil {
 		j.smp.Release() // its vocabulary-sized buffers go to the next request's sampler

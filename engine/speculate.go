@@ -46,7 +46,8 @@ func (r *runner) specOn(j *job) bool {
 
 // propose drafts for each decoding sequence that speculates and records the draft's
 // length in the scheduler state, for Plan. The sources are tried in order, the
-// first to give a draft wins: the request's prediction, then prompt lookup; each
+// first to give a draft wins: the request's prediction, then prompt lookup, then
+// the tenant's n-gram pool (its own outputs only: r.ngrams is keyed by tenant); each
 // has its own length controller (a prediction's hit rate says nothing of the
 // sequence's repeats).
 func (r *runner) propose() {
@@ -66,6 +67,9 @@ func (r *runner) propose() {
 		}
 		if want := j.adapt[srcNGram].Want(limit, cost); len(j.draft) == 0 && want > 0 && r.spec.NGram {
 			j.draft, j.src = spec.Lookup(j.draft, j.tokens, want), srcNGram
+		}
+		if want := j.adapt[srcPool].Want(limit, cost); len(j.draft) == 0 && want > 0 && r.ngrams != nil {
+			j.draft, j.src = r.ngrams.Lookup(j.draft, j.req.Tenant, j.tokens, want), srcPool
 		}
 		r.st.SetDraft(id, len(j.draft))
 	}
