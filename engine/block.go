@@ -346,9 +346,14 @@ func (b *Block) Models() []ModelStatus {
 		st := ModelStatus{ID: id, State: in.state, Replicas: in.cfg.Replicas, MaxModelLen: in.cfg.MaxModelLen,
 			Queued: in.active, MaxQueue: in.cfg.MaxQueue,
 			Steps: in.stats.steps.Load(), StepSeqs: in.stats.stepSeqs.Load(), StepTokens: in.stats.stepTokens.Load(),
-			DraftTokens: in.stats.drafted.Load(), AcceptedTokens: in.stats.accepted.Load(),
+			PredictionDraftTokens: in.stats.drafted[srcPrediction].Load(), PredictionAcceptedTokens: in.stats.accepted[srcPrediction].Load(),
+			PoolDraftTokens: in.stats.drafted[srcPool].Load(), PoolAcceptedTokens: in.stats.accepted[srcPool].Load(),
 			Loads: in.loads, Unloads: in.unloads, ColdStart: in.loadTime, Embeddings: in.pool != model.PoolNone,
 			GrammarMasks: in.vocab.maskStats()}
+		for src := range nSources {
+			st.DraftTokens += in.stats.drafted[src].Load()
+			st.AcceptedTokens += in.stats.accepted[src].Load()
+		}
 		if in.file != nil {
 			st.MemoryBytes = in.file.Size() + int64(len(in.replicas))*in.kvSize
 		}

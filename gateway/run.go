@@ -563,8 +563,8 @@ func (j *job) startEmbedded() ([]*engine.Stream, context.CancelFunc, error) {
 		Prompt: j.c.tokens, MaxTokens: j.c.out, Sampling: j.in.sampling, Stop: j.in.stop,
 		Tenant: j.pol.Tenant, Weight: j.pol.Weight, Priority: engine.Interactive, CacheSalt: salt,
 		Grammar: j.c.gram, Logprobs: f.logprobs, TopLogprobs: f.top, PromptLogprobs: f.echo && f.logprobs,
-		PromptOnly: j.in.scoreOnly,
-		KeepAlive:  j.keepAlive(),
+		PromptOnly: j.in.scoreOnly, Prediction: j.in.prediction,
+		KeepAlive: j.keepAlive(),
 	}
 	if k := j.in.p.PromptCacheKey; k != "" {
 		req.Affinity = cacheKeyHash(j.pol.Tenant, k)
