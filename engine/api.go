@@ -61,9 +61,15 @@ type ModelConfig struct {
 	Speculative spec.Config `yaml:"speculative"`
 
 	// Adapters are LoRA adapters over this model (llama.cpp's GGUF adapter format;
-	// model.Adapter), loaded and unloaded with it: a request names the ones it
-	// applies (Request.Adapters). Their files count in the model's memory lease.
+	// model.Adapter): a request names the ones it applies (Request.Adapters). Each
+	// loads on its first request while the model is loaded, within AdapterMemory
+	// (the least recently used idle ones unloaded to make room), and unloads after
+	// the model's idle timeout without requests, or with the model. A loaded adapter
+	// costs its file size (its tensors are views of the mapped file).
 	Adapters []AdapterConfig `yaml:"adapters"`
+	// AdapterMemory is the bytes of adapters loaded at once, part of the model's
+	// memory lease; 0: the sum of its adapters' files (all may be loaded).
+	AdapterMemory int64 `yaml:"adapter_memory"`
 }
 
 // AdapterConfig is one LoRA adapter of a model.

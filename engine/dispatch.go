@@ -79,6 +79,9 @@ func (b *Block) generate(ctx context.Context, modelID string, req Request, out *
 		if err == nil && u.FinishReason == "" {
 			u.FinishReason = FinishCancelled
 		}
+		if j.loras != nil {
+			in.releaseAdapters(req.Adapters, b.now())
+		}
 		in.mu.Lock()
 		in.active--
 		in.lastUsed, in.keep = b.now(), req.KeepAlive

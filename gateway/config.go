@@ -27,6 +27,7 @@ type Config struct {
 	// connection, and its stream is cancelled and settled; 0: DefaultWriteTimeout.
 	WriteTimeout time.Duration
 	Models       []Model
+	Adapters     []Adapter // LoRA adapters over embedded models, named as a request's model (adapters.go)
 	Tiers        tiers.Set
 	Book         *policies.Book // the tenants' policies; nil: no tenants
 }
@@ -79,6 +80,9 @@ func ConfigOf(c *configs.Config) (Config, error) {
 			}
 		}
 		gc.Models = append(gc.Models, m)
+	}
+	for _, a := range c.Adapters {
+		gc.Adapters = append(gc.Adapters, Adapter{ID: a.ID, Base: a.Base, Tenant: a.Tenant})
 	}
 	return gc, nil
 }
