@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
+	"github.com/lmlite/lmlite/internal/sse"
 	"github.com/lmlite/lmlite/money"
 	"github.com/lmlite/lmlite/registry"
 	"github.com/lmlite/lmlite/tiers"
@@ -680,7 +681,8 @@ func (p *peering) stalled(node string) *apiError {
 // lost, killed, stalled past the idle bound, or the connection cut) ends as an engine
 // failure ends an embedded stream: an SSE error event (why's), then [DONE]. It
 // reports whether the stream broke.
-func relay(w *bufio.Writer, resp *fasthttp.Response, why func() *apiError) (broke bool) {
+func relay(bw *bufio.Writer, resp *fasthttp.Response, why func() *apiError) (broke bool) {
+	w := sse.NewWriter(bw)
 	buf := make([]byte, 0, 16<<10)
 	rd := resp.BodyStream()
 	done := false // the last whole event was "data: [DONE]"
@@ -694,7 +696,7 @@ func relay(w *bufio.Writer, resp *fasthttp.Response, why func() *apiError) (brok
 			events := dropComments(buf[:end+2])
 			if len(events) > 0 {
 				done = bytes.HasSuffix(events, []byte("data: [DONE]\n\n"))
-				if _, werr := w.Write(events); werr != nil || w.Flush() != nil {
+				if !w.Write(events) {
 					resp.CloseBodyStream()
 					return false
 				}
@@ -705,11 +707,7 @@ func relay(w *bufio.Writer, resp *fasthttp.Response, why func() *apiError) (brok
 			if done && errors.Is(err, io.EOF) {
 				return false
 			}
-			b := append(buf[:0], "data: "...)
-			b = appendErrorJSON(b, why())
-			b = append(b, "\n\ndata: [DONE]\n\n"...)
-			w.Write(b)
-			w.Flush()
+			w.Write(appendDone(appendOpenAIErrorEvent(buf[:0], why())))
 			return true
 		}
 	}
@@ -899,7 +897,7 @@ type keepAliveWriter struct {
 	ping     []byte  // the keep-alive event written (nil: keepAliveComment)
 }
 
-var keepAliveComment = []byte(": keep-alive\n\n")
+var keepAliveComment = sse.AppendComment(nil, "keep-alive")
 
 // pingEvery is how long a stream whose output has its own keep-alive event (pinger)
 // stays silent before it is sent, when the client did not ask (KeepAliveHeader).

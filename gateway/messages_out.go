@@ -9,6 +9,7 @@ import (
 
 	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/internal/jsonenc"
+	"github.com/lmlite/lmlite/internal/sse"
 )
 
 // This file renders a Messages request's result (messages.go): Anthropic's Message
@@ -157,11 +158,10 @@ func (o *messagesOutput) appendWhole(b []byte, w *whole) []byte {
 	return append(b, '}')
 }
 
-// appendSSE starts one event: its event line and data's prefix.
-func appendSSE(b []byte, event string) []byte {
-	b = append(b, "event: "...)
-	b = append(b, event...)
-	return append(b, "\ndata: "...)
+// appendSSE appends one event whose data is the JSON text data.
+func appendSSE(b []byte, event, data string) []byte {
+	b, at := sse.Begin(b, event)
+	return sse.End(append(b, data...), at)
 }
 
 // appendEvent appends the stream's events for ev. Only choice 0 is rendered (the
@@ -172,80 +172,95 @@ func (o *messagesOutput) appendEvent(b []byte, ev *outEvent) []byte {
 	}
 	switch ev.kind {
 	case outStart:
-		b = appendSSE(b, "message_start")
+		var at int
+		b, at = sse.Begin(b, "message_start")
 		b = append(b, `{"type":"message_start","message":`...)
 		b = o.appendMessageHead(b)
 		b = append(b, `],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":`...)
 		b = strconv.AppendInt(b, int64(o.m.prompt), 10)
-		b = append(b, `,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":0}}}`+"\n\n"...)
+		b = sse.End(append(b, `,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":0}}}`...), at)
 	case outText:
 		if ev.text == "" {
 			return b
 		}
 		if o.open != blockText {
 			b = o.closeBlock(b)
-			b = o.startBlock(b, blockText)
-			b = append(b, `{"type":"text","text":""}}`+"\n\n"...)
+			b = o.emptyTextBlock(b)
 		}
-		b = appendSSE(b, "content_block_delta")
+		var at int
+		b, at = sse.Begin(b, "content_block_delta")
 		b = o.appendIndex(b, `{"type":"content_block_delta","index":`)
 		b = append(b, `,"delta":{"type":"text_delta","text":`...)
 		b = jsonenc.AppendString(b, ev.text)
-		b = append(b, "}}\n\n"...)
+		b = sse.End(append(b, "}}"...), at)
 	case outCall:
 		if ev.call > 0 && !o.m.in.feat.parallel {
 			return b
 		}
 		if ev.name != "" { // the call's first fragment
 			b = o.closeBlock(b)
-			b = o.startBlock(b, blockTool)
+			var at int
+			b, at = o.startBlock(b, blockTool)
 			o.calls++
 			b = append(b, `{"type":"tool_use","id":`...)
 			b = jsonenc.AppendString(b, toolUseID(ev.callID))
 			b = append(b, `,"name":`...)
 			b = jsonenc.AppendString(b, ev.name)
-			b = append(b, `,"input":{}}}`+"\n\n"...)
+			b = sse.End(append(b, `,"input":{}}}`...), at)
 		}
 		if ev.args == "" || o.open != blockTool {
 			return b
 		}
-		b = appendSSE(b, "content_block_delta")
+		var at int
+		b, at = sse.Begin(b, "content_block_delta")
 		b = o.appendIndex(b, `{"type":"content_block_delta","index":`)
 		b = append(b, `,"delta":{"type":"input_json_delta","partial_json":`...)
 		b = jsonenc.AppendString(b, ev.args)
-		b = append(b, "}}\n\n"...)
+		b = sse.End(append(b, "}}"...), at)
 	case outFinish:
 		b = o.closeBlock(b)
 		if o.blocks == 0 { // nothing written: one empty text block, as the whole answer has
-			b = o.startBlock(b, blockText)
-			b = append(b, `{"type":"text","text":""}}`+"\n\n"...)
+			b = o.emptyTextBlock(b)
 			b = o.closeBlock(b)
 		}
 		o.finish = ev.finish
 	case outUsage:
 		u := ev.usage
-		b = appendSSE(b, "message_delta")
+		var at int
+		b, at = sse.Begin(b, "message_delta")
 		b = append(b, `{"type":"message_delta","delta":{`...)
 		b = appendStop(b, stopReason(o.finish, o.calls > 0, &u), &u)
 		b = append(b, "},"...)
 		b = appendMessagesUsage(b, u)
-		b = append(b, "}\n\n"...)
+		b = sse.End(append(b, '}'), at)
 	case outError:
 		o.errored = true
-		b = appendSSE(b, "error")
-		b = messagesAPI.appendError(b, ev.err)
-		b = append(b, "\n\n"...)
+		b = appendMessagesErrorEvent(b, ev.err)
 	}
 	return b
 }
 
-// startBlock appends a content_block_start event up to its content_block's value.
-func (o *messagesOutput) startBlock(b []byte, kind int8) []byte {
+// appendMessagesErrorEvent appends the event of an error in the middle of a
+// Messages stream: event: error, data: {"type":"error","error":{...}}.
+func appendMessagesErrorEvent(b []byte, e *apiError) []byte {
+	b, at := sse.Begin(b, "error")
+	return sse.End(messagesAPI.appendError(b, e), at)
+}
+
+// startBlock appends a content_block_start event up to its content_block's value;
+// the caller appends the rest and ends the event (sse.End at at).
+func (o *messagesOutput) startBlock(b []byte, kind int8) (_ []byte, at int) {
 	o.open = kind
 	o.blocks++
-	b = appendSSE(b, "content_block_start")
+	b, at = sse.Begin(b, "content_block_start")
 	b = o.appendIndex(b, `{"type":"content_block_start","index":`)
-	return append(b, `,"content_block":`...)
+	return append(b, `,"content_block":`...), at
+}
+
+// emptyTextBlock appends the content_block_start of a text block.
+func (o *messagesOutput) emptyTextBlock(b []byte) []byte {
+	b, at := o.startBlock(b, blockText)
+	return sse.End(append(b, `{"type":"text","text":""}}`...), at)
 }
 
 // appendIndex appends head and the open block's index.
@@ -260,9 +275,9 @@ func (o *messagesOutput) closeBlock(b []byte) []byte {
 		return b
 	}
 	o.open = blockNone
-	b = appendSSE(b, "content_block_stop")
+	b, at := sse.Begin(b, "content_block_stop")
 	b = o.appendIndex(b, `{"type":"content_block_stop","index":`)
-	return append(b, "}\n\n"...)
+	return sse.End(append(b, '}'), at)
 }
 
 // appendEnd appends message_stop, unless an error event ended the stream.
@@ -270,14 +285,12 @@ func (o *messagesOutput) appendEnd(b []byte) []byte {
 	if o.errored {
 		return b
 	}
-	b = appendSSE(b, "message_stop")
-	return append(b, `{"type":"message_stop"}`+"\n\n"...)
+	return appendSSE(b, "message_stop", `{"type":"message_stop"}`)
 }
 
 // appendPing appends Anthropic's keep-alive event (pinger).
 func (o *messagesOutput) appendPing(b []byte) []byte {
-	b = appendSSE(b, "ping")
-	return append(b, `{"type":"ping"}`+"\n\n"...)
+	return appendSSE(b, "ping", `{"type":"ping"}`)
 }
 
 // appendError appends e in Anthropic's error shape: {"type":"error","error":{"type",

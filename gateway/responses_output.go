@@ -8,6 +8,7 @@ import (
 
 	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/internal/jsonenc"
+	"github.com/lmlite/lmlite/internal/sse"
 	"github.com/lmlite/lmlite/respstore"
 )
 
@@ -76,15 +77,14 @@ func (o *respOutput) contentType(stream bool) string {
 // event appends an SSE event of type typ: "event: typ", and its data, an object
 // whose type and sequence_number come first; body appends the other members.
 func (o *respOutput) event(b []byte, typ string, body func([]byte) []byte) []byte {
-	b = append(b, "event: "...)
-	b = append(b, typ...)
-	b = append(b, "\ndata: {\"type\":\""...)
+	b, at := sse.Begin(b, typ)
+	b = append(b, `{"type":"`...)
 	b = append(b, typ...)
 	b = append(b, `","sequence_number":`...)
 	b = strconv.AppendInt(b, int64(o.seq), 10)
 	o.seq++
 	b = body(b)
-	return append(b, "}\n\n"...)
+	return sse.End(append(b, '}'), at)
 }
 
 // itemID is the id of output item k: a message "msg_…", a function call "fc_…".
