@@ -247,6 +247,12 @@ func appendMessagesErrorEvent(b []byte, e *apiError) []byte {
 	return sse.End(messagesAPI.appendError(b, e), at)
 }
 
+// appendBroken ends a relayed Messages stream that broke with an error event
+// (brokenAppender); nothing follows it, as in a stream that fails here.
+func (c *messagesCodec) appendBroken(b []byte, _ int, e *apiError) []byte {
+	return appendMessagesErrorEvent(b, e)
+}
+
 // startBlock appends a content_block_start event up to its content_block's value;
 // the caller appends the rest and ends the event (sse.End at at).
 func (o *messagesOutput) startBlock(b []byte, kind int8) (_ []byte, at int) {

@@ -87,6 +87,21 @@ func (o *respOutput) event(b []byte, typ string, body func([]byte) []byte) []byt
 	return sse.End(append(b, '}'), at)
 }
 
+// appendBroken ends a relayed Responses stream that broke with an error event, as
+// OpenAI's streams report an error outside a response (brokenAppender):
+// {"type":"error","code","message","param","sequence_number"}, the sequence number
+// following the events relayed (one each, from 0).
+func (c *responsesCodec) appendBroken(b []byte, events int, e *apiError) []byte {
+	b, at := sse.Begin(b, "error")
+	b = append(b, `{"type":"error","code":`...)
+	b = jsonenc.AppendString(b, e.code)
+	b = append(b, `,"message":`...)
+	b = jsonenc.AppendString(b, e.message)
+	b = append(b, `,"param":null,"sequence_number":`...)
+	b = strconv.AppendInt(b, int64(events), 10)
+	return sse.End(append(b, '}'), at)
+}
+
 // itemID is the id of output item k: a message "msg_…", a function call "fc_…".
 func (o *respOutput) itemID(typ string, k int) string {
 	p := "msg_"
