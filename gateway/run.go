@@ -197,7 +197,7 @@ func rateLimited(le *tenancy.LimitError) *apiError {
 // admitsBeforeBody reports whether an interactive request is admitted (concurrency,
 // requests/s) before its body is decoded: always, but on a process with peers for a
 // request not forwarded to it, which the body (its model, its prefix) may send to
-// another process, the one that alone admits it (forward.go).
+// another process, the one that alone admits it (peers.go).
 func (s *Server) admitsBeforeBody(ctx *fasthttp.RequestCtx) bool {
 	return s.peer == nil || len(ctx.Request.Header.Peek(ForwardedHeader)) > 0
 }

@@ -94,7 +94,7 @@ type Options struct {
 	// Peers, when set, is the registry of the processes sharing a Redis
 	// (registry.Keeper), and NodeID this process's id in it: a request for a model
 	// this process does not serve, or has scaled to zero while another holds it ready,
-	// is forwarded to that process (forward.go), and /v1/models lists the models of
+	// is forwarded to that process (peers.go, package forward), and /v1/models lists the models of
 	// every live process.
 	Peers  Peers
 	NodeID string
