@@ -9,7 +9,8 @@
 //
 //  1. gateway (server.go, Server.handle): an id, the endpoint's codec (codec.go:
 //     chat/completions in openai.go, Responses in responses*.go, Messages in
-//     messages*.go), then Server.handleGenerate (run.go), after which every error
+//     messages*.go rendering through gateway/anthropic), then
+//     Server.handleGenerate (run.go), after which every error
 //     is answered in the codec's shape.
 //  2. tenancy and policies: the key (where the codec reads it) authenticates a
 //     tenant; the tenant is admitted from the header alone (concurrency,
@@ -320,7 +321,8 @@
 // # Anthropic's Messages API
 //
 // POST /v1/messages is Anthropic's Messages API as a codec over the same core
-// (codec.go; messages.go decodes, messages_out.go renders): the key comes as
+// (codec.go; messages.go decodes, messages_out.go renders through package
+// anthropic, which holds the Message, its event stream and the error shape): the key comes as
 // x-api-key or "Authorization: Bearer"; anthropic-version and anthropic-beta are
 // accepted and change nothing. The body is decoded strictly (an unknown member is a
 // 400 naming it) into the chat request: system (a string or text blocks) first,
