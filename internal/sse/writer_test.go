@@ -194,3 +194,26 @@ func TestWriterFlushesAndStopsWhenGone(t *testing.T) {
 		t.Error("Reset did not make the writer new")
 	}
 }
+
+// BenchmarkFrame: the framing of one chat chunk (a 200-byte JSON line) by Begin/End
+// against appending the same bytes without looking for line breaks (how the gateway
+// framed events before this package).
+func BenchmarkFrame(b *testing.B) {
+	data := []byte(`{"id":"chatcmpl-0123456789abcdef","object":"chat.completion.chunk","created":1700000000,"model":"tiny","choices":[{"index":0,"delta":{"content":"hello "},"logprobs":null,"finish_reason":null}]}`)
+	buf := make([]byte, 0, 512)
+	b.Run("Begin/End", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var at int
+			buf, at = Begin(buf[:0], "")
+			buf = End(append(buf, data...), at)
+		}
+	})
+	b.Run("append", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			buf = append(buf[:0], "data: "...)
+			buf = append(append(buf, data...), "\n\n"...)
+		}
+	})
+}
