@@ -319,3 +319,9 @@ func tileGroups(sts []attnState, ns []int, ks, vs [][]uint16, off, stride, bt, n
 		}
 	}
 }
+
+// accumQ8_0 and accumQ4_0 add a quantized V row to a float32 accumulator
+// (AttendBlocksKV): the bits of their Generic references.
+func accumQ8_0(acc []float32, v []byte, vs float32) { accumQ8_0Generic(acc, v, vs) }
+
+func accumQ4_0(acc []float32, v []byte, vs float32) { accumQ4_0Generic(acc, v, vs) }
