@@ -103,6 +103,10 @@ func main() {
 		attnTileAccum(nq)
 		attnTileFused(nq)
 	}
+	accumKV("Q8_0")
+	accumKV("Q4_0")
+	accumKVChunk("Q8_0")
+	accumKVChunk("Q4_0")
 	attnF32Constants()
 	attnChunkF32()
 	attnChunkF32F16()

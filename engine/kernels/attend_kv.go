@@ -107,8 +107,10 @@ func (st *kvState) finish(out []float32) {
 	}
 }
 
-// span adds positions 0..n-1 (K rows at k[j*kstride:], V rows at v[j*vstride:]).
-func (st *kvState) span(k, v []uint16, n, kstride, vstride int, scale float32) {
+// spanGeneric adds positions 0..n-1 (K rows at k[j*kstride:], V rows at
+// v[j*vstride:]) one at a time: the reference of the chunked path in
+// attend_amd64.go, and the code everywhere else.
+func (st *kvState) spanGeneric(k, v []uint16, n, kstride, vstride int, scale float32) {
 	hd, acc := st.hd, st.acc()
 	kw, vw := st.kt.Units(hd), st.vt.Units(hd)
 	_ = k[(n-1)*kstride+kw-1]
