@@ -212,3 +212,73 @@ func accumKVChunk(typ string) {
 	VZEROUPPER()
 	RET()
 }
+
+// attnScoresKV emits the scores of a chunk of m positions over a Q8_0 or Q4_0 K
+// cache: s_j = (the dot0AVX2 sum of position j's nb blocks at k + j·stride with the
+// query's q8Blocks at q)·scale, each block's float steps and its addition to the
+// sum in block order as the "one" path of dot0AVX2 (hence dotQ8_0RowGeneric's /
+// dotQ4_0RowGeneric's bits).
+func attnScoresKV(typ string) {
+	name := "attnScores" + typ + "AVX2"
+	TEXT(name, NOSPLIT, "func(k *byte, q *byte, nb, m, stride int, scale float32, s *float32)")
+	Pragma("noescape")
+	Doc(name+" sets s[j] = dot(the nb "+typ+" blocks at k + j·stride, the nb q8Blocks at q)·scale",
+		"for j < m, the sums as dot"+typ+"AVX2's.")
+	k := Load(Param("k"), GP64())
+	q := Load(Param("q"), GP64())
+	nb := Load(Param("nb"), GP64())
+	m := Load(Param("m"), GP64())
+	sb := Load(Param("stride"), GP64())
+	sp := Load(Param("s"), GP64())
+	scale := XMM()
+	VMOVSS(NewParamAddr("scale", 40), scale)
+	xs := map[string]int{"Q8_0": q80Size, "Q4_0": q40Size}[typ]
+	ones, m4, e8 := YMM(), YMM(), YMM()
+	VMOVDQU(ones16, ones)
+	if typ == "Q4_0" {
+		VMOVDQU(nibbleMask, m4)
+		VMOVDQU(eights, e8)
+	}
+	Label("pos")
+	TESTQ(m, m)
+	JZ(LabelRef("done"))
+	x, y, b := GP64(), GP64(), GP64()
+	MOVQ(k, x)
+	MOVQ(q, y)
+	MOVQ(nb, b)
+	sum := XMM()
+	VXORPS(sum, sum, sum)
+	Label("block")
+	TESTQ(b, b)
+	JZ(LabelRef("blockdone"))
+	lb := dot0Lanes(typ, x, y, 0, xs, ones, m4, e8)
+	h := XMM()
+	VEXTRACTI128(U8(1), lb, h)
+	VPADDD(lb.AsX(), h, h)
+	VPHADDD(h, h, h)
+	VPHADDD(h, h, h)
+	fb := XMM()
+	VCVTDQ2PS(h, fb)
+	g := GP32()
+	MOVWLZX(Mem{Base: x}, g)
+	db := XMM()
+	VMOVD(g, db)
+	VCVTPH2PS(db, db)
+	VMULSS(Mem{Base: y}, db, db)
+	VMULSS(fb, db, db)
+	VADDSS(db, sum, sum)
+	ADDQ(U8(xs), x)
+	ADDQ(U8(q8Size), y)
+	DECQ(b)
+	JMP(LabelRef("block"))
+	Label("blockdone")
+	VMULSS(scale, sum, sum)
+	VMOVSS(sum, Mem{Base: sp})
+	ADDQ(U8(4), sp)
+	ADDQ(sb, k)
+	DECQ(m)
+	JMP(LabelRef("pos"))
+	Label("done")
+	VZEROUPPER()
+	RET()
+}

@@ -107,6 +107,8 @@ func main() {
 	accumKV("Q4_0")
 	accumKVChunk("Q8_0")
 	accumKVChunk("Q4_0")
+	attnScoresKV("Q8_0")
+	attnScoresKV("Q4_0")
 	attnF32Constants()
 	attnChunkF32()
 	attnChunkF32F16()

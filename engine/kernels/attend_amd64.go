@@ -349,7 +349,7 @@ func accumQ4_0(acc []float32, v []byte, vs float32) {
 // span adds positions 0..n-1 of a cache with a block format (K rows at
 // k[j*kstride:], V rows at v[j*vstride:]) in chunks of up to attnChunk positions,
 // the steps of the binary16 path: the chunk's scores (attnScoresF16 for an f16 K,
-// the Q8_0 / Q4_0 dot kernels otherwise), its softmax factors (attnExpF16), then the
+// attnScoresQ8_0AVX2 / attnScoresQ4_0AVX2 otherwise), its softmax factors (attnExpF16), then the
 // accumulator's update (attnAccumF16, or attnAccumQ8_0AVX2 / attnAccumQ4_0AVX2 for
 // a quantized V): the bits of spanGeneric.
 func (st *kvState) span(k, v []uint16, n, kstride, vstride int, scale float32) {
@@ -369,13 +369,9 @@ func (st *kvState) span(k, v []uint16, n, kstride, vstride int, scale float32) {
 		kc, vc := k[j0*kstride:], v[j0*vstride:]
 		switch st.kt {
 		case KVQ8_0:
-			for j := 0; j < m; j++ {
-				e[j] = dotQ8_0AVX2((*byte)(unsafe.Pointer(&kc[j*kstride])), (*byte)(unsafe.Pointer(&q8[0])), len(q8)) * scale
-			}
+			attnScoresQ8_0AVX2((*byte)(unsafe.Pointer(&kc[0])), (*byte)(unsafe.Pointer(&q8[0])), len(q8), m, 2*kstride, scale, &e[0])
 		case KVQ4_0:
-			for j := 0; j < m; j++ {
-				e[j] = dotQ4_0AVX2((*byte)(unsafe.Pointer(&kc[j*kstride])), (*byte)(unsafe.Pointer(&q8[0])), len(q8)) * scale
-			}
+			attnScoresQ4_0AVX2((*byte)(unsafe.Pointer(&kc[0])), (*byte)(unsafe.Pointer(&q8[0])), len(q8), m, 2*kstride, scale, &e[0])
 		default:
 			attnScoresF16(&kc[0], &st.qr()[0], hd, m, kstride, scale, &e[0])
 		}

@@ -34,17 +34,55 @@ func AttendBlocksKV(out, q []float32, ks, vs [][]uint16, kt, vt KVType, koff, vo
 // AttendBlocksTileKV is AttendBlocksTile over a cache of kt K rows and vt V rows
 // (AttendBlocksKV's layout): heads query heads of hd values for each token i (q and
 // out at i*ld + g*hd), token i attending to positions 0..pos[i]. With both f16 it
-// is AttendBlocksTile; otherwise each head goes through AttendBlocksKV (llama.cpp
-// takes its tiled path for float caches only), hence its bits.
+// is AttendBlocksTile (llama.cpp takes its tiled path for float caches only).
+// Otherwise the heads of up to attnTileMax (token, head) pairs at a time go through
+// the cache together, blocks outer, so that a block is read from memory once for
+// all of them; each head gets the span calls AttendBlocksKV would give it, in the
+// same order, hence its bits.
 func AttendBlocksTileKV(out, q []float32, ld, hd, heads int, pos []int32, ks, vs [][]uint16, kt, vt KVType, koff, voff, kstride, vstride, bt int, scale float32) {
 	if kt == KVF16 && vt == KVF16 {
 		AttendBlocksTile(out, q, ld, hd, heads, pos, ks, vs, koff, kstride, bt, scale)
 		return
 	}
-	for i, p := range pos {
-		for g := 0; g < heads; g++ {
-			o := i*ld + g*hd
-			AttendBlocksKV(out[o:o+hd], q[o:o+hd], ks, vs, kt, vt, koff, voff, kstride, vstride, bt, int(p)+1, scale)
+	if heads > attnTileMax || hd > attnStackHD {
+		for i, p := range pos {
+			for g := 0; g < heads; g++ {
+				o := i*ld + g*hd
+				AttendBlocksKV(out[o:o+hd], q[o:o+hd], ks, vs, kt, vt, koff, voff, kstride, vstride, bt, int(p)+1, scale)
+			}
+		}
+		return
+	}
+	per := max(1, attnTileMax/max(heads, 1))
+	var sts [attnTileMax]kvState
+	var ns [attnTileMax]int
+	for i0 := 0; i0 < len(pos); i0 += per {
+		i1 := min(len(pos), i0+per)
+		nt, nmax := 0, 0
+		for i := i0; i < i1; i++ {
+			for g := 0; g < heads; g++ {
+				o := i*ld + g*hd
+				sts[nt].start(q[o:o+hd], kt, vt)
+				ns[nt] = int(pos[i]) + 1
+				nmax = max(nmax, ns[nt])
+				nt++
+			}
+		}
+		for b := 0; b*bt < nmax; b++ {
+			kb, vb := ks[b][koff:], vs[b][voff:]
+			for t := 0; t < nt; t++ {
+				if m := min(bt, ns[t]-b*bt); m > 0 {
+					sts[t].span(kb, vb, m, kstride, vstride, scale)
+				}
+			}
+		}
+		t := 0
+		for i := i0; i < i1; i++ {
+			for g := 0; g < heads; g++ {
+				o := i*ld + g*hd
+				sts[t].finish(out[o : o+hd])
+				t++
+			}
 		}
 	}
 }

@@ -262,3 +262,29 @@ func TestAccumQuantMatchesGeneric(t *testing.T) {
 		}
 	}
 }
+
+// TestAttendBlocksKVDoesNotAllocate: attention over quantized blocks, one head and
+// a tile of heads, allocates nothing (its states live on the stack).
+func TestAttendBlocksKVDoesNotAllocate(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector changes what escapes")
+	}
+	rng := rand.New(rand.NewPCG(9, 10))
+	for _, pr := range kvTypePairs {
+		c := newKVCase(rng, pr[0], pr[1], 64, 2, 16, 200)
+		q := make([]float32, 3*64*2)
+		for i := range q {
+			q[i] = float32(rng.NormFloat64())
+		}
+		out := make([]float32, len(q))
+		pos := []int32{150, 199}
+		if n := testing.AllocsPerRun(10, func() { c.attend(out[:64], q[:64], 1, 200, 0.125) }); n != 0 {
+			t.Errorf("%v/%v AttendBlocksKV: %v allocations", pr[0], pr[1], n)
+		}
+		if n := testing.AllocsPerRun(10, func() {
+			AttendBlocksTileKV(out, q, 3*64, 64, 3, pos, c.ks, c.vs, c.kt, c.vt, 0, 0, c.kstride, c.vst, c.bt, 0.125)
+		}); n != 0 {
+			t.Errorf("%v/%v AttendBlocksTileKV: %v allocations", pr[0], pr[1], n)
+		}
+	}
+}

@@ -8913,6 +8913,124 @@ done:
 	VZEROUPPER
 	RET
 
+// func attnScoresQ8_0AVX2(k *byte, q *byte, nb int, m int, stride int, scale float32, s *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·attnScoresQ8_0AVX2(SB), NOSPLIT, $0-56
+	MOVQ    k+0(FP), AX
+	MOVQ    q+8(FP), CX
+	MOVQ    nb+16(FP), DX
+	MOVQ    m+24(FP), BX
+	MOVQ    stride+32(FP), SI
+	MOVQ    s+48(FP), DI
+	VMOVSS  scale+40(FP), X0
+	VMOVDQU ones16<>+0(SB), Y1
+
+pos:
+	TESTQ  BX, BX
+	JZ     done
+	MOVQ   AX, R8
+	MOVQ   CX, R9
+	MOVQ   DX, R10
+	VXORPS X2, X2, X2
+
+block:
+	TESTQ        R10, R10
+	JZ           blockdone
+	VMOVDQU      2(R8), Y3
+	VMOVDQU      8(R9), Y4
+	VPABSB       Y3, Y5
+	VPSIGNB      Y3, Y4, Y4
+	VPMADDUBSW   Y4, Y5, Y3
+	VPMADDWD     Y1, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VPADDD       X3, X4, X4
+	VPHADDD      X4, X4, X4
+	VPHADDD      X4, X4, X4
+	VCVTDQ2PS    X4, X3
+	MOVWLZX      (R8), R11
+	VMOVD        R11, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (R9), X4, X4
+	VMULSS       X3, X4, X4
+	VADDSS       X4, X2, X2
+	ADDQ         $0x22, R8
+	ADDQ         $0x28, R9
+	DECQ         R10
+	JMP          block
+
+blockdone:
+	VMULSS X0, X2, X2
+	VMOVSS X2, (DI)
+	ADDQ   $0x04, DI
+	ADDQ   SI, AX
+	DECQ   BX
+	JMP    pos
+
+done:
+	VZEROUPPER
+	RET
+
+// func attnScoresQ4_0AVX2(k *byte, q *byte, nb int, m int, stride int, scale float32, s *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·attnScoresQ4_0AVX2(SB), NOSPLIT, $0-56
+	MOVQ    k+0(FP), AX
+	MOVQ    q+8(FP), CX
+	MOVQ    nb+16(FP), DX
+	MOVQ    m+24(FP), BX
+	MOVQ    stride+32(FP), SI
+	MOVQ    s+48(FP), DI
+	VMOVSS  scale+40(FP), X0
+	VMOVDQU ones16<>+0(SB), Y1
+	VMOVDQU nibbleMask<>+0(SB), Y2
+	VMOVDQU eights<>+0(SB), Y3
+
+pos:
+	TESTQ  BX, BX
+	JZ     done
+	MOVQ   AX, R8
+	MOVQ   CX, R9
+	MOVQ   DX, R10
+	VXORPS X4, X4, X4
+
+block:
+	TESTQ        R10, R10
+	JZ           blockdone
+	VMOVDQU      2(R8), X6
+	VPSRLW       $0x04, X6, X5
+	VINSERTI128  $0x01, X5, Y6, Y5
+	VPAND        Y2, Y5, Y5
+	VPMADDUBSW   8(R9), Y5, Y5
+	VPMADDUBSW   8(R9), Y3, Y7
+	VPSUBW       Y7, Y5, Y5
+	VPMADDWD     Y1, Y5, Y5
+	VEXTRACTI128 $0x01, Y5, X6
+	VPADDD       X5, X6, X6
+	VPHADDD      X6, X6, X6
+	VPHADDD      X6, X6, X6
+	VCVTDQ2PS    X6, X5
+	MOVWLZX      (R8), R11
+	VMOVD        R11, X6
+	VCVTPH2PS    X6, X6
+	VMULSS       (R9), X6, X6
+	VMULSS       X5, X6, X6
+	VADDSS       X6, X4, X4
+	ADDQ         $0x12, R8
+	ADDQ         $0x28, R9
+	DECQ         R10
+	JMP          block
+
+blockdone:
+	VMULSS X0, X4, X4
+	VMOVSS X4, (DI)
+	ADDQ   $0x04, DI
+	ADDQ   SI, AX
+	DECQ   BX
+	JMP    pos
+
+done:
+	VZEROUPPER
+	RET
+
 DATA attnF32Perm<>+0(SB)/8, $0x0000000200000000
 DATA attnF32Perm<>+8(SB)/8, $0x0000000300000001
 DATA attnF32Perm<>+16(SB)/8, $0x0000000a00000008

@@ -253,6 +253,18 @@ func attnAccumQ8_0AVX2(acc *float32, v *byte, nb int, n int, stride int, e *floa
 //go:noescape
 func attnAccumQ4_0AVX2(acc *float32, v *byte, nb int, n int, stride int, e *float32, mask uint64, sum *float32)
 
+// attnScoresQ8_0AVX2 sets s[j] = dot(the nb Q8_0 blocks at k + j·stride, the nb q8Blocks at q)·scale
+// for j < m, the sums as dotQ8_0AVX2's.
+//
+//go:noescape
+func attnScoresQ8_0AVX2(k *byte, q *byte, nb int, m int, stride int, scale float32, s *float32)
+
+// attnScoresQ4_0AVX2 sets s[j] = dot(the nb Q4_0 blocks at k + j·stride, the nb q8Blocks at q)·scale
+// for j < m, the sums as dotQ4_0AVX2's.
+//
+//go:noescape
+func attnScoresQ4_0AVX2(k *byte, q *byte, nb int, m int, stride int, scale float32, s *float32)
+
 // attnChunkF32AVX512 is attnChunkF32Generic for head size 64: it adds positions
 // 0..m-1 of a chunk (keys and values the float32 rows of 64 at kf and vf; kf holds 64
 // rows, those from m on any finite or not) to the state of query q (scaled):
