@@ -248,6 +248,42 @@ func attnScoresKV(typ string) {
 	MOVQ(nb, b)
 	sum := XMM()
 	VXORPS(sum, sum, sum)
+	// Two blocks at a time: their lane sums reduced together, their float steps
+	// side by side, then the two additions to sum in block order (dot0AVX2's quad
+	// path, for pairs).
+	Label("pair")
+	CMPQ(b, U8(2))
+	JL(LabelRef("block"))
+	l0 := dot0Lanes(typ, x, y, 0, xs, ones, m4, e8)
+	l1 := dot0Lanes(typ, x, y, 1, xs, ones, m4, e8)
+	VPHADDD(l1, l0, l0) // per 128 bits: block 0's two pair sums, then block 1's
+	ph := XMM()
+	VEXTRACTI128(U8(1), l0, ph)
+	VPADDD(l0.AsX(), ph, ph)
+	VPHADDD(ph, ph, ph) // isum0, isum1, isum0, isum1
+	pf := XMM()
+	VCVTDQ2PS(ph, pf)
+	pg := GP32()
+	pd := XMM()
+	MOVWLZX(Mem{Base: x}, pg)
+	VMOVD(pg, pd)
+	MOVWLZX(Mem{Base: x, Disp: xs}, pg)
+	VPINSRW(U8(1), pg, pd, pd)
+	VCVTPH2PS(pd, pd)
+	py := XMM()
+	VMOVSS(Mem{Base: y}, py)
+	VINSERTPS(U8(1<<4), Mem{Base: y, Disp: q8Size}, py, py)
+	VMULPS(py, pd, pd) // f16(x.d)·y.d
+	VMULPS(pf, pd, pd) // ·isum
+	VADDSS(pd, sum, sum)
+	pu := XMM()
+	VMOVSHDUP(pd, pu)
+	VADDSS(pu, sum, sum)
+	ADDQ(U8(2*xs), x)
+	ADDQ(U8(2*q8Size), y)
+	SUBQ(U8(2), b)
+	JMP(LabelRef("pair"))
+
 	Label("block")
 	TESTQ(b, b)
 	JZ(LabelRef("blockdone"))

@@ -177,9 +177,14 @@ func TestAttendBlocksKVNearExact(t *testing.T) {
 // gives its references' bits): a sequence's result depends on its positions only.
 func TestAttendBlocksKVPagingAndTiles(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
-	const hd, kvh, n, heads = 64, 2, 150, 3
-	for _, pr := range kvTypePairs {
-		t.Run(fmt.Sprint(pr[0], "-", pr[1]), func(t *testing.T) {
+	const kvh, n, heads = 2, 150, 3
+	for _, tc := range []struct {
+		pr [2]KVType
+		hd int
+	}{{kvTypePairs[0], 64}, {kvTypePairs[1], 64}, {kvTypePairs[2], 64}, {kvTypePairs[3], 64}, {kvTypePairs[4], 64},
+		{kvTypePairs[0], 96}, {kvTypePairs[1], 96}, {kvTypePairs[0], 128}} { // 96: pairs of blocks and one more
+		pr, hd := tc.pr, tc.hd
+		t.Run(fmt.Sprint(pr[0], "-", pr[1], "/", hd), func(t *testing.T) {
 			c := newKVCase(rng, pr[0], pr[1], hd, kvh, 16, n)
 			scale := float32(0.125)
 			ld := heads * hd

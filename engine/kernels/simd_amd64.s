@@ -8933,6 +8933,43 @@ pos:
 	MOVQ   DX, R10
 	VXORPS X2, X2, X2
 
+pair:
+	CMPQ         R10, $0x02
+	JL           block
+	VMOVDQU      2(R8), Y3
+	VMOVDQU      8(R9), Y4
+	VPABSB       Y3, Y5
+	VPSIGNB      Y3, Y4, Y4
+	VPMADDUBSW   Y4, Y5, Y3
+	VPMADDWD     Y1, Y3, Y3
+	VMOVDQU      36(R8), Y4
+	VMOVDQU      48(R9), Y5
+	VPABSB       Y4, Y6
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y6, Y4
+	VPMADDWD     Y1, Y4, Y4
+	VPHADDD      Y4, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VPADDD       X3, X4, X4
+	VPHADDD      X4, X4, X4
+	VCVTDQ2PS    X4, X3
+	MOVWLZX      (R8), R11
+	VMOVD        R11, X4
+	MOVWLZX      34(R8), R11
+	VPINSRW      $0x01, R11, X4, X4
+	VCVTPH2PS    X4, X4
+	VMOVSS       (R9), X5
+	VINSERTPS    $0x10, 40(R9), X5, X5
+	VMULPS       X5, X4, X4
+	VMULPS       X3, X4, X4
+	VADDSS       X4, X2, X2
+	VMOVSHDUP    X4, X3
+	VADDSS       X3, X2, X2
+	ADDQ         $0x44, R8
+	ADDQ         $0x50, R9
+	SUBQ         $0x02, R10
+	JMP          pair
+
 block:
 	TESTQ        R10, R10
 	JZ           blockdone
@@ -8991,6 +9028,47 @@ pos:
 	MOVQ   CX, R9
 	MOVQ   DX, R10
 	VXORPS X4, X4, X4
+
+pair:
+	CMPQ         R10, $0x02
+	JL           block
+	VMOVDQU      2(R8), X6
+	VPSRLW       $0x04, X6, X5
+	VINSERTI128  $0x01, X5, Y6, Y5
+	VPAND        Y2, Y5, Y5
+	VPMADDUBSW   8(R9), Y5, Y5
+	VPMADDUBSW   8(R9), Y3, Y7
+	VPSUBW       Y7, Y5, Y5
+	VPMADDWD     Y1, Y5, Y5
+	VMOVDQU      20(R8), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y2, Y7, Y7
+	VPMADDUBSW   48(R9), Y7, Y7
+	VPMADDUBSW   48(R9), Y3, Y8
+	VPSUBW       Y8, Y7, Y7
+	VPMADDWD     Y1, Y7, Y7
+	VPHADDD      Y7, Y5, Y5
+	VEXTRACTI128 $0x01, Y5, X6
+	VPADDD       X5, X6, X6
+	VPHADDD      X6, X6, X6
+	VCVTDQ2PS    X6, X5
+	MOVWLZX      (R8), R11
+	VMOVD        R11, X6
+	MOVWLZX      18(R8), R11
+	VPINSRW      $0x01, R11, X6, X6
+	VCVTPH2PS    X6, X6
+	VMOVSS       (R9), X7
+	VINSERTPS    $0x10, 40(R9), X7, X7
+	VMULPS       X7, X6, X6
+	VMULPS       X5, X6, X6
+	VADDSS       X6, X4, X4
+	VMOVSHDUP    X6, X5
+	VADDSS       X5, X4, X4
+	ADDQ         $0x24, R8
+	ADDQ         $0x50, R9
+	SUBQ         $0x02, R10
+	JMP          pair
 
 block:
 	TESTQ        R10, R10
