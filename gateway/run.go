@@ -47,13 +47,14 @@ type job struct {
 	kept    bool          // its engine request is counted in s.keeps (keepalive.go) until settled
 	keepOwn time.Duration // how long its own use keeps its model (decideKeepAlive)
 
-	planBuf [2]planned     // plans' first backing array: most requests plan one model
-	whole   whole          // the request's whole result (not streamed, or for a finisher)
-	one     [1]wholeChoice // the whole's choices of a plain request (respondEmbedded)
+	planBuf  [2]planned             // plans' first backing array: most requests plan one model
+	chainBuf [tiers.NumTiers]choice // the decision's entries' backing array
+	whole    whole                  // the request's whole result (not streamed, or for a finisher)
+	one      [1]wholeChoice         // the whole's choices of a plain request (respondEmbedded)
 }
 
 // handleGenerate serves a generation endpoint in the wire format of its codec c
-// (codec.go): authenticate, decode, route, admit, then run (choose, reserve, start,
+// (codec.go): authenticate, decode, route, admit, then run (decide, reserve, start,
 // answer, settle), in the order of DESIGN.md's request path. Every error it or the
 // job answers is in c's shape.
 func (s *Server) handleGenerate(ctx *fasthttp.RequestCtx, reqID string, c codec) {
@@ -315,11 +316,6 @@ func (j *job) leastCost() money.Money {
 	return max(least, 0)
 }
 
-// reserve reserves the current choice's worst case on the admitted request's ticket.
-func (j *job) reserve(now time.Time) error {
-	return j.ticket.Reserve(now, j.c.cost)
-}
-
 // overReservation refuses a batch line whose worst case here is over what its job
 // reserved for it against the cap (batch.Request.MaxCost: the line must not cost
 // more). Check prices a line as this code does, so that happens only where the
@@ -347,56 +343,52 @@ func (j *job) remaining(now time.Time) money.Money {
 	return j.s.ten.Remaining(j.s.quota(j.pol), now)
 }
 
-// maxAttempts bounds the attempts of one admitted request: each retry either excludes
-// a tier that refused it (there are NumTiers) or chooses again after a concurrent
-// request of the tenant took the money the choice counted on.
-const maxAttempts = tiers.NumTiers + 1
-
-// run chooses the admitted request's model, reserves its worst case, starts it and
+// run decides where the admitted request goes, once (decide: an ordered fallback
+// chain), then walks the chain: it reserves entry k's worst case, starts it and
 // answers. It returns true when a stream writer took over the request.
 //
-// A retry is an explicit, bounded step: when the model refuses before answering
-// (engine queue full, no memory, closed; upstream down) the attempt's reservation is
-// released first, the tier is excluded, and the router chooses again.
+// A refusal before anything was answered (the reservation refused for money a
+// concurrent request of the tenant took; the engine's queue full, no memory,
+// closed; an upstream down) releases entry k's reservation and takes entry k+1,
+// without deciding again. When every entry refused, the chain's end answers (a route
+// by tiers: why no tier is left), else the last refusal.
 func (j *job) run(ctx *fasthttp.RequestCtx) bool {
 	s := j.s
-	var exclude uint8
-	for attempt := 1; ; attempt++ {
-		now := s.now()
-		if aerr := j.choose(now, exclude); aerr != nil {
-			j.fail(ctx, aerr)
-			return false
-		}
+	ch, aerr := j.decide(s.now())
+	if aerr != nil {
+		j.fail(ctx, aerr)
+		return false
+	}
+	var refused *apiError
+	for k := range ch.entries {
+		j.c = ch.entries[k]
 		if aerr := j.overReservation(); aerr != nil {
 			j.fail(ctx, aerr)
 			return false
 		}
-		retry := j.rt.steppable() && attempt < maxAttempts
-		if err := j.reserve(now); err != nil {
-			if errors.Is(err, tenancy.ErrInsufficientQuota) && retry {
-				continue // choose again with the money left
-			}
-			if errors.Is(err, tenancy.ErrInsufficientQuota) {
-				j.fail(ctx, insufficientQuota(err))
-			} else if errors.Is(err, tenancy.ErrUnavailable) {
+		if err := j.ticket.Reserve(s.now(), j.c.reserve); err != nil {
+			switch {
+			case errors.Is(err, tenancy.ErrInsufficientQuota):
+				refused = insufficientQuota(err)
+				continue // nothing was reserved
+			case errors.Is(err, tenancy.ErrUnavailable):
 				j.fail(ctx, unavailable(err))
-			} else {
+			default:
 				j.fail(ctx, &apiError{status: 500, typ: "server_error", message: "reserve: " + err.Error(), reason: "internal"})
 			}
 			return false
 		}
-		done, refused := j.launch(ctx)
-		if refused == nil {
+		var done bool
+		if done, refused = j.launch(ctx); refused == nil {
 			return done
 		}
 		j.ticket.Release()
-		if retry && j.c.tierName != "" {
-			exclude |= 1 << uint(j.c.tier)
-			continue
-		}
-		j.fail(ctx, refused)
-		return false
 	}
+	if ch.end != nil && refused.reason != "budget" {
+		refused = ch.end
+	}
+	j.fail(ctx, refused)
+	return false
 }
 
 // launch runs the chosen model and answers. refused is set when the model refused the

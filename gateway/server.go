@@ -143,6 +143,7 @@ type Server struct {
 
 	inFlight  atomic.Int64
 	decoded   atomic.Int64 // request bodies handed to the JSON decoder (tests: a refused request decodes none)
+	decisions atomic.Int64 // routing decisions made (decide; tests: one per request, whatever its fallbacks)
 	draining  atomic.Bool
 	wg        sync.WaitGroup // in-flight requests, including streams after the handler returned
 	created   int64
