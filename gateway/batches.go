@@ -118,19 +118,14 @@ func (l *lineOutcome) settled(tk *tenancy.Ticket, e tenancy.Entry, charged money
 }
 
 // RunLine runs one batch line (batch.LineRunner): the tenant's request body through
-// serve, as an interactive request would go, at batch priority.
+// the core (runCore: serve, as an interactive request would go, with no HTTP request),
+// at batch priority. A refusal for now (429, 503: the tenant's budget, load) is told
+// the batch's runner from the core's error, to run the line again later.
 func (s *Server) RunLine(ctx context.Context, r batch.Request) batch.Response {
 	pol, ok := s.book.Resolve(r.Tenant)
 	if !ok {
 		return batch.Response{StatusCode: 401, Body: []byte(`{"error":{"message":"the tenant is not configured on this server","type":"invalid_request_error"}}`)}
 	}
-	var rc fasthttp.RequestCtx
-	var req fasthttp.Request
-	req.Header.SetMethod("POST")
-	req.SetRequestURI(r.Endpoint)
-	req.Header.SetContentType("application/json")
-	req.SetBody(r.Body)
-	rc.Init(&req, nil, nil)
 	reqID := r.RequestID
 	line := &lineOutcome{id: r.RequestID, discountRate: pol.BatchDiscount, maxCost: r.MaxCost}
 	if r.Retry {
@@ -148,34 +143,26 @@ func (s *Server) RunLine(ctx context.Context, r batch.Request) batch.Response {
 		b := appendErrorJSON(nil, aerr)
 		return batch.Response{StatusCode: aerr.status, Body: b}
 	}
-	j := &job{s: s, reqID: reqID, start: s.now(), keyID: r.KeyID, pol: pol, line: line}
-	j.plans = j.planBuf[:0]
-	j.serve(&rc, codecForEndpoint(r.Endpoint))
-	status := rc.Response.StatusCode()
-	body := bytes.Clone(rc.Response.Body())
-	if status == 429 || status == 503 {
-		var e struct {
-			Error struct {
-				Code string `json:"code"`
-			} `json:"error"`
-		}
-		json.Unmarshal(body, &e)
+	j := &job{s: s, reqID: reqID, start: s.now(), keyID: r.KeyID, pol: pol, line: line, body: r.Body}
+	res := s.runCore(j, codecForEndpoint(r.Endpoint))
+	if e := res.err; e != nil && (e.status == 429 || e.status == 503) {
+		// Refused for now: the line runs again later (the batch's runner waits).
 		now := s.now()
-		if e.Error.Code == "insufficient_quota" {
+		if e.code == "insufficient_quota" {
 			y, m, d := now.UTC().Date()
 			return batch.Response{Refused: batch.RefusedBudget, Until: time.Date(y, m, d+1, 0, 0, 0, 0, time.UTC)}
 		}
-		wait := time.Second
-		if n, err := strconv.Atoi(string(rc.Response.Header.Peek("Retry-After"))); err == nil && n > 0 {
-			wait = time.Duration(n) * time.Second
-		}
-		return batch.Response{Refused: batch.RefusedLoad, Until: now.Add(wait)}
+		return batch.Response{Refused: batch.RefusedLoad, Until: now.Add(time.Duration(max(e.retry, 1)) * time.Second)}
+	}
+	if res.err == nil && (res.status == 429 || res.status == 503) {
+		// An upstream's own 429 or 503, passed through: its load, for a second.
+		return batch.Response{Refused: batch.RefusedLoad, Until: s.now().Add(time.Second)}
 	}
 	cost := line.cost
 	if line.free {
 		cost = line.prior
 	}
-	return batch.Response{StatusCode: status, Body: body, PromptTokens: line.e.PromptTokens,
+	return batch.Response{StatusCode: res.status, Body: res.body, PromptTokens: line.e.PromptTokens,
 		CompletionTokens: line.e.CompletionTokens, Cost: cost}
 }
 

@@ -36,6 +36,8 @@ type job struct {
 	c        choice
 	ticket   *tenancy.Ticket
 	line     *lineOutcome // a batch line (batches.go): batch priority, its usage and cost
+	body     []byte       // the body of a request that entered the core directly (core.go: runCore)
+	res      *coreResult  // where its answer goes (nil: the HTTP response, ctx)
 	prefix   uint64       // the prompt's prefix key (prefix.go), with a registry only; 0: none
 
 	codec codec   // the request's wire format: decodes its body, renders its answer and errors
@@ -115,7 +117,7 @@ func (s *Server) leave() {
 // decode reads the body into j.in with c; false when the request was refused.
 func (j *job) decode(ctx *fasthttp.RequestCtx, c codec) bool {
 	s := j.s
-	body := ctx.PostBody()
+	body := j.requestBody(ctx)
 	if len(body) > s.cfg.MaxBodyBytes { // fasthttp refuses these before; Handler() alone does not
 		j.reject(ctx, s.tooLarge())
 		return false
@@ -144,13 +146,13 @@ func (j *job) serve(ctx *fasthttp.RequestCtx, c codec) bool {
 	if s.peer != nil {
 		j.prefix = prefixKey(pol, &j.in)
 	}
-	if j.line == nil && s.peer != nil && forwardable(&ctx.Request.Header, &j.in) {
+	if ctx != nil && j.line == nil && s.peer != nil && forwardable(&ctx.Request.Header, &j.in) {
 		if handled, async := s.maybeForward(ctx, j.reqID, j.codec, j.in.p.Model, j.prefix, true); handled {
 			return async
 		}
 	}
 	var aerr *apiError
-	if j.rt, aerr = s.routeOf(&ctx.Request.Header, &j.in, pol); aerr != nil {
+	if j.rt, aerr = s.routeOf(j.header(ctx), &j.in, pol); aerr != nil {
 		j.reject(ctx, aerr)
 		return false
 	}
@@ -483,6 +485,11 @@ func (j *job) writeError(ctx *fasthttp.RequestCtx, e *apiError) {
 	if c == nil {
 		c = chatCodec
 	}
+	if ctx == nil { // entered the core directly (runCore)
+		*j.res = coreResult{status: c.errorStatus(e), body: c.appendError(make([]byte, 0, 256), e), err: e}
+		j.s.noteError(j.reqID, e)
+		return
+	}
 	j.s.writeErrorIn(ctx, j.reqID, c, e)
 }
 
@@ -608,6 +615,9 @@ func (j *job) endKeep(ran bool) {
 
 // setRouteHeaders says which tier and model serve.
 func (j *job) setRouteHeaders(ctx *fasthttp.RequestCtx) {
+	if ctx == nil {
+		return
+	}
 	if j.c.tierName != "" {
 		ctx.Response.Header.Set("X-LMLite-Tier", j.c.tierName)
 	}
@@ -644,9 +654,12 @@ func statusOf(u engine.Usage, err error) int {
 // headers: the route, the content type, and no caching or proxy buffering for a
 // stream.
 func (j *job) startOutput(ctx *fasthttp.RequestCtx) {
-	j.setRouteHeaders(ctx)
 	j.meta = outMeta{reqID: j.reqID, model: j.c.m.id, created: j.start.Unix(), tenant: j.pol.Tenant, in: &j.in, prompt: j.c.nPrompt}
 	j.out = j.codec.newOutput(&j.meta)
+	if ctx == nil {
+		return
+	}
+	j.setRouteHeaders(ctx)
 	ctx.SetContentType(j.out.contentType(j.in.stream))
 	if j.in.stream {
 		ctx.Response.Header.Set("Cache-Control", "no-cache")
@@ -680,7 +693,7 @@ func (j *job) answerWhole(ctx *fasthttp.RequestCtx, w *whole, status int, err er
 		return
 	}
 	j.finished(w, nil)
-	ctx.SetBody(j.out.appendWhole(make([]byte, 0, size), w))
+	j.answer(ctx, 200, j.out.contentType(false), j.out.appendWhole(make([]byte, 0, size), w))
 }
 
 // sseWriter writes a stream's events as its output renders them, flushing each;
@@ -738,7 +751,7 @@ func (j *job) respondEmbedded(ctx *fasthttp.RequestCtx, st *engine.Stream, cance
 		return true
 	}
 	var text strings.Builder
-	conn := ctx.Conn()
+	conn := connOf(ctx)
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	var toks []engine.Token

@@ -662,6 +662,11 @@ func (s *Server) writeErrorIn(ctx *fasthttp.RequestCtx, reqID string, c codec, e
 	b := make([]byte, 0, 256)
 	b = c.appendError(b, e)
 	ctx.SetBody(b)
+	s.noteError(reqID, e)
+}
+
+// noteError counts and logs an error answered.
+func (s *Server) noteError(reqID string, e *apiError) {
 	if e.reason != "" && e.reason != "not_found" {
 		s.metrics.rejections.WithLabelValues(e.reason).Inc()
 	}
