@@ -195,7 +195,10 @@
 // as a request would be (a model or tier the plan forbids fails validation with its
 // line number; so does a schema that cycles without writing, grammar.ErrCycle, strict
 // or not, features.checkSchemas, also for a line another process will run) and priced at the largest worst case of the models its route may use,
-// less the plan's batch_discount. Server.RunLine is batch's LineRunner: the line goes
+// less the plan's batch_discount. Server.RunLine is batch's LineRunner: the line enters
+// the core directly (core.go, runCore: its body in, a coreResult out, no HTTP request)
+// in the codec of its endpoint (lineCodec: chat, completions, responses or messages;
+// the answer in that API's shape) and goes
 // through job.serve (steps 3 to 8 above, after authentication) at the engine's Batch
 // priority, charged under the request id "<batch id>-<line>" with the discount. A
 // refusal for money (429 insufficient_quota) pauses the job until the next UTC day;
