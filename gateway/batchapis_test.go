@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
@@ -210,4 +211,48 @@ func TestBatchMessagesLines(t *testing.T) {
 		t.Fatalf("spent %s of a %s cap", spent, limit)
 	}
 	t.Logf("%d of 100 Messages lines ran, spent %s of a %s cap", len(out), spent, limit)
+}
+
+// TestRunLineRefusalsComeFromTheCore: a batch line the core refuses for now is told
+// the batch's runner as a refusal (it runs again later), read from the core's error,
+// whatever status the line's wire format answers it with: the engine's queue full is
+// a 503 for chat lines and Anthropic's 529 for Messages lines, both a load refusal
+// for a second (Retry-After); a tenant's budget (429 insufficient_quota) waits for
+// the next day. Neither is an output line. An error that is the line's own (a 400)
+// is its output line, in its format's shape.
+func TestRunLineRefusalsComeFromTheCore(t *testing.T) {
+	eng := newFakeEngine()
+	eng.Refuse = map[string]error{"big": engine.ErrQueueFull}
+	ts := startBatchServer(t, eng)
+	chat := `{"model":"big","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`
+	msgs := `{"model":"big","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`
+	run := func(tenant, endpoint, body string) batch.Response {
+		return ts.srv.RunLine(context.Background(), batch.Request{Tenant: tenant, Endpoint: endpoint, RequestID: "batch_test-0", Body: []byte(body)})
+	}
+	before := time.Now()
+	for _, c := range []struct{ endpoint, body string }{{"/v1/chat/completions", chat}, {"/v1/messages", msgs}} {
+		r := run("acme", c.endpoint, c.body)
+		if r.Refused != batch.RefusedLoad || r.Until.Before(before.Add(time.Second)) || r.Until.After(time.Now().Add(2*time.Second)) || r.Body != nil {
+			t.Errorf("%s on an overloaded model: %+v (%s)", c.endpoint, r, r.Body)
+		}
+	}
+	// thin's budget is less than big's worst case: the tenant's budget, until tomorrow.
+	for _, endpoint := range []string{"/v1/chat/completions", "/v1/messages"} {
+		r := run("thin", endpoint, strings.Replace(chat, `"max_tokens":5`, `"max_tokens":400`, 1))
+		y, m, d := time.Now().UTC().Date()
+		if r.Refused != batch.RefusedBudget || !r.Until.Equal(time.Date(y, m, d+1, 0, 0, 0, 0, time.UTC)) {
+			t.Errorf("%s over the budget: %+v (%s)", endpoint, r, r.Body)
+		}
+	}
+	// The line's own error: its output, in its format's shape.
+	r := run("acme", "/v1/messages", strings.Replace(msgs, `"max_tokens":5`, `"max_tokens":100000`, 1))
+	var e struct {
+		Type  string `json:"type"`
+		Error struct {
+			Type string `json:"type"`
+		} `json:"error"`
+	}
+	if r.Refused != batch.Ran || r.StatusCode != 400 || json.Unmarshal(r.Body, &e) != nil || e.Type != "error" || e.Error.Type != "invalid_request_error" {
+		t.Errorf("a Messages line over the model's limit: %+v (%s)", r, r.Body)
+	}
 }
