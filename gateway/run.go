@@ -361,7 +361,8 @@ func (j *job) run(ctx *fasthttp.RequestCtx) bool {
 		j.fail(ctx, aerr)
 		return false
 	}
-	var refused *apiError
+	var refused *apiError // the last entry's refusal
+	forMoney := false     // it was its reservation's, for money
 	for k := range ch.entries {
 		j.c = ch.entries[k]
 		if aerr := j.overReservation(); aerr != nil {
@@ -371,7 +372,7 @@ func (j *job) run(ctx *fasthttp.RequestCtx) bool {
 		if err := j.ticket.Reserve(s.now(), j.c.reserve); err != nil {
 			switch {
 			case errors.Is(err, tenancy.ErrInsufficientQuota):
-				refused = insufficientQuota(err)
+				refused, forMoney = insufficientQuota(err), true
 				continue // nothing was reserved
 			case errors.Is(err, tenancy.ErrUnavailable):
 				j.fail(ctx, unavailable(err))
@@ -384,9 +385,10 @@ func (j *job) run(ctx *fasthttp.RequestCtx) bool {
 		if done, refused = j.launch(ctx); refused == nil {
 			return done
 		}
+		forMoney = false
 		j.ticket.Release()
 	}
-	if ch.end != nil && refused.reason != "budget" {
+	if ch.end != nil && !forMoney { // no money left: that, rather than why no tier is left
 		refused = ch.end
 	}
 	j.fail(ctx, refused)
