@@ -19,8 +19,16 @@ const (
 	maxErrors    = 100 // line errors reported for one file
 )
 
-// Endpoints a batch may target.
-var endpoints = map[string]bool{"/v1/chat/completions": true, "/v1/completions": true}
+// Endpoints a batch may target: OpenAI's chat completions, completions and Responses
+// API, and Anthropic's Messages API (each line's body, and its answer, in that API's
+// shape).
+var endpoints = map[string]bool{"/v1/chat/completions": true, "/v1/completions": true, "/v1/responses": true, "/v1/messages": true}
+
+// EndpointMessage refuses an endpoint a batch may not target.
+const EndpointMessage = "endpoint must be /v1/chat/completions, /v1/completions, /v1/responses or /v1/messages"
+
+// ValidEndpoint reports whether a batch may target endpoint.
+func ValidEndpoint(endpoint string) bool { return endpoints[endpoint] }
 
 // Line is one validated request of an input file.
 type Line struct {
@@ -79,7 +87,7 @@ func Validate(r io.Reader, tenant, endpoint string, c Checker) ([]Line, []LineEr
 // error of emit stops it (as an invalid_file error).
 func ValidateTo(r io.Reader, tenant, endpoint string, c Checker, emit func(*Line) error) (int, []LineError) {
 	if !endpoints[endpoint] {
-		return 0, []LineError{{Code: "invalid_endpoint", Param: "endpoint", Message: "endpoint must be /v1/chat/completions or /v1/completions"}}
+		return 0, []LineError{{Code: "invalid_endpoint", Param: "endpoint", Message: EndpointMessage}}
 	}
 	var errs []LineError
 	add := func(n int, code, param, msg string) {
@@ -216,15 +224,26 @@ func RunOrder(lines []Line) []*Line {
 	return order
 }
 
-// systemPrompt is the content of a chat body's leading system message ("" if none).
+// systemPrompt is the system prompt of a line's body ("" if none): a chat body's
+// leading system (or developer) message, a Messages body's system, a Responses
+// body's instructions.
 func systemPrompt(body []byte) string {
 	var b struct {
 		Messages []struct {
 			Role    string          `json:"role"`
 			Content json.RawMessage `json:"content"`
 		} `json:"messages"`
+		System       json.RawMessage `json:"system"`
+		Instructions json.RawMessage `json:"instructions"`
 	}
-	if json.Unmarshal(body, &b) != nil || len(b.Messages) == 0 || (b.Messages[0].Role != "system" && b.Messages[0].Role != "developer") {
+	switch {
+	case json.Unmarshal(body, &b) != nil:
+		return ""
+	case len(b.System) > 0:
+		return string(b.System)
+	case len(b.Instructions) > 0:
+		return string(b.Instructions)
+	case len(b.Messages) == 0 || (b.Messages[0].Role != "system" && b.Messages[0].Role != "developer"):
 		return ""
 	}
 	return string(b.Messages[0].Content)

@@ -89,3 +89,30 @@ func TestRunOrderGroupsSharedSystemPrompts(t *testing.T) {
 		t.Fatalf("run order %v", got)
 	}
 }
+
+// TestRunOrderGroupsMessagesAndResponsesBySystem: a Messages line's system and a
+// Responses line's instructions group lines as a chat line's system message does,
+// so the prefix cache serves the shared prompt while it is warm.
+func TestRunOrderGroupsMessagesAndResponsesBySystem(t *testing.T) {
+	for _, c := range []struct{ endpoint, field string }{{"/v1/messages", "system"}, {"/v1/responses", "instructions"}} {
+		var b strings.Builder
+		for i, sys := range []string{"A", "B", "", "A", "B", "A", ""} {
+			body := `{"model":"m","input":"q"}`
+			if sys != "" {
+				body = `{"model":"m","` + c.field + `":"` + sys + `","input":"q"}`
+			}
+			fmt.Fprintf(&b, `{"custom_id":"%d","method":"POST","url":%q,"body":%s}`+"\n", i, c.endpoint, body)
+		}
+		lines, errs := Validate(strings.NewReader(b.String()), "t", c.endpoint, nil)
+		if errs != nil {
+			t.Fatal(errs)
+		}
+		var got []string
+		for _, l := range RunOrder(lines) {
+			got = append(got, l.CustomID)
+		}
+		if strings.Join(got, " ") != "0 3 5 1 4 2 6" {
+			t.Errorf("%s: run order %v", c.endpoint, got)
+		}
+	}
+}

@@ -25,9 +25,10 @@ import (
 
 // The Batch API (OpenAI's Files and Batches, package batch): /v1/files and
 // /v1/batches. Every file and batch belongs to the tenant of the key that made it;
-// another tenant's id is a 404. Lines run through serve, the interactive path's
-// admission and routing, at the engine's batch priority (RunLine); Check prices and
-// admits a line at validation.
+// another tenant's id is a 404. Lines (chat, completions, responses or messages:
+// lineCodec) enter the core directly (runCore) and run through serve, the interactive
+// path's admission and routing, at the engine's batch priority (RunLine); Check
+// prices and admits a line at validation.
 
 // batches is the server's batch state: nil when Options.Batches is nil (the API is off).
 type batches struct {
@@ -118,19 +119,14 @@ func (l *lineOutcome) settled(tk *tenancy.Ticket, e tenancy.Entry, charged money
 }
 
 // RunLine runs one batch line (batch.LineRunner): the tenant's request body through
-// serve, as an interactive request would go, at batch priority.
+// the core (runCore: serve, as an interactive request would go, with no HTTP request),
+// at batch priority. A refusal for now (429, 503: the tenant's budget, load) is told
+// the batch's runner from the core's error, to run the line again later.
 func (s *Server) RunLine(ctx context.Context, r batch.Request) batch.Response {
 	pol, ok := s.book.Resolve(r.Tenant)
 	if !ok {
 		return batch.Response{StatusCode: 401, Body: []byte(`{"error":{"message":"the tenant is not configured on this server","type":"invalid_request_error"}}`)}
 	}
-	var rc fasthttp.RequestCtx
-	var req fasthttp.Request
-	req.Header.SetMethod("POST")
-	req.SetRequestURI(r.Endpoint)
-	req.Header.SetContentType("application/json")
-	req.SetBody(r.Body)
-	rc.Init(&req, nil, nil)
 	reqID := r.RequestID
 	line := &lineOutcome{id: r.RequestID, discountRate: pol.BatchDiscount, maxCost: r.MaxCost}
 	if r.Retry {
@@ -144,38 +140,30 @@ func (s *Server) RunLine(ctx context.Context, r batch.Request) batch.Response {
 			reqID += tenancy.RerunSuffix
 		}
 	}
+	c := s.lineCodec(r.Endpoint)
 	if aerr := s.elsewhereOnly(r.Body); aerr != nil {
-		b := appendErrorJSON(nil, aerr)
-		return batch.Response{StatusCode: aerr.status, Body: b}
+		return batch.Response{StatusCode: c.errorStatus(aerr), Body: c.appendError(nil, aerr)}
 	}
-	j := &job{s: s, reqID: reqID, start: s.now(), keyID: r.KeyID, pol: pol, line: line}
-	j.plans = j.planBuf[:0]
-	j.serve(&rc, codecForEndpoint(r.Endpoint))
-	status := rc.Response.StatusCode()
-	body := bytes.Clone(rc.Response.Body())
-	if status == 429 || status == 503 {
-		var e struct {
-			Error struct {
-				Code string `json:"code"`
-			} `json:"error"`
-		}
-		json.Unmarshal(body, &e)
+	j := &job{s: s, reqID: reqID, start: s.now(), keyID: r.KeyID, pol: pol, line: line, body: r.Body}
+	res := s.runCore(j, c)
+	if e := res.err; e != nil && (e.status == 429 || e.status == 503) {
+		// Refused for now: the line runs again later (the batch's runner waits).
 		now := s.now()
-		if e.Error.Code == "insufficient_quota" {
+		if e.code == "insufficient_quota" {
 			y, m, d := now.UTC().Date()
 			return batch.Response{Refused: batch.RefusedBudget, Until: time.Date(y, m, d+1, 0, 0, 0, 0, time.UTC)}
 		}
-		wait := time.Second
-		if n, err := strconv.Atoi(string(rc.Response.Header.Peek("Retry-After"))); err == nil && n > 0 {
-			wait = time.Duration(n) * time.Second
-		}
-		return batch.Response{Refused: batch.RefusedLoad, Until: now.Add(wait)}
+		return batch.Response{Refused: batch.RefusedLoad, Until: now.Add(time.Duration(max(e.retry, 1)) * time.Second)}
+	}
+	if res.err == nil && (res.status == 429 || res.status == 503) {
+		// An upstream's own 429 or 503, passed through: its load, for a second.
+		return batch.Response{Refused: batch.RefusedLoad, Until: s.now().Add(time.Second)}
 	}
 	cost := line.cost
 	if line.free {
 		cost = line.prior
 	}
-	return batch.Response{StatusCode: status, Body: body, PromptTokens: line.e.PromptTokens,
+	return batch.Response{StatusCode: res.status, Body: res.body, PromptTokens: line.e.PromptTokens,
 		CompletionTokens: line.e.CompletionTokens, Cost: cost}
 }
 
@@ -191,7 +179,7 @@ func (s *Server) Check(tenant, endpoint string, body []byte) (money.Money, error
 	}
 	j := &job{s: s, pol: pol}
 	j.plans = j.planBuf[:0]
-	if aerr := codecForEndpoint(endpoint).decode(&j.in, body, tenant); aerr != nil {
+	if aerr := s.lineCodec(endpoint).decode(&j.in, body, tenant); aerr != nil {
 		return 0, aerr
 	}
 	if j.in.stream {
@@ -281,6 +269,19 @@ func (s *Server) tierWalk(rt route, pol *policies.Policy) []tiers.Tier {
 	return out
 }
 
+// lineCodec is the codec of a batch line's endpoint (batch.Request.Endpoint, one of
+// batch.ValidEndpoint's): OpenAI's chat or completions, the Responses API (its
+// responses stored as the line's store says, by default), or Anthropic's Messages.
+func (s *Server) lineCodec(endpoint string) codec {
+	switch endpoint {
+	case "/v1/responses":
+		return s.responses
+	case "/v1/messages":
+		return messagesAPI
+	}
+	return codecForEndpoint(endpoint)
+}
+
 // checkRemote prices a batch line for a model only other processes serve, from what
 // they announce: the output (of each of its n choices) bounded by max_tokens, else the
 // model's length limit, and
@@ -326,7 +327,7 @@ func (s *Server) LineModel(r batch.Request) string {
 		return ""
 	}
 	var in input
-	if codecForEndpoint(r.Endpoint).decode(&in, r.Body, r.Tenant) != nil {
+	if s.lineCodec(r.Endpoint).decode(&in, r.Body, r.Tenant) != nil {
 		return ""
 	}
 	var h fasthttp.RequestHeader
@@ -691,8 +692,8 @@ func (s *Server) createBatch(ctx *fasthttp.RequestCtx, reqID string, pol *polici
 	case in.InputFileID == "":
 		s.writeError(ctx, reqID, badRequest("input_file_id", "input_file_id is required"))
 		return
-	case in.Endpoint != "/v1/chat/completions" && in.Endpoint != "/v1/completions":
-		s.writeError(ctx, reqID, badRequest("endpoint", "endpoint must be /v1/chat/completions or /v1/completions"))
+	case !batch.ValidEndpoint(in.Endpoint):
+		s.writeError(ctx, reqID, badRequest("endpoint", batch.EndpointMessage))
 		return
 	case in.CompletionWindow != "24h":
 		s.writeError(ctx, reqID, badRequest("completion_window", "completion_window must be 24h"))

@@ -191,7 +191,7 @@ func (j *job) respondChoices(ctx *fasthttp.RequestCtx, streams []*engine.Stream,
 		})
 		return true
 	}
-	conn := ctx.Conn()
+	conn := connOf(ctx)
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	closed := func() {

@@ -129,7 +129,12 @@
 //     money left is less than the request's least cost (one output token on the
 //     cheapest model it may use: job.leastCost) is a 429 insufficient_quota. A
 //     refused request's prompt is never rendered or tokenized.
-//  6. route.go, job.choose: the one routing decision. tiers.Select runs once with
+//  6. decide.go, decide (job.decide): the one routing decision, a pure function
+//     of the request, a snapshot and now, whose value is an ordered fallback chain
+//     (each entry: the model and tier, its prompt tokens, worst case and reservation;
+//     a named model or a fixed tier: a chain of one; else the best model of each tier
+//     the mode steps down to, tiers.Select's choice with the tiers before excluded and
+//     the models before counted as failing). It reads
 //     the tenant's remaining money (the admitted ticket's: with Redis, the money
 //     left at its last answer) and each candidate's exact worst case
 //     (job.planFor: the prompt rendered and tokenized once per model with
@@ -146,9 +151,9 @@
 //     429 insufficient_quota, load a 503. A request with tools is decided first
 //     over the models whose template renders tools (NativeTools), then, only if
 //     none may serve it, over all (the Hermes-style fallback prompt).
-//  7. run.go, job.run, job.reserve: each attempt reserves the choice's worst case on
-//     the admitted ticket (tenancy.Ticket.Reserve; a choice the money no longer
-//     covers is chosen again with the money left). Then job.launch: the
+//  7. run.go, job.run walks the chain: entry k's reservation on the admitted ticket
+//     (tenancy.Ticket.Reserve; refused for money a concurrent request took: entry
+//     k+1). Then job.launch: the
 //     engine's Generate (Features.GenerateN for n > 1; the plan's grammar and the
 //     logprobs asked for in the engine.Request), or upstream.go, job.runUpstream
 //     (OpenAI's codecs only: for another a model served upstream is refused like
@@ -157,8 +162,9 @@
 //     usage reported settles it and reaches the client only if asked for; a stream
 //     cut short is charged what was relayed; a 502 never names the upstream's
 //     address). A model that refuses before answering (queue full, no
-//     memory, closed, restarting, upstream down) is an explicit, bounded retry:
-//     Ticket.Release first, exclude the tier, choose again. An engine restarting
+//     memory, closed, restarting, upstream down) is released (Ticket.Release) and
+//     entry k+1 runs, without deciding again; every entry refused, the chain's end
+//     answers (why no tier is left), else the last refusal. An engine restarting
 //     the model (engine.ErrRestarting: the workers mode's worker crashed or hung)
 //     answers 503 engine_restarting with Retry-After, or an SSE error event with
 //     that code mid-stream; the request settles at no cost.
@@ -227,7 +233,10 @@
 // as a request would be (a model or tier the plan forbids fails validation with its
 // line number; so does a schema that cycles without writing, grammar.ErrCycle, strict
 // or not, features.checkSchemas, also for a line another process will run) and priced at the largest worst case of the models its route may use,
-// less the plan's batch_discount. Server.RunLine is batch's LineRunner: the line goes
+// less the plan's batch_discount. Server.RunLine is batch's LineRunner: the line enters
+// the core directly (core.go, runCore: its body in, a coreResult out, no HTTP request)
+// in the codec of its endpoint (lineCodec: chat, completions, responses or messages;
+// the answer in that API's shape) and goes
 // through job.serve (steps 3 to 8 above, after authentication) at the engine's Batch
 // priority, charged under the request id "<batch id>-<line>" with the discount. A
 // refusal for money (429 insufficient_quota) pauses the job until the next UTC day;

@@ -43,7 +43,7 @@ func (s *Server) handleCountTokens(ctx *fasthttp.RequestCtx, reqID string) {
 	if !j.admitEstimate(ctx, s.now(), j.in.estimate()) {
 		return
 	}
-	if aerr := j.choose(s.now(), 0); aerr != nil {
+	if aerr := j.choose(s.now()); aerr != nil {
 		j.fail(ctx, aerr)
 		return
 	}

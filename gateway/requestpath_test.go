@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/money"
 	"github.com/lmlite/lmlite/tenancy"
 	"github.com/lmlite/lmlite/tiers"
 )
@@ -203,5 +204,37 @@ func TestConfigZeroValueWorks(t *testing.T) {
 	bad.Tiers.Tiers[tiers.Fast] = []tiers.Candidate{{Model: "ghost"}}
 	if _, err := New(bad, nil, tenancy.New(nil), Options{}); err == nil {
 		t.Error("a tier naming an unknown model was accepted")
+	}
+}
+
+// TestRefusedEntryTakesTheNextWithoutDecidingAgain: the request is decided once (one
+// fallback chain: max/big, then balanced/tiny); the engine refuses big, so the shell
+// releases big's reservation and runs tiny, the chain's second entry, without a
+// second decision. The money left proves the release: the tenant's budget less
+// tiny's charge alone.
+func TestRefusedEntryTakesTheNextWithoutDecidingAgain(t *testing.T) {
+	eng := newFakeEngine()
+	eng.Refuse = map[string]error{"big": engine.ErrQueueFull}
+	ts := startServer(t, testConfig, eng)
+	before := ts.srv.decisions.Load()
+	resp, body := ts.post("/v1/chat/completions", ts.keys["enough"],
+		`{"model": "auto", "lmlite": {"tier_mode": "max"}, "messages": [{"role":"user","content":"x"}], "max_tokens": 100}`)
+	if resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	if n := ts.srv.decisions.Load() - before; n != 1 {
+		t.Errorf("%d routing decisions for one request, want 1", n)
+	}
+	if m, tier := resp.Header.Get("X-LMLite-Model"), resp.Header.Get("X-LMLite-Tier"); m != "tiny" || tier != "balanced" {
+		t.Errorf("served by %s/%s, want balanced/tiny (the chain's second entry)", tier, m)
+	}
+	led := ts.ledger()
+	if len(led) != 1 || led[0].Model != "tiny" || led[0].Cost <= 0 {
+		t.Fatalf("ledger %+v", led)
+	}
+	pol, _ := ts.srv.book.Resolve("enough")
+	left := ts.srv.ten.Remaining(ts.srv.quota(pol), time.Now())
+	if want := money.USD(0.0036) - led[0].Cost; left != want {
+		t.Errorf("money left %v, want %v (the budget less tiny's charge: big's reservation released)", left, want)
 	}
 }

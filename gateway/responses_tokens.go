@@ -54,7 +54,7 @@ func (s *Server) handleInputTokens(ctx *fasthttp.RequestCtx, reqID string) {
 	if !j.admitEstimate(ctx, j.start, j.in.estimate()) {
 		return
 	}
-	if aerr := j.choose(s.now(), 0); aerr != nil {
+	if aerr := j.choose(s.now()); aerr != nil {
 		j.fail(ctx, respNames(aerr))
 		return
 	}

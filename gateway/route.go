@@ -29,8 +29,8 @@ type route struct {
 	keepAlive  time.Duration // its value (keepalive.go decides what the engine gets)
 }
 
-// steppable reports whether the router may step down to another tier after a tier
-// refused the request.
+// steppable reports whether the decision's chain may step down to other tiers after
+// the first.
 func (rt *route) steppable() bool { return rt.named == nil && rt.mode != tiers.ModeFixed }
 
 // plan is a request's worst case on one model, known before anything is reserved:
@@ -57,13 +57,14 @@ type planned struct {
 	p plan
 }
 
-// choice is the model an attempt runs on, with its plan and reserved worst case.
+// choice is an entry of the decision's chain: the model, its plan and its worst case.
 type choice struct {
 	m        *model
 	tier     tiers.Tier // meaningful when tierName != ""
 	tierName string     // "" for a model in no tier
 	plan
-	cost money.Money // the worst case reserved
+	cost    money.Money // the worst case on the model
+	reserve money.Money // what the shell reserves before it runs the entry: the worst case
 }
 
 // routeOf reads the routing fields (body "lmlite", then headers) and resolves
@@ -185,12 +186,6 @@ func (j *job) planFor(m *model) plan {
 	return p
 }
 
-// need is tiers.Request.Need: the request's worst case on a model.
-func (j *job) need(id string) tiers.Need {
-	p := j.planFor(j.s.models[id])
-	return tiers.Need{PromptTokens: p.nPrompt, MaxTokens: p.out * j.in.feat.n, Unfit: p.err != nil}
-}
-
 // makePlan renders and tokenizes the prompt for model m and fixes the output limit.
 func (j *job) makePlan(m *model) plan {
 	var p plan
@@ -290,57 +285,30 @@ func contextLengthExceeded(param, msg string) *apiError {
 	return &apiError{status: 400, typ: "invalid_request_error", code: "context_length_exceeded", param: param, message: msg, reason: "bad_request"}
 }
 
-// choose decides the model of one attempt, once, with everything known up front: a
-// named model, or tiers.Select over the candidates with the tenant's remaining money
-// and each candidate's exact worst case (Need). exclude holds the tiers that refused
-// this request already.
-func (j *job) choose(now time.Time, exclude uint8) *apiError {
-	s := j.s
-	if m := j.rt.named; m != nil {
-		if st := s.pred.Stats(m.id, now); st.MaxQueue > 0 && st.Queue >= st.MaxQueue {
-			return &apiError{status: 503, typ: "server_error", code: "overloaded", retry: 1, reason: "overloaded",
-				message: "the model '" + m.id + "' is overloaded (" + strconv.Itoa(st.Queue) + " requests queued); retry later"}
-		}
-		p := j.planFor(m)
-		if p.err != nil {
-			return p.err
-		}
-		j.c = choice{m: m, tierName: m.tier, plan: p, cost: m.price.Cost(p.nPrompt, p.out*j.in.feat.n)}
-		return nil
+// choose decides where the request goes (decide) and takes the chain's first entry,
+// for a request that needs only the model it would run on (count_tokens,
+// input_tokens): nothing is reserved or run.
+func (j *job) choose(now time.Time) *apiError {
+	ch, aerr := j.decide(now)
+	if aerr != nil {
+		return aerr
 	}
-	out := j.in.maxTokens
-	if out == 0 {
-		out = 256 // unknown: a typical answer, for the latency prediction
-	}
-	req := tiers.Request{
-		Mode: j.rt.mode, Tier: j.rt.tier, MaxLatency: j.rt.maxLatency, MaxCost: j.rt.maxCost,
-		Remaining: j.remaining(now), MaxTokens: out, Need: j.need,
-		AllowTier: j.pol.AllowedTiers(), AllowModel: j.pol.AllowsModel, Exclude: exclude,
-	}
-	stats := func(m string) tiers.Stats { return s.pred.Stats(m, now) }
-	var d tiers.Decision
-	var err error
-	if j.needsTools() {
-		// A request with tools goes to a model whose template renders tools if one
-		// may serve it; only if none may does it take one that reads them from the
-		// fallback system prompt (engine.Block.ToolsNative).
-		native := req
-		native.Need = func(id string) tiers.Need {
-			n := j.need(id)
-			n.Unfit = n.Unfit || !j.toolsNative(s.models[id])
-			return n
-		}
-		d, err = tiers.Select(s.set, native, stats)
-	}
-	if !j.needsTools() || err != nil {
-		d, err = tiers.Select(s.set, req, stats)
-	}
-	if err != nil {
-		return j.noFit(err)
-	}
-	m := s.models[d.Candidate.Model]
-	j.c = choice{m: m, tier: d.Tier, tierName: d.Tier.String(), plan: j.planFor(m), cost: d.Cost}
+	j.c = ch.entries[0]
 	return nil
+}
+
+// decide is the request's routing decision (decide.go), made once, with everything
+// known up front: its plans (each model's tokenizer run at most once), the tenant's
+// money left and the models' live statistics.
+func (j *job) decide(now time.Time) (chain, *apiError) {
+	s := j.s
+	a := ask{
+		rt: j.rt, n: j.in.feat.n, maxTokens: j.in.maxTokens, maxField: j.in.maxField, tools: j.needsTools(),
+		allowTier: j.pol.AllowedTiers(), allowModel: j.pol.AllowsModel, plan: j.planFor,
+	}
+	sn := snapshot{set: s.set, models: s.models, remaining: j.remaining(now), stats: s.pred.Stats, native: j.toolsNative}
+	s.decisions.Add(1)
+	return decide(&a, &sn, now, j.chainBuf[:0])
 }
 
 // NativeTools is an optional ability of an Engine (the Block and the workers have
@@ -364,36 +332,6 @@ func (j *job) toolsNative(m *model) bool {
 	}
 	nt, ok := j.s.eng.(NativeTools)
 	return !ok || nt.ToolsNative(m.id)
-}
-
-// noFit answers a request no tier may serve, for the reason of the last tier tried.
-func (j *job) noFit(err error) *apiError {
-	var nf *tiers.NoFitError
-	if !errors.As(err, &nf) {
-		return &apiError{status: 500, typ: "server_error", message: err.Error(), reason: "internal"}
-	}
-	msg := err.Error() + " [" + tiers.FormatTrace(nf.Trace) + "]"
-	switch nf.Reason {
-	case tiers.ReasonUnfit: // the request is over the limits of every model tried: say which
-		for i := len(nf.Trace) - 1; i >= 0; i-- {
-			if sk := nf.Trace[i]; sk.Reason == tiers.ReasonUnfit && sk.Model != "" {
-				return j.planFor(j.s.models[sk.Model]).err
-			}
-		}
-		return badRequest(j.in.maxField, msg)
-	case tiers.ReasonBudget:
-		return insufficientQuota(errors.New(msg))
-	case tiers.ReasonForbidden:
-		return &apiError{status: 403, typ: "invalid_request_error", code: "tier_not_allowed", param: "model", message: msg, reason: "forbidden"}
-	case tiers.ReasonLoad, tiers.ReasonFailed:
-		return &apiError{status: 503, typ: "server_error", code: "overloaded", message: msg, retry: 1, reason: "overloaded"}
-	case tiers.ReasonCost:
-		return &apiError{status: 400, typ: "invalid_request_error", code: "tier_unavailable", param: "lmlite.max_cost_usd", message: msg, reason: "tier_cost"}
-	case tiers.ReasonLatency:
-		return &apiError{status: 400, typ: "invalid_request_error", code: "tier_unavailable", param: "lmlite.max_latency_ms", message: msg, reason: "tier_latency"}
-	default:
-		return &apiError{status: 400, typ: "invalid_request_error", code: "tier_unavailable", param: "model", message: msg, reason: "tier_empty"}
-	}
 }
 
 func insufficientQuota(err error) *apiError {

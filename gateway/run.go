@@ -37,6 +37,8 @@ type job struct {
 	c        choice
 	ticket   *tenancy.Ticket
 	line     *lineOutcome // a batch line (batches.go): batch priority, its usage and cost
+	body     []byte       // the body of a request that entered the core directly (core.go: runCore)
+	res      *coreResult  // where its answer goes (nil: the HTTP response, ctx)
 	prefix   uint64       // the prompt's prefix key (prefix.go), with a registry only; 0: none
 
 	codec codec   // the request's wire format: decodes its body, renders its answer and errors
@@ -48,13 +50,14 @@ type job struct {
 	kept    bool          // its engine request is counted in s.keeps (keepalive.go) until settled
 	keepOwn time.Duration // how long its own use keeps its model (decideKeepAlive)
 
-	planBuf [2]planned     // plans' first backing array: most requests plan one model
-	whole   whole          // the request's whole result (not streamed, or for a finisher)
-	one     [1]wholeChoice // the whole's choices of a plain request (respondEmbedded)
+	planBuf  [2]planned             // plans' first backing array: most requests plan one model
+	chainBuf [tiers.NumTiers]choice // the decision's entries' backing array
+	whole    whole                  // the request's whole result (not streamed, or for a finisher)
+	one      [1]wholeChoice         // the whole's choices of a plain request (respondEmbedded)
 }
 
 // handleGenerate serves a generation endpoint in the wire format of its codec c
-// (codec.go): authenticate, decode, route, admit, then run (choose, reserve, start,
+// (codec.go): authenticate, decode, route, admit, then run (decide, reserve, start,
 // answer, settle), in the order of DESIGN.md's request path. Every error it or the
 // job answers is in c's shape.
 func (s *Server) handleGenerate(ctx *fasthttp.RequestCtx, reqID string, c codec) {
@@ -115,7 +118,7 @@ func (s *Server) leave() {
 // decode reads the body into j.in with c; false when the request was refused.
 func (j *job) decode(ctx *fasthttp.RequestCtx, c codec) bool {
 	s := j.s
-	body := ctx.PostBody()
+	body := j.requestBody(ctx)
 	if len(body) > s.cfg.MaxBodyBytes { // fasthttp refuses these before; Handler() alone does not
 		j.reject(ctx, s.tooLarge())
 		return false
@@ -144,13 +147,13 @@ func (j *job) serve(ctx *fasthttp.RequestCtx, c codec) bool {
 	if s.peer != nil {
 		j.prefix = prefixKey(pol, &j.in)
 	}
-	if j.line == nil && s.peer != nil && forwardable(&ctx.Request.Header, &j.in) {
+	if ctx != nil && j.line == nil && s.peer != nil && forwardable(&ctx.Request.Header, &j.in) {
 		if handled, async := s.maybeForward(ctx, j.reqID, j.codec, s.engineModel(j.in.p.Model), j.prefix, true); handled {
 			return async
 		}
 	}
 	var aerr *apiError
-	if j.rt, aerr = s.routeOf(&ctx.Request.Header, &j.in, pol); aerr != nil {
+	if j.rt, aerr = s.routeOf(j.header(ctx), &j.in, pol); aerr != nil {
 		j.reject(ctx, aerr)
 		return false
 	}
@@ -316,11 +319,6 @@ func (j *job) leastCost() money.Money {
 	return max(least, 0)
 }
 
-// reserve reserves the current choice's worst case on the admitted request's ticket.
-func (j *job) reserve(now time.Time) error {
-	return j.ticket.Reserve(now, j.c.cost)
-}
-
 // overReservation refuses a batch line whose worst case here is over what its job
 // reserved for it against the cap (batch.Request.MaxCost: the line must not cost
 // more). Check prices a line as this code does, so that happens only where the
@@ -348,56 +346,54 @@ func (j *job) remaining(now time.Time) money.Money {
 	return j.s.ten.Remaining(j.s.quota(j.pol), now)
 }
 
-// maxAttempts bounds the attempts of one admitted request: each retry either excludes
-// a tier that refused it (there are NumTiers) or chooses again after a concurrent
-// request of the tenant took the money the choice counted on.
-const maxAttempts = tiers.NumTiers + 1
-
-// run chooses the admitted request's model, reserves its worst case, starts it and
+// run decides where the admitted request goes, once (decide: an ordered fallback
+// chain), then walks the chain: it reserves entry k's worst case, starts it and
 // answers. It returns true when a stream writer took over the request.
 //
-// A retry is an explicit, bounded step: when the model refuses before answering
-// (engine queue full, no memory, closed; upstream down) the attempt's reservation is
-// released first, the tier is excluded, and the router chooses again.
+// A refusal before anything was answered (the reservation refused for money a
+// concurrent request of the tenant took; the engine's queue full, no memory,
+// closed; an upstream down) releases entry k's reservation and takes entry k+1,
+// without deciding again. When every entry refused, the chain's end answers (a route
+// by tiers: why no tier is left), else the last refusal.
 func (j *job) run(ctx *fasthttp.RequestCtx) bool {
 	s := j.s
-	var exclude uint8
-	for attempt := 1; ; attempt++ {
-		now := s.now()
-		if aerr := j.choose(now, exclude); aerr != nil {
-			j.fail(ctx, aerr)
-			return false
-		}
+	ch, aerr := j.decide(s.now())
+	if aerr != nil {
+		j.fail(ctx, aerr)
+		return false
+	}
+	var refused *apiError // the last entry's refusal
+	forMoney := false     // it was its reservation's, for money
+	for k := range ch.entries {
+		j.c = ch.entries[k]
 		if aerr := j.overReservation(); aerr != nil {
 			j.fail(ctx, aerr)
 			return false
 		}
-		retry := j.rt.steppable() && attempt < maxAttempts
-		if err := j.reserve(now); err != nil {
-			if errors.Is(err, tenancy.ErrInsufficientQuota) && retry {
-				continue // choose again with the money left
-			}
-			if errors.Is(err, tenancy.ErrInsufficientQuota) {
-				j.fail(ctx, insufficientQuota(err))
-			} else if errors.Is(err, tenancy.ErrUnavailable) {
+		if err := j.ticket.Reserve(s.now(), j.c.reserve); err != nil {
+			switch {
+			case errors.Is(err, tenancy.ErrInsufficientQuota):
+				refused, forMoney = insufficientQuota(err), true
+				continue // nothing was reserved
+			case errors.Is(err, tenancy.ErrUnavailable):
 				j.fail(ctx, unavailable(err))
-			} else {
+			default:
 				j.fail(ctx, &apiError{status: 500, typ: "server_error", message: "reserve: " + err.Error(), reason: "internal"})
 			}
 			return false
 		}
-		done, refused := j.launch(ctx)
-		if refused == nil {
+		var done bool
+		if done, refused = j.launch(ctx); refused == nil {
 			return done
 		}
+		forMoney = false
 		j.ticket.Release()
-		if retry && j.c.tierName != "" {
-			exclude |= 1 << uint(j.c.tier)
-			continue
-		}
-		j.fail(ctx, refused)
-		return false
 	}
+	if ch.end != nil && !forMoney { // no money left: that, rather than why no tier is left
+		refused = ch.end
+	}
+	j.fail(ctx, refused)
+	return false
 }
 
 // launch runs the chosen model and answers. refused is set when the model refused the
@@ -491,6 +487,11 @@ func (j *job) writeError(ctx *fasthttp.RequestCtx, e *apiError) {
 	c := j.codec
 	if c == nil {
 		c = chatCodec
+	}
+	if ctx == nil { // entered the core directly (runCore)
+		*j.res = coreResult{status: c.errorStatus(e), body: c.appendError(make([]byte, 0, 256), e), err: e}
+		j.s.noteError(j.reqID, e)
+		return
 	}
 	j.s.writeErrorIn(ctx, j.reqID, c, e)
 }
@@ -621,6 +622,9 @@ func (j *job) endKeep(ran bool) {
 
 // setRouteHeaders says which tier and model serve.
 func (j *job) setRouteHeaders(ctx *fasthttp.RequestCtx) {
+	if ctx == nil {
+		return
+	}
 	if j.c.tierName != "" {
 		ctx.Response.Header.Set("X-LMLite-Tier", j.c.tierName)
 	}
@@ -669,9 +673,12 @@ func statusOf(u engine.Usage, err error) int {
 // headers: the route, the content type, and no caching or proxy buffering for a
 // stream.
 func (j *job) startOutput(ctx *fasthttp.RequestCtx) {
-	j.setRouteHeaders(ctx)
 	j.meta = outMeta{reqID: j.reqID, model: j.servedName(), created: j.start.Unix(), tenant: j.pol.Tenant, in: &j.in, prompt: j.c.nPrompt}
 	j.out = j.codec.newOutput(&j.meta)
+	if ctx == nil {
+		return
+	}
+	j.setRouteHeaders(ctx)
 	ctx.SetContentType(j.out.contentType(j.in.stream))
 	if j.in.stream {
 		ctx.Response.Header.Set("Cache-Control", "no-cache")
@@ -705,7 +712,7 @@ func (j *job) answerWhole(ctx *fasthttp.RequestCtx, w *whole, status int, err er
 		return
 	}
 	j.finished(w, nil)
-	ctx.SetBody(j.out.appendWhole(make([]byte, 0, size), w))
+	j.answer(ctx, 200, j.out.contentType(false), j.out.appendWhole(make([]byte, 0, size), w))
 }
 
 // sseWriter writes a stream's events as its output renders them, flushing each;
@@ -763,7 +770,7 @@ func (j *job) respondEmbedded(ctx *fasthttp.RequestCtx, st *engine.Stream, cance
 		return true
 	}
 	var text strings.Builder
-	conn := ctx.Conn()
+	conn := connOf(ctx)
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	var toks []engine.Token

@@ -146,6 +146,7 @@ type Server struct {
 
 	inFlight  atomic.Int64
 	decoded   atomic.Int64 // request bodies handed to the JSON decoder (tests: a refused request decodes none)
+	decisions atomic.Int64 // routing decisions made (decide; tests: one per request, whatever its fallbacks)
 	draining  atomic.Bool
 	wg        sync.WaitGroup // in-flight requests, including streams after the handler returned
 	created   int64
@@ -669,6 +670,11 @@ func (s *Server) writeErrorIn(ctx *fasthttp.RequestCtx, reqID string, c codec, e
 	b := make([]byte, 0, 256)
 	b = c.appendError(b, e)
 	ctx.SetBody(b)
+	s.noteError(reqID, e)
+}
+
+// noteError counts and logs an error answered.
+func (s *Server) noteError(reqID string, e *apiError) {
 	if e.reason != "" && e.reason != "not_found" {
 		s.metrics.rejections.WithLabelValues(e.reason).Inc()
 	}

@@ -284,7 +284,7 @@ func (j *job) runUpstream(ctx *fasthttp.RequestCtx) (done bool, failed *apiError
 	s, u := j.s, j.c.m.upstream
 	// The request's own body is only read (and sent, while this handler runs, when
 	// nothing needs rewriting).
-	body, err := j.upstreamBody(ctx.PostBody())
+	body, err := j.upstreamBody(j.requestBody(ctx))
 	if err != nil {
 		j.fail(ctx, badRequest("body", "invalid JSON: "+err.Error()))
 		return false, nil
@@ -337,9 +337,7 @@ func (j *job) runUpstream(ctx *fasthttp.RequestCtx) (done bool, failed *apiError
 		s.pred.End(j.c.m.id)
 		fasthttp.ReleaseResponse(resp)
 		j.settle(tenancy.Entry{Status: status}, nil)
-		ctx.SetStatusCode(status)
-		ctx.SetContentType("application/json")
-		ctx.SetBody(b)
+		j.answer(ctx, status, "application/json", b)
 		return false, nil
 	}
 	if !j.in.stream {
@@ -350,8 +348,11 @@ func (j *job) runUpstream(ctx *fasthttp.RequestCtx) (done bool, failed *apiError
 		s.pred.End(j.c.m.id)
 		s.pred.Observe(j.c.m.id, s.now().Sub(sent), 0)
 		j.settle(e, nil)
-		ctx.SetContentType("application/json")
-		ctx.SetBody(resp.Body())
+		b := resp.Body() // copied by an HTTP answer (SetBody); a core result keeps it: its own copy
+		if ctx == nil {
+			b = bytes.Clone(b)
+		}
+		j.answer(ctx, 200, "application/json", b)
 		fasthttp.ReleaseResponse(resp)
 		return false, nil
 	}

@@ -1,0 +1,163 @@
+package gateway
+
+import (
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/lmlite/lmlite/money"
+	"github.com/lmlite/lmlite/tiers"
+)
+
+// The routing decision (DESIGN.md's request path): decide is a pure function of the
+// request (ask), what is known of the server up front (snapshot) and now. It returns
+// an ordered fallback chain; the shell (job.run) admits, reserves and runs entry k,
+// and on a refusal (the engine's queue full, no memory, an upstream down, the
+// reservation refused) releases it and takes entry k+1 without deciding again.
+
+// ask is what the decision knows of one request.
+type ask struct {
+	rt        route
+	n         int    // choices: each entry's worst case covers n outputs
+	maxTokens int    // the output asked for (0: not given), for the latency prediction
+	maxField  string // the field that limits the output, for a 400 naming it
+	tools     bool   // the request gives tools the model may call
+
+	allowTier  [tiers.NumTiers]bool // the plan's tiers
+	allowModel func(id string) bool // the plan's models (nil: all)
+	plan       func(m *model) plan  // the request's plan on a model; a function of the model alone (the job memoizes it)
+}
+
+// snapshot is what the decision knows of the server, read once before it.
+type snapshot struct {
+	set       *tiers.Set
+	models    map[string]*model
+	remaining money.Money                                   // the tenant's money left (< 0: unlimited)
+	stats     func(model string, now time.Time) tiers.Stats // the models' queues and predictors
+	native    func(m *model) bool                           // whether m's template renders tools (which models can serve tools)
+}
+
+// chain is a decision: the entries to try in order, best first, and what to answer
+// when every entry refused.
+type chain struct {
+	entries []choice
+	// end is the answer when every entry refused (a route by tiers: why no tier is
+	// left, each refused tier counted as failed, as tiers.Select says it); nil: the
+	// last entry's refusal.
+	end *apiError
+}
+
+// decide decides where a request goes, once. A named model is a chain of one (the
+// model overloaded or the request over its limits: an error). A fixed tier is a chain
+// of one: that tier's best model that fits. Otherwise the chain is the best model of
+// each tier the mode may step down to, highest first (tiers.Select's choice with the
+// tiers before it excluded), each tier's model chosen as though the models before
+// it in the chain had refused (they count as failing, as the predictor marks a
+// model that refused). A request with tools goes to a model whose template renders
+// tools where one may serve it, in each step. dst is the entries' backing array.
+func decide(a *ask, sn *snapshot, now time.Time, dst []choice) (chain, *apiError) {
+	ch := chain{entries: dst[:0]}
+	if m := a.rt.named; m != nil {
+		if st := sn.stats(m.id, now); st.MaxQueue > 0 && st.Queue >= st.MaxQueue {
+			return ch, &apiError{status: 503, typ: "server_error", code: "overloaded", retry: 1, reason: "overloaded",
+				message: "the model '" + m.id + "' is overloaded (" + strconv.Itoa(st.Queue) + " requests queued); retry later"}
+		}
+		p := a.plan(m)
+		if p.err != nil {
+			return ch, p.err
+		}
+		ch.entries = append(ch.entries, choice{m: m, tierName: m.tier, plan: p, cost: m.price.Cost(p.nPrompt, p.out*a.n)})
+		ch.entries[0].reserve = ch.entries[0].cost
+		return ch, nil
+	}
+	out := a.maxTokens
+	if out == 0 {
+		out = 256 // unknown: a typical answer, for the latency prediction
+	}
+	need := func(id string) tiers.Need {
+		p := a.plan(sn.models[id])
+		return tiers.Need{PromptTokens: p.nPrompt, MaxTokens: p.out * a.n, Unfit: p.err != nil}
+	}
+	req := tiers.Request{
+		Mode: a.rt.mode, Tier: a.rt.tier, MaxLatency: a.rt.maxLatency, MaxCost: a.rt.maxCost,
+		Remaining: sn.remaining, MaxTokens: out, Need: need,
+		AllowTier: a.allowTier, AllowModel: a.allowModel,
+	}
+	// A model already in the chain is failing for the tiers after it: it is tried only
+	// once the entries before refused, and it was one of them.
+	stats := func(id string) tiers.Stats {
+		st := sn.stats(id, now)
+		for i := range ch.entries {
+			st.Failing = st.Failing || ch.entries[i].m.id == id
+		}
+		return st
+	}
+	native := req
+	native.Need = func(id string) tiers.Need {
+		nd := need(id)
+		nd.Unfit = nd.Unfit || !sn.native(sn.models[id])
+		return nd
+	}
+	steps := 1
+	if a.rt.steppable() {
+		steps = tiers.NumTiers
+	}
+	for len(ch.entries) < steps {
+		var d tiers.Decision
+		var err error
+		if a.tools {
+			// Only if no model whose template renders tools may serve the request does it
+			// take one that reads them from the fallback system prompt (engine.Block.ToolsNative).
+			native.Exclude = req.Exclude
+			d, err = tiers.Select(sn.set, native, stats)
+		}
+		if !a.tools || err != nil {
+			d, err = tiers.Select(sn.set, req, stats)
+		}
+		if err != nil {
+			if len(ch.entries) == 0 {
+				return ch, noFit(a, sn, err)
+			}
+			if a.rt.steppable() {
+				ch.end = noFit(a, sn, err)
+			}
+			break
+		}
+		m := sn.models[d.Candidate.Model]
+		ch.entries = append(ch.entries, choice{m: m, tier: d.Tier, tierName: d.Tier.String(), plan: a.plan(m), cost: d.Cost, reserve: d.Cost})
+		req.Exclude |= 1 << uint(d.Tier)
+	}
+	return ch, nil
+}
+
+// noFit answers a request no tier may serve, for the reason of the last tier tried.
+func noFit(a *ask, sn *snapshot, err error) *apiError {
+	var nf *tiers.NoFitError
+	if !errors.As(err, &nf) {
+		return &apiError{status: 500, typ: "server_error", message: err.Error(), reason: "internal"}
+	}
+	msg := err.Error() + " [" + tiers.FormatTrace(nf.Trace) + "]"
+	switch nf.Reason {
+	case tiers.ReasonUnfit: // the request is over the limits of every model tried: say which
+		for i := len(nf.Trace) - 1; i >= 0; i-- {
+			if sk := nf.Trace[i]; sk.Reason == tiers.ReasonUnfit && sk.Model != "" {
+				if aerr := a.plan(sn.models[sk.Model]).err; aerr != nil {
+					return aerr
+				}
+			}
+		}
+		return badRequest(a.maxField, msg)
+	case tiers.ReasonBudget:
+		return insufficientQuota(errors.New(msg))
+	case tiers.ReasonForbidden:
+		return &apiError{status: 403, typ: "invalid_request_error", code: "tier_not_allowed", param: "model", message: msg, reason: "forbidden"}
+	case tiers.ReasonLoad, tiers.ReasonFailed:
+		return &apiError{status: 503, typ: "server_error", code: "overloaded", message: msg, retry: 1, reason: "overloaded"}
+	case tiers.ReasonCost:
+		return &apiError{status: 400, typ: "invalid_request_error", code: "tier_unavailable", param: "lmlite.max_cost_usd", message: msg, reason: "tier_cost"}
+	case tiers.ReasonLatency:
+		return &apiError{status: 400, typ: "invalid_request_error", code: "tier_unavailable", param: "lmlite.max_latency_ms", message: msg, reason: "tier_latency"}
+	default:
+		return &apiError{status: 400, typ: "invalid_request_error", code: "tier_unavailable", param: "model", message: msg, reason: "tier_empty"}
+	}
+}
