@@ -97,7 +97,8 @@
 //     chat and completions: prediction.go, parsePrediction) becomes
 //     engine.Request.Prediction, drafts verified by the engine (the output is the
 //     same with or without it); usage then has completion_tokens_details'
-//     accepted_prediction_tokens and rejected_prediction_tokens.
+//     accepted_prediction_tokens and rejected_prediction_tokens. "lmlite":
+//     {"speculative": false} decodes without drafts (engine.Request.NoSpeculation).
 //  4. route.go, Server.routeOf: "model" is a model, "auto" (the plan's default mode)
 //     or "tier:NAME" (fixed); the body's "lmlite" object or X-LMLite-* headers add
 //     mode, tier, max latency and max cost. A model the key may not use (the plan

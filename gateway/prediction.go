@@ -20,6 +20,13 @@ import (
 // what those report); lmlite accepts it with all of them, since its output does not
 // depend on the prediction.
 
+// noSpeculation is the request's "lmlite": {"speculative": false}: decode plainly,
+// without drafts from any source (its prediction, prompt lookup, the tenant's pool).
+// The output is the same either way.
+func noSpeculation(p *commonParams) bool {
+	return p.LMLite != nil && p.LMLite.Speculative != nil && !*p.LMLite.Speculative
+}
+
 // predictionParam is the decoded prediction object.
 type predictionParam struct {
 	Type    string         `json:"type"`

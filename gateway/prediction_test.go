@@ -180,3 +180,32 @@ func TestPredictionInvalid(t *testing.T) {
 		}
 	}
 }
+
+// TestSpeculativeOptOut: "lmlite": {"speculative": false} decodes plainly — nothing
+// drafted from the request's prediction (the model's counters do not move) — with
+// the same answer; usage still has the (zero) prediction details.
+func TestSpeculativeOptOut(t *testing.T) {
+	es := startStoriesServer(t)
+	ctx := context.Background()
+	p := openai.ChatCompletionNewParams{Model: "stories", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Once upon a time")},
+		MaxTokens: openai.Int(60), Temperature: openai.Float(0)}
+	want, err := es.client.Chat.Completions.New(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Prediction.Content.OfString = openai.String(want.Choices[0].Message.Content)
+	before := es.block.Models()[0].DraftTokens
+	got, err := es.client.Chat.Completions.New(ctx, p, option.WithJSONSet("lmlite", map[string]any{"speculative": false}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := got.Usage.CompletionTokensDetails
+	if got.Choices[0].Message.Content != want.Choices[0].Message.Content || es.block.Models()[0].DraftTokens != before ||
+		!d.JSON.AcceptedPredictionTokens.Valid() || d.AcceptedPredictionTokens != 0 || d.RejectedPredictionTokens != 0 {
+		t.Fatalf("opted out: %q (want %q), drafted %d, usage %s", got.Choices[0].Message.Content, want.Choices[0].Message.Content,
+			es.block.Models()[0].DraftTokens-before, got.Usage.RawJSON())
+	}
+	if _, err := es.client.Chat.Completions.New(ctx, p); err != nil || es.block.Models()[0].DraftTokens == before {
+		t.Fatalf("without the opt-out nothing was drafted (%v)", err)
+	}
+}

@@ -36,7 +36,8 @@ type lmliteFields struct {
 	Tier         string   `json:"tier"`
 	MaxLatencyMS *float64 `json:"max_latency_ms"`
 	MaxCostUSD   *float64 `json:"max_cost_usd"`
-	KeepAlive    *string  `json:"keep_alive"` // a Go duration ("30s", "5m"): the model's stay after the request, as keepalive.go allows
+	KeepAlive    *string  `json:"keep_alive"`  // a Go duration ("30s", "5m"): the model's stay after the request, as keepalive.go allows
+	Speculative  *bool    `json:"speculative"` // false: decode plainly (engine.Request.NoSpeculation; prediction.go)
 }
 
 type streamOptions struct {

@@ -566,7 +566,7 @@ func (j *job) startEmbedded() ([]*engine.Stream, context.CancelFunc, error) {
 		Prompt: j.c.tokens, MaxTokens: j.c.out, Sampling: j.in.sampling, Stop: j.in.stop,
 		Tenant: j.pol.Tenant, Weight: j.pol.Weight, Priority: engine.Interactive, CacheSalt: salt,
 		Grammar: j.c.gram, Logprobs: f.logprobs, TopLogprobs: f.top, PromptLogprobs: f.echo && f.logprobs,
-		PromptOnly: j.in.scoreOnly, Prediction: j.in.prediction,
+		PromptOnly: j.in.scoreOnly, Prediction: j.in.prediction, NoSpeculation: noSpeculation(j.in.p),
 		KeepAlive: j.keepAlive(),
 	}
 	if a := j.rt.adapter; a != nil {

@@ -696,3 +696,30 @@ func TestWorkersSpeculationSameOutput(t *testing.T) {
 	}
 	t.Logf("drafted %d, accepted %d", got.u.DraftTokens, got.u.AcceptedTokens)
 }
+
+// TestWorkersPredictionSameOutput: a request's prediction crosses to the worker and
+// drafts there (the model does not speculate otherwise), with plain decoding's
+// output, and the prediction's usage counts cross back.
+func TestWorkersPredictionSameOutput(t *testing.T) {
+	mc := engine.ModelConfig{ID: "m", Path: llamaModel(t), MaxModelLen: 512}
+	p := newPool(t, Config{Models: []engine.ModelConfig{mc}, Command: testCommand()})
+	prompt := make([]int32, 20)
+	for i := range prompt {
+		prompt[i] = int32(3 + i*37%200)
+	}
+	req := engine.Request{Prompt: prompt, MaxTokens: 120, Sampling: engine.Sampling{IgnoreEOS: true}}
+	want := run(p, "m", req)
+	req.Prediction = want.text
+	got := run(p, "m", req)
+	if want.err != nil || got.err != nil {
+		t.Fatal(want.err, got.err)
+	}
+	if err := want.same(got); err != nil {
+		t.Fatal(err)
+	}
+	if !got.u.Predicted || got.u.PredictionAccepted == 0 || got.u.PredictionAccepted+got.u.PredictionRejected != got.u.DraftTokens {
+		t.Fatalf("usage through the worker: predicted %v, accepted %d, rejected %d, drafted %d", got.u.Predicted,
+			got.u.PredictionAccepted, got.u.PredictionRejected, got.u.DraftTokens)
+	}
+	t.Logf("prediction: accepted %d, rejected %d of %d tokens", got.u.PredictionAccepted, got.u.PredictionRejected, got.u.CompletionTokens)
+}
