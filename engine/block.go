@@ -352,7 +352,7 @@ func (b *Block) Models() []ModelStatus {
 			Loads: in.loads, Unloads: in.unloads, ColdStart: in.loadTime, Embeddings: in.pool != model.PoolNone,
 			GrammarMasks: in.vocab.maskStats()}
 		if in.file != nil {
-			st.MemoryBytes = in.file.Size() + int64(len(in.replicas))*in.kvSize
+			st.MemoryBytes = in.file.Size() + int64(len(in.replicas))*in.kvSize + in.loadedAdapterBytesLocked()
 		}
 		if in.model != nil {
 			st.ExpertLoad = in.model.ExpertLoad()
