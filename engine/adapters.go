@@ -165,6 +165,17 @@ func (in *instance) adapterUsesLocked() []adapterUse {
 	return out
 }
 
+// loadedAdapterBytesLocked is the bytes of the model's loaded adapters.
+func (in *instance) loadedAdapterBytesLocked() int64 {
+	var n int64
+	for _, s := range in.adapters {
+		if s.lora.Adapter != nil {
+			n += s.size
+		}
+	}
+	return n
+}
+
 // acquireAdaptersLocked loads the adapters ids that are not loaded (first
 // unloading idle ones for room, as adapterRoom decides) and counts a request in
 // each; releaseAdapters undoes the count. The model must be loaded and in.mu held.

@@ -107,6 +107,9 @@ func TestAdaptersOnDemandLRU(t *testing.T) {
 	if got := adapterStates(b); got["a0"] != AdapterLoaded || got["a1"] != AdapterLoaded || got["a2"] != AdapterUnloaded {
 		t.Fatalf("after a0, a1: %v", got)
 	}
+	if st := b.Models()[0]; st.MemoryBytes != in.fileSize+int64(in.cfg.Replicas)*in.kvSize+2*one {
+		t.Errorf("model memory %d bytes with two adapters loaded, want the weights, KV and the two files", st.MemoryBytes)
+	}
 	run("a0") // a1 is now the least recently used
 	run("a2")
 	if got := adapterStates(b); got["a0"] != AdapterLoaded || got["a1"] != AdapterUnloaded || got["a2"] != AdapterLoaded {

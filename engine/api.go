@@ -274,7 +274,7 @@ type ModelStatus struct {
 	ID          string
 	State       ModelState
 	Replicas    int
-	MemoryBytes int64 // weights mapped + KV pool
+	MemoryBytes int64 // weights mapped + KV pool + the loaded LoRA adapters
 	MaxModelLen int
 	QueueDepth  int // requests waiting to join a batch (all replicas)
 	Running     int // sequences in the batches (all replicas)

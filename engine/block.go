@@ -361,7 +361,7 @@ func (b *Block) Models() []ModelStatus {
 			st.AcceptedTokens += in.stats.accepted[src].Load()
 		}
 		if in.file != nil {
-			st.MemoryBytes = in.file.Size() + int64(len(in.replicas))*in.kvSize
+			st.MemoryBytes = in.file.Size() + int64(len(in.replicas))*in.kvSize + in.loadedAdapterBytesLocked()
 		}
 		if in.model != nil {
 			st.ExpertLoad = in.model.ExpertLoad()

@@ -192,3 +192,23 @@ func (s *Server) adminAdapters(ctx *fasthttp.RequestCtx, reqID string, rest []st
 	}
 	writeJSON(ctx, 200, map[string]any{"id": id, "action": action, "ok": true})
 }
+
+// adapterSummary lists the adapters over model id with their states, for the
+// operator's dashboard ("ft-0 (loaded), ft-1 (unloaded)"); "": none.
+func (s *Server) adapterSummary(id string) string {
+	states := s.adapterStates()
+	var b strings.Builder
+	for _, aid := range s.adapterIDs {
+		if s.adapters[aid].base.id != id {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(aid)
+		if st := states[aid]; st != "" {
+			b.WriteString(" (" + st + ")")
+		}
+	}
+	return b.String()
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -248,7 +249,7 @@ func TestAdaptersMixedBatchThroughSDK(t *testing.T) {
 
 // TestAdminAdapters: the admin key lists the adapters (base, owner, state, bytes)
 // and loads and unloads one; a tenant's key may not; the adapter's state shows in
-// the owner's /v1/models.
+// the owner's /v1/models and beside its base on the operator's dashboard.
 func TestAdminAdapters(t *testing.T) {
 	es := startEngineWith(t, adaptersYAML, engine.Config{}, Options{AdminKey: "admin-secret"}, nil)
 	admin := func(method, path, key string) (int, string) {
@@ -291,6 +292,13 @@ func TestAdminAdapters(t *testing.T) {
 	_, body := rawCall(t, es, "acme", "GET", "/v1/models/"+id, "")
 	if !strings.Contains(body, `"state":"loaded"`) {
 		t.Errorf("/v1/models/{id} after the load: %s", body)
+	}
+	c := browser(t)
+	if resp, _ := send(t, c, "POST", es.base+"/dashboard/login", url.Values{"key": {"admin-secret"}}); resp.StatusCode != 303 {
+		t.Fatalf("dashboard sign-in: %d", resp.StatusCode)
+	}
+	if _, page := send(t, c, "GET", es.base+"/dashboard", nil); !strings.Contains(page, "adapters: ft-0 (unloaded)") || !strings.Contains(page, id+" (loaded)") {
+		t.Errorf("the operator's model view does not show the adapters' states")
 	}
 	if st, body := admin("POST", "/admin/adapters/"+id+"/unload", "admin-secret"); st != 200 || list()[id].State != engine.AdapterUnloaded {
 		t.Fatalf("unload: %d %s, state %s", st, body, list()[id].State)

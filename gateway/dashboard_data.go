@@ -84,6 +84,9 @@ type modelRow struct {
 	// CanLoad and CanUnload: the buttons that apply to the model's state (Load on an
 	// unloaded or failed model, Unload on a ready one).
 	CanLoad, CanUnload bool
+	// Adapters are the LoRA adapters over the model with their state ("ft-0
+	// (loaded), ft-1 (unloaded)"); "": none.
+	Adapters string
 }
 
 // chart is a server-side SVG line chart: numbers only, in a 600×200 view box. Its
@@ -305,6 +308,7 @@ func (s *Server) operatorData(d *dashPage, now, dayStart time.Time) {
 			m.Loadable = canLoad && s.eng != nil
 			m.CanLoad, m.CanUnload = loadButtons(st.State)
 		}
+		m.Adapters = s.adapterSummary(st.ID)
 		d.Models = append(d.Models, m)
 	}
 	for _, k := range s.ten.Store().Keys() {

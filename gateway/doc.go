@@ -99,11 +99,13 @@
 //     same with or without it); usage then has completion_tokens_details'
 //     accepted_prediction_tokens and rejected_prediction_tokens. "lmlite":
 //     {"speculative": false} decodes without drafts (engine.Request.NoSpeculation).
-//  4. route.go, Server.routeOf: "model" is a model, "auto" (the plan's default mode)
-//     or "tier:NAME" (fixed); the body's "lmlite" object or X-LMLite-* headers add
-//     mode, tier, max latency and max cost. A model the key may not use (the plan
-//     forbids it or every tier it serves in) is a 404 model_not_found like an
-//     unknown one, listing what the key may use; a forbidden tier is a 403.
+//  4. route.go, Server.routeOf: "model" is a model, a LoRA adapter's id (adapters.go:
+//     the request runs on its base with route.adapter applied), "auto" (the plan's
+//     default mode) or "tier:NAME" (fixed); the body's "lmlite" object or
+//     X-LMLite-* headers add mode, tier, max latency and max cost. A model or
+//     adapter the key may not use (the plan forbids it or every tier it serves in;
+//     another tenant's private adapter) is a 404 model_not_found like an unknown
+//     one, listing what the key may use; a forbidden tier is a 403.
 //     With a registry (Options.Peers: several processes sharing a Redis), a request
 //     naming a model this process does not serve, or has scaled to zero while
 //     another holds it ready, is forwarded here to that process as it came

@@ -24,7 +24,16 @@ type Product struct {
 // work. Products that read the same X (the same first element and rows, and the
 // same activation format, Q8_0's correction included) share its quantized form. Products of no tokens are
 // skipped.
-func MatMuls(ps []Product) {
+func MatMuls(ps []Product) { matMuls(ps, false) }
+
+// MatMulsSerial is MatMuls on the calling goroutine alone (the same bits): for
+// groups whose work is too small to pay for a start and a wait of the pool's
+// workers, such as a decode step's LoRA products (rank-wide, a few rows each), which
+// come twice per adapted projection. On a loaded machine a start costs far more than
+// its share of the work: the workers must first be scheduled.
+func MatMulsSerial(ps []Product) { matMuls(ps, true) }
+
+func matMuls(ps []Product, serial bool) {
 	g := groupPool.Get().(*mmGroup)
 	defer g.release()
 	work := 0
@@ -51,7 +60,7 @@ func MatMuls(ps []Product) {
 	if len(g.mms) == 0 {
 		return
 	}
-	if work < 1<<15 {
+	if serial || work < 1<<15 {
 		g.run(0, g.rows)
 		return
 	}

@@ -12,7 +12,8 @@ import (
 // split across them at other places than a lone product's), for products of no,
 // one, a few and many tokens, products sharing their activations (the same X and
 // activation format) and products that read the same X in another format (which
-// must not share: Q8_0 and Q4_K weights meet different activations).
+// must not share: Q8_0 and Q4_K weights meet different activations). MatMulsSerial
+// gives the same bits on the calling goroutine.
 func TestMatMulsMatchesMatMul(t *testing.T) {
 	defer SetThreads(SetThreads(1))
 	r := rand.New(rand.NewPCG(18, 1))
@@ -45,15 +46,22 @@ func TestMatMulsMatchesMatMul(t *testing.T) {
 			MatMul(want[i], p.W, p.X, p.NTok)
 		}
 	}
-	for _, threads := range []int{1, 2, 3} {
-		t.Run(fmt.Sprint("threads", threads), func(t *testing.T) {
-			SetThreads(threads)
+	for _, c := range []struct {
+		threads int
+		serial  bool
+	}{{1, false}, {2, false}, {3, false}, {3, true}} {
+		t.Run(fmt.Sprint("threads", c.threads, "serial", c.serial), func(t *testing.T) {
+			SetThreads(c.threads)
 			for i := range ps {
 				for k := range ps[i].Dst {
 					ps[i].Dst[k] = float32(math.NaN())
 				}
 			}
-			MatMuls(ps)
+			if c.serial {
+				MatMulsSerial(ps)
+			} else {
+				MatMuls(ps)
+			}
 			for i, p := range ps {
 				if p.NTok == 0 {
 					for k, v := range p.Dst {

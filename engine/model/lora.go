@@ -263,8 +263,8 @@ func (m *Model) checkLoRAs(loras []LoRA) error {
 // parts' logits rows; else their tokens), whose input is x (in values per row): for
 // each row, scale·B·(A·x). Each product runs on one part's rows alone, so a row's
 // bits depend only on its own sequence, never on the batch; the parts' A products
-// go as one kernels.MatMuls group, then their B products as another (two starts of
-// the kernels' workers per projection, not two per sequence).
+// go as one kernels.MatMuls group, then their B products as another (on the calling
+// goroutine for a step of up to loraSerialRows rows).
 func (w *scratch) lora(parts []part, li int, pr proj, dst []float32, out int, x []float32, in int) {
 	// The products' rows: each (part, adapter) pair with rows gets nr·rank values
 	// of loraT and nr·out of loraD.
@@ -306,8 +306,17 @@ func (w *scratch) lora(parts []part, li int, pr proj, dst []float32, out int, x 
 		b.Dst = w.loraD[od : od+a.NTok*out]
 		ot, od = ot+n, od+a.NTok*out
 	}
-	kernels.MatMuls(w.loraA)
-	kernels.MatMuls(w.loraB)
+	// A decode step's LoRA products (a few rows each, rank 16) are about 2% of its
+	// work, less than the two starts of the pool's workers they would cost per
+	// projection: they run on the calling goroutine (BenchmarkLoRADecode16,
+	// docs/PERFORMANCE.md). A prefill's are spread over the workers.
+	if r0 <= loraSerialRows {
+		kernels.MatMulsSerial(w.loraA)
+		kernels.MatMulsSerial(w.loraB)
+	} else {
+		kernels.MatMuls(w.loraA)
+		kernels.MatMuls(w.loraB)
+	}
 	// The updates in part order, each pair's after the one before (a sequence's
 	// adapters add in their order).
 	for i, b := range w.loraB {
@@ -318,6 +327,10 @@ func (w *scratch) lora(parts []part, li int, pr proj, dst []float32, out int, x 
 		}
 	}
 }
+
+// loraSerialRows is the most rows of a step whose LoRA products run on the
+// calling goroutine (kernels.MatMulsSerial) rather than the pool's workers.
+const loraSerialRows = 64
 
 // loraRows is where one LoRA product's update goes: rows r0…r0+nr-1, at scale s.
 type loraRows struct {
