@@ -20,6 +20,11 @@ type LeaseConfig struct {
 	// path: what is left beyond every lease never falls below it by a grant, and a
 	// tenant with less than that left (near its ceiling) gets no lease; 4.
 	Reserve int
+	// Term is how long after Redis last answered a refresh the process keeps serving
+	// from the lease while refreshes fail (Redis down): the money it holds, its slots
+	// and request tokens, then this process's share of the rates; past it the lease
+	// serves nothing until Redis answers again; 10s.
+	Term time.Duration
 	// MinGap is the least time between two refreshes of one tenant's lease (a refresh
 	// that fails is not retried sooner); Period/20, at most 25ms.
 	MinGap time.Duration
@@ -34,6 +39,9 @@ func (c LeaseConfig) withDefaults() LeaseConfig {
 	}
 	if c.Reserve <= 0 {
 		c.Reserve = 4
+	}
+	if c.Term <= 0 {
+		c.Term = 10 * time.Second
 	}
 	if c.MinGap <= 0 {
 		c.MinGap = min(c.Period/20, 25*time.Millisecond)

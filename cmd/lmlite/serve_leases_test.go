@@ -649,6 +649,7 @@ func TestServeLeasesRedisRestartedMidLoad(t *testing.T) {
 	var mu sync.Mutex
 	var duringOutage money.Money // cost of requests sent after the kill, answered before the restart
 	outageServed := 0
+	outageBy := make([]int, 3) // requests served during the outage, by process
 	backAt := make([]atomic.Int64, 3)     // when each process's first request sent after the restart and served was sent
 	answeredAt := make([]atomic.Int64, 3) // and when it was answered (its generation included)
 	stop := make(chan struct{})
@@ -680,6 +681,7 @@ func TestServeLeasesRedisRestartedMidLoad(t *testing.T) {
 					mu.Lock()
 					duringOutage += money.USD(float64(u.Usage.Prompt+u.Usage.Completion) / 1000)
 					outageServed++
+					outageBy[n]++
 					mu.Unlock()
 				}
 				if r != 0 && sent > r {
@@ -732,9 +734,9 @@ func TestServeLeasesRedisRestartedMidLoad(t *testing.T) {
 		slowest = max(slowest, time.Duration(b-restarted.Load()))
 		answered = max(answered, time.Duration(answeredAt[i].Load()-restarted.Load()))
 	}
-	t.Logf("outage 1.5 s: %d requests served during it for %v, the leases held %v just before (last reads %v); "+
+	t.Logf("outage 1.5 s: %d requests served during it (by process %v) for %v, the leases held %v just before (last reads %v); "+
 		"503 %d; every process served again %v after the restart (the first such request sent; its answer %v after the restart); ran %d",
-		outageServed, duringOutage, leasedMax, last, o.unavailable503, slowest.Round(time.Millisecond), answered.Round(time.Millisecond), o.ran)
+		outageServed, outageBy, duringOutage, leasedMax, last, o.unavailable503, slowest.Round(time.Millisecond), answered.Round(time.Millisecond), o.ran)
 	if len(o.other) > 0 || o.refused > 0 {
 		t.Fatalf("answers other than 200 and 503: %v, refused for money %d", o.other, o.refused)
 	}
