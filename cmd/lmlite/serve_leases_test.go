@@ -649,7 +649,7 @@ func TestServeLeasesRedisRestartedMidLoad(t *testing.T) {
 	var mu sync.Mutex
 	var duringOutage money.Money // cost of requests sent after the kill, answered before the restart
 	outageServed := 0
-	outageBy := make([]int, 3) // requests served during the outage, by process
+	outageBy := make([]int, 3)            // requests served during the outage, by process
 	backAt := make([]atomic.Int64, 3)     // when each process's first request sent after the restart and served was sent
 	answeredAt := make([]atomic.Int64, 3) // and when it was answered (its generation included)
 	stop := make(chan struct{})
