@@ -133,6 +133,7 @@ func (l *LeaseShared) book(q *Quota) *leaseBook {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if b = l.books[q.Tenant]; b == nil {
+		l.RedisShared.seen(q.Tenant) // the background reaper returns its dead tickets too
 		b = &leaseBook{tenant: q.Tenant, q: *q, left: -1, tpmLeft: -1, tickets: map[string]leaseTicket{}}
 		l.books[q.Tenant] = b
 	}
