@@ -153,7 +153,7 @@ func (b *leaseBook) viewLocked(now time.Time) leaseView {
 	}
 	return leaseView{Now: now, Last: b.last, Budget: hasBudget(&b.q), MaxConc: b.q.MaxConcurrency, RPS: b.q.RequestsPerSecond,
 		Burst: b.q.Burst, Granted: b.granted, Money: b.money, Resv: b.resv, Owed: owed, Left: b.left, Slots: b.slots,
-		Flight: b.flight, Tokens: b.reqTok, MaxW: b.maxW, DemMoney: b.demMoney, DemReqs: b.demReqs, DemPeak: b.demPeak, OldOwed: old}
+		Flight: b.flight, Running: len(b.tickets), Tokens: b.reqTok, MaxW: b.maxW, DemMoney: b.demMoney, DemReqs: b.demReqs, DemPeak: b.demPeak, OldOwed: old}
 }
 
 // maybeKickLocked queues the book for a refresh if planLease says so.
