@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -38,7 +39,16 @@ func (l deadlineListener) Accept() (net.Conn, error) {
 // never cut: every write that moves bytes gives the rest another d.
 type deadlineConn struct {
 	net.Conn
-	d time.Duration
+	d    time.Duration
+	read atomic.Bool // a byte was read (Server.closeFresh)
+}
+
+func (c *deadlineConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 && !c.read.Load() {
+		c.read.Store(true)
+	}
+	return n, err
 }
 
 func (c *deadlineConn) Write(b []byte) (int, error) {

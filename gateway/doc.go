@@ -393,6 +393,8 @@
 // last request to end sets it): a request without keep_alive gives the model the
 // longest of its idle timeout and other tenants' stays.
 //
-// Shutdown drains: it answers 503 to new requests, closes the listener, and waits
-// for in-flight requests, streams included, to finish and settle.
+// Shutdown drains: it answers 503 to new requests, closes the listener, closes the
+// idle keep-alive connections and those a client opened and never sent a byte on
+// (after a 250 ms grace: Server.closeFresh), and waits for in-flight requests,
+// streams included, to finish and settle.
 package gateway

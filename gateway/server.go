@@ -148,6 +148,7 @@ type Server struct {
 	decoded   atomic.Int64 // request bodies handed to the JSON decoder (tests: a refused request decodes none)
 	decisions atomic.Int64 // routing decisions made (decide; tests: one per request, whatever its fallbacks)
 	draining  atomic.Bool
+	conns     sync.Map       // *deadlineConn → time.Time accepted: the open connections (Shutdown closes those that never sent a byte)
 	wg        sync.WaitGroup // in-flight requests, including streams after the handler returned
 	created   int64
 	batches   *batches        // nil: the Batch API is off
@@ -345,6 +346,7 @@ func New(cfg Config, eng Engine, ten *tenancy.Tenancy, opts Options) (*Server, e
 		ReadTimeout:                  5 * time.Minute,
 		IdleTimeout:                  2 * time.Minute,
 		CloseOnShutdown:              true,
+		ConnState:                    s.connState,
 		NoDefaultServerHeader:        false,
 		NoDefaultContentType:         true,
 		Logger:                       fasthttpLogger{s.log},
@@ -396,8 +398,14 @@ func (s *Server) Serve(ln net.Listener) error {
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.draining.Store(true)
 	// fasthttp waits for every connection, so every handler (and its wg.Add) has run
-	// when it returns; then wait for the stream writers' settling.
+	// when it returns; then wait for the stream writers' settling. It closes the idle
+	// keep-alive connections itself, but not one accepted that never sent a byte (a
+	// client's spare connection): closeFresh does, or the drain would wait for it
+	// until ReadTimeout or ctx ends.
+	stop := make(chan struct{})
+	go s.closeFresh(stop)
 	err := s.http.ShutdownWithContext(ctx)
+	close(stop)
 	if s.batches != nil {
 		s.batches.m.Close() // running lines finish and are committed; the rest resume at the next start
 	}
@@ -417,6 +425,47 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		return fmt.Errorf("gateway: shutdown: %w", err)
 	}
 	return nil
+}
+
+// freshGrace is how long Shutdown lets a connection accepted just before it send its
+// first byte before closing it.
+const freshGrace = 250 * time.Millisecond
+
+// connState tracks the open connections (fasthttp marks a connection active before
+// its first byte arrives: deadlineConn.Read notes that byte).
+func (s *Server) connState(c net.Conn, st fasthttp.ConnState) {
+	dc, ok := c.(*deadlineConn)
+	if !ok {
+		return
+	}
+	switch st {
+	case fasthttp.StateNew:
+		s.conns.Store(dc, time.Now())
+	case fasthttp.StateClosed, fasthttp.StateHijacked:
+		s.conns.Delete(dc)
+	}
+}
+
+// closeFresh closes, until stop, every connection that has sent no byte within
+// freshGrace of its accept (every 50 ms).
+func (s *Server) closeFresh(stop <-chan struct{}) {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		now := time.Now()
+		s.conns.Range(func(k, v any) bool {
+			if dc := k.(*deadlineConn); !dc.read.Load() && now.Sub(v.(time.Time)) >= freshGrace {
+				s.conns.Delete(k)
+				dc.Close()
+			}
+			return true
+		})
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // Handler returns the request handler (for tests and embedding).

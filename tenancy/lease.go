@@ -20,6 +20,11 @@ type LeaseConfig struct {
 	// path: what is left beyond every lease never falls below it by a grant, and a
 	// tenant with less than that left (near its ceiling) gets no lease; 4.
 	Reserve int
+	// Term is how long after Redis last answered a refresh the process keeps serving
+	// from the lease while refreshes fail (Redis down): the money it holds, its slots
+	// and request tokens, then this process's share of the rates; past it the lease
+	// serves nothing until Redis answers again; 10s.
+	Term time.Duration
 	// MinGap is the least time between two refreshes of one tenant's lease (a refresh
 	// that fails is not retried sooner); Period/20, at most 25ms.
 	MinGap time.Duration
@@ -34,6 +39,9 @@ func (c LeaseConfig) withDefaults() LeaseConfig {
 	}
 	if c.Reserve <= 0 {
 		c.Reserve = 4
+	}
+	if c.Term <= 0 {
+		c.Term = 10 * time.Second
 	}
 	if c.MinGap <= 0 {
 		c.MinGap = min(c.Period/20, 25*time.Millisecond)
@@ -58,6 +66,7 @@ type leaseView struct {
 	Left    money.Money // what was left beyond every reservation and lease at the last answer; -1: no ceiling
 	Slots   int         // concurrency slots leased
 	Flight  int         // of them, held by requests in flight
+	Running int         // requests served from the lease and not settled yet
 	Tokens  int         // request tokens (requests/s) held
 
 	MaxW     money.Money // the largest worst case reserved recently
@@ -83,8 +92,9 @@ func (v *leaseView) free() money.Money { return v.Money - v.Resv - v.Owed }
 // planLease decides, at v.Now, what the tenant's lease should be and whether to ask
 // for it now. The lease covers Period of the demand seen since the last refresh (its
 // worst cases, its requests, its peak in flight), at least two requests' worst case
-// while the tenant is busy, and nothing beyond its reservations when it was idle for
-// the whole interval (given back) or when what is left is under Reserve requests'
+// while the tenant is busy, no less than its free part while requests run with no
+// new admission (their clients wait on them), and nothing beyond its reservations
+// when it was idle for the whole interval, nothing running (given back) or when what is left is under Reserve requests'
 // worst case (near the ceiling: the per-request path, exact). It refreshes when the
 // interval is over (every Period), when the free part of the money, the slots or the
 // request tokens falls under LowWater of its target (ahead of need), when an earlier
@@ -96,12 +106,18 @@ func planLease(v leaseView, c LeaseConfig) leasePlan {
 	}
 	elapsed = max(elapsed, c.MinGap) // the demand of a short interval is scaled by at most Period/MinGap
 	scale := float64(c.Period) / float64(elapsed)
-	idle := v.DemReqs == 0 && !v.Last.IsZero() && v.Now.Sub(v.Last) >= c.Period
-
+	idle := v.DemReqs == 0 && v.Running == 0 && !v.Last.IsZero() && v.Now.Sub(v.Last) >= c.Period
+	// No admission since the last refresh but requests still running (their clients
+	// wait on them, e.g. on a slow engine): the demand has not gone, it waits; the
+	// free part is kept rather than cut to two worst cases.
+	waiting := v.DemReqs == 0 && v.Running > 0
 	var p leasePlan
 	var freeWant money.Money
 	if v.Budget {
 		freeWant = max(money.Money(float64(v.DemMoney)*scale), 2*v.MaxW)
+		if waiting {
+			freeWant = max(freeWant, v.free())
+		}
 		if v.Left >= 0 && v.Granted && v.Left+v.free() < money.Money(c.Reserve)*v.MaxW {
 			p.Near, freeWant = true, 0
 		}

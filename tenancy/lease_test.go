@@ -35,6 +35,10 @@ func TestPlanLease(t *testing.T) {
 			v.Now, v.DemMoney, v.DemReqs = t0.Add(time.Second), 0, 0
 			return v
 		}, leasePlan{Refresh: true, Money: 10 * w}},
+		{"no admission for a period, requests still running: the free part is kept", func(v leaseView) leaseView {
+			v.Now, v.DemMoney, v.DemReqs, v.Running = t0.Add(time.Second), 0, 0, 3
+			return v
+		}, leasePlan{Refresh: true, Money: 100 * w}},
 		{"near the ceiling: no free money, per-request path", func(v leaseView) leaseView {
 			v.Now, v.Left, v.Money, v.Owed = t0.Add(time.Second), w, 12*w, 0
 			return v

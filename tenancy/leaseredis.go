@@ -23,7 +23,7 @@ var reconcileLua string
 // leaseScript refreshes a lease (lua/lease.lua); reconcileScript closes one whose
 // holder is gone (lua/reconcile.lua).
 var (
-	leaseScript     = redis.NewScript(luaBase + luaGCRAAt + leaseLua)
+	leaseScript     = redis.NewScript(luaBase + luaReap + luaGCRAAt + leaseLua)
 	reconcileScript = redis.NewScript(luaBase + reconcileLua)
 )
 
@@ -49,8 +49,8 @@ func (b *redisBank) leaseKey(tenant, lid string) string { return b.r.base(tenant
 func (b *redisBank) indexKey(owner string) string { return b.r.prefix + "leases:{" + owner + "}" }
 
 func (b *redisBank) refresh(q *Quota, now time.Time, a *leaseAsk) (leaseGrant, error) {
-	keys := b.r.tenantKeys(q.Tenant, now)[:3]
-	keys = append(keys, b.leaseKey(q.Tenant, a.Lease))
+	tk := b.r.tenantKeys(q.Tenant, now)
+	keys := append(tk[:3:3], b.leaseKey(q.Tenant, a.Lease), tk[3])
 	args := []any{a.Seq, int64(q.DailyBudget), int64(q.MonthlyBudget), q.MaxConcurrency}
 	args = append(args, gcraArgs(rpsLimit(q), q.RequestsPerSecond > 0)...)
 	args = append(args, gcraArgs(tpmLimit(q), q.TokensPerMinute > 0)...)

@@ -1,6 +1,7 @@
 package tenancy
 
 import (
+	"errors"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -73,6 +74,9 @@ type leaseBook struct {
 	last     time.Time
 	queued   bool // on the kick channel or being refreshed
 
+	confirmed time.Time // when the last refresh that Redis answered was sent: the lease's term runs from it
+	failing   bool      // the last refresh failed (Redis down): the lease is kept as it is until one succeeds
+
 	tickets map[string]leaseTicket
 }
 
@@ -129,6 +133,7 @@ func (l *LeaseShared) book(q *Quota) *leaseBook {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if b = l.books[q.Tenant]; b == nil {
+		l.RedisShared.seen(q.Tenant) // the background reaper returns its dead tickets too
 		b = &leaseBook{tenant: q.Tenant, q: *q, left: -1, tpmLeft: -1, tickets: map[string]leaseTicket{}}
 		l.books[q.Tenant] = b
 	}
@@ -148,11 +153,14 @@ func (b *leaseBook) viewLocked(now time.Time) leaseView {
 	}
 	return leaseView{Now: now, Last: b.last, Budget: hasBudget(&b.q), MaxConc: b.q.MaxConcurrency, RPS: b.q.RequestsPerSecond,
 		Burst: b.q.Burst, Granted: b.granted, Money: b.money, Resv: b.resv, Owed: owed, Left: b.left, Slots: b.slots,
-		Flight: b.flight, Tokens: b.reqTok, MaxW: b.maxW, DemMoney: b.demMoney, DemReqs: b.demReqs, DemPeak: b.demPeak, OldOwed: old}
+		Flight: b.flight, Running: len(b.tickets), Tokens: b.reqTok, MaxW: b.maxW, DemMoney: b.demMoney, DemReqs: b.demReqs, DemPeak: b.demPeak, OldOwed: old}
 }
 
 // maybeKickLocked queues the book for a refresh if planLease says so.
 func (l *LeaseShared) maybeKickLocked(b *leaseBook, now time.Time) {
+	if b.failing && now.Sub(b.last) < l.cfg.Period/10 {
+		return // Redis down: retried at most every tenth of a period
+	}
 	if b.queued || !planLease(b.viewLocked(now), l.cfg).Refresh {
 		return
 	}
@@ -163,28 +171,47 @@ func (l *LeaseShared) maybeKickLocked(b *leaseBook, now time.Time) {
 	}
 }
 
-// takeLocked serves a request from the lease if it covers every limit: a slot, a
-// request token, the prompt's tokens/min and total. It reports whether it did.
-func (b *leaseBook) takeLocked(id string, promptTokens int, total money.Money) bool {
+// liveLocked reports whether the lease may be spent from at now: granted, and
+// within its term of the last refresh Redis answered.
+func (b *leaseBook) liveLocked(now time.Time, term time.Duration) bool {
+	return b.granted && now.Sub(b.confirmed) <= term
+}
+
+// fitsLocked reports whether the lease covers a request at now: its money (total)
+// and a slot, and unless localRate, a request token and the prompt's tokens/min.
+func (b *leaseBook) fitsLocked(now time.Time, term time.Duration, promptTokens int, total money.Money, localRate bool) bool {
 	v := b.viewLocked(time.Time{})
 	switch {
-	case !b.granted:
+	case !b.liveLocked(now, term):
 		return false
 	case v.Budget && total > v.free():
 		return false
 	case b.q.MaxConcurrency > 0 && b.flight >= b.slots:
 		return false
+	case localRate:
+		return true
 	case b.q.RequestsPerSecond > 0 && b.reqTok < 1:
 		return false
 	case b.q.TokensPerMinute > 0 && b.tpmLeft < float64(min(promptTokens, b.q.TokensPerMinute)):
 		return false
 	}
+	return true
+}
+
+// takeLocked serves a request from the lease if it covers every limit (fitsLocked):
+// a slot, a request token (unless localRate: the caller checked the rates against
+// this process's share), the prompt's tokens/min and total. It reports whether it did.
+func (b *leaseBook) takeLocked(now time.Time, term time.Duration, id string, promptTokens int, total money.Money, localRate bool) bool {
+	if !b.fitsLocked(now, term, promptTokens, total, localRate) {
+		return false
+	}
 	if b.q.MaxConcurrency > 0 {
 		b.flight++
 	}
-	if b.q.RequestsPerSecond > 0 {
+	if b.q.RequestsPerSecond > 0 && !localRate {
 		b.reqTok--
 	}
+	v := b.viewLocked(time.Time{})
 	if v.Budget {
 		b.resv += total
 	}
@@ -214,12 +241,16 @@ func (l *LeaseShared) Admit(q *Quota, id string, now time.Time, promptTokens int
 	b.demReqs++
 	b.demMoney += total
 	b.maxW = max(b.maxW, total)
-	ok := b.takeLocked(id, promptTokens, total)
+	ok := b.takeLocked(now, l.cfg.Term, id, promptTokens, total, false)
 	if ok {
 		b.demPeak = max(b.demPeak, b.flight)
 	} else {
 		b.demPeak = max(b.demPeak, b.flight+1) // one more than the lease had slots for
 	}
+	// Redis down (the last refresh failed) and the lease out of request tokens or
+	// tokens/min but not of money or slots: the rates are checked against this
+	// process's share of them, as RedisShared does while Redis is down.
+	localRate := !ok && b.failing && b.fitsLocked(now, l.cfg.Term, promptTokens, total, true)
 	var room money.Money
 	if ok {
 		room = b.roomLocked()
@@ -229,8 +260,27 @@ func (l *LeaseShared) Admit(q *Quota, id string, now time.Time, promptTokens int
 	if ok {
 		return room, nil
 	}
+	if localRate {
+		rq := *q
+		rq.MaxConcurrency = 0 // the slot is the lease's
+		if _, err := l.RedisShared.admitLocal(&rq, id, now, promptTokens, nil); err != nil {
+			return 0, err
+		}
+		b.mu.Lock()
+		ok = b.takeLocked(now, l.cfg.Term, id, promptTokens, total, true)
+		room = b.roomLocked()
+		b.mu.Unlock()
+		if !ok {
+			return 0, unavailable("admit", errLeaseShort)
+		}
+		return room, nil
+	}
 	return l.RedisShared.Admit(q, id, now, promptTokens, total)
 }
+
+// errLeaseShort is the cause of a refusal while Redis is down: the lease ran short
+// between a check and the take.
+var errLeaseShort = errors.New("down, and the lease ran short")
 
 func (l *LeaseShared) Room(q *Quota) money.Money {
 	l.mu.RLock()
@@ -272,7 +322,7 @@ func (l *LeaseShared) Reserve(q *Quota, id string, now time.Time, total money.Mo
 	}
 	// Grow or shrink the lease's part first; what the lease cannot cover goes to the
 	// per-request path.
-	if lt.exact == 0 {
+	if lt.exact == 0 && b.liveLocked(now, l.cfg.Term) {
 		v := b.viewLocked(now)
 		if total <= lt.money || total-lt.money <= v.free() {
 			b.resv += total - lt.money
@@ -439,11 +489,26 @@ func (l *LeaseShared) refresh(b *leaseBook, now time.Time, final bool) error {
 		b.owed, b.owedSum, b.tokens = nil, 0, 0
 		b.sending = ask
 	}
+	rep := ask.reported()
+	if hasBudget(&q) {
+		// What was settled and is not in this report (a resend's: it reports what it
+		// first did) stays in the lease until the next report takes it off.
+		p.Money += b.owedSum
+	}
+	if b.failing && !final {
+		// The last refresh failed (Redis down): the lease is kept whole until Redis
+		// answers, so that the process serves from it meanwhile (LeaseConfig.Term).
+		// An ambiguous failure (the script ran, its answer lost) may have shrunk it in
+		// Redis: the shrink applied locally before that send stays (never undone).
+		p.Money = max(p.Money, b.money-rep)
+		p.Slots = max(p.Slots, b.slots)
+		p.Give = 0
+	}
 	ask.Money, ask.Slots, ask.Take, ask.Give = p.Money, p.Slots, p.Take, p.Give
 	ask.Reserve = money.Money(l.cfg.Reserve) * b.maxW
 	// A shrink takes effect here at once (the lease after it still covers every
 	// reservation: p.Money ≥ resv); a grow only when Redis grants it.
-	if rep := ask.reported(); p.Money < b.money-rep {
+	if p.Money < b.money-rep {
 		b.money = p.Money + rep
 	}
 	if p.Slots < b.slots {
@@ -475,9 +540,12 @@ func (l *LeaseShared) refresh(b *leaseBook, now time.Time, final bool) error {
 	b.queued = false
 	if err != nil {
 		ask.Give = 0 // given back locally; a resend must not give them twice
+		b.failing = true
 		return err
 	}
 	b.sending = nil
+	b.failing = false
+	b.confirmed = now
 	b.granted = !final
 	b.money = g.Money
 	b.slots = g.Slots
@@ -505,7 +573,14 @@ func (l *LeaseShared) Close() {
 	}
 	l.mu.RUnlock()
 	for _, b := range bs {
-		if l.refresh(b, time.Now(), true) == nil {
+		err := l.refresh(b, time.Now(), true)
+		b.mu.Lock()
+		again := err == nil && b.owedSum > 0 // settled during a failed refresh: a second report
+		b.mu.Unlock()
+		if again {
+			err = l.refresh(b, time.Now(), true)
+		}
+		if err == nil {
 			b.mu.Lock()
 			whole := b.money == 0 && b.slots == 0 && b.reg
 			b.mu.Unlock()

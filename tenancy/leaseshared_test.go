@@ -38,6 +38,12 @@ func (h cmdCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 // newLeaseProc starts a process on srv with its ledger at path ("": a new one).
 func newLeaseProc(t *testing.T, srv *redistest.Server, node, path string, period time.Duration) *leaseProc {
 	t.Helper()
+	return newLeaseProcWith(t, srv, node, path, LeaseConfig{Period: period})
+}
+
+// newLeaseProcWith is newLeaseProc with the whole lease configuration.
+func newLeaseProcWith(t *testing.T, srv *redistest.Server, node, path string, cfg LeaseConfig) *leaseProc {
+	t.Helper()
 	c, err := rediscli.New(rediscli.Options{URL: srv.URL(0), Name: node})
 	if err != nil {
 		t.Fatal(err)
@@ -49,7 +55,7 @@ func newLeaseProc(t *testing.T, srv *redistest.Server, node, path string, period
 	}
 	store := openStore(t, path, SyncProcess)
 	r := NewRedisShared(c, RedisOptions{KeyPrefix: "test:", Node: node, TTL: 5 * time.Second})
-	ls := NewLeaseShared(r, LeaseOptions{LeaseConfig: LeaseConfig{Period: period}, Store: store})
+	ls := NewLeaseShared(r, LeaseOptions{LeaseConfig: cfg, Store: store})
 	ten := New(store)
 	ten.UseShared(ls)
 	p := &leaseProc{ten, ls, store, c, n}
@@ -432,5 +438,84 @@ func TestLeaseRedisDownSpendsOnlyWhatWasLeased(t *testing.T) {
 	held, _ := redisHeld(t, a.c, q.Tenant)
 	if ledger := ledgerSum(t, a.store); spent != ledger || held != 0 {
 		t.Fatalf("after Close Redis has spent %v held %v, the ledger %v", spent, money.Money(held), ledger)
+	}
+}
+
+// leaseFree is the free part of p's lease of tenant: money Redis holds for p that no
+// request reserved or spent.
+func leaseFree(p *leaseProc, tenant string) money.Money {
+	p.ls.mu.RLock()
+	b := p.ls.books[tenant]
+	p.ls.mu.RUnlock()
+	if b == nil {
+		return 0
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	v := b.viewLocked(time.Time{})
+	return v.free()
+}
+
+// TestLeaseRedisDownKeepsServingFromLeaseUntilItsTermEnds: with Redis killed, a
+// process keeps admitting a tenant's requests against what its lease still holds
+// (its money, its slots, its request tokens, then this process's share of the
+// requests/s limit) for as long as the outage lasts within the lease's term, however
+// many refreshes fail meanwhile; past the term it refuses (ErrUnavailable, a 503).
+// What it served during the outage is at most what the lease held free when Redis
+// went; once Redis is back, it serves again and Redis's spend equals the ledger.
+func TestLeaseRedisDownKeepsServingFromLeaseUntilItsTermEnds(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{Persist: true})
+	a := newLeaseProcWith(t, srv, "a", "", LeaseConfig{Period: time.Second, Term: 1500 * time.Millisecond})
+	worst := money.USD(0.001)
+	q := &Quota{Tenant: "term", DailyBudget: money.USD(1), RequestsPerSecond: 200, Burst: 20, MaxConcurrency: 8}
+	// Demand of up to 100 requests/s builds a lease of a second's worth.
+	for start := time.Now(); time.Since(start) < 1500*time.Millisecond || leaseFree(a, q.Tenant) < 40*worst; {
+		if time.Since(start) > 5*time.Second {
+			t.Fatalf("no lease of 40 worst cases after 5 s: %v", leaseFree(a, q.Tenant))
+		}
+		if err := a.request(q, worst, worst); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	free := leaseFree(a, q.Tenant)
+	srv.Kill()
+	killed := time.Now()
+	// 25 requests/s for 1 s: within the lease's money and the term, more than its
+	// request tokens (the burst, 20): the rest on this process's share of the rate.
+	served, refused := 0, []error{}
+	for time.Since(killed) < time.Second {
+		if err := a.request(q, worst, worst); err != nil {
+			refused = append(refused, err)
+		} else {
+			served++
+		}
+		time.Sleep(40 * time.Millisecond)
+	}
+	t.Logf("Redis down 1 s: served %d requests (%v) from a lease of %v free; refused %d", served, money.Money(served)*worst, free, len(refused))
+	if len(refused) > 0 {
+		t.Fatalf("refused %d of %d during the outage with the lease's money left (first: %v)", len(refused), served+len(refused), refused[0])
+	}
+	if money.Money(served)*worst > free {
+		t.Fatalf("served %v during the outage, more than the %v the lease held free", money.Money(served)*worst, free)
+	}
+	// Past the term: refused, though the lease still has money.
+	time.Sleep(time.Until(killed.Add(1600 * time.Millisecond)))
+	if err := a.request(q, worst, worst); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("past the lease's term with Redis down: %v, want ErrUnavailable", err)
+	}
+	srv.Restart()
+	back := time.Now()
+	for a.request(q, worst, worst) != nil {
+		if time.Since(back) > 3*time.Second {
+			t.Fatal("not serving 3 s after Redis returned")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	a.ls.Close()
+	spent, _, _ := a.ls.RedisShared.Spent(q.Tenant, time.Now())
+	held, slots := redisHeld(t, a.c, q.Tenant)
+	if ledger := ledgerSum(t, a.store); spent != ledger || held != 0 || slots != 0 {
+		t.Fatalf("after Close Redis has spent %v held %v slots %d, the ledger %v", spent, money.Money(held), slots, ledger)
 	}
 }

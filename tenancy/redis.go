@@ -127,11 +127,19 @@ type localShare struct {
 	inFlight int
 }
 
+// DefaultTTL is how long a per-request reservation or slot outlives its holder's last
+// renewal (every TTL/3): a process killed with requests in flight has their money
+// and slots back within it, plus a reaper's pass (TTL/3) or at the next admission.
+// Short, so that another process spends the money soon after a crash; a Redis
+// outage longer than it lets the reservations of requests in flight lapse (their
+// settlements still charge them when Redis returns).
+const DefaultTTL = 6 * time.Second
+
 // RedisOptions configure NewRedisShared.
 type RedisOptions struct {
 	KeyPrefix string        // "lmlite:"
 	Node      string        // this process's node id
-	TTL       time.Duration // of reservations and slots not renewed; 30s
+	TTL       time.Duration // of reservations and slots not renewed (renewed every TTL/3); 6s
 	Logger    *slog.Logger
 	Metrics   *rediscli.Metrics // counts fallbacks (lmlite_redis_fallbacks_total); nil: none
 }
@@ -140,7 +148,7 @@ type RedisOptions struct {
 // (renewal, reaper, settlement retries, node heartbeat); Close stops it.
 func NewRedisShared(c redis.UniversalClient, o RedisOptions) *RedisShared {
 	if o.TTL == 0 {
-		o.TTL = 30 * time.Second
+		o.TTL = DefaultTTL
 	}
 	if o.KeyPrefix == "" {
 		o.KeyPrefix = "lmlite:"

@@ -10,7 +10,11 @@
 -- into the tenant's state: a dead holder's lease stays counted (stranded, never
 -- overspent) until it is reconciled (reconcile.lua).
 --
--- KEYS: spentD spentM s lease, then spentD spentM of each report
+-- The tenant's expired per-request tickets are reaped first (their money and slots
+-- back, as every admission script does), so that what a dead process's requests held
+-- is leased again within the TTL.
+--
+-- KEYS: spentD spentM s lease z, then spentD spentM of each report
 -- ARGV: seq ceilD ceilM maxConc rpsBurst rpsRate rpsPeriod tpmBurst tpmRate tpmPeriod
 --       wantMoney wantSlots rpsTake rpsGive tokens reserve owner keepSeconds nR,
 --       then per report: amount dayName monthName expD expM
@@ -18,6 +22,7 @@
 -- the lease after the refresh and the room left beyond every reservation and lease
 -- (-1: no ceiling).
 local t = redis.call('TIME')
+reap(KEYS[3], KEYS[5], tonumber(t[1])*1000 + math.floor(tonumber(t[2])/1000))
 local seq = tonumber(ARGV[1])
 local cd, cm, maxc = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local rpsB, rpsR, rpsP = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
@@ -39,7 +44,7 @@ if fresh then
     local o = 19 + (i-1)*5
     local a = tonumber(ARGV[o+1])
     if a > 0 then
-      local kd, km = KEYS[3+2*i], KEYS[4+2*i]
+      local kd, km = KEYS[4+2*i], KEYS[5+2*i]
       if redis.call('INCRBY', kd, a) == a then redis.call('EXPIREAT', kd, ARGV[o+4]) end
       if redis.call('INCRBY', km, a) == a then redis.call('EXPIREAT', km, ARGV[o+5]) end
       redis.call('HINCRBY', lk, 'd:' .. ARGV[o+2], a)
