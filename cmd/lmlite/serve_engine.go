@@ -11,8 +11,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/engine/genmodel"
 	"github.com/lmlite/lmlite/gateway"
@@ -37,14 +35,14 @@ const loadTimeout = 10 * time.Minute
 
 // blockEngine is the embedded engine as the gateway sees it: the Block with the
 // admin API's gateway.ModelLoader (whose Load has no context; the Block's waits with
-// one). The Block's other methods, its prometheus.Collector and io.Closer included,
+// one). The Block's other methods, its Stats and io.Closer included,
 // are promoted.
 type blockEngine struct{ *engine.Block }
 
 var (
-	_ gateway.ModelLoader  = blockEngine{}
-	_ prometheus.Collector = blockEngine{}
-	_ io.Closer            = blockEngine{}
+	_ gateway.ModelLoader = blockEngine{}
+	_ gateway.StatsSource = blockEngine{}
+	_ io.Closer           = blockEngine{}
 )
 
 // Load loads the model (if it is not loaded) and returns when it is ready.
