@@ -192,7 +192,7 @@ func (ts *testServer) get(path, key string) (*http.Response, string) {
 // mustGatewayConfig is the gateway's Config of a validated configuration file.
 func mustGatewayConfig(t testing.TB, cfg *configs.Config) Config {
 	t.Helper()
-	gc, err := ConfigOf(cfg)
+	gc, err := configOf(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +241,7 @@ func startEngineWith(t testing.TB, yaml string, ec engine.Config, opts Options, 
 	cfg := parseConfig(t, yaml, dir)
 	ec.Models = nil
 	for i := range cfg.Models {
-		ec.Models = append(ec.Models, cfg.Models[i].EngineConfig())
+		ec.Models = append(ec.Models, engineConfigOf(&cfg.Models[i]))
 	}
 	block, err := engine.New(ec)
 	if err != nil {

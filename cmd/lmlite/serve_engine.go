@@ -16,17 +16,15 @@ import (
 	"github.com/lmlite/lmlite/gateway"
 )
 
-// The embedded engine and the demo models of `lmlite serve`.
-func init() {
-	demoModels = generateDemoModels
-	newEngine = func(cfgs []engine.ModelConfig, opts engineOptions) (gateway.Engine, error) {
-		b, err := engine.New(engine.Config{Models: cfgs, MemoryBudget: opts.MemBudget, Devices: opts.Devices,
-			Leases: opts.Leases, Logger: engineLogger()})
-		if err != nil {
-			return nil, err
-		}
-		return blockEngine{b}, nil
+// newBlockEngine is the embedded engine of `lmlite serve` (engine: {mode:
+// inprocess}): a Block serving the embedded models.
+func newBlockEngine(cfgs []engine.ModelConfig, opts engineOptions) (gateway.Engine, error) {
+	b, err := engine.New(engine.Config{Models: cfgs, MemoryBudget: opts.MemBudget, Devices: opts.Devices,
+		Leases: opts.Leases, Logger: engineLogger()})
+	if err != nil {
+		return nil, err
 	}
+	return blockEngine{b}, nil
 }
 
 // loadTimeout bounds an admin load: the file is mapped and warmed up with one forward

@@ -295,6 +295,21 @@ tenants: [{id: demo, plan: p}]
 		}
 	}
 
+	// The Pool's Stats reach /metrics through enginemetrics: the model's series and
+	// its worker's.
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`lmlite_engine_worker_up{model="q"} 1`, `lmlite_engine_worker_crashes_total{model="q"} 0`,
+		`lmlite_engine_model_state{model="q",state="ready"} 1`} {
+		if !strings.Contains(string(m), want+"\n") {
+			t.Errorf("/metrics has no %s", want)
+		}
+	}
+
 	syscall.Kill(os.Getpid(), syscall.SIGTERM)
 	select {
 	case err := <-done:
