@@ -1,5 +1,7 @@
 package engine
 
+import "github.com/lmlite/lmlite/engine/workerapi"
+
 // Stats is a snapshot of an engine's counters and gauges: plain values, cheap to
 // take (a lock and a few atomic loads per model), read when an edge presents them.
 // The engine knows no presentation: the enginemetrics package turns a Stats into
@@ -10,7 +12,7 @@ type Stats struct {
 	Models []ModelStatus
 	// Workers are the worker processes of the workers mode (engine/worker's Pool);
 	// nil in process.
-	Workers []WorkerStatus
+	Workers []workerapi.Status
 }
 
 // Stats returns the Block's snapshot: its models (Models).

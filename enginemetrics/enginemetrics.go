@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/engine/workerapi"
 )
 
 var (
@@ -101,7 +102,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 
 // collectWorkers reports, for each model of each worker group, its process's
 // crashes and whether it runs.
-func collectWorkers(ch chan<- prometheus.Metric, workers []engine.WorkerStatus) {
+func collectWorkers(ch chan<- prometheus.Metric, workers []workerapi.Status) {
 	for _, w := range workers {
 		up := 0.0
 		if w.State == "running" {

@@ -14,6 +14,7 @@ import (
 	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/engine/genmodel"
 	"github.com/lmlite/lmlite/engine/grammar"
+	"github.com/lmlite/lmlite/engine/workerapi"
 )
 
 // TestBlockMetrics registers the Collector of a Block with a generated tiny model and reads its
@@ -220,7 +221,7 @@ func labels(m *dto.Metric) map[string]string {
 // groups: each model of a group gets its group's crashes, and up is 1 only while the
 // group's process runs.
 func TestWorkerSeries(t *testing.T) {
-	st := engine.Stats{Workers: []engine.WorkerStatus{
+	st := engine.Stats{Workers: []workerapi.Status{
 		{Group: "g", Models: []string{"a", "b"}, State: "running", Crashes: 2},
 		{Group: "c", Models: []string{"c"}, State: "backoff", Crashes: 5},
 	}}

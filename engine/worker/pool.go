@@ -17,6 +17,7 @@ import (
 	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/engine/device"
 	"github.com/lmlite/lmlite/engine/grammar"
+	"github.com/lmlite/lmlite/engine/workerapi"
 )
 
 // Config configures a Pool. The zero value of each field takes its default.
@@ -706,11 +707,11 @@ var stateNames = [...]string{"stopped", "starting", "running", "stopping", "down
 
 // Workers reports the worker groups and their processes (the admin API's
 // /admin/workers, through the gateway's WorkerSource).
-func (p *Pool) Workers() []engine.WorkerStatus {
+func (p *Pool) Workers() []workerapi.Status {
 	now := time.Now()
-	var out []engine.WorkerStatus
+	var out []workerapi.Status
 	for _, g := range p.groups {
-		w := engine.WorkerStatus{Group: g.name, Stderr: g.stderr.lines()}
+		w := workerapi.Status{Group: g.name, Stderr: g.stderr.lines()}
 		for _, c := range g.cfgs {
 			w.Models = append(w.Models, c.ID)
 		}

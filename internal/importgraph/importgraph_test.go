@@ -90,6 +90,12 @@ var rules = []rule{
 	{"the engine imports neither the gateway nor configs",
 		tree(module + "/engine"),
 		anyOf(tree(module+"/gateway"), exactly(module+"/configs"))},
+	{"the workers mode's shared types (engine/workerapi) import nothing of the module",
+		exactly(module + "/engine/workerapi"),
+		tree(module)},
+	{"the gateway does not import the worker command",
+		tree(module + "/gateway"),
+		tree(module + "/engine/worker")},
 	{"the gateway does not import configs",
 		tree(module + "/gateway"),
 		exactly(module + "/configs")},
@@ -98,9 +104,6 @@ var rules = []rule{
 // TestImportGraph checks each rule against every package of the module and names
 // the import path by which a forbidden package comes in.
 func TestImportGraph(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs go list over the module")
-	}
 	pkgs := listPackages(t)
 	if _, ok := pkgs[module+"/engine"]; !ok {
 		t.Fatalf("go list did not list %s/engine", module)
