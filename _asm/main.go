@@ -11,8 +11,9 @@
 // rows or tokens at once. attn.go has
 // attention's three steps (attntile.go the same for a group of up to four
 // queries over the same keys, AVX-512), act.go the activation quantizers, rounding and
-// SwiGLU. engine/kernels/simd_generic.go documents
-// the numerics. avo's instruction table lacks AVX-512 VNNI, so VPDPBUSD and
+// SwiGLU, ternary.go the TQ2_0 and TQ1_0 row kernels and lattice.go the lattice
+// types' (AVX2).
+// engine/kernels/simd_generic.go documents the numerics. avo's instruction table lacks AVX-512 VNNI, so VPDPBUSD and
 // VPDPWSSD are emitted raw; the AVX-512 kernels may be given X16-X31, so their
 // helpers pick EVEX forms (see evex).
 //
@@ -86,6 +87,16 @@ func main() {
 	dotQ2KAVX2()
 	q3KConstants()
 	dotQ3KAVX2()
+	ternaryConstants()
+	dotTQ2_0AVX2()
+	dotTQ1_0AVX2()
+	latticeConstants()
+	dotIQ2XXSAVX2()
+	dotIQ3XXSAVX2()
+	dotIQ2XSAVX2()
+	dotIQ2SAVX2()
+	dotIQ3SAVX2()
+	dotIQ1SAVX2()
 	dotFloatAVX2("dotF32AVX2", "F32", 4)
 	dotFloatAVX2("dotF16AVX2", "F16", 2)
 	dotFloatAVX2("dotBF16AVX2", "BF16", 2)

@@ -22,6 +22,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -68,9 +69,9 @@ type Config struct {
 
 	Models []Model `yaml:"models"`
 	// Adapters are LoRA adapters over embedded models (llama.cpp's GGUF adapter
-	// format), loaded and unloaded with their base. The engine applies them per
-	// request (engine.Request.Adapters); clients naming one as "model" is the
-	// gateway's part, not yet wired.
+	// format). A client names one by its id as a request's "model"; the engine
+	// applies it per request (engine.Request.Adapters) and loads it on demand within
+	// its base's adapter_memory budget.
 	Adapters []Adapter `yaml:"adapters"`
 	Tiers    Tiers     `yaml:"tiers"` // none: clients name models by id ("auto" and "tier:…" are refused)
 	// A file with neither plans nor tenants gets the plan "default" (no limits) and the
@@ -163,6 +164,7 @@ type Model struct {
 	KVCache            string `yaml:"kv_cache"`             // hot KV pool per replica ("512MiB"); "": room for max_concurrency sequences of max_model_len
 	KVWarm             string `yaml:"kv_warm"`              // warm tier per replica for blocks evicted from hot ("2GiB"); "": none
 	KVWarmFile         string `yaml:"kv_warm_file"`         // keep the warm tier in this file instead of host memory; it survives unloads and restarts
+	AdapterMemory      string `yaml:"adapter_memory"`       // LoRA adapters (adapters:) loaded at once over it ("256MiB"), least recently used unloaded first; "": all of its adapters
 	DisablePrefixCache bool   `yaml:"disable_prefix_cache"` // never reuse a cached prompt prefix
 	Embeddings         bool   `yaml:"embeddings"`           // serve /v1/embeddings from it (on anyway when the GGUF declares a pooling type)
 	WorkerGroup        string `yaml:"worker_group"`         // engine mode workers: models of one group share a worker process; "": the model's own
@@ -389,6 +391,9 @@ func (c *Config) Validate() error {
 		if _, err := ParseBytes(m.KVCache); err != nil {
 			return bad(f+".kv_cache", "%v", err)
 		}
+		if _, err := ParseBytes(m.AdapterMemory); err != nil {
+			return bad(f+".adapter_memory", "%v", err)
+		}
 		if _, err := ParseBytes(m.KVWarm); err != nil {
 			return bad(f+".kv_warm", "%v", err)
 		}
@@ -516,6 +521,9 @@ type Adapter struct {
 	Path  string  `yaml:"path"`  // the adapter's GGUF file (llama.cpp's format: convert_lora_to_gguf.py, lmlite gen-model --lora)
 	Base  string  `yaml:"base"`  // the id of the embedded model it adapts
 	Scale float32 `yaml:"scale"` // the user scale (times the adapter's alpha/rank); 0: 1
+	// Tenant, when set, makes the adapter private to that tenant: to every other
+	// tenant it does not exist (404 in every API, absent from /v1/models).
+	Tenant string `yaml:"tenant"`
 }
 
 // validateAdapters checks the adapters against the models' ids (models holds
@@ -543,8 +551,26 @@ func (c *Config) validateAdapters(models map[string]bool, bad func(field, format
 			return bad(f+".base", "%q is not an embedded model", a.Base)
 		case math.IsNaN(float64(a.Scale)) || math.IsInf(float64(a.Scale), 0):
 			return bad(f+".scale", "must be a number")
+		case a.Tenant != "" && !slices.ContainsFunc(c.Tenants, func(t policies.Tenant) bool { return t.ID == a.Tenant }):
+			return bad(f+".tenant", "unknown tenant %q", a.Tenant)
 		}
 		seen[a.ID] = true
+	}
+	for name, p := range c.Plans {
+		for _, id := range p.AllowedAdapters {
+			if !seen[id] {
+				return bad("plans."+name+".allowed_adapters", "unknown adapter %q", id)
+			}
+		}
+	}
+	for i, t := range c.Tenants {
+		if o := t.Overrides.AllowedAdapters; o != nil {
+			for _, id := range *o {
+				if !seen[id] {
+					return bad(fmt.Sprintf("tenants[%d].overrides.allowed_adapters", i), "unknown adapter %q", id)
+				}
+			}
+		}
 	}
 	return nil
 }

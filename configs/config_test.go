@@ -157,6 +157,9 @@ tenants: [{id: t, plan: p}]
 		{"adapters: [{id: a, path: x.gguf, base: n}]\n" + base, "adapters[0].base"},
 		{"adapters: [{id: a, path: x.gguf, base: u}]\nmodels: [{id: u, upstream: {base_url: 'http://x'}}]\nplans: {p: {}}\n", "adapters[0].base"},
 		{"adapters: [{id: a, path: x.gguf, base: m, scale: .nan}]\n" + base, "adapters[0].scale"},
+		{"adapters: [{id: a, path: x.gguf, base: m, tenant: nobody}]\nmodels: [{id: m, path: a}]\nplans: {p: {}}\ntenants: [{id: t, plan: p}]\n", "adapters[0].tenant"},
+		{"adapters: [{id: a, path: x.gguf, base: m}]\nmodels: [{id: m, path: a}]\nplans: {p: {allowed_adapters: [b]}}\ntenants: [{id: t, plan: p}]\n", "plans.p.allowed_adapters"},
+		{"adapters: [{id: a, path: x.gguf, base: m}]\nmodels: [{id: m, path: a}]\nplans: {p: {}}\ntenants: [{id: t, plan: p, overrides: {allowed_adapters: [b]}}]\n", "tenants[0].overrides.allowed_adapters"},
 	}
 	for _, c := range cases {
 		cfg, err := Parse([]byte(c.yaml))

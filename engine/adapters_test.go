@@ -17,6 +17,13 @@ import (
 // serves them from a Block.
 func adapterBlock(t *testing.T, mc ModelConfig, n int) *Block {
 	t.Helper()
+	return adapterBlockWith(t, mc, Config{}, n)
+}
+
+// adapterBlockWith is adapterBlock with the Block's configuration cfg (its Models
+// and Logger set here).
+func adapterBlockWith(t *testing.T, mc ModelConfig, cfg Config, n int) *Block {
+	t.Helper()
 	dir := t.TempDir()
 	base := filepath.Join(dir, "m.gguf")
 	if err := genmodel.Generate(genmodel.Options{Arch: "llama", Preset: "tiny", Type: "q8_0", Seed: 21}, base); err != nil {
@@ -30,7 +37,8 @@ func adapterBlock(t *testing.T, mc ModelConfig, n int) *Block {
 		mc.Adapters = append(mc.Adapters, AdapterConfig{ID: fmt.Sprint("a", i), Path: p})
 	}
 	mc.ID, mc.Path = "m", base
-	b, err := New(Config{Models: []ModelConfig{mc}, Logger: quietLog()})
+	cfg.Models, cfg.Logger = []ModelConfig{mc}, quietLog()
+	b, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

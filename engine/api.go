@@ -54,15 +54,22 @@ type ModelConfig struct {
 	// Speculative decoding (engine/spec; off by default): with ngram on, a decoding
 	// sequence drafts up to max_draft tokens from its own prompt and output (prompt
 	// lookup) and the batch step verifies them beside the other sequences' work.
-	// The output is bit-identical to plain decoding; only its speed changes. Not for
+	// The output is bit-identical to plain decoding; only its speed changes. A
+	// request's Prediction drafts on every model unless ignore_prediction. Not for
 	// requests with a Grammar (their next mask depends on each accepted token; they
 	// decode plainly), nor embeddings.
 	Speculative spec.Config `yaml:"speculative"`
 
 	// Adapters are LoRA adapters over this model (llama.cpp's GGUF adapter format;
-	// model.Adapter), loaded and unloaded with it: a request names the ones it
-	// applies (Request.Adapters). Their files count in the model's memory lease.
+	// model.Adapter): a request names the ones it applies (Request.Adapters). Each
+	// loads on its first request while the model is loaded, within AdapterMemory
+	// (the least recently used idle ones unloaded to make room), and unloads after
+	// the model's idle timeout without requests, or with the model. A loaded adapter
+	// costs its file size (its tensors are views of the mapped file).
 	Adapters []AdapterConfig `yaml:"adapters"`
+	// AdapterMemory is the bytes of adapters loaded at once, part of the model's
+	// memory lease; 0: the sum of its adapters' files (all may be loaded).
+	AdapterMemory int64 `yaml:"adapter_memory"`
 }
 
 // AdapterConfig is one LoRA adapter of a model.
@@ -168,6 +175,12 @@ type Request struct {
 	// NoSpeculation decodes the request plainly where its model speculates
 	// (ModelConfig.Speculative); the output is the same either way.
 	NoSpeculation bool `json:",omitempty"`
+	// Prediction is the output the client expects (OpenAI's Predicted Outputs), as
+	// text: tokenized as plain text (no control tokens), its tokens are drafts for
+	// speculative decoding, re-aligned to the output after it departs from them
+	// (spec.Predicted). It changes the speed only, never the output; requests that
+	// decode plainly (a Grammar, NoSpeculation, ignore_prediction) ignore it.
+	Prediction string `json:",omitempty"`
 
 	// Adapters are the ids of the model's LoRA adapters (ModelConfig.Adapters) the
 	// request applies, in order, each at its configured scale; none: the bare base.
@@ -237,6 +250,11 @@ type Usage struct {
 	// needed no step of its own).
 	DraftTokens    int `json:",omitempty"`
 	AcceptedTokens int `json:",omitempty"`
+	// Of those, the ones drafted from Request.Prediction: accepted (OpenAI's
+	// accepted_prediction_tokens) and verified but rejected (computed and thrown
+	// away: rejected_prediction_tokens). Predicted says the request had a prediction.
+	Predicted                              bool `json:",omitempty"`
+	PredictionAccepted, PredictionRejected int  `json:",omitempty"`
 }
 
 // ModelState is the lifecycle state of a model.
@@ -275,8 +293,12 @@ type ModelStatus struct {
 	Unloads    uint64
 	ColdStart  time.Duration // the last load's duration
 	Embeddings bool          // Block.Embed serves this model
-	// Speculative decoding's tokens: drafted for verification, and accepted.
-	DraftTokens, AcceptedTokens uint64
+	// Speculative decoding's tokens: drafted for verification, and accepted; of
+	// them, the ones drafted from requests' predictions (Request.Prediction) and
+	// from the tenants' n-gram pools (spec.Config.Pool).
+	DraftTokens, AcceptedTokens                     uint64
+	PredictionDraftTokens, PredictionAcceptedTokens uint64
+	PoolDraftTokens, PoolAcceptedTokens             uint64
 
 	KV kvcache.Stats // the replicas' KV pools, summed (zero while unloaded)
 

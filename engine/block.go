@@ -103,31 +103,33 @@ type instance struct {
 
 	// Immutable after New: the tokenizer and template are small copies out of the file's
 	// metadata, kept across unloads so that requests can be prepared while unloaded.
-	tok          *tokenizer.Tokenizer
-	tmpl         *chat.Template
-	rc           runnerConfig
-	kvSize       int64 // KV pool bytes per replica
-	fileSize     int64
-	hdr          *gguf.File // the file's parsed header but its vocabulary (tok has it): each load maps the file again with it (Remap)
-	stats        runnerStats
-	vocab        vocabInfo         // the vocabulary as bytes, built on first use (constrain.go)
-	pool         model.Pooling     // how Embed pools, PoolNone when the model does not embed (embed.go)
-	dim          int               // the embedding's length
-	adapterTags  map[string]string // each configured adapter's prefix-cache salt (adapters.go)
-	adapterBytes int64             // the adapters' file sizes, in the lease
+	tok      *tokenizer.Tokenizer
+	tmpl     *chat.Template
+	rc       runnerConfig
+	kvSize   int64 // KV pool bytes per replica
+	fileSize int64
+	hdr      *gguf.File // the file's parsed header but its vocabulary (tok has it): each load maps the file again with it (Remap)
+	stats    runnerStats
+	vocab    vocabInfo     // the vocabulary as bytes, built on first use (constrain.go)
+	pool     model.Pooling // how Embed pools, PoolNone when the model does not embed (embed.go)
+	dim      int           // the embedding's length
+	// The configured adapters (adapters.go): the map and ids are immutable, each
+	// slot's load state is guarded by mu.
+	adapters      map[string]*adapterSlot
+	adapterIDs    []string // in configuration order
+	adapterBudget int64    // bytes of adapters loaded at once, in the lease
 
 	mu         sync.Mutex // guards everything below
 	state      ModelState
 	err        error
 	file       *gguf.File
 	model      *model.Model
-	adapters   map[string]model.LoRA // the model's LoRA adapters by id, while loaded (adapters.go)
-	replicas   []*runner             // while loaded
-	attempt    *loadAttempt          // StateLoading: the load in progress; StateUnloaded: the load someone waits for (the model is wanted)
-	lease      lease.Lease           // held while loading and loaded
-	preempting bool                  // unloaded and wanted: other processes are being asked for the memory
-	loadTime   time.Duration         // of the last load
-	active     int                   // requests submitted and not finished
+	replicas   []*runner     // while loaded
+	attempt    *loadAttempt  // StateLoading: the load in progress; StateUnloaded: the load someone waits for (the model is wanted)
+	lease      lease.Lease   // held while loading and loaded
+	preempting bool          // unloaded and wanted: other processes are being asked for the memory
+	loadTime   time.Duration // of the last load
+	active     int           // requests submitted and not finished
 	loads      uint64
 	unloads    uint64
 	lastUsed   time.Time
@@ -265,14 +267,14 @@ func newInstance(b *Block, mc ModelConfig, log *slog.Logger) (*instance, error) 
 	if mc.KVWarmFile != "" && mc.Replicas > 1 {
 		return nil, fmt.Errorf("engine: model %s: kv_warm_file serves one replica; use kv_warm_bytes in memory with %d replicas", mc.ID, mc.Replicas)
 	}
-	adapterBytes, adapterTags, err := checkAdapters(mc, f.Architecture())
+	slots, adapterIDs, adapterBudget, err := checkAdapters(mc, f.Architecture())
 	if err != nil {
 		return nil, err
 	}
 	rc := runnerConfig{kv: kc, noCache: mc.DisablePrefixCache, spec: mc.Speculative, attnMin: model.AttnF32MinPromptFor(mc.AttnF32MinPrompt, cfg.HeadDim), sched: sched.Config{MaxModelLen: mc.MaxModelLen, MaxConcurrency: mc.MaxModelConcurrency,
 		BatchTimeout: mc.BatchExecuteTimeout, MaxQueue: 1 << 30, BatchChunk: mc.BatchChunkTokens, BatchChunkFor: batchChunkFor}} // the model's MaxQueue, checked by Generate, is the only queue limit
 	return &instance{b: b, cfg: mc, log: log.With("model", mc.ID), tok: tok, tmpl: tmpl, rc: rc, kvSize: kc.Bytes(), fileSize: f.Size(), hdr: f.Header("tokenizer."), state: StateUnloaded,
-		pool: poolingOf(f, mc), dim: cfg.Dim, adapterBytes: adapterBytes, adapterTags: adapterTags}, nil
+		pool: poolingOf(f, mc), dim: cfg.Dim, adapters: slots, adapterIDs: adapterIDs, adapterBudget: adapterBudget}, nil
 }
 
 // readMeta reads what a model needs before its weights: the tokenizer, the chat
@@ -317,7 +319,7 @@ func (in *instance) device() string { return cmp.Or(in.cfg.Device, lease.HostDev
 
 // leaseBytes is what the model leases: its weights and its replicas' KV pools.
 func (in *instance) leaseBytes() int64 {
-	return in.fileSize + in.adapterBytes + int64(in.cfg.Replicas)*in.kvSize
+	return in.fileSize + in.adapterBudget + int64(in.cfg.Replicas)*in.kvSize
 }
 
 // Ready reports whether the Block can accept work: every model is ready, cleanly
@@ -346,9 +348,14 @@ func (b *Block) Models() []ModelStatus {
 		st := ModelStatus{ID: id, State: in.state, Replicas: in.cfg.Replicas, MaxModelLen: in.cfg.MaxModelLen,
 			Queued: in.active, MaxQueue: in.cfg.MaxQueue,
 			Steps: in.stats.steps.Load(), StepSeqs: in.stats.stepSeqs.Load(), StepTokens: in.stats.stepTokens.Load(),
-			DraftTokens: in.stats.drafted.Load(), AcceptedTokens: in.stats.accepted.Load(),
+			PredictionDraftTokens: in.stats.drafted[srcPrediction].Load(), PredictionAcceptedTokens: in.stats.accepted[srcPrediction].Load(),
+			PoolDraftTokens: in.stats.drafted[srcPool].Load(), PoolAcceptedTokens: in.stats.accepted[srcPool].Load(),
 			Loads: in.loads, Unloads: in.unloads, ColdStart: in.loadTime, Embeddings: in.pool != model.PoolNone,
 			GrammarMasks: in.vocab.maskStats()}
+		for src := range nSources {
+			st.DraftTokens += in.stats.drafted[src].Load()
+			st.AcceptedTokens += in.stats.accepted[src].Load()
+		}
 		if in.file != nil {
 			st.MemoryBytes = in.file.Size() + int64(len(in.replicas))*in.kvSize
 		}

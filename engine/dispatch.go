@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lmlite/lmlite/engine/sample"
+	"github.com/lmlite/lmlite/engine/spec"
 )
 
 // This file is a request's way in: Generate admits it, await waits for its model
@@ -77,6 +78,9 @@ func (b *Block) generate(ctx context.Context, modelID string, req Request, out *
 	j.finish = func(u Usage, err error) {
 		if err == nil && u.FinishReason == "" {
 			u.FinishReason = FinishCancelled
+		}
+		if j.loras != nil {
+			in.releaseAdapters(req.Adapters, b.now())
 		}
 		in.mu.Lock()
 		in.active--
@@ -180,6 +184,12 @@ func (in *instance) newJob(ctx context.Context, req Request, out *Stream) *job {
 		j.chunk = max(1, promptLogitsBytes/(4*in.tok.VocabSize()))
 	}
 	j.dec.Prime(req.Prompt)
+	if req.Prediction != "" {
+		j.u.Predicted = true
+		if !in.cfg.Speculative.IgnorePrediction {
+			j.pred = spec.NewPredicted(in.tok.Encode(req.Prediction, false, false)) // plain text: never control tokens
+		}
+	}
 	return j
 }
 

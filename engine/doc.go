@@ -171,7 +171,16 @@
 // prompt-only requests, and any request with Request.NoSpeculation. Per sequence,
 // spec.Adapt chooses the draft length from the estimated acceptance chance and the
 // cost of a drafted position (speculative.draft_cost), and stops drafting, with a
-// doubling pause, where no length pays. Usage.DraftTokens and AcceptedTokens, and
+// doubling pause, where no length pays. A request's Prediction (OpenAI's Predicted
+// Outputs: the output the client expects) is a draft source on every model, ngram
+// or not (unless speculative.ignore_prediction), tried first: spec.Predicted follows
+// it while the output does and re-aligns at the output's last n-gram after a
+// mismatch; Usage.PredictionAccepted and PredictionRejected count its drafts
+// (TestPredictionSameOutput, TestPredictionInBatch, TestPredictionChoices).
+// With speculative.pool, a replica keeps each tenant's recent outputs (spec.Pool:
+// the last 4096 tokens of each of the 64 most recently active tenants, at most 1 MiB)
+// and a request drafts from its own tenant's, after prompt lookup; a tenant's text
+// never drafts for another (TestPoolTenantIsolation). Usage.DraftTokens and AcceptedTokens, and
 // ModelStatus's and Prometheus's counters, say what was drafted and accepted.
 //
 // # Determinism

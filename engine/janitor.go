@@ -98,6 +98,7 @@ func (b *Block) pass(gc bool, ask *asked) {
 			in.Asked = []asked{*ask}
 		}
 		if !b.apply(now, decide(in)) {
+			b.sweepAdapters(now)
 			return
 		}
 		gc = false
@@ -308,7 +309,7 @@ func (in *instance) load(la *loadAttempt) {
 	in.mu.Lock()
 	reload := in.loads > 0
 	in.mu.Unlock()
-	f, m, ads, reps, err := in.open(!reload)
+	f, m, reps, err := in.open(!reload)
 	in.mu.Lock()
 	in.loadTime = time.Since(start)
 	in.attempt = nil
@@ -320,7 +321,7 @@ func (in *instance) load(la *loadAttempt) {
 		in.state, in.err = StateFailed, err
 		in.log.Error("model failed to load", "err", err)
 	} else {
-		in.file, in.model, in.adapters, in.replicas = f, m, ads, reps
+		in.file, in.model, in.replicas = f, m, reps
 		in.loads++
 		in.state, in.lastUsed = StateReady, in.b.now()
 		in.log.Info("model ready", "load_ms", in.loadTime.Milliseconds(), "replicas", in.cfg.Replicas)
@@ -370,7 +371,7 @@ func (b *Block) heartbeat(now time.Time) {
 	}
 }
 
-func (in *instance) open(warmUp bool) (*gguf.File, *model.Model, map[string]model.LoRA, []*runner, error) {
+func (in *instance) open(warmUp bool) (*gguf.File, *model.Model, []*runner, error) {
 	t0 := time.Now()
 	var tMap, tModel, tKV, tWarm time.Duration
 	defer func() {
@@ -380,29 +381,23 @@ func (in *instance) open(warmUp bool) (*gguf.File, *model.Model, map[string]mode
 	// a load maps the file again without parsing it, unless the file has changed.
 	f, err := in.hdr.Remap(in.cfg.Path)
 	if err != nil {
-		return nil, nil, nil, nil, fmt.Errorf("engine: model %s: %w", in.cfg.ID, err)
+		return nil, nil, nil, fmt.Errorf("engine: model %s: %w", in.cfg.ID, err)
 	}
 	tMap = time.Since(t0)
 	m, err := model.Load(f)
 	if err != nil {
 		f.Close()
-		return nil, nil, nil, nil, fmt.Errorf("engine: model %s: %w", in.cfg.ID, err)
-	}
-	ads, err := loadAdapters(m, in.cfg.Adapters)
-	if err != nil {
-		f.Close()
-		return nil, nil, nil, nil, fmt.Errorf("engine: model %s: %w", in.cfg.ID, err)
+		return nil, nil, nil, fmt.Errorf("engine: model %s: %w", in.cfg.ID, err)
 	}
 	tModel = time.Since(t0) - tMap
 	warm := max(in.tok.BOS(), 0)
 	var reps []*runner
-	fail := func(err error) (*gguf.File, *model.Model, map[string]model.LoRA, []*runner, error) {
+	fail := func(err error) (*gguf.File, *model.Model, []*runner, error) {
 		for _, r := range reps {
 			r.pool.Close()
 		}
-		closeAdapters(ads)
 		f.Close()
-		return nil, nil, nil, nil, fmt.Errorf("engine: model %s: %w", in.cfg.ID, err)
+		return nil, nil, nil, fmt.Errorf("engine: model %s: %w", in.cfg.ID, err)
 	}
 	for i := range in.cfg.Replicas {
 		t := time.Now()
@@ -425,7 +420,7 @@ func (in *instance) open(warmUp bool) (*gguf.File, *model.Model, map[string]mode
 	for _, r := range reps {
 		go r.loop()
 	}
-	return f, m, ads, reps, nil
+	return f, m, reps, nil
 }
 
 // unloadLocked stops the replicas and releases the mapping and the KV memory. No
@@ -438,8 +433,7 @@ func (in *instance) unloadLocked() {
 		r.close()
 	}
 	in.model, in.replicas = nil, nil
-	closeAdapters(in.adapters)
-	in.adapters = nil
+	in.unloadAdaptersLocked()
 	if in.file != nil {
 		in.file.Close()
 		in.file = nil

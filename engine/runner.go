@@ -48,6 +48,7 @@ type runner struct {
 	ran    []sched.Work
 	nextID sched.ID
 	stats  *runnerStats // the model's
+	ngrams *spec.Pool   // the tenants' recent outputs (spec.Config.Pool); nil: off
 
 	maskSlots chan struct{} // cap maskWorkers: the masks computed at once (masks.go)
 
@@ -58,7 +59,7 @@ type runner struct {
 // goroutine. The counters belong to the model (they survive unloads).
 type runnerStats struct {
 	steps, stepTokens, stepSeqs atomic.Uint64
-	drafted, accepted           atomic.Uint64 // speculative decoding's tokens (speculate.go)
+	drafted, accepted           [nSources]atomic.Uint64 // speculative decoding's tokens by draft source (speculate.go)
 
 	mu      sync.Mutex
 	decoded map[string]int64 // output tokens by tenant
@@ -101,11 +102,14 @@ type job struct {
 	top   []sample.Logprob // the step's top logprobs (len: Request.TopLogprobs)
 	lp    Token            // the logprob fields of the token being accepted
 
-	// Speculative decoding (speculate.go): the draft proposed for the next step, the
-	// verification item's tokens, and the draft length controller.
+	// Speculative decoding (speculate.go): the draft proposed for the next step and
+	// its source, the verification item's tokens, a draft length controller per
+	// source, and the request's prediction (Request.Prediction) aligned to the output.
 	draft  []int32
+	src    source
 	verify []int32
-	adapt  spec.Adapt
+	adapt  [nSources]spec.Adapt
+	pred   spec.Predicted
 
 	// Prompt logprobs (Request.PromptLogprobs): the prompt's decoder, the next prompt
 	// position to deliver, the prompt tokens ready (sent just before the first output
@@ -155,6 +159,9 @@ func newRunner(index int, id string, m *model.Model, tok *tokenizer.Tokenizer, r
 	r := &runner{index: index, id: id, noCache: rc.noCache, spec: rc.spec, attnMin: rc.attnMin, tok: tok, batch: m.NewBatch(), pool: pool, st: st,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), live: map[sched.ID]*job{}, stats: stats,
 		gjobs: map[sched.ID]*job{}, maskSlots: make(chan struct{}, maskWorkers)}
+	if rc.spec.Pool {
+		r.ngrams = spec.NewPool(0, 0)
+	}
 	return r, nil
 }
 
@@ -387,7 +394,7 @@ func (r *runner) run(work []sched.Work) {
 			j.kv.Publish(j.tokens[:w.Start+w.N])
 		}
 		if w.Sample && r.specOn(j) {
-			j.adapt.Skip() // a decode without a verification: a pause runs down
+			j.skip(nSources) // a decode without a verification: pauses run down
 		}
 		row := out[k]
 		if j.promptRows() {
@@ -459,6 +466,7 @@ func (j *job) accept(tok *tokenizer.Tokenizer, id int32, logit float32) (string,
 	}
 	j.tokens = append(j.tokens, id)
 	j.u.CompletionTokens++
+	j.pred.Advance(id)
 	j.text = append(j.text, j.dec.Next(id)...)
 	complete := j.gm != nil && j.gm.Done() // the grammar's output is whole: nothing may follow
 	full := j.u.CompletionTokens >= j.max || complete
@@ -613,6 +621,9 @@ func (r *runner) end(id sched.ID, j *job, reason string, err error) {
 	}
 	delete(r.live, id)
 	delete(r.gjobs, id)
+	if r.ngrams != nil && err == nil && j.pool == model.PoolNone {
+		r.ngrams.Add(j.req.Tenant, j.tokens[len(j.req.Prompt):]) // the tenant's own pool only
+	}
 	j.stopMask()
 	if j.smp != nil {
 		j.smp.Release() // its vocabulary-sized buffers go to the next request's sampler

@@ -26,20 +26,31 @@ import (
 // per sampled position, and positions are sampled only in order, each exactly once,
 // each for an output token: the same draws as plain decoding, in the same order.
 
-// specOn reports whether j may draft: its model speculates, it did not opt out, and
-// nothing in it needs per-token work outside its own row (a grammar's next mask is a
-// function of each accepted token and is computed off the step; embeddings and
-// prompt-only requests sample nothing).
+// source is where a draft came from.
+type source int8
+
+const (
+	srcNGram      source = iota // prompt lookup over the sequence's own prompt and output
+	srcPrediction               // the request's prediction (Request.Prediction)
+	srcPool                     // the tenant's n-gram pool (spec.Pool)
+	nSources
+)
+
+// specOn reports whether j may draft: its model speculates or it has a prediction,
+// it did not opt out, and nothing in it needs per-token work outside its own row (a
+// grammar's next mask is a function of each accepted token and is computed off the
+// step; embeddings and prompt-only requests sample nothing).
 func (r *runner) specOn(j *job) bool {
-	return r.spec.On() && !j.req.NoSpeculation && j.gm == nil && j.pool == model.PoolNone && !j.req.PromptOnly
+	return (r.spec.On() || len(j.pred.Toks) > 0) && !j.req.NoSpeculation && j.gm == nil && j.pool == model.PoolNone && !j.req.PromptOnly
 }
 
 // propose drafts for each decoding sequence that speculates and records the draft's
-// length in the scheduler state, for Plan.
+// length in the scheduler state, for Plan. The sources are tried in order, the
+// first to give a draft wins: the request's prediction, then prompt lookup, then
+// the tenant's n-gram pool (its own outputs only: r.ngrams is keyed by tenant); each
+// has its own length controller (a prediction's hit rate says nothing of the
+// sequence's repeats).
 func (r *runner) propose() {
-	if !r.spec.On() {
-		return
-	}
 	for id, j := range r.live {
 		j.draft = j.draft[:0]
 		if !r.specOn(j) {
@@ -50,10 +61,27 @@ func (r *runner) propose() {
 			r.st.SetDraft(id, 0)
 			continue
 		}
-		if want := j.adapt.Want(r.spec.Max(), r.spec.Cost()); want > 0 {
-			j.draft = spec.Lookup(j.draft, j.tokens, want)
+		limit, cost := r.spec.Max(), r.spec.Cost()
+		if want := j.adapt[srcPrediction].Want(limit, cost); want > 0 && len(j.pred.Toks) > 0 {
+			j.draft, j.src = j.pred.Draft(j.draft, j.tokens, want), srcPrediction
+		}
+		if want := j.adapt[srcNGram].Want(limit, cost); len(j.draft) == 0 && want > 0 && r.spec.NGram {
+			j.draft, j.src = spec.Lookup(j.draft, j.tokens, want), srcNGram
+		}
+		if want := j.adapt[srcPool].Want(limit, cost); len(j.draft) == 0 && want > 0 && r.ngrams != nil {
+			j.draft, j.src = r.ngrams.Lookup(j.draft, j.req.Tenant, j.tokens, want), srcPool
 		}
 		r.st.SetDraft(id, len(j.draft))
+	}
+}
+
+// skip runs down the pauses of the length controllers of every source but except
+// (nSources: all), for a decode step in which they verified nothing.
+func (j *job) skip(except source) {
+	for s := range nSources {
+		if s != except {
+			j.adapt[s].Skip()
+		}
 	}
 }
 
@@ -71,32 +99,47 @@ func (j *job) verifyTokens(w sched.Work) []int32 {
 func (r *runner) verify(w sched.Work, j *job, rows []float32) {
 	v := len(rows) / (1 + w.Draft)
 	accepted := 0
+	src := j.src
 	j.u.DraftTokens += w.Draft
-	r.stats.drafted.Add(uint64(w.Draft))
-	defer func() {
+	r.stats.drafted[src].Add(uint64(w.Draft))
+	// record counts the verification's drafted and accepted tokens, before the job
+	// may end (its Usage goes out with it).
+	record := func() {
 		j.u.AcceptedTokens += accepted
-		r.stats.accepted.Add(uint64(accepted))
-		j.adapt.Verified(w.Draft, accepted, r.spec.Max(), r.spec.Cost())
-	}()
+		if src == srcPrediction {
+			j.u.PredictionAccepted += accepted
+			j.u.PredictionRejected += w.Draft - accepted
+		}
+		r.stats.accepted[src].Add(uint64(accepted))
+		j.adapt[src].Verified(w.Draft, accepted, r.spec.Max(), r.spec.Cost())
+		j.skip(src)
+	}
 	for i := 0; i <= w.Draft; i++ {
 		row := rows[i*v : (i+1)*v]
 		id, err := j.pick(row)
 		if err != nil {
+			record()
 			r.st.Remove(w.ID)
 			r.end(w.ID, j, "", fmt.Errorf("engine: model %s: %w", r.id, err))
 			return
 		}
 		r.stats.decode(j.req.Tenant)
+		hit := i < w.Draft && id == j.draft[i]
 		if reason, over := j.accept(r.tok, id, row[id]); over {
+			if hit {
+				accepted++ // the draft was right, whatever ended the job with it
+			}
+			record()
 			r.st.Remove(w.ID) // a drafted step is never Last (sched caps the draft)
 			r.end(w.ID, j, reason, nil)
 			return
 		}
-		if i == w.Draft || id != j.draft[i] {
+		if !hit {
 			break
 		}
 		accepted++
 	}
+	record()
 	// KV holds the tokens up to the accepted ones; the last sampled token is next.
 	computed := w.Start + 1 + accepted
 	r.st.Accept(w.ID, accepted)

@@ -133,8 +133,19 @@ func collectModels(ch chan<- prometheus.Metric, models []engine.ModelStatus) {
 		ch <- prometheus.MustNewConstMetric(descSteps, prometheus.CounterValue, float64(st.Steps), st.ID)
 		ch <- prometheus.MustNewConstMetric(descStepSeqs, prometheus.CounterValue, float64(st.StepSeqs), st.ID)
 		ch <- prometheus.MustNewConstMetric(descStepTokens, prometheus.CounterValue, float64(st.StepTokens), st.ID)
-		ch <- prometheus.MustNewConstMetric(descDrafted, prometheus.CounterValue, float64(st.DraftTokens), st.ID, "ngram")
-		ch <- prometheus.MustNewConstMetric(descAccepted, prometheus.CounterValue, float64(st.AcceptedTokens), st.ID, "ngram")
+		ngramDrafted := st.DraftTokens - st.PredictionDraftTokens - st.PoolDraftTokens
+		ngramAccepted := st.AcceptedTokens - st.PredictionAcceptedTokens - st.PoolAcceptedTokens
+		for _, s := range []struct {
+			src               string
+			drafted, accepted uint64
+		}{
+			{"ngram", ngramDrafted, ngramAccepted},
+			{"prediction", st.PredictionDraftTokens, st.PredictionAcceptedTokens},
+			{"pool", st.PoolDraftTokens, st.PoolAcceptedTokens},
+		} {
+			ch <- prometheus.MustNewConstMetric(descDrafted, prometheus.CounterValue, float64(s.drafted), st.ID, s.src)
+			ch <- prometheus.MustNewConstMetric(descAccepted, prometheus.CounterValue, float64(s.accepted), st.ID, s.src)
+		}
 		ch <- prometheus.MustNewConstMetric(descLoads, prometheus.CounterValue, float64(st.Loads), st.ID)
 		ch <- prometheus.MustNewConstMetric(descUnloads, prometheus.CounterValue, float64(st.Unloads), st.ID)
 		ch <- prometheus.MustNewConstMetric(descColdStart, prometheus.GaugeValue, st.ColdStart.Seconds(), st.ID)

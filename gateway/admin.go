@@ -17,6 +17,9 @@ import (
 //	GET    /admin/workers              worker processes (workers mode): pid, state, restarts, stderr (workers.go)
 //	POST   /admin/models/{id}/load     load a model (engine permitting)
 //	POST   /admin/models/{id}/unload   unload a model
+//	GET    /admin/adapters             LoRA adapters: base, owner, state, bytes, requests in flight (adapters.go)
+//	POST   /admin/adapters/{id}/load   load an adapter (and its base model)
+//	POST   /admin/adapters/{id}/unload unload an adapter no request uses
 //	GET    /admin/keys                 list keys (never secrets)
 //	POST   /admin/keys {"tenant":"T"}  create a key; the answer holds it, once
 //	DELETE /admin/keys/{id}            revoke a key
@@ -34,6 +37,8 @@ func (s *Server) handleAdmin(ctx *fasthttp.RequestCtx, reqID string) {
 		s.adminDevices(ctx, reqID)
 	case path == "workers" && method == "GET":
 		s.adminWorkers(ctx)
+	case parts[0] == "adapters":
+		s.adminAdapters(ctx, reqID, parts[1:], method)
 	case path == "models" && method == "GET":
 		type row struct {
 			ID          string `json:"id"`

@@ -26,6 +26,7 @@ type Config struct {
 	// connection, and its stream is cancelled and settled; 0: DefaultWriteTimeout.
 	WriteTimeout time.Duration
 	Models       []Model
+	Adapters     []Adapter // LoRA adapters over embedded models, named as a request's model (adapters.go)
 	Tiers        tiers.Set
 	Book         *policies.Book // the tenants' policies; nil: no tenants
 }

@@ -63,7 +63,11 @@
 //     metadata are accepted; user and safety_identifier reach the ledger entry only
 //     as keyed hashes (identifiers.go); prompt_cache_key is an affinity
 //     (prefix.go, cacheKeyHash: engine.Request.Affinity picks the replica, and
-//     with peers it is the request's prefix key).
+//     with peers it is the request's prefix key). prediction (Predicted Outputs, on
+//     chat and completions: prediction.go, parsePrediction) becomes
+//     engine.Request.Prediction, drafts verified by the engine (the output is the
+//     same with or without it); usage then has completion_tokens_details'
+//     accepted_prediction_tokens and rejected_prediction_tokens.
 //  4. route.go, Server.routeOf: "model" is a model, "auto" (the plan's default mode)
 //     or "tier:NAME" (fixed); the body's "lmlite" object or X-LMLite-* headers add
 //     mode, tier, max latency and max cost. A model the key may not use (the plan

@@ -9,9 +9,10 @@ import (
 )
 
 // The gateway does not know the configuration file (cmd/lmlite converts it), but its
-// tests write their fixtures in it: configOf and engineConfigOf are the fixtures'
-// conversions, the same as cmd/lmlite's gatewayConfig and engineModelConfig, whose
-// own tests (TestGatewayConfig, TestEngineModelConfig) check them field by field.
+// tests write their fixtures in it: configOf, adaptersOf and engineConfigOf are the
+// fixtures' conversions, the same as cmd/lmlite's gatewayConfig, adaptersOf and
+// engineModelConfig, whose own tests (TestGatewayConfig, TestEngineModelConfig)
+// check them field by field.
 
 // configOf is the gateway's Config of a validated file.
 func configOf(c *configs.Config) (Config, error) {
@@ -36,7 +37,21 @@ func configOf(c *configs.Config) (Config, error) {
 		}
 		gc.Models = append(gc.Models, m)
 	}
+	for _, a := range c.Adapters {
+		gc.Adapters = append(gc.Adapters, Adapter{ID: a.ID, Base: a.Base, Tenant: a.Tenant})
+	}
 	return gc, nil
+}
+
+// adaptersOf is the engine's configuration of the adapters over the model id.
+func adaptersOf(c *configs.Config, id string) []engine.AdapterConfig {
+	var out []engine.AdapterConfig
+	for _, a := range c.Adapters {
+		if a.Base == id {
+			out = append(out, engine.AdapterConfig{ID: a.ID, Path: a.Path, Scale: a.Scale})
+		}
+	}
+	return out
 }
 
 // engineConfigOf is the engine's configuration of an embedded model of a validated
@@ -49,7 +64,7 @@ func engineConfigOf(m *configs.Model) engine.ModelConfig {
 		IdleTimeout: m.IdleTimeout, Priority: m.Priority, Device: m.Device, MaxQueue: m.MaxQueue,
 		BatchChunkTokens: max(m.BatchChunk, 0), AttnF32MinPrompt: m.AttnF32MinPrompt, Speculative: m.Speculative,
 		GrammarMaskSteps: m.GrammarMaskSteps, GrammarRequestSteps: m.GrammarRequestSteps,
-		KVCacheBytes: bytes(m.KVCache), KVWarmBytes: bytes(m.KVWarm), KVWarmFile: m.KVWarmFile,
+		KVCacheBytes: bytes(m.KVCache), KVWarmBytes: bytes(m.KVWarm), AdapterMemory: bytes(m.AdapterMemory), KVWarmFile: m.KVWarmFile,
 		DisablePrefixCache: m.DisablePrefixCache, Embeddings: m.Embeddings,
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -235,13 +236,27 @@ func startEngineWith(t testing.TB, yaml string, ec engine.Config, opts Options, 
 		}
 		yaml = strings.ReplaceAll(yaml, "$TINY", path)
 	}
+	// $LORA0…$LORA9: rank-16 adapters over $TINY (seeds 100…109).
+	for i := range 10 {
+		v := "$LORA" + strconv.Itoa(i)
+		if !strings.Contains(yaml, v) {
+			continue
+		}
+		path := filepath.Join(dir, "lora"+strconv.Itoa(i)+".gguf")
+		if err := genmodel.GenerateLoRA(genmodel.LoRAOptions{Base: filepath.Join(dir, "tiny.gguf"), Rank: 16, Alpha: 16, Seed: uint64(100 + i)}, path); err != nil {
+			t.Fatal(err)
+		}
+		yaml = strings.ReplaceAll(yaml, v, path)
+	}
 	if strings.Contains(yaml, "$STORIES") {
 		yaml = strings.ReplaceAll(yaml, "$STORIES", testenv.SharedFile(t, "models/stories260K.gguf"))
 	}
 	cfg := parseConfig(t, yaml, dir)
 	ec.Models = nil
 	for i := range cfg.Models {
-		ec.Models = append(ec.Models, engineConfigOf(&cfg.Models[i]))
+		mc := engineConfigOf(&cfg.Models[i])
+		mc.Adapters = adaptersOf(cfg, mc.ID)
+		ec.Models = append(ec.Models, mc)
 	}
 	block, err := engine.New(ec)
 	if err != nil {

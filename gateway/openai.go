@@ -321,5 +321,7 @@ func appendUsage(b []byte, u engine.Usage) []byte {
 	b = strconv.AppendInt(b, int64(u.PromptTokens+u.CompletionTokens), 10)
 	b = append(b, `,"prompt_tokens_details":{"cached_tokens":`...)
 	b = strconv.AppendInt(b, int64(u.CachedTokens), 10)
-	return append(b, "}}"...)
+	b = append(b, '}')
+	b = appendPredictionUsage(b, u)
+	return append(b, '}')
 }

@@ -35,6 +35,7 @@ type input struct {
 	usage       bool // stream_options.include_usage
 	feat        features
 	resp        *respInput // from /v1/responses: what its output echoes and stores (responses.go)
+	prediction  string     // Predicted Outputs' text (prediction.go); "": none
 }
 
 // parse decodes and validates a body of OpenAI's chat (kindChat) or completions
@@ -77,6 +78,9 @@ func (in *input) fromChat(r *chatRequest) *apiError {
 		in.maxField = "max_completion_tokens"
 	}
 	if in.feat, aerr = r.features(in.msgs); aerr != nil {
+		return aerr
+	}
+	if in.prediction, aerr = parsePrediction(r.Prediction); aerr != nil {
 		return aerr
 	}
 	return in.chatTail()
@@ -136,6 +140,9 @@ func (in *input) decodeCompletion(body []byte) *apiError {
 		in.promptBytes = len(in.prompt)
 	}
 	in.feat = r.features()
+	if in.prediction, aerr = parsePrediction(r.Prediction); aerr != nil {
+		return aerr
+	}
 	if isIDs && in.feat.echo {
 		return badRequest("echo", "echo is not supported with a prompt of token ids")
 	}

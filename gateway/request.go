@@ -125,6 +125,8 @@ type completionRequest struct {
 	BestOf   *int           `json:"best_of"`
 	Suffix   *string        `json:"suffix"`
 	Logprobs *int           `json:"logprobs"`
+	// Prediction is Predicted Outputs (prediction.go), as on chat completions.
+	Prediction jsontext.Value `json:"prediction"`
 }
 
 // strictJSON refuses members the request types do not have, so that a parameter the
@@ -302,8 +304,6 @@ func (r *chatRequest) unsupported() *apiError {
 		return refuse("audio")
 	case len(r.Modalities) > 1 || (len(r.Modalities) == 1 && r.Modalities[0] != "text"):
 		return refuse("modalities")
-	case !isNull(r.Prediction):
-		return refuse("prediction")
 	case !isNull(r.WebSearchOptions):
 		return refuse("web_search_options")
 	case !isEmptyList(r.Functions) && !isEmptyList(r.Tools):

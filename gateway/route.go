@@ -19,7 +19,8 @@ import (
 // route is where a request may go: a model by name, or the tier router's mode (and
 // tier, for ModeFixed) with the request's latency and cost budgets.
 type route struct {
-	named      *model // a model by name; nil: the tier router chooses
+	named      *model   // a model by name; nil: the tier router chooses
+	adapter    *adapter // the LoRA adapter named as the model (named is its base); nil: none
 	mode       tiers.Mode
 	tier       tiers.Tier // for tiers.ModeFixed
 	maxLatency time.Duration
@@ -151,6 +152,10 @@ func (s *Server) routeOf(h *fasthttp.RequestHeader, in *input, pol *policies.Pol
 	case name == "auto" || name == "default":
 		routed, rt.mode = true, pol.DefaultMode
 	default:
+		if a := s.adapterFor(pol, name); a != nil {
+			rt.named, rt.adapter = a.base, a
+			break
+		}
 		if !s.allowed(pol, name) {
 			return rt, s.modelNotFound(pol, name)
 		}

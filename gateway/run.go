@@ -144,7 +144,7 @@ func (j *job) serve(ctx *fasthttp.RequestCtx, c codec) bool {
 		j.prefix = prefixKey(pol, &j.in)
 	}
 	if j.line == nil && s.peer != nil && forwardable(&ctx.Request.Header, &j.in) {
-		if handled, async := s.maybeForward(ctx, j.reqID, j.codec, j.in.p.Model, j.prefix, true); handled {
+		if handled, async := s.maybeForward(ctx, j.reqID, j.codec, s.engineModel(j.in.p.Model), j.prefix, true); handled {
 			return async
 		}
 	}
@@ -511,6 +511,7 @@ func (j *job) settle(e tenancy.Entry, u *engine.Usage) {
 	if j.c.m != nil && e.Model == "" {
 		e.Model = j.c.m.id
 	}
+	e.Adapter = j.adapterID()
 	if j.c.m != nil && (e.PromptTokens > 0 || e.CompletionTokens > 0) {
 		e.Cost = j.c.m.price.Cost(e.PromptTokens, e.CompletionTokens)
 	}
@@ -542,7 +543,7 @@ func (j *job) settle(e tenancy.Entry, u *engine.Usage) {
 	if !s.log.Enabled(context.Background(), slog.LevelInfo) {
 		return
 	}
-	args := []any{"request_id", j.reqID, "tenant", j.pol.Tenant, "model", e.Model, "tier", e.Tier,
+	args := []any{"request_id", j.reqID, "tenant", j.pol.Tenant, "model", e.Model, "adapter", e.Adapter, "tier", e.Tier,
 		"status", e.Status, "prompt_tokens", e.PromptTokens, "completion_tokens", e.CompletionTokens,
 		"cost_usd", charged.Dollars(), "latency", e.Latency}
 	if j.clientID != "" {
@@ -563,8 +564,11 @@ func (j *job) startEmbedded() ([]*engine.Stream, context.CancelFunc, error) {
 		Prompt: j.c.tokens, MaxTokens: j.c.out, Sampling: j.in.sampling, Stop: j.in.stop,
 		Tenant: j.pol.Tenant, Weight: j.pol.Weight, Priority: engine.Interactive, CacheSalt: salt,
 		Grammar: j.c.gram, Logprobs: f.logprobs, TopLogprobs: f.top, PromptLogprobs: f.echo && f.logprobs,
-		PromptOnly: j.in.scoreOnly,
-		KeepAlive:  j.keepAlive(),
+		PromptOnly: j.in.scoreOnly, Prediction: j.in.prediction,
+		KeepAlive: j.keepAlive(),
+	}
+	if a := j.rt.adapter; a != nil {
+		req.Adapters = []string{a.id}
 	}
 	if k := j.in.p.PromptCacheKey; k != "" {
 		req.Affinity = cacheKeyHash(j.pol.Tenant, k)
@@ -620,6 +624,18 @@ func (j *job) setRouteHeaders(ctx *fasthttp.RequestCtx) {
 		ctx.Response.Header.Set("X-LMLite-Tier", j.c.tierName)
 	}
 	ctx.Response.Header.Set("X-LMLite-Model", j.c.m.id)
+	if a := j.rt.adapter; a != nil {
+		ctx.Response.Header.Set("X-LMLite-Adapter", a.id)
+	}
+}
+
+// servedName is the model the answer names: the adapter the client named, else
+// the model that served.
+func (j *job) servedName() string {
+	if a := j.rt.adapter; a != nil {
+		return a.id
+	}
+	return j.c.m.id
 }
 
 // coreFinish is the core's finish reason (outEvent.finish) of an engine's: "stop",
@@ -653,7 +669,7 @@ func statusOf(u engine.Usage, err error) int {
 // stream.
 func (j *job) startOutput(ctx *fasthttp.RequestCtx) {
 	j.setRouteHeaders(ctx)
-	j.meta = outMeta{reqID: j.reqID, model: j.c.m.id, created: j.start.Unix(), tenant: j.pol.Tenant, in: &j.in, prompt: j.c.nPrompt}
+	j.meta = outMeta{reqID: j.reqID, model: j.servedName(), created: j.start.Unix(), tenant: j.pol.Tenant, in: &j.in, prompt: j.c.nPrompt}
 	j.out = j.codec.newOutput(&j.meta)
 	ctx.SetContentType(j.out.contentType(j.in.stream))
 	if j.in.stream {

@@ -128,7 +128,9 @@ type Server struct {
 	set        *tiers.Set
 	pred       *tiers.Predictor
 	models     map[string]*model
-	order      []string // model ids in config order
+	order      []string            // model ids in config order
+	adapters   map[string]*adapter // LoRA adapters by id (adapters.go)
+	adapterIDs []string            // their ids in config order
 	log        *slog.Logger
 	admin      []byte
 	keyHint    string // Options.TenantKeyHint
@@ -275,6 +277,18 @@ func New(cfg Config, eng Engine, ten *tenancy.Tenancy, opts Options) (*Server, e
 		s.pred.SetCapacity(mc.ID, mc.Slots, maxQueue)
 		s.models[mc.ID] = m
 		s.order = append(s.order, mc.ID)
+	}
+	s.adapters = map[string]*adapter{}
+	for _, ac := range cfg.Adapters {
+		base := s.models[ac.Base]
+		switch {
+		case base == nil || base.upstream != nil:
+			return nil, fmt.Errorf("gateway: adapter %q: its base %q is not an embedded model", ac.ID, ac.Base)
+		case s.models[ac.ID] != nil || s.adapters[ac.ID] != nil:
+			return nil, fmt.Errorf("gateway: adapter %q: the id is taken", ac.ID)
+		}
+		s.adapters[ac.ID] = &adapter{id: ac.ID, base: base, tenant: ac.Tenant}
+		s.adapterIDs = append(s.adapterIDs, ac.ID)
 	}
 	for t := tiers.Max; t >= tiers.Fast; t-- {
 		for _, c := range s.set.Tiers[t] {
@@ -776,8 +790,16 @@ func (s *Server) modelNotFound(pol *policies.Policy, id string) *apiError {
 			b.WriteString(m)
 		}
 	}
+	for _, a := range s.adapterIDs {
+		if s.adapterFor(pol, a) != nil {
+			b.WriteString(", ")
+			b.WriteString(a)
+		}
+	}
 	reason := "model_not_found" // the operator's metrics and logs tell the two apart
 	if _, ok := s.models[id]; ok {
+		reason = "forbidden"
+	} else if a := s.adapters[id]; a != nil && a.visible(pol.Tenant) {
 		reason = "forbidden"
 	}
 	return &apiError{status: 404, typ: "invalid_request_error", code: "model_not_found", param: "model",
@@ -818,6 +840,16 @@ func (s *Server) handleModels(ctx *fasthttp.RequestCtx, reqID string) {
 		}
 		head(id)
 		b = appendModelTail(b, "lmlite", r.embeds, engine.ModelState(r.state), r.nodes)
+	}
+	astates := s.adapterStates()
+	for _, id := range s.adapterIDs {
+		if a := s.adapterFor(pol, id); a != nil {
+			if n > 0 {
+				b = append(b, ',')
+			}
+			n++
+			b = s.appendAdapter(b, a, astates)
+		}
 	}
 	b = append(b, "]}"...)
 	ctx.SetContentType("application/json")
@@ -876,6 +908,11 @@ func (s *Server) handleModel(ctx *fasthttp.RequestCtx, reqID, id string) {
 	_, pol, aerr := s.authenticate(ctx)
 	if aerr != nil {
 		s.writeError(ctx, reqID, aerr)
+		return
+	}
+	if a := s.adapterFor(pol, id); a != nil {
+		ctx.SetContentType("application/json")
+		ctx.SetBody(s.appendAdapter(nil, a, s.adapterStates()))
 		return
 	}
 	r, remote := s.remoteModels()[id]

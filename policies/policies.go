@@ -27,10 +27,14 @@ type Plan struct {
 	MonthlyBudgetUSD  float64  `yaml:"monthly_budget_usd"`  // per UTC calendar month; 0: none
 	AllowedTiers      []string `yaml:"allowed_tiers"`       // tier names; empty: all (binds named models too: Policy.AllowsServing)
 	AllowedModels     []string `yaml:"allowed_models"`      // model ids; empty: all
-	DefaultTierMode   string   `yaml:"default_tier_mode"`   // for model "auto": balanced, deep, max; "": balanced
-	SharePrefix       bool     `yaml:"share_prefix"`        // share the prefix cache with other tenants
-	Weight            float64  `yaml:"weight"`              // fair-queue share; 0: 1
-	BatchDiscount     float64  `yaml:"batch_discount"`      // the part of the price batch lines do not pay (0.5: half price); 0: none
+	// AllowedAdapters are the LoRA adapters (configs' adapters:, named as a request's
+	// model) the plan may use; empty: every adapter it can see (the shared ones and
+	// the tenant's own). An adapter also needs its base model allowed.
+	AllowedAdapters []string `yaml:"allowed_adapters"`
+	DefaultTierMode string   `yaml:"default_tier_mode"` // for model "auto": balanced, deep, max; "": balanced
+	SharePrefix     bool     `yaml:"share_prefix"`      // share the prefix cache with other tenants
+	Weight          float64  `yaml:"weight"`            // fair-queue share; 0: 1
+	BatchDiscount   float64  `yaml:"batch_discount"`    // the part of the price batch lines do not pay (0.5: half price); 0: none
 	// BatchMaxConcurrency is how many lines of one of the tenant's batch jobs run at
 	// once; 0: the server's batch concurrency.
 	BatchMaxConcurrency int `yaml:"batch_max_concurrency"`
@@ -72,6 +76,7 @@ type Override struct {
 	MonthlyBudgetUSD  *float64  `yaml:"monthly_budget_usd"`
 	AllowedTiers      *[]string `yaml:"allowed_tiers"`
 	AllowedModels     *[]string `yaml:"allowed_models"`
+	AllowedAdapters   *[]string `yaml:"allowed_adapters"`
 	DefaultTierMode   *string   `yaml:"default_tier_mode"`
 	SharePrefix       *bool     `yaml:"share_prefix"`
 	Weight            *float64  `yaml:"weight"`
@@ -114,6 +119,9 @@ func (p Plan) Apply(o Override) Plan {
 	}
 	if o.AllowedModels != nil {
 		p.AllowedModels = *o.AllowedModels
+	}
+	if o.AllowedAdapters != nil {
+		p.AllowedAdapters = *o.AllowedAdapters
 	}
 	if o.DefaultTierMode != nil {
 		p.DefaultTierMode = *o.DefaultTierMode
@@ -184,8 +192,9 @@ type Policy struct {
 	ResponsesMaxCount     int64 // the tenant's stored responses (/v1/responses)
 	ResponsesMaxBytes     int64 // their bytes
 
-	allowTiers  [tiers.NumTiers]bool
-	allowModels map[string]struct{} // nil: all
+	allowTiers    [tiers.NumTiers]bool
+	allowModels   map[string]struct{} // nil: all
+	allowAdapters map[string]struct{} // nil: all
 }
 
 // AllowedTiers returns which tiers the policy allows.
@@ -202,6 +211,18 @@ func (p *Policy) AllowsModel(id string) bool {
 		return true
 	}
 	_, ok := p.allowModels[id]
+	return ok
+}
+
+// AllowsAdapter reports whether the plan's allowed_adapters lets the policy use
+// the adapter id. Whether the tenant may see the adapter at all (a private one is
+// its owner's alone) and whether its base model is allowed are the caller's
+// checks.
+func (p *Policy) AllowsAdapter(id string) bool {
+	if p.allowAdapters == nil {
+		return true
+	}
+	_, ok := p.allowAdapters[id]
 	return ok
 }
 
@@ -327,6 +348,12 @@ func Resolve(tenant, planName string, plan Plan, o Override, knownModel func(str
 				return bad("allowed_models", "unknown model %q", m)
 			}
 			pol.allowModels[m] = struct{}{}
+		}
+	}
+	if len(p.AllowedAdapters) > 0 {
+		pol.allowAdapters = make(map[string]struct{}, len(p.AllowedAdapters))
+		for _, a := range p.AllowedAdapters {
+			pol.allowAdapters[a] = struct{}{}
 		}
 	}
 	return pol, nil

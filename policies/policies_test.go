@@ -174,3 +174,20 @@ func TestResponsesQuotasDefaultAndUnlimited(t *testing.T) {
 		t.Fatalf("responses_max_bytes -2: %v", err)
 	}
 }
+
+// TestAllowsAdapter: an empty allowed_adapters allows every adapter, a list only
+// its own, and a tenant's override replaces the plan's.
+func TestAllowsAdapter(t *testing.T) {
+	all, err := Resolve("t", "p", Plan{}, Override{}, nil)
+	if err != nil || !all.AllowsAdapter("x") {
+		t.Fatalf("empty allowed_adapters: %v, allows x %v", err, all.AllowsAdapter("x"))
+	}
+	some, _ := Resolve("t", "p", Plan{AllowedAdapters: []string{"a"}}, Override{}, nil)
+	if !some.AllowsAdapter("a") || some.AllowsAdapter("b") {
+		t.Error("allowed_adapters [a] must allow a and only a")
+	}
+	over, _ := Resolve("t", "p", Plan{AllowedAdapters: []string{"a"}}, Override{AllowedAdapters: &[]string{"b"}}, nil)
+	if over.AllowsAdapter("a") || !over.AllowsAdapter("b") {
+		t.Error("the override's [b] must replace the plan's [a]")
+	}
+}

@@ -140,6 +140,7 @@ func appendEntry(b []byte, e *Entry) []byte {
 	b = str(b, "batch_line", e.Line)
 	b = str(b, "key_id", e.KeyID)
 	b = str(b, "model", e.Model)
+	b = str(b, "adapter", e.Adapter)
 	b = str(b, "tier", e.Tier)
 	b = append(b, `,"status":`...)
 	b = strconv.AppendInt(b, int64(e.Status), 10)

@@ -83,6 +83,7 @@ type Entry struct {
 	Line             string        `json:"batch_line,omitempty"`
 	KeyID            string        `json:"key_id,omitempty"`
 	Model            string        `json:"model,omitempty"`
+	Adapter          string        `json:"adapter,omitempty"` // the LoRA adapter applied over Model (the request named it as its model); "": none
 	Tier             string        `json:"tier,omitempty"`
 	Status           int           `json:"status"`
 	Finish           string        `json:"finish_reason,omitempty"`

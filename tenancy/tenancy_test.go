@@ -415,7 +415,7 @@ func TestAppendEntry(t *testing.T) {
 		{},
 		{Seq: 1, Time: time.Date(2026, 11, 22, 12, 0, 0, 123456789, time.UTC), RequestID: "req_1", Tenant: "acme", Status: 200},
 		{Seq: 1 << 60, Time: time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("x", 3600)), RequestID: "a\"b\\c\n\x01<&>\u2028é",
-			Tenant: "t", KeyID: "k", Model: "m", Tier: "fast", Status: 429, Finish: "length", PromptTokens: 7, CompletionTokens: 9,
+			Tenant: "t", KeyID: "k", Model: "m", Adapter: "ft:m:t:x", Tier: "fast", Status: 429, Finish: "length", PromptTokens: 7, CompletionTokens: 9,
 			Cost: -3, Latency: 1234567, TTFT: 89, CachedTokens: 5, ColdStart: 250 * time.Millisecond, GrammarTime: 31 * time.Millisecond},
 		{Seq: 2, RequestID: "batch_1-0", ClientRequestID: "c<1>", Tenant: "t", Line: "batch_1-0", Status: 200, Hold: 7},
 		{Seq: 3, RequestID: "req_2", Tenant: "t", Status: 200, User: "0f1e2d3c4b5a69788796a5b4c3d2e1f0", SafetyIdentifier: "00112233445566778899aabbccddeeff"},

@@ -31,12 +31,21 @@ const specPassage = "Once upon a time, there was a little girl named Lily. She l
 // wall-clock ratio measures the other jobs as much as the step; the ratio of the
 // process's CPU time per token (plain over speculative: above 1, speculation costs
 // less per token) measures the work.
+//
+// With source "prediction" (`lmlite bench --spec prediction`) the model does not
+// speculate from its own text (ngram off) and the speculative side gives each request
+// a prediction (Request.Prediction, OpenAI's Predicted Outputs) on three tasks, all
+// greedy from a story's opening: "own", the model's own plain output for the request
+// (as text: what a client would send back); "half", that text with every other run
+// of 6 words reversed and upper-cased; "unrelated", code and SQL that the output
+// never follows.
 func benchSpec(stdout io.Writer, path, source string, nGen, reps, maxDraft int, asJSON bool) error {
-	if source != "ngram" {
-		return fmt.Errorf("--spec %q: the draft source to measure is ngram (prompt lookup)", source)
+	if source != "ngram" && source != "prediction" {
+		return fmt.Errorf("--spec %q: the draft source to measure is ngram (prompt lookup) or prediction (Predicted Outputs)", source)
 	}
+	sc := spec.Config{NGram: source == "ngram", MaxDraft: maxDraft}
 	mc := engine.ModelConfig{ID: "m", Path: path, MaxModelConcurrency: 1, IdleTimeout: -1,
-		DisablePrefixCache: true, Speculative: spec.Config{NGram: true, MaxDraft: maxDraft}}
+		DisablePrefixCache: true, Speculative: sc}
 	b, err := engine.New(engine.Config{Models: []engine.ModelConfig{mc}, Logger: quietLogger()})
 	if err != nil {
 		return err
@@ -46,6 +55,9 @@ func benchSpec(stdout io.Writer, path, source string, nGen, reps, maxDraft int, 
 		return err
 	}
 	text := specPassage + "\n\n" + specPassage[:strings.Index(specPassage, ".")+1]
+	if source == "prediction" {
+		text = specPassage[:strings.Index(specPassage, ".")+1]
+	}
 	prompt, err := b.Tokenize("m", text)
 	if err != nil {
 		return err
@@ -58,16 +70,17 @@ func benchSpec(stdout io.Writer, path, source string, nGen, reps, maxDraft int, 
 		cpuMS    float64 // the process's CPU time per token after the first, ms
 		steps    uint64  // batch steps the request took, prefill included
 		ids      []int32
+		text     strings.Builder
 		drafted  int
 		accepted int
 	}
-	one := func(req engine.Request) (run, error) {
+	one := func(req engine.Request) (*run, error) {
 		steps0 := b.Models()[0].Steps
 		s, err := b.Generate(context.Background(), "m", req)
 		if err != nil {
-			return run{}, err
+			return nil, err
 		}
-		var r run
+		r := &run{}
 		var first time.Time
 		var cpu0 procCounts
 		for t := range s.Tokens {
@@ -77,6 +90,7 @@ func benchSpec(stdout io.Writer, path, source string, nGen, reps, maxDraft int, 
 				}
 				r.ids = append(r.ids, t.ID)
 			}
+			r.text.WriteString(t.Text)
 		}
 		u, err := s.Wait(context.Background())
 		// Decoding speed: the tokens after the first over the time since the first
@@ -87,20 +101,33 @@ func benchSpec(stdout io.Writer, path, source string, nGen, reps, maxDraft int, 
 		r.steps = b.Models()[0].Steps - steps0
 		return r, err
 	}
-	tasks := []struct {
+	type task struct {
 		name string
 		smp  engine.Sampling
-	}{
-		{"repeat", engine.Sampling{IgnoreEOS: true}},
-		{"free", engine.Sampling{Temperature: 1, Seed: 7, IgnoreEOS: true}},
+		pred func(own string) string // the prediction, from the plain output's text
+	}
+	tasks := []task{
+		{"repeat", engine.Sampling{IgnoreEOS: true}, nil},
+		{"free", engine.Sampling{Temperature: 1, Seed: 7, IgnoreEOS: true}, nil},
+	}
+	if source == "prediction" {
+		tasks = []task{
+			{"own", engine.Sampling{IgnoreEOS: true}, func(own string) string { return own }},
+			{"half", engine.Sampling{IgnoreEOS: true}, perturbHalf},
+			{"unrelated", engine.Sampling{IgnoreEOS: true}, func(string) string { return unrelatedPrediction }},
+		}
 	}
 	var results []map[string]any
 	for _, task := range tasks {
 		req := engine.Request{Prompt: prompt, MaxTokens: nGen, Sampling: task.smp}
 		plainReq := req
 		plainReq.NoSpeculation = true
-		if _, err := one(plainReq); err != nil { // warm-up
+		warm, err := one(plainReq) // warm-up
+		if err != nil {
 			return err
+		}
+		if task.pred != nil {
+			req.Prediction = task.pred(warm.text.String())
 		}
 		var plain, sp, ratios, cpuRatios []float64
 		drafted, accepted := 0, 0
@@ -132,7 +159,7 @@ func benchSpec(stdout io.Writer, path, source string, nGen, reps, maxDraft int, 
 			slices.Sort(x)
 			return x[len(x)/2]
 		}
-		res := map[string]any{"task": task.name, "model": path, "gen": nGen, "pairs": reps, "max_draft": spec.Config{MaxDraft: maxDraft}.Max(),
+		res := map[string]any{"source": source, "task": task.name, "model": path, "gen": nGen, "pairs": reps, "max_draft": spec.Config{MaxDraft: maxDraft}.Max(),
 			"plain_tok_s": med(plain), "spec_tok_s": med(sp), "ratio": med(ratios), "ratios": ratios,
 			"plain_steps": plainSteps, "spec_steps": specSteps, "cpu_ratio": med(cpuRatios), "cpu_ratios": cpuRatios, "drafted": drafted, "accepted": accepted}
 		results = append(results, res)
@@ -141,8 +168,8 @@ func benchSpec(stdout io.Writer, path, source string, nGen, reps, maxDraft int, 
 			if drafted > 0 {
 				acc = float64(accepted) / float64(drafted)
 			}
-			fmt.Fprintf(stdout, "spec ngram, %s: plain %.1f tok/s, speculative %.1f tok/s, ratio %.2f (median of %d ABAB pairs: %s); CPU time per token plain/speculative %.2f (%s); drafts accepted %d/%d (%.0f%%), steps %d plain, %d speculative; same output\n",
-				task.name, med(plain), med(sp), med(ratios), reps, fmtRatios(ratios), med(cpuRatios), fmtRatios(cpuRatios), accepted, drafted, 100*acc, plainSteps, specSteps)
+			fmt.Fprintf(stdout, "spec %s, %s: plain %.1f tok/s, speculative %.1f tok/s, ratio %.2f (median of %d ABAB pairs: %s); CPU time per token plain/speculative %.2f (%s); drafts accepted %d/%d (%.0f%%), steps %d plain, %d speculative; same output\n",
+				source, task.name, med(plain), med(sp), med(ratios), reps, fmtRatios(ratios), med(cpuRatios), fmtRatios(cpuRatios), accepted, drafted, 100*acc, plainSteps, specSteps)
 		}
 	}
 	if asJSON {
@@ -158,3 +185,21 @@ func fmtRatios(x []float64) string {
 	}
 	return strings.Join(s, " ")
 }
+
+// perturbHalf rewrites every other run of 6 words of text (reversed and
+// upper-cased): half of it as the model wrote it, half not.
+func perturbHalf(text string) string {
+	w := strings.Fields(text)
+	for i := 6; i < len(w); i += 12 {
+		run := w[i:min(i+6, len(w))]
+		slices.Reverse(run)
+		for k := range run {
+			run[k] = strings.ToUpper(run[k])
+		}
+	}
+	return strings.Join(w, " ")
+}
+
+// unrelatedPrediction is a prediction no story follows.
+const unrelatedPrediction = `func main() { for i := 0; i < 10; i++ { fmt.Println("row", i, strings.Repeat("#", i)) } }
+SELECT id, name FROM users WHERE created_at > now() - interval '1 day' ORDER BY id;`

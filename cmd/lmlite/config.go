@@ -48,6 +48,7 @@ func engineModelConfig(m *configs.Model) engine.ModelConfig {
 		GrammarRequestSteps: m.GrammarRequestSteps,
 		KVCacheBytes:        mustBytes(m.KVCache),
 		KVWarmBytes:         mustBytes(m.KVWarm),
+		AdapterMemory:       mustBytes(m.AdapterMemory),
 		KVWarmFile:          m.KVWarmFile,
 		DisablePrefixCache:  m.DisablePrefixCache,
 		Embeddings:          m.Embeddings,
@@ -108,6 +109,9 @@ func gatewayConfig(c *configs.Config) (gateway.Config, error) {
 			}
 		}
 		gc.Models = append(gc.Models, m)
+	}
+	for _, a := range c.Adapters {
+		gc.Adapters = append(gc.Adapters, gateway.Adapter{ID: a.ID, Base: a.Base, Tenant: a.Tenant})
 	}
 	return gc, nil
 }

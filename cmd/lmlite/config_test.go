@@ -30,7 +30,7 @@ func TestEngineModelConfig(t *testing.T) {
 	c := mustParse(t, `
 models:
   - {id: m, path: a.gguf, max_model_len: 512, max_concurrency: 3, batch_timeout_ms: 7, replicas: 2, idle_timeout: 90s, priority: 4,
-     device: "gpu:1", max_queue: 9, batch_chunk_tokens: -1, kv_cache: 2MiB, kv_warm: 1KiB, embeddings: true,
+     device: "gpu:1", max_queue: 9, batch_chunk_tokens: -1, kv_cache: 2MiB, kv_warm: 1KiB, adapter_memory: 3MiB, embeddings: true,
      speculative: {ngram: true, max_draft: 4, draft_cost: 0.1}, grammar_mask_steps: 11, grammar_request_steps: 12}
   - {id: n, pull: hf://org/repo/n.gguf, batch_chunk_tokens: 64}
   - {id: u, upstream: {base_url: 'http://x/v1'}}
@@ -45,7 +45,7 @@ plans: {p: {}}
 	m, n := got[0], got[1]
 	if m.Path != "a.gguf" || m.MaxModelLen != 512 || m.MaxModelConcurrency != 3 || m.BatchExecuteTimeout != 7*time.Millisecond ||
 		m.Replicas != 2 || m.IdleTimeout != 90*time.Second || m.Priority != 4 || m.Device != "gpu:1" || m.MaxQueue != 9 ||
-		m.BatchChunkTokens != 0 || m.KVCacheBytes != 2<<20 || m.KVWarmBytes != 1<<10 || !m.Embeddings ||
+		m.BatchChunkTokens != 0 || m.KVCacheBytes != 2<<20 || m.KVWarmBytes != 1<<10 || m.AdapterMemory != 3<<20 || !m.Embeddings ||
 		m.GrammarMaskSteps != 11 || m.GrammarRequestSteps != 12 {
 		t.Errorf("m: %+v", m)
 	}
@@ -64,7 +64,8 @@ plans: {p: {}}
 }
 
 // TestGatewayConfig: the file's limits, models (slots, prices, upstreams with their
-// key from the environment), tiers and tenants' plans reach the gateway's Config.
+// key from the environment), adapters, tiers and tenants' plans reach the gateway's
+// Config.
 func TestGatewayConfig(t *testing.T) {
 	t.Setenv("TEST_UPSTREAM_KEY", "sk-up")
 	c := mustParse(t, `
@@ -77,6 +78,7 @@ models:
   - {id: m, path: a.gguf, max_model_len: 256, max_concurrency: 4, replicas: 2, max_queue: 5, prompt_usd_per_1k: 0.5, completion_usd_per_1k: 1, idle_timeout: 2m}
   - {id: u, upstream: {base_url: 'http://x/v1', api_key_env: TEST_UPSTREAM_KEY, timeout: 9s}, owned_by: them}
   - {id: v, upstream: {base_url: 'http://y/v1', model: other}}
+adapters: [{id: x, path: x.gguf, base: m, tenant: acme}, {id: y, path: y.gguf, base: m}]
 tiers:
   fast: [{model: m, quality: 0.5}]
 plans: {p: {}}
@@ -105,6 +107,9 @@ tenants: [{id: acme, plan: p}]
 	}
 	if got := gc.Tiers.Tiers[0]; len(got) != 1 || got[0].Model != "m" {
 		t.Errorf("fast tier: %+v", got)
+	}
+	if a := gc.Adapters; len(a) != 2 || a[0].ID != "x" || a[0].Base != "m" || a[0].Tenant != "acme" || a[1].ID != "y" || a[1].Tenant != "" {
+		t.Errorf("adapters: %+v", a)
 	}
 	if gc.Book == nil {
 		t.Fatal("no policy book")

@@ -38,9 +38,11 @@ const loadTimeout = 10 * time.Minute
 type blockEngine struct{ *engine.Block }
 
 var (
-	_ gateway.ModelLoader = blockEngine{}
-	_ gateway.StatsSource = blockEngine{}
-	_ io.Closer           = blockEngine{}
+	_ gateway.ModelLoader   = blockEngine{}
+	_ gateway.AdapterLoader = blockEngine{}
+	_ gateway.AdapterSource = blockEngine{}
+	_ gateway.StatsSource   = blockEngine{}
+	_ io.Closer             = blockEngine{}
 )
 
 // Load loads the model (if it is not loaded) and returns when it is ready.

@@ -12,7 +12,8 @@ import (
 // and its integer sums (the final factor of 1/8 or 1/4 that ggml applies to the
 // whole row is applied per block here, which is exact: a power of two). There are
 // no quantizers of ours for these types (llama.cpp's need an importance matrix and
-// a grid search); files come from llama-quantize.
+// a grid search); files come from llama-quantize. All but IQ1_M have AVX2 row
+// kernels with these functions' bits (simd_amd64.go, _asm/lattice.go).
 
 // iqSigns returns the 8 signs of a group from a 7-bit index (the eighth sign makes
 // the count of negatives even; ggml's ksigns_iq2xs): bit j set means negative.
@@ -234,12 +235,13 @@ func dotIQ3SBlock(blk []byte, y *q8KBlock) float32 {
 	return f16Table[le16(blk)] * y.d * float32(bsum)
 }
 
-// dotIQ3SRow is ggml_vec_dot_iq3_s_q8_K (x86) bit for bit: 8 float lanes, lane k
+// dotIQ3SRowGeneric is ggml_vec_dot_iq3_s_q8_K (x86) bit for bit: 8 float lanes, lane k
 // adding, for each block, the scaled integer products at positions 4k..4k+3 of
 // its eight 32-element groups times f16(x.d)·y.d in one fused multiply-add, the
 // lanes summed as sum8 (issue 32: llama.cpp's order, not one float step per
-// block as dotIQ3SBlock, which the tests keep as the block reference).
-func dotIQ3SRow(row []byte, y []q8KBlock) float32 {
+// block as dotIQ3SBlock, which the tests keep as the block reference). dotIQ3SRow
+// takes it or its AVX2 form (dotIQ3SAVX2), which has its bits.
+func dotIQ3SRowGeneric(row []byte, y []q8KBlock) float32 {
 	var acc [8]float32
 	for b := range y {
 		blk := row[b*110 : (b+1)*110]

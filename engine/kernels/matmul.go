@@ -277,6 +277,27 @@ func dotRow(wt Type, row []byte, a *acts, t int) float32 {
 	case IQ3_S:
 		nb := a.cols / qkK
 		return dotIQ3SRow(row, a.q8k[t*nb:(t+1)*nb])
+	case TQ2_0:
+		nb := a.cols / qkK
+		return dotTQ2_0Row(row, a.q8k[t*nb:(t+1)*nb])
+	case TQ1_0:
+		nb := a.cols / qkK
+		return dotTQ1_0Row(row, a.q8k[t*nb:(t+1)*nb])
+	case IQ2_XXS:
+		nb := a.cols / qkK
+		return dotIQ2XXSRow(row, a.q8k[t*nb:(t+1)*nb])
+	case IQ2_XS:
+		nb := a.cols / qkK
+		return dotIQ2XSRow(row, a.q8k[t*nb:(t+1)*nb])
+	case IQ2_S:
+		nb := a.cols / qkK
+		return dotIQ2SRow(row, a.q8k[t*nb:(t+1)*nb])
+	case IQ3_XXS:
+		nb := a.cols / qkK
+		return dotIQ3XXSRow(row, a.q8k[t*nb:(t+1)*nb])
+	case IQ1_S:
+		nb := a.cols / qkK
+		return dotIQ1SRow(row, a.q8k[t*nb:(t+1)*nb])
 	}
 	if c := refCodecOf(wt); c != nil {
 		return dotRefRow(c, wt.BlockBytes(), row, a, t)

@@ -3,9 +3,9 @@ package kernels
 import "math"
 
 // The types added after the first seven: Q4_1, Q5_0, Q5_1, IQ4_NL (blocks of 32),
-// Q2_K, Q3_K, Q5_K, IQ4_XS, TQ1_0, TQ2_0 (super-blocks of 256). All but the ternary
-// types also have AVX2 row kernels (simd_amd64.go) that dotRow takes; TQ1_0 and
-// TQ2_0 have only this pure-Go reference. Each has a block decoder, a block dot product against its activation format
+// Q2_K, Q3_K, Q5_K, IQ4_XS, TQ1_0, TQ2_0 (super-blocks of 256). All also have AVX2
+// row kernels (simd_amd64.go) that dotRow takes, with this reference's bits. Each
+// has a block decoder, a block dot product against its activation format
 // (VecDotType) with integer sums and the block's scales applied once, as llama.cpp's
 // CPU backend computes it, and a quantizer. The block layouts are those of ggml
 // (ggml-common.h's block_* structs).
@@ -64,7 +64,8 @@ func refCodecOf(t Type) *refCodec {
 // CPU; the other supported types run on the pure-Go reference (correct, slower).
 func HasSIMD(t Type) bool {
 	switch t {
-	case F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q5_0, IQ4_NL, IQ4_XS, Q4_1, Q5_1, Q2_K, Q3_K:
+	case F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q5_0, IQ4_NL, IQ4_XS, Q4_1, Q5_1, Q2_K, Q3_K, TQ1_0, TQ2_0,
+		IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S:
 		return simdAvailable()
 	}
 	return false

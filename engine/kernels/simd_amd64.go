@@ -281,3 +281,79 @@ func dotQ5_1Row(row []byte, y []q8_1Block) float32 {
 	_ = row[n*24-1]
 	return dotQ5_1AVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n)
 }
+
+// dotTQ2_0Row and dotTQ1_0Row: AVX2 only; the reference's bits.
+func dotTQ2_0Row(row []byte, y []q8KBlock) float32 {
+	n := len(y)
+	if n == 0 || !useAVX2 {
+		return dotKRowGeneric(dotTQ2_0Block, 66, row, y)
+	}
+	_ = row[n*66-1]
+	return dotTQ2_0AVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n)
+}
+
+func dotTQ1_0Row(row []byte, y []q8KBlock) float32 {
+	n := len(y)
+	if n == 0 || !useAVX2 {
+		return dotKRowGeneric(dotTQ1_0Block, 54, row, y)
+	}
+	_ = row[n*54-1]
+	return dotTQ1_0AVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n)
+}
+
+// The lattice types' row kernels: AVX2 only, the grid passed in. IQ2_XXS,
+// IQ2_XS, IQ2_S and IQ3_XXS have the block reference's bits, IQ3_S those of
+// dotIQ3SRowGeneric (ggml's float order).
+func dotIQ2XXSRow(row []byte, y []q8KBlock) float32 {
+	n := len(y)
+	if n == 0 || !useAVX2 {
+		return dotKRowGeneric(dotIQ2XXSBlock, 66, row, y)
+	}
+	_ = row[n*66-1]
+	return dotIQ2XXSAVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n, (*byte)(unsafe.Pointer(&iq2xxsGrid[0])))
+}
+
+func dotIQ2XSRow(row []byte, y []q8KBlock) float32 {
+	n := len(y)
+	if n == 0 || !useAVX2 {
+		return dotKRowGeneric(dotIQ2XSBlock, 74, row, y)
+	}
+	_ = row[n*74-1]
+	return dotIQ2XSAVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n, (*byte)(unsafe.Pointer(&iq2xsGrid[0])))
+}
+
+func dotIQ2SRow(row []byte, y []q8KBlock) float32 {
+	n := len(y)
+	if n == 0 || !useAVX2 {
+		return dotKRowGeneric(dotIQ2SBlock, 82, row, y)
+	}
+	_ = row[n*82-1]
+	return dotIQ2SAVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n, (*byte)(unsafe.Pointer(&iq2sGrid[0])))
+}
+
+func dotIQ3XXSRow(row []byte, y []q8KBlock) float32 {
+	n := len(y)
+	if n == 0 || !useAVX2 {
+		return dotKRowGeneric(dotIQ3XXSBlock, 98, row, y)
+	}
+	_ = row[n*98-1]
+	return dotIQ3XXSAVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n, (*byte)(unsafe.Pointer(&iq3xxsGrid[0])))
+}
+
+func dotIQ3SRow(row []byte, y []q8KBlock) float32 {
+	n := len(y)
+	if n == 0 || !useAVX2 {
+		return dotIQ3SRowGeneric(row, y)
+	}
+	_ = row[n*110-1]
+	return dotIQ3SAVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n, (*byte)(unsafe.Pointer(&iq3sGrid[0])))
+}
+
+func dotIQ1SRow(row []byte, y []q8KBlock) float32 {
+	n := len(y)
+	if n == 0 || !useAVX2 {
+		return dotKRowGeneric(dotIQ1SBlock, 50, row, y)
+	}
+	_ = row[n*50-1]
+	return dotIQ1SAVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n, (*byte)(unsafe.Pointer(&iq1sGrid[0])))
+}

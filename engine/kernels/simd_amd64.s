@@ -2523,6 +2523,2857 @@ done:
 	MOVSS X2, ret+24(FP)
 	RET
 
+DATA signBit<>+0(SB)/8, $0x8080808080808080
+DATA signBit<>+8(SB)/8, $0x8080808080808080
+DATA signBit<>+16(SB)/8, $0x8080808080808080
+DATA signBit<>+24(SB)/8, $0x8080808080808080
+GLOBL signBit<>(SB), RODATA|NOPTR, $32
+
+DATA tritLow<>+0(SB)/8, $0xd5d5d5d5d5d5d5d5
+DATA tritLow<>+8(SB)/8, $0xd5d5d5d5d5d5d5d5
+DATA tritLow<>+16(SB)/8, $0xd5d5d5d5d5d5d5d5
+DATA tritLow<>+24(SB)/8, $0xd5d5d5d5d5d5d5d5
+GLOBL tritLow<>(SB), RODATA|NOPTR, $32
+
+DATA tritHigh<>+0(SB)/8, $0x2a2a2a2a2a2a2a2a
+DATA tritHigh<>+8(SB)/8, $0x2a2a2a2a2a2a2a2a
+DATA tritHigh<>+16(SB)/8, $0x2a2a2a2a2a2a2a2a
+DATA tritHigh<>+24(SB)/8, $0x2a2a2a2a2a2a2a2a
+GLOBL tritHigh<>(SB), RODATA|NOPTR, $32
+
+DATA highBits5<>+0(SB)/8, $0xf8f8f8f8f8f8f8f8
+DATA highBits5<>+8(SB)/8, $0xf8f8f8f8f8f8f8f8
+DATA highBits5<>+16(SB)/8, $0xf8f8f8f8f8f8f8f8
+DATA highBits5<>+24(SB)/8, $0xf8f8f8f8f8f8f8f8
+GLOBL highBits5<>(SB), RODATA|NOPTR, $32
+
+// func dotTQ2_0AVX2(x *byte, y *byte, n int) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotTQ2_0AVX2(SB), NOSPLIT, $0-28
+	MOVQ    x+0(FP), AX
+	MOVQ    y+8(FP), CX
+	MOVQ    n+16(FP), DX
+	VMOVDQU threes<>+0(SB), Y0
+	VMOVDQU ones16<>+0(SB), Y1
+	VXORPS  X2, X2, X2
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VPXOR        Y3, Y3, Y3
+	VPSUBW       260(CX), Y3, Y3
+	VMOVDQU      (AX), Y4
+	VPAND        Y0, Y4, Y5
+	VPMADDUBSW   4(CX), Y5, Y5
+	VPADDW       Y5, Y3, Y3
+	VPSRLW       $0x02, Y4, Y5
+	VPAND        Y0, Y5, Y5
+	VPMADDUBSW   36(CX), Y5, Y5
+	VPADDW       Y5, Y3, Y3
+	VPSRLW       $0x04, Y4, Y5
+	VPAND        Y0, Y5, Y5
+	VPMADDUBSW   68(CX), Y5, Y5
+	VPADDW       Y5, Y3, Y3
+	VPSRLW       $0x06, Y4, Y4
+	VPAND        Y0, Y4, Y4
+	VPMADDUBSW   100(CX), Y4, Y4
+	VPADDW       Y4, Y3, Y3
+	VMOVDQU      32(AX), Y4
+	VPAND        Y0, Y4, Y5
+	VPMADDUBSW   132(CX), Y5, Y5
+	VPADDW       Y5, Y3, Y3
+	VPSRLW       $0x02, Y4, Y5
+	VPAND        Y0, Y5, Y5
+	VPMADDUBSW   164(CX), Y5, Y5
+	VPADDW       Y5, Y3, Y3
+	VPSRLW       $0x04, Y4, Y5
+	VPAND        Y0, Y5, Y5
+	VPMADDUBSW   196(CX), Y5, Y5
+	VPADDW       Y5, Y3, Y3
+	VPSRLW       $0x06, Y4, Y4
+	VPAND        Y0, Y4, Y4
+	VPMADDUBSW   228(CX), Y4, Y4
+	VPADDW       Y4, Y3, Y3
+	VPMADDWD     Y1, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VPADDD       X4, X3, X3
+	VPSHUFD      $0x4e, X3, X4
+	VPADDD       X4, X3, X3
+	VPSHUFD      $0xb1, X3, X4
+	VPADDD       X4, X3, X3
+	VCVTDQ2PS    X3, X3
+	MOVWLZX      64(AX), BX
+	VMOVD        BX, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (CX), X4, X4
+	VMULSS       X4, X3, X3
+	VADDSS       X3, X2, X2
+	ADDQ         $0x00000042, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JMP          loop
+
+done:
+	VZEROUPPER
+	MOVSS X2, ret+24(FP)
+	RET
+
+// func dotTQ1_0AVX2(x *byte, y *byte, n int) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotTQ1_0AVX2(SB), NOSPLIT, $0-28
+	MOVQ    x+0(FP), AX
+	MOVQ    y+8(FP), CX
+	MOVQ    n+16(FP), DX
+	VMOVDQU ones16<>+0(SB), Y0
+	VXORPS  X1, X1, X1
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VPXOR        Y2, Y2, Y2
+	VPSUBW       260(CX), Y2, Y2
+	VMOVDQU      (AX), Y3
+	VPADDB       Y3, Y3, Y4
+	VPADDB       Y3, Y4, Y4
+	VPSLLW       $0x03, Y3, Y5
+	VPAND        highBits5<>+0(SB), Y5, Y5
+	VPADDB       Y3, Y5, Y5
+	VPSLLW       $0x03, Y4, Y6
+	VPAND        highBits5<>+0(SB), Y6, Y6
+	VPADDB       Y4, Y6, Y6
+	VPSLLW       $0x03, Y5, Y7
+	VPAND        highBits5<>+0(SB), Y7, Y7
+	VPADDB       Y5, Y7, Y7
+	VPXOR        signBit<>+0(SB), Y3, Y3
+	VPCMPGTB     tritLow<>+0(SB), Y3, Y8
+	VPCMPGTB     tritHigh<>+0(SB), Y3, Y3
+	VPXOR        Y9, Y9, Y9
+	VPSUBB       Y8, Y9, Y9
+	VPSUBB       Y3, Y9, Y9
+	VPMADDUBSW   4(CX), Y9, Y3
+	VPADDW       Y3, Y2, Y2
+	VPXOR        signBit<>+0(SB), Y4, Y3
+	VPCMPGTB     tritLow<>+0(SB), Y3, Y4
+	VPCMPGTB     tritHigh<>+0(SB), Y3, Y3
+	VPXOR        Y8, Y8, Y8
+	VPSUBB       Y4, Y8, Y8
+	VPSUBB       Y3, Y8, Y8
+	VPMADDUBSW   36(CX), Y8, Y3
+	VPADDW       Y3, Y2, Y2
+	VPXOR        signBit<>+0(SB), Y5, Y3
+	VPCMPGTB     tritLow<>+0(SB), Y3, Y4
+	VPCMPGTB     tritHigh<>+0(SB), Y3, Y3
+	VPXOR        Y5, Y5, Y5
+	VPSUBB       Y4, Y5, Y5
+	VPSUBB       Y3, Y5, Y5
+	VPMADDUBSW   68(CX), Y5, Y3
+	VPADDW       Y3, Y2, Y2
+	VPXOR        signBit<>+0(SB), Y6, Y3
+	VPCMPGTB     tritLow<>+0(SB), Y3, Y4
+	VPCMPGTB     tritHigh<>+0(SB), Y3, Y3
+	VPXOR        Y5, Y5, Y5
+	VPSUBB       Y4, Y5, Y5
+	VPSUBB       Y3, Y5, Y5
+	VPMADDUBSW   100(CX), Y5, Y3
+	VPADDW       Y3, Y2, Y2
+	VPXOR        signBit<>+0(SB), Y7, Y3
+	VPCMPGTB     tritLow<>+0(SB), Y3, Y4
+	VPCMPGTB     tritHigh<>+0(SB), Y3, Y3
+	VPXOR        Y5, Y5, Y5
+	VPSUBB       Y4, Y5, Y5
+	VPSUBB       Y3, Y5, Y5
+	VPMADDUBSW   132(CX), Y5, Y3
+	VPADDW       Y3, Y2, Y2
+	VBROADCASTSS 48(AX), Y3
+	VINSERTI128  $0x00, 32(AX), Y3, Y3
+	VPADDB       Y3, Y3, Y4
+	VPADDB       Y3, Y4, Y4
+	VPSLLW       $0x03, Y3, Y5
+	VPAND        highBits5<>+0(SB), Y5, Y5
+	VPADDB       Y3, Y5, Y5
+	VPSLLW       $0x03, Y4, Y6
+	VPAND        highBits5<>+0(SB), Y6, Y6
+	VPADDB       Y4, Y6, Y6
+	VPSLLW       $0x03, Y5, Y7
+	VPAND        highBits5<>+0(SB), Y7, Y7
+	VPADDB       Y5, Y7, Y7
+	VPERM2I128   $0x20, Y4, Y3, Y8
+	VPERM2I128   $0x20, Y6, Y5, Y9
+	VPBLENDD     $0x20, Y4, Y3, Y3
+	VPBLENDD     $0x40, Y5, Y3, Y3
+	VPBLENDD     $0x80, Y6, Y3, Y3
+	VPBLENDD     $0x0f, Y7, Y3, Y3
+	VPXOR        signBit<>+0(SB), Y8, Y4
+	VPCMPGTB     tritLow<>+0(SB), Y4, Y5
+	VPCMPGTB     tritHigh<>+0(SB), Y4, Y4
+	VPXOR        Y6, Y6, Y6
+	VPSUBB       Y5, Y6, Y6
+	VPSUBB       Y4, Y6, Y6
+	VPMADDUBSW   164(CX), Y6, Y4
+	VPADDW       Y4, Y2, Y2
+	VPXOR        signBit<>+0(SB), Y9, Y4
+	VPCMPGTB     tritLow<>+0(SB), Y4, Y5
+	VPCMPGTB     tritHigh<>+0(SB), Y4, Y4
+	VPXOR        Y6, Y6, Y6
+	VPSUBB       Y5, Y6, Y6
+	VPSUBB       Y4, Y6, Y6
+	VPMADDUBSW   196(CX), Y6, Y4
+	VPADDW       Y4, Y2, Y2
+	VPXOR        signBit<>+0(SB), Y3, Y3
+	VPCMPGTB     tritLow<>+0(SB), Y3, Y4
+	VPCMPGTB     tritHigh<>+0(SB), Y3, Y3
+	VPXOR        Y5, Y5, Y5
+	VPSUBB       Y4, Y5, Y5
+	VPSUBB       Y3, Y5, Y5
+	VPMADDUBSW   228(CX), Y5, Y3
+	VPADDW       Y3, Y2, Y2
+	VPMADDWD     Y0, Y2, Y2
+	VEXTRACTI128 $0x01, Y2, X3
+	VPADDD       X3, X2, X2
+	VPSHUFD      $0x4e, X2, X3
+	VPADDD       X3, X2, X2
+	VPSHUFD      $0xb1, X2, X3
+	VPADDD       X3, X2, X2
+	VCVTDQ2PS    X2, X2
+	MOVWLZX      52(AX), BX
+	VMOVD        BX, X3
+	VCVTPH2PS    X3, X3
+	VMULSS       (CX), X3, X3
+	VMULSS       X3, X2, X2
+	VADDSS       X2, X1, X1
+	ADDQ         $0x00000036, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JMP          loop
+
+done:
+	VZEROUPPER
+	MOVSS X1, ret+24(FP)
+	RET
+
+DATA ksignsIQ2<>+0(SB)/8, $0x0101010101010101
+DATA ksignsIQ2<>+8(SB)/8, $0xff010101010101ff
+DATA ksignsIQ2<>+16(SB)/8, $0xff0101010101ff01
+DATA ksignsIQ2<>+24(SB)/8, $0x010101010101ffff
+DATA ksignsIQ2<>+32(SB)/8, $0xff01010101ff0101
+DATA ksignsIQ2<>+40(SB)/8, $0x0101010101ff01ff
+DATA ksignsIQ2<>+48(SB)/8, $0x0101010101ffff01
+DATA ksignsIQ2<>+56(SB)/8, $0xff01010101ffffff
+DATA ksignsIQ2<>+64(SB)/8, $0xff010101ff010101
+DATA ksignsIQ2<>+72(SB)/8, $0x01010101ff0101ff
+DATA ksignsIQ2<>+80(SB)/8, $0x01010101ff01ff01
+DATA ksignsIQ2<>+88(SB)/8, $0xff010101ff01ffff
+DATA ksignsIQ2<>+96(SB)/8, $0x01010101ffff0101
+DATA ksignsIQ2<>+104(SB)/8, $0xff010101ffff01ff
+DATA ksignsIQ2<>+112(SB)/8, $0xff010101ffffff01
+DATA ksignsIQ2<>+120(SB)/8, $0x01010101ffffffff
+DATA ksignsIQ2<>+128(SB)/8, $0xff0101ff01010101
+DATA ksignsIQ2<>+136(SB)/8, $0x010101ff010101ff
+DATA ksignsIQ2<>+144(SB)/8, $0x010101ff0101ff01
+DATA ksignsIQ2<>+152(SB)/8, $0xff0101ff0101ffff
+DATA ksignsIQ2<>+160(SB)/8, $0x010101ff01ff0101
+DATA ksignsIQ2<>+168(SB)/8, $0xff0101ff01ff01ff
+DATA ksignsIQ2<>+176(SB)/8, $0xff0101ff01ffff01
+DATA ksignsIQ2<>+184(SB)/8, $0x010101ff01ffffff
+DATA ksignsIQ2<>+192(SB)/8, $0x010101ffff010101
+DATA ksignsIQ2<>+200(SB)/8, $0xff0101ffff0101ff
+DATA ksignsIQ2<>+208(SB)/8, $0xff0101ffff01ff01
+DATA ksignsIQ2<>+216(SB)/8, $0x010101ffff01ffff
+DATA ksignsIQ2<>+224(SB)/8, $0xff0101ffffff0101
+DATA ksignsIQ2<>+232(SB)/8, $0x010101ffffff01ff
+DATA ksignsIQ2<>+240(SB)/8, $0x010101ffffffff01
+DATA ksignsIQ2<>+248(SB)/8, $0xff0101ffffffffff
+DATA ksignsIQ2<>+256(SB)/8, $0xff01ff0101010101
+DATA ksignsIQ2<>+264(SB)/8, $0x0101ff01010101ff
+DATA ksignsIQ2<>+272(SB)/8, $0x0101ff010101ff01
+DATA ksignsIQ2<>+280(SB)/8, $0xff01ff010101ffff
+DATA ksignsIQ2<>+288(SB)/8, $0x0101ff0101ff0101
+DATA ksignsIQ2<>+296(SB)/8, $0xff01ff0101ff01ff
+DATA ksignsIQ2<>+304(SB)/8, $0xff01ff0101ffff01
+DATA ksignsIQ2<>+312(SB)/8, $0x0101ff0101ffffff
+DATA ksignsIQ2<>+320(SB)/8, $0x0101ff01ff010101
+DATA ksignsIQ2<>+328(SB)/8, $0xff01ff01ff0101ff
+DATA ksignsIQ2<>+336(SB)/8, $0xff01ff01ff01ff01
+DATA ksignsIQ2<>+344(SB)/8, $0x0101ff01ff01ffff
+DATA ksignsIQ2<>+352(SB)/8, $0xff01ff01ffff0101
+DATA ksignsIQ2<>+360(SB)/8, $0x0101ff01ffff01ff
+DATA ksignsIQ2<>+368(SB)/8, $0x0101ff01ffffff01
+DATA ksignsIQ2<>+376(SB)/8, $0xff01ff01ffffffff
+DATA ksignsIQ2<>+384(SB)/8, $0x0101ffff01010101
+DATA ksignsIQ2<>+392(SB)/8, $0xff01ffff010101ff
+DATA ksignsIQ2<>+400(SB)/8, $0xff01ffff0101ff01
+DATA ksignsIQ2<>+408(SB)/8, $0x0101ffff0101ffff
+DATA ksignsIQ2<>+416(SB)/8, $0xff01ffff01ff0101
+DATA ksignsIQ2<>+424(SB)/8, $0x0101ffff01ff01ff
+DATA ksignsIQ2<>+432(SB)/8, $0x0101ffff01ffff01
+DATA ksignsIQ2<>+440(SB)/8, $0xff01ffff01ffffff
+DATA ksignsIQ2<>+448(SB)/8, $0xff01ffffff010101
+DATA ksignsIQ2<>+456(SB)/8, $0x0101ffffff0101ff
+DATA ksignsIQ2<>+464(SB)/8, $0x0101ffffff01ff01
+DATA ksignsIQ2<>+472(SB)/8, $0xff01ffffff01ffff
+DATA ksignsIQ2<>+480(SB)/8, $0x0101ffffffff0101
+DATA ksignsIQ2<>+488(SB)/8, $0xff01ffffffff01ff
+DATA ksignsIQ2<>+496(SB)/8, $0xff01ffffffffff01
+DATA ksignsIQ2<>+504(SB)/8, $0x0101ffffffffffff
+DATA ksignsIQ2<>+512(SB)/8, $0xffff010101010101
+DATA ksignsIQ2<>+520(SB)/8, $0x01ff0101010101ff
+DATA ksignsIQ2<>+528(SB)/8, $0x01ff01010101ff01
+DATA ksignsIQ2<>+536(SB)/8, $0xffff01010101ffff
+DATA ksignsIQ2<>+544(SB)/8, $0x01ff010101ff0101
+DATA ksignsIQ2<>+552(SB)/8, $0xffff010101ff01ff
+DATA ksignsIQ2<>+560(SB)/8, $0xffff010101ffff01
+DATA ksignsIQ2<>+568(SB)/8, $0x01ff010101ffffff
+DATA ksignsIQ2<>+576(SB)/8, $0x01ff0101ff010101
+DATA ksignsIQ2<>+584(SB)/8, $0xffff0101ff0101ff
+DATA ksignsIQ2<>+592(SB)/8, $0xffff0101ff01ff01
+DATA ksignsIQ2<>+600(SB)/8, $0x01ff0101ff01ffff
+DATA ksignsIQ2<>+608(SB)/8, $0xffff0101ffff0101
+DATA ksignsIQ2<>+616(SB)/8, $0x01ff0101ffff01ff
+DATA ksignsIQ2<>+624(SB)/8, $0x01ff0101ffffff01
+DATA ksignsIQ2<>+632(SB)/8, $0xffff0101ffffffff
+DATA ksignsIQ2<>+640(SB)/8, $0x01ff01ff01010101
+DATA ksignsIQ2<>+648(SB)/8, $0xffff01ff010101ff
+DATA ksignsIQ2<>+656(SB)/8, $0xffff01ff0101ff01
+DATA ksignsIQ2<>+664(SB)/8, $0x01ff01ff0101ffff
+DATA ksignsIQ2<>+672(SB)/8, $0xffff01ff01ff0101
+DATA ksignsIQ2<>+680(SB)/8, $0x01ff01ff01ff01ff
+DATA ksignsIQ2<>+688(SB)/8, $0x01ff01ff01ffff01
+DATA ksignsIQ2<>+696(SB)/8, $0xffff01ff01ffffff
+DATA ksignsIQ2<>+704(SB)/8, $0xffff01ffff010101
+DATA ksignsIQ2<>+712(SB)/8, $0x01ff01ffff0101ff
+DATA ksignsIQ2<>+720(SB)/8, $0x01ff01ffff01ff01
+DATA ksignsIQ2<>+728(SB)/8, $0xffff01ffff01ffff
+DATA ksignsIQ2<>+736(SB)/8, $0x01ff01ffffff0101
+DATA ksignsIQ2<>+744(SB)/8, $0xffff01ffffff01ff
+DATA ksignsIQ2<>+752(SB)/8, $0xffff01ffffffff01
+DATA ksignsIQ2<>+760(SB)/8, $0x01ff01ffffffffff
+DATA ksignsIQ2<>+768(SB)/8, $0x01ffff0101010101
+DATA ksignsIQ2<>+776(SB)/8, $0xffffff01010101ff
+DATA ksignsIQ2<>+784(SB)/8, $0xffffff010101ff01
+DATA ksignsIQ2<>+792(SB)/8, $0x01ffff010101ffff
+DATA ksignsIQ2<>+800(SB)/8, $0xffffff0101ff0101
+DATA ksignsIQ2<>+808(SB)/8, $0x01ffff0101ff01ff
+DATA ksignsIQ2<>+816(SB)/8, $0x01ffff0101ffff01
+DATA ksignsIQ2<>+824(SB)/8, $0xffffff0101ffffff
+DATA ksignsIQ2<>+832(SB)/8, $0xffffff01ff010101
+DATA ksignsIQ2<>+840(SB)/8, $0x01ffff01ff0101ff
+DATA ksignsIQ2<>+848(SB)/8, $0x01ffff01ff01ff01
+DATA ksignsIQ2<>+856(SB)/8, $0xffffff01ff01ffff
+DATA ksignsIQ2<>+864(SB)/8, $0x01ffff01ffff0101
+DATA ksignsIQ2<>+872(SB)/8, $0xffffff01ffff01ff
+DATA ksignsIQ2<>+880(SB)/8, $0xffffff01ffffff01
+DATA ksignsIQ2<>+888(SB)/8, $0x01ffff01ffffffff
+DATA ksignsIQ2<>+896(SB)/8, $0xffffffff01010101
+DATA ksignsIQ2<>+904(SB)/8, $0x01ffffff010101ff
+DATA ksignsIQ2<>+912(SB)/8, $0x01ffffff0101ff01
+DATA ksignsIQ2<>+920(SB)/8, $0xffffffff0101ffff
+DATA ksignsIQ2<>+928(SB)/8, $0x01ffffff01ff0101
+DATA ksignsIQ2<>+936(SB)/8, $0xffffffff01ff01ff
+DATA ksignsIQ2<>+944(SB)/8, $0xffffffff01ffff01
+DATA ksignsIQ2<>+952(SB)/8, $0x01ffffff01ffffff
+DATA ksignsIQ2<>+960(SB)/8, $0x01ffffffff010101
+DATA ksignsIQ2<>+968(SB)/8, $0xffffffffff0101ff
+DATA ksignsIQ2<>+976(SB)/8, $0xffffffffff01ff01
+DATA ksignsIQ2<>+984(SB)/8, $0x01ffffffff01ffff
+DATA ksignsIQ2<>+992(SB)/8, $0xffffffffffff0101
+DATA ksignsIQ2<>+1000(SB)/8, $0x01ffffffffff01ff
+DATA ksignsIQ2<>+1008(SB)/8, $0x01ffffffffffff01
+DATA ksignsIQ2<>+1016(SB)/8, $0xffffffffffffffff
+GLOBL ksignsIQ2<>(SB), RODATA|NOPTR, $1024
+
+DATA wordSplit<>+0(SB)/8, $0x0100010001000100
+DATA wordSplit<>+8(SB)/8, $0x0100010001000100
+DATA wordSplit<>+16(SB)/8, $0x0302030203020302
+DATA wordSplit<>+24(SB)/8, $0x0302030203020302
+GLOBL wordSplit<>(SB), RODATA|NOPTR, $32
+
+// func dotIQ2XXSAVX2(x *byte, y *byte, n int, grid *byte) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotIQ2XXSAVX2(SB), NOSPLIT, $0-36
+	MOVQ   x+0(FP), AX
+	MOVQ   y+8(FP), CX
+	MOVQ   n+16(FP), DX
+	MOVQ   grid+24(FP), BX
+	VXORPS X0, X0, X0
+	MOVL   $0x3e000000, SI
+	VMOVD  SI, X1
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VPXOR        Y2, Y2, Y2
+	LEAQ         ksignsIQ2<>+0(SB), SI
+	MOVBQZX      2(AX), DI
+	VMOVQ        (BX)(DI*8), X3
+	MOVBQZX      3(AX), DI
+	VPINSRQ      $0x01, (BX)(DI*8), X3, X3
+	MOVBQZX      4(AX), DI
+	VMOVQ        (BX)(DI*8), X4
+	MOVBQZX      5(AX), DI
+	VPINSRQ      $0x01, (BX)(DI*8), X4, X4
+	VINSERTI128  $0x01, X4, Y3, Y4
+	MOVLQZX      6(AX), DI
+	MOVQ         DI, R8
+	ANDQ         $0x7f, R8
+	VMOVQ        (SI)(R8*8), X3
+	MOVQ         DI, R8
+	SHRQ         $0x07, R8
+	ANDQ         $0x7f, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X3, X3
+	MOVQ         DI, R8
+	SHRQ         $0x0e, R8
+	ANDQ         $0x7f, R8
+	VMOVQ        (SI)(R8*8), X5
+	MOVQ         DI, R8
+	SHRQ         $0x15, R8
+	ANDQ         $0x7f, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y3, Y5
+	VMOVDQU      4(CX), Y6
+	VPSIGNB      Y5, Y6, Y6
+	SHRQ         $0x1c, DI
+	LEAQ         1(DI)(DI*1), DI
+	VMOVD        DI, X5
+	VPBROADCASTW X5, Y5
+	VPMADDUBSW   Y6, Y4, Y4
+	VPMADDWD     Y5, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	MOVBQZX      10(AX), DI
+	VMOVQ        (BX)(DI*8), X3
+	MOVBQZX      11(AX), DI
+	VPINSRQ      $0x01, (BX)(DI*8), X3, X3
+	MOVBQZX      12(AX), DI
+	VMOVQ        (BX)(DI*8), X4
+	MOVBQZX      13(AX), DI
+	VPINSRQ      $0x01, (BX)(DI*8), X4, X4
+	VINSERTI128  $0x01, X4, Y3, Y4
+	MOVLQZX      14(AX), DI
+	MOVQ         DI, R8
+	ANDQ         $0x7f, R8
+	VMOVQ        (SI)(R8*8), X3
+	MOVQ         DI, R8
+	SHRQ         $0x07, R8
+	ANDQ         $0x7f, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X3, X3
+	MOVQ         DI, R8
+	SHRQ         $0x0e, R8
+	ANDQ         $0x7f, R8
+	VMOVQ        (SI)(R8*8), X5
+	MOVQ         DI, R8
+	SHRQ         $0x15, R8
+	ANDQ         $0x7f, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y3, Y5
+	VMOVDQU      36(CX), Y6
+	VPSIGNB      Y5, Y6, Y6
+	SHRQ         $0x1c, DI
+	LEAQ         1(DI)(DI*1), DI
+	VMOVD        DI, X5
+	VPBROADCASTW X5, Y5
+	VPMADDUBSW   Y6, Y4, Y4
+	VPMADDWD     Y5, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	MOVBQZX      18(AX), DI
+	VMOVQ        (BX)(DI*8), X3
+	MOVBQZX      19(AX), DI
+	VPINSRQ      $0x01, (BX)(DI*8), X3, X3
+	MOVBQZX      20(AX), DI
+	VMOVQ        (BX)(DI*8), X4
+	MOVBQZX      21(AX), DI
+	VPINSRQ      $0x01, (BX)(DI*8), X4, X4
+	VINSERTI128  $0x01, X4, Y3, Y4
+	MOVLQZX      22(AX), DI
+	MOVQ         DI, R8
+	ANDQ         $0x7f, R8
+	VMOVQ        (SI)(R8*8), X3
+	MOVQ         DI, R8
+	SHRQ         $0x07, R8
+	ANDQ         $0x7f, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X3, X3
+	MOVQ         DI, R8
+	SHRQ         $0x0e, R8
+	ANDQ         $0x7f, R8
+	VMOVQ        (SI)(R8*8), X5
+	MOVQ         DI, R8
+	SHRQ         $0x15, R8
+	ANDQ         $0x7f, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y3, Y5
+	VMOVDQU      68(CX), Y6
+	VPSIGNB      Y5, Y6, Y6
+	SHRQ         $0x1c, DI
+	LEAQ         1(DI)(DI*1), DI
+	VMOVD        DI, X5
+	VPBROADCASTW X5, Y5
+	VPMADDUBSW   Y6, Y4, Y4
+	VPMADDWD     Y5, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	MOVBQZX      26(AX), DI
+	VMOVQ        (BX)(DI*8), X3
+	MOVBQZX      27(AX), DI
+	VPINSRQ      $0x01, (BX)(DI*8), X3, X3
+	MOVBQZX      28(AX), DI
+	VMOVQ        (BX)(DI*8), X4
+	MOVBQZX      29(AX), DI
+	VPINSRQ      $0x01, (BX)(DI*8), X4, X4
+	VINSERTI128  $0x01, X4, Y3, Y4
+	MOVLQZX      30(AX), DI
+	MOVQ         DI, R8
+	ANDQ         $0x7f, R8
+	VMOVQ        (SI)(R8*8), X3
+	MOVQ         DI, R8
+	SHRQ         $0x07, R8
+	ANDQ         $0x7f, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X3, X3
+	MOVQ         DI, R8
+	SHRQ         $0x0e, R8
+	ANDQ         $0x7f, R8
+	VMOVQ        (SI)(R8*8), X5
+	MOVQ         DI, R8
+	SHRQ         $0x15, R8
+	ANDQ         $0x7f, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y3, Y5
+	VMOVDQU      100(CX), Y6
+	VPSIGNB      Y5, Y6, Y6
+	SHRQ         $0x1c, DI
+	LEAQ         1(DI)(DI*1), DI
+	VMOVD        DI, X5
+	VPBROADCASTW X5, Y5
+	VPMADDUBSW   Y6, Y4, Y4
+	VPMADDWD     Y5, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	MOVBQZX      34(AX), DI
+	VMOVQ        (BX)(DI*8), X3
+	MOVBQZX      35(AX), DI
+	VPINSRQ      $0x01, (BX)(DI*8), X3, X3
+	MOVBQZX      36(AX), DI
+	VMOVQ        (BX)(DI*8), X4
+	MOVBQZX      37(AX), DI
+	VPINSRQ      $0x01, (BX)(DI*8), X4, X4
+	VINSERTI128  $0x01, X4, Y3, Y4
+	MOVLQZX      38(AX), DI
+	MOVQ         DI, R8
+	ANDQ         $0x7f, R8
+	VMOVQ        (SI)(R8*8), X3
+	MOVQ         DI, R8
+	SHRQ         $0x07, R8
+	ANDQ         $0x7f, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X3, X3
+	MOVQ         DI, R8
+	SHRQ         $0x0e, R8
+	ANDQ         $0x7f, R8
+	VMOVQ        (SI)(R8*8), X5
+	MOVQ         DI, R8
+	SHRQ         $0x15, R8
+	ANDQ         $0x7f, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y3, Y5
+	VMOVDQU      132(CX), Y6
+	VPSIGNB      Y5, Y6, Y6
+	SHRQ         $0x1c, DI
+	LEAQ         1(DI)(DI*1), DI
+	VMOVD        DI, X5
+	VPBROADCASTW X5, Y5
+	VPMADDUBSW   Y6, Y4, Y4
+	VPMADDWD     Y5, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	MOVBQZX      42(AX), DI
+	VMOVQ        (BX)(DI*8), X3
+	MOVBQZX      43(AX), DI
+	VPINSRQ      $0x01, (BX)(DI*8), X3, X3
+	MOVBQZX      44(AX), DI
+	VMOVQ        (BX)(DI*8), X4
+	MOVBQZX      45(AX), DI
+	VPINSRQ      $0x01, (BX)(DI*8), X4, X4
+	VINSERTI128  $0x01, X4, Y3, Y4
+	MOVLQZX      46(AX), DI
+	MOVQ         DI, R8
+	ANDQ         $0x7f, R8
+	VMOVQ        (SI)(R8*8), X3
+	MOVQ         DI, R8
+	SHRQ         $0x07, R8
+	ANDQ         $0x7f, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X3, X3
+	MOVQ         DI, R8
+	SHRQ         $0x0e, R8
+	ANDQ         $0x7f, R8
+	VMOVQ        (SI)(R8*8), X5
+	MOVQ         DI, R8
+	SHRQ         $0x15, R8
+	ANDQ         $0x7f, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y3, Y5
+	VMOVDQU      164(CX), Y6
+	VPSIGNB      Y5, Y6, Y6
+	SHRQ         $0x1c, DI
+	LEAQ         1(DI)(DI*1), DI
+	VMOVD        DI, X5
+	VPBROADCASTW X5, Y5
+	VPMADDUBSW   Y6, Y4, Y4
+	VPMADDWD     Y5, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	MOVBQZX      50(AX), DI
+	VMOVQ        (BX)(DI*8), X3
+	MOVBQZX      51(AX), DI
+	VPINSRQ      $0x01, (BX)(DI*8), X3, X3
+	MOVBQZX      52(AX), DI
+	VMOVQ        (BX)(DI*8), X4
+	MOVBQZX      53(AX), DI
+	VPINSRQ      $0x01, (BX)(DI*8), X4, X4
+	VINSERTI128  $0x01, X4, Y3, Y4
+	MOVLQZX      54(AX), DI
+	MOVQ         DI, R8
+	ANDQ         $0x7f, R8
+	VMOVQ        (SI)(R8*8), X3
+	MOVQ         DI, R8
+	SHRQ         $0x07, R8
+	ANDQ         $0x7f, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X3, X3
+	MOVQ         DI, R8
+	SHRQ         $0x0e, R8
+	ANDQ         $0x7f, R8
+	VMOVQ        (SI)(R8*8), X5
+	MOVQ         DI, R8
+	SHRQ         $0x15, R8
+	ANDQ         $0x7f, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y3, Y5
+	VMOVDQU      196(CX), Y6
+	VPSIGNB      Y5, Y6, Y6
+	SHRQ         $0x1c, DI
+	LEAQ         1(DI)(DI*1), DI
+	VMOVD        DI, X5
+	VPBROADCASTW X5, Y5
+	VPMADDUBSW   Y6, Y4, Y4
+	VPMADDWD     Y5, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	MOVBQZX      58(AX), DI
+	VMOVQ        (BX)(DI*8), X3
+	MOVBQZX      59(AX), DI
+	VPINSRQ      $0x01, (BX)(DI*8), X3, X3
+	MOVBQZX      60(AX), DI
+	VMOVQ        (BX)(DI*8), X4
+	MOVBQZX      61(AX), DI
+	VPINSRQ      $0x01, (BX)(DI*8), X4, X4
+	VINSERTI128  $0x01, X4, Y3, Y4
+	MOVLQZX      62(AX), DI
+	MOVQ         DI, R8
+	ANDQ         $0x7f, R8
+	VMOVQ        (SI)(R8*8), X3
+	MOVQ         DI, R8
+	SHRQ         $0x07, R8
+	ANDQ         $0x7f, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X3, X3
+	MOVQ         DI, R8
+	SHRQ         $0x0e, R8
+	ANDQ         $0x7f, R8
+	VMOVQ        (SI)(R8*8), X5
+	MOVQ         DI, R8
+	SHRQ         $0x15, R8
+	ANDQ         $0x7f, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y3, Y5
+	VMOVDQU      228(CX), Y6
+	VPSIGNB      Y5, Y6, Y6
+	SHRQ         $0x1c, DI
+	LEAQ         1(DI)(DI*1), DI
+	VMOVD        DI, X5
+	VPBROADCASTW X5, Y5
+	VPMADDUBSW   Y6, Y4, Y4
+	VPMADDWD     Y5, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VEXTRACTI128 $0x01, Y2, X3
+	VPADDD       X3, X2, X2
+	VPSHUFD      $0x4e, X2, X3
+	VPADDD       X3, X2, X2
+	VPSHUFD      $0xb1, X2, X3
+	VPADDD       X3, X2, X2
+	VCVTDQ2PS    X2, X2
+	MOVWLZX      (AX), SI
+	VMOVD        SI, X3
+	VCVTPH2PS    X3, X3
+	VMULSS       (CX), X3, X3
+	VMULSS       X2, X3, X3
+	VMULSS       X1, X3, X3
+	VADDSS       X3, X0, X0
+	ADDQ         $0x00000042, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JMP          loop
+
+done:
+	VZEROUPPER
+	MOVSS X0, ret+32(FP)
+	RET
+
+// func dotIQ3XXSAVX2(x *byte, y *byte, n int, grid *byte) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotIQ3XXSAVX2(SB), NOSPLIT, $0-36
+	MOVQ   x+0(FP), AX
+	MOVQ   y+8(FP), CX
+	MOVQ   n+16(FP), DX
+	MOVQ   grid+24(FP), BX
+	VXORPS X0, X0, X0
+	MOVL   $0x3e800000, SI
+	VMOVD  SI, X1
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VPXOR        Y2, Y2, Y2
+	LEAQ         ksignsIQ2<>+0(SB), SI
+	MOVBQZX      2(AX), DI
+	VMOVD        (BX)(DI*4), X3
+	MOVBQZX      3(AX), DI
+	VPINSRD      $0x01, (BX)(DI*4), X3, X3
+	MOVBQZX      4(AX), DI
+	VPINSRD      $0x02, (BX)(DI*4), X3, X3
+	MOVBQZX      5(AX), DI
+	VPINSRD      $0x03, (BX)(DI*4), X3, X3
+	MOVBQZX      6(AX), DI
+	VMOVD        (BX)(DI*4), X4
+	MOVBQZX      7(AX), DI
+	VPINSRD      $0x01, (BX)(DI*4), X4, X4
+	MOVBQZX      8(AX), DI
+	VPINSRD      $0x02, (BX)(DI*4), X4, X4
+	MOVBQZX      9(AX), DI
+	VPINSRD      $0x03, (BX)(DI*4), X4, X4
+	VINSERTI128  $0x01, X4, Y3, Y4
+	MOVLQZX      66(AX), DI
+	MOVQ         DI, R8
+	ANDQ         $0x7f, R8
+	VMOVQ        (SI)(R8*8), X3
+	MOVQ         DI, R8
+	SHRQ         $0x07, R8
+	ANDQ         $0x7f, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X3, X3
+	MOVQ         DI, R8
+	SHRQ         $0x0e, R8
+	ANDQ         $0x7f, R8
+	VMOVQ        (SI)(R8*8), X5
+	MOVQ         DI, R8
+	SHRQ         $0x15, R8
+	ANDQ         $0x7f, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y3, Y5
+	VMOVDQU      4(CX), Y6
+	VPSIGNB      Y5, Y6, Y6
+	SHRQ         $0x1c, DI
+	LEAQ         1(DI)(DI*1), DI
+	VMOVD        DI, X5
+	VPBROADCASTW X5, Y5
+	VPMADDUBSW   Y6, Y4, Y4
+	VPMADDWD     Y5, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	MOVBQZX      10(AX), DI
+	VMOVD        (BX)(DI*4), X3
+	MOVBQZX      11(AX), DI
+	VPINSRD      $0x01, (BX)(DI*4), X3, X3
+	MOVBQZX      12(AX), DI
+	VPINSRD      $0x02, (BX)(DI*4), X3, X3
+	MOVBQZX      13(AX), DI
+	VPINSRD      $0x03, (BX)(DI*4), X3, X3
+	MOVBQZX      14(AX), DI
+	VMOVD        (BX)(DI*4), X4
+	MOVBQZX      15(AX), DI
+	VPINSRD      $0x01, (BX)(DI*4), X4, X4
+	MOVBQZX      16(AX), DI
+	VPINSRD      $0x02, (BX)(DI*4), X4, X4
+	MOVBQZX      17(AX), DI
+	VPINSRD      $0x03, (BX)(DI*4), X4, X4
+	VINSERTI128  $0x01, X4, Y3, Y4
+	MOVLQZX      70(AX), DI
+	MOVQ         DI, R8
+	ANDQ         $0x7f, R8
+	VMOVQ        (SI)(R8*8), X3
+	MOVQ         DI, R8
+	SHRQ         $0x07, R8
+	ANDQ         $0x7f, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X3, X3
+	MOVQ         DI, R8
+	SHRQ         $0x0e, R8
+	ANDQ         $0x7f, R8
+	VMOVQ        (SI)(R8*8), X5
+	MOVQ         DI, R8
+	SHRQ         $0x15, R8
+	ANDQ         $0x7f, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y3, Y5
+	VMOVDQU      36(CX), Y6
+	VPSIGNB      Y5, Y6, Y6
+	SHRQ         $0x1c, DI
+	LEAQ         1(DI)(DI*1), DI
+	VMOVD        DI, X5
+	VPBROADCASTW X5, Y5
+	VPMADDUBSW   Y6, Y4, Y4
+	VPMADDWD     Y5, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	MOVBQZX      18(AX), DI
+	VMOVD        (BX)(DI*4), X3
+	MOVBQZX      19(AX), DI
+	VPINSRD      $0x01, (BX)(DI*4), X3, X3
+	MOVBQZX      20(AX), DI
+	VPINSRD      $0x02, (BX)(DI*4), X3, X3
+	MOVBQZX      21(AX), DI
+	VPINSRD      $0x03, (BX)(DI*4), X3, X3
+	MOVBQZX      22(AX), DI
+	VMOVD        (BX)(DI*4), X4
+	MOVBQZX      23(AX), DI
+	VPINSRD      $0x01, (BX)(DI*4), X4, X4
+	MOVBQZX      24(AX), DI
+	VPINSRD      $0x02, (BX)(DI*4), X4, X4
+	MOVBQZX      25(AX), DI
+	VPINSRD      $0x03, (BX)(DI*4), X4, X4
+	VINSERTI128  $0x01, X4, Y3, Y4
+	MOVLQZX      74(AX), DI
+	MOVQ         DI, R8
+	ANDQ         $0x7f, R8
+	VMOVQ        (SI)(R8*8), X3
+	MOVQ         DI, R8
+	SHRQ         $0x07, R8
+	ANDQ         $0x7f, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X3, X3
+	MOVQ         DI, R8
+	SHRQ         $0x0e, R8
+	ANDQ         $0x7f, R8
+	VMOVQ        (SI)(R8*8), X5
+	MOVQ         DI, R8
+	SHRQ         $0x15, R8
+	ANDQ         $0x7f, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y3, Y5
+	VMOVDQU      68(CX), Y6
+	VPSIGNB      Y5, Y6, Y6
+	SHRQ         $0x1c, DI
+	LEAQ         1(DI)(DI*1), DI
+	VMOVD        DI, X5
+	VPBROADCASTW X5, Y5
+	VPMADDUBSW   Y6, Y4, Y4
+	VPMADDWD     Y5, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	MOVBQZX      26(AX), DI
+	VMOVD        (BX)(DI*4), X3
+	MOVBQZX      27(AX), DI
+	VPINSRD      $0x01, (BX)(DI*4), X3, X3
+	MOVBQZX      28(AX), DI
+	VPINSRD      $0x02, (BX)(DI*4), X3, X3
+	MOVBQZX      29(AX), DI
+	VPINSRD      $0x03, (BX)(DI*4), X3, X3
+	MOVBQZX      30(AX), DI
+	VMOVD        (BX)(DI*4), X4
+	MOVBQZX      31(AX), DI
+	VPINSRD      $0x01, (BX)(DI*4), X4, X4
+	MOVBQZX      32(AX), DI
+	VPINSRD      $0x02, (BX)(DI*4), X4, X4
+	MOVBQZX      33(AX), DI
+	VPINSRD      $0x03, (BX)(DI*4), X4, X4
+	VINSERTI128  $0x01, X4, Y3, Y4
+	MOVLQZX      78(AX), DI
+	MOVQ         DI, R8
+	ANDQ         $0x7f, R8
+	VMOVQ        (SI)(R8*8), X3
+	MOVQ         DI, R8
+	SHRQ         $0x07, R8
+	ANDQ         $0x7f, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X3, X3
+	MOVQ         DI, R8
+	SHRQ         $0x0e, R8
+	ANDQ         $0x7f, R8
+	VMOVQ        (SI)(R8*8), X5
+	MOVQ         DI, R8
+	SHRQ         $0x15, R8
+	ANDQ         $0x7f, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y3, Y5
+	VMOVDQU      100(CX), Y6
+	VPSIGNB      Y5, Y6, Y6
+	SHRQ         $0x1c, DI
+	LEAQ         1(DI)(DI*1), DI
+	VMOVD        DI, X5
+	VPBROADCASTW X5, Y5
+	VPMADDUBSW   Y6, Y4, Y4
+	VPMADDWD     Y5, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	MOVBQZX      34(AX), DI
+	VMOVD        (BX)(DI*4), X3
+	MOVBQZX      35(AX), DI
+	VPINSRD      $0x01, (BX)(DI*4), X3, X3
+	MOVBQZX      36(AX), DI
+	VPINSRD      $0x02, (BX)(DI*4), X3, X3
+	MOVBQZX      37(AX), DI
+	VPINSRD      $0x03, (BX)(DI*4), X3, X3
+	MOVBQZX      38(AX), DI
+	VMOVD        (BX)(DI*4), X4
+	MOVBQZX      39(AX), DI
+	VPINSRD      $0x01, (BX)(DI*4), X4, X4
+	MOVBQZX      40(AX), DI
+	VPINSRD      $0x02, (BX)(DI*4), X4, X4
+	MOVBQZX      41(AX), DI
+	VPINSRD      $0x03, (BX)(DI*4), X4, X4
+	VINSERTI128  $0x01, X4, Y3, Y4
+	MOVLQZX      82(AX), DI
+	MOVQ         DI, R8
+	ANDQ         $0x7f, R8
+	VMOVQ        (SI)(R8*8), X3
+	MOVQ         DI, R8
+	SHRQ         $0x07, R8
+	ANDQ         $0x7f, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X3, X3
+	MOVQ         DI, R8
+	SHRQ         $0x0e, R8
+	ANDQ         $0x7f, R8
+	VMOVQ        (SI)(R8*8), X5
+	MOVQ         DI, R8
+	SHRQ         $0x15, R8
+	ANDQ         $0x7f, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y3, Y5
+	VMOVDQU      132(CX), Y6
+	VPSIGNB      Y5, Y6, Y6
+	SHRQ         $0x1c, DI
+	LEAQ         1(DI)(DI*1), DI
+	VMOVD        DI, X5
+	VPBROADCASTW X5, Y5
+	VPMADDUBSW   Y6, Y4, Y4
+	VPMADDWD     Y5, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	MOVBQZX      42(AX), DI
+	VMOVD        (BX)(DI*4), X3
+	MOVBQZX      43(AX), DI
+	VPINSRD      $0x01, (BX)(DI*4), X3, X3
+	MOVBQZX      44(AX), DI
+	VPINSRD      $0x02, (BX)(DI*4), X3, X3
+	MOVBQZX      45(AX), DI
+	VPINSRD      $0x03, (BX)(DI*4), X3, X3
+	MOVBQZX      46(AX), DI
+	VMOVD        (BX)(DI*4), X4
+	MOVBQZX      47(AX), DI
+	VPINSRD      $0x01, (BX)(DI*4), X4, X4
+	MOVBQZX      48(AX), DI
+	VPINSRD      $0x02, (BX)(DI*4), X4, X4
+	MOVBQZX      49(AX), DI
+	VPINSRD      $0x03, (BX)(DI*4), X4, X4
+	VINSERTI128  $0x01, X4, Y3, Y4
+	MOVLQZX      86(AX), DI
+	MOVQ         DI, R8
+	ANDQ         $0x7f, R8
+	VMOVQ        (SI)(R8*8), X3
+	MOVQ         DI, R8
+	SHRQ         $0x07, R8
+	ANDQ         $0x7f, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X3, X3
+	MOVQ         DI, R8
+	SHRQ         $0x0e, R8
+	ANDQ         $0x7f, R8
+	VMOVQ        (SI)(R8*8), X5
+	MOVQ         DI, R8
+	SHRQ         $0x15, R8
+	ANDQ         $0x7f, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y3, Y5
+	VMOVDQU      164(CX), Y6
+	VPSIGNB      Y5, Y6, Y6
+	SHRQ         $0x1c, DI
+	LEAQ         1(DI)(DI*1), DI
+	VMOVD        DI, X5
+	VPBROADCASTW X5, Y5
+	VPMADDUBSW   Y6, Y4, Y4
+	VPMADDWD     Y5, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	MOVBQZX      50(AX), DI
+	VMOVD        (BX)(DI*4), X3
+	MOVBQZX      51(AX), DI
+	VPINSRD      $0x01, (BX)(DI*4), X3, X3
+	MOVBQZX      52(AX), DI
+	VPINSRD      $0x02, (BX)(DI*4), X3, X3
+	MOVBQZX      53(AX), DI
+	VPINSRD      $0x03, (BX)(DI*4), X3, X3
+	MOVBQZX      54(AX), DI
+	VMOVD        (BX)(DI*4), X4
+	MOVBQZX      55(AX), DI
+	VPINSRD      $0x01, (BX)(DI*4), X4, X4
+	MOVBQZX      56(AX), DI
+	VPINSRD      $0x02, (BX)(DI*4), X4, X4
+	MOVBQZX      57(AX), DI
+	VPINSRD      $0x03, (BX)(DI*4), X4, X4
+	VINSERTI128  $0x01, X4, Y3, Y4
+	MOVLQZX      90(AX), DI
+	MOVQ         DI, R8
+	ANDQ         $0x7f, R8
+	VMOVQ        (SI)(R8*8), X3
+	MOVQ         DI, R8
+	SHRQ         $0x07, R8
+	ANDQ         $0x7f, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X3, X3
+	MOVQ         DI, R8
+	SHRQ         $0x0e, R8
+	ANDQ         $0x7f, R8
+	VMOVQ        (SI)(R8*8), X5
+	MOVQ         DI, R8
+	SHRQ         $0x15, R8
+	ANDQ         $0x7f, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y3, Y5
+	VMOVDQU      196(CX), Y6
+	VPSIGNB      Y5, Y6, Y6
+	SHRQ         $0x1c, DI
+	LEAQ         1(DI)(DI*1), DI
+	VMOVD        DI, X5
+	VPBROADCASTW X5, Y5
+	VPMADDUBSW   Y6, Y4, Y4
+	VPMADDWD     Y5, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	MOVBQZX      58(AX), DI
+	VMOVD        (BX)(DI*4), X3
+	MOVBQZX      59(AX), DI
+	VPINSRD      $0x01, (BX)(DI*4), X3, X3
+	MOVBQZX      60(AX), DI
+	VPINSRD      $0x02, (BX)(DI*4), X3, X3
+	MOVBQZX      61(AX), DI
+	VPINSRD      $0x03, (BX)(DI*4), X3, X3
+	MOVBQZX      62(AX), DI
+	VMOVD        (BX)(DI*4), X4
+	MOVBQZX      63(AX), DI
+	VPINSRD      $0x01, (BX)(DI*4), X4, X4
+	MOVBQZX      64(AX), DI
+	VPINSRD      $0x02, (BX)(DI*4), X4, X4
+	MOVBQZX      65(AX), DI
+	VPINSRD      $0x03, (BX)(DI*4), X4, X4
+	VINSERTI128  $0x01, X4, Y3, Y4
+	MOVLQZX      94(AX), DI
+	MOVQ         DI, R8
+	ANDQ         $0x7f, R8
+	VMOVQ        (SI)(R8*8), X3
+	MOVQ         DI, R8
+	SHRQ         $0x07, R8
+	ANDQ         $0x7f, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X3, X3
+	MOVQ         DI, R8
+	SHRQ         $0x0e, R8
+	ANDQ         $0x7f, R8
+	VMOVQ        (SI)(R8*8), X5
+	MOVQ         DI, R8
+	SHRQ         $0x15, R8
+	ANDQ         $0x7f, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y3, Y5
+	VMOVDQU      228(CX), Y6
+	VPSIGNB      Y5, Y6, Y6
+	SHRQ         $0x1c, DI
+	LEAQ         1(DI)(DI*1), DI
+	VMOVD        DI, X5
+	VPBROADCASTW X5, Y5
+	VPMADDUBSW   Y6, Y4, Y4
+	VPMADDWD     Y5, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VEXTRACTI128 $0x01, Y2, X3
+	VPADDD       X3, X2, X2
+	VPSHUFD      $0x4e, X2, X3
+	VPADDD       X3, X2, X2
+	VPSHUFD      $0xb1, X2, X3
+	VPADDD       X3, X2, X2
+	VCVTDQ2PS    X2, X2
+	MOVWLZX      (AX), SI
+	VMOVD        SI, X3
+	VCVTPH2PS    X3, X3
+	VMULSS       (CX), X3, X3
+	VMULSS       X2, X3, X3
+	VMULSS       X1, X3, X3
+	VADDSS       X3, X0, X0
+	ADDQ         $0x00000062, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JMP          loop
+
+done:
+	VZEROUPPER
+	MOVSS X0, ret+32(FP)
+	RET
+
+// func dotIQ2XSAVX2(x *byte, y *byte, n int, grid *byte) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotIQ2XSAVX2(SB), NOSPLIT, $0-36
+	MOVQ   x+0(FP), AX
+	MOVQ   y+8(FP), CX
+	MOVQ   n+16(FP), DX
+	MOVQ   grid+24(FP), BX
+	VXORPS X0, X0, X0
+	MOVL   $0x3e000000, SI
+	VMOVD  SI, X1
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VPXOR        Y2, Y2, Y2
+	LEAQ         ksignsIQ2<>+0(SB), SI
+	MOVWQZX      2(AX), DI
+	ANDQ         $0x000001ff, DI
+	VMOVQ        (BX)(DI*8), X3
+	MOVWQZX      4(AX), DI
+	ANDQ         $0x000001ff, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X3, X3
+	MOVWQZX      6(AX), DI
+	ANDQ         $0x000001ff, DI
+	VMOVQ        (BX)(DI*8), X4
+	MOVWQZX      8(AX), DI
+	ANDQ         $0x000001ff, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X4, X4
+	VINSERTI128  $0x01, X4, Y3, Y4
+	MOVWQZX      2(AX), DI
+	SHRQ         $0x09, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVWQZX      4(AX), DI
+	SHRQ         $0x09, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	MOVWQZX      6(AX), DI
+	SHRQ         $0x09, DI
+	VMOVQ        (SI)(DI*8), X5
+	MOVWQZX      8(AX), DI
+	SHRQ         $0x09, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X5, X5
+	VINSERTI128  $0x01, X5, Y3, Y5
+	VMOVDQU      4(CX), Y6
+	VPSIGNB      Y5, Y6, Y6
+	MOVBQZX      66(AX), DI
+	MOVQ         DI, R8
+	ANDQ         $0x0f, DI
+	SHRQ         $0x04, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X5
+	VPBROADCASTD X5, Y5
+	VPSHUFB      wordSplit<>+0(SB), Y5, Y5
+	VPMADDUBSW   Y6, Y4, Y4
+	VPMADDWD     Y5, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	MOVWQZX      10(AX), DI
+	ANDQ         $0x000001ff, DI
+	VMOVQ        (BX)(DI*8), X3
+	MOVWQZX      12(AX), DI
+	ANDQ         $0x000001ff, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X3, X3
+	MOVWQZX      14(AX), DI
+	ANDQ         $0x000001ff, DI
+	VMOVQ        (BX)(DI*8), X4
+	MOVWQZX      16(AX), DI
+	ANDQ         $0x000001ff, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X4, X4
+	VINSERTI128  $0x01, X4, Y3, Y4
+	MOVWQZX      10(AX), DI
+	SHRQ         $0x09, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVWQZX      12(AX), DI
+	SHRQ         $0x09, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	MOVWQZX      14(AX), DI
+	SHRQ         $0x09, DI
+	VMOVQ        (SI)(DI*8), X5
+	MOVWQZX      16(AX), DI
+	SHRQ         $0x09, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X5, X5
+	VINSERTI128  $0x01, X5, Y3, Y5
+	VMOVDQU      36(CX), Y6
+	VPSIGNB      Y5, Y6, Y6
+	MOVBQZX      67(AX), DI
+	MOVQ         DI, R8
+	ANDQ         $0x0f, DI
+	SHRQ         $0x04, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X5
+	VPBROADCASTD X5, Y5
+	VPSHUFB      wordSplit<>+0(SB), Y5, Y5
+	VPMADDUBSW   Y6, Y4, Y4
+	VPMADDWD     Y5, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	MOVWQZX      18(AX), DI
+	ANDQ         $0x000001ff, DI
+	VMOVQ        (BX)(DI*8), X3
+	MOVWQZX      20(AX), DI
+	ANDQ         $0x000001ff, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X3, X3
+	MOVWQZX      22(AX), DI
+	ANDQ         $0x000001ff, DI
+	VMOVQ        (BX)(DI*8), X4
+	MOVWQZX      24(AX), DI
+	ANDQ         $0x000001ff, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X4, X4
+	VINSERTI128  $0x01, X4, Y3, Y4
+	MOVWQZX      18(AX), DI
+	SHRQ         $0x09, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVWQZX      20(AX), DI
+	SHRQ         $0x09, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	MOVWQZX      22(AX), DI
+	SHRQ         $0x09, DI
+	VMOVQ        (SI)(DI*8), X5
+	MOVWQZX      24(AX), DI
+	SHRQ         $0x09, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X5, X5
+	VINSERTI128  $0x01, X5, Y3, Y5
+	VMOVDQU      68(CX), Y6
+	VPSIGNB      Y5, Y6, Y6
+	MOVBQZX      68(AX), DI
+	MOVQ         DI, R8
+	ANDQ         $0x0f, DI
+	SHRQ         $0x04, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X5
+	VPBROADCASTD X5, Y5
+	VPSHUFB      wordSplit<>+0(SB), Y5, Y5
+	VPMADDUBSW   Y6, Y4, Y4
+	VPMADDWD     Y5, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	MOVWQZX      26(AX), DI
+	ANDQ         $0x000001ff, DI
+	VMOVQ        (BX)(DI*8), X3
+	MOVWQZX      28(AX), DI
+	ANDQ         $0x000001ff, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X3, X3
+	MOVWQZX      30(AX), DI
+	ANDQ         $0x000001ff, DI
+	VMOVQ        (BX)(DI*8), X4
+	MOVWQZX      32(AX), DI
+	ANDQ         $0x000001ff, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X4, X4
+	VINSERTI128  $0x01, X4, Y3, Y4
+	MOVWQZX      26(AX), DI
+	SHRQ         $0x09, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVWQZX      28(AX), DI
+	SHRQ         $0x09, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	MOVWQZX      30(AX), DI
+	SHRQ         $0x09, DI
+	VMOVQ        (SI)(DI*8), X5
+	MOVWQZX      32(AX), DI
+	SHRQ         $0x09, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X5, X5
+	VINSERTI128  $0x01, X5, Y3, Y5
+	VMOVDQU      100(CX), Y6
+	VPSIGNB      Y5, Y6, Y6
+	MOVBQZX      69(AX), DI
+	MOVQ         DI, R8
+	ANDQ         $0x0f, DI
+	SHRQ         $0x04, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X5
+	VPBROADCASTD X5, Y5
+	VPSHUFB      wordSplit<>+0(SB), Y5, Y5
+	VPMADDUBSW   Y6, Y4, Y4
+	VPMADDWD     Y5, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	MOVWQZX      34(AX), DI
+	ANDQ         $0x000001ff, DI
+	VMOVQ        (BX)(DI*8), X3
+	MOVWQZX      36(AX), DI
+	ANDQ         $0x000001ff, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X3, X3
+	MOVWQZX      38(AX), DI
+	ANDQ         $0x000001ff, DI
+	VMOVQ        (BX)(DI*8), X4
+	MOVWQZX      40(AX), DI
+	ANDQ         $0x000001ff, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X4, X4
+	VINSERTI128  $0x01, X4, Y3, Y4
+	MOVWQZX      34(AX), DI
+	SHRQ         $0x09, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVWQZX      36(AX), DI
+	SHRQ         $0x09, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	MOVWQZX      38(AX), DI
+	SHRQ         $0x09, DI
+	VMOVQ        (SI)(DI*8), X5
+	MOVWQZX      40(AX), DI
+	SHRQ         $0x09, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X5, X5
+	VINSERTI128  $0x01, X5, Y3, Y5
+	VMOVDQU      132(CX), Y6
+	VPSIGNB      Y5, Y6, Y6
+	MOVBQZX      70(AX), DI
+	MOVQ         DI, R8
+	ANDQ         $0x0f, DI
+	SHRQ         $0x04, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X5
+	VPBROADCASTD X5, Y5
+	VPSHUFB      wordSplit<>+0(SB), Y5, Y5
+	VPMADDUBSW   Y6, Y4, Y4
+	VPMADDWD     Y5, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	MOVWQZX      42(AX), DI
+	ANDQ         $0x000001ff, DI
+	VMOVQ        (BX)(DI*8), X3
+	MOVWQZX      44(AX), DI
+	ANDQ         $0x000001ff, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X3, X3
+	MOVWQZX      46(AX), DI
+	ANDQ         $0x000001ff, DI
+	VMOVQ        (BX)(DI*8), X4
+	MOVWQZX      48(AX), DI
+	ANDQ         $0x000001ff, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X4, X4
+	VINSERTI128  $0x01, X4, Y3, Y4
+	MOVWQZX      42(AX), DI
+	SHRQ         $0x09, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVWQZX      44(AX), DI
+	SHRQ         $0x09, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	MOVWQZX      46(AX), DI
+	SHRQ         $0x09, DI
+	VMOVQ        (SI)(DI*8), X5
+	MOVWQZX      48(AX), DI
+	SHRQ         $0x09, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X5, X5
+	VINSERTI128  $0x01, X5, Y3, Y5
+	VMOVDQU      164(CX), Y6
+	VPSIGNB      Y5, Y6, Y6
+	MOVBQZX      71(AX), DI
+	MOVQ         DI, R8
+	ANDQ         $0x0f, DI
+	SHRQ         $0x04, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X5
+	VPBROADCASTD X5, Y5
+	VPSHUFB      wordSplit<>+0(SB), Y5, Y5
+	VPMADDUBSW   Y6, Y4, Y4
+	VPMADDWD     Y5, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	MOVWQZX      50(AX), DI
+	ANDQ         $0x000001ff, DI
+	VMOVQ        (BX)(DI*8), X3
+	MOVWQZX      52(AX), DI
+	ANDQ         $0x000001ff, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X3, X3
+	MOVWQZX      54(AX), DI
+	ANDQ         $0x000001ff, DI
+	VMOVQ        (BX)(DI*8), X4
+	MOVWQZX      56(AX), DI
+	ANDQ         $0x000001ff, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X4, X4
+	VINSERTI128  $0x01, X4, Y3, Y4
+	MOVWQZX      50(AX), DI
+	SHRQ         $0x09, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVWQZX      52(AX), DI
+	SHRQ         $0x09, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	MOVWQZX      54(AX), DI
+	SHRQ         $0x09, DI
+	VMOVQ        (SI)(DI*8), X5
+	MOVWQZX      56(AX), DI
+	SHRQ         $0x09, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X5, X5
+	VINSERTI128  $0x01, X5, Y3, Y5
+	VMOVDQU      196(CX), Y6
+	VPSIGNB      Y5, Y6, Y6
+	MOVBQZX      72(AX), DI
+	MOVQ         DI, R8
+	ANDQ         $0x0f, DI
+	SHRQ         $0x04, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X5
+	VPBROADCASTD X5, Y5
+	VPSHUFB      wordSplit<>+0(SB), Y5, Y5
+	VPMADDUBSW   Y6, Y4, Y4
+	VPMADDWD     Y5, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	MOVWQZX      58(AX), DI
+	ANDQ         $0x000001ff, DI
+	VMOVQ        (BX)(DI*8), X3
+	MOVWQZX      60(AX), DI
+	ANDQ         $0x000001ff, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X3, X3
+	MOVWQZX      62(AX), DI
+	ANDQ         $0x000001ff, DI
+	VMOVQ        (BX)(DI*8), X4
+	MOVWQZX      64(AX), DI
+	ANDQ         $0x000001ff, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X4, X4
+	VINSERTI128  $0x01, X4, Y3, Y4
+	MOVWQZX      58(AX), DI
+	SHRQ         $0x09, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVWQZX      60(AX), DI
+	SHRQ         $0x09, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	MOVWQZX      62(AX), DI
+	SHRQ         $0x09, DI
+	VMOVQ        (SI)(DI*8), X5
+	MOVWQZX      64(AX), DI
+	SHRQ         $0x09, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X5, X5
+	VINSERTI128  $0x01, X5, Y3, Y5
+	VMOVDQU      228(CX), Y6
+	VPSIGNB      Y5, Y6, Y6
+	MOVBQZX      73(AX), SI
+	MOVQ         SI, DI
+	ANDQ         $0x0f, SI
+	SHRQ         $0x04, DI
+	LEAQ         1(SI)(SI*1), SI
+	LEAQ         1(DI)(DI*1), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	VMOVD        SI, X5
+	VPBROADCASTD X5, Y5
+	VPSHUFB      wordSplit<>+0(SB), Y5, Y5
+	VPMADDUBSW   Y6, Y4, Y4
+	VPMADDWD     Y5, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VEXTRACTI128 $0x01, Y2, X3
+	VPADDD       X3, X2, X2
+	VPSHUFD      $0x4e, X2, X3
+	VPADDD       X3, X2, X2
+	VPSHUFD      $0xb1, X2, X3
+	VPADDD       X3, X2, X2
+	VCVTDQ2PS    X2, X2
+	MOVWLZX      (AX), SI
+	VMOVD        SI, X3
+	VCVTPH2PS    X3, X3
+	VMULSS       (CX), X3, X3
+	VMULSS       X2, X3, X3
+	VMULSS       X1, X3, X3
+	VADDSS       X3, X0, X0
+	ADDQ         $0x0000004a, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JMP          loop
+
+done:
+	VZEROUPPER
+	MOVSS X0, ret+32(FP)
+	RET
+
+// func dotIQ2SAVX2(x *byte, y *byte, n int, grid *byte) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotIQ2SAVX2(SB), NOSPLIT, $0-36
+	MOVQ   x+0(FP), AX
+	MOVQ   y+8(FP), CX
+	MOVQ   n+16(FP), DX
+	MOVQ   grid+24(FP), BX
+	VXORPS X0, X0, X0
+	MOVL   $0x3e000000, SI
+	VMOVD  SI, X1
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VPXOR        Y2, Y2, Y2
+	MOVBQZX      66(AX), SI
+	MOVQ         SI, R8
+	SHLQ         $0x08, R8
+	ANDQ         $0x00000300, R8
+	MOVBQZX      2(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X3
+	MOVQ         SI, R8
+	SHLQ         $0x06, R8
+	ANDQ         $0x00000300, R8
+	MOVBQZX      3(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X3, X3
+	MOVQ         SI, R8
+	SHLQ         $0x04, R8
+	ANDQ         $0x00000300, R8
+	MOVBQZX      4(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X4
+	MOVQ         SI, DI
+	SHLQ         $0x02, DI
+	ANDQ         $0x00000300, DI
+	MOVBQZX      5(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X4, X4
+	VINSERTI128  $0x01, X4, Y3, Y4
+	VMOVDQU      4(CX), Y5
+	VPBROADCASTD 34(AX), Y6
+	VPSHUFB      q5Spread<>+0(SB), Y6, Y6
+	VPAND        q5Bits<>+0(SB), Y6, Y6
+	VPCMPEQB     q5Bits<>+0(SB), Y6, Y6
+	VPXOR        Y6, Y5, Y5
+	VPSUBB       Y6, Y5, Y5
+	MOVBQZX      74(AX), SI
+	MOVQ         SI, DI
+	ANDQ         $0x0f, SI
+	SHRQ         $0x04, DI
+	LEAQ         1(SI)(SI*1), SI
+	LEAQ         1(DI)(DI*1), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	VMOVD        SI, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      wordSplit<>+0(SB), Y6, Y6
+	VPMADDUBSW   Y5, Y4, Y4
+	VPMADDWD     Y6, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	MOVBQZX      67(AX), SI
+	MOVQ         SI, R8
+	SHLQ         $0x08, R8
+	ANDQ         $0x00000300, R8
+	MOVBQZX      6(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X3
+	MOVQ         SI, R8
+	SHLQ         $0x06, R8
+	ANDQ         $0x00000300, R8
+	MOVBQZX      7(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X3, X3
+	MOVQ         SI, R8
+	SHLQ         $0x04, R8
+	ANDQ         $0x00000300, R8
+	MOVBQZX      8(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X4
+	MOVQ         SI, DI
+	SHLQ         $0x02, DI
+	ANDQ         $0x00000300, DI
+	MOVBQZX      9(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X4, X4
+	VINSERTI128  $0x01, X4, Y3, Y4
+	VMOVDQU      36(CX), Y5
+	VPBROADCASTD 38(AX), Y6
+	VPSHUFB      q5Spread<>+0(SB), Y6, Y6
+	VPAND        q5Bits<>+0(SB), Y6, Y6
+	VPCMPEQB     q5Bits<>+0(SB), Y6, Y6
+	VPXOR        Y6, Y5, Y5
+	VPSUBB       Y6, Y5, Y5
+	MOVBQZX      75(AX), SI
+	MOVQ         SI, DI
+	ANDQ         $0x0f, SI
+	SHRQ         $0x04, DI
+	LEAQ         1(SI)(SI*1), SI
+	LEAQ         1(DI)(DI*1), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	VMOVD        SI, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      wordSplit<>+0(SB), Y6, Y6
+	VPMADDUBSW   Y5, Y4, Y4
+	VPMADDWD     Y6, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	MOVBQZX      68(AX), SI
+	MOVQ         SI, R8
+	SHLQ         $0x08, R8
+	ANDQ         $0x00000300, R8
+	MOVBQZX      10(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X3
+	MOVQ         SI, R8
+	SHLQ         $0x06, R8
+	ANDQ         $0x00000300, R8
+	MOVBQZX      11(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X3, X3
+	MOVQ         SI, R8
+	SHLQ         $0x04, R8
+	ANDQ         $0x00000300, R8
+	MOVBQZX      12(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X4
+	MOVQ         SI, DI
+	SHLQ         $0x02, DI
+	ANDQ         $0x00000300, DI
+	MOVBQZX      13(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X4, X4
+	VINSERTI128  $0x01, X4, Y3, Y4
+	VMOVDQU      68(CX), Y5
+	VPBROADCASTD 42(AX), Y6
+	VPSHUFB      q5Spread<>+0(SB), Y6, Y6
+	VPAND        q5Bits<>+0(SB), Y6, Y6
+	VPCMPEQB     q5Bits<>+0(SB), Y6, Y6
+	VPXOR        Y6, Y5, Y5
+	VPSUBB       Y6, Y5, Y5
+	MOVBQZX      76(AX), SI
+	MOVQ         SI, DI
+	ANDQ         $0x0f, SI
+	SHRQ         $0x04, DI
+	LEAQ         1(SI)(SI*1), SI
+	LEAQ         1(DI)(DI*1), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	VMOVD        SI, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      wordSplit<>+0(SB), Y6, Y6
+	VPMADDUBSW   Y5, Y4, Y4
+	VPMADDWD     Y6, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	MOVBQZX      69(AX), SI
+	MOVQ         SI, R8
+	SHLQ         $0x08, R8
+	ANDQ         $0x00000300, R8
+	MOVBQZX      14(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X3
+	MOVQ         SI, R8
+	SHLQ         $0x06, R8
+	ANDQ         $0x00000300, R8
+	MOVBQZX      15(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X3, X3
+	MOVQ         SI, R8
+	SHLQ         $0x04, R8
+	ANDQ         $0x00000300, R8
+	MOVBQZX      16(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X4
+	MOVQ         SI, DI
+	SHLQ         $0x02, DI
+	ANDQ         $0x00000300, DI
+	MOVBQZX      17(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X4, X4
+	VINSERTI128  $0x01, X4, Y3, Y4
+	VMOVDQU      100(CX), Y5
+	VPBROADCASTD 46(AX), Y6
+	VPSHUFB      q5Spread<>+0(SB), Y6, Y6
+	VPAND        q5Bits<>+0(SB), Y6, Y6
+	VPCMPEQB     q5Bits<>+0(SB), Y6, Y6
+	VPXOR        Y6, Y5, Y5
+	VPSUBB       Y6, Y5, Y5
+	MOVBQZX      77(AX), SI
+	MOVQ         SI, DI
+	ANDQ         $0x0f, SI
+	SHRQ         $0x04, DI
+	LEAQ         1(SI)(SI*1), SI
+	LEAQ         1(DI)(DI*1), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	VMOVD        SI, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      wordSplit<>+0(SB), Y6, Y6
+	VPMADDUBSW   Y5, Y4, Y4
+	VPMADDWD     Y6, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	MOVBQZX      70(AX), SI
+	MOVQ         SI, R8
+	SHLQ         $0x08, R8
+	ANDQ         $0x00000300, R8
+	MOVBQZX      18(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X3
+	MOVQ         SI, R8
+	SHLQ         $0x06, R8
+	ANDQ         $0x00000300, R8
+	MOVBQZX      19(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X3, X3
+	MOVQ         SI, R8
+	SHLQ         $0x04, R8
+	ANDQ         $0x00000300, R8
+	MOVBQZX      20(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X4
+	MOVQ         SI, DI
+	SHLQ         $0x02, DI
+	ANDQ         $0x00000300, DI
+	MOVBQZX      21(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X4, X4
+	VINSERTI128  $0x01, X4, Y3, Y4
+	VMOVDQU      132(CX), Y5
+	VPBROADCASTD 50(AX), Y6
+	VPSHUFB      q5Spread<>+0(SB), Y6, Y6
+	VPAND        q5Bits<>+0(SB), Y6, Y6
+	VPCMPEQB     q5Bits<>+0(SB), Y6, Y6
+	VPXOR        Y6, Y5, Y5
+	VPSUBB       Y6, Y5, Y5
+	MOVBQZX      78(AX), SI
+	MOVQ         SI, DI
+	ANDQ         $0x0f, SI
+	SHRQ         $0x04, DI
+	LEAQ         1(SI)(SI*1), SI
+	LEAQ         1(DI)(DI*1), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	VMOVD        SI, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      wordSplit<>+0(SB), Y6, Y6
+	VPMADDUBSW   Y5, Y4, Y4
+	VPMADDWD     Y6, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	MOVBQZX      71(AX), SI
+	MOVQ         SI, R8
+	SHLQ         $0x08, R8
+	ANDQ         $0x00000300, R8
+	MOVBQZX      22(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X3
+	MOVQ         SI, R8
+	SHLQ         $0x06, R8
+	ANDQ         $0x00000300, R8
+	MOVBQZX      23(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X3, X3
+	MOVQ         SI, R8
+	SHLQ         $0x04, R8
+	ANDQ         $0x00000300, R8
+	MOVBQZX      24(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X4
+	MOVQ         SI, DI
+	SHLQ         $0x02, DI
+	ANDQ         $0x00000300, DI
+	MOVBQZX      25(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X4, X4
+	VINSERTI128  $0x01, X4, Y3, Y4
+	VMOVDQU      164(CX), Y5
+	VPBROADCASTD 54(AX), Y6
+	VPSHUFB      q5Spread<>+0(SB), Y6, Y6
+	VPAND        q5Bits<>+0(SB), Y6, Y6
+	VPCMPEQB     q5Bits<>+0(SB), Y6, Y6
+	VPXOR        Y6, Y5, Y5
+	VPSUBB       Y6, Y5, Y5
+	MOVBQZX      79(AX), SI
+	MOVQ         SI, DI
+	ANDQ         $0x0f, SI
+	SHRQ         $0x04, DI
+	LEAQ         1(SI)(SI*1), SI
+	LEAQ         1(DI)(DI*1), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	VMOVD        SI, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      wordSplit<>+0(SB), Y6, Y6
+	VPMADDUBSW   Y5, Y4, Y4
+	VPMADDWD     Y6, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	MOVBQZX      72(AX), SI
+	MOVQ         SI, R8
+	SHLQ         $0x08, R8
+	ANDQ         $0x00000300, R8
+	MOVBQZX      26(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X3
+	MOVQ         SI, R8
+	SHLQ         $0x06, R8
+	ANDQ         $0x00000300, R8
+	MOVBQZX      27(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X3, X3
+	MOVQ         SI, R8
+	SHLQ         $0x04, R8
+	ANDQ         $0x00000300, R8
+	MOVBQZX      28(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X4
+	MOVQ         SI, DI
+	SHLQ         $0x02, DI
+	ANDQ         $0x00000300, DI
+	MOVBQZX      29(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X4, X4
+	VINSERTI128  $0x01, X4, Y3, Y4
+	VMOVDQU      196(CX), Y5
+	VPBROADCASTD 58(AX), Y6
+	VPSHUFB      q5Spread<>+0(SB), Y6, Y6
+	VPAND        q5Bits<>+0(SB), Y6, Y6
+	VPCMPEQB     q5Bits<>+0(SB), Y6, Y6
+	VPXOR        Y6, Y5, Y5
+	VPSUBB       Y6, Y5, Y5
+	MOVBQZX      80(AX), SI
+	MOVQ         SI, DI
+	ANDQ         $0x0f, SI
+	SHRQ         $0x04, DI
+	LEAQ         1(SI)(SI*1), SI
+	LEAQ         1(DI)(DI*1), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	VMOVD        SI, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      wordSplit<>+0(SB), Y6, Y6
+	VPMADDUBSW   Y5, Y4, Y4
+	VPMADDWD     Y6, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	MOVBQZX      73(AX), SI
+	MOVQ         SI, R8
+	SHLQ         $0x08, R8
+	ANDQ         $0x00000300, R8
+	MOVBQZX      30(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X3
+	MOVQ         SI, R8
+	SHLQ         $0x06, R8
+	ANDQ         $0x00000300, R8
+	MOVBQZX      31(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X3, X3
+	MOVQ         SI, R8
+	SHLQ         $0x04, R8
+	ANDQ         $0x00000300, R8
+	MOVBQZX      32(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X4
+	MOVQ         SI, DI
+	SHLQ         $0x02, DI
+	ANDQ         $0x00000300, DI
+	MOVBQZX      33(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X4, X4
+	VINSERTI128  $0x01, X4, Y3, Y4
+	VMOVDQU      228(CX), Y5
+	VPBROADCASTD 62(AX), Y6
+	VPSHUFB      q5Spread<>+0(SB), Y6, Y6
+	VPAND        q5Bits<>+0(SB), Y6, Y6
+	VPCMPEQB     q5Bits<>+0(SB), Y6, Y6
+	VPXOR        Y6, Y5, Y5
+	VPSUBB       Y6, Y5, Y5
+	MOVBQZX      81(AX), SI
+	MOVQ         SI, DI
+	ANDQ         $0x0f, SI
+	SHRQ         $0x04, DI
+	LEAQ         1(SI)(SI*1), SI
+	LEAQ         1(DI)(DI*1), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	VMOVD        SI, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      wordSplit<>+0(SB), Y6, Y6
+	VPMADDUBSW   Y5, Y4, Y4
+	VPMADDWD     Y6, Y4, Y4
+	VPADDD       Y4, Y2, Y2
+	VEXTRACTI128 $0x01, Y2, X3
+	VPADDD       X3, X2, X2
+	VPSHUFD      $0x4e, X2, X3
+	VPADDD       X3, X2, X2
+	VPSHUFD      $0xb1, X2, X3
+	VPADDD       X3, X2, X2
+	VCVTDQ2PS    X2, X2
+	MOVWLZX      (AX), SI
+	VMOVD        SI, X3
+	VCVTPH2PS    X3, X3
+	VMULSS       (CX), X3, X3
+	VMULSS       X2, X3, X3
+	VMULSS       X1, X3, X3
+	VADDSS       X3, X0, X0
+	ADDQ         $0x00000052, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JMP          loop
+
+done:
+	VZEROUPPER
+	MOVSS X0, ret+32(FP)
+	RET
+
+// func dotIQ3SAVX2(x *byte, y *byte, n int, grid *byte) float32
+// Requires: AVX, AVX2, F16C, FMA3, SSE
+TEXT ·dotIQ3SAVX2(SB), NOSPLIT, $0-36
+	MOVQ   x+0(FP), AX
+	MOVQ   y+8(FP), CX
+	MOVQ   n+16(FP), DX
+	MOVQ   grid+24(FP), BX
+	VXORPS Y0, Y0, Y0
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VPXOR        Y1, Y1, Y1
+	MOVBQZX      66(AX), SI
+	MOVQ         SI, R8
+	SHLQ         $0x08, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      2(AX), DI
+	ORQ          R8, DI
+	VMOVD        (BX)(DI*4), X2
+	MOVQ         SI, R8
+	SHLQ         $0x07, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      3(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x01, (BX)(DI*4), X2, X2
+	MOVQ         SI, R8
+	SHLQ         $0x06, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      4(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x02, (BX)(DI*4), X2, X2
+	MOVQ         SI, R8
+	SHLQ         $0x05, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      5(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x03, (BX)(DI*4), X2, X2
+	MOVQ         SI, R8
+	SHLQ         $0x04, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      6(AX), DI
+	ORQ          R8, DI
+	VMOVD        (BX)(DI*4), X3
+	MOVQ         SI, R8
+	SHLQ         $0x03, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      7(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x01, (BX)(DI*4), X3, X3
+	MOVQ         SI, R8
+	SHLQ         $0x02, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      8(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x02, (BX)(DI*4), X3, X3
+	MOVQ         SI, DI
+	SHLQ         $0x01, DI
+	ANDQ         $0x00000100, DI
+	MOVBQZX      9(AX), SI
+	ORQ          DI, SI
+	VPINSRD      $0x03, (BX)(SI*4), X3, X3
+	VINSERTI128  $0x01, X3, Y2, Y3
+	VMOVDQU      4(CX), Y4
+	VPBROADCASTD 74(AX), Y5
+	VPSHUFB      q5Spread<>+0(SB), Y5, Y5
+	VPAND        q5Bits<>+0(SB), Y5, Y5
+	VPCMPEQB     q5Bits<>+0(SB), Y5, Y5
+	VPXOR        Y5, Y4, Y4
+	VPSUBB       Y5, Y4, Y4
+	MOVBQZX      106(AX), SI
+	ANDQ         $0x0f, SI
+	LEAQ         1(SI)(SI*1), SI
+	VMOVD        SI, X5
+	VPBROADCASTW X5, Y5
+	VPMADDUBSW   Y4, Y3, Y3
+	VPMADDWD     Y5, Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	MOVBQZX      67(AX), SI
+	MOVQ         SI, R8
+	SHLQ         $0x08, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      10(AX), DI
+	ORQ          R8, DI
+	VMOVD        (BX)(DI*4), X2
+	MOVQ         SI, R8
+	SHLQ         $0x07, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      11(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x01, (BX)(DI*4), X2, X2
+	MOVQ         SI, R8
+	SHLQ         $0x06, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      12(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x02, (BX)(DI*4), X2, X2
+	MOVQ         SI, R8
+	SHLQ         $0x05, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      13(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x03, (BX)(DI*4), X2, X2
+	MOVQ         SI, R8
+	SHLQ         $0x04, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      14(AX), DI
+	ORQ          R8, DI
+	VMOVD        (BX)(DI*4), X3
+	MOVQ         SI, R8
+	SHLQ         $0x03, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      15(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x01, (BX)(DI*4), X3, X3
+	MOVQ         SI, R8
+	SHLQ         $0x02, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      16(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x02, (BX)(DI*4), X3, X3
+	MOVQ         SI, DI
+	SHLQ         $0x01, DI
+	ANDQ         $0x00000100, DI
+	MOVBQZX      17(AX), SI
+	ORQ          DI, SI
+	VPINSRD      $0x03, (BX)(SI*4), X3, X3
+	VINSERTI128  $0x01, X3, Y2, Y3
+	VMOVDQU      36(CX), Y4
+	VPBROADCASTD 78(AX), Y5
+	VPSHUFB      q5Spread<>+0(SB), Y5, Y5
+	VPAND        q5Bits<>+0(SB), Y5, Y5
+	VPCMPEQB     q5Bits<>+0(SB), Y5, Y5
+	VPXOR        Y5, Y4, Y4
+	VPSUBB       Y5, Y4, Y4
+	MOVBQZX      106(AX), SI
+	SHRQ         $0x04, SI
+	LEAQ         1(SI)(SI*1), SI
+	VMOVD        SI, X5
+	VPBROADCASTW X5, Y5
+	VPMADDUBSW   Y4, Y3, Y3
+	VPMADDWD     Y5, Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	MOVBQZX      68(AX), SI
+	MOVQ         SI, R8
+	SHLQ         $0x08, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      18(AX), DI
+	ORQ          R8, DI
+	VMOVD        (BX)(DI*4), X2
+	MOVQ         SI, R8
+	SHLQ         $0x07, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      19(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x01, (BX)(DI*4), X2, X2
+	MOVQ         SI, R8
+	SHLQ         $0x06, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      20(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x02, (BX)(DI*4), X2, X2
+	MOVQ         SI, R8
+	SHLQ         $0x05, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      21(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x03, (BX)(DI*4), X2, X2
+	MOVQ         SI, R8
+	SHLQ         $0x04, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      22(AX), DI
+	ORQ          R8, DI
+	VMOVD        (BX)(DI*4), X3
+	MOVQ         SI, R8
+	SHLQ         $0x03, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      23(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x01, (BX)(DI*4), X3, X3
+	MOVQ         SI, R8
+	SHLQ         $0x02, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      24(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x02, (BX)(DI*4), X3, X3
+	MOVQ         SI, DI
+	SHLQ         $0x01, DI
+	ANDQ         $0x00000100, DI
+	MOVBQZX      25(AX), SI
+	ORQ          DI, SI
+	VPINSRD      $0x03, (BX)(SI*4), X3, X3
+	VINSERTI128  $0x01, X3, Y2, Y3
+	VMOVDQU      68(CX), Y4
+	VPBROADCASTD 82(AX), Y5
+	VPSHUFB      q5Spread<>+0(SB), Y5, Y5
+	VPAND        q5Bits<>+0(SB), Y5, Y5
+	VPCMPEQB     q5Bits<>+0(SB), Y5, Y5
+	VPXOR        Y5, Y4, Y4
+	VPSUBB       Y5, Y4, Y4
+	MOVBQZX      107(AX), SI
+	ANDQ         $0x0f, SI
+	LEAQ         1(SI)(SI*1), SI
+	VMOVD        SI, X5
+	VPBROADCASTW X5, Y5
+	VPMADDUBSW   Y4, Y3, Y3
+	VPMADDWD     Y5, Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	MOVBQZX      69(AX), SI
+	MOVQ         SI, R8
+	SHLQ         $0x08, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      26(AX), DI
+	ORQ          R8, DI
+	VMOVD        (BX)(DI*4), X2
+	MOVQ         SI, R8
+	SHLQ         $0x07, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      27(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x01, (BX)(DI*4), X2, X2
+	MOVQ         SI, R8
+	SHLQ         $0x06, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      28(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x02, (BX)(DI*4), X2, X2
+	MOVQ         SI, R8
+	SHLQ         $0x05, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      29(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x03, (BX)(DI*4), X2, X2
+	MOVQ         SI, R8
+	SHLQ         $0x04, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      30(AX), DI
+	ORQ          R8, DI
+	VMOVD        (BX)(DI*4), X3
+	MOVQ         SI, R8
+	SHLQ         $0x03, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      31(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x01, (BX)(DI*4), X3, X3
+	MOVQ         SI, R8
+	SHLQ         $0x02, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      32(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x02, (BX)(DI*4), X3, X3
+	MOVQ         SI, DI
+	SHLQ         $0x01, DI
+	ANDQ         $0x00000100, DI
+	MOVBQZX      33(AX), SI
+	ORQ          DI, SI
+	VPINSRD      $0x03, (BX)(SI*4), X3, X3
+	VINSERTI128  $0x01, X3, Y2, Y3
+	VMOVDQU      100(CX), Y4
+	VPBROADCASTD 86(AX), Y5
+	VPSHUFB      q5Spread<>+0(SB), Y5, Y5
+	VPAND        q5Bits<>+0(SB), Y5, Y5
+	VPCMPEQB     q5Bits<>+0(SB), Y5, Y5
+	VPXOR        Y5, Y4, Y4
+	VPSUBB       Y5, Y4, Y4
+	MOVBQZX      107(AX), SI
+	SHRQ         $0x04, SI
+	LEAQ         1(SI)(SI*1), SI
+	VMOVD        SI, X5
+	VPBROADCASTW X5, Y5
+	VPMADDUBSW   Y4, Y3, Y3
+	VPMADDWD     Y5, Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	MOVBQZX      70(AX), SI
+	MOVQ         SI, R8
+	SHLQ         $0x08, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      34(AX), DI
+	ORQ          R8, DI
+	VMOVD        (BX)(DI*4), X2
+	MOVQ         SI, R8
+	SHLQ         $0x07, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      35(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x01, (BX)(DI*4), X2, X2
+	MOVQ         SI, R8
+	SHLQ         $0x06, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      36(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x02, (BX)(DI*4), X2, X2
+	MOVQ         SI, R8
+	SHLQ         $0x05, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      37(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x03, (BX)(DI*4), X2, X2
+	MOVQ         SI, R8
+	SHLQ         $0x04, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      38(AX), DI
+	ORQ          R8, DI
+	VMOVD        (BX)(DI*4), X3
+	MOVQ         SI, R8
+	SHLQ         $0x03, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      39(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x01, (BX)(DI*4), X3, X3
+	MOVQ         SI, R8
+	SHLQ         $0x02, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      40(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x02, (BX)(DI*4), X3, X3
+	MOVQ         SI, DI
+	SHLQ         $0x01, DI
+	ANDQ         $0x00000100, DI
+	MOVBQZX      41(AX), SI
+	ORQ          DI, SI
+	VPINSRD      $0x03, (BX)(SI*4), X3, X3
+	VINSERTI128  $0x01, X3, Y2, Y3
+	VMOVDQU      132(CX), Y4
+	VPBROADCASTD 90(AX), Y5
+	VPSHUFB      q5Spread<>+0(SB), Y5, Y5
+	VPAND        q5Bits<>+0(SB), Y5, Y5
+	VPCMPEQB     q5Bits<>+0(SB), Y5, Y5
+	VPXOR        Y5, Y4, Y4
+	VPSUBB       Y5, Y4, Y4
+	MOVBQZX      108(AX), SI
+	ANDQ         $0x0f, SI
+	LEAQ         1(SI)(SI*1), SI
+	VMOVD        SI, X5
+	VPBROADCASTW X5, Y5
+	VPMADDUBSW   Y4, Y3, Y3
+	VPMADDWD     Y5, Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	MOVBQZX      71(AX), SI
+	MOVQ         SI, R8
+	SHLQ         $0x08, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      42(AX), DI
+	ORQ          R8, DI
+	VMOVD        (BX)(DI*4), X2
+	MOVQ         SI, R8
+	SHLQ         $0x07, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      43(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x01, (BX)(DI*4), X2, X2
+	MOVQ         SI, R8
+	SHLQ         $0x06, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      44(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x02, (BX)(DI*4), X2, X2
+	MOVQ         SI, R8
+	SHLQ         $0x05, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      45(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x03, (BX)(DI*4), X2, X2
+	MOVQ         SI, R8
+	SHLQ         $0x04, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      46(AX), DI
+	ORQ          R8, DI
+	VMOVD        (BX)(DI*4), X3
+	MOVQ         SI, R8
+	SHLQ         $0x03, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      47(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x01, (BX)(DI*4), X3, X3
+	MOVQ         SI, R8
+	SHLQ         $0x02, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      48(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x02, (BX)(DI*4), X3, X3
+	MOVQ         SI, DI
+	SHLQ         $0x01, DI
+	ANDQ         $0x00000100, DI
+	MOVBQZX      49(AX), SI
+	ORQ          DI, SI
+	VPINSRD      $0x03, (BX)(SI*4), X3, X3
+	VINSERTI128  $0x01, X3, Y2, Y3
+	VMOVDQU      164(CX), Y4
+	VPBROADCASTD 94(AX), Y5
+	VPSHUFB      q5Spread<>+0(SB), Y5, Y5
+	VPAND        q5Bits<>+0(SB), Y5, Y5
+	VPCMPEQB     q5Bits<>+0(SB), Y5, Y5
+	VPXOR        Y5, Y4, Y4
+	VPSUBB       Y5, Y4, Y4
+	MOVBQZX      108(AX), SI
+	SHRQ         $0x04, SI
+	LEAQ         1(SI)(SI*1), SI
+	VMOVD        SI, X5
+	VPBROADCASTW X5, Y5
+	VPMADDUBSW   Y4, Y3, Y3
+	VPMADDWD     Y5, Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	MOVBQZX      72(AX), SI
+	MOVQ         SI, R8
+	SHLQ         $0x08, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      50(AX), DI
+	ORQ          R8, DI
+	VMOVD        (BX)(DI*4), X2
+	MOVQ         SI, R8
+	SHLQ         $0x07, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      51(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x01, (BX)(DI*4), X2, X2
+	MOVQ         SI, R8
+	SHLQ         $0x06, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      52(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x02, (BX)(DI*4), X2, X2
+	MOVQ         SI, R8
+	SHLQ         $0x05, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      53(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x03, (BX)(DI*4), X2, X2
+	MOVQ         SI, R8
+	SHLQ         $0x04, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      54(AX), DI
+	ORQ          R8, DI
+	VMOVD        (BX)(DI*4), X3
+	MOVQ         SI, R8
+	SHLQ         $0x03, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      55(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x01, (BX)(DI*4), X3, X3
+	MOVQ         SI, R8
+	SHLQ         $0x02, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      56(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x02, (BX)(DI*4), X3, X3
+	MOVQ         SI, DI
+	SHLQ         $0x01, DI
+	ANDQ         $0x00000100, DI
+	MOVBQZX      57(AX), SI
+	ORQ          DI, SI
+	VPINSRD      $0x03, (BX)(SI*4), X3, X3
+	VINSERTI128  $0x01, X3, Y2, Y3
+	VMOVDQU      196(CX), Y4
+	VPBROADCASTD 98(AX), Y5
+	VPSHUFB      q5Spread<>+0(SB), Y5, Y5
+	VPAND        q5Bits<>+0(SB), Y5, Y5
+	VPCMPEQB     q5Bits<>+0(SB), Y5, Y5
+	VPXOR        Y5, Y4, Y4
+	VPSUBB       Y5, Y4, Y4
+	MOVBQZX      109(AX), SI
+	ANDQ         $0x0f, SI
+	LEAQ         1(SI)(SI*1), SI
+	VMOVD        SI, X5
+	VPBROADCASTW X5, Y5
+	VPMADDUBSW   Y4, Y3, Y3
+	VPMADDWD     Y5, Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	MOVBQZX      73(AX), SI
+	MOVQ         SI, R8
+	SHLQ         $0x08, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      58(AX), DI
+	ORQ          R8, DI
+	VMOVD        (BX)(DI*4), X2
+	MOVQ         SI, R8
+	SHLQ         $0x07, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      59(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x01, (BX)(DI*4), X2, X2
+	MOVQ         SI, R8
+	SHLQ         $0x06, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      60(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x02, (BX)(DI*4), X2, X2
+	MOVQ         SI, R8
+	SHLQ         $0x05, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      61(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x03, (BX)(DI*4), X2, X2
+	MOVQ         SI, R8
+	SHLQ         $0x04, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      62(AX), DI
+	ORQ          R8, DI
+	VMOVD        (BX)(DI*4), X3
+	MOVQ         SI, R8
+	SHLQ         $0x03, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      63(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x01, (BX)(DI*4), X3, X3
+	MOVQ         SI, R8
+	SHLQ         $0x02, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      64(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x02, (BX)(DI*4), X3, X3
+	MOVQ         SI, DI
+	SHLQ         $0x01, DI
+	ANDQ         $0x00000100, DI
+	MOVBQZX      65(AX), SI
+	ORQ          DI, SI
+	VPINSRD      $0x03, (BX)(SI*4), X3, X3
+	VINSERTI128  $0x01, X3, Y2, Y3
+	VMOVDQU      228(CX), Y4
+	VPBROADCASTD 102(AX), Y5
+	VPSHUFB      q5Spread<>+0(SB), Y5, Y5
+	VPAND        q5Bits<>+0(SB), Y5, Y5
+	VPCMPEQB     q5Bits<>+0(SB), Y5, Y5
+	VPXOR        Y5, Y4, Y4
+	VPSUBB       Y5, Y4, Y4
+	MOVBQZX      109(AX), SI
+	SHRQ         $0x04, SI
+	LEAQ         1(SI)(SI*1), SI
+	VMOVD        SI, X5
+	VPBROADCASTW X5, Y5
+	VPMADDUBSW   Y4, Y3, Y3
+	VPMADDWD     Y5, Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	VCVTDQ2PS    Y1, Y1
+	MOVWLZX      (AX), SI
+	VMOVD        SI, X2
+	VCVTPH2PS    X2, X2
+	VMULSS       (CX), X2, X2
+	VBROADCASTSS X2, Y3
+	VFMADD231PS  Y1, Y3, Y0
+	ADDQ         $0x0000006e, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JMP          loop
+
+done:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VZEROUPPER
+	MOVSS        X0, ret+32(FP)
+	RET
+
+// func dotIQ1SAVX2(x *byte, y *byte, n int, grid *byte) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotIQ1SAVX2(SB), NOSPLIT, $0-36
+	MOVQ    x+0(FP), AX
+	MOVQ    y+8(FP), CX
+	MOVQ    n+16(FP), DX
+	MOVQ    grid+24(FP), BX
+	VXORPS  X0, X0, X0
+	MOVL    $0x3e000000, SI
+	VMOVD   SI, X1
+	VMOVDQU byteOnes<>+0(SB), Y2
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VPXOR        Y3, Y3, Y3
+	XORQ         SI, SI
+	MOVWQZX      34(AX), DI
+	MOVQ         DI, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      2(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X4
+	MOVQ         DI, R9
+	SHRQ         $0x03, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      3(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X4, X4
+	MOVQ         DI, R9
+	SHRQ         $0x06, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      4(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X5
+	MOVQ         DI, R9
+	SHRQ         $0x09, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      5(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VMOVDQU      4(CX), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y2, Y5
+	MOVQ         DI, R8
+	SHRQ         $0x0c, R8
+	ANDQ         $0x07, R8
+	LEAQ         1(R8)(R8*1), R8
+	MOVWQSX      260(CX), R9
+	MOVWQSX      262(CX), R10
+	ADDQ         R10, R9
+	IMULQ        R8, R9
+	SHRQ         $0x0f, DI
+	NEGQ         DI
+	XORQ         DI, R9
+	SUBQ         DI, R9
+	ADDQ         R9, SI
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVWQZX      36(AX), DI
+	MOVQ         DI, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      6(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X4
+	MOVQ         DI, R9
+	SHRQ         $0x03, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      7(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X4, X4
+	MOVQ         DI, R9
+	SHRQ         $0x06, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      8(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X5
+	MOVQ         DI, R9
+	SHRQ         $0x09, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      9(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VMOVDQU      36(CX), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y2, Y5
+	MOVQ         DI, R8
+	SHRQ         $0x0c, R8
+	ANDQ         $0x07, R8
+	LEAQ         1(R8)(R8*1), R8
+	MOVWQSX      264(CX), R9
+	MOVWQSX      266(CX), R10
+	ADDQ         R10, R9
+	IMULQ        R8, R9
+	SHRQ         $0x0f, DI
+	NEGQ         DI
+	XORQ         DI, R9
+	SUBQ         DI, R9
+	ADDQ         R9, SI
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVWQZX      38(AX), DI
+	MOVQ         DI, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      10(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X4
+	MOVQ         DI, R9
+	SHRQ         $0x03, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      11(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X4, X4
+	MOVQ         DI, R9
+	SHRQ         $0x06, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      12(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X5
+	MOVQ         DI, R9
+	SHRQ         $0x09, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      13(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VMOVDQU      68(CX), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y2, Y5
+	MOVQ         DI, R8
+	SHRQ         $0x0c, R8
+	ANDQ         $0x07, R8
+	LEAQ         1(R8)(R8*1), R8
+	MOVWQSX      268(CX), R9
+	MOVWQSX      270(CX), R10
+	ADDQ         R10, R9
+	IMULQ        R8, R9
+	SHRQ         $0x0f, DI
+	NEGQ         DI
+	XORQ         DI, R9
+	SUBQ         DI, R9
+	ADDQ         R9, SI
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVWQZX      40(AX), DI
+	MOVQ         DI, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      14(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X4
+	MOVQ         DI, R9
+	SHRQ         $0x03, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      15(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X4, X4
+	MOVQ         DI, R9
+	SHRQ         $0x06, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      16(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X5
+	MOVQ         DI, R9
+	SHRQ         $0x09, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      17(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VMOVDQU      100(CX), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y2, Y5
+	MOVQ         DI, R8
+	SHRQ         $0x0c, R8
+	ANDQ         $0x07, R8
+	LEAQ         1(R8)(R8*1), R8
+	MOVWQSX      272(CX), R9
+	MOVWQSX      274(CX), R10
+	ADDQ         R10, R9
+	IMULQ        R8, R9
+	SHRQ         $0x0f, DI
+	NEGQ         DI
+	XORQ         DI, R9
+	SUBQ         DI, R9
+	ADDQ         R9, SI
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVWQZX      42(AX), DI
+	MOVQ         DI, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      18(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X4
+	MOVQ         DI, R9
+	SHRQ         $0x03, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      19(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X4, X4
+	MOVQ         DI, R9
+	SHRQ         $0x06, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      20(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X5
+	MOVQ         DI, R9
+	SHRQ         $0x09, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      21(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VMOVDQU      132(CX), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y2, Y5
+	MOVQ         DI, R8
+	SHRQ         $0x0c, R8
+	ANDQ         $0x07, R8
+	LEAQ         1(R8)(R8*1), R8
+	MOVWQSX      276(CX), R9
+	MOVWQSX      278(CX), R10
+	ADDQ         R10, R9
+	IMULQ        R8, R9
+	SHRQ         $0x0f, DI
+	NEGQ         DI
+	XORQ         DI, R9
+	SUBQ         DI, R9
+	ADDQ         R9, SI
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVWQZX      44(AX), DI
+	MOVQ         DI, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      22(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X4
+	MOVQ         DI, R9
+	SHRQ         $0x03, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      23(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X4, X4
+	MOVQ         DI, R9
+	SHRQ         $0x06, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      24(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X5
+	MOVQ         DI, R9
+	SHRQ         $0x09, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      25(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VMOVDQU      164(CX), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y2, Y5
+	MOVQ         DI, R8
+	SHRQ         $0x0c, R8
+	ANDQ         $0x07, R8
+	LEAQ         1(R8)(R8*1), R8
+	MOVWQSX      280(CX), R9
+	MOVWQSX      282(CX), R10
+	ADDQ         R10, R9
+	IMULQ        R8, R9
+	SHRQ         $0x0f, DI
+	NEGQ         DI
+	XORQ         DI, R9
+	SUBQ         DI, R9
+	ADDQ         R9, SI
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVWQZX      46(AX), DI
+	MOVQ         DI, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      26(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X4
+	MOVQ         DI, R9
+	SHRQ         $0x03, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      27(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X4, X4
+	MOVQ         DI, R9
+	SHRQ         $0x06, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      28(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X5
+	MOVQ         DI, R9
+	SHRQ         $0x09, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      29(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VMOVDQU      196(CX), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y2, Y5
+	MOVQ         DI, R8
+	SHRQ         $0x0c, R8
+	ANDQ         $0x07, R8
+	LEAQ         1(R8)(R8*1), R8
+	MOVWQSX      284(CX), R9
+	MOVWQSX      286(CX), R10
+	ADDQ         R10, R9
+	IMULQ        R8, R9
+	SHRQ         $0x0f, DI
+	NEGQ         DI
+	XORQ         DI, R9
+	SUBQ         DI, R9
+	ADDQ         R9, SI
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVWQZX      48(AX), DI
+	MOVQ         DI, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      30(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X4
+	MOVQ         DI, R9
+	SHRQ         $0x03, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      31(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X4, X4
+	MOVQ         DI, R9
+	SHRQ         $0x06, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      32(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X5
+	MOVQ         DI, R9
+	SHRQ         $0x09, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      33(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VMOVDQU      228(CX), Y6
+	VPSIGNB      Y5, Y6, Y6
+	VPMADDUBSW   Y6, Y2, Y5
+	MOVQ         DI, R8
+	SHRQ         $0x0c, R8
+	ANDQ         $0x07, R8
+	LEAQ         1(R8)(R8*1), R8
+	MOVWQSX      288(CX), R9
+	MOVWQSX      290(CX), R10
+	ADDQ         R10, R9
+	IMULQ        R8, R9
+	SHRQ         $0x0f, DI
+	NEGQ         DI
+	XORQ         DI, R9
+	SUBQ         DI, R9
+	ADDQ         R9, SI
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVWLZX      (AX), DI
+	VMOVD        DI, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (CX), X4, X4
+	VEXTRACTI128 $0x01, Y3, X5
+	VPADDD       X5, X3, X3
+	VPSHUFD      $0x4e, X3, X5
+	VPADDD       X5, X3, X3
+	VPSHUFD      $0xb1, X3, X5
+	VPADDD       X5, X3, X3
+	VCVTDQ2PS    X3, X3
+	VMOVD        SI, X5
+	VCVTDQ2PS    X5, X5
+	VMULSS       X1, X5, X5
+	VADDSS       X5, X3, X3
+	VMULSS       X3, X4, X4
+	VADDSS       X4, X0, X0
+	ADDQ         $0x00000032, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JMP          loop
+
+done:
+	VZEROUPPER
+	MOVSS X0, ret+32(FP)
+	RET
+
 // func dotF32AVX2(x *byte, y *float32, n int) float32
 // Requires: AVX, FMA3, SSE
 TEXT ·dotF32AVX2(SB), NOSPLIT, $0-28

@@ -17,7 +17,11 @@ import (
 // (dotIQ4XSAVX2, dotQ4_1AVX2, dotQ5_1AVX2, dotQ2KAVX2, dotQ3KAVX2); with AVX-512,
 // Q4_1 has outer-product tiles as Q4_0, Q5_0 one for decoding and IQ4_XS and Q2_K
 // ones for prompts (tile_amd64.go), Q5_0, IQ4_NL and Q3_K prompts are repacked
-// (repack.go), and Q5_1 has its AVX2 row kernel only.
+// (repack.go), and Q5_1 has its AVX2 row kernel only. TQ2_0 and TQ1_0 have AVX2
+// row kernels (dotTQ2_0AVX2, dotTQ1_0AVX2, _asm/ternary.go) with the block
+// reference's bits (dotKRowGeneric over refquants.go's block dots), and so do
+// IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS and IQ1_S (_asm/lattice.go, over iquants.go's); IQ3_S's
+// (dotIQ3SAVX2) has dotIQ3SRowGeneric's, ggml's float order.
 // dotQ4KRows, dotQ6KRows and dotQ8_0Rows take one weight row against a batch of
 // activation rows (the tokens of a prompt), unpacking each weight block once for
 // two tokens (AVX2, Q4_K and Q6_K). With AVX-512, MatMul takes the tile kernels
@@ -121,6 +125,16 @@ func dotQ3KRowGeneric(row []byte, y []q8KBlock) float32 {
 	var sum float32
 	for b := range y {
 		sum += dotQ3KBlock(row[b*110:(b+1)*110], &y[b])
+	}
+	return sum
+}
+
+// dotKRowGeneric is a row of bb-byte blocks against Q8_K activations through the
+// block reference dot, summed in order (dotRefRow's steps).
+func dotKRowGeneric(dot func([]byte, *q8KBlock) float32, bb int, row []byte, y []q8KBlock) float32 {
+	var sum float32
+	for b := range y {
+		sum += dot(row[b*bb:(b+1)*bb], &y[b])
 	}
 	return sum
 }

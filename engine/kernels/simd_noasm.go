@@ -14,9 +14,21 @@ func dotQ5_1Row(row []byte, y []q8_1Block) float32 { return dotQ5_1RowGeneric(ro
 func dotQ4_1Row(row []byte, y []q8_1Block) float32 { return dotQ4_1RowGeneric(row, y) }
 func dotQ5_0Row(row []byte, y []q8Block) float32   { return dotQ5_0RowGeneric(row, y) }
 func dotIQ4NLRow(row []byte, y []q8Block) float32  { return dotIQ4NLRowGeneric(row, y) }
-func dotF32Row(row []byte, x []float32) float32    { return dotF32RowGeneric(row, x) }
-func dotF16Row(row []byte, x []float32) float32    { return dotF16RowGeneric(row, x) }
-func dotBF16Row(row []byte, x []float32) float32   { return dotBF16RowGeneric(row, x) }
+func dotTQ2_0Row(row []byte, y []q8KBlock) float32 { return dotKRowGeneric(dotTQ2_0Block, 66, row, y) }
+func dotTQ1_0Row(row []byte, y []q8KBlock) float32 { return dotKRowGeneric(dotTQ1_0Block, 54, row, y) }
+func dotIQ2XXSRow(row []byte, y []q8KBlock) float32 {
+	return dotKRowGeneric(dotIQ2XXSBlock, 66, row, y)
+}
+func dotIQ2XSRow(row []byte, y []q8KBlock) float32 { return dotKRowGeneric(dotIQ2XSBlock, 74, row, y) }
+func dotIQ2SRow(row []byte, y []q8KBlock) float32  { return dotKRowGeneric(dotIQ2SBlock, 82, row, y) }
+func dotIQ3XXSRow(row []byte, y []q8KBlock) float32 {
+	return dotKRowGeneric(dotIQ3XXSBlock, 98, row, y)
+}
+func dotIQ3SRow(row []byte, y []q8KBlock) float32 { return dotIQ3SRowGeneric(row, y) }
+func dotIQ1SRow(row []byte, y []q8KBlock) float32 { return dotKRowGeneric(dotIQ1SBlock, 50, row, y) }
+func dotF32Row(row []byte, x []float32) float32   { return dotF32RowGeneric(row, x) }
+func dotF16Row(row []byte, x []float32) float32   { return dotF16RowGeneric(row, x) }
+func dotBF16Row(row []byte, x []float32) float32  { return dotBF16RowGeneric(row, x) }
 
 func simdLevels() []string { return []string{"generic"} }
 

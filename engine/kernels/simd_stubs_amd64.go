@@ -93,6 +93,46 @@ func dotQ2KAVX2(x *byte, y *byte, n int) float32
 //go:noescape
 func dotQ3KAVX2(x *byte, y *byte, n int) float32
 
+// dotTQ2_0AVX2 is the dot product of n TQ2_0 blocks at x with n q8KBlocks at y.
+//
+//go:noescape
+func dotTQ2_0AVX2(x *byte, y *byte, n int) float32
+
+// dotTQ1_0AVX2 is the dot product of n TQ1_0 blocks at x with n q8KBlocks at y.
+//
+//go:noescape
+func dotTQ1_0AVX2(x *byte, y *byte, n int) float32
+
+// dotIQ2XXSAVX2 is the dot product of n IQ2XXS blocks at x with n q8KBlocks at y; grid is the type's grid.
+//
+//go:noescape
+func dotIQ2XXSAVX2(x *byte, y *byte, n int, grid *byte) float32
+
+// dotIQ3XXSAVX2 is the dot product of n IQ3XXS blocks at x with n q8KBlocks at y; grid is the type's grid.
+//
+//go:noescape
+func dotIQ3XXSAVX2(x *byte, y *byte, n int, grid *byte) float32
+
+// dotIQ2XSAVX2 is the dot product of n IQ2XS blocks at x with n q8KBlocks at y; grid is the type's grid.
+//
+//go:noescape
+func dotIQ2XSAVX2(x *byte, y *byte, n int, grid *byte) float32
+
+// dotIQ2SAVX2 is the dot product of n IQ2S blocks at x with n q8KBlocks at y; grid is the type's grid.
+//
+//go:noescape
+func dotIQ2SAVX2(x *byte, y *byte, n int, grid *byte) float32
+
+// dotIQ3SAVX2 is the dot product of n IQ3_S blocks at x with n q8KBlocks at y in ggml's float order; grid is the type's grid.
+//
+//go:noescape
+func dotIQ3SAVX2(x *byte, y *byte, n int, grid *byte) float32
+
+// dotIQ1SAVX2 is the dot product of n IQ1_S blocks at x with n q8KBlocks at y; grid is the type's grid.
+//
+//go:noescape
+func dotIQ1SAVX2(x *byte, y *byte, n int, grid *byte) float32
+
 // dotF32AVX2 is the dot product of n (a multiple of 8) F32 weights at x with float32s at y.
 //
 //go:noescape

@@ -344,6 +344,121 @@ func TestSIMDQuantRowDots(t *testing.T) {
 	}
 }
 
+// kRowKernels are row dots against Q8_K activations, with the offset of the
+// block's f16 scale and their reference: ref, or the type's block dot summed in
+// order (dotKRowGeneric).
+var kRowKernels = []struct {
+	typ  Type
+	got  func([]byte, []q8KBlock) float32
+	dOff int
+	ref  func([]byte, []q8KBlock) float32
+}{
+	{TQ2_0, dotTQ2_0Row, 64, nil},
+	{TQ1_0, dotTQ1_0Row, 52, nil},
+	{IQ2_XXS, dotIQ2XXSRow, 0, nil},
+	{IQ2_XS, dotIQ2XSRow, 0, nil},
+	{IQ2_S, dotIQ2SRow, 0, nil},
+	{IQ3_XXS, dotIQ3XXSRow, 0, nil},
+	{IQ3_S, dotIQ3SRow, 0, dotIQ3SRowGeneric},
+	{IQ1_S, dotIQ1SRow, 0, nil},
+}
+
+// kRow is a row of nb blocks of typ: "quantized" Gaussian weights (types with
+// a quantizer), "random" bytes or every byte v ("0xv"), with a random or unit
+// f16 scale in each block (IQ1_M's spread over its scale words' top nibbles).
+func kRow(r *rand.Rand, typ Type, nb int, mode string, unit bool, dOff int) []byte {
+	row := make([]byte, typ.RowBytes(nb*qkK))
+	switch mode {
+	case "quantized":
+		QuantizeRow(row, typ, randRow(r, nb*qkK, 1))
+		if !unit {
+			return row
+		}
+	case "random":
+		for i := range row {
+			row[i] = byte(r.Uint32())
+		}
+	default:
+		var v byte
+		fmt.Sscanf(mode, "0x%x", &v)
+		for i := range row {
+			row[i] = v
+		}
+	}
+	bb := typ.BlockBytes()
+	for b := 0; b < nb; b++ {
+		d := uint16(0x3c00) // 1
+		if !unit {
+			d = F32ToF16(float32(r.NormFloat64()))
+		}
+		blk := row[b*bb : (b+1)*bb]
+		if typ == IQ1_M {
+			for k := 0; k < 4; k++ {
+				blk[48+2*k+1] = blk[48+2*k+1]&0x0f | byte(d>>(4*k)&0xf)<<4
+			}
+			continue
+		}
+		put16(blk[dOff:], d)
+	}
+	return row
+}
+
+// noMinus128 replaces the quants -128 of y by -127 (and sets the bsums again):
+// quantActQ8K never makes -128, which the lattice kernels' sign flips rely on
+// (as ggml's do).
+func noMinus128(y []q8KBlock) {
+	for b := range y {
+		for j, q := range y[b].qs {
+			if q == -128 {
+				y[b].qs[j] = -127
+			}
+		}
+		for j := range y[b].bsums {
+			var s int16
+			for _, q := range y[b].qs[16*j : 16*j+16] {
+				s += int16(q)
+			}
+			y[b].bsums[j] = s
+		}
+	}
+}
+
+// TestSIMDKRowDotsMatchReference: the row kernels of kRowKernels give the block
+// reference's bits (dotKRowGeneric) on every SIMD level, over block counts ×
+// weight patterns × activation patterns with random and unit scales.
+func TestSIMDKRowDotsMatchReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(32, 33))
+	actModes := []string{"quantized", "random", "max", "min"}
+	for _, k := range kRowKernels {
+		rowModes := []string{"random", "0x00", "0x55", "0xaa", "0xff"}
+		if CanQuantize(k.typ) {
+			rowModes = append(rowModes, "quantized")
+		}
+		ref := k.ref
+		if ref == nil {
+			block := refCodecOf(k.typ).dotK
+			ref = func(row []byte, y []q8KBlock) float32 { return dotKRowGeneric(block, k.typ.BlockBytes(), row, y) }
+		}
+		for _, nb := range simdBlockCounts {
+			for _, rm := range rowModes {
+				for _, am := range actModes {
+					for _, unit := range []bool{false, true} {
+						name := fmt.Sprintf("%v/%d/%s/%s/unit=%v", k.typ, nb, rm, am, unit)
+						row := kRow(r, k.typ, nb, rm, unit, k.dOff)
+						all := q8KActs(r, nb+2, am, unit)
+						noMinus128(all)
+						y := all[1 : nb+1 : nb+1]
+						d := rowDot{typ: k.typ, x: q8KFloats(y)}
+						d.ref = func(row []byte) float32 { return ref(row, y) }
+						d.got = func(row []byte) float32 { return k.got(row, y) }
+						checkRowDot(t, name, row, d, 2*float64(nb+8)*unitRoundoff, true)
+					}
+				}
+			}
+		}
+	}
+}
+
 // TestSIMDFloatRowDots runs the float row dots over lengths that are not
 // multiples of the 32-element step or of 8, with random and extreme values.
 func TestSIMDFloatRowDots(t *testing.T) {
@@ -494,6 +609,14 @@ func TestSIMDShortRowPanics(t *testing.T) {
 		{"IQ4_XS", func() { dotIQ4XSRow(make([]byte, 2*136-1), yk) }},
 		{"Q4_1", func() { dotQ4_1Row(make([]byte, 2*20-1), make([]q8_1Block, 2)) }},
 		{"Q5_1", func() { dotQ5_1Row(make([]byte, 2*24-1), make([]q8_1Block, 2)) }},
+		{"TQ2_0", func() { dotTQ2_0Row(make([]byte, 2*66-1), yk) }},
+		{"TQ1_0", func() { dotTQ1_0Row(make([]byte, 2*54-1), yk) }},
+		{"IQ2_XXS", func() { dotIQ2XXSRow(make([]byte, 2*66-1), yk) }},
+		{"IQ2_XS", func() { dotIQ2XSRow(make([]byte, 2*74-1), yk) }},
+		{"IQ2_S", func() { dotIQ2SRow(make([]byte, 2*82-1), yk) }},
+		{"IQ3_XXS", func() { dotIQ3XXSRow(make([]byte, 2*98-1), yk) }},
+		{"IQ3_S", func() { dotIQ3SRow(make([]byte, 2*110-1), yk) }},
+		{"IQ1_S", func() { dotIQ1SRow(make([]byte, 2*50-1), yk) }},
 		{"Q2_K", func() { dotQ2KRow(make([]byte, 2*84-1), yk) }},
 		{"Q3_K", func() { dotQ3KRow(make([]byte, 2*110-1), yk) }},
 		{"Q6_K", func() { dotQ6KRow(make([]byte, 2*210-1), yk) }},

@@ -14,8 +14,13 @@
 // random stream exactly as plain decoding does (one position sampled per accepted
 // token, in order), so no draw needs to depend on drafts.
 //
-// Draft source (this step): Lookup, prompt lookup over the sequence's own prompt and
-// output so far; no state is shared between sequences, let alone tenants.
+// Draft sources: Predicted, the request's prediction (OpenAI's Predicted Outputs),
+// followed while the output follows it and re-aligned at the output's last n-gram
+// after it departs; and Lookup, prompt lookup over the sequence's own prompt and
+// output so far. Neither shares state between sequences, let alone tenants. Pool,
+// the third (Config.Pool), is a replica's per-tenant n-gram pool: the outputs of a
+// tenant's recent requests, bounded (PoolTokens per tenant, MaxTenants tenants),
+// from which only that tenant's requests draft.
 //
 // Length: Adapt, per sequence, grows the draft on full hits, cuts it to what was
 // accepted plus one on partial hits, and pauses drafting with a doubling back-off

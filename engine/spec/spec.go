@@ -12,13 +12,20 @@ type Config struct {
 	// the draft length controller (Adapt) drafts only where the expected accepted
 	// tokens pay for it. 0: DefaultDraftCost.
 	DraftCost float64 `yaml:"draft_cost"`
+	// IgnorePrediction turns off drafting from requests' predictions
+	// (Request.Prediction, OpenAI's Predicted Outputs), which are on for every model
+	// otherwise, whatever NGram says: a prediction only changes the speed.
+	IgnorePrediction bool `yaml:"ignore_prediction"`
+	// Pool drafts from the tenant's recent outputs (Pool: per tenant, bounded; a
+	// tenant's text never drafts for another), after prompt lookup.
+	Pool bool `yaml:"pool"`
 }
 
 // DefaultMaxDraft is Config.MaxDraft's default.
 const DefaultMaxDraft = 8
 
 // On reports whether any draft source is on.
-func (c Config) On() bool { return c.NGram }
+func (c Config) On() bool { return c.NGram || c.Pool }
 
 // Max is the configured draft limit with its default.
 func (c Config) Max() int {

@@ -1,0 +1,476 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"math/bits"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// The lattice types' row kernels (AVX2), as ggml's AVX2 vec_dot: per 8 weights a
+// grid entry loaded by its index (the grid is passed in: engine/kernels holds the
+// tables), the activations' signs flipped where the weights' are negative
+// (VPSIGNB, or XOR and subtract for explicit sign bits), VPMADDUBSW of the
+// grid's unsigned bytes with them, VPMADDWD with the scale of the 16 or 32
+// weights. The integer sums are the block reference's (iquants.go), exactly; the
+// float steps are its too (IQ3_S: dotIQ3SRow's lanes and fused multiply-adds).
+// Q8_K quants are never -128 (quantActQ8K), which the sign flips rely on.
+
+var ksignsIQ2, wordSplit Mem
+
+func latticeConstants() {
+	// ksignsIQ2: for each 7-bit sign index, 8 bytes of ±1 (iqSigns: bit j
+	// negative; the eighth sign makes the count of negatives even).
+	var b []byte
+	for i := 0; i < 128; i++ {
+		s := i | (bits.OnesCount(uint(i))&1)<<7
+		for j := 0; j < 8; j++ {
+			if s>>j&1 != 0 {
+				b = append(b, 0xff)
+			} else {
+				b = append(b, 1)
+			}
+		}
+	}
+	ksignsIQ2 = rodata("ksignsIQ2", b)
+	// wordSplit broadcasts word 0 in the low lane and word 1 in the high one.
+	wordSplit = rodata("wordSplit", append(bytes.Repeat([]byte{0, 1}, 8), bytes.Repeat([]byte{2, 3}, 8)...))
+}
+
+// latticeParams loads x, y, n and the grid pointer.
+func latticeParams() (x, y, n, grid GPVirtual) {
+	x, y, n = params3()
+	grid = GP64()
+	Load(Param("grid"), grid)
+	return
+}
+
+// gather8 returns a ymm of four 8-byte entries tab[idx(k)] (k = 0..3 in
+// order), each index computed just before its load (few registers live).
+func gather8(tab GPVirtual, idx func(k int) GPVirtual) VecVirtual {
+	a, b := XMM(), XMM()
+	VMOVQ(Mem{Base: tab, Index: idx(0), Scale: 8}, a)
+	VPINSRQ(U8(1), Mem{Base: tab, Index: idx(1), Scale: 8}, a, a)
+	VMOVQ(Mem{Base: tab, Index: idx(2), Scale: 8}, b)
+	VPINSRQ(U8(1), Mem{Base: tab, Index: idx(3), Scale: 8}, b, b)
+	r := YMM()
+	VINSERTI128(U8(1), b, a.AsY(), r)
+	return r
+}
+
+// gather4 returns a ymm of eight 4-byte entries tab[idx(k)].
+func gather4(tab GPVirtual, idx func(k int) GPVirtual) VecVirtual {
+	var h [2]VecVirtual
+	for i := range h {
+		h[i] = XMM()
+		VMOVD(Mem{Base: tab, Index: idx(4 * i), Scale: 4}, h[i])
+		for k := 1; k < 4; k++ {
+			VPINSRD(U8(k), Mem{Base: tab, Index: idx(4*i + k), Scale: 4}, h[i], h[i])
+		}
+	}
+	r := YMM()
+	VINSERTI128(U8(1), h[1], h[0].AsY(), r)
+	return r
+}
+
+// byteIndex returns an index function reading byte off+k of the block at x.
+func byteIndex(x GPVirtual, off int) func(k int) GPVirtual {
+	return func(k int) GPVirtual {
+		r := GP64()
+		MOVBQZX(Mem{Base: x, Disp: off + k}, r)
+		return r
+	}
+}
+
+// evenSigns returns the ±1 bytes of the four 7-bit sign indices of aux (bits
+// 0-27).
+func evenSigns(stab, aux GPVirtual) VecVirtual {
+	return gather8(stab, func(l int) GPVirtual {
+		r := GP64()
+		MOVQ(aux, r)
+		if l > 0 {
+			SHRQ(U8(7*l), r)
+		}
+		ANDQ(U8(127), r)
+		return r
+	})
+}
+
+// bitSigns flips the signs of the 32 activations q (in place) where the bits of
+// the dword at m are set (bit j%8 of byte j/8 for activation j).
+func bitSigns(m Mem, q VecVirtual) {
+	s := YMM()
+	VPBROADCASTD(m, s)
+	VPSHUFB(q5Spread, s, s)
+	VPAND(q5Bits, s, s)
+	VPCMPEQB(q5Bits, s, s) // -1 where negative
+	VPXOR(s, q, q)
+	VPSUBB(s, q, q)
+}
+
+// scaleAll returns the odd scale 2s+1 of a 4-bit s (in the low bits of g, which
+// is clobbered) in every word of a ymm.
+func scaleAll(g GPVirtual) VecVirtual {
+	LEAQ(Mem{Base: g, Index: g, Scale: 1, Disp: 1}, g)
+	v := YMM()
+	VMOVD(g.As32(), v.AsX())
+	VPBROADCASTW(v.AsX(), v)
+	return v
+}
+
+// scaleHalves returns the odd scales of the low and high nibbles of the byte
+// at m: the low one in the words of the low lane, the high one in the high lane.
+func scaleHalves(m Mem) VecVirtual {
+	lo, hi := GP64(), GP64()
+	MOVBQZX(m, lo)
+	MOVQ(lo, hi)
+	ANDQ(U8(15), lo)
+	SHRQ(U8(4), hi)
+	LEAQ(Mem{Base: lo, Index: lo, Scale: 1, Disp: 1}, lo)
+	LEAQ(Mem{Base: hi, Index: hi, Scale: 1, Disp: 1}, hi)
+	SHLQ(U8(16), hi)
+	ORQ(hi, lo)
+	v := YMM()
+	VMOVD(lo.As32(), v.AsX())
+	VPBROADCASTD(v.AsX(), v)
+	VPSHUFB(wordSplit, v, v)
+	return v
+}
+
+// latticeDot adds to acc (8 int32) the scaled products of the unsigned grid
+// bytes g with the signed activations q: VPMADDWD(sc, VPMADDUBSW(q, g)).
+func latticeDot(g, q, sc, acc VecVirtual) {
+	p := YMM()
+	VPMADDUBSW(q, g, p)
+	VPMADDWD(sc, p, p)
+	VPADDD(p, acc, acc)
+}
+
+// hsumInt returns in lane 0 of an xmm the sum of the 8 int32 of acc, as float32.
+func hsumInt(acc VecVirtual) VecVirtual {
+	hi := XMM()
+	VEXTRACTI128(U8(1), acc, hi)
+	s := XMM()
+	VPADDD(hi, acc.AsX(), s)
+	t := XMM()
+	VPSHUFD(U8(0x4e), s, t)
+	VPADDD(t, s, s)
+	VPSHUFD(U8(0xb1), s, t)
+	VPADDD(t, s, s)
+	VCVTDQ2PS(s, s)
+	return s
+}
+
+// blockD returns f16(x.d)·y.d in lane 0 of an xmm (x.d at x's offset 0).
+func blockD(x, y GPVirtual) VecVirtual {
+	g := GP32()
+	MOVWLZX(Mem{Base: x}, g)
+	d := XMM()
+	VMOVD(g, d)
+	VCVTPH2PS(d, d)
+	VMULSS(Mem{Base: y}, d, d)
+	return d
+}
+
+// latticeKernel emits a lattice row kernel: per block, group(x, y, ib, acc)
+// adds the scaled integer products of the 32 weights ib to acc; then the block
+// reference's float steps sum += ((f16(x.d)·y.d)·float32(bsum))·factor.
+func latticeKernel(typ string, size int, factor float32, group func(x, y, grid GPVirtual, ib int, acc VecVirtual)) {
+	name := "dot" + typ + "AVX2"
+	TEXT(name, NOSPLIT, "func(x, y *byte, n int, grid *byte) float32")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s is the dot product of n %s blocks at x with n q8KBlocks at y; grid is the type's grid.", name, typ))
+	x, y, n, grid := latticeParams()
+	sum := XMM()
+	VXORPS(sum, sum, sum)
+	f := XMM()
+	{
+		g := GP32()
+		MOVL(U32(math.Float32bits(factor)), g)
+		VMOVD(g, f)
+	}
+
+	Label("loop")
+	TESTQ(n, n)
+	JZ(LabelRef("done"))
+	acc := YMM()
+	VPXOR(acc, acc, acc)
+	for ib := 0; ib < 8; ib++ {
+		group(x, y, grid, ib, acc)
+	}
+	s := hsumInt(acc)
+	d := blockD(x, y)
+	VMULSS(s, d, d)
+	VMULSS(f, d, d)
+	VADDSS(d, sum, sum)
+	ADDQ(U32(size), x)
+	ADDQ(U32(q8KSize), y)
+	DECQ(n)
+	JMP(LabelRef("loop"))
+
+	Label("done")
+	VZEROUPPER()
+	Store(sum, ReturnIndex(0))
+	RET()
+}
+
+// signTable returns the address of ksignsIQ2 in a register.
+func signTable() GPVirtual {
+	r := GP64()
+	LEAQ(ksignsIQ2, r)
+	return r
+}
+
+// dotIQ2XXSAVX2: per 32 weights 8 bytes at 2+8ib: four grid indices, then a
+// uint32 of four 7-bit sign indices and the 4-bit scale at the top.
+func dotIQ2XXSAVX2() {
+	var stab GPVirtual
+	latticeKernel("IQ2XXS", 66, 0.125, func(x, y, grid GPVirtual, ib int, acc VecVirtual) {
+		if ib == 0 {
+			stab = signTable()
+		}
+		g := gather8(grid, byteIndex(x, 2+8*ib))
+		aux := GP64()
+		MOVLQZX(Mem{Base: x, Disp: 2 + 8*ib + 4}, aux)
+		sg := evenSigns(stab, aux)
+		q := YMM()
+		VMOVDQU(Mem{Base: y, Disp: q8KQS + 32*ib}, q)
+		VPSIGNB(sg, q, q)
+		SHRQ(U8(28), aux)
+		latticeDot(g, q, scaleAll(aux), acc)
+	})
+}
+
+// dotIQ3XXSAVX2: eight 1-byte indices of 4-byte grid entries at 2+8ib, the
+// uint32 of signs and scale at 66+4ib.
+func dotIQ3XXSAVX2() {
+	var stab GPVirtual
+	latticeKernel("IQ3XXS", 98, 0.25, func(x, y, grid GPVirtual, ib int, acc VecVirtual) {
+		if ib == 0 {
+			stab = signTable()
+		}
+		g := gather4(grid, byteIndex(x, 2+8*ib))
+		aux := GP64()
+		MOVLQZX(Mem{Base: x, Disp: 66 + 4*ib}, aux)
+		sg := evenSigns(stab, aux)
+		q := YMM()
+		VMOVDQU(Mem{Base: y, Disp: q8KQS + 32*ib}, q)
+		VPSIGNB(sg, q, q)
+		SHRQ(U8(28), aux)
+		latticeDot(g, q, scaleAll(aux), acc)
+	})
+}
+
+// dotIQ2XSAVX2: four uint16 at 2+8ib (a 9-bit grid index, a 7-bit sign index),
+// the two 4-bit scales of the 32 weights in the byte at 66+ib.
+func dotIQ2XSAVX2() {
+	var stab GPVirtual
+	latticeKernel("IQ2XS", 74, 0.125, func(x, y, grid GPVirtual, ib int, acc VecVirtual) {
+		if ib == 0 {
+			stab = signTable()
+		}
+		g := gather8(grid, func(l int) GPVirtual {
+			r := GP64()
+			MOVWQZX(Mem{Base: x, Disp: 2 + 8*ib + 2*l}, r)
+			ANDQ(U32(511), r)
+			return r
+		})
+		sg := gather8(stab, func(l int) GPVirtual {
+			r := GP64()
+			MOVWQZX(Mem{Base: x, Disp: 2 + 8*ib + 2*l}, r)
+			SHRQ(U8(9), r)
+			return r
+		})
+		q := YMM()
+		VMOVDQU(Mem{Base: y, Disp: q8KQS + 32*ib}, q)
+		VPSIGNB(sg, q, q)
+		latticeDot(g, q, scaleHalves(Mem{Base: x, Disp: 66 + ib}), acc)
+	})
+}
+
+// dotIQ2SAVX2: the low 8 bits of four grid indices at 2+4ib, their top 2 bits in
+// the byte at 66+ib, the sign bits of the 32 weights at 34+4ib, the two scales
+// at 74+ib.
+func dotIQ2SAVX2() {
+	latticeKernel("IQ2S", 82, 0.125, func(x, y, grid GPVirtual, ib int, acc VecVirtual) {
+		qh := GP64()
+		MOVBQZX(Mem{Base: x, Disp: 66 + ib}, qh)
+		g := gather8(grid, func(l int) GPVirtual {
+			r, t := GP64(), GP64()
+			MOVQ(qh, t)
+			SHLQ(U8(8-2*l), t)
+			ANDQ(U32(0x300), t)
+			MOVBQZX(Mem{Base: x, Disp: 2 + 4*ib + l}, r)
+			ORQ(t, r)
+			return r
+		})
+		q := YMM()
+		VMOVDQU(Mem{Base: y, Disp: q8KQS + 32*ib}, q)
+		bitSigns(Mem{Base: x, Disp: 34 + 4*ib}, q)
+		latticeDot(g, q, scaleHalves(Mem{Base: x, Disp: 74 + ib}), acc)
+	})
+}
+
+// iq3SGroup adds the scaled products of IQ3_S's 32 weights ib to acc: the low
+// 8 bits of eight grid indices at 2+8ib, their ninth bits in the byte at 66+ib,
+// the sign bits at 74+4ib, the 4-bit scale in the byte at 106+ib/2.
+func iq3SGroup(x, y, grid GPVirtual, ib int, acc VecVirtual) {
+	qh := GP64()
+	MOVBQZX(Mem{Base: x, Disp: 66 + ib}, qh)
+	g := gather4(grid, func(k int) GPVirtual {
+		r, t := GP64(), GP64()
+		MOVQ(qh, t)
+		SHLQ(U8(8-k), t)
+		ANDQ(U32(256), t)
+		MOVBQZX(Mem{Base: x, Disp: 2 + 8*ib + k}, r)
+		ORQ(t, r)
+		return r
+	})
+	q := YMM()
+	VMOVDQU(Mem{Base: y, Disp: q8KQS + 32*ib}, q)
+	bitSigns(Mem{Base: x, Disp: 74 + 4*ib}, q)
+	s := GP64()
+	MOVBQZX(Mem{Base: x, Disp: 106 + ib/2}, s)
+	if ib%2 == 1 {
+		SHRQ(U8(4), s)
+	} else {
+		ANDQ(U8(15), s)
+	}
+	latticeDot(g, q, scaleAll(s), acc)
+}
+
+// dotIQ3SAVX2 emits the IQ3_S kernel in dotIQ3SRow's float order (ggml's):
+// each block's 8 int32 lanes converted and added to 8 float lanes by one fused
+// multiply-add with f16(x.d)·y.d, the lanes summed at the end as sum8.
+func dotIQ3SAVX2() {
+	TEXT("dotIQ3SAVX2", NOSPLIT, "func(x, y *byte, n int, grid *byte) float32")
+	Pragma("noescape")
+	Doc("dotIQ3SAVX2 is the dot product of n IQ3_S blocks at x with n q8KBlocks at y in ggml's float order; grid is the type's grid.")
+	x, y, n, grid := latticeParams()
+	facc := YMM()
+	VXORPS(facc, facc, facc)
+
+	Label("loop")
+	TESTQ(n, n)
+	JZ(LabelRef("done"))
+	acc := YMM()
+	VPXOR(acc, acc, acc)
+	for ib := 0; ib < 8; ib++ {
+		iq3SGroup(x, y, grid, ib, acc)
+	}
+	VCVTDQ2PS(acc, acc)
+	d := blockD(x, y)
+	dv := YMM()
+	VBROADCASTSS(d, dv)
+	VFMADD231PS(acc, dv, facc)
+	ADDQ(U32(110), x)
+	ADDQ(U32(q8KSize), y)
+	DECQ(n)
+	JMP(LabelRef("loop"))
+
+	Label("done")
+	s := hsum8(facc)
+	VZEROUPPER()
+	Store(s, ReturnIndex(0))
+	RET()
+}
+
+// iq1Finish adds (f16(x.d)·y.d)·(float32(sumi) + 0.125·float32(sumi1)) to sum,
+// the IQ1 types' float steps, sumi the total of acc's 8 int32, d in lane 0.
+func iq1Finish(d, acc VecVirtual, sumi1 GPVirtual, eighth, sum VecVirtual) {
+	s := hsumInt(acc)
+	s1 := XMM()
+	VMOVD(sumi1.As32(), s1)
+	VCVTDQ2PS(s1, s1)
+	VMULSS(eighth, s1, s1)
+	VADDSS(s1, s, s)
+	VMULSS(s, d, d)
+	VADDSS(d, sum, sum)
+}
+
+// dotIQ1SAVX2 emits the IQ1_S kernel: per 32 weights the low 8 bits of four
+// 11-bit grid indices at 2+4ib and the uint16 at 34+2ib (the indices' top 3
+// bits, the 3-bit scale, the shift's sign); the grid's bytes are -1, 0 or 1, so
+// VPSIGNB gives the products, VPMADDUBSW with ones their pair sums. The shifts'
+// sum Σ ls·delta·(the 32 activations' sum) comes from the bsums, in scalar
+// registers.
+func dotIQ1SAVX2() {
+	TEXT("dotIQ1SAVX2", NOSPLIT, "func(x, y *byte, n int, grid *byte) float32")
+	Pragma("noescape")
+	Doc("dotIQ1SAVX2 is the dot product of n IQ1_S blocks at x with n q8KBlocks at y; grid is the type's grid.")
+	x, y, n, grid := latticeParams()
+	sum := XMM()
+	VXORPS(sum, sum, sum)
+	eighth := XMM()
+	{
+		g := GP32()
+		MOVL(U32(math.Float32bits(0.125)), g)
+		VMOVD(g, eighth)
+	}
+	onesB := YMM()
+	VMOVDQU(byteOnes, onesB)
+
+	Label("loop")
+	TESTQ(n, n)
+	JZ(LabelRef("done"))
+	acc := YMM()
+	VPXOR(acc, acc, acc)
+	sumi1 := GP64()
+	XORQ(sumi1, sumi1)
+	for ib := 0; ib < 8; ib++ {
+		h := GP64()
+		MOVWQZX(Mem{Base: x, Disp: 34 + 2*ib}, h)
+		g := gather8(grid, func(l int) GPVirtual {
+			r, t := GP64(), GP64()
+			MOVQ(h, t)
+			if l > 0 {
+				SHRQ(U8(3*l), t)
+			}
+			ANDQ(U8(7), t)
+			SHLQ(U8(8), t)
+			MOVBQZX(Mem{Base: x, Disp: 2 + 4*ib + l}, r)
+			ORQ(t, r)
+			return r
+		})
+		q := YMM()
+		VMOVDQU(Mem{Base: y, Disp: q8KQS + 32*ib}, q)
+		VPSIGNB(g, q, q)
+		p := YMM()
+		VPMADDUBSW(q, onesB, p)
+		ls := GP64()
+		MOVQ(h, ls)
+		SHRQ(U8(12), ls)
+		ANDQ(U8(7), ls)
+		LEAQ(Mem{Base: ls, Index: ls, Scale: 1, Disp: 1}, ls)
+		// sumi1 += ls·delta·(bsums[2ib] + bsums[2ib+1]), delta -1 when bit 15.
+		b, b2 := GP64(), GP64()
+		MOVWQSX(Mem{Base: y, Disp: q8KBsums + 4*ib}, b)
+		MOVWQSX(Mem{Base: y, Disp: q8KBsums + 4*ib + 2}, b2)
+		ADDQ(b2, b)
+		IMULQ(ls, b)
+		SHRQ(U8(15), h)
+		NEGQ(h)
+		XORQ(h, b)
+		SUBQ(h, b)
+		ADDQ(b, sumi1)
+		sc := YMM()
+		VMOVD(ls.As32(), sc.AsX())
+		VPBROADCASTW(sc.AsX(), sc)
+		VPMADDWD(sc, p, p)
+		VPADDD(p, acc, acc)
+	}
+	iq1Finish(blockD(x, y), acc, sumi1, eighth, sum)
+	ADDQ(U32(50), x)
+	ADDQ(U32(q8KSize), y)
+	DECQ(n)
+	JMP(LabelRef("loop"))
+
+	Label("done")
+	VZEROUPPER()
+	Store(sum, ReturnIndex(0))
+	RET()
+}

@@ -1,0 +1,301 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/openai/openai-go"
+	"github.com/openai/openai-go/option"
+
+	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/tenancy"
+)
+
+// adaptersYAML serves the generated tiny llama with nine rank-16 adapters: seven
+// shared (ft-0…ft-6), one private to acme under an OpenAI-style fine-tune id, one
+// private to beta; gamma's plan allows one adapter only.
+const adaptersYAML = `
+ledger: {sync: process}
+models:
+  - {id: tiny, path: $TINY, max_model_len: 256, max_concurrency: 16, prompt_usd_per_1k: 0.001, completion_usd_per_1k: 0.002}
+adapters:
+  - {id: ft-0, path: $LORA0, base: tiny}
+  - {id: ft-1, path: $LORA1, base: tiny}
+  - {id: ft-2, path: $LORA2, base: tiny}
+  - {id: ft-3, path: $LORA3, base: tiny}
+  - {id: ft-4, path: $LORA4, base: tiny}
+  - {id: ft-5, path: $LORA5, base: tiny}
+  - {id: ft-6, path: $LORA8, base: tiny}
+  - {id: "ft:tiny:acme:support", path: $LORA6, base: tiny, tenant: acme}
+  - {id: "ft:tiny:beta:private", path: $LORA7, base: tiny, tenant: beta}
+plans:
+  open: {}
+  narrow: {allowed_adapters: [ft-0]}
+tenants:
+  - {id: acme, plan: open}
+  - {id: beta, plan: open}
+  - {id: gamma, plan: narrow}
+`
+
+// adapterModelIDs lists the ids of /v1/models for tenant, through the SDK.
+func adapterModelIDs(t *testing.T, es *engineServer, tenant string) []string {
+	t.Helper()
+	c := es.sdk(tenant)
+	page, err := c.Models.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, m := range page.Data {
+		ids = append(ids, m.ID)
+	}
+	return ids
+}
+
+// rawCall sends body to path with tenant's key (Bearer, and x-api-key for
+// Anthropic's API) and returns the status and the body.
+func rawCall(t *testing.T, es *engineServer, tenant, method, path, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, es.base+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+es.keys[tenant])
+	req.Header.Set("x-api-key", es.keys[tenant])
+	req.Header.Set("anthropic-version", "2023-06-01")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestAdaptersListedPerTenant: /v1/models lists the base, the shared adapters and
+// the tenant's own private one (with its base as parent), never another tenant's
+// private adapter; a plan's allowed_adapters narrows the list.
+func TestAdaptersListedPerTenant(t *testing.T) {
+	es := startEngine(t, adaptersYAML, engine.Config{})
+	shared := []string{"tiny", "ft-0", "ft-1", "ft-2", "ft-3", "ft-4", "ft-5", "ft-6"}
+	for _, c := range []struct {
+		tenant string
+		want   []string
+	}{
+		{"acme", append(slices.Clone(shared), "ft:tiny:acme:support")},
+		{"beta", append(slices.Clone(shared), "ft:tiny:beta:private")},
+		{"gamma", []string{"tiny", "ft-0"}},
+	} {
+		if got := adapterModelIDs(t, es, c.tenant); !slices.Equal(got, c.want) {
+			t.Errorf("%s's /v1/models: %v, want %v", c.tenant, got, c.want)
+		}
+	}
+	st, body := rawCall(t, es, "acme", "GET", "/v1/models/ft:tiny:acme:support", "")
+	var m struct {
+		ID, OwnedBy, Parent string `json:",omitempty"`
+	}
+	var raw map[string]any
+	json.Unmarshal([]byte(body), &raw)
+	m.ID, _ = raw["id"].(string)
+	m.OwnedBy, _ = raw["owned_by"].(string)
+	m.Parent, _ = raw["parent"].(string)
+	if st != 200 || m.ID != "ft:tiny:acme:support" || m.OwnedBy != "acme" || m.Parent != "tiny" {
+		t.Errorf("GET /v1/models/{acme's adapter} as acme: %d %s", st, body)
+	}
+}
+
+// TestPrivateAdapterIsNotFound: another tenant's private adapter answers exactly
+// as a model that was never configured (404 model_not_found, the same message but
+// for the id) in every API that takes a model: chat, completions, responses,
+// Anthropic's messages and count_tokens, embeddings and GET /v1/models/{id}; an
+// adapter the plan does not allow is a 404 too; nothing reaches the engine.
+func TestPrivateAdapterIsNotFound(t *testing.T) {
+	es := startEngine(t, adaptersYAML, engine.Config{})
+	calls := []struct{ method, path, body string }{
+		{"POST", "/v1/chat/completions", `{"model":%q,"messages":[{"role":"user","content":"hi"}],"max_tokens":2}`},
+		{"POST", "/v1/completions", `{"model":%q,"prompt":"hi","max_tokens":2}`},
+		{"POST", "/v1/responses", `{"model":%q,"input":"hi","max_output_tokens":2}`},
+		{"POST", "/v1/messages", `{"model":%q,"messages":[{"role":"user","content":"hi"}],"max_tokens":2}`},
+		{"POST", "/v1/messages/count_tokens", `{"model":%q,"messages":[{"role":"user","content":"hi"}]}`},
+		{"POST", "/v1/embeddings", `{"model":%q,"input":"hi"}`},
+		{"GET", "/v1/models/%s", ``},
+	}
+	steps := es.block.Models()[0].Steps
+	for _, c := range []struct{ tenant, id string }{{"beta", "ft:tiny:acme:support"}, {"acme", "ft:tiny:beta:private"}, {"gamma", "ft-1"}} {
+		for _, call := range calls {
+			do := func(id string) (int, string) {
+				path, body := call.path, call.body
+				if strings.Contains(path, "%s") {
+					path = fmt.Sprintf(path, id)
+				} else {
+					body = fmt.Sprintf(body, id)
+				}
+				return rawCall(t, es, c.tenant, call.method, path, body)
+			}
+			st, body := do(c.id)
+			nst, nbody := do("no-such-model")
+			if st != 404 || !strings.Contains(body, "model_not_found") && !strings.Contains(body, "not_found_error") {
+				t.Errorf("%s %s %s as %s: %d %s, want 404 model_not_found (Anthropic's not_found_error)", call.method, call.path, c.id, c.tenant, st, body)
+			}
+			if st != nst || strings.ReplaceAll(body, c.id, "no-such-model") != nbody {
+				t.Errorf("%s %s as %s: %s's answer\n  %d %s\nis not a never-configured id's\n  %d %s", call.method, call.path, c.tenant, c.id, st, body, nst, nbody)
+			}
+		}
+	}
+	if es.block.Models()[0].Steps != steps {
+		t.Error("a refused request reached the engine")
+	}
+}
+
+// TestAdapterServedThroughSDK: a request naming an adapter runs on its base with
+// the adapter (tokens unlike the bare base's), its answer names the adapter, the
+// headers name both, and the ledger records the adapter beside the model.
+func TestAdapterServedThroughSDK(t *testing.T) {
+	es := startEngine(t, adaptersYAML, engine.Config{})
+	ask := func(model string) (*openai.ChatCompletion, *http.Response) {
+		var raw *http.Response
+		c := es.sdk("acme")
+		resp, err := c.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
+			Model:       model,
+			Messages:    []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Tell me about the sea")},
+			MaxTokens:   openai.Int(12),
+			Temperature: openai.Float(0),
+		}, option.WithResponseInto(&raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp, raw
+	}
+	bare, _ := ask("tiny")
+	ad, raw := ask("ft:tiny:acme:support")
+	if ad.Model != "ft:tiny:acme:support" || raw.Header.Get("X-LMLite-Model") != "tiny" || raw.Header.Get("X-LMLite-Adapter") != "ft:tiny:acme:support" {
+		t.Errorf("answer names %q, headers %q %q", ad.Model, raw.Header.Get("X-LMLite-Model"), raw.Header.Get("X-LMLite-Adapter"))
+	}
+	if ad.Choices[0].Message.Content == bare.Choices[0].Message.Content {
+		t.Errorf("the adapter changed nothing: %q", ad.Choices[0].Message.Content)
+	}
+	var found bool
+	var led []tenancy.Entry
+	es.store.Ledger(func(e tenancy.Entry) error { led = append(led, e); return nil })
+	for _, e := range led {
+		if e.Adapter == "ft:tiny:acme:support" {
+			found = e.Model == "tiny" && e.Tenant == "acme" && e.CompletionTokens == 12 && e.Cost > 0
+		}
+	}
+	if !found {
+		t.Errorf("no ledger entry for the adapter with its base as model: %+v", led)
+	}
+}
+
+// TestAdaptersMixedBatchThroughSDK: 16 concurrent chat requests over 8 adapters
+// (two each, different prompts and seeds) give each the same text as it gets
+// alone, and they shared batched steps.
+func TestAdaptersMixedBatchThroughSDK(t *testing.T) {
+	es := startEngine(t, adaptersYAML, engine.Config{})
+	ads := []string{"ft-0", "ft-1", "ft-2", "ft-3", "ft-4", "ft-5", "ft-6", "ft:tiny:acme:support"}
+	ask := func(i int) (string, error) {
+		c := es.sdk("acme")
+		resp, err := c.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
+			Model:       ads[i%8],
+			Messages:    []openai.ChatCompletionMessageParamUnion{openai.UserMessage(fmt.Sprintf("Story %d about a %s", i, []string{"ship", "dragon"}[i/8]))},
+			MaxTokens:   openai.Int(16),
+			Temperature: openai.Float(0.8),
+			Seed:        openai.Int(int64(i)),
+		})
+		if err != nil {
+			return "", err
+		}
+		return resp.Choices[0].Message.Content, nil
+	}
+	alone := make([]string, 16)
+	for i := range alone {
+		var err error
+		if alone[i], err = ask(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := es.block.Models()[0]
+	got := make([]string, 16)
+	errs := make([]error, 16)
+	var wg sync.WaitGroup
+	for i := range got {
+		wg.Add(1)
+		go func() { defer wg.Done(); got[i], errs[i] = ask(i) }()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	for i := range got {
+		if got[i] != alone[i] {
+			t.Errorf("request %d on %s: %q in the batch, %q alone", i, ads[i%8], got[i], alone[i])
+		}
+	}
+	after := es.block.Models()[0]
+	if steps, seqs := after.Steps-before.Steps, after.StepSeqs-before.StepSeqs; float64(seqs)/float64(steps) < 2 {
+		t.Errorf("little batching: %d sequences in %d steps", seqs, steps)
+	}
+}
+
+// TestAdminAdapters: the admin key lists the adapters (base, owner, state, bytes)
+// and loads and unloads one; a tenant's key may not; the adapter's state shows in
+// the owner's /v1/models.
+func TestAdminAdapters(t *testing.T) {
+	es := startEngineWith(t, adaptersYAML, engine.Config{}, Options{AdminKey: "admin-secret"}, nil)
+	admin := func(method, path, key string) (int, string) {
+		req, _ := http.NewRequest(method, es.base+path, nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	type row struct {
+		ID, Base, Tenant, State string
+		Bytes                   int64
+	}
+	list := func() map[string]row {
+		st, body := admin("GET", "/admin/adapters", "admin-secret")
+		var l struct{ Data []row }
+		if err := json.Unmarshal([]byte(body), &l); st != 200 || err != nil {
+			t.Fatalf("GET /admin/adapters: %d %s %v", st, body, err)
+		}
+		out := map[string]row{}
+		for _, r := range l.Data {
+			out[r.ID] = r
+		}
+		return out
+	}
+	const id = "ft:tiny:acme:support"
+	if r := list()[id]; r.Base != "tiny" || r.Tenant != "acme" || r.State != engine.AdapterUnloaded || r.Bytes <= 0 {
+		t.Fatalf("before any request: %+v", r)
+	}
+	if st, _ := admin("POST", "/admin/adapters/"+id+"/load", es.keys["acme"]); st != 401 {
+		t.Errorf("a tenant's key loads an adapter: %d", st)
+	}
+	if st, body := admin("POST", "/admin/adapters/"+id+"/load", "admin-secret"); st != 200 || list()[id].State != engine.AdapterLoaded {
+		t.Fatalf("load: %d %s, state %s", st, body, list()[id].State)
+	}
+	_, body := rawCall(t, es, "acme", "GET", "/v1/models/"+id, "")
+	if !strings.Contains(body, `"state":"loaded"`) {
+		t.Errorf("/v1/models/{id} after the load: %s", body)
+	}
+	if st, body := admin("POST", "/admin/adapters/"+id+"/unload", "admin-secret"); st != 200 || list()[id].State != engine.AdapterUnloaded {
+		t.Fatalf("unload: %d %s, state %s", st, body, list()[id].State)
+	}
+	if st, _ := admin("POST", "/admin/adapters/nope/load", "admin-secret"); st != 404 {
+		t.Errorf("an unknown adapter: %d", st)
+	}
+}
