@@ -114,6 +114,12 @@ func main() {
 		attnTileAccum(nq)
 		attnTileFused(nq)
 	}
+	accumKV("Q8_0")
+	accumKV("Q4_0")
+	accumKVChunk("Q8_0")
+	accumKVChunk("Q4_0")
+	attnScoresKV("Q8_0")
+	attnScoresKV("Q4_0")
 	attnF32Constants()
 	attnChunkF32()
 	attnChunkF32F16()

@@ -29,6 +29,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/lmlite/lmlite/engine/kernels"
 	"github.com/lmlite/lmlite/engine/spec"
 	"github.com/lmlite/lmlite/money"
 	"github.com/lmlite/lmlite/policies"
@@ -165,6 +166,8 @@ type Model struct {
 	KVWarm             string `yaml:"kv_warm"`              // warm tier per replica for blocks evicted from hot ("2GiB"); "": none
 	KVWarmFile         string `yaml:"kv_warm_file"`         // keep the warm tier in this file instead of host memory; it survives unloads and restarts
 	AdapterMemory      string `yaml:"adapter_memory"`       // LoRA adapters (adapters:) loaded at once over it ("256MiB"), least recently used unloaded first; "": all of its adapters
+	KVCacheTypeK       string `yaml:"kv_cache_type_k"`      // how the KV cache stores K: f16 (""), q8_0 or q4_0 (llama.cpp's -ctk); the budgets count the stored bytes
+	KVCacheTypeV       string `yaml:"kv_cache_type_v"`      // how it stores V (llama.cpp's -ctv)
 	DisablePrefixCache bool   `yaml:"disable_prefix_cache"` // never reuse a cached prompt prefix
 	Embeddings         bool   `yaml:"embeddings"`           // serve /v1/embeddings from it (on anyway when the GGUF declares a pooling type)
 	WorkerGroup        string `yaml:"worker_group"`         // engine mode workers: models of one group share a worker process; "": the model's own
@@ -396,6 +399,15 @@ func (c *Config) Validate() error {
 		}
 		if _, err := ParseBytes(m.KVWarm); err != nil {
 			return bad(f+".kv_warm", "%v", err)
+		}
+		if _, err := kernels.ParseKVType(m.KVCacheTypeK); err != nil {
+			return bad(f+".kv_cache_type_k", "%v", err)
+		}
+		if _, err := kernels.ParseKVType(m.KVCacheTypeV); err != nil {
+			return bad(f+".kv_cache_type_v", "%v", err)
+		}
+		if (m.KVCacheTypeK != "" || m.KVCacheTypeV != "") && m.Upstream != nil {
+			return bad(f, "kv_cache_type_k and kv_cache_type_v are for embedded models")
 		}
 		if n, ok := strings.CutPrefix(m.Device, "gpu:"); m.Device != "" && m.Device != "host" && (!ok || n == "" || strings.Trim(n, "0123456789") != "") {
 			return bad(f+".device", "%q is neither host nor gpu:N", m.Device)

@@ -36,6 +36,8 @@ type ModelConfig struct {
 	KVCacheBytes       int64  `yaml:"kv_cache_bytes"`       // hot pool; 0: room for MaxModelConcurrency sequences of MaxModelLen
 	KVWarmBytes        int64  `yaml:"kv_warm_bytes"`        // warm tier; 0: none (evicted blocks are dropped)
 	KVWarmFile         string `yaml:"kv_warm_file"`         // the warm tier in this file (mapped) instead of host memory; it survives unloads and restarts (with its .index)
+	KVCacheTypeK       string `yaml:"kv_cache_type_k"`      // how K rows are stored: "f16" ("": the default), "q8_0" or "q4_0" (llama.cpp's -ctk and block formats); KVCacheBytes and KVWarmBytes count the stored bytes
+	KVCacheTypeV       string `yaml:"kv_cache_type_v"`      // how V rows are stored (llama.cpp's -ctv)
 	DisablePrefixCache bool   `yaml:"disable_prefix_cache"` // no lookups, nothing published
 
 	// Embeddings serves Block.Embed (/v1/embeddings) from this model; on by default

@@ -19,6 +19,7 @@ import (
 	"github.com/lmlite/lmlite/engine/device"
 	"github.com/lmlite/lmlite/engine/gguf"
 	"github.com/lmlite/lmlite/engine/grammar"
+	"github.com/lmlite/lmlite/engine/kernels"
 	"github.com/lmlite/lmlite/engine/lease"
 	"github.com/lmlite/lmlite/engine/model"
 	"github.com/lmlite/lmlite/engine/sched"
@@ -256,6 +257,9 @@ func newInstance(b *Block, mc ModelConfig, log *slog.Logger) (*instance, error) 
 	}
 	kc := kvcache.Config{Layers: cfg.Layers, KVHeads: cfg.KVHeads, HeadDim: cfg.HeadDim, BlockTokens: kvBlockTokens,
 		WarmBytes: mc.KVWarmBytes, WarmFile: mc.KVWarmFile, WarmFileTag: warmFileTag(mc.Path, f.Size())}
+	if kc.TypeK, kc.TypeV, err = kvTypes(mc, cfg.HeadDim); err != nil {
+		return nil, err
+	}
 	kc.Blocks = kc.BlocksFor(mc.MaxModelLen+1, mc.MaxModelConcurrency, 0)
 	if mc.KVCacheBytes > 0 {
 		kc.Blocks = int(mc.KVCacheBytes / kc.BlockBytes())
@@ -505,4 +509,24 @@ func (b *Block) Close() error {
 	close(b.stop)
 	b.janitor.Wait()
 	return nil
+}
+
+// kvTypes reads a model's kv_cache_type_k and kv_cache_type_v (an error matching
+// kernels.ErrKVType otherwise): llama.cpp's names, and a block format only where the
+// head size is a whole number of blocks.
+func kvTypes(mc ModelConfig, hd int) (k, v kernels.KVType, err error) {
+	for _, c := range []struct {
+		name, val string
+		dst       *kernels.KVType
+	}{{"kv_cache_type_k", mc.KVCacheTypeK, &k}, {"kv_cache_type_v", mc.KVCacheTypeV, &v}} {
+		t, err := kernels.ParseKVType(c.val)
+		if err == nil {
+			err = kernels.CheckKVType(t, hd)
+		}
+		if err != nil {
+			return 0, 0, fmt.Errorf("engine: model %s: %s: %w", mc.ID, c.name, err)
+		}
+		*c.dst = t
+	}
+	return k, v, nil
 }

@@ -53,7 +53,11 @@
 // replayed from. In a file (KVWarmFile) the warm tier outlives the model: an unload
 // demotes the cached blocks into it and writes its index, so a long system prompt
 // cached before a scale to zero, or a restart, is replayed after it (kvcache's
-// persist.go). Before loading, a model leases those bytes (engine/lease) on its
+// persist.go). KVCacheTypeK and KVCacheTypeV store the pool's rows as llama.cpp's
+// q8_0 or q4_0 blocks (-ctk / -ctv) instead of binary16; the byte budgets count the
+// blocks, so the same KVCacheBytes holds 1.88× (q8_0) or 3.56× (q4_0) the tokens,
+// the warm tier and its file keep the blocks quantized, and attention reads them
+// directly (kernels.AttendBlocksKV). Before loading, a model leases those bytes (engine/lease) on its
 // device (ModelConfig.Device: "host", the default, or "gpu:N"; execution is on the
 // CPU either way) against that device's budget (Config.Devices, default
 // device.Probe().Capacities: the MemoryBudget, or host memory minus a margin, for

@@ -171,3 +171,11 @@ type storeAdmitter interface {
 type apiKeyer interface {
 	apiKey(h *fasthttp.RequestHeader) []byte
 }
+
+// brokenAppender is a codec whose streams end otherwise than OpenAI's chat when a
+// stream relayed from another process breaks (forward.Ender; OpenAI's chat and
+// completions: an error event, then data: [DONE]): appendBroken appends the
+// events that end it with e, after events whole events were relayed.
+type brokenAppender interface {
+	appendBroken(b []byte, events int, e *apiError) []byte
+}

@@ -34,7 +34,7 @@ func (l deadlineListener) Accept() (net.Conn, error) {
 // socket's send buffer full) so loses its connection after d: fasthttp then closes
 // the response's body stream, a stream writer's next Flush fails, and the request is
 // cancelled and settled as for a client that went away (run.go, streamEmbedded;
-// choices.go; upstream.go; forward.go, relay). A slow client that keeps reading is
+// choices.go; upstream.go; package forward, relay). A slow client that keeps reading is
 // never cut: every write that moves bytes gives the rest another d.
 type deadlineConn struct {
 	net.Conn

@@ -2,7 +2,37 @@
 // with API-key auth, per-tenant quotas and budgets, TierSet routing, server-sent-event
 // streaming, Prometheus metrics and an admin API.
 //
-// # The request path
+// # A request in eight steps
+//
+// A generation request (OpenAI's chat or completions, OpenAI's Responses,
+// Anthropic's Messages) goes one way through one core; the packages it meets:
+//
+//  1. gateway (server.go, Server.handle): an id, the endpoint's codec (codec.go:
+//     chat/completions in openai.go, Responses in responses*.go, Messages in
+//     messages*.go rendering through gateway/anthropic), then
+//     Server.handleGenerate (run.go), after which every error
+//     is answered in the codec's shape.
+//  2. tenancy and policies: the key (where the codec reads it) authenticates a
+//     tenant; the tenant is admitted from the header alone (concurrency,
+//     requests/s) before the body is read.
+//  3. The codec decodes the body into the core request (input: messages, features,
+//     sampling, limits, stream); a bad field is a 400 naming it in its API's terms.
+//  4. gateway/forward: with a registry (package registry), a request for a model
+//     another process serves is forwarded there (peers.go decides, Server.forwardBy;
+//     forward.Forwarder sends and relays), and a stream that breaks ends with the
+//     client's codec's error event (forward.Ender).
+//  5. tenancy again: tokens/min and money (the request's least cost), before any
+//     expensive work.
+//  6. tiers (route.go, job.choose): one routing decision over the candidates' exact
+//     worst cases (the prompt rendered and tokenized once per model by the engine).
+//  7. engine (or an upstream server, upstream.go): the reservation on the ticket,
+//     then the generation; a refusal before answering releases and takes the next
+//     choice.
+//  8. The codec's output renders the core's events (outEvent) or its whole, every
+//     stream framed and flushed by internal/sse; tenancy settles the ticket and
+//     usage records it before the answer completes.
+//
+// # Each step in detail
 //
 // Every generation request goes one way through one core, whatever its wire format:
 // the format is a codec (codec.go, the contract), which decodes the body into the
@@ -40,7 +70,7 @@
 //     buffer, never kept or decoded. Every refusal after this (a bad body, a 400 or
 //     404 below, tokens/min, money) settles the ticket at no cost: its slot is
 //     freed at once, its requests/s token stays spent, and it has a ledger entry
-//     (status, cost 0). A process with peers (forward.go) admits a request the
+//     (status, cost 0). A process with peers (peers.go) admits a request the
 //     body may send elsewhere at step 5 instead (the receiving process alone
 //     admits it); one forwarded to it, here.
 //  3. codec.decode into the core request (OpenAI's: parse.go, input.decodeChat,
@@ -76,17 +106,20 @@
 //     With a registry (Options.Peers: several processes sharing a Redis), a request
 //     naming a model this process does not serve, or has scaled to zero while
 //     another holds it ready, is forwarded here to that process as it came
-//     (forward.go, Server.maybeForward, registry.Pick; preferring a process warm
+//     (peers.go, Server.maybeForward, registry.Pick; preferring a process warm
 //     for the prompt's prefix key, prefix.go) and its answer relayed; the
 //     receiving process alone admits, charges and ledgers it. A request routed by
 //     tier whose best tier only another process has goes there before admission
 //     (job.maybeForwardTier, registry.PickTier). A forwarded request asks for a
 //     102 Processing (AckHeader) and waits at most Options.ForwardFirstByte for it:
 //     502 node_unresponsive past it; a node lost under it is a 502 node_lost, or an
-//     SSE error event mid-stream (relay). A forwarded event stream may go at most
-//     Options.ForwardIdle without a byte (an error event node_unresponsive past it);
-//     the receiving process writes ": keep-alive" comments when it has written
-//     nothing for a third of that (KeepAliveHeader, keepAlive), which relay drops.
+//     error event mid-stream (package forward's relay), in the client's API
+//     (forward.Ender, streamEnder: OpenAI's chat an {"error":…} event and [DONE];
+//     Responses an error event in sequence; Messages event: error). A forwarded
+//     event stream may go at most Options.ForwardIdle without a byte (an error
+//     event node_unresponsive past it); the receiving process writes
+//     ": keep-alive" comments when it has written nothing for a third of that
+//     (KeepAliveHeader, keepAlive), which the relay drops.
 //  5. run.go, job.serve: admission, before any expensive work (the chat template,
 //     the tokenizer, the router). A batch line is admitted here by
 //     tenancy.Tenancy.AdmitBatchLine (its budgets only); any other request by
@@ -133,7 +166,8 @@
 //     (codec.newOutput, job.startOutput) renders it. run.go, job.respondEmbedded /
 //     job.streamEmbedded (one plain choice): a whole (output.appendWhole), or
 //     outEvents (output.appendEvent, then appendEnd; OpenAI's: chunks flushed per
-//     token ending "data: [DONE]"), a failure mid-stream an outError event; an output
+//     token ending "data: [DONE]"; every event framed by internal/sse, Begin/End,
+//     and written by an sse.Writer), a failure mid-stream an outError event; an output
 //     that is a pinger writes its own keep-alive event while the stream waits
 //     (keepAlive); one that is a finisher is told the whole or the error once the
 //     request is settled. A client that goes away cancels
@@ -292,7 +326,8 @@
 // # Anthropic's Messages API
 //
 // POST /v1/messages is Anthropic's Messages API as a codec over the same core
-// (codec.go; messages.go decodes, messages_out.go renders): the key comes as
+// (codec.go; messages.go decodes, messages_out.go renders through package
+// anthropic, which holds the Message, its event stream and the error shape): the key comes as
 // x-api-key or "Authorization: Bearer"; anthropic-version and anthropic-beta are
 // accepted and change nothing. The body is decoded strictly (an unknown member is a
 // 400 naming it) into the chat request: system (a string or text blocks) first,

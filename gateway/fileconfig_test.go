@@ -65,6 +65,7 @@ func engineConfigOf(m *configs.Model) engine.ModelConfig {
 		BatchChunkTokens: max(m.BatchChunk, 0), AttnF32MinPrompt: m.AttnF32MinPrompt, Speculative: m.Speculative,
 		GrammarMaskSteps: m.GrammarMaskSteps, GrammarRequestSteps: m.GrammarRequestSteps,
 		KVCacheBytes: bytes(m.KVCache), KVWarmBytes: bytes(m.KVWarm), AdapterMemory: bytes(m.AdapterMemory), KVWarmFile: m.KVWarmFile,
+		KVCacheTypeK: m.KVCacheTypeK, KVCacheTypeV: m.KVCacheTypeV,
 		DisablePrefixCache: m.DisablePrefixCache, Embeddings: m.Embeddings,
 	}
 }

@@ -460,55 +460,182 @@ func TestForwardTierToTheNodeWithIt(t *testing.T) {
 	}
 }
 
-// TestForwardedStreamOnALostNode: a stream forwarded by A to B, which stops
-// announcing after its first tokens (as a hung or killed process does), ends as an
-// embedded stream ends on an engine failure: the tokens so far, one SSE error event
-// (server_error, node_lost), then data: [DONE]; and every event the client got is
-// whole JSON.
-func TestForwardedStreamOnALostNode(t *testing.T) {
-	a, b, _, keys := twoPeers(t)
-	b.eng.Delay = 100 * time.Millisecond
+// sseEvent is one event of a stream as a client reads it: its name and its data.
+type sseEvent struct{ name, data string }
+
+// streamThrough posts body as a stream to path on gateway a and reads its events;
+// when an event's data contains cut (if not ""), it calls onCut once.
+func streamThrough(t *testing.T, a *peer, key, path, body, cut string, onCut func()) []sseEvent {
+	t.Helper()
 	conn, err := net.Dial("tcp", strings.TrimPrefix(a.url, "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(20 * time.Second))
-	body := `{"model": "big", "messages": [{"role":"user","content":"x"}], "max_tokens": 100, "stream": true}`
-	fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
-		keys["acme"], len(body), body)
+	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
+		path, key, len(body), body)
 	rd := bufio.NewReader(conn)
-	var events []string
-	stopped := false
+	var events []sseEvent
+	var name string
 	for {
 		line, err := rd.ReadString('\n')
 		if err != nil {
 			break
 		}
-		if d, ok := strings.CutPrefix(strings.TrimSpace(line), "data: "); ok {
-			events = append(events, d)
-			if strings.Contains(d, `"content":"w1 "`) && !stopped {
-				stopped = true
-				b.k.Close() // B withdraws: gone from A's snapshot at its next refresh
+		line = strings.TrimRight(line, "\r\n")
+		if n, ok := strings.CutPrefix(line, "event: "); ok {
+			name = n
+		}
+		if d, ok := strings.CutPrefix(line, "data: "); ok {
+			events = append(events, sseEvent{name, d})
+			name = ""
+			if cut != "" && strings.Contains(d, cut) && onCut != nil {
+				onCut()
+				onCut = nil
 			}
 		}
 	}
-	if len(events) < 3 || events[len(events)-1] != "[DONE]" {
-		t.Fatalf("events %q", events)
+	return events
+}
+
+// forwardedStreamCases are a stream in each API lmlite serves, as the client writes
+// it, and how each API says an error happened in the middle of its stream: checkErr
+// checks the events that end a stream which broke after evs (nil: ok), done those
+// of a complete stream.
+var forwardedStreamCases = []struct {
+	name, path, body string
+	broken           func(evs []sseEvent) error
+	complete         func(evs []sseEvent) error
+}{
+	{"chat", "/v1/chat/completions", `{"model": "big", "messages": [{"role":"user","content":"x"}], "max_tokens": %d, "stream": true}`,
+		func(evs []sseEvent) error {
+			// OpenAI's chat: data: {"error": {...}}, then data: [DONE].
+			if len(evs) < 3 || evs[len(evs)-1].data != "[DONE]" {
+				return fmt.Errorf("no [DONE] at the end")
+			}
+			var e struct {
+				Error struct{ Type, Code, Message string }
+			}
+			if err := json.Unmarshal([]byte(evs[len(evs)-2].data), &e); err != nil || e.Error.Code != "node_lost" || e.Error.Type != "server_error" {
+				return fmt.Errorf("the event before [DONE]: %s (%v)", evs[len(evs)-2].data, err)
+			}
+			return nil
+		},
+		func(evs []sseEvent) error {
+			if evs[len(evs)-1].data != "[DONE]" {
+				return fmt.Errorf("no [DONE] at the end")
+			}
+			return nil
+		}},
+	{"responses", "/v1/responses", `{"model": "big", "input": "x", "max_output_tokens": %d, "stream": true}`,
+		func(evs []sseEvent) error {
+			// OpenAI's Responses: event: error, {"type":"error","code","message",
+			// "param","sequence_number"}, numbered after the events before it; no
+			// [DONE] (the Responses API has none).
+			last := evs[len(evs)-1]
+			var e struct {
+				Type, Code, Message string
+				Seq                 *int `json:"sequence_number"`
+			}
+			if err := json.Unmarshal([]byte(last.data), &e); err != nil || last.name != "error" || e.Type != "error" || e.Code != "node_lost" ||
+				e.Message == "" || e.Seq == nil || *e.Seq != len(evs)-1 {
+				return fmt.Errorf("the last event: %q %s (%v)", last.name, last.data, err)
+			}
+			for _, ev := range evs {
+				if ev.data == "[DONE]" || strings.HasPrefix(ev.data, `{"error"`) {
+					return fmt.Errorf("an event of OpenAI's chat shape: %s", ev.data)
+				}
+			}
+			return nil
+		},
+		func(evs []sseEvent) error {
+			if evs[len(evs)-1].name != "response.completed" && evs[len(evs)-1].name != "response.incomplete" {
+				return fmt.Errorf("the last event is %q", evs[len(evs)-1].name)
+			}
+			return nil
+		}},
+	{"messages", "/v1/messages", `{"model": "big", "messages": [{"role":"user","content":"x"}], "max_tokens": %d, "stream": true}`,
+		func(evs []sseEvent) error {
+			// Anthropic's: event: error, {"type":"error","error":{"type","message"}},
+			// and nothing after it (no message_stop).
+			last := evs[len(evs)-1]
+			var e struct {
+				Type  string
+				Error struct{ Type, Message string }
+			}
+			if err := json.Unmarshal([]byte(last.data), &e); err != nil || last.name != "error" || e.Type != "error" ||
+				e.Error.Type != "api_error" || !strings.Contains(e.Error.Message, "stopped answering") {
+				return fmt.Errorf("the last event: %q %s (%v)", last.name, last.data, err)
+			}
+			for _, ev := range evs {
+				if ev.name == "message_stop" || ev.data == "[DONE]" || strings.HasPrefix(ev.data, `{"error"`) {
+					return fmt.Errorf("an event that does not belong: %q %s", ev.name, ev.data)
+				}
+			}
+			return nil
+		},
+		func(evs []sseEvent) error {
+			if evs[len(evs)-1].name != "message_stop" {
+				return fmt.Errorf("the last event is %q", evs[len(evs)-1].name)
+			}
+			return nil
+		}},
+}
+
+// TestForwardedStreamOnALostNode: a stream forwarded by A to B, which stops
+// announcing after its first tokens (as a hung or killed process does), ends as an
+// embedded stream ends on an engine failure, in the client's API: the tokens so far,
+// then the error event of that API (OpenAI's chat: {"error":{...}} and [DONE];
+// Responses: an error event numbered in sequence; Anthropic's Messages: event: error
+// with {"type":"error","error":{...}}); and every event the client got is whole
+// JSON.
+func TestForwardedStreamOnALostNode(t *testing.T) {
+	for _, c := range forwardedStreamCases {
+		t.Run(c.name, func(t *testing.T) {
+			a, b, _, keys := twoPeers(t)
+			b.eng.Delay = 100 * time.Millisecond
+			events := streamThrough(t, a, keys["acme"], c.path, fmt.Sprintf(c.body, 100), "w1 ", func() {
+				b.k.Close() // B withdraws: gone from A's snapshot at its next refresh
+			})
+			if len(events) < 3 {
+				t.Fatalf("events %q", events)
+			}
+			if err := c.broken(events); err != nil {
+				t.Fatalf("%v; events %q", err, events)
+			}
+			for _, ev := range events {
+				if ev.data != "[DONE]" && !json.Valid([]byte(ev.data)) {
+					t.Fatalf("a broken event: %q", ev.data)
+				}
+			}
+			if all := fmt.Sprint(events); strings.Contains(all, "w99 ") || strings.Contains(all, `"length"`) || strings.Contains(all, "max_tokens") {
+				t.Fatal("the stream ran to its end: B was not cut")
+			}
+		})
 	}
-	var e struct {
-		Error struct{ Type, Code, Message string }
-	}
-	if err := json.Unmarshal([]byte(events[len(events)-2]), &e); err != nil || e.Error.Code != "node_lost" || e.Error.Type != "server_error" {
-		t.Fatalf("the event before [DONE]: %s (%v)", events[len(events)-2], err)
-	}
-	for _, d := range events[:len(events)-1] {
-		if !json.Valid([]byte(d)) {
-			t.Fatalf("a broken event: %q", d)
-		}
-	}
-	if strings.Contains(strings.Join(events, ""), `"finish_reason":"length"`) {
-		t.Fatal("the stream ran to its end: B was not cut")
+}
+
+// TestForwardedStreamComplete: a stream forwarded whole, in each API, ends as that
+// API ends it, with no error event added by the relay (a Messages or Responses
+// stream has no [DONE]: its own last event ends it).
+func TestForwardedStreamComplete(t *testing.T) {
+	a, _, _, keys := twoPeers(t)
+	for _, c := range forwardedStreamCases {
+		t.Run(c.name, func(t *testing.T) {
+			events := streamThrough(t, a, keys["acme"], c.path, fmt.Sprintf(c.body, 3), "", nil)
+			if len(events) < 3 {
+				t.Fatalf("events %q", events)
+			}
+			if err := c.complete(events); err != nil {
+				t.Fatalf("%v; events %q", err, events)
+			}
+			for _, ev := range events {
+				if ev.name == "error" || strings.Contains(ev.data, "node_lost") || strings.Contains(ev.data, "node_unresponsive") {
+					t.Fatalf("an error event in a complete stream: %q", events)
+				}
+			}
+		})
 	}
 }
 
@@ -761,63 +888,6 @@ func TestForwardedStreamThatStalls(t *testing.T) {
 	}
 	if accepted.Load() != 1 {
 		t.Fatalf("%d connections to G1: not passed over", accepted.Load())
-	}
-}
-
-// TestDropComments: the relay drops events made only of comment lines.
-func TestDropComments(t *testing.T) {
-	for _, c := range []struct{ in, want string }{
-		{"", ""},
-		{"data: 1\n\n", "data: 1\n\n"},
-		{": keep-alive\n\n", ""},
-		{": keep-alive\n\ndata: 1\n\n: keep-alive\n\ndata: [DONE]\n\n", "data: 1\n\ndata: [DONE]\n\n"},
-		{": c\ndata: 1\n\n", ": c\ndata: 1\n\n"}, // a comment within an event with data stays
-		{"data: 1\n\n: a\n: b\n\n", "data: 1\n\n"},
-	} {
-		if got := string(dropComments([]byte(c.in))); got != c.want {
-			t.Errorf("%q: %q, want %q", c.in, got, c.want)
-		}
-	}
-}
-
-// TestSuspicionSkip: a node that failed a forward is passed over until it announces
-// itself again, and one that did not answer in time for its hold as well.
-func TestSuspicionSkip(t *testing.T) {
-	t0 := time.Unix(1000, 0)
-	failed := t0.Add(3 * time.Second) // its announcement's expiry when it failed
-	for _, c := range []struct {
-		name      string
-		sp        suspicion
-		announced time.Time
-		now       time.Time
-		skip      bool
-	}{
-		{"unreached, not announced since", suspicion{expires: failed}, failed, t0.Add(time.Second), true},
-		{"unreached, announced again", suspicion{expires: failed}, failed.Add(time.Second), t0.Add(time.Second), false},
-		{"unresponsive, announced again, in its hold", suspicion{expires: failed, until: t0.Add(30 * time.Second)}, failed.Add(time.Second), t0.Add(29 * time.Second), true},
-		{"unresponsive, hold over, announced again", suspicion{expires: failed, until: t0.Add(30 * time.Second)}, failed.Add(30 * time.Second), t0.Add(30 * time.Second), false},
-		{"unresponsive, hold over, not announced since", suspicion{expires: failed, until: t0.Add(30 * time.Second)}, failed, t0.Add(31 * time.Second), true},
-	} {
-		if got := c.sp.skip(c.announced, c.now); got != c.skip {
-			t.Errorf("%s: skip %v, want %v", c.name, got, c.skip)
-		}
-	}
-}
-
-// TestClassifyForwardErrors: what a forward's error means for the request.
-func TestClassifyForwardErrors(t *testing.T) {
-	for _, c := range []struct {
-		err  error
-		want failure
-	}{
-		{errors.New("dial tcp: connection refused"), failUnreached},
-		{errDraining, failDraining},
-		{fmt.Errorf("%w: read: connection reset", errLost), failLost},
-		{fmt.Errorf("%w (300ms): i/o timeout", errUnresponsive), failUnresponsive},
-	} {
-		if got := classify(c.err); got != c.want {
-			t.Errorf("%v: %v, want %v", c.err, got, c.want)
-		}
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/internal/jsonenc"
+	"github.com/lmlite/lmlite/internal/sse"
 )
 
 // This file is the codec of OpenAI's chat completions and (legacy) completions: it
@@ -163,7 +164,8 @@ func (o *openaiOutput) appendEvent(b []byte, ev *outEvent) []byte {
 		b = o.appendChunk(b, ev.choice, d, len(ev.lps) > 0, ev, openaiFinish(ev.finish))
 	case outUsage:
 		if in.usage {
-			b = append(b, "data: "...)
+			var at int
+			b, at = sse.Begin(b, "")
 			if o.chat {
 				b = o.appendHead(b, "chat.completion.chunk")
 			} else {
@@ -171,18 +173,29 @@ func (o *openaiOutput) appendEvent(b []byte, ev *outEvent) []byte {
 			}
 			b = append(b, `,"choices":[],`...)
 			b = appendUsage(b, ev.usage)
-			b = append(b, "}\n\n"...)
+			b = sse.End(append(b, '}'), at)
 		}
 	case outError:
-		b = append(b, "data: "...)
-		b = appendErrorJSON(b, ev.err)
-		b = append(b, "\n\n"...)
+		b = appendOpenAIErrorEvent(b, ev.err)
 	}
 	o.delta = d
 	return b
 }
 
-func (o *openaiOutput) appendEnd(b []byte) []byte { return append(b, "data: [DONE]\n\n"...) }
+func (o *openaiOutput) appendEnd(b []byte) []byte { return appendDone(b) }
+
+// appendDone appends the event that ends an OpenAI stream: data: [DONE].
+func appendDone(b []byte) []byte {
+	b, at := sse.Begin(b, "")
+	return sse.End(append(b, "[DONE]"...), at)
+}
+
+// appendOpenAIErrorEvent appends the event of an error in the middle of an OpenAI
+// stream: data: {"error": {...}}.
+func appendOpenAIErrorEvent(b []byte, e *apiError) []byte {
+	b, at := sse.Begin(b, "")
+	return sse.End(appendErrorJSON(b, e), at)
+}
 
 // appendChunk appends one SSE event for choice i: delta holds the chat delta's
 // members (or a completion's text as a JSON string); with lp (and logprobs asked
@@ -190,7 +203,7 @@ func (o *openaiOutput) appendEnd(b []byte) []byte { return append(b, "data: [DON
 // choice's last chunk.
 func (o *openaiOutput) appendChunk(b []byte, i int, delta []byte, lp bool, ev *outEvent, finish string) []byte {
 	in := o.m.in
-	b = append(b, "data: "...)
+	b, at := sse.Begin(b, "")
 	if o.chat {
 		b = o.appendHead(b, "chat.completion.chunk")
 	} else {
@@ -233,7 +246,7 @@ func (o *openaiOutput) appendChunk(b []byte, i int, delta []byte, lp bool, ev *o
 	if in.usage {
 		b = append(b, `,"usage":null`...)
 	}
-	return append(b, "}\n\n"...)
+	return sse.End(append(b, '}'), at)
 }
 
 // appendWhole appends a whole response with every choice.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/internal/jsonenc"
+	"github.com/lmlite/lmlite/internal/sse"
 	"github.com/lmlite/lmlite/respstore"
 )
 
@@ -76,15 +77,29 @@ func (o *respOutput) contentType(stream bool) string {
 // event appends an SSE event of type typ: "event: typ", and its data, an object
 // whose type and sequence_number come first; body appends the other members.
 func (o *respOutput) event(b []byte, typ string, body func([]byte) []byte) []byte {
-	b = append(b, "event: "...)
-	b = append(b, typ...)
-	b = append(b, "\ndata: {\"type\":\""...)
+	b, at := sse.Begin(b, typ)
+	b = append(b, `{"type":"`...)
 	b = append(b, typ...)
 	b = append(b, `","sequence_number":`...)
 	b = strconv.AppendInt(b, int64(o.seq), 10)
 	o.seq++
 	b = body(b)
-	return append(b, "}\n\n"...)
+	return sse.End(append(b, '}'), at)
+}
+
+// appendBroken ends a relayed Responses stream that broke with an error event, as
+// OpenAI's streams report an error outside a response (brokenAppender):
+// {"type":"error","code","message","param","sequence_number"}, the sequence number
+// following the events relayed (one each, from 0).
+func (c *responsesCodec) appendBroken(b []byte, events int, e *apiError) []byte {
+	b, at := sse.Begin(b, "error")
+	b = append(b, `{"type":"error","code":`...)
+	b = jsonenc.AppendString(b, e.code)
+	b = append(b, `,"message":`...)
+	b = jsonenc.AppendString(b, e.message)
+	b = append(b, `,"param":null,"sequence_number":`...)
+	b = strconv.AppendInt(b, int64(events), 10)
+	return sse.End(append(b, '}'), at)
 }
 
 // itemID is the id of output item k: a message "msg_…", a function call "fc_…".

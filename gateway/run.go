@@ -13,6 +13,7 @@ import (
 
 	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/engine/chat"
+	"github.com/lmlite/lmlite/internal/sse"
 	"github.com/lmlite/lmlite/money"
 	"github.com/lmlite/lmlite/policies"
 	"github.com/lmlite/lmlite/tenancy"
@@ -196,7 +197,7 @@ func rateLimited(le *tenancy.LimitError) *apiError {
 // admitsBeforeBody reports whether an interactive request is admitted (concurrency,
 // requests/s) before its body is decoded: always, but on a process with peers for a
 // request not forwarded to it, which the body (its model, its prefix) may send to
-// another process, the one that alone admits it (forward.go).
+// another process, the one that alone admits it (peers.go).
 func (s *Server) admitsBeforeBody(ctx *fasthttp.RequestCtx) bool {
 	return s.peer == nil || len(ctx.Request.Header.Peek(ForwardedHeader)) > 0
 }
@@ -712,7 +713,7 @@ func (j *job) answerWhole(ctx *fasthttp.RequestCtx, w *whole, status int, err er
 // generation. It holds the event being rendered (ev) and the buffer's first backing
 // array: a stream allocates one sseWriter for both.
 type sseWriter struct {
-	w      *bufio.Writer
+	w      sse.Writer
 	out    output
 	cancel context.CancelFunc
 	buf    []byte
@@ -722,7 +723,8 @@ type sseWriter struct {
 }
 
 func newSSEWriter(w *bufio.Writer, out output, cancel context.CancelFunc) *sseWriter {
-	sw := &sseWriter{w: w, out: out, cancel: cancel}
+	sw := &sseWriter{out: out, cancel: cancel}
+	sw.w.Reset(w)
 	sw.buf = sw.bufArr[:0]
 	return sw
 }
@@ -731,8 +733,7 @@ func (s *sseWriter) write(b []byte) {
 	if s.gone || len(b) == 0 {
 		return
 	}
-	s.w.Write(b)
-	if s.w.Flush() != nil {
+	if !s.w.Write(b) {
 		s.gone = true
 		s.cancel() // the client went away: stop generating
 	}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/lmlite/lmlite/batch"
 	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/gateway/forward"
 	"github.com/lmlite/lmlite/internal/jsonenc"
 	"github.com/lmlite/lmlite/money"
 	"github.com/lmlite/lmlite/policies"
@@ -93,7 +94,7 @@ type Options struct {
 	// Peers, when set, is the registry of the processes sharing a Redis
 	// (registry.Keeper), and NodeID this process's id in it: a request for a model
 	// this process does not serve, or has scaled to zero while another holds it ready,
-	// is forwarded to that process (forward.go), and /v1/models lists the models of
+	// is forwarded to that process (peers.go, package forward), and /v1/models lists the models of
 	// every live process.
 	Peers  Peers
 	NodeID string
@@ -298,19 +299,12 @@ func New(cfg Config, eng Engine, ten *tenancy.Tenancy, opts Options) (*Server, e
 	}
 	s.metrics = newMetrics(s)
 	if opts.Peers != nil {
-		fb := opts.ForwardFirstByte
-		if fb <= 0 {
-			fb = DefaultForwardFirstByte
-		}
-		idle := opts.ForwardIdle
-		if idle <= 0 {
-			idle = DefaultForwardIdle
-		}
-		s.peer = &peering{peers: opts.Peers, nodeID: opts.NodeID, firstByte: fb, idle: idle, clients: map[string]*fasthttp.HostClient{},
-			forwarded: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lmlite_forwarded_requests_total",
-				Help: "Requests forwarded to the process serving their model, by node and the status it answered (error: not reached)."},
-				[]string{"node", "status"})}
-		s.metrics.reg.MustRegister(s.peer.forwarded)
+		forwarded := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lmlite_forwarded_requests_total",
+			Help: "Requests forwarded to the process serving their model, by node and the status it answered (error: not reached)."},
+			[]string{"node", "status"})
+		s.metrics.reg.MustRegister(forwarded)
+		s.peer = &peering{nodeID: opts.NodeID, Forwarder: forward.New(forward.Options{Peers: opts.Peers, NodeID: opts.NodeID,
+			FirstByte: opts.ForwardFirstByte, Idle: opts.ForwardIdle, Now: s.now, Log: s.log, Forwarded: forwarded})}
 	}
 	// Requests a killed process left running are charged before anything reads the
 	// ledger (the rollups, the batch lines' charges).
@@ -484,7 +478,7 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		}
 	}()
 	if ctx.IsPost() {
-		ackForwarded(ctx) // a forwarding process's time to first byte
+		forward.Ack(ctx) // a forwarding process's time to first byte
 	}
 	path := ctx.Path()
 	if ctx.Request.IsBodyStream() && !s.bodyFits(ctx, reqID, path) {

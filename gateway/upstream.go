@@ -383,6 +383,7 @@ func (j *job) streamUpstream(w *bufio.Writer, resp *fasthttp.Response, sent time
 	defer fasthttp.ReleaseResponse(resp)
 	e := tenancy.Entry{Status: 200}
 	gone := false
+	sw := sse.NewWriter(w)
 	var first, last time.Time
 	chunks, relayed := 0, 0
 	var usage *chunkInfo // the last usage reported
@@ -419,8 +420,7 @@ func (j *job) streamUpstream(w *bufio.Writer, resp *fasthttp.Response, sent time
 		last = now
 		chunks++
 		if forward != nil {
-			writeEvent(w, forward)
-			if w.Flush() != nil {
+			if !sw.Event("", forward) {
 				gone = true
 				resp.CloseBodyStream() // stop the upstream
 				break
@@ -455,24 +455,8 @@ func (j *job) streamUpstream(w *bufio.Writer, resp *fasthttp.Response, sent time
 	}
 	j.settle(e, timing)
 	if !gone {
-		w.WriteString("data: [DONE]\n\n")
-		w.Flush()
+		sw.Write(appendDone(nil))
 	}
-}
-
-// writeEvent writes one event whose data is data, a data line for each of its lines.
-func writeEvent(w *bufio.Writer, data []byte) {
-	for {
-		line, rest, more := bytes.Cut(data, []byte("\n"))
-		w.WriteString("data: ")
-		w.Write(line)
-		w.WriteByte('\n')
-		if !more {
-			break
-		}
-		data = rest
-	}
-	w.WriteByte('\n')
 }
 
 // relayedUsage charges an upstream stream that did not finish for what was relayed:

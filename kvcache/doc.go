@@ -4,14 +4,20 @@
 //
 // # Layout
 //
-// A Pool owns one arena of binary16 values (the model's KV precision, as llama.cpp's
-// default cache) of Blocks blocks. Block b holds, for every layer l,
-// the K rows of its BlockTokens tokens contiguous (Pool.K(b, l): token t at
-// [t*RowValues, (t+1)*RowValues), RowValues = KVHeads × HeadDim), then the V rows
-// (Pool.V(b, l)); the spans of one block are contiguous too, so a block moves between
-// tiers with one copy. A Seq is one sequence's block table: token position pos lives
-// in Blocks()[pos/BlockTokens], row pos%BlockTokens; Seq.Row(pos, l) returns its K and
-// V rows for the model to write, and an attention kernel walks Blocks() with K and V.
+// A Pool owns one arena of uint16 units of Blocks blocks. A row (one token's K or V
+// in one layer, RowValues = KVHeads × HeadDim values) is stored as Config.TypeK or
+// TypeV says (kernels.KVType): binary16 values (the default, as llama.cpp's default
+// cache), or llama.cpp's q8_0 / q4_0 blocks (-ctk / -ctv), 32 values in 17 or 9
+// units, ggml's bytes. Block b holds, for every layer l, the K rows of its
+// BlockTokens tokens contiguous (Pool.K(b, l): token t at [t*k, (t+1)*k), k and v
+// the row widths of Config.RowUnits), then the V rows (Pool.V(b, l)); the spans of
+// one block are contiguous too, so a block moves between tiers with one copy.
+// BlockBytes counts the stored bytes, so that a budget holds 64/34 ≈ 1.88× the
+// tokens with q8_0 and 64/18 ≈ 3.56× with q4_0. A Seq is one sequence's block table:
+// token position pos lives in Blocks()[pos/BlockTokens], row pos%BlockTokens;
+// Seq.Row(pos, l) returns its K and V rows for the model to write
+// (kernels.PutKVRow), and an attention kernel walks Blocks() with K and V
+// (kernels.AttendBlocksKV reads the quantized blocks directly).
 //
 // # Prefix cache
 //
@@ -28,9 +34,10 @@
 //
 // # Tiers
 //
-// With WarmBytes > 0, a block evicted from hot is demoted: its values are copied bit
-// for bit into a slot of the warm area (host memory, or a mapped file with WarmFile) (LRU among the slots; a full warm tier drops its
-// least recently used block). A lookup that finds a block warm replays it: copies it
+// With WarmBytes > 0, a block evicted from hot is demoted: its units are copied bit
+// for bit (quantized blocks stay quantized) into a slot of the warm area (host
+// memory, or a mapped file with WarmFile, whose index names the K and V types) (LRU
+// among the slots; a full warm tier drops its least recently used block). A lookup that finds a block warm replays it: copies it
 // back into a fresh hot block, which is cheaper than computing it again. Stats gives
 // lookups, hit and miss tokens, demotions, replays, evictions, blocks and bytes per
 // tier, for the gateway to export.

@@ -124,10 +124,14 @@ func fill(t testing.TB, s *Seq, from, to int, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, uint64(from)))
 	for pos := from; pos < to; pos++ {
 		for l := range s.p.cfg.Layers {
-			k, v := s.Row(pos, l)
-			for i := range k {
-				k[i] = uint16(rng.Uint32()) // any bits, NaN payloads too
-				v[i] = uint16(rng.Uint32())
+			k, v := s.Row(pos, l) // of different widths with different K and V types
+			for i := range max(len(k), len(v)) {
+				if i < len(k) {
+					k[i] = uint16(rng.Uint32()) // any bits, NaN payloads too
+				}
+				if i < len(v) {
+					v[i] = uint16(rng.Uint32())
+				}
 			}
 		}
 	}
@@ -139,9 +143,7 @@ func rows(s *Seq, n int) []uint16 {
 	for pos := range n {
 		for l := range s.p.cfg.Layers {
 			k, v := s.Row(pos, l)
-			for i := range k {
-				out = append(out, k[i], v[i])
-			}
+			out = append(append(out, k...), v...)
 		}
 	}
 	return out

@@ -19,17 +19,21 @@ import (
 // header names the geometry and Config.WarmFileTag (the model), so a file written for
 // another model is never replayed.
 
-const indexMagic = "lmlite-kv-warm-1\n"
+const indexMagic = "lmlite-kv-warm-2\n"
 
 func indexPath(warmFile string) string { return warmFile + ".index" }
 
 // header is what a pool must match to read an index.
+// The K and V types are part of it: the slots hold the blocks as the pool stores
+// them (quantized, for a quantized cache), and a pool of other types must not read
+// them.
 type header struct {
-	Layers, KVHeads, HeadDim, BlockTokens, Slots int64
+	Layers, KVHeads, HeadDim, BlockTokens, Slots, TypeK, TypeV int64
 }
 
 func (p *Pool) header() header {
-	return header{int64(p.cfg.Layers), int64(p.cfg.KVHeads), int64(p.cfg.HeadDim), int64(p.bt), int64(p.warm.slots())}
+	return header{int64(p.cfg.Layers), int64(p.cfg.KVHeads), int64(p.cfg.HeadDim), int64(p.bt), int64(p.warm.slots()),
+		int64(p.cfg.TypeK), int64(p.cfg.TypeV)}
 }
 
 // saveWarmIndex writes the warm tier's index, atomically (a temporary file renamed).

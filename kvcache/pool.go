@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/lmlite/lmlite/engine/kernels"
 )
 
 // BlockID names a hot block of a Pool: 0 ≤ id < Config.Blocks.
@@ -19,23 +21,34 @@ var (
 // Config describes the KV geometry of one model and the sizes of the tiers. Fields
 // marked required have no default.
 type Config struct {
-	Layers      int    // required
-	KVHeads     int    // required
-	HeadDim     int    // required
-	BlockTokens int    // tokens per block; 0: 16
-	Blocks      int    // hot blocks; required (see BlocksFor)
-	WarmBytes   int64  // the warm tier's size; 0: no warm tier (evicted blocks are dropped)
-	WarmFile    string // when set, the warm tier is this file, mapped; it outlives the pool (persist.go); "": host memory
-	WarmFileTag string // names what the warm file's blocks belong to (the model): a file left by another tag is not replayed
+	Layers      int            // required
+	KVHeads     int            // required
+	HeadDim     int            // required
+	BlockTokens int            // tokens per block; 0: 16
+	Blocks      int            // hot blocks; required (see BlocksFor)
+	WarmBytes   int64          // the warm tier's size; 0: no warm tier (evicted blocks are dropped)
+	WarmFile    string         // when set, the warm tier is this file, mapped; it outlives the pool (persist.go); "": host memory
+	WarmFileTag string         // names what the warm file's blocks belong to (the model): a file left by another tag is not replayed
+	TypeK       kernels.KVType // how K rows are stored: f16 (the zero value), q8_0 or q4_0 (llama.cpp's -ctk)
+	TypeV       kernels.KVType // how V rows are stored (llama.cpp's -ctv)
 }
 
 // RowValues is the width of one token's K (or V) row in one layer: KVHeads × HeadDim.
 func (c Config) RowValues() int { return c.KVHeads * c.HeadDim }
 
+// RowUnits is the width of one token's K row and V row in one layer in the pool's
+// uint16 units: RowValues binary16 values, or their Q8_0 / Q4_0 blocks
+// (kernels.KVType.Units).
+func (c Config) RowUnits() (k, v int) {
+	return c.TypeK.Units(c.RowValues()), c.TypeV.Units(c.RowValues())
+}
+
 // BlockBytes is the memory of one block: K and V rows of all layers for BlockTokens
-// tokens, binary16.
+// tokens, as TypeK and TypeV store them. The budget counts these bytes, so that a
+// quantized cache holds more blocks in the same kv_cache.
 func (c Config) BlockBytes() int64 {
-	return int64(c.Layers) * 2 * int64(c.blockTokens()) * int64(c.RowValues()) * 2
+	k, v := c.RowUnits()
+	return int64(c.Layers) * int64(c.blockTokens()) * int64(k+v) * 2
 }
 
 // Bytes is the memory the pool allocates: its hot blocks and its warm tier (whole
@@ -106,9 +119,11 @@ func (e *entry) matches(parent uint64, salt string, tokens []int32) bool {
 type Pool struct {
 	cfg      Config
 	bt       int // tokens per block
-	row      int // values per token row
-	span     int // values per (block, layer, K or V)
-	bfl      int // values per block
+	krow     int // units per token's K row (RowUnits)
+	vrow     int // units per token's V row
+	kspan    int // units per (block, layer) of K
+	vspan    int // units per (block, layer) of V
+	bfl      int // units per block
 	arena    []uint16
 	blocks   []block
 	free     []BlockID          // never-cached blocks with ref 0
@@ -125,10 +140,16 @@ func New(cfg Config) (*Pool, error) {
 	if cfg.Layers <= 0 || cfg.KVHeads <= 0 || cfg.HeadDim <= 0 || cfg.Blocks <= 0 || cfg.BlockTokens < 0 || cfg.WarmBytes < 0 {
 		return nil, fmt.Errorf("%w: %+v", ErrConfig, cfg)
 	}
+	for _, t := range []kernels.KVType{cfg.TypeK, cfg.TypeV} {
+		if err := kernels.CheckKVType(t, cfg.HeadDim); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+	}
 	cfg.BlockTokens = cfg.blockTokens()
-	p := &Pool{cfg: cfg, bt: cfg.BlockTokens, row: cfg.RowValues(), lru: list.New(), hot: map[uint64]BlockID{}}
-	p.span = p.bt * p.row
-	p.bfl = 2 * cfg.Layers * p.span
+	p := &Pool{cfg: cfg, bt: cfg.BlockTokens, lru: list.New(), hot: map[uint64]BlockID{}}
+	p.krow, p.vrow = cfg.RowUnits()
+	p.kspan, p.vspan = p.bt*p.krow, p.bt*p.vrow
+	p.bfl = cfg.Layers * (p.kspan + p.vspan)
 	if int64(p.bfl)*int64(cfg.Blocks) > 1<<40 {
 		return nil, fmt.Errorf("%w: %d blocks of %d bytes", ErrConfig, cfg.Blocks, cfg.BlockBytes())
 	}
@@ -192,17 +213,18 @@ func (p *Pool) Blocks() int { return len(p.blocks) }
 // that no sequence references (which Alloc evicts, least recently used first).
 func (p *Pool) Available() int { return len(p.free) + p.lru.Len() }
 
-// K returns the K rows of block b in layer l: BlockTokens rows of RowValues floats,
-// token t of the block at [t*RowValues, (t+1)*RowValues).
+// K returns the K rows of block b in layer l: BlockTokens rows of k units
+// (RowUnits), token t of the block at [t*k, (t+1)*k): binary16 values, or the row's
+// Q8_0 / Q4_0 blocks.
 func (p *Pool) K(b BlockID, l int) []uint16 {
-	off := (int(b)*p.cfg.Layers*2 + 2*l) * p.span
-	return p.arena[off : off+p.span : off+p.span]
+	off := int(b)*p.bfl + l*(p.kspan+p.vspan)
+	return p.arena[off : off+p.kspan : off+p.kspan]
 }
 
-// V is K's counterpart for the V rows.
+// V is K's counterpart for the V rows (v units each).
 func (p *Pool) V(b BlockID, l int) []uint16 {
-	off := (int(b)*p.cfg.Layers*2 + 2*l + 1) * p.span
-	return p.arena[off : off+p.span : off+p.span]
+	off := int(b)*p.bfl + l*(p.kspan+p.vspan) + p.kspan
+	return p.arena[off : off+p.vspan : off+p.vspan]
 }
 
 // data is the whole of block b: its K and V rows of every layer, contiguous.

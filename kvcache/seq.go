@@ -79,12 +79,14 @@ func (s *Seq) Cap() int { return len(s.blocks) * s.p.bt }
 // an attention kernel walks.
 func (s *Seq) Blocks() []BlockID { return s.blocks }
 
-// Row returns the K and V rows of token position pos in layer l (RowValues floats
-// each). pos must be below Cap; the model writes rows at or above Cached only.
+// Row returns the K and V rows of token position pos in layer l (Config.RowUnits
+// units each: RowValues binary16 values, or their blocks, which the model writes
+// with kernels.PutKVRow). pos must be below Cap; the model writes rows at or above
+// Cached only.
 func (s *Seq) Row(pos, l int) (k, v []uint16) {
 	b := s.blocks[pos/s.p.bt]
-	off := (pos % s.p.bt) * s.p.row
-	return s.p.K(b, l)[off : off+s.p.row : off+s.p.row], s.p.V(b, l)[off : off+s.p.row : off+s.p.row]
+	ko, vo := (pos%s.p.bt)*s.p.krow, (pos%s.p.bt)*s.p.vrow
+	return s.p.K(b, l)[ko : ko+s.p.krow : ko+s.p.krow], s.p.V(b, l)[vo : vo+s.p.vrow : vo+s.p.vrow]
 }
 
 // Publish enters the sequence's full blocks into the prefix cache: tokens are the
@@ -123,6 +125,9 @@ func (s *Seq) Layer(l int, ks, vs [][]uint16) ([][]uint16, [][]uint16) {
 	}
 	return ks, vs
 }
+
+// Config is the configuration of the sequence's pool (its KV types, for the model).
+func (s *Seq) Config() Config { return s.p.cfg }
 
 // BlockTokens is the number of tokens per block of the sequence's pool.
 func (s *Seq) BlockTokens() int { return s.p.bt }

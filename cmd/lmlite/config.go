@@ -50,6 +50,8 @@ func engineModelConfig(m *configs.Model) engine.ModelConfig {
 		KVWarmBytes:         mustBytes(m.KVWarm),
 		AdapterMemory:       mustBytes(m.AdapterMemory),
 		KVWarmFile:          m.KVWarmFile,
+		KVCacheTypeK:        m.KVCacheTypeK,
+		KVCacheTypeV:        m.KVCacheTypeV,
 		DisablePrefixCache:  m.DisablePrefixCache,
 		Embeddings:          m.Embeddings,
 	}

@@ -31,6 +31,7 @@ func TestEngineModelConfig(t *testing.T) {
 models:
   - {id: m, path: a.gguf, max_model_len: 512, max_concurrency: 3, batch_timeout_ms: 7, replicas: 2, idle_timeout: 90s, priority: 4,
      device: "gpu:1", max_queue: 9, batch_chunk_tokens: -1, kv_cache: 2MiB, kv_warm: 1KiB, adapter_memory: 3MiB, embeddings: true,
+     kv_cache_type_k: q8_0, kv_cache_type_v: q4_0,
      speculative: {ngram: true, max_draft: 4, draft_cost: 0.1}, grammar_mask_steps: 11, grammar_request_steps: 12}
   - {id: n, pull: hf://org/repo/n.gguf, batch_chunk_tokens: 64}
   - {id: u, upstream: {base_url: 'http://x/v1'}}
@@ -46,13 +47,14 @@ plans: {p: {}}
 	if m.Path != "a.gguf" || m.MaxModelLen != 512 || m.MaxModelConcurrency != 3 || m.BatchExecuteTimeout != 7*time.Millisecond ||
 		m.Replicas != 2 || m.IdleTimeout != 90*time.Second || m.Priority != 4 || m.Device != "gpu:1" || m.MaxQueue != 9 ||
 		m.BatchChunkTokens != 0 || m.KVCacheBytes != 2<<20 || m.KVWarmBytes != 1<<10 || m.AdapterMemory != 3<<20 || !m.Embeddings ||
+		m.KVCacheTypeK != "q8_0" || m.KVCacheTypeV != "q4_0" ||
 		m.GrammarMaskSteps != 11 || m.GrammarRequestSteps != 12 {
 		t.Errorf("m: %+v", m)
 	}
 	if s := m.Speculative; !s.NGram || s.MaxDraft != 4 || s.DraftCost != 0.1 {
 		t.Errorf("m's speculative: %+v", s)
 	}
-	if n.Path != "/cache/blobs/sha256-n.gguf" || n.BatchChunkTokens != 64 || n.Speculative.On() || n.Embeddings {
+	if n.Path != "/cache/blobs/sha256-n.gguf" || n.BatchChunkTokens != 64 || n.Speculative.On() || n.Embeddings || n.KVCacheTypeK != "" || n.KVCacheTypeV != "" {
 		t.Errorf("n: %+v", n)
 	}
 	if a := m.Adapters; len(a) != 2 || a[0].ID != "x" || a[0].Path != "x.gguf" || a[0].Scale != 0.5 || a[1].ID != "z" || a[1].Scale != 0 {

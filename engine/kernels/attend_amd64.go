@@ -2,7 +2,10 @@
 
 package kernels
 
-import "math"
+import (
+	"math"
+	"unsafe"
+)
 
 // attnChunk is how many positions the assembly takes through each of its three
 // steps at a time (scores, softmax factors, accumulator update).
@@ -316,6 +319,88 @@ func tileGroups(sts []attnState, ns []int, ks, vs [][]uint16, off, stride, bt, n
 	for g := 0; g < ng; g++ {
 		if grs[g].on {
 			grs[g].store(sts[g*attnGroupMax : min(len(sts), (g+1)*attnGroupMax)])
+		}
+	}
+}
+
+// accumQ8_0 and accumQ4_0 add a quantized V row to a float32 accumulator
+// (AttendBlocksKV): the bits of their Generic references, through the assembly on
+// AVX2.
+func accumQ8_0(acc []float32, v []byte, vs float32) {
+	nb := len(acc) / qk0
+	if !useAVX2 || nb == 0 {
+		accumQ8_0Generic(acc, v, vs)
+		return
+	}
+	_ = v[nb*34-1]
+	accumQ8_0AVX2(&acc[0], &v[0], nb, vs)
+}
+
+func accumQ4_0(acc []float32, v []byte, vs float32) {
+	nb := len(acc) / qk0
+	if !useAVX2 || nb == 0 {
+		accumQ4_0Generic(acc, v, vs)
+		return
+	}
+	_ = v[nb*18-1]
+	accumQ4_0AVX2(&acc[0], &v[0], nb, vs)
+}
+
+// span adds positions 0..n-1 of a cache with a block format (K rows at
+// k[j*kstride:], V rows at v[j*vstride:]) in chunks of up to attnChunk positions,
+// the steps of the binary16 path: the chunk's scores (attnScoresF16 for an f16 K,
+// attnScoresQ8_0AVX2 / attnScoresQ4_0AVX2 otherwise), its softmax factors (attnExpF16), then the
+// accumulator's update (attnAccumF16, or attnAccumQ8_0AVX2 / attnAccumQ4_0AVX2 for
+// a quantized V): the bits of spanGeneric.
+func (st *kvState) span(k, v []uint16, n, kstride, vstride int, scale float32) {
+	hd := st.hd
+	if !useAVX2 || hd%8 != 0 || n <= 0 {
+		st.spanGeneric(k, v, n, kstride, vstride, scale)
+		return
+	}
+	kw, vw := st.kt.Units(hd), st.vt.Units(hd)
+	_ = k[(n-1)*kstride+kw-1]
+	_ = v[(n-1)*vstride+vw-1]
+	var e [attnChunk]float32
+	var mask [attnChunk / 8]uint8
+	acc, q8 := st.acc(), st.q8()
+	for j0 := 0; j0 < n; j0 += attnChunk {
+		m := min(attnChunk, n-j0)
+		kc, vc := k[j0*kstride:], v[j0*vstride:]
+		switch st.kt {
+		case KVQ8_0:
+			attnScoresQ8_0AVX2((*byte)(unsafe.Pointer(&kc[0])), (*byte)(unsafe.Pointer(&q8[0])), len(q8), m, 2*kstride, scale, &e[0])
+		case KVQ4_0:
+			attnScoresQ4_0AVX2((*byte)(unsafe.Pointer(&kc[0])), (*byte)(unsafe.Pointer(&q8[0])), len(q8), m, 2*kstride, scale, &e[0])
+		default:
+			attnScoresF16(&kc[0], &st.qr()[0], hd, m, kstride, scale, &e[0])
+		}
+		if useAVX512 {
+			for i := m; i < (m+15)&^15; i++ {
+				e[i] = float32(math.Inf(-1))
+			}
+			attnExpF16AVX512(&e[0], m, &st.mx, &mask[0])
+		} else {
+			for i := m; i < (m+7)&^7; i++ {
+				e[i] = float32(math.Inf(-1))
+			}
+			attnExpF16(&e[0], m, &st.mx, &mask[0])
+		}
+		var bits uint64
+		for i, b := range mask[:(m+7)/8] {
+			bits |= uint64(b) << (8 * i)
+		}
+		switch st.vt {
+		case KVQ8_0:
+			attnAccumQ8_0AVX2(&acc[0], (*byte)(unsafe.Pointer(&vc[0])), hd/qk0, m, 2*vstride, &e[0], bits, &st.sum)
+		case KVQ4_0:
+			attnAccumQ4_0AVX2(&acc[0], (*byte)(unsafe.Pointer(&vc[0])), hd/qk0, m, 2*vstride, &e[0], bits, &st.sum)
+		default:
+			if useAVX512 {
+				attnAccumF16AVX512(&acc[0], &vc[0], hd, m, vstride, &e[0], bits, &st.sum)
+			} else {
+				attnAccumF16(&acc[0], &vc[0], hd, m, vstride, &e[0], bits, &st.sum)
+			}
 		}
 	}
 }

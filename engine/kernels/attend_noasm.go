@@ -13,3 +13,11 @@ func (st *attnState) spanBlocks(ks, vs [][]uint16, off, stride, bt, n int, scale
 func tileChunks([]attnState, []int, [][]uint16, [][]uint16, int, int, int, int, float32) bool {
 	return false
 }
+
+func accumQ8_0(acc []float32, v []byte, vs float32) { accumQ8_0Generic(acc, v, vs) }
+
+func accumQ4_0(acc []float32, v []byte, vs float32) { accumQ4_0Generic(acc, v, vs) }
+
+func (st *kvState) span(k, v []uint16, n, kstride, vstride int, scale float32) {
+	st.spanGeneric(k, v, n, kstride, vstride, scale)
+}

@@ -21,6 +21,13 @@
 //     head keeping its own state and order (AttendBlocks' bits); on AVX-512 with
 //     head size 64, up to four heads at a time score each key once and update
 //     their accumulators interleaved (attend_amd64.go's group kernels).
+//   - AttendBlocksKV and AttendBlocksTileKV: the same over a cache whose K and V
+//     rows are llama.cpp's q8_0 / q4_0 blocks (KVType, written by PutKVRow), read
+//     directly as llama.cpp's one-query flash attention does: q quantized to Q8_0
+//     and integer block dot products for the scores, dequantized V rows
+//     accumulated in float32; on AVX2, chunks of positions through
+//     attnScoresQ8_0AVX2 / Q4_0, attnExpF16 and attnAccumQ8_0AVX2 / Q4_0, the Go
+//     loop's bits.
 //
 // Types: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K,
 // Q5_K, Q6_K, IQ4_XS, TQ1_0, TQ2_0 and the lattice types IQ2_XXS, IQ2_XS, IQ2_S,

@@ -11400,6 +11400,566 @@ done:
 	VZEROUPPER
 	RET
 
+// func accumQ8_0AVX2(acc *float32, v *byte, nb int, vs float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·accumQ8_0AVX2(SB), NOSPLIT, $0-28
+	MOVQ         acc+0(FP), AX
+	MOVQ         v+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VBROADCASTSS vs+24(FP), Y0
+
+block:
+	TESTQ        DX, DX
+	JZ           done
+	MOVWLZX      (CX), BX
+	VMOVD        BX, X1
+	VCVTPH2PS    X1, X1
+	VBROADCASTSS X1, Y1
+	VPMOVSXBD    2(CX), Y2
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       Y1, Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	VADDPS       (AX), Y2, Y2
+	VMOVUPS      Y2, (AX)
+	VPMOVSXBD    10(CX), Y2
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       Y1, Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	VADDPS       32(AX), Y2, Y2
+	VMOVUPS      Y2, 32(AX)
+	VPMOVSXBD    18(CX), Y2
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       Y1, Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	VADDPS       64(AX), Y2, Y2
+	VMOVUPS      Y2, 64(AX)
+	VPMOVSXBD    26(CX), Y2
+	VCVTDQ2PS    Y2, Y2
+	VMULPS       Y1, Y2, Y2
+	VMULPS       Y0, Y2, Y2
+	VADDPS       96(AX), Y2, Y2
+	VMOVUPS      Y2, 96(AX)
+	ADDQ         $0x22, CX
+	ADDQ         $0x00000080, AX
+	DECQ         DX
+	JMP          block
+
+done:
+	VZEROUPPER
+	RET
+
+// func accumQ4_0AVX2(acc *float32, v *byte, nb int, vs float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·accumQ4_0AVX2(SB), NOSPLIT, $0-28
+	MOVQ         acc+0(FP), AX
+	MOVQ         v+8(FP), CX
+	MOVQ         nb+16(FP), DX
+	VBROADCASTSS vs+24(FP), Y0
+	VMOVDQU      nibbleMask<>+0(SB), X1
+	VMOVDQU      eights<>+0(SB), X2
+
+block:
+	TESTQ        DX, DX
+	JZ           done
+	MOVWLZX      (CX), BX
+	VMOVD        BX, X3
+	VCVTPH2PS    X3, X3
+	VBROADCASTSS X3, Y3
+	VMOVDQU      2(CX), X4
+	VPAND        X1, X4, X5
+	VPSRLW       $0x04, X4, X4
+	VPAND        X1, X4, X4
+	VPSUBB       X2, X5, X5
+	VPSUBB       X2, X4, X4
+	VPMOVSXBD    X5, Y6
+	VPSRLDQ      $0x08, X5, X5
+	VPMOVSXBD    X5, Y5
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y3, Y6, Y6
+	VMULPS       Y0, Y6, Y6
+	VADDPS       (AX), Y6, Y6
+	VMOVUPS      Y6, (AX)
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VMULPS       Y0, Y5, Y5
+	VADDPS       32(AX), Y5, Y5
+	VMOVUPS      Y5, 32(AX)
+	VPMOVSXBD    X4, Y5
+	VPSRLDQ      $0x08, X4, X4
+	VPMOVSXBD    X4, Y4
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VMULPS       Y0, Y5, Y5
+	VADDPS       64(AX), Y5, Y5
+	VMOVUPS      Y5, 64(AX)
+	VCVTDQ2PS    Y4, Y4
+	VMULPS       Y3, Y4, Y4
+	VMULPS       Y0, Y4, Y4
+	VADDPS       96(AX), Y4, Y4
+	VMOVUPS      Y4, 96(AX)
+	ADDQ         $0x12, CX
+	ADDQ         $0x00000080, AX
+	DECQ         DX
+	JMP          block
+
+done:
+	VZEROUPPER
+	RET
+
+// func attnAccumQ8_0AVX2(acc *float32, v *byte, nb int, n int, stride int, e *float32, mask uint64, sum *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·attnAccumQ8_0AVX2(SB), NOSPLIT, $0-64
+	MOVQ   acc+0(FP), AX
+	MOVQ   v+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	MOVQ   n+24(FP), BX
+	MOVQ   stride+32(FP), SI
+	MOVQ   e+40(FP), DI
+	MOVQ   mask+48(FP), R8
+	MOVQ   sum+56(FP), R9
+	VMOVSS (R9), X0
+	VMOVSS expfConsts<>+40(SB), X1
+	XORQ   R10, R10
+
+sum:
+	CMPQ   R10, BX
+	JGE    sumdone
+	BTQ    R10, R8
+	JCS    sumnew
+	VADDSS (DI)(R10*4), X0, X0
+	INCQ   R10
+	JMP    sum
+
+sumnew:
+	VMULSS (DI)(R10*4), X0, X0
+	VADDSS X1, X0, X0
+	INCQ   R10
+	JMP    sum
+
+sumdone:
+	VMOVSS X0, (R9)
+
+block:
+	TESTQ   DX, DX
+	JZ      done
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS 64(AX), Y2
+	VMOVUPS 96(AX), Y3
+	MOVQ    CX, R9
+	XORQ    R10, R10
+
+pos:
+	CMPQ         R10, BX
+	JGE          posdone
+	VBROADCASTSS (DI)(R10*4), Y4
+	BTQ          R10, R8
+	JCS          new
+	MOVWLZX      (R9), R11
+	VMOVD        R11, X5
+	VCVTPH2PS    X5, X5
+	VBROADCASTSS X5, Y5
+	VPMOVSXBD    2(R9), Y6
+	VPMOVSXBD    10(R9), Y7
+	VPMOVSXBD    18(R9), Y8
+	VPMOVSXBD    26(R9), Y9
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y5, Y6, Y6
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y5, Y7, Y7
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       Y5, Y8, Y8
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y5, Y9, Y9
+	VMULPS       Y4, Y6, Y6
+	VADDPS       Y6, Y0, Y0
+	VMULPS       Y4, Y7, Y7
+	VADDPS       Y7, Y1, Y1
+	VMULPS       Y4, Y8, Y8
+	VADDPS       Y8, Y2, Y2
+	VMULPS       Y4, Y9, Y9
+	VADDPS       Y9, Y3, Y3
+
+next:
+	ADDQ SI, R9
+	INCQ R10
+	JMP  pos
+
+new:
+	VMULPS       Y4, Y0, Y0
+	VMULPS       Y4, Y1, Y1
+	VMULPS       Y4, Y2, Y2
+	VMULPS       Y4, Y3, Y3
+	MOVWLZX      (R9), R11
+	VMOVD        R11, X4
+	VCVTPH2PS    X4, X4
+	VBROADCASTSS X4, Y4
+	VPMOVSXBD    2(R9), Y5
+	VPMOVSXBD    10(R9), Y6
+	VPMOVSXBD    18(R9), Y7
+	VPMOVSXBD    26(R9), Y8
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y4, Y7, Y7
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       Y4, Y8, Y8
+	VADDPS       Y5, Y0, Y0
+	VADDPS       Y6, Y1, Y1
+	VADDPS       Y7, Y2, Y2
+	VADDPS       Y8, Y3, Y3
+	JMP          next
+
+posdone:
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	VMOVUPS Y2, 64(AX)
+	VMOVUPS Y3, 96(AX)
+	ADDQ    $0x80, AX
+	ADDQ    $0x22, CX
+	DECQ    DX
+	JMP     block
+
+done:
+	VZEROUPPER
+	RET
+
+// func attnAccumQ4_0AVX2(acc *float32, v *byte, nb int, n int, stride int, e *float32, mask uint64, sum *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·attnAccumQ4_0AVX2(SB), NOSPLIT, $0-64
+	MOVQ   acc+0(FP), AX
+	MOVQ   v+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	MOVQ   n+24(FP), BX
+	MOVQ   stride+32(FP), SI
+	MOVQ   e+40(FP), DI
+	MOVQ   mask+48(FP), R8
+	MOVQ   sum+56(FP), R9
+	VMOVSS (R9), X0
+	VMOVSS expfConsts<>+40(SB), X1
+	XORQ   R10, R10
+
+sum:
+	CMPQ   R10, BX
+	JGE    sumdone
+	BTQ    R10, R8
+	JCS    sumnew
+	VADDSS (DI)(R10*4), X0, X0
+	INCQ   R10
+	JMP    sum
+
+sumnew:
+	VMULSS (DI)(R10*4), X0, X0
+	VADDSS X1, X0, X0
+	INCQ   R10
+	JMP    sum
+
+sumdone:
+	VMOVSS  X0, (R9)
+	VMOVDQU nibbleMask<>+0(SB), X0
+	VMOVDQU eights<>+0(SB), X1
+
+block:
+	TESTQ   DX, DX
+	JZ      done
+	VMOVUPS (AX), Y2
+	VMOVUPS 32(AX), Y3
+	VMOVUPS 64(AX), Y4
+	VMOVUPS 96(AX), Y5
+	MOVQ    CX, R9
+	XORQ    R10, R10
+
+pos:
+	CMPQ         R10, BX
+	JGE          posdone
+	VBROADCASTSS (DI)(R10*4), Y6
+	BTQ          R10, R8
+	JCS          new
+	MOVWLZX      (R9), R11
+	VMOVD        R11, X7
+	VCVTPH2PS    X7, X7
+	VBROADCASTSS X7, Y7
+	VMOVDQU      2(R9), X8
+	VPAND        X0, X8, X9
+	VPSRLW       $0x04, X8, X8
+	VPAND        X0, X8, X8
+	VPSUBB       X1, X9, X9
+	VPSUBB       X1, X8, X8
+	VPMOVSXBD    X9, Y10
+	VPSRLDQ      $0x08, X9, X9
+	VPMOVSXBD    X9, Y9
+	VPMOVSXBD    X8, Y11
+	VPSRLDQ      $0x08, X8, X8
+	VPMOVSXBD    X8, Y8
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       Y7, Y10, Y10
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VCVTDQ2PS    Y11, Y11
+	VMULPS       Y7, Y11, Y11
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       Y7, Y8, Y8
+	VMULPS       Y6, Y10, Y10
+	VADDPS       Y10, Y2, Y2
+	VMULPS       Y6, Y9, Y9
+	VADDPS       Y9, Y3, Y3
+	VMULPS       Y6, Y11, Y11
+	VADDPS       Y11, Y4, Y4
+	VMULPS       Y6, Y8, Y8
+	VADDPS       Y8, Y5, Y5
+
+next:
+	ADDQ SI, R9
+	INCQ R10
+	JMP  pos
+
+new:
+	VMULPS       Y6, Y2, Y2
+	VMULPS       Y6, Y3, Y3
+	VMULPS       Y6, Y4, Y4
+	VMULPS       Y6, Y5, Y5
+	MOVWLZX      (R9), R11
+	VMOVD        R11, X6
+	VCVTPH2PS    X6, X6
+	VBROADCASTSS X6, Y6
+	VMOVDQU      2(R9), X7
+	VPAND        X0, X7, X8
+	VPSRLW       $0x04, X7, X7
+	VPAND        X0, X7, X7
+	VPSUBB       X1, X8, X8
+	VPSUBB       X1, X7, X7
+	VPMOVSXBD    X8, Y9
+	VPSRLDQ      $0x08, X8, X8
+	VPMOVSXBD    X8, Y8
+	VPMOVSXBD    X7, Y10
+	VPSRLDQ      $0x08, X7, X7
+	VPMOVSXBD    X7, Y7
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y6, Y9, Y9
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       Y6, Y8, Y8
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       Y6, Y10, Y10
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y6, Y7, Y7
+	VADDPS       Y9, Y2, Y2
+	VADDPS       Y8, Y3, Y3
+	VADDPS       Y10, Y4, Y4
+	VADDPS       Y7, Y5, Y5
+	JMP          next
+
+posdone:
+	VMOVUPS Y2, (AX)
+	VMOVUPS Y3, 32(AX)
+	VMOVUPS Y4, 64(AX)
+	VMOVUPS Y5, 96(AX)
+	ADDQ    $0x80, AX
+	ADDQ    $0x12, CX
+	DECQ    DX
+	JMP     block
+
+done:
+	VZEROUPPER
+	RET
+
+// func attnScoresQ8_0AVX2(k *byte, q *byte, nb int, m int, stride int, scale float32, s *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·attnScoresQ8_0AVX2(SB), NOSPLIT, $0-56
+	MOVQ    k+0(FP), AX
+	MOVQ    q+8(FP), CX
+	MOVQ    nb+16(FP), DX
+	MOVQ    m+24(FP), BX
+	MOVQ    stride+32(FP), SI
+	MOVQ    s+48(FP), DI
+	VMOVSS  scale+40(FP), X0
+	VMOVDQU ones16<>+0(SB), Y1
+
+pos:
+	TESTQ  BX, BX
+	JZ     done
+	MOVQ   AX, R8
+	MOVQ   CX, R9
+	MOVQ   DX, R10
+	VXORPS X2, X2, X2
+
+pair:
+	CMPQ         R10, $0x02
+	JL           block
+	VMOVDQU      2(R8), Y3
+	VMOVDQU      8(R9), Y4
+	VPABSB       Y3, Y5
+	VPSIGNB      Y3, Y4, Y4
+	VPMADDUBSW   Y4, Y5, Y3
+	VPMADDWD     Y1, Y3, Y3
+	VMOVDQU      36(R8), Y4
+	VMOVDQU      48(R9), Y5
+	VPABSB       Y4, Y6
+	VPSIGNB      Y4, Y5, Y5
+	VPMADDUBSW   Y5, Y6, Y4
+	VPMADDWD     Y1, Y4, Y4
+	VPHADDD      Y4, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VPADDD       X3, X4, X4
+	VPHADDD      X4, X4, X4
+	VCVTDQ2PS    X4, X3
+	MOVWLZX      (R8), R11
+	VMOVD        R11, X4
+	MOVWLZX      34(R8), R11
+	VPINSRW      $0x01, R11, X4, X4
+	VCVTPH2PS    X4, X4
+	VMOVSS       (R9), X5
+	VINSERTPS    $0x10, 40(R9), X5, X5
+	VMULPS       X5, X4, X4
+	VMULPS       X3, X4, X4
+	VADDSS       X4, X2, X2
+	VMOVSHDUP    X4, X3
+	VADDSS       X3, X2, X2
+	ADDQ         $0x44, R8
+	ADDQ         $0x50, R9
+	SUBQ         $0x02, R10
+	JMP          pair
+
+block:
+	TESTQ        R10, R10
+	JZ           blockdone
+	VMOVDQU      2(R8), Y3
+	VMOVDQU      8(R9), Y4
+	VPABSB       Y3, Y5
+	VPSIGNB      Y3, Y4, Y4
+	VPMADDUBSW   Y4, Y5, Y3
+	VPMADDWD     Y1, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VPADDD       X3, X4, X4
+	VPHADDD      X4, X4, X4
+	VPHADDD      X4, X4, X4
+	VCVTDQ2PS    X4, X3
+	MOVWLZX      (R8), R11
+	VMOVD        R11, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (R9), X4, X4
+	VMULSS       X3, X4, X4
+	VADDSS       X4, X2, X2
+	ADDQ         $0x22, R8
+	ADDQ         $0x28, R9
+	DECQ         R10
+	JMP          block
+
+blockdone:
+	VMULSS X0, X2, X2
+	VMOVSS X2, (DI)
+	ADDQ   $0x04, DI
+	ADDQ   SI, AX
+	DECQ   BX
+	JMP    pos
+
+done:
+	VZEROUPPER
+	RET
+
+// func attnScoresQ4_0AVX2(k *byte, q *byte, nb int, m int, stride int, scale float32, s *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·attnScoresQ4_0AVX2(SB), NOSPLIT, $0-56
+	MOVQ    k+0(FP), AX
+	MOVQ    q+8(FP), CX
+	MOVQ    nb+16(FP), DX
+	MOVQ    m+24(FP), BX
+	MOVQ    stride+32(FP), SI
+	MOVQ    s+48(FP), DI
+	VMOVSS  scale+40(FP), X0
+	VMOVDQU ones16<>+0(SB), Y1
+	VMOVDQU nibbleMask<>+0(SB), Y2
+	VMOVDQU eights<>+0(SB), Y3
+
+pos:
+	TESTQ  BX, BX
+	JZ     done
+	MOVQ   AX, R8
+	MOVQ   CX, R9
+	MOVQ   DX, R10
+	VXORPS X4, X4, X4
+
+pair:
+	CMPQ         R10, $0x02
+	JL           block
+	VMOVDQU      2(R8), X6
+	VPSRLW       $0x04, X6, X5
+	VINSERTI128  $0x01, X5, Y6, Y5
+	VPAND        Y2, Y5, Y5
+	VPMADDUBSW   8(R9), Y5, Y5
+	VPMADDUBSW   8(R9), Y3, Y7
+	VPSUBW       Y7, Y5, Y5
+	VPMADDWD     Y1, Y5, Y5
+	VMOVDQU      20(R8), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y2, Y7, Y7
+	VPMADDUBSW   48(R9), Y7, Y7
+	VPMADDUBSW   48(R9), Y3, Y8
+	VPSUBW       Y8, Y7, Y7
+	VPMADDWD     Y1, Y7, Y7
+	VPHADDD      Y7, Y5, Y5
+	VEXTRACTI128 $0x01, Y5, X6
+	VPADDD       X5, X6, X6
+	VPHADDD      X6, X6, X6
+	VCVTDQ2PS    X6, X5
+	MOVWLZX      (R8), R11
+	VMOVD        R11, X6
+	MOVWLZX      18(R8), R11
+	VPINSRW      $0x01, R11, X6, X6
+	VCVTPH2PS    X6, X6
+	VMOVSS       (R9), X7
+	VINSERTPS    $0x10, 40(R9), X7, X7
+	VMULPS       X7, X6, X6
+	VMULPS       X5, X6, X6
+	VADDSS       X6, X4, X4
+	VMOVSHDUP    X6, X5
+	VADDSS       X5, X4, X4
+	ADDQ         $0x24, R8
+	ADDQ         $0x50, R9
+	SUBQ         $0x02, R10
+	JMP          pair
+
+block:
+	TESTQ        R10, R10
+	JZ           blockdone
+	VMOVDQU      2(R8), X6
+	VPSRLW       $0x04, X6, X5
+	VINSERTI128  $0x01, X5, Y6, Y5
+	VPAND        Y2, Y5, Y5
+	VPMADDUBSW   8(R9), Y5, Y5
+	VPMADDUBSW   8(R9), Y3, Y7
+	VPSUBW       Y7, Y5, Y5
+	VPMADDWD     Y1, Y5, Y5
+	VEXTRACTI128 $0x01, Y5, X6
+	VPADDD       X5, X6, X6
+	VPHADDD      X6, X6, X6
+	VPHADDD      X6, X6, X6
+	VCVTDQ2PS    X6, X5
+	MOVWLZX      (R8), R11
+	VMOVD        R11, X6
+	VCVTPH2PS    X6, X6
+	VMULSS       (R9), X6, X6
+	VMULSS       X5, X6, X6
+	VADDSS       X6, X4, X4
+	ADDQ         $0x12, R8
+	ADDQ         $0x28, R9
+	DECQ         R10
+	JMP          block
+
+blockdone:
+	VMULSS X0, X4, X4
+	VMOVSS X4, (DI)
+	ADDQ   $0x04, DI
+	ADDQ   SI, AX
+	DECQ   BX
+	JMP    pos
+
+done:
+	VZEROUPPER
+	RET
+
 DATA attnF32Perm<>+0(SB)/8, $0x0000000200000000
 DATA attnF32Perm<>+8(SB)/8, $0x0000000300000001
 DATA attnF32Perm<>+16(SB)/8, $0x0000000a00000008

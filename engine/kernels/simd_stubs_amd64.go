@@ -267,6 +267,44 @@ func attnTileAccum4F16AVX512(acc *float32, v *uint16, n int, stride int, e *floa
 //go:noescape
 func attnTileFused4F16AVX512(acc *float32, v *uint16, n int, stride int, e *float32, mask *uint64, sum *float32, k *uint16, qd *float32, scale float32, s *float32, part *float32)
 
+// accumQ8_0AVX2 adds vs times the Q8_0 row of nb blocks at v (dequantized as ggml's
+// dequantize_row: d·q) to acc[0:32·nb], each product and sum rounded on its own.
+//
+//go:noescape
+func accumQ8_0AVX2(acc *float32, v *byte, nb int, vs float32)
+
+// accumQ4_0AVX2 adds vs times the Q4_0 row of nb blocks at v (dequantized as ggml's
+// dequantize_row: d·q) to acc[0:32·nb], each product and sum rounded on its own.
+//
+//go:noescape
+func accumQ4_0AVX2(acc *float32, v *byte, nb int, vs float32)
+
+// attnAccumQ8_0AVX2 adds the n positions of a chunk to the accumulator acc (32·nb float32s)
+// and to *sum: position j's V row is nb Q8_0 blocks at v + j·stride (bytes), e_j and
+// bit j of mask come from attnExpF16.
+//
+//go:noescape
+func attnAccumQ8_0AVX2(acc *float32, v *byte, nb int, n int, stride int, e *float32, mask uint64, sum *float32)
+
+// attnAccumQ4_0AVX2 adds the n positions of a chunk to the accumulator acc (32·nb float32s)
+// and to *sum: position j's V row is nb Q4_0 blocks at v + j·stride (bytes), e_j and
+// bit j of mask come from attnExpF16.
+//
+//go:noescape
+func attnAccumQ4_0AVX2(acc *float32, v *byte, nb int, n int, stride int, e *float32, mask uint64, sum *float32)
+
+// attnScoresQ8_0AVX2 sets s[j] = dot(the nb Q8_0 blocks at k + j·stride, the nb q8Blocks at q)·scale
+// for j < m, the sums as dotQ8_0AVX2's.
+//
+//go:noescape
+func attnScoresQ8_0AVX2(k *byte, q *byte, nb int, m int, stride int, scale float32, s *float32)
+
+// attnScoresQ4_0AVX2 sets s[j] = dot(the nb Q4_0 blocks at k + j·stride, the nb q8Blocks at q)·scale
+// for j < m, the sums as dotQ4_0AVX2's.
+//
+//go:noescape
+func attnScoresQ4_0AVX2(k *byte, q *byte, nb int, m int, stride int, scale float32, s *float32)
+
 // attnChunkF32AVX512 is attnChunkF32Generic for head size 64: it adds positions
 // 0..m-1 of a chunk (keys and values the float32 rows of 64 at kf and vf; kf holds 64
 // rows, those from m on any finite or not) to the state of query q (scaled):

@@ -172,3 +172,8 @@ func (p paged) layer(l int, ks, vs [][]uint16) ([][]uint16, [][]uint16) {
 }
 
 func (p paged) blockTokens() int { return p.s.BlockTokens() }
+
+func (p paged) types() (k, v kernels.KVType) {
+	c := p.s.Config()
+	return c.TypeK, c.TypeV
+}

@@ -10,8 +10,11 @@ import (
 // kvStore is one sequence's KV cache as the forward pass sees it: a State's
 // contiguous rows or a paged kvcache.Seq.
 type kvStore interface {
-	// row returns the K and V rows (kvDim values each) of position pos in layer l.
+	// row returns the K and V rows of position pos in layer l: kvDim values each,
+	// stored as types says (kernels.KVType.Units units; kernels.PutKVRow writes them).
 	row(pos, l int) (k, v []uint16)
+	// types is how the cache stores its K and V rows.
+	types() (k, v kernels.KVType)
 	// layer appends the cache's blocks of layer l in position order, each holding
 	// blockTokens positions.
 	layer(l int, ks, vs [][]uint16) ([][]uint16, [][]uint16)
@@ -155,9 +158,11 @@ func (w *scratch) forward(m *Model, parts []part) ([]float32, error) {
 		}
 		// Append K and V to each token's cache, then collect the caches' blocks.
 		for i := 0; i < n; i++ {
-			kr, vr := parts[w.tokPart[i]].kv.row(int(w.tokPos[i]), li)
-			kernels.F32sToF16s(kr, k[i*kvd:(i+1)*kvd])
-			kernels.F32sToF16s(vr, v[i*kvd:(i+1)*kvd])
+			kv := parts[w.tokPart[i]].kv
+			kr, vr := kv.row(int(w.tokPos[i]), li)
+			kt, vt := kv.types()
+			kernels.PutKVRow(kr, kt, k[i*kvd:(i+1)*kvd])
+			kernels.PutKVRow(vr, vt, v[i*kvd:(i+1)*kvd])
 		}
 		for pi, p := range parts {
 			w.ks[pi], w.vs[pi] = p.kv.layer(li, w.ks[pi][:0], w.vs[pi][:0])
@@ -321,12 +326,20 @@ func (w *scratch) attendTiles(lo, hi int) {
 				i1++
 			}
 			o := i0*qd + kvh*group*hd
+			kv := a.parts[pi].kv
+			if kt, vt := kv.types(); kt.Quantized() || vt.Quantized() {
+				// A quantized cache: llama.cpp's one-query path, whatever the mode.
+				kernels.AttendBlocksTileKV(a.out[o:], a.q[o:], qd, hd, group, w.tokPos[i0:i1], w.ks[pi], w.vs[pi],
+					kt, vt, kt.Units(kvh*hd), vt.Units(kvh*hd), kt.Units(kvd), vt.Units(kvd), kv.blockTokens(), a.scale)
+				i0 = i1
+				continue
+			}
 			attend := kernels.AttendBlocksTile
 			if a.parts[pi].attn == AttnF32 {
 				attend = kernels.AttendBlocksTileF32
 			}
 			attend(a.out[o:], a.q[o:], qd, hd, group, w.tokPos[i0:i1],
-				w.ks[pi], w.vs[pi], kvh*hd, kvd, a.parts[pi].kv.blockTokens(), a.scale)
+				w.ks[pi], w.vs[pi], kvh*hd, kvd, kv.blockTokens(), a.scale)
 			i0 = i1
 		}
 	}
@@ -349,6 +362,13 @@ func (w *scratch) attendRange(lo, hi int) {
 	for p := lo; p < hi; p++ {
 		i, h := p/c.Heads, p%c.Heads
 		pi := w.tokPart[i]
+		kv := a.parts[pi].kv
+		if kt, vt := kv.types(); kt.Quantized() || vt.Quantized() {
+			kvh := h / group
+			kernels.AttendBlocksKV(a.out[i*qd+h*hd:i*qd+(h+1)*hd], a.q[i*qd+h*hd:i*qd+(h+1)*hd], w.ks[pi], w.vs[pi],
+				kt, vt, kt.Units(kvh*hd), vt.Units(kvh*hd), kt.Units(kvd), vt.Units(kvd), kv.blockTokens(), int(w.tokPos[i])+1, a.scale)
+			continue
+		}
 		attend := kernels.AttendBlocks
 		if a.parts[pi].attn == AttnF32 {
 			attend = kernels.AttendBlocksF32

@@ -1,6 +1,10 @@
 package model
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/lmlite/lmlite/engine/kernels"
+)
 
 // State is one sequence being run through a Model: its position and its KV cache
 // (binary16, as llama.cpp's default cache, grown as the sequence grows up to the
@@ -92,6 +96,9 @@ func (c *contiguous) layer(l int, ks, vs [][]uint16) ([][]uint16, [][]uint16) {
 }
 
 func (c *contiguous) blockTokens() int { return c.ctx }
+
+// types: a State's cache is binary16 (quantized caches are the engine's paged pools).
+func (c *contiguous) types() (k, v kernels.KVType) { return kernels.KVF16, kernels.KVF16 }
 
 // growCache makes the cache hold pos+n positions.
 func (s *State) growCache(n int) {

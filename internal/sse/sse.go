@@ -1,6 +1,8 @@
-// Package sse reads server-sent event streams as OpenAI-compatible servers write
-// them. It is the one reader of that format in lmlite, shared by the gateway's
-// upstream relay and the load tester's client.
+// Package sse reads and writes server-sent event streams. Reader reads them as
+// OpenAI-compatible servers write them: it is the one reader of that format in
+// lmlite, shared by the gateway's upstream relay and the load tester's client.
+// AppendEvent, Begin/End, AppendComment and Writer (writer.go) frame and write
+// them: every stream the gateway serves goes through them.
 package sse
 
 import (
