@@ -6,6 +6,10 @@
 // silently) and fills in defaults; Validate checks the whole file once at start-up
 // and returns one clear error naming the field. YAML is parsed with gopkg.in/yaml.v3,
 // the well-kept standard for Go, which reports line numbers and unknown fields.
+//
+// The file's format stops here: configs imports neither the engine nor the gateway,
+// and cmd/lmlite converts a validated Config into the engine's ModelConfigs and the
+// gateway's Config (cmd/lmlite/config.go).
 package configs
 
 import (
@@ -25,7 +29,6 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/engine/kernels"
 	"github.com/lmlite/lmlite/engine/spec"
 	"github.com/lmlite/lmlite/money"
@@ -515,38 +518,13 @@ func (m *Model) Price() money.Price {
 // Embedded says whether the model runs in the embedded engine (path or pull).
 func (m *Model) Embedded() bool { return m.Upstream == nil }
 
-// EngineConfig returns the engine's configuration of an embedded model: its path, or
-// the pulled file once the server has resolved Pull.
-func (m *Model) EngineConfig() engine.ModelConfig {
-	path := m.Path
-	if path == "" {
-		path = m.PulledPath
+// File is the model's GGUF file: its path, or the pulled file once the server has
+// resolved Pull.
+func (m *Model) File() string {
+	if m.Path != "" {
+		return m.Path
 	}
-	return engine.ModelConfig{
-		ID:                  m.ID,
-		Path:                path,
-		MaxModelLen:         m.MaxModelLen,
-		MaxModelConcurrency: m.MaxConcurrency,
-		BatchExecuteTimeout: time.Duration(m.BatchTimeoutMS) * time.Millisecond,
-		Replicas:            m.Replicas,
-		IdleTimeout:         m.IdleTimeout,
-		Priority:            m.Priority,
-		Device:              m.Device,
-		MaxQueue:            m.MaxQueue,
-		BatchChunkTokens:    max(m.BatchChunk, 0), // -1: none
-		AttnF32MinPrompt:    m.AttnF32MinPrompt,
-		Speculative:         m.Speculative,
-		GrammarMaskSteps:    m.GrammarMaskSteps,
-		GrammarRequestSteps: m.GrammarRequestSteps,
-		KVCacheBytes:        mustBytes(m.KVCache),
-		KVWarmBytes:         mustBytes(m.KVWarm),
-		AdapterMemory:       mustBytes(m.AdapterMemory),
-		KVWarmFile:          m.KVWarmFile,
-		KVCacheTypeK:        m.KVCacheTypeK,
-		KVCacheTypeV:        m.KVCacheTypeV,
-		DisablePrefixCache:  m.DisablePrefixCache,
-		Embeddings:          m.Embeddings,
-	}
+	return m.PulledPath
 }
 
 // Adapter is one LoRA adapter of the configuration.
@@ -609,17 +587,6 @@ func (c *Config) validateAdapters(models map[string]bool, bad func(field, format
 	return nil
 }
 
-// AdaptersOf returns the engine's configuration of the adapters over the model id.
-func (c *Config) AdaptersOf(id string) []engine.AdapterConfig {
-	var out []engine.AdapterConfig
-	for _, a := range c.Adapters {
-		if a.Base == id {
-			out = append(out, engine.AdapterConfig{ID: a.ID, Path: a.Path, Scale: a.Scale})
-		}
-	}
-	return out
-}
-
 // WorkerGroups maps each embedded model with a worker_group to its group (the
 // engine's workers mode; a model without one is a group of its own).
 func (c *Config) WorkerGroups() map[string]string {
@@ -638,24 +605,13 @@ func btoi(b bool) int {
 	return 0
 }
 
-// mustBytes is ParseBytes of a size that validation has checked.
-func mustBytes(s string) int64 {
-	n, _ := ParseBytes(s)
-	return n
-}
-
 // AddDemoModels adds generated embedded models to a configuration without models and,
 // when it has no tiers, spreads them over the tiers from Fast up (the last model also
-// serving the tiers above). Each gets the demo prices given.
-func (c *Config) AddDemoModels(models []engine.ModelConfig, prompt1K, completion1K float64) {
+// serving the tiers above). The i-th gets the demo prices given times i+1.
+func (c *Config) AddDemoModels(models []Model, prompt1K, completion1K float64) {
 	noTiers := len(c.Tiers.Fast)+len(c.Tiers.Balanced)+len(c.Tiers.Deep)+len(c.Tiers.Max) == 0
-	for i, mc := range models {
-		m := Model{
-			ID: mc.ID, Path: mc.Path, MaxModelLen: mc.MaxModelLen, MaxConcurrency: mc.MaxModelConcurrency,
-			BatchTimeoutMS: int(mc.BatchExecuteTimeout / time.Millisecond), Replicas: mc.Replicas,
-			IdleTimeout: mc.IdleTimeout, Priority: mc.Priority, Embeddings: mc.Embeddings,
-			PromptUSDPer1K: prompt1K * float64(i+1), CompletionUSDPer1K: completion1K * float64(i+1),
-		}
+	for i, m := range models {
+		m.PromptUSDPer1K, m.CompletionUSDPer1K = prompt1K*float64(i+1), completion1K*float64(i+1)
 		c.Models = append(c.Models, m)
 	}
 	c.defaults()

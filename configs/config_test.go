@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/loadtest"
 	"github.com/lmlite/lmlite/money"
 	"github.com/lmlite/lmlite/tiers"
@@ -55,8 +54,8 @@ func TestPullModels(t *testing.T) {
 	}
 	c, _ := Parse([]byte(base + "  - {id: a, pull: hf://org/repo/m.gguf}"))
 	c.Models[0].PulledPath = "/cache/blobs/sha256-x.gguf"
-	if got := c.Models[0].EngineConfig().Path; got != "/cache/blobs/sha256-x.gguf" {
-		t.Errorf("engine path of a pulled model: %q", got)
+	if got := c.Models[0].File(); got != "/cache/blobs/sha256-x.gguf" {
+		t.Errorf("file of a pulled model: %q", got)
 	}
 }
 
@@ -71,8 +70,8 @@ func TestExampleIsValid(t *testing.T) {
 	if len(c.Models) != 3 || c.Models[2].Upstream == nil || c.Models[2].Upstream.Timeout != 10*time.Minute || c.Models[1].Pull == "" {
 		t.Errorf("models: %+v", c.Models)
 	}
-	if c.Models[0].EngineConfig().BatchExecuteTimeout != 5*time.Millisecond {
-		t.Errorf("batch timeout: %v", c.Models[0].EngineConfig().BatchExecuteTimeout)
+	if c.Models[0].BatchTimeoutMS != 5 {
+		t.Errorf("batch timeout: %v ms", c.Models[0].BatchTimeoutMS)
 	}
 	set := c.Set()
 	if got := set.Tiers[tiers.Deep]; len(got) != 1 || got[0].Model != "llama-8b" || got[0].Price.CompletionPer1K != money.USD(0.002) {
@@ -96,12 +95,15 @@ func TestDemoWithGeneratedModels(t *testing.T) {
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "models") {
 		t.Fatalf("demo without models: %v", err)
 	}
-	c.AddDemoModels([]engine.ModelConfig{{ID: "demo-a", Path: "a.gguf", Embeddings: true}, {ID: "demo-b", Path: "b.gguf"}}, 0.001, 0.002)
+	c.AddDemoModels([]Model{{ID: "demo-a", Path: "a.gguf", Embeddings: true}, {ID: "demo-b", Path: "b.gguf"}}, 0.001, 0.002)
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if a, b := c.Models[0].EngineConfig(), c.Models[1].EngineConfig(); !a.Embeddings || b.Embeddings {
+	if a, b := c.Models[0], c.Models[1]; !a.Embeddings || b.Embeddings {
 		t.Errorf("a demo model's embeddings are not kept: %+v %+v", a, b)
+	}
+	if a, b := c.Models[0], c.Models[1]; a.PromptUSDPer1K != 0.001 || a.CompletionUSDPer1K != 0.002 || b.PromptUSDPer1K != 0.002 || b.CompletionUSDPer1K != 0.004 {
+		t.Errorf("demo prices: %+v %+v", a, b)
 	}
 	set := c.Set()
 	want := []string{"demo-a", "demo-b", "demo-b", "demo-b"}
@@ -167,40 +169,6 @@ tenants: [{id: t, plan: p}]
 		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.field) {
 			t.Errorf("%q: err = %v, want one naming %q", c.yaml, err, c.field)
 		}
-	}
-}
-
-// TestSpeculativeReachesTheEngine: a model's speculative: block is its
-// engine.ModelConfig's Speculative; off when absent.
-func TestSpeculativeReachesTheEngine(t *testing.T) {
-	c, err := Parse([]byte("models: [{id: m, path: a, speculative: {ngram: true, max_draft: 4, draft_cost: 0.1}}, {id: n, path: b}]\nplans: {p: {}}\n"))
-	if err != nil || c.Validate() != nil {
-		t.Fatal(err, c.Validate())
-	}
-	if got := c.Models[0].EngineConfig().Speculative; !got.NGram || got.MaxDraft != 4 || got.DraftCost != 0.1 {
-		t.Fatalf("speculative %+v", got)
-	}
-	if c.Models[1].EngineConfig().Speculative.On() {
-		t.Fatal("speculation on by default")
-	}
-}
-
-// TestAdaptersOf: adapters go to their base model's engine configuration, the
-// scale as written (0: the engine's default of 1).
-func TestAdaptersOf(t *testing.T) {
-	c, err := Parse([]byte("models: [{id: m, path: a}, {id: n, path: b}]\nadapters: [{id: x, path: x.gguf, base: m, scale: 0.5}, {id: y, path: y.gguf, base: n}, {id: z, path: z.gguf, base: m}]\nplans: {p: {}}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	got := c.AdaptersOf("m")
-	if len(got) != 2 || got[0].ID != "x" || got[0].Path != "x.gguf" || got[0].Scale != 0.5 || got[1].ID != "z" || got[1].Scale != 0 {
-		t.Errorf("adapters of m: %+v", got)
-	}
-	if got := c.AdaptersOf("n"); len(got) != 1 || got[0].ID != "y" {
-		t.Errorf("adapters of n: %+v", got)
 	}
 }
 

@@ -6,8 +6,9 @@ import (
 	"testing"
 )
 
-// TestKVCacheTypes: kv_cache_type_k / kv_cache_type_v take llama.cpp's names and
-// reach the engine's configuration; anything else is a config error naming the
+// TestKVCacheTypes: kv_cache_type_k / kv_cache_type_v take llama.cpp's names
+// (cmd/lmlite's TestEngineModelConfig: they reach the engine's configuration);
+// anything else is a config error naming the
 // field and the allowed names, and so are cache types on an upstream model.
 func TestKVCacheTypes(t *testing.T) {
 	c, err := Parse([]byte("models: [{id: m, path: a, kv_cache_type_k: q8_0, kv_cache_type_v: q4_0}, {id: n, path: b}]\nplans: {p: {}}\n"))
@@ -17,11 +18,11 @@ func TestKVCacheTypes(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if e := c.Models[0].EngineConfig(); e.KVCacheTypeK != "q8_0" || e.KVCacheTypeV != "q4_0" {
-		t.Fatalf("engine config K %q V %q", e.KVCacheTypeK, e.KVCacheTypeV)
+	if m := c.Models[0]; m.KVCacheTypeK != "q8_0" || m.KVCacheTypeV != "q4_0" {
+		t.Fatalf("K %q V %q", m.KVCacheTypeK, m.KVCacheTypeV)
 	}
-	if e := c.Models[1].EngineConfig(); e.KVCacheTypeK != "" || e.KVCacheTypeV != "" {
-		t.Fatalf("default K %q V %q, want \"\" (f16)", e.KVCacheTypeK, e.KVCacheTypeV)
+	if m := c.Models[1]; m.KVCacheTypeK != "" || m.KVCacheTypeV != "" {
+		t.Fatalf("default K %q V %q, want \"\" (f16)", m.KVCacheTypeK, m.KVCacheTypeV)
 	}
 	for _, bad := range []struct{ yaml, want string }{
 		{"models: [{id: m, path: a, kv_cache_type_k: q8}]\nplans: {p: {}}\n", "models[0].kv_cache_type_k"},

@@ -14,29 +14,29 @@ import (
 	"github.com/lmlite/lmlite/engine/lease"
 )
 
-// DeviceStatus is one device whose memory the models lease, as /admin/devices and
-// the device metrics show it.
+// DeviceStatus is one device whose memory the models lease (the gateway's
+// /admin/devices and device metrics present it).
 type DeviceStatus struct {
-	ID          string        `json:"id"`   // the lease device: "host", "gpu:0", …
-	Kind        string        `json:"kind"` // "host" or "gpu"
-	Name        string        `json:"name"`
-	MemoryTotal int64         `json:"memory_total_bytes"`  // 0 when unknown
-	MemoryUsed  int64         `json:"memory_used_bytes"`   // by every process (host: total − available)
-	Budget      int64         `json:"memory_budget_bytes"` // what the leases may take
-	Leased      int64         `json:"memory_leased_bytes"` // what the live leases hold, of every process
-	Utilization float64       `json:"utilization"`         // GPU busy ratio 0–1; -1 when unknown (always for host)
-	Leases      []DeviceLease `json:"leases"`
+	ID          string // the lease device: "host", "gpu:0", …
+	Kind        string // "host" or "gpu"
+	Name        string
+	MemoryTotal int64   // 0 when unknown
+	MemoryUsed  int64   // by every process (host: total − available)
+	Budget      int64   // what the leases may take
+	Leased      int64   // what the live leases hold, of every process
+	Utilization float64 // GPU busy ratio 0–1; -1 when unknown (always for host)
+	Leases      []DeviceLease
 }
 
 // DeviceLease is one live lease on a device.
 type DeviceLease struct {
-	Holder   string `json:"holder"` // model@process
-	Model    string `json:"model"`
-	Node     string `json:"node"` // the holding process's node id ("" with the in-process store)
-	Bytes    int64  `json:"bytes"`
-	Priority int    `json:"priority"`
-	Idle     bool   `json:"idle"`
-	Local    bool   `json:"local"` // held by this Block
+	Holder   string // model@process
+	Model    string
+	Node     string // the holding process's node id ("" with the in-process store)
+	Bytes    int64
+	Priority int
+	Idle     bool
+	Local    bool // held by this Block
 }
 
 // Devices reports every device of the Block's lease budgets with its live leases (of

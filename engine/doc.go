@@ -7,6 +7,11 @@
 // engine use (LM Lite's LMLiteBlock): a block of model configs, Ready, Generate
 // returning a Stream of tokens and a final Usage, Close and GC.
 //
+// The engine presents nothing: Models and Stats (stats.go) are plain snapshots of
+// its counters and gauges, and the edges turn them into Prometheus series (the
+// enginemetrics package) and admin JSON (the gateway). The engine imports no
+// Prometheus, no HTTP and no configuration format (internal/importgraph checks).
+//
 // # Modes
 //
 // The Block runs its models in the caller's process (the default, inprocess). The

@@ -1,19 +1,18 @@
 package gateway
 
 import (
-	"os"
 	"time"
 
-	"github.com/lmlite/lmlite/configs"
 	"github.com/lmlite/lmlite/money"
 	"github.com/lmlite/lmlite/policies"
 	"github.com/lmlite/lmlite/tiers"
 )
 
 // Config is what the gateway serves: its limits, its models, the TierSet and the
-// tenants' resolved policies. It is the gateway's own, not the YAML file's format:
-// ConfigOf builds it from a configs.Config, and a program (or a test, or a worker)
-// may build it directly. Zero fields take the default written beside them.
+// tenants' resolved policies. It is the gateway's own, not the YAML file's format
+// (the gateway does not know configs): cmd/lmlite builds it from the file, and a
+// program (or a test) may build it directly. Zero fields take the default written
+// beside them.
 type Config struct {
 	MaxBodyBytes int // larger request bodies answer 413; 0: 1 MiB
 	MaxInFlight  int // requests in flight before 503; 0: 1024
@@ -55,34 +54,4 @@ type Upstream struct {
 	Model   string        // the model's name there
 	APIKey  string        // sent as "Bearer KEY"; "": none
 	Timeout time.Duration // per request; 0: none
-}
-
-// ConfigOf builds the gateway's Config from a validated configuration file (the
-// upstream API keys are read from their environment variables here).
-func ConfigOf(c *configs.Config) (Config, error) {
-	book, err := c.Book()
-	if err != nil {
-		return Config{}, err
-	}
-	gc := Config{MaxBodyBytes: c.MaxBodyBytes, MaxInFlight: c.MaxInFlight, WriteTimeout: c.WriteTimeout, Tiers: *c.Set(), Book: book,
-		MaxKeepAlive: c.MaxKeepAlive, MinKeepAlive: c.MinKeepAlive}
-	for i := range c.Models {
-		mc := &c.Models[i]
-		m := Model{ID: mc.ID, MaxModelLen: mc.MaxModelLen, Slots: mc.MaxConcurrency * max(1, mc.Replicas),
-			MaxQueue: mc.MaxQueue, Price: mc.Price(), OwnedBy: mc.OwnedBy, IdleTimeout: mc.IdleTimeout}
-		if u := mc.Upstream; u != nil {
-			m.Upstream = &Upstream{BaseURL: u.BaseURL, Model: u.Model, Timeout: u.Timeout}
-			if m.Upstream.Model == "" {
-				m.Upstream.Model = mc.ID
-			}
-			if u.APIKeyEnv != "" {
-				m.Upstream.APIKey = os.Getenv(u.APIKeyEnv)
-			}
-		}
-		gc.Models = append(gc.Models, m)
-	}
-	for _, a := range c.Adapters {
-		gc.Adapters = append(gc.Adapters, Adapter{ID: a.ID, Base: a.Base, Tenant: a.Tenant})
-	}
-	return gc, nil
 }

@@ -37,15 +37,49 @@ func (s *Server) adminDevices(ctx *fasthttp.RequestCtx, reqID string) {
 		s.writeError(ctx, reqID, &apiError{status: 503, typ: "server_error", message: "device report unavailable: " + err.Error()})
 		return
 	}
-	type row struct {
-		Object string `json:"object"`
-		engine.DeviceStatus
-	}
-	rows := []row{}
+	rows := []deviceJSON{}
 	for _, d := range devs {
-		rows = append(rows, row{"device", d})
+		rows = append(rows, deviceJSONOf(d))
 	}
 	writeJSON(ctx, 200, map[string]any{"object": "list", "data": rows})
+}
+
+// deviceJSON is one row of /admin/devices (the engine's DeviceStatus carries no
+// JSON of its own: the admin API's format is the gateway's).
+type deviceJSON struct {
+	Object      string      `json:"object"` // "device"
+	ID          string      `json:"id"`     // the lease device: "host", "gpu:0", …
+	Kind        string      `json:"kind"`   // "host" or "gpu"
+	Name        string      `json:"name"`
+	MemoryTotal int64       `json:"memory_total_bytes"`  // 0 when unknown
+	MemoryUsed  int64       `json:"memory_used_bytes"`   // by every process (host: total − available)
+	Budget      int64       `json:"memory_budget_bytes"` // what the leases may take
+	Leased      int64       `json:"memory_leased_bytes"` // what the live leases hold, of every process
+	Utilization float64     `json:"utilization"`         // GPU busy ratio 0–1; -1 when unknown (always for host)
+	Leases      []leaseJSON `json:"leases"`
+}
+
+// leaseJSON is one live lease of a deviceJSON.
+type leaseJSON struct {
+	Holder   string `json:"holder"` // model@process
+	Model    string `json:"model"`
+	Node     string `json:"node"` // the holding process's node id ("" with the in-process store)
+	Bytes    int64  `json:"bytes"`
+	Priority int    `json:"priority"`
+	Idle     bool   `json:"idle"`
+	Local    bool   `json:"local"` // held by the engine that reports
+}
+
+func deviceJSONOf(d engine.DeviceStatus) deviceJSON {
+	r := deviceJSON{Object: "device", ID: d.ID, Kind: d.Kind, Name: d.Name, MemoryTotal: d.MemoryTotal, MemoryUsed: d.MemoryUsed,
+		Budget: d.Budget, Leased: d.Leased, Utilization: d.Utilization}
+	if d.Leases != nil {
+		r.Leases = make([]leaseJSON, 0, len(d.Leases))
+	}
+	for _, l := range d.Leases {
+		r.Leases = append(r.Leases, leaseJSON(l))
+	}
+	return r
 }
 
 // deviceCollector exports the devices as metrics:

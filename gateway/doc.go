@@ -213,10 +213,11 @@
 // found by type assertion: Features (the Block has it) for structured outputs, tools,
 // n > 1, logprobs and embeddings (without it such a request is a 400 naming the
 // field); ModelLoader for the admin API's load and unload (cmd/lmlite adapts the
-// Block's context-taking Load), and prometheus.Collector for the engine's
-// own metrics (lmlite_engine_*: model state, memory, replicas, queue depth; batch
-// sizes, KV blocks and, for mixtures of experts, the tokens routed to each expert, as
-// the runtime reports them), registered beside the gateway's.
+// Block's context-taking Load), and StatsSource for the engine's own metrics
+// (lmlite_engine_*: model state, memory, replicas, queue depth; batch sizes, KV
+// blocks and, for mixtures of experts, the tokens routed to each expert, as the
+// runtime reports them in its engine.Stats), which the enginemetrics package
+// presents beside the gateway's.
 //
 // # Metrics
 //

@@ -193,7 +193,7 @@ func (ts *testServer) get(path, key string) (*http.Response, string) {
 // mustGatewayConfig is the gateway's Config of a validated configuration file.
 func mustGatewayConfig(t testing.TB, cfg *configs.Config) Config {
 	t.Helper()
-	gc, err := ConfigOf(cfg)
+	gc, err := configOf(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,8 +254,8 @@ func startEngineWith(t testing.TB, yaml string, ec engine.Config, opts Options, 
 	cfg := parseConfig(t, yaml, dir)
 	ec.Models = nil
 	for i := range cfg.Models {
-		mc := cfg.Models[i].EngineConfig()
-		mc.Adapters = cfg.AdaptersOf(mc.ID)
+		mc := engineConfigOf(&cfg.Models[i])
+		mc.Adapters = adaptersOf(cfg, mc.ID)
 		ec.Models = append(ec.Models, mc)
 	}
 	block, err := engine.New(ec)

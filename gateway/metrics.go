@@ -11,13 +11,20 @@ import (
 	"github.com/valyala/fasthttp/fasthttpadaptor"
 
 	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/enginemetrics"
 	"github.com/lmlite/lmlite/money"
 	"github.com/lmlite/lmlite/tenancy"
 )
 
+// StatsSource is an engine that snapshots its counters and gauges (engine.Block,
+// worker.Pool): /metrics shows them as the lmlite_engine_* series (enginemetrics).
+type StatsSource interface {
+	Stats() engine.Stats
+}
+
 // metrics are the server's Prometheus metrics, in a registry of its own (no globals).
-// An Engine that is also a prometheus.Collector (batch sizes, KV blocks, loads) is
-// registered beside them.
+// An Engine that is also a StatsSource (batch sizes, KV blocks, loads) gets its
+// enginemetrics.Collector registered beside them.
 type metrics struct {
 	reg        *prometheus.Registry
 	requests   *prometheus.CounterVec
@@ -106,8 +113,8 @@ func newMetrics(s *Server) *metrics {
 		&stateCollector{s: s}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
 	}
-	if c, ok := s.eng.(prometheus.Collector); ok && s.eng != nil {
-		f(c)
+	if src, ok := s.eng.(StatsSource); ok && s.eng != nil {
+		f(enginemetrics.New(src.Stats))
 	}
 	if d, ok := s.eng.(DeviceSource); ok && s.eng != nil {
 		f(deviceCollector{d}) // devices.go

@@ -187,7 +187,7 @@ func (s *Server) limit(m *model) int {
 	return 0
 }
 
-// New builds a server for a configuration (ConfigOf builds one from the config file).
+// New builds a server for a configuration (cmd/lmlite builds one from the config file).
 // eng may be nil when every model is upstream.
 func New(cfg Config, eng Engine, ten *tenancy.Tenancy, opts Options) (*Server, error) {
 	if cfg.MaxBodyBytes == 0 {

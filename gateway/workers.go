@@ -5,14 +5,14 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/engine/workerapi"
 )
 
 // WorkerSource is an engine that runs its models in worker processes (worker.Pool,
 // the workers mode): /admin/workers lists them. An engine without it (in-process,
 // upstream only) lists none.
 type WorkerSource interface {
-	Workers() []engine.WorkerStatus
+	Workers() []workerapi.Status
 }
 
 // workerJSON is one row of /admin/workers.

@@ -22,7 +22,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lmlite/lmlite/configs"
-	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/engine/lease"
 	"github.com/lmlite/lmlite/gateway"
 	"github.com/lmlite/lmlite/internal/rediscli"
@@ -37,22 +36,11 @@ func init() {
 	register("serve", "serve the OpenAI-compatible API (gateway + embedded engine)", runServe)
 }
 
-// demoModels writes the demo models into dataDir for a configuration without models:
-// the real ones and those with random weights. It is wired by the engine's side.
-var demoModels = func(dataDir string) (real, random []engine.ModelConfig, err error) {
-	return nil, nil, errors.New("demo models are not available yet (no model generator wired); configure models in --config")
-}
-
 // engineOptions are the process-wide settings of the embedded engine.
 type engineOptions struct {
 	MemBudget int64            // the host budget; 0: host memory minus a margin
 	Devices   map[string]int64 // lease budgets per device (device.Probe().Capacities)
 	Leases    lease.Store      // nil: in-process; lease.Redis with `redis:`
-}
-
-// newEngine builds the embedded engine's Block for the embedded models.
-var newEngine = func(cfgs []engine.ModelConfig, opts engineOptions) (gateway.Engine, error) {
-	return nil, errors.New("the embedded engine is not yet available; configure upstream models only")
 }
 
 func runServe(args []string) error {
@@ -105,12 +93,12 @@ func runServe(args []string) error {
 
 	demo := len(cfg.Models) == 0
 	if demo {
-		real, random, err := demoModels(cfg.DataDir)
+		real, random, err := generateDemoModels(cfg.DataDir)
 		if err != nil {
 			return fmt.Errorf("no models configured and %w", err)
 		}
-		cfg.AddDemoModels(real, 0.0005, 0.0015) // every tier: the real model
-		cfg.AddDemoModels(random, 0.0005, 0.0015)
+		cfg.AddDemoModels(demoModelsOf(real), 0.0005, 0.0015) // every tier: the real model
+		cfg.AddDemoModels(demoModelsOf(random), 0.0005, 0.0015)
 		// "auto" steps down to a random model only when the story model cannot serve:
 		// a request that needs more than its 512 tokens of context (a chat with tools,
 		// whose schemas the template renders) takes demo-random-qwen3 (2048 tokens),
@@ -145,14 +133,7 @@ func runServe(args []string) error {
 	if err != nil {
 		return err
 	}
-	var embedded []engine.ModelConfig
-	for i := range cfg.Models {
-		if cfg.Models[i].Embedded() {
-			mc := cfg.Models[i].EngineConfig()
-			mc.Adapters = cfg.AdaptersOf(mc.ID)
-			embedded = append(embedded, mc)
-		}
-	}
+	embedded := engineModels(cfg)
 	// One Redis client for every shared store: memory leases, keys, quotas, budgets.
 	var rc *redis.Client
 	var redisMetrics *rediscli.Metrics
@@ -175,7 +156,7 @@ func runServe(args []string) error {
 		if cfg.Engine.Mode == configs.ModeWorkers {
 			eng, err = newWorkersEngine(cfg, embedded, memBudget, opts)
 		} else {
-			eng, err = newEngine(embedded, opts)
+			eng, err = newBlockEngine(embedded, opts)
 		}
 		if err != nil {
 			return fmt.Errorf("engine: %w", err)
@@ -239,7 +220,7 @@ func runServe(args []string) error {
 			return err
 		}
 	}
-	gcfg, err := gateway.ConfigOf(cfg)
+	gcfg, err := gatewayConfig(cfg)
 	if err != nil {
 		return err
 	}

@@ -11,24 +11,20 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/engine/genmodel"
 	"github.com/lmlite/lmlite/gateway"
 )
 
-// The embedded engine and the demo models of `lmlite serve`.
-func init() {
-	demoModels = generateDemoModels
-	newEngine = func(cfgs []engine.ModelConfig, opts engineOptions) (gateway.Engine, error) {
-		b, err := engine.New(engine.Config{Models: cfgs, MemoryBudget: opts.MemBudget, Devices: opts.Devices,
-			Leases: opts.Leases, Logger: engineLogger()})
-		if err != nil {
-			return nil, err
-		}
-		return blockEngine{b}, nil
+// newBlockEngine is the embedded engine of `lmlite serve` (engine: {mode:
+// inprocess}): a Block serving the embedded models.
+func newBlockEngine(cfgs []engine.ModelConfig, opts engineOptions) (gateway.Engine, error) {
+	b, err := engine.New(engine.Config{Models: cfgs, MemoryBudget: opts.MemBudget, Devices: opts.Devices,
+		Leases: opts.Leases, Logger: engineLogger()})
+	if err != nil {
+		return nil, err
 	}
+	return blockEngine{b}, nil
 }
 
 // loadTimeout bounds an admin load: the file is mapped and warmed up with one forward
@@ -37,7 +33,7 @@ const loadTimeout = 10 * time.Minute
 
 // blockEngine is the embedded engine as the gateway sees it: the Block with the
 // admin API's gateway.ModelLoader (whose Load has no context; the Block's waits with
-// one). The Block's other methods, its prometheus.Collector and io.Closer included,
+// one). The Block's other methods, its Stats and io.Closer included,
 // are promoted.
 type blockEngine struct{ *engine.Block }
 
@@ -45,7 +41,7 @@ var (
 	_ gateway.ModelLoader   = blockEngine{}
 	_ gateway.AdapterLoader = blockEngine{}
 	_ gateway.AdapterSource = blockEngine{}
-	_ prometheus.Collector  = blockEngine{}
+	_ gateway.StatsSource   = blockEngine{}
 	_ io.Closer             = blockEngine{}
 )
 

@@ -4,8 +4,6 @@ import (
 	"context"
 	"io"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/lmlite/lmlite/configs"
 	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/engine/worker"
@@ -38,7 +36,7 @@ var (
 	_ gateway.ModelLoader  = poolEngine{}
 	_ gateway.WorkerSource = poolEngine{}
 	_ gateway.Features     = poolEngine{}
-	_ prometheus.Collector = poolEngine{}
+	_ gateway.StatsSource  = poolEngine{}
 	_ io.Closer            = poolEngine{}
 )
 

@@ -295,6 +295,22 @@ tenants: [{id: demo, plan: p}]
 		}
 	}
 
+	// The Pool's Stats reach /metrics through enginemetrics: its worker's series, and
+	// the model's (their values are the last heartbeat's, so only their presence is
+	// checked).
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`lmlite_engine_worker_up{model="q"} 1` + "\n", `lmlite_engine_worker_crashes_total{model="q"} 0` + "\n",
+		`lmlite_engine_model_state{model="q",state="ready"} `} {
+		if !strings.Contains(string(m), want) {
+			t.Errorf("/metrics has no %q:\n%s", want, m)
+		}
+	}
+
 	syscall.Kill(os.Getpid(), syscall.SIGTERM)
 	select {
 	case err := <-done:

@@ -2,7 +2,7 @@
 // model, or each group of models (worker_group in the config), runs in a child
 // `lmlite worker` process that serves it from an engine.Block, behind a Pool in the
 // parent that offers the same Block API (Generate, Tokenize, ChatTokens, Models,
-// Ready, Load, Unload, GC, Close, prometheus.Collector) and the gateway's Features
+// Ready, Load, Unload, GC, Close, Stats) and the gateway's Features
 // (CompileSchema, ChatTokensTools, ToolSyntax, ToolGrammar, GenerateN, Embed). The
 // gateway cannot tell the Pool from the in-process Block; `lmlite serve` picks one by
 // `engine: {mode: ...}`.

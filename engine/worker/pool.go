@@ -14,11 +14,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/engine/device"
 	"github.com/lmlite/lmlite/engine/grammar"
+	"github.com/lmlite/lmlite/engine/workerapi"
 )
 
 // Config configures a Pool. The zero value of each field takes its default.
@@ -66,8 +65,8 @@ const envRedisURL = "LMLITE_WORKER_REDIS_URL"
 // Pool serves the Block API from worker processes: one per group of models, started
 // at New, supervised (heartbeat, hang and crash detection, restart with backoff, a
 // circuit breaker), stopped when idle and started again on demand. It satisfies the
-// gateway's Engine and ModelLoader, prometheus.Collector and io.Closer, as the
-// in-process engine does.
+// gateway's Engine and ModelLoader, StatsSource (the enginemetrics series) and
+// io.Closer, as the in-process engine does.
 type Pool struct {
 	cfg    Config
 	log    *slog.Logger
@@ -708,11 +707,11 @@ var stateNames = [...]string{"stopped", "starting", "running", "stopping", "down
 
 // Workers reports the worker groups and their processes (the admin API's
 // /admin/workers, through the gateway's WorkerSource).
-func (p *Pool) Workers() []engine.WorkerStatus {
+func (p *Pool) Workers() []workerapi.Status {
 	now := time.Now()
-	var out []engine.WorkerStatus
+	var out []workerapi.Status
 	for _, g := range p.groups {
-		w := engine.WorkerStatus{Group: g.name, Stderr: g.stderr.lines()}
+		w := workerapi.Status{Group: g.name, Stderr: g.stderr.lines()}
 		for _, c := range g.cfgs {
 			w.Models = append(w.Models, c.ID)
 		}
@@ -733,32 +732,10 @@ func (p *Pool) Workers() []engine.WorkerStatus {
 	return out
 }
 
-var descWorkerRestarts = prometheus.NewDesc("lmlite_engine_worker_crashes_total",
-	"Crashes and hangs of a model's worker process (workers mode).", []string{"model"}, nil)
-var descWorkerUp = prometheus.NewDesc("lmlite_engine_worker_up",
-	"1 while a model's worker process runs and beats (workers mode).", []string{"model"}, nil)
-
-// Describe implements prometheus.Collector.
-func (p *Pool) Describe(ch chan<- *prometheus.Desc) {
-	engine.DescribeModels(ch)
-	ch <- descWorkerRestarts
-	ch <- descWorkerUp
-}
-
-// Collect implements prometheus.Collector.
-func (p *Pool) Collect(ch chan<- prometheus.Metric) {
-	engine.CollectModels(ch, p.Models())
-	for _, id := range p.order {
-		g := p.models[id].g
-		g.mu.Lock()
-		crashes, up := g.crashN, 0.0
-		if g.state == gRunning {
-			up = 1
-		}
-		g.mu.Unlock()
-		ch <- prometheus.MustNewConstMetric(descWorkerRestarts, prometheus.CounterValue, float64(crashes), id)
-		ch <- prometheus.MustNewConstMetric(descWorkerUp, prometheus.GaugeValue, up, id)
-	}
+// Stats is Block.Stats for the Pool: its models (Models) and its worker processes
+// (Workers), which the enginemetrics package presents as series.
+func (p *Pool) Stats() engine.Stats {
+	return engine.Stats{Models: p.Models(), Workers: p.Workers()}
 }
 
 // CheckTokenIDs is Block.CheckTokenIDs, done in the parent.

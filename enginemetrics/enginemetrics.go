@@ -1,20 +1,26 @@
-package engine
+// Package enginemetrics presents an engine's Stats as Prometheus series: the
+// engine keeps plain counters and snapshots (engine.Stats), and this edge package
+// names them, reads them at scrape time and labels them (tailscale's clientmetric is
+// the model). The gateway registers a Collector for an engine with a Stats method
+// (engine.Block, worker.Pool); a program embedding the Block does
+// prometheus.MustRegister(enginemetrics.New(block.Stats)).
+//
+// Batch sizes are counters of steps, sequences and tokens (rate(seqs)/rate(steps)
+// is the mean batch); the KV pool's and prefix cache's figures are the replicas'
+// kvcache.Stats summed. A mixture of experts also exports the tokens routed to each
+// expert of each layer (ModelStatus.ExpertLoad). The workers mode adds each model's
+// worker process: its crashes and whether it is up.
+package enginemetrics
 
 import (
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/engine/workerapi"
 )
 
-// A Block is a prometheus.Collector: register it (the gateway does when its engine is
-// one) to export the engine's own view of its models, read at scrape time from
-// Models(). A program embedding the Block gets the same metrics with
-// prometheus.MustRegister(block).
-//
-// Batch sizes are counters of steps, sequences and tokens (rate(seqs)/rate(steps)
-// is the mean batch); the KV pool's and prefix cache's figures are the replicas'
-// kvcache.Stats summed. A mixture of experts also exports the tokens routed to each
-// expert of each layer (ModelStatus.ExpertLoad).
 var (
 	descModelState = prometheus.NewDesc("lmlite_engine_model_state",
 		"Lifecycle state of an embedded model: 1 for its current state, 0 for the others.", []string{"model", "state"}, nil)
@@ -60,30 +66,57 @@ var (
 		"Structured outputs: bytes of token masks cached (bounded per grammar and in all).", []string{"model"}, nil)
 	descExpertTokens = prometheus.NewDesc("lmlite_engine_expert_tokens_total",
 		"Mixture-of-experts models: tokens routed to each expert of each layer since the model was loaded (routing skew shows as uneven experts within a layer).", []string{"model", "layer", "expert"}, nil)
+	descWorkerRestarts = prometheus.NewDesc("lmlite_engine_worker_crashes_total",
+		"Crashes and hangs of a model's worker process (workers mode).", []string{"model"}, nil)
+	descWorkerUp = prometheus.NewDesc("lmlite_engine_worker_up",
+		"1 while a model's worker process runs and beats (workers mode).", []string{"model"}, nil)
 )
 
 // modelStates are the values of the state label, each reported for every model.
-var modelStates = []ModelState{StateLoading, StateReady, StateUnloaded, StateFailed}
+var modelStates = []engine.ModelState{engine.StateLoading, engine.StateReady, engine.StateUnloaded, engine.StateFailed}
+
+// Collector is a prometheus.Collector of an engine's Stats, taken at each scrape.
+type Collector struct {
+	stats func() engine.Stats
+}
+
+// New returns the Collector of the snapshots stats takes (e.g. Block.Stats).
+func New(stats func() engine.Stats) *Collector { return &Collector{stats: stats} }
 
 // Describe implements prometheus.Collector.
-func (b *Block) Describe(ch chan<- *prometheus.Desc) { DescribeModels(ch) }
-
-// Collect implements prometheus.Collector.
-func (b *Block) Collect(ch chan<- prometheus.Metric) { CollectModels(ch, b.Models()) }
-
-// DescribeModels and CollectModels are the Block's prometheus.Collector for any
-// implementation of the Block API (the worker mode's too): the metrics of a list of
-// ModelStatus.
-func DescribeModels(ch chan<- *prometheus.Desc) {
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descModelState, descModelMemory, descModelReplicas, descModelMaxLen, descQueueDepth,
 		descRunning, descSteps, descStepSeqs, descStepTokens, descDrafted, descAccepted, descLoads, descUnloads, descColdStart,
-		descKVBlocks, descKVBytes, descKVLookups, descKVTokens, descKVMoves, descMaskLookups, descMaskBytes, descExpertTokens} {
+		descKVBlocks, descKVBytes, descKVLookups, descKVTokens, descKVMoves, descMaskLookups, descMaskBytes, descExpertTokens,
+		descWorkerRestarts, descWorkerUp} {
 		ch <- d
 	}
 }
 
-// CollectModels: see DescribeModels.
-func CollectModels(ch chan<- prometheus.Metric, models []ModelStatus) {
+// Collect implements prometheus.Collector.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	st := c.stats()
+	collectModels(ch, st.Models)
+	collectWorkers(ch, st.Workers)
+}
+
+// collectWorkers reports, for each model of each worker group, its process's
+// crashes and whether it runs.
+func collectWorkers(ch chan<- prometheus.Metric, workers []workerapi.Status) {
+	for _, w := range workers {
+		up := 0.0
+		if w.State == "running" {
+			up = 1
+		}
+		for _, id := range w.Models {
+			ch <- prometheus.MustNewConstMetric(descWorkerRestarts, prometheus.CounterValue, float64(w.Crashes), id)
+			ch <- prometheus.MustNewConstMetric(descWorkerUp, prometheus.GaugeValue, up, id)
+		}
+	}
+}
+
+// collectModels reports each model's series.
+func collectModels(ch chan<- prometheus.Metric, models []engine.ModelStatus) {
 	for _, st := range models {
 		for _, s := range modelStates {
 			v := 0.0

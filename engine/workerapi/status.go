@@ -1,11 +1,15 @@
-package engine
+// Package workerapi holds the types of the engine's workers mode that its users
+// share without importing the worker command (engine/worker, which imports the
+// engine to run a Block in each child): a worker process's Status, which the Pool
+// reports, the engine's Stats carry, and the gateway's admin API and enginemetrics
+// present.
+package workerapi
 
 import "time"
 
-// WorkerStatus is one worker process of the workers mode (engine/worker's Pool runs
-// each model, or each worker_group of models, in a child process): what the admin
-// API shows of it.
-type WorkerStatus struct {
+// Status is one worker process of the workers mode (engine/worker's Pool runs each
+// model, or each worker_group of models, in a child process).
+type Status struct {
 	Group  string   // the worker group (a model's id when it has none)
 	Models []string // the group's models
 	// State is the group's: stopped (no process: not started yet, idle, or closed),

@@ -1,26 +1,30 @@
-package engine
+package enginemetrics
 
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"path/filepath"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/engine/genmodel"
 	"github.com/lmlite/lmlite/engine/grammar"
+	"github.com/lmlite/lmlite/engine/workerapi"
 )
 
-// TestBlockMetrics registers a Block with a generated tiny model and reads its
+// TestBlockMetrics registers the Collector of a Block with a generated tiny model and reads its
 // metrics while loaded and after an unload.
 func TestBlockMetrics(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tiny.gguf")
 	if err := genmodel.Generate(genmodel.Options{Arch: "llama", Preset: "tiny", Type: "q8_0", Seed: 1}, path); err != nil {
 		t.Fatal(err)
 	}
-	b, err := New(Config{Models: []ModelConfig{{ID: "tiny", Path: path, MaxModelLen: 128, Replicas: 2}}})
+	b, err := engine.New(engine.Config{Models: []engine.ModelConfig{{ID: "tiny", Path: path, MaxModelLen: 128, Replicas: 2}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +33,7 @@ func TestBlockMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	if err := reg.Register(b); err != nil {
+	if err := reg.Register(New(b.Stats)); err != nil {
 		t.Fatal(err)
 	}
 	gauge := func(name, state string) float64 {
@@ -77,7 +81,7 @@ func TestBlockMetrics(t *testing.T) {
 		return 0
 	}
 	for range 2 {
-		s, err := b.Generate(context.Background(), "tiny", Request{Prompt: make([]int32, 40), MaxTokens: 5, CacheSalt: "x"})
+		s, err := b.Generate(context.Background(), "tiny", engine.Request{Prompt: make([]int32, 40), MaxTokens: 5, CacheSalt: "x"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -105,7 +109,7 @@ func TestBlockMetrics(t *testing.T) {
 	// Structured outputs: the same constrained request twice, its masks computed the
 	// first time, found in the cache the second.
 	for range 2 {
-		s, err := b.Generate(context.Background(), "tiny", Request{Prompt: make([]int32, 8), MaxTokens: 5, Grammar: grammar.JSONObject()})
+		s, err := b.Generate(context.Background(), "tiny", engine.Request{Prompt: make([]int32, 8), MaxTokens: 5, Grammar: grammar.JSONObject()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -139,7 +143,7 @@ func TestExpertLoadMetrics(t *testing.T) {
 	if err := genmodel.Generate(genmodel.Options{Arch: "mixtral", Preset: "tiny", Type: "q8_0", Seed: 1}, path); err != nil {
 		t.Fatal(err)
 	}
-	b, err := New(Config{Models: []ModelConfig{{ID: "moe", Path: path, MaxModelLen: 128, Replicas: 2}}, Logger: quietLog()})
+	b, err := engine.New(engine.Config{Models: []engine.ModelConfig{{ID: "moe", Path: path, MaxModelLen: 128, Replicas: 2}}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,10 +152,10 @@ func TestExpertLoadMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	if err := reg.Register(b); err != nil {
+	if err := reg.Register(New(b.Stats)); err != nil {
 		t.Fatal(err)
 	}
-	s, err := b.Generate(context.Background(), "moe", Request{Prompt: []int32{1, 574, 568, 260, 562, 300, 301}, MaxTokens: 6})
+	s, err := b.Generate(context.Background(), "moe", engine.Request{Prompt: []int32{1, 574, 568, 260, 562, 300, 301}, MaxTokens: 6})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,4 +215,40 @@ func labels(m *dto.Metric) map[string]string {
 		out[l.GetName()] = l.GetValue()
 	}
 	return out
+}
+
+// TestWorkerSeries reads the workers mode's series from a Stats with two worker
+// groups: each model of a group gets its group's crashes, and up is 1 only while the
+// group's process runs.
+func TestWorkerSeries(t *testing.T) {
+	st := engine.Stats{Workers: []workerapi.Status{
+		{Group: "g", Models: []string{"a", "b"}, State: "running", Crashes: 2},
+		{Group: "c", Models: []string{"c"}, State: "backoff", Crashes: 5},
+	}}
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(New(func() engine.Stats { return st })); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.Metric {
+			got[mf.GetName()+"/"+labels(m)["model"]] = m.GetGauge().GetValue() + m.GetCounter().GetValue()
+		}
+	}
+	want := map[string]float64{
+		"lmlite_engine_worker_crashes_total/a": 2, "lmlite_engine_worker_crashes_total/b": 2, "lmlite_engine_worker_crashes_total/c": 5,
+		"lmlite_engine_worker_up/a": 1, "lmlite_engine_worker_up/b": 1, "lmlite_engine_worker_up/c": 0,
+	}
+	if len(got) != len(want) {
+		t.Errorf("%d series, want %d: %v", len(got), len(want), got)
+	}
+	for k, v := range want {
+		if g, ok := got[k]; !ok || g != v {
+			t.Errorf("%s = %v (present %v), want %v", k, g, ok, v)
+		}
+	}
 }
