@@ -20,7 +20,7 @@ import (
 // float steps are its too (IQ3_S: dotIQ3SRow's lanes and fused multiply-adds).
 // Q8_K quants are never -128 (quantActQ8K), which the sign flips rely on.
 
-var ksignsIQ2, wordSplit Mem
+var ksignsIQ2, wordSplit, iq1mDeltaBits Mem
 
 func latticeConstants() {
 	// ksignsIQ2: for each 7-bit sign index, 8 bytes of ±1 (iqSigns: bit j
@@ -39,6 +39,16 @@ func latticeConstants() {
 	ksignsIQ2 = rodata("ksignsIQ2", b)
 	// wordSplit broadcasts word 0 in the low lane and word 1 in the high one.
 	wordSplit = rodata("wordSplit", append(bytes.Repeat([]byte{0, 1}, 8), bytes.Repeat([]byte{2, 3}, 8)...))
+	// iq1mDeltaBits: the bit of the shift's sign of 8 weights l (bit 4l+3 of
+	// the group's two qh bytes) in the words of their pair sums.
+	b = nil
+	for l := 0; l < 4; l++ {
+		for k := 0; k < 4; k++ {
+			v := uint16(8) << (4 * l)
+			b = append(b, byte(v), byte(v>>8))
+		}
+	}
+	iq1mDeltaBits = rodata("iq1mDeltaBits", b)
 }
 
 // latticeParams loads x, y, n and the grid pointer.
@@ -379,13 +389,11 @@ func dotIQ3SAVX2() {
 	RET()
 }
 
-// iq1Finish adds (f16(x.d)·y.d)·(float32(sumi) + 0.125·float32(sumi1)) to sum,
-// the IQ1 types' float steps, sumi the total of acc's 8 int32, d in lane 0.
-func iq1Finish(d, acc VecVirtual, sumi1 GPVirtual, eighth, sum VecVirtual) {
+// iq1Finish adds d·(float32(sumi) + 0.125·float32(sumi1)) to sum, the IQ1
+// types' float steps, d = f16(x.d)·y.d, sumi the total of acc's 8 int32, s1
+// float32(sumi1) (all in lane 0).
+func iq1Finish(d, acc, s1, eighth, sum VecVirtual) {
 	s := hsumInt(acc)
-	s1 := XMM()
-	VMOVD(sumi1.As32(), s1)
-	VCVTDQ2PS(s1, s1)
 	VMULSS(eighth, s1, s1)
 	VADDSS(s1, s, s)
 	VMULSS(s, d, d)
@@ -463,8 +471,119 @@ func dotIQ1SAVX2() {
 		VPMADDWD(sc, p, p)
 		VPADDD(p, acc, acc)
 	}
-	iq1Finish(blockD(x, y), acc, sumi1, eighth, sum)
+	s1 := XMM()
+	VMOVD(sumi1.As32(), s1)
+	VCVTDQ2PS(s1, s1)
+	iq1Finish(blockD(x, y), acc, s1, eighth, sum)
 	ADDQ(U32(50), x)
+	ADDQ(U32(q8KSize), y)
+	DECQ(n)
+	JMP(LabelRef("loop"))
+
+	Label("done")
+	VZEROUPPER()
+	Store(sum, ReturnIndex(0))
+	RET()
+}
+
+// dotIQ1MAVX2 emits the IQ1_M kernel: IQ1_S's products with a 3-bit scale per
+// 16 weights (the low and high lanes) and the shift's sign per 8 weights, so the
+// shifts' sum takes the activations' own pair sums (VPMADDUBSW with ones) times
+// ±scale, negated where the sign bit is set; the f16 scale gathered from the
+// top nibbles of the four scale words.
+func dotIQ1MAVX2() {
+	TEXT("dotIQ1MAVX2", NOSPLIT, "func(x, y *byte, n int, grid *byte) float32")
+	Pragma("noescape")
+	Doc("dotIQ1MAVX2 is the dot product of n IQ1_M blocks at x with n q8KBlocks at y; grid is the type's grid.")
+	x, y, n, grid := latticeParams()
+	sum := XMM()
+	VXORPS(sum, sum, sum)
+	eighth := XMM()
+	{
+		g := GP32()
+		MOVL(U32(math.Float32bits(0.125)), g)
+		VMOVD(g, eighth)
+	}
+	onesB := YMM()
+	VMOVDQU(byteOnes, onesB)
+
+	Label("loop")
+	TESTQ(n, n)
+	JZ(LabelRef("done"))
+	acc1, acc2 := YMM(), YMM()
+	VPXOR(acc1, acc1, acc1)
+	VPXOR(acc2, acc2, acc2)
+	for ib := 0; ib < 8; ib++ {
+		g := gather8(grid, func(l int) GPVirtual {
+			r, t := GP64(), GP64()
+			MOVBQZX(Mem{Base: x, Disp: 32 + 2*ib + l/2}, t)
+			if l%2 == 1 {
+				SHRQ(U8(4), t)
+			}
+			ANDQ(U8(7), t)
+			SHLQ(U8(8), t)
+			MOVBQZX(Mem{Base: x, Disp: 4*ib + l}, r)
+			ORQ(t, r)
+			return r
+		})
+		// The scales of the two halves: low lane, high lane.
+		lo, hi := GP64(), GP64()
+		MOVWQZX(Mem{Base: x, Disp: 48 + 2*(ib/2)}, lo)
+		if ib%2 == 1 {
+			SHRQ(U8(6), lo)
+		}
+		MOVQ(lo, hi)
+		SHRQ(U8(3), hi)
+		ANDQ(U8(7), lo)
+		ANDQ(U8(7), hi)
+		LEAQ(Mem{Base: lo, Index: lo, Scale: 1, Disp: 1}, lo)
+		LEAQ(Mem{Base: hi, Index: hi, Scale: 1, Disp: 1}, hi)
+		SHLQ(U8(16), hi)
+		ORQ(hi, lo)
+		ls := YMM()
+		VMOVD(lo.As32(), ls.AsX())
+		VPBROADCASTD(ls.AsX(), ls)
+		VPSHUFB(wordSplit, ls, ls)
+		// ±scale per 8 weights: negated where the shift's sign is set.
+		m := YMM()
+		VPBROADCASTW(Mem{Base: x, Disp: 32 + 2*ib}, m)
+		VPAND(iq1mDeltaBits, m, m)
+		VPCMPEQW(iq1mDeltaBits, m, m)
+		c := YMM()
+		VPXOR(m, ls, c)
+		VPSUBW(m, c, c)
+
+		q := YMM()
+		VMOVDQU(Mem{Base: y, Disp: q8KQS + 32*ib}, q)
+		p2 := YMM()
+		VPMADDUBSW(q, onesB, p2)
+		VPMADDWD(c, p2, p2)
+		VPADDD(p2, acc2, acc2)
+		VPSIGNB(g, q, q)
+		p1 := YMM()
+		VPMADDUBSW(q, onesB, p1)
+		VPMADDWD(ls, p1, p1)
+		VPADDD(p1, acc1, acc1)
+	}
+	// The f16 scale: the top nibbles of the four scale words.
+	d16, t := GP64(), GP64()
+	MOVWQZX(Mem{Base: x, Disp: 48}, d16)
+	SHRQ(U8(12), d16)
+	for k := 1; k < 4; k++ {
+		MOVWQZX(Mem{Base: x, Disp: 48 + 2*k}, t)
+		if k < 3 {
+			SHRQ(U8(12-4*k), t)
+		}
+		ANDQ(U32(0xf000>>(12-4*k)), t)
+		ORQ(t, d16)
+	}
+	d := XMM()
+	VMOVD(d16.As32(), d)
+	VCVTPH2PS(d, d)
+	VMULSS(Mem{Base: y}, d, d)
+	s1 := hsumInt(acc2)
+	iq1Finish(d, acc1, s1, eighth, sum)
+	ADDQ(U32(56), x)
 	ADDQ(U32(q8KSize), y)
 	DECQ(n)
 	JMP(LabelRef("loop"))

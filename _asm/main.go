@@ -97,6 +97,7 @@ func main() {
 	dotIQ2SAVX2()
 	dotIQ3SAVX2()
 	dotIQ1SAVX2()
+	dotIQ1MAVX2()
 	dotFloatAVX2("dotF32AVX2", "F32", 4)
 	dotFloatAVX2("dotF16AVX2", "F16", 2)
 	dotFloatAVX2("dotBF16AVX2", "BF16", 2)

@@ -357,3 +357,12 @@ func dotIQ1SRow(row []byte, y []q8KBlock) float32 {
 	_ = row[n*50-1]
 	return dotIQ1SAVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n, (*byte)(unsafe.Pointer(&iq1sGrid[0])))
 }
+
+func dotIQ1MRow(row []byte, y []q8KBlock) float32 {
+	n := len(y)
+	if n == 0 || !useAVX2 {
+		return dotKRowGeneric(dotIQ1MBlock, 56, row, y)
+	}
+	_ = row[n*56-1]
+	return dotIQ1MAVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n, (*byte)(unsafe.Pointer(&iq1sGrid[0])))
+}

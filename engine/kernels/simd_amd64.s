@@ -2887,6 +2887,12 @@ DATA wordSplit<>+16(SB)/8, $0x0302030203020302
 DATA wordSplit<>+24(SB)/8, $0x0302030203020302
 GLOBL wordSplit<>(SB), RODATA|NOPTR, $32
 
+DATA iq1mDeltaBits<>+0(SB)/8, $0x0008000800080008
+DATA iq1mDeltaBits<>+8(SB)/8, $0x0080008000800080
+DATA iq1mDeltaBits<>+16(SB)/8, $0x0800080008000800
+DATA iq1mDeltaBits<>+24(SB)/8, $0x8000800080008000
+GLOBL iq1mDeltaBits<>(SB), RODATA|NOPTR, $32
+
 // func dotIQ2XXSAVX2(x *byte, y *byte, n int, grid *byte) float32
 // Requires: AVX, AVX2, F16C, SSE
 TEXT ·dotIQ2XXSAVX2(SB), NOSPLIT, $0-36
@@ -5347,24 +5353,505 @@ loop:
 	VPBROADCASTW X6, Y6
 	VPMADDWD     Y6, Y5, Y5
 	VPADDD       Y5, Y3, Y3
-	MOVWLZX      (AX), DI
-	VMOVD        DI, X4
-	VCVTPH2PS    X4, X4
-	VMULSS       (CX), X4, X4
-	VEXTRACTI128 $0x01, Y3, X5
-	VPADDD       X5, X3, X3
-	VPSHUFD      $0x4e, X3, X5
-	VPADDD       X5, X3, X3
-	VPSHUFD      $0xb1, X3, X5
-	VPADDD       X5, X3, X3
-	VCVTDQ2PS    X3, X3
+	VMOVD        SI, X4
+	VCVTDQ2PS    X4, X4
+	MOVWLZX      (AX), SI
 	VMOVD        SI, X5
-	VCVTDQ2PS    X5, X5
-	VMULSS       X1, X5, X5
-	VADDSS       X5, X3, X3
-	VMULSS       X3, X4, X4
-	VADDSS       X4, X0, X0
+	VCVTPH2PS    X5, X5
+	VMULSS       (CX), X5, X5
+	VEXTRACTI128 $0x01, Y3, X6
+	VPADDD       X6, X3, X3
+	VPSHUFD      $0x4e, X3, X6
+	VPADDD       X6, X3, X3
+	VPSHUFD      $0xb1, X3, X6
+	VPADDD       X6, X3, X3
+	VCVTDQ2PS    X3, X3
+	VMULSS       X1, X4, X4
+	VADDSS       X4, X3, X3
+	VMULSS       X3, X5, X5
+	VADDSS       X5, X0, X0
 	ADDQ         $0x00000032, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JMP          loop
+
+done:
+	VZEROUPPER
+	MOVSS X0, ret+32(FP)
+	RET
+
+// func dotIQ1MAVX2(x *byte, y *byte, n int, grid *byte) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotIQ1MAVX2(SB), NOSPLIT, $0-36
+	MOVQ    x+0(FP), AX
+	MOVQ    y+8(FP), CX
+	MOVQ    n+16(FP), DX
+	MOVQ    grid+24(FP), BX
+	VXORPS  X0, X0, X0
+	MOVL    $0x3e000000, SI
+	VMOVD   SI, X1
+	VMOVDQU byteOnes<>+0(SB), Y2
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VPXOR        Y3, Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	MOVBQZX      32(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      (AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X5
+	MOVBQZX      32(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      1(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
+	MOVBQZX      33(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      2(AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X6
+	MOVBQZX      33(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      3(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	MOVWQZX      48(AX), SI
+	MOVQ         SI, DI
+	SHRQ         $0x03, DI
+	ANDQ         $0x07, SI
+	ANDQ         $0x07, DI
+	LEAQ         1(SI)(SI*1), SI
+	LEAQ         1(DI)(DI*1), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	VMOVD        SI, X7
+	VPBROADCASTD X7, Y7
+	VPSHUFB      wordSplit<>+0(SB), Y7, Y7
+	VPBROADCASTW 32(AX), Y8
+	VPAND        iq1mDeltaBits<>+0(SB), Y8, Y8
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y8, Y8
+	VPXOR        Y8, Y7, Y9
+	VPSUBW       Y8, Y9, Y9
+	VMOVDQU      4(CX), Y8
+	VPMADDUBSW   Y8, Y2, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPSIGNB      Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y2, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y3, Y3
+	MOVBQZX      34(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      4(AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X5
+	MOVBQZX      34(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      5(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
+	MOVBQZX      35(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      6(AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X6
+	MOVBQZX      35(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      7(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	MOVWQZX      48(AX), SI
+	SHRQ         $0x06, SI
+	MOVQ         SI, DI
+	SHRQ         $0x03, DI
+	ANDQ         $0x07, SI
+	ANDQ         $0x07, DI
+	LEAQ         1(SI)(SI*1), SI
+	LEAQ         1(DI)(DI*1), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	VMOVD        SI, X7
+	VPBROADCASTD X7, Y7
+	VPSHUFB      wordSplit<>+0(SB), Y7, Y7
+	VPBROADCASTW 34(AX), Y8
+	VPAND        iq1mDeltaBits<>+0(SB), Y8, Y8
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y8, Y8
+	VPXOR        Y8, Y7, Y9
+	VPSUBW       Y8, Y9, Y9
+	VMOVDQU      36(CX), Y8
+	VPMADDUBSW   Y8, Y2, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPSIGNB      Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y2, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y3, Y3
+	MOVBQZX      36(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      8(AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X5
+	MOVBQZX      36(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      9(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
+	MOVBQZX      37(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      10(AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X6
+	MOVBQZX      37(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      11(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	MOVWQZX      50(AX), SI
+	MOVQ         SI, DI
+	SHRQ         $0x03, DI
+	ANDQ         $0x07, SI
+	ANDQ         $0x07, DI
+	LEAQ         1(SI)(SI*1), SI
+	LEAQ         1(DI)(DI*1), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	VMOVD        SI, X7
+	VPBROADCASTD X7, Y7
+	VPSHUFB      wordSplit<>+0(SB), Y7, Y7
+	VPBROADCASTW 36(AX), Y8
+	VPAND        iq1mDeltaBits<>+0(SB), Y8, Y8
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y8, Y8
+	VPXOR        Y8, Y7, Y9
+	VPSUBW       Y8, Y9, Y9
+	VMOVDQU      68(CX), Y8
+	VPMADDUBSW   Y8, Y2, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPSIGNB      Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y2, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y3, Y3
+	MOVBQZX      38(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      12(AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X5
+	MOVBQZX      38(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      13(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
+	MOVBQZX      39(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      14(AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X6
+	MOVBQZX      39(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      15(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	MOVWQZX      50(AX), SI
+	SHRQ         $0x06, SI
+	MOVQ         SI, DI
+	SHRQ         $0x03, DI
+	ANDQ         $0x07, SI
+	ANDQ         $0x07, DI
+	LEAQ         1(SI)(SI*1), SI
+	LEAQ         1(DI)(DI*1), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	VMOVD        SI, X7
+	VPBROADCASTD X7, Y7
+	VPSHUFB      wordSplit<>+0(SB), Y7, Y7
+	VPBROADCASTW 38(AX), Y8
+	VPAND        iq1mDeltaBits<>+0(SB), Y8, Y8
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y8, Y8
+	VPXOR        Y8, Y7, Y9
+	VPSUBW       Y8, Y9, Y9
+	VMOVDQU      100(CX), Y8
+	VPMADDUBSW   Y8, Y2, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPSIGNB      Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y2, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y3, Y3
+	MOVBQZX      40(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      16(AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X5
+	MOVBQZX      40(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      17(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
+	MOVBQZX      41(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      18(AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X6
+	MOVBQZX      41(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      19(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	MOVWQZX      52(AX), SI
+	MOVQ         SI, DI
+	SHRQ         $0x03, DI
+	ANDQ         $0x07, SI
+	ANDQ         $0x07, DI
+	LEAQ         1(SI)(SI*1), SI
+	LEAQ         1(DI)(DI*1), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	VMOVD        SI, X7
+	VPBROADCASTD X7, Y7
+	VPSHUFB      wordSplit<>+0(SB), Y7, Y7
+	VPBROADCASTW 40(AX), Y8
+	VPAND        iq1mDeltaBits<>+0(SB), Y8, Y8
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y8, Y8
+	VPXOR        Y8, Y7, Y9
+	VPSUBW       Y8, Y9, Y9
+	VMOVDQU      132(CX), Y8
+	VPMADDUBSW   Y8, Y2, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPSIGNB      Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y2, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y3, Y3
+	MOVBQZX      42(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      20(AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X5
+	MOVBQZX      42(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      21(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
+	MOVBQZX      43(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      22(AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X6
+	MOVBQZX      43(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      23(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	MOVWQZX      52(AX), SI
+	SHRQ         $0x06, SI
+	MOVQ         SI, DI
+	SHRQ         $0x03, DI
+	ANDQ         $0x07, SI
+	ANDQ         $0x07, DI
+	LEAQ         1(SI)(SI*1), SI
+	LEAQ         1(DI)(DI*1), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	VMOVD        SI, X7
+	VPBROADCASTD X7, Y7
+	VPSHUFB      wordSplit<>+0(SB), Y7, Y7
+	VPBROADCASTW 42(AX), Y8
+	VPAND        iq1mDeltaBits<>+0(SB), Y8, Y8
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y8, Y8
+	VPXOR        Y8, Y7, Y9
+	VPSUBW       Y8, Y9, Y9
+	VMOVDQU      164(CX), Y8
+	VPMADDUBSW   Y8, Y2, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPSIGNB      Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y2, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y3, Y3
+	MOVBQZX      44(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      24(AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X5
+	MOVBQZX      44(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      25(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
+	MOVBQZX      45(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      26(AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X6
+	MOVBQZX      45(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      27(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	MOVWQZX      54(AX), SI
+	MOVQ         SI, DI
+	SHRQ         $0x03, DI
+	ANDQ         $0x07, SI
+	ANDQ         $0x07, DI
+	LEAQ         1(SI)(SI*1), SI
+	LEAQ         1(DI)(DI*1), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	VMOVD        SI, X7
+	VPBROADCASTD X7, Y7
+	VPSHUFB      wordSplit<>+0(SB), Y7, Y7
+	VPBROADCASTW 44(AX), Y8
+	VPAND        iq1mDeltaBits<>+0(SB), Y8, Y8
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y8, Y8
+	VPXOR        Y8, Y7, Y9
+	VPSUBW       Y8, Y9, Y9
+	VMOVDQU      196(CX), Y8
+	VPMADDUBSW   Y8, Y2, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPSIGNB      Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y2, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y3, Y3
+	MOVBQZX      46(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      28(AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X5
+	MOVBQZX      46(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      29(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
+	MOVBQZX      47(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      30(AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X6
+	MOVBQZX      47(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      31(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	MOVWQZX      54(AX), SI
+	SHRQ         $0x06, SI
+	MOVQ         SI, DI
+	SHRQ         $0x03, DI
+	ANDQ         $0x07, SI
+	ANDQ         $0x07, DI
+	LEAQ         1(SI)(SI*1), SI
+	LEAQ         1(DI)(DI*1), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	VMOVD        SI, X7
+	VPBROADCASTD X7, Y7
+	VPSHUFB      wordSplit<>+0(SB), Y7, Y7
+	VPBROADCASTW 46(AX), Y8
+	VPAND        iq1mDeltaBits<>+0(SB), Y8, Y8
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y8, Y8
+	VPXOR        Y8, Y7, Y9
+	VPSUBW       Y8, Y9, Y9
+	VMOVDQU      228(CX), Y8
+	VPMADDUBSW   Y8, Y2, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPSIGNB      Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y2, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y3, Y3
+	MOVWQZX      48(AX), SI
+	SHRQ         $0x0c, SI
+	MOVWQZX      50(AX), DI
+	SHRQ         $0x08, DI
+	ANDQ         $0x000000f0, DI
+	ORQ          DI, SI
+	MOVWQZX      52(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x00000f00, DI
+	ORQ          DI, SI
+	MOVWQZX      54(AX), DI
+	ANDQ         $0x0000f000, DI
+	ORQ          DI, SI
+	VMOVD        SI, X5
+	VCVTPH2PS    X5, X5
+	VMULSS       (CX), X5, X5
+	VEXTRACTI128 $0x01, Y4, X6
+	VPADDD       X6, X4, X4
+	VPSHUFD      $0x4e, X4, X6
+	VPADDD       X6, X4, X4
+	VPSHUFD      $0xb1, X4, X6
+	VPADDD       X6, X4, X4
+	VCVTDQ2PS    X4, X4
+	VEXTRACTI128 $0x01, Y3, X6
+	VPADDD       X6, X3, X3
+	VPSHUFD      $0x4e, X3, X6
+	VPADDD       X6, X3, X3
+	VPSHUFD      $0xb1, X3, X6
+	VPADDD       X6, X3, X3
+	VCVTDQ2PS    X3, X3
+	VMULSS       X1, X4, X4
+	VADDSS       X4, X3, X3
+	VMULSS       X3, X5, X5
+	VADDSS       X5, X0, X0
+	ADDQ         $0x00000038, AX
 	ADDQ         $0x00000124, CX
 	DECQ         DX
 	JMP          loop

@@ -20,8 +20,9 @@ import (
 // (repack.go), and Q5_1 has its AVX2 row kernel only. TQ2_0 and TQ1_0 have AVX2
 // row kernels (dotTQ2_0AVX2, dotTQ1_0AVX2, _asm/ternary.go) with the block
 // reference's bits (dotKRowGeneric over refquants.go's block dots), and so do
-// IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS and IQ1_S (_asm/lattice.go, over iquants.go's); IQ3_S's
-// (dotIQ3SAVX2) has dotIQ3SRowGeneric's, ggml's float order.
+// IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ1_S and IQ1_M (_asm/lattice.go, over
+// iquants.go's); IQ3_S's (dotIQ3SAVX2) has dotIQ3SRowGeneric's, ggml's float
+// order.
 // dotQ4KRows, dotQ6KRows and dotQ8_0Rows take one weight row against a batch of
 // activation rows (the tokens of a prompt), unpacking each weight block once for
 // two tokens (AVX2, Q4_K and Q6_K). With AVX-512, MatMul takes the tile kernels

@@ -26,6 +26,7 @@ func dotIQ3XXSRow(row []byte, y []q8KBlock) float32 {
 }
 func dotIQ3SRow(row []byte, y []q8KBlock) float32 { return dotIQ3SRowGeneric(row, y) }
 func dotIQ1SRow(row []byte, y []q8KBlock) float32 { return dotKRowGeneric(dotIQ1SBlock, 50, row, y) }
+func dotIQ1MRow(row []byte, y []q8KBlock) float32 { return dotKRowGeneric(dotIQ1MBlock, 56, row, y) }
 func dotF32Row(row []byte, x []float32) float32   { return dotF32RowGeneric(row, x) }
 func dotF16Row(row []byte, x []float32) float32   { return dotF16RowGeneric(row, x) }
 func dotBF16Row(row []byte, x []float32) float32  { return dotBF16RowGeneric(row, x) }

@@ -133,6 +133,11 @@ func dotIQ3SAVX2(x *byte, y *byte, n int, grid *byte) float32
 //go:noescape
 func dotIQ1SAVX2(x *byte, y *byte, n int, grid *byte) float32
 
+// dotIQ1MAVX2 is the dot product of n IQ1_M blocks at x with n q8KBlocks at y; grid is the type's grid.
+//
+//go:noescape
+func dotIQ1MAVX2(x *byte, y *byte, n int, grid *byte) float32
+
 // dotF32AVX2 is the dot product of n (a multiple of 8) F32 weights at x with float32s at y.
 //
 //go:noescape

@@ -361,6 +361,7 @@ var kRowKernels = []struct {
 	{IQ3_XXS, dotIQ3XXSRow, 0, nil},
 	{IQ3_S, dotIQ3SRow, 0, dotIQ3SRowGeneric},
 	{IQ1_S, dotIQ1SRow, 0, nil},
+	{IQ1_M, dotIQ1MRow, 0, nil},
 }
 
 // kRow is a row of nb blocks of typ: "quantized" Gaussian weights (types with
@@ -617,6 +618,7 @@ func TestSIMDShortRowPanics(t *testing.T) {
 		{"IQ3_XXS", func() { dotIQ3XXSRow(make([]byte, 2*98-1), yk) }},
 		{"IQ3_S", func() { dotIQ3SRow(make([]byte, 2*110-1), yk) }},
 		{"IQ1_S", func() { dotIQ1SRow(make([]byte, 2*50-1), yk) }},
+		{"IQ1_M", func() { dotIQ1MRow(make([]byte, 2*56-1), yk) }},
 		{"Q2_K", func() { dotQ2KRow(make([]byte, 2*84-1), yk) }},
 		{"Q3_K", func() { dotQ3KRow(make([]byte, 2*110-1), yk) }},
 		{"Q6_K", func() { dotQ6KRow(make([]byte, 2*210-1), yk) }},
