@@ -592,6 +592,29 @@ func BenchmarkRowDot(b *testing.B) {
 	}
 }
 
+// BenchmarkKRowDot: the row kernels of kRowKernels on every SIMD level (generic:
+// the pure-Go reference), one row of 2048 weights against its activations.
+func BenchmarkKRowDot(b *testing.B) {
+	r := rand.New(rand.NewPCG(7, 9))
+	const cols = 2048
+	var a acts
+	a.prepare(Q4_K, randRow(r, cols, 1), 1, cols)
+	for _, k := range kRowKernels {
+		row := kRow(r, k.typ, cols/qkK, "random", false, k.dOff)
+		for _, level := range simdLevels() {
+			b.Run(fmt.Sprintf("%v/%s", k.typ, level), func(b *testing.B) {
+				defer setSIMD(level)()
+				b.SetBytes(int64(len(row)))
+				var s float32
+				for b.Loop() {
+					s += k.got(row, a.q8k)
+				}
+				sink = s
+			})
+		}
+	}
+}
+
 var sink float32
 
 // A row shorter than its activations panics (index out of range) before the
