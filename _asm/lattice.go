@@ -593,3 +593,74 @@ func dotIQ1MAVX2() {
 	Store(sum, ReturnIndex(0))
 	RET()
 }
+
+// dotIQ3SAVX2x2 emits the IQ3_S kernel for two activation rows (stride bytes
+// apart) at once: each group's grid entries, sign mask and scale found once for
+// both; each row's lanes and float steps are dotIQ3SAVX2's, so its bits too.
+func dotIQ3SAVX2x2() {
+	TEXT("dotIQ3SAVX2x2", NOSPLIT, "func(x, y *byte, n, stride int, out *float32, grid *byte)")
+	Pragma("noescape")
+	Doc("dotIQ3SAVX2x2 sets out[t] = dotIQ3SAVX2(x, y+t·stride, n, grid) for t < 2.")
+	x, y, n, grid := latticeParams()
+	ys := tokenRows(y, 2)
+	facc := []VecVirtual{YMM(), YMM()}
+	for _, f := range facc {
+		VXORPS(f, f, f)
+	}
+
+	Label("loop")
+	TESTQ(n, n)
+	JZ(LabelRef("done"))
+	acc := []VecVirtual{YMM(), YMM()}
+	for _, a := range acc {
+		VPXOR(a, a, a)
+	}
+	for ib := 0; ib < 8; ib++ {
+		qh := GP64()
+		MOVBQZX(Mem{Base: x, Disp: 66 + ib}, qh)
+		g := gather4(grid, func(k int) GPVirtual {
+			r, t := GP64(), GP64()
+			MOVQ(qh, t)
+			SHLQ(U8(8-k), t)
+			ANDQ(U32(256), t)
+			MOVBQZX(Mem{Base: x, Disp: 2 + 8*ib + k}, r)
+			ORQ(t, r)
+			return r
+		})
+		m := YMM()
+		VPBROADCASTD(Mem{Base: x, Disp: 74 + 4*ib}, m)
+		VPSHUFB(q5Spread, m, m)
+		VPAND(q5Bits, m, m)
+		VPCMPEQB(q5Bits, m, m)
+		s := GP64()
+		MOVBQZX(Mem{Base: x, Disp: 106 + ib/2}, s)
+		if ib%2 == 1 {
+			SHRQ(U8(4), s)
+		} else {
+			ANDQ(U8(15), s)
+		}
+		sc := scaleAll(s)
+		for t, yt := range ys {
+			q := YMM()
+			VMOVDQU(Mem{Base: yt, Disp: q8KQS + 32*ib}, q)
+			VPXOR(m, q, q)
+			VPSUBB(m, q, q)
+			latticeDot(g, q, sc, acc[t])
+		}
+	}
+	for t, yt := range ys {
+		VCVTDQ2PS(acc[t], acc[t])
+		d := blockD(x, yt)
+		dv := YMM()
+		VBROADCASTSS(d, dv)
+		VFMADD231PS(acc[t], dv, facc[t])
+		ADDQ(U32(q8KSize), yt)
+	}
+	ADDQ(U32(110), x)
+	DECQ(n)
+	JMP(LabelRef("loop"))
+
+	Label("done")
+	sums := []VecVirtual{hsum8(facc[0]), hsum8(facc[1])}
+	storeSums(sums)
+}

@@ -96,6 +96,7 @@ func main() {
 	dotIQ2XSAVX2()
 	dotIQ2SAVX2()
 	dotIQ3SAVX2()
+	dotIQ3SAVX2x2()
 	dotIQ1SAVX2()
 	dotIQ1MAVX2()
 	dotFloatAVX2("dotF32AVX2", "F32", 4)

@@ -366,3 +366,20 @@ func dotIQ1MRow(row []byte, y []q8KBlock) float32 {
 	_ = row[n*56-1]
 	return dotIQ1MAVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n, (*byte)(unsafe.Pointer(&iq1sGrid[0])))
 }
+
+// dotIQ3SRows sets out[t] = dotIQ3SRow(row, y[t*nb:(t+1)*nb]) for each t <
+// len(out), two tokens at a time through dotIQ3SAVX2x2 (each group's grid
+// entries, signs and scale decoded once for both): the same bits.
+func dotIQ3SRows(out []float32, row []byte, y []q8KBlock, nb int) {
+	t := 0
+	if useAVX2 && nb > 0 && len(out) > 1 {
+		_, _ = row[nb*110-1], y[len(out)*nb-1]
+		stride := nb * int(unsafe.Sizeof(y[0]))
+		for ; t+2 <= len(out); t += 2 {
+			dotIQ3SAVX2x2(&row[0], (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t], (*byte)(unsafe.Pointer(&iq3sGrid[0])))
+		}
+	}
+	for ; t < len(out); t++ {
+		out[t] = dotIQ3SRow(row, y[t*nb:(t+1)*nb])
+	}
+}

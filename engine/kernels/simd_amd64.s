@@ -4944,6 +4944,630 @@ done:
 	MOVSS        X0, ret+32(FP)
 	RET
 
+// func dotIQ3SAVX2x2(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotIQ3SAVX2x2(SB), NOSPLIT, $0-48
+	MOVQ   x+0(FP), AX
+	MOVQ   y+8(FP), CX
+	MOVQ   n+16(FP), DX
+	MOVQ   grid+40(FP), BX
+	MOVQ   stride+24(FP), SI
+	LEAQ   (CX)(SI*1), SI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VPXOR        Y2, Y2, Y2
+	VPXOR        Y3, Y3, Y3
+	MOVBQZX      66(AX), DI
+	MOVQ         DI, R9
+	SHLQ         $0x08, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      2(AX), R8
+	ORQ          R9, R8
+	VMOVD        (BX)(R8*4), X4
+	MOVQ         DI, R9
+	SHLQ         $0x07, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      3(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x06, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      4(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x05, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      5(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x03, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x04, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      6(AX), R8
+	ORQ          R9, R8
+	VMOVD        (BX)(R8*4), X5
+	MOVQ         DI, R9
+	SHLQ         $0x03, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      7(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (BX)(R8*4), X5, X5
+	MOVQ         DI, R9
+	SHLQ         $0x02, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      8(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (BX)(R8*4), X5, X5
+	MOVQ         DI, R8
+	SHLQ         $0x01, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      9(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x03, (BX)(DI*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPBROADCASTD 74(AX), Y6
+	VPSHUFB      q5Spread<>+0(SB), Y6, Y6
+	VPAND        q5Bits<>+0(SB), Y6, Y6
+	VPCMPEQB     q5Bits<>+0(SB), Y6, Y6
+	MOVBQZX      106(AX), DI
+	ANDQ         $0x0f, DI
+	LEAQ         1(DI)(DI*1), DI
+	VMOVD        DI, X7
+	VPBROADCASTW X7, Y7
+	VMOVDQU      4(CX), Y8
+	VPXOR        Y6, Y8, Y8
+	VPSUBB       Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y5, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y2, Y2
+	VMOVDQU      4(SI), Y8
+	VPXOR        Y6, Y8, Y8
+	VPSUBB       Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y5, Y5
+	VPMADDWD     Y7, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      67(AX), DI
+	MOVQ         DI, R9
+	SHLQ         $0x08, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      10(AX), R8
+	ORQ          R9, R8
+	VMOVD        (BX)(R8*4), X4
+	MOVQ         DI, R9
+	SHLQ         $0x07, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      11(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x06, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      12(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x05, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      13(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x03, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x04, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      14(AX), R8
+	ORQ          R9, R8
+	VMOVD        (BX)(R8*4), X5
+	MOVQ         DI, R9
+	SHLQ         $0x03, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      15(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (BX)(R8*4), X5, X5
+	MOVQ         DI, R9
+	SHLQ         $0x02, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      16(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (BX)(R8*4), X5, X5
+	MOVQ         DI, R8
+	SHLQ         $0x01, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      17(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x03, (BX)(DI*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPBROADCASTD 78(AX), Y6
+	VPSHUFB      q5Spread<>+0(SB), Y6, Y6
+	VPAND        q5Bits<>+0(SB), Y6, Y6
+	VPCMPEQB     q5Bits<>+0(SB), Y6, Y6
+	MOVBQZX      106(AX), DI
+	SHRQ         $0x04, DI
+	LEAQ         1(DI)(DI*1), DI
+	VMOVD        DI, X7
+	VPBROADCASTW X7, Y7
+	VMOVDQU      36(CX), Y8
+	VPXOR        Y6, Y8, Y8
+	VPSUBB       Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y5, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y2, Y2
+	VMOVDQU      36(SI), Y8
+	VPXOR        Y6, Y8, Y8
+	VPSUBB       Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y5, Y5
+	VPMADDWD     Y7, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      68(AX), DI
+	MOVQ         DI, R9
+	SHLQ         $0x08, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      18(AX), R8
+	ORQ          R9, R8
+	VMOVD        (BX)(R8*4), X4
+	MOVQ         DI, R9
+	SHLQ         $0x07, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      19(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x06, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      20(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x05, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      21(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x03, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x04, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      22(AX), R8
+	ORQ          R9, R8
+	VMOVD        (BX)(R8*4), X5
+	MOVQ         DI, R9
+	SHLQ         $0x03, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      23(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (BX)(R8*4), X5, X5
+	MOVQ         DI, R9
+	SHLQ         $0x02, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      24(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (BX)(R8*4), X5, X5
+	MOVQ         DI, R8
+	SHLQ         $0x01, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      25(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x03, (BX)(DI*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPBROADCASTD 82(AX), Y6
+	VPSHUFB      q5Spread<>+0(SB), Y6, Y6
+	VPAND        q5Bits<>+0(SB), Y6, Y6
+	VPCMPEQB     q5Bits<>+0(SB), Y6, Y6
+	MOVBQZX      107(AX), DI
+	ANDQ         $0x0f, DI
+	LEAQ         1(DI)(DI*1), DI
+	VMOVD        DI, X7
+	VPBROADCASTW X7, Y7
+	VMOVDQU      68(CX), Y8
+	VPXOR        Y6, Y8, Y8
+	VPSUBB       Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y5, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y2, Y2
+	VMOVDQU      68(SI), Y8
+	VPXOR        Y6, Y8, Y8
+	VPSUBB       Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y5, Y5
+	VPMADDWD     Y7, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      69(AX), DI
+	MOVQ         DI, R9
+	SHLQ         $0x08, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      26(AX), R8
+	ORQ          R9, R8
+	VMOVD        (BX)(R8*4), X4
+	MOVQ         DI, R9
+	SHLQ         $0x07, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      27(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x06, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      28(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x05, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      29(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x03, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x04, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      30(AX), R8
+	ORQ          R9, R8
+	VMOVD        (BX)(R8*4), X5
+	MOVQ         DI, R9
+	SHLQ         $0x03, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      31(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (BX)(R8*4), X5, X5
+	MOVQ         DI, R9
+	SHLQ         $0x02, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      32(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (BX)(R8*4), X5, X5
+	MOVQ         DI, R8
+	SHLQ         $0x01, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      33(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x03, (BX)(DI*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPBROADCASTD 86(AX), Y6
+	VPSHUFB      q5Spread<>+0(SB), Y6, Y6
+	VPAND        q5Bits<>+0(SB), Y6, Y6
+	VPCMPEQB     q5Bits<>+0(SB), Y6, Y6
+	MOVBQZX      107(AX), DI
+	SHRQ         $0x04, DI
+	LEAQ         1(DI)(DI*1), DI
+	VMOVD        DI, X7
+	VPBROADCASTW X7, Y7
+	VMOVDQU      100(CX), Y8
+	VPXOR        Y6, Y8, Y8
+	VPSUBB       Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y5, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y2, Y2
+	VMOVDQU      100(SI), Y8
+	VPXOR        Y6, Y8, Y8
+	VPSUBB       Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y5, Y5
+	VPMADDWD     Y7, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      70(AX), DI
+	MOVQ         DI, R9
+	SHLQ         $0x08, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      34(AX), R8
+	ORQ          R9, R8
+	VMOVD        (BX)(R8*4), X4
+	MOVQ         DI, R9
+	SHLQ         $0x07, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      35(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x06, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      36(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x05, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      37(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x03, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x04, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      38(AX), R8
+	ORQ          R9, R8
+	VMOVD        (BX)(R8*4), X5
+	MOVQ         DI, R9
+	SHLQ         $0x03, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      39(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (BX)(R8*4), X5, X5
+	MOVQ         DI, R9
+	SHLQ         $0x02, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      40(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (BX)(R8*4), X5, X5
+	MOVQ         DI, R8
+	SHLQ         $0x01, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      41(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x03, (BX)(DI*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPBROADCASTD 90(AX), Y6
+	VPSHUFB      q5Spread<>+0(SB), Y6, Y6
+	VPAND        q5Bits<>+0(SB), Y6, Y6
+	VPCMPEQB     q5Bits<>+0(SB), Y6, Y6
+	MOVBQZX      108(AX), DI
+	ANDQ         $0x0f, DI
+	LEAQ         1(DI)(DI*1), DI
+	VMOVD        DI, X7
+	VPBROADCASTW X7, Y7
+	VMOVDQU      132(CX), Y8
+	VPXOR        Y6, Y8, Y8
+	VPSUBB       Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y5, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y2, Y2
+	VMOVDQU      132(SI), Y8
+	VPXOR        Y6, Y8, Y8
+	VPSUBB       Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y5, Y5
+	VPMADDWD     Y7, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      71(AX), DI
+	MOVQ         DI, R9
+	SHLQ         $0x08, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      42(AX), R8
+	ORQ          R9, R8
+	VMOVD        (BX)(R8*4), X4
+	MOVQ         DI, R9
+	SHLQ         $0x07, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      43(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x06, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      44(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x05, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      45(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x03, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x04, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      46(AX), R8
+	ORQ          R9, R8
+	VMOVD        (BX)(R8*4), X5
+	MOVQ         DI, R9
+	SHLQ         $0x03, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      47(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (BX)(R8*4), X5, X5
+	MOVQ         DI, R9
+	SHLQ         $0x02, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      48(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (BX)(R8*4), X5, X5
+	MOVQ         DI, R8
+	SHLQ         $0x01, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      49(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x03, (BX)(DI*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPBROADCASTD 94(AX), Y6
+	VPSHUFB      q5Spread<>+0(SB), Y6, Y6
+	VPAND        q5Bits<>+0(SB), Y6, Y6
+	VPCMPEQB     q5Bits<>+0(SB), Y6, Y6
+	MOVBQZX      108(AX), DI
+	SHRQ         $0x04, DI
+	LEAQ         1(DI)(DI*1), DI
+	VMOVD        DI, X7
+	VPBROADCASTW X7, Y7
+	VMOVDQU      164(CX), Y8
+	VPXOR        Y6, Y8, Y8
+	VPSUBB       Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y5, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y2, Y2
+	VMOVDQU      164(SI), Y8
+	VPXOR        Y6, Y8, Y8
+	VPSUBB       Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y5, Y5
+	VPMADDWD     Y7, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      72(AX), DI
+	MOVQ         DI, R9
+	SHLQ         $0x08, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      50(AX), R8
+	ORQ          R9, R8
+	VMOVD        (BX)(R8*4), X4
+	MOVQ         DI, R9
+	SHLQ         $0x07, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      51(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x06, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      52(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x05, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      53(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x03, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x04, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      54(AX), R8
+	ORQ          R9, R8
+	VMOVD        (BX)(R8*4), X5
+	MOVQ         DI, R9
+	SHLQ         $0x03, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      55(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (BX)(R8*4), X5, X5
+	MOVQ         DI, R9
+	SHLQ         $0x02, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      56(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (BX)(R8*4), X5, X5
+	MOVQ         DI, R8
+	SHLQ         $0x01, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      57(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x03, (BX)(DI*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPBROADCASTD 98(AX), Y6
+	VPSHUFB      q5Spread<>+0(SB), Y6, Y6
+	VPAND        q5Bits<>+0(SB), Y6, Y6
+	VPCMPEQB     q5Bits<>+0(SB), Y6, Y6
+	MOVBQZX      109(AX), DI
+	ANDQ         $0x0f, DI
+	LEAQ         1(DI)(DI*1), DI
+	VMOVD        DI, X7
+	VPBROADCASTW X7, Y7
+	VMOVDQU      196(CX), Y8
+	VPXOR        Y6, Y8, Y8
+	VPSUBB       Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y5, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y2, Y2
+	VMOVDQU      196(SI), Y8
+	VPXOR        Y6, Y8, Y8
+	VPSUBB       Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y5, Y5
+	VPMADDWD     Y7, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      73(AX), DI
+	MOVQ         DI, R9
+	SHLQ         $0x08, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      58(AX), R8
+	ORQ          R9, R8
+	VMOVD        (BX)(R8*4), X4
+	MOVQ         DI, R9
+	SHLQ         $0x07, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      59(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x06, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      60(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x05, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      61(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x03, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x04, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      62(AX), R8
+	ORQ          R9, R8
+	VMOVD        (BX)(R8*4), X5
+	MOVQ         DI, R9
+	SHLQ         $0x03, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      63(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (BX)(R8*4), X5, X5
+	MOVQ         DI, R9
+	SHLQ         $0x02, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      64(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (BX)(R8*4), X5, X5
+	MOVQ         DI, R8
+	SHLQ         $0x01, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      65(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x03, (BX)(DI*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPBROADCASTD 102(AX), Y6
+	VPSHUFB      q5Spread<>+0(SB), Y6, Y6
+	VPAND        q5Bits<>+0(SB), Y6, Y6
+	VPCMPEQB     q5Bits<>+0(SB), Y6, Y6
+	MOVBQZX      109(AX), DI
+	SHRQ         $0x04, DI
+	LEAQ         1(DI)(DI*1), DI
+	VMOVD        DI, X7
+	VPBROADCASTW X7, Y7
+	VMOVDQU      228(CX), Y8
+	VPXOR        Y6, Y8, Y8
+	VPSUBB       Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y5, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y2, Y2
+	VMOVDQU      228(SI), Y8
+	VPXOR        Y6, Y8, Y8
+	VPSUBB       Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y5, Y5
+	VPMADDWD     Y7, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VCVTDQ2PS    Y2, Y2
+	MOVWLZX      (AX), DI
+	VMOVD        DI, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (CX), X4, X4
+	VBROADCASTSS X4, Y5
+	VFMADD231PS  Y2, Y5, Y0
+	ADDQ         $0x00000124, CX
+	VCVTDQ2PS    Y3, Y3
+	MOVWLZX      (AX), DI
+	VMOVD        DI, X2
+	VCVTPH2PS    X2, X2
+	VMULSS       (SI), X2, X2
+	VBROADCASTSS X2, Y2
+	VFMADD231PS  Y3, Y2, Y1
+	ADDQ         $0x00000124, SI
+	ADDQ         $0x0000006e, AX
+	DECQ         DX
+	JMP          loop
+
+done:
+	VEXTRACTF128 $0x01, Y0, X2
+	VADDPS       X2, X0, X0
+	VMOVHLPS     X0, X0, X2
+	VADDPS       X2, X0, X0
+	VMOVSHDUP    X0, X2
+	VADDSS       X2, X0, X0
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X2, X1, X1
+	VMOVHLPS     X1, X1, X2
+	VADDPS       X2, X1, X1
+	VMOVSHDUP    X1, X2
+	VADDSS       X2, X1, X1
+	VZEROUPPER
+	MOVQ         out+32(FP), AX
+	VMOVSS       X0, (AX)
+	VMOVSS       X1, 4(AX)
+	RET
+
 // func dotIQ1SAVX2(x *byte, y *byte, n int, grid *byte) float32
 // Requires: AVX, AVX2, F16C, SSE
 TEXT ·dotIQ1SAVX2(SB), NOSPLIT, $0-36

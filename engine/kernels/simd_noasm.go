@@ -60,3 +60,9 @@ func (m *matMul) tiles() bool { return false }
 func simdAvailable() bool { return false }
 
 func (m *matMul) repackTokens(lo, hi int) int { return lo }
+
+func dotIQ3SRows(out []float32, row []byte, y []q8KBlock, nb int) {
+	for t := range out {
+		out[t] = dotIQ3SRowGeneric(row, y[t*nb:(t+1)*nb])
+	}
+}

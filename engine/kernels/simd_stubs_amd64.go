@@ -128,6 +128,11 @@ func dotIQ2SAVX2(x *byte, y *byte, n int, grid *byte) float32
 //go:noescape
 func dotIQ3SAVX2(x *byte, y *byte, n int, grid *byte) float32
 
+// dotIQ3SAVX2x2 sets out[t] = dotIQ3SAVX2(x, y+t·stride, n, grid) for t < 2.
+//
+//go:noescape
+func dotIQ3SAVX2x2(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+
 // dotIQ1SAVX2 is the dot product of n IQ1_S blocks at x with n q8KBlocks at y; grid is the type's grid.
 //
 //go:noescape
