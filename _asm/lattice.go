@@ -186,17 +186,35 @@ func blockD(x, y GPVirtual) VecVirtual {
 	return d
 }
 
-// latticeKernel emits a lattice row kernel: per block, group(x, y, ib, acc)
-// adds the scaled integer products of the 32 weights ib to acc; then the block
-// reference's float steps sum += ((f16(x.d)·y.d)·float32(bsum))·factor.
-func latticeKernel(typ string, size int, factor float32, group func(x, y, grid GPVirtual, ib int, acc VecVirtual)) {
+// latticeGroup decodes the 32 weights ib of the block at x: the grid bytes g,
+// flip (which flips the signs of 32 activations where the weights' are
+// negative) and the scale words sc of VPMADDWD.
+type latticeGroup func(x, grid GPVirtual, ib int) (g VecVirtual, flip func(q VecVirtual), sc VecVirtual)
+
+// latticeKernel emits a lattice row kernel, for tokens activation rows (1 or 2,
+// stride bytes apart): per block, each group decoded once and its scaled
+// integer products added to each row's accumulator; then the block reference's
+// float steps sum += ((f16(x.d)·y.d)·float32(bsum))·factor, per row.
+func latticeKernel(typ string, size int, factor float32, tokens int, group latticeGroup) {
 	name := "dot" + typ + "AVX2"
-	TEXT(name, NOSPLIT, "func(x, y *byte, n int, grid *byte) float32")
-	Pragma("noescape")
-	Doc(fmt.Sprintf("%s is the dot product of n %s blocks at x with n q8KBlocks at y; grid is the type's grid.", name, typ))
+	if tokens == 1 {
+		TEXT(name, NOSPLIT, "func(x, y *byte, n int, grid *byte) float32")
+		Pragma("noescape")
+		Doc(fmt.Sprintf("%s is the dot product of n %s blocks at x with n q8KBlocks at y; grid is the type's grid.", name, typ))
+	} else {
+		single := name
+		name = fmt.Sprintf("%sx%d", name, tokens)
+		TEXT(name, NOSPLIT, "func(x, y *byte, n, stride int, out *float32, grid *byte)")
+		Pragma("noescape")
+		Doc(fmt.Sprintf("%s sets out[t] = %s(x, y+t·stride, n, grid) for t < %d.", name, single, tokens))
+	}
 	x, y, n, grid := latticeParams()
-	sum := XMM()
-	VXORPS(sum, sum, sum)
+	ys := tokenRows(y, tokens)
+	sums := make([]VecVirtual, tokens)
+	for t := range sums {
+		sums[t] = XMM()
+		VXORPS(sums[t], sums[t], sums[t])
+	}
 	f := XMM()
 	{
 		g := GP32()
@@ -207,25 +225,58 @@ func latticeKernel(typ string, size int, factor float32, group func(x, y, grid G
 	Label("loop")
 	TESTQ(n, n)
 	JZ(LabelRef("done"))
-	acc := YMM()
-	VPXOR(acc, acc, acc)
-	for ib := 0; ib < 8; ib++ {
-		group(x, y, grid, ib, acc)
+	acc := make([]VecVirtual, tokens)
+	for t := range acc {
+		acc[t] = YMM()
+		VPXOR(acc[t], acc[t], acc[t])
 	}
-	s := hsumInt(acc)
-	d := blockD(x, y)
-	VMULSS(s, d, d)
-	VMULSS(f, d, d)
-	VADDSS(d, sum, sum)
+	for ib := 0; ib < 8; ib++ {
+		g, flip, sc := group(x, grid, ib)
+		for t, yt := range ys {
+			q := YMM()
+			VMOVDQU(Mem{Base: yt, Disp: q8KQS + 32*ib}, q)
+			flip(q)
+			latticeDot(g, q, sc, acc[t])
+		}
+	}
+	for t, yt := range ys {
+		s := hsumInt(acc[t])
+		d := blockD(x, yt)
+		VMULSS(s, d, d)
+		VMULSS(f, d, d)
+		VADDSS(d, sums[t], sums[t])
+		ADDQ(U32(q8KSize), yt)
+	}
 	ADDQ(U32(size), x)
-	ADDQ(U32(q8KSize), y)
 	DECQ(n)
 	JMP(LabelRef("loop"))
 
 	Label("done")
-	VZEROUPPER()
-	Store(sum, ReturnIndex(0))
-	RET()
+	storeSums(sums)
+}
+
+// signFlip returns the flip of ±1 sign bytes sg (VPSIGNB).
+func signFlip(sg VecVirtual) func(q VecVirtual) {
+	return func(q VecVirtual) { VPSIGNB(sg, q, q) }
+}
+
+// maskFlip returns the flip of a -1/0 byte mask m: (q XOR m) - m.
+func maskFlip(m VecVirtual) func(q VecVirtual) {
+	return func(q VecVirtual) {
+		VPXOR(m, q, q)
+		VPSUBB(m, q, q)
+	}
+}
+
+// bitMask returns -1 in byte j where bit j%8 of byte j/8 of the dword at m is
+// set.
+func bitMask(m Mem) VecVirtual {
+	s := YMM()
+	VPBROADCASTD(m, s)
+	VPSHUFB(q5Spread, s, s)
+	VPAND(q5Bits, s, s)
+	VPCMPEQB(q5Bits, s, s)
+	return s
 }
 
 // signTable returns the address of ksignsIQ2 in a register.
@@ -237,76 +288,55 @@ func signTable() GPVirtual {
 
 // dotIQ2XXSAVX2: per 32 weights 8 bytes at 2+8ib: four grid indices, then a
 // uint32 of four 7-bit sign indices and the 4-bit scale at the top.
-func dotIQ2XXSAVX2() {
-	var stab GPVirtual
-	latticeKernel("IQ2XXS", 66, 0.125, func(x, y, grid GPVirtual, ib int, acc VecVirtual) {
-		if ib == 0 {
-			stab = signTable()
-		}
+func dotIQ2XXSAVX2(tokens int) {
+	latticeKernel("IQ2XXS", 66, 0.125, tokens, func(x, grid GPVirtual, ib int) (VecVirtual, func(VecVirtual), VecVirtual) {
 		g := gather8(grid, byteIndex(x, 2+8*ib))
 		aux := GP64()
 		MOVLQZX(Mem{Base: x, Disp: 2 + 8*ib + 4}, aux)
-		sg := evenSigns(stab, aux)
-		q := YMM()
-		VMOVDQU(Mem{Base: y, Disp: q8KQS + 32*ib}, q)
-		VPSIGNB(sg, q, q)
+		sg := evenSigns(signTable(), aux)
 		SHRQ(U8(28), aux)
-		latticeDot(g, q, scaleAll(aux), acc)
+		return g, signFlip(sg), scaleAll(aux)
 	})
 }
 
 // dotIQ3XXSAVX2: eight 1-byte indices of 4-byte grid entries at 2+8ib, the
 // uint32 of signs and scale at 66+4ib.
-func dotIQ3XXSAVX2() {
-	var stab GPVirtual
-	latticeKernel("IQ3XXS", 98, 0.25, func(x, y, grid GPVirtual, ib int, acc VecVirtual) {
-		if ib == 0 {
-			stab = signTable()
-		}
+func dotIQ3XXSAVX2(tokens int) {
+	latticeKernel("IQ3XXS", 98, 0.25, tokens, func(x, grid GPVirtual, ib int) (VecVirtual, func(VecVirtual), VecVirtual) {
 		g := gather4(grid, byteIndex(x, 2+8*ib))
 		aux := GP64()
 		MOVLQZX(Mem{Base: x, Disp: 66 + 4*ib}, aux)
-		sg := evenSigns(stab, aux)
-		q := YMM()
-		VMOVDQU(Mem{Base: y, Disp: q8KQS + 32*ib}, q)
-		VPSIGNB(sg, q, q)
+		sg := evenSigns(signTable(), aux)
 		SHRQ(U8(28), aux)
-		latticeDot(g, q, scaleAll(aux), acc)
+		return g, signFlip(sg), scaleAll(aux)
 	})
 }
 
 // dotIQ2XSAVX2: four uint16 at 2+8ib (a 9-bit grid index, a 7-bit sign index),
 // the two 4-bit scales of the 32 weights in the byte at 66+ib.
-func dotIQ2XSAVX2() {
-	var stab GPVirtual
-	latticeKernel("IQ2XS", 74, 0.125, func(x, y, grid GPVirtual, ib int, acc VecVirtual) {
-		if ib == 0 {
-			stab = signTable()
-		}
+func dotIQ2XSAVX2(tokens int) {
+	latticeKernel("IQ2XS", 74, 0.125, tokens, func(x, grid GPVirtual, ib int) (VecVirtual, func(VecVirtual), VecVirtual) {
 		g := gather8(grid, func(l int) GPVirtual {
 			r := GP64()
 			MOVWQZX(Mem{Base: x, Disp: 2 + 8*ib + 2*l}, r)
 			ANDQ(U32(511), r)
 			return r
 		})
-		sg := gather8(stab, func(l int) GPVirtual {
+		sg := gather8(signTable(), func(l int) GPVirtual {
 			r := GP64()
 			MOVWQZX(Mem{Base: x, Disp: 2 + 8*ib + 2*l}, r)
 			SHRQ(U8(9), r)
 			return r
 		})
-		q := YMM()
-		VMOVDQU(Mem{Base: y, Disp: q8KQS + 32*ib}, q)
-		VPSIGNB(sg, q, q)
-		latticeDot(g, q, scaleHalves(Mem{Base: x, Disp: 66 + ib}), acc)
+		return g, signFlip(sg), scaleHalves(Mem{Base: x, Disp: 66 + ib})
 	})
 }
 
 // dotIQ2SAVX2: the low 8 bits of four grid indices at 2+4ib, their top 2 bits in
 // the byte at 66+ib, the sign bits of the 32 weights at 34+4ib, the two scales
 // at 74+ib.
-func dotIQ2SAVX2() {
-	latticeKernel("IQ2S", 82, 0.125, func(x, y, grid GPVirtual, ib int, acc VecVirtual) {
+func dotIQ2SAVX2(tokens int) {
+	latticeKernel("IQ2S", 82, 0.125, tokens, func(x, grid GPVirtual, ib int) (VecVirtual, func(VecVirtual), VecVirtual) {
 		qh := GP64()
 		MOVBQZX(Mem{Base: x, Disp: 66 + ib}, qh)
 		g := gather8(grid, func(l int) GPVirtual {
@@ -318,10 +348,8 @@ func dotIQ2SAVX2() {
 			ORQ(t, r)
 			return r
 		})
-		q := YMM()
-		VMOVDQU(Mem{Base: y, Disp: q8KQS + 32*ib}, q)
-		bitSigns(Mem{Base: x, Disp: 34 + 4*ib}, q)
-		latticeDot(g, q, scaleHalves(Mem{Base: x, Disp: 74 + ib}), acc)
+		m := bitMask(Mem{Base: x, Disp: 34 + 4*ib})
+		return g, maskFlip(m), scaleHalves(Mem{Base: x, Disp: 74 + ib})
 	})
 }
 

@@ -91,10 +91,12 @@ func main() {
 	dotTQ2_0AVX2()
 	dotTQ1_0AVX2()
 	latticeConstants()
-	dotIQ2XXSAVX2()
-	dotIQ3XXSAVX2()
-	dotIQ2XSAVX2()
-	dotIQ2SAVX2()
+	for _, tokens := range []int{1, 2} {
+		dotIQ2XXSAVX2(tokens)
+		dotIQ3XXSAVX2(tokens)
+		dotIQ2XSAVX2(tokens)
+		dotIQ2SAVX2(tokens)
+	}
 	dotIQ3SAVX2()
 	dotIQ3SAVX2x2()
 	dotIQ1SAVX2()

@@ -66,3 +66,9 @@ func dotIQ3SRows(out []float32, row []byte, y []q8KBlock, nb int) {
 		out[t] = dotIQ3SRowGeneric(row, y[t*nb:(t+1)*nb])
 	}
 }
+
+func dotLatticeRows(typ Type, out []float32, row []byte, y []q8KBlock, nb int) {
+	for t := range out {
+		out[t] = dotKRowGeneric(refCodecOf(typ).dotK, typ.BlockBytes(), row, y[t*nb:(t+1)*nb])
+	}
+}

@@ -123,6 +123,26 @@ func dotIQ2XSAVX2(x *byte, y *byte, n int, grid *byte) float32
 //go:noescape
 func dotIQ2SAVX2(x *byte, y *byte, n int, grid *byte) float32
 
+// dotIQ2XXSAVX2x2 sets out[t] = dotIQ2XXSAVX2(x, y+t·stride, n, grid) for t < 2.
+//
+//go:noescape
+func dotIQ2XXSAVX2x2(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+
+// dotIQ3XXSAVX2x2 sets out[t] = dotIQ3XXSAVX2(x, y+t·stride, n, grid) for t < 2.
+//
+//go:noescape
+func dotIQ3XXSAVX2x2(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+
+// dotIQ2XSAVX2x2 sets out[t] = dotIQ2XSAVX2(x, y+t·stride, n, grid) for t < 2.
+//
+//go:noescape
+func dotIQ2XSAVX2x2(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+
+// dotIQ2SAVX2x2 sets out[t] = dotIQ2SAVX2(x, y+t·stride, n, grid) for t < 2.
+//
+//go:noescape
+func dotIQ2SAVX2x2(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+
 // dotIQ3SAVX2 is the dot product of n IQ3_S blocks at x with n q8KBlocks at y in ggml's float order; grid is the type's grid.
 //
 //go:noescape
