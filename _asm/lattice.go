@@ -20,7 +20,7 @@ import (
 // float steps are its too (IQ3_S: dotIQ3SRow's lanes and fused multiply-adds).
 // Q8_K quants are never -128 (quantActQ8K), which the sign flips rely on.
 
-var ksignsIQ2, wordSplit Mem
+var ksignsIQ2, wordSplit, iq1mDeltaBits Mem
 
 func latticeConstants() {
 	// ksignsIQ2: for each 7-bit sign index, 8 bytes of ±1 (iqSigns: bit j
@@ -39,6 +39,16 @@ func latticeConstants() {
 	ksignsIQ2 = rodata("ksignsIQ2", b)
 	// wordSplit broadcasts word 0 in the low lane and word 1 in the high one.
 	wordSplit = rodata("wordSplit", append(bytes.Repeat([]byte{0, 1}, 8), bytes.Repeat([]byte{2, 3}, 8)...))
+	// iq1mDeltaBits: the bit of the shift's sign of 8 weights l (bit 4l+3 of
+	// the group's two qh bytes) in the words of their pair sums.
+	b = nil
+	for l := 0; l < 4; l++ {
+		for k := 0; k < 4; k++ {
+			v := uint16(8) << (4 * l)
+			b = append(b, byte(v), byte(v>>8))
+		}
+	}
+	iq1mDeltaBits = rodata("iq1mDeltaBits", b)
 }
 
 // latticeParams loads x, y, n and the grid pointer.
@@ -176,17 +186,35 @@ func blockD(x, y GPVirtual) VecVirtual {
 	return d
 }
 
-// latticeKernel emits a lattice row kernel: per block, group(x, y, ib, acc)
-// adds the scaled integer products of the 32 weights ib to acc; then the block
-// reference's float steps sum += ((f16(x.d)·y.d)·float32(bsum))·factor.
-func latticeKernel(typ string, size int, factor float32, group func(x, y, grid GPVirtual, ib int, acc VecVirtual)) {
+// latticeGroup decodes the 32 weights ib of the block at x: the grid bytes g,
+// flip (which flips the signs of 32 activations where the weights' are
+// negative) and the scale words sc of VPMADDWD.
+type latticeGroup func(x, grid GPVirtual, ib int) (g VecVirtual, flip func(q VecVirtual), sc VecVirtual)
+
+// latticeKernel emits a lattice row kernel, for tokens activation rows (1 or 2,
+// stride bytes apart): per block, each group decoded once and its scaled
+// integer products added to each row's accumulator; then the block reference's
+// float steps sum += ((f16(x.d)·y.d)·float32(bsum))·factor, per row.
+func latticeKernel(typ string, size int, factor float32, tokens int, group latticeGroup) {
 	name := "dot" + typ + "AVX2"
-	TEXT(name, NOSPLIT, "func(x, y *byte, n int, grid *byte) float32")
-	Pragma("noescape")
-	Doc(fmt.Sprintf("%s is the dot product of n %s blocks at x with n q8KBlocks at y; grid is the type's grid.", name, typ))
+	if tokens == 1 {
+		TEXT(name, NOSPLIT, "func(x, y *byte, n int, grid *byte) float32")
+		Pragma("noescape")
+		Doc(fmt.Sprintf("%s is the dot product of n %s blocks at x with n q8KBlocks at y; grid is the type's grid.", name, typ))
+	} else {
+		single := name
+		name = fmt.Sprintf("%sx%d", name, tokens)
+		TEXT(name, NOSPLIT, "func(x, y *byte, n, stride int, out *float32, grid *byte)")
+		Pragma("noescape")
+		Doc(fmt.Sprintf("%s sets out[t] = %s(x, y+t·stride, n, grid) for t < %d.", name, single, tokens))
+	}
 	x, y, n, grid := latticeParams()
-	sum := XMM()
-	VXORPS(sum, sum, sum)
+	ys := tokenRows(y, tokens)
+	sums := make([]VecVirtual, tokens)
+	for t := range sums {
+		sums[t] = XMM()
+		VXORPS(sums[t], sums[t], sums[t])
+	}
 	f := XMM()
 	{
 		g := GP32()
@@ -197,25 +225,58 @@ func latticeKernel(typ string, size int, factor float32, group func(x, y, grid G
 	Label("loop")
 	TESTQ(n, n)
 	JZ(LabelRef("done"))
-	acc := YMM()
-	VPXOR(acc, acc, acc)
-	for ib := 0; ib < 8; ib++ {
-		group(x, y, grid, ib, acc)
+	acc := make([]VecVirtual, tokens)
+	for t := range acc {
+		acc[t] = YMM()
+		VPXOR(acc[t], acc[t], acc[t])
 	}
-	s := hsumInt(acc)
-	d := blockD(x, y)
-	VMULSS(s, d, d)
-	VMULSS(f, d, d)
-	VADDSS(d, sum, sum)
+	for ib := 0; ib < 8; ib++ {
+		g, flip, sc := group(x, grid, ib)
+		for t, yt := range ys {
+			q := YMM()
+			VMOVDQU(Mem{Base: yt, Disp: q8KQS + 32*ib}, q)
+			flip(q)
+			latticeDot(g, q, sc, acc[t])
+		}
+	}
+	for t, yt := range ys {
+		s := hsumInt(acc[t])
+		d := blockD(x, yt)
+		VMULSS(s, d, d)
+		VMULSS(f, d, d)
+		VADDSS(d, sums[t], sums[t])
+		ADDQ(U32(q8KSize), yt)
+	}
 	ADDQ(U32(size), x)
-	ADDQ(U32(q8KSize), y)
 	DECQ(n)
 	JMP(LabelRef("loop"))
 
 	Label("done")
-	VZEROUPPER()
-	Store(sum, ReturnIndex(0))
-	RET()
+	storeSums(sums)
+}
+
+// signFlip returns the flip of ±1 sign bytes sg (VPSIGNB).
+func signFlip(sg VecVirtual) func(q VecVirtual) {
+	return func(q VecVirtual) { VPSIGNB(sg, q, q) }
+}
+
+// maskFlip returns the flip of a -1/0 byte mask m: (q XOR m) - m.
+func maskFlip(m VecVirtual) func(q VecVirtual) {
+	return func(q VecVirtual) {
+		VPXOR(m, q, q)
+		VPSUBB(m, q, q)
+	}
+}
+
+// bitMask returns -1 in byte j where bit j%8 of byte j/8 of the dword at m is
+// set.
+func bitMask(m Mem) VecVirtual {
+	s := YMM()
+	VPBROADCASTD(m, s)
+	VPSHUFB(q5Spread, s, s)
+	VPAND(q5Bits, s, s)
+	VPCMPEQB(q5Bits, s, s)
+	return s
 }
 
 // signTable returns the address of ksignsIQ2 in a register.
@@ -227,76 +288,55 @@ func signTable() GPVirtual {
 
 // dotIQ2XXSAVX2: per 32 weights 8 bytes at 2+8ib: four grid indices, then a
 // uint32 of four 7-bit sign indices and the 4-bit scale at the top.
-func dotIQ2XXSAVX2() {
-	var stab GPVirtual
-	latticeKernel("IQ2XXS", 66, 0.125, func(x, y, grid GPVirtual, ib int, acc VecVirtual) {
-		if ib == 0 {
-			stab = signTable()
-		}
+func dotIQ2XXSAVX2(tokens int) {
+	latticeKernel("IQ2XXS", 66, 0.125, tokens, func(x, grid GPVirtual, ib int) (VecVirtual, func(VecVirtual), VecVirtual) {
 		g := gather8(grid, byteIndex(x, 2+8*ib))
 		aux := GP64()
 		MOVLQZX(Mem{Base: x, Disp: 2 + 8*ib + 4}, aux)
-		sg := evenSigns(stab, aux)
-		q := YMM()
-		VMOVDQU(Mem{Base: y, Disp: q8KQS + 32*ib}, q)
-		VPSIGNB(sg, q, q)
+		sg := evenSigns(signTable(), aux)
 		SHRQ(U8(28), aux)
-		latticeDot(g, q, scaleAll(aux), acc)
+		return g, signFlip(sg), scaleAll(aux)
 	})
 }
 
 // dotIQ3XXSAVX2: eight 1-byte indices of 4-byte grid entries at 2+8ib, the
 // uint32 of signs and scale at 66+4ib.
-func dotIQ3XXSAVX2() {
-	var stab GPVirtual
-	latticeKernel("IQ3XXS", 98, 0.25, func(x, y, grid GPVirtual, ib int, acc VecVirtual) {
-		if ib == 0 {
-			stab = signTable()
-		}
+func dotIQ3XXSAVX2(tokens int) {
+	latticeKernel("IQ3XXS", 98, 0.25, tokens, func(x, grid GPVirtual, ib int) (VecVirtual, func(VecVirtual), VecVirtual) {
 		g := gather4(grid, byteIndex(x, 2+8*ib))
 		aux := GP64()
 		MOVLQZX(Mem{Base: x, Disp: 66 + 4*ib}, aux)
-		sg := evenSigns(stab, aux)
-		q := YMM()
-		VMOVDQU(Mem{Base: y, Disp: q8KQS + 32*ib}, q)
-		VPSIGNB(sg, q, q)
+		sg := evenSigns(signTable(), aux)
 		SHRQ(U8(28), aux)
-		latticeDot(g, q, scaleAll(aux), acc)
+		return g, signFlip(sg), scaleAll(aux)
 	})
 }
 
 // dotIQ2XSAVX2: four uint16 at 2+8ib (a 9-bit grid index, a 7-bit sign index),
 // the two 4-bit scales of the 32 weights in the byte at 66+ib.
-func dotIQ2XSAVX2() {
-	var stab GPVirtual
-	latticeKernel("IQ2XS", 74, 0.125, func(x, y, grid GPVirtual, ib int, acc VecVirtual) {
-		if ib == 0 {
-			stab = signTable()
-		}
+func dotIQ2XSAVX2(tokens int) {
+	latticeKernel("IQ2XS", 74, 0.125, tokens, func(x, grid GPVirtual, ib int) (VecVirtual, func(VecVirtual), VecVirtual) {
 		g := gather8(grid, func(l int) GPVirtual {
 			r := GP64()
 			MOVWQZX(Mem{Base: x, Disp: 2 + 8*ib + 2*l}, r)
 			ANDQ(U32(511), r)
 			return r
 		})
-		sg := gather8(stab, func(l int) GPVirtual {
+		sg := gather8(signTable(), func(l int) GPVirtual {
 			r := GP64()
 			MOVWQZX(Mem{Base: x, Disp: 2 + 8*ib + 2*l}, r)
 			SHRQ(U8(9), r)
 			return r
 		})
-		q := YMM()
-		VMOVDQU(Mem{Base: y, Disp: q8KQS + 32*ib}, q)
-		VPSIGNB(sg, q, q)
-		latticeDot(g, q, scaleHalves(Mem{Base: x, Disp: 66 + ib}), acc)
+		return g, signFlip(sg), scaleHalves(Mem{Base: x, Disp: 66 + ib})
 	})
 }
 
 // dotIQ2SAVX2: the low 8 bits of four grid indices at 2+4ib, their top 2 bits in
 // the byte at 66+ib, the sign bits of the 32 weights at 34+4ib, the two scales
 // at 74+ib.
-func dotIQ2SAVX2() {
-	latticeKernel("IQ2S", 82, 0.125, func(x, y, grid GPVirtual, ib int, acc VecVirtual) {
+func dotIQ2SAVX2(tokens int) {
+	latticeKernel("IQ2S", 82, 0.125, tokens, func(x, grid GPVirtual, ib int) (VecVirtual, func(VecVirtual), VecVirtual) {
 		qh := GP64()
 		MOVBQZX(Mem{Base: x, Disp: 66 + ib}, qh)
 		g := gather8(grid, func(l int) GPVirtual {
@@ -308,10 +348,8 @@ func dotIQ2SAVX2() {
 			ORQ(t, r)
 			return r
 		})
-		q := YMM()
-		VMOVDQU(Mem{Base: y, Disp: q8KQS + 32*ib}, q)
-		bitSigns(Mem{Base: x, Disp: 34 + 4*ib}, q)
-		latticeDot(g, q, scaleHalves(Mem{Base: x, Disp: 74 + ib}), acc)
+		m := bitMask(Mem{Base: x, Disp: 34 + 4*ib})
+		return g, maskFlip(m), scaleHalves(Mem{Base: x, Disp: 74 + ib})
 	})
 }
 
@@ -379,13 +417,11 @@ func dotIQ3SAVX2() {
 	RET()
 }
 
-// iq1Finish adds (f16(x.d)·y.d)·(float32(sumi) + 0.125·float32(sumi1)) to sum,
-// the IQ1 types' float steps, sumi the total of acc's 8 int32, d in lane 0.
-func iq1Finish(d, acc VecVirtual, sumi1 GPVirtual, eighth, sum VecVirtual) {
+// iq1Finish adds d·(float32(sumi) + 0.125·float32(sumi1)) to sum, the IQ1
+// types' float steps, d = f16(x.d)·y.d, sumi the total of acc's 8 int32, s1
+// float32(sumi1) (all in lane 0).
+func iq1Finish(d, acc, s1, eighth, sum VecVirtual) {
 	s := hsumInt(acc)
-	s1 := XMM()
-	VMOVD(sumi1.As32(), s1)
-	VCVTDQ2PS(s1, s1)
 	VMULSS(eighth, s1, s1)
 	VADDSS(s1, s, s)
 	VMULSS(s, d, d)
@@ -463,7 +499,10 @@ func dotIQ1SAVX2() {
 		VPMADDWD(sc, p, p)
 		VPADDD(p, acc, acc)
 	}
-	iq1Finish(blockD(x, y), acc, sumi1, eighth, sum)
+	s1 := XMM()
+	VMOVD(sumi1.As32(), s1)
+	VCVTDQ2PS(s1, s1)
+	iq1Finish(blockD(x, y), acc, s1, eighth, sum)
 	ADDQ(U32(50), x)
 	ADDQ(U32(q8KSize), y)
 	DECQ(n)
@@ -473,4 +512,183 @@ func dotIQ1SAVX2() {
 	VZEROUPPER()
 	Store(sum, ReturnIndex(0))
 	RET()
+}
+
+// dotIQ1MAVX2 emits the IQ1_M kernel: IQ1_S's products with a 3-bit scale per
+// 16 weights (the low and high lanes) and the shift's sign per 8 weights, so the
+// shifts' sum takes the activations' own pair sums (VPMADDUBSW with ones) times
+// ±scale, negated where the sign bit is set; the f16 scale gathered from the
+// top nibbles of the four scale words.
+func dotIQ1MAVX2() {
+	TEXT("dotIQ1MAVX2", NOSPLIT, "func(x, y *byte, n int, grid *byte) float32")
+	Pragma("noescape")
+	Doc("dotIQ1MAVX2 is the dot product of n IQ1_M blocks at x with n q8KBlocks at y; grid is the type's grid.")
+	x, y, n, grid := latticeParams()
+	sum := XMM()
+	VXORPS(sum, sum, sum)
+	eighth := XMM()
+	{
+		g := GP32()
+		MOVL(U32(math.Float32bits(0.125)), g)
+		VMOVD(g, eighth)
+	}
+	onesB := YMM()
+	VMOVDQU(byteOnes, onesB)
+
+	Label("loop")
+	TESTQ(n, n)
+	JZ(LabelRef("done"))
+	acc1, acc2 := YMM(), YMM()
+	VPXOR(acc1, acc1, acc1)
+	VPXOR(acc2, acc2, acc2)
+	for ib := 0; ib < 8; ib++ {
+		g := gather8(grid, func(l int) GPVirtual {
+			r, t := GP64(), GP64()
+			MOVBQZX(Mem{Base: x, Disp: 32 + 2*ib + l/2}, t)
+			if l%2 == 1 {
+				SHRQ(U8(4), t)
+			}
+			ANDQ(U8(7), t)
+			SHLQ(U8(8), t)
+			MOVBQZX(Mem{Base: x, Disp: 4*ib + l}, r)
+			ORQ(t, r)
+			return r
+		})
+		// The scales of the two halves: low lane, high lane.
+		lo, hi := GP64(), GP64()
+		MOVWQZX(Mem{Base: x, Disp: 48 + 2*(ib/2)}, lo)
+		if ib%2 == 1 {
+			SHRQ(U8(6), lo)
+		}
+		MOVQ(lo, hi)
+		SHRQ(U8(3), hi)
+		ANDQ(U8(7), lo)
+		ANDQ(U8(7), hi)
+		LEAQ(Mem{Base: lo, Index: lo, Scale: 1, Disp: 1}, lo)
+		LEAQ(Mem{Base: hi, Index: hi, Scale: 1, Disp: 1}, hi)
+		SHLQ(U8(16), hi)
+		ORQ(hi, lo)
+		ls := YMM()
+		VMOVD(lo.As32(), ls.AsX())
+		VPBROADCASTD(ls.AsX(), ls)
+		VPSHUFB(wordSplit, ls, ls)
+		// ±scale per 8 weights: negated where the shift's sign is set.
+		m := YMM()
+		VPBROADCASTW(Mem{Base: x, Disp: 32 + 2*ib}, m)
+		VPAND(iq1mDeltaBits, m, m)
+		VPCMPEQW(iq1mDeltaBits, m, m)
+		c := YMM()
+		VPXOR(m, ls, c)
+		VPSUBW(m, c, c)
+
+		q := YMM()
+		VMOVDQU(Mem{Base: y, Disp: q8KQS + 32*ib}, q)
+		p2 := YMM()
+		VPMADDUBSW(q, onesB, p2)
+		VPMADDWD(c, p2, p2)
+		VPADDD(p2, acc2, acc2)
+		VPSIGNB(g, q, q)
+		p1 := YMM()
+		VPMADDUBSW(q, onesB, p1)
+		VPMADDWD(ls, p1, p1)
+		VPADDD(p1, acc1, acc1)
+	}
+	// The f16 scale: the top nibbles of the four scale words.
+	d16, t := GP64(), GP64()
+	MOVWQZX(Mem{Base: x, Disp: 48}, d16)
+	SHRQ(U8(12), d16)
+	for k := 1; k < 4; k++ {
+		MOVWQZX(Mem{Base: x, Disp: 48 + 2*k}, t)
+		if k < 3 {
+			SHRQ(U8(12-4*k), t)
+		}
+		ANDQ(U32(0xf000>>(12-4*k)), t)
+		ORQ(t, d16)
+	}
+	d := XMM()
+	VMOVD(d16.As32(), d)
+	VCVTPH2PS(d, d)
+	VMULSS(Mem{Base: y}, d, d)
+	s1 := hsumInt(acc2)
+	iq1Finish(d, acc1, s1, eighth, sum)
+	ADDQ(U32(56), x)
+	ADDQ(U32(q8KSize), y)
+	DECQ(n)
+	JMP(LabelRef("loop"))
+
+	Label("done")
+	VZEROUPPER()
+	Store(sum, ReturnIndex(0))
+	RET()
+}
+
+// dotIQ3SAVX2x2 emits the IQ3_S kernel for two activation rows (stride bytes
+// apart) at once: each group's grid entries, sign mask and scale found once for
+// both; each row's lanes and float steps are dotIQ3SAVX2's, so its bits too.
+func dotIQ3SAVX2x2() {
+	TEXT("dotIQ3SAVX2x2", NOSPLIT, "func(x, y *byte, n, stride int, out *float32, grid *byte)")
+	Pragma("noescape")
+	Doc("dotIQ3SAVX2x2 sets out[t] = dotIQ3SAVX2(x, y+t·stride, n, grid) for t < 2.")
+	x, y, n, grid := latticeParams()
+	ys := tokenRows(y, 2)
+	facc := []VecVirtual{YMM(), YMM()}
+	for _, f := range facc {
+		VXORPS(f, f, f)
+	}
+
+	Label("loop")
+	TESTQ(n, n)
+	JZ(LabelRef("done"))
+	acc := []VecVirtual{YMM(), YMM()}
+	for _, a := range acc {
+		VPXOR(a, a, a)
+	}
+	for ib := 0; ib < 8; ib++ {
+		qh := GP64()
+		MOVBQZX(Mem{Base: x, Disp: 66 + ib}, qh)
+		g := gather4(grid, func(k int) GPVirtual {
+			r, t := GP64(), GP64()
+			MOVQ(qh, t)
+			SHLQ(U8(8-k), t)
+			ANDQ(U32(256), t)
+			MOVBQZX(Mem{Base: x, Disp: 2 + 8*ib + k}, r)
+			ORQ(t, r)
+			return r
+		})
+		m := YMM()
+		VPBROADCASTD(Mem{Base: x, Disp: 74 + 4*ib}, m)
+		VPSHUFB(q5Spread, m, m)
+		VPAND(q5Bits, m, m)
+		VPCMPEQB(q5Bits, m, m)
+		s := GP64()
+		MOVBQZX(Mem{Base: x, Disp: 106 + ib/2}, s)
+		if ib%2 == 1 {
+			SHRQ(U8(4), s)
+		} else {
+			ANDQ(U8(15), s)
+		}
+		sc := scaleAll(s)
+		for t, yt := range ys {
+			q := YMM()
+			VMOVDQU(Mem{Base: yt, Disp: q8KQS + 32*ib}, q)
+			VPXOR(m, q, q)
+			VPSUBB(m, q, q)
+			latticeDot(g, q, sc, acc[t])
+		}
+	}
+	for t, yt := range ys {
+		VCVTDQ2PS(acc[t], acc[t])
+		d := blockD(x, yt)
+		dv := YMM()
+		VBROADCASTSS(d, dv)
+		VFMADD231PS(acc[t], dv, facc[t])
+		ADDQ(U32(q8KSize), yt)
+	}
+	ADDQ(U32(110), x)
+	DECQ(n)
+	JMP(LabelRef("loop"))
+
+	Label("done")
+	sums := []VecVirtual{hsum8(facc[0]), hsum8(facc[1])}
+	storeSums(sums)
 }

@@ -48,12 +48,13 @@ type benchResult struct {
 	SlowPath map[string]int `json:"slow_path,omitempty"`
 }
 
-// slowPathTypes counts the tensors of f whose type has no assembly kernels here.
-func slowPathTypes(f *gguf.File) map[string]int {
+// slowPathTypes counts the matrices of f whose type has no assembly kernels by
+// hasSIMD (kernels.HasSIMD: on this build and CPU).
+func slowPathTypes(f *gguf.File, hasSIMD func(kernels.Type) bool) map[string]int {
 	var slow map[string]int
 	for _, ti := range f.Tensors {
 		t := kernels.Type(ti.Type)
-		if len(ti.Shape()) >= 2 && kernels.Supported(t) && !kernels.HasSIMD(t) {
+		if len(ti.Shape()) >= 2 && kernels.Supported(t) && !hasSIMD(t) {
 			if slow == nil {
 				slow = map[string]int{}
 			}
@@ -272,7 +273,7 @@ func cmdBench(args []string, stdout io.Writer) error {
 	}
 	res := benchResult{Model: filepath.Base(*path), Threads: *threads, Parallel: *parallel, Prompt: *nPrompt, Gen: *nGen,
 		PPTokS: median(pp), TGTokS: median(tg), FileBytes: f.Size(), DecodeBytes: m.DecodeBytes(),
-		KVBytes: kc.Bytes(), PeakRSS: peakRSS(), SlowPath: slowPathTypes(f)}
+		KVBytes: kc.Bytes(), PeakRSS: peakRSS(), SlowPath: slowPathTypes(f, kernels.HasSIMD)}
 	res.OverheadMiB = float64(res.PeakRSS-res.FileBytes-res.KVBytes) / (1 << 20)
 	if *asJSON {
 		return json.NewEncoder(stdout).Encode(res)

@@ -32,9 +32,9 @@
 // Types: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K,
 // Q5_K, Q6_K, IQ4_XS, TQ1_0, TQ2_0 and the lattice types IQ2_XXS, IQ2_XS, IQ2_S,
 // IQ3_XXS, IQ3_S, IQ1_S and IQ1_M, with ggml's block layouts byte for byte (Q4_K_M
-// files mix Q4_K and Q6_K). TQ1_0, TQ2_0, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S
-// and IQ1_S have AVX2 row kernels; IQ1_M runs on its pure-Go reference only
-// (iquants.go; HasSIMD says which types have assembly). QuantizeRow writes every type but the lattice ones (CanQuantize),
+// files mix Q4_K and Q6_K). TQ1_0, TQ2_0 and the lattice types have AVX2 row
+// kernels (no AVX-512 or tile kernels yet) with their pure-Go references' bits
+// (refquants.go, iquants.go). QuantizeRow writes every type but the lattice ones (CanQuantize),
 // whose grids (iqgrids.go) are generated from ggml-common.h by internal/gengrids.
 // The decoders and dot products are checked against llama.cpp's own (ggml's
 // decoders and CPU vec_dot, through the npm peer's libraries: llamacpp_test.go).

@@ -12,8 +12,8 @@ import (
 // and its integer sums (the final factor of 1/8 or 1/4 that ggml applies to the
 // whole row is applied per block here, which is exact: a power of two). There are
 // no quantizers of ours for these types (llama.cpp's need an importance matrix and
-// a grid search); files come from llama-quantize. All but IQ1_M have AVX2 row
-// kernels with these functions' bits (simd_amd64.go, _asm/lattice.go).
+// a grid search); files come from llama-quantize. All have AVX2 row kernels with
+// these functions' bits (simd_amd64.go, _asm/lattice.go).
 
 // iqSigns returns the 8 signs of a group from a 7-bit index (the eighth sign makes
 // the count of negatives even; ggml's ksigns_iq2xs): bit j set means negative.

@@ -298,6 +298,9 @@ func dotRow(wt Type, row []byte, a *acts, t int) float32 {
 	case IQ1_S:
 		nb := a.cols / qkK
 		return dotIQ1SRow(row, a.q8k[t*nb:(t+1)*nb])
+	case IQ1_M:
+		nb := a.cols / qkK
+		return dotIQ1MRow(row, a.q8k[t*nb:(t+1)*nb])
 	}
 	if c := refCodecOf(wt); c != nil {
 		return dotRefRow(c, wt.BlockBytes(), row, a, t)

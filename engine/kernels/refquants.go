@@ -65,7 +65,7 @@ func refCodecOf(t Type) *refCodec {
 func HasSIMD(t Type) bool {
 	switch t {
 	case F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q5_0, IQ4_NL, IQ4_XS, Q4_1, Q5_1, Q2_K, Q3_K, TQ1_0, TQ2_0,
-		IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S:
+		IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M:
 		return simdAvailable()
 	}
 	return false

@@ -357,3 +357,69 @@ func dotIQ1SRow(row []byte, y []q8KBlock) float32 {
 	_ = row[n*50-1]
 	return dotIQ1SAVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n, (*byte)(unsafe.Pointer(&iq1sGrid[0])))
 }
+
+func dotIQ1MRow(row []byte, y []q8KBlock) float32 {
+	n := len(y)
+	if n == 0 || !useAVX2 {
+		return dotKRowGeneric(dotIQ1MBlock, 56, row, y)
+	}
+	_ = row[n*56-1]
+	return dotIQ1MAVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n, (*byte)(unsafe.Pointer(&iq1sGrid[0])))
+}
+
+// dotIQ3SRows sets out[t] = dotIQ3SRow(row, y[t*nb:(t+1)*nb]) for each t <
+// len(out), two tokens at a time through dotIQ3SAVX2x2 (each group's grid
+// entries, signs and scale decoded once for both): the same bits.
+func dotIQ3SRows(out []float32, row []byte, y []q8KBlock, nb int) {
+	t := 0
+	if useAVX2 && nb > 0 && len(out) > 1 {
+		_, _ = row[nb*110-1], y[len(out)*nb-1]
+		stride := nb * int(unsafe.Sizeof(y[0]))
+		for ; t+2 <= len(out); t += 2 {
+			dotIQ3SAVX2x2(&row[0], (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t], (*byte)(unsafe.Pointer(&iq3sGrid[0])))
+		}
+	}
+	for ; t < len(out); t++ {
+		out[t] = dotIQ3SRow(row, y[t*nb:(t+1)*nb])
+	}
+}
+
+// dotLatticeRows sets out[t] = the row dot of typ (IQ2_XXS, IQ2_XS, IQ2_S,
+// IQ3_XXS) of row and y[t*nb:(t+1)*nb] for each t < len(out), two tokens at a
+// time through the type's …x2 kernel (each group's grid entries, signs and
+// scales decoded once for both): the same bits. The kernels are called directly
+// (not through a function value) so that out does not escape.
+func dotLatticeRows(typ Type, out []float32, row []byte, y []q8KBlock, nb int) {
+	bb := typ.BlockBytes()
+	t := 0
+	if useAVX2 && nb > 0 && len(out) > 1 {
+		_, _ = row[nb*bb-1], y[len(out)*nb-1]
+		stride := nb * int(unsafe.Sizeof(y[0]))
+		for ; t+2 <= len(out); t += 2 {
+			x, yt, o := &row[0], (*byte)(unsafe.Pointer(&y[t*nb])), &out[t]
+			switch typ {
+			case IQ2_XXS:
+				dotIQ2XXSAVX2x2(x, yt, nb, stride, o, (*byte)(unsafe.Pointer(&iq2xxsGrid[0])))
+			case IQ2_XS:
+				dotIQ2XSAVX2x2(x, yt, nb, stride, o, (*byte)(unsafe.Pointer(&iq2xsGrid[0])))
+			case IQ2_S:
+				dotIQ2SAVX2x2(x, yt, nb, stride, o, (*byte)(unsafe.Pointer(&iq2sGrid[0])))
+			case IQ3_XXS:
+				dotIQ3XXSAVX2x2(x, yt, nb, stride, o, (*byte)(unsafe.Pointer(&iq3xxsGrid[0])))
+			}
+		}
+	}
+	for ; t < len(out); t++ {
+		yt := y[t*nb : (t+1)*nb]
+		switch typ {
+		case IQ2_XXS:
+			out[t] = dotIQ2XXSRow(row, yt)
+		case IQ2_XS:
+			out[t] = dotIQ2XSRow(row, yt)
+		case IQ2_S:
+			out[t] = dotIQ2SRow(row, yt)
+		case IQ3_XXS:
+			out[t] = dotIQ3XXSRow(row, yt)
+		}
+	}
+}

@@ -2887,6 +2887,12 @@ DATA wordSplit<>+16(SB)/8, $0x0302030203020302
 DATA wordSplit<>+24(SB)/8, $0x0302030203020302
 GLOBL wordSplit<>(SB), RODATA|NOPTR, $32
 
+DATA iq1mDeltaBits<>+0(SB)/8, $0x0008000800080008
+DATA iq1mDeltaBits<>+8(SB)/8, $0x0080008000800080
+DATA iq1mDeltaBits<>+16(SB)/8, $0x0800080008000800
+DATA iq1mDeltaBits<>+24(SB)/8, $0x8000800080008000
+GLOBL iq1mDeltaBits<>(SB), RODATA|NOPTR, $32
+
 // func dotIQ2XXSAVX2(x *byte, y *byte, n int, grid *byte) float32
 // Requires: AVX, AVX2, F16C, SSE
 TEXT ·dotIQ2XXSAVX2(SB), NOSPLIT, $0-36
@@ -2902,286 +2908,293 @@ loop:
 	TESTQ        DX, DX
 	JZ           done
 	VPXOR        Y2, Y2, Y2
-	LEAQ         ksignsIQ2<>+0(SB), SI
-	MOVBQZX      2(AX), DI
-	VMOVQ        (BX)(DI*8), X3
-	MOVBQZX      3(AX), DI
-	VPINSRQ      $0x01, (BX)(DI*8), X3, X3
-	MOVBQZX      4(AX), DI
-	VMOVQ        (BX)(DI*8), X4
-	MOVBQZX      5(AX), DI
-	VPINSRQ      $0x01, (BX)(DI*8), X4, X4
+	MOVBQZX      2(AX), SI
+	VMOVQ        (BX)(SI*8), X3
+	MOVBQZX      3(AX), SI
+	VPINSRQ      $0x01, (BX)(SI*8), X3, X3
+	MOVBQZX      4(AX), SI
+	VMOVQ        (BX)(SI*8), X4
+	MOVBQZX      5(AX), SI
+	VPINSRQ      $0x01, (BX)(SI*8), X4, X4
 	VINSERTI128  $0x01, X4, Y3, Y4
-	MOVLQZX      6(AX), DI
-	MOVQ         DI, R8
+	MOVLQZX      6(AX), SI
+	LEAQ         ksignsIQ2<>+0(SB), DI
+	MOVQ         SI, R8
 	ANDQ         $0x7f, R8
-	VMOVQ        (SI)(R8*8), X3
-	MOVQ         DI, R8
+	VMOVQ        (DI)(R8*8), X3
+	MOVQ         SI, R8
 	SHRQ         $0x07, R8
 	ANDQ         $0x7f, R8
-	VPINSRQ      $0x01, (SI)(R8*8), X3, X3
-	MOVQ         DI, R8
+	VPINSRQ      $0x01, (DI)(R8*8), X3, X3
+	MOVQ         SI, R8
 	SHRQ         $0x0e, R8
 	ANDQ         $0x7f, R8
-	VMOVQ        (SI)(R8*8), X5
-	MOVQ         DI, R8
+	VMOVQ        (DI)(R8*8), X5
+	MOVQ         SI, R8
 	SHRQ         $0x15, R8
 	ANDQ         $0x7f, R8
-	VPINSRQ      $0x01, (SI)(R8*8), X5, X5
+	VPINSRQ      $0x01, (DI)(R8*8), X5, X5
 	VINSERTI128  $0x01, X5, Y3, Y5
-	VMOVDQU      4(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	SHRQ         $0x1c, DI
-	LEAQ         1(DI)(DI*1), DI
-	VMOVD        DI, X5
-	VPBROADCASTW X5, Y5
-	VPMADDUBSW   Y6, Y4, Y4
-	VPMADDWD     Y5, Y4, Y4
+	SHRQ         $0x1c, SI
+	LEAQ         1(SI)(SI*1), SI
+	VMOVD        SI, X6
+	VPBROADCASTW X6, Y6
+	VMOVDQU      4(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y4, Y4
+	VPMADDWD     Y6, Y4, Y4
 	VPADDD       Y4, Y2, Y2
-	MOVBQZX      10(AX), DI
-	VMOVQ        (BX)(DI*8), X3
-	MOVBQZX      11(AX), DI
-	VPINSRQ      $0x01, (BX)(DI*8), X3, X3
-	MOVBQZX      12(AX), DI
-	VMOVQ        (BX)(DI*8), X4
-	MOVBQZX      13(AX), DI
-	VPINSRQ      $0x01, (BX)(DI*8), X4, X4
+	MOVBQZX      10(AX), SI
+	VMOVQ        (BX)(SI*8), X3
+	MOVBQZX      11(AX), SI
+	VPINSRQ      $0x01, (BX)(SI*8), X3, X3
+	MOVBQZX      12(AX), SI
+	VMOVQ        (BX)(SI*8), X4
+	MOVBQZX      13(AX), SI
+	VPINSRQ      $0x01, (BX)(SI*8), X4, X4
 	VINSERTI128  $0x01, X4, Y3, Y4
-	MOVLQZX      14(AX), DI
-	MOVQ         DI, R8
+	MOVLQZX      14(AX), SI
+	LEAQ         ksignsIQ2<>+0(SB), DI
+	MOVQ         SI, R8
 	ANDQ         $0x7f, R8
-	VMOVQ        (SI)(R8*8), X3
-	MOVQ         DI, R8
+	VMOVQ        (DI)(R8*8), X3
+	MOVQ         SI, R8
 	SHRQ         $0x07, R8
 	ANDQ         $0x7f, R8
-	VPINSRQ      $0x01, (SI)(R8*8), X3, X3
-	MOVQ         DI, R8
+	VPINSRQ      $0x01, (DI)(R8*8), X3, X3
+	MOVQ         SI, R8
 	SHRQ         $0x0e, R8
 	ANDQ         $0x7f, R8
-	VMOVQ        (SI)(R8*8), X5
-	MOVQ         DI, R8
+	VMOVQ        (DI)(R8*8), X5
+	MOVQ         SI, R8
 	SHRQ         $0x15, R8
 	ANDQ         $0x7f, R8
-	VPINSRQ      $0x01, (SI)(R8*8), X5, X5
+	VPINSRQ      $0x01, (DI)(R8*8), X5, X5
 	VINSERTI128  $0x01, X5, Y3, Y5
-	VMOVDQU      36(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	SHRQ         $0x1c, DI
-	LEAQ         1(DI)(DI*1), DI
-	VMOVD        DI, X5
-	VPBROADCASTW X5, Y5
-	VPMADDUBSW   Y6, Y4, Y4
-	VPMADDWD     Y5, Y4, Y4
+	SHRQ         $0x1c, SI
+	LEAQ         1(SI)(SI*1), SI
+	VMOVD        SI, X6
+	VPBROADCASTW X6, Y6
+	VMOVDQU      36(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y4, Y4
+	VPMADDWD     Y6, Y4, Y4
 	VPADDD       Y4, Y2, Y2
-	MOVBQZX      18(AX), DI
-	VMOVQ        (BX)(DI*8), X3
-	MOVBQZX      19(AX), DI
-	VPINSRQ      $0x01, (BX)(DI*8), X3, X3
-	MOVBQZX      20(AX), DI
-	VMOVQ        (BX)(DI*8), X4
-	MOVBQZX      21(AX), DI
-	VPINSRQ      $0x01, (BX)(DI*8), X4, X4
+	MOVBQZX      18(AX), SI
+	VMOVQ        (BX)(SI*8), X3
+	MOVBQZX      19(AX), SI
+	VPINSRQ      $0x01, (BX)(SI*8), X3, X3
+	MOVBQZX      20(AX), SI
+	VMOVQ        (BX)(SI*8), X4
+	MOVBQZX      21(AX), SI
+	VPINSRQ      $0x01, (BX)(SI*8), X4, X4
 	VINSERTI128  $0x01, X4, Y3, Y4
-	MOVLQZX      22(AX), DI
-	MOVQ         DI, R8
+	MOVLQZX      22(AX), SI
+	LEAQ         ksignsIQ2<>+0(SB), DI
+	MOVQ         SI, R8
 	ANDQ         $0x7f, R8
-	VMOVQ        (SI)(R8*8), X3
-	MOVQ         DI, R8
+	VMOVQ        (DI)(R8*8), X3
+	MOVQ         SI, R8
 	SHRQ         $0x07, R8
 	ANDQ         $0x7f, R8
-	VPINSRQ      $0x01, (SI)(R8*8), X3, X3
-	MOVQ         DI, R8
+	VPINSRQ      $0x01, (DI)(R8*8), X3, X3
+	MOVQ         SI, R8
 	SHRQ         $0x0e, R8
 	ANDQ         $0x7f, R8
-	VMOVQ        (SI)(R8*8), X5
-	MOVQ         DI, R8
+	VMOVQ        (DI)(R8*8), X5
+	MOVQ         SI, R8
 	SHRQ         $0x15, R8
 	ANDQ         $0x7f, R8
-	VPINSRQ      $0x01, (SI)(R8*8), X5, X5
+	VPINSRQ      $0x01, (DI)(R8*8), X5, X5
 	VINSERTI128  $0x01, X5, Y3, Y5
-	VMOVDQU      68(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	SHRQ         $0x1c, DI
-	LEAQ         1(DI)(DI*1), DI
-	VMOVD        DI, X5
-	VPBROADCASTW X5, Y5
-	VPMADDUBSW   Y6, Y4, Y4
-	VPMADDWD     Y5, Y4, Y4
+	SHRQ         $0x1c, SI
+	LEAQ         1(SI)(SI*1), SI
+	VMOVD        SI, X6
+	VPBROADCASTW X6, Y6
+	VMOVDQU      68(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y4, Y4
+	VPMADDWD     Y6, Y4, Y4
 	VPADDD       Y4, Y2, Y2
-	MOVBQZX      26(AX), DI
-	VMOVQ        (BX)(DI*8), X3
-	MOVBQZX      27(AX), DI
-	VPINSRQ      $0x01, (BX)(DI*8), X3, X3
-	MOVBQZX      28(AX), DI
-	VMOVQ        (BX)(DI*8), X4
-	MOVBQZX      29(AX), DI
-	VPINSRQ      $0x01, (BX)(DI*8), X4, X4
+	MOVBQZX      26(AX), SI
+	VMOVQ        (BX)(SI*8), X3
+	MOVBQZX      27(AX), SI
+	VPINSRQ      $0x01, (BX)(SI*8), X3, X3
+	MOVBQZX      28(AX), SI
+	VMOVQ        (BX)(SI*8), X4
+	MOVBQZX      29(AX), SI
+	VPINSRQ      $0x01, (BX)(SI*8), X4, X4
 	VINSERTI128  $0x01, X4, Y3, Y4
-	MOVLQZX      30(AX), DI
-	MOVQ         DI, R8
+	MOVLQZX      30(AX), SI
+	LEAQ         ksignsIQ2<>+0(SB), DI
+	MOVQ         SI, R8
 	ANDQ         $0x7f, R8
-	VMOVQ        (SI)(R8*8), X3
-	MOVQ         DI, R8
+	VMOVQ        (DI)(R8*8), X3
+	MOVQ         SI, R8
 	SHRQ         $0x07, R8
 	ANDQ         $0x7f, R8
-	VPINSRQ      $0x01, (SI)(R8*8), X3, X3
-	MOVQ         DI, R8
+	VPINSRQ      $0x01, (DI)(R8*8), X3, X3
+	MOVQ         SI, R8
 	SHRQ         $0x0e, R8
 	ANDQ         $0x7f, R8
-	VMOVQ        (SI)(R8*8), X5
-	MOVQ         DI, R8
+	VMOVQ        (DI)(R8*8), X5
+	MOVQ         SI, R8
 	SHRQ         $0x15, R8
 	ANDQ         $0x7f, R8
-	VPINSRQ      $0x01, (SI)(R8*8), X5, X5
+	VPINSRQ      $0x01, (DI)(R8*8), X5, X5
 	VINSERTI128  $0x01, X5, Y3, Y5
-	VMOVDQU      100(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	SHRQ         $0x1c, DI
-	LEAQ         1(DI)(DI*1), DI
-	VMOVD        DI, X5
-	VPBROADCASTW X5, Y5
-	VPMADDUBSW   Y6, Y4, Y4
-	VPMADDWD     Y5, Y4, Y4
+	SHRQ         $0x1c, SI
+	LEAQ         1(SI)(SI*1), SI
+	VMOVD        SI, X6
+	VPBROADCASTW X6, Y6
+	VMOVDQU      100(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y4, Y4
+	VPMADDWD     Y6, Y4, Y4
 	VPADDD       Y4, Y2, Y2
-	MOVBQZX      34(AX), DI
-	VMOVQ        (BX)(DI*8), X3
-	MOVBQZX      35(AX), DI
-	VPINSRQ      $0x01, (BX)(DI*8), X3, X3
-	MOVBQZX      36(AX), DI
-	VMOVQ        (BX)(DI*8), X4
-	MOVBQZX      37(AX), DI
-	VPINSRQ      $0x01, (BX)(DI*8), X4, X4
+	MOVBQZX      34(AX), SI
+	VMOVQ        (BX)(SI*8), X3
+	MOVBQZX      35(AX), SI
+	VPINSRQ      $0x01, (BX)(SI*8), X3, X3
+	MOVBQZX      36(AX), SI
+	VMOVQ        (BX)(SI*8), X4
+	MOVBQZX      37(AX), SI
+	VPINSRQ      $0x01, (BX)(SI*8), X4, X4
 	VINSERTI128  $0x01, X4, Y3, Y4
-	MOVLQZX      38(AX), DI
-	MOVQ         DI, R8
+	MOVLQZX      38(AX), SI
+	LEAQ         ksignsIQ2<>+0(SB), DI
+	MOVQ         SI, R8
 	ANDQ         $0x7f, R8
-	VMOVQ        (SI)(R8*8), X3
-	MOVQ         DI, R8
+	VMOVQ        (DI)(R8*8), X3
+	MOVQ         SI, R8
 	SHRQ         $0x07, R8
 	ANDQ         $0x7f, R8
-	VPINSRQ      $0x01, (SI)(R8*8), X3, X3
-	MOVQ         DI, R8
+	VPINSRQ      $0x01, (DI)(R8*8), X3, X3
+	MOVQ         SI, R8
 	SHRQ         $0x0e, R8
 	ANDQ         $0x7f, R8
-	VMOVQ        (SI)(R8*8), X5
-	MOVQ         DI, R8
+	VMOVQ        (DI)(R8*8), X5
+	MOVQ         SI, R8
 	SHRQ         $0x15, R8
 	ANDQ         $0x7f, R8
-	VPINSRQ      $0x01, (SI)(R8*8), X5, X5
+	VPINSRQ      $0x01, (DI)(R8*8), X5, X5
 	VINSERTI128  $0x01, X5, Y3, Y5
-	VMOVDQU      132(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	SHRQ         $0x1c, DI
-	LEAQ         1(DI)(DI*1), DI
-	VMOVD        DI, X5
-	VPBROADCASTW X5, Y5
-	VPMADDUBSW   Y6, Y4, Y4
-	VPMADDWD     Y5, Y4, Y4
+	SHRQ         $0x1c, SI
+	LEAQ         1(SI)(SI*1), SI
+	VMOVD        SI, X6
+	VPBROADCASTW X6, Y6
+	VMOVDQU      132(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y4, Y4
+	VPMADDWD     Y6, Y4, Y4
 	VPADDD       Y4, Y2, Y2
-	MOVBQZX      42(AX), DI
-	VMOVQ        (BX)(DI*8), X3
-	MOVBQZX      43(AX), DI
-	VPINSRQ      $0x01, (BX)(DI*8), X3, X3
-	MOVBQZX      44(AX), DI
-	VMOVQ        (BX)(DI*8), X4
-	MOVBQZX      45(AX), DI
-	VPINSRQ      $0x01, (BX)(DI*8), X4, X4
+	MOVBQZX      42(AX), SI
+	VMOVQ        (BX)(SI*8), X3
+	MOVBQZX      43(AX), SI
+	VPINSRQ      $0x01, (BX)(SI*8), X3, X3
+	MOVBQZX      44(AX), SI
+	VMOVQ        (BX)(SI*8), X4
+	MOVBQZX      45(AX), SI
+	VPINSRQ      $0x01, (BX)(SI*8), X4, X4
 	VINSERTI128  $0x01, X4, Y3, Y4
-	MOVLQZX      46(AX), DI
-	MOVQ         DI, R8
+	MOVLQZX      46(AX), SI
+	LEAQ         ksignsIQ2<>+0(SB), DI
+	MOVQ         SI, R8
 	ANDQ         $0x7f, R8
-	VMOVQ        (SI)(R8*8), X3
-	MOVQ         DI, R8
+	VMOVQ        (DI)(R8*8), X3
+	MOVQ         SI, R8
 	SHRQ         $0x07, R8
 	ANDQ         $0x7f, R8
-	VPINSRQ      $0x01, (SI)(R8*8), X3, X3
-	MOVQ         DI, R8
+	VPINSRQ      $0x01, (DI)(R8*8), X3, X3
+	MOVQ         SI, R8
 	SHRQ         $0x0e, R8
 	ANDQ         $0x7f, R8
-	VMOVQ        (SI)(R8*8), X5
-	MOVQ         DI, R8
+	VMOVQ        (DI)(R8*8), X5
+	MOVQ         SI, R8
 	SHRQ         $0x15, R8
 	ANDQ         $0x7f, R8
-	VPINSRQ      $0x01, (SI)(R8*8), X5, X5
+	VPINSRQ      $0x01, (DI)(R8*8), X5, X5
 	VINSERTI128  $0x01, X5, Y3, Y5
-	VMOVDQU      164(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	SHRQ         $0x1c, DI
-	LEAQ         1(DI)(DI*1), DI
-	VMOVD        DI, X5
-	VPBROADCASTW X5, Y5
-	VPMADDUBSW   Y6, Y4, Y4
-	VPMADDWD     Y5, Y4, Y4
+	SHRQ         $0x1c, SI
+	LEAQ         1(SI)(SI*1), SI
+	VMOVD        SI, X6
+	VPBROADCASTW X6, Y6
+	VMOVDQU      164(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y4, Y4
+	VPMADDWD     Y6, Y4, Y4
 	VPADDD       Y4, Y2, Y2
-	MOVBQZX      50(AX), DI
-	VMOVQ        (BX)(DI*8), X3
-	MOVBQZX      51(AX), DI
-	VPINSRQ      $0x01, (BX)(DI*8), X3, X3
-	MOVBQZX      52(AX), DI
-	VMOVQ        (BX)(DI*8), X4
-	MOVBQZX      53(AX), DI
-	VPINSRQ      $0x01, (BX)(DI*8), X4, X4
+	MOVBQZX      50(AX), SI
+	VMOVQ        (BX)(SI*8), X3
+	MOVBQZX      51(AX), SI
+	VPINSRQ      $0x01, (BX)(SI*8), X3, X3
+	MOVBQZX      52(AX), SI
+	VMOVQ        (BX)(SI*8), X4
+	MOVBQZX      53(AX), SI
+	VPINSRQ      $0x01, (BX)(SI*8), X4, X4
 	VINSERTI128  $0x01, X4, Y3, Y4
-	MOVLQZX      54(AX), DI
-	MOVQ         DI, R8
+	MOVLQZX      54(AX), SI
+	LEAQ         ksignsIQ2<>+0(SB), DI
+	MOVQ         SI, R8
 	ANDQ         $0x7f, R8
-	VMOVQ        (SI)(R8*8), X3
-	MOVQ         DI, R8
+	VMOVQ        (DI)(R8*8), X3
+	MOVQ         SI, R8
 	SHRQ         $0x07, R8
 	ANDQ         $0x7f, R8
-	VPINSRQ      $0x01, (SI)(R8*8), X3, X3
-	MOVQ         DI, R8
+	VPINSRQ      $0x01, (DI)(R8*8), X3, X3
+	MOVQ         SI, R8
 	SHRQ         $0x0e, R8
 	ANDQ         $0x7f, R8
-	VMOVQ        (SI)(R8*8), X5
-	MOVQ         DI, R8
+	VMOVQ        (DI)(R8*8), X5
+	MOVQ         SI, R8
 	SHRQ         $0x15, R8
 	ANDQ         $0x7f, R8
-	VPINSRQ      $0x01, (SI)(R8*8), X5, X5
+	VPINSRQ      $0x01, (DI)(R8*8), X5, X5
 	VINSERTI128  $0x01, X5, Y3, Y5
-	VMOVDQU      196(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	SHRQ         $0x1c, DI
-	LEAQ         1(DI)(DI*1), DI
-	VMOVD        DI, X5
-	VPBROADCASTW X5, Y5
-	VPMADDUBSW   Y6, Y4, Y4
-	VPMADDWD     Y5, Y4, Y4
+	SHRQ         $0x1c, SI
+	LEAQ         1(SI)(SI*1), SI
+	VMOVD        SI, X6
+	VPBROADCASTW X6, Y6
+	VMOVDQU      196(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y4, Y4
+	VPMADDWD     Y6, Y4, Y4
 	VPADDD       Y4, Y2, Y2
-	MOVBQZX      58(AX), DI
-	VMOVQ        (BX)(DI*8), X3
-	MOVBQZX      59(AX), DI
-	VPINSRQ      $0x01, (BX)(DI*8), X3, X3
-	MOVBQZX      60(AX), DI
-	VMOVQ        (BX)(DI*8), X4
-	MOVBQZX      61(AX), DI
-	VPINSRQ      $0x01, (BX)(DI*8), X4, X4
+	MOVBQZX      58(AX), SI
+	VMOVQ        (BX)(SI*8), X3
+	MOVBQZX      59(AX), SI
+	VPINSRQ      $0x01, (BX)(SI*8), X3, X3
+	MOVBQZX      60(AX), SI
+	VMOVQ        (BX)(SI*8), X4
+	MOVBQZX      61(AX), SI
+	VPINSRQ      $0x01, (BX)(SI*8), X4, X4
 	VINSERTI128  $0x01, X4, Y3, Y4
-	MOVLQZX      62(AX), DI
-	MOVQ         DI, R8
+	MOVLQZX      62(AX), SI
+	LEAQ         ksignsIQ2<>+0(SB), DI
+	MOVQ         SI, R8
 	ANDQ         $0x7f, R8
-	VMOVQ        (SI)(R8*8), X3
-	MOVQ         DI, R8
+	VMOVQ        (DI)(R8*8), X3
+	MOVQ         SI, R8
 	SHRQ         $0x07, R8
 	ANDQ         $0x7f, R8
-	VPINSRQ      $0x01, (SI)(R8*8), X3, X3
-	MOVQ         DI, R8
+	VPINSRQ      $0x01, (DI)(R8*8), X3, X3
+	MOVQ         SI, R8
 	SHRQ         $0x0e, R8
 	ANDQ         $0x7f, R8
-	VMOVQ        (SI)(R8*8), X5
-	MOVQ         DI, R8
+	VMOVQ        (DI)(R8*8), X5
+	MOVQ         SI, R8
 	SHRQ         $0x15, R8
 	ANDQ         $0x7f, R8
-	VPINSRQ      $0x01, (SI)(R8*8), X5, X5
+	VPINSRQ      $0x01, (DI)(R8*8), X5, X5
 	VINSERTI128  $0x01, X5, Y3, Y5
-	VMOVDQU      228(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	SHRQ         $0x1c, DI
-	LEAQ         1(DI)(DI*1), DI
-	VMOVD        DI, X5
-	VPBROADCASTW X5, Y5
-	VPMADDUBSW   Y6, Y4, Y4
-	VPMADDWD     Y5, Y4, Y4
+	SHRQ         $0x1c, SI
+	LEAQ         1(SI)(SI*1), SI
+	VMOVD        SI, X6
+	VPBROADCASTW X6, Y6
+	VMOVDQU      228(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y4, Y4
+	VPMADDWD     Y6, Y4, Y4
 	VPADDD       Y4, Y2, Y2
 	VEXTRACTI128 $0x01, Y2, X3
 	VPADDD       X3, X2, X2
@@ -3197,8 +3210,8 @@ loop:
 	VMULSS       X2, X3, X3
 	VMULSS       X1, X3, X3
 	VADDSS       X3, X0, X0
-	ADDQ         $0x00000042, AX
 	ADDQ         $0x00000124, CX
+	ADDQ         $0x00000042, AX
 	DECQ         DX
 	JMP          loop
 
@@ -3222,350 +3235,357 @@ loop:
 	TESTQ        DX, DX
 	JZ           done
 	VPXOR        Y2, Y2, Y2
-	LEAQ         ksignsIQ2<>+0(SB), SI
-	MOVBQZX      2(AX), DI
-	VMOVD        (BX)(DI*4), X3
-	MOVBQZX      3(AX), DI
-	VPINSRD      $0x01, (BX)(DI*4), X3, X3
-	MOVBQZX      4(AX), DI
-	VPINSRD      $0x02, (BX)(DI*4), X3, X3
-	MOVBQZX      5(AX), DI
-	VPINSRD      $0x03, (BX)(DI*4), X3, X3
-	MOVBQZX      6(AX), DI
-	VMOVD        (BX)(DI*4), X4
-	MOVBQZX      7(AX), DI
-	VPINSRD      $0x01, (BX)(DI*4), X4, X4
-	MOVBQZX      8(AX), DI
-	VPINSRD      $0x02, (BX)(DI*4), X4, X4
-	MOVBQZX      9(AX), DI
-	VPINSRD      $0x03, (BX)(DI*4), X4, X4
+	MOVBQZX      2(AX), SI
+	VMOVD        (BX)(SI*4), X3
+	MOVBQZX      3(AX), SI
+	VPINSRD      $0x01, (BX)(SI*4), X3, X3
+	MOVBQZX      4(AX), SI
+	VPINSRD      $0x02, (BX)(SI*4), X3, X3
+	MOVBQZX      5(AX), SI
+	VPINSRD      $0x03, (BX)(SI*4), X3, X3
+	MOVBQZX      6(AX), SI
+	VMOVD        (BX)(SI*4), X4
+	MOVBQZX      7(AX), SI
+	VPINSRD      $0x01, (BX)(SI*4), X4, X4
+	MOVBQZX      8(AX), SI
+	VPINSRD      $0x02, (BX)(SI*4), X4, X4
+	MOVBQZX      9(AX), SI
+	VPINSRD      $0x03, (BX)(SI*4), X4, X4
 	VINSERTI128  $0x01, X4, Y3, Y4
-	MOVLQZX      66(AX), DI
-	MOVQ         DI, R8
+	MOVLQZX      66(AX), SI
+	LEAQ         ksignsIQ2<>+0(SB), DI
+	MOVQ         SI, R8
 	ANDQ         $0x7f, R8
-	VMOVQ        (SI)(R8*8), X3
-	MOVQ         DI, R8
+	VMOVQ        (DI)(R8*8), X3
+	MOVQ         SI, R8
 	SHRQ         $0x07, R8
 	ANDQ         $0x7f, R8
-	VPINSRQ      $0x01, (SI)(R8*8), X3, X3
-	MOVQ         DI, R8
+	VPINSRQ      $0x01, (DI)(R8*8), X3, X3
+	MOVQ         SI, R8
 	SHRQ         $0x0e, R8
 	ANDQ         $0x7f, R8
-	VMOVQ        (SI)(R8*8), X5
-	MOVQ         DI, R8
+	VMOVQ        (DI)(R8*8), X5
+	MOVQ         SI, R8
 	SHRQ         $0x15, R8
 	ANDQ         $0x7f, R8
-	VPINSRQ      $0x01, (SI)(R8*8), X5, X5
+	VPINSRQ      $0x01, (DI)(R8*8), X5, X5
 	VINSERTI128  $0x01, X5, Y3, Y5
-	VMOVDQU      4(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	SHRQ         $0x1c, DI
-	LEAQ         1(DI)(DI*1), DI
-	VMOVD        DI, X5
-	VPBROADCASTW X5, Y5
-	VPMADDUBSW   Y6, Y4, Y4
-	VPMADDWD     Y5, Y4, Y4
+	SHRQ         $0x1c, SI
+	LEAQ         1(SI)(SI*1), SI
+	VMOVD        SI, X6
+	VPBROADCASTW X6, Y6
+	VMOVDQU      4(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y4, Y4
+	VPMADDWD     Y6, Y4, Y4
 	VPADDD       Y4, Y2, Y2
-	MOVBQZX      10(AX), DI
-	VMOVD        (BX)(DI*4), X3
-	MOVBQZX      11(AX), DI
-	VPINSRD      $0x01, (BX)(DI*4), X3, X3
-	MOVBQZX      12(AX), DI
-	VPINSRD      $0x02, (BX)(DI*4), X3, X3
-	MOVBQZX      13(AX), DI
-	VPINSRD      $0x03, (BX)(DI*4), X3, X3
-	MOVBQZX      14(AX), DI
-	VMOVD        (BX)(DI*4), X4
-	MOVBQZX      15(AX), DI
-	VPINSRD      $0x01, (BX)(DI*4), X4, X4
-	MOVBQZX      16(AX), DI
-	VPINSRD      $0x02, (BX)(DI*4), X4, X4
-	MOVBQZX      17(AX), DI
-	VPINSRD      $0x03, (BX)(DI*4), X4, X4
+	MOVBQZX      10(AX), SI
+	VMOVD        (BX)(SI*4), X3
+	MOVBQZX      11(AX), SI
+	VPINSRD      $0x01, (BX)(SI*4), X3, X3
+	MOVBQZX      12(AX), SI
+	VPINSRD      $0x02, (BX)(SI*4), X3, X3
+	MOVBQZX      13(AX), SI
+	VPINSRD      $0x03, (BX)(SI*4), X3, X3
+	MOVBQZX      14(AX), SI
+	VMOVD        (BX)(SI*4), X4
+	MOVBQZX      15(AX), SI
+	VPINSRD      $0x01, (BX)(SI*4), X4, X4
+	MOVBQZX      16(AX), SI
+	VPINSRD      $0x02, (BX)(SI*4), X4, X4
+	MOVBQZX      17(AX), SI
+	VPINSRD      $0x03, (BX)(SI*4), X4, X4
 	VINSERTI128  $0x01, X4, Y3, Y4
-	MOVLQZX      70(AX), DI
-	MOVQ         DI, R8
+	MOVLQZX      70(AX), SI
+	LEAQ         ksignsIQ2<>+0(SB), DI
+	MOVQ         SI, R8
 	ANDQ         $0x7f, R8
-	VMOVQ        (SI)(R8*8), X3
-	MOVQ         DI, R8
+	VMOVQ        (DI)(R8*8), X3
+	MOVQ         SI, R8
 	SHRQ         $0x07, R8
 	ANDQ         $0x7f, R8
-	VPINSRQ      $0x01, (SI)(R8*8), X3, X3
-	MOVQ         DI, R8
+	VPINSRQ      $0x01, (DI)(R8*8), X3, X3
+	MOVQ         SI, R8
 	SHRQ         $0x0e, R8
 	ANDQ         $0x7f, R8
-	VMOVQ        (SI)(R8*8), X5
-	MOVQ         DI, R8
+	VMOVQ        (DI)(R8*8), X5
+	MOVQ         SI, R8
 	SHRQ         $0x15, R8
 	ANDQ         $0x7f, R8
-	VPINSRQ      $0x01, (SI)(R8*8), X5, X5
+	VPINSRQ      $0x01, (DI)(R8*8), X5, X5
 	VINSERTI128  $0x01, X5, Y3, Y5
-	VMOVDQU      36(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	SHRQ         $0x1c, DI
-	LEAQ         1(DI)(DI*1), DI
-	VMOVD        DI, X5
-	VPBROADCASTW X5, Y5
-	VPMADDUBSW   Y6, Y4, Y4
-	VPMADDWD     Y5, Y4, Y4
+	SHRQ         $0x1c, SI
+	LEAQ         1(SI)(SI*1), SI
+	VMOVD        SI, X6
+	VPBROADCASTW X6, Y6
+	VMOVDQU      36(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y4, Y4
+	VPMADDWD     Y6, Y4, Y4
 	VPADDD       Y4, Y2, Y2
-	MOVBQZX      18(AX), DI
-	VMOVD        (BX)(DI*4), X3
-	MOVBQZX      19(AX), DI
-	VPINSRD      $0x01, (BX)(DI*4), X3, X3
-	MOVBQZX      20(AX), DI
-	VPINSRD      $0x02, (BX)(DI*4), X3, X3
-	MOVBQZX      21(AX), DI
-	VPINSRD      $0x03, (BX)(DI*4), X3, X3
-	MOVBQZX      22(AX), DI
-	VMOVD        (BX)(DI*4), X4
-	MOVBQZX      23(AX), DI
-	VPINSRD      $0x01, (BX)(DI*4), X4, X4
-	MOVBQZX      24(AX), DI
-	VPINSRD      $0x02, (BX)(DI*4), X4, X4
-	MOVBQZX      25(AX), DI
-	VPINSRD      $0x03, (BX)(DI*4), X4, X4
+	MOVBQZX      18(AX), SI
+	VMOVD        (BX)(SI*4), X3
+	MOVBQZX      19(AX), SI
+	VPINSRD      $0x01, (BX)(SI*4), X3, X3
+	MOVBQZX      20(AX), SI
+	VPINSRD      $0x02, (BX)(SI*4), X3, X3
+	MOVBQZX      21(AX), SI
+	VPINSRD      $0x03, (BX)(SI*4), X3, X3
+	MOVBQZX      22(AX), SI
+	VMOVD        (BX)(SI*4), X4
+	MOVBQZX      23(AX), SI
+	VPINSRD      $0x01, (BX)(SI*4), X4, X4
+	MOVBQZX      24(AX), SI
+	VPINSRD      $0x02, (BX)(SI*4), X4, X4
+	MOVBQZX      25(AX), SI
+	VPINSRD      $0x03, (BX)(SI*4), X4, X4
 	VINSERTI128  $0x01, X4, Y3, Y4
-	MOVLQZX      74(AX), DI
-	MOVQ         DI, R8
+	MOVLQZX      74(AX), SI
+	LEAQ         ksignsIQ2<>+0(SB), DI
+	MOVQ         SI, R8
 	ANDQ         $0x7f, R8
-	VMOVQ        (SI)(R8*8), X3
-	MOVQ         DI, R8
+	VMOVQ        (DI)(R8*8), X3
+	MOVQ         SI, R8
 	SHRQ         $0x07, R8
 	ANDQ         $0x7f, R8
-	VPINSRQ      $0x01, (SI)(R8*8), X3, X3
-	MOVQ         DI, R8
+	VPINSRQ      $0x01, (DI)(R8*8), X3, X3
+	MOVQ         SI, R8
 	SHRQ         $0x0e, R8
 	ANDQ         $0x7f, R8
-	VMOVQ        (SI)(R8*8), X5
-	MOVQ         DI, R8
+	VMOVQ        (DI)(R8*8), X5
+	MOVQ         SI, R8
 	SHRQ         $0x15, R8
 	ANDQ         $0x7f, R8
-	VPINSRQ      $0x01, (SI)(R8*8), X5, X5
+	VPINSRQ      $0x01, (DI)(R8*8), X5, X5
 	VINSERTI128  $0x01, X5, Y3, Y5
-	VMOVDQU      68(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	SHRQ         $0x1c, DI
-	LEAQ         1(DI)(DI*1), DI
-	VMOVD        DI, X5
-	VPBROADCASTW X5, Y5
-	VPMADDUBSW   Y6, Y4, Y4
-	VPMADDWD     Y5, Y4, Y4
+	SHRQ         $0x1c, SI
+	LEAQ         1(SI)(SI*1), SI
+	VMOVD        SI, X6
+	VPBROADCASTW X6, Y6
+	VMOVDQU      68(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y4, Y4
+	VPMADDWD     Y6, Y4, Y4
 	VPADDD       Y4, Y2, Y2
-	MOVBQZX      26(AX), DI
-	VMOVD        (BX)(DI*4), X3
-	MOVBQZX      27(AX), DI
-	VPINSRD      $0x01, (BX)(DI*4), X3, X3
-	MOVBQZX      28(AX), DI
-	VPINSRD      $0x02, (BX)(DI*4), X3, X3
-	MOVBQZX      29(AX), DI
-	VPINSRD      $0x03, (BX)(DI*4), X3, X3
-	MOVBQZX      30(AX), DI
-	VMOVD        (BX)(DI*4), X4
-	MOVBQZX      31(AX), DI
-	VPINSRD      $0x01, (BX)(DI*4), X4, X4
-	MOVBQZX      32(AX), DI
-	VPINSRD      $0x02, (BX)(DI*4), X4, X4
-	MOVBQZX      33(AX), DI
-	VPINSRD      $0x03, (BX)(DI*4), X4, X4
+	MOVBQZX      26(AX), SI
+	VMOVD        (BX)(SI*4), X3
+	MOVBQZX      27(AX), SI
+	VPINSRD      $0x01, (BX)(SI*4), X3, X3
+	MOVBQZX      28(AX), SI
+	VPINSRD      $0x02, (BX)(SI*4), X3, X3
+	MOVBQZX      29(AX), SI
+	VPINSRD      $0x03, (BX)(SI*4), X3, X3
+	MOVBQZX      30(AX), SI
+	VMOVD        (BX)(SI*4), X4
+	MOVBQZX      31(AX), SI
+	VPINSRD      $0x01, (BX)(SI*4), X4, X4
+	MOVBQZX      32(AX), SI
+	VPINSRD      $0x02, (BX)(SI*4), X4, X4
+	MOVBQZX      33(AX), SI
+	VPINSRD      $0x03, (BX)(SI*4), X4, X4
 	VINSERTI128  $0x01, X4, Y3, Y4
-	MOVLQZX      78(AX), DI
-	MOVQ         DI, R8
+	MOVLQZX      78(AX), SI
+	LEAQ         ksignsIQ2<>+0(SB), DI
+	MOVQ         SI, R8
 	ANDQ         $0x7f, R8
-	VMOVQ        (SI)(R8*8), X3
-	MOVQ         DI, R8
+	VMOVQ        (DI)(R8*8), X3
+	MOVQ         SI, R8
 	SHRQ         $0x07, R8
 	ANDQ         $0x7f, R8
-	VPINSRQ      $0x01, (SI)(R8*8), X3, X3
-	MOVQ         DI, R8
+	VPINSRQ      $0x01, (DI)(R8*8), X3, X3
+	MOVQ         SI, R8
 	SHRQ         $0x0e, R8
 	ANDQ         $0x7f, R8
-	VMOVQ        (SI)(R8*8), X5
-	MOVQ         DI, R8
+	VMOVQ        (DI)(R8*8), X5
+	MOVQ         SI, R8
 	SHRQ         $0x15, R8
 	ANDQ         $0x7f, R8
-	VPINSRQ      $0x01, (SI)(R8*8), X5, X5
+	VPINSRQ      $0x01, (DI)(R8*8), X5, X5
 	VINSERTI128  $0x01, X5, Y3, Y5
-	VMOVDQU      100(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	SHRQ         $0x1c, DI
-	LEAQ         1(DI)(DI*1), DI
-	VMOVD        DI, X5
-	VPBROADCASTW X5, Y5
-	VPMADDUBSW   Y6, Y4, Y4
-	VPMADDWD     Y5, Y4, Y4
+	SHRQ         $0x1c, SI
+	LEAQ         1(SI)(SI*1), SI
+	VMOVD        SI, X6
+	VPBROADCASTW X6, Y6
+	VMOVDQU      100(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y4, Y4
+	VPMADDWD     Y6, Y4, Y4
 	VPADDD       Y4, Y2, Y2
-	MOVBQZX      34(AX), DI
-	VMOVD        (BX)(DI*4), X3
-	MOVBQZX      35(AX), DI
-	VPINSRD      $0x01, (BX)(DI*4), X3, X3
-	MOVBQZX      36(AX), DI
-	VPINSRD      $0x02, (BX)(DI*4), X3, X3
-	MOVBQZX      37(AX), DI
-	VPINSRD      $0x03, (BX)(DI*4), X3, X3
-	MOVBQZX      38(AX), DI
-	VMOVD        (BX)(DI*4), X4
-	MOVBQZX      39(AX), DI
-	VPINSRD      $0x01, (BX)(DI*4), X4, X4
-	MOVBQZX      40(AX), DI
-	VPINSRD      $0x02, (BX)(DI*4), X4, X4
-	MOVBQZX      41(AX), DI
-	VPINSRD      $0x03, (BX)(DI*4), X4, X4
+	MOVBQZX      34(AX), SI
+	VMOVD        (BX)(SI*4), X3
+	MOVBQZX      35(AX), SI
+	VPINSRD      $0x01, (BX)(SI*4), X3, X3
+	MOVBQZX      36(AX), SI
+	VPINSRD      $0x02, (BX)(SI*4), X3, X3
+	MOVBQZX      37(AX), SI
+	VPINSRD      $0x03, (BX)(SI*4), X3, X3
+	MOVBQZX      38(AX), SI
+	VMOVD        (BX)(SI*4), X4
+	MOVBQZX      39(AX), SI
+	VPINSRD      $0x01, (BX)(SI*4), X4, X4
+	MOVBQZX      40(AX), SI
+	VPINSRD      $0x02, (BX)(SI*4), X4, X4
+	MOVBQZX      41(AX), SI
+	VPINSRD      $0x03, (BX)(SI*4), X4, X4
 	VINSERTI128  $0x01, X4, Y3, Y4
-	MOVLQZX      82(AX), DI
-	MOVQ         DI, R8
+	MOVLQZX      82(AX), SI
+	LEAQ         ksignsIQ2<>+0(SB), DI
+	MOVQ         SI, R8
 	ANDQ         $0x7f, R8
-	VMOVQ        (SI)(R8*8), X3
-	MOVQ         DI, R8
+	VMOVQ        (DI)(R8*8), X3
+	MOVQ         SI, R8
 	SHRQ         $0x07, R8
 	ANDQ         $0x7f, R8
-	VPINSRQ      $0x01, (SI)(R8*8), X3, X3
-	MOVQ         DI, R8
+	VPINSRQ      $0x01, (DI)(R8*8), X3, X3
+	MOVQ         SI, R8
 	SHRQ         $0x0e, R8
 	ANDQ         $0x7f, R8
-	VMOVQ        (SI)(R8*8), X5
-	MOVQ         DI, R8
+	VMOVQ        (DI)(R8*8), X5
+	MOVQ         SI, R8
 	SHRQ         $0x15, R8
 	ANDQ         $0x7f, R8
-	VPINSRQ      $0x01, (SI)(R8*8), X5, X5
+	VPINSRQ      $0x01, (DI)(R8*8), X5, X5
 	VINSERTI128  $0x01, X5, Y3, Y5
-	VMOVDQU      132(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	SHRQ         $0x1c, DI
-	LEAQ         1(DI)(DI*1), DI
-	VMOVD        DI, X5
-	VPBROADCASTW X5, Y5
-	VPMADDUBSW   Y6, Y4, Y4
-	VPMADDWD     Y5, Y4, Y4
+	SHRQ         $0x1c, SI
+	LEAQ         1(SI)(SI*1), SI
+	VMOVD        SI, X6
+	VPBROADCASTW X6, Y6
+	VMOVDQU      132(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y4, Y4
+	VPMADDWD     Y6, Y4, Y4
 	VPADDD       Y4, Y2, Y2
-	MOVBQZX      42(AX), DI
-	VMOVD        (BX)(DI*4), X3
-	MOVBQZX      43(AX), DI
-	VPINSRD      $0x01, (BX)(DI*4), X3, X3
-	MOVBQZX      44(AX), DI
-	VPINSRD      $0x02, (BX)(DI*4), X3, X3
-	MOVBQZX      45(AX), DI
-	VPINSRD      $0x03, (BX)(DI*4), X3, X3
-	MOVBQZX      46(AX), DI
-	VMOVD        (BX)(DI*4), X4
-	MOVBQZX      47(AX), DI
-	VPINSRD      $0x01, (BX)(DI*4), X4, X4
-	MOVBQZX      48(AX), DI
-	VPINSRD      $0x02, (BX)(DI*4), X4, X4
-	MOVBQZX      49(AX), DI
-	VPINSRD      $0x03, (BX)(DI*4), X4, X4
+	MOVBQZX      42(AX), SI
+	VMOVD        (BX)(SI*4), X3
+	MOVBQZX      43(AX), SI
+	VPINSRD      $0x01, (BX)(SI*4), X3, X3
+	MOVBQZX      44(AX), SI
+	VPINSRD      $0x02, (BX)(SI*4), X3, X3
+	MOVBQZX      45(AX), SI
+	VPINSRD      $0x03, (BX)(SI*4), X3, X3
+	MOVBQZX      46(AX), SI
+	VMOVD        (BX)(SI*4), X4
+	MOVBQZX      47(AX), SI
+	VPINSRD      $0x01, (BX)(SI*4), X4, X4
+	MOVBQZX      48(AX), SI
+	VPINSRD      $0x02, (BX)(SI*4), X4, X4
+	MOVBQZX      49(AX), SI
+	VPINSRD      $0x03, (BX)(SI*4), X4, X4
 	VINSERTI128  $0x01, X4, Y3, Y4
-	MOVLQZX      86(AX), DI
-	MOVQ         DI, R8
+	MOVLQZX      86(AX), SI
+	LEAQ         ksignsIQ2<>+0(SB), DI
+	MOVQ         SI, R8
 	ANDQ         $0x7f, R8
-	VMOVQ        (SI)(R8*8), X3
-	MOVQ         DI, R8
+	VMOVQ        (DI)(R8*8), X3
+	MOVQ         SI, R8
 	SHRQ         $0x07, R8
 	ANDQ         $0x7f, R8
-	VPINSRQ      $0x01, (SI)(R8*8), X3, X3
-	MOVQ         DI, R8
+	VPINSRQ      $0x01, (DI)(R8*8), X3, X3
+	MOVQ         SI, R8
 	SHRQ         $0x0e, R8
 	ANDQ         $0x7f, R8
-	VMOVQ        (SI)(R8*8), X5
-	MOVQ         DI, R8
+	VMOVQ        (DI)(R8*8), X5
+	MOVQ         SI, R8
 	SHRQ         $0x15, R8
 	ANDQ         $0x7f, R8
-	VPINSRQ      $0x01, (SI)(R8*8), X5, X5
+	VPINSRQ      $0x01, (DI)(R8*8), X5, X5
 	VINSERTI128  $0x01, X5, Y3, Y5
-	VMOVDQU      164(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	SHRQ         $0x1c, DI
-	LEAQ         1(DI)(DI*1), DI
-	VMOVD        DI, X5
-	VPBROADCASTW X5, Y5
-	VPMADDUBSW   Y6, Y4, Y4
-	VPMADDWD     Y5, Y4, Y4
+	SHRQ         $0x1c, SI
+	LEAQ         1(SI)(SI*1), SI
+	VMOVD        SI, X6
+	VPBROADCASTW X6, Y6
+	VMOVDQU      164(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y4, Y4
+	VPMADDWD     Y6, Y4, Y4
 	VPADDD       Y4, Y2, Y2
-	MOVBQZX      50(AX), DI
-	VMOVD        (BX)(DI*4), X3
-	MOVBQZX      51(AX), DI
-	VPINSRD      $0x01, (BX)(DI*4), X3, X3
-	MOVBQZX      52(AX), DI
-	VPINSRD      $0x02, (BX)(DI*4), X3, X3
-	MOVBQZX      53(AX), DI
-	VPINSRD      $0x03, (BX)(DI*4), X3, X3
-	MOVBQZX      54(AX), DI
-	VMOVD        (BX)(DI*4), X4
-	MOVBQZX      55(AX), DI
-	VPINSRD      $0x01, (BX)(DI*4), X4, X4
-	MOVBQZX      56(AX), DI
-	VPINSRD      $0x02, (BX)(DI*4), X4, X4
-	MOVBQZX      57(AX), DI
-	VPINSRD      $0x03, (BX)(DI*4), X4, X4
+	MOVBQZX      50(AX), SI
+	VMOVD        (BX)(SI*4), X3
+	MOVBQZX      51(AX), SI
+	VPINSRD      $0x01, (BX)(SI*4), X3, X3
+	MOVBQZX      52(AX), SI
+	VPINSRD      $0x02, (BX)(SI*4), X3, X3
+	MOVBQZX      53(AX), SI
+	VPINSRD      $0x03, (BX)(SI*4), X3, X3
+	MOVBQZX      54(AX), SI
+	VMOVD        (BX)(SI*4), X4
+	MOVBQZX      55(AX), SI
+	VPINSRD      $0x01, (BX)(SI*4), X4, X4
+	MOVBQZX      56(AX), SI
+	VPINSRD      $0x02, (BX)(SI*4), X4, X4
+	MOVBQZX      57(AX), SI
+	VPINSRD      $0x03, (BX)(SI*4), X4, X4
 	VINSERTI128  $0x01, X4, Y3, Y4
-	MOVLQZX      90(AX), DI
-	MOVQ         DI, R8
+	MOVLQZX      90(AX), SI
+	LEAQ         ksignsIQ2<>+0(SB), DI
+	MOVQ         SI, R8
 	ANDQ         $0x7f, R8
-	VMOVQ        (SI)(R8*8), X3
-	MOVQ         DI, R8
+	VMOVQ        (DI)(R8*8), X3
+	MOVQ         SI, R8
 	SHRQ         $0x07, R8
 	ANDQ         $0x7f, R8
-	VPINSRQ      $0x01, (SI)(R8*8), X3, X3
-	MOVQ         DI, R8
+	VPINSRQ      $0x01, (DI)(R8*8), X3, X3
+	MOVQ         SI, R8
 	SHRQ         $0x0e, R8
 	ANDQ         $0x7f, R8
-	VMOVQ        (SI)(R8*8), X5
-	MOVQ         DI, R8
+	VMOVQ        (DI)(R8*8), X5
+	MOVQ         SI, R8
 	SHRQ         $0x15, R8
 	ANDQ         $0x7f, R8
-	VPINSRQ      $0x01, (SI)(R8*8), X5, X5
+	VPINSRQ      $0x01, (DI)(R8*8), X5, X5
 	VINSERTI128  $0x01, X5, Y3, Y5
-	VMOVDQU      196(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	SHRQ         $0x1c, DI
-	LEAQ         1(DI)(DI*1), DI
-	VMOVD        DI, X5
-	VPBROADCASTW X5, Y5
-	VPMADDUBSW   Y6, Y4, Y4
-	VPMADDWD     Y5, Y4, Y4
+	SHRQ         $0x1c, SI
+	LEAQ         1(SI)(SI*1), SI
+	VMOVD        SI, X6
+	VPBROADCASTW X6, Y6
+	VMOVDQU      196(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y4, Y4
+	VPMADDWD     Y6, Y4, Y4
 	VPADDD       Y4, Y2, Y2
-	MOVBQZX      58(AX), DI
-	VMOVD        (BX)(DI*4), X3
-	MOVBQZX      59(AX), DI
-	VPINSRD      $0x01, (BX)(DI*4), X3, X3
-	MOVBQZX      60(AX), DI
-	VPINSRD      $0x02, (BX)(DI*4), X3, X3
-	MOVBQZX      61(AX), DI
-	VPINSRD      $0x03, (BX)(DI*4), X3, X3
-	MOVBQZX      62(AX), DI
-	VMOVD        (BX)(DI*4), X4
-	MOVBQZX      63(AX), DI
-	VPINSRD      $0x01, (BX)(DI*4), X4, X4
-	MOVBQZX      64(AX), DI
-	VPINSRD      $0x02, (BX)(DI*4), X4, X4
-	MOVBQZX      65(AX), DI
-	VPINSRD      $0x03, (BX)(DI*4), X4, X4
+	MOVBQZX      58(AX), SI
+	VMOVD        (BX)(SI*4), X3
+	MOVBQZX      59(AX), SI
+	VPINSRD      $0x01, (BX)(SI*4), X3, X3
+	MOVBQZX      60(AX), SI
+	VPINSRD      $0x02, (BX)(SI*4), X3, X3
+	MOVBQZX      61(AX), SI
+	VPINSRD      $0x03, (BX)(SI*4), X3, X3
+	MOVBQZX      62(AX), SI
+	VMOVD        (BX)(SI*4), X4
+	MOVBQZX      63(AX), SI
+	VPINSRD      $0x01, (BX)(SI*4), X4, X4
+	MOVBQZX      64(AX), SI
+	VPINSRD      $0x02, (BX)(SI*4), X4, X4
+	MOVBQZX      65(AX), SI
+	VPINSRD      $0x03, (BX)(SI*4), X4, X4
 	VINSERTI128  $0x01, X4, Y3, Y4
-	MOVLQZX      94(AX), DI
-	MOVQ         DI, R8
+	MOVLQZX      94(AX), SI
+	LEAQ         ksignsIQ2<>+0(SB), DI
+	MOVQ         SI, R8
 	ANDQ         $0x7f, R8
-	VMOVQ        (SI)(R8*8), X3
-	MOVQ         DI, R8
+	VMOVQ        (DI)(R8*8), X3
+	MOVQ         SI, R8
 	SHRQ         $0x07, R8
 	ANDQ         $0x7f, R8
-	VPINSRQ      $0x01, (SI)(R8*8), X3, X3
-	MOVQ         DI, R8
+	VPINSRQ      $0x01, (DI)(R8*8), X3, X3
+	MOVQ         SI, R8
 	SHRQ         $0x0e, R8
 	ANDQ         $0x7f, R8
-	VMOVQ        (SI)(R8*8), X5
-	MOVQ         DI, R8
+	VMOVQ        (DI)(R8*8), X5
+	MOVQ         SI, R8
 	SHRQ         $0x15, R8
 	ANDQ         $0x7f, R8
-	VPINSRQ      $0x01, (SI)(R8*8), X5, X5
+	VPINSRQ      $0x01, (DI)(R8*8), X5, X5
 	VINSERTI128  $0x01, X5, Y3, Y5
-	VMOVDQU      228(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	SHRQ         $0x1c, DI
-	LEAQ         1(DI)(DI*1), DI
-	VMOVD        DI, X5
-	VPBROADCASTW X5, Y5
-	VPMADDUBSW   Y6, Y4, Y4
-	VPMADDWD     Y5, Y4, Y4
+	SHRQ         $0x1c, SI
+	LEAQ         1(SI)(SI*1), SI
+	VMOVD        SI, X6
+	VPBROADCASTW X6, Y6
+	VMOVDQU      228(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y4, Y4
+	VPMADDWD     Y6, Y4, Y4
 	VPADDD       Y4, Y2, Y2
 	VEXTRACTI128 $0x01, Y2, X3
 	VPADDD       X3, X2, X2
@@ -3581,8 +3601,8 @@ loop:
 	VMULSS       X2, X3, X3
 	VMULSS       X1, X3, X3
 	VADDSS       X3, X0, X0
-	ADDQ         $0x00000062, AX
 	ADDQ         $0x00000124, CX
+	ADDQ         $0x00000062, AX
 	DECQ         DX
 	JMP          loop
 
@@ -3606,21 +3626,21 @@ loop:
 	TESTQ        DX, DX
 	JZ           done
 	VPXOR        Y2, Y2, Y2
+	MOVWQZX      2(AX), SI
+	ANDQ         $0x000001ff, SI
+	VMOVQ        (BX)(SI*8), X3
+	MOVWQZX      4(AX), SI
+	ANDQ         $0x000001ff, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X3, X3
+	MOVWQZX      6(AX), SI
+	ANDQ         $0x000001ff, SI
+	VMOVQ        (BX)(SI*8), X4
+	MOVWQZX      8(AX), SI
+	ANDQ         $0x000001ff, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X4, X4
+	VINSERTI128  $0x01, X4, Y3, Y4
 	LEAQ         ksignsIQ2<>+0(SB), SI
 	MOVWQZX      2(AX), DI
-	ANDQ         $0x000001ff, DI
-	VMOVQ        (BX)(DI*8), X3
-	MOVWQZX      4(AX), DI
-	ANDQ         $0x000001ff, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X3, X3
-	MOVWQZX      6(AX), DI
-	ANDQ         $0x000001ff, DI
-	VMOVQ        (BX)(DI*8), X4
-	MOVWQZX      8(AX), DI
-	ANDQ         $0x000001ff, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X4, X4
-	VINSERTI128  $0x01, X4, Y3, Y4
-	MOVWQZX      2(AX), DI
 	SHRQ         $0x09, DI
 	VMOVQ        (SI)(DI*8), X3
 	MOVWQZX      4(AX), DI
@@ -3633,35 +3653,36 @@ loop:
 	SHRQ         $0x09, DI
 	VPINSRQ      $0x01, (SI)(DI*8), X5, X5
 	VINSERTI128  $0x01, X5, Y3, Y5
-	VMOVDQU      4(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	MOVBQZX      66(AX), DI
-	MOVQ         DI, R8
-	ANDQ         $0x0f, DI
-	SHRQ         $0x04, R8
+	MOVBQZX      66(AX), SI
+	MOVQ         SI, DI
+	ANDQ         $0x0f, SI
+	SHRQ         $0x04, DI
+	LEAQ         1(SI)(SI*1), SI
 	LEAQ         1(DI)(DI*1), DI
-	LEAQ         1(R8)(R8*1), R8
-	SHLQ         $0x10, R8
-	ORQ          R8, DI
-	VMOVD        DI, X5
-	VPBROADCASTD X5, Y5
-	VPSHUFB      wordSplit<>+0(SB), Y5, Y5
-	VPMADDUBSW   Y6, Y4, Y4
-	VPMADDWD     Y5, Y4, Y4
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	VMOVD        SI, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      wordSplit<>+0(SB), Y6, Y6
+	VMOVDQU      4(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y4, Y4
+	VPMADDWD     Y6, Y4, Y4
 	VPADDD       Y4, Y2, Y2
-	MOVWQZX      10(AX), DI
-	ANDQ         $0x000001ff, DI
-	VMOVQ        (BX)(DI*8), X3
-	MOVWQZX      12(AX), DI
-	ANDQ         $0x000001ff, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X3, X3
-	MOVWQZX      14(AX), DI
-	ANDQ         $0x000001ff, DI
-	VMOVQ        (BX)(DI*8), X4
-	MOVWQZX      16(AX), DI
-	ANDQ         $0x000001ff, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X4, X4
+	MOVWQZX      10(AX), SI
+	ANDQ         $0x000001ff, SI
+	VMOVQ        (BX)(SI*8), X3
+	MOVWQZX      12(AX), SI
+	ANDQ         $0x000001ff, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X3, X3
+	MOVWQZX      14(AX), SI
+	ANDQ         $0x000001ff, SI
+	VMOVQ        (BX)(SI*8), X4
+	MOVWQZX      16(AX), SI
+	ANDQ         $0x000001ff, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X4, X4
 	VINSERTI128  $0x01, X4, Y3, Y4
+	LEAQ         ksignsIQ2<>+0(SB), SI
 	MOVWQZX      10(AX), DI
 	SHRQ         $0x09, DI
 	VMOVQ        (SI)(DI*8), X3
@@ -3675,36 +3696,37 @@ loop:
 	SHRQ         $0x09, DI
 	VPINSRQ      $0x01, (SI)(DI*8), X5, X5
 	VINSERTI128  $0x01, X5, Y3, Y5
-	VMOVDQU      36(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	MOVBQZX      67(AX), DI
-	MOVQ         DI, R8
-	ANDQ         $0x0f, DI
-	SHRQ         $0x04, R8
+	MOVBQZX      67(AX), SI
+	MOVQ         SI, DI
+	ANDQ         $0x0f, SI
+	SHRQ         $0x04, DI
+	LEAQ         1(SI)(SI*1), SI
 	LEAQ         1(DI)(DI*1), DI
-	LEAQ         1(R8)(R8*1), R8
-	SHLQ         $0x10, R8
-	ORQ          R8, DI
-	VMOVD        DI, X5
-	VPBROADCASTD X5, Y5
-	VPSHUFB      wordSplit<>+0(SB), Y5, Y5
-	VPMADDUBSW   Y6, Y4, Y4
-	VPMADDWD     Y5, Y4, Y4
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	VMOVD        SI, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      wordSplit<>+0(SB), Y6, Y6
+	VMOVDQU      36(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y4, Y4
+	VPMADDWD     Y6, Y4, Y4
 	VPADDD       Y4, Y2, Y2
+	MOVWQZX      18(AX), SI
+	ANDQ         $0x000001ff, SI
+	VMOVQ        (BX)(SI*8), X3
+	MOVWQZX      20(AX), SI
+	ANDQ         $0x000001ff, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X3, X3
+	MOVWQZX      22(AX), SI
+	ANDQ         $0x000001ff, SI
+	VMOVQ        (BX)(SI*8), X4
+	MOVWQZX      24(AX), SI
+	ANDQ         $0x000001ff, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X4, X4
+	VINSERTI128  $0x01, X4, Y3, Y4
+	LEAQ         ksignsIQ2<>+0(SB), SI
 	MOVWQZX      18(AX), DI
-	ANDQ         $0x000001ff, DI
-	VMOVQ        (BX)(DI*8), X3
-	MOVWQZX      20(AX), DI
-	ANDQ         $0x000001ff, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X3, X3
-	MOVWQZX      22(AX), DI
-	ANDQ         $0x000001ff, DI
-	VMOVQ        (BX)(DI*8), X4
-	MOVWQZX      24(AX), DI
-	ANDQ         $0x000001ff, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X4, X4
-	VINSERTI128  $0x01, X4, Y3, Y4
-	MOVWQZX      18(AX), DI
 	SHRQ         $0x09, DI
 	VMOVQ        (SI)(DI*8), X3
 	MOVWQZX      20(AX), DI
@@ -3717,35 +3739,36 @@ loop:
 	SHRQ         $0x09, DI
 	VPINSRQ      $0x01, (SI)(DI*8), X5, X5
 	VINSERTI128  $0x01, X5, Y3, Y5
-	VMOVDQU      68(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	MOVBQZX      68(AX), DI
-	MOVQ         DI, R8
-	ANDQ         $0x0f, DI
-	SHRQ         $0x04, R8
+	MOVBQZX      68(AX), SI
+	MOVQ         SI, DI
+	ANDQ         $0x0f, SI
+	SHRQ         $0x04, DI
+	LEAQ         1(SI)(SI*1), SI
 	LEAQ         1(DI)(DI*1), DI
-	LEAQ         1(R8)(R8*1), R8
-	SHLQ         $0x10, R8
-	ORQ          R8, DI
-	VMOVD        DI, X5
-	VPBROADCASTD X5, Y5
-	VPSHUFB      wordSplit<>+0(SB), Y5, Y5
-	VPMADDUBSW   Y6, Y4, Y4
-	VPMADDWD     Y5, Y4, Y4
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	VMOVD        SI, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      wordSplit<>+0(SB), Y6, Y6
+	VMOVDQU      68(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y4, Y4
+	VPMADDWD     Y6, Y4, Y4
 	VPADDD       Y4, Y2, Y2
-	MOVWQZX      26(AX), DI
-	ANDQ         $0x000001ff, DI
-	VMOVQ        (BX)(DI*8), X3
-	MOVWQZX      28(AX), DI
-	ANDQ         $0x000001ff, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X3, X3
-	MOVWQZX      30(AX), DI
-	ANDQ         $0x000001ff, DI
-	VMOVQ        (BX)(DI*8), X4
-	MOVWQZX      32(AX), DI
-	ANDQ         $0x000001ff, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X4, X4
+	MOVWQZX      26(AX), SI
+	ANDQ         $0x000001ff, SI
+	VMOVQ        (BX)(SI*8), X3
+	MOVWQZX      28(AX), SI
+	ANDQ         $0x000001ff, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X3, X3
+	MOVWQZX      30(AX), SI
+	ANDQ         $0x000001ff, SI
+	VMOVQ        (BX)(SI*8), X4
+	MOVWQZX      32(AX), SI
+	ANDQ         $0x000001ff, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X4, X4
 	VINSERTI128  $0x01, X4, Y3, Y4
+	LEAQ         ksignsIQ2<>+0(SB), SI
 	MOVWQZX      26(AX), DI
 	SHRQ         $0x09, DI
 	VMOVQ        (SI)(DI*8), X3
@@ -3759,36 +3782,37 @@ loop:
 	SHRQ         $0x09, DI
 	VPINSRQ      $0x01, (SI)(DI*8), X5, X5
 	VINSERTI128  $0x01, X5, Y3, Y5
-	VMOVDQU      100(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	MOVBQZX      69(AX), DI
-	MOVQ         DI, R8
-	ANDQ         $0x0f, DI
-	SHRQ         $0x04, R8
+	MOVBQZX      69(AX), SI
+	MOVQ         SI, DI
+	ANDQ         $0x0f, SI
+	SHRQ         $0x04, DI
+	LEAQ         1(SI)(SI*1), SI
 	LEAQ         1(DI)(DI*1), DI
-	LEAQ         1(R8)(R8*1), R8
-	SHLQ         $0x10, R8
-	ORQ          R8, DI
-	VMOVD        DI, X5
-	VPBROADCASTD X5, Y5
-	VPSHUFB      wordSplit<>+0(SB), Y5, Y5
-	VPMADDUBSW   Y6, Y4, Y4
-	VPMADDWD     Y5, Y4, Y4
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	VMOVD        SI, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      wordSplit<>+0(SB), Y6, Y6
+	VMOVDQU      100(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y4, Y4
+	VPMADDWD     Y6, Y4, Y4
 	VPADDD       Y4, Y2, Y2
+	MOVWQZX      34(AX), SI
+	ANDQ         $0x000001ff, SI
+	VMOVQ        (BX)(SI*8), X3
+	MOVWQZX      36(AX), SI
+	ANDQ         $0x000001ff, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X3, X3
+	MOVWQZX      38(AX), SI
+	ANDQ         $0x000001ff, SI
+	VMOVQ        (BX)(SI*8), X4
+	MOVWQZX      40(AX), SI
+	ANDQ         $0x000001ff, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X4, X4
+	VINSERTI128  $0x01, X4, Y3, Y4
+	LEAQ         ksignsIQ2<>+0(SB), SI
 	MOVWQZX      34(AX), DI
-	ANDQ         $0x000001ff, DI
-	VMOVQ        (BX)(DI*8), X3
-	MOVWQZX      36(AX), DI
-	ANDQ         $0x000001ff, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X3, X3
-	MOVWQZX      38(AX), DI
-	ANDQ         $0x000001ff, DI
-	VMOVQ        (BX)(DI*8), X4
-	MOVWQZX      40(AX), DI
-	ANDQ         $0x000001ff, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X4, X4
-	VINSERTI128  $0x01, X4, Y3, Y4
-	MOVWQZX      34(AX), DI
 	SHRQ         $0x09, DI
 	VMOVQ        (SI)(DI*8), X3
 	MOVWQZX      36(AX), DI
@@ -3801,35 +3825,36 @@ loop:
 	SHRQ         $0x09, DI
 	VPINSRQ      $0x01, (SI)(DI*8), X5, X5
 	VINSERTI128  $0x01, X5, Y3, Y5
-	VMOVDQU      132(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	MOVBQZX      70(AX), DI
-	MOVQ         DI, R8
-	ANDQ         $0x0f, DI
-	SHRQ         $0x04, R8
+	MOVBQZX      70(AX), SI
+	MOVQ         SI, DI
+	ANDQ         $0x0f, SI
+	SHRQ         $0x04, DI
+	LEAQ         1(SI)(SI*1), SI
 	LEAQ         1(DI)(DI*1), DI
-	LEAQ         1(R8)(R8*1), R8
-	SHLQ         $0x10, R8
-	ORQ          R8, DI
-	VMOVD        DI, X5
-	VPBROADCASTD X5, Y5
-	VPSHUFB      wordSplit<>+0(SB), Y5, Y5
-	VPMADDUBSW   Y6, Y4, Y4
-	VPMADDWD     Y5, Y4, Y4
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	VMOVD        SI, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      wordSplit<>+0(SB), Y6, Y6
+	VMOVDQU      132(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y4, Y4
+	VPMADDWD     Y6, Y4, Y4
 	VPADDD       Y4, Y2, Y2
-	MOVWQZX      42(AX), DI
-	ANDQ         $0x000001ff, DI
-	VMOVQ        (BX)(DI*8), X3
-	MOVWQZX      44(AX), DI
-	ANDQ         $0x000001ff, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X3, X3
-	MOVWQZX      46(AX), DI
-	ANDQ         $0x000001ff, DI
-	VMOVQ        (BX)(DI*8), X4
-	MOVWQZX      48(AX), DI
-	ANDQ         $0x000001ff, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X4, X4
+	MOVWQZX      42(AX), SI
+	ANDQ         $0x000001ff, SI
+	VMOVQ        (BX)(SI*8), X3
+	MOVWQZX      44(AX), SI
+	ANDQ         $0x000001ff, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X3, X3
+	MOVWQZX      46(AX), SI
+	ANDQ         $0x000001ff, SI
+	VMOVQ        (BX)(SI*8), X4
+	MOVWQZX      48(AX), SI
+	ANDQ         $0x000001ff, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X4, X4
 	VINSERTI128  $0x01, X4, Y3, Y4
+	LEAQ         ksignsIQ2<>+0(SB), SI
 	MOVWQZX      42(AX), DI
 	SHRQ         $0x09, DI
 	VMOVQ        (SI)(DI*8), X3
@@ -3843,35 +3868,36 @@ loop:
 	SHRQ         $0x09, DI
 	VPINSRQ      $0x01, (SI)(DI*8), X5, X5
 	VINSERTI128  $0x01, X5, Y3, Y5
-	VMOVDQU      164(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	MOVBQZX      71(AX), DI
-	MOVQ         DI, R8
-	ANDQ         $0x0f, DI
-	SHRQ         $0x04, R8
+	MOVBQZX      71(AX), SI
+	MOVQ         SI, DI
+	ANDQ         $0x0f, SI
+	SHRQ         $0x04, DI
+	LEAQ         1(SI)(SI*1), SI
 	LEAQ         1(DI)(DI*1), DI
-	LEAQ         1(R8)(R8*1), R8
-	SHLQ         $0x10, R8
-	ORQ          R8, DI
-	VMOVD        DI, X5
-	VPBROADCASTD X5, Y5
-	VPSHUFB      wordSplit<>+0(SB), Y5, Y5
-	VPMADDUBSW   Y6, Y4, Y4
-	VPMADDWD     Y5, Y4, Y4
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	VMOVD        SI, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      wordSplit<>+0(SB), Y6, Y6
+	VMOVDQU      164(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y4, Y4
+	VPMADDWD     Y6, Y4, Y4
 	VPADDD       Y4, Y2, Y2
-	MOVWQZX      50(AX), DI
-	ANDQ         $0x000001ff, DI
-	VMOVQ        (BX)(DI*8), X3
-	MOVWQZX      52(AX), DI
-	ANDQ         $0x000001ff, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X3, X3
-	MOVWQZX      54(AX), DI
-	ANDQ         $0x000001ff, DI
-	VMOVQ        (BX)(DI*8), X4
-	MOVWQZX      56(AX), DI
-	ANDQ         $0x000001ff, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X4, X4
+	MOVWQZX      50(AX), SI
+	ANDQ         $0x000001ff, SI
+	VMOVQ        (BX)(SI*8), X3
+	MOVWQZX      52(AX), SI
+	ANDQ         $0x000001ff, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X3, X3
+	MOVWQZX      54(AX), SI
+	ANDQ         $0x000001ff, SI
+	VMOVQ        (BX)(SI*8), X4
+	MOVWQZX      56(AX), SI
+	ANDQ         $0x000001ff, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X4, X4
 	VINSERTI128  $0x01, X4, Y3, Y4
+	LEAQ         ksignsIQ2<>+0(SB), SI
 	MOVWQZX      50(AX), DI
 	SHRQ         $0x09, DI
 	VMOVQ        (SI)(DI*8), X3
@@ -3885,35 +3911,36 @@ loop:
 	SHRQ         $0x09, DI
 	VPINSRQ      $0x01, (SI)(DI*8), X5, X5
 	VINSERTI128  $0x01, X5, Y3, Y5
-	VMOVDQU      196(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	MOVBQZX      72(AX), DI
-	MOVQ         DI, R8
-	ANDQ         $0x0f, DI
-	SHRQ         $0x04, R8
+	MOVBQZX      72(AX), SI
+	MOVQ         SI, DI
+	ANDQ         $0x0f, SI
+	SHRQ         $0x04, DI
+	LEAQ         1(SI)(SI*1), SI
 	LEAQ         1(DI)(DI*1), DI
-	LEAQ         1(R8)(R8*1), R8
-	SHLQ         $0x10, R8
-	ORQ          R8, DI
-	VMOVD        DI, X5
-	VPBROADCASTD X5, Y5
-	VPSHUFB      wordSplit<>+0(SB), Y5, Y5
-	VPMADDUBSW   Y6, Y4, Y4
-	VPMADDWD     Y5, Y4, Y4
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	VMOVD        SI, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      wordSplit<>+0(SB), Y6, Y6
+	VMOVDQU      196(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y4, Y4
+	VPMADDWD     Y6, Y4, Y4
 	VPADDD       Y4, Y2, Y2
-	MOVWQZX      58(AX), DI
-	ANDQ         $0x000001ff, DI
-	VMOVQ        (BX)(DI*8), X3
-	MOVWQZX      60(AX), DI
-	ANDQ         $0x000001ff, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X3, X3
-	MOVWQZX      62(AX), DI
-	ANDQ         $0x000001ff, DI
-	VMOVQ        (BX)(DI*8), X4
-	MOVWQZX      64(AX), DI
-	ANDQ         $0x000001ff, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X4, X4
+	MOVWQZX      58(AX), SI
+	ANDQ         $0x000001ff, SI
+	VMOVQ        (BX)(SI*8), X3
+	MOVWQZX      60(AX), SI
+	ANDQ         $0x000001ff, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X3, X3
+	MOVWQZX      62(AX), SI
+	ANDQ         $0x000001ff, SI
+	VMOVQ        (BX)(SI*8), X4
+	MOVWQZX      64(AX), SI
+	ANDQ         $0x000001ff, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X4, X4
 	VINSERTI128  $0x01, X4, Y3, Y4
+	LEAQ         ksignsIQ2<>+0(SB), SI
 	MOVWQZX      58(AX), DI
 	SHRQ         $0x09, DI
 	VMOVQ        (SI)(DI*8), X3
@@ -3927,8 +3954,6 @@ loop:
 	SHRQ         $0x09, DI
 	VPINSRQ      $0x01, (SI)(DI*8), X5, X5
 	VINSERTI128  $0x01, X5, Y3, Y5
-	VMOVDQU      228(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
 	MOVBQZX      73(AX), SI
 	MOVQ         SI, DI
 	ANDQ         $0x0f, SI
@@ -3937,11 +3962,13 @@ loop:
 	LEAQ         1(DI)(DI*1), DI
 	SHLQ         $0x10, DI
 	ORQ          DI, SI
-	VMOVD        SI, X5
-	VPBROADCASTD X5, Y5
-	VPSHUFB      wordSplit<>+0(SB), Y5, Y5
-	VPMADDUBSW   Y6, Y4, Y4
-	VPMADDWD     Y5, Y4, Y4
+	VMOVD        SI, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      wordSplit<>+0(SB), Y6, Y6
+	VMOVDQU      228(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y4, Y4
+	VPMADDWD     Y6, Y4, Y4
 	VPADDD       Y4, Y2, Y2
 	VEXTRACTI128 $0x01, Y2, X3
 	VPADDD       X3, X2, X2
@@ -3957,8 +3984,8 @@ loop:
 	VMULSS       X2, X3, X3
 	VMULSS       X1, X3, X3
 	VADDSS       X3, X0, X0
-	ADDQ         $0x0000004a, AX
 	ADDQ         $0x00000124, CX
+	ADDQ         $0x0000004a, AX
 	DECQ         DX
 	JMP          loop
 
@@ -4008,13 +4035,10 @@ loop:
 	ORQ          DI, SI
 	VPINSRQ      $0x01, (BX)(SI*8), X4, X4
 	VINSERTI128  $0x01, X4, Y3, Y4
-	VMOVDQU      4(CX), Y5
-	VPBROADCASTD 34(AX), Y6
-	VPSHUFB      q5Spread<>+0(SB), Y6, Y6
-	VPAND        q5Bits<>+0(SB), Y6, Y6
-	VPCMPEQB     q5Bits<>+0(SB), Y6, Y6
-	VPXOR        Y6, Y5, Y5
-	VPSUBB       Y6, Y5, Y5
+	VPBROADCASTD 34(AX), Y5
+	VPSHUFB      q5Spread<>+0(SB), Y5, Y5
+	VPAND        q5Bits<>+0(SB), Y5, Y5
+	VPCMPEQB     q5Bits<>+0(SB), Y5, Y5
 	MOVBQZX      74(AX), SI
 	MOVQ         SI, DI
 	ANDQ         $0x0f, SI
@@ -4026,7 +4050,10 @@ loop:
 	VMOVD        SI, X6
 	VPBROADCASTD X6, Y6
 	VPSHUFB      wordSplit<>+0(SB), Y6, Y6
-	VPMADDUBSW   Y5, Y4, Y4
+	VMOVDQU      4(CX), Y7
+	VPXOR        Y5, Y7, Y7
+	VPSUBB       Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y4, Y4
 	VPMADDWD     Y6, Y4, Y4
 	VPADDD       Y4, Y2, Y2
 	MOVBQZX      67(AX), SI
@@ -4055,13 +4082,10 @@ loop:
 	ORQ          DI, SI
 	VPINSRQ      $0x01, (BX)(SI*8), X4, X4
 	VINSERTI128  $0x01, X4, Y3, Y4
-	VMOVDQU      36(CX), Y5
-	VPBROADCASTD 38(AX), Y6
-	VPSHUFB      q5Spread<>+0(SB), Y6, Y6
-	VPAND        q5Bits<>+0(SB), Y6, Y6
-	VPCMPEQB     q5Bits<>+0(SB), Y6, Y6
-	VPXOR        Y6, Y5, Y5
-	VPSUBB       Y6, Y5, Y5
+	VPBROADCASTD 38(AX), Y5
+	VPSHUFB      q5Spread<>+0(SB), Y5, Y5
+	VPAND        q5Bits<>+0(SB), Y5, Y5
+	VPCMPEQB     q5Bits<>+0(SB), Y5, Y5
 	MOVBQZX      75(AX), SI
 	MOVQ         SI, DI
 	ANDQ         $0x0f, SI
@@ -4073,7 +4097,10 @@ loop:
 	VMOVD        SI, X6
 	VPBROADCASTD X6, Y6
 	VPSHUFB      wordSplit<>+0(SB), Y6, Y6
-	VPMADDUBSW   Y5, Y4, Y4
+	VMOVDQU      36(CX), Y7
+	VPXOR        Y5, Y7, Y7
+	VPSUBB       Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y4, Y4
 	VPMADDWD     Y6, Y4, Y4
 	VPADDD       Y4, Y2, Y2
 	MOVBQZX      68(AX), SI
@@ -4102,13 +4129,10 @@ loop:
 	ORQ          DI, SI
 	VPINSRQ      $0x01, (BX)(SI*8), X4, X4
 	VINSERTI128  $0x01, X4, Y3, Y4
-	VMOVDQU      68(CX), Y5
-	VPBROADCASTD 42(AX), Y6
-	VPSHUFB      q5Spread<>+0(SB), Y6, Y6
-	VPAND        q5Bits<>+0(SB), Y6, Y6
-	VPCMPEQB     q5Bits<>+0(SB), Y6, Y6
-	VPXOR        Y6, Y5, Y5
-	VPSUBB       Y6, Y5, Y5
+	VPBROADCASTD 42(AX), Y5
+	VPSHUFB      q5Spread<>+0(SB), Y5, Y5
+	VPAND        q5Bits<>+0(SB), Y5, Y5
+	VPCMPEQB     q5Bits<>+0(SB), Y5, Y5
 	MOVBQZX      76(AX), SI
 	MOVQ         SI, DI
 	ANDQ         $0x0f, SI
@@ -4120,7 +4144,10 @@ loop:
 	VMOVD        SI, X6
 	VPBROADCASTD X6, Y6
 	VPSHUFB      wordSplit<>+0(SB), Y6, Y6
-	VPMADDUBSW   Y5, Y4, Y4
+	VMOVDQU      68(CX), Y7
+	VPXOR        Y5, Y7, Y7
+	VPSUBB       Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y4, Y4
 	VPMADDWD     Y6, Y4, Y4
 	VPADDD       Y4, Y2, Y2
 	MOVBQZX      69(AX), SI
@@ -4149,13 +4176,10 @@ loop:
 	ORQ          DI, SI
 	VPINSRQ      $0x01, (BX)(SI*8), X4, X4
 	VINSERTI128  $0x01, X4, Y3, Y4
-	VMOVDQU      100(CX), Y5
-	VPBROADCASTD 46(AX), Y6
-	VPSHUFB      q5Spread<>+0(SB), Y6, Y6
-	VPAND        q5Bits<>+0(SB), Y6, Y6
-	VPCMPEQB     q5Bits<>+0(SB), Y6, Y6
-	VPXOR        Y6, Y5, Y5
-	VPSUBB       Y6, Y5, Y5
+	VPBROADCASTD 46(AX), Y5
+	VPSHUFB      q5Spread<>+0(SB), Y5, Y5
+	VPAND        q5Bits<>+0(SB), Y5, Y5
+	VPCMPEQB     q5Bits<>+0(SB), Y5, Y5
 	MOVBQZX      77(AX), SI
 	MOVQ         SI, DI
 	ANDQ         $0x0f, SI
@@ -4167,7 +4191,10 @@ loop:
 	VMOVD        SI, X6
 	VPBROADCASTD X6, Y6
 	VPSHUFB      wordSplit<>+0(SB), Y6, Y6
-	VPMADDUBSW   Y5, Y4, Y4
+	VMOVDQU      100(CX), Y7
+	VPXOR        Y5, Y7, Y7
+	VPSUBB       Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y4, Y4
 	VPMADDWD     Y6, Y4, Y4
 	VPADDD       Y4, Y2, Y2
 	MOVBQZX      70(AX), SI
@@ -4196,13 +4223,10 @@ loop:
 	ORQ          DI, SI
 	VPINSRQ      $0x01, (BX)(SI*8), X4, X4
 	VINSERTI128  $0x01, X4, Y3, Y4
-	VMOVDQU      132(CX), Y5
-	VPBROADCASTD 50(AX), Y6
-	VPSHUFB      q5Spread<>+0(SB), Y6, Y6
-	VPAND        q5Bits<>+0(SB), Y6, Y6
-	VPCMPEQB     q5Bits<>+0(SB), Y6, Y6
-	VPXOR        Y6, Y5, Y5
-	VPSUBB       Y6, Y5, Y5
+	VPBROADCASTD 50(AX), Y5
+	VPSHUFB      q5Spread<>+0(SB), Y5, Y5
+	VPAND        q5Bits<>+0(SB), Y5, Y5
+	VPCMPEQB     q5Bits<>+0(SB), Y5, Y5
 	MOVBQZX      78(AX), SI
 	MOVQ         SI, DI
 	ANDQ         $0x0f, SI
@@ -4214,7 +4238,10 @@ loop:
 	VMOVD        SI, X6
 	VPBROADCASTD X6, Y6
 	VPSHUFB      wordSplit<>+0(SB), Y6, Y6
-	VPMADDUBSW   Y5, Y4, Y4
+	VMOVDQU      132(CX), Y7
+	VPXOR        Y5, Y7, Y7
+	VPSUBB       Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y4, Y4
 	VPMADDWD     Y6, Y4, Y4
 	VPADDD       Y4, Y2, Y2
 	MOVBQZX      71(AX), SI
@@ -4243,13 +4270,10 @@ loop:
 	ORQ          DI, SI
 	VPINSRQ      $0x01, (BX)(SI*8), X4, X4
 	VINSERTI128  $0x01, X4, Y3, Y4
-	VMOVDQU      164(CX), Y5
-	VPBROADCASTD 54(AX), Y6
-	VPSHUFB      q5Spread<>+0(SB), Y6, Y6
-	VPAND        q5Bits<>+0(SB), Y6, Y6
-	VPCMPEQB     q5Bits<>+0(SB), Y6, Y6
-	VPXOR        Y6, Y5, Y5
-	VPSUBB       Y6, Y5, Y5
+	VPBROADCASTD 54(AX), Y5
+	VPSHUFB      q5Spread<>+0(SB), Y5, Y5
+	VPAND        q5Bits<>+0(SB), Y5, Y5
+	VPCMPEQB     q5Bits<>+0(SB), Y5, Y5
 	MOVBQZX      79(AX), SI
 	MOVQ         SI, DI
 	ANDQ         $0x0f, SI
@@ -4261,7 +4285,10 @@ loop:
 	VMOVD        SI, X6
 	VPBROADCASTD X6, Y6
 	VPSHUFB      wordSplit<>+0(SB), Y6, Y6
-	VPMADDUBSW   Y5, Y4, Y4
+	VMOVDQU      164(CX), Y7
+	VPXOR        Y5, Y7, Y7
+	VPSUBB       Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y4, Y4
 	VPMADDWD     Y6, Y4, Y4
 	VPADDD       Y4, Y2, Y2
 	MOVBQZX      72(AX), SI
@@ -4290,13 +4317,10 @@ loop:
 	ORQ          DI, SI
 	VPINSRQ      $0x01, (BX)(SI*8), X4, X4
 	VINSERTI128  $0x01, X4, Y3, Y4
-	VMOVDQU      196(CX), Y5
-	VPBROADCASTD 58(AX), Y6
-	VPSHUFB      q5Spread<>+0(SB), Y6, Y6
-	VPAND        q5Bits<>+0(SB), Y6, Y6
-	VPCMPEQB     q5Bits<>+0(SB), Y6, Y6
-	VPXOR        Y6, Y5, Y5
-	VPSUBB       Y6, Y5, Y5
+	VPBROADCASTD 58(AX), Y5
+	VPSHUFB      q5Spread<>+0(SB), Y5, Y5
+	VPAND        q5Bits<>+0(SB), Y5, Y5
+	VPCMPEQB     q5Bits<>+0(SB), Y5, Y5
 	MOVBQZX      80(AX), SI
 	MOVQ         SI, DI
 	ANDQ         $0x0f, SI
@@ -4308,7 +4332,10 @@ loop:
 	VMOVD        SI, X6
 	VPBROADCASTD X6, Y6
 	VPSHUFB      wordSplit<>+0(SB), Y6, Y6
-	VPMADDUBSW   Y5, Y4, Y4
+	VMOVDQU      196(CX), Y7
+	VPXOR        Y5, Y7, Y7
+	VPSUBB       Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y4, Y4
 	VPMADDWD     Y6, Y4, Y4
 	VPADDD       Y4, Y2, Y2
 	MOVBQZX      73(AX), SI
@@ -4337,13 +4364,10 @@ loop:
 	ORQ          DI, SI
 	VPINSRQ      $0x01, (BX)(SI*8), X4, X4
 	VINSERTI128  $0x01, X4, Y3, Y4
-	VMOVDQU      228(CX), Y5
-	VPBROADCASTD 62(AX), Y6
-	VPSHUFB      q5Spread<>+0(SB), Y6, Y6
-	VPAND        q5Bits<>+0(SB), Y6, Y6
-	VPCMPEQB     q5Bits<>+0(SB), Y6, Y6
-	VPXOR        Y6, Y5, Y5
-	VPSUBB       Y6, Y5, Y5
+	VPBROADCASTD 62(AX), Y5
+	VPSHUFB      q5Spread<>+0(SB), Y5, Y5
+	VPAND        q5Bits<>+0(SB), Y5, Y5
+	VPCMPEQB     q5Bits<>+0(SB), Y5, Y5
 	MOVBQZX      81(AX), SI
 	MOVQ         SI, DI
 	ANDQ         $0x0f, SI
@@ -4355,7 +4379,10 @@ loop:
 	VMOVD        SI, X6
 	VPBROADCASTD X6, Y6
 	VPSHUFB      wordSplit<>+0(SB), Y6, Y6
-	VPMADDUBSW   Y5, Y4, Y4
+	VMOVDQU      228(CX), Y7
+	VPXOR        Y5, Y7, Y7
+	VPSUBB       Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y4, Y4
 	VPMADDWD     Y6, Y4, Y4
 	VPADDD       Y4, Y2, Y2
 	VEXTRACTI128 $0x01, Y2, X3
@@ -4372,14 +4399,1782 @@ loop:
 	VMULSS       X2, X3, X3
 	VMULSS       X1, X3, X3
 	VADDSS       X3, X0, X0
-	ADDQ         $0x00000052, AX
 	ADDQ         $0x00000124, CX
+	ADDQ         $0x00000052, AX
 	DECQ         DX
 	JMP          loop
 
 done:
 	VZEROUPPER
 	MOVSS X0, ret+32(FP)
+	RET
+
+// func dotIQ2XXSAVX2x2(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotIQ2XXSAVX2x2(SB), NOSPLIT, $0-48
+	MOVQ   x+0(FP), AX
+	MOVQ   y+8(FP), CX
+	MOVQ   n+16(FP), DX
+	MOVQ   grid+40(FP), BX
+	MOVQ   stride+24(FP), SI
+	LEAQ   (CX)(SI*1), SI
+	VXORPS X0, X0, X0
+	VXORPS X1, X1, X1
+	MOVL   $0x3e000000, DI
+	VMOVD  DI, X2
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VPXOR        Y3, Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	MOVBQZX      2(AX), DI
+	VMOVQ        (BX)(DI*8), X5
+	MOVBQZX      3(AX), DI
+	VPINSRQ      $0x01, (BX)(DI*8), X5, X5
+	MOVBQZX      4(AX), DI
+	VMOVQ        (BX)(DI*8), X6
+	MOVBQZX      5(AX), DI
+	VPINSRQ      $0x01, (BX)(DI*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	MOVLQZX      6(AX), DI
+	LEAQ         ksignsIQ2<>+0(SB), R8
+	MOVQ         DI, R9
+	ANDQ         $0x7f, R9
+	VMOVQ        (R8)(R9*8), X5
+	MOVQ         DI, R9
+	SHRQ         $0x07, R9
+	ANDQ         $0x7f, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X5, X5
+	MOVQ         DI, R9
+	SHRQ         $0x0e, R9
+	ANDQ         $0x7f, R9
+	VMOVQ        (R8)(R9*8), X7
+	MOVQ         DI, R9
+	SHRQ         $0x15, R9
+	ANDQ         $0x7f, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X7, X7
+	VINSERTI128  $0x01, X7, Y5, Y7
+	SHRQ         $0x1c, DI
+	LEAQ         1(DI)(DI*1), DI
+	VMOVD        DI, X8
+	VPBROADCASTW X8, Y8
+	VMOVDQU      4(CX), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VMOVDQU      4(SI), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y6
+	VPMADDWD     Y8, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	MOVBQZX      10(AX), DI
+	VMOVQ        (BX)(DI*8), X5
+	MOVBQZX      11(AX), DI
+	VPINSRQ      $0x01, (BX)(DI*8), X5, X5
+	MOVBQZX      12(AX), DI
+	VMOVQ        (BX)(DI*8), X6
+	MOVBQZX      13(AX), DI
+	VPINSRQ      $0x01, (BX)(DI*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	MOVLQZX      14(AX), DI
+	LEAQ         ksignsIQ2<>+0(SB), R8
+	MOVQ         DI, R9
+	ANDQ         $0x7f, R9
+	VMOVQ        (R8)(R9*8), X5
+	MOVQ         DI, R9
+	SHRQ         $0x07, R9
+	ANDQ         $0x7f, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X5, X5
+	MOVQ         DI, R9
+	SHRQ         $0x0e, R9
+	ANDQ         $0x7f, R9
+	VMOVQ        (R8)(R9*8), X7
+	MOVQ         DI, R9
+	SHRQ         $0x15, R9
+	ANDQ         $0x7f, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X7, X7
+	VINSERTI128  $0x01, X7, Y5, Y7
+	SHRQ         $0x1c, DI
+	LEAQ         1(DI)(DI*1), DI
+	VMOVD        DI, X8
+	VPBROADCASTW X8, Y8
+	VMOVDQU      36(CX), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VMOVDQU      36(SI), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y6
+	VPMADDWD     Y8, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	MOVBQZX      18(AX), DI
+	VMOVQ        (BX)(DI*8), X5
+	MOVBQZX      19(AX), DI
+	VPINSRQ      $0x01, (BX)(DI*8), X5, X5
+	MOVBQZX      20(AX), DI
+	VMOVQ        (BX)(DI*8), X6
+	MOVBQZX      21(AX), DI
+	VPINSRQ      $0x01, (BX)(DI*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	MOVLQZX      22(AX), DI
+	LEAQ         ksignsIQ2<>+0(SB), R8
+	MOVQ         DI, R9
+	ANDQ         $0x7f, R9
+	VMOVQ        (R8)(R9*8), X5
+	MOVQ         DI, R9
+	SHRQ         $0x07, R9
+	ANDQ         $0x7f, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X5, X5
+	MOVQ         DI, R9
+	SHRQ         $0x0e, R9
+	ANDQ         $0x7f, R9
+	VMOVQ        (R8)(R9*8), X7
+	MOVQ         DI, R9
+	SHRQ         $0x15, R9
+	ANDQ         $0x7f, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X7, X7
+	VINSERTI128  $0x01, X7, Y5, Y7
+	SHRQ         $0x1c, DI
+	LEAQ         1(DI)(DI*1), DI
+	VMOVD        DI, X8
+	VPBROADCASTW X8, Y8
+	VMOVDQU      68(CX), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VMOVDQU      68(SI), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y6
+	VPMADDWD     Y8, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	MOVBQZX      26(AX), DI
+	VMOVQ        (BX)(DI*8), X5
+	MOVBQZX      27(AX), DI
+	VPINSRQ      $0x01, (BX)(DI*8), X5, X5
+	MOVBQZX      28(AX), DI
+	VMOVQ        (BX)(DI*8), X6
+	MOVBQZX      29(AX), DI
+	VPINSRQ      $0x01, (BX)(DI*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	MOVLQZX      30(AX), DI
+	LEAQ         ksignsIQ2<>+0(SB), R8
+	MOVQ         DI, R9
+	ANDQ         $0x7f, R9
+	VMOVQ        (R8)(R9*8), X5
+	MOVQ         DI, R9
+	SHRQ         $0x07, R9
+	ANDQ         $0x7f, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X5, X5
+	MOVQ         DI, R9
+	SHRQ         $0x0e, R9
+	ANDQ         $0x7f, R9
+	VMOVQ        (R8)(R9*8), X7
+	MOVQ         DI, R9
+	SHRQ         $0x15, R9
+	ANDQ         $0x7f, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X7, X7
+	VINSERTI128  $0x01, X7, Y5, Y7
+	SHRQ         $0x1c, DI
+	LEAQ         1(DI)(DI*1), DI
+	VMOVD        DI, X8
+	VPBROADCASTW X8, Y8
+	VMOVDQU      100(CX), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VMOVDQU      100(SI), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y6
+	VPMADDWD     Y8, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	MOVBQZX      34(AX), DI
+	VMOVQ        (BX)(DI*8), X5
+	MOVBQZX      35(AX), DI
+	VPINSRQ      $0x01, (BX)(DI*8), X5, X5
+	MOVBQZX      36(AX), DI
+	VMOVQ        (BX)(DI*8), X6
+	MOVBQZX      37(AX), DI
+	VPINSRQ      $0x01, (BX)(DI*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	MOVLQZX      38(AX), DI
+	LEAQ         ksignsIQ2<>+0(SB), R8
+	MOVQ         DI, R9
+	ANDQ         $0x7f, R9
+	VMOVQ        (R8)(R9*8), X5
+	MOVQ         DI, R9
+	SHRQ         $0x07, R9
+	ANDQ         $0x7f, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X5, X5
+	MOVQ         DI, R9
+	SHRQ         $0x0e, R9
+	ANDQ         $0x7f, R9
+	VMOVQ        (R8)(R9*8), X7
+	MOVQ         DI, R9
+	SHRQ         $0x15, R9
+	ANDQ         $0x7f, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X7, X7
+	VINSERTI128  $0x01, X7, Y5, Y7
+	SHRQ         $0x1c, DI
+	LEAQ         1(DI)(DI*1), DI
+	VMOVD        DI, X8
+	VPBROADCASTW X8, Y8
+	VMOVDQU      132(CX), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VMOVDQU      132(SI), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y6
+	VPMADDWD     Y8, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	MOVBQZX      42(AX), DI
+	VMOVQ        (BX)(DI*8), X5
+	MOVBQZX      43(AX), DI
+	VPINSRQ      $0x01, (BX)(DI*8), X5, X5
+	MOVBQZX      44(AX), DI
+	VMOVQ        (BX)(DI*8), X6
+	MOVBQZX      45(AX), DI
+	VPINSRQ      $0x01, (BX)(DI*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	MOVLQZX      46(AX), DI
+	LEAQ         ksignsIQ2<>+0(SB), R8
+	MOVQ         DI, R9
+	ANDQ         $0x7f, R9
+	VMOVQ        (R8)(R9*8), X5
+	MOVQ         DI, R9
+	SHRQ         $0x07, R9
+	ANDQ         $0x7f, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X5, X5
+	MOVQ         DI, R9
+	SHRQ         $0x0e, R9
+	ANDQ         $0x7f, R9
+	VMOVQ        (R8)(R9*8), X7
+	MOVQ         DI, R9
+	SHRQ         $0x15, R9
+	ANDQ         $0x7f, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X7, X7
+	VINSERTI128  $0x01, X7, Y5, Y7
+	SHRQ         $0x1c, DI
+	LEAQ         1(DI)(DI*1), DI
+	VMOVD        DI, X8
+	VPBROADCASTW X8, Y8
+	VMOVDQU      164(CX), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VMOVDQU      164(SI), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y6
+	VPMADDWD     Y8, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	MOVBQZX      50(AX), DI
+	VMOVQ        (BX)(DI*8), X5
+	MOVBQZX      51(AX), DI
+	VPINSRQ      $0x01, (BX)(DI*8), X5, X5
+	MOVBQZX      52(AX), DI
+	VMOVQ        (BX)(DI*8), X6
+	MOVBQZX      53(AX), DI
+	VPINSRQ      $0x01, (BX)(DI*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	MOVLQZX      54(AX), DI
+	LEAQ         ksignsIQ2<>+0(SB), R8
+	MOVQ         DI, R9
+	ANDQ         $0x7f, R9
+	VMOVQ        (R8)(R9*8), X5
+	MOVQ         DI, R9
+	SHRQ         $0x07, R9
+	ANDQ         $0x7f, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X5, X5
+	MOVQ         DI, R9
+	SHRQ         $0x0e, R9
+	ANDQ         $0x7f, R9
+	VMOVQ        (R8)(R9*8), X7
+	MOVQ         DI, R9
+	SHRQ         $0x15, R9
+	ANDQ         $0x7f, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X7, X7
+	VINSERTI128  $0x01, X7, Y5, Y7
+	SHRQ         $0x1c, DI
+	LEAQ         1(DI)(DI*1), DI
+	VMOVD        DI, X8
+	VPBROADCASTW X8, Y8
+	VMOVDQU      196(CX), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VMOVDQU      196(SI), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y6
+	VPMADDWD     Y8, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	MOVBQZX      58(AX), DI
+	VMOVQ        (BX)(DI*8), X5
+	MOVBQZX      59(AX), DI
+	VPINSRQ      $0x01, (BX)(DI*8), X5, X5
+	MOVBQZX      60(AX), DI
+	VMOVQ        (BX)(DI*8), X6
+	MOVBQZX      61(AX), DI
+	VPINSRQ      $0x01, (BX)(DI*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	MOVLQZX      62(AX), DI
+	LEAQ         ksignsIQ2<>+0(SB), R8
+	MOVQ         DI, R9
+	ANDQ         $0x7f, R9
+	VMOVQ        (R8)(R9*8), X5
+	MOVQ         DI, R9
+	SHRQ         $0x07, R9
+	ANDQ         $0x7f, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X5, X5
+	MOVQ         DI, R9
+	SHRQ         $0x0e, R9
+	ANDQ         $0x7f, R9
+	VMOVQ        (R8)(R9*8), X7
+	MOVQ         DI, R9
+	SHRQ         $0x15, R9
+	ANDQ         $0x7f, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X7, X7
+	VINSERTI128  $0x01, X7, Y5, Y7
+	SHRQ         $0x1c, DI
+	LEAQ         1(DI)(DI*1), DI
+	VMOVD        DI, X8
+	VPBROADCASTW X8, Y8
+	VMOVDQU      228(CX), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VMOVDQU      228(SI), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y6
+	VPMADDWD     Y8, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VEXTRACTI128 $0x01, Y3, X5
+	VPADDD       X5, X3, X3
+	VPSHUFD      $0x4e, X3, X5
+	VPADDD       X5, X3, X3
+	VPSHUFD      $0xb1, X3, X5
+	VPADDD       X5, X3, X3
+	VCVTDQ2PS    X3, X3
+	MOVWLZX      (AX), DI
+	VMOVD        DI, X5
+	VCVTPH2PS    X5, X5
+	VMULSS       (CX), X5, X5
+	VMULSS       X3, X5, X5
+	VMULSS       X2, X5, X5
+	VADDSS       X5, X0, X0
+	ADDQ         $0x00000124, CX
+	VEXTRACTI128 $0x01, Y4, X3
+	VPADDD       X3, X4, X3
+	VPSHUFD      $0x4e, X3, X4
+	VPADDD       X4, X3, X3
+	VPSHUFD      $0xb1, X3, X4
+	VPADDD       X4, X3, X3
+	VCVTDQ2PS    X3, X3
+	MOVWLZX      (AX), DI
+	VMOVD        DI, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (SI), X4, X4
+	VMULSS       X3, X4, X4
+	VMULSS       X2, X4, X4
+	VADDSS       X4, X1, X1
+	ADDQ         $0x00000124, SI
+	ADDQ         $0x00000042, AX
+	DECQ         DX
+	JMP          loop
+
+done:
+	VZEROUPPER
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
+	RET
+
+// func dotIQ3XXSAVX2x2(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotIQ3XXSAVX2x2(SB), NOSPLIT, $0-48
+	MOVQ   x+0(FP), AX
+	MOVQ   y+8(FP), CX
+	MOVQ   n+16(FP), DX
+	MOVQ   grid+40(FP), BX
+	MOVQ   stride+24(FP), SI
+	LEAQ   (CX)(SI*1), SI
+	VXORPS X0, X0, X0
+	VXORPS X1, X1, X1
+	MOVL   $0x3e800000, DI
+	VMOVD  DI, X2
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VPXOR        Y3, Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	MOVBQZX      2(AX), DI
+	VMOVD        (BX)(DI*4), X5
+	MOVBQZX      3(AX), DI
+	VPINSRD      $0x01, (BX)(DI*4), X5, X5
+	MOVBQZX      4(AX), DI
+	VPINSRD      $0x02, (BX)(DI*4), X5, X5
+	MOVBQZX      5(AX), DI
+	VPINSRD      $0x03, (BX)(DI*4), X5, X5
+	MOVBQZX      6(AX), DI
+	VMOVD        (BX)(DI*4), X6
+	MOVBQZX      7(AX), DI
+	VPINSRD      $0x01, (BX)(DI*4), X6, X6
+	MOVBQZX      8(AX), DI
+	VPINSRD      $0x02, (BX)(DI*4), X6, X6
+	MOVBQZX      9(AX), DI
+	VPINSRD      $0x03, (BX)(DI*4), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	MOVLQZX      66(AX), DI
+	LEAQ         ksignsIQ2<>+0(SB), R8
+	MOVQ         DI, R9
+	ANDQ         $0x7f, R9
+	VMOVQ        (R8)(R9*8), X5
+	MOVQ         DI, R9
+	SHRQ         $0x07, R9
+	ANDQ         $0x7f, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X5, X5
+	MOVQ         DI, R9
+	SHRQ         $0x0e, R9
+	ANDQ         $0x7f, R9
+	VMOVQ        (R8)(R9*8), X7
+	MOVQ         DI, R9
+	SHRQ         $0x15, R9
+	ANDQ         $0x7f, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X7, X7
+	VINSERTI128  $0x01, X7, Y5, Y7
+	SHRQ         $0x1c, DI
+	LEAQ         1(DI)(DI*1), DI
+	VMOVD        DI, X8
+	VPBROADCASTW X8, Y8
+	VMOVDQU      4(CX), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VMOVDQU      4(SI), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y6
+	VPMADDWD     Y8, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	MOVBQZX      10(AX), DI
+	VMOVD        (BX)(DI*4), X5
+	MOVBQZX      11(AX), DI
+	VPINSRD      $0x01, (BX)(DI*4), X5, X5
+	MOVBQZX      12(AX), DI
+	VPINSRD      $0x02, (BX)(DI*4), X5, X5
+	MOVBQZX      13(AX), DI
+	VPINSRD      $0x03, (BX)(DI*4), X5, X5
+	MOVBQZX      14(AX), DI
+	VMOVD        (BX)(DI*4), X6
+	MOVBQZX      15(AX), DI
+	VPINSRD      $0x01, (BX)(DI*4), X6, X6
+	MOVBQZX      16(AX), DI
+	VPINSRD      $0x02, (BX)(DI*4), X6, X6
+	MOVBQZX      17(AX), DI
+	VPINSRD      $0x03, (BX)(DI*4), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	MOVLQZX      70(AX), DI
+	LEAQ         ksignsIQ2<>+0(SB), R8
+	MOVQ         DI, R9
+	ANDQ         $0x7f, R9
+	VMOVQ        (R8)(R9*8), X5
+	MOVQ         DI, R9
+	SHRQ         $0x07, R9
+	ANDQ         $0x7f, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X5, X5
+	MOVQ         DI, R9
+	SHRQ         $0x0e, R9
+	ANDQ         $0x7f, R9
+	VMOVQ        (R8)(R9*8), X7
+	MOVQ         DI, R9
+	SHRQ         $0x15, R9
+	ANDQ         $0x7f, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X7, X7
+	VINSERTI128  $0x01, X7, Y5, Y7
+	SHRQ         $0x1c, DI
+	LEAQ         1(DI)(DI*1), DI
+	VMOVD        DI, X8
+	VPBROADCASTW X8, Y8
+	VMOVDQU      36(CX), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VMOVDQU      36(SI), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y6
+	VPMADDWD     Y8, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	MOVBQZX      18(AX), DI
+	VMOVD        (BX)(DI*4), X5
+	MOVBQZX      19(AX), DI
+	VPINSRD      $0x01, (BX)(DI*4), X5, X5
+	MOVBQZX      20(AX), DI
+	VPINSRD      $0x02, (BX)(DI*4), X5, X5
+	MOVBQZX      21(AX), DI
+	VPINSRD      $0x03, (BX)(DI*4), X5, X5
+	MOVBQZX      22(AX), DI
+	VMOVD        (BX)(DI*4), X6
+	MOVBQZX      23(AX), DI
+	VPINSRD      $0x01, (BX)(DI*4), X6, X6
+	MOVBQZX      24(AX), DI
+	VPINSRD      $0x02, (BX)(DI*4), X6, X6
+	MOVBQZX      25(AX), DI
+	VPINSRD      $0x03, (BX)(DI*4), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	MOVLQZX      74(AX), DI
+	LEAQ         ksignsIQ2<>+0(SB), R8
+	MOVQ         DI, R9
+	ANDQ         $0x7f, R9
+	VMOVQ        (R8)(R9*8), X5
+	MOVQ         DI, R9
+	SHRQ         $0x07, R9
+	ANDQ         $0x7f, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X5, X5
+	MOVQ         DI, R9
+	SHRQ         $0x0e, R9
+	ANDQ         $0x7f, R9
+	VMOVQ        (R8)(R9*8), X7
+	MOVQ         DI, R9
+	SHRQ         $0x15, R9
+	ANDQ         $0x7f, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X7, X7
+	VINSERTI128  $0x01, X7, Y5, Y7
+	SHRQ         $0x1c, DI
+	LEAQ         1(DI)(DI*1), DI
+	VMOVD        DI, X8
+	VPBROADCASTW X8, Y8
+	VMOVDQU      68(CX), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VMOVDQU      68(SI), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y6
+	VPMADDWD     Y8, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	MOVBQZX      26(AX), DI
+	VMOVD        (BX)(DI*4), X5
+	MOVBQZX      27(AX), DI
+	VPINSRD      $0x01, (BX)(DI*4), X5, X5
+	MOVBQZX      28(AX), DI
+	VPINSRD      $0x02, (BX)(DI*4), X5, X5
+	MOVBQZX      29(AX), DI
+	VPINSRD      $0x03, (BX)(DI*4), X5, X5
+	MOVBQZX      30(AX), DI
+	VMOVD        (BX)(DI*4), X6
+	MOVBQZX      31(AX), DI
+	VPINSRD      $0x01, (BX)(DI*4), X6, X6
+	MOVBQZX      32(AX), DI
+	VPINSRD      $0x02, (BX)(DI*4), X6, X6
+	MOVBQZX      33(AX), DI
+	VPINSRD      $0x03, (BX)(DI*4), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	MOVLQZX      78(AX), DI
+	LEAQ         ksignsIQ2<>+0(SB), R8
+	MOVQ         DI, R9
+	ANDQ         $0x7f, R9
+	VMOVQ        (R8)(R9*8), X5
+	MOVQ         DI, R9
+	SHRQ         $0x07, R9
+	ANDQ         $0x7f, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X5, X5
+	MOVQ         DI, R9
+	SHRQ         $0x0e, R9
+	ANDQ         $0x7f, R9
+	VMOVQ        (R8)(R9*8), X7
+	MOVQ         DI, R9
+	SHRQ         $0x15, R9
+	ANDQ         $0x7f, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X7, X7
+	VINSERTI128  $0x01, X7, Y5, Y7
+	SHRQ         $0x1c, DI
+	LEAQ         1(DI)(DI*1), DI
+	VMOVD        DI, X8
+	VPBROADCASTW X8, Y8
+	VMOVDQU      100(CX), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VMOVDQU      100(SI), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y6
+	VPMADDWD     Y8, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	MOVBQZX      34(AX), DI
+	VMOVD        (BX)(DI*4), X5
+	MOVBQZX      35(AX), DI
+	VPINSRD      $0x01, (BX)(DI*4), X5, X5
+	MOVBQZX      36(AX), DI
+	VPINSRD      $0x02, (BX)(DI*4), X5, X5
+	MOVBQZX      37(AX), DI
+	VPINSRD      $0x03, (BX)(DI*4), X5, X5
+	MOVBQZX      38(AX), DI
+	VMOVD        (BX)(DI*4), X6
+	MOVBQZX      39(AX), DI
+	VPINSRD      $0x01, (BX)(DI*4), X6, X6
+	MOVBQZX      40(AX), DI
+	VPINSRD      $0x02, (BX)(DI*4), X6, X6
+	MOVBQZX      41(AX), DI
+	VPINSRD      $0x03, (BX)(DI*4), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	MOVLQZX      82(AX), DI
+	LEAQ         ksignsIQ2<>+0(SB), R8
+	MOVQ         DI, R9
+	ANDQ         $0x7f, R9
+	VMOVQ        (R8)(R9*8), X5
+	MOVQ         DI, R9
+	SHRQ         $0x07, R9
+	ANDQ         $0x7f, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X5, X5
+	MOVQ         DI, R9
+	SHRQ         $0x0e, R9
+	ANDQ         $0x7f, R9
+	VMOVQ        (R8)(R9*8), X7
+	MOVQ         DI, R9
+	SHRQ         $0x15, R9
+	ANDQ         $0x7f, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X7, X7
+	VINSERTI128  $0x01, X7, Y5, Y7
+	SHRQ         $0x1c, DI
+	LEAQ         1(DI)(DI*1), DI
+	VMOVD        DI, X8
+	VPBROADCASTW X8, Y8
+	VMOVDQU      132(CX), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VMOVDQU      132(SI), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y6
+	VPMADDWD     Y8, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	MOVBQZX      42(AX), DI
+	VMOVD        (BX)(DI*4), X5
+	MOVBQZX      43(AX), DI
+	VPINSRD      $0x01, (BX)(DI*4), X5, X5
+	MOVBQZX      44(AX), DI
+	VPINSRD      $0x02, (BX)(DI*4), X5, X5
+	MOVBQZX      45(AX), DI
+	VPINSRD      $0x03, (BX)(DI*4), X5, X5
+	MOVBQZX      46(AX), DI
+	VMOVD        (BX)(DI*4), X6
+	MOVBQZX      47(AX), DI
+	VPINSRD      $0x01, (BX)(DI*4), X6, X6
+	MOVBQZX      48(AX), DI
+	VPINSRD      $0x02, (BX)(DI*4), X6, X6
+	MOVBQZX      49(AX), DI
+	VPINSRD      $0x03, (BX)(DI*4), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	MOVLQZX      86(AX), DI
+	LEAQ         ksignsIQ2<>+0(SB), R8
+	MOVQ         DI, R9
+	ANDQ         $0x7f, R9
+	VMOVQ        (R8)(R9*8), X5
+	MOVQ         DI, R9
+	SHRQ         $0x07, R9
+	ANDQ         $0x7f, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X5, X5
+	MOVQ         DI, R9
+	SHRQ         $0x0e, R9
+	ANDQ         $0x7f, R9
+	VMOVQ        (R8)(R9*8), X7
+	MOVQ         DI, R9
+	SHRQ         $0x15, R9
+	ANDQ         $0x7f, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X7, X7
+	VINSERTI128  $0x01, X7, Y5, Y7
+	SHRQ         $0x1c, DI
+	LEAQ         1(DI)(DI*1), DI
+	VMOVD        DI, X8
+	VPBROADCASTW X8, Y8
+	VMOVDQU      164(CX), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VMOVDQU      164(SI), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y6
+	VPMADDWD     Y8, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	MOVBQZX      50(AX), DI
+	VMOVD        (BX)(DI*4), X5
+	MOVBQZX      51(AX), DI
+	VPINSRD      $0x01, (BX)(DI*4), X5, X5
+	MOVBQZX      52(AX), DI
+	VPINSRD      $0x02, (BX)(DI*4), X5, X5
+	MOVBQZX      53(AX), DI
+	VPINSRD      $0x03, (BX)(DI*4), X5, X5
+	MOVBQZX      54(AX), DI
+	VMOVD        (BX)(DI*4), X6
+	MOVBQZX      55(AX), DI
+	VPINSRD      $0x01, (BX)(DI*4), X6, X6
+	MOVBQZX      56(AX), DI
+	VPINSRD      $0x02, (BX)(DI*4), X6, X6
+	MOVBQZX      57(AX), DI
+	VPINSRD      $0x03, (BX)(DI*4), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	MOVLQZX      90(AX), DI
+	LEAQ         ksignsIQ2<>+0(SB), R8
+	MOVQ         DI, R9
+	ANDQ         $0x7f, R9
+	VMOVQ        (R8)(R9*8), X5
+	MOVQ         DI, R9
+	SHRQ         $0x07, R9
+	ANDQ         $0x7f, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X5, X5
+	MOVQ         DI, R9
+	SHRQ         $0x0e, R9
+	ANDQ         $0x7f, R9
+	VMOVQ        (R8)(R9*8), X7
+	MOVQ         DI, R9
+	SHRQ         $0x15, R9
+	ANDQ         $0x7f, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X7, X7
+	VINSERTI128  $0x01, X7, Y5, Y7
+	SHRQ         $0x1c, DI
+	LEAQ         1(DI)(DI*1), DI
+	VMOVD        DI, X8
+	VPBROADCASTW X8, Y8
+	VMOVDQU      196(CX), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VMOVDQU      196(SI), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y6
+	VPMADDWD     Y8, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	MOVBQZX      58(AX), DI
+	VMOVD        (BX)(DI*4), X5
+	MOVBQZX      59(AX), DI
+	VPINSRD      $0x01, (BX)(DI*4), X5, X5
+	MOVBQZX      60(AX), DI
+	VPINSRD      $0x02, (BX)(DI*4), X5, X5
+	MOVBQZX      61(AX), DI
+	VPINSRD      $0x03, (BX)(DI*4), X5, X5
+	MOVBQZX      62(AX), DI
+	VMOVD        (BX)(DI*4), X6
+	MOVBQZX      63(AX), DI
+	VPINSRD      $0x01, (BX)(DI*4), X6, X6
+	MOVBQZX      64(AX), DI
+	VPINSRD      $0x02, (BX)(DI*4), X6, X6
+	MOVBQZX      65(AX), DI
+	VPINSRD      $0x03, (BX)(DI*4), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	MOVLQZX      94(AX), DI
+	LEAQ         ksignsIQ2<>+0(SB), R8
+	MOVQ         DI, R9
+	ANDQ         $0x7f, R9
+	VMOVQ        (R8)(R9*8), X5
+	MOVQ         DI, R9
+	SHRQ         $0x07, R9
+	ANDQ         $0x7f, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X5, X5
+	MOVQ         DI, R9
+	SHRQ         $0x0e, R9
+	ANDQ         $0x7f, R9
+	VMOVQ        (R8)(R9*8), X7
+	MOVQ         DI, R9
+	SHRQ         $0x15, R9
+	ANDQ         $0x7f, R9
+	VPINSRQ      $0x01, (R8)(R9*8), X7, X7
+	VINSERTI128  $0x01, X7, Y5, Y7
+	SHRQ         $0x1c, DI
+	LEAQ         1(DI)(DI*1), DI
+	VMOVD        DI, X8
+	VPBROADCASTW X8, Y8
+	VMOVDQU      228(CX), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VMOVDQU      228(SI), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y6
+	VPMADDWD     Y8, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VEXTRACTI128 $0x01, Y3, X5
+	VPADDD       X5, X3, X3
+	VPSHUFD      $0x4e, X3, X5
+	VPADDD       X5, X3, X3
+	VPSHUFD      $0xb1, X3, X5
+	VPADDD       X5, X3, X3
+	VCVTDQ2PS    X3, X3
+	MOVWLZX      (AX), DI
+	VMOVD        DI, X5
+	VCVTPH2PS    X5, X5
+	VMULSS       (CX), X5, X5
+	VMULSS       X3, X5, X5
+	VMULSS       X2, X5, X5
+	VADDSS       X5, X0, X0
+	ADDQ         $0x00000124, CX
+	VEXTRACTI128 $0x01, Y4, X3
+	VPADDD       X3, X4, X3
+	VPSHUFD      $0x4e, X3, X4
+	VPADDD       X4, X3, X3
+	VPSHUFD      $0xb1, X3, X4
+	VPADDD       X4, X3, X3
+	VCVTDQ2PS    X3, X3
+	MOVWLZX      (AX), DI
+	VMOVD        DI, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (SI), X4, X4
+	VMULSS       X3, X4, X4
+	VMULSS       X2, X4, X4
+	VADDSS       X4, X1, X1
+	ADDQ         $0x00000124, SI
+	ADDQ         $0x00000062, AX
+	DECQ         DX
+	JMP          loop
+
+done:
+	VZEROUPPER
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
+	RET
+
+// func dotIQ2XSAVX2x2(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotIQ2XSAVX2x2(SB), NOSPLIT, $0-48
+	MOVQ   x+0(FP), AX
+	MOVQ   y+8(FP), CX
+	MOVQ   n+16(FP), DX
+	MOVQ   grid+40(FP), BX
+	MOVQ   stride+24(FP), SI
+	LEAQ   (CX)(SI*1), SI
+	VXORPS X0, X0, X0
+	VXORPS X1, X1, X1
+	MOVL   $0x3e000000, DI
+	VMOVD  DI, X2
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VPXOR        Y3, Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	MOVWQZX      2(AX), DI
+	ANDQ         $0x000001ff, DI
+	VMOVQ        (BX)(DI*8), X5
+	MOVWQZX      4(AX), DI
+	ANDQ         $0x000001ff, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X5, X5
+	MOVWQZX      6(AX), DI
+	ANDQ         $0x000001ff, DI
+	VMOVQ        (BX)(DI*8), X6
+	MOVWQZX      8(AX), DI
+	ANDQ         $0x000001ff, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	LEAQ         ksignsIQ2<>+0(SB), DI
+	MOVWQZX      2(AX), R8
+	SHRQ         $0x09, R8
+	VMOVQ        (DI)(R8*8), X5
+	MOVWQZX      4(AX), R8
+	SHRQ         $0x09, R8
+	VPINSRQ      $0x01, (DI)(R8*8), X5, X5
+	MOVWQZX      6(AX), R8
+	SHRQ         $0x09, R8
+	VMOVQ        (DI)(R8*8), X7
+	MOVWQZX      8(AX), R8
+	SHRQ         $0x09, R8
+	VPINSRQ      $0x01, (DI)(R8*8), X7, X7
+	VINSERTI128  $0x01, X7, Y5, Y7
+	MOVBQZX      66(AX), DI
+	MOVQ         DI, R8
+	ANDQ         $0x0f, DI
+	SHRQ         $0x04, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X8
+	VPBROADCASTD X8, Y8
+	VPSHUFB      wordSplit<>+0(SB), Y8, Y8
+	VMOVDQU      4(CX), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VMOVDQU      4(SI), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y6
+	VPMADDWD     Y8, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	MOVWQZX      10(AX), DI
+	ANDQ         $0x000001ff, DI
+	VMOVQ        (BX)(DI*8), X5
+	MOVWQZX      12(AX), DI
+	ANDQ         $0x000001ff, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X5, X5
+	MOVWQZX      14(AX), DI
+	ANDQ         $0x000001ff, DI
+	VMOVQ        (BX)(DI*8), X6
+	MOVWQZX      16(AX), DI
+	ANDQ         $0x000001ff, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	LEAQ         ksignsIQ2<>+0(SB), DI
+	MOVWQZX      10(AX), R8
+	SHRQ         $0x09, R8
+	VMOVQ        (DI)(R8*8), X5
+	MOVWQZX      12(AX), R8
+	SHRQ         $0x09, R8
+	VPINSRQ      $0x01, (DI)(R8*8), X5, X5
+	MOVWQZX      14(AX), R8
+	SHRQ         $0x09, R8
+	VMOVQ        (DI)(R8*8), X7
+	MOVWQZX      16(AX), R8
+	SHRQ         $0x09, R8
+	VPINSRQ      $0x01, (DI)(R8*8), X7, X7
+	VINSERTI128  $0x01, X7, Y5, Y7
+	MOVBQZX      67(AX), DI
+	MOVQ         DI, R8
+	ANDQ         $0x0f, DI
+	SHRQ         $0x04, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X8
+	VPBROADCASTD X8, Y8
+	VPSHUFB      wordSplit<>+0(SB), Y8, Y8
+	VMOVDQU      36(CX), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VMOVDQU      36(SI), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y6
+	VPMADDWD     Y8, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	MOVWQZX      18(AX), DI
+	ANDQ         $0x000001ff, DI
+	VMOVQ        (BX)(DI*8), X5
+	MOVWQZX      20(AX), DI
+	ANDQ         $0x000001ff, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X5, X5
+	MOVWQZX      22(AX), DI
+	ANDQ         $0x000001ff, DI
+	VMOVQ        (BX)(DI*8), X6
+	MOVWQZX      24(AX), DI
+	ANDQ         $0x000001ff, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	LEAQ         ksignsIQ2<>+0(SB), DI
+	MOVWQZX      18(AX), R8
+	SHRQ         $0x09, R8
+	VMOVQ        (DI)(R8*8), X5
+	MOVWQZX      20(AX), R8
+	SHRQ         $0x09, R8
+	VPINSRQ      $0x01, (DI)(R8*8), X5, X5
+	MOVWQZX      22(AX), R8
+	SHRQ         $0x09, R8
+	VMOVQ        (DI)(R8*8), X7
+	MOVWQZX      24(AX), R8
+	SHRQ         $0x09, R8
+	VPINSRQ      $0x01, (DI)(R8*8), X7, X7
+	VINSERTI128  $0x01, X7, Y5, Y7
+	MOVBQZX      68(AX), DI
+	MOVQ         DI, R8
+	ANDQ         $0x0f, DI
+	SHRQ         $0x04, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X8
+	VPBROADCASTD X8, Y8
+	VPSHUFB      wordSplit<>+0(SB), Y8, Y8
+	VMOVDQU      68(CX), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VMOVDQU      68(SI), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y6
+	VPMADDWD     Y8, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	MOVWQZX      26(AX), DI
+	ANDQ         $0x000001ff, DI
+	VMOVQ        (BX)(DI*8), X5
+	MOVWQZX      28(AX), DI
+	ANDQ         $0x000001ff, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X5, X5
+	MOVWQZX      30(AX), DI
+	ANDQ         $0x000001ff, DI
+	VMOVQ        (BX)(DI*8), X6
+	MOVWQZX      32(AX), DI
+	ANDQ         $0x000001ff, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	LEAQ         ksignsIQ2<>+0(SB), DI
+	MOVWQZX      26(AX), R8
+	SHRQ         $0x09, R8
+	VMOVQ        (DI)(R8*8), X5
+	MOVWQZX      28(AX), R8
+	SHRQ         $0x09, R8
+	VPINSRQ      $0x01, (DI)(R8*8), X5, X5
+	MOVWQZX      30(AX), R8
+	SHRQ         $0x09, R8
+	VMOVQ        (DI)(R8*8), X7
+	MOVWQZX      32(AX), R8
+	SHRQ         $0x09, R8
+	VPINSRQ      $0x01, (DI)(R8*8), X7, X7
+	VINSERTI128  $0x01, X7, Y5, Y7
+	MOVBQZX      69(AX), DI
+	MOVQ         DI, R8
+	ANDQ         $0x0f, DI
+	SHRQ         $0x04, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X8
+	VPBROADCASTD X8, Y8
+	VPSHUFB      wordSplit<>+0(SB), Y8, Y8
+	VMOVDQU      100(CX), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VMOVDQU      100(SI), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y6
+	VPMADDWD     Y8, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	MOVWQZX      34(AX), DI
+	ANDQ         $0x000001ff, DI
+	VMOVQ        (BX)(DI*8), X5
+	MOVWQZX      36(AX), DI
+	ANDQ         $0x000001ff, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X5, X5
+	MOVWQZX      38(AX), DI
+	ANDQ         $0x000001ff, DI
+	VMOVQ        (BX)(DI*8), X6
+	MOVWQZX      40(AX), DI
+	ANDQ         $0x000001ff, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	LEAQ         ksignsIQ2<>+0(SB), DI
+	MOVWQZX      34(AX), R8
+	SHRQ         $0x09, R8
+	VMOVQ        (DI)(R8*8), X5
+	MOVWQZX      36(AX), R8
+	SHRQ         $0x09, R8
+	VPINSRQ      $0x01, (DI)(R8*8), X5, X5
+	MOVWQZX      38(AX), R8
+	SHRQ         $0x09, R8
+	VMOVQ        (DI)(R8*8), X7
+	MOVWQZX      40(AX), R8
+	SHRQ         $0x09, R8
+	VPINSRQ      $0x01, (DI)(R8*8), X7, X7
+	VINSERTI128  $0x01, X7, Y5, Y7
+	MOVBQZX      70(AX), DI
+	MOVQ         DI, R8
+	ANDQ         $0x0f, DI
+	SHRQ         $0x04, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X8
+	VPBROADCASTD X8, Y8
+	VPSHUFB      wordSplit<>+0(SB), Y8, Y8
+	VMOVDQU      132(CX), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VMOVDQU      132(SI), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y6
+	VPMADDWD     Y8, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	MOVWQZX      42(AX), DI
+	ANDQ         $0x000001ff, DI
+	VMOVQ        (BX)(DI*8), X5
+	MOVWQZX      44(AX), DI
+	ANDQ         $0x000001ff, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X5, X5
+	MOVWQZX      46(AX), DI
+	ANDQ         $0x000001ff, DI
+	VMOVQ        (BX)(DI*8), X6
+	MOVWQZX      48(AX), DI
+	ANDQ         $0x000001ff, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	LEAQ         ksignsIQ2<>+0(SB), DI
+	MOVWQZX      42(AX), R8
+	SHRQ         $0x09, R8
+	VMOVQ        (DI)(R8*8), X5
+	MOVWQZX      44(AX), R8
+	SHRQ         $0x09, R8
+	VPINSRQ      $0x01, (DI)(R8*8), X5, X5
+	MOVWQZX      46(AX), R8
+	SHRQ         $0x09, R8
+	VMOVQ        (DI)(R8*8), X7
+	MOVWQZX      48(AX), R8
+	SHRQ         $0x09, R8
+	VPINSRQ      $0x01, (DI)(R8*8), X7, X7
+	VINSERTI128  $0x01, X7, Y5, Y7
+	MOVBQZX      71(AX), DI
+	MOVQ         DI, R8
+	ANDQ         $0x0f, DI
+	SHRQ         $0x04, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X8
+	VPBROADCASTD X8, Y8
+	VPSHUFB      wordSplit<>+0(SB), Y8, Y8
+	VMOVDQU      164(CX), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VMOVDQU      164(SI), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y6
+	VPMADDWD     Y8, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	MOVWQZX      50(AX), DI
+	ANDQ         $0x000001ff, DI
+	VMOVQ        (BX)(DI*8), X5
+	MOVWQZX      52(AX), DI
+	ANDQ         $0x000001ff, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X5, X5
+	MOVWQZX      54(AX), DI
+	ANDQ         $0x000001ff, DI
+	VMOVQ        (BX)(DI*8), X6
+	MOVWQZX      56(AX), DI
+	ANDQ         $0x000001ff, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	LEAQ         ksignsIQ2<>+0(SB), DI
+	MOVWQZX      50(AX), R8
+	SHRQ         $0x09, R8
+	VMOVQ        (DI)(R8*8), X5
+	MOVWQZX      52(AX), R8
+	SHRQ         $0x09, R8
+	VPINSRQ      $0x01, (DI)(R8*8), X5, X5
+	MOVWQZX      54(AX), R8
+	SHRQ         $0x09, R8
+	VMOVQ        (DI)(R8*8), X7
+	MOVWQZX      56(AX), R8
+	SHRQ         $0x09, R8
+	VPINSRQ      $0x01, (DI)(R8*8), X7, X7
+	VINSERTI128  $0x01, X7, Y5, Y7
+	MOVBQZX      72(AX), DI
+	MOVQ         DI, R8
+	ANDQ         $0x0f, DI
+	SHRQ         $0x04, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X8
+	VPBROADCASTD X8, Y8
+	VPSHUFB      wordSplit<>+0(SB), Y8, Y8
+	VMOVDQU      196(CX), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VMOVDQU      196(SI), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y6
+	VPMADDWD     Y8, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	MOVWQZX      58(AX), DI
+	ANDQ         $0x000001ff, DI
+	VMOVQ        (BX)(DI*8), X5
+	MOVWQZX      60(AX), DI
+	ANDQ         $0x000001ff, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X5, X5
+	MOVWQZX      62(AX), DI
+	ANDQ         $0x000001ff, DI
+	VMOVQ        (BX)(DI*8), X6
+	MOVWQZX      64(AX), DI
+	ANDQ         $0x000001ff, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	LEAQ         ksignsIQ2<>+0(SB), DI
+	MOVWQZX      58(AX), R8
+	SHRQ         $0x09, R8
+	VMOVQ        (DI)(R8*8), X5
+	MOVWQZX      60(AX), R8
+	SHRQ         $0x09, R8
+	VPINSRQ      $0x01, (DI)(R8*8), X5, X5
+	MOVWQZX      62(AX), R8
+	SHRQ         $0x09, R8
+	VMOVQ        (DI)(R8*8), X7
+	MOVWQZX      64(AX), R8
+	SHRQ         $0x09, R8
+	VPINSRQ      $0x01, (DI)(R8*8), X7, X7
+	VINSERTI128  $0x01, X7, Y5, Y7
+	MOVBQZX      73(AX), DI
+	MOVQ         DI, R8
+	ANDQ         $0x0f, DI
+	SHRQ         $0x04, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X8
+	VPBROADCASTD X8, Y8
+	VPSHUFB      wordSplit<>+0(SB), Y8, Y8
+	VMOVDQU      228(CX), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VMOVDQU      228(SI), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y6
+	VPMADDWD     Y8, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VEXTRACTI128 $0x01, Y3, X5
+	VPADDD       X5, X3, X3
+	VPSHUFD      $0x4e, X3, X5
+	VPADDD       X5, X3, X3
+	VPSHUFD      $0xb1, X3, X5
+	VPADDD       X5, X3, X3
+	VCVTDQ2PS    X3, X3
+	MOVWLZX      (AX), DI
+	VMOVD        DI, X5
+	VCVTPH2PS    X5, X5
+	VMULSS       (CX), X5, X5
+	VMULSS       X3, X5, X5
+	VMULSS       X2, X5, X5
+	VADDSS       X5, X0, X0
+	ADDQ         $0x00000124, CX
+	VEXTRACTI128 $0x01, Y4, X3
+	VPADDD       X3, X4, X3
+	VPSHUFD      $0x4e, X3, X4
+	VPADDD       X4, X3, X3
+	VPSHUFD      $0xb1, X3, X4
+	VPADDD       X4, X3, X3
+	VCVTDQ2PS    X3, X3
+	MOVWLZX      (AX), DI
+	VMOVD        DI, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (SI), X4, X4
+	VMULSS       X3, X4, X4
+	VMULSS       X2, X4, X4
+	VADDSS       X4, X1, X1
+	ADDQ         $0x00000124, SI
+	ADDQ         $0x0000004a, AX
+	DECQ         DX
+	JMP          loop
+
+done:
+	VZEROUPPER
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
+	RET
+
+// func dotIQ2SAVX2x2(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotIQ2SAVX2x2(SB), NOSPLIT, $0-48
+	MOVQ   x+0(FP), AX
+	MOVQ   y+8(FP), CX
+	MOVQ   n+16(FP), DX
+	MOVQ   grid+40(FP), BX
+	MOVQ   stride+24(FP), SI
+	LEAQ   (CX)(SI*1), SI
+	VXORPS X0, X0, X0
+	VXORPS X1, X1, X1
+	MOVL   $0x3e000000, DI
+	VMOVD  DI, X2
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VPXOR        Y3, Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	MOVBQZX      66(AX), DI
+	MOVQ         DI, R9
+	SHLQ         $0x08, R9
+	ANDQ         $0x00000300, R9
+	MOVBQZX      2(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X5
+	MOVQ         DI, R9
+	SHLQ         $0x06, R9
+	ANDQ         $0x00000300, R9
+	MOVBQZX      3(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X5, X5
+	MOVQ         DI, R9
+	SHLQ         $0x04, R9
+	ANDQ         $0x00000300, R9
+	MOVBQZX      4(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X6
+	MOVQ         DI, R8
+	SHLQ         $0x02, R8
+	ANDQ         $0x00000300, R8
+	MOVBQZX      5(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPBROADCASTD 34(AX), Y7
+	VPSHUFB      q5Spread<>+0(SB), Y7, Y7
+	VPAND        q5Bits<>+0(SB), Y7, Y7
+	VPCMPEQB     q5Bits<>+0(SB), Y7, Y7
+	MOVBQZX      74(AX), DI
+	MOVQ         DI, R8
+	ANDQ         $0x0f, DI
+	SHRQ         $0x04, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X8
+	VPBROADCASTD X8, Y8
+	VPSHUFB      wordSplit<>+0(SB), Y8, Y8
+	VMOVDQU      4(CX), Y9
+	VPXOR        Y7, Y9, Y9
+	VPSUBB       Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VMOVDQU      4(SI), Y9
+	VPXOR        Y7, Y9, Y9
+	VPSUBB       Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y6
+	VPMADDWD     Y8, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	MOVBQZX      67(AX), DI
+	MOVQ         DI, R9
+	SHLQ         $0x08, R9
+	ANDQ         $0x00000300, R9
+	MOVBQZX      6(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X5
+	MOVQ         DI, R9
+	SHLQ         $0x06, R9
+	ANDQ         $0x00000300, R9
+	MOVBQZX      7(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X5, X5
+	MOVQ         DI, R9
+	SHLQ         $0x04, R9
+	ANDQ         $0x00000300, R9
+	MOVBQZX      8(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X6
+	MOVQ         DI, R8
+	SHLQ         $0x02, R8
+	ANDQ         $0x00000300, R8
+	MOVBQZX      9(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPBROADCASTD 38(AX), Y7
+	VPSHUFB      q5Spread<>+0(SB), Y7, Y7
+	VPAND        q5Bits<>+0(SB), Y7, Y7
+	VPCMPEQB     q5Bits<>+0(SB), Y7, Y7
+	MOVBQZX      75(AX), DI
+	MOVQ         DI, R8
+	ANDQ         $0x0f, DI
+	SHRQ         $0x04, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X8
+	VPBROADCASTD X8, Y8
+	VPSHUFB      wordSplit<>+0(SB), Y8, Y8
+	VMOVDQU      36(CX), Y9
+	VPXOR        Y7, Y9, Y9
+	VPSUBB       Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VMOVDQU      36(SI), Y9
+	VPXOR        Y7, Y9, Y9
+	VPSUBB       Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y6
+	VPMADDWD     Y8, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	MOVBQZX      68(AX), DI
+	MOVQ         DI, R9
+	SHLQ         $0x08, R9
+	ANDQ         $0x00000300, R9
+	MOVBQZX      10(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X5
+	MOVQ         DI, R9
+	SHLQ         $0x06, R9
+	ANDQ         $0x00000300, R9
+	MOVBQZX      11(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X5, X5
+	MOVQ         DI, R9
+	SHLQ         $0x04, R9
+	ANDQ         $0x00000300, R9
+	MOVBQZX      12(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X6
+	MOVQ         DI, R8
+	SHLQ         $0x02, R8
+	ANDQ         $0x00000300, R8
+	MOVBQZX      13(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPBROADCASTD 42(AX), Y7
+	VPSHUFB      q5Spread<>+0(SB), Y7, Y7
+	VPAND        q5Bits<>+0(SB), Y7, Y7
+	VPCMPEQB     q5Bits<>+0(SB), Y7, Y7
+	MOVBQZX      76(AX), DI
+	MOVQ         DI, R8
+	ANDQ         $0x0f, DI
+	SHRQ         $0x04, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X8
+	VPBROADCASTD X8, Y8
+	VPSHUFB      wordSplit<>+0(SB), Y8, Y8
+	VMOVDQU      68(CX), Y9
+	VPXOR        Y7, Y9, Y9
+	VPSUBB       Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VMOVDQU      68(SI), Y9
+	VPXOR        Y7, Y9, Y9
+	VPSUBB       Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y6
+	VPMADDWD     Y8, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	MOVBQZX      69(AX), DI
+	MOVQ         DI, R9
+	SHLQ         $0x08, R9
+	ANDQ         $0x00000300, R9
+	MOVBQZX      14(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X5
+	MOVQ         DI, R9
+	SHLQ         $0x06, R9
+	ANDQ         $0x00000300, R9
+	MOVBQZX      15(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X5, X5
+	MOVQ         DI, R9
+	SHLQ         $0x04, R9
+	ANDQ         $0x00000300, R9
+	MOVBQZX      16(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X6
+	MOVQ         DI, R8
+	SHLQ         $0x02, R8
+	ANDQ         $0x00000300, R8
+	MOVBQZX      17(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPBROADCASTD 46(AX), Y7
+	VPSHUFB      q5Spread<>+0(SB), Y7, Y7
+	VPAND        q5Bits<>+0(SB), Y7, Y7
+	VPCMPEQB     q5Bits<>+0(SB), Y7, Y7
+	MOVBQZX      77(AX), DI
+	MOVQ         DI, R8
+	ANDQ         $0x0f, DI
+	SHRQ         $0x04, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X8
+	VPBROADCASTD X8, Y8
+	VPSHUFB      wordSplit<>+0(SB), Y8, Y8
+	VMOVDQU      100(CX), Y9
+	VPXOR        Y7, Y9, Y9
+	VPSUBB       Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VMOVDQU      100(SI), Y9
+	VPXOR        Y7, Y9, Y9
+	VPSUBB       Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y6
+	VPMADDWD     Y8, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	MOVBQZX      70(AX), DI
+	MOVQ         DI, R9
+	SHLQ         $0x08, R9
+	ANDQ         $0x00000300, R9
+	MOVBQZX      18(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X5
+	MOVQ         DI, R9
+	SHLQ         $0x06, R9
+	ANDQ         $0x00000300, R9
+	MOVBQZX      19(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X5, X5
+	MOVQ         DI, R9
+	SHLQ         $0x04, R9
+	ANDQ         $0x00000300, R9
+	MOVBQZX      20(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X6
+	MOVQ         DI, R8
+	SHLQ         $0x02, R8
+	ANDQ         $0x00000300, R8
+	MOVBQZX      21(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPBROADCASTD 50(AX), Y7
+	VPSHUFB      q5Spread<>+0(SB), Y7, Y7
+	VPAND        q5Bits<>+0(SB), Y7, Y7
+	VPCMPEQB     q5Bits<>+0(SB), Y7, Y7
+	MOVBQZX      78(AX), DI
+	MOVQ         DI, R8
+	ANDQ         $0x0f, DI
+	SHRQ         $0x04, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X8
+	VPBROADCASTD X8, Y8
+	VPSHUFB      wordSplit<>+0(SB), Y8, Y8
+	VMOVDQU      132(CX), Y9
+	VPXOR        Y7, Y9, Y9
+	VPSUBB       Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VMOVDQU      132(SI), Y9
+	VPXOR        Y7, Y9, Y9
+	VPSUBB       Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y6
+	VPMADDWD     Y8, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	MOVBQZX      71(AX), DI
+	MOVQ         DI, R9
+	SHLQ         $0x08, R9
+	ANDQ         $0x00000300, R9
+	MOVBQZX      22(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X5
+	MOVQ         DI, R9
+	SHLQ         $0x06, R9
+	ANDQ         $0x00000300, R9
+	MOVBQZX      23(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X5, X5
+	MOVQ         DI, R9
+	SHLQ         $0x04, R9
+	ANDQ         $0x00000300, R9
+	MOVBQZX      24(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X6
+	MOVQ         DI, R8
+	SHLQ         $0x02, R8
+	ANDQ         $0x00000300, R8
+	MOVBQZX      25(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPBROADCASTD 54(AX), Y7
+	VPSHUFB      q5Spread<>+0(SB), Y7, Y7
+	VPAND        q5Bits<>+0(SB), Y7, Y7
+	VPCMPEQB     q5Bits<>+0(SB), Y7, Y7
+	MOVBQZX      79(AX), DI
+	MOVQ         DI, R8
+	ANDQ         $0x0f, DI
+	SHRQ         $0x04, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X8
+	VPBROADCASTD X8, Y8
+	VPSHUFB      wordSplit<>+0(SB), Y8, Y8
+	VMOVDQU      164(CX), Y9
+	VPXOR        Y7, Y9, Y9
+	VPSUBB       Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VMOVDQU      164(SI), Y9
+	VPXOR        Y7, Y9, Y9
+	VPSUBB       Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y6
+	VPMADDWD     Y8, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	MOVBQZX      72(AX), DI
+	MOVQ         DI, R9
+	SHLQ         $0x08, R9
+	ANDQ         $0x00000300, R9
+	MOVBQZX      26(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X5
+	MOVQ         DI, R9
+	SHLQ         $0x06, R9
+	ANDQ         $0x00000300, R9
+	MOVBQZX      27(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X5, X5
+	MOVQ         DI, R9
+	SHLQ         $0x04, R9
+	ANDQ         $0x00000300, R9
+	MOVBQZX      28(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X6
+	MOVQ         DI, R8
+	SHLQ         $0x02, R8
+	ANDQ         $0x00000300, R8
+	MOVBQZX      29(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPBROADCASTD 58(AX), Y7
+	VPSHUFB      q5Spread<>+0(SB), Y7, Y7
+	VPAND        q5Bits<>+0(SB), Y7, Y7
+	VPCMPEQB     q5Bits<>+0(SB), Y7, Y7
+	MOVBQZX      80(AX), DI
+	MOVQ         DI, R8
+	ANDQ         $0x0f, DI
+	SHRQ         $0x04, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X8
+	VPBROADCASTD X8, Y8
+	VPSHUFB      wordSplit<>+0(SB), Y8, Y8
+	VMOVDQU      196(CX), Y9
+	VPXOR        Y7, Y9, Y9
+	VPSUBB       Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VMOVDQU      196(SI), Y9
+	VPXOR        Y7, Y9, Y9
+	VPSUBB       Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y6
+	VPMADDWD     Y8, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	MOVBQZX      73(AX), DI
+	MOVQ         DI, R9
+	SHLQ         $0x08, R9
+	ANDQ         $0x00000300, R9
+	MOVBQZX      30(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X5
+	MOVQ         DI, R9
+	SHLQ         $0x06, R9
+	ANDQ         $0x00000300, R9
+	MOVBQZX      31(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X5, X5
+	MOVQ         DI, R9
+	SHLQ         $0x04, R9
+	ANDQ         $0x00000300, R9
+	MOVBQZX      32(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X6
+	MOVQ         DI, R8
+	SHLQ         $0x02, R8
+	ANDQ         $0x00000300, R8
+	MOVBQZX      33(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPBROADCASTD 62(AX), Y7
+	VPSHUFB      q5Spread<>+0(SB), Y7, Y7
+	VPAND        q5Bits<>+0(SB), Y7, Y7
+	VPCMPEQB     q5Bits<>+0(SB), Y7, Y7
+	MOVBQZX      81(AX), DI
+	MOVQ         DI, R8
+	ANDQ         $0x0f, DI
+	SHRQ         $0x04, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X8
+	VPBROADCASTD X8, Y8
+	VPSHUFB      wordSplit<>+0(SB), Y8, Y8
+	VMOVDQU      228(CX), Y9
+	VPXOR        Y7, Y9, Y9
+	VPSUBB       Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VMOVDQU      228(SI), Y9
+	VPXOR        Y7, Y9, Y9
+	VPSUBB       Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y6, Y6
+	VPMADDWD     Y8, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VEXTRACTI128 $0x01, Y3, X5
+	VPADDD       X5, X3, X3
+	VPSHUFD      $0x4e, X3, X5
+	VPADDD       X5, X3, X3
+	VPSHUFD      $0xb1, X3, X5
+	VPADDD       X5, X3, X3
+	VCVTDQ2PS    X3, X3
+	MOVWLZX      (AX), DI
+	VMOVD        DI, X5
+	VCVTPH2PS    X5, X5
+	VMULSS       (CX), X5, X5
+	VMULSS       X3, X5, X5
+	VMULSS       X2, X5, X5
+	VADDSS       X5, X0, X0
+	ADDQ         $0x00000124, CX
+	VEXTRACTI128 $0x01, Y4, X3
+	VPADDD       X3, X4, X3
+	VPSHUFD      $0x4e, X3, X4
+	VPADDD       X4, X3, X3
+	VPSHUFD      $0xb1, X3, X4
+	VPADDD       X4, X3, X3
+	VCVTDQ2PS    X3, X3
+	MOVWLZX      (AX), DI
+	VMOVD        DI, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (SI), X4, X4
+	VMULSS       X3, X4, X4
+	VMULSS       X2, X4, X4
+	VADDSS       X4, X1, X1
+	ADDQ         $0x00000124, SI
+	ADDQ         $0x00000052, AX
+	DECQ         DX
+	JMP          loop
+
+done:
+	VZEROUPPER
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
 	RET
 
 // func dotIQ3SAVX2(x *byte, y *byte, n int, grid *byte) float32
@@ -4938,6 +6733,630 @@ done:
 	MOVSS        X0, ret+32(FP)
 	RET
 
+// func dotIQ3SAVX2x2(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotIQ3SAVX2x2(SB), NOSPLIT, $0-48
+	MOVQ   x+0(FP), AX
+	MOVQ   y+8(FP), CX
+	MOVQ   n+16(FP), DX
+	MOVQ   grid+40(FP), BX
+	MOVQ   stride+24(FP), SI
+	LEAQ   (CX)(SI*1), SI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VPXOR        Y2, Y2, Y2
+	VPXOR        Y3, Y3, Y3
+	MOVBQZX      66(AX), DI
+	MOVQ         DI, R9
+	SHLQ         $0x08, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      2(AX), R8
+	ORQ          R9, R8
+	VMOVD        (BX)(R8*4), X4
+	MOVQ         DI, R9
+	SHLQ         $0x07, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      3(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x06, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      4(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x05, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      5(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x03, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x04, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      6(AX), R8
+	ORQ          R9, R8
+	VMOVD        (BX)(R8*4), X5
+	MOVQ         DI, R9
+	SHLQ         $0x03, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      7(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (BX)(R8*4), X5, X5
+	MOVQ         DI, R9
+	SHLQ         $0x02, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      8(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (BX)(R8*4), X5, X5
+	MOVQ         DI, R8
+	SHLQ         $0x01, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      9(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x03, (BX)(DI*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPBROADCASTD 74(AX), Y6
+	VPSHUFB      q5Spread<>+0(SB), Y6, Y6
+	VPAND        q5Bits<>+0(SB), Y6, Y6
+	VPCMPEQB     q5Bits<>+0(SB), Y6, Y6
+	MOVBQZX      106(AX), DI
+	ANDQ         $0x0f, DI
+	LEAQ         1(DI)(DI*1), DI
+	VMOVD        DI, X7
+	VPBROADCASTW X7, Y7
+	VMOVDQU      4(CX), Y8
+	VPXOR        Y6, Y8, Y8
+	VPSUBB       Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y5, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y2, Y2
+	VMOVDQU      4(SI), Y8
+	VPXOR        Y6, Y8, Y8
+	VPSUBB       Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y5, Y5
+	VPMADDWD     Y7, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      67(AX), DI
+	MOVQ         DI, R9
+	SHLQ         $0x08, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      10(AX), R8
+	ORQ          R9, R8
+	VMOVD        (BX)(R8*4), X4
+	MOVQ         DI, R9
+	SHLQ         $0x07, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      11(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x06, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      12(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x05, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      13(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x03, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x04, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      14(AX), R8
+	ORQ          R9, R8
+	VMOVD        (BX)(R8*4), X5
+	MOVQ         DI, R9
+	SHLQ         $0x03, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      15(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (BX)(R8*4), X5, X5
+	MOVQ         DI, R9
+	SHLQ         $0x02, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      16(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (BX)(R8*4), X5, X5
+	MOVQ         DI, R8
+	SHLQ         $0x01, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      17(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x03, (BX)(DI*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPBROADCASTD 78(AX), Y6
+	VPSHUFB      q5Spread<>+0(SB), Y6, Y6
+	VPAND        q5Bits<>+0(SB), Y6, Y6
+	VPCMPEQB     q5Bits<>+0(SB), Y6, Y6
+	MOVBQZX      106(AX), DI
+	SHRQ         $0x04, DI
+	LEAQ         1(DI)(DI*1), DI
+	VMOVD        DI, X7
+	VPBROADCASTW X7, Y7
+	VMOVDQU      36(CX), Y8
+	VPXOR        Y6, Y8, Y8
+	VPSUBB       Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y5, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y2, Y2
+	VMOVDQU      36(SI), Y8
+	VPXOR        Y6, Y8, Y8
+	VPSUBB       Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y5, Y5
+	VPMADDWD     Y7, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      68(AX), DI
+	MOVQ         DI, R9
+	SHLQ         $0x08, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      18(AX), R8
+	ORQ          R9, R8
+	VMOVD        (BX)(R8*4), X4
+	MOVQ         DI, R9
+	SHLQ         $0x07, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      19(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x06, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      20(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x05, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      21(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x03, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x04, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      22(AX), R8
+	ORQ          R9, R8
+	VMOVD        (BX)(R8*4), X5
+	MOVQ         DI, R9
+	SHLQ         $0x03, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      23(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (BX)(R8*4), X5, X5
+	MOVQ         DI, R9
+	SHLQ         $0x02, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      24(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (BX)(R8*4), X5, X5
+	MOVQ         DI, R8
+	SHLQ         $0x01, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      25(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x03, (BX)(DI*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPBROADCASTD 82(AX), Y6
+	VPSHUFB      q5Spread<>+0(SB), Y6, Y6
+	VPAND        q5Bits<>+0(SB), Y6, Y6
+	VPCMPEQB     q5Bits<>+0(SB), Y6, Y6
+	MOVBQZX      107(AX), DI
+	ANDQ         $0x0f, DI
+	LEAQ         1(DI)(DI*1), DI
+	VMOVD        DI, X7
+	VPBROADCASTW X7, Y7
+	VMOVDQU      68(CX), Y8
+	VPXOR        Y6, Y8, Y8
+	VPSUBB       Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y5, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y2, Y2
+	VMOVDQU      68(SI), Y8
+	VPXOR        Y6, Y8, Y8
+	VPSUBB       Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y5, Y5
+	VPMADDWD     Y7, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      69(AX), DI
+	MOVQ         DI, R9
+	SHLQ         $0x08, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      26(AX), R8
+	ORQ          R9, R8
+	VMOVD        (BX)(R8*4), X4
+	MOVQ         DI, R9
+	SHLQ         $0x07, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      27(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x06, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      28(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x05, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      29(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x03, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x04, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      30(AX), R8
+	ORQ          R9, R8
+	VMOVD        (BX)(R8*4), X5
+	MOVQ         DI, R9
+	SHLQ         $0x03, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      31(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (BX)(R8*4), X5, X5
+	MOVQ         DI, R9
+	SHLQ         $0x02, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      32(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (BX)(R8*4), X5, X5
+	MOVQ         DI, R8
+	SHLQ         $0x01, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      33(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x03, (BX)(DI*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPBROADCASTD 86(AX), Y6
+	VPSHUFB      q5Spread<>+0(SB), Y6, Y6
+	VPAND        q5Bits<>+0(SB), Y6, Y6
+	VPCMPEQB     q5Bits<>+0(SB), Y6, Y6
+	MOVBQZX      107(AX), DI
+	SHRQ         $0x04, DI
+	LEAQ         1(DI)(DI*1), DI
+	VMOVD        DI, X7
+	VPBROADCASTW X7, Y7
+	VMOVDQU      100(CX), Y8
+	VPXOR        Y6, Y8, Y8
+	VPSUBB       Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y5, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y2, Y2
+	VMOVDQU      100(SI), Y8
+	VPXOR        Y6, Y8, Y8
+	VPSUBB       Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y5, Y5
+	VPMADDWD     Y7, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      70(AX), DI
+	MOVQ         DI, R9
+	SHLQ         $0x08, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      34(AX), R8
+	ORQ          R9, R8
+	VMOVD        (BX)(R8*4), X4
+	MOVQ         DI, R9
+	SHLQ         $0x07, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      35(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x06, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      36(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x05, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      37(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x03, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x04, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      38(AX), R8
+	ORQ          R9, R8
+	VMOVD        (BX)(R8*4), X5
+	MOVQ         DI, R9
+	SHLQ         $0x03, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      39(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (BX)(R8*4), X5, X5
+	MOVQ         DI, R9
+	SHLQ         $0x02, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      40(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (BX)(R8*4), X5, X5
+	MOVQ         DI, R8
+	SHLQ         $0x01, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      41(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x03, (BX)(DI*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPBROADCASTD 90(AX), Y6
+	VPSHUFB      q5Spread<>+0(SB), Y6, Y6
+	VPAND        q5Bits<>+0(SB), Y6, Y6
+	VPCMPEQB     q5Bits<>+0(SB), Y6, Y6
+	MOVBQZX      108(AX), DI
+	ANDQ         $0x0f, DI
+	LEAQ         1(DI)(DI*1), DI
+	VMOVD        DI, X7
+	VPBROADCASTW X7, Y7
+	VMOVDQU      132(CX), Y8
+	VPXOR        Y6, Y8, Y8
+	VPSUBB       Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y5, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y2, Y2
+	VMOVDQU      132(SI), Y8
+	VPXOR        Y6, Y8, Y8
+	VPSUBB       Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y5, Y5
+	VPMADDWD     Y7, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      71(AX), DI
+	MOVQ         DI, R9
+	SHLQ         $0x08, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      42(AX), R8
+	ORQ          R9, R8
+	VMOVD        (BX)(R8*4), X4
+	MOVQ         DI, R9
+	SHLQ         $0x07, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      43(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x06, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      44(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x05, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      45(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x03, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x04, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      46(AX), R8
+	ORQ          R9, R8
+	VMOVD        (BX)(R8*4), X5
+	MOVQ         DI, R9
+	SHLQ         $0x03, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      47(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (BX)(R8*4), X5, X5
+	MOVQ         DI, R9
+	SHLQ         $0x02, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      48(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (BX)(R8*4), X5, X5
+	MOVQ         DI, R8
+	SHLQ         $0x01, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      49(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x03, (BX)(DI*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPBROADCASTD 94(AX), Y6
+	VPSHUFB      q5Spread<>+0(SB), Y6, Y6
+	VPAND        q5Bits<>+0(SB), Y6, Y6
+	VPCMPEQB     q5Bits<>+0(SB), Y6, Y6
+	MOVBQZX      108(AX), DI
+	SHRQ         $0x04, DI
+	LEAQ         1(DI)(DI*1), DI
+	VMOVD        DI, X7
+	VPBROADCASTW X7, Y7
+	VMOVDQU      164(CX), Y8
+	VPXOR        Y6, Y8, Y8
+	VPSUBB       Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y5, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y2, Y2
+	VMOVDQU      164(SI), Y8
+	VPXOR        Y6, Y8, Y8
+	VPSUBB       Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y5, Y5
+	VPMADDWD     Y7, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      72(AX), DI
+	MOVQ         DI, R9
+	SHLQ         $0x08, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      50(AX), R8
+	ORQ          R9, R8
+	VMOVD        (BX)(R8*4), X4
+	MOVQ         DI, R9
+	SHLQ         $0x07, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      51(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x06, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      52(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x05, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      53(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x03, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x04, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      54(AX), R8
+	ORQ          R9, R8
+	VMOVD        (BX)(R8*4), X5
+	MOVQ         DI, R9
+	SHLQ         $0x03, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      55(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (BX)(R8*4), X5, X5
+	MOVQ         DI, R9
+	SHLQ         $0x02, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      56(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (BX)(R8*4), X5, X5
+	MOVQ         DI, R8
+	SHLQ         $0x01, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      57(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x03, (BX)(DI*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPBROADCASTD 98(AX), Y6
+	VPSHUFB      q5Spread<>+0(SB), Y6, Y6
+	VPAND        q5Bits<>+0(SB), Y6, Y6
+	VPCMPEQB     q5Bits<>+0(SB), Y6, Y6
+	MOVBQZX      109(AX), DI
+	ANDQ         $0x0f, DI
+	LEAQ         1(DI)(DI*1), DI
+	VMOVD        DI, X7
+	VPBROADCASTW X7, Y7
+	VMOVDQU      196(CX), Y8
+	VPXOR        Y6, Y8, Y8
+	VPSUBB       Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y5, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y2, Y2
+	VMOVDQU      196(SI), Y8
+	VPXOR        Y6, Y8, Y8
+	VPSUBB       Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y5, Y5
+	VPMADDWD     Y7, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      73(AX), DI
+	MOVQ         DI, R9
+	SHLQ         $0x08, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      58(AX), R8
+	ORQ          R9, R8
+	VMOVD        (BX)(R8*4), X4
+	MOVQ         DI, R9
+	SHLQ         $0x07, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      59(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x06, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      60(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x05, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      61(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x03, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x04, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      62(AX), R8
+	ORQ          R9, R8
+	VMOVD        (BX)(R8*4), X5
+	MOVQ         DI, R9
+	SHLQ         $0x03, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      63(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (BX)(R8*4), X5, X5
+	MOVQ         DI, R9
+	SHLQ         $0x02, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      64(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (BX)(R8*4), X5, X5
+	MOVQ         DI, R8
+	SHLQ         $0x01, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      65(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x03, (BX)(DI*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPBROADCASTD 102(AX), Y6
+	VPSHUFB      q5Spread<>+0(SB), Y6, Y6
+	VPAND        q5Bits<>+0(SB), Y6, Y6
+	VPCMPEQB     q5Bits<>+0(SB), Y6, Y6
+	MOVBQZX      109(AX), DI
+	SHRQ         $0x04, DI
+	LEAQ         1(DI)(DI*1), DI
+	VMOVD        DI, X7
+	VPBROADCASTW X7, Y7
+	VMOVDQU      228(CX), Y8
+	VPXOR        Y6, Y8, Y8
+	VPSUBB       Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y5, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y2, Y2
+	VMOVDQU      228(SI), Y8
+	VPXOR        Y6, Y8, Y8
+	VPSUBB       Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y5, Y5
+	VPMADDWD     Y7, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	VCVTDQ2PS    Y2, Y2
+	MOVWLZX      (AX), DI
+	VMOVD        DI, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (CX), X4, X4
+	VBROADCASTSS X4, Y5
+	VFMADD231PS  Y2, Y5, Y0
+	ADDQ         $0x00000124, CX
+	VCVTDQ2PS    Y3, Y3
+	MOVWLZX      (AX), DI
+	VMOVD        DI, X2
+	VCVTPH2PS    X2, X2
+	VMULSS       (SI), X2, X2
+	VBROADCASTSS X2, Y2
+	VFMADD231PS  Y3, Y2, Y1
+	ADDQ         $0x00000124, SI
+	ADDQ         $0x0000006e, AX
+	DECQ         DX
+	JMP          loop
+
+done:
+	VEXTRACTF128 $0x01, Y0, X2
+	VADDPS       X2, X0, X0
+	VMOVHLPS     X0, X0, X2
+	VADDPS       X2, X0, X0
+	VMOVSHDUP    X0, X2
+	VADDSS       X2, X0, X0
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X2, X1, X1
+	VMOVHLPS     X1, X1, X2
+	VADDPS       X2, X1, X1
+	VMOVSHDUP    X1, X2
+	VADDSS       X2, X1, X1
+	VZEROUPPER
+	MOVQ         out+32(FP), AX
+	VMOVSS       X0, (AX)
+	VMOVSS       X1, 4(AX)
+	RET
+
 // func dotIQ1SAVX2(x *byte, y *byte, n int, grid *byte) float32
 // Requires: AVX, AVX2, F16C, SSE
 TEXT ·dotIQ1SAVX2(SB), NOSPLIT, $0-36
@@ -5347,24 +7766,505 @@ loop:
 	VPBROADCASTW X6, Y6
 	VPMADDWD     Y6, Y5, Y5
 	VPADDD       Y5, Y3, Y3
-	MOVWLZX      (AX), DI
-	VMOVD        DI, X4
-	VCVTPH2PS    X4, X4
-	VMULSS       (CX), X4, X4
-	VEXTRACTI128 $0x01, Y3, X5
-	VPADDD       X5, X3, X3
-	VPSHUFD      $0x4e, X3, X5
-	VPADDD       X5, X3, X3
-	VPSHUFD      $0xb1, X3, X5
-	VPADDD       X5, X3, X3
-	VCVTDQ2PS    X3, X3
+	VMOVD        SI, X4
+	VCVTDQ2PS    X4, X4
+	MOVWLZX      (AX), SI
 	VMOVD        SI, X5
-	VCVTDQ2PS    X5, X5
-	VMULSS       X1, X5, X5
-	VADDSS       X5, X3, X3
-	VMULSS       X3, X4, X4
-	VADDSS       X4, X0, X0
+	VCVTPH2PS    X5, X5
+	VMULSS       (CX), X5, X5
+	VEXTRACTI128 $0x01, Y3, X6
+	VPADDD       X6, X3, X3
+	VPSHUFD      $0x4e, X3, X6
+	VPADDD       X6, X3, X3
+	VPSHUFD      $0xb1, X3, X6
+	VPADDD       X6, X3, X3
+	VCVTDQ2PS    X3, X3
+	VMULSS       X1, X4, X4
+	VADDSS       X4, X3, X3
+	VMULSS       X3, X5, X5
+	VADDSS       X5, X0, X0
 	ADDQ         $0x00000032, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JMP          loop
+
+done:
+	VZEROUPPER
+	MOVSS X0, ret+32(FP)
+	RET
+
+// func dotIQ1MAVX2(x *byte, y *byte, n int, grid *byte) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotIQ1MAVX2(SB), NOSPLIT, $0-36
+	MOVQ    x+0(FP), AX
+	MOVQ    y+8(FP), CX
+	MOVQ    n+16(FP), DX
+	MOVQ    grid+24(FP), BX
+	VXORPS  X0, X0, X0
+	MOVL    $0x3e000000, SI
+	VMOVD   SI, X1
+	VMOVDQU byteOnes<>+0(SB), Y2
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VPXOR        Y3, Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	MOVBQZX      32(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      (AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X5
+	MOVBQZX      32(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      1(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
+	MOVBQZX      33(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      2(AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X6
+	MOVBQZX      33(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      3(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	MOVWQZX      48(AX), SI
+	MOVQ         SI, DI
+	SHRQ         $0x03, DI
+	ANDQ         $0x07, SI
+	ANDQ         $0x07, DI
+	LEAQ         1(SI)(SI*1), SI
+	LEAQ         1(DI)(DI*1), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	VMOVD        SI, X7
+	VPBROADCASTD X7, Y7
+	VPSHUFB      wordSplit<>+0(SB), Y7, Y7
+	VPBROADCASTW 32(AX), Y8
+	VPAND        iq1mDeltaBits<>+0(SB), Y8, Y8
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y8, Y8
+	VPXOR        Y8, Y7, Y9
+	VPSUBW       Y8, Y9, Y9
+	VMOVDQU      4(CX), Y8
+	VPMADDUBSW   Y8, Y2, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPSIGNB      Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y2, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y3, Y3
+	MOVBQZX      34(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      4(AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X5
+	MOVBQZX      34(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      5(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
+	MOVBQZX      35(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      6(AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X6
+	MOVBQZX      35(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      7(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	MOVWQZX      48(AX), SI
+	SHRQ         $0x06, SI
+	MOVQ         SI, DI
+	SHRQ         $0x03, DI
+	ANDQ         $0x07, SI
+	ANDQ         $0x07, DI
+	LEAQ         1(SI)(SI*1), SI
+	LEAQ         1(DI)(DI*1), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	VMOVD        SI, X7
+	VPBROADCASTD X7, Y7
+	VPSHUFB      wordSplit<>+0(SB), Y7, Y7
+	VPBROADCASTW 34(AX), Y8
+	VPAND        iq1mDeltaBits<>+0(SB), Y8, Y8
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y8, Y8
+	VPXOR        Y8, Y7, Y9
+	VPSUBW       Y8, Y9, Y9
+	VMOVDQU      36(CX), Y8
+	VPMADDUBSW   Y8, Y2, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPSIGNB      Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y2, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y3, Y3
+	MOVBQZX      36(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      8(AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X5
+	MOVBQZX      36(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      9(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
+	MOVBQZX      37(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      10(AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X6
+	MOVBQZX      37(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      11(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	MOVWQZX      50(AX), SI
+	MOVQ         SI, DI
+	SHRQ         $0x03, DI
+	ANDQ         $0x07, SI
+	ANDQ         $0x07, DI
+	LEAQ         1(SI)(SI*1), SI
+	LEAQ         1(DI)(DI*1), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	VMOVD        SI, X7
+	VPBROADCASTD X7, Y7
+	VPSHUFB      wordSplit<>+0(SB), Y7, Y7
+	VPBROADCASTW 36(AX), Y8
+	VPAND        iq1mDeltaBits<>+0(SB), Y8, Y8
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y8, Y8
+	VPXOR        Y8, Y7, Y9
+	VPSUBW       Y8, Y9, Y9
+	VMOVDQU      68(CX), Y8
+	VPMADDUBSW   Y8, Y2, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPSIGNB      Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y2, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y3, Y3
+	MOVBQZX      38(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      12(AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X5
+	MOVBQZX      38(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      13(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
+	MOVBQZX      39(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      14(AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X6
+	MOVBQZX      39(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      15(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	MOVWQZX      50(AX), SI
+	SHRQ         $0x06, SI
+	MOVQ         SI, DI
+	SHRQ         $0x03, DI
+	ANDQ         $0x07, SI
+	ANDQ         $0x07, DI
+	LEAQ         1(SI)(SI*1), SI
+	LEAQ         1(DI)(DI*1), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	VMOVD        SI, X7
+	VPBROADCASTD X7, Y7
+	VPSHUFB      wordSplit<>+0(SB), Y7, Y7
+	VPBROADCASTW 38(AX), Y8
+	VPAND        iq1mDeltaBits<>+0(SB), Y8, Y8
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y8, Y8
+	VPXOR        Y8, Y7, Y9
+	VPSUBW       Y8, Y9, Y9
+	VMOVDQU      100(CX), Y8
+	VPMADDUBSW   Y8, Y2, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPSIGNB      Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y2, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y3, Y3
+	MOVBQZX      40(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      16(AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X5
+	MOVBQZX      40(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      17(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
+	MOVBQZX      41(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      18(AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X6
+	MOVBQZX      41(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      19(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	MOVWQZX      52(AX), SI
+	MOVQ         SI, DI
+	SHRQ         $0x03, DI
+	ANDQ         $0x07, SI
+	ANDQ         $0x07, DI
+	LEAQ         1(SI)(SI*1), SI
+	LEAQ         1(DI)(DI*1), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	VMOVD        SI, X7
+	VPBROADCASTD X7, Y7
+	VPSHUFB      wordSplit<>+0(SB), Y7, Y7
+	VPBROADCASTW 40(AX), Y8
+	VPAND        iq1mDeltaBits<>+0(SB), Y8, Y8
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y8, Y8
+	VPXOR        Y8, Y7, Y9
+	VPSUBW       Y8, Y9, Y9
+	VMOVDQU      132(CX), Y8
+	VPMADDUBSW   Y8, Y2, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPSIGNB      Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y2, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y3, Y3
+	MOVBQZX      42(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      20(AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X5
+	MOVBQZX      42(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      21(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
+	MOVBQZX      43(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      22(AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X6
+	MOVBQZX      43(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      23(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	MOVWQZX      52(AX), SI
+	SHRQ         $0x06, SI
+	MOVQ         SI, DI
+	SHRQ         $0x03, DI
+	ANDQ         $0x07, SI
+	ANDQ         $0x07, DI
+	LEAQ         1(SI)(SI*1), SI
+	LEAQ         1(DI)(DI*1), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	VMOVD        SI, X7
+	VPBROADCASTD X7, Y7
+	VPSHUFB      wordSplit<>+0(SB), Y7, Y7
+	VPBROADCASTW 42(AX), Y8
+	VPAND        iq1mDeltaBits<>+0(SB), Y8, Y8
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y8, Y8
+	VPXOR        Y8, Y7, Y9
+	VPSUBW       Y8, Y9, Y9
+	VMOVDQU      164(CX), Y8
+	VPMADDUBSW   Y8, Y2, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPSIGNB      Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y2, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y3, Y3
+	MOVBQZX      44(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      24(AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X5
+	MOVBQZX      44(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      25(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
+	MOVBQZX      45(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      26(AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X6
+	MOVBQZX      45(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      27(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	MOVWQZX      54(AX), SI
+	MOVQ         SI, DI
+	SHRQ         $0x03, DI
+	ANDQ         $0x07, SI
+	ANDQ         $0x07, DI
+	LEAQ         1(SI)(SI*1), SI
+	LEAQ         1(DI)(DI*1), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	VMOVD        SI, X7
+	VPBROADCASTD X7, Y7
+	VPSHUFB      wordSplit<>+0(SB), Y7, Y7
+	VPBROADCASTW 44(AX), Y8
+	VPAND        iq1mDeltaBits<>+0(SB), Y8, Y8
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y8, Y8
+	VPXOR        Y8, Y7, Y9
+	VPSUBW       Y8, Y9, Y9
+	VMOVDQU      196(CX), Y8
+	VPMADDUBSW   Y8, Y2, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPSIGNB      Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y2, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y3, Y3
+	MOVBQZX      46(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      28(AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X5
+	MOVBQZX      46(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      29(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
+	MOVBQZX      47(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      30(AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X6
+	MOVBQZX      47(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      31(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	MOVWQZX      54(AX), SI
+	SHRQ         $0x06, SI
+	MOVQ         SI, DI
+	SHRQ         $0x03, DI
+	ANDQ         $0x07, SI
+	ANDQ         $0x07, DI
+	LEAQ         1(SI)(SI*1), SI
+	LEAQ         1(DI)(DI*1), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	VMOVD        SI, X7
+	VPBROADCASTD X7, Y7
+	VPSHUFB      wordSplit<>+0(SB), Y7, Y7
+	VPBROADCASTW 46(AX), Y8
+	VPAND        iq1mDeltaBits<>+0(SB), Y8, Y8
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y8, Y8
+	VPXOR        Y8, Y7, Y9
+	VPSUBW       Y8, Y9, Y9
+	VMOVDQU      228(CX), Y8
+	VPMADDUBSW   Y8, Y2, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPSIGNB      Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y2, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y3, Y3
+	MOVWQZX      48(AX), SI
+	SHRQ         $0x0c, SI
+	MOVWQZX      50(AX), DI
+	SHRQ         $0x08, DI
+	ANDQ         $0x000000f0, DI
+	ORQ          DI, SI
+	MOVWQZX      52(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x00000f00, DI
+	ORQ          DI, SI
+	MOVWQZX      54(AX), DI
+	ANDQ         $0x0000f000, DI
+	ORQ          DI, SI
+	VMOVD        SI, X5
+	VCVTPH2PS    X5, X5
+	VMULSS       (CX), X5, X5
+	VEXTRACTI128 $0x01, Y4, X6
+	VPADDD       X6, X4, X4
+	VPSHUFD      $0x4e, X4, X6
+	VPADDD       X6, X4, X4
+	VPSHUFD      $0xb1, X4, X6
+	VPADDD       X6, X4, X4
+	VCVTDQ2PS    X4, X4
+	VEXTRACTI128 $0x01, Y3, X6
+	VPADDD       X6, X3, X3
+	VPSHUFD      $0x4e, X3, X6
+	VPADDD       X6, X3, X3
+	VPSHUFD      $0xb1, X3, X6
+	VPADDD       X6, X3, X3
+	VCVTDQ2PS    X3, X3
+	VMULSS       X1, X4, X4
+	VADDSS       X4, X3, X3
+	VMULSS       X3, X5, X5
+	VADDSS       X5, X0, X0
+	ADDQ         $0x00000038, AX
 	ADDQ         $0x00000124, CX
 	DECQ         DX
 	JMP          loop

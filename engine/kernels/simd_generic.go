@@ -20,8 +20,10 @@ import (
 // (repack.go), and Q5_1 has its AVX2 row kernel only. TQ2_0 and TQ1_0 have AVX2
 // row kernels (dotTQ2_0AVX2, dotTQ1_0AVX2, _asm/ternary.go) with the block
 // reference's bits (dotKRowGeneric over refquants.go's block dots), and so do
-// IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS and IQ1_S (_asm/lattice.go, over iquants.go's); IQ3_S's
-// (dotIQ3SAVX2) has dotIQ3SRowGeneric's, ggml's float order.
+// IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ1_S and IQ1_M (_asm/lattice.go, over
+// iquants.go's); IQ3_S's (dotIQ3SAVX2) has dotIQ3SRowGeneric's, ggml's float
+// order. IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S and IQ3_XXS also have two-token forms
+// (…x2) for prompts, decoding each group once for both tokens, with the same bits.
 // dotQ4KRows, dotQ6KRows and dotQ8_0Rows take one weight row against a batch of
 // activation rows (the tokens of a prompt), unpacking each weight block once for
 // two tokens (AVX2, Q4_K and Q6_K). With AVX-512, MatMul takes the tile kernels
@@ -272,6 +274,12 @@ func dotRowsAt(wt Type, row []byte, a *acts, t0 int, out []float32) {
 	case Q8_0:
 		nb := a.cols / qk0
 		dotQ8_0Rows(out, row, a.q8[t0*nb:], nb)
+	case IQ3_S:
+		nb := a.cols / qkK
+		dotIQ3SRows(out, row, a.q8k[t0*nb:], nb)
+	case IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS:
+		nb := a.cols / qkK
+		dotLatticeRows(wt, out, row, a.q8k[t0*nb:], nb)
 	default:
 		for i := range out {
 			out[i] = dotRow(wt, row, a, t0+i)

@@ -26,6 +26,7 @@ func dotIQ3XXSRow(row []byte, y []q8KBlock) float32 {
 }
 func dotIQ3SRow(row []byte, y []q8KBlock) float32 { return dotIQ3SRowGeneric(row, y) }
 func dotIQ1SRow(row []byte, y []q8KBlock) float32 { return dotKRowGeneric(dotIQ1SBlock, 50, row, y) }
+func dotIQ1MRow(row []byte, y []q8KBlock) float32 { return dotKRowGeneric(dotIQ1MBlock, 56, row, y) }
 func dotF32Row(row []byte, x []float32) float32   { return dotF32RowGeneric(row, x) }
 func dotF16Row(row []byte, x []float32) float32   { return dotF16RowGeneric(row, x) }
 func dotBF16Row(row []byte, x []float32) float32  { return dotBF16RowGeneric(row, x) }
@@ -59,3 +60,15 @@ func (m *matMul) tiles() bool { return false }
 func simdAvailable() bool { return false }
 
 func (m *matMul) repackTokens(lo, hi int) int { return lo }
+
+func dotIQ3SRows(out []float32, row []byte, y []q8KBlock, nb int) {
+	for t := range out {
+		out[t] = dotIQ3SRowGeneric(row, y[t*nb:(t+1)*nb])
+	}
+}
+
+func dotLatticeRows(typ Type, out []float32, row []byte, y []q8KBlock, nb int) {
+	for t := range out {
+		out[t] = dotKRowGeneric(refCodecOf(typ).dotK, typ.BlockBytes(), row, y[t*nb:(t+1)*nb])
+	}
+}

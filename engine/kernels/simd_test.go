@@ -361,6 +361,7 @@ var kRowKernels = []struct {
 	{IQ3_XXS, dotIQ3XXSRow, 0, nil},
 	{IQ3_S, dotIQ3SRow, 0, dotIQ3SRowGeneric},
 	{IQ1_S, dotIQ1SRow, 0, nil},
+	{IQ1_M, dotIQ1MRow, 0, nil},
 }
 
 // kRow is a row of nb blocks of typ: "quantized" Gaussian weights (types with
@@ -591,6 +592,29 @@ func BenchmarkRowDot(b *testing.B) {
 	}
 }
 
+// BenchmarkKRowDot: the row kernels of kRowKernels on every SIMD level (generic:
+// the pure-Go reference), one row of 2048 weights against its activations.
+func BenchmarkKRowDot(b *testing.B) {
+	r := rand.New(rand.NewPCG(7, 9))
+	const cols = 2048
+	var a acts
+	a.prepare(Q4_K, randRow(r, cols, 1), 1, cols)
+	for _, k := range kRowKernels {
+		row := kRow(r, k.typ, cols/qkK, "random", false, k.dOff)
+		for _, level := range simdLevels() {
+			b.Run(fmt.Sprintf("%v/%s", k.typ, level), func(b *testing.B) {
+				defer setSIMD(level)()
+				b.SetBytes(int64(len(row)))
+				var s float32
+				for b.Loop() {
+					s += k.got(row, a.q8k)
+				}
+				sink = s
+			})
+		}
+	}
+}
+
 var sink float32
 
 // A row shorter than its activations panics (index out of range) before the
@@ -617,6 +641,7 @@ func TestSIMDShortRowPanics(t *testing.T) {
 		{"IQ3_XXS", func() { dotIQ3XXSRow(make([]byte, 2*98-1), yk) }},
 		{"IQ3_S", func() { dotIQ3SRow(make([]byte, 2*110-1), yk) }},
 		{"IQ1_S", func() { dotIQ1SRow(make([]byte, 2*50-1), yk) }},
+		{"IQ1_M", func() { dotIQ1MRow(make([]byte, 2*56-1), yk) }},
 		{"Q2_K", func() { dotQ2KRow(make([]byte, 2*84-1), yk) }},
 		{"Q3_K", func() { dotQ3KRow(make([]byte, 2*110-1), yk) }},
 		{"Q6_K", func() { dotQ6KRow(make([]byte, 2*210-1), yk) }},

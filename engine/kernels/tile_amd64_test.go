@@ -286,7 +286,7 @@ func TestMatMulLevels(t *testing.T) {
 				restore()
 			}
 			exact := typ == Q8_0 || typ == Q4_0 || typ == Q5_0 || typ == IQ4_NL || typ == IQ4_XS || typ == Q4_1 || typ == Q5_1 || typ == Q2_K || typ == Q3_K || typ == Q4_K || typ == Q5_K || typ == Q6_K || typ == TQ1_0 || typ == TQ2_0 ||
-				typ == IQ2_XXS || typ == IQ2_XS || typ == IQ2_S || typ == IQ3_XXS || typ == IQ3_S || typ == IQ1_S
+				typ == IQ2_XXS || typ == IQ2_XS || typ == IQ2_S || typ == IQ3_XXS || typ == IQ3_S || typ == IQ1_S || typ == IQ1_M
 			for level, got := range results {
 				if level == "generic" && !exact {
 					continue
