@@ -124,21 +124,19 @@ func (b *Block) runJanitor() {
 	}
 }
 
-// pass decides and applies until the decisions hold when applied (a few times at
-// most: each retry follows a request that made a model busy).
+// pass decides once and applies the decisions. A load whose victim a request made
+// busy since the snapshot is not applied; the janitor decides again on its next
+// turn (kick), with that request in its snapshot.
 func (b *Block) pass(gc bool, ask *asked) {
-	for range 4 {
-		now := b.now()
-		in := b.snapshot(now, gc, false)
-		if ask != nil {
-			in.Asked = []asked{*ask}
-		}
-		if !b.apply(now, decide(in)) {
-			b.sweepAdapters(now)
-			return
-		}
-		gc = false
+	now := b.now()
+	in := b.snapshot(now, gc, false)
+	if ask != nil {
+		in.Asked = []asked{*ask}
 	}
+	if b.apply(now, decide(in)) {
+		signal(b.kick)
+	}
+	b.sweepAdapters(now)
 }
 
 // closeModels is Close's pass: refuse the loads waited for, unload every model, and
