@@ -122,8 +122,7 @@ type instance struct {
 	adapterBudget int64    // bytes of adapters loaded at once, in the lease
 
 	// mu guards everything below. Only the janitor (janitor.go) writes the lifecycle:
-	// state, err, file, model, replicas, lease, loadTime, loads and unloads (but
-	// Block.Unload, the operator's command, which unloads an idle model); requests
+	// state, err, file, model, replicas, lease, loadTime, loads and unloads; requests
 	// write active, lastUsed, keep and rr, and a request that waits for an unloaded
 	// model sets attempt (it wants it loaded).
 	mu       sync.Mutex
@@ -430,13 +429,9 @@ func (b *Block) Unload(modelID string) error {
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrUnknownModel, modelID)
 	}
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	if in.active > 0 {
-		return fmt.Errorf("engine: model %s has %d requests in flight", modelID, in.active)
-	}
-	in.unloadLocked()
-	return nil
+	var err error
+	b.request(passReq{unload: in, err: &err}) // after Close: nothing to do, every model is unloaded
+	return err
 }
 
 // Tokenize turns text into the model's tokens, with BOS when the vocabulary asks for

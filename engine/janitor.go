@@ -17,9 +17,8 @@ import (
 // each second, when a model is wanted (kick), when a load or a preemption reports
 // its end (ended), and when GC, Close or a test asks (reqs), it takes a snapshot of
 // the models and the leases, calls decide, and applies the actions. It owns the
-// lifecycle: no other goroutine loads, unloads for idleness or victims, refuses a
-// load, or changes a model's state (Unload, the operator's command, is the
-// exception). A load and a preemption run off the janitor (they take seconds) and
+// lifecycle: no other goroutine loads or unloads a model (the operator's Unload is
+// a request to it too), refuses a load, or changes a model's state. A load and a preemption run off the janitor (they take seconds) and
 // report back on ended; what is in progress is the janitor's own (janitorState),
 // behind no lock. An action's precondition is checked again when it is applied (a
 // request may have made a victim busy since the snapshot); if it fails, the janitor
@@ -58,7 +57,9 @@ func (b *Block) report(e lifeEnd) {
 // passReq asks the janitor for one pass; done is closed after it.
 type passReq struct {
 	gc, closing bool
-	ask         *asked // another process asks a model of ours to unload (Redis preemption)
+	ask         *asked    // another process asks a model of ours to unload (Redis preemption)
+	unload      *instance // the operator unloads it (Block.Unload), instead of a pass
+	err         *error    // unload's result
 	done        chan struct{}
 }
 
@@ -114,9 +115,12 @@ func (b *Block) runJanitor() {
 			b.end(e)
 			b.pass(false, nil) // the memory is free now, or a model is ready
 		case r := <-b.reqs:
-			if r.closing {
+			switch {
+			case r.closing:
 				b.closeModels()
-			} else {
+			case r.unload != nil:
+				*r.err = b.unloadNow(r.unload)
+			default:
 				b.pass(r.gc, r.ask)
 			}
 			close(r.done)
@@ -137,6 +141,17 @@ func (b *Block) pass(gc bool, ask *asked) {
 		signal(b.kick)
 	}
 	b.sweepAdapters(now)
+}
+
+// unloadNow is the operator's Unload: the model unloads now if no request is using it.
+func (b *Block) unloadNow(in *instance) error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.active > 0 {
+		return fmt.Errorf("engine: model %s has %d requests in flight", in.cfg.ID, in.active)
+	}
+	in.unloadLocked()
+	return nil
 }
 
 // closeModels is Close's pass: refuse the loads waited for, unload every model, and
