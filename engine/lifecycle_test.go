@@ -216,6 +216,8 @@ var lifeBase = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // lifeStale is why the janitor's apply skips action a decided before the script's
 // last changes ("" when it does not): the preconditions apply checks in janitor.go.
+// (A load with a busy victim is skipped; apply still unloads its other victims that
+// are idle, which the traces, with one victim each, do not show.)
 func lifeStale(a action, m *lifeModel, byID func(string) *lifeModel) string {
 	switch a.Kind {
 	case actUnload:
