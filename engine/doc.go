@@ -91,7 +91,7 @@
 // takes the snapshot, calls decide and applies the actions, each second, when a
 // request wants an unloaded model (it sets the model's load attempt and kicks the
 // janitor, then waits once on that attempt), when a load or a preemption reports
-// its end, and when GC or Close asks. Loads and preemptions run off the janitor
+// its end, and when GC, Close or the operator's Unload asks. Loads and preemptions run off the janitor
 // (they take seconds) and report on a channel; only the janitor then changes the
 // model's state (ready, failed), and what is in progress is its own, behind no
 // lock. It re-checks each action's precondition when it applies it (a victim may
