@@ -87,6 +87,8 @@ type Block struct {
 	janitor  sync.WaitGroup
 	kick     chan struct{} // cap 1: the janitor should decide again (a model is wanted, a load ended)
 	reqs     chan passReq  // passes asked for by GC, Close and tests
+	ended    chan lifeEnd  // loads and preemptions report their ends to the janitor
+	life     janitorState  // owned by the janitor goroutine
 
 	stopListen func() // the store's preempt requests (preempter), if it has them
 
@@ -120,22 +122,25 @@ type instance struct {
 	adapterIDs    []string // in configuration order
 	adapterBudget int64    // bytes of adapters loaded at once, in the lease
 
-	mu         sync.Mutex // guards everything below
-	state      ModelState
-	err        error
-	file       *gguf.File
-	model      *model.Model
-	replicas   []*runner     // while loaded
-	attempt    *loadAttempt  // StateLoading: the load in progress; StateUnloaded: the load someone waits for (the model is wanted)
-	lease      lease.Lease   // held while loading and loaded
-	preempting bool          // unloaded and wanted: other processes are being asked for the memory
-	loadTime   time.Duration // of the last load
-	active     int           // requests submitted and not finished
-	loads      uint64
-	unloads    uint64
-	lastUsed   time.Time
-	keep       time.Duration // the KeepAlive of the last request that ended (0: none)
-	rr         int
+	// mu guards everything below. Only the janitor (janitor.go) writes the lifecycle:
+	// state, err, file, model, replicas, lease, loadTime, loads and unloads; requests
+	// write active, lastUsed, keep and rr, and a request that waits for an unloaded
+	// model sets attempt (it wants it loaded).
+	mu       sync.Mutex
+	state    ModelState
+	err      error
+	file     *gguf.File
+	model    *model.Model
+	replicas []*runner     // while loaded
+	attempt  *loadAttempt  // StateLoading: the load in progress; StateUnloaded: the load someone waits for (the model is wanted)
+	lease    lease.Lease   // held while loading and loaded
+	loadTime time.Duration // of the last load
+	active   int           // requests submitted and not finished
+	loads    uint64
+	unloads  uint64
+	lastUsed time.Time
+	keep     time.Duration // the KeepAlive of the last request that ended (0: none)
+	rr       int
 }
 
 // New builds a Block and starts loading its models in the background; Ready reports
@@ -156,8 +161,9 @@ func New(cfg Config) (*Block, error) {
 		log = slog.Default()
 	}
 	b := &Block{cfg: cfg, log: log, models: map[string]*instance{}, stop: make(chan struct{}), leases: cfg.Leases,
-		kick: make(chan struct{}, 1), reqs: make(chan passReq),
-		ttl: cmp.Or(cfg.LeaseTTL, leaseTTL), proc: fmt.Sprintf("%d-%x", os.Getpid(), rand.Uint32())}
+		kick: make(chan struct{}, 1), reqs: make(chan passReq), ended: make(chan lifeEnd),
+		life: janitorState{loading: map[*instance]bool{}, asking: map[*instance]bool{}},
+		ttl:  cmp.Or(cfg.LeaseTTL, leaseTTL), proc: fmt.Sprintf("%d-%x", os.Getpid(), rand.Uint32())}
 	if b.leases == nil {
 		b.leases = &lease.Memory{}
 	}
@@ -427,13 +433,9 @@ func (b *Block) Unload(modelID string) error {
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrUnknownModel, modelID)
 	}
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	if in.active > 0 {
-		return fmt.Errorf("engine: model %s has %d requests in flight", modelID, in.active)
-	}
-	in.unloadLocked()
-	return nil
+	var err error
+	b.request(passReq{unload: in, err: &err}) // after Close: nothing to do, every model is unloaded
+	return err
 }
 
 // Tokenize turns text into the model's tokens, with BOS when the vocabulary asks for

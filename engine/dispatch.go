@@ -109,47 +109,44 @@ func (b *Block) generate(ctx context.Context, modelID string, req Request, out *
 	return nil
 }
 
-// await waits until the model is ready (asking the janitor to load it if it is
-// unloaded) and returns
-// how long this call waited for a load (the cold start).
+// await waits until the model is ready and returns how long it waited for a load
+// (the cold start). An unloaded model it wants (attempt): the janitor loads it or
+// refuses the load, and finishes the attempt either way. One wait is enough: the
+// janitor finishes an attempt only after the model is ready or with an error, and
+// a model with requests in flight is not unloaded. (Load waits holding none: the
+// model was ready when it returns.)
 func (in *instance) await(ctx context.Context) (time.Duration, error) {
-	start := time.Now()
-	waited := false
-	for {
-		in.mu.Lock()
-		switch in.state {
-		case StateReady:
-			in.mu.Unlock()
-			if waited {
-				return time.Since(start), nil
-			}
-			return 0, nil
-		case StateFailed:
-			err := in.err
-			in.mu.Unlock()
-			return 0, err
-		}
-		if in.attempt == nil {
-			if in.b.closed.Load() {
-				// Checked under in.mu: Close's pass takes in.mu after closed is set, so
-				// either it refuses this attempt or this sees closed.
-				in.mu.Unlock()
-				return 0, ErrClosed
-			}
-			in.attempt = newLoadAttempt() // wanted: the janitor loads it or refuses
-		}
-		la := in.attempt
+	in.mu.Lock()
+	switch in.state {
+	case StateReady:
 		in.mu.Unlock()
-		signal(in.b.kick)
-		waited = true
-		select {
-		case <-la.done:
-			if la.err != nil {
-				return 0, la.err
-			}
-		case <-ctx.Done():
-			return 0, ctx.Err()
+		return 0, nil
+	case StateFailed:
+		err := in.err
+		in.mu.Unlock()
+		return 0, err
+	}
+	if in.attempt == nil {
+		if in.b.closed.Load() {
+			// Checked under in.mu: Close's pass takes in.mu after closed is set, so
+			// either it refuses this attempt or this sees closed.
+			in.mu.Unlock()
+			return 0, ErrClosed
 		}
+		in.attempt = newLoadAttempt() // wanted: the janitor loads it or refuses
+	}
+	la := in.attempt
+	in.mu.Unlock()
+	start := time.Now() // a Usage timing: real time (Config.Clock)
+	signal(in.b.kick)
+	select {
+	case <-la.done:
+		if la.err != nil {
+			return 0, la.err
+		}
+		return time.Since(start), nil
+	case <-ctx.Done():
+		return 0, ctx.Err()
 	}
 }
 

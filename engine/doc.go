@@ -94,12 +94,18 @@
 // the devices' leases and an explicit time, and returns the actions: load (after
 // unloading idle victims of lower priority, or asking other processes for theirs),
 // unload (idle past its timeout, asked by another process, or at Close), refuse a wanted load (no memory, or closing), and GC's lease expiry and
-// reset of failed models. Its traces are in testdata/lifecycle. The janitor
-// (janitor.go) is the one goroutine that takes the snapshot, calls decide and applies
-// the actions, each second, when a request wants an unloaded model, when a load
-// ends, and when GC or Close asks; it re-checks each action's precondition when it
-// applies it (a victim may have got a request since) and decides again if one
-// fails. Config.Clock is its time. The Block's files: block.go (the API), dispatch.go
+// reset of failed models. Its traces are in testdata/lifecycle (testdata/lifecycle/
+// protocol: the races between a decision and the requests, loads and Unloads that
+// come before it is applied). The janitor (janitor.go) is the one goroutine that
+// takes the snapshot, calls decide and applies the actions, each second, when a
+// request wants an unloaded model (it sets the model's load attempt and kicks the
+// janitor, then waits once on that attempt), when a load or a preemption reports
+// its end, and when GC, Close or the operator's Unload asks. Loads and preemptions run off the janitor
+// (they take seconds) and report on a channel; only the janitor then changes the
+// model's state (ready, failed), and what is in progress is its own, behind no
+// lock. It re-checks each action's precondition when it applies it (a victim may
+// have got a request since), skips a load whose victim is busy, and decides again
+// on its next turn. Config.Clock is its time. The Block's files: block.go (the API), dispatch.go
 // (a request's way in), lifecycle.go, janitor.go, runner.go (a replica).
 //
 // # What a request can ask for beyond text

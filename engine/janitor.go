@@ -14,18 +14,52 @@ import (
 )
 
 // The janitor is the goroutine that applies the lifecycle's decisions (lifecycle.go):
-// each second, when a model is wanted or a load ends (kick), and when GC, Close or a
-// test asks (reqs), it takes a snapshot of the models and the leases, calls decide,
-// and applies the actions. It owns the lifecycle: no other goroutine loads, unloads
-// for idleness or victims, or refuses a load (Unload, the operator's command, is the
-// exception). An action's precondition is checked again when it is applied (a
+// each second, when a model is wanted (kick), when a load or a preemption reports
+// its end (ended), and when GC, Close or a test asks (reqs), it takes a snapshot of
+// the models and the leases, calls decide, and applies the actions. It owns the
+// lifecycle: no other goroutine loads or unloads a model (the operator's Unload is
+// a request to it too), refuses a load, or changes a model's state. A load and a preemption run off the janitor (they take seconds) and
+// report back on ended; what is in progress is the janitor's own (janitorState),
+// behind no lock. An action's precondition is checked again when it is applied (a
 // request may have made a victim busy since the snapshot); if it fails, the janitor
 // decides again.
+
+// janitorState is what only the janitor goroutine reads and writes.
+type janitorState struct {
+	loading map[*instance]bool // loads in progress (off the janitor), until their lifeEnd
+	asking  map[*instance]bool // loads waiting for other processes to unload (preempt), until their lifeEnd
+}
+
+// lifeEnd is the report of a load or a preemption that ran off the janitor.
+type lifeEnd struct {
+	in *instance
+	la *loadAttempt
+	// A load's end: the loaded model (err nil) and how long the load took.
+	load bool
+	f    *gguf.File
+	m    *model.Model
+	reps []*runner
+	took time.Duration
+	// err: the load failed, or the preemption did not free the memory.
+	err error
+}
+
+// report sends a load's or a preemption's end to the janitor. The janitor takes it
+// until it stops, and it stops only once nothing is in progress (closeModels).
+// (Only a New that fails after the janitor started may stop it with one in flight.)
+func (b *Block) report(e lifeEnd) {
+	select {
+	case b.ended <- e:
+	case <-b.stop:
+	}
+}
 
 // passReq asks the janitor for one pass; done is closed after it.
 type passReq struct {
 	gc, closing bool
-	ask         *asked // another process asks a model of ours to unload (Redis preemption)
+	ask         *asked    // another process asks a model of ours to unload (Redis preemption)
+	unload      *instance // the operator unloads it (Block.Unload), instead of a pass
+	err         *error    // unload's result
 	done        chan struct{}
 }
 
@@ -77,10 +111,16 @@ func (b *Block) runJanitor() {
 			b.heartbeat(b.now())
 		case <-b.kick:
 			b.pass(false, nil)
+		case e := <-b.ended:
+			b.end(e)
+			b.pass(false, nil) // the memory is free now, or a model is ready
 		case r := <-b.reqs:
-			if r.closing {
+			switch {
+			case r.closing:
 				b.closeModels()
-			} else {
+			case r.unload != nil:
+				*r.err = b.unloadNow(r.unload)
+			default:
 				b.pass(r.gc, r.ask)
 			}
 			close(r.done)
@@ -88,46 +128,83 @@ func (b *Block) runJanitor() {
 	}
 }
 
-// pass decides and applies until the decisions hold when applied (a few times at
-// most: each retry follows a request that made a model busy).
+// pass decides once and applies the decisions. A load whose victim a request made
+// busy since the snapshot is not applied; the janitor decides again on its next
+// turn (kick), with that request in its snapshot.
 func (b *Block) pass(gc bool, ask *asked) {
-	for range 4 {
-		now := b.now()
-		in := b.snapshot(now, gc, false)
-		if ask != nil {
-			in.Asked = []asked{*ask}
-		}
-		if !b.apply(now, decide(in)) {
-			b.sweepAdapters(now)
-			return
-		}
-		gc = false
+	now := b.now()
+	in := b.snapshot(now, gc, false)
+	if ask != nil {
+		in.Asked = []asked{*ask}
 	}
+	if b.apply(now, decide(in)) {
+		signal(b.kick)
+	}
+	b.sweepAdapters(now)
+}
+
+// unloadNow is the operator's Unload: the model unloads now if no request is using it.
+func (b *Block) unloadNow(in *instance) error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.active > 0 {
+		return fmt.Errorf("engine: model %s has %d requests in flight", in.cfg.ID, in.active)
+	}
+	in.unloadLocked()
+	return nil
 }
 
 // closeModels is Close's pass: refuse the loads waited for, unload every model, and
-// wait for loads in progress to end (then unload those too).
+// wait for the loads and preemptions in progress to end (then unload or refuse
+// those too).
 func (b *Block) closeModels() {
 	for {
 		now := b.now()
 		b.apply(now, decide(b.snapshot(now, false, true)))
-		var la *loadAttempt
-		for _, id := range b.order {
-			in := b.models[id]
-			in.mu.Lock()
-			if in.state == StateLoading {
-				la = in.attempt
-			}
-			in.mu.Unlock()
-			if la != nil {
-				break
-			}
-		}
-		if la == nil {
+		if len(b.life.loading) == 0 && len(b.life.asking) == 0 {
 			return
 		}
-		<-la.done
+		b.end(<-b.ended)
 	}
+}
+
+// end applies the report of a load or a preemption.
+func (b *Block) end(e lifeEnd) {
+	in, la := e.in, e.la
+	if !e.load {
+		delete(b.life.asking, in)
+		if e.err == nil {
+			return // the memory is free: the next decide loads the model
+		}
+		in.mu.Lock()
+		if in.attempt == la && in.state == StateUnloaded {
+			err := fmt.Errorf("%w: model %s: %w", ErrNoMemory, in.cfg.ID, e.err)
+			in.log.Warn("model not loaded", "err", err)
+			la.finish(err)
+			in.attempt = nil
+		}
+		in.mu.Unlock()
+		return
+	}
+	delete(b.life.loading, in)
+	in.mu.Lock()
+	in.loadTime = e.took
+	in.attempt = nil
+	if e.err != nil {
+		if err := b.leases.Release(context.Background(), in.lease.Device, in.lease.Holder); err != nil && !errors.Is(err, lease.ErrNotHeld) {
+			in.log.Warn("releasing the memory lease", "err", err)
+		}
+		in.lease = lease.Lease{}
+		in.state, in.err = StateFailed, e.err
+		in.log.Error("model failed to load", "err", e.err)
+	} else {
+		in.file, in.model, in.replicas = e.f, e.m, e.reps
+		in.loads++
+		in.state, in.lastUsed = StateReady, b.now()
+		in.log.Info("model ready", "load_ms", in.loadTime.Milliseconds(), "replicas", in.cfg.Replicas)
+	}
+	in.mu.Unlock()
+	la.finish(e.err)
 }
 
 // snapshot is decide's input at now.
@@ -139,7 +216,7 @@ func (b *Block) snapshot(now time.Time, gc, closing bool) lifeInput {
 		m := b.models[id]
 		m.mu.Lock()
 		in.Models = append(in.Models, lifeModel{ID: id, State: m.state, Active: m.active,
-			Wanted: m.state == StateUnloaded && m.attempt != nil && !m.preempting, LastUsed: m.lastUsed,
+			Wanted: m.state == StateUnloaded && m.attempt != nil && !b.life.asking[m], LastUsed: m.lastUsed,
 			IdleTimeout: m.cfg.IdleTimeout, KeepAlive: m.keep, Priority: m.cfg.Priority, Bytes: m.leaseBytes(), Device: m.device()})
 		m.mu.Unlock()
 		if !slices.Contains(devices, m.device()) {
@@ -208,10 +285,10 @@ func (b *Block) apply(now time.Time, acts []action) (again bool) {
 				continue
 			}
 			if len(a.Remote) > 0 {
-				in.preempt(a.Remote)
+				b.preempt(in, a.Remote)
 				continue
 			}
-			in.start(now)
+			b.start(in, now)
 		}
 	}
 	return again
@@ -219,18 +296,19 @@ func (b *Block) apply(now time.Time, acts []action) (again bool) {
 
 // preempt asks the other processes holding remote to unload them (through the
 // store's preempt channel), off the janitor (the wait is up to the store's
-// PreemptWait), then starts the load. While it runs the model is not wanted in
+// PreemptWait); its end comes back on ended, and the next decide starts the load
+// (or end refuses it). While it runs the model is in life.asking and not wanted in
 // snapshots, so that no second preemption starts.
-func (in *instance) preempt(remote []lease.Lease) {
-	p := in.b.leases.(preempter)
+func (b *Block) preempt(in *instance, remote []lease.Lease) {
+	p := b.leases.(preempter)
 	in.mu.Lock()
 	la := in.attempt
-	if in.state != StateUnloaded || la == nil || in.preempting {
+	if in.state != StateUnloaded || la == nil || b.life.asking[in] {
 		in.mu.Unlock()
 		return
 	}
-	in.preempting = true
 	in.mu.Unlock()
+	b.life.asking[in] = true
 	want := lease.Lease{Device: in.device(), Holder: holder(in.cfg.ID, in.b.proc), Bytes: in.leaseBytes(), Priority: in.cfg.Priority, TTL: in.b.ttl}
 	// Local victims are decide's (action.Victims): a local one here is a lease of
 	// this process that decide did not know as a model of ours.
@@ -243,16 +321,7 @@ func (in *instance) preempt(remote []lease.Lease) {
 				break
 			}
 		}
-		in.mu.Lock()
-		in.preempting = false
-		if err != nil && in.attempt == la && in.state == StateUnloaded {
-			err = fmt.Errorf("%w: model %s: %w", ErrNoMemory, in.cfg.ID, err)
-			in.log.Warn("model not loaded", "err", err)
-			la.finish(err)
-			in.attempt = nil
-		}
-		in.mu.Unlock()
-		signal(in.b.kick) // the janitor decides again: the memory is free now (or the load was refused)
+		b.report(lifeEnd{in: in, la: la, err: err})
 	}()
 }
 
@@ -269,12 +338,13 @@ func (la *loadAttempt) finish(err error) {
 	close(la.done)
 }
 
-// start leases the model's memory and starts loading it, if it is still wanted. A
-// lease the store refuses (another process took the memory) ends the attempt with
-// ErrNoMemory.
-func (in *instance) start(now time.Time) {
+// start leases the model's memory and starts loading it off the janitor, if it is
+// still wanted; the load's end comes back on ended. A lease the store refuses
+// (another process took the memory) ends the attempt with ErrNoMemory.
+func (b *Block) start(in *instance, now time.Time) {
 	in.mu.Lock()
 	la := in.attempt
+	reload := in.loads > 0
 	if in.state != StateUnloaded || la == nil {
 		in.mu.Unlock()
 		return
@@ -297,38 +367,18 @@ func (in *instance) start(now time.Time) {
 		return
 	}
 	in.state, in.err, in.lease = StateLoading, nil, l
-	go in.load(la)
+	b.life.loading[in] = true
+	go in.load(la, reload)
 }
 
 // load maps the file, builds the replicas and, on the first load only, warms each up
 // with a forward pass (the model is ready only after that). A reload is for a request
 // that waits: that request is the warm-up, a pass before it would only delay it. Its
-// lease is held already.
-func (in *instance) load(la *loadAttempt) {
+// lease is held already. It changes no state: the janitor applies its report (end).
+func (in *instance) load(la *loadAttempt, reload bool) {
 	start := time.Now()
-	in.mu.Lock()
-	reload := in.loads > 0
-	in.mu.Unlock()
 	f, m, reps, err := in.open(!reload)
-	in.mu.Lock()
-	in.loadTime = time.Since(start)
-	in.attempt = nil
-	if err != nil {
-		if err := in.b.leases.Release(context.Background(), in.lease.Device, in.lease.Holder); err != nil && !errors.Is(err, lease.ErrNotHeld) {
-			in.log.Warn("releasing the memory lease", "err", err)
-		}
-		in.lease = lease.Lease{}
-		in.state, in.err = StateFailed, err
-		in.log.Error("model failed to load", "err", err)
-	} else {
-		in.file, in.model, in.replicas = f, m, reps
-		in.loads++
-		in.state, in.lastUsed = StateReady, in.b.now()
-		in.log.Info("model ready", "load_ms", in.loadTime.Milliseconds(), "replicas", in.cfg.Replicas)
-	}
-	in.mu.Unlock()
-	la.finish(err)
-	signal(in.b.kick)
+	in.b.report(lifeEnd{in: in, la: la, load: true, f: f, m: m, reps: reps, took: time.Since(start), err: err})
 }
 
 // heartbeat renews the leases of the loading and loaded models, telling the store

@@ -304,3 +304,61 @@ func TestRedisLostLeaseAcquiredAgain(t *testing.T) {
 	}
 	waitUntil(t, 5*time.Second, "the model unloaded", func() bool { return modelState(b, "m") == StateUnloaded })
 }
+
+// TestRedisCloseDuringPreemptionRefusesTheLoad: Close while a load waits for another
+// process to give up its memory (a preemption in flight, off the janitor) waits for
+// the preemption to report its end and then refuses the load with ErrClosed; the
+// load's waiter is not left waiting for a janitor that has stopped.
+func TestRedisCloseDuringPreemptionRefusesTheLoad(t *testing.T) {
+	s := redistest.Start(t, redistest.Options{})
+	c := redisClient(t, s.URL(0))
+	mc := ModelConfig{MaxModelLen: 64, IdleTimeout: -1}
+	n := storiesBytes(t, mc)
+	budget := n * 3 / 2
+
+	// The other process: an idle lease of priority 0 that gives itself up only when
+	// the test says so.
+	other := lease.NewRedis(c, "t:", "node-a")
+	if _, err := other.Acquire(context.Background(), time.Now(), lease.Lease{Device: lease.HostDevice, Holder: "x@a",
+		Bytes: n, TTL: time.Minute, Idle: true}, budget); err != nil {
+		t.Fatal(err)
+	}
+	asked, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	stop, err := other.Listen(func(lease.PreemptRequest) error {
+		once.Do(func() { close(asked) })
+		<-release
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+
+	high := mc
+	high.ID, high.Priority = "high", 5
+	b := redisBlock(t, c, "node-b", budget, high)
+	select {
+	case <-asked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the other process was never asked to unload")
+	}
+	loaded := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		loaded <- b.Load(ctx, "high")
+	}()
+	closed := make(chan struct{})
+	go func() { b.Close(); close(closed) }()
+	select {
+	case <-closed:
+		t.Error("Close returned while a preemption was in flight")
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(release)
+	<-closed
+	if err := <-loaded; !errors.Is(err, ErrClosed) {
+		t.Fatalf("Load after Close during its preemption: %v, want ErrClosed", err)
+	}
+}
