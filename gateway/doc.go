@@ -9,14 +9,16 @@
 //
 //  1. gateway (server.go, Server.handle): an id, the endpoint's codec (codec.go:
 //     chat/completions in openai.go, Responses in responses*.go, Messages in
-//     messages*.go rendering through gateway/anthropic), then
+//     messages*.go decoding and rendering through gateway/anthropic), then
 //     Server.handleGenerate (run.go), after which every error
 //     is answered in the codec's shape.
 //  2. tenancy and policies: the key (where the codec reads it) authenticates a
 //     tenant; the tenant is admitted from the header alone (concurrency,
 //     requests/s) before the body is read.
 //  3. The codec decodes the body into the core request (input: messages, features,
-//     sampling, limits, stream); a bad field is a 400 naming it in its API's terms.
+//     sampling, limits, stream), strictly with gateway/core (core.DecodeBody; a codec
+//     package's errors are core.FieldErrors); a bad field is a 400 naming it in its
+//     API's terms.
 //  4. gateway/forward: with a registry (package registry), a request for a model
 //     another process serves is forwarded there (peers.go decides, Server.forwardBy;
 //     forward.Forwarder sends and relays), and a stream that breaks ends with the
@@ -334,8 +336,9 @@
 // # Anthropic's Messages API
 //
 // POST /v1/messages is Anthropic's Messages API as a codec over the same core
-// (codec.go; messages.go decodes, messages_out.go renders through package
-// anthropic, which holds the Message, its event stream and the error shape): the key comes as
+// (codec.go; messages.go fills the core request from package anthropic's decoded
+// Request, messages_out.go renders through package anthropic, which holds the
+// request's decoding, the Message, its event stream and the error shape): the key comes as
 // x-api-key or "Authorization: Bearer"; anthropic-version and anthropic-beta are
 // accepted and change nothing. The body is decoded strictly (an unknown member is a
 // 400 naming it) into the chat request: system (a string or text blocks) first,
