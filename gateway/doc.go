@@ -8,7 +8,8 @@
 // Anthropic's Messages) goes one way through one core; the packages it meets:
 //
 //  1. gateway (server.go, Server.handle): an id, the endpoint's codec (codec.go:
-//     chat/completions in openai.go, Responses in responses*.go, Messages in
+//     chat/completions in openai.go, Responses in responses*.go (its input items
+//     in gateway/openai), Messages in
 //     messages*.go decoding and rendering through gateway/anthropic), then
 //     Server.handleGenerate (run.go), after which every error
 //     is answered in the codec's shape.
@@ -306,7 +307,7 @@
 //
 // POST /v1/responses is a codec over the same core (responses.go): its body is
 // decoded strictly into a chat request (instructions a first system message, the
-// input items messages, function_call items the assistant's tool calls,
+// input items, decoded by package gateway/openai (ParseInput, Messages), messages, function_call items the assistant's tool calls,
 // function_call_output items tool messages; tools, tool_choice and text.format put
 // in chat's shape and checked by chatRequest.features, so a field at fault is named
 // as the Responses API names it, respNames). previous_response_id reads the
