@@ -280,7 +280,8 @@
 //
 // # Other endpoints
 //
-// POST /v1/embeddings (embeddings.go): the same auth, admission before the body
+// POST /v1/embeddings (embeddings.go; the body, its input's shapes and the answer
+// in gateway/openai's embeddings.go): the same auth, admission before the body
 // is decoded (step 2), model permission, tokens/min on the inputs' estimate,
 // budget reservation and ledger as a generation, billed as prompt tokens; input a
 // string, strings, token ids or arrays of them; encoding_format float or base64;

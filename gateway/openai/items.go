@@ -1,7 +1,8 @@
 // Package openai holds OpenAI's wire formats as the gateway decodes them, apart
 // from the gateway's core: so far the Responses API's conversation items
 // (items.go: input as a string or items, each decoded strictly, the conversation as
-// the chat template's messages). Errors are core.FieldErrors naming the field in
+// the chat template's messages) and the embeddings API (embeddings.go: the body,
+// its input's shapes, the answer). Errors are core.FieldErrors naming the field in
 // the API's terms; the gateway's codecs (gateway/responses*.go, openai.go) turn
 // them into answers.
 package openai
