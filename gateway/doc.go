@@ -316,7 +316,8 @@
 // each response of its chain, oldest first, its input then its output items, before
 // the new input; instructions are not carried over, as OpenAI's are not.
 // responses_output.go renders the core's events as OpenAI's event sequence (each
-// item opened, its deltas, closed) or the whole Response object, and stores the
+// item opened, its deltas, closed; the items themselves by gateway/openai) or the
+// whole Response object, and stores the
 // response (store: true) before the bytes that end the answer are written, so a
 // client holding an answer can always continue it. The plan's limits on stored
 // responses (responses_max_count, responses_max_bytes) are kept twice (respquota.go):

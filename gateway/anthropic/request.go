@@ -577,3 +577,10 @@ func Rename(param, msg string) (string, string) {
 	}
 	return p, strings.ReplaceAll(msg, param, p)
 }
+
+// AppendCountTokens appends count_tokens' answer: {"input_tokens":n}.
+func AppendCountTokens(b []byte, n int) []byte {
+	b = append(b, `{"input_tokens":`...)
+	b = strconv.AppendInt(b, int64(n), 10)
+	return append(b, '}')
+}

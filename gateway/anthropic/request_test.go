@@ -113,6 +113,9 @@ func TestChatFeaturesAndRename(t *testing.T) {
 			t.Errorf("Rename(%q) = %q, %q", tc.param, p, msg)
 		}
 	}
+	if got := string(AppendCountTokens(nil, 12)); got != `{"input_tokens":12}` {
+		t.Errorf("count_tokens' answer = %s", got)
+	}
 	if got := string(APIKey(nil, []byte("Bearer k1"))); got != "k1" {
 		t.Errorf("APIKey from Authorization = %q", got)
 	}
