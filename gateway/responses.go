@@ -5,7 +5,6 @@ import (
 	"context"
 	"log/slog"
 	"strconv"
-	"strings"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -392,36 +391,15 @@ func (r *responsesRequest) chatShape(q *chatRequest) (*chatRequest, *apiError) {
 // respNames renames the fields of an error about the request in chat's shape to the
 // Responses API's: response_format(.json_schema) is text.format, tools[i].function.x
 // is tools[i].x, tool_choice's function.name its name, messages input and max_tokens
-// max_output_tokens. The codec's appendError applies
+// max_output_tokens (openai.RenameResponses). The codec's appendError applies
 // it to the errors the core finds later (a schema the grammar cannot serve).
 func respNames(e *apiError) *apiError {
-	rename := func(s string) string {
-		if rest, ok := strings.CutPrefix(s, "response_format"); ok {
-			return "text.format" + strings.TrimPrefix(rest, ".json_schema")
-		}
-		if strings.HasPrefix(s, "tools[") {
-			return strings.Replace(s, ".function.", ".", 1)
-		}
-		if rest, ok := strings.CutPrefix(s, "tool_choice.function"); ok {
-			return "tool_choice" + rest
-		}
-		switch s {
-		case "max_tokens":
-			return "max_output_tokens"
-		case "messages": // the prompt (too long, or refused by the chat template)
-			return "input"
-		}
-		return s
-	}
-	p := rename(e.param)
-	if p == e.param && !strings.Contains(e.message, "response_format") {
+	p, msg, changed := openai.RenameResponses(e.param, e.message)
+	if !changed {
 		return e
 	}
 	c := *e
-	c.param = p
-	c.message = strings.ReplaceAll(e.message, "'"+e.param+"'", "'"+p+"'")
-	c.message = strings.ReplaceAll(c.message, "response_format.json_schema.", "text.format.")
-	c.message = strings.ReplaceAll(c.message, "response_format", "text.format")
+	c.param, c.message = p, msg
 	return &c
 }
 

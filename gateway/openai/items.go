@@ -237,3 +237,37 @@ func Messages(instructions *string, items []Item) (msgs []engine.Message, size i
 	}
 	return msgs, size
 }
+
+// RenameResponses renames the field (param) of an error about a Responses request
+// in chat's shape, and its message, to the Responses API's names:
+// response_format(.json_schema) is text.format, tools[i].function.x is tools[i].x,
+// tool_choice's function.name its name, messages input and max_tokens
+// max_output_tokens. changed is false when nothing is renamed.
+func RenameResponses(param, message string) (p, msg string, changed bool) {
+	rename := func(s string) string {
+		if rest, ok := strings.CutPrefix(s, "response_format"); ok {
+			return "text.format" + strings.TrimPrefix(rest, ".json_schema")
+		}
+		if strings.HasPrefix(s, "tools[") {
+			return strings.Replace(s, ".function.", ".", 1)
+		}
+		if rest, ok := strings.CutPrefix(s, "tool_choice.function"); ok {
+			return "tool_choice" + rest
+		}
+		switch s {
+		case "max_tokens":
+			return "max_output_tokens"
+		case "messages": // the prompt (too long, or refused by the chat template)
+			return "input"
+		}
+		return s
+	}
+	p = rename(param)
+	if p == param && !strings.Contains(message, "response_format") {
+		return param, message, false
+	}
+	msg = strings.ReplaceAll(message, "'"+param+"'", "'"+p+"'")
+	msg = strings.ReplaceAll(msg, "response_format.json_schema.", "text.format.")
+	msg = strings.ReplaceAll(msg, "response_format", "text.format")
+	return p, msg, true
+}

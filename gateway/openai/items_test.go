@@ -63,3 +63,23 @@ func TestParseInputRefusesByName(t *testing.T) {
 		t.Errorf("too many items: %v", ferr)
 	}
 }
+
+// TestRenameResponses: an error about the request in chat's shape names the
+// Responses API's fields, in its parameter and its message.
+func TestRenameResponses(t *testing.T) {
+	for _, tc := range []struct{ param, msg, wantP, wantMsg string }{
+		{"response_format.json_schema.schema", "bad 'response_format.json_schema.schema'", "text.format.schema", "bad 'text.format.schema'"},
+		{"tools[1].function.parameters", "bad 'tools[1].function.parameters'", "tools[1].parameters", "bad 'tools[1].parameters'"},
+		{"tool_choice.function.name", "x", "tool_choice.name", "x"},
+		{"max_tokens", "'max_tokens' too big", "max_output_tokens", "'max_output_tokens' too big"},
+		{"messages", "too long", "input", "too long"},
+	} {
+		p, msg, changed := RenameResponses(tc.param, tc.msg)
+		if p != tc.wantP || msg != tc.wantMsg || !changed {
+			t.Errorf("RenameResponses(%q, %q) = %q, %q, %v", tc.param, tc.msg, p, msg, changed)
+		}
+	}
+	if p, msg, changed := RenameResponses("temperature", "bad"); changed || p != "temperature" || msg != "bad" {
+		t.Errorf("temperature renamed: %q %q", p, msg)
+	}
+}
