@@ -8,11 +8,11 @@
 // Anthropic's Messages) goes one way through one core; the packages it meets:
 //
 //  1. gateway (server.go, Server.handle): an id, the endpoint's codec (codec.go:
-//     chat/completions in openai.go, Responses in responses*.go (its input items
-//     in gateway/openai), Messages in
-//     messages*.go decoding and rendering through gateway/anthropic), then
-//     Server.handleGenerate (run.go), after which every error
-//     is answered in the codec's shape.
+//     chat/completions in openai.go, Responses in responses*.go, Messages in
+//     messages*.go; their wire formats, decoding and rendering, in the codec
+//     packages gateway/openai (Responses' items, embeddings) and gateway/anthropic
+//     (Messages)), then Server.handleGenerate (run.go), after which every error is
+//     answered in the codec's shape.
 //  2. tenancy and policies: the key (where the codec reads it) authenticates a
 //     tenant; the tenant is admitted from the header alone (concurrency,
 //     requests/s) before the body is read.
@@ -82,7 +82,7 @@
 //     with go-json-experiment); a bad or unknown field, or one the server does not
 //     serve (best_of, audio, …) is a 400 naming it, in the codec's error
 //     shape; a value of the wrong type says what the field expects in JSON's
-//     words ("expected an integer, got a string": json.go, never Go's type names,
+//     words ("expected an integer, got a string": gateway/core's json.go; stdjson.go, never Go's type names,
 //     for encoding/json's errors on the Batch API's bodies too). features.go reads
 //     the OpenAI features: response_format, tools,
 //     tool_choice, parallel_tool_calls, logprobs, top_logprobs, echo and n

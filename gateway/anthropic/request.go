@@ -18,7 +18,7 @@ import (
 // the sampling parameters as given and, translated into the chat request's JSON, its
 // tools, tool_choice, parallel_tool_calls and response_format (ChatFeatures), which
 // the gateway's chat decoder checks; its errors are renamed to this API's fields
-// (Names). The gateway's codec (gateway/messages.go) fills its core request from
+// (Rename). The gateway's codec (gateway/messages.go) fills its core request from
 // these.
 //
 // The request is decoded strictly: a member the API does not have is a 400 naming
