@@ -9,14 +9,17 @@
 //
 //  1. gateway (server.go, Server.handle): an id, the endpoint's codec (codec.go:
 //     chat/completions in openai.go, Responses in responses*.go, Messages in
-//     messages*.go rendering through gateway/anthropic), then
-//     Server.handleGenerate (run.go), after which every error
-//     is answered in the codec's shape.
+//     messages*.go; their wire formats, decoding and rendering, in the codec
+//     packages gateway/openai (Responses' items, embeddings) and gateway/anthropic
+//     (Messages)), then Server.handleGenerate (run.go), after which every error is
+//     answered in the codec's shape.
 //  2. tenancy and policies: the key (where the codec reads it) authenticates a
 //     tenant; the tenant is admitted from the header alone (concurrency,
 //     requests/s) before the body is read.
 //  3. The codec decodes the body into the core request (input: messages, features,
-//     sampling, limits, stream); a bad field is a 400 naming it in its API's terms.
+//     sampling, limits, stream), strictly with gateway/core (core.DecodeBody; a codec
+//     package's errors are core.FieldErrors); a bad field is a 400 naming it in its
+//     API's terms.
 //  4. gateway/forward: with a registry (package registry), a request for a model
 //     another process serves is forwarded there (peers.go decides, Server.forwardBy;
 //     forward.Forwarder sends and relays), and a stream that breaks ends with the
@@ -79,8 +82,9 @@
 //     with go-json-experiment); a bad or unknown field, or one the server does not
 //     serve (best_of, audio, …) is a 400 naming it, in the codec's error
 //     shape; a value of the wrong type says what the field expects in JSON's
-//     words ("expected an integer, got a string": json.go, never Go's type names,
-//     for encoding/json's errors on the Batch API's bodies too). features.go reads
+//     words ("expected an integer, got a string": gateway/core's json.go, and
+//     stdjson.go for encoding/json's errors on the Batch API's bodies; never Go's
+//     type names). features.go reads
 //     the OpenAI features: response_format, tools,
 //     tool_choice, parallel_tool_calls, logprobs, top_logprobs, echo and n
 //     (completions' max_tokens 0 with echo scores the prompt: engine.Request.PromptOnly);
@@ -281,7 +285,8 @@
 //
 // # Other endpoints
 //
-// POST /v1/embeddings (embeddings.go): the same auth, admission before the body
+// POST /v1/embeddings (embeddings.go; the body, its input's shapes and the answer
+// in gateway/openai's embeddings.go): the same auth, admission before the body
 // is decoded (step 2), model permission, tokens/min on the inputs' estimate,
 // budget reservation and ledger as a generation, billed as prompt tokens; input a
 // string, strings, token ids or arrays of them; encoding_format float or base64;
@@ -308,7 +313,7 @@
 //
 // POST /v1/responses is a codec over the same core (responses.go): its body is
 // decoded strictly into a chat request (instructions a first system message, the
-// input items messages, function_call items the assistant's tool calls,
+// input items, decoded by package gateway/openai (ParseInput, Messages), messages, function_call items the assistant's tool calls,
 // function_call_output items tool messages; tools, tool_choice and text.format put
 // in chat's shape and checked by chatRequest.features, so a field at fault is named
 // as the Responses API names it, respNames). previous_response_id reads the
@@ -316,7 +321,8 @@
 // each response of its chain, oldest first, its input then its output items, before
 // the new input; instructions are not carried over, as OpenAI's are not.
 // responses_output.go renders the core's events as OpenAI's event sequence (each
-// item opened, its deltas, closed) or the whole Response object, and stores the
+// item opened, its deltas, closed; the items themselves by gateway/openai) or the
+// whole Response object, and stores the
 // response (store: true) before the bytes that end the answer are written, so a
 // client holding an answer can always continue it. The plan's limits on stored
 // responses (responses_max_count, responses_max_bytes) are kept twice (respquota.go):
@@ -338,8 +344,9 @@
 // # Anthropic's Messages API
 //
 // POST /v1/messages is Anthropic's Messages API as a codec over the same core
-// (codec.go; messages.go decodes, messages_out.go renders through package
-// anthropic, which holds the Message, its event stream and the error shape): the key comes as
+// (codec.go; messages.go fills the core request from package anthropic's decoded
+// Request, messages_out.go renders through package anthropic, which holds the
+// request's decoding, the Message, its event stream and the error shape): the key comes as
 // x-api-key or "Authorization: Bearer"; anthropic-version and anthropic-beta are
 // accepted and change nothing. The body is decoded strictly (an unknown member is a
 // 400 naming it) into the chat request: system (a string or text blocks) first,

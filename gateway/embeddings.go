@@ -2,78 +2,16 @@ package gateway
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/binary"
 	"errors"
-	"math"
 	"strconv"
 
-	jsonv2 "github.com/go-json-experiment/json"
-	"github.com/go-json-experiment/json/jsontext"
 	"github.com/valyala/fasthttp"
 
 	"github.com/lmlite/lmlite/engine"
-	"github.com/lmlite/lmlite/internal/jsonenc"
+	"github.com/lmlite/lmlite/gateway/openai"
 	"github.com/lmlite/lmlite/policies"
 	"github.com/lmlite/lmlite/tenancy"
 )
-
-// maxEmbedInputs is the most inputs one embeddings request may hold (OpenAI's limit).
-const maxEmbedInputs = 2048
-
-// embeddingRequest is the body of POST /v1/embeddings.
-type embeddingRequest struct {
-	Model          string         `json:"model"`
-	Input          jsontext.Value `json:"input"`
-	EncodingFormat string         `json:"encoding_format"`
-	Dimensions     *int           `json:"dimensions"`
-	User           string         `json:"user"`
-}
-
-// embedInputs reads input: a string, an array of strings, an array of token ids or
-// an array of arrays of token ids. Strings come back in texts (to tokenize), token
-// arrays in ids; exactly one of them is set.
-func embedInputs(raw jsontext.Value) (texts []string, ids [][]int32, aerr *apiError) {
-	if isNull(raw) {
-		return nil, nil, badRequest("input", "you must provide an input")
-	}
-	// Each shape decoded into a fresh value: a failed decoding may leave a partial one.
-	var one string
-	var many []string
-	var flat []int32
-	switch {
-	case jsonv2.Unmarshal(raw, &one) == nil:
-		texts = []string{one}
-	case jsonv2.Unmarshal(raw, &many) == nil:
-		texts = many
-	case jsonv2.Unmarshal(raw, &flat) == nil:
-		ids = [][]int32{flat}
-	default:
-		var nested [][]int32
-		if jsonv2.Unmarshal(raw, &nested) != nil {
-			return nil, nil, badRequest("input", "input must be a string, an array of strings, an array of token ids or an array of arrays of token ids")
-		}
-		ids = nested
-	}
-	n := len(texts) + len(ids)
-	if n == 0 {
-		return nil, nil, badRequest("input", "input must not be empty")
-	}
-	if n > maxEmbedInputs {
-		return nil, nil, badRequest("input", "input may hold at most "+strconv.Itoa(maxEmbedInputs)+" items")
-	}
-	for i, t := range texts {
-		if t == "" {
-			return nil, nil, badRequest("input["+strconv.Itoa(i)+"]", "input cannot be an empty string")
-		}
-	}
-	for i, p := range ids {
-		if len(p) == 0 {
-			return nil, nil, badRequest("input["+strconv.Itoa(i)+"]", "input cannot be an empty array")
-		}
-	}
-	return texts, ids, nil
-}
 
 // embeds reports whether the engine serves embeddings from model m (an embedded
 // model whose ModelStatus.Embeddings is set).
@@ -144,7 +82,7 @@ func (s *Server) handleEmbeddings(ctx *fasthttp.RequestCtx, reqID string) {
 		j.reject(ctx, s.tooLarge())
 		return
 	}
-	var r embeddingRequest
+	var r openai.EmbeddingRequest
 	s.decoded.Add(1)
 	if aerr := decodeBody(body, &r); aerr != nil {
 		j.reject(ctx, aerr)
@@ -162,9 +100,9 @@ func (s *Server) handleEmbeddings(ctx *fasthttp.RequestCtx, reqID string) {
 		j.reject(ctx, badRequest("encoding_format", "encoding_format must be 'float' or 'base64'"))
 		return
 	}
-	texts, ids, aerr := embedInputs(r.Input)
-	if aerr != nil {
-		j.reject(ctx, aerr)
+	texts, ids, ferr := openai.EmbedInputs(r.Input)
+	if ferr != nil {
+		j.reject(ctx, fieldError(ferr))
 		return
 	}
 	if r.Model == "auto" || r.Model == "default" {
@@ -269,47 +207,5 @@ func (s *Server) handleEmbeddings(ctx *fasthttp.RequestCtx, reqID string) {
 	j.settle(tenancy.Entry{Status: 200, PromptTokens: emb.PromptTokens}, &u)
 	j.setRouteHeaders(ctx)
 	ctx.SetContentType("application/json")
-	ctx.SetBody(appendEmbeddings(make([]byte, 0, 64+len(emb.Vectors)*len(emb.Vectors[0])*12), m.id, emb, r.EncodingFormat == "base64"))
-}
-
-// appendEmbeddings appends OpenAI's embeddings response: a list of
-// {"object":"embedding","index","embedding"} (floats, or base64 of little-endian
-// float32s) and the usage.
-func appendEmbeddings(b []byte, model string, emb engine.Embeddings, b64 bool) []byte {
-	b = append(b, `{"object":"list","data":[`...)
-	var raw []byte
-	for i, v := range emb.Vectors {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, `{"object":"embedding","index":`...)
-		b = strconv.AppendInt(b, int64(i), 10)
-		b = append(b, `,"embedding":`...)
-		if b64 {
-			raw = raw[:0]
-			for _, f := range v {
-				raw = binary.LittleEndian.AppendUint32(raw, math.Float32bits(f))
-			}
-			b = append(b, '"')
-			b = base64.StdEncoding.AppendEncode(b, raw)
-			b = append(b, '"')
-		} else {
-			b = append(b, '[')
-			for k, f := range v {
-				if k > 0 {
-					b = append(b, ',')
-				}
-				b = strconv.AppendFloat(b, float64(f), 'g', -1, 32)
-			}
-			b = append(b, ']')
-		}
-		b = append(b, '}')
-	}
-	b = append(b, `],"model":`...)
-	b = jsonenc.AppendString(b, model)
-	b = append(b, `,"usage":{"prompt_tokens":`...)
-	b = strconv.AppendInt(b, int64(emb.PromptTokens), 10)
-	b = append(b, `,"total_tokens":`...)
-	b = strconv.AppendInt(b, int64(emb.PromptTokens), 10)
-	return append(b, "}}"...)
+	ctx.SetBody(openai.AppendEmbeddings(make([]byte, 0, 64+len(emb.Vectors)*len(emb.Vectors[0])*12), m.id, emb, r.EncodingFormat == "base64"))
 }

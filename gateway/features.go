@@ -14,6 +14,7 @@ import (
 	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/engine/grammar"
 	"github.com/lmlite/lmlite/engine/toolcall"
+	"github.com/lmlite/lmlite/gateway/core"
 )
 
 // Features is the optional ability of an Engine that serves OpenAI's features beyond
@@ -71,10 +72,7 @@ func (f *features) uses() bool {
 
 // strictOf decodes raw into v refusing unknown members, naming field in errors.
 func strictOf(raw jsontext.Value, v any, field string) *apiError {
-	if err := jsonv2.Unmarshal(raw, v, strictJSON); err != nil {
-		return badRequest(jsonFieldErrorIn(err, field))
-	}
-	return nil
+	return fieldError(core.Strict(raw, v, field))
 }
 
 type toolCallParam struct {

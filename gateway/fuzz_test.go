@@ -12,6 +12,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/lmlite/lmlite/gateway/core"
 	"github.com/lmlite/lmlite/policies"
 	"github.com/lmlite/lmlite/tenancy"
 	"github.com/lmlite/lmlite/tiers"
@@ -44,22 +45,22 @@ func FuzzRequestBody(f *testing.F) {
 			r.sampling(1)
 		}
 		if !utf8.Valid(body) {
-			invalidUTF8Field(body)
+			core.InvalidUTF8Field(body)
 		}
 	})
 }
 
 func TestInvalidUTF8Field(t *testing.T) {
 	body := []byte("{\"a\": 1, \"messages\": [{\"role\": \"user\"}, {\"content\": \"x\xffy\"}], \"z\": {\"q\": [\"\xff\"]}}")
-	if got := invalidUTF8Field(body); got != "messages[1].content" {
+	if got := core.InvalidUTF8Field(body); got != "messages[1].content" {
 		t.Errorf("invalidUTF8Field = %q", got)
 	}
 	body2 := []byte("{\"z\": {\"q\": [1, \"\xff\"]}}")
-	if got := invalidUTF8Field(body2); got != "z.q[1]" {
+	if got := core.InvalidUTF8Field(body2); got != "z.q[1]" {
 		t.Errorf("invalidUTF8Field = %q", got)
 	}
 	body3 := []byte("{\"k\xff\": 1}")
-	if got := invalidUTF8Field(body3); got != "" && got != "k\ufffd" {
+	if got := core.InvalidUTF8Field(body3); got != "" && got != "k\ufffd" {
 		t.Errorf("invalidUTF8Field in a key = %q", got)
 	}
 }

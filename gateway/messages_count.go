@@ -1,14 +1,15 @@
 package gateway
 
 import (
-	"strconv"
-
 	"github.com/valyala/fasthttp"
 
+	"github.com/lmlite/lmlite/gateway/anthropic"
 	"github.com/lmlite/lmlite/tenancy"
 )
 
-// handleCountTokens answers POST /v1/messages/count_tokens: {"input_tokens": N},
+// handleCountTokens answers POST /v1/messages/count_tokens: {"input_tokens": N}
+// (anthropic.AppendCountTokens; the body decoded as a Messages request's, max_tokens
+// optional: anthropic.Request.Check(true)),
 // the prompt's tokens on the model the same request to /v1/messages would run on,
 // rendered and tokenized as the core does (the model's plan: its chat template with
 // the tools, its tokenizer), so that N is the input_tokens plus the
@@ -53,8 +54,6 @@ func (s *Server) handleCountTokens(ctx *fasthttp.RequestCtx, reqID string) {
 	}
 	j.settle(tenancy.Entry{Status: 200}, nil)
 	j.setRouteHeaders(ctx)
-	b := append(make([]byte, 0, 32), `{"input_tokens":`...)
-	b = strconv.AppendInt(b, int64(j.c.nPrompt), 10)
 	ctx.SetContentType("application/json")
-	ctx.SetBody(append(b, '}'))
+	ctx.SetBody(anthropic.AppendCountTokens(make([]byte, 0, 32), j.c.nPrompt))
 }

@@ -5,12 +5,12 @@ import (
 	"context"
 	"log/slog"
 	"strconv"
-	"strings"
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/gateway/openai"
 	"github.com/lmlite/lmlite/internal/jsonenc"
 	"github.com/lmlite/lmlite/respstore"
 )
@@ -94,19 +94,11 @@ type respTool struct {
 	Strict      *bool          `json:"strict"`
 }
 
-// respItem is one item of a conversation, as the server keeps it: a message (its
-// role and text), a function call, or a function call's output. It is what
-// previous_response_id continues and what input_items lists.
-type respItem struct {
-	Type      string `json:"type"` // "message", "function_call", "function_call_output"
-	ID        string `json:"id,omitempty"`
-	Role      string `json:"role,omitempty"`      // message: user, assistant, system, developer
-	Text      string `json:"text,omitempty"`      // message: its text parts joined
-	CallID    string `json:"call_id,omitempty"`   // function_call, function_call_output
-	Name      string `json:"name,omitempty"`      // function_call
-	Arguments string `json:"arguments,omitempty"` // function_call
-	Output    string `json:"output,omitempty"`    // function_call_output
-}
+// respItem is one item of a conversation (openai.Item).
+type respItem = openai.Item
+
+// maxRespItems bounds the items of one conversation (openai.MaxItems).
+const maxRespItems = openai.MaxItems
 
 // respInput is what the Responses codec keeps of a request for its output: the echo
 // of its parameters in the Response object, and the conversation to store.
@@ -124,11 +116,6 @@ type respInput struct {
 	req  responsesRequest // the body as decoded
 	chat chatRequest      // its chat shape (chatShape): in.p is its commonParams
 }
-
-// maxRespItems bounds the items of one conversation (this request's and the turns
-// before it), so that a conversation continued without end is refused by name
-// rather than rebuilt at any size.
-const maxRespItems = 4096
 
 // responsesCodec is OpenAI's Responses API. It keeps no per-request state; store
 // keeps the responses of every tenant.
@@ -284,205 +271,22 @@ func (r *responsesRequest) unsupported() *apiError {
 	return nil
 }
 
-// parseRespInput reads input: a string (one user message) or an array of items.
+// parseRespInput reads input: a string (one user message) or an array of items
+// (openai.ParseInput).
 func parseRespInput(raw jsontext.Value) ([]respItem, *apiError) {
-	if isNull(raw) {
-		return nil, nil
-	}
-	var s string
-	if jsonv2.Unmarshal(raw, &s) == nil {
-		return []respItem{{Type: "message", Role: "user", Text: s}}, nil
-	}
-	var list []jsontext.Value
-	if err := jsonv2.Unmarshal(raw, &list); err != nil {
-		return nil, badRequest("input", "input must be a string or an array of items")
-	}
-	if len(list) > maxRespItems {
-		return nil, badRequest("input", "input has "+strconv.Itoa(len(list))+" items; at most "+strconv.Itoa(maxRespItems)+" are allowed")
-	}
-	out := make([]respItem, 0, len(list))
-	for i, it := range list {
-		item, aerr := parseRespItem(it, "input["+strconv.Itoa(i)+"]")
-		if aerr != nil {
-			return nil, aerr
-		}
-		out = append(out, item)
-	}
-	return out, nil
+	items, ferr := openai.ParseInput(raw)
+	return items, fieldError(ferr)
 }
 
-// parseRespItem reads one input item: a message (with or without its type), a
-// function_call or a function_call_output, each strictly. Items the server cannot
-// serve (images, files, built-in tools' calls, references) are refused by name.
+// parseRespItem reads one input item strictly (openai.ParseItem).
 func parseRespItem(raw jsontext.Value, field string) (respItem, *apiError) {
-	var head struct {
-		Type string `json:"type"`
-		Role string `json:"role"`
-	}
-	if err := jsonv2.Unmarshal(raw, &head); err != nil {
-		return respItem{}, badRequest(field, "an input item must be an object")
-	}
-	if head.Type == "" && head.Role != "" {
-		head.Type = "message"
-	}
-	switch head.Type {
-	case "message":
-		var m struct {
-			Type    string         `json:"type"`
-			ID      string         `json:"id"`
-			Role    string         `json:"role"`
-			Content jsontext.Value `json:"content"`
-			Status  string         `json:"status"`
-		}
-		if aerr := strictOf(raw, &m, field); aerr != nil {
-			return respItem{}, aerr
-		}
-		if !oneOf(m.Role, "user", "assistant", "system", "developer") {
-			return respItem{}, badRequest(field+".role", "invalid role '"+m.Role+"': user, assistant, system or developer")
-		}
-		text, aerr := respContent(m.Content, field+".content")
-		if aerr != nil {
-			return respItem{}, aerr
-		}
-		return respItem{Type: "message", ID: m.ID, Role: m.Role, Text: text}, nil
-	case "function_call":
-		var fc struct {
-			Type      string `json:"type"`
-			ID        string `json:"id"`
-			CallID    string `json:"call_id"`
-			Name      string `json:"name"`
-			Arguments string `json:"arguments"`
-			Status    string `json:"status"`
-		}
-		if aerr := strictOf(raw, &fc, field); aerr != nil {
-			return respItem{}, aerr
-		}
-		if fc.CallID == "" {
-			return respItem{}, badRequest(field+".call_id", "a function_call needs a call_id")
-		}
-		if fc.Name == "" {
-			return respItem{}, badRequest(field+".name", "a function_call needs a name")
-		}
-		return respItem{Type: "function_call", ID: fc.ID, CallID: fc.CallID, Name: fc.Name, Arguments: fc.Arguments}, nil
-	case "function_call_output":
-		var fo struct {
-			Type   string         `json:"type"`
-			ID     string         `json:"id"`
-			CallID string         `json:"call_id"`
-			Output jsontext.Value `json:"output"`
-			Status string         `json:"status"`
-		}
-		if aerr := strictOf(raw, &fo, field); aerr != nil {
-			return respItem{}, aerr
-		}
-		if fo.CallID == "" {
-			return respItem{}, badRequest(field+".call_id", "a function_call_output needs a call_id")
-		}
-		out, aerr := respContent(fo.Output, field+".output")
-		if aerr != nil {
-			return respItem{}, aerr
-		}
-		return respItem{Type: "function_call_output", ID: fo.ID, CallID: fo.CallID, Output: out}, nil
-	case "":
-		return respItem{}, badRequest(field+".type", "an input item needs a type (or a role, for a message)")
-	}
-	return respItem{}, badRequest(field+".type", "input items of type '"+head.Type+"' are not supported by this server (message, function_call and function_call_output are)")
+	it, ferr := openai.ParseItem(raw, field)
+	return it, fieldError(ferr)
 }
 
-// respContent reads a message's content (or a function call's output): a string,
-// or an array of text parts (input_text, output_text, refusal). Images, files and
-// audio are refused by name.
-func respContent(raw jsontext.Value, field string) (string, *apiError) {
-	if isNull(raw) {
-		return "", nil
-	}
-	var s string
-	if jsonv2.Unmarshal(raw, &s) == nil {
-		return s, nil
-	}
-	var parts []jsontext.Value
-	if err := jsonv2.Unmarshal(raw, &parts); err != nil {
-		return "", badRequest(field, "content must be a string or an array of content parts")
-	}
-	var b strings.Builder
-	for i, p := range parts {
-		f := field + "[" + strconv.Itoa(i) + "]"
-		var head struct {
-			Type string `json:"type"`
-		}
-		if err := jsonv2.Unmarshal(p, &head); err != nil {
-			return "", badRequest(f, "a content part must be an object")
-		}
-		switch head.Type {
-		case "input_text":
-			var t struct {
-				Type string `json:"type"`
-				Text string `json:"text"`
-			}
-			if aerr := strictOf(p, &t, f); aerr != nil {
-				return "", aerr
-			}
-			b.WriteString(t.Text)
-		case "output_text":
-			var t struct {
-				Type        string         `json:"type"`
-				Text        string         `json:"text"`
-				Annotations jsontext.Value `json:"annotations"`
-				Logprobs    jsontext.Value `json:"logprobs"`
-			}
-			if aerr := strictOf(p, &t, f); aerr != nil {
-				return "", aerr
-			}
-			b.WriteString(t.Text)
-		case "refusal":
-			var t struct {
-				Type    string `json:"type"`
-				Refusal string `json:"refusal"`
-			}
-			if aerr := strictOf(p, &t, f); aerr != nil {
-				return "", aerr
-			}
-			b.WriteString(t.Refusal)
-		default:
-			return "", badRequest(f+".type", "content parts of type '"+head.Type+"' are not supported by this server (input_text and output_text are)")
-		}
-	}
-	return b.String(), nil
-}
-
-// respMessages makes the chat messages of a conversation: instructions first (a
-// system message), then each item; a function_call joins the assistant message
-// before it (or starts one), a function_call_output is a tool message. size is the
-// texts' bytes, for the prompt's estimate.
-func respMessages(instructions *string, items []respItem) (msgs []engine.Message, size int) {
-	msgs = make([]engine.Message, 0, len(items)+1)
-	if instructions != nil && *instructions != "" {
-		msgs = append(msgs, engine.Message{Role: "system", Content: *instructions})
-		size += len(*instructions)
-	}
-	for _, it := range items {
-		switch it.Type {
-		case "message":
-			role := it.Role
-			if role == "developer" {
-				role = "system"
-			}
-			msgs = append(msgs, engine.Message{Role: role, Content: it.Text})
-			size += len(it.Text)
-		case "function_call":
-			call := engine.ToolCall{ID: it.CallID, Name: it.Name, Arguments: it.Arguments}
-			if n := len(msgs); n > 0 && msgs[n-1].Role == "assistant" {
-				msgs[n-1].ToolCalls = append(msgs[n-1].ToolCalls, call)
-			} else {
-				msgs = append(msgs, engine.Message{Role: "assistant", ToolCalls: []engine.ToolCall{call}})
-			}
-			size += len(it.CallID) + len(it.Name) + len(it.Arguments)
-		case "function_call_output":
-			msgs = append(msgs, engine.Message{Role: "tool", Content: it.Output, ToolCallID: it.CallID})
-			size += len(it.Output)
-		}
-	}
-	return msgs, size
+// respMessages makes the chat messages of a conversation (openai.Messages).
+func respMessages(instructions *string, items []respItem) ([]engine.Message, int) {
+	return openai.Messages(instructions, items)
 }
 
 // chatShape is the request as a chat request's parameters and features: the
@@ -587,36 +391,15 @@ func (r *responsesRequest) chatShape(q *chatRequest) (*chatRequest, *apiError) {
 // respNames renames the fields of an error about the request in chat's shape to the
 // Responses API's: response_format(.json_schema) is text.format, tools[i].function.x
 // is tools[i].x, tool_choice's function.name its name, messages input and max_tokens
-// max_output_tokens. The codec's appendError applies
+// max_output_tokens (openai.RenameResponses). The codec's appendError applies
 // it to the errors the core finds later (a schema the grammar cannot serve).
 func respNames(e *apiError) *apiError {
-	rename := func(s string) string {
-		if rest, ok := strings.CutPrefix(s, "response_format"); ok {
-			return "text.format" + strings.TrimPrefix(rest, ".json_schema")
-		}
-		if strings.HasPrefix(s, "tools[") {
-			return strings.Replace(s, ".function.", ".", 1)
-		}
-		if rest, ok := strings.CutPrefix(s, "tool_choice.function"); ok {
-			return "tool_choice" + rest
-		}
-		switch s {
-		case "max_tokens":
-			return "max_output_tokens"
-		case "messages": // the prompt (too long, or refused by the chat template)
-			return "input"
-		}
-		return s
-	}
-	p := rename(e.param)
-	if p == e.param && !strings.Contains(e.message, "response_format") {
+	p, msg, changed := openai.RenameResponses(e.param, e.message)
+	if !changed {
 		return e
 	}
 	c := *e
-	c.param = p
-	c.message = strings.ReplaceAll(e.message, "'"+e.param+"'", "'"+p+"'")
-	c.message = strings.ReplaceAll(c.message, "response_format.json_schema.", "text.format.")
-	c.message = strings.ReplaceAll(c.message, "response_format", "text.format")
+	c.param, c.message = p, msg
 	return &c
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/gateway/openai"
 	"github.com/lmlite/lmlite/internal/jsonenc"
 	"github.com/lmlite/lmlite/internal/sse"
 	"github.com/lmlite/lmlite/respstore"
@@ -221,7 +222,7 @@ func (o *respOutput) openItem(b []byte, it respItem) []byte {
 		b = append(b, `,"output_index":`...)
 		b = strconv.AppendInt(b, int64(k), 10)
 		b = append(b, `,"item":`...)
-		return appendOutputItem(b, &it, "in_progress", false)
+		return openai.AppendOutputItem(b, &it, "in_progress", false)
 	})
 	if it.Type == "message" {
 		o.open = openText
@@ -275,7 +276,7 @@ func (o *respOutput) closeItem(b []byte) []byte {
 		b = append(b, `,"output_index":`...)
 		b = strconv.AppendInt(b, int64(k), 10)
 		b = append(b, `,"item":`...)
-		return appendOutputItem(b, it, "completed", false)
+		return openai.AppendOutputItem(b, it, "completed", false)
 	})
 }
 
@@ -438,7 +439,7 @@ func (o *respOutput) appendResponse(b []byte, status string) []byte {
 		} else if status == "incomplete" && i == len(o.items)-1 {
 			st = "incomplete"
 		}
-		b = appendOutputItem(b, &o.items[i], st, true)
+		b = openai.AppendOutputItem(b, &o.items[i], st, true)
 	}
 	b = append(b, `],"output_text":`...)
 	text := ""
@@ -491,34 +492,5 @@ func (o *respOutput) appendResponse(b []byte, status string) []byte {
 	} else {
 		b = append(b, echo...)
 	}
-	return append(b, '}')
-}
-
-// appendOutputItem appends an output item with status: a message (its text as one
-// output_text part, or, while in progress and not whole, no parts yet) or a
-// function_call.
-func appendOutputItem(b []byte, it *respItem, status string, whole bool) []byte {
-	b = append(b, `{"id":`...)
-	b = jsonenc.AppendString(b, it.ID)
-	b = append(b, `,"type":`...)
-	b = jsonenc.AppendString(b, it.Type)
-	b = append(b, `,"status":"`...)
-	b = append(b, status...)
-	b = append(b, '"')
-	if it.Type == "message" {
-		b = append(b, `,"role":"assistant","content":[`...)
-		if whole || status != "in_progress" {
-			b = append(b, `{"type":"output_text","text":`...)
-			b = jsonenc.AppendString(b, it.Text)
-			b = append(b, `,"annotations":[],"logprobs":[]}`...)
-		}
-		return append(b, "]}"...)
-	}
-	b = append(b, `,"call_id":`...)
-	b = jsonenc.AppendString(b, it.CallID)
-	b = append(b, `,"name":`...)
-	b = jsonenc.AppendString(b, it.Name)
-	b = append(b, `,"arguments":`...)
-	b = jsonenc.AppendString(b, it.Arguments)
 	return append(b, '}')
 }

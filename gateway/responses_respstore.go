@@ -6,13 +6,14 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/lmlite/lmlite/gateway/openai"
 	"github.com/lmlite/lmlite/respstore"
 )
 
 // durableResponses is the responseStore of a respstore.Store (Options.Responses):
 // bbolt in the data directory, or Redis, so that a response outlives the process
 // and, with Redis, any process continues it. Items are kept as the JSON the API
-// renders them in (appendRespItem), and read back with the input items' parser.
+// renders them in (openai.AppendItem), and read back with the input items' parser.
 type durableResponses struct {
 	st  respstore.Store
 	now func() time.Time
@@ -104,7 +105,7 @@ func storeErr(err error) error {
 func toItems(items []respItem) []respstore.Item {
 	out := make([]respstore.Item, len(items))
 	for i := range items {
-		out[i] = respstore.Item{ID: items[i].ID, JSON: appendRespItem(nil, &items[i], "completed")}
+		out[i] = respstore.Item{ID: items[i].ID, JSON: openai.AppendItem(nil, &items[i], "completed")}
 	}
 	return out
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/lmlite/lmlite/gateway/openai"
 	"github.com/lmlite/lmlite/internal/jsonenc"
 	"github.com/lmlite/lmlite/respstore"
 )
@@ -73,7 +74,7 @@ func sizeOf(r *storedResponse) int64 {
 	var buf []byte
 	for _, l := range [2][]respItem{r.Input, r.Output} {
 		for i := range l {
-			buf = appendRespItem(buf[:0], &l[i], "completed")
+			buf = openai.AppendItem(buf[:0], &l[i], "completed")
 			n += int64(len(l[i].ID) + len(buf))
 		}
 	}
@@ -289,7 +290,7 @@ func (s *Server) handleResponsesAPI(ctx *fasthttp.RequestCtx, reqID string, path
 		s.writeError(ctx, reqID, storeError(err, "response_id", id))
 		return true
 	}
-	ctx.SetBody(appendItemsPage(make([]byte, 0, 512), items, more))
+	ctx.SetBody(openai.AppendItemsPage(make([]byte, 0, 512), items, more))
 	return true
 }
 
@@ -327,66 +328,4 @@ func parseItemsPage(q *fasthttp.Args) (itemsPage, *apiError) {
 		return p, badRequest("order", "order must be 'asc' or 'desc'")
 	}
 	return p, nil
-}
-
-// appendItemsPage appends a page of input items as OpenAI lists them:
-// {"object":"list","data":[…],"first_id","last_id","has_more"}.
-func appendItemsPage(b []byte, items []respItem, more bool) []byte {
-	b = append(b, `{"object":"list","data":[`...)
-	for i := range items {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendRespItem(b, &items[i], "completed")
-	}
-	b = append(b, `],"first_id":`...)
-	if len(items) > 0 {
-		b = jsonenc.AppendString(b, items[0].ID)
-		b = append(b, `,"last_id":`...)
-		b = jsonenc.AppendString(b, items[len(items)-1].ID)
-	} else {
-		b = append(b, `null,"last_id":null`...)
-	}
-	b = append(b, `,"has_more":`...)
-	b = strconv.AppendBool(b, more)
-	return append(b, '}')
-}
-
-// appendRespItem appends an item in OpenAI's shape with status: a message with
-// input_text parts (output_text, with annotations, for the assistant's), a
-// function_call or a function_call_output.
-func appendRespItem(b []byte, it *respItem, status string) []byte {
-	b = append(b, `{"id":`...)
-	b = jsonenc.AppendString(b, it.ID)
-	b = append(b, `,"type":`...)
-	b = jsonenc.AppendString(b, it.Type)
-	switch it.Type {
-	case "message":
-		b = append(b, `,"role":`...)
-		b = jsonenc.AppendString(b, it.Role)
-		if it.Role == "assistant" {
-			b = append(b, `,"content":[{"type":"output_text","text":`...)
-			b = jsonenc.AppendString(b, it.Text)
-			b = append(b, `,"annotations":[],"logprobs":[]}]`...)
-		} else {
-			b = append(b, `,"content":[{"type":"input_text","text":`...)
-			b = jsonenc.AppendString(b, it.Text)
-			b = append(b, `}]`...)
-		}
-	case "function_call":
-		b = append(b, `,"call_id":`...)
-		b = jsonenc.AppendString(b, it.CallID)
-		b = append(b, `,"name":`...)
-		b = jsonenc.AppendString(b, it.Name)
-		b = append(b, `,"arguments":`...)
-		b = jsonenc.AppendString(b, it.Arguments)
-	case "function_call_output":
-		b = append(b, `,"call_id":`...)
-		b = jsonenc.AppendString(b, it.CallID)
-		b = append(b, `,"output":`...)
-		b = jsonenc.AppendString(b, it.Output)
-	}
-	b = append(b, `,"status":"`...)
-	b = append(b, status...)
-	return append(b, `"}`...)
 }

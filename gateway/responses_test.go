@@ -11,6 +11,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/gateway/openai"
 	"github.com/lmlite/lmlite/internal/sse"
 	"github.com/lmlite/lmlite/respstore"
 )
@@ -300,7 +301,7 @@ func TestResponsesWhole(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return appendItemsPage(nil, items, more)
+		return openai.AppendItemsPage(nil, items, more)
 	}
 	var list struct {
 		Object  string            `json:"object"`

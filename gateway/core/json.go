@@ -1,8 +1,7 @@
-package gateway
+package core
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"reflect"
 	"strconv"
@@ -12,11 +11,11 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 )
 
-// invalidUTF8Field names the field (like "messages[0].content") whose value holds
+// InvalidUTF8Field names the field (like "messages[0].content") whose value holds
 // the first invalid UTF-8 of body, reading it with the same JSON library that decodes
 // requests (jsontext reports where it met the bad bytes as a JSON pointer); "" when
 // it is in a member name.
-func invalidUTF8Field(body []byte) string {
+func InvalidUTF8Field(body []byte) string {
 	dec := jsontext.NewDecoder(bytes.NewReader(body))
 	for {
 		if _, err := dec.ReadToken(); err != nil {
@@ -29,14 +28,12 @@ func invalidUTF8Field(body []byte) string {
 	}
 }
 
-// jsonFieldError turns a decoding error into the name of the field at fault and a
-// message that says what was expected there.
-func jsonFieldError(err error) (param, msg string) { return jsonFieldErrorIn(err, "") }
-
-// jsonFieldErrorIn is jsonFieldError for a value decoded on its own from the member
-// named in (like "tools" or "response_format"): the field is named from the request's
-// top (tools[0].function), in the parameter and the message alike.
-func jsonFieldErrorIn(err error, in string) (param, msg string) {
+// FieldErrorIn turns a decoding error into the name of the field at fault and a
+// message that says what was expected there. For a value decoded on its own from the
+// member named in (like "tools" or "response_format"; "" for the body), the field is
+// named from the request's top (tools[0].function), in the parameter and the message
+// alike.
+func FieldErrorIn(err error, in string) (param, msg string) {
 	var se *jsonv2.SemanticError
 	var xe *jsontext.SyntacticError
 	within := func(f string) string {
@@ -67,10 +64,10 @@ func jsonFieldErrorIn(err error, in string) (param, msg string) {
 			f = top
 		}
 		if se.GoType != nil && se.JSONKind != 0 {
-			return f, "invalid type for '" + f + "': expected " + typeName(se.GoType) + ", got " + kindName(se.JSONKind)
+			return f, "invalid type for '" + f + "': expected " + TypeName(se.GoType) + ", got " + KindName(se.JSONKind)
 		}
 		if se.GoType != nil && se.Err != nil {
-			return f, "invalid value for '" + f + "': expected " + typeName(se.GoType) + " (" + se.Err.Error() + ")"
+			return f, "invalid value for '" + f + "': expected " + TypeName(se.GoType) + " (" + se.Err.Error() + ")"
 		}
 		return f, "invalid value for '" + f + "': " + se.Error()
 	case errors.As(err, &xe):
@@ -80,42 +77,6 @@ func jsonFieldErrorIn(err error, in string) (param, msg string) {
 		return top, "invalid JSON: " + xe.Error()
 	}
 	return top, "invalid JSON: " + err.Error()
-}
-
-// stdJSONError is the 400 for a body that encoding/json failed to decode: the field
-// at fault and what it expects (an UnmarshalTypeError), an unknown member, or the
-// syntax error, never Go's type names.
-func stdJSONError(err error) *apiError {
-	var ute *json.UnmarshalTypeError
-	var se *json.SyntaxError
-	switch {
-	case errors.As(err, &ute) && ute.Field != "":
-		return badRequest(ute.Field, "invalid type for '"+ute.Field+"': expected "+typeName(ute.Type)+", got "+articled(ute.Value))
-	case errors.As(err, &ute):
-		return badRequest("body", "the body must be a JSON object, not "+articled(ute.Value))
-	case errors.As(err, &se):
-		return badRequest("body", "invalid JSON at byte "+strconv.FormatInt(se.Offset, 10)+": "+strings.TrimPrefix(se.Error(), "json: "))
-	}
-	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		name = strings.Trim(name, `"`)
-		return badRequest(name, "unrecognized request argument supplied: "+name)
-	}
-	return badRequest("body", "invalid JSON: "+strings.TrimPrefix(err.Error(), "json: "))
-}
-
-// articled is encoding/json's name of a JSON value's kind ("number", "string",
-// "object", "array", "bool", "number 1.5") with its article, as kindName says them.
-func articled(v string) string {
-	v, _, _ = strings.Cut(v, " ") // "number 1.5": the kind
-	switch v {
-	case "number", "string", "object", "array":
-		return kindName(map[string]jsontext.Kind{"number": '0', "string": '"', "object": '{', "array": '['}[v])
-	case "bool":
-		return "a boolean"
-	case "null":
-		return "null"
-	}
-	return "a JSON " + v
 }
 
 // pointerField turns a JSON pointer (/messages/0/content) into a field name
@@ -135,9 +96,9 @@ func pointerField(p jsontext.Pointer) string {
 	return b.String()
 }
 
-// typeName names what a Go type decodes from, for a client: a string, an integer,
+// TypeName names what a Go type decodes from, for a client: a string, an integer,
 // a number, a boolean, an array or an object (never the Go type's own name).
-func typeName(t reflect.Type) string {
+func TypeName(t reflect.Type) string {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
@@ -170,8 +131,8 @@ func typeName(t reflect.Type) string {
 	return "a JSON value"
 }
 
-// kindName names a JSON kind for a client.
-func kindName(k jsontext.Kind) string {
+// KindName names a JSON kind for a client.
+func KindName(k jsontext.Kind) string {
 	switch k {
 	case 'n':
 		return "null"
