@@ -11,9 +11,7 @@ import (
 // expf's special cases and every binade reach the assembly through attnExpF16:
 // scores s against a running maximum of 0 give expf(s) (s ≤ 0) or expf(-s).
 func TestAttnExpMatchesExpf(t *testing.T) {
-	if !useAVX2 {
-		t.Skip("no AVX2")
-	}
+	requireSIMD(t, "avx2")
 	r := rand.New(rand.NewPCG(23, 24))
 	var xs []float32
 	for _, x := range []float64{0, -0.0, -87.33654, -87.33655, -87.3365, -88, -100, -1e30, math.Inf(-1), math.NaN(), -1e-30, -0.5, -1} {
@@ -68,9 +66,7 @@ func TestAttnExpMatchesExpf(t *testing.T) {
 // rows strided as in a cache of several KV heads, and new maxima at no position,
 // some and every one.
 func TestAttnGroupKernelsMatchReference(t *testing.T) {
-	if !useAVX512 {
-		t.Skip("no AVX-512")
-	}
+	requireSIMD(t, "avx512")
 	r := rand.New(rand.NewPCG(41, 42))
 	const hd, stride = attnGroupHD, 3 * attnGroupHD
 	for _, nq := range []int{2, 3, 4} {
