@@ -95,7 +95,7 @@ func TestDemoWithGeneratedModels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "models") {
+	if err := c.Validate(); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "models") {
 		t.Fatalf("demo without models: %v", err)
 	}
 	c.AddDemoModels([]Model{{ID: "demo-a", Path: "a.gguf", Embeddings: true}, {ID: "demo-b", Path: "b.gguf"}}, 0.001, 0.002)
