@@ -227,6 +227,11 @@ func FuzzParseConfig(f *testing.F) {
 	f.Add(Example)
 	f.Add(Demo)
 	f.Add([]byte("models: [{id: m, path: a}]\nplans: {p: {}}\n"))
+	lt, err := os.ReadFile("loadtest.yaml")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(lt)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Parse(data)
 		if err != nil {
