@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -163,7 +162,7 @@ func (q *RedisQueue) groups(ctx context.Context) error {
 	}
 	for _, st := range q.streams {
 		err := q.c.XGroupCreateMkStream(ctx, st, redisGroup, "0").Err()
-		if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
+		if err != nil && !isBusyGroup(err) {
 			return err
 		}
 	}
@@ -173,10 +172,18 @@ func (q *RedisQueue) groups(ctx context.Context) error {
 
 // noGroup notes an error of a read: a missing group is made again before the next.
 func (q *RedisQueue) noGroup(err error) {
-	if err != nil && strings.Contains(err.Error(), "NOGROUP") {
+	if isNoGroup(err) {
 		q.grouped = false
 	}
 }
+
+// isBusyGroup and isNoGroup match Redis's error replies by their code (a
+// redis.Error, through errors.As: redis.HasErrorPrefix), never other errors that
+// happen to mention the word: BUSYGROUP, the group exists already; NOGROUP, the
+// stream or its group is gone.
+func isBusyGroup(err error) bool { return redis.HasErrorPrefix(err, "BUSYGROUP") }
+
+func isNoGroup(err error) bool { return redis.HasErrorPrefix(err, "NOGROUP") }
 
 func (q *RedisQueue) watchJob(job string) {
 	q.mu.Lock()

@@ -586,3 +586,38 @@ func TestRedisQueueOwnerRestart(t *testing.T) {
 		}
 	}
 }
+
+// TestRedisGroupErrorsMatchedByCode: the replies of a real Redis for a group made
+// twice (BUSYGROUP) and a read of a missing group (NOGROUP), also wrapped, are
+// recognised; an error that is not a Redis reply is not, even when its text
+// names the code.
+func TestRedisGroupErrorsMatchedByCode(t *testing.T) {
+	rs := redistest.Start(t, redistest.Options{})
+	c := redisClient(t, rs.URL(0))
+	ctx := context.Background()
+	if err := c.XGroupCreateMkStream(ctx, "s", redisGroup, "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	busy := c.XGroupCreateMkStream(ctx, "s", redisGroup, "0").Err()
+	noGroup := c.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "missing", Consumer: "c", Streams: []string{"s", ">"}, Count: 1, Block: -1}).Err()
+	for _, tc := range []struct {
+		name        string
+		err         error
+		busy, nogrp bool
+	}{
+		{"BUSYGROUP reply", busy, true, false},
+		{"BUSYGROUP reply, wrapped", fmt.Errorf("batch: %w", busy), true, false},
+		{"NOGROUP reply", noGroup, false, true},
+		{"NOGROUP reply, wrapped", fmt.Errorf("batch: %w", noGroup), false, true},
+		{"text naming BUSYGROUP", fmt.Errorf("BUSYGROUP: %w", context.Canceled), false, false},
+		{"text naming NOGROUP", fmt.Errorf("read: NOGROUP lost: %w", context.DeadlineExceeded), false, false},
+		{"nil", nil, false, false},
+	} {
+		if got := isBusyGroup(tc.err); got != tc.busy {
+			t.Errorf("%s (%v): isBusyGroup %v, want %v", tc.name, tc.err, got, tc.busy)
+		}
+		if got := isNoGroup(tc.err); got != tc.nogrp {
+			t.Errorf("%s (%v): isNoGroup %v, want %v", tc.name, tc.err, got, tc.nogrp)
+		}
+	}
+}

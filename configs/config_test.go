@@ -1,12 +1,15 @@
 package configs
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"gopkg.in/yaml.v3"
 
 	"github.com/lmlite/lmlite/loadtest"
 	"github.com/lmlite/lmlite/money"
@@ -92,7 +95,7 @@ func TestDemoWithGeneratedModels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "models") {
+	if err := c.Validate(); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "models") {
 		t.Fatalf("demo without models: %v", err)
 	}
 	c.AddDemoModels([]Model{{ID: "demo-a", Path: "a.gguf", Embeddings: true}, {ID: "demo-b", Path: "b.gguf"}}, 0.001, 0.002)
@@ -215,17 +218,43 @@ func TestParseBytes(t *testing.T) {
 	}
 }
 
-// FuzzParseConfig: arbitrary bytes never panic Parse or Validate.
+// FuzzParseConfig: arbitrary bytes never panic Parse or Validate, and a parsed
+// configuration survives a round trip: Parse, yaml.Marshal, Parse again gives a
+// configuration that marshals to the same bytes (the defaults are a fixed point,
+// and every field's encoding decodes to the same value; compared as YAML so that
+// NaN equals NaN and an empty list a nil one) and that Validate judges the same.
 func FuzzParseConfig(f *testing.F) {
 	f.Add(Example)
 	f.Add(Demo)
 	f.Add([]byte("models: [{id: m, path: a}]\nplans: {p: {}}\n"))
+	lt, err := os.ReadFile("loadtest.yaml")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(lt)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Parse(data)
 		if err != nil {
 			return
 		}
-		_ = c.Validate()
+		out, err := yaml.Marshal(c)
+		if err != nil {
+			t.Fatalf("Marshal of a parsed configuration: %v", err)
+		}
+		c2, err := Parse(out)
+		if err != nil {
+			t.Fatalf("Parse of its own marshalled form: %v\n%s", err, out)
+		}
+		out2, err := yaml.Marshal(c2)
+		if err != nil {
+			t.Fatalf("second Marshal: %v", err)
+		}
+		if !bytes.Equal(out, out2) {
+			t.Fatalf("round trip changed the configuration:\n%s\nthen\n%s", out, out2)
+		}
+		if err1, err2 := c.Validate(), c2.Validate(); (err1 == nil) != (err2 == nil) {
+			t.Fatalf("Validate: %v before the round trip, %v after", err1, err2)
+		}
 	})
 }
 

@@ -224,9 +224,7 @@ func BenchmarkAttendBlocksTileF32(b *testing.B) {
 // boundaries, with NaN in the cache rows past the last position (which the
 // kernel reads and must mask).
 func TestAttendBlocksTileF32DirectMatchesConverting(t *testing.T) {
-	if !attnF32Direct(64, 16) {
-		t.Skip("attnChunkF32F16 needs AVX-512")
-	}
+	requireSIMD(t, "avx512") // attnF32Direct(64, 16): attnChunkF32F16AVX512
 	rng := rand.New(rand.NewPCG(47, 48))
 	type tc struct{ group, kvHeads, bt, tokens, first int }
 	cases := []tc{

@@ -69,7 +69,10 @@
 // activation quantizers, binary16/bfloat16 rounding, the binary16 conversion of
 // keys and values, and SwiGLU (act_amd64.go). Each has its Go
 // reference beside it and a table test against it with odd sizes, unaligned slices
-// and guard values.
+// and guard values. A test that needs a level calls requireSIMD, which logs
+// "avx2 ran" or "avx512 skipped: CPU lacks avx512f ..."; the package's TestMain
+// fails the run when the CPU has a level (golang.org/x/sys/cpu) whose tests skipped,
+// or, in an unfiltered run, whose tests never ran (simdlevel_test.go).
 //
 // Threads: MatMul and Parallel run on a persistent worker pool; each worker takes
 // an equal share of the first three quarters of the rows, then chunks of the rest

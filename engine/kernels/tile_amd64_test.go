@@ -39,9 +39,7 @@ var tileCases = []tileCase{
 // rows and tokens at odd strides, extreme weights and activations, and nothing
 // around the outputs is written.
 func TestTileKernels(t *testing.T) {
-	if !useAVX512 {
-		t.Skip("no AVX-512")
-	}
+	requireSIMD(t, "avx512")
 	r := rand.New(rand.NewPCG(41, 42))
 	const guard = -12345.5
 	for _, c := range tileCases {
@@ -113,9 +111,7 @@ func BenchmarkTileKernels(b *testing.B) {
 // TestOuterKernels: the Q8_0, Q4_0, Q4_1 and Q5_0 outer-product tiles give the
 // reference's bits for every row and token, and write only their outputs.
 func TestOuterKernels(t *testing.T) {
-	if !useAVX512 {
-		t.Skip("no AVX-512")
-	}
+	requireSIMD(t, "avx512")
 	r := rand.New(rand.NewPCG(45, 46))
 	const guard = -12345.5
 	for _, typ := range []Type{Q8_0, Q4_0, Q4_1, Q5_0} {
@@ -182,9 +178,7 @@ func TestOuterKernels(t *testing.T) {
 // every row and token, for rows and tokens at odd strides, extreme weights and
 // activations, and write only their outputs.
 func TestKOuterKernels(t *testing.T) {
-	if !useAVX512 {
-		t.Skip("no AVX-512")
-	}
+	requireSIMD(t, "avx512")
 	r := rand.New(rand.NewPCG(51, 52))
 	const guard = -12345.5
 	for _, typ := range []Type{IQ4_XS, Q2_K} {
@@ -314,8 +308,10 @@ func TestQ4KTile16m(t *testing.T) { testQ4KTile16(t, false) }
 func TestQ4KTile16v(t *testing.T) { testQ4KTile16(t, true) }
 
 func testQ4KTile16(t *testing.T, vnni bool) {
-	if !useAVX512 {
-		t.Skip("no AVX-512")
+	if vnni {
+		requireSIMD(t, "avx512vbmi")
+	} else {
+		requireSIMD(t, "avx512")
 	}
 	r := rand.New(rand.NewPCG(51, 52))
 	const guard = -12345.5
@@ -344,9 +340,6 @@ func testQ4KTile16(t *testing.T, vnni bool) {
 					permuteQ8K(perm[i*qkK:(i+1)*qkK], &y[i].qs)
 				}
 				if vnni {
-					if !useVNNI16 {
-						t.Skip("no AVX-512 VBMI")
-					}
 					dotQ4KAVX512r1t16v(&w[0], (*byte)(unsafe.Pointer(&perm[t0*nb*qkK])), nb*qkK, &ydT[t0], 4*yds, &bsT[t0], 4*yds, nb, &out[1], os)
 				} else {
 					dotQ4KAVX512r1t16m(&w[0], (*byte)(unsafe.Pointer(&y[t0*nb])), nb*int(unsafe.Sizeof(y[0])), &ydT[t0], 4*yds, &bsT[t0], 4*yds, nb, &out[1], os)

@@ -285,6 +285,10 @@ type PreemptRequest struct {
 // listen on its channel, or is gone); its lease expires on its own within its TTL.
 var ErrNoListener = errors.New("lease: no process listens for the holder's preempt requests")
 
+// ErrNotGivenUp: the holder got the preempt request but did not give its lease up
+// within the wait (it is busy again, or refused).
+var ErrNotGivenUp = errors.New("lease: the holder did not give its lease up")
+
 // Unload returns the unload function for Acquire on this store: a victim held by this
 // node is unloaded by local; a victim held by another node is asked to unload over its
 // preempt channel, and Unload waits (PreemptWait at most) until its lease is gone.
@@ -325,7 +329,7 @@ func (r *Redis) preempt(node string, v, by Lease) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("lease: %s of node %s was not given up within %v (busy again, or refused)", v.Holder, node, wait)
+			return fmt.Errorf("%w: %s of node %s, within %v (busy again, or refused)", ErrNotGivenUp, v.Holder, node, wait)
 		case <-tick.C:
 		}
 	}

@@ -363,7 +363,7 @@ func TestRedisPreemptAcrossProcesses(t *testing.T) {
 	defer stop()
 
 	start := time.Now()
-	if _, err := Acquire(ctx, b, now, 1000, high, b.Unload(high, noLocal)); err == nil || !strings.Contains(err.Error(), "not given up") {
+	if _, err := Acquire(ctx, b, now, 1000, high, b.Unload(high, noLocal)); !errors.Is(err, ErrNotGivenUp) {
 		t.Fatalf("refused preemption: %v", err)
 	}
 	if d := time.Since(start); d > 2*time.Second {
