@@ -29,7 +29,7 @@ build:
 # on the SIMD kernels, which equal the reference bit for bit), then each fuzz target
 # briefly. TestFreshCloneMakeRun (in the -race run) clones this checkout and runs `make run`
 # in it with the shared build cache; test-fresh-clone runs it with an empty one, as on a
-# new machine (minutes on two cores: not in `make test`).
+# new machine (7 min to ready measured on a loaded 2-core machine: not in `make test`).
 test: vet
 	$(GO) test -race -count=1 -timeout 20m ./...
 	$(GO) test -count=1 -run 'TestThreeModelsMemory' ./engine
