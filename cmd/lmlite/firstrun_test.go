@@ -108,6 +108,13 @@ func call(t *testing.T, method, url, key, body string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
+// demoToolsBody is a chat with tools on "auto", with a tool whose schema is as long as
+// real ones: more than demo-stories' 512 tokens hold with the reply.
+const demoToolsBody = `{"model":"auto","max_tokens":200,"temperature":0,"tool_choice":"required",
+		"messages":[{"role":"user","content":"What is the weather in Paris today? Answer with the tool."}],
+		"tools":[{"type":"function","function":{"name":"get_weather","description":"The current weather in a city, with temperature, wind, humidity and a short forecast for the coming hours.",
+		"parameters":{"type":"object","properties":{"city":{"type":"string","maxLength":24,"description":"The city's name, in English."},"unit":{"type":"string","enum":["celsius","fahrenheit"],"description":"The temperature unit."}},"required":["city","unit"],"additionalProperties":false}}}]}`
+
 // TestDemoFirstRun is `make run` as a new user meets it: the demo answers "auto" in
 // English with demo-stories, embeds the README's inputs with it, /v1/models marks the
 // random models, the demo and admin keys are kept 0600, and `lmlite keys` run from
@@ -166,11 +173,7 @@ func TestDemoFirstRun(t *testing.T) {
 	// model's 512 tokens, so "auto" steps down to the 2048-token random model on the
 	// fast tier (random weights: the grammar of tool_choice required makes its noise a
 	// well-formed call).
-	tools := `{"model":"auto","max_tokens":200,"temperature":0,"tool_choice":"required",
-		"messages":[{"role":"user","content":"What is the weather in Paris today? Answer with the tool."}],
-		"tools":[{"type":"function","function":{"name":"get_weather","description":"The current weather in a city, with temperature, wind, humidity and a short forecast for the coming hours.",
-		"parameters":{"type":"object","properties":{"city":{"type":"string","maxLength":24,"description":"The city's name, in English."},"unit":{"type":"string","enum":["celsius","fahrenheit"],"description":"The temperature unit."}},"required":["city","unit"],"additionalProperties":false}}}]}`
-	code, body = call(t, "POST", base+"/v1/chat/completions", key, tools)
+	code, body = call(t, "POST", base+"/v1/chat/completions", key, demoToolsBody)
 	if code != 200 || !strings.Contains(body, demoLongContextID) || !strings.Contains(body, `"get_weather"`) || !strings.Contains(body, `"tool_calls"`) {
 		t.Errorf("tools on auto: %d %s", code, body)
 	}
@@ -252,15 +255,43 @@ func TestDemoFirstRun(t *testing.T) {
 	}
 }
 
+// readmeCurlBlocks are README.md's ```sh blocks that hold a curl to the demo
+// (http://127.0.0.1:8080), in the README's order: the one extraction of the README's
+// curl examples (TestDemoFirstRun sends their bodies, TestFreshCloneMakeRun runs
+// them whole), so the tests run what the README shows.
+func readmeCurlBlocks(t *testing.T, readme string) []string {
+	t.Helper()
+	b, err := os.ReadFile(readme)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var blocks []string
+	for rest := string(b); ; {
+		_, after, ok := strings.Cut(rest, "\n```sh\n")
+		if !ok {
+			break
+		}
+		block, after2, ok := strings.Cut(after, "\n```\n")
+		if !ok {
+			t.Fatalf("README.md: a ```sh block is not closed: %.200q", after)
+		}
+		if strings.Contains(block, "curl ") && strings.Contains(block, "http://127.0.0.1:8080") {
+			blocks = append(blocks, block+"\n")
+		}
+		rest = "\n" + after2
+	}
+	if len(blocks) == 0 {
+		t.Fatal("README.md has no ```sh block with a curl to http://127.0.0.1:8080")
+	}
+	return blocks
+}
+
 // readmeCurlBody is the -d body of the README's curl to path on the demo
 // (http://127.0.0.1:8080 + path), so the test sends what the README shows.
 func readmeCurlBody(t *testing.T, path string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, ok := strings.Cut(string(b), "curl http://127.0.0.1:8080"+path+" ")
+	all := strings.Join(readmeCurlBlocks(t, filepath.Join("..", "..", "README.md")), "")
+	_, rest, ok := strings.Cut(all, "curl http://127.0.0.1:8080"+path+" ")
 	if !ok {
 		t.Fatalf("README.md has no curl to %s", path)
 	}
