@@ -65,8 +65,10 @@
 //
 // How much to lease and when is planLease (lease.go), a pure function of the lease,
 // the demand seen since the last refresh and an explicit now: a lease covers a target
-// period (1 s) of recent demand, is refilled ahead of need at a low-water mark, is given
-// back when idle for a period, and near the ceiling (what is left under a few
+// period (1 s) of recent demand, is refilled ahead of need at a low-water mark, gives
+// back at most half its free part per period when demand falls or stops (a shrink whose
+// refresh fails as Redis dies stays through the outage, so the lease keeps at least half
+// to serve from), all of it when idle and others may be short, and near the ceiling (what is left under a few
 // requests' worst case) keeps only what is in flight, so requests go one by one. One
 // goroutine per LeaseShared, the refresher, sends the refreshes (lua/lease.lua: a grant
 // never takes more than half of what is left beyond a reserve kept for the per-request

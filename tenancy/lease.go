@@ -10,8 +10,8 @@ import (
 // LeaseConfig sizes the leases of LeaseShared. The zero value works: every field says
 // its default.
 type LeaseConfig struct {
-	// Period is the target period of recent demand a lease covers, and how often an
-	// idle lease is given back at the latest; 1s.
+	// Period is the target period of recent demand a lease covers, and how often a
+	// lease whose demand fell (or stopped) gives back half its free part at least; 1s.
 	Period time.Duration
 	// LowWater is the fraction of a lease's target left free at which it is refilled,
 	// ahead of need; 0.5.
@@ -93,8 +93,11 @@ func (v *leaseView) free() money.Money { return v.Money - v.Resv - v.Owed }
 // for it now. The lease covers Period of the demand seen since the last refresh (its
 // worst cases, its requests, its peak in flight), at least two requests' worst case
 // while the tenant is busy, no less than its free part while requests run with no
-// new admission (their clients wait on them), and nothing beyond its reservations
-// when it was idle for the whole interval, nothing running (given back) or when what is left is under Reserve requests'
+// new admission (their clients wait on them), no less than half its free part at
+// a period's refresh (a shrink for demand that fell halves it at most per period, and so
+// does an idle lease's while what is left beyond the leases is at least its free part;
+// otherwise, or once half is under two worst cases, an idle lease is given back whole), and
+// nothing beyond its reservations when what is left is under Reserve requests'
 // worst case (near the ceiling: the per-request path, exact). It refreshes when the
 // interval is over (every Period), when the free part of the money, the slots or the
 // request tokens falls under LowWater of its target (ahead of need), when an earlier
@@ -118,11 +121,26 @@ func planLease(v leaseView, c LeaseConfig) leasePlan {
 		if waiting {
 			freeWant = max(freeWant, v.free())
 		}
+		if v.Granted && v.Now.Sub(v.Last) >= c.Period {
+			// Demand fell over a whole period: the free part shrinks at most by half
+			// a period, not to the target at once. A shrink takes effect when its refresh is sent; if
+			// that refresh fails (Redis just went down) the process cannot know whether
+			// Redis applied it, so it keeps the shrunk lease through the outage
+			// (docs/REDIS.md, "Redis down"): halving keeps at least half of what it
+			// held free to serve from.
+			freeWant = max(freeWant, v.free()/2)
+		}
 		if v.Left >= 0 && v.Granted && v.Left+v.free() < money.Money(c.Reserve)*v.MaxW {
 			p.Near, freeWant = true, 0
 		}
-		if idle {
+		if idle && !p.Near {
+			// Idle for a period: given back, halving too (the same reason) while what
+			// is left beyond the leases is at least the free part (the other processes
+			// are not short of it), whole once half is under two worst cases.
 			freeWant = 0
+			if half := v.free() / 2; half >= 2*v.MaxW && v.Left >= v.free() {
+				freeWant = half
+			}
 		}
 		p.Money = v.Resv + freeWant
 	}

@@ -27,12 +27,22 @@ func TestPlanLease(t *testing.T) {
 			leasePlan{Money: 10*w + 80*w}},
 		{"free under half the target: refill ahead of need", func(v leaseView) leaseView { v.Resv, v.Owed = 40*w, 25*w; return v },
 			leasePlan{Refresh: true, Money: 40*w + 80*w}},
-		{"period over: refresh", func(v leaseView) leaseView { v.Now = t0.Add(time.Second); return v },
+		{"period over: refresh", func(v leaseView) leaseView { v.Now, v.Money = t0.Add(time.Second), 60*w; return v },
 			leasePlan{Refresh: true, Money: 10*w + 40*w}},
+		{"period over, demand fell: the free part at most halves", func(v leaseView) leaseView { v.Now = t0.Add(time.Second); return v },
+			leasePlan{Refresh: true, Money: 10*w + 45*w}},
 		{"within MinGap of the last: never", func(v leaseView) leaseView { v.Now = t0.Add(10 * time.Millisecond); v.Owed = 90 * w; return v },
 			leasePlan{Money: 10*w + 40*40*w}},
-		{"idle for a period: give the free money back", func(v leaseView) leaseView {
+		{"idle for a period, plenty left beyond the leases: the free money halves", func(v leaseView) leaseView {
 			v.Now, v.DemMoney, v.DemReqs = t0.Add(time.Second), 0, 0
+			return v
+		}, leasePlan{Refresh: true, Money: 10*w + 45*w}},
+		{"idle for a period, less left beyond the leases than its free part: given back", func(v leaseView) leaseView {
+			v.Now, v.DemMoney, v.DemReqs, v.Left = t0.Add(time.Second), 0, 0, 80*w
+			return v
+		}, leasePlan{Refresh: true, Money: 10 * w}},
+		{"idle for a period, under four worst cases free: given back", func(v leaseView) leaseView {
+			v.Now, v.DemMoney, v.DemReqs, v.Money = t0.Add(time.Second), 0, 0, 13*w
 			return v
 		}, leasePlan{Refresh: true, Money: 10 * w}},
 		{"no admission for a period, requests still running: the free part is kept", func(v leaseView) leaseView {

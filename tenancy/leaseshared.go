@@ -78,6 +78,10 @@ type leaseBook struct {
 	failing   bool      // the last refresh failed (Redis down): the lease is kept as it is until one succeeds
 
 	tickets map[string]leaseTicket
+	// exact: requests this process admitted on the per-request path (the lease did
+	// not cover them) and has not settled: running, their clients wait on them, so the
+	// lease is not idle (planLease's Running counts them).
+	exact map[string]struct{}
 }
 
 // leaseTicket is a request served from the lease: money is its reservation there;
@@ -134,7 +138,7 @@ func (l *LeaseShared) book(q *Quota) *leaseBook {
 	defer l.mu.Unlock()
 	if b = l.books[q.Tenant]; b == nil {
 		l.RedisShared.seen(q.Tenant) // the background reaper returns its dead tickets too
-		b = &leaseBook{tenant: q.Tenant, q: *q, left: -1, tpmLeft: -1, tickets: map[string]leaseTicket{}}
+		b = &leaseBook{tenant: q.Tenant, q: *q, left: -1, tpmLeft: -1, tickets: map[string]leaseTicket{}, exact: map[string]struct{}{}}
 		l.books[q.Tenant] = b
 	}
 	return b
@@ -153,7 +157,7 @@ func (b *leaseBook) viewLocked(now time.Time) leaseView {
 	}
 	return leaseView{Now: now, Last: b.last, Budget: hasBudget(&b.q), MaxConc: b.q.MaxConcurrency, RPS: b.q.RequestsPerSecond,
 		Burst: b.q.Burst, Granted: b.granted, Money: b.money, Resv: b.resv, Owed: owed, Left: b.left, Slots: b.slots,
-		Flight: b.flight, Running: len(b.tickets), Tokens: b.reqTok, MaxW: b.maxW, DemMoney: b.demMoney, DemReqs: b.demReqs, DemPeak: b.demPeak, OldOwed: old}
+		Flight: b.flight, Running: len(b.tickets) + len(b.exact), Tokens: b.reqTok, MaxW: b.maxW, DemMoney: b.demMoney, DemReqs: b.demReqs, DemPeak: b.demPeak, OldOwed: old}
 }
 
 // maybeKickLocked queues the book for a refresh if planLease says so.
@@ -275,7 +279,13 @@ func (l *LeaseShared) Admit(q *Quota, id string, now time.Time, promptTokens int
 		}
 		return room, nil
 	}
-	return l.RedisShared.Admit(q, id, now, promptTokens, total)
+	room, err := l.RedisShared.Admit(q, id, now, promptTokens, total)
+	if err == nil {
+		b.mu.Lock()
+		b.exact[id] = struct{}{}
+		b.mu.Unlock()
+	}
+	return room, err
 }
 
 // errLeaseShort is the cause of a refusal while Redis is down: the lease ran short
@@ -370,6 +380,7 @@ func (l *LeaseShared) SettleLease(q *Quota, id string, now time.Time, actual mon
 	b.mu.Lock()
 	lt, ok := b.tickets[id]
 	if !ok {
+		delete(b.exact, id)
 		b.mu.Unlock()
 		prior, again, err = l.RedisShared.Settle(q, id, now, actual, tokens)
 		return prior, again, "", err

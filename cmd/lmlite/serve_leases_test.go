@@ -670,7 +670,9 @@ func TestServeLeasesKilledHolderNeverRestarted(t *testing.T) {
 // process exits; what was served during the outage (the cost of the answers to
 // requests sent after the kill and answered before the restart) is at most the money
 // the tenant's leases held just before the kill (the largest sum of the last reads
-// before it); every process serves again within 2 s of the restart (a request sent
+// before it); a process that refuses requests (503) during the outage has first served
+// from its lease at least a quarter of what it held just before (less six worst
+// cases: see below); every process serves again within 2 s of the restart (a request sent
 // then is served: its answer comes after its generation, on two loaded cores); once
 // the three stopped, Redis's spend equals the ledgers to the nano-dollar (nothing
 // charged twice, nothing lost) and is within the ceiling.
@@ -681,9 +683,11 @@ func TestServeLeasesRedisRestartedMidLoad(t *testing.T) {
 	var mu sync.Mutex
 	var duringOutage money.Money // cost of requests sent after the kill, answered before the restart
 	outageServed := 0
-	outageBy := make([]int, 3)            // requests served during the outage, by process
-	backAt := make([]atomic.Int64, 3)     // when each process's first request sent after the restart and served was sent
-	answeredAt := make([]atomic.Int64, 3) // and when it was answered (its generation included)
+	outageBy := make([]int, 3)             // requests served during the outage, by process
+	outageCostBy := make([]money.Money, 3) // and their cost
+	outage503By := make([]int, 3)          // requests sent after the kill and refused (503) before the restart, by process
+	backAt := make([]atomic.Int64, 3)      // when each process's first request sent after the restart and served was sent
+	answeredAt := make([]atomic.Int64, 3)  // and when it was answered (its generation included)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	var o outcome
@@ -702,16 +706,23 @@ func TestServeLeasesRedisRestartedMidLoad(t *testing.T) {
 				code, b := postQuiet(c.procs[n].base+"/v1/chat/completions", key, spendBody)
 				got := time.Now().UnixNano()
 				o.add(code, b)
+				k, r := killed.Load(), restarted.Load()
 				if code != 200 {
+					if code == 503 && k != 0 && sent > k && r == 0 {
+						mu.Lock()
+						outage503By[n]++
+						mu.Unlock()
+					}
 					time.Sleep(20 * time.Millisecond)
 					continue
 				}
-				k, r := killed.Load(), restarted.Load()
 				if k != 0 && sent > k && r == 0 {
 					var u answerUsage
 					json.Unmarshal([]byte(b), &u)
 					mu.Lock()
-					duringOutage += money.USD(float64(u.Usage.Prompt+u.Usage.Completion) / 1000)
+					cost := money.USD(float64(u.Usage.Prompt+u.Usage.Completion) / 1000)
+					duringOutage += cost
+					outageCostBy[n] += cost
 					outageServed++
 					outageBy[n]++
 					mu.Unlock()
@@ -725,12 +736,28 @@ func TestServeLeasesRedisRestartedMidLoad(t *testing.T) {
 	}
 	// Load for a second, reading the leases; kill Redis right after a read.
 	var reads []money.Money
+	var readsBy [][3]money.Money // each process's lease (its node id starts the lease id)
 	for start := time.Now(); time.Since(start) < time.Second; time.Sleep(20 * time.Millisecond) {
 		var sum money.Money
-		for _, m := range c.leases(t, "out") {
+		var by [3]money.Money
+		for lid, m := range c.leases(t, "out") {
 			sum += m
+			for i := range by {
+				if strings.HasPrefix(lid, "n"+strconv.Itoa(i+1)+".") {
+					by[i] += m
+				}
+			}
 		}
 		reads = append(reads, sum)
+		readsBy = append(readsBy, by)
+	}
+	var leasedBy [3]money.Money // each process's least lease in the last 200 ms of reads
+	for j, by := range readsBy[max(0, len(readsBy)-10):] {
+		for i := range by {
+			if j == 0 || by[i] < leasedBy[i] {
+				leasedBy[i] = by[i]
+			}
+		}
 	}
 	last := reads[max(0, len(reads)-10):] // the last 200 ms of reads
 	var leasedMax money.Money
@@ -774,6 +801,22 @@ func TestServeLeasesRedisRestartedMidLoad(t *testing.T) {
 	}
 	if duringOutage > leasedMax {
 		t.Errorf("served %v during the outage, more than the %v leased before it", duringOutage, leasedMax)
+	}
+	// The lower bound: a process that refused requests during the outage had served
+	// from its lease at least a quarter of what it held just before (a shrink sent as
+	// Redis died stays, and halves the free part at most; the lease also holds the
+	// reservations in flight and the settlements not yet reported), less six requests'
+	// worst case (three in flight at the kill, three sent during the outage and answered
+	// after it). Before the shrink was limited to half, the first refresh after the kill
+	// cut the lease to one period of demand and a process served 2 of 30-50 leased
+	// requests' worth.
+	worst := worstCase(t, o.last200)
+	t.Logf("by process: leased just before %v, served during the outage %v, refused then (503) %v", leasedBy, outageCostBy, outage503By)
+	for i := range leasedBy {
+		if want := leasedBy[i]/4 - 6*worst; outage503By[i] > 0 && outageCostBy[i] < want {
+			t.Errorf("node %d refused %d requests during the outage having served %v of the %v its lease held before it, want ≥ %v",
+				i+1, outage503By[i], outageCostBy[i], leasedBy[i], want)
+		}
 	}
 	if slowest > 2*time.Second {
 		t.Errorf("service back %v after Redis's restart, want ≤ 2 s", slowest)
