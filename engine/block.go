@@ -282,7 +282,7 @@ func newInstance(b *Block, mc ModelConfig, log *slog.Logger) (*instance, error) 
 		return nil, err
 	}
 	rc := runnerConfig{kv: kc, noCache: mc.DisablePrefixCache, spec: mc.Speculative, attnMin: model.AttnF32MinPromptFor(mc.AttnF32MinPrompt, cfg.HeadDim), sched: sched.Config{MaxModelLen: mc.MaxModelLen, MaxConcurrency: mc.MaxModelConcurrency,
-		BatchTimeout: mc.BatchExecuteTimeout, MaxQueue: 1 << 30, BatchChunk: mc.BatchChunkTokens, BatchChunkFor: batchChunkFor}} // the model's MaxQueue, checked by Generate, is the only queue limit
+		BatchTimeout: mc.BatchExecuteTimeout, BatchChunk: mc.BatchChunkTokens, BatchChunkFor: batchChunkFor}} // sched has no queue limit: mc.MaxQueue, checked by Generate and Embed, is the only one
 	return &instance{b: b, cfg: mc, log: log.With("model", mc.ID), tok: tok, tmpl: tmpl, rc: rc, kvSize: kc.Bytes(), fileSize: f.Size(), hdr: f.Header("tokenizer."), state: StateUnloaded,
 		pool: poolingOf(f, mc), dim: cfg.Dim, adapters: slots, adapterIDs: adapterIDs, adapterBudget: adapterBudget}, nil
 }

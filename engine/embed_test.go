@@ -129,4 +129,20 @@ func TestEmbedRefusals(t *testing.T) {
 	}
 }
 
+// TestEmbedCountsAgainstMaxQueue: each input of an embedding request counts as a
+// request in flight against the model's MaxQueue, the one queue limit (doc.go), so a
+// request with more inputs than the limit allows is refused at once.
+func TestEmbedCountsAgainstMaxQueue(t *testing.T) {
+	b := genBlock(t, ModelConfig{MaxModelLen: 64, MaxQueue: 2, Embeddings: true}, genmodel.Options{Arch: "llama", Type: "q8_0", Seed: 1})
+	if _, err := b.Embed(context.Background(), "m", EmbedRequest{Inputs: [][]int32{{1}, {2}, {3}}}); !errors.Is(err, ErrQueueFull) {
+		t.Errorf("3 inputs with max_queue 2: %v, want ErrQueueFull", err)
+	}
+	if _, err := b.Embed(context.Background(), "m", EmbedRequest{Inputs: [][]int32{{1}, {2}}}); err != nil {
+		t.Errorf("2 inputs with max_queue 2: %v", err)
+	}
+	if st := b.Models()[0]; st.Queued != 0 || st.MaxQueue != 2 {
+		t.Errorf("after the embeddings: queued %d, max queue %d (want 0, 2)", st.Queued, st.MaxQueue)
+	}
+}
+
 func newPoolForTest(kc kvcache.Config) (*kvcache.Pool, error) { return kvcache.New(kc) }

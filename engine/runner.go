@@ -268,10 +268,7 @@ func (r *runner) intake(now time.Time) {
 		err := r.st.Enqueue(now, sched.Request{ID: id, Tenant: j.req.Tenant, Weight: j.req.Weight, Class: class,
 			Prompt: len(j.req.Prompt), MaxTokens: j.max, Chunk: j.chunk})
 		if err != nil {
-			switch {
-			case errors.Is(err, sched.ErrQueueFull):
-				err = fmt.Errorf("%w: model %s: %w", ErrQueueFull, r.id, err)
-			case errors.Is(err, sched.ErrTooLong):
+			if errors.Is(err, sched.ErrTooLong) {
 				err = fmt.Errorf("%w: model %s: %w", ErrTooLong, r.id, err)
 			}
 			j.finish(j.u, err)

@@ -16,7 +16,7 @@ import (
 // times (milliseconds) and hold the expected decisions. Rewrite them after a deliberate
 // change with: go test ./engine/sched -run TestTrace -rewrite
 //
-//	init max-len=256 concurrency=2 timeout=10 step-tokens=64 block-size=16 blocks=32 queue=8 tenant-queue=4 [batch-chunk=16 [batch-chunk-for=ms]]
+//	init max-len=256 concurrency=2 timeout=10 step-tokens=64 block-size=16 blocks=32 [batch-chunk=16 [batch-chunk-for=ms]]
 //	enqueue t=0 id=1 tenant=A prompt=40 max=4 [weight=2] [class=batch] [chunk=8]
 //	plan t=0        the decision, State unchanged
 //	step t=0        the decision, applied
@@ -61,15 +61,15 @@ func TestTrace(t *testing.T) {
 					MaxModelLen: num("max-len"), MaxConcurrency: num("concurrency"),
 					BatchTimeout: time.Duration(num("timeout")) * time.Millisecond,
 					StepTokens:   num("step-tokens"), BlockSize: num("block-size"), Blocks: num("blocks"),
-					MaxQueue: num("queue"), MaxTenantQueue: num("tenant-queue"), BatchChunk: num("batch-chunk"),
+					BatchChunk:    num("batch-chunk"),
 					BatchChunkFor: time.Duration(num("batch-chunk-for")) * time.Millisecond,
 				})
 				if err != nil {
 					return err.Error()
 				}
 				c := s.Config()
-				out := fmt.Sprintf("max-len=%d concurrency=%d timeout=%v step-tokens=%d block-size=%d blocks=%d queue=%d tenant-queue=%d",
-					c.MaxModelLen, c.MaxConcurrency, c.BatchTimeout, c.StepTokens, c.BlockSize, c.Blocks, c.MaxQueue, c.MaxTenantQueue)
+				out := fmt.Sprintf("max-len=%d concurrency=%d timeout=%v step-tokens=%d block-size=%d blocks=%d",
+					c.MaxModelLen, c.MaxConcurrency, c.BatchTimeout, c.StepTokens, c.BlockSize, c.Blocks)
 				if c.BatchChunk != c.StepTokens {
 					out += fmt.Sprintf(" batch-chunk=%d", c.BatchChunk)
 				}
@@ -92,8 +92,6 @@ func TestTrace(t *testing.T) {
 				if err := s.Enqueue(at(), r); err != nil {
 					kind := "other"
 					switch {
-					case errors.Is(err, ErrQueueFull):
-						kind = "ErrQueueFull"
 					case errors.Is(err, ErrTooLong):
 						kind = "ErrTooLong"
 					}

@@ -69,13 +69,18 @@
 // # Errors
 //
 // Enqueue refuses at once, leaving the State unchanged: ErrTooLong when prompt + max
-// tokens exceed MaxModelLen, ErrQueueFull when the model's or the tenant's queue is
-// full (both *LimitError, with the numbers), ErrInvalid for an empty prompt. The
+// tokens exceed MaxModelLen (a *LimitError, with the numbers), ErrInvalid for an
+// empty prompt or an unknown class, ErrDuplicate for an ID the State holds. The
 // package does not import engine (engine's Block imports it); the Block wraps them:
 //
-//	if errors.Is(err, sched.ErrQueueFull) {
-//		err = fmt.Errorf("%w: %w", engine.ErrQueueFull, err)
+//	if errors.Is(err, sched.ErrTooLong) {
+//		err = fmt.Errorf("%w: %w", engine.ErrTooLong, err)
 //	}
+//
+// There is no queue limit here: however many requests wait, Enqueue takes them
+// (TestEnqueueHasNoQueueLimit). The model's one queue limit is the engine's
+// ModelConfig.MaxQueue, its requests in flight over all replicas (and those waiting
+// for a load), which Generate and Embed check before a request reaches a State.
 //
 // # The Block's loop
 //

@@ -40,8 +40,6 @@ type Config struct {
 	StepTokens     int           // tokens computed per step (decodes + prefill chunks); 0: max(512, MaxConcurrency)
 	BlockSize      int           // tokens per KV block; 0: 16
 	Blocks         int           // KV blocks of the model's pool; 0: enough for MaxConcurrency sequences of MaxModelLen
-	MaxQueue       int           // waiting requests of the model; 0: 64 × MaxConcurrency
-	MaxTenantQueue int           // waiting requests of one tenant; 0: MaxQueue
 	// BatchChunk is the most prompt tokens batch sequences prefill in one step, all
 	// together: a step with batch prefill in it is one an interactive request that
 	// arrives meanwhile waits out. 0: StepTokens (no limit but the step's).
@@ -69,17 +67,11 @@ func (c Config) withDefaults() (Config, error) {
 	if c.BatchChunk == 0 {
 		c.BatchChunk = c.StepTokens
 	}
-	if c.MaxConcurrency < 0 || c.BlockSize < 0 || c.BatchTimeout < 0 || c.Blocks < 0 || c.MaxQueue < 0 || c.MaxTenantQueue < 0 || c.BatchChunk < 0 || c.BatchChunkFor < 0 {
+	if c.MaxConcurrency < 0 || c.BlockSize < 0 || c.BatchTimeout < 0 || c.Blocks < 0 || c.BatchChunk < 0 || c.BatchChunkFor < 0 {
 		return c, fmt.Errorf("sched: negative limit in %+v", c)
 	}
 	if c.Blocks == 0 {
 		c.Blocks = c.MaxConcurrency * blocksFor(c.MaxModelLen+1, c.BlockSize)
-	}
-	if c.MaxQueue == 0 {
-		c.MaxQueue = 64 * c.MaxConcurrency
-	}
-	if c.MaxTenantQueue == 0 {
-		c.MaxTenantQueue = c.MaxQueue
 	}
 	if c.StepTokens < c.MaxConcurrency {
 		return c, fmt.Errorf("sched: StepTokens %d is less than MaxConcurrency %d: decodes would not fit a step", c.StepTokens, c.MaxConcurrency)
@@ -93,17 +85,18 @@ func (c Config) withDefaults() (Config, error) {
 // blocksFor is the number of blocks of size bs that hold n tokens.
 func blocksFor(n, bs int) int { return (n + bs - 1) / bs }
 
-// Errors of Enqueue, matched with errors.Is. The error values are *LimitError, which
-// carry the numbers; the Block wraps them with engine.ErrQueueFull and engine.ErrTooLong.
+// Errors of Enqueue, matched with errors.Is. ErrTooLong comes as a *LimitError, which
+// carries the numbers; the Block wraps it with engine.ErrTooLong. There is no queue
+// limit here: the engine's ModelConfig.MaxQueue, checked before a request reaches a
+// replica, is the only one.
 var (
-	ErrQueueFull = errors.New("sched: queue full")
 	ErrTooLong   = errors.New("sched: request longer than the model's limit")
 	ErrDuplicate = errors.New("sched: duplicate sequence id")
 	ErrInvalid   = errors.New("sched: invalid request")
 )
 
-// LimitError is the error of a request refused by a limit: its Kind (ErrQueueFull or
-// ErrTooLong) is what errors.Is matches.
+// LimitError is the error of a request refused by a limit: its Kind (ErrTooLong) is
+// what errors.Is matches.
 type LimitError struct {
 	Kind   error
 	Detail string // the numbers, e.g. "prompt 900 + max tokens 200 > max model len 1024"
@@ -242,8 +235,9 @@ func (s *State) UsedBlocks() int {
 }
 
 // Enqueue queues a request at time now. A request whose prompt and max tokens exceed
-// MaxModelLen is refused with ErrTooLong, a full queue with ErrQueueFull, both at once
-// and without changing the State.
+// MaxModelLen is refused with ErrTooLong, at once and without changing the State.
+// Enqueue never refuses for the queue's length: the engine's MaxQueue is the only
+// queue limit.
 func (s *State) Enqueue(now time.Time, r Request) error {
 	if _, dup := s.seqs[r.ID]; dup {
 		return fmt.Errorf("%w: %d", ErrDuplicate, r.ID)
@@ -263,13 +257,7 @@ func (s *State) Enqueue(now time.Time, r Request) error {
 	if r.Weight <= 0 {
 		r.Weight = 1
 	}
-	if s.waiting >= s.cfg.MaxQueue {
-		return &LimitError{Kind: ErrQueueFull, Detail: fmt.Sprintf("%d requests waiting for the model (limit %d)", s.waiting, s.cfg.MaxQueue)}
-	}
 	t := s.tenants[r.Tenant]
-	if t != nil && t.waiting() >= s.cfg.MaxTenantQueue {
-		return &LimitError{Kind: ErrQueueFull, Detail: fmt.Sprintf("%d requests of tenant %q waiting (limit %d)", t.waiting(), r.Tenant, s.cfg.MaxTenantQueue)}
-	}
 	if t == nil {
 		t = &tenant{name: r.Tenant}
 		s.tenants[r.Tenant] = t

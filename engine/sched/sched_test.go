@@ -23,7 +23,7 @@ func TestFairShare(t *testing.T) {
 		{"A weighs 2", 2, 1, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := New(Config{MaxModelLen: 256, MaxConcurrency: 4, StepTokens: 64, BlockSize: 16, MaxQueue: 1 << 20})
+			s, err := New(Config{MaxModelLen: 256, MaxConcurrency: 4, StepTokens: 64, BlockSize: 16})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -96,7 +96,7 @@ func TestConfig(t *testing.T) {
 			}
 			if err == nil {
 				c := s.Config()
-				if c.MaxConcurrency <= 0 || c.BlockSize <= 0 || c.StepTokens < c.MaxConcurrency || c.Blocks <= 0 || c.MaxQueue <= 0 || c.MaxTenantQueue <= 0 {
+				if c.MaxConcurrency <= 0 || c.BlockSize <= 0 || c.StepTokens < c.MaxConcurrency || c.Blocks <= 0 {
 					t.Fatalf("defaults not filled: %+v", c)
 				}
 			}
@@ -105,7 +105,7 @@ func TestConfig(t *testing.T) {
 }
 
 func TestEnqueueLimits(t *testing.T) {
-	s, err := New(Config{MaxModelLen: 100, MaxConcurrency: 2, MaxQueue: 3, MaxTenantQueue: 2})
+	s, err := New(Config{MaxModelLen: 100, MaxConcurrency: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,9 +117,6 @@ func TestEnqueueLimits(t *testing.T) {
 		{Request{Tenant: "a", Prompt: 60, MaxTokens: 41}, ErrTooLong},  // one over
 		{Request{Tenant: "a", Prompt: 100}, ErrTooLong},                // no room for one output token
 		{Request{Tenant: "a", Prompt: 99}, nil},                        // max 0: up to the limit
-		{Request{Tenant: "a", Prompt: 1}, ErrQueueFull},                // tenant limit 2
-		{Request{Tenant: "b", Prompt: 1}, nil},                         // another tenant
-		{Request{Tenant: "c", Prompt: 1}, ErrQueueFull},                // model limit 3
 		{Request{Tenant: "c", Prompt: 0}, ErrInvalid},                  // empty
 		{Request{Tenant: "c", Prompt: 5, MaxTokens: -1}, ErrInvalid},   // negative
 		{Request{Tenant: "c", Prompt: 5, Class: Class(7)}, ErrInvalid}, // unknown class
@@ -143,6 +140,30 @@ func TestEnqueueLimits(t *testing.T) {
 	}
 	if err := s.check(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestEnqueueHasNoQueueLimit: the scheduler refuses no request for the queue's
+// length, however many wait (one tenant, one class, far past any per-replica
+// default): the engine's ModelConfig.MaxQueue, checked before a request reaches a
+// replica, is the model's only queue limit, so a second one here could only refuse
+// what the engine had admitted.
+func TestEnqueueHasNoQueueLimit(t *testing.T) {
+	s, err := New(Config{MaxModelLen: 64, MaxConcurrency: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 1000
+	for i := range n {
+		if err := s.Enqueue(base, Request{ID: ID(i + 1), Tenant: "a", Class: Batch, Prompt: 4, MaxTokens: 4}); err != nil {
+			t.Fatalf("request %d of one tenant refused: %v", i+1, err)
+		}
+	}
+	if w := s.Waiting(); w != n {
+		t.Errorf("waiting %d, want %d", w, n)
+	}
+	if err := s.check(); err != nil {
+		t.Error(err)
 	}
 }
 
@@ -195,7 +216,6 @@ func TestRandomOps(t *testing.T) {
 			MaxConcurrency: 1 + rng.IntN(6),
 			BlockSize:      1 + rng.IntN(16),
 			BatchTimeout:   time.Duration(rng.IntN(3)) * time.Millisecond,
-			MaxQueue:       1 + rng.IntN(20),
 		}
 		cfg.StepTokens = cfg.MaxConcurrency + rng.IntN(64)
 		cfg.BatchChunk = rng.IntN(2) * (1 + rng.IntN(cfg.StepTokens))
@@ -221,7 +241,7 @@ func TestRandomOps(t *testing.T) {
 					if r.Class == Interactive {
 						lastChat = now
 					}
-				} else if !errors.Is(err, ErrTooLong) && !errors.Is(err, ErrQueueFull) {
+				} else if !errors.Is(err, ErrTooLong) {
 					t.Fatal(err)
 				}
 			case op < 4 && len(ids) > 0:
@@ -325,7 +345,7 @@ func checkClasses(s *State, st Step, now, lastChat time.Time) error {
 // BenchmarkStep is one Plan and Apply of a full batch of 16 decoding sequences with
 // a backlog of 4 tenants.
 func BenchmarkStep(b *testing.B) {
-	s, err := New(Config{MaxModelLen: 1 << 20, MaxConcurrency: 16, BlockSize: 16, MaxQueue: 1 << 20})
+	s, err := New(Config{MaxModelLen: 1 << 20, MaxConcurrency: 16, BlockSize: 16})
 	if err != nil {
 		b.Fatal(err)
 	}
