@@ -58,7 +58,8 @@
 // round trip to Redis while a lease covers them. Per tenant, the process holds a lease:
 // money already reserved in Redis against the day and month ceilings (counted with
 // every reservation in the tenant's held money), concurrency slots already counted,
-// and request tokens already taken from the requests/s GCRA. A request reserves its
+// and request tokens already taken from the requests/s GCRA (beyond half its burst,
+// which stays for the per-request path). A request reserves its
 // worst case from the lease and settles against it in memory; what it settled is
 // reported to Redis in batches with the next refresh (once per refresh seq). A request
 // the lease does not cover takes RedisShared's per-request path (exact).

@@ -8,7 +8,9 @@
 -- seq: a retry of the same refresh (seq not above the lease's) resizes the lease but
 -- charges nothing again and takes no request tokens. The lease key never expires
 -- into the tenant's state: a dead holder's lease stays counted (stranded, never
--- overspent) until it is reconciled (reconcile.lua).
+-- overspent) until it is reconciled (reconcile.lua). Request tokens are taken from
+-- the tenant's GCRA bucket only beyond half its burst, which stays for the
+-- per-request path.
 --
 -- The tenant's expired per-request tickets are reaped first (their money and slots
 -- back, as every admission script does), so that what a dead process's requests held
@@ -60,8 +62,12 @@ if fresh then
     rpsv = math.max(gnow, tonumber(rpsv) - (rpsP / rpsR) * give)
   end
   if rpsR > 0 and take > 0 then
-    local d = gcra_allow_at_most_at(rpsv, nil, rpsB, rpsR, rpsP, take, gnow)
-    local whole = math.floor(d.allowed)
+    -- Half the burst stays in the bucket for the per-request path: a request that
+    -- finds the lease out of tokens before its next refresh is not refused while
+    -- the tenant is under its rate (the lease took the tokens ahead of use).
+    local keep = math.floor(rpsB / 2)
+    local d = gcra_allow_at_most_at(rpsv, nil, rpsB, rpsR, rpsP, take + keep, gnow)
+    local whole = math.floor(d.allowed) - keep
     if whole >= 1 then
       d = gcra_allow_n_at(rpsv, nil, rpsB, rpsR, rpsP, whole, gnow)
       if d.allowed > 0 then got = whole rpsv = d.tat end
