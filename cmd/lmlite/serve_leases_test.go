@@ -688,6 +688,11 @@ func TestServeLeasesRedisRestartedMidLoad(t *testing.T) {
 	outage503By := make([]int, 3)          // requests sent after the kill and refused (503) before the restart, by process
 	backAt := make([]atomic.Int64, 3)      // when each process's first request sent after the restart and served was sent
 	answeredAt := make([]atomic.Int64, 3)  // and when it was answered (its generation included)
+	// The latest refused request per process among those sent after the restart: the
+	// service is back by then (a client is busy with its request in flight, so the
+	// first request sent after the restart says when a client was free, not when the
+	// process could serve again).
+	lastRefusedAfter := make([]atomic.Int64, 3)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	var o outcome
@@ -708,6 +713,9 @@ func TestServeLeasesRedisRestartedMidLoad(t *testing.T) {
 				o.add(code, b)
 				k, r := killed.Load(), restarted.Load()
 				if code != 200 {
+					if r != 0 && sent > r {
+						lastRefusedAfter[n].Store(sent) // one client per slot sends in order
+					}
 					if code == 503 && k != 0 && sent > k && r == 0 {
 						mu.Lock()
 						outage503By[n]++
@@ -784,7 +792,7 @@ func TestServeLeasesRedisRestartedMidLoad(t *testing.T) {
 		default:
 		}
 	}
-	var slowest, answered time.Duration
+	var slowest, answered, refusedAfter time.Duration
 	for i := range backAt {
 		b := backAt[i].Load()
 		if b == 0 {
@@ -792,6 +800,9 @@ func TestServeLeasesRedisRestartedMidLoad(t *testing.T) {
 		}
 		slowest = max(slowest, time.Duration(b-restarted.Load()))
 		answered = max(answered, time.Duration(answeredAt[i].Load()-restarted.Load()))
+		if l := lastRefusedAfter[i].Load(); l != 0 {
+			refusedAfter = max(refusedAfter, time.Duration(l-restarted.Load()))
+		}
 	}
 	t.Logf("outage 1.5 s: %d requests served during it (by process %v) for %v, the leases held %v just before (last reads %v); "+
 		"503 %d; every process served again %v after the restart (the first such request sent; its answer %v after the restart); ran %d",
@@ -818,8 +829,12 @@ func TestServeLeasesRedisRestartedMidLoad(t *testing.T) {
 				i+1, outage503By[i], outageCostBy[i], leasedBy[i], want)
 		}
 	}
-	if slowest > 2*time.Second {
-		t.Errorf("service back %v after Redis's restart, want ≤ 2 s", slowest)
+	// Service back within 2 s of the restart: no request sent later than that is
+	// refused (each process's first request sent after the restart and served is
+	// logged above; on loaded cores it waits for a client free of its earlier one).
+	t.Logf("the last refused request sent after the restart: %v after it", refusedAfter.Round(time.Millisecond))
+	if refusedAfter > 2*time.Second {
+		t.Errorf("a request sent %v after Redis's restart was refused, want none after 2 s", refusedAfter)
 	}
 	stopAll(t, c.procs...)
 	var ledgers money.Money
