@@ -10,9 +10,10 @@ import (
 
 // The arithmetic of llama.cpp's flash attention as its AVX-512 build decodes over
 // its F16 KV cache (ggml_compute_forward_flash_attn_ext_f16 for one query; issue
-// 32), for head sizes that are a multiple of 64. It differs from Attend's (the
-// AVX2/F16C order, attnSpanGeneric) in two places, and each one alone decides a
-// file of ../shared/testdata/zoo-quantize (TestZooQuantizeParity's zooKnownGaps):
+// 32), for head sizes that are a multiple of 64. It differed from Attend's (the
+// AVX2/F16C order, attnSpanGeneric) in the two places below, each of which alone
+// decided a file of ../shared/testdata/zoo-quantize (TestZooQuantizeParity); the
+// second is now Attend's too (attnExpf), the first is left (zooKnownGaps):
 //   - K·q (ggml_vec_dot_f16 with 16-lane vectors, 64 elements a step): four
 //     accumulators of 16 lanes updated by fused multiply-adds, summed pairwise
 //     (0+2, 1+3, then the two) and the 16 lanes reduced by halves (i+8, i+4, then
@@ -20,13 +21,13 @@ import (
 //     products. With it alone qwen3moe-b-Q8_0 goes from mean KL 9.8e-2 (a top-1
 //     token lost to an MoE router near-tie) to 4.4e-5 with every top-1 equal.
 //   - the online softmax's exponentials are libm's expf, which is correctly
-//     rounded (float32(math.Exp) gives its bits), where Attend uses Cephes' expf
-//     (within 2 ulp). With it alone llama-dense-c-IQ3_S goes from mean KL 1.07e-3
-//     to 6.1e-7.
+//     rounded (float32(math.Exp) gives its bits), where Attend used Cephes' expf
+//     (within 2 ulp). With it llama-dense-c-IQ3_S went from mean KL 1.07e-3 to
+//     6.1e-7.
 // The accumulator update v·e^(s-M) + acc is one fused multiply-add before its
 // rounding to binary16 (ggml_vec_mad_f16); the running sum S·ms + vs is not fused.
-// Adopting this order means it in the Go reference and in every assembly path of
-// attention (the AVX2 chunks, the AVX-512 fused and tile kernels) at once.
+// Adopting the K·q order means it in the Go reference and in every assembly path
+// of attention (the AVX2 scores, the AVX-512 fused and tile kernels) at once.
 
 // attendGGML is one head's attention for query q over n positions (keys and values
 // at k[j*hd:] and v[j*hd:], hd = len(q) a multiple of 64), in the order above.
