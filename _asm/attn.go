@@ -12,7 +12,7 @@ import (
 
 // Attention over a binary16 KV cache, a chunk of positions at a time, in three
 // kernels (engine/kernels/attend.go drives them): the scores of the chunk, their
-// online-softmax factors (expf), and the update of the accumulator. Each gives the
+// online-softmax factors (attnExpf), and the update of the accumulator. Each gives the
 // bits of the Go loop of attnSpanGeneric, operation for operation: products and
 // sums rounded to float32 one by one (no FMA), the accumulator rounded to binary16
 // after every update.
@@ -567,8 +567,8 @@ func attnAccum(name string, avx512 bool) {
 	RET()
 }
 
-// attnExp512 emits attnExp on 512-bit registers, 16 scores a step, its constants
-// held in registers: the same operations, lane by lane, hence the same bits.
+// attnExp512 emits attnExp on 512-bit registers, 16 scores a step (expfZCR): the
+// same operations, lane by lane, hence the same bits.
 func attnExp512() {
 	evex = true
 	defer func() { evex = false }()
