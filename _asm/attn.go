@@ -12,7 +12,7 @@ import (
 
 // Attention over a binary16 KV cache, a chunk of positions at a time, in three
 // kernels (engine/kernels/attend.go drives them): the scores of the chunk, their
-// online-softmax factors (expf), and the update of the accumulator. Each gives the
+// online-softmax factors (attnExpf), and the update of the accumulator. Each gives the
 // bits of the Go loop of attnSpanGeneric, operation for operation: products and
 // sums rounded to float32 one by one (no FMA), the accumulator rounded to binary16
 // after every update.
@@ -113,53 +113,143 @@ func ec(off int) VecVirtual {
 	return r
 }
 
-// expf8 returns expf of the 8 float32 of x (engine/kernels/expf.go), every
-// operation that of the Go code, in its order, rounded as it is.
-func expf8(x VecVirtual) VecVirtual {
-	t := YMM()
-	VMULPS(ec(ecLog2e), x, t)
-	VADDPS(ec(ecHalf), t, t)
-	n := YMM()
-	VROUNDPS(U8(1), t, n) // floor
-	r, u := YMM(), YMM()
-	VMULPS(ec(ecC1), n, u)
-	VSUBPS(u, x, r)
-	VMULPS(ec(ecC2), n, u)
-	VSUBPS(u, r, r)
-	p := ec(ecP0)
-	for _, c := range []int{ecP1, ecP2, ecP3, ecP4, ecP5} {
-		VMULPS(r, p, p)
-		VADDPS(ec(c), p, p)
+// attnExpD holds attnExpf's float64 constants (engine/kernels/expf.go), each
+// repeated 8 times (a 512-bit operand, its first half a 256-bit one), at the
+// offsets below; attnExpClamp its float32 bounds 100 and −104, 16 of each.
+var attnExpD, attnExpClamp Mem
+
+const (
+	edLog2e = 64 * iota
+	edLn2Hi
+	edLn2Lo
+	edPoly                   // 13 slots: 1/12!, 1/11!, …, 1/0!
+	edBias  = edPoly + 64*13 // int64 1023
+	edCount = edBias + 64
+)
+
+func attnExpConstants() {
+	var d []float64
+	d = append(d, 1.44269504088896338700e+00, 6.93147180369123816490e-01, 1.90821492927058770002e-10)
+	var poly [13]float64
+	f := 1.0
+	for n := 0; n <= 12; n++ {
+		if n > 0 {
+			f *= float64(n)
+		}
+		poly[12-n] = 1 / f
 	}
-	VMULPS(r, p, p)
-	VMULPS(r, p, p)
-	VADDPS(r, p, p)
-	VADDPS(ec(ecOne), p, p)
-	// p·2**h·2**(n-h), h = n/2 rounded toward zero.
-	ni, h, b := YMM(), YMM(), YMM()
-	VCVTTPS2DQ(n, ni)
-	VPSRLD(U8(31), ni, h)
-	VPADDD(ni, h, h)
-	VPSRAD(U8(1), h, h)
-	VPSUBD(h, ni, b)
-	bias := ec(ecBias)
-	VPADDD(bias, h, h)
-	VPSLLD(U8(23), h, h)
-	VPADDD(bias, b, b)
-	VPSLLD(U8(23), b, b)
-	VMULPS(h, p, p)
-	VMULPS(b, p, p)
-	// The special cases, in the Go code's order of precedence.
-	m := YMM()
-	VCMPPS(U8(0x11), ec(ecLo), x, m) // x < lo (LT_OQ)
-	z := YMM()
-	VXORPS(z, z, z)
-	VBLENDVPS(m, z, p, p)
-	VCMPPS(U8(0x1e), ec(ecHi), x, m) // x > hi (GT_OQ)
-	VBLENDVPS(m, ec(ecInf), p, p)
-	VCMPPS(U8(3), x, x, m) // NaN
-	VBLENDVPS(m, x, p, p)
+	d = append(d, poly[:]...)
+	b := make([]byte, 0, edCount)
+	for _, x := range d {
+		for i := 0; i < 8; i++ {
+			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(x))
+		}
+	}
+	for i := 0; i < 8; i++ {
+		b = binary.LittleEndian.AppendUint64(b, 1023)
+	}
+	attnExpD = rodata("attnExpD", b)
+	c := make([]byte, 0, 128)
+	for _, x := range []float32{100, -104} {
+		for i := 0; i < 16; i++ {
+			c = binary.LittleEndian.AppendUint32(c, math.Float32bits(x))
+		}
+	}
+	attnExpClamp = rodata("attnExpClamp", c)
+}
+
+// expPD computes attnExpf's float64 steps on h (4 or 8 float64 lanes, the
+// clamped x) in place of p, and returns p·2**k: k = round(h·log2e), r = h − k·ln2
+// (two fused steps), Horner's fused steps over the 13 coefficients, 2**k built
+// from k's bits. ki is a register of half h's width for k as int32s and kq one of
+// h's width for it as int64s.
+func expPD(h, ki, kq VecVirtual, avx512 bool) VecVirtual {
+	kk, r, p := newLike(h), newLike(h), newLike(h)
+	VMULPD(attnExpD.Offset(edLog2e), h, kk)
+	if avx512 {
+		VRNDSCALEPD(U8(8), kk, kk) // nearest, ties to even
+	} else {
+		VROUNDPD(U8(8), kk, kk)
+	}
+	VMOVAPD(h, r)
+	VFNMADD231PD(attnExpD.Offset(edLn2Hi), kk, r)
+	VFNMADD231PD(attnExpD.Offset(edLn2Lo), kk, r)
+	VMOVUPD(attnExpD.Offset(edPoly), p)
+	for i := 1; i < 13; i++ {
+		VFMADD213PD(attnExpD.Offset(edPoly+64*i), r, p)
+	}
+	if avx512 {
+		VCVTPD2DQ(kk, ki)
+	} else {
+		VCVTPD2DQY(kk, ki)
+	}
+	VPMOVSXDQ(ki, kq)
+	VPADDQ(attnExpD.Offset(edBias), kq, kq)
+	VPSLLQ(U8(52), kq, kq)
+	VMULPD(kq, p, p)
 	return p
+}
+
+func newLike(v VecVirtual) VecVirtual {
+	if v.Size() == 64 {
+		return ZMM()
+	}
+	return YMM()
+}
+
+// expf8CR returns attnExpf of the 8 float32 of x (engine/kernels/expf.go): every
+// operation that of the Go code, in its order, hence its bits.
+func expf8CR(x VecVirtual) VecVirtual {
+	t := YMM()
+	VMINPS(attnExpClamp, x, t)
+	VMAXPS(attnExpClamp.Offset(64), t, t)
+	var out [2]VecVirtual
+	for i := range out {
+		h := YMM()
+		if i == 0 {
+			VCVTPS2PD(t.AsX(), h)
+		} else {
+			hx := XMM()
+			VEXTRACTF128(U8(1), t, hx)
+			VCVTPS2PD(hx, h)
+		}
+		p := expPD(h, XMM(), YMM(), false)
+		out[i] = XMM()
+		VCVTPD2PSY(p, out[i])
+	}
+	res := YMM()
+	VINSERTF128(U8(1), out[1], out[0].AsY(), res)
+	m := YMM()
+	VCMPPS(U8(3), x, x, m) // NaN
+	VBLENDVPS(m, x, res, res)
+	return res
+}
+
+// expfZCR is expf8CR on the 16 float32 of a 512-bit register.
+func expfZCR(x VecVirtual) VecVirtual {
+	t := ZMM()
+	VMINPS(attnExpClamp, x, t)
+	VMAXPS(attnExpClamp.Offset(64), t, t)
+	var out [2]VecVirtual
+	for i := range out {
+		h := ZMM()
+		if i == 0 {
+			VCVTPS2PD(t.AsY(), h)
+		} else {
+			hy := YMM()
+			VEXTRACTF64X4(U8(1), t, hy)
+			VCVTPS2PD(hy, h)
+		}
+		p := expPD(h, YMM(), ZMM(), true)
+		out[i] = YMM()
+		VCVTPD2PS(p, out[i])
+	}
+	res := ZMM()
+	VINSERTF64X4(U8(1), out[1], out[0].AsZ(), res)
+	m := K()
+	VCMPPS(U8(3), x, x, m) // NaN
+	VMOVAPS(x, m, res)
+	return res
 }
 
 // attnScores emits the scores of n positions: s[j] = sum8(lanes_j)·scale, lane l
@@ -332,7 +422,7 @@ func attnExp() {
 	VSUBPS(e, sv, d)
 	VXORPS(ec(ecSign), d, nd)
 	VBLENDVPS(nw, nd, d, d)
-	VMOVUPS(expf8(d), Mem{Base: s})
+	VMOVUPS(expf8CR(d), Mem{Base: s})
 	bits := GP32()
 	VMOVMSKPS(nw, bits)
 	MOVB(bits.As8(), Mem{Base: mk})
@@ -477,8 +567,8 @@ func attnAccum(name string, avx512 bool) {
 	RET()
 }
 
-// attnExp512 emits attnExp on 512-bit registers, 16 scores a step, its constants
-// held in registers: the same operations, lane by lane, hence the same bits.
+// attnExp512 emits attnExp on 512-bit registers, 16 scores a step (expfZCR): the
+// same operations, lane by lane, hence the same bits.
 func attnExp512() {
 	evex = true
 	defer func() { evex = false }()
@@ -491,14 +581,12 @@ func attnExp512() {
 	mxp := Load(Param("mx"), GP64())
 	mk := Load(Param("mask"), GP64())
 	c := map[int]VecVirtual{}
-	for _, off := range []int{ecLog2e, ecHalf, ecC1, ecC2, ecP0, ecP1, ecP2, ecP3, ecP4, ecP5, ecOne, ecHi, ecLo, ecInf, ecSign, ecBias} {
+	for _, off := range []int{ecInf, ecSign} {
 		c[off] = ZMM()
 		VBROADCASTSS(expfConsts.Offset(off), c[off])
 	}
 	ninf := ZMM()
 	VXORPS(c[ecInf], c[ecSign], ninf) // −Inf
-	zero := ZMM()
-	VPXORD(zero, zero, zero)
 	m := ZMM()
 	VBROADCASTSS(Mem{Base: mxp}, m)
 
@@ -539,7 +627,7 @@ func attnExp512() {
 	KMOVW(k, bits)
 	MOVW(bits.As16(), Mem{Base: mk})
 
-	p := expfZ(c, zero, d) // expf, as expf8
+	p := expfZCR(d) // attnExpf, as expf8CR
 	VMOVUPS(p, Mem{Base: s})
 
 	ADDQ(U8(64), s)

@@ -36,8 +36,8 @@ func attnF32Constants() {
 	attnF32Iota = i32s("attnF32Iota", iota...)
 }
 
-// expfZ returns expf of the 16 float32 of x (engine/kernels/expf.go), as
-// attnExpF16AVX512 computes it; c holds expf's constants broadcast, zero a zero
+// expfZ returns expf of the 16 float32 of x (engine/kernels/expf.go: Cephes'
+// expf, float32 attention's); c holds expf's constants broadcast, zero a zero
 // register.
 func expfZ(c map[int]VecVirtual, zero, x VecVirtual) VecVirtual {
 	t := ZMM()

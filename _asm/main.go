@@ -107,6 +107,7 @@ func main() {
 	dotFloatAVX512("dotF16AVX512", "F16", 2)
 	dotFloatAVX512("dotBF16AVX512", "BF16", 2)
 	attnConstants()
+	attnExpConstants()
 	attnScores()
 	attnExp()
 	attnExp512()

@@ -83,13 +83,13 @@ func attnSpanGeneric(st *attnState, k, v []uint16, n, stride int, scale float32)
 		s := sum8(&a8) * scale
 		ms, vs := float32(1), float32(1)
 		if s > st.mx {
-			ms = expf(st.mx - s)
+			ms = attnExpf(st.mx - s)
 			st.mx = s
 			for i, a := range acc {
 				acc[i] = RoundF16(a * ms)
 			}
 		} else {
-			vs = expf(s - st.mx)
+			vs = attnExpf(s - st.mx)
 		}
 		vj := v[j*stride : j*stride+hd]
 		for i, a := range acc {

@@ -171,7 +171,7 @@ func (st *kvState) spanGeneric(k, v []uint16, n, kstride, vstride int, scale flo
 		s *= scale
 		ms, vs := float32(1), float32(1)
 		if s > st.mx {
-			ms = expf(st.mx - s)
+			ms = attnExpf(st.mx - s)
 			st.mx = s
 			if st.vt == KVF16 {
 				for i, a := range acc {
@@ -183,7 +183,7 @@ func (st *kvState) spanGeneric(k, v []uint16, n, kstride, vstride int, scale flo
 				}
 			}
 		} else {
-			vs = expf(s - st.mx)
+			vs = attnExpf(s - st.mx)
 		}
 		vj := v[j*vstride : j*vstride+vw]
 		switch st.vt {

@@ -8699,6 +8699,162 @@ DATA expfConsts<>+48(SB)/8, $0x7f800000c2aeac4f
 DATA expfConsts<>+56(SB)/8, $0x0000007f80000000
 GLOBL expfConsts<>(SB), RODATA|NOPTR, $64
 
+DATA attnExpD<>+0(SB)/8, $0x3ff71547652b82fe
+DATA attnExpD<>+8(SB)/8, $0x3ff71547652b82fe
+DATA attnExpD<>+16(SB)/8, $0x3ff71547652b82fe
+DATA attnExpD<>+24(SB)/8, $0x3ff71547652b82fe
+DATA attnExpD<>+32(SB)/8, $0x3ff71547652b82fe
+DATA attnExpD<>+40(SB)/8, $0x3ff71547652b82fe
+DATA attnExpD<>+48(SB)/8, $0x3ff71547652b82fe
+DATA attnExpD<>+56(SB)/8, $0x3ff71547652b82fe
+DATA attnExpD<>+64(SB)/8, $0x3fe62e42fee00000
+DATA attnExpD<>+72(SB)/8, $0x3fe62e42fee00000
+DATA attnExpD<>+80(SB)/8, $0x3fe62e42fee00000
+DATA attnExpD<>+88(SB)/8, $0x3fe62e42fee00000
+DATA attnExpD<>+96(SB)/8, $0x3fe62e42fee00000
+DATA attnExpD<>+104(SB)/8, $0x3fe62e42fee00000
+DATA attnExpD<>+112(SB)/8, $0x3fe62e42fee00000
+DATA attnExpD<>+120(SB)/8, $0x3fe62e42fee00000
+DATA attnExpD<>+128(SB)/8, $0x3dea39ef35793c76
+DATA attnExpD<>+136(SB)/8, $0x3dea39ef35793c76
+DATA attnExpD<>+144(SB)/8, $0x3dea39ef35793c76
+DATA attnExpD<>+152(SB)/8, $0x3dea39ef35793c76
+DATA attnExpD<>+160(SB)/8, $0x3dea39ef35793c76
+DATA attnExpD<>+168(SB)/8, $0x3dea39ef35793c76
+DATA attnExpD<>+176(SB)/8, $0x3dea39ef35793c76
+DATA attnExpD<>+184(SB)/8, $0x3dea39ef35793c76
+DATA attnExpD<>+192(SB)/8, $0x3e21eed8eff8d898
+DATA attnExpD<>+200(SB)/8, $0x3e21eed8eff8d898
+DATA attnExpD<>+208(SB)/8, $0x3e21eed8eff8d898
+DATA attnExpD<>+216(SB)/8, $0x3e21eed8eff8d898
+DATA attnExpD<>+224(SB)/8, $0x3e21eed8eff8d898
+DATA attnExpD<>+232(SB)/8, $0x3e21eed8eff8d898
+DATA attnExpD<>+240(SB)/8, $0x3e21eed8eff8d898
+DATA attnExpD<>+248(SB)/8, $0x3e21eed8eff8d898
+DATA attnExpD<>+256(SB)/8, $0x3e5ae64567f544e4
+DATA attnExpD<>+264(SB)/8, $0x3e5ae64567f544e4
+DATA attnExpD<>+272(SB)/8, $0x3e5ae64567f544e4
+DATA attnExpD<>+280(SB)/8, $0x3e5ae64567f544e4
+DATA attnExpD<>+288(SB)/8, $0x3e5ae64567f544e4
+DATA attnExpD<>+296(SB)/8, $0x3e5ae64567f544e4
+DATA attnExpD<>+304(SB)/8, $0x3e5ae64567f544e4
+DATA attnExpD<>+312(SB)/8, $0x3e5ae64567f544e4
+DATA attnExpD<>+320(SB)/8, $0x3e927e4fb7789f5c
+DATA attnExpD<>+328(SB)/8, $0x3e927e4fb7789f5c
+DATA attnExpD<>+336(SB)/8, $0x3e927e4fb7789f5c
+DATA attnExpD<>+344(SB)/8, $0x3e927e4fb7789f5c
+DATA attnExpD<>+352(SB)/8, $0x3e927e4fb7789f5c
+DATA attnExpD<>+360(SB)/8, $0x3e927e4fb7789f5c
+DATA attnExpD<>+368(SB)/8, $0x3e927e4fb7789f5c
+DATA attnExpD<>+376(SB)/8, $0x3e927e4fb7789f5c
+DATA attnExpD<>+384(SB)/8, $0x3ec71de3a556c734
+DATA attnExpD<>+392(SB)/8, $0x3ec71de3a556c734
+DATA attnExpD<>+400(SB)/8, $0x3ec71de3a556c734
+DATA attnExpD<>+408(SB)/8, $0x3ec71de3a556c734
+DATA attnExpD<>+416(SB)/8, $0x3ec71de3a556c734
+DATA attnExpD<>+424(SB)/8, $0x3ec71de3a556c734
+DATA attnExpD<>+432(SB)/8, $0x3ec71de3a556c734
+DATA attnExpD<>+440(SB)/8, $0x3ec71de3a556c734
+DATA attnExpD<>+448(SB)/8, $0x3efa01a01a01a01a
+DATA attnExpD<>+456(SB)/8, $0x3efa01a01a01a01a
+DATA attnExpD<>+464(SB)/8, $0x3efa01a01a01a01a
+DATA attnExpD<>+472(SB)/8, $0x3efa01a01a01a01a
+DATA attnExpD<>+480(SB)/8, $0x3efa01a01a01a01a
+DATA attnExpD<>+488(SB)/8, $0x3efa01a01a01a01a
+DATA attnExpD<>+496(SB)/8, $0x3efa01a01a01a01a
+DATA attnExpD<>+504(SB)/8, $0x3efa01a01a01a01a
+DATA attnExpD<>+512(SB)/8, $0x3f2a01a01a01a01a
+DATA attnExpD<>+520(SB)/8, $0x3f2a01a01a01a01a
+DATA attnExpD<>+528(SB)/8, $0x3f2a01a01a01a01a
+DATA attnExpD<>+536(SB)/8, $0x3f2a01a01a01a01a
+DATA attnExpD<>+544(SB)/8, $0x3f2a01a01a01a01a
+DATA attnExpD<>+552(SB)/8, $0x3f2a01a01a01a01a
+DATA attnExpD<>+560(SB)/8, $0x3f2a01a01a01a01a
+DATA attnExpD<>+568(SB)/8, $0x3f2a01a01a01a01a
+DATA attnExpD<>+576(SB)/8, $0x3f56c16c16c16c17
+DATA attnExpD<>+584(SB)/8, $0x3f56c16c16c16c17
+DATA attnExpD<>+592(SB)/8, $0x3f56c16c16c16c17
+DATA attnExpD<>+600(SB)/8, $0x3f56c16c16c16c17
+DATA attnExpD<>+608(SB)/8, $0x3f56c16c16c16c17
+DATA attnExpD<>+616(SB)/8, $0x3f56c16c16c16c17
+DATA attnExpD<>+624(SB)/8, $0x3f56c16c16c16c17
+DATA attnExpD<>+632(SB)/8, $0x3f56c16c16c16c17
+DATA attnExpD<>+640(SB)/8, $0x3f81111111111111
+DATA attnExpD<>+648(SB)/8, $0x3f81111111111111
+DATA attnExpD<>+656(SB)/8, $0x3f81111111111111
+DATA attnExpD<>+664(SB)/8, $0x3f81111111111111
+DATA attnExpD<>+672(SB)/8, $0x3f81111111111111
+DATA attnExpD<>+680(SB)/8, $0x3f81111111111111
+DATA attnExpD<>+688(SB)/8, $0x3f81111111111111
+DATA attnExpD<>+696(SB)/8, $0x3f81111111111111
+DATA attnExpD<>+704(SB)/8, $0x3fa5555555555555
+DATA attnExpD<>+712(SB)/8, $0x3fa5555555555555
+DATA attnExpD<>+720(SB)/8, $0x3fa5555555555555
+DATA attnExpD<>+728(SB)/8, $0x3fa5555555555555
+DATA attnExpD<>+736(SB)/8, $0x3fa5555555555555
+DATA attnExpD<>+744(SB)/8, $0x3fa5555555555555
+DATA attnExpD<>+752(SB)/8, $0x3fa5555555555555
+DATA attnExpD<>+760(SB)/8, $0x3fa5555555555555
+DATA attnExpD<>+768(SB)/8, $0x3fc5555555555555
+DATA attnExpD<>+776(SB)/8, $0x3fc5555555555555
+DATA attnExpD<>+784(SB)/8, $0x3fc5555555555555
+DATA attnExpD<>+792(SB)/8, $0x3fc5555555555555
+DATA attnExpD<>+800(SB)/8, $0x3fc5555555555555
+DATA attnExpD<>+808(SB)/8, $0x3fc5555555555555
+DATA attnExpD<>+816(SB)/8, $0x3fc5555555555555
+DATA attnExpD<>+824(SB)/8, $0x3fc5555555555555
+DATA attnExpD<>+832(SB)/8, $0x3fe0000000000000
+DATA attnExpD<>+840(SB)/8, $0x3fe0000000000000
+DATA attnExpD<>+848(SB)/8, $0x3fe0000000000000
+DATA attnExpD<>+856(SB)/8, $0x3fe0000000000000
+DATA attnExpD<>+864(SB)/8, $0x3fe0000000000000
+DATA attnExpD<>+872(SB)/8, $0x3fe0000000000000
+DATA attnExpD<>+880(SB)/8, $0x3fe0000000000000
+DATA attnExpD<>+888(SB)/8, $0x3fe0000000000000
+DATA attnExpD<>+896(SB)/8, $0x3ff0000000000000
+DATA attnExpD<>+904(SB)/8, $0x3ff0000000000000
+DATA attnExpD<>+912(SB)/8, $0x3ff0000000000000
+DATA attnExpD<>+920(SB)/8, $0x3ff0000000000000
+DATA attnExpD<>+928(SB)/8, $0x3ff0000000000000
+DATA attnExpD<>+936(SB)/8, $0x3ff0000000000000
+DATA attnExpD<>+944(SB)/8, $0x3ff0000000000000
+DATA attnExpD<>+952(SB)/8, $0x3ff0000000000000
+DATA attnExpD<>+960(SB)/8, $0x3ff0000000000000
+DATA attnExpD<>+968(SB)/8, $0x3ff0000000000000
+DATA attnExpD<>+976(SB)/8, $0x3ff0000000000000
+DATA attnExpD<>+984(SB)/8, $0x3ff0000000000000
+DATA attnExpD<>+992(SB)/8, $0x3ff0000000000000
+DATA attnExpD<>+1000(SB)/8, $0x3ff0000000000000
+DATA attnExpD<>+1008(SB)/8, $0x3ff0000000000000
+DATA attnExpD<>+1016(SB)/8, $0x3ff0000000000000
+DATA attnExpD<>+1024(SB)/8, $0x00000000000003ff
+DATA attnExpD<>+1032(SB)/8, $0x00000000000003ff
+DATA attnExpD<>+1040(SB)/8, $0x00000000000003ff
+DATA attnExpD<>+1048(SB)/8, $0x00000000000003ff
+DATA attnExpD<>+1056(SB)/8, $0x00000000000003ff
+DATA attnExpD<>+1064(SB)/8, $0x00000000000003ff
+DATA attnExpD<>+1072(SB)/8, $0x00000000000003ff
+DATA attnExpD<>+1080(SB)/8, $0x00000000000003ff
+GLOBL attnExpD<>(SB), RODATA|NOPTR, $1088
+
+DATA attnExpClamp<>+0(SB)/8, $0x42c8000042c80000
+DATA attnExpClamp<>+8(SB)/8, $0x42c8000042c80000
+DATA attnExpClamp<>+16(SB)/8, $0x42c8000042c80000
+DATA attnExpClamp<>+24(SB)/8, $0x42c8000042c80000
+DATA attnExpClamp<>+32(SB)/8, $0x42c8000042c80000
+DATA attnExpClamp<>+40(SB)/8, $0x42c8000042c80000
+DATA attnExpClamp<>+48(SB)/8, $0x42c8000042c80000
+DATA attnExpClamp<>+56(SB)/8, $0x42c8000042c80000
+DATA attnExpClamp<>+64(SB)/8, $0xc2d00000c2d00000
+DATA attnExpClamp<>+72(SB)/8, $0xc2d00000c2d00000
+DATA attnExpClamp<>+80(SB)/8, $0xc2d00000c2d00000
+DATA attnExpClamp<>+88(SB)/8, $0xc2d00000c2d00000
+DATA attnExpClamp<>+96(SB)/8, $0xc2d00000c2d00000
+DATA attnExpClamp<>+104(SB)/8, $0xc2d00000c2d00000
+DATA attnExpClamp<>+112(SB)/8, $0xc2d00000c2d00000
+DATA attnExpClamp<>+120(SB)/8, $0xc2d00000c2d00000
+GLOBL attnExpClamp<>(SB), RODATA|NOPTR, $128
+
 // func attnScoresF16(k *uint16, q *float32, hd int, n int, stride int, scale float32, s *float32)
 // Requires: AVX, AVX2, F16C, MMX+, SSE
 TEXT ·attnScoresF16(SB), NOSPLIT, $0-56
@@ -8842,7 +8998,7 @@ done:
 	RET
 
 // func attnExpF16(s *float32, n int, mx *float32, mask *uint8)
-// Requires: AVX, AVX2
+// Requires: AVX, AVX2, FMA3
 TEXT ·attnExpF16(SB), NOSPLIT, $0-32
 	MOVQ         s+0(FP), AX
 	MOVQ         n+8(FP), CX
@@ -8857,85 +9013,87 @@ loop:
 	VMOVUPS      (AX), Y2
 	VCMPPS       $0x03, Y2, Y2, Y3
 	VBLENDVPS    Y3, Y1, Y2, Y3
-	VMOVDQU      attnShift1<>+0(SB), Y4
-	VPERMPS      Y3, Y4, Y4
-	VBLENDPS     $0x01, Y1, Y4, Y4
-	VMAXPS       Y4, Y3, Y3
-	VMOVDQU      attnShift2<>+0(SB), Y4
-	VPERMPS      Y3, Y4, Y4
-	VBLENDPS     $0x03, Y1, Y4, Y4
-	VMAXPS       Y4, Y3, Y3
-	VMOVDQU      attnShift4<>+0(SB), Y4
-	VPERMPS      Y3, Y4, Y4
-	VBLENDPS     $0x0f, Y1, Y4, Y4
-	VMAXPS       Y4, Y3, Y3
-	VMOVDQU      attnShift1<>+0(SB), Y4
-	VPERMPS      Y3, Y4, Y5
+	VMOVDQU      attnShift1<>+0(SB), Y5
+	VPERMPS      Y3, Y5, Y5
 	VBLENDPS     $0x01, Y1, Y5, Y5
-	VMAXPS       Y0, Y5, Y5
-	VMOVDQU      attnLast<>+0(SB), Y4
-	VPERMPS      Y3, Y4, Y3
+	VMAXPS       Y5, Y3, Y3
+	VMOVDQU      attnShift2<>+0(SB), Y5
+	VPERMPS      Y3, Y5, Y5
+	VBLENDPS     $0x03, Y1, Y5, Y5
+	VMAXPS       Y5, Y3, Y3
+	VMOVDQU      attnShift4<>+0(SB), Y5
+	VPERMPS      Y3, Y5, Y5
+	VBLENDPS     $0x0f, Y1, Y5, Y5
+	VMAXPS       Y5, Y3, Y3
+	VMOVDQU      attnShift1<>+0(SB), Y5
+	VPERMPS      Y3, Y5, Y6
+	VBLENDPS     $0x01, Y1, Y6, Y6
+	VMAXPS       Y0, Y6, Y6
+	VMOVDQU      attnLast<>+0(SB), Y5
+	VPERMPS      Y3, Y5, Y3
 	VMAXPS       Y3, Y0, Y0
-	VCMPPS       $0x1e, Y5, Y2, Y3
-	VSUBPS       Y5, Y2, Y2
-	VBROADCASTSS expfConsts<>+56(SB), Y4
-	VXORPS       Y4, Y2, Y4
-	VBLENDVPS    Y3, Y4, Y2, Y2
-	VBROADCASTSS expfConsts<>+0(SB), Y4
-	VMULPS       Y4, Y2, Y4
-	VBROADCASTSS expfConsts<>+4(SB), Y5
-	VADDPS       Y5, Y4, Y4
-	VROUNDPS     $0x01, Y4, Y4
-	VBROADCASTSS expfConsts<>+8(SB), Y5
-	VMULPS       Y5, Y4, Y6
-	VSUBPS       Y6, Y2, Y5
-	VBROADCASTSS expfConsts<>+12(SB), Y6
-	VMULPS       Y6, Y4, Y6
-	VSUBPS       Y6, Y5, Y5
-	VBROADCASTSS expfConsts<>+16(SB), Y6
-	VMULPS       Y5, Y6, Y6
-	VBROADCASTSS expfConsts<>+20(SB), Y7
-	VADDPS       Y7, Y6, Y6
-	VMULPS       Y5, Y6, Y6
-	VBROADCASTSS expfConsts<>+24(SB), Y7
-	VADDPS       Y7, Y6, Y6
-	VMULPS       Y5, Y6, Y6
-	VBROADCASTSS expfConsts<>+28(SB), Y7
-	VADDPS       Y7, Y6, Y6
-	VMULPS       Y5, Y6, Y6
-	VBROADCASTSS expfConsts<>+32(SB), Y7
-	VADDPS       Y7, Y6, Y6
-	VMULPS       Y5, Y6, Y6
-	VBROADCASTSS expfConsts<>+36(SB), Y7
-	VADDPS       Y7, Y6, Y6
-	VMULPS       Y5, Y6, Y6
-	VMULPS       Y5, Y6, Y6
-	VADDPS       Y5, Y6, Y6
-	VBROADCASTSS expfConsts<>+40(SB), Y5
-	VADDPS       Y5, Y6, Y6
-	VCVTTPS2DQ   Y4, Y4
-	VPSRLD       $0x1f, Y4, Y5
-	VPADDD       Y4, Y5, Y5
-	VPSRAD       $0x01, Y5, Y5
-	VPSUBD       Y5, Y4, Y4
-	VBROADCASTSS expfConsts<>+60(SB), Y7
-	VPADDD       Y7, Y5, Y5
-	VPSLLD       $0x17, Y5, Y5
-	VPADDD       Y7, Y4, Y4
-	VPSLLD       $0x17, Y4, Y4
-	VMULPS       Y5, Y6, Y6
-	VMULPS       Y4, Y6, Y6
-	VBROADCASTSS expfConsts<>+48(SB), Y4
-	VCMPPS       $0x11, Y4, Y2, Y4
-	VXORPS       Y5, Y5, Y5
-	VBLENDVPS    Y4, Y5, Y6, Y6
-	VBROADCASTSS expfConsts<>+44(SB), Y4
-	VCMPPS       $0x1e, Y4, Y2, Y4
-	VBROADCASTSS expfConsts<>+52(SB), Y5
-	VBLENDVPS    Y4, Y5, Y6, Y6
-	VCMPPS       $0x03, Y2, Y2, Y4
-	VBLENDVPS    Y4, Y2, Y6, Y6
-	VMOVUPS      Y6, (AX)
+	VCMPPS       $0x1e, Y6, Y2, Y3
+	VSUBPS       Y6, Y2, Y2
+	VBROADCASTSS expfConsts<>+56(SB), Y5
+	VXORPS       Y5, Y2, Y5
+	VBLENDVPS    Y3, Y5, Y2, Y2
+	VMINPS       attnExpClamp<>+0(SB), Y2, Y5
+	VMAXPS       attnExpClamp<>+64(SB), Y5, Y5
+	VCVTPS2PD    X5, Y6
+	VMULPD       attnExpD<>+0(SB), Y6, Y7
+	VROUNDPD     $0x08, Y7, Y7
+	VMOVAPD      Y6, Y6
+	VFNMADD231PD attnExpD<>+64(SB), Y7, Y6
+	VFNMADD231PD attnExpD<>+128(SB), Y7, Y6
+	VMOVUPD      attnExpD<>+192(SB), Y8
+	VFMADD213PD  attnExpD<>+256(SB), Y6, Y8
+	VFMADD213PD  attnExpD<>+320(SB), Y6, Y8
+	VFMADD213PD  attnExpD<>+384(SB), Y6, Y8
+	VFMADD213PD  attnExpD<>+448(SB), Y6, Y8
+	VFMADD213PD  attnExpD<>+512(SB), Y6, Y8
+	VFMADD213PD  attnExpD<>+576(SB), Y6, Y8
+	VFMADD213PD  attnExpD<>+640(SB), Y6, Y8
+	VFMADD213PD  attnExpD<>+704(SB), Y6, Y8
+	VFMADD213PD  attnExpD<>+768(SB), Y6, Y8
+	VFMADD213PD  attnExpD<>+832(SB), Y6, Y8
+	VFMADD213PD  attnExpD<>+896(SB), Y6, Y8
+	VFMADD213PD  attnExpD<>+960(SB), Y6, Y8
+	VCVTPD2DQY   Y7, X4
+	VPMOVSXDQ    X4, Y6
+	VPADDQ       attnExpD<>+1024(SB), Y6, Y6
+	VPSLLQ       $0x34, Y6, Y6
+	VMULPD       Y6, Y8, Y8
+	VCVTPD2PSY   Y8, X4
+	VEXTRACTF128 $0x01, Y5, X5
+	VCVTPS2PD    X5, Y5
+	VMULPD       attnExpD<>+0(SB), Y5, Y6
+	VROUNDPD     $0x08, Y6, Y6
+	VMOVAPD      Y5, Y5
+	VFNMADD231PD attnExpD<>+64(SB), Y6, Y5
+	VFNMADD231PD attnExpD<>+128(SB), Y6, Y5
+	VMOVUPD      attnExpD<>+192(SB), Y7
+	VFMADD213PD  attnExpD<>+256(SB), Y5, Y7
+	VFMADD213PD  attnExpD<>+320(SB), Y5, Y7
+	VFMADD213PD  attnExpD<>+384(SB), Y5, Y7
+	VFMADD213PD  attnExpD<>+448(SB), Y5, Y7
+	VFMADD213PD  attnExpD<>+512(SB), Y5, Y7
+	VFMADD213PD  attnExpD<>+576(SB), Y5, Y7
+	VFMADD213PD  attnExpD<>+640(SB), Y5, Y7
+	VFMADD213PD  attnExpD<>+704(SB), Y5, Y7
+	VFMADD213PD  attnExpD<>+768(SB), Y5, Y7
+	VFMADD213PD  attnExpD<>+832(SB), Y5, Y7
+	VFMADD213PD  attnExpD<>+896(SB), Y5, Y7
+	VFMADD213PD  attnExpD<>+960(SB), Y5, Y7
+	VCVTPD2DQY   Y6, X5
+	VPMOVSXDQ    X5, Y5
+	VPADDQ       attnExpD<>+1024(SB), Y5, Y5
+	VPSLLQ       $0x34, Y5, Y5
+	VMULPD       Y5, Y7, Y7
+	VCVTPD2PSY   Y7, X5
+	VINSERTF128  $0x01, X5, Y4, Y5
+	VCMPPS       $0x03, Y2, Y2, Y6
+	VBLENDVPS    Y6, Y2, Y5, Y5
+	VMOVUPS      Y5, (AX)
 	VMOVMSKPS    Y3, SI
 	MOVB         SI, (BX)
 	ADDQ         $0x20, AX
@@ -8955,109 +9113,111 @@ TEXT ·attnExpF16AVX512(SB), NOSPLIT, $0-32
 	MOVQ         n+8(FP), CX
 	MOVQ         mx+16(FP), DX
 	MOVQ         mask+24(FP), BX
-	VBROADCASTSS expfConsts<>+0(SB), Z0
-	VBROADCASTSS expfConsts<>+4(SB), Z1
-	VBROADCASTSS expfConsts<>+8(SB), Z2
-	VBROADCASTSS expfConsts<>+12(SB), Z3
-	VBROADCASTSS expfConsts<>+16(SB), Z4
-	VBROADCASTSS expfConsts<>+20(SB), Z5
-	VBROADCASTSS expfConsts<>+24(SB), Z6
-	VBROADCASTSS expfConsts<>+28(SB), Z7
-	VBROADCASTSS expfConsts<>+32(SB), Z8
-	VBROADCASTSS expfConsts<>+36(SB), Z9
-	VBROADCASTSS expfConsts<>+40(SB), Z10
-	VBROADCASTSS expfConsts<>+44(SB), Z11
-	VBROADCASTSS expfConsts<>+48(SB), Z12
-	VBROADCASTSS expfConsts<>+52(SB), Z13
-	VBROADCASTSS expfConsts<>+56(SB), Z14
-	VBROADCASTSS expfConsts<>+60(SB), Z15
-	VXORPS       Z13, Z14, Z16
-	VPXORD       Z17, Z17, Z17
-	VBROADCASTSS (DX), Z18
+	VBROADCASTSS expfConsts<>+52(SB), Z0
+	VBROADCASTSS expfConsts<>+56(SB), Z1
+	VXORPS       Z0, Z1, Z0
+	VBROADCASTSS (DX), Z3
 
 loop:
-	TESTQ       CX, CX
-	JLE         done
-	VMOVUPS     (AX), Z19
-	VCMPPS      $0x03, Z19, Z19, K1
-	VMOVAPS     Z19, Z20
-	VMOVAPS     Z16, K1, Z20
-	VMOVDQU32   attnShift512<>+0(SB), Z21
-	VMOVAPS     Z16, Z22
-	VPERMT2PS   Z20, Z21, Z22
-	VMAXPS      Z22, Z20, Z20
-	VMOVDQU32   attnShift512<>+64(SB), Z21
-	VMOVAPS     Z16, Z22
-	VPERMT2PS   Z20, Z21, Z22
-	VMAXPS      Z22, Z20, Z20
-	VMOVDQU32   attnShift512<>+128(SB), Z21
-	VMOVAPS     Z16, Z22
-	VPERMT2PS   Z20, Z21, Z22
-	VMAXPS      Z22, Z20, Z20
-	VMOVDQU32   attnShift512<>+192(SB), Z21
-	VMOVAPS     Z16, Z22
-	VPERMT2PS   Z20, Z21, Z22
-	VMAXPS      Z22, Z20, Z20
-	VMOVDQU32   attnShift512<>+0(SB), Z21
-	VMOVAPS     Z18, Z22
-	VPERMT2PS   Z20, Z21, Z22
-	VMAXPS      Z18, Z22, Z22
-	VMOVDQU32   attnShift512<>+256(SB), Z21
-	VPERMPS     Z20, Z21, Z20
-	VMAXPS      Z20, Z18, Z18
-	VCMPPS      $0x1e, Z22, Z19, K1
-	VSUBPS      Z22, Z19, Z19
-	VXORPS      Z14, Z19, Z20
-	VMOVAPS     Z20, K1, Z19
-	KMOVW       K1, SI
-	MOVW        SI, (BX)
-	VMULPS      Z0, Z19, Z20
-	VADDPS      Z1, Z20, Z20
-	VRNDSCALEPS $0x09, Z20, Z20
-	VMULPS      Z2, Z20, Z22
-	VSUBPS      Z22, Z19, Z21
-	VMULPS      Z3, Z20, Z22
-	VSUBPS      Z22, Z21, Z21
-	VMOVAPS     Z4, Z22
-	VMULPS      Z21, Z22, Z22
-	VADDPS      Z5, Z22, Z22
-	VMULPS      Z21, Z22, Z22
-	VADDPS      Z6, Z22, Z22
-	VMULPS      Z21, Z22, Z22
-	VADDPS      Z7, Z22, Z22
-	VMULPS      Z21, Z22, Z22
-	VADDPS      Z8, Z22, Z22
-	VMULPS      Z21, Z22, Z22
-	VADDPS      Z9, Z22, Z22
-	VMULPS      Z21, Z22, Z22
-	VMULPS      Z21, Z22, Z22
-	VADDPS      Z21, Z22, Z22
-	VADDPS      Z10, Z22, Z22
-	VCVTTPS2DQ  Z20, Z20
-	VPSRLD      $0x1f, Z20, Z21
-	VPADDD      Z20, Z21, Z21
-	VPSRAD      $0x01, Z21, Z21
-	VPSUBD      Z21, Z20, Z20
-	VPADDD      Z15, Z21, Z21
-	VPSLLD      $0x17, Z21, Z21
-	VPADDD      Z15, Z20, Z20
-	VPSLLD      $0x17, Z20, Z20
-	VMULPS      Z21, Z22, Z22
-	VMULPS      Z20, Z22, Z22
-	VCMPPS      $0x11, Z12, Z19, K1
-	VMOVAPS     Z17, K1, Z22
-	VCMPPS      $0x1e, Z11, Z19, K1
-	VMOVAPS     Z13, K1, Z22
-	VCMPPS      $0x03, Z19, Z19, K1
-	VMOVAPS     Z19, K1, Z22
-	VMOVUPS     Z22, (AX)
-	ADDQ        $0x40, AX
-	ADDQ        $0x02, BX
-	SUBQ        $0x10, CX
-	JMP         loop
+	TESTQ         CX, CX
+	JLE           done
+	VMOVUPS       (AX), Z4
+	VCMPPS        $0x03, Z4, Z4, K1
+	VMOVAPS       Z4, Z5
+	VMOVAPS       Z0, K1, Z5
+	VMOVDQU32     attnShift512<>+0(SB), Z6
+	VMOVAPS       Z0, Z7
+	VPERMT2PS     Z5, Z6, Z7
+	VMAXPS        Z7, Z5, Z5
+	VMOVDQU32     attnShift512<>+64(SB), Z6
+	VMOVAPS       Z0, Z7
+	VPERMT2PS     Z5, Z6, Z7
+	VMAXPS        Z7, Z5, Z5
+	VMOVDQU32     attnShift512<>+128(SB), Z6
+	VMOVAPS       Z0, Z7
+	VPERMT2PS     Z5, Z6, Z7
+	VMAXPS        Z7, Z5, Z5
+	VMOVDQU32     attnShift512<>+192(SB), Z6
+	VMOVAPS       Z0, Z7
+	VPERMT2PS     Z5, Z6, Z7
+	VMAXPS        Z7, Z5, Z5
+	VMOVDQU32     attnShift512<>+0(SB), Z6
+	VMOVAPS       Z3, Z7
+	VPERMT2PS     Z5, Z6, Z7
+	VMAXPS        Z3, Z7, Z7
+	VMOVDQU32     attnShift512<>+256(SB), Z6
+	VPERMPS       Z5, Z6, Z5
+	VMAXPS        Z5, Z3, Z3
+	VCMPPS        $0x1e, Z7, Z4, K1
+	VSUBPS        Z7, Z4, Z4
+	VXORPS        Z1, Z4, Z5
+	VMOVAPS       Z5, K1, Z4
+	KMOVW         K1, SI
+	MOVW          SI, (BX)
+	VMINPS        attnExpClamp<>+0(SB), Z4, Z5
+	VMAXPS        attnExpClamp<>+64(SB), Z5, Z5
+	VCVTPS2PD     Y5, Z6
+	VMULPD        attnExpD<>+0(SB), Z6, Z7
+	VRNDSCALEPD   $0x08, Z7, Z7
+	VMOVAPD       Z6, Z6
+	VFNMADD231PD  attnExpD<>+64(SB), Z7, Z6
+	VFNMADD231PD  attnExpD<>+128(SB), Z7, Z6
+	VMOVUPD       attnExpD<>+192(SB), Z8
+	VFMADD213PD   attnExpD<>+256(SB), Z6, Z8
+	VFMADD213PD   attnExpD<>+320(SB), Z6, Z8
+	VFMADD213PD   attnExpD<>+384(SB), Z6, Z8
+	VFMADD213PD   attnExpD<>+448(SB), Z6, Z8
+	VFMADD213PD   attnExpD<>+512(SB), Z6, Z8
+	VFMADD213PD   attnExpD<>+576(SB), Z6, Z8
+	VFMADD213PD   attnExpD<>+640(SB), Z6, Z8
+	VFMADD213PD   attnExpD<>+704(SB), Z6, Z8
+	VFMADD213PD   attnExpD<>+768(SB), Z6, Z8
+	VFMADD213PD   attnExpD<>+832(SB), Z6, Z8
+	VFMADD213PD   attnExpD<>+896(SB), Z6, Z8
+	VFMADD213PD   attnExpD<>+960(SB), Z6, Z8
+	VCVTPD2DQ     Z7, Y2
+	VPMOVSXDQ     Y2, Z6
+	VPADDQ        attnExpD<>+1024(SB), Z6, Z6
+	VPSLLQ        $0x34, Z6, Z6
+	VMULPD        Z6, Z8, Z8
+	VCVTPD2PS     Z8, Y2
+	VEXTRACTF64X4 $0x01, Z5, Y5
+	VCVTPS2PD     Y5, Z5
+	VMULPD        attnExpD<>+0(SB), Z5, Z6
+	VRNDSCALEPD   $0x08, Z6, Z6
+	VMOVAPD       Z5, Z5
+	VFNMADD231PD  attnExpD<>+64(SB), Z6, Z5
+	VFNMADD231PD  attnExpD<>+128(SB), Z6, Z5
+	VMOVUPD       attnExpD<>+192(SB), Z7
+	VFMADD213PD   attnExpD<>+256(SB), Z5, Z7
+	VFMADD213PD   attnExpD<>+320(SB), Z5, Z7
+	VFMADD213PD   attnExpD<>+384(SB), Z5, Z7
+	VFMADD213PD   attnExpD<>+448(SB), Z5, Z7
+	VFMADD213PD   attnExpD<>+512(SB), Z5, Z7
+	VFMADD213PD   attnExpD<>+576(SB), Z5, Z7
+	VFMADD213PD   attnExpD<>+640(SB), Z5, Z7
+	VFMADD213PD   attnExpD<>+704(SB), Z5, Z7
+	VFMADD213PD   attnExpD<>+768(SB), Z5, Z7
+	VFMADD213PD   attnExpD<>+832(SB), Z5, Z7
+	VFMADD213PD   attnExpD<>+896(SB), Z5, Z7
+	VFMADD213PD   attnExpD<>+960(SB), Z5, Z7
+	VCVTPD2DQ     Z6, Y5
+	VPMOVSXDQ     Y5, Z5
+	VPADDQ        attnExpD<>+1024(SB), Z5, Z5
+	VPSLLQ        $0x34, Z5, Z5
+	VMULPD        Z5, Z7, Z7
+	VCVTPD2PS     Z7, Y5
+	VINSERTF64X4  $0x01, Y5, Z2, Z5
+	VCMPPS        $0x03, Z4, Z4, K1
+	VMOVAPS       Z4, K1, Z5
+	VMOVUPS       Z5, (AX)
+	ADDQ          $0x40, AX
+	ADDQ          $0x02, BX
+	SUBQ          $0x10, CX
+	JMP           loop
 
 done:
-	VMOVSS X18, (DX)
+	VMOVSS X3, (DX)
 	VZEROUPPER
 	RET
 

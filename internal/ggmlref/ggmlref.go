@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -207,6 +208,33 @@ func SwiGLU(t testing.TB, gate, up []float32) []float32 {
 		t.Fatalf("ggmlref swiglu: %d bytes of output", len(out))
 	}
 	res := make([]float32, len(gate))
+	binary.Decode(out, binary.LittleEndian, res)
+	return res
+}
+
+// Attend has llama.cpp's CPU backend, its AVX-512 variant, compute its flash
+// attention op (ggml_flash_attn_ext) for one head and one query over n cached
+// positions whose keys and values (len(q) binary16 values each) are k and v, as it
+// decodes over its default F16 KV cache: the head's len(q) output values.
+func Attend(t testing.TB, q []float32, k, v []uint16, n int, scale float32) []float32 {
+	t.Helper()
+	hd := len(q)
+	var in bytes.Buffer
+	binary.Write(&in, binary.LittleEndian, q)
+	binary.Write(&in, binary.LittleEndian, k[:n*hd])
+	binary.Write(&in, binary.LittleEndian, v[:n*hd])
+	cmd := exec.Command(BinaryAVX512(t), "attend", fmt.Sprint(hd), fmt.Sprint(n), strconv.FormatFloat(float64(scale), 'g', -1, 32))
+	cmd.Stdin = &in
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("ggmlref attend: %v: %s", err, stderr.String())
+	}
+	if len(out) != 4*hd {
+		t.Fatalf("ggmlref attend: %d bytes of output", len(out))
+	}
+	res := make([]float32, hd)
 	binary.Decode(out, binary.LittleEndian, res)
 	return res
 }

@@ -4,6 +4,7 @@
 //
 // usage: ggmlref TYPE ROWS COLS [raw] < in > out
 //        ggmlref swiglu N < in > out
+//        ggmlref attend HD N SCALE < in > out
 // in:  ROWS*COLS float32 weights (raw: ROWS rows of TYPE's blocks, used as they
 //      are), then COLS float32 activations
 // out: the weights quantized to TYPE by ggml_quantize_chunk (an all-ones importance
@@ -37,8 +38,32 @@ static int swiglu(int64_t n) {
   return 0;
 }
 
+// attend: in HD float32 query values, then N keys and N values of HD binary16
+// each; out the HD float32 values of ggml's flash attention op
+// (ggml_flash_attn_ext, one head, one query, no mask, as llama.cpp decodes over
+// its F16 KV cache) on the CPU backend.
+static int attend(int64_t hd, int64_t n, float scale) {
+  struct ggml_init_params ip = {.mem_size = 16 * 1024 * 1024 + 8 * (n + 1) * hd * sizeof(float), .mem_buffer = NULL, .no_alloc = false};
+  struct ggml_context *ctx = ggml_init(ip);
+  struct ggml_tensor *q = ggml_new_tensor_4d(ctx, GGML_TYPE_F32, hd, 1, 1, 1);
+  struct ggml_tensor *k = ggml_new_tensor_4d(ctx, GGML_TYPE_F16, hd, n, 1, 1);
+  struct ggml_tensor *v = ggml_new_tensor_4d(ctx, GGML_TYPE_F16, hd, n, 1, 1);
+  must_read(q->data, sizeof(float) * hd);
+  must_read(k->data, 2 * hd * n);
+  must_read(v->data, 2 * hd * n);
+  struct ggml_tensor *out = ggml_flash_attn_ext(ctx, q, k, v, NULL, scale, 0.0f, 0.0f);
+  ggml_flash_attn_ext_set_prec(out, GGML_PREC_DEFAULT);
+  struct ggml_cgraph *gf = ggml_new_graph(ctx);
+  ggml_build_forward_expand(gf, out);
+  if (ggml_graph_compute_with_ctx(ctx, gf, 1) != GGML_STATUS_SUCCESS) { fprintf(stderr, "ggmlref: compute failed\n"); return 1; }
+  fwrite(out->data, sizeof(float), hd, stdout);
+  ggml_free(ctx);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[1], "swiglu") == 0) { ggml_cpu_init(); return swiglu(atoll(argv[2])); }
+  if (argc == 5 && strcmp(argv[1], "attend") == 0) { ggml_cpu_init(); return attend(atoll(argv[2]), atoll(argv[3]), (float)atof(argv[4])); }
   if (argc != 4 && argc != 5) { fprintf(stderr, "usage: ggmlref TYPE ROWS COLS [raw]\n"); return 2; }
   int raw = argc == 5;
   enum ggml_type type = (enum ggml_type)atoi(argv[1]);
