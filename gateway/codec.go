@@ -4,7 +4,6 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/lmlite/lmlite/gateway/core"
-
 	"github.com/lmlite/lmlite/policies"
 )
 
@@ -13,9 +12,13 @@ import (
 // format: OpenAI's chat and completions, OpenAI's Responses, Anthropic's Messages).
 //
 // A codec decodes a body into the core request (input) and renders the core's result
-// (outEvents while streaming, a whole at the end otherwise) and its errors in its own
-// shape. The core never writes wire bytes itself, and a codec never touches the
-// engine, the tenancy or the ledger.
+// (core.Events while streaming, a core.Whole at the end otherwise) and its errors in
+// its own shape. The rendering is a core.Output of the codec's package
+// (gateway/openai's ChatOutput and ResponseOutput, gateway/anthropic's Output), which
+// knows gateway/core's types and never this package; newOutput gives it the
+// request's core.Meta and the options it needs of the decoded request. The core
+// never writes wire bytes itself, and a codec never touches the engine, the tenancy
+// or the ledger.
 //
 // Wiring a codec: its endpoint's case in Server.handle (server.go) calls
 // s.handleGenerate(ctx, reqID, c) (run.go), as /v1/chat/completions does with
