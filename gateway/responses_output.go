@@ -24,9 +24,22 @@ func (c *responsesCodec) newOutput(m *outMeta) output {
 	}
 	opt := openai.ResponseOptions{Parallel: m.in.feat.parallel, Echo: ri.echo, StoreAt: ri.storeAt}
 	if ri.store && c.store != nil {
-		opt.Store = func(id string, output []respItem, body []byte) error { return c.save(m, ri, id, output, body) }
+		ri.saver = respSaver{c: c, m: m, ri: ri}
+		opt.Store = &ri.saver
 	}
 	return openai.NewResponseOutput(&m.Meta, opt)
+}
+
+// respSaver stores one request's response (openai.Storer) through its codec's save;
+// it lives in the request's respInput, so that it costs no allocation.
+type respSaver struct {
+	c  *responsesCodec
+	m  *outMeta
+	ri *respInput
+}
+
+func (s *respSaver) StoreResponse(id string, output []respItem, body []byte) error {
+	return s.c.save(s.m, s.ri, id, output, body)
 }
 
 // appendError appends an error in OpenAI's shape, its fields named as the Responses

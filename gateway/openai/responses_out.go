@@ -59,10 +59,14 @@ type ResponseOptions struct {
 	Echo     []byte // the Response object's members echoing the request (",\"instructions\":…")
 	StoreAt  int    // where Echo's store value (true or false) begins
 	// Store, when the response is to be stored (store: true; nil: not), keeps it,
-	// once, before the bytes that end the answer: its id ("resp_…"), its output
-	// items and its Response object. An error means it was not stored: the answer
-	// says "store": false.
-	Store func(id string, output []Item, body []byte) error
+	// once, before the bytes that end the answer.
+	Store Storer
+}
+
+// A Storer keeps a response: its id ("resp_…"), its output items and its Response
+// object. An error means it was not stored: the answer says "store": false.
+type Storer interface {
+	StoreResponse(id string, output []Item, body []byte) error
 }
 
 // NewResponseOutput starts rendering one request's result; m is read during the
@@ -350,7 +354,7 @@ func (o *ResponseOutput) store(status string) {
 		return
 	}
 	o.stored = true
-	if o.opt.Store("resp_"+o.hex, append([]Item(nil), o.items...), o.appendResponse(nil, status)) != nil {
+	if o.opt.Store.StoreResponse("resp_"+o.hex, append([]Item(nil), o.items...), o.appendResponse(nil, status)) != nil {
 		o.lost = true
 	}
 }
