@@ -5,17 +5,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lmlite/lmlite/gateway/core"
 	"github.com/lmlite/lmlite/tenancy"
 )
 
 // Allocation budgets of the per-token and per-request hot paths.
 func TestAllocs(t *testing.T) {
 	in := input{kind: kindChat, usage: true}
-	out := chatCodec.newOutput(&outMeta{reqID: "req_1", model: "tiny", created: 1, in: &in})
-	ev := &outEvent{kind: outText, text: "hello \"world\"\n"}
+	out := chatCodec.newOutput(&outMeta{Meta: core.Meta{ReqID: "req_1", Model: "tiny", Created: 1}, in: &in})
+	ev := &outEvent{Kind: outText, Text: "hello \"world\"\n"}
 	buf := make([]byte, 0, 1024)
 	if n := testing.AllocsPerRun(100, func() {
-		buf = out.appendEvent(buf[:0], ev)
+		buf = out.AppendEvent(buf[:0], ev)
 	}); n != 0 {
 		t.Errorf("chat output's appendEvent: %v allocs per token, want 0", n)
 	}

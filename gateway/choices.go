@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"iter"
-	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/engine/toolcall"
-	"github.com/lmlite/lmlite/internal/jsonenc"
 	"github.com/lmlite/lmlite/tenancy"
 )
 
@@ -230,10 +228,10 @@ func (j *job) respondChoices(ctx *fasthttp.RequestCtx, streams []*engine.Stream,
 // its finish "tool_calls" (or the functions API's "function_call") when it made one.
 // streamed: the text was parsed as it came (the parser is spent: a new one parses it).
 func (j *job) wholeOf(outs []choiceOut, u engine.Usage, streamed bool) whole {
-	w := whole{choices: make([]wholeChoice, len(outs)), usage: u}
+	w := whole{Choices: make([]wholeChoice, len(outs)), Usage: u}
 	for i := range outs {
-		o, c := &outs[i], &w.choices[i]
-		c.content, c.finish, c.lps, c.prompt = o.text.String(), coreFinish(o.usage.FinishReason), o.lps, o.prompt
+		o, c := &outs[i], &w.Choices[i]
+		c.Content, c.Finish, c.Tokens, c.Prompt = o.text.String(), coreFinish(o.usage.FinishReason), o.lps, o.prompt
 		if o.parser == nil {
 			continue
 		}
@@ -241,163 +239,23 @@ func (j *job) wholeOf(outs []choiceOut, u engine.Usage, streamed bool) whole {
 		if streamed {
 			p = &choiceOut{parser: toolcall.New(j.c.syntax)}
 		}
-		content, calls, ok := p.parseWhole(c.content)
+		content, calls, ok := p.parseWhole(c.Content)
 		if !ok || len(calls) == 0 {
 			continue
 		}
 		if !j.in.feat.parallel {
 			calls = calls[:1]
 		}
-		c.content, c.finish = content, "tool_calls"
+		c.Content, c.Finish = content, "tool_calls"
 		if j.in.feat.legacy {
-			c.finish = "function_call"
+			c.Finish = "function_call"
 		}
-		c.calls = make([]wholeCall, len(calls))
+		c.Calls = make([]wholeCall, len(calls))
 		for k, tc := range calls {
-			c.calls[k] = wholeCall{id: j.callID(i, k), name: tc.Name, arguments: tc.Arguments}
+			c.Calls[k] = wholeCall{ID: j.callID(i, k), Name: tc.Name, Arguments: tc.Arguments}
 		}
 	}
 	return w
-}
-
-// appendFloat appends a logprob; -Inf (a token the model gives no chance) is
-// OpenAI's floor, -9999.
-func appendFloat(b []byte, f float32) []byte {
-	if math.IsInf(float64(f), -1) || math.IsNaN(float64(f)) {
-		return append(b, "-9999.0"...)
-	}
-	return strconv.AppendFloat(b, float64(f), 'g', -1, 32)
-}
-
-// appendTokenLogprob appends OpenAI's {"token", "logprob", "bytes"} members.
-func appendTokenLogprob(b []byte, piece string, lp float32) []byte {
-	b = append(b, `"token":`...)
-	b = jsonenc.AppendString(b, piece)
-	b = append(b, `,"logprob":`...)
-	b = appendFloat(b, lp)
-	b = append(b, `,"bytes":[`...)
-	for k := 0; k < len(piece); k++ {
-		if k > 0 {
-			b = append(b, ',')
-		}
-		b = strconv.AppendInt(b, int64(piece[k]), 10)
-	}
-	return append(b, ']')
-}
-
-// appendChatLogprobs appends a chat choice's logprobs object for tokens.
-func appendChatLogprobs(b []byte, toks []engine.Token) []byte {
-	b = append(b, `{"content":[`...)
-	for i, t := range toks {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, '{')
-		b = appendTokenLogprob(b, t.Piece, t.Logprob)
-		b = append(b, `,"top_logprobs":[`...)
-		for k, tl := range t.TopLogprobs {
-			if k > 0 {
-				b = append(b, ',')
-			}
-			b = append(b, '{')
-			b = appendTokenLogprob(b, tl.Piece, tl.Logprob)
-			b = append(b, '}')
-		}
-		b = append(b, "]}"...)
-	}
-	return append(b, `],"refusal":null}`...)
-}
-
-// appendLegacyLogprobs appends a text completion's logprobs object (OpenAI's legacy
-// shape): tokens, token_logprobs, top_logprobs (token → logprob) and text_offset,
-// for the echoed prompt's tokens (the first with null logprobs: nothing precedes
-// it), their offsets counted from 0 within the prompt's plen bytes, then the
-// output's tokens, their offsets in the choice's text counted from off.
-func appendLegacyLogprobs(b []byte, prompt []engine.Token, plen int, toks []engine.Token, off int) []byte {
-	all := func(yield func(int, engine.Token) bool) {
-		for i, t := range prompt {
-			if !yield(i, t) {
-				return
-			}
-		}
-		for i, t := range toks {
-			if !yield(len(prompt)+i, t) {
-				return
-			}
-		}
-	}
-	b = append(b, `{"tokens":[`...)
-	for i, t := range all {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = jsonenc.AppendString(b, t.Piece)
-	}
-	b = append(b, `],"token_logprobs":[`...)
-	for i, t := range all {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		if i == 0 && len(prompt) > 0 {
-			b = append(b, "null"...)
-			continue
-		}
-		b = appendFloat(b, t.Logprob)
-	}
-	b = append(b, `],"top_logprobs":[`...)
-	for i, t := range all {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		if i == 0 && len(prompt) > 0 {
-			b = append(b, "null"...)
-			continue
-		}
-		b = append(b, '{')
-		seen := 0
-		for _, tl := range t.TopLogprobs {
-			if dupPiece(t.TopLogprobs, tl) {
-				continue
-			}
-			if seen > 0 {
-				b = append(b, ',')
-			}
-			seen++
-			b = jsonenc.AppendString(b, tl.Piece)
-			b = append(b, ':')
-			b = appendFloat(b, tl.Logprob)
-		}
-		b = append(b, '}')
-	}
-	b = append(b, `],"text_offset":[`...)
-	poff := 0
-	for i, t := range all {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		if i < len(prompt) {
-			b = strconv.AppendInt(b, int64(poff), 10)
-			poff = min(poff+len(t.Text), plen)
-			continue
-		}
-		b = strconv.AppendInt(b, int64(off), 10)
-		off += len(t.Text)
-	}
-	return append(b, "]}"...)
-}
-
-// dupPiece reports whether an earlier (more likely) entry of top has tl's text: a
-// JSON object keeps one member per name, the most likely.
-func dupPiece(top []engine.TopLogprob, tl engine.TopLogprob) bool {
-	for _, o := range top {
-		if o.ID == tl.ID {
-			return false
-		}
-		if o.Piece == tl.Piece {
-			return true
-		}
-	}
-	return false
 }
 
 // streamChoices writes the server-sent events of every choice as its tokens come:
@@ -411,16 +269,16 @@ func (j *job) streamChoices(w *bufio.Writer, events iter.Seq[tokenEvent], outs [
 	ev := &sw.ev
 	// send renders ev for choice i with o's logprobs not yet sent.
 	send := func(i int, o *choiceOut) {
-		ev.choice, ev.lps = i, o.lps
+		ev.Choice, ev.Tokens = i, o.lps
 		sw.event(ev)
 		o.lps = o.lps[:0]
 	}
 	for i := range outs {
-		*ev = outEvent{kind: outStart, choice: i}
+		*ev = outEvent{Kind: outStart, Choice: i}
 		sw.event(ev)
 		if f.echo && !f.logprobs {
 			outs[i].echoed = true
-			*ev = outEvent{kind: outText, choice: i, text: j.in.prompt, echo: true}
+			*ev = outEvent{Kind: outText, Choice: i, Text: j.in.prompt, Echo: true}
 			sw.event(ev)
 		}
 	}
@@ -431,7 +289,7 @@ func (j *job) streamChoices(w *bufio.Writer, events iter.Seq[tokenEvent], outs [
 			return
 		}
 		o.echoed = true
-		*ev = outEvent{kind: outText, choice: i, text: j.in.prompt, echo: true, lps: o.prompt}
+		*ev = outEvent{Kind: outText, Choice: i, Text: j.in.prompt, Echo: true, Tokens: o.prompt}
 		sw.event(ev)
 	}
 	// emit sends what a piece of choice i's text gives: content or tool-call fragments.
@@ -443,14 +301,14 @@ func (j *job) streamChoices(w *bufio.Writer, events iter.Seq[tokenEvent], outs [
 				if text == "" {
 					continue
 				}
-				*ev = outEvent{kind: outText, text: text}
+				*ev = outEvent{Kind: outText, Text: text}
 			case !f.parallel && e.Index > 0:
 				continue
 			default:
 				o.contentOf(e)
-				*ev = outEvent{kind: outCall, call: e.Index, args: e.Arguments}
+				*ev = outEvent{Kind: outCall, Call: e.Index, Args: e.Arguments}
 				if e.Name != "" {
-					ev.name, ev.callID = e.Name, j.callID(i, e.Index)
+					ev.Name, ev.CallID = e.Name, j.callID(i, e.Index)
 				}
 			}
 			send(i, o)
@@ -472,7 +330,7 @@ func (j *job) streamChoices(w *bufio.Writer, events iter.Seq[tokenEvent], outs [
 					emit(te.i, o, evs)
 				}
 				if h := o.flush(); h != "" {
-					*ev = outEvent{kind: outText, text: h}
+					*ev = outEvent{Kind: outText, Text: h}
 					send(te.i, o)
 				}
 			}
@@ -492,7 +350,7 @@ func (j *job) streamChoices(w *bufio.Writer, events iter.Seq[tokenEvent], outs [
 			emit(te.i, o, o.parser.Feed(t.Text))
 			continue
 		}
-		*ev = outEvent{kind: outText, text: t.Text}
+		*ev = outEvent{Kind: outText, Text: t.Text}
 		send(te.i, o)
 	}
 	cancel()
@@ -507,7 +365,7 @@ func (j *job) streamChoices(w *bufio.Writer, events iter.Seq[tokenEvent], outs [
 	if err != nil && status != 499 {
 		e := generationError(err)
 		j.finished(nil, e)
-		*ev = outEvent{kind: outError, err: e}
+		*ev = outEvent{Kind: outError, Err: e.wire()}
 		sw.event(ev)
 		sw.end()
 		return
@@ -518,16 +376,16 @@ func (j *job) streamChoices(w *bufio.Writer, events iter.Seq[tokenEvent], outs [
 	}
 	for i := range outs {
 		o := &outs[i]
-		*ev = outEvent{kind: outFinish, finish: coreFinish(o.usage.FinishReason)}
+		*ev = outEvent{Kind: outFinish, Finish: coreFinish(o.usage.FinishReason)}
 		if o.calls > 0 {
-			ev.finish = "tool_calls"
+			ev.Finish = "tool_calls"
 			if f.legacy {
-				ev.finish = "function_call"
+				ev.Finish = "function_call"
 			}
 		}
 		send(i, o)
 	}
-	*ev = outEvent{kind: outUsage, usage: u}
+	*ev = outEvent{Kind: outUsage, Usage: u}
 	sw.event(ev)
 	sw.end()
 }

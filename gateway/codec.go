@@ -3,7 +3,7 @@ package gateway
 import (
 	"github.com/valyala/fasthttp"
 
-	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/gateway/core"
 	"github.com/lmlite/lmlite/policies"
 )
 
@@ -12,9 +12,13 @@ import (
 // format: OpenAI's chat and completions, OpenAI's Responses, Anthropic's Messages).
 //
 // A codec decodes a body into the core request (input) and renders the core's result
-// (outEvents while streaming, a whole at the end otherwise) and its errors in its own
-// shape. The core never writes wire bytes itself, and a codec never touches the
-// engine, the tenancy or the ledger.
+// (core.Events while streaming, a core.Whole at the end otherwise) and its errors in
+// its own shape. The rendering is a core.Output of the codec's package
+// (gateway/openai's ChatOutput and ResponseOutput, gateway/anthropic's Output), which
+// knows gateway/core's types and never this package; newOutput gives it the
+// request's core.Meta and the options it needs of the decoded request. The core
+// never writes wire bytes itself, and a codec never touches the engine, the tenancy
+// or the ledger.
 //
 // Wiring a codec: its endpoint's case in Server.handle (server.go) calls
 // s.handleGenerate(ctx, reqID, c) (run.go), as /v1/chat/completions does with
@@ -49,113 +53,35 @@ type codec interface {
 	errorStatus(e *apiError) int
 }
 
-// outMeta is what an output knows of its request before the first event.
+// outMeta is what an output knows of its request before the first event: the
+// core's Meta, and the decoded request (features, n, stream options) from which a
+// codec gives its package's output the options it needs.
 type outMeta struct {
-	reqID   string // the server's request id ("req_" + hex): a codec derives its ids from it
-	model   string // the model that serves it
-	created int64  // Unix seconds of the request's start
-	tenant  string
-	in      *input // the decoded request (features, n, stream options)
-	prompt  int    // the prompt's tokens on the model (Anthropic's message_start reports them)
+	core.Meta
+	in *input
 }
 
-// outKind is the kind of an outEvent.
-type outKind uint8
-
-const (
-	// outStart: choice begins; exactly once per choice, before its other events.
-	outStart outKind = iota
-	// outText: content text of choice (text), with the logprobs of the tokens that
-	// made it (lps; only when logprobs were asked for). White space before a tool
-	// call is never sent as text (the core holds it back). echo: the text is the
-	// prompt echoed (completions' echo), its lps the prompt's tokens.
-	outText
-	// outCall: a fragment of tool call number call of choice: its first fragment
-	// carries callID and name; every fragment may carry a piece of the arguments'
-	// JSON text (args, possibly ""). Calls of a choice come in order; a call's
-	// fragments are contiguous; content text does not follow a call.
-	outCall
-	// outFinish: choice ended with finish ("stop", "length", "tool_calls",
-	// "function_call" for the legacy functions API, "cancelled").
-	outFinish
-	// outUsage: the request's usage (every choice's output, the prompt once), after
-	// every choice's outFinish. Always sent; a codec decides whether to render it.
-	outUsage
-	// outError: the generation failed after the stream began (err); nothing follows.
-	outError
+// The result's types are gateway/core's (result.go), so that a codec package renders
+// them without importing this one.
+type (
+	outKind     = core.EventKind
+	outEvent    = core.Event
+	whole       = core.Whole
+	wholeChoice = core.Choice
+	wholeCall   = core.ToolCall
+	output      = core.Output
+	pinger      = core.Pinger
+	finisher    = core.Finisher
 )
 
-// outEvent is one event of a request's result as it is produced. It and what it
-// points to are valid only during appendEvent (the core reuses them).
-type outEvent struct {
-	kind   outKind
-	choice int
-	text   string // outText
-	echo   bool   // outText: text is the echoed prompt
-	// lps: with logprobs asked, the tokens (with their logprobs) of the choice's
-	// output not yet sent: on outText, outCall and outFinish (a token whose text
-	// went to no event, such as markup or held white space, goes with the next).
-	lps    []engine.Token
-	call   int          // outCall: the call's index within its choice
-	callID string       // outCall, first fragment: the call's id
-	name   string       // outCall, first fragment: the function's name
-	args   string       // outCall: a fragment of the arguments' JSON text
-	finish string       // outFinish
-	usage  engine.Usage // outUsage
-	err    *apiError    // outError
-}
-
-// whole is a request's whole result, for an answer that is not streamed.
-type whole struct {
-	choices []wholeChoice
-	usage   engine.Usage
-}
-
-// wholeChoice is one choice's whole output.
-type wholeChoice struct {
-	content string         // the text (without the tool calls' markup; completions' echo: the prompt first)
-	calls   []wholeCall    // tool calls parsed from the output
-	finish  string         // as outFinish's
-	lps     []engine.Token // logprobs asked: the output's tokens with theirs (not for finisher.finished after a stream)
-	prompt  []engine.Token // completions' echo with logprobs: the prompt's tokens
-}
-
-// wholeCall is one complete tool call.
-type wholeCall struct {
-	id, name, arguments string
-}
-
-// An output renders one request's result. The core calls appendEvent for each event
-// while streaming, then appendEnd once; or appendWhole once for an answer that is
-// not streamed. An output may keep state between calls (Responses' and Messages'
-// events close what they opened).
-type output interface {
-	// contentType is the answer's Content-Type ("text/event-stream" when streamed).
-	contentType(stream bool) string
-	// appendEvent appends ev's SSE bytes (nothing, for an event the format does not
-	// render).
-	appendEvent(b []byte, ev *outEvent) []byte
-	// appendEnd appends what ends the stream (OpenAI's "data: [DONE]", Anthropic's
-	// message_stop); called after the last event, also after an outError.
-	appendEnd(b []byte) []byte
-	// appendWhole appends the whole answer's body.
-	appendWhole(b []byte, w *whole) []byte
-}
-
-// pinger is an output that writes its own keep-alive event while the stream waits
-// (Anthropic's "ping"); other outputs get an SSE comment.
-type pinger interface {
-	appendPing(b []byte) []byte
-}
-
-// finisher is an output told the request's end after it is settled: a format that
-// stores its results (Responses' store) does so here, before the answer completes
-// (a stream: before its outFinish events; else before appendWhole). err is nil on
-// success (w nil on an error). It is called only once the model took the request
-// (the output exists): an error before that is answered by appendError alone.
-type finisher interface {
-	finished(w *whole, err *apiError)
-}
+const (
+	outStart  = core.EventStart
+	outText   = core.EventText
+	outCall   = core.EventCall
+	outFinish = core.EventFinish
+	outUsage  = core.EventUsage
+	outError  = core.EventError
+)
 
 // storeAdmitter is a codec that keeps requests' results per tenant (Responses'
 // store): serve calls admitStore after decode and before the request's admission

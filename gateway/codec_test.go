@@ -15,6 +15,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/gateway/core"
 )
 
 // probeCodec is a wire format of its own, made for these tests: a body
@@ -68,11 +69,11 @@ type probeOutput struct {
 	m *outMeta
 }
 
-func (o *probeOutput) contentType(stream bool) string { return "text/x-probe" }
+func (o *probeOutput) ContentType(stream bool) string { return "text/x-probe" }
 
 // appendEvent appends an event as a line and a blank line (keep-alives go between
 // events, after a blank line).
-func (o *probeOutput) appendEvent(b []byte, ev *outEvent) []byte {
+func (o *probeOutput) AppendEvent(b []byte, ev *outEvent) []byte {
 	b = o.appendLine(b, ev)
 	if len(b) > 0 {
 		b = append(b, '\n')
@@ -81,38 +82,38 @@ func (o *probeOutput) appendEvent(b []byte, ev *outEvent) []byte {
 }
 
 func (o *probeOutput) appendLine(b []byte, ev *outEvent) []byte {
-	switch ev.kind {
+	switch ev.Kind {
 	case outStart:
-		return append(b, "start "+o.m.model+"\n"...)
+		return append(b, "start "+o.m.Model+"\n"...)
 	case outText:
-		return append(b, "text "+ev.text+"\n"...)
+		return append(b, "text "+ev.Text+"\n"...)
 	case outFinish:
-		return append(b, "finish "+ev.finish+"\n"...)
+		return append(b, "finish "+ev.Finish+"\n"...)
 	case outUsage:
-		return append(b, "usage "+strconv.Itoa(ev.usage.PromptTokens)+" "+strconv.Itoa(ev.usage.CompletionTokens)+"\n"...)
+		return append(b, "usage "+strconv.Itoa(ev.Usage.PromptTokens)+" "+strconv.Itoa(ev.Usage.CompletionTokens)+"\n"...)
 	case outError:
-		return append(b, "error "+ev.err.message+"\n"...)
+		return append(b, "error "+ev.Err.Message+"\n"...)
 	}
 	return b
 }
 
-func (o *probeOutput) appendEnd(b []byte) []byte { return append(b, "end\n"...) }
+func (o *probeOutput) AppendEnd(b []byte) []byte { return append(b, "end\n"...) }
 
-func (o *probeOutput) appendWhole(b []byte, w *whole) []byte {
-	return append(b, "whole "+w.choices[0].content+" "+w.choices[0].finish+" "+strconv.Itoa(w.usage.CompletionTokens)...)
+func (o *probeOutput) AppendWhole(b []byte, w *whole) []byte {
+	return append(b, "whole "+w.Choices[0].Content+" "+w.Choices[0].Finish+" "+strconv.Itoa(w.Usage.CompletionTokens)...)
 }
 
-func (o *probeOutput) appendPing(b []byte) []byte { return append(b, "ping\n\n"...) }
+func (o *probeOutput) AppendPing(b []byte) []byte { return append(b, "ping\n\n"...) }
 
-func (o *probeOutput) finished(w *whole, e *apiError) {
+func (o *probeOutput) Finished(w *whole, e *core.Error) {
 	o.c.mu.Lock()
 	defer o.c.mu.Unlock()
 	n := strconv.Itoa(o.c.ledger())
 	if e != nil {
-		o.c.finished = append(o.c.finished, "err "+e.message+" "+n)
+		o.c.finished = append(o.c.finished, "err "+e.Message+" "+n)
 		return
 	}
-	o.c.finished = append(o.c.finished, "ok "+w.choices[0].content+" "+n)
+	o.c.finished = append(o.c.finished, "ok "+w.Choices[0].Content+" "+n)
 }
 
 func (c *probeCodec) told() []string {

@@ -8,11 +8,13 @@
 // Anthropic's Messages) goes one way through one core; the packages it meets:
 //
 //  1. gateway (server.go, Server.handle): an id, the endpoint's codec (codec.go:
-//     chat/completions in openai.go, Responses in responses*.go, Messages in
-//     messages*.go; their wire formats, decoding and rendering, in the codec
-//     packages gateway/openai (Responses' items, embeddings) and gateway/anthropic
-//     (Messages)), then Server.handleGenerate (run.go), after which every error is
-//     answered in the codec's shape.
+//     chat/completions in openai.go, Responses in responses.go, Messages in
+//     messages.go, each a thin value that decodes and picks its output), then
+//     Server.handleGenerate (run.go), after which every error is answered in the
+//     codec's shape. The wire formats live in the codec packages, which import
+//     gateway/core and never package gateway: gateway/openai (chat and
+//     completions' rendering, Responses' items and rendering, embeddings) and
+//     gateway/anthropic (Messages' decoding and rendering).
 //  2. tenancy and policies: the key (where the codec reads it) authenticates a
 //     tenant; the tenant is admitted from the header alone (concurrency,
 //     requests/s) before the body is read.
@@ -31,7 +33,8 @@
 //  7. engine (or an upstream server, upstream.go): the reservation on the ticket,
 //     then the generation; a refusal before answering releases and takes the next
 //     choice.
-//  8. The codec's output renders the core's events (outEvent) or its whole, every
+//  8. The codec's output (a core.Output of gateway/openai or gateway/anthropic)
+//     renders the core's events (core.Event) or its whole (core.Whole), every
 //     stream framed and flushed by internal/sse; tenancy settles the ticket and
 //     usage records it before the answer completes.
 //
@@ -40,10 +43,12 @@
 // Every generation request goes one way through one core, whatever its wire format:
 // the format is a codec (codec.go, the contract), which decodes the body into the
 // core request (parse.go, input: messages or prompt, features, sampling, limits,
-// stream) and renders the core's result (outEvents while streaming: start, text,
-// tool-call fragments, finish, usage, error; a whole otherwise) and its errors in
-// its own shape. OpenAI's chat and completions are openai.go's codecs
-// (chatCodec, completionsCodec). Admission, routing, the engine and settlement never
+// stream) and renders the core's result and its errors in its own shape through an
+// output of its package: gateway/core (result.go) holds the result's types (Events
+// while streaming: start, text, tool-call fragments, finish, usage, error; a Whole
+// otherwise), the Output a codec package implements and the Error it renders.
+// OpenAI's chat and completions are openai.go's codecs (chatCodec,
+// completionsCodec), rendered by gateway/openai's ChatOutput (chat.go). Admission, routing, the engine and settlement never
 // see wire bytes, and a codec never touches them. A chat request (POST
 // /v1/chat/completions; /v1/completions is the same) goes through these steps,
 // each a file and function:
@@ -177,12 +182,12 @@
 //     that code mid-stream; the request settles at no cost.
 //  8. The answer: the core makes the result and the request's output
 //     (codec.newOutput, job.startOutput) renders it. run.go, job.respondEmbedded /
-//     job.streamEmbedded (one plain choice): a whole (output.appendWhole), or
-//     outEvents (output.appendEvent, then appendEnd; OpenAI's: chunks flushed per
+//     job.streamEmbedded (one plain choice): a whole (core.Output.AppendWhole), or
+//     events (core.Output.AppendEvent, then AppendEnd; OpenAI's: chunks flushed per
 //     token ending "data: [DONE]"; every event framed by internal/sse, Begin/End,
-//     and written by an sse.Writer), a failure mid-stream an outError event; an output
-//     that is a pinger writes its own keep-alive event while the stream waits
-//     (keepAlive); one that is a finisher is told the whole or the error once the
+//     and written by an sse.Writer), a failure mid-stream an EventError; an output
+//     that is a core.Pinger writes its own keep-alive event while the stream waits
+//     (keepAlive); one that is a core.Finisher is told the whole or the error once the
 //     request is settled. A client that goes away cancels
 //     the generation, and so does one that stops reading: a write to a client that
 //     makes no progress for Config.WriteTimeout (write_timeout, 30s) fails and closes
@@ -190,12 +195,12 @@
 //     produced. Requests with n > 1, logprobs, tools to parse or echo take
 //     choices.go, job.respondChoices / job.streamChoices: every choice's stream read
 //     at once; the core parses the output with engine/toolcall into tool calls
-//     (wholeCall; streamed, outCall fragments: id and name first, then argument
+//     (core.ToolCall; streamed, EventCall fragments: id and name first, then argument
 //     fragments; white space before a call held back; at most one call without
 //     parallel_tool_calls) with finish "tool_calls" ("function_call" for the
 //     functions API), the tokens' logprobs going with the next event of their
 //     choice, the echoed prompt (completions), and usage counting the prompt once
-//     and every choice's output; openai.go renders them as message.tool_calls or
+//     and every choice's output; gateway/openai's chat.go renders them as message.tool_calls or
 //     delta.tool_calls, chat logprobs (content[] with token, logprob, bytes,
 //     top_logprobs) or completions' legacy logprobs, chunks naming their choice.
 //     Then job.settle:
@@ -320,11 +325,12 @@
 // tenant's stored conversation (another tenant's id is a 404, as an unknown one):
 // each response of its chain, oldest first, its input then its output items, before
 // the new input; instructions are not carried over, as OpenAI's are not.
-// responses_output.go renders the core's events as OpenAI's event sequence (each
-// item opened, its deltas, closed; the items themselves by gateway/openai) or the
-// whole Response object, and stores the
-// response (store: true) before the bytes that end the answer are written, so a
-// client holding an answer can always continue it. The plan's limits on stored
+// gateway/openai's ResponseOutput (responses_out.go) renders the core's events as
+// OpenAI's event sequence (each item opened, its deltas, closed; the items
+// themselves by items_out.go) or the whole Response object, and has the response
+// stored (store: true; responses_output.go, responsesCodec.save) before the bytes
+// that end the answer are written, so a client holding an answer can always
+// continue it. The plan's limits on stored
 // responses (responses_max_count, responses_max_bytes) are kept twice (respquota.go):
 // a request with store: true whose tenant is already at one is a 400
 // response_quota_exceeded at admission (serve calls the codec's admitStore after
@@ -345,8 +351,9 @@
 //
 // POST /v1/messages is Anthropic's Messages API as a codec over the same core
 // (codec.go; messages.go fills the core request from package anthropic's decoded
-// Request, messages_out.go renders through package anthropic, which holds the
-// request's decoding, the Message, its event stream and the error shape): the key comes as
+// Request; package anthropic holds the request's decoding, the Message, its event
+// stream, the error shape and the Output that renders them, output.go;
+// messages_out.go picks it): the key comes as
 // x-api-key or "Authorization: Bearer"; anthropic-version and anthropic-beta are
 // accepted and change nothing. The body is decoded strictly (an unknown member is a
 // 400 naming it) into the chat request: system (a string or text blocks) first,

@@ -11,6 +11,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2"
 
 	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/gateway/core"
 )
 
 // decodeMessages decodes a Messages body as POST /v1/messages does.
@@ -204,8 +205,7 @@ func TestMessagesErrorShape(t *testing.T) {
 
 // testMeta is an output's request: model tiny, 12 prompt tokens.
 func testMeta(parallel bool) *outMeta {
-	return &outMeta{reqID: "req_00ff", model: "tiny", created: 1, tenant: "acme", prompt: 12,
-		in: &input{kind: kindChat, feat: features{n: 1, parallel: parallel}}}
+	return &outMeta{Meta: core.Meta{ReqID: "req_00ff", Model: "tiny", Created: 1, Tenant: "acme", Prompt: 12}, in: &input{kind: kindChat, feat: features{n: 1, parallel: parallel}}}
 }
 
 // sseEvents splits an Anthropic event stream into its events' names and data,
@@ -241,29 +241,29 @@ func sseEvents(t *testing.T, b []byte) (names []string, datas []string) {
 func TestMessagesStream(t *testing.T) {
 	u := engine.Usage{PromptTokens: 12, CachedTokens: 8, CompletionTokens: 9, FinishReason: engine.FinishStop}
 	evs := []outEvent{
-		{kind: outStart},
-		{kind: outText, text: "Let me "},
-		{kind: outText, text: "check."},
-		{kind: outCall, call: 0, callID: "call_00ff_0_0", name: "get_weather", args: ""},
-		{kind: outCall, call: 0, args: `{"city": `},
-		{kind: outCall, call: 0, args: `"Paris"}`},
-		{kind: outCall, call: 1, callID: "call_00ff_0_1", name: "get_time", args: `{}`},
-		{kind: outFinish, finish: "tool_calls"},
-		{kind: outUsage, usage: u},
+		{Kind: outStart},
+		{Kind: outText, Text: "Let me "},
+		{Kind: outText, Text: "check."},
+		{Kind: outCall, Call: 0, CallID: "call_00ff_0_0", Name: "get_weather", Args: ""},
+		{Kind: outCall, Call: 0, Args: `{"city": `},
+		{Kind: outCall, Call: 0, Args: `"Paris"}`},
+		{Kind: outCall, Call: 1, CallID: "call_00ff_0_1", Name: "get_time", Args: `{}`},
+		{Kind: outFinish, Finish: "tool_calls"},
+		{Kind: outUsage, Usage: u},
 	}
-	w := &whole{choices: []wholeChoice{{content: "Let me check.", finish: "tool_calls", calls: []wholeCall{
-		{id: "call_00ff_0_0", name: "get_weather", arguments: `{"city": "Paris"}`}, {id: "call_00ff_0_1", name: "get_time", arguments: `{}`}}}}, usage: u}
+	w := &whole{Choices: []wholeChoice{{Content: "Let me check.", Finish: "tool_calls", Calls: []wholeCall{
+		{ID: "call_00ff_0_0", Name: "get_weather", Arguments: `{"city": "Paris"}`}, {ID: "call_00ff_0_1", Name: "get_time", Arguments: `{}`}}}}, Usage: u}
 	for _, parallel := range []bool{true, false} {
 		o := messagesAPI.newOutput(testMeta(parallel))
-		if o.contentType(true) != "text/event-stream" || o.contentType(false) != "application/json" {
+		if o.ContentType(true) != "text/event-stream" || o.ContentType(false) != "application/json" {
 			t.Fatal("content types")
 		}
 		var b []byte
-		b = o.(pinger).appendPing(b)
+		b = o.(pinger).AppendPing(b)
 		for i := range evs {
-			b = o.appendEvent(b, &evs[i])
+			b = o.AppendEvent(b, &evs[i])
 		}
-		b = o.appendEnd(b)
+		b = o.AppendEnd(b)
 		names, datas := sseEvents(t, b)
 		wantNames := "ping message_start content_block_start content_block_delta content_block_delta content_block_stop " +
 			"content_block_start content_block_delta content_block_delta content_block_stop " +
@@ -286,7 +286,7 @@ func TestMessagesStream(t *testing.T) {
 			}
 		}
 		var wm anthropic.Message
-		if err := json.Unmarshal(messagesAPI.newOutput(testMeta(parallel)).appendWhole(nil, w), &wm); err != nil {
+		if err := json.Unmarshal(messagesAPI.newOutput(testMeta(parallel)).AppendWhole(nil, w), &wm); err != nil {
 			t.Fatal(err)
 		}
 		for _, m := range []anthropic.Message{acc, wm} {
@@ -320,10 +320,10 @@ func TestMessagesStopReasons(t *testing.T) {
 		u := engine.Usage{PromptTokens: 5, CompletionTokens: 1, StopSequence: tc.stopSeq}
 		o := messagesAPI.newOutput(testMeta(true))
 		var b []byte
-		for _, ev := range []outEvent{{kind: outStart}, {kind: outFinish, finish: tc.finish}, {kind: outUsage, usage: u}} {
-			b = o.appendEvent(b, &ev)
+		for _, ev := range []outEvent{{Kind: outStart}, {Kind: outFinish, Finish: tc.finish}, {Kind: outUsage, Usage: u}} {
+			b = o.AppendEvent(b, &ev)
 		}
-		b = o.appendEnd(b)
+		b = o.AppendEnd(b)
 		var acc anthropic.Message
 		_, datas := sseEvents(t, b)
 		for _, d := range datas {
@@ -336,7 +336,7 @@ func TestMessagesStopReasons(t *testing.T) {
 			}
 		}
 		var wm anthropic.Message
-		wb := messagesAPI.newOutput(testMeta(true)).appendWhole(nil, &whole{choices: []wholeChoice{{finish: tc.finish}}, usage: u})
+		wb := messagesAPI.newOutput(testMeta(true)).AppendWhole(nil, &whole{Choices: []wholeChoice{{Finish: tc.finish}}, Usage: u})
 		if err := json.Unmarshal(wb, &wm); err != nil {
 			t.Fatal(err)
 		}
@@ -353,11 +353,11 @@ func TestMessagesStopReasons(t *testing.T) {
 func TestMessagesStreamError(t *testing.T) {
 	o := messagesAPI.newOutput(testMeta(true))
 	var b []byte
-	for _, ev := range []outEvent{{kind: outStart}, {kind: outText, text: "Hel"},
-		{kind: outError, err: &apiError{status: 503, code: "overloaded", message: "engine: restarting"}}, {kind: outText, text: "lo"}} {
-		b = o.appendEvent(b, &ev)
+	for _, ev := range []outEvent{{Kind: outStart}, {Kind: outText, Text: "Hel"},
+		{Kind: outError, Err: &core.Error{Status: 503, Code: "overloaded", Message: "engine: restarting"}}, {Kind: outText, Text: "lo"}} {
+		b = o.AppendEvent(b, &ev)
 	}
-	b = o.appendEnd(b)
+	b = o.AppendEnd(b)
 	names, datas := sseEvents(t, b)
 	if got := strings.Join(names, " "); got != "message_start content_block_start content_block_delta error" {
 		t.Fatalf("events %s", got)

@@ -12,6 +12,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/lmlite/lmlite/gateway/forward"
+	"github.com/lmlite/lmlite/gateway/openai"
 	"github.com/lmlite/lmlite/internal/sse"
 	"github.com/lmlite/lmlite/money"
 	"github.com/lmlite/lmlite/registry"
@@ -63,7 +64,7 @@ func (e streamEnder) AppendBroken(b []byte, events int, f *forward.Failure) []by
 	if ba, ok := e.c.(brokenAppender); ok {
 		return ba.appendBroken(b, events, forwardError(f))
 	}
-	return appendDone(appendOpenAIErrorEvent(b, forwardError(f)))
+	return openai.AppendDone(openai.AppendErrorEvent(b, forwardError(f).wire()))
 }
 
 // RegistryModels is this server's part of its registry announcement: every model it

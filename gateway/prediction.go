@@ -6,8 +6,6 @@ import (
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
-
-	"github.com/lmlite/lmlite/engine"
 )
 
 // Predicted Outputs (OpenAI's prediction on chat completions, and the same field on
@@ -69,21 +67,4 @@ func parsePrediction(raw jsontext.Value) (string, *apiError) {
 		b.WriteString(part.Text)
 	}
 	return b.String(), nil
-}
-
-// appendPredictionUsage appends OpenAI's completion_tokens_details to a usage
-// object being written, for a request that had a prediction (u.Predicted):
-// accepted_prediction_tokens, the prediction's drafts the output took, and
-// rejected_prediction_tokens, those computed and thrown away. Unlike OpenAI, lmlite
-// does not count rejected tokens in completion_tokens (nor charge them): the
-// output's tokens are what a request pays for, with or without a prediction.
-func appendPredictionUsage(b []byte, u engine.Usage) []byte {
-	if !u.Predicted {
-		return b
-	}
-	b = append(b, `,"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":`...)
-	b = strconv.AppendInt(b, int64(u.PredictionAccepted), 10)
-	b = append(b, `,"rejected_prediction_tokens":`...)
-	b = strconv.AppendInt(b, int64(u.PredictionRejected), 10)
-	return append(b, '}')
 }

@@ -413,3 +413,11 @@ func (r *completionRequest) promptText() (string, *apiError) {
 
 // validFloat reports whether f is a finite number ≥ 0.
 func validFloat(f float64) bool { return f >= 0 && !math.IsInf(f, 0) }
+
+// wire is e as a codec renders it (gateway/core's Error); nil for nil.
+func (e *apiError) wire() *core.Error {
+	if e == nil {
+		return nil
+	}
+	return &core.Error{Status: e.status, Type: e.typ, Code: e.code, Param: e.param, Message: e.message}
+}

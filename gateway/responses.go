@@ -113,8 +113,9 @@ type respInput struct {
 	maxOutput  int              // max_output_tokens; 0: none
 	background bool
 
-	req  responsesRequest // the body as decoded
-	chat chatRequest      // its chat shape (chatShape): in.p is its commonParams
+	req   responsesRequest // the body as decoded
+	chat  chatRequest      // its chat shape (chatShape): in.p is its commonParams
+	saver respSaver        // stores the response (store: true; responses_output.go)
 }
 
 // responsesCodec is OpenAI's Responses API. It keeps no per-request state; store

@@ -11,6 +11,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/gateway/core"
 	"github.com/lmlite/lmlite/gateway/openai"
 	"github.com/lmlite/lmlite/internal/sse"
 	"github.com/lmlite/lmlite/respstore"
@@ -147,12 +148,12 @@ func renderResp(t *testing.T, st responseStore, body string, evs []outEvent) []b
 	if aerr != nil {
 		t.Fatal(aerr)
 	}
-	o := (&responsesCodec{store: st}).newOutput(&outMeta{reqID: "req_00ff", model: "tiny", created: 1700000000, tenant: "acme", in: in})
+	o := (&responsesCodec{store: st}).newOutput(&outMeta{Meta: core.Meta{ReqID: "req_00ff", Model: "tiny", Created: 1700000000, Tenant: "acme"}, in: in})
 	var b []byte
 	for i := range evs {
-		b = o.appendEvent(b, &evs[i])
+		b = o.AppendEvent(b, &evs[i])
 	}
-	return o.appendEnd(b)
+	return o.AppendEnd(b)
 }
 
 // sdkEvents parses an event stream with the official SDK's types, checking that
@@ -195,9 +196,9 @@ func TestResponsesStreamEvents(t *testing.T) {
 	body := `{"model":"tiny","input":"hi","stream":true,"tools":[{"type":"function","name":"get_weather"}],"metadata":{"k":"v"}}`
 	u := engine.Usage{PromptTokens: 11, CompletionTokens: 6, CachedTokens: 3}
 	evs := sdkEvents(t, renderResp(t, st, body, []outEvent{
-		{kind: outStart}, {kind: outText, text: "Hel"}, {kind: outText, text: "lo"},
-		{kind: outCall, callID: "call_1", name: "get_weather"}, {kind: outCall, args: `{"city":`}, {kind: outCall, args: `"Paris"}`},
-		{kind: outFinish, finish: "tool_calls"}, {kind: outUsage, usage: u},
+		{Kind: outStart}, {Kind: outText, Text: "Hel"}, {Kind: outText, Text: "lo"},
+		{Kind: outCall, CallID: "call_1", Name: "get_weather"}, {Kind: outCall, Args: `{"city":`}, {Kind: outCall, Args: `"Paris"}`},
+		{Kind: outFinish, Finish: "tool_calls"}, {Kind: outUsage, Usage: u},
 	}))
 	var types []string
 	for _, ev := range evs {
@@ -238,7 +239,7 @@ func TestResponsesStreamEvents(t *testing.T) {
 	}
 
 	evs = sdkEvents(t, renderResp(t, nil, `{"model":"tiny","input":"hi","max_output_tokens":2}`, []outEvent{
-		{kind: outStart}, {kind: outText, text: "a b"}, {kind: outFinish, finish: "length"}, {kind: outUsage, usage: u},
+		{Kind: outStart}, {Kind: outText, Text: "a b"}, {Kind: outFinish, Finish: "length"}, {Kind: outUsage, Usage: u},
 	}))
 	last := evs[len(evs)-1]
 	if r := last.AsResponseIncomplete().Response; last.Type != "response.incomplete" || r.Status != "incomplete" ||
@@ -247,7 +248,7 @@ func TestResponsesStreamEvents(t *testing.T) {
 	}
 
 	evs = sdkEvents(t, renderResp(t, nil, `{"model":"tiny","input":"hi"}`, []outEvent{
-		{kind: outStart}, {kind: outText, text: "a"}, {kind: outError, err: &apiError{status: 500, message: "boom"}},
+		{Kind: outStart}, {Kind: outText, Text: "a"}, {Kind: outError, Err: &core.Error{Status: 500, Message: "boom"}},
 	}))
 	last = evs[len(evs)-1]
 	if r := last.AsResponseFailed().Response; last.Type != "response.failed" || r.Status != "failed" || r.Error.Message != "boom" || r.Error.Code != "server_error" {
@@ -267,9 +268,9 @@ func TestResponsesWhole(t *testing.T) {
 	if aerr != nil {
 		t.Fatal(aerr)
 	}
-	o := (&responsesCodec{store: st}).newOutput(&outMeta{reqID: "req_0a", model: "tiny", created: 5, tenant: "acme", in: in})
-	b := o.appendWhole(nil, &whole{choices: []wholeChoice{{content: "{}", finish: "tool_calls",
-		calls: []wholeCall{{id: "c1", name: "f", arguments: "{}"}, {id: "c2", name: "f", arguments: "{}"}}}}, usage: engine.Usage{PromptTokens: 4, CompletionTokens: 2}})
+	o := (&responsesCodec{store: st}).newOutput(&outMeta{Meta: core.Meta{ReqID: "req_0a", Model: "tiny", Created: 5, Tenant: "acme"}, in: in})
+	b := o.AppendWhole(nil, &whole{Choices: []wholeChoice{{Content: "{}", Finish: "tool_calls",
+		Calls: []wholeCall{{ID: "c1", Name: "f", Arguments: "{}"}, {ID: "c2", Name: "f", Arguments: "{}"}}}}, Usage: engine.Usage{PromptTokens: 4, CompletionTokens: 2}})
 	var r responses.Response
 	if err := json.Unmarshal(b, &r); err != nil {
 		t.Fatal(err)
@@ -380,8 +381,8 @@ func FuzzResponsesDecode(f *testing.F) {
 		if len(in.msgs) == 0 || in.resp == nil || in.p == nil {
 			t.Fatalf("%s: accepted without messages", body)
 		}
-		o := c.newOutput(&outMeta{reqID: "req_1", model: "tiny", in: in})
-		b := o.appendWhole(nil, &whole{choices: []wholeChoice{{content: "x", finish: "stop"}}})
+		o := c.newOutput(&outMeta{Meta: core.Meta{ReqID: "req_1", Model: "tiny"}, in: in})
+		b := o.AppendWhole(nil, &whole{Choices: []wholeChoice{{Content: "x", Finish: "stop"}}})
 		if !json.Valid(b) {
 			t.Fatalf("%s: response %s", body, b)
 		}

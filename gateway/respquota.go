@@ -31,7 +31,7 @@ func responsesQuotaError(le *respstore.LimitError) *apiError {
 // asks to store its response (store: true, the default) while its tenant's stored
 // responses are at its plan's limits (responseLimits; respstore.Limits.Full): a 400
 // response_quota_exceeded naming the limit (responsesQuotaError), charged nothing. It
-// keeps the limits for the Put at the request's end (respOutput.store), which is what
+// keeps the limits for the Put at the request's end (responsesCodec.save), which is what
 // holds the limit under concurrency: requests admitted together may pass this check
 // at once, and the store's Put (PutWithin: one transaction or one script) refuses
 // the ones that would pass it. Such a response, or one whose own size passes

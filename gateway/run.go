@@ -13,6 +13,7 @@ import (
 
 	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/engine/chat"
+	"github.com/lmlite/lmlite/gateway/core"
 	"github.com/lmlite/lmlite/internal/sse"
 	"github.com/lmlite/lmlite/money"
 	"github.com/lmlite/lmlite/policies"
@@ -499,7 +500,7 @@ func (j *job) writeError(ctx *fasthttp.RequestCtx, e *apiError) {
 // finished tells the request's output (a finisher) its end, once it is settled.
 func (j *job) finished(w *whole, e *apiError) {
 	if f, ok := j.out.(finisher); ok {
-		f.finished(w, e)
+		f.Finished(w, e.wire())
 	}
 }
 
@@ -673,13 +674,13 @@ func statusOf(u engine.Usage, err error) int {
 // headers: the route, the content type, and no caching or proxy buffering for a
 // stream.
 func (j *job) startOutput(ctx *fasthttp.RequestCtx) {
-	j.meta = outMeta{reqID: j.reqID, model: j.servedName(), created: j.start.Unix(), tenant: j.pol.Tenant, in: &j.in, prompt: j.c.nPrompt}
+	j.meta = outMeta{Meta: core.Meta{ReqID: j.reqID, Model: j.servedName(), Created: j.start.Unix(), Tenant: j.pol.Tenant, Prompt: j.c.nPrompt}, in: &j.in}
 	j.out = j.codec.newOutput(&j.meta)
 	if ctx == nil {
 		return
 	}
 	j.setRouteHeaders(ctx)
-	ctx.SetContentType(j.out.contentType(j.in.stream))
+	ctx.SetContentType(j.out.ContentType(j.in.stream))
 	if j.in.stream {
 		ctx.Response.Header.Set("Cache-Control", "no-cache")
 		ctx.Response.Header.Set("X-Accel-Buffering", "no")
@@ -691,7 +692,7 @@ func (j *job) startOutput(ctx *fasthttp.RequestCtx) {
 func (j *job) streamTo(ctx *fasthttp.RequestCtx, fn func(w *bufio.Writer)) {
 	var ping []byte
 	if p, ok := j.out.(pinger); ok {
-		ping = p.appendPing(nil)
+		ping = p.AppendPing(nil)
 	}
 	ctx.SetBodyStreamWriter(keepAlive(ctx, ping, func(w *bufio.Writer) {
 		defer func() {
@@ -712,7 +713,7 @@ func (j *job) answerWhole(ctx *fasthttp.RequestCtx, w *whole, status int, err er
 		return
 	}
 	j.finished(w, nil)
-	j.answer(ctx, 200, j.out.contentType(false), j.out.appendWhole(make([]byte, 0, size), w))
+	j.answer(ctx, 200, j.out.ContentType(false), j.out.AppendWhole(make([]byte, 0, size), w))
 }
 
 // sseWriter writes a stream's events as its output renders them, flushing each;
@@ -751,13 +752,13 @@ func (s *sseWriter) event(ev *outEvent) {
 	if s.gone {
 		return
 	}
-	s.buf = s.out.appendEvent(s.buf[:0], ev)
+	s.buf = s.out.AppendEvent(s.buf[:0], ev)
 	s.write(s.buf)
 }
 
 // end writes what ends the stream.
 func (s *sseWriter) end() {
-	s.buf = s.out.appendEnd(s.buf[:0])
+	s.buf = s.out.AppendEnd(s.buf[:0])
 	s.write(s.buf)
 }
 
@@ -794,8 +795,8 @@ func (j *job) respondEmbedded(ctx *fasthttp.RequestCtx, st *engine.Stream, cance
 	j.observeLatency(u, err)
 	status := statusOf(u, err)
 	j.settle(tenancy.Entry{Status: status, Finish: u.FinishReason, PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens}, &u)
-	j.one[0] = wholeChoice{content: text.String(), finish: coreFinish(u.FinishReason)}
-	j.whole = whole{choices: j.one[:], usage: u}
+	j.one[0] = wholeChoice{Content: text.String(), Finish: coreFinish(u.FinishReason)}
+	j.whole = whole{Choices: j.one[:], Usage: u}
 	j.answerWhole(ctx, &j.whole, status, err, 256+text.Len())
 	return false
 }
@@ -815,7 +816,7 @@ func (j *job) observeLatency(u engine.Usage, err error) {
 func (j *job) streamEmbedded(w *bufio.Writer, st *engine.Stream, cancel context.CancelFunc) {
 	sw := newSSEWriter(w, j.out, cancel)
 	ev := &sw.ev
-	*ev = outEvent{kind: outStart}
+	*ev = outEvent{Kind: outStart}
 	sw.event(ev)
 	_, keep := j.out.(finisher)
 	var text strings.Builder
@@ -826,7 +827,7 @@ func (j *job) streamEmbedded(w *bufio.Writer, st *engine.Stream, cancel context.
 		if keep {
 			text.WriteString(tok.Text)
 		}
-		*ev = outEvent{kind: outText, text: tok.Text}
+		*ev = outEvent{Kind: outText, Text: tok.Text}
 		sw.event(ev)
 	}
 	u, err := st.Wait(context.Background())
@@ -841,17 +842,17 @@ func (j *job) streamEmbedded(w *bufio.Writer, st *engine.Stream, cancel context.
 	if err != nil && status != 499 {
 		e := generationError(err)
 		j.finished(nil, e)
-		*ev = outEvent{kind: outError, err: e}
+		*ev = outEvent{Kind: outError, Err: e.wire()}
 		sw.event(ev)
 	} else {
 		if keep {
-			j.one[0] = wholeChoice{content: text.String(), finish: coreFinish(u.FinishReason)}
-			j.whole = whole{choices: j.one[:], usage: u}
+			j.one[0] = wholeChoice{Content: text.String(), Finish: coreFinish(u.FinishReason)}
+			j.whole = whole{Choices: j.one[:], Usage: u}
 			j.finished(&j.whole, nil)
 		}
-		*ev = outEvent{kind: outFinish, finish: coreFinish(u.FinishReason)}
+		*ev = outEvent{Kind: outFinish, Finish: coreFinish(u.FinishReason)}
 		sw.event(ev)
-		*ev = outEvent{kind: outUsage, usage: u}
+		*ev = outEvent{Kind: outUsage, Usage: u}
 		sw.event(ev)
 	}
 	sw.end()

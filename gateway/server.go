@@ -25,6 +25,7 @@ import (
 	"github.com/lmlite/lmlite/batch"
 	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/gateway/forward"
+	"github.com/lmlite/lmlite/gateway/openai"
 	"github.com/lmlite/lmlite/internal/jsonenc"
 	"github.com/lmlite/lmlite/money"
 	"github.com/lmlite/lmlite/policies"
@@ -733,25 +734,8 @@ func (s *Server) noteError(reqID string, e *apiError) {
 	s.log.Info("rejected", "request_id", reqID, "status", e.status, "reason", e.reason, "param", e.param, "error", e.message)
 }
 
-func appendErrorJSON(b []byte, e *apiError) []byte {
-	b = append(b, `{"error":{"message":`...)
-	b = jsonenc.AppendString(b, e.message)
-	b = append(b, `,"type":`...)
-	b = jsonenc.AppendString(b, e.typ)
-	b = append(b, `,"param":`...)
-	if e.param == "" {
-		b = append(b, "null"...)
-	} else {
-		b = jsonenc.AppendString(b, e.param)
-	}
-	b = append(b, `,"code":`...)
-	if e.code == "" {
-		b = append(b, "null"...)
-	} else {
-		b = jsonenc.AppendString(b, e.code)
-	}
-	return append(b, "}}"...)
-}
+// appendErrorJSON appends e in OpenAI's error shape (openai.AppendError).
+func appendErrorJSON(b []byte, e *apiError) []byte { return openai.AppendError(b, e.wire()) }
 
 // authenticateFor authenticates a request in the wire format of c: its API key is
 // where c reads it (apiKeyer), else in Authorization: Bearer.

@@ -17,6 +17,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/gateway/openai"
 	"github.com/lmlite/lmlite/internal/jsonenc"
 	"github.com/lmlite/lmlite/internal/sse"
 	"github.com/lmlite/lmlite/tenancy"
@@ -456,7 +457,7 @@ func (j *job) streamUpstream(w *bufio.Writer, resp *fasthttp.Response, sent time
 	}
 	j.settle(e, timing)
 	if !gone {
-		sw.Write(appendDone(nil))
+		sw.Write(openai.AppendDone(nil))
 	}
 }
 

@@ -1,10 +1,11 @@
 // Package anthropic is Anthropic's Messages API on the wire, as the gateway serves
 // it: the request decoded (request.go: Decode, Request.Check, Conversation,
 // ChatFeatures, Rename; errors are core.FieldErrors naming this API's fields), the
-// Message object, its event stream and the error shape. It knows nothing of the
-// gateway's core beyond package gateway/core: the codec (gateway/messages*.go) fills
-// the core request from a Request and translates the core's events into Stream's
-// calls.
+// Message object, its event stream and the error shape, and the Output that
+// renders the core's result with them (output.go, a core.Output). It knows nothing
+// of the gateway's core beyond package gateway/core: the codec
+// (gateway/messages*.go) fills the core request from a Request and makes the
+// request's Output.
 //
 // The stream: message_start (the message with no content, its usage the prompt's
 // tokens), then for each content block content_block_start, its deltas (text_delta;

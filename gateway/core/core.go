@@ -2,9 +2,12 @@
 // share with the gateway's core, without depending on it: a field's error (a 400
 // naming the field in its API's terms), the strict JSON decoding every wire format
 // uses (DecodeBody, Strict: an unknown member is an error naming it) and the body's
-// "lmlite" routing fields. The gateway (package gateway) turns a FieldError into its
-// own error, answered in the codec's shape; a codec package (gateway/anthropic)
-// imports core, never gateway, so there is no import cycle.
+// "lmlite" routing fields; and the result a codec renders (result.go: the Events of
+// a stream, the Whole of an answer, the request's Meta, the Output a codec package
+// implements, the Error it renders). The gateway (package gateway) turns a
+// FieldError into its own error, answered in the codec's shape; a codec package
+// (gateway/openai, gateway/anthropic) imports core, never gateway, so there is no
+// import cycle.
 package core
 
 import (

@@ -1,10 +1,14 @@
-// Package openai holds OpenAI's wire formats as the gateway decodes them, apart
-// from the gateway's core: so far the Responses API's conversation items
+// Package openai holds OpenAI's wire formats as the gateway decodes and renders
+// them, apart from the gateway's core: the Responses API's conversation items
 // (items.go: input as a string or items, each decoded strictly, the conversation as
-// the chat template's messages) and the embeddings API (embeddings.go: the body,
-// its input's shapes, the answer). Errors are core.FieldErrors naming the field in
-// the API's terms; the gateway's codecs (gateway/responses*.go, openai.go) turn
-// them into answers.
+// the chat template's messages), the rendering of the core's result (core.Output)
+// for chat and completions (chat.go, logprobs.go: chat.completion,
+// text_completion, their chunks, errors) and for Responses (responses_out.go: the
+// Response object and its event sequence; items_out.go), and the embeddings API
+// (embeddings.go: the body, its input's shapes, the answer). Errors are
+// core.FieldErrors naming the field in the API's terms; the gateway's codecs
+// (gateway/responses*.go, openai.go) turn them into answers. It imports
+// gateway/core, never package gateway.
 package openai
 
 import (
