@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -13,6 +14,8 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/openai/openai-go"
+	"github.com/openai/openai-go/option"
+	"github.com/openai/openai-go/responses"
 )
 
 // The fields the agent CLIs send that the SDK tests did not: recorded from Claude
@@ -153,6 +156,66 @@ func TestClaudeCodeRecordedRequestIsServed(t *testing.T) {
 		t.Fatalf("status %d: %s", resp.StatusCode, all.String())
 	}
 	if len(events) < 4 || events[0] != "message_start" || events[len(events)-1] != "message_stop" {
+		t.Fatalf("events %v", events)
+	}
+}
+
+// TestSDKResponsesClientMetadataIsAccepted: client_metadata, which Codex 0.171.0
+// sends on every turn (an object of strings), is accepted through the official
+// openai-go client, and a value of another shape is a 400 naming it. (Before: 400
+// "unrecognized request argument supplied: client_metadata".)
+func TestSDKResponsesClientMetadataIsAccepted(t *testing.T) {
+	es := startEngineServer(t)
+	ctx := context.Background()
+	p := responses.ResponseNewParams{Model: "tiny", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("say hi")}, MaxOutputTokens: openai.Int(4)}
+	r, err := es.client.Responses.New(ctx, p, option.WithJSONSet("client_metadata", map[string]string{"session_id": "s1", "turn_id": "t1"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != "incomplete" || r.Usage.OutputTokens != 4 {
+		t.Fatalf("response %+v", r)
+	}
+	_, err = es.client.Responses.New(ctx, p, option.WithJSONSet("client_metadata", map[string]any{"n": 1}))
+	var ae *openai.Error
+	if !errors.As(err, &ae) || ae.StatusCode != 400 || !strings.HasPrefix(ae.Param, "client_metadata") {
+		t.Fatalf("client_metadata with a number: %v, want 400 naming client_metadata", err)
+	}
+}
+
+// TestCodexRecordedRequestIsServed: the first request Codex 0.171.0 sent for `codex
+// exec "say hi"` with web search, multi-agent and goals off (testdata/clis, trimmed:
+// shorter texts, two of its tools, ids zeroed, model tiny, max_output_tokens added
+// to bound it) streams a whole response, from response.created to its end.
+// (Before: 400 on client_metadata.)
+func TestCodexRecordedRequestIsServed(t *testing.T) {
+	es := startEngineServer(t)
+	body, err := os.ReadFile(filepath.Join("testdata", "clis", "codex-0.171.0-responses.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("POST", es.url+"/responses", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+es.key)
+	req.Header.Set("originator", "codex_exec")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var events []string
+	var all strings.Builder
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		all.WriteString(sc.Text() + "\n")
+		if ev, ok := strings.CutPrefix(sc.Text(), "event: "); ok {
+			events = append(events, ev)
+		}
+	}
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, all.String())
+	}
+	if len(events) < 4 || events[0] != "response.created" || !strings.Contains("response.completed response.incomplete", events[len(events)-1]) {
 		t.Fatalf("events %v", events)
 	}
 }
