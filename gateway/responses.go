@@ -57,6 +57,9 @@ type responsesRequest struct {
 	Prompt       jsontext.Value `json:"prompt"`
 	ServiceTier  *string        `json:"service_tier"`
 	LMLite       *lmliteFields  `json:"lmlite"`
+
+	// Codex's turn metadata (an object of strings): accepted, not kept.
+	ClientMetadata map[string]string `json:"client_metadata"`
 }
 
 // respTextParam is the request's text: its output format and verbosity.

@@ -22,6 +22,7 @@ func init() {
 		fs.BoolVar(&o.Tied, "tied", false, "tie the output projection to the token embedding")
 		fs.IntVar(&o.TieExperts, "tie-experts", 0, "mixture of experts: give the first N experts of every layer identical router rows (exact ties)")
 		fs.StringVar(&chatTemplate, "chat-template", "", "file holding a Jinja chat template to store as tokenizer.chat_template (default: the vocabulary's, or ChatML)")
+		fs.IntVar(&o.Context, "context", 0, "context length the file declares (default: the preset's: tiny 2048, 125m and 1b 8192), e.g. --context 65536 for an agent's long prompts")
 		fs.StringVar(&out, "out", "", "output file (required)")
 		var lo genmodel.LoRAOptions
 		var targets string

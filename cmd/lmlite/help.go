@@ -23,7 +23,7 @@ var helps = map[string]help{
 		about:    "Measures prompt processing (pp) and generation (tg) in tokens/s, llama-bench's protocol; --prompt + --gen are lowered to fit the model's context.",
 		examples: []string{"lmlite bench --model data/models/demo-stories.gguf", "lmlite bench --model m.gguf --threads 2 --prompt 256 --gen 64 --json", "lmlite bench --membw"}},
 	"gen-model": {usage: "lmlite gen-model --out FILE.gguf [flags]",
-		examples: []string{"lmlite gen-model --out tiny.gguf", "lmlite gen-model --arch qwen3 --preset 125m --type q4_k_m --seed 1 --out data/q3.gguf", "lmlite gen-model --lora --base tiny.gguf --rank 16 --alpha 32 --out tiny-lora.gguf"}},
+		examples: []string{"lmlite gen-model --out tiny.gguf", "lmlite gen-model --arch qwen3 --preset 125m --type q4_k_m --seed 1 --out data/q3.gguf", "lmlite gen-model --arch qwen3 --context 65536 --out data/long.gguf", "lmlite gen-model --lora --base tiny.gguf --rank 16 --alpha 32 --out tiny-lora.gguf"}},
 	"keys": {usage: "lmlite keys create --tenant T | revoke ID | list  [--config FILE] [--server URL] [--admin-key K]",
 		about:    "Without a running server it opens the store in the data directory; while a server holds it, it goes through the server's admin API with the admin key ($LMLITE_ADMIN_KEY, or data_dir/admin-key, made by serve).",
 		examples: []string{"lmlite keys create --tenant acme --config my.yaml", "lmlite keys list", "lmlite keys revoke key_0123abcd --config my.yaml"}},

@@ -38,6 +38,10 @@ type Options struct {
 	// With TieExperts = ExpertsUsed+1, deterministic routing never picks the last of
 	// them (the lower index wins a tie).
 	TieExperts int
+
+	// Context, when > 0, replaces the preset's context length (the GGUF's
+	// context_length), e.g. a tiny model that takes an agent's 30k-token prompt.
+	Context int
 }
 
 // Preset is a model shape. Vocab is the size the built-in vocabulary is padded to
@@ -200,6 +204,12 @@ func Build(opts Options) (*gguf.Writer, error) {
 		}
 	} else if opts.TieExperts != 0 {
 		return nil, fmt.Errorf("genmodel: TieExperts without experts (%s)", opts.Arch)
+	}
+	if opts.Context < 0 {
+		return nil, fmt.Errorf("genmodel: negative context length %d", opts.Context)
+	}
+	if opts.Context > 0 {
+		p.Context = opts.Context
 	}
 	vocab := builtinVocab(p.Vocab)
 	if opts.Vocab != "" {

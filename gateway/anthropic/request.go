@@ -27,7 +27,14 @@ import (
 // assistant message (a prefill). What it accepts and does not act on:
 // cache_control (the prefix cache is automatic), thinking (no model here has a
 // thinking mode), service_tier, output_config.effort, the anthropic-version and
-// anthropic-beta headers.
+// anthropic-beta headers; of the betas Claude Code sends: context_management's
+// clear_thinking edit (earlier thinking is always dropped here), a tool's
+// defer_loading (the tool is left out of the prompt, as the API keeps it out of the
+// model's context until a tool search loads it) and messages with role "system"
+// (rendered as system messages in their place; clear_at "next_user_message" drops
+// one once a later user message exists). Other context_management edits (tool-use
+// clearing, compaction) and a system message's tool_addition and tool_removal
+// blocks are a 400 naming them.
 
 // Request is the body of POST /v1/messages (and of count_tokens, where
 // max_tokens is not required).
@@ -49,12 +56,49 @@ type Request struct {
 	OutputConfig  *OutputConfig    `json:"output_config"`
 	LMLite        *LMLite          `json:"lmlite"`
 	CacheControl  jsontext.Value   `json:"cache_control"` // accepted and ignored: the prefix cache is automatic
+
+	ContextManagement *ContextManagement `json:"context_management"` // beta: only clear_thinking (a no-op here)
+}
+
+// ContextManagement is context_management (beta): the server-side context edits.
+type ContextManagement struct {
+	Edits []struct {
+		Type string         `json:"type"`
+		Keep jsontext.Value `json:"keep"` // clear_thinking_20251015: the thinking turns to keep
+	} `json:"edits"`
+}
+
+// check accepts clear_thinking_20251015, a no-op: earlier thinking blocks are always
+// dropped here (no model has a thinking mode). The other edits rewrite the
+// conversation on the server, which this one does not do.
+func (c *ContextManagement) check() *core.FieldError {
+	if c == nil {
+		return nil
+	}
+	for i, e := range c.Edits {
+		f := "context_management.edits[" + strconv.Itoa(i) + "].type"
+		switch e.Type {
+		case "clear_thinking_20251015":
+		case "":
+			return core.Bad(f, f+": Field required")
+		default:
+			return core.Bad(f, f+": the context edit '"+e.Type+"' is not supported by this server (only clear_thinking_20251015)")
+		}
+	}
+	return nil
 }
 
 // InputMessage is one of messages: its content a string or content blocks.
 type InputMessage struct {
 	Role    string         `json:"role"`
 	Content jsontext.Value `json:"content"`
+
+	// role "system" only (beta): clear_at and a per-turn output_config.effort
+	// (accepted, a no-op).
+	ClearAt      string `json:"clear_at"`
+	OutputConfig *struct {
+		Effort *string `json:"effort"`
+	} `json:"output_config"`
 }
 
 // Metadata is the request's metadata: user_id is kept hashed with the usage
@@ -103,6 +147,7 @@ type Tool struct {
 	InputSchema  jsontext.Value `json:"input_schema"`
 	CacheControl jsontext.Value `json:"cache_control"` // accepted and ignored
 	Strict       *bool          `json:"strict"`
+	DefersLoad   *bool          `json:"defer_loading"` // true: left out of the prompt
 }
 
 // Content blocks, each decoded strictly once its type is known.
@@ -188,6 +233,9 @@ func (r *Request) Check(count bool) *core.FieldError {
 	case r.Metadata != nil && r.Metadata.UserID != nil && len(*r.Metadata.UserID) > 256:
 		return core.Bad("metadata.user_id", "metadata.user_id: at most 256 characters")
 	}
+	if ferr := r.ContextManagement.check(); ferr != nil {
+		return ferr
+	}
 	return r.Thinking.check()
 }
 
@@ -240,12 +288,35 @@ func (r *Request) Conversation() ([]engine.Message, int, *core.FieldError) {
 			size += len(sys)
 		}
 	}
+	lastUser := -1
+	for i, m := range r.Messages {
+		if m.Role == "user" {
+			lastUser = i
+		}
+	}
 	for i, m := range r.Messages {
 		field := "messages[" + strconv.Itoa(i) + "]"
 		switch m.Role {
 		case "user", "assistant":
+			if m.ClearAt != "" || m.OutputConfig != nil {
+				f := field + ".clear_at"
+				if m.ClearAt == "" {
+					f = field + ".output_config"
+				}
+				return nil, 0, core.Bad(f, f+": only on messages with role 'system'")
+			}
+		case "system":
+			msg, ferr := systemMessage(m, field, i < lastUser)
+			if ferr != nil {
+				return nil, 0, ferr
+			}
+			if msg != nil {
+				out = append(out, *msg)
+				size += len(msg.Content)
+			}
+			continue
 		default:
-			return nil, 0, core.Bad(field+".role", field+".role: must be 'user' or 'assistant', not '"+m.Role+"'")
+			return nil, 0, core.Bad(field+".role", field+".role: must be 'user', 'assistant' or 'system', not '"+m.Role+"'")
 		}
 		if m.Role == "assistant" && i == len(r.Messages)-1 {
 			return nil, 0, core.Bad(field+".role", field+": a final assistant message (a prefill to continue) is not supported by this server")
@@ -278,6 +349,33 @@ func (r *Request) Conversation() ([]engine.Message, int, *core.FieldError) {
 	return out, size, nil
 }
 
+// systemMessage converts a message with role "system" (beta) into a system message
+// in its place, or nil when clear_at "next_user_message" has cleared it (userAfter:
+// a user message follows it). Its content is a string or text blocks.
+func systemMessage(m InputMessage, field string, userAfter bool) (*engine.Message, *core.FieldError) {
+	switch m.ClearAt {
+	case "", "never", "next_user_message":
+	default:
+		return nil, core.Bad(field+".clear_at", field+".clear_at: must be 'never' or 'next_user_message'")
+	}
+	if oc := m.OutputConfig; oc != nil && oc.Effort != nil && !core.OneOf(*oc.Effort, "low", "medium", "high", "xhigh", "max") {
+		return nil, core.Bad(field+".output_config.effort", field+".output_config.effort: must be 'low', 'medium', 'high', 'xhigh' or 'max'")
+	}
+	text := ""
+	if !core.IsNull(m.Content) {
+		var ferr *core.FieldError
+		if text, ferr = blocksText(m.Content, field+".content"); ferr != nil {
+			return nil, ferr
+		}
+	} else if m.OutputConfig == nil {
+		return nil, core.Bad(field+".content", field+".content: Field required")
+	}
+	if text == "" || (m.ClearAt == "next_user_message" && userAfter) {
+		return nil, nil
+	}
+	return &engine.Message{Role: "system", Content: text}, nil
+}
+
 // blockTypeOf reads a content block's type (unknown members allowed: the block is
 // decoded strictly once its type is known).
 func blockTypeOf(raw jsontext.Value, field string) (string, *core.FieldError) {
@@ -291,7 +389,7 @@ func blockTypeOf(raw jsontext.Value, field string) (string, *core.FieldError) {
 // unsupportedBlock refuses a block of a type the server does not serve, naming it.
 func unsupportedBlock(field, typ string) *core.FieldError {
 	switch typ {
-	case "image", "document", "search_result", "container_upload":
+	case "image", "document", "search_result", "container_upload", "tool_addition", "tool_removal":
 		return core.Bad(field, field+": content blocks of type '"+typ+"' are not supported by this server (text only)")
 	}
 	return core.Bad(field+".type", field+": content blocks of type '"+typ+"' are not supported here")
@@ -470,6 +568,7 @@ func (r *Request) ChatFeatures() (ChatFeatures, *core.FieldError) {
 	q := ChatFeatures{}
 	if len(r.Tools) > 0 {
 		tools := []byte{'['}
+		n := 0
 		for i, raw := range r.Tools {
 			f := "tools[" + strconv.Itoa(i) + "]"
 			var bt blockType
@@ -489,9 +588,13 @@ func (r *Request) ChatFeatures() (ChatFeatures, *core.FieldError) {
 			if core.IsNull(t.InputSchema) {
 				return ChatFeatures{}, core.Bad(f+".input_schema", f+".input_schema: Field required")
 			}
-			if i > 0 {
+			if t.DefersLoad != nil && *t.DefersLoad {
+				continue // the API keeps it out of the model's context until a tool search loads it
+			}
+			if n > 0 {
 				tools = append(tools, ',')
 			}
+			n++
 			tools = append(tools, `{"type":"function","function":{"name":`...)
 			tools = jsonenc.AppendString(tools, t.Name)
 			if t.Description != "" {
@@ -506,7 +609,9 @@ func (r *Request) ChatFeatures() (ChatFeatures, *core.FieldError) {
 			}
 			tools = append(tools, "}}"...)
 		}
-		q.Tools = append(tools, ']')
+		if n > 0 {
+			q.Tools = append(tools, ']')
+		}
 	}
 	if tc := r.ToolChoice; tc != nil {
 		if tc.Name != "" && tc.Type != "tool" {
@@ -534,8 +639,8 @@ func (r *Request) ChatFeatures() (ChatFeatures, *core.FieldError) {
 		}
 	}
 	if oc := r.OutputConfig; oc != nil {
-		if oc.Effort != nil && !core.OneOf(*oc.Effort, "low", "medium", "high", "max") {
-			return ChatFeatures{}, core.Bad("output_config.effort", "output_config.effort: must be 'low', 'medium', 'high' or 'max'")
+		if oc.Effort != nil && !core.OneOf(*oc.Effort, "low", "medium", "high", "xhigh", "max") {
+			return ChatFeatures{}, core.Bad("output_config.effort", "output_config.effort: must be 'low', 'medium', 'high', 'xhigh' or 'max'")
 		}
 		if f := oc.Format; f != nil {
 			if f.Type != "json_schema" {
