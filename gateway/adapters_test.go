@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -305,5 +306,101 @@ func TestAdminAdapters(t *testing.T) {
 	}
 	if st, _ := admin("POST", "/admin/adapters/nope/load", "admin-secret"); st != 404 {
 		t.Errorf("an unknown adapter: %d", st)
+	}
+}
+
+// adapterTiersYAML lists adapters in tiers: a shared one alone in balanced, acme's
+// private one above a shared one in deep; gamma's plan allows ft-0 alone.
+const adapterTiersYAML = `
+ledger: {sync: process}
+models:
+  - {id: tiny, path: $TINY, max_model_len: 256, max_concurrency: 16, prompt_usd_per_1k: 0.001, completion_usd_per_1k: 0.002}
+adapters:
+  - {id: ft-0, path: $LORA0, base: tiny}
+  - {id: ft-1, path: $LORA1, base: tiny}
+  - {id: "ft:tiny:acme:support", path: $LORA6, base: tiny, tenant: acme}
+tiers:
+  fast: [{model: tiny, quality: 0.2}]
+  balanced: [{model: ft-0, quality: 0.5}]
+  deep: [{model: "ft:tiny:acme:support", quality: 0.9}, {model: ft-1, quality: 0.1}]
+plans:
+  open: {}
+  narrow: {allowed_adapters: [ft-0]}
+tenants:
+  - {id: acme, plan: open}
+  - {id: beta, plan: open}
+  - {id: gamma, plan: narrow}
+`
+
+// TestAdapterInTierServesWithTheAdapter: a tier may list an adapter as it lists a
+// model. Routed to that tier, the request runs on the base with the adapter (the
+// same tokens as naming the adapter, unlike the bare base's); the answer, the
+// headers and the ledger name the adapter and the tier. A tier's private adapter
+// serves its owner alone: to another tenant it is not there (the tier's next
+// candidate serves, or the tier is empty), and no answer names it; an adapter the
+// plan's allowed_adapters leaves out is passed over.
+func TestAdapterInTierServesWithTheAdapter(t *testing.T) {
+	es := startEngine(t, adapterTiersYAML, engine.Config{})
+	ask := func(tenant, model string) (*openai.ChatCompletion, *http.Response, error) {
+		var raw *http.Response
+		c := es.sdk(tenant)
+		resp, err := c.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
+			Model:       model,
+			Messages:    []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Tell me about the sea")},
+			MaxTokens:   openai.Int(12),
+			Temperature: openai.Float(0),
+		}, option.WithResponseInto(&raw))
+		return resp, raw, err
+	}
+	text := map[string]string{}
+	for _, id := range []string{"tiny", "ft-0", "ft-1", "ft:tiny:acme:support"} {
+		r, _, err := ask("acme", id)
+		if err != nil {
+			t.Fatalf("%s by name: %v", id, err)
+		}
+		text[id] = r.Choices[0].Message.Content
+	}
+	if text["ft-0"] == text["tiny"] || text["ft-1"] == text["tiny"] {
+		t.Fatalf("the adapters change nothing: %q", text)
+	}
+	for _, c := range []struct{ tenant, model, tier, adapter string }{
+		{"acme", "tier:balanced", "balanced", "ft-0"},
+		{"acme", "tier:deep", "deep", "ft:tiny:acme:support"},
+		{"beta", "tier:deep", "deep", "ft-1"}, // acme's private adapter is not there for beta
+		{"gamma", "tier:balanced", "balanced", "ft-0"},
+		{"acme", "tier:fast", "fast", ""},
+	} {
+		r, raw, err := ask(c.tenant, c.model)
+		if err != nil {
+			t.Errorf("%s as %s: %v", c.model, c.tenant, err)
+			continue
+		}
+		want := cmp.Or(c.adapter, "tiny")
+		if r.Model != want || raw.Header.Get("X-LMLite-Model") != "tiny" || raw.Header.Get("X-LMLite-Adapter") != c.adapter || raw.Header.Get("X-LMLite-Tier") != c.tier {
+			t.Errorf("%s as %s: answer names %q, headers model %q adapter %q tier %q; want %q on tiny in %s", c.model, c.tenant,
+				r.Model, raw.Header.Get("X-LMLite-Model"), raw.Header.Get("X-LMLite-Adapter"), raw.Header.Get("X-LMLite-Tier"), want, c.tier)
+		}
+		if got := r.Choices[0].Message.Content; got != text[want] {
+			t.Errorf("%s as %s: %q, but %s by name gives %q", c.model, c.tenant, got, want, text[want])
+		}
+	}
+	// gamma's plan leaves ft-1 out and acme's adapter is not there for it: deep has
+	// nothing gamma may use, and the refusal does not name acme's adapter.
+	st, body := rawCall(t, es, "gamma", "POST", "/v1/chat/completions", `{"model":"tier:deep","messages":[{"role":"user","content":"hi"}],"max_tokens":2}`)
+	if st < 400 || strings.Contains(body, "acme") || !strings.Contains(body, "ft-1") {
+		t.Errorf("tier:deep as gamma: %d %s, want a refusal naming ft-1 (forbidden) and not acme's adapter", st, body)
+	}
+	var led []tenancy.Entry
+	es.store.Ledger(func(e tenancy.Entry) error { led = append(led, e); return nil })
+	tiered := map[string]string{}
+	for _, e := range led {
+		if e.Tier != "" && e.Adapter != "" {
+			tiered[e.Tenant+" "+e.Adapter] = e.Model + " " + e.Tier
+		}
+	}
+	for k, v := range map[string]string{"acme ft-0": "tiny balanced", "acme ft:tiny:acme:support": "tiny deep", "beta ft-1": "tiny deep", "gamma ft-0": "tiny balanced"} {
+		if tiered[k] != v {
+			t.Errorf("ledger for %s: %q, want %q (all: %v)", k, tiered[k], v, tiered)
+		}
 	}
 }
