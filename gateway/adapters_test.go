@@ -6,13 +6,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/openai/openai-go"
 	"github.com/openai/openai-go/option"
@@ -401,6 +406,92 @@ func TestAdapterInTierServesWithTheAdapter(t *testing.T) {
 	for k, v := range map[string]string{"acme ft-0": "tiny balanced", "acme ft:tiny:acme:support": "tiny deep", "beta ft-1": "tiny deep", "gamma ft-0": "tiny balanced"} {
 		if tiered[k] != v {
 			t.Errorf("ledger for %s: %q, want %q (all: %v)", k, tiered[k], v, tiered)
+		}
+	}
+}
+
+// TestUsageAndDashboardsShowTheAdapter: the usage API groups by adapter beside the
+// model (group_by=adapter; grouped by model alone, a model's adapters sum into
+// it), the tenant's dashboard shows the adapter beside the model, the operator's
+// lists each adapter with today's requests on it; another tenant sees neither a
+// private adapter's name nor its usage. (A bare model's result has no adapter field.)
+func TestUsageAndDashboardsShowTheAdapter(t *testing.T) {
+	es := startEngineWith(t, adaptersYAML, engine.Config{}, Options{AdminKey: "admin-secret"}, nil)
+	const private = "ft:tiny:acme:support"
+	for _, c := range []struct{ tenant, model string }{{"acme", "tiny"}, {"acme", private}, {"acme", "ft-0"}, {"acme", "ft-0"}, {"beta", "ft-1"}} {
+		if st, body := rawCall(t, es, c.tenant, "POST", "/v1/chat/completions", `{"model":"`+c.model+`","messages":[{"role":"user","content":"hi"}],"max_tokens":3}`); st != 200 {
+			t.Fatalf("%s as %s: %d %s", c.model, c.tenant, st, body)
+		}
+	}
+	start := strconv.FormatInt(time.Now().Add(-time.Hour).Unix(), 10)
+	type result struct {
+		Model, Adapter   *string
+		NumModelRequests int64 `json:"num_model_requests"`
+		Amount           *struct{ Value float64 }
+	}
+	rows := func(tenant, path, groupBy string) (map[string]int64, string) {
+		st, body := rawCall(t, es, tenant, "GET", path+"?start_time="+start+"&group_by="+groupBy, "")
+		var p struct{ Data []struct{ Results []result } }
+		if err := json.Unmarshal([]byte(body), &p); st != 200 || err != nil {
+			t.Fatalf("%s as %s: %d %s", path, tenant, st, body)
+		}
+		out := map[string]int64{}
+		for _, b := range p.Data {
+			for _, r := range b.Results {
+				k := ""
+				if r.Model != nil {
+					k = *r.Model
+				}
+				if r.Adapter != nil {
+					k += "+" + *r.Adapter
+				}
+				if r.Amount != nil {
+					out[k]++
+					continue
+				}
+				out[k] += r.NumModelRequests
+			}
+		}
+		return out, body
+	}
+	if got, _ := rows("acme", "/v1/organization/usage/completions", "model,adapter"); !maps.Equal(got, map[string]int64{"tiny": 1, "tiny+ft-0": 2, "tiny+" + private: 1}) {
+		t.Errorf("acme's usage by model and adapter: %v", got)
+	}
+	if got, _ := rows("acme", "/v1/organization/usage/completions", "model"); !maps.Equal(got, map[string]int64{"tiny": 4}) {
+		t.Errorf("acme's usage by model: %v (a model's adapters sum into it)", got)
+	}
+	if got, _ := rows("acme", "/v1/organization/costs", "adapter"); !maps.Equal(got, map[string]int64{"": 1, "+ft-0": 1, "+" + private: 1}) {
+		t.Errorf("acme's costs by adapter: %v", got)
+	}
+	if got, body := rows("beta", "/v1/organization/usage/completions", "model,adapter"); !maps.Equal(got, map[string]int64{"tiny+ft-1": 1}) || strings.Contains(body, "acme") {
+		t.Errorf("beta's usage by model and adapter: %v %s", got, body)
+	}
+
+	dashboard := func(key string) string {
+		c := browser(t)
+		if resp, _ := send(t, c, "POST", es.base+"/dashboard/login", url.Values{"key": {key}}); resp.StatusCode != 303 {
+			t.Fatalf("dashboard sign-in: %d", resp.StatusCode)
+		}
+		_, page := send(t, c, "GET", es.base+"/dashboard", nil)
+		return page
+	}
+	cell := func(page, label, text string) bool {
+		return strings.Contains(page, `<td data-label="`+label+`" class="adapter">`+html.EscapeString(text)+`</td>`)
+	}
+	acme := dashboard(es.keys["acme"])
+	for _, a := range []string{"none", "ft-0", private} {
+		if !cell(acme, "Adapter", a) {
+			t.Errorf("acme's dashboard has no row for adapter %q", a)
+		}
+	}
+	if beta := dashboard(es.keys["beta"]); !cell(beta, "Adapter", "ft-1") || strings.Contains(beta, "acme:support") || cell(beta, "Adapter", "ft-0") {
+		t.Errorf("beta's dashboard: the row for ft-1 missing, or acme's adapters shown")
+	}
+	op := dashboard("admin-secret")
+	for id, n := range map[string]string{private: "1", "ft-0": "2", "ft-1": "1", "ft-2": "0"} {
+		re := regexp.MustCompile(`<tr data-adapter="` + regexp.QuoteMeta(html.EscapeString(id)) + `">.*?class="requests">([0-9]+)<`)
+		if m := re.FindStringSubmatch(op); m == nil || m[1] != n {
+			t.Errorf("the operator's adapters: %s %v, want %s requests today", id, m, n)
 		}
 	}
 }
