@@ -196,7 +196,7 @@ type Tiers struct {
 
 // TierModel is one model of a tier.
 type TierModel struct {
-	Model   string  `yaml:"model"`
+	Model   string  `yaml:"model"`   // a model's id, or an adapter's (it runs on its base with the adapter)
 	Quality float64 `yaml:"quality"` // higher is better; the router prefers the best that fits
 }
 
@@ -430,8 +430,8 @@ func (c *Config) Validate() error {
 	for ti, list := range c.Tiers.list() {
 		for j, tm := range list {
 			f := fmt.Sprintf("tiers.%s[%d]", tiers.Tier(ti), j)
-			if !ids[tm.Model] {
-				return bad(f+".model", "unknown model %q", tm.Model)
+			if !ids[tm.Model] && !slices.ContainsFunc(c.Adapters, func(a Adapter) bool { return a.ID == tm.Model }) {
+				return bad(f+".model", "unknown model or adapter %q", tm.Model)
 			}
 			if inTier[tm.Model+"\x00"+tiers.Tier(ti).String()] {
 				return bad(f+".model", "model %q listed twice in the tier", tm.Model)
@@ -486,11 +486,15 @@ func (t *Tiers) list() [tiers.NumTiers][]TierModel {
 	return [tiers.NumTiers][]TierModel{t.Fast, t.Balanced, t.Deep, t.Max}
 }
 
-// Set builds the TierSet with the models' prices.
+// Set builds the TierSet with the models' prices; a tier may list an adapter,
+// priced as its base.
 func (c *Config) Set() *tiers.Set {
 	price := map[string]money.Price{}
 	for _, m := range c.Models {
 		price[m.ID] = m.Price()
+	}
+	for _, a := range c.Adapters {
+		price[a.ID] = price[a.Base]
 	}
 	var s tiers.Set
 	for ti, list := range c.Tiers.list() {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/lmlite/lmlite/internal/jsonenc"
 	"github.com/lmlite/lmlite/policies"
+	"github.com/lmlite/lmlite/tiers"
 )
 
 // This file is the LoRA adapters as the gateway sees them: a client names an
@@ -38,7 +39,9 @@ type Adapter struct {
 type adapter struct {
 	id     string
 	base   *model
-	tenant string // "": shared
+	tenant string               // "": shared
+	tier   string               // first tier listing it ("" if none: its base's), for X-LMLite-Tier
+	in     [tiers.NumTiers]bool // the tiers listing it
 }
 
 // visible reports whether the adapter exists for the tenant: shared, or its own.
@@ -46,13 +49,41 @@ func (a *adapter) visible(tenant string) bool { return a.tenant == "" || a.tenan
 
 // adapterFor is the adapter id when the policy may use it, else nil (not there, not
 // visible to the tenant, not in its plan's allowed_adapters, or its base model not
-// allowed).
+// allowed where it serves: in the tiers listing the base or the adapter).
 func (s *Server) adapterFor(pol *policies.Policy, id string) *adapter {
 	a := s.adapters[id]
-	if a == nil || !a.visible(pol.Tenant) || !pol.AllowsAdapter(id) || !s.allowed(pol, a.base.id) {
+	if a == nil || !a.visible(pol.Tenant) || !pol.AllowsAdapter(id) {
+		return nil
+	}
+	in := a.base.in
+	for t := range in {
+		in[t] = in[t] || a.in[t]
+	}
+	if !pol.AllowsServing(a.base.id, in) {
 		return nil
 	}
 	return a
+}
+
+// candidate resolves a tier's candidate id for the policy: the model it runs on and
+// the adapter applied (nil for a model), ok false when the policy may not use it. A
+// tier may list an adapter as it lists a model (routed by tier, the request runs on
+// the adapter's base with the adapter applied); for a tenant that may not use the
+// adapter (another tenant's private one, or one its plan's allowed_adapters leaves
+// out) the candidate is passed over as forbidden, as a model its plan leaves out.
+func (s *Server) candidate(pol *policies.Policy, id string) (*model, *adapter, bool) {
+	if a := s.adapters[id]; a != nil {
+		return a.base, a, a.visible(pol.Tenant) && pol.AllowsAdapter(id) && pol.AllowsModel(a.base.id)
+	}
+	m := s.models[id]
+	return m, nil, m != nil && pol.AllowsModel(id)
+}
+
+// allowsCandidate reports whether the policy may use the tier candidate id (a model
+// or an adapter): candidate's ok.
+func (s *Server) allowsCandidate(pol *policies.Policy, id string) bool {
+	_, _, ok := s.candidate(pol, id)
+	return ok
 }
 
 // adapterModelState is an adapter's state in /v1/models' lmlite extension: its
@@ -92,10 +123,19 @@ func (s *Server) engineModel(name string) string {
 
 // adapterID is the job's adapter's id, "" for none.
 func (j *job) adapterID() string {
-	if a := j.rt.adapter; a != nil {
+	if a := j.adapter(); a != nil {
 		return a.id
 	}
 	return ""
+}
+
+// adapter is the adapter the job runs with: the chosen entry's (a tier may list an
+// adapter), else the one the client named (a request refused before its choice).
+func (j *job) adapter() *adapter {
+	if j.c.adapter != nil {
+		return j.c.adapter
+	}
+	return j.rt.adapter
 }
 
 // AdapterSource is an optional ability of an Engine: its adapters' states (the

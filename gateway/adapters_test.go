@@ -1,17 +1,23 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/openai/openai-go"
 	"github.com/openai/openai-go/option"
@@ -305,5 +311,187 @@ func TestAdminAdapters(t *testing.T) {
 	}
 	if st, _ := admin("POST", "/admin/adapters/nope/load", "admin-secret"); st != 404 {
 		t.Errorf("an unknown adapter: %d", st)
+	}
+}
+
+// adapterTiersYAML lists adapters in tiers: a shared one alone in balanced, acme's
+// private one above a shared one in deep; gamma's plan allows ft-0 alone.
+const adapterTiersYAML = `
+ledger: {sync: process}
+models:
+  - {id: tiny, path: $TINY, max_model_len: 256, max_concurrency: 16, prompt_usd_per_1k: 0.001, completion_usd_per_1k: 0.002}
+adapters:
+  - {id: ft-0, path: $LORA0, base: tiny}
+  - {id: ft-1, path: $LORA1, base: tiny}
+  - {id: "ft:tiny:acme:support", path: $LORA6, base: tiny, tenant: acme}
+tiers:
+  fast: [{model: tiny, quality: 0.2}]
+  balanced: [{model: ft-0, quality: 0.5}]
+  deep: [{model: "ft:tiny:acme:support", quality: 0.9}, {model: ft-1, quality: 0.1}]
+plans:
+  open: {}
+  narrow: {allowed_adapters: [ft-0]}
+tenants:
+  - {id: acme, plan: open}
+  - {id: beta, plan: open}
+  - {id: gamma, plan: narrow}
+`
+
+// TestAdapterInTierServesWithTheAdapter: a tier may list an adapter as it lists a
+// model. Routed to that tier, the request runs on the base with the adapter (the
+// same tokens as naming the adapter, unlike the bare base's); the answer, the
+// headers and the ledger name the adapter and the tier. A tier's private adapter
+// serves its owner alone: to another tenant it is not there (the tier's next
+// candidate serves, or the tier is empty), and no answer names it; an adapter the
+// plan's allowed_adapters leaves out is passed over.
+func TestAdapterInTierServesWithTheAdapter(t *testing.T) {
+	es := startEngine(t, adapterTiersYAML, engine.Config{})
+	ask := func(tenant, model string) (*openai.ChatCompletion, *http.Response, error) {
+		var raw *http.Response
+		c := es.sdk(tenant)
+		resp, err := c.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
+			Model:       model,
+			Messages:    []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Tell me about the sea")},
+			MaxTokens:   openai.Int(12),
+			Temperature: openai.Float(0),
+		}, option.WithResponseInto(&raw))
+		return resp, raw, err
+	}
+	text := map[string]string{}
+	for _, id := range []string{"tiny", "ft-0", "ft-1", "ft:tiny:acme:support"} {
+		r, _, err := ask("acme", id)
+		if err != nil {
+			t.Fatalf("%s by name: %v", id, err)
+		}
+		text[id] = r.Choices[0].Message.Content
+	}
+	if text["ft-0"] == text["tiny"] || text["ft-1"] == text["tiny"] {
+		t.Fatalf("the adapters change nothing: %q", text)
+	}
+	for _, c := range []struct{ tenant, model, tier, adapter string }{
+		{"acme", "tier:balanced", "balanced", "ft-0"},
+		{"acme", "tier:deep", "deep", "ft:tiny:acme:support"},
+		{"beta", "tier:deep", "deep", "ft-1"}, // acme's private adapter is not there for beta
+		{"gamma", "tier:balanced", "balanced", "ft-0"},
+		{"acme", "tier:fast", "fast", ""},
+	} {
+		r, raw, err := ask(c.tenant, c.model)
+		if err != nil {
+			t.Errorf("%s as %s: %v", c.model, c.tenant, err)
+			continue
+		}
+		want := cmp.Or(c.adapter, "tiny")
+		if r.Model != want || raw.Header.Get("X-LMLite-Model") != "tiny" || raw.Header.Get("X-LMLite-Adapter") != c.adapter || raw.Header.Get("X-LMLite-Tier") != c.tier {
+			t.Errorf("%s as %s: answer names %q, headers model %q adapter %q tier %q; want %q on tiny in %s", c.model, c.tenant,
+				r.Model, raw.Header.Get("X-LMLite-Model"), raw.Header.Get("X-LMLite-Adapter"), raw.Header.Get("X-LMLite-Tier"), want, c.tier)
+		}
+		if got := r.Choices[0].Message.Content; got != text[want] {
+			t.Errorf("%s as %s: %q, but %s by name gives %q", c.model, c.tenant, got, want, text[want])
+		}
+	}
+	// gamma's plan leaves ft-1 out and acme's adapter is not there for it: deep has
+	// nothing gamma may use, and the refusal does not name acme's adapter.
+	st, body := rawCall(t, es, "gamma", "POST", "/v1/chat/completions", `{"model":"tier:deep","messages":[{"role":"user","content":"hi"}],"max_tokens":2}`)
+	if st < 400 || strings.Contains(body, "acme") || !strings.Contains(body, "ft-1") {
+		t.Errorf("tier:deep as gamma: %d %s, want a refusal naming ft-1 (forbidden) and not acme's adapter", st, body)
+	}
+	var led []tenancy.Entry
+	es.store.Ledger(func(e tenancy.Entry) error { led = append(led, e); return nil })
+	tiered := map[string]string{}
+	for _, e := range led {
+		if e.Tier != "" && e.Adapter != "" {
+			tiered[e.Tenant+" "+e.Adapter] = e.Model + " " + e.Tier
+		}
+	}
+	for k, v := range map[string]string{"acme ft-0": "tiny balanced", "acme ft:tiny:acme:support": "tiny deep", "beta ft-1": "tiny deep", "gamma ft-0": "tiny balanced"} {
+		if tiered[k] != v {
+			t.Errorf("ledger for %s: %q, want %q (all: %v)", k, tiered[k], v, tiered)
+		}
+	}
+}
+
+// TestUsageAndDashboardsShowTheAdapter: the usage API groups by adapter beside the
+// model (group_by=adapter; grouped by model alone, a model's adapters sum into
+// it), the tenant's dashboard shows the adapter beside the model, the operator's
+// lists each adapter with today's requests on it; another tenant sees neither a
+// private adapter's name nor its usage. (A bare model's result has no adapter field.)
+func TestUsageAndDashboardsShowTheAdapter(t *testing.T) {
+	es := startEngineWith(t, adaptersYAML, engine.Config{}, Options{AdminKey: "admin-secret"}, nil)
+	const private = "ft:tiny:acme:support"
+	for _, c := range []struct{ tenant, model string }{{"acme", "tiny"}, {"acme", private}, {"acme", "ft-0"}, {"acme", "ft-0"}, {"beta", "ft-1"}} {
+		if st, body := rawCall(t, es, c.tenant, "POST", "/v1/chat/completions", `{"model":"`+c.model+`","messages":[{"role":"user","content":"hi"}],"max_tokens":3}`); st != 200 {
+			t.Fatalf("%s as %s: %d %s", c.model, c.tenant, st, body)
+		}
+	}
+	start := strconv.FormatInt(time.Now().Add(-time.Hour).Unix(), 10)
+	type result struct {
+		Model, Adapter   *string
+		NumModelRequests int64 `json:"num_model_requests"`
+		Amount           *struct{ Value float64 }
+	}
+	rows := func(tenant, path, groupBy string) (map[string]int64, string) {
+		st, body := rawCall(t, es, tenant, "GET", path+"?start_time="+start+"&group_by="+groupBy, "")
+		var p struct{ Data []struct{ Results []result } }
+		if err := json.Unmarshal([]byte(body), &p); st != 200 || err != nil {
+			t.Fatalf("%s as %s: %d %s", path, tenant, st, body)
+		}
+		out := map[string]int64{}
+		for _, b := range p.Data {
+			for _, r := range b.Results {
+				k := ""
+				if r.Model != nil {
+					k = *r.Model
+				}
+				if r.Adapter != nil {
+					k += "+" + *r.Adapter
+				}
+				if r.Amount != nil {
+					out[k]++
+					continue
+				}
+				out[k] += r.NumModelRequests
+			}
+		}
+		return out, body
+	}
+	if got, _ := rows("acme", "/v1/organization/usage/completions", "model,adapter"); !maps.Equal(got, map[string]int64{"tiny": 1, "tiny+ft-0": 2, "tiny+" + private: 1}) {
+		t.Errorf("acme's usage by model and adapter: %v", got)
+	}
+	if got, _ := rows("acme", "/v1/organization/usage/completions", "model"); !maps.Equal(got, map[string]int64{"tiny": 4}) {
+		t.Errorf("acme's usage by model: %v (a model's adapters sum into it)", got)
+	}
+	if got, _ := rows("acme", "/v1/organization/costs", "adapter"); !maps.Equal(got, map[string]int64{"": 1, "+ft-0": 1, "+" + private: 1}) {
+		t.Errorf("acme's costs by adapter: %v", got)
+	}
+	if got, body := rows("beta", "/v1/organization/usage/completions", "model,adapter"); !maps.Equal(got, map[string]int64{"tiny+ft-1": 1}) || strings.Contains(body, "acme") {
+		t.Errorf("beta's usage by model and adapter: %v %s", got, body)
+	}
+
+	dashboard := func(key string) string {
+		c := browser(t)
+		if resp, _ := send(t, c, "POST", es.base+"/dashboard/login", url.Values{"key": {key}}); resp.StatusCode != 303 {
+			t.Fatalf("dashboard sign-in: %d", resp.StatusCode)
+		}
+		_, page := send(t, c, "GET", es.base+"/dashboard", nil)
+		return page
+	}
+	cell := func(page, label, text string) bool {
+		return strings.Contains(page, `<td data-label="`+label+`" class="adapter">`+html.EscapeString(text)+`</td>`)
+	}
+	acme := dashboard(es.keys["acme"])
+	for _, a := range []string{"none", "ft-0", private} {
+		if !cell(acme, "Adapter", a) {
+			t.Errorf("acme's dashboard has no row for adapter %q", a)
+		}
+	}
+	if beta := dashboard(es.keys["beta"]); !cell(beta, "Adapter", "ft-1") || strings.Contains(beta, "acme:support") || cell(beta, "Adapter", "ft-0") {
+		t.Errorf("beta's dashboard: the row for ft-1 missing, or acme's adapters shown")
+	}
+	op := dashboard("admin-secret")
+	for id, n := range map[string]string{private: "1", "ft-0": "2", "ft-1": "1", "ft-2": "0"} {
+		re := regexp.MustCompile(`<tr data-adapter="` + regexp.QuoteMeta(html.EscapeString(id)) + `">.*?class="requests">([0-9]+)<`)
+		if m := re.FindStringSubmatch(op); m == nil || m[1] != n {
+			t.Errorf("the operator's adapters: %s %v, want %s requests today", id, m, n)
+		}
 	}
 }

@@ -219,10 +219,10 @@ func (s *Server) Check(tenant, endpoint string, body []byte) (money.Money, error
 			continue
 		}
 		for _, c := range s.set.Tiers[t] {
-			if !pol.AllowsModel(c.Model) {
+			m, _, ok := s.candidate(pol, c.Model)
+			if !ok {
 				continue
 			}
-			m := s.models[c.Model]
 			p := j.planFor(m)
 			if p.err != nil {
 				last = p.err
@@ -341,7 +341,7 @@ func (s *Server) LineModel(r batch.Request) string {
 	remote := s.remoteModels()
 	for _, t := range s.tierWalk(rt, pol) {
 		for _, c := range s.set.Tiers[t] {
-			if pol.AllowsModel(c.Model) {
+			if s.allowsCandidate(pol, c.Model) {
 				return "tier:" + t.String()
 			}
 		}

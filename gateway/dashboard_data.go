@@ -27,7 +27,7 @@ type dashPage struct {
 	Limits     limitsJSON
 	Spend      chart     // today by hour, against the daily budget
 	SpendMonth chart     // this month by day, against the monthly budget
-	Rows       []dashRow // last 24 h by model and tier
+	Rows       []dashRow // last 24 h by model, adapter and tier
 	Total      dashRow
 	Refusals   []refusalRow
 	CacheShare float64
@@ -37,18 +37,28 @@ type dashPage struct {
 	Tenants       []tenantRow
 	RefusalsToday []refusalRow // every tenant's, by reason
 	Models        []modelRow
+	Adapters      []adapterRow // today's requests on each LoRA adapter
 	Keys          []tenancy.KeyInfo
 	TenantIDs     []string
 }
 
 type dashRow struct {
 	Model, Tier string
+	Adapter     string // the LoRA adapter applied on Model ("": the bare model)
 	// Unrouted: the row of requests refused after admission but before a model was
 	// chosen (a malformed body), which have no model or tier.
 	Unrouted                        bool
 	Requests, Input, Output, Cached int64
 	CostUSD                         float64
 	Latency, TTFT                   quantiles
+}
+
+// adapterRow is one LoRA adapter in the operator's view: its base, owner (""
+// shared), state and today's requests on it (every tenant's).
+type adapterRow struct {
+	ID, Base, Owner, State  string
+	Requests, Input, Output int64
+	CostUSD                 float64
 }
 
 type batchRow struct {
@@ -206,15 +216,16 @@ func (s *Server) dashData(se *session, now time.Time, flash string) dashPage {
 	if bs, err := s.usage.Query(usage.Query{Tenants: one, Start: monthStart, End: monthStart.AddDate(0, 1, 0), Width: usage.Day}); err == nil {
 		d.SpendMonth = spendChart(bs, pol.MonthlyBudget.Dollars(), now, "Jan 2", 7)
 	}
-	bs, err := s.usage.Query(usage.Query{Tenants: one, Start: now.Add(-23 * time.Hour), End: now.Add(time.Hour), Width: usage.Hour, ByModel: true, ByTier: true})
+	bs, err := s.usage.Query(usage.Query{Tenants: one, Start: now.Add(-23 * time.Hour), End: now.Add(time.Hour), Width: usage.Hour, ByModel: true, ByAdapter: true, ByTier: true})
 	if err != nil {
 		return d
 	}
-	rows := map[[2]string]*usage.Counts{}
+	// The tenant's own usage only: the adapters it used (shared or its own).
+	rows := map[[3]string]*usage.Counts{}
 	var total usage.Counts
 	for _, b := range bs {
 		for _, r := range b.Results {
-			k := [2]string{r.Model, r.Tier}
+			k := [3]string{r.Model, r.Tier, r.Adapter}
 			if rows[k] == nil {
 				rows[k] = &usage.Counts{}
 			}
@@ -227,7 +238,7 @@ func (s *Server) dashData(se *session, now time.Time, flash string) dashPage {
 			continue // refusals before admission: the refusals table counts them
 		}
 		r := rowOf(k[0], k[1], c)
-		r.Unrouted = k[0] == ""
+		r.Adapter, r.Unrouted = k[2], k[0] == ""
 		d.Rows = append(d.Rows, r)
 	}
 	slices.SortFunc(d.Rows, func(a, b dashRow) int {
@@ -237,7 +248,7 @@ func (s *Server) dashData(se *session, now time.Time, flash string) dashPage {
 			}
 			return -1
 		}
-		return strings.Compare(a.Model+"\x00"+a.Tier, b.Model+"\x00"+b.Tier)
+		return strings.Compare(a.Model+"\x00"+a.Adapter+"\x00"+a.Tier, b.Model+"\x00"+b.Adapter+"\x00"+b.Tier)
 	})
 	d.Total = rowOf("", "", &total)
 	if total.InputTokens > 0 {
@@ -311,6 +322,7 @@ func (s *Server) operatorData(d *dashPage, now, dayStart time.Time) {
 		m.Adapters = s.adapterSummary(st.ID)
 		d.Models = append(d.Models, m)
 	}
+	d.Adapters = s.adapterRows(dayStart)
 	for _, k := range s.ten.Store().Keys() {
 		k.Hash = nil
 		d.Keys = append(d.Keys, k)
@@ -399,4 +411,30 @@ func thousands(d string) string {
 		b.WriteString(d[i : i+3])
 	}
 	return b.String()
+}
+
+// adapterRows is the operator's adapters with today's requests on each (every
+// tenant's), in config order; nil when none is configured.
+func (s *Server) adapterRows(dayStart time.Time) []adapterRow {
+	if len(s.adapterIDs) == 0 {
+		return nil
+	}
+	used := map[string]usage.Counts{}
+	if bs, err := s.usage.Query(usage.Query{Start: dayStart, End: dayStart.Add(24 * time.Hour), Width: usage.Day, ByModel: true, ByAdapter: true}); err == nil {
+		for _, r := range bs[0].Results {
+			if a := s.adapters[r.Adapter]; a != nil && a.base.id == r.Model {
+				c := used[r.Adapter]
+				c.Merge(&r.Counts)
+				used[r.Adapter] = c
+			}
+		}
+	}
+	states := s.adapterStates()
+	rows := make([]adapterRow, 0, len(s.adapterIDs))
+	for _, id := range s.adapterIDs {
+		a, c := s.adapters[id], used[id]
+		rows = append(rows, adapterRow{ID: id, Base: a.base.id, Owner: a.tenant, State: states[id],
+			Requests: c.Requests, Input: c.InputTokens, Output: c.OutputTokens, CostUSD: c.Cost.Dollars()})
+	}
+	return rows
 }

@@ -24,7 +24,8 @@ type ask struct {
 	tools     bool   // the request gives tools the model may call
 
 	allowTier  [tiers.NumTiers]bool // the plan's tiers
-	allowModel func(id string) bool // the plan's models (nil: all)
+	allowModel func(id string) bool // the plan's models and adapters a tier may list (nil: all)
+	hidden     func(id string) bool // the tier candidates that do not exist for the tenant (others' private adapters; nil: none)
 	plan       func(m *model) plan  // the request's plan on a model; a function of the model alone (the job memoizes it)
 }
 
@@ -32,6 +33,7 @@ type ask struct {
 type snapshot struct {
 	set       *tiers.Set
 	models    map[string]*model
+	adapters  map[string]*adapter                           // a tier may list an adapter: its candidate runs on the base
 	remaining money.Money                                   // the tenant's money left (< 0: unlimited)
 	stats     func(model string, now time.Time) tiers.Stats // the models' queues and predictors
 	native    func(m *model) bool                           // whether m's template renders tools (which models can serve tools)
@@ -66,7 +68,11 @@ func decide(a *ask, sn *snapshot, now time.Time, dst []choice) (chain, *apiError
 		if p.err != nil {
 			return ch, p.err
 		}
-		ch.entries = append(ch.entries, choice{m: m, tierName: m.tier, plan: p, cost: m.price.Cost(p.nPrompt, p.out*a.n)})
+		tierName := m.tier
+		if ad := a.rt.adapter; ad != nil && ad.tier != "" {
+			tierName = ad.tier
+		}
+		ch.entries = append(ch.entries, choice{m: m, adapter: a.rt.adapter, tierName: tierName, plan: p, cost: m.price.Cost(p.nPrompt, p.out*a.n)})
 		ch.entries[0].reserve = ch.entries[0].cost
 		return ch, nil
 	}
@@ -75,27 +81,29 @@ func decide(a *ask, sn *snapshot, now time.Time, dst []choice) (chain, *apiError
 		out = 256 // unknown: a typical answer, for the latency prediction
 	}
 	need := func(id string) tiers.Need {
-		p := a.plan(sn.models[id])
+		p := a.plan(sn.model(id))
 		return tiers.Need{PromptTokens: p.nPrompt, MaxTokens: p.out * a.n, Unfit: p.err != nil}
 	}
 	req := tiers.Request{
 		Mode: a.rt.mode, Tier: a.rt.tier, MaxLatency: a.rt.maxLatency, MaxCost: a.rt.maxCost,
 		Remaining: sn.remaining, MaxTokens: out, Need: need,
-		AllowTier: a.allowTier, AllowModel: a.allowModel,
+		AllowTier: a.allowTier, AllowModel: a.allowModel, Hidden: a.hidden,
 	}
 	// A model already in the chain is failing for the tiers after it: it is tried only
-	// once the entries before refused, and it was one of them.
+	// once the entries before refused, and it was one of them. An adapter is its base
+	// model's queue: its base's statistics, failing when its base is in the chain.
 	stats := func(id string) tiers.Stats {
-		st := sn.stats(id, now)
+		m := sn.model(id)
+		st := sn.stats(m.id, now)
 		for i := range ch.entries {
-			st.Failing = st.Failing || ch.entries[i].m.id == id
+			st.Failing = st.Failing || ch.entries[i].m == m
 		}
 		return st
 	}
 	native := req
 	native.Need = func(id string) tiers.Need {
 		nd := need(id)
-		nd.Unfit = nd.Unfit || !sn.native(sn.models[id])
+		nd.Unfit = nd.Unfit || !sn.native(sn.model(id))
 		return nd
 	}
 	steps := 1
@@ -123,11 +131,19 @@ func decide(a *ask, sn *snapshot, now time.Time, dst []choice) (chain, *apiError
 			}
 			break
 		}
-		m := sn.models[d.Candidate.Model]
-		ch.entries = append(ch.entries, choice{m: m, tier: d.Tier, tierName: d.Tier.String(), plan: a.plan(m), cost: d.Cost, reserve: d.Cost})
+		m, ad := sn.model(d.Candidate.Model), sn.adapters[d.Candidate.Model]
+		ch.entries = append(ch.entries, choice{m: m, adapter: ad, tier: d.Tier, tierName: d.Tier.String(), plan: a.plan(m), cost: d.Cost, reserve: d.Cost})
 		req.Exclude |= 1 << uint(d.Tier)
 	}
 	return ch, nil
+}
+
+// model is the model a tier's candidate id runs on: the model, or an adapter's base.
+func (sn *snapshot) model(id string) *model {
+	if ad := sn.adapters[id]; ad != nil {
+		return ad.base
+	}
+	return sn.models[id]
 }
 
 // noFit answers a request no tier may serve, for the reason of the last tier tried.
@@ -141,7 +157,7 @@ func noFit(a *ask, sn *snapshot, err error) *apiError {
 	case tiers.ReasonUnfit: // the request is over the limits of every model tried: say which
 		for i := len(nf.Trace) - 1; i >= 0; i-- {
 			if sk := nf.Trace[i]; sk.Reason == tiers.ReasonUnfit && sk.Model != "" {
-				if aerr := a.plan(sn.models[sk.Model]).err; aerr != nil {
+				if aerr := a.plan(sn.model(sk.Model)).err; aerr != nil {
 					return aerr
 				}
 			}

@@ -114,7 +114,10 @@
 //     X-LMLite-* headers add mode, tier, max latency and max cost. A model or
 //     adapter the key may not use (the plan forbids it or every tier it serves in;
 //     another tenant's private adapter) is a 404 model_not_found like an unknown
-//     one, listing what the key may use; a forbidden tier is a 403.
+//     one, listing what the key may use; a forbidden tier is a 403. A tier may list
+//     an adapter (decide.go: the candidate runs on its base with choice.adapter,
+//     Server.candidate); another tenant's private one is tiers.Request.Hidden for
+//     the request, passed over without naming it.
 //     With a registry (Options.Peers: several processes sharing a Redis), a request
 //     naming a model this process does not serve, or has scaled to zero while
 //     another holds it ready, is forwarded here to that process as it came

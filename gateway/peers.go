@@ -186,7 +186,7 @@ func (j *job) maybeForwardTier(ctx *fasthttp.RequestCtx) (handled, async bool) {
 		}
 		here := false
 		for _, c := range s.set.Tiers[t] {
-			here = here || j.pol.AllowsModel(c.Model)
+			here = here || s.allowsCandidate(j.pol, c.Model)
 		}
 		q.Tiers, q.Local = append(q.Tiers, t.String()), append(q.Local, here)
 	}

@@ -60,6 +60,7 @@ type planned struct {
 // choice is an entry of the decision's chain: the model, its plan and its worst case.
 type choice struct {
 	m        *model
+	adapter  *adapter   // the LoRA adapter applied on m (the one named, or a tier's candidate); nil: none
 	tier     tiers.Tier // meaningful when tierName != ""
 	tierName string     // "" for a model in no tier
 	plan
@@ -304,11 +305,22 @@ func (j *job) decide(now time.Time) (chain, *apiError) {
 	s := j.s
 	a := ask{
 		rt: j.rt, n: j.in.feat.n, maxTokens: j.in.maxTokens, maxField: j.in.maxField, tools: j.needsTools(),
-		allowTier: j.pol.AllowedTiers(), allowModel: j.pol.AllowsModel, plan: j.planFor,
+		allowTier: j.pol.AllowedTiers(), allowModel: j.allowsCandidate, hidden: j.hiddenCandidate, plan: j.planFor,
 	}
-	sn := snapshot{set: s.set, models: s.models, remaining: j.remaining(now), stats: s.pred.Stats, native: j.toolsNative}
+	sn := snapshot{set: s.set, models: s.models, adapters: s.adapters, remaining: j.remaining(now), stats: s.pred.Stats, native: j.toolsNative}
 	s.decisions.Add(1)
 	return decide(&a, &sn, now, j.chainBuf[:0])
+}
+
+// allowsCandidate reports whether the job's policy may use the tier candidate id
+// (a model or an adapter).
+func (j *job) allowsCandidate(id string) bool { return j.s.allowsCandidate(j.pol, id) }
+
+// hiddenCandidate reports whether the tier candidate id does not exist for the
+// job's tenant: another tenant's private adapter.
+func (j *job) hiddenCandidate(id string) bool {
+	a := j.s.adapters[id]
+	return a != nil && !a.visible(j.pol.Tenant)
 }
 
 // NativeTools is an optional ability of an Engine (the Block and the workers have

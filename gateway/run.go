@@ -570,7 +570,7 @@ func (j *job) startEmbedded() ([]*engine.Stream, context.CancelFunc, error) {
 		PromptOnly: j.in.scoreOnly, Prediction: j.in.prediction, NoSpeculation: noSpeculation(j.in.p),
 		KeepAlive: j.keepAlive(),
 	}
-	if a := j.rt.adapter; a != nil {
+	if a := j.c.adapter; a != nil {
 		req.Adapters = []string{a.id}
 	}
 	if k := j.in.p.PromptCacheKey; k != "" {
@@ -630,7 +630,7 @@ func (j *job) setRouteHeaders(ctx *fasthttp.RequestCtx) {
 		ctx.Response.Header.Set("X-LMLite-Tier", j.c.tierName)
 	}
 	ctx.Response.Header.Set("X-LMLite-Model", j.c.m.id)
-	if a := j.rt.adapter; a != nil {
+	if a := j.c.adapter; a != nil {
 		ctx.Response.Header.Set("X-LMLite-Adapter", a.id)
 	}
 }
@@ -638,7 +638,7 @@ func (j *job) setRouteHeaders(ctx *fasthttp.RequestCtx) {
 // servedName is the model the answer names: the adapter the client named, else
 // the model that served.
 func (j *job) servedName() string {
-	if a := j.rt.adapter; a != nil {
+	if a := j.c.adapter; a != nil {
 		return a.id
 	}
 	return j.c.m.id

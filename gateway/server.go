@@ -213,7 +213,8 @@ func New(cfg Config, eng Engine, ten *tenancy.Tenancy, opts Options) (*Server, e
 	set := cfg.Tiers
 	for t := range set.Tiers {
 		for _, c := range set.Tiers[t] {
-			if !slices.ContainsFunc(cfg.Models, func(m Model) bool { return m.ID == c.Model }) {
+			if !slices.ContainsFunc(cfg.Models, func(m Model) bool { return m.ID == c.Model }) &&
+				!slices.ContainsFunc(cfg.Adapters, func(a Adapter) bool { return a.ID == c.Model }) {
 				return nil, fmt.Errorf("gateway: tier %s lists the unknown model %q", tiers.Tier(t), c.Model)
 			}
 		}
@@ -296,6 +297,10 @@ func New(cfg Config, eng Engine, ten *tenancy.Tenancy, opts Options) (*Server, e
 	}
 	for t := tiers.Max; t >= tiers.Fast; t-- {
 		for _, c := range s.set.Tiers[t] {
+			if a := s.adapters[c.Model]; a != nil {
+				a.tier, a.in[t] = t.String(), true
+				continue
+			}
 			s.models[c.Model].tier = t.String()
 			s.models[c.Model].in[t] = true
 		}

@@ -47,7 +47,7 @@ func (s *Server) initUsage(r usage.Rollups) error {
 // eventOf is the rollup event of a settled ledger entry.
 func eventOf(e *tenancy.Entry) usage.Event {
 	return usage.Event{
-		Time: e.Time, RequestID: e.RequestID, Tenant: e.Tenant, Model: e.Model, Tier: e.Tier, Admitted: true, Status: e.Status,
+		Time: e.Time, RequestID: e.RequestID, Tenant: e.Tenant, Model: e.Model, Tier: e.Tier, Adapter: e.Adapter, Admitted: true, Status: e.Status,
 		Refused: usage.ParseReason(e.Refused), InputTokens: e.PromptTokens, OutputTokens: e.CompletionTokens,
 		CachedTokens: e.CachedTokens, Cost: e.Cost, Latency: e.Latency, TTFT: e.TTFT, ColdStart: e.ColdStart,
 	}
@@ -181,7 +181,7 @@ const maxUnixTime = 253402300799
 
 // parseUsageQuery reads start_time (Unix seconds, inclusive, required), end_time
 // (exclusive; default now), bucket_width (1m, 1h, 1d; default 1d), group_by (model,
-// tier, project_id), limit (buckets per page) and page (the cursor of next_page).
+// adapter, tier, project_id), limit (buckets per page) and page (the cursor of next_page).
 func parseUsageQuery(a *fasthttp.Args, tenants []string, now time.Time) (usageQuery, time.Time, *apiError) {
 	var q usageQuery
 	q.Tenants = tenants
@@ -227,10 +227,12 @@ func parseUsageQuery(a *fasthttp.Args, tenants []string, now time.Time) (usageQu
 					q.ByModel = true
 				case "tier":
 					q.ByTier = true
+				case "adapter":
+					q.ByAdapter = true
 				case "project_id", "tenant_id":
 					q.ByTenant = true
 				default:
-					return q, start, badRequest("group_by", "group_by may be model, tier or project_id, not '"+g+"'")
+					return q, start, badRequest("group_by", "group_by may be model, adapter, tier or project_id, not '"+g+"'")
 				}
 			}
 		}
@@ -312,6 +314,9 @@ type (
 		Model          *string `json:"model"`
 		Batch          *bool   `json:"batch"`
 		Tier           *string `json:"tier,omitempty"`
+		// lmlite's: grouped by adapter, the LoRA adapter applied on model (absent:
+		// the bare model, or not grouped by adapter).
+		Adapter *string `json:"adapter,omitempty"`
 	}
 	costsResult struct {
 		Object    string     `json:"object"`
@@ -320,6 +325,7 @@ type (
 		ProjectID *string    `json:"project_id"`
 		Model     *string    `json:"model,omitempty"`
 		Tier      *string    `json:"tier,omitempty"`
+		Adapter   *string    `json:"adapter,omitempty"`
 	}
 	amountJSON struct {
 		Value    float64 `json:"value"`
@@ -341,13 +347,13 @@ func usagePage(bs []usage.Bucket, q usageQuery, pageStart time.Time, costs bool)
 			if costs {
 				bj.Results = append(bj.Results, costsResult{Object: "organization.costs.result",
 					Amount:    amountJSON{Value: r.Cost.Dollars(), Currency: "usd"},
-					ProjectID: opt(q.ByTenant, r.Tenant), Model: opt(q.ByModel, r.Model), Tier: opt(q.ByTier, r.Tier)})
+					ProjectID: opt(q.ByTenant, r.Tenant), Model: opt(q.ByModel, r.Model), Tier: opt(q.ByTier, r.Tier), Adapter: opt(q.ByAdapter, r.Adapter)})
 				continue
 			}
 			bj.Results = append(bj.Results, completionsResult{Object: "organization.usage.completions.result",
 				InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, InputCachedTokens: r.CachedTokens,
 				NumModelRequests: r.Requests, NumColdStarts: r.ColdStarts, ColdStartSeconds: r.ColdStartTime.Seconds(), GrammarSeconds: r.GrammarTime.Seconds(), ProjectID: opt(q.ByTenant, r.Tenant), Model: opt(q.ByModel, r.Model),
-				Tier: opt(q.ByTier, r.Tier)})
+				Tier: opt(q.ByTier, r.Tier), Adapter: opt(q.ByAdapter, r.Adapter)})
 		}
 		p.Data = append(p.Data, bj)
 	}

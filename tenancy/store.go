@@ -127,7 +127,7 @@ type Hold struct {
 // event is e as the usage rollups count it.
 func (e *Entry) event() usage.Event {
 	return usage.Event{
-		Time: e.Time, RequestID: e.RequestID, Tenant: e.Tenant, Model: e.Model, Tier: e.Tier, Admitted: true,
+		Time: e.Time, RequestID: e.RequestID, Tenant: e.Tenant, Model: e.Model, Tier: e.Tier, Adapter: e.Adapter, Admitted: true,
 		Status: e.Status, Refused: usage.ParseReason(e.Refused), InputTokens: e.PromptTokens,
 		OutputTokens: e.CompletionTokens, CachedTokens: e.CachedTokens, Cost: e.Cost, Latency: e.Latency, TTFT: e.TTFT,
 		ColdStart: e.ColdStart, GrammarTime: e.GrammarTime,

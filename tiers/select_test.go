@@ -2,6 +2,7 @@ package tiers
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -20,6 +21,7 @@ import (
 //	select mode=M [tier=T] prompt=N max_tokens=N [max_latency=D] [max_cost=USD]
 //	       [remaining=USD] [forbid=T,T] [forbid_model=M,M] [exclude=T,T]
 //	       [unfit=M,M] [need=M:PROMPT:OUT,...]   (Request.Need: per-model worst cases)
+//	       [hidden=M,M]   (Request.Hidden: candidates that do not exist for the tenant)
 func TestSelectTraces(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
 		var set Set
@@ -120,6 +122,9 @@ func TestSelectTraces(t *testing.T) {
 						}
 						return true
 					}
+				}
+				if hm := listArg(t, d, "hidden"); len(hm) > 0 {
+					req.Hidden = func(m string) bool { return slices.Contains(hm, m) }
 				}
 				unfit, needs := listArg(t, d, "unfit"), map[string]Need{}
 				for _, n := range listArg(t, d, "need") {

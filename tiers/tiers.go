@@ -196,6 +196,10 @@ type Request struct {
 	// Forbidden tiers and models (policy); nil AllowModel allows all.
 	AllowTier  [NumTiers]bool
 	AllowModel func(model string) bool
+	// Hidden, when not nil, says which candidates do not exist for the request's
+	// tenant (another tenant's private LoRA adapter): they are passed over without a
+	// trace, so no answer names them, and a tier of hidden candidates alone is empty.
+	Hidden func(model string) bool
 	// Exclude holds tiers the engine refused for this request already (a bit per
 	// tier); they are passed over as ReasonFailed.
 	Exclude uint8
@@ -286,14 +290,15 @@ func selectTier(set *Set, t Tier, req Request, stats func(string) Stats) (Decisi
 		return Decision{}, ReasonFailed, nil
 	}
 	cands := set.Tiers[t]
-	if len(cands) == 0 {
-		return Decision{}, ReasonEmpty, nil
-	}
 	var best Decision
-	found := false
+	found, seen := false, false
 	worst := ReasonNone
 	var skips []Skip
 	for _, c := range cands {
+		if req.Hidden != nil && req.Hidden(c.Model) {
+			continue
+		}
+		seen = true
 		why, pred, cost := fit(c, req, stats(c.Model))
 		if why != ReasonNone {
 			skips = append(skips, Skip{Tier: t, Model: c.Model, Reason: why})
@@ -307,6 +312,9 @@ func selectTier(set *Set, t Tier, req Request, stats func(string) Stats) (Decisi
 			best = Decision{Tier: t, Candidate: c, Predicted: pred, Cost: cost}
 			found = true
 		}
+	}
+	if !seen {
+		return Decision{}, ReasonEmpty, nil
 	}
 	if !found {
 		return Decision{}, worst, skips

@@ -58,7 +58,7 @@ func PutBolt(tx *bolt.Tx, evs []Event) error {
 			latest = e.Time
 		}
 		for w := Width(0); w < numWidths; w++ {
-			kb = appendKey(kb[:0], w, w.index(e.Time), e.Tenant, e.Model, e.Tier)
+			kb = appendKey(kb[:0], w, w.index(e.Time), e.Tenant, seriesModel(e.Model, e.Adapter), e.Tier)
 			a := sums[string(kb)]
 			if a == nil {
 				a = &agg{key: bytes.Clone(kb)}

@@ -25,8 +25,8 @@ func openBolt(t testing.TB) *bolt.DB {
 	return db
 }
 
-// randomEvents are n settlements and refusals over 3 tenants, 2 models, 2 tiers and
-// span, from t0.
+// randomEvents are n settlements and refusals over 3 tenants, 2 models (a third of
+// the settlements with an adapter), 2 tiers and span, from t0.
 func randomEvents(r *rand.Rand, n int, span time.Duration) []Event {
 	evs := make([]Event, n)
 	for i := range evs {
@@ -34,6 +34,9 @@ func randomEvents(r *rand.Rand, n int, span time.Duration) []Event {
 			[]string{"m1", "m2"}[r.IntN(2)], []string{"fast", "smart"}[r.IntN(2)], r.IntN(1000), r.IntN(500),
 			money.Money(r.IntN(1e6)), time.Duration(r.IntN(5000))*time.Millisecond)
 		e.CachedTokens = r.IntN(e.InputTokens + 1)
+		if i%3 == 0 {
+			e.Adapter = "ft-" + e.Tenant
+		}
 		if r.IntN(5) == 0 { // waited for its model's load or worker's start
 			e.ColdStart = time.Duration(1+r.IntN(3000)) * time.Millisecond
 		}
@@ -70,8 +73,8 @@ func TestBoltHoldsWhatMemoryHolds(t *testing.T) {
 		t.Fatal(err)
 	}
 	for w := Width(0); w < numWidths; w++ {
-		for _, g := range [][3]bool{{false, false, false}, {true, true, true}, {false, true, false}} {
-			q := Query{Start: t0, End: t0.Add(40 * time.Hour), Width: w, ByTenant: g[0], ByModel: g[1], ByTier: g[2]}
+		for _, g := range [][4]bool{{false, false, false, false}, {true, true, true, true}, {false, true, false, false}, {false, false, false, true}} {
+			q := Query{Start: t0, End: t0.Add(40 * time.Hour), Width: w, ByTenant: g[0], ByModel: g[1], ByTier: g[2], ByAdapter: g[3]}
 			want, err1 := live.Query(q)
 			got, err2 := loaded.Query(q)
 			if err1 != nil || err2 != nil {

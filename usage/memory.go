@@ -1,7 +1,6 @@
 package usage
 
 import (
-	"cmp"
 	"hash/maphash"
 	"slices"
 	"sync"
@@ -93,7 +92,7 @@ func (m *Memory) Add(e Event) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	tr := sh.tenantLocked(e.Tenant)
-	k := series{e.Model, e.Tier}
+	k := series{seriesModel(e.Model, e.Adapter), e.Tier}
 	for w := Width(0); w < numWidths; w++ {
 		tr.cell(w, w.index(e.Time), k).add(&e)
 	}
@@ -170,16 +169,7 @@ func (m *Memory) Query(q Query) ([]Bucket, error) {
 			}
 			for n := range cells {
 				k, c := cells[n].s, &cells[n].c
-				var g Group
-				if q.ByTenant {
-					g.Tenant = t
-				}
-				if q.ByModel {
-					g.Model = k.model
-				}
-				if q.ByTier {
-					g.Tier = k.tier
-				}
+				g := q.group(t, k.model, k.tier)
 				r := a[g]
 				if r == nil {
 					r = &Counts{}
@@ -210,9 +200,7 @@ func (m *Memory) Query(q Query) ([]Bucket, error) {
 		for g, c := range acc[n] {
 			out[n].Results = append(out[n].Results, Result{Group: g, Counts: *c})
 		}
-		slices.SortFunc(out[n].Results, func(a, b Result) int {
-			return cmp.Or(cmp.Compare(a.Tenant, b.Tenant), cmp.Compare(a.Model, b.Model), cmp.Compare(a.Tier, b.Tier))
-		})
+		slices.SortFunc(out[n].Results, func(a, b Result) int { return compareGroups(a.Group, b.Group) })
 	}
 	return out, nil
 }

@@ -81,6 +81,40 @@ func TestGroupingSplitsByModelTierAndTenantOnlyWhenAsked(t *testing.T) {
 	}
 }
 
+// An adapter's requests are a series of their own beside their model's: grouped by
+// adapter they are apart (the bare model's adapter is ""), grouped by model alone
+// they sum into the model, and not grouped they are in the total.
+func TestAdapterSeriesSplitOnlyWhenGroupedByAdapter(t *testing.T) {
+	m := NewMemory()
+	m.Add(settled(t0, "a", "m1", "fast", 1, 0, 1, 0))
+	ad := settled(t0, "a", "m1", "fast", 10, 0, 10, 0)
+	ad.Adapter = "ft-0"
+	m.Add(ad)
+	ad.Adapter, ad.InputTokens = "ft:m1:a:x", 100
+	m.Add(ad)
+	for _, c := range []struct {
+		byModel, byAdapter bool
+		want               []string
+	}{
+		{false, false, []string{"/=111"}},
+		{true, false, []string{"m1/=111"}},
+		{true, true, []string{"m1/=1", "m1/ft-0=10", "m1/ft:m1:a:x=100"}},
+		{false, true, []string{"/=1", "/ft-0=10", "/ft:m1:a:x=100"}},
+	} {
+		bs, err := m.Query(Query{Start: t0, End: t0.Add(time.Hour), Width: Hour, ByModel: c.byModel, ByAdapter: c.byAdapter})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, r := range bs[0].Results {
+			got = append(got, fmt.Sprintf("%s/%s=%d", r.Model, r.Adapter, r.InputTokens))
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("by model %v, by adapter %v: %v, want %v", c.byModel, c.byAdapter, got, c.want)
+		}
+	}
+}
+
 func TestRetentionDropsOldMinutesAndHoursButKeepsDays(t *testing.T) {
 	m := NewMemory()
 	m.Add(settled(t0, "a", "m", "", 1, 0, 1, 0))

@@ -1,7 +1,6 @@
 package usage
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -239,7 +238,7 @@ func (r *Redis) Publish(ctx context.Context) error {
 			}
 			last = seq
 			for w := Width(0); w < numWidths; w++ {
-				k := cellKey{e.Tenant, e.Model, e.Tier, w, w.index(e.Time)}
+				k := cellKey{e.Tenant, seriesModel(e.Model, e.Adapter), e.Tier, w, w.index(e.Time)}
 				c := cells[k]
 				if c == nil {
 					c = &Counts{}
@@ -319,7 +318,7 @@ func (r *Redis) publishRefusals(ctx context.Context) error {
 	for i := range evs {
 		e := &evs[i]
 		for w := Width(0); w < numWidths; w++ {
-			k := cellKey{e.Tenant, e.Model, e.Tier, w, w.index(e.Time)}
+			k := cellKey{e.Tenant, seriesModel(e.Model, e.Adapter), e.Tier, w, w.index(e.Time)}
 			if cells[k] == nil {
 				cells[k] = &Counts{}
 			}
@@ -413,16 +412,7 @@ func (r *Redis) Query(q Query) ([]Bucket, error) {
 			if !ok1 || !ok2 || err != nil {
 				continue // not ours
 			}
-			var grp Group
-			if q.ByTenant {
-				grp.Tenant = g.tenant
-			}
-			if q.ByModel {
-				grp.Model = model
-			}
-			if q.ByTier {
-				grp.Tier = tier
-			}
+			grp := q.group(g.tenant, model, tier)
 			c := a[grp]
 			if c == nil {
 				c = &Counts{}
@@ -440,9 +430,7 @@ func (r *Redis) Query(q Query) ([]Bucket, error) {
 		for g, c := range acc[n] {
 			out[n].Results = append(out[n].Results, Result{Group: g, Counts: *c})
 		}
-		slices.SortFunc(out[n].Results, func(a, b Result) int {
-			return cmp.Or(cmp.Compare(a.Tenant, b.Tenant), cmp.Compare(a.Model, b.Model), cmp.Compare(a.Tier, b.Tier))
-		})
+		slices.SortFunc(out[n].Results, func(a, b Result) int { return compareGroups(a.Group, b.Group) })
 	}
 	return out, nil
 }

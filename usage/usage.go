@@ -16,6 +16,8 @@
 package usage
 
 import (
+	"cmp"
+	"strings"
 	"time"
 
 	"github.com/lmlite/lmlite/money"
@@ -70,7 +72,8 @@ type Event struct {
 	Time                time.Time
 	RequestID           string // counts once per id where the rollups are shared (Redis); "": no check
 	Tenant, Model, Tier string
-	Admitted            bool // settled: a ledger entry
+	Adapter             string // the LoRA adapter applied on Model; "": none
+	Admitted            bool   // settled: a ledger entry
 	Status              int
 	Refused             Reason
 	InputTokens         int
@@ -287,6 +290,50 @@ func (c *Counts) Merge(o *Counts) {
 // Group is what a result is grouped by: the fields not grouped by are empty.
 type Group struct {
 	Tenant, Model, Tier string
+	Adapter             string // grouped by adapter: "" for the bare model
+}
+
+// A series is kept under its model's name, or its model's and adapter's joined by
+// adapterSep (a byte no id holds), so that rollups kept before adapters read as the
+// bare model's and grouping by model alone sums a model's adapters into it.
+const adapterSep = "\x01"
+
+// seriesModel is the series name of model with adapter applied ("": none).
+func seriesModel(model, adapter string) string {
+	if adapter == "" {
+		return model
+	}
+	return model + adapterSep + adapter
+}
+
+// splitSeries is seriesModel's inverse.
+func splitSeries(s string) (model, adapter string) {
+	model, adapter, _ = strings.Cut(s, adapterSep)
+	return model, adapter
+}
+
+// group is the group of a series' counts for q.
+func (q *Query) group(tenant, series, tier string) Group {
+	var g Group
+	model, adapter := splitSeries(series)
+	if q.ByTenant {
+		g.Tenant = tenant
+	}
+	if q.ByModel {
+		g.Model = model
+	}
+	if q.ByAdapter {
+		g.Adapter = adapter
+	}
+	if q.ByTier {
+		g.Tier = tier
+	}
+	return g
+}
+
+// compareGroups orders results: by tenant, model, adapter, tier.
+func compareGroups(a, b Group) int {
+	return cmp.Or(cmp.Compare(a.Tenant, b.Tenant), cmp.Compare(a.Model, b.Model), cmp.Compare(a.Adapter, b.Adapter), cmp.Compare(a.Tier, b.Tier))
 }
 
 // Query asks for the buckets of Width from the one holding Start up to End
@@ -296,6 +343,7 @@ type Query struct {
 	Start, End                time.Time
 	Width                     Width
 	ByTenant, ByModel, ByTier bool
+	ByAdapter                 bool // the LoRA adapter beside the model ("": the bare model)
 }
 
 // Result is one group's counts in a bucket.

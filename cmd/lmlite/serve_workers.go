@@ -33,11 +33,13 @@ func newWorkersEngine(cfg *configs.Config, cfgs []engine.ModelConfig, memBudget 
 type poolEngine struct{ *worker.Pool }
 
 var (
-	_ gateway.ModelLoader  = poolEngine{}
-	_ gateway.WorkerSource = poolEngine{}
-	_ gateway.Features     = poolEngine{}
-	_ gateway.StatsSource  = poolEngine{}
-	_ io.Closer            = poolEngine{}
+	_ gateway.ModelLoader   = poolEngine{}
+	_ gateway.WorkerSource  = poolEngine{}
+	_ gateway.Features      = poolEngine{}
+	_ gateway.StatsSource   = poolEngine{}
+	_ gateway.AdapterLoader = poolEngine{}
+	_ gateway.AdapterSource = poolEngine{}
+	_ io.Closer             = poolEngine{}
 )
 
 // Load starts the model's worker if it must and returns when the model is ready.

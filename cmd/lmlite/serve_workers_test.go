@@ -561,3 +561,107 @@ tenants: [{id: demo, plan: p}]
 		t.Errorf("ledger cold starts %v; want the first request's (the usage API's %gs), then none", cold, coldS)
 	}
 }
+
+// TestServeWorkersModeAdminAdapters: with `engine: {mode: workers}` (the model in a
+// worker process), the admin API lists a LoRA adapter unloaded, loads it in the
+// worker (was 501 there), a request naming it runs with it, and unloads it.
+func TestServeWorkersModeAdminAdapters(t *testing.T) {
+	dir := t.TempDir()
+	mp, lp := filepath.Join(dir, "m.gguf"), filepath.Join(dir, "ft.gguf")
+	if err := genmodel.Generate(genmodel.Options{Arch: "llama", Preset: "tiny", Type: "q8_0", Seed: 3}, mp); err != nil {
+		t.Fatal(err)
+	}
+	if err := genmodel.GenerateLoRA(genmodel.LoRAOptions{Base: mp, Rank: 16, Alpha: 16, Seed: 100}, lp); err != nil {
+		t.Fatal(err)
+	}
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := ln.Addr().String()
+	ln.Close()
+	data := filepath.Join(dir, "data")
+	cfg := filepath.Join(dir, "c.yaml")
+	os.WriteFile(cfg, []byte(`
+listen: `+addr+`
+data_dir: `+data+`
+demo_tenant: demo
+admin_key_env: LMLITE_TEST_ADAPTERS_ADMIN
+ledger: {sync: process}
+engine: {mode: workers}
+models:
+  - {id: m, path: `+mp+`, max_model_len: 256, idle_timeout: -1s}
+adapters:
+  - {id: ft, path: `+lp+`, base: m}
+plans: {p: {}}
+tenants: [{id: demo, plan: p}]
+`), 0o644)
+	t.Setenv("LMLITE_TEST_ADAPTERS_ADMIN", "admin-secret")
+	done := make(chan error, 1)
+	go func() { done <- runServe([]string{"--config", cfg}) }()
+	base := "http://" + addr
+	for start := time.Now(); ; time.Sleep(10 * time.Millisecond) {
+		if resp, err := http.Get(base + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Since(start) > 20*time.Second {
+			t.Fatal("not ready after 20s")
+		}
+	}
+	keyb, _ := os.ReadFile(filepath.Join(data, "demo-key"))
+	key := strings.TrimSpace(string(keyb))
+	call := func(method, path, key, body string) (int, string, http.Header) {
+		t.Helper()
+		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), resp.Header
+	}
+	state := func() string {
+		t.Helper()
+		st, body, _ := call("GET", "/admin/adapters", "admin-secret", "")
+		var l struct {
+			Data []struct {
+				ID, State string
+				Bytes     int64
+			}
+		}
+		if err := json.Unmarshal([]byte(body), &l); st != 200 || err != nil || len(l.Data) != 1 || l.Data[0].ID != "ft" || l.Data[0].Bytes <= 0 {
+			t.Fatalf("GET /admin/adapters: %d %s", st, body)
+		}
+		return l.Data[0].State
+	}
+	if s := state(); s != "unloaded" {
+		t.Errorf("before the load: %q", s)
+	}
+	if st, body, _ := call("POST", "/admin/adapters/ft/load", "admin-secret", ""); st != 200 {
+		t.Fatalf("load: %d %s", st, body)
+	}
+	if s := state(); s != "loaded" {
+		t.Errorf("after the load: %q", s)
+	}
+	st, body, h := call("POST", "/v1/chat/completions", key, `{"model":"ft","messages":[{"role":"user","content":"hi"}],"max_tokens":4}`)
+	if st != 200 || h.Get("X-LMLite-Adapter") != "ft" || !strings.Contains(body, `"model":"ft"`) {
+		t.Errorf("chat on the adapter: %d %s %v", st, body, h)
+	}
+	if st, body, _ := call("POST", "/admin/adapters/ft/unload", "admin-secret", ""); st != 200 {
+		t.Fatalf("unload: %d %s", st, body)
+	}
+	if s := state(); s != "unloaded" {
+		t.Errorf("after the unload: %q", s)
+	}
+	syscall.Kill(os.Getpid(), syscall.SIGTERM)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve did not drain on SIGTERM")
+	}
+}

@@ -30,6 +30,9 @@ type Backend interface {
 	Unload(modelID string) error
 	Models() []engine.ModelStatus
 	Devices(ctx context.Context) ([]engine.DeviceStatus, error)
+	LoadAdapter(ctx context.Context, modelID, id string) error
+	UnloadAdapter(modelID, id string) error
+	Adapters() []engine.AdapterStatus
 }
 
 // socketFD is the worker's end of the socket pair: the first of exec.Cmd.ExtraFiles.
@@ -290,6 +293,25 @@ func Serve(conn net.Conn, b Backend, beat time.Duration) error {
 				code, msg := encodeErr(err)
 				w.writeJSON(fReply, id, endMsg{Code: code, Msg: msg})
 			}(fr.typ, fr.id)
+		case fLoadAdapter, fUnloadAdapter:
+			var m modelMsg
+			if err := json.Unmarshal(fr.payload, &m); err != nil {
+				return fmt.Errorf("worker: adapter: %w", err)
+			}
+			wg.Add(1)
+			go func(typ byte, id uint64) {
+				defer wg.Done()
+				var err error
+				if typ == fLoadAdapter {
+					err = b.LoadAdapter(ctx, m.Model, m.Adapter)
+				} else {
+					err = b.UnloadAdapter(m.Model, m.Adapter)
+				}
+				code, msg := encodeErr(err)
+				w.writeJSON(fReply, id, endMsg{Code: code, Msg: msg})
+			}(fr.typ, fr.id)
+		case fAdapters:
+			w.writeJSON(fAdapterList, fr.id, b.Adapters())
 		default:
 			return fmt.Errorf("worker: unknown frame type %d", fr.typ)
 		}

@@ -2,7 +2,7 @@
 // model, or each group of models (worker_group in the config), runs in a child
 // `lmlite worker` process that serves it from an engine.Block, behind a Pool in the
 // parent that offers the same Block API (Generate, Tokenize, ChatTokens, Models,
-// Ready, Load, Unload, GC, Close, Stats) and the gateway's Features
+// Ready, Load, Unload, LoadAdapter, UnloadAdapter, Adapters, GC, Close, Stats) and the gateway's Features
 // (CompileSchema, ChatTokensTools, ToolSyntax, ToolGrammar, GenerateN, Embed). The
 // gateway cannot tell the Pool from the in-process Block; `lmlite serve` picks one by
 // `engine: {mode: ...}`.
@@ -31,7 +31,10 @@
 // one end under id if the request is refused), embed (id, JSON {model, req:
 // engine.EmbedRequest}), cancel (id, no payload; for a submit-n it cancels every
 // choice, which share one context as in process; for an embed it ends the embed),
-// load and unload (id, JSON {model}). Worker to parent: hello (id 0, JSON
+// load and unload (id, JSON {model}), load-adapter and unload-adapter (id, JSON
+// {model, adapter}: the Block's LoadAdapter and UnloadAdapter, answered by a reply),
+// adapters (id, no payload: the Block's Adapters, answered by an adapter-list frame,
+// JSON []engine.AdapterStatus). Worker to parent: hello (id 0, JSON
 // {pid}, once, when its Block exists), accepted (id: the request is queued), token
 // (id; binary: int32 token id, uint32 bits of the logit, the UTF-8 text; or, for a
 // request with logprobs, a token-json frame with the whole engine.Token), end (id;

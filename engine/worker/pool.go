@@ -638,7 +638,11 @@ func (p *Pool) Unload(modelID string) error {
 }
 
 func (pr *process) rpc(ctx context.Context, typ byte, modelID string) error {
-	c, _, err := pr.begin(typ, modelMsg{Model: modelID}, nil)
+	return pr.rpcMsg(ctx, typ, modelMsg{Model: modelID})
+}
+
+func (pr *process) rpcMsg(ctx context.Context, typ byte, m modelMsg) error {
+	c, _, err := pr.begin(typ, m, nil)
 	if err != nil {
 		return err
 	}

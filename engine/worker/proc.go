@@ -40,11 +40,12 @@ type process struct {
 
 // call is one request (or load/unload) on a worker.
 type call struct {
-	accepted bool                  // guarded by process.mu
-	answer   chan error            // buffered 1: the submit's acceptance (nil) or its error; a load's reply
-	box      mailbox               // the request's end
-	emb      engine.Embeddings     // an embed's answer, set before answer gets nil
-	devs     []engine.DeviceStatus // a devices call's answer, set before answer gets nil
+	accepted bool                   // guarded by process.mu
+	answer   chan error             // buffered 1: the submit's acceptance (nil) or its error; a load's reply
+	box      mailbox                // the request's end
+	emb      engine.Embeddings      // an embed's answer, set before answer gets nil
+	devs     []engine.DeviceStatus  // a devices call's answer, set before answer gets nil
+	adapters []engine.AdapterStatus // an adapters call's answer, set before answer gets nil
 	// out receives a submit's tokens straight from the reader (Stream.Send never
 	// blocks, so a slow client never stalls the reader), until muted: its context
 	// was cancelled, and the tokens the worker still sends are dropped.
@@ -202,6 +203,13 @@ func (p *process) read() {
 				continue
 			}
 			p.reply(fr.id, func(c *call) { c.devs = ds })
+		case fAdapterList:
+			var as []engine.AdapterStatus
+			if err := json.Unmarshal(fr.payload, &as); err != nil {
+				p.conn.Close()
+				continue
+			}
+			p.reply(fr.id, func(c *call) { c.adapters = as })
 		case fEnd, fReply:
 			var m endMsg
 			if err := json.Unmarshal(fr.payload, &m); err != nil {

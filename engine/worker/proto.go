@@ -23,17 +23,24 @@ const (
 	fSubmitN byte = 5 // JSON submitMsg with N: n choices under ids id .. id+N-1 (Block.GenerateN)
 	fEmbed   byte = 6 // JSON embedMsg (Block.Embed)
 	fDevices byte = 7 // empty: report the devices (Block.Devices)
+	// LoRA adapters (Block.LoadAdapter, UnloadAdapter, Adapters): fLoadAdapter and
+	// fUnloadAdapter are a JSON modelMsg with Adapter, answered by an fReply;
+	// fAdapters is empty, answered by an fAdapterList.
+	fLoadAdapter   byte = 8
+	fUnloadAdapter byte = 9
+	fAdapters      byte = 10
 
 	// worker → parent
-	fHello      byte = 16 // JSON helloMsg, id 0, once
-	fAccepted   byte = 17 // empty: the request is queued in the worker's Block
-	fToken      byte = 18 // binary: int32 id, uint32 logit bits, UTF-8 text
-	fEnd        byte = 19 // JSON endMsg: the request's usage or error; the last frame of an id
-	fReply      byte = 20 // JSON endMsg (error only): the answer to fLoad or fUnload
-	fBeat       byte = 21 // JSON []engine.ModelStatus, id 0, every Beat
-	fTokenJSON  byte = 22 // JSON engine.Token: a token with logprobs (Request.Logprobs)
-	fEmbedded   byte = 23 // binary engine.Embeddings: the answer to fEmbed (an error is an fReply)
-	fDeviceList byte = 24 // JSON []engine.DeviceStatus: the answer to fDevices (an error is an fReply)
+	fHello       byte = 16 // JSON helloMsg, id 0, once
+	fAccepted    byte = 17 // empty: the request is queued in the worker's Block
+	fToken       byte = 18 // binary: int32 id, uint32 logit bits, UTF-8 text
+	fEnd         byte = 19 // JSON endMsg: the request's usage or error; the last frame of an id
+	fReply       byte = 20 // JSON endMsg (error only): the answer to fLoad or fUnload
+	fBeat        byte = 21 // JSON []engine.ModelStatus, id 0, every Beat
+	fTokenJSON   byte = 22 // JSON engine.Token: a token with logprobs (Request.Logprobs)
+	fEmbedded    byte = 23 // binary engine.Embeddings: the answer to fEmbed (an error is an fReply)
+	fDeviceList  byte = 24 // JSON []engine.DeviceStatus: the answer to fDevices (an error is an fReply)
+	fAdapterList byte = 25 // JSON []engine.AdapterStatus: the answer to fAdapters (an error is an fReply)
 )
 
 const (
@@ -53,7 +60,8 @@ type embedMsg struct {
 }
 
 type modelMsg struct {
-	Model string `json:"model"`
+	Model   string `json:"model"`
+	Adapter string `json:"adapter,omitempty"` // fLoadAdapter, fUnloadAdapter: the model's adapter
 }
 
 type helloMsg struct {
@@ -71,15 +79,17 @@ type endMsg struct {
 // errCodes are the engine's errors that cross the socket as codes, so that errors.Is
 // works in the parent as it does in process.
 var errCodes = map[string]error{
-	"unknown_model":  engine.ErrUnknownModel,
-	"queue_full":     engine.ErrQueueFull,
-	"too_long":       engine.ErrTooLong,
-	"no_memory":      engine.ErrNoMemory,
-	"closed":         engine.ErrClosed,
-	"restarting":     engine.ErrRestarting,
-	"grammar":        engine.ErrGrammar,
-	"grammar_budget": engine.ErrGrammarBudget,
-	"no_embeddings":  engine.ErrNoEmbeddings,
+	"unknown_model":   engine.ErrUnknownModel,
+	"queue_full":      engine.ErrQueueFull,
+	"too_long":        engine.ErrTooLong,
+	"no_memory":       engine.ErrNoMemory,
+	"closed":          engine.ErrClosed,
+	"restarting":      engine.ErrRestarting,
+	"grammar":         engine.ErrGrammar,
+	"grammar_budget":  engine.ErrGrammarBudget,
+	"no_embeddings":   engine.ErrNoEmbeddings,
+	"unknown_adapter": engine.ErrUnknownAdapter,
+	"adapter_busy":    engine.ErrAdapterBusy,
 }
 
 func encodeErr(err error) (code, msg string) {
