@@ -186,7 +186,9 @@
 // or not (unless speculative.ignore_prediction), tried first: spec.Predicted follows
 // it while the output does and re-aligns at the output's last n-gram after a
 // mismatch; Usage.PredictionAccepted and PredictionRejected count its drafts
-// (TestPredictionSameOutput, TestPredictionInBatch, TestPredictionChoices).
+// (TestPredictionSameOutput, TestPredictionInBatch, TestPredictionChoices). The
+// rejected ones are at most the prediction's tokens (a request stops drafting from
+// it there), since a gateway bills them as output (TestPredictionRejectedBounded).
 // With speculative.pool, a replica keeps each tenant's recent outputs (spec.Pool:
 // the last 4096 tokens of each of the 64 most recently active tenants, at most 1 MiB)
 // and a request drafts from its own tenant's, after prompt lookup; a tenant's text

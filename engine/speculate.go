@@ -62,7 +62,7 @@ func (r *runner) propose() {
 			continue
 		}
 		limit, cost := r.spec.Max(), r.spec.Cost()
-		if want := j.adapt[srcPrediction].Want(limit, cost); want > 0 && len(j.pred.Toks) > 0 {
+		if want := min(j.adapt[srcPrediction].Want(limit, cost), j.predictionLeft()); want > 0 && len(j.pred.Toks) > 0 {
 			j.draft, j.src = j.pred.Draft(j.draft, j.tokens, want), srcPrediction
 		}
 		if want := j.adapt[srcNGram].Want(limit, cost); len(j.draft) == 0 && want > 0 && r.spec.NGram {
@@ -73,6 +73,15 @@ func (r *runner) propose() {
 		}
 		r.st.SetDraft(id, len(j.draft))
 	}
+}
+
+// predictionLeft is how many more of its prediction's drafts the job may have
+// rejected: a request's rejected prediction tokens (Usage.PredictionRejected, billed
+// as output tokens, as OpenAI does) are at most its prediction's tokens, so that the
+// gateway can reserve their worst case before it runs (a verification rejects at
+// most the drafts it was given).
+func (j *job) predictionLeft() int {
+	return len(j.pred.Toks) - j.u.PredictionRejected
 }
 
 // skip runs down the pauses of the length controllers of every source but except
