@@ -66,7 +66,7 @@ func decide(a *ask, sn *snapshot, now time.Time, dst []choice) (chain, *apiError
 		if p.err != nil {
 			return ch, p.err
 		}
-		ch.entries = append(ch.entries, choice{m: m, tierName: m.tier, plan: p, cost: m.price.Cost(p.nPrompt, p.out*a.n)})
+		ch.entries = append(ch.entries, choice{m: m, tierName: m.tier, plan: p, cost: m.price.Cost(p.nPrompt, p.billedOut(a.n))})
 		ch.entries[0].reserve = ch.entries[0].cost
 		return ch, nil
 	}
@@ -76,7 +76,7 @@ func decide(a *ask, sn *snapshot, now time.Time, dst []choice) (chain, *apiError
 	}
 	need := func(id string) tiers.Need {
 		p := a.plan(sn.models[id])
-		return tiers.Need{PromptTokens: p.nPrompt, MaxTokens: p.out * a.n, Unfit: p.err != nil}
+		return tiers.Need{PromptTokens: p.nPrompt, MaxTokens: p.billedOut(a.n), Unfit: p.err != nil}
 	}
 	req := tiers.Request{
 		Mode: a.rt.mode, Tier: a.rt.tier, MaxLatency: a.rt.maxLatency, MaxCost: a.rt.maxCost,
