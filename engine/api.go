@@ -304,6 +304,8 @@ type ModelStatus struct {
 	DraftTokens, AcceptedTokens                     uint64
 	PredictionDraftTokens, PredictionAcceptedTokens uint64
 	PoolDraftTokens, PoolAcceptedTokens             uint64
+	// From the draft model (spec.Config.DraftModel).
+	DraftModelDraftTokens, DraftModelAcceptedTokens uint64
 
 	KV kvcache.Stats // the replicas' KV pools, summed (zero while unloaded)
 

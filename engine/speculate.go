@@ -33,6 +33,7 @@ const (
 	srcNGram      source = iota // prompt lookup over the sequence's own prompt and output
 	srcPrediction               // the request's prediction (Request.Prediction)
 	srcPool                     // the tenant's n-gram pool (spec.Pool)
+	srcDraft                    // the draft model (spec.Config.DraftModel, draft.go)
 	nSources
 )
 
@@ -71,7 +72,16 @@ func (r *runner) propose() {
 		if want := j.adapt[srcPool].Want(limit, cost); len(j.draft) == 0 && want > 0 && r.ngrams != nil {
 			j.draft, j.src = r.ngrams.Lookup(j.draft, j.req.Tenant, j.tokens, want), srcPool
 		}
+		if want := j.adapt[srcDraft].Want(limit, cost); len(j.draft) == 0 && want > 0 && r.drafter != nil {
+			j.src = srcDraft
+			r.drafter.ask(id, j, want) // drafted below, with the others that ask
+			continue
+		}
 		r.st.SetDraft(id, len(j.draft))
+	}
+	if r.drafter != nil {
+		r.drafter.forget(r.live)
+		r.drafter.draft(r.st.SetDraft)
 	}
 }
 
