@@ -109,7 +109,7 @@ type instance struct {
 	tok      *tokenizer.Tokenizer
 	tmpl     *chat.Template
 	rc       runnerConfig
-	kvSize   int64 // KV pool bytes per replica
+	kvSize   int64 // bytes per replica: its KV pool, and its draft model's weights and KV pool (draft.go)
 	fileSize int64
 	hdr      *gguf.File // the file's parsed header but its vocabulary (tok has it): each load maps the file again with it (Remap)
 	stats    runnerStats
@@ -283,12 +283,14 @@ func newInstance(b *Block, mc ModelConfig, log *slog.Logger) (*instance, error) 
 	}
 	rc := runnerConfig{kv: kc, noCache: mc.DisablePrefixCache, spec: mc.Speculative, attnMin: model.AttnF32MinPromptFor(mc.AttnF32MinPrompt, cfg.HeadDim), sched: sched.Config{MaxModelLen: mc.MaxModelLen, MaxConcurrency: mc.MaxModelConcurrency,
 		BatchTimeout: mc.BatchExecuteTimeout, BatchChunk: mc.BatchChunkTokens, BatchChunkFor: batchChunkFor}} // sched has no queue limit: mc.MaxQueue, checked by Generate and Embed, is the only one
+	perReplica := kc.Bytes()
 	if mc.Speculative.DraftModel != "" {
 		if rc.draft, err = newDraftConfig(b.cfg.Models, mc, tok); err != nil {
 			return nil, err
 		}
+		perReplica += rc.draft.bytes()
 	}
-	return &instance{b: b, cfg: mc, log: log.With("model", mc.ID), tok: tok, tmpl: tmpl, rc: rc, kvSize: kc.Bytes(), fileSize: f.Size(), hdr: f.Header("tokenizer."), state: StateUnloaded,
+	return &instance{b: b, cfg: mc, log: log.With("model", mc.ID), tok: tok, tmpl: tmpl, rc: rc, kvSize: perReplica, fileSize: f.Size(), hdr: f.Header("tokenizer."), state: StateUnloaded,
 		pool: poolingOf(f, mc), dim: cfg.Dim, adapters: slots, adapterIDs: adapterIDs, adapterBudget: adapterBudget}, nil
 }
 

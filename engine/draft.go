@@ -25,7 +25,12 @@ import (
 type draftConfig struct {
 	id, path string
 	kv       kvcache.Config
+	fileSize int64
 }
+
+// bytes is the memory a replica's draft model takes: its file (mapped by each
+// replica) and its KV pool.
+func (c *draftConfig) bytes() int64 { return c.fileSize + c.kv.Bytes() }
 
 // newDraftConfig checks the draft model of mc (its id in the Block's models, not
 // mc itself, with tok's vocabulary: the same tokens with the same texts) and sizes
@@ -57,7 +62,7 @@ func newDraftConfig(models []ModelConfig, mc ModelConfig, tok *tokenizer.Tokeniz
 		return nil, err
 	}
 	kc.Blocks = kc.BlocksFor(mc.MaxModelLen+1+mc.Speculative.Max(), mc.MaxModelConcurrency, 0)
-	return &draftConfig{id: id, path: dmc.Path, kv: kc}, nil
+	return &draftConfig{id: id, path: dmc.Path, kv: kc, fileSize: f.Size()}, nil
 }
 
 // sameVocab reports how a draft model's vocabulary differs from its target's: the

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -114,7 +115,8 @@ func TestDraftModelSameOutput(t *testing.T) {
 }
 
 // TestDraftModelConfig: a draft model must be another configured model with the
-// same vocabulary; New says which rule a config breaks.
+// same vocabulary; New says which rule a config breaks. A model's memory counts its
+// draft model's weights and KV pool.
 func TestDraftModelConfig(t *testing.T) {
 	target, same, _ := genDraftPair(t)
 	stories := testenv.SharedFile(t, "models/stories260K.gguf")
@@ -135,12 +137,22 @@ func TestDraftModelConfig(t *testing.T) {
 			t.Errorf("%s: %v, want an error saying %q", c.name, err, c.want)
 		}
 	}
-	b, err := New(Config{Logger: quietLog(), Models: []ModelConfig{{ID: "target", Path: target, Speculative: spec.Config{DraftModel: "draft"}}, {ID: "draft", Path: same}}})
+	memory := func(draft string) int64 {
+		b, err := New(Config{Logger: quietLog(), Models: []ModelConfig{{ID: "target", Path: target, Speculative: spec.Config{DraftModel: draft}}, {ID: "draft", Path: same}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		if err := b.Load(context.Background(), "target"); err != nil {
+			t.Fatal(fmt.Errorf("same vocabulary: %w", err))
+		}
+		return b.Models()[0].MemoryBytes
+	}
+	fi, err := os.Stat(same)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer b.Close()
-	if err := b.Load(context.Background(), "target"); err != nil {
-		t.Fatal(fmt.Errorf("same vocabulary: %w", err))
+	if with, without := memory("draft"), memory(""); with-without <= fi.Size() {
+		t.Errorf("memory with a draft model %d, without %d: want more than its file's %d bytes more", with, without, fi.Size())
 	}
 }
