@@ -151,7 +151,9 @@ type Model struct {
 	// sequence drafts up to max_draft tokens (default 8) from its own prompt and
 	// output (prompt lookup) and the batch step verifies them; draft_cost (default
 	// 0.15) is a drafted position's share of a decode step's cost, against which the
-	// draft length is chosen. The output is bit-identical to plain decoding.
+	// draft length is chosen; draft_model names another embedded model with the
+	// same vocabulary whose greedy tokens draft too (in workers mode, in this
+	// model's worker_group). The output is bit-identical to plain decoding.
 	Speculative spec.Config `yaml:"speculative"`
 
 	// The grammar budget of a structured-output request (response_format's schema, a
@@ -426,6 +428,9 @@ func (c *Config) Validate() error {
 	if err := c.validateAdapters(ids, bad); err != nil {
 		return err
 	}
+	if err := c.validateDraftModels(bad); err != nil {
+		return err
+	}
 	inTier := map[string]bool{}
 	for ti, list := range c.Tiers.list() {
 		for j, tm := range list {
@@ -544,6 +549,32 @@ type Adapter struct {
 
 // validateAdapters checks the adapters against the models' ids (models holds
 // them); bad formats the error.
+// validateDraftModels checks each speculative.draft_model: another embedded model of
+// the config (the engine checks their vocabularies when it starts), on an embedded
+// model, and in workers mode in the model's worker_group (a worker's engine runs
+// both).
+func (c *Config) validateDraftModels(bad func(field, format string, args ...any) error) error {
+	for i, m := range c.Models {
+		d := m.Speculative.DraftModel
+		if d == "" {
+			continue
+		}
+		f := fmt.Sprintf("models[%d].speculative.draft_model", i)
+		k := slices.IndexFunc(c.Models, func(o Model) bool { return o.ID == d })
+		switch {
+		case !m.Embedded():
+			return bad(f, "only an embedded model has a draft model")
+		case d == m.ID:
+			return bad(f, "%q is the model itself", d)
+		case k < 0 || !c.Models[k].Embedded():
+			return bad(f, "%q is not an embedded model of this config", d)
+		case c.Engine.Mode == ModeWorkers && (m.WorkerGroup == "" || c.Models[k].WorkerGroup != m.WorkerGroup):
+			return bad(f, "in workers mode, %q must be in the model's worker_group (set one on both)", d)
+		}
+	}
+	return nil
+}
+
 func (c *Config) validateAdapters(models map[string]bool, bad func(field, format string, args ...any) error) error {
 	embedded := map[string]bool{}
 	for _, m := range c.Models {

@@ -254,7 +254,10 @@ type Usage struct {
 	AcceptedTokens int `json:",omitempty"`
 	// Of those, the ones drafted from Request.Prediction: accepted (OpenAI's
 	// accepted_prediction_tokens) and verified but rejected (computed and thrown
-	// away: rejected_prediction_tokens). Predicted says the request had a prediction.
+	// away: rejected_prediction_tokens, at most the prediction's tokens: a request
+	// stops drafting from its prediction once that many were rejected, so that a
+	// gateway billing them as output, as OpenAI does, can reserve their worst case).
+	// Predicted says the request had a prediction.
 	Predicted                              bool `json:",omitempty"`
 	PredictionAccepted, PredictionRejected int  `json:",omitempty"`
 }
@@ -301,6 +304,8 @@ type ModelStatus struct {
 	DraftTokens, AcceptedTokens                     uint64
 	PredictionDraftTokens, PredictionAcceptedTokens uint64
 	PoolDraftTokens, PoolAcceptedTokens             uint64
+	// From the draft model (spec.Config.DraftModel).
+	DraftModelDraftTokens, DraftModelAcceptedTokens uint64
 
 	KV kvcache.Stats // the replicas' KV pools, summed (zero while unloaded)
 

@@ -109,7 +109,7 @@ type instance struct {
 	tok      *tokenizer.Tokenizer
 	tmpl     *chat.Template
 	rc       runnerConfig
-	kvSize   int64 // KV pool bytes per replica
+	kvSize   int64 // bytes per replica: its KV pool, and its draft model's weights and KV pool (draft.go)
 	fileSize int64
 	hdr      *gguf.File // the file's parsed header but its vocabulary (tok has it): each load maps the file again with it (Remap)
 	stats    runnerStats
@@ -283,7 +283,14 @@ func newInstance(b *Block, mc ModelConfig, log *slog.Logger) (*instance, error) 
 	}
 	rc := runnerConfig{kv: kc, noCache: mc.DisablePrefixCache, spec: mc.Speculative, attnMin: model.AttnF32MinPromptFor(mc.AttnF32MinPrompt, cfg.HeadDim), sched: sched.Config{MaxModelLen: mc.MaxModelLen, MaxConcurrency: mc.MaxModelConcurrency,
 		BatchTimeout: mc.BatchExecuteTimeout, BatchChunk: mc.BatchChunkTokens, BatchChunkFor: batchChunkFor}} // sched has no queue limit: mc.MaxQueue, checked by Generate and Embed, is the only one
-	return &instance{b: b, cfg: mc, log: log.With("model", mc.ID), tok: tok, tmpl: tmpl, rc: rc, kvSize: kc.Bytes(), fileSize: f.Size(), hdr: f.Header("tokenizer."), state: StateUnloaded,
+	perReplica := kc.Bytes()
+	if mc.Speculative.DraftModel != "" {
+		if rc.draft, err = newDraftConfig(b.cfg.Models, mc, tok); err != nil {
+			return nil, err
+		}
+		perReplica += rc.draft.bytes()
+	}
+	return &instance{b: b, cfg: mc, log: log.With("model", mc.ID), tok: tok, tmpl: tmpl, rc: rc, kvSize: perReplica, fileSize: f.Size(), hdr: f.Header("tokenizer."), state: StateUnloaded,
 		pool: poolingOf(f, mc), dim: cfg.Dim, adapters: slots, adapterIDs: adapterIDs, adapterBudget: adapterBudget}, nil
 }
 
@@ -360,6 +367,7 @@ func (b *Block) Models() []ModelStatus {
 			Steps: in.stats.steps.Load(), StepSeqs: in.stats.stepSeqs.Load(), StepTokens: in.stats.stepTokens.Load(),
 			PredictionDraftTokens: in.stats.drafted[srcPrediction].Load(), PredictionAcceptedTokens: in.stats.accepted[srcPrediction].Load(),
 			PoolDraftTokens: in.stats.drafted[srcPool].Load(), PoolAcceptedTokens: in.stats.accepted[srcPool].Load(),
+			DraftModelDraftTokens: in.stats.drafted[srcDraft].Load(), DraftModelAcceptedTokens: in.stats.accepted[srcDraft].Load(),
 			Loads: in.loads, Unloads: in.unloads, ColdStart: in.loadTime, Embeddings: in.pool != model.PoolNone,
 			GrammarMasks: in.vocab.maskStats()}
 		for src := range nSources {

@@ -186,12 +186,20 @@
 // or not (unless speculative.ignore_prediction), tried first: spec.Predicted follows
 // it while the output does and re-aligns at the output's last n-gram after a
 // mismatch; Usage.PredictionAccepted and PredictionRejected count its drafts
-// (TestPredictionSameOutput, TestPredictionInBatch, TestPredictionChoices).
+// (TestPredictionSameOutput, TestPredictionInBatch, TestPredictionChoices). The
+// rejected ones are at most the prediction's tokens (a request stops drafting from
+// it there), since a gateway bills them as output (TestPredictionRejectedBounded).
 // With speculative.pool, a replica keeps each tenant's recent outputs (spec.Pool:
 // the last 4096 tokens of each of the 64 most recently active tenants, at most 1 MiB)
 // and a request drafts from its own tenant's, after prompt lookup; a tenant's text
-// never drafts for another (TestPoolTenantIsolation). Usage.DraftTokens and AcceptedTokens, and
-// ModelStatus's and Prometheus's counters, say what was drafted and accepted.
+// never drafts for another (TestPoolTenantIsolation). With speculative.draft_model,
+// another configured model with the same vocabulary (New checks every token's
+// text) drafts greedily, the last source: each replica maps it and keeps a KV pool
+// for it, and before a step the sequences that draft from it run through it
+// together, one batched draft step per drafted position, its KV rolled back to the
+// sequence's accepted tokens at the next draft (draft.go; TestDraftModelSameOutput,
+// TestDraftModelConfig). Usage.DraftTokens and AcceptedTokens, and ModelStatus's
+// and Prometheus's counters, say what was drafted and accepted.
 //
 // # Determinism
 //

@@ -1,8 +1,10 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -258,4 +260,58 @@ func TestPoolTenantIsolation(t *testing.T) {
 	}
 	t.Logf("a first: drafted %d; b: drafted %d; a again: drafted %d, accepted %d of %d", first.u.DraftTokens, b1.u.DraftTokens,
 		again.u.DraftTokens, again.u.AcceptedTokens, again.u.CompletionTokens)
+}
+
+// TestPredictionRejectedBounded: a request's rejected prediction tokens (billed as
+// output tokens, as OpenAI bills them) are at most its prediction's tokens, however
+// often a short wrong prediction re-aligns with a long output (stories260K, greedy:
+// a prediction of one of the output's most frequent bigrams followed by a letter the
+// model does not write there), so that the gateway's worst case holds; the output is
+// plain decoding's.
+func TestPredictionRejectedBounded(t *testing.T) {
+	b := newStoriesBlock(t, ModelConfig{MaxModelLen: 512}, Config{Logger: quietLog()})
+	tok, err := b.Tokenizer("stories")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt := storiesPrompt(t, b)
+	req := Request{Prompt: prompt, MaxTokens: 440}
+	want := runFeatures(b, "stories", req)
+	if want.err != nil || len(want.ids) < 300 {
+		t.Fatalf("plain output: %v, %d tokens", want.err, len(want.ids))
+	}
+	count := map[[2]int32]int{}
+	for i := 0; i+1 < len(want.ids); i++ {
+		count[[2]int32{want.ids[i], want.ids[i+1]}]++
+	}
+	type bigram struct {
+		ids [2]int32
+		n   int
+	}
+	var top []bigram
+	for k, n := range count {
+		top = append(top, bigram{k, n})
+	}
+	slices.SortFunc(top, func(a, b bigram) int {
+		return cmp.Or(b.n-a.n, cmp.Compare(a.ids[0], b.ids[0]), cmp.Compare(a.ids[1], b.ids[1]))
+	})
+	reached := false
+	for _, bg := range top[:6] {
+		pred := tok.Decode(bg.ids[:]) + "Q"
+		n := len(tok.Encode(pred, false, false))
+		r := req
+		r.Prediction = pred
+		got := runFeatures(b, "stories", r)
+		if err := want.same(got); err != nil {
+			t.Fatalf("prediction %q: %v", pred, err)
+		}
+		t.Logf("prediction %q (%d tokens, its bigram %d times in the output): rejected %d, accepted %d", pred, n, bg.n, got.u.PredictionRejected, got.u.PredictionAccepted)
+		if got.u.PredictionRejected > n {
+			t.Errorf("prediction %q of %d tokens: %d rejected tokens, over its length", pred, n, got.u.PredictionRejected)
+		}
+		reached = reached || got.u.PredictionRejected == n
+	}
+	if !reached {
+		t.Errorf("no prediction was rejected up to its length: the bound was never tested")
+	}
 }

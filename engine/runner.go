@@ -50,6 +50,8 @@ type runner struct {
 	stats  *runnerStats // the model's
 	ngrams *spec.Pool   // the tenants' recent outputs (spec.Config.Pool); nil: off
 
+	drafter *drafter // the draft model (spec.Config.DraftModel, draft.go); nil: none
+
 	maskSlots chan struct{} // cap maskWorkers: the masks computed at once (masks.go)
 
 	running, waiting atomic.Int64 // gauges
@@ -142,6 +144,8 @@ type runnerConfig struct {
 	noCache bool
 	spec    spec.Config
 	attnMin int // model.AttnF32MinPromptFor the ModelConfig's AttnF32MinPrompt: 0 none
+
+	draft *draftConfig // the draft model (draft.go); nil: none
 }
 
 func newRunner(index int, id string, m *model.Model, tok *tokenizer.Tokenizer, rc runnerConfig, stats *runnerStats) (*runner, error) {
@@ -161,6 +165,12 @@ func newRunner(index int, id string, m *model.Model, tok *tokenizer.Tokenizer, r
 		gjobs: map[sched.ID]*job{}, maskSlots: make(chan struct{}, maskWorkers)}
 	if rc.spec.Pool {
 		r.ngrams = spec.NewPool(0, 0)
+	}
+	if rc.draft != nil {
+		if r.drafter, err = newDrafter(rc.draft); err != nil {
+			pool.Close()
+			return nil, err
+		}
 	}
 	return r, nil
 }
@@ -203,6 +213,9 @@ func (r *runner) close() {
 	close(r.stop)
 	<-r.done
 	r.pool.Close()
+	if r.drafter != nil {
+		r.drafter.close()
+	}
 }
 
 // loop is the replica's goroutine: take submissions, plan a step, run it, deliver.

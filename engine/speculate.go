@@ -33,6 +33,7 @@ const (
 	srcNGram      source = iota // prompt lookup over the sequence's own prompt and output
 	srcPrediction               // the request's prediction (Request.Prediction)
 	srcPool                     // the tenant's n-gram pool (spec.Pool)
+	srcDraft                    // the draft model (spec.Config.DraftModel, draft.go)
 	nSources
 )
 
@@ -62,7 +63,7 @@ func (r *runner) propose() {
 			continue
 		}
 		limit, cost := r.spec.Max(), r.spec.Cost()
-		if want := j.adapt[srcPrediction].Want(limit, cost); want > 0 && len(j.pred.Toks) > 0 {
+		if want := min(j.adapt[srcPrediction].Want(limit, cost), j.predictionLeft()); want > 0 && len(j.pred.Toks) > 0 {
 			j.draft, j.src = j.pred.Draft(j.draft, j.tokens, want), srcPrediction
 		}
 		if want := j.adapt[srcNGram].Want(limit, cost); len(j.draft) == 0 && want > 0 && r.spec.NGram {
@@ -71,8 +72,26 @@ func (r *runner) propose() {
 		if want := j.adapt[srcPool].Want(limit, cost); len(j.draft) == 0 && want > 0 && r.ngrams != nil {
 			j.draft, j.src = r.ngrams.Lookup(j.draft, j.req.Tenant, j.tokens, want), srcPool
 		}
+		if want := j.adapt[srcDraft].Want(limit, cost); len(j.draft) == 0 && want > 0 && r.drafter != nil {
+			j.src = srcDraft
+			r.drafter.ask(id, j, want) // drafted below, with the others that ask
+			continue
+		}
 		r.st.SetDraft(id, len(j.draft))
 	}
+	if r.drafter != nil {
+		r.drafter.forget(r.live)
+		r.drafter.draft(r.st.SetDraft)
+	}
+}
+
+// predictionLeft is how many more of its prediction's drafts the job may have
+// rejected: a request's rejected prediction tokens (Usage.PredictionRejected, billed
+// as output tokens, as OpenAI does) are at most its prediction's tokens, so that the
+// gateway can reserve their worst case before it runs (a verification rejects at
+// most the drafts it was given).
+func (j *job) predictionLeft() int {
+	return len(j.pred.Toks) - j.u.PredictionRejected
 }
 
 // skip runs down the pauses of the length controllers of every source but except

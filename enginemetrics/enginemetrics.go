@@ -133,8 +133,8 @@ func collectModels(ch chan<- prometheus.Metric, models []engine.ModelStatus) {
 		ch <- prometheus.MustNewConstMetric(descSteps, prometheus.CounterValue, float64(st.Steps), st.ID)
 		ch <- prometheus.MustNewConstMetric(descStepSeqs, prometheus.CounterValue, float64(st.StepSeqs), st.ID)
 		ch <- prometheus.MustNewConstMetric(descStepTokens, prometheus.CounterValue, float64(st.StepTokens), st.ID)
-		ngramDrafted := st.DraftTokens - st.PredictionDraftTokens - st.PoolDraftTokens
-		ngramAccepted := st.AcceptedTokens - st.PredictionAcceptedTokens - st.PoolAcceptedTokens
+		ngramDrafted := st.DraftTokens - st.PredictionDraftTokens - st.PoolDraftTokens - st.DraftModelDraftTokens
+		ngramAccepted := st.AcceptedTokens - st.PredictionAcceptedTokens - st.PoolAcceptedTokens - st.DraftModelAcceptedTokens
 		for _, s := range []struct {
 			src               string
 			drafted, accepted uint64
@@ -142,6 +142,7 @@ func collectModels(ch chan<- prometheus.Metric, models []engine.ModelStatus) {
 			{"ngram", ngramDrafted, ngramAccepted},
 			{"prediction", st.PredictionDraftTokens, st.PredictionAcceptedTokens},
 			{"pool", st.PoolDraftTokens, st.PoolAcceptedTokens},
+			{"draft_model", st.DraftModelDraftTokens, st.DraftModelAcceptedTokens},
 		} {
 			ch <- prometheus.MustNewConstMetric(descDrafted, prometheus.CounterValue, float64(s.drafted), st.ID, s.src)
 			ch <- prometheus.MustNewConstMetric(descAccepted, prometheus.CounterValue, float64(s.accepted), st.ID, s.src)

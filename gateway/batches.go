@@ -208,7 +208,7 @@ func (s *Server) Check(tenant, endpoint string, body []byte) (money.Money, error
 		if p.err != nil {
 			return 0, p.err
 		}
-		return discounted(m.price.Cost(p.nPrompt, p.out*j.in.feat.n), pol.BatchDiscount), nil
+		return discounted(m.price.Cost(p.nPrompt, p.billedOut(j.in.feat.n)), pol.BatchDiscount), nil
 	}
 	var worst money.Money
 	found := false
@@ -229,7 +229,7 @@ func (s *Server) Check(tenant, endpoint string, body []byte) (money.Money, error
 				continue
 			}
 			found = true
-			worst = max(worst, m.price.Cost(p.nPrompt, p.out*j.in.feat.n))
+			worst = max(worst, m.price.Cost(p.nPrompt, p.billedOut(j.in.feat.n)))
 		}
 	}
 	// The line may run on another process (batch.RedisQueue places it on the stream of

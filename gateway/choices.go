@@ -85,6 +85,7 @@ func events(streams []*engine.Stream, outs []choiceOut, tick <-chan time.Time, o
 					ready[i] = nil
 					left--
 					outs[i].usage, outs[i].err = st.Wait(context.Background())
+					outs[i].usage = billed(outs[i].usage)
 					if !yield(tokenEvent{i: i, end: true}) {
 						return
 					}
@@ -102,6 +103,10 @@ func total(outs []choiceOut) (engine.Usage, error) {
 	for i := range outs {
 		if i > 0 {
 			u.CompletionTokens += outs[i].usage.CompletionTokens
+			u.PredictionAccepted += outs[i].usage.PredictionAccepted
+			u.PredictionRejected += outs[i].usage.PredictionRejected
+			u.DraftTokens += outs[i].usage.DraftTokens
+			u.AcceptedTokens += outs[i].usage.AcceptedTokens
 			if outs[i].usage.FinishReason == engine.FinishCancelled {
 				u.FinishReason = engine.FinishCancelled
 			}

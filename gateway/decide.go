@@ -72,7 +72,7 @@ func decide(a *ask, sn *snapshot, now time.Time, dst []choice) (chain, *apiError
 		if ad := a.rt.adapter; ad != nil && ad.tier != "" {
 			tierName = ad.tier
 		}
-		ch.entries = append(ch.entries, choice{m: m, adapter: a.rt.adapter, tierName: tierName, plan: p, cost: m.price.Cost(p.nPrompt, p.out*a.n)})
+		ch.entries = append(ch.entries, choice{m: m, adapter: a.rt.adapter, tierName: tierName, plan: p, cost: m.price.Cost(p.nPrompt, p.billedOut(a.n))})
 		ch.entries[0].reserve = ch.entries[0].cost
 		return ch, nil
 	}
@@ -82,7 +82,7 @@ func decide(a *ask, sn *snapshot, now time.Time, dst []choice) (chain, *apiError
 	}
 	need := func(id string) tiers.Need {
 		p := a.plan(sn.model(id))
-		return tiers.Need{PromptTokens: p.nPrompt, MaxTokens: p.out * a.n, Unfit: p.err != nil}
+		return tiers.Need{PromptTokens: p.nPrompt, MaxTokens: p.billedOut(a.n), Unfit: p.err != nil}
 	}
 	req := tiers.Request{
 		Mode: a.rt.mode, Tier: a.rt.tier, MaxLatency: a.rt.maxLatency, MaxCost: a.rt.maxCost,

@@ -106,7 +106,9 @@
 //     chat and completions: prediction.go, parsePrediction) becomes
 //     engine.Request.Prediction, drafts verified by the engine (the output is the
 //     same with or without it); usage then has completion_tokens_details'
-//     accepted_prediction_tokens and rejected_prediction_tokens. "lmlite":
+//     accepted_prediction_tokens and rejected_prediction_tokens, the rejected ones
+//     part of completion_tokens and billed, as OpenAI bills them (at most 64 KiB of
+//     prediction; the worst case reserves its bytes + 1 tokens per choice). "lmlite":
 //     {"speculative": false} decodes without drafts (engine.Request.NoSpeculation).
 //  4. route.go, Server.routeOf: "model" is a model, a LoRA adapter's id (adapters.go:
 //     the request runs on its base with route.adapter applied), "auto" (the plan's

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/openai/openai-go"
 	"github.com/openai/openai-go/option"
 
 	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/tenancy"
 )
 
 func startStoriesServer(t *testing.T) *engineServer {
@@ -24,6 +27,7 @@ plans:
   open: {requests_per_second: 1000, burst: 1000, max_concurrency: 100}
 tenants:
   - {id: acme, plan: open}
+  - {id: pinch, plan: open, overrides: {daily_budget_usd: 0.0005}}
 `, engine.Config{})
 }
 
@@ -82,7 +86,7 @@ func TestSDKPrediction(t *testing.T) {
 		}
 		c, w := got.Choices[0], plain.Choices[0]
 		if c.Message.Content != w.Message.Content || choiceLogprobs(c) != choiceLogprobs(w) || c.FinishReason != w.FinishReason ||
-			got.Usage.CompletionTokens != plain.Usage.CompletionTokens {
+			got.Usage.CompletionTokens != plain.Usage.CompletionTokens+got.Usage.CompletionTokensDetails.RejectedPredictionTokens {
 			t.Fatalf("with a prediction: %q (%s, %d tokens), without: %q (%s, %d tokens)", c.Message.Content, c.FinishReason,
 				got.Usage.CompletionTokens, w.Message.Content, w.FinishReason, plain.Usage.CompletionTokens)
 		}
@@ -162,7 +166,12 @@ func TestPredictionInvalid(t *testing.T) {
 		{map[string]any{"type": "content", "content": 5}, "prediction.content"},
 		{map[string]any{"type": "content", "content": []any{map[string]any{"type": "text", "text": "a"}, map[string]any{"type": "image_url", "image_url": "x"}}}, "prediction.content"},
 		{map[string]any{"type": "content", "content": []any{map[string]any{"type": "image", "text": "a"}}}, "prediction.content[0].type"},
+		{map[string]any{"type": "content", "content": strings.Repeat("a", MaxPredictionBytes+1)}, "prediction.content"},
+		{map[string]any{"type": "content", "content": []any{map[string]any{"type": "text", "text": strings.Repeat("a", MaxPredictionBytes)},
+			map[string]any{"type": "text", "text": "b"}}}, "prediction.content"},
 	} {
+		name := fmt.Sprint(c.pred)
+		name = name[:min(len(name), 120)]
 		for _, endpoint := range []string{"chat", "completions"} {
 			var err error
 			opt := option.WithJSONSet("prediction", c.pred)
@@ -175,9 +184,106 @@ func TestPredictionInvalid(t *testing.T) {
 			}
 			var ae *openai.Error
 			if !errors.As(err, &ae) || ae.StatusCode != 400 || ae.Param != c.param {
-				t.Errorf("%s, prediction %v: %v, want a 400 naming %s", endpoint, c.pred, err, c.param)
+				t.Errorf("%s, prediction %s: %v, want a 400 naming %s", endpoint, name, err, c.param)
 			}
 		}
+	}
+	// At the limit, a prediction is taken.
+	_, err := es.client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "stories",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}, MaxTokens: openai.Int(2)},
+		option.WithJSONSet("prediction", map[string]any{"type": "content", "content": strings.Repeat("a", MaxPredictionBytes)}))
+	if err != nil {
+		t.Fatalf("a prediction of %d bytes: %v", MaxPredictionBytes, err)
+	}
+}
+
+// perturbWords rewrites every other run of 6 words of text (reversed and
+// upper-cased): a prediction the output leaves and comes back to, so that some of
+// its drafts are rejected.
+func perturbWords(text string) string {
+	w := strings.Fields(text)
+	for i := 6; i < len(w); i += 12 {
+		run := w[i:min(i+6, len(w))]
+		slices.Reverse(run)
+		for k := range run {
+			run[k] = strings.ToUpper(run[k])
+		}
+	}
+	return strings.Join(w, " ")
+}
+
+// TestPredictionRejectedBilled: as OpenAI does, a prediction's rejected tokens
+// count as completion tokens and are billed at the completion price (stories260K, a
+// half-perturbed prediction of the model's own answer): the answer is the plain one,
+// usage.completion_tokens is its tokens plus rejected_prediction_tokens, plain and
+// streamed, and the ledger charges that many; with n = 2 both choices' rejected
+// tokens are counted and billed.
+func TestPredictionRejectedBilled(t *testing.T) {
+	es := startStoriesServer(t)
+	ctx := context.Background()
+	p := openai.ChatCompletionNewParams{Model: "stories", Messages: []openai.ChatCompletionMessageParamUnion{
+		openai.UserMessage("Once upon a time, there was a little girl named Lily.")}, MaxTokens: openai.Int(150), Temperature: openai.Float(0)}
+	plain, err := es.client.Chat.Completions.New(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Prediction.Content.OfString = openai.String(perturbWords(plain.Choices[0].Message.Content))
+	got, err := es.client.Chat.Completions.New(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rejected := got.Usage.CompletionTokensDetails.RejectedPredictionTokens
+	if got.Choices[0].Message.Content != plain.Choices[0].Message.Content || rejected == 0 ||
+		got.Usage.CompletionTokens != plain.Usage.CompletionTokens+rejected || got.Usage.TotalTokens != got.Usage.PromptTokens+got.Usage.CompletionTokens {
+		t.Fatalf("with a prediction: %q, usage %s; without: %q, usage %s", got.Choices[0].Message.Content, got.Usage.RawJSON(),
+			plain.Choices[0].Message.Content, plain.Usage.RawJSON())
+	}
+	var led []tenancy.Entry
+	es.store.Ledger(func(e tenancy.Entry) error { led = append(led, e); return nil })
+	e := led[len(led)-1]
+	if want := es.srv.models["stories"].price.Cost(int(got.Usage.PromptTokens), int(got.Usage.CompletionTokens)); e.CompletionTokens != int(got.Usage.CompletionTokens) || e.Cost != want {
+		t.Fatalf("ledger: %d completion tokens, cost %v; want %d, %v", e.CompletionTokens, e.Cost, got.Usage.CompletionTokens, want)
+	}
+
+	p.StreamOptions.IncludeUsage = openai.Bool(true)
+	_, chunks := collect(t, es.client, p)
+	u := chunks[len(chunks)-1].Usage
+	if u.CompletionTokensDetails.RejectedPredictionTokens == 0 || u.CompletionTokens != plain.Usage.CompletionTokens+u.CompletionTokensDetails.RejectedPredictionTokens {
+		t.Fatalf("streamed usage %s, plain %d completion tokens", u.RawJSON(), plain.Usage.CompletionTokens)
+	}
+
+	p.StreamOptions = openai.ChatCompletionStreamOptionsParam{}
+	p.N = openai.Int(2)
+	two, err := es.client.Chat.Completions.New(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := two.Usage.CompletionTokensDetails
+	if d.RejectedPredictionTokens == 0 || two.Usage.CompletionTokens != 2*plain.Usage.CompletionTokens+d.RejectedPredictionTokens {
+		t.Fatalf("n=2 (greedy: two copies of the plain answer): usage %s, plain %d completion tokens", two.Usage.RawJSON(), plain.Usage.CompletionTokens)
+	}
+}
+
+// TestPredictionReservesWorstCase: a request reserves its rejected prediction
+// tokens' worst case (the prediction's bytes + 1 tokens, at the completion price)
+// before it runs: a tenant whose budget covers the output limit but not the
+// prediction's worst case besides is refused with 429 insufficient_quota, and the
+// same request without the prediction runs.
+func TestPredictionReservesWorstCase(t *testing.T) {
+	es := startStoriesServer(t)
+	ctx := context.Background()
+	pinch := es.sdk("pinch")
+	p := openai.ChatCompletionNewParams{Model: "stories", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Once upon a time")},
+		MaxTokens: openai.Int(40), Temperature: openai.Float(0)}
+	if _, err := pinch.Chat.Completions.New(ctx, p); err != nil {
+		t.Fatalf("without a prediction, within the budget: %v", err)
+	}
+	// 40 + 301 completion tokens at $0.002/1k: $0.00068, over pinch's $0.0005 a day.
+	p.Prediction.Content.OfString = openai.String(strings.Repeat("Lily had a ball. ", 300/17+1)[:300])
+	_, err := pinch.Chat.Completions.New(ctx, p)
+	var ae *openai.Error
+	if !errors.As(err, &ae) || ae.StatusCode != 429 || ae.Code != "insufficient_quota" {
+		t.Fatalf("a prediction whose worst case is over the budget: %v, want 429 insufficient_quota", err)
 	}
 }
 

@@ -41,6 +41,7 @@ type plan struct {
 	tokens  []int32 // embedded: the prompt's tokens
 	nPrompt int     // prompt tokens (embedded: exact; upstream: an upper bound)
 	out     int     // worst-case output tokens (of each choice)
+	predict int     // worst-case rejected prediction tokens billed (of each choice: predictionBound)
 	err     *apiError
 
 	// Embedded models: the grammar that constrains the output (nil: none) and the
@@ -49,6 +50,10 @@ type plan struct {
 	syntax toolcall.Syntax
 	parse  bool
 }
+
+// billedOut is the completion tokens the plan's n choices may be billed at worst:
+// their output and their rejected prediction tokens (prediction.go).
+func (p *plan) billedOut(n int) int { return (p.out + p.predict) * n }
 
 // planned is one model's plan, memoized on the job: each model's tokenizer runs at
 // most once per request, however many tiers list the model or attempts it takes.
@@ -207,7 +212,7 @@ func (j *job) makePlan(m *model) plan {
 		p.tokens, p.nPrompt = toks, len(toks)
 	}
 	field, want := j.in.maxField, j.in.maxTokens
-	p.out = want
+	p.out, p.predict = want, predictionBound(j.in.prediction)
 	if maxLen := j.s.limit(m); maxLen > 0 {
 		if want > maxLen {
 			p.err = badRequest(field, field+" is "+strconv.Itoa(want)+", over the model's limit of "+strconv.Itoa(maxLen)+" tokens")

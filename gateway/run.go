@@ -790,6 +790,7 @@ func (j *job) respondEmbedded(ctx *fasthttp.RequestCtx, st *engine.Stream, cance
 		}
 	}
 	u, err := st.Wait(context.Background())
+	u = billed(u)
 	cancel()
 	j.s.pred.End(j.c.m.id)
 	j.observeLatency(u, err)
@@ -831,6 +832,7 @@ func (j *job) streamEmbedded(w *bufio.Writer, st *engine.Stream, cancel context.
 		sw.event(ev)
 	}
 	u, err := st.Wait(context.Background())
+	u = billed(u)
 	cancel()
 	j.s.pred.End(j.c.m.id)
 	j.observeLatency(u, err)

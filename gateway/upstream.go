@@ -641,5 +641,5 @@ func withoutMember(dst, obj []byte, quotedName string) []byte {
 // worstCaseUsage charges an answer whose upstream reported no usage at the worst case
 // the request reserved (upper bounds of its tokens): budgets must never be escaped.
 func (j *job) worstCaseUsage(e *tenancy.Entry) {
-	e.PromptTokens, e.CompletionTokens = j.c.nPrompt, j.c.out
+	e.PromptTokens, e.CompletionTokens = j.c.nPrompt, j.c.out+j.c.predict
 }

@@ -19,13 +19,18 @@ type Config struct {
 	// Pool drafts from the tenant's recent outputs (Pool: per tenant, bounded; a
 	// tenant's text never drafts for another), after prompt lookup.
 	Pool bool `yaml:"pool"`
+	// DraftModel is the id of another configured model with the same vocabulary
+	// (checked when the engine starts) whose greedy tokens draft for this one, after
+	// every other source; its drafts run batched, one draft step per drafted
+	// position. "": none.
+	DraftModel string `yaml:"draft_model"`
 }
 
 // DefaultMaxDraft is Config.MaxDraft's default.
 const DefaultMaxDraft = 8
 
 // On reports whether any draft source is on.
-func (c Config) On() bool { return c.NGram || c.Pool }
+func (c Config) On() bool { return c.NGram || c.Pool || c.DraftModel != "" }
 
 // Max is the configured draft limit with its default.
 func (c Config) Max() int {

@@ -320,9 +320,8 @@ func appendUsage(b []byte, u engine.Usage) []byte {
 // appendPredictionUsage appends OpenAI's completion_tokens_details to a usage
 // object being written, for a request that had a prediction (u.Predicted):
 // accepted_prediction_tokens, the prediction's drafts the output took, and
-// rejected_prediction_tokens, those computed and thrown away. Unlike OpenAI, lmlite
-// does not count rejected tokens in completion_tokens (nor charge them): the
-// output's tokens are what a request pays for, with or without a prediction.
+// rejected_prediction_tokens, those computed and thrown away, which (as OpenAI's)
+// are part of completion_tokens and billed with them (the gateway's billed).
 func appendPredictionUsage(b []byte, u engine.Usage) []byte {
 	if !u.Predicted {
 		return b

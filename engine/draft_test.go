@@ -1,0 +1,158 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/lmlite/lmlite/engine/genmodel"
+	"github.com/lmlite/lmlite/engine/spec"
+	"github.com/lmlite/lmlite/internal/testenv"
+)
+
+// genDraftPair generates a target (random-weight llama tiny, q8_0, seed 3) and two
+// draft models with its vocabulary: the same weights (its drafts are the target's
+// own greedy tokens) and other weights (qwen3 tiny, f16, seed 8: mostly wrong).
+func genDraftPair(t *testing.T) (target, same, other string) {
+	t.Helper()
+	dir := t.TempDir()
+	target, same, other = filepath.Join(dir, "target.gguf"), filepath.Join(dir, "same.gguf"), filepath.Join(dir, "other.gguf")
+	for _, g := range []struct {
+		path string
+		o    genmodel.Options
+	}{
+		{target, genmodel.Options{Arch: "llama", Preset: "tiny", Type: "q8_0", Seed: 3}},
+		{same, genmodel.Options{Arch: "llama", Preset: "tiny", Type: "q8_0", Seed: 3}},
+		{other, genmodel.Options{Arch: "qwen3", Preset: "tiny", Type: "f16", Seed: 8}},
+	} {
+		if err := genmodel.Generate(g.o, g.path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return target, same, other
+}
+
+// TestDraftModelSameOutput: with a draft model (random-weight tiny models of one
+// vocabulary), the target's output is plain decoding's bit for bit — ids, text,
+// logits, logprobs, finish reason — greedy, seeded sampling, with a penalty, a stop
+// string, alone and 12 at once in the same steps; a draft model with the target's
+// own weights has its greedy drafts accepted, one with other weights has them
+// mostly rejected, and the model counters name the source.
+func TestDraftModelSameOutput(t *testing.T) {
+	target, same, other := genDraftPair(t)
+	for _, d := range []struct {
+		name, path string
+	}{{"same-weights", same}, {"other-weights", other}} {
+		t.Run(d.name, func(t *testing.T) {
+			b, err := New(Config{Logger: quietLog(), Models: []ModelConfig{
+				{ID: "target", Path: target, MaxModelLen: 512, MaxModelConcurrency: 12, Speculative: spec.Config{DraftModel: "draft"}},
+				{ID: "draft", Path: d.path, MaxModelLen: 512}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { b.Close() })
+			tok, err := b.Tokenizer("target")
+			if err != nil {
+				t.Fatal(err)
+			}
+			prompt := tok.Encode("The quick brown fox jumps over the lazy dog and then", true, false)
+			cases := predictionCases(prompt)
+			for _, c := range cases {
+				plain := c.req
+				plain.NoSpeculation = true
+				want := runFeatures(b, "target", plain)
+				got := runFeatures(b, "target", c.req)
+				if err := want.same(got); err != nil {
+					t.Errorf("%s: %v", c.name, err)
+					continue
+				}
+				if got.u.FinishReason != want.u.FinishReason || want.u.DraftTokens != 0 {
+					t.Errorf("%s: finish %s / %s, plain drafted %d", c.name, want.u.FinishReason, got.u.FinishReason, want.u.DraftTokens)
+				}
+				if d.name == "same-weights" && c.name == "greedy" && got.u.AcceptedTokens < got.u.CompletionTokens/2 {
+					t.Errorf("%s: the target's own weights drafted, %d of %d tokens accepted (drafted %d)", c.name,
+						got.u.AcceptedTokens, got.u.CompletionTokens, got.u.DraftTokens)
+				}
+				t.Logf("%s: %d tokens, drafted %d, accepted %d", c.name, got.u.CompletionTokens, got.u.DraftTokens, got.u.AcceptedTokens)
+			}
+
+			// 12 at once: each as alone and plain.
+			reqs := make([]Request, 12)
+			for i := range reqs {
+				reqs[i] = Request{Prompt: prompt[:len(prompt)-i%4], MaxTokens: 30 + 5*i, Logprobs: i%2 == 0, TopLogprobs: i % 3,
+					Sampling: Sampling{Temperature: float32(i%3) * 0.4, Seed: uint64(i)}}
+			}
+			alone := make([]featureResult, len(reqs))
+			for i, r := range reqs {
+				r.NoSpeculation = true
+				alone[i] = runFeatures(b, "target", r)
+			}
+			before := b.Models()[0]
+			got := make([]featureResult, len(reqs))
+			var wg sync.WaitGroup
+			for i, r := range reqs {
+				wg.Add(1)
+				go func() { defer wg.Done(); got[i] = runFeatures(b, "target", r) }()
+			}
+			wg.Wait()
+			for i := range reqs {
+				if err := alone[i].same(got[i]); err != nil {
+					t.Errorf("batched request %d: %v", i, err)
+				}
+			}
+			after := b.Models()[0]
+			if after.DraftModelDraftTokens == before.DraftModelDraftTokens || after.DraftModelDraftTokens != after.DraftTokens {
+				t.Errorf("model counters: draft model drafted %d → %d, all drafted %d", before.DraftModelDraftTokens, after.DraftModelDraftTokens, after.DraftTokens)
+			}
+			t.Logf("model: drafted %d, accepted %d; steps %d, sequences %d", after.DraftTokens, after.AcceptedTokens,
+				after.Steps-before.Steps, after.StepSeqs-before.StepSeqs)
+		})
+	}
+}
+
+// TestDraftModelConfig: a draft model must be another configured model with the
+// same vocabulary; New says which rule a config breaks. A model's memory counts its
+// draft model's weights and KV pool.
+func TestDraftModelConfig(t *testing.T) {
+	target, same, _ := genDraftPair(t)
+	stories := testenv.SharedFile(t, "models/stories260K.gguf")
+	for _, c := range []struct {
+		name   string
+		models []ModelConfig
+		want   string
+	}{
+		{"unknown", []ModelConfig{{ID: "target", Path: target, Speculative: spec.Config{DraftModel: "nope"}}},
+			`speculative.draft_model "nope" is not a configured model`},
+		{"itself", []ModelConfig{{ID: "target", Path: target, Speculative: spec.Config{DraftModel: "target"}}},
+			"speculative.draft_model is the model itself"},
+		{"other-vocabulary", []ModelConfig{{ID: "target", Path: target, Speculative: spec.Config{DraftModel: "stories"}}, {ID: "stories", Path: stories}},
+			"speculative.draft_model stories: the vocabularies differ"},
+	} {
+		_, err := New(Config{Logger: quietLog(), Models: c.models})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error saying %q", c.name, err, c.want)
+		}
+	}
+	memory := func(draft string) int64 {
+		b, err := New(Config{Logger: quietLog(), Models: []ModelConfig{{ID: "target", Path: target, Speculative: spec.Config{DraftModel: draft}}, {ID: "draft", Path: same}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		if err := b.Load(context.Background(), "target"); err != nil {
+			t.Fatal(fmt.Errorf("same vocabulary: %w", err))
+		}
+		return b.Models()[0].MemoryBytes
+	}
+	fi, err := os.Stat(same)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if with, without := memory("draft"), memory(""); with-without <= fi.Size() {
+		t.Errorf("memory with a draft model %d, without %d: want more than its file's %d bytes more", with, without, fi.Size())
+	}
+}
