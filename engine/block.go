@@ -80,14 +80,14 @@ type Block struct {
 	proc    string           // this process in lease holders: model@proc
 
 	// The janitor (janitor.go) owns the lifecycle; these are its mailboxes.
-	begins    chan *beginReq // requests' begins (Generate, Embed, Load, LoadAdapter)
-	ends      chan endMsg    // requests' ends
-	calls     chan func()    // everything else, run on the janitor
-	kick      chan struct{}  // cap 1: decide again
-	done      chan struct{}  // closed when the janitor has stopped
-	life      janitorState   // owned by the janitor goroutine
-	lio       leaseIO        // the lease store's calls, off the janitor
-	leaseDone sync.WaitGroup // the lease calls' goroutine
+	begins    chan *beginReq                                   // requests' begins (Generate, Embed, Load, LoadAdapter)
+	ends      chan endMsg                                      // requests' ends
+	calls     chan func()                                      // everything else, run on the janitor
+	kick      chan struct{}                                    // cap 1: decide again
+	done      chan struct{}                                    // closed when the janitor has stopped
+	life      janitorState                                     // owned by the janitor goroutine
+	lio       leaseIO                                          // the lease store's calls, off the janitor
+	leaseDone sync.WaitGroup                                   // the lease calls' goroutine
 	startLoad func(in *instance, la *loadAttempt, reload bool) // starts a load off the janitor (tests script it)
 
 	stopListen func() // the store's preempt requests (preempter), if it has them
