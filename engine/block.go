@@ -212,7 +212,7 @@ func New(cfg Config) (*Block, error) {
 // newBlock is a Block without models, its janitor not started.
 func newBlock(cfg Config, log *slog.Logger) *Block {
 	b := &Block{cfg: cfg, log: log, models: map[string]*instance{}, leases: cfg.Leases,
-		begins: make(chan *beginReq), ends: make(chan endMsg), calls: make(chan func()),
+		begins: make(chan *beginReq), ends: make(chan endMsg, 256), calls: make(chan func()),
 		kick: make(chan struct{}, 1), done: make(chan struct{}), lio: leaseIO{wake: make(chan struct{}, 1)},
 		ttl: cmp.Or(cfg.LeaseTTL, leaseTTL), proc: fmt.Sprintf("%d-%x", os.Getpid(), rand.Uint32())}
 	if b.leases == nil {

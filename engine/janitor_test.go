@@ -215,3 +215,24 @@ func grantString(g grant) string {
 		return "wait: loading"
 	}
 }
+
+// BenchmarkBeginEnd is a request's lifecycle messages on a ready model: a begin
+// answered by the janitor goroutine (the grant with the replicas) and an end.
+func BenchmarkBeginEnd(bm *testing.B) {
+	b := newBlock(Config{Clock: time.Now}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	in := &instance{b: b, cfg: ModelConfig{ID: "m", MaxQueue: 1 << 30, IdleTimeout: -1}, log: b.log,
+		life: lifeState{state: StateReady, reps: &replicaSet{}}}
+	b.models["m"], b.order = in, []string{"m"}
+	b.leaseDone.Add(1)
+	go b.runLeaseIO()
+	go b.runJanitor()
+	defer b.Close()
+	bm.ReportAllocs()
+	for bm.Loop() {
+		g := b.begin(in, 1, false)
+		if g.h == nil {
+			bm.Fatal(g)
+		}
+		b.end(endMsg{in: in, n: 1, now: b.now()})
+	}
+}
