@@ -179,7 +179,7 @@ func (in *instance) loadedAdapterBytesLocked() int64 {
 // acquireAdaptersLocked loads the adapters ids that are not loaded (first
 // unloading idle ones for room, as adapterRoom decides) and counts a request in
 // each; releaseAdapters undoes the count. The model must be loaded and in.mu held.
-func (in *instance) acquireAdaptersLocked(ids []string, now time.Time) ([]model.LoRA, error) {
+func (in *instance) acquireAdaptersLocked(m *model.Model, ids []string, now time.Time) ([]model.LoRA, error) {
 	evict, ok := adapterRoom(in.adapterUsesLocked(), ids, in.adapterBudget)
 	if !ok {
 		return nil, fmt.Errorf("%w: model %s: the adapters %v do not fit in adapter_memory (%d bytes) beside the adapters in use", ErrNoMemory, in.cfg.ID, ids, in.adapterBudget)
@@ -192,7 +192,7 @@ func (in *instance) acquireAdaptersLocked(ids []string, now time.Time) ([]model.
 		if s.lora.Adapter != nil {
 			continue
 		}
-		a, err := in.model.OpenAdapter(s.cfg.Path)
+		a, err := m.OpenAdapter(s.cfg.Path)
 		if err != nil {
 			return nil, fmt.Errorf("engine: model %s: adapter %s: %w", in.cfg.ID, id, err)
 		}
@@ -246,14 +246,12 @@ func (in *instance) unloadAdaptersLocked() {
 func (b *Block) sweepAdapters(now time.Time) {
 	for _, id := range b.order {
 		in := b.models[id]
-		if len(in.adapterIDs) == 0 {
+		if len(in.adapterIDs) == 0 || in.life.state != StateReady {
 			continue
 		}
 		in.mu.Lock()
-		if in.state == StateReady {
-			for _, a := range idleAdapters(in.adapterUsesLocked(), now, in.cfg.IdleTimeout) {
-				in.unloadAdapterLocked(a, "idle")
-			}
+		for _, a := range idleAdapters(in.adapterUsesLocked(), now, in.cfg.IdleTimeout) {
+			in.unloadAdapterLocked(a, "idle")
 		}
 		in.mu.Unlock()
 	}
@@ -282,10 +280,10 @@ func (in *instance) saltAdapters(req *Request) error {
 // submit hands a job to a replica of the loaded model, with its adapters (loaded
 // now if they are not). The model stays loaded while the job is in flight, and its
 // adapters with it; the job's finish releases them.
-func (in *instance) submit(req Request, j *job) {
+func (in *instance) submit(req Request, j *job, h *replicaSet) {
 	if len(req.Adapters) > 0 {
 		in.mu.Lock()
-		loras, err := in.acquireAdaptersLocked(req.Adapters, in.b.now())
+		loras, err := in.acquireAdaptersLocked(h.model, req.Adapters, in.b.now())
 		in.mu.Unlock()
 		if err != nil {
 			u := j.u
@@ -294,7 +292,7 @@ func (in *instance) submit(req Request, j *job) {
 		}
 		j.loras = loras
 	}
-	in.pick(req).submit(j)
+	in.pick(req, h).submit(j)
 }
 
 // AdapterStatus is one adapter's state (Block.Adapters).
@@ -355,20 +353,19 @@ func (b *Block) LoadAdapter(ctx context.Context, modelID, id string) error {
 		return err
 	}
 	// Counted as a request while it loads, so that the model is not unloaded under it.
-	in.mu.Lock()
-	in.active++
-	in.mu.Unlock()
-	defer func() {
-		in.mu.Lock()
-		in.active--
-		in.lastUsed = b.now()
-		in.mu.Unlock()
-	}()
-	if _, err := in.await(ctx); err != nil {
-		return err
+	g := b.begin(in, 1, true)
+	if g.err != nil {
+		return g.err
+	}
+	defer func() { b.end(endMsg{in: in, n: 1, now: b.now()}) }()
+	h := g.h
+	if h == nil {
+		if h, _, err = await(ctx, g.la); err != nil {
+			return err
+		}
 	}
 	in.mu.Lock()
-	_, err = in.acquireAdaptersLocked([]string{id}, b.now())
+	_, err = in.acquireAdaptersLocked(h.model, []string{id}, b.now())
 	in.mu.Unlock()
 	if err != nil {
 		return err

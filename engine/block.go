@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/lmlite/lmlite/engine/chat"
@@ -80,15 +79,16 @@ type Block struct {
 	ttl     time.Duration    // of the leases
 	proc    string           // this process in lease holders: model@proc
 
-	mu       sync.Mutex  // orders Generate's inflight.Add before Close's inflight.Wait
-	closed   atomic.Bool // set once by Close, under mu; read anywhere
-	inflight sync.WaitGroup
-	stop     chan struct{} // closed by Close: stops the janitor
-	janitor  sync.WaitGroup
-	kick     chan struct{} // cap 1: the janitor should decide again (a model is wanted, a load ended)
-	reqs     chan passReq  // passes asked for by GC, Close and tests
-	ended    chan lifeEnd  // loads and preemptions report their ends to the janitor
-	life     janitorState  // owned by the janitor goroutine
+	// The janitor (janitor.go) owns the lifecycle; these are its mailboxes.
+	begins    chan *beginReq                                   // requests' begins (Generate, Embed, Load, LoadAdapter)
+	ends      chan endMsg                                      // requests' ends
+	calls     chan func()                                      // everything else, run on the janitor
+	kick      chan struct{}                                    // cap 1: decide again
+	done      chan struct{}                                    // closed when the janitor has stopped
+	life      janitorState                                     // owned by the janitor goroutine
+	lio       leaseIO                                          // the lease store's calls, off the janitor
+	leaseDone sync.WaitGroup                                   // the lease calls' goroutine
+	startLoad func(in *instance, la *loadAttempt, reload bool) // starts a load off the janitor (tests script it)
 
 	stopListen func() // the store's preempt requests (preempter), if it has them
 
@@ -122,25 +122,11 @@ type instance struct {
 	adapterIDs    []string // in configuration order
 	adapterBudget int64    // bytes of adapters loaded at once, in the lease
 
-	// mu guards everything below. Only the janitor (janitor.go) writes the lifecycle:
-	// state, err, file, model, replicas, lease, loadTime, loads and unloads; requests
-	// write active, lastUsed, keep and rr, and a request that waits for an unloaded
-	// model sets attempt (it wants it loaded).
-	mu       sync.Mutex
-	state    ModelState
-	err      error
-	file     *gguf.File
-	model    *model.Model
-	replicas []*runner     // while loaded
-	attempt  *loadAttempt  // StateLoading: the load in progress; StateUnloaded: the load someone waits for (the model is wanted)
-	lease    lease.Lease   // held while loading and loaded
-	loadTime time.Duration // of the last load
-	active   int           // requests submitted and not finished
-	loads    uint64
-	unloads  uint64
-	lastUsed time.Time
-	keep     time.Duration // the KeepAlive of the last request that ended (0: none)
-	rr       int
+	// mu guards the adapter slots' load state (adapters.go).
+	mu sync.Mutex
+
+	// life is the model's lifecycle, the janitor's alone (janitor.go).
+	life lifeState
 }
 
 // New builds a Block and starts loading its models in the background; Ready reports
@@ -160,13 +146,7 @@ func New(cfg Config) (*Block, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	b := &Block{cfg: cfg, log: log, models: map[string]*instance{}, stop: make(chan struct{}), leases: cfg.Leases,
-		kick: make(chan struct{}, 1), reqs: make(chan passReq), ended: make(chan lifeEnd),
-		life: janitorState{loading: map[*instance]bool{}, asking: map[*instance]bool{}},
-		ttl:  cmp.Or(cfg.LeaseTTL, leaseTTL), proc: fmt.Sprintf("%d-%x", os.Getpid(), rand.Uint32())}
-	if b.leases == nil {
-		b.leases = &lease.Memory{}
-	}
+	b := newBlock(cfg, log)
 	hostBudget := cfg.MemoryBudget
 	if hostBudget <= 0 {
 		if hb := cfg.Devices[lease.HostDevice]; hb > 0 {
@@ -211,23 +191,35 @@ func New(cfg Config) (*Block, error) {
 				ErrNoMemory, id, need>>20, in.cfg.Replicas, in.device(), budget>>20)
 		}
 	}
-	for _, id := range b.order {
-		b.models[id].attempt = newLoadAttempt() // every model is wanted at start
-	}
-	b.janitor.Add(1)
-	go b.runJanitor()
 	if p, ok := b.leases.(preempter); ok {
 		// Other processes ask for our idle models' memory on this store's channel.
 		stop, err := p.Listen(b.onPreempt)
 		if err != nil {
-			close(b.stop)
-			b.janitor.Wait()
 			return nil, fmt.Errorf("engine: memory leases: %w", err)
 		}
 		b.stopListen = stop
 	}
+	for _, id := range b.order {
+		b.models[id].life.attempt = newLoadAttempt() // every model is wanted at start
+	}
+	b.leaseDone.Add(1)
+	go b.runLeaseIO()
+	go b.runJanitor()
 	signal(b.kick)
 	return b, nil
+}
+
+// newBlock is a Block without models, its janitor not started.
+func newBlock(cfg Config, log *slog.Logger) *Block {
+	b := &Block{cfg: cfg, log: log, models: map[string]*instance{}, leases: cfg.Leases,
+		begins: make(chan *beginReq), ends: make(chan endMsg, 256), calls: make(chan func()),
+		kick: make(chan struct{}, 1), done: make(chan struct{}), lio: leaseIO{wake: make(chan struct{}, 1)},
+		ttl: cmp.Or(cfg.LeaseTTL, leaseTTL), proc: fmt.Sprintf("%d-%x", os.Getpid(), rand.Uint32())}
+	if b.leases == nil {
+		b.leases = &lease.Memory{}
+	}
+	b.startLoad = func(in *instance, la *loadAttempt, reload bool) { go in.load(la, reload) }
+	return b
 }
 
 func newInstance(b *Block, mc ModelConfig, log *slog.Logger) (*instance, error) {
@@ -290,7 +282,7 @@ func newInstance(b *Block, mc ModelConfig, log *slog.Logger) (*instance, error) 
 		}
 		perReplica += rc.draft.bytes()
 	}
-	return &instance{b: b, cfg: mc, log: log.With("model", mc.ID), tok: tok, tmpl: tmpl, rc: rc, kvSize: perReplica, fileSize: f.Size(), hdr: f.Header("tokenizer."), state: StateUnloaded,
+	return &instance{b: b, cfg: mc, log: log.With("model", mc.ID), tok: tok, tmpl: tmpl, rc: rc, kvSize: perReplica, fileSize: f.Size(), hdr: f.Header("tokenizer."), life: lifeState{state: StateUnloaded},
 		pool: poolingOf(f, mc), dim: cfg.Dim, adapters: slots, adapterIDs: adapterIDs, adapterBudget: adapterBudget}, nil
 }
 
@@ -344,51 +336,56 @@ func (in *instance) leaseBytes() int64 {
 // unload. Only the first loads (and a failed model) make it unready: a scale from
 // zero must not take a server out of its load balancer. Ready never loads a model.
 func (b *Block) Ready() bool {
-	for _, id := range b.order {
-		in := b.models[id]
-		in.mu.Lock()
-		s, back := in.state, in.loads > 0
-		in.mu.Unlock()
-		if s != StateReady && s != StateUnloaded && (s != StateLoading || !back) {
-			return false
+	ready := true
+	b.call(func() {
+		for _, id := range b.order {
+			l := &b.models[id].life
+			if s := l.state; s != StateReady && s != StateUnloaded && (s != StateLoading || l.loads == 0) {
+				ready = false
+			}
 		}
-	}
-	return true
+	})
+	return ready
 }
 
 // Models reports each model's state, replicas and memory, in configuration order.
 func (b *Block) Models() []ModelStatus {
 	out := make([]ModelStatus, 0, len(b.order))
+	b.call(func() { out = b.modelsNow(out) })
+	return out
+}
+
+// modelsNow is Models on the janitor.
+func (b *Block) modelsNow(out []ModelStatus) []ModelStatus {
 	for _, id := range b.order {
 		in := b.models[id]
-		in.mu.Lock()
-		st := ModelStatus{ID: id, State: in.state, Replicas: in.cfg.Replicas, MaxModelLen: in.cfg.MaxModelLen,
-			Queued: in.active, MaxQueue: in.cfg.MaxQueue,
+		l := &in.life
+		st := ModelStatus{ID: id, State: l.state, Replicas: in.cfg.Replicas, MaxModelLen: in.cfg.MaxModelLen,
+			Queued: l.active, MaxQueue: in.cfg.MaxQueue,
 			Steps: in.stats.steps.Load(), StepSeqs: in.stats.stepSeqs.Load(), StepTokens: in.stats.stepTokens.Load(),
 			PredictionDraftTokens: in.stats.drafted[srcPrediction].Load(), PredictionAcceptedTokens: in.stats.accepted[srcPrediction].Load(),
 			PoolDraftTokens: in.stats.drafted[srcPool].Load(), PoolAcceptedTokens: in.stats.accepted[srcPool].Load(),
 			DraftModelDraftTokens: in.stats.drafted[srcDraft].Load(), DraftModelAcceptedTokens: in.stats.accepted[srcDraft].Load(),
-			Loads: in.loads, Unloads: in.unloads, ColdStart: in.loadTime, Embeddings: in.pool != model.PoolNone,
+			Loads: l.loads, Unloads: l.unloads, ColdStart: l.loadTime, Embeddings: in.pool != model.PoolNone,
 			GrammarMasks: in.vocab.maskStats()}
 		for src := range nSources {
 			st.DraftTokens += in.stats.drafted[src].Load()
 			st.AcceptedTokens += in.stats.accepted[src].Load()
 		}
-		if in.file != nil {
-			st.MemoryBytes = in.file.Size() + int64(len(in.replicas))*in.kvSize + in.loadedAdapterBytesLocked()
+		if l.reps != nil {
+			in.mu.Lock()
+			st.MemoryBytes = l.file.Size() + int64(len(l.reps.reps))*in.kvSize + in.loadedAdapterBytesLocked()
+			in.mu.Unlock()
+			st.ExpertLoad = l.reps.model.ExpertLoad()
+			for _, r := range l.reps.reps {
+				st.QueueDepth += int(r.waiting.Load())
+				st.Running += int(r.running.Load())
+				st.KV = addKV(st.KV, r.pool.Stats())
+			}
 		}
-		if in.model != nil {
-			st.ExpertLoad = in.model.ExpertLoad()
+		if l.err != nil {
+			st.Err = l.err.Error()
 		}
-		for _, r := range in.replicas {
-			st.QueueDepth += int(r.waiting.Load())
-			st.Running += int(r.running.Load())
-			st.KV = addKV(st.KV, r.pool.Stats())
-		}
-		if in.err != nil {
-			st.Err = in.err.Error()
-		}
-		in.mu.Unlock()
 		out = append(out, st)
 	}
 	return out
@@ -431,7 +428,14 @@ func (b *Block) Load(ctx context.Context, modelID string) error {
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrUnknownModel, modelID)
 	}
-	_, err := in.await(ctx)
+	g := b.begin(in, 0, true) // wants the model; counts no request
+	if g.err != nil {
+		return g.err
+	}
+	if g.h != nil {
+		return nil
+	}
+	_, _, err := await(ctx, g.la)
 	return err
 }
 
@@ -442,7 +446,19 @@ func (b *Block) Unload(modelID string) error {
 		return fmt.Errorf("%w: %q", ErrUnknownModel, modelID)
 	}
 	var err error
-	b.request(passReq{unload: in, err: &err}) // after Close: nothing to do, every model is unloaded
+	released := make(chan struct{})
+	b.call(func() {
+		select {
+		case <-b.done: // after Close: nothing to do, every model is unloaded
+			close(released)
+		default:
+			err = b.unloadReq(in)
+			// The lease's release is queued: wait for it, so that the memory is free
+			// in the store when Unload returns.
+			b.lio.do("unload done", func() func() { close(released); return nil })
+		}
+	})
+	<-released
 	return err
 }
 
@@ -487,37 +503,38 @@ func (b *Block) DemoteCache(modelID string) error {
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrUnknownModel, modelID)
 	}
-	in.mu.Lock()
-	reps := in.replicas
-	in.mu.Unlock()
+	var reps []*runner
+	b.call(func() {
+		if in.life.reps != nil {
+			reps = in.life.reps.reps
+		}
+	})
 	for _, r := range reps {
 		r.do(func() { r.pool.DemoteAll() })
 	}
 	return nil
 }
 
-// GC unloads idle models past their timeout, drops expired memory leases (of holders
-// that stopped beating: a crashed process), and resets failed models to unloaded so
-// that the next request retries them: one pass of the janitor, waited for.
-func (b *Block) GC() { b.request(passReq{gc: true}) }
-
 // Close refuses new requests, waits for those in flight, and unloads every model
 // (waiting for loads in progress).
 func (b *Block) Close() error {
-	b.mu.Lock()
-	if b.closed.Load() {
-		b.mu.Unlock()
+	var closed chan struct{}
+	b.call(func() {
+		if !b.life.closing {
+			b.life.closing, b.life.closed = true, make(chan struct{})
+			closed = b.life.closed
+		}
+	})
+	if closed == nil {
+		<-b.done
+		b.leaseDone.Wait()
 		return nil
 	}
-	b.closed.Store(true)
-	b.mu.Unlock()
-	b.inflight.Wait()
+	<-b.done // the janitor stops once every request has ended and every model is unloaded
 	if b.stopListen != nil {
 		b.stopListen()
 	}
-	b.request(passReq{closing: true})
-	close(b.stop)
-	b.janitor.Wait()
+	b.leaseDone.Wait() // the releases
 	return nil
 }
 

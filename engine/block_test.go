@@ -334,4 +334,4 @@ func (c *testClock) Add(d time.Duration) {
 }
 
 // sweep runs one pass of the janitor (at the Block's clock) and waits for it.
-func (b *Block) sweep() { b.request(passReq{}) }
+func (b *Block) sweep() { b.passWait(false) }

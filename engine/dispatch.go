@@ -57,23 +57,10 @@ func (b *Block) generate(ctx context.Context, modelID string, req Request, out *
 		return fmt.Errorf("%w: %d prompt tokens + %d max tokens > max_model_len %d of model %s",
 			ErrTooLong, len(req.Prompt), req.MaxTokens, limit, modelID)
 	}
-	b.mu.Lock()
-	if b.closed.Load() {
-		b.mu.Unlock()
-		return ErrClosed
+	g := b.begin(in, 1, false)
+	if g.err != nil {
+		return g.err
 	}
-	in.mu.Lock()
-	if active := in.active; active >= in.cfg.MaxQueue {
-		in.mu.Unlock()
-		b.mu.Unlock()
-		return fmt.Errorf("%w: model %s has %d requests in flight (max_queue %d)", ErrQueueFull, modelID, active, in.cfg.MaxQueue)
-	}
-	in.active++
-	ready := in.state == StateReady // and stays so: a model with requests in flight is not unloaded
-	in.mu.Unlock()
-	b.inflight.Add(1)
-	b.mu.Unlock()
-
 	j := in.newJob(ctx, req, out)
 	j.finish = func(u Usage, err error) {
 		if err == nil && u.FinishReason == "" {
@@ -82,21 +69,17 @@ func (b *Block) generate(ctx context.Context, modelID string, req Request, out *
 		if j.loras != nil {
 			in.releaseAdapters(req.Adapters, b.now())
 		}
-		in.mu.Lock()
-		in.active--
-		in.lastUsed, in.keep = b.now(), req.KeepAlive
-		in.mu.Unlock()
-		b.inflight.Done()
+		b.end(endMsg{in: in, n: 1, now: b.now(), keep: req.KeepAlive, setKeep: true})
 		out.Finish(u, err)
 	}
-	if ready {
-		in.submit(req, j)
+	if g.h != nil {
+		in.submit(req, j, g.h)
 		return nil
 	}
 	// A cold start: this goroutine waits for the load and hands the request over;
 	// the tokens still go from the runner to out directly.
 	go func() {
-		cold, err := in.await(ctx)
+		h, cold, err := await(ctx, g.la)
 		j.u.ColdStart = cold
 		if err != nil {
 			u := j.u
@@ -104,49 +87,26 @@ func (b *Block) generate(ctx context.Context, modelID string, req Request, out *
 			j.finish(u, err)
 			return
 		}
-		in.submit(req, j)
+		in.submit(req, j, h)
 	}()
 	return nil
 }
 
-// await waits until the model is ready and returns how long it waited for a load
-// (the cold start). An unloaded model it wants (attempt): the janitor loads it or
-// refuses the load, and finishes the attempt either way. One wait is enough: the
-// janitor finishes an attempt only after the model is ready or with an error, and
-// a model with requests in flight is not unloaded. (Load waits holding none: the
-// model was ready when it returns.)
-func (in *instance) await(ctx context.Context) (time.Duration, error) {
-	in.mu.Lock()
-	switch in.state {
-	case StateReady:
-		in.mu.Unlock()
-		return 0, nil
-	case StateFailed:
-		err := in.err
-		in.mu.Unlock()
-		return 0, err
-	}
-	if in.attempt == nil {
-		if in.b.closed.Load() {
-			// Checked under in.mu: Close's pass takes in.mu after closed is set, so
-			// either it refuses this attempt or this sees closed.
-			in.mu.Unlock()
-			return 0, ErrClosed
-		}
-		in.attempt = newLoadAttempt() // wanted: the janitor loads it or refuses
-	}
-	la := in.attempt
-	in.mu.Unlock()
-	start := time.Now() // a Usage timing: real time (Config.Clock)
-	signal(in.b.kick)
+// await waits for a load the janitor granted (begin) and returns the loaded model
+// and how long it waited (the cold start). One wait is enough: the janitor finishes
+// an attempt only once the model is ready or with an error, and a model with
+// requests in flight is not unloaded. (Load counts no request: the model was ready
+// when it returns.)
+func await(ctx context.Context, la *loadAttempt) (*replicaSet, time.Duration, error) {
+	start := time.Now() // a Usage timing: real time (Config.Clock is the lifecycle's)
 	select {
 	case <-la.done:
 		if la.err != nil {
-			return 0, la.err
+			return nil, 0, la.err
 		}
-		return time.Since(start), nil
+		return la.h, time.Since(start), nil
 	case <-ctx.Done():
-		return 0, ctx.Err()
+		return nil, 0, ctx.Err()
 	}
 }
 
@@ -198,15 +158,14 @@ const promptLogitsBytes = 16 << 20
 // pick chooses the replica for a request: the one whose prefix cache holds the
 // longest part of its prompt; ties (no hit anywhere, the usual case) go round-robin,
 // or to the replica of the request's Affinity when it has one.
-func (in *instance) pick(req Request) *runner {
-	in.mu.Lock()
-	reps, rr := in.replicas, in.rr
+func (in *instance) pick(req Request, h *replicaSet) *runner {
+	reps := h.reps
+	var rr int
 	if req.Affinity != 0 {
 		rr = int(req.Affinity % uint64(len(reps)))
 	} else {
-		in.rr++
+		rr = int((h.rr.Add(1) - 1) % uint64(len(reps)))
 	}
-	in.mu.Unlock()
 	best, bestN := reps[rr%len(reps)], 0
 	if len(reps) > 1 && !in.cfg.DisablePrefixCache {
 		for i := range reps {

@@ -24,22 +24,25 @@
 // # A request's path
 //
 // Generate checks what can be checked at once (unknown model, empty prompt, prompt +
-// max tokens over MaxModelLen, the model's queue full: its requests in flight at
-// ModelConfig.MaxQueue, the one queue limit, which ModelStatus reports with the
-// current count for routers) and returns a Stream. If the
-// model is loaded it picks a replica — the one whose prefix cache holds the longest
-// part of the prompt, round-robin otherwise — and hands the request to it at once;
-// if not, a goroutine waits for the load (the wait is the Usage's ColdStart) and then
-// hands it over.
+// max tokens over MaxModelLen) and sends the janitor a begin; the janitor refuses it
+// (closed, or the model's queue full: its requests in flight at ModelConfig.MaxQueue,
+// the one queue limit, which ModelStatus reports with the current count for routers)
+// or counts it in flight and answers with the loaded model's replicas, or with the
+// load to wait for. Generate returns a Stream. With the replicas it picks one — the
+// one whose prefix cache holds the longest part of the prompt, round-robin otherwise
+// — and hands the request to it at once; with a load, a goroutine waits for it once
+// (the wait is the Usage's ColdStart) and then hands it over. The request's end is
+// a message to the janitor too.
 //
 // Each replica is a runner (runner.go): one goroutine owning a scheduler state
 // (engine/sched), a paged KV pool (kvcache) and a model.Batch. Step after step it
 // takes new requests into per-tenant queues, lets sched.Plan decide the step
 // (preemptions, joins, each running decode's token and chunks of prefills, fair
 // between tenants by weight, interactive before batch, each joining request's work
-// starting after the prefix the KV pool has cached for it: the plan is final), takes
-// those cached blocks, runs all the step's tokens through the model in one
-// pass over the weights, samples, and publishes the newly full KV blocks into the
+// starting after the prefix the runner takes from the KV pool's cache for it when
+// Plan asks, so that a warm block replayed for one join can only shorten a later
+// join's prefix before it is planned: the plan is final, and runs as it is), runs
+// all the step's tokens through the model in one pass over the weights, samples, and publishes the newly full KV blocks into the
 // prefix cache. Each token goes into its request's Stream, a mailbox that never
 // blocks the runner and that the consumer (the gateway's HTTP writer) reads directly:
 // one hand-off per token, and a slow client never stalls the batch. A cancelled
@@ -89,24 +92,35 @@
 //
 // # Lifecycle
 //
-// One pure function decides the lifecycle (lifecycle.go): decide takes a snapshot of
-// the models (state, requests in flight, whether someone waits for a load, last use),
-// the devices' leases and an explicit time, and returns the actions: load (after
-// unloading idle victims of lower priority, or asking other processes for theirs),
-// unload (idle past its timeout, asked by another process, or at Close), refuse a wanted load (no memory, or closing), and GC's lease expiry and
-// reset of failed models. Its traces are in testdata/lifecycle (testdata/lifecycle/
-// protocol: the races between a decision and the requests, loads and Unloads that
-// come before it is applied). The janitor (janitor.go) is the one goroutine that
-// takes the snapshot, calls decide and applies the actions, each second, when a
-// request wants an unloaded model (it sets the model's load attempt and kicks the
-// janitor, then waits once on that attempt), when a load or a preemption reports
-// its end, and when GC, Close or the operator's Unload asks. Loads and preemptions run off the janitor
-// (they take seconds) and report on a channel; only the janitor then changes the
-// model's state (ready, failed), and what is in progress is its own, behind no
-// lock. It re-checks each action's precondition when it applies it (a victim may
-// have got a request since), skips a load whose victim is busy, and decides again
-// on its next turn. Config.Clock is its time. The Block's files: block.go (the API), dispatch.go
-// (a request's way in), lifecycle.go, janitor.go, runner.go (a replica).
+// One pure function decides the lifecycle (lifecycle.go): decide takes the models
+// (state, requests in flight, whether someone waits for a load, last use,
+// keep-alive), the devices' leases and an explicit time, and returns the actions:
+// load (after unloading idle victims of lower priority, or asking other processes
+// for theirs), unload (idle past its timeout, asked by another process, or at
+// Close), refuse a wanted load (no memory, or closing), and GC's lease expiry and
+// reset of failed models. Its traces are in testdata/lifecycle.
+//
+// The janitor (janitor.go) is the one goroutine that owns each model's lifecycle
+// (state, load attempt, lease, requests in flight, last use, keep-alive, replicas),
+// behind no lock. Everything else sends it messages: a request's begin (answered
+// with the replicas or the load to wait for) and end; Load (a begin that counts no
+// request); the operator's Unload, GC, Close, the store's preempt requests and the
+// status readers (Models, Ready) as calls run on it. Each second, when a model is
+// wanted and when a load ends, it asks the lease store for the devices' leases, and
+// when they come back it calls decide with them and the state it owns and applies
+// the actions in the same turn: no message comes between. The janitor waits for no
+// I/O: loads and preemptions run off it and report back as messages, and the lease
+// store's calls (list, acquire, heartbeat, release, expire) run on a goroutine of
+// their own, one at a time in the order the janitor asked them (a release before
+// the next acquire of the same holder), so a Redis outage never holds a request's
+// begin. Close refuses new begins, waits for the requests in flight to end, then
+// unloads everything, waits for the loads in progress, and for the releases.
+// TestJanitorProtocol drives the janitor's own handlers through scripted
+// interleavings (testdata/janitor/protocol: a load racing an unload, idle expiry
+// during a load, a request beginning between a preemption's want and its decide,
+// Close). Config.Clock is the lifecycle's time. The Block's files: block.go (the
+// API), dispatch.go (a request's way in), lifecycle.go, janitor.go, runner.go (a
+// replica).
 //
 // # What a request can ask for beyond text
 //

@@ -96,36 +96,22 @@ func (b *Block) Embed(ctx context.Context, modelID string, req EmbedRequest) (Em
 		}
 		total += len(p)
 	}
-	b.mu.Lock()
-	if b.closed.Load() {
-		b.mu.Unlock()
-		return Embeddings{}, ErrClosed
+	g := b.begin(in, len(req.Inputs), false)
+	if g.err != nil {
+		return Embeddings{}, g.err
 	}
-	in.mu.Lock()
-	if in.active+len(req.Inputs) > in.cfg.MaxQueue {
-		in.mu.Unlock()
-		b.mu.Unlock()
-		return Embeddings{}, fmt.Errorf("%w: model %s has %d requests in flight (max_queue %d)", ErrQueueFull, modelID, in.active, in.cfg.MaxQueue)
-	}
-	in.active += len(req.Inputs)
-	in.mu.Unlock()
-	b.inflight.Add(1)
-	b.mu.Unlock()
-	defer func() {
-		in.mu.Lock()
-		in.active -= len(req.Inputs)
-		in.lastUsed = b.now()
-		in.mu.Unlock()
-		b.inflight.Done()
-	}()
-
-	if _, err := in.await(ctx); err != nil {
-		return Embeddings{}, err
+	defer func() { b.end(endMsg{in: in, n: len(req.Inputs), now: b.now()}) }()
+	h := g.h
+	if h == nil {
+		var err error
+		if h, _, err = await(ctx, g.la); err != nil {
+			return Embeddings{}, err
+		}
 	}
 	start := time.Now()
 	jobs := make([]*job, len(req.Inputs))
 	for i, p := range req.Inputs {
-		r := in.pick(Request{Prompt: p, CacheSalt: "\x00embed"})
+		r := in.pick(Request{Prompt: p, CacheSalt: "\x00embed"}, h)
 		j := &job{ctx: ctx, req: Request{Prompt: p, Tenant: req.Tenant, Weight: req.Weight, Priority: req.Priority, CacheSalt: "\x00embed"},
 			start: start, max: 1, out: NewStream(), u: Usage{PromptTokens: len(p)}, tokens: p,
 			pool: in.pool, embed: make([]float64, in.dim)}

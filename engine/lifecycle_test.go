@@ -214,10 +214,10 @@ func TestLifecycleTrace(t *testing.T) {
 
 var lifeBase = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// lifeStale is why the janitor's apply skips action a decided before the script's
-// last changes ("" when it does not): the preconditions apply checks in janitor.go.
-// (A load with a busy victim is skipped; apply still unloads its other victims that
-// are idle, which the traces, with one victim each, do not show.)
+// lifeStale is why an apply would skip action a decided before the script's last
+// changes ("" when it does not): the preconditions janitor.go's apply checks. (The
+// janitor applies in decide's turn, so none fails there; a load with a busy victim
+// is skipped here, as the traces' hold/apply cases show.)
 func lifeStale(a action, m *lifeModel, byID func(string) *lifeModel) string {
 	switch a.Kind {
 	case actUnload:

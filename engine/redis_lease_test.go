@@ -90,10 +90,9 @@ func waitUntil(t *testing.T, d time.Duration, what string, ok func() bool) {
 }
 
 func modelState(b *Block, id string) ModelState {
-	in := b.models[id]
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	return in.state
+	var s ModelState
+	b.call(func() { s = b.models[id].life.state })
+	return s
 }
 
 // TestRedisHigherPriorityLoadUnloadsIdleModelOfOtherProcess: process B's load of
@@ -113,17 +112,13 @@ func TestRedisHigherPriorityLoadUnloadsIdleModelOfOtherProcess(t *testing.T) {
 	}
 	// Busy: A's model serves a request while B wants the memory.
 	in := a.models["low"]
-	in.mu.Lock()
-	in.active++
-	in.mu.Unlock()
+	a.call(func() { in.life.active++ })
 	time.Sleep(1500 * time.Millisecond) // a heartbeat records it busy
 	b := redisBlock(t, c, "node-b", n*3/2, high)
 	if err := b.Load(context.Background(), "high"); !errors.Is(err, ErrNoMemory) {
 		t.Fatalf("load while the other process's model is busy: %v", err)
 	}
-	in.mu.Lock()
-	in.active--
-	in.mu.Unlock()
+	a.call(func() { in.life.active-- })
 	// Idle now: once a heartbeat says so, B's load asks A to unload it.
 	waitUntil(t, 5*time.Second, "A's lease idle in Redis", func() bool {
 		ls, _ := lease.NewRedis(c, "t:", "r").List(context.Background(), time.Now(), lease.HostDevice)

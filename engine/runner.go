@@ -43,6 +43,7 @@ type runner struct {
 	done  chan struct{}
 
 	live   map[sched.ID]*job // owned by the loop
+	taken  []sched.ID        // the jobs whose prefix cached took during this Plan
 	gjobs  map[sched.ID]*job // the live jobs with a grammar, owned by the loop (masks.go)
 	items  []model.Item      // the loop's step buffers, reused
 	ran    []sched.Work
@@ -229,6 +230,7 @@ func (r *runner) loop() {
 		r.masks()
 		r.propose()
 		step := r.st.Plan(now, r.cached)
+		r.untake(step)
 		r.st.Apply(now, step)
 		work := r.prepare(now, step)
 		r.publishStats()
@@ -306,18 +308,37 @@ func (r *runner) reap() {
 	}
 }
 
-// cached is what the prefix cache holds for a waiting job: Plan's input, so that a
-// joining request's work starts after its cached prefix.
+// cached is Plan's Cached: the prefix of a joining job that the prefix cache holds,
+// taken now (its warm blocks replayed into hot ones), so that the job's work starts
+// after it. Taken, the blocks are the job's: a replay for a later join of the step
+// cannot evict them, and the plan's work is what runs. Asked again in the same Plan,
+// it answers the same; untake gives back what the plan did not join.
 func (r *runner) cached(id sched.ID) int {
 	j := r.live[id]
 	if r.noCache || j == nil || j.pool != model.PoolNone || j.promptRows() {
 		return 0 // an embedding needs every position's hidden state, prompt logprobs every position's logits
 	}
-	return r.pool.Peek(cacheSalt(j.req, r.attnMin), j.tokens[:len(j.tokens)-1])
+	if j.kv == nil {
+		j.kv = r.pool.NewSeq(cacheSalt(j.req, r.attnMin))
+		j.kv.Prefix(j.tokens[:len(j.tokens)-1])
+		r.taken = append(r.taken, id)
+	}
+	return j.kv.Cached()
+}
+
+// untake releases the prefixes cached took for jobs the step does not join.
+func (r *runner) untake(step sched.Step) {
+	for _, id := range r.taken {
+		if j := r.live[id]; j != nil && j.kv != nil && !slices.Contains(step.Join, id) {
+			j.kv.Release()
+			j.kv = nil
+		}
+	}
+	r.taken = r.taken[:0]
 }
 
 // prepare applies a step's preemptions and joins and returns the batch to run: the
-// plan's work, with the joining sequences' cached prefixes taken from the pool.
+// plan's work, the joining sequences' cached prefixes taken (by cached, during Plan).
 func (r *runner) prepare(now time.Time, step sched.Step) []sched.Work {
 	for _, id := range step.Preempt {
 		// Its full blocks were published after each step and stay cached.
@@ -326,23 +347,16 @@ func (r *runner) prepare(now time.Time, step sched.Step) []sched.Work {
 			j.kv = nil
 		}
 	}
-	work := step.Work
 	for _, id := range step.Join {
 		j := r.live[id]
-		j.kv = r.pool.NewSeq(cacheSalt(j.req, r.attnMin))
-		k := slices.IndexFunc(work, func(w sched.Work) bool { return w.ID == id })
 		cached := 0
-		if w := work[k]; j.pool != model.PoolNone {
+		if j.kv == nil { // cached took nothing: no prefix cache for it
+			j.kv = r.pool.NewSeq(cacheSalt(j.req, r.attnMin))
+		} else {
+			cached = j.kv.Cached() // where Plan started its work
+		}
+		if j.pool != model.PoolNone {
 			clear(j.embed) // (re)computed from the first token: cached blocks hold no hidden states (cached said 0)
-		} else if !r.noCache {
-			cached = j.kv.PrefixLimit(j.tokens[:len(j.tokens)-1], w.Start) // the blocks Plan counted on
-			if cached < w.Start {
-				// A warm block's replay for an earlier join of this step evicted one of
-				// these (the hot pool under pressure): compute it again in this step.
-				// The sequence's blocks were reserved whole, so only the step's token
-				// count grows.
-				work[k].Start, work[k].N = cached, w.N+w.Start-cached
-			}
 		}
 		if !j.joined {
 			j.joined = true
@@ -350,7 +364,7 @@ func (r *runner) prepare(now time.Time, step sched.Step) []sched.Work {
 			j.u.CachedTokens = cached
 		}
 	}
-	return work
+	return step.Work
 }
 
 // run computes one step and delivers its tokens.

@@ -223,7 +223,8 @@ func TestSpeculationKVIsPlainKV(t *testing.T) {
 		t.Fatalf("drafted %d, accepted %d: the test needs accepted and rejected drafts", got.u.DraftTokens, got.u.AcceptedTokens)
 	}
 	tokens := append(append([]int32(nil), prompt...), want.ids...)
-	r := b.models["stories"].replicas[0]
+	var r *runner
+	b.call(func() { r = b.models["stories"].life.reps.reps[0] })
 	r.do(func() {
 		a, p := r.pool.NewSeq(cacheSalt(Request{Prompt: prompt, CacheSalt: "spec"}, r.attnMin)), r.pool.NewSeq(cacheSalt(Request{Prompt: prompt, CacheSalt: "plain"}, r.attnMin))
 		defer a.Release()

@@ -22,13 +22,25 @@ import (
 //	step t=0        the decision, applied
 //	run t=0 n=10    ten steps at t=0, 1, 2, ... applied
 //	cache id=1 tokens=32   the prefix cache holds 32 tokens of 1 (for Plans from now on)
+//	evicts id=1 drops=2 to=16   taking 1's prefix (a warm replay) evicts 2's blocks past 16 tokens
 //	remove id=1
 //	state
 func TestTrace(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
 		var s *State
 		var cache map[ID]int
-		cached := func(id ID) int { return cache[id] }
+		type eviction struct {
+			victim ID
+			to     int
+		}
+		evicts := map[ID]eviction{}
+		cached := func(id ID) int {
+			n := cache[id]
+			if e, ok := evicts[id]; ok {
+				cache[e.victim] = min(cache[e.victim], e.to) // the Block took id's prefix: the victim's blocks are gone
+			}
+			return n
+		}
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 			args := map[string]string{}
 			for _, a := range d.CmdArgs {
@@ -56,7 +68,7 @@ func TestTrace(t *testing.T) {
 			switch d.Cmd {
 			case "init":
 				var err error
-				cache = map[ID]int{}
+				cache, evicts = map[ID]int{}, map[ID]eviction{}
 				s, err = New(Config{
 					MaxModelLen: num("max-len"), MaxConcurrency: num("concurrency"),
 					BatchTimeout: time.Duration(num("timeout")) * time.Millisecond,
@@ -132,6 +144,9 @@ func TestTrace(t *testing.T) {
 				return strings.TrimSuffix(b.String(), "\n")
 			case "cache":
 				cache[ID(num("id"))] = num("tokens")
+				return "ok"
+			case "evicts":
+				evicts[ID(num("id"))] = eviction{ID(num("drops")), num("to")}
 				return "ok"
 			case "remove":
 				q, ok := s.Remove(ID(num("id")))

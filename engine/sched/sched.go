@@ -154,9 +154,9 @@ type Work struct {
 }
 
 // Step is the decision of Plan. The Block applies it in this order: free the KV blocks
-// of Preempt (they are back in the queue), build block tables for Join (taking the
-// cached prefix that Plan counted on: a joining sequence's Work starts after it), then
-// run the model over Work in one batch.
+// of Preempt (they are back in the queue), build block tables for Join (on the cached
+// prefix it took when Plan asked, Cached: a joining sequence's Work starts after it),
+// then run the model over Work in one batch, as it is.
 // When Work is empty, nothing runs: call Plan again at WakeAt if it is not zero, or at
 // the next Enqueue/Remove.
 type Step struct {
@@ -364,10 +364,14 @@ func (s *State) settle() {
 }
 
 // Cached reports how many leading tokens of a waiting sequence's known tokens the
-// prefix cache holds (whole blocks; the Block peeks its KV pool). Plan asks only about
-// the sequences it joins, and starts their work after those tokens; the last known
-// token is always computed, so at most Len-1 count. A nil Cached means nothing is
-// cached.
+// Block takes from its prefix cache for it (whole blocks). Plan asks only about the
+// sequences it joins, in the order they join, and starts their work after those
+// tokens; the last known token is always computed, so at most Len-1 count. The Block
+// takes the blocks when asked (the engine's runner: a warm block's replay may evict a
+// hot block that a later join would have found, and that join is then asked after
+// it and counts what is left), so the plan's work is what runs; asked again about a
+// sequence within one Plan, it answers the same, and it gives back what the step does
+// not join. A nil Cached means nothing is cached.
 type Cached func(id ID) int
 
 // Plan decides the next step at time now, given what the prefix cache holds for the
