@@ -12,7 +12,8 @@
 // attention's three steps (attntile.go the same for a group of up to four
 // queries over the same keys, AVX-512), act.go the activation quantizers, rounding and
 // SwiGLU, ternary.go the TQ2_0 and TQ1_0 row kernels and lattice.go the lattice
-// types' (AVX2).
+// types' (AVX2), floattile.go the F16 and BF16 one-row, several-token kernels
+// (AVX-512).
 // engine/kernels/simd_generic.go documents the numerics. avo's instruction table lacks AVX-512 VNNI, so VPDPBUSD and
 // VPDPWSSD are emitted raw; the AVX-512 kernels may be given X16-X31, so their
 // helpers pick EVEX forms (see evex).
@@ -106,6 +107,10 @@ func main() {
 	dotFloatAVX2("dotBF16AVX2", "BF16", 2)
 	dotFloatAVX512("dotF16AVX512", "F16", 2)
 	dotFloatAVX512("dotBF16AVX512", "BF16", 2)
+	for _, t := range floatTileTokens {
+		dotFloatAVX512Tokens("F16", 2, t)
+		dotFloatAVX512Tokens("BF16", 2, t)
+	}
 	attnConstants()
 	attnScores()
 	attnExp()

@@ -188,6 +188,42 @@ func dotF16AVX512(x *byte, y *float32, n int) float32
 //go:noescape
 func dotBF16AVX512(x *byte, y *float32, n int) float32
 
+// dotF16AVX512t6 is dotF16AVX512 of one row of n (a multiple of 64) F16 weights at x with each of 6
+// float32 rows at y, y+ys, … (ys in bytes), into out, out+os, … (os in bytes).
+//
+//go:noescape
+func dotF16AVX512t6(x *byte, y *float32, ys int, n int, out *float32, os int)
+
+// dotBF16AVX512t6 is dotBF16AVX512 of one row of n (a multiple of 64) BF16 weights at x with each of 6
+// float32 rows at y, y+ys, … (ys in bytes), into out, out+os, … (os in bytes).
+//
+//go:noescape
+func dotBF16AVX512t6(x *byte, y *float32, ys int, n int, out *float32, os int)
+
+// dotF16AVX512t4 is dotF16AVX512 of one row of n (a multiple of 64) F16 weights at x with each of 4
+// float32 rows at y, y+ys, … (ys in bytes), into out, out+os, … (os in bytes).
+//
+//go:noescape
+func dotF16AVX512t4(x *byte, y *float32, ys int, n int, out *float32, os int)
+
+// dotBF16AVX512t4 is dotBF16AVX512 of one row of n (a multiple of 64) BF16 weights at x with each of 4
+// float32 rows at y, y+ys, … (ys in bytes), into out, out+os, … (os in bytes).
+//
+//go:noescape
+func dotBF16AVX512t4(x *byte, y *float32, ys int, n int, out *float32, os int)
+
+// dotF16AVX512t2 is dotF16AVX512 of one row of n (a multiple of 64) F16 weights at x with each of 2
+// float32 rows at y, y+ys, … (ys in bytes), into out, out+os, … (os in bytes).
+//
+//go:noescape
+func dotF16AVX512t2(x *byte, y *float32, ys int, n int, out *float32, os int)
+
+// dotBF16AVX512t2 is dotBF16AVX512 of one row of n (a multiple of 64) BF16 weights at x with each of 2
+// float32 rows at y, y+ys, … (ys in bytes), into out, out+os, … (os in bytes).
+//
+//go:noescape
+func dotBF16AVX512t2(x *byte, y *float32, ys int, n int, out *float32, os int)
+
 // attnScoresF16 sets s[j] = scale·(q·k_j) for j < n, k_j the hd binary16 values at
 // k + j·stride (hd a multiple of 8), as attnSpanGeneric computes it.
 //

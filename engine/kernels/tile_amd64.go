@@ -149,6 +149,9 @@ func (m *matMul) fastTokens(r, hi, t0, nt int) int {
 	if !useAVX512 {
 		return 0
 	}
+	if n := m.floatTokens(r, hi, t0, nt); n > 0 {
+		return n
+	}
 	a, rows := m.a, m.w.Rows
 	t, end := t0, t0+nt
 	_ = m.dst[(end-1)*rows+hi-1]
