@@ -84,6 +84,8 @@ func main() {
 	dotIQ4XSAVX2()
 	dotQ4_1AVX2()
 	dotQ5_1AVX2()
+	dotQ5_1AVX2Tokens(2)
+	dotQ5_1AVX2Tokens(4)
 	q2KConstants()
 	dotQ2KAVX2()
 	q3KConstants()

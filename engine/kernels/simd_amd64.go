@@ -423,3 +423,23 @@ func dotLatticeRows(typ Type, out []float32, row []byte, y []q8KBlock, nb int) {
 		}
 	}
 }
+
+// dotQ5_1Rows sets out[t] = dotQ5_1Row(row, y[t*nb:(t+1)*nb]) for each t <
+// len(out): four tokens at a time (then two) through dotQ5_1AVX2t4 (t2), each
+// block's quants unpacked once for the tokens: the same bits.
+func dotQ5_1Rows(out []float32, row []byte, y []q8_1Block, nb int) {
+	t := 0
+	if useAVX2 && nb > 0 && len(out) > 1 {
+		_, _ = row[nb*24-1], y[len(out)*nb-1]
+		stride := nb * int(unsafe.Sizeof(y[0]))
+		for ; t+4 <= len(out); t += 4 {
+			dotQ5_1AVX2t4(&row[0], (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t])
+		}
+		for ; t+2 <= len(out); t += 2 {
+			dotQ5_1AVX2t2(&row[0], (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t])
+		}
+	}
+	for ; t < len(out); t++ {
+		out[t] = dotQ5_1Row(row, y[t*nb:(t+1)*nb])
+	}
+}

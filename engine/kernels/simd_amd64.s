@@ -2254,6 +2254,194 @@ done:
 	MOVSS        X0, ret+24(FP)
 	RET
 
+// func dotQ5_1AVX2t2(x *byte, y *byte, n int, ys int, out *float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotQ5_1AVX2t2(SB), NOSPLIT, $0-40
+	MOVQ    x+0(FP), AX
+	MOVQ    y+8(FP), CX
+	MOVQ    n+16(FP), DX
+	MOVQ    ys+24(FP), BX
+	LEAQ    (CX)(BX*2), SI
+	ADDQ    BX, SI
+	VMOVDQU nibbleMask<>+0(SB), Y0
+	VMOVDQU ones16<>+0(SB), Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  X3, X3, X3
+	VXORPS  Y4, Y4, Y4
+	VXORPS  X5, X5, X5
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VMOVDQU      8(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y0, Y7, Y7
+	VPBROADCASTD 4(AX), Y8
+	VPSHUFB      q5Spread<>+0(SB), Y8, Y8
+	VPAND        q5Bits<>+0(SB), Y8, Y8
+	VPCMPEQB     q5Bits<>+0(SB), Y8, Y8
+	VPAND        bit4Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	MOVL         (AX), DI
+	VMOVD        DI, X6
+	VCVTPH2PS    X6, X6
+	VMOVSHDUP    X6, X9
+	VPMADDUBSW   8(CX), Y7, Y8
+	VPMADDWD     Y1, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULSS       (CX), X6, X10
+	VBROADCASTSS X10, Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VMULSS       4(CX), X9, X8
+	VADDSS       X8, X3, X3
+	VPMADDUBSW   8(CX)(BX*1), Y7, Y7
+	VPMADDWD     Y1, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULSS       (CX)(BX*1), X6, X6
+	VBROADCASTSS X6, Y8
+	VFMADD231PS  Y8, Y7, Y4
+	VMULSS       4(CX)(BX*1), X9, X6
+	VADDSS       X6, X5, X5
+	ADDQ         $0x00000018, AX
+	ADDQ         $0x00000028, CX
+	ADDQ         $0x00000028, SI
+	DECQ         DX
+	JMP          loop
+
+done:
+	MOVQ         out+32(FP), AX
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VADDSS       X3, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VADDSS       X5, X0, X0
+	VMOVSS       X0, 4(AX)
+	VZEROUPPER
+	RET
+
+// func dotQ5_1AVX2t4(x *byte, y *byte, n int, ys int, out *float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotQ5_1AVX2t4(SB), NOSPLIT, $0-40
+	MOVQ    x+0(FP), AX
+	MOVQ    y+8(FP), CX
+	MOVQ    n+16(FP), DX
+	MOVQ    ys+24(FP), BX
+	LEAQ    (CX)(BX*2), SI
+	ADDQ    BX, SI
+	VMOVDQU nibbleMask<>+0(SB), Y0
+	VMOVDQU ones16<>+0(SB), Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  X3, X3, X3
+	VXORPS  Y4, Y4, Y4
+	VXORPS  X5, X5, X5
+	VXORPS  Y6, Y6, Y6
+	VXORPS  X7, X7, X7
+	VXORPS  Y8, Y8, Y8
+	VXORPS  X9, X9, X9
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VMOVDQU      8(AX), X10
+	VPSRLW       $0x04, X10, X11
+	VINSERTI128  $0x01, X11, Y10, Y11
+	VPAND        Y0, Y11, Y11
+	VPBROADCASTD 4(AX), Y12
+	VPSHUFB      q5Spread<>+0(SB), Y12, Y12
+	VPAND        q5Bits<>+0(SB), Y12, Y12
+	VPCMPEQB     q5Bits<>+0(SB), Y12, Y12
+	VPAND        bit4Mask<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	MOVL         (AX), DI
+	VMOVD        DI, X10
+	VCVTPH2PS    X10, X10
+	VMOVSHDUP    X10, X13
+	VPMADDUBSW   8(CX), Y11, Y12
+	VPMADDWD     Y1, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VMULSS       (CX), X10, X14
+	VBROADCASTSS X14, Y14
+	VFMADD231PS  Y14, Y12, Y2
+	VMULSS       4(CX), X13, X12
+	VADDSS       X12, X3, X3
+	VPMADDUBSW   8(CX)(BX*1), Y11, Y12
+	VPMADDWD     Y1, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VMULSS       (CX)(BX*1), X10, X14
+	VBROADCASTSS X14, Y14
+	VFMADD231PS  Y14, Y12, Y4
+	VMULSS       4(CX)(BX*1), X13, X12
+	VADDSS       X12, X5, X5
+	VPMADDUBSW   8(CX)(BX*2), Y11, Y12
+	VPMADDWD     Y1, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VMULSS       (CX)(BX*2), X10, X14
+	VBROADCASTSS X14, Y14
+	VFMADD231PS  Y14, Y12, Y6
+	VMULSS       4(CX)(BX*2), X13, X12
+	VADDSS       X12, X7, X7
+	VPMADDUBSW   8(SI), Y11, Y11
+	VPMADDWD     Y1, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VMULSS       (SI), X10, X10
+	VBROADCASTSS X10, Y12
+	VFMADD231PS  Y12, Y11, Y8
+	VMULSS       4(SI), X13, X10
+	VADDSS       X10, X9, X9
+	ADDQ         $0x00000018, AX
+	ADDQ         $0x00000028, CX
+	ADDQ         $0x00000028, SI
+	DECQ         DX
+	JMP          loop
+
+done:
+	MOVQ         out+32(FP), AX
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VADDSS       X3, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VADDSS       X5, X0, X0
+	VMOVSS       X0, 4(AX)
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X0, X6, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VADDSS       X7, X0, X0
+	VMOVSS       X0, 8(AX)
+	VEXTRACTF128 $0x01, Y8, X0
+	VADDPS       X0, X8, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VADDSS       X9, X0, X0
+	VMOVSS       X0, 12(AX)
+	VZEROUPPER
+	RET
+
 DATA threes<>+0(SB)/8, $0x0303030303030303
 DATA threes<>+8(SB)/8, $0x0303030303030303
 DATA threes<>+16(SB)/8, $0x0303030303030303

@@ -23,7 +23,9 @@ import (
 // IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ1_S and IQ1_M (_asm/lattice.go, over
 // iquants.go's); IQ3_S's (dotIQ3SAVX2) has dotIQ3SRowGeneric's, ggml's float
 // order. IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S and IQ3_XXS also have two-token forms
-// (…x2) for prompts, decoding each group once for both tokens, with the same bits.
+// (…x2) for prompts, decoding each group once for both tokens, with the same bits;
+// Q5_1 has four- and two-token forms (dotQ5_1AVX2t4, t2: dotQ5_1Rows), each
+// block unpacked once for the tokens, with the same bits.
 // dotQ4KRows, dotQ6KRows and dotQ8_0Rows take one weight row against a batch of
 // activation rows (the tokens of a prompt), unpacking each weight block once for
 // two tokens (AVX2, Q4_K and Q6_K). With AVX-512, MatMul takes the tile kernels
@@ -278,6 +280,9 @@ func dotRowsAt(wt Type, row []byte, a *acts, t0 int, out []float32) {
 	case Q8_0:
 		nb := a.cols / qk0
 		dotQ8_0Rows(out, row, a.q8[t0*nb:], nb)
+	case Q5_1:
+		nb := a.cols / qk0
+		dotQ5_1Rows(out, row, a.q81[t0*nb:], nb)
 	case IQ3_S:
 		nb := a.cols / qkK
 		dotIQ3SRows(out, row, a.q8k[t0*nb:], nb)
