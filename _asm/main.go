@@ -102,8 +102,10 @@ func main() {
 	}
 	dotIQ3SAVX2()
 	dotIQ3SAVX2x2()
-	dotIQ1SAVX2()
-	dotIQ1MAVX2()
+	for _, tokens := range []int{1, 2} {
+		dotIQ1SAVX2(tokens)
+		dotIQ1MAVX2(tokens)
+	}
 	dotFloatAVX2("dotF32AVX2", "F32", 4)
 	dotFloatAVX2("dotF16AVX2", "F16", 2)
 	dotFloatAVX2("dotBF16AVX2", "BF16", 2)

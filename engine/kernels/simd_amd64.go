@@ -385,7 +385,7 @@ func dotIQ3SRows(out []float32, row []byte, y []q8KBlock, nb int) {
 }
 
 // dotLatticeRows sets out[t] = the row dot of typ (IQ2_XXS, IQ2_XS, IQ2_S,
-// IQ3_XXS) of row and y[t*nb:(t+1)*nb] for each t < len(out), two tokens at a
+// IQ3_XXS, IQ1_S, IQ1_M) of row and y[t*nb:(t+1)*nb] for each t < len(out), two tokens at a
 // time through the type's …x2 kernel (each group's grid entries, signs and
 // scales decoded once for both): the same bits. The kernels are called directly
 // (not through a function value) so that out does not escape.
@@ -406,6 +406,10 @@ func dotLatticeRows(typ Type, out []float32, row []byte, y []q8KBlock, nb int) {
 				dotIQ2SAVX2x2(x, yt, nb, stride, o, (*byte)(unsafe.Pointer(&iq2sGrid[0])))
 			case IQ3_XXS:
 				dotIQ3XXSAVX2x2(x, yt, nb, stride, o, (*byte)(unsafe.Pointer(&iq3xxsGrid[0])))
+			case IQ1_S:
+				dotIQ1SAVX2x2(x, yt, nb, stride, o, (*byte)(unsafe.Pointer(&iq1sGrid[0])))
+			case IQ1_M:
+				dotIQ1MAVX2x2(x, yt, nb, stride, o, (*byte)(unsafe.Pointer(&iq1sGrid[0])))
 			}
 		}
 	}
@@ -420,6 +424,10 @@ func dotLatticeRows(typ Type, out []float32, row []byte, y []q8KBlock, nb int) {
 			out[t] = dotIQ2SRow(row, yt)
 		case IQ3_XXS:
 			out[t] = dotIQ3XXSRow(row, yt)
+		case IQ1_S:
+			out[t] = dotIQ1SRow(row, yt)
+		case IQ1_M:
+			out[t] = dotIQ1MRow(row, yt)
 		}
 	}
 }

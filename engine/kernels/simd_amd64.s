@@ -7591,26 +7591,26 @@ loop:
 	ORQ          R9, R8
 	VPINSRQ      $0x01, (BX)(R8*8), X5, X5
 	VINSERTI128  $0x01, X5, Y4, Y5
-	VMOVDQU      4(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y2, Y5
 	MOVQ         DI, R8
 	SHRQ         $0x0c, R8
 	ANDQ         $0x07, R8
 	LEAQ         1(R8)(R8*1), R8
+	SHRQ         $0x0f, DI
+	NEGQ         DI
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VMOVDQU      4(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y2, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
 	MOVWQSX      260(CX), R9
 	MOVWQSX      262(CX), R10
 	ADDQ         R10, R9
 	IMULQ        R8, R9
-	SHRQ         $0x0f, DI
-	NEGQ         DI
 	XORQ         DI, R9
 	SUBQ         DI, R9
 	ADDQ         R9, SI
-	VMOVD        R8, X6
-	VPBROADCASTW X6, Y6
-	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y3, Y3
 	MOVWQZX      36(AX), DI
 	MOVQ         DI, R9
 	ANDQ         $0x07, R9
@@ -7640,26 +7640,26 @@ loop:
 	ORQ          R9, R8
 	VPINSRQ      $0x01, (BX)(R8*8), X5, X5
 	VINSERTI128  $0x01, X5, Y4, Y5
-	VMOVDQU      36(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y2, Y5
 	MOVQ         DI, R8
 	SHRQ         $0x0c, R8
 	ANDQ         $0x07, R8
 	LEAQ         1(R8)(R8*1), R8
+	SHRQ         $0x0f, DI
+	NEGQ         DI
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VMOVDQU      36(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y2, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
 	MOVWQSX      264(CX), R9
 	MOVWQSX      266(CX), R10
 	ADDQ         R10, R9
 	IMULQ        R8, R9
-	SHRQ         $0x0f, DI
-	NEGQ         DI
 	XORQ         DI, R9
 	SUBQ         DI, R9
 	ADDQ         R9, SI
-	VMOVD        R8, X6
-	VPBROADCASTW X6, Y6
-	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y3, Y3
 	MOVWQZX      38(AX), DI
 	MOVQ         DI, R9
 	ANDQ         $0x07, R9
@@ -7689,26 +7689,26 @@ loop:
 	ORQ          R9, R8
 	VPINSRQ      $0x01, (BX)(R8*8), X5, X5
 	VINSERTI128  $0x01, X5, Y4, Y5
-	VMOVDQU      68(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y2, Y5
 	MOVQ         DI, R8
 	SHRQ         $0x0c, R8
 	ANDQ         $0x07, R8
 	LEAQ         1(R8)(R8*1), R8
+	SHRQ         $0x0f, DI
+	NEGQ         DI
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VMOVDQU      68(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y2, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
 	MOVWQSX      268(CX), R9
 	MOVWQSX      270(CX), R10
 	ADDQ         R10, R9
 	IMULQ        R8, R9
-	SHRQ         $0x0f, DI
-	NEGQ         DI
 	XORQ         DI, R9
 	SUBQ         DI, R9
 	ADDQ         R9, SI
-	VMOVD        R8, X6
-	VPBROADCASTW X6, Y6
-	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y3, Y3
 	MOVWQZX      40(AX), DI
 	MOVQ         DI, R9
 	ANDQ         $0x07, R9
@@ -7738,26 +7738,26 @@ loop:
 	ORQ          R9, R8
 	VPINSRQ      $0x01, (BX)(R8*8), X5, X5
 	VINSERTI128  $0x01, X5, Y4, Y5
-	VMOVDQU      100(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y2, Y5
 	MOVQ         DI, R8
 	SHRQ         $0x0c, R8
 	ANDQ         $0x07, R8
 	LEAQ         1(R8)(R8*1), R8
+	SHRQ         $0x0f, DI
+	NEGQ         DI
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VMOVDQU      100(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y2, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
 	MOVWQSX      272(CX), R9
 	MOVWQSX      274(CX), R10
 	ADDQ         R10, R9
 	IMULQ        R8, R9
-	SHRQ         $0x0f, DI
-	NEGQ         DI
 	XORQ         DI, R9
 	SUBQ         DI, R9
 	ADDQ         R9, SI
-	VMOVD        R8, X6
-	VPBROADCASTW X6, Y6
-	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y3, Y3
 	MOVWQZX      42(AX), DI
 	MOVQ         DI, R9
 	ANDQ         $0x07, R9
@@ -7787,26 +7787,26 @@ loop:
 	ORQ          R9, R8
 	VPINSRQ      $0x01, (BX)(R8*8), X5, X5
 	VINSERTI128  $0x01, X5, Y4, Y5
-	VMOVDQU      132(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y2, Y5
 	MOVQ         DI, R8
 	SHRQ         $0x0c, R8
 	ANDQ         $0x07, R8
 	LEAQ         1(R8)(R8*1), R8
+	SHRQ         $0x0f, DI
+	NEGQ         DI
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VMOVDQU      132(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y2, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
 	MOVWQSX      276(CX), R9
 	MOVWQSX      278(CX), R10
 	ADDQ         R10, R9
 	IMULQ        R8, R9
-	SHRQ         $0x0f, DI
-	NEGQ         DI
 	XORQ         DI, R9
 	SUBQ         DI, R9
 	ADDQ         R9, SI
-	VMOVD        R8, X6
-	VPBROADCASTW X6, Y6
-	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y3, Y3
 	MOVWQZX      44(AX), DI
 	MOVQ         DI, R9
 	ANDQ         $0x07, R9
@@ -7836,26 +7836,26 @@ loop:
 	ORQ          R9, R8
 	VPINSRQ      $0x01, (BX)(R8*8), X5, X5
 	VINSERTI128  $0x01, X5, Y4, Y5
-	VMOVDQU      164(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y2, Y5
 	MOVQ         DI, R8
 	SHRQ         $0x0c, R8
 	ANDQ         $0x07, R8
 	LEAQ         1(R8)(R8*1), R8
+	SHRQ         $0x0f, DI
+	NEGQ         DI
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VMOVDQU      164(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y2, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
 	MOVWQSX      280(CX), R9
 	MOVWQSX      282(CX), R10
 	ADDQ         R10, R9
 	IMULQ        R8, R9
-	SHRQ         $0x0f, DI
-	NEGQ         DI
 	XORQ         DI, R9
 	SUBQ         DI, R9
 	ADDQ         R9, SI
-	VMOVD        R8, X6
-	VPBROADCASTW X6, Y6
-	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y3, Y3
 	MOVWQZX      46(AX), DI
 	MOVQ         DI, R9
 	ANDQ         $0x07, R9
@@ -7885,26 +7885,26 @@ loop:
 	ORQ          R9, R8
 	VPINSRQ      $0x01, (BX)(R8*8), X5, X5
 	VINSERTI128  $0x01, X5, Y4, Y5
-	VMOVDQU      196(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y2, Y5
 	MOVQ         DI, R8
 	SHRQ         $0x0c, R8
 	ANDQ         $0x07, R8
 	LEAQ         1(R8)(R8*1), R8
+	SHRQ         $0x0f, DI
+	NEGQ         DI
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VMOVDQU      196(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y2, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
 	MOVWQSX      284(CX), R9
 	MOVWQSX      286(CX), R10
 	ADDQ         R10, R9
 	IMULQ        R8, R9
-	SHRQ         $0x0f, DI
-	NEGQ         DI
 	XORQ         DI, R9
 	SUBQ         DI, R9
 	ADDQ         R9, SI
-	VMOVD        R8, X6
-	VPBROADCASTW X6, Y6
-	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y3, Y3
 	MOVWQZX      48(AX), DI
 	MOVQ         DI, R9
 	ANDQ         $0x07, R9
@@ -7934,26 +7934,26 @@ loop:
 	ORQ          R9, R8
 	VPINSRQ      $0x01, (BX)(R8*8), X5, X5
 	VINSERTI128  $0x01, X5, Y4, Y5
-	VMOVDQU      228(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y2, Y5
 	MOVQ         DI, R8
 	SHRQ         $0x0c, R8
 	ANDQ         $0x07, R8
 	LEAQ         1(R8)(R8*1), R8
+	SHRQ         $0x0f, DI
+	NEGQ         DI
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VMOVDQU      228(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y2, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
 	MOVWQSX      288(CX), R9
 	MOVWQSX      290(CX), R10
 	ADDQ         R10, R9
 	IMULQ        R8, R9
-	SHRQ         $0x0f, DI
-	NEGQ         DI
 	XORQ         DI, R9
 	SUBQ         DI, R9
 	ADDQ         R9, SI
-	VMOVD        R8, X6
-	VPBROADCASTW X6, Y6
-	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y3, Y3
 	VMOVD        SI, X4
 	VCVTDQ2PS    X4, X4
 	MOVWLZX      (AX), SI
@@ -7971,8 +7971,8 @@ loop:
 	VADDSS       X4, X3, X3
 	VMULSS       X3, X5, X5
 	VADDSS       X5, X0, X0
-	ADDQ         $0x00000032, AX
 	ADDQ         $0x00000124, CX
+	ADDQ         $0x00000032, AX
 	DECQ         DX
 	JMP          loop
 
@@ -8452,14 +8452,1143 @@ loop:
 	VADDSS       X4, X3, X3
 	VMULSS       X3, X5, X5
 	VADDSS       X5, X0, X0
-	ADDQ         $0x00000038, AX
 	ADDQ         $0x00000124, CX
+	ADDQ         $0x00000038, AX
 	DECQ         DX
 	JMP          loop
 
 done:
 	VZEROUPPER
 	MOVSS X0, ret+32(FP)
+	RET
+
+// func dotIQ1SAVX2x2(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotIQ1SAVX2x2(SB), NOSPLIT, $0-48
+	MOVQ    x+0(FP), AX
+	MOVQ    y+8(FP), CX
+	MOVQ    n+16(FP), DX
+	MOVQ    grid+40(FP), BX
+	MOVQ    stride+24(FP), SI
+	LEAQ    (CX)(SI*1), SI
+	VXORPS  X0, X0, X0
+	VXORPS  X1, X1, X1
+	MOVL    $0x3e000000, DI
+	VMOVD   DI, X2
+	VMOVDQU byteOnes<>+0(SB), Y3
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VPXOR        Y4, Y4, Y4
+	XORQ         DI, DI
+	VPXOR        Y5, Y5, Y5
+	XORQ         R8, R8
+	MOVWQZX      34(AX), R9
+	MOVQ         R9, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      2(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X6
+	MOVQ         R9, R11
+	SHRQ         $0x03, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      3(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X6, X6
+	MOVQ         R9, R11
+	SHRQ         $0x06, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      4(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X7
+	MOVQ         R9, R11
+	SHRQ         $0x09, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      5(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X7, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	MOVQ         R9, R10
+	SHRQ         $0x0c, R10
+	ANDQ         $0x07, R10
+	LEAQ         1(R10)(R10*1), R10
+	SHRQ         $0x0f, R9
+	NEGQ         R9
+	VMOVD        R10, X8
+	VPBROADCASTW X8, Y8
+	VMOVDQU      4(CX), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	MOVWQSX      260(CX), R11
+	MOVWQSX      262(CX), R12
+	ADDQ         R12, R11
+	IMULQ        R10, R11
+	XORQ         R9, R11
+	SUBQ         R9, R11
+	ADDQ         R11, DI
+	VMOVDQU      4(SI), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	MOVWQSX      260(SI), R11
+	MOVWQSX      262(SI), R12
+	ADDQ         R12, R11
+	IMULQ        R10, R11
+	XORQ         R9, R11
+	SUBQ         R9, R11
+	ADDQ         R11, R8
+	MOVWQZX      36(AX), R9
+	MOVQ         R9, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      6(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X6
+	MOVQ         R9, R11
+	SHRQ         $0x03, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      7(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X6, X6
+	MOVQ         R9, R11
+	SHRQ         $0x06, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      8(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X7
+	MOVQ         R9, R11
+	SHRQ         $0x09, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      9(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X7, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	MOVQ         R9, R10
+	SHRQ         $0x0c, R10
+	ANDQ         $0x07, R10
+	LEAQ         1(R10)(R10*1), R10
+	SHRQ         $0x0f, R9
+	NEGQ         R9
+	VMOVD        R10, X8
+	VPBROADCASTW X8, Y8
+	VMOVDQU      36(CX), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	MOVWQSX      264(CX), R11
+	MOVWQSX      266(CX), R12
+	ADDQ         R12, R11
+	IMULQ        R10, R11
+	XORQ         R9, R11
+	SUBQ         R9, R11
+	ADDQ         R11, DI
+	VMOVDQU      36(SI), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	MOVWQSX      264(SI), R11
+	MOVWQSX      266(SI), R12
+	ADDQ         R12, R11
+	IMULQ        R10, R11
+	XORQ         R9, R11
+	SUBQ         R9, R11
+	ADDQ         R11, R8
+	MOVWQZX      38(AX), R9
+	MOVQ         R9, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      10(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X6
+	MOVQ         R9, R11
+	SHRQ         $0x03, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      11(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X6, X6
+	MOVQ         R9, R11
+	SHRQ         $0x06, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      12(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X7
+	MOVQ         R9, R11
+	SHRQ         $0x09, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      13(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X7, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	MOVQ         R9, R10
+	SHRQ         $0x0c, R10
+	ANDQ         $0x07, R10
+	LEAQ         1(R10)(R10*1), R10
+	SHRQ         $0x0f, R9
+	NEGQ         R9
+	VMOVD        R10, X8
+	VPBROADCASTW X8, Y8
+	VMOVDQU      68(CX), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	MOVWQSX      268(CX), R11
+	MOVWQSX      270(CX), R12
+	ADDQ         R12, R11
+	IMULQ        R10, R11
+	XORQ         R9, R11
+	SUBQ         R9, R11
+	ADDQ         R11, DI
+	VMOVDQU      68(SI), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	MOVWQSX      268(SI), R11
+	MOVWQSX      270(SI), R12
+	ADDQ         R12, R11
+	IMULQ        R10, R11
+	XORQ         R9, R11
+	SUBQ         R9, R11
+	ADDQ         R11, R8
+	MOVWQZX      40(AX), R9
+	MOVQ         R9, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      14(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X6
+	MOVQ         R9, R11
+	SHRQ         $0x03, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      15(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X6, X6
+	MOVQ         R9, R11
+	SHRQ         $0x06, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      16(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X7
+	MOVQ         R9, R11
+	SHRQ         $0x09, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      17(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X7, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	MOVQ         R9, R10
+	SHRQ         $0x0c, R10
+	ANDQ         $0x07, R10
+	LEAQ         1(R10)(R10*1), R10
+	SHRQ         $0x0f, R9
+	NEGQ         R9
+	VMOVD        R10, X8
+	VPBROADCASTW X8, Y8
+	VMOVDQU      100(CX), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	MOVWQSX      272(CX), R11
+	MOVWQSX      274(CX), R12
+	ADDQ         R12, R11
+	IMULQ        R10, R11
+	XORQ         R9, R11
+	SUBQ         R9, R11
+	ADDQ         R11, DI
+	VMOVDQU      100(SI), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	MOVWQSX      272(SI), R11
+	MOVWQSX      274(SI), R12
+	ADDQ         R12, R11
+	IMULQ        R10, R11
+	XORQ         R9, R11
+	SUBQ         R9, R11
+	ADDQ         R11, R8
+	MOVWQZX      42(AX), R9
+	MOVQ         R9, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      18(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X6
+	MOVQ         R9, R11
+	SHRQ         $0x03, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      19(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X6, X6
+	MOVQ         R9, R11
+	SHRQ         $0x06, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      20(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X7
+	MOVQ         R9, R11
+	SHRQ         $0x09, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      21(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X7, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	MOVQ         R9, R10
+	SHRQ         $0x0c, R10
+	ANDQ         $0x07, R10
+	LEAQ         1(R10)(R10*1), R10
+	SHRQ         $0x0f, R9
+	NEGQ         R9
+	VMOVD        R10, X8
+	VPBROADCASTW X8, Y8
+	VMOVDQU      132(CX), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	MOVWQSX      276(CX), R11
+	MOVWQSX      278(CX), R12
+	ADDQ         R12, R11
+	IMULQ        R10, R11
+	XORQ         R9, R11
+	SUBQ         R9, R11
+	ADDQ         R11, DI
+	VMOVDQU      132(SI), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	MOVWQSX      276(SI), R11
+	MOVWQSX      278(SI), R12
+	ADDQ         R12, R11
+	IMULQ        R10, R11
+	XORQ         R9, R11
+	SUBQ         R9, R11
+	ADDQ         R11, R8
+	MOVWQZX      44(AX), R9
+	MOVQ         R9, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      22(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X6
+	MOVQ         R9, R11
+	SHRQ         $0x03, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      23(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X6, X6
+	MOVQ         R9, R11
+	SHRQ         $0x06, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      24(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X7
+	MOVQ         R9, R11
+	SHRQ         $0x09, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      25(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X7, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	MOVQ         R9, R10
+	SHRQ         $0x0c, R10
+	ANDQ         $0x07, R10
+	LEAQ         1(R10)(R10*1), R10
+	SHRQ         $0x0f, R9
+	NEGQ         R9
+	VMOVD        R10, X8
+	VPBROADCASTW X8, Y8
+	VMOVDQU      164(CX), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	MOVWQSX      280(CX), R11
+	MOVWQSX      282(CX), R12
+	ADDQ         R12, R11
+	IMULQ        R10, R11
+	XORQ         R9, R11
+	SUBQ         R9, R11
+	ADDQ         R11, DI
+	VMOVDQU      164(SI), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	MOVWQSX      280(SI), R11
+	MOVWQSX      282(SI), R12
+	ADDQ         R12, R11
+	IMULQ        R10, R11
+	XORQ         R9, R11
+	SUBQ         R9, R11
+	ADDQ         R11, R8
+	MOVWQZX      46(AX), R9
+	MOVQ         R9, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      26(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X6
+	MOVQ         R9, R11
+	SHRQ         $0x03, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      27(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X6, X6
+	MOVQ         R9, R11
+	SHRQ         $0x06, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      28(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X7
+	MOVQ         R9, R11
+	SHRQ         $0x09, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      29(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X7, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	MOVQ         R9, R10
+	SHRQ         $0x0c, R10
+	ANDQ         $0x07, R10
+	LEAQ         1(R10)(R10*1), R10
+	SHRQ         $0x0f, R9
+	NEGQ         R9
+	VMOVD        R10, X8
+	VPBROADCASTW X8, Y8
+	VMOVDQU      196(CX), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	MOVWQSX      284(CX), R11
+	MOVWQSX      286(CX), R12
+	ADDQ         R12, R11
+	IMULQ        R10, R11
+	XORQ         R9, R11
+	SUBQ         R9, R11
+	ADDQ         R11, DI
+	VMOVDQU      196(SI), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	MOVWQSX      284(SI), R11
+	MOVWQSX      286(SI), R12
+	ADDQ         R12, R11
+	IMULQ        R10, R11
+	XORQ         R9, R11
+	SUBQ         R9, R11
+	ADDQ         R11, R8
+	MOVWQZX      48(AX), R9
+	MOVQ         R9, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      30(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X6
+	MOVQ         R9, R11
+	SHRQ         $0x03, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      31(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X6, X6
+	MOVQ         R9, R11
+	SHRQ         $0x06, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      32(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X7
+	MOVQ         R9, R11
+	SHRQ         $0x09, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      33(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X7, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	MOVQ         R9, R10
+	SHRQ         $0x0c, R10
+	ANDQ         $0x07, R10
+	LEAQ         1(R10)(R10*1), R10
+	SHRQ         $0x0f, R9
+	NEGQ         R9
+	VMOVD        R10, X8
+	VPBROADCASTW X8, Y8
+	VMOVDQU      228(CX), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	MOVWQSX      288(CX), R11
+	MOVWQSX      290(CX), R12
+	ADDQ         R12, R11
+	IMULQ        R10, R11
+	XORQ         R9, R11
+	SUBQ         R9, R11
+	ADDQ         R11, DI
+	VMOVDQU      228(SI), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	MOVWQSX      288(SI), R11
+	MOVWQSX      290(SI), R12
+	ADDQ         R12, R11
+	IMULQ        R10, R11
+	XORQ         R9, R11
+	SUBQ         R9, R11
+	ADDQ         R11, R8
+	VMOVD        DI, X6
+	VCVTDQ2PS    X6, X6
+	MOVWLZX      (AX), DI
+	VMOVD        DI, X7
+	VCVTPH2PS    X7, X7
+	VMULSS       (CX), X7, X7
+	VEXTRACTI128 $0x01, Y4, X8
+	VPADDD       X8, X4, X4
+	VPSHUFD      $0x4e, X4, X8
+	VPADDD       X8, X4, X4
+	VPSHUFD      $0xb1, X4, X8
+	VPADDD       X8, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       X2, X6, X6
+	VADDSS       X6, X4, X4
+	VMULSS       X4, X7, X7
+	VADDSS       X7, X0, X0
+	ADDQ         $0x00000124, CX
+	VMOVD        R8, X4
+	VCVTDQ2PS    X4, X4
+	MOVWLZX      (AX), DI
+	VMOVD        DI, X6
+	VCVTPH2PS    X6, X6
+	VMULSS       (SI), X6, X6
+	VEXTRACTI128 $0x01, Y5, X7
+	VPADDD       X7, X5, X5
+	VPSHUFD      $0x4e, X5, X7
+	VPADDD       X7, X5, X5
+	VPSHUFD      $0xb1, X5, X7
+	VPADDD       X7, X5, X5
+	VCVTDQ2PS    X5, X5
+	VMULSS       X2, X4, X4
+	VADDSS       X4, X5, X5
+	VMULSS       X5, X6, X6
+	VADDSS       X6, X1, X1
+	ADDQ         $0x00000124, SI
+	ADDQ         $0x00000032, AX
+	DECQ         DX
+	JMP          loop
+
+done:
+	VZEROUPPER
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
+	RET
+
+// func dotIQ1MAVX2x2(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotIQ1MAVX2x2(SB), NOSPLIT, $0-48
+	MOVQ    x+0(FP), AX
+	MOVQ    y+8(FP), CX
+	MOVQ    n+16(FP), DX
+	MOVQ    grid+40(FP), BX
+	MOVQ    stride+24(FP), SI
+	LEAQ    (CX)(SI*1), SI
+	VXORPS  X0, X0, X0
+	VXORPS  X1, X1, X1
+	MOVL    $0x3e000000, DI
+	VMOVD   DI, X2
+	VMOVDQU byteOnes<>+0(SB), Y3
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	MOVBQZX      32(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      (AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X8
+	MOVBQZX      32(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      1(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X8, X8
+	MOVBQZX      33(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      2(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X9
+	MOVBQZX      33(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      3(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X9, X9
+	VINSERTI128  $0x01, X9, Y8, Y9
+	MOVWQZX      48(AX), DI
+	MOVQ         DI, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x07, DI
+	ANDQ         $0x07, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X10
+	VPBROADCASTD X10, Y10
+	VPSHUFB      wordSplit<>+0(SB), Y10, Y10
+	VPBROADCASTW 32(AX), Y11
+	VPAND        iq1mDeltaBits<>+0(SB), Y11, Y11
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y11, Y11
+	VPXOR        Y11, Y10, Y12
+	VPSUBW       Y11, Y12, Y12
+	VMOVDQU      4(CX), Y11
+	VPMADDUBSW   Y11, Y3, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPSIGNB      Y9, Y11, Y11
+	VPMADDUBSW   Y11, Y3, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      4(SI), Y11
+	VPMADDUBSW   Y11, Y3, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VPSIGNB      Y9, Y11, Y11
+	VPMADDUBSW   Y11, Y3, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	MOVBQZX      34(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      4(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X8
+	MOVBQZX      34(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      5(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X8, X8
+	MOVBQZX      35(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      6(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X9
+	MOVBQZX      35(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      7(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X9, X9
+	VINSERTI128  $0x01, X9, Y8, Y9
+	MOVWQZX      48(AX), DI
+	SHRQ         $0x06, DI
+	MOVQ         DI, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x07, DI
+	ANDQ         $0x07, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X10
+	VPBROADCASTD X10, Y10
+	VPSHUFB      wordSplit<>+0(SB), Y10, Y10
+	VPBROADCASTW 34(AX), Y11
+	VPAND        iq1mDeltaBits<>+0(SB), Y11, Y11
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y11, Y11
+	VPXOR        Y11, Y10, Y12
+	VPSUBW       Y11, Y12, Y12
+	VMOVDQU      36(CX), Y11
+	VPMADDUBSW   Y11, Y3, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPSIGNB      Y9, Y11, Y11
+	VPMADDUBSW   Y11, Y3, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      36(SI), Y11
+	VPMADDUBSW   Y11, Y3, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VPSIGNB      Y9, Y11, Y11
+	VPMADDUBSW   Y11, Y3, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	MOVBQZX      36(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      8(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X8
+	MOVBQZX      36(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      9(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X8, X8
+	MOVBQZX      37(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      10(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X9
+	MOVBQZX      37(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      11(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X9, X9
+	VINSERTI128  $0x01, X9, Y8, Y9
+	MOVWQZX      50(AX), DI
+	MOVQ         DI, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x07, DI
+	ANDQ         $0x07, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X10
+	VPBROADCASTD X10, Y10
+	VPSHUFB      wordSplit<>+0(SB), Y10, Y10
+	VPBROADCASTW 36(AX), Y11
+	VPAND        iq1mDeltaBits<>+0(SB), Y11, Y11
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y11, Y11
+	VPXOR        Y11, Y10, Y12
+	VPSUBW       Y11, Y12, Y12
+	VMOVDQU      68(CX), Y11
+	VPMADDUBSW   Y11, Y3, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPSIGNB      Y9, Y11, Y11
+	VPMADDUBSW   Y11, Y3, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      68(SI), Y11
+	VPMADDUBSW   Y11, Y3, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VPSIGNB      Y9, Y11, Y11
+	VPMADDUBSW   Y11, Y3, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	MOVBQZX      38(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      12(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X8
+	MOVBQZX      38(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      13(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X8, X8
+	MOVBQZX      39(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      14(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X9
+	MOVBQZX      39(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      15(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X9, X9
+	VINSERTI128  $0x01, X9, Y8, Y9
+	MOVWQZX      50(AX), DI
+	SHRQ         $0x06, DI
+	MOVQ         DI, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x07, DI
+	ANDQ         $0x07, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X10
+	VPBROADCASTD X10, Y10
+	VPSHUFB      wordSplit<>+0(SB), Y10, Y10
+	VPBROADCASTW 38(AX), Y11
+	VPAND        iq1mDeltaBits<>+0(SB), Y11, Y11
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y11, Y11
+	VPXOR        Y11, Y10, Y12
+	VPSUBW       Y11, Y12, Y12
+	VMOVDQU      100(CX), Y11
+	VPMADDUBSW   Y11, Y3, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPSIGNB      Y9, Y11, Y11
+	VPMADDUBSW   Y11, Y3, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      100(SI), Y11
+	VPMADDUBSW   Y11, Y3, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VPSIGNB      Y9, Y11, Y11
+	VPMADDUBSW   Y11, Y3, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	MOVBQZX      40(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      16(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X8
+	MOVBQZX      40(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      17(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X8, X8
+	MOVBQZX      41(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      18(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X9
+	MOVBQZX      41(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      19(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X9, X9
+	VINSERTI128  $0x01, X9, Y8, Y9
+	MOVWQZX      52(AX), DI
+	MOVQ         DI, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x07, DI
+	ANDQ         $0x07, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X10
+	VPBROADCASTD X10, Y10
+	VPSHUFB      wordSplit<>+0(SB), Y10, Y10
+	VPBROADCASTW 40(AX), Y11
+	VPAND        iq1mDeltaBits<>+0(SB), Y11, Y11
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y11, Y11
+	VPXOR        Y11, Y10, Y12
+	VPSUBW       Y11, Y12, Y12
+	VMOVDQU      132(CX), Y11
+	VPMADDUBSW   Y11, Y3, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPSIGNB      Y9, Y11, Y11
+	VPMADDUBSW   Y11, Y3, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      132(SI), Y11
+	VPMADDUBSW   Y11, Y3, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VPSIGNB      Y9, Y11, Y11
+	VPMADDUBSW   Y11, Y3, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	MOVBQZX      42(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      20(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X8
+	MOVBQZX      42(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      21(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X8, X8
+	MOVBQZX      43(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      22(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X9
+	MOVBQZX      43(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      23(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X9, X9
+	VINSERTI128  $0x01, X9, Y8, Y9
+	MOVWQZX      52(AX), DI
+	SHRQ         $0x06, DI
+	MOVQ         DI, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x07, DI
+	ANDQ         $0x07, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X10
+	VPBROADCASTD X10, Y10
+	VPSHUFB      wordSplit<>+0(SB), Y10, Y10
+	VPBROADCASTW 42(AX), Y11
+	VPAND        iq1mDeltaBits<>+0(SB), Y11, Y11
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y11, Y11
+	VPXOR        Y11, Y10, Y12
+	VPSUBW       Y11, Y12, Y12
+	VMOVDQU      164(CX), Y11
+	VPMADDUBSW   Y11, Y3, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPSIGNB      Y9, Y11, Y11
+	VPMADDUBSW   Y11, Y3, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      164(SI), Y11
+	VPMADDUBSW   Y11, Y3, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VPSIGNB      Y9, Y11, Y11
+	VPMADDUBSW   Y11, Y3, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	MOVBQZX      44(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      24(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X8
+	MOVBQZX      44(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      25(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X8, X8
+	MOVBQZX      45(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      26(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X9
+	MOVBQZX      45(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      27(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X9, X9
+	VINSERTI128  $0x01, X9, Y8, Y9
+	MOVWQZX      54(AX), DI
+	MOVQ         DI, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x07, DI
+	ANDQ         $0x07, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X10
+	VPBROADCASTD X10, Y10
+	VPSHUFB      wordSplit<>+0(SB), Y10, Y10
+	VPBROADCASTW 44(AX), Y11
+	VPAND        iq1mDeltaBits<>+0(SB), Y11, Y11
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y11, Y11
+	VPXOR        Y11, Y10, Y12
+	VPSUBW       Y11, Y12, Y12
+	VMOVDQU      196(CX), Y11
+	VPMADDUBSW   Y11, Y3, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPSIGNB      Y9, Y11, Y11
+	VPMADDUBSW   Y11, Y3, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      196(SI), Y11
+	VPMADDUBSW   Y11, Y3, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VPSIGNB      Y9, Y11, Y11
+	VPMADDUBSW   Y11, Y3, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	MOVBQZX      46(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      28(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X8
+	MOVBQZX      46(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      29(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X8, X8
+	MOVBQZX      47(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      30(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X9
+	MOVBQZX      47(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      31(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X9, X9
+	VINSERTI128  $0x01, X9, Y8, Y9
+	MOVWQZX      54(AX), DI
+	SHRQ         $0x06, DI
+	MOVQ         DI, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x07, DI
+	ANDQ         $0x07, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X10
+	VPBROADCASTD X10, Y10
+	VPSHUFB      wordSplit<>+0(SB), Y10, Y10
+	VPBROADCASTW 46(AX), Y11
+	VPAND        iq1mDeltaBits<>+0(SB), Y11, Y11
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y11, Y11
+	VPXOR        Y11, Y10, Y12
+	VPSUBW       Y11, Y12, Y12
+	VMOVDQU      228(CX), Y11
+	VPMADDUBSW   Y11, Y3, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPSIGNB      Y9, Y11, Y11
+	VPMADDUBSW   Y11, Y3, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      228(SI), Y11
+	VPMADDUBSW   Y11, Y3, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VPSIGNB      Y9, Y11, Y11
+	VPMADDUBSW   Y11, Y3, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	MOVWQZX      48(AX), DI
+	SHRQ         $0x0c, DI
+	MOVWQZX      50(AX), R8
+	SHRQ         $0x08, R8
+	ANDQ         $0x000000f0, R8
+	ORQ          R8, DI
+	MOVWQZX      52(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x00000f00, R8
+	ORQ          R8, DI
+	MOVWQZX      54(AX), R8
+	ANDQ         $0x0000f000, R8
+	ORQ          R8, DI
+	VMOVD        DI, X8
+	VCVTPH2PS    X8, X8
+	VMULSS       (CX), X8, X9
+	VEXTRACTI128 $0x01, Y5, X10
+	VPADDD       X10, X5, X5
+	VPSHUFD      $0x4e, X5, X10
+	VPADDD       X10, X5, X5
+	VPSHUFD      $0xb1, X5, X10
+	VPADDD       X10, X5, X5
+	VCVTDQ2PS    X5, X5
+	VEXTRACTI128 $0x01, Y4, X10
+	VPADDD       X10, X4, X4
+	VPSHUFD      $0x4e, X4, X10
+	VPADDD       X10, X4, X4
+	VPSHUFD      $0xb1, X4, X10
+	VPADDD       X10, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       X2, X5, X5
+	VADDSS       X5, X4, X4
+	VMULSS       X4, X9, X9
+	VADDSS       X9, X0, X0
+	ADDQ         $0x00000124, CX
+	VMULSS       (SI), X8, X4
+	VEXTRACTI128 $0x01, Y7, X5
+	VPADDD       X5, X7, X5
+	VPSHUFD      $0x4e, X5, X7
+	VPADDD       X7, X5, X5
+	VPSHUFD      $0xb1, X5, X7
+	VPADDD       X7, X5, X5
+	VCVTDQ2PS    X5, X5
+	VEXTRACTI128 $0x01, Y6, X7
+	VPADDD       X7, X6, X6
+	VPSHUFD      $0x4e, X6, X7
+	VPADDD       X7, X6, X6
+	VPSHUFD      $0xb1, X6, X7
+	VPADDD       X7, X6, X6
+	VCVTDQ2PS    X6, X6
+	VMULSS       X2, X5, X5
+	VADDSS       X5, X6, X6
+	VMULSS       X6, X4, X4
+	VADDSS       X4, X1, X1
+	ADDQ         $0x00000124, SI
+	ADDQ         $0x00000038, AX
+	DECQ         DX
+	JMP          loop
+
+done:
+	VZEROUPPER
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
 	RET
 
 // func dotF32AVX2(x *byte, y *float32, n int) float32

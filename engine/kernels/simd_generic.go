@@ -22,7 +22,7 @@ import (
 // reference's bits (dotKRowGeneric over refquants.go's block dots), and so do
 // IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ1_S and IQ1_M (_asm/lattice.go, over
 // iquants.go's); IQ3_S's (dotIQ3SAVX2) has dotIQ3SRowGeneric's, ggml's float
-// order. IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S and IQ3_XXS also have two-token forms
+// order. IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ1_S and IQ1_M also have two-token forms
 // (…x2) for prompts, decoding each group once for both tokens, with the same bits;
 // Q5_1 has four- and two-token forms (dotQ5_1AVX2t4, t2: dotQ5_1Rows), each
 // block unpacked once for the tokens, with the same bits.
@@ -286,7 +286,7 @@ func dotRowsAt(wt Type, row []byte, a *acts, t0 int, out []float32) {
 	case IQ3_S:
 		nb := a.cols / qkK
 		dotIQ3SRows(out, row, a.q8k[t0*nb:], nb)
-	case IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS:
+	case IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ1_S, IQ1_M:
 		nb := a.cols / qkK
 		dotLatticeRows(wt, out, row, a.q8k[t0*nb:], nb)
 	default:

@@ -173,6 +173,16 @@ func dotIQ1SAVX2(x *byte, y *byte, n int, grid *byte) float32
 //go:noescape
 func dotIQ1MAVX2(x *byte, y *byte, n int, grid *byte) float32
 
+// dotIQ1SAVX2x2 sets out[t] = dotIQ1SAVX2(x, y+t·stride, n, grid) for t < 2.
+//
+//go:noescape
+func dotIQ1SAVX2x2(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+
+// dotIQ1MAVX2x2 sets out[t] = dotIQ1MAVX2(x, y+t·stride, n, grid) for t < 2.
+//
+//go:noescape
+func dotIQ1MAVX2x2(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+
 // dotF32AVX2 is the dot product of n (a multiple of 8) F32 weights at x with float32s at y.
 //
 //go:noescape
