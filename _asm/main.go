@@ -160,6 +160,7 @@ func main() {
 	}
 	outerConstants()
 	dot0Outer("Q5_0", 1)
+	dot0Outer("IQ4_NL", 1)
 	for _, typ := range []string{"IQ4XS", "Q2K"} {
 		for _, t := range []int{4, 8, 16} {
 			dotKOuter(typ, t)

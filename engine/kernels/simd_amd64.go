@@ -209,8 +209,8 @@ func setSIMD(level string) (restore func()) {
 
 func simdAvailable() bool { return useAVX2 }
 
-// dotQ5_0Row and dotIQ4NLRow: AVX2 (with AVX-512, MatMul takes Q5_0's 16-row
-// decoding tile and, for prompts, repacks both into Q8_0); the reference's bits.
+// dotQ5_0Row and dotIQ4NLRow: AVX2 (with AVX-512, MatMul takes their 16-row
+// decoding tiles and, for prompts, repacks both into Q8_0); the reference's bits.
 func dotQ5_0Row(row []byte, y []q8Block) float32 {
 	n := len(y)
 	if n == 0 || !useAVX2 {

@@ -15,7 +15,7 @@ import (
 // Q5_K has an AVX2 row kernel (and a two-token one), Q5_0 and IQ4_NL AVX2 row
 // kernels (dot0AVX2's, as Q4_0), IQ4_XS, Q4_1, Q5_1, Q2_K and Q3_K ones
 // (dotIQ4XSAVX2, dotQ4_1AVX2, dotQ5_1AVX2, dotQ2KAVX2, dotQ3KAVX2); with AVX-512,
-// Q4_1 has outer-product tiles as Q4_0, Q5_0 one for decoding and IQ4_XS and Q2_K
+// Q4_1 has outer-product tiles as Q4_0, Q5_0 and IQ4_NL one for decoding and IQ4_XS and Q2_K
 // ones for prompts (tile_amd64.go), Q5_0, IQ4_NL and Q3_K prompts are repacked
 // (repack.go), and Q5_1 has its AVX2 row kernel only. TQ2_0 and TQ1_0 have AVX2
 // row kernels (dotTQ2_0AVX2, dotTQ1_0AVX2, _asm/ternary.go) with the block

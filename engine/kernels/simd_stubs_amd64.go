@@ -601,6 +601,11 @@ func dotQ4_1AVX512x16t16(x *byte, rb int, y *byte, ys int, nb int, out *float32,
 //go:noescape
 func dotQ5_0AVX512x16t1(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
 
+// dotIQ4_NLAVX512x16t1 sets out[t·os + r] = dotIQ4_NLAVX2(x + r·rb, y + t·ys, nb) for r < 16, t < 1.
+//
+//go:noescape
+func dotIQ4_NLAVX512x16t1(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
+
 // dotIQ4XSAVX512x16t4 sets out[t·os + r] to the dot product of the nb IQ4XS blocks at x + r·rb with the q8KBlocks at y + t·ys, for r < 16, t < 4: the reference's bits.
 //
 //go:noescape
