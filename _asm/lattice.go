@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"strings"
 
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
@@ -434,13 +435,14 @@ func iq1Finish(d, acc, s1, eighth, sum VecVirtual) {
 // VPSIGNB gives the products, VPMADDUBSW with ones their pair sums. The shifts'
 // sum Σ ls·delta·(the 32 activations' sum) comes from the bsums, in scalar
 // registers.
-func dotIQ1SAVX2() {
-	TEXT("dotIQ1SAVX2", NOSPLIT, "func(x, y *byte, n int, grid *byte) float32")
-	Pragma("noescape")
-	Doc("dotIQ1SAVX2 is the dot product of n IQ1_S blocks at x with n q8KBlocks at y; grid is the type's grid.")
-	x, y, n, grid := latticeParams()
-	sum := XMM()
-	VXORPS(sum, sum, sum)
+func dotIQ1SAVX2(tokens int) {
+	x, y, n, grid := iq1Header("IQ1S", tokens)
+	ys := tokenRows(y, tokens)
+	sums := make([]VecVirtual, tokens)
+	for t := range sums {
+		sums[t] = XMM()
+		VXORPS(sums[t], sums[t], sums[t])
+	}
 	eighth := XMM()
 	{
 		g := GP32()
@@ -453,10 +455,12 @@ func dotIQ1SAVX2() {
 	Label("loop")
 	TESTQ(n, n)
 	JZ(LabelRef("done"))
-	acc := YMM()
-	VPXOR(acc, acc, acc)
-	sumi1 := GP64()
-	XORQ(sumi1, sumi1)
+	acc, sumi1 := make([]VecVirtual, tokens), make([]GPVirtual, tokens)
+	for t := range acc {
+		acc[t], sumi1[t] = YMM(), GP64()
+		VPXOR(acc[t], acc[t], acc[t])
+		XORQ(sumi1[t], sumi1[t])
+	}
 	for ib := 0; ib < 8; ib++ {
 		h := GP64()
 		MOVWQZX(Mem{Base: x, Disp: 34 + 2*ib}, h)
@@ -472,60 +476,82 @@ func dotIQ1SAVX2() {
 			ORQ(t, r)
 			return r
 		})
-		q := YMM()
-		VMOVDQU(Mem{Base: y, Disp: q8KQS + 32*ib}, q)
-		VPSIGNB(g, q, q)
-		p := YMM()
-		VPMADDUBSW(q, onesB, p)
 		ls := GP64()
 		MOVQ(h, ls)
 		SHRQ(U8(12), ls)
 		ANDQ(U8(7), ls)
 		LEAQ(Mem{Base: ls, Index: ls, Scale: 1, Disp: 1}, ls)
-		// sumi1 += ls·delta·(bsums[2ib] + bsums[2ib+1]), delta -1 when bit 15.
-		b, b2 := GP64(), GP64()
-		MOVWQSX(Mem{Base: y, Disp: q8KBsums + 4*ib}, b)
-		MOVWQSX(Mem{Base: y, Disp: q8KBsums + 4*ib + 2}, b2)
-		ADDQ(b2, b)
-		IMULQ(ls, b)
 		SHRQ(U8(15), h)
-		NEGQ(h)
-		XORQ(h, b)
-		SUBQ(h, b)
-		ADDQ(b, sumi1)
+		NEGQ(h) // delta's sign: 0 or -1
 		sc := YMM()
 		VMOVD(ls.As32(), sc.AsX())
 		VPBROADCASTW(sc.AsX(), sc)
-		VPMADDWD(sc, p, p)
-		VPADDD(p, acc, acc)
+		for t, yt := range ys {
+			q := YMM()
+			VMOVDQU(Mem{Base: yt, Disp: q8KQS + 32*ib}, q)
+			VPSIGNB(g, q, q)
+			p := YMM()
+			VPMADDUBSW(q, onesB, p)
+			VPMADDWD(sc, p, p)
+			VPADDD(p, acc[t], acc[t])
+			// sumi1 += ls·delta·(bsums[2ib] + bsums[2ib+1]), delta -1 when bit 15.
+			b, b2 := GP64(), GP64()
+			MOVWQSX(Mem{Base: yt, Disp: q8KBsums + 4*ib}, b)
+			MOVWQSX(Mem{Base: yt, Disp: q8KBsums + 4*ib + 2}, b2)
+			ADDQ(b2, b)
+			IMULQ(ls, b)
+			XORQ(h, b)
+			SUBQ(h, b)
+			ADDQ(b, sumi1[t])
+		}
 	}
-	s1 := XMM()
-	VMOVD(sumi1.As32(), s1)
-	VCVTDQ2PS(s1, s1)
-	iq1Finish(blockD(x, y), acc, s1, eighth, sum)
+	for t, yt := range ys {
+		s1 := XMM()
+		VMOVD(sumi1[t].As32(), s1)
+		VCVTDQ2PS(s1, s1)
+		iq1Finish(blockD(x, yt), acc[t], s1, eighth, sums[t])
+		ADDQ(U32(q8KSize), yt)
+	}
 	ADDQ(U32(50), x)
-	ADDQ(U32(q8KSize), y)
 	DECQ(n)
 	JMP(LabelRef("loop"))
 
 	Label("done")
-	VZEROUPPER()
-	Store(sum, ReturnIndex(0))
-	RET()
+	storeSums(sums)
+}
+
+// iq1Header declares the IQ1 kernel of typ for tokens activation rows (1, or 2
+// stride bytes apart, as latticeKernel's) and loads its common parameters.
+func iq1Header(typ string, tokens int) (x, y, n, grid GPVirtual) {
+	name := "dot" + typ + "AVX2"
+	if tokens == 1 {
+		TEXT(name, NOSPLIT, "func(x, y *byte, n int, grid *byte) float32")
+		Pragma("noescape")
+		Doc(fmt.Sprintf("%s is the dot product of n %s blocks at x with n q8KBlocks at y; grid is the type's grid.", name, strings.Replace(typ, "IQ1", "IQ1_", 1)))
+	} else {
+		single := name
+		name = fmt.Sprintf("%sx%d", name, tokens)
+		TEXT(name, NOSPLIT, "func(x, y *byte, n, stride int, out *float32, grid *byte)")
+		Pragma("noescape")
+		Doc(fmt.Sprintf("%s sets out[t] = %s(x, y+t·stride, n, grid) for t < %d.", name, single, tokens))
+	}
+	return latticeParams()
 }
 
 // dotIQ1MAVX2 emits the IQ1_M kernel: IQ1_S's products with a 3-bit scale per
 // 16 weights (the low and high lanes) and the shift's sign per 8 weights, so the
 // shifts' sum takes the activations' own pair sums (VPMADDUBSW with ones) times
 // ±scale, negated where the sign bit is set; the f16 scale gathered from the
-// top nibbles of the four scale words.
-func dotIQ1MAVX2() {
-	TEXT("dotIQ1MAVX2", NOSPLIT, "func(x, y *byte, n int, grid *byte) float32")
-	Pragma("noescape")
-	Doc("dotIQ1MAVX2 is the dot product of n IQ1_M blocks at x with n q8KBlocks at y; grid is the type's grid.")
-	x, y, n, grid := latticeParams()
-	sum := XMM()
-	VXORPS(sum, sum, sum)
+// top nibbles of the four scale words. With two tokens, each group's grid
+// entries and scales are decoded once for both.
+func dotIQ1MAVX2(tokens int) {
+	x, y, n, grid := iq1Header("IQ1M", tokens)
+	ys := tokenRows(y, tokens)
+	sums := make([]VecVirtual, tokens)
+	for t := range sums {
+		sums[t] = XMM()
+		VXORPS(sums[t], sums[t], sums[t])
+	}
 	eighth := XMM()
 	{
 		g := GP32()
@@ -538,9 +564,12 @@ func dotIQ1MAVX2() {
 	Label("loop")
 	TESTQ(n, n)
 	JZ(LabelRef("done"))
-	acc1, acc2 := YMM(), YMM()
-	VPXOR(acc1, acc1, acc1)
-	VPXOR(acc2, acc2, acc2)
+	acc1, acc2 := make([]VecVirtual, tokens), make([]VecVirtual, tokens)
+	for t := range acc1 {
+		acc1[t], acc2[t] = YMM(), YMM()
+		VPXOR(acc1[t], acc1[t], acc1[t])
+		VPXOR(acc2[t], acc2[t], acc2[t])
+	}
 	for ib := 0; ib < 8; ib++ {
 		g := gather8(grid, func(l int) GPVirtual {
 			r, t := GP64(), GP64()
@@ -581,17 +610,19 @@ func dotIQ1MAVX2() {
 		VPXOR(m, ls, c)
 		VPSUBW(m, c, c)
 
-		q := YMM()
-		VMOVDQU(Mem{Base: y, Disp: q8KQS + 32*ib}, q)
-		p2 := YMM()
-		VPMADDUBSW(q, onesB, p2)
-		VPMADDWD(c, p2, p2)
-		VPADDD(p2, acc2, acc2)
-		VPSIGNB(g, q, q)
-		p1 := YMM()
-		VPMADDUBSW(q, onesB, p1)
-		VPMADDWD(ls, p1, p1)
-		VPADDD(p1, acc1, acc1)
+		for t, yt := range ys {
+			q := YMM()
+			VMOVDQU(Mem{Base: yt, Disp: q8KQS + 32*ib}, q)
+			p2 := YMM()
+			VPMADDUBSW(q, onesB, p2)
+			VPMADDWD(c, p2, p2)
+			VPADDD(p2, acc2[t], acc2[t])
+			VPSIGNB(g, q, q)
+			p1 := YMM()
+			VPMADDUBSW(q, onesB, p1)
+			VPMADDWD(ls, p1, p1)
+			VPADDD(p1, acc1[t], acc1[t])
+		}
 	}
 	// The f16 scale: the top nibbles of the four scale words.
 	d16, t := GP64(), GP64()
@@ -605,21 +636,22 @@ func dotIQ1MAVX2() {
 		ANDQ(U32(0xf000>>(12-4*k)), t)
 		ORQ(t, d16)
 	}
-	d := XMM()
-	VMOVD(d16.As32(), d)
-	VCVTPH2PS(d, d)
-	VMULSS(Mem{Base: y}, d, d)
-	s1 := hsumInt(acc2)
-	iq1Finish(d, acc1, s1, eighth, sum)
+	d0 := XMM()
+	VMOVD(d16.As32(), d0)
+	VCVTPH2PS(d0, d0)
+	for t, yt := range ys {
+		d := XMM()
+		VMULSS(Mem{Base: yt}, d0, d)
+		s1 := hsumInt(acc2[t])
+		iq1Finish(d, acc1[t], s1, eighth, sums[t])
+		ADDQ(U32(q8KSize), yt)
+	}
 	ADDQ(U32(56), x)
-	ADDQ(U32(q8KSize), y)
 	DECQ(n)
 	JMP(LabelRef("loop"))
 
 	Label("done")
-	VZEROUPPER()
-	Store(sum, ReturnIndex(0))
-	RET()
+	storeSums(sums)
 }
 
 // dotIQ3SAVX2x2 emits the IQ3_S kernel for two activation rows (stride bytes

@@ -12,7 +12,8 @@
 // attention's three steps (attntile.go the same for a group of up to four
 // queries over the same keys, AVX-512), act.go the activation quantizers, rounding and
 // SwiGLU, ternary.go the TQ2_0 and TQ1_0 row kernels and lattice.go the lattice
-// types' (AVX2).
+// types' (AVX2), floattile.go the F16 and BF16 one-row, several-token kernels
+// (AVX-512).
 // engine/kernels/simd_generic.go documents the numerics. avo's instruction table lacks AVX-512 VNNI, so VPDPBUSD and
 // VPDPWSSD are emitted raw; the AVX-512 kernels may be given X16-X31, so their
 // helpers pick EVEX forms (see evex).
@@ -83,6 +84,8 @@ func main() {
 	dotIQ4XSAVX2()
 	dotQ4_1AVX2()
 	dotQ5_1AVX2()
+	dotQ5_1AVX2Tokens(2)
+	dotQ5_1AVX2Tokens(4)
 	q2KConstants()
 	dotQ2KAVX2()
 	q3KConstants()
@@ -99,13 +102,19 @@ func main() {
 	}
 	dotIQ3SAVX2()
 	dotIQ3SAVX2x2()
-	dotIQ1SAVX2()
-	dotIQ1MAVX2()
+	for _, tokens := range []int{1, 2} {
+		dotIQ1SAVX2(tokens)
+		dotIQ1MAVX2(tokens)
+	}
 	dotFloatAVX2("dotF32AVX2", "F32", 4)
 	dotFloatAVX2("dotF16AVX2", "F16", 2)
 	dotFloatAVX2("dotBF16AVX2", "BF16", 2)
 	dotFloatAVX512("dotF16AVX512", "F16", 2)
 	dotFloatAVX512("dotBF16AVX512", "BF16", 2)
+	for _, t := range floatTileTokens {
+		dotFloatAVX512Tokens("F16", 2, t)
+		dotFloatAVX512Tokens("BF16", 2, t)
+	}
 	attnConstants()
 	attnExpConstants()
 	attnScores()
@@ -152,6 +161,7 @@ func main() {
 	}
 	outerConstants()
 	dot0Outer("Q5_0", 1)
+	dot0Outer("IQ4_NL", 1)
 	for _, typ := range []string{"IQ4XS", "Q2K"} {
 		for _, t := range []int{4, 8, 16} {
 			dotKOuter(typ, t)

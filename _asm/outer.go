@@ -187,10 +187,11 @@ func rawBcst(op string, ops ...Op) {
 	})
 }
 
-// dot0Outer emits the AVX-512 Q8_0, Q4_0, Q5_0 or Q4_1 kernel for 16 weight rows
-// × T tokens as outer products: the weights of a block are transposed so that
-// register g holds bytes 4g..4g+3 of the 16 rows (Q8_0 + 128, Q4_0's and Q4_1's
-// nibbles q, Q5_0's q with its fifth bit), and a token's 4 bytes, broadcast, meet
+// dot0Outer emits the AVX-512 Q8_0, Q4_0, Q5_0, IQ4_NL or Q4_1 kernel for 16
+// weight rows × T tokens as outer products: the weights of a block are
+// transposed so that register g holds bytes 4g..4g+3 of the 16 rows (Q8_0 + 128,
+// Q4_0's and Q4_1's nibbles q, Q5_0's q with its fifth bit, IQ4_NL's level +
+// 128, looked up by VPSHUFB), and a token's 4 bytes, broadcast, meet
 // them in one VPDPBUSD: lane r of the token's accumulator, started at c = −k·Σy
 // (k = 128, 8 or 16, from the q8Block; 0 for Q4_1, whose q8_1Block has s there
 // and whose sum is Σq·y), ends at row r's exact isum. The float steps then run on
@@ -203,8 +204,8 @@ func dot0Outer(typ string, T int) {
 	TEXT(name, NOSPLIT, "func(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)")
 	Pragma("noescape")
 	Doc(fmt.Sprintf("%s sets out[t·os + r] = dot%sAVX2(x + r·rb, y + t·ys, nb) for r < 16, t < %d.", name, typ, T))
-	xs := map[string]int{"Q8_0": q80Size, "Q4_0": q40Size, "Q4_1": q41Size, "Q5_0": q50Size}[typ]
-	qsOff := map[string]int{"Q8_0": 2, "Q4_0": 2, "Q4_1": 4, "Q5_0": 6}[typ]
+	xs := map[string]int{"Q8_0": q80Size, "Q4_0": q40Size, "Q4_1": q41Size, "Q5_0": q50Size, "IQ4_NL": q40Size}[typ]
+	qsOff := map[string]int{"Q8_0": 2, "Q4_0": 2, "Q4_1": 4, "Q5_0": 6, "IQ4_NL": 2}[typ]
 	load := func(name string) GPVirtual {
 		r := GP64()
 		Load(Param(name), r)
@@ -232,6 +233,11 @@ func dot0Outer(typ string, T int) {
 		VMOVDQU64(nibbleMask, kc)
 	}
 	var mask Op = kc
+	var tbl VecVirtual
+	if typ == "IQ4_NL" {
+		tbl = ZMM()
+		VMOVDQU64(iq4oTable, tbl) // the levels + 128, in each 128-bit lane
+	}
 	if typ == "Q4_1" {
 		mask = nibbleMask // a register fewer: Q4_1 has its mins to keep
 	}
@@ -290,6 +296,11 @@ func dot0Outer(typ string, T int) {
 			VPANDD(mask, w[4+g], w[4+g]) // elements 16+4g..: the high nibbles
 			w[g] = lo[g]
 			VPANDD(mask, w[g], w[g])
+		}
+	}
+	if typ == "IQ4_NL" {
+		for g := range w {
+			VPSHUFB(w[g], tbl, w[g]) // level + 128
 		}
 	}
 	if typ == "Q5_0" {

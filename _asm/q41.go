@@ -1,8 +1,11 @@
 package main
 
 import (
+	"fmt"
+
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
 )
 
 const (
@@ -122,5 +125,98 @@ func dotQx1AVX2(typ string) {
 	Label("done")
 	VZEROUPPER()
 	Store(sum, ReturnIndex(0))
+	RET()
+}
+
+// dotQ5_1AVX2Tokens emits dotQ5_1AVX2t<T>: dotQ5_1AVX2 of one row of n blocks
+// with each of T activation rows (y, y+ys, …; ys in bytes) into out[0 … T-1].
+// Each block's quants are unpacked once for the T tokens; every token keeps
+// dotQ5_1AVX2's operations and order (its own 8-lane accumulator and scalar),
+// so each output has that kernel's bits.
+func dotQ5_1AVX2Tokens(T int) {
+	name := fmt.Sprintf("dotQ5_1AVX2t%d", T)
+	TEXT(name, NOSPLIT, "func(x, y *byte, n, ys int, out *float32)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s is dotQ5_1AVX2 of n Q5_1 blocks at x with each of %d rows of n q8_1Blocks at y, y+ys, … into out[0 … %d].", name, T, T-1))
+	x, y, n := params3()
+	ys := GP64()
+	Load(Param("ys"), ys)
+	y3 := GP64()
+	LEAQ(Mem{Base: y, Index: ys, Scale: 2}, y3)
+	ADDQ(ys, y3)
+	tok := func(t, disp int) Mem {
+		switch t {
+		case 1:
+			return Mem{Base: y, Index: ys, Scale: 1, Disp: disp}
+		case 2:
+			return Mem{Base: y, Index: ys, Scale: 2, Disp: disp}
+		case 3:
+			return Mem{Base: y3, Disp: disp}
+		}
+		return Mem{Base: y, Disp: disp}
+	}
+	m4, ones := YMM(), YMM()
+	VMOVDQU(nibbleMask, m4)
+	VMOVDQU(ones16, ones)
+	acc, sum := make([]VecVirtual, T), make([]VecVirtual, T)
+	for t := range acc {
+		acc[t], sum[t] = YMM(), XMM()
+		VXORPS(acc[t], acc[t], acc[t])
+		VXORPS(sum[t], sum[t], sum[t])
+	}
+
+	Label("loop")
+	TESTQ(n, n)
+	JZ(LabelRef("done"))
+	t0, th := XMM(), XMM()
+	VMOVDQU(Mem{Base: x, Disp: 8}, t0)
+	VPSRLW(U8(4), t0, th)
+	q := YMM()
+	VINSERTI128(U8(1), th, t0.AsY(), q)
+	VPAND(m4, q, q)
+	h := YMM()
+	VPBROADCASTD(Mem{Base: x, Disp: 4}, h)
+	VPSHUFB(q5Spread, h, h)
+	VPAND(q5Bits, h, h)
+	VPCMPEQB(q5Bits, h, h)
+	VPAND(bit4Mask, h, h)
+	VPOR(h, q, q)
+	g := GP32()
+	MOVL(Mem{Base: x}, g)
+	dm := XMM()
+	VMOVD(g, dm)
+	VCVTPH2PS(dm, dm) // d, m
+	m := XMM()
+	VMOVSHDUP(dm, m)
+	for t := range acc {
+		p := YMM()
+		VPMADDUBSW(tok(t, q8QS), q, p)
+		VPMADDWD(ones, p, p)
+		f := YMM()
+		VCVTDQ2PS(p, f)
+		d := XMM()
+		VMULSS(tok(t, 0), dm, d) // f16(x.d)·y.d
+		dy := YMM()
+		VBROADCASTSS(d, dy)
+		VFMADD231PS(dy, f, acc[t])
+		ms := XMM()
+		VMULSS(tok(t, 4), m, ms) // f16(x.m)·y.s, exact
+		VADDSS(ms, sum[t], sum[t])
+	}
+	ADDQ(U32(q51Size), x)
+	ADDQ(U32(q8Size), y)
+	ADDQ(U32(q8Size), y3)
+	DECQ(n)
+	JMP(LabelRef("loop"))
+
+	Label("done")
+	out := GP64()
+	Load(Param("out"), out)
+	for t := range acc {
+		r := hsum8(acc[t])
+		VADDSS(sum[t], r, r)
+		VMOVSS(r, Mem{Base: out, Disp: 4 * t})
+	}
+	VZEROUPPER()
 	RET()
 }

@@ -92,13 +92,14 @@ func TestRepackQ6KMatchesReference(t *testing.T) {
 
 // BenchmarkMatMulPrompt: a prompt's projection (128 tokens through a 1024×1024
 // matrix), per type: Q5_0 and IQ4_NL take the repacked Q8_0 kernels where the CPU
-// has AVX-512, so they should land near Q8_0 and Q4_0.
+// has AVX-512, so they should land near Q8_0 and Q4_0; F16 and BF16 take the
+// multi-token kernels of floattile_amd64.go.
 func BenchmarkMatMulPrompt(b *testing.B) {
 	r := rand.New(rand.NewPCG(21, 22))
 	const rows, cols, nTok = 1024, 1024, 128
 	x := randRow(r, nTok*cols, 1)
 	dst := make([]float32, nTok*rows)
-	for _, typ := range []Type{Q8_0, Q4_0, Q5_0, IQ4_NL, Q4_1, Q4_K, Q5_K, Q6_K, Q3_K} {
+	for _, typ := range []Type{Q8_0, Q4_0, Q5_0, IQ4_NL, Q4_1, Q4_K, Q5_K, Q6_K, Q3_K, F16, BF16, Q5_1, IQ1_S, IQ1_M} {
 		w := Matrix{Type: typ, Rows: rows, Cols: cols, Data: make([]byte, rows*typ.RowBytes(cols))}
 		for i := 0; i < rows; i++ {
 			fillRow(r, typ, w.Row(i), 0.1)

@@ -209,8 +209,8 @@ func setSIMD(level string) (restore func()) {
 
 func simdAvailable() bool { return useAVX2 }
 
-// dotQ5_0Row and dotIQ4NLRow: AVX2 (with AVX-512, MatMul takes Q5_0's 16-row
-// decoding tile and, for prompts, repacks both into Q8_0); the reference's bits.
+// dotQ5_0Row and dotIQ4NLRow: AVX2 (with AVX-512, MatMul takes their 16-row
+// decoding tiles and, for prompts, repacks both into Q8_0); the reference's bits.
 func dotQ5_0Row(row []byte, y []q8Block) float32 {
 	n := len(y)
 	if n == 0 || !useAVX2 {
@@ -385,7 +385,7 @@ func dotIQ3SRows(out []float32, row []byte, y []q8KBlock, nb int) {
 }
 
 // dotLatticeRows sets out[t] = the row dot of typ (IQ2_XXS, IQ2_XS, IQ2_S,
-// IQ3_XXS) of row and y[t*nb:(t+1)*nb] for each t < len(out), two tokens at a
+// IQ3_XXS, IQ1_S, IQ1_M) of row and y[t*nb:(t+1)*nb] for each t < len(out), two tokens at a
 // time through the type's …x2 kernel (each group's grid entries, signs and
 // scales decoded once for both): the same bits. The kernels are called directly
 // (not through a function value) so that out does not escape.
@@ -406,6 +406,10 @@ func dotLatticeRows(typ Type, out []float32, row []byte, y []q8KBlock, nb int) {
 				dotIQ2SAVX2x2(x, yt, nb, stride, o, (*byte)(unsafe.Pointer(&iq2sGrid[0])))
 			case IQ3_XXS:
 				dotIQ3XXSAVX2x2(x, yt, nb, stride, o, (*byte)(unsafe.Pointer(&iq3xxsGrid[0])))
+			case IQ1_S:
+				dotIQ1SAVX2x2(x, yt, nb, stride, o, (*byte)(unsafe.Pointer(&iq1sGrid[0])))
+			case IQ1_M:
+				dotIQ1MAVX2x2(x, yt, nb, stride, o, (*byte)(unsafe.Pointer(&iq1sGrid[0])))
 			}
 		}
 	}
@@ -420,6 +424,30 @@ func dotLatticeRows(typ Type, out []float32, row []byte, y []q8KBlock, nb int) {
 			out[t] = dotIQ2SRow(row, yt)
 		case IQ3_XXS:
 			out[t] = dotIQ3XXSRow(row, yt)
+		case IQ1_S:
+			out[t] = dotIQ1SRow(row, yt)
+		case IQ1_M:
+			out[t] = dotIQ1MRow(row, yt)
 		}
+	}
+}
+
+// dotQ5_1Rows sets out[t] = dotQ5_1Row(row, y[t*nb:(t+1)*nb]) for each t <
+// len(out): four tokens at a time (then two) through dotQ5_1AVX2t4 (t2), each
+// block's quants unpacked once for the tokens: the same bits.
+func dotQ5_1Rows(out []float32, row []byte, y []q8_1Block, nb int) {
+	t := 0
+	if useAVX2 && nb > 0 && len(out) > 1 {
+		_, _ = row[nb*24-1], y[len(out)*nb-1]
+		stride := nb * int(unsafe.Sizeof(y[0]))
+		for ; t+4 <= len(out); t += 4 {
+			dotQ5_1AVX2t4(&row[0], (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t])
+		}
+		for ; t+2 <= len(out); t += 2 {
+			dotQ5_1AVX2t2(&row[0], (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t])
+		}
+	}
+	for ; t < len(out); t++ {
+		out[t] = dotQ5_1Row(row, y[t*nb:(t+1)*nb])
 	}
 }

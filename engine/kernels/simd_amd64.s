@@ -2254,6 +2254,194 @@ done:
 	MOVSS        X0, ret+24(FP)
 	RET
 
+// func dotQ5_1AVX2t2(x *byte, y *byte, n int, ys int, out *float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotQ5_1AVX2t2(SB), NOSPLIT, $0-40
+	MOVQ    x+0(FP), AX
+	MOVQ    y+8(FP), CX
+	MOVQ    n+16(FP), DX
+	MOVQ    ys+24(FP), BX
+	LEAQ    (CX)(BX*2), SI
+	ADDQ    BX, SI
+	VMOVDQU nibbleMask<>+0(SB), Y0
+	VMOVDQU ones16<>+0(SB), Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  X3, X3, X3
+	VXORPS  Y4, Y4, Y4
+	VXORPS  X5, X5, X5
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VMOVDQU      8(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y0, Y7, Y7
+	VPBROADCASTD 4(AX), Y8
+	VPSHUFB      q5Spread<>+0(SB), Y8, Y8
+	VPAND        q5Bits<>+0(SB), Y8, Y8
+	VPCMPEQB     q5Bits<>+0(SB), Y8, Y8
+	VPAND        bit4Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	MOVL         (AX), DI
+	VMOVD        DI, X6
+	VCVTPH2PS    X6, X6
+	VMOVSHDUP    X6, X9
+	VPMADDUBSW   8(CX), Y7, Y8
+	VPMADDWD     Y1, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULSS       (CX), X6, X10
+	VBROADCASTSS X10, Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VMULSS       4(CX), X9, X8
+	VADDSS       X8, X3, X3
+	VPMADDUBSW   8(CX)(BX*1), Y7, Y7
+	VPMADDWD     Y1, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULSS       (CX)(BX*1), X6, X6
+	VBROADCASTSS X6, Y8
+	VFMADD231PS  Y8, Y7, Y4
+	VMULSS       4(CX)(BX*1), X9, X6
+	VADDSS       X6, X5, X5
+	ADDQ         $0x00000018, AX
+	ADDQ         $0x00000028, CX
+	ADDQ         $0x00000028, SI
+	DECQ         DX
+	JMP          loop
+
+done:
+	MOVQ         out+32(FP), AX
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VADDSS       X3, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VADDSS       X5, X0, X0
+	VMOVSS       X0, 4(AX)
+	VZEROUPPER
+	RET
+
+// func dotQ5_1AVX2t4(x *byte, y *byte, n int, ys int, out *float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotQ5_1AVX2t4(SB), NOSPLIT, $0-40
+	MOVQ    x+0(FP), AX
+	MOVQ    y+8(FP), CX
+	MOVQ    n+16(FP), DX
+	MOVQ    ys+24(FP), BX
+	LEAQ    (CX)(BX*2), SI
+	ADDQ    BX, SI
+	VMOVDQU nibbleMask<>+0(SB), Y0
+	VMOVDQU ones16<>+0(SB), Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  X3, X3, X3
+	VXORPS  Y4, Y4, Y4
+	VXORPS  X5, X5, X5
+	VXORPS  Y6, Y6, Y6
+	VXORPS  X7, X7, X7
+	VXORPS  Y8, Y8, Y8
+	VXORPS  X9, X9, X9
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VMOVDQU      8(AX), X10
+	VPSRLW       $0x04, X10, X11
+	VINSERTI128  $0x01, X11, Y10, Y11
+	VPAND        Y0, Y11, Y11
+	VPBROADCASTD 4(AX), Y12
+	VPSHUFB      q5Spread<>+0(SB), Y12, Y12
+	VPAND        q5Bits<>+0(SB), Y12, Y12
+	VPCMPEQB     q5Bits<>+0(SB), Y12, Y12
+	VPAND        bit4Mask<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	MOVL         (AX), DI
+	VMOVD        DI, X10
+	VCVTPH2PS    X10, X10
+	VMOVSHDUP    X10, X13
+	VPMADDUBSW   8(CX), Y11, Y12
+	VPMADDWD     Y1, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VMULSS       (CX), X10, X14
+	VBROADCASTSS X14, Y14
+	VFMADD231PS  Y14, Y12, Y2
+	VMULSS       4(CX), X13, X12
+	VADDSS       X12, X3, X3
+	VPMADDUBSW   8(CX)(BX*1), Y11, Y12
+	VPMADDWD     Y1, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VMULSS       (CX)(BX*1), X10, X14
+	VBROADCASTSS X14, Y14
+	VFMADD231PS  Y14, Y12, Y4
+	VMULSS       4(CX)(BX*1), X13, X12
+	VADDSS       X12, X5, X5
+	VPMADDUBSW   8(CX)(BX*2), Y11, Y12
+	VPMADDWD     Y1, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VMULSS       (CX)(BX*2), X10, X14
+	VBROADCASTSS X14, Y14
+	VFMADD231PS  Y14, Y12, Y6
+	VMULSS       4(CX)(BX*2), X13, X12
+	VADDSS       X12, X7, X7
+	VPMADDUBSW   8(SI), Y11, Y11
+	VPMADDWD     Y1, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VMULSS       (SI), X10, X10
+	VBROADCASTSS X10, Y12
+	VFMADD231PS  Y12, Y11, Y8
+	VMULSS       4(SI), X13, X10
+	VADDSS       X10, X9, X9
+	ADDQ         $0x00000018, AX
+	ADDQ         $0x00000028, CX
+	ADDQ         $0x00000028, SI
+	DECQ         DX
+	JMP          loop
+
+done:
+	MOVQ         out+32(FP), AX
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VADDSS       X3, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VADDSS       X5, X0, X0
+	VMOVSS       X0, 4(AX)
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X0, X6, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VADDSS       X7, X0, X0
+	VMOVSS       X0, 8(AX)
+	VEXTRACTF128 $0x01, Y8, X0
+	VADDPS       X0, X8, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VADDSS       X9, X0, X0
+	VMOVSS       X0, 12(AX)
+	VZEROUPPER
+	RET
+
 DATA threes<>+0(SB)/8, $0x0303030303030303
 DATA threes<>+8(SB)/8, $0x0303030303030303
 DATA threes<>+16(SB)/8, $0x0303030303030303
@@ -7403,26 +7591,26 @@ loop:
 	ORQ          R9, R8
 	VPINSRQ      $0x01, (BX)(R8*8), X5, X5
 	VINSERTI128  $0x01, X5, Y4, Y5
-	VMOVDQU      4(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y2, Y5
 	MOVQ         DI, R8
 	SHRQ         $0x0c, R8
 	ANDQ         $0x07, R8
 	LEAQ         1(R8)(R8*1), R8
+	SHRQ         $0x0f, DI
+	NEGQ         DI
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VMOVDQU      4(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y2, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
 	MOVWQSX      260(CX), R9
 	MOVWQSX      262(CX), R10
 	ADDQ         R10, R9
 	IMULQ        R8, R9
-	SHRQ         $0x0f, DI
-	NEGQ         DI
 	XORQ         DI, R9
 	SUBQ         DI, R9
 	ADDQ         R9, SI
-	VMOVD        R8, X6
-	VPBROADCASTW X6, Y6
-	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y3, Y3
 	MOVWQZX      36(AX), DI
 	MOVQ         DI, R9
 	ANDQ         $0x07, R9
@@ -7452,26 +7640,26 @@ loop:
 	ORQ          R9, R8
 	VPINSRQ      $0x01, (BX)(R8*8), X5, X5
 	VINSERTI128  $0x01, X5, Y4, Y5
-	VMOVDQU      36(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y2, Y5
 	MOVQ         DI, R8
 	SHRQ         $0x0c, R8
 	ANDQ         $0x07, R8
 	LEAQ         1(R8)(R8*1), R8
+	SHRQ         $0x0f, DI
+	NEGQ         DI
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VMOVDQU      36(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y2, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
 	MOVWQSX      264(CX), R9
 	MOVWQSX      266(CX), R10
 	ADDQ         R10, R9
 	IMULQ        R8, R9
-	SHRQ         $0x0f, DI
-	NEGQ         DI
 	XORQ         DI, R9
 	SUBQ         DI, R9
 	ADDQ         R9, SI
-	VMOVD        R8, X6
-	VPBROADCASTW X6, Y6
-	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y3, Y3
 	MOVWQZX      38(AX), DI
 	MOVQ         DI, R9
 	ANDQ         $0x07, R9
@@ -7501,26 +7689,26 @@ loop:
 	ORQ          R9, R8
 	VPINSRQ      $0x01, (BX)(R8*8), X5, X5
 	VINSERTI128  $0x01, X5, Y4, Y5
-	VMOVDQU      68(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y2, Y5
 	MOVQ         DI, R8
 	SHRQ         $0x0c, R8
 	ANDQ         $0x07, R8
 	LEAQ         1(R8)(R8*1), R8
+	SHRQ         $0x0f, DI
+	NEGQ         DI
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VMOVDQU      68(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y2, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
 	MOVWQSX      268(CX), R9
 	MOVWQSX      270(CX), R10
 	ADDQ         R10, R9
 	IMULQ        R8, R9
-	SHRQ         $0x0f, DI
-	NEGQ         DI
 	XORQ         DI, R9
 	SUBQ         DI, R9
 	ADDQ         R9, SI
-	VMOVD        R8, X6
-	VPBROADCASTW X6, Y6
-	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y3, Y3
 	MOVWQZX      40(AX), DI
 	MOVQ         DI, R9
 	ANDQ         $0x07, R9
@@ -7550,26 +7738,26 @@ loop:
 	ORQ          R9, R8
 	VPINSRQ      $0x01, (BX)(R8*8), X5, X5
 	VINSERTI128  $0x01, X5, Y4, Y5
-	VMOVDQU      100(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y2, Y5
 	MOVQ         DI, R8
 	SHRQ         $0x0c, R8
 	ANDQ         $0x07, R8
 	LEAQ         1(R8)(R8*1), R8
+	SHRQ         $0x0f, DI
+	NEGQ         DI
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VMOVDQU      100(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y2, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
 	MOVWQSX      272(CX), R9
 	MOVWQSX      274(CX), R10
 	ADDQ         R10, R9
 	IMULQ        R8, R9
-	SHRQ         $0x0f, DI
-	NEGQ         DI
 	XORQ         DI, R9
 	SUBQ         DI, R9
 	ADDQ         R9, SI
-	VMOVD        R8, X6
-	VPBROADCASTW X6, Y6
-	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y3, Y3
 	MOVWQZX      42(AX), DI
 	MOVQ         DI, R9
 	ANDQ         $0x07, R9
@@ -7599,26 +7787,26 @@ loop:
 	ORQ          R9, R8
 	VPINSRQ      $0x01, (BX)(R8*8), X5, X5
 	VINSERTI128  $0x01, X5, Y4, Y5
-	VMOVDQU      132(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y2, Y5
 	MOVQ         DI, R8
 	SHRQ         $0x0c, R8
 	ANDQ         $0x07, R8
 	LEAQ         1(R8)(R8*1), R8
+	SHRQ         $0x0f, DI
+	NEGQ         DI
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VMOVDQU      132(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y2, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
 	MOVWQSX      276(CX), R9
 	MOVWQSX      278(CX), R10
 	ADDQ         R10, R9
 	IMULQ        R8, R9
-	SHRQ         $0x0f, DI
-	NEGQ         DI
 	XORQ         DI, R9
 	SUBQ         DI, R9
 	ADDQ         R9, SI
-	VMOVD        R8, X6
-	VPBROADCASTW X6, Y6
-	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y3, Y3
 	MOVWQZX      44(AX), DI
 	MOVQ         DI, R9
 	ANDQ         $0x07, R9
@@ -7648,26 +7836,26 @@ loop:
 	ORQ          R9, R8
 	VPINSRQ      $0x01, (BX)(R8*8), X5, X5
 	VINSERTI128  $0x01, X5, Y4, Y5
-	VMOVDQU      164(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y2, Y5
 	MOVQ         DI, R8
 	SHRQ         $0x0c, R8
 	ANDQ         $0x07, R8
 	LEAQ         1(R8)(R8*1), R8
+	SHRQ         $0x0f, DI
+	NEGQ         DI
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VMOVDQU      164(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y2, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
 	MOVWQSX      280(CX), R9
 	MOVWQSX      282(CX), R10
 	ADDQ         R10, R9
 	IMULQ        R8, R9
-	SHRQ         $0x0f, DI
-	NEGQ         DI
 	XORQ         DI, R9
 	SUBQ         DI, R9
 	ADDQ         R9, SI
-	VMOVD        R8, X6
-	VPBROADCASTW X6, Y6
-	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y3, Y3
 	MOVWQZX      46(AX), DI
 	MOVQ         DI, R9
 	ANDQ         $0x07, R9
@@ -7697,26 +7885,26 @@ loop:
 	ORQ          R9, R8
 	VPINSRQ      $0x01, (BX)(R8*8), X5, X5
 	VINSERTI128  $0x01, X5, Y4, Y5
-	VMOVDQU      196(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y2, Y5
 	MOVQ         DI, R8
 	SHRQ         $0x0c, R8
 	ANDQ         $0x07, R8
 	LEAQ         1(R8)(R8*1), R8
+	SHRQ         $0x0f, DI
+	NEGQ         DI
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VMOVDQU      196(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y2, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
 	MOVWQSX      284(CX), R9
 	MOVWQSX      286(CX), R10
 	ADDQ         R10, R9
 	IMULQ        R8, R9
-	SHRQ         $0x0f, DI
-	NEGQ         DI
 	XORQ         DI, R9
 	SUBQ         DI, R9
 	ADDQ         R9, SI
-	VMOVD        R8, X6
-	VPBROADCASTW X6, Y6
-	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y3, Y3
 	MOVWQZX      48(AX), DI
 	MOVQ         DI, R9
 	ANDQ         $0x07, R9
@@ -7746,26 +7934,26 @@ loop:
 	ORQ          R9, R8
 	VPINSRQ      $0x01, (BX)(R8*8), X5, X5
 	VINSERTI128  $0x01, X5, Y4, Y5
-	VMOVDQU      228(CX), Y6
-	VPSIGNB      Y5, Y6, Y6
-	VPMADDUBSW   Y6, Y2, Y5
 	MOVQ         DI, R8
 	SHRQ         $0x0c, R8
 	ANDQ         $0x07, R8
 	LEAQ         1(R8)(R8*1), R8
+	SHRQ         $0x0f, DI
+	NEGQ         DI
+	VMOVD        R8, X6
+	VPBROADCASTW X6, Y6
+	VMOVDQU      228(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y2, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y3, Y3
 	MOVWQSX      288(CX), R9
 	MOVWQSX      290(CX), R10
 	ADDQ         R10, R9
 	IMULQ        R8, R9
-	SHRQ         $0x0f, DI
-	NEGQ         DI
 	XORQ         DI, R9
 	SUBQ         DI, R9
 	ADDQ         R9, SI
-	VMOVD        R8, X6
-	VPBROADCASTW X6, Y6
-	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y3, Y3
 	VMOVD        SI, X4
 	VCVTDQ2PS    X4, X4
 	MOVWLZX      (AX), SI
@@ -7783,8 +7971,8 @@ loop:
 	VADDSS       X4, X3, X3
 	VMULSS       X3, X5, X5
 	VADDSS       X5, X0, X0
-	ADDQ         $0x00000032, AX
 	ADDQ         $0x00000124, CX
+	ADDQ         $0x00000032, AX
 	DECQ         DX
 	JMP          loop
 
@@ -8264,14 +8452,1143 @@ loop:
 	VADDSS       X4, X3, X3
 	VMULSS       X3, X5, X5
 	VADDSS       X5, X0, X0
-	ADDQ         $0x00000038, AX
 	ADDQ         $0x00000124, CX
+	ADDQ         $0x00000038, AX
 	DECQ         DX
 	JMP          loop
 
 done:
 	VZEROUPPER
 	MOVSS X0, ret+32(FP)
+	RET
+
+// func dotIQ1SAVX2x2(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotIQ1SAVX2x2(SB), NOSPLIT, $0-48
+	MOVQ    x+0(FP), AX
+	MOVQ    y+8(FP), CX
+	MOVQ    n+16(FP), DX
+	MOVQ    grid+40(FP), BX
+	MOVQ    stride+24(FP), SI
+	LEAQ    (CX)(SI*1), SI
+	VXORPS  X0, X0, X0
+	VXORPS  X1, X1, X1
+	MOVL    $0x3e000000, DI
+	VMOVD   DI, X2
+	VMOVDQU byteOnes<>+0(SB), Y3
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VPXOR        Y4, Y4, Y4
+	XORQ         DI, DI
+	VPXOR        Y5, Y5, Y5
+	XORQ         R8, R8
+	MOVWQZX      34(AX), R9
+	MOVQ         R9, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      2(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X6
+	MOVQ         R9, R11
+	SHRQ         $0x03, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      3(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X6, X6
+	MOVQ         R9, R11
+	SHRQ         $0x06, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      4(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X7
+	MOVQ         R9, R11
+	SHRQ         $0x09, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      5(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X7, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	MOVQ         R9, R10
+	SHRQ         $0x0c, R10
+	ANDQ         $0x07, R10
+	LEAQ         1(R10)(R10*1), R10
+	SHRQ         $0x0f, R9
+	NEGQ         R9
+	VMOVD        R10, X8
+	VPBROADCASTW X8, Y8
+	VMOVDQU      4(CX), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	MOVWQSX      260(CX), R11
+	MOVWQSX      262(CX), R12
+	ADDQ         R12, R11
+	IMULQ        R10, R11
+	XORQ         R9, R11
+	SUBQ         R9, R11
+	ADDQ         R11, DI
+	VMOVDQU      4(SI), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	MOVWQSX      260(SI), R11
+	MOVWQSX      262(SI), R12
+	ADDQ         R12, R11
+	IMULQ        R10, R11
+	XORQ         R9, R11
+	SUBQ         R9, R11
+	ADDQ         R11, R8
+	MOVWQZX      36(AX), R9
+	MOVQ         R9, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      6(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X6
+	MOVQ         R9, R11
+	SHRQ         $0x03, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      7(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X6, X6
+	MOVQ         R9, R11
+	SHRQ         $0x06, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      8(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X7
+	MOVQ         R9, R11
+	SHRQ         $0x09, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      9(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X7, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	MOVQ         R9, R10
+	SHRQ         $0x0c, R10
+	ANDQ         $0x07, R10
+	LEAQ         1(R10)(R10*1), R10
+	SHRQ         $0x0f, R9
+	NEGQ         R9
+	VMOVD        R10, X8
+	VPBROADCASTW X8, Y8
+	VMOVDQU      36(CX), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	MOVWQSX      264(CX), R11
+	MOVWQSX      266(CX), R12
+	ADDQ         R12, R11
+	IMULQ        R10, R11
+	XORQ         R9, R11
+	SUBQ         R9, R11
+	ADDQ         R11, DI
+	VMOVDQU      36(SI), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	MOVWQSX      264(SI), R11
+	MOVWQSX      266(SI), R12
+	ADDQ         R12, R11
+	IMULQ        R10, R11
+	XORQ         R9, R11
+	SUBQ         R9, R11
+	ADDQ         R11, R8
+	MOVWQZX      38(AX), R9
+	MOVQ         R9, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      10(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X6
+	MOVQ         R9, R11
+	SHRQ         $0x03, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      11(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X6, X6
+	MOVQ         R9, R11
+	SHRQ         $0x06, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      12(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X7
+	MOVQ         R9, R11
+	SHRQ         $0x09, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      13(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X7, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	MOVQ         R9, R10
+	SHRQ         $0x0c, R10
+	ANDQ         $0x07, R10
+	LEAQ         1(R10)(R10*1), R10
+	SHRQ         $0x0f, R9
+	NEGQ         R9
+	VMOVD        R10, X8
+	VPBROADCASTW X8, Y8
+	VMOVDQU      68(CX), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	MOVWQSX      268(CX), R11
+	MOVWQSX      270(CX), R12
+	ADDQ         R12, R11
+	IMULQ        R10, R11
+	XORQ         R9, R11
+	SUBQ         R9, R11
+	ADDQ         R11, DI
+	VMOVDQU      68(SI), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	MOVWQSX      268(SI), R11
+	MOVWQSX      270(SI), R12
+	ADDQ         R12, R11
+	IMULQ        R10, R11
+	XORQ         R9, R11
+	SUBQ         R9, R11
+	ADDQ         R11, R8
+	MOVWQZX      40(AX), R9
+	MOVQ         R9, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      14(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X6
+	MOVQ         R9, R11
+	SHRQ         $0x03, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      15(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X6, X6
+	MOVQ         R9, R11
+	SHRQ         $0x06, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      16(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X7
+	MOVQ         R9, R11
+	SHRQ         $0x09, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      17(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X7, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	MOVQ         R9, R10
+	SHRQ         $0x0c, R10
+	ANDQ         $0x07, R10
+	LEAQ         1(R10)(R10*1), R10
+	SHRQ         $0x0f, R9
+	NEGQ         R9
+	VMOVD        R10, X8
+	VPBROADCASTW X8, Y8
+	VMOVDQU      100(CX), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	MOVWQSX      272(CX), R11
+	MOVWQSX      274(CX), R12
+	ADDQ         R12, R11
+	IMULQ        R10, R11
+	XORQ         R9, R11
+	SUBQ         R9, R11
+	ADDQ         R11, DI
+	VMOVDQU      100(SI), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	MOVWQSX      272(SI), R11
+	MOVWQSX      274(SI), R12
+	ADDQ         R12, R11
+	IMULQ        R10, R11
+	XORQ         R9, R11
+	SUBQ         R9, R11
+	ADDQ         R11, R8
+	MOVWQZX      42(AX), R9
+	MOVQ         R9, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      18(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X6
+	MOVQ         R9, R11
+	SHRQ         $0x03, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      19(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X6, X6
+	MOVQ         R9, R11
+	SHRQ         $0x06, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      20(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X7
+	MOVQ         R9, R11
+	SHRQ         $0x09, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      21(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X7, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	MOVQ         R9, R10
+	SHRQ         $0x0c, R10
+	ANDQ         $0x07, R10
+	LEAQ         1(R10)(R10*1), R10
+	SHRQ         $0x0f, R9
+	NEGQ         R9
+	VMOVD        R10, X8
+	VPBROADCASTW X8, Y8
+	VMOVDQU      132(CX), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	MOVWQSX      276(CX), R11
+	MOVWQSX      278(CX), R12
+	ADDQ         R12, R11
+	IMULQ        R10, R11
+	XORQ         R9, R11
+	SUBQ         R9, R11
+	ADDQ         R11, DI
+	VMOVDQU      132(SI), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	MOVWQSX      276(SI), R11
+	MOVWQSX      278(SI), R12
+	ADDQ         R12, R11
+	IMULQ        R10, R11
+	XORQ         R9, R11
+	SUBQ         R9, R11
+	ADDQ         R11, R8
+	MOVWQZX      44(AX), R9
+	MOVQ         R9, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      22(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X6
+	MOVQ         R9, R11
+	SHRQ         $0x03, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      23(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X6, X6
+	MOVQ         R9, R11
+	SHRQ         $0x06, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      24(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X7
+	MOVQ         R9, R11
+	SHRQ         $0x09, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      25(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X7, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	MOVQ         R9, R10
+	SHRQ         $0x0c, R10
+	ANDQ         $0x07, R10
+	LEAQ         1(R10)(R10*1), R10
+	SHRQ         $0x0f, R9
+	NEGQ         R9
+	VMOVD        R10, X8
+	VPBROADCASTW X8, Y8
+	VMOVDQU      164(CX), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	MOVWQSX      280(CX), R11
+	MOVWQSX      282(CX), R12
+	ADDQ         R12, R11
+	IMULQ        R10, R11
+	XORQ         R9, R11
+	SUBQ         R9, R11
+	ADDQ         R11, DI
+	VMOVDQU      164(SI), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	MOVWQSX      280(SI), R11
+	MOVWQSX      282(SI), R12
+	ADDQ         R12, R11
+	IMULQ        R10, R11
+	XORQ         R9, R11
+	SUBQ         R9, R11
+	ADDQ         R11, R8
+	MOVWQZX      46(AX), R9
+	MOVQ         R9, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      26(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X6
+	MOVQ         R9, R11
+	SHRQ         $0x03, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      27(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X6, X6
+	MOVQ         R9, R11
+	SHRQ         $0x06, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      28(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X7
+	MOVQ         R9, R11
+	SHRQ         $0x09, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      29(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X7, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	MOVQ         R9, R10
+	SHRQ         $0x0c, R10
+	ANDQ         $0x07, R10
+	LEAQ         1(R10)(R10*1), R10
+	SHRQ         $0x0f, R9
+	NEGQ         R9
+	VMOVD        R10, X8
+	VPBROADCASTW X8, Y8
+	VMOVDQU      196(CX), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	MOVWQSX      284(CX), R11
+	MOVWQSX      286(CX), R12
+	ADDQ         R12, R11
+	IMULQ        R10, R11
+	XORQ         R9, R11
+	SUBQ         R9, R11
+	ADDQ         R11, DI
+	VMOVDQU      196(SI), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	MOVWQSX      284(SI), R11
+	MOVWQSX      286(SI), R12
+	ADDQ         R12, R11
+	IMULQ        R10, R11
+	XORQ         R9, R11
+	SUBQ         R9, R11
+	ADDQ         R11, R8
+	MOVWQZX      48(AX), R9
+	MOVQ         R9, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      30(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X6
+	MOVQ         R9, R11
+	SHRQ         $0x03, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      31(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X6, X6
+	MOVQ         R9, R11
+	SHRQ         $0x06, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      32(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X7
+	MOVQ         R9, R11
+	SHRQ         $0x09, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      33(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X7, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	MOVQ         R9, R10
+	SHRQ         $0x0c, R10
+	ANDQ         $0x07, R10
+	LEAQ         1(R10)(R10*1), R10
+	SHRQ         $0x0f, R9
+	NEGQ         R9
+	VMOVD        R10, X8
+	VPBROADCASTW X8, Y8
+	VMOVDQU      228(CX), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	MOVWQSX      288(CX), R11
+	MOVWQSX      290(CX), R12
+	ADDQ         R12, R11
+	IMULQ        R10, R11
+	XORQ         R9, R11
+	SUBQ         R9, R11
+	ADDQ         R11, DI
+	VMOVDQU      228(SI), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y7
+	VPMADDWD     Y8, Y7, Y7
+	VPADDD       Y7, Y5, Y5
+	MOVWQSX      288(SI), R11
+	MOVWQSX      290(SI), R12
+	ADDQ         R12, R11
+	IMULQ        R10, R11
+	XORQ         R9, R11
+	SUBQ         R9, R11
+	ADDQ         R11, R8
+	VMOVD        DI, X6
+	VCVTDQ2PS    X6, X6
+	MOVWLZX      (AX), DI
+	VMOVD        DI, X7
+	VCVTPH2PS    X7, X7
+	VMULSS       (CX), X7, X7
+	VEXTRACTI128 $0x01, Y4, X8
+	VPADDD       X8, X4, X4
+	VPSHUFD      $0x4e, X4, X8
+	VPADDD       X8, X4, X4
+	VPSHUFD      $0xb1, X4, X8
+	VPADDD       X8, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       X2, X6, X6
+	VADDSS       X6, X4, X4
+	VMULSS       X4, X7, X7
+	VADDSS       X7, X0, X0
+	ADDQ         $0x00000124, CX
+	VMOVD        R8, X4
+	VCVTDQ2PS    X4, X4
+	MOVWLZX      (AX), DI
+	VMOVD        DI, X6
+	VCVTPH2PS    X6, X6
+	VMULSS       (SI), X6, X6
+	VEXTRACTI128 $0x01, Y5, X7
+	VPADDD       X7, X5, X5
+	VPSHUFD      $0x4e, X5, X7
+	VPADDD       X7, X5, X5
+	VPSHUFD      $0xb1, X5, X7
+	VPADDD       X7, X5, X5
+	VCVTDQ2PS    X5, X5
+	VMULSS       X2, X4, X4
+	VADDSS       X4, X5, X5
+	VMULSS       X5, X6, X6
+	VADDSS       X6, X1, X1
+	ADDQ         $0x00000124, SI
+	ADDQ         $0x00000032, AX
+	DECQ         DX
+	JMP          loop
+
+done:
+	VZEROUPPER
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
+	RET
+
+// func dotIQ1MAVX2x2(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotIQ1MAVX2x2(SB), NOSPLIT, $0-48
+	MOVQ    x+0(FP), AX
+	MOVQ    y+8(FP), CX
+	MOVQ    n+16(FP), DX
+	MOVQ    grid+40(FP), BX
+	MOVQ    stride+24(FP), SI
+	LEAQ    (CX)(SI*1), SI
+	VXORPS  X0, X0, X0
+	VXORPS  X1, X1, X1
+	MOVL    $0x3e000000, DI
+	VMOVD   DI, X2
+	VMOVDQU byteOnes<>+0(SB), Y3
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	MOVBQZX      32(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      (AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X8
+	MOVBQZX      32(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      1(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X8, X8
+	MOVBQZX      33(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      2(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X9
+	MOVBQZX      33(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      3(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X9, X9
+	VINSERTI128  $0x01, X9, Y8, Y9
+	MOVWQZX      48(AX), DI
+	MOVQ         DI, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x07, DI
+	ANDQ         $0x07, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X10
+	VPBROADCASTD X10, Y10
+	VPSHUFB      wordSplit<>+0(SB), Y10, Y10
+	VPBROADCASTW 32(AX), Y11
+	VPAND        iq1mDeltaBits<>+0(SB), Y11, Y11
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y11, Y11
+	VPXOR        Y11, Y10, Y12
+	VPSUBW       Y11, Y12, Y12
+	VMOVDQU      4(CX), Y11
+	VPMADDUBSW   Y11, Y3, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPSIGNB      Y9, Y11, Y11
+	VPMADDUBSW   Y11, Y3, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      4(SI), Y11
+	VPMADDUBSW   Y11, Y3, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VPSIGNB      Y9, Y11, Y11
+	VPMADDUBSW   Y11, Y3, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	MOVBQZX      34(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      4(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X8
+	MOVBQZX      34(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      5(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X8, X8
+	MOVBQZX      35(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      6(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X9
+	MOVBQZX      35(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      7(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X9, X9
+	VINSERTI128  $0x01, X9, Y8, Y9
+	MOVWQZX      48(AX), DI
+	SHRQ         $0x06, DI
+	MOVQ         DI, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x07, DI
+	ANDQ         $0x07, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X10
+	VPBROADCASTD X10, Y10
+	VPSHUFB      wordSplit<>+0(SB), Y10, Y10
+	VPBROADCASTW 34(AX), Y11
+	VPAND        iq1mDeltaBits<>+0(SB), Y11, Y11
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y11, Y11
+	VPXOR        Y11, Y10, Y12
+	VPSUBW       Y11, Y12, Y12
+	VMOVDQU      36(CX), Y11
+	VPMADDUBSW   Y11, Y3, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPSIGNB      Y9, Y11, Y11
+	VPMADDUBSW   Y11, Y3, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      36(SI), Y11
+	VPMADDUBSW   Y11, Y3, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VPSIGNB      Y9, Y11, Y11
+	VPMADDUBSW   Y11, Y3, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	MOVBQZX      36(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      8(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X8
+	MOVBQZX      36(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      9(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X8, X8
+	MOVBQZX      37(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      10(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X9
+	MOVBQZX      37(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      11(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X9, X9
+	VINSERTI128  $0x01, X9, Y8, Y9
+	MOVWQZX      50(AX), DI
+	MOVQ         DI, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x07, DI
+	ANDQ         $0x07, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X10
+	VPBROADCASTD X10, Y10
+	VPSHUFB      wordSplit<>+0(SB), Y10, Y10
+	VPBROADCASTW 36(AX), Y11
+	VPAND        iq1mDeltaBits<>+0(SB), Y11, Y11
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y11, Y11
+	VPXOR        Y11, Y10, Y12
+	VPSUBW       Y11, Y12, Y12
+	VMOVDQU      68(CX), Y11
+	VPMADDUBSW   Y11, Y3, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPSIGNB      Y9, Y11, Y11
+	VPMADDUBSW   Y11, Y3, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      68(SI), Y11
+	VPMADDUBSW   Y11, Y3, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VPSIGNB      Y9, Y11, Y11
+	VPMADDUBSW   Y11, Y3, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	MOVBQZX      38(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      12(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X8
+	MOVBQZX      38(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      13(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X8, X8
+	MOVBQZX      39(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      14(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X9
+	MOVBQZX      39(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      15(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X9, X9
+	VINSERTI128  $0x01, X9, Y8, Y9
+	MOVWQZX      50(AX), DI
+	SHRQ         $0x06, DI
+	MOVQ         DI, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x07, DI
+	ANDQ         $0x07, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X10
+	VPBROADCASTD X10, Y10
+	VPSHUFB      wordSplit<>+0(SB), Y10, Y10
+	VPBROADCASTW 38(AX), Y11
+	VPAND        iq1mDeltaBits<>+0(SB), Y11, Y11
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y11, Y11
+	VPXOR        Y11, Y10, Y12
+	VPSUBW       Y11, Y12, Y12
+	VMOVDQU      100(CX), Y11
+	VPMADDUBSW   Y11, Y3, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPSIGNB      Y9, Y11, Y11
+	VPMADDUBSW   Y11, Y3, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      100(SI), Y11
+	VPMADDUBSW   Y11, Y3, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VPSIGNB      Y9, Y11, Y11
+	VPMADDUBSW   Y11, Y3, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	MOVBQZX      40(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      16(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X8
+	MOVBQZX      40(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      17(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X8, X8
+	MOVBQZX      41(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      18(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X9
+	MOVBQZX      41(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      19(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X9, X9
+	VINSERTI128  $0x01, X9, Y8, Y9
+	MOVWQZX      52(AX), DI
+	MOVQ         DI, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x07, DI
+	ANDQ         $0x07, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X10
+	VPBROADCASTD X10, Y10
+	VPSHUFB      wordSplit<>+0(SB), Y10, Y10
+	VPBROADCASTW 40(AX), Y11
+	VPAND        iq1mDeltaBits<>+0(SB), Y11, Y11
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y11, Y11
+	VPXOR        Y11, Y10, Y12
+	VPSUBW       Y11, Y12, Y12
+	VMOVDQU      132(CX), Y11
+	VPMADDUBSW   Y11, Y3, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPSIGNB      Y9, Y11, Y11
+	VPMADDUBSW   Y11, Y3, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      132(SI), Y11
+	VPMADDUBSW   Y11, Y3, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VPSIGNB      Y9, Y11, Y11
+	VPMADDUBSW   Y11, Y3, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	MOVBQZX      42(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      20(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X8
+	MOVBQZX      42(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      21(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X8, X8
+	MOVBQZX      43(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      22(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X9
+	MOVBQZX      43(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      23(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X9, X9
+	VINSERTI128  $0x01, X9, Y8, Y9
+	MOVWQZX      52(AX), DI
+	SHRQ         $0x06, DI
+	MOVQ         DI, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x07, DI
+	ANDQ         $0x07, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X10
+	VPBROADCASTD X10, Y10
+	VPSHUFB      wordSplit<>+0(SB), Y10, Y10
+	VPBROADCASTW 42(AX), Y11
+	VPAND        iq1mDeltaBits<>+0(SB), Y11, Y11
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y11, Y11
+	VPXOR        Y11, Y10, Y12
+	VPSUBW       Y11, Y12, Y12
+	VMOVDQU      164(CX), Y11
+	VPMADDUBSW   Y11, Y3, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPSIGNB      Y9, Y11, Y11
+	VPMADDUBSW   Y11, Y3, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      164(SI), Y11
+	VPMADDUBSW   Y11, Y3, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VPSIGNB      Y9, Y11, Y11
+	VPMADDUBSW   Y11, Y3, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	MOVBQZX      44(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      24(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X8
+	MOVBQZX      44(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      25(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X8, X8
+	MOVBQZX      45(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      26(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X9
+	MOVBQZX      45(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      27(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X9, X9
+	VINSERTI128  $0x01, X9, Y8, Y9
+	MOVWQZX      54(AX), DI
+	MOVQ         DI, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x07, DI
+	ANDQ         $0x07, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X10
+	VPBROADCASTD X10, Y10
+	VPSHUFB      wordSplit<>+0(SB), Y10, Y10
+	VPBROADCASTW 44(AX), Y11
+	VPAND        iq1mDeltaBits<>+0(SB), Y11, Y11
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y11, Y11
+	VPXOR        Y11, Y10, Y12
+	VPSUBW       Y11, Y12, Y12
+	VMOVDQU      196(CX), Y11
+	VPMADDUBSW   Y11, Y3, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPSIGNB      Y9, Y11, Y11
+	VPMADDUBSW   Y11, Y3, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      196(SI), Y11
+	VPMADDUBSW   Y11, Y3, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VPSIGNB      Y9, Y11, Y11
+	VPMADDUBSW   Y11, Y3, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	MOVBQZX      46(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      28(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X8
+	MOVBQZX      46(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      29(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X8, X8
+	MOVBQZX      47(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      30(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X9
+	MOVBQZX      47(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      31(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X9, X9
+	VINSERTI128  $0x01, X9, Y8, Y9
+	MOVWQZX      54(AX), DI
+	SHRQ         $0x06, DI
+	MOVQ         DI, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x07, DI
+	ANDQ         $0x07, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X10
+	VPBROADCASTD X10, Y10
+	VPSHUFB      wordSplit<>+0(SB), Y10, Y10
+	VPBROADCASTW 46(AX), Y11
+	VPAND        iq1mDeltaBits<>+0(SB), Y11, Y11
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y11, Y11
+	VPXOR        Y11, Y10, Y12
+	VPSUBW       Y11, Y12, Y12
+	VMOVDQU      228(CX), Y11
+	VPMADDUBSW   Y11, Y3, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VPSIGNB      Y9, Y11, Y11
+	VPMADDUBSW   Y11, Y3, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      228(SI), Y11
+	VPMADDUBSW   Y11, Y3, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VPSIGNB      Y9, Y11, Y11
+	VPMADDUBSW   Y11, Y3, Y9
+	VPMADDWD     Y10, Y9, Y9
+	VPADDD       Y9, Y6, Y6
+	MOVWQZX      48(AX), DI
+	SHRQ         $0x0c, DI
+	MOVWQZX      50(AX), R8
+	SHRQ         $0x08, R8
+	ANDQ         $0x000000f0, R8
+	ORQ          R8, DI
+	MOVWQZX      52(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x00000f00, R8
+	ORQ          R8, DI
+	MOVWQZX      54(AX), R8
+	ANDQ         $0x0000f000, R8
+	ORQ          R8, DI
+	VMOVD        DI, X8
+	VCVTPH2PS    X8, X8
+	VMULSS       (CX), X8, X9
+	VEXTRACTI128 $0x01, Y5, X10
+	VPADDD       X10, X5, X5
+	VPSHUFD      $0x4e, X5, X10
+	VPADDD       X10, X5, X5
+	VPSHUFD      $0xb1, X5, X10
+	VPADDD       X10, X5, X5
+	VCVTDQ2PS    X5, X5
+	VEXTRACTI128 $0x01, Y4, X10
+	VPADDD       X10, X4, X4
+	VPSHUFD      $0x4e, X4, X10
+	VPADDD       X10, X4, X4
+	VPSHUFD      $0xb1, X4, X10
+	VPADDD       X10, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       X2, X5, X5
+	VADDSS       X5, X4, X4
+	VMULSS       X4, X9, X9
+	VADDSS       X9, X0, X0
+	ADDQ         $0x00000124, CX
+	VMULSS       (SI), X8, X4
+	VEXTRACTI128 $0x01, Y7, X5
+	VPADDD       X5, X7, X5
+	VPSHUFD      $0x4e, X5, X7
+	VPADDD       X7, X5, X5
+	VPSHUFD      $0xb1, X5, X7
+	VPADDD       X7, X5, X5
+	VCVTDQ2PS    X5, X5
+	VEXTRACTI128 $0x01, Y6, X7
+	VPADDD       X7, X6, X6
+	VPSHUFD      $0x4e, X6, X7
+	VPADDD       X7, X6, X6
+	VPSHUFD      $0xb1, X6, X7
+	VPADDD       X7, X6, X6
+	VCVTDQ2PS    X6, X6
+	VMULSS       X2, X5, X5
+	VADDSS       X5, X6, X6
+	VMULSS       X6, X4, X4
+	VADDSS       X4, X1, X1
+	ADDQ         $0x00000124, SI
+	ADDQ         $0x00000038, AX
+	DECQ         DX
+	JMP          loop
+
+done:
+	VZEROUPPER
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
 	RET
 
 // func dotF32AVX2(x *byte, y *float32, n int) float32
@@ -8609,6 +9926,834 @@ done:
 	VADDSS        X1, X0, X0
 	VZEROUPPER
 	MOVSS         X0, ret+24(FP)
+	RET
+
+// func dotF16AVX512t6(x *byte, y *float32, ys int, n int, out *float32, os int)
+// Requires: AVX, AVX512F, AVX512VL
+TEXT ·dotF16AVX512t6(SB), NOSPLIT, $0-48
+	MOVQ   x+0(FP), AX
+	MOVQ   y+8(FP), CX
+	MOVQ   ys+16(FP), DX
+	MOVQ   n+24(FP), BX
+	LEAQ   (CX)(DX*2), SI
+	ADDQ   DX, SI
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	VPXORD Z20, Z20, Z20
+	VPXORD Z21, Z21, Z21
+	VPXORD Z22, Z22, Z22
+	VPXORD Z23, Z23, Z23
+
+loop:
+	CMPQ        BX, $0x40
+	JL          done
+	VCVTPH2PS   (AX), Z24
+	VFMADD231PS (CX), Z24, Z0
+	VFMADD231PS (CX)(DX*1), Z24, Z4
+	VFMADD231PS (CX)(DX*2), Z24, Z8
+	VFMADD231PS (SI), Z24, Z12
+	VFMADD231PS (SI)(DX*1), Z24, Z16
+	VFMADD231PS (SI)(DX*2), Z24, Z20
+	VCVTPH2PS   32(AX), Z24
+	VFMADD231PS 64(CX), Z24, Z1
+	VFMADD231PS 64(CX)(DX*1), Z24, Z5
+	VFMADD231PS 64(CX)(DX*2), Z24, Z9
+	VFMADD231PS 64(SI), Z24, Z13
+	VFMADD231PS 64(SI)(DX*1), Z24, Z17
+	VFMADD231PS 64(SI)(DX*2), Z24, Z21
+	VCVTPH2PS   64(AX), Z24
+	VFMADD231PS 128(CX), Z24, Z2
+	VFMADD231PS 128(CX)(DX*1), Z24, Z6
+	VFMADD231PS 128(CX)(DX*2), Z24, Z10
+	VFMADD231PS 128(SI), Z24, Z14
+	VFMADD231PS 128(SI)(DX*1), Z24, Z18
+	VFMADD231PS 128(SI)(DX*2), Z24, Z22
+	VCVTPH2PS   96(AX), Z24
+	VFMADD231PS 192(CX), Z24, Z3
+	VFMADD231PS 192(CX)(DX*1), Z24, Z7
+	VFMADD231PS 192(CX)(DX*2), Z24, Z11
+	VFMADD231PS 192(SI), Z24, Z15
+	VFMADD231PS 192(SI)(DX*1), Z24, Z19
+	VFMADD231PS 192(SI)(DX*2), Z24, Z23
+	ADDQ        $0x00000080, AX
+	ADDQ        $0x00000100, CX
+	ADDQ        $0x00000100, SI
+	SUBQ        $0x40, BX
+	JMP         loop
+
+done:
+	MOVQ          out+32(FP), AX
+	MOVQ          os+40(FP), CX
+	VEXTRACTF64X4 $0x01, Z0, Y24
+	VADDPS        Y24, Y0, Y0
+	VEXTRACTF64X4 $0x01, Z1, Y24
+	VADDPS        Y24, Y1, Y1
+	VEXTRACTF64X4 $0x01, Z2, Y24
+	VADDPS        Y24, Y2, Y2
+	VEXTRACTF64X4 $0x01, Z3, Y24
+	VADDPS        Y24, Y3, Y3
+	VADDPS        Y1, Y0, Y0
+	VADDPS        Y3, Y2, Y2
+	VADDPS        Y2, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y0, Y4, Y4
+	VEXTRACTF64X4 $0x01, Z5, Y0
+	VADDPS        Y0, Y5, Y5
+	VEXTRACTF64X4 $0x01, Z6, Y0
+	VADDPS        Y0, Y6, Y6
+	VEXTRACTF64X4 $0x01, Z7, Y0
+	VADDPS        Y0, Y7, Y7
+	VADDPS        Y5, Y4, Y4
+	VADDPS        Y7, Y6, Y6
+	VADDPS        Y6, Y4, Y4
+	VEXTRACTF32X4 $0x01, Y4, X0
+	VADDPS        X0, X4, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z8, Y0
+	VADDPS        Y0, Y8, Y8
+	VEXTRACTF64X4 $0x01, Z9, Y0
+	VADDPS        Y0, Y9, Y9
+	VEXTRACTF64X4 $0x01, Z10, Y0
+	VADDPS        Y0, Y10, Y10
+	VEXTRACTF64X4 $0x01, Z11, Y0
+	VADDPS        Y0, Y11, Y11
+	VADDPS        Y9, Y8, Y8
+	VADDPS        Y11, Y10, Y10
+	VADDPS        Y10, Y8, Y8
+	VEXTRACTF32X4 $0x01, Y8, X0
+	VADDPS        X0, X8, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z12, Y0
+	VADDPS        Y0, Y12, Y12
+	VEXTRACTF64X4 $0x01, Z13, Y0
+	VADDPS        Y0, Y13, Y13
+	VEXTRACTF64X4 $0x01, Z14, Y0
+	VADDPS        Y0, Y14, Y14
+	VEXTRACTF64X4 $0x01, Z15, Y0
+	VADDPS        Y0, Y15, Y15
+	VADDPS        Y13, Y12, Y12
+	VADDPS        Y15, Y14, Y14
+	VADDPS        Y14, Y12, Y12
+	VEXTRACTF32X4 $0x01, Y12, X0
+	VADDPS        X0, X12, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z16, Y0
+	VADDPS        Y0, Y16, Y16
+	VEXTRACTF64X4 $0x01, Z17, Y0
+	VADDPS        Y0, Y17, Y17
+	VEXTRACTF64X4 $0x01, Z18, Y0
+	VADDPS        Y0, Y18, Y18
+	VEXTRACTF64X4 $0x01, Z19, Y0
+	VADDPS        Y0, Y19, Y19
+	VADDPS        Y17, Y16, Y16
+	VADDPS        Y19, Y18, Y18
+	VADDPS        Y18, Y16, Y16
+	VEXTRACTF32X4 $0x01, Y16, X0
+	VADDPS        X0, X16, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z20, Y0
+	VADDPS        Y0, Y20, Y20
+	VEXTRACTF64X4 $0x01, Z21, Y0
+	VADDPS        Y0, Y21, Y21
+	VEXTRACTF64X4 $0x01, Z22, Y0
+	VADDPS        Y0, Y22, Y22
+	VEXTRACTF64X4 $0x01, Z23, Y0
+	VADDPS        Y0, Y23, Y23
+	VADDPS        Y21, Y20, Y20
+	VADDPS        Y23, Y22, Y22
+	VADDPS        Y22, Y20, Y20
+	VEXTRACTF32X4 $0x01, Y20, X0
+	VADDPS        X0, X20, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (AX)
+	VZEROUPPER
+	RET
+
+// func dotBF16AVX512t6(x *byte, y *float32, ys int, n int, out *float32, os int)
+// Requires: AVX, AVX512F, AVX512VL
+TEXT ·dotBF16AVX512t6(SB), NOSPLIT, $0-48
+	MOVQ   x+0(FP), AX
+	MOVQ   y+8(FP), CX
+	MOVQ   ys+16(FP), DX
+	MOVQ   n+24(FP), BX
+	LEAQ   (CX)(DX*2), SI
+	ADDQ   DX, SI
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	VPXORD Z20, Z20, Z20
+	VPXORD Z21, Z21, Z21
+	VPXORD Z22, Z22, Z22
+	VPXORD Z23, Z23, Z23
+
+loop:
+	CMPQ        BX, $0x40
+	JL          done
+	VPMOVZXWD   (AX), Z24
+	VPSLLD      $0x10, Z24, Z24
+	VFMADD231PS (CX), Z24, Z0
+	VFMADD231PS (CX)(DX*1), Z24, Z4
+	VFMADD231PS (CX)(DX*2), Z24, Z8
+	VFMADD231PS (SI), Z24, Z12
+	VFMADD231PS (SI)(DX*1), Z24, Z16
+	VFMADD231PS (SI)(DX*2), Z24, Z20
+	VPMOVZXWD   32(AX), Z24
+	VPSLLD      $0x10, Z24, Z24
+	VFMADD231PS 64(CX), Z24, Z1
+	VFMADD231PS 64(CX)(DX*1), Z24, Z5
+	VFMADD231PS 64(CX)(DX*2), Z24, Z9
+	VFMADD231PS 64(SI), Z24, Z13
+	VFMADD231PS 64(SI)(DX*1), Z24, Z17
+	VFMADD231PS 64(SI)(DX*2), Z24, Z21
+	VPMOVZXWD   64(AX), Z24
+	VPSLLD      $0x10, Z24, Z24
+	VFMADD231PS 128(CX), Z24, Z2
+	VFMADD231PS 128(CX)(DX*1), Z24, Z6
+	VFMADD231PS 128(CX)(DX*2), Z24, Z10
+	VFMADD231PS 128(SI), Z24, Z14
+	VFMADD231PS 128(SI)(DX*1), Z24, Z18
+	VFMADD231PS 128(SI)(DX*2), Z24, Z22
+	VPMOVZXWD   96(AX), Z24
+	VPSLLD      $0x10, Z24, Z24
+	VFMADD231PS 192(CX), Z24, Z3
+	VFMADD231PS 192(CX)(DX*1), Z24, Z7
+	VFMADD231PS 192(CX)(DX*2), Z24, Z11
+	VFMADD231PS 192(SI), Z24, Z15
+	VFMADD231PS 192(SI)(DX*1), Z24, Z19
+	VFMADD231PS 192(SI)(DX*2), Z24, Z23
+	ADDQ        $0x00000080, AX
+	ADDQ        $0x00000100, CX
+	ADDQ        $0x00000100, SI
+	SUBQ        $0x40, BX
+	JMP         loop
+
+done:
+	MOVQ          out+32(FP), AX
+	MOVQ          os+40(FP), CX
+	VEXTRACTF64X4 $0x01, Z0, Y24
+	VADDPS        Y24, Y0, Y0
+	VEXTRACTF64X4 $0x01, Z1, Y24
+	VADDPS        Y24, Y1, Y1
+	VEXTRACTF64X4 $0x01, Z2, Y24
+	VADDPS        Y24, Y2, Y2
+	VEXTRACTF64X4 $0x01, Z3, Y24
+	VADDPS        Y24, Y3, Y3
+	VADDPS        Y1, Y0, Y0
+	VADDPS        Y3, Y2, Y2
+	VADDPS        Y2, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y0, Y4, Y4
+	VEXTRACTF64X4 $0x01, Z5, Y0
+	VADDPS        Y0, Y5, Y5
+	VEXTRACTF64X4 $0x01, Z6, Y0
+	VADDPS        Y0, Y6, Y6
+	VEXTRACTF64X4 $0x01, Z7, Y0
+	VADDPS        Y0, Y7, Y7
+	VADDPS        Y5, Y4, Y4
+	VADDPS        Y7, Y6, Y6
+	VADDPS        Y6, Y4, Y4
+	VEXTRACTF32X4 $0x01, Y4, X0
+	VADDPS        X0, X4, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z8, Y0
+	VADDPS        Y0, Y8, Y8
+	VEXTRACTF64X4 $0x01, Z9, Y0
+	VADDPS        Y0, Y9, Y9
+	VEXTRACTF64X4 $0x01, Z10, Y0
+	VADDPS        Y0, Y10, Y10
+	VEXTRACTF64X4 $0x01, Z11, Y0
+	VADDPS        Y0, Y11, Y11
+	VADDPS        Y9, Y8, Y8
+	VADDPS        Y11, Y10, Y10
+	VADDPS        Y10, Y8, Y8
+	VEXTRACTF32X4 $0x01, Y8, X0
+	VADDPS        X0, X8, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z12, Y0
+	VADDPS        Y0, Y12, Y12
+	VEXTRACTF64X4 $0x01, Z13, Y0
+	VADDPS        Y0, Y13, Y13
+	VEXTRACTF64X4 $0x01, Z14, Y0
+	VADDPS        Y0, Y14, Y14
+	VEXTRACTF64X4 $0x01, Z15, Y0
+	VADDPS        Y0, Y15, Y15
+	VADDPS        Y13, Y12, Y12
+	VADDPS        Y15, Y14, Y14
+	VADDPS        Y14, Y12, Y12
+	VEXTRACTF32X4 $0x01, Y12, X0
+	VADDPS        X0, X12, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z16, Y0
+	VADDPS        Y0, Y16, Y16
+	VEXTRACTF64X4 $0x01, Z17, Y0
+	VADDPS        Y0, Y17, Y17
+	VEXTRACTF64X4 $0x01, Z18, Y0
+	VADDPS        Y0, Y18, Y18
+	VEXTRACTF64X4 $0x01, Z19, Y0
+	VADDPS        Y0, Y19, Y19
+	VADDPS        Y17, Y16, Y16
+	VADDPS        Y19, Y18, Y18
+	VADDPS        Y18, Y16, Y16
+	VEXTRACTF32X4 $0x01, Y16, X0
+	VADDPS        X0, X16, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z20, Y0
+	VADDPS        Y0, Y20, Y20
+	VEXTRACTF64X4 $0x01, Z21, Y0
+	VADDPS        Y0, Y21, Y21
+	VEXTRACTF64X4 $0x01, Z22, Y0
+	VADDPS        Y0, Y22, Y22
+	VEXTRACTF64X4 $0x01, Z23, Y0
+	VADDPS        Y0, Y23, Y23
+	VADDPS        Y21, Y20, Y20
+	VADDPS        Y23, Y22, Y22
+	VADDPS        Y22, Y20, Y20
+	VEXTRACTF32X4 $0x01, Y20, X0
+	VADDPS        X0, X20, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (AX)
+	VZEROUPPER
+	RET
+
+// func dotF16AVX512t4(x *byte, y *float32, ys int, n int, out *float32, os int)
+// Requires: AVX, AVX512F, AVX512VL
+TEXT ·dotF16AVX512t4(SB), NOSPLIT, $0-48
+	MOVQ   x+0(FP), AX
+	MOVQ   y+8(FP), CX
+	MOVQ   ys+16(FP), DX
+	MOVQ   n+24(FP), BX
+	LEAQ   (CX)(DX*2), SI
+	ADDQ   DX, SI
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+
+loop:
+	CMPQ        BX, $0x40
+	JL          done
+	VCVTPH2PS   (AX), Z16
+	VFMADD231PS (CX), Z16, Z0
+	VFMADD231PS (CX)(DX*1), Z16, Z4
+	VFMADD231PS (CX)(DX*2), Z16, Z8
+	VFMADD231PS (SI), Z16, Z12
+	VCVTPH2PS   32(AX), Z16
+	VFMADD231PS 64(CX), Z16, Z1
+	VFMADD231PS 64(CX)(DX*1), Z16, Z5
+	VFMADD231PS 64(CX)(DX*2), Z16, Z9
+	VFMADD231PS 64(SI), Z16, Z13
+	VCVTPH2PS   64(AX), Z16
+	VFMADD231PS 128(CX), Z16, Z2
+	VFMADD231PS 128(CX)(DX*1), Z16, Z6
+	VFMADD231PS 128(CX)(DX*2), Z16, Z10
+	VFMADD231PS 128(SI), Z16, Z14
+	VCVTPH2PS   96(AX), Z16
+	VFMADD231PS 192(CX), Z16, Z3
+	VFMADD231PS 192(CX)(DX*1), Z16, Z7
+	VFMADD231PS 192(CX)(DX*2), Z16, Z11
+	VFMADD231PS 192(SI), Z16, Z15
+	ADDQ        $0x00000080, AX
+	ADDQ        $0x00000100, CX
+	ADDQ        $0x00000100, SI
+	SUBQ        $0x40, BX
+	JMP         loop
+
+done:
+	MOVQ          out+32(FP), AX
+	MOVQ          os+40(FP), CX
+	VEXTRACTF64X4 $0x01, Z0, Y16
+	VADDPS        Y16, Y0, Y0
+	VEXTRACTF64X4 $0x01, Z1, Y16
+	VADDPS        Y16, Y1, Y1
+	VEXTRACTF64X4 $0x01, Z2, Y16
+	VADDPS        Y16, Y2, Y2
+	VEXTRACTF64X4 $0x01, Z3, Y16
+	VADDPS        Y16, Y3, Y3
+	VADDPS        Y1, Y0, Y0
+	VADDPS        Y3, Y2, Y2
+	VADDPS        Y2, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y0, Y4, Y4
+	VEXTRACTF64X4 $0x01, Z5, Y0
+	VADDPS        Y0, Y5, Y5
+	VEXTRACTF64X4 $0x01, Z6, Y0
+	VADDPS        Y0, Y6, Y6
+	VEXTRACTF64X4 $0x01, Z7, Y0
+	VADDPS        Y0, Y7, Y7
+	VADDPS        Y5, Y4, Y4
+	VADDPS        Y7, Y6, Y6
+	VADDPS        Y6, Y4, Y4
+	VEXTRACTF32X4 $0x01, Y4, X0
+	VADDPS        X0, X4, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z8, Y0
+	VADDPS        Y0, Y8, Y8
+	VEXTRACTF64X4 $0x01, Z9, Y0
+	VADDPS        Y0, Y9, Y9
+	VEXTRACTF64X4 $0x01, Z10, Y0
+	VADDPS        Y0, Y10, Y10
+	VEXTRACTF64X4 $0x01, Z11, Y0
+	VADDPS        Y0, Y11, Y11
+	VADDPS        Y9, Y8, Y8
+	VADDPS        Y11, Y10, Y10
+	VADDPS        Y10, Y8, Y8
+	VEXTRACTF32X4 $0x01, Y8, X0
+	VADDPS        X0, X8, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z12, Y0
+	VADDPS        Y0, Y12, Y12
+	VEXTRACTF64X4 $0x01, Z13, Y0
+	VADDPS        Y0, Y13, Y13
+	VEXTRACTF64X4 $0x01, Z14, Y0
+	VADDPS        Y0, Y14, Y14
+	VEXTRACTF64X4 $0x01, Z15, Y0
+	VADDPS        Y0, Y15, Y15
+	VADDPS        Y13, Y12, Y12
+	VADDPS        Y15, Y14, Y14
+	VADDPS        Y14, Y12, Y12
+	VEXTRACTF32X4 $0x01, Y12, X0
+	VADDPS        X0, X12, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (AX)
+	VZEROUPPER
+	RET
+
+// func dotBF16AVX512t4(x *byte, y *float32, ys int, n int, out *float32, os int)
+// Requires: AVX, AVX512F, AVX512VL
+TEXT ·dotBF16AVX512t4(SB), NOSPLIT, $0-48
+	MOVQ   x+0(FP), AX
+	MOVQ   y+8(FP), CX
+	MOVQ   ys+16(FP), DX
+	MOVQ   n+24(FP), BX
+	LEAQ   (CX)(DX*2), SI
+	ADDQ   DX, SI
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+
+loop:
+	CMPQ        BX, $0x40
+	JL          done
+	VPMOVZXWD   (AX), Z16
+	VPSLLD      $0x10, Z16, Z16
+	VFMADD231PS (CX), Z16, Z0
+	VFMADD231PS (CX)(DX*1), Z16, Z4
+	VFMADD231PS (CX)(DX*2), Z16, Z8
+	VFMADD231PS (SI), Z16, Z12
+	VPMOVZXWD   32(AX), Z16
+	VPSLLD      $0x10, Z16, Z16
+	VFMADD231PS 64(CX), Z16, Z1
+	VFMADD231PS 64(CX)(DX*1), Z16, Z5
+	VFMADD231PS 64(CX)(DX*2), Z16, Z9
+	VFMADD231PS 64(SI), Z16, Z13
+	VPMOVZXWD   64(AX), Z16
+	VPSLLD      $0x10, Z16, Z16
+	VFMADD231PS 128(CX), Z16, Z2
+	VFMADD231PS 128(CX)(DX*1), Z16, Z6
+	VFMADD231PS 128(CX)(DX*2), Z16, Z10
+	VFMADD231PS 128(SI), Z16, Z14
+	VPMOVZXWD   96(AX), Z16
+	VPSLLD      $0x10, Z16, Z16
+	VFMADD231PS 192(CX), Z16, Z3
+	VFMADD231PS 192(CX)(DX*1), Z16, Z7
+	VFMADD231PS 192(CX)(DX*2), Z16, Z11
+	VFMADD231PS 192(SI), Z16, Z15
+	ADDQ        $0x00000080, AX
+	ADDQ        $0x00000100, CX
+	ADDQ        $0x00000100, SI
+	SUBQ        $0x40, BX
+	JMP         loop
+
+done:
+	MOVQ          out+32(FP), AX
+	MOVQ          os+40(FP), CX
+	VEXTRACTF64X4 $0x01, Z0, Y16
+	VADDPS        Y16, Y0, Y0
+	VEXTRACTF64X4 $0x01, Z1, Y16
+	VADDPS        Y16, Y1, Y1
+	VEXTRACTF64X4 $0x01, Z2, Y16
+	VADDPS        Y16, Y2, Y2
+	VEXTRACTF64X4 $0x01, Z3, Y16
+	VADDPS        Y16, Y3, Y3
+	VADDPS        Y1, Y0, Y0
+	VADDPS        Y3, Y2, Y2
+	VADDPS        Y2, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y0, Y4, Y4
+	VEXTRACTF64X4 $0x01, Z5, Y0
+	VADDPS        Y0, Y5, Y5
+	VEXTRACTF64X4 $0x01, Z6, Y0
+	VADDPS        Y0, Y6, Y6
+	VEXTRACTF64X4 $0x01, Z7, Y0
+	VADDPS        Y0, Y7, Y7
+	VADDPS        Y5, Y4, Y4
+	VADDPS        Y7, Y6, Y6
+	VADDPS        Y6, Y4, Y4
+	VEXTRACTF32X4 $0x01, Y4, X0
+	VADDPS        X0, X4, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z8, Y0
+	VADDPS        Y0, Y8, Y8
+	VEXTRACTF64X4 $0x01, Z9, Y0
+	VADDPS        Y0, Y9, Y9
+	VEXTRACTF64X4 $0x01, Z10, Y0
+	VADDPS        Y0, Y10, Y10
+	VEXTRACTF64X4 $0x01, Z11, Y0
+	VADDPS        Y0, Y11, Y11
+	VADDPS        Y9, Y8, Y8
+	VADDPS        Y11, Y10, Y10
+	VADDPS        Y10, Y8, Y8
+	VEXTRACTF32X4 $0x01, Y8, X0
+	VADDPS        X0, X8, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z12, Y0
+	VADDPS        Y0, Y12, Y12
+	VEXTRACTF64X4 $0x01, Z13, Y0
+	VADDPS        Y0, Y13, Y13
+	VEXTRACTF64X4 $0x01, Z14, Y0
+	VADDPS        Y0, Y14, Y14
+	VEXTRACTF64X4 $0x01, Z15, Y0
+	VADDPS        Y0, Y15, Y15
+	VADDPS        Y13, Y12, Y12
+	VADDPS        Y15, Y14, Y14
+	VADDPS        Y14, Y12, Y12
+	VEXTRACTF32X4 $0x01, Y12, X0
+	VADDPS        X0, X12, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (AX)
+	VZEROUPPER
+	RET
+
+// func dotF16AVX512t2(x *byte, y *float32, ys int, n int, out *float32, os int)
+// Requires: AVX, AVX512F, AVX512VL
+TEXT ·dotF16AVX512t2(SB), NOSPLIT, $0-48
+	MOVQ   x+0(FP), AX
+	MOVQ   y+8(FP), CX
+	MOVQ   ys+16(FP), DX
+	MOVQ   n+24(FP), BX
+	LEAQ   (CX)(DX*2), SI
+	ADDQ   DX, SI
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+
+loop:
+	CMPQ        BX, $0x40
+	JL          done
+	VCVTPH2PS   (AX), Z8
+	VFMADD231PS (CX), Z8, Z0
+	VFMADD231PS (CX)(DX*1), Z8, Z4
+	VCVTPH2PS   32(AX), Z8
+	VFMADD231PS 64(CX), Z8, Z1
+	VFMADD231PS 64(CX)(DX*1), Z8, Z5
+	VCVTPH2PS   64(AX), Z8
+	VFMADD231PS 128(CX), Z8, Z2
+	VFMADD231PS 128(CX)(DX*1), Z8, Z6
+	VCVTPH2PS   96(AX), Z8
+	VFMADD231PS 192(CX), Z8, Z3
+	VFMADD231PS 192(CX)(DX*1), Z8, Z7
+	ADDQ        $0x00000080, AX
+	ADDQ        $0x00000100, CX
+	ADDQ        $0x00000100, SI
+	SUBQ        $0x40, BX
+	JMP         loop
+
+done:
+	MOVQ          out+32(FP), AX
+	MOVQ          os+40(FP), CX
+	VEXTRACTF64X4 $0x01, Z0, Y8
+	VADDPS        Y8, Y0, Y0
+	VEXTRACTF64X4 $0x01, Z1, Y8
+	VADDPS        Y8, Y1, Y1
+	VEXTRACTF64X4 $0x01, Z2, Y8
+	VADDPS        Y8, Y2, Y2
+	VEXTRACTF64X4 $0x01, Z3, Y8
+	VADDPS        Y8, Y3, Y3
+	VADDPS        Y1, Y0, Y0
+	VADDPS        Y3, Y2, Y2
+	VADDPS        Y2, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y0, Y4, Y4
+	VEXTRACTF64X4 $0x01, Z5, Y0
+	VADDPS        Y0, Y5, Y5
+	VEXTRACTF64X4 $0x01, Z6, Y0
+	VADDPS        Y0, Y6, Y6
+	VEXTRACTF64X4 $0x01, Z7, Y0
+	VADDPS        Y0, Y7, Y7
+	VADDPS        Y5, Y4, Y4
+	VADDPS        Y7, Y6, Y6
+	VADDPS        Y6, Y4, Y4
+	VEXTRACTF32X4 $0x01, Y4, X0
+	VADDPS        X0, X4, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (AX)
+	VZEROUPPER
+	RET
+
+// func dotBF16AVX512t2(x *byte, y *float32, ys int, n int, out *float32, os int)
+// Requires: AVX, AVX512F, AVX512VL
+TEXT ·dotBF16AVX512t2(SB), NOSPLIT, $0-48
+	MOVQ   x+0(FP), AX
+	MOVQ   y+8(FP), CX
+	MOVQ   ys+16(FP), DX
+	MOVQ   n+24(FP), BX
+	LEAQ   (CX)(DX*2), SI
+	ADDQ   DX, SI
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+
+loop:
+	CMPQ        BX, $0x40
+	JL          done
+	VPMOVZXWD   (AX), Z8
+	VPSLLD      $0x10, Z8, Z8
+	VFMADD231PS (CX), Z8, Z0
+	VFMADD231PS (CX)(DX*1), Z8, Z4
+	VPMOVZXWD   32(AX), Z8
+	VPSLLD      $0x10, Z8, Z8
+	VFMADD231PS 64(CX), Z8, Z1
+	VFMADD231PS 64(CX)(DX*1), Z8, Z5
+	VPMOVZXWD   64(AX), Z8
+	VPSLLD      $0x10, Z8, Z8
+	VFMADD231PS 128(CX), Z8, Z2
+	VFMADD231PS 128(CX)(DX*1), Z8, Z6
+	VPMOVZXWD   96(AX), Z8
+	VPSLLD      $0x10, Z8, Z8
+	VFMADD231PS 192(CX), Z8, Z3
+	VFMADD231PS 192(CX)(DX*1), Z8, Z7
+	ADDQ        $0x00000080, AX
+	ADDQ        $0x00000100, CX
+	ADDQ        $0x00000100, SI
+	SUBQ        $0x40, BX
+	JMP         loop
+
+done:
+	MOVQ          out+32(FP), AX
+	MOVQ          os+40(FP), CX
+	VEXTRACTF64X4 $0x01, Z0, Y8
+	VADDPS        Y8, Y0, Y0
+	VEXTRACTF64X4 $0x01, Z1, Y8
+	VADDPS        Y8, Y1, Y1
+	VEXTRACTF64X4 $0x01, Z2, Y8
+	VADDPS        Y8, Y2, Y2
+	VEXTRACTF64X4 $0x01, Z3, Y8
+	VADDPS        Y8, Y3, Y3
+	VADDPS        Y1, Y0, Y0
+	VADDPS        Y3, Y2, Y2
+	VADDPS        Y2, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y0, Y4, Y4
+	VEXTRACTF64X4 $0x01, Z5, Y0
+	VADDPS        Y0, Y5, Y5
+	VEXTRACTF64X4 $0x01, Z6, Y0
+	VADDPS        Y0, Y6, Y6
+	VEXTRACTF64X4 $0x01, Z7, Y0
+	VADDPS        Y0, Y7, Y7
+	VADDPS        Y5, Y4, Y4
+	VADDPS        Y7, Y6, Y6
+	VADDPS        Y6, Y4, Y4
+	VEXTRACTF32X4 $0x01, Y4, X0
+	VADDPS        X0, X4, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (AX)
+	VZEROUPPER
 	RET
 
 DATA attnNegInf<>+0(SB)/8, $0xff800000ff800000
@@ -26294,6 +28439,140 @@ loop:
 done:
 	MOVQ    out+40(FP), AX
 	VMOVUPS Z2, (AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ4_NLAVX512x16t1(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL, MMX+
+TEXT ·dotIQ4_NLAVX512x16t1(SB), NOSPLIT, $0-56
+	MOVQ      rb+8(FP), AX
+	MOVQ      x+0(FP), CX
+	LEAQ      (AX)(AX*2), DX
+	LEAQ      (CX)(AX*4), BX
+	LEAQ      (BX)(AX*4), SI
+	LEAQ      (SI)(AX*4), DI
+	LEAQ      (DI)(AX*4), R8
+	LEAQ      (R8)(AX*4), R9
+	LEAQ      (R9)(AX*4), R10
+	LEAQ      (R10)(AX*4), R11
+	MOVQ      y+16(FP), R12
+	MOVQ      nb+32(FP), R13
+	VPXORD    Z0, Z0, Z0
+	VMOVDQU64 nibbleMask<>+0(SB), Z1
+	VMOVDQU64 iq4oTable<>+0(SB), Z2
+	VPXORD    Z3, Z3, Z3
+
+loop:
+	TESTQ         R13, R13
+	JZ            done
+	PREFETCHT2    (R8)
+	PREFETCHT2    (R8)(AX*1)
+	PREFETCHT2    (R8)(AX*2)
+	PREFETCHT2    (R8)(DX*1)
+	PREFETCHT2    (R9)
+	PREFETCHT2    (R9)(AX*1)
+	PREFETCHT2    (R9)(AX*2)
+	PREFETCHT2    (R9)(DX*1)
+	PREFETCHT2    (R10)
+	PREFETCHT2    (R10)(AX*1)
+	PREFETCHT2    (R10)(AX*2)
+	PREFETCHT2    (R10)(DX*1)
+	PREFETCHT2    (R11)
+	PREFETCHT2    (R11)(AX*1)
+	PREFETCHT2    (R11)(AX*2)
+	PREFETCHT2    (R11)(DX*1)
+	VINSERTI32X4  $0x00, 2(CX), Z0, Z4
+	VINSERTI32X4  $0x01, 2(BX), Z4, Z4
+	VINSERTI32X4  $0x02, 2(SI), Z4, Z4
+	VINSERTI32X4  $0x03, 2(DI), Z4, Z4
+	VINSERTI32X4  $0x00, 2(CX)(AX*1), Z0, Z5
+	VINSERTI32X4  $0x01, 2(BX)(AX*1), Z5, Z5
+	VINSERTI32X4  $0x02, 2(SI)(AX*1), Z5, Z5
+	VINSERTI32X4  $0x03, 2(DI)(AX*1), Z5, Z5
+	VINSERTI32X4  $0x00, 2(CX)(AX*2), Z0, Z6
+	VINSERTI32X4  $0x01, 2(BX)(AX*2), Z6, Z6
+	VINSERTI32X4  $0x02, 2(SI)(AX*2), Z6, Z6
+	VINSERTI32X4  $0x03, 2(DI)(AX*2), Z6, Z6
+	VINSERTI32X4  $0x00, 2(CX)(DX*1), Z0, Z7
+	VINSERTI32X4  $0x01, 2(BX)(DX*1), Z7, Z7
+	VINSERTI32X4  $0x02, 2(SI)(DX*1), Z7, Z7
+	VINSERTI32X4  $0x03, 2(DI)(DX*1), Z7, Z7
+	VPUNPCKLDQ    Z5, Z4, Z8
+	VPUNPCKHDQ    Z5, Z4, Z4
+	VPUNPCKLDQ    Z7, Z6, Z5
+	VPUNPCKHDQ    Z7, Z6, Z6
+	VPUNPCKLQDQ   Z5, Z8, Z7
+	VPUNPCKHQDQ   Z5, Z8, Z5
+	VPUNPCKLQDQ   Z6, Z4, Z8
+	VPUNPCKHQDQ   Z6, Z4, Z4
+	VPSRLW        $0x04, Z7, Z6
+	VPANDD        Z1, Z6, Z6
+	VPANDD        Z1, Z7, Z7
+	VPSRLW        $0x04, Z5, Z10
+	VPANDD        Z1, Z10, Z10
+	VPANDD        Z1, Z5, Z5
+	VPSRLW        $0x04, Z8, Z11
+	VPANDD        Z1, Z11, Z11
+	VPANDD        Z1, Z8, Z8
+	VPSRLW        $0x04, Z4, Z12
+	VPANDD        Z1, Z12, Z12
+	VPANDD        Z1, Z4, Z4
+	VPSHUFB       Z7, Z2, Z7
+	VPSHUFB       Z5, Z2, Z5
+	VPSHUFB       Z8, Z2, Z8
+	VPSHUFB       Z4, Z2, Z4
+	VPSHUFB       Z6, Z2, Z6
+	VPSHUFB       Z10, Z2, Z10
+	VPSHUFB       Z11, Z2, Z11
+	VPSHUFB       Z12, Z2, Z12
+	VMOVDQA32     X0, X9
+	VMOVDQA32     X0, X13
+	VPINSRW       $0x00, (CX), X9, X9
+	VPINSRW       $0x00, (SI), X13, X13
+	VPINSRW       $0x01, (CX)(AX*1), X9, X9
+	VPINSRW       $0x01, (SI)(AX*1), X13, X13
+	VPINSRW       $0x02, (CX)(AX*2), X9, X9
+	VPINSRW       $0x02, (SI)(AX*2), X13, X13
+	VPINSRW       $0x03, (CX)(DX*1), X9, X9
+	VPINSRW       $0x03, (SI)(DX*1), X13, X13
+	VPINSRW       $0x04, (BX), X9, X9
+	VPINSRW       $0x04, (DI), X13, X13
+	VPINSRW       $0x05, (BX)(AX*1), X9, X9
+	VPINSRW       $0x05, (DI)(AX*1), X13, X13
+	VPINSRW       $0x06, (BX)(AX*2), X9, X9
+	VPINSRW       $0x06, (DI)(AX*2), X13, X13
+	VPINSRW       $0x07, (BX)(DX*1), X9, X9
+	VPINSRW       $0x07, (DI)(DX*1), X13, X13
+	VINSERTI32X4  $0x01, X13, Y9, Y13
+	VCVTPH2PS     Y13, Z13
+	VPBROADCASTD  4(R12), Z14
+	VPDPBUSD.BCST 8(R12), Z7, Z14
+	VPDPBUSD.BCST 12(R12), Z5, Z14
+	VPDPBUSD.BCST 16(R12), Z8, Z14
+	VPDPBUSD.BCST 20(R12), Z4, Z14
+	VPDPBUSD.BCST 24(R12), Z6, Z14
+	VPDPBUSD.BCST 28(R12), Z10, Z14
+	VPDPBUSD.BCST 32(R12), Z11, Z14
+	VPDPBUSD.BCST 36(R12), Z12, Z14
+	VCVTDQ2PS     Z14, Z14
+	VMULPS.BCST   (R12), Z13, Z4
+	VMULPS        Z14, Z4, Z4
+	VADDPS        Z4, Z3, Z3
+	ADDQ          $0x00000012, CX
+	ADDQ          $0x00000012, BX
+	ADDQ          $0x00000012, SI
+	ADDQ          $0x00000012, DI
+	ADDQ          $0x00000012, R8
+	ADDQ          $0x00000012, R9
+	ADDQ          $0x00000012, R10
+	ADDQ          $0x00000012, R11
+	ADDQ          $0x00000028, R12
+	DECQ          R13
+	JMP           loop
+
+done:
+	MOVQ    out+40(FP), AX
+	VMOVUPS Z3, (AX)
 	VZEROUPPER
 	RET
 

@@ -83,6 +83,16 @@ func dotQ4_1AVX2(x *byte, y *byte, n int) float32
 //go:noescape
 func dotQ5_1AVX2(x *byte, y *byte, n int) float32
 
+// dotQ5_1AVX2t2 is dotQ5_1AVX2 of n Q5_1 blocks at x with each of 2 rows of n q8_1Blocks at y, y+ys, … into out[0 … 1].
+//
+//go:noescape
+func dotQ5_1AVX2t2(x *byte, y *byte, n int, ys int, out *float32)
+
+// dotQ5_1AVX2t4 is dotQ5_1AVX2 of n Q5_1 blocks at x with each of 4 rows of n q8_1Blocks at y, y+ys, … into out[0 … 3].
+//
+//go:noescape
+func dotQ5_1AVX2t4(x *byte, y *byte, n int, ys int, out *float32)
+
 // dotQ2KAVX2 is the dot product of n Q2_K blocks at x with n q8KBlocks at y.
 //
 //go:noescape
@@ -163,6 +173,16 @@ func dotIQ1SAVX2(x *byte, y *byte, n int, grid *byte) float32
 //go:noescape
 func dotIQ1MAVX2(x *byte, y *byte, n int, grid *byte) float32
 
+// dotIQ1SAVX2x2 sets out[t] = dotIQ1SAVX2(x, y+t·stride, n, grid) for t < 2.
+//
+//go:noescape
+func dotIQ1SAVX2x2(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+
+// dotIQ1MAVX2x2 sets out[t] = dotIQ1MAVX2(x, y+t·stride, n, grid) for t < 2.
+//
+//go:noescape
+func dotIQ1MAVX2x2(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+
 // dotF32AVX2 is the dot product of n (a multiple of 8) F32 weights at x with float32s at y.
 //
 //go:noescape
@@ -187,6 +207,42 @@ func dotF16AVX512(x *byte, y *float32, n int) float32
 //
 //go:noescape
 func dotBF16AVX512(x *byte, y *float32, n int) float32
+
+// dotF16AVX512t6 is dotF16AVX512 of one row of n (a multiple of 64) F16 weights at x with each of 6
+// float32 rows at y, y+ys, … (ys in bytes), into out, out+os, … (os in bytes).
+//
+//go:noescape
+func dotF16AVX512t6(x *byte, y *float32, ys int, n int, out *float32, os int)
+
+// dotBF16AVX512t6 is dotBF16AVX512 of one row of n (a multiple of 64) BF16 weights at x with each of 6
+// float32 rows at y, y+ys, … (ys in bytes), into out, out+os, … (os in bytes).
+//
+//go:noescape
+func dotBF16AVX512t6(x *byte, y *float32, ys int, n int, out *float32, os int)
+
+// dotF16AVX512t4 is dotF16AVX512 of one row of n (a multiple of 64) F16 weights at x with each of 4
+// float32 rows at y, y+ys, … (ys in bytes), into out, out+os, … (os in bytes).
+//
+//go:noescape
+func dotF16AVX512t4(x *byte, y *float32, ys int, n int, out *float32, os int)
+
+// dotBF16AVX512t4 is dotBF16AVX512 of one row of n (a multiple of 64) BF16 weights at x with each of 4
+// float32 rows at y, y+ys, … (ys in bytes), into out, out+os, … (os in bytes).
+//
+//go:noescape
+func dotBF16AVX512t4(x *byte, y *float32, ys int, n int, out *float32, os int)
+
+// dotF16AVX512t2 is dotF16AVX512 of one row of n (a multiple of 64) F16 weights at x with each of 2
+// float32 rows at y, y+ys, … (ys in bytes), into out, out+os, … (os in bytes).
+//
+//go:noescape
+func dotF16AVX512t2(x *byte, y *float32, ys int, n int, out *float32, os int)
+
+// dotBF16AVX512t2 is dotBF16AVX512 of one row of n (a multiple of 64) BF16 weights at x with each of 2
+// float32 rows at y, y+ys, … (ys in bytes), into out, out+os, … (os in bytes).
+//
+//go:noescape
+func dotBF16AVX512t2(x *byte, y *float32, ys int, n int, out *float32, os int)
 
 // attnScoresF16 sets s[j] = scale·(q·k_j) for j < n, k_j the hd binary16 values at
 // k + j·stride (hd a multiple of 8), as attnSpanGeneric computes it.
@@ -544,6 +600,11 @@ func dotQ4_1AVX512x16t16(x *byte, rb int, y *byte, ys int, nb int, out *float32,
 //
 //go:noescape
 func dotQ5_0AVX512x16t1(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
+
+// dotIQ4_NLAVX512x16t1 sets out[t·os + r] = dotIQ4_NLAVX2(x + r·rb, y + t·ys, nb) for r < 16, t < 1.
+//
+//go:noescape
+func dotIQ4_NLAVX512x16t1(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
 
 // dotIQ4XSAVX512x16t4 sets out[t·os + r] to the dot product of the nb IQ4XS blocks at x + r·rb with the q8KBlocks at y + t·ys, for r < 16, t < 4: the reference's bits.
 //

@@ -972,3 +972,72 @@ func q8_1Floats(y []q8_1Block) []float32 {
 	}
 	return x
 }
+
+// TestQ5_1Rows: dotQ5_1Rows (four and two tokens at a time through one
+// unpacking of each block) gives every token the reference's bits
+// (dotQ5_1RowGeneric), for token counts that leave every remainder, with
+// random, extreme and quantized blocks.
+func TestQ5_1Rows(t *testing.T) {
+	requireSIMD(t, "avx2")
+	r := rand.New(rand.NewPCG(75, 76))
+	for _, nb := range []int{1, 3, 24} {
+		for _, wm := range []string{"quantized", "random", "0xff", "0x00"} {
+			for _, am := range []string{"quantized", "random", "min", "max"} {
+				w := weightRow(r, Q5_1, nb, wm, false)
+				for _, nTok := range []int{1, 2, 3, 4, 5, 7, 9} {
+					y := q8_1Acts(r, nTok*nb, am, false)
+					out := make([]float32, nTok)
+					dotQ5_1Rows(out, w, y, nb)
+					for tk, v := range out {
+						want := dotQ5_1RowGeneric(w, y[tk*nb:(tk+1)*nb])
+						if math.Float32bits(v) != math.Float32bits(want) {
+							t.Fatalf("nb %d weights %s acts %s, %d tokens: token %d = %v, reference %v", nb, wm, am, nTok, tk, v, want)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestLatticeRowsTwoTokens: dotLatticeRows (two tokens at a time through the
+// …x2 kernels, each group decoded once for both) gives every token the block
+// reference's bits, for odd token counts and random and extreme blocks.
+func TestLatticeRowsTwoTokens(t *testing.T) {
+	requireSIMD(t, "avx2")
+	r := rand.New(rand.NewPCG(77, 78))
+	for _, typ := range []Type{IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ1_S, IQ1_M} {
+		bb := typ.BlockBytes()
+		for _, nb := range []int{1, 3} {
+			for _, wm := range []byte{0, 0xff, 0x5a, 1} {
+				// Activations as quantActQ8K makes them: never -128, which
+				// the kernels' sign trick (VPSIGNB) relies on.
+				for _, am := range []string{"quantized", "max"} {
+					row := make([]byte, nb*bb)
+					for i := range row {
+						if wm == 1 {
+							row[i] = byte(r.Uint32())
+						} else {
+							row[i] = wm
+						}
+					}
+					for b := 0; b < nb; b++ { // a finite f16 scale where the type keeps it whole
+						if typ != IQ1_M {
+							put16(row[b*bb:], F32ToF16(float32(r.NormFloat64())))
+						}
+					}
+					const nTok = 5
+					y := q8KActs(r, nTok*nb, am, false)
+					out := make([]float32, nTok)
+					dotLatticeRows(typ, out, row, y, nb)
+					for tk, v := range out {
+						want := dotKRowGeneric(refCodecOf(typ).dotK, bb, row, y[tk*nb:(tk+1)*nb])
+						if math.Float32bits(v) != math.Float32bits(want) && !(v != v && want != want) {
+							t.Fatalf("%v nb %d weights %#x acts %s: token %d = %v, reference %v", typ, nb, wm, am, tk, v, want)
+						}
+					}
+				}
+			}
+		}
+	}
+}

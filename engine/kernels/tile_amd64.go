@@ -31,7 +31,9 @@ var (
 	// Q5_0 decodes through its own kernel (one token); prompts are repacked into
 	// Q8_0 (repack.go).
 	outerQ5_0 = [4]outerKernel{3: dotQ5_0AVX512x16t1}
-	noOuter   [4]outerKernel
+	// IQ4_NL likewise (its levels + 128 against the Q8_0 activations' c = −128·Σy).
+	outerIQ4NL = [4]outerKernel{3: dotIQ4_NLAVX512x16t1}
+	noOuter    [4]outerKernel
 
 	// IQ4_XS and Q2_K: 16 rows by 16, 8 and 4 tokens of Q8_K activations.
 	outerIQ4XS = [3]outerKernel{dotIQ4XSAVX512x16t16, dotIQ4XSAVX512x16t8, dotIQ4XSAVX512x16t4}
@@ -39,7 +41,7 @@ var (
 )
 
 // outerKernels returns the Q8_0, Q4_0 or Q4_1 kernels for 16 rows by 16, 8, 4 and
-// 1 tokens (Q5_0: 1 token only), or nils. Their activations are q8Blocks (Q4_1:
+// 1 tokens (Q5_0 and IQ4_NL: 1 token only), or nils. Their activations are q8Blocks (Q4_1:
 // q8_1Blocks, of the same size; actBlock).
 func outerKernels(t Type) *[4]outerKernel {
 	switch t {
@@ -51,6 +53,8 @@ func outerKernels(t Type) *[4]outerKernel {
 		return &outerQ4_1
 	case Q5_0:
 		return &outerQ5_0
+	case IQ4_NL:
+		return &outerIQ4NL
 	}
 	return &noOuter
 }
@@ -148,6 +152,9 @@ func (a *acts) checkBlocks(n int) {
 func (m *matMul) fastTokens(r, hi, t0, nt int) int {
 	if !useAVX512 {
 		return 0
+	}
+	if n := m.floatTokens(r, hi, t0, nt); n > 0 {
+		return n
 	}
 	a, rows := m.a, m.w.Rows
 	t, end := t0, t0+nt

@@ -108,13 +108,13 @@ func BenchmarkTileKernels(b *testing.B) {
 	}
 }
 
-// TestOuterKernels: the Q8_0, Q4_0, Q4_1 and Q5_0 outer-product tiles give the
+// TestOuterKernels: the Q8_0, Q4_0, Q4_1, Q5_0 and IQ4_NL outer-product tiles give the
 // reference's bits for every row and token, and write only their outputs.
 func TestOuterKernels(t *testing.T) {
 	requireSIMD(t, "avx512")
 	r := rand.New(rand.NewPCG(45, 46))
 	const guard = -12345.5
-	for _, typ := range []Type{Q8_0, Q4_0, Q4_1, Q5_0} {
+	for _, typ := range []Type{Q8_0, Q4_0, Q4_1, Q5_0, IQ4_NL} {
 		ks := outerKernels(typ)
 		for i, T := range []int{16, 8, 4, 1} {
 			if ks[i] == nil {
@@ -159,6 +159,8 @@ func TestOuterKernels(t *testing.T) {
 								want = dotQ4_0RowGeneric(row, yt)
 							case Q5_0:
 								want = dotQ5_0RowGeneric(row, yt)
+							case IQ4_NL:
+								want = dotIQ4NLRowGeneric(row, yt)
 							case Q4_1:
 								want = dotQ4_1RowGeneric(row, y1[tk*tokBlocks:tk*tokBlocks+nb])
 							}

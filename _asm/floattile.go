@@ -1,0 +1,99 @@
+package main
+
+import (
+	"fmt"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// floatTileTokens are the token counts of the float multi-token kernels: a
+// token takes four 512-bit accumulators (the eight 8-lane accumulators of
+// dotFloatAVX2), so six tokens hold 24 of the 32 registers.
+var floatTileTokens = []int{6, 4, 2}
+
+// dotFloatAVX512Tokens emits dotF16AVX512t<T> or dotBF16AVX512t<T>: one row of
+// n (a multiple of 64) weights of kind against T activation rows (y, y+ys, …,
+// each n float32s), out[t·os/4] = dotFloatAVX512 of the row with row t. Each
+// 16 weights are converted once for the T tokens; every token keeps
+// dotFloatAVX512's accumulators, operations and order (no tail: n is a
+// multiple of 64), so each output has the single-token kernel's bits.
+func dotFloatAVX512Tokens(kind string, size, T int) {
+	evex = true
+	defer func() { evex = false }()
+	name := fmt.Sprintf("dot%sAVX512t%d", kind, T)
+	TEXT(name, NOSPLIT, "func(x *byte, y *float32, ys int, n int, out *float32, os int)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s is dot%sAVX512 of one row of n (a multiple of 64) %s weights at x with each of %d", name, kind, kind, T),
+		"float32 rows at y, y+ys, … (ys in bytes), into out, out+os, … (os in bytes).")
+	x, y, ys, n := GP64(), GP64(), GP64(), GP64()
+	Load(Param("x"), x)
+	Load(Param("y"), y)
+	Load(Param("ys"), ys)
+	Load(Param("n"), n)
+	// Token t's row is at base[t/3] + ys·(t%3) (scale 1 or 2): y and y+3ys.
+	y3 := GP64()
+	LEAQ(Mem{Base: y, Index: ys, Scale: 2}, y3)
+	ADDQ(ys, y3)
+	row := func(t, disp int) Mem {
+		base := y
+		if t >= 3 {
+			base = y3
+		}
+		switch t % 3 {
+		case 1:
+			return Mem{Base: base, Index: ys, Scale: 1, Disp: disp}
+		case 2:
+			return Mem{Base: base, Index: ys, Scale: 2, Disp: disp}
+		}
+		return Mem{Base: base, Disp: disp}
+	}
+	z := make([][floatAccs / 2]VecVirtual, T)
+	for t := range z {
+		for k := range z[t] {
+			z[t][k] = ZMM()
+			VPXORD(z[t][k], z[t][k], z[t][k])
+		}
+	}
+	Label("loop")
+	CMPQ(n, U8(8*floatAccs))
+	JL(LabelRef("done"))
+	for k := 0; k < floatAccs/2; k++ {
+		w := ZMM()
+		floatLoad(kind, Mem{Base: x, Disp: 16 * k * size}, w)
+		for t := range z {
+			VFMADD231PS(row(t, 64*k), w, z[t][k])
+		}
+	}
+	ADDQ(U32(8*floatAccs*size), x)
+	ADDQ(U32(32*floatAccs), y)
+	ADDQ(U32(32*floatAccs), y3)
+	SUBQ(U8(8*floatAccs), n)
+	JMP(LabelRef("loop"))
+	Label("done")
+	out, os := GP64(), GP64()
+	Load(Param("out"), out)
+	Load(Param("os"), os)
+	for t := range z {
+		// dotFloatAVX512's reduction: accumulators 2k and 2k+1 are zmm k's
+		// halves; (a0+a1), (a2+a3), … then ((a0+a1)+(a2+a3))+((a4+a5)+(a6+a7)).
+		var a [floatAccs / 2]VecVirtual
+		for k := range a {
+			hi := YMM()
+			VEXTRACTF64X4(U8(1), z[t][k], hi)
+			a[k] = z[t][k].AsY().(VecVirtual)
+			VADDPS(hi, a[k], a[k])
+		}
+		VADDPS(a[1], a[0], a[0])
+		VADDPS(a[3], a[2], a[2])
+		VADDPS(a[2], a[0], a[0])
+		s := hsum8(a[0])
+		VMOVSS(s, Mem{Base: out})
+		if t+1 < T {
+			ADDQ(os, out)
+		}
+	}
+	VZEROUPPER()
+	RET()
+}
