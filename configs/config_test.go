@@ -300,3 +300,35 @@ func TestLoadtestConfig(t *testing.T) {
 		t.Errorf("noisy: %+v", p)
 	}
 }
+
+// TestTierListsAnAdapter: a tier may list an adapter's id (priced as its base); an
+// id that is neither a model nor an adapter is refused, naming the field.
+func TestTierListsAnAdapter(t *testing.T) {
+	const yaml = `
+models:
+  - {id: base, path: /m.gguf, prompt_usd_per_1k: 0.001, completion_usd_per_1k: 0.003}
+adapters:
+  - {id: ft-0, path: /a.gguf, base: base}
+tiers:
+  deep: [{model: TIER_ID, quality: 0.8}]
+plans: {p: {}}
+tenants: [{id: t, plan: p}]
+`
+	c, err := Parse([]byte(strings.ReplaceAll(yaml, "TIER_ID", "ft-0")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Set().Tiers[tiers.Deep]; len(got) != 1 || got[0].Model != "ft-0" || got[0].Price.CompletionPer1K != money.USD(0.003) {
+		t.Errorf("deep tier: %+v", got)
+	}
+	c, err = Parse([]byte(strings.ReplaceAll(yaml, "TIER_ID", "ft-9")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "tiers.deep[0].model") {
+		t.Errorf("a tier naming an unknown id: %v", err)
+	}
+}
