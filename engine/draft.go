@@ -33,8 +33,9 @@ type draftConfig struct {
 func (c *draftConfig) bytes() int64 { return c.fileSize + c.kv.Bytes() }
 
 // newDraftConfig checks the draft model of mc (its id in the Block's models, not
-// mc itself, with tok's vocabulary: the same tokens with the same texts) and sizes
-// its KV pool for mc's sequences and their drafts.
+// mc itself, with tok's vocabulary: the same tokens with the same texts, and a
+// context that holds mc's longest sequence and a draft) and sizes its KV pool for
+// mc's sequences and their drafts.
 func newDraftConfig(models []ModelConfig, mc ModelConfig, tok *tokenizer.Tokenizer) (*draftConfig, error) {
 	id := mc.Speculative.DraftModel
 	if id == mc.ID {
@@ -56,6 +57,10 @@ func newDraftConfig(models []ModelConfig, mc ModelConfig, tok *tokenizer.Tokeniz
 	}
 	if err := sameVocab(tok, dtok); err != nil {
 		return nil, fmt.Errorf("engine: model %s: speculative.draft_model %s: %w", mc.ID, id, err)
+	}
+	if need := mc.MaxModelLen + mc.Speculative.Max(); dcfg.Context < need {
+		return nil, fmt.Errorf("engine: model %s: speculative.draft_model %s: its context length %d is below the model's max_model_len %d and a draft of %d (lower max_model_len)",
+			mc.ID, id, dcfg.Context, mc.MaxModelLen, mc.Speculative.Max())
 	}
 	kc := kvcache.Config{Layers: dcfg.Layers, KVHeads: dcfg.KVHeads, HeadDim: dcfg.HeadDim, BlockTokens: kvBlockTokens}
 	if kc.TypeK, kc.TypeV, err = kvTypes(dmc, dcfg.HeadDim); err != nil {

@@ -115,7 +115,8 @@ func TestDraftModelSameOutput(t *testing.T) {
 }
 
 // TestDraftModelConfig: a draft model must be another configured model with the
-// same vocabulary; New says which rule a config breaks. A model's memory counts its
+// same vocabulary and a context that holds the model's longest sequence and a
+// draft; New says which rule a config breaks. A model's memory counts its
 // draft model's weights and KV pool.
 func TestDraftModelConfig(t *testing.T) {
 	target, same, _ := genDraftPair(t)
@@ -131,6 +132,8 @@ func TestDraftModelConfig(t *testing.T) {
 			"speculative.draft_model is the model itself"},
 		{"other-vocabulary", []ModelConfig{{ID: "target", Path: target, Speculative: spec.Config{DraftModel: "stories"}}, {ID: "stories", Path: stories}},
 			"speculative.draft_model stories: the vocabularies differ"},
+		{"short-context", []ModelConfig{{ID: "target", Path: target, Speculative: spec.Config{DraftModel: "draft"}}, {ID: "draft", Path: same}},
+			"its context length 2048 is below the model's max_model_len 2048 and a draft of 8"},
 	} {
 		_, err := New(Config{Logger: quietLog(), Models: c.models})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -138,7 +141,7 @@ func TestDraftModelConfig(t *testing.T) {
 		}
 	}
 	memory := func(draft string) int64 {
-		b, err := New(Config{Logger: quietLog(), Models: []ModelConfig{{ID: "target", Path: target, Speculative: spec.Config{DraftModel: draft}}, {ID: "draft", Path: same}}})
+		b, err := New(Config{Logger: quietLog(), Models: []ModelConfig{{ID: "target", Path: target, MaxModelLen: 512, Speculative: spec.Config{DraftModel: draft}}, {ID: "draft", Path: same}}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -168,7 +168,8 @@ func mustGet(t *testing.T, url string) []byte {
 }
 
 // TestUpstreamWithoutUsage: an upstream that reports no usage is charged the worst
-// case the request reserved, so a budget cannot be escaped through it.
+// case the request reserved, so a budget cannot be escaped through it; with a
+// prediction, its rejected tokens' worst case too.
 func TestUpstreamWithoutUsage(t *testing.T) {
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
 	up := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) {
@@ -188,9 +189,18 @@ tenants: [{id: acme, plan: open}]
 		Model: "m", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello")}, MaxTokens: openai.Int(10)}); err != nil {
 		t.Fatal(err)
 	}
+	// With a prediction, the worst case has its rejected tokens too (its bytes + 1,
+	// billed as completion tokens upstream as here).
+	p := openai.ChatCompletionNewParams{Model: "m", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello")}, MaxTokens: openai.Int(10)}
+	p.Prediction.Content.OfString = openai.String("hello there")
+	if _, err := c.Chat.Completions.New(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
 	led := front.ledger()
-	// prompt bound: 5 bytes + 16 per message; 10 output tokens; $1 per 1K each.
-	if len(led) != 1 || led[0].PromptTokens != 21 || led[0].CompletionTokens != 10 || led[0].Cost != money.USD(0.031) {
+	// prompt bound: 5 bytes + 16 per message; 10 output tokens (+ 12 for the
+	// prediction's 11 bytes); $1 per 1K each.
+	if len(led) != 2 || led[0].PromptTokens != 21 || led[0].CompletionTokens != 10 || led[0].Cost != money.USD(0.031) ||
+		led[1].PromptTokens != 21 || led[1].CompletionTokens != 22 || led[1].Cost != money.USD(0.043) {
 		t.Errorf("ledger %+v", led)
 	}
 }
