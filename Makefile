@@ -15,7 +15,7 @@ SHELL     := /bin/bash
 # (filter-out: a recursive $(MAKE) gets it once, not twice.)
 export CGO_CFLAGS := $(filter-out -Wno-deprecated-declarations,$(or $(CGO_CFLAGS),-O2 -g)) -Wno-deprecated-declarations
 
-.PHONY: build test test-short test-fresh-clone fuzz run bench bench-gateway vet clean
+.PHONY: build test test-short test-fresh-clone fuzz run bench bench-gateway vet clean smoke-agent-clis
 
 # -buildvcs=auto stamps the commit into the binary (`lmlite version`) when built in a
 # git checkout, whatever GOFLAGS says.
@@ -75,6 +75,14 @@ fuzz:
 LISTEN ?= 127.0.0.1:8080
 run: build
 	./$(BIN) serve --listen $(LISTEN)
+
+# The real agent CLIs against a real server, once each (opt-in, not in `make test`:
+# about 800 MB of CLIs, installed pinned outside the repository by
+# scripts/agentclis/setup.sh, and minutes of prefill for Claude Code's first prompt):
+# Claude Code 2.1.332 (`claude -p`, /v1/messages) and Codex 0.171.0 (`codex exec`,
+# /v1/responses) on a generated model with random weights.
+smoke-agent-clis:
+	LMLITE_AGENT_CLIS=1 $(GO) test -count=1 -timeout 30m -v -run '^TestAgentCLIsSmoke$$' ./cmd/lmlite
 
 bench: build
 	@mkdir -p $(DATA)

@@ -378,6 +378,10 @@
 // nothing: no model here has a thinking mode. What the server cannot serve is a 400
 // naming it: image, document and search-result blocks (messages[i].content[k]),
 // server tools (tools[i].type), a final assistant message (a prefill).
+// Of the betas Claude Code sends (package anthropic's doc names them): messages
+// with role "system" are system messages in their place, a tool with defer_loading
+// is left out of the prompt, context_management's clear_thinking is accepted; other
+// context edits are a 400 naming them.
 //
 // The answer is a Message (id "msg_…", content of a text block and tool_use blocks
 // with ids "toolu_…" and input as a JSON object; stop_reason end_turn, max_tokens,
