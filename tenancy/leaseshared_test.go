@@ -613,3 +613,70 @@ func TestLeaseRedisJustDownServesFromLeaseWhenOutOfRequestTokens(t *testing.T) {
 		})
 	}
 }
+
+// TestLeaseSlotsLeasedMoneyNotStillServes: a tenant with two concurrency slots and a
+// budget of ten requests, on one process, sending one request at a time with its
+// worst case reserved at admission (the gateway's path): its lease takes both slots
+// but, near the ceiling, less money than a worst case; each request then takes the
+// lease's slot and what it holds free, and reserves the rest on the per-request path,
+// so all ten are served and the eleventh is refused by the budget, never by the
+// concurrency limit (before: refused by concurrency at the 6th; with the slot alone,
+// by the budget at the 10th, the last worst case split between the lease and Redis).
+func TestLeaseSlotsLeasedMoneyNotStillServes(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	a := newLeaseProcWith(t, srv, "a", "", LeaseConfig{Period: time.Second})
+	worst := money.USD(0.001)
+	q := &Quota{Tenant: "split", DailyBudget: 10 * worst, MaxConcurrency: 2}
+	for i := range 11 {
+		now := time.Now()
+		tk, err := a.ten.AdmitReserve(q, now, 0, worst)
+		if i == 10 {
+			if !errors.Is(err, ErrInsufficientQuota) {
+				t.Fatalf("request 11 past the budget: %v, want ErrInsufficientQuota", err)
+			}
+			break
+		}
+		if err != nil {
+			t.Fatalf("request %d of 10 the budget covers, none in flight: %v (the lease holding %v free)", i+1, err, leaseFree(a, q.Tenant))
+		}
+		if _, err := tk.Settle(Entry{Time: now, Status: 200, Cost: worst}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(30 * time.Millisecond) // the refresher runs between requests
+	}
+	a.ls.Close()
+	spent, _, _ := a.ls.RedisShared.Spent(q.Tenant, time.Now())
+	held, slots := redisHeld(t, a.c, q.Tenant)
+	if ledger := ledgerSum(t, a.store); spent != ledger || spent != 10*worst || held != 0 || slots != 0 {
+		t.Fatalf("after Close Redis has spent %v held %v slots %d, the ledger %v; want 10 worst cases", spent, money.Money(held), slots, ledger)
+	}
+}
+
+// TestLeaseFirstRequestNotRefusedByItsOwnLease: a tenant's first request goes the
+// per-request way (no lease yet) while it kicks the lease's first refresh, which may
+// take every slot; the request is then answered by what it asked for — served, or
+// refused by the budget when its worst case is beyond it — never refused by the
+// concurrency limit with nothing in flight. Fifty new tenants, two requests each: one
+// past the budget, one within it.
+func TestLeaseFirstRequestNotRefusedByItsOwnLease(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	a := newLeaseProcWith(t, srv, "a", "", LeaseConfig{Period: time.Second})
+	worst := money.USD(0.001)
+	var wrong []error
+	for i := range 50 {
+		q := &Quota{Tenant: "first" + itoa(i), DailyBudget: worst, MaxConcurrency: 2}
+		now := time.Now()
+		if _, err := a.ten.AdmitReserve(q, now, 0, 2*worst); !errors.Is(err, ErrInsufficientQuota) {
+			wrong = append(wrong, err)
+		}
+		tk, err := a.ten.AdmitReserve(q, now, 0, worst)
+		if err != nil {
+			wrong = append(wrong, err)
+			continue
+		}
+		tk.Settle(Entry{Time: now, Status: 200, Cost: worst})
+	}
+	if len(wrong) > 0 {
+		t.Fatalf("%d of 100 requests answered wrong (first: %v)", len(wrong), wrong[0])
+	}
+}
