@@ -43,28 +43,6 @@ func TestRedisBlockDefaults(t *testing.T) {
 	}
 }
 
-// TestRedisLeasesOnByDefault: with `redis:` set, budgets, slots and requests/s are
-// served from leases unless `leases: false` says otherwise (issue 37).
-func TestRedisLeasesOnByDefault(t *testing.T) {
-	t.Setenv(RedisURLEnv, "")
-	for _, tc := range []struct {
-		block string
-		want  bool
-	}{
-		{"redis: {url: redis://127.0.0.1:6390/2}\n", true},
-		{"redis: {url: redis://127.0.0.1:6390/2, leases: true}\n", true},
-		{"redis: {url: redis://127.0.0.1:6390/2, leases: false}\n", false},
-	} {
-		c, err := parseWithRedis(t, tc.block)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := c.Redis.LeasesOn(); got != tc.want {
-			t.Errorf("%s: leases on %v, want %v", strings.TrimSpace(tc.block), got, tc.want)
-		}
-	}
-}
-
 // TestRedisURLFromEnv: LMLITE_REDIS_URL overrides the file's url, and alone turns
 // Redis on.
 func TestRedisURLFromEnv(t *testing.T) {

@@ -72,8 +72,7 @@ type leaseBook struct {
 	demReqs  int
 	demPeak  int
 	last     time.Time
-	queued   bool          // on the kick channel or being refreshed
-	answered chan struct{} // closed when the refresh in flight ends (answered or failed), then replaced
+	queued   bool // on the kick channel or being refreshed
 
 	confirmed time.Time // when the last refresh that Redis answered was sent: the lease's term runs from it
 	failing   bool      // the last refresh failed (Redis down): the lease is kept as it is until one succeeds
@@ -143,8 +142,7 @@ func (l *LeaseShared) book(q *Quota) *leaseBook {
 	defer l.mu.Unlock()
 	if b = l.books[q.Tenant]; b == nil {
 		l.RedisShared.seen(q.Tenant) // the background reaper returns its dead tickets too
-		b = &leaseBook{tenant: q.Tenant, q: *q, left: -1, tpmLeft: -1, tickets: map[string]leaseTicket{}, exact: map[string]struct{}{},
-			answered: make(chan struct{})}
+		b = &leaseBook{tenant: q.Tenant, q: *q, left: -1, tpmLeft: -1, tickets: map[string]leaseTicket{}, exact: map[string]struct{}{}}
 		l.books[q.Tenant] = b
 	}
 	return b
@@ -251,7 +249,7 @@ func (l *LeaseShared) Admit(q *Quota, id string, now time.Time, promptTokens int
 	b.demReqs++
 	b.demMoney += total
 	b.maxW = max(b.maxW, total)
-	ok, sp := b.takeOrSplitLocked(now, l.cfg.Term, id, promptTokens, total)
+	ok := b.takeLocked(now, l.cfg.Term, id, promptTokens, total, false)
 	if ok {
 		b.demPeak = max(b.demPeak, b.flight)
 	} else {
@@ -268,9 +266,6 @@ func (l *LeaseShared) Admit(q *Quota, id string, now time.Time, promptTokens int
 	}
 	l.maybeKickLocked(b, now)
 	b.mu.Unlock()
-	if sp.on {
-		return l.admitSplit(b, q, id, now, promptTokens, total, sp)
-	}
 	if ok {
 		return room, nil
 	}
@@ -278,33 +273,6 @@ func (l *LeaseShared) Admit(q *Quota, id string, now time.Time, promptTokens int
 		return l.admitLocalRate(b, q, id, now, promptTokens, total)
 	}
 	room, err := l.RedisShared.Admit(q, id, now, promptTokens, total)
-	var le *LimitError
-	if errors.As(err, &le) && le.Reason == "concurrency" {
-		// The slots may be this process's own lease's, granted by a refresh that
-		// crossed this admission (the first request of a tenant with few slots):
-		// once that refresh is answered, the lease serves the request.
-		b.mu.Lock()
-		wait := b.answered
-		pending := b.queued || (b.sending != nil && !b.failing)
-		b.mu.Unlock()
-		if pending {
-			select {
-			case <-wait:
-			case <-time.After(2 * time.Second): // a refresh's own timeout
-			}
-		}
-		b.mu.Lock()
-		ok, sp := b.takeOrSplitLocked(now, l.cfg.Term, id, promptTokens, total)
-		room := b.roomLocked()
-		b.mu.Unlock()
-		switch {
-		case sp.on:
-			return l.admitSplit(b, q, id, now, promptTokens, total, sp)
-		case ok:
-			return room, nil
-		}
-		return 0, err
-	}
 	if errors.Is(err, ErrUnavailable) {
 		// Redis went down with no refresh failed yet: the lease serves the request
 		// on this process's share of the rates if its money and slots cover it.
@@ -321,72 +289,6 @@ func (l *LeaseShared) Admit(q *Quota, id string, now time.Time, promptTokens int
 		b.mu.Unlock()
 	}
 	return room, err
-}
-
-// leaseSplit is a request the lease covers in part (takeOrSplitLocked): its slot,
-// and its request token unless rate, and part of its money; the per-request path
-// takes the rest.
-type leaseSplit struct {
-	on   bool
-	rate bool        // the rates are checked on the per-request path (the lease had no token)
-	part money.Money // of its worst case, what the lease holds free for it
-}
-
-// takeOrSplitLocked serves a request from the lease (takeLocked) or, when the lease
-// has a slot but not a request token or not all the money (near the ceiling, or a
-// worst case beyond its free part), splits it: the slot, the token if the lease has
-// one and what the lease holds free are the lease's, the rest (the rates, the money
-// beyond part) is for the per-request path (admitSplit). Without the split the
-// per-request path would find the slots leased and refuse a tenant with fewer in
-// flight than its limit, or find the money it needs partly in the lease.
-func (b *leaseBook) takeOrSplitLocked(now time.Time, term time.Duration, id string, promptTokens int, total money.Money) (ok bool, sp leaseSplit) {
-	if b.takeLocked(now, term, id, promptTokens, total, false) {
-		return true, sp
-	}
-	if b.q.MaxConcurrency <= 0 || !b.fitsLocked(now, term, promptTokens, 0, true) {
-		return false, sp // no slot of the lease's to give (nor one needed)
-	}
-	sp.on = true
-	sp.rate = !b.takeLocked(now, term, id, promptTokens, 0, false)
-	if sp.rate {
-		b.takeLocked(now, term, id, promptTokens, 0, true) // the slot alone
-	}
-	if hasBudget(&b.q) {
-		v := b.viewLocked(time.Time{})
-		sp.part = max(0, min(v.free(), total))
-		b.resv += sp.part
-	}
-	b.tickets[id] = leaseTicket{money: sp.part, exact: total - sp.part}
-	return true, sp
-}
-
-// admitSplit admits on the per-request path what the lease did not cover of a split
-// request (takeOrSplitLocked): its rates (without a slot: the slot is the lease's)
-// and its money beyond part. Refused, the request takes nothing: the slot, the token
-// and part go back to the lease.
-func (l *LeaseShared) admitSplit(b *leaseBook, q *Quota, id string, now time.Time, promptTokens int, total money.Money, sp leaseSplit) (money.Money, error) {
-	var room money.Money
-	var err error
-	if sp.rate {
-		rq := *q
-		rq.MaxConcurrency = 0 // the slot is the lease's
-		room, err = l.RedisShared.Admit(&rq, id, now, promptTokens, total-sp.part)
-	} else if total > sp.part {
-		room, err = l.RedisShared.Reserve(q, id, now, total-sp.part)
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if err != nil {
-		delete(b.tickets, id)
-		b.resv -= sp.part
-		b.flight--
-		if b.q.RequestsPerSecond > 0 && !sp.rate {
-			b.reqTok++
-		}
-		return room, err
-	}
-	v := b.viewLocked(time.Time{})
-	return max(0, room) + max(0, v.free()), nil
 }
 
 // admitLocalRate serves a request from b's lease while Redis is down, its rates
@@ -690,8 +592,6 @@ func (l *LeaseShared) refresh(b *leaseBook, now time.Time, final bool) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.queued = false
-	close(b.answered)
-	b.answered = make(chan struct{})
 	if err != nil {
 		ask.Give = 0 // given back locally; a resend must not give them twice
 		b.failing = true
