@@ -59,7 +59,7 @@ func startRoutedGateway(t *testing.T, rs *redistest.Server, yaml, node string) *
 	store.ShareKeys(rk)
 	sh := tenancy.NewRedisShared(rc, tenancy.RedisOptions{KeyPrefix: "gwtest:", Node: node, TTL: 3 * time.Second})
 	ten := tenancy.New(store)
-	ten.UseShared(sh)
+	ten.UseShared(withTestLeases(t, sh, store))
 	bs, err := batch.OpenStore(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

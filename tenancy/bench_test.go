@@ -1,9 +1,13 @@
 package tenancy
 
 import (
+	"encoding/binary"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 // BenchmarkRecord: Settle's ledger write from 8 goroutines in each sync mode.
@@ -81,4 +85,58 @@ func BenchmarkHoldThenRecord(b *testing.B) {
 			})
 		})
 	}
+}
+
+// BenchmarkRecordBoltBatch is the alternative to the ledger's log that issue 37 asks
+// about: each Record as one bbolt DB.Batch call (bbolt coalesces concurrent calls into
+// one transaction, fsynced at commit) writing the entry and its day's spend, from 8
+// goroutines. Compare with BenchmarkRecord/fsync (the log: one fsynced append per
+// group, applied to bbolt in the background); docs/PERFORMANCE.md has the figures.
+func BenchmarkRecordBoltBatch(b *testing.B) {
+	db, err := bolt.Open(filepath.Join(b.TempDir(), "batch.db"), 0o600, &bolt.Options{NoFreelistSync: true, FreelistType: bolt.FreelistMapType})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.Update(func(tx *bolt.Tx) error {
+		for _, k := range [][]byte{bucketLedger, bucketSpend} {
+			if _, err := tx.CreateBucketIfNotExists(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		b.Fatal(err)
+	}
+	e := Entry{Time: time.Now(), RequestID: "req_0123456789abcdef", Tenant: "bench", KeyID: "abcdefgh", Model: "m", Tier: "balanced",
+		Status: 200, Finish: "stop", PromptTokens: 12, CompletionTokens: 1, Cost: 14000, Latency: 123456}
+	var seq atomic.Uint64
+	d, _ := windows(e.Time)
+	sk := []byte(spendKey(e.Tenant, 'd', d))
+	b.SetParallelism(8)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			v := appendEntry(nil, &e)
+			err := db.Batch(func(tx *bolt.Tx) error {
+				var k [8]byte
+				binary.BigEndian.PutUint64(k[:], seq.Add(1))
+				if err := tx.Bucket(bucketLedger).Put(k[:], v); err != nil {
+					return err
+				}
+				sp := tx.Bucket(bucketSpend)
+				var cur uint64
+				if old := sp.Get(sk); len(old) == 8 {
+					cur = binary.BigEndian.Uint64(old)
+				}
+				var nv [8]byte
+				binary.BigEndian.PutUint64(nv[:], cur+uint64(e.Cost))
+				return sp.Put(sk, nv[:])
+			})
+			if err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
 }

@@ -46,8 +46,9 @@
 // Tenancy.UseShared moves quotas and budgets behind the Shared interface: RedisShared
 // (redis.go) keeps them in one Redis for every process, with the same reserve→settle
 // contract, idempotent per ticket id; money fails closed (ErrUnavailable) when Redis
-// does not answer, rates fall back to this process's share. Store.ShareKeys moves the
-// keys to RedisKeys (rediskeys.go). Each process still ledgers what it settled in its
+// does not answer, rates fall back to this process's share. API keys are behind the
+// Keys interface: boltKeys (keysbolt.go, the store's keys bucket) or, with
+// Store.ShareKeys, RedisKeys (rediskeys.go); TestKeysBoltAndRedis runs against both. Each process still ledgers what it settled in its
 // own Store; a batch line run twice at once is charged by the first settlement to
 // reach Redis, and the other's entry is a rerun at 0 (Ticket.Rerun), so the ledgers
 // sum to Redis's spend. docs/REDIS.md has the keys and the failure policy.

@@ -26,6 +26,28 @@ const (
 
 var keyEnc = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
 
+// Keys keeps the API keys: boltKeys (keysbolt.go: one process's, in its store) and
+// RedisKeys (rediskeys.go: shared by the processes of one Redis) side by side, the
+// same tests run against both (TestKeys).
+type Keys interface {
+	// CreateKey makes and stores a new key for tenant and returns it (the only time
+	// the key is visible) with its record.
+	CreateKey(tenant string, now time.Time) (string, KeyInfo, error)
+	// RevokeKey revokes the key with the given id (or a whole key: its id is taken)
+	// and returns its record without its hash; ErrNoKey if there is none.
+	RevokeKey(id string, now time.Time) (KeyInfo, error)
+	// Keys lists the keys without their hashes, sorted by tenant then creation.
+	Keys() []KeyInfo
+	// Authenticate returns the tenant and key id of an API key. Any failure is
+	// ErrBadKey (or ErrRevoked wrapping it), never saying which part was wrong.
+	Authenticate(key string) (tenant, keyID string, err error)
+}
+
+var (
+	_ Keys = (*boltKeys)(nil)
+	_ Keys = (*RedisKeys)(nil)
+)
+
 // KeyInfo describes a stored key (never its secret).
 type KeyInfo struct {
 	ID      string    `json:"id"`

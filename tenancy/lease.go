@@ -89,6 +89,13 @@ type leasePlan struct {
 // free is the lease's money not reserved or spent.
 func (v *leaseView) free() money.Money { return v.Money - v.Resv - v.Owed }
 
+// leaseTokenCap is the most request tokens a lease holds for a tenant whose
+// requests/s burst is burst: what lies beyond half the burst (rounded down), which
+// stays in the tenant's bucket for the per-request path (lease.lua takes tokens only
+// beyond it), so a request that finds the lease out of tokens between refreshes is
+// not refused while the tenant is under its rate; at least 1.
+func leaseTokenCap(burst int) int { return max(1, burst-burst/2) }
+
 // planLease decides, at v.Now, what the tenant's lease should be and whether to ask
 // for it now. The lease covers Period of the demand seen since the last refresh (its
 // worst cases, its requests, its peak in flight), at least two requests' worst case
@@ -98,7 +105,8 @@ func (v *leaseView) free() money.Money { return v.Money - v.Resv - v.Owed }
 // does an idle lease's while what is left beyond the leases is at least its free part;
 // otherwise, or once half is under two worst cases, an idle lease is given back whole), and
 // nothing beyond its reservations when what is left is under Reserve requests'
-// worst case (near the ceiling: the per-request path, exact). It refreshes when the
+// worst case (near the ceiling: the per-request path, exact). Request tokens cover
+// Period of the requests seen, at most leaseTokenCap of the burst. It refreshes when the
 // interval is over (every Period), when the free part of the money, the slots or the
 // request tokens falls under LowWater of its target (ahead of need), when an earlier
 // day's settlements wait, and at first; never sooner than MinGap after the last.
@@ -155,7 +163,7 @@ func planLease(v leaseView, c LeaseConfig) leasePlan {
 	}
 	var tokWant int
 	if v.RPS > 0 {
-		tokWant = min(int(math.Ceil(float64(v.DemReqs)*scale)), max(1, v.Burst))
+		tokWant = min(int(math.Ceil(float64(v.DemReqs)*scale)), leaseTokenCap(v.Burst))
 		if v.DemReqs > 0 {
 			tokWant = max(tokWant, 1)
 		}

@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lmlite/lmlite/internal/rediscli"
+	"github.com/lmlite/lmlite/internal/redistest"
 	"github.com/lmlite/lmlite/money"
 )
 
@@ -69,10 +71,22 @@ func TestPlanLease(t *testing.T) {
 			v.Budget, v.RPS, v.Burst, v.Tokens = false, 1000, 1000, 10
 			return v
 		}, leasePlan{Refresh: true, Take: 70}},
-		{"request tokens: capped by the burst", func(v leaseView) leaseView {
-			v.Budget, v.RPS, v.Burst, v.Tokens = false, 1000, 20, 15
+		{"request tokens: capped by what lies beyond half the burst, which stays for the per-request path", func(v leaseView) leaseView {
+			v.Budget, v.RPS, v.Burst, v.Tokens = false, 1000, 20, 5
 			return v
 		}, leasePlan{Take: 5}},
+		{"request tokens: an odd burst leaves its smaller half", func(v leaseView) leaseView {
+			v.Budget, v.RPS, v.Burst, v.Tokens = false, 1000, 21, 0
+			return v
+		}, leasePlan{Refresh: true, Take: 11}},
+		{"request tokens: a lease at the cap wants no refill", func(v leaseView) leaseView {
+			v.Budget, v.RPS, v.Burst, v.Tokens = false, 1000, 20, 10
+			return v
+		}, leasePlan{}},
+		{"request tokens: a burst of 1 is leased", func(v leaseView) leaseView {
+			v.Budget, v.RPS, v.Burst, v.Tokens = false, 1000, 1, 0
+			return v
+		}, leasePlan{Refresh: true, Take: 1}},
 		{"request tokens: given back when idle", func(v leaseView) leaseView {
 			v.Now, v.DemReqs, v.DemMoney, v.Budget, v.RPS, v.Burst, v.Tokens = t0.Add(2*time.Second), 0, 0, false, 1000, 20, 15
 			return v
@@ -84,5 +98,40 @@ func TestPlanLease(t *testing.T) {
 				t.Errorf("planLease =\n %+v, want\n %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestLeaseLuaGrantsTheRequestTokensPlanLeaseAsks: for a busy tenant with a full
+// requests/s bucket, lease.lua grants exactly the request tokens planLease asks (it
+// takes only beyond half the burst, and so does the plan), and with them the plan
+// wants no refill: the Go planner and the Lua script agree on the cap, so a lease is
+// never below its low-water mark for tokens Redis will not give (a refresh every
+// MinGap).
+func TestLeaseLuaGrantsTheRequestTokensPlanLeaseAsks(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	c, err := rediscli.New(rediscli.Options{URL: srv.URL(0), Name: "bank"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := NewRedisShared(c, RedisOptions{KeyPrefix: "test:", Node: "n"})
+	t.Cleanup(func() { r.Close(); c.Close() })
+	b := &redisBank{r: r, owner: "o"}
+	cfg := LeaseConfig{}.withDefaults()
+	for _, burst := range []int{1, 2, 3, 20, 21, 100} {
+		now := time.Now()
+		q := &Quota{Tenant: "t" + itoa(burst), RequestsPerSecond: 1000, Burst: burst}
+		v := leaseView{Now: now, Last: now.Add(-500 * time.Millisecond), Granted: true, RPS: 1000, Burst: burst, DemReqs: 400}
+		p := planLease(v, cfg)
+		g, err := b.refresh(q, now, &leaseAsk{Lease: "A", Seq: 1, Take: p.Take})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g.Took != p.Take {
+			t.Errorf("burst %d: planLease asked %d request tokens, lease.lua granted %d", burst, p.Take, g.Took)
+		}
+		v.Tokens = g.Took
+		if p2 := planLease(v, cfg); p2.Refresh || p2.Take != 0 {
+			t.Errorf("burst %d: holding the %d tokens granted, planLease wants %+v, want no refresh", burst, g.Took, p2)
+		}
 	}
 }

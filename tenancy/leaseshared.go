@@ -89,6 +89,10 @@ type leaseBook struct {
 // cover).
 type leaseTicket struct {
 	money, exact money.Money
+	// admitted: admitted on the per-request path (its rate and slot there), its money
+	// reserved from the lease because Redis went down before its Reserve; its
+	// settlement releases that admission with nothing charged there.
+	admitted bool
 }
 
 // NewLeaseShared returns r served through leases and starts the refresher; Close
@@ -251,10 +255,11 @@ func (l *LeaseShared) Admit(q *Quota, id string, now time.Time, promptTokens int
 	} else {
 		b.demPeak = max(b.demPeak, b.flight+1) // one more than the lease had slots for
 	}
-	// Redis down (the last refresh failed) and the lease out of request tokens or
-	// tokens/min but not of money or slots: the rates are checked against this
-	// process's share of them, as RedisShared does while Redis is down.
-	localRate := !ok && b.failing && b.fitsLocked(now, l.cfg.Term, promptTokens, total, true)
+	// Redis down (the last refresh failed, or any command did a moment ago) and the
+	// lease out of request tokens or tokens/min but not of money or slots: the rates
+	// are checked against this process's share of them, as RedisShared does while
+	// Redis is down.
+	localRate := !ok && (b.failing || l.RedisShared.isDown()) && b.fitsLocked(now, l.cfg.Term, promptTokens, total, true)
 	var room money.Money
 	if ok {
 		room = b.roomLocked()
@@ -265,27 +270,43 @@ func (l *LeaseShared) Admit(q *Quota, id string, now time.Time, promptTokens int
 		return room, nil
 	}
 	if localRate {
-		rq := *q
-		rq.MaxConcurrency = 0 // the slot is the lease's
-		if _, err := l.RedisShared.admitLocal(&rq, id, now, promptTokens, nil); err != nil {
-			return 0, err
-		}
-		b.mu.Lock()
-		ok = b.takeLocked(now, l.cfg.Term, id, promptTokens, total, true)
-		room = b.roomLocked()
-		b.mu.Unlock()
-		if !ok {
-			return 0, unavailable("admit", errLeaseShort)
-		}
-		return room, nil
+		return l.admitLocalRate(b, q, id, now, promptTokens, total)
 	}
 	room, err := l.RedisShared.Admit(q, id, now, promptTokens, total)
+	if errors.Is(err, ErrUnavailable) {
+		// Redis went down with no refresh failed yet: the lease serves the request
+		// on this process's share of the rates if its money and slots cover it.
+		b.mu.Lock()
+		fits := b.fitsLocked(now, l.cfg.Term, promptTokens, total, true)
+		b.mu.Unlock()
+		if fits {
+			return l.admitLocalRate(b, q, id, now, promptTokens, total)
+		}
+	}
 	if err == nil {
 		b.mu.Lock()
 		b.exact[id] = struct{}{}
 		b.mu.Unlock()
 	}
 	return room, err
+}
+
+// admitLocalRate serves a request from b's lease while Redis is down, its rates
+// checked against this process's share of them (RedisShared.admitLocal).
+func (l *LeaseShared) admitLocalRate(b *leaseBook, q *Quota, id string, now time.Time, promptTokens int, total money.Money) (money.Money, error) {
+	rq := *q
+	rq.MaxConcurrency = 0 // the slot is the lease's
+	if _, err := l.RedisShared.admitLocal(&rq, id, now, promptTokens, nil); err != nil {
+		return 0, err
+	}
+	b.mu.Lock()
+	ok := b.takeLocked(now, l.cfg.Term, id, promptTokens, total, true)
+	room := b.roomLocked()
+	b.mu.Unlock()
+	if !ok {
+		return 0, unavailable("admit", errLeaseShort)
+	}
+	return room, nil
 }
 
 // errLeaseShort is the cause of a refusal while Redis is down: the lease ran short
@@ -323,7 +344,25 @@ func (l *LeaseShared) Reserve(q *Quota, id string, now time.Time, total money.Mo
 	if !ok {
 		l.maybeKickLocked(b, now)
 		b.mu.Unlock()
-		return l.RedisShared.Reserve(q, id, now, total)
+		room, err := l.RedisShared.Reserve(q, id, now, total)
+		if errors.Is(err, ErrUnavailable) && hasBudget(q) {
+			// Admitted on the per-request path, and Redis went down before this
+			// Reserve: what the lease holds free covers it, as it would have had the
+			// lease admitted the request (the money was reserved in Redis before).
+			b.mu.Lock()
+			_, exact := b.exact[id]
+			v := b.viewLocked(now)
+			if exact && b.liveLocked(now, l.cfg.Term) && total <= v.free() {
+				delete(b.exact, id)
+				b.resv += total
+				b.tickets[id] = leaseTicket{money: total, admitted: true}
+				room = b.roomLocked()
+				b.mu.Unlock()
+				return room, nil
+			}
+			b.mu.Unlock()
+		}
+		return room, err
 	}
 	budget := hasBudget(&b.q)
 	if !budget {
@@ -404,7 +443,7 @@ func (l *LeaseShared) SettleLease(q *Quota, id string, now time.Time, actual mon
 		b.owed[i].Amount += fromLease
 		b.owedSum += fromLease
 	}
-	if b.q.MaxConcurrency > 0 {
+	if b.q.MaxConcurrency > 0 && !lt.admitted {
 		b.flight--
 	}
 	if tokens > 0 && b.q.TokensPerMinute > 0 {
@@ -413,7 +452,11 @@ func (l *LeaseShared) SettleLease(q *Quota, id string, now time.Time, actual mon
 	}
 	l.maybeKickLocked(b, now)
 	b.mu.Unlock()
-	if lt.exact > 0 {
+	if lt.admitted {
+		// The per-request admission is released, nothing charged there (the lease
+		// settled it all); with Redis down the release is queued and retried.
+		l.RedisShared.Settle(q, id, now, 0, 0)
+	} else if lt.exact > 0 {
 		if _, _, err = l.RedisShared.Settle(q, id, now, actual-fromLease, 0); err != nil {
 			return 0, false, l.lid, err
 		}

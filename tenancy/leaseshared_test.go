@@ -549,3 +549,67 @@ func TestLeaseTenantAtHalfItsRateIsNeverRefused(t *testing.T) {
 		t.Fatalf("served %d requests in 2 s, want at least 100 (half the rate, less the loaded machine's delays)", served)
 	}
 }
+
+// TestLeaseRedisJustDownServesFromLeaseWhenOutOfRequestTokens: Redis dies while the
+// lease is out of request tokens and no refresh has failed yet (the process does not
+// know); the next request goes to the per-request path, which finds Redis down. It
+// is served from the lease's money on this process's share of the rate, not refused,
+// both when its worst case is reserved at admission (AdmitReserve, the gateway's
+// path) and after it (Admit, then Reserve); once Redis is back, Redis's spend equals
+// the ledger with nothing held.
+func TestLeaseRedisJustDownServesFromLeaseWhenOutOfRequestTokens(t *testing.T) {
+	for _, atAdmit := range []bool{true, false} {
+		name := map[bool]string{true: "AdmitReserve", false: "Admit then Reserve"}[atAdmit]
+		t.Run(name, func(t *testing.T) {
+			srv := redistest.Start(t, redistest.Options{Persist: true})
+			// A long period: no refresh of its own during the test.
+			a := newLeaseProcWith(t, srv, "a", "", LeaseConfig{Period: 10 * time.Second})
+			worst := money.USD(0.001)
+			q := &Quota{Tenant: "justdown", DailyBudget: money.USD(1), RequestsPerSecond: 100, Burst: 20, MaxConcurrency: 8}
+			for start := time.Now(); leaseFree(a, q.Tenant) < 10*worst; time.Sleep(10 * time.Millisecond) {
+				if time.Since(start) > 5*time.Second {
+					t.Fatalf("no lease of 10 worst cases after 5 s: %v", leaseFree(a, q.Tenant))
+				}
+				if err := a.request(q, worst, worst); err != nil {
+					t.Fatalf("building the lease: %v", err)
+				}
+			}
+			b := a.ls.books[q.Tenant]
+			b.mu.Lock()
+			b.reqTok, b.queued = 0, true // out of request tokens; no refresh kicked
+			b.mu.Unlock()
+			srv.Kill()
+			now := time.Now()
+			var tk *Ticket
+			var err error
+			if atAdmit {
+				tk, err = a.ten.AdmitReserve(q, now, 10, worst)
+			} else if tk, err = a.ten.Admit(q, now, 10); err == nil {
+				if err = tk.Reserve(now, worst); err != nil {
+					tk.Settle(Entry{Time: now, Status: 402})
+				}
+			}
+			if err != nil {
+				t.Fatalf("Redis just down, the lease holding %v free: %v", leaseFree(a, q.Tenant), err)
+			}
+			if _, err := tk.Settle(Entry{Time: now, Status: 200, PromptTokens: 10, CompletionTokens: 10, Cost: worst}); err != nil {
+				t.Fatal(err)
+			}
+			srv.Restart()
+			b.mu.Lock()
+			b.queued = false
+			b.mu.Unlock()
+			for back := time.Now(); a.request(q, worst, worst) != nil; time.Sleep(20 * time.Millisecond) {
+				if time.Since(back) > 5*time.Second {
+					t.Fatal("not serving 5 s after Redis returned")
+				}
+			}
+			a.ls.Close()
+			spent, _, _ := a.ls.RedisShared.Spent(q.Tenant, time.Now())
+			held, slots := redisHeld(t, a.c, q.Tenant)
+			if ledger := ledgerSum(t, a.store); spent != ledger || held != 0 || slots != 0 {
+				t.Fatalf("after Close Redis has spent %v held %v slots %d, the ledger %v", spent, money.Money(held), slots, ledger)
+			}
+		})
+	}
+}

@@ -31,7 +31,7 @@ var lineStores = []struct {
 		}
 		sh := NewRedisShared(c, RedisOptions{KeyPrefix: "test:", Node: "p", TTL: 5 * time.Second})
 		ten := New(s)
-		ten.UseShared(sh)
+		ten.UseShared(withTestLeases(t, sh, s))
 		return ten, func() { sh.Close(); c.Close(); s.Close() }
 	}},
 }

@@ -29,6 +29,20 @@ type proc struct {
 	store *Store
 }
 
+// testLeases reports whether the Redis suites run with leases (LMLITE_TEST_LEASES=1).
+func testLeases() bool { return os.Getenv("LMLITE_TEST_LEASES") == "1" }
+
+// withTestLeases is sh, or with LMLITE_TEST_LEASES=1 sh served through leases
+// (LeaseShared, as `lmlite serve` does by default): the Redis suites run either way.
+func withTestLeases(t *testing.T, sh *RedisShared, store *Store) Shared {
+	if !testLeases() {
+		return sh
+	}
+	ls := NewLeaseShared(sh, LeaseOptions{Store: store})
+	t.Cleanup(ls.Close)
+	return ls
+}
+
 func newProc(t *testing.T, srv *redistest.Server, node string, ttl time.Duration) *proc {
 	t.Helper()
 	c, err := rediscli.New(rediscli.Options{URL: srv.URL(0), Name: node})
@@ -38,7 +52,7 @@ func newProc(t *testing.T, srv *redistest.Server, node string, ttl time.Duration
 	store := openStore(t, filepath.Join(t.TempDir(), "lmlite.db"), SyncProcess)
 	sh := NewRedisShared(c, RedisOptions{KeyPrefix: "test:", Node: node, TTL: ttl})
 	ten := New(store)
-	ten.UseShared(sh)
+	ten.UseShared(withTestLeases(t, sh, store))
 	t.Cleanup(func() { sh.Close(); c.Close(); store.Close() })
 	return &proc{ten, sh, store}
 }
@@ -94,8 +108,12 @@ func TestRedisBudgetAcrossProcesses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ran+refused != 300 || day > ceiling || day < ceiling-worst {
-		t.Fatalf("ran %d, refused %d, spent %v of %v (want ≥ %v)", ran, refused, day, ceiling, ceiling-worst)
+	least := ceiling - worst
+	if testLeases() {
+		least = ceiling - 3*worst // a lease's free part less than a worst case: one per process
+	}
+	if ran+refused != 300 || day > ceiling || day < least {
+		t.Fatalf("ran %d, refused %d, spent %v of %v (want ≥ %v)", ran, refused, day, ceiling, least)
 	}
 	var sum money.Money
 	for _, p := range ps {
@@ -256,7 +274,7 @@ func TestRedisBatchLineTwiceInOneFlush(t *testing.T) {
 	store := openStore(t, filepath.Join(t.TempDir(), "lmlite.db"), SyncProcess)
 	sh := NewRedisShared(c, RedisOptions{KeyPrefix: "test:", Node: "a", TTL: 5 * time.Second})
 	ten := New(store)
-	ten.UseShared(sh)
+	ten.UseShared(withTestLeases(t, sh, store))
 	t.Cleanup(func() { sh.Close(); c.Close(); store.Close() })
 	t.Cleanup(func() { g.open.Do(func() { close(g.release) }) }) // first, if the test stops early
 
@@ -350,6 +368,11 @@ func TestRedisBatchLineTwiceInOneFlush(t *testing.T) {
 }
 
 func TestRedisDeadHolderMoneyBack(t *testing.T) {
+	if testLeases() {
+		// A lease's holder that dies keeps its money and slots stranded (never
+		// overspent) until its ledger is reconciled: TestLeaseKilledHolder*.
+		t.Skip("the per-request path's tickets expiring; leases: TestLeaseKilledHolderReconciledAtRestart")
+	}
 	srv := redistest.Start(t, redistest.Options{})
 	ttl := time.Second
 	a, b := newProc(t, srv, "a", ttl), newProc(t, srv, "b", ttl)
@@ -672,8 +695,8 @@ func TestRedisAdmitReserveIsAllOrNothing(t *testing.T) {
 			}
 			state := func(wantSlots int64, wantHeld money.Money) {
 				t.Helper()
-				if p == nil {
-					return
+				if p == nil || testLeases() {
+					return // with leases Redis counts the lease's slots and money, not the request's
 				}
 				if n, _ := p.sh.c.HGet(context.Background(), "test:t:{aon}:s", "=n").Int64(); n != wantSlots {
 					t.Fatalf("%d slots in Redis, want %d", n, wantSlots)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"sync"
 	"time"
 
@@ -219,12 +218,7 @@ func (k *RedisKeys) Keys() []KeyInfo {
 		out = append(out, c)
 	}
 	k.mu.RUnlock()
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Tenant != out[j].Tenant {
-			return out[i].Tenant < out[j].Tenant
-		}
-		return out[i].Created.Before(out[j].Created)
-	})
+	sortKeys(out)
 	return out
 }
 
@@ -236,16 +230,5 @@ func (k *RedisKeys) Authenticate(key string) (tenant, keyID string, err error) {
 		return "", "", err
 	}
 	ki, ok := k.lookup(id)
-	if !ok {
-		dummy := KeyInfo{ID: id}
-		dummy.check(secret)
-		return "", "", ErrBadKey
-	}
-	if !ki.check(secret) {
-		return "", "", ErrBadKey
-	}
-	if !ki.Revoked.IsZero() {
-		return "", "", fmt.Errorf("%w (%w)", ErrBadKey, ErrRevoked)
-	}
-	return ki.Tenant, ki.ID, nil
+	return authenticate(ki, ok, id, secret)
 }

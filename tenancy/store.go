@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -150,9 +149,7 @@ type Store struct {
 	opts Options
 	id   string // ID
 
-	keysMu sync.RWMutex        // guards keys
-	keys   map[string]*KeyInfo // by id; a cache of the keys bucket
-	shared *RedisKeys          // non-nil: keys live there (ShareKeys), not in the keys bucket
+	keys Keys // the store's own (boltKeys, its keys bucket), or shared (ShareKeys)
 
 	commits atomic.Int64 // ledger groups logged (for tests and metrics)
 
@@ -217,7 +214,7 @@ func Open(path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("tenancy: open %s: %w", path, err)
 	}
 	s := &Store{
-		db: db, path: path, opts: opts, keys: map[string]*KeyInfo{}, cur: &group{},
+		db: db, path: path, opts: opts, cur: &group{},
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}),
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
@@ -250,14 +247,9 @@ func Open(path string, opts Options) (*Store, error) {
 				return err
 			}
 		}
-		return tx.Bucket(bucketKeys).ForEach(func(k, v []byte) error {
-			var ki KeyInfo
-			if err := json.Unmarshal(v, &ki); err != nil {
-				return fmt.Errorf("key %q: %w", k, err)
-			}
-			s.keys[ki.ID] = &ki
-			return nil
-		})
+		bk, err := loadBoltKeys(db, tx)
+		s.keys = bk
+		return err
 	})
 	if err == nil {
 		err = s.replay()
@@ -529,115 +521,26 @@ func (s *Store) usageFromLedger(seq uint64, fn func(seq uint64, e usage.Event) e
 	})
 }
 
-// ShareKeys makes the store's key methods use the keys in Redis (shared by every
-// process) instead of its own keys bucket; call it before serving.
-func (s *Store) ShareKeys(k *RedisKeys) { s.shared = k }
+// ShareKeys makes the store's key methods use k (RedisKeys: the keys every process
+// shares) instead of its own keys bucket; call it before serving.
+func (s *Store) ShareKeys(k Keys) { s.keys = k }
 
 // CreateKey makes and stores a new key for tenant and returns it (the only time the
 // key is visible) with its record.
 func (s *Store) CreateKey(tenant string, now time.Time) (string, KeyInfo, error) {
-	if s.shared != nil {
-		return s.shared.CreateKey(tenant, now)
-	}
-	if tenant == "" {
-		return "", KeyInfo{}, errors.New("tenancy: empty tenant")
-	}
-	key, ki := NewKey(tenant, now)
-	if err := s.putKey(&ki); err != nil {
-		return "", KeyInfo{}, err
-	}
-	return key, ki, nil
-}
-
-func (s *Store) putKey(ki *KeyInfo) error {
-	v, err := json.Marshal(ki)
-	if err != nil {
-		return fmt.Errorf("tenancy: %w", err)
-	}
-	err = s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketKeys).Put([]byte(ki.ID), v) })
-	if err != nil {
-		return fmt.Errorf("tenancy: store key: %w", err)
-	}
-	s.keysMu.Lock()
-	c := *ki
-	s.keys[ki.ID] = &c
-	s.keysMu.Unlock()
-	return nil
+	return s.keys.CreateKey(tenant, now)
 }
 
 // RevokeKey revokes the key with the given id (or a whole key: its id is taken).
 func (s *Store) RevokeKey(id string, now time.Time) (KeyInfo, error) {
-	if s.shared != nil {
-		return s.shared.RevokeKey(id, now)
-	}
-	if kid, _, err := ParseKey(id); err == nil {
-		id = kid
-	}
-	s.keysMu.RLock()
-	k, ok := s.keys[id]
-	var ki KeyInfo
-	if ok {
-		ki = *k
-	}
-	s.keysMu.RUnlock()
-	if !ok {
-		return KeyInfo{}, fmt.Errorf("%w: %q", ErrNoKey, id)
-	}
-	if ki.Revoked.IsZero() {
-		ki.Revoked = now.UTC()
-		if err := s.putKey(&ki); err != nil {
-			return KeyInfo{}, err
-		}
-	}
-	return ki, nil
+	return s.keys.RevokeKey(id, now)
 }
 
 // Keys lists the stored keys, sorted by tenant then creation.
-func (s *Store) Keys() []KeyInfo {
-	if s.shared != nil {
-		return s.shared.Keys()
-	}
-	s.keysMu.RLock()
-	out := make([]KeyInfo, 0, len(s.keys))
-	for _, k := range s.keys {
-		c := *k
-		c.Hash = nil
-		out = append(out, c)
-	}
-	s.keysMu.RUnlock()
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Tenant != out[j].Tenant {
-			return out[i].Tenant < out[j].Tenant
-		}
-		return out[i].Created.Before(out[j].Created)
-	})
-	return out
-}
+func (s *Store) Keys() []KeyInfo { return s.keys.Keys() }
 
 // Authenticate returns the tenant and key id of an API key. Any failure is ErrBadKey
 // (or ErrRevoked wrapping it), never saying which part was wrong.
 func (s *Store) Authenticate(key string) (tenant, keyID string, err error) {
-	if s.shared != nil {
-		return s.shared.Authenticate(key)
-	}
-	id, secret, err := ParseKey(key)
-	if err != nil {
-		return "", "", err
-	}
-	s.keysMu.RLock()
-	k, ok := s.keys[id]
-	s.keysMu.RUnlock()
-	if !ok {
-		var dummy KeyInfo // same work as a real comparison
-		dummy.ID = id
-		dummy.check(secret)
-		return "", "", ErrBadKey
-	}
-	if !k.check(secret) {
-		return "", "", ErrBadKey
-	}
-	if !k.Revoked.IsZero() {
-		return "", "", fmt.Errorf("%w (%w)", ErrBadKey, ErrRevoked)
-	}
-	return k.Tenant, k.ID, nil
+	return s.keys.Authenticate(key)
 }

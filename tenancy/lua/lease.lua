@@ -62,16 +62,19 @@ if fresh then
     rpsv = math.max(gnow, tonumber(rpsv) - (rpsP / rpsR) * give)
   end
   if rpsR > 0 and take > 0 then
-    -- Half the burst stays in the bucket for the per-request path: a request that
-    -- finds the lease out of tokens before its next refresh is not refused while
-    -- the tenant is under its rate (the lease took the tokens ahead of use).
+    -- Half the burst (rounded down) stays in the bucket for the per-request path: a
+    -- request that finds the lease out of tokens before its next refresh is not
+    -- refused while the tenant is under its rate (the lease took the tokens ahead of
+    -- use). planLease asks no more than the rest (leaseTokenCap). The whole tokens in
+    -- the bucket are counted with a millionth of a token's tolerance: the GCRA state is
+    -- seconds since 2017 in a double, and a full bucket's exact count must not round
+    -- down to one token less.
     local keep = math.floor(rpsB / 2)
-    local d = gcra_allow_at_most_at(rpsv, nil, rpsB, rpsR, rpsP, take + keep, gnow)
-    local whole = math.floor(d.allowed) - keep
-    if whole >= 1 then
-      d = gcra_allow_n_at(rpsv, nil, rpsB, rpsR, rpsP, whole, gnow)
-      if d.allowed > 0 then got = whole rpsv = d.tat end
-    end
+    local interval = rpsP / rpsR
+    local tat = gnow
+    if rpsv then tat = math.max(tonumber(rpsv), gnow) end
+    local whole = math.min(take, math.floor((gnow - tat) / interval + rpsB + 1e-6) - keep)
+    if whole >= 1 then got = whole rpsv = tat + interval * whole end
   end
 end
 if mine < 0 then held, mine = held - mine, 0 end
