@@ -10,10 +10,11 @@ import (
 	"github.com/lmlite/lmlite/engine/spec"
 )
 
-// This file is a request's way in: Generate admits it, await waits for its model
-// (on a cold start only), pick chooses a replica, and the runner (runner.go) writes
-// the request's tokens into its Stream, which the consumer reads: one hand-off per
-// token.
+// This file is a request's way in: Generate sends the janitor a begin (janitor.go)
+// and gets the loaded model's replicas or a load to wait for, await waits for that
+// load (on a cold start only), pick chooses a replica, and the runner (runner.go)
+// writes the request's tokens into its Stream, which the consumer reads: one
+// hand-off per token. The request's end goes back to the janitor.
 
 // Generate starts a request. Requests that can never run (unknown model, empty
 // prompt, longer than MaxModelLen) and requests beyond the queue limit fail at once;

@@ -66,14 +66,13 @@ type replicaSet struct {
 
 // janitorState is the janitor's own state beside the models'.
 type janitorState struct {
-	closing  bool          // Close was called: begins are refused, the models unload once idle
-	closed   chan struct{} // closing: closed when everything is unloaded
-	listing  bool          // a listing of the leases is in flight: the pass waits for it
-	pending  bool          // a pass is wanted after the one in flight
-	gc       bool          // the next pass also collects
-	asks     []asked       // the next pass's preempt requests
-	afters   []func()      // run after the next pass
-	tickerOn bool
+	closing bool          // Close was called: begins are refused, the models unload once idle
+	closed  chan struct{} // closing: closed when everything is unloaded
+	listing bool          // a listing of the leases is in flight: the pass waits for it
+	pending bool          // a pass is wanted after the one in flight
+	gc      bool          // the next pass also collects
+	asks    []asked       // the next pass's preempt requests
+	afters  []func()      // run after the next pass
 }
 
 // grant is the janitor's answer to a begin.
