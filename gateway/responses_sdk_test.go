@@ -17,6 +17,7 @@ import (
 
 	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/engine/genmodel"
+	enginemodel "github.com/lmlite/lmlite/engine/model"
 	"github.com/lmlite/lmlite/internal/redistest"
 	"github.com/lmlite/lmlite/respstore"
 )
@@ -280,14 +281,25 @@ func TestSDKResponsesToolRoundTrip(t *testing.T) {
 // reported, previous_response_id continues it with the earlier turn served from the
 // prefix cache, DELETE removes it; to another tenant each is a 404, and store:
 // false keeps nothing.
+//
+// The first turn's prompt is model.AttnF32MinPrompt tokens or more, so that both
+// turns run the same attention mode on every CPU: the mode is part of the prefix
+// cache's salt (engine/doc.go), and where float32 attention is the default
+// (AVX-512, head size 64, as $TINY's) a shorter first turn would be binary16 and its
+// blocks, rightly, no prefix of the float32 continuation's.
 func TestSDKResponsesStored(t *testing.T) {
 	es := startResponsesServer(t)
 	ctx := context.Background()
 	other := es.sdk("other")
-	p := responses.ResponseNewParams{Model: "tiny", Input: textInput("Once upon a time"), Instructions: openai.String("Continue."), MaxOutputTokens: openai.Int(40)}
+	const instructions = "Continue the story in the same voice, one sentence at a time, keeping its names, " +
+		"places and tense, and never explaining what happens; the reader should feel the story has no seams."
+	p := responses.ResponseNewParams{Model: "tiny", Input: textInput("Once upon a time"), Instructions: openai.String(instructions), MaxOutputTokens: openai.Int(40)}
 	r, err := es.client.Responses.New(ctx, p, option.WithJSONSet("seed", 2))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if r.Usage.InputTokens < enginemodel.AttnF32MinPrompt {
+		t.Fatalf("the first turn's prompt has %d tokens, fewer than model.AttnF32MinPrompt (%d): its attention mode would depend on the CPU", r.Usage.InputTokens, enginemodel.AttnF32MinPrompt)
 	}
 	got, err := es.client.Responses.Get(ctx, r.ID, responses.ResponseGetParams{})
 	if err != nil || got.RawJSON() != r.RawJSON() {
@@ -303,7 +315,7 @@ func TestSDKResponsesStored(t *testing.T) {
 		Object      string `json:"object"`
 		InputTokens int64  `json:"input_tokens"`
 	}
-	if err := es.client.Post(ctx, "responses/input_tokens", map[string]any{"model": "tiny", "input": "Once upon a time", "instructions": "Continue."}, &count); err != nil {
+	if err := es.client.Post(ctx, "responses/input_tokens", map[string]any{"model": "tiny", "input": "Once upon a time", "instructions": instructions}, &count); err != nil {
 		t.Fatal(err)
 	}
 	if count.Object != "response.input_tokens" || count.InputTokens != r.Usage.InputTokens {
@@ -313,7 +325,7 @@ func TestSDKResponsesStored(t *testing.T) {
 	// Continued: the earlier turn (its prompt and output) is the new prompt's prefix.
 	// (instructions are not carried over, as OpenAI: the same ones are given again.)
 	next := responses.ResponseNewParams{Model: "tiny", Input: textInput("And then?"), PreviousResponseID: openai.String(r.ID),
-		Instructions: openai.String("Continue."), MaxOutputTokens: openai.Int(8)}
+		Instructions: openai.String(instructions), MaxOutputTokens: openai.Int(8)}
 	c, err := es.client.Responses.New(ctx, next, option.WithJSONSet("seed", 2))
 	if err != nil {
 		t.Fatal(err)
@@ -323,7 +335,7 @@ func TestSDKResponsesStored(t *testing.T) {
 	if c.Usage.InputTokensDetails.CachedTokens < r.Usage.InputTokens || c.PreviousResponseID != r.ID {
 		t.Fatalf("continued: %d cached tokens, the earlier prompt %d: %s", c.Usage.InputTokensDetails.CachedTokens, r.Usage.InputTokens, c.RawJSON())
 	}
-	if err := es.client.Post(ctx, "responses/input_tokens", map[string]any{"model": "tiny", "input": "And then?", "previous_response_id": r.ID, "instructions": "Continue."}, &count); err != nil || count.InputTokens != c.Usage.InputTokens {
+	if err := es.client.Post(ctx, "responses/input_tokens", map[string]any{"model": "tiny", "input": "And then?", "previous_response_id": r.ID, "instructions": instructions}, &count); err != nil || count.InputTokens != c.Usage.InputTokens {
 		t.Fatalf("input_tokens of the continuation %+v (%v), usage %d", count, err, c.Usage.InputTokens)
 	}
 
