@@ -30,12 +30,14 @@ build:
 # briefly. TestFreshCloneMakeRun (in the -race run) clones this checkout and runs `make run`
 # in it with the shared build cache; test-fresh-clone runs it with an empty one, as on a
 # new machine (7 min to ready measured on a loaded 2-core machine: not in `make test`).
+# The tests without the race detector run in one `go test` (its packages two at a time:
+# RSS, allocation counts and numerics are each process's own), but TestHostileTenants,
+# which measures latency, runs alone.
 test: vet
 	$(GO) test -race -count=1 -timeout 20m ./...
-	$(GO) test -count=1 -run 'TestThreeModelsMemory' ./engine
+	$(GO) test -count=1 -run 'TestThreeModelsMemory|TestParityWithLlamaCpp|TestGenerateLoadsAndRuns|TestZooQuantizeParity|TestKernelsDoNotAllocate|TestDecodeAllocations' \
+	  ./engine ./engine/model ./engine/genmodel ./engine/kernels
 	$(GO) test -count=1 -run 'TestHostileTenants' ./cmd/lmlite
-	$(GO) test -count=1 -run 'TestParityWithLlamaCpp|TestGenerateLoadsAndRuns|TestZooQuantizeParity' ./engine/model ./engine/genmodel
-	$(GO) test -count=1 -run 'TestKernelsDoNotAllocate|TestDecodeAllocations' ./engine/kernels ./engine/model
 	$(GO) test -count=1 -tags purego -skip 'TestParityWithLlamaCpp' ./engine/kernels ./engine/model
 	$(MAKE) fuzz
 
