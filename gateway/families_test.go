@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/openai/openai-go"
@@ -77,7 +78,10 @@ func startFamilyServer(t *testing.T, families []toolFamily) *engineServer {
 	t.Helper()
 	dir := t.TempDir()
 	var models strings.Builder
-	for _, f := range families {
+	// The models are generated two at a time (each is CPU work on one core: a whole
+	// vocabulary's embeddings under the race detector); the config lists them in order.
+	opts := make([]genmodel.Options, len(families))
+	for i, f := range families {
 		src := []byte(f.src)
 		if f.src == "" {
 			var err error
@@ -85,15 +89,27 @@ func startFamilyServer(t *testing.T, families []toolFamily) *engineServer {
 				t.Fatal(err)
 			}
 		}
-		o := genmodel.Options{Arch: f.arch, Preset: "tiny", Type: "q8_0", Seed: 5, ChatTemplate: string(src)}
+		opts[i] = genmodel.Options{Arch: f.arch, Preset: "tiny", Type: "q8_0", Seed: 5, ChatTemplate: string(src)}
 		if f.vocab != "" {
-			o.Vocab = testenv.SharedFile(t, f.vocab)
+			opts[i].Vocab = testenv.SharedFile(t, f.vocab)
 		}
-		path := filepath.Join(dir, f.id+".gguf")
-		if err := genmodel.Generate(o, path); err != nil {
-			t.Fatal(err)
+	}
+	errs := make([]error, len(families))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 2)
+	for i, f := range families {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			errs[i] = genmodel.Generate(opts[i], filepath.Join(dir, f.id+".gguf"))
+		})
+	}
+	wg.Wait()
+	for i, f := range families {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
 		}
-		fmt.Fprintf(&models, "  - {id: %s, path: %s, max_model_len: 2048, max_concurrency: 4}\n", f.id, path)
+		fmt.Fprintf(&models, "  - {id: %s, path: %s, max_model_len: 2048, max_concurrency: 4}\n", f.id, filepath.Join(dir, f.id+".gguf"))
 	}
 	return startEngine(t, `
 ledger: {sync: process}

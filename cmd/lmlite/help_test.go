@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -24,7 +25,27 @@ func TestEveryCommandHasHelp(t *testing.T) {
 	}
 	cases = append(cases, []string{"keys", "create"}, []string{"keys", "revoke"}, []string{"keys", "list"},
 		[]string{"loadtest", "compare"}, []string{"loadtest", "ab"}, []string{"ledger", "verify"})
-	for _, c := range cases {
+	// The processes (each starts this race-built test binary) run two at a time before
+	// the subtests, which check what each printed: the in-process half below sets
+	// package state (onNewFlags, the captured output) and stays sequential.
+	type helpRun struct {
+		out []byte
+		err error
+	}
+	runs := make([]helpRun, len(cases))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 2)
+	for i, c := range cases {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			cmd := exec.Command(os.Args[0], append(append([]string{}, c...), "--help")...)
+			cmd.Env = append(os.Environ(), "LMLITE_TEST_AS_LMLITE=1")
+			runs[i].out, runs[i].err = cmd.CombinedOutput()
+		})
+	}
+	wg.Wait()
+	for i, c := range cases {
 		t.Run(strings.Join(c, "_"), func(t *testing.T) {
 			args := append(append([]string{}, c[1:]...), "--help")
 			var sets []*flag.FlagSet
@@ -35,9 +56,7 @@ func TestEveryCommandHasHelp(t *testing.T) {
 				t.Errorf("run(%q) = %v, want flag.ErrHelp (main exits 0)", args, err)
 			}
 
-			cmd := exec.Command(os.Args[0], append([]string{c[0]}, args...)...)
-			cmd.Env = append(os.Environ(), "LMLITE_TEST_AS_LMLITE=1")
-			out, err := cmd.CombinedOutput()
+			out, err := runs[i].out, runs[i].err
 			if err != nil {
 				t.Fatalf("lmlite %s: %v\n%s", strings.Join(args, " "), err, out)
 			}
