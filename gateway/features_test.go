@@ -131,11 +131,14 @@ func TestSDKResponseFormat(t *testing.T) {
 		}
 	}
 	// json_object: free JSON. The random-weight model rarely closes a free string, so
-	// the seed is one whose object ends (after 171 tokens); the grammar makes it JSON.
+	// the seed is one whose object ends within 400 tokens; the grammar makes it JSON.
+	// Which seed that is depends on the numerics bit for bit (seed 6 ended before
+	// attention's exponentials became correctly rounded; of seeds 1-30 only 19 ends
+	// now, on AVX-512, AVX2 and the pure-Go paths alike).
 	anyObject := compileSchema(t, `{"type":"object"}`)
 	for _, stream := range []bool{false, true} {
 		p := openai.ChatCompletionNewParams{
-			Model: "tiny", Messages: user("Give me a JSON object."), MaxTokens: openai.Int(400), Seed: openai.Int(6), Temperature: openai.Float(0.7),
+			Model: "tiny", Messages: user("Give me a JSON object."), MaxTokens: openai.Int(400), Seed: openai.Int(19), Temperature: openai.Float(0.7),
 			ResponseFormat: openai.ChatCompletionNewParamsResponseFormatUnion{OfJSONObject: &shared.ResponseFormatJSONObjectParam{}},
 		}
 		var out openai.ChatCompletion
