@@ -1,8 +1,6 @@
 package main
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -50,12 +48,13 @@ func TestWarningLines(t *testing.T) {
 	}
 }
 
-// fixedClonePath is where TestFreshCloneMakeRun clones the checkout at root with the
-// shared build cache: the same directory on every run from root (one run at a time,
-// under an flock held until the test ends), emptied first and removed at the end.
-func fixedClonePath(t *testing.T, root string) string {
-	sum := sha256.Sum256([]byte(root))
-	base := filepath.Join(os.TempDir(), "lmlite-fresh-clone-"+hex.EncodeToString(sum[:6]))
+// fixedClonePath is where TestFreshCloneMakeRun clones a checkout with the shared
+// build cache: the same directory on every run, from any checkout (Go keys a package's
+// cache entry on its directory, so a clean-clone CI, whose checkout is at a new path
+// each time, still finds the last run's packages), one run at a time under an flock
+// held until the test ends, emptied first and removed at the end.
+func fixedClonePath(t *testing.T) string {
+	base := filepath.Join(os.TempDir(), "lmlite-fresh-clone")
 	if err := os.MkdirAll(base, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +117,7 @@ func TestFreshCloneMakeRun(t *testing.T) {
 	dir := t.TempDir()
 	clone := filepath.Join(dir, "lmlite")
 	if os.Getenv("LMLITE_FRESH_CLONE") != "1" {
-		clone = fixedClonePath(t, root)
+		clone = fixedClonePath(t)
 	}
 	if out, err := exec.Command("git", "clone", "-q", root, clone).CombinedOutput(); err != nil {
 		t.Fatalf("git clone %s: %v\n%s", root, err, out)
