@@ -28,7 +28,9 @@ build:
 # the model on the pure-Go reference kernels (-tags purego; parity with llama.cpp ran
 # on the SIMD kernels, which equal the reference bit for bit), then each fuzz target
 # briefly. TestFreshCloneMakeRun (in the -race run) clones this checkout and runs `make run`
-# in it with the shared build cache; test-fresh-clone runs it with an empty one, as on a
+# in it with the shared build cache, the clone at the same path on every run (from any
+# checkout: the build cache keys a package on its directory, so only the packages changed
+# since the last run compile); test-fresh-clone runs it with an empty one, as on a
 # new machine (7 min to ready measured on a loaded 2-core machine: not in `make test`).
 # The tests without the race detector run in one `go test` (its packages two at a time:
 # RSS, allocation counts and numerics are each process's own), but TestHostileTenants,

@@ -3,16 +3,21 @@ package main
 import (
 	"bytes"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/lmlite/lmlite/engine/gguf"
+	"github.com/lmlite/lmlite/engine/tokenizer"
 	"github.com/lmlite/lmlite/internal/testenv"
 )
 
 // Must-show 1 of the engine core: llama2.c's greedy run of stories260K. The expected
 // text holds 200 generated tokens (llama2.c samples at each of its 200 steps, BOS being
-// the input of the first); the ids file holds the first 199 of them. Both are checked
-// with the generated-token count that each one holds.
+// the input of the first); the ids file holds the first 199 of them. One generation of
+// 200 tokens, printed as ids (`run --ids`), is checked against both: its first 199 ids
+// against the ids file, the text of all 200 (the model's tokenizer) against the text
+// file. A shorter run printing text checks that `run` prints the text of those ids.
 func TestRunStories260KGreedy(t *testing.T) {
 	model := testenv.SharedFile(t, "models/stories260K.gguf")
 	wantText, err := os.ReadFile(testenv.SharedFile(t, "models/stories260K.expected-greedy-200.txt"))
@@ -24,19 +29,53 @@ func TestRunStories260KGreedy(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	if err := cmdRun([]string{"--model", model, "--prompt", "", "--max-tokens", "200", "--temperature", "0"}, &out); err != nil {
+	if err := cmdRun([]string{"--model", model, "--prompt", "", "--max-tokens", "200", "--temperature", "0", "--ids"}, &out); err != nil {
 		t.Fatal(err)
 	}
-	if got := out.String(); got != string(wantText)+"\n" {
-		t.Errorf("text differs:\n got %q\nwant %q", got, string(wantText)+"\n")
+	fields := strings.Fields(out.String())
+	if len(fields) != 200 {
+		t.Fatalf("run --ids --max-tokens 200 printed %d ids, want 200:\n%s", len(fields), out.String())
 	}
-	out.Reset()
-	if err := cmdRun([]string{"--model", model, "--prompt", "", "--max-tokens", "199", "--temperature", "0", "--ids"}, &out); err != nil {
-		t.Fatal(err)
-	}
-	if got, want := strings.TrimSpace(out.String()), strings.TrimSpace(string(wantIDs)); got != want {
+	if got, want := strings.Join(fields[:199], " "), strings.TrimSpace(string(wantIDs)); got != want {
 		t.Errorf("ids differ:\n got %s\nwant %s", got, want)
 	}
+	ids := make([]int32, len(fields))
+	for i, f := range fields {
+		id, err := strconv.Atoi(f)
+		if err != nil {
+			t.Fatalf("run --ids printed %q", f)
+		}
+		ids[i] = int32(id)
+	}
+	tok := stories260KTokenizer(t, model)
+	if got := tok.Decode(ids); got != string(wantText) {
+		t.Errorf("text of the ids differs:\n got %q\nwant %q", got, string(wantText))
+	}
+
+	// The text `run` prints is the text of the ids it generates.
+	const n = 24
+	out.Reset()
+	if err := cmdRun([]string{"--model", model, "--prompt", "", "--max-tokens", strconv.Itoa(n), "--temperature", "0"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := out.String(), tok.Decode(ids[:n])+"\n"; got != want {
+		t.Errorf("run --max-tokens %d printed %q, want the text of the first %d ids %q", n, got, n, want)
+	}
+}
+
+// stories260KTokenizer is the tokenizer of the model at path, read from its GGUF file
+// as the engine reads it.
+func stories260KTokenizer(t *testing.T, path string) *tokenizer.Tokenizer {
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tok, err := tokenizer.FromGGUF(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
 }
 
 func TestRunErrors(t *testing.T) {

@@ -48,6 +48,34 @@ func TestWarningLines(t *testing.T) {
 	}
 }
 
+// fixedClonePath is where TestFreshCloneMakeRun clones a checkout with the shared
+// build cache: the same directory on every run, from any checkout (Go keys a package's
+// cache entry on its directory, so a clean-clone CI, whose checkout is at a new path
+// each time, still finds the last run's packages), one run at a time under an flock
+// held until the test ends, emptied first and removed at the end.
+func fixedClonePath(t *testing.T) string {
+	base := filepath.Join(os.TempDir(), "lmlite-fresh-clone")
+	if err := os.MkdirAll(base, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	lock, err := os.OpenFile(filepath.Join(base, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	clone := filepath.Join(base, "lmlite")
+	removeClone := func() {
+		if err := os.RemoveAll(clone); err != nil {
+			t.Error(err)
+		}
+	}
+	removeClone()
+	t.Cleanup(func() { removeClone(); lock.Close() })
+	return clone
+}
+
 // TestFreshCloneMakeRun is the README's "Try it" as a new user meets it: `git clone`
 // of this checkout's HEAD, `make run` in it (on a free loopback port through the
 // Makefile's LISTEN, without the CGO_CFLAGS the developers export: the Makefile must
@@ -61,8 +89,9 @@ func TestWarningLines(t *testing.T) {
 // The build cache: with LMLITE_FRESH_CLONE=1 it is empty (a new directory), as on a
 // new machine; that build takes minutes on two cores (the test logs how long), too
 // long for `make test`, which runs this test with the shared build cache: the
-// dependencies, go-nvml's cgo included, come from the cache, so only lmlite's own
-// packages compile, and go-nvml's warnings are checked only by the empty-cache run
+// dependencies, go-nvml's cgo included, come from the cache, and the clone is made
+// at the same path on every run from this checkout (fixedClonePath), so only the
+// lmlite packages changed since the last run compile, and go-nvml's warnings are checked only by the empty-cache run
 // (`LMLITE_FRESH_CLONE=1 go test -run TestFreshCloneMakeRun ./cmd/lmlite`). The module
 // cache is the environment's, read with GOPROXY=off: no network; the test skips (fails
 // in CI) when a module is missing there.
@@ -80,8 +109,16 @@ func TestFreshCloneMakeRun(t *testing.T) {
 	if err != nil {
 		testenv.Missing(t, "a git checkout of lmlite (the test clones it)", fmt.Errorf("%v: %s", err, head))
 	}
+	// The bounded run clones to a fixed directory for this checkout (removed first, so
+	// still a fresh clone): without -trimpath the go command keys each package's
+	// compile in the build cache on the package's directory, so a clone at a new path
+	// recompiles every lmlite package, but one at the path of the previous run's clone
+	// compiles only the packages that changed since.
 	dir := t.TempDir()
 	clone := filepath.Join(dir, "lmlite")
+	if os.Getenv("LMLITE_FRESH_CLONE") != "1" {
+		clone = fixedClonePath(t)
+	}
 	if out, err := exec.Command("git", "clone", "-q", root, clone).CombinedOutput(); err != nil {
 		t.Fatalf("git clone %s: %v\n%s", root, err, out)
 	}
