@@ -33,7 +33,8 @@
 // Q5_K, Q6_K, IQ4_XS, TQ1_0, TQ2_0 and the lattice types IQ2_XXS, IQ2_XS, IQ2_S,
 // IQ3_XXS, IQ3_S, IQ1_S and IQ1_M, with ggml's block layouts byte for byte (Q4_K_M
 // files mix Q4_K and Q6_K). TQ1_0, TQ2_0 and the lattice types have AVX2 row
-// kernels (no AVX-512 or tile kernels yet) with their pure-Go references' bits
+// kernels (no AVX-512 or tile kernels yet; the lattice types' prompts take
+// two-token forms) with their pure-Go references' bits
 // (refquants.go, iquants.go). QuantizeRow writes every type but the lattice ones (CanQuantize),
 // whose grids (iqgrids.go) are generated from ggml-common.h by internal/gengrids.
 // The decoders and dot products are checked against llama.cpp's own (ggml's
@@ -60,6 +61,9 @@
 // the Go references): row dot products for every type (AVX2, AVX-512/VNNI), tile
 // kernels that take 8 weight rows against one token (decoding) or one row against
 // 16, 8 or 4 tokens (prompts) and reduce their pairs' sums together (tile_amd64.go;
+// F16 and BF16 prompts one row against 6, 4 or 2 tokens, floattile_amd64.go;
+// Q5_1 and the lattice types' prompts several tokens per AVX2 call, each block
+// unpacked once; IQ4_NL and Q5_0 decoding 16 rows per AVX-512 call;
 // a batch's short last chunk of 11-15 tokens goes through the 16-token kernel
 // again over the last 16 tokens, 2-3 tokens left through the 4-token kernel over
 // the last 4 or, for a batch of 2-3 tokens, over activations padded with zero rows),

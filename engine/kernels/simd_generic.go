@@ -17,7 +17,7 @@ import (
 // (dotIQ4XSAVX2, dotQ4_1AVX2, dotQ5_1AVX2, dotQ2KAVX2, dotQ3KAVX2); with AVX-512,
 // Q4_1 has outer-product tiles as Q4_0, Q5_0 and IQ4_NL one for decoding and IQ4_XS and Q2_K
 // ones for prompts (tile_amd64.go), Q5_0, IQ4_NL and Q3_K prompts are repacked
-// (repack.go), and Q5_1 has its AVX2 row kernel only. TQ2_0 and TQ1_0 have AVX2
+// (repack.go), and Q5_1 has its AVX2 row kernel and a multi-token form of it (below). TQ2_0 and TQ1_0 have AVX2
 // row kernels (dotTQ2_0AVX2, dotTQ1_0AVX2, _asm/ternary.go) with the block
 // reference's bits (dotKRowGeneric over refquants.go's block dots), and so do
 // IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ1_S and IQ1_M (_asm/lattice.go, over
