@@ -86,16 +86,7 @@ func (k *boltKeys) RevokeKey(id string, now time.Time) (KeyInfo, error) {
 }
 
 func (k *boltKeys) Keys() []KeyInfo {
-	k.mu.RLock()
-	out := make([]KeyInfo, 0, len(k.keys))
-	for _, ki := range k.keys {
-		c := *ki
-		c.Hash = nil
-		out = append(out, c)
-	}
-	k.mu.RUnlock()
-	sortKeys(out)
-	return out
+	return listKeys(&k.mu, k.keys)
 }
 
 func (k *boltKeys) Authenticate(key string) (tenant, keyID string, err error) {
@@ -127,6 +118,21 @@ func authenticate(ki *KeyInfo, ok bool, id, secret string) (tenant, keyID string
 }
 
 // sortKeys sorts a listing by tenant, then creation.
+// listKeys copies the keys in m (read under mu) without their hashes, sorted as
+// sortKeys sorts them: both Keys implementations list this way.
+func listKeys(mu *sync.RWMutex, m map[string]*KeyInfo) []KeyInfo {
+	mu.RLock()
+	out := make([]KeyInfo, 0, len(m))
+	for _, ki := range m {
+		c := *ki
+		c.Hash = nil
+		out = append(out, c)
+	}
+	mu.RUnlock()
+	sortKeys(out)
+	return out
+}
+
 func sortKeys(out []KeyInfo) {
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Tenant != out[j].Tenant {

@@ -210,16 +210,7 @@ func (k *RedisKeys) RevokeKey(id string, now time.Time) (KeyInfo, error) {
 // Keys lists the keys, sorted by tenant then creation.
 func (k *RedisKeys) Keys() []KeyInfo {
 	_ = k.refresh()
-	k.mu.RLock()
-	out := make([]KeyInfo, 0, len(k.keys))
-	for _, ki := range k.keys {
-		c := *ki
-		c.Hash = nil
-		out = append(out, c)
-	}
-	k.mu.RUnlock()
-	sortKeys(out)
-	return out
+	return listKeys(&k.mu, k.keys)
 }
 
 // Authenticate returns the tenant and key id of an API key. Any failure is ErrBadKey
