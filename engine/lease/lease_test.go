@@ -169,11 +169,12 @@ func testAcquireUnloads(t *testing.T, m Store) {
 		t.Fatalf("leases %q", holders(ls))
 	}
 	// An unload that fails stops the load.
-	failing := func(Lease) error { return errors.New("still serving") }
+	errServing := errors.New("still serving")
+	failing := func(Lease) error { return errServing }
 	if err := m.Heartbeat(ctx, t0, HostDevice, "high", true); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Acquire(ctx, m, t0, 100, lease("top", 60, 9, false), failing); err == nil || !strings.Contains(err.Error(), "still serving") {
+	if _, err := Acquire(ctx, m, t0, 100, lease("top", 60, 9, false), failing); !errors.Is(err, errServing) {
 		t.Fatalf("failing unload: %v", err)
 	}
 }
