@@ -72,6 +72,9 @@ func TestNoMemoryErrorText(t *testing.T) {
 	if err == nil || err.Error() != want {
 		t.Fatalf("got %v\nwant %s", err, want)
 	}
+	if nm, ok := errors.AsType[*NoMemoryError](err); !ok || !errors.Is(err, ErrNoMemory) || nm.Want != 90 {
+		t.Errorf("%v: not a *NoMemoryError (ErrNoMemory) for 90 bytes", err)
+	}
 }
 
 // TestStore: acquire within the budget, resize, heartbeat, expiry (never renewed
