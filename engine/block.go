@@ -223,21 +223,13 @@ func newBlock(cfg Config, log *slog.Logger) *Block {
 }
 
 func newInstance(b *Block, mc ModelConfig, log *slog.Logger) (*instance, error) {
-	f, err := gguf.Open(mc.Path)
-	if err != nil {
-		return nil, fmt.Errorf("engine: model %s: %w", mc.ID, err)
-	}
-	defer f.Close()
-	tok, tmpl, cfg, err := readMeta(f, mc.ID)
+	mf, err := openModelFile(mc)
 	if err != nil {
 		return nil, err
 	}
-	if mc.MaxModelLen <= 0 || mc.MaxModelLen > cfg.Context {
-		if mc.MaxModelLen > cfg.Context {
-			return nil, fmt.Errorf("engine: model %s: max_model_len %d is above the model's context length %d", mc.ID, mc.MaxModelLen, cfg.Context)
-		}
-		mc.MaxModelLen = cfg.Context
-	}
+	defer mf.Close()
+	f, tok, tmpl, cfg := mf.File, mf.tok, mf.tmpl, mf.cfg
+	mc.MaxModelLen = mf.maxLen
 	if mc.MaxModelConcurrency <= 0 {
 		mc.MaxModelConcurrency = DefaultMaxModelConcurrency
 	}
@@ -286,8 +278,41 @@ func newInstance(b *Block, mc ModelConfig, log *slog.Logger) (*instance, error) 
 		pool: poolingOf(f, mc), dim: cfg.Dim, adapters: slots, adapterIDs: adapterIDs, adapterBudget: adapterBudget}, nil
 }
 
+// modelFile is a model's open file and what serving it needs before its weights
+// (readMeta), with its length limit checked.
+type modelFile struct {
+	*gguf.File
+	tok    *tokenizer.Tokenizer
+	tmpl   *chat.Template
+	cfg    model.Config
+	maxLen int // mc.MaxModelLen, or the model's context length when not set
+}
+
+// openModelFile opens mc's file and reads its metadata; a max_model_len above the
+// model's context length is an error. New and OpenPrep both start here; the caller
+// closes the file.
+func openModelFile(mc ModelConfig) (*modelFile, error) {
+	f, err := gguf.Open(mc.Path)
+	if err != nil {
+		return nil, fmt.Errorf("engine: model %s: %w", mc.ID, err)
+	}
+	mf := &modelFile{File: f, maxLen: mc.MaxModelLen}
+	if mf.tok, mf.tmpl, mf.cfg, err = readMeta(f, mc.ID); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if mf.maxLen > mf.cfg.Context {
+		f.Close()
+		return nil, fmt.Errorf("engine: model %s: max_model_len %d is above the model's context length %d", mc.ID, mf.maxLen, mf.cfg.Context)
+	}
+	if mf.maxLen <= 0 {
+		mf.maxLen = mf.cfg.Context
+	}
+	return mf, nil
+}
+
 // readMeta reads what a model needs before its weights: the tokenizer, the chat
-// template and the model's configuration (New and OpenPrep both start here).
+// template and the model's configuration.
 func readMeta(f *gguf.File, id string) (*tokenizer.Tokenizer, *chat.Template, model.Config, error) {
 	tok, err := tokenizer.FromGGUF(f)
 	if err != nil {

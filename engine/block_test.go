@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"strings"
 	"sync"
@@ -264,7 +265,7 @@ func TestBlockNewErrors(t *testing.T) {
 	if _, err := New(Config{}); err == nil {
 		t.Error("no models accepted")
 	}
-	if _, err := New(Config{Models: []ModelConfig{{ID: "x", Path: "/nonexistent.gguf"}}}); err == nil || !strings.Contains(err.Error(), "no such file") {
+	if _, err := New(Config{Models: []ModelConfig{{ID: "x", Path: "/nonexistent.gguf"}}}); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("missing file: %v", err)
 	}
 	p := testenv.SharedFile(t, "models/stories260K.gguf")
@@ -273,6 +274,30 @@ func TestBlockNewErrors(t *testing.T) {
 	}
 	if _, err := New(Config{Models: []ModelConfig{{ID: "x", Path: p, MaxModelLen: 100000}}}); err == nil || !strings.Contains(err.Error(), "context length") {
 		t.Errorf("max_model_len above the context: %v", err)
+	}
+}
+
+// TestOpenPrepMaxModelLen: OpenPrep checks max_model_len as New does (both open
+// the file through openModelFile): unset is the model's context, a value at most
+// the context is kept, one above it is an error, and a missing file is fs.ErrNotExist.
+func TestOpenPrepMaxModelLen(t *testing.T) {
+	p := testenv.SharedFile(t, "models/stories260K.gguf")
+	full, err := OpenPrep(ModelConfig{ID: "x", Path: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := full.MaxModelLen()
+	if ctx <= 64 {
+		t.Fatalf("context %d", ctx)
+	}
+	if pr, err := OpenPrep(ModelConfig{ID: "x", Path: p, MaxModelLen: 64}); err != nil || pr.MaxModelLen() != 64 {
+		t.Errorf("max_model_len 64: %v", err)
+	}
+	if _, err := OpenPrep(ModelConfig{ID: "x", Path: p, MaxModelLen: ctx + 1}); err == nil || !strings.Contains(err.Error(), "context length") {
+		t.Errorf("max_model_len above the context: %v", err)
+	}
+	if _, err := OpenPrep(ModelConfig{ID: "x", Path: "/nonexistent.gguf"}); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("missing file: %v", err)
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/lmlite/lmlite/engine/chat"
-	"github.com/lmlite/lmlite/engine/gguf"
 	"github.com/lmlite/lmlite/engine/grammar"
 	"github.com/lmlite/lmlite/engine/model"
 	"github.com/lmlite/lmlite/engine/tokenizer"
@@ -35,23 +34,12 @@ type Prep struct {
 // OpenPrep reads a model's tokenizer, chat template and context length. mc.MaxModelLen
 // is checked against the context length as New checks it.
 func OpenPrep(mc ModelConfig) (*Prep, error) {
-	f, err := gguf.Open(mc.Path)
-	if err != nil {
-		return nil, fmt.Errorf("engine: model %s: %w", mc.ID, err)
-	}
-	defer f.Close()
-	tok, tmpl, cfg, err := readMeta(f, mc.ID)
+	mf, err := openModelFile(mc)
 	if err != nil {
 		return nil, err
 	}
-	n := mc.MaxModelLen
-	if n > cfg.Context {
-		return nil, fmt.Errorf("engine: model %s: max_model_len %d is above the model's context length %d", mc.ID, n, cfg.Context)
-	}
-	if n <= 0 {
-		n = cfg.Context
-	}
-	return &Prep{tok: tok, tmpl: tmpl, maxLen: n, embeds: poolingOf(f, mc) != model.PoolNone}, nil
+	defer mf.Close()
+	return &Prep{tok: mf.tok, tmpl: mf.tmpl, maxLen: mf.maxLen, embeds: poolingOf(mf.File, mc) != model.PoolNone}, nil
 }
 
 // Embeddings reports whether Block.Embed serves this model (ModelStatus.Embeddings),

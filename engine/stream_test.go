@@ -11,6 +11,7 @@ import (
 // TestStreamTokens: tokens sent before and after the consumer starts all arrive in
 // order; a loop that breaks and ranges again loses nothing; Wait needs no draining.
 func TestStreamTokens(t *testing.T) {
+	errX := errors.New("x")
 	s := NewStream()
 	s.Send(Token{ID: 1})
 	s.Send(Token{ID: 2})
@@ -23,7 +24,7 @@ func TestStreamTokens(t *testing.T) {
 		for i := int32(3); i <= 50; i++ {
 			s.Send(Token{ID: i})
 		}
-		s.Finish(Usage{CompletionTokens: 50}, errors.New("x"))
+		s.Finish(Usage{CompletionTokens: 50}, errX)
 	}()
 	for tok := range s.Tokens {
 		got = append(got, tok.ID)
@@ -40,7 +41,7 @@ func TestStreamTokens(t *testing.T) {
 		t.Fatal("a token after the end")
 	}
 	u, err := s.Wait(context.Background())
-	if u.CompletionTokens != 50 || err == nil || err.Error() != "x" {
+	if u.CompletionTokens != 50 || !errors.Is(err, errX) {
 		t.Fatalf("Wait: %+v %v", u, err)
 	}
 

@@ -62,24 +62,16 @@ func (s *Server) handleAdmin(ctx *fasthttp.RequestCtx, reqID string) {
 		writeJSON(ctx, 200, map[string]any{"object": "list", "data": rows})
 	case len(parts) == 3 && parts[0] == "models" && (parts[2] == "load" || parts[2] == "unload") && method == "POST":
 		id := parts[1]
-		m, ok := s.models[id]
-		if !ok {
+		if _, ok := s.models[id]; !ok {
 			s.writeError(ctx, reqID, &apiError{status: 404, typ: "invalid_request_error", param: "model", message: "unknown model '" + id + "'"})
 			return
 		}
-		ld, ok := s.eng.(ModelLoader)
-		if m.upstream != nil || s.eng == nil || !ok {
+		err := s.loadModel(id, parts[2])
+		if errors.Is(err, errNotLoadable) {
 			s.writeError(ctx, reqID, &apiError{status: 501, typ: "invalid_request_error",
 				message: "model '" + id + "' cannot be loaded or unloaded here (upstream, or the engine cannot)"})
 			return
 		}
-		var err error
-		if parts[2] == "load" {
-			err = ld.Load(id)
-		} else {
-			err = ld.Unload(id)
-		}
-		s.metrics.admin.WithLabelValues(id, parts[2]).Inc()
 		if err != nil {
 			s.writeError(ctx, reqID, engineError(err))
 			return
@@ -150,4 +142,26 @@ func writeJSON(ctx *fasthttp.RequestCtx, status int, v any) {
 	ctx.SetStatusCode(status)
 	ctx.SetContentType("application/json")
 	ctx.SetBody(b)
+}
+
+// errNotLoadable is loadModel's answer for a model it cannot load or unload: not
+// configured, served upstream, or an engine without ModelLoader.
+var errNotLoadable = errors.New("gateway: model cannot be loaded or unloaded here")
+
+// loadModel is an operator's load or unload (action) of an embedded model, from the
+// admin API or the dashboard, counted in the admin actions' series.
+func (s *Server) loadModel(id, action string) error {
+	m, ok := s.models[id]
+	ld, canLoad := s.eng.(ModelLoader)
+	if !ok || m.upstream != nil || s.eng == nil || !canLoad {
+		return errNotLoadable
+	}
+	var err error
+	if action == "load" {
+		err = ld.Load(id)
+	} else {
+		err = ld.Unload(id)
+	}
+	s.metrics.admin.WithLabelValues(id, action).Inc()
+	return err
 }

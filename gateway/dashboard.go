@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"embed"
 	"encoding/hex"
+	"errors"
 	"html/template"
 	"strings"
 	"sync"
@@ -243,19 +244,11 @@ func (s *Server) dashAdminAction(ctx *fasthttp.RequestCtx, reqID string, se *ses
 	switch {
 	case len(parts) == 3 && parts[0] == "models" && (parts[2] == "load" || parts[2] == "unload"):
 		id := parts[1]
-		m, ok := s.models[id]
-		ld, canLoad := s.eng.(ModelLoader)
-		if !ok || m.upstream != nil || s.eng == nil || !canLoad {
+		err := s.loadModel(id, parts[2])
+		if errors.Is(err, errNotLoadable) {
 			dashError(ctx, 404, "no such embedded model")
 			return
 		}
-		var err error
-		if parts[2] == "load" {
-			err = ld.Load(id)
-		} else {
-			err = ld.Unload(id)
-		}
-		s.metrics.admin.WithLabelValues(id, parts[2]).Inc()
 		s.log.Info("dashboard model action", "request_id", reqID, "model", id, "action", parts[2], "error", err)
 		flash = parts[2] + " " + id + ": ok"
 		if err != nil {

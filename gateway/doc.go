@@ -226,8 +226,8 @@
 // the engine's Block satisfies); it knows nothing of tensors. Optional abilities are
 // found by type assertion: Features (the Block has it) for structured outputs, tools,
 // n > 1, logprobs and embeddings (without it such a request is a 400 naming the
-// field); ModelLoader for the admin API's load and unload (cmd/lmlite adapts the
-// Block's context-taking Load), and StatsSource for the engine's own metrics
+// field); ModelLoader for the admin API's and the dashboard's load and unload (both
+// through loadModel; cmd/lmlite adapts the Block's context-taking Load), and StatsSource for the engine's own metrics
 // (lmlite_engine_*: model state, memory, replicas, queue depth; batch sizes, KV
 // blocks and, for mixtures of experts, the tokens routed to each expert, as the
 // runtime reports them in its engine.Stats), which the enginemetrics package

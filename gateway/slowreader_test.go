@@ -1,9 +1,9 @@
 package gateway
 
 import (
+	"errors"
 	"net"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -98,7 +98,7 @@ tenants:
 	buf := make([]byte, 64<<10)
 	for {
 		if _, err := conn.Read(buf); err != nil {
-			if strings.Contains(err.Error(), "timeout") {
+			if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
 				t.Errorf("the server did not close the connection: %v", err)
 			}
 			break

@@ -1,8 +1,10 @@
 package loadtest
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -118,3 +120,56 @@ func (f *fixture) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprint(w, "data: [DONE]\n\n")
 	fl.Flush()
 }
+
+// pipeTransport serves requests in this process, calling the handler with the
+// response body on an io.Pipe: no socket, so a run inside a synctest bubble waits
+// on the bubble's clock only, and its timings are the script's.
+type pipeTransport struct{ h http.Handler }
+
+// pipeTarget is the loopback URL a run through a pipeTransport names (never dialled).
+const pipeTarget = "http://127.0.0.1:1"
+
+func (p pipeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	pr, pw := io.Pipe()
+	w := &pipeWriter{header: http.Header{}, body: pw, ready: make(chan struct{})}
+	ctx := req.Context()
+	stop := context.AfterFunc(ctx, func() { pw.CloseWithError(ctx.Err()) })
+	go func() {
+		defer stop()
+		p.h.ServeHTTP(w, req)
+		w.WriteHeader(200)
+		pw.Close()
+	}()
+	select {
+	case <-w.ready:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return &http.Response{StatusCode: w.status, Status: http.StatusText(w.status), Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: w.header, Body: pr, ContentLength: -1, Request: req}, nil
+}
+
+// pipeWriter is pipeTransport's http.ResponseWriter: the header is sent (ready
+// closed) at the first WriteHeader or Write.
+type pipeWriter struct {
+	header http.Header
+	body   *io.PipeWriter
+	status int
+	ready  chan struct{}
+}
+
+func (w *pipeWriter) Header() http.Header { return w.header }
+
+func (w *pipeWriter) WriteHeader(status int) {
+	if w.status == 0 {
+		w.status = status
+		close(w.ready)
+	}
+}
+
+func (w *pipeWriter) Write(b []byte) (int, error) {
+	w.WriteHeader(200)
+	return w.body.Write(b)
+}
+
+func (w *pipeWriter) Flush() {}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -22,37 +23,39 @@ func mustScenario(t *testing.T, y string) *Scenario {
 }
 
 // TestStopsAtDuration: a constant 40 req/s for 500ms sends 20 requests, none
-// started after the bound, and the run ends soon after it.
+// started after the bound, and the run ends when its last request does. The run
+// is in a synctest bubble against the fixture through a pipe: its clock is the
+// script's, not the machine's.
 func TestStopsAtDuration(t *testing.T) {
-	f := &fixture{ITL: time.Millisecond}
-	srv := f.start(t)
-	s := mustScenario(t, `
+	synctest.Test(t, func(t *testing.T) {
+		f := &fixture{ITL: time.Millisecond}
+		s := mustScenario(t, `
 duration: 500ms
 arrival: {type: constant, rate: 40}
 workload: {output_tokens: 3}
 tenants: [{name: a}]
 `)
-	t0 := time.Now()
-	rep, err := Run(context.Background(), Config{Scenario: s, Target: srv.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	took := time.Since(t0)
-	if rep.Meta.StoppedBy != StopDuration {
-		t.Errorf("stopped by %q", rep.Meta.StoppedBy)
-	}
-	// Arrivals at 0, 25, ..., 475ms: 20 within the bound, none after it (fewer
-	// when a loaded machine delays the last ones past the deadline).
-	if n := rep.Overall.Requests; n > 20 || n < 15 || rep.Overall.OK != n {
-		t.Errorf("%d requests, %d ok; want 20 (40/s for 0.5s)", n, rep.Overall.OK)
-	}
-	if got := len(f.requests()); got != rep.Overall.Requests {
-		t.Errorf("server saw %d requests, report has %d", got, rep.Overall.Requests)
-	}
-	// Bound plus a generous allowance for a loaded machine; not a speed claim.
-	if took > 5*time.Second {
-		t.Errorf("run took %v for a 500ms bound", took)
-	}
+		t0 := time.Now()
+		rep, err := Run(context.Background(), Config{Scenario: s, Target: pipeTarget, Transport: pipeTransport{f}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		took := time.Since(t0)
+		if rep.Meta.StoppedBy != StopDuration {
+			t.Errorf("stopped by %q", rep.Meta.StoppedBy)
+		}
+		// Arrivals at 0, 25, ..., 475ms: 20 within the bound, none after it.
+		if n := rep.Overall.Requests; n != 20 || rep.Overall.OK != n {
+			t.Errorf("%d requests, %d ok; want 20 (40/s for 0.5s)", n, rep.Overall.OK)
+		}
+		if got := len(f.requests()); got != rep.Overall.Requests {
+			t.Errorf("server saw %d requests, report has %d", got, rep.Overall.Requests)
+		}
+		// The last request starts at 475ms and streams 3 tokens 1ms apart.
+		if took < 475*time.Millisecond || took > 500*time.Millisecond {
+			t.Errorf("run took %v; want its last request's end, 475ms + 3 tokens", took)
+		}
+	})
 }
 
 // TestStopsAtRequestCount: a closed loop of 4 users and a cap of 13 measured
@@ -88,27 +91,30 @@ tenants: [{name: a}]
 }
 
 // TestDrainCancels: a server that never answers; after the 300ms bound the
-// requests get the 200ms drain and are then cancelled and counted.
+// requests get the 200ms drain and are then cancelled and counted (in a synctest
+// bubble, as TestStopsAtDuration).
 func TestDrainCancels(t *testing.T) {
-	f := &fixture{Hang: true}
-	srv := f.start(t)
-	s := mustScenario(t, `
+	synctest.Test(t, func(t *testing.T) {
+		f := &fixture{Hang: true}
+		s := mustScenario(t, `
 duration: 300ms
 drain: 200ms
 arrival: {type: constant, rate: 10}
 tenants: [{name: a}]
 `)
-	t0 := time.Now()
-	rep, err := Run(context.Background(), Config{Scenario: s, Target: srv.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if took := time.Since(t0); took < 500*time.Millisecond || took > 5*time.Second {
-		t.Errorf("run took %v; want bound 300ms + drain 200ms", took)
-	}
-	if n := rep.Overall.Requests; n < 2 || n > 3 || rep.Overall.Errors[ErrCancelled] != n {
-		t.Errorf("requests %d errors %v; want 3 cancelled", n, rep.Overall.Errors)
-	}
+		t0 := time.Now()
+		rep, err := Run(context.Background(), Config{Scenario: s, Target: pipeTarget, Transport: pipeTransport{f}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(t0); took != 500*time.Millisecond {
+			t.Errorf("run took %v; want bound 300ms + drain 200ms", took)
+		}
+		// Arrivals at 0, 100 and 200ms.
+		if n := rep.Overall.Requests; n != 3 || rep.Overall.Errors[ErrCancelled] != n {
+			t.Errorf("requests %d errors %v; want 3 cancelled", n, rep.Overall.Errors)
+		}
+	})
 }
 
 // TestInterrupt: cancelling the context stops the run at once.

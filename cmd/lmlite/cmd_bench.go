@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
@@ -165,17 +164,11 @@ func cmdBench(args []string, stdout io.Writer) error {
 	if *ctxLen < *nPrompt+*nGen {
 		return fmt.Errorf("--ctx %d is less than --prompt %d + --gen %d", *ctxLen, *nPrompt, *nGen)
 	}
-	if *cpuprofile != "" {
-		pf, err := os.Create(*cpuprofile)
-		if err != nil {
-			return err
-		}
-		defer pf.Close()
-		if err := pprof.StartCPUProfile(pf); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := startCPUProfile(*cpuprofile)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 	// The sequences' KV lives in a paged pool, as in the server: ctx tokens each.
 	kc := m.KVConfig()
 	kc.Blocks = kc.BlocksFor(*ctxLen, *parallel, 0)

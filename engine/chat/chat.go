@@ -278,8 +278,11 @@ func (t *Template) RenderVars(msgs []Message, addGenerationPrompt bool, vars map
 }
 
 // classify turns a render error into one of the package's errors. gonja keeps
-// only the text of the errors that functions and methods return, so the sentinel
-// is found again by its text (ours, not gonja's: it starts with "chat: ").
+// only the text of the errors that functions, filters, methods and tests return
+// (gonja v2.9.1 exec/calls.go, filters.go, tests.go format them with %s, which ends
+// the error chain: errors.Is cannot find the sentinel, so TestHostile fails with
+// errors.Is alone), so the sentinel is found again by its text (ours, not gonja's:
+// it starts with "chat: "). Limits the budget records (b.err) need no text.
 func classify(err error) error {
 	msg := cleanError(err)
 	for _, sentinel := range []error{ErrException, ErrTooLarge, ErrTooLong} {

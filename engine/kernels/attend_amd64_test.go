@@ -40,6 +40,7 @@ func TestAttnExpMatchesExpf(t *testing.T) {
 			}
 		}
 	}
+	lanes := map[string]int{}
 	for i := 0; i < len(xs); i += 8 {
 		var mask [2]uint8
 		mx := float32(0)
@@ -48,17 +49,22 @@ func TestAttnExpMatchesExpf(t *testing.T) {
 			copy(s16[:], xs[i:i+16])
 			attnExpF16AVX512(&s16[0], 16, &mx, &mask[0])
 			check("attnExpF16AVX512", xs[i:i+16], s16[:])
+			lanes["attnExpF16AVX512 (avx512)"] += 16
 			i += 8
 		} else {
 			var s [8]float32
 			copy(s[:], xs[i:i+8])
 			attnExpF16(&s[0], 8, &mx, &mask[0])
 			check("attnExpF16", xs[i:i+8], s[:])
+			lanes["attnExpF16 (avx2)"] += 8
 		}
 		if mask != [2]uint8{} || mx != 0 {
 			t.Errorf("scores ≤ 0 against 0: mask %#x, max %v", mask, mx)
 		}
 	}
+	// Which kernels ran: the AVX-512 one only where its kernels are on (a CPU with
+	// AVX-512 and the kernels off fails TestMain through the avx512 tests).
+	t.Logf("lanes compared per kernel: %v (AVX-512 kernels on: %v)", lanes, useAVX512)
 }
 
 // TestAttnGroupKernelsMatchReference: the group kernels, fused or not, give, for every query of

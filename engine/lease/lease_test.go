@@ -72,6 +72,9 @@ func TestNoMemoryErrorText(t *testing.T) {
 	if err == nil || err.Error() != want {
 		t.Fatalf("got %v\nwant %s", err, want)
 	}
+	if nm, ok := errors.AsType[*NoMemoryError](err); !ok || !errors.Is(err, ErrNoMemory) || nm.Want != 90 {
+		t.Errorf("%v: not a *NoMemoryError (ErrNoMemory) for 90 bytes", err)
+	}
 }
 
 // TestStore: acquire within the budget, resize, heartbeat, expiry (never renewed
@@ -169,11 +172,12 @@ func testAcquireUnloads(t *testing.T, m Store) {
 		t.Fatalf("leases %q", holders(ls))
 	}
 	// An unload that fails stops the load.
-	failing := func(Lease) error { return errors.New("still serving") }
+	errServing := errors.New("still serving")
+	failing := func(Lease) error { return errServing }
 	if err := m.Heartbeat(ctx, t0, HostDevice, "high", true); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Acquire(ctx, m, t0, 100, lease("top", 60, 9, false), failing); err == nil || !strings.Contains(err.Error(), "still serving") {
+	if _, err := Acquire(ctx, m, t0, 100, lease("top", 60, 9, false), failing); !errors.Is(err, errServing) {
 		t.Fatalf("failing unload: %v", err)
 	}
 }

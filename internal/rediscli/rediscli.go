@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -101,7 +100,7 @@ func errorKind(err error) string {
 	}
 	var re redis.Error
 	if errors.As(err, &re) {
-		if strings.HasPrefix(re.Error(), "NOSCRIPT") {
+		if redis.HasErrorPrefix(err, "NOSCRIPT") {
 			return "" // EVALSHA of a script the server has not seen yet: go-redis sends EVAL next
 		}
 		return "server" // an error reply: a script error, WRONGTYPE, OOM, …
