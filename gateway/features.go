@@ -75,35 +75,6 @@ func strictOf(raw jsontext.Value, v any, field string) *apiError {
 	return fieldError(core.Strict(raw, v, field))
 }
 
-type toolCallParam struct {
-	ID       string `json:"id"`
-	Type     string `json:"type"`
-	Function struct {
-		Name      string `json:"name"`
-		Arguments string `json:"arguments"`
-	} `json:"function"`
-}
-
-// parseToolCalls reads an assistant message's tool_calls.
-func parseToolCalls(raw jsontext.Value, field string) ([]engine.ToolCall, *apiError) {
-	var tcs []toolCallParam
-	if aerr := strictOf(raw, &tcs, field); aerr != nil {
-		return nil, aerr
-	}
-	out := make([]engine.ToolCall, len(tcs))
-	for i, tc := range tcs {
-		f := field + "[" + strconv.Itoa(i) + "]"
-		if tc.Type != "" && tc.Type != "function" {
-			return nil, badRequest(f+".type", "tool call type must be 'function'")
-		}
-		if tc.Function.Name == "" {
-			return nil, badRequest(f+".function.name", "a tool call needs a function name")
-		}
-		out[i] = engine.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments}
-	}
-	return out, nil
-}
-
 type toolParam struct {
 	Type     string `json:"type"`
 	Function struct {
@@ -116,9 +87,9 @@ type toolParam struct {
 
 // features decodes the chat request's tools, tool_choice, parallel_tool_calls,
 // response_format, logprobs, top_logprobs and n.
-func (r *chatRequest) features(msgs []engine.Message) (features, *apiError) {
+func chatFeatures(r *chatRequest, msgs []engine.Message) (features, *apiError) {
 	if !isEmptyList(r.Functions) || !isNull(r.FunctionCall) {
-		return r.legacyFeatures(msgs)
+		return legacyFeatures(r, msgs)
 	}
 	f := features{n: 1, parallel: true}
 	if r.N != nil {
@@ -276,7 +247,7 @@ func hasTool(tools []engine.Tool, name string) bool {
 }
 
 // features of a text completion: logprobs, echo and n.
-func (r *completionRequest) features() features {
+func completionFeatures(r *completionRequest) features {
 	f := features{n: 1}
 	if r.N != nil {
 		f.n = *r.N
@@ -429,7 +400,7 @@ func (f *features) rich(parse bool) bool { return f.n > 1 || f.logprobs || parse
 // {"name": ...}). Such a request makes at most one call, and its answer has
 // message.function_call (finish_reason "function_call"), as OpenAI answers it.
 // Errors name the legacy fields.
-func (r *chatRequest) legacyFeatures(msgs []engine.Message) (features, *apiError) {
+func legacyFeatures(r *chatRequest, msgs []engine.Message) (features, *apiError) {
 	q := *r
 	if !isEmptyList(r.Functions) {
 		var fns []jsontext.Value
@@ -469,7 +440,7 @@ func (r *chatRequest) legacyFeatures(msgs []engine.Message) (features, *apiError
 			q.ToolChoice = jsontext.Value(`{"type":"function","function":{"name":` + string(b) + `}}`)
 		}
 	}
-	f, aerr := q.features(msgs)
+	f, aerr := chatFeatures(&q, msgs)
 	if aerr != nil {
 		aerr = legacyNames(aerr)
 	}

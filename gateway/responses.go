@@ -133,7 +133,7 @@ var _ codec = (*responsesCodec)(nil)
 // decode reads a Responses body into in as a chat request: the conversation
 // (previous_response_id's, then input) after instructions as a system message, the
 // function tools, tool_choice and text.format through the chat decoder's checks
-// (chatRequest.features), sampling, limits and routing fields.
+// (chatFeatures), sampling, limits and routing fields.
 func (c *responsesCodec) decode(in *input, body []byte, tenant string) *apiError {
 	ri := &respInput{} // with the request's decoded forms: one allocation
 	r := &ri.req
@@ -172,7 +172,7 @@ func (c *responsesCodec) decode(in *input, body []byte, tenant string) *apiError
 	if aerr != nil {
 		return aerr
 	}
-	f, aerr := q.features(msgs)
+	f, aerr := chatFeatures(q, msgs)
 	if aerr != nil {
 		return respNames(aerr)
 	}
@@ -182,7 +182,7 @@ func (c *responsesCodec) decode(in *input, body []byte, tenant string) *apiError
 		return aerr
 	}
 	ri.maxOutput = in.maxTokens
-	in.p = &q.commonParams
+	in.p = &q.CommonParams
 	if aerr = in.chatTail(); aerr != nil {
 		return aerr
 	}
@@ -295,7 +295,7 @@ func respMessages(instructions *string, items []respItem) ([]engine.Message, int
 
 // chatShape is the request as a chat request's parameters and features: the
 // sampling and routing fields, and tools, tool_choice, parallel_tool_calls and
-// text.format in chat's shape, for chatRequest.features to check (errors renamed
+// text.format in chat's shape, for chatFeatures to check (errors renamed
 // back by respNames).
 func (r *responsesRequest) chatShape(q *chatRequest) (*chatRequest, *apiError) {
 	q.Model, q.Temperature, q.TopP, q.Seed = r.Model, r.Temperature, r.TopP, r.Seed
