@@ -91,7 +91,7 @@
 //     shape; a value of the wrong type says what the field expects in JSON's
 //     words ("expected an integer, got a string": gateway/core's json.go, and
 //     stdjson.go for encoding/json's errors on the Batch API's bodies; never Go's
-//     type names). features.go reads
+//     type names). gateway/openai's features.go reads
 //     the OpenAI features: response_format, tools,
 //     tool_choice, parallel_tool_calls, logprobs, top_logprobs, echo and n
 //     (completions' max_tokens 0 with echo scores the prompt: engine.Request.PromptOnly);

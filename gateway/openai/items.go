@@ -1,7 +1,9 @@
 // Package openai holds OpenAI's wire formats as the gateway decodes and renders
 // them, apart from the gateway's core: the bodies of chat completions and
 // completions (request.go: their types, sampling parameters, stop strings, limits,
-// messages, prompts, logit_bias, metadata), the Responses API's conversation items
+// messages, prompts, logit_bias, metadata; features.go: tools, tool_choice,
+// response_format, logprobs, n, the deprecated functions API), the Responses API's
+// conversation items
 // (items.go: input as a string or items, each decoded strictly, the conversation as
 // the chat template's messages), the rendering of the core's result (core.Output)
 // for chat and completions (chat.go, logprobs.go: chat.completion,

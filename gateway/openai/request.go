@@ -18,8 +18,8 @@ import (
 // This file decodes the bodies of chat completions and (legacy) completions: their
 // wire types, the sampling parameters, stop strings, output limits, messages and
 // prompts, each error a core.FieldError naming the field. The gateway's codecs
-// (gateway/parse.go) fill their core request from these; the tools, response
-// format and logprobs (the request's features) are still read there.
+// (gateway/parse.go) fill their core request from these and from the request's
+// features (features.go).
 
 // StreamOptions is stream_options.
 type StreamOptions struct {
