@@ -111,8 +111,9 @@ bench: build
 # gateway. GWBENCH_FLAGS adds flags (see `bin/gwbench -h`), e.g. --cpuprofile FILE.
 GWBENCH_FLAGS ?=
 # The wire formats the third run alternates (ABAB…) on the embedded path; each one's
-# req/s is reported against the first's (issue 31: responses and messages vs chat).
-GWBENCH_ENDPOINTS ?= chat,responses,messages
+# req/s is reported against the first's (issue 31: responses, not stored and stored
+# (OpenAI's default), and messages vs chat).
+GWBENCH_ENDPOINTS ?= chat,responses,messages,responses-stored
 
 bench-gateway: build
 	$(GO) build -o bin/gwbench ./gateway/internal/gwbench

@@ -5,11 +5,11 @@ import (
 	"strconv"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"golang.org/x/time/rate"
 
 	"github.com/lmlite/lmlite/batch"
+	"github.com/lmlite/lmlite/gateway/openai"
 	"github.com/lmlite/lmlite/policies"
 	"github.com/lmlite/lmlite/tenancy"
 )
@@ -129,61 +129,12 @@ func quotaError(qe *batch.QuotaError) *apiError {
 			"); delete files (DELETE /v1/files/{id}) or let them expire", reason: "quota_" + qe.Limit}
 }
 
-// OpenAI's metadata limits.
-const (
-	maxMetadataKeys     = 16
-	maxMetadataKeyLen   = 64  // characters
-	maxMetadataValueLen = 512 // characters
-)
+// checkMetadata holds metadata to OpenAI's limits (openai.CheckMetadata).
+func checkMetadata(md map[string]string) *apiError { return fieldError(openai.CheckMetadata(md)) }
 
-// checkMetadata holds metadata to OpenAI's limits: at most 16 keys, each at most 64
-// characters, each value at most 512; the error names the field.
-func checkMetadata(md map[string]string) *apiError {
-	if len(md) > maxMetadataKeys {
-		return tooManyMetadataKeys(len(md))
-	}
-	for k, v := range md {
-		if n := utf8.RuneCountInString(k); n > maxMetadataKeyLen {
-			return badRequest("metadata", "a metadata key is "+strconv.Itoa(n)+" characters long; at most "+strconv.Itoa(maxMetadataKeyLen)+" are allowed")
-		}
-		if n := utf8.RuneCountInString(v); n > maxMetadataValueLen {
-			return badRequest("metadata."+k, "metadata."+k+" is "+strconv.Itoa(n)+" characters long; at most "+strconv.Itoa(maxMetadataValueLen)+" are allowed")
-		}
-	}
-	return nil
-}
-
-func tooManyMetadataKeys(n int) *apiError {
-	return badRequest("metadata", "metadata has "+strconv.Itoa(n)+" keys; at most "+strconv.Itoa(maxMetadataKeys)+" are allowed")
-}
-
-// checkAnyMetadata is checkMetadata of a request's decoded metadata (a chat
-// completion's): its values must be strings.
-func checkAnyMetadata(md map[string]any) *apiError {
-	if len(md) > maxMetadataKeys {
-		return tooManyMetadataKeys(len(md))
-	}
-	ss := make(map[string]string, len(md))
-	for k, v := range md {
-		s, ok := v.(string)
-		if !ok {
-			got := map[bool]string{true: "null"}[v == nil]
-			switch v.(type) {
-			case float64:
-				got = "a number"
-			case bool:
-				got = "a boolean"
-			case map[string]any:
-				got = "an object"
-			case []any:
-				got = "an array"
-			}
-			return badRequest("metadata."+k, "metadata."+k+" must be a string, not "+got+" (metadata values are strings, as OpenAI's)")
-		}
-		ss[k] = s
-	}
-	return checkMetadata(ss)
-}
+// checkAnyMetadata is checkMetadata of a request's decoded metadata (a response's):
+// its values must be strings (openai.CheckAnyMetadata).
+func checkAnyMetadata(md map[string]any) *apiError { return fieldError(openai.CheckAnyMetadata(md)) }
 
 // expiresAfter is OpenAI's expires_after: {anchor: "created_at", seconds: N}.
 type expiresAfter struct {

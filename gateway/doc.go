@@ -84,18 +84,20 @@
 //  3. codec.decode into the core request (OpenAI's: parse.go, input.decodeChat,
 //     input.fromChat, input.chatTail, which a chat-shaped codec ends with too;
 //     input.decodeCompletion): the body decoded strictly (request.go, decodeBody,
-//     with go-json-experiment); a bad or unknown field, or one the server does not
+//     with go-json-experiment) into gateway/openai's request types, whose
+//     request.go also reads the sampling parameters, stop strings, output limits,
+//     messages, prompts and metadata; a bad or unknown field, or one the server does not
 //     serve (best_of, audio, …) is a 400 naming it, in the codec's error
 //     shape; a value of the wrong type says what the field expects in JSON's
 //     words ("expected an integer, got a string": gateway/core's json.go, and
 //     stdjson.go for encoding/json's errors on the Batch API's bodies; never Go's
-//     type names). features.go reads
+//     type names). gateway/openai's features.go reads
 //     the OpenAI features: response_format, tools,
 //     tool_choice, parallel_tool_calls, logprobs, top_logprobs, echo and n
 //     (completions' max_tokens 0 with echo scores the prompt: engine.Request.PromptOnly);
 //     the deprecated functions/function_call become tools/tool_choice
-//     (chatRequest.legacyFeatures; the answer then has message.function_call).
-//     logit_bias is checked for its shape here (tokenids.go) and against the chosen
+//     (legacyFeatures; the answer then has message.function_call).
+//     logit_bias is checked for its shape there (openai.ParseLogitBias) and against the chosen
 //     model's vocabulary when planned (job.checkTokenIDs: no positive bias on a
 //     control token), as a completions prompt of token ids is (no control token but
 //     BOS). reasoning_effort and verbosity are checked and do nothing; store and
@@ -325,7 +327,7 @@
 // decoded strictly into a chat request (instructions a first system message, the
 // input items, decoded by package gateway/openai (ParseInput, Messages), messages, function_call items the assistant's tool calls,
 // function_call_output items tool messages; tools, tool_choice and text.format put
-// in chat's shape and checked by chatRequest.features, so a field at fault is named
+// in chat's shape and checked by chatFeatures, so a field at fault is named
 // as the Responses API names it, respNames). previous_response_id reads the
 // tenant's stored conversation (another tenant's id is a 404, as an unknown one):
 // each response of its chain, oldest first, its input then its output items, before

@@ -1,20 +1,18 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"slices"
 	"strconv"
-	"strings"
 
-	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/engine/grammar"
 	"github.com/lmlite/lmlite/engine/toolcall"
 	"github.com/lmlite/lmlite/gateway/core"
+	"github.com/lmlite/lmlite/gateway/openai"
 )
 
 // Features is the optional ability of an Engine that serves OpenAI's features beyond
@@ -30,22 +28,21 @@ type Features interface {
 	Embed(ctx context.Context, modelID string, req engine.EmbedRequest) (engine.Embeddings, error)
 }
 
-// Response formats (response_format.type).
+// Response formats (response_format.type) and tool choices (tool_choice), as
+// gateway/openai decodes them.
 const (
-	formatText int8 = iota
-	formatJSONObject
-	formatJSONSchema
+	formatText       = openai.FormatText
+	formatJSONObject = openai.FormatJSONObject
+	formatJSONSchema = openai.FormatJSONSchema
+
+	toolAuto     = openai.ToolAuto
+	toolNone     = openai.ToolNone
+	toolRequired = openai.ToolRequired
+	toolNamed    = openai.ToolNamed
 )
 
-// Tool choices (tool_choice).
-const (
-	toolAuto int8 = iota
-	toolNone
-	toolRequired
-	toolNamed
-)
-
-// features are the OpenAI features a request asks for, decoded from its body.
+// features are the OpenAI features a request asks for, decoded from its body
+// (openai.Features, chatFeatures), as the gateway plans them on a model.
 type features struct {
 	format   int8
 	schema   []byte // formatJSONSchema: the schema's JSON text
@@ -75,196 +72,27 @@ func strictOf(raw jsontext.Value, v any, field string) *apiError {
 	return fieldError(core.Strict(raw, v, field))
 }
 
-type toolCallParam struct {
-	ID       string `json:"id"`
-	Type     string `json:"type"`
-	Function struct {
-		Name      string `json:"name"`
-		Arguments string `json:"arguments"`
-	} `json:"function"`
+// chatFeatures decodes the chat request's features (openai.ChatRequest.Features:
+// tools, tool_choice, parallel_tool_calls, response_format, logprobs, top_logprobs,
+// n, and the deprecated functions API as tools).
+func chatFeatures(r *chatRequest, msgs []engine.Message) (features, *apiError) {
+	o, fe := r.Features(msgs)
+	return featuresOf(&o), fieldError(fe)
 }
 
-// parseToolCalls reads an assistant message's tool_calls.
-func parseToolCalls(raw jsontext.Value, field string) ([]engine.ToolCall, *apiError) {
-	var tcs []toolCallParam
-	if aerr := strictOf(raw, &tcs, field); aerr != nil {
-		return nil, aerr
-	}
-	out := make([]engine.ToolCall, len(tcs))
-	for i, tc := range tcs {
-		f := field + "[" + strconv.Itoa(i) + "]"
-		if tc.Type != "" && tc.Type != "function" {
-			return nil, badRequest(f+".type", "tool call type must be 'function'")
-		}
-		if tc.Function.Name == "" {
-			return nil, badRequest(f+".function.name", "a tool call needs a function name")
-		}
-		out[i] = engine.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments}
-	}
-	return out, nil
+// completionFeatures are a text completion's: logprobs, echo and n.
+func completionFeatures(r *completionRequest) features {
+	o := r.Features()
+	return featuresOf(&o)
 }
 
-type toolParam struct {
-	Type     string `json:"type"`
-	Function struct {
-		Name        string         `json:"name"`
-		Description string         `json:"description"`
-		Parameters  jsontext.Value `json:"parameters"`
-		Strict      *bool          `json:"strict"`
-	} `json:"function"`
+func featuresOf(o *openai.Features) features {
+	return features{format: o.Format, schema: o.Schema, strict: o.Strict, tools: o.Tools, loose: o.Loose,
+		choice: o.Choice, named: o.Named, parallel: o.Parallel, toolMsgs: o.ToolMsgs, logprobs: o.Logprobs,
+		top: o.Top, echo: o.Echo, n: o.N, legacy: o.Legacy}
 }
 
-// features decodes the chat request's tools, tool_choice, parallel_tool_calls,
-// response_format, logprobs, top_logprobs and n.
-func (r *chatRequest) features(msgs []engine.Message) (features, *apiError) {
-	if !isEmptyList(r.Functions) || !isNull(r.FunctionCall) {
-		return r.legacyFeatures(msgs)
-	}
-	f := features{n: 1, parallel: true}
-	if r.N != nil {
-		f.n = *r.N
-	}
-	if r.ParallelToolCalls != nil {
-		f.parallel = *r.ParallelToolCalls
-	}
-	for _, m := range msgs {
-		if m.Role == "tool" || len(m.ToolCalls) > 0 {
-			f.toolMsgs = true
-		}
-	}
-	if !isEmptyList(r.Tools) {
-		var tps []toolParam
-		if aerr := strictOf(r.Tools, &tps, "tools"); aerr != nil {
-			return f, aerr
-		}
-		if len(tps) > 128 {
-			return f, badRequest("tools", "at most 128 tools")
-		}
-		seen := map[string]bool{}
-		for i, tp := range tps {
-			field := "tools[" + strconv.Itoa(i) + "]"
-			if tp.Type != "function" {
-				return f, badRequest(field+".type", "tool type must be 'function'")
-			}
-			if tp.Function.Name == "" {
-				return f, badRequest(field+".function.name", "a tool needs a function name")
-			}
-			if seen[tp.Function.Name] {
-				return f, badRequest(field+".function.name", "the function name '"+tp.Function.Name+"' is given twice")
-			}
-			seen[tp.Function.Name] = true
-			t := engine.Tool{Name: tp.Function.Name, Description: tp.Function.Description}
-			if !isNull(tp.Function.Parameters) {
-				p := bytes.TrimSpace(tp.Function.Parameters)
-				if len(p) == 0 || p[0] != '{' {
-					return f, badRequest(field+".function.parameters", "parameters must be a JSON Schema object")
-				}
-				t.Parameters = append([]byte(nil), p...)
-			}
-			f.tools = append(f.tools, t)
-			f.loose = append(f.loose, tp.Function.Strict == nil || !*tp.Function.Strict)
-		}
-	}
-	if !isNull(r.ToolChoice) {
-		var s string
-		if jsonv2.Unmarshal(r.ToolChoice, &s) == nil {
-			switch s {
-			case "auto":
-				f.choice = toolAuto
-			case "none":
-				f.choice = toolNone
-			case "required":
-				f.choice = toolRequired
-			default:
-				return f, badRequest("tool_choice", "tool_choice must be 'none', 'auto', 'required' or a named function")
-			}
-		} else {
-			var tc struct {
-				Type     string `json:"type"`
-				Function struct {
-					Name string `json:"name"`
-				} `json:"function"`
-			}
-			if aerr := strictOf(r.ToolChoice, &tc, "tool_choice"); aerr != nil {
-				return f, aerr
-			}
-			if tc.Type != "function" || tc.Function.Name == "" {
-				return f, badRequest("tool_choice", "a named tool_choice is {\"type\": \"function\", \"function\": {\"name\": ...}}")
-			}
-			f.choice, f.named = toolNamed, tc.Function.Name
-		}
-		if f.choice != toolNone && f.choice != toolAuto && len(f.tools) == 0 {
-			return f, badRequest("tool_choice", "tool_choice needs tools")
-		}
-		if f.choice == toolNamed && !hasTool(f.tools, f.named) {
-			return f, badRequest("tool_choice", "tool_choice names the function '"+f.named+"', which is not in tools")
-		}
-	}
-	if !isNull(r.ResponseFormat) {
-		var rf struct {
-			Type       string `json:"type"`
-			JSONSchema *struct {
-				Name        string         `json:"name"`
-				Description string         `json:"description"`
-				Schema      jsontext.Value `json:"schema"`
-				Strict      *bool          `json:"strict"`
-			} `json:"json_schema"`
-		}
-		if aerr := strictOf(r.ResponseFormat, &rf, "response_format"); aerr != nil {
-			return f, aerr
-		}
-		switch rf.Type {
-		case "text":
-		case "json_object":
-			f.format = formatJSONObject
-		case "json_schema":
-			if rf.JSONSchema == nil {
-				return f, badRequest("response_format.json_schema", "response_format of type json_schema needs json_schema")
-			}
-			if rf.JSONSchema.Name == "" {
-				return f, badRequest("response_format.json_schema.name", "json_schema needs a name")
-			}
-			sc := bytes.TrimSpace(rf.JSONSchema.Schema)
-			if len(sc) == 0 || isNull(sc) {
-				sc = []byte(`{"type":"object"}`)
-			} else if sc[0] != '{' {
-				return f, badRequest("response_format.json_schema.schema", "schema must be a JSON Schema object")
-			}
-			f.format, f.schema = formatJSONSchema, append([]byte(nil), sc...)
-			f.strict = rf.JSONSchema.Strict != nil && *rf.JSONSchema.Strict
-		default:
-			return f, badRequest("response_format.type", "response_format.type must be 'text', 'json_object' or 'json_schema'")
-		}
-		if f.format != formatText && (f.choice == toolRequired || f.choice == toolNamed) {
-			return f, badRequest("response_format", "response_format cannot be combined with tool_choice '"+choiceName(f.choice)+"': the output is a tool call")
-		}
-	}
-	if r.Logprobs != nil {
-		f.logprobs = *r.Logprobs
-	}
-	if r.TopLogprobs != nil {
-		if *r.TopLogprobs < 0 || *r.TopLogprobs > engine.MaxTopLogprobs {
-			return f, badRequest("top_logprobs", "top_logprobs must be between 0 and "+strconv.Itoa(engine.MaxTopLogprobs))
-		}
-		if *r.TopLogprobs > 0 && !f.logprobs {
-			return f, badRequest("top_logprobs", "top_logprobs needs logprobs: true")
-		}
-		f.top = *r.TopLogprobs
-	}
-	return f, nil
-}
-
-func choiceName(c int8) string {
-	switch c {
-	case toolNone:
-		return "none"
-	case toolRequired:
-		return "required"
-	case toolNamed:
-		return "function"
-	}
-	return "auto"
-}
+func choiceName(c int8) string { return openai.ChoiceName(c) }
 
 func hasTool(tools []engine.Tool, name string) bool {
 	for _, t := range tools {
@@ -273,19 +101,6 @@ func hasTool(tools []engine.Tool, name string) bool {
 		}
 	}
 	return false
-}
-
-// features of a text completion: logprobs, echo and n.
-func (r *completionRequest) features() features {
-	f := features{n: 1}
-	if r.N != nil {
-		f.n = *r.N
-	}
-	if r.Logprobs != nil {
-		f.logprobs, f.top = true, *r.Logprobs
-	}
-	f.echo = r.Echo != nil && *r.Echo
-	return f
 }
 
 // planFeatures prepares the request's features on embedded model m: the grammar
@@ -423,74 +238,3 @@ func (f *features) checkSchemas(eng Engine) *apiError {
 // rich reports whether the answer needs respondChoices: several choices, logprobs,
 // tool calls to parse or the prompt echoed.
 func (f *features) rich(parse bool) bool { return f.n > 1 || f.logprobs || parse || f.echo }
-
-// legacyFeatures are the features of a request in the deprecated functions API:
-// functions are tools, and function_call is tool_choice ("none", "auto" or
-// {"name": ...}). Such a request makes at most one call, and its answer has
-// message.function_call (finish_reason "function_call"), as OpenAI answers it.
-// Errors name the legacy fields.
-func (r *chatRequest) legacyFeatures(msgs []engine.Message) (features, *apiError) {
-	q := *r
-	if !isEmptyList(r.Functions) {
-		var fns []jsontext.Value
-		if aerr := strictOf(r.Functions, &fns, "functions"); aerr != nil {
-			return features{}, aerr
-		}
-		tools := []byte{'['}
-		for i, fn := range fns {
-			if i > 0 {
-				tools = append(tools, ',')
-			}
-			tools = append(tools, `{"type":"function","function":`...)
-			tools = append(tools, fn...)
-			tools = append(tools, '}')
-		}
-		q.Tools = append(tools, ']')
-	}
-	q.Functions, q.FunctionCall, q.ToolChoice = nil, nil, nil
-	if !isNull(r.FunctionCall) {
-		var s string
-		if jsonv2.Unmarshal(r.FunctionCall, &s) == nil {
-			if s != "none" && s != "auto" {
-				return features{}, badRequest("function_call", "function_call must be 'none', 'auto' or {\"name\": ...}")
-			}
-			q.ToolChoice = jsontext.Value(`"` + s + `"`)
-		} else {
-			var fc struct {
-				Name string `json:"name"`
-			}
-			if aerr := strictOf(r.FunctionCall, &fc, "function_call"); aerr != nil {
-				return features{}, aerr
-			}
-			if fc.Name == "" {
-				return features{}, badRequest("function_call.name", "function_call names a function: {\"name\": ...}")
-			}
-			b, _ := jsonv2.Marshal(fc.Name)
-			q.ToolChoice = jsontext.Value(`{"type":"function","function":{"name":` + string(b) + `}}`)
-		}
-	}
-	f, aerr := q.features(msgs)
-	if aerr != nil {
-		aerr = legacyNames(aerr)
-	}
-	f.legacy, f.parallel = true, false
-	return f, aerr
-}
-
-// legacyNames renames the fields of an error about the tools translated from the
-// functions API: tools[i].function.x is functions[i].x, tool_choice function_call.
-func legacyNames(e *apiError) *apiError {
-	rename := func(s string) string {
-		if rest, ok := strings.CutPrefix(s, "tool_choice"); ok {
-			return "function_call" + rest
-		}
-		if rest, ok := strings.CutPrefix(s, "tools"); ok {
-			return "functions" + strings.Replace(rest, ".function.", ".", 1)
-		}
-		return s
-	}
-	c := *e
-	c.param = rename(e.param)
-	c.message = strings.ReplaceAll(strings.ReplaceAll(e.message, "tool_choice", "function_call"), "'"+e.param+"'", "'"+c.param+"'")
-	return &c
-}

@@ -33,16 +33,16 @@ func FuzzRequestBody(f *testing.F) {
 				t.Fatalf("refusal without a field: %+v", e)
 			}
 		} else {
-			c.unsupported()
-			c.messages()
-			c.sampling(1)
+			c.Unsupported()
+			c.ChatMessages()
+			c.Sampling(1)
 			maxTokensOf(c.MaxTokens, c.MaxCompletionTokens, "max_tokens", "max_completion_tokens")
 		}
 		var r completionRequest
 		if decodeBody(body, &r) == nil {
-			r.unsupported()
-			r.promptText()
-			r.sampling(1)
+			r.Unsupported()
+			r.PromptText()
+			r.Sampling(1)
 		}
 		if !utf8.Valid(body) {
 			core.InvalidUTF8Field(body)

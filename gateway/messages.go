@@ -12,7 +12,7 @@ import (
 // object or its event stream (messages_out.go), and POST /v1/messages/count_tokens
 // (messages_count.go). The Messages API's tools, tool_choice and output_config come
 // translated into the chat request's and are checked by the chat decoder
-// (chatRequest.features), whose errors are renamed to the Messages API's fields
+// (chatFeatures), whose errors are renamed to the Messages API's fields
 // (messagesNames).
 
 // messagesCodec is the Messages API; count is POST /v1/messages/count_tokens's
@@ -72,7 +72,7 @@ func messagesInput(in *input, r *anthropic.Request, count bool) *apiError {
 	}
 	q := chatRequest{Tools: cf.Tools, ToolChoice: cf.ToolChoice, ParallelToolCalls: cf.ParallelToolCalls, ResponseFormat: cf.ResponseFormat}
 	var aerr *apiError
-	if in.feat, aerr = q.features(in.msgs); aerr != nil {
+	if in.feat, aerr = chatFeatures(&q, in.msgs); aerr != nil {
 		return messagesNames(aerr)
 	}
 	if aerr = in.chatTail(); aerr != nil { // the tools' bytes, sampling, stream

@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 
 	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/gateway/core"
+	"github.com/lmlite/lmlite/gateway/openai"
 )
 
 type kind int8
@@ -63,12 +65,13 @@ func (in *input) decodeChat(body []byte) *apiError {
 // then chatTail. A codec that translates its format into a chatRequest calls it.
 func (in *input) fromChat(r *chatRequest) *apiError {
 	var aerr *apiError
-	if aerr = r.unsupported(); aerr != nil {
+	if aerr = fieldError(r.Unsupported()); aerr != nil {
 		return aerr
 	}
-	in.p = &r.commonParams
-	if in.msgs, in.promptBytes, aerr = r.messages(); aerr != nil {
-		return aerr
+	in.p = &r.CommonParams
+	var fe *core.FieldError
+	if in.msgs, in.promptBytes, fe = r.ChatMessages(); fe != nil {
+		return fieldError(fe)
 	}
 	in.maxField = "max_tokens"
 	if in.maxTokens, aerr = maxTokensOf(r.MaxTokens, r.MaxCompletionTokens, "max_tokens", "max_completion_tokens"); aerr != nil {
@@ -77,7 +80,7 @@ func (in *input) fromChat(r *chatRequest) *apiError {
 	if r.MaxCompletionTokens != nil {
 		in.maxField = "max_completion_tokens"
 	}
-	if in.feat, aerr = r.features(in.msgs); aerr != nil {
+	if in.feat, aerr = chatFeatures(r, in.msgs); aerr != nil {
 		return aerr
 	}
 	if in.prediction, aerr = parsePrediction(r.Prediction); aerr != nil {
@@ -106,7 +109,7 @@ func (in *input) paramsTail() *apiError {
 	if in.maxField == "" {
 		in.maxField = "max_tokens"
 	}
-	if in.sampling, in.stop, aerr = in.p.sampling(rand.Uint64()); aerr != nil {
+	if in.sampling, in.stop, aerr = sampling(in.p, rand.Uint64()); aerr != nil {
 		return aerr
 	}
 	in.stream = in.p.Stream
@@ -123,23 +126,23 @@ func (in *input) decodeCompletion(body []byte) *apiError {
 	if aerr != nil {
 		return aerr
 	}
-	if aerr = r.unsupported(); aerr != nil {
+	if aerr = fieldError(r.Unsupported()); aerr != nil {
 		return aerr
 	}
-	in.p = &r.commonParams
-	ids, isIDs, aerr := parsePromptIDs(r.Prompt)
-	if aerr != nil {
-		return aerr
+	in.p = &r.CommonParams
+	ids, isIDs, fe := openai.ParsePromptIDs(r.Prompt)
+	if fe != nil {
+		return fieldError(fe)
 	}
 	if isIDs {
 		in.promptIDs, in.promptBytes = ids, 3*len(ids) // estimate reads 3 bytes a token
 	} else {
-		if in.prompt, aerr = r.promptText(); aerr != nil {
-			return aerr
+		if in.prompt, fe = r.PromptText(); fe != nil {
+			return fieldError(fe)
 		}
 		in.promptBytes = len(in.prompt)
 	}
-	in.feat = r.features()
+	in.feat = completionFeatures(r)
 	if in.prediction, aerr = parsePrediction(r.Prediction); aerr != nil {
 		return aerr
 	}

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"strconv"
 
-	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/lmlite/lmlite/engine"
@@ -22,80 +21,8 @@ import (
 // the responses per tenant and serves GET/DELETE /v1/responses/{id},
 // /v1/responses/{id}/input_items and /v1/responses/input_tokens.
 
-// responsesRequest is the body of POST /v1/responses. Parameters the server does not
-// serve are decoded so that they are refused by name; an unknown name is refused by
-// the decoder.
-type responsesRequest struct {
-	Model              string           `json:"model"`
-	Input              jsontext.Value   `json:"input"`
-	Instructions       *string          `json:"instructions"`
-	Tools              []jsontext.Value `json:"tools"`
-	ToolChoice         jsontext.Value   `json:"tool_choice"`
-	ParallelToolCalls  *bool            `json:"parallel_tool_calls"`
-	Text               *respTextParam   `json:"text"`
-	MaxOutputTokens    *int             `json:"max_output_tokens"`
-	MaxToolCalls       *int             `json:"max_tool_calls"`
-	Temperature        *float64         `json:"temperature"`
-	TopP               *float64         `json:"top_p"`
-	TopLogprobs        *int             `json:"top_logprobs"`
-	Seed               *int64           `json:"seed"` // lmlite's, as chat's: OpenAI's Responses API has none
-	Metadata           jsontext.Value   `json:"metadata"`
-	Store              *bool            `json:"store"` // default true, as OpenAI
-	PreviousResponseID *string          `json:"previous_response_id"`
-	Truncation         *string          `json:"truncation"`
-	User               string           `json:"user"`              // kept hashed with the usage record (identifiers.go)
-	SafetyIdentifier   string           `json:"safety_identifier"` // kept hashed with the usage record (identifiers.go)
-	PromptCacheKey     string           `json:"prompt_cache_key"`  // an affinity hint, as chat's
-	Stream             bool             `json:"stream"`
-	StreamOptions      *struct {
-		IncludeObfuscation *bool `json:"include_obfuscation"` // accepted; nothing is obfuscated
-	} `json:"stream_options"`
-	Reasoning    *respReasoning `json:"reasoning"` // accepted; no model here reasons (a no-op)
-	Include      []string       `json:"include"`
-	Background   *bool          `json:"background"`
-	Conversation jsontext.Value `json:"conversation"`
-	Prompt       jsontext.Value `json:"prompt"`
-	ServiceTier  *string        `json:"service_tier"`
-	LMLite       *lmliteFields  `json:"lmlite"`
-
-	// Codex's turn metadata (an object of strings): accepted, not kept.
-	ClientMetadata map[string]string `json:"client_metadata"`
-}
-
-// respTextParam is the request's text: its output format and verbosity.
-type respTextParam struct {
-	Format    *respFormat `json:"format"`
-	Verbosity *string     `json:"verbosity"` // accepted; a no-op
-}
-
-// respFormat is text.format: text, json_object, or json_schema with its members
-// beside the type (flat, not nested as chat's response_format).
-type respFormat struct {
-	Type        string         `json:"type"`
-	Name        string         `json:"name"`
-	Description string         `json:"description"`
-	Schema      jsontext.Value `json:"schema"`
-	Strict      *bool          `json:"strict"`
-}
-
-// respReasoning is the request's reasoning: checked, and a no-op (no model here has
-// a reasoning mode).
-type respReasoning struct {
-	Effort          *string `json:"effort"`
-	Summary         *string `json:"summary"`
-	GenerateSummary *string `json:"generate_summary"`
-}
-
-// respTool is a function tool, flat: {type: "function", name, description,
-// parameters, strict}. strict defaults to true, as OpenAI's Responses API has it
-// (chat's tools default to false).
-type respTool struct {
-	Type        string         `json:"type"`
-	Name        string         `json:"name"`
-	Description *string        `json:"description"`
-	Parameters  jsontext.Value `json:"parameters"`
-	Strict      *bool          `json:"strict"`
-}
+// responsesRequest is the body of POST /v1/responses (openai.ResponsesRequest).
+type responsesRequest = openai.ResponsesRequest
 
 // respItem is one item of a conversation (openai.Item).
 type respItem = openai.Item
@@ -117,7 +44,7 @@ type respInput struct {
 	background bool
 
 	req   responsesRequest // the body as decoded
-	chat  chatRequest      // its chat shape (chatShape): in.p is its commonParams
+	chat  chatRequest      // its chat shape (openai.ResponsesRequest.ChatShape): in.p is its CommonParams
 	saver respSaver        // stores the response (store: true; responses_output.go)
 }
 
@@ -133,14 +60,14 @@ var _ codec = (*responsesCodec)(nil)
 // decode reads a Responses body into in as a chat request: the conversation
 // (previous_response_id's, then input) after instructions as a system message, the
 // function tools, tool_choice and text.format through the chat decoder's checks
-// (chatRequest.features), sampling, limits and routing fields.
+// (chatFeatures), sampling, limits and routing fields.
 func (c *responsesCodec) decode(in *input, body []byte, tenant string) *apiError {
 	ri := &respInput{} // with the request's decoded forms: one allocation
 	r := &ri.req
 	if aerr := decodeBody(body, r); aerr != nil {
 		return aerr
 	}
-	if aerr := r.unsupported(); aerr != nil {
+	if aerr := fieldError(r.Unsupported()); aerr != nil {
 		return aerr
 	}
 	ri.store = r.Store == nil || *r.Store
@@ -168,11 +95,11 @@ func (c *responsesCodec) decode(in *input, body []byte, tenant string) *apiError
 	if len(msgs) == 0 {
 		return badRequest("input", "input must be a non-empty string or array of items")
 	}
-	q, aerr := r.chatShape(&ri.chat)
-	if aerr != nil {
-		return aerr
+	q, fe := r.ChatShape(&ri.chat)
+	if fe != nil {
+		return fieldError(fe)
 	}
-	f, aerr := q.features(msgs)
+	f, aerr := chatFeatures(q, msgs)
 	if aerr != nil {
 		return respNames(aerr)
 	}
@@ -182,11 +109,11 @@ func (c *responsesCodec) decode(in *input, body []byte, tenant string) *apiError
 		return aerr
 	}
 	ri.maxOutput = in.maxTokens
-	in.p = &q.commonParams
+	in.p = &q.CommonParams
 	if aerr = in.chatTail(); aerr != nil {
 		return aerr
 	}
-	ri.echo, ri.storeAt = r.appendEcho(make([]byte, 0, 640), &f)
+	ri.echo, ri.storeAt = appendEcho(make([]byte, 0, 640), r, &f)
 	in.resp = ri
 	return nil
 }
@@ -220,61 +147,6 @@ func storeUnavailable(error) *apiError {
 		message: "the stored responses are unavailable; retry shortly", retry: 1, reason: "unavailable"}
 }
 
-// unsupported refuses the parameters the server does not serve, by name, and checks
-// the ones it accepts without acting on them.
-func (r *responsesRequest) unsupported() *apiError {
-	refuse := func(name, why string) *apiError {
-		return badRequest(name, name+" is not supported by this server"+why)
-	}
-	switch {
-	case r.Background != nil && *r.Background:
-		return refuse("background", " (responses are answered in the request)")
-	case !isNull(r.Conversation):
-		return refuse("conversation", "; continue a conversation with previous_response_id")
-	case !isNull(r.Prompt):
-		return refuse("prompt", " (stored prompt templates)")
-	case r.TopLogprobs != nil && *r.TopLogprobs != 0:
-		return refuse("top_logprobs", "")
-	case r.MaxToolCalls != nil:
-		return refuse("max_tool_calls", "")
-	case r.Truncation != nil && !oneOf(*r.Truncation, "disabled", "auto"):
-		return badRequest("truncation", "truncation must be 'disabled' or 'auto'")
-	case r.Reasoning != nil && r.Reasoning.Effort != nil && !oneOf(*r.Reasoning.Effort, "none", "minimal", "low", "medium", "high"):
-		return badRequest("reasoning.effort", "reasoning.effort must be none, minimal, low, medium or high")
-	case r.Reasoning != nil && r.Reasoning.Summary != nil && !oneOf(*r.Reasoning.Summary, "auto", "concise", "detailed"):
-		return badRequest("reasoning.summary", "reasoning.summary must be auto, concise or detailed")
-	case r.Reasoning != nil && r.Reasoning.GenerateSummary != nil && !oneOf(*r.Reasoning.GenerateSummary, "auto", "concise", "detailed"):
-		return badRequest("reasoning.generate_summary", "reasoning.generate_summary must be auto, concise or detailed")
-	case r.Text != nil && r.Text.Verbosity != nil && !oneOf(*r.Text.Verbosity, "low", "medium", "high"):
-		return badRequest("text.verbosity", "text.verbosity must be low, medium or high")
-	case r.ServiceTier != nil && !oneOf(*r.ServiceTier, "auto", "default", "flex", "scale", "priority"):
-		return badRequest("service_tier", "service_tier must be auto, default, flex, scale or priority")
-	case r.PreviousResponseID != nil && *r.PreviousResponseID == "":
-		return badRequest("previous_response_id", "previous_response_id must not be empty")
-	}
-	for i, inc := range r.Include {
-		switch inc {
-		case "reasoning.encrypted_content", "web_search_call.action.sources", "file_search_call.results",
-			"code_interpreter_call.outputs", "computer_call_output.output.image_url", "message.input_image.image_url":
-			// Nothing of these kinds is ever in an answer here: a no-op.
-		case "message.output_text.logprobs":
-			return refuse("include["+strconv.Itoa(i)+"]", " (logprobs on the Responses API)")
-		default:
-			return badRequest("include["+strconv.Itoa(i)+"]", "unknown include value '"+inc+"'")
-		}
-	}
-	if !isNull(r.Metadata) {
-		var md map[string]any
-		if aerr := strictOf(r.Metadata, &md, "metadata"); aerr != nil {
-			return aerr
-		}
-		if aerr := checkAnyMetadata(md); aerr != nil {
-			return aerr
-		}
-	}
-	return nil
-}
-
 // parseRespInput reads input: a string (one user message) or an array of items
 // (openai.ParseInput).
 func parseRespInput(raw jsontext.Value) ([]respItem, *apiError) {
@@ -291,105 +163,6 @@ func parseRespItem(raw jsontext.Value, field string) (respItem, *apiError) {
 // respMessages makes the chat messages of a conversation (openai.Messages).
 func respMessages(instructions *string, items []respItem) ([]engine.Message, int) {
 	return openai.Messages(instructions, items)
-}
-
-// chatShape is the request as a chat request's parameters and features: the
-// sampling and routing fields, and tools, tool_choice, parallel_tool_calls and
-// text.format in chat's shape, for chatRequest.features to check (errors renamed
-// back by respNames).
-func (r *responsesRequest) chatShape(q *chatRequest) (*chatRequest, *apiError) {
-	q.Model, q.Temperature, q.TopP, q.Seed = r.Model, r.Temperature, r.TopP, r.Seed
-	q.Stream, q.User, q.SafetyIdentifier, q.PromptCacheKey, q.LMLite = r.Stream, r.User, r.SafetyIdentifier, r.PromptCacheKey, r.LMLite
-	q.ParallelToolCalls = r.ParallelToolCalls
-	if len(r.Tools) > 0 {
-		b := []byte{'['}
-		for i, raw := range r.Tools {
-			field := "tools[" + strconv.Itoa(i) + "]"
-			var head struct {
-				Type string `json:"type"`
-			}
-			if err := jsonv2.Unmarshal(raw, &head); err != nil {
-				return nil, badRequest(field, "a tool must be an object")
-			}
-			if head.Type != "function" {
-				return nil, badRequest(field+".type", "tools of type '"+head.Type+"' are not supported by this server (built-in tools such as web_search, file_search and computer_use are not served; function tools are)")
-			}
-			var t respTool
-			if aerr := strictOf(raw, &t, field); aerr != nil {
-				return nil, aerr
-			}
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = append(b, `{"type":"function","function":{"name":`...)
-			b = jsonenc.AppendString(b, t.Name)
-			if t.Description != nil {
-				b = append(b, `,"description":`...)
-				b = jsonenc.AppendString(b, *t.Description)
-			}
-			if !isNull(t.Parameters) {
-				b = append(b, `,"parameters":`...)
-				b = append(b, t.Parameters...)
-			}
-			b = append(b, `,"strict":`...)
-			b = strconv.AppendBool(b, t.Strict == nil || *t.Strict) // the Responses API's default: strict
-			b = append(b, "}}"...)
-		}
-		q.Tools = append(b, ']')
-	}
-	if !isNull(r.ToolChoice) {
-		var s string
-		if jsonv2.Unmarshal(r.ToolChoice, &s) == nil {
-			q.ToolChoice = r.ToolChoice
-		} else {
-			var head struct {
-				Type string `json:"type"`
-			}
-			if err := jsonv2.Unmarshal(r.ToolChoice, &head); err != nil {
-				return nil, badRequest("tool_choice", "tool_choice must be 'none', 'auto', 'required' or {\"type\": \"function\", \"name\": ...}")
-			}
-			if head.Type != "function" {
-				return nil, badRequest("tool_choice.type", "tool_choice of type '"+head.Type+"' is not supported by this server (a function is)")
-			}
-			var tc struct {
-				Type string `json:"type"`
-				Name string `json:"name"`
-			}
-			if aerr := strictOf(r.ToolChoice, &tc, "tool_choice"); aerr != nil {
-				return nil, aerr
-			}
-			if tc.Name == "" {
-				return nil, badRequest("tool_choice.name", "a named tool_choice is {\"type\": \"function\", \"name\": ...}")
-			}
-			b := append([]byte(`{"type":"function","function":{"name":`), jsonenc.AppendString(nil, tc.Name)...)
-			q.ToolChoice = append(b, "}}"...)
-		}
-	}
-	if r.Text != nil && r.Text.Format != nil {
-		tf := r.Text.Format
-		b := append([]byte(`{"type":`), jsonenc.AppendString(nil, tf.Type)...)
-		if tf.Type == "json_schema" {
-			b = append(b, `,"json_schema":{"name":`...)
-			b = jsonenc.AppendString(b, tf.Name)
-			if tf.Description != "" {
-				b = append(b, `,"description":`...)
-				b = jsonenc.AppendString(b, tf.Description)
-			}
-			if !isNull(tf.Schema) {
-				b = append(b, `,"schema":`...)
-				b = append(b, tf.Schema...)
-			}
-			if tf.Strict != nil {
-				b = append(b, `,"strict":`...)
-				b = strconv.AppendBool(b, *tf.Strict)
-			}
-			b = append(b, '}')
-		} else if tf.Name != "" || !isNull(tf.Schema) || tf.Strict != nil || tf.Description != "" {
-			return nil, badRequest("text.format", "name, description, schema and strict belong to a text.format of type 'json_schema'")
-		}
-		q.ResponseFormat = append(b, '}')
-	}
-	return q, nil
 }
 
 // respNames renames the fields of an error about the request in chat's shape to the
@@ -414,7 +187,7 @@ func respNames(e *apiError) *apiError {
 // prompt_cache_key, service_tier and top_logprobs. f is the request's decoded
 // features (the tools as checked). storeAt is where store's value begins in what it
 // appended (a response that could not be stored says false there).
-func (r *responsesRequest) appendEcho(b []byte, f *features) (_ []byte, storeAt int) {
+func appendEcho(b []byte, r *responsesRequest, f *features) (_ []byte, storeAt int) {
 	b = append(b, `,"instructions":`...)
 	if r.Instructions != nil {
 		b = jsonenc.AppendString(b, *r.Instructions)

@@ -2,12 +2,7 @@ package gateway
 
 import (
 	"errors"
-	"math"
-	"slices"
 	"strconv"
-
-	jsonv2 "github.com/go-json-experiment/json"
-	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/lmlite/lmlite/engine"
 )
@@ -18,73 +13,6 @@ import (
 // for embedded models.
 type TokenIDChecker interface {
 	CheckTokenIDs(modelID string, ids []int32, check engine.TokenCheck) (int, error)
-}
-
-// maxLogitBias is the most entries logit_bias may hold (OpenAI's limit).
-const maxLogitBias = 300
-
-// parseLogitBias reads logit_bias: an object from token ids (decimal strings, as
-// OpenAI's) to a bias in [-100, 100]. The result is sorted by id. Whether the ids
-// are in a model's vocabulary is checked per model (checkTokenIDs).
-func parseLogitBias(raw jsontext.Value) ([]engine.TokenBias, *apiError) {
-	if isNull(raw) {
-		return nil, nil
-	}
-	var m map[string]float64
-	if err := jsonv2.Unmarshal(raw, &m); err != nil {
-		return nil, badRequest("logit_bias", "logit_bias must be an object from token ids to numbers between -100 and 100")
-	}
-	if len(m) > maxLogitBias {
-		return nil, badRequest("logit_bias", "logit_bias may hold at most "+strconv.Itoa(maxLogitBias)+" tokens")
-	}
-	out := make([]engine.TokenBias, 0, len(m))
-	for k, v := range m {
-		id, err := strconv.ParseInt(k, 10, 32)
-		if err != nil || id < 0 {
-			return nil, badRequest("logit_bias", "logit_bias: '"+truncate(k, 32)+"' is not a token id (a non-negative integer)")
-		}
-		if !(v >= -100 && v <= 100) || math.IsNaN(v) {
-			return nil, badRequest("logit_bias", "logit_bias: the bias of token "+k+" must be between -100 and 100")
-		}
-		out = append(out, engine.TokenBias{ID: int32(id), Bias: float32(v)})
-	}
-	slices.SortFunc(out, func(a, b engine.TokenBias) int { return int(a.ID - b.ID) })
-	return out, nil
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}
-
-// parsePromptIDs reads a prompt given as token ids: an array of integers, or an
-// array holding one such array (several prompts are refused, as several strings
-// are). ok is false when the prompt is not of this shape (a string, strings).
-func parsePromptIDs(raw jsontext.Value) (ids []int32, ok bool, aerr *apiError) {
-	var one []int64
-	if jsonv2.Unmarshal(raw, &one) != nil {
-		var many [][]int64
-		if jsonv2.Unmarshal(raw, &many) != nil {
-			return nil, false, nil
-		}
-		if len(many) != 1 {
-			return nil, true, badRequest("prompt", "a prompt array must hold exactly one prompt (batched prompts are not supported)")
-		}
-		one = many[0]
-	}
-	if len(one) == 0 {
-		return nil, true, badRequest("prompt", "a prompt of token ids must hold at least one token")
-	}
-	ids = make([]int32, len(one))
-	for i, x := range one {
-		if x < 0 || x > math.MaxInt32 {
-			return nil, true, badRequest("prompt", "prompt["+strconv.Itoa(i)+"]: "+strconv.FormatInt(x, 10)+" is not a token id")
-		}
-		ids[i] = int32(x)
-	}
-	return ids, true, nil
 }
 
 // checkTokenIDs checks the token ids the request names on model m: the prompt's

@@ -4,7 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -20,13 +24,23 @@ var (
 const sweepPerTx = 1000
 
 // Bolt is the Store of one process: an embedded bbolt database (a file in the data
-// directory, e.g. data_dir/responses.db). Every write is one transaction, fsynced
+// directory, e.g. data_dir/responses.db). Every write is a transaction fsynced
 // before it returns (bbolt's default, as batch.Store's), so a stored response
-// survives a crash once Put returned.
+// survives a crash once Put returned. Puts are group-committed (commitLoop): the
+// Puts waiting while one transaction commits share the next transaction and its
+// fsync, and each returns only after that commit.
 type Bolt struct {
-	db *bolt.DB
-	o  Options
+	db      *bolt.DB
+	o       Options
+	puts    chan *putOp   // to commitLoop; unbuffered, so no Put is left behind at Close
+	quit    chan struct{} // closed by Close
+	stopped chan struct{} // closed when commitLoop returned
+	once    sync.Once
+	commits atomic.Int64 // group commits made (tests read it)
 }
+
+// ErrClosed is the error of a Put on a closed Bolt.
+var ErrClosed = errors.New("respstore: closed")
 
 // OpenBolt opens (creating) the store in the file path.
 func OpenBolt(path string, o Options) (*Bolt, error) {
@@ -46,11 +60,18 @@ func OpenBolt(path string, o Options) (*Bolt, error) {
 		db.Close()
 		return nil, fmt.Errorf("respstore: %w", err)
 	}
-	return &Bolt{db: db, o: o.withDefaults()}, nil
+	s := &Bolt{db: db, o: o.withDefaults(), puts: make(chan *putOp), quit: make(chan struct{}), stopped: make(chan struct{})}
+	go s.commitLoop()
+	return s, nil
 }
 
-// Close closes the database.
-func (s *Bolt) Close() error { return s.db.Close() }
+// Close closes the database, after the group commit under way (a Put after it, or
+// waiting to be taken, is ErrClosed).
+func (s *Bolt) Close() error {
+	s.once.Do(func() { close(s.quit) })
+	<-s.stopped
+	return s.db.Close()
+}
 
 // tkey is the key of a tenant's response (tenant ids have no '/').
 func tkey(tenant, id string) []byte {
@@ -144,37 +165,137 @@ func (s *Bolt) PutWithin(ctx context.Context, rec Record, lim Limits) error {
 	if err != nil {
 		return err
 	}
-	val := appendRecord(nil, &rec)
-	size := rec.Size()
-	err = s.db.Update(func(tx *bolt.Tx) error {
-		if _, err := sweepTenantTx(tx, rec.Tenant, rec.Created.UnixMilli(), sweepPerTx); err != nil {
-			return err
+	op := &putOp{rec: rec, lim: lim, val: appendRecord(nil, &rec), size: rec.Size(), done: make(chan struct{})}
+	select {
+	case s.puts <- op:
+	case <-s.quit:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	<-op.done // not on ctx: once handed over, the Put is committed or refused, and says which
+	return op.err
+}
+
+// A putOp is one Put handed to the committer (commitLoop): its record, encoded, and
+// its outcome once its transaction committed (or was refused).
+type putOp struct {
+	rec  Record
+	lim  Limits
+	val  []byte // appendRecord(rec)
+	size int64  // rec.Size()
+	err  error  // the Put's outcome; set before done is closed
+	done chan struct{}
+}
+
+// maxGroup bounds the Puts one group commit takes.
+const maxGroup = 256
+
+// commitLoop is the committer of Puts (group commit): it takes the Puts waiting when
+// it is free (at most maxGroup), applies them one after the other in one write
+// transaction, commits it (one fsync for all of them), and only then answers each.
+// A Put alone waits for nothing but its own commit, as with a db.Update of its own;
+// under load, the Puts that arrive while a commit's fsync runs share the next one.
+// Each Put's limit check reads the usage the Puts before it in the group left, so
+// the limits hold exactly as if they had run one by one. A Put refused by its limits
+// changes nothing and does not abort the group; any other error of the transaction
+// (bbolt's: a full disk, a corrupt record) rolls the group back, and its Puts run
+// again one transaction each, so one bad Put fails alone.
+func (s *Bolt) commitLoop() {
+	defer close(s.stopped)
+	group := make([]*putOp, 0, maxGroup)
+	for {
+		select {
+		case op := <-s.puts:
+			group = append(group[:0], op)
+		case <-s.quit:
+			return
 		}
-		u := getUsage(tx, rec.Tenant)
-		next := u
-		if old := tx.Bucket(bucketResponses).Get(tkey(rec.Tenant, rec.ID)); old != nil {
-			v, err := viewRecord(old)
+		// Let the goroutines that are ready run first: the Puts answered by the last
+		// commit are often about to send their next one (readied by it, they queue
+		// behind this goroutine, which would otherwise commit alone).
+		runtime.Gosched()
+	take:
+		for len(group) < maxGroup {
+			select {
+			case op := <-s.puts:
+				group = append(group, op)
+			default:
+				break take
+			}
+		}
+		s.commits.Add(1)
+		err := s.db.Update(func(tx *bolt.Tx) error {
+			for _, op := range group {
+				if err := putTx(tx, op); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil && len(group) > 1 {
+			for _, op := range group { // one by one: the failing one fails alone
+				op.err = nil
+				op.err = wrapBolt(s.db.Update(func(tx *bolt.Tx) error { return putTx(tx, op) }))
+				close(op.done)
+			}
+			continue
+		}
+		for _, op := range group {
 			if err != nil {
-				return fmt.Errorf("respstore: %s/%s: %w", rec.Tenant, rec.ID, err)
+				op.err = wrapBolt(err)
 			}
-			if err := removeTx(tx, rec.Tenant, rec.ID, v, &next); err != nil {
-				return err
-			}
+			close(op.done)
 		}
-		next.Count++
-		next.Bytes += size
-		if err := checkLimits(lim, u, next); err != nil {
+		clear(group) // no record kept alive until the next group
+	}
+}
+
+// putTx applies one Put in tx: it sweeps the tenant's expired responses, checks the
+// limits against the usage tx has (op.err: a LimitError, and nothing of the Put is
+// written), then writes the record and the usage. Its error is the transaction's
+// (not the Put's alone).
+func putTx(tx *bolt.Tx, op *putOp) error {
+	rec := &op.rec
+	if _, err := sweepTenantTx(tx, rec.Tenant, rec.Created.UnixMilli(), sweepPerTx); err != nil {
+		return err
+	}
+	u := getUsage(tx, rec.Tenant)
+	next := u
+	var old recordView
+	replace := false
+	if b := tx.Bucket(bucketResponses).Get(tkey(rec.Tenant, rec.ID)); b != nil {
+		v, err := viewRecord(b)
+		if err != nil {
+			return fmt.Errorf("respstore: %s/%s: %w", rec.Tenant, rec.ID, err)
+		}
+		o, err := v.record(rec.Tenant, rec.ID)
+		if err != nil {
 			return err
 		}
-		if err := tx.Bucket(bucketResponses).Put(tkey(rec.Tenant, rec.ID), val); err != nil {
+		old, replace = v, true
+		next.Count--
+		next.Bytes -= o.Size()
+	}
+	next.Count++
+	next.Bytes += op.size
+	if err := checkLimits(op.lim, u, next); err != nil {
+		op.err = err
+		return nil
+	}
+	if replace {
+		cur := u
+		if err := removeTx(tx, rec.Tenant, rec.ID, old, &cur); err != nil {
 			return err
 		}
-		if err := tx.Bucket(bucketExpiry).Put(expiryKey(rec.Tenant, rec.Expires.UnixMilli(), rec.ID), nil); err != nil {
-			return err
-		}
-		return putUsage(tx, rec.Tenant, next)
-	})
-	return wrapBolt(err)
+	}
+	if err := tx.Bucket(bucketResponses).Put(tkey(rec.Tenant, rec.ID), op.val); err != nil {
+		return err
+	}
+	if err := tx.Bucket(bucketExpiry).Put(expiryKey(rec.Tenant, rec.Expires.UnixMilli(), rec.ID), nil); err != nil {
+		return err
+	}
+	return putUsage(tx, rec.Tenant, next)
 }
 
 // checkLimits refuses a change of a tenant's usage from u to next that passes lim

@@ -33,7 +33,7 @@
 // (Limits.Full: one more response would pass a limit); Options.Limits (or LimitsOf,
 // per tenant) caps them, and a Put past a cap is a LimitError (ErrLimit) naming it,
 // which the gateway answers as it answers the other quotas; PutWithin takes the
-// limits per call (the tenant's plan's). A Put is atomic with its check (one bbolt
+// limits per call (the tenant's plan's). A Put is atomic with its check (in one bbolt
 // transaction, one Redis script), so concurrent Puts never pass a limit. A Put of an
 // id the tenant already has replaces it (counted once).
 //
@@ -44,9 +44,13 @@
 // # Two stores
 //
 // Bolt keeps the responses of one process in a bbolt file in the data directory
-// (responses.db); every write is one transaction, fsynced before it returns, as
+// (responses.db); every write is a transaction fsynced before it returns, as
 // batch.Store's are, so a response survives a crash once Put returned and is there
-// when the process opens the file again. Redis keeps them in Redis (when the
+// when the process opens the file again. Puts are group-committed: one goroutine
+// commits them, and the Puts that arrive while a commit's fsync runs share the next
+// transaction (each Put's limit check sees the ones before it in the same
+// transaction, so the limits stay exact). A lone Put waits for its own commit alone,
+// as before, and no Put returns before the commit that holds it. Redis keeps them in Redis (when the
 // configuration has a redis: block), so any process reads, deletes and continues
 // any response: the tenant is in every key, each change of several keys is one Lua
 // script, a record's key expires with it, and Conversation walks a whole chain in

@@ -1,5 +1,10 @@
 // Package openai holds OpenAI's wire formats as the gateway decodes and renders
-// them, apart from the gateway's core: the Responses API's conversation items
+// them, apart from the gateway's core: the bodies of chat completions and
+// completions (request.go: their types, sampling parameters, stop strings, limits,
+// messages, prompts, logit_bias, metadata; features.go: tools, tool_choice,
+// response_format, logprobs, n, the deprecated functions API), the Responses API's
+// body (responses_in.go: its parameters, and the request in chat's shape) and its
+// conversation items
 // (items.go: input as a string or items, each decoded strictly, the conversation as
 // the chat template's messages), the rendering of the core's result (core.Output)
 // for chat and completions (chat.go, logprobs.go: chat.completion,

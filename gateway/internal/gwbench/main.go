@@ -20,7 +20,9 @@
 // Anthropic's with x-api-key); a list (chat,responses,messages) alternates them
 // (ABAB…, --pairs rounds) against the one gateway and reports each one's medians and
 // the median over rounds of its requests/s ÷ the first's. Proxy mode serves chat only:
-// a model behind an upstream answers only OpenAI's chat and completions formats.
+// a model behind an upstream answers only OpenAI's chat and completions formats. A
+// request answered with anything but 200 is counted as an error and makes the run
+// fail (exit status 1, after the tables): its figures are not valid.
 //
 // Each connection is one worker with its own keep-alive connection sending the next
 // request as soon as the previous answer is read (closed loop), so N connections keep
@@ -229,12 +231,23 @@ func run(args []string) error {
 	if err := gw.stop(); err != nil {
 		return err
 	}
+	failed := 0
+	for _, set := range results {
+		for _, s := range set.Segments {
+			failed += s.Errors
+		}
+	}
 	if o.cpuprofile != "" {
 		fmt.Fprintln(os.Stderr, "gwbench: gateway CPU profile in", o.cpuprofile)
 	}
 	if o.jsonOut != "" {
 		b, _ := json.MarshalIndent(results, "", "  ")
-		return os.WriteFile(o.jsonOut, append(b, '\n'), 0o644)
+		if err := os.WriteFile(o.jsonOut, append(b, '\n'), 0o644); err != nil {
+			return err
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d requests failed (first errors above): the figures are not valid", failed)
 	}
 	return nil
 }
@@ -329,6 +342,8 @@ func startGateway(o options, dir, upAddr, modelPath string) (*gateway, error) {
 		models = fmt.Sprintf(`  - {id: m, upstream: {base_url: "http://%s/v1"}, max_model_len: 4096, prompt_usd_per_1k: 0.001, completion_usd_per_1k: 0.002}`, upAddr)
 	}
 	cfg := fmt.Sprintf(`# gwbench: quotas and a budget on (high enough never to refuse), tier selection by "auto".
+# The stored responses' count limit is on too (admission reads the tenant's usage) but
+# far above what a run stores (the default 10,000 is passed in one round).
 listen: %s
 data_dir: %s
 demo_tenant: bench
@@ -338,7 +353,7 @@ models:
 %s
 tiers: {fast: [{model: m, quality: 1}], balanced: [{model: m, quality: 2}]}
 plans:
-  bench: {requests_per_second: 1000000, burst: 1000000, tokens_per_minute: 1000000000, max_concurrency: 4096, daily_budget_usd: 1000000, default_tier_mode: balanced}
+  bench: {requests_per_second: 1000000, burst: 1000000, tokens_per_minute: 1000000000, max_concurrency: 4096, daily_budget_usd: 1000000, default_tier_mode: balanced, responses_max_count: 100000000}
 tenants: [{id: bench, plan: bench}]
 `, addr, filepath.Join(dir, "data"), o.ledger, models)
 	if o.redis != "" {
