@@ -102,6 +102,9 @@ var rules = []rule{
 	{"the gateway does not import configs",
 		tree(module + "/gateway"),
 		exactly(module + "/configs")},
+	{"nothing below cmd knows the file format (configs)",
+		func(p string) bool { return !tree(module + "/cmd")(p) && p != module+"/configs" },
+		exactly(module + "/configs")},
 }
 
 // TestImportGraph checks each rule against every package of the module and names
