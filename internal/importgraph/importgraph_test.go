@@ -103,7 +103,7 @@ var rules = []rule{
 		tree(module + "/gateway"),
 		exactly(module + "/configs")},
 	{"nothing below cmd knows the file format (configs)",
-		func(p string) bool { return !tree(module + "/cmd")(p) && p != module+"/configs" },
+		func(p string) bool { return !tree(module+"/cmd")(p) && p != module+"/configs" },
 		exactly(module + "/configs")},
 }
 
