@@ -29,8 +29,6 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/lmlite/lmlite/engine/kernels"
-	"github.com/lmlite/lmlite/engine/spec"
 	"github.com/lmlite/lmlite/money"
 	"github.com/lmlite/lmlite/policies"
 	"github.com/lmlite/lmlite/pull"
@@ -113,6 +111,22 @@ const (
 // cost in the job's lines (docs/PERFORMANCE.md, issue 14).
 const DefaultBatchChunk = 16
 
+// Speculative is a model's speculative: block, which cmd/lmlite hands to the
+// engine as its engine/spec Config (the field comments there say what each does).
+type Speculative struct {
+	NGram            bool    `yaml:"ngram"`             // draft by prompt lookup over the sequence's prompt and output
+	MaxDraft         int     `yaml:"max_draft"`         // most tokens drafted per step; 0: 8
+	DraftCost        float64 `yaml:"draft_cost"`        // a drafted position's share of a decode step's cost; 0: 0.15
+	IgnorePrediction bool    `yaml:"ignore_prediction"` // do not draft from requests' predictions
+	Pool             bool    `yaml:"pool"`              // draft from the tenant's recent outputs
+	DraftModel       string  `yaml:"draft_model"`       // another embedded model whose greedy tokens draft; "": none
+}
+
+// KVCacheTypes are the names kv_cache_type_k and kv_cache_type_v take besides ""
+// (f16): llama.cpp's, as engine/kernels reads them (cmd/lmlite's
+// TestKVCacheTypesAreTheKernels checks that the two lists agree).
+var KVCacheTypes = []string{"f16", "q8_0", "q4_0"}
+
 // Model is one model: embedded (path to a GGUF file) or upstream (another
 // OpenAI-compatible server).
 type Model struct {
@@ -154,7 +168,7 @@ type Model struct {
 	// draft length is chosen; draft_model names another embedded model with the
 	// same vocabulary whose greedy tokens draft too (in workers mode, in this
 	// model's worker_group). The output is bit-identical to plain decoding.
-	Speculative spec.Config `yaml:"speculative"`
+	Speculative Speculative `yaml:"speculative"`
 
 	// The grammar budget of a structured-output request (response_format's schema, a
 	// tool call's grammar), in steps of token-mask work (about 35 ns each): one
@@ -402,11 +416,11 @@ func (c *Config) Validate() error {
 		if _, err := ParseBytes(m.KVWarm); err != nil {
 			return bad(f+".kv_warm", "%v", err)
 		}
-		if _, err := kernels.ParseKVType(m.KVCacheTypeK); err != nil {
-			return bad(f+".kv_cache_type_k", "%v", err)
+		if t := m.KVCacheTypeK; t != "" && !slices.Contains(KVCacheTypes, t) {
+			return bad(f+".kv_cache_type_k", "%q is not a KV cache type (want one of %v)", t, KVCacheTypes)
 		}
-		if _, err := kernels.ParseKVType(m.KVCacheTypeV); err != nil {
-			return bad(f+".kv_cache_type_v", "%v", err)
+		if t := m.KVCacheTypeV; t != "" && !slices.Contains(KVCacheTypes, t) {
+			return bad(f+".kv_cache_type_v", "%q is not a KV cache type (want one of %v)", t, KVCacheTypes)
 		}
 		if (m.KVCacheTypeK != "" || m.KVCacheTypeV != "") && m.Upstream != nil {
 			return bad(f, "kv_cache_type_k and kv_cache_type_v are for embedded models")

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -18,87 +19,92 @@ func streamRequest(t *testing.T, w Workload) *request {
 }
 
 // TestSSETiming measures a server whose chunks leave at known times: TTFT 60ms,
-// then one chunk every 25ms. No chunk can arrive before it was sent, so each
-// measured time is at least its send time (exact lower bounds); the upper bounds
-// are loose, as the machine is shared and tests run with -race.
+// then one chunk every 25ms. Each case runs in a synctest bubble against the
+// fixture through a pipe (pipeTransport), so no time passes but the script's and
+// every measured time is exact: the TTFT is the first chunk's send time, chunk i is
+// timed at 60ms + i·25ms, the E2E is the last chunk's. A chunk timed late (by a
+// buffered read, or by a clock read at the wrong place) fails the test. The HTTP
+// client over a real socket is the other loadtest tests' (TestStopsAtRequestCount).
 func TestSSETiming(t *testing.T) {
 	const ttft, itl, n = 60 * time.Millisecond, 25 * time.Millisecond, 6
-	const slack = 1500 * time.Millisecond
-	f := &fixture{TTFT: ttft, ITL: itl}
-	srv := f.start(t)
+	pipeClient := func(f *fixture) *http.Client { return &http.Client{Transport: pipeTransport{f}} }
 	for _, api := range []string{APIChat, APICompletions} {
 		t.Run(api, func(t *testing.T) {
-			r := streamRequest(t, Workload{API: api, OutputTokens: Dist{Value: n}})
-			res := do(context.Background(), srv.Client(), srv.URL, "lml_k", r, func() time.Duration { return 0 })
-			if !res.OK() {
-				t.Fatalf("not ok: %+v", res)
-			}
-			if len(res.Tokens) != n {
-				t.Fatalf("timed %d chunks, want %d", len(res.Tokens), n)
-			}
-			if res.TTFT != res.Tokens[0] || res.TTFT < ttft || res.TTFT > ttft+slack {
-				t.Errorf("TTFT %v, want in [%v, %v]", res.TTFT, ttft, ttft+slack)
-			}
-			for i, at := range res.Tokens {
-				if sent := ttft + time.Duration(i)*itl; at < sent {
-					t.Errorf("chunk %d at %v, before it was sent at %v", i, at, sent)
+			synctest.Test(t, func(t *testing.T) {
+				f := &fixture{TTFT: ttft, ITL: itl}
+				r := streamRequest(t, Workload{API: api, OutputTokens: Dist{Value: n}})
+				res := do(context.Background(), pipeClient(f), pipeTarget, "lml_k", r, func() time.Duration { return 0 })
+				if !res.OK() {
+					t.Fatalf("not ok: %+v", res)
 				}
-				if i > 0 && at < res.Tokens[i-1] {
-					t.Errorf("chunk %d before chunk %d", i, i-1)
+				if len(res.Tokens) != n {
+					t.Fatalf("timed %d chunks, want %d", len(res.Tokens), n)
 				}
-			}
-			last := ttft + (n-1)*itl
-			if res.E2E < last || res.E2E > last+slack {
-				t.Errorf("E2E %v, want in [%v, %v]", res.E2E, last, last+slack)
-			}
-			if !res.UsageReported || res.CompletionTokens != n || res.PromptTokens != 7 || res.CachedTokens != 5 {
-				t.Errorf("usage %v %d (%d cached)/%d", res.UsageReported, res.PromptTokens, res.CachedTokens, res.CompletionTokens)
-			}
-			if rec := res.Record("a"); rec.CachedTokens != 5 {
-				t.Errorf("record %+v", rec)
-			}
-			a := newAcc()
-			a.add(&res, true)
-			a.add(&res, true)
-			if a.m.CachedTokens != 10 || a.m.PromptTokens != 14 {
-				t.Errorf("metrics: %d of %d prompt tokens cached, want 10 of 14", a.m.CachedTokens, a.m.PromptTokens)
-			}
-			if res.Tier != "fast" || res.Model != "fixture-model" {
-				t.Errorf("tier %q model %q", res.Tier, res.Model)
-			}
-			if !strings.HasPrefix(res.Text, "t0 t1 ") {
-				t.Errorf("text %q", res.Text)
-			}
+				if res.TTFT != res.Tokens[0] || res.TTFT != ttft {
+					t.Errorf("TTFT %v (first chunk %v), want %v", res.TTFT, res.Tokens[0], ttft)
+				}
+				for i, at := range res.Tokens {
+					if sent := ttft + time.Duration(i)*itl; at != sent {
+						t.Errorf("chunk %d timed at %v, sent at %v", i, at, sent)
+					}
+				}
+				if last := ttft + (n-1)*itl; res.E2E != last {
+					t.Errorf("E2E %v, want the last chunk's %v", res.E2E, last)
+				}
+				if !res.UsageReported || res.CompletionTokens != n || res.PromptTokens != 7 || res.CachedTokens != 5 {
+					t.Errorf("usage %v %d (%d cached)/%d", res.UsageReported, res.PromptTokens, res.CachedTokens, res.CompletionTokens)
+				}
+				if rec := res.Record("a"); rec.CachedTokens != 5 {
+					t.Errorf("record %+v", rec)
+				}
+				a := newAcc()
+				a.add(&res, true)
+				a.add(&res, true)
+				if a.m.CachedTokens != 10 || a.m.PromptTokens != 14 {
+					t.Errorf("metrics: %d of %d prompt tokens cached, want 10 of 14", a.m.CachedTokens, a.m.PromptTokens)
+				}
+				if res.Tier != "fast" || res.Model != "fixture-model" {
+					t.Errorf("tier %q model %q", res.Tier, res.Model)
+				}
+				if !strings.HasPrefix(res.Text, "t0 t1 ") {
+					t.Errorf("text %q", res.Text)
+				}
+			})
 		})
 	}
 	// Chunks are timed as they arrive, not when the stream ends: with a 1.5s pause
-	// after the first chunk, the first is timed long before the second.
+	// after the first chunk, the first is timed at 10ms, the second at 1.51s.
 	t.Run("incremental", func(t *testing.T) {
-		const gap = 1500 * time.Millisecond
-		f := &fixture{TTFT: 10 * time.Millisecond, ITL: gap}
-		srv := f.start(t)
-		r := streamRequest(t, Workload{OutputTokens: Dist{Value: 2}})
-		res := do(context.Background(), srv.Client(), srv.URL, "", r, func() time.Duration { return 0 })
-		if len(res.Tokens) != 2 || res.Tokens[1]-res.Tokens[0] < gap/2 {
-			t.Errorf("chunks timed at %v for a %v pause: the stream was not read incrementally", res.Tokens, gap)
-		}
+		synctest.Test(t, func(t *testing.T) {
+			const first, gap = 10 * time.Millisecond, 1500 * time.Millisecond
+			f := &fixture{TTFT: first, ITL: gap}
+			r := streamRequest(t, Workload{OutputTokens: Dist{Value: 2}})
+			res := do(context.Background(), pipeClient(f), pipeTarget, "", r, func() time.Duration { return 0 })
+			if len(res.Tokens) != 2 || res.Tokens[0] != first || res.Tokens[1] != first+gap {
+				t.Errorf("chunks timed at %v, sent at [%v %v]: the stream was not read incrementally", res.Tokens, first, first+gap)
+			}
+		})
 	})
 	t.Run("non-stream", func(t *testing.T) {
-		no := false
-		r := streamRequest(t, Workload{Stream: &no, OutputTokens: Dist{Value: n}})
-		res := do(context.Background(), srv.Client(), srv.URL, "", r, func() time.Duration { return 0 })
-		if !res.OK() || len(res.Tokens) != 0 || res.TTFT != 0 || res.CompletionTokens != n || res.E2E < ttft+(n-1)*itl {
-			t.Errorf("non-stream: %+v", res)
-		}
+		synctest.Test(t, func(t *testing.T) {
+			no := false
+			f := &fixture{TTFT: ttft, ITL: itl}
+			r := streamRequest(t, Workload{Stream: &no, OutputTokens: Dist{Value: n}})
+			res := do(context.Background(), pipeClient(f), pipeTarget, "", r, func() time.Duration { return 0 })
+			if !res.OK() || len(res.Tokens) != 0 || res.TTFT != 0 || res.CompletionTokens != n || res.E2E != ttft+(n-1)*itl {
+				t.Errorf("non-stream: %+v, want E2E %v", res, ttft+(n-1)*itl)
+			}
+		})
 	})
 	t.Run("no usage", func(t *testing.T) {
-		f := &fixture{ITL: time.Millisecond, NoUsage: true}
-		srv := f.start(t)
-		r := streamRequest(t, Workload{OutputTokens: Dist{Value: 5}})
-		res := do(context.Background(), srv.Client(), srv.URL, "", r, func() time.Duration { return 0 })
-		if !res.OK() || res.UsageReported || res.CompletionTokens != 5 {
-			t.Errorf("counted chunks: %+v", res)
-		}
+		synctest.Test(t, func(t *testing.T) {
+			f := &fixture{ITL: time.Millisecond, NoUsage: true}
+			r := streamRequest(t, Workload{OutputTokens: Dist{Value: 5}})
+			res := do(context.Background(), pipeClient(f), pipeTarget, "", r, func() time.Duration { return 0 })
+			if !res.OK() || res.UsageReported || res.CompletionTokens != 5 {
+				t.Errorf("counted chunks: %+v", res)
+			}
+		})
 	})
 }
 

@@ -117,28 +117,34 @@ tenants: [{name: a}]
 	})
 }
 
-// TestInterrupt: cancelling the context stops the run at once.
+// TestInterrupt: cancelling the context stops the run at once, its requests in
+// flight cancelled and counted (in a synctest bubble against a server that never
+// answers, as TestDrainCancels: the run ends at the cancel's instant, not after
+// the scenario's 10 minutes or a drain).
 func TestInterrupt(t *testing.T) {
-	f := &fixture{Hang: true}
-	srv := f.start(t)
-	s := mustScenario(t, `
+	synctest.Test(t, func(t *testing.T) {
+		f := &fixture{Hang: true}
+		s := mustScenario(t, `
 duration: 10m
 arrival: {type: constant, rate: 20}
 tenants: [{name: a}]
 `)
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	defer cancel()
-	t0 := time.Now()
-	rep, err := Run(ctx, Config{Scenario: s, Target: srv.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if took := time.Since(t0); took > 5*time.Second {
-		t.Errorf("interrupted run took %v", took)
-	}
-	if rep.Meta.StoppedBy != StopInterrupt || rep.Overall.Errors[ErrCancelled] == 0 {
-		t.Errorf("stopped by %q, errors %v", rep.Meta.StoppedBy, rep.Overall.Errors)
-	}
+		ctx, cancel := context.WithTimeout(context.Background(), 175*time.Millisecond)
+		defer cancel()
+		t0 := time.Now()
+		rep, err := Run(ctx, Config{Scenario: s, Target: pipeTarget, Transport: pipeTransport{f}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(t0); took != 175*time.Millisecond {
+			t.Errorf("interrupted run took %v; want the cancel's 175ms", took)
+		}
+		// Arrivals at 0, 50, 100 and 150ms, all in flight at the cancel.
+		n := rep.Overall.Requests
+		if rep.Meta.StoppedBy != StopInterrupt || n != 4 || rep.Overall.Errors[ErrCancelled] != n {
+			t.Errorf("stopped by %q after %d requests, errors %v; want interrupt, 4 cancelled", rep.Meta.StoppedBy, n, rep.Overall.Errors)
+		}
+	})
 }
 
 // TestDropsAtConcurrencyCap: an open loop faster than a slow server with room for

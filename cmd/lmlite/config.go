@@ -6,6 +6,7 @@ import (
 
 	"github.com/lmlite/lmlite/configs"
 	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/engine/spec"
 	"github.com/lmlite/lmlite/gateway"
 )
 
@@ -43,7 +44,7 @@ func engineModelConfig(m *configs.Model) engine.ModelConfig {
 		MaxQueue:            m.MaxQueue,
 		BatchChunkTokens:    max(m.BatchChunk, 0), // -1: none
 		AttnF32MinPrompt:    m.AttnF32MinPrompt,
-		Speculative:         m.Speculative,
+		Speculative:         speculative(m.Speculative),
 		GrammarMaskSteps:    m.GrammarMaskSteps,
 		GrammarRequestSteps: m.GrammarRequestSteps,
 		KVCacheBytes:        mustBytes(m.KVCache),
@@ -55,6 +56,12 @@ func engineModelConfig(m *configs.Model) engine.ModelConfig {
 		DisablePrefixCache:  m.DisablePrefixCache,
 		Embeddings:          m.Embeddings,
 	}
+}
+
+// speculative is the engine's configuration of a model's speculative: block.
+func speculative(s configs.Speculative) spec.Config {
+	return spec.Config{NGram: s.NGram, MaxDraft: s.MaxDraft, DraftCost: s.DraftCost,
+		IgnorePrediction: s.IgnorePrediction, Pool: s.Pool, DraftModel: s.DraftModel}
 }
 
 // mustBytes is configs.ParseBytes of a size that validation has checked.

@@ -2,11 +2,14 @@ package main
 
 import (
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/lmlite/lmlite/configs"
 	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/engine/kernels"
+	"github.com/lmlite/lmlite/engine/spec"
 	"github.com/lmlite/lmlite/money"
 )
 
@@ -32,7 +35,7 @@ models:
   - {id: m, path: a.gguf, max_model_len: 512, max_concurrency: 3, batch_timeout_ms: 7, replicas: 2, idle_timeout: 90s, priority: 4,
      device: "gpu:1", max_queue: 9, batch_chunk_tokens: -1, kv_cache: 2MiB, kv_warm: 1KiB, adapter_memory: 3MiB, embeddings: true,
      kv_cache_type_k: q8_0, kv_cache_type_v: q4_0,
-     speculative: {ngram: true, max_draft: 4, draft_cost: 0.1}, grammar_mask_steps: 11, grammar_request_steps: 12}
+     speculative: {ngram: true, max_draft: 4, draft_cost: 0.1, ignore_prediction: true, pool: true, draft_model: n}, grammar_mask_steps: 11, grammar_request_steps: 12}
   - {id: n, pull: hf://org/repo/n.gguf, batch_chunk_tokens: 64}
   - {id: u, upstream: {base_url: 'http://x/v1'}}
 adapters: [{id: x, path: x.gguf, base: m, scale: 0.5}, {id: y, path: y.gguf, base: n}, {id: z, path: z.gguf, base: m}]
@@ -51,7 +54,7 @@ plans: {p: {}}
 		m.GrammarMaskSteps != 11 || m.GrammarRequestSteps != 12 {
 		t.Errorf("m: %+v", m)
 	}
-	if s := m.Speculative; !s.NGram || s.MaxDraft != 4 || s.DraftCost != 0.1 {
+	if s := m.Speculative; s != (spec.Config{NGram: true, MaxDraft: 4, DraftCost: 0.1, IgnorePrediction: true, Pool: true, DraftModel: "n"}) {
 		t.Errorf("m's speculative: %+v", s)
 	}
 	if n.Path != "/cache/blobs/sha256-n.gguf" || n.BatchChunkTokens != 64 || n.Speculative.On() || n.Embeddings || n.KVCacheTypeK != "" || n.KVCacheTypeV != "" {
@@ -62,6 +65,15 @@ plans: {p: {}}
 	}
 	if a := n.Adapters; len(a) != 1 || a[0].ID != "y" {
 		t.Errorf("adapters of n: %+v", a)
+	}
+}
+
+// TestKVCacheTypesAreTheKernels: the KV cache types the file accepts (configs,
+// which knows no engine package) are the ones engine/kernels reads, so a type
+// added to the kernels is added to the file too.
+func TestKVCacheTypesAreTheKernels(t *testing.T) {
+	if !slices.Equal(configs.KVCacheTypes, kernels.KVTypeNames) {
+		t.Errorf("configs.KVCacheTypes = %v, kernels.KVTypeNames = %v", configs.KVCacheTypes, kernels.KVTypeNames)
 	}
 }
 

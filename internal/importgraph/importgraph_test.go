@@ -81,9 +81,9 @@ func engineCore(p string) bool {
 }
 
 var rules = []rule{
-	{"configs imports neither the engine nor the gateway",
+	{"configs imports neither the engine (nor any package of its tree) nor the gateway",
 		exactly(module + "/configs"),
-		anyOf(exactly(module+"/engine"), tree(module+"/gateway"))},
+		anyOf(tree(module+"/engine"), tree(module+"/gateway"))},
 	{"the engine imports no Prometheus and no HTTP",
 		engineCore,
 		anyOf(tree("github.com/prometheus"), exactly("net/http"), tree("github.com/valyala/fasthttp"))},
@@ -101,6 +101,9 @@ var rules = []rule{
 		exactly(module + "/gateway")},
 	{"the gateway does not import configs",
 		tree(module + "/gateway"),
+		exactly(module + "/configs")},
+	{"nothing below cmd knows the file format (configs)",
+		func(p string) bool { return !tree(module+"/cmd")(p) && p != module+"/configs" },
 		exactly(module + "/configs")},
 }
 
