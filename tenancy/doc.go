@@ -128,7 +128,8 @@
 // segment, applies the entries of the old ones to the database in one fsynced
 // transaction and deletes them, so writers never wait for the database; Open replays
 // the segments left by a killed process, skipping what the database already holds
-// (entries carry increasing sequence numbers). ledger.go has the details.
+// (entries carry increasing sequence numbers). ledger.go has the details; the log's
+// record and segment format is package ledger's.
 //
 // The same transaction adds the entries to the usage rollups kept in the database
 // (usage.PutBolt), so they always hold exactly the ledger's entries; LoadRollups
