@@ -32,11 +32,14 @@ build:
 # checkout: the build cache keys a package on its directory, so only the packages changed
 # since the last run compile); test-fresh-clone runs it with an empty one, as on a
 # new machine (7 min to ready measured on a loaded 2-core machine: not in `make test`).
+# The Redis suites run with leases (redis: {leases: true}, the default); the second line
+# runs them again on the per-request path (leases: false, LMLITE_TEST_LEASES=0).
 # The tests without the race detector run in one `go test` (its packages two at a time:
 # RSS, allocation counts and numerics are each process's own), but TestHostileTenants,
 # which measures latency, runs alone.
 test: vet
 	$(GO) test -race -count=1 -timeout 20m ./...
+	LMLITE_TEST_LEASES=0 $(GO) test -count=1 -run 'TestRedis' ./tenancy ./gateway
 	$(GO) test -count=1 -run 'TestThreeModelsMemory|TestParityWithLlamaCpp|TestGenerateLoadsAndRuns|TestZooQuantizeParity|TestKernelsDoNotAllocate|TestDecodeAllocations' \
 	  ./engine ./engine/model ./engine/genmodel ./engine/kernels
 	$(GO) test -count=1 -run 'TestHostileTenants' ./cmd/lmlite

@@ -29,8 +29,9 @@ type Redis struct {
 	NodeID    string `yaml:"node_id"`    // this process's name among those sharing the Redis; hostname-pid
 	// Leases serves each tenant's budgets, concurrency and requests/s from leases this
 	// process holds in Redis (tenancy.LeaseShared), with no round trip per request while
-	// a lease covers it; false: every request goes to Redis (exact). docs/REDIS.md.
-	Leases bool `yaml:"leases"`
+	// a lease covers it; unset: true; false: every request goes to Redis (exact, the
+	// per-request path). docs/REDIS.md. LeasesOn reads it.
+	Leases *bool `yaml:"leases"`
 	// Advertise is the base URL the other processes forward requests to this one at
 	// (the model registry); LMLITE_ADVERTISE_URL overrides it; "": http:// and the
 	// listen address, with the host name when listen names no host or a wildcard
@@ -48,6 +49,10 @@ type Redis struct {
 	// [DONE], and the process is passed over for 30 s. 0: 30s.
 	ForwardIdleTimeout time.Duration `yaml:"forward_idle_timeout"`
 }
+
+// LeasesOn reports whether budgets and rates are served from leases: Leases, true
+// when unset.
+func (r *Redis) LeasesOn() bool { return r.Leases == nil || *r.Leases }
 
 // AdvertiseURL is the base URL this process announces: Advertise, or http:// and
 // listen (the address the server listens on), with the machine's host name in place
@@ -84,6 +89,10 @@ func (c *Config) redisDefaults(getenv func(string) string) {
 	}
 	if r.KeyPrefix == "" {
 		r.KeyPrefix = "lmlite:"
+	}
+	if r.Leases == nil {
+		on := true
+		r.Leases = &on
 	}
 	if r.NodeID == "" {
 		host, _ := os.Hostname()

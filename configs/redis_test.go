@@ -31,7 +31,7 @@ func TestRedisBlockDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := c.Redis
-	if r.URL != "redis://127.0.0.1:6390/2" || r.KeyPrefix != "lmlite:" || r.NodeID == "" {
+	if r.URL != "redis://127.0.0.1:6390/2" || r.KeyPrefix != "lmlite:" || r.NodeID == "" || !r.LeasesOn() {
 		t.Fatalf("defaults: %+v", r)
 	}
 	if err := r.validate(); err != nil {
@@ -40,6 +40,10 @@ func TestRedisBlockDefaults(t *testing.T) {
 	c, err = parseWithRedis(t, "redis: {url: 'rediss://u:p@db:6380/0', key_prefix: 'shop:', node_id: gw-1}\n")
 	if err != nil || c.Redis.KeyPrefix != "shop:" || c.Redis.NodeID != "gw-1" {
 		t.Fatalf("explicit: %+v %v", c.Redis, err)
+	}
+	c, err = parseWithRedis(t, "redis: {url: redis://127.0.0.1:6390/2, leases: false}\n")
+	if err != nil || c.Redis.LeasesOn() {
+		t.Fatalf("leases: false, the per-request path: %+v %v", c.Redis, err)
 	}
 }
 

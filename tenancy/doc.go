@@ -63,7 +63,12 @@
 // which stays for the per-request path). A request reserves its
 // worst case from the lease and settles against it in memory; what it settled is
 // reported to Redis in batches with the next refresh (once per refresh seq). A request
-// the lease does not cover takes RedisShared's per-request path (exact).
+// the lease does not cover takes RedisShared's per-request path (exact), on an idle
+// slot of the lease and a request token it holds if there are (the lease's slots and
+// tokens are quantities apart from its money, which near the ceiling it holds none
+// of); refused there while the lease's refresh is under way, it waits for the
+// refresh and tries the lease again. `lmlite serve` uses leases unless the config
+// says `redis: {leases: false}`.
 //
 // How much to lease and when is planLease (lease.go), a pure function of the lease,
 // the demand seen since the last refresh and an explicit now: a lease covers a target
@@ -123,7 +128,8 @@
 // segment, applies the entries of the old ones to the database in one fsynced
 // transaction and deletes them, so writers never wait for the database; Open replays
 // the segments left by a killed process, skipping what the database already holds
-// (entries carry increasing sequence numbers). ledger.go has the details.
+// (entries carry increasing sequence numbers). ledger.go has the details; the log's
+// record and segment format is package ledger's.
 //
 // The same transaction adds the entries to the usage rollups kept in the database
 // (usage.PutBolt), so they always hold exactly the ledger's entries; LoadRollups

@@ -81,17 +81,28 @@ type leaseBook struct {
 	// exact: requests this process admitted on the per-request path (the lease did
 	// not cover them) and has not settled: running, their clients wait on them, so the
 	// lease is not idle (planLease's Running counts them).
-	exact map[string]struct{}
+	exact map[string]exactTicket
+	// answered is closed (and replaced) whenever a refresh ends, answered or failed: a
+	// request refused a slot on the per-request path while a refresh is under way waits
+	// on it, since that refresh may have taken the slot for the lease (admitExact).
+	answered chan struct{}
 }
+
+// exactTicket is a request admitted on the per-request path: slot, it runs on one of
+// the lease's slots (flight counts it; Redis counts the slot in the lease's, none of
+// its own).
+type exactTicket struct{ slot bool }
 
 // leaseTicket is a request served from the lease: money is its reservation there;
 // exact is the part reserved on the per-request path (a Reserve the lease could not
 // cover).
 type leaseTicket struct {
 	money, exact money.Money
-	// admitted: admitted on the per-request path (its rate and slot there), its money
-	// reserved from the lease because Redis went down before its Reserve; its
-	// settlement releases that admission with nothing charged there.
+	slot         bool // it holds one of the lease's slots (flight counts it)
+	// admitted: admitted on the per-request path (its rate and slot there, or the
+	// lease's slot: slot), its money reserved from the lease because Redis went down
+	// before its Reserve; its settlement releases that admission with nothing charged
+	// there.
 	admitted bool
 }
 
@@ -142,7 +153,7 @@ func (l *LeaseShared) book(q *Quota) *leaseBook {
 	defer l.mu.Unlock()
 	if b = l.books[q.Tenant]; b == nil {
 		l.RedisShared.seen(q.Tenant) // the background reaper returns its dead tickets too
-		b = &leaseBook{tenant: q.Tenant, q: *q, left: -1, tpmLeft: -1, tickets: map[string]leaseTicket{}, exact: map[string]struct{}{}}
+		b = &leaseBook{tenant: q.Tenant, q: *q, left: -1, tpmLeft: -1, tickets: map[string]leaseTicket{}, exact: map[string]exactTicket{}, answered: make(chan struct{})}
 		l.books[q.Tenant] = b
 	}
 	return b
@@ -213,7 +224,8 @@ func (b *leaseBook) takeLocked(now time.Time, term time.Duration, id string, pro
 	if !b.fitsLocked(now, term, promptTokens, total, localRate) {
 		return false
 	}
-	if b.q.MaxConcurrency > 0 {
+	slot := b.q.MaxConcurrency > 0
+	if slot {
 		b.flight++
 	}
 	if b.q.RequestsPerSecond > 0 && !localRate {
@@ -223,7 +235,7 @@ func (b *leaseBook) takeLocked(now time.Time, term time.Duration, id string, pro
 	if v.Budget {
 		b.resv += total
 	}
-	b.tickets[id] = leaseTicket{money: total}
+	b.tickets[id] = leaseTicket{money: total, slot: slot}
 	return true
 }
 
@@ -272,7 +284,7 @@ func (l *LeaseShared) Admit(q *Quota, id string, now time.Time, promptTokens int
 	if localRate {
 		return l.admitLocalRate(b, q, id, now, promptTokens, total)
 	}
-	room, err := l.RedisShared.Admit(q, id, now, promptTokens, total)
+	room, err := l.admitExact(b, q, id, now, promptTokens, total)
 	if errors.Is(err, ErrUnavailable) {
 		// Redis went down with no refresh failed yet: the lease serves the request
 		// on this process's share of the rates if its money and slots cover it.
@@ -283,12 +295,87 @@ func (l *LeaseShared) Admit(q *Quota, id string, now time.Time, promptTokens int
 			return l.admitLocalRate(b, q, id, now, promptTokens, total)
 		}
 	}
-	if err == nil {
-		b.mu.Lock()
-		b.exact[id] = struct{}{}
-		b.mu.Unlock()
-	}
 	return room, err
+}
+
+// admitExact admits a request the lease does not cover (its money, mostly: near the
+// ceiling the lease holds none free) on the per-request path. The concurrency slots
+// and request tokens the lease holds are quantities apart from its money: a slot of
+// the lease not in use, and a request token it holds, serve the request there (it is
+// admitted in Redis with neither, its money reserved in Redis exactly), so that a lease
+// holding the tenant's slots never starves the per-request path of them. A request
+// refused a slot or money in Redis while a refresh of the lease is under way (which
+// may have just taken the slot, or the money, for the lease: demand it was sized by)
+// waits for that refresh's answer (awaitRefresh) and is then served from the lease if
+// it covers it, or tries the per-request path again.
+func (l *LeaseShared) admitExact(b *leaseBook, q *Quota, id string, now time.Time, promptTokens int, total money.Money) (money.Money, error) {
+	deadline := time.Now().Add(l.cfg.Period / 4)
+	for first := true; ; first = false {
+		rq := *q
+		b.mu.Lock()
+		if !first && b.takeLocked(now, l.cfg.Term, id, promptTokens, total, false) {
+			b.demPeak = max(b.demPeak, b.flight)
+			room := b.roomLocked()
+			b.mu.Unlock()
+			return room, nil
+		}
+		live := b.liveLocked(now, l.cfg.Term)
+		slot := live && q.MaxConcurrency > 0 && b.flight < b.slots
+		tok := live && q.RequestsPerSecond > 0 && b.reqTok >= 1
+		if slot {
+			b.flight++
+			rq.MaxConcurrency = 0
+		}
+		if tok {
+			b.reqTok--
+			rq.RequestsPerSecond = 0
+		}
+		b.demPeak = max(b.demPeak, b.flight)
+		wait, busy := b.answered, b.queued
+		b.mu.Unlock()
+		room, err := l.RedisShared.Admit(&rq, id, now, promptTokens, total)
+		b.mu.Lock()
+		if err == nil {
+			b.exact[id] = exactTicket{slot: slot}
+			b.mu.Unlock()
+			return room, nil
+		}
+		if slot {
+			b.flight--
+		}
+		if tok {
+			b.reqTok++
+		}
+		b.mu.Unlock()
+		var le *LimitError
+		short := errors.Is(err, ErrInsufficientQuota) || errors.As(err, &le) && le.Reason == "concurrency"
+		if !short || !busy || !l.awaitRefresh(wait, deadline) {
+			return room, err
+		}
+	}
+}
+
+// awaitRefresh waits until wait (a book's answered, taken while a refresh of it was
+// queued or under way) is closed or deadline passes; it reports whether the refresh
+// ended in time. A request the per-request path refused while its lease is being
+// refreshed waits for the refresh: the refresh was sized by the demand of that very
+// request (or took the slot it found taken), and money granted to a lease after the
+// requests that asked for it were refused would sit there unspent until the lease is
+// found idle, a period later (near the ceiling no refresh is kicked for money, so no
+// request waits: they go one by one, exactly).
+func (l *LeaseShared) awaitRefresh(wait <-chan struct{}, deadline time.Time) bool {
+	d := time.Until(deadline)
+	if d <= 0 {
+		return false
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-wait:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 // admitLocalRate serves a request from b's lease while Redis is down, its rates
@@ -343,26 +430,38 @@ func (l *LeaseShared) Reserve(q *Quota, id string, now time.Time, total money.Mo
 	}
 	if !ok {
 		l.maybeKickLocked(b, now)
-		b.mu.Unlock()
-		room, err := l.RedisShared.Reserve(q, id, now, total)
-		if errors.Is(err, ErrUnavailable) && hasBudget(q) {
+		deadline := time.Now().Add(l.cfg.Period / 4)
+		for {
+			wait, busy := b.answered, b.queued
+			b.mu.Unlock()
+			room, err := l.RedisShared.Reserve(q, id, now, total)
+			short := errors.Is(err, ErrInsufficientQuota)
+			if !hasBudget(q) || !short && !errors.Is(err, ErrUnavailable) {
+				return room, err
+			}
 			// Admitted on the per-request path, and Redis went down before this
-			// Reserve: what the lease holds free covers it, as it would have had the
-			// lease admitted the request (the money was reserved in Redis before).
+			// Reserve, or refused it while the lease was being refreshed (awaitRefresh):
+			// what the lease holds free covers it, as it would have had the lease
+			// admitted the request (the money was reserved in Redis before).
+			if short && (!busy || !l.awaitRefresh(wait, deadline)) {
+				return room, err
+			}
 			b.mu.Lock()
-			_, exact := b.exact[id]
+			et, exact := b.exact[id]
 			v := b.viewLocked(now)
 			if exact && b.liveLocked(now, l.cfg.Term) && total <= v.free() {
 				delete(b.exact, id)
 				b.resv += total
-				b.tickets[id] = leaseTicket{money: total, admitted: true}
+				b.tickets[id] = leaseTicket{money: total, admitted: true, slot: et.slot}
 				room = b.roomLocked()
 				b.mu.Unlock()
 				return room, nil
 			}
-			b.mu.Unlock()
+			if !short || !exact {
+				b.mu.Unlock()
+				return room, err
+			}
 		}
-		return room, err
 	}
 	budget := hasBudget(&b.q)
 	if !budget {
@@ -370,35 +469,44 @@ func (l *LeaseShared) Reserve(q *Quota, id string, now time.Time, total money.Mo
 		return -1, nil
 	}
 	// Grow or shrink the lease's part first; what the lease cannot cover goes to the
-	// per-request path.
-	if lt.exact == 0 && b.liveLocked(now, l.cfg.Term) {
-		v := b.viewLocked(now)
-		if total <= lt.money || total-lt.money <= v.free() {
-			b.resv += total - lt.money
-			lt.money = total
+	// per-request path. Refused there while the lease is being refreshed, the request
+	// waits for the refresh and tries again (awaitRefresh).
+	deadline := time.Now().Add(l.cfg.Period / 4)
+	for {
+		if lt.exact == 0 && b.liveLocked(now, l.cfg.Term) {
+			v := b.viewLocked(now)
+			if total <= lt.money || total-lt.money <= v.free() {
+				b.resv += total - lt.money
+				lt.money = total
+				b.tickets[id] = lt
+				room := b.roomLocked()
+				l.maybeKickLocked(b, now)
+				b.mu.Unlock()
+				return room, nil
+			}
+		}
+		keep := min(lt.money, total)
+		b.resv -= lt.money - keep
+		lt.money = keep
+		b.tickets[id] = lt
+		l.maybeKickLocked(b, now)
+		wait, busy := b.answered, b.queued
+		b.mu.Unlock()
+		room, err := l.RedisShared.Reserve(q, id, now, total-keep)
+		if err == nil {
+			b.mu.Lock()
+			lt = b.tickets[id]
+			lt.exact = total - keep
 			b.tickets[id] = lt
-			room := b.roomLocked()
-			l.maybeKickLocked(b, now)
 			b.mu.Unlock()
 			return room, nil
 		}
+		if !errors.Is(err, ErrInsufficientQuota) || !busy || !l.awaitRefresh(wait, deadline) {
+			return room, err
+		}
+		b.mu.Lock()
+		lt = b.tickets[id]
 	}
-	keep := min(lt.money, total)
-	b.resv -= lt.money - keep
-	lt.money = keep
-	b.tickets[id] = lt
-	l.maybeKickLocked(b, now)
-	b.mu.Unlock()
-	room, err := l.RedisShared.Reserve(q, id, now, total-keep)
-	if err != nil {
-		return room, err
-	}
-	b.mu.Lock()
-	lt = b.tickets[id]
-	lt.exact = total - keep
-	b.tickets[id] = lt
-	b.mu.Unlock()
-	return room, nil
 }
 
 func (l *LeaseShared) Settle(q *Quota, id string, now time.Time, actual money.Money, tokens int) (money.Money, bool, error) {
@@ -419,7 +527,13 @@ func (l *LeaseShared) SettleLease(q *Quota, id string, now time.Time, actual mon
 	b.mu.Lock()
 	lt, ok := b.tickets[id]
 	if !ok {
-		delete(b.exact, id)
+		if et, exact := b.exact[id]; exact {
+			delete(b.exact, id)
+			if et.slot {
+				b.flight--
+				l.maybeKickLocked(b, now)
+			}
+		}
 		b.mu.Unlock()
 		prior, again, err = l.RedisShared.Settle(q, id, now, actual, tokens)
 		return prior, again, "", err
@@ -443,7 +557,7 @@ func (l *LeaseShared) SettleLease(q *Quota, id string, now time.Time, actual mon
 		b.owed[i].Amount += fromLease
 		b.owedSum += fromLease
 	}
-	if b.q.MaxConcurrency > 0 && !lt.admitted {
+	if lt.slot {
 		b.flight--
 	}
 	if tokens > 0 && b.q.TokensPerMinute > 0 {
@@ -592,6 +706,8 @@ func (l *LeaseShared) refresh(b *leaseBook, now time.Time, final bool) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.queued = false
+	close(b.answered)
+	b.answered = make(chan struct{})
 	if err != nil {
 		ask.Give = 0 // given back locally; a resend must not give them twice
 		b.failing = true

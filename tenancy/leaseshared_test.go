@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -611,5 +612,86 @@ func TestLeaseRedisJustDownServesFromLeaseWhenOutOfRequestTokens(t *testing.T) {
 				t.Fatalf("after Close Redis has spent %v held %v slots %d, the ledger %v", spent, money.Money(held), slots, ledger)
 			}
 		})
+	}
+}
+
+// TestLeaseSlotServesPerRequestPathNearCeiling: near its ceiling a tenant's lease holds
+// its only concurrency slot and no money (money goes one by one, the per-request
+// way); a request then takes the lease's idle slot with its money reserved in Redis,
+// not refused by the concurrency limit with nothing in flight; while it runs a second
+// is refused by that limit; once stopped nothing is held (issue 37).
+func TestLeaseSlotServesPerRequestPathNearCeiling(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	a := newLeaseProc(t, srv, "a", "", 10*time.Second) // no periodic refresh during the test
+	worst := money.USD(0.001)
+	q := &Quota{Tenant: "nearslot", MaxConcurrency: 1, DailyBudget: 2 * worst}
+	for start := time.Now(); ; time.Sleep(5 * time.Millisecond) {
+		b := a.ls.books[q.Tenant]
+		var slots int
+		var leased money.Money
+		if b != nil {
+			b.mu.Lock()
+			slots, leased = b.slots, b.money
+			b.mu.Unlock()
+		}
+		if slots == 1 {
+			if leased != 0 {
+				t.Fatalf("the lease holds %v, want no money (nothing reserved yet)", leased)
+			}
+			break
+		}
+		if time.Since(start) > 5*time.Second {
+			t.Fatal("the lease holds no slot after 5 s")
+		}
+		if tk, err := a.ten.Admit(q, time.Now(), 0); err == nil { // asks for the lease
+			tk.Settle(Entry{Time: time.Now(), Status: 200})
+		}
+	}
+	now := time.Now()
+	tk, err := a.ten.AdmitReserve(q, now, 0, worst)
+	if err != nil {
+		t.Fatalf("the lease's slot idle, money left for the request: %v", err)
+	}
+	var le *LimitError
+	if _, err := a.ten.AdmitReserve(q, now, 0, worst); !errors.As(err, &le) || le.Reason != "concurrency" {
+		t.Fatalf("the only slot in use: %v, want a concurrency limit", err)
+	}
+	if _, err := tk.Settle(Entry{Time: now, Status: 200, Cost: worst}); err != nil {
+		t.Fatal(err)
+	}
+	if tk, err = a.ten.AdmitReserve(q, now, 0, worst); err != nil {
+		t.Fatalf("the slot back, money left for one more: %v", err)
+	}
+	if _, err := tk.Settle(Entry{Time: now, Status: 200, Cost: worst}); err != nil {
+		t.Fatal(err)
+	}
+	a.ls.Close()
+	spent, _, _ := a.ls.RedisShared.Spent(q.Tenant, time.Now())
+	held, slots := redisHeld(t, a.c, q.Tenant)
+	if ledger := ledgerSum(t, a.store); spent != 2*worst || ledger != spent || held != 0 || slots != 0 {
+		t.Fatalf("after Close Redis has spent %v held %v slots %d, the ledger %v; want %v spent, nothing held", spent, money.Money(held), slots, ledger, 2*worst)
+	}
+}
+
+// TestLeaseFirstRequestNotRefusedForSlotsItsLeaseTook: a new tenant's first request
+// goes the per-request way while it kicks the lease's first refresh, which may take
+// every slot first; the request then runs on a slot of the lease rather than being
+// refused by the concurrency limit with nothing in flight. 100 new tenants with 2
+// slots, 2 requests each, none refused (before: 2 to 10 of 200, in 3 runs of 3) (issue 37).
+func TestLeaseFirstRequestNotRefusedForSlotsItsLeaseTook(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	a := newLeaseProc(t, srv, "a", "", time.Second)
+	worst := money.USD(0.001)
+	var refused []error
+	for i := range 100 {
+		q := &Quota{Tenant: "first" + strconv.Itoa(i), MaxConcurrency: 2, DailyBudget: money.USD(1)}
+		for range 2 {
+			if err := a.request(q, worst, worst); err != nil {
+				refused = append(refused, err)
+			}
+		}
+	}
+	if len(refused) > 0 {
+		t.Fatalf("%d of 200 requests refused, one at a time (first: %v)", len(refused), refused[0])
 	}
 }

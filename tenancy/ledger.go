@@ -6,18 +6,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/lmlite/lmlite/internal/jsonenc"
+	"github.com/lmlite/lmlite/ledger"
 	"github.com/lmlite/lmlite/money"
 	"github.com/lmlite/lmlite/usage"
 )
@@ -306,16 +305,7 @@ func (s *Store) writeLocked(g *group) {
 	if g.first != 0 {
 		s.lastWritten = g.last
 	}
-	rec := s.rec[:0]
-	n := len(g.buf) + 2
-	if len(g.hbuf) > 0 {
-		n += len(g.hbuf)
-		if len(g.buf) > 0 {
-			n++
-		}
-	}
-	rec = binary.BigEndian.AppendUint32(rec, uint32(n))
-	rec = append(rec, 0, 0, 0, 0) // the CRC, below
+	rec := ledger.BeginRecord(s.rec[:0])
 	rec = append(rec, '[')
 	rec = append(rec, g.buf...)
 	if len(g.hbuf) > 0 {
@@ -325,7 +315,7 @@ func (s *Store) writeLocked(g *group) {
 		rec = append(rec, g.hbuf...)
 	}
 	rec = append(rec, ']')
-	binary.BigEndian.PutUint32(rec[4:], crc32.ChecksumIEEE(rec[8:]))
+	ledger.EndRecord(rec, 0)
 	if cap(rec) <= 1<<20 {
 		s.rec = rec
 	}
@@ -437,8 +427,8 @@ func (s *Store) apply() error {
 		return err
 	}
 	for _, sg := range segs {
-		if sg.n < n {
-			if err := os.Remove(sg.path); err != nil && !os.IsNotExist(err) {
+		if sg.N < n {
+			if err := os.Remove(sg.Path); err != nil && !os.IsNotExist(err) {
 				return err
 			}
 		}
@@ -594,41 +584,10 @@ func ledgerValue(v []byte, fn func(Entry) error) error {
 	return nil
 }
 
-// segment is one log file: path.wal.N (or path.wal, the single log of earlier
-// versions, as number 0).
-type segment struct {
-	n    int
-	path string
-}
-
-func (s *Store) segPath(n int) string { return s.path + ".wal." + strconv.Itoa(n) }
+func (s *Store) segPath(n int) string { return ledger.SegmentPath(s.path, n) }
 
 // segments lists the log's files, in number order.
-func (s *Store) segments() ([]segment, error) {
-	dir, base := filepath.Split(s.path)
-	if dir == "" {
-		dir = "."
-	}
-	des, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, err
-	}
-	var out []segment
-	for _, de := range des {
-		name := de.Name()
-		if name == base+".wal" {
-			out = append(out, segment{0, filepath.Join(dir, name)})
-			continue
-		}
-		if num, ok := strings.CutPrefix(name, base+".wal."); ok {
-			if n, err := strconv.Atoi(num); err == nil && n > 0 {
-				out = append(out, segment{n, filepath.Join(dir, name)})
-			}
-		}
-	}
-	slices.SortFunc(out, func(a, b segment) int { return a.n - b.n })
-	return out, nil
-}
+func (s *Store) segments() ([]ledger.Segment, error) { return ledger.Segments(s.path) }
 
 // segmentFile is what the ledger needs of a log segment: append, fsync, close. It is
 // the *os.File itself, unless Options.wrapSegment (tests) wraps it to see what was
@@ -648,7 +607,7 @@ func (s *Store) createSegment() (segmentFile, int, error) {
 		return nil, 0, fmt.Errorf("tenancy: ledger: %w", err)
 	}
 	if s.opts.Sync == SyncFsync { // the new file's name must survive a power cut too
-		if err := syncDir(filepath.Dir(path)); err != nil {
+		if err := ledger.SyncDir(filepath.Dir(path)); err != nil {
 			f.Close()
 			os.Remove(path)
 			return nil, 0, fmt.Errorf("tenancy: ledger: %w", err)
@@ -658,18 +617,6 @@ func (s *Store) createSegment() (segmentFile, int, error) {
 		return s.opts.wrapSegment(f), n, nil
 	}
 	return f, n, nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if e := d.Close(); err == nil {
-		err = e
-	}
-	return err
 }
 
 // replay applies the entries of the segments left behind (by a killed process), then
@@ -683,20 +630,16 @@ func (s *Store) replay() error {
 	var found []Entry
 	var holds []Hold
 	for _, sg := range segs {
-		data, err := os.ReadFile(sg.path)
+		data, err := os.ReadFile(sg.Path)
 		if err != nil {
 			return err
 		}
-		s.segNum.Store(max(s.segNum.Load(), int64(sg.n)))
-		for len(data) >= 8 {
-			n := binary.BigEndian.Uint32(data)
-			sum := binary.BigEndian.Uint32(data[4:])
-			if uint64(len(data)-8) < uint64(n) || crc32.ChecksumIEEE(data[8:8+n]) != sum {
-				break // a torn tail: never acknowledged
-			}
+		s.segNum.Store(max(s.segNum.Load(), int64(sg.N)))
+		// A torn tail (never acknowledged) ends the segment.
+		ledger.Records(data, func(p []byte) bool {
 			var es []walItem
-			if err := json.Unmarshal(data[8:8+n], &es); err != nil {
-				break
+			if err := json.Unmarshal(p, &es); err != nil {
+				return false
 			}
 			for _, e := range es {
 				if e.Open != nil {
@@ -707,8 +650,8 @@ func (s *Store) replay() error {
 					found = append(found, e.Entry)
 				}
 			}
-			data = data[8+n:]
-		}
+			return true
+		})
 	}
 	if len(found) > 0 || len(holds) > 0 {
 		slices.SortFunc(found, func(a, b Entry) int { return cmp.Compare(a.Seq, b.Seq) })
@@ -739,7 +682,7 @@ func (s *Store) replay() error {
 		}
 	}
 	for _, sg := range segs {
-		if err := os.Remove(sg.path); err != nil {
+		if err := os.Remove(sg.Path); err != nil {
 			return err
 		}
 	}

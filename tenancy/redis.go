@@ -2,6 +2,7 @@ package tenancy
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -205,38 +206,16 @@ func unavailable(op string, err error) error {
 }
 
 // luaLib is the library of the scripts: luaBase and the reaper.
-const luaLib = luaBase + luaReap
+var luaLib = luaBase + luaReap
 
 // luaBase are the helpers every script uses (the flush script only these, so that a
 // call defines no function it does not use).
-const luaBase = `
-local function now_ms() local t = redis.call('TIME') return tonumber(t[1])*1000 + math.floor(tonumber(t[2])/1000) end
-local function num(v) if v then return tonumber(v) end return 0 end
-local function istr(x) return string.format('%d', x) end
-local function room(spent, ceil, held)
-  if ceil == 0 then return -1 end
-  local r = ceil - spent - held
-  if r < 0 then return 0 end
-  return r
-end
-`
+//
+//go:embed lua/lib_base.lua
+var luaBase string
 
-const luaReap = `
--- reap gives back the money and slots of the tenant's expired tickets (hash s, sorted set z).
-local function reap(s, z, now)
-  repeat
-    local dead = redis.call('ZRANGEBYSCORE', z, '-inf', now, 'LIMIT', 0, 256)
-    if #dead == 0 then return end
-    local vs = redis.call('HMGET', s, unpack(dead))
-    local a, n = 0, 0
-    for i = 1, #dead do local v = num(vs[i]) a, n = a + math.floor(v / 2), n + v % 2 end
-    if a ~= 0 then redis.call('HINCRBY', s, '=held', istr(-a)) end
-    if n ~= 0 then redis.call('HINCRBY', s, '=n', istr(-n)) end
-    redis.call('HDEL', s, unpack(dead))
-    redis.call('ZREM', z, unpack(dead))
-  until #dead < 256
-end
-`
+//go:embed lua/lib_reap.lua
+var luaReap string
 
 // luaGCRA is GCRA with exactly the semantics of github.com/go-redis/redis_rate/v10
 // (its allowN and allowAtMost: the same state, the key's "theoretical arrival time" in
@@ -249,103 +228,37 @@ end
 // A decision is a table {allowed, remaining, retry, reset, key, tat, ex}: the write
 // (SET key tat EX ex, when ex > 0) is applied by gcra_apply only once every other
 // check of the script has passed, so a refused admission takes nothing.
-const luaGCRA = luaGCRAAt + `
-local function gcra_result(d) return {d.allowed, d.remaining, tostring(d.retry), tostring(d.reset)} end
-local function gcra_apply(d) if d and d.ex > 0 then redis.call('SET', d.key, d.tat, 'EX', d.ex) end end
-local function gcra_allow_n(key, burst, rate, period, cost, now)
-  return gcra_allow_n_at(redis.call('GET', key), key, burst, rate, period, cost, now)
-end
-local function gcra_allow_at_most(key, burst, rate, period, cost, now)
-  return gcra_allow_at_most_at(redis.call('GET', key), key, burst, rate, period, cost, now)
-end
-`
+var luaGCRA = luaGCRAAt + luaGCRAKey
+
+//go:embed lua/lib_gcra.lua
+var luaGCRAKey string
 
 // luaGCRAAt are the GCRA steps on a state passed in (the flush script's).
-const luaGCRAAt = `
-local function gcra_now(t) return (t[1] - 1483228800) + (t[2] / 1000000) end
--- allowN: take cost at once, or nothing.
--- The _at forms take the key's stored value (false: none) instead of reading it, so
--- that a script deciding several requests reads the state once.
-local function gcra_allow_n_at(tat, key, burst, rate, period, cost, now)
-  local interval = period / rate
-  if tat then tat = tonumber(tat) else tat = now end
-  tat = math.max(tat, now)
-  local after = tat + interval * cost
-  local diff = now - (after - interval * burst)
-  if diff / interval < 0 then
-    return {allowed = 0, remaining = 0, retry = -diff, reset = tat - now, ex = 0}
-  end
-  local reset = after - now
-  local d = {allowed = cost, remaining = diff / interval, retry = -1, reset = reset, key = key, tat = after, ex = 0}
-  if reset > 0 then d.ex = math.ceil(reset) end
-  return d
-end
--- allowAtMost: take up to cost, as much as there is (at least 1).
-local function gcra_allow_at_most_at(tat, key, burst, rate, period, cost, now)
-  local interval = period / rate
-  if tat then tat = tonumber(tat) else tat = now end
-  tat = math.max(tat, now)
-  local diff = now - (tat - interval * burst)
-  local left = diff / interval
-  if left < 1 then
-    return {allowed = 0, remaining = 0, retry = interval - diff, reset = tat - now, ex = 0}
-  end
-  if left < cost then cost, left = left, 0 else left = left - cost end
-  local after = tat + interval * cost
-  local reset = after - now
-  local d = {allowed = cost, remaining = left, retry = -1, reset = reset, key = key, tat = after, ex = 0}
-  if reset > 0 then d.ex = math.ceil(reset) end
-  return d
-end
-`
+//
+//go:embed lua/lib_gcra_at.lua
+var luaGCRAAt string
 
 // reserveScript sets a ticket's reservation to total, if it fits both budgets (its
 // slot, if any, is kept).
 // KEYS: spentD spentM s z; ARGV: id total ceilD ceilM ttlms
-var reserveScript = redis.NewScript(luaLib + `
-local now = now_ms()
-reap(KEYS[3], KEYS[4], now)
-local id, total, cd, cm, ttl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local hv = redis.call('HMGET', KEYS[3], '=held', id)
-local held, v = num(hv[1]), num(hv[2])
-local cur, slot = math.floor(v / 2), v % 2
-local sv = redis.call('MGET', KEYS[1], KEYS[2])
-local sd, sm = num(sv[1]), num(sv[2])
-local delta = total - cur
-if delta > 0 and ((cd > 0 and sd + held + delta > cd) or (cm > 0 and sm + held + delta > cm)) then
-  return {0, room(sd, cd, held), room(sm, cm, held)}
-end
-if delta ~= 0 then redis.call('HINCRBY', KEYS[3], '=held', istr(delta)) end
-local nv = total*2 + slot
-if nv == 0 then
-  if v ~= 0 then
-    redis.call('HDEL', KEYS[3], id)
-    redis.call('ZREM', KEYS[4], id)
-  end
-else
-  redis.call('HSET', KEYS[3], id, istr(nv))
-  if total > 0 then redis.call('ZADD', KEYS[4], now + ttl, id) end
-end
-held = held + delta
-return {1, room(sd, cd, held), room(sm, cm, held)}
-`)
+var reserveScript = redis.NewScript(luaLib + reserveLua)
+
+//go:embed lua/reserve.lua
+var reserveLua string
 
 // renewScript pushes the expiry of a tenant's live tickets.
 // KEYS: z; ARGV: ttlms id…
-var renewScript = redis.NewScript(luaLib + `
-local exp = tostring(now_ms() + tonumber(ARGV[1]))
-local za = {'XX'}
-for i = 2, #ARGV do za[#za+1] = exp za[#za+1] = ARGV[i] end
-if #za > 1 then redis.call('ZADD', KEYS[1], unpack(za)) end
-return 0
-`)
+var renewScript = redis.NewScript(luaLib + renewLua)
+
+//go:embed lua/renew.lua
+var renewLua string
 
 // reapScript gives back the money and slots of a tenant's expired tickets.
 // KEYS: s z
-var reapScript = redis.NewScript(luaLib + `
-reap(KEYS[1], KEYS[2], now_ms())
-return 0
-`)
+var reapScript = redis.NewScript(luaLib + reapLua)
+
+//go:embed lua/reap.lua
+var reapLua string
 
 func ctx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), 2*time.Second)

@@ -29,11 +29,13 @@ type proc struct {
 	store *Store
 }
 
-// testLeases reports whether the Redis suites run with leases (LMLITE_TEST_LEASES=1).
-func testLeases() bool { return os.Getenv("LMLITE_TEST_LEASES") == "1" }
+// testLeases reports whether the Redis suites run with leases, as `lmlite serve` does
+// by default: unless LMLITE_TEST_LEASES=0, which runs them on the per-request path
+// (redis: {leases: false}).
+func testLeases() bool { return os.Getenv("LMLITE_TEST_LEASES") != "0" }
 
-// withTestLeases is sh, or with LMLITE_TEST_LEASES=1 sh served through leases
-// (LeaseShared, as `lmlite serve` does by default): the Redis suites run either way.
+// withTestLeases is sh served through leases (LeaseShared, as `lmlite serve` does by
+// default), or with LMLITE_TEST_LEASES=0 sh itself: the Redis suites run either way.
 func withTestLeases(t *testing.T, sh *RedisShared, store *Store) Shared {
 	if !testLeases() {
 		return sh
@@ -55,6 +57,14 @@ func newProc(t *testing.T, srv *redistest.Server, node string, ttl time.Duration
 	ten.UseShared(withTestLeases(t, sh, store))
 	t.Cleanup(func() { sh.Close(); c.Close(); store.Close() })
 	return &proc{ten, sh, store}
+}
+
+// report makes p's spend all reach Redis: with leases, Close reports what it settled
+// from them and gives them back (a lease reports with its next refresh otherwise).
+func (p *proc) report() {
+	if ls, ok := p.ten.SharedState().(*LeaseShared); ok {
+		ls.Close()
+	}
 }
 
 func ledgerSum(t *testing.T, s *Store) (sum money.Money) {
@@ -104,6 +114,9 @@ func TestRedisBudgetAcrossProcesses(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	for _, p := range ps {
+		p.report()
+	}
 	day, _, err := ps[0].sh.Spent("shared", now)
 	if err != nil {
 		t.Fatal(err)
@@ -451,6 +464,7 @@ func TestRedisDownMoneyFailsClosed(t *testing.T) {
 	for p.sh.Pending() > 0 && time.Since(back) < 3*time.Second {
 		time.Sleep(20 * time.Millisecond)
 	}
+	p.report()
 	day, _, _ := p.sh.Spent("down", now)
 	if sum := ledgerSum(t, p.store); day != sum || day != money.USD(0.08) {
 		t.Fatalf("redis spent %v, ledger %v, want $0.08 both", day, sum)

@@ -1,6 +1,7 @@
 package tenancy
 
 import (
+	_ "embed"
 	"errors"
 	"strconv"
 	"time"
@@ -50,11 +51,10 @@ var errDown = errors.New("tenancy: redis: down a moment ago")
 
 // allowScript takes 1 from a GCRA bucket. KEYS: the bucket; ARGV: burst rate period.
 // It answers {allowed, retry (seconds, a string)}.
-var allowScript = redis.NewScript(luaLib + luaGCRA + `
-local d = gcra_allow_n(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), 1, gcra_now(redis.call('TIME')))
-gcra_apply(d)
-return {d.allowed, tostring(d.retry)}
-`)
+var allowScript = redis.NewScript(luaLib + luaGCRA + allowLua)
+
+//go:embed lua/allow.lua
+var allowLua string
 
 // AdmitJob adds tenant's job id to its unfinished jobs unless max (> 0) are there
 // already (those of processes that stopped renewing theirs do not count); an id
@@ -79,16 +79,10 @@ func (r *RedisShared) AdmitJob(tenant, id string, max int) (bool, error) {
 }
 
 // admitJobScript. KEYS: jobs; ARGV: id max ttlms. Answers 1 (added) or 0.
-var admitJobScript = redis.NewScript(luaLib + `
-local now = now_ms()
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-local max = tonumber(ARGV[2])
-if max > 0 and not redis.call('ZSCORE', KEYS[1], ARGV[1]) and redis.call('ZCARD', KEYS[1]) >= max then
-  return 0
-end
-redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[1])
-return 1
-`)
+var admitJobScript = redis.NewScript(luaLib + admitJobLua)
+
+//go:embed lua/admit_job.lua
+var admitJobLua string
 
 // HoldJob counts tenant's job id among its unfinished ones without a check (a job
 // resumed at start, or admitted by this process's count while Redis failed); a
@@ -133,10 +127,7 @@ func (r *RedisShared) renewJobs() {
 }
 
 // renewJobsScript. KEYS: jobs; ARGV: ttlms id...
-var renewJobsScript = redis.NewScript(luaLib + `
-local exp = tostring(now_ms() + tonumber(ARGV[1]))
-local za = {}
-for i = 2, #ARGV do za[#za+1] = exp za[#za+1] = ARGV[i] end
-if #za > 0 then redis.call('ZADD', KEYS[1], unpack(za)) end
-return 0
-`)
+var renewJobsScript = redis.NewScript(luaLib + renewJobsLua)
+
+//go:embed lua/renew_jobs.lua
+var renewJobsLua string

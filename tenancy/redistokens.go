@@ -1,6 +1,7 @@
 package tenancy
 
 import (
+	_ "embed"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -10,11 +11,10 @@ import (
 // GCRA state in its hash's =tpm field) as the admission script decides it (the
 // prompt's tokens must be left, none taken), taking nothing: {1, left} or {0, left}.
 // KEYS: s; ARGV: burst rate period need
-var tokensScript = redis.NewScript(luaGCRAAt + `
-local d = gcra_allow_n_at(redis.call('HGET', KEYS[1], '=tpm'), nil, tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), 0, gcra_now(redis.call('TIME')))
-if d.remaining < tonumber(ARGV[4]) then return {0, math.floor(d.remaining)} end
-return {1, math.floor(d.remaining)}
-`)
+var tokensScript = redis.NewScript(luaGCRAAt + tokensLua)
+
+//go:embed lua/tokens.lua
+var tokensLua string
 
 // CheckTokens is Ticket.CheckTokens on the shared state (tokenChecker): q's
 // tokens/min against promptTokens for a request admitted before its body was read

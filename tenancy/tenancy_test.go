@@ -520,9 +520,9 @@ func TestLedgerReplay(t *testing.T) {
 		t.Fatalf("segments %v", segs)
 	}
 	db, _ := os.ReadFile(path)
-	seg, _ := os.ReadFile(segs[0].path)
+	seg, _ := os.ReadFile(segs[0].Path)
 	os.WriteFile(cp, db, 0o600)
-	os.WriteFile(filepath.Join(copyDir, filepath.Base(segs[0].path)), append(seg, 0, 0, 0, 40, 1, 2, 3, 4, '['), 0o600)
+	os.WriteFile(filepath.Join(copyDir, filepath.Base(segs[0].Path)), append(seg, 0, 0, 0, 40, 1, 2, 3, 4, '['), 0o600)
 	legacy := []byte(`[{"seq":11,"time":"2026-11-22T12:00:00Z","request_id":"old","tenant":"a","status":200,"prompt_tokens":0,"completion_tokens":0,"cost_nano_usd":5,"latency_ns":0}]`)
 	rec := binary.BigEndian.AppendUint32(nil, uint32(len(legacy)))
 	rec = binary.BigEndian.AppendUint32(rec, crc32.ChecksumIEEE(legacy))

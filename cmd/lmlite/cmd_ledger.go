@@ -32,7 +32,7 @@ func runLedger(args []string) error {
 	cfgPath := fs.String("config", "", "config file naming the redis: block")
 	var ds dirs
 	fs.Var(&ds, "data-dir", "a process's data directory (repeat for each; default: the config's data_dir)")
-	release := fs.Bool("release", false, "first close the leases (redis: {leases: true}) these ledgers' processes held when they stopped: charge what each ledger settled from them, give the rest back")
+	release := fs.Bool("release", false, "first close the leases (redis: {leases: true}, the default) these ledgers' processes held when they stopped: charge what each ledger settled from them, give the rest back")
 	if len(args) == 0 || args[0] != "verify" {
 		fs.Usage()
 		if len(args) > 0 && isHelp(args[0]) {

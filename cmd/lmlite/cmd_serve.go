@@ -184,7 +184,7 @@ func runServe(args []string) error {
 		sh := tenancy.NewRedisShared(rc, tenancy.RedisOptions{KeyPrefix: r.KeyPrefix, Node: r.NodeID, Logger: log, Metrics: redisMetrics})
 		defer sh.Close()
 		ten.UseShared(sh)
-		if r.Leases {
+		if r.LeasesOn() {
 			ls := tenancy.NewLeaseShared(sh, tenancy.LeaseOptions{Store: store})
 			defer ls.Close() // gives the leases back, before sh closes
 			// The leases an earlier run of this ledger held when it died: charged what
