@@ -71,6 +71,8 @@ func main() {
 
 	dotQ4KAVX2(1)
 	dotQ4KAVX2(2)
+	dotQ4KAVX2Tokens(4)
+	dotQ4KAVX2Tokens(8)
 	dotQ5KAVX2(1)
 	dotQ5KAVX2(2)
 	dotQ4KAVX512(1)

@@ -35,14 +35,20 @@ func dotQ4KRow(row []byte, y []q8KBlock) float32 {
 
 // dotQ4KRows sets out[t] = dotQ4KRow(row, y[t*nb:(t+1)*nb]) for each
 // t < len(out): one weight row against several activation rows (a batch of
-// tokens), the AVX2 kernel taking two at a time and unpacking each weight block
-// once for them. Every out[t] has the bits dotQ4KRow gives. (With AVX-512, MatMul
-// takes the tiles of tile_amd64.go instead.)
+// tokens), the AVX2 kernels taking eight, four or two at a time and unpacking
+// each weight block once for them. Every out[t] has the bits dotQ4KRow gives.
+// (With AVX-512, MatMul takes the tiles of tile_amd64.go instead.)
 func dotQ4KRows(out []float32, row []byte, y []q8KBlock, nb int) {
 	t := 0
 	if useAVX2 && !useAVX512 && nb > 0 && len(out) > 1 {
 		_, _ = row[nb*144-1], y[len(out)*nb-1]
 		stride := nb * int(unsafe.Sizeof(y[0]))
+		for ; t+8 <= len(out); t += 8 {
+			dotQ4KAVX2x8(&row[0], (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t])
+		}
+		for ; t+4 <= len(out); t += 4 {
+			dotQ4KAVX2x4(&row[0], (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t])
+		}
 		for ; t+2 <= len(out); t += 2 {
 			dotQ4KAVX2x2(&row[0], (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t])
 		}
