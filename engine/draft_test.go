@@ -248,3 +248,69 @@ func TestDraftModelChunkedPrefill(t *testing.T) {
 	}
 	t.Logf("prompts of %d and %d tokens: %d runs in chunks of %d; drafts %v", len(long), len(short), chunkedRuns, chunk, chunked)
 }
+
+// TestDraftModelChoicesAndCacheHit: with a draft model (the target's own weights,
+// so drafts are accepted), n = 3 seeded choices decoded together are the choices
+// decoded plainly, each alone (its ChoiceSeed), ids, logits and logprobs; and a
+// request whose prompt the prefix cache holds (a hit on a speculating request's
+// own blocks: the draft model has not seen it, and catches up) continues as plain
+// decoding does without the cache.
+func TestDraftModelChoicesAndCacheHit(t *testing.T) {
+	target, same, _ := genDraftPair(t)
+	b, err := New(Config{Logger: quietLog(), Models: []ModelConfig{
+		{ID: "target", Path: target, MaxModelLen: 512, MaxModelConcurrency: 4, Speculative: spec.Config{DraftModel: "draft"}},
+		{ID: "draft", Path: same, MaxModelLen: 512}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	tok, err := b.Tokenizer("target")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt := tok.Encode("The quick brown fox jumps over the lazy dog and then", true, false)
+
+	req := Request{Prompt: prompt, MaxTokens: 80, Logprobs: true, TopLogprobs: 2, Sampling: Sampling{Temperature: 0.7, Seed: 21, IgnoreEOS: true}, CacheSalt: "n"}
+	streams, err := b.GenerateN(context.Background(), "target", req, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]featureResult, 3)
+	var wg sync.WaitGroup
+	for i, s := range streams {
+		wg.Add(1)
+		go func() { defer wg.Done(); got[i] = drain(s) }()
+	}
+	wg.Wait()
+	drafted := 0
+	for i := range got {
+		alone := req
+		alone.Sampling.Seed = ChoiceSeed(req.Sampling.Seed, i)
+		alone.CacheSalt, alone.NoSpeculation = "alone", true
+		if err := runFeatures(b, "target", alone).same(got[i]); err != nil {
+			t.Errorf("choice %d: %v", i, err)
+		}
+		drafted += got[i].u.DraftTokens
+	}
+	if drafted == 0 {
+		t.Error("n = 3: no choice drafted")
+	}
+
+	first := Request{Prompt: prompt, MaxTokens: 150, Logprobs: true, Sampling: Sampling{IgnoreEOS: true}, CacheSalt: "spec"}
+	out := runFeatures(b, "target", first)
+	if out.err != nil {
+		t.Fatal(out.err)
+	}
+	long := Request{Prompt: append(append([]int32(nil), prompt...), out.ids...), MaxTokens: 60, Logprobs: true, TopLogprobs: 3,
+		Sampling: Sampling{IgnoreEOS: true}, CacheSalt: "spec"}
+	hit := runFeatures(b, "target", long)
+	long.NoSpeculation, long.CacheSalt = true, "plain"
+	cold := runFeatures(b, "target", long)
+	if err := cold.same(hit); err != nil {
+		t.Fatalf("after a cache hit: %v", err)
+	}
+	if hit.u.CachedTokens == 0 || cold.u.CachedTokens != 0 || hit.u.AcceptedTokens == 0 {
+		t.Fatalf("cached %d (speculating), %d (plain); drafted %d, accepted %d", hit.u.CachedTokens, cold.u.CachedTokens, hit.u.DraftTokens, hit.u.AcceptedTokens)
+	}
+	t.Logf("n = 3: drafted %d; after a hit on %d cached tokens: drafted %d, accepted %d", drafted, hit.u.CachedTokens, hit.u.DraftTokens, hit.u.AcceptedTokens)
+}
