@@ -4,6 +4,7 @@ package kernels
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 	"unsafe"
@@ -45,5 +46,40 @@ func BenchmarkQ4KTokens(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestQ4KRowsEveryCount: dotQ4KRows for every token count 1-20 (each mix of the
+// AVX2 kernels of 8, 4, 2 and 1 tokens, and the 8- and 4-token kernels over the
+// last tokens again) gives every token the one-token kernel's bits and the
+// reference's, and writes nothing around its outputs.
+func TestQ4KRowsEveryCount(t *testing.T) {
+	requireSIMD(t, "avx2")
+	defer setSIMD("avx2")() // the AVX2 kernels also where the CPU has AVX-512
+	r := rand.New(rand.NewPCG(6, 9))
+	const guard = -12345.5
+	for _, nb := range []int{1, 2, 5} {
+		row := weightRow(r, Q4_K, nb, "random", false)
+		y := q8KActs(r, nb*20, "random", false)
+		for n := 1; n <= 20; n++ {
+			buf := make([]float32, n+2)
+			for i := range buf {
+				buf[i] = guard
+			}
+			dotQ4KRows(buf[1:n+1], row, y, nb)
+			if buf[0] != guard || buf[n+1] != guard {
+				t.Errorf("nb %d, %d tokens: guard overwritten: %v", nb, n, buf)
+			}
+			for tok := range n {
+				yt := y[tok*nb : (tok+1)*nb]
+				want := dotQ4KRow(row, yt)
+				if got := buf[1+tok]; math.Float32bits(got) != math.Float32bits(want) {
+					t.Errorf("nb %d, %d tokens: token %d: %v, one-token kernel %v", nb, n, tok, got, want)
+				}
+				if ref := dotQ4KRowGeneric(row, yt); ref != want {
+					t.Errorf("nb %d, %d tokens: token %d: %v, reference %v", nb, n, tok, want, ref)
+				}
+			}
+		}
 	}
 }
