@@ -6,7 +6,8 @@
 // Each row kernel has an AVX2 (+FMA, F16C) form and, where it pays off, an AVX-512
 // (BW, VL, VNNI) form that keeps the AVX2 form's operations and order; the
 // K-quant AVX2 kernels also have a two-token form (…x2) sharing the weight
-// unpacking between activation rows; on AVX-512 the tiles of tile.go (K-quants),
+// unpacking between activation rows (Q4_K also four- and eight-token forms,
+// q4ktokens.go); on AVX-512 the tiles of tile.go (K-quants),
 // outer.go (Q8_0, Q4_0, Q4_1, Q5_0) and outerk.go (IQ4_XS, Q2_K) take several
 // rows or tokens at once. attn.go has
 // attention's three steps (attntile.go the same for a group of up to four
@@ -71,6 +72,8 @@ func main() {
 
 	dotQ4KAVX2(1)
 	dotQ4KAVX2(2)
+	dotQ4KAVX2Tokens(4)
+	dotQ4KAVX2Tokens(8)
 	dotQ5KAVX2(1)
 	dotQ5KAVX2(2)
 	dotQ4KAVX512(1)

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"sync"
 	"testing"
@@ -62,6 +63,10 @@ func drain(s *Stream) featureResult {
 		}
 		r.ids = append(r.ids, tok.ID)
 		r.bits = append(r.bits, float32bits(tok.Logit), float32bits(tok.Logprob))
+		for _, t := range tok.TopLogprobs {
+			r.bits = append(r.bits, uint32(t.ID), float32bits(t.Logprob))
+			r.pairs = append(r.pairs, fmt.Sprintf("%d:%.3f", t.ID, t.Logprob))
+		}
 	}
 	r.u, r.err = s.Wait(context.Background())
 	return r

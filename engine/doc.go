@@ -211,8 +211,12 @@
 // text) drafts greedily, the last source: each replica maps it and keeps a KV pool
 // for it, and before a step the sequences that draft from it run through it
 // together, one batched draft step per drafted position, its KV rolled back to the
-// sequence's accepted tokens at the next draft (draft.go; TestDraftModelSameOutput,
-// TestDraftModelConfig). Usage.DraftTokens and AcceptedTokens, and ModelStatus's
+// sequence's accepted tokens at the next draft; a prompt it has not seen (a new
+// sequence, or a prefix-cache hit) it computes in chunks of the step's tokens, all
+// sequences together, drafting once it has caught up (draft.go;
+// TestDraftModelSameOutput, TestDraftModelChunkedPrefill,
+// TestDraftModelChoicesAndCacheHit, TestDraftModelConfig; workers mode:
+// worker.TestWorkersDraftModelSameOutput). Usage.DraftTokens and AcceptedTokens, and ModelStatus's
 // and Prometheus's counters, say what was drafted and accepted.
 //
 // # Determinism

@@ -90,6 +90,7 @@ type drafter struct {
 	batch *model.Batch
 	pool  *kvcache.Pool
 	seqs  map[sched.ID]*draftSeq
+	chunk int         // the most tokens a draft run's first step computes (the target's sched.Config.StepTokens)
 	queue []*draftSeq // the sequences drafting in this step
 	work  []*draftSeq // draft's buffer
 	items []model.Item
@@ -104,8 +105,9 @@ type draftSeq struct {
 	want int // the drafts it asks for in this step
 }
 
-// newDrafter maps the draft model and makes its KV pool.
-func newDrafter(c *draftConfig) (*drafter, error) {
+// newDrafter maps the draft model and makes its KV pool; chunk is the most tokens
+// a draft run's first step computes.
+func newDrafter(c *draftConfig, chunk int) (*drafter, error) {
 	f, err := gguf.Open(c.path)
 	if err != nil {
 		return nil, fmt.Errorf("draft model %s: %w", c.id, err)
@@ -120,7 +122,7 @@ func newDrafter(c *draftConfig) (*drafter, error) {
 		f.Close()
 		return nil, fmt.Errorf("draft model %s: %w", c.id, err)
 	}
-	return &drafter{f: f, batch: m.NewBatch(), pool: pool, seqs: map[sched.ID]*draftSeq{}}, nil
+	return &drafter{f: f, batch: m.NewBatch(), pool: pool, seqs: map[sched.ID]*draftSeq{}, chunk: chunk}, nil
 }
 
 // close releases the sequences, the pool and the mapping.
@@ -160,7 +162,11 @@ func (d *drafter) ask(id sched.ID, j *job, want int) {
 // sequence), each further step one drafted token, and each draft is the draft
 // model's greedy token. The drafts go to each job's draft, and their number to
 // set (the scheduler's SetDraft); a sequence the draft pool has no room for drafts
-// fewer or none.
+// fewer or none. The first step computes at most chunk tokens, all sequences
+// together, as the target's step does its prefill chunks: a sequence the draft
+// model has not seen with a long prompt (a new one, or one whose prefix the
+// target found cached) catches up over several steps, drafting nothing until it
+// has, rather than stalling the batch behind one long draft-model prefill.
 func (d *drafter) draft(set func(id sched.ID, n int)) {
 	defer func() {
 		for _, s := range d.queue {
@@ -171,6 +177,7 @@ func (d *drafter) draft(set func(id sched.ID, n int)) {
 	}()
 	queue := append(d.work[:0], d.queue...)
 	defer func() { clear(queue[:cap(queue)]); d.work = queue[:0] }()
+	budget := d.chunk // the first step's tokens, all sequences together
 	for step := 0; len(queue) > 0; step++ {
 		items := d.items[:0]
 		n := 0
@@ -179,9 +186,17 @@ func (d *drafter) draft(set func(id sched.ID, n int)) {
 			var it model.Item
 			if step == 0 {
 				common := min(commonPrefix(s.toks, toks), len(toks)-1) // at least the last token to compute
+				if budget <= 0 {
+					continue // the step's tokens are spent: no drafts this time
+				}
+				end := min(len(toks), common+budget)
+				budget -= end - common
 				s.kv.Truncate(common)
-				s.toks = append(s.toks[:common], toks[common:]...)
-				it = model.Item{KV: s.kv, Start: common, Tokens: toks[common:], Logits: 1}
+				s.toks = append(s.toks[:common], toks[common:end]...)
+				it = model.Item{KV: s.kv, Start: common, Tokens: toks[common:end], Logits: 1}
+				if end < len(toks) {
+					it.Logits = 0 // a chunk of the prompt: drafts once it has all of it
+				}
 			} else {
 				last := s.job.draft[len(s.job.draft)-1]
 				it = model.Item{KV: s.kv, Start: len(s.toks), Tokens: []int32{last}, Logits: 1}
@@ -210,6 +225,9 @@ func (d *drafter) draft(set func(id sched.ID, n int)) {
 		}
 		n = 0
 		for k, s := range queue {
+			if len(s.toks) < len(s.job.tokens) {
+				continue // still catching up with its prompt (step 0's chunk)
+			}
 			s.job.draft = append(s.job.draft, greedy(out[k]))
 			if len(s.job.draft) < s.want {
 				queue[n] = s

@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/lmlite/lmlite/engine/genmodel"
+	"github.com/lmlite/lmlite/engine/gguf"
+	"github.com/lmlite/lmlite/engine/sched"
 	"github.com/lmlite/lmlite/engine/spec"
 	"github.com/lmlite/lmlite/internal/testenv"
 )
@@ -158,4 +161,156 @@ func TestDraftModelConfig(t *testing.T) {
 	if with, without := memory("draft"), memory(""); with-without <= fi.Size() {
 		t.Errorf("memory with a draft model %d, without %d: want more than its file's %d bytes more", with, without, fi.Size())
 	}
+}
+
+// TestDraftModelChunkedPrefill: a sequence the draft model has not seen catches up
+// with its prompt at most chunk tokens per draft run, all sequences together (the
+// target's prefill chunking), drafting nothing until it has: one long prompt never
+// makes one long draft step. Once caught up, each sequence's drafts are those of
+// a drafter that took its prompt whole (the kernels give a token the same bits
+// whatever the chunk). Before the drafter chunked, the first run computed all 50
+// prompt tokens and drafted at once.
+func TestDraftModelChunkedPrefill(t *testing.T) {
+	target, same, _ := genDraftPair(t)
+	models := []ModelConfig{
+		{ID: "target", Path: target, MaxModelLen: 512, MaxModelConcurrency: 2, Speculative: spec.Config{DraftModel: "draft"}},
+		{ID: "draft", Path: same, MaxModelLen: 512}}
+	f, err := gguf.Open(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, _, _, err := readMeta(f, "target")
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dc, err := newDraftConfig(models, models[0], tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := tok.Encode(strings.Repeat("The quick brown fox jumps over the lazy dog. ", 4), true, false)
+	short := long[:10]
+	if len(long) < 33 {
+		t.Fatalf("the long prompt has %d tokens, want more than two chunks", len(long))
+	}
+	const want, chunk = 4, 16
+	// run drafts for both sequences until both have drafted (at most 10 runs),
+	// checking each run's progress; it returns their drafts and the runs taken.
+	run := func(chunk int) (drafts [2][]int32, runs int) {
+		d, err := newDrafter(dc, chunk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.close()
+		jobs := [2]*job{{tokens: long}, {tokens: short}}
+		seen := [2]int{}
+		for runs = 1; runs <= 10; runs++ {
+			for i, j := range jobs {
+				j.draft = j.draft[:0]
+				d.ask(sched.ID(i+1), j, want)
+			}
+			set := map[sched.ID]int{}
+			d.draft(func(id sched.ID, n int) { set[id] = n })
+			computed := 0
+			for i, j := range jobs {
+				s := d.seqs[sched.ID(i+1)]
+				now := commonPrefix(s.toks, j.tokens)
+				if now > seen[i] {
+					computed += now - seen[i]
+				}
+				seen[i] = now
+				if set[sched.ID(i+1)] != len(j.draft) {
+					t.Errorf("chunk %d, run %d, sequence %d: told the scheduler %d drafts, has %d", chunk, runs, i, set[sched.ID(i+1)], len(j.draft))
+				}
+				if now < len(j.tokens) && len(j.draft) > 0 {
+					t.Errorf("chunk %d, run %d, sequence %d: drafted with %d of its %d tokens computed", chunk, runs, i, now, len(j.tokens))
+				}
+			}
+			if computed > chunk {
+				t.Errorf("chunk %d, run %d: the first step computed %d new prompt tokens", chunk, runs, computed)
+			}
+			if len(jobs[0].draft) == want && len(jobs[1].draft) == want {
+				return [2][]int32{jobs[0].draft, jobs[1].draft}, runs
+			}
+		}
+		t.Fatalf("chunk %d: the sequences drafted %d and %d tokens after 10 runs", chunk, len(jobs[0].draft), len(jobs[1].draft))
+		return
+	}
+	whole, wholeRuns := run(1000)
+	chunked, chunkedRuns := run(chunk)
+	if wholeRuns != 1 || chunkedRuns < (len(long)+len(short)+chunk-1)/chunk {
+		t.Errorf("runs until both drafted: %d with the prompts whole, %d in chunks of %d (prompts of %d and %d tokens)", wholeRuns, chunkedRuns, chunk, len(long), len(short))
+	}
+	for i := range whole {
+		if !slices.Equal(whole[i], chunked[i]) {
+			t.Errorf("sequence %d: drafts %v after a chunked catch-up, %v with the prompt whole", i, chunked[i], whole[i])
+		}
+	}
+	t.Logf("prompts of %d and %d tokens: %d runs in chunks of %d; drafts %v", len(long), len(short), chunkedRuns, chunk, chunked)
+}
+
+// TestDraftModelChoicesAndCacheHit: with a draft model (the target's own weights,
+// so drafts are accepted), n = 3 seeded choices decoded together are the choices
+// decoded plainly, each alone (its ChoiceSeed), ids, logits and logprobs; and a
+// request whose prompt the prefix cache holds (a hit on a speculating request's
+// own blocks: the draft model has not seen it, and catches up) continues as plain
+// decoding does without the cache.
+func TestDraftModelChoicesAndCacheHit(t *testing.T) {
+	target, same, _ := genDraftPair(t)
+	b, err := New(Config{Logger: quietLog(), Models: []ModelConfig{
+		{ID: "target", Path: target, MaxModelLen: 512, MaxModelConcurrency: 4, Speculative: spec.Config{DraftModel: "draft"}},
+		{ID: "draft", Path: same, MaxModelLen: 512}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	tok, err := b.Tokenizer("target")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt := tok.Encode("The quick brown fox jumps over the lazy dog and then", true, false)
+
+	req := Request{Prompt: prompt, MaxTokens: 80, Logprobs: true, TopLogprobs: 2, Sampling: Sampling{Temperature: 0.7, Seed: 21, IgnoreEOS: true}, CacheSalt: "n"}
+	streams, err := b.GenerateN(context.Background(), "target", req, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]featureResult, 3)
+	var wg sync.WaitGroup
+	for i, s := range streams {
+		wg.Add(1)
+		go func() { defer wg.Done(); got[i] = drain(s) }()
+	}
+	wg.Wait()
+	drafted := 0
+	for i := range got {
+		alone := req
+		alone.Sampling.Seed = ChoiceSeed(req.Sampling.Seed, i)
+		alone.CacheSalt, alone.NoSpeculation = "alone", true
+		if err := runFeatures(b, "target", alone).same(got[i]); err != nil {
+			t.Errorf("choice %d: %v", i, err)
+		}
+		drafted += got[i].u.DraftTokens
+	}
+	if drafted == 0 {
+		t.Error("n = 3: no choice drafted")
+	}
+
+	first := Request{Prompt: prompt, MaxTokens: 150, Logprobs: true, Sampling: Sampling{IgnoreEOS: true}, CacheSalt: "spec"}
+	out := runFeatures(b, "target", first)
+	if out.err != nil {
+		t.Fatal(out.err)
+	}
+	long := Request{Prompt: append(append([]int32(nil), prompt...), out.ids...), MaxTokens: 60, Logprobs: true, TopLogprobs: 3,
+		Sampling: Sampling{IgnoreEOS: true}, CacheSalt: "spec"}
+	hit := runFeatures(b, "target", long)
+	long.NoSpeculation, long.CacheSalt = true, "plain"
+	cold := runFeatures(b, "target", long)
+	if err := cold.same(hit); err != nil {
+		t.Fatalf("after a cache hit: %v", err)
+	}
+	if hit.u.CachedTokens == 0 || cold.u.CachedTokens != 0 || hit.u.AcceptedTokens == 0 {
+		t.Fatalf("cached %d (speculating), %d (plain); drafted %d, accepted %d", hit.u.CachedTokens, cold.u.CachedTokens, hit.u.DraftTokens, hit.u.AcceptedTokens)
+	}
+	t.Logf("n = 3: drafted %d; after a hit on %d cached tokens: drafted %d, accepted %d", drafted, hit.u.CachedTokens, hit.u.DraftTokens, hit.u.AcceptedTokens)
 }

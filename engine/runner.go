@@ -168,7 +168,7 @@ func newRunner(index int, id string, m *model.Model, tok *tokenizer.Tokenizer, r
 		r.ngrams = spec.NewPool(0, 0)
 	}
 	if rc.draft != nil {
-		if r.drafter, err = newDrafter(rc.draft); err != nil {
+		if r.drafter, err = newDrafter(rc.draft, st.Config().StepTokens); err != nil {
 			pool.Close()
 			return nil, err
 		}

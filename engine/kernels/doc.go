@@ -63,7 +63,10 @@
 // 16, 8 or 4 tokens (prompts) and reduce their pairs' sums together (tile_amd64.go;
 // F16 and BF16 prompts one row against 6, 4 or 2 tokens, floattile_amd64.go;
 // Q5_1 and the lattice types' prompts several tokens per AVX2 call, each block
-// unpacked once; IQ4_NL and Q5_0 decoding 16 rows per AVX-512 call;
+// unpacked once; Q4_K on AVX2 one row against 8, 4 or 2 tokens (dotQ4KAVX2x8, x4,
+// _asm/q4ktokens.go: the tokens' sums reduced together and their float steps
+// run lane by lane, for a speculative verification step's few tokens; 6-7 or 3
+// tokens left through the 8- or 4-token kernel again over the last ones); IQ4_NL and Q5_0 decoding 16 rows per AVX-512 call;
 // a batch's short last chunk of 11-15 tokens goes through the 16-token kernel
 // again over the last 16 tokens, 2-3 tokens left through the 4-token kernel over
 // the last 4 or, for a batch of 2-3 tokens, over activations padded with zero rows),

@@ -28,7 +28,7 @@ import (
 // block unpacked once for the tokens, with the same bits.
 // dotQ4KRows, dotQ6KRows and dotQ8_0Rows take one weight row against a batch of
 // activation rows (the tokens of a prompt), unpacking each weight block once for
-// two tokens (AVX2, Q4_K and Q6_K). With AVX-512, MatMul takes the tile kernels
+// two tokens (AVX2, Q6_K) or for eight, four or two (AVX2, Q4_K). With AVX-512, MatMul takes the tile kernels
 // of tile_amd64.go instead: 8 rows against one token, one row against 16, 8 or 4,
 // every output with the single-row kernel's bits. F16 and BF16 prompts take
 // one row against 6, 4 or 2 tokens (floattile_amd64.go, AVX-512, rows of a

@@ -14,6 +14,18 @@ func dotQ4KAVX2(x *byte, y *byte, n int) float32
 //go:noescape
 func dotQ4KAVX2x2(x *byte, y *byte, n int, stride int, out *float32)
 
+// dotQ4KAVX2x4 sets out[t] = dotQ4KAVX2(x, y+t·stride, n) for t < 4 (one
+// weight block unpacked for all the tokens; their float steps lane by lane).
+//
+//go:noescape
+func dotQ4KAVX2x4(x *byte, y *byte, n int, stride int, out *float32)
+
+// dotQ4KAVX2x8 sets out[t] = dotQ4KAVX2(x, y+t·stride, n) for t < 8 (one
+// weight block unpacked for all the tokens; their float steps lane by lane).
+//
+//go:noescape
+func dotQ4KAVX2x8(x *byte, y *byte, n int, stride int, out *float32)
+
 // dotQ5KAVX2 is the dot product of n Q5_K blocks at x with n q8KBlocks at y.
 //
 //go:noescape

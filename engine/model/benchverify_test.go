@@ -3,6 +3,8 @@ package model
 import (
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -10,7 +12,8 @@ import (
 // the model file named by LMLITE_BENCH_MODEL (skipped when unset): one step of a
 // sequence computing its last token and k drafted ones (k+1 positions, every
 // position's logits row, as the engine's runner asks) after a 128-token prompt, for
-// k = 0 (a plain decode), 1, 2, 4, 8 and 16. cpu-ms/op is the process's CPU time per
+// k = 0 (a plain decode), 1, 2, 4, 8 and 16, or the comma-separated list in
+// LMLITE_BENCH_KS (e.g. 0,1,2,3,4,5,6,7,8,10,12,15). cpu-ms/op is the process's CPU time per
 // step (on a shared machine, what the step costs); a k-step pays when its accepted
 // tokens + 1 exceed its cost over k = 0's.
 func BenchmarkVerifyStep(b *testing.B) {
@@ -34,7 +37,18 @@ func BenchmarkVerifyStep(b *testing.B) {
 	if _, err := st.Forward(prompt[:np], false); err != nil {
 		b.Fatal(err)
 	}
-	for _, k := range []int{0, 1, 2, 4, 8, 16} {
+	ks := []int{0, 1, 2, 4, 8, 16}
+	if v := os.Getenv("LMLITE_BENCH_KS"); v != "" {
+		ks = ks[:0]
+		for _, f := range strings.Split(v, ",") {
+			k, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || k < 0 || k > 16 {
+				b.Fatalf("LMLITE_BENCH_KS %q: want draft counts 0-16", v)
+			}
+			ks = append(ks, k)
+		}
+	}
+	for _, k := range ks {
 		b.Run(fmt.Sprintf("k=%d", k), func(b *testing.B) {
 			defer cpuPerOp(b)()
 			for b.Loop() {

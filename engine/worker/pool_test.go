@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/engine/genmodel"
 	"github.com/lmlite/lmlite/engine/spec"
 )
 
@@ -722,4 +724,71 @@ func TestWorkersPredictionSameOutput(t *testing.T) {
 			got.u.PredictionAccepted, got.u.PredictionRejected, got.u.DraftTokens)
 	}
 	t.Logf("prediction: accepted %d, rejected %d of %d tokens", got.u.PredictionAccepted, got.u.PredictionRejected, got.u.CompletionTokens)
+}
+
+// TestWorkersDraftModelSameOutput: a model whose draft model shares its worker
+// group drafts from it in the worker process (a draft model with the target's own
+// weights, so its greedy drafts are accepted), and the output is plain decoding's
+// bit for bit: ids, text, logits, logprobs and top logprobs, greedy and seeded
+// sampling.
+func TestWorkersDraftModelSameOutput(t *testing.T) {
+	target := llamaModel(t)
+	draft := tinyModel(t, "llama-draft", genmodel.Options{Arch: "llama", Type: "q8_0", Seed: 7}) // the target's weights
+	mcs := []engine.ModelConfig{
+		{ID: "m", Path: target, MaxModelLen: 512, Speculative: spec.Config{DraftModel: "d"}},
+		{ID: "d", Path: draft, MaxModelLen: 512}}
+	p := newPool(t, Config{Models: mcs, Command: testCommand(), Groups: map[string]string{"m": "g", "d": "g"}})
+	prompt := make([]int32, 20)
+	for i := range prompt {
+		prompt[i] = int32(3 + i*37%200)
+	}
+	// bits runs req and returns its tokens' ids, logits, logprobs and top logprobs
+	// as bits, its text and usage.
+	bits := func(req engine.Request) (b []uint32, text string, u engine.Usage) {
+		s, err := p.Generate(context.Background(), "m", req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for tok := range s.Tokens {
+			text += tok.Text
+			if tok.ID < 0 {
+				continue
+			}
+			b = append(b, uint32(tok.ID), math.Float32bits(tok.Logit), math.Float32bits(tok.Logprob))
+			for _, tl := range tok.TopLogprobs {
+				b = append(b, uint32(tl.ID), math.Float32bits(tl.Logprob))
+			}
+		}
+		if u, err = s.Wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return b, text, u
+	}
+	for _, c := range []struct {
+		name string
+		req  engine.Request
+	}{
+		{"greedy", engine.Request{Prompt: prompt, MaxTokens: 120, Logprobs: true, TopLogprobs: 3, Sampling: engine.Sampling{IgnoreEOS: true}}},
+		{"seeded", engine.Request{Prompt: prompt, MaxTokens: 120, Logprobs: true, Sampling: engine.Sampling{Temperature: 0.8, Seed: 5, IgnoreEOS: true}}},
+	} {
+		plain := c.req
+		plain.NoSpeculation = true
+		wb, wt, wu := bits(plain)
+		gb, gt, gu := bits(c.req)
+		if wt != gt || !slices.Equal(wb, gb) {
+			t.Errorf("%s: speculating gave %q (%d values), plain %q (%d values)", c.name, gt, len(gb), wt, len(wb))
+		}
+		if wu.DraftTokens != 0 || gu.DraftTokens == 0 {
+			t.Errorf("%s: drafted %d plain; speculating drafted %d, accepted %d", c.name, wu.DraftTokens, gu.DraftTokens, gu.AcceptedTokens)
+		}
+		if c.name == "greedy" && gu.AcceptedTokens == 0 {
+			t.Errorf("%s: the target's own weights drafted %d tokens, none accepted", c.name, gu.DraftTokens)
+		}
+		t.Logf("%s: %d tokens, drafted %d, accepted %d", c.name, gu.CompletionTokens, gu.DraftTokens, gu.AcceptedTokens)
+	}
+	for _, st := range p.Models() {
+		if st.ID == "m" && (st.DraftModelDraftTokens == 0 || st.DraftModelDraftTokens != st.DraftTokens) {
+			t.Errorf("model counters through the worker: the draft model drafted %d of %d tokens", st.DraftModelDraftTokens, st.DraftTokens)
+		}
+	}
 }
