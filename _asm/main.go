@@ -134,6 +134,10 @@ func main() {
 	accumKVChunk("Q4_0")
 	attnScoresKV("Q8_0")
 	attnScoresKV("Q4_0")
+	for nq := 2; nq <= attnGroupMax; nq++ {
+		accumKVGroup("Q8_0", nq)
+		accumKVGroup("Q4_0", nq)
+	}
 	attnF32Constants()
 	attnChunkF32()
 	attnChunkF32F16()
