@@ -490,3 +490,36 @@ func accumKVGroup(typ string, nq int) {
 	VZEROUPPER()
 	RET()
 }
+
+// prefetchRows emits the prefetch of n rows of w bytes, stride bytes apart: every
+// cache line of each (PREFETCHT0), so that the next block of a quantized KV cache
+// is on its way while attention works through this one (the rows of a head are
+// not a multiple of 64 bytes, and the hardware's prefetchers leave them to demand
+// misses).
+func prefetchRows() {
+	TEXT("prefetchRows", NOSPLIT, "func(p *byte, n, stride, w int)")
+	Pragma("noescape")
+	Doc("prefetchRows prefetches the cache lines of n rows of w bytes at p + j·stride.")
+	p := Load(Param("p"), GP64())
+	n := Load(Param("n"), GP64())
+	sb := Load(Param("stride"), GP64())
+	w := Load(Param("w"), GP64())
+	DECQ(w)
+	Label("row")
+	TESTQ(n, n)
+	JZ(LabelRef("done"))
+	x, end := GP64(), GP64()
+	MOVQ(p, x)
+	LEAQ(Mem{Base: p, Index: w, Scale: 1}, end)
+	Label("line")
+	PREFETCHT0(Mem{Base: x})
+	ADDQ(U8(64), x)
+	CMPQ(x, end)
+	JBE(LabelRef("line"))
+	PREFETCHT0(Mem{Base: end})
+	ADDQ(sb, p)
+	DECQ(n)
+	JMP(LabelRef("row"))
+	Label("done")
+	RET()
+}

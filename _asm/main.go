@@ -134,6 +134,7 @@ func main() {
 	accumKVChunk("Q4_0")
 	attnScoresKV("Q8_0")
 	attnScoresKV("Q4_0")
+	prefetchRows()
 	for nq := 2; nq <= attnGroupMax; nq++ {
 		accumKVGroup("Q8_0", nq)
 		accumKVGroup("Q4_0", nq)

@@ -487,20 +487,23 @@ func (gr *kvGroup) chunk(sts []kvState, k, v []uint16, m, kstride, vstride int, 
 }
 
 // tileKVGroups is AttendBlocksTileKV's block loop for a tile of states over a
-// quantized V cache on AVX2 (state t: positions 0..ns[t]-1, nmax the largest):
-// the states, in groups of up to attnGroupMax, take each block (blocks outer)
+// cache with a block format on AVX2 (state t: positions 0..ns[t]-1, nmax the
+// largest), blocks outer, the next block's rows prefetched while one is worked on.
+// Over a quantized V, the states, in groups of up to attnGroupMax, take each block
 // through kvGroup.chunk while all of a group's states take the same positions of
 // it; from the first block where they do not (the causal end of a tile's tokens),
-// and for a group of one, each state goes on through span. It reports false,
-// having done nothing, where the states take span only.
+// for a group of one, and over an f16 V, each state goes through span. It reports
+// false, having done nothing, where the states take span without prefetching
+// (no AVX2, blocks longer than attnChunk, head sizes past attnStackHD).
 func tileKVGroups(sts []kvState, ns []int, ks, vs [][]uint16, koff, voff, kstride, vstride, bt, nmax int, scale float32) bool {
-	if len(sts) < 2 || !useAVX2 || bt > attnChunk {
+	if len(sts) == 0 || !useAVX2 || bt > attnChunk {
 		return false
 	}
 	hd := sts[0].hd
-	if !sts[0].vt.Quantized() || hd == 0 || hd%qk0 != 0 || hd > attnStackHD {
+	if hd == 0 || hd%qk0 != 0 || hd > attnStackHD {
 		return false
 	}
+	grouped := sts[0].vt.Quantized()
 	kw, vw := sts[0].kt.Units(hd), sts[0].vt.Units(hd)
 	for b := 0; b*bt < nmax; b++ {
 		m := min(bt, nmax-b*bt)
@@ -510,12 +513,17 @@ func tileKVGroups(sts []kvState, ns []int, ks, vs [][]uint16, koff, voff, kstrid
 	var grs [attnTileMax / attnGroupMax]kvGroup
 	ng := (len(sts) + attnGroupMax - 1) / attnGroupMax
 	for g := 0; g < ng; g++ {
-		if t0, t1 := g*attnGroupMax, min(len(sts), (g+1)*attnGroupMax); t1-t0 > 1 {
+		if t0, t1 := g*attnGroupMax, min(len(sts), (g+1)*attnGroupMax); t1-t0 > 1 && grouped {
 			grs[g].load(sts[t0:t1])
 		}
 	}
 	for c, j0 := 0, 0; j0 < nmax; c, j0 = c+1, j0+bt {
 		k, v := ks[c][koff:], vs[c][voff:]
+		if m := min(bt, nmax-j0-bt); m > 0 {
+			// The next block's rows, on their way while this one is worked on.
+			prefetchRows((*byte)(unsafe.Pointer(&ks[c+1][koff])), m, 2*kstride, 2*kw)
+			prefetchRows((*byte)(unsafe.Pointer(&vs[c+1][voff])), m, 2*vstride, 2*vw)
+		}
 		for g := 0; g < ng; g++ {
 			gr := &grs[g]
 			t0, t1 := g*attnGroupMax, min(len(sts), (g+1)*attnGroupMax)

@@ -17165,6 +17165,34 @@ done:
 	VZEROUPPER
 	RET
 
+// func prefetchRows(p *byte, n int, stride int, w int)
+// Requires: MMX+
+TEXT ·prefetchRows(SB), NOSPLIT, $0-32
+	MOVQ p+0(FP), AX
+	MOVQ n+8(FP), CX
+	MOVQ stride+16(FP), DX
+	MOVQ w+24(FP), BX
+	DECQ BX
+
+row:
+	TESTQ CX, CX
+	JZ    done
+	MOVQ  AX, SI
+	LEAQ  (AX)(BX*1), DI
+
+line:
+	PREFETCHT0 (SI)
+	ADDQ       $0x40, SI
+	CMPQ       SI, DI
+	JBE        line
+	PREFETCHT0 (DI)
+	ADDQ       DX, AX
+	DECQ       CX
+	JMP        row
+
+done:
+	RET
+
 // func attnAccumGroup2Q8_0AVX2(acc *float32, v *byte, nb int, n int, stride int, e *float32, mask *uint64, sum *float32)
 // Requires: AVX, AVX2, F16C
 TEXT ·attnAccumGroup2Q8_0AVX2(SB), NOSPLIT, $0-64

@@ -391,6 +391,11 @@ func attnScoresQ8_0AVX2(k *byte, q *byte, nb int, m int, stride int, scale float
 //go:noescape
 func attnScoresQ4_0AVX2(k *byte, q *byte, nb int, m int, stride int, scale float32, s *float32)
 
+// prefetchRows prefetches the cache lines of n rows of w bytes at p + j·stride.
+//
+//go:noescape
+func prefetchRows(p *byte, n int, stride int, w int)
+
 // attnAccumGroup2Q8_0AVX2 is attnAccumQ8_0AVX2 for 2 heads over the same n positions
 // (V rows of nb blocks at v + j·stride): head g's accumulator at acc + g·1024 bytes, its
 // e_j at e + g·256 bytes, its mask and sum at mask[g] and sum[g].
