@@ -10,7 +10,8 @@
 // outer.go (Q8_0, Q4_0, Q4_1, Q5_0) and outerk.go (IQ4_XS, Q2_K) take several
 // rows or tokens at once. attn.go has
 // attention's three steps (attntile.go the same for a group of up to four
-// queries over the same keys, AVX-512), act.go the activation quantizers, rounding and
+// queries over the same keys, AVX-512; attnkv.go the same over quantized KV
+// caches, AVX2), act.go the activation quantizers, rounding and
 // SwiGLU, ternary.go the TQ2_0 and TQ1_0 row kernels and lattice.go the lattice
 // types' (AVX2), floattile.go the F16 and BF16 one-row, several-token kernels
 // (AVX-512).
