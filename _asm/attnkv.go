@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
 	. "github.com/mmcloughlin/avo/reg"
@@ -316,5 +318,208 @@ func attnScoresKV(typ string) {
 	JMP(LabelRef("pos"))
 	Label("done")
 	VZEROUPPER()
+	RET()
+}
+
+// kvGroupAccStride and kvGroupEStride are the byte distances between the
+// accumulators (attnStackHD float32s) and between the softmax factors (attnChunk
+// float32s) of the heads of engine/kernels' kvGroup.
+const (
+	kvGroupAccStride = 256 * 4
+	kvGroupEStride   = 64 * 4
+)
+
+// accumKVGroup emits accumKVChunk for nq heads over the same chunk of a quantized V
+// cache (a GQA group's heads in AttendBlocksTileKV): each position's row is
+// dequantized (d·q) once, half a block (16 values) at a time, and added to each
+// head's accumulator with that head's e_j and mask bit, the operations
+// attnAccum…AVX2 gives each head on its own (hence its bits). acc holds the heads'
+// accumulators kvGroupAccStride bytes apart, e their factors kvGroupEStride bytes
+// apart, mask and sum one uint64 and one float32 per head.
+func accumKVGroup(typ string, nq int) {
+	name := fmt.Sprintf("attnAccumGroup%d%sAVX2", nq, typ)
+	TEXT(name, NOSPLIT, "func(acc *float32, v *byte, nb, n, stride int, e *float32, mask *uint64, sum *float32)")
+	Pragma("noescape")
+	Doc(name+" is attnAccum"+typ+fmt.Sprintf("AVX2 for %d heads over the same n positions", nq),
+		"(V rows of nb blocks at v + j·stride): head g's accumulator at acc + g·1024 bytes, its",
+		"e_j at e + g·256 bytes, its mask and sum at mask[g] and sum[g].")
+	acc := Load(Param("acc"), GP64())
+	v := Load(Param("v"), GP64())
+	nb := Load(Param("nb"), GP64())
+	n := Load(Param("n"), GP64())
+	sb := Load(Param("stride"), GP64())
+	e := Load(Param("e"), GP64())
+	mp := Load(Param("mask"), GP64())
+	sump := Load(Param("sum"), GP64())
+
+	one := XMM()
+	VMOVSS(expfConsts.Offset(ecOne), one)
+	j, mk := GP64(), GP64()
+	for g := 0; g < nq; g++ {
+		sum := XMM()
+		VMOVSS(Mem{Base: sump, Disp: 4 * g}, sum)
+		MOVQ(Mem{Base: mp, Disp: 8 * g}, mk)
+		XORQ(j, j)
+		l := fmt.Sprintf("sum%d", g)
+		Label(l)
+		CMPQ(j, n)
+		JGE(LabelRef(l + "done"))
+		BTQ(j, mk)
+		JCS(LabelRef(l + "new"))
+		VADDSS(Mem{Base: e, Index: j, Scale: 4, Disp: kvGroupEStride * g}, sum, sum)
+		INCQ(j)
+		JMP(LabelRef(l))
+		Label(l + "new")
+		VMULSS(Mem{Base: e, Index: j, Scale: 4, Disp: kvGroupEStride * g}, sum, sum)
+		VADDSS(one, sum, sum)
+		INCQ(j)
+		JMP(LabelRef(l))
+		Label(l + "done")
+		VMOVSS(sum, Mem{Base: sump, Disp: 4 * g})
+	}
+
+	var m4, e8 VecVirtual
+	if typ == "Q4_0" {
+		m4, e8 = XMM(), XMM()
+		VMOVDQU(nibbleMask, m4)
+		VMOVDQU(eights, e8)
+	}
+	bs := map[string]int{"Q8_0": q80Size, "Q4_0": q40Size}[typ]
+	vp, any := GP64(), GP64()
+	Label("block")
+	TESTQ(nb, nb)
+	JZ(LabelRef("done"))
+	for h := 0; h < 2; h++ {
+		a := make([][2]VecVirtual, nq)
+		for g := range a {
+			for i := range a[g] {
+				a[g][i] = YMM()
+				VMOVUPS(Mem{Base: acc, Disp: kvGroupAccStride*g + 64*h + 32*i}, a[g][i])
+			}
+		}
+		MOVQ(v, vp)
+		XORQ(j, j)
+		MOVQ(Mem{Base: mp}, any)
+		for g := 1; g < nq; g++ {
+			ORQ(Mem{Base: mp, Disp: 8 * g}, any)
+		}
+		pl := fmt.Sprintf("pos%d", h)
+		Label(pl)
+		CMPQ(j, n)
+		JGE(LabelRef(pl + "done"))
+		// position j's half block as two vectors of 8 float32 d·q
+		dg := GP32()
+		MOVWLZX(Mem{Base: vp}, dg)
+		dh, d := XMM(), YMM()
+		VMOVD(dg, dh)
+		VCVTPH2PS(dh, dh)
+		VBROADCASTSS(dh, d)
+		var q [2]VecVirtual
+		if typ == "Q8_0" {
+			for i := range q {
+				q[i] = YMM()
+				VPMOVSXBD(Mem{Base: vp, Disp: 2 + 16*h + 8*i}, q[i])
+			}
+		} else {
+			raw, up := XMM(), XMM()
+			VMOVDQU(Mem{Base: vp, Disp: 2}, raw)
+			if h == 1 {
+				VPSRLW(U8(4), raw, raw)
+			}
+			VPAND(m4, raw, raw)
+			VPSUBB(e8, raw, raw) // q − 8, as int8
+			q[0], q[1] = YMM(), YMM()
+			VPMOVSXBD(raw, q[0])
+			VPSRLDQ(U8(8), raw, up)
+			VPMOVSXBD(up, q[1])
+		}
+		for i := range q {
+			VCVTDQ2PS(q[i], q[i])
+			VMULPS(d, q[i], q[i]) // d·q
+		}
+		SHRQ(U8(1), any)
+		JCS(LabelRef(pl + "slow"))
+		for g := 0; g < nq; g++ {
+			ej := YMM()
+			VBROADCASTSS(Mem{Base: e, Index: j, Scale: 4, Disp: kvGroupEStride * g}, ej)
+			for i := range q {
+				t := YMM()
+				VMULPS(ej, q[i], t) // ·e_j
+				VADDPS(t, a[g][i], a[g][i])
+			}
+		}
+		Label(pl + "next")
+		ADDQ(sb, vp)
+		INCQ(j)
+		JMP(LabelRef(pl))
+		// Some head's maximum rose at j: each head by its own mask bit.
+		Label(pl + "slow")
+		for g := 0; g < nq; g++ {
+			gl := fmt.Sprintf("%sh%d", pl, g)
+			ej := YMM()
+			VBROADCASTSS(Mem{Base: e, Index: j, Scale: 4, Disp: kvGroupEStride * g}, ej)
+			MOVQ(Mem{Base: mp, Disp: 8 * g}, mk)
+			BTQ(j, mk)
+			JCS(LabelRef(gl + "new"))
+			for i := range q {
+				t := YMM()
+				VMULPS(ej, q[i], t)
+				VADDPS(t, a[g][i], a[g][i])
+			}
+			JMP(LabelRef(gl + "done"))
+			Label(gl + "new")
+			for i := range q {
+				VMULPS(ej, a[g][i], a[g][i])
+				VADDPS(q[i], a[g][i], a[g][i])
+			}
+			Label(gl + "done")
+		}
+		JMP(LabelRef(pl + "next"))
+		Label(pl + "done")
+		for g := range a {
+			for i := range a[g] {
+				VMOVUPS(a[g][i], Mem{Base: acc, Disp: kvGroupAccStride*g + 64*h + 32*i})
+			}
+		}
+	}
+	ADDQ(U8(128), acc)
+	ADDQ(U8(bs), v)
+	DECQ(nb)
+	JMP(LabelRef("block"))
+	Label("done")
+	VZEROUPPER()
+	RET()
+}
+
+// prefetchRows emits the prefetch of n rows of w bytes, stride bytes apart: every
+// cache line of each (PREFETCHT0), so that the next block of a quantized KV cache
+// is on its way while attention works through this one (the rows of a head are
+// not a multiple of 64 bytes, and the hardware's prefetchers leave them to demand
+// misses).
+func prefetchRows() {
+	TEXT("prefetchRows", NOSPLIT, "func(p *byte, n, stride, w int)")
+	Pragma("noescape")
+	Doc("prefetchRows prefetches the cache lines of n rows of w bytes at p + j·stride.")
+	p := Load(Param("p"), GP64())
+	n := Load(Param("n"), GP64())
+	sb := Load(Param("stride"), GP64())
+	w := Load(Param("w"), GP64())
+	DECQ(w)
+	Label("row")
+	TESTQ(n, n)
+	JZ(LabelRef("done"))
+	x, end := GP64(), GP64()
+	MOVQ(p, x)
+	LEAQ(Mem{Base: p, Index: w, Scale: 1}, end)
+	Label("line")
+	PREFETCHT0(Mem{Base: x})
+	ADDQ(U8(64), x)
+	CMPQ(x, end)
+	JBE(LabelRef("line"))
+	PREFETCHT0(Mem{Base: end})
+	ADDQ(sb, p)
+	DECQ(n)
+	JMP(LabelRef("row"))
+	Label("done")
 	RET()
 }

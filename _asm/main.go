@@ -11,7 +11,8 @@
 // outer.go (Q8_0, Q4_0, Q4_1, Q5_0) and outerk.go (IQ4_XS, Q2_K) take several
 // rows or tokens at once. attn.go has
 // attention's three steps (attntile.go the same for a group of up to four
-// queries over the same keys, AVX-512), act.go the activation quantizers, rounding and
+// queries over the same keys, AVX-512; attnkv.go the same over quantized KV
+// caches, AVX2), act.go the activation quantizers, rounding and
 // SwiGLU, ternary.go the TQ2_0 and TQ1_0 row kernels and lattice.go the lattice
 // types' (AVX2), floattile.go the F16 and BF16 one-row, several-token kernels
 // (AVX-512).
@@ -137,6 +138,11 @@ func main() {
 	accumKVChunk("Q4_0")
 	attnScoresKV("Q8_0")
 	attnScoresKV("Q4_0")
+	prefetchRows()
+	for nq := 2; nq <= attnGroupMax; nq++ {
+		accumKVGroup("Q8_0", nq)
+		accumKVGroup("Q4_0", nq)
+	}
 	attnF32Constants()
 	attnChunkF32()
 	attnChunkF32F16()

@@ -112,15 +112,6 @@ func (s *Server) appendAdapter(b []byte, a *adapter, states map[string]string) [
 	return append(b, "}}"...)
 }
 
-// engineModel is the model a request's "model" runs on, for routing decisions made
-// before the policy is known (forwarding to a peer): an adapter's base, else name.
-func (s *Server) engineModel(name string) string {
-	if a := s.adapters[name]; a != nil {
-		return a.base.id
-	}
-	return name
-}
-
 // adapterID is the job's adapter's id, "" for none.
 func (j *job) adapterID() string {
 	if a := j.adapter(); a != nil {

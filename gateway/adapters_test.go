@@ -495,3 +495,32 @@ func TestUsageAndDashboardsShowTheAdapter(t *testing.T) {
 		}
 	}
 }
+
+// TestAdapterMetricsSeries: a request on an adapter is counted by adapter beside its
+// base model (lmlite_adapter_requests_total, lmlite_adapter_tokens_total), and
+// /metrics shows each adapter's state (loaded after the request, unloaded before
+// any) and its requests in flight.
+func TestAdapterMetricsSeries(t *testing.T) {
+	es := startEngine(t, adaptersYAML, engine.Config{})
+	st, body := rawCall(t, es, "acme", "POST", "/v1/completions", `{"model":"ft-1","prompt":"once upon a time","max_tokens":3,"temperature":0}`)
+	if st != 200 {
+		t.Fatalf("completion on ft-1: %d %s", st, body)
+	}
+	_, scrape := (&testServer{t: t, url: es.base}).get("/metrics", "")
+	for _, want := range []string{
+		`lmlite_adapter_requests_total{adapter="ft-1",model="tiny",status="200",tenant="acme"} 1`,
+		`lmlite_adapter_tokens_total{adapter="ft-1",kind="completion",model="tiny"} 3`,
+		`lmlite_adapter_tokens_total{adapter="ft-1",kind="prompt",model="tiny"}`,
+		`lmlite_adapter_state{adapter="ft-1",model="tiny",state="loaded"} 1`,
+		`lmlite_adapter_state{adapter="ft-2",model="tiny",state="unloaded"} 1`,
+		`lmlite_adapter_active_requests{adapter="ft-1",model="tiny"} 0`,
+		`lmlite_requests_total{model="tiny",status="200",tenant="acme",tier=""} 1`,
+	} {
+		if !strings.Contains(scrape, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if strings.Contains(scrape, `adapter="ft-2",kind=`) || strings.Contains(scrape, `lmlite_adapter_requests_total{adapter="ft-2"`) {
+		t.Errorf("/metrics counts requests on ft-2, which served none")
+	}
+}

@@ -917,3 +917,53 @@ func TestBatchLineForAModelOnlyElsewhere(t *testing.T) {
 		t.Fatalf("a model nobody serves: %v", err)
 	}
 }
+
+// TestForwardAnAdapterToTheNodeServingIt: B serves the adapter ft-b over big; A
+// serves big without it. A request for ft-b sent to A is forwarded to B (B announces
+// the adapter with big), while big itself is served on A; a request for an adapter
+// no node announces is A's own 404.
+func TestForwardAnAdapterToTheNodeServingIt(t *testing.T) {
+	store, err := tenancy.Open(filepath.Join(t.TempDir(), "lmlite.db"), tenancy.Options{Sync: tenancy.SyncProcess})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	reg := &registry.Memory{}
+	const yamlA = `
+ledger: {sync: process}
+models:
+  - {id: big, path: big.gguf, max_model_len: 512}
+plans: {open: {}}
+tenants: [{id: acme, plan: open}]
+`
+	const yamlB = yamlA + `adapters:
+  - {id: ft-b, path: ft-b.gguf, base: big}
+`
+	b := startPeer(t, yamlB, "b", newFakeEngineWith("big"), store, reg)
+	a := startPeer(t, yamlA, "a", newFakeEngineWith("big"), store, reg)
+	for deadline := time.Now().Add(5 * time.Second); len(a.k.Nodes()) < 2; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("A never saw B")
+		}
+	}
+	key, _, err := store.CreateKey("acme", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := &testServer{t: t, url: a.url}
+	resp, got := ts.post("/v1/chat/completions", key, `{"model": "ft-b", "messages": [{"role":"user","content":"x"}], "max_tokens": 3}`)
+	if resp.StatusCode != 200 || resp.Header.Get("X-LMLite-Node") != "b" || resp.Header.Get("X-LMLite-Adapter") != "ft-b" || !strings.Contains(got, `"model":"ft-b"`) {
+		t.Fatalf("ft-b through A: %d %v %s", resp.StatusCode, resp.Header, got)
+	}
+	if a.eng.started.Load() != 0 || b.eng.started.Load() != 1 {
+		t.Fatalf("generations: A %d, B %d", a.eng.started.Load(), b.eng.started.Load())
+	}
+	resp, got = ts.post("/v1/chat/completions", key, `{"model": "big", "messages": [{"role":"user","content":"x"}], "max_tokens": 3}`)
+	if resp.StatusCode != 200 || resp.Header.Get("X-LMLite-Node") != "" || a.eng.started.Load() != 1 {
+		t.Fatalf("big on A: %d %v %s", resp.StatusCode, resp.Header, got)
+	}
+	resp, got = ts.post("/v1/chat/completions", key, `{"model": "ft-nope", "messages": [{"role":"user","content":"x"}]}`)
+	if resp.StatusCode != 404 || resp.Header.Get("X-LMLite-Node") != "" || !strings.Contains(got, "model_not_found") {
+		t.Fatalf("unknown adapter: %d %v %s", resp.StatusCode, resp.Header, got)
+	}
+}

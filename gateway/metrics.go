@@ -39,7 +39,11 @@ type metrics struct {
 	admin      *prometheus.CounterVec
 	coldStart  *prometheus.HistogramVec
 	upFailures *prometheus.CounterVec
-	handler    fasthttp.RequestHandler
+	// adapterRequests and adapterTokens are requests and tokens on LoRA adapters, by
+	// adapter beside its base model (the series above count them under the base).
+	adapterRequests *prometheus.CounterVec
+	adapterTokens   *prometheus.CounterVec
+	handler         fasthttp.RequestHandler
 
 	// Children of the vectors, looked up once: WithLabelValues hashes its labels on
 	// every call, and observe runs for every request.
@@ -109,7 +113,12 @@ func newMetrics(s *Server) *metrics {
 		Help: "How long requests waited for their embedded model to load (counted once per request that waited).", Buckets: []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}}, []string{"model"})
 	m.upFailures = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lmlite_upstream_failures_total",
 		Help: "Upstream requests that failed before answering (connection error or 5xx); the router may have stepped down a tier."}, []string{"model"})
+	m.adapterRequests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lmlite_adapter_requests_total",
+		Help: "Generation requests admitted on LoRA adapters, by tenant, base model, adapter and HTTP status (also counted in lmlite_requests_total under the base)."}, []string{"tenant", "model", "adapter", "status"})
+	m.adapterTokens = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lmlite_adapter_tokens_total",
+		Help: "Tokens processed on LoRA adapters, by base model, adapter and kind (prompt, completion)."}, []string{"model", "adapter", "kind"})
 	for _, c := range []prometheus.Collector{m.requests, m.ttft, m.tpot, m.e2e, m.spend, m.grammar, m.rejections, m.prefixHits, m.tokens, m.admin, m.coldStart, m.upFailures,
+		m.adapterRequests, m.adapterTokens,
 		&stateCollector{s: s}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
 	}
@@ -143,6 +152,15 @@ func newMetrics(s *Server) *metrics {
 func (m *metrics) observe(j *job, e tenancy.Entry, charged money.Money, u *engine.Usage) {
 	model := e.Model
 	m.requestCounter(requestKey{j.pol.Tenant, model, e.Tier, e.Status}).Inc()
+	if e.Adapter != "" {
+		m.adapterRequests.WithLabelValues(j.pol.Tenant, model, e.Adapter, strconv.Itoa(e.Status)).Inc()
+		if e.PromptTokens > 0 {
+			m.adapterTokens.WithLabelValues(model, e.Adapter, "prompt").Add(float64(e.PromptTokens))
+		}
+		if e.CompletionTokens > 0 {
+			m.adapterTokens.WithLabelValues(model, e.Adapter, "completion").Add(float64(e.CompletionTokens))
+		}
+	}
 	mm := m.perModel[model]
 	if mm == nil {
 		return
@@ -177,7 +195,8 @@ func (m *metrics) observe(j *job, e tenancy.Entry, charged money.Money, u *engin
 }
 
 // stateCollector reports, at scrape time, each model's state, memory, replicas and
-// queue depth, and the requests in flight.
+// queue depth, each LoRA adapter's state and requests in flight, and the gateway's
+// requests in flight.
 type stateCollector struct{ s *Server }
 
 var (
@@ -186,10 +205,13 @@ var (
 	descReplicas = prometheus.NewDesc("lmlite_model_replicas", "Replicas of a model.", []string{"model"}, nil)
 	descQueue    = prometheus.NewDesc("lmlite_queue_depth", "Requests queued or running per model.", []string{"model"}, nil)
 	descInFlight = prometheus.NewDesc("lmlite_in_flight_requests", "Generation requests in flight in the gateway.", nil, nil)
+	// A LoRA adapter's state and requests in flight, beside its base model.
+	descAdapterState  = prometheus.NewDesc("lmlite_adapter_state", "1 for the LoRA adapter's current state (loaded, unloaded).", []string{"model", "adapter", "state"}, nil)
+	descAdapterActive = prometheus.NewDesc("lmlite_adapter_active_requests", "Requests in flight on the LoRA adapter.", []string{"model", "adapter"}, nil)
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descState, descMemory, descReplicas, descQueue, descInFlight} {
+	for _, d := range []*prometheus.Desc{descState, descMemory, descReplicas, descQueue, descInFlight, descAdapterState, descAdapterActive} {
 		ch <- d
 	}
 }
@@ -202,6 +224,15 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descMemory, prometheus.GaugeValue, float64(st.MemoryBytes), st.ID)
 		ch <- prometheus.MustNewConstMetric(descReplicas, prometheus.GaugeValue, float64(st.Replicas), st.ID)
 		ch <- prometheus.MustNewConstMetric(descQueue, prometheus.GaugeValue, float64(st.QueueDepth), st.ID)
+	}
+	if src, ok := s.eng.(AdapterSource); ok && s.eng != nil {
+		for _, a := range src.Adapters() {
+			if s.adapters[a.ID] == nil {
+				continue
+			}
+			ch <- prometheus.MustNewConstMetric(descAdapterState, prometheus.GaugeValue, 1, a.Model, a.ID, a.State)
+			ch <- prometheus.MustNewConstMetric(descAdapterActive, prometheus.GaugeValue, float64(a.Active), a.Model, a.ID)
+		}
 	}
 }
 

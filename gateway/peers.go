@@ -68,8 +68,8 @@ func (e streamEnder) AppendBroken(b []byte, events int, f *forward.Failure) []by
 }
 
 // RegistryModels is this server's part of its registry announcement: every model it
-// serves, with its state (an upstream model is ready), its tiers, whether it embeds
-// and the prefix keys it served lately (a model not ready forgets them: its cache is
+// serves, with its state (an upstream model is ready), its tiers, the LoRA adapters
+// it serves over it, whether it embeds and the prefix keys it served lately (a model not ready forgets them: its cache is
 // gone). It reads the engine's state once, and remembers it for routing.
 func (s *Server) RegistryModels() []registry.Model {
 	states, embeds := s.modelStates(), s.embedding()
@@ -87,6 +87,11 @@ func (s *Server) RegistryModels() []registry.Model {
 		for t, in := range m.in {
 			if in {
 				rm.Tiers = append(rm.Tiers, tiers.Tier(t).String())
+			}
+		}
+		for _, aid := range s.adapterIDs {
+			if s.adapters[aid].base == m {
+				rm.Adapters = append(rm.Adapters, aid)
 			}
 		}
 		if s.peer != nil && m.upstream == nil {
@@ -130,8 +135,8 @@ func (s *Server) servedWarm(model string, k uint64) {
 	}
 }
 
-// maybeForward forwards a request for a model by name to another node when the
-// registry says so (registry.Pick), relaying the answer. prefix is the request's
+// maybeForward forwards a request for a model (or a LoRA adapter) by name to another
+// node when the registry says so (registry.Pick, forwardQuery), relaying the answer. prefix is the request's
 // prefix key (0: none). It reports whether the request was handled and, if so,
 // whether a stream writer took it over (the writer then releases the request's
 // in-flight count). Batch lines and requests already forwarded are never forwarded.
@@ -144,10 +149,11 @@ func (s *Server) maybeForward(ctx *fasthttp.RequestCtx, reqID string, c codec, m
 	if s.peer == nil || model == "" || len(ctx.Request.Header.Peek(ForwardedHeader)) > 0 {
 		return false, false
 	}
-	local := s.localState(model)
-	q := registry.Query{Model: model, Local: local, Prefix: prefix, LocalInFlight: s.inFlight.Load() - 1}
+	q := s.forwardQuery(model)
+	local := q.Local
+	q.Prefix, q.LocalInFlight = prefix, s.inFlight.Load()-1
 	if local == registry.StateReady && prefix != 0 {
-		q.LocalWarm = s.peer.warm.has(model, prefix, s.now())
+		q.LocalWarm = s.peer.warm.has(q.Model, prefix, s.now())
 	}
 	handled, async, tried := s.forwardBy(ctx, reqID, c, stream, func(now time.Time, nodes []registry.Node, skip []string) registry.Choice {
 		q.Skip = skip
@@ -162,6 +168,24 @@ func (s *Server) maybeForward(ctx *fasthttp.RequestCtx, reqID string, c codec, m
 		return true, false
 	}
 	return false, false // Nowhere: the local path answers 404 model_not_found
+}
+
+// forwardQuery is Pick's query for a request naming name as its model: a model
+// (name itself), or a LoRA adapter, which runs on its base model (this process's
+// configuration says which, else the announcements of the nodes serving it); Local
+// is the model's state here, "" when this process serves neither the model nor
+// the adapter.
+func (s *Server) forwardQuery(name string) registry.Query {
+	if a := s.adapters[name]; a != nil {
+		return registry.Query{Model: a.base.id, Adapter: name, Local: s.localState(a.base.id)}
+	}
+	if s.models[name] != nil {
+		return registry.Query{Model: name, Local: s.localState(name)}
+	}
+	if base, ok := registry.AdapterBase(s.now(), s.peer.Nodes(), name); ok {
+		return registry.Query{Model: base, Adapter: name}
+	}
+	return registry.Query{Model: name}
 }
 
 // maybeForwardTier forwards a request routed by tier (model "auto", "tier:…", the

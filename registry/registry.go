@@ -45,6 +45,10 @@ type Model struct {
 	CompletionPer1K int64 `json:"completion_per_1k,omitempty"`
 	MaxLen          int   `json:"max_len,omitempty"`
 	Batch           bool  `json:"batch,omitempty"`
+	// Adapters are the ids of the LoRA adapters the node serves over the model (a
+	// request naming one runs on the model with it applied there): a request for
+	// an adapter goes only to a node announcing it (Query.Adapter).
+	Adapters []string `json:"adapters,omitempty"`
 }
 
 // Node is one process's announcement.
@@ -57,6 +61,22 @@ type Node struct {
 	// Draining: the process is finishing its requests before it stops (Keeper.Drain).
 	// It takes no new ones, but it is alive: requests forwarded to it run to the end.
 	Draining bool `json:"draining,omitempty"`
+}
+
+// AdapterBase is the model some live node serves adapter id over (the first such
+// node's, in the order of nodes), ok false when none announces it.
+func AdapterBase(now time.Time, nodes []Node, id string) (model string, ok bool) {
+	for i := range nodes {
+		if !Live(&nodes[i], now) {
+			continue
+		}
+		for _, m := range nodes[i].Models {
+			if slices.Contains(m.Adapters, id) {
+				return m.ID, true
+			}
+		}
+	}
+	return "", false
 }
 
 // Model returns the node's entry for model id.
@@ -87,6 +107,11 @@ func Live(n *Node, now time.Time) bool { return n.Expires.After(now) }
 // Serving reports whether n takes new requests at now: live and not draining.
 func Serving(n *Node, now time.Time) bool { return Live(n, now) && !n.Draining }
 
+// serves reports whether the model's announcement lists adapter id ("" always is).
+func (m *Model) serves(adapter string) bool {
+	return adapter == "" || slices.Contains(m.Adapters, adapter)
+}
+
 // WarmFor reports whether the model's announcement lists prefix key k (0 never is).
 func (m *Model) WarmFor(k uint64) bool { return k != 0 && slices.Contains(m.Warm, k) }
 
@@ -115,7 +140,11 @@ type Choice struct {
 // Query is a request for a model by name, as Pick needs it.
 type Query struct {
 	Model string
-	Local string // the model's state here ("" when this process does not serve it)
+	// Adapter is the LoRA adapter the request names over Model ("": none): only
+	// nodes announcing it on Model (registry.Model.Adapters) are chosen, and Local
+	// is the model's state here only when this process serves the adapter too.
+	Adapter string
+	Local   string // the model's state here ("" when this process does not serve it)
 	// Prefix is the request's prefix key (0: none: the prompt is too short to matter);
 	// LocalWarm says this process served a prompt with the same key lately, and
 	// LocalInFlight is this process's requests in flight.
@@ -164,7 +193,7 @@ func Pick(now time.Time, self string, q Query, nodes []Node) Choice {
 		if q.Prefix != 0 && !q.LocalWarm {
 			w := pickNode(now, self, q.Skip, nodes, q.Prefix, func(n *Node) (string, bool) {
 				m, ok := n.Model(q.Model)
-				return m.ID, ok && m.State == StateReady && m.WarmFor(q.Prefix)
+				return m.ID, ok && m.State == StateReady && m.WarmFor(q.Prefix) && m.serves(q.Adapter)
 			}, 0)
 			if w.Where == Forward && w.Node.InFlight <= q.LocalInFlight+WarmSlack {
 				return w
@@ -178,7 +207,7 @@ func Pick(now time.Time, self string, q Query, nodes []Node) Choice {
 	}
 	c := pickNode(now, self, q.Skip, nodes, q.Prefix, func(n *Node) (string, bool) {
 		m, ok := n.Model(q.Model)
-		if !ok {
+		if !ok || !m.serves(q.Adapter) {
 			return "", false
 		}
 		r := rank(m.State)

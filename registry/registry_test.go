@@ -107,6 +107,46 @@ func TestPickPrefersTheWarmNode(t *testing.T) {
 	}
 }
 
+// TestPickAnAdapter: a request naming a LoRA adapter goes only to a node announcing
+// the adapter on its base model (a node with the base alone is passed over, warm or
+// not), and AdapterBase finds the base from the live announcements.
+func TestPickAnAdapter(t *testing.T) {
+	live, dead := t0.Add(time.Second), t0
+	const k = 0xfeed
+	m := func(state string, adapters ...string) Model {
+		return Model{ID: "m", State: state, Adapters: adapters, Warm: []uint64{k}}
+	}
+	cases := []struct {
+		name  string
+		local string
+		nodes []Node
+		want  Where
+		node  string
+	}{
+		{"not here, base alone there", "", []Node{node("b", 0, live, m(StateReady))}, Nowhere, ""},
+		{"not here, adapter there", "", []Node{node("b", 0, live, m(StateReady)), node("c", 5, live, m(StateReady, "x", "ft"))}, Forward, "c"},
+		{"not here, another adapter there", "", []Node{node("b", 0, live, m(StateReady, "x"))}, Nowhere, ""},
+		{"base unloaded here, adapter ready there", StateUnloaded, []Node{node("b", 0, live, m(StateReady)), node("c", 0, live, m(StateReady, "ft"))}, Forward, "c"},
+		{"ready here, cold; warm base without the adapter", StateReady, []Node{node("b", 0, live, m(StateReady))}, Local, ""},
+		{"ready here, cold; warm with the adapter", StateReady, []Node{node("b", 0, live, m(StateReady, "ft"))}, Forward, "b"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := Pick(t0, "self", Query{Model: "m", Adapter: "ft", Local: c.local, Prefix: k}, c.nodes)
+			if got.Where != c.want || got.Node.ID != c.node {
+				t.Fatalf("Pick = %v %q, want %v %q", got.Where, got.Node.ID, c.want, c.node)
+			}
+		})
+	}
+	nodes := []Node{node("b", 0, dead, Model{ID: "old", Adapters: []string{"ft"}}), node("c", 0, live, Model{ID: "x"}, Model{ID: "m", Adapters: []string{"ft"}})}
+	if base, ok := AdapterBase(t0, nodes, "ft"); !ok || base != "m" {
+		t.Fatalf("AdapterBase(ft) = %q %v, want m (the live node's)", base, ok)
+	}
+	if base, ok := AdapterBase(t0, nodes, "nope"); ok {
+		t.Fatalf("AdapterBase(nope) = %q, want none", base)
+	}
+}
+
 // TestPickTier: down the tiers, the first one here is served here; the first one
 // only elsewhere goes to the best node with a model of it the plan allows.
 func TestPickTier(t *testing.T) {

@@ -404,3 +404,152 @@ func (st *kvState) span(k, v []uint16, n, kstride, vstride int, scale float32) {
 		}
 	}
 }
+
+// kvGroup is up to attnGroupMax states of a tile over a quantized V cache going
+// through attnAccumGroup…AVX2 together (a GQA group's heads share every V row's
+// dequantization): their accumulators and sums, held here while the group is on
+// (the layout the kernels take), and a chunk's softmax factors and masks.
+type kvGroup struct {
+	acc  [attnGroupMax][attnStackHD]float32
+	e    [attnGroupMax][attnChunk]float32
+	mask [attnGroupMax]uint64
+	sum  [attnGroupMax]float32
+	nq   int
+	on   bool // the states' accumulators and sums are here
+}
+
+func (gr *kvGroup) load(sts []kvState) {
+	gr.nq, gr.on = len(sts), true
+	for g := range sts {
+		copy(gr.acc[g][:], sts[g].acc())
+		gr.sum[g] = sts[g].sum
+	}
+}
+
+func (gr *kvGroup) store(sts []kvState) {
+	for g := range sts {
+		copy(sts[g].acc(), gr.acc[g][:sts[g].hd])
+		sts[g].sum = gr.sum[g]
+	}
+	gr.on = false
+}
+
+// chunk adds a chunk of m positions (K rows at k, V rows at v) to every state of
+// the group: each state's scores and softmax factors as span computes them, then
+// the accumulators' updates together. Each state's operations are span's, hence
+// its bits.
+func (gr *kvGroup) chunk(sts []kvState, k, v []uint16, m, kstride, vstride int, scale float32) {
+	var mask [attnChunk / 8]uint8
+	for g := range sts {
+		st, e := &sts[g], &gr.e[g]
+		switch st.kt {
+		case KVQ8_0:
+			q8 := st.q8()
+			attnScoresQ8_0AVX2((*byte)(unsafe.Pointer(&k[0])), (*byte)(unsafe.Pointer(&q8[0])), len(q8), m, 2*kstride, scale, &e[0])
+		case KVQ4_0:
+			q8 := st.q8()
+			attnScoresQ4_0AVX2((*byte)(unsafe.Pointer(&k[0])), (*byte)(unsafe.Pointer(&q8[0])), len(q8), m, 2*kstride, scale, &e[0])
+		default:
+			attnScoresF16(&k[0], &st.qr()[0], st.hd, m, kstride, scale, &e[0])
+		}
+		if useAVX512 {
+			for i := m; i < (m+15)&^15; i++ {
+				e[i] = float32(math.Inf(-1))
+			}
+			attnExpF16AVX512(&e[0], m, &st.mx, &mask[0])
+		} else {
+			for i := m; i < (m+7)&^7; i++ {
+				e[i] = float32(math.Inf(-1))
+			}
+			attnExpF16(&e[0], m, &st.mx, &mask[0])
+		}
+		var bits uint64
+		for i, b := range mask[:(m+7)/8] {
+			bits |= uint64(b) << (8 * i)
+		}
+		gr.mask[g] = bits
+	}
+	vb, nb := (*byte)(unsafe.Pointer(&v[0])), sts[0].hd/qk0
+	switch {
+	case sts[0].vt == KVQ8_0 && gr.nq == 2:
+		attnAccumGroup2Q8_0AVX2(&gr.acc[0][0], vb, nb, m, 2*vstride, &gr.e[0][0], &gr.mask[0], &gr.sum[0])
+	case sts[0].vt == KVQ8_0 && gr.nq == 3:
+		attnAccumGroup3Q8_0AVX2(&gr.acc[0][0], vb, nb, m, 2*vstride, &gr.e[0][0], &gr.mask[0], &gr.sum[0])
+	case sts[0].vt == KVQ8_0:
+		attnAccumGroup4Q8_0AVX2(&gr.acc[0][0], vb, nb, m, 2*vstride, &gr.e[0][0], &gr.mask[0], &gr.sum[0])
+	case gr.nq == 2:
+		attnAccumGroup2Q4_0AVX2(&gr.acc[0][0], vb, nb, m, 2*vstride, &gr.e[0][0], &gr.mask[0], &gr.sum[0])
+	case gr.nq == 3:
+		attnAccumGroup3Q4_0AVX2(&gr.acc[0][0], vb, nb, m, 2*vstride, &gr.e[0][0], &gr.mask[0], &gr.sum[0])
+	default:
+		attnAccumGroup4Q4_0AVX2(&gr.acc[0][0], vb, nb, m, 2*vstride, &gr.e[0][0], &gr.mask[0], &gr.sum[0])
+	}
+}
+
+// tileKVGroups is AttendBlocksTileKV's block loop for a tile of states over a
+// cache with a block format on AVX2 (state t: positions 0..ns[t]-1, nmax the
+// largest), blocks outer, the next block's rows prefetched while one is worked on.
+// Over a quantized V, the states, in groups of up to attnGroupMax, take each block
+// through kvGroup.chunk while all of a group's states take the same positions of
+// it; from the first block where they do not (the causal end of a tile's tokens),
+// for a group of one, and over an f16 V, each state goes through span. It reports
+// false, having done nothing, where the states take span without prefetching
+// (no AVX2, blocks longer than attnChunk, head sizes past attnStackHD).
+func tileKVGroups(sts []kvState, ns []int, ks, vs [][]uint16, koff, voff, kstride, vstride, bt, nmax int, scale float32) bool {
+	if len(sts) == 0 || !useAVX2 || bt > attnChunk {
+		return false
+	}
+	hd := sts[0].hd
+	if hd == 0 || hd%qk0 != 0 || hd > attnStackHD {
+		return false
+	}
+	grouped := sts[0].vt.Quantized()
+	kw, vw := sts[0].kt.Units(hd), sts[0].vt.Units(hd)
+	for b := 0; b*bt < nmax; b++ {
+		m := min(bt, nmax-b*bt)
+		_ = ks[b][koff+(m-1)*kstride+kw-1]
+		_ = vs[b][voff+(m-1)*vstride+vw-1]
+	}
+	var grs [attnTileMax / attnGroupMax]kvGroup
+	ng := (len(sts) + attnGroupMax - 1) / attnGroupMax
+	for g := 0; g < ng; g++ {
+		if t0, t1 := g*attnGroupMax, min(len(sts), (g+1)*attnGroupMax); t1-t0 > 1 && grouped {
+			grs[g].load(sts[t0:t1])
+		}
+	}
+	for c, j0 := 0, 0; j0 < nmax; c, j0 = c+1, j0+bt {
+		k, v := ks[c][koff:], vs[c][voff:]
+		if m := min(bt, nmax-j0-bt); m > 0 {
+			// The next block's rows, on their way while this one is worked on.
+			prefetchRows((*byte)(unsafe.Pointer(&ks[c+1][koff])), m, 2*kstride, 2*kw)
+			prefetchRows((*byte)(unsafe.Pointer(&vs[c+1][voff])), m, 2*vstride, 2*vw)
+		}
+		for g := 0; g < ng; g++ {
+			gr := &grs[g]
+			t0, t1 := g*attnGroupMax, min(len(sts), (g+1)*attnGroupMax)
+			m := min(bt, ns[t0]-j0)
+			if gr.on {
+				same := m > 0
+				for _, n := range ns[t0+1 : t1] {
+					same = same && min(bt, n-j0) == m
+				}
+				if same {
+					gr.chunk(sts[t0:t1], k, v, m, kstride, vstride, scale)
+					continue
+				}
+				gr.store(sts[t0:t1])
+			}
+			for t := t0; t < t1; t++ {
+				if m := min(bt, ns[t]-j0); m > 0 {
+					sts[t].span(k, v, m, kstride, vstride, scale)
+				}
+			}
+		}
+	}
+	for g := 0; g < ng; g++ {
+		if grs[g].on {
+			grs[g].store(sts[g*attnGroupMax : min(len(sts), (g+1)*attnGroupMax)])
+		}
+	}
+	return true
+}

@@ -68,11 +68,13 @@ func AttendBlocksTileKV(out, q []float32, ld, hd, heads int, pos []int32, ks, vs
 				nt++
 			}
 		}
-		for b := 0; b*bt < nmax; b++ {
-			kb, vb := ks[b][koff:], vs[b][voff:]
-			for t := 0; t < nt; t++ {
-				if m := min(bt, ns[t]-b*bt); m > 0 {
-					sts[t].span(kb, vb, m, kstride, vstride, scale)
+		if !tileKVGroups(sts[:nt], ns[:nt], ks, vs, koff, voff, kstride, vstride, bt, nmax, scale) {
+			for b := 0; b*bt < nmax; b++ {
+				kb, vb := ks[b][koff:], vs[b][voff:]
+				for t := 0; t < nt; t++ {
+					if m := min(bt, ns[t]-b*bt); m > 0 {
+						sts[t].span(kb, vb, m, kstride, vstride, scale)
+					}
 				}
 			}
 		}

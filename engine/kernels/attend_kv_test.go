@@ -232,6 +232,53 @@ func TestAttendBlocksKVPagingAndTiles(t *testing.T) {
 	}
 }
 
+// TestAttendBlocksTileKVGroupsOfHeads: a GQA group of 1 to 5 query heads over a
+// quantized cache (over a quantized V, the heads' accumulator updates sharing each
+// V row's dequantization, attnAccumGroup…AVX2, in groups of 2, 3 and 4; the next
+// block prefetched) gives each head the bits it gets on its own through
+// AttendBlocksKV, at every SIMD level: one
+// decode token, and tokens at positions that end inside, at and past a block
+// boundary (the group leaves the shared kernel where its heads' positions part).
+func TestAttendBlocksTileKVGroupsOfHeads(t *testing.T) {
+	rng := rand.New(rand.NewPCG(41, 42))
+	const hd, kvh, n = 64, 2, 200
+	pairs := append(kvTypePairs, [2]KVType{KVF16, KVQ4_0}, [2]KVType{KVQ4_0, KVQ8_0})
+	for _, pr := range pairs {
+		c := newKVCase(rng, pr[0], pr[1], hd, kvh, 16, n)
+		for _, heads := range []int{1, 2, 3, 4, 5} {
+			for _, pos := range [][]int32{{n - 1}, {40, 47, 48, 60}} {
+				t.Run(fmt.Sprint(pr[0], "-", pr[1], "/heads", heads, "/", pos), func(t *testing.T) {
+					ld := heads * hd
+					q := make([]float32, len(pos)*ld)
+					for i := range q {
+						q[i] = float32(rng.NormFloat64()) * float32(1+i/hd%3) // the heads' maxima rise at different positions
+					}
+					for _, level := range simdLevels() {
+						restore := setSIMD(level)
+						for h := 0; h < kvh; h++ {
+							want := make([]float32, len(q))
+							for i, p := range pos {
+								for g := 0; g < heads; g++ {
+									o := i*ld + g*hd
+									c.attend(want[o:o+hd], q[o:o+hd], h, int(p)+1, 0.125)
+								}
+							}
+							got := make([]float32, len(q))
+							AttendBlocksTileKV(got, q, ld, hd, heads, pos, c.ks, c.vs, c.kt, c.vt, c.kt.Units(h*hd), c.vt.Units(h*hd), c.kstride, c.vst, c.bt, 0.125)
+							for i := range got {
+								if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+									t.Fatalf("%s, KV head %d: tile %v, one head at a time %v at %d", level, h, got[i], want[i], i)
+								}
+							}
+						}
+						restore()
+					}
+				})
+			}
+		}
+	}
+}
+
 // TestAccumQuantMatchesGeneric: the V accumulation's dispatch (assembly where there
 // is some) gives its Generic reference's bits, for many scales.
 func TestAccumQuantMatchesGeneric(t *testing.T) {

@@ -21,3 +21,7 @@ func accumQ4_0(acc []float32, v []byte, vs float32) { accumQ4_0Generic(acc, v, v
 func (st *kvState) span(k, v []uint16, n, kstride, vstride int, scale float32) {
 	st.spanGeneric(k, v, n, kstride, vstride, scale)
 }
+
+func tileKVGroups([]kvState, []int, [][]uint16, [][]uint16, int, int, int, int, int, int, float32) bool {
+	return false
+}

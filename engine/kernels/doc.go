@@ -27,7 +27,11 @@
 //     and integer block dot products for the scores, dequantized V rows
 //     accumulated in float32; on AVX2, chunks of positions through
 //     attnScoresQ8_0AVX2 / Q4_0, attnExpF16 and attnAccumQ8_0AVX2 / Q4_0, the Go
-//     loop's bits.
+//     loop's bits. AttendBlocksTileKV takes the blocks outer, the next block's rows
+//     prefetched (prefetchRows: a head's q8_0 row is 68 bytes, which the hardware
+//     prefetchers leave to demand misses), and up to four heads of a GQA group
+//     share each V row's dequantization (attnAccumGroup{2,3,4}Q8_0AVX2 / Q4_0),
+//     each head keeping its own operations and order.
 //
 // Types: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K,
 // Q5_K, Q6_K, IQ4_XS, TQ1_0, TQ2_0 and the lattice types IQ2_XXS, IQ2_XS, IQ2_S,

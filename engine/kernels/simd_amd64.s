@@ -17672,6 +17672,1903 @@ done:
 	VZEROUPPER
 	RET
 
+// func prefetchRows(p *byte, n int, stride int, w int)
+// Requires: MMX+
+TEXT ·prefetchRows(SB), NOSPLIT, $0-32
+	MOVQ p+0(FP), AX
+	MOVQ n+8(FP), CX
+	MOVQ stride+16(FP), DX
+	MOVQ w+24(FP), BX
+	DECQ BX
+
+row:
+	TESTQ CX, CX
+	JZ    done
+	MOVQ  AX, SI
+	LEAQ  (AX)(BX*1), DI
+
+line:
+	PREFETCHT0 (SI)
+	ADDQ       $0x40, SI
+	CMPQ       SI, DI
+	JBE        line
+	PREFETCHT0 (DI)
+	ADDQ       DX, AX
+	DECQ       CX
+	JMP        row
+
+done:
+	RET
+
+// func attnAccumGroup2Q8_0AVX2(acc *float32, v *byte, nb int, n int, stride int, e *float32, mask *uint64, sum *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·attnAccumGroup2Q8_0AVX2(SB), NOSPLIT, $0-64
+	MOVQ   acc+0(FP), AX
+	MOVQ   v+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	MOVQ   n+24(FP), BX
+	MOVQ   stride+32(FP), SI
+	MOVQ   e+40(FP), DI
+	MOVQ   mask+48(FP), R8
+	MOVQ   sum+56(FP), R9
+	VMOVSS expfConsts<>+40(SB), X0
+	VMOVSS (R9), X1
+	MOVQ   (R8), R11
+	XORQ   R10, R10
+
+sum0:
+	CMPQ   R10, BX
+	JGE    sum0done
+	BTQ    R10, R11
+	JCS    sum0new
+	VADDSS (DI)(R10*4), X1, X1
+	INCQ   R10
+	JMP    sum0
+
+sum0new:
+	VMULSS (DI)(R10*4), X1, X1
+	VADDSS X0, X1, X1
+	INCQ   R10
+	JMP    sum0
+
+sum0done:
+	VMOVSS X1, (R9)
+	VMOVSS 4(R9), X1
+	MOVQ   8(R8), R11
+	XORQ   R10, R10
+
+sum1:
+	CMPQ   R10, BX
+	JGE    sum1done
+	BTQ    R10, R11
+	JCS    sum1new
+	VADDSS 256(DI)(R10*4), X1, X1
+	INCQ   R10
+	JMP    sum1
+
+sum1new:
+	VMULSS 256(DI)(R10*4), X1, X1
+	VADDSS X0, X1, X1
+	INCQ   R10
+	JMP    sum1
+
+sum1done:
+	VMOVSS X1, 4(R9)
+
+block:
+	TESTQ   DX, DX
+	JZ      done
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS 1024(AX), Y2
+	VMOVUPS 1056(AX), Y3
+	MOVQ    CX, R9
+	XORQ    R10, R10
+	MOVQ    (R8), R12
+	ORQ     8(R8), R12
+
+pos0:
+	CMPQ         R10, BX
+	JGE          pos0done
+	MOVWLZX      (R9), R11
+	VMOVD        R11, X4
+	VCVTPH2PS    X4, X4
+	VBROADCASTSS X4, Y4
+	VPMOVSXBD    2(R9), Y5
+	VPMOVSXBD    10(R9), Y6
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	SHRQ         $0x01, R12
+	JCS          pos0slow
+	VBROADCASTSS (DI)(R10*4), Y4
+	VMULPS       Y4, Y5, Y7
+	VADDPS       Y7, Y0, Y0
+	VMULPS       Y4, Y6, Y4
+	VADDPS       Y4, Y1, Y1
+	VBROADCASTSS 256(DI)(R10*4), Y4
+	VMULPS       Y4, Y5, Y5
+	VADDPS       Y5, Y2, Y2
+	VMULPS       Y4, Y6, Y4
+	VADDPS       Y4, Y3, Y3
+
+pos0next:
+	ADDQ SI, R9
+	INCQ R10
+	JMP  pos0
+
+pos0slow:
+	VBROADCASTSS (DI)(R10*4), Y4
+	MOVQ         (R8), R11
+	BTQ          R10, R11
+	JCS          pos0h0new
+	VMULPS       Y4, Y5, Y7
+	VADDPS       Y7, Y0, Y0
+	VMULPS       Y4, Y6, Y4
+	VADDPS       Y4, Y1, Y1
+	JMP          pos0h0done
+
+pos0h0new:
+	VMULPS Y4, Y0, Y0
+	VADDPS Y5, Y0, Y0
+	VMULPS Y4, Y1, Y1
+	VADDPS Y6, Y1, Y1
+
+pos0h0done:
+	VBROADCASTSS 256(DI)(R10*4), Y4
+	MOVQ         8(R8), R11
+	BTQ          R10, R11
+	JCS          pos0h1new
+	VMULPS       Y4, Y5, Y5
+	VADDPS       Y5, Y2, Y2
+	VMULPS       Y4, Y6, Y4
+	VADDPS       Y4, Y3, Y3
+	JMP          pos0h1done
+
+pos0h1new:
+	VMULPS Y4, Y2, Y2
+	VADDPS Y5, Y2, Y2
+	VMULPS Y4, Y3, Y3
+	VADDPS Y6, Y3, Y3
+
+pos0h1done:
+	JMP pos0next
+
+pos0done:
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	VMOVUPS Y2, 1024(AX)
+	VMOVUPS Y3, 1056(AX)
+	VMOVUPS 64(AX), Y0
+	VMOVUPS 96(AX), Y1
+	VMOVUPS 1088(AX), Y2
+	VMOVUPS 1120(AX), Y3
+	MOVQ    CX, R9
+	XORQ    R10, R10
+	MOVQ    (R8), R12
+	ORQ     8(R8), R12
+
+pos1:
+	CMPQ         R10, BX
+	JGE          pos1done
+	MOVWLZX      (R9), R11
+	VMOVD        R11, X4
+	VCVTPH2PS    X4, X4
+	VBROADCASTSS X4, Y4
+	VPMOVSXBD    18(R9), Y5
+	VPMOVSXBD    26(R9), Y6
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	SHRQ         $0x01, R12
+	JCS          pos1slow
+	VBROADCASTSS (DI)(R10*4), Y4
+	VMULPS       Y4, Y5, Y7
+	VADDPS       Y7, Y0, Y0
+	VMULPS       Y4, Y6, Y4
+	VADDPS       Y4, Y1, Y1
+	VBROADCASTSS 256(DI)(R10*4), Y4
+	VMULPS       Y4, Y5, Y5
+	VADDPS       Y5, Y2, Y2
+	VMULPS       Y4, Y6, Y4
+	VADDPS       Y4, Y3, Y3
+
+pos1next:
+	ADDQ SI, R9
+	INCQ R10
+	JMP  pos1
+
+pos1slow:
+	VBROADCASTSS (DI)(R10*4), Y4
+	MOVQ         (R8), R11
+	BTQ          R10, R11
+	JCS          pos1h0new
+	VMULPS       Y4, Y5, Y7
+	VADDPS       Y7, Y0, Y0
+	VMULPS       Y4, Y6, Y4
+	VADDPS       Y4, Y1, Y1
+	JMP          pos1h0done
+
+pos1h0new:
+	VMULPS Y4, Y0, Y0
+	VADDPS Y5, Y0, Y0
+	VMULPS Y4, Y1, Y1
+	VADDPS Y6, Y1, Y1
+
+pos1h0done:
+	VBROADCASTSS 256(DI)(R10*4), Y4
+	MOVQ         8(R8), R11
+	BTQ          R10, R11
+	JCS          pos1h1new
+	VMULPS       Y4, Y5, Y5
+	VADDPS       Y5, Y2, Y2
+	VMULPS       Y4, Y6, Y4
+	VADDPS       Y4, Y3, Y3
+	JMP          pos1h1done
+
+pos1h1new:
+	VMULPS Y4, Y2, Y2
+	VADDPS Y5, Y2, Y2
+	VMULPS Y4, Y3, Y3
+	VADDPS Y6, Y3, Y3
+
+pos1h1done:
+	JMP pos1next
+
+pos1done:
+	VMOVUPS Y0, 64(AX)
+	VMOVUPS Y1, 96(AX)
+	VMOVUPS Y2, 1088(AX)
+	VMOVUPS Y3, 1120(AX)
+	ADDQ    $0x80, AX
+	ADDQ    $0x22, CX
+	DECQ    DX
+	JMP     block
+
+done:
+	VZEROUPPER
+	RET
+
+// func attnAccumGroup2Q4_0AVX2(acc *float32, v *byte, nb int, n int, stride int, e *float32, mask *uint64, sum *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·attnAccumGroup2Q4_0AVX2(SB), NOSPLIT, $0-64
+	MOVQ   acc+0(FP), AX
+	MOVQ   v+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	MOVQ   n+24(FP), BX
+	MOVQ   stride+32(FP), SI
+	MOVQ   e+40(FP), DI
+	MOVQ   mask+48(FP), R8
+	MOVQ   sum+56(FP), R9
+	VMOVSS expfConsts<>+40(SB), X0
+	VMOVSS (R9), X1
+	MOVQ   (R8), R11
+	XORQ   R10, R10
+
+sum0:
+	CMPQ   R10, BX
+	JGE    sum0done
+	BTQ    R10, R11
+	JCS    sum0new
+	VADDSS (DI)(R10*4), X1, X1
+	INCQ   R10
+	JMP    sum0
+
+sum0new:
+	VMULSS (DI)(R10*4), X1, X1
+	VADDSS X0, X1, X1
+	INCQ   R10
+	JMP    sum0
+
+sum0done:
+	VMOVSS X1, (R9)
+	VMOVSS 4(R9), X1
+	MOVQ   8(R8), R11
+	XORQ   R10, R10
+
+sum1:
+	CMPQ   R10, BX
+	JGE    sum1done
+	BTQ    R10, R11
+	JCS    sum1new
+	VADDSS 256(DI)(R10*4), X1, X1
+	INCQ   R10
+	JMP    sum1
+
+sum1new:
+	VMULSS 256(DI)(R10*4), X1, X1
+	VADDSS X0, X1, X1
+	INCQ   R10
+	JMP    sum1
+
+sum1done:
+	VMOVSS  X1, 4(R9)
+	VMOVDQU nibbleMask<>+0(SB), X0
+	VMOVDQU eights<>+0(SB), X1
+
+block:
+	TESTQ   DX, DX
+	JZ      done
+	VMOVUPS (AX), Y2
+	VMOVUPS 32(AX), Y3
+	VMOVUPS 1024(AX), Y4
+	VMOVUPS 1056(AX), Y5
+	MOVQ    CX, R9
+	XORQ    R10, R10
+	MOVQ    (R8), R12
+	ORQ     8(R8), R12
+
+pos0:
+	CMPQ         R10, BX
+	JGE          pos0done
+	MOVWLZX      (R9), R11
+	VMOVD        R11, X6
+	VCVTPH2PS    X6, X6
+	VBROADCASTSS X6, Y6
+	VMOVDQU      2(R9), X7
+	VPAND        X0, X7, X7
+	VPSUBB       X1, X7, X7
+	VPMOVSXBD    X7, Y8
+	VPSRLDQ      $0x08, X7, X7
+	VPMOVSXBD    X7, Y7
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       Y6, Y8, Y8
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y6, Y7, Y7
+	SHRQ         $0x01, R12
+	JCS          pos0slow
+	VBROADCASTSS (DI)(R10*4), Y6
+	VMULPS       Y6, Y8, Y9
+	VADDPS       Y9, Y2, Y2
+	VMULPS       Y6, Y7, Y6
+	VADDPS       Y6, Y3, Y3
+	VBROADCASTSS 256(DI)(R10*4), Y6
+	VMULPS       Y6, Y8, Y8
+	VADDPS       Y8, Y4, Y4
+	VMULPS       Y6, Y7, Y6
+	VADDPS       Y6, Y5, Y5
+
+pos0next:
+	ADDQ SI, R9
+	INCQ R10
+	JMP  pos0
+
+pos0slow:
+	VBROADCASTSS (DI)(R10*4), Y6
+	MOVQ         (R8), R11
+	BTQ          R10, R11
+	JCS          pos0h0new
+	VMULPS       Y6, Y8, Y9
+	VADDPS       Y9, Y2, Y2
+	VMULPS       Y6, Y7, Y6
+	VADDPS       Y6, Y3, Y3
+	JMP          pos0h0done
+
+pos0h0new:
+	VMULPS Y6, Y2, Y2
+	VADDPS Y8, Y2, Y2
+	VMULPS Y6, Y3, Y3
+	VADDPS Y7, Y3, Y3
+
+pos0h0done:
+	VBROADCASTSS 256(DI)(R10*4), Y6
+	MOVQ         8(R8), R11
+	BTQ          R10, R11
+	JCS          pos0h1new
+	VMULPS       Y6, Y8, Y8
+	VADDPS       Y8, Y4, Y4
+	VMULPS       Y6, Y7, Y6
+	VADDPS       Y6, Y5, Y5
+	JMP          pos0h1done
+
+pos0h1new:
+	VMULPS Y6, Y4, Y4
+	VADDPS Y8, Y4, Y4
+	VMULPS Y6, Y5, Y5
+	VADDPS Y7, Y5, Y5
+
+pos0h1done:
+	JMP pos0next
+
+pos0done:
+	VMOVUPS Y2, (AX)
+	VMOVUPS Y3, 32(AX)
+	VMOVUPS Y4, 1024(AX)
+	VMOVUPS Y5, 1056(AX)
+	VMOVUPS 64(AX), Y2
+	VMOVUPS 96(AX), Y3
+	VMOVUPS 1088(AX), Y4
+	VMOVUPS 1120(AX), Y5
+	MOVQ    CX, R9
+	XORQ    R10, R10
+	MOVQ    (R8), R12
+	ORQ     8(R8), R12
+
+pos1:
+	CMPQ         R10, BX
+	JGE          pos1done
+	MOVWLZX      (R9), R11
+	VMOVD        R11, X6
+	VCVTPH2PS    X6, X6
+	VBROADCASTSS X6, Y6
+	VMOVDQU      2(R9), X7
+	VPSRLW       $0x04, X7, X7
+	VPAND        X0, X7, X7
+	VPSUBB       X1, X7, X7
+	VPMOVSXBD    X7, Y8
+	VPSRLDQ      $0x08, X7, X7
+	VPMOVSXBD    X7, Y7
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       Y6, Y8, Y8
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y6, Y7, Y7
+	SHRQ         $0x01, R12
+	JCS          pos1slow
+	VBROADCASTSS (DI)(R10*4), Y6
+	VMULPS       Y6, Y8, Y9
+	VADDPS       Y9, Y2, Y2
+	VMULPS       Y6, Y7, Y6
+	VADDPS       Y6, Y3, Y3
+	VBROADCASTSS 256(DI)(R10*4), Y6
+	VMULPS       Y6, Y8, Y8
+	VADDPS       Y8, Y4, Y4
+	VMULPS       Y6, Y7, Y6
+	VADDPS       Y6, Y5, Y5
+
+pos1next:
+	ADDQ SI, R9
+	INCQ R10
+	JMP  pos1
+
+pos1slow:
+	VBROADCASTSS (DI)(R10*4), Y6
+	MOVQ         (R8), R11
+	BTQ          R10, R11
+	JCS          pos1h0new
+	VMULPS       Y6, Y8, Y9
+	VADDPS       Y9, Y2, Y2
+	VMULPS       Y6, Y7, Y6
+	VADDPS       Y6, Y3, Y3
+	JMP          pos1h0done
+
+pos1h0new:
+	VMULPS Y6, Y2, Y2
+	VADDPS Y8, Y2, Y2
+	VMULPS Y6, Y3, Y3
+	VADDPS Y7, Y3, Y3
+
+pos1h0done:
+	VBROADCASTSS 256(DI)(R10*4), Y6
+	MOVQ         8(R8), R11
+	BTQ          R10, R11
+	JCS          pos1h1new
+	VMULPS       Y6, Y8, Y8
+	VADDPS       Y8, Y4, Y4
+	VMULPS       Y6, Y7, Y6
+	VADDPS       Y6, Y5, Y5
+	JMP          pos1h1done
+
+pos1h1new:
+	VMULPS Y6, Y4, Y4
+	VADDPS Y8, Y4, Y4
+	VMULPS Y6, Y5, Y5
+	VADDPS Y7, Y5, Y5
+
+pos1h1done:
+	JMP pos1next
+
+pos1done:
+	VMOVUPS Y2, 64(AX)
+	VMOVUPS Y3, 96(AX)
+	VMOVUPS Y4, 1088(AX)
+	VMOVUPS Y5, 1120(AX)
+	ADDQ    $0x80, AX
+	ADDQ    $0x12, CX
+	DECQ    DX
+	JMP     block
+
+done:
+	VZEROUPPER
+	RET
+
+// func attnAccumGroup3Q8_0AVX2(acc *float32, v *byte, nb int, n int, stride int, e *float32, mask *uint64, sum *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·attnAccumGroup3Q8_0AVX2(SB), NOSPLIT, $0-64
+	MOVQ   acc+0(FP), AX
+	MOVQ   v+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	MOVQ   n+24(FP), BX
+	MOVQ   stride+32(FP), SI
+	MOVQ   e+40(FP), DI
+	MOVQ   mask+48(FP), R8
+	MOVQ   sum+56(FP), R9
+	VMOVSS expfConsts<>+40(SB), X0
+	VMOVSS (R9), X1
+	MOVQ   (R8), R11
+	XORQ   R10, R10
+
+sum0:
+	CMPQ   R10, BX
+	JGE    sum0done
+	BTQ    R10, R11
+	JCS    sum0new
+	VADDSS (DI)(R10*4), X1, X1
+	INCQ   R10
+	JMP    sum0
+
+sum0new:
+	VMULSS (DI)(R10*4), X1, X1
+	VADDSS X0, X1, X1
+	INCQ   R10
+	JMP    sum0
+
+sum0done:
+	VMOVSS X1, (R9)
+	VMOVSS 4(R9), X1
+	MOVQ   8(R8), R11
+	XORQ   R10, R10
+
+sum1:
+	CMPQ   R10, BX
+	JGE    sum1done
+	BTQ    R10, R11
+	JCS    sum1new
+	VADDSS 256(DI)(R10*4), X1, X1
+	INCQ   R10
+	JMP    sum1
+
+sum1new:
+	VMULSS 256(DI)(R10*4), X1, X1
+	VADDSS X0, X1, X1
+	INCQ   R10
+	JMP    sum1
+
+sum1done:
+	VMOVSS X1, 4(R9)
+	VMOVSS 8(R9), X1
+	MOVQ   16(R8), R11
+	XORQ   R10, R10
+
+sum2:
+	CMPQ   R10, BX
+	JGE    sum2done
+	BTQ    R10, R11
+	JCS    sum2new
+	VADDSS 512(DI)(R10*4), X1, X1
+	INCQ   R10
+	JMP    sum2
+
+sum2new:
+	VMULSS 512(DI)(R10*4), X1, X1
+	VADDSS X0, X1, X1
+	INCQ   R10
+	JMP    sum2
+
+sum2done:
+	VMOVSS X1, 8(R9)
+
+block:
+	TESTQ   DX, DX
+	JZ      done
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS 1024(AX), Y2
+	VMOVUPS 1056(AX), Y3
+	VMOVUPS 2048(AX), Y4
+	VMOVUPS 2080(AX), Y5
+	MOVQ    CX, R9
+	XORQ    R10, R10
+	MOVQ    (R8), R12
+	ORQ     8(R8), R12
+	ORQ     16(R8), R12
+
+pos0:
+	CMPQ         R10, BX
+	JGE          pos0done
+	MOVWLZX      (R9), R11
+	VMOVD        R11, X6
+	VCVTPH2PS    X6, X6
+	VBROADCASTSS X6, Y6
+	VPMOVSXBD    2(R9), Y7
+	VPMOVSXBD    10(R9), Y8
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y6, Y7, Y7
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       Y6, Y8, Y8
+	SHRQ         $0x01, R12
+	JCS          pos0slow
+	VBROADCASTSS (DI)(R10*4), Y6
+	VMULPS       Y6, Y7, Y9
+	VADDPS       Y9, Y0, Y0
+	VMULPS       Y6, Y8, Y6
+	VADDPS       Y6, Y1, Y1
+	VBROADCASTSS 256(DI)(R10*4), Y6
+	VMULPS       Y6, Y7, Y9
+	VADDPS       Y9, Y2, Y2
+	VMULPS       Y6, Y8, Y6
+	VADDPS       Y6, Y3, Y3
+	VBROADCASTSS 512(DI)(R10*4), Y6
+	VMULPS       Y6, Y7, Y7
+	VADDPS       Y7, Y4, Y4
+	VMULPS       Y6, Y8, Y6
+	VADDPS       Y6, Y5, Y5
+
+pos0next:
+	ADDQ SI, R9
+	INCQ R10
+	JMP  pos0
+
+pos0slow:
+	VBROADCASTSS (DI)(R10*4), Y6
+	MOVQ         (R8), R11
+	BTQ          R10, R11
+	JCS          pos0h0new
+	VMULPS       Y6, Y7, Y9
+	VADDPS       Y9, Y0, Y0
+	VMULPS       Y6, Y8, Y6
+	VADDPS       Y6, Y1, Y1
+	JMP          pos0h0done
+
+pos0h0new:
+	VMULPS Y6, Y0, Y0
+	VADDPS Y7, Y0, Y0
+	VMULPS Y6, Y1, Y1
+	VADDPS Y8, Y1, Y1
+
+pos0h0done:
+	VBROADCASTSS 256(DI)(R10*4), Y6
+	MOVQ         8(R8), R11
+	BTQ          R10, R11
+	JCS          pos0h1new
+	VMULPS       Y6, Y7, Y9
+	VADDPS       Y9, Y2, Y2
+	VMULPS       Y6, Y8, Y6
+	VADDPS       Y6, Y3, Y3
+	JMP          pos0h1done
+
+pos0h1new:
+	VMULPS Y6, Y2, Y2
+	VADDPS Y7, Y2, Y2
+	VMULPS Y6, Y3, Y3
+	VADDPS Y8, Y3, Y3
+
+pos0h1done:
+	VBROADCASTSS 512(DI)(R10*4), Y6
+	MOVQ         16(R8), R11
+	BTQ          R10, R11
+	JCS          pos0h2new
+	VMULPS       Y6, Y7, Y7
+	VADDPS       Y7, Y4, Y4
+	VMULPS       Y6, Y8, Y6
+	VADDPS       Y6, Y5, Y5
+	JMP          pos0h2done
+
+pos0h2new:
+	VMULPS Y6, Y4, Y4
+	VADDPS Y7, Y4, Y4
+	VMULPS Y6, Y5, Y5
+	VADDPS Y8, Y5, Y5
+
+pos0h2done:
+	JMP pos0next
+
+pos0done:
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	VMOVUPS Y2, 1024(AX)
+	VMOVUPS Y3, 1056(AX)
+	VMOVUPS Y4, 2048(AX)
+	VMOVUPS Y5, 2080(AX)
+	VMOVUPS 64(AX), Y0
+	VMOVUPS 96(AX), Y1
+	VMOVUPS 1088(AX), Y2
+	VMOVUPS 1120(AX), Y3
+	VMOVUPS 2112(AX), Y4
+	VMOVUPS 2144(AX), Y5
+	MOVQ    CX, R9
+	XORQ    R10, R10
+	MOVQ    (R8), R12
+	ORQ     8(R8), R12
+	ORQ     16(R8), R12
+
+pos1:
+	CMPQ         R10, BX
+	JGE          pos1done
+	MOVWLZX      (R9), R11
+	VMOVD        R11, X6
+	VCVTPH2PS    X6, X6
+	VBROADCASTSS X6, Y6
+	VPMOVSXBD    18(R9), Y7
+	VPMOVSXBD    26(R9), Y8
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y6, Y7, Y7
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       Y6, Y8, Y8
+	SHRQ         $0x01, R12
+	JCS          pos1slow
+	VBROADCASTSS (DI)(R10*4), Y6
+	VMULPS       Y6, Y7, Y9
+	VADDPS       Y9, Y0, Y0
+	VMULPS       Y6, Y8, Y6
+	VADDPS       Y6, Y1, Y1
+	VBROADCASTSS 256(DI)(R10*4), Y6
+	VMULPS       Y6, Y7, Y9
+	VADDPS       Y9, Y2, Y2
+	VMULPS       Y6, Y8, Y6
+	VADDPS       Y6, Y3, Y3
+	VBROADCASTSS 512(DI)(R10*4), Y6
+	VMULPS       Y6, Y7, Y7
+	VADDPS       Y7, Y4, Y4
+	VMULPS       Y6, Y8, Y6
+	VADDPS       Y6, Y5, Y5
+
+pos1next:
+	ADDQ SI, R9
+	INCQ R10
+	JMP  pos1
+
+pos1slow:
+	VBROADCASTSS (DI)(R10*4), Y6
+	MOVQ         (R8), R11
+	BTQ          R10, R11
+	JCS          pos1h0new
+	VMULPS       Y6, Y7, Y9
+	VADDPS       Y9, Y0, Y0
+	VMULPS       Y6, Y8, Y6
+	VADDPS       Y6, Y1, Y1
+	JMP          pos1h0done
+
+pos1h0new:
+	VMULPS Y6, Y0, Y0
+	VADDPS Y7, Y0, Y0
+	VMULPS Y6, Y1, Y1
+	VADDPS Y8, Y1, Y1
+
+pos1h0done:
+	VBROADCASTSS 256(DI)(R10*4), Y6
+	MOVQ         8(R8), R11
+	BTQ          R10, R11
+	JCS          pos1h1new
+	VMULPS       Y6, Y7, Y9
+	VADDPS       Y9, Y2, Y2
+	VMULPS       Y6, Y8, Y6
+	VADDPS       Y6, Y3, Y3
+	JMP          pos1h1done
+
+pos1h1new:
+	VMULPS Y6, Y2, Y2
+	VADDPS Y7, Y2, Y2
+	VMULPS Y6, Y3, Y3
+	VADDPS Y8, Y3, Y3
+
+pos1h1done:
+	VBROADCASTSS 512(DI)(R10*4), Y6
+	MOVQ         16(R8), R11
+	BTQ          R10, R11
+	JCS          pos1h2new
+	VMULPS       Y6, Y7, Y7
+	VADDPS       Y7, Y4, Y4
+	VMULPS       Y6, Y8, Y6
+	VADDPS       Y6, Y5, Y5
+	JMP          pos1h2done
+
+pos1h2new:
+	VMULPS Y6, Y4, Y4
+	VADDPS Y7, Y4, Y4
+	VMULPS Y6, Y5, Y5
+	VADDPS Y8, Y5, Y5
+
+pos1h2done:
+	JMP pos1next
+
+pos1done:
+	VMOVUPS Y0, 64(AX)
+	VMOVUPS Y1, 96(AX)
+	VMOVUPS Y2, 1088(AX)
+	VMOVUPS Y3, 1120(AX)
+	VMOVUPS Y4, 2112(AX)
+	VMOVUPS Y5, 2144(AX)
+	ADDQ    $0x80, AX
+	ADDQ    $0x22, CX
+	DECQ    DX
+	JMP     block
+
+done:
+	VZEROUPPER
+	RET
+
+// func attnAccumGroup3Q4_0AVX2(acc *float32, v *byte, nb int, n int, stride int, e *float32, mask *uint64, sum *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·attnAccumGroup3Q4_0AVX2(SB), NOSPLIT, $0-64
+	MOVQ   acc+0(FP), AX
+	MOVQ   v+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	MOVQ   n+24(FP), BX
+	MOVQ   stride+32(FP), SI
+	MOVQ   e+40(FP), DI
+	MOVQ   mask+48(FP), R8
+	MOVQ   sum+56(FP), R9
+	VMOVSS expfConsts<>+40(SB), X0
+	VMOVSS (R9), X1
+	MOVQ   (R8), R11
+	XORQ   R10, R10
+
+sum0:
+	CMPQ   R10, BX
+	JGE    sum0done
+	BTQ    R10, R11
+	JCS    sum0new
+	VADDSS (DI)(R10*4), X1, X1
+	INCQ   R10
+	JMP    sum0
+
+sum0new:
+	VMULSS (DI)(R10*4), X1, X1
+	VADDSS X0, X1, X1
+	INCQ   R10
+	JMP    sum0
+
+sum0done:
+	VMOVSS X1, (R9)
+	VMOVSS 4(R9), X1
+	MOVQ   8(R8), R11
+	XORQ   R10, R10
+
+sum1:
+	CMPQ   R10, BX
+	JGE    sum1done
+	BTQ    R10, R11
+	JCS    sum1new
+	VADDSS 256(DI)(R10*4), X1, X1
+	INCQ   R10
+	JMP    sum1
+
+sum1new:
+	VMULSS 256(DI)(R10*4), X1, X1
+	VADDSS X0, X1, X1
+	INCQ   R10
+	JMP    sum1
+
+sum1done:
+	VMOVSS X1, 4(R9)
+	VMOVSS 8(R9), X1
+	MOVQ   16(R8), R11
+	XORQ   R10, R10
+
+sum2:
+	CMPQ   R10, BX
+	JGE    sum2done
+	BTQ    R10, R11
+	JCS    sum2new
+	VADDSS 512(DI)(R10*4), X1, X1
+	INCQ   R10
+	JMP    sum2
+
+sum2new:
+	VMULSS 512(DI)(R10*4), X1, X1
+	VADDSS X0, X1, X1
+	INCQ   R10
+	JMP    sum2
+
+sum2done:
+	VMOVSS  X1, 8(R9)
+	VMOVDQU nibbleMask<>+0(SB), X0
+	VMOVDQU eights<>+0(SB), X1
+
+block:
+	TESTQ   DX, DX
+	JZ      done
+	VMOVUPS (AX), Y2
+	VMOVUPS 32(AX), Y3
+	VMOVUPS 1024(AX), Y4
+	VMOVUPS 1056(AX), Y5
+	VMOVUPS 2048(AX), Y6
+	VMOVUPS 2080(AX), Y7
+	MOVQ    CX, R9
+	XORQ    R10, R10
+	MOVQ    (R8), R12
+	ORQ     8(R8), R12
+	ORQ     16(R8), R12
+
+pos0:
+	CMPQ         R10, BX
+	JGE          pos0done
+	MOVWLZX      (R9), R11
+	VMOVD        R11, X8
+	VCVTPH2PS    X8, X8
+	VBROADCASTSS X8, Y8
+	VMOVDQU      2(R9), X9
+	VPAND        X0, X9, X9
+	VPSUBB       X1, X9, X9
+	VPMOVSXBD    X9, Y10
+	VPSRLDQ      $0x08, X9, X9
+	VPMOVSXBD    X9, Y9
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       Y8, Y10, Y10
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y8, Y9, Y9
+	SHRQ         $0x01, R12
+	JCS          pos0slow
+	VBROADCASTSS (DI)(R10*4), Y8
+	VMULPS       Y8, Y10, Y11
+	VADDPS       Y11, Y2, Y2
+	VMULPS       Y8, Y9, Y8
+	VADDPS       Y8, Y3, Y3
+	VBROADCASTSS 256(DI)(R10*4), Y8
+	VMULPS       Y8, Y10, Y11
+	VADDPS       Y11, Y4, Y4
+	VMULPS       Y8, Y9, Y8
+	VADDPS       Y8, Y5, Y5
+	VBROADCASTSS 512(DI)(R10*4), Y8
+	VMULPS       Y8, Y10, Y10
+	VADDPS       Y10, Y6, Y6
+	VMULPS       Y8, Y9, Y8
+	VADDPS       Y8, Y7, Y7
+
+pos0next:
+	ADDQ SI, R9
+	INCQ R10
+	JMP  pos0
+
+pos0slow:
+	VBROADCASTSS (DI)(R10*4), Y8
+	MOVQ         (R8), R11
+	BTQ          R10, R11
+	JCS          pos0h0new
+	VMULPS       Y8, Y10, Y11
+	VADDPS       Y11, Y2, Y2
+	VMULPS       Y8, Y9, Y8
+	VADDPS       Y8, Y3, Y3
+	JMP          pos0h0done
+
+pos0h0new:
+	VMULPS Y8, Y2, Y2
+	VADDPS Y10, Y2, Y2
+	VMULPS Y8, Y3, Y3
+	VADDPS Y9, Y3, Y3
+
+pos0h0done:
+	VBROADCASTSS 256(DI)(R10*4), Y8
+	MOVQ         8(R8), R11
+	BTQ          R10, R11
+	JCS          pos0h1new
+	VMULPS       Y8, Y10, Y11
+	VADDPS       Y11, Y4, Y4
+	VMULPS       Y8, Y9, Y8
+	VADDPS       Y8, Y5, Y5
+	JMP          pos0h1done
+
+pos0h1new:
+	VMULPS Y8, Y4, Y4
+	VADDPS Y10, Y4, Y4
+	VMULPS Y8, Y5, Y5
+	VADDPS Y9, Y5, Y5
+
+pos0h1done:
+	VBROADCASTSS 512(DI)(R10*4), Y8
+	MOVQ         16(R8), R11
+	BTQ          R10, R11
+	JCS          pos0h2new
+	VMULPS       Y8, Y10, Y10
+	VADDPS       Y10, Y6, Y6
+	VMULPS       Y8, Y9, Y8
+	VADDPS       Y8, Y7, Y7
+	JMP          pos0h2done
+
+pos0h2new:
+	VMULPS Y8, Y6, Y6
+	VADDPS Y10, Y6, Y6
+	VMULPS Y8, Y7, Y7
+	VADDPS Y9, Y7, Y7
+
+pos0h2done:
+	JMP pos0next
+
+pos0done:
+	VMOVUPS Y2, (AX)
+	VMOVUPS Y3, 32(AX)
+	VMOVUPS Y4, 1024(AX)
+	VMOVUPS Y5, 1056(AX)
+	VMOVUPS Y6, 2048(AX)
+	VMOVUPS Y7, 2080(AX)
+	VMOVUPS 64(AX), Y2
+	VMOVUPS 96(AX), Y3
+	VMOVUPS 1088(AX), Y4
+	VMOVUPS 1120(AX), Y5
+	VMOVUPS 2112(AX), Y6
+	VMOVUPS 2144(AX), Y7
+	MOVQ    CX, R9
+	XORQ    R10, R10
+	MOVQ    (R8), R12
+	ORQ     8(R8), R12
+	ORQ     16(R8), R12
+
+pos1:
+	CMPQ         R10, BX
+	JGE          pos1done
+	MOVWLZX      (R9), R11
+	VMOVD        R11, X8
+	VCVTPH2PS    X8, X8
+	VBROADCASTSS X8, Y8
+	VMOVDQU      2(R9), X9
+	VPSRLW       $0x04, X9, X9
+	VPAND        X0, X9, X9
+	VPSUBB       X1, X9, X9
+	VPMOVSXBD    X9, Y10
+	VPSRLDQ      $0x08, X9, X9
+	VPMOVSXBD    X9, Y9
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       Y8, Y10, Y10
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y8, Y9, Y9
+	SHRQ         $0x01, R12
+	JCS          pos1slow
+	VBROADCASTSS (DI)(R10*4), Y8
+	VMULPS       Y8, Y10, Y11
+	VADDPS       Y11, Y2, Y2
+	VMULPS       Y8, Y9, Y8
+	VADDPS       Y8, Y3, Y3
+	VBROADCASTSS 256(DI)(R10*4), Y8
+	VMULPS       Y8, Y10, Y11
+	VADDPS       Y11, Y4, Y4
+	VMULPS       Y8, Y9, Y8
+	VADDPS       Y8, Y5, Y5
+	VBROADCASTSS 512(DI)(R10*4), Y8
+	VMULPS       Y8, Y10, Y10
+	VADDPS       Y10, Y6, Y6
+	VMULPS       Y8, Y9, Y8
+	VADDPS       Y8, Y7, Y7
+
+pos1next:
+	ADDQ SI, R9
+	INCQ R10
+	JMP  pos1
+
+pos1slow:
+	VBROADCASTSS (DI)(R10*4), Y8
+	MOVQ         (R8), R11
+	BTQ          R10, R11
+	JCS          pos1h0new
+	VMULPS       Y8, Y10, Y11
+	VADDPS       Y11, Y2, Y2
+	VMULPS       Y8, Y9, Y8
+	VADDPS       Y8, Y3, Y3
+	JMP          pos1h0done
+
+pos1h0new:
+	VMULPS Y8, Y2, Y2
+	VADDPS Y10, Y2, Y2
+	VMULPS Y8, Y3, Y3
+	VADDPS Y9, Y3, Y3
+
+pos1h0done:
+	VBROADCASTSS 256(DI)(R10*4), Y8
+	MOVQ         8(R8), R11
+	BTQ          R10, R11
+	JCS          pos1h1new
+	VMULPS       Y8, Y10, Y11
+	VADDPS       Y11, Y4, Y4
+	VMULPS       Y8, Y9, Y8
+	VADDPS       Y8, Y5, Y5
+	JMP          pos1h1done
+
+pos1h1new:
+	VMULPS Y8, Y4, Y4
+	VADDPS Y10, Y4, Y4
+	VMULPS Y8, Y5, Y5
+	VADDPS Y9, Y5, Y5
+
+pos1h1done:
+	VBROADCASTSS 512(DI)(R10*4), Y8
+	MOVQ         16(R8), R11
+	BTQ          R10, R11
+	JCS          pos1h2new
+	VMULPS       Y8, Y10, Y10
+	VADDPS       Y10, Y6, Y6
+	VMULPS       Y8, Y9, Y8
+	VADDPS       Y8, Y7, Y7
+	JMP          pos1h2done
+
+pos1h2new:
+	VMULPS Y8, Y6, Y6
+	VADDPS Y10, Y6, Y6
+	VMULPS Y8, Y7, Y7
+	VADDPS Y9, Y7, Y7
+
+pos1h2done:
+	JMP pos1next
+
+pos1done:
+	VMOVUPS Y2, 64(AX)
+	VMOVUPS Y3, 96(AX)
+	VMOVUPS Y4, 1088(AX)
+	VMOVUPS Y5, 1120(AX)
+	VMOVUPS Y6, 2112(AX)
+	VMOVUPS Y7, 2144(AX)
+	ADDQ    $0x80, AX
+	ADDQ    $0x12, CX
+	DECQ    DX
+	JMP     block
+
+done:
+	VZEROUPPER
+	RET
+
+// func attnAccumGroup4Q8_0AVX2(acc *float32, v *byte, nb int, n int, stride int, e *float32, mask *uint64, sum *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·attnAccumGroup4Q8_0AVX2(SB), NOSPLIT, $0-64
+	MOVQ   acc+0(FP), AX
+	MOVQ   v+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	MOVQ   n+24(FP), BX
+	MOVQ   stride+32(FP), SI
+	MOVQ   e+40(FP), DI
+	MOVQ   mask+48(FP), R8
+	MOVQ   sum+56(FP), R9
+	VMOVSS expfConsts<>+40(SB), X0
+	VMOVSS (R9), X1
+	MOVQ   (R8), R11
+	XORQ   R10, R10
+
+sum0:
+	CMPQ   R10, BX
+	JGE    sum0done
+	BTQ    R10, R11
+	JCS    sum0new
+	VADDSS (DI)(R10*4), X1, X1
+	INCQ   R10
+	JMP    sum0
+
+sum0new:
+	VMULSS (DI)(R10*4), X1, X1
+	VADDSS X0, X1, X1
+	INCQ   R10
+	JMP    sum0
+
+sum0done:
+	VMOVSS X1, (R9)
+	VMOVSS 4(R9), X1
+	MOVQ   8(R8), R11
+	XORQ   R10, R10
+
+sum1:
+	CMPQ   R10, BX
+	JGE    sum1done
+	BTQ    R10, R11
+	JCS    sum1new
+	VADDSS 256(DI)(R10*4), X1, X1
+	INCQ   R10
+	JMP    sum1
+
+sum1new:
+	VMULSS 256(DI)(R10*4), X1, X1
+	VADDSS X0, X1, X1
+	INCQ   R10
+	JMP    sum1
+
+sum1done:
+	VMOVSS X1, 4(R9)
+	VMOVSS 8(R9), X1
+	MOVQ   16(R8), R11
+	XORQ   R10, R10
+
+sum2:
+	CMPQ   R10, BX
+	JGE    sum2done
+	BTQ    R10, R11
+	JCS    sum2new
+	VADDSS 512(DI)(R10*4), X1, X1
+	INCQ   R10
+	JMP    sum2
+
+sum2new:
+	VMULSS 512(DI)(R10*4), X1, X1
+	VADDSS X0, X1, X1
+	INCQ   R10
+	JMP    sum2
+
+sum2done:
+	VMOVSS X1, 8(R9)
+	VMOVSS 12(R9), X1
+	MOVQ   24(R8), R11
+	XORQ   R10, R10
+
+sum3:
+	CMPQ   R10, BX
+	JGE    sum3done
+	BTQ    R10, R11
+	JCS    sum3new
+	VADDSS 768(DI)(R10*4), X1, X1
+	INCQ   R10
+	JMP    sum3
+
+sum3new:
+	VMULSS 768(DI)(R10*4), X1, X1
+	VADDSS X0, X1, X1
+	INCQ   R10
+	JMP    sum3
+
+sum3done:
+	VMOVSS X1, 12(R9)
+
+block:
+	TESTQ   DX, DX
+	JZ      done
+	VMOVUPS (AX), Y0
+	VMOVUPS 32(AX), Y1
+	VMOVUPS 1024(AX), Y2
+	VMOVUPS 1056(AX), Y3
+	VMOVUPS 2048(AX), Y4
+	VMOVUPS 2080(AX), Y5
+	VMOVUPS 3072(AX), Y6
+	VMOVUPS 3104(AX), Y7
+	MOVQ    CX, R9
+	XORQ    R10, R10
+	MOVQ    (R8), R12
+	ORQ     8(R8), R12
+	ORQ     16(R8), R12
+	ORQ     24(R8), R12
+
+pos0:
+	CMPQ         R10, BX
+	JGE          pos0done
+	MOVWLZX      (R9), R11
+	VMOVD        R11, X8
+	VCVTPH2PS    X8, X8
+	VBROADCASTSS X8, Y8
+	VPMOVSXBD    2(R9), Y9
+	VPMOVSXBD    10(R9), Y10
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y8, Y9, Y9
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       Y8, Y10, Y10
+	SHRQ         $0x01, R12
+	JCS          pos0slow
+	VBROADCASTSS (DI)(R10*4), Y8
+	VMULPS       Y8, Y9, Y11
+	VADDPS       Y11, Y0, Y0
+	VMULPS       Y8, Y10, Y8
+	VADDPS       Y8, Y1, Y1
+	VBROADCASTSS 256(DI)(R10*4), Y8
+	VMULPS       Y8, Y9, Y11
+	VADDPS       Y11, Y2, Y2
+	VMULPS       Y8, Y10, Y8
+	VADDPS       Y8, Y3, Y3
+	VBROADCASTSS 512(DI)(R10*4), Y8
+	VMULPS       Y8, Y9, Y11
+	VADDPS       Y11, Y4, Y4
+	VMULPS       Y8, Y10, Y8
+	VADDPS       Y8, Y5, Y5
+	VBROADCASTSS 768(DI)(R10*4), Y8
+	VMULPS       Y8, Y9, Y9
+	VADDPS       Y9, Y6, Y6
+	VMULPS       Y8, Y10, Y8
+	VADDPS       Y8, Y7, Y7
+
+pos0next:
+	ADDQ SI, R9
+	INCQ R10
+	JMP  pos0
+
+pos0slow:
+	VBROADCASTSS (DI)(R10*4), Y8
+	MOVQ         (R8), R11
+	BTQ          R10, R11
+	JCS          pos0h0new
+	VMULPS       Y8, Y9, Y11
+	VADDPS       Y11, Y0, Y0
+	VMULPS       Y8, Y10, Y8
+	VADDPS       Y8, Y1, Y1
+	JMP          pos0h0done
+
+pos0h0new:
+	VMULPS Y8, Y0, Y0
+	VADDPS Y9, Y0, Y0
+	VMULPS Y8, Y1, Y1
+	VADDPS Y10, Y1, Y1
+
+pos0h0done:
+	VBROADCASTSS 256(DI)(R10*4), Y8
+	MOVQ         8(R8), R11
+	BTQ          R10, R11
+	JCS          pos0h1new
+	VMULPS       Y8, Y9, Y11
+	VADDPS       Y11, Y2, Y2
+	VMULPS       Y8, Y10, Y8
+	VADDPS       Y8, Y3, Y3
+	JMP          pos0h1done
+
+pos0h1new:
+	VMULPS Y8, Y2, Y2
+	VADDPS Y9, Y2, Y2
+	VMULPS Y8, Y3, Y3
+	VADDPS Y10, Y3, Y3
+
+pos0h1done:
+	VBROADCASTSS 512(DI)(R10*4), Y8
+	MOVQ         16(R8), R11
+	BTQ          R10, R11
+	JCS          pos0h2new
+	VMULPS       Y8, Y9, Y11
+	VADDPS       Y11, Y4, Y4
+	VMULPS       Y8, Y10, Y8
+	VADDPS       Y8, Y5, Y5
+	JMP          pos0h2done
+
+pos0h2new:
+	VMULPS Y8, Y4, Y4
+	VADDPS Y9, Y4, Y4
+	VMULPS Y8, Y5, Y5
+	VADDPS Y10, Y5, Y5
+
+pos0h2done:
+	VBROADCASTSS 768(DI)(R10*4), Y8
+	MOVQ         24(R8), R11
+	BTQ          R10, R11
+	JCS          pos0h3new
+	VMULPS       Y8, Y9, Y9
+	VADDPS       Y9, Y6, Y6
+	VMULPS       Y8, Y10, Y8
+	VADDPS       Y8, Y7, Y7
+	JMP          pos0h3done
+
+pos0h3new:
+	VMULPS Y8, Y6, Y6
+	VADDPS Y9, Y6, Y6
+	VMULPS Y8, Y7, Y7
+	VADDPS Y10, Y7, Y7
+
+pos0h3done:
+	JMP pos0next
+
+pos0done:
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	VMOVUPS Y2, 1024(AX)
+	VMOVUPS Y3, 1056(AX)
+	VMOVUPS Y4, 2048(AX)
+	VMOVUPS Y5, 2080(AX)
+	VMOVUPS Y6, 3072(AX)
+	VMOVUPS Y7, 3104(AX)
+	VMOVUPS 64(AX), Y0
+	VMOVUPS 96(AX), Y1
+	VMOVUPS 1088(AX), Y2
+	VMOVUPS 1120(AX), Y3
+	VMOVUPS 2112(AX), Y4
+	VMOVUPS 2144(AX), Y5
+	VMOVUPS 3136(AX), Y6
+	VMOVUPS 3168(AX), Y7
+	MOVQ    CX, R9
+	XORQ    R10, R10
+	MOVQ    (R8), R12
+	ORQ     8(R8), R12
+	ORQ     16(R8), R12
+	ORQ     24(R8), R12
+
+pos1:
+	CMPQ         R10, BX
+	JGE          pos1done
+	MOVWLZX      (R9), R11
+	VMOVD        R11, X8
+	VCVTPH2PS    X8, X8
+	VBROADCASTSS X8, Y8
+	VPMOVSXBD    18(R9), Y9
+	VPMOVSXBD    26(R9), Y10
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y8, Y9, Y9
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       Y8, Y10, Y10
+	SHRQ         $0x01, R12
+	JCS          pos1slow
+	VBROADCASTSS (DI)(R10*4), Y8
+	VMULPS       Y8, Y9, Y11
+	VADDPS       Y11, Y0, Y0
+	VMULPS       Y8, Y10, Y8
+	VADDPS       Y8, Y1, Y1
+	VBROADCASTSS 256(DI)(R10*4), Y8
+	VMULPS       Y8, Y9, Y11
+	VADDPS       Y11, Y2, Y2
+	VMULPS       Y8, Y10, Y8
+	VADDPS       Y8, Y3, Y3
+	VBROADCASTSS 512(DI)(R10*4), Y8
+	VMULPS       Y8, Y9, Y11
+	VADDPS       Y11, Y4, Y4
+	VMULPS       Y8, Y10, Y8
+	VADDPS       Y8, Y5, Y5
+	VBROADCASTSS 768(DI)(R10*4), Y8
+	VMULPS       Y8, Y9, Y9
+	VADDPS       Y9, Y6, Y6
+	VMULPS       Y8, Y10, Y8
+	VADDPS       Y8, Y7, Y7
+
+pos1next:
+	ADDQ SI, R9
+	INCQ R10
+	JMP  pos1
+
+pos1slow:
+	VBROADCASTSS (DI)(R10*4), Y8
+	MOVQ         (R8), R11
+	BTQ          R10, R11
+	JCS          pos1h0new
+	VMULPS       Y8, Y9, Y11
+	VADDPS       Y11, Y0, Y0
+	VMULPS       Y8, Y10, Y8
+	VADDPS       Y8, Y1, Y1
+	JMP          pos1h0done
+
+pos1h0new:
+	VMULPS Y8, Y0, Y0
+	VADDPS Y9, Y0, Y0
+	VMULPS Y8, Y1, Y1
+	VADDPS Y10, Y1, Y1
+
+pos1h0done:
+	VBROADCASTSS 256(DI)(R10*4), Y8
+	MOVQ         8(R8), R11
+	BTQ          R10, R11
+	JCS          pos1h1new
+	VMULPS       Y8, Y9, Y11
+	VADDPS       Y11, Y2, Y2
+	VMULPS       Y8, Y10, Y8
+	VADDPS       Y8, Y3, Y3
+	JMP          pos1h1done
+
+pos1h1new:
+	VMULPS Y8, Y2, Y2
+	VADDPS Y9, Y2, Y2
+	VMULPS Y8, Y3, Y3
+	VADDPS Y10, Y3, Y3
+
+pos1h1done:
+	VBROADCASTSS 512(DI)(R10*4), Y8
+	MOVQ         16(R8), R11
+	BTQ          R10, R11
+	JCS          pos1h2new
+	VMULPS       Y8, Y9, Y11
+	VADDPS       Y11, Y4, Y4
+	VMULPS       Y8, Y10, Y8
+	VADDPS       Y8, Y5, Y5
+	JMP          pos1h2done
+
+pos1h2new:
+	VMULPS Y8, Y4, Y4
+	VADDPS Y9, Y4, Y4
+	VMULPS Y8, Y5, Y5
+	VADDPS Y10, Y5, Y5
+
+pos1h2done:
+	VBROADCASTSS 768(DI)(R10*4), Y8
+	MOVQ         24(R8), R11
+	BTQ          R10, R11
+	JCS          pos1h3new
+	VMULPS       Y8, Y9, Y9
+	VADDPS       Y9, Y6, Y6
+	VMULPS       Y8, Y10, Y8
+	VADDPS       Y8, Y7, Y7
+	JMP          pos1h3done
+
+pos1h3new:
+	VMULPS Y8, Y6, Y6
+	VADDPS Y9, Y6, Y6
+	VMULPS Y8, Y7, Y7
+	VADDPS Y10, Y7, Y7
+
+pos1h3done:
+	JMP pos1next
+
+pos1done:
+	VMOVUPS Y0, 64(AX)
+	VMOVUPS Y1, 96(AX)
+	VMOVUPS Y2, 1088(AX)
+	VMOVUPS Y3, 1120(AX)
+	VMOVUPS Y4, 2112(AX)
+	VMOVUPS Y5, 2144(AX)
+	VMOVUPS Y6, 3136(AX)
+	VMOVUPS Y7, 3168(AX)
+	ADDQ    $0x80, AX
+	ADDQ    $0x22, CX
+	DECQ    DX
+	JMP     block
+
+done:
+	VZEROUPPER
+	RET
+
+// func attnAccumGroup4Q4_0AVX2(acc *float32, v *byte, nb int, n int, stride int, e *float32, mask *uint64, sum *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·attnAccumGroup4Q4_0AVX2(SB), NOSPLIT, $0-64
+	MOVQ   acc+0(FP), AX
+	MOVQ   v+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	MOVQ   n+24(FP), BX
+	MOVQ   stride+32(FP), SI
+	MOVQ   e+40(FP), DI
+	MOVQ   mask+48(FP), R8
+	MOVQ   sum+56(FP), R9
+	VMOVSS expfConsts<>+40(SB), X0
+	VMOVSS (R9), X1
+	MOVQ   (R8), R11
+	XORQ   R10, R10
+
+sum0:
+	CMPQ   R10, BX
+	JGE    sum0done
+	BTQ    R10, R11
+	JCS    sum0new
+	VADDSS (DI)(R10*4), X1, X1
+	INCQ   R10
+	JMP    sum0
+
+sum0new:
+	VMULSS (DI)(R10*4), X1, X1
+	VADDSS X0, X1, X1
+	INCQ   R10
+	JMP    sum0
+
+sum0done:
+	VMOVSS X1, (R9)
+	VMOVSS 4(R9), X1
+	MOVQ   8(R8), R11
+	XORQ   R10, R10
+
+sum1:
+	CMPQ   R10, BX
+	JGE    sum1done
+	BTQ    R10, R11
+	JCS    sum1new
+	VADDSS 256(DI)(R10*4), X1, X1
+	INCQ   R10
+	JMP    sum1
+
+sum1new:
+	VMULSS 256(DI)(R10*4), X1, X1
+	VADDSS X0, X1, X1
+	INCQ   R10
+	JMP    sum1
+
+sum1done:
+	VMOVSS X1, 4(R9)
+	VMOVSS 8(R9), X1
+	MOVQ   16(R8), R11
+	XORQ   R10, R10
+
+sum2:
+	CMPQ   R10, BX
+	JGE    sum2done
+	BTQ    R10, R11
+	JCS    sum2new
+	VADDSS 512(DI)(R10*4), X1, X1
+	INCQ   R10
+	JMP    sum2
+
+sum2new:
+	VMULSS 512(DI)(R10*4), X1, X1
+	VADDSS X0, X1, X1
+	INCQ   R10
+	JMP    sum2
+
+sum2done:
+	VMOVSS X1, 8(R9)
+	VMOVSS 12(R9), X1
+	MOVQ   24(R8), R11
+	XORQ   R10, R10
+
+sum3:
+	CMPQ   R10, BX
+	JGE    sum3done
+	BTQ    R10, R11
+	JCS    sum3new
+	VADDSS 768(DI)(R10*4), X1, X1
+	INCQ   R10
+	JMP    sum3
+
+sum3new:
+	VMULSS 768(DI)(R10*4), X1, X1
+	VADDSS X0, X1, X1
+	INCQ   R10
+	JMP    sum3
+
+sum3done:
+	VMOVSS  X1, 12(R9)
+	VMOVDQU nibbleMask<>+0(SB), X0
+	VMOVDQU eights<>+0(SB), X1
+
+block:
+	TESTQ   DX, DX
+	JZ      done
+	VMOVUPS (AX), Y2
+	VMOVUPS 32(AX), Y3
+	VMOVUPS 1024(AX), Y4
+	VMOVUPS 1056(AX), Y5
+	VMOVUPS 2048(AX), Y6
+	VMOVUPS 2080(AX), Y7
+	VMOVUPS 3072(AX), Y8
+	VMOVUPS 3104(AX), Y9
+	MOVQ    CX, R9
+	XORQ    R10, R10
+	MOVQ    (R8), R12
+	ORQ     8(R8), R12
+	ORQ     16(R8), R12
+	ORQ     24(R8), R12
+
+pos0:
+	CMPQ         R10, BX
+	JGE          pos0done
+	MOVWLZX      (R9), R11
+	VMOVD        R11, X10
+	VCVTPH2PS    X10, X10
+	VBROADCASTSS X10, Y10
+	VMOVDQU      2(R9), X11
+	VPAND        X0, X11, X11
+	VPSUBB       X1, X11, X11
+	VPMOVSXBD    X11, Y12
+	VPSRLDQ      $0x08, X11, X11
+	VPMOVSXBD    X11, Y11
+	VCVTDQ2PS    Y12, Y12
+	VMULPS       Y10, Y12, Y12
+	VCVTDQ2PS    Y11, Y11
+	VMULPS       Y10, Y11, Y11
+	SHRQ         $0x01, R12
+	JCS          pos0slow
+	VBROADCASTSS (DI)(R10*4), Y10
+	VMULPS       Y10, Y12, Y13
+	VADDPS       Y13, Y2, Y2
+	VMULPS       Y10, Y11, Y10
+	VADDPS       Y10, Y3, Y3
+	VBROADCASTSS 256(DI)(R10*4), Y10
+	VMULPS       Y10, Y12, Y13
+	VADDPS       Y13, Y4, Y4
+	VMULPS       Y10, Y11, Y10
+	VADDPS       Y10, Y5, Y5
+	VBROADCASTSS 512(DI)(R10*4), Y10
+	VMULPS       Y10, Y12, Y13
+	VADDPS       Y13, Y6, Y6
+	VMULPS       Y10, Y11, Y10
+	VADDPS       Y10, Y7, Y7
+	VBROADCASTSS 768(DI)(R10*4), Y10
+	VMULPS       Y10, Y12, Y12
+	VADDPS       Y12, Y8, Y8
+	VMULPS       Y10, Y11, Y10
+	VADDPS       Y10, Y9, Y9
+
+pos0next:
+	ADDQ SI, R9
+	INCQ R10
+	JMP  pos0
+
+pos0slow:
+	VBROADCASTSS (DI)(R10*4), Y10
+	MOVQ         (R8), R11
+	BTQ          R10, R11
+	JCS          pos0h0new
+	VMULPS       Y10, Y12, Y13
+	VADDPS       Y13, Y2, Y2
+	VMULPS       Y10, Y11, Y10
+	VADDPS       Y10, Y3, Y3
+	JMP          pos0h0done
+
+pos0h0new:
+	VMULPS Y10, Y2, Y2
+	VADDPS Y12, Y2, Y2
+	VMULPS Y10, Y3, Y3
+	VADDPS Y11, Y3, Y3
+
+pos0h0done:
+	VBROADCASTSS 256(DI)(R10*4), Y10
+	MOVQ         8(R8), R11
+	BTQ          R10, R11
+	JCS          pos0h1new
+	VMULPS       Y10, Y12, Y13
+	VADDPS       Y13, Y4, Y4
+	VMULPS       Y10, Y11, Y10
+	VADDPS       Y10, Y5, Y5
+	JMP          pos0h1done
+
+pos0h1new:
+	VMULPS Y10, Y4, Y4
+	VADDPS Y12, Y4, Y4
+	VMULPS Y10, Y5, Y5
+	VADDPS Y11, Y5, Y5
+
+pos0h1done:
+	VBROADCASTSS 512(DI)(R10*4), Y10
+	MOVQ         16(R8), R11
+	BTQ          R10, R11
+	JCS          pos0h2new
+	VMULPS       Y10, Y12, Y13
+	VADDPS       Y13, Y6, Y6
+	VMULPS       Y10, Y11, Y10
+	VADDPS       Y10, Y7, Y7
+	JMP          pos0h2done
+
+pos0h2new:
+	VMULPS Y10, Y6, Y6
+	VADDPS Y12, Y6, Y6
+	VMULPS Y10, Y7, Y7
+	VADDPS Y11, Y7, Y7
+
+pos0h2done:
+	VBROADCASTSS 768(DI)(R10*4), Y10
+	MOVQ         24(R8), R11
+	BTQ          R10, R11
+	JCS          pos0h3new
+	VMULPS       Y10, Y12, Y12
+	VADDPS       Y12, Y8, Y8
+	VMULPS       Y10, Y11, Y10
+	VADDPS       Y10, Y9, Y9
+	JMP          pos0h3done
+
+pos0h3new:
+	VMULPS Y10, Y8, Y8
+	VADDPS Y12, Y8, Y8
+	VMULPS Y10, Y9, Y9
+	VADDPS Y11, Y9, Y9
+
+pos0h3done:
+	JMP pos0next
+
+pos0done:
+	VMOVUPS Y2, (AX)
+	VMOVUPS Y3, 32(AX)
+	VMOVUPS Y4, 1024(AX)
+	VMOVUPS Y5, 1056(AX)
+	VMOVUPS Y6, 2048(AX)
+	VMOVUPS Y7, 2080(AX)
+	VMOVUPS Y8, 3072(AX)
+	VMOVUPS Y9, 3104(AX)
+	VMOVUPS 64(AX), Y2
+	VMOVUPS 96(AX), Y3
+	VMOVUPS 1088(AX), Y4
+	VMOVUPS 1120(AX), Y5
+	VMOVUPS 2112(AX), Y6
+	VMOVUPS 2144(AX), Y7
+	VMOVUPS 3136(AX), Y8
+	VMOVUPS 3168(AX), Y9
+	MOVQ    CX, R9
+	XORQ    R10, R10
+	MOVQ    (R8), R12
+	ORQ     8(R8), R12
+	ORQ     16(R8), R12
+	ORQ     24(R8), R12
+
+pos1:
+	CMPQ         R10, BX
+	JGE          pos1done
+	MOVWLZX      (R9), R11
+	VMOVD        R11, X10
+	VCVTPH2PS    X10, X10
+	VBROADCASTSS X10, Y10
+	VMOVDQU      2(R9), X11
+	VPSRLW       $0x04, X11, X11
+	VPAND        X0, X11, X11
+	VPSUBB       X1, X11, X11
+	VPMOVSXBD    X11, Y12
+	VPSRLDQ      $0x08, X11, X11
+	VPMOVSXBD    X11, Y11
+	VCVTDQ2PS    Y12, Y12
+	VMULPS       Y10, Y12, Y12
+	VCVTDQ2PS    Y11, Y11
+	VMULPS       Y10, Y11, Y11
+	SHRQ         $0x01, R12
+	JCS          pos1slow
+	VBROADCASTSS (DI)(R10*4), Y10
+	VMULPS       Y10, Y12, Y13
+	VADDPS       Y13, Y2, Y2
+	VMULPS       Y10, Y11, Y10
+	VADDPS       Y10, Y3, Y3
+	VBROADCASTSS 256(DI)(R10*4), Y10
+	VMULPS       Y10, Y12, Y13
+	VADDPS       Y13, Y4, Y4
+	VMULPS       Y10, Y11, Y10
+	VADDPS       Y10, Y5, Y5
+	VBROADCASTSS 512(DI)(R10*4), Y10
+	VMULPS       Y10, Y12, Y13
+	VADDPS       Y13, Y6, Y6
+	VMULPS       Y10, Y11, Y10
+	VADDPS       Y10, Y7, Y7
+	VBROADCASTSS 768(DI)(R10*4), Y10
+	VMULPS       Y10, Y12, Y12
+	VADDPS       Y12, Y8, Y8
+	VMULPS       Y10, Y11, Y10
+	VADDPS       Y10, Y9, Y9
+
+pos1next:
+	ADDQ SI, R9
+	INCQ R10
+	JMP  pos1
+
+pos1slow:
+	VBROADCASTSS (DI)(R10*4), Y10
+	MOVQ         (R8), R11
+	BTQ          R10, R11
+	JCS          pos1h0new
+	VMULPS       Y10, Y12, Y13
+	VADDPS       Y13, Y2, Y2
+	VMULPS       Y10, Y11, Y10
+	VADDPS       Y10, Y3, Y3
+	JMP          pos1h0done
+
+pos1h0new:
+	VMULPS Y10, Y2, Y2
+	VADDPS Y12, Y2, Y2
+	VMULPS Y10, Y3, Y3
+	VADDPS Y11, Y3, Y3
+
+pos1h0done:
+	VBROADCASTSS 256(DI)(R10*4), Y10
+	MOVQ         8(R8), R11
+	BTQ          R10, R11
+	JCS          pos1h1new
+	VMULPS       Y10, Y12, Y13
+	VADDPS       Y13, Y4, Y4
+	VMULPS       Y10, Y11, Y10
+	VADDPS       Y10, Y5, Y5
+	JMP          pos1h1done
+
+pos1h1new:
+	VMULPS Y10, Y4, Y4
+	VADDPS Y12, Y4, Y4
+	VMULPS Y10, Y5, Y5
+	VADDPS Y11, Y5, Y5
+
+pos1h1done:
+	VBROADCASTSS 512(DI)(R10*4), Y10
+	MOVQ         16(R8), R11
+	BTQ          R10, R11
+	JCS          pos1h2new
+	VMULPS       Y10, Y12, Y13
+	VADDPS       Y13, Y6, Y6
+	VMULPS       Y10, Y11, Y10
+	VADDPS       Y10, Y7, Y7
+	JMP          pos1h2done
+
+pos1h2new:
+	VMULPS Y10, Y6, Y6
+	VADDPS Y12, Y6, Y6
+	VMULPS Y10, Y7, Y7
+	VADDPS Y11, Y7, Y7
+
+pos1h2done:
+	VBROADCASTSS 768(DI)(R10*4), Y10
+	MOVQ         24(R8), R11
+	BTQ          R10, R11
+	JCS          pos1h3new
+	VMULPS       Y10, Y12, Y12
+	VADDPS       Y12, Y8, Y8
+	VMULPS       Y10, Y11, Y10
+	VADDPS       Y10, Y9, Y9
+	JMP          pos1h3done
+
+pos1h3new:
+	VMULPS Y10, Y8, Y8
+	VADDPS Y12, Y8, Y8
+	VMULPS Y10, Y9, Y9
+	VADDPS Y11, Y9, Y9
+
+pos1h3done:
+	JMP pos1next
+
+pos1done:
+	VMOVUPS Y2, 64(AX)
+	VMOVUPS Y3, 96(AX)
+	VMOVUPS Y4, 1088(AX)
+	VMOVUPS Y5, 1120(AX)
+	VMOVUPS Y6, 2112(AX)
+	VMOVUPS Y7, 2144(AX)
+	VMOVUPS Y8, 3136(AX)
+	VMOVUPS Y9, 3168(AX)
+	ADDQ    $0x80, AX
+	ADDQ    $0x12, CX
+	DECQ    DX
+	JMP     block
+
+done:
+	VZEROUPPER
+	RET
+
 DATA attnF32Perm<>+0(SB)/8, $0x0000000200000000
 DATA attnF32Perm<>+8(SB)/8, $0x0000000300000001
 DATA attnF32Perm<>+16(SB)/8, $0x0000000a00000008

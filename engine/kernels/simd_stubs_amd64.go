@@ -403,6 +403,53 @@ func attnScoresQ8_0AVX2(k *byte, q *byte, nb int, m int, stride int, scale float
 //go:noescape
 func attnScoresQ4_0AVX2(k *byte, q *byte, nb int, m int, stride int, scale float32, s *float32)
 
+// prefetchRows prefetches the cache lines of n rows of w bytes at p + j·stride.
+//
+//go:noescape
+func prefetchRows(p *byte, n int, stride int, w int)
+
+// attnAccumGroup2Q8_0AVX2 is attnAccumQ8_0AVX2 for 2 heads over the same n positions
+// (V rows of nb blocks at v + j·stride): head g's accumulator at acc + g·1024 bytes, its
+// e_j at e + g·256 bytes, its mask and sum at mask[g] and sum[g].
+//
+//go:noescape
+func attnAccumGroup2Q8_0AVX2(acc *float32, v *byte, nb int, n int, stride int, e *float32, mask *uint64, sum *float32)
+
+// attnAccumGroup2Q4_0AVX2 is attnAccumQ4_0AVX2 for 2 heads over the same n positions
+// (V rows of nb blocks at v + j·stride): head g's accumulator at acc + g·1024 bytes, its
+// e_j at e + g·256 bytes, its mask and sum at mask[g] and sum[g].
+//
+//go:noescape
+func attnAccumGroup2Q4_0AVX2(acc *float32, v *byte, nb int, n int, stride int, e *float32, mask *uint64, sum *float32)
+
+// attnAccumGroup3Q8_0AVX2 is attnAccumQ8_0AVX2 for 3 heads over the same n positions
+// (V rows of nb blocks at v + j·stride): head g's accumulator at acc + g·1024 bytes, its
+// e_j at e + g·256 bytes, its mask and sum at mask[g] and sum[g].
+//
+//go:noescape
+func attnAccumGroup3Q8_0AVX2(acc *float32, v *byte, nb int, n int, stride int, e *float32, mask *uint64, sum *float32)
+
+// attnAccumGroup3Q4_0AVX2 is attnAccumQ4_0AVX2 for 3 heads over the same n positions
+// (V rows of nb blocks at v + j·stride): head g's accumulator at acc + g·1024 bytes, its
+// e_j at e + g·256 bytes, its mask and sum at mask[g] and sum[g].
+//
+//go:noescape
+func attnAccumGroup3Q4_0AVX2(acc *float32, v *byte, nb int, n int, stride int, e *float32, mask *uint64, sum *float32)
+
+// attnAccumGroup4Q8_0AVX2 is attnAccumQ8_0AVX2 for 4 heads over the same n positions
+// (V rows of nb blocks at v + j·stride): head g's accumulator at acc + g·1024 bytes, its
+// e_j at e + g·256 bytes, its mask and sum at mask[g] and sum[g].
+//
+//go:noescape
+func attnAccumGroup4Q8_0AVX2(acc *float32, v *byte, nb int, n int, stride int, e *float32, mask *uint64, sum *float32)
+
+// attnAccumGroup4Q4_0AVX2 is attnAccumQ4_0AVX2 for 4 heads over the same n positions
+// (V rows of nb blocks at v + j·stride): head g's accumulator at acc + g·1024 bytes, its
+// e_j at e + g·256 bytes, its mask and sum at mask[g] and sum[g].
+//
+//go:noescape
+func attnAccumGroup4Q4_0AVX2(acc *float32, v *byte, nb int, n int, stride int, e *float32, mask *uint64, sum *float32)
+
 // attnChunkF32AVX512 is attnChunkF32Generic for head size 64: it adds positions
 // 0..m-1 of a chunk (keys and values the float32 rows of 64 at kf and vf; kf holds 64
 // rows, those from m on any finite or not) to the state of query q (scaled):
