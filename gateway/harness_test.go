@@ -6,9 +6,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -231,7 +233,7 @@ func startEngineWith(t testing.TB, yaml string, ec engine.Config, opts Options, 
 	dir := t.TempDir()
 	if strings.Contains(yaml, "$TINY") {
 		path := filepath.Join(dir, "tiny.gguf")
-		if err := genmodel.Generate(genmodel.Options{Arch: "llama", Preset: "tiny", Type: "q8_0", Seed: 3}, path); err != nil {
+		if err := os.WriteFile(path, tinyModel(t), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		yaml = strings.ReplaceAll(yaml, "$TINY", path)
@@ -295,6 +297,36 @@ func startEngineWith(t testing.TB, yaml string, ec engine.Config, opts Options, 
 		es.client = es.sdk(cfg.Tenants[0].ID)
 	}
 	return es
+}
+
+// tinyGGUF is $TINY's file, generated once for the package's tests (each writes its
+// own copy): the same bytes every time (seed 3); a generation under the race
+// detector took 0.6-1.5 s at load 30, which every engine test with $TINY paid.
+var tinyGGUF struct {
+	once sync.Once
+	b    []byte
+	err  error
+}
+
+// tinyModel is $TINY's bytes: a generated tiny llama (random weights, seed 3, Q8_0).
+func tinyModel(t testing.TB) []byte {
+	t.Helper()
+	tinyGGUF.once.Do(func() {
+		dir, err := os.MkdirTemp("", "lmlite-gateway-tiny-")
+		if err != nil {
+			tinyGGUF.err = err
+			return
+		}
+		defer os.RemoveAll(dir)
+		path := filepath.Join(dir, "tiny.gguf")
+		if tinyGGUF.err = genmodel.Generate(genmodel.Options{Arch: "llama", Preset: "tiny", Type: "q8_0", Seed: 3}, path); tinyGGUF.err == nil {
+			tinyGGUF.b, tinyGGUF.err = os.ReadFile(path)
+		}
+	})
+	if tinyGGUF.err != nil {
+		t.Fatal(tinyGGUF.err)
+	}
+	return tinyGGUF.b
 }
 
 // sdk is the official SDK's client for tenant, retries off.

@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -79,8 +80,8 @@ func TestEncodeCappedStopsEarly(t *testing.T) {
 }
 
 // TestBoundedVocabularies: which test vocabularies allow the length bound. Phi-3's
-// special tokens swallow the whitespace after them (rstrip), so its text's length
-// says nothing; it still stops at the limit as it goes.
+// special tokens swallow the whitespace after them (rstrip), so its whole text's
+// length says nothing, but a raw fragment's does (rawBounded).
 func TestBoundedVocabularies(t *testing.T) {
 	dir := testenv.SharedFile(t, "testdata/tokenizer")
 	for _, name := range vectorVocabs {
@@ -89,8 +90,36 @@ func TestBoundedVocabularies(t *testing.T) {
 		if name == "phi-3" && tok.bounded {
 			t.Errorf("phi-3 has rstrip tokens: not bounded")
 		}
+		if tok.bounded && !tok.rawBounded {
+			t.Errorf("%s: bounded but not rawBounded", name)
+		}
 	}
 	if !testSPM(t).bounded {
 		t.Errorf("the test SentencePiece vocabulary has every byte token: bounded")
+	}
+}
+
+// TestEncodeCappedRefusesAnOversizedFragmentUnread: Phi-3 (SentencePiece, whose
+// special tokens' strip attributes rule out the whole text's length bound) refuses a
+// megabyte of plain text against 4,096 tokens from the fragment's length, before
+// SentencePiece's merges run over it: the refusal allocates a few kilobytes, not the
+// megabyte's symbols. (Before the fragment's bound, it merged the whole megabyte:
+// over a minute under the race detector in engine's TestChatTokensCapped.)
+func TestEncodeCappedRefusesAnOversizedFragmentUnread(t *testing.T) {
+	dir := testenv.SharedFile(t, "testdata/tokenizer")
+	tok := cachedTokenizer(t, filepath.Join(dir, "ggml-vocab-phi-3.gguf"))
+	if tok.bounded || !tok.rawBounded {
+		t.Fatalf("phi-3: bounded %v, rawBounded %v; want false, true", tok.bounded, tok.rawBounded)
+	}
+	huge := strings.Repeat("many words here ", 1<<20/16)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, over := tok.EncodeCapped(huge, true, false, 4096)
+	runtime.ReadMemStats(&after)
+	if !over {
+		t.Fatal("a megabyte is not over 4096 tokens")
+	}
+	if b := after.TotalAlloc - before.TotalAlloc; b > 256<<10 {
+		t.Errorf("refusing a megabyte allocated %d bytes: the fragment was encoded", b)
 	}
 }

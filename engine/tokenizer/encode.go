@@ -94,7 +94,7 @@ func (t *Tokenizer) encodeParts(e *encoder, out []int32, text string, tr *trie, 
 			out = t.encodeParts(e, out, strings.ReplaceAll(raw, mark, ""), t.specialUser, "", prevSpecial)
 			continue
 		}
-		if e.limit > 0 && len(out)+t.minTokens(len(raw)) > e.limit {
+		if e.limit > 0 && len(out)+t.minRawTokens(len(raw)) > e.limit {
 			e.past = true // its bytes alone are more tokens than the limit leaves
 			return out
 		}

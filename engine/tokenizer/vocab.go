@@ -96,8 +96,11 @@ type Tokenizer struct {
 	// lengthen a text). bounded says every input byte ends up in some token (no strip
 	// attribute swallows whitespace, no byte is dropped for want of a byte token), so
 	// that a text of n bytes has at least ceil(n / maxTokenBytes) tokens (minTokens).
+	// rawBounded is bounded for the bytes of one raw fragment, whose whitespace no
+	// strip attribute takes (Phi-3's special tokens rstrip: not bounded, rawBounded).
 	maxTokenBytes int
 	bounded       bool
+	rawBounded    bool
 }
 
 // build checks s and constructs the Tokenizer.
@@ -457,53 +460,66 @@ func (t *Tokenizer) ID(w string) (int32, bool) {
 	return i, ok
 }
 
-// setBound sets maxTokenBytes and bounded (see Tokenizer). An input byte can be lost
-// three ways, each ruled out here: a strip attribute swallows the whitespace beside
-// a special token; SentencePiece spells a character that is no token in byte tokens,
-// and a byte without one is dropped; byte-level BPE starts from one symbol per byte
-// (a character of GPT-2's alphabet) and emits a symbol that is no token byte by
-// byte, dropping bytes without a token, so every character of the alphabet and the
-// join of every merge must be tokens.
+// setBound sets maxTokenBytes, bounded and rawBounded (see Tokenizer). An input byte
+// can be lost three ways: a strip attribute swallows the whitespace beside a special
+// token (only outside the raw fragments: rawBounded holds with it); SentencePiece
+// spells a character that is no token in byte tokens, and a byte without one is
+// dropped; byte-level BPE starts from one symbol per byte (a character of GPT-2's
+// alphabet) and emits a symbol that is no token byte by byte, dropping bytes without
+// a token, so every character of the alphabet and the join of every merge must be
+// tokens.
 func (t *Tokenizer) setBound() {
 	t.maxTokenBytes = 1
 	for _, w := range t.texts {
 		t.maxTokenBytes = max(t.maxTokenBytes, len(w))
 	}
-	t.bounded = true
+	t.rawBounded = t.keepsEveryByte()
+	t.bounded = t.rawBounded
 	for i := range t.lstrip {
 		if t.lstrip[i] || t.rstrip[i] {
 			t.bounded = false
-			return
+			break
 		}
 	}
+}
+
+// keepsEveryByte says every byte of a raw fragment ends up in some token.
+func (t *Tokenizer) keepsEveryByte() bool {
 	switch t.kind {
 	case kindSPM:
 		for _, id := range t.byteTokens {
 			if id < 0 {
-				t.bounded = false
-				return
+				return false
 			}
 		}
 	case kindBPE:
 		for _, r := range byteToRune {
 			if _, ok := t.toID[string(r)]; !ok {
-				t.bounded = false
-				return
+				return false
 			}
 		}
 		for k := range t.ranks {
 			if _, ok := t.toID[k.left+k.right]; !ok {
-				t.bounded = false
-				return
+				return false
 			}
 		}
 	}
+	return true
 }
 
 // minTokens is a lower bound on the tokens of n bytes of input text (0 when the
 // vocabulary allows none: see bounded).
 func (t *Tokenizer) minTokens(n int) int {
 	if !t.bounded || n <= 0 {
+		return 0
+	}
+	return (n-1)/t.maxTokenBytes + 1
+}
+
+// minRawTokens is minTokens for n bytes of one raw fragment (the text between two
+// special tokens, less what their strip attributes swallowed: see rawBounded).
+func (t *Tokenizer) minRawTokens(n int) int {
+	if !t.rawBounded || n <= 0 {
 		return 0
 	}
 	return (n-1)/t.maxTokenBytes + 1
