@@ -84,8 +84,10 @@ func main() {
 	dotIQ4XSAVX2()
 	dotQ4_1AVX2()
 	dotQ5_1AVX2()
-	dotQ5_1AVX2Tokens(2)
-	dotQ5_1AVX2Tokens(4)
+	for _, typ := range []string{"Q4_1", "Q5_1"} {
+		dotQx1AVX2Tokens(typ, 2)
+		dotQx1AVX2Tokens(typ, 4)
+	}
 	q2KConstants()
 	dotQ2KAVX2()
 	q3KConstants()
@@ -154,7 +156,7 @@ func main() {
 	dotQ4KTile44()
 	dotQ4KTile16m()
 	dotQ4KTile16v()
-	for _, typ := range []string{"Q8_0", "Q4_0", "Q4_1"} {
+	for _, typ := range []string{"Q8_0", "Q4_0"} {
 		for _, t := range []int{1, 4, 8, 16} {
 			dot0Outer(typ, t)
 		}
@@ -622,31 +624,6 @@ func dotQ4KAVX512(tokens int) {
 // Σ s_g·(q-32)·y = Σ s_g·q·y − 32·Σ s_g·bsum_g (exact; bsums as quantActQ8K
 // makes them).
 
-// q6KFinish adds f16(x.d)·y.d·float32(isum) to sum (the reference's operations),
-// where isum is the sum of the four int32 of is minus 32 times the sum of the
-// eight int32 of bc.
-func q6KFinish(x, y GPVirtual, is, bc, sum VecVirtual) {
-	q6KAdd(y, q6KD(x), q6KIntSum(is, bc), sum)
-}
-
-// q6KIntSum returns float32(isum) (see q6KFinish) in lane 0.
-func q6KIntSum(is, bc VecVirtual) VecVirtual {
-	bh := XMM()
-	vextracti128(U8(1), bc, bh)
-	b4 := XMM()
-	VPADDD(bh, bc.AsX(), b4)
-	VPSLLD(U8(5), b4, b4)
-	VPSUBD(b4, is, is)
-	t := XMM()
-	VPSHUFD(U8(0x4e), is, t)
-	VPADDD(t, is, is)
-	VPSHUFD(U8(0xb1), is, t)
-	VPADDD(t, is, is)
-	f := XMM()
-	VCVTDQ2PS(is, f)
-	return f
-}
-
 // q6KD returns f16(x.d) of the Q6_K block at x in lane 0.
 func q6KD(x GPVirtual) VecVirtual {
 	g := GP32()
@@ -657,12 +634,30 @@ func q6KD(x GPVirtual) VecVirtual {
 	return dd
 }
 
-// q6KAdd adds (dd·y.d)·f to sum.
-func q6KAdd(y GPVirtual, dd, f, sum VecVirtual) {
-	d2 := XMM()
-	VMULSS(Mem{Base: y}, dd, d2)
-	VMULSS(f, d2, d2)
-	VADDSS(d2, sum, sum)
+// q6KLanes ends a block in llama.cpp's order (dotQ6KRowGeneric): lanes (8 int32,
+// lane k the products at positions 4k..4k+3 of each 32-element chunk) less
+// 32·bc (lane k the bsum·scale of sub-blocks 2k and 2k+1), converted and added
+// times y.d·f16(x.d) to the 8 float lanes of acc in one fused multiply-add.
+func q6KLanes(y GPVirtual, dd, lanes, bc, acc VecVirtual) {
+	VPSLLD(U8(5), bc, bc)
+	VPSUBD(bc, lanes, lanes)
+	f := YMM()
+	VCVTDQ2PS(lanes, f)
+	d := XMM()
+	VMULSS(Mem{Base: y}, dd, d)
+	dy := YMM()
+	VBROADCASTSS(d, dy)
+	VFMADD231PS(dy, f, acc)
+}
+
+// storeLaneSums reduces each token's 8 float lanes as sum8 and returns or stores
+// them as storeSums.
+func storeLaneSums(accs []VecVirtual) {
+	sums := make([]VecVirtual, len(accs))
+	for t, a := range accs {
+		sums[t] = hsum8(a)
+	}
+	storeSums(sums)
 }
 
 // dotQ6KAVX2 emits the Q6_K kernel for AVX2; with tokens > 1 the kernel for
@@ -681,10 +676,10 @@ func dotQ6KAVX2(tokens int) {
 	}
 	x, y, n := params3()
 	ys := tokenRows(y, tokens)
-	sums := make([]VecVirtual, tokens)
-	for t := range sums {
-		sums[t] = XMM()
-		VXORPS(sums[t], sums[t], sums[t])
+	facc := make([]VecVirtual, tokens)
+	for t := range facc {
+		facc[t] = YMM()
+		VXORPS(facc[t], facc[t], facc[t])
 	}
 	m4, m30 := YMM(), YMM()
 	VMOVDQU(nibbleMask, m4)
@@ -741,11 +736,7 @@ func dotQ6KAVX2(tokens int) {
 	}
 	dd := q6KD(x)
 	for t := range acc {
-		hi := XMM()
-		VEXTRACTI128(U8(1), acc[t], hi)
-		is := XMM()
-		VPADDD(hi, acc[t].AsX(), is)
-		q6KAdd(ys[t], dd, q6KIntSum(is, bc[t]), sums[t])
+		q6KLanes(ys[t], dd, acc[t], bc[t], facc[t])
 	}
 
 	ADDQ(U32(q6KSize), x)
@@ -756,7 +747,7 @@ func dotQ6KAVX2(tokens int) {
 	JMP(LabelRef("loop"))
 
 	Label("done")
-	storeSums(sums)
+	storeLaneSums(facc)
 }
 
 // dotQ6KAVX512 takes 64 quants per step: the 64 bytes of ql for half h hold
@@ -780,10 +771,10 @@ func dotQ6KAVX512(tokens int) {
 	}
 	x, y, n := params3()
 	ys := tokenRows(y, tokens)
-	sums := make([]VecVirtual, tokens)
-	for t := range sums {
-		sums[t] = XMM()
-		VXORPS(sums[t], sums[t], sums[t])
+	facc := make([]VecVirtual, tokens)
+	for t := range facc {
+		facc[t] = YMM()
+		VXORPS(facc[t], facc[t], facc[t])
 	}
 	m4, m30, shl, shr := ZMM(), ZMM(), ZMM(), ZMM()
 	VMOVDQU64(nibbleMask, m4)
@@ -836,14 +827,12 @@ func dotQ6KAVX512(tokens int) {
 	}
 	dd := q6KD(x)
 	for t := range acc {
+		// int32 lanes k and k+8 hold positions 4k..4k+3 of the two 32-element
+		// chunks of each 64: their sum is the AVX2 kernel's lane k.
 		a8 := YMM()
 		VEXTRACTI64X4(U8(1), acc[t], a8)
 		VPADDD(a8, acc[t].AsY(), a8)
-		hi := XMM()
-		vextracti128(U8(1), a8, hi)
-		is := XMM()
-		VPADDD(hi, a8.AsX(), is)
-		q6KAdd(ys[t], dd, q6KIntSum(is, bc[t]), sums[t])
+		q6KLanes(ys[t], dd, a8, bc[t], facc[t])
 	}
 
 	ADDQ(U32(q6KSize), x)
@@ -854,7 +843,7 @@ func dotQ6KAVX512(tokens int) {
 	JMP(LabelRef("loop"))
 
 	Label("done")
-	storeSums(sums)
+	storeLaneSums(facc)
 }
 
 // tokenRows returns the activation row pointers of a multi-token kernel: y

@@ -81,7 +81,45 @@ func dotQ5KRowGeneric(row []byte, y []q8KBlock) float32 {
 	return sum
 }
 
+// dotQ6KRowGeneric is ggml_vec_dot_q6_K_q8_K (x86) bit for bit: 8 float lanes,
+// lane k adding, for each block, its exact integer sum (the products of the
+// unsigned 6-bit quants at positions 4k..4k+3 of every 32-element chunk, times
+// their sub-block's scale, less 32·(bsum·scale) of sub-blocks 2k and 2k+1) times
+// y.d·f16(x.d) in one fused multiply-add; the lanes summed as sum8 (issue 32:
+// llama.cpp's order, not one float step per block). It relies on y.bsums being
+// the sums of y.qs that quantActQ8K stores.
 func dotQ6KRowGeneric(row []byte, y []q8KBlock) float32 {
+	var acc [8]float32
+	for b := range y {
+		blk := row[b*210 : (b+1)*210]
+		ql, qh, sc := blk[0:128], blk[128:192], blk[192:208]
+		var lane [8]int32
+		for h := 0; h < 2; h++ {
+			l4, h2, yq, s := ql[64*h:64*h+64], qh[32*h:32*h+32], y[b].qs[128*h:128*h+128], sc[8*h:8*h+8]
+			for l := 0; l < 32; l++ {
+				q1 := int32(l4[l]&0xf | (h2[l]&3)<<4)
+				q2 := int32(l4[l+32]&0xf | ((h2[l]>>2)&3)<<4)
+				q3 := int32(l4[l]>>4 | ((h2[l]>>4)&3)<<4)
+				q4 := int32(l4[l+32]>>4 | ((h2[l]>>6)&3)<<4)
+				g := l / 16
+				lane[l/4] += int32(int8(s[g]))*q1*int32(yq[l]) + int32(int8(s[g+2]))*q2*int32(yq[l+32]) +
+					int32(int8(s[g+4]))*q3*int32(yq[l+64]) + int32(int8(s[g+6]))*q4*int32(yq[l+96])
+			}
+		}
+		d := y[b].d * f16Table[le16(blk[208:])]
+		for k := range acc {
+			lane[k] -= 32 * (int32(y[b].bsums[2*k])*int32(int8(sc[2*k])) + int32(y[b].bsums[2*k+1])*int32(int8(sc[2*k+1])))
+			acc[k] = float32(math.FMA(float64(d), float64(float32(lane[k])), float64(acc[k])))
+		}
+	}
+	return sum8(&acc)
+}
+
+// dotQ6KBlocksGeneric is the Q6_K block reference (dotQ6KBlock) summed in order,
+// one float step per block: the order of the AVX-512 Q6_K tiles, which since
+// issue 32 serve only Q3_K's prompts repacked into Q6_K (repack.go), where it is
+// Q3_K's reference order (dotQ3KRowGeneric).
+func dotQ6KBlocksGeneric(row []byte, y []q8KBlock) float32 {
 	var sum float32
 	for b := range y {
 		sum += dotQ6KBlock(row[b*210:(b+1)*210], &y[b])
@@ -183,12 +221,29 @@ func dotQ5_1RowGeneric(row []byte, y []q8_1Block) float32 {
 	return sum8(&acc) + summs
 }
 
+// dotQ4_1RowGeneric is ggml_vec_dot_q4_1_q8_1 (x86) bit for bit, as
+// dotQ5_1RowGeneric without the fifth bits (issue 32).
 func dotQ4_1RowGeneric(row []byte, y []q8_1Block) float32 {
-	var sum float32
+	var acc [8]float32
+	var summs float32
 	for b := range y {
-		sum += dotQ4_1Block(row[b*20:(b+1)*20], &y[b])
+		blk := row[b*20 : (b+1)*20]
+		qs := blk[4:20]
+		summs += f16Table[le16(blk[2:])] * y[b].s
+		d := f16Table[le16(blk)] * y[b].d
+		for k := range acc {
+			var isum int32
+			for j := 4 * k; j < 4*k+4; j++ {
+				q := qs[j%16] & 0xf
+				if j >= 16 {
+					q = qs[j-16] >> 4
+				}
+				isum += int32(q) * int32(y[b].qs[j])
+			}
+			acc[k] = float32(math.FMA(float64(float32(isum)), float64(d), float64(acc[k])))
+		}
 	}
-	return sum
+	return sum8(&acc) + summs
 }
 
 func dotIQ4XSRowGeneric(row []byte, y []q8KBlock) float32 {
@@ -265,7 +320,8 @@ func dotQ8_0RowsGeneric(out []float32, row []byte, y []q8Block, nb int) {
 func dotRows(wt Type, row []byte, a *acts, out []float32) { dotRowsAt(wt, row, a, 0, out) }
 
 // dotRowsAt sets out[i] = dotRow(wt, row, a, t0+i): through the batched kernels where
-// a type has them (Q4_K, Q5_K, Q6_K, Q8_0), which give every token dotRow's bits.
+// a type has them (Q4_K, Q5_K, Q6_K, Q8_0, Q4_1, Q5_1, IQ3_S and the lattice
+// types), which give every token dotRow's bits.
 func dotRowsAt(wt Type, row []byte, a *acts, t0 int, out []float32) {
 	switch wt {
 	case Q4_K:
@@ -280,6 +336,9 @@ func dotRowsAt(wt Type, row []byte, a *acts, t0 int, out []float32) {
 	case Q8_0:
 		nb := a.cols / qk0
 		dotQ8_0Rows(out, row, a.q8[t0*nb:], nb)
+	case Q4_1:
+		nb := a.cols / qk0
+		dotQ4_1Rows(out, row, a.q81[t0*nb:], nb)
 	case Q5_1:
 		nb := a.cols / qk0
 		dotQ5_1Rows(out, row, a.q81[t0*nb:], nb)

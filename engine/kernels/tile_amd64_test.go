@@ -29,10 +29,12 @@ var tileCases = []tileCase{
 	{"Q5_K r1t16", Q5_K, 1, 16, dotQ5KAVX512r1t16, dotQ5KRowGeneric},
 	{"Q5_K r1t8", Q5_K, 1, 8, dotQ5KAVX512r1t8, dotQ5KRowGeneric},
 	{"Q5_K r1t4", Q5_K, 1, 4, dotQ5KAVX512r1t4, dotQ5KRowGeneric},
-	{"Q6_K r8t1", Q6_K, 8, 1, dotQ6KAVX512r8t1, dotQ6KRowGeneric},
-	{"Q6_K r1t16", Q6_K, 1, 16, dotQ6KAVX512r1t16, dotQ6KRowGeneric},
-	{"Q6_K r1t8", Q6_K, 1, 8, dotQ6KAVX512r1t8, dotQ6KRowGeneric},
-	{"Q6_K r1t4", Q6_K, 1, 4, dotQ6KAVX512r1t4, dotQ6KRowGeneric},
+	// Q6_K's tiles keep one float step per block (dotQ6KBlocksGeneric): they
+	// serve Q3_K's repacked prompts only (issue 32).
+	{"Q6_K r8t1", Q6_K, 8, 1, dotQ6KAVX512r8t1, dotQ6KBlocksGeneric},
+	{"Q6_K r1t16", Q6_K, 1, 16, dotQ6KAVX512r1t16, dotQ6KBlocksGeneric},
+	{"Q6_K r1t8", Q6_K, 1, 8, dotQ6KAVX512r1t8, dotQ6KBlocksGeneric},
+	{"Q6_K r1t4", Q6_K, 1, 4, dotQ6KAVX512r1t4, dotQ6KBlocksGeneric},
 }
 
 // TestTileKernels: every output of a tile kernel is the Go reference's bits, for
@@ -108,13 +110,13 @@ func BenchmarkTileKernels(b *testing.B) {
 	}
 }
 
-// TestOuterKernels: the Q8_0, Q4_0, Q4_1, Q5_0 and IQ4_NL outer-product tiles give the
+// TestOuterKernels: the Q8_0, Q4_0, Q5_0 and IQ4_NL outer-product tiles give the
 // reference's bits for every row and token, and write only their outputs.
 func TestOuterKernels(t *testing.T) {
 	requireSIMD(t, "avx512")
 	r := rand.New(rand.NewPCG(45, 46))
 	const guard = -12345.5
-	for _, typ := range []Type{Q8_0, Q4_0, Q4_1, Q5_0, IQ4_NL} {
+	for _, typ := range []Type{Q8_0, Q4_0, Q5_0, IQ4_NL} {
 		ks := outerKernels(typ)
 		for i, T := range []int{16, 8, 4, 1} {
 			if ks[i] == nil {
@@ -131,11 +133,7 @@ func TestOuterKernels(t *testing.T) {
 						}
 						tokBlocks := nb + 1
 						y := q8Acts(r, typ, T*tokBlocks, am, false)
-						y1 := q8_1Acts(r, T*tokBlocks, am, false)
 						yp := (*byte)(unsafe.Pointer(&y[0]))
-						if typ == Q4_1 {
-							yp = (*byte)(unsafe.Pointer(&y1[0]))
-						}
 						os := 19
 						out := make([]float32, T*os+1)
 						for i := range out {
@@ -161,8 +159,6 @@ func TestOuterKernels(t *testing.T) {
 								want = dotQ5_0RowGeneric(row, yt)
 							case IQ4_NL:
 								want = dotIQ4NLRowGeneric(row, yt)
-							case Q4_1:
-								want = dotQ4_1RowGeneric(row, y1[tk*tokBlocks:tk*tokBlocks+nb])
 							}
 							if math.Float32bits(v) != math.Float32bits(want) {
 								t.Fatalf("%s: row %d token %d: %v, reference %v", name, rr, tk, v, want)
