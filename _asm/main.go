@@ -148,7 +148,9 @@ func main() {
 	toF16()
 	siluConstants()
 	swiglu()
-	for _, typ := range []string{"Q4K", "Q6K", "Q5K"} {
+	// (Q5_K's tiles went with issue 32: one float per row and token cannot keep
+	// llama.cpp's 8-lane order; tile.go still knows their form.)
+	for _, typ := range []string{"Q4K", "Q6K"} {
 		for _, rt := range [][2]int{{8, 1}, {1, 16}, {1, 8}, {1, 4}} {
 			dotKTile(typ, rt[0], rt[1])
 		}
@@ -422,8 +424,11 @@ func dotQ4KAVX2(tokens int) { dotQ45KAVX2("Q4K", tokens) }
 // dotQ5KAVX2 emits the Q5_K kernel for AVX2: Q4_K's, with each quant's fifth
 // bit (bit 2j or 2j+1 of qh[l] for the low or high nibbles of step j) moved to
 // bit 4 and ORed in before the products (quants up to 31: VPMADDUBSW's pairs stay
-// below 2^15). The scales, mins and float steps are Q4_K's, so the result has
-// the reference's bits.
+// below 2^15). The scales and mins are Q4_K's; the float steps are llama.cpp's
+// (dotQ5KRowGeneric, issue 32): the 8 int32 lanes converted and added times
+// f16(x.d)·y.d in one fused multiply-add per block, −(f16(x.dmin)·y.d)·msum
+// fused-multiply-added into a scalar, the lanes reduced as sum8 and the scalar
+// added last.
 func dotQ5KAVX2(tokens int) { dotQ45KAVX2("Q5K", tokens) }
 
 func dotQ45KAVX2(typ string, tokens int) {
@@ -449,6 +454,14 @@ func dotQ45KAVX2(typ string, tokens int) {
 		sums[t] = XMM()
 		VXORPS(sums[t], sums[t], sums[t])
 	}
+	var facc []VecVirtual // Q5_K: each token's 8 float lanes (sums: its scalar)
+	if q5 {
+		facc = make([]VecVirtual, tokens)
+		for t := range facc {
+			facc[t] = YMM()
+			VXORPS(facc[t], facc[t], facc[t])
+		}
+	}
 	m4 := YMM()
 	VMOVDQU(nibbleMask, m4)
 
@@ -459,6 +472,11 @@ func dotQ45KAVX2(typ string, tokens int) {
 	ms := make([]VecVirtual, tokens)
 	for t := range ms {
 		ms[t] = q4KMinSum(ys[t], u)
+		if q5 {
+			// Q5_K's mins into its scalar now: fewer registers live (the
+			// two-token kernel stays within the 16 of AVX2).
+			q5KMins(x, ys[t], ms[t], sums[t])
+		}
 	}
 	smw := YMM()
 	VPMOVZXBW(u, smw) // scales then mins, as int16
@@ -515,6 +533,10 @@ func dotQ45KAVX2(typ string, tokens int) {
 	}
 	dd := q4KDMin(x)
 	for t := range acc {
+		if q5 {
+			q5KLanes(ys[t], dd, acc[t], facc[t])
+			continue
+		}
 		hi := XMM()
 		VEXTRACTI128(U8(1), acc[t], hi)
 		is := XMM()
@@ -530,7 +552,50 @@ func dotQ45KAVX2(typ string, tokens int) {
 	JMP(LabelRef("loop"))
 
 	Label("done")
+	if q5 {
+		for t := range sums {
+			r := hsum8(facc[t])
+			VADDSS(sums[t], r, r)
+			sums[t] = r
+		}
+	}
 	storeSums(sums)
+}
+
+// q5KLanes ends a Q5_K block in llama.cpp's order (dotQ5KRowGeneric): the 8
+// int32 lanes converted and added times f16(x.d)·y.d to the float lanes of acc
+// in one fused multiply-add. dd is q4KDMin's.
+func q5KLanes(y GPVirtual, dd, lanes, acc VecVirtual) {
+	f := YMM()
+	VCVTDQ2PS(lanes, f)
+	d := XMM()
+	VMULSS(Mem{Base: y}, dd, d) // f16(x.d)·y.d
+	dy := YMM()
+	VBROADCASTSS(d, dy)
+	VFMADD231PS(dy, f, acc)
+}
+
+// q5KMins adds a Q5_K block's mins to summs in llama.cpp's order: msum (the sum
+// of ms's eight int32) times −(f16(x.dmin)·y.d), fused-multiply-added.
+func q5KMins(x, y GPVirtual, ms, summs VecVirtual) {
+	mh := XMM()
+	vextracti128(U8(1), ms, mh)
+	m4 := XMM()
+	VPADDD(mh, ms.AsX(), m4)
+	t := XMM()
+	VPSHUFD(U8(0x4e), m4, t)
+	VPADDD(t, m4, m4)
+	VPSHUFD(U8(0xb1), m4, t)
+	VPADDD(t, m4, m4)
+	mf := XMM()
+	VCVTDQ2PS(m4, mf) // msum
+	g := GP32()
+	MOVWLZX(Mem{Base: x, Disp: 2}, g)
+	dmin := XMM()
+	VMOVD(g, dmin)
+	VCVTPH2PS(dmin, dmin)
+	VMULSS(Mem{Base: y}, dmin, dmin) // f16(x.dmin)·y.d
+	VFNMADD231SS(mf, dmin, summs)    // summs −= dmin·msum, rounded once
 }
 
 // dotQ4KAVX512 emits dotQ4KAVX2 on 512-bit vectors: 64 weights per step, the

@@ -502,30 +502,6 @@ func dotQ6KAVX512r1t8(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb
 //go:noescape
 func dotQ6KAVX512r1t4(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb int, out *float32, os int)
 
-// dotQ5KAVX512r8t1 sets out[t·os + r] = dotQ5KAVX512(x + r·rb, y + t·ys, nb) for r < 8, t < 1;
-// yd + b·yds holds y.d of block b of the tokens, one float32 per token.
-//
-//go:noescape
-func dotQ5KAVX512r8t1(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb int, out *float32, os int)
-
-// dotQ5KAVX512r1t16 sets out[t·os + r] = dotQ5KAVX512(x + r·rb, y + t·ys, nb) for r < 1, t < 16;
-// yd + b·yds holds y.d of block b of the tokens, one float32 per token.
-//
-//go:noescape
-func dotQ5KAVX512r1t16(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb int, out *float32, os int)
-
-// dotQ5KAVX512r1t8 sets out[t·os + r] = dotQ5KAVX512(x + r·rb, y + t·ys, nb) for r < 1, t < 8;
-// yd + b·yds holds y.d of block b of the tokens, one float32 per token.
-//
-//go:noescape
-func dotQ5KAVX512r1t8(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb int, out *float32, os int)
-
-// dotQ5KAVX512r1t4 sets out[t·os + r] = dotQ5KAVX512(x + r·rb, y + t·ys, nb) for r < 1, t < 4;
-// yd + b·yds holds y.d of block b of the tokens, one float32 per token.
-//
-//go:noescape
-func dotQ5KAVX512r1t4(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb int, out *float32, os int)
-
 // dotQ4KAVX512r4t4 sets out[t·os + r] = dotQ4KAVX512(x + r·rb, y + t·ys, nb) for r < 4, t < 4;
 // yd + b·yds holds y.d of block b of the tokens, one float32 per token.
 //

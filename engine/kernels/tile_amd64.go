@@ -8,16 +8,17 @@ import (
 	"golang.org/x/sys/cpu"
 )
 
-// The tile kernels (AVX-512). K-quants (Q4_K, Q5_K): 8 weight rows against one token
+// The tile kernels (AVX-512). Q4_K: 8 weight rows against one token
 // (decoding), one row against 16, 8 or 4 tokens (a prompt). Q8_0 and Q4_0: 16
 // rows against 1, 4, 8 or 16 tokens, as outer products (Q5_0: 16 rows against one
 // token; IQ4_XS: 16 rows against 4, 8 or 16 tokens; Q2_K: against 16, 8, 4 or
 // 1). Every output has the bits of the single-row kernel (and, but for Q4_K's own
 // order, of the reference). Q6_K's tiles (one float per row and token, added a
 // block at a time) serve only Q3_K's prompts repacked into Q6_K, whose reference
-// has that order: Q6_K and Q4_1 themselves keep llama.cpp's 8-lane float order
-// (issue 32), which those tiles cannot, and take the AVX-512 row kernel
-// (dotQ6KAVX512) and the AVX2 kernels (one row, two or four tokens) instead.
+// has that order: Q6_K, Q5_K and Q4_1 themselves keep llama.cpp's 8-lane float
+// order (issue 32), which those tiles cannot, and take the AVX-512 row kernel
+// (Q6_K: dotQ6KAVX512) and the AVX2 kernels (one row, two or four tokens)
+// instead.
 
 // useVNNI16 selects dotQ4KAVX512r1t16v over dotQ4KAVX512r1t16m for Q4_K's
 // 16-token chunks (AVX-512 VBMI for VPERMI2B; VNNI is part of useAVX512).
@@ -113,8 +114,6 @@ func (m *matMul) fastRows(lo, hi int) int {
 	switch m.w.Type {
 	case Q4_K:
 		k = dotQ4KAVX512r8t1
-	case Q5_K:
-		k = dotQ5KAVX512r8t1
 	default:
 		return lo
 	}
@@ -190,8 +189,6 @@ func (m *matMul) fastTokens(r, hi, t0, nt int) int {
 	switch m.w.Type {
 	case Q4_K:
 		ks, one = [3]tileKernel{dotQ4KAVX512r1t16, dotQ4KAVX512r1t8, dotQ4KAVX512r1t4}, dotQ4KRow
-	case Q5_K:
-		ks, one = [3]tileKernel{dotQ5KAVX512r1t16, dotQ5KAVX512r1t8, dotQ5KAVX512r1t4}, dotQ5KRow
 	default:
 		return 0
 	}
@@ -244,7 +241,7 @@ func (m *matMul) fastTokens(r, hi, t0, nt int) int {
 	return 1
 }
 
-// tile4 is the 4-token kernel of ks in fastTokens (Q4_K or Q5_K), called
+// tile4 is the 4-token kernel of ks in fastTokens (Q4_K), called
 // directly rather than through the func value: a pointer passed through a func value
 // escapes, so a buffer on the caller's stack would be allocated on the heap at every
 // call (one per row of a 2- or 3-token product, millions a second in a busy decode,
@@ -253,8 +250,6 @@ func tile4(t Type, x *byte, y *byte, ys int, yd *float32, yds int, nb int, out *
 	switch t {
 	case Q4_K:
 		dotQ4KAVX512r1t4(x, 0, y, ys, yd, yds, nb, out, os)
-	case Q5_K:
-		dotQ5KAVX512r1t4(x, 0, y, ys, yd, yds, nb, out, os)
 	default:
 		panic("kernels: tile4 of " + t.String())
 	}
