@@ -87,6 +87,7 @@ func main() {
 	for _, typ := range []string{"Q4_1", "Q5_1"} {
 		dotQx1AVX2Tokens(typ, 2)
 		dotQx1AVX2Tokens(typ, 4)
+		dotQx1AVX2Rows(typ, 4)
 	}
 	q2KConstants()
 	dotQ2KAVX2()

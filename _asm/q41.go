@@ -189,3 +189,96 @@ func dotQx1AVX2Tokens(typ string, T int) {
 	VZEROUPPER()
 	RET()
 }
+
+// dotQx1AVX2Rows emits dot<typ>AVX2r<R> (typ Q4_1 or Q5_1): dot<typ>AVX2 of R rows
+// (x, x+rb, …) of n blocks with one activation row y into out[0 … R-1], for
+// decoding: one call and one pass over y for R rows, each row keeping the
+// one-row kernel's operations and order (its own 8-lane accumulator and scalar),
+// so each output has that kernel's bits.
+func dotQx1AVX2Rows(typ string, R int) {
+	q5 := typ == "Q5_1"
+	size := q41Size
+	if q5 {
+		size = q51Size
+	}
+	name := fmt.Sprintf("dot%sAVX2r%d", typ, R)
+	TEXT(name, NOSPLIT, "func(x *byte, rb int, y *byte, n int, out *float32)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s sets out[r] = dot%sAVX2(x + r·rb, y, n) for r < %d.", name, typ, R))
+	xb, rb := GP64(), GP64()
+	Load(Param("x"), xb)
+	Load(Param("rb"), rb)
+	y, n := GP64(), GP64()
+	Load(Param("y"), y)
+	Load(Param("n"), n)
+	rows := newRowSet(xb, rb, R)
+	m4, ones := YMM(), YMM()
+	VMOVDQU(nibbleMask, m4)
+	VMOVDQU(ones16, ones)
+	acc, sum := make([]VecVirtual, R), make([]VecVirtual, R)
+	for r := range acc {
+		acc[r], sum[r] = YMM(), XMM()
+		VXORPS(acc[r], acc[r], acc[r])
+		VXORPS(sum[r], sum[r], sum[r])
+	}
+
+	Label("loop")
+	TESTQ(n, n)
+	JZ(LabelRef("done"))
+	for r := range acc {
+		x := rows.at(r)
+		qsOff := 4
+		if q5 {
+			qsOff = 8
+		}
+		t, th := XMM(), XMM()
+		VMOVDQU(x.Offset(qsOff), t)
+		VPSRLW(U8(4), t, th)
+		q := YMM()
+		VINSERTI128(U8(1), th, t.AsY(), q)
+		VPAND(m4, q, q)
+		if q5 {
+			h := YMM()
+			VPBROADCASTD(x.Offset(4), h)
+			VPSHUFB(q5Spread, h, h)
+			VPAND(q5Bits, h, h)
+			VPCMPEQB(q5Bits, h, h)
+			VPAND(bit4Mask, h, h)
+			VPOR(h, q, q)
+		}
+		p := YMM()
+		VPMADDUBSW(Mem{Base: y, Disp: q8QS}, q, p)
+		VPMADDWD(ones, p, p)
+		f := YMM()
+		VCVTDQ2PS(p, f)
+		g := GP32()
+		MOVL(x, g)
+		dm := XMM()
+		VMOVD(g, dm)
+		VCVTPH2PS(dm, dm) // d, m
+		d := XMM()
+		VMULSS(Mem{Base: y}, dm, d) // f16(x.d)·y.d
+		dy := YMM()
+		VBROADCASTSS(d, dy)
+		VFMADD231PS(dy, f, acc[r])
+		m := XMM()
+		VMOVSHDUP(dm, m)
+		VMULSS(Mem{Base: y, Disp: 4}, m, m) // f16(x.m)·y.s, exact
+		VADDSS(m, sum[r], sum[r])
+	}
+	rows.advance(size)
+	ADDQ(U32(q8Size), y)
+	DECQ(n)
+	JMP(LabelRef("loop"))
+
+	Label("done")
+	out := GP64()
+	Load(Param("out"), out)
+	for r := range acc {
+		s := hsum8(acc[r])
+		VADDSS(sum[r], s, s)
+		VMOVSS(s, Mem{Base: out, Disp: 4 * r})
+	}
+	VZEROUPPER()
+	RET()
+}

@@ -2450,6 +2450,134 @@ done:
 	VZEROUPPER
 	RET
 
+// func dotQ4_1AVX2r4(x *byte, rb int, y *byte, n int, out *float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotQ4_1AVX2r4(SB), NOSPLIT, $0-40
+	MOVQ    x+0(FP), AX
+	MOVQ    rb+8(FP), CX
+	MOVQ    y+16(FP), DX
+	MOVQ    n+24(FP), BX
+	LEAQ    (CX)(CX*2), SI
+	VMOVDQU nibbleMask<>+0(SB), Y0
+	VMOVDQU ones16<>+0(SB), Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  X3, X3, X3
+	VXORPS  Y4, Y4, Y4
+	VXORPS  X5, X5, X5
+	VXORPS  Y6, Y6, Y6
+	VXORPS  X7, X7, X7
+	VXORPS  Y8, Y8, Y8
+	VXORPS  X9, X9, X9
+
+loop:
+	TESTQ        BX, BX
+	JZ           done
+	VMOVDQU      4(AX), X10
+	VPSRLW       $0x04, X10, X11
+	VINSERTI128  $0x01, X11, Y10, Y11
+	VPAND        Y0, Y11, Y11
+	VPMADDUBSW   8(DX), Y11, Y11
+	VPMADDWD     Y1, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	MOVL         (AX), DI
+	VMOVD        DI, X10
+	VCVTPH2PS    X10, X10
+	VMULSS       (DX), X10, X12
+	VBROADCASTSS X12, Y12
+	VFMADD231PS  Y12, Y11, Y2
+	VMOVSHDUP    X10, X10
+	VMULSS       4(DX), X10, X10
+	VADDSS       X10, X3, X3
+	VMOVDQU      4(AX)(CX*1), X10
+	VPSRLW       $0x04, X10, X11
+	VINSERTI128  $0x01, X11, Y10, Y11
+	VPAND        Y0, Y11, Y11
+	VPMADDUBSW   8(DX), Y11, Y11
+	VPMADDWD     Y1, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	MOVL         (AX)(CX*1), DI
+	VMOVD        DI, X10
+	VCVTPH2PS    X10, X10
+	VMULSS       (DX), X10, X12
+	VBROADCASTSS X12, Y12
+	VFMADD231PS  Y12, Y11, Y4
+	VMOVSHDUP    X10, X10
+	VMULSS       4(DX), X10, X10
+	VADDSS       X10, X5, X5
+	VMOVDQU      4(AX)(CX*2), X10
+	VPSRLW       $0x04, X10, X11
+	VINSERTI128  $0x01, X11, Y10, Y11
+	VPAND        Y0, Y11, Y11
+	VPMADDUBSW   8(DX), Y11, Y11
+	VPMADDWD     Y1, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	MOVL         (AX)(CX*2), DI
+	VMOVD        DI, X10
+	VCVTPH2PS    X10, X10
+	VMULSS       (DX), X10, X12
+	VBROADCASTSS X12, Y12
+	VFMADD231PS  Y12, Y11, Y6
+	VMOVSHDUP    X10, X10
+	VMULSS       4(DX), X10, X10
+	VADDSS       X10, X7, X7
+	VMOVDQU      4(AX)(SI*1), X10
+	VPSRLW       $0x04, X10, X11
+	VINSERTI128  $0x01, X11, Y10, Y11
+	VPAND        Y0, Y11, Y11
+	VPMADDUBSW   8(DX), Y11, Y11
+	VPMADDWD     Y1, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	MOVL         (AX)(SI*1), DI
+	VMOVD        DI, X10
+	VCVTPH2PS    X10, X10
+	VMULSS       (DX), X10, X12
+	VBROADCASTSS X12, Y12
+	VFMADD231PS  Y12, Y11, Y8
+	VMOVSHDUP    X10, X10
+	VMULSS       4(DX), X10, X10
+	VADDSS       X10, X9, X9
+	ADDQ         $0x00000014, AX
+	ADDQ         $0x00000028, DX
+	DECQ         BX
+	JMP          loop
+
+done:
+	MOVQ         out+32(FP), AX
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VADDSS       X3, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VADDSS       X5, X0, X0
+	VMOVSS       X0, 4(AX)
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X0, X6, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VADDSS       X7, X0, X0
+	VMOVSS       X0, 8(AX)
+	VEXTRACTF128 $0x01, Y8, X0
+	VADDPS       X0, X8, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VADDSS       X9, X0, X0
+	VMOVSS       X0, 12(AX)
+	VZEROUPPER
+	RET
+
 // func dotQ5_1AVX2t2(x *byte, y *byte, n int, ys int, out *float32)
 // Requires: AVX, AVX2, F16C, FMA3
 TEXT ·dotQ5_1AVX2t2(SB), NOSPLIT, $0-40
@@ -2599,6 +2727,158 @@ loop:
 	ADDQ         $0x00000028, CX
 	ADDQ         $0x00000028, SI
 	DECQ         DX
+	JMP          loop
+
+done:
+	MOVQ         out+32(FP), AX
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VADDSS       X3, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VADDSS       X5, X0, X0
+	VMOVSS       X0, 4(AX)
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X0, X6, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VADDSS       X7, X0, X0
+	VMOVSS       X0, 8(AX)
+	VEXTRACTF128 $0x01, Y8, X0
+	VADDPS       X0, X8, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VADDSS       X9, X0, X0
+	VMOVSS       X0, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotQ5_1AVX2r4(x *byte, rb int, y *byte, n int, out *float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotQ5_1AVX2r4(SB), NOSPLIT, $0-40
+	MOVQ    x+0(FP), AX
+	MOVQ    rb+8(FP), CX
+	MOVQ    y+16(FP), DX
+	MOVQ    n+24(FP), BX
+	LEAQ    (CX)(CX*2), SI
+	VMOVDQU nibbleMask<>+0(SB), Y0
+	VMOVDQU ones16<>+0(SB), Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  X3, X3, X3
+	VXORPS  Y4, Y4, Y4
+	VXORPS  X5, X5, X5
+	VXORPS  Y6, Y6, Y6
+	VXORPS  X7, X7, X7
+	VXORPS  Y8, Y8, Y8
+	VXORPS  X9, X9, X9
+
+loop:
+	TESTQ        BX, BX
+	JZ           done
+	VMOVDQU      8(AX), X10
+	VPSRLW       $0x04, X10, X11
+	VINSERTI128  $0x01, X11, Y10, Y11
+	VPAND        Y0, Y11, Y11
+	VPBROADCASTD 4(AX), Y12
+	VPSHUFB      q5Spread<>+0(SB), Y12, Y12
+	VPAND        q5Bits<>+0(SB), Y12, Y12
+	VPCMPEQB     q5Bits<>+0(SB), Y12, Y12
+	VPAND        bit4Mask<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   8(DX), Y11, Y11
+	VPMADDWD     Y1, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	MOVL         (AX), DI
+	VMOVD        DI, X10
+	VCVTPH2PS    X10, X10
+	VMULSS       (DX), X10, X12
+	VBROADCASTSS X12, Y12
+	VFMADD231PS  Y12, Y11, Y2
+	VMOVSHDUP    X10, X10
+	VMULSS       4(DX), X10, X10
+	VADDSS       X10, X3, X3
+	VMOVDQU      8(AX)(CX*1), X10
+	VPSRLW       $0x04, X10, X11
+	VINSERTI128  $0x01, X11, Y10, Y11
+	VPAND        Y0, Y11, Y11
+	VPBROADCASTD 4(AX)(CX*1), Y12
+	VPSHUFB      q5Spread<>+0(SB), Y12, Y12
+	VPAND        q5Bits<>+0(SB), Y12, Y12
+	VPCMPEQB     q5Bits<>+0(SB), Y12, Y12
+	VPAND        bit4Mask<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   8(DX), Y11, Y11
+	VPMADDWD     Y1, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	MOVL         (AX)(CX*1), DI
+	VMOVD        DI, X10
+	VCVTPH2PS    X10, X10
+	VMULSS       (DX), X10, X12
+	VBROADCASTSS X12, Y12
+	VFMADD231PS  Y12, Y11, Y4
+	VMOVSHDUP    X10, X10
+	VMULSS       4(DX), X10, X10
+	VADDSS       X10, X5, X5
+	VMOVDQU      8(AX)(CX*2), X10
+	VPSRLW       $0x04, X10, X11
+	VINSERTI128  $0x01, X11, Y10, Y11
+	VPAND        Y0, Y11, Y11
+	VPBROADCASTD 4(AX)(CX*2), Y12
+	VPSHUFB      q5Spread<>+0(SB), Y12, Y12
+	VPAND        q5Bits<>+0(SB), Y12, Y12
+	VPCMPEQB     q5Bits<>+0(SB), Y12, Y12
+	VPAND        bit4Mask<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   8(DX), Y11, Y11
+	VPMADDWD     Y1, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	MOVL         (AX)(CX*2), DI
+	VMOVD        DI, X10
+	VCVTPH2PS    X10, X10
+	VMULSS       (DX), X10, X12
+	VBROADCASTSS X12, Y12
+	VFMADD231PS  Y12, Y11, Y6
+	VMOVSHDUP    X10, X10
+	VMULSS       4(DX), X10, X10
+	VADDSS       X10, X7, X7
+	VMOVDQU      8(AX)(SI*1), X10
+	VPSRLW       $0x04, X10, X11
+	VINSERTI128  $0x01, X11, Y10, Y11
+	VPAND        Y0, Y11, Y11
+	VPBROADCASTD 4(AX)(SI*1), Y12
+	VPSHUFB      q5Spread<>+0(SB), Y12, Y12
+	VPAND        q5Bits<>+0(SB), Y12, Y12
+	VPCMPEQB     q5Bits<>+0(SB), Y12, Y12
+	VPAND        bit4Mask<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   8(DX), Y11, Y11
+	VPMADDWD     Y1, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	MOVL         (AX)(SI*1), DI
+	VMOVD        DI, X10
+	VCVTPH2PS    X10, X10
+	VMULSS       (DX), X10, X12
+	VBROADCASTSS X12, Y12
+	VFMADD231PS  Y12, Y11, Y8
+	VMOVSHDUP    X10, X10
+	VMULSS       4(DX), X10, X10
+	VADDSS       X10, X9, X9
+	ADDQ         $0x00000018, AX
+	ADDQ         $0x00000028, DX
+	DECQ         BX
 	JMP          loop
 
 done:

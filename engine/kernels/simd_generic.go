@@ -26,8 +26,9 @@ import (
 // order. IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ1_S and IQ1_M also have two-token forms
 // (…x2) for prompts, decoding each group once for both tokens, with the same bits;
 // Q4_1 and Q5_1 have four- and two-token forms (dotQ4_1AVX2t4, t2: dotQ4_1Rows;
-// dotQ5_1AVX2t4, t2: dotQ5_1Rows), each block unpacked once for the tokens, with
-// the same bits.
+// dotQ5_1AVX2t4, t2: dotQ5_1Rows), each block unpacked once for the tokens, and
+// four-row forms for decoding (dotQ4_1AVX2r4, dotQ5_1AVX2r4: MatMul's fastRows),
+// one call and one pass over the activations for four rows, with the same bits.
 // dotQ4KRows, dotQ5KRows, dotQ6KRows and dotQ8_0Rows take one weight row against a
 // batch of activation rows (the tokens of a prompt), unpacking each weight block
 // once for two tokens (AVX2, Q4_K, Q5_K and Q6_K). With AVX-512, MatMul takes the

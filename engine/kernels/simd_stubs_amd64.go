@@ -93,6 +93,11 @@ func dotQ4_1AVX2t2(x *byte, y *byte, n int, ys int, out *float32)
 //go:noescape
 func dotQ4_1AVX2t4(x *byte, y *byte, n int, ys int, out *float32)
 
+// dotQ4_1AVX2r4 sets out[r] = dotQ4_1AVX2(x + r·rb, y, n) for r < 4.
+//
+//go:noescape
+func dotQ4_1AVX2r4(x *byte, rb int, y *byte, n int, out *float32)
+
 // dotQ5_1AVX2t2 is dotQ5_1AVX2 of n Q5_1 blocks at x with each of 2 rows of n q8_1Blocks at y, y+ys, … into out[0 … 1].
 //
 //go:noescape
@@ -102,6 +107,11 @@ func dotQ5_1AVX2t2(x *byte, y *byte, n int, ys int, out *float32)
 //
 //go:noescape
 func dotQ5_1AVX2t4(x *byte, y *byte, n int, ys int, out *float32)
+
+// dotQ5_1AVX2r4 sets out[r] = dotQ5_1AVX2(x + r·rb, y, n) for r < 4.
+//
+//go:noescape
+func dotQ5_1AVX2r4(x *byte, rb int, y *byte, n int, out *float32)
 
 // dotQ2KAVX2 is the dot product of n Q2_K blocks at x with n q8KBlocks at y.
 //

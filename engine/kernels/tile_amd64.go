@@ -83,6 +83,9 @@ func (a *acts) actBlock(i int) *byte {
 // fastRows computes dst[r] for the rows of [lo, hi) it has a multi-row kernel for
 // (one token), and returns the first row it left.
 func (m *matMul) fastRows(lo, hi int) int {
+	if useAVX2 && (m.w.Type == Q4_1 || m.w.Type == Q5_1) {
+		return m.qx1Rows(lo, hi)
+	}
 	if !useAVX512 {
 		return lo
 	}
@@ -124,6 +127,29 @@ func (m *matMul) fastRows(lo, hi int) int {
 		_ = m.w.Data[(r+8)*m.rb-1]
 		_ = m.dst[r+7]
 		k(&m.w.Data[r*m.rb], m.rb, y, 0, nil, 0, nb, &m.dst[r], 0)
+	}
+	return r
+}
+
+// qx1Rows is fastRows for Q4_1 and Q5_1 (AVX2, and with AVX-512 too): four rows
+// a call through dotQ4_1AVX2r4 or dotQ5_1AVX2r4, each output the one-row
+// kernel's bits.
+func (m *matMul) qx1Rows(lo, hi int) int {
+	nb := m.a.cols / qk0
+	if nb == 0 {
+		return lo
+	}
+	_ = m.a.q81[nb-1]
+	y := (*byte)(unsafe.Pointer(&m.a.q81[0]))
+	k := dotQ4_1AVX2r4
+	if m.w.Type == Q5_1 {
+		k = dotQ5_1AVX2r4
+	}
+	r := lo
+	for ; r+4 <= hi; r += 4 {
+		_ = m.w.Data[(r+4)*m.rb-1]
+		_ = m.dst[r+3]
+		k(&m.w.Data[r*m.rb], m.rb, y, nb, &m.dst[r])
 	}
 	return r
 }

@@ -428,3 +428,45 @@ func BenchmarkQ2KDecode(b *testing.B) {
 		}
 	})
 }
+
+// TestQx1FourRows: dotQ4_1AVX2r4 and dotQ5_1AVX2r4 (four rows against one token,
+// MatMul's decoding path for Q4_1 and Q5_1) give every row the reference's bits,
+// for rows at an odd stride, random, extreme and quantized blocks, and write only
+// their four outputs.
+func TestQx1FourRows(t *testing.T) {
+	requireSIMD(t, "avx2")
+	r := rand.New(rand.NewPCG(79, 80))
+	const guard = -12345.5
+	for _, c := range []struct {
+		typ       Type
+		k         func(x *byte, rb int, y *byte, n int, out *float32)
+		reference func(row []byte, y []q8_1Block) float32
+	}{
+		{Q4_1, dotQ4_1AVX2r4, dotQ4_1RowGeneric},
+		{Q5_1, dotQ5_1AVX2r4, dotQ5_1RowGeneric},
+	} {
+		for _, nb := range []int{1, 3, 24} {
+			for _, wm := range []string{"quantized", "random", "0xff", "0x00"} {
+				for _, am := range []string{"quantized", "random", "min", "max"} {
+					rb := nb*c.typ.BlockBytes() + 5
+					w := make([]byte, 4*rb)
+					for i := 0; i < 4; i++ {
+						copy(w[i*rb:], weightRow(r, c.typ, nb, wm, false))
+					}
+					y := q8_1Acts(r, nb, am, false)
+					out := []float32{guard, 0, 0, 0, 0, guard}
+					c.k(&w[0], rb, (*byte)(unsafe.Pointer(&y[0])), nb, &out[1])
+					if out[0] != guard || out[5] != guard {
+						t.Fatalf("%v nb %d: wrote outside its outputs: %v", c.typ, nb, out)
+					}
+					for i := 0; i < 4; i++ {
+						want := c.reference(w[i*rb:i*rb+nb*c.typ.BlockBytes()], y)
+						if math.Float32bits(out[1+i]) != math.Float32bits(want) {
+							t.Fatalf("%v nb %d weights %s acts %s: row %d = %v, reference %v", c.typ, nb, wm, am, i, out[1+i], want)
+						}
+					}
+				}
+			}
+		}
+	}
+}
