@@ -30,8 +30,11 @@ import (
 // them): attention's K·q in the 16-lane fused order of llama.cpp's AVX-512 build
 // takes qwen3moe-b-Q8_0 from 9.8e-2 (at step 19 the last layer's router logits of
 // its second and third experts are 0.03 apart, and the other expert is taken) to
-// 4.4e-5 with every top-1 equal; Q8_0's dot product order (olmoe-d-Q8_0, 3.9e-4;
-// kernels.TestGGMLDotOrder). RoPE's angles as libm's sinf/cosf (not correctly
+// 4.4e-5 with every top-1 equal; Q8_0's dot product order (kernels.TestGGMLDotOrder:
+// in the Go reference alone, -tags purego, it took mixtral-moe-Q4_K_M from 4.3e-4 to
+// 3.9e-7, olmoe-d-Q8_0 from 3.9e-4 to 1.2e-4 and qwen2moe-Q4_K_M back to 5.7e-7; not
+// adopted yet because Q8_0's AVX-512 outer-product tiles keep one float per row and
+// token). RoPE's angles as libm's sinf/cosf (not correctly
 // rounded for ~2% of them; ours are) were not needed for these two files: q and k
 // are rounded to binary16 before attention.
 var zooKnownGaps = map[string]string{
