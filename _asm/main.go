@@ -88,8 +88,11 @@ func main() {
 	dotIQ4XSAVX2()
 	dotQ4_1AVX2()
 	dotQ5_1AVX2()
-	dotQ5_1AVX2Tokens(2)
-	dotQ5_1AVX2Tokens(4)
+	for _, typ := range []string{"Q4_1", "Q5_1"} {
+		dotQx1AVX2Tokens(typ, 2)
+		dotQx1AVX2Tokens(typ, 4)
+		dotQx1AVX2Rows(typ, 4)
+	}
 	q2KConstants()
 	dotQ2KAVX2()
 	q3KConstants()
@@ -155,7 +158,9 @@ func main() {
 	toF16()
 	siluConstants()
 	swiglu()
-	for _, typ := range []string{"Q4K", "Q6K", "Q5K"} {
+	// (Q5_K's tiles went with issue 32: one float per row and token cannot keep
+	// llama.cpp's 8-lane order; tile.go still knows their form.)
+	for _, typ := range []string{"Q4K", "Q6K"} {
 		for _, rt := range [][2]int{{8, 1}, {1, 16}, {1, 8}, {1, 4}} {
 			dotKTile(typ, rt[0], rt[1])
 		}
@@ -163,7 +168,7 @@ func main() {
 	dotQ4KTile44()
 	dotQ4KTile16m()
 	dotQ4KTile16v()
-	for _, typ := range []string{"Q8_0", "Q4_0", "Q4_1"} {
+	for _, typ := range []string{"Q8_0", "Q4_0"} {
 		for _, t := range []int{1, 4, 8, 16} {
 			dot0Outer(typ, t)
 		}
@@ -429,8 +434,11 @@ func dotQ4KAVX2(tokens int) { dotQ45KAVX2("Q4K", tokens) }
 // dotQ5KAVX2 emits the Q5_K kernel for AVX2: Q4_K's, with each quant's fifth
 // bit (bit 2j or 2j+1 of qh[l] for the low or high nibbles of step j) moved to
 // bit 4 and ORed in before the products (quants up to 31: VPMADDUBSW's pairs stay
-// below 2^15). The scales, mins and float steps are Q4_K's, so the result has
-// the reference's bits.
+// below 2^15). The scales and mins are Q4_K's; the float steps are llama.cpp's
+// (dotQ5KRowGeneric, issue 32): the 8 int32 lanes converted and added times
+// f16(x.d)·y.d in one fused multiply-add per block, −(f16(x.dmin)·y.d)·msum
+// fused-multiply-added into a scalar, the lanes reduced as sum8 and the scalar
+// added last.
 func dotQ5KAVX2(tokens int) { dotQ45KAVX2("Q5K", tokens) }
 
 func dotQ45KAVX2(typ string, tokens int) {
@@ -456,6 +464,14 @@ func dotQ45KAVX2(typ string, tokens int) {
 		sums[t] = XMM()
 		VXORPS(sums[t], sums[t], sums[t])
 	}
+	var facc []VecVirtual // Q5_K: each token's 8 float lanes (sums: its scalar)
+	if q5 {
+		facc = make([]VecVirtual, tokens)
+		for t := range facc {
+			facc[t] = YMM()
+			VXORPS(facc[t], facc[t], facc[t])
+		}
+	}
 	m4 := YMM()
 	VMOVDQU(nibbleMask, m4)
 
@@ -466,6 +482,11 @@ func dotQ45KAVX2(typ string, tokens int) {
 	ms := make([]VecVirtual, tokens)
 	for t := range ms {
 		ms[t] = q4KMinSum(ys[t], u)
+		if q5 {
+			// Q5_K's mins into its scalar now: fewer registers live (the
+			// two-token kernel stays within the 16 of AVX2).
+			q5KMins(x, ys[t], ms[t], sums[t])
+		}
 	}
 	smw := YMM()
 	VPMOVZXBW(u, smw) // scales then mins, as int16
@@ -522,6 +543,10 @@ func dotQ45KAVX2(typ string, tokens int) {
 	}
 	dd := q4KDMin(x)
 	for t := range acc {
+		if q5 {
+			q5KLanes(ys[t], dd, acc[t], facc[t])
+			continue
+		}
 		hi := XMM()
 		VEXTRACTI128(U8(1), acc[t], hi)
 		is := XMM()
@@ -537,7 +562,50 @@ func dotQ45KAVX2(typ string, tokens int) {
 	JMP(LabelRef("loop"))
 
 	Label("done")
+	if q5 {
+		for t := range sums {
+			r := hsum8(facc[t])
+			VADDSS(sums[t], r, r)
+			sums[t] = r
+		}
+	}
 	storeSums(sums)
+}
+
+// q5KLanes ends a Q5_K block in llama.cpp's order (dotQ5KRowGeneric): the 8
+// int32 lanes converted and added times f16(x.d)·y.d to the float lanes of acc
+// in one fused multiply-add. dd is q4KDMin's.
+func q5KLanes(y GPVirtual, dd, lanes, acc VecVirtual) {
+	f := YMM()
+	VCVTDQ2PS(lanes, f)
+	d := XMM()
+	VMULSS(Mem{Base: y}, dd, d) // f16(x.d)·y.d
+	dy := YMM()
+	VBROADCASTSS(d, dy)
+	VFMADD231PS(dy, f, acc)
+}
+
+// q5KMins adds a Q5_K block's mins to summs in llama.cpp's order: msum (the sum
+// of ms's eight int32) times −(f16(x.dmin)·y.d), fused-multiply-added.
+func q5KMins(x, y GPVirtual, ms, summs VecVirtual) {
+	mh := XMM()
+	vextracti128(U8(1), ms, mh)
+	m4 := XMM()
+	VPADDD(mh, ms.AsX(), m4)
+	t := XMM()
+	VPSHUFD(U8(0x4e), m4, t)
+	VPADDD(t, m4, m4)
+	VPSHUFD(U8(0xb1), m4, t)
+	VPADDD(t, m4, m4)
+	mf := XMM()
+	VCVTDQ2PS(m4, mf) // msum
+	g := GP32()
+	MOVWLZX(Mem{Base: x, Disp: 2}, g)
+	dmin := XMM()
+	VMOVD(g, dmin)
+	VCVTPH2PS(dmin, dmin)
+	VMULSS(Mem{Base: y}, dmin, dmin) // f16(x.dmin)·y.d
+	VFNMADD231SS(mf, dmin, summs)    // summs −= dmin·msum, rounded once
 }
 
 // dotQ4KAVX512 emits dotQ4KAVX2 on 512-bit vectors: 64 weights per step, the
@@ -631,31 +699,6 @@ func dotQ4KAVX512(tokens int) {
 // Σ s_g·(q-32)·y = Σ s_g·q·y − 32·Σ s_g·bsum_g (exact; bsums as quantActQ8K
 // makes them).
 
-// q6KFinish adds f16(x.d)·y.d·float32(isum) to sum (the reference's operations),
-// where isum is the sum of the four int32 of is minus 32 times the sum of the
-// eight int32 of bc.
-func q6KFinish(x, y GPVirtual, is, bc, sum VecVirtual) {
-	q6KAdd(y, q6KD(x), q6KIntSum(is, bc), sum)
-}
-
-// q6KIntSum returns float32(isum) (see q6KFinish) in lane 0.
-func q6KIntSum(is, bc VecVirtual) VecVirtual {
-	bh := XMM()
-	vextracti128(U8(1), bc, bh)
-	b4 := XMM()
-	VPADDD(bh, bc.AsX(), b4)
-	VPSLLD(U8(5), b4, b4)
-	VPSUBD(b4, is, is)
-	t := XMM()
-	VPSHUFD(U8(0x4e), is, t)
-	VPADDD(t, is, is)
-	VPSHUFD(U8(0xb1), is, t)
-	VPADDD(t, is, is)
-	f := XMM()
-	VCVTDQ2PS(is, f)
-	return f
-}
-
 // q6KD returns f16(x.d) of the Q6_K block at x in lane 0.
 func q6KD(x GPVirtual) VecVirtual {
 	g := GP32()
@@ -666,12 +709,30 @@ func q6KD(x GPVirtual) VecVirtual {
 	return dd
 }
 
-// q6KAdd adds (dd·y.d)·f to sum.
-func q6KAdd(y GPVirtual, dd, f, sum VecVirtual) {
-	d2 := XMM()
-	VMULSS(Mem{Base: y}, dd, d2)
-	VMULSS(f, d2, d2)
-	VADDSS(d2, sum, sum)
+// q6KLanes ends a block in llama.cpp's order (dotQ6KRowGeneric): lanes (8 int32,
+// lane k the products at positions 4k..4k+3 of each 32-element chunk) less
+// 32·bc (lane k the bsum·scale of sub-blocks 2k and 2k+1), converted and added
+// times y.d·f16(x.d) to the 8 float lanes of acc in one fused multiply-add.
+func q6KLanes(y GPVirtual, dd, lanes, bc, acc VecVirtual) {
+	VPSLLD(U8(5), bc, bc)
+	VPSUBD(bc, lanes, lanes)
+	f := YMM()
+	VCVTDQ2PS(lanes, f)
+	d := XMM()
+	VMULSS(Mem{Base: y}, dd, d)
+	dy := YMM()
+	VBROADCASTSS(d, dy)
+	VFMADD231PS(dy, f, acc)
+}
+
+// storeLaneSums reduces each token's 8 float lanes as sum8 and returns or stores
+// them as storeSums.
+func storeLaneSums(accs []VecVirtual) {
+	sums := make([]VecVirtual, len(accs))
+	for t, a := range accs {
+		sums[t] = hsum8(a)
+	}
+	storeSums(sums)
 }
 
 // dotQ6KAVX2 emits the Q6_K kernel for AVX2; with tokens > 1 the kernel for
@@ -690,10 +751,10 @@ func dotQ6KAVX2(tokens int) {
 	}
 	x, y, n := params3()
 	ys := tokenRows(y, tokens)
-	sums := make([]VecVirtual, tokens)
-	for t := range sums {
-		sums[t] = XMM()
-		VXORPS(sums[t], sums[t], sums[t])
+	facc := make([]VecVirtual, tokens)
+	for t := range facc {
+		facc[t] = YMM()
+		VXORPS(facc[t], facc[t], facc[t])
 	}
 	m4, m30 := YMM(), YMM()
 	VMOVDQU(nibbleMask, m4)
@@ -750,11 +811,7 @@ func dotQ6KAVX2(tokens int) {
 	}
 	dd := q6KD(x)
 	for t := range acc {
-		hi := XMM()
-		VEXTRACTI128(U8(1), acc[t], hi)
-		is := XMM()
-		VPADDD(hi, acc[t].AsX(), is)
-		q6KAdd(ys[t], dd, q6KIntSum(is, bc[t]), sums[t])
+		q6KLanes(ys[t], dd, acc[t], bc[t], facc[t])
 	}
 
 	ADDQ(U32(q6KSize), x)
@@ -765,7 +822,7 @@ func dotQ6KAVX2(tokens int) {
 	JMP(LabelRef("loop"))
 
 	Label("done")
-	storeSums(sums)
+	storeLaneSums(facc)
 }
 
 // dotQ6KAVX512 takes 64 quants per step: the 64 bytes of ql for half h hold
@@ -789,10 +846,10 @@ func dotQ6KAVX512(tokens int) {
 	}
 	x, y, n := params3()
 	ys := tokenRows(y, tokens)
-	sums := make([]VecVirtual, tokens)
-	for t := range sums {
-		sums[t] = XMM()
-		VXORPS(sums[t], sums[t], sums[t])
+	facc := make([]VecVirtual, tokens)
+	for t := range facc {
+		facc[t] = YMM()
+		VXORPS(facc[t], facc[t], facc[t])
 	}
 	m4, m30, shl, shr := ZMM(), ZMM(), ZMM(), ZMM()
 	VMOVDQU64(nibbleMask, m4)
@@ -845,14 +902,12 @@ func dotQ6KAVX512(tokens int) {
 	}
 	dd := q6KD(x)
 	for t := range acc {
+		// int32 lanes k and k+8 hold positions 4k..4k+3 of the two 32-element
+		// chunks of each 64: their sum is the AVX2 kernel's lane k.
 		a8 := YMM()
 		VEXTRACTI64X4(U8(1), acc[t], a8)
 		VPADDD(a8, acc[t].AsY(), a8)
-		hi := XMM()
-		vextracti128(U8(1), a8, hi)
-		is := XMM()
-		VPADDD(hi, a8.AsX(), is)
-		q6KAdd(ys[t], dd, q6KIntSum(is, bc[t]), sums[t])
+		q6KLanes(ys[t], dd, a8, bc[t], facc[t])
 	}
 
 	ADDQ(U32(q6KSize), x)
@@ -863,7 +918,7 @@ func dotQ6KAVX512(tokens int) {
 	JMP(LabelRef("loop"))
 
 	Label("done")
-	storeSums(sums)
+	storeLaneSums(facc)
 }
 
 // tokenRows returns the activation row pointers of a multi-token kernel: y

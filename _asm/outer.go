@@ -187,16 +187,16 @@ func rawBcst(op string, ops ...Op) {
 	})
 }
 
-// dot0Outer emits the AVX-512 Q8_0, Q4_0, Q5_0, IQ4_NL or Q4_1 kernel for 16
+// dot0Outer emits the AVX-512 Q8_0, Q4_0, Q5_0 or IQ4_NL kernel for 16
 // weight rows × T tokens as outer products: the weights of a block are
 // transposed so that register g holds bytes 4g..4g+3 of the 16 rows (Q8_0 + 128,
-// Q4_0's and Q4_1's nibbles q, Q5_0's q with its fifth bit, IQ4_NL's level +
+// Q4_0's nibbles q, Q5_0's q with its fifth bit, IQ4_NL's level +
 // 128, looked up by VPSHUFB), and a token's 4 bytes, broadcast, meet
 // them in one VPDPBUSD: lane r of the token's accumulator, started at c = −k·Σy
-// (k = 128, 8 or 16, from the q8Block; 0 for Q4_1, whose q8_1Block has s there
-// and whose sum is Σq·y), ends at row r's exact isum. The float steps then run on
-// the 16 rows at once (Q4_1 adding f16(x.m)·y.s per block, as its reference). No
-// horizontal sums: each lane is one (row, token) pair.
+// (k = 128, 8 or 16, from the q8Block), ends at row r's exact isum. The float
+// steps then run on the 16 rows at once. No horizontal sums: each lane is one
+// (row, token) pair. (Q4_1 had these tiles until issue 32 gave it llama.cpp's
+// 8-lane float order, which one float per (row, token) cannot keep.)
 func dot0Outer(typ string, T int) {
 	evex = true
 	defer func() { evex = false }()
@@ -204,8 +204,8 @@ func dot0Outer(typ string, T int) {
 	TEXT(name, NOSPLIT, "func(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)")
 	Pragma("noescape")
 	Doc(fmt.Sprintf("%s sets out[t·os + r] = dot%sAVX2(x + r·rb, y + t·ys, nb) for r < 16, t < %d.", name, typ, T))
-	xs := map[string]int{"Q8_0": q80Size, "Q4_0": q40Size, "Q4_1": q41Size, "Q5_0": q50Size, "IQ4_NL": q40Size}[typ]
-	qsOff := map[string]int{"Q8_0": 2, "Q4_0": 2, "Q4_1": 4, "Q5_0": 6, "IQ4_NL": 2}[typ]
+	xs := map[string]int{"Q8_0": q80Size, "Q4_0": q40Size, "Q5_0": q50Size, "IQ4_NL": q40Size}[typ]
+	qsOff := map[string]int{"Q8_0": 2, "Q4_0": 2, "Q5_0": 6, "IQ4_NL": 2}[typ]
 	load := func(name string) GPVirtual {
 		r := GP64()
 		Load(Param(name), r)
@@ -229,17 +229,14 @@ func dot0Outer(typ string, T int) {
 		VPTERNLOGD(U8(0xff), kc, kc, kc) // all ones
 		VPABSB(kc, kc)                   // 0x01
 		VPSLLW(U8(7), kc, kc)            // 0x80 (in every byte: the words' low bytes shift into the high)
-	} else if typ != "Q4_1" {
+	} else {
 		VMOVDQU64(nibbleMask, kc)
 	}
-	var mask Op = kc
+	mask := kc
 	var tbl VecVirtual
 	if typ == "IQ4_NL" {
 		tbl = ZMM()
 		VMOVDQU64(iq4oTable, tbl) // the levels + 128, in each 128-bit lane
-	}
-	if typ == "Q4_1" {
-		mask = nibbleMask // a register fewer: Q4_1 has its mins to keep
 	}
 	sums := make([]VecVirtual, T)
 	for t := range sums {
@@ -316,7 +313,7 @@ func dot0Outer(typ string, T int) {
 			VPADDB(sixteens64, w[g], k, w[g])
 		}
 	}
-	// f16(x.d) (and Q4_1's f16(x.m)) of the 16 rows.
+	// f16(x.d) of the 16 rows.
 	f16s := func(off int) VecVirtual {
 		h0, h1 := XMM(), XMM()
 		VMOVDQA32(zero.AsX(), h0)
@@ -332,19 +329,10 @@ func dot0Outer(typ string, T int) {
 		return f
 	}
 	xd := f16s(0)
-	var xm Mem // Q4_1: f16(x.m) of the 16 rows, on the stack
-	if typ == "Q4_1" {
-		xm = AllocLocal(64)
-		VMOVUPS(f16s(2), xm)
-	}
 	for t := 0; t < T; t++ {
 		yt := toks.at(t)
 		acc := ZMM()
-		if typ == "Q4_1" {
-			VMOVDQA32(zero, acc) // q8_1Block: d, s, qs (no correction: q is unsigned)
-		} else {
-			VPBROADCASTD(yt.Offset(q8C), acc)
-		}
+		VPBROADCASTD(yt.Offset(q8C), acc)
 		for g := 0; g < 8; g++ {
 			rawBcst("VPDPBUSD", yt.Offset(q8QS+4*g), w[g], acc)
 		}
@@ -352,12 +340,6 @@ func dot0Outer(typ string, T int) {
 		d := ZMM()
 		VMULPS_BCST(yt, xd, d) // f16(x.d)·y.d
 		VMULPS(acc, d, d)      // ·isum
-		if typ == "Q4_1" {
-			m := ZMM()
-			VMOVUPS(xm, m)
-			VMULPS_BCST(yt.Offset(4), m, m) // f16(x.m)·y.s
-			VADDPS(m, d, d)
-		}
 		VADDPS(d, sums[t], sums[t])
 	}
 	rows.advance(xs)

@@ -53,11 +53,11 @@
 // does over an F16 cache, its exponentials correctly rounded as libm's expf that
 // llama.cpp calls (attnExpf, in float64). SwiGLU is llama.cpp's op bit for bit as its AVX-512 builds
 // compute it (ggml_v_expf's arithmetic, expfGGML; TestSwiGLUMatchesLlamaCpp). The
-// Q5_1 and IQ3_S dot products are ggml's vec_dot bit for bit
-// (TestDotMatchesLlamaCppBits); the
-// others agree with it only to float rounding: ggml keeps 8 float lanes per row
-// (each a fused multiply-add of the block scale and the integer sum of 4
-// neighbouring products), the kernels here one sum per block (ggmlorder_test.go). On small
+// Q4_1, Q5_1, Q5_K, Q6_K and IQ3_S dot products are ggml's vec_dot bit for bit
+// (TestDotMatchesLlamaCppBits): ggml keeps 8 float lanes per row (each a fused
+// multiply-add of the block scale and the integer sum of 4 neighbouring
+// products); the others agree with it only to float rounding, one sum per block
+// (ggmlorder_test.go). On small
 // random-weight models that last-bit difference can flip an 8-bit activation
 // rounding and drift by a mean KL of 1e-4 to 1e-3 (issue 32; TestZooQuantizeParity).
 //
@@ -66,11 +66,13 @@
 // kernels that take 8 weight rows against one token (decoding) or one row against
 // 16, 8 or 4 tokens (prompts) and reduce their pairs' sums together (tile_amd64.go;
 // F16 and BF16 prompts one row against 6, 4 or 2 tokens, floattile_amd64.go;
-// Q5_1 and the lattice types' prompts several tokens per AVX2 call, each block
+// Q4_1, Q5_1 and the lattice types' prompts several tokens per AVX2 call, each block
 // unpacked once; Q4_K on AVX2 one row against 8, 4 or 2 tokens (dotQ4KAVX2x8, x4,
 // _asm/q4ktokens.go: the tokens' sums reduced together and their float steps
 // run lane by lane, for a speculative verification step's few tokens; 6-7 or 3
-// tokens left through the 8- or 4-token kernel again over the last ones); IQ4_NL and Q5_0 decoding 16 rows per AVX-512 call;
+// tokens left through the 8- or 4-token kernel again over the last ones); IQ4_NL
+// and Q5_0 decoding 16 rows per AVX-512 call; Q4_1, Q5_K and Q6_K, in ggml's
+// 8-lane order, take no tiles (Q6_K's serve Q3_K's repacked prompts);
 // a batch's short last chunk of 11-15 tokens goes through the 16-token kernel
 // again over the last 16 tokens, 2-3 tokens left through the 4-token kernel over
 // the last 4 or, for a batch of 2-3 tokens, over activations padded with zero rows),

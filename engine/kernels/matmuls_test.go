@@ -90,7 +90,7 @@ func TestMatMulTokenTails(t *testing.T) {
 	defer SetThreads(SetThreads(1))
 	r := rand.New(rand.NewPCG(18, 2))
 	const rows, cols = 26, 512 // not a multiple of 4 or 16: every kernel meets a remainder
-	for _, typ := range []Type{Q4_K, Q6_K, Q8_0, Q4_0, Q5_K, F16, BF16, Q5_1} {
+	for _, typ := range []Type{Q4_K, Q6_K, Q8_0, Q4_0, Q5_K, F16, BF16, Q5_1, Q4_1} {
 		w := Matrix{Type: typ, Rows: rows, Cols: cols, Data: make([]byte, rows*typ.RowBytes(cols))}
 		for i := 0; i < rows; i++ {
 			fillRow(r, typ, w.Row(i), 0.1)

@@ -99,10 +99,11 @@ func dotQ5KRows(out []float32, row []byte, y []q8KBlock, nb int) {
 	}
 }
 
-// dotQ6KRows is dotQ4KRows for Q6_K weights.
+// dotQ6KRows is dotQ4KRows for Q6_K weights (with AVX-512 too: Q6_K's tiles
+// lack llama.cpp's 8-lane order, issue 32).
 func dotQ6KRows(out []float32, row []byte, y []q8KBlock, nb int) {
 	t := 0
-	if useAVX2 && !useAVX512 && nb > 0 && len(out) > 1 {
+	if useAVX2 && nb > 0 && len(out) > 1 {
 		_, _ = row[nb*210-1], y[len(out)*nb-1]
 		stride := nb * int(unsafe.Sizeof(y[0]))
 		for ; t+2 <= len(out); t += 2 {
@@ -260,8 +261,7 @@ func dotIQ4XSRow(row []byte, y []q8KBlock) float32 {
 	return dotIQ4XSAVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n)
 }
 
-// dotQ4_1Row: AVX2 (with AVX-512, MatMul takes the 16-row outer-product tiles of
-// tile_amd64.go); the reference's bits.
+// dotQ4_1Row: AVX2 (with AVX-512 too); the reference's bits, llama.cpp's order.
 func dotQ4_1Row(row []byte, y []q8_1Block) float32 {
 	n := len(y)
 	if n == 0 || !useAVX2 {
@@ -452,9 +452,27 @@ func dotLatticeRows(typ Type, out []float32, row []byte, y []q8KBlock, nb int) {
 	}
 }
 
-// dotQ5_1Rows sets out[t] = dotQ5_1Row(row, y[t*nb:(t+1)*nb]) for each t <
-// len(out): four tokens at a time (then two) through dotQ5_1AVX2t4 (t2), each
+// dotQ4_1Rows sets out[t] = dotQ4_1Row(row, y[t*nb:(t+1)*nb]) for each t <
+// len(out): four tokens at a time (then two) through dotQ4_1AVX2t4 (t2), each
 // block's quants unpacked once for the tokens: the same bits.
+func dotQ4_1Rows(out []float32, row []byte, y []q8_1Block, nb int) {
+	t := 0
+	if useAVX2 && nb > 0 && len(out) > 1 {
+		_, _ = row[nb*20-1], y[len(out)*nb-1]
+		stride := nb * int(unsafe.Sizeof(y[0]))
+		for ; t+4 <= len(out); t += 4 {
+			dotQ4_1AVX2t4(&row[0], (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t])
+		}
+		for ; t+2 <= len(out); t += 2 {
+			dotQ4_1AVX2t2(&row[0], (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t])
+		}
+	}
+	for ; t < len(out); t++ {
+		out[t] = dotQ4_1Row(row, y[t*nb:(t+1)*nb])
+	}
+}
+
+// dotQ5_1Rows is dotQ4_1Rows for Q5_1 (dotQ5_1AVX2t4, t2).
 func dotQ5_1Rows(out []float32, row []byte, y []q8_1Block, nb int) {
 	t := 0
 	if useAVX2 && nb > 0 && len(out) > 1 {

@@ -1192,146 +1192,13 @@ done:
 	RET
 
 // func dotQ5KAVX2(x *byte, y *byte, n int) float32
-// Requires: AVX, AVX2, F16C, SSE
+// Requires: AVX, AVX2, F16C, FMA3, SSE
 TEXT ·dotQ5KAVX2(SB), NOSPLIT, $0-28
 	MOVQ    x+0(FP), AX
 	MOVQ    y+8(FP), CX
 	MOVQ    n+16(FP), DX
 	VXORPS  X0, X0, X0
-	VMOVDQU nibbleMask<>+0(SB), Y1
-
-loop:
-	TESTQ        DX, DX
-	JZ           done
-	VMOVDQU      4(AX), X2
-	VPSHUFB      q4kGatherLow<>+0(SB), X2, X3
-	VPSRLW       $0x04, X3, X4
-	VPAND        q4kMaskHigh<>+0(SB), X4, X4
-	VPAND        q4kMaskLow<>+0(SB), X3, X3
-	VPOR         X4, X3, X3
-	VPSHUFB      q4kGatherTop<>+0(SB), X2, X2
-	VPSRLW       $0x02, X2, X2
-	VPAND        bits45Mask<>+0(SB), X2, X2
-	VPOR         X2, X3, X3
-	VPSHUFB      q4kMinPairs<>+0(SB), X3, X2
-	VPMOVZXBW    X2, Y2
-	VPMADDWD     260(CX), Y2, Y2
-	VPMOVZXBW    X3, Y3
-	VPERMQ       $0x44, Y3, Y3
-	VMOVDQU      16(AX), Y4
-	VPXOR        Y5, Y5, Y5
-	VMOVDQU      48(AX), Y6
-	VPSRLW       $0x04, Y6, Y7
-	VPAND        Y1, Y7, Y7
-	VPAND        Y1, Y6, Y6
-	VPSLLW       $0x04, Y4, Y8
-	VPAND        bit4Mask<>+0(SB), Y8, Y8
-	VPOR         Y8, Y6, Y6
-	VPSLLW       $0x03, Y4, Y8
-	VPAND        bit4Mask<>+0(SB), Y8, Y8
-	VPOR         Y8, Y7, Y7
-	VPSHUFB      q4kShuf<>+0(SB), Y3, Y8
-	VPSHUFB      q4kShuf<>+32(SB), Y3, Y9
-	VPMADDUBSW   4(CX), Y6, Y6
-	VPMADDUBSW   36(CX), Y7, Y7
-	VPMADDWD     Y8, Y6, Y6
-	VPMADDWD     Y9, Y7, Y7
-	VPADDD       Y6, Y5, Y5
-	VPADDD       Y7, Y5, Y5
-	VMOVDQU      80(AX), Y6
-	VPSRLW       $0x04, Y6, Y7
-	VPAND        Y1, Y7, Y7
-	VPAND        Y1, Y6, Y6
-	VPSLLW       $0x02, Y4, Y8
-	VPAND        bit4Mask<>+0(SB), Y8, Y8
-	VPOR         Y8, Y6, Y6
-	VPSLLW       $0x01, Y4, Y8
-	VPAND        bit4Mask<>+0(SB), Y8, Y8
-	VPOR         Y8, Y7, Y7
-	VPSHUFB      q4kShuf<>+64(SB), Y3, Y8
-	VPSHUFB      q4kShuf<>+96(SB), Y3, Y9
-	VPMADDUBSW   68(CX), Y6, Y6
-	VPMADDUBSW   100(CX), Y7, Y7
-	VPMADDWD     Y8, Y6, Y6
-	VPMADDWD     Y9, Y7, Y7
-	VPADDD       Y6, Y5, Y5
-	VPADDD       Y7, Y5, Y5
-	VMOVDQU      112(AX), Y6
-	VPSRLW       $0x04, Y6, Y7
-	VPAND        Y1, Y7, Y7
-	VPAND        Y1, Y6, Y6
-	VMOVDQA      Y4, Y8
-	VPAND        bit4Mask<>+0(SB), Y8, Y8
-	VPOR         Y8, Y6, Y6
-	VPSRLW       $0x01, Y4, Y8
-	VPAND        bit4Mask<>+0(SB), Y8, Y8
-	VPOR         Y8, Y7, Y7
-	VPSHUFB      q4kShuf<>+128(SB), Y3, Y8
-	VPSHUFB      q4kShuf<>+160(SB), Y3, Y9
-	VPMADDUBSW   132(CX), Y6, Y6
-	VPMADDUBSW   164(CX), Y7, Y7
-	VPMADDWD     Y8, Y6, Y6
-	VPMADDWD     Y9, Y7, Y7
-	VPADDD       Y6, Y5, Y5
-	VPADDD       Y7, Y5, Y5
-	VMOVDQU      144(AX), Y6
-	VPSRLW       $0x04, Y6, Y7
-	VPAND        Y1, Y7, Y7
-	VPAND        Y1, Y6, Y6
-	VPSRLW       $0x02, Y4, Y8
-	VPAND        bit4Mask<>+0(SB), Y8, Y8
-	VPOR         Y8, Y6, Y6
-	VPSRLW       $0x03, Y4, Y4
-	VPAND        bit4Mask<>+0(SB), Y4, Y4
-	VPOR         Y4, Y7, Y7
-	VPSHUFB      q4kShuf<>+192(SB), Y3, Y4
-	VPSHUFB      q4kShuf<>+224(SB), Y3, Y3
-	VPMADDUBSW   196(CX), Y6, Y6
-	VPMADDUBSW   228(CX), Y7, Y7
-	VPMADDWD     Y4, Y6, Y6
-	VPMADDWD     Y3, Y7, Y7
-	VPADDD       Y6, Y5, Y5
-	VPADDD       Y7, Y5, Y5
-	MOVL         (AX), BX
-	VMOVD        BX, X3
-	VCVTPH2PS    X3, X3
-	VUNPCKLPS    X3, X3, X3
-	VEXTRACTI128 $0x01, Y5, X4
-	VPADDD       X4, X5, X4
-	VEXTRACTI128 $0x01, Y2, X5
-	VPADDD       X5, X2, X2
-	VPUNPCKLQDQ  X2, X4, X5
-	VPUNPCKHQDQ  X2, X4, X2
-	VPADDD       X2, X5, X5
-	VPSHUFD      $0xb1, X5, X2
-	VPADDD       X2, X5, X5
-	VCVTDQ2PS    X5, X2
-	VBROADCASTSS (CX), X4
-	VMULPS       X4, X3, X3
-	VMULPS       X3, X2, X2
-	VMOVHLPS     X2, X2, X3
-	VSUBSS       X3, X2, X2
-	VADDSS       X2, X0, X0
-	ADDQ         $0x000000b0, AX
-	ADDQ         $0x00000124, CX
-	DECQ         DX
-	JMP          loop
-
-done:
-	VZEROUPPER
-	MOVSS X0, ret+24(FP)
-	RET
-
-// func dotQ5KAVX2x2(x *byte, y *byte, n int, stride int, out *float32)
-// Requires: AVX, AVX2, F16C
-TEXT ·dotQ5KAVX2x2(SB), NOSPLIT, $0-40
-	MOVQ    x+0(FP), AX
-	MOVQ    y+8(FP), CX
-	MOVQ    n+16(FP), DX
-	MOVQ    stride+24(FP), BX
-	LEAQ    (CX)(BX*1), BX
-	VXORPS  X0, X0, X0
-	VXORPS  X1, X1, X1
+	VXORPS  Y1, Y1, Y1
 	VMOVDQU nibbleMask<>+0(SB), Y2
 
 loop:
@@ -1350,26 +1217,193 @@ loop:
 	VPSHUFB      q4kMinPairs<>+0(SB), X4, X3
 	VPMOVZXBW    X3, Y3
 	VPMADDWD     260(CX), Y3, Y3
-	VPSHUFB      q4kMinPairs<>+0(SB), X4, X5
+	VEXTRACTI128 $0x01, Y3, X5
+	VPADDD       X5, X3, X3
+	VPSHUFD      $0x4e, X3, X5
+	VPADDD       X5, X3, X3
+	VPSHUFD      $0xb1, X3, X5
+	VPADDD       X5, X3, X3
+	VCVTDQ2PS    X3, X3
+	MOVWLZX      2(AX), BX
+	VMOVD        BX, X5
+	VCVTPH2PS    X5, X5
+	VMULSS       (CX), X5, X5
+	VFNMADD231SS X3, X5, X0
+	VPMOVZXBW    X4, Y3
+	VPERMQ       $0x44, Y3, Y3
+	VMOVDQU      16(AX), Y4
+	VPXOR        Y5, Y5, Y5
+	VMOVDQU      48(AX), Y6
+	VPSRLW       $0x04, Y6, Y7
+	VPAND        Y2, Y7, Y7
+	VPAND        Y2, Y6, Y6
+	VPSLLW       $0x04, Y4, Y8
+	VPAND        bit4Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y6, Y6
+	VPSLLW       $0x03, Y4, Y8
+	VPAND        bit4Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      q4kShuf<>+0(SB), Y3, Y8
+	VPSHUFB      q4kShuf<>+32(SB), Y3, Y9
+	VPMADDUBSW   4(CX), Y6, Y6
+	VPMADDUBSW   36(CX), Y7, Y7
+	VPMADDWD     Y8, Y6, Y6
+	VPMADDWD     Y9, Y7, Y7
+	VPADDD       Y6, Y5, Y5
+	VPADDD       Y7, Y5, Y5
+	VMOVDQU      80(AX), Y6
+	VPSRLW       $0x04, Y6, Y7
+	VPAND        Y2, Y7, Y7
+	VPAND        Y2, Y6, Y6
+	VPSLLW       $0x02, Y4, Y8
+	VPAND        bit4Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y6, Y6
+	VPSLLW       $0x01, Y4, Y8
+	VPAND        bit4Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      q4kShuf<>+64(SB), Y3, Y8
+	VPSHUFB      q4kShuf<>+96(SB), Y3, Y9
+	VPMADDUBSW   68(CX), Y6, Y6
+	VPMADDUBSW   100(CX), Y7, Y7
+	VPMADDWD     Y8, Y6, Y6
+	VPMADDWD     Y9, Y7, Y7
+	VPADDD       Y6, Y5, Y5
+	VPADDD       Y7, Y5, Y5
+	VMOVDQU      112(AX), Y6
+	VPSRLW       $0x04, Y6, Y7
+	VPAND        Y2, Y7, Y7
+	VPAND        Y2, Y6, Y6
+	VMOVDQA      Y4, Y8
+	VPAND        bit4Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y6, Y6
+	VPSRLW       $0x01, Y4, Y8
+	VPAND        bit4Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSHUFB      q4kShuf<>+128(SB), Y3, Y8
+	VPSHUFB      q4kShuf<>+160(SB), Y3, Y9
+	VPMADDUBSW   132(CX), Y6, Y6
+	VPMADDUBSW   164(CX), Y7, Y7
+	VPMADDWD     Y8, Y6, Y6
+	VPMADDWD     Y9, Y7, Y7
+	VPADDD       Y6, Y5, Y5
+	VPADDD       Y7, Y5, Y5
+	VMOVDQU      144(AX), Y6
+	VPSRLW       $0x04, Y6, Y7
+	VPAND        Y2, Y7, Y7
+	VPAND        Y2, Y6, Y6
+	VPSRLW       $0x02, Y4, Y8
+	VPAND        bit4Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y6, Y6
+	VPSRLW       $0x03, Y4, Y4
+	VPAND        bit4Mask<>+0(SB), Y4, Y4
+	VPOR         Y4, Y7, Y7
+	VPSHUFB      q4kShuf<>+192(SB), Y3, Y4
+	VPSHUFB      q4kShuf<>+224(SB), Y3, Y3
+	VPMADDUBSW   196(CX), Y6, Y6
+	VPMADDUBSW   228(CX), Y7, Y7
+	VPMADDWD     Y4, Y6, Y6
+	VPMADDWD     Y3, Y7, Y7
+	VPADDD       Y6, Y5, Y5
+	VPADDD       Y7, Y5, Y5
+	MOVL         (AX), BX
+	VMOVD        BX, X3
+	VCVTPH2PS    X3, X3
+	VUNPCKLPS    X3, X3, X3
+	VCVTDQ2PS    Y5, Y4
+	VMULSS       (CX), X3, X3
+	VBROADCASTSS X3, Y3
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         $0x000000b0, AX
+	ADDQ         $0x00000124, CX
+	DECQ         DX
+	JMP          loop
+
+done:
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X2, X1, X1
+	VMOVHLPS     X1, X1, X2
+	VADDPS       X2, X1, X1
+	VMOVSHDUP    X1, X2
+	VADDSS       X2, X1, X1
+	VADDSS       X0, X1, X1
+	VZEROUPPER
+	MOVSS        X1, ret+24(FP)
+	RET
+
+// func dotQ5KAVX2x2(x *byte, y *byte, n int, stride int, out *float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotQ5KAVX2x2(SB), NOSPLIT, $0-40
+	MOVQ    x+0(FP), AX
+	MOVQ    y+8(FP), CX
+	MOVQ    n+16(FP), DX
+	MOVQ    stride+24(FP), BX
+	LEAQ    (CX)(BX*1), BX
+	VXORPS  X0, X0, X0
+	VXORPS  X1, X1, X1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  Y3, Y3, Y3
+	VMOVDQU nibbleMask<>+0(SB), Y4
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VMOVDQU      4(AX), X5
+	VPSHUFB      q4kGatherLow<>+0(SB), X5, X6
+	VPSRLW       $0x04, X6, X7
+	VPAND        q4kMaskHigh<>+0(SB), X7, X7
+	VPAND        q4kMaskLow<>+0(SB), X6, X6
+	VPOR         X7, X6, X6
+	VPSHUFB      q4kGatherTop<>+0(SB), X5, X5
+	VPSRLW       $0x02, X5, X5
+	VPAND        bits45Mask<>+0(SB), X5, X5
+	VPOR         X5, X6, X6
+	VPSHUFB      q4kMinPairs<>+0(SB), X6, X5
+	VPMOVZXBW    X5, Y5
+	VPMADDWD     260(CX), Y5, Y5
+	VEXTRACTI128 $0x01, Y5, X7
+	VPADDD       X7, X5, X5
+	VPSHUFD      $0x4e, X5, X7
+	VPADDD       X7, X5, X5
+	VPSHUFD      $0xb1, X5, X7
+	VPADDD       X7, X5, X5
+	VCVTDQ2PS    X5, X5
+	MOVWLZX      2(AX), SI
+	VMOVD        SI, X7
+	VCVTPH2PS    X7, X7
+	VMULSS       (CX), X7, X7
+	VFNMADD231SS X5, X7, X0
+	VPSHUFB      q4kMinPairs<>+0(SB), X6, X5
 	VPMOVZXBW    X5, Y5
 	VPMADDWD     260(BX), Y5, Y5
-	VPMOVZXBW    X4, Y4
-	VPERMQ       $0x44, Y4, Y4
+	VEXTRACTI128 $0x01, Y5, X7
+	VPADDD       X7, X5, X5
+	VPSHUFD      $0x4e, X5, X7
+	VPADDD       X7, X5, X5
+	VPSHUFD      $0xb1, X5, X7
+	VPADDD       X7, X5, X5
+	VCVTDQ2PS    X5, X5
+	MOVWLZX      2(AX), SI
+	VMOVD        SI, X7
+	VCVTPH2PS    X7, X7
+	VMULSS       (BX), X7, X7
+	VFNMADD231SS X5, X7, X1
+	VPMOVZXBW    X6, Y5
+	VPERMQ       $0x44, Y5, Y5
 	VMOVDQU      16(AX), Y6
 	VPXOR        Y7, Y7, Y7
 	VPXOR        Y8, Y8, Y8
 	VMOVDQU      48(AX), Y9
 	VPSRLW       $0x04, Y9, Y10
-	VPAND        Y2, Y10, Y10
-	VPAND        Y2, Y9, Y9
+	VPAND        Y4, Y10, Y10
+	VPAND        Y4, Y9, Y9
 	VPSLLW       $0x04, Y6, Y11
 	VPAND        bit4Mask<>+0(SB), Y11, Y11
 	VPOR         Y11, Y9, Y9
 	VPSLLW       $0x03, Y6, Y11
 	VPAND        bit4Mask<>+0(SB), Y11, Y11
 	VPOR         Y11, Y10, Y10
-	VPSHUFB      q4kShuf<>+0(SB), Y4, Y11
-	VPSHUFB      q4kShuf<>+32(SB), Y4, Y12
+	VPSHUFB      q4kShuf<>+0(SB), Y5, Y11
+	VPSHUFB      q4kShuf<>+32(SB), Y5, Y12
 	VPMADDUBSW   4(CX), Y9, Y13
 	VPMADDUBSW   36(CX), Y10, Y14
 	VPMADDWD     Y11, Y13, Y13
@@ -1384,16 +1418,16 @@ loop:
 	VPADDD       Y10, Y8, Y8
 	VMOVDQU      80(AX), Y9
 	VPSRLW       $0x04, Y9, Y10
-	VPAND        Y2, Y10, Y10
-	VPAND        Y2, Y9, Y9
+	VPAND        Y4, Y10, Y10
+	VPAND        Y4, Y9, Y9
 	VPSLLW       $0x02, Y6, Y11
 	VPAND        bit4Mask<>+0(SB), Y11, Y11
 	VPOR         Y11, Y9, Y9
 	VPSLLW       $0x01, Y6, Y11
 	VPAND        bit4Mask<>+0(SB), Y11, Y11
 	VPOR         Y11, Y10, Y10
-	VPSHUFB      q4kShuf<>+64(SB), Y4, Y11
-	VPSHUFB      q4kShuf<>+96(SB), Y4, Y12
+	VPSHUFB      q4kShuf<>+64(SB), Y5, Y11
+	VPSHUFB      q4kShuf<>+96(SB), Y5, Y12
 	VPMADDUBSW   68(CX), Y9, Y13
 	VPMADDUBSW   100(CX), Y10, Y14
 	VPMADDWD     Y11, Y13, Y13
@@ -1408,16 +1442,16 @@ loop:
 	VPADDD       Y10, Y8, Y8
 	VMOVDQU      112(AX), Y9
 	VPSRLW       $0x04, Y9, Y10
-	VPAND        Y2, Y10, Y10
-	VPAND        Y2, Y9, Y9
+	VPAND        Y4, Y10, Y10
+	VPAND        Y4, Y9, Y9
 	VMOVDQA      Y6, Y11
 	VPAND        bit4Mask<>+0(SB), Y11, Y11
 	VPOR         Y11, Y9, Y9
 	VPSRLW       $0x01, Y6, Y11
 	VPAND        bit4Mask<>+0(SB), Y11, Y11
 	VPOR         Y11, Y10, Y10
-	VPSHUFB      q4kShuf<>+128(SB), Y4, Y11
-	VPSHUFB      q4kShuf<>+160(SB), Y4, Y12
+	VPSHUFB      q4kShuf<>+128(SB), Y5, Y11
+	VPSHUFB      q4kShuf<>+160(SB), Y5, Y12
 	VPMADDUBSW   132(CX), Y9, Y13
 	VPMADDUBSW   164(CX), Y10, Y14
 	VPMADDWD     Y11, Y13, Y13
@@ -1432,64 +1466,40 @@ loop:
 	VPADDD       Y10, Y8, Y8
 	VMOVDQU      144(AX), Y9
 	VPSRLW       $0x04, Y9, Y10
-	VPAND        Y2, Y10, Y10
-	VPAND        Y2, Y9, Y9
+	VPAND        Y4, Y10, Y10
+	VPAND        Y4, Y9, Y9
 	VPSRLW       $0x02, Y6, Y11
 	VPAND        bit4Mask<>+0(SB), Y11, Y11
 	VPOR         Y11, Y9, Y9
 	VPSRLW       $0x03, Y6, Y6
 	VPAND        bit4Mask<>+0(SB), Y6, Y6
 	VPOR         Y6, Y10, Y10
-	VPSHUFB      q4kShuf<>+192(SB), Y4, Y6
-	VPSHUFB      q4kShuf<>+224(SB), Y4, Y4
+	VPSHUFB      q4kShuf<>+192(SB), Y5, Y6
+	VPSHUFB      q4kShuf<>+224(SB), Y5, Y5
 	VPMADDUBSW   196(CX), Y9, Y11
 	VPMADDUBSW   228(CX), Y10, Y12
 	VPMADDWD     Y6, Y11, Y11
-	VPMADDWD     Y4, Y12, Y12
+	VPMADDWD     Y5, Y12, Y12
 	VPADDD       Y11, Y7, Y7
 	VPADDD       Y12, Y7, Y7
 	VPMADDUBSW   196(BX), Y9, Y9
 	VPMADDUBSW   228(BX), Y10, Y10
 	VPMADDWD     Y6, Y9, Y9
-	VPMADDWD     Y4, Y10, Y10
+	VPMADDWD     Y5, Y10, Y10
 	VPADDD       Y9, Y8, Y8
 	VPADDD       Y10, Y8, Y8
 	MOVL         (AX), SI
-	VMOVD        SI, X4
-	VCVTPH2PS    X4, X4
-	VUNPCKLPS    X4, X4, X4
-	VEXTRACTI128 $0x01, Y7, X6
-	VPADDD       X6, X7, X6
-	VEXTRACTI128 $0x01, Y3, X7
-	VPADDD       X7, X3, X3
-	VPUNPCKLQDQ  X3, X6, X7
-	VPUNPCKHQDQ  X3, X6, X3
-	VPADDD       X3, X7, X7
-	VPSHUFD      $0xb1, X7, X3
-	VPADDD       X3, X7, X7
-	VCVTDQ2PS    X7, X3
-	VBROADCASTSS (CX), X6
-	VMULPS       X6, X4, X6
-	VMULPS       X6, X3, X3
-	VMOVHLPS     X3, X3, X6
-	VSUBSS       X6, X3, X3
-	VADDSS       X3, X0, X0
-	VEXTRACTI128 $0x01, Y8, X3
-	VPADDD       X3, X8, X3
-	VEXTRACTI128 $0x01, Y5, X6
-	VPADDD       X6, X5, X5
-	VPUNPCKLQDQ  X5, X3, X6
-	VPUNPCKHQDQ  X5, X3, X3
-	VPADDD       X3, X6, X6
-	VPSHUFD      $0xb1, X6, X3
-	VPADDD       X3, X6, X6
-	VCVTDQ2PS    X6, X3
-	VBROADCASTSS (BX), X5
-	VMULPS       X5, X4, X4
-	VMULPS       X4, X3, X3
-	VMOVHLPS     X3, X3, X4
-	VSUBSS       X4, X3, X3
-	VADDSS       X3, X1, X1
+	VMOVD        SI, X5
+	VCVTPH2PS    X5, X5
+	VUNPCKLPS    X5, X5, X5
+	VCVTDQ2PS    Y7, Y6
+	VMULSS       (CX), X5, X7
+	VBROADCASTSS X7, Y7
+	VFMADD231PS  Y7, Y6, Y2
+	VCVTDQ2PS    Y8, Y6
+	VMULSS       (BX), X5, X5
+	VBROADCASTSS X5, Y5
+	VFMADD231PS  Y5, Y6, Y3
 	ADDQ         $0x000000b0, AX
 	ADDQ         $0x00000124, CX
 	ADDQ         $0x00000124, BX
@@ -1497,10 +1507,24 @@ loop:
 	JMP          loop
 
 done:
+	VEXTRACTF128 $0x01, Y2, X4
+	VADDPS       X4, X2, X2
+	VMOVHLPS     X2, X2, X4
+	VADDPS       X4, X2, X2
+	VMOVSHDUP    X2, X4
+	VADDSS       X4, X2, X2
+	VADDSS       X0, X2, X2
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X0
+	VMOVHLPS     X0, X0, X3
+	VADDPS       X3, X0, X0
+	VMOVSHDUP    X0, X3
+	VADDSS       X3, X0, X0
+	VADDSS       X1, X0, X0
 	VZEROUPPER
-	MOVQ   out+32(FP), AX
-	VMOVSS X0, (AX)
-	VMOVSS X1, 4(AX)
+	MOVQ         out+32(FP), AX
+	VMOVSS       X2, (AX)
+	VMOVSS       X0, 4(AX)
 	RET
 
 // func dotQ4KAVX512(x *byte, y *byte, n int) float32
@@ -1589,12 +1613,12 @@ done:
 	RET
 
 // func dotQ6KAVX2(x *byte, y *byte, n int) float32
-// Requires: AVX, AVX2, F16C, SSE
+// Requires: AVX, AVX2, F16C, FMA3, SSE
 TEXT ·dotQ6KAVX2(SB), NOSPLIT, $0-28
 	MOVQ    x+0(FP), AX
 	MOVQ    y+8(FP), CX
 	MOVQ    n+16(FP), DX
-	VXORPS  X0, X0, X0
+	VXORPS  Y0, Y0, Y0
 	VMOVDQU nibbleMask<>+0(SB), Y1
 	VMOVDQU bits45Mask<>+0(SB), Y2
 
@@ -1698,40 +1722,38 @@ loop:
 	MOVWLZX      208(AX), BX
 	VMOVD        BX, X3
 	VCVTPH2PS    X3, X3
-	VEXTRACTI128 $0x01, Y5, X6
-	VPADDD       X6, X5, X5
-	VEXTRACTI128 $0x01, Y4, X6
-	VPADDD       X6, X4, X4
-	VPSLLD       $0x05, X4, X4
-	VPSUBD       X4, X5, X5
-	VPSHUFD      $0x4e, X5, X4
-	VPADDD       X4, X5, X5
-	VPSHUFD      $0xb1, X5, X4
-	VPADDD       X4, X5, X5
-	VCVTDQ2PS    X5, X4
+	VPSLLD       $0x05, Y4, Y4
+	VPSUBD       Y4, Y5, Y5
+	VCVTDQ2PS    Y5, Y4
 	VMULSS       (CX), X3, X3
-	VMULSS       X4, X3, X3
-	VADDSS       X3, X0, X0
+	VBROADCASTSS X3, Y3
+	VFMADD231PS  Y3, Y4, Y0
 	ADDQ         $0x000000d2, AX
 	ADDQ         $0x00000124, CX
 	DECQ         DX
 	JMP          loop
 
 done:
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
 	VZEROUPPER
-	MOVSS X0, ret+24(FP)
+	MOVSS        X0, ret+24(FP)
 	RET
 
 // func dotQ6KAVX2x2(x *byte, y *byte, n int, stride int, out *float32)
-// Requires: AVX, AVX2, F16C
+// Requires: AVX, AVX2, F16C, FMA3
 TEXT ·dotQ6KAVX2x2(SB), NOSPLIT, $0-40
 	MOVQ    x+0(FP), AX
 	MOVQ    y+8(FP), CX
 	MOVQ    n+16(FP), DX
 	MOVQ    stride+24(FP), BX
 	LEAQ    (CX)(BX*1), BX
-	VXORPS  X0, X0, X0
-	VXORPS  X1, X1, X1
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
 	VMOVDQU nibbleMask<>+0(SB), Y2
 	VMOVDQU bits45Mask<>+0(SB), Y3
 
@@ -1861,34 +1883,18 @@ loop:
 	MOVWLZX      208(AX), SI
 	VMOVD        SI, X4
 	VCVTPH2PS    X4, X4
-	VEXTRACTI128 $0x01, Y7, X9
-	VPADDD       X9, X7, X7
-	VEXTRACTI128 $0x01, Y6, X9
-	VPADDD       X9, X6, X6
-	VPSLLD       $0x05, X6, X6
-	VPSUBD       X6, X7, X7
-	VPSHUFD      $0x4e, X7, X6
-	VPADDD       X6, X7, X7
-	VPSHUFD      $0xb1, X7, X6
-	VPADDD       X6, X7, X7
-	VCVTDQ2PS    X7, X6
+	VPSLLD       $0x05, Y6, Y6
+	VPSUBD       Y6, Y7, Y7
+	VCVTDQ2PS    Y7, Y6
 	VMULSS       (CX), X4, X7
-	VMULSS       X6, X7, X7
-	VADDSS       X7, X0, X0
-	VEXTRACTI128 $0x01, Y8, X6
-	VPADDD       X6, X8, X6
-	VEXTRACTI128 $0x01, Y5, X7
-	VPADDD       X7, X5, X5
-	VPSLLD       $0x05, X5, X5
-	VPSUBD       X5, X6, X6
-	VPSHUFD      $0x4e, X6, X5
-	VPADDD       X5, X6, X6
-	VPSHUFD      $0xb1, X6, X5
-	VPADDD       X5, X6, X6
-	VCVTDQ2PS    X6, X5
+	VBROADCASTSS X7, Y7
+	VFMADD231PS  Y7, Y6, Y0
+	VPSLLD       $0x05, Y5, Y5
+	VPSUBD       Y5, Y8, Y8
+	VCVTDQ2PS    Y8, Y5
 	VMULSS       (BX), X4, X4
-	VMULSS       X5, X4, X4
-	VADDSS       X4, X1, X1
+	VBROADCASTSS X4, Y4
+	VFMADD231PS  Y4, Y5, Y1
 	ADDQ         $0x000000d2, AX
 	ADDQ         $0x00000124, CX
 	ADDQ         $0x00000124, BX
@@ -1896,19 +1902,31 @@ loop:
 	JMP          loop
 
 done:
+	VEXTRACTF128 $0x01, Y0, X2
+	VADDPS       X2, X0, X0
+	VMOVHLPS     X0, X0, X2
+	VADDPS       X2, X0, X0
+	VMOVSHDUP    X0, X2
+	VADDSS       X2, X0, X0
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X2, X1, X1
+	VMOVHLPS     X1, X1, X2
+	VADDPS       X2, X1, X1
+	VMOVSHDUP    X1, X2
+	VADDSS       X2, X1, X1
 	VZEROUPPER
-	MOVQ   out+32(FP), AX
-	VMOVSS X0, (AX)
-	VMOVSS X1, 4(AX)
+	MOVQ         out+32(FP), AX
+	VMOVSS       X0, (AX)
+	VMOVSS       X1, 4(AX)
 	RET
 
 // func dotQ6KAVX512(x *byte, y *byte, n int) float32
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, SSE
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, FMA3, SSE
 TEXT ·dotQ6KAVX512(SB), NOSPLIT, $0-28
 	MOVQ      x+0(FP), AX
 	MOVQ      y+8(FP), CX
 	MOVQ      n+16(FP), DX
-	VXORPS    X0, X0, X0
+	VXORPS    Y0, Y0, Y0
 	VMOVDQU64 nibbleMask<>+0(SB), Z1
 	VMOVDQU64 bits45Mask<>+0(SB), Z2
 	VMOVDQU64 q6kShiftLow<>+0(SB), Z3
@@ -1963,28 +1981,26 @@ loop:
 	VCVTPH2PS       X9, X9
 	VEXTRACTI64X4   $0x01, Z11, Y12
 	VPADDD          Y12, Y11, Y12
-	VEXTRACTI32X4   $0x01, Y12, X13
-	VPADDD          X13, X12, X12
-	VEXTRACTI32X4   $0x01, Y10, X13
-	VPADDD          X13, X10, X10
-	VPSLLD          $0x05, X10, X10
-	VPSUBD          X10, X12, X12
-	VPSHUFD         $0x4e, X12, X10
-	VPADDD          X10, X12, X12
-	VPSHUFD         $0xb1, X12, X10
-	VPADDD          X10, X12, X12
-	VCVTDQ2PS       X12, X10
+	VPSLLD          $0x05, Y10, Y10
+	VPSUBD          Y10, Y12, Y12
+	VCVTDQ2PS       Y12, Y10
 	VMULSS          (CX), X9, X9
-	VMULSS          X10, X9, X9
-	VADDSS          X9, X0, X0
+	VBROADCASTSS    X9, Y9
+	VFMADD231PS     Y9, Y10, Y0
 	ADDQ            $0x000000d2, AX
 	ADDQ            $0x00000124, CX
 	DECQ            DX
 	JMP             loop
 
 done:
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
 	VZEROUPPER
-	MOVSS X0, ret+24(FP)
+	MOVSS         X0, ret+24(FP)
 	RET
 
 // func dotQ8_0AVX2(x *byte, y *byte, n int) float32
@@ -2666,7 +2682,7 @@ done:
 	RET
 
 // func dotQ4_1AVX2(x *byte, y *byte, n int) float32
-// Requires: AVX, AVX2, F16C, SSE
+// Requires: AVX, AVX2, F16C, FMA3, SSE
 TEXT ·dotQ4_1AVX2(SB), NOSPLIT, $0-28
 	MOVQ    x+0(FP), AX
 	MOVQ    y+8(FP), CX
@@ -2674,38 +2690,42 @@ TEXT ·dotQ4_1AVX2(SB), NOSPLIT, $0-28
 	VMOVDQU nibbleMask<>+0(SB), Y0
 	VMOVDQU ones16<>+0(SB), Y1
 	VXORPS  X2, X2, X2
+	VXORPS  Y3, Y3, Y3
 
 loop:
 	TESTQ        DX, DX
 	JZ           done
-	VMOVDQU      4(AX), X3
-	VPSRLW       $0x04, X3, X4
-	VINSERTI128  $0x01, X4, Y3, Y4
-	VPAND        Y0, Y4, Y4
-	VPMADDUBSW   8(CX), Y4, Y4
-	VPMADDWD     Y1, Y4, Y4
-	VEXTRACTI128 $0x01, Y4, X3
-	VPADDD       X4, X3, X3
-	VPHADDD      X3, X3, X3
-	VPHADDD      X3, X3, X3
-	VCVTDQ2PS    X3, X3
+	VMOVDQU      4(AX), X4
+	VPSRLW       $0x04, X4, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPAND        Y0, Y5, Y5
+	VPMADDUBSW   8(CX), Y5, Y5
+	VPMADDWD     Y1, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
 	MOVL         (AX), BX
 	VMOVD        BX, X4
 	VCVTPH2PS    X4, X4
-	VMULSS       (CX), X4, X5
-	VMULSS       X3, X5, X5
-	VMOVSHDUP    X4, X3
-	VMULSS       4(CX), X3, X3
-	VADDSS       X3, X5, X5
-	VADDSS       X5, X2, X2
+	VMULSS       (CX), X4, X6
+	VBROADCASTSS X6, Y6
+	VFMADD231PS  Y6, Y5, Y3
+	VMOVSHDUP    X4, X4
+	VMULSS       4(CX), X4, X4
+	VADDSS       X4, X2, X2
 	ADDQ         $0x00000014, AX
 	ADDQ         $0x00000028, CX
 	DECQ         DX
 	JMP          loop
 
 done:
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VADDSS       X2, X0, X0
 	VZEROUPPER
-	MOVSS X2, ret+24(FP)
+	MOVSS        X0, ret+24(FP)
 	RET
 
 // func dotQ5_1AVX2(x *byte, y *byte, n int) float32
@@ -2759,6 +2779,310 @@ done:
 	VADDSS       X2, X0, X0
 	VZEROUPPER
 	MOVSS        X0, ret+24(FP)
+	RET
+
+// func dotQ4_1AVX2t2(x *byte, y *byte, n int, ys int, out *float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotQ4_1AVX2t2(SB), NOSPLIT, $0-40
+	MOVQ    x+0(FP), AX
+	MOVQ    y+8(FP), CX
+	MOVQ    n+16(FP), DX
+	MOVQ    ys+24(FP), BX
+	LEAQ    (CX)(BX*2), SI
+	ADDQ    BX, SI
+	VMOVDQU nibbleMask<>+0(SB), Y0
+	VMOVDQU ones16<>+0(SB), Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  X3, X3, X3
+	VXORPS  Y4, Y4, Y4
+	VXORPS  X5, X5, X5
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VMOVDQU      4(AX), X6
+	VPSRLW       $0x04, X6, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	VPAND        Y0, Y7, Y7
+	MOVL         (AX), DI
+	VMOVD        DI, X6
+	VCVTPH2PS    X6, X6
+	VMOVSHDUP    X6, X9
+	VPMADDUBSW   8(CX), Y7, Y8
+	VPMADDWD     Y1, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULSS       (CX), X6, X10
+	VBROADCASTSS X10, Y10
+	VFMADD231PS  Y10, Y8, Y2
+	VMULSS       4(CX), X9, X8
+	VADDSS       X8, X3, X3
+	VPMADDUBSW   8(CX)(BX*1), Y7, Y7
+	VPMADDWD     Y1, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULSS       (CX)(BX*1), X6, X6
+	VBROADCASTSS X6, Y8
+	VFMADD231PS  Y8, Y7, Y4
+	VMULSS       4(CX)(BX*1), X9, X6
+	VADDSS       X6, X5, X5
+	ADDQ         $0x00000014, AX
+	ADDQ         $0x00000028, CX
+	ADDQ         $0x00000028, SI
+	DECQ         DX
+	JMP          loop
+
+done:
+	MOVQ         out+32(FP), AX
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VADDSS       X3, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VADDSS       X5, X0, X0
+	VMOVSS       X0, 4(AX)
+	VZEROUPPER
+	RET
+
+// func dotQ4_1AVX2t4(x *byte, y *byte, n int, ys int, out *float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotQ4_1AVX2t4(SB), NOSPLIT, $0-40
+	MOVQ    x+0(FP), AX
+	MOVQ    y+8(FP), CX
+	MOVQ    n+16(FP), DX
+	MOVQ    ys+24(FP), BX
+	LEAQ    (CX)(BX*2), SI
+	ADDQ    BX, SI
+	VMOVDQU nibbleMask<>+0(SB), Y0
+	VMOVDQU ones16<>+0(SB), Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  X3, X3, X3
+	VXORPS  Y4, Y4, Y4
+	VXORPS  X5, X5, X5
+	VXORPS  Y6, Y6, Y6
+	VXORPS  X7, X7, X7
+	VXORPS  Y8, Y8, Y8
+	VXORPS  X9, X9, X9
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VMOVDQU      4(AX), X10
+	VPSRLW       $0x04, X10, X11
+	VINSERTI128  $0x01, X11, Y10, Y11
+	VPAND        Y0, Y11, Y11
+	MOVL         (AX), DI
+	VMOVD        DI, X10
+	VCVTPH2PS    X10, X10
+	VMOVSHDUP    X10, X13
+	VPMADDUBSW   8(CX), Y11, Y12
+	VPMADDWD     Y1, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VMULSS       (CX), X10, X14
+	VBROADCASTSS X14, Y14
+	VFMADD231PS  Y14, Y12, Y2
+	VMULSS       4(CX), X13, X12
+	VADDSS       X12, X3, X3
+	VPMADDUBSW   8(CX)(BX*1), Y11, Y12
+	VPMADDWD     Y1, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VMULSS       (CX)(BX*1), X10, X14
+	VBROADCASTSS X14, Y14
+	VFMADD231PS  Y14, Y12, Y4
+	VMULSS       4(CX)(BX*1), X13, X12
+	VADDSS       X12, X5, X5
+	VPMADDUBSW   8(CX)(BX*2), Y11, Y12
+	VPMADDWD     Y1, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VMULSS       (CX)(BX*2), X10, X14
+	VBROADCASTSS X14, Y14
+	VFMADD231PS  Y14, Y12, Y6
+	VMULSS       4(CX)(BX*2), X13, X12
+	VADDSS       X12, X7, X7
+	VPMADDUBSW   8(SI), Y11, Y11
+	VPMADDWD     Y1, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VMULSS       (SI), X10, X10
+	VBROADCASTSS X10, Y12
+	VFMADD231PS  Y12, Y11, Y8
+	VMULSS       4(SI), X13, X10
+	VADDSS       X10, X9, X9
+	ADDQ         $0x00000014, AX
+	ADDQ         $0x00000028, CX
+	ADDQ         $0x00000028, SI
+	DECQ         DX
+	JMP          loop
+
+done:
+	MOVQ         out+32(FP), AX
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VADDSS       X3, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VADDSS       X5, X0, X0
+	VMOVSS       X0, 4(AX)
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X0, X6, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VADDSS       X7, X0, X0
+	VMOVSS       X0, 8(AX)
+	VEXTRACTF128 $0x01, Y8, X0
+	VADDPS       X0, X8, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VADDSS       X9, X0, X0
+	VMOVSS       X0, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotQ4_1AVX2r4(x *byte, rb int, y *byte, n int, out *float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotQ4_1AVX2r4(SB), NOSPLIT, $0-40
+	MOVQ    x+0(FP), AX
+	MOVQ    rb+8(FP), CX
+	MOVQ    y+16(FP), DX
+	MOVQ    n+24(FP), BX
+	LEAQ    (CX)(CX*2), SI
+	VMOVDQU nibbleMask<>+0(SB), Y0
+	VMOVDQU ones16<>+0(SB), Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  X3, X3, X3
+	VXORPS  Y4, Y4, Y4
+	VXORPS  X5, X5, X5
+	VXORPS  Y6, Y6, Y6
+	VXORPS  X7, X7, X7
+	VXORPS  Y8, Y8, Y8
+	VXORPS  X9, X9, X9
+
+loop:
+	TESTQ        BX, BX
+	JZ           done
+	VMOVDQU      4(AX), X10
+	VPSRLW       $0x04, X10, X11
+	VINSERTI128  $0x01, X11, Y10, Y11
+	VPAND        Y0, Y11, Y11
+	VPMADDUBSW   8(DX), Y11, Y11
+	VPMADDWD     Y1, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	MOVL         (AX), DI
+	VMOVD        DI, X10
+	VCVTPH2PS    X10, X10
+	VMULSS       (DX), X10, X12
+	VBROADCASTSS X12, Y12
+	VFMADD231PS  Y12, Y11, Y2
+	VMOVSHDUP    X10, X10
+	VMULSS       4(DX), X10, X10
+	VADDSS       X10, X3, X3
+	VMOVDQU      4(AX)(CX*1), X10
+	VPSRLW       $0x04, X10, X11
+	VINSERTI128  $0x01, X11, Y10, Y11
+	VPAND        Y0, Y11, Y11
+	VPMADDUBSW   8(DX), Y11, Y11
+	VPMADDWD     Y1, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	MOVL         (AX)(CX*1), DI
+	VMOVD        DI, X10
+	VCVTPH2PS    X10, X10
+	VMULSS       (DX), X10, X12
+	VBROADCASTSS X12, Y12
+	VFMADD231PS  Y12, Y11, Y4
+	VMOVSHDUP    X10, X10
+	VMULSS       4(DX), X10, X10
+	VADDSS       X10, X5, X5
+	VMOVDQU      4(AX)(CX*2), X10
+	VPSRLW       $0x04, X10, X11
+	VINSERTI128  $0x01, X11, Y10, Y11
+	VPAND        Y0, Y11, Y11
+	VPMADDUBSW   8(DX), Y11, Y11
+	VPMADDWD     Y1, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	MOVL         (AX)(CX*2), DI
+	VMOVD        DI, X10
+	VCVTPH2PS    X10, X10
+	VMULSS       (DX), X10, X12
+	VBROADCASTSS X12, Y12
+	VFMADD231PS  Y12, Y11, Y6
+	VMOVSHDUP    X10, X10
+	VMULSS       4(DX), X10, X10
+	VADDSS       X10, X7, X7
+	VMOVDQU      4(AX)(SI*1), X10
+	VPSRLW       $0x04, X10, X11
+	VINSERTI128  $0x01, X11, Y10, Y11
+	VPAND        Y0, Y11, Y11
+	VPMADDUBSW   8(DX), Y11, Y11
+	VPMADDWD     Y1, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	MOVL         (AX)(SI*1), DI
+	VMOVD        DI, X10
+	VCVTPH2PS    X10, X10
+	VMULSS       (DX), X10, X12
+	VBROADCASTSS X12, Y12
+	VFMADD231PS  Y12, Y11, Y8
+	VMOVSHDUP    X10, X10
+	VMULSS       4(DX), X10, X10
+	VADDSS       X10, X9, X9
+	ADDQ         $0x00000014, AX
+	ADDQ         $0x00000028, DX
+	DECQ         BX
+	JMP          loop
+
+done:
+	MOVQ         out+32(FP), AX
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VADDSS       X3, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VADDSS       X5, X0, X0
+	VMOVSS       X0, 4(AX)
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X0, X6, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VADDSS       X7, X0, X0
+	VMOVSS       X0, 8(AX)
+	VEXTRACTF128 $0x01, Y8, X0
+	VADDPS       X0, X8, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VADDSS       X9, X0, X0
+	VMOVSS       X0, 12(AX)
+	VZEROUPPER
 	RET
 
 // func dotQ5_1AVX2t2(x *byte, y *byte, n int, ys int, out *float32)
@@ -2910,6 +3234,158 @@ loop:
 	ADDQ         $0x00000028, CX
 	ADDQ         $0x00000028, SI
 	DECQ         DX
+	JMP          loop
+
+done:
+	MOVQ         out+32(FP), AX
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VADDSS       X3, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VADDSS       X5, X0, X0
+	VMOVSS       X0, 4(AX)
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X0, X6, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VADDSS       X7, X0, X0
+	VMOVSS       X0, 8(AX)
+	VEXTRACTF128 $0x01, Y8, X0
+	VADDPS       X0, X8, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VADDSS       X9, X0, X0
+	VMOVSS       X0, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotQ5_1AVX2r4(x *byte, rb int, y *byte, n int, out *float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotQ5_1AVX2r4(SB), NOSPLIT, $0-40
+	MOVQ    x+0(FP), AX
+	MOVQ    rb+8(FP), CX
+	MOVQ    y+16(FP), DX
+	MOVQ    n+24(FP), BX
+	LEAQ    (CX)(CX*2), SI
+	VMOVDQU nibbleMask<>+0(SB), Y0
+	VMOVDQU ones16<>+0(SB), Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  X3, X3, X3
+	VXORPS  Y4, Y4, Y4
+	VXORPS  X5, X5, X5
+	VXORPS  Y6, Y6, Y6
+	VXORPS  X7, X7, X7
+	VXORPS  Y8, Y8, Y8
+	VXORPS  X9, X9, X9
+
+loop:
+	TESTQ        BX, BX
+	JZ           done
+	VMOVDQU      8(AX), X10
+	VPSRLW       $0x04, X10, X11
+	VINSERTI128  $0x01, X11, Y10, Y11
+	VPAND        Y0, Y11, Y11
+	VPBROADCASTD 4(AX), Y12
+	VPSHUFB      q5Spread<>+0(SB), Y12, Y12
+	VPAND        q5Bits<>+0(SB), Y12, Y12
+	VPCMPEQB     q5Bits<>+0(SB), Y12, Y12
+	VPAND        bit4Mask<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   8(DX), Y11, Y11
+	VPMADDWD     Y1, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	MOVL         (AX), DI
+	VMOVD        DI, X10
+	VCVTPH2PS    X10, X10
+	VMULSS       (DX), X10, X12
+	VBROADCASTSS X12, Y12
+	VFMADD231PS  Y12, Y11, Y2
+	VMOVSHDUP    X10, X10
+	VMULSS       4(DX), X10, X10
+	VADDSS       X10, X3, X3
+	VMOVDQU      8(AX)(CX*1), X10
+	VPSRLW       $0x04, X10, X11
+	VINSERTI128  $0x01, X11, Y10, Y11
+	VPAND        Y0, Y11, Y11
+	VPBROADCASTD 4(AX)(CX*1), Y12
+	VPSHUFB      q5Spread<>+0(SB), Y12, Y12
+	VPAND        q5Bits<>+0(SB), Y12, Y12
+	VPCMPEQB     q5Bits<>+0(SB), Y12, Y12
+	VPAND        bit4Mask<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   8(DX), Y11, Y11
+	VPMADDWD     Y1, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	MOVL         (AX)(CX*1), DI
+	VMOVD        DI, X10
+	VCVTPH2PS    X10, X10
+	VMULSS       (DX), X10, X12
+	VBROADCASTSS X12, Y12
+	VFMADD231PS  Y12, Y11, Y4
+	VMOVSHDUP    X10, X10
+	VMULSS       4(DX), X10, X10
+	VADDSS       X10, X5, X5
+	VMOVDQU      8(AX)(CX*2), X10
+	VPSRLW       $0x04, X10, X11
+	VINSERTI128  $0x01, X11, Y10, Y11
+	VPAND        Y0, Y11, Y11
+	VPBROADCASTD 4(AX)(CX*2), Y12
+	VPSHUFB      q5Spread<>+0(SB), Y12, Y12
+	VPAND        q5Bits<>+0(SB), Y12, Y12
+	VPCMPEQB     q5Bits<>+0(SB), Y12, Y12
+	VPAND        bit4Mask<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   8(DX), Y11, Y11
+	VPMADDWD     Y1, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	MOVL         (AX)(CX*2), DI
+	VMOVD        DI, X10
+	VCVTPH2PS    X10, X10
+	VMULSS       (DX), X10, X12
+	VBROADCASTSS X12, Y12
+	VFMADD231PS  Y12, Y11, Y6
+	VMOVSHDUP    X10, X10
+	VMULSS       4(DX), X10, X10
+	VADDSS       X10, X7, X7
+	VMOVDQU      8(AX)(SI*1), X10
+	VPSRLW       $0x04, X10, X11
+	VINSERTI128  $0x01, X11, Y10, Y11
+	VPAND        Y0, Y11, Y11
+	VPBROADCASTD 4(AX)(SI*1), Y12
+	VPSHUFB      q5Spread<>+0(SB), Y12, Y12
+	VPAND        q5Bits<>+0(SB), Y12, Y12
+	VPCMPEQB     q5Bits<>+0(SB), Y12, Y12
+	VPAND        bit4Mask<>+0(SB), Y12, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDUBSW   8(DX), Y11, Y11
+	VPMADDWD     Y1, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	MOVL         (AX)(SI*1), DI
+	VMOVD        DI, X10
+	VCVTPH2PS    X10, X10
+	VMULSS       (DX), X10, X12
+	VBROADCASTSS X12, Y12
+	VFMADD231PS  Y12, Y11, Y8
+	VMOVSHDUP    X10, X10
+	VMULSS       4(DX), X10, X10
+	VADDSS       X10, X9, X9
+	ADDQ         $0x00000018, AX
+	ADDQ         $0x00000028, DX
+	DECQ         BX
 	JMP          loop
 
 done:
@@ -25234,1443 +25710,6 @@ done:
 	VZEROUPPER
 	RET
 
-// func dotQ5KAVX512r8t1(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb int, out *float32, os int)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, MMX+
-TEXT ·dotQ5KAVX512r8t1(SB), NOSPLIT, $0-72
-	MOVQ      rb+8(FP), AX
-	MOVQ      x+0(FP), CX
-	LEAQ      (AX)(AX*2), DX
-	LEAQ      (CX)(AX*4), BX
-	LEAQ      (BX)(AX*4), SI
-	LEAQ      (SI)(AX*4), DI
-	MOVQ      y+16(FP), R8
-	MOVQ      nb+48(FP), R9
-	VPXORD    Z0, Z0, Z0
-	VMOVDQU64 nibbleMask<>+0(SB), Z1
-	VMOVDQU64 q4kShiftHigh<>+0(SB), Z2
-	VMOVDQU64 byteOnes<>+0(SB), Z3
-
-loop:
-	TESTQ           R9, R9
-	JZ              done
-	VPXORD          Z4, Z4, Z4
-	VPXORD          Z5, Z5, Z5
-	VPXORD          Z6, Z6, Z6
-	VPXORD          Z7, Z7, Z7
-	VPXORD          Z8, Z8, Z8
-	VPXORD          Z9, Z9, Z9
-	VPXORD          Z10, Z10, Z10
-	VPXORD          Z11, Z11, Z11
-	PREFETCHT2      (SI)
-	PREFETCHT2      64(SI)
-	PREFETCHT2      128(SI)
-	PREFETCHT2      (SI)(AX*1)
-	PREFETCHT2      64(SI)(AX*1)
-	PREFETCHT2      128(SI)(AX*1)
-	PREFETCHT2      (SI)(AX*2)
-	PREFETCHT2      64(SI)(AX*2)
-	PREFETCHT2      128(SI)(AX*2)
-	PREFETCHT2      (SI)(DX*1)
-	PREFETCHT2      64(SI)(DX*1)
-	PREFETCHT2      128(SI)(DX*1)
-	PREFETCHT2      (DI)
-	PREFETCHT2      64(DI)
-	PREFETCHT2      128(DI)
-	PREFETCHT2      (DI)(AX*1)
-	PREFETCHT2      64(DI)(AX*1)
-	PREFETCHT2      128(DI)(AX*1)
-	PREFETCHT2      (DI)(AX*2)
-	PREFETCHT2      64(DI)(AX*2)
-	PREFETCHT2      128(DI)(AX*2)
-	PREFETCHT2      (DI)(DX*1)
-	PREFETCHT2      64(DI)(DX*1)
-	PREFETCHT2      128(DI)(DX*1)
-	VMOVDQU32       4(CX), X12
-	VPSHUFB         q4kGatherLow<>+0(SB), X12, X13
-	VPSRLW          $0x04, X13, X14
-	VPANDD          q4kMaskHigh<>+0(SB), X14, X14
-	VPANDD          q4kMaskLow<>+0(SB), X13, X13
-	VPORD           X14, X13, X13
-	VPSHUFB         q4kGatherTop<>+0(SB), X12, X12
-	VPSRLW          $0x02, X12, X12
-	VPANDD          bits45Mask<>+0(SB), X12, X12
-	VPORD           X12, X13, X13
-	VPSHUFB         q4kMinPairs<>+0(SB), X13, X12
-	VPMOVZXBW       X12, Y12
-	VPMOVZXBW       X13, Y13
-	VSHUFI64X2      $0x00, Z13, Z13, Z14
-	VBROADCASTI64X4 48(CX), Z15
-	VPSRLVW         Z2, Z15, Z15
-	VPANDD          Z1, Z15, Z15
-	VBROADCASTI64X4 16(CX), Z16
-	VPSRLVW         q5kShiftBits<>+0(SB), Z16, Z16
-	VPANDD          Z3, Z16, Z16
-	VPSLLW          $0x04, Z16, Z16
-	VPORD           Z16, Z15, Z15
-	VPSHUFB         q4kShuf512<>+0(SB), Z14, Z16
-	VPMADDUBSW      4(R8), Z15, Z15
-	VPDPWSSD        Z16, Z15, Z4
-	VBROADCASTI64X4 80(CX), Z15
-	VPSRLVW         Z2, Z15, Z15
-	VPANDD          Z1, Z15, Z15
-	VBROADCASTI64X4 16(CX), Z16
-	VPSRLVW         q5kShiftBits<>+64(SB), Z16, Z16
-	VPANDD          Z3, Z16, Z16
-	VPSLLW          $0x04, Z16, Z16
-	VPORD           Z16, Z15, Z15
-	VPSHUFB         q4kShuf512<>+64(SB), Z14, Z16
-	VPMADDUBSW      68(R8), Z15, Z15
-	VPDPWSSD        Z16, Z15, Z4
-	VBROADCASTI64X4 112(CX), Z15
-	VPSRLVW         Z2, Z15, Z15
-	VPANDD          Z1, Z15, Z15
-	VBROADCASTI64X4 16(CX), Z16
-	VPSRLVW         q5kShiftBits<>+128(SB), Z16, Z16
-	VPANDD          Z3, Z16, Z16
-	VPSLLW          $0x04, Z16, Z16
-	VPORD           Z16, Z15, Z15
-	VPSHUFB         q4kShuf512<>+128(SB), Z14, Z16
-	VPMADDUBSW      132(R8), Z15, Z15
-	VPDPWSSD        Z16, Z15, Z4
-	VBROADCASTI64X4 144(CX), Z15
-	VPSRLVW         Z2, Z15, Z15
-	VPANDD          Z1, Z15, Z15
-	VBROADCASTI64X4 16(CX), Z16
-	VPSRLVW         q5kShiftBits<>+192(SB), Z16, Z16
-	VPANDD          Z3, Z16, Z16
-	VPSLLW          $0x04, Z16, Z16
-	VPORD           Z16, Z15, Z15
-	VPSHUFB         q4kShuf512<>+192(SB), Z14, Z14
-	VPMADDUBSW      196(R8), Z15, Z15
-	VPDPWSSD        Z14, Z15, Z4
-	VMOVDQU32       4(CX)(AX*1), X14
-	VPSHUFB         q4kGatherLow<>+0(SB), X14, X13
-	VPSRLW          $0x04, X13, X15
-	VPANDD          q4kMaskHigh<>+0(SB), X15, X15
-	VPANDD          q4kMaskLow<>+0(SB), X13, X13
-	VPORD           X15, X13, X13
-	VPSHUFB         q4kGatherTop<>+0(SB), X14, X14
-	VPSRLW          $0x02, X14, X14
-	VPANDD          bits45Mask<>+0(SB), X14, X14
-	VPORD           X14, X13, X13
-	VPSHUFB         q4kMinPairs<>+0(SB), X13, X14
-	VPMOVZXBW       X14, Y17
-	VPMOVZXBW       X13, Y13
-	VSHUFI64X2      $0x00, Z13, Z13, Z14
-	VBROADCASTI64X4 48(CX)(AX*1), Z15
-	VPSRLVW         Z2, Z15, Z15
-	VPANDD          Z1, Z15, Z15
-	VBROADCASTI64X4 16(CX)(AX*1), Z16
-	VPSRLVW         q5kShiftBits<>+0(SB), Z16, Z16
-	VPANDD          Z3, Z16, Z16
-	VPSLLW          $0x04, Z16, Z16
-	VPORD           Z16, Z15, Z15
-	VPSHUFB         q4kShuf512<>+0(SB), Z14, Z16
-	VPMADDUBSW      4(R8), Z15, Z15
-	VPDPWSSD        Z16, Z15, Z5
-	VBROADCASTI64X4 80(CX)(AX*1), Z15
-	VPSRLVW         Z2, Z15, Z15
-	VPANDD          Z1, Z15, Z15
-	VBROADCASTI64X4 16(CX)(AX*1), Z16
-	VPSRLVW         q5kShiftBits<>+64(SB), Z16, Z16
-	VPANDD          Z3, Z16, Z16
-	VPSLLW          $0x04, Z16, Z16
-	VPORD           Z16, Z15, Z15
-	VPSHUFB         q4kShuf512<>+64(SB), Z14, Z16
-	VPMADDUBSW      68(R8), Z15, Z15
-	VPDPWSSD        Z16, Z15, Z5
-	VBROADCASTI64X4 112(CX)(AX*1), Z15
-	VPSRLVW         Z2, Z15, Z15
-	VPANDD          Z1, Z15, Z15
-	VBROADCASTI64X4 16(CX)(AX*1), Z16
-	VPSRLVW         q5kShiftBits<>+128(SB), Z16, Z16
-	VPANDD          Z3, Z16, Z16
-	VPSLLW          $0x04, Z16, Z16
-	VPORD           Z16, Z15, Z15
-	VPSHUFB         q4kShuf512<>+128(SB), Z14, Z16
-	VPMADDUBSW      132(R8), Z15, Z15
-	VPDPWSSD        Z16, Z15, Z5
-	VBROADCASTI64X4 144(CX)(AX*1), Z15
-	VPSRLVW         Z2, Z15, Z15
-	VPANDD          Z1, Z15, Z15
-	VBROADCASTI64X4 16(CX)(AX*1), Z16
-	VPSRLVW         q5kShiftBits<>+192(SB), Z16, Z16
-	VPANDD          Z3, Z16, Z16
-	VPSLLW          $0x04, Z16, Z16
-	VPORD           Z16, Z15, Z15
-	VPSHUFB         q4kShuf512<>+192(SB), Z14, Z14
-	VPMADDUBSW      196(R8), Z15, Z15
-	VPDPWSSD        Z14, Z15, Z5
-	VMOVDQU32       4(CX)(AX*2), X14
-	VPSHUFB         q4kGatherLow<>+0(SB), X14, X13
-	VPSRLW          $0x04, X13, X15
-	VPANDD          q4kMaskHigh<>+0(SB), X15, X15
-	VPANDD          q4kMaskLow<>+0(SB), X13, X13
-	VPORD           X15, X13, X13
-	VPSHUFB         q4kGatherTop<>+0(SB), X14, X14
-	VPSRLW          $0x02, X14, X14
-	VPANDD          bits45Mask<>+0(SB), X14, X14
-	VPORD           X14, X13, X13
-	VPSHUFB         q4kMinPairs<>+0(SB), X13, X14
-	VPMOVZXBW       X14, Y14
-	VPMOVZXBW       X13, Y13
-	VSHUFI64X2      $0x00, Z13, Z13, Z15
-	VBROADCASTI64X4 48(CX)(AX*2), Z16
-	VPSRLVW         Z2, Z16, Z16
-	VPANDD          Z1, Z16, Z16
-	VBROADCASTI64X4 16(CX)(AX*2), Z18
-	VPSRLVW         q5kShiftBits<>+0(SB), Z18, Z18
-	VPANDD          Z3, Z18, Z18
-	VPSLLW          $0x04, Z18, Z18
-	VPORD           Z18, Z16, Z16
-	VPSHUFB         q4kShuf512<>+0(SB), Z15, Z18
-	VPMADDUBSW      4(R8), Z16, Z16
-	VPDPWSSD        Z18, Z16, Z6
-	VBROADCASTI64X4 80(CX)(AX*2), Z16
-	VPSRLVW         Z2, Z16, Z16
-	VPANDD          Z1, Z16, Z16
-	VBROADCASTI64X4 16(CX)(AX*2), Z18
-	VPSRLVW         q5kShiftBits<>+64(SB), Z18, Z18
-	VPANDD          Z3, Z18, Z18
-	VPSLLW          $0x04, Z18, Z18
-	VPORD           Z18, Z16, Z16
-	VPSHUFB         q4kShuf512<>+64(SB), Z15, Z18
-	VPMADDUBSW      68(R8), Z16, Z16
-	VPDPWSSD        Z18, Z16, Z6
-	VBROADCASTI64X4 112(CX)(AX*2), Z16
-	VPSRLVW         Z2, Z16, Z16
-	VPANDD          Z1, Z16, Z16
-	VBROADCASTI64X4 16(CX)(AX*2), Z18
-	VPSRLVW         q5kShiftBits<>+128(SB), Z18, Z18
-	VPANDD          Z3, Z18, Z18
-	VPSLLW          $0x04, Z18, Z18
-	VPORD           Z18, Z16, Z16
-	VPSHUFB         q4kShuf512<>+128(SB), Z15, Z18
-	VPMADDUBSW      132(R8), Z16, Z16
-	VPDPWSSD        Z18, Z16, Z6
-	VBROADCASTI64X4 144(CX)(AX*2), Z16
-	VPSRLVW         Z2, Z16, Z16
-	VPANDD          Z1, Z16, Z16
-	VBROADCASTI64X4 16(CX)(AX*2), Z18
-	VPSRLVW         q5kShiftBits<>+192(SB), Z18, Z18
-	VPANDD          Z3, Z18, Z18
-	VPSLLW          $0x04, Z18, Z18
-	VPORD           Z18, Z16, Z16
-	VPSHUFB         q4kShuf512<>+192(SB), Z15, Z15
-	VPMADDUBSW      196(R8), Z16, Z16
-	VPDPWSSD        Z15, Z16, Z6
-	VMOVDQU32       4(CX)(DX*1), X15
-	VPSHUFB         q4kGatherLow<>+0(SB), X15, X13
-	VPSRLW          $0x04, X13, X16
-	VPANDD          q4kMaskHigh<>+0(SB), X16, X16
-	VPANDD          q4kMaskLow<>+0(SB), X13, X13
-	VPORD           X16, X13, X13
-	VPSHUFB         q4kGatherTop<>+0(SB), X15, X15
-	VPSRLW          $0x02, X15, X15
-	VPANDD          bits45Mask<>+0(SB), X15, X15
-	VPORD           X15, X13, X13
-	VPSHUFB         q4kMinPairs<>+0(SB), X13, X15
-	VPMOVZXBW       X15, Y15
-	VPMOVZXBW       X13, Y13
-	VSHUFI64X2      $0x00, Z13, Z13, Z16
-	VBROADCASTI64X4 48(CX)(DX*1), Z18
-	VPSRLVW         Z2, Z18, Z18
-	VPANDD          Z1, Z18, Z18
-	VBROADCASTI64X4 16(CX)(DX*1), Z19
-	VPSRLVW         q5kShiftBits<>+0(SB), Z19, Z19
-	VPANDD          Z3, Z19, Z19
-	VPSLLW          $0x04, Z19, Z19
-	VPORD           Z19, Z18, Z18
-	VPSHUFB         q4kShuf512<>+0(SB), Z16, Z19
-	VPMADDUBSW      4(R8), Z18, Z18
-	VPDPWSSD        Z19, Z18, Z7
-	VBROADCASTI64X4 80(CX)(DX*1), Z18
-	VPSRLVW         Z2, Z18, Z18
-	VPANDD          Z1, Z18, Z18
-	VBROADCASTI64X4 16(CX)(DX*1), Z19
-	VPSRLVW         q5kShiftBits<>+64(SB), Z19, Z19
-	VPANDD          Z3, Z19, Z19
-	VPSLLW          $0x04, Z19, Z19
-	VPORD           Z19, Z18, Z18
-	VPSHUFB         q4kShuf512<>+64(SB), Z16, Z19
-	VPMADDUBSW      68(R8), Z18, Z18
-	VPDPWSSD        Z19, Z18, Z7
-	VBROADCASTI64X4 112(CX)(DX*1), Z18
-	VPSRLVW         Z2, Z18, Z18
-	VPANDD          Z1, Z18, Z18
-	VBROADCASTI64X4 16(CX)(DX*1), Z19
-	VPSRLVW         q5kShiftBits<>+128(SB), Z19, Z19
-	VPANDD          Z3, Z19, Z19
-	VPSLLW          $0x04, Z19, Z19
-	VPORD           Z19, Z18, Z18
-	VPSHUFB         q4kShuf512<>+128(SB), Z16, Z19
-	VPMADDUBSW      132(R8), Z18, Z18
-	VPDPWSSD        Z19, Z18, Z7
-	VBROADCASTI64X4 144(CX)(DX*1), Z18
-	VPSRLVW         Z2, Z18, Z18
-	VPANDD          Z1, Z18, Z18
-	VBROADCASTI64X4 16(CX)(DX*1), Z19
-	VPSRLVW         q5kShiftBits<>+192(SB), Z19, Z19
-	VPANDD          Z3, Z19, Z19
-	VPSLLW          $0x04, Z19, Z19
-	VPORD           Z19, Z18, Z18
-	VPSHUFB         q4kShuf512<>+192(SB), Z16, Z16
-	VPMADDUBSW      196(R8), Z18, Z18
-	VPDPWSSD        Z16, Z18, Z7
-	VMOVDQU32       4(BX), X16
-	VPSHUFB         q4kGatherLow<>+0(SB), X16, X13
-	VPSRLW          $0x04, X13, X18
-	VPANDD          q4kMaskHigh<>+0(SB), X18, X18
-	VPANDD          q4kMaskLow<>+0(SB), X13, X13
-	VPORD           X18, X13, X13
-	VPSHUFB         q4kGatherTop<>+0(SB), X16, X16
-	VPSRLW          $0x02, X16, X16
-	VPANDD          bits45Mask<>+0(SB), X16, X16
-	VPORD           X16, X13, X13
-	VPSHUFB         q4kMinPairs<>+0(SB), X13, X16
-	VPMOVZXBW       X16, Y16
-	VPMOVZXBW       X13, Y13
-	VSHUFI64X2      $0x00, Z13, Z13, Z18
-	VBROADCASTI64X4 48(BX), Z19
-	VPSRLVW         Z2, Z19, Z19
-	VPANDD          Z1, Z19, Z19
-	VBROADCASTI64X4 16(BX), Z20
-	VPSRLVW         q5kShiftBits<>+0(SB), Z20, Z20
-	VPANDD          Z3, Z20, Z20
-	VPSLLW          $0x04, Z20, Z20
-	VPORD           Z20, Z19, Z19
-	VPSHUFB         q4kShuf512<>+0(SB), Z18, Z20
-	VPMADDUBSW      4(R8), Z19, Z19
-	VPDPWSSD        Z20, Z19, Z8
-	VBROADCASTI64X4 80(BX), Z19
-	VPSRLVW         Z2, Z19, Z19
-	VPANDD          Z1, Z19, Z19
-	VBROADCASTI64X4 16(BX), Z20
-	VPSRLVW         q5kShiftBits<>+64(SB), Z20, Z20
-	VPANDD          Z3, Z20, Z20
-	VPSLLW          $0x04, Z20, Z20
-	VPORD           Z20, Z19, Z19
-	VPSHUFB         q4kShuf512<>+64(SB), Z18, Z20
-	VPMADDUBSW      68(R8), Z19, Z19
-	VPDPWSSD        Z20, Z19, Z8
-	VBROADCASTI64X4 112(BX), Z19
-	VPSRLVW         Z2, Z19, Z19
-	VPANDD          Z1, Z19, Z19
-	VBROADCASTI64X4 16(BX), Z20
-	VPSRLVW         q5kShiftBits<>+128(SB), Z20, Z20
-	VPANDD          Z3, Z20, Z20
-	VPSLLW          $0x04, Z20, Z20
-	VPORD           Z20, Z19, Z19
-	VPSHUFB         q4kShuf512<>+128(SB), Z18, Z20
-	VPMADDUBSW      132(R8), Z19, Z19
-	VPDPWSSD        Z20, Z19, Z8
-	VBROADCASTI64X4 144(BX), Z19
-	VPSRLVW         Z2, Z19, Z19
-	VPANDD          Z1, Z19, Z19
-	VBROADCASTI64X4 16(BX), Z20
-	VPSRLVW         q5kShiftBits<>+192(SB), Z20, Z20
-	VPANDD          Z3, Z20, Z20
-	VPSLLW          $0x04, Z20, Z20
-	VPORD           Z20, Z19, Z19
-	VPSHUFB         q4kShuf512<>+192(SB), Z18, Z18
-	VPMADDUBSW      196(R8), Z19, Z19
-	VPDPWSSD        Z18, Z19, Z8
-	VMOVDQU32       4(BX)(AX*1), X18
-	VPSHUFB         q4kGatherLow<>+0(SB), X18, X13
-	VPSRLW          $0x04, X13, X19
-	VPANDD          q4kMaskHigh<>+0(SB), X19, X19
-	VPANDD          q4kMaskLow<>+0(SB), X13, X13
-	VPORD           X19, X13, X13
-	VPSHUFB         q4kGatherTop<>+0(SB), X18, X18
-	VPSRLW          $0x02, X18, X18
-	VPANDD          bits45Mask<>+0(SB), X18, X18
-	VPORD           X18, X13, X13
-	VPSHUFB         q4kMinPairs<>+0(SB), X13, X18
-	VPMOVZXBW       X18, Y18
-	VPMOVZXBW       X13, Y13
-	VSHUFI64X2      $0x00, Z13, Z13, Z19
-	VBROADCASTI64X4 48(BX)(AX*1), Z20
-	VPSRLVW         Z2, Z20, Z20
-	VPANDD          Z1, Z20, Z20
-	VBROADCASTI64X4 16(BX)(AX*1), Z21
-	VPSRLVW         q5kShiftBits<>+0(SB), Z21, Z21
-	VPANDD          Z3, Z21, Z21
-	VPSLLW          $0x04, Z21, Z21
-	VPORD           Z21, Z20, Z20
-	VPSHUFB         q4kShuf512<>+0(SB), Z19, Z21
-	VPMADDUBSW      4(R8), Z20, Z20
-	VPDPWSSD        Z21, Z20, Z9
-	VBROADCASTI64X4 80(BX)(AX*1), Z20
-	VPSRLVW         Z2, Z20, Z20
-	VPANDD          Z1, Z20, Z20
-	VBROADCASTI64X4 16(BX)(AX*1), Z21
-	VPSRLVW         q5kShiftBits<>+64(SB), Z21, Z21
-	VPANDD          Z3, Z21, Z21
-	VPSLLW          $0x04, Z21, Z21
-	VPORD           Z21, Z20, Z20
-	VPSHUFB         q4kShuf512<>+64(SB), Z19, Z21
-	VPMADDUBSW      68(R8), Z20, Z20
-	VPDPWSSD        Z21, Z20, Z9
-	VBROADCASTI64X4 112(BX)(AX*1), Z20
-	VPSRLVW         Z2, Z20, Z20
-	VPANDD          Z1, Z20, Z20
-	VBROADCASTI64X4 16(BX)(AX*1), Z21
-	VPSRLVW         q5kShiftBits<>+128(SB), Z21, Z21
-	VPANDD          Z3, Z21, Z21
-	VPSLLW          $0x04, Z21, Z21
-	VPORD           Z21, Z20, Z20
-	VPSHUFB         q4kShuf512<>+128(SB), Z19, Z21
-	VPMADDUBSW      132(R8), Z20, Z20
-	VPDPWSSD        Z21, Z20, Z9
-	VBROADCASTI64X4 144(BX)(AX*1), Z20
-	VPSRLVW         Z2, Z20, Z20
-	VPANDD          Z1, Z20, Z20
-	VBROADCASTI64X4 16(BX)(AX*1), Z21
-	VPSRLVW         q5kShiftBits<>+192(SB), Z21, Z21
-	VPANDD          Z3, Z21, Z21
-	VPSLLW          $0x04, Z21, Z21
-	VPORD           Z21, Z20, Z20
-	VPSHUFB         q4kShuf512<>+192(SB), Z19, Z19
-	VPMADDUBSW      196(R8), Z20, Z20
-	VPDPWSSD        Z19, Z20, Z9
-	VMOVDQU32       4(BX)(AX*2), X19
-	VPSHUFB         q4kGatherLow<>+0(SB), X19, X13
-	VPSRLW          $0x04, X13, X20
-	VPANDD          q4kMaskHigh<>+0(SB), X20, X20
-	VPANDD          q4kMaskLow<>+0(SB), X13, X13
-	VPORD           X20, X13, X13
-	VPSHUFB         q4kGatherTop<>+0(SB), X19, X19
-	VPSRLW          $0x02, X19, X19
-	VPANDD          bits45Mask<>+0(SB), X19, X19
-	VPORD           X19, X13, X13
-	VPSHUFB         q4kMinPairs<>+0(SB), X13, X19
-	VPMOVZXBW       X19, Y19
-	VPMOVZXBW       X13, Y13
-	VSHUFI64X2      $0x00, Z13, Z13, Z20
-	VBROADCASTI64X4 48(BX)(AX*2), Z21
-	VPSRLVW         Z2, Z21, Z21
-	VPANDD          Z1, Z21, Z21
-	VBROADCASTI64X4 16(BX)(AX*2), Z22
-	VPSRLVW         q5kShiftBits<>+0(SB), Z22, Z22
-	VPANDD          Z3, Z22, Z22
-	VPSLLW          $0x04, Z22, Z22
-	VPORD           Z22, Z21, Z21
-	VPSHUFB         q4kShuf512<>+0(SB), Z20, Z22
-	VPMADDUBSW      4(R8), Z21, Z21
-	VPDPWSSD        Z22, Z21, Z10
-	VBROADCASTI64X4 80(BX)(AX*2), Z21
-	VPSRLVW         Z2, Z21, Z21
-	VPANDD          Z1, Z21, Z21
-	VBROADCASTI64X4 16(BX)(AX*2), Z22
-	VPSRLVW         q5kShiftBits<>+64(SB), Z22, Z22
-	VPANDD          Z3, Z22, Z22
-	VPSLLW          $0x04, Z22, Z22
-	VPORD           Z22, Z21, Z21
-	VPSHUFB         q4kShuf512<>+64(SB), Z20, Z22
-	VPMADDUBSW      68(R8), Z21, Z21
-	VPDPWSSD        Z22, Z21, Z10
-	VBROADCASTI64X4 112(BX)(AX*2), Z21
-	VPSRLVW         Z2, Z21, Z21
-	VPANDD          Z1, Z21, Z21
-	VBROADCASTI64X4 16(BX)(AX*2), Z22
-	VPSRLVW         q5kShiftBits<>+128(SB), Z22, Z22
-	VPANDD          Z3, Z22, Z22
-	VPSLLW          $0x04, Z22, Z22
-	VPORD           Z22, Z21, Z21
-	VPSHUFB         q4kShuf512<>+128(SB), Z20, Z22
-	VPMADDUBSW      132(R8), Z21, Z21
-	VPDPWSSD        Z22, Z21, Z10
-	VBROADCASTI64X4 144(BX)(AX*2), Z21
-	VPSRLVW         Z2, Z21, Z21
-	VPANDD          Z1, Z21, Z21
-	VBROADCASTI64X4 16(BX)(AX*2), Z22
-	VPSRLVW         q5kShiftBits<>+192(SB), Z22, Z22
-	VPANDD          Z3, Z22, Z22
-	VPSLLW          $0x04, Z22, Z22
-	VPORD           Z22, Z21, Z21
-	VPSHUFB         q4kShuf512<>+192(SB), Z20, Z20
-	VPMADDUBSW      196(R8), Z21, Z21
-	VPDPWSSD        Z20, Z21, Z10
-	VMOVDQU32       4(BX)(DX*1), X20
-	VPSHUFB         q4kGatherLow<>+0(SB), X20, X13
-	VPSRLW          $0x04, X13, X21
-	VPANDD          q4kMaskHigh<>+0(SB), X21, X21
-	VPANDD          q4kMaskLow<>+0(SB), X13, X13
-	VPORD           X21, X13, X13
-	VPSHUFB         q4kGatherTop<>+0(SB), X20, X20
-	VPSRLW          $0x02, X20, X20
-	VPANDD          bits45Mask<>+0(SB), X20, X20
-	VPORD           X20, X13, X13
-	VPSHUFB         q4kMinPairs<>+0(SB), X13, X20
-	VPMOVZXBW       X20, Y20
-	VPMOVZXBW       X13, Y13
-	VSHUFI64X2      $0x00, Z13, Z13, Z21
-	VBROADCASTI64X4 48(BX)(DX*1), Z22
-	VPSRLVW         Z2, Z22, Z22
-	VPANDD          Z1, Z22, Z22
-	VBROADCASTI64X4 16(BX)(DX*1), Z23
-	VPSRLVW         q5kShiftBits<>+0(SB), Z23, Z23
-	VPANDD          Z3, Z23, Z23
-	VPSLLW          $0x04, Z23, Z23
-	VPORD           Z23, Z22, Z22
-	VPSHUFB         q4kShuf512<>+0(SB), Z21, Z23
-	VPMADDUBSW      4(R8), Z22, Z22
-	VPDPWSSD        Z23, Z22, Z11
-	VBROADCASTI64X4 80(BX)(DX*1), Z22
-	VPSRLVW         Z2, Z22, Z22
-	VPANDD          Z1, Z22, Z22
-	VBROADCASTI64X4 16(BX)(DX*1), Z23
-	VPSRLVW         q5kShiftBits<>+64(SB), Z23, Z23
-	VPANDD          Z3, Z23, Z23
-	VPSLLW          $0x04, Z23, Z23
-	VPORD           Z23, Z22, Z22
-	VPSHUFB         q4kShuf512<>+64(SB), Z21, Z23
-	VPMADDUBSW      68(R8), Z22, Z22
-	VPDPWSSD        Z23, Z22, Z11
-	VBROADCASTI64X4 112(BX)(DX*1), Z22
-	VPSRLVW         Z2, Z22, Z22
-	VPANDD          Z1, Z22, Z22
-	VBROADCASTI64X4 16(BX)(DX*1), Z23
-	VPSRLVW         q5kShiftBits<>+128(SB), Z23, Z23
-	VPANDD          Z3, Z23, Z23
-	VPSLLW          $0x04, Z23, Z23
-	VPORD           Z23, Z22, Z22
-	VPSHUFB         q4kShuf512<>+128(SB), Z21, Z23
-	VPMADDUBSW      132(R8), Z22, Z22
-	VPDPWSSD        Z23, Z22, Z11
-	VBROADCASTI64X4 144(BX)(DX*1), Z22
-	VPSRLVW         Z2, Z22, Z22
-	VPANDD          Z1, Z22, Z22
-	VBROADCASTI64X4 16(BX)(DX*1), Z23
-	VPSRLVW         q5kShiftBits<>+192(SB), Z23, Z23
-	VPANDD          Z3, Z23, Z23
-	VPSLLW          $0x04, Z23, Z23
-	VPORD           Z23, Z22, Z22
-	VPSHUFB         q4kShuf512<>+192(SB), Z21, Z21
-	VPMADDUBSW      196(R8), Z22, Z22
-	VPDPWSSD        Z21, Z22, Z11
-	VEXTRACTI64X4   $0x01, Z4, Y13
-	VPADDD          Y4, Y13, Y13
-	VPMADDWD        260(R8), Y12, Y4
-	VINSERTI64X4    $0x01, Y4, Z13, Z4
-	VEXTRACTI64X4   $0x01, Z5, Y13
-	VPADDD          Y5, Y13, Y13
-	VPMADDWD        260(R8), Y17, Y5
-	VINSERTI64X4    $0x01, Y5, Z13, Z5
-	VEXTRACTI64X4   $0x01, Z6, Y13
-	VPADDD          Y6, Y13, Y13
-	VPMADDWD        260(R8), Y14, Y6
-	VINSERTI64X4    $0x01, Y6, Z13, Z6
-	VEXTRACTI64X4   $0x01, Z7, Y13
-	VPADDD          Y7, Y13, Y13
-	VPMADDWD        260(R8), Y15, Y7
-	VINSERTI64X4    $0x01, Y7, Z13, Z7
-	VEXTRACTI64X4   $0x01, Z8, Y13
-	VPADDD          Y8, Y13, Y13
-	VPMADDWD        260(R8), Y16, Y8
-	VINSERTI64X4    $0x01, Y8, Z13, Z8
-	VEXTRACTI64X4   $0x01, Z9, Y13
-	VPADDD          Y9, Y13, Y13
-	VPMADDWD        260(R8), Y18, Y9
-	VINSERTI64X4    $0x01, Y9, Z13, Z9
-	VEXTRACTI64X4   $0x01, Z10, Y13
-	VPADDD          Y10, Y13, Y13
-	VPMADDWD        260(R8), Y19, Y10
-	VINSERTI64X4    $0x01, Y10, Z13, Z10
-	VEXTRACTI64X4   $0x01, Z11, Y13
-	VPADDD          Y11, Y13, Y13
-	VPMADDWD        260(R8), Y20, Y11
-	VINSERTI64X4    $0x01, Y11, Z13, Z11
-	VPUNPCKLDQ      Z5, Z4, Z14
-	VPUNPCKHDQ      Z5, Z4, Z15
-	VPADDD          Z15, Z14, Z14
-	VPUNPCKLDQ      Z7, Z6, Z15
-	VPUNPCKHDQ      Z7, Z6, Z16
-	VPADDD          Z16, Z15, Z15
-	VPUNPCKLDQ      Z9, Z8, Z16
-	VPUNPCKHDQ      Z9, Z8, Z18
-	VPADDD          Z18, Z16, Z16
-	VPUNPCKLDQ      Z11, Z10, Z18
-	VPUNPCKHDQ      Z11, Z10, Z19
-	VPADDD          Z19, Z18, Z18
-	VPUNPCKLQDQ     Z15, Z14, Z19
-	VPUNPCKHQDQ     Z15, Z14, Z14
-	VPADDD          Z14, Z19, Z19
-	VPUNPCKLQDQ     Z18, Z16, Z14
-	VPUNPCKHQDQ     Z18, Z16, Z15
-	VPADDD          Z15, Z14, Z14
-	VSHUFI32X4      $0x88, Z14, Z19, Z15
-	VSHUFI32X4      $0xdd, Z14, Z19, Z14
-	VPADDD          Z14, Z15, Z15
-	VSHUFI32X4      $0x88, Z15, Z15, Z14
-	VSHUFI32X4      $0xdd, Z15, Z15, Z15
-	VBROADCASTSS    (R8), Z16
-	MOVWLZX         (CX), R10
-	VMOVD           R10, X12
-	MOVWLZX         (CX)(AX*1), R10
-	VPINSRW         $0x01, R10, X12, X12
-	MOVWLZX         (CX)(AX*2), R10
-	VPINSRW         $0x02, R10, X12, X12
-	MOVWLZX         (CX)(DX*1), R10
-	VPINSRW         $0x03, R10, X12, X12
-	MOVWLZX         (BX), R10
-	VPINSRW         $0x04, R10, X12, X12
-	MOVWLZX         (BX)(AX*1), R10
-	VPINSRW         $0x05, R10, X12, X12
-	MOVWLZX         (BX)(AX*2), R10
-	VPINSRW         $0x06, R10, X12, X12
-	MOVWLZX         (BX)(DX*1), R10
-	VPINSRW         $0x07, R10, X12, X12
-	VCVTPH2PS       X12, Y12
-	MOVWLZX         2(CX), R10
-	VMOVD           R10, X13
-	MOVWLZX         2(CX)(AX*1), R10
-	VPINSRW         $0x01, R10, X13, X13
-	MOVWLZX         2(CX)(AX*2), R10
-	VPINSRW         $0x02, R10, X13, X13
-	MOVWLZX         2(CX)(DX*1), R10
-	VPINSRW         $0x03, R10, X13, X13
-	MOVWLZX         2(BX), R10
-	VPINSRW         $0x04, R10, X13, X13
-	MOVWLZX         2(BX)(AX*1), R10
-	VPINSRW         $0x05, R10, X13, X13
-	MOVWLZX         2(BX)(AX*2), R10
-	VPINSRW         $0x06, R10, X13, X13
-	MOVWLZX         2(BX)(DX*1), R10
-	VPINSRW         $0x07, R10, X13, X13
-	VCVTPH2PS       X13, Y17
-	VMULPS          Z16, Z12, Z12
-	VMULPS          Z16, Z17, Z17
-	VCVTDQ2PS       Z14, Z14
-	VCVTDQ2PS       Z15, Z15
-	VMULPS          Z14, Z12, Z12
-	VMULPS          Z15, Z17, Z17
-	VSUBPS          Z17, Z12, Z12
-	VADDPS          Z12, Z0, Z0
-	ADDQ            $0x000000b0, CX
-	ADDQ            $0x000000b0, BX
-	ADDQ            $0x000000b0, SI
-	ADDQ            $0x000000b0, DI
-	ADDQ            $0x00000124, R8
-	DECQ            R9
-	JMP             loop
-
-done:
-	MOVQ    out+56(FP), AX
-	VMOVUPS Y0, (AX)
-	VZEROUPPER
-	RET
-
-// func dotQ5KAVX512r1t16(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb int, out *float32, os int)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C
-TEXT ·dotQ5KAVX512r1t16(SB), NOSPLIT, $0-72
-	MOVQ      x+0(FP), AX
-	MOVQ      ys+24(FP), CX
-	MOVQ      yd+32(FP), DX
-	MOVQ      yds+40(FP), BX
-	MOVQ      y+16(FP), SI
-	LEAQ      (CX)(CX*2), DI
-	LEAQ      (SI)(CX*4), R8
-	LEAQ      (R8)(CX*4), R9
-	LEAQ      (R9)(CX*4), R10
-	MOVQ      nb+48(FP), R11
-	VPXORD    Z0, Z0, Z0
-	VMOVDQU64 nibbleMask<>+0(SB), Z1
-	VMOVDQU64 q4kShiftHigh<>+0(SB), Z2
-	VMOVDQU64 byteOnes<>+0(SB), Z3
-
-loop:
-	TESTQ           R11, R11
-	JZ              done
-	VPXORD          Z4, Z4, Z4
-	VPXORD          Z5, Z5, Z5
-	VPXORD          Z6, Z6, Z6
-	VPXORD          Z7, Z7, Z7
-	VPXORD          Z8, Z8, Z8
-	VPXORD          Z9, Z9, Z9
-	VPXORD          Z10, Z10, Z10
-	VPXORD          Z11, Z11, Z11
-	VPXORD          Z12, Z12, Z12
-	VPXORD          Z13, Z13, Z13
-	VPXORD          Z14, Z14, Z14
-	VPXORD          Z15, Z15, Z15
-	VPXORD          Z16, Z16, Z16
-	VPXORD          Z17, Z17, Z17
-	VPXORD          Z18, Z18, Z18
-	VPXORD          Z19, Z19, Z19
-	VMOVDQU32       4(AX), X20
-	VPSHUFB         q4kGatherLow<>+0(SB), X20, X21
-	VPSRLW          $0x04, X21, X22
-	VPANDD          q4kMaskHigh<>+0(SB), X22, X22
-	VPANDD          q4kMaskLow<>+0(SB), X21, X21
-	VPORD           X22, X21, X21
-	VPSHUFB         q4kGatherTop<>+0(SB), X20, X20
-	VPSRLW          $0x02, X20, X20
-	VPANDD          bits45Mask<>+0(SB), X20, X20
-	VPORD           X20, X21, X21
-	VPSHUFB         q4kMinPairs<>+0(SB), X21, X20
-	VPMOVZXBW       X20, Y20
-	VPMOVZXBW       X21, Y21
-	VSHUFI64X2      $0x00, Z21, Z21, Z22
-	VBROADCASTI64X4 48(AX), Z23
-	VPSRLVW         Z2, Z23, Z23
-	VPANDD          Z1, Z23, Z23
-	VBROADCASTI64X4 16(AX), Z24
-	VPSRLVW         q5kShiftBits<>+0(SB), Z24, Z24
-	VPANDD          Z3, Z24, Z24
-	VPSLLW          $0x04, Z24, Z24
-	VPORD           Z24, Z23, Z23
-	VPSHUFB         q4kShuf512<>+0(SB), Z22, Z24
-	VPMADDUBSW      4(SI), Z23, Z25
-	VPDPWSSD        Z24, Z25, Z4
-	VPMADDUBSW      4(SI)(CX*1), Z23, Z25
-	VPDPWSSD        Z24, Z25, Z5
-	VPMADDUBSW      4(SI)(CX*2), Z23, Z25
-	VPDPWSSD        Z24, Z25, Z6
-	VPMADDUBSW      4(SI)(DI*1), Z23, Z25
-	VPDPWSSD        Z24, Z25, Z7
-	VPMADDUBSW      4(R8), Z23, Z25
-	VPDPWSSD        Z24, Z25, Z8
-	VPMADDUBSW      4(R8)(CX*1), Z23, Z25
-	VPDPWSSD        Z24, Z25, Z9
-	VPMADDUBSW      4(R8)(CX*2), Z23, Z25
-	VPDPWSSD        Z24, Z25, Z10
-	VPMADDUBSW      4(R8)(DI*1), Z23, Z25
-	VPDPWSSD        Z24, Z25, Z11
-	VPMADDUBSW      4(R9), Z23, Z25
-	VPDPWSSD        Z24, Z25, Z12
-	VPMADDUBSW      4(R9)(CX*1), Z23, Z25
-	VPDPWSSD        Z24, Z25, Z13
-	VPMADDUBSW      4(R9)(CX*2), Z23, Z25
-	VPDPWSSD        Z24, Z25, Z14
-	VPMADDUBSW      4(R9)(DI*1), Z23, Z25
-	VPDPWSSD        Z24, Z25, Z15
-	VPMADDUBSW      4(R10), Z23, Z25
-	VPDPWSSD        Z24, Z25, Z16
-	VPMADDUBSW      4(R10)(CX*1), Z23, Z25
-	VPDPWSSD        Z24, Z25, Z17
-	VPMADDUBSW      4(R10)(CX*2), Z23, Z25
-	VPDPWSSD        Z24, Z25, Z18
-	VPMADDUBSW      4(R10)(DI*1), Z23, Z23
-	VPDPWSSD        Z24, Z23, Z19
-	VBROADCASTI64X4 80(AX), Z23
-	VPSRLVW         Z2, Z23, Z23
-	VPANDD          Z1, Z23, Z23
-	VBROADCASTI64X4 16(AX), Z24
-	VPSRLVW         q5kShiftBits<>+64(SB), Z24, Z24
-	VPANDD          Z3, Z24, Z24
-	VPSLLW          $0x04, Z24, Z24
-	VPORD           Z24, Z23, Z23
-	VPSHUFB         q4kShuf512<>+64(SB), Z22, Z24
-	VPMADDUBSW      68(SI), Z23, Z25
-	VPDPWSSD        Z24, Z25, Z4
-	VPMADDUBSW      68(SI)(CX*1), Z23, Z25
-	VPDPWSSD        Z24, Z25, Z5
-	VPMADDUBSW      68(SI)(CX*2), Z23, Z25
-	VPDPWSSD        Z24, Z25, Z6
-	VPMADDUBSW      68(SI)(DI*1), Z23, Z25
-	VPDPWSSD        Z24, Z25, Z7
-	VPMADDUBSW      68(R8), Z23, Z25
-	VPDPWSSD        Z24, Z25, Z8
-	VPMADDUBSW      68(R8)(CX*1), Z23, Z25
-	VPDPWSSD        Z24, Z25, Z9
-	VPMADDUBSW      68(R8)(CX*2), Z23, Z25
-	VPDPWSSD        Z24, Z25, Z10
-	VPMADDUBSW      68(R8)(DI*1), Z23, Z25
-	VPDPWSSD        Z24, Z25, Z11
-	VPMADDUBSW      68(R9), Z23, Z25
-	VPDPWSSD        Z24, Z25, Z12
-	VPMADDUBSW      68(R9)(CX*1), Z23, Z25
-	VPDPWSSD        Z24, Z25, Z13
-	VPMADDUBSW      68(R9)(CX*2), Z23, Z25
-	VPDPWSSD        Z24, Z25, Z14
-	VPMADDUBSW      68(R9)(DI*1), Z23, Z25
-	VPDPWSSD        Z24, Z25, Z15
-	VPMADDUBSW      68(R10), Z23, Z25
-	VPDPWSSD        Z24, Z25, Z16
-	VPMADDUBSW      68(R10)(CX*1), Z23, Z25
-	VPDPWSSD        Z24, Z25, Z17
-	VPMADDUBSW      68(R10)(CX*2), Z23, Z25
-	VPDPWSSD        Z24, Z25, Z18
-	VPMADDUBSW      68(R10)(DI*1), Z23, Z23
-	VPDPWSSD        Z24, Z23, Z19
-	VBROADCASTI64X4 112(AX), Z23
-	VPSRLVW         Z2, Z23, Z23
-	VPANDD          Z1, Z23, Z23
-	VBROADCASTI64X4 16(AX), Z24
-	VPSRLVW         q5kShiftBits<>+128(SB), Z24, Z24
-	VPANDD          Z3, Z24, Z24
-	VPSLLW          $0x04, Z24, Z24
-	VPORD           Z24, Z23, Z23
-	VPSHUFB         q4kShuf512<>+128(SB), Z22, Z24
-	VPMADDUBSW      132(SI), Z23, Z25
-	VPDPWSSD        Z24, Z25, Z4
-	VPMADDUBSW      132(SI)(CX*1), Z23, Z25
-	VPDPWSSD        Z24, Z25, Z5
-	VPMADDUBSW      132(SI)(CX*2), Z23, Z25
-	VPDPWSSD        Z24, Z25, Z6
-	VPMADDUBSW      132(SI)(DI*1), Z23, Z25
-	VPDPWSSD        Z24, Z25, Z7
-	VPMADDUBSW      132(R8), Z23, Z25
-	VPDPWSSD        Z24, Z25, Z8
-	VPMADDUBSW      132(R8)(CX*1), Z23, Z25
-	VPDPWSSD        Z24, Z25, Z9
-	VPMADDUBSW      132(R8)(CX*2), Z23, Z25
-	VPDPWSSD        Z24, Z25, Z10
-	VPMADDUBSW      132(R8)(DI*1), Z23, Z25
-	VPDPWSSD        Z24, Z25, Z11
-	VPMADDUBSW      132(R9), Z23, Z25
-	VPDPWSSD        Z24, Z25, Z12
-	VPMADDUBSW      132(R9)(CX*1), Z23, Z25
-	VPDPWSSD        Z24, Z25, Z13
-	VPMADDUBSW      132(R9)(CX*2), Z23, Z25
-	VPDPWSSD        Z24, Z25, Z14
-	VPMADDUBSW      132(R9)(DI*1), Z23, Z25
-	VPDPWSSD        Z24, Z25, Z15
-	VPMADDUBSW      132(R10), Z23, Z25
-	VPDPWSSD        Z24, Z25, Z16
-	VPMADDUBSW      132(R10)(CX*1), Z23, Z25
-	VPDPWSSD        Z24, Z25, Z17
-	VPMADDUBSW      132(R10)(CX*2), Z23, Z25
-	VPDPWSSD        Z24, Z25, Z18
-	VPMADDUBSW      132(R10)(DI*1), Z23, Z23
-	VPDPWSSD        Z24, Z23, Z19
-	VBROADCASTI64X4 144(AX), Z23
-	VPSRLVW         Z2, Z23, Z23
-	VPANDD          Z1, Z23, Z23
-	VBROADCASTI64X4 16(AX), Z24
-	VPSRLVW         q5kShiftBits<>+192(SB), Z24, Z24
-	VPANDD          Z3, Z24, Z24
-	VPSLLW          $0x04, Z24, Z24
-	VPORD           Z24, Z23, Z23
-	VPSHUFB         q4kShuf512<>+192(SB), Z22, Z22
-	VPMADDUBSW      196(SI), Z23, Z24
-	VPDPWSSD        Z22, Z24, Z4
-	VPMADDUBSW      196(SI)(CX*1), Z23, Z24
-	VPDPWSSD        Z22, Z24, Z5
-	VPMADDUBSW      196(SI)(CX*2), Z23, Z24
-	VPDPWSSD        Z22, Z24, Z6
-	VPMADDUBSW      196(SI)(DI*1), Z23, Z24
-	VPDPWSSD        Z22, Z24, Z7
-	VPMADDUBSW      196(R8), Z23, Z24
-	VPDPWSSD        Z22, Z24, Z8
-	VPMADDUBSW      196(R8)(CX*1), Z23, Z24
-	VPDPWSSD        Z22, Z24, Z9
-	VPMADDUBSW      196(R8)(CX*2), Z23, Z24
-	VPDPWSSD        Z22, Z24, Z10
-	VPMADDUBSW      196(R8)(DI*1), Z23, Z24
-	VPDPWSSD        Z22, Z24, Z11
-	VPMADDUBSW      196(R9), Z23, Z24
-	VPDPWSSD        Z22, Z24, Z12
-	VPMADDUBSW      196(R9)(CX*1), Z23, Z24
-	VPDPWSSD        Z22, Z24, Z13
-	VPMADDUBSW      196(R9)(CX*2), Z23, Z24
-	VPDPWSSD        Z22, Z24, Z14
-	VPMADDUBSW      196(R9)(DI*1), Z23, Z24
-	VPDPWSSD        Z22, Z24, Z15
-	VPMADDUBSW      196(R10), Z23, Z24
-	VPDPWSSD        Z22, Z24, Z16
-	VPMADDUBSW      196(R10)(CX*1), Z23, Z24
-	VPDPWSSD        Z22, Z24, Z17
-	VPMADDUBSW      196(R10)(CX*2), Z23, Z24
-	VPDPWSSD        Z22, Z24, Z18
-	VPMADDUBSW      196(R10)(DI*1), Z23, Z23
-	VPDPWSSD        Z22, Z23, Z19
-	VEXTRACTI64X4   $0x01, Z4, Y21
-	VPADDD          Y4, Y21, Y21
-	VPMADDWD        260(SI), Y20, Y4
-	VINSERTI64X4    $0x01, Y4, Z21, Z4
-	VEXTRACTI64X4   $0x01, Z5, Y21
-	VPADDD          Y5, Y21, Y21
-	VPMADDWD        260(SI)(CX*1), Y20, Y5
-	VINSERTI64X4    $0x01, Y5, Z21, Z5
-	VEXTRACTI64X4   $0x01, Z6, Y21
-	VPADDD          Y6, Y21, Y21
-	VPMADDWD        260(SI)(CX*2), Y20, Y6
-	VINSERTI64X4    $0x01, Y6, Z21, Z6
-	VEXTRACTI64X4   $0x01, Z7, Y21
-	VPADDD          Y7, Y21, Y21
-	VPMADDWD        260(SI)(DI*1), Y20, Y7
-	VINSERTI64X4    $0x01, Y7, Z21, Z7
-	VEXTRACTI64X4   $0x01, Z8, Y21
-	VPADDD          Y8, Y21, Y21
-	VPMADDWD        260(R8), Y20, Y8
-	VINSERTI64X4    $0x01, Y8, Z21, Z8
-	VEXTRACTI64X4   $0x01, Z9, Y21
-	VPADDD          Y9, Y21, Y21
-	VPMADDWD        260(R8)(CX*1), Y20, Y9
-	VINSERTI64X4    $0x01, Y9, Z21, Z9
-	VEXTRACTI64X4   $0x01, Z10, Y21
-	VPADDD          Y10, Y21, Y21
-	VPMADDWD        260(R8)(CX*2), Y20, Y10
-	VINSERTI64X4    $0x01, Y10, Z21, Z10
-	VEXTRACTI64X4   $0x01, Z11, Y21
-	VPADDD          Y11, Y21, Y21
-	VPMADDWD        260(R8)(DI*1), Y20, Y11
-	VINSERTI64X4    $0x01, Y11, Z21, Z11
-	VEXTRACTI64X4   $0x01, Z12, Y21
-	VPADDD          Y12, Y21, Y21
-	VPMADDWD        260(R9), Y20, Y12
-	VINSERTI64X4    $0x01, Y12, Z21, Z12
-	VEXTRACTI64X4   $0x01, Z13, Y21
-	VPADDD          Y13, Y21, Y21
-	VPMADDWD        260(R9)(CX*1), Y20, Y13
-	VINSERTI64X4    $0x01, Y13, Z21, Z13
-	VEXTRACTI64X4   $0x01, Z14, Y21
-	VPADDD          Y14, Y21, Y21
-	VPMADDWD        260(R9)(CX*2), Y20, Y14
-	VINSERTI64X4    $0x01, Y14, Z21, Z14
-	VEXTRACTI64X4   $0x01, Z15, Y21
-	VPADDD          Y15, Y21, Y21
-	VPMADDWD        260(R9)(DI*1), Y20, Y15
-	VINSERTI64X4    $0x01, Y15, Z21, Z15
-	VEXTRACTI64X4   $0x01, Z16, Y21
-	VPADDD          Y16, Y21, Y21
-	VPMADDWD        260(R10), Y20, Y16
-	VINSERTI64X4    $0x01, Y16, Z21, Z16
-	VEXTRACTI64X4   $0x01, Z17, Y21
-	VPADDD          Y17, Y21, Y21
-	VPMADDWD        260(R10)(CX*1), Y20, Y17
-	VINSERTI64X4    $0x01, Y17, Z21, Z17
-	VEXTRACTI64X4   $0x01, Z18, Y21
-	VPADDD          Y18, Y21, Y21
-	VPMADDWD        260(R10)(CX*2), Y20, Y18
-	VINSERTI64X4    $0x01, Y18, Z21, Z18
-	VEXTRACTI64X4   $0x01, Z19, Y21
-	VPADDD          Y19, Y21, Y21
-	VPMADDWD        260(R10)(DI*1), Y20, Y19
-	VINSERTI64X4    $0x01, Y19, Z21, Z19
-	VPUNPCKLDQ      Z5, Z4, Z20
-	VPUNPCKHDQ      Z5, Z4, Z22
-	VPADDD          Z22, Z20, Z20
-	VPUNPCKLDQ      Z7, Z6, Z22
-	VPUNPCKHDQ      Z7, Z6, Z23
-	VPADDD          Z23, Z22, Z22
-	VPUNPCKLDQ      Z9, Z8, Z23
-	VPUNPCKHDQ      Z9, Z8, Z24
-	VPADDD          Z24, Z23, Z23
-	VPUNPCKLDQ      Z11, Z10, Z24
-	VPUNPCKHDQ      Z11, Z10, Z25
-	VPADDD          Z25, Z24, Z24
-	VPUNPCKLDQ      Z13, Z12, Z25
-	VPUNPCKHDQ      Z13, Z12, Z26
-	VPADDD          Z26, Z25, Z25
-	VPUNPCKLDQ      Z15, Z14, Z26
-	VPUNPCKHDQ      Z15, Z14, Z27
-	VPADDD          Z27, Z26, Z26
-	VPUNPCKLDQ      Z17, Z16, Z27
-	VPUNPCKHDQ      Z17, Z16, Z28
-	VPADDD          Z28, Z27, Z27
-	VPUNPCKLDQ      Z19, Z18, Z28
-	VPUNPCKHDQ      Z19, Z18, Z29
-	VPADDD          Z29, Z28, Z28
-	VPUNPCKLQDQ     Z22, Z20, Z29
-	VPUNPCKHQDQ     Z22, Z20, Z20
-	VPADDD          Z20, Z29, Z29
-	VPUNPCKLQDQ     Z24, Z23, Z20
-	VPUNPCKHQDQ     Z24, Z23, Z22
-	VPADDD          Z22, Z20, Z20
-	VPUNPCKLQDQ     Z26, Z25, Z22
-	VPUNPCKHQDQ     Z26, Z25, Z23
-	VPADDD          Z23, Z22, Z22
-	VPUNPCKLQDQ     Z28, Z27, Z23
-	VPUNPCKHQDQ     Z28, Z27, Z24
-	VPADDD          Z24, Z23, Z23
-	VSHUFI32X4      $0x88, Z20, Z29, Z24
-	VSHUFI32X4      $0xdd, Z20, Z29, Z20
-	VPADDD          Z20, Z24, Z24
-	VSHUFI32X4      $0x88, Z23, Z22, Z20
-	VSHUFI32X4      $0xdd, Z23, Z22, Z22
-	VPADDD          Z22, Z20, Z20
-	VSHUFI32X4      $0x88, Z20, Z24, Z22
-	VSHUFI32X4      $0xdd, Z20, Z24, Z20
-	VMOVUPS         (DX), Z23
-	MOVWLZX         (AX), R12
-	VMOVD           R12, X21
-	VCVTPH2PS       X21, Y24
-	VBROADCASTSS    X24, Z24
-	MOVWLZX         2(AX), R12
-	VMOVD           R12, X21
-	VCVTPH2PS       X21, Y25
-	VBROADCASTSS    X25, Z25
-	VMULPS          Z23, Z24, Z24
-	VMULPS          Z23, Z25, Z25
-	VCVTDQ2PS       Z22, Z22
-	VCVTDQ2PS       Z20, Z20
-	VMULPS          Z22, Z24, Z24
-	VMULPS          Z20, Z25, Z25
-	VSUBPS          Z25, Z24, Z24
-	VADDPS          Z24, Z0, Z0
-	ADDQ            $0x000000b0, AX
-	ADDQ            $0x00000124, SI
-	ADDQ            $0x00000124, R8
-	ADDQ            $0x00000124, R9
-	ADDQ            $0x00000124, R10
-	ADDQ            BX, DX
-	DECQ            R11
-	JMP             loop
-
-done:
-	MOVQ          out+56(FP), AX
-	MOVQ          os+64(FP), CX
-	SHLQ          $0x02, CX
-	VEXTRACTF32X4 $0x00, Z0, X1
-	VEXTRACTPS    $0x00, X1, (AX)
-	ADDQ          CX, AX
-	VEXTRACTPS    $0x01, X1, (AX)
-	ADDQ          CX, AX
-	VEXTRACTPS    $0x02, X1, (AX)
-	ADDQ          CX, AX
-	VEXTRACTPS    $0x03, X1, (AX)
-	ADDQ          CX, AX
-	VEXTRACTF32X4 $0x01, Z0, X1
-	VEXTRACTPS    $0x00, X1, (AX)
-	ADDQ          CX, AX
-	VEXTRACTPS    $0x01, X1, (AX)
-	ADDQ          CX, AX
-	VEXTRACTPS    $0x02, X1, (AX)
-	ADDQ          CX, AX
-	VEXTRACTPS    $0x03, X1, (AX)
-	ADDQ          CX, AX
-	VEXTRACTF32X4 $0x02, Z0, X1
-	VEXTRACTPS    $0x00, X1, (AX)
-	ADDQ          CX, AX
-	VEXTRACTPS    $0x01, X1, (AX)
-	ADDQ          CX, AX
-	VEXTRACTPS    $0x02, X1, (AX)
-	ADDQ          CX, AX
-	VEXTRACTPS    $0x03, X1, (AX)
-	ADDQ          CX, AX
-	VEXTRACTF32X4 $0x03, Z0, X0
-	VEXTRACTPS    $0x00, X0, (AX)
-	ADDQ          CX, AX
-	VEXTRACTPS    $0x01, X0, (AX)
-	ADDQ          CX, AX
-	VEXTRACTPS    $0x02, X0, (AX)
-	ADDQ          CX, AX
-	VEXTRACTPS    $0x03, X0, (AX)
-	ADDQ          CX, AX
-	VZEROUPPER
-	RET
-
-// func dotQ5KAVX512r1t8(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb int, out *float32, os int)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C
-TEXT ·dotQ5KAVX512r1t8(SB), NOSPLIT, $0-72
-	MOVQ      x+0(FP), AX
-	MOVQ      ys+24(FP), CX
-	MOVQ      yd+32(FP), DX
-	MOVQ      yds+40(FP), BX
-	MOVQ      y+16(FP), SI
-	LEAQ      (CX)(CX*2), DI
-	LEAQ      (SI)(CX*4), R8
-	MOVQ      nb+48(FP), R9
-	VPXORD    Z0, Z0, Z0
-	VMOVDQU64 nibbleMask<>+0(SB), Z1
-	VMOVDQU64 q4kShiftHigh<>+0(SB), Z2
-	VMOVDQU64 byteOnes<>+0(SB), Z3
-
-loop:
-	TESTQ           R9, R9
-	JZ              done
-	VPXORD          Z4, Z4, Z4
-	VPXORD          Z5, Z5, Z5
-	VPXORD          Z6, Z6, Z6
-	VPXORD          Z7, Z7, Z7
-	VPXORD          Z8, Z8, Z8
-	VPXORD          Z9, Z9, Z9
-	VPXORD          Z10, Z10, Z10
-	VPXORD          Z11, Z11, Z11
-	VMOVDQU32       4(AX), X12
-	VPSHUFB         q4kGatherLow<>+0(SB), X12, X13
-	VPSRLW          $0x04, X13, X14
-	VPANDD          q4kMaskHigh<>+0(SB), X14, X14
-	VPANDD          q4kMaskLow<>+0(SB), X13, X13
-	VPORD           X14, X13, X13
-	VPSHUFB         q4kGatherTop<>+0(SB), X12, X12
-	VPSRLW          $0x02, X12, X12
-	VPANDD          bits45Mask<>+0(SB), X12, X12
-	VPORD           X12, X13, X13
-	VPSHUFB         q4kMinPairs<>+0(SB), X13, X12
-	VPMOVZXBW       X12, Y12
-	VPMOVZXBW       X13, Y13
-	VSHUFI64X2      $0x00, Z13, Z13, Z14
-	VBROADCASTI64X4 48(AX), Z15
-	VPSRLVW         Z2, Z15, Z15
-	VPANDD          Z1, Z15, Z15
-	VBROADCASTI64X4 16(AX), Z16
-	VPSRLVW         q5kShiftBits<>+0(SB), Z16, Z16
-	VPANDD          Z3, Z16, Z16
-	VPSLLW          $0x04, Z16, Z16
-	VPORD           Z16, Z15, Z15
-	VPSHUFB         q4kShuf512<>+0(SB), Z14, Z16
-	VPMADDUBSW      4(SI), Z15, Z17
-	VPDPWSSD        Z16, Z17, Z4
-	VPMADDUBSW      4(SI)(CX*1), Z15, Z17
-	VPDPWSSD        Z16, Z17, Z5
-	VPMADDUBSW      4(SI)(CX*2), Z15, Z17
-	VPDPWSSD        Z16, Z17, Z6
-	VPMADDUBSW      4(SI)(DI*1), Z15, Z17
-	VPDPWSSD        Z16, Z17, Z7
-	VPMADDUBSW      4(R8), Z15, Z17
-	VPDPWSSD        Z16, Z17, Z8
-	VPMADDUBSW      4(R8)(CX*1), Z15, Z17
-	VPDPWSSD        Z16, Z17, Z9
-	VPMADDUBSW      4(R8)(CX*2), Z15, Z17
-	VPDPWSSD        Z16, Z17, Z10
-	VPMADDUBSW      4(R8)(DI*1), Z15, Z15
-	VPDPWSSD        Z16, Z15, Z11
-	VBROADCASTI64X4 80(AX), Z15
-	VPSRLVW         Z2, Z15, Z15
-	VPANDD          Z1, Z15, Z15
-	VBROADCASTI64X4 16(AX), Z16
-	VPSRLVW         q5kShiftBits<>+64(SB), Z16, Z16
-	VPANDD          Z3, Z16, Z16
-	VPSLLW          $0x04, Z16, Z16
-	VPORD           Z16, Z15, Z15
-	VPSHUFB         q4kShuf512<>+64(SB), Z14, Z16
-	VPMADDUBSW      68(SI), Z15, Z17
-	VPDPWSSD        Z16, Z17, Z4
-	VPMADDUBSW      68(SI)(CX*1), Z15, Z17
-	VPDPWSSD        Z16, Z17, Z5
-	VPMADDUBSW      68(SI)(CX*2), Z15, Z17
-	VPDPWSSD        Z16, Z17, Z6
-	VPMADDUBSW      68(SI)(DI*1), Z15, Z17
-	VPDPWSSD        Z16, Z17, Z7
-	VPMADDUBSW      68(R8), Z15, Z17
-	VPDPWSSD        Z16, Z17, Z8
-	VPMADDUBSW      68(R8)(CX*1), Z15, Z17
-	VPDPWSSD        Z16, Z17, Z9
-	VPMADDUBSW      68(R8)(CX*2), Z15, Z17
-	VPDPWSSD        Z16, Z17, Z10
-	VPMADDUBSW      68(R8)(DI*1), Z15, Z15
-	VPDPWSSD        Z16, Z15, Z11
-	VBROADCASTI64X4 112(AX), Z15
-	VPSRLVW         Z2, Z15, Z15
-	VPANDD          Z1, Z15, Z15
-	VBROADCASTI64X4 16(AX), Z16
-	VPSRLVW         q5kShiftBits<>+128(SB), Z16, Z16
-	VPANDD          Z3, Z16, Z16
-	VPSLLW          $0x04, Z16, Z16
-	VPORD           Z16, Z15, Z15
-	VPSHUFB         q4kShuf512<>+128(SB), Z14, Z16
-	VPMADDUBSW      132(SI), Z15, Z17
-	VPDPWSSD        Z16, Z17, Z4
-	VPMADDUBSW      132(SI)(CX*1), Z15, Z17
-	VPDPWSSD        Z16, Z17, Z5
-	VPMADDUBSW      132(SI)(CX*2), Z15, Z17
-	VPDPWSSD        Z16, Z17, Z6
-	VPMADDUBSW      132(SI)(DI*1), Z15, Z17
-	VPDPWSSD        Z16, Z17, Z7
-	VPMADDUBSW      132(R8), Z15, Z17
-	VPDPWSSD        Z16, Z17, Z8
-	VPMADDUBSW      132(R8)(CX*1), Z15, Z17
-	VPDPWSSD        Z16, Z17, Z9
-	VPMADDUBSW      132(R8)(CX*2), Z15, Z17
-	VPDPWSSD        Z16, Z17, Z10
-	VPMADDUBSW      132(R8)(DI*1), Z15, Z15
-	VPDPWSSD        Z16, Z15, Z11
-	VBROADCASTI64X4 144(AX), Z15
-	VPSRLVW         Z2, Z15, Z15
-	VPANDD          Z1, Z15, Z15
-	VBROADCASTI64X4 16(AX), Z16
-	VPSRLVW         q5kShiftBits<>+192(SB), Z16, Z16
-	VPANDD          Z3, Z16, Z16
-	VPSLLW          $0x04, Z16, Z16
-	VPORD           Z16, Z15, Z15
-	VPSHUFB         q4kShuf512<>+192(SB), Z14, Z14
-	VPMADDUBSW      196(SI), Z15, Z16
-	VPDPWSSD        Z14, Z16, Z4
-	VPMADDUBSW      196(SI)(CX*1), Z15, Z16
-	VPDPWSSD        Z14, Z16, Z5
-	VPMADDUBSW      196(SI)(CX*2), Z15, Z16
-	VPDPWSSD        Z14, Z16, Z6
-	VPMADDUBSW      196(SI)(DI*1), Z15, Z16
-	VPDPWSSD        Z14, Z16, Z7
-	VPMADDUBSW      196(R8), Z15, Z16
-	VPDPWSSD        Z14, Z16, Z8
-	VPMADDUBSW      196(R8)(CX*1), Z15, Z16
-	VPDPWSSD        Z14, Z16, Z9
-	VPMADDUBSW      196(R8)(CX*2), Z15, Z16
-	VPDPWSSD        Z14, Z16, Z10
-	VPMADDUBSW      196(R8)(DI*1), Z15, Z15
-	VPDPWSSD        Z14, Z15, Z11
-	VEXTRACTI64X4   $0x01, Z4, Y13
-	VPADDD          Y4, Y13, Y13
-	VPMADDWD        260(SI), Y12, Y4
-	VINSERTI64X4    $0x01, Y4, Z13, Z4
-	VEXTRACTI64X4   $0x01, Z5, Y13
-	VPADDD          Y5, Y13, Y13
-	VPMADDWD        260(SI)(CX*1), Y12, Y5
-	VINSERTI64X4    $0x01, Y5, Z13, Z5
-	VEXTRACTI64X4   $0x01, Z6, Y13
-	VPADDD          Y6, Y13, Y13
-	VPMADDWD        260(SI)(CX*2), Y12, Y6
-	VINSERTI64X4    $0x01, Y6, Z13, Z6
-	VEXTRACTI64X4   $0x01, Z7, Y13
-	VPADDD          Y7, Y13, Y13
-	VPMADDWD        260(SI)(DI*1), Y12, Y7
-	VINSERTI64X4    $0x01, Y7, Z13, Z7
-	VEXTRACTI64X4   $0x01, Z8, Y13
-	VPADDD          Y8, Y13, Y13
-	VPMADDWD        260(R8), Y12, Y8
-	VINSERTI64X4    $0x01, Y8, Z13, Z8
-	VEXTRACTI64X4   $0x01, Z9, Y13
-	VPADDD          Y9, Y13, Y13
-	VPMADDWD        260(R8)(CX*1), Y12, Y9
-	VINSERTI64X4    $0x01, Y9, Z13, Z9
-	VEXTRACTI64X4   $0x01, Z10, Y13
-	VPADDD          Y10, Y13, Y13
-	VPMADDWD        260(R8)(CX*2), Y12, Y10
-	VINSERTI64X4    $0x01, Y10, Z13, Z10
-	VEXTRACTI64X4   $0x01, Z11, Y13
-	VPADDD          Y11, Y13, Y13
-	VPMADDWD        260(R8)(DI*1), Y12, Y11
-	VINSERTI64X4    $0x01, Y11, Z13, Z11
-	VPUNPCKLDQ      Z5, Z4, Z14
-	VPUNPCKHDQ      Z5, Z4, Z15
-	VPADDD          Z15, Z14, Z14
-	VPUNPCKLDQ      Z7, Z6, Z15
-	VPUNPCKHDQ      Z7, Z6, Z16
-	VPADDD          Z16, Z15, Z15
-	VPUNPCKLDQ      Z9, Z8, Z16
-	VPUNPCKHDQ      Z9, Z8, Z17
-	VPADDD          Z17, Z16, Z16
-	VPUNPCKLDQ      Z11, Z10, Z17
-	VPUNPCKHDQ      Z11, Z10, Z18
-	VPADDD          Z18, Z17, Z17
-	VPUNPCKLQDQ     Z15, Z14, Z18
-	VPUNPCKHQDQ     Z15, Z14, Z14
-	VPADDD          Z14, Z18, Z18
-	VPUNPCKLQDQ     Z17, Z16, Z14
-	VPUNPCKHQDQ     Z17, Z16, Z15
-	VPADDD          Z15, Z14, Z14
-	VSHUFI32X4      $0x88, Z14, Z18, Z15
-	VSHUFI32X4      $0xdd, Z14, Z18, Z14
-	VPADDD          Z14, Z15, Z15
-	VSHUFI32X4      $0x88, Z15, Z15, Z14
-	VSHUFI32X4      $0xdd, Z15, Z15, Z15
-	VMOVUPS         (DX), Y12
-	MOVWLZX         (AX), R10
-	VMOVD           R10, X13
-	VCVTPH2PS       X13, Y16
-	VBROADCASTSS    X16, Z16
-	MOVWLZX         2(AX), R10
-	VMOVD           R10, X13
-	VCVTPH2PS       X13, Y17
-	VBROADCASTSS    X17, Z17
-	VMULPS          Z12, Z16, Z16
-	VMULPS          Z12, Z17, Z17
-	VCVTDQ2PS       Z14, Z14
-	VCVTDQ2PS       Z15, Z15
-	VMULPS          Z14, Z16, Z16
-	VMULPS          Z15, Z17, Z17
-	VSUBPS          Z17, Z16, Z16
-	VADDPS          Z16, Z0, Z0
-	ADDQ            $0x000000b0, AX
-	ADDQ            $0x00000124, SI
-	ADDQ            $0x00000124, R8
-	ADDQ            BX, DX
-	DECQ            R9
-	JMP             loop
-
-done:
-	MOVQ          out+56(FP), AX
-	MOVQ          os+64(FP), CX
-	SHLQ          $0x02, CX
-	VEXTRACTF32X4 $0x00, Z0, X1
-	VEXTRACTPS    $0x00, X1, (AX)
-	ADDQ          CX, AX
-	VEXTRACTPS    $0x01, X1, (AX)
-	ADDQ          CX, AX
-	VEXTRACTPS    $0x02, X1, (AX)
-	ADDQ          CX, AX
-	VEXTRACTPS    $0x03, X1, (AX)
-	ADDQ          CX, AX
-	VEXTRACTF32X4 $0x01, Z0, X0
-	VEXTRACTPS    $0x00, X0, (AX)
-	ADDQ          CX, AX
-	VEXTRACTPS    $0x01, X0, (AX)
-	ADDQ          CX, AX
-	VEXTRACTPS    $0x02, X0, (AX)
-	ADDQ          CX, AX
-	VEXTRACTPS    $0x03, X0, (AX)
-	ADDQ          CX, AX
-	VZEROUPPER
-	RET
-
-// func dotQ5KAVX512r1t4(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb int, out *float32, os int)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C
-TEXT ·dotQ5KAVX512r1t4(SB), NOSPLIT, $0-72
-	MOVQ      x+0(FP), AX
-	MOVQ      ys+24(FP), CX
-	MOVQ      yd+32(FP), DX
-	MOVQ      yds+40(FP), BX
-	MOVQ      y+16(FP), SI
-	LEAQ      (CX)(CX*2), DI
-	MOVQ      nb+48(FP), R8
-	VPXORD    Z0, Z0, Z0
-	VMOVDQU64 nibbleMask<>+0(SB), Z1
-	VMOVDQU64 q4kShiftHigh<>+0(SB), Z2
-	VMOVDQU64 byteOnes<>+0(SB), Z3
-
-loop:
-	TESTQ           R8, R8
-	JZ              done
-	VPXORD          Z4, Z4, Z4
-	VPXORD          Z5, Z5, Z5
-	VPXORD          Z6, Z6, Z6
-	VPXORD          Z7, Z7, Z7
-	VMOVDQU32       4(AX), X8
-	VPSHUFB         q4kGatherLow<>+0(SB), X8, X9
-	VPSRLW          $0x04, X9, X10
-	VPANDD          q4kMaskHigh<>+0(SB), X10, X10
-	VPANDD          q4kMaskLow<>+0(SB), X9, X9
-	VPORD           X10, X9, X9
-	VPSHUFB         q4kGatherTop<>+0(SB), X8, X8
-	VPSRLW          $0x02, X8, X8
-	VPANDD          bits45Mask<>+0(SB), X8, X8
-	VPORD           X8, X9, X9
-	VPSHUFB         q4kMinPairs<>+0(SB), X9, X8
-	VPMOVZXBW       X8, Y8
-	VPMOVZXBW       X9, Y9
-	VSHUFI64X2      $0x00, Z9, Z9, Z10
-	VBROADCASTI64X4 48(AX), Z11
-	VPSRLVW         Z2, Z11, Z11
-	VPANDD          Z1, Z11, Z11
-	VBROADCASTI64X4 16(AX), Z12
-	VPSRLVW         q5kShiftBits<>+0(SB), Z12, Z12
-	VPANDD          Z3, Z12, Z12
-	VPSLLW          $0x04, Z12, Z12
-	VPORD           Z12, Z11, Z11
-	VPSHUFB         q4kShuf512<>+0(SB), Z10, Z12
-	VPMADDUBSW      4(SI), Z11, Z14
-	VPDPWSSD        Z12, Z14, Z4
-	VPMADDUBSW      4(SI)(CX*1), Z11, Z14
-	VPDPWSSD        Z12, Z14, Z5
-	VPMADDUBSW      4(SI)(CX*2), Z11, Z14
-	VPDPWSSD        Z12, Z14, Z6
-	VPMADDUBSW      4(SI)(DI*1), Z11, Z11
-	VPDPWSSD        Z12, Z11, Z7
-	VBROADCASTI64X4 80(AX), Z11
-	VPSRLVW         Z2, Z11, Z11
-	VPANDD          Z1, Z11, Z11
-	VBROADCASTI64X4 16(AX), Z12
-	VPSRLVW         q5kShiftBits<>+64(SB), Z12, Z12
-	VPANDD          Z3, Z12, Z12
-	VPSLLW          $0x04, Z12, Z12
-	VPORD           Z12, Z11, Z11
-	VPSHUFB         q4kShuf512<>+64(SB), Z10, Z12
-	VPMADDUBSW      68(SI), Z11, Z14
-	VPDPWSSD        Z12, Z14, Z4
-	VPMADDUBSW      68(SI)(CX*1), Z11, Z14
-	VPDPWSSD        Z12, Z14, Z5
-	VPMADDUBSW      68(SI)(CX*2), Z11, Z14
-	VPDPWSSD        Z12, Z14, Z6
-	VPMADDUBSW      68(SI)(DI*1), Z11, Z11
-	VPDPWSSD        Z12, Z11, Z7
-	VBROADCASTI64X4 112(AX), Z11
-	VPSRLVW         Z2, Z11, Z11
-	VPANDD          Z1, Z11, Z11
-	VBROADCASTI64X4 16(AX), Z12
-	VPSRLVW         q5kShiftBits<>+128(SB), Z12, Z12
-	VPANDD          Z3, Z12, Z12
-	VPSLLW          $0x04, Z12, Z12
-	VPORD           Z12, Z11, Z11
-	VPSHUFB         q4kShuf512<>+128(SB), Z10, Z12
-	VPMADDUBSW      132(SI), Z11, Z14
-	VPDPWSSD        Z12, Z14, Z4
-	VPMADDUBSW      132(SI)(CX*1), Z11, Z14
-	VPDPWSSD        Z12, Z14, Z5
-	VPMADDUBSW      132(SI)(CX*2), Z11, Z14
-	VPDPWSSD        Z12, Z14, Z6
-	VPMADDUBSW      132(SI)(DI*1), Z11, Z11
-	VPDPWSSD        Z12, Z11, Z7
-	VBROADCASTI64X4 144(AX), Z11
-	VPSRLVW         Z2, Z11, Z11
-	VPANDD          Z1, Z11, Z11
-	VBROADCASTI64X4 16(AX), Z12
-	VPSRLVW         q5kShiftBits<>+192(SB), Z12, Z12
-	VPANDD          Z3, Z12, Z12
-	VPSLLW          $0x04, Z12, Z12
-	VPORD           Z12, Z11, Z11
-	VPSHUFB         q4kShuf512<>+192(SB), Z10, Z10
-	VPMADDUBSW      196(SI), Z11, Z12
-	VPDPWSSD        Z10, Z12, Z4
-	VPMADDUBSW      196(SI)(CX*1), Z11, Z12
-	VPDPWSSD        Z10, Z12, Z5
-	VPMADDUBSW      196(SI)(CX*2), Z11, Z12
-	VPDPWSSD        Z10, Z12, Z6
-	VPMADDUBSW      196(SI)(DI*1), Z11, Z11
-	VPDPWSSD        Z10, Z11, Z7
-	VEXTRACTI64X4   $0x01, Z4, Y9
-	VPADDD          Y4, Y9, Y9
-	VPMADDWD        260(SI), Y8, Y4
-	VINSERTI64X4    $0x01, Y4, Z9, Z4
-	VEXTRACTI64X4   $0x01, Z5, Y9
-	VPADDD          Y5, Y9, Y9
-	VPMADDWD        260(SI)(CX*1), Y8, Y5
-	VINSERTI64X4    $0x01, Y5, Z9, Z5
-	VEXTRACTI64X4   $0x01, Z6, Y9
-	VPADDD          Y6, Y9, Y9
-	VPMADDWD        260(SI)(CX*2), Y8, Y6
-	VINSERTI64X4    $0x01, Y6, Z9, Z6
-	VEXTRACTI64X4   $0x01, Z7, Y9
-	VPADDD          Y7, Y9, Y9
-	VPMADDWD        260(SI)(DI*1), Y8, Y7
-	VINSERTI64X4    $0x01, Y7, Z9, Z7
-	VPUNPCKLDQ      Z5, Z4, Z8
-	VPUNPCKHDQ      Z5, Z4, Z10
-	VPADDD          Z10, Z8, Z8
-	VPUNPCKLDQ      Z7, Z6, Z10
-	VPUNPCKHDQ      Z7, Z6, Z11
-	VPADDD          Z11, Z10, Z10
-	VPUNPCKLQDQ     Z10, Z8, Z11
-	VPUNPCKHQDQ     Z10, Z8, Z8
-	VPADDD          Z8, Z11, Z11
-	VSHUFI32X4      $0x88, Z11, Z11, Z8
-	VSHUFI32X4      $0xdd, Z11, Z11, Z10
-	VPADDD          Z10, Z8, Z8
-	VSHUFI32X4      $0x88, Z8, Z8, Z10
-	VSHUFI32X4      $0xdd, Z8, Z8, Z8
-	VMOVUPS         (DX), X13
-	MOVWLZX         (AX), R9
-	VMOVD           R9, X9
-	VCVTPH2PS       X9, Y11
-	VBROADCASTSS    X11, Z11
-	MOVWLZX         2(AX), R9
-	VMOVD           R9, X9
-	VCVTPH2PS       X9, Y12
-	VBROADCASTSS    X12, Z12
-	VMULPS          Z13, Z11, Z11
-	VMULPS          Z13, Z12, Z12
-	VCVTDQ2PS       Z10, Z10
-	VCVTDQ2PS       Z8, Z8
-	VMULPS          Z10, Z11, Z11
-	VMULPS          Z8, Z12, Z12
-	VSUBPS          Z12, Z11, Z11
-	VADDPS          Z11, Z0, Z0
-	ADDQ            $0x000000b0, AX
-	ADDQ            $0x00000124, SI
-	ADDQ            BX, DX
-	DECQ            R8
-	JMP             loop
-
-done:
-	MOVQ          out+56(FP), AX
-	MOVQ          os+64(FP), CX
-	SHLQ          $0x02, CX
-	VEXTRACTF32X4 $0x00, Z0, X0
-	VEXTRACTPS    $0x00, X0, (AX)
-	ADDQ          CX, AX
-	VEXTRACTPS    $0x01, X0, (AX)
-	ADDQ          CX, AX
-	VEXTRACTPS    $0x02, X0, (AX)
-	ADDQ          CX, AX
-	VEXTRACTPS    $0x03, X0, (AX)
-	ADDQ          CX, AX
-	VZEROUPPER
-	RET
-
 // func dotQ4KAVX512r4t4(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb int, out *float32, os int)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, MMX+
 TEXT ·dotQ4KAVX512r4t4(SB), NOSPLIT, $0-72
@@ -29464,1021 +28503,6 @@ done:
 	VMOVUPS Z16, (AX)
 	ADDQ    CX, AX
 	VMOVUPS Z17, (AX)
-	VZEROUPPER
-	RET
-
-// func dotQ4_1AVX512x16t1(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
-// Requires: AVX, AVX512BW, AVX512F, AVX512VL, MMX+
-TEXT ·dotQ4_1AVX512x16t1(SB), NOSPLIT, $64-56
-	MOVQ   rb+8(FP), AX
-	MOVQ   x+0(FP), CX
-	LEAQ   (AX)(AX*2), DX
-	LEAQ   (CX)(AX*4), BX
-	LEAQ   (BX)(AX*4), SI
-	LEAQ   (SI)(AX*4), DI
-	LEAQ   (DI)(AX*4), R8
-	LEAQ   (R8)(AX*4), R9
-	LEAQ   (R9)(AX*4), R10
-	LEAQ   (R10)(AX*4), R11
-	MOVQ   y+16(FP), R12
-	MOVQ   nb+32(FP), R13
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-
-loop:
-	TESTQ         R13, R13
-	JZ            done
-	PREFETCHT2    (R8)
-	PREFETCHT2    (R8)(AX*1)
-	PREFETCHT2    (R8)(AX*2)
-	PREFETCHT2    (R8)(DX*1)
-	PREFETCHT2    (R9)
-	PREFETCHT2    (R9)(AX*1)
-	PREFETCHT2    (R9)(AX*2)
-	PREFETCHT2    (R9)(DX*1)
-	PREFETCHT2    (R10)
-	PREFETCHT2    (R10)(AX*1)
-	PREFETCHT2    (R10)(AX*2)
-	PREFETCHT2    (R10)(DX*1)
-	PREFETCHT2    (R11)
-	PREFETCHT2    (R11)(AX*1)
-	PREFETCHT2    (R11)(AX*2)
-	PREFETCHT2    (R11)(DX*1)
-	VINSERTI32X4  $0x00, 4(CX), Z0, Z2
-	VINSERTI32X4  $0x01, 4(BX), Z2, Z2
-	VINSERTI32X4  $0x02, 4(SI), Z2, Z2
-	VINSERTI32X4  $0x03, 4(DI), Z2, Z2
-	VINSERTI32X4  $0x00, 4(CX)(AX*1), Z0, Z3
-	VINSERTI32X4  $0x01, 4(BX)(AX*1), Z3, Z3
-	VINSERTI32X4  $0x02, 4(SI)(AX*1), Z3, Z3
-	VINSERTI32X4  $0x03, 4(DI)(AX*1), Z3, Z3
-	VINSERTI32X4  $0x00, 4(CX)(AX*2), Z0, Z4
-	VINSERTI32X4  $0x01, 4(BX)(AX*2), Z4, Z4
-	VINSERTI32X4  $0x02, 4(SI)(AX*2), Z4, Z4
-	VINSERTI32X4  $0x03, 4(DI)(AX*2), Z4, Z4
-	VINSERTI32X4  $0x00, 4(CX)(DX*1), Z0, Z5
-	VINSERTI32X4  $0x01, 4(BX)(DX*1), Z5, Z5
-	VINSERTI32X4  $0x02, 4(SI)(DX*1), Z5, Z5
-	VINSERTI32X4  $0x03, 4(DI)(DX*1), Z5, Z5
-	VPUNPCKLDQ    Z3, Z2, Z6
-	VPUNPCKHDQ    Z3, Z2, Z2
-	VPUNPCKLDQ    Z5, Z4, Z3
-	VPUNPCKHDQ    Z5, Z4, Z4
-	VPUNPCKLQDQ   Z3, Z6, Z5
-	VPUNPCKHQDQ   Z3, Z6, Z3
-	VPUNPCKLQDQ   Z4, Z2, Z6
-	VPUNPCKHQDQ   Z4, Z2, Z2
-	VPSRLW        $0x04, Z5, Z4
-	VPANDD        nibbleMask<>+0(SB), Z4, Z4
-	VPANDD        nibbleMask<>+0(SB), Z5, Z5
-	VPSRLW        $0x04, Z3, Z8
-	VPANDD        nibbleMask<>+0(SB), Z8, Z8
-	VPANDD        nibbleMask<>+0(SB), Z3, Z3
-	VPSRLW        $0x04, Z6, Z9
-	VPANDD        nibbleMask<>+0(SB), Z9, Z9
-	VPANDD        nibbleMask<>+0(SB), Z6, Z6
-	VPSRLW        $0x04, Z2, Z10
-	VPANDD        nibbleMask<>+0(SB), Z10, Z10
-	VPANDD        nibbleMask<>+0(SB), Z2, Z2
-	VMOVDQA32     X0, X7
-	VMOVDQA32     X0, X11
-	VPINSRW       $0x00, (CX), X7, X7
-	VPINSRW       $0x00, (SI), X11, X11
-	VPINSRW       $0x01, (CX)(AX*1), X7, X7
-	VPINSRW       $0x01, (SI)(AX*1), X11, X11
-	VPINSRW       $0x02, (CX)(AX*2), X7, X7
-	VPINSRW       $0x02, (SI)(AX*2), X11, X11
-	VPINSRW       $0x03, (CX)(DX*1), X7, X7
-	VPINSRW       $0x03, (SI)(DX*1), X11, X11
-	VPINSRW       $0x04, (BX), X7, X7
-	VPINSRW       $0x04, (DI), X11, X11
-	VPINSRW       $0x05, (BX)(AX*1), X7, X7
-	VPINSRW       $0x05, (DI)(AX*1), X11, X11
-	VPINSRW       $0x06, (BX)(AX*2), X7, X7
-	VPINSRW       $0x06, (DI)(AX*2), X11, X11
-	VPINSRW       $0x07, (BX)(DX*1), X7, X7
-	VPINSRW       $0x07, (DI)(DX*1), X11, X11
-	VINSERTI32X4  $0x01, X11, Y7, Y11
-	VCVTPH2PS     Y11, Z11
-	VMOVDQA32     X0, X7
-	VMOVDQA32     X0, X12
-	VPINSRW       $0x00, 2(CX), X7, X7
-	VPINSRW       $0x00, 2(SI), X12, X12
-	VPINSRW       $0x01, 2(CX)(AX*1), X7, X7
-	VPINSRW       $0x01, 2(SI)(AX*1), X12, X12
-	VPINSRW       $0x02, 2(CX)(AX*2), X7, X7
-	VPINSRW       $0x02, 2(SI)(AX*2), X12, X12
-	VPINSRW       $0x03, 2(CX)(DX*1), X7, X7
-	VPINSRW       $0x03, 2(SI)(DX*1), X12, X12
-	VPINSRW       $0x04, 2(BX), X7, X7
-	VPINSRW       $0x04, 2(DI), X12, X12
-	VPINSRW       $0x05, 2(BX)(AX*1), X7, X7
-	VPINSRW       $0x05, 2(DI)(AX*1), X12, X12
-	VPINSRW       $0x06, 2(BX)(AX*2), X7, X7
-	VPINSRW       $0x06, 2(DI)(AX*2), X12, X12
-	VPINSRW       $0x07, 2(BX)(DX*1), X7, X7
-	VPINSRW       $0x07, 2(DI)(DX*1), X12, X12
-	VINSERTI32X4  $0x01, X12, Y7, Y12
-	VCVTPH2PS     Y12, Z12
-	VMOVUPS       Z12, (SP)
-	VMOVDQA32     Z0, Z12
-	VPDPBUSD.BCST 8(R12), Z5, Z12
-	VPDPBUSD.BCST 12(R12), Z3, Z12
-	VPDPBUSD.BCST 16(R12), Z6, Z12
-	VPDPBUSD.BCST 20(R12), Z2, Z12
-	VPDPBUSD.BCST 24(R12), Z4, Z12
-	VPDPBUSD.BCST 28(R12), Z8, Z12
-	VPDPBUSD.BCST 32(R12), Z9, Z12
-	VPDPBUSD.BCST 36(R12), Z10, Z12
-	VCVTDQ2PS     Z12, Z12
-	VMULPS.BCST   (R12), Z11, Z2
-	VMULPS        Z12, Z2, Z2
-	VMOVUPS       (SP), Z3
-	VMULPS.BCST   4(R12), Z3, Z3
-	VADDPS        Z3, Z2, Z2
-	VADDPS        Z2, Z1, Z1
-	ADDQ          $0x00000014, CX
-	ADDQ          $0x00000014, BX
-	ADDQ          $0x00000014, SI
-	ADDQ          $0x00000014, DI
-	ADDQ          $0x00000014, R8
-	ADDQ          $0x00000014, R9
-	ADDQ          $0x00000014, R10
-	ADDQ          $0x00000014, R11
-	ADDQ          $0x00000028, R12
-	DECQ          R13
-	JMP           loop
-
-done:
-	MOVQ    out+40(FP), AX
-	VMOVUPS Z1, (AX)
-	VZEROUPPER
-	RET
-
-// func dotQ4_1AVX512x16t4(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
-// Requires: AVX, AVX512BW, AVX512F, AVX512VL
-TEXT ·dotQ4_1AVX512x16t4(SB), NOSPLIT, $64-56
-	MOVQ   rb+8(FP), AX
-	MOVQ   x+0(FP), CX
-	LEAQ   (AX)(AX*2), DX
-	LEAQ   (CX)(AX*4), BX
-	LEAQ   (BX)(AX*4), SI
-	LEAQ   (SI)(AX*4), DI
-	MOVQ   ys+24(FP), R8
-	MOVQ   y+16(FP), R9
-	LEAQ   (R8)(R8*2), R10
-	MOVQ   nb+32(FP), R11
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-
-loop:
-	TESTQ         R11, R11
-	JZ            done
-	VINSERTI32X4  $0x00, 4(CX), Z0, Z5
-	VINSERTI32X4  $0x01, 4(BX), Z5, Z5
-	VINSERTI32X4  $0x02, 4(SI), Z5, Z5
-	VINSERTI32X4  $0x03, 4(DI), Z5, Z5
-	VINSERTI32X4  $0x00, 4(CX)(AX*1), Z0, Z6
-	VINSERTI32X4  $0x01, 4(BX)(AX*1), Z6, Z6
-	VINSERTI32X4  $0x02, 4(SI)(AX*1), Z6, Z6
-	VINSERTI32X4  $0x03, 4(DI)(AX*1), Z6, Z6
-	VINSERTI32X4  $0x00, 4(CX)(AX*2), Z0, Z7
-	VINSERTI32X4  $0x01, 4(BX)(AX*2), Z7, Z7
-	VINSERTI32X4  $0x02, 4(SI)(AX*2), Z7, Z7
-	VINSERTI32X4  $0x03, 4(DI)(AX*2), Z7, Z7
-	VINSERTI32X4  $0x00, 4(CX)(DX*1), Z0, Z8
-	VINSERTI32X4  $0x01, 4(BX)(DX*1), Z8, Z8
-	VINSERTI32X4  $0x02, 4(SI)(DX*1), Z8, Z8
-	VINSERTI32X4  $0x03, 4(DI)(DX*1), Z8, Z8
-	VPUNPCKLDQ    Z6, Z5, Z9
-	VPUNPCKHDQ    Z6, Z5, Z5
-	VPUNPCKLDQ    Z8, Z7, Z6
-	VPUNPCKHDQ    Z8, Z7, Z7
-	VPUNPCKLQDQ   Z6, Z9, Z8
-	VPUNPCKHQDQ   Z6, Z9, Z6
-	VPUNPCKLQDQ   Z7, Z5, Z9
-	VPUNPCKHQDQ   Z7, Z5, Z5
-	VPSRLW        $0x04, Z8, Z7
-	VPANDD        nibbleMask<>+0(SB), Z7, Z7
-	VPANDD        nibbleMask<>+0(SB), Z8, Z8
-	VPSRLW        $0x04, Z6, Z11
-	VPANDD        nibbleMask<>+0(SB), Z11, Z11
-	VPANDD        nibbleMask<>+0(SB), Z6, Z6
-	VPSRLW        $0x04, Z9, Z12
-	VPANDD        nibbleMask<>+0(SB), Z12, Z12
-	VPANDD        nibbleMask<>+0(SB), Z9, Z9
-	VPSRLW        $0x04, Z5, Z13
-	VPANDD        nibbleMask<>+0(SB), Z13, Z13
-	VPANDD        nibbleMask<>+0(SB), Z5, Z5
-	VMOVDQA32     X0, X10
-	VMOVDQA32     X0, X14
-	VPINSRW       $0x00, (CX), X10, X10
-	VPINSRW       $0x00, (SI), X14, X14
-	VPINSRW       $0x01, (CX)(AX*1), X10, X10
-	VPINSRW       $0x01, (SI)(AX*1), X14, X14
-	VPINSRW       $0x02, (CX)(AX*2), X10, X10
-	VPINSRW       $0x02, (SI)(AX*2), X14, X14
-	VPINSRW       $0x03, (CX)(DX*1), X10, X10
-	VPINSRW       $0x03, (SI)(DX*1), X14, X14
-	VPINSRW       $0x04, (BX), X10, X10
-	VPINSRW       $0x04, (DI), X14, X14
-	VPINSRW       $0x05, (BX)(AX*1), X10, X10
-	VPINSRW       $0x05, (DI)(AX*1), X14, X14
-	VPINSRW       $0x06, (BX)(AX*2), X10, X10
-	VPINSRW       $0x06, (DI)(AX*2), X14, X14
-	VPINSRW       $0x07, (BX)(DX*1), X10, X10
-	VPINSRW       $0x07, (DI)(DX*1), X14, X14
-	VINSERTI32X4  $0x01, X14, Y10, Y14
-	VCVTPH2PS     Y14, Z14
-	VMOVDQA32     X0, X10
-	VMOVDQA32     X0, X15
-	VPINSRW       $0x00, 2(CX), X10, X10
-	VPINSRW       $0x00, 2(SI), X15, X15
-	VPINSRW       $0x01, 2(CX)(AX*1), X10, X10
-	VPINSRW       $0x01, 2(SI)(AX*1), X15, X15
-	VPINSRW       $0x02, 2(CX)(AX*2), X10, X10
-	VPINSRW       $0x02, 2(SI)(AX*2), X15, X15
-	VPINSRW       $0x03, 2(CX)(DX*1), X10, X10
-	VPINSRW       $0x03, 2(SI)(DX*1), X15, X15
-	VPINSRW       $0x04, 2(BX), X10, X10
-	VPINSRW       $0x04, 2(DI), X15, X15
-	VPINSRW       $0x05, 2(BX)(AX*1), X10, X10
-	VPINSRW       $0x05, 2(DI)(AX*1), X15, X15
-	VPINSRW       $0x06, 2(BX)(AX*2), X10, X10
-	VPINSRW       $0x06, 2(DI)(AX*2), X15, X15
-	VPINSRW       $0x07, 2(BX)(DX*1), X10, X10
-	VPINSRW       $0x07, 2(DI)(DX*1), X15, X15
-	VINSERTI32X4  $0x01, X15, Y10, Y15
-	VCVTPH2PS     Y15, Z15
-	VMOVUPS       Z15, (SP)
-	VMOVDQA32     Z0, Z15
-	VPDPBUSD.BCST 8(R9), Z8, Z15
-	VPDPBUSD.BCST 12(R9), Z6, Z15
-	VPDPBUSD.BCST 16(R9), Z9, Z15
-	VPDPBUSD.BCST 20(R9), Z5, Z15
-	VPDPBUSD.BCST 24(R9), Z7, Z15
-	VPDPBUSD.BCST 28(R9), Z11, Z15
-	VPDPBUSD.BCST 32(R9), Z12, Z15
-	VPDPBUSD.BCST 36(R9), Z13, Z15
-	VCVTDQ2PS     Z15, Z15
-	VMULPS.BCST   (R9), Z14, Z16
-	VMULPS        Z15, Z16, Z16
-	VMOVUPS       (SP), Z15
-	VMULPS.BCST   4(R9), Z15, Z15
-	VADDPS        Z15, Z16, Z16
-	VADDPS        Z16, Z1, Z1
-	VMOVDQA32     Z0, Z15
-	VPDPBUSD.BCST 8(R9)(R8*1), Z8, Z15
-	VPDPBUSD.BCST 12(R9)(R8*1), Z6, Z15
-	VPDPBUSD.BCST 16(R9)(R8*1), Z9, Z15
-	VPDPBUSD.BCST 20(R9)(R8*1), Z5, Z15
-	VPDPBUSD.BCST 24(R9)(R8*1), Z7, Z15
-	VPDPBUSD.BCST 28(R9)(R8*1), Z11, Z15
-	VPDPBUSD.BCST 32(R9)(R8*1), Z12, Z15
-	VPDPBUSD.BCST 36(R9)(R8*1), Z13, Z15
-	VCVTDQ2PS     Z15, Z15
-	VMULPS.BCST   (R9)(R8*1), Z14, Z16
-	VMULPS        Z15, Z16, Z16
-	VMOVUPS       (SP), Z15
-	VMULPS.BCST   4(R9)(R8*1), Z15, Z15
-	VADDPS        Z15, Z16, Z16
-	VADDPS        Z16, Z2, Z2
-	VMOVDQA32     Z0, Z15
-	VPDPBUSD.BCST 8(R9)(R8*2), Z8, Z15
-	VPDPBUSD.BCST 12(R9)(R8*2), Z6, Z15
-	VPDPBUSD.BCST 16(R9)(R8*2), Z9, Z15
-	VPDPBUSD.BCST 20(R9)(R8*2), Z5, Z15
-	VPDPBUSD.BCST 24(R9)(R8*2), Z7, Z15
-	VPDPBUSD.BCST 28(R9)(R8*2), Z11, Z15
-	VPDPBUSD.BCST 32(R9)(R8*2), Z12, Z15
-	VPDPBUSD.BCST 36(R9)(R8*2), Z13, Z15
-	VCVTDQ2PS     Z15, Z15
-	VMULPS.BCST   (R9)(R8*2), Z14, Z16
-	VMULPS        Z15, Z16, Z16
-	VMOVUPS       (SP), Z15
-	VMULPS.BCST   4(R9)(R8*2), Z15, Z15
-	VADDPS        Z15, Z16, Z16
-	VADDPS        Z16, Z3, Z3
-	VMOVDQA32     Z0, Z15
-	VPDPBUSD.BCST 8(R9)(R10*1), Z8, Z15
-	VPDPBUSD.BCST 12(R9)(R10*1), Z6, Z15
-	VPDPBUSD.BCST 16(R9)(R10*1), Z9, Z15
-	VPDPBUSD.BCST 20(R9)(R10*1), Z5, Z15
-	VPDPBUSD.BCST 24(R9)(R10*1), Z7, Z15
-	VPDPBUSD.BCST 28(R9)(R10*1), Z11, Z15
-	VPDPBUSD.BCST 32(R9)(R10*1), Z12, Z15
-	VPDPBUSD.BCST 36(R9)(R10*1), Z13, Z15
-	VCVTDQ2PS     Z15, Z15
-	VMULPS.BCST   (R9)(R10*1), Z14, Z5
-	VMULPS        Z15, Z5, Z5
-	VMOVUPS       (SP), Z6
-	VMULPS.BCST   4(R9)(R10*1), Z6, Z6
-	VADDPS        Z6, Z5, Z5
-	VADDPS        Z5, Z4, Z4
-	ADDQ          $0x00000014, CX
-	ADDQ          $0x00000014, BX
-	ADDQ          $0x00000014, SI
-	ADDQ          $0x00000014, DI
-	ADDQ          $0x00000028, R9
-	DECQ          R11
-	JMP           loop
-
-done:
-	MOVQ    out+40(FP), AX
-	MOVQ    os+48(FP), CX
-	SHLQ    $0x02, CX
-	VMOVUPS Z1, (AX)
-	ADDQ    CX, AX
-	VMOVUPS Z2, (AX)
-	ADDQ    CX, AX
-	VMOVUPS Z3, (AX)
-	ADDQ    CX, AX
-	VMOVUPS Z4, (AX)
-	VZEROUPPER
-	RET
-
-// func dotQ4_1AVX512x16t8(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
-// Requires: AVX, AVX512BW, AVX512F, AVX512VL
-TEXT ·dotQ4_1AVX512x16t8(SB), NOSPLIT, $64-56
-	MOVQ   rb+8(FP), AX
-	MOVQ   x+0(FP), CX
-	LEAQ   (AX)(AX*2), DX
-	LEAQ   (CX)(AX*4), BX
-	LEAQ   (BX)(AX*4), SI
-	LEAQ   (SI)(AX*4), DI
-	MOVQ   ys+24(FP), R8
-	MOVQ   y+16(FP), R9
-	LEAQ   (R8)(R8*2), R10
-	LEAQ   (R9)(R8*4), R11
-	MOVQ   nb+32(FP), R12
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	VPXORD Z8, Z8, Z8
-
-loop:
-	TESTQ         R12, R12
-	JZ            done
-	VINSERTI32X4  $0x00, 4(CX), Z0, Z9
-	VINSERTI32X4  $0x01, 4(BX), Z9, Z9
-	VINSERTI32X4  $0x02, 4(SI), Z9, Z9
-	VINSERTI32X4  $0x03, 4(DI), Z9, Z9
-	VINSERTI32X4  $0x00, 4(CX)(AX*1), Z0, Z10
-	VINSERTI32X4  $0x01, 4(BX)(AX*1), Z10, Z10
-	VINSERTI32X4  $0x02, 4(SI)(AX*1), Z10, Z10
-	VINSERTI32X4  $0x03, 4(DI)(AX*1), Z10, Z10
-	VINSERTI32X4  $0x00, 4(CX)(AX*2), Z0, Z11
-	VINSERTI32X4  $0x01, 4(BX)(AX*2), Z11, Z11
-	VINSERTI32X4  $0x02, 4(SI)(AX*2), Z11, Z11
-	VINSERTI32X4  $0x03, 4(DI)(AX*2), Z11, Z11
-	VINSERTI32X4  $0x00, 4(CX)(DX*1), Z0, Z12
-	VINSERTI32X4  $0x01, 4(BX)(DX*1), Z12, Z12
-	VINSERTI32X4  $0x02, 4(SI)(DX*1), Z12, Z12
-	VINSERTI32X4  $0x03, 4(DI)(DX*1), Z12, Z12
-	VPUNPCKLDQ    Z10, Z9, Z13
-	VPUNPCKHDQ    Z10, Z9, Z9
-	VPUNPCKLDQ    Z12, Z11, Z10
-	VPUNPCKHDQ    Z12, Z11, Z11
-	VPUNPCKLQDQ   Z10, Z13, Z12
-	VPUNPCKHQDQ   Z10, Z13, Z10
-	VPUNPCKLQDQ   Z11, Z9, Z13
-	VPUNPCKHQDQ   Z11, Z9, Z9
-	VPSRLW        $0x04, Z12, Z11
-	VPANDD        nibbleMask<>+0(SB), Z11, Z11
-	VPANDD        nibbleMask<>+0(SB), Z12, Z12
-	VPSRLW        $0x04, Z10, Z15
-	VPANDD        nibbleMask<>+0(SB), Z15, Z15
-	VPANDD        nibbleMask<>+0(SB), Z10, Z10
-	VPSRLW        $0x04, Z13, Z16
-	VPANDD        nibbleMask<>+0(SB), Z16, Z16
-	VPANDD        nibbleMask<>+0(SB), Z13, Z13
-	VPSRLW        $0x04, Z9, Z17
-	VPANDD        nibbleMask<>+0(SB), Z17, Z17
-	VPANDD        nibbleMask<>+0(SB), Z9, Z9
-	VMOVDQA32     X0, X14
-	VMOVDQA32     X0, X18
-	VPINSRW       $0x00, (CX), X14, X14
-	VPINSRW       $0x00, (SI), X18, X18
-	VPINSRW       $0x01, (CX)(AX*1), X14, X14
-	VPINSRW       $0x01, (SI)(AX*1), X18, X18
-	VPINSRW       $0x02, (CX)(AX*2), X14, X14
-	VPINSRW       $0x02, (SI)(AX*2), X18, X18
-	VPINSRW       $0x03, (CX)(DX*1), X14, X14
-	VPINSRW       $0x03, (SI)(DX*1), X18, X18
-	VPINSRW       $0x04, (BX), X14, X14
-	VPINSRW       $0x04, (DI), X18, X18
-	VPINSRW       $0x05, (BX)(AX*1), X14, X14
-	VPINSRW       $0x05, (DI)(AX*1), X18, X18
-	VPINSRW       $0x06, (BX)(AX*2), X14, X14
-	VPINSRW       $0x06, (DI)(AX*2), X18, X18
-	VPINSRW       $0x07, (BX)(DX*1), X14, X14
-	VPINSRW       $0x07, (DI)(DX*1), X18, X18
-	VINSERTI32X4  $0x01, X18, Y14, Y18
-	VCVTPH2PS     Y18, Z18
-	VMOVDQA32     X0, X14
-	VMOVDQA32     X0, X19
-	VPINSRW       $0x00, 2(CX), X14, X14
-	VPINSRW       $0x00, 2(SI), X19, X19
-	VPINSRW       $0x01, 2(CX)(AX*1), X14, X14
-	VPINSRW       $0x01, 2(SI)(AX*1), X19, X19
-	VPINSRW       $0x02, 2(CX)(AX*2), X14, X14
-	VPINSRW       $0x02, 2(SI)(AX*2), X19, X19
-	VPINSRW       $0x03, 2(CX)(DX*1), X14, X14
-	VPINSRW       $0x03, 2(SI)(DX*1), X19, X19
-	VPINSRW       $0x04, 2(BX), X14, X14
-	VPINSRW       $0x04, 2(DI), X19, X19
-	VPINSRW       $0x05, 2(BX)(AX*1), X14, X14
-	VPINSRW       $0x05, 2(DI)(AX*1), X19, X19
-	VPINSRW       $0x06, 2(BX)(AX*2), X14, X14
-	VPINSRW       $0x06, 2(DI)(AX*2), X19, X19
-	VPINSRW       $0x07, 2(BX)(DX*1), X14, X14
-	VPINSRW       $0x07, 2(DI)(DX*1), X19, X19
-	VINSERTI32X4  $0x01, X19, Y14, Y19
-	VCVTPH2PS     Y19, Z19
-	VMOVUPS       Z19, (SP)
-	VMOVDQA32     Z0, Z19
-	VPDPBUSD.BCST 8(R9), Z12, Z19
-	VPDPBUSD.BCST 12(R9), Z10, Z19
-	VPDPBUSD.BCST 16(R9), Z13, Z19
-	VPDPBUSD.BCST 20(R9), Z9, Z19
-	VPDPBUSD.BCST 24(R9), Z11, Z19
-	VPDPBUSD.BCST 28(R9), Z15, Z19
-	VPDPBUSD.BCST 32(R9), Z16, Z19
-	VPDPBUSD.BCST 36(R9), Z17, Z19
-	VCVTDQ2PS     Z19, Z19
-	VMULPS.BCST   (R9), Z18, Z20
-	VMULPS        Z19, Z20, Z20
-	VMOVUPS       (SP), Z19
-	VMULPS.BCST   4(R9), Z19, Z19
-	VADDPS        Z19, Z20, Z20
-	VADDPS        Z20, Z1, Z1
-	VMOVDQA32     Z0, Z19
-	VPDPBUSD.BCST 8(R9)(R8*1), Z12, Z19
-	VPDPBUSD.BCST 12(R9)(R8*1), Z10, Z19
-	VPDPBUSD.BCST 16(R9)(R8*1), Z13, Z19
-	VPDPBUSD.BCST 20(R9)(R8*1), Z9, Z19
-	VPDPBUSD.BCST 24(R9)(R8*1), Z11, Z19
-	VPDPBUSD.BCST 28(R9)(R8*1), Z15, Z19
-	VPDPBUSD.BCST 32(R9)(R8*1), Z16, Z19
-	VPDPBUSD.BCST 36(R9)(R8*1), Z17, Z19
-	VCVTDQ2PS     Z19, Z19
-	VMULPS.BCST   (R9)(R8*1), Z18, Z20
-	VMULPS        Z19, Z20, Z20
-	VMOVUPS       (SP), Z19
-	VMULPS.BCST   4(R9)(R8*1), Z19, Z19
-	VADDPS        Z19, Z20, Z20
-	VADDPS        Z20, Z2, Z2
-	VMOVDQA32     Z0, Z19
-	VPDPBUSD.BCST 8(R9)(R8*2), Z12, Z19
-	VPDPBUSD.BCST 12(R9)(R8*2), Z10, Z19
-	VPDPBUSD.BCST 16(R9)(R8*2), Z13, Z19
-	VPDPBUSD.BCST 20(R9)(R8*2), Z9, Z19
-	VPDPBUSD.BCST 24(R9)(R8*2), Z11, Z19
-	VPDPBUSD.BCST 28(R9)(R8*2), Z15, Z19
-	VPDPBUSD.BCST 32(R9)(R8*2), Z16, Z19
-	VPDPBUSD.BCST 36(R9)(R8*2), Z17, Z19
-	VCVTDQ2PS     Z19, Z19
-	VMULPS.BCST   (R9)(R8*2), Z18, Z20
-	VMULPS        Z19, Z20, Z20
-	VMOVUPS       (SP), Z19
-	VMULPS.BCST   4(R9)(R8*2), Z19, Z19
-	VADDPS        Z19, Z20, Z20
-	VADDPS        Z20, Z3, Z3
-	VMOVDQA32     Z0, Z19
-	VPDPBUSD.BCST 8(R9)(R10*1), Z12, Z19
-	VPDPBUSD.BCST 12(R9)(R10*1), Z10, Z19
-	VPDPBUSD.BCST 16(R9)(R10*1), Z13, Z19
-	VPDPBUSD.BCST 20(R9)(R10*1), Z9, Z19
-	VPDPBUSD.BCST 24(R9)(R10*1), Z11, Z19
-	VPDPBUSD.BCST 28(R9)(R10*1), Z15, Z19
-	VPDPBUSD.BCST 32(R9)(R10*1), Z16, Z19
-	VPDPBUSD.BCST 36(R9)(R10*1), Z17, Z19
-	VCVTDQ2PS     Z19, Z19
-	VMULPS.BCST   (R9)(R10*1), Z18, Z20
-	VMULPS        Z19, Z20, Z20
-	VMOVUPS       (SP), Z19
-	VMULPS.BCST   4(R9)(R10*1), Z19, Z19
-	VADDPS        Z19, Z20, Z20
-	VADDPS        Z20, Z4, Z4
-	VMOVDQA32     Z0, Z19
-	VPDPBUSD.BCST 8(R11), Z12, Z19
-	VPDPBUSD.BCST 12(R11), Z10, Z19
-	VPDPBUSD.BCST 16(R11), Z13, Z19
-	VPDPBUSD.BCST 20(R11), Z9, Z19
-	VPDPBUSD.BCST 24(R11), Z11, Z19
-	VPDPBUSD.BCST 28(R11), Z15, Z19
-	VPDPBUSD.BCST 32(R11), Z16, Z19
-	VPDPBUSD.BCST 36(R11), Z17, Z19
-	VCVTDQ2PS     Z19, Z19
-	VMULPS.BCST   (R11), Z18, Z20
-	VMULPS        Z19, Z20, Z20
-	VMOVUPS       (SP), Z19
-	VMULPS.BCST   4(R11), Z19, Z19
-	VADDPS        Z19, Z20, Z20
-	VADDPS        Z20, Z5, Z5
-	VMOVDQA32     Z0, Z19
-	VPDPBUSD.BCST 8(R11)(R8*1), Z12, Z19
-	VPDPBUSD.BCST 12(R11)(R8*1), Z10, Z19
-	VPDPBUSD.BCST 16(R11)(R8*1), Z13, Z19
-	VPDPBUSD.BCST 20(R11)(R8*1), Z9, Z19
-	VPDPBUSD.BCST 24(R11)(R8*1), Z11, Z19
-	VPDPBUSD.BCST 28(R11)(R8*1), Z15, Z19
-	VPDPBUSD.BCST 32(R11)(R8*1), Z16, Z19
-	VPDPBUSD.BCST 36(R11)(R8*1), Z17, Z19
-	VCVTDQ2PS     Z19, Z19
-	VMULPS.BCST   (R11)(R8*1), Z18, Z20
-	VMULPS        Z19, Z20, Z20
-	VMOVUPS       (SP), Z19
-	VMULPS.BCST   4(R11)(R8*1), Z19, Z19
-	VADDPS        Z19, Z20, Z20
-	VADDPS        Z20, Z6, Z6
-	VMOVDQA32     Z0, Z19
-	VPDPBUSD.BCST 8(R11)(R8*2), Z12, Z19
-	VPDPBUSD.BCST 12(R11)(R8*2), Z10, Z19
-	VPDPBUSD.BCST 16(R11)(R8*2), Z13, Z19
-	VPDPBUSD.BCST 20(R11)(R8*2), Z9, Z19
-	VPDPBUSD.BCST 24(R11)(R8*2), Z11, Z19
-	VPDPBUSD.BCST 28(R11)(R8*2), Z15, Z19
-	VPDPBUSD.BCST 32(R11)(R8*2), Z16, Z19
-	VPDPBUSD.BCST 36(R11)(R8*2), Z17, Z19
-	VCVTDQ2PS     Z19, Z19
-	VMULPS.BCST   (R11)(R8*2), Z18, Z20
-	VMULPS        Z19, Z20, Z20
-	VMOVUPS       (SP), Z19
-	VMULPS.BCST   4(R11)(R8*2), Z19, Z19
-	VADDPS        Z19, Z20, Z20
-	VADDPS        Z20, Z7, Z7
-	VMOVDQA32     Z0, Z19
-	VPDPBUSD.BCST 8(R11)(R10*1), Z12, Z19
-	VPDPBUSD.BCST 12(R11)(R10*1), Z10, Z19
-	VPDPBUSD.BCST 16(R11)(R10*1), Z13, Z19
-	VPDPBUSD.BCST 20(R11)(R10*1), Z9, Z19
-	VPDPBUSD.BCST 24(R11)(R10*1), Z11, Z19
-	VPDPBUSD.BCST 28(R11)(R10*1), Z15, Z19
-	VPDPBUSD.BCST 32(R11)(R10*1), Z16, Z19
-	VPDPBUSD.BCST 36(R11)(R10*1), Z17, Z19
-	VCVTDQ2PS     Z19, Z19
-	VMULPS.BCST   (R11)(R10*1), Z18, Z9
-	VMULPS        Z19, Z9, Z9
-	VMOVUPS       (SP), Z10
-	VMULPS.BCST   4(R11)(R10*1), Z10, Z10
-	VADDPS        Z10, Z9, Z9
-	VADDPS        Z9, Z8, Z8
-	ADDQ          $0x00000014, CX
-	ADDQ          $0x00000014, BX
-	ADDQ          $0x00000014, SI
-	ADDQ          $0x00000014, DI
-	ADDQ          $0x00000028, R9
-	ADDQ          $0x00000028, R11
-	DECQ          R12
-	JMP           loop
-
-done:
-	MOVQ    out+40(FP), AX
-	MOVQ    os+48(FP), CX
-	SHLQ    $0x02, CX
-	VMOVUPS Z1, (AX)
-	ADDQ    CX, AX
-	VMOVUPS Z2, (AX)
-	ADDQ    CX, AX
-	VMOVUPS Z3, (AX)
-	ADDQ    CX, AX
-	VMOVUPS Z4, (AX)
-	ADDQ    CX, AX
-	VMOVUPS Z5, (AX)
-	ADDQ    CX, AX
-	VMOVUPS Z6, (AX)
-	ADDQ    CX, AX
-	VMOVUPS Z7, (AX)
-	ADDQ    CX, AX
-	VMOVUPS Z8, (AX)
-	VZEROUPPER
-	RET
-
-// func dotQ4_1AVX512x16t16(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
-// Requires: AVX, AVX512BW, AVX512F, AVX512VL
-TEXT ·dotQ4_1AVX512x16t16(SB), NOSPLIT, $64-56
-	MOVQ   rb+8(FP), AX
-	MOVQ   x+0(FP), CX
-	LEAQ   (AX)(AX*2), DX
-	LEAQ   (CX)(AX*4), BX
-	LEAQ   (BX)(AX*4), SI
-	LEAQ   (SI)(AX*4), DI
-	MOVQ   ys+24(FP), R8
-	MOVQ   y+16(FP), R9
-	LEAQ   (R8)(R8*2), R10
-	LEAQ   (R9)(R8*4), R11
-	LEAQ   (R11)(R8*4), R12
-	LEAQ   (R12)(R8*4), R13
-	MOVQ   nb+32(FP), R14
-	VPXORD Z0, Z0, Z0
-	VPXORD Z1, Z1, Z1
-	VPXORD Z2, Z2, Z2
-	VPXORD Z3, Z3, Z3
-	VPXORD Z4, Z4, Z4
-	VPXORD Z5, Z5, Z5
-	VPXORD Z6, Z6, Z6
-	VPXORD Z7, Z7, Z7
-	VPXORD Z8, Z8, Z8
-	VPXORD Z9, Z9, Z9
-	VPXORD Z10, Z10, Z10
-	VPXORD Z11, Z11, Z11
-	VPXORD Z12, Z12, Z12
-	VPXORD Z13, Z13, Z13
-	VPXORD Z14, Z14, Z14
-	VPXORD Z15, Z15, Z15
-	VPXORD Z16, Z16, Z16
-
-loop:
-	TESTQ         R14, R14
-	JZ            done
-	VINSERTI32X4  $0x00, 4(CX), Z0, Z17
-	VINSERTI32X4  $0x01, 4(BX), Z17, Z17
-	VINSERTI32X4  $0x02, 4(SI), Z17, Z17
-	VINSERTI32X4  $0x03, 4(DI), Z17, Z17
-	VINSERTI32X4  $0x00, 4(CX)(AX*1), Z0, Z18
-	VINSERTI32X4  $0x01, 4(BX)(AX*1), Z18, Z18
-	VINSERTI32X4  $0x02, 4(SI)(AX*1), Z18, Z18
-	VINSERTI32X4  $0x03, 4(DI)(AX*1), Z18, Z18
-	VINSERTI32X4  $0x00, 4(CX)(AX*2), Z0, Z19
-	VINSERTI32X4  $0x01, 4(BX)(AX*2), Z19, Z19
-	VINSERTI32X4  $0x02, 4(SI)(AX*2), Z19, Z19
-	VINSERTI32X4  $0x03, 4(DI)(AX*2), Z19, Z19
-	VINSERTI32X4  $0x00, 4(CX)(DX*1), Z0, Z20
-	VINSERTI32X4  $0x01, 4(BX)(DX*1), Z20, Z20
-	VINSERTI32X4  $0x02, 4(SI)(DX*1), Z20, Z20
-	VINSERTI32X4  $0x03, 4(DI)(DX*1), Z20, Z20
-	VPUNPCKLDQ    Z18, Z17, Z21
-	VPUNPCKHDQ    Z18, Z17, Z17
-	VPUNPCKLDQ    Z20, Z19, Z18
-	VPUNPCKHDQ    Z20, Z19, Z19
-	VPUNPCKLQDQ   Z18, Z21, Z20
-	VPUNPCKHQDQ   Z18, Z21, Z18
-	VPUNPCKLQDQ   Z19, Z17, Z21
-	VPUNPCKHQDQ   Z19, Z17, Z17
-	VPSRLW        $0x04, Z20, Z19
-	VPANDD        nibbleMask<>+0(SB), Z19, Z19
-	VPANDD        nibbleMask<>+0(SB), Z20, Z20
-	VPSRLW        $0x04, Z18, Z23
-	VPANDD        nibbleMask<>+0(SB), Z23, Z23
-	VPANDD        nibbleMask<>+0(SB), Z18, Z18
-	VPSRLW        $0x04, Z21, Z24
-	VPANDD        nibbleMask<>+0(SB), Z24, Z24
-	VPANDD        nibbleMask<>+0(SB), Z21, Z21
-	VPSRLW        $0x04, Z17, Z25
-	VPANDD        nibbleMask<>+0(SB), Z25, Z25
-	VPANDD        nibbleMask<>+0(SB), Z17, Z17
-	VMOVDQA32     X0, X22
-	VMOVDQA32     X0, X26
-	VPINSRW       $0x00, (CX), X22, X22
-	VPINSRW       $0x00, (SI), X26, X26
-	VPINSRW       $0x01, (CX)(AX*1), X22, X22
-	VPINSRW       $0x01, (SI)(AX*1), X26, X26
-	VPINSRW       $0x02, (CX)(AX*2), X22, X22
-	VPINSRW       $0x02, (SI)(AX*2), X26, X26
-	VPINSRW       $0x03, (CX)(DX*1), X22, X22
-	VPINSRW       $0x03, (SI)(DX*1), X26, X26
-	VPINSRW       $0x04, (BX), X22, X22
-	VPINSRW       $0x04, (DI), X26, X26
-	VPINSRW       $0x05, (BX)(AX*1), X22, X22
-	VPINSRW       $0x05, (DI)(AX*1), X26, X26
-	VPINSRW       $0x06, (BX)(AX*2), X22, X22
-	VPINSRW       $0x06, (DI)(AX*2), X26, X26
-	VPINSRW       $0x07, (BX)(DX*1), X22, X22
-	VPINSRW       $0x07, (DI)(DX*1), X26, X26
-	VINSERTI32X4  $0x01, X26, Y22, Y26
-	VCVTPH2PS     Y26, Z26
-	VMOVDQA32     X0, X22
-	VMOVDQA32     X0, X27
-	VPINSRW       $0x00, 2(CX), X22, X22
-	VPINSRW       $0x00, 2(SI), X27, X27
-	VPINSRW       $0x01, 2(CX)(AX*1), X22, X22
-	VPINSRW       $0x01, 2(SI)(AX*1), X27, X27
-	VPINSRW       $0x02, 2(CX)(AX*2), X22, X22
-	VPINSRW       $0x02, 2(SI)(AX*2), X27, X27
-	VPINSRW       $0x03, 2(CX)(DX*1), X22, X22
-	VPINSRW       $0x03, 2(SI)(DX*1), X27, X27
-	VPINSRW       $0x04, 2(BX), X22, X22
-	VPINSRW       $0x04, 2(DI), X27, X27
-	VPINSRW       $0x05, 2(BX)(AX*1), X22, X22
-	VPINSRW       $0x05, 2(DI)(AX*1), X27, X27
-	VPINSRW       $0x06, 2(BX)(AX*2), X22, X22
-	VPINSRW       $0x06, 2(DI)(AX*2), X27, X27
-	VPINSRW       $0x07, 2(BX)(DX*1), X22, X22
-	VPINSRW       $0x07, 2(DI)(DX*1), X27, X27
-	VINSERTI32X4  $0x01, X27, Y22, Y27
-	VCVTPH2PS     Y27, Z27
-	VMOVUPS       Z27, (SP)
-	VMOVDQA32     Z0, Z27
-	VPDPBUSD.BCST 8(R9), Z20, Z27
-	VPDPBUSD.BCST 12(R9), Z18, Z27
-	VPDPBUSD.BCST 16(R9), Z21, Z27
-	VPDPBUSD.BCST 20(R9), Z17, Z27
-	VPDPBUSD.BCST 24(R9), Z19, Z27
-	VPDPBUSD.BCST 28(R9), Z23, Z27
-	VPDPBUSD.BCST 32(R9), Z24, Z27
-	VPDPBUSD.BCST 36(R9), Z25, Z27
-	VCVTDQ2PS     Z27, Z27
-	VMULPS.BCST   (R9), Z26, Z28
-	VMULPS        Z27, Z28, Z28
-	VMOVUPS       (SP), Z27
-	VMULPS.BCST   4(R9), Z27, Z27
-	VADDPS        Z27, Z28, Z28
-	VADDPS        Z28, Z1, Z1
-	VMOVDQA32     Z0, Z27
-	VPDPBUSD.BCST 8(R9)(R8*1), Z20, Z27
-	VPDPBUSD.BCST 12(R9)(R8*1), Z18, Z27
-	VPDPBUSD.BCST 16(R9)(R8*1), Z21, Z27
-	VPDPBUSD.BCST 20(R9)(R8*1), Z17, Z27
-	VPDPBUSD.BCST 24(R9)(R8*1), Z19, Z27
-	VPDPBUSD.BCST 28(R9)(R8*1), Z23, Z27
-	VPDPBUSD.BCST 32(R9)(R8*1), Z24, Z27
-	VPDPBUSD.BCST 36(R9)(R8*1), Z25, Z27
-	VCVTDQ2PS     Z27, Z27
-	VMULPS.BCST   (R9)(R8*1), Z26, Z28
-	VMULPS        Z27, Z28, Z28
-	VMOVUPS       (SP), Z27
-	VMULPS.BCST   4(R9)(R8*1), Z27, Z27
-	VADDPS        Z27, Z28, Z28
-	VADDPS        Z28, Z2, Z2
-	VMOVDQA32     Z0, Z27
-	VPDPBUSD.BCST 8(R9)(R8*2), Z20, Z27
-	VPDPBUSD.BCST 12(R9)(R8*2), Z18, Z27
-	VPDPBUSD.BCST 16(R9)(R8*2), Z21, Z27
-	VPDPBUSD.BCST 20(R9)(R8*2), Z17, Z27
-	VPDPBUSD.BCST 24(R9)(R8*2), Z19, Z27
-	VPDPBUSD.BCST 28(R9)(R8*2), Z23, Z27
-	VPDPBUSD.BCST 32(R9)(R8*2), Z24, Z27
-	VPDPBUSD.BCST 36(R9)(R8*2), Z25, Z27
-	VCVTDQ2PS     Z27, Z27
-	VMULPS.BCST   (R9)(R8*2), Z26, Z28
-	VMULPS        Z27, Z28, Z28
-	VMOVUPS       (SP), Z27
-	VMULPS.BCST   4(R9)(R8*2), Z27, Z27
-	VADDPS        Z27, Z28, Z28
-	VADDPS        Z28, Z3, Z3
-	VMOVDQA32     Z0, Z27
-	VPDPBUSD.BCST 8(R9)(R10*1), Z20, Z27
-	VPDPBUSD.BCST 12(R9)(R10*1), Z18, Z27
-	VPDPBUSD.BCST 16(R9)(R10*1), Z21, Z27
-	VPDPBUSD.BCST 20(R9)(R10*1), Z17, Z27
-	VPDPBUSD.BCST 24(R9)(R10*1), Z19, Z27
-	VPDPBUSD.BCST 28(R9)(R10*1), Z23, Z27
-	VPDPBUSD.BCST 32(R9)(R10*1), Z24, Z27
-	VPDPBUSD.BCST 36(R9)(R10*1), Z25, Z27
-	VCVTDQ2PS     Z27, Z27
-	VMULPS.BCST   (R9)(R10*1), Z26, Z28
-	VMULPS        Z27, Z28, Z28
-	VMOVUPS       (SP), Z27
-	VMULPS.BCST   4(R9)(R10*1), Z27, Z27
-	VADDPS        Z27, Z28, Z28
-	VADDPS        Z28, Z4, Z4
-	VMOVDQA32     Z0, Z27
-	VPDPBUSD.BCST 8(R11), Z20, Z27
-	VPDPBUSD.BCST 12(R11), Z18, Z27
-	VPDPBUSD.BCST 16(R11), Z21, Z27
-	VPDPBUSD.BCST 20(R11), Z17, Z27
-	VPDPBUSD.BCST 24(R11), Z19, Z27
-	VPDPBUSD.BCST 28(R11), Z23, Z27
-	VPDPBUSD.BCST 32(R11), Z24, Z27
-	VPDPBUSD.BCST 36(R11), Z25, Z27
-	VCVTDQ2PS     Z27, Z27
-	VMULPS.BCST   (R11), Z26, Z28
-	VMULPS        Z27, Z28, Z28
-	VMOVUPS       (SP), Z27
-	VMULPS.BCST   4(R11), Z27, Z27
-	VADDPS        Z27, Z28, Z28
-	VADDPS        Z28, Z5, Z5
-	VMOVDQA32     Z0, Z27
-	VPDPBUSD.BCST 8(R11)(R8*1), Z20, Z27
-	VPDPBUSD.BCST 12(R11)(R8*1), Z18, Z27
-	VPDPBUSD.BCST 16(R11)(R8*1), Z21, Z27
-	VPDPBUSD.BCST 20(R11)(R8*1), Z17, Z27
-	VPDPBUSD.BCST 24(R11)(R8*1), Z19, Z27
-	VPDPBUSD.BCST 28(R11)(R8*1), Z23, Z27
-	VPDPBUSD.BCST 32(R11)(R8*1), Z24, Z27
-	VPDPBUSD.BCST 36(R11)(R8*1), Z25, Z27
-	VCVTDQ2PS     Z27, Z27
-	VMULPS.BCST   (R11)(R8*1), Z26, Z28
-	VMULPS        Z27, Z28, Z28
-	VMOVUPS       (SP), Z27
-	VMULPS.BCST   4(R11)(R8*1), Z27, Z27
-	VADDPS        Z27, Z28, Z28
-	VADDPS        Z28, Z6, Z6
-	VMOVDQA32     Z0, Z27
-	VPDPBUSD.BCST 8(R11)(R8*2), Z20, Z27
-	VPDPBUSD.BCST 12(R11)(R8*2), Z18, Z27
-	VPDPBUSD.BCST 16(R11)(R8*2), Z21, Z27
-	VPDPBUSD.BCST 20(R11)(R8*2), Z17, Z27
-	VPDPBUSD.BCST 24(R11)(R8*2), Z19, Z27
-	VPDPBUSD.BCST 28(R11)(R8*2), Z23, Z27
-	VPDPBUSD.BCST 32(R11)(R8*2), Z24, Z27
-	VPDPBUSD.BCST 36(R11)(R8*2), Z25, Z27
-	VCVTDQ2PS     Z27, Z27
-	VMULPS.BCST   (R11)(R8*2), Z26, Z28
-	VMULPS        Z27, Z28, Z28
-	VMOVUPS       (SP), Z27
-	VMULPS.BCST   4(R11)(R8*2), Z27, Z27
-	VADDPS        Z27, Z28, Z28
-	VADDPS        Z28, Z7, Z7
-	VMOVDQA32     Z0, Z27
-	VPDPBUSD.BCST 8(R11)(R10*1), Z20, Z27
-	VPDPBUSD.BCST 12(R11)(R10*1), Z18, Z27
-	VPDPBUSD.BCST 16(R11)(R10*1), Z21, Z27
-	VPDPBUSD.BCST 20(R11)(R10*1), Z17, Z27
-	VPDPBUSD.BCST 24(R11)(R10*1), Z19, Z27
-	VPDPBUSD.BCST 28(R11)(R10*1), Z23, Z27
-	VPDPBUSD.BCST 32(R11)(R10*1), Z24, Z27
-	VPDPBUSD.BCST 36(R11)(R10*1), Z25, Z27
-	VCVTDQ2PS     Z27, Z27
-	VMULPS.BCST   (R11)(R10*1), Z26, Z28
-	VMULPS        Z27, Z28, Z28
-	VMOVUPS       (SP), Z27
-	VMULPS.BCST   4(R11)(R10*1), Z27, Z27
-	VADDPS        Z27, Z28, Z28
-	VADDPS        Z28, Z8, Z8
-	VMOVDQA32     Z0, Z27
-	VPDPBUSD.BCST 8(R12), Z20, Z27
-	VPDPBUSD.BCST 12(R12), Z18, Z27
-	VPDPBUSD.BCST 16(R12), Z21, Z27
-	VPDPBUSD.BCST 20(R12), Z17, Z27
-	VPDPBUSD.BCST 24(R12), Z19, Z27
-	VPDPBUSD.BCST 28(R12), Z23, Z27
-	VPDPBUSD.BCST 32(R12), Z24, Z27
-	VPDPBUSD.BCST 36(R12), Z25, Z27
-	VCVTDQ2PS     Z27, Z27
-	VMULPS.BCST   (R12), Z26, Z28
-	VMULPS        Z27, Z28, Z28
-	VMOVUPS       (SP), Z27
-	VMULPS.BCST   4(R12), Z27, Z27
-	VADDPS        Z27, Z28, Z28
-	VADDPS        Z28, Z9, Z9
-	VMOVDQA32     Z0, Z27
-	VPDPBUSD.BCST 8(R12)(R8*1), Z20, Z27
-	VPDPBUSD.BCST 12(R12)(R8*1), Z18, Z27
-	VPDPBUSD.BCST 16(R12)(R8*1), Z21, Z27
-	VPDPBUSD.BCST 20(R12)(R8*1), Z17, Z27
-	VPDPBUSD.BCST 24(R12)(R8*1), Z19, Z27
-	VPDPBUSD.BCST 28(R12)(R8*1), Z23, Z27
-	VPDPBUSD.BCST 32(R12)(R8*1), Z24, Z27
-	VPDPBUSD.BCST 36(R12)(R8*1), Z25, Z27
-	VCVTDQ2PS     Z27, Z27
-	VMULPS.BCST   (R12)(R8*1), Z26, Z28
-	VMULPS        Z27, Z28, Z28
-	VMOVUPS       (SP), Z27
-	VMULPS.BCST   4(R12)(R8*1), Z27, Z27
-	VADDPS        Z27, Z28, Z28
-	VADDPS        Z28, Z10, Z10
-	VMOVDQA32     Z0, Z27
-	VPDPBUSD.BCST 8(R12)(R8*2), Z20, Z27
-	VPDPBUSD.BCST 12(R12)(R8*2), Z18, Z27
-	VPDPBUSD.BCST 16(R12)(R8*2), Z21, Z27
-	VPDPBUSD.BCST 20(R12)(R8*2), Z17, Z27
-	VPDPBUSD.BCST 24(R12)(R8*2), Z19, Z27
-	VPDPBUSD.BCST 28(R12)(R8*2), Z23, Z27
-	VPDPBUSD.BCST 32(R12)(R8*2), Z24, Z27
-	VPDPBUSD.BCST 36(R12)(R8*2), Z25, Z27
-	VCVTDQ2PS     Z27, Z27
-	VMULPS.BCST   (R12)(R8*2), Z26, Z28
-	VMULPS        Z27, Z28, Z28
-	VMOVUPS       (SP), Z27
-	VMULPS.BCST   4(R12)(R8*2), Z27, Z27
-	VADDPS        Z27, Z28, Z28
-	VADDPS        Z28, Z11, Z11
-	VMOVDQA32     Z0, Z27
-	VPDPBUSD.BCST 8(R12)(R10*1), Z20, Z27
-	VPDPBUSD.BCST 12(R12)(R10*1), Z18, Z27
-	VPDPBUSD.BCST 16(R12)(R10*1), Z21, Z27
-	VPDPBUSD.BCST 20(R12)(R10*1), Z17, Z27
-	VPDPBUSD.BCST 24(R12)(R10*1), Z19, Z27
-	VPDPBUSD.BCST 28(R12)(R10*1), Z23, Z27
-	VPDPBUSD.BCST 32(R12)(R10*1), Z24, Z27
-	VPDPBUSD.BCST 36(R12)(R10*1), Z25, Z27
-	VCVTDQ2PS     Z27, Z27
-	VMULPS.BCST   (R12)(R10*1), Z26, Z28
-	VMULPS        Z27, Z28, Z28
-	VMOVUPS       (SP), Z27
-	VMULPS.BCST   4(R12)(R10*1), Z27, Z27
-	VADDPS        Z27, Z28, Z28
-	VADDPS        Z28, Z12, Z12
-	VMOVDQA32     Z0, Z27
-	VPDPBUSD.BCST 8(R13), Z20, Z27
-	VPDPBUSD.BCST 12(R13), Z18, Z27
-	VPDPBUSD.BCST 16(R13), Z21, Z27
-	VPDPBUSD.BCST 20(R13), Z17, Z27
-	VPDPBUSD.BCST 24(R13), Z19, Z27
-	VPDPBUSD.BCST 28(R13), Z23, Z27
-	VPDPBUSD.BCST 32(R13), Z24, Z27
-	VPDPBUSD.BCST 36(R13), Z25, Z27
-	VCVTDQ2PS     Z27, Z27
-	VMULPS.BCST   (R13), Z26, Z28
-	VMULPS        Z27, Z28, Z28
-	VMOVUPS       (SP), Z27
-	VMULPS.BCST   4(R13), Z27, Z27
-	VADDPS        Z27, Z28, Z28
-	VADDPS        Z28, Z13, Z13
-	VMOVDQA32     Z0, Z27
-	VPDPBUSD.BCST 8(R13)(R8*1), Z20, Z27
-	VPDPBUSD.BCST 12(R13)(R8*1), Z18, Z27
-	VPDPBUSD.BCST 16(R13)(R8*1), Z21, Z27
-	VPDPBUSD.BCST 20(R13)(R8*1), Z17, Z27
-	VPDPBUSD.BCST 24(R13)(R8*1), Z19, Z27
-	VPDPBUSD.BCST 28(R13)(R8*1), Z23, Z27
-	VPDPBUSD.BCST 32(R13)(R8*1), Z24, Z27
-	VPDPBUSD.BCST 36(R13)(R8*1), Z25, Z27
-	VCVTDQ2PS     Z27, Z27
-	VMULPS.BCST   (R13)(R8*1), Z26, Z28
-	VMULPS        Z27, Z28, Z28
-	VMOVUPS       (SP), Z27
-	VMULPS.BCST   4(R13)(R8*1), Z27, Z27
-	VADDPS        Z27, Z28, Z28
-	VADDPS        Z28, Z14, Z14
-	VMOVDQA32     Z0, Z27
-	VPDPBUSD.BCST 8(R13)(R8*2), Z20, Z27
-	VPDPBUSD.BCST 12(R13)(R8*2), Z18, Z27
-	VPDPBUSD.BCST 16(R13)(R8*2), Z21, Z27
-	VPDPBUSD.BCST 20(R13)(R8*2), Z17, Z27
-	VPDPBUSD.BCST 24(R13)(R8*2), Z19, Z27
-	VPDPBUSD.BCST 28(R13)(R8*2), Z23, Z27
-	VPDPBUSD.BCST 32(R13)(R8*2), Z24, Z27
-	VPDPBUSD.BCST 36(R13)(R8*2), Z25, Z27
-	VCVTDQ2PS     Z27, Z27
-	VMULPS.BCST   (R13)(R8*2), Z26, Z28
-	VMULPS        Z27, Z28, Z28
-	VMOVUPS       (SP), Z27
-	VMULPS.BCST   4(R13)(R8*2), Z27, Z27
-	VADDPS        Z27, Z28, Z28
-	VADDPS        Z28, Z15, Z15
-	VMOVDQA32     Z0, Z27
-	VPDPBUSD.BCST 8(R13)(R10*1), Z20, Z27
-	VPDPBUSD.BCST 12(R13)(R10*1), Z18, Z27
-	VPDPBUSD.BCST 16(R13)(R10*1), Z21, Z27
-	VPDPBUSD.BCST 20(R13)(R10*1), Z17, Z27
-	VPDPBUSD.BCST 24(R13)(R10*1), Z19, Z27
-	VPDPBUSD.BCST 28(R13)(R10*1), Z23, Z27
-	VPDPBUSD.BCST 32(R13)(R10*1), Z24, Z27
-	VPDPBUSD.BCST 36(R13)(R10*1), Z25, Z27
-	VCVTDQ2PS     Z27, Z27
-	VMULPS.BCST   (R13)(R10*1), Z26, Z17
-	VMULPS        Z27, Z17, Z17
-	VMOVUPS       (SP), Z18
-	VMULPS.BCST   4(R13)(R10*1), Z18, Z18
-	VADDPS        Z18, Z17, Z17
-	VADDPS        Z17, Z16, Z16
-	ADDQ          $0x00000014, CX
-	ADDQ          $0x00000014, BX
-	ADDQ          $0x00000014, SI
-	ADDQ          $0x00000014, DI
-	ADDQ          $0x00000028, R9
-	ADDQ          $0x00000028, R11
-	ADDQ          $0x00000028, R12
-	ADDQ          $0x00000028, R13
-	DECQ          R14
-	JMP           loop
-
-done:
-	MOVQ    out+40(FP), AX
-	MOVQ    os+48(FP), CX
-	SHLQ    $0x02, CX
-	VMOVUPS Z1, (AX)
-	ADDQ    CX, AX
-	VMOVUPS Z2, (AX)
-	ADDQ    CX, AX
-	VMOVUPS Z3, (AX)
-	ADDQ    CX, AX
-	VMOVUPS Z4, (AX)
-	ADDQ    CX, AX
-	VMOVUPS Z5, (AX)
-	ADDQ    CX, AX
-	VMOVUPS Z6, (AX)
-	ADDQ    CX, AX
-	VMOVUPS Z7, (AX)
-	ADDQ    CX, AX
-	VMOVUPS Z8, (AX)
-	ADDQ    CX, AX
-	VMOVUPS Z9, (AX)
-	ADDQ    CX, AX
-	VMOVUPS Z10, (AX)
-	ADDQ    CX, AX
-	VMOVUPS Z11, (AX)
-	ADDQ    CX, AX
-	VMOVUPS Z12, (AX)
-	ADDQ    CX, AX
-	VMOVUPS Z13, (AX)
-	ADDQ    CX, AX
-	VMOVUPS Z14, (AX)
-	ADDQ    CX, AX
-	VMOVUPS Z15, (AX)
-	ADDQ    CX, AX
-	VMOVUPS Z16, (AX)
 	VZEROUPPER
 	RET
 

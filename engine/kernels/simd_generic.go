@@ -15,22 +15,26 @@ import (
 // Q5_K has an AVX2 row kernel (and a two-token one), Q5_0 and IQ4_NL AVX2 row
 // kernels (dot0AVX2's, as Q4_0), IQ4_XS, Q4_1, Q5_1, Q2_K and Q3_K ones
 // (dotIQ4XSAVX2, dotQ4_1AVX2, dotQ5_1AVX2, dotQ2KAVX2, dotQ3KAVX2); with AVX-512,
-// Q4_1 has outer-product tiles as Q4_0, Q5_0 and IQ4_NL one for decoding and IQ4_XS and Q2_K
+// Q5_0 and IQ4_NL have outer-product tiles for decoding and IQ4_XS and Q2_K
 // ones for prompts (tile_amd64.go), Q5_0, IQ4_NL and Q3_K prompts are repacked
-// (repack.go), and Q5_1 has its AVX2 row kernel and a multi-token form of it (below). TQ2_0 and TQ1_0 have AVX2
+// (repack.go), and Q4_1 and Q5_1 have their AVX2 row kernels and multi-token
+// forms of them (below) on every level. TQ2_0 and TQ1_0 have AVX2
 // row kernels (dotTQ2_0AVX2, dotTQ1_0AVX2, _asm/ternary.go) with the block
 // reference's bits (dotKRowGeneric over refquants.go's block dots), and so do
 // IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ1_S and IQ1_M (_asm/lattice.go, over
 // iquants.go's); IQ3_S's (dotIQ3SAVX2) has dotIQ3SRowGeneric's, ggml's float
 // order. IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ1_S and IQ1_M also have two-token forms
 // (…x2) for prompts, decoding each group once for both tokens, with the same bits;
-// Q5_1 has four- and two-token forms (dotQ5_1AVX2t4, t2: dotQ5_1Rows), each
-// block unpacked once for the tokens, with the same bits.
-// dotQ4KRows, dotQ6KRows and dotQ8_0Rows take one weight row against a batch of
-// activation rows (the tokens of a prompt), unpacking each weight block once for
-// two tokens (AVX2, Q6_K) or for eight, four or two (AVX2, Q4_K). With AVX-512, MatMul takes the tile kernels
-// of tile_amd64.go instead: 8 rows against one token, one row against 16, 8 or 4,
-// every output with the single-row kernel's bits. F16 and BF16 prompts take
+// Q4_1 and Q5_1 have four- and two-token forms (dotQ4_1AVX2t4, t2: dotQ4_1Rows;
+// dotQ5_1AVX2t4, t2: dotQ5_1Rows), each block unpacked once for the tokens, and
+// four-row forms for decoding (dotQ4_1AVX2r4, dotQ5_1AVX2r4: MatMul's fastRows),
+// one call and one pass over the activations for four rows, with the same bits.
+// dotQ4KRows, dotQ5KRows, dotQ6KRows and dotQ8_0Rows take one weight row against a
+// batch of activation rows (the tokens of a prompt), unpacking each weight block
+// once for two tokens (AVX2, Q5_K and Q6_K) or for eight, four or two (AVX2, Q4_K).
+// With AVX-512, MatMul takes the Q4_K tile kernels of tile_amd64.go instead: 8 rows
+// against one token, one row against 16, 8 or 4, every output with the single-row
+// kernel's bits. F16 and BF16 prompts take
 // one row against 6, 4 or 2 tokens (floattile_amd64.go, AVX-512, rows of a
 // multiple of 64), each weight converted once for the tokens, with the
 // one-token kernel's bits (TestFloatTokenKernels checks both against
@@ -42,12 +46,16 @@ import (
 // the data's address, the batch or the instruction set, so a row's result is the
 // same bits on every call. Against the reference:
 //
-//   - Q4_K, Q5_K, Q6_K: each block's integer sums are reduced to one int32 (and the
+//   - Q4_K: each block's integer sums are reduced to one int32 (and the
 //     min correction to another), then the reference's float operations follow in
 //     its order (d = f16(x.d)·y.d, d·isum − dmin·msum, blocks summed in order): the
-//     result is the reference's, bit for bit. Q6_K takes its −32 offset out as
-//     32·Σ scale·bsum, so it relies, as Q4_K's mins do, on y.bsums being the sums
-//     of y.qs that quantActQ8K stores.
+//     result is the reference's, bit for bit.
+//   - Q4_1, Q5_1, Q5_K, Q6_K: llama.cpp's order (see their Go references): 8 int32
+//     lanes per block, each converted and fused-multiply-added times the block's
+//     scale into 8 float lanes, reduced as sum8; Q4_1/Q5_1's Σ m·s and Q5_K's
+//     −dmin·msum in a scalar added last. Q6_K takes its −32 offset out as
+//     32·scale·bsum per lane, so it relies, as the K-quants' mins do, on y.bsums
+//     being the sums of y.qs that quantActQ8K stores.
 //   - Q8_0, Q4_0: each block's exact integer sum, then the reference's float
 //     operations, sum += (f16(x.d)·y.d)·isum with blocks in order: the result is
 //     the reference's, bit for bit. The AVX2 Q8_0 kernel multiplies with the sign
@@ -73,15 +81,76 @@ func dotQ4KRowGeneric(row []byte, y []q8KBlock) float32 {
 	return sum
 }
 
+// dotQ5KRowGeneric is ggml_vec_dot_q5_K_q8_K (x86) bit for bit: 8 float lanes,
+// lane k adding, for each block, the exact sum of the 5-bit quants' products at
+// positions 4k..4k+3 of each 32-element sub-block times its scale, times
+// y.d·f16(x.d) in one fused multiply-add; −y.d·f16(x.dmin) times the block's
+// Σ min·bsum fused-multiply-added into a scalar (gcc contracts ggml's
+// summs += dmin·msum); the lanes summed as sum8, then the scalar added (issue 32).
 func dotQ5KRowGeneric(row []byte, y []q8KBlock) float32 {
-	var sum float32
+	var acc [8]float32
+	var summs float32
 	for b := range y {
-		sum += dotQ5KBlock(row[b*176:(b+1)*176], &y[b])
+		blk := row[b*176 : (b+1)*176]
+		sc, qh, qs := blk[4:16], blk[16:48], blk[48:176]
+		var lane [8]int32
+		var msum int32
+		for j := 0; j < 8; j++ {
+			s, m := scaleMinK4(j, sc)
+			for l := 0; l < 32; l++ {
+				lane[l/4] += int32(s) * q5KValue(qh, qs, 32*j+l) * int32(y[b].qs[32*j+l])
+			}
+			msum += int32(m) * (int32(y[b].bsums[2*j]) + int32(y[b].bsums[2*j+1]))
+		}
+		d := y[b].d * f16Table[le16(blk)]
+		dmin := -y[b].d * f16Table[le16(blk[2:])]
+		summs = float32(math.FMA(float64(dmin), float64(float32(msum)), float64(summs)))
+		for k := range acc {
+			acc[k] = float32(math.FMA(float64(d), float64(float32(lane[k])), float64(acc[k])))
+		}
 	}
-	return sum
+	return sum8(&acc) + summs
 }
 
+// dotQ6KRowGeneric is ggml_vec_dot_q6_K_q8_K (x86) bit for bit: 8 float lanes,
+// lane k adding, for each block, its exact integer sum (the products of the
+// unsigned 6-bit quants at positions 4k..4k+3 of every 32-element chunk, times
+// their sub-block's scale, less 32·(bsum·scale) of sub-blocks 2k and 2k+1) times
+// y.d·f16(x.d) in one fused multiply-add; the lanes summed as sum8 (issue 32:
+// llama.cpp's order, not one float step per block). It relies on y.bsums being
+// the sums of y.qs that quantActQ8K stores.
 func dotQ6KRowGeneric(row []byte, y []q8KBlock) float32 {
+	var acc [8]float32
+	for b := range y {
+		blk := row[b*210 : (b+1)*210]
+		ql, qh, sc := blk[0:128], blk[128:192], blk[192:208]
+		var lane [8]int32
+		for h := 0; h < 2; h++ {
+			l4, h2, yq, s := ql[64*h:64*h+64], qh[32*h:32*h+32], y[b].qs[128*h:128*h+128], sc[8*h:8*h+8]
+			for l := 0; l < 32; l++ {
+				q1 := int32(l4[l]&0xf | (h2[l]&3)<<4)
+				q2 := int32(l4[l+32]&0xf | ((h2[l]>>2)&3)<<4)
+				q3 := int32(l4[l]>>4 | ((h2[l]>>4)&3)<<4)
+				q4 := int32(l4[l+32]>>4 | ((h2[l]>>6)&3)<<4)
+				g := l / 16
+				lane[l/4] += int32(int8(s[g]))*q1*int32(yq[l]) + int32(int8(s[g+2]))*q2*int32(yq[l+32]) +
+					int32(int8(s[g+4]))*q3*int32(yq[l+64]) + int32(int8(s[g+6]))*q4*int32(yq[l+96])
+			}
+		}
+		d := y[b].d * f16Table[le16(blk[208:])]
+		for k := range acc {
+			lane[k] -= 32 * (int32(y[b].bsums[2*k])*int32(int8(sc[2*k])) + int32(y[b].bsums[2*k+1])*int32(int8(sc[2*k+1])))
+			acc[k] = float32(math.FMA(float64(d), float64(float32(lane[k])), float64(acc[k])))
+		}
+	}
+	return sum8(&acc)
+}
+
+// dotQ6KBlocksGeneric is the Q6_K block reference (dotQ6KBlock) summed in order,
+// one float step per block: the order of the AVX-512 Q6_K tiles, which since
+// issue 32 serve only Q3_K's prompts repacked into Q6_K (repack.go), where it is
+// Q3_K's reference order (dotQ3KRowGeneric).
+func dotQ6KBlocksGeneric(row []byte, y []q8KBlock) float32 {
 	var sum float32
 	for b := range y {
 		sum += dotQ6KBlock(row[b*210:(b+1)*210], &y[b])
@@ -183,12 +252,29 @@ func dotQ5_1RowGeneric(row []byte, y []q8_1Block) float32 {
 	return sum8(&acc) + summs
 }
 
+// dotQ4_1RowGeneric is ggml_vec_dot_q4_1_q8_1 (x86) bit for bit, as
+// dotQ5_1RowGeneric without the fifth bits (issue 32).
 func dotQ4_1RowGeneric(row []byte, y []q8_1Block) float32 {
-	var sum float32
+	var acc [8]float32
+	var summs float32
 	for b := range y {
-		sum += dotQ4_1Block(row[b*20:(b+1)*20], &y[b])
+		blk := row[b*20 : (b+1)*20]
+		qs := blk[4:20]
+		summs += f16Table[le16(blk[2:])] * y[b].s
+		d := f16Table[le16(blk)] * y[b].d
+		for k := range acc {
+			var isum int32
+			for j := 4 * k; j < 4*k+4; j++ {
+				q := qs[j%16] & 0xf
+				if j >= 16 {
+					q = qs[j-16] >> 4
+				}
+				isum += int32(q) * int32(y[b].qs[j])
+			}
+			acc[k] = float32(math.FMA(float64(float32(isum)), float64(d), float64(acc[k])))
+		}
 	}
-	return sum
+	return sum8(&acc) + summs
 }
 
 func dotIQ4XSRowGeneric(row []byte, y []q8KBlock) float32 {
@@ -265,7 +351,8 @@ func dotQ8_0RowsGeneric(out []float32, row []byte, y []q8Block, nb int) {
 func dotRows(wt Type, row []byte, a *acts, out []float32) { dotRowsAt(wt, row, a, 0, out) }
 
 // dotRowsAt sets out[i] = dotRow(wt, row, a, t0+i): through the batched kernels where
-// a type has them (Q4_K, Q5_K, Q6_K, Q8_0), which give every token dotRow's bits.
+// a type has them (Q4_K, Q5_K, Q6_K, Q8_0, Q4_1, Q5_1, IQ3_S and the lattice
+// types), which give every token dotRow's bits.
 func dotRowsAt(wt Type, row []byte, a *acts, t0 int, out []float32) {
 	switch wt {
 	case Q4_K:
@@ -280,6 +367,9 @@ func dotRowsAt(wt Type, row []byte, a *acts, t0 int, out []float32) {
 	case Q8_0:
 		nb := a.cols / qk0
 		dotQ8_0Rows(out, row, a.q8[t0*nb:], nb)
+	case Q4_1:
+		nb := a.cols / qk0
+		dotQ4_1Rows(out, row, a.q81[t0*nb:], nb)
 	case Q5_1:
 		nb := a.cols / qk0
 		dotQ5_1Rows(out, row, a.q81[t0*nb:], nb)

@@ -73,6 +73,12 @@ func dotLatticeRows(typ Type, out []float32, row []byte, y []q8KBlock, nb int) {
 	}
 }
 
+func dotQ4_1Rows(out []float32, row []byte, y []q8_1Block, nb int) {
+	for t := range out {
+		out[t] = dotQ4_1RowGeneric(row, y[t*nb:(t+1)*nb])
+	}
+}
+
 func dotQ5_1Rows(out []float32, row []byte, y []q8_1Block, nb int) {
 	for t := range out {
 		out[t] = dotQ5_1RowGeneric(row, y[t*nb:(t+1)*nb])

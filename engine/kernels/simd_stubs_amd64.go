@@ -95,6 +95,21 @@ func dotQ4_1AVX2(x *byte, y *byte, n int) float32
 //go:noescape
 func dotQ5_1AVX2(x *byte, y *byte, n int) float32
 
+// dotQ4_1AVX2t2 is dotQ4_1AVX2 of n Q4_1 blocks at x with each of 2 rows of n q8_1Blocks at y, y+ys, … into out[0 … 1].
+//
+//go:noescape
+func dotQ4_1AVX2t2(x *byte, y *byte, n int, ys int, out *float32)
+
+// dotQ4_1AVX2t4 is dotQ4_1AVX2 of n Q4_1 blocks at x with each of 4 rows of n q8_1Blocks at y, y+ys, … into out[0 … 3].
+//
+//go:noescape
+func dotQ4_1AVX2t4(x *byte, y *byte, n int, ys int, out *float32)
+
+// dotQ4_1AVX2r4 sets out[r] = dotQ4_1AVX2(x + r·rb, y, n) for r < 4.
+//
+//go:noescape
+func dotQ4_1AVX2r4(x *byte, rb int, y *byte, n int, out *float32)
+
 // dotQ5_1AVX2t2 is dotQ5_1AVX2 of n Q5_1 blocks at x with each of 2 rows of n q8_1Blocks at y, y+ys, … into out[0 … 1].
 //
 //go:noescape
@@ -104,6 +119,11 @@ func dotQ5_1AVX2t2(x *byte, y *byte, n int, ys int, out *float32)
 //
 //go:noescape
 func dotQ5_1AVX2t4(x *byte, y *byte, n int, ys int, out *float32)
+
+// dotQ5_1AVX2r4 sets out[r] = dotQ5_1AVX2(x + r·rb, y, n) for r < 4.
+//
+//go:noescape
+func dotQ5_1AVX2r4(x *byte, rb int, y *byte, n int, out *float32)
 
 // dotQ2KAVX2 is the dot product of n Q2_K blocks at x with n q8KBlocks at y.
 //
@@ -551,30 +571,6 @@ func dotQ6KAVX512r1t8(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb
 //go:noescape
 func dotQ6KAVX512r1t4(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb int, out *float32, os int)
 
-// dotQ5KAVX512r8t1 sets out[t·os + r] = dotQ5KAVX512(x + r·rb, y + t·ys, nb) for r < 8, t < 1;
-// yd + b·yds holds y.d of block b of the tokens, one float32 per token.
-//
-//go:noescape
-func dotQ5KAVX512r8t1(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb int, out *float32, os int)
-
-// dotQ5KAVX512r1t16 sets out[t·os + r] = dotQ5KAVX512(x + r·rb, y + t·ys, nb) for r < 1, t < 16;
-// yd + b·yds holds y.d of block b of the tokens, one float32 per token.
-//
-//go:noescape
-func dotQ5KAVX512r1t16(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb int, out *float32, os int)
-
-// dotQ5KAVX512r1t8 sets out[t·os + r] = dotQ5KAVX512(x + r·rb, y + t·ys, nb) for r < 1, t < 8;
-// yd + b·yds holds y.d of block b of the tokens, one float32 per token.
-//
-//go:noescape
-func dotQ5KAVX512r1t8(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb int, out *float32, os int)
-
-// dotQ5KAVX512r1t4 sets out[t·os + r] = dotQ5KAVX512(x + r·rb, y + t·ys, nb) for r < 1, t < 4;
-// yd + b·yds holds y.d of block b of the tokens, one float32 per token.
-//
-//go:noescape
-func dotQ5KAVX512r1t4(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb int, out *float32, os int)
-
 // dotQ4KAVX512r4t4 sets out[t·os + r] = dotQ4KAVX512(x + r·rb, y + t·ys, nb) for r < 4, t < 4;
 // yd + b·yds holds y.d of block b of the tokens, one float32 per token.
 //
@@ -634,26 +630,6 @@ func dotQ4_0AVX512x16t8(x *byte, rb int, y *byte, ys int, nb int, out *float32, 
 //
 //go:noescape
 func dotQ4_0AVX512x16t16(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
-
-// dotQ4_1AVX512x16t1 sets out[t·os + r] = dotQ4_1AVX2(x + r·rb, y + t·ys, nb) for r < 16, t < 1.
-//
-//go:noescape
-func dotQ4_1AVX512x16t1(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
-
-// dotQ4_1AVX512x16t4 sets out[t·os + r] = dotQ4_1AVX2(x + r·rb, y + t·ys, nb) for r < 16, t < 4.
-//
-//go:noescape
-func dotQ4_1AVX512x16t4(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
-
-// dotQ4_1AVX512x16t8 sets out[t·os + r] = dotQ4_1AVX2(x + r·rb, y + t·ys, nb) for r < 16, t < 8.
-//
-//go:noescape
-func dotQ4_1AVX512x16t8(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
-
-// dotQ4_1AVX512x16t16 sets out[t·os + r] = dotQ4_1AVX2(x + r·rb, y + t·ys, nb) for r < 16, t < 16.
-//
-//go:noescape
-func dotQ4_1AVX512x16t16(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
 
 // dotQ5_0AVX512x16t1 sets out[t·os + r] = dotQ5_0AVX2(x + r·rb, y + t·ys, nb) for r < 16, t < 1.
 //

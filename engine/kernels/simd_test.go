@@ -973,25 +973,34 @@ func q8_1Floats(y []q8_1Block) []float32 {
 	return x
 }
 
-// TestQ5_1Rows: dotQ5_1Rows (four and two tokens at a time through one
-// unpacking of each block) gives every token the reference's bits
-// (dotQ5_1RowGeneric), for token counts that leave every remainder, with
-// random, extreme and quantized blocks.
-func TestQ5_1Rows(t *testing.T) {
+// TestQx1Rows: dotQ5_1Rows and dotQ4_1Rows (four and two tokens at a time
+// through one unpacking of each block) give every token the reference's bits
+// (dotQ5_1RowGeneric, dotQ4_1RowGeneric), for token counts that leave every
+// remainder, with random, extreme and quantized blocks.
+func TestQx1Rows(t *testing.T) {
 	requireSIMD(t, "avx2")
 	r := rand.New(rand.NewPCG(75, 76))
-	for _, nb := range []int{1, 3, 24} {
-		for _, wm := range []string{"quantized", "random", "0xff", "0x00"} {
-			for _, am := range []string{"quantized", "random", "min", "max"} {
-				w := weightRow(r, Q5_1, nb, wm, false)
-				for _, nTok := range []int{1, 2, 3, 4, 5, 7, 9} {
-					y := q8_1Acts(r, nTok*nb, am, false)
-					out := make([]float32, nTok)
-					dotQ5_1Rows(out, w, y, nb)
-					for tk, v := range out {
-						want := dotQ5_1RowGeneric(w, y[tk*nb:(tk+1)*nb])
-						if math.Float32bits(v) != math.Float32bits(want) {
-							t.Fatalf("nb %d weights %s acts %s, %d tokens: token %d = %v, reference %v", nb, wm, am, nTok, tk, v, want)
+	for _, c := range []struct {
+		typ       Type
+		rows      func(out []float32, row []byte, y []q8_1Block, nb int)
+		reference func(row []byte, y []q8_1Block) float32
+	}{
+		{Q5_1, dotQ5_1Rows, dotQ5_1RowGeneric},
+		{Q4_1, dotQ4_1Rows, dotQ4_1RowGeneric},
+	} {
+		for _, nb := range []int{1, 3, 24} {
+			for _, wm := range []string{"quantized", "random", "0xff", "0x00"} {
+				for _, am := range []string{"quantized", "random", "min", "max"} {
+					w := weightRow(r, c.typ, nb, wm, false)
+					for _, nTok := range []int{1, 2, 3, 4, 5, 7, 9} {
+						y := q8_1Acts(r, nTok*nb, am, false)
+						out := make([]float32, nTok)
+						c.rows(out, w, y, nb)
+						for tk, v := range out {
+							want := c.reference(w, y[tk*nb:(tk+1)*nb])
+							if math.Float32bits(v) != math.Float32bits(want) {
+								t.Fatalf("%v nb %d weights %s acts %s, %d tokens: token %d = %v, reference %v", c.typ, nb, wm, am, nTok, tk, v, want)
+							}
 						}
 					}
 				}

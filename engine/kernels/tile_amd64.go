@@ -8,13 +8,17 @@ import (
 	"golang.org/x/sys/cpu"
 )
 
-// The tile kernels (AVX-512). K-quants (Q4_K, Q5_K, Q6_K): 8 weight rows against one token
-// (decoding), one row against 16, 8 or 4 tokens (a prompt). Q8_0, Q4_0 and Q4_1: 16
+// The tile kernels (AVX-512). Q4_K: 8 weight rows against one token
+// (decoding), one row against 16, 8 or 4 tokens (a prompt). Q8_0 and Q4_0: 16
 // rows against 1, 4, 8 or 16 tokens, as outer products (Q5_0: 16 rows against one
 // token; IQ4_XS: 16 rows against 4, 8 or 16 tokens; Q2_K: against 16, 8, 4 or
-// 1). Every output has the bits
-// of the single-row kernel (and, but for Q4_K/Q6_K's own order, of the
-// reference).
+// 1). Every output has the bits of the single-row kernel (and, but for Q4_K's own
+// order, of the reference). Q6_K's tiles (one float per row and token, added a
+// block at a time) serve only Q3_K's prompts repacked into Q6_K, whose reference
+// has that order: Q6_K, Q5_K and Q4_1 themselves keep llama.cpp's 8-lane float
+// order (issue 32), which those tiles cannot, and take the AVX-512 row kernel
+// (Q6_K: dotQ6KAVX512) and the AVX2 kernels (one row, two or four tokens)
+// instead.
 
 // useVNNI16 selects dotQ4KAVX512r1t16v over dotQ4KAVX512r1t16m for Q4_K's
 // 16-token chunks (AVX-512 VBMI for VPERMI2B; VNNI is part of useAVX512).
@@ -27,7 +31,6 @@ type outerKernel func(x *byte, rb int, y *byte, ys int, nb int, out *float32, os
 var (
 	outerQ8_0 = [4]outerKernel{dotQ8_0AVX512x16t16, dotQ8_0AVX512x16t8, dotQ8_0AVX512x16t4, dotQ8_0AVX512x16t1}
 	outerQ4_0 = [4]outerKernel{dotQ4_0AVX512x16t16, dotQ4_0AVX512x16t8, dotQ4_0AVX512x16t4, dotQ4_0AVX512x16t1}
-	outerQ4_1 = [4]outerKernel{dotQ4_1AVX512x16t16, dotQ4_1AVX512x16t8, dotQ4_1AVX512x16t4, dotQ4_1AVX512x16t1}
 	// Q5_0 decodes through its own kernel (one token); prompts are repacked into
 	// Q8_0 (repack.go).
 	outerQ5_0 = [4]outerKernel{3: dotQ5_0AVX512x16t1}
@@ -40,17 +43,14 @@ var (
 	outerQ2K   = [3]outerKernel{dotQ2KAVX512x16t16, dotQ2KAVX512x16t8, dotQ2KAVX512x16t4}
 )
 
-// outerKernels returns the Q8_0, Q4_0 or Q4_1 kernels for 16 rows by 16, 8, 4 and
-// 1 tokens (Q5_0 and IQ4_NL: 1 token only), or nils. Their activations are q8Blocks (Q4_1:
-// q8_1Blocks, of the same size; actBlock).
+// outerKernels returns the Q8_0 or Q4_0 kernels for 16 rows by 16, 8, 4 and
+// 1 tokens (Q5_0 and IQ4_NL: 1 token only), or nils. Their activations are q8Blocks.
 func outerKernels(t Type) *[4]outerKernel {
 	switch t {
 	case Q8_0:
 		return &outerQ8_0
 	case Q4_0:
 		return &outerQ4_0
-	case Q4_1:
-		return &outerQ4_1
 	case Q5_0:
 		return &outerQ5_0
 	case IQ4_NL:
@@ -83,6 +83,9 @@ func (a *acts) actBlock(i int) *byte {
 // fastRows computes dst[r] for the rows of [lo, hi) it has a multi-row kernel for
 // (one token), and returns the first row it left.
 func (m *matMul) fastRows(lo, hi int) int {
+	if useAVX2 && (m.w.Type == Q4_1 || m.w.Type == Q5_1) {
+		return m.qx1Rows(lo, hi)
+	}
 	if !useAVX512 {
 		return lo
 	}
@@ -114,10 +117,6 @@ func (m *matMul) fastRows(lo, hi int) int {
 	switch m.w.Type {
 	case Q4_K:
 		k = dotQ4KAVX512r8t1
-	case Q5_K:
-		k = dotQ5KAVX512r8t1
-	case Q6_K:
-		k = dotQ6KAVX512r8t1
 	default:
 		return lo
 	}
@@ -132,9 +131,32 @@ func (m *matMul) fastRows(lo, hi int) int {
 	return r
 }
 
+// qx1Rows is fastRows for Q4_1 and Q5_1 (AVX2, and with AVX-512 too): four rows
+// a call through dotQ4_1AVX2r4 or dotQ5_1AVX2r4, each output the one-row
+// kernel's bits.
+func (m *matMul) qx1Rows(lo, hi int) int {
+	nb := m.a.cols / qk0
+	if nb == 0 {
+		return lo
+	}
+	_ = m.a.q81[nb-1]
+	y := (*byte)(unsafe.Pointer(&m.a.q81[0]))
+	k := dotQ4_1AVX2r4
+	if m.w.Type == Q5_1 {
+		k = dotQ5_1AVX2r4
+	}
+	r := lo
+	for ; r+4 <= hi; r += 4 {
+		_ = m.w.Data[(r+4)*m.rb-1]
+		_ = m.dst[r+3]
+		k(&m.w.Data[r*m.rb], m.rb, y, nb, &m.dst[r])
+	}
+	return r
+}
+
 // tiles reports whether fastTokens has kernels for the matrix's type.
 func (m *matMul) tiles() bool {
-	return useAVX512 && (outerKernels(m.w.Type)[0] != nil || kOuterKernels(m.w.Type) != nil || m.w.Type == Q4_K || m.w.Type == Q6_K)
+	return useAVX512 && (outerKernels(m.w.Type)[0] != nil || kOuterKernels(m.w.Type) != nil || m.w.Type == Q4_K)
 }
 
 // checkBlocks panics unless a holds n blocks of 32 elements (q8 or q81).
@@ -193,10 +215,6 @@ func (m *matMul) fastTokens(r, hi, t0, nt int) int {
 	switch m.w.Type {
 	case Q4_K:
 		ks, one = [3]tileKernel{dotQ4KAVX512r1t16, dotQ4KAVX512r1t8, dotQ4KAVX512r1t4}, dotQ4KRow
-	case Q5_K:
-		ks, one = [3]tileKernel{dotQ5KAVX512r1t16, dotQ5KAVX512r1t8, dotQ5KAVX512r1t4}, dotQ5KRow
-	case Q6_K:
-		ks, one = [3]tileKernel{dotQ6KAVX512r1t16, dotQ6KAVX512r1t8, dotQ6KAVX512r1t4}, dotQ6KRow
 	default:
 		return 0
 	}
@@ -249,7 +267,7 @@ func (m *matMul) fastTokens(r, hi, t0, nt int) int {
 	return 1
 }
 
-// tile4 is the 4-token kernel of ks in fastTokens (Q4_K, Q5_K or Q6_K), called
+// tile4 is the 4-token kernel of ks in fastTokens (Q4_K), called
 // directly rather than through the func value: a pointer passed through a func value
 // escapes, so a buffer on the caller's stack would be allocated on the heap at every
 // call (one per row of a 2- or 3-token product, millions a second in a busy decode,
@@ -258,10 +276,6 @@ func tile4(t Type, x *byte, y *byte, ys int, yd *float32, yds int, nb int, out *
 	switch t {
 	case Q4_K:
 		dotQ4KAVX512r1t4(x, 0, y, ys, yd, yds, nb, out, os)
-	case Q5_K:
-		dotQ5KAVX512r1t4(x, 0, y, ys, yd, yds, nb, out, os)
-	case Q6_K:
-		dotQ6KAVX512r1t4(x, 0, y, ys, yd, yds, nb, out, os)
 	default:
 		panic("kernels: tile4 of " + t.String())
 	}
@@ -363,6 +377,8 @@ func (m *matMul) repackTokens(lo, hi int) int {
 
 // repackTokensQ6K computes rows [lo, hi) for every token through the Q6_K tile
 // kernels, each weight row repacked into Q6_K once (repack.go), and returns hi.
+// The tiles have Q3_K's reference order (dotQ6KBlocksGeneric); tokens left over
+// take Q3_K's own row kernel.
 func (m *matMul) repackTokensQ6K(lo, hi int) int {
 	a, rows := m.a, m.w.Rows
 	nb := a.cols / qkK
@@ -386,7 +402,7 @@ func (m *matMul) repackTokensQ6K(lo, hi int) int {
 			}
 		}
 		for ; t < m.nTok; t++ {
-			m.dst[t*rows+r] = dotQ6KRow(row, a.q8k[t*nb:(t+1)*nb])
+			m.dst[t*rows+r] = dotQ3KRow(m.w.Data[r*m.rb:(r+1)*m.rb], a.q8k[t*nb:(t+1)*nb])
 		}
 	}
 	return hi

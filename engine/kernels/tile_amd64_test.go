@@ -25,14 +25,12 @@ var tileCases = []tileCase{
 	{"Q4_K r1t8", Q4_K, 1, 8, dotQ4KAVX512r1t8, dotQ4KRowGeneric},
 	{"Q4_K r1t4", Q4_K, 1, 4, dotQ4KAVX512r1t4, dotQ4KRowGeneric},
 	{"Q4_K r4t4", Q4_K, 4, 4, dotQ4KAVX512r4t4, dotQ4KRowGeneric},
-	{"Q5_K r8t1", Q5_K, 8, 1, dotQ5KAVX512r8t1, dotQ5KRowGeneric},
-	{"Q5_K r1t16", Q5_K, 1, 16, dotQ5KAVX512r1t16, dotQ5KRowGeneric},
-	{"Q5_K r1t8", Q5_K, 1, 8, dotQ5KAVX512r1t8, dotQ5KRowGeneric},
-	{"Q5_K r1t4", Q5_K, 1, 4, dotQ5KAVX512r1t4, dotQ5KRowGeneric},
-	{"Q6_K r8t1", Q6_K, 8, 1, dotQ6KAVX512r8t1, dotQ6KRowGeneric},
-	{"Q6_K r1t16", Q6_K, 1, 16, dotQ6KAVX512r1t16, dotQ6KRowGeneric},
-	{"Q6_K r1t8", Q6_K, 1, 8, dotQ6KAVX512r1t8, dotQ6KRowGeneric},
-	{"Q6_K r1t4", Q6_K, 1, 4, dotQ6KAVX512r1t4, dotQ6KRowGeneric},
+	// Q6_K's tiles keep one float step per block (dotQ6KBlocksGeneric): they
+	// serve Q3_K's repacked prompts only (issue 32).
+	{"Q6_K r8t1", Q6_K, 8, 1, dotQ6KAVX512r8t1, dotQ6KBlocksGeneric},
+	{"Q6_K r1t16", Q6_K, 1, 16, dotQ6KAVX512r1t16, dotQ6KBlocksGeneric},
+	{"Q6_K r1t8", Q6_K, 1, 8, dotQ6KAVX512r1t8, dotQ6KBlocksGeneric},
+	{"Q6_K r1t4", Q6_K, 1, 4, dotQ6KAVX512r1t4, dotQ6KBlocksGeneric},
 }
 
 // TestTileKernels: every output of a tile kernel is the Go reference's bits, for
@@ -108,13 +106,13 @@ func BenchmarkTileKernels(b *testing.B) {
 	}
 }
 
-// TestOuterKernels: the Q8_0, Q4_0, Q4_1, Q5_0 and IQ4_NL outer-product tiles give the
+// TestOuterKernels: the Q8_0, Q4_0, Q5_0 and IQ4_NL outer-product tiles give the
 // reference's bits for every row and token, and write only their outputs.
 func TestOuterKernels(t *testing.T) {
 	requireSIMD(t, "avx512")
 	r := rand.New(rand.NewPCG(45, 46))
 	const guard = -12345.5
-	for _, typ := range []Type{Q8_0, Q4_0, Q4_1, Q5_0, IQ4_NL} {
+	for _, typ := range []Type{Q8_0, Q4_0, Q5_0, IQ4_NL} {
 		ks := outerKernels(typ)
 		for i, T := range []int{16, 8, 4, 1} {
 			if ks[i] == nil {
@@ -131,11 +129,7 @@ func TestOuterKernels(t *testing.T) {
 						}
 						tokBlocks := nb + 1
 						y := q8Acts(r, typ, T*tokBlocks, am, false)
-						y1 := q8_1Acts(r, T*tokBlocks, am, false)
 						yp := (*byte)(unsafe.Pointer(&y[0]))
-						if typ == Q4_1 {
-							yp = (*byte)(unsafe.Pointer(&y1[0]))
-						}
 						os := 19
 						out := make([]float32, T*os+1)
 						for i := range out {
@@ -161,8 +155,6 @@ func TestOuterKernels(t *testing.T) {
 								want = dotQ5_0RowGeneric(row, yt)
 							case IQ4_NL:
 								want = dotIQ4NLRowGeneric(row, yt)
-							case Q4_1:
-								want = dotQ4_1RowGeneric(row, y1[tk*tokBlocks:tk*tokBlocks+nb])
 							}
 							if math.Float32bits(v) != math.Float32bits(want) {
 								t.Fatalf("%s: row %d token %d: %v, reference %v", name, rr, tk, v, want)
@@ -435,4 +427,46 @@ func BenchmarkQ2KDecode(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestQx1FourRows: dotQ4_1AVX2r4 and dotQ5_1AVX2r4 (four rows against one token,
+// MatMul's decoding path for Q4_1 and Q5_1) give every row the reference's bits,
+// for rows at an odd stride, random, extreme and quantized blocks, and write only
+// their four outputs.
+func TestQx1FourRows(t *testing.T) {
+	requireSIMD(t, "avx2")
+	r := rand.New(rand.NewPCG(79, 80))
+	const guard = -12345.5
+	for _, c := range []struct {
+		typ       Type
+		k         func(x *byte, rb int, y *byte, n int, out *float32)
+		reference func(row []byte, y []q8_1Block) float32
+	}{
+		{Q4_1, dotQ4_1AVX2r4, dotQ4_1RowGeneric},
+		{Q5_1, dotQ5_1AVX2r4, dotQ5_1RowGeneric},
+	} {
+		for _, nb := range []int{1, 3, 24} {
+			for _, wm := range []string{"quantized", "random", "0xff", "0x00"} {
+				for _, am := range []string{"quantized", "random", "min", "max"} {
+					rb := nb*c.typ.BlockBytes() + 5
+					w := make([]byte, 4*rb)
+					for i := 0; i < 4; i++ {
+						copy(w[i*rb:], weightRow(r, c.typ, nb, wm, false))
+					}
+					y := q8_1Acts(r, nb, am, false)
+					out := []float32{guard, 0, 0, 0, 0, guard}
+					c.k(&w[0], rb, (*byte)(unsafe.Pointer(&y[0])), nb, &out[1])
+					if out[0] != guard || out[5] != guard {
+						t.Fatalf("%v nb %d: wrote outside its outputs: %v", c.typ, nb, out)
+					}
+					for i := 0; i < 4; i++ {
+						want := c.reference(w[i*rb:i*rb+nb*c.typ.BlockBytes()], y)
+						if math.Float32bits(out[1+i]) != math.Float32bits(want) {
+							t.Fatalf("%v nb %d weights %s acts %s: row %d = %v, reference %v", c.typ, nb, wm, am, i, out[1+i], want)
+						}
+					}
+				}
+			}
+		}
+	}
 }
