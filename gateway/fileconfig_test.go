@@ -6,6 +6,7 @@ import (
 
 	"github.com/lmlite/lmlite/configs"
 	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/engine/spec"
 )
 
 // The gateway does not know the configuration file (cmd/lmlite converts it), but its
@@ -62,7 +63,9 @@ func engineConfigOf(m *configs.Model) engine.ModelConfig {
 		ID: m.ID, Path: m.File(), MaxModelLen: m.MaxModelLen, MaxModelConcurrency: m.MaxConcurrency,
 		BatchExecuteTimeout: time.Duration(m.BatchTimeoutMS) * time.Millisecond, Replicas: m.Replicas,
 		IdleTimeout: m.IdleTimeout, Priority: m.Priority, Device: m.Device, MaxQueue: m.MaxQueue,
-		BatchChunkTokens: max(m.BatchChunk, 0), AttnF32MinPrompt: m.AttnF32MinPrompt, Speculative: m.Speculative,
+		BatchChunkTokens: max(m.BatchChunk, 0), AttnF32MinPrompt: m.AttnF32MinPrompt, Speculative: spec.Config{NGram: m.Speculative.NGram, MaxDraft: m.Speculative.MaxDraft,
+			DraftCost: m.Speculative.DraftCost, IgnorePrediction: m.Speculative.IgnorePrediction, Pool: m.Speculative.Pool,
+			DraftModel: m.Speculative.DraftModel},
 		GrammarMaskSteps: m.GrammarMaskSteps, GrammarRequestSteps: m.GrammarRequestSteps,
 		KVCacheBytes: bytes(m.KVCache), KVWarmBytes: bytes(m.KVWarm), AdapterMemory: bytes(m.AdapterMemory), KVWarmFile: m.KVWarmFile,
 		KVCacheTypeK: m.KVCacheTypeK, KVCacheTypeV: m.KVCacheTypeV,
