@@ -1,3 +1,10 @@
+// Package api holds the types of the engine's Block API, its errors, the Stream a
+// request's tokens arrive on, and the device report: what the engine (which aliases
+// them, so callers write engine.Request) and its workers mode (engine/worker, which
+// serves the same API from child processes without importing the engine) share. It
+// also defines the workers mode's wire-level meaning of them: a worker's frames carry
+// these types as JSON, and an error crosses the socket as the name of one of these
+// sentinels.
 package api
 
 import (
@@ -17,8 +24,7 @@ import (
 
 // This file holds the types of the Block API (LM Lite's LMLiteBlock shape) that the
 // gateway and embedding programs use. The Block itself (scheduler, replicas, idle
-// unload, leases) comes with the runtime; the types are fixed first so that callers
-// can be written against them.
+// unload, leases) is package engine's, which aliases these types.
 
 // ModelConfig declares one model of a Block. Zero values take the documented defaults.
 type ModelConfig struct {
