@@ -7,7 +7,7 @@
 // use (LM Lite's LMLiteBlock): a block of model configs, Ready, Generate returning a
 // Stream of tokens and a final Usage, Close and GC. Its types (ModelConfig, Config,
 // Request, Stream, Token, Usage, ModelStatus, Stats, the device and adapter reports)
-// and its errors live in package engine/api, which both modes use; api.go aliases
+// and its errors live in package engine/api, which both modes use; aliases.go aliases
 // them here under the same names (the errors are the same values, so errors.Is
 // matches either name).
 //
