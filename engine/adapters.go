@@ -3,7 +3,6 @@ package engine
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -28,9 +27,6 @@ import (
 // (idleAdapters); all are unloaded with the model. The decisions are pure
 // functions of the adapters' uses and an explicit time; the instance's mu guards
 // the slots they apply to.
-
-// ErrAdapterBusy refuses unloading an adapter that requests are using.
-var ErrAdapterBusy = errors.New("engine: adapter in use")
 
 // adapterSlot is one configured adapter of a model.
 type adapterSlot struct {
@@ -294,24 +290,6 @@ func (in *instance) submit(req Request, j *job, h *replicaSet) {
 	}
 	in.pick(req, h).submit(j)
 }
-
-// AdapterStatus is one adapter's state (Block.Adapters).
-type AdapterStatus struct {
-	ID       string `json:"id"`
-	Model    string `json:"model"`
-	State    string `json:"state"` // AdapterLoaded or AdapterUnloaded
-	Bytes    int64  `json:"bytes"` // its file's size: what it costs loaded
-	Active   int    `json:"active"`
-	Loads    uint64 `json:"loads"`
-	Unloads  uint64 `json:"unloads"`
-	LastUsed time.Time
-}
-
-// Adapter states.
-const (
-	AdapterLoaded   = "loaded"
-	AdapterUnloaded = "unloaded"
-)
 
 // Adapters reports every model's adapters, in configuration order.
 func (b *Block) Adapters() []AdapterStatus {

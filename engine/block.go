@@ -26,34 +26,7 @@ import (
 	"github.com/lmlite/lmlite/kvcache"
 )
 
-// Defaults of ModelConfig and Config fields left zero.
-const (
-	DefaultMaxModelConcurrency = 8
-	DefaultIdleTimeout         = 5 * time.Minute
-	DefaultMaxQueue            = 256
-	kvBlockTokens              = 16 // tokens per KV block
-)
-
-// Config configures a Block. The zero value of each field takes its default.
-type Config struct {
-	Models       []ModelConfig
-	MemoryBudget int64       // bytes the models may map and allocate (weights + KV); 0: host memory minus a margin (lease.HostBudget)
-	Leases       lease.Store // where models lease their memory; nil: an in-process store
-	// Devices is the lease budget of each device ("host", "gpu:N"); nil:
-	// device.Probe().Capacities(the host budget): host plus the GPUs NVML finds. A
-	// configured MemoryBudget replaces the host entry.
-	Devices map[string]int64
-	// LeaseTTL is how long a model's memory lease lives without a heartbeat (the
-	// janitor beats every TTL/3, and at least every second); 0: 30 s.
-	LeaseTTL time.Duration
-	MaxQueue int // requests waiting per model beyond its running slots: the default of ModelConfig.MaxQueue is this + Replicas × MaxModelConcurrency; 0: DefaultMaxQueue
-	Logger   *slog.Logger
-
-	// Clock is the lifecycle's time: idle timeouts, lease expiry and heartbeats (the
-	// janitor still wakes every real second). nil: time.Now. Batching and the
-	// timings of Usage always use the real time.
-	Clock func() time.Time
-}
+const kvBlockTokens = 16 // tokens per KV block
 
 // leaseTTL is the default of Config.LeaseTTL.
 const leaseTTL = 30 * time.Second

@@ -5,22 +5,6 @@ import (
 	"fmt"
 )
 
-// MaxChoices is the most choices GenerateN runs (OpenAI's n).
-const MaxChoices = 8
-
-// ChoiceSeed is the sampling seed of choice i of a request seeded with seed: seed
-// itself for choice 0 (so n=1 is a plain request), a SplitMix64 mix of seed and i
-// for the others.
-func ChoiceSeed(seed uint64, i int) uint64 {
-	if i == 0 {
-		return seed
-	}
-	z := seed + uint64(i)*0x9e3779b97f4a7c15
-	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
-	z = (z ^ z>>27) * 0x94d049bb133111eb
-	return z ^ z>>31
-}
-
 // GenerateN starts n choices of one request (OpenAI's n): each its own sequence,
 // choice i sampled with ChoiceSeed(req.Sampling.Seed, i), so choice i's tokens are
 // those of the request alone with that seed. Choice 0 starts at once; the others
@@ -37,7 +21,7 @@ func (b *Block) GenerateN(ctx context.Context, modelID string, req Request, n in
 	streams[0] = NewStream()
 	started := make(chan struct{})
 	if n > 1 {
-		streams[0].first = func() { close(started) }
+		streams[0].OnFirst(func() { close(started) })
 	}
 	if err := b.generate(ctx, modelID, req, streams[0]); err != nil {
 		return []*Stream{nil}, err

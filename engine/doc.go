@@ -3,9 +3,13 @@
 // model architectures (engine/model) over a small kernel interface (engine/kernels),
 // and sampling (engine/sample).
 //
-// The Block API in api.go is the shape that the gateway and Go programs embedding the
-// engine use (LM Lite's LMLiteBlock): a block of model configs, Ready, Generate
-// returning a Stream of tokens and a final Usage, Close and GC.
+// The Block API is the shape that the gateway and Go programs embedding the engine
+// use (LM Lite's LMLiteBlock): a block of model configs, Ready, Generate returning a
+// Stream of tokens and a final Usage, Close and GC. Its types (ModelConfig, Config,
+// Request, Stream, Token, Usage, ModelStatus, Stats, the device and adapter reports)
+// and its errors live in package engine/api, which both modes use; aliases.go aliases
+// them here under the same names (the errors are the same values, so errors.Is
+// matches either name).
 //
 // The engine presents nothing: Models and Stats (stats.go) are plain snapshots of
 // its counters and gauges, and the edges turn them into Prometheus series (the
@@ -19,7 +23,9 @@
 // process serving a Block, behind a Pool with the same API: a crash or hang ends
 // that group's requests with ErrRestarting and nothing else, and the worker is
 // restarted with backoff. Prep (modes.go) is the part of a model the parent keeps:
-// tokenizer, chat template and limits.
+// tokenizer, chat template and limits. engine/worker imports engine/api, not the
+// engine (internal/importgraph checks): cmd/lmlite passes it New, for the child's
+// Block, and OpenPrep, for the parent's Preps.
 //
 // # A request's path
 //

@@ -10,24 +10,6 @@ import (
 	"github.com/lmlite/lmlite/engine/model"
 )
 
-// EmbedRequest asks for the embeddings of several inputs, each already tokenized
-// (Block.Tokenize). They run as prefill-only sequences in the model's batches,
-// beside its generations, fair by tenant like them.
-type EmbedRequest struct {
-	Inputs   [][]int32
-	Tenant   string
-	Weight   float64
-	Priority Priority
-}
-
-// Embeddings are the result of an EmbedRequest: one unit-length vector per input
-// (the model's final hidden states after the output norm, pooled as the model says:
-// mean, first or last token), and the prompt tokens billed (all the inputs').
-type Embeddings struct {
-	Vectors      [][]float32
-	PromptTokens int
-}
-
 // poolingOf is how a model embeds: the GGUF's <arch>.pooling_type (none, mean, cls,
 // last; rank is not an embedding), or mean when the configuration turns embeddings
 // on without one; PoolNone when it does not embed.

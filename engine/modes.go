@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/lmlite/lmlite/engine/chat"
@@ -14,12 +13,6 @@ import (
 // This file holds what the engine's modes share: the in-process Block and the
 // worker processes of engine/worker both serve the Block API, and a caller (the
 // gateway) cannot tell them apart.
-
-// ErrRestarting is the retryable error of a request whose model is restarting: its
-// worker process crashed or hung while the request ran, or the request came while the
-// worker waits out its restart backoff. Nothing about the request was wrong; retry it
-// shortly (the gateway answers 503 engine_restarting with Retry-After).
-var ErrRestarting = errors.New("engine: model restarting")
 
 // Prep prepares requests for one model without its weights: the tokenizer, the chat
 // template (with its tools support) and the length limit, read from the file's metadata. The worker mode's

@@ -1,25 +1,9 @@
 package engine
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/lmlite/lmlite/engine/tokenizer"
-)
-
-// TokenCheck is what CheckTokenIDs refuses besides ids outside the vocabulary.
-type TokenCheck int8
-
-const (
-	AnyToken       TokenCheck = iota // every id of the vocabulary
-	PromptTokens                     // no control token but the vocabulary's BOS (a prompt of token ids)
-	NoControlToken                   // no control token at all (a positive logit bias)
-)
-
-// Errors of CheckTokenIDs.
-var (
-	ErrTokenOutOfRange = errors.New("engine: token id outside the vocabulary")
-	ErrControlToken    = errors.New("engine: control token")
 )
 
 // CheckTokenIDs checks token ids a request names itself (a prompt given as token

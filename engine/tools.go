@@ -14,13 +14,6 @@ import (
 	"github.com/lmlite/lmlite/engine/toolcall"
 )
 
-// Tool is a function the model may call (OpenAI's tools[].function).
-type Tool struct {
-	Name        string
-	Description string
-	Parameters  json.RawMessage // a JSON Schema of the arguments object; nil: none
-}
-
 // RenderChatTools renders messages with the model's chat template, the tools offered
 // through the template's own tools support, in the shapes the families' templates
 // read them:

@@ -41,7 +41,7 @@ func benchEngine(stdout io.Writer, path, mode string, parallel, nGen, reps int, 
 		}
 		e = b
 	case "workers":
-		p, err := worker.New(worker.Config{Models: []engine.ModelConfig{mc}, Logger: quietLogger()})
+		p, err := worker.New(worker.Config{Models: []engine.ModelConfig{mc}, OpenPrep: openPrep, Logger: quietLogger()})
 		if err != nil {
 			return err
 		}

@@ -1,7 +1,32 @@
 package main
 
-import "github.com/lmlite/lmlite/engine/worker"
+import (
+	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/engine/worker"
+)
 
 func init() {
-	register("worker", "serve models in a child process of `serve` (engine mode workers; not typed by hand)", worker.Main)
+	register("worker", "serve models in a child process of `serve` (engine mode workers; not typed by hand)", workerMain)
+}
+
+// workerMain is `lmlite worker`: engine/worker's Main serving an engine.Block (the
+// worker package does not import the engine; the program joins them).
+func workerMain(args []string) error { return worker.Main(args, newWorkerBlock) }
+
+// newWorkerBlock is engine.New as a worker's Block.
+func newWorkerBlock(cfg engine.Config) (worker.Block, error) {
+	b, err := engine.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// openPrep is engine.OpenPrep as a worker Pool's Prep (worker.Config.OpenPrep).
+func openPrep(mc engine.ModelConfig) (worker.Prep, error) {
+	p, err := engine.OpenPrep(mc)
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
 }

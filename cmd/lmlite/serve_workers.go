@@ -16,7 +16,7 @@ import (
 // models' memory in Redis (as the in-process engine does), each worker group as node
 // NODE_ID/GROUP.
 func newWorkersEngine(cfg *configs.Config, cfgs []engine.ModelConfig, memBudget int64, opts engineOptions) (gateway.Engine, error) {
-	wc := worker.Config{Models: cfgs, Groups: cfg.WorkerGroups(), DataDir: cfg.DataDir,
+	wc := worker.Config{Models: cfgs, OpenPrep: openPrep, Groups: cfg.WorkerGroups(), DataDir: cfg.DataDir,
 		MemoryBudget: memBudget, Devices: opts.Devices, Logger: engineLogger()}
 	if r := cfg.Redis; r != nil && opts.Leases != nil {
 		wc.Redis = &worker.RedisLeases{URL: r.URL, KeyPrefix: r.KeyPrefix, Node: r.NodeID}

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/lmlite/lmlite/engine/genmodel"
-	"github.com/lmlite/lmlite/engine/worker"
 	"github.com/lmlite/lmlite/tenancy"
 )
 
@@ -39,7 +38,7 @@ func TestMain(m *testing.M) {
 			os.Stderr.WriteString("test worker: simulated crash at load of group " + g + "\n")
 			os.Exit(3)
 		}
-		if err := worker.Main(os.Args[2:]); err != nil {
+		if err := workerMain(os.Args[2:]); err != nil {
 			os.Stderr.WriteString("lmlite worker: " + err.Error() + "\n")
 			os.Exit(1)
 		}

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/engine/api"
 )
 
 // LoRA adapters in the workers mode: the Pool loads, unloads and reports a model's
@@ -20,10 +20,10 @@ import (
 func (p *Pool) adapterOf(modelID, id string) (*pmodel, error) {
 	m, ok := p.models[modelID]
 	if !ok {
-		return nil, fmt.Errorf("%w: %q", engine.ErrUnknownModel, modelID)
+		return nil, fmt.Errorf("%w: %q", api.ErrUnknownModel, modelID)
 	}
-	if !slices.ContainsFunc(m.cfg.Adapters, func(a engine.AdapterConfig) bool { return a.ID == id }) {
-		return nil, fmt.Errorf("%w: %q (model %s)", engine.ErrUnknownAdapter, id, modelID)
+	if !slices.ContainsFunc(m.cfg.Adapters, func(a api.AdapterConfig) bool { return a.ID == id }) {
+		return nil, fmt.Errorf("%w: %q (model %s)", api.ErrUnknownAdapter, id, modelID)
 	}
 	return m, nil
 }
@@ -45,7 +45,7 @@ func (p *Pool) LoadAdapter(ctx context.Context, modelID, id string) error {
 }
 
 // UnloadAdapter unloads the model's adapter in its worker, if the worker runs (a
-// stopped worker holds nothing). engine.ErrAdapterBusy: requests are using it.
+// stopped worker holds nothing). api.ErrAdapterBusy: requests are using it.
 func (p *Pool) UnloadAdapter(modelID, id string) error {
 	m, err := p.adapterOf(modelID, id)
 	if err != nil {
@@ -66,11 +66,11 @@ const adaptersTimeout = 5 * time.Second
 // Adapters reports every model's adapters in configuration order: a running
 // worker's as its Block reports them; a stopped worker's (or one that does not
 // answer within adaptersTimeout) as unloaded, at their files' sizes.
-func (p *Pool) Adapters() []engine.AdapterStatus {
+func (p *Pool) Adapters() []api.AdapterStatus {
 	ctx, cancel := context.WithTimeout(context.Background(), adaptersTimeout)
 	defer cancel()
-	reported := map[*group]map[string]engine.AdapterStatus{}
-	var out []engine.AdapterStatus
+	reported := map[*group]map[string]api.AdapterStatus{}
+	var out []api.AdapterStatus
 	for _, id := range p.order {
 		m := p.models[id]
 		if len(m.cfg.Adapters) == 0 {
@@ -84,7 +84,7 @@ func (p *Pool) Adapters() []engine.AdapterStatus {
 		for _, ac := range m.cfg.Adapters {
 			st, ok := rep[id+"\x00"+ac.ID]
 			if !ok {
-				st = engine.AdapterStatus{ID: ac.ID, Model: id, State: engine.AdapterUnloaded}
+				st = api.AdapterStatus{ID: ac.ID, Model: id, State: api.AdapterUnloaded}
 				if fi, err := os.Stat(ac.Path); err == nil {
 					st.Bytes = fi.Size()
 				}
@@ -97,7 +97,7 @@ func (p *Pool) Adapters() []engine.AdapterStatus {
 
 // askAdapters is the adapters a running group's worker reports, by model and id;
 // nil when it is not running or does not answer.
-func (p *Pool) askAdapters(ctx context.Context, g *group) map[string]engine.AdapterStatus {
+func (p *Pool) askAdapters(ctx context.Context, g *group) map[string]api.AdapterStatus {
 	g.mu.Lock()
 	pr, running := g.proc, g.state == gRunning
 	g.mu.Unlock()
@@ -113,12 +113,12 @@ func (p *Pool) askAdapters(ctx context.Context, g *group) map[string]engine.Adap
 		}
 	}
 	if err != nil {
-		if !errors.Is(err, engine.ErrRestarting) {
+		if !errors.Is(err, api.ErrRestarting) {
 			p.log.Warn("worker adapters report", "group", g.name, "error", err)
 		}
 		return nil
 	}
-	out := map[string]engine.AdapterStatus{}
+	out := map[string]api.AdapterStatus{}
 	for _, st := range c.adapters {
 		out[st.Model+"\x00"+st.ID] = st
 	}

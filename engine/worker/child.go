@@ -14,7 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/engine/api"
 	"github.com/lmlite/lmlite/engine/lease"
 	"github.com/lmlite/lmlite/engine/parallel"
 	"github.com/lmlite/lmlite/internal/rediscli"
@@ -23,17 +23,28 @@ import (
 // Backend is what a worker serves: the Block API of its models. *engine.Block
 // satisfies it.
 type Backend interface {
-	Generate(ctx context.Context, modelID string, req engine.Request) (*engine.Stream, error)
-	GenerateN(ctx context.Context, modelID string, req engine.Request, n int) ([]*engine.Stream, error)
-	Embed(ctx context.Context, modelID string, req engine.EmbedRequest) (engine.Embeddings, error)
+	Generate(ctx context.Context, modelID string, req api.Request) (*api.Stream, error)
+	GenerateN(ctx context.Context, modelID string, req api.Request, n int) ([]*api.Stream, error)
+	Embed(ctx context.Context, modelID string, req api.EmbedRequest) (api.Embeddings, error)
 	Load(ctx context.Context, modelID string) error
 	Unload(modelID string) error
-	Models() []engine.ModelStatus
-	Devices(ctx context.Context) ([]engine.DeviceStatus, error)
+	Models() []api.ModelStatus
+	Devices(ctx context.Context) ([]api.DeviceStatus, error)
 	LoadAdapter(ctx context.Context, modelID, id string) error
 	UnloadAdapter(modelID, id string) error
-	Adapters() []engine.AdapterStatus
+	Adapters() []api.AdapterStatus
 }
+
+// Block is a worker's Block: the Backend it serves, closed when the worker exits
+// (*engine.Block, from engine.New, satisfies it).
+type Block interface {
+	Backend
+	Close() error
+}
+
+// NewBlock builds the worker's Block from its configuration: engine.New, which the
+// program (cmd) passes to Main, so this package need not import the engine.
+type NewBlock func(api.Config) (Block, error)
 
 // socketFD is the worker's end of the socket pair: the first of exec.Cmd.ExtraFiles.
 const socketFD = 3
@@ -41,12 +52,12 @@ const socketFD = 3
 // Main is `lmlite worker`: it serves the models given in its flags from an
 // engine.Block over the socket on file descriptor 3 until the parent closes it. The
 // parent (Pool) writes these arguments; they are not meant to be typed.
-func Main(args []string) error { return mainWith(args, nil) }
+func Main(args []string, newBlock NewBlock) error { return mainWith(args, newBlock, nil) }
 
 // mainWith is Main with the Backend wrapped (tests slow it down).
-func mainWith(args []string, wrap func(Backend) Backend) error {
+func mainWith(args []string, newBlock NewBlock, wrap func(Backend) Backend) error {
 	fs := flag.NewFlagSet("lmlite worker", flag.ContinueOnError)
-	models := fs.String("models", "", "the group's engine.ModelConfig list, as JSON")
+	models := fs.String("models", "", "the group's api.ModelConfig list, as JSON")
 	budget := fs.Int64("memory-budget", 0, "bytes for the models (0: host memory)")
 	beat := fs.Duration("beat", DefaultBeat, "heartbeat interval")
 	leaseTTL := fs.Duration("lease-ttl", 0, "the memory leases' TTL (0: the engine's default)")
@@ -57,7 +68,7 @@ func mainWith(args []string, wrap func(Backend) Backend) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	var cfgs []engine.ModelConfig
+	var cfgs []api.ModelConfig
 	if err := json.Unmarshal([]byte(*models), &cfgs); err != nil {
 		return fmt.Errorf("worker: --models: %w", err)
 	}
@@ -74,7 +85,7 @@ func mainWith(args []string, wrap func(Backend) Backend) error {
 	// run in the wait rather than be preempted by them.
 	parallel.SetYieldWaiting(true)
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	ecfg := engine.Config{Models: cfgs, MemoryBudget: *budget, LeaseTTL: *leaseTTL, Logger: log}
+	ecfg := api.Config{Models: cfgs, MemoryBudget: *budget, LeaseTTL: *leaseTTL, Logger: log}
 	if *redisNode != "" {
 		rc, err := rediscli.New(rediscli.Options{URL: os.Getenv(envRedisURL), Name: *redisNode})
 		if err != nil {
@@ -83,7 +94,7 @@ func mainWith(args []string, wrap func(Backend) Backend) error {
 		defer rc.Close()
 		ecfg.Leases = lease.NewRedis(rc, *redisPrefix, *redisNode)
 	}
-	b, err := engine.New(ecfg)
+	b, err := newBlock(ecfg)
 	if err != nil {
 		return err
 	}
@@ -177,14 +188,14 @@ func Serve(conn net.Conn, b Backend, beat time.Duration) error {
 				return fmt.Errorf("worker: submit: %w", err)
 			}
 			rctx, rcancel := context.WithCancel(ctx)
-			var sts []*engine.Stream
+			var sts []*api.Stream
 			var err error
 			if fr.typ == fSubmitN {
 				sts, err = b.GenerateN(rctx, m.Model, m.Req, m.N)
 			} else {
-				var st *engine.Stream
+				var st *api.Stream
 				st, err = b.Generate(rctx, m.Model, m.Req)
-				sts = []*engine.Stream{st}
+				sts = []*api.Stream{st}
 			}
 			if err != nil {
 				rcancel()
@@ -205,7 +216,7 @@ func Serve(conn net.Conn, b Backend, beat time.Duration) error {
 				// goroutine (no goroutine here is woken for each); the end follows
 				// them on the same queue.
 				var buf []byte
-				st.Forward(func(t engine.Token) {
+				st.Forward(func(t api.Token) {
 					if t.Piece != "" || t.Logprob != 0 || t.TopLogprobs != nil || t.Prompt {
 						if b, err := json.Marshal(t); err == nil {
 							w.queue(fTokenJSON, id, b)

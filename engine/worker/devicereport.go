@@ -8,7 +8,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/engine/api"
 	"github.com/lmlite/lmlite/engine/lease"
 )
 
@@ -20,7 +20,7 @@ import (
 // worker leases in its own table against the whole budget, so the leased bytes of
 // several workers may add up to more than the budget (the report shows it). A
 // worker that is stopped holds no lease; one that dies while asked is left out.
-func (p *Pool) Devices(ctx context.Context) ([]engine.DeviceStatus, error) {
+func (p *Pool) Devices(ctx context.Context) ([]api.DeviceStatus, error) {
 	budgets := maps.Clone(p.cfg.Devices)
 	switch {
 	case p.cfg.MemoryBudget > 0: // each worker's, as their Blocks take it
@@ -28,11 +28,11 @@ func (p *Pool) Devices(ctx context.Context) ([]engine.DeviceStatus, error) {
 	case budgets[lease.HostDevice] <= 0:
 		budgets[lease.HostDevice], _ = lease.HostBudget(0)
 	}
-	base, err := engine.ReportDevices(ctx, budgets, &lease.Memory{}, time.Now(), "")
+	base, err := api.ReportDevices(ctx, budgets, &lease.Memory{}, time.Now(), "")
 	if err != nil {
 		return nil, err
 	}
-	var reports [][]engine.DeviceStatus
+	var reports [][]api.DeviceStatus
 	for _, g := range p.groups {
 		g.mu.Lock()
 		pr, running := g.proc, g.state == gRunning
@@ -48,7 +48,7 @@ func (p *Pool) Devices(ctx context.Context) ([]engine.DeviceStatus, error) {
 				return nil, ctx.Err()
 			}
 		}
-		if errors.Is(err, engine.ErrRestarting) {
+		if errors.Is(err, api.ErrRestarting) {
 			continue // it died meanwhile: its leases went with it (or expire)
 		}
 		if err != nil {
@@ -62,12 +62,12 @@ func (p *Pool) Devices(ctx context.Context) ([]engine.DeviceStatus, error) {
 // mergeDevices adds the workers' reports' leases to base (the parent's view of each
 // device, without leases): a lease reported by several workers (a shared store)
 // counts once, local if any worker holds it; Leased is the sum of the merged leases.
-func mergeDevices(base []engine.DeviceStatus, reports [][]engine.DeviceStatus) []engine.DeviceStatus {
+func mergeDevices(base []api.DeviceStatus, reports [][]api.DeviceStatus) []api.DeviceStatus {
 	out := slices.Clone(base)
 	index := map[string]int{}
 	for i, d := range out {
 		index[d.ID] = i
-		out[i].Leases, out[i].Leased = []engine.DeviceLease{}, 0
+		out[i].Leases, out[i].Leased = []api.DeviceLease{}, 0
 	}
 	for _, r := range reports {
 		for _, d := range r {
@@ -76,7 +76,7 @@ func mergeDevices(base []engine.DeviceStatus, reports [][]engine.DeviceStatus) [
 				i = len(out)
 				index[d.ID] = i
 				nd := d
-				nd.Leases, nd.Leased = []engine.DeviceLease{}, 0
+				nd.Leases, nd.Leased = []api.DeviceLease{}, 0
 				out = append(out, nd)
 			}
 		leases:
@@ -93,8 +93,8 @@ func mergeDevices(base []engine.DeviceStatus, reports [][]engine.DeviceStatus) [
 		}
 	}
 	for i := range out {
-		slices.SortFunc(out[i].Leases, func(a, b engine.DeviceLease) int { return cmp.Compare(a.Holder, b.Holder) })
+		slices.SortFunc(out[i].Leases, func(a, b api.DeviceLease) int { return cmp.Compare(a.Holder, b.Holder) })
 	}
-	slices.SortFunc(out, func(a, b engine.DeviceStatus) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(out, func(a, b api.DeviceStatus) int { return cmp.Compare(a.ID, b.ID) })
 	return out
 }

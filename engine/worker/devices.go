@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/engine/api"
 	"github.com/lmlite/lmlite/engine/lease"
 )
 
@@ -21,7 +21,7 @@ import (
 // NVML enumerates every GPU whatever CUDA_VISIBLE_DEVICES says, so the worker's own
 // lease devices (engine/device) keep their machine-wide "gpu:N" names. No GPU has run
 // this: the models execute on the CPU (there is no CUDA backend yet).
-func cudaEnv(base []string, cfgs []engine.ModelConfig, caps map[string]int64) ([]string, error) {
+func cudaEnv(base []string, cfgs []api.ModelConfig, caps map[string]int64) ([]string, error) {
 	var idx []int
 	for _, mc := range cfgs {
 		dev := cmp.Or(mc.Device, lease.HostDevice)

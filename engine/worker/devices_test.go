@@ -73,7 +73,7 @@ func TestCUDAEnv(t *testing.T) {
 // at load: no GPU exists here to serve from). The capacity table is fake.
 func TestGPUWorkerProcessGetsCUDAVisibleDevices(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "cuda")
-	p, err := New(Config{Models: []engine.ModelConfig{{ID: "a", Path: llamaModel(t), MaxModelLen: 256, Device: "gpu:1"}},
+	p, err := New(Config{OpenPrep: openEnginePrep, Models: []engine.ModelConfig{{ID: "a", Path: llamaModel(t), MaxModelLen: 256, Device: "gpu:1"}},
 		Devices: map[string]int64{"host": 8 << 30, "gpu:0": 16 << 30, "gpu:1": 16 << 30},
 		Command: testCommand("CUDA_VISIBLE_DEVICES=7", envCUDAOut+"="+out, envCrashAtLoad+"=1"),
 		Policy:  Policy{MinBackoff: time.Hour}, Logger: quiet()})

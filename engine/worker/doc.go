@@ -13,6 +13,12 @@
 // with tools, compiles JSON schemas and tool-call grammars (cached by their text, as
 // the Block caches them); a grammar crosses to the worker in its compiled form.
 //
+// The package does not import the engine (internal/importgraph checks): the
+// protocol's types and errors are engine/api's, which the engine aliases
+// (engine.Request is api.Request, engine.ErrRestarting is api.ErrRestarting), and
+// the program passes in what needs the engine itself: engine.New to Main (NewBlock,
+// the child's Block) and engine.OpenPrep in Config.OpenPrep (the parent's Prep).
+//
 // # Protocol
 //
 // Parent and worker talk over one Unix stream socket: a socketpair whose worker end

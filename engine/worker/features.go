@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"sync/atomic"
 
-	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/engine/api"
 	"github.com/lmlite/lmlite/engine/grammar"
 	"github.com/lmlite/lmlite/engine/toolcall"
 )
@@ -23,10 +23,10 @@ func (p *Pool) CompileSchema(schema []byte) (*grammar.Grammar, error) {
 }
 
 // ChatTokensTools is Block.ChatTokensTools, done in the parent.
-func (p *Pool) ChatTokensTools(modelID string, msgs []engine.Message, tools []engine.Tool) ([]int32, error) {
+func (p *Pool) ChatTokensTools(modelID string, msgs []api.Message, tools []api.Tool) ([]int32, error) {
 	m, ok := p.models[modelID]
 	if !ok {
-		return nil, fmt.Errorf("%w: %q", engine.ErrUnknownModel, modelID)
+		return nil, fmt.Errorf("%w: %q", api.ErrUnknownModel, modelID)
 	}
 	return m.prep.ChatTokensTools(msgs, tools)
 }
@@ -35,16 +35,16 @@ func (p *Pool) ChatTokensTools(modelID string, msgs []engine.Message, tools []en
 func (p *Pool) ToolSyntax(modelID string) (toolcall.Syntax, error) {
 	m, ok := p.models[modelID]
 	if !ok {
-		return 0, fmt.Errorf("%w: %q", engine.ErrUnknownModel, modelID)
+		return 0, fmt.Errorf("%w: %q", api.ErrUnknownModel, modelID)
 	}
 	return m.prep.ToolSyntax(), nil
 }
 
 // ToolGrammar is Block.ToolGrammar, done in the parent.
-func (p *Pool) ToolGrammar(modelID string, tools []engine.Tool) (*grammar.Grammar, error) {
+func (p *Pool) ToolGrammar(modelID string, tools []api.Tool) (*grammar.Grammar, error) {
 	m, ok := p.models[modelID]
 	if !ok {
-		return nil, fmt.Errorf("%w: %q", engine.ErrUnknownModel, modelID)
+		return nil, fmt.Errorf("%w: %q", api.ErrUnknownModel, modelID)
 	}
 	return m.prep.ToolGrammar(tools, p.CompileSchema)
 }
@@ -52,16 +52,16 @@ func (p *Pool) ToolGrammar(modelID string, tools []engine.Tool) (*grammar.Gramma
 // GenerateN is Block.GenerateN run in the worker (one submit-n frame): the worker's
 // Block starts choice 0, and the others once it has its first token, so they share
 // its prompt's KV blocks through the prefix cache; choice i is sampled with
-// engine.ChoiceSeed(req.Sampling.Seed, i). Each choice streams back under its own
+// api.ChoiceSeed(req.Sampling.Seed, i). Each choice streams back under its own
 // request id. A request that can never run fails at once; a worker crash ends every
-// choice with an error matching engine.ErrRestarting.
-func (p *Pool) GenerateN(ctx context.Context, modelID string, req engine.Request, n int) ([]*engine.Stream, error) {
-	if n < 1 || n > engine.MaxChoices {
-		return nil, fmt.Errorf("engine: n %d is outside [1, %d]", n, engine.MaxChoices)
+// choice with an error matching api.ErrRestarting.
+func (p *Pool) GenerateN(ctx context.Context, modelID string, req api.Request, n int) ([]*api.Stream, error) {
+	if n < 1 || n > api.MaxChoices {
+		return nil, fmt.Errorf("engine: n %d is outside [1, %d]", n, api.MaxChoices)
 	}
 	m, ok := p.models[modelID]
 	if !ok {
-		return nil, fmt.Errorf("%w: %q", engine.ErrUnknownModel, modelID)
+		return nil, fmt.Errorf("%w: %q", api.ErrUnknownModel, modelID)
 	}
 	if err := m.prep.Check(modelID, req); err != nil {
 		return nil, err
@@ -70,9 +70,9 @@ func (p *Pool) GenerateN(ctx context.Context, modelID string, req engine.Request
 	if err != nil {
 		return nil, err
 	}
-	streams := make([]*engine.Stream, n)
+	streams := make([]*api.Stream, n)
 	for i := range streams {
-		streams[i] = engine.NewStream()
+		streams[i] = api.NewStream()
 	}
 	cs, ids, err := pr.beginN(fSubmitN, submitMsg{Model: modelID, Req: req, N: n}, streams)
 	if err == nil {
@@ -87,7 +87,7 @@ func (p *Pool) GenerateN(ctx context.Context, modelID string, req engine.Request
 	// acceptance is an error (the worker died in between) ends with it.
 	for i := 1; i < n; i++ {
 		if err := <-cs[i].answer; err != nil {
-			cs[i].box.finish(engine.Usage{}, err)
+			cs[i].box.finish(api.Usage{}, err)
 		}
 	}
 	var left atomic.Int32
@@ -109,24 +109,24 @@ func (p *Pool) GenerateN(ctx context.Context, modelID string, req engine.Request
 }
 
 // Embed is Block.Embed run in the worker (an embed frame answered by an embeddings
-// frame), with its errors (engine.ErrNoEmbeddings, ErrTooLong, ErrQueueFull ...
+// frame), with its errors (api.ErrNoEmbeddings, ErrTooLong, ErrQueueFull ...
 // match across the socket). A cancelled context cancels it in the worker.
-func (p *Pool) Embed(ctx context.Context, modelID string, req engine.EmbedRequest) (engine.Embeddings, error) {
+func (p *Pool) Embed(ctx context.Context, modelID string, req api.EmbedRequest) (api.Embeddings, error) {
 	m, ok := p.models[modelID]
 	if !ok {
-		return engine.Embeddings{}, fmt.Errorf("%w: %q", engine.ErrUnknownModel, modelID)
+		return api.Embeddings{}, fmt.Errorf("%w: %q", api.ErrUnknownModel, modelID)
 	}
 	if !m.prep.Embeddings() { // at once, without starting a stopped worker
-		return engine.Embeddings{}, fmt.Errorf("%w: %s (set embeddings: true in its model config)", engine.ErrNoEmbeddings, modelID)
+		return api.Embeddings{}, fmt.Errorf("%w: %s (set embeddings: true in its model config)", api.ErrNoEmbeddings, modelID)
 	}
 	pr, _, err := m.g.acquire(ctx, modelID)
 	if err != nil {
-		return engine.Embeddings{}, err
+		return api.Embeddings{}, err
 	}
 	defer m.g.release(modelID)
 	c, id, err := pr.begin(fEmbed, embedMsg{Model: modelID, Req: req}, nil)
 	if err != nil {
-		return engine.Embeddings{}, err
+		return api.Embeddings{}, err
 	}
 	select {
 	case err = <-c.answer:
@@ -137,7 +137,7 @@ func (p *Pool) Embed(ctx context.Context, modelID string, req engine.EmbedReques
 		}
 	}
 	if err != nil {
-		return engine.Embeddings{}, err
+		return api.Embeddings{}, err
 	}
 	return c.emb, nil
 }

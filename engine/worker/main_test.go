@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/engine/api"
 	"github.com/lmlite/lmlite/engine/genmodel"
 )
 
@@ -42,7 +43,7 @@ func TestMain(m *testing.M) {
 		if d, err := time.ParseDuration(os.Getenv(envSlow)); err == nil {
 			wrap = func(b Backend) Backend { return slowBackend{b, d} }
 		}
-		if err := mainWith(os.Args[2:], wrap); err != nil {
+		if err := mainWith(os.Args[2:], newEngineBlock, wrap); err != nil {
 			fmt.Fprintln(os.Stderr, "test worker:", err)
 			os.Exit(1)
 		}
@@ -58,7 +59,7 @@ func TestMain(m *testing.M) {
 // runTestParent is the parent process of TestKillParentLeavesNoWorker: it starts a
 // Pool, prints its worker's pid when the model is ready, and waits to be killed.
 func runTestParent(path string) {
-	p, err := New(Config{Models: []engine.ModelConfig{{ID: "a", Path: path, MaxModelLen: 256}},
+	p, err := New(Config{OpenPrep: openEnginePrep, Models: []engine.ModelConfig{{ID: "a", Path: path, MaxModelLen: 256}},
 		Command: testCommand(), DataDir: os.Getenv(envParentDataDir), Logger: quiet()})
 	if err != nil {
 		fmt.Println("error", err)
@@ -152,11 +153,32 @@ func qwenModel(t *testing.T) string {
 	return tinyModel(t, "qwen3", genmodel.Options{Arch: "qwen3", Type: "q4_k_m", Seed: 8})
 }
 
+// newEngineBlock and openEnginePrep are engine.New and engine.OpenPrep as the
+// package takes them (cmd/lmlite passes the same).
+func newEngineBlock(cfg api.Config) (Block, error) {
+	b, err := engine.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func openEnginePrep(mc api.ModelConfig) (Prep, error) {
+	p, err := engine.OpenPrep(mc)
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
 // newPool starts a Pool and waits (bounded) until every model is ready.
 func newPool(t *testing.T, cfg Config) *Pool {
 	t.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = quiet()
+	}
+	if cfg.OpenPrep == nil {
+		cfg.OpenPrep = openEnginePrep
 	}
 	p, err := New(cfg)
 	if err != nil {

@@ -14,15 +14,19 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/engine/api"
 	"github.com/lmlite/lmlite/engine/device"
 	"github.com/lmlite/lmlite/engine/grammar"
+	"github.com/lmlite/lmlite/engine/toolcall"
 	"github.com/lmlite/lmlite/engine/workerapi"
 )
 
 // Config configures a Pool. The zero value of each field takes its default.
 type Config struct {
-	Models []engine.ModelConfig
+	Models []api.ModelConfig
+	// OpenPrep reads a model's tokenizer, chat template and limits for the parent
+	// (engine.OpenPrep; cmd injects it, so this package need not import the engine).
+	OpenPrep func(api.ModelConfig) (Prep, error)
 	// Groups maps a model id to its worker group: the models of a group share one
 	// worker process. A model not in it is a group of its own, named after it.
 	Groups map[string]string
@@ -32,7 +36,7 @@ type Config struct {
 	// DataDir holds the workers' pid files (DataDir/workers/GROUP.pid), by which GC
 	// finds workers of an earlier run; "": no pid files.
 	DataDir      string
-	MemoryBudget int64 // each worker's engine.Config.MemoryBudget; 0: host memory
+	MemoryBudget int64 // each worker's api.Config.MemoryBudget; 0: host memory
 	// Devices is the capacity table (device.Probe().Capacities): a worker whose
 	// models lease on gpu:N gets CUDA_VISIBLE_DEVICES=N (devices.go); nil: probed.
 	Devices      map[string]int64
@@ -46,7 +50,7 @@ type Config struct {
 	// lmlite processes on one machine never over-commit a device, and a dead worker's
 	// leases expire after LeaseTTL. nil: each worker leases in its own process.
 	Redis    *RedisLeases
-	LeaseTTL time.Duration // the workers' engine.Config.LeaseTTL; 0: the engine's default
+	LeaseTTL time.Duration // the workers' api.Config.LeaseTTL; 0: the engine's default
 	Logger   *slog.Logger
 }
 
@@ -84,9 +88,27 @@ type Pool struct {
 	wg      sync.WaitGroup // the janitor
 }
 
+// Prep is what the parent needs of a model without its weights: tokenizing, chat
+// rendering with tools, request checks and the tool-call grammar (*engine.Prep, from
+// engine.OpenPrep, satisfies it).
+type Prep interface {
+	Embeddings() bool
+	MaxModelLen() int
+	Tokenize(text string) []int32
+	TokenizeCapped(text string, limit int) ([]int32, error)
+	ChatTokens(msgs []api.Message) ([]int32, error)
+	ChatTokensCapped(msgs []api.Message, tools []api.Tool, limit int) ([]int32, error)
+	ChatTokensTools(msgs []api.Message, tools []api.Tool) ([]int32, error)
+	Check(modelID string, req api.Request) error
+	CheckTokenIDs(ids []int32, check api.TokenCheck) (int, error)
+	ToolSyntax() toolcall.Syntax
+	ToolGrammar(tools []api.Tool, compile func([]byte) (*grammar.Grammar, error)) (*grammar.Grammar, error)
+	ToolsNative() bool
+}
+
 type pmodel struct {
-	cfg  engine.ModelConfig
-	prep *engine.Prep
+	cfg  api.ModelConfig
+	prep Prep
 	g    *group
 }
 
@@ -107,7 +129,7 @@ const (
 type group struct {
 	p      *Pool
 	name   string
-	cfgs   []engine.ModelConfig
+	cfgs   []api.ModelConfig
 	index  map[string]int // model id → its index in cfgs and use
 	log    *slog.Logger
 	stderr *ring
@@ -135,6 +157,9 @@ func New(cfg Config) (*Pool, error) {
 	if len(cfg.Models) == 0 {
 		return nil, fmt.Errorf("worker: no models configured")
 	}
+	if cfg.OpenPrep == nil {
+		return nil, fmt.Errorf("worker: Config.OpenPrep is nil")
+	}
 	if cfg.Beat <= 0 {
 		cfg.Beat = DefaultBeat
 	}
@@ -161,7 +186,7 @@ func New(cfg Config) (*Pool, error) {
 		if _, dup := p.models[mc.ID]; dup {
 			return nil, fmt.Errorf("engine: model_id %q configured twice", mc.ID)
 		}
-		prep, err := engine.OpenPrep(mc)
+		prep, err := cfg.OpenPrep(mc)
 		if err != nil {
 			return nil, err
 		}
@@ -178,7 +203,7 @@ func New(cfg Config) (*Pool, error) {
 		}
 		g.index[mc.ID] = len(g.cfgs)
 		g.cfgs = append(g.cfgs, mc)
-		g.use = append(g.use, idler{Timeout: cmp.Or(mc.IdleTimeout, engine.DefaultIdleTimeout)})
+		g.use = append(g.use, idler{Timeout: cmp.Or(mc.IdleTimeout, api.DefaultIdleTimeout)})
 		p.models[mc.ID] = &pmodel{cfg: mc, prep: prep, g: g}
 		p.order = append(p.order, mc.ID)
 	}
@@ -370,7 +395,7 @@ func (g *group) tick(now time.Time) time.Time {
 			// A model that is loading in its worker is in use: its idle time starts
 			// when it is ready (as in process), not at the worker's hello.
 			for i, c := range g.cfgs {
-				if (*sts)[c.ID].State == engine.StateLoading {
+				if (*sts)[c.ID].State == api.StateLoading {
 					g.use[i].LastUsed = now
 				}
 			}
@@ -406,7 +431,7 @@ func (g *group) acquire(ctx context.Context, modelID string) (*process, time.Dur
 		g.mu.Lock()
 		if g.p.closed.Load() {
 			g.mu.Unlock()
-			return nil, 0, engine.ErrClosed
+			return nil, 0, api.ErrClosed
 		}
 		switch g.state {
 		case gRunning:
@@ -424,7 +449,7 @@ func (g *group) acquire(ctx context.Context, modelID string) (*process, time.Dur
 			g.mu.Unlock()
 			return nil, 0, err
 		case gDown, gBackoff:
-			err := fmt.Errorf("%w: worker group %s: %s", engine.ErrRestarting, g.name, g.lastExit)
+			err := fmt.Errorf("%w: worker group %s: %s", api.ErrRestarting, g.name, g.lastExit)
 			g.mu.Unlock()
 			return nil, 0, err
 		case gStopped:
@@ -474,11 +499,11 @@ func (g *group) releaseKeep(modelID string, keep time.Duration) {
 
 // Generate starts a request on its model's worker (starting the worker if it is
 // stopped). Requests that can never run fail at once, as in process; a request whose
-// worker crashes or hangs ends with an error matching engine.ErrRestarting.
-func (p *Pool) Generate(ctx context.Context, modelID string, req engine.Request) (*engine.Stream, error) {
+// worker crashes or hangs ends with an error matching api.ErrRestarting.
+func (p *Pool) Generate(ctx context.Context, modelID string, req api.Request) (*api.Stream, error) {
 	m, ok := p.models[modelID]
 	if !ok {
-		return nil, fmt.Errorf("%w: %q", engine.ErrUnknownModel, modelID)
+		return nil, fmt.Errorf("%w: %q", api.ErrUnknownModel, modelID)
 	}
 	if err := m.prep.Check(modelID, req); err != nil {
 		return nil, err
@@ -487,7 +512,7 @@ func (p *Pool) Generate(ctx context.Context, modelID string, req engine.Request)
 	if err != nil {
 		return nil, err
 	}
-	s := engine.NewStream()
+	s := api.NewStream()
 	c, id, err := pr.begin(fSubmit, submitMsg{Model: modelID, Req: req}, s)
 	if err == nil {
 		err = <-c.answer // a round trip, or the worker's death
@@ -508,7 +533,7 @@ func (p *Pool) Generate(ctx context.Context, modelID string, req engine.Request)
 // forward waits for a call's end (its tokens go to its stream from the reader); a
 // cancelled context cancels the request in the worker and mutes the call, whose end
 // is still waited for.
-func forward(ctx context.Context, pr *process, id uint64, c *call) (engine.Usage, error) {
+func forward(ctx context.Context, pr *process, id uint64, c *call) (api.Usage, error) {
 	select {
 	case <-c.box.wake:
 	case <-ctx.Done():
@@ -523,7 +548,7 @@ func forward(ctx context.Context, pr *process, id uint64, c *call) (engine.Usage
 func (p *Pool) Tokenize(modelID, text string) ([]int32, error) {
 	m, ok := p.models[modelID]
 	if !ok {
-		return nil, fmt.Errorf("%w: %q", engine.ErrUnknownModel, modelID)
+		return nil, fmt.Errorf("%w: %q", api.ErrUnknownModel, modelID)
 	}
 	return m.prep.Tokenize(text), nil
 }
@@ -532,25 +557,25 @@ func (p *Pool) Tokenize(modelID, text string) ([]int32, error) {
 func (p *Pool) TokenizeCapped(modelID, text string, limit int) ([]int32, error) {
 	m, ok := p.models[modelID]
 	if !ok {
-		return nil, fmt.Errorf("%w: %q", engine.ErrUnknownModel, modelID)
+		return nil, fmt.Errorf("%w: %q", api.ErrUnknownModel, modelID)
 	}
 	return m.prep.TokenizeCapped(text, limit)
 }
 
 // ChatTokensCapped is Block.ChatTokensCapped, done in the parent.
-func (p *Pool) ChatTokensCapped(modelID string, msgs []engine.Message, tools []engine.Tool, limit int) ([]int32, error) {
+func (p *Pool) ChatTokensCapped(modelID string, msgs []api.Message, tools []api.Tool, limit int) ([]int32, error) {
 	m, ok := p.models[modelID]
 	if !ok {
-		return nil, fmt.Errorf("%w: %q", engine.ErrUnknownModel, modelID)
+		return nil, fmt.Errorf("%w: %q", api.ErrUnknownModel, modelID)
 	}
 	return m.prep.ChatTokensCapped(msgs, tools, limit)
 }
 
 // ChatTokens is Block.ChatTokens, done in the parent.
-func (p *Pool) ChatTokens(modelID string, msgs []engine.Message) ([]int32, error) {
+func (p *Pool) ChatTokens(modelID string, msgs []api.Message) ([]int32, error) {
 	m, ok := p.models[modelID]
 	if !ok {
-		return nil, fmt.Errorf("%w: %q", engine.ErrUnknownModel, modelID)
+		return nil, fmt.Errorf("%w: %q", api.ErrUnknownModel, modelID)
 	}
 	return m.prep.ChatTokens(msgs)
 }
@@ -559,29 +584,29 @@ func (p *Pool) ChatTokens(modelID string, msgs []engine.Message) ([]int32, error
 // (its last heartbeat) while it runs, else the group's state: loading while it starts
 // or restarts (Err says why it restarts), unloaded while it is stopped, failed when
 // the circuit is open (Err holds the worker's last stderr lines).
-func (p *Pool) Models() []engine.ModelStatus {
-	out := make([]engine.ModelStatus, 0, len(p.order))
+func (p *Pool) Models() []api.ModelStatus {
+	out := make([]api.ModelStatus, 0, len(p.order))
 	for _, id := range p.order {
 		m := p.models[id]
 		g := m.g
-		st := engine.ModelStatus{ID: id, Replicas: max(m.cfg.Replicas, 1), MaxModelLen: m.prep.MaxModelLen(), Embeddings: m.prep.Embeddings()}
+		st := api.ModelStatus{ID: id, Replicas: max(m.cfg.Replicas, 1), MaxModelLen: m.prep.MaxModelLen(), Embeddings: m.prep.Embeddings()}
 		g.mu.Lock()
 		switch g.state {
 		case gRunning:
-			st.State = engine.StateLoading
+			st.State = api.StateLoading
 			if sts := g.proc.status.Load(); sts != nil {
 				if s, ok := (*sts)[id]; ok {
 					st = s
 				}
 			}
 		case gStarting:
-			st.State = engine.StateLoading
+			st.State = api.StateLoading
 		case gDown, gBackoff:
-			st.State, st.Err = engine.StateLoading, "worker restarting: "+g.lastExit
+			st.State, st.Err = api.StateLoading, "worker restarting: "+g.lastExit
 		case gStopped, gStopping:
-			st.State = engine.StateUnloaded
+			st.State = api.StateUnloaded
 		case gFailed:
-			st.State, st.Err = engine.StateFailed, g.failed
+			st.State, st.Err = api.StateFailed, g.failed
 		}
 		st.ColdStart += g.coldStart
 		g.mu.Unlock()
@@ -593,7 +618,7 @@ func (p *Pool) Models() []engine.ModelStatus {
 // Ready reports whether every model is ready or cleanly unloaded, as Block.Ready.
 func (p *Pool) Ready() bool {
 	for _, st := range p.Models() {
-		if st.State != engine.StateReady && st.State != engine.StateUnloaded {
+		if st.State != api.StateReady && st.State != api.StateUnloaded {
 			return false
 		}
 	}
@@ -605,7 +630,7 @@ func (p *Pool) Ready() bool {
 func (p *Pool) Load(ctx context.Context, modelID string) error {
 	m, ok := p.models[modelID]
 	if !ok {
-		return fmt.Errorf("%w: %q", engine.ErrUnknownModel, modelID)
+		return fmt.Errorf("%w: %q", api.ErrUnknownModel, modelID)
 	}
 	m.g.mu.Lock()
 	if m.g.state == gFailed {
@@ -625,7 +650,7 @@ func (p *Pool) Load(ctx context.Context, modelID string) error {
 func (p *Pool) Unload(modelID string) error {
 	m, ok := p.models[modelID]
 	if !ok {
-		return fmt.Errorf("%w: %q", engine.ErrUnknownModel, modelID)
+		return fmt.Errorf("%w: %q", api.ErrUnknownModel, modelID)
 	}
 	m.g.mu.Lock()
 	pr := m.g.proc
@@ -669,7 +694,7 @@ func (p *Pool) GC() {
 }
 
 // Close stops every worker (asking first, killing after a grace period) and waits
-// for them to exit. Requests in flight end with engine.ErrRestarting.
+// for them to exit. Requests in flight end with api.ErrRestarting.
 func (p *Pool) Close() error {
 	if p.closed.Swap(true) {
 		return nil
@@ -738,15 +763,15 @@ func (p *Pool) Workers() []workerapi.Status {
 
 // Stats is Block.Stats for the Pool: its models (Models) and its worker processes
 // (Workers), which the enginemetrics package presents as series.
-func (p *Pool) Stats() engine.Stats {
-	return engine.Stats{Models: p.Models(), Workers: p.Workers()}
+func (p *Pool) Stats() api.Stats {
+	return api.Stats{Models: p.Models(), Workers: p.Workers()}
 }
 
 // CheckTokenIDs is Block.CheckTokenIDs, done in the parent.
-func (p *Pool) CheckTokenIDs(modelID string, ids []int32, check engine.TokenCheck) (int, error) {
+func (p *Pool) CheckTokenIDs(modelID string, ids []int32, check api.TokenCheck) (int, error) {
 	m, ok := p.models[modelID]
 	if !ok {
-		return -1, fmt.Errorf("%w: %q", engine.ErrUnknownModel, modelID)
+		return -1, fmt.Errorf("%w: %q", api.ErrUnknownModel, modelID)
 	}
 	return m.prep.CheckTokenIDs(ids, check)
 }

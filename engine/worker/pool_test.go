@@ -137,7 +137,7 @@ func TestWorkersSameBitsAsInProcess(t *testing.T) {
 	}
 	tb, textB := full(b, cb)
 	tp, textP := full(p, cp)
-	if tb != tp || !strings.Contains(textB, "{") || !strings.Contains(tb, "TopLogprobs:[]engine.TopLogprob{engine.TopLogprob{") ||
+	if tb != tp || !strings.Contains(textB, "{") || !strings.Contains(tb, "TopLogprobs:[]api.TopLogprob{api.TopLogprob{") ||
 		strings.Count(tb, "Prompt:true") != len(want) {
 		t.Fatalf("constrained with logprobs: worker %s\nin process %s\n(texts %q %q)", tp, tb, textP, textB)
 	}
@@ -292,7 +292,7 @@ func TestIdlePoolJanitorSleepsUntilDeadlines(t *testing.T) {
 // the model is failed with the worker's stderr in its status, requests fail at once
 // (not as restarting), and GC resets it.
 func TestCrashAtLoadOpensCircuit(t *testing.T) {
-	p, err := New(Config{Models: []engine.ModelConfig{{ID: "a", Path: llamaModel(t), MaxModelLen: 256}},
+	p, err := New(Config{OpenPrep: openEnginePrep, Models: []engine.ModelConfig{{ID: "a", Path: llamaModel(t), MaxModelLen: 256}},
 		Command: testCommand(envCrashAtLoad + "=1"), Policy: Policy{MinBackoff: 10 * time.Millisecond, MaxCrashes: 5}, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)

@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/engine/api"
 )
 
 // process is one running worker: the child, its socket, and the calls in flight on it.
@@ -27,10 +27,10 @@ type process struct {
 	w     *writer
 	start time.Time
 
-	lastBeat atomic.Int64                                  // unix nanoseconds of the last heartbeat
-	status   atomic.Pointer[map[string]engine.ModelStatus] // from the last heartbeat
-	stopping atomic.Bool                                   // the parent asked it to exit: its end is no crash
-	hung     atomic.Pointer[string]                        // why the janitor killed it, if it did
+	lastBeat atomic.Int64                               // unix nanoseconds of the last heartbeat
+	status   atomic.Pointer[map[string]api.ModelStatus] // from the last heartbeat
+	stopping atomic.Bool                                // the parent asked it to exit: its end is no crash
+	hung     atomic.Pointer[string]                     // why the janitor killed it, if it did
 
 	mu    sync.Mutex // guards calls, next, dead
 	calls map[uint64]*call
@@ -40,16 +40,16 @@ type process struct {
 
 // call is one request (or load/unload) on a worker.
 type call struct {
-	accepted bool                   // guarded by process.mu
-	answer   chan error             // buffered 1: the submit's acceptance (nil) or its error; a load's reply
-	box      mailbox                // the request's end
-	emb      engine.Embeddings      // an embed's answer, set before answer gets nil
-	devs     []engine.DeviceStatus  // a devices call's answer, set before answer gets nil
-	adapters []engine.AdapterStatus // an adapters call's answer, set before answer gets nil
+	accepted bool                // guarded by process.mu
+	answer   chan error          // buffered 1: the submit's acceptance (nil) or its error; a load's reply
+	box      mailbox             // the request's end
+	emb      api.Embeddings      // an embed's answer, set before answer gets nil
+	devs     []api.DeviceStatus  // a devices call's answer, set before answer gets nil
+	adapters []api.AdapterStatus // an adapters call's answer, set before answer gets nil
 	// out receives a submit's tokens straight from the reader (Stream.Send never
 	// blocks, so a slow client never stalls the reader), until muted: its context
 	// was cancelled, and the tokens the worker still sends are dropped.
-	out   *engine.Stream
+	out   *api.Stream
 	muted atomic.Bool
 }
 
@@ -114,7 +114,7 @@ func spawn(g *group, args []string) (*process, error) {
 		err := cmd.Wait()
 		p.conn.Close()
 		g.onExit(p, err) // the state first, as in read
-		p.failCalls(fmt.Errorf("%w: worker of %s ended (%s)", engine.ErrRestarting, g.name, exitText(err)))
+		p.failCalls(fmt.Errorf("%w: worker of %s ended (%s)", api.ErrRestarting, g.name, exitText(err)))
 	}()
 	return p, nil
 }
@@ -146,7 +146,7 @@ func (p *process) read() {
 			// Not ready first, then the calls fail: a caller that sees its request end
 			// with ErrRestarting also sees the model not ready.
 			p.g.onLost(p)
-			p.failCalls(fmt.Errorf("%w: lost the worker of %s: %v", engine.ErrRestarting, p.g.name, err))
+			p.failCalls(fmt.Errorf("%w: lost the worker of %s: %v", api.ErrRestarting, p.g.name, err))
 			return
 		}
 		switch fr.typ {
@@ -155,9 +155,9 @@ func (p *process) read() {
 			p.g.onHello(p)
 		case fBeat:
 			// An empty beat: alive, and the status has not changed since the last.
-			var sts []engine.ModelStatus
+			var sts []api.ModelStatus
 			if len(fr.payload) > 0 && json.Unmarshal(fr.payload, &sts) == nil {
-				m := make(map[string]engine.ModelStatus, len(sts))
+				m := make(map[string]api.ModelStatus, len(sts))
 				for _, s := range sts {
 					m[s.ID] = s
 				}
@@ -172,7 +172,7 @@ func (p *process) read() {
 			}
 			p.mu.Unlock()
 		case fToken, fTokenJSON:
-			var t engine.Token
+			var t api.Token
 			var err error
 			if fr.typ == fToken {
 				t, err = decodeToken(fr.payload)
@@ -197,14 +197,14 @@ func (p *process) read() {
 			}
 			p.reply(fr.id, func(c *call) { c.emb = e })
 		case fDeviceList:
-			var ds []engine.DeviceStatus
+			var ds []api.DeviceStatus
 			if err := json.Unmarshal(fr.payload, &ds); err != nil {
 				p.conn.Close()
 				continue
 			}
 			p.reply(fr.id, func(c *call) { c.devs = ds })
 		case fAdapterList:
-			var as []engine.AdapterStatus
+			var as []api.AdapterStatus
 			if err := json.Unmarshal(fr.payload, &as); err != nil {
 				p.conn.Close()
 				continue
@@ -252,7 +252,7 @@ func (p *process) failCalls(err error) {
 	}
 	for id, c := range p.calls {
 		if c.accepted {
-			c.box.finish(engine.Usage{}, err)
+			c.box.finish(api.Usage{}, err)
 		} else {
 			c.answer <- err
 		}
@@ -261,7 +261,7 @@ func (p *process) failCalls(err error) {
 }
 
 // begin registers a call and sends its frame; a submit's tokens go to out.
-func (p *process) begin(typ byte, v any, out *engine.Stream) (*call, uint64, error) {
+func (p *process) begin(typ byte, v any, out *api.Stream) (*call, uint64, error) {
 	c := &call{answer: make(chan error, 1), box: newMailbox(), out: out}
 	p.mu.Lock()
 	if p.dead != nil {
@@ -280,7 +280,7 @@ func (p *process) begin(typ byte, v any, out *engine.Stream) (*call, uint64, err
 
 // beginN registers n calls under consecutive ids and sends one frame under the first;
 // call i's tokens go to outs[i].
-func (p *process) beginN(typ byte, v any, outs []*engine.Stream) ([]*call, []uint64, error) {
+func (p *process) beginN(typ byte, v any, outs []*api.Stream) ([]*call, []uint64, error) {
 	n := len(outs)
 	cs, ids := make([]*call, n), make([]uint64, n)
 	p.mu.Lock()
@@ -318,7 +318,7 @@ func (p *process) kill() { p.cmd.Process.Signal(syscall.SIGKILL) }
 type mailbox struct {
 	mu   sync.Mutex // guards below
 	done bool
-	u    engine.Usage
+	u    api.Usage
 	err  error
 	wake chan struct{} // closed by finish
 }
@@ -326,7 +326,7 @@ type mailbox struct {
 func newMailbox() mailbox { return mailbox{wake: make(chan struct{})} }
 
 // finish records the end (the first one wins).
-func (m *mailbox) finish(u engine.Usage, err error) {
+func (m *mailbox) finish(u api.Usage, err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if !m.done {
@@ -335,7 +335,7 @@ func (m *mailbox) finish(u engine.Usage, err error) {
 	}
 }
 
-func (m *mailbox) end() (engine.Usage, error) {
+func (m *mailbox) end() (api.Usage, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.u, m.err

@@ -10,7 +10,7 @@ import (
 	"math"
 	"sync"
 
-	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/engine/api"
 )
 
 // Frame types. See doc.go for the protocol.
@@ -36,11 +36,11 @@ const (
 	fToken       byte = 18 // binary: int32 id, uint32 logit bits, UTF-8 text
 	fEnd         byte = 19 // JSON endMsg: the request's usage or error; the last frame of an id
 	fReply       byte = 20 // JSON endMsg (error only): the answer to fLoad or fUnload
-	fBeat        byte = 21 // JSON []engine.ModelStatus, id 0, every Beat
-	fTokenJSON   byte = 22 // JSON engine.Token: a token with logprobs (Request.Logprobs)
-	fEmbedded    byte = 23 // binary engine.Embeddings: the answer to fEmbed (an error is an fReply)
-	fDeviceList  byte = 24 // JSON []engine.DeviceStatus: the answer to fDevices (an error is an fReply)
-	fAdapterList byte = 25 // JSON []engine.AdapterStatus: the answer to fAdapters (an error is an fReply)
+	fBeat        byte = 21 // JSON []api.ModelStatus, id 0, every Beat
+	fTokenJSON   byte = 22 // JSON api.Token: a token with logprobs (Request.Logprobs)
+	fEmbedded    byte = 23 // binary api.Embeddings: the answer to fEmbed (an error is an fReply)
+	fDeviceList  byte = 24 // JSON []api.DeviceStatus: the answer to fDevices (an error is an fReply)
+	fAdapterList byte = 25 // JSON []api.AdapterStatus: the answer to fAdapters (an error is an fReply)
 )
 
 const (
@@ -49,14 +49,14 @@ const (
 )
 
 type submitMsg struct {
-	Model string         `json:"model"`
-	Req   engine.Request `json:"req"`
-	N     int            `json:"n,omitempty"` // fSubmitN: the choices
+	Model string      `json:"model"`
+	Req   api.Request `json:"req"`
+	N     int         `json:"n,omitempty"` // fSubmitN: the choices
 }
 
 type embedMsg struct {
-	Model string              `json:"model"`
-	Req   engine.EmbedRequest `json:"req"`
+	Model string           `json:"model"`
+	Req   api.EmbedRequest `json:"req"`
 }
 
 type modelMsg struct {
@@ -71,25 +71,25 @@ type helloMsg struct {
 // endMsg ends a request (or answers a load/unload): the usage, or an error as a code
 // that the parent maps back to the engine's sentinel errors and the message.
 type endMsg struct {
-	Usage engine.Usage `json:"usage"`
-	Code  string       `json:"code,omitempty"`
-	Msg   string       `json:"msg,omitempty"`
+	Usage api.Usage `json:"usage"`
+	Code  string    `json:"code,omitempty"`
+	Msg   string    `json:"msg,omitempty"`
 }
 
 // errCodes are the engine's errors that cross the socket as codes, so that errors.Is
 // works in the parent as it does in process.
 var errCodes = map[string]error{
-	"unknown_model":   engine.ErrUnknownModel,
-	"queue_full":      engine.ErrQueueFull,
-	"too_long":        engine.ErrTooLong,
-	"no_memory":       engine.ErrNoMemory,
-	"closed":          engine.ErrClosed,
-	"restarting":      engine.ErrRestarting,
-	"grammar":         engine.ErrGrammar,
-	"grammar_budget":  engine.ErrGrammarBudget,
-	"no_embeddings":   engine.ErrNoEmbeddings,
-	"unknown_adapter": engine.ErrUnknownAdapter,
-	"adapter_busy":    engine.ErrAdapterBusy,
+	"unknown_model":   api.ErrUnknownModel,
+	"queue_full":      api.ErrQueueFull,
+	"too_long":        api.ErrTooLong,
+	"no_memory":       api.ErrNoMemory,
+	"closed":          api.ErrClosed,
+	"restarting":      api.ErrRestarting,
+	"grammar":         api.ErrGrammar,
+	"grammar_budget":  api.ErrGrammarBudget,
+	"no_embeddings":   api.ErrNoEmbeddings,
+	"unknown_adapter": api.ErrUnknownAdapter,
+	"adapter_busy":    api.ErrAdapterBusy,
 }
 
 func encodeErr(err error) (code, msg string) {
@@ -280,24 +280,24 @@ func (w *writer) writeJSON(typ byte, id uint64, v any) error {
 }
 
 // appendToken encodes a token frame's payload.
-func appendToken(b []byte, t engine.Token) []byte {
+func appendToken(b []byte, t api.Token) []byte {
 	b = binary.BigEndian.AppendUint32(b, uint32(t.ID))
 	b = binary.BigEndian.AppendUint32(b, math.Float32bits(t.Logit))
 	return append(b, t.Text...)
 }
 
-func decodeToken(p []byte) (engine.Token, error) {
+func decodeToken(p []byte) (api.Token, error) {
 	if len(p) < 8 {
-		return engine.Token{}, fmt.Errorf("worker: token frame of %d bytes", len(p))
+		return api.Token{}, fmt.Errorf("worker: token frame of %d bytes", len(p))
 	}
-	return engine.Token{ID: int32(binary.BigEndian.Uint32(p[0:4])), Logit: math.Float32frombits(binary.BigEndian.Uint32(p[4:8])),
+	return api.Token{ID: int32(binary.BigEndian.Uint32(p[0:4])), Logit: math.Float32frombits(binary.BigEndian.Uint32(p[4:8])),
 		Text: string(p[8:])}, nil
 }
 
 // appendEmbeddings encodes an embeddings frame's payload: uint32 prompt tokens,
 // uint32 vectors, then each vector as uint32 length and its float32 bits (the same
 // bits as in process).
-func appendEmbeddings(b []byte, e engine.Embeddings) []byte {
+func appendEmbeddings(b []byte, e api.Embeddings) []byte {
 	b = binary.BigEndian.AppendUint32(b, uint32(e.PromptTokens))
 	b = binary.BigEndian.AppendUint32(b, uint32(len(e.Vectors)))
 	for _, v := range e.Vectors {
@@ -309,7 +309,7 @@ func appendEmbeddings(b []byte, e engine.Embeddings) []byte {
 	return b
 }
 
-func decodeEmbeddings(p []byte) (engine.Embeddings, error) {
+func decodeEmbeddings(p []byte) (api.Embeddings, error) {
 	bad := fmt.Errorf("worker: an embeddings frame of %d bytes is corrupt", len(p))
 	u32 := func() (uint32, bool) {
 		if len(p) < 4 {
@@ -322,13 +322,13 @@ func decodeEmbeddings(p []byte) (engine.Embeddings, error) {
 	tokens, ok1 := u32()
 	n, ok2 := u32()
 	if !ok1 || !ok2 || uint64(n)*4 > uint64(len(p)) {
-		return engine.Embeddings{}, bad
+		return api.Embeddings{}, bad
 	}
-	e := engine.Embeddings{PromptTokens: int(tokens), Vectors: make([][]float32, n)}
+	e := api.Embeddings{PromptTokens: int(tokens), Vectors: make([][]float32, n)}
 	for i := range e.Vectors {
 		d, ok := u32()
 		if !ok || uint64(d)*4 > uint64(len(p)) {
-			return engine.Embeddings{}, bad
+			return api.Embeddings{}, bad
 		}
 		v := make([]float32, d)
 		for j := range v {
@@ -338,7 +338,7 @@ func decodeEmbeddings(p []byte) (engine.Embeddings, error) {
 		e.Vectors[i] = v
 	}
 	if len(p) != 0 {
-		return engine.Embeddings{}, bad
+		return api.Embeddings{}, bad
 	}
 	return e, nil
 }

@@ -59,7 +59,7 @@ func TestWorkersShareRedisLeases(t *testing.T) {
 		}
 	}
 
-	b, err := New(Config{Models: []engine.ModelConfig{{ID: "b", Path: path, MaxModelLen: 256, IdleTimeout: -1}},
+	b, err := New(Config{OpenPrep: openEnginePrep, Models: []engine.ModelConfig{{ID: "b", Path: path, MaxModelLen: 256, IdleTimeout: -1}},
 		Command: testCommand(), Redis: &RedisLeases{URL: rs.URL(0), KeyPrefix: "wk:", Node: "proc-b"}, LeaseTTL: ttl,
 		MemoryBudget: budget, Logger: quiet()})
 	if err != nil {

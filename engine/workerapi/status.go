@@ -1,8 +1,7 @@
 // Package workerapi holds the types of the engine's workers mode that its users
-// share without importing the worker command (engine/worker, which imports the
-// engine to run a Block in each child): a worker process's Status, which the Pool
-// reports, the engine's Stats carry, and the gateway's admin API and enginemetrics
-// present.
+// share without importing the worker command (engine/worker, which runs a Block in
+// each child): a worker process's Status, which the Pool reports, the engine's Stats
+// carry, and the gateway's admin API and enginemetrics present.
 package workerapi
 
 import "time"

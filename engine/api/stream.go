@@ -1,4 +1,4 @@
-package engine
+package api
 
 import (
 	"context"
@@ -78,6 +78,11 @@ func (s *Stream) Finish(u Usage, err error) {
 	close(s.fin)
 }
 
+// OnFirst sets f to run at the first Send or Finish, for implementations of the
+// Block API (the engine's GenerateN starts its other choices then). Call it before
+// the stream is handed to the producer.
+func (s *Stream) OnFirst(f func()) { s.first = f }
+
 func (s *Stream) started() {
 	if f := s.first; f != nil {
 		s.first = nil
@@ -132,5 +137,13 @@ func (s *Stream) Wait(ctx context.Context) (Usage, error) {
 		return s.u, s.err
 	case <-ctx.Done():
 		return Usage{}, ctx.Err()
+	}
+}
+
+// signal wakes the receiver of c (cap 1) without blocking.
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
 	}
 }

@@ -1,4 +1,4 @@
-package engine
+package api
 
 import (
 	"bufio"
@@ -37,12 +37,6 @@ type DeviceLease struct {
 	Priority int
 	Idle     bool
 	Local    bool // held by this Block
-}
-
-// Devices reports every device of the Block's lease budgets with its live leases (of
-// every process sharing the store) and, for GPUs, a fresh NVML snapshot.
-func (b *Block) Devices(ctx context.Context) ([]DeviceStatus, error) {
-	return ReportDevices(ctx, b.budgets, b.leases, b.now(), b.proc)
 }
 
 // ReportDevices is Block.Devices for any lease table: each device of budgets (its

@@ -1,20 +1,30 @@
-package engine
+// Package api holds the types of the engine's Block API, its errors, the Stream a
+// request's tokens arrive on, and the device report: what the engine (which aliases
+// them, so callers write engine.Request) and its workers mode (engine/worker, which
+// serves the same API from child processes without importing the engine) share. It
+// also defines the workers mode's wire-level meaning of them: a worker's frames carry
+// these types as JSON, and an error crosses the socket as the name of one of these
+// sentinels.
+package api
 
 import (
+	"encoding/json"
 	"errors"
+	"log/slog"
 	"time"
 
 	"github.com/lmlite/lmlite/engine/chat"
 	"github.com/lmlite/lmlite/engine/grammar"
+	"github.com/lmlite/lmlite/engine/lease"
 	"github.com/lmlite/lmlite/engine/sample"
 	"github.com/lmlite/lmlite/engine/spec"
+	"github.com/lmlite/lmlite/engine/workerapi"
 	"github.com/lmlite/lmlite/kvcache"
 )
 
 // This file holds the types of the Block API (LM Lite's LMLiteBlock shape) that the
 // gateway and embedding programs use. The Block itself (scheduler, replicas, idle
-// unload, leases) comes with the runtime; the types are fixed first so that callers
-// can be written against them.
+// unload, leases) is package engine's, which aliases these types.
 
 // ModelConfig declares one model of a Block. Zero values take the documented defaults.
 type ModelConfig struct {
@@ -339,3 +349,127 @@ var (
 // ErrPromptOverLimit: a capped tokenization (Block.TokenizeCapped,
 // Block.ChatTokensCapped) stopped because the prompt is over its limit.
 var ErrPromptOverLimit = errors.New("engine: prompt over the token limit")
+
+// ErrRestarting is the retryable error of a request whose model is restarting: its
+// worker process crashed or hung while the request ran, or the request came while the
+// worker waits out its restart backoff. Nothing about the request was wrong; retry it
+// shortly (the gateway answers 503 engine_restarting with Retry-After).
+var ErrRestarting = errors.New("engine: model restarting")
+
+// EmbedRequest asks for the embeddings of several inputs, each already tokenized
+// (Block.Tokenize). They run as prefill-only sequences in the model's batches,
+// beside its generations, fair by tenant like them.
+type EmbedRequest struct {
+	Inputs   [][]int32
+	Tenant   string
+	Weight   float64
+	Priority Priority
+}
+
+// Embeddings are the result of an EmbedRequest: one unit-length vector per input
+// (the model's final hidden states after the output norm, pooled as the model says:
+// mean, first or last token), and the prompt tokens billed (all the inputs').
+type Embeddings struct {
+	Vectors      [][]float32
+	PromptTokens int
+}
+
+// AdapterStatus is one adapter's state (Block.Adapters).
+type AdapterStatus struct {
+	ID       string `json:"id"`
+	Model    string `json:"model"`
+	State    string `json:"state"` // AdapterLoaded or AdapterUnloaded
+	Bytes    int64  `json:"bytes"` // its file's size: what it costs loaded
+	Active   int    `json:"active"`
+	Loads    uint64 `json:"loads"`
+	Unloads  uint64 `json:"unloads"`
+	LastUsed time.Time
+}
+
+// Adapter states.
+const (
+	AdapterLoaded   = "loaded"
+	AdapterUnloaded = "unloaded"
+)
+
+// Tool is a function the model may call (OpenAI's tools[].function).
+type Tool struct {
+	Name        string
+	Description string
+	Parameters  json.RawMessage // a JSON Schema of the arguments object; nil: none
+}
+
+// Stats is a snapshot of an engine's counters and gauges: plain values, cheap to
+// take (a lock and a few atomic loads per model), read when an edge presents them.
+// The engine knows no presentation: the enginemetrics package turns a Stats into
+// Prometheus series (the gateway registers it for an engine with a Stats method),
+// and the gateway's admin API writes its own JSON (tailscale's clientmetric is the
+// model: counters in the core, presentation at the edge).
+type Stats struct {
+	Models []ModelStatus
+	// Workers are the worker processes of the workers mode (engine/worker's Pool);
+	// nil in process.
+	Workers []workerapi.Status
+}
+
+// MaxChoices is the most choices GenerateN runs (OpenAI's n).
+const MaxChoices = 8
+
+// ChoiceSeed is the sampling seed of choice i of a request seeded with seed: seed
+// itself for choice 0 (so n=1 is a plain request), a SplitMix64 mix of seed and i
+// for the others.
+func ChoiceSeed(seed uint64, i int) uint64 {
+	if i == 0 {
+		return seed
+	}
+	z := seed + uint64(i)*0x9e3779b97f4a7c15
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	return z ^ z>>31
+}
+
+// TokenCheck is what CheckTokenIDs refuses besides ids outside the vocabulary.
+type TokenCheck int8
+
+const (
+	AnyToken       TokenCheck = iota // every id of the vocabulary
+	PromptTokens                     // no control token but the vocabulary's BOS (a prompt of token ids)
+	NoControlToken                   // no control token at all (a positive logit bias)
+)
+
+// Errors of CheckTokenIDs.
+var (
+	ErrTokenOutOfRange = errors.New("engine: token id outside the vocabulary")
+	ErrControlToken    = errors.New("engine: control token")
+)
+
+// Config configures a Block. The zero value of each field takes its default.
+type Config struct {
+	Models       []ModelConfig
+	MemoryBudget int64       // bytes the models may map and allocate (weights + KV); 0: host memory minus a margin (lease.HostBudget)
+	Leases       lease.Store // where models lease their memory; nil: an in-process store
+	// Devices is the lease budget of each device ("host", "gpu:N"); nil:
+	// device.Probe().Capacities(the host budget): host plus the GPUs NVML finds. A
+	// configured MemoryBudget replaces the host entry.
+	Devices map[string]int64
+	// LeaseTTL is how long a model's memory lease lives without a heartbeat (the
+	// janitor beats every TTL/3, and at least every second); 0: 30 s.
+	LeaseTTL time.Duration
+	MaxQueue int // requests waiting per model beyond its running slots: the default of ModelConfig.MaxQueue is this + Replicas × MaxModelConcurrency; 0: DefaultMaxQueue
+	Logger   *slog.Logger
+
+	// Clock is the lifecycle's time: idle timeouts, lease expiry and heartbeats (the
+	// janitor still wakes every real second). nil: time.Now. Batching and the
+	// timings of Usage always use the real time.
+	Clock func() time.Time
+}
+
+// ErrAdapterBusy refuses unloading an adapter that requests are using.
+var ErrAdapterBusy = errors.New("engine: adapter in use")
+
+// Defaults of ModelConfig and Config fields left zero.
+const (
+	DefaultMaxModelConcurrency = 8
+	DefaultIdleTimeout         = 5 * time.Minute
+	DefaultMaxQueue            = 256
+)
