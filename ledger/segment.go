@@ -95,3 +95,51 @@ func SyncDir(dir string) error {
 	}
 	return err
 }
+
+// CreateSegment creates segment n of the log of base, new and empty, for appending
+// (it fails if the file exists: a number is never reused). With syncDir the
+// directory is fsynced after, so that the new file's name survives a power cut too.
+func CreateSegment(base string, n int, syncDir bool) (*os.File, error) {
+	path := SegmentPath(base, n)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if syncDir {
+		if err := SyncDir(filepath.Dir(path)); err != nil {
+			f.Close()
+			os.Remove(path)
+			return nil, err
+		}
+	}
+	return f, nil
+}
+
+// ReadSegments calls fn with the payload of each intact record of every segment of the
+// log of base, segment by segment in number order; a segment ends at its first torn
+// record or when fn returns false, and the next segment is read all the same (what a
+// replay after a kill needs). It returns the segments read.
+func ReadSegments(base string, fn func(payload []byte) bool) ([]Segment, error) {
+	segs, err := Segments(base)
+	if err != nil {
+		return nil, err
+	}
+	for _, sg := range segs {
+		data, err := os.ReadFile(sg.Path)
+		if err != nil {
+			return nil, err
+		}
+		Records(data, fn)
+	}
+	return segs, nil
+}
+
+// RemoveSegments deletes segs (once what they hold is stored elsewhere).
+func RemoveSegments(segs []Segment) error {
+	for _, sg := range segs {
+		if err := os.Remove(sg.Path); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -77,3 +77,40 @@ func TestSegmentsInNumberOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestReadSegmentsAfterKill: what a replay sees of a log left by a killed process:
+// every segment's intact records in segment order, a torn record ending only its own
+// segment; CreateSegment never reuses a number, and RemoveSegments leaves no segment.
+func TestReadSegmentsAfterKill(t *testing.T) {
+	base := filepath.Join(t.TempDir(), "lmlite.db")
+	for n, recs := range map[int][][]byte{
+		1: {record(`[1]`), record(`[2]`)[:5]}, // the second record torn (kill mid-write)
+		2: {record(`[3]`), record(`[4]`)},
+	} {
+		f, err := CreateSegment(base, n, n == 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range recs {
+			f.Write(r)
+		}
+		f.Close()
+	}
+	if _, err := CreateSegment(base, 2, false); err == nil {
+		t.Fatal("CreateSegment made segment 2 a second time")
+	}
+	var got []string
+	segs, err := ReadSegments(base, func(p []byte) bool { got = append(got, string(p)); return true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, []string{`[1]`, `[3]`, `[4]`}) || len(segs) != 2 || segs[1].N != 2 {
+		t.Fatalf("read %q from %v, want [1] [3] [4] from segments 1 and 2", got, segs)
+	}
+	if err := RemoveSegments(segs); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := Segments(base); len(left) != 0 {
+		t.Fatalf("segments left after RemoveSegments: %v", left)
+	}
+}

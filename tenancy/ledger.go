@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"time"
@@ -601,17 +600,10 @@ type segmentFile interface {
 // createSegment creates a new, empty log segment with the next number.
 func (s *Store) createSegment() (segmentFile, int, error) {
 	n := int(s.segNum.Add(1))
-	path := s.segPath(n)
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o600)
+	// with SyncFsync the new file's name must survive a power cut too
+	f, err := ledger.CreateSegment(s.path, n, s.opts.Sync == SyncFsync)
 	if err != nil {
 		return nil, 0, fmt.Errorf("tenancy: ledger: %w", err)
-	}
-	if s.opts.Sync == SyncFsync { // the new file's name must survive a power cut too
-		if err := ledger.SyncDir(filepath.Dir(path)); err != nil {
-			f.Close()
-			os.Remove(path)
-			return nil, 0, fmt.Errorf("tenancy: ledger: %w", err)
-		}
 	}
 	if s.opts.wrapSegment != nil {
 		return s.opts.wrapSegment(f), n, nil
@@ -622,36 +614,31 @@ func (s *Store) createSegment() (segmentFile, int, error) {
 // replay applies the entries of the segments left behind (by a killed process), then
 // deletes them and opens a new segment.
 func (s *Store) replay() error {
-	segs, err := s.segments()
-	if err != nil {
-		return err
-	}
 	applied, appliedHolds := s.seq, s.hseq
 	var found []Entry
 	var holds []Hold
-	for _, sg := range segs {
-		data, err := os.ReadFile(sg.Path)
-		if err != nil {
-			return err
+	// A torn tail (never acknowledged) ends a segment.
+	segs, err := ledger.ReadSegments(s.path, func(p []byte) bool {
+		var es []walItem
+		if err := json.Unmarshal(p, &es); err != nil {
+			return false
 		}
-		s.segNum.Store(max(s.segNum.Load(), int64(sg.N)))
-		// A torn tail (never acknowledged) ends the segment.
-		ledger.Records(data, func(p []byte) bool {
-			var es []walItem
-			if err := json.Unmarshal(p, &es); err != nil {
-				return false
-			}
-			for _, e := range es {
-				if e.Open != nil {
-					if e.Open.Seq > appliedHolds {
-						holds = append(holds, *e.Open)
-					}
-				} else if e.Seq > applied {
-					found = append(found, e.Entry)
+		for _, e := range es {
+			if e.Open != nil {
+				if e.Open.Seq > appliedHolds {
+					holds = append(holds, *e.Open)
 				}
+			} else if e.Seq > applied {
+				found = append(found, e.Entry)
 			}
-			return true
-		})
+		}
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	for _, sg := range segs {
+		s.segNum.Store(max(s.segNum.Load(), int64(sg.N)))
 	}
 	if len(found) > 0 || len(holds) > 0 {
 		slices.SortFunc(found, func(a, b Entry) int { return cmp.Compare(a.Seq, b.Seq) })
@@ -681,10 +668,8 @@ func (s *Store) replay() error {
 			return err
 		}
 	}
-	for _, sg := range segs {
-		if err := os.Remove(sg.Path); err != nil {
-			return err
-		}
+	if err := ledger.RemoveSegments(segs); err != nil {
+		return err
 	}
 	s.batch.reset()
 	s.wal, s.walSeg, err = s.createSegment()
