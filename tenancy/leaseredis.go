@@ -41,7 +41,8 @@ const leaseKeep = 40 * 24 * time.Hour
 //	                    =n), seq (the last report applied), owner (the holder's ledger, its
 //	                    store id), d:YYYYMMDD and m:YYYYMM (money reported per window),
 //	                    closed (reconciled)
-//	P leases:{OWNER}    set: "LID TENANT" of every lease the ledger OWNER holds, for its
+//	P leases:{OWNER}    set: "LID TENANT" of every lease the ledger OWNER holds (and of
+//	                    every tenant it admitted on the per-request path), for its
 //	                    reconciliation at restart
 type redisBank struct {
 	r     *RedisShared
