@@ -68,10 +68,20 @@ type Tenancy struct {
 func New(store *Store) *Tenancy {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
-	return &Tenancy{store: store, tenants: map[string]*tenantState{}, idBase: keyEnc.EncodeToString(b[:]) + "-"}
+	base := keyEnc.EncodeToString(b[:]) + "-"
+	if store != nil {
+		base = TicketPrefix(store.ID()) + base
+	}
+	return &Tenancy{store: store, tenants: map[string]*tenantState{}, idBase: base}
 }
 
-// ticketID returns a new ticket id, unique across processes (random per Tenancy).
+// TicketPrefix is how the ticket ids of every run of the ledger owner (a store's ID)
+// begin, so that its restart finds in Redis the tickets an earlier run left there
+// (ReconcileOwner).
+func TicketPrefix(owner string) string { return owner + "." }
+
+// ticketID returns a new ticket id, unique across processes (its ledger's ID, then
+// random per Tenancy).
 func (t *Tenancy) ticketID() string {
 	return t.idBase + strconv.FormatUint(t.tickets.Add(1), 36)
 }

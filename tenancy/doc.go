@@ -89,6 +89,10 @@
 // the same store, or ReconcileLeases with its ledger for one that never returns) each
 // window's spend is raised to what the ledger settled and the rest is given back
 // (lua/reconcile.lua). Stranded money is at most one lease per tenant per dead process.
+// The same reconciliation gives back the per-request tickets the ledger's earlier runs
+// left in Redis without a hold in the ledger (killed between the reservation and the
+// hold: ids begin with TicketPrefix of the ledger, lua/release.lua); the held ones
+// SettleInterrupted charges.
 // Close reports everything and gives every lease back. docs/REDIS.md has the keys.
 //
 // The grant rules are the leaseBank interface, in memory (memBank) and in Redis

@@ -20,11 +20,15 @@ var leaseLua string
 //go:embed lua/reconcile.lua
 var reconcileLua string
 
+//go:embed lua/release.lua
+var releaseLua string
+
 // leaseScript refreshes a lease (lua/lease.lua); reconcileScript closes one whose
 // holder is gone (lua/reconcile.lua).
 var (
 	leaseScript     = redis.NewScript(luaBase + luaReap + luaGCRAAt + leaseLua)
 	reconcileScript = redis.NewScript(luaBase + reconcileLua)
+	releaseScript   = redis.NewScript(luaBase + releaseLua)
 )
 
 // leaseKeep is how long a lease key outlives its last refresh: a holder that died is
@@ -37,7 +41,8 @@ const leaseKeep = 40 * 24 * time.Hour
 //	                    =n), seq (the last report applied), owner (the holder's ledger, its
 //	                    store id), d:YYYYMMDD and m:YYYYMM (money reported per window),
 //	                    closed (reconciled)
-//	P leases:{OWNER}    set: "LID TENANT" of every lease the ledger OWNER holds, for its
+//	P leases:{OWNER}    set: "LID TENANT" of every lease the ledger OWNER holds (and of
+//	                    every tenant it admitted on the per-request path), for its
 //	                    reconciliation at restart
 type redisBank struct {
 	r     *RedisShared
@@ -168,6 +173,20 @@ func LeaseSums(store *Store) (map[string]map[int]money.Money, error) {
 // operator with the ledger of a process that will not return (lmlite ledger verify
 // --release).
 func ReconcileLeases(c redis.UniversalClient, keyPrefix, owner, keep string, sums map[string]map[int]money.Money) (money.Money, error) {
+	return ReconcileOwner(c, keyPrefix, owner, keep, sums, nil)
+}
+
+// ReconcileOwner is ReconcileLeases that also gives back the per-request tickets
+// (reservations and slots, ids TicketPrefix(owner)…) the owner's earlier runs left in
+// Redis for the tenants of those leases, except the tickets held (the ledger's holds:
+// SettleInterrupted charges them). Such a ticket was admitted on the per-request path
+// and its process died before its hold reached the ledger (the hold is logged once the
+// request runs, after its reservation): nothing else returns it before it expires. A
+// tenant's first per-request admission registers the tenant in the owner's index
+// (LeaseShared.admitExact), so every tenant with such a ticket is found. nil held:
+// every one of the owner's tickets is given back (a process that never returns: its
+// holds are never charged, as when the tickets expire).
+func ReconcileOwner(c redis.UniversalClient, keyPrefix, owner, keep string, sums map[string]map[int]money.Money, held map[string]bool) (money.Money, error) {
 	if keyPrefix == "" {
 		keyPrefix = "lmlite:"
 	}
@@ -180,6 +199,21 @@ func ReconcileLeases(c redis.UniversalClient, keyPrefix, owner, keep string, sum
 		return 0, unavailable("lease index", err)
 	}
 	var back money.Money
+	// The tickets first, each tenant once, before any index entry goes: a failure
+	// leaves the index whole for the next reconciliation.
+	released := map[string]bool{}
+	for _, mem := range members {
+		lid, tenant, ok := strings.Cut(mem, " ")
+		if !ok || lid == keep || released[tenant] {
+			continue
+		}
+		released[tenant] = true
+		n, err := releaseTickets(r, tenant, TicketPrefix(owner), held)
+		if err != nil {
+			return back, err
+		}
+		back += n
+	}
 	for _, mem := range members {
 		lid, tenant, ok := strings.Cut(mem, " ")
 		if !ok || lid == keep {
@@ -198,4 +232,24 @@ func ReconcileLeases(c redis.UniversalClient, keyPrefix, owner, keep string, sum
 		}
 	}
 	return back, nil
+}
+
+// releaseTickets gives back tenant's tickets whose ids start with prefix, except held
+// (lua/release.lua); it returns the money given back.
+func releaseTickets(r *RedisShared, tenant, prefix string, held map[string]bool) (money.Money, error) {
+	args := make([]any, 0, 1+len(held))
+	args = append(args, prefix)
+	for id := range held {
+		if strings.HasPrefix(id, prefix) {
+			args = append(args, id)
+		}
+	}
+	b := r.base(tenant)
+	c, cancel := ctx()
+	defer cancel()
+	v, err := releaseScript.Run(c, r.c, []string{b + "s", b + "z"}, args...).Int64Slice()
+	if err != nil {
+		return 0, unavailable("release tickets", err)
+	}
+	return money.Money(v[0]), nil
 }

@@ -135,7 +135,28 @@ func (l *LeaseShared) Reconcile() (money.Money, error) {
 	if err != nil {
 		return 0, err
 	}
-	return ReconcileLeases(l.c, l.prefix, l.store.ID(), l.lid, sums)
+	held := map[string]bool{}
+	for _, h := range l.store.Interrupted() {
+		if h.Ticket != "" {
+			held[h.Ticket] = true
+		}
+	}
+	return ReconcileOwner(l.c, l.prefix, l.store.ID(), l.lid, sums, held)
+}
+
+// registerLocked adds b's tenant to the owner's index (the lease's registration)
+// before its first request on the per-request path reserves in Redis, so that a
+// restart finds the tickets a death left there (ReconcileOwner). Once per tenant and
+// process start; b.mu is held across the round trip, which only a tenant's first
+// requests wait for. A failure is left to the next call (the admission then fails on
+// Redis too, or its ticket expires if the process dies).
+func (l *LeaseShared) registerLocked(b *leaseBook) {
+	if b.reg || l.store == nil {
+		return
+	}
+	if l.bank.register(b.tenant, l.lid) == nil {
+		b.reg = true
+	}
 }
 
 func limited(q *Quota) bool {
@@ -332,6 +353,7 @@ func (l *LeaseShared) admitExact(b *leaseBook, q *Quota, id string, now time.Tim
 		}
 		b.demPeak = max(b.demPeak, b.flight)
 		wait, busy := b.answered, b.queued
+		l.registerLocked(b)
 		b.mu.Unlock()
 		room, err := l.RedisShared.Admit(&rq, id, now, promptTokens, total)
 		b.mu.Lock()

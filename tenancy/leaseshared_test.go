@@ -695,3 +695,76 @@ func TestLeaseFirstRequestNotRefusedForSlotsItsLeaseTook(t *testing.T) {
 		t.Fatalf("%d of 200 requests refused, one at a time (first: %v)", len(refused), refused[0])
 	}
 }
+
+// TestLeaseKilledBeforeHoldTicketReturnedAtRestart: a process dies between a
+// request's reservation in Redis on the per-request path (its lease did not cover it)
+// and the hold that records it in the ledger (logged once the request runs): its
+// restart on the same ledger gives that ticket's money and slot back at once, and
+// charges the ticket whose hold was logged exactly once (SettleInterrupted), so that
+// nothing the dead process held stays counted in Redis after the restart.
+func TestLeaseKilledBeforeHoldTicketReturnedAtRestart(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	path := filepath.Join(t.TempDir(), "lmlite.db")
+	a := newLeaseProc(t, srv, "a", path, 10*time.Second)
+	worst := money.USD(0.03)
+	orphan := &Quota{Tenant: "orphan", DailyBudget: money.USD(1), MaxConcurrency: 8}
+	held := &Quota{Tenant: "heldone", DailyBudget: money.USD(1), MaxConcurrency: 8}
+	now := time.Now()
+	// Each tenant's first request: no lease yet, so it is reserved in Redis on the
+	// per-request path.
+	if _, err := a.ten.AdmitReserve(orphan, now, 10, worst); err != nil {
+		t.Fatal(err)
+	}
+	tk, err := a.ten.AdmitReserve(held, now, 10, worst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tk.Hold(now, Entry{RequestID: "r-held", Model: "m"}); err != nil {
+		t.Fatal(err)
+	}
+	// The fault: killed after orphan's reservation reached Redis, before its hold.
+	a.kill()
+	if h, _ := redisHeld(t, srv0Client(t, srv), orphan.Tenant); money.Money(h) < worst {
+		t.Fatalf("orphan's reservation not in Redis after the kill: held %v", money.Money(h))
+	}
+
+	a2 := newLeaseProc(t, srv, "a", path, 10*time.Second) // restarted on a's ledger, at once
+	if _, err := a2.ls.Reconcile(); err != nil {
+		t.Fatal(err)
+	}
+	n, err := a2.ten.SettleInterrupted(func(tenant string) *Quota {
+		if tenant == held.Tenant {
+			return held
+		}
+		return orphan
+	})
+	if err != nil || n != 1 {
+		t.Fatalf("SettleInterrupted: %d, %v; want the one held request", n, err)
+	}
+	for _, q := range []*Quota{orphan, held} {
+		m, slots := redisHeld(t, a2.c, q.Tenant)
+		spent, _, _ := a2.ls.RedisShared.Spent(q.Tenant, time.Now())
+		want := money.Money(0)
+		if q == held {
+			want = worst
+		}
+		if m != 0 || slots != 0 || spent != want {
+			t.Errorf("%s after the restart: held %v, slots %d, spent %v; want nothing held and spent %v",
+				q.Tenant, money.Money(m), slots, spent, want)
+		}
+	}
+	if back, err := a2.ls.Reconcile(); err != nil || back != 0 {
+		t.Fatalf("a second reconciliation gave back %v (%v)", back, err)
+	}
+}
+
+// srv0Client is a client of srv, closed with the test.
+func srv0Client(t *testing.T, srv *redistest.Server) redis.UniversalClient {
+	t.Helper()
+	c, err := rediscli.New(rediscli.Options{URL: srv.URL(0), Name: "watch"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}

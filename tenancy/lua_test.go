@@ -59,7 +59,7 @@ func TestLuaFilesEmbeddedAndCompile(t *testing.T) {
 	for name, s := range map[string]*redis.Script{
 		"reserve": reserveScript, "renew": renewScript, "reap": reapScript, "allow": allowScript,
 		"admit_job": admitJobScript, "renew_jobs": renewJobsScript, "flush": flushScript,
-		"tokens": tokensScript, "lease": leaseScript, "reconcile": reconcileScript,
+		"tokens": tokensScript, "lease": leaseScript, "reconcile": reconcileScript, "release": releaseScript,
 	} {
 		if err := s.Load(context.Background(), c).Err(); err != nil {
 			t.Errorf("%s: %v", name, err)
