@@ -80,6 +80,8 @@ func main() {
 	dotQ4KAVX512(1)
 	dotQ6KAVX2(1)
 	dotQ6KAVX2(2)
+	dotQ6KAVX2Tokens(4)
+	dotQ6KAVX2Tokens(8)
 	dotQ6KAVX512(1)
 	dot0AVX2("Q8_0")
 	dot0AVX2("Q4_0")

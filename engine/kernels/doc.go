@@ -70,7 +70,9 @@
 // unpacked once; Q4_K on AVX2 one row against 8, 4 or 2 tokens (dotQ4KAVX2x8, x4,
 // _asm/q4ktokens.go: the tokens' sums reduced together and their float steps
 // run lane by lane, for a speculative verification step's few tokens; 6-7 or 3
-// tokens left through the 8- or 4-token kernel again over the last ones); IQ4_NL
+// tokens left through the 8- or 4-token kernel again over the last ones; Q6_K
+// the same way, dotQ6KAVX2x8, x4, _asm/q6ktokens.go, each token's float steps
+// those of the one-token kernel); IQ4_NL
 // and Q5_0 decoding 16 rows per AVX-512 call; Q4_1, Q5_K and Q6_K, in ggml's
 // 8-lane order, take no tiles (Q6_K's serve Q3_K's repacked prompts);
 // a batch's short last chunk of 11-15 tokens goes through the 16-token kernel

@@ -99,18 +99,33 @@ func dotQ5KRows(out []float32, row []byte, y []q8KBlock, nb int) {
 	}
 }
 
-// dotQ6KRows is dotQ4KRows for Q6_K weights (with AVX-512 too: Q6_K's tiles
-// lack llama.cpp's 8-lane order, issue 32).
+// dotQ6KRows is dotQ4KRows for Q6_K weights, with the AVX2 kernels of 8, 4 and
+// 2 tokens and the same reuse of the 8- and 4-token kernels over the last tokens
+// (with AVX-512 too: Q6_K's tiles lack llama.cpp's 8-lane order, issue 32).
 func dotQ6KRows(out []float32, row []byte, y []q8KBlock, nb int) {
-	t := 0
-	if useAVX2 && nb > 0 && len(out) > 1 {
-		_, _ = row[nb*210-1], y[len(out)*nb-1]
+	t, n := 0, len(out)
+	if useAVX2 && nb > 0 && n > 1 {
+		_, _ = row[nb*210-1], y[n*nb-1]
 		stride := nb * int(unsafe.Sizeof(y[0]))
-		for ; t+2 <= len(out); t += 2 {
+		for ; t+8 <= n; t += 8 {
+			dotQ6KAVX2x8(&row[0], (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t])
+		}
+		if n >= 8 && n-t >= 6 {
+			dotQ6KAVX2x8(&row[0], (*byte)(unsafe.Pointer(&y[(n-8)*nb])), nb, stride, &out[n-8])
+			t = n
+		}
+		for ; t+4 <= n; t += 4 {
+			dotQ6KAVX2x4(&row[0], (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t])
+		}
+		if n >= 4 && n-t == 3 {
+			dotQ6KAVX2x4(&row[0], (*byte)(unsafe.Pointer(&y[(n-4)*nb])), nb, stride, &out[n-4])
+			t = n
+		}
+		for ; t+2 <= n; t += 2 {
 			dotQ6KAVX2x2(&row[0], (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t])
 		}
 	}
-	for ; t < len(out); t++ {
+	for ; t < n; t++ {
 		out[t] = dotQ6KRow(row, y[t*nb:(t+1)*nb])
 	}
 }

@@ -51,6 +51,18 @@ func dotQ6KAVX2(x *byte, y *byte, n int) float32
 //go:noescape
 func dotQ6KAVX2x2(x *byte, y *byte, n int, stride int, out *float32)
 
+// dotQ6KAVX2x4 sets out[t] = dotQ6KAVX2(x, y+t·stride, n) for t < 4 (one
+// weight block unpacked for all the tokens; each token's float steps as there).
+//
+//go:noescape
+func dotQ6KAVX2x4(x *byte, y *byte, n int, stride int, out *float32)
+
+// dotQ6KAVX2x8 sets out[t] = dotQ6KAVX2(x, y+t·stride, n) for t < 8 (one
+// weight block unpacked for all the tokens; each token's float steps as there).
+//
+//go:noescape
+func dotQ6KAVX2x8(x *byte, y *byte, n int, stride int, out *float32)
+
 // dotQ6KAVX512 is dotQ6KAVX2 with AVX-512BW and AVX-512 VNNI.
 //
 //go:noescape
