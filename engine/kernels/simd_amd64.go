@@ -42,7 +42,7 @@ func dotQ4KRow(row []byte, y []q8KBlock) float32 {
 // Past the last whole eight, 6-7 tokens left go through the 8-token kernel again
 // over the last eight, and 3 left (after the fours) through the 4-token kernel
 // over the last four: computing some outputs twice, with the same bits, costs
-// less than the narrower kernels (BenchmarkQ4KTokens: the kernels of 4, 2 and 1
+// less than the narrower kernels (BenchmarkKTokens: the kernels of 4, 2 and 1
 // tokens take about 1.2, 2.3 and 2.8 times the 8-token kernel's time per token).
 func dotQ4KRows(out []float32, row []byte, y []q8KBlock, nb int) {
 	t, n := 0, len(out)

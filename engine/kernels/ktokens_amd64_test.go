@@ -1,0 +1,103 @@
+//go:build !purego
+
+package kernels
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+	"unsafe"
+)
+
+// kTokenKernels are a K-quant type's AVX2 kernels of 1, 2, 4 and 8 tokens per call,
+// the rows function that mixes them, the one-token kernel and the Go reference.
+type kTokenKernels struct {
+	typ   Type
+	one   func(x, y *byte, nb int) float32
+	many  map[int]func(x, y *byte, nb, stride int, out *float32) // 2, 4, 8 tokens
+	rows  func(out []float32, row []byte, y []q8KBlock, nb int)
+	row   func(row []byte, y []q8KBlock) float32
+	ref   func(row []byte, y []q8KBlock) float32
+	order string // what the reference's float order is, for the test's name
+}
+
+var kTokens = []kTokenKernels{
+	{Q4_K, dotQ4KAVX2, map[int]func(x, y *byte, nb, stride int, out *float32){2: dotQ4KAVX2x2, 4: dotQ4KAVX2x4, 8: dotQ4KAVX2x8},
+		dotQ4KRows, dotQ4KRow, dotQ4KRowGeneric, "the one-token order"},
+	{Q6_K, dotQ6KAVX2, map[int]func(x, y *byte, nb, stride int, out *float32){2: dotQ6KAVX2x2, 4: dotQ6KAVX2x4, 8: dotQ6KAVX2x8},
+		dotQ6KRows, dotQ6KRow, dotQ6KRowGeneric, "llama.cpp's float order"},
+}
+
+// BenchmarkKTokens measures one Q4_K or Q6_K row of 2048 columns against 8 tokens
+// through the AVX2 kernels of 1, 2, 4 and 8 tokens per call (dotQ4KAVX2, x2, x4,
+// x8 and Q6_K's): what a verification step's 8-token products pay per weight row.
+// The bytes are the row's, once per token.
+func BenchmarkKTokens(b *testing.B) {
+	if !useAVX2 {
+		b.Skip("no AVX2")
+	}
+	for _, k := range kTokens {
+		r := rand.New(rand.NewPCG(5, 8))
+		const cols, nTok = 2048, 8
+		nb := cols / qkK
+		var a acts
+		a.prepare(k.typ, randRow(r, cols*nTok, 1), nTok, cols)
+		row := make([]byte, k.typ.RowBytes(cols))
+		QuantizeRow(row, k.typ, randRow(r, cols, 0.1))
+		out := make([]float32, nTok)
+		stride := nb * int(unsafe.Sizeof(a.q8k[0]))
+		y := func(t int) *byte { return (*byte)(unsafe.Pointer(&a.q8k[t*nb])) }
+		for _, T := range []int{1, 2, 4, 8} {
+			b.Run(fmt.Sprintf("%v/x%d", k.typ, T), func(b *testing.B) {
+				b.SetBytes(int64(len(row) * nTok))
+				for b.Loop() {
+					for t := 0; t < nTok; t += T {
+						if T == 1 {
+							out[t] = k.one(&row[0], y(t), nb)
+						} else {
+							k.many[T](&row[0], y(t), nb, stride, &out[t])
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestKTokensRowsEveryCount: dotQ4KRows and dotQ6KRows for every token count 1-20
+// (each mix of the AVX2 kernels of 8, 4, 2 and 1 tokens, and the 8- and 4-token
+// kernels over the last tokens again) give every token the one-token kernel's bits
+// and the reference's, and write nothing around their outputs.
+func TestKTokensRowsEveryCount(t *testing.T) {
+	requireSIMD(t, "avx2")
+	defer setSIMD("avx2")() // the AVX2 kernels also where the CPU has AVX-512
+	const guard = -12345.5
+	for _, k := range kTokens {
+		r := rand.New(rand.NewPCG(6, 9))
+		for _, nb := range []int{1, 2, 5} {
+			row := weightRow(r, k.typ, nb, "random", false)
+			y := q8KActs(r, nb*20, "random", false)
+			for n := 1; n <= 20; n++ {
+				buf := make([]float32, n+2)
+				for i := range buf {
+					buf[i] = guard
+				}
+				k.rows(buf[1:n+1], row, y, nb)
+				if buf[0] != guard || buf[n+1] != guard {
+					t.Errorf("%v nb %d, %d tokens: guard overwritten: %v", k.typ, nb, n, buf)
+				}
+				for tok := range n {
+					yt := y[tok*nb : (tok+1)*nb]
+					want := k.row(row, yt)
+					if got := buf[1+tok]; math.Float32bits(got) != math.Float32bits(want) {
+						t.Errorf("%v nb %d, %d tokens: token %d: %v, one-token kernel %v", k.typ, nb, n, tok, got, want)
+					}
+					if ref := k.ref(row, yt); ref != want {
+						t.Errorf("%v nb %d, %d tokens: token %d: %v, reference (%s) %v", k.typ, nb, n, tok, want, k.order, ref)
+					}
+				}
+			}
+		}
+	}
+}
