@@ -1,8 +1,11 @@
 package model_test
 
 import (
+	"fmt"
 	"math"
+	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/lmlite/lmlite/engine/genmodel"
@@ -16,14 +19,52 @@ func genTiny(t testing.TB, arch, typ string) *model.Model {
 	return genTinyOpts(t, genmodel.Options{Arch: arch, Type: typ})
 }
 
-// genTinyOpts writes the tiny model of o (seed 5) and opens it.
-func genTinyOpts(t testing.TB, o genmodel.Options) *model.Model {
+// generated holds the package's generated models, one file per Options (the same
+// options give the same file), written once and shared by the tests that read them:
+// generating a quantized model is a good part of a race-built test's CPU.
+var generated struct {
+	sync.Mutex
+	dir   string
+	paths map[genmodel.Options]string
+}
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "model-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	generated.dir, generated.paths = dir, map[genmodel.Options]string{}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// genFile returns the path of the tiny model of o (seed 5), generating it on first use.
+// The file is shared: a test must not change it.
+func genFile(t testing.TB, o genmodel.Options) string {
 	t.Helper()
 	o.Preset, o.Seed = "tiny", 5
-	path := filepath.Join(t.TempDir(), o.Arch+"-"+o.Type+".gguf")
+	generated.Lock()
+	defer generated.Unlock()
+	if path, ok := generated.paths[o]; ok {
+		return path
+	}
+	path := filepath.Join(generated.dir, fmt.Sprint(len(generated.paths)), o.Arch+"-"+o.Type+".gguf")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	if err := genmodel.Generate(o, path); err != nil {
 		t.Fatal(err)
 	}
+	generated.paths[o] = path
+	return path
+}
+
+// genTinyOpts opens the tiny model of o (seed 5).
+func genTinyOpts(t testing.TB, o genmodel.Options) *model.Model {
+	t.Helper()
+	path := genFile(t, o)
 	m, err := model.Open(path)
 	if err != nil {
 		t.Fatal(err)

@@ -15,15 +15,10 @@ import (
 	"github.com/lmlite/lmlite/kvcache"
 )
 
-// genBase writes the tiny generated model of o (seed 5) and returns its path.
+// genBase returns the path of the tiny generated model of o (seed 5), shared (genFile).
 func genBase(t testing.TB, o genmodel.Options) string {
 	t.Helper()
-	o.Preset, o.Seed = "tiny", 5
-	path := filepath.Join(t.TempDir(), o.Arch+"-"+o.Type+".gguf")
-	if err := genmodel.Generate(o, path); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return genFile(t, o)
 }
 
 // genAdapter writes a generated adapter for the base file and loads it over m.

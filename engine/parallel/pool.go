@@ -25,9 +25,6 @@ type Task interface {
 	RunRange(worker, start, end int)
 }
 
-// spinIters is how many times an idle worker polls for new work before it parks.
-const spinIters = 20000
-
 // yieldWaiting is SetYieldWaiting's setting.
 var yieldWaiting atomic.Bool
 
@@ -118,7 +115,7 @@ func (p *Pool) Run(t Task, rows, grain int) {
 	for i := 1; p.pending.Load() != 0; i++ {
 		if i&63 == 0 {
 			runtime.Gosched()
-			if yieldWaiting.Load() {
+			if raceBuild || yieldWaiting.Load() {
 				osYield()
 			}
 		}
