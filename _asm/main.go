@@ -779,30 +779,7 @@ func dotQ6KAVX2(tokens int) {
 	}
 	for h := 0; h < 2; h++ {
 		for k := 0; k < 4; k++ {
-			// Elements 128h+32k+l: low bits in ql[32(k&1)+l] (low nibble for
-			// k<2), top two bits at bit 2k of qh[l], moved to bits 4-5.
-			v := YMM()
-			VMOVDQU(Mem{Base: x, Disp: 64*h + 32*(k&1)}, v)
-			if k >= 2 {
-				VPSRLW(U8(4), v, v)
-			}
-			VPAND(m4, v, v)
-			hb := YMM()
-			VMOVDQU(Mem{Base: x, Disp: 128 + 32*h}, hb)
-			switch k {
-			case 0:
-				VPSLLW(U8(4), hb, hb)
-			case 1:
-				VPSLLW(U8(2), hb, hb)
-			case 3:
-				VPSRLW(U8(2), hb, hb)
-			}
-			VPAND(m30, hb, hb)
-			VPOR(hb, v, v)
-			s := XMM()
-			VPSHUFB(q6kShuf.Offset(16*(4*h+k)), scales, s)
-			sw := YMM()
-			VPMOVSXBW(s, sw)
+			v, sw := q6KChunk(x, scales, h, k, m4, m30)
 			for t, yt := range ys {
 				p := YMM()
 				VPMADDUBSW(Mem{Base: yt, Disp: q8KQS + 128*h + 32*k}, v, p)

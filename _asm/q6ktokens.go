@@ -64,30 +64,8 @@ func dotQ6KAVX2Tokens(T int) {
 	}
 	for h := 0; h < 2; h++ {
 		for k := 0; k < 4; k++ {
-			// As dotQ6KAVX2: elements 128h+32k+l, low bits in ql[32(k&1)+l],
-			// top two bits at bit 2k of qh[l], moved to bits 4-5.
-			v := YMM()
-			VMOVDQU(Mem{Base: x, Disp: 64*h + 32*(k&1)}, v)
-			if k >= 2 {
-				VPSRLW(U8(4), v, v)
-			}
-			VPAND(nibbleMask, v, v)
-			hb := YMM()
-			VMOVDQU(Mem{Base: x, Disp: 128 + 32*h}, hb)
-			switch k {
-			case 0:
-				VPSLLW(U8(4), hb, hb)
-			case 1:
-				VPSLLW(U8(2), hb, hb)
-			case 3:
-				VPSRLW(U8(2), hb, hb)
-			}
-			VPAND(bits45Mask, hb, hb)
-			VPOR(hb, v, v)
-			s := XMM()
-			VPSHUFB(q6kShuf.Offset(16*(4*h+k)), scales, s)
-			sw := YMM()
-			VPMOVSXBW(s, sw)
+			// As dotQ6KAVX2 (q6KChunk).
+			v, sw := q6KChunk(x, scales, h, k, nibbleMask, bits45Mask)
 			for t := 0; t < T; t++ {
 				p := YMM()
 				VPMADDUBSW(toks.at(t).Offset(q8KQS+128*h+32*k), v, p)
@@ -128,4 +106,34 @@ func dotQ6KAVX2Tokens(T int) {
 		}
 	}
 	storeLaneSums(facc)
+}
+
+// q6KChunk unpacks chunk k of half h of the Q6_K block at x: elements 128h+32k+l,
+// low bits in ql[32(k&1)+l] (low nibble for k<2), top two bits at bit 2k of qh[l],
+// moved to bits 4-5 (m4: the nibble mask, m30: bits 4-5); it returns the 32 6-bit
+// quants and the chunk's two scales widened to words (scales: the block's 16).
+func q6KChunk(x GPVirtual, scales VecVirtual, h, k int, m4, m30 Op) (v, sw VecVirtual) {
+	v = YMM()
+	VMOVDQU(Mem{Base: x, Disp: 64*h + 32*(k&1)}, v)
+	if k >= 2 {
+		VPSRLW(U8(4), v, v)
+	}
+	VPAND(m4, v, v)
+	hb := YMM()
+	VMOVDQU(Mem{Base: x, Disp: 128 + 32*h}, hb)
+	switch k {
+	case 0:
+		VPSLLW(U8(4), hb, hb)
+	case 1:
+		VPSLLW(U8(2), hb, hb)
+	case 3:
+		VPSRLW(U8(2), hb, hb)
+	}
+	VPAND(m30, hb, hb)
+	VPOR(hb, v, v)
+	s := XMM()
+	VPSHUFB(q6kShuf.Offset(16*(4*h+k)), scales, s)
+	sw = YMM()
+	VPMOVSXBW(s, sw)
+	return v, sw
 }
