@@ -86,18 +86,6 @@ func openBolt(path string, o Options, every, idle time.Duration) (*Bolt, error) 
 	if err != nil {
 		return nil, fmt.Errorf("respstore: %w", err)
 	}
-	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketResponses, bucketExpiry, bucketUsage, bucketJournal} {
-			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		db.Close()
-		return nil, fmt.Errorf("respstore: %w", err)
-	}
 	s := &Bolt{db: db, o: o.withDefaults(), puts: make(chan *putOp), execs: make(chan *execOp),
 		quit: make(chan struct{}), stopped: make(chan struct{}),
 		recent: map[string][]byte{}, usage: map[string]Usage{}, every: every, idle: idle}
@@ -109,14 +97,31 @@ func openBolt(path string, o Options, every, idle time.Duration) (*Bolt, error) 
 	return s, nil
 }
 
-// replay opens the journal, applies (in one fsynced transaction) the Puts of its
-// records newer than the last one bbolt holds, and empties it.
+// replay opens the journal, creates the buckets, applies (in one fsynced
+// transaction) the Puts of the journal's records newer than the last one bbolt
+// holds, and empties the journal. A bbolt file without the journal's bucket (new,
+// or made again beside an old journal) replays nothing: the journal is emptied
+// first.
 func (s *Bolt) replay(path string) error {
 	j, data, err := openJournal(path)
 	if err != nil {
 		return err
 	}
+	var fresh bool
+	err = s.db.View(func(tx *bolt.Tx) error { fresh = tx.Bucket(bucketJournal) == nil; return nil })
+	if err == nil && fresh {
+		data, err = nil, j.reset()
+	}
+	if err != nil {
+		j.close()
+		return err
+	}
 	err = s.db.Update(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bucketResponses, bucketExpiry, bucketUsage, bucketJournal} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
 		meta := tx.Bucket(bucketJournal)
 		var applied uint64
 		if v := meta.Get(keyApplied); len(v) == 8 {
@@ -144,7 +149,7 @@ func (s *Bolt) replay(path string) error {
 		s.seq = max(applied, last)
 		return meta.Put(keyApplied, binary.BigEndian.AppendUint64(nil, s.seq))
 	})
-	if err == nil {
+	if err == nil && !fresh {
 		err = j.reset()
 	}
 	if err != nil {

@@ -55,7 +55,8 @@
 // Until then readers see the acknowledged Puts in an overlay. At open, the
 // journal's records newer than the last one bbolt committed (its seq is kept in the
 // same bbolt transaction) are applied again, so a response survives a crash (kill
-// -9 or power loss) once Put returned.
+// -9 or power loss) once Put returned; a journal beside a bbolt file made again (the
+// old one deleted) is emptied, not applied.
 //
 // Why a journal: a lone Put waited for its own bbolt commit, two fsyncs and the
 // pages of a B+tree (on the Zen3 bench machine about 1.2 ms, as long as a whole

@@ -157,3 +157,32 @@ func TestJournalRecordsStopAtOlderPass(t *testing.T) {
 		t.Errorf("records %v (last %d, %v), want 7 and 8", got, last, err)
 	}
 }
+
+// TestJournalOfAnotherDatabaseNotReplayed: a journal left beside a bbolt file made
+// again (the old one deleted) is not applied to it: the new file starts empty.
+func TestJournalOfAnotherDatabaseNotReplayed(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "r.db")
+	s, err := openBolt(path, Options{}, time.Hour, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put(ctx, gcRec("a", "resp_old", 10)); err != nil {
+		t.Fatal(err)
+	}
+	crashClose(t, s)
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	s, err = openBolt(path, Options{}, time.Hour, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Get(ctx, "a", "resp_old", time.Now()); !errors.Is(err, ErrNotFound) || s.replayed != 0 {
+		t.Errorf("the old file's response in the new one: %v (%d replayed), want ErrNotFound", err, s.replayed)
+	}
+	if u, _ := s.Usage(ctx, "a"); u.Count != 0 {
+		t.Errorf("usage of the new file: %+v, want none", u)
+	}
+}
