@@ -277,7 +277,7 @@ func (s *Bolt) PutWithin(ctx context.Context, rec Record, lim Limits) error {
 }
 
 // A putOp is one Put handed to the committer (commitLoop): its record, encoded, and
-// its outcome once its transaction committed (or was refused).
+// its outcome once its group's journal record is written (or it was refused).
 type putOp struct {
 	rec  Record
 	lim  Limits
