@@ -185,7 +185,7 @@ func (s *Server) Check(tenant, endpoint string, body []byte) (money.Money, error
 	if j.in.stream {
 		return 0, badRequest("stream", "a batch request cannot stream")
 	}
-	if aerr := j.in.feat.checkSchemas(s.eng); aerr != nil {
+	if aerr := checkSchemas(&j.in.feat, s.eng); aerr != nil {
 		return 0, aerr
 	}
 	var h fasthttp.RequestHeader
@@ -208,7 +208,7 @@ func (s *Server) Check(tenant, endpoint string, body []byte) (money.Money, error
 		if p.err != nil {
 			return 0, p.err
 		}
-		return discounted(m.price.Cost(p.nPrompt, p.billedOut(j.in.feat.n)), pol.BatchDiscount), nil
+		return discounted(m.price.Cost(p.nPrompt, p.billedOut(j.in.feat.N)), pol.BatchDiscount), nil
 	}
 	var worst money.Money
 	found := false
@@ -229,7 +229,7 @@ func (s *Server) Check(tenant, endpoint string, body []byte) (money.Money, error
 				continue
 			}
 			found = true
-			worst = max(worst, m.price.Cost(p.nPrompt, p.billedOut(j.in.feat.n)))
+			worst = max(worst, m.price.Cost(p.nPrompt, p.billedOut(j.in.feat.N)))
 		}
 	}
 	// The line may run on another process (batch.RedisQueue places it on the stream of
@@ -312,7 +312,7 @@ func (s *Server) checkRemote(in *input, name string, r remoteModel) (money.Money
 	if r.maxLen > 0 {
 		nPrompt = r.maxLen - out
 	}
-	return r.price.Cost(nPrompt, out*in.feat.n), nil
+	return r.price.Cost(nPrompt, out*in.feat.N), nil
 }
 
 // LineModel is batch.Placer: where a batch line goes. A line naming a model goes to

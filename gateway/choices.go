@@ -119,12 +119,12 @@ func total(outs []choiceOut) (engine.Usage, error) {
 }
 
 func (j *job) newOuts() []choiceOut {
-	outs := make([]choiceOut, len2(j.in.feat.n))
+	outs := make([]choiceOut, len2(j.in.feat.N))
 	for i := range outs {
 		if j.c.parse {
 			outs[i].parser = toolcall.New(j.c.syntax)
 		}
-		if j.in.feat.echo {
+		if j.in.feat.Echo {
 			outs[i].text.WriteString(j.in.prompt)
 		}
 	}
@@ -212,7 +212,7 @@ func (j *job) respondChoices(ctx *fasthttp.RequestCtx, streams []*engine.Stream,
 			continue
 		}
 		o.text.WriteString(ev.tok.Text)
-		if j.in.feat.logprobs && ev.tok.ID >= 0 {
+		if j.in.feat.Logprobs && ev.tok.ID >= 0 {
 			o.lps = append(o.lps, ev.tok)
 		}
 	}
@@ -248,11 +248,11 @@ func (j *job) wholeOf(outs []choiceOut, u engine.Usage, streamed bool) whole {
 		if !ok || len(calls) == 0 {
 			continue
 		}
-		if !j.in.feat.parallel {
+		if !j.in.feat.Parallel {
 			calls = calls[:1]
 		}
 		c.Content, c.Finish = content, "tool_calls"
-		if j.in.feat.legacy {
+		if j.in.feat.Legacy {
 			c.Finish = "function_call"
 		}
 		c.Calls = make([]wholeCall, len(calls))
@@ -281,7 +281,7 @@ func (j *job) streamChoices(w *bufio.Writer, events iter.Seq[tokenEvent], outs [
 	for i := range outs {
 		*ev = outEvent{Kind: outStart, Choice: i}
 		sw.event(ev)
-		if f.echo && !f.logprobs {
+		if f.Echo && !f.Logprobs {
 			outs[i].echoed = true
 			*ev = outEvent{Kind: outText, Choice: i, Text: j.in.prompt, Echo: true}
 			sw.event(ev)
@@ -290,7 +290,7 @@ func (j *job) streamChoices(w *bufio.Writer, events iter.Seq[tokenEvent], outs [
 	// echo sends choice i's echo with the prompt's logprobs, once they have all come
 	// (before the choice's first output token or its end).
 	echo := func(i int, o *choiceOut) {
-		if !f.echo || o.echoed {
+		if !f.Echo || o.echoed {
 			return
 		}
 		o.echoed = true
@@ -307,7 +307,7 @@ func (j *job) streamChoices(w *bufio.Writer, events iter.Seq[tokenEvent], outs [
 					continue
 				}
 				*ev = outEvent{Kind: outText, Text: text}
-			case !f.parallel && e.Index > 0:
+			case !f.Parallel && e.Index > 0:
 				continue
 			default:
 				o.contentOf(e)
@@ -342,7 +342,7 @@ func (j *job) streamChoices(w *bufio.Writer, events iter.Seq[tokenEvent], outs [
 			continue
 		}
 		t := te.tok
-		if f.logprobs && t.ID >= 0 {
+		if f.Logprobs && t.ID >= 0 {
 			o.lps = append(o.lps, t)
 		}
 		if t.Text == "" {
@@ -384,7 +384,7 @@ func (j *job) streamChoices(w *bufio.Writer, events iter.Seq[tokenEvent], outs [
 		*ev = outEvent{Kind: outFinish, Finish: coreFinish(o.usage.FinishReason)}
 		if o.calls > 0 {
 			ev.Finish = "tool_calls"
-			if f.legacy {
+			if f.Legacy {
 				ev.Finish = "function_call"
 			}
 		}

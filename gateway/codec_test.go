@@ -45,7 +45,7 @@ func (c *probeCodec) decode(in *input, body []byte, tenant string) *apiError {
 	in.p = &commonParams{Model: r.Model, Stream: r.Stream}
 	in.msgs = []engine.Message{{Role: "user", Content: r.Say}}
 	in.promptBytes, in.maxTokens = len(r.Say), r.Max
-	in.feat = features{n: 1, parallel: true}
+	in.feat = features{N: 1, Parallel: true}
 	return in.chatTail()
 }
 

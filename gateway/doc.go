@@ -252,7 +252,7 @@
 // tenant's id is a 404. Server.Check is batch's Checker: a line is parsed and routed
 // as a request would be (a model or tier the plan forbids fails validation with its
 // line number; so does a schema that cycles without writing, grammar.ErrCycle, strict
-// or not, features.checkSchemas, also for a line another process will run) and priced at the largest worst case of the models its route may use,
+// or not, checkSchemas, also for a line another process will run) and priced at the largest worst case of the models its route may use,
 // less the plan's batch_discount. Server.RunLine is batch's LineRunner: the line enters
 // the core directly (core.go, runCore: its body in, a coreResult out, no HTTP request)
 // in the codec of its endpoint (lineCodec: chat, completions, responses or messages;

@@ -41,31 +41,9 @@ const (
 	toolNamed    = openai.ToolNamed
 )
 
-// features are the OpenAI features a request asks for, decoded from its body
-// (openai.Features, chatFeatures), as the gateway plans them on a model.
-type features struct {
-	format   int8
-	schema   []byte // formatJSONSchema: the schema's JSON text
-	strict   bool
-	tools    []engine.Tool
-	loose    []bool // per tool: its function's strict is not true (unsupported keywords ignored)
-	choice   int8   // tool_choice
-	named    string // toolNamed: the function
-	parallel bool   // parallel_tool_calls (default true)
-	toolMsgs bool   // a message is a tool result or holds tool calls
-
-	logprobs bool // chat: logprobs; completions: logprobs given
-	top      int  // top_logprobs (chat) or logprobs: N (completions)
-	echo     bool // completions: echo the prompt
-	n        int  // choices; ≥ 1
-
-	legacy bool // the tools came as functions (the deprecated API): answer with function_call
-}
-
-// uses reports whether the request needs the engine's Features.
-func (f *features) uses() bool {
-	return f.format != formatText || len(f.tools) > 0 || f.toolMsgs || f.n > 1
-}
+// features are the OpenAI features a request asks for, decoded from its body by
+// gateway/openai (chatFeatures), as the gateway plans them on a model.
+type features = openai.Features
 
 // strictOf decodes raw into v refusing unknown members, naming field in errors.
 func strictOf(raw jsontext.Value, v any, field string) *apiError {
@@ -76,21 +54,12 @@ func strictOf(raw jsontext.Value, v any, field string) *apiError {
 // tools, tool_choice, parallel_tool_calls, response_format, logprobs, top_logprobs,
 // n, and the deprecated functions API as tools).
 func chatFeatures(r *chatRequest, msgs []engine.Message) (features, *apiError) {
-	o, fe := r.Features(msgs)
-	return featuresOf(&o), fieldError(fe)
+	f, fe := r.Features(msgs)
+	return f, fieldError(fe)
 }
 
 // completionFeatures are a text completion's: logprobs, echo and n.
-func completionFeatures(r *completionRequest) features {
-	o := r.Features()
-	return featuresOf(&o)
-}
-
-func featuresOf(o *openai.Features) features {
-	return features{format: o.Format, schema: o.Schema, strict: o.Strict, tools: o.Tools, loose: o.Loose,
-		choice: o.Choice, named: o.Named, parallel: o.Parallel, toolMsgs: o.ToolMsgs, logprobs: o.Logprobs,
-		top: o.Top, echo: o.Echo, n: o.N, legacy: o.Legacy}
-}
+func completionFeatures(r *completionRequest) features { return r.Features() }
 
 func choiceName(c int8) string { return openai.ChoiceName(c) }
 
@@ -112,54 +81,54 @@ func (j *job) planFeatures(m *model, p *plan) *apiError {
 	fe, ok := j.s.eng.(Features)
 	if !ok {
 		switch {
-		case f.format != formatText:
+		case f.Format != formatText:
 			return badRequest("response_format", "the model '"+m.id+"' does not support response_format")
-		case len(f.tools) > 0 || f.toolMsgs:
+		case len(f.Tools) > 0 || f.ToolMsgs:
 			return badRequest("tools", "the model '"+m.id+"' does not support tools")
-		case f.n > 1:
+		case f.N > 1:
 			return badRequest("n", "the model '"+m.id+"' does not support n > 1")
-		case f.logprobs:
+		case f.Logprobs:
 			return badRequest("logprobs", "the model '"+m.id+"' does not support logprobs")
 		}
 		return nil
 	}
 	var err error
-	switch f.format {
+	switch f.Format {
 	case formatJSONObject:
 		p.gram = grammar.JSONObject()
 	case formatJSONSchema:
-		p.gram, err = fe.CompileSchema(f.schema)
-		if err != nil && !f.strict && errors.Is(err, grammar.ErrUnsupported) {
+		p.gram, err = fe.CompileSchema(f.Schema)
+		if err != nil && !f.Strict && errors.Is(err, grammar.ErrUnsupported) {
 			// Not strict: the keywords the grammar cannot enforce are ignored, the rest kept.
-			if loose, lerr := grammar.Loosen(f.schema); lerr == nil {
+			if loose, lerr := grammar.Loosen(f.Schema); lerr == nil {
 				p.gram, err = fe.CompileSchema(loose)
 			}
 		}
 		if err != nil {
 			// A schema that cycles without writing (grammar.ErrCycle) describes no
 			// value: refused strict or not, as Server.Check refuses a batch line.
-			if f.strict || errors.Is(err, grammar.ErrCycle) {
+			if f.Strict || errors.Is(err, grammar.ErrCycle) {
 				return badRequest("response_format.json_schema.schema", "the schema is not supported: "+err.Error())
 			}
 			p.gram = grammar.JSONObject() // not strict: valid JSON, the schema a hint
 		}
 	}
-	if len(f.tools) == 0 || f.choice == toolNone {
+	if len(f.Tools) == 0 || f.Choice == toolNone {
 		return nil
 	}
 	if p.syntax, err = fe.ToolSyntax(m.id); err != nil {
 		return engineError(err)
 	}
 	p.parse = true
-	tools := f.tools
-	if f.choice == toolRequired || f.choice == toolNamed {
-		tools = looseTools(fe, f.tools, f.loose)
+	tools := f.Tools
+	if f.Choice == toolRequired || f.Choice == toolNamed {
+		tools = looseTools(fe, f.Tools, f.Loose)
 	}
 	all := tools
-	switch f.choice {
+	switch f.Choice {
 	case toolNamed:
 		for _, t := range all {
-			if t.Name == f.named {
+			if t.Name == f.Named {
 				tools = []engine.Tool{t}
 			}
 		}
@@ -211,21 +180,21 @@ func looseTools(fe Features, tools []engine.Tool, loose []bool) []engine.Tool {
 // so such a line fails validation even when it would run on another process.
 // It compiles with eng's CompileSchema when eng has Features (cached: planFeatures
 // compiles the same schemas next), else with grammar.CompileSchema.
-func (f *features) checkSchemas(eng Engine) *apiError {
+func checkSchemas(f *features, eng Engine) *apiError {
 	compile := grammar.CompileSchema
 	if fe, ok := eng.(Features); ok {
 		compile = fe.CompileSchema
 	}
-	if f.format == formatJSONSchema {
-		if _, err := compile(f.schema); errors.Is(err, grammar.ErrCycle) {
+	if f.Format == formatJSONSchema {
+		if _, err := compile(f.Schema); errors.Is(err, grammar.ErrCycle) {
 			return badRequest("response_format.json_schema.schema", "the schema is not supported: "+err.Error())
 		}
 	}
-	if f.choice != toolRequired && f.choice != toolNamed {
+	if f.Choice != toolRequired && f.Choice != toolNamed {
 		return nil
 	}
-	for i, t := range f.tools {
-		if len(t.Parameters) == 0 || f.choice == toolNamed && t.Name != f.named {
+	for i, t := range f.Tools {
+		if len(t.Parameters) == 0 || f.Choice == toolNamed && t.Name != f.Named {
 			continue
 		}
 		if _, err := compile(t.Parameters); errors.Is(err, grammar.ErrCycle) {
@@ -234,7 +203,3 @@ func (f *features) checkSchemas(eng Engine) *apiError {
 	}
 	return nil
 }
-
-// rich reports whether the answer needs respondChoices: several choices, logprobs,
-// tool calls to parse or the prompt echoed.
-func (f *features) rich(parse bool) bool { return f.n > 1 || f.logprobs || parse || f.echo }

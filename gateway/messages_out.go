@@ -10,7 +10,7 @@ import (
 
 // newOutput starts rendering one Messages request's result.
 func (c *messagesCodec) newOutput(m *outMeta) output {
-	return anthropic.NewOutput(&m.Meta, m.in.feat.parallel)
+	return anthropic.NewOutput(&m.Meta, m.in.feat.Parallel)
 }
 
 // appendBroken ends a relayed Messages stream that broke with an error event

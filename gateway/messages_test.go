@@ -63,8 +63,8 @@ func TestMessagesDecode(t *testing.T) {
 		t.Errorf("messages\n%+v\nwant\n%+v", in.msgs, want)
 	}
 	f := in.feat
-	if len(f.tools) != 1 || f.tools[0].Name != "get_weather" || f.tools[0].Description != "The weather" ||
-		!strings.Contains(string(f.tools[0].Parameters), `"city"`) || f.choice != toolRequired || f.parallel || !f.toolMsgs || f.n != 1 {
+	if len(f.Tools) != 1 || f.Tools[0].Name != "get_weather" || f.Tools[0].Description != "The weather" ||
+		!strings.Contains(string(f.Tools[0].Parameters), `"city"`) || f.Choice != toolRequired || f.Parallel || !f.ToolMsgs || f.N != 1 {
 		t.Errorf("features %+v", f)
 	}
 	s := in.sampling
@@ -87,14 +87,14 @@ func TestMessagesDecode(t *testing.T) {
 	}{{`{"type":"auto"}`, toolAuto, ""}, {`{"type":"tool","name":"get_weather"}`, toolNamed, "get_weather"}, {`{"type":"none"}`, toolNone, ""}} {
 		in, aerr := decodeMessages(t, `{"model":"tiny","max_tokens":5,"messages":[{"role":"user","content":"hi"}],
 			"tools":[{"name":"get_weather","input_schema":{"type":"object"}}],"tool_choice":`+tc.choice+`}`)
-		if aerr != nil || in.feat.choice != tc.want || in.feat.named != tc.named || !in.feat.parallel {
+		if aerr != nil || in.feat.Choice != tc.want || in.feat.Named != tc.named || !in.feat.Parallel {
 			t.Errorf("tool_choice %s: %+v %v", tc.choice, in.feat, aerr)
 		}
 	}
 	// output_config.format is structured output; temperature 0 is greedy.
 	in, aerr = decodeMessages(t, `{"model":"tiny","max_tokens":5,"messages":[{"role":"user","content":"hi"}],"temperature":0,
 		"output_config":{"effort":"low","format":{"type":"json_schema","schema":{"type":"object"}}}}`)
-	if aerr != nil || in.feat.format != formatJSONSchema || !in.feat.strict || string(in.feat.schema) != `{"type":"object"}` || in.sampling.Temperature != 0 {
+	if aerr != nil || in.feat.Format != formatJSONSchema || !in.feat.Strict || string(in.feat.Schema) != `{"type":"object"}` || in.sampling.Temperature != 0 {
 		t.Errorf("output_config: %+v %v", in.feat, aerr)
 	}
 	// count_tokens: max_tokens is not required.
@@ -208,7 +208,7 @@ func TestMessagesErrorShape(t *testing.T) {
 
 // testMeta is an output's request: model tiny, 12 prompt tokens.
 func testMeta(parallel bool) *outMeta {
-	return &outMeta{Meta: core.Meta{ReqID: "req_00ff", Model: "tiny", Created: 1, Tenant: "acme", Prompt: 12}, in: &input{kind: kindChat, feat: features{n: 1, parallel: parallel}}}
+	return &outMeta{Meta: core.Meta{ReqID: "req_00ff", Model: "tiny", Created: 1, Tenant: "acme", Prompt: 12}, in: &input{kind: kindChat, feat: features{N: 1, Parallel: parallel}}}
 }
 
 // sseEvents splits an Anthropic event stream into its events' names and data,

@@ -38,8 +38,8 @@ func (c *openaiCodec) decode(in *input, body []byte, _ string) *apiError {
 
 func (c *openaiCodec) newOutput(m *outMeta) output {
 	f := &m.in.feat
-	return openai.NewChatOutput(&m.Meta, openai.ChatOptions{Chat: c.kind == kindChat, Logprobs: f.logprobs, Echo: f.echo,
-		Legacy: f.legacy, Usage: m.in.usage, PromptLen: len(m.in.prompt)})
+	return openai.NewChatOutput(&m.Meta, openai.ChatOptions{Chat: c.kind == kindChat, Logprobs: f.Logprobs, Echo: f.Echo,
+		Legacy: f.Legacy, Usage: m.in.usage, PromptLen: len(m.in.prompt)})
 }
 
 func (c *openaiCodec) appendError(b []byte, e *apiError) []byte { return appendErrorJSON(b, e) }

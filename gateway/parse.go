@@ -97,7 +97,7 @@ func (in *input) fromChat(r *chatRequest) *apiError {
 // flags are decoded from in.p (errors name commonParams' JSON fields).
 func (in *input) chatTail() *apiError {
 	in.kind = kindChat
-	for _, t := range in.feat.tools { // the tools are part of the prompt
+	for _, t := range in.feat.Tools { // the tools are part of the prompt
 		in.promptBytes += len(t.Name) + len(t.Description) + len(t.Parameters)
 	}
 	return in.paramsTail()
@@ -146,13 +146,13 @@ func (in *input) decodeCompletion(body []byte) *apiError {
 	if in.prediction, aerr = parsePrediction(r.Prediction); aerr != nil {
 		return aerr
 	}
-	if isIDs && in.feat.echo {
+	if isIDs && in.feat.Echo {
 		return badRequest("echo", "echo is not supported with a prompt of token ids")
 	}
 	switch {
 	case r.MaxTokens == nil:
 		in.maxTokens, in.maxDefault = 16, true // OpenAI's default for completions
-	case *r.MaxTokens == 0 && in.feat.echo:
+	case *r.MaxTokens == 0 && in.feat.Echo:
 		in.scoreOnly = true // the prompt echoed with its logprobs, nothing generated
 	case *r.MaxTokens == 0:
 		return badRequest("max_tokens", "max_tokens must be at least 1 (0 only with echo, to score the prompt)")

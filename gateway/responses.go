@@ -195,7 +195,7 @@ func appendEcho(b []byte, r *responsesRequest, f *features) (_ []byte, storeAt i
 		b = append(b, "null"...)
 	}
 	b = append(b, `,"tools":[`...)
-	for i, t := range f.tools {
+	for i, t := range f.Tools {
 		if i > 0 {
 			b = append(b, ',')
 		}
@@ -214,28 +214,28 @@ func appendEcho(b []byte, r *responsesRequest, f *features) (_ []byte, storeAt i
 			b = append(b, "null"...)
 		}
 		b = append(b, `,"strict":`...)
-		b = strconv.AppendBool(b, i < len(f.loose) && !f.loose[i])
+		b = strconv.AppendBool(b, i < len(f.Loose) && !f.Loose[i])
 		b = append(b, '}')
 	}
 	b = append(b, `],"tool_choice":`...)
-	switch f.choice {
+	switch f.Choice {
 	case toolNamed:
 		b = append(b, `{"type":"function","name":`...)
-		b = jsonenc.AppendString(b, f.named)
+		b = jsonenc.AppendString(b, f.Named)
 		b = append(b, '}')
 	default:
 		b = append(b, '"')
-		b = append(b, choiceName(f.choice)...)
+		b = append(b, choiceName(f.Choice)...)
 		b = append(b, '"')
 	}
 	b = append(b, `,"parallel_tool_calls":`...)
-	b = strconv.AppendBool(b, f.parallel)
+	b = strconv.AppendBool(b, f.Parallel)
 	b = append(b, `,"temperature":`...)
 	b = appendOptFloat(b, r.Temperature, 1)
 	b = append(b, `,"top_p":`...)
 	b = appendOptFloat(b, r.TopP, 1)
 	b = append(b, `,"text":{"format":`...)
-	switch f.format {
+	switch f.Format {
 	case formatJSONObject:
 		b = append(b, `{"type":"json_object"}`...)
 	case formatJSONSchema:
@@ -249,9 +249,9 @@ func appendEcho(b []byte, r *responsesRequest, f *features) (_ []byte, storeAt i
 			b = append(b, "null"...)
 		}
 		b = append(b, `,"schema":`...)
-		b = appendCompact(b, f.schema)
+		b = appendCompact(b, f.Schema)
 		b = append(b, `,"strict":`...)
-		b = strconv.AppendBool(b, f.strict)
+		b = strconv.AppendBool(b, f.Strict)
 		b = append(b, '}')
 	default:
 		b = append(b, `{"type":"text"}`...)

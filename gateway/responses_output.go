@@ -22,7 +22,7 @@ func (c *responsesCodec) newOutput(m *outMeta) output {
 	if ri == nil {
 		ri = &respInput{}
 	}
-	opt := openai.ResponseOptions{Parallel: m.in.feat.parallel, Echo: ri.echo, StoreAt: ri.storeAt}
+	opt := openai.ResponseOptions{Parallel: m.in.feat.Parallel, Echo: ri.echo, StoreAt: ri.storeAt}
 	if ri.store && c.store != nil {
 		ri.saver = respSaver{c: c, m: m, ri: ri}
 		opt.Store = &ri.saver

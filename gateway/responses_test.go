@@ -101,7 +101,7 @@ func TestResponsesDecodeConversation(t *testing.T) {
 		t.Errorf("messages\n%s\nwant\n%s", got, w)
 	}
 	f := &in.feat
-	if len(f.tools) != 2 || f.loose[0] || !f.loose[1] || !f.toolMsgs || !f.parallel || f.choice != toolAuto {
+	if len(f.Tools) != 2 || f.Loose[0] || !f.Loose[1] || !f.ToolMsgs || !f.Parallel || f.Choice != toolAuto {
 		t.Errorf("features %+v", f)
 	}
 	if in.kind != kindChat || in.maxTokens != 9 || in.sampling.Seed != 4 || in.sampling.Temperature != 0.5 || !in.stream ||
@@ -280,7 +280,7 @@ func TestResponsesWhole(t *testing.T) {
 		r.Output[1].AsFunctionCall().CallID != "c1" || r.Output[1].ID != "fc_0a_1" || r.Usage.TotalTokens != 6 ||
 		r.Instructions.OfString != "sys" || r.Temperature != 0.2 || r.TopP != 1 || r.ParallelToolCalls || !strings.Contains(string(b), `"store":true`) ||
 		r.Text.Format.Type != "json_schema" || r.Text.Format.Name != "w" || !r.Text.Format.Strict || r.Truncation != "disabled" ||
-		len(r.Tools) != 1 || !r.Tools[0].Strict || in.feat.loose[0] { // a function tool is strict unless it says not
+		len(r.Tools) != 1 || !r.Tools[0].Strict || in.feat.Loose[0] { // a function tool is strict unless it says not
 		t.Errorf("response %s", b)
 	}
 	if !json.Valid(b) || strings.Contains(string(b), "\n") {

@@ -262,14 +262,14 @@ func (j *job) promptTokens(m *model) ([]int32, *apiError) {
 	switch {
 	case toks != nil || err != nil:
 	case capped && limit > 0 && j.in.kind == kindChat:
-		toks, err = ct.ChatTokensCapped(m.id, j.in.msgs, f.tools, limit) // every text of the request stays plain text
+		toks, err = ct.ChatTokensCapped(m.id, j.in.msgs, f.Tools, limit) // every text of the request stays plain text
 	case capped && limit > 0:
 		toks, err = ct.TokenizeCapped(m.id, j.in.prompt, limit)
 	default:
 		fe, ok := j.s.eng.(Features)
 		switch {
-		case ok && j.in.kind == kindChat && (len(f.tools) > 0 || f.toolMsgs):
-			toks, err = fe.ChatTokensTools(m.id, j.in.msgs, f.tools) // every text of the request stays plain text
+		case ok && j.in.kind == kindChat && (len(f.Tools) > 0 || f.ToolMsgs):
+			toks, err = fe.ChatTokensTools(m.id, j.in.msgs, f.Tools) // every text of the request stays plain text
 		case j.in.kind == kindChat:
 			toks, err = j.s.eng.ChatTokens(m.id, j.in.msgs) // message texts stay plain text
 		default:
@@ -309,7 +309,7 @@ func (j *job) choose(now time.Time) *apiError {
 func (j *job) decide(now time.Time) (chain, *apiError) {
 	s := j.s
 	a := ask{
-		rt: j.rt, n: j.in.feat.n, maxTokens: j.in.maxTokens, maxField: j.in.maxField, tools: j.needsTools(),
+		rt: j.rt, n: j.in.feat.N, maxTokens: j.in.maxTokens, maxField: j.in.maxField, tools: j.needsTools(),
 		allowTier: j.pol.AllowedTiers(), allowModel: j.allowsCandidate, hidden: j.hiddenCandidate, plan: j.planFor,
 	}
 	sn := snapshot{set: s.set, models: s.models, adapters: s.adapters, remaining: j.remaining(now), stats: s.pred.Stats, native: j.toolsNative}
@@ -337,7 +337,7 @@ type NativeTools interface {
 // needsTools reports whether the request gives tools the model may call.
 func (j *job) needsTools() bool {
 	f := &j.in.feat
-	return len(f.tools) > 0 && f.choice != toolNone
+	return len(f.Tools) > 0 && f.Choice != toolNone
 }
 
 // toolsNative reports whether model m takes tools as its template means them: an

@@ -421,7 +421,7 @@ func (j *job) launch(ctx *fasthttp.RequestCtx) (done bool, refused *apiError) {
 	}
 	j.s.servedWarm(j.c.m.id, j.prefix)
 	j.hold()
-	if j.in.feat.rich(j.c.parse) {
+	if j.in.feat.Rich(j.c.parse) {
 		return j.respondChoices(ctx, streams, cancel), nil
 	}
 	return j.respondEmbedded(ctx, streams[0], cancel), nil
@@ -566,7 +566,7 @@ func (j *job) startEmbedded() ([]*engine.Stream, context.CancelFunc, error) {
 	req := engine.Request{
 		Prompt: j.c.tokens, MaxTokens: j.c.out, Sampling: j.in.sampling, Stop: j.in.stop,
 		Tenant: j.pol.Tenant, Weight: j.pol.Weight, Priority: engine.Interactive, CacheSalt: salt,
-		Grammar: j.c.gram, Logprobs: f.logprobs, TopLogprobs: f.top, PromptLogprobs: f.echo && f.logprobs,
+		Grammar: j.c.gram, Logprobs: f.Logprobs, TopLogprobs: f.Top, PromptLogprobs: f.Echo && f.Logprobs,
 		PromptOnly: j.in.scoreOnly, Prediction: j.in.prediction, NoSpeculation: noSpeculation(j.in.p),
 		KeepAlive: j.keepAlive(),
 	}
@@ -583,8 +583,8 @@ func (j *job) startEmbedded() ([]*engine.Stream, context.CancelFunc, error) {
 	j.s.pred.Begin(j.c.m.id)
 	var streams []*engine.Stream
 	var err error
-	if fe, ok := j.s.eng.(Features); ok && f.n > 1 {
-		streams, err = fe.GenerateN(gctx, j.c.m.id, req, f.n)
+	if fe, ok := j.s.eng.(Features); ok && f.N > 1 {
+		streams, err = fe.GenerateN(gctx, j.c.m.id, req, f.N)
 	} else {
 		var st *engine.Stream
 		st, err = j.s.eng.Generate(gctx, j.c.m.id, req)

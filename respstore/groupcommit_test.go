@@ -157,9 +157,11 @@ func TestPutAfterCloseIsErrClosed(t *testing.T) {
 // TestAcknowledgedPutSurvivesKill: a child process Puts from 16 goroutines and prints
 // each id once its Put returned (what the gateway does before it answers); it is
 // killed (SIGKILL) mid-stream. Every id it printed is in the file when it is opened
-// again: a Put returns only after its group's commit. (A kill keeps the kernel's page
-// cache; that the commit reached the disk is bbolt's fsync, which the store leaves
-// on: the test checks NoSync is off.)
+// again: a Put returns only after its group's journal record is written (and bbolt's
+// commit follows; the Puts bbolt had not committed at the kill are applied again
+// from the journal at open). (A kill keeps the kernel's page cache; that the record
+// reached the disk is the journal's fdatasync, and bbolt's commits keep their fsync:
+// the test checks NoSync is off.)
 func TestAcknowledgedPutSurvivesKill(t *testing.T) {
 	if path := os.Getenv("RESPSTORE_CRASH_CHILD"); path != "" {
 		crashChild(path)
@@ -200,7 +202,7 @@ func TestAcknowledgedPutSurvivesKill(t *testing.T) {
 			t.Errorf("%s was acknowledged before the kill, then: %v", id, err)
 		}
 	}
-	t.Logf("%d acknowledged Puts, all read back after SIGKILL", len(acked))
+	t.Logf("%d acknowledged Puts, all read back after SIGKILL (%d of them applied again from the journal)", len(acked), s.replayed)
 }
 
 func crashChild(path string) {

@@ -52,6 +52,10 @@ type Features struct {
 	Legacy bool // the tools came as functions (the deprecated API): answer with function_call
 }
 
+// Rich reports whether the answer needs choices rendered one by one: several
+// choices, logprobs, tool calls to parse (parse) or the prompt echoed.
+func (f *Features) Rich(parse bool) bool { return f.N > 1 || f.Logprobs || parse || f.Echo }
+
 type toolParam struct {
 	Type     string `json:"type"`
 	Function struct {
