@@ -773,6 +773,9 @@ func (p *Pool) Workers() []workerapi.Status {
 		}
 		if g.proc != nil {
 			w.PID, w.Started, w.Uptime = g.proc.pid(), g.proc.start, now.Sub(g.proc.start)
+			if g.state == gRunning && g.proc.late.Load() {
+				w.State = "late"
+			}
 		}
 		g.mu.Unlock()
 		out = append(out, w)

@@ -823,6 +823,9 @@ func TestLateWorkerThatBeatsAgainIsNotKilled(t *testing.T) {
 	if d > time.Second {
 		t.Errorf("a was marked not ready %s after SIGSTOP, want ≤ 1s", d)
 	}
+	if w := p.Workers()[0]; w.State != "late" || w.PID != pid {
+		t.Errorf("while stopped: state %q, pid %d; want late, %d", w.State, w.PID, pid)
+	}
 	time.Sleep(1500*time.Millisecond - d)
 	syscall.Kill(pid, syscall.SIGCONT)
 	waitFor(t, 3*time.Second, "a ready again", func() bool { return state(p, "a").State == engine.StateReady })
