@@ -15,7 +15,7 @@ SHELL     := /bin/bash
 # (filter-out: a recursive $(MAKE) gets it once, not twice.)
 export CGO_CFLAGS := $(filter-out -Wno-deprecated-declarations,$(or $(CGO_CFLAGS),-O2 -g)) -Wno-deprecated-declarations
 
-.PHONY: build test test-short test-fresh-clone fuzz run bench bench-gateway vet clean smoke-agent-clis
+.PHONY: build test test-short test-fresh-clone stress-lifecycle fuzz run bench bench-gateway vet clean smoke-agent-clis
 
 # -buildvcs=auto stamps the commit into the binary (`lmlite version`) when built in a
 # git checkout, whatever GOFLAGS says.
@@ -46,12 +46,24 @@ build:
 # tests make while they run is still checked; a GORACE you set comes after and wins.
 test: vet
 	GORACE="atexit_sleep_ms=0 $$GORACE" $(GO) test -race -count=1 -timeout 20m ./...
+	$(MAKE) stress-lifecycle STRESS_COUNT=$(STRESS_COUNT_TEST)
 	LMLITE_TEST_LEASES=0 $(GO) test -count=1 -run 'TestRedis' ./tenancy ./gateway
 	$(GO) test -count=1 -run 'TestThreeModelsMemory|TestParityWithLlamaCpp|TestGenerateLoadsAndRuns|TestZooQuantizeParity|TestKernelsDoNotAllocate|TestDecodeAllocations' \
 	  ./engine ./engine/model ./engine/genmodel ./engine/kernels
 	$(GO) test -count=1 -run 'TestHostileTenants' ./cmd/lmlite
 	$(GO) test -count=1 -tags purego -skip 'TestParityWithLlamaCpp' ./engine/kernels ./engine/model
 	$(MAKE) fuzz
+
+# The engine's lifecycle tests under -race, STRESS_COUNT times each (issue 36's loop:
+# 200): the traces of decide and of the janitor's message handlers, and the Block-level
+# tests whose goroutines send the janitor its messages at once (loads racing unloads
+# and Close, idle expiry, preemption, a burst on an unloaded model). `make test` runs
+# them STRESS_COUNT_TEST times after the -race suite (its bounded form).
+LIFECYCLE_TESTS := TestJanitorProtocol|TestLifecycleTrace|TestLeases|TestBlockIdleUnloadAndReload|TestBlockLoadAfterClose|TestBlockCloseDuringLoad|TestBurstOnUnloadedModelLoadsOnce|TestBlockLifecycleMessagesRace
+STRESS_COUNT ?= 200
+STRESS_COUNT_TEST ?= 5
+stress-lifecycle:
+	GORACE="atexit_sleep_ms=0 $$GORACE" $(GO) test -race -count=$(STRESS_COUNT) -timeout 60m -run '^($(LIFECYCLE_TESTS))$$' ./engine
 
 test-fresh-clone:
 	LMLITE_FRESH_CLONE=1 $(GO) test -count=1 -run 'TestFreshCloneMakeRun' -v -timeout 45m ./cmd/lmlite

@@ -22,7 +22,8 @@
 // workers mode (engine/worker) runs each model, or group of models, in a child
 // process serving a Block, behind a Pool with the same API: a crash or hang ends
 // that group's requests with ErrRestarting and nothing else, and the worker is
-// restarted with backoff. Prep (modes.go) is the part of a model the parent keeps:
+// restarted with backoff (a worker late on its heartbeats is only not ready until
+// it beats again; engine/worker's doc). Prep (modes.go) is the part of a model the parent keeps:
 // tokenizer, chat template and limits. engine/worker imports engine/api, not the
 // engine (internal/importgraph checks): cmd/lmlite passes it New, for the child's
 // Block, and OpenPrep, for the parent's Preps.
@@ -124,7 +125,10 @@
 // TestJanitorProtocol drives the janitor's own handlers through scripted
 // interleavings (testdata/janitor/protocol: a load racing an unload, idle expiry
 // during a load, a request beginning between a preemption's want and its decide,
-// Close). Config.Clock is the lifecycle's time. The Block's files: block.go (the
+// Close); TestBlockLifecycleMessagesRace sends a real Block's janitor those messages
+// from many goroutines at once (requests, Load, Unload, passes on a moving clock and
+// GC, on two models that fit one at a time), and `make stress-lifecycle` runs the
+// lifecycle tests under -race 200 times. Config.Clock is the lifecycle's time. The Block's files: block.go (the
 // API), dispatch.go (a request's way in), lifecycle.go, janitor.go, runner.go (a
 // replica).
 //

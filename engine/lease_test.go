@@ -52,14 +52,14 @@ func TestLeases(t *testing.T) {
 	if err := run("low"); err != nil && !errors.Is(err, ErrNoMemory) {
 		t.Fatal(err)
 	}
-	b.heartbeat(time.Now()) // the loaded model is idle now
+	b.call(func() { b.heartbeat(time.Now()) }) // the loaded model is idle now (on the janitor: its state)
 	if err := run("high"); err != nil {
 		t.Fatalf("high priority: %v", err)
 	}
 	if st := state(b); st["high"] != StateReady || st["low"] != StateUnloaded {
 		t.Fatalf("after the high-priority request: %v", st)
 	}
-	b.heartbeat(time.Now())
+	b.call(func() { b.heartbeat(time.Now()) })
 	err = run("low")
 	var nm *lease.NoMemoryError
 	if !errors.Is(err, ErrNoMemory) || !errors.As(err, &nm) || nm.Budget != one*3/2 {

@@ -127,7 +127,10 @@
 //     another holds it ready, is forwarded here to that process as it came
 //     (peers.go, Server.maybeForward, registry.Pick; preferring a process warm
 //     for the prompt's prefix key, prefix.go) and its answer relayed; the
-//     receiving process alone admits, charges and ledgers it. A request routed by
+//     receiving process alone admits, charges and ledgers it. A request naming
+//     another tenant's private adapter is not forwarded (Server.forwardQuery reads
+//     the adapters' owners, here or announced: registry.Model.Owners): its 404 comes
+//     from this process, as fast as for a name nobody serves. A request routed by
 //     tier whose best tier only another process has goes there before admission
 //     (job.maybeForwardTier, registry.PickTier). A forwarded request asks for a
 //     102 Processing (AckHeader) and waits at most Options.ForwardFirstByte for it:

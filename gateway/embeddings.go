@@ -93,7 +93,7 @@ func (s *Server) handleEmbeddings(ctx *fasthttp.RequestCtx, reqID string) {
 		j.reject(ctx, badRequest("model", "you must provide a model parameter"))
 		return
 	}
-	if handled, _ := s.maybeForward(ctx, reqID, chatCodec, r.Model, 0, false); handled {
+	if handled, _ := s.maybeForward(ctx, reqID, chatCodec, j.pol.Tenant, r.Model, 0, false); handled {
 		return
 	}
 	if r.EncodingFormat != "" && r.EncodingFormat != "float" && r.EncodingFormat != "base64" {

@@ -967,3 +967,55 @@ tenants: [{id: acme, plan: open}]
 		t.Fatalf("unknown adapter: %d %v %s", resp.StatusCode, resp.Header, got)
 	}
 }
+
+// TestForwardPrivateAdapterCheckedBeforeTheHop: B serves ft-beta, private to beta,
+// over big; A serves big without it. beta's request for ft-beta through A is
+// forwarded to B; acme's is answered 404 by A itself, with no hop (a forwarded
+// 404 would take a round trip longer than a name nobody serves, telling acme that
+// another tenant's adapter of that name exists).
+func TestForwardPrivateAdapterCheckedBeforeTheHop(t *testing.T) {
+	store, err := tenancy.Open(filepath.Join(t.TempDir(), "lmlite.db"), tenancy.Options{Sync: tenancy.SyncProcess})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	reg := &registry.Memory{}
+	const yamlA = `
+ledger: {sync: process}
+models:
+  - {id: big, path: big.gguf, max_model_len: 512}
+plans: {open: {}}
+tenants: [{id: acme, plan: open}, {id: beta, plan: open}]
+`
+	const yamlB = yamlA + `adapters:
+  - {id: ft-beta, path: ft-beta.gguf, base: big, tenant: beta}
+`
+	b := startPeer(t, yamlB, "b", newFakeEngineWith("big"), store, reg)
+	a := startPeer(t, yamlA, "a", newFakeEngineWith("big"), store, reg)
+	for deadline := time.Now().Add(5 * time.Second); len(a.k.Nodes()) < 2; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("A never saw B")
+		}
+	}
+	keys := map[string]string{}
+	for _, tenant := range []string{"acme", "beta"} {
+		if keys[tenant], _, err = store.CreateKey(tenant, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ts := &testServer{t: t, url: a.url}
+	body := `{"model": "ft-beta", "messages": [{"role":"user","content":"x"}], "max_tokens": 3}`
+	resp, got := ts.post("/v1/chat/completions", keys["beta"], body)
+	if resp.StatusCode != 200 || resp.Header.Get("X-LMLite-Node") != "b" || b.eng.started.Load() != 1 {
+		t.Fatalf("beta's ft-beta through A: %d %v %s", resp.StatusCode, resp.Header, got)
+	}
+	for _, path := range []string{"/v1/chat/completions", "/v1/messages/count_tokens"} {
+		resp, got = ts.post(path, keys["acme"], body)
+		if resp.StatusCode != 404 || resp.Header.Get("X-LMLite-Node") != "" || !strings.Contains(got, "ft-beta") {
+			t.Fatalf("acme's ft-beta through A (%s): %d node %q %s; want A's own 404", path, resp.StatusCode, resp.Header.Get("X-LMLite-Node"), got)
+		}
+	}
+	if b.eng.started.Load() != 1 || a.eng.started.Load() != 0 {
+		t.Fatalf("generations: A %d, B %d", a.eng.started.Load(), b.eng.started.Load())
+	}
+}

@@ -33,7 +33,7 @@ func (s *Server) handleCountTokens(ctx *fasthttp.RequestCtx, reqID string) {
 	pol := j.pol
 	var aerr *apiError
 	if s.peer != nil && forwardable(&ctx.Request.Header, &j.in) {
-		if handled, _ := s.maybeForward(ctx, reqID, c, j.in.p.Model, 0, false); handled {
+		if handled, _ := s.maybeForward(ctx, reqID, c, pol.Tenant, j.in.p.Model, 0, false); handled {
 			return
 		}
 	}

@@ -92,6 +92,12 @@ func (s *Server) RegistryModels() []registry.Model {
 		for _, aid := range s.adapterIDs {
 			if s.adapters[aid].base == m {
 				rm.Adapters = append(rm.Adapters, aid)
+				if t := s.adapters[aid].tenant; t != "" {
+					if rm.Owners == nil {
+						rm.Owners = map[string]string{}
+					}
+					rm.Owners[aid] = t
+				}
 			}
 		}
 		if s.peer != nil && m.upstream == nil {
@@ -142,14 +148,19 @@ func (s *Server) servedWarm(model string, k uint64) {
 // in-flight count). Batch lines and requests already forwarded are never forwarded.
 //
 // Money: the forwarding gateway has authenticated the key (a bad key costs no hop)
-// and does nothing else: the receiving gateway applies the tenant's plan, quotas and
+// and checked that the tenant may see the adapter the request names, if any
+// (forwardQuery: another tenant's private adapter costs no hop either), and does
+// nothing else: the receiving gateway applies the tenant's plan, quotas and
 // budget, settles and ledgers the request, exactly once. The answer passes through;
 // an error of the forwarding is answered in c's shape.
-func (s *Server) maybeForward(ctx *fasthttp.RequestCtx, reqID string, c codec, model string, prefix uint64, stream bool) (handled, async bool) {
+func (s *Server) maybeForward(ctx *fasthttp.RequestCtx, reqID string, c codec, tenant, model string, prefix uint64, stream bool) (handled, async bool) {
 	if s.peer == nil || model == "" || len(ctx.Request.Header.Peek(ForwardedHeader)) > 0 {
 		return false, false
 	}
-	q := s.forwardQuery(model)
+	q, ok := s.forwardQuery(tenant, model)
+	if !ok {
+		return false, false // another tenant's private adapter: the local path's 404, no hop
+	}
 	local := q.Local
 	q.Prefix, q.LocalInFlight = prefix, s.inFlight.Load()-1
 	if local == registry.StateReady && prefix != 0 {
@@ -170,22 +181,27 @@ func (s *Server) maybeForward(ctx *fasthttp.RequestCtx, reqID string, c codec, m
 	return false, false // Nowhere: the local path answers 404 model_not_found
 }
 
-// forwardQuery is Pick's query for a request naming name as its model: a model
-// (name itself), or a LoRA adapter, which runs on its base model (this process's
-// configuration says which, else the announcements of the nodes serving it); Local
-// is the model's state here, "" when this process serves neither the model nor
-// the adapter.
-func (s *Server) forwardQuery(name string) registry.Query {
+// forwardQuery is Pick's query for a request of tenant naming name as its model: a
+// model (name itself), or a LoRA adapter, which runs on its base model (this
+// process's configuration says which, else the announcements of the nodes serving
+// it); Local is the model's state here, "" when this process serves neither the
+// model nor the adapter. ok is false for an adapter the tenant may not see (another
+// tenant's private one, here or as announced): it is not forwarded, so that its 404
+// comes from here, as fast as for a name nobody serves.
+func (s *Server) forwardQuery(tenant, name string) (q registry.Query, ok bool) {
 	if a := s.adapters[name]; a != nil {
-		return registry.Query{Model: a.base.id, Adapter: name, Local: s.localState(a.base.id)}
+		if !a.visible(tenant) {
+			return registry.Query{}, false
+		}
+		return registry.Query{Model: a.base.id, Adapter: name, Local: s.localState(a.base.id)}, true
 	}
 	if s.models[name] != nil {
-		return registry.Query{Model: name, Local: s.localState(name)}
+		return registry.Query{Model: name, Local: s.localState(name)}, true
 	}
-	if base, ok := registry.AdapterBase(s.now(), s.peer.Nodes(), name); ok {
-		return registry.Query{Model: base, Adapter: name}
+	if base, ok := registry.AdapterBase(s.now(), s.peer.Nodes(), name, tenant); ok {
+		return registry.Query{Model: base, Adapter: name}, true
 	}
-	return registry.Query{Model: name}
+	return registry.Query{Model: name}, true
 }
 
 // maybeForwardTier forwards a request routed by tier (model "auto", "tier:…", the

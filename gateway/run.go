@@ -149,7 +149,7 @@ func (j *job) serve(ctx *fasthttp.RequestCtx, c codec) bool {
 		j.prefix = prefixKey(pol, &j.in)
 	}
 	if ctx != nil && j.line == nil && s.peer != nil && forwardable(&ctx.Request.Header, &j.in) {
-		if handled, async := s.maybeForward(ctx, j.reqID, j.codec, j.in.p.Model, j.prefix, true); handled {
+		if handled, async := s.maybeForward(ctx, j.reqID, j.codec, pol.Tenant, j.in.p.Model, j.prefix, true); handled {
 			return async
 		}
 	}

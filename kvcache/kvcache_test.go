@@ -643,3 +643,38 @@ func TestTruncate(t *testing.T) {
 	}()
 	a.Truncate(7)
 }
+
+// TestPublishRefusedStaysPrivate: two sequences of one salt compute the same
+// prompt side by side (neither found the other's blocks); the second's Publish is
+// refused (the first's blocks cache those contents), so its blocks stay private:
+// Cached says 0, the sequence may roll back into them, and once the first's blocks
+// are gone from the cache the next Publish enters the second's.
+func TestPublishRefusedStaysPrivate(t *testing.T) {
+	p := newPool(t, 4, 0)
+	prompt := seqOf(8, 100) // 2 full blocks
+	a, b := p.NewSeq("t"), p.NewSeq("t")
+	fill(t, a, 0, 8, 1)
+	fill(t, b, 0, 8, 1)
+	a.Publish(prompt)
+	b.Publish(prompt)
+	if a.Cached() != 8 || b.Cached() != 0 {
+		t.Fatalf("cached: first %d, second %d tokens; want 8 and 0 (the second's publish was refused)", a.Cached(), b.Cached())
+	}
+	b.Truncate(4) // below a refused block: allowed, it is private
+	if b.Cap() != 4 {
+		t.Fatalf("cap %d after Truncate(4)", b.Cap())
+	}
+	a.Release()
+	for range 3 { // the cache's two idle blocks are evicted for these
+		if _, err := p.Alloc(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.Publish(prompt[:4])
+	if b.Cached() != 4 {
+		t.Fatalf("after the first's blocks were evicted, the second published %d tokens, want 4", b.Cached())
+	}
+	if err := p.check(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -91,8 +91,10 @@ func (s *Seq) Row(pos, l int) (k, v []uint16) {
 
 // Publish enters the sequence's full blocks into the prefix cache: tokens are the
 // sequence's tokens whose KV the model has written (its prompt and output so far, or
-// a prefix of them). Blocks already published are skipped; a block whose contents
-// another hot block caches already stays private to the sequence.
+// a prefix of them). Blocks already published are skipped. A block whose contents
+// another hot block caches already stays private to the sequence, and so do the
+// blocks after it, so that Cached counts only blocks in the cache; the next Publish
+// tries that block again.
 func (s *Seq) Publish(tokens []int32) {
 	full := min(len(tokens)/s.p.bt, len(s.blocks))
 	for i := len(s.keys); i < full; i++ {
@@ -102,7 +104,9 @@ func (s *Seq) Publish(tokens []int32) {
 		}
 		toks := tokens[i*s.p.bt : (i+1)*s.p.bt]
 		key := chainKey(parent, toks)
-		s.p.publish(s.blocks[i], key, parent, s.salt, toks)
+		if !s.p.publish(s.blocks[i], key, parent, s.salt, toks) {
+			return
+		}
 		s.keys = append(s.keys, key)
 	}
 }

@@ -49,6 +49,12 @@ type Model struct {
 	// request naming one runs on the model with it applied there): a request for
 	// an adapter goes only to a node announcing it (Query.Adapter).
 	Adapters []string `json:"adapters,omitempty"`
+	// Owners names the tenant of each private adapter in Adapters (absent: shared,
+	// every tenant may use it). A node forwards a request for an adapter only when
+	// the request's tenant may see it (AdapterBase): another tenant's private adapter
+	// is answered 404 where the request came in, with no hop whose time would tell
+	// that it exists elsewhere.
+	Owners map[string]string `json:"owners,omitempty"`
 }
 
 // Node is one process's announcement.
@@ -64,19 +70,26 @@ type Node struct {
 }
 
 // AdapterBase is the model some live node serves adapter id over (the first such
-// node's, in the order of nodes), ok false when none announces it.
-func AdapterBase(now time.Time, nodes []Node, id string) (model string, ok bool) {
+// node's, in the order of nodes) when tenant may see it there (shared, or the
+// tenant's own: Model.Owners), ok false when no node announces it so.
+func AdapterBase(now time.Time, nodes []Node, id, tenant string) (model string, ok bool) {
 	for i := range nodes {
 		if !Live(&nodes[i], now) {
 			continue
 		}
 		for _, m := range nodes[i].Models {
-			if slices.Contains(m.Adapters, id) {
+			if slices.Contains(m.Adapters, id) && m.visible(id, tenant) {
 				return m.ID, true
 			}
 		}
 	}
 	return "", false
+}
+
+// visible reports whether tenant may see adapter id on the model: shared, or its own.
+func (m *Model) visible(id, tenant string) bool {
+	owner, private := m.Owners[id]
+	return !private || owner == tenant
 }
 
 // Model returns the node's entry for model id.

@@ -139,11 +139,21 @@ func TestPickAnAdapter(t *testing.T) {
 		})
 	}
 	nodes := []Node{node("b", 0, dead, Model{ID: "old", Adapters: []string{"ft"}}), node("c", 0, live, Model{ID: "x"}, Model{ID: "m", Adapters: []string{"ft"}})}
-	if base, ok := AdapterBase(t0, nodes, "ft"); !ok || base != "m" {
+	if base, ok := AdapterBase(t0, nodes, "ft", "acme"); !ok || base != "m" {
 		t.Fatalf("AdapterBase(ft) = %q %v, want m (the live node's)", base, ok)
 	}
-	if base, ok := AdapterBase(t0, nodes, "nope"); ok {
+	if base, ok := AdapterBase(t0, nodes, "nope", "acme"); ok {
 		t.Fatalf("AdapterBase(nope) = %q, want none", base)
+	}
+	// A private adapter is there for its owner alone.
+	nodes = []Node{node("c", 0, live, Model{ID: "m", Adapters: []string{"ft", "mine"}, Owners: map[string]string{"mine": "beta"}})}
+	for _, c := range []struct {
+		id, tenant string
+		ok         bool
+	}{{"mine", "beta", true}, {"mine", "acme", false}, {"ft", "acme", true}} {
+		if _, ok := AdapterBase(t0, nodes, c.id, c.tenant); ok != c.ok {
+			t.Errorf("AdapterBase(%s) for %s: %v, want %v", c.id, c.tenant, ok, c.ok)
+		}
 	}
 }
 

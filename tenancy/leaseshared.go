@@ -330,7 +330,7 @@ func (l *LeaseShared) Admit(q *Quota, id string, now time.Time, promptTokens int
 // waits for that refresh's answer (awaitRefresh) and is then served from the lease if
 // it covers it, or tries the per-request path again.
 func (l *LeaseShared) admitExact(b *leaseBook, q *Quota, id string, now time.Time, promptTokens int, total money.Money) (money.Money, error) {
-	deadline := time.Now().Add(l.cfg.Period / 4)
+	deadline := now.Add(l.cfg.Period / 4) // the request's time, not the wall clock's
 	for first := true; ; first = false {
 		rq := *q
 		b.mu.Lock()

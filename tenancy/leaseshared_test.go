@@ -768,3 +768,39 @@ func srv0Client(t *testing.T, srv *redistest.Server) redis.UniversalClient {
 	t.Cleanup(func() { c.Close() })
 	return c
 }
+
+// TestLeaseExactWaitEndsAtTheRequestsDeadline: a request the per-request path refuses
+// while its lease's refresh is under way waits for that refresh until a quarter
+// period after its own time (the now it is admitted at), not after the wall clock's:
+// a request whose now is a period old has no wait left and is refused at once, not a
+// quarter period (15 minutes here) later.
+func TestLeaseExactWaitEndsAtTheRequestsDeadline(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	a := newLeaseProc(t, srv, "a", "", time.Hour)
+	q := &Quota{Tenant: "deadline", DailyBudget: money.USD(1)}
+	b := a.ls.book(q)
+	b.mu.Lock()
+	b.queued = true // a refresh under way, never answered here
+	wait := b.answered
+	b.mu.Unlock()
+	defer func() {
+		b.mu.Lock()
+		b.queued = false
+		close(wait)
+		b.answered = make(chan struct{})
+		b.mu.Unlock()
+	}()
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.ls.admitExact(b, q, "r1", time.Now().Add(-time.Hour), 0, money.USD(2))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrInsufficientQuota) {
+			t.Fatalf("a $2 request on a $1 budget: %v, want ErrInsufficientQuota", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a request an hour old still waits for the refresh: its deadline ran from the wall clock, not from its now")
+	}
+}

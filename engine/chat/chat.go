@@ -277,20 +277,32 @@ func (t *Template) RenderVars(msgs []Message, addGenerationPrompt bool, vars map
 	return w.buf.String(), nil
 }
 
-// classify turns a render error into one of the package's errors. gonja keeps
-// only the text of the errors that functions, filters, methods and tests return
-// (gonja v2.9.1 exec/calls.go, filters.go, tests.go format them with %s, which ends
-// the error chain: errors.Is cannot find the sentinel, so TestHostile fails with
-// errors.Is alone), so the sentinel is found again by its text (ours, not gonja's:
-// it starts with "chat: "). Limits the budget records (b.err) need no text.
+// classify turns a render error into one of the package's errors: a sentinel
+// found in it (sentinelIn), or ErrRender. Limits the budget records (b.err) need
+// no classifying.
 func classify(err error) error {
 	msg := cleanError(err)
-	for _, sentinel := range []error{ErrException, ErrTooLarge, ErrTooLong} {
-		if strings.Contains(err.Error(), sentinel.Error()) {
-			return fmt.Errorf("%w: %s", sentinel, msg)
-		}
+	if sentinel := sentinelIn(err); sentinel != nil {
+		return fmt.Errorf("%w: %s", sentinel, msg)
 	}
 	return fmt.Errorf("%w: %s", ErrRender, msg)
+}
+
+// sentinelIn is the one place that matches an error by its text. gonja keeps only
+// the text of the errors that functions, filters, methods and tests return (gonja
+// v2.9.1, the newest on the module proxy on 2026-11-28: exec/calls.go, filters.go
+// and tests.go format them with %s, which ends the error chain), so errors.Is
+// cannot find our sentinel in what Execute returns. The sentinel is found again by
+// its text, which is ours (it starts with "chat: "), not gonja's.
+// TestGonjaDropsTheErrorChain fails when gonja changes this: when it keeps the chain
+// (then use errors.Is here) or no longer keeps the text.
+func sentinelIn(err error) error {
+	for _, sentinel := range []error{ErrException, ErrTooLarge, ErrTooLong} {
+		if errors.Is(err, sentinel) || strings.Contains(err.Error(), sentinel.Error()) {
+			return sentinel
+		}
+	}
+	return nil
 }
 
 // reservedVar reports whether RenderVars may not set name.

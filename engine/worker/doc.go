@@ -69,8 +69,13 @@
 // hang, idle timeout or backoff's end); the janitor sleeps until then or until a
 // state change or a request's end wakes it, so an idle parent is not woken on a tick
 // (TestIdlePoolJanitorSleepsUntilDeadlines):
-//   - a worker without a heartbeat for HangAfter (700 ms) is hung: its models are not
-//     ready at once, and it is killed with SIGKILL (which also ends a stopped process);
+//   - a worker without a heartbeat for HangAfter (700 ms, 3.5 beats) is late: its
+//     models are not ready at once and new requests wait (those in flight go on); a
+//     beat makes it ready again. Without one for KillAfter (5 s, 25 beats) it is hung
+//     and killed with SIGKILL (which also ends a stopped process). The gap keeps a
+//     healthy worker that a busy machine starved for a moment (or a parent too
+//     starved to read its beats) from being killed with its requests and caches
+//     (TestLateWorkerThatBeatsAgainIsNotKilled);
 //   - a worker whose socket ends, or that exits, without the parent asking is crashed:
 //     its models are not ready at once and its in-flight requests end with an error
 //     matching engine.ErrRestarting (the gateway answers 503 engine_restarting with

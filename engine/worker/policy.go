@@ -8,7 +8,8 @@ import (
 // Defaults of Policy and of the Pool's timing.
 const (
 	DefaultBeat       = 200 * time.Millisecond // a worker's heartbeat interval (at most 250 ms by the issue; each beat wakes both processes)
-	DefaultHangAfter  = 700 * time.Millisecond // no heartbeat for this long: hung (killed and restarted)
+	DefaultHangAfter  = 700 * time.Millisecond // no heartbeat for this long: late (its models not ready until it beats again)
+	DefaultKillAfter  = 5 * time.Second        // no heartbeat for this long (25 beats missed): hung (killed and restarted)
 	DefaultMinBackoff = 100 * time.Millisecond
 	DefaultMaxBackoff = 10 * time.Second
 	DefaultMaxCrashes = 5
@@ -68,7 +69,8 @@ const stopGrace = 5 * time.Second
 
 // timing holds the supervisor's time limits.
 type timing struct {
-	HangAfter    time.Duration // a running worker without a heartbeat for this long is hung
+	HangAfter    time.Duration // a running worker without a heartbeat for this long is late: not ready
+	KillAfter    time.Duration // and for this long (≥ HangAfter) hung: killed
 	StartTimeout time.Duration // a starting worker without a hello for this long is hung
 }
 
@@ -83,6 +85,7 @@ type view struct {
 	StopAt    time.Time // in stopping: when the worker was asked to exit
 	RestartAt time.Time // in backoff
 	Closed    bool      // the Pool is closing
+	Late      bool      // running, and found late (actLate) with no heartbeat since
 }
 
 // idler is one model of a group as the idle decision sees it.
@@ -130,6 +133,8 @@ const (
 	actStopIdle            // every model idle for its timeout: ask it to exit (scale to zero)
 	actKillStopping        // asked to exit stopGrace ago and still there
 	actRestart             // the backoff is over
+	actLate                // no heartbeat for HangAfter: its models are not ready, new requests wait
+	actBack                // a late worker beat again: ready again
 )
 
 // next is the decision at now: a pure function of v, so the tests give it explicit
@@ -146,8 +151,23 @@ func (t timing) next(v view, now time.Time) (act action, why string, at time.Tim
 			return actKillHung, fmt.Sprintf("hung: no hello %s after its start", t.StartTimeout), time.Time{}
 		}
 	case gRunning:
-		if at = v.LastBeat.Add(t.HangAfter).Add(1); !now.Before(at) {
+		// A worker late by HangAfter is not ready at once (a hung one must be out of
+		// service within a second), but killed only after KillAfter: on a busy
+		// machine a healthy worker (or this process, which reads the beats) may be
+		// starved for a moment, and killing it would lose its requests in flight and
+		// its caches. A beat in between makes it ready again.
+		kill := v.LastBeat.Add(t.KillAfter).Add(1)
+		if !now.Before(kill) {
 			return actKillHung, fmt.Sprintf("hung: no heartbeat for %s", now.Sub(v.LastBeat).Round(time.Millisecond)), time.Time{}
+		}
+		if at = v.LastBeat.Add(t.HangAfter).Add(1); !now.Before(at) {
+			if !v.Late {
+				return actLate, fmt.Sprintf("late: no heartbeat for %s", now.Sub(v.LastBeat).Round(time.Millisecond)), time.Time{}
+			}
+			return actNone, "", kill // a late worker is not stopped for idleness: it may be hung
+		}
+		if v.Late {
+			return actBack, "", time.Time{}
 		}
 		if idle, ok := v.idleAt(); ok {
 			if !now.Before(idle) {

@@ -49,7 +49,7 @@ func TestPolicyOnCrash(t *testing.T) {
 // due, exactly the first instant at which time alone changes it.
 func TestTimingNext(t *testing.T) {
 	t0 := time.Unix(5000, 0)
-	tm := timing{HangAfter: 700 * time.Millisecond, StartTimeout: 30 * time.Second}
+	tm := timing{HangAfter: 700 * time.Millisecond, KillAfter: 5 * time.Second, StartTimeout: 30 * time.Second}
 	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
 	one := func(lastUsed int, timeout, keep time.Duration) []idler {
 		return []idler{{LastUsed: ms(lastUsed), Timeout: timeout, KeepAlive: keep}}
@@ -63,8 +63,15 @@ func TestTimingNext(t *testing.T) {
 		due  time.Time // next's at: when it looks again without an event
 	}{
 		{"running, beating", view{State: gRunning, LastBeat: ms(0), Models: one(0, time.Second, 0), Inflight: 1}, ms(700), actNone, ms(700).Add(1)},
-		{"running, beat 701 ms ago", view{State: gRunning, LastBeat: ms(0), Models: one(0, time.Second, 0), Inflight: 1}, ms(701), actKillHung, none},
-		{"hung beats idle", view{State: gRunning, LastBeat: ms(0), Models: one(0, time.Millisecond, 0)}, ms(800), actKillHung, none},
+		// Late by HangAfter: not ready at once, killed only after KillAfter (a
+		// starved machine delays a healthy worker's beats, or their reading).
+		{"running, beat 701 ms ago", view{State: gRunning, LastBeat: ms(0), Models: one(0, time.Second, 0), Inflight: 1}, ms(701), actLate, none},
+		{"late, no beat since", view{State: gRunning, LastBeat: ms(0), Models: one(0, time.Second, 0), Inflight: 1, Late: true}, ms(1500), actNone, ms(5000).Add(1)},
+		{"late, beat again", view{State: gRunning, LastBeat: ms(1400), Models: one(0, time.Second, 0), Inflight: 1, Late: true}, ms(1500), actBack, none},
+		{"late for 5 s", view{State: gRunning, LastBeat: ms(0), Models: one(0, time.Second, 0), Inflight: 1, Late: true}, ms(5001), actKillHung, none},
+		{"late beats idle", view{State: gRunning, LastBeat: ms(0), Models: one(0, time.Millisecond, 0)}, ms(800), actLate, none},
+		{"late and idle: no stop", view{State: gRunning, LastBeat: ms(0), Models: one(0, time.Millisecond, 0), Late: true}, ms(800), actNone, ms(5000).Add(1)},
+		{"hung beats idle", view{State: gRunning, LastBeat: ms(0), Models: one(0, time.Millisecond, 0), Late: true}, ms(5001), actKillHung, none},
 		{"idle", view{State: gRunning, LastBeat: ms(900), Models: one(0, time.Second, 0)}, ms(1000), actStopIdle, none},
 		{"idle but busy", view{State: gRunning, LastBeat: ms(900), Models: one(0, time.Second, 0), Inflight: 1}, ms(1000), actNone, ms(1600).Add(1)},
 		{"never idle", view{State: gRunning, LastBeat: ms(900), Models: one(0, -1, 0)}, ms(1000), actNone, ms(1600).Add(1)},

@@ -42,7 +42,8 @@ type Config struct {
 	Devices      map[string]int64
 	Policy       Policy
 	Beat         time.Duration // the workers' heartbeat interval; 0: DefaultBeat
-	HangAfter    time.Duration // no heartbeat for this long: hung; 0: DefaultHangAfter
+	HangAfter    time.Duration // no heartbeat for this long: late, its models not ready; 0: DefaultHangAfter
+	KillAfter    time.Duration // no heartbeat for this long: hung, killed; 0: DefaultKillAfter (at least HangAfter)
 	StartTimeout time.Duration // spawn to hello; 0: 30 s
 	StderrLines  int           // stderr lines kept per group; 0: 20
 	// Redis, when set, is where the workers lease their models' memory (lease.Redis):
@@ -166,6 +167,10 @@ func New(cfg Config) (*Pool, error) {
 	if cfg.HangAfter <= 0 {
 		cfg.HangAfter = DefaultHangAfter
 	}
+	if cfg.KillAfter <= 0 {
+		cfg.KillAfter = DefaultKillAfter
+	}
+	cfg.KillAfter = max(cfg.KillAfter, cfg.HangAfter)
 	if cfg.StartTimeout <= 0 {
 		cfg.StartTimeout = 30 * time.Second
 	}
@@ -176,7 +181,7 @@ func New(cfg Config) (*Pool, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	p := &Pool{cfg: cfg, log: log, timing: timing{HangAfter: cfg.HangAfter, StartTimeout: cfg.StartTimeout}, runID: fmt.Sprintf("%d-%x", os.Getpid(), rand.Uint64()), models: map[string]*pmodel{},
+	p := &Pool{cfg: cfg, log: log, timing: timing{HangAfter: cfg.HangAfter, KillAfter: cfg.KillAfter, StartTimeout: cfg.StartTimeout}, runID: fmt.Sprintf("%d-%x", os.Getpid(), rand.Uint64()), models: map[string]*pmodel{},
 		stop: make(chan struct{}), poke: make(chan struct{}, 1)}
 	byName := map[string]*group{}
 	for _, mc := range cfg.Models {
@@ -390,7 +395,7 @@ func (g *group) tick(now time.Time) time.Time {
 	v := view{State: g.state, Inflight: g.inflight, Models: g.use, StopAt: g.stopAt, RestartAt: g.restartAt, Closed: g.p.closed.Load()}
 	pr := g.proc
 	if pr != nil {
-		v.Started, v.LastBeat = pr.start, time.Unix(0, pr.lastBeat.Load())
+		v.Started, v.LastBeat, v.Late = pr.start, time.Unix(0, pr.lastBeat.Load()), pr.late.Load()
 		if sts := pr.status.Load(); sts != nil && g.state == gRunning {
 			// A model that is loading in its worker is in use: its idle time starts
 			// when it is ready (as in process), not at the worker's hello.
@@ -408,6 +413,14 @@ func (g *group) tick(now time.Time) time.Time {
 		pr.hung.Store(&why)
 		pr.kill()
 		g.setLocked(gDown) // not ready from now on; the exit, soon, decides the restart
+	case actLate:
+		g.log.Warn("worker late: not ready until it beats again", "pid", pr.pid(), "why", why)
+		pr.late.Store(true)
+		g.setLocked(gRunning) // the same state, not ready: Models and Ready read late
+	case actBack:
+		g.log.Info("worker beat again: ready", "pid", pr.pid())
+		pr.late.Store(false)
+		g.setLocked(gRunning) // wakes the requests waiting in acquire
 	case actStopIdle:
 		g.log.Info("worker idle: stopping it", "pid", pr.pid())
 		pr.stopping.Store(true)
@@ -436,6 +449,9 @@ func (g *group) acquire(ctx context.Context, modelID string) (*process, time.Dur
 		switch g.state {
 		case gRunning:
 			pr := g.proc
+			if pr.late.Load() {
+				break // wait until it beats again (actBack) or is killed
+			}
 			g.inflight++
 			g.use[g.index[modelID]].LastUsed = time.Now()
 			g.mu.Unlock()
@@ -599,6 +615,9 @@ func (p *Pool) Models() []api.ModelStatus {
 					st = s
 				}
 			}
+			if g.proc.late.Load() {
+				st.State, st.Err = api.StateLoading, fmt.Sprintf("worker late: no heartbeat for %s", g.p.cfg.HangAfter)
+			}
 		case gStarting:
 			st.State = api.StateLoading
 		case gDown, gBackoff:
@@ -754,6 +773,9 @@ func (p *Pool) Workers() []workerapi.Status {
 		}
 		if g.proc != nil {
 			w.PID, w.Started, w.Uptime = g.proc.pid(), g.proc.start, now.Sub(g.proc.start)
+			if g.state == gRunning && g.proc.late.Load() {
+				w.State = "late"
+			}
 		}
 		g.mu.Unlock()
 		out = append(out, w)

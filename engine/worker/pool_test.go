@@ -249,7 +249,7 @@ func TestKill9WorkerMidStream(t *testing.T) {
 }
 
 // TestSIGSTOPWorkerNotReadyWithin1s: a hung worker (stopped: no heartbeat) is marked
-// not ready within 1 s, is killed, and comes back.
+// not ready within 1 s, is killed (KillAfter, 5 s), and comes back.
 func TestSIGSTOPWorkerNotReadyWithin1s(t *testing.T) {
 	p := newPool(t, Config{Models: []engine.ModelConfig{{ID: "a", Path: llamaModel(t), MaxModelLen: 256}}, Command: testCommand()})
 	pid := workerPID(t, p, "a")
@@ -472,9 +472,9 @@ func TestWorkersFeaturesSameBitsAsInProcess(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// HangAfter: a heartbeat late by the default 700 ms on a loaded CI machine (2
-	// cores, -race) kills the worker as hung; its replacement's prefix cache is empty,
-	// which would change the choices' CachedTokens below (not their bits).
+	// HangAfter (and so KillAfter) 30 s: a worker starved on a loaded CI machine (2
+	// cores, -race) must be neither late nor killed as hung; a replacement's prefix
+	// cache is empty, which would change the choices' CachedTokens below (not their bits).
 	p := newPool(t, Config{Models: mcs, Command: testCommand(), Groups: map[string]string{"m": "g", "e": "g"},
 		HangAfter: 30 * time.Second})
 	ctx := context.Background()
@@ -808,5 +808,31 @@ func TestWorkersDraftModelSameOutput(t *testing.T) {
 		if st.ID == "m" && (st.DraftModelDraftTokens == 0 || st.DraftModelDraftTokens != st.DraftTokens) {
 			t.Errorf("model counters through the worker: the draft model drafted %d of %d tokens", st.DraftModelDraftTokens, st.DraftTokens)
 		}
+	}
+}
+
+// TestLateWorkerThatBeatsAgainIsNotKilled: a worker stopped for 1.5 s (as a starved
+// one on a busy machine: no heartbeat) is not ready within 1 s, and once it runs and
+// beats again it is ready again, the same process (not killed: KillAfter is 5 s),
+// with no crash counted, and serves. (Before, 700 ms without a beat killed it.)
+func TestLateWorkerThatBeatsAgainIsNotKilled(t *testing.T) {
+	p := newPool(t, Config{Models: []engine.ModelConfig{{ID: "a", Path: llamaModel(t), MaxModelLen: 256}}, Command: testCommand()})
+	pid := workerPID(t, p, "a")
+	syscall.Kill(pid, syscall.SIGSTOP)
+	d := waitFor(t, 3*time.Second, "a not ready", func() bool { return state(p, "a").State != engine.StateReady && !p.Ready() })
+	if d > time.Second {
+		t.Errorf("a was marked not ready %s after SIGSTOP, want ≤ 1s", d)
+	}
+	if w := p.Workers()[0]; w.State != "late" || w.PID != pid {
+		t.Errorf("while stopped: state %q, pid %d; want late, %d", w.State, w.PID, pid)
+	}
+	time.Sleep(1500*time.Millisecond - d)
+	syscall.Kill(pid, syscall.SIGCONT)
+	waitFor(t, 3*time.Second, "a ready again", func() bool { return state(p, "a").State == engine.StateReady })
+	if w := p.Workers()[0]; w.PID != pid || w.Crashes != 0 || !alive(pid) {
+		t.Fatalf("after a late beat: %+v (want pid %d, no crash)", w, pid)
+	}
+	if r := run(p, "a", engine.Request{Prompt: []int32{1}, MaxTokens: 4}); r.err != nil || len(r.ids) != 4 {
+		t.Fatalf("a after it beat again: %d tokens, %v", len(r.ids), r.err)
 	}
 }

@@ -31,6 +31,7 @@ type process struct {
 	status   atomic.Pointer[map[string]api.ModelStatus] // from the last heartbeat
 	stopping atomic.Bool                                // the parent asked it to exit: its end is no crash
 	hung     atomic.Pointer[string]                     // why the janitor killed it, if it did
+	late     atomic.Bool                                // no heartbeat for HangAfter (the janitor's actLate), none since
 
 	mu    sync.Mutex // guards calls, next, dead
 	calls map[uint64]*call
@@ -164,6 +165,9 @@ func (p *process) read() {
 				p.status.Store(&m)
 			}
 			p.lastBeat.Store(time.Now().UnixNano())
+			if p.late.Load() {
+				p.g.p.wake() // ready again: the janitor looks now (actBack)
+			}
 		case fAccepted:
 			p.mu.Lock()
 			if c := p.calls[fr.id]; c != nil {

@@ -12,8 +12,9 @@ type Status struct {
 	Group  string   // the worker group (a model's id when it has none)
 	Models []string // the group's models
 	// State is the group's: stopped (no process: not started yet, idle, or closed),
-	// starting, running, stopping (idle, asked to exit), down (crashed or hung, not
-	// reaped yet), backoff (waiting to restart), failed (the circuit is open).
+	// starting, running, late (running without a heartbeat for HangAfter: not
+	// ready until it beats again), stopping (idle, asked to exit), down (crashed or
+	// hung, not reaped yet), backoff (waiting to restart), failed (the circuit is open).
 	State     string
 	PID       int           // 0 when no process
 	Started   time.Time     // when the current process was spawned; zero when none
