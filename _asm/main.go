@@ -184,6 +184,7 @@ func main() {
 		}
 	}
 	dotKOuter("Q2K", 1)
+	q80Kernels()
 
 	Generate()
 }
