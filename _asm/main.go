@@ -184,7 +184,6 @@ func main() {
 		}
 	}
 	dotKOuter("Q2K", 1)
-	q80Kernels()
 
 	Generate()
 }

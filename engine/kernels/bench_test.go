@@ -46,7 +46,7 @@ func BenchmarkMatMul(b *testing.B) {
 func BenchmarkMatMulDecodeLarge(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 2))
 	const rows, cols, distinct = 16384, 4096, 64
-	for _, typ := range []Type{Q4_K, Q6_K, Q2_K, Q8_0} {
+	for _, typ := range []Type{Q4_K, Q6_K, Q2_K} {
 		w := Matrix{Type: typ, Rows: rows, Cols: cols, Data: make([]byte, rows*typ.RowBytes(cols))}
 		for i := 0; i < distinct; i++ {
 			fillRow(r, typ, w.Row(i), 0.1)

@@ -240,7 +240,7 @@ func dotRow(wt Type, row []byte, a *acts, t int) float32 {
 		return dotBF16Row(row, a.f[t*a.cols:(t+1)*a.cols])
 	case Q8_0:
 		nb := a.cols / qk0
-		return dotQ8_0Lanes(row, a.q8[t*nb:(t+1)*nb])
+		return dotQ8_0Row(row, a.q8[t*nb:(t+1)*nb])
 	case Q4_0:
 		nb := a.cols / qk0
 		return dotQ4_0Row(row, a.q8[t*nb:(t+1)*nb])

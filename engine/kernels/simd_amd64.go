@@ -130,24 +130,11 @@ func dotQ6KRows(out []float32, row []byte, y []q8KBlock, nb int) {
 	}
 }
 
-// dotQ8_0Rows is dotQ4KRows for Q8_0 weights (MatMul's order, dotQ8_0Lanes), a
-// row at a time.
+// dotQ8_0Rows is dotQ4KRows for Q8_0 weights, a row at a time.
 func dotQ8_0Rows(out []float32, row []byte, y []q8Block, nb int) {
 	for t := range out {
-		out[t] = dotQ8_0Lanes(row, y[t*nb:(t+1)*nb])
+		out[t] = dotQ8_0Row(row, y[t*nb:(t+1)*nb])
 	}
-}
-
-// dotQ8_0Lanes is MatMul's Q8_0 product, in ggml's 8-lane order
-// (dotQ8_0LanesGeneric's bits); with AVX-512, MatMul takes the 16-row tiles of
-// tile_amd64.go (dotQ8_0LanesAVX512x16t1, t2) instead.
-func dotQ8_0Lanes(row []byte, y []q8Block) float32 {
-	n := len(y)
-	if n == 0 || !useAVX2 {
-		return dotQ8_0LanesGeneric(row, y)
-	}
-	_ = row[n*34-1]
-	return dotQ8_0LanesAVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n)
 }
 
 func dotQ6KRow(row []byte, y []q8KBlock) float32 {
@@ -162,10 +149,9 @@ func dotQ6KRow(row []byte, y []q8KBlock) float32 {
 	return dotQ6KAVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n)
 }
 
-// The block-order Q8_0 kernel (attention over a q8_0 cache) and the Q4_0 one have
-// the reference's numerics (an exact integer sum and a scale per block); with
-// AVX-512, MatMul takes Q4_0's outer-product tiles of tile_amd64.go for groups of
-// 16 rows.
+// The Q8_0 and Q4_0 kernels have the reference's numerics (an exact integer sum
+// and a scale per block); with AVX-512, MatMul takes the outer-product tiles of
+// tile_amd64.go for groups of 16 rows.
 
 func dotQ8_0Row(row []byte, y []q8Block) float32 {
 	n := len(y)

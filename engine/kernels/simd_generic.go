@@ -158,29 +158,8 @@ func dotQ6KBlocksGeneric(row []byte, y []q8KBlock) float32 {
 	return sum
 }
 
-// dotQ8_0LanesGeneric is MatMul's Q8_0 reference, ggml_vec_dot_q8_0_q8_0's x86
-// float order (issue 32): 8 float lanes, lane k adding, block by block, the exact
-// integer sum of the products at positions 4k..4k+3 times f16(x.d)·y.d in one
-// fused multiply-add; the lanes then summed as sum8 (hsum_float_8).
-func dotQ8_0LanesGeneric(row []byte, y []q8Block) float32 {
-	var acc [8]float32
-	for b := range y {
-		blk := row[b*34 : (b+1)*34]
-		d := f16Table[le16(blk)] * y[b].d
-		for k := range acc {
-			var isum int32
-			for j := 4 * k; j < 4*k+4; j++ {
-				isum += int32(int8(blk[2+j])) * int32(y[b].qs[j])
-			}
-			acc[k] = fmaf(d, float32(isum), acc[k])
-		}
-	}
-	return sum8(&acc)
-}
-
-// The Q8_0 (block order: attention over a q8_0 KV cache, and the repacked Q5_0
-// and IQ4_NL blocks' tiles), Q4_0 and float references: integer sums per block,
-// then the block's scale; floats in eight lanes summed pairwise (sum8).
+// The Q8_0, Q4_0 and float references: integer sums per block, then the block's
+// scale; floats in eight lanes summed pairwise (sum8).
 
 func dotQ8_0RowGeneric(row []byte, y []q8Block) float32 {
 	var sum float32
@@ -360,10 +339,10 @@ func dotQ6KRowsGeneric(out []float32, row []byte, y []q8KBlock, nb int) {
 	}
 }
 
-// dotQ8_0RowsGeneric is dotQ4KRowsGeneric for Q8_0 (MatMul's order).
+// dotQ8_0RowsGeneric is dotQ4KRowsGeneric for Q8_0.
 func dotQ8_0RowsGeneric(out []float32, row []byte, y []q8Block, nb int) {
 	for t := range out {
-		out[t] = dotQ8_0LanesGeneric(row, y[t*nb:(t+1)*nb])
+		out[t] = dotQ8_0RowGeneric(row, y[t*nb:(t+1)*nb])
 	}
 }
 

@@ -7,7 +7,6 @@ func dotQ6KRow(row []byte, y []q8KBlock) float32   { return dotQ6KRowGeneric(row
 func dotQ5KRow(row []byte, y []q8KBlock) float32   { return dotQ5KRowGeneric(row, y) }
 func dotIQ4XSRow(row []byte, y []q8KBlock) float32 { return dotIQ4XSRowGeneric(row, y) }
 func dotQ8_0Row(row []byte, y []q8Block) float32   { return dotQ8_0RowGeneric(row, y) }
-func dotQ8_0Lanes(row []byte, y []q8Block) float32 { return dotQ8_0LanesGeneric(row, y) }
 func dotQ4_0Row(row []byte, y []q8Block) float32   { return dotQ4_0RowGeneric(row, y) }
 func dotQ3KRow(row []byte, y []q8KBlock) float32   { return dotQ3KRowGeneric(row, y) }
 func dotQ2KRow(row []byte, y []q8KBlock) float32   { return dotQ2KRowGeneric(row, y) }

@@ -687,18 +687,3 @@ func dotQ2KAVX512x16t16(x *byte, rb int, y *byte, ys int, nb int, out *float32, 
 //
 //go:noescape
 func dotQ2KAVX512x16t1(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
-
-// dotQ8_0LanesAVX2 is the dot product of n Q8_0 blocks at x with n q8Blocks at y, in ggml's 8-lane order.
-//
-//go:noescape
-func dotQ8_0LanesAVX2(x *byte, y *byte, n int) float32
-
-// dotQ8_0LanesAVX512x16t1 sets out[t·os + r] = dotQ8_0LanesAVX2(x + r·rb, y + t·ys, nb) for r < 16, t < 1.
-//
-//go:noescape
-func dotQ8_0LanesAVX512x16t1(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
-
-// dotQ8_0LanesAVX512x16t2 sets out[t·os + r] = dotQ8_0LanesAVX2(x + r·rb, y + t·ys, nb) for r < 16, t < 2.
-//
-//go:noescape
-func dotQ8_0LanesAVX512x16t2(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)

@@ -910,7 +910,7 @@ func TestSIMDDotRows(t *testing.T) {
 						return dotQ6KRow(row, a.q8k[tok*nb:(tok+1)*nb])
 					case Q8_0:
 						nb := cols / qk0
-						return dotQ8_0Lanes(row, a.q8[tok*nb:(tok+1)*nb])
+						return dotQ8_0Row(row, a.q8[tok*nb:(tok+1)*nb])
 					}
 					return dotRow(typ, row, &a, tok)
 				}

@@ -29,12 +29,7 @@ type tileKernel func(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb 
 type outerKernel func(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
 
 var (
-	// outerQ8_0: the block-order Q8_0 tiles, for Q5_0 and IQ4_NL prompts
-	// repacked into Q8_0 (repack.go). Q8_0 itself keeps ggml's 8-lane order
-	// (issue 32) through lanesQ8_0: 16 rows against one token, and
-	// dotQ8_0LanesAVX512x16t2 for prompts (q80Tokens).
 	outerQ8_0 = [4]outerKernel{dotQ8_0AVX512x16t16, dotQ8_0AVX512x16t8, dotQ8_0AVX512x16t4, dotQ8_0AVX512x16t1}
-	lanesQ8_0 = [4]outerKernel{3: dotQ8_0LanesAVX512x16t1}
 	outerQ4_0 = [4]outerKernel{dotQ4_0AVX512x16t16, dotQ4_0AVX512x16t8, dotQ4_0AVX512x16t4, dotQ4_0AVX512x16t1}
 	// Q5_0 decodes through its own kernel (one token); prompts are repacked into
 	// Q8_0 (repack.go).
@@ -53,7 +48,7 @@ var (
 func outerKernels(t Type) *[4]outerKernel {
 	switch t {
 	case Q8_0:
-		return &lanesQ8_0
+		return &outerQ8_0
 	case Q4_0:
 		return &outerQ4_0
 	case Q5_0:
@@ -161,7 +156,7 @@ func (m *matMul) qx1Rows(lo, hi int) int {
 
 // tiles reports whether fastTokens has kernels for the matrix's type.
 func (m *matMul) tiles() bool {
-	return useAVX512 && (outerKernels(m.w.Type)[0] != nil || kOuterKernels(m.w.Type) != nil || m.w.Type == Q4_K || m.w.Type == Q8_0)
+	return useAVX512 && (outerKernels(m.w.Type)[0] != nil || kOuterKernels(m.w.Type) != nil || m.w.Type == Q4_K)
 }
 
 // checkBlocks panics unless a holds n blocks of 32 elements (q8 or q81).
@@ -186,9 +181,6 @@ func (m *matMul) fastTokens(r, hi, t0, nt int) int {
 	a, rows := m.a, m.w.Rows
 	t, end := t0, t0+nt
 	_ = m.dst[(end-1)*rows+hi-1]
-	if m.w.Type == Q8_0 {
-		return m.q80Tokens(r, hi, t, end)
-	}
 	if ks := outerKernels(m.w.Type); ks[0] != nil {
 		if r+16 > hi {
 			return 0
@@ -273,32 +265,6 @@ func (m *matMul) fastTokens(r, hi, t0, nt int) int {
 		m.dst[t*rows+r] = one(row, a.q8k[t*nb:(t+1)*nb])
 	}
 	return 1
-}
-
-// q80Tokens is fastTokens for Q8_0: rows [r, r+16) for tokens [t, end) through
-// dotQ8_0LanesAVX512x16t2 (an odd last token with the one before it again, the
-// same bits), or 0 if fewer than 16 rows are left.
-func (m *matMul) q80Tokens(r, hi, t, end int) int {
-	if r+16 > hi {
-		return 0
-	}
-	a, rows := m.a, m.w.Rows
-	nb := a.cols / qk0
-	_ = m.w.Data[(r+16)*m.rb-1]
-	a.checkBlocks(end * nb)
-	ys := nb * int(unsafe.Sizeof(q8Block{}))
-	x := &m.w.Data[r*m.rb]
-	for ; t+2 <= end; t += 2 {
-		dotQ8_0LanesAVX512x16t2(x, m.rb, a.actBlock(t*nb), ys, nb, &m.dst[t*rows+r], rows)
-	}
-	if t < end {
-		if end >= 2 {
-			dotQ8_0LanesAVX512x16t2(x, m.rb, a.actBlock((end-2)*nb), ys, nb, &m.dst[(end-2)*rows+r], rows)
-		} else {
-			dotQ8_0LanesAVX512x16t1(x, m.rb, a.actBlock(t*nb), 0, nb, &m.dst[t*rows+r], 0)
-		}
-	}
-	return 16
 }
 
 // tile4 is the 4-token kernel of ks in fastTokens (Q4_K), called

@@ -106,35 +106,22 @@ func BenchmarkTileKernels(b *testing.B) {
 	}
 }
 
-// TestOuterKernels: the Q4_0, Q5_0 and IQ4_NL outer-product tiles and the
-// block-order Q8_0 ones (repacked prompts) give their reference's bits for every
-// row and token, and so do Q8_0's tiles in ggml's 8-lane order (16 rows by 2 and
-// 1 tokens, dotQ8_0LanesGeneric's bits); all write only their outputs.
+// TestOuterKernels: the Q8_0, Q4_0, Q5_0 and IQ4_NL outer-product tiles give the
+// reference's bits for every row and token, and write only their outputs.
 func TestOuterKernels(t *testing.T) {
 	requireSIMD(t, "avx512")
 	r := rand.New(rand.NewPCG(45, 46))
 	const guard = -12345.5
-	for _, c := range []struct {
-		typ   Type
-		lanes bool // Q8_0 in ggml's 8-lane order
-		ks    []outerKernel
-		Ts    []int
-	}{
-		{Q8_0, true, []outerKernel{dotQ8_0LanesAVX512x16t2, dotQ8_0LanesAVX512x16t1}, []int{2, 1}},
-		{Q8_0, false, outerQ8_0[:], []int{16, 8, 4, 1}},
-		{Q4_0, false, outerKernels(Q4_0)[:], []int{16, 8, 4, 1}},
-		{Q5_0, false, outerKernels(Q5_0)[:], []int{16, 8, 4, 1}},
-		{IQ4_NL, false, outerKernels(IQ4_NL)[:], []int{16, 8, 4, 1}},
-	} {
-		typ, ks := c.typ, c.ks
-		for i, T := range c.Ts {
+	for _, typ := range []Type{Q8_0, Q4_0, Q5_0, IQ4_NL} {
+		ks := outerKernels(typ)
+		for i, T := range []int{16, 8, 4, 1} {
 			if ks[i] == nil {
 				continue
 			}
 			for _, nb := range []int{1, 2, 3, 8} {
 				for _, wm := range []string{"quantized", "random", "0xff", "0x80"} {
 					for _, am := range []string{"quantized", "random", "max", "min"} {
-						name := fmt.Sprintf("%v (lanes %v) t%d nb %d weights %s acts %s", typ, c.lanes, T, nb, wm, am)
+						name := fmt.Sprintf("%v t%d nb %d weights %s acts %s", typ, T, nb, wm, am)
 						rb := nb*typ.BlockBytes() + 5
 						w := make([]byte, 16*rb)
 						for i := 0; i < 16; i++ {
@@ -162,9 +149,6 @@ func TestOuterKernels(t *testing.T) {
 							switch typ {
 							case Q8_0:
 								want = dotQ8_0RowGeneric(row, yt)
-								if c.lanes {
-									want = dotQ8_0LanesGeneric(row, yt)
-								}
 							case Q4_0:
 								want = dotQ4_0RowGeneric(row, yt)
 							case Q5_0:
