@@ -32,9 +32,11 @@ import (
 // its second and third experts are 0.03 apart, and the other expert is taken) to
 // 4.4e-5 with every top-1 equal; Q8_0's dot product order (kernels.TestGGMLDotOrder:
 // in the Go reference alone, -tags purego, it took mixtral-moe-Q4_K_M from 4.3e-4 to
-// 3.9e-7, olmoe-d-Q8_0 from 3.9e-4 to 1.2e-4 and qwen2moe-Q4_K_M back to 5.7e-7; not
-// adopted yet because Q8_0's AVX-512 outer-product tiles keep one float per row and
-// token). RoPE's angles as libm's sinf/cosf (not correctly
+// 3.9e-7, olmoe-d-Q8_0 from 3.9e-4 to 1.2e-4 and qwen2moe-Q4_K_M back to 5.7e-7;
+// with its AVX2 and AVX-512 kernels too, commit 75bc768, the same on both levels:
+// not adopted, since on AVX-512 it made Q8_0 prompts' products 3.3× slower than the
+// block-order outer-product tiles, which keep one float per row and token;
+// ggmlorder_test.go). RoPE's angles as libm's sinf/cosf (not correctly
 // rounded for ~2% of them; ours are) were not needed for these two files: q and k
 // are rounded to binary16 before attention.
 var zooKnownGaps = map[string]string{
