@@ -36,7 +36,12 @@ import (
 // with its AVX2 and AVX-512 kernels too, commit 75bc768, the same on both levels:
 // not adopted, since on AVX-512 it made Q8_0 prompts' products 3.3× slower than the
 // block-order outer-product tiles, which keep one float per row and token;
-// ggmlorder_test.go). RoPE's angles as libm's sinf/cosf (not correctly
+// ggmlorder_test.go); the F32 products (the MoE routers) in the Go reference's
+// order (8 lanes, a product and a sum each rounded, sum8) instead of the AVX2
+// kernel's (8 accumulators of 8 lanes, fused): qwen2moe-Q4_K_M from 2.88e-5 to
+// 5.65e-7 and qwen2moe-F16 from 1.11e-5 to 9.5e-6 (measured on the AVX-512 Xeon;
+// -tags purego gives the same), a hint that llama.cpp's F32 matmuls (llamafile's
+// tinyBLAS: 8 lanes, fused, sum8) keep one accumulator per lane. RoPE's angles as libm's sinf/cosf (not correctly
 // rounded for ~2% of them; ours are) were not needed for these two files: q and k
 // are rounded to binary16 before attention.
 var zooKnownGaps = map[string]string{
