@@ -311,7 +311,7 @@ func (m *matMul) lanesTokens(ks *[2]outerKernel, r, hi, t, end int) int {
 	nb := a.cols / qk0
 	_ = m.w.Data[(r+16)*m.rb-1]
 	a.checkBlocks(end * nb)
-	ys := nb * int(unsafe.Sizeof(q8Block{}))
+	ys := nb * int(unsafe.Sizeof(q8_1Block{}))
 	x := &m.w.Data[r*m.rb]
 	for ; t+2 <= end; t += 2 {
 		ks[0](x, m.rb, a.actBlock(t*nb), ys, nb, &m.dst[t*rows+r], rows)
