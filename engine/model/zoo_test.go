@@ -40,8 +40,9 @@ import (
 // order (8 lanes, a product and a sum each rounded, sum8) instead of the AVX2
 // kernel's (8 accumulators of 8 lanes, fused): qwen2moe-Q4_K_M from 2.88e-5 to
 // 5.65e-7 and qwen2moe-F16 from 1.11e-5 to 9.5e-6 (measured on the AVX-512 Xeon;
-// -tags purego gives the same), a hint that llama.cpp's F32 matmuls (llamafile's
-// tinyBLAS: 8 lanes, fused, sum8) keep one accumulator per lane. RoPE's angles as libm's sinf/cosf (not correctly
+// -tags purego gives the same); the same order with fused multiply-adds gives
+// 2.88e-5 again. So llama.cpp's F32 products here seem to keep one unfused
+// accumulator per lane of 8 (not yet checked against its source). RoPE's angles as libm's sinf/cosf (not correctly
 // rounded for ~2% of them; ours are) were not needed for these two files: q and k
 // are rounded to binary16 before attention.
 var zooKnownGaps = map[string]string{
