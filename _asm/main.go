@@ -184,6 +184,11 @@ func main() {
 		}
 	}
 	dotKOuter("Q2K", 1)
+	for _, typ := range []string{"Q4_1", "Q5_1"} {
+		for _, t := range []int{1, 2} {
+			dotQx1Outer(typ, t)
+		}
+	}
 
 	Generate()
 }

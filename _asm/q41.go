@@ -282,3 +282,134 @@ func dotQx1AVX2Rows(typ string, R int) {
 	VZEROUPPER()
 	RET()
 }
+
+// dotQx1Outer emits dot<typ>AVX512x16t<T> (typ Q4_1 or Q5_1): dot<typ>AVX2 of
+// 16 weight rows (x, x+rb, …) with T activation rows (y, y+ys, …) into
+// out[t·os + r], as dot0Outer's outer products but in llama.cpp's 8-lane order:
+// a block's quants transposed so that register g holds elements 4g..4g+3 of the
+// 16 rows (unsigned, Q5_1's with their fifth bits), and a token's 4 bytes,
+// broadcast, meet them in one VPDPBUSD from zero, so that lane r holds row r's
+// exact lane-g sum. Lane g of the one-row kernel's 8-lane accumulator is then
+// register g: its conversion and fused multiply-add by f16(x.d)·y.d run on the
+// 16 rows at once, f16(x.m)·y.s is added to a 16-row sum as the one-row kernel
+// adds it to its scalar, and at the end the 8 registers are summed in sum8's
+// order and the sum of the m terms added: each output the one-row kernel's bits.
+func dotQx1Outer(typ string, T int) {
+	evex = true
+	defer func() { evex = false }()
+	q5 := typ == "Q5_1"
+	size, qsOff := q41Size, 4
+	if q5 {
+		size, qsOff = q51Size, 8
+	}
+	name := fmt.Sprintf("dot%sAVX512x16t%d", typ, T)
+	TEXT(name, NOSPLIT, "func(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s sets out[t·os + r] = dot%sAVX2(x + r·rb, y + t·ys, nb) for r < 16, t < %d.", name, typ, T))
+	load := func(name string) GPVirtual {
+		r := GP64()
+		Load(Param(name), r)
+		return r
+	}
+	rb := load("rb")
+	nr := 16
+	if T == 1 {
+		nr = 32 // and the next 16, to prefetch
+	}
+	rows := newRowSet(load("x"), rb, nr)
+	var ys GPVirtual
+	if T > 1 {
+		ys = load("ys")
+	}
+	toks := newRowSet(load("y"), ys, T)
+	nb := load("nb")
+	sums := make([][8]VecVirtual, T)
+	msums := make([]VecVirtual, T)
+	for t := range sums {
+		for g := range sums[t] {
+			sums[t][g] = ZMM()
+			VPXORD(sums[t][g], sums[t][g], sums[t][g])
+		}
+		msums[t] = ZMM()
+		VPXORD(msums[t], msums[t], msums[t])
+	}
+
+	Label("loop")
+	TESTQ(nb, nb)
+	JZ(LabelRef("done"))
+	if T == 1 {
+		prefetchNext(rows, 16, 0)
+	}
+	var w [8]VecVirtual
+	{
+		mask := ZMM()
+		VMOVDQU64(nibbleMask, mask)
+		lo := transpose16(rows, qsOff)
+		for g := 0; g < 4; g++ {
+			w[4+g] = ZMM()
+			VPSRLW(U8(4), lo[g], w[4+g])
+			VPANDD(mask, w[4+g], w[4+g]) // elements 16+4g..: the high nibbles
+			w[g] = lo[g]
+			VPANDD(mask, w[g], w[g])
+		}
+	}
+	if q5 {
+		// The fifth bits, as dot0Outer's Q5_0: w[g] holds elements 4g..4g+3,
+		// whose bits are bits 4(g%2).. of byte g/2 of the row's uint32 qh.
+		qh := gather16(rows, 4)
+		for g := range w {
+			t := ZMM()
+			VPSHUFB(q5oSpread.Offset(64*(g/2)), qh, t)
+			k := K()
+			VPTESTMB(q5oBits.Offset(64*(g%2)), t, k)
+			VPADDB(sixteens64, w[g], k, w[g])
+		}
+	}
+	dm := gather16(rows, 0) // f16 d | f16 m << 16
+	xd := f16Lanes(dm)
+	VPSRLD(U8(16), dm, dm)
+	xm := f16Lanes(dm)
+	for t := 0; t < T; t++ {
+		yt := toks.at(t)
+		d := ZMM()
+		VMULPS_BCST(yt, xd, d) // f16(x.d)·y.d
+		for g := range w {
+			acc := ZMM()
+			VMOVDQU32(zeros64, acc)
+			rawBcst("VPDPBUSD", yt.Offset(q8QS+4*g), w[g], acc)
+			VCVTDQ2PS(acc, acc)
+			VFMADD231PS(acc, d, sums[t][g])
+		}
+		m := ZMM()
+		VMULPS_BCST(yt.Offset(4), xm, m) // f16(x.m)·y.s
+		VADDPS(m, msums[t], msums[t])
+	}
+	rows.advance(size)
+	toks.advance(q8Size)
+	DECQ(nb)
+	JMP(LabelRef("loop"))
+
+	Label("done")
+	out := load("out")
+	var os GPVirtual
+	if T > 1 {
+		os = load("os")
+		SHLQ(U8(2), os)
+	}
+	for t := range sums {
+		s := &sums[t]
+		for g := 0; g < 4; g++ {
+			VADDPS(s[4+g], s[g], s[g])
+		}
+		VADDPS(s[2], s[0], s[0])
+		VADDPS(s[3], s[1], s[1])
+		VADDPS(s[1], s[0], s[0])
+		VADDPS(msums[t], s[0], s[0])
+		VMOVUPS(s[0], Mem{Base: out})
+		if t+1 < T {
+			ADDQ(os, out)
+		}
+	}
+	VZEROUPPER()
+	RET()
+}

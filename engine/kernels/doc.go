@@ -57,7 +57,11 @@
 // (TestDotMatchesLlamaCppBits): ggml keeps 8 float lanes per row (each a fused
 // multiply-add of the block scale and the integer sum of 4 neighbouring
 // products); the others agree with it only to float rounding, one sum per block
-// (ggmlorder_test.go). On small
+// (ggmlorder_test.go). Q8_0 keeps one sum per block on purpose: in ggml's order
+// (commit 75bc768, reverted) it took mixtral-moe-Q4_K_M from a mean KL of 4.3e-4
+// to 3.7e-7, but the order needs 8 floats per (row, token) where the AVX-512
+// outer-product tiles keep one, and a 128-token product took 3.3 times as long
+// (issue 32; docs/PERFORMANCE.md). On small
 // random-weight models that last-bit difference can flip an 8-bit activation
 // rounding and drift by a mean KL of 1e-4 to 1e-3 (issue 32; TestZooQuantizeParity).
 //
@@ -67,14 +71,17 @@
 // 16, 8 or 4 tokens (prompts) and reduce their pairs' sums together (tile_amd64.go;
 // F16 and BF16 prompts one row against 6, 4 or 2 tokens, floattile_amd64.go;
 // Q4_1, Q5_1 and the lattice types' prompts several tokens per AVX2 call, each block
-// unpacked once; Q4_K on AVX2 one row against 8, 4 or 2 tokens (dotQ4KAVX2x8, x4,
+// unpacked once (Q4_1 and Q5_1 with AVX-512: 16 rows against 2 tokens, below); Q4_K on AVX2 one row against 8, 4 or 2 tokens (dotQ4KAVX2x8, x4,
 // _asm/q4ktokens.go: the tokens' sums reduced together and their float steps
 // run lane by lane, for a speculative verification step's few tokens; 6-7 or 3
 // tokens left through the 8- or 4-token kernel again over the last ones; Q6_K
 // the same way, dotQ6KAVX2x8, x4, _asm/q6ktokens.go, each token's float steps
 // those of the one-token kernel); IQ4_NL
-// and Q5_0 decoding 16 rows per AVX-512 call; Q4_1, Q5_K and Q6_K, in ggml's
-// 8-lane order, take no tiles (Q6_K's serve Q3_K's repacked prompts);
+// and Q5_0 decoding 16 rows per AVX-512 call; Q4_1 and Q5_1, in ggml's 8-lane
+// order, 16 rows against 1 or 2 tokens per AVX-512 call, one register per lane of
+// the 8 holding it for the 16 rows (dotQ4_1AVX512x16t1, t2; lanesTokens); Q5_K
+// and Q6_K, in that order too, take no tiles (Q6_K's serve Q3_K's repacked
+// prompts);
 // a batch's short last chunk of 11-15 tokens goes through the 16-token kernel
 // again over the last 16 tokens, 2-3 tokens left through the 4-token kernel over
 // the last 4 or, for a batch of 2-3 tokens, over activations padded with zero rows),

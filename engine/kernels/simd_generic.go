@@ -17,8 +17,9 @@ import (
 // (dotIQ4XSAVX2, dotQ4_1AVX2, dotQ5_1AVX2, dotQ2KAVX2, dotQ3KAVX2); with AVX-512,
 // Q5_0 and IQ4_NL have outer-product tiles for decoding and IQ4_XS and Q2_K
 // ones for prompts (tile_amd64.go), Q5_0, IQ4_NL and Q3_K prompts are repacked
-// (repack.go), and Q4_1 and Q5_1 have their AVX2 row kernels and multi-token
-// forms of them (below) on every level. TQ2_0 and TQ1_0 have AVX2
+// (repack.go), and Q4_1 and Q5_1 have 16-row tiles in their 8-lane order for
+// one and two tokens (dotQ4_1AVX512x16t1, t2; Q5_1's), their AVX2 row kernels
+// and multi-token forms of them (below) taking the rows and tokens left. TQ2_0 and TQ1_0 have AVX2
 // row kernels (dotTQ2_0AVX2, dotTQ1_0AVX2, _asm/ternary.go) with the block
 // reference's bits (dotKRowGeneric over refquants.go's block dots), and so do
 // IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ1_S and IQ1_M (_asm/lattice.go, over

@@ -687,3 +687,23 @@ func dotQ2KAVX512x16t16(x *byte, rb int, y *byte, ys int, nb int, out *float32, 
 //
 //go:noescape
 func dotQ2KAVX512x16t1(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
+
+// dotQ4_1AVX512x16t1 sets out[t·os + r] = dotQ4_1AVX2(x + r·rb, y + t·ys, nb) for r < 16, t < 1.
+//
+//go:noescape
+func dotQ4_1AVX512x16t1(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
+
+// dotQ4_1AVX512x16t2 sets out[t·os + r] = dotQ4_1AVX2(x + r·rb, y + t·ys, nb) for r < 16, t < 2.
+//
+//go:noescape
+func dotQ4_1AVX512x16t2(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
+
+// dotQ5_1AVX512x16t1 sets out[t·os + r] = dotQ5_1AVX2(x + r·rb, y + t·ys, nb) for r < 16, t < 1.
+//
+//go:noescape
+func dotQ5_1AVX512x16t1(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
+
+// dotQ5_1AVX512x16t2 sets out[t·os + r] = dotQ5_1AVX2(x + r·rb, y + t·ys, nb) for r < 16, t < 2.
+//
+//go:noescape
+func dotQ5_1AVX512x16t2(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)

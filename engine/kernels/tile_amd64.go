@@ -15,10 +15,13 @@ import (
 // 1). Every output has the bits of the single-row kernel (and, but for Q4_K's own
 // order, of the reference). Q6_K's tiles (one float per row and token, added a
 // block at a time) serve only Q3_K's prompts repacked into Q6_K, whose reference
-// has that order: Q6_K, Q5_K and Q4_1 themselves keep llama.cpp's 8-lane float
-// order (issue 32), which those tiles cannot, and take the AVX-512 row kernel
-// (Q6_K: dotQ6KAVX512) and the AVX2 kernels (one row, two or four tokens)
-// instead.
+// has that order: Q6_K and Q5_K themselves keep llama.cpp's 8-lane float order
+// (issue 32), which those tiles cannot, and take the AVX-512 row kernel (Q6_K:
+// dotQ6KAVX512) and the AVX2 kernels (one row, two or four tokens) instead.
+// Q4_1 and Q5_1 keep that order in 16-row tiles of their own, for 1 and 2
+// tokens (dotQ4_1AVX512x16t1, t2; Q5_1's): one register per lane of the 8, each
+// holding that lane for the 16 rows, so the float steps still run 16 rows at a
+// time (lanesTokens, fastRows).
 
 // useVNNI16 selects dotQ4KAVX512r1t16v over dotQ4KAVX512r1t16m for Q4_K's
 // 16-token chunks (AVX-512 VBMI for VPERMI2B; VNNI is part of useAVX512).
@@ -37,6 +40,11 @@ var (
 	// IQ4_NL likewise (its levels + 128 against the Q8_0 activations' c = −128·Σy).
 	outerIQ4NL = [4]outerKernel{3: dotIQ4_NLAVX512x16t1}
 	noOuter    [4]outerKernel
+
+	// Q4_1 and Q5_1 in llama.cpp's 8-lane order: 16 rows by 2 and 1 tokens
+	// (lanesTokens, fastRows), one register per lane of the 8.
+	lanesQ4_1 = [2]outerKernel{dotQ4_1AVX512x16t2, dotQ4_1AVX512x16t1}
+	lanesQ5_1 = [2]outerKernel{dotQ5_1AVX512x16t2, dotQ5_1AVX512x16t1}
 
 	// IQ4_XS and Q2_K: 16 rows by 16, 8 and 4 tokens of Q8_K activations.
 	outerIQ4XS = [3]outerKernel{dotIQ4XSAVX512x16t16, dotIQ4XSAVX512x16t8, dotIQ4XSAVX512x16t4}
@@ -57,6 +65,18 @@ func outerKernels(t Type) *[4]outerKernel {
 		return &outerIQ4NL
 	}
 	return &noOuter
+}
+
+// lanesKernels returns the 16-row kernels in llama.cpp's 8-lane order for 2 and
+// 1 tokens (Q4_1, Q5_1), or nil.
+func lanesKernels(t Type) *[2]outerKernel {
+	switch t {
+	case Q4_1:
+		return &lanesQ4_1
+	case Q5_1:
+		return &lanesQ5_1
+	}
+	return nil
 }
 
 // kOuterKernels returns the IQ4_XS or Q2_K kernels for 16 rows by 16, 8 and 4
@@ -84,6 +104,16 @@ func (a *acts) actBlock(i int) *byte {
 // (one token), and returns the first row it left.
 func (m *matMul) fastRows(lo, hi int) int {
 	if useAVX2 && (m.w.Type == Q4_1 || m.w.Type == Q5_1) {
+		if ks := lanesKernels(m.w.Type); useAVX512 && m.a.cols >= qk0 {
+			nb := m.a.cols / qk0
+			m.a.checkBlocks(nb)
+			y := m.a.actBlock(0)
+			for ; lo+16 <= hi; lo += 16 {
+				_ = m.w.Data[(lo+16)*m.rb-1]
+				_ = m.dst[lo+15]
+				ks[1](&m.w.Data[lo*m.rb], m.rb, y, 0, nb, &m.dst[lo], 0)
+			}
+		}
 		return m.qx1Rows(lo, hi)
 	}
 	if !useAVX512 {
@@ -156,7 +186,7 @@ func (m *matMul) qx1Rows(lo, hi int) int {
 
 // tiles reports whether fastTokens has kernels for the matrix's type.
 func (m *matMul) tiles() bool {
-	return useAVX512 && (outerKernels(m.w.Type)[0] != nil || kOuterKernels(m.w.Type) != nil || m.w.Type == Q4_K)
+	return useAVX512 && (outerKernels(m.w.Type)[0] != nil || kOuterKernels(m.w.Type) != nil || lanesKernels(m.w.Type) != nil || m.w.Type == Q4_K)
 }
 
 // checkBlocks panics unless a holds n blocks of 32 elements (q8 or q81).
@@ -209,6 +239,9 @@ func (m *matMul) fastTokens(r, hi, t0, nt int) int {
 	}
 	if ks := kOuterKernels(m.w.Type); ks != nil {
 		return m.kOuterTokens(ks, r, hi, t0, end)
+	}
+	if ks := lanesKernels(m.w.Type); ks != nil {
+		return m.lanesTokens(ks, r, hi, t, end)
 	}
 	var ks [3]tileKernel
 	var one func([]byte, []q8KBlock) float32
@@ -265,6 +298,32 @@ func (m *matMul) fastTokens(r, hi, t0, nt int) int {
 		m.dst[t*rows+r] = one(row, a.q8k[t*nb:(t+1)*nb])
 	}
 	return 1
+}
+
+// lanesTokens is fastTokens for Q4_1 and Q5_1: rows [r, r+16) for tokens
+// [t, end) through the 2-token kernel of ks (an odd last token with the one
+// before it again, the same bits), or 0 if fewer than 16 rows are left.
+func (m *matMul) lanesTokens(ks *[2]outerKernel, r, hi, t, end int) int {
+	if r+16 > hi {
+		return 0
+	}
+	a, rows := m.a, m.w.Rows
+	nb := a.cols / qk0
+	_ = m.w.Data[(r+16)*m.rb-1]
+	a.checkBlocks(end * nb)
+	ys := nb * int(unsafe.Sizeof(q8_1Block{}))
+	x := &m.w.Data[r*m.rb]
+	for ; t+2 <= end; t += 2 {
+		ks[0](x, m.rb, a.actBlock(t*nb), ys, nb, &m.dst[t*rows+r], rows)
+	}
+	if t < end {
+		if end >= 2 {
+			ks[0](x, m.rb, a.actBlock((end-2)*nb), ys, nb, &m.dst[(end-2)*rows+r], rows)
+		} else {
+			ks[1](x, m.rb, a.actBlock(t*nb), 0, nb, &m.dst[t*rows+r], 0)
+		}
+	}
+	return 16
 }
 
 // tile4 is the 4-token kernel of ks in fastTokens (Q4_K), called

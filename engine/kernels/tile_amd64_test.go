@@ -167,6 +167,59 @@ func TestOuterKernels(t *testing.T) {
 	}
 }
 
+// TestLanesKernels: the Q4_1 and Q5_1 tiles in llama.cpp's 8-lane order (16 rows
+// by 2 and 1 tokens) give the reference's bits (dotQ4_1RowGeneric,
+// dotQ5_1RowGeneric) for every row and token, for rows and tokens at odd
+// strides, extreme weights and activations, and write only their outputs.
+func TestLanesKernels(t *testing.T) {
+	requireSIMD(t, "avx512")
+	r := rand.New(rand.NewPCG(53, 54))
+	const guard = -12345.5
+	for _, typ := range []Type{Q4_1, Q5_1} {
+		ks := lanesKernels(typ)
+		for i, T := range []int{2, 1} {
+			for _, nb := range []int{1, 2, 3, 8} {
+				for _, wm := range []string{"quantized", "random", "0xff", "0x80", "0x00"} {
+					for _, am := range []string{"quantized", "random", "max", "min"} {
+						name := fmt.Sprintf("%v t%d nb %d weights %s acts %s", typ, T, nb, wm, am)
+						bb := typ.BlockBytes()
+						rb := nb*bb + 5
+						w := make([]byte, 16*rb)
+						for i := 0; i < 16; i++ {
+							copy(w[i*rb:], weightRow(r, typ, nb, wm, false))
+						}
+						tokBlocks := nb + 1
+						y := q8_1Acts(r, T*tokBlocks, am, false)
+						os := 19
+						out := make([]float32, T*os+1)
+						for i := range out {
+							out[i] = guard
+						}
+						ks[i](&w[0], rb, (*byte)(unsafe.Pointer(&y[0])), tokBlocks*int(unsafe.Sizeof(y[0])), nb, &out[1], os)
+						for j, v := range out {
+							tk, rr := (j-1)/os, (j-1)%os
+							if j == 0 || rr >= 16 {
+								if v != guard {
+									t.Fatalf("%s: wrote out[%d]", name, j)
+								}
+								continue
+							}
+							row, yt := w[rr*rb:rr*rb+nb*bb], y[tk*tokBlocks:tk*tokBlocks+nb]
+							want := dotQ4_1RowGeneric(row, yt)
+							if typ == Q5_1 {
+								want = dotQ5_1RowGeneric(row, yt)
+							}
+							if math.Float32bits(v) != math.Float32bits(want) {
+								t.Fatalf("%s: row %d token %d: %v, reference %v", name, rr, tk, v, want)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
 // TestKOuterKernels: the IQ4_XS and Q2_K outer-product tiles (16 rows by 16, 8
 // and 4 tokens; Q2_K's decoding one by 1 token too) give the reference's bits for
 // every row and token, for rows and tokens at odd strides, extreme weights and

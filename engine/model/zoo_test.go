@@ -32,9 +32,17 @@ import (
 // its second and third experts are 0.03 apart, and the other expert is taken) to
 // 4.4e-5 with every top-1 equal; Q8_0's dot product order (kernels.TestGGMLDotOrder:
 // in the Go reference alone, -tags purego, it took mixtral-moe-Q4_K_M from 4.3e-4 to
-// 3.9e-7, olmoe-d-Q8_0 from 3.9e-4 to 1.2e-4 and qwen2moe-Q4_K_M back to 5.7e-7; not
-// adopted yet because Q8_0's AVX-512 outer-product tiles keep one float per row and
-// token). RoPE's angles as libm's sinf/cosf (not correctly
+// 3.9e-7, olmoe-d-Q8_0 from 3.9e-4 to 1.2e-4 and qwen2moe-Q4_K_M back to 5.7e-7;
+// with its AVX2 and AVX-512 kernels too, commit 75bc768, the same on both levels:
+// not adopted, since on AVX-512 it made Q8_0 prompts' products 3.3× slower than the
+// block-order outer-product tiles, which keep one float per row and token;
+// ggmlorder_test.go); the F32 products (the MoE routers) in the Go reference's
+// order (8 lanes, a product and a sum each rounded, sum8) instead of the AVX2
+// kernel's (8 accumulators of 8 lanes, fused): qwen2moe-Q4_K_M from 2.88e-5 to
+// 5.65e-7 and qwen2moe-F16 from 1.11e-5 to 9.5e-6 (measured on the AVX-512 Xeon;
+// -tags purego gives the same); the same order with fused multiply-adds gives
+// 2.88e-5 again. So llama.cpp's F32 products here seem to keep one unfused
+// accumulator per lane of 8 (not yet checked against its source). RoPE's angles as libm's sinf/cosf (not correctly
 // rounded for ~2% of them; ours are) were not needed for these two files: q and k
 // are rounded to binary16 before attention.
 var zooKnownGaps = map[string]string{
