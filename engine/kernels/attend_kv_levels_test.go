@@ -10,7 +10,7 @@ import (
 // TestAttendBlocksTileKVLevelsMatchGeneric: AttendBlocksTileKV over quantized
 // caches gives the generic code's bits at every SIMD level (on AVX-512: the
 // outer-product scores of 16 positions at once and attnAccumGroup…AVX512), for
-// head sizes of one to eight blocks, GQA groups of 1 to 8 heads, blocks of 16 to 64
+// head sizes of one to eight blocks, GQA groups of 1 to 8 heads, blocks of 8 to 64
 // positions, and decode positions before, at and past runs of 16 and blocks
 // (the second KV head, so that rows start inside the cache rows).
 func TestAttendBlocksTileKVLevelsMatchGeneric(t *testing.T) {
@@ -20,7 +20,7 @@ func TestAttendBlocksTileKVLevelsMatchGeneric(t *testing.T) {
 	for _, pr := range pairs {
 		for _, hd := range []int{32, 64, 96, 128, 256} {
 			c := newKVCase(rng, pr[0], pr[1], hd, kvh, 16, n)
-			for _, bt := range []int{16, 32, 64} {
+			for _, bt := range []int{8, 16, 24, 32, 64} {
 				c.page(bt)
 				for _, heads := range []int{1, 2, 3, 4, 5, 8} {
 					pos := []int32{int32(rng.IntN(n))}
