@@ -172,3 +172,43 @@ func accumKVGroup512(typ string, nq int) {
 	VZEROUPPER()
 	RET()
 }
+
+// scaleRows512 emits scaleRowsAVX512: rows rows of n float32s (n a multiple of 16),
+// ld floats apart, each multiplied by scale (one rounding each: the Go loop's
+// bits), for kvGroup512.chunk's scores.
+func scaleRows512() {
+	evex = true
+	defer func() { evex = false }()
+	TEXT("scaleRowsAVX512", NOSPLIT, "func(s *float32, n, rows, ld int, scale float32)")
+	Pragma("noescape")
+	Doc("scaleRowsAVX512 multiplies s[r·ld + i] by scale for r < rows, i < n (n a multiple of 16).")
+	s := Load(Param("s"), GP64())
+	n := Load(Param("n"), GP64())
+	rows := Load(Param("rows"), GP64())
+	ld := Load(Param("ld"), GP64())
+	SHLQ(U8(2), ld)
+	sc := ZMM()
+	VBROADCASTSS(NewParamAddr("scale", 32), sc)
+	Label("row")
+	TESTQ(rows, rows)
+	JZ(LabelRef("done"))
+	p, i := GP64(), GP64()
+	MOVQ(s, p)
+	MOVQ(n, i)
+	Label("vec")
+	TESTQ(i, i)
+	JZ(LabelRef("rowdone"))
+	x := ZMM()
+	VMULPS(Mem{Base: p}, sc, x)
+	VMOVUPS(x, Mem{Base: p})
+	ADDQ(U8(64), p)
+	SUBQ(U8(16), i)
+	JMP(LabelRef("vec"))
+	Label("rowdone")
+	ADDQ(ld, s)
+	DECQ(rows)
+	JMP(LabelRef("row"))
+	Label("done")
+	VZEROUPPER()
+	RET()
+}

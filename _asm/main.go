@@ -152,6 +152,7 @@ func main() {
 		accumKVGroup512("Q8_0", nq)
 		accumKVGroup512("Q4_0", nq)
 	}
+	scaleRows512()
 	attnF32Constants()
 	attnChunkF32()
 	attnChunkF32F16()

@@ -78,11 +78,8 @@ func (gr *kvGroup512) chunk(sts []kvState, k, v []uint16, m, kstride, vstride in
 				dotQ4_0AVX512x16t4(x, 2*kstride, y, kvQ8Stride, nb, out, attnChunk)
 			}
 		}
-		for g := range sts {
-			e := &gr.e[g]
-			for i := range m16 {
-				e[i] *= scale
-			}
+		if m16 > 0 {
+			scaleRowsAVX512(&gr.e[0][0], m16, len(sts), attnChunk, scale)
 		}
 	}
 	var mask [attnChunk / 8]uint8

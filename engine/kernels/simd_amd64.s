@@ -23306,6 +23306,40 @@ done:
 	VZEROUPPER
 	RET
 
+// func scaleRowsAVX512(s *float32, n int, rows int, ld int, scale float32)
+// Requires: AVX, AVX512F
+TEXT ·scaleRowsAVX512(SB), NOSPLIT, $0-36
+	MOVQ         s+0(FP), AX
+	MOVQ         n+8(FP), CX
+	MOVQ         rows+16(FP), DX
+	MOVQ         ld+24(FP), BX
+	SHLQ         $0x02, BX
+	VBROADCASTSS scale+32(FP), Z0
+
+row:
+	TESTQ DX, DX
+	JZ    done
+	MOVQ  AX, SI
+	MOVQ  CX, DI
+
+vec:
+	TESTQ   DI, DI
+	JZ      rowdone
+	VMULPS  (SI), Z0, Z1
+	VMOVUPS Z1, (SI)
+	ADDQ    $0x40, SI
+	SUBQ    $0x10, DI
+	JMP     vec
+
+rowdone:
+	ADDQ BX, AX
+	DECQ DX
+	JMP  row
+
+done:
+	VZEROUPPER
+	RET
+
 DATA attnF32Perm<>+0(SB)/8, $0x0000000200000000
 DATA attnF32Perm<>+8(SB)/8, $0x0000000300000001
 DATA attnF32Perm<>+16(SB)/8, $0x0000000a00000008

@@ -522,6 +522,11 @@ func attnAccumGroup4Q8_0AVX512(acc *float32, v *byte, nb int, n int, stride int,
 //go:noescape
 func attnAccumGroup4Q4_0AVX512(acc *float32, v *byte, nb int, n int, stride int, e *float32, mask *uint64, sum *float32)
 
+// scaleRowsAVX512 multiplies s[r·ld + i] by scale for r < rows, i < n (n a multiple of 16).
+//
+//go:noescape
+func scaleRowsAVX512(s *float32, n int, rows int, ld int, scale float32)
+
 // attnChunkF32AVX512 is attnChunkF32Generic for head size 64: it adds positions
 // 0..m-1 of a chunk (keys and values the float32 rows of 64 at kf and vf; kf holds 64
 // rows, those from m on any finite or not) to the state of query q (scaled):
