@@ -22,7 +22,7 @@ func accumKVGroup512(typ string, nq int) {
 	name := fmt.Sprintf("attnAccumGroup%d%sAVX512", nq, typ)
 	TEXT(name, NOSPLIT, "func(acc *float32, v *byte, nb, n, stride int, e *float32, mask *uint64, sum *float32)")
 	Pragma("noescape")
-	Doc(name+" is attnAccumGroup"+fmt.Sprintf("%d%sAVX2 (%d heads) on AVX-512, with its bits.", nq, typ, nq))
+	Doc(name + " is attnAccumGroup" + fmt.Sprintf("%d%sAVX2 (%d heads) on AVX-512, with its bits.", nq, typ, nq))
 	acc := Load(Param("acc"), GP64())
 	v := Load(Param("v"), GP64())
 	nb := Load(Param("nb"), GP64())
