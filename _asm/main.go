@@ -148,6 +148,11 @@ func main() {
 		accumKVGroup("Q8_0", nq)
 		accumKVGroup("Q4_0", nq)
 	}
+	for nq := 1; nq <= attnGroupMax; nq++ {
+		accumKVGroup512("Q8_0", nq)
+		accumKVGroup512("Q4_0", nq)
+	}
+	scaleRows512()
 	attnF32Constants()
 	attnChunkF32()
 	attnChunkF32F16()

@@ -68,7 +68,7 @@ func AttendBlocksTileKV(out, q []float32, ld, hd, heads int, pos []int32, ks, vs
 				nt++
 			}
 		}
-		if !tileKVGroups(sts[:nt], ns[:nt], ks, vs, koff, voff, kstride, vstride, bt, nmax, scale) {
+		if !tileKV(sts[:nt], ns[:nt], ks, vs, koff, voff, kstride, vstride, bt, nmax, scale) {
 			for b := 0; b*bt < nmax; b++ {
 				kb, vb := ks[b][koff:], vs[b][voff:]
 				for t := 0; t < nt; t++ {

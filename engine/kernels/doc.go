@@ -31,7 +31,13 @@
 //     prefetched (prefetchRows: a head's q8_0 row is 68 bytes, which the hardware
 //     prefetchers leave to demand misses), and up to four heads of a GQA group
 //     share each V row's dequantization (attnAccumGroup{2,3,4}Q8_0AVX2 / Q4_0),
-//     each head keeping its own operations and order.
+//     each head keeping its own operations and order. On AVX-512
+//     (attend_kv_amd64.go) a group of 1 to 4 heads scores 16 positions at once
+//     through the Q8_0 / Q4_0 outer-product tiles (the 16 K rows transposed, one
+//     VNNI VPDPBUSD per 4 bytes and head, c = −128·Σq or −8·Σq making the isums
+//     exact) and updates its accumulators a block (two zmm) at a time
+//     (attnAccumGroup{1,2,3,4}{Q8_0,Q4_0}AVX512): the generic code's bits at every
+//     level (TestAttendBlocksTileKVLevelsMatchGeneric).
 //
 // Types: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K,
 // Q5_K, Q6_K, IQ4_XS, TQ1_0, TQ2_0 and the lattice types IQ2_XXS, IQ2_XS, IQ2_S,

@@ -20750,6 +20750,2596 @@ done:
 	VZEROUPPER
 	RET
 
+// func attnAccumGroup1Q8_0AVX512(acc *float32, v *byte, nb int, n int, stride int, e *float32, mask *uint64, sum *float32)
+// Requires: AVX, AVX2, AVX512F
+TEXT ·attnAccumGroup1Q8_0AVX512(SB), NOSPLIT, $0-64
+	MOVQ   acc+0(FP), AX
+	MOVQ   v+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	MOVQ   n+24(FP), BX
+	MOVQ   stride+32(FP), SI
+	MOVQ   e+40(FP), DI
+	MOVQ   mask+48(FP), R8
+	MOVQ   sum+56(FP), R9
+	VMOVSS expfConsts<>+40(SB), X0
+	VMOVSS (R9), X1
+	MOVQ   (R8), R11
+	XORQ   R10, R10
+
+sum0:
+	CMPQ   R10, BX
+	JGE    sum0done
+	BTQ    R10, R11
+	JCS    sum0new
+	VADDSS (DI)(R10*4), X1, X1
+	INCQ   R10
+	JMP    sum0
+
+sum0new:
+	VMULSS (DI)(R10*4), X1, X1
+	VADDSS X0, X1, X1
+	INCQ   R10
+	JMP    sum0
+
+sum0done:
+	VMOVSS X1, (R9)
+
+blocks:
+	CMPQ    DX, $0x02
+	JL      last
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+	MOVQ    CX, R9
+	XORQ    R10, R10
+	MOVQ    (R8), R12
+
+pass2:
+	CMPQ         R10, BX
+	JGE          pass2done
+	VPBROADCASTW (R9), Y4
+	VCVTPH2PS    Y4, Z4
+	VPMOVSXBD    2(R9), Z5
+	VPMOVSXBD    18(R9), Z6
+	VCVTDQ2PS    Z5, Z5
+	VMULPS       Z4, Z5, Z5
+	VCVTDQ2PS    Z6, Z6
+	VMULPS       Z4, Z6, Z6
+	VPBROADCASTW 34(R9), Y4
+	VCVTPH2PS    Y4, Z4
+	VPMOVSXBD    36(R9), Z7
+	VPMOVSXBD    52(R9), Z8
+	VCVTDQ2PS    Z7, Z7
+	VMULPS       Z4, Z7, Z7
+	VCVTDQ2PS    Z8, Z8
+	VMULPS       Z4, Z8, Z8
+	SHRQ         $0x01, R12
+	JCS          pass2slow
+	VMULPS.BCST  (DI)(R10*4), Z5, Z4
+	VADDPS       Z4, Z0, Z0
+	VMULPS.BCST  (DI)(R10*4), Z6, Z4
+	VADDPS       Z4, Z1, Z1
+	VMULPS.BCST  (DI)(R10*4), Z7, Z4
+	VADDPS       Z4, Z2, Z2
+	VMULPS.BCST  (DI)(R10*4), Z8, Z4
+	VADDPS       Z4, Z3, Z3
+
+pass2next:
+	ADDQ SI, R9
+	INCQ R10
+	JMP  pass2
+
+pass2slow:
+	MOVQ        (R8), R11
+	BTQ         R10, R11
+	JCS         pass2h0new
+	VMULPS.BCST (DI)(R10*4), Z5, Z4
+	VADDPS      Z4, Z0, Z0
+	VMULPS.BCST (DI)(R10*4), Z6, Z4
+	VADDPS      Z4, Z1, Z1
+	VMULPS.BCST (DI)(R10*4), Z7, Z4
+	VADDPS      Z4, Z2, Z2
+	VMULPS.BCST (DI)(R10*4), Z8, Z4
+	VADDPS      Z4, Z3, Z3
+	JMP         pass2h0done
+
+pass2h0new:
+	VMULPS.BCST (DI)(R10*4), Z0, Z0
+	VADDPS      Z5, Z0, Z0
+	VMULPS.BCST (DI)(R10*4), Z1, Z1
+	VADDPS      Z6, Z1, Z1
+	VMULPS.BCST (DI)(R10*4), Z2, Z2
+	VADDPS      Z7, Z2, Z2
+	VMULPS.BCST (DI)(R10*4), Z3, Z3
+	VADDPS      Z8, Z3, Z3
+
+pass2h0done:
+	JMP pass2next
+
+pass2done:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, 192(AX)
+	ADDQ    $0x00000100, AX
+	ADDQ    $0x44, CX
+	SUBQ    $0x02, DX
+	JMP     blocks
+
+last:
+	TESTQ   DX, DX
+	JZ      done
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	MOVQ    CX, R9
+	XORQ    R10, R10
+	MOVQ    (R8), R12
+
+pass1:
+	CMPQ         R10, BX
+	JGE          pass1done
+	VPBROADCASTW (R9), Y2
+	VCVTPH2PS    Y2, Z2
+	VPMOVSXBD    2(R9), Z3
+	VPMOVSXBD    18(R9), Z4
+	VCVTDQ2PS    Z3, Z3
+	VMULPS       Z2, Z3, Z3
+	VCVTDQ2PS    Z4, Z4
+	VMULPS       Z2, Z4, Z4
+	SHRQ         $0x01, R12
+	JCS          pass1slow
+	VMULPS.BCST  (DI)(R10*4), Z3, Z2
+	VADDPS       Z2, Z0, Z0
+	VMULPS.BCST  (DI)(R10*4), Z4, Z2
+	VADDPS       Z2, Z1, Z1
+
+pass1next:
+	ADDQ SI, R9
+	INCQ R10
+	JMP  pass1
+
+pass1slow:
+	MOVQ        (R8), R11
+	BTQ         R10, R11
+	JCS         pass1h0new
+	VMULPS.BCST (DI)(R10*4), Z3, Z2
+	VADDPS      Z2, Z0, Z0
+	VMULPS.BCST (DI)(R10*4), Z4, Z2
+	VADDPS      Z2, Z1, Z1
+	JMP         pass1h0done
+
+pass1h0new:
+	VMULPS.BCST (DI)(R10*4), Z0, Z0
+	VADDPS      Z3, Z0, Z0
+	VMULPS.BCST (DI)(R10*4), Z1, Z1
+	VADDPS      Z4, Z1, Z1
+
+pass1h0done:
+	JMP pass1next
+
+pass1done:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	ADDQ    $0x00000080, AX
+	ADDQ    $0x22, CX
+	SUBQ    $0x01, DX
+
+done:
+	VZEROUPPER
+	RET
+
+// func attnAccumGroup1Q4_0AVX512(acc *float32, v *byte, nb int, n int, stride int, e *float32, mask *uint64, sum *float32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL
+TEXT ·attnAccumGroup1Q4_0AVX512(SB), NOSPLIT, $0-64
+	MOVQ   acc+0(FP), AX
+	MOVQ   v+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	MOVQ   n+24(FP), BX
+	MOVQ   stride+32(FP), SI
+	MOVQ   e+40(FP), DI
+	MOVQ   mask+48(FP), R8
+	MOVQ   sum+56(FP), R9
+	VMOVSS expfConsts<>+40(SB), X0
+	VMOVSS (R9), X1
+	MOVQ   (R8), R11
+	XORQ   R10, R10
+
+sum0:
+	CMPQ   R10, BX
+	JGE    sum0done
+	BTQ    R10, R11
+	JCS    sum0new
+	VADDSS (DI)(R10*4), X1, X1
+	INCQ   R10
+	JMP    sum0
+
+sum0new:
+	VMULSS (DI)(R10*4), X1, X1
+	VADDSS X0, X1, X1
+	INCQ   R10
+	JMP    sum0
+
+sum0done:
+	VMOVSS    X1, (R9)
+	VMOVDQU32 nibbleMask<>+0(SB), X0
+	VMOVDQU32 eights<>+0(SB), X1
+
+blocks:
+	CMPQ    DX, $0x02
+	JL      last
+	VMOVUPS (AX), Z2
+	VMOVUPS 64(AX), Z3
+	VMOVUPS 128(AX), Z4
+	VMOVUPS 192(AX), Z5
+	MOVQ    CX, R9
+	XORQ    R10, R10
+	MOVQ    (R8), R12
+
+pass2:
+	CMPQ         R10, BX
+	JGE          pass2done
+	VPBROADCASTW (R9), Y6
+	VCVTPH2PS    Y6, Z6
+	VMOVDQU32    2(R9), X7
+	VPSRLW       $0x04, X7, X8
+	VPANDD       X0, X7, X7
+	VPANDD       X0, X8, X8
+	VPSUBB       X1, X7, X7
+	VPSUBB       X1, X8, X8
+	VPMOVSXBD    X7, Z7
+	VPMOVSXBD    X8, Z8
+	VCVTDQ2PS    Z7, Z7
+	VMULPS       Z6, Z7, Z7
+	VCVTDQ2PS    Z8, Z8
+	VMULPS       Z6, Z8, Z8
+	VPBROADCASTW 18(R9), Y6
+	VCVTPH2PS    Y6, Z6
+	VMOVDQU32    20(R9), X9
+	VPSRLW       $0x04, X9, X10
+	VPANDD       X0, X9, X9
+	VPANDD       X0, X10, X10
+	VPSUBB       X1, X9, X9
+	VPSUBB       X1, X10, X10
+	VPMOVSXBD    X9, Z9
+	VPMOVSXBD    X10, Z10
+	VCVTDQ2PS    Z9, Z9
+	VMULPS       Z6, Z9, Z9
+	VCVTDQ2PS    Z10, Z10
+	VMULPS       Z6, Z10, Z10
+	SHRQ         $0x01, R12
+	JCS          pass2slow
+	VMULPS.BCST  (DI)(R10*4), Z7, Z6
+	VADDPS       Z6, Z2, Z2
+	VMULPS.BCST  (DI)(R10*4), Z8, Z6
+	VADDPS       Z6, Z3, Z3
+	VMULPS.BCST  (DI)(R10*4), Z9, Z6
+	VADDPS       Z6, Z4, Z4
+	VMULPS.BCST  (DI)(R10*4), Z10, Z6
+	VADDPS       Z6, Z5, Z5
+
+pass2next:
+	ADDQ SI, R9
+	INCQ R10
+	JMP  pass2
+
+pass2slow:
+	MOVQ        (R8), R11
+	BTQ         R10, R11
+	JCS         pass2h0new
+	VMULPS.BCST (DI)(R10*4), Z7, Z6
+	VADDPS      Z6, Z2, Z2
+	VMULPS.BCST (DI)(R10*4), Z8, Z6
+	VADDPS      Z6, Z3, Z3
+	VMULPS.BCST (DI)(R10*4), Z9, Z6
+	VADDPS      Z6, Z4, Z4
+	VMULPS.BCST (DI)(R10*4), Z10, Z6
+	VADDPS      Z6, Z5, Z5
+	JMP         pass2h0done
+
+pass2h0new:
+	VMULPS.BCST (DI)(R10*4), Z2, Z2
+	VADDPS      Z7, Z2, Z2
+	VMULPS.BCST (DI)(R10*4), Z3, Z3
+	VADDPS      Z8, Z3, Z3
+	VMULPS.BCST (DI)(R10*4), Z4, Z4
+	VADDPS      Z9, Z4, Z4
+	VMULPS.BCST (DI)(R10*4), Z5, Z5
+	VADDPS      Z10, Z5, Z5
+
+pass2h0done:
+	JMP pass2next
+
+pass2done:
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, 64(AX)
+	VMOVUPS Z4, 128(AX)
+	VMOVUPS Z5, 192(AX)
+	ADDQ    $0x00000100, AX
+	ADDQ    $0x24, CX
+	SUBQ    $0x02, DX
+	JMP     blocks
+
+last:
+	TESTQ   DX, DX
+	JZ      done
+	VMOVUPS (AX), Z2
+	VMOVUPS 64(AX), Z3
+	MOVQ    CX, R9
+	XORQ    R10, R10
+	MOVQ    (R8), R12
+
+pass1:
+	CMPQ         R10, BX
+	JGE          pass1done
+	VPBROADCASTW (R9), Y4
+	VCVTPH2PS    Y4, Z4
+	VMOVDQU32    2(R9), X5
+	VPSRLW       $0x04, X5, X6
+	VPANDD       X0, X5, X5
+	VPANDD       X0, X6, X6
+	VPSUBB       X1, X5, X5
+	VPSUBB       X1, X6, X6
+	VPMOVSXBD    X5, Z5
+	VPMOVSXBD    X6, Z6
+	VCVTDQ2PS    Z5, Z5
+	VMULPS       Z4, Z5, Z5
+	VCVTDQ2PS    Z6, Z6
+	VMULPS       Z4, Z6, Z6
+	SHRQ         $0x01, R12
+	JCS          pass1slow
+	VMULPS.BCST  (DI)(R10*4), Z5, Z4
+	VADDPS       Z4, Z2, Z2
+	VMULPS.BCST  (DI)(R10*4), Z6, Z4
+	VADDPS       Z4, Z3, Z3
+
+pass1next:
+	ADDQ SI, R9
+	INCQ R10
+	JMP  pass1
+
+pass1slow:
+	MOVQ        (R8), R11
+	BTQ         R10, R11
+	JCS         pass1h0new
+	VMULPS.BCST (DI)(R10*4), Z5, Z4
+	VADDPS      Z4, Z2, Z2
+	VMULPS.BCST (DI)(R10*4), Z6, Z4
+	VADDPS      Z4, Z3, Z3
+	JMP         pass1h0done
+
+pass1h0new:
+	VMULPS.BCST (DI)(R10*4), Z2, Z2
+	VADDPS      Z5, Z2, Z2
+	VMULPS.BCST (DI)(R10*4), Z3, Z3
+	VADDPS      Z6, Z3, Z3
+
+pass1h0done:
+	JMP pass1next
+
+pass1done:
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, 64(AX)
+	ADDQ    $0x00000080, AX
+	ADDQ    $0x12, CX
+	SUBQ    $0x01, DX
+
+done:
+	VZEROUPPER
+	RET
+
+// func attnAccumGroup2Q8_0AVX512(acc *float32, v *byte, nb int, n int, stride int, e *float32, mask *uint64, sum *float32)
+// Requires: AVX, AVX2, AVX512F
+TEXT ·attnAccumGroup2Q8_0AVX512(SB), NOSPLIT, $0-64
+	MOVQ   acc+0(FP), AX
+	MOVQ   v+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	MOVQ   n+24(FP), BX
+	MOVQ   stride+32(FP), SI
+	MOVQ   e+40(FP), DI
+	MOVQ   mask+48(FP), R8
+	MOVQ   sum+56(FP), R9
+	VMOVSS expfConsts<>+40(SB), X0
+	VMOVSS (R9), X1
+	MOVQ   (R8), R11
+	XORQ   R10, R10
+
+sum0:
+	CMPQ   R10, BX
+	JGE    sum0done
+	BTQ    R10, R11
+	JCS    sum0new
+	VADDSS (DI)(R10*4), X1, X1
+	INCQ   R10
+	JMP    sum0
+
+sum0new:
+	VMULSS (DI)(R10*4), X1, X1
+	VADDSS X0, X1, X1
+	INCQ   R10
+	JMP    sum0
+
+sum0done:
+	VMOVSS X1, (R9)
+	VMOVSS 4(R9), X1
+	MOVQ   8(R8), R11
+	XORQ   R10, R10
+
+sum1:
+	CMPQ   R10, BX
+	JGE    sum1done
+	BTQ    R10, R11
+	JCS    sum1new
+	VADDSS 256(DI)(R10*4), X1, X1
+	INCQ   R10
+	JMP    sum1
+
+sum1new:
+	VMULSS 256(DI)(R10*4), X1, X1
+	VADDSS X0, X1, X1
+	INCQ   R10
+	JMP    sum1
+
+sum1done:
+	VMOVSS X1, 4(R9)
+
+blocks:
+	CMPQ    DX, $0x02
+	JL      last
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+	VMOVUPS 1024(AX), Z4
+	VMOVUPS 1088(AX), Z5
+	VMOVUPS 1152(AX), Z6
+	VMOVUPS 1216(AX), Z7
+	MOVQ    CX, R9
+	XORQ    R10, R10
+	MOVQ    (R8), R12
+	ORQ     8(R8), R12
+
+pass2:
+	CMPQ         R10, BX
+	JGE          pass2done
+	VPBROADCASTW (R9), Y8
+	VCVTPH2PS    Y8, Z8
+	VPMOVSXBD    2(R9), Z9
+	VPMOVSXBD    18(R9), Z10
+	VCVTDQ2PS    Z9, Z9
+	VMULPS       Z8, Z9, Z9
+	VCVTDQ2PS    Z10, Z10
+	VMULPS       Z8, Z10, Z10
+	VPBROADCASTW 34(R9), Y8
+	VCVTPH2PS    Y8, Z8
+	VPMOVSXBD    36(R9), Z11
+	VPMOVSXBD    52(R9), Z12
+	VCVTDQ2PS    Z11, Z11
+	VMULPS       Z8, Z11, Z11
+	VCVTDQ2PS    Z12, Z12
+	VMULPS       Z8, Z12, Z12
+	SHRQ         $0x01, R12
+	JCS          pass2slow
+	VMULPS.BCST  (DI)(R10*4), Z9, Z8
+	VADDPS       Z8, Z0, Z0
+	VMULPS.BCST  (DI)(R10*4), Z10, Z8
+	VADDPS       Z8, Z1, Z1
+	VMULPS.BCST  (DI)(R10*4), Z11, Z8
+	VADDPS       Z8, Z2, Z2
+	VMULPS.BCST  (DI)(R10*4), Z12, Z8
+	VADDPS       Z8, Z3, Z3
+	VMULPS.BCST  256(DI)(R10*4), Z9, Z8
+	VADDPS       Z8, Z4, Z4
+	VMULPS.BCST  256(DI)(R10*4), Z10, Z8
+	VADDPS       Z8, Z5, Z5
+	VMULPS.BCST  256(DI)(R10*4), Z11, Z8
+	VADDPS       Z8, Z6, Z6
+	VMULPS.BCST  256(DI)(R10*4), Z12, Z8
+	VADDPS       Z8, Z7, Z7
+
+pass2next:
+	ADDQ SI, R9
+	INCQ R10
+	JMP  pass2
+
+pass2slow:
+	MOVQ        (R8), R11
+	BTQ         R10, R11
+	JCS         pass2h0new
+	VMULPS.BCST (DI)(R10*4), Z9, Z8
+	VADDPS      Z8, Z0, Z0
+	VMULPS.BCST (DI)(R10*4), Z10, Z8
+	VADDPS      Z8, Z1, Z1
+	VMULPS.BCST (DI)(R10*4), Z11, Z8
+	VADDPS      Z8, Z2, Z2
+	VMULPS.BCST (DI)(R10*4), Z12, Z8
+	VADDPS      Z8, Z3, Z3
+	JMP         pass2h0done
+
+pass2h0new:
+	VMULPS.BCST (DI)(R10*4), Z0, Z0
+	VADDPS      Z9, Z0, Z0
+	VMULPS.BCST (DI)(R10*4), Z1, Z1
+	VADDPS      Z10, Z1, Z1
+	VMULPS.BCST (DI)(R10*4), Z2, Z2
+	VADDPS      Z11, Z2, Z2
+	VMULPS.BCST (DI)(R10*4), Z3, Z3
+	VADDPS      Z12, Z3, Z3
+
+pass2h0done:
+	MOVQ        8(R8), R11
+	BTQ         R10, R11
+	JCS         pass2h1new
+	VMULPS.BCST 256(DI)(R10*4), Z9, Z8
+	VADDPS      Z8, Z4, Z4
+	VMULPS.BCST 256(DI)(R10*4), Z10, Z8
+	VADDPS      Z8, Z5, Z5
+	VMULPS.BCST 256(DI)(R10*4), Z11, Z8
+	VADDPS      Z8, Z6, Z6
+	VMULPS.BCST 256(DI)(R10*4), Z12, Z8
+	VADDPS      Z8, Z7, Z7
+	JMP         pass2h1done
+
+pass2h1new:
+	VMULPS.BCST 256(DI)(R10*4), Z4, Z4
+	VADDPS      Z9, Z4, Z4
+	VMULPS.BCST 256(DI)(R10*4), Z5, Z5
+	VADDPS      Z10, Z5, Z5
+	VMULPS.BCST 256(DI)(R10*4), Z6, Z6
+	VADDPS      Z11, Z6, Z6
+	VMULPS.BCST 256(DI)(R10*4), Z7, Z7
+	VADDPS      Z12, Z7, Z7
+
+pass2h1done:
+	JMP pass2next
+
+pass2done:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, 192(AX)
+	VMOVUPS Z4, 1024(AX)
+	VMOVUPS Z5, 1088(AX)
+	VMOVUPS Z6, 1152(AX)
+	VMOVUPS Z7, 1216(AX)
+	ADDQ    $0x00000100, AX
+	ADDQ    $0x44, CX
+	SUBQ    $0x02, DX
+	JMP     blocks
+
+last:
+	TESTQ   DX, DX
+	JZ      done
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 1024(AX), Z2
+	VMOVUPS 1088(AX), Z3
+	MOVQ    CX, R9
+	XORQ    R10, R10
+	MOVQ    (R8), R12
+	ORQ     8(R8), R12
+
+pass1:
+	CMPQ         R10, BX
+	JGE          pass1done
+	VPBROADCASTW (R9), Y4
+	VCVTPH2PS    Y4, Z4
+	VPMOVSXBD    2(R9), Z5
+	VPMOVSXBD    18(R9), Z6
+	VCVTDQ2PS    Z5, Z5
+	VMULPS       Z4, Z5, Z5
+	VCVTDQ2PS    Z6, Z6
+	VMULPS       Z4, Z6, Z6
+	SHRQ         $0x01, R12
+	JCS          pass1slow
+	VMULPS.BCST  (DI)(R10*4), Z5, Z4
+	VADDPS       Z4, Z0, Z0
+	VMULPS.BCST  (DI)(R10*4), Z6, Z4
+	VADDPS       Z4, Z1, Z1
+	VMULPS.BCST  256(DI)(R10*4), Z5, Z4
+	VADDPS       Z4, Z2, Z2
+	VMULPS.BCST  256(DI)(R10*4), Z6, Z4
+	VADDPS       Z4, Z3, Z3
+
+pass1next:
+	ADDQ SI, R9
+	INCQ R10
+	JMP  pass1
+
+pass1slow:
+	MOVQ        (R8), R11
+	BTQ         R10, R11
+	JCS         pass1h0new
+	VMULPS.BCST (DI)(R10*4), Z5, Z4
+	VADDPS      Z4, Z0, Z0
+	VMULPS.BCST (DI)(R10*4), Z6, Z4
+	VADDPS      Z4, Z1, Z1
+	JMP         pass1h0done
+
+pass1h0new:
+	VMULPS.BCST (DI)(R10*4), Z0, Z0
+	VADDPS      Z5, Z0, Z0
+	VMULPS.BCST (DI)(R10*4), Z1, Z1
+	VADDPS      Z6, Z1, Z1
+
+pass1h0done:
+	MOVQ        8(R8), R11
+	BTQ         R10, R11
+	JCS         pass1h1new
+	VMULPS.BCST 256(DI)(R10*4), Z5, Z4
+	VADDPS      Z4, Z2, Z2
+	VMULPS.BCST 256(DI)(R10*4), Z6, Z4
+	VADDPS      Z4, Z3, Z3
+	JMP         pass1h1done
+
+pass1h1new:
+	VMULPS.BCST 256(DI)(R10*4), Z2, Z2
+	VADDPS      Z5, Z2, Z2
+	VMULPS.BCST 256(DI)(R10*4), Z3, Z3
+	VADDPS      Z6, Z3, Z3
+
+pass1h1done:
+	JMP pass1next
+
+pass1done:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 1024(AX)
+	VMOVUPS Z3, 1088(AX)
+	ADDQ    $0x00000080, AX
+	ADDQ    $0x22, CX
+	SUBQ    $0x01, DX
+
+done:
+	VZEROUPPER
+	RET
+
+// func attnAccumGroup2Q4_0AVX512(acc *float32, v *byte, nb int, n int, stride int, e *float32, mask *uint64, sum *float32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL
+TEXT ·attnAccumGroup2Q4_0AVX512(SB), NOSPLIT, $0-64
+	MOVQ   acc+0(FP), AX
+	MOVQ   v+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	MOVQ   n+24(FP), BX
+	MOVQ   stride+32(FP), SI
+	MOVQ   e+40(FP), DI
+	MOVQ   mask+48(FP), R8
+	MOVQ   sum+56(FP), R9
+	VMOVSS expfConsts<>+40(SB), X0
+	VMOVSS (R9), X1
+	MOVQ   (R8), R11
+	XORQ   R10, R10
+
+sum0:
+	CMPQ   R10, BX
+	JGE    sum0done
+	BTQ    R10, R11
+	JCS    sum0new
+	VADDSS (DI)(R10*4), X1, X1
+	INCQ   R10
+	JMP    sum0
+
+sum0new:
+	VMULSS (DI)(R10*4), X1, X1
+	VADDSS X0, X1, X1
+	INCQ   R10
+	JMP    sum0
+
+sum0done:
+	VMOVSS X1, (R9)
+	VMOVSS 4(R9), X1
+	MOVQ   8(R8), R11
+	XORQ   R10, R10
+
+sum1:
+	CMPQ   R10, BX
+	JGE    sum1done
+	BTQ    R10, R11
+	JCS    sum1new
+	VADDSS 256(DI)(R10*4), X1, X1
+	INCQ   R10
+	JMP    sum1
+
+sum1new:
+	VMULSS 256(DI)(R10*4), X1, X1
+	VADDSS X0, X1, X1
+	INCQ   R10
+	JMP    sum1
+
+sum1done:
+	VMOVSS    X1, 4(R9)
+	VMOVDQU32 nibbleMask<>+0(SB), X0
+	VMOVDQU32 eights<>+0(SB), X1
+
+blocks:
+	CMPQ    DX, $0x02
+	JL      last
+	VMOVUPS (AX), Z2
+	VMOVUPS 64(AX), Z3
+	VMOVUPS 128(AX), Z4
+	VMOVUPS 192(AX), Z5
+	VMOVUPS 1024(AX), Z6
+	VMOVUPS 1088(AX), Z7
+	VMOVUPS 1152(AX), Z8
+	VMOVUPS 1216(AX), Z9
+	MOVQ    CX, R9
+	XORQ    R10, R10
+	MOVQ    (R8), R12
+	ORQ     8(R8), R12
+
+pass2:
+	CMPQ         R10, BX
+	JGE          pass2done
+	VPBROADCASTW (R9), Y10
+	VCVTPH2PS    Y10, Z10
+	VMOVDQU32    2(R9), X11
+	VPSRLW       $0x04, X11, X12
+	VPANDD       X0, X11, X11
+	VPANDD       X0, X12, X12
+	VPSUBB       X1, X11, X11
+	VPSUBB       X1, X12, X12
+	VPMOVSXBD    X11, Z11
+	VPMOVSXBD    X12, Z12
+	VCVTDQ2PS    Z11, Z11
+	VMULPS       Z10, Z11, Z11
+	VCVTDQ2PS    Z12, Z12
+	VMULPS       Z10, Z12, Z12
+	VPBROADCASTW 18(R9), Y10
+	VCVTPH2PS    Y10, Z10
+	VMOVDQU32    20(R9), X13
+	VPSRLW       $0x04, X13, X14
+	VPANDD       X0, X13, X13
+	VPANDD       X0, X14, X14
+	VPSUBB       X1, X13, X13
+	VPSUBB       X1, X14, X14
+	VPMOVSXBD    X13, Z13
+	VPMOVSXBD    X14, Z14
+	VCVTDQ2PS    Z13, Z13
+	VMULPS       Z10, Z13, Z13
+	VCVTDQ2PS    Z14, Z14
+	VMULPS       Z10, Z14, Z14
+	SHRQ         $0x01, R12
+	JCS          pass2slow
+	VMULPS.BCST  (DI)(R10*4), Z11, Z10
+	VADDPS       Z10, Z2, Z2
+	VMULPS.BCST  (DI)(R10*4), Z12, Z10
+	VADDPS       Z10, Z3, Z3
+	VMULPS.BCST  (DI)(R10*4), Z13, Z10
+	VADDPS       Z10, Z4, Z4
+	VMULPS.BCST  (DI)(R10*4), Z14, Z10
+	VADDPS       Z10, Z5, Z5
+	VMULPS.BCST  256(DI)(R10*4), Z11, Z10
+	VADDPS       Z10, Z6, Z6
+	VMULPS.BCST  256(DI)(R10*4), Z12, Z10
+	VADDPS       Z10, Z7, Z7
+	VMULPS.BCST  256(DI)(R10*4), Z13, Z10
+	VADDPS       Z10, Z8, Z8
+	VMULPS.BCST  256(DI)(R10*4), Z14, Z10
+	VADDPS       Z10, Z9, Z9
+
+pass2next:
+	ADDQ SI, R9
+	INCQ R10
+	JMP  pass2
+
+pass2slow:
+	MOVQ        (R8), R11
+	BTQ         R10, R11
+	JCS         pass2h0new
+	VMULPS.BCST (DI)(R10*4), Z11, Z10
+	VADDPS      Z10, Z2, Z2
+	VMULPS.BCST (DI)(R10*4), Z12, Z10
+	VADDPS      Z10, Z3, Z3
+	VMULPS.BCST (DI)(R10*4), Z13, Z10
+	VADDPS      Z10, Z4, Z4
+	VMULPS.BCST (DI)(R10*4), Z14, Z10
+	VADDPS      Z10, Z5, Z5
+	JMP         pass2h0done
+
+pass2h0new:
+	VMULPS.BCST (DI)(R10*4), Z2, Z2
+	VADDPS      Z11, Z2, Z2
+	VMULPS.BCST (DI)(R10*4), Z3, Z3
+	VADDPS      Z12, Z3, Z3
+	VMULPS.BCST (DI)(R10*4), Z4, Z4
+	VADDPS      Z13, Z4, Z4
+	VMULPS.BCST (DI)(R10*4), Z5, Z5
+	VADDPS      Z14, Z5, Z5
+
+pass2h0done:
+	MOVQ        8(R8), R11
+	BTQ         R10, R11
+	JCS         pass2h1new
+	VMULPS.BCST 256(DI)(R10*4), Z11, Z10
+	VADDPS      Z10, Z6, Z6
+	VMULPS.BCST 256(DI)(R10*4), Z12, Z10
+	VADDPS      Z10, Z7, Z7
+	VMULPS.BCST 256(DI)(R10*4), Z13, Z10
+	VADDPS      Z10, Z8, Z8
+	VMULPS.BCST 256(DI)(R10*4), Z14, Z10
+	VADDPS      Z10, Z9, Z9
+	JMP         pass2h1done
+
+pass2h1new:
+	VMULPS.BCST 256(DI)(R10*4), Z6, Z6
+	VADDPS      Z11, Z6, Z6
+	VMULPS.BCST 256(DI)(R10*4), Z7, Z7
+	VADDPS      Z12, Z7, Z7
+	VMULPS.BCST 256(DI)(R10*4), Z8, Z8
+	VADDPS      Z13, Z8, Z8
+	VMULPS.BCST 256(DI)(R10*4), Z9, Z9
+	VADDPS      Z14, Z9, Z9
+
+pass2h1done:
+	JMP pass2next
+
+pass2done:
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, 64(AX)
+	VMOVUPS Z4, 128(AX)
+	VMOVUPS Z5, 192(AX)
+	VMOVUPS Z6, 1024(AX)
+	VMOVUPS Z7, 1088(AX)
+	VMOVUPS Z8, 1152(AX)
+	VMOVUPS Z9, 1216(AX)
+	ADDQ    $0x00000100, AX
+	ADDQ    $0x24, CX
+	SUBQ    $0x02, DX
+	JMP     blocks
+
+last:
+	TESTQ   DX, DX
+	JZ      done
+	VMOVUPS (AX), Z2
+	VMOVUPS 64(AX), Z3
+	VMOVUPS 1024(AX), Z4
+	VMOVUPS 1088(AX), Z5
+	MOVQ    CX, R9
+	XORQ    R10, R10
+	MOVQ    (R8), R12
+	ORQ     8(R8), R12
+
+pass1:
+	CMPQ         R10, BX
+	JGE          pass1done
+	VPBROADCASTW (R9), Y6
+	VCVTPH2PS    Y6, Z6
+	VMOVDQU32    2(R9), X7
+	VPSRLW       $0x04, X7, X8
+	VPANDD       X0, X7, X7
+	VPANDD       X0, X8, X8
+	VPSUBB       X1, X7, X7
+	VPSUBB       X1, X8, X8
+	VPMOVSXBD    X7, Z7
+	VPMOVSXBD    X8, Z8
+	VCVTDQ2PS    Z7, Z7
+	VMULPS       Z6, Z7, Z7
+	VCVTDQ2PS    Z8, Z8
+	VMULPS       Z6, Z8, Z8
+	SHRQ         $0x01, R12
+	JCS          pass1slow
+	VMULPS.BCST  (DI)(R10*4), Z7, Z6
+	VADDPS       Z6, Z2, Z2
+	VMULPS.BCST  (DI)(R10*4), Z8, Z6
+	VADDPS       Z6, Z3, Z3
+	VMULPS.BCST  256(DI)(R10*4), Z7, Z6
+	VADDPS       Z6, Z4, Z4
+	VMULPS.BCST  256(DI)(R10*4), Z8, Z6
+	VADDPS       Z6, Z5, Z5
+
+pass1next:
+	ADDQ SI, R9
+	INCQ R10
+	JMP  pass1
+
+pass1slow:
+	MOVQ        (R8), R11
+	BTQ         R10, R11
+	JCS         pass1h0new
+	VMULPS.BCST (DI)(R10*4), Z7, Z6
+	VADDPS      Z6, Z2, Z2
+	VMULPS.BCST (DI)(R10*4), Z8, Z6
+	VADDPS      Z6, Z3, Z3
+	JMP         pass1h0done
+
+pass1h0new:
+	VMULPS.BCST (DI)(R10*4), Z2, Z2
+	VADDPS      Z7, Z2, Z2
+	VMULPS.BCST (DI)(R10*4), Z3, Z3
+	VADDPS      Z8, Z3, Z3
+
+pass1h0done:
+	MOVQ        8(R8), R11
+	BTQ         R10, R11
+	JCS         pass1h1new
+	VMULPS.BCST 256(DI)(R10*4), Z7, Z6
+	VADDPS      Z6, Z4, Z4
+	VMULPS.BCST 256(DI)(R10*4), Z8, Z6
+	VADDPS      Z6, Z5, Z5
+	JMP         pass1h1done
+
+pass1h1new:
+	VMULPS.BCST 256(DI)(R10*4), Z4, Z4
+	VADDPS      Z7, Z4, Z4
+	VMULPS.BCST 256(DI)(R10*4), Z5, Z5
+	VADDPS      Z8, Z5, Z5
+
+pass1h1done:
+	JMP pass1next
+
+pass1done:
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, 64(AX)
+	VMOVUPS Z4, 1024(AX)
+	VMOVUPS Z5, 1088(AX)
+	ADDQ    $0x00000080, AX
+	ADDQ    $0x12, CX
+	SUBQ    $0x01, DX
+
+done:
+	VZEROUPPER
+	RET
+
+// func attnAccumGroup3Q8_0AVX512(acc *float32, v *byte, nb int, n int, stride int, e *float32, mask *uint64, sum *float32)
+// Requires: AVX, AVX2, AVX512F
+TEXT ·attnAccumGroup3Q8_0AVX512(SB), NOSPLIT, $0-64
+	MOVQ   acc+0(FP), AX
+	MOVQ   v+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	MOVQ   n+24(FP), BX
+	MOVQ   stride+32(FP), SI
+	MOVQ   e+40(FP), DI
+	MOVQ   mask+48(FP), R8
+	MOVQ   sum+56(FP), R9
+	VMOVSS expfConsts<>+40(SB), X0
+	VMOVSS (R9), X1
+	MOVQ   (R8), R11
+	XORQ   R10, R10
+
+sum0:
+	CMPQ   R10, BX
+	JGE    sum0done
+	BTQ    R10, R11
+	JCS    sum0new
+	VADDSS (DI)(R10*4), X1, X1
+	INCQ   R10
+	JMP    sum0
+
+sum0new:
+	VMULSS (DI)(R10*4), X1, X1
+	VADDSS X0, X1, X1
+	INCQ   R10
+	JMP    sum0
+
+sum0done:
+	VMOVSS X1, (R9)
+	VMOVSS 4(R9), X1
+	MOVQ   8(R8), R11
+	XORQ   R10, R10
+
+sum1:
+	CMPQ   R10, BX
+	JGE    sum1done
+	BTQ    R10, R11
+	JCS    sum1new
+	VADDSS 256(DI)(R10*4), X1, X1
+	INCQ   R10
+	JMP    sum1
+
+sum1new:
+	VMULSS 256(DI)(R10*4), X1, X1
+	VADDSS X0, X1, X1
+	INCQ   R10
+	JMP    sum1
+
+sum1done:
+	VMOVSS X1, 4(R9)
+	VMOVSS 8(R9), X1
+	MOVQ   16(R8), R11
+	XORQ   R10, R10
+
+sum2:
+	CMPQ   R10, BX
+	JGE    sum2done
+	BTQ    R10, R11
+	JCS    sum2new
+	VADDSS 512(DI)(R10*4), X1, X1
+	INCQ   R10
+	JMP    sum2
+
+sum2new:
+	VMULSS 512(DI)(R10*4), X1, X1
+	VADDSS X0, X1, X1
+	INCQ   R10
+	JMP    sum2
+
+sum2done:
+	VMOVSS X1, 8(R9)
+
+blocks:
+	CMPQ    DX, $0x02
+	JL      last
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+	VMOVUPS 1024(AX), Z4
+	VMOVUPS 1088(AX), Z5
+	VMOVUPS 1152(AX), Z6
+	VMOVUPS 1216(AX), Z7
+	VMOVUPS 2048(AX), Z8
+	VMOVUPS 2112(AX), Z9
+	VMOVUPS 2176(AX), Z10
+	VMOVUPS 2240(AX), Z11
+	MOVQ    CX, R9
+	XORQ    R10, R10
+	MOVQ    (R8), R12
+	ORQ     8(R8), R12
+	ORQ     16(R8), R12
+
+pass2:
+	CMPQ         R10, BX
+	JGE          pass2done
+	VPBROADCASTW (R9), Y12
+	VCVTPH2PS    Y12, Z12
+	VPMOVSXBD    2(R9), Z13
+	VPMOVSXBD    18(R9), Z14
+	VCVTDQ2PS    Z13, Z13
+	VMULPS       Z12, Z13, Z13
+	VCVTDQ2PS    Z14, Z14
+	VMULPS       Z12, Z14, Z14
+	VPBROADCASTW 34(R9), Y12
+	VCVTPH2PS    Y12, Z12
+	VPMOVSXBD    36(R9), Z15
+	VPMOVSXBD    52(R9), Z16
+	VCVTDQ2PS    Z15, Z15
+	VMULPS       Z12, Z15, Z15
+	VCVTDQ2PS    Z16, Z16
+	VMULPS       Z12, Z16, Z16
+	SHRQ         $0x01, R12
+	JCS          pass2slow
+	VMULPS.BCST  (DI)(R10*4), Z13, Z12
+	VADDPS       Z12, Z0, Z0
+	VMULPS.BCST  (DI)(R10*4), Z14, Z12
+	VADDPS       Z12, Z1, Z1
+	VMULPS.BCST  (DI)(R10*4), Z15, Z12
+	VADDPS       Z12, Z2, Z2
+	VMULPS.BCST  (DI)(R10*4), Z16, Z12
+	VADDPS       Z12, Z3, Z3
+	VMULPS.BCST  256(DI)(R10*4), Z13, Z12
+	VADDPS       Z12, Z4, Z4
+	VMULPS.BCST  256(DI)(R10*4), Z14, Z12
+	VADDPS       Z12, Z5, Z5
+	VMULPS.BCST  256(DI)(R10*4), Z15, Z12
+	VADDPS       Z12, Z6, Z6
+	VMULPS.BCST  256(DI)(R10*4), Z16, Z12
+	VADDPS       Z12, Z7, Z7
+	VMULPS.BCST  512(DI)(R10*4), Z13, Z12
+	VADDPS       Z12, Z8, Z8
+	VMULPS.BCST  512(DI)(R10*4), Z14, Z12
+	VADDPS       Z12, Z9, Z9
+	VMULPS.BCST  512(DI)(R10*4), Z15, Z12
+	VADDPS       Z12, Z10, Z10
+	VMULPS.BCST  512(DI)(R10*4), Z16, Z12
+	VADDPS       Z12, Z11, Z11
+
+pass2next:
+	ADDQ SI, R9
+	INCQ R10
+	JMP  pass2
+
+pass2slow:
+	MOVQ        (R8), R11
+	BTQ         R10, R11
+	JCS         pass2h0new
+	VMULPS.BCST (DI)(R10*4), Z13, Z12
+	VADDPS      Z12, Z0, Z0
+	VMULPS.BCST (DI)(R10*4), Z14, Z12
+	VADDPS      Z12, Z1, Z1
+	VMULPS.BCST (DI)(R10*4), Z15, Z12
+	VADDPS      Z12, Z2, Z2
+	VMULPS.BCST (DI)(R10*4), Z16, Z12
+	VADDPS      Z12, Z3, Z3
+	JMP         pass2h0done
+
+pass2h0new:
+	VMULPS.BCST (DI)(R10*4), Z0, Z0
+	VADDPS      Z13, Z0, Z0
+	VMULPS.BCST (DI)(R10*4), Z1, Z1
+	VADDPS      Z14, Z1, Z1
+	VMULPS.BCST (DI)(R10*4), Z2, Z2
+	VADDPS      Z15, Z2, Z2
+	VMULPS.BCST (DI)(R10*4), Z3, Z3
+	VADDPS      Z16, Z3, Z3
+
+pass2h0done:
+	MOVQ        8(R8), R11
+	BTQ         R10, R11
+	JCS         pass2h1new
+	VMULPS.BCST 256(DI)(R10*4), Z13, Z12
+	VADDPS      Z12, Z4, Z4
+	VMULPS.BCST 256(DI)(R10*4), Z14, Z12
+	VADDPS      Z12, Z5, Z5
+	VMULPS.BCST 256(DI)(R10*4), Z15, Z12
+	VADDPS      Z12, Z6, Z6
+	VMULPS.BCST 256(DI)(R10*4), Z16, Z12
+	VADDPS      Z12, Z7, Z7
+	JMP         pass2h1done
+
+pass2h1new:
+	VMULPS.BCST 256(DI)(R10*4), Z4, Z4
+	VADDPS      Z13, Z4, Z4
+	VMULPS.BCST 256(DI)(R10*4), Z5, Z5
+	VADDPS      Z14, Z5, Z5
+	VMULPS.BCST 256(DI)(R10*4), Z6, Z6
+	VADDPS      Z15, Z6, Z6
+	VMULPS.BCST 256(DI)(R10*4), Z7, Z7
+	VADDPS      Z16, Z7, Z7
+
+pass2h1done:
+	MOVQ        16(R8), R11
+	BTQ         R10, R11
+	JCS         pass2h2new
+	VMULPS.BCST 512(DI)(R10*4), Z13, Z12
+	VADDPS      Z12, Z8, Z8
+	VMULPS.BCST 512(DI)(R10*4), Z14, Z12
+	VADDPS      Z12, Z9, Z9
+	VMULPS.BCST 512(DI)(R10*4), Z15, Z12
+	VADDPS      Z12, Z10, Z10
+	VMULPS.BCST 512(DI)(R10*4), Z16, Z12
+	VADDPS      Z12, Z11, Z11
+	JMP         pass2h2done
+
+pass2h2new:
+	VMULPS.BCST 512(DI)(R10*4), Z8, Z8
+	VADDPS      Z13, Z8, Z8
+	VMULPS.BCST 512(DI)(R10*4), Z9, Z9
+	VADDPS      Z14, Z9, Z9
+	VMULPS.BCST 512(DI)(R10*4), Z10, Z10
+	VADDPS      Z15, Z10, Z10
+	VMULPS.BCST 512(DI)(R10*4), Z11, Z11
+	VADDPS      Z16, Z11, Z11
+
+pass2h2done:
+	JMP pass2next
+
+pass2done:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, 192(AX)
+	VMOVUPS Z4, 1024(AX)
+	VMOVUPS Z5, 1088(AX)
+	VMOVUPS Z6, 1152(AX)
+	VMOVUPS Z7, 1216(AX)
+	VMOVUPS Z8, 2048(AX)
+	VMOVUPS Z9, 2112(AX)
+	VMOVUPS Z10, 2176(AX)
+	VMOVUPS Z11, 2240(AX)
+	ADDQ    $0x00000100, AX
+	ADDQ    $0x44, CX
+	SUBQ    $0x02, DX
+	JMP     blocks
+
+last:
+	TESTQ   DX, DX
+	JZ      done
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 1024(AX), Z2
+	VMOVUPS 1088(AX), Z3
+	VMOVUPS 2048(AX), Z4
+	VMOVUPS 2112(AX), Z5
+	MOVQ    CX, R9
+	XORQ    R10, R10
+	MOVQ    (R8), R12
+	ORQ     8(R8), R12
+	ORQ     16(R8), R12
+
+pass1:
+	CMPQ         R10, BX
+	JGE          pass1done
+	VPBROADCASTW (R9), Y6
+	VCVTPH2PS    Y6, Z6
+	VPMOVSXBD    2(R9), Z7
+	VPMOVSXBD    18(R9), Z8
+	VCVTDQ2PS    Z7, Z7
+	VMULPS       Z6, Z7, Z7
+	VCVTDQ2PS    Z8, Z8
+	VMULPS       Z6, Z8, Z8
+	SHRQ         $0x01, R12
+	JCS          pass1slow
+	VMULPS.BCST  (DI)(R10*4), Z7, Z6
+	VADDPS       Z6, Z0, Z0
+	VMULPS.BCST  (DI)(R10*4), Z8, Z6
+	VADDPS       Z6, Z1, Z1
+	VMULPS.BCST  256(DI)(R10*4), Z7, Z6
+	VADDPS       Z6, Z2, Z2
+	VMULPS.BCST  256(DI)(R10*4), Z8, Z6
+	VADDPS       Z6, Z3, Z3
+	VMULPS.BCST  512(DI)(R10*4), Z7, Z6
+	VADDPS       Z6, Z4, Z4
+	VMULPS.BCST  512(DI)(R10*4), Z8, Z6
+	VADDPS       Z6, Z5, Z5
+
+pass1next:
+	ADDQ SI, R9
+	INCQ R10
+	JMP  pass1
+
+pass1slow:
+	MOVQ        (R8), R11
+	BTQ         R10, R11
+	JCS         pass1h0new
+	VMULPS.BCST (DI)(R10*4), Z7, Z6
+	VADDPS      Z6, Z0, Z0
+	VMULPS.BCST (DI)(R10*4), Z8, Z6
+	VADDPS      Z6, Z1, Z1
+	JMP         pass1h0done
+
+pass1h0new:
+	VMULPS.BCST (DI)(R10*4), Z0, Z0
+	VADDPS      Z7, Z0, Z0
+	VMULPS.BCST (DI)(R10*4), Z1, Z1
+	VADDPS      Z8, Z1, Z1
+
+pass1h0done:
+	MOVQ        8(R8), R11
+	BTQ         R10, R11
+	JCS         pass1h1new
+	VMULPS.BCST 256(DI)(R10*4), Z7, Z6
+	VADDPS      Z6, Z2, Z2
+	VMULPS.BCST 256(DI)(R10*4), Z8, Z6
+	VADDPS      Z6, Z3, Z3
+	JMP         pass1h1done
+
+pass1h1new:
+	VMULPS.BCST 256(DI)(R10*4), Z2, Z2
+	VADDPS      Z7, Z2, Z2
+	VMULPS.BCST 256(DI)(R10*4), Z3, Z3
+	VADDPS      Z8, Z3, Z3
+
+pass1h1done:
+	MOVQ        16(R8), R11
+	BTQ         R10, R11
+	JCS         pass1h2new
+	VMULPS.BCST 512(DI)(R10*4), Z7, Z6
+	VADDPS      Z6, Z4, Z4
+	VMULPS.BCST 512(DI)(R10*4), Z8, Z6
+	VADDPS      Z6, Z5, Z5
+	JMP         pass1h2done
+
+pass1h2new:
+	VMULPS.BCST 512(DI)(R10*4), Z4, Z4
+	VADDPS      Z7, Z4, Z4
+	VMULPS.BCST 512(DI)(R10*4), Z5, Z5
+	VADDPS      Z8, Z5, Z5
+
+pass1h2done:
+	JMP pass1next
+
+pass1done:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 1024(AX)
+	VMOVUPS Z3, 1088(AX)
+	VMOVUPS Z4, 2048(AX)
+	VMOVUPS Z5, 2112(AX)
+	ADDQ    $0x00000080, AX
+	ADDQ    $0x22, CX
+	SUBQ    $0x01, DX
+
+done:
+	VZEROUPPER
+	RET
+
+// func attnAccumGroup3Q4_0AVX512(acc *float32, v *byte, nb int, n int, stride int, e *float32, mask *uint64, sum *float32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL
+TEXT ·attnAccumGroup3Q4_0AVX512(SB), NOSPLIT, $0-64
+	MOVQ   acc+0(FP), AX
+	MOVQ   v+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	MOVQ   n+24(FP), BX
+	MOVQ   stride+32(FP), SI
+	MOVQ   e+40(FP), DI
+	MOVQ   mask+48(FP), R8
+	MOVQ   sum+56(FP), R9
+	VMOVSS expfConsts<>+40(SB), X0
+	VMOVSS (R9), X1
+	MOVQ   (R8), R11
+	XORQ   R10, R10
+
+sum0:
+	CMPQ   R10, BX
+	JGE    sum0done
+	BTQ    R10, R11
+	JCS    sum0new
+	VADDSS (DI)(R10*4), X1, X1
+	INCQ   R10
+	JMP    sum0
+
+sum0new:
+	VMULSS (DI)(R10*4), X1, X1
+	VADDSS X0, X1, X1
+	INCQ   R10
+	JMP    sum0
+
+sum0done:
+	VMOVSS X1, (R9)
+	VMOVSS 4(R9), X1
+	MOVQ   8(R8), R11
+	XORQ   R10, R10
+
+sum1:
+	CMPQ   R10, BX
+	JGE    sum1done
+	BTQ    R10, R11
+	JCS    sum1new
+	VADDSS 256(DI)(R10*4), X1, X1
+	INCQ   R10
+	JMP    sum1
+
+sum1new:
+	VMULSS 256(DI)(R10*4), X1, X1
+	VADDSS X0, X1, X1
+	INCQ   R10
+	JMP    sum1
+
+sum1done:
+	VMOVSS X1, 4(R9)
+	VMOVSS 8(R9), X1
+	MOVQ   16(R8), R11
+	XORQ   R10, R10
+
+sum2:
+	CMPQ   R10, BX
+	JGE    sum2done
+	BTQ    R10, R11
+	JCS    sum2new
+	VADDSS 512(DI)(R10*4), X1, X1
+	INCQ   R10
+	JMP    sum2
+
+sum2new:
+	VMULSS 512(DI)(R10*4), X1, X1
+	VADDSS X0, X1, X1
+	INCQ   R10
+	JMP    sum2
+
+sum2done:
+	VMOVSS    X1, 8(R9)
+	VMOVDQU32 nibbleMask<>+0(SB), X0
+	VMOVDQU32 eights<>+0(SB), X1
+
+blocks:
+	CMPQ    DX, $0x02
+	JL      last
+	VMOVUPS (AX), Z2
+	VMOVUPS 64(AX), Z3
+	VMOVUPS 128(AX), Z4
+	VMOVUPS 192(AX), Z5
+	VMOVUPS 1024(AX), Z6
+	VMOVUPS 1088(AX), Z7
+	VMOVUPS 1152(AX), Z8
+	VMOVUPS 1216(AX), Z9
+	VMOVUPS 2048(AX), Z10
+	VMOVUPS 2112(AX), Z11
+	VMOVUPS 2176(AX), Z12
+	VMOVUPS 2240(AX), Z13
+	MOVQ    CX, R9
+	XORQ    R10, R10
+	MOVQ    (R8), R12
+	ORQ     8(R8), R12
+	ORQ     16(R8), R12
+
+pass2:
+	CMPQ         R10, BX
+	JGE          pass2done
+	VPBROADCASTW (R9), Y14
+	VCVTPH2PS    Y14, Z14
+	VMOVDQU32    2(R9), X15
+	VPSRLW       $0x04, X15, X16
+	VPANDD       X0, X15, X15
+	VPANDD       X0, X16, X16
+	VPSUBB       X1, X15, X15
+	VPSUBB       X1, X16, X16
+	VPMOVSXBD    X15, Z15
+	VPMOVSXBD    X16, Z16
+	VCVTDQ2PS    Z15, Z15
+	VMULPS       Z14, Z15, Z15
+	VCVTDQ2PS    Z16, Z16
+	VMULPS       Z14, Z16, Z16
+	VPBROADCASTW 18(R9), Y14
+	VCVTPH2PS    Y14, Z14
+	VMOVDQU32    20(R9), X17
+	VPSRLW       $0x04, X17, X18
+	VPANDD       X0, X17, X17
+	VPANDD       X0, X18, X18
+	VPSUBB       X1, X17, X17
+	VPSUBB       X1, X18, X18
+	VPMOVSXBD    X17, Z17
+	VPMOVSXBD    X18, Z18
+	VCVTDQ2PS    Z17, Z17
+	VMULPS       Z14, Z17, Z17
+	VCVTDQ2PS    Z18, Z18
+	VMULPS       Z14, Z18, Z18
+	SHRQ         $0x01, R12
+	JCS          pass2slow
+	VMULPS.BCST  (DI)(R10*4), Z15, Z14
+	VADDPS       Z14, Z2, Z2
+	VMULPS.BCST  (DI)(R10*4), Z16, Z14
+	VADDPS       Z14, Z3, Z3
+	VMULPS.BCST  (DI)(R10*4), Z17, Z14
+	VADDPS       Z14, Z4, Z4
+	VMULPS.BCST  (DI)(R10*4), Z18, Z14
+	VADDPS       Z14, Z5, Z5
+	VMULPS.BCST  256(DI)(R10*4), Z15, Z14
+	VADDPS       Z14, Z6, Z6
+	VMULPS.BCST  256(DI)(R10*4), Z16, Z14
+	VADDPS       Z14, Z7, Z7
+	VMULPS.BCST  256(DI)(R10*4), Z17, Z14
+	VADDPS       Z14, Z8, Z8
+	VMULPS.BCST  256(DI)(R10*4), Z18, Z14
+	VADDPS       Z14, Z9, Z9
+	VMULPS.BCST  512(DI)(R10*4), Z15, Z14
+	VADDPS       Z14, Z10, Z10
+	VMULPS.BCST  512(DI)(R10*4), Z16, Z14
+	VADDPS       Z14, Z11, Z11
+	VMULPS.BCST  512(DI)(R10*4), Z17, Z14
+	VADDPS       Z14, Z12, Z12
+	VMULPS.BCST  512(DI)(R10*4), Z18, Z14
+	VADDPS       Z14, Z13, Z13
+
+pass2next:
+	ADDQ SI, R9
+	INCQ R10
+	JMP  pass2
+
+pass2slow:
+	MOVQ        (R8), R11
+	BTQ         R10, R11
+	JCS         pass2h0new
+	VMULPS.BCST (DI)(R10*4), Z15, Z14
+	VADDPS      Z14, Z2, Z2
+	VMULPS.BCST (DI)(R10*4), Z16, Z14
+	VADDPS      Z14, Z3, Z3
+	VMULPS.BCST (DI)(R10*4), Z17, Z14
+	VADDPS      Z14, Z4, Z4
+	VMULPS.BCST (DI)(R10*4), Z18, Z14
+	VADDPS      Z14, Z5, Z5
+	JMP         pass2h0done
+
+pass2h0new:
+	VMULPS.BCST (DI)(R10*4), Z2, Z2
+	VADDPS      Z15, Z2, Z2
+	VMULPS.BCST (DI)(R10*4), Z3, Z3
+	VADDPS      Z16, Z3, Z3
+	VMULPS.BCST (DI)(R10*4), Z4, Z4
+	VADDPS      Z17, Z4, Z4
+	VMULPS.BCST (DI)(R10*4), Z5, Z5
+	VADDPS      Z18, Z5, Z5
+
+pass2h0done:
+	MOVQ        8(R8), R11
+	BTQ         R10, R11
+	JCS         pass2h1new
+	VMULPS.BCST 256(DI)(R10*4), Z15, Z14
+	VADDPS      Z14, Z6, Z6
+	VMULPS.BCST 256(DI)(R10*4), Z16, Z14
+	VADDPS      Z14, Z7, Z7
+	VMULPS.BCST 256(DI)(R10*4), Z17, Z14
+	VADDPS      Z14, Z8, Z8
+	VMULPS.BCST 256(DI)(R10*4), Z18, Z14
+	VADDPS      Z14, Z9, Z9
+	JMP         pass2h1done
+
+pass2h1new:
+	VMULPS.BCST 256(DI)(R10*4), Z6, Z6
+	VADDPS      Z15, Z6, Z6
+	VMULPS.BCST 256(DI)(R10*4), Z7, Z7
+	VADDPS      Z16, Z7, Z7
+	VMULPS.BCST 256(DI)(R10*4), Z8, Z8
+	VADDPS      Z17, Z8, Z8
+	VMULPS.BCST 256(DI)(R10*4), Z9, Z9
+	VADDPS      Z18, Z9, Z9
+
+pass2h1done:
+	MOVQ        16(R8), R11
+	BTQ         R10, R11
+	JCS         pass2h2new
+	VMULPS.BCST 512(DI)(R10*4), Z15, Z14
+	VADDPS      Z14, Z10, Z10
+	VMULPS.BCST 512(DI)(R10*4), Z16, Z14
+	VADDPS      Z14, Z11, Z11
+	VMULPS.BCST 512(DI)(R10*4), Z17, Z14
+	VADDPS      Z14, Z12, Z12
+	VMULPS.BCST 512(DI)(R10*4), Z18, Z14
+	VADDPS      Z14, Z13, Z13
+	JMP         pass2h2done
+
+pass2h2new:
+	VMULPS.BCST 512(DI)(R10*4), Z10, Z10
+	VADDPS      Z15, Z10, Z10
+	VMULPS.BCST 512(DI)(R10*4), Z11, Z11
+	VADDPS      Z16, Z11, Z11
+	VMULPS.BCST 512(DI)(R10*4), Z12, Z12
+	VADDPS      Z17, Z12, Z12
+	VMULPS.BCST 512(DI)(R10*4), Z13, Z13
+	VADDPS      Z18, Z13, Z13
+
+pass2h2done:
+	JMP pass2next
+
+pass2done:
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, 64(AX)
+	VMOVUPS Z4, 128(AX)
+	VMOVUPS Z5, 192(AX)
+	VMOVUPS Z6, 1024(AX)
+	VMOVUPS Z7, 1088(AX)
+	VMOVUPS Z8, 1152(AX)
+	VMOVUPS Z9, 1216(AX)
+	VMOVUPS Z10, 2048(AX)
+	VMOVUPS Z11, 2112(AX)
+	VMOVUPS Z12, 2176(AX)
+	VMOVUPS Z13, 2240(AX)
+	ADDQ    $0x00000100, AX
+	ADDQ    $0x24, CX
+	SUBQ    $0x02, DX
+	JMP     blocks
+
+last:
+	TESTQ   DX, DX
+	JZ      done
+	VMOVUPS (AX), Z2
+	VMOVUPS 64(AX), Z3
+	VMOVUPS 1024(AX), Z4
+	VMOVUPS 1088(AX), Z5
+	VMOVUPS 2048(AX), Z6
+	VMOVUPS 2112(AX), Z7
+	MOVQ    CX, R9
+	XORQ    R10, R10
+	MOVQ    (R8), R12
+	ORQ     8(R8), R12
+	ORQ     16(R8), R12
+
+pass1:
+	CMPQ         R10, BX
+	JGE          pass1done
+	VPBROADCASTW (R9), Y8
+	VCVTPH2PS    Y8, Z8
+	VMOVDQU32    2(R9), X9
+	VPSRLW       $0x04, X9, X10
+	VPANDD       X0, X9, X9
+	VPANDD       X0, X10, X10
+	VPSUBB       X1, X9, X9
+	VPSUBB       X1, X10, X10
+	VPMOVSXBD    X9, Z9
+	VPMOVSXBD    X10, Z10
+	VCVTDQ2PS    Z9, Z9
+	VMULPS       Z8, Z9, Z9
+	VCVTDQ2PS    Z10, Z10
+	VMULPS       Z8, Z10, Z10
+	SHRQ         $0x01, R12
+	JCS          pass1slow
+	VMULPS.BCST  (DI)(R10*4), Z9, Z8
+	VADDPS       Z8, Z2, Z2
+	VMULPS.BCST  (DI)(R10*4), Z10, Z8
+	VADDPS       Z8, Z3, Z3
+	VMULPS.BCST  256(DI)(R10*4), Z9, Z8
+	VADDPS       Z8, Z4, Z4
+	VMULPS.BCST  256(DI)(R10*4), Z10, Z8
+	VADDPS       Z8, Z5, Z5
+	VMULPS.BCST  512(DI)(R10*4), Z9, Z8
+	VADDPS       Z8, Z6, Z6
+	VMULPS.BCST  512(DI)(R10*4), Z10, Z8
+	VADDPS       Z8, Z7, Z7
+
+pass1next:
+	ADDQ SI, R9
+	INCQ R10
+	JMP  pass1
+
+pass1slow:
+	MOVQ        (R8), R11
+	BTQ         R10, R11
+	JCS         pass1h0new
+	VMULPS.BCST (DI)(R10*4), Z9, Z8
+	VADDPS      Z8, Z2, Z2
+	VMULPS.BCST (DI)(R10*4), Z10, Z8
+	VADDPS      Z8, Z3, Z3
+	JMP         pass1h0done
+
+pass1h0new:
+	VMULPS.BCST (DI)(R10*4), Z2, Z2
+	VADDPS      Z9, Z2, Z2
+	VMULPS.BCST (DI)(R10*4), Z3, Z3
+	VADDPS      Z10, Z3, Z3
+
+pass1h0done:
+	MOVQ        8(R8), R11
+	BTQ         R10, R11
+	JCS         pass1h1new
+	VMULPS.BCST 256(DI)(R10*4), Z9, Z8
+	VADDPS      Z8, Z4, Z4
+	VMULPS.BCST 256(DI)(R10*4), Z10, Z8
+	VADDPS      Z8, Z5, Z5
+	JMP         pass1h1done
+
+pass1h1new:
+	VMULPS.BCST 256(DI)(R10*4), Z4, Z4
+	VADDPS      Z9, Z4, Z4
+	VMULPS.BCST 256(DI)(R10*4), Z5, Z5
+	VADDPS      Z10, Z5, Z5
+
+pass1h1done:
+	MOVQ        16(R8), R11
+	BTQ         R10, R11
+	JCS         pass1h2new
+	VMULPS.BCST 512(DI)(R10*4), Z9, Z8
+	VADDPS      Z8, Z6, Z6
+	VMULPS.BCST 512(DI)(R10*4), Z10, Z8
+	VADDPS      Z8, Z7, Z7
+	JMP         pass1h2done
+
+pass1h2new:
+	VMULPS.BCST 512(DI)(R10*4), Z6, Z6
+	VADDPS      Z9, Z6, Z6
+	VMULPS.BCST 512(DI)(R10*4), Z7, Z7
+	VADDPS      Z10, Z7, Z7
+
+pass1h2done:
+	JMP pass1next
+
+pass1done:
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, 64(AX)
+	VMOVUPS Z4, 1024(AX)
+	VMOVUPS Z5, 1088(AX)
+	VMOVUPS Z6, 2048(AX)
+	VMOVUPS Z7, 2112(AX)
+	ADDQ    $0x00000080, AX
+	ADDQ    $0x12, CX
+	SUBQ    $0x01, DX
+
+done:
+	VZEROUPPER
+	RET
+
+// func attnAccumGroup4Q8_0AVX512(acc *float32, v *byte, nb int, n int, stride int, e *float32, mask *uint64, sum *float32)
+// Requires: AVX, AVX2, AVX512F
+TEXT ·attnAccumGroup4Q8_0AVX512(SB), NOSPLIT, $0-64
+	MOVQ   acc+0(FP), AX
+	MOVQ   v+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	MOVQ   n+24(FP), BX
+	MOVQ   stride+32(FP), SI
+	MOVQ   e+40(FP), DI
+	MOVQ   mask+48(FP), R8
+	MOVQ   sum+56(FP), R9
+	VMOVSS expfConsts<>+40(SB), X0
+	VMOVSS (R9), X1
+	MOVQ   (R8), R11
+	XORQ   R10, R10
+
+sum0:
+	CMPQ   R10, BX
+	JGE    sum0done
+	BTQ    R10, R11
+	JCS    sum0new
+	VADDSS (DI)(R10*4), X1, X1
+	INCQ   R10
+	JMP    sum0
+
+sum0new:
+	VMULSS (DI)(R10*4), X1, X1
+	VADDSS X0, X1, X1
+	INCQ   R10
+	JMP    sum0
+
+sum0done:
+	VMOVSS X1, (R9)
+	VMOVSS 4(R9), X1
+	MOVQ   8(R8), R11
+	XORQ   R10, R10
+
+sum1:
+	CMPQ   R10, BX
+	JGE    sum1done
+	BTQ    R10, R11
+	JCS    sum1new
+	VADDSS 256(DI)(R10*4), X1, X1
+	INCQ   R10
+	JMP    sum1
+
+sum1new:
+	VMULSS 256(DI)(R10*4), X1, X1
+	VADDSS X0, X1, X1
+	INCQ   R10
+	JMP    sum1
+
+sum1done:
+	VMOVSS X1, 4(R9)
+	VMOVSS 8(R9), X1
+	MOVQ   16(R8), R11
+	XORQ   R10, R10
+
+sum2:
+	CMPQ   R10, BX
+	JGE    sum2done
+	BTQ    R10, R11
+	JCS    sum2new
+	VADDSS 512(DI)(R10*4), X1, X1
+	INCQ   R10
+	JMP    sum2
+
+sum2new:
+	VMULSS 512(DI)(R10*4), X1, X1
+	VADDSS X0, X1, X1
+	INCQ   R10
+	JMP    sum2
+
+sum2done:
+	VMOVSS X1, 8(R9)
+	VMOVSS 12(R9), X1
+	MOVQ   24(R8), R11
+	XORQ   R10, R10
+
+sum3:
+	CMPQ   R10, BX
+	JGE    sum3done
+	BTQ    R10, R11
+	JCS    sum3new
+	VADDSS 768(DI)(R10*4), X1, X1
+	INCQ   R10
+	JMP    sum3
+
+sum3new:
+	VMULSS 768(DI)(R10*4), X1, X1
+	VADDSS X0, X1, X1
+	INCQ   R10
+	JMP    sum3
+
+sum3done:
+	VMOVSS X1, 12(R9)
+
+blocks:
+	CMPQ    DX, $0x02
+	JL      last
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 128(AX), Z2
+	VMOVUPS 192(AX), Z3
+	VMOVUPS 1024(AX), Z4
+	VMOVUPS 1088(AX), Z5
+	VMOVUPS 1152(AX), Z6
+	VMOVUPS 1216(AX), Z7
+	VMOVUPS 2048(AX), Z8
+	VMOVUPS 2112(AX), Z9
+	VMOVUPS 2176(AX), Z10
+	VMOVUPS 2240(AX), Z11
+	VMOVUPS 3072(AX), Z12
+	VMOVUPS 3136(AX), Z13
+	VMOVUPS 3200(AX), Z14
+	VMOVUPS 3264(AX), Z15
+	MOVQ    CX, R9
+	XORQ    R10, R10
+	MOVQ    (R8), R12
+	ORQ     8(R8), R12
+	ORQ     16(R8), R12
+	ORQ     24(R8), R12
+
+pass2:
+	CMPQ         R10, BX
+	JGE          pass2done
+	VPBROADCASTW (R9), Y16
+	VCVTPH2PS    Y16, Z16
+	VPMOVSXBD    2(R9), Z17
+	VPMOVSXBD    18(R9), Z18
+	VCVTDQ2PS    Z17, Z17
+	VMULPS       Z16, Z17, Z17
+	VCVTDQ2PS    Z18, Z18
+	VMULPS       Z16, Z18, Z18
+	VPBROADCASTW 34(R9), Y16
+	VCVTPH2PS    Y16, Z16
+	VPMOVSXBD    36(R9), Z19
+	VPMOVSXBD    52(R9), Z20
+	VCVTDQ2PS    Z19, Z19
+	VMULPS       Z16, Z19, Z19
+	VCVTDQ2PS    Z20, Z20
+	VMULPS       Z16, Z20, Z20
+	SHRQ         $0x01, R12
+	JCS          pass2slow
+	VMULPS.BCST  (DI)(R10*4), Z17, Z16
+	VADDPS       Z16, Z0, Z0
+	VMULPS.BCST  (DI)(R10*4), Z18, Z16
+	VADDPS       Z16, Z1, Z1
+	VMULPS.BCST  (DI)(R10*4), Z19, Z16
+	VADDPS       Z16, Z2, Z2
+	VMULPS.BCST  (DI)(R10*4), Z20, Z16
+	VADDPS       Z16, Z3, Z3
+	VMULPS.BCST  256(DI)(R10*4), Z17, Z16
+	VADDPS       Z16, Z4, Z4
+	VMULPS.BCST  256(DI)(R10*4), Z18, Z16
+	VADDPS       Z16, Z5, Z5
+	VMULPS.BCST  256(DI)(R10*4), Z19, Z16
+	VADDPS       Z16, Z6, Z6
+	VMULPS.BCST  256(DI)(R10*4), Z20, Z16
+	VADDPS       Z16, Z7, Z7
+	VMULPS.BCST  512(DI)(R10*4), Z17, Z16
+	VADDPS       Z16, Z8, Z8
+	VMULPS.BCST  512(DI)(R10*4), Z18, Z16
+	VADDPS       Z16, Z9, Z9
+	VMULPS.BCST  512(DI)(R10*4), Z19, Z16
+	VADDPS       Z16, Z10, Z10
+	VMULPS.BCST  512(DI)(R10*4), Z20, Z16
+	VADDPS       Z16, Z11, Z11
+	VMULPS.BCST  768(DI)(R10*4), Z17, Z16
+	VADDPS       Z16, Z12, Z12
+	VMULPS.BCST  768(DI)(R10*4), Z18, Z16
+	VADDPS       Z16, Z13, Z13
+	VMULPS.BCST  768(DI)(R10*4), Z19, Z16
+	VADDPS       Z16, Z14, Z14
+	VMULPS.BCST  768(DI)(R10*4), Z20, Z16
+	VADDPS       Z16, Z15, Z15
+
+pass2next:
+	ADDQ SI, R9
+	INCQ R10
+	JMP  pass2
+
+pass2slow:
+	MOVQ        (R8), R11
+	BTQ         R10, R11
+	JCS         pass2h0new
+	VMULPS.BCST (DI)(R10*4), Z17, Z16
+	VADDPS      Z16, Z0, Z0
+	VMULPS.BCST (DI)(R10*4), Z18, Z16
+	VADDPS      Z16, Z1, Z1
+	VMULPS.BCST (DI)(R10*4), Z19, Z16
+	VADDPS      Z16, Z2, Z2
+	VMULPS.BCST (DI)(R10*4), Z20, Z16
+	VADDPS      Z16, Z3, Z3
+	JMP         pass2h0done
+
+pass2h0new:
+	VMULPS.BCST (DI)(R10*4), Z0, Z0
+	VADDPS      Z17, Z0, Z0
+	VMULPS.BCST (DI)(R10*4), Z1, Z1
+	VADDPS      Z18, Z1, Z1
+	VMULPS.BCST (DI)(R10*4), Z2, Z2
+	VADDPS      Z19, Z2, Z2
+	VMULPS.BCST (DI)(R10*4), Z3, Z3
+	VADDPS      Z20, Z3, Z3
+
+pass2h0done:
+	MOVQ        8(R8), R11
+	BTQ         R10, R11
+	JCS         pass2h1new
+	VMULPS.BCST 256(DI)(R10*4), Z17, Z16
+	VADDPS      Z16, Z4, Z4
+	VMULPS.BCST 256(DI)(R10*4), Z18, Z16
+	VADDPS      Z16, Z5, Z5
+	VMULPS.BCST 256(DI)(R10*4), Z19, Z16
+	VADDPS      Z16, Z6, Z6
+	VMULPS.BCST 256(DI)(R10*4), Z20, Z16
+	VADDPS      Z16, Z7, Z7
+	JMP         pass2h1done
+
+pass2h1new:
+	VMULPS.BCST 256(DI)(R10*4), Z4, Z4
+	VADDPS      Z17, Z4, Z4
+	VMULPS.BCST 256(DI)(R10*4), Z5, Z5
+	VADDPS      Z18, Z5, Z5
+	VMULPS.BCST 256(DI)(R10*4), Z6, Z6
+	VADDPS      Z19, Z6, Z6
+	VMULPS.BCST 256(DI)(R10*4), Z7, Z7
+	VADDPS      Z20, Z7, Z7
+
+pass2h1done:
+	MOVQ        16(R8), R11
+	BTQ         R10, R11
+	JCS         pass2h2new
+	VMULPS.BCST 512(DI)(R10*4), Z17, Z16
+	VADDPS      Z16, Z8, Z8
+	VMULPS.BCST 512(DI)(R10*4), Z18, Z16
+	VADDPS      Z16, Z9, Z9
+	VMULPS.BCST 512(DI)(R10*4), Z19, Z16
+	VADDPS      Z16, Z10, Z10
+	VMULPS.BCST 512(DI)(R10*4), Z20, Z16
+	VADDPS      Z16, Z11, Z11
+	JMP         pass2h2done
+
+pass2h2new:
+	VMULPS.BCST 512(DI)(R10*4), Z8, Z8
+	VADDPS      Z17, Z8, Z8
+	VMULPS.BCST 512(DI)(R10*4), Z9, Z9
+	VADDPS      Z18, Z9, Z9
+	VMULPS.BCST 512(DI)(R10*4), Z10, Z10
+	VADDPS      Z19, Z10, Z10
+	VMULPS.BCST 512(DI)(R10*4), Z11, Z11
+	VADDPS      Z20, Z11, Z11
+
+pass2h2done:
+	MOVQ        24(R8), R11
+	BTQ         R10, R11
+	JCS         pass2h3new
+	VMULPS.BCST 768(DI)(R10*4), Z17, Z16
+	VADDPS      Z16, Z12, Z12
+	VMULPS.BCST 768(DI)(R10*4), Z18, Z16
+	VADDPS      Z16, Z13, Z13
+	VMULPS.BCST 768(DI)(R10*4), Z19, Z16
+	VADDPS      Z16, Z14, Z14
+	VMULPS.BCST 768(DI)(R10*4), Z20, Z16
+	VADDPS      Z16, Z15, Z15
+	JMP         pass2h3done
+
+pass2h3new:
+	VMULPS.BCST 768(DI)(R10*4), Z12, Z12
+	VADDPS      Z17, Z12, Z12
+	VMULPS.BCST 768(DI)(R10*4), Z13, Z13
+	VADDPS      Z18, Z13, Z13
+	VMULPS.BCST 768(DI)(R10*4), Z14, Z14
+	VADDPS      Z19, Z14, Z14
+	VMULPS.BCST 768(DI)(R10*4), Z15, Z15
+	VADDPS      Z20, Z15, Z15
+
+pass2h3done:
+	JMP pass2next
+
+pass2done:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 128(AX)
+	VMOVUPS Z3, 192(AX)
+	VMOVUPS Z4, 1024(AX)
+	VMOVUPS Z5, 1088(AX)
+	VMOVUPS Z6, 1152(AX)
+	VMOVUPS Z7, 1216(AX)
+	VMOVUPS Z8, 2048(AX)
+	VMOVUPS Z9, 2112(AX)
+	VMOVUPS Z10, 2176(AX)
+	VMOVUPS Z11, 2240(AX)
+	VMOVUPS Z12, 3072(AX)
+	VMOVUPS Z13, 3136(AX)
+	VMOVUPS Z14, 3200(AX)
+	VMOVUPS Z15, 3264(AX)
+	ADDQ    $0x00000100, AX
+	ADDQ    $0x44, CX
+	SUBQ    $0x02, DX
+	JMP     blocks
+
+last:
+	TESTQ   DX, DX
+	JZ      done
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	VMOVUPS 1024(AX), Z2
+	VMOVUPS 1088(AX), Z3
+	VMOVUPS 2048(AX), Z4
+	VMOVUPS 2112(AX), Z5
+	VMOVUPS 3072(AX), Z6
+	VMOVUPS 3136(AX), Z7
+	MOVQ    CX, R9
+	XORQ    R10, R10
+	MOVQ    (R8), R12
+	ORQ     8(R8), R12
+	ORQ     16(R8), R12
+	ORQ     24(R8), R12
+
+pass1:
+	CMPQ         R10, BX
+	JGE          pass1done
+	VPBROADCASTW (R9), Y8
+	VCVTPH2PS    Y8, Z8
+	VPMOVSXBD    2(R9), Z9
+	VPMOVSXBD    18(R9), Z10
+	VCVTDQ2PS    Z9, Z9
+	VMULPS       Z8, Z9, Z9
+	VCVTDQ2PS    Z10, Z10
+	VMULPS       Z8, Z10, Z10
+	SHRQ         $0x01, R12
+	JCS          pass1slow
+	VMULPS.BCST  (DI)(R10*4), Z9, Z8
+	VADDPS       Z8, Z0, Z0
+	VMULPS.BCST  (DI)(R10*4), Z10, Z8
+	VADDPS       Z8, Z1, Z1
+	VMULPS.BCST  256(DI)(R10*4), Z9, Z8
+	VADDPS       Z8, Z2, Z2
+	VMULPS.BCST  256(DI)(R10*4), Z10, Z8
+	VADDPS       Z8, Z3, Z3
+	VMULPS.BCST  512(DI)(R10*4), Z9, Z8
+	VADDPS       Z8, Z4, Z4
+	VMULPS.BCST  512(DI)(R10*4), Z10, Z8
+	VADDPS       Z8, Z5, Z5
+	VMULPS.BCST  768(DI)(R10*4), Z9, Z8
+	VADDPS       Z8, Z6, Z6
+	VMULPS.BCST  768(DI)(R10*4), Z10, Z8
+	VADDPS       Z8, Z7, Z7
+
+pass1next:
+	ADDQ SI, R9
+	INCQ R10
+	JMP  pass1
+
+pass1slow:
+	MOVQ        (R8), R11
+	BTQ         R10, R11
+	JCS         pass1h0new
+	VMULPS.BCST (DI)(R10*4), Z9, Z8
+	VADDPS      Z8, Z0, Z0
+	VMULPS.BCST (DI)(R10*4), Z10, Z8
+	VADDPS      Z8, Z1, Z1
+	JMP         pass1h0done
+
+pass1h0new:
+	VMULPS.BCST (DI)(R10*4), Z0, Z0
+	VADDPS      Z9, Z0, Z0
+	VMULPS.BCST (DI)(R10*4), Z1, Z1
+	VADDPS      Z10, Z1, Z1
+
+pass1h0done:
+	MOVQ        8(R8), R11
+	BTQ         R10, R11
+	JCS         pass1h1new
+	VMULPS.BCST 256(DI)(R10*4), Z9, Z8
+	VADDPS      Z8, Z2, Z2
+	VMULPS.BCST 256(DI)(R10*4), Z10, Z8
+	VADDPS      Z8, Z3, Z3
+	JMP         pass1h1done
+
+pass1h1new:
+	VMULPS.BCST 256(DI)(R10*4), Z2, Z2
+	VADDPS      Z9, Z2, Z2
+	VMULPS.BCST 256(DI)(R10*4), Z3, Z3
+	VADDPS      Z10, Z3, Z3
+
+pass1h1done:
+	MOVQ        16(R8), R11
+	BTQ         R10, R11
+	JCS         pass1h2new
+	VMULPS.BCST 512(DI)(R10*4), Z9, Z8
+	VADDPS      Z8, Z4, Z4
+	VMULPS.BCST 512(DI)(R10*4), Z10, Z8
+	VADDPS      Z8, Z5, Z5
+	JMP         pass1h2done
+
+pass1h2new:
+	VMULPS.BCST 512(DI)(R10*4), Z4, Z4
+	VADDPS      Z9, Z4, Z4
+	VMULPS.BCST 512(DI)(R10*4), Z5, Z5
+	VADDPS      Z10, Z5, Z5
+
+pass1h2done:
+	MOVQ        24(R8), R11
+	BTQ         R10, R11
+	JCS         pass1h3new
+	VMULPS.BCST 768(DI)(R10*4), Z9, Z8
+	VADDPS      Z8, Z6, Z6
+	VMULPS.BCST 768(DI)(R10*4), Z10, Z8
+	VADDPS      Z8, Z7, Z7
+	JMP         pass1h3done
+
+pass1h3new:
+	VMULPS.BCST 768(DI)(R10*4), Z6, Z6
+	VADDPS      Z9, Z6, Z6
+	VMULPS.BCST 768(DI)(R10*4), Z7, Z7
+	VADDPS      Z10, Z7, Z7
+
+pass1h3done:
+	JMP pass1next
+
+pass1done:
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	VMOVUPS Z2, 1024(AX)
+	VMOVUPS Z3, 1088(AX)
+	VMOVUPS Z4, 2048(AX)
+	VMOVUPS Z5, 2112(AX)
+	VMOVUPS Z6, 3072(AX)
+	VMOVUPS Z7, 3136(AX)
+	ADDQ    $0x00000080, AX
+	ADDQ    $0x22, CX
+	SUBQ    $0x01, DX
+
+done:
+	VZEROUPPER
+	RET
+
+// func attnAccumGroup4Q4_0AVX512(acc *float32, v *byte, nb int, n int, stride int, e *float32, mask *uint64, sum *float32)
+// Requires: AVX, AVX2, AVX512F, AVX512VL
+TEXT ·attnAccumGroup4Q4_0AVX512(SB), NOSPLIT, $0-64
+	MOVQ   acc+0(FP), AX
+	MOVQ   v+8(FP), CX
+	MOVQ   nb+16(FP), DX
+	MOVQ   n+24(FP), BX
+	MOVQ   stride+32(FP), SI
+	MOVQ   e+40(FP), DI
+	MOVQ   mask+48(FP), R8
+	MOVQ   sum+56(FP), R9
+	VMOVSS expfConsts<>+40(SB), X0
+	VMOVSS (R9), X1
+	MOVQ   (R8), R11
+	XORQ   R10, R10
+
+sum0:
+	CMPQ   R10, BX
+	JGE    sum0done
+	BTQ    R10, R11
+	JCS    sum0new
+	VADDSS (DI)(R10*4), X1, X1
+	INCQ   R10
+	JMP    sum0
+
+sum0new:
+	VMULSS (DI)(R10*4), X1, X1
+	VADDSS X0, X1, X1
+	INCQ   R10
+	JMP    sum0
+
+sum0done:
+	VMOVSS X1, (R9)
+	VMOVSS 4(R9), X1
+	MOVQ   8(R8), R11
+	XORQ   R10, R10
+
+sum1:
+	CMPQ   R10, BX
+	JGE    sum1done
+	BTQ    R10, R11
+	JCS    sum1new
+	VADDSS 256(DI)(R10*4), X1, X1
+	INCQ   R10
+	JMP    sum1
+
+sum1new:
+	VMULSS 256(DI)(R10*4), X1, X1
+	VADDSS X0, X1, X1
+	INCQ   R10
+	JMP    sum1
+
+sum1done:
+	VMOVSS X1, 4(R9)
+	VMOVSS 8(R9), X1
+	MOVQ   16(R8), R11
+	XORQ   R10, R10
+
+sum2:
+	CMPQ   R10, BX
+	JGE    sum2done
+	BTQ    R10, R11
+	JCS    sum2new
+	VADDSS 512(DI)(R10*4), X1, X1
+	INCQ   R10
+	JMP    sum2
+
+sum2new:
+	VMULSS 512(DI)(R10*4), X1, X1
+	VADDSS X0, X1, X1
+	INCQ   R10
+	JMP    sum2
+
+sum2done:
+	VMOVSS X1, 8(R9)
+	VMOVSS 12(R9), X1
+	MOVQ   24(R8), R11
+	XORQ   R10, R10
+
+sum3:
+	CMPQ   R10, BX
+	JGE    sum3done
+	BTQ    R10, R11
+	JCS    sum3new
+	VADDSS 768(DI)(R10*4), X1, X1
+	INCQ   R10
+	JMP    sum3
+
+sum3new:
+	VMULSS 768(DI)(R10*4), X1, X1
+	VADDSS X0, X1, X1
+	INCQ   R10
+	JMP    sum3
+
+sum3done:
+	VMOVSS    X1, 12(R9)
+	VMOVDQU32 nibbleMask<>+0(SB), X0
+	VMOVDQU32 eights<>+0(SB), X1
+
+blocks:
+	CMPQ    DX, $0x02
+	JL      last
+	VMOVUPS (AX), Z2
+	VMOVUPS 64(AX), Z3
+	VMOVUPS 128(AX), Z4
+	VMOVUPS 192(AX), Z5
+	VMOVUPS 1024(AX), Z6
+	VMOVUPS 1088(AX), Z7
+	VMOVUPS 1152(AX), Z8
+	VMOVUPS 1216(AX), Z9
+	VMOVUPS 2048(AX), Z10
+	VMOVUPS 2112(AX), Z11
+	VMOVUPS 2176(AX), Z12
+	VMOVUPS 2240(AX), Z13
+	VMOVUPS 3072(AX), Z14
+	VMOVUPS 3136(AX), Z15
+	VMOVUPS 3200(AX), Z16
+	VMOVUPS 3264(AX), Z17
+	MOVQ    CX, R9
+	XORQ    R10, R10
+	MOVQ    (R8), R12
+	ORQ     8(R8), R12
+	ORQ     16(R8), R12
+	ORQ     24(R8), R12
+
+pass2:
+	CMPQ         R10, BX
+	JGE          pass2done
+	VPBROADCASTW (R9), Y18
+	VCVTPH2PS    Y18, Z18
+	VMOVDQU32    2(R9), X19
+	VPSRLW       $0x04, X19, X20
+	VPANDD       X0, X19, X19
+	VPANDD       X0, X20, X20
+	VPSUBB       X1, X19, X19
+	VPSUBB       X1, X20, X20
+	VPMOVSXBD    X19, Z19
+	VPMOVSXBD    X20, Z20
+	VCVTDQ2PS    Z19, Z19
+	VMULPS       Z18, Z19, Z19
+	VCVTDQ2PS    Z20, Z20
+	VMULPS       Z18, Z20, Z20
+	VPBROADCASTW 18(R9), Y18
+	VCVTPH2PS    Y18, Z18
+	VMOVDQU32    20(R9), X21
+	VPSRLW       $0x04, X21, X22
+	VPANDD       X0, X21, X21
+	VPANDD       X0, X22, X22
+	VPSUBB       X1, X21, X21
+	VPSUBB       X1, X22, X22
+	VPMOVSXBD    X21, Z21
+	VPMOVSXBD    X22, Z22
+	VCVTDQ2PS    Z21, Z21
+	VMULPS       Z18, Z21, Z21
+	VCVTDQ2PS    Z22, Z22
+	VMULPS       Z18, Z22, Z22
+	SHRQ         $0x01, R12
+	JCS          pass2slow
+	VMULPS.BCST  (DI)(R10*4), Z19, Z18
+	VADDPS       Z18, Z2, Z2
+	VMULPS.BCST  (DI)(R10*4), Z20, Z18
+	VADDPS       Z18, Z3, Z3
+	VMULPS.BCST  (DI)(R10*4), Z21, Z18
+	VADDPS       Z18, Z4, Z4
+	VMULPS.BCST  (DI)(R10*4), Z22, Z18
+	VADDPS       Z18, Z5, Z5
+	VMULPS.BCST  256(DI)(R10*4), Z19, Z18
+	VADDPS       Z18, Z6, Z6
+	VMULPS.BCST  256(DI)(R10*4), Z20, Z18
+	VADDPS       Z18, Z7, Z7
+	VMULPS.BCST  256(DI)(R10*4), Z21, Z18
+	VADDPS       Z18, Z8, Z8
+	VMULPS.BCST  256(DI)(R10*4), Z22, Z18
+	VADDPS       Z18, Z9, Z9
+	VMULPS.BCST  512(DI)(R10*4), Z19, Z18
+	VADDPS       Z18, Z10, Z10
+	VMULPS.BCST  512(DI)(R10*4), Z20, Z18
+	VADDPS       Z18, Z11, Z11
+	VMULPS.BCST  512(DI)(R10*4), Z21, Z18
+	VADDPS       Z18, Z12, Z12
+	VMULPS.BCST  512(DI)(R10*4), Z22, Z18
+	VADDPS       Z18, Z13, Z13
+	VMULPS.BCST  768(DI)(R10*4), Z19, Z18
+	VADDPS       Z18, Z14, Z14
+	VMULPS.BCST  768(DI)(R10*4), Z20, Z18
+	VADDPS       Z18, Z15, Z15
+	VMULPS.BCST  768(DI)(R10*4), Z21, Z18
+	VADDPS       Z18, Z16, Z16
+	VMULPS.BCST  768(DI)(R10*4), Z22, Z18
+	VADDPS       Z18, Z17, Z17
+
+pass2next:
+	ADDQ SI, R9
+	INCQ R10
+	JMP  pass2
+
+pass2slow:
+	MOVQ        (R8), R11
+	BTQ         R10, R11
+	JCS         pass2h0new
+	VMULPS.BCST (DI)(R10*4), Z19, Z18
+	VADDPS      Z18, Z2, Z2
+	VMULPS.BCST (DI)(R10*4), Z20, Z18
+	VADDPS      Z18, Z3, Z3
+	VMULPS.BCST (DI)(R10*4), Z21, Z18
+	VADDPS      Z18, Z4, Z4
+	VMULPS.BCST (DI)(R10*4), Z22, Z18
+	VADDPS      Z18, Z5, Z5
+	JMP         pass2h0done
+
+pass2h0new:
+	VMULPS.BCST (DI)(R10*4), Z2, Z2
+	VADDPS      Z19, Z2, Z2
+	VMULPS.BCST (DI)(R10*4), Z3, Z3
+	VADDPS      Z20, Z3, Z3
+	VMULPS.BCST (DI)(R10*4), Z4, Z4
+	VADDPS      Z21, Z4, Z4
+	VMULPS.BCST (DI)(R10*4), Z5, Z5
+	VADDPS      Z22, Z5, Z5
+
+pass2h0done:
+	MOVQ        8(R8), R11
+	BTQ         R10, R11
+	JCS         pass2h1new
+	VMULPS.BCST 256(DI)(R10*4), Z19, Z18
+	VADDPS      Z18, Z6, Z6
+	VMULPS.BCST 256(DI)(R10*4), Z20, Z18
+	VADDPS      Z18, Z7, Z7
+	VMULPS.BCST 256(DI)(R10*4), Z21, Z18
+	VADDPS      Z18, Z8, Z8
+	VMULPS.BCST 256(DI)(R10*4), Z22, Z18
+	VADDPS      Z18, Z9, Z9
+	JMP         pass2h1done
+
+pass2h1new:
+	VMULPS.BCST 256(DI)(R10*4), Z6, Z6
+	VADDPS      Z19, Z6, Z6
+	VMULPS.BCST 256(DI)(R10*4), Z7, Z7
+	VADDPS      Z20, Z7, Z7
+	VMULPS.BCST 256(DI)(R10*4), Z8, Z8
+	VADDPS      Z21, Z8, Z8
+	VMULPS.BCST 256(DI)(R10*4), Z9, Z9
+	VADDPS      Z22, Z9, Z9
+
+pass2h1done:
+	MOVQ        16(R8), R11
+	BTQ         R10, R11
+	JCS         pass2h2new
+	VMULPS.BCST 512(DI)(R10*4), Z19, Z18
+	VADDPS      Z18, Z10, Z10
+	VMULPS.BCST 512(DI)(R10*4), Z20, Z18
+	VADDPS      Z18, Z11, Z11
+	VMULPS.BCST 512(DI)(R10*4), Z21, Z18
+	VADDPS      Z18, Z12, Z12
+	VMULPS.BCST 512(DI)(R10*4), Z22, Z18
+	VADDPS      Z18, Z13, Z13
+	JMP         pass2h2done
+
+pass2h2new:
+	VMULPS.BCST 512(DI)(R10*4), Z10, Z10
+	VADDPS      Z19, Z10, Z10
+	VMULPS.BCST 512(DI)(R10*4), Z11, Z11
+	VADDPS      Z20, Z11, Z11
+	VMULPS.BCST 512(DI)(R10*4), Z12, Z12
+	VADDPS      Z21, Z12, Z12
+	VMULPS.BCST 512(DI)(R10*4), Z13, Z13
+	VADDPS      Z22, Z13, Z13
+
+pass2h2done:
+	MOVQ        24(R8), R11
+	BTQ         R10, R11
+	JCS         pass2h3new
+	VMULPS.BCST 768(DI)(R10*4), Z19, Z18
+	VADDPS      Z18, Z14, Z14
+	VMULPS.BCST 768(DI)(R10*4), Z20, Z18
+	VADDPS      Z18, Z15, Z15
+	VMULPS.BCST 768(DI)(R10*4), Z21, Z18
+	VADDPS      Z18, Z16, Z16
+	VMULPS.BCST 768(DI)(R10*4), Z22, Z18
+	VADDPS      Z18, Z17, Z17
+	JMP         pass2h3done
+
+pass2h3new:
+	VMULPS.BCST 768(DI)(R10*4), Z14, Z14
+	VADDPS      Z19, Z14, Z14
+	VMULPS.BCST 768(DI)(R10*4), Z15, Z15
+	VADDPS      Z20, Z15, Z15
+	VMULPS.BCST 768(DI)(R10*4), Z16, Z16
+	VADDPS      Z21, Z16, Z16
+	VMULPS.BCST 768(DI)(R10*4), Z17, Z17
+	VADDPS      Z22, Z17, Z17
+
+pass2h3done:
+	JMP pass2next
+
+pass2done:
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, 64(AX)
+	VMOVUPS Z4, 128(AX)
+	VMOVUPS Z5, 192(AX)
+	VMOVUPS Z6, 1024(AX)
+	VMOVUPS Z7, 1088(AX)
+	VMOVUPS Z8, 1152(AX)
+	VMOVUPS Z9, 1216(AX)
+	VMOVUPS Z10, 2048(AX)
+	VMOVUPS Z11, 2112(AX)
+	VMOVUPS Z12, 2176(AX)
+	VMOVUPS Z13, 2240(AX)
+	VMOVUPS Z14, 3072(AX)
+	VMOVUPS Z15, 3136(AX)
+	VMOVUPS Z16, 3200(AX)
+	VMOVUPS Z17, 3264(AX)
+	ADDQ    $0x00000100, AX
+	ADDQ    $0x24, CX
+	SUBQ    $0x02, DX
+	JMP     blocks
+
+last:
+	TESTQ   DX, DX
+	JZ      done
+	VMOVUPS (AX), Z2
+	VMOVUPS 64(AX), Z3
+	VMOVUPS 1024(AX), Z4
+	VMOVUPS 1088(AX), Z5
+	VMOVUPS 2048(AX), Z6
+	VMOVUPS 2112(AX), Z7
+	VMOVUPS 3072(AX), Z8
+	VMOVUPS 3136(AX), Z9
+	MOVQ    CX, R9
+	XORQ    R10, R10
+	MOVQ    (R8), R12
+	ORQ     8(R8), R12
+	ORQ     16(R8), R12
+	ORQ     24(R8), R12
+
+pass1:
+	CMPQ         R10, BX
+	JGE          pass1done
+	VPBROADCASTW (R9), Y10
+	VCVTPH2PS    Y10, Z10
+	VMOVDQU32    2(R9), X11
+	VPSRLW       $0x04, X11, X12
+	VPANDD       X0, X11, X11
+	VPANDD       X0, X12, X12
+	VPSUBB       X1, X11, X11
+	VPSUBB       X1, X12, X12
+	VPMOVSXBD    X11, Z11
+	VPMOVSXBD    X12, Z12
+	VCVTDQ2PS    Z11, Z11
+	VMULPS       Z10, Z11, Z11
+	VCVTDQ2PS    Z12, Z12
+	VMULPS       Z10, Z12, Z12
+	SHRQ         $0x01, R12
+	JCS          pass1slow
+	VMULPS.BCST  (DI)(R10*4), Z11, Z10
+	VADDPS       Z10, Z2, Z2
+	VMULPS.BCST  (DI)(R10*4), Z12, Z10
+	VADDPS       Z10, Z3, Z3
+	VMULPS.BCST  256(DI)(R10*4), Z11, Z10
+	VADDPS       Z10, Z4, Z4
+	VMULPS.BCST  256(DI)(R10*4), Z12, Z10
+	VADDPS       Z10, Z5, Z5
+	VMULPS.BCST  512(DI)(R10*4), Z11, Z10
+	VADDPS       Z10, Z6, Z6
+	VMULPS.BCST  512(DI)(R10*4), Z12, Z10
+	VADDPS       Z10, Z7, Z7
+	VMULPS.BCST  768(DI)(R10*4), Z11, Z10
+	VADDPS       Z10, Z8, Z8
+	VMULPS.BCST  768(DI)(R10*4), Z12, Z10
+	VADDPS       Z10, Z9, Z9
+
+pass1next:
+	ADDQ SI, R9
+	INCQ R10
+	JMP  pass1
+
+pass1slow:
+	MOVQ        (R8), R11
+	BTQ         R10, R11
+	JCS         pass1h0new
+	VMULPS.BCST (DI)(R10*4), Z11, Z10
+	VADDPS      Z10, Z2, Z2
+	VMULPS.BCST (DI)(R10*4), Z12, Z10
+	VADDPS      Z10, Z3, Z3
+	JMP         pass1h0done
+
+pass1h0new:
+	VMULPS.BCST (DI)(R10*4), Z2, Z2
+	VADDPS      Z11, Z2, Z2
+	VMULPS.BCST (DI)(R10*4), Z3, Z3
+	VADDPS      Z12, Z3, Z3
+
+pass1h0done:
+	MOVQ        8(R8), R11
+	BTQ         R10, R11
+	JCS         pass1h1new
+	VMULPS.BCST 256(DI)(R10*4), Z11, Z10
+	VADDPS      Z10, Z4, Z4
+	VMULPS.BCST 256(DI)(R10*4), Z12, Z10
+	VADDPS      Z10, Z5, Z5
+	JMP         pass1h1done
+
+pass1h1new:
+	VMULPS.BCST 256(DI)(R10*4), Z4, Z4
+	VADDPS      Z11, Z4, Z4
+	VMULPS.BCST 256(DI)(R10*4), Z5, Z5
+	VADDPS      Z12, Z5, Z5
+
+pass1h1done:
+	MOVQ        16(R8), R11
+	BTQ         R10, R11
+	JCS         pass1h2new
+	VMULPS.BCST 512(DI)(R10*4), Z11, Z10
+	VADDPS      Z10, Z6, Z6
+	VMULPS.BCST 512(DI)(R10*4), Z12, Z10
+	VADDPS      Z10, Z7, Z7
+	JMP         pass1h2done
+
+pass1h2new:
+	VMULPS.BCST 512(DI)(R10*4), Z6, Z6
+	VADDPS      Z11, Z6, Z6
+	VMULPS.BCST 512(DI)(R10*4), Z7, Z7
+	VADDPS      Z12, Z7, Z7
+
+pass1h2done:
+	MOVQ        24(R8), R11
+	BTQ         R10, R11
+	JCS         pass1h3new
+	VMULPS.BCST 768(DI)(R10*4), Z11, Z10
+	VADDPS      Z10, Z8, Z8
+	VMULPS.BCST 768(DI)(R10*4), Z12, Z10
+	VADDPS      Z10, Z9, Z9
+	JMP         pass1h3done
+
+pass1h3new:
+	VMULPS.BCST 768(DI)(R10*4), Z8, Z8
+	VADDPS      Z11, Z8, Z8
+	VMULPS.BCST 768(DI)(R10*4), Z9, Z9
+	VADDPS      Z12, Z9, Z9
+
+pass1h3done:
+	JMP pass1next
+
+pass1done:
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, 64(AX)
+	VMOVUPS Z4, 1024(AX)
+	VMOVUPS Z5, 1088(AX)
+	VMOVUPS Z6, 2048(AX)
+	VMOVUPS Z7, 2112(AX)
+	VMOVUPS Z8, 3072(AX)
+	VMOVUPS Z9, 3136(AX)
+	ADDQ    $0x00000080, AX
+	ADDQ    $0x12, CX
+	SUBQ    $0x01, DX
+
+done:
+	VZEROUPPER
+	RET
+
+// func scaleRowsAVX512(s *float32, n int, rows int, ld int, scale float32)
+// Requires: AVX, AVX512F
+TEXT ·scaleRowsAVX512(SB), NOSPLIT, $0-36
+	MOVQ         s+0(FP), AX
+	MOVQ         n+8(FP), CX
+	MOVQ         rows+16(FP), DX
+	MOVQ         ld+24(FP), BX
+	SHLQ         $0x02, BX
+	VBROADCASTSS scale+32(FP), Z0
+
+row:
+	TESTQ DX, DX
+	JZ    done
+	MOVQ  AX, SI
+	MOVQ  CX, DI
+
+vec:
+	TESTQ   DI, DI
+	JZ      rowdone
+	VMULPS  (SI), Z0, Z1
+	VMOVUPS Z1, (SI)
+	ADDQ    $0x40, SI
+	SUBQ    $0x10, DI
+	JMP     vec
+
+rowdone:
+	ADDQ BX, AX
+	DECQ DX
+	JMP  row
+
+done:
+	VZEROUPPER
+	RET
+
 DATA attnF32Perm<>+0(SB)/8, $0x0000000200000000
 DATA attnF32Perm<>+8(SB)/8, $0x0000000300000001
 DATA attnF32Perm<>+16(SB)/8, $0x0000000a00000008

@@ -482,6 +482,51 @@ func attnAccumGroup4Q8_0AVX2(acc *float32, v *byte, nb int, n int, stride int, e
 //go:noescape
 func attnAccumGroup4Q4_0AVX2(acc *float32, v *byte, nb int, n int, stride int, e *float32, mask *uint64, sum *float32)
 
+// attnAccumGroup1Q8_0AVX512 is attnAccumGroup1Q8_0AVX2 (1 heads) on AVX-512, with its bits.
+//
+//go:noescape
+func attnAccumGroup1Q8_0AVX512(acc *float32, v *byte, nb int, n int, stride int, e *float32, mask *uint64, sum *float32)
+
+// attnAccumGroup1Q4_0AVX512 is attnAccumGroup1Q4_0AVX2 (1 heads) on AVX-512, with its bits.
+//
+//go:noescape
+func attnAccumGroup1Q4_0AVX512(acc *float32, v *byte, nb int, n int, stride int, e *float32, mask *uint64, sum *float32)
+
+// attnAccumGroup2Q8_0AVX512 is attnAccumGroup2Q8_0AVX2 (2 heads) on AVX-512, with its bits.
+//
+//go:noescape
+func attnAccumGroup2Q8_0AVX512(acc *float32, v *byte, nb int, n int, stride int, e *float32, mask *uint64, sum *float32)
+
+// attnAccumGroup2Q4_0AVX512 is attnAccumGroup2Q4_0AVX2 (2 heads) on AVX-512, with its bits.
+//
+//go:noescape
+func attnAccumGroup2Q4_0AVX512(acc *float32, v *byte, nb int, n int, stride int, e *float32, mask *uint64, sum *float32)
+
+// attnAccumGroup3Q8_0AVX512 is attnAccumGroup3Q8_0AVX2 (3 heads) on AVX-512, with its bits.
+//
+//go:noescape
+func attnAccumGroup3Q8_0AVX512(acc *float32, v *byte, nb int, n int, stride int, e *float32, mask *uint64, sum *float32)
+
+// attnAccumGroup3Q4_0AVX512 is attnAccumGroup3Q4_0AVX2 (3 heads) on AVX-512, with its bits.
+//
+//go:noescape
+func attnAccumGroup3Q4_0AVX512(acc *float32, v *byte, nb int, n int, stride int, e *float32, mask *uint64, sum *float32)
+
+// attnAccumGroup4Q8_0AVX512 is attnAccumGroup4Q8_0AVX2 (4 heads) on AVX-512, with its bits.
+//
+//go:noescape
+func attnAccumGroup4Q8_0AVX512(acc *float32, v *byte, nb int, n int, stride int, e *float32, mask *uint64, sum *float32)
+
+// attnAccumGroup4Q4_0AVX512 is attnAccumGroup4Q4_0AVX2 (4 heads) on AVX-512, with its bits.
+//
+//go:noescape
+func attnAccumGroup4Q4_0AVX512(acc *float32, v *byte, nb int, n int, stride int, e *float32, mask *uint64, sum *float32)
+
+// scaleRowsAVX512 multiplies s[r·ld + i] by scale for r < rows, i < n (n a multiple of 16).
+//
+//go:noescape
+func scaleRowsAVX512(s *float32, n int, rows int, ld int, scale float32)
+
 // attnChunkF32AVX512 is attnChunkF32Generic for head size 64: it adds positions
 // 0..m-1 of a chunk (keys and values the float32 rows of 64 at kf and vf; kf holds 64
 // rows, those from m on any finite or not) to the state of query q (scaled):

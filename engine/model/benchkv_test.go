@@ -26,13 +26,18 @@ import (
 // process's CPU time (user and system, all threads: on a machine shared with other
 // processes, the time this one was not running is left out; the workers' spinning
 // is in); as …-fastest, of each variant's fastest op (the one the other processes
-// disturbed least).
+// disturbed least). LMLITE_BENCH_THREADS sets the kernels' workers (default: one
+// per CPU); with 1, the CPU-time ratios hold no workers' spinning, the measure to
+// take on a loaded machine.
 func BenchmarkDecodeKVTypes(b *testing.B) {
 	path := os.Getenv("LMLITE_BENCH_MODEL")
 	if path == "" {
 		b.Skip("LMLITE_BENCH_MODEL not set")
 	}
 	np, par := benchEnvInt(b, "LMLITE_BENCH_PROMPT", 2048), benchEnvInt(b, "LMLITE_BENCH_PARALLEL", 1)
+	if os.Getenv("LMLITE_BENCH_THREADS") != "" {
+		defer kernels.SetThreads(kernels.SetThreads(benchEnvInt(b, "LMLITE_BENCH_THREADS", 0)))
+	}
 	m, err := Open(path)
 	if err != nil {
 		b.Fatal(err)
