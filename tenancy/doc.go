@@ -119,21 +119,23 @@
 //
 // The ledger lives in the Store: an embedded bbolt database under the data directory
 // holding the entries and per-tenant spend totals per day and month (which Admit
-// reloads after a restart), and beside it a write-ahead log. Writes are grouped without a hand-off:
-// Settle encodes its entry in its own goroutine and appends it to the current group;
-// whoever then holds the log lock writes the whole group as one log record, and
-// entries that arrive meanwhile queue on the lock and go out together in the next
-// record (group commit). Settle returns only when its group's record is written, so
-// that a response is never completed before its usage is safe. With SyncFsync each
-// record is fsynced (one fsync per group, not per request; it survives power loss);
-// with SyncProcess it is written to the OS only (it survives kill -9 of the process,
-// not a power cut) and costs one write(2), with no goroutine switch when uncontended.
-// Every 200ms (or 4096 entries) a background goroutine moves the writers to a new log
-// segment, applies the entries of the old ones to the database in one fsynced
-// transaction and deletes them, so writers never wait for the database; Open replays
-// the segments left by a killed process, skipping what the database already holds
-// (entries carry increasing sequence numbers). ledger.go has the details; the log's
-// record and segment format is package ledger's.
+// reloads after a restart), and beside it a write-ahead log, package ledger's Log
+// (group commit, segments, the background apply, replay), of which the Store is the
+// Owner (ledger.go: the groups, batches and how a batch is applied). Writes are
+// grouped without a hand-off: Settle encodes its entry in its own goroutine and
+// appends it to the log's current group (where it gets its seq); whoever then holds
+// the log's write lock writes the whole group as one record, and entries that arrive
+// meanwhile go out together in the next record (group commit). Settle returns only
+// when its group's record is written, so that a response is never completed before
+// its usage is safe. With SyncFsync each record is fsynced (one fsync per group, not
+// per request; it survives power loss); with SyncProcess it is written to the OS only
+// (it survives kill -9 of the process, not a power cut) and costs one write(2), with
+// no goroutine switch when uncontended. Every 200ms (or 4096 entries) the log moves
+// the writers to a new segment, applies the entries of the old ones to the database
+// in one fsynced transaction and deletes them, so writers never wait for the
+// database; Open replays the segments left by a killed process, skipping what the
+// database already holds (entries carry increasing sequence numbers). Package
+// ledger's doc says why it is a log of its own and not bbolt's DB.Batch.
 //
 // The same transaction adds the entries to the usage rollups kept in the database
 // (usage.PutBolt), so they always hold exactly the ledger's entries; LoadRollups
