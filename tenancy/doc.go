@@ -137,6 +137,10 @@
 // database already holds (entries carry increasing sequence numbers). Package
 // ledger's doc says why it is a log of its own and not bbolt's DB.Batch.
 //
+// A request refused before its admission (a rate, concurrency or budget quota, a bad
+// request) is ledgered too, through NotAdmitted, as an entry marked NotAdmitted (cost
+// 0): the ledger is the one feed of the usage rollups, refusals included.
+//
 // The same transaction adds the entries to the usage rollups kept in the database
 // (usage.PutBolt), so they always hold exactly the ledger's entries; LoadRollups
 // reads them at start, and UsageSince lets usage.Redis follow the ledger by seq.

@@ -203,6 +203,9 @@ func appendEntry(b []byte, e *Entry) []byte {
 		b = strconv.AppendInt(b, int64(e.GrammarTime), 10)
 	}
 	b = str(b, "refused", e.Refused)
+	if e.NotAdmitted {
+		b = append(b, `,"not_admitted":true`...)
+	}
 	if e.Hold != 0 {
 		b = append(b, `,"hold":`...)
 		b = strconv.AppendUint(b, e.Hold, 10)

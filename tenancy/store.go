@@ -95,7 +95,11 @@ type Entry struct {
 	CachedTokens     int           `json:"cached_tokens,omitempty"` // prompt tokens served from the prefix cache
 	ColdStart        time.Duration `json:"cold_start_ns,omitempty"` // the wait for its model's load or worker start, if it had one
 	GrammarTime      time.Duration `json:"grammar_ns,omitempty"`    // the time its output's grammar masks took to compute (engine.Usage.GrammarTime)
-	Refused          string        `json:"refused,omitempty"`       // a refusal after admission: a usage.Reason's name
+	Refused          string        `json:"refused,omitempty"`       // why it was refused: a usage.Reason's name
+	// NotAdmitted marks the entry of a request refused before its admission (a rate,
+	// concurrency or budget quota, a bad request): it counts as a refusal in the usage
+	// rollups, not as a request. Its Status is the refusal's, its Cost 0.
+	NotAdmitted bool `json:"not_admitted,omitempty"`
 	Hold             uint64        `json:"hold,omitempty"`          // the hold (Ticket.Hold) this entry settles; 0: none
 	// Lease is the lease (LeaseShared) the entry's money was settled from, if any: how
 	// a lease whose holder died is reconciled from its ledger (LeaseSums).
@@ -127,7 +131,7 @@ type Hold struct {
 // event is e as the usage rollups count it.
 func (e *Entry) event() usage.Event {
 	return usage.Event{
-		Time: e.Time, RequestID: e.RequestID, Tenant: e.Tenant, Model: e.Model, Tier: e.Tier, Adapter: e.Adapter, Admitted: true,
+		Time: e.Time, RequestID: e.RequestID, Tenant: e.Tenant, Model: e.Model, Tier: e.Tier, Adapter: e.Adapter, Admitted: !e.NotAdmitted,
 		Status: e.Status, Refused: usage.ParseReason(e.Refused), InputTokens: e.PromptTokens,
 		OutputTokens: e.CompletionTokens, CachedTokens: e.CachedTokens, Cost: e.Cost, Latency: e.Latency, TTFT: e.TTFT,
 		ColdStart: e.ColdStart, GrammarTime: e.GrammarTime,
@@ -368,13 +372,20 @@ func migrateRollups(tx *bolt.Tx) error {
 }
 
 // LoadRollups adds the usage rollups of every ledger entry acknowledged so far to m
-// (those past their retention at now left out): how a server starts its rollups
-// without reading the ledger.
-func (s *Store) LoadRollups(m *usage.Memory, now time.Time) error {
+// (those past their retention at now left out) and returns the seq of the last entry
+// they count: how a server starts its rollups without reading the ledger, then
+// follows it from that seq (UsageSince, usage.Follow).
+func (s *Store) LoadRollups(m *usage.Memory, now time.Time) (seq uint64, err error) {
 	if err := s.sync(); err != nil {
-		return fmt.Errorf("tenancy: %w", err)
+		return 0, fmt.Errorf("tenancy: %w", err)
 	}
-	return s.db.View(func(tx *bolt.Tx) error { return usage.LoadBolt(tx, m, now) })
+	err = s.db.View(func(tx *bolt.Tx) error {
+		if v := tx.Bucket(bucketMeta).Get(keyApplied); len(v) == 8 {
+			seq = binary.BigEndian.Uint64(v)
+		}
+		return usage.LoadBolt(tx, m, now)
+	})
+	return seq, err
 }
 
 // ID is the store's own id, random, made when the store was created: with a seq, it

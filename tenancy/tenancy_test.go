@@ -536,7 +536,7 @@ func FuzzAuthenticate(f *testing.F) {
 func rollupTotals(t *testing.T, s *Store) (int64, money.Money) {
 	t.Helper()
 	m := usage.NewMemory()
-	if err := s.LoadRollups(m, time.Now()); err != nil {
+	if _, err := s.LoadRollups(m, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	from := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
