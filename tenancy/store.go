@@ -99,8 +99,8 @@ type Entry struct {
 	// NotAdmitted marks the entry of a request refused before its admission (a rate,
 	// concurrency or budget quota, a bad request): it counts as a refusal in the usage
 	// rollups, not as a request. Its Status is the refusal's, its Cost 0.
-	NotAdmitted bool `json:"not_admitted,omitempty"`
-	Hold             uint64        `json:"hold,omitempty"`          // the hold (Ticket.Hold) this entry settles; 0: none
+	NotAdmitted bool   `json:"not_admitted,omitempty"`
+	Hold        uint64 `json:"hold,omitempty"` // the hold (Ticket.Hold) this entry settles; 0: none
 	// Lease is the lease (LeaseShared) the entry's money was settled from, if any: how
 	// a lease whose holder died is reconciled from its ledger (LeaseSums).
 	Lease string `json:"lease,omitempty"`

@@ -115,7 +115,6 @@ func (r *Redis) run(every time.Duration) {
 	}
 }
 
-
 func (r *Redis) srcKey() string { return r.prefix + "src:" + r.src.ID() }
 
 func (r *Redis) hashKey(tenant string, w Width, i int64) string {
