@@ -32,18 +32,24 @@
 // nothing of plans or tiers; money is package money's. The store is never read while a
 // tenant's lock is held.
 //
-// Requests/s and tokens/min are golang.org/x/time/rate token buckets. Tokens/min is
+// The quotas and budgets are behind the Shared interface (shared.go), whose three
+// implementations sit side by side, one file each: localQuotas (quotaslocal.go, this
+// process's, in memory: the default), RedisShared (redis.go: one Redis for every
+// process, a round trip per request) and LeaseShared (leaseshared.go: leases from
+// Redis). A Ticket is the same for all three: it names its reservation by its id.
+// TestQuotas* (quotas_test.go) run the same tests against the three. In-process,
+// requests/s and tokens/min are golang.org/x/time/rate token buckets; tokens/min is
 // charged after the fact with the tokens a request really used, and a request is only
 // admitted while the bucket holds at least its prompt's tokens. Budgets (per UTC day
 // and per UTC month) use reserve→settle: Reserve succeeds only if settled spend plus
 // outstanding reservations plus this request's worst case stays under every ceiling,
 // and Settle replaces the reservation by the actual cost (never more than reserved),
 // so concurrent requests can never overrun a ceiling. Every decision takes an explicit
-// now; the decisions themselves (account.reserve, ...) are plain functions of state.
+// now; the decisions themselves (account.fits, ...) are plain functions of state.
 //
 // # Several processes
 //
-// Tenancy.UseShared moves quotas and budgets behind the Shared interface: RedisShared
+// Tenancy.UseShared replaces the in-process quotas by another Shared: RedisShared
 // (redis.go) keeps them in one Redis for every process, with the same reserve→settle
 // contract, idempotent per ticket id; money fails closed (ErrUnavailable) when Redis
 // does not answer, rates fall back to this process's share. API keys are behind the
