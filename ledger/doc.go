@@ -36,6 +36,8 @@
 // (every 200 ms or 4096 entries) instead of once per group. Measured with
 // BenchmarkLoneWrite (one writer, fsync, `go test -run X -bench LoneWrite
 // -benchtime 200x ./ledger`, 2 shared cores at load average 21, three runs): the log
-// 0.48–0.73 ms per acknowledged entry, DB.Batch 12.5–14.1 ms. The price is the replay
-// at Open and the segment files; the ledger keeps the log.
+// 0.48–0.73 ms per acknowledged entry, DB.Batch 12.5–14.1 ms. With 8 concurrent
+// writers DB.Batch still takes 3.9× as long per entry (tenancy's
+// BenchmarkRecordBoltBatch against BenchmarkRecord, docs/PERFORMANCE.md). The price is
+// the replay at Open and the segment files; the ledger keeps the log.
 package ledger

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/lmlite/lmlite/money"
 )
@@ -78,7 +79,10 @@ func TicketPrefix(owner string) string { return owner + "." }
 // ticketID returns a new ticket id, unique across processes (its ledger's ID, then
 // random per Tenancy).
 func (t *Tenancy) ticketID() string {
-	return t.idBase + strconv.FormatUint(t.tickets.Add(1), 36)
+	b := make([]byte, 0, len(t.idBase)+13) // one allocation: a uint64 is at most 13 base-36 digits
+	b = append(b, t.idBase...)
+	b = strconv.AppendUint(b, t.tickets.Add(1), 36)
+	return unsafe.String(unsafe.SliceData(b), len(b)) // b is never written again
 }
 
 // Store returns the store.

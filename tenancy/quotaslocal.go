@@ -23,20 +23,18 @@ import (
 type localQuotas struct {
 	store *Store // nil: no stored spend
 
-	mu      sync.Mutex // guards tenants and tickets
+	mu      sync.RWMutex // guards tenants
 	tenants map[string]*tenantState
-	tickets map[string]*localTicket
 }
 
-// localTicket is what a ticket id holds in-process.
+// localTicket is what a ticket id holds in-process (tenantState.tickets).
 type localTicket struct {
-	ts       *tenantState
 	reserved money.Money
 	slot     bool // Admit took a concurrency slot
 }
 
 func newLocalQuotas(store *Store) *localQuotas {
-	return &localQuotas{store: store, tenants: map[string]*tenantState{}, tickets: map[string]*localTicket{}}
+	return &localQuotas{store: store, tenants: map[string]*tenantState{}}
 }
 
 // tenantState is one tenant's live quota state.
@@ -52,6 +50,7 @@ type tenantState struct {
 	inFlight int
 	day      account
 	month    account
+	tickets  map[string]localTicket // the tickets reserving or holding a slot, by id
 }
 
 // account is the money state of one budget window. Its methods are the pure budget
@@ -86,13 +85,7 @@ func (a *account) settle(reserved, actual money.Money) {
 // rate and concurrency quotas apply (Admit) or only its budgets (a batch line's
 // Reserve, whose quota has no rates: it must not reset the tenant's limiters).
 func (l *localQuotas) state(q *Quota, now time.Time, rates bool) (*tenantState, error) {
-	l.mu.Lock()
-	ts := l.tenants[q.Tenant]
-	if ts == nil {
-		ts = &tenantState{id: q.Tenant, store: l.store}
-		l.tenants[q.Tenant] = ts
-	}
-	l.mu.Unlock()
+	ts := l.tenant(q.Tenant)
 	ts.mu.Lock()
 	if rates && (!ts.applied || ts.q != *q) {
 		ts.applyQuotaLocked(*q, now)
@@ -100,6 +93,23 @@ func (l *localQuotas) state(q *Quota, now time.Time, rates bool) (*tenantState, 
 	ts.day.ceiling, ts.month.ceiling = q.DailyBudget, q.MonthlyBudget
 	ts.mu.Unlock()
 	return ts, ts.roll(now)
+}
+
+// tenant returns the tenant's state, made if new.
+func (l *localQuotas) tenant(id string) *tenantState {
+	l.mu.RLock()
+	ts := l.tenants[id]
+	l.mu.RUnlock()
+	if ts != nil {
+		return ts
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if ts = l.tenants[id]; ts == nil {
+		ts = &tenantState{id: id, store: l.store, tickets: map[string]localTicket{}}
+		l.tenants[id] = ts
+	}
+	return ts
 }
 
 // applyQuotaLocked makes fresh rate limiters for q (a quota compared by value).
@@ -187,11 +197,9 @@ func (l *localQuotas) Admit(q *Quota, id string, now time.Time, promptTokens int
 	ts.day.reserved += total
 	ts.month.reserved += total
 	ts.inFlight++
+	ts.tickets[id] = localTicket{reserved: total, slot: true}
 	room := ts.roomLocked()
 	ts.mu.Unlock()
-	l.mu.Lock()
-	l.tickets[id] = &localTicket{ts: ts, reserved: total, slot: true}
-	l.mu.Unlock()
 	return room, nil
 }
 
@@ -261,37 +269,23 @@ func (l *localQuotas) RoomAt(q *Quota, now time.Time) money.Money {
 
 // Reserve sets id's reservation to total against the budgets of now (Shared.Reserve).
 func (l *localQuotas) Reserve(q *Quota, id string, now time.Time, total money.Money) (money.Money, error) {
-	l.mu.Lock()
-	t := l.tickets[id]
-	l.mu.Unlock()
-	if t != nil && total <= t.reserved { // less (Release): no window to move, and now may be a guess
-		ts := t.ts
-		ts.mu.Lock()
-		defer ts.mu.Unlock()
-		ts.day.reserved -= t.reserved - total
-		ts.month.reserved -= t.reserved - total
-		t.reserved = total
-		return ts.roomLocked(), nil
+	ts := l.tenant(q.Tenant)
+	if total > 0 { // (0 is Release, which moves no window: its now is a guess)
+		if err := ts.roll(now); err != nil {
+			return 0, err
+		}
 	}
-	ts, err := l.state(q, now, false)
-	if err != nil {
-		return 0, err
-	}
-	l.mu.Lock()
-	t = l.tickets[id]
-	if t == nil { // a batch line's ticket: no Admit
-		t = &localTicket{ts: ts}
-		l.tickets[id] = t
-	}
-	l.mu.Unlock()
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
+	ts.day.ceiling, ts.month.ceiling = q.DailyBudget, q.MonthlyBudget
+	t := ts.tickets[id] // absent: a batch line's ticket (no Admit)
 	if add := total - t.reserved; add > 0 && (!ts.day.fits(add) || !ts.month.fits(add)) {
 		return ts.roomLocked(), ErrInsufficientQuota
 	}
 	ts.day.reserved += total - t.reserved
 	ts.month.reserved += total - t.reserved
 	t.reserved = total
+	ts.tickets[id] = t
 	return ts.roomLocked(), nil
 }
 
@@ -299,21 +293,12 @@ func (l *localQuotas) Reserve(q *Quota, id string, now time.Time, total money.Mo
 // and charges tokens to tokens/min (Shared.Settle). In-process there are no other
 // settlements of a batch line to find: again is false.
 func (l *localQuotas) Settle(q *Quota, id string, now time.Time, actual money.Money, tokens int) (money.Money, bool, error) {
-	l.mu.Lock()
-	t := l.tickets[id]
-	delete(l.tickets, id)
-	l.mu.Unlock()
-	if t == nil { // nothing reserved under id (a batch line of a tenant without budget)
-		ts, err := l.state(q, now, false)
-		if err != nil {
-			return 0, false, err
-		}
-		t = &localTicket{ts: ts}
-	}
-	ts := t.ts
+	ts := l.tenant(q.Tenant)
 	_ = ts.roll(now)
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
+	t := ts.tickets[id] // absent: nothing reserved under id (a batch line of a tenant without budget)
+	delete(ts.tickets, id)
 	ts.day.settle(t.reserved, actual)
 	ts.month.settle(t.reserved, actual)
 	if ts.tpm != nil && tokens > 0 {
@@ -327,9 +312,9 @@ func (l *localQuotas) Settle(q *Quota, id string, now time.Time, actual money.Mo
 
 // InFlight is the tenant's admitted requests not yet settled (inFlighter).
 func (l *localQuotas) InFlight(tenant string) int {
-	l.mu.Lock()
+	l.mu.RLock()
 	ts := l.tenants[tenant]
-	l.mu.Unlock()
+	l.mu.RUnlock()
 	if ts == nil {
 		return 0
 	}
