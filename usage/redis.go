@@ -57,7 +57,6 @@ type Redis struct {
 	sent  uint64     // the source's last seq counted in Redis
 	known bool       // sent was read from Redis since the last error
 
-	kick chan struct{}
 	stop chan struct{}
 	done chan struct{}
 }
@@ -79,7 +78,7 @@ func NewRedis(c redis.UniversalClient, src Source, o RedisOptions) *Redis {
 		o.Logger = slog.Default()
 	}
 	r := &Redis{c: c, src: src, prefix: o.KeyPrefix + "u:", log: o.Logger,
-		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+		stop: make(chan struct{}), done: make(chan struct{})}
 	go r.run(o.Every)
 	return r
 }
@@ -103,7 +102,6 @@ func (r *Redis) run(every time.Duration) {
 		case <-r.stop:
 			return
 		case <-t.C:
-		case <-r.kick:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		err := r.Publish(ctx)
