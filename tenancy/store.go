@@ -426,8 +426,12 @@ func (s *Store) UsageSince(seq uint64, fn func(seq uint64, e usage.Event) error)
 	s.tailMu.Lock()
 	if s.tailOn && seq >= s.tailFrom {
 		i, _ := slices.BinarySearchFunc(s.tail, seq+1, func(x seqEvent, seq uint64) int { return cmp.Compare(x.seq, seq) })
-		clear(s.tail[:i]) // the caller has them
-		s.tail, s.tailFrom = s.tail[i:], seq
+		// The caller has the first i: move the rest to the front, keeping the slice's
+		// capacity, so that a reader that keeps up (usage.Follow, usage.Redis) lets the
+		// writers append into the same memory.
+		n := copy(s.tail, s.tail[i:])
+		clear(s.tail[n:])
+		s.tail, s.tailFrom = s.tail[:n], seq
 		var chunk [256]seqEvent // copied out in chunks: fn runs without the lock
 		for {
 			i, _ := slices.BinarySearchFunc(s.tail, seq+1, func(x seqEvent, seq uint64) int { return cmp.Compare(x.seq, seq) })
