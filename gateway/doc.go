@@ -221,9 +221,10 @@
 //     background as it runs), so one still running when the process is killed is
 //     charged its reservation at the next start (tenancy.Tenancy.SettleInterrupted,
 //     in New); batch lines are not held (they run again after a restart);
-//     usage.go, Server.recordUsage counts it in the rollups (package usage; the
-//     ledger's store keeps them durably, written with the entries). A refusal
-//     before admission is counted by job.refuse.
+//     the rollups (package usage; the ledger's store keeps them durably, written
+//     with the entries) count it from its ledger entry, the one feed of usage
+//     (usage.go: usage.Follow, or usage.Redis with Redis). A refusal before
+//     admission is ledgered by job.refuse (tenancy.Entry.NotAdmitted).
 //
 // # The engine
 //

@@ -542,7 +542,6 @@ func (j *job) settle(e tenancy.Entry, u *engine.Usage) {
 		s.log.Error("ledger", "request_id", j.reqID, "error", err)
 	}
 	s.metrics.observe(j, e, charged, u)
-	s.recordUsage(j, e, charged)
 	if !s.log.Enabled(context.Background(), slog.LevelInfo) {
 		return
 	}

@@ -30,7 +30,11 @@ import (
 // group_by=project_id groups by tenant).
 
 // initUsage sets the server's rollups: r, or in-memory ones loaded from the rollups
-// the ledger's store keeps beside the ledger (usage.PutBolt; the ledger is not read).
+// the ledger's store keeps beside the ledger (usage.PutBolt; the ledger is not read)
+// and following the ledger from there (usage.Follow). The ledger is the one feed of
+// usage: a settled request is counted from its entry, a refusal before admission from
+// the entry refuse writes; the usage API, the limits and the dashboards read the same
+// numbers, before and after a restart.
 func (s *Server) initUsage(r usage.Rollups) error {
 	if r != nil {
 		s.usage = r
@@ -41,16 +45,14 @@ func (s *Server) initUsage(r usage.Rollups) error {
 	if s.ten == nil || s.ten.Store() == nil {
 		return nil
 	}
-	return s.ten.Store().LoadRollups(m, s.now())
-}
-
-// eventOf is the rollup event of a settled ledger entry.
-func eventOf(e *tenancy.Entry) usage.Event {
-	return usage.Event{
-		Time: e.Time, RequestID: e.RequestID, Tenant: e.Tenant, Model: e.Model, Tier: e.Tier, Adapter: e.Adapter, Admitted: true, Status: e.Status,
-		Refused: usage.ParseReason(e.Refused), InputTokens: e.PromptTokens, OutputTokens: e.CompletionTokens,
-		CachedTokens: e.CachedTokens, Cost: e.Cost, Latency: e.Latency, TTFT: e.TTFT, ColdStart: e.ColdStart,
+	st := s.ten.Store()
+	seq, err := st.LoadRollups(m, s.now())
+	if err != nil {
+		return err
 	}
+	f := usage.Follow(m, st, seq)
+	s.usage = f
+	return f.CatchUp() // from now on the store keeps the events for it (UsageSince)
 }
 
 // refusalOf classifies a refused request by its status and the gateway's reason.
@@ -70,22 +72,17 @@ func refusalOf(status int, apiReason string) usage.Reason {
 	return usage.NotRefused
 }
 
-// recordUsage counts a settled request (e is its ledger entry, cost as charged).
-func (s *Server) recordUsage(j *job, e tenancy.Entry, charged money.Money) {
-	if s.usage == nil {
-		return
-	}
-	if e.Tenant == "" {
-		e.Tenant = j.pol.Tenant
-	}
-	e.Cost = charged
-	s.usage.Add(eventOf(&e))
-}
-
-// refuse answers a refusal before admission (the tenant is known) and counts it.
+// refuse answers a refusal before admission (the tenant is known) and ledgers it
+// (tenancy.Entry.NotAdmitted: a refusal in the rollups, not a request), waiting for
+// its group commit as a settlement does.
 func (j *job) refuse(ctx *fasthttp.RequestCtx, e *apiError) {
-	if r := refusalOf(e.status, e.reason); r != usage.NotRefused && j.s.usage != nil {
-		j.s.usage.Add(usage.Event{Time: j.s.now(), RequestID: j.reqID, Tenant: j.pol.Tenant, Refused: r})
+	if r := refusalOf(e.status, e.reason); r != usage.NotRefused && j.s.ten != nil {
+		tk := j.s.ten.NotAdmitted(j.s.quota(j.pol))
+		_, err := tk.Settle(tenancy.Entry{Time: j.s.now(), RequestID: j.reqID, ClientRequestID: j.clientID, KeyID: j.keyID,
+			Tenant: j.pol.Tenant, Status: e.status, Refused: r.String(), NotAdmitted: true})
+		if err != nil {
+			j.s.log.Error("ledger", "request_id", j.reqID, "error", err)
+		}
 	}
 	j.writeError(ctx, e)
 }

@@ -357,6 +357,36 @@ func TestRollupsLoadedFromTheStoreAnswerTheSame(t *testing.T) {
 	}
 }
 
+// TestRefusalsBeforeAdmissionSurviveARestart: the ledger is the one feed of usage, so
+// a refusal before admission (a rate limit's 429) is counted in the live rollups and,
+// after a restart, in those loaded from the store: the same numbers. (When the
+// gateway counted such refusals in memory only, the restarted server lost them.)
+func TestRefusalsBeforeAdmissionSurviveARestart(t *testing.T) {
+	c := &testClock{t: day0}
+	ts := startServerWith(t, testConfig, newFakeEngine(), Options{Now: c.now}, nil)
+	ts.chatAt(c, day0, "slow", "tiny") // 1 request/s, burst 1: the next one is refused
+	if resp, _ := ts.post("/v1/chat/completions", ts.keys["slow"], `{"model":"tiny","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`); resp.StatusCode != 429 {
+		t.Fatalf("second request: %d, want 429", resp.StatusCode)
+	}
+	restarted := &Server{ten: ts.srv.ten, now: c.now}
+	if err := restarted.initUsage(nil); err != nil {
+		t.Fatal(err)
+	}
+	q := usage.Query{Tenants: []string{"slow"}, Start: day0, End: day0.Add(time.Minute), Width: usage.Minute}
+	for name, r := range map[string]usage.Rollups{"live": ts.srv.usage, "restarted": restarted.usage} {
+		bs, err := r.Query(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(bs) != 1 || len(bs[0].Results) != 1 {
+			t.Fatalf("%s: %+v", name, bs)
+		}
+		if got := bs[0].Results[0]; got.Requests != 1 || got.Refused(usage.Rate) != 1 {
+			t.Errorf("%s rollups: %d requests, %d rate refusals; want 1 and 1", name, got.Requests, got.Refused(usage.Rate))
+		}
+	}
+}
+
 // TestUsageTotalsEqualTheLedgerAcrossARestart settles requests of several tenants and
 // models over three days, some refused for money, restarts the server on the same
 // store half-way (the new one loads the stored rollups), settles more, and checks that

@@ -9,8 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/time/rate"
+	"unsafe"
 
 	"github.com/lmlite/lmlite/money"
 )
@@ -53,10 +52,7 @@ type Quota struct {
 type Tenancy struct {
 	store *Store
 
-	mu      sync.Mutex // guards tenants
-	tenants map[string]*tenantState
-
-	shared  Shared // nil: in-process
+	shared  Shared // the quotas and budgets: in-process (localQuotas) unless UseShared
 	idBase  string // of ticket ids: unique per process start
 	tickets atomic.Uint64
 
@@ -72,7 +68,7 @@ func New(store *Store) *Tenancy {
 	if store != nil {
 		base = TicketPrefix(store.ID()) + base
 	}
-	return &Tenancy{store: store, tenants: map[string]*tenantState{}, idBase: base}
+	return &Tenancy{store: store, shared: newLocalQuotas(store), idBase: base}
 }
 
 // TicketPrefix is how the ticket ids of every run of the ledger owner (a store's ID)
@@ -83,132 +79,25 @@ func TicketPrefix(owner string) string { return owner + "." }
 // ticketID returns a new ticket id, unique across processes (its ledger's ID, then
 // random per Tenancy).
 func (t *Tenancy) ticketID() string {
-	return t.idBase + strconv.FormatUint(t.tickets.Add(1), 36)
+	b := make([]byte, 0, len(t.idBase)+13) // one allocation: a uint64 is at most 13 base-36 digits
+	b = append(b, t.idBase...)
+	b = strconv.AppendUint(b, t.tickets.Add(1), 36)
+	return unsafe.String(unsafe.SliceData(b), len(b)) // b is never written again
 }
 
 // Store returns the store.
 func (t *Tenancy) Store() *Store { return t.store }
 
-// tenantState is one tenant's live quota state.
-type tenantState struct {
-	id    string
-	store *Store
-
-	mu       sync.Mutex // guards the fields below
-	q        Quota
-	applied  bool          // q has been applied
-	rps      *rate.Limiter // nil: unlimited
-	tpm      *rate.Limiter // nil: unlimited
-	inFlight int
-	day      account
-	month    account
-}
-
-// account is the money state of one budget window. Its methods are the pure budget
-// decisions; the caller holds the tenant's lock.
-type account struct {
-	window   int         // yyyymmdd or yyyymm; 0: not loaded yet
-	ceiling  money.Money // 0: no ceiling
-	spent    money.Money // settled in this window
-	reserved money.Money // outstanding reservations (carried across a window change)
-}
-
-// room is the money left for new reservations; -1 when there is no ceiling.
-func (a *account) room() money.Money {
-	if a.ceiling == 0 {
-		return -1
-	}
-	return max(0, a.ceiling-a.spent-a.reserved)
-}
-
-// fits reports whether amount may be reserved.
-func (a *account) fits(amount money.Money) bool {
-	return a.ceiling == 0 || a.spent+a.reserved+amount <= a.ceiling
-}
-
-// settle replaces a reservation by the actual cost.
-func (a *account) settle(reserved, actual money.Money) {
-	a.reserved -= reserved
-	a.spent += actual
-}
-
-func (t *Tenancy) state(q *Quota, now time.Time) (*tenantState, error) {
-	t.mu.Lock()
-	ts := t.tenants[q.Tenant]
-	if ts == nil {
-		ts = &tenantState{id: q.Tenant, store: t.store}
-		t.tenants[q.Tenant] = ts
-	}
-	t.mu.Unlock()
-	ts.mu.Lock()
-	if !ts.applied || ts.q != *q {
-		ts.applyQuotaLocked(*q, now)
-	}
-	ts.mu.Unlock()
-	return ts, ts.roll(now)
-}
-
-func (ts *tenantState) applyQuotaLocked(q Quota, now time.Time) {
-	ts.q, ts.applied = q, true
-	ts.rps, ts.tpm = nil, nil
-	if q.RequestsPerSecond > 0 {
-		ts.rps = rate.NewLimiter(rate.Limit(q.RequestsPerSecond), q.Burst)
-		ts.rps.SetBurstAt(now, q.Burst) // full bucket at now, not at the zero time
-	}
-	if q.TokensPerMinute > 0 {
-		ts.tpm = rate.NewLimiter(rate.Limit(float64(q.TokensPerMinute)/60), q.TokensPerMinute)
-	}
-	ts.day.ceiling, ts.month.ceiling = q.DailyBudget, q.MonthlyBudget
-}
-
-// roll moves the budget windows to those of now, loading their settled spend from
-// the store (after a restart, or 0 for a new window). The caller must not hold the
-// tenant's lock: the store is read without it, so the tenant's other requests never
-// wait for the disk.
-func (ts *tenantState) roll(now time.Time) error {
-	d, m := windows(now)
-	ts.mu.Lock()
-	current := ts.day.window == d && ts.month.window == m
-	ts.mu.Unlock()
-	if current {
-		return nil
-	}
-	var spentD, spentM money.Money
-	if ts.store != nil {
-		var err error
-		if spentD, spentM, err = ts.store.Spent(ts.id, now); err != nil {
-			return err
-		}
-	}
-	ts.mu.Lock()
-	ts.rollToLocked(d, m, spentD, spentM)
-	ts.mu.Unlock()
-	return nil
-}
-
-// rollToLocked moves to the windows d and m with their settled spend, unless another
-// request moved there first.
-func (ts *tenantState) rollToLocked(d, m int, spentD, spentM money.Money) {
-	if ts.day.window != d {
-		ts.day.window, ts.day.spent = d, spentD
-	}
-	if ts.month.window != m {
-		ts.month.window, ts.month.spent = m, spentM
-	}
-}
-
 // Ticket is one admitted request: it holds a concurrency slot and its reservation
 // until Settle.
 type Ticket struct {
-	ts       *tenantState
+	sh       Shared // the Tenancy's quotas and budgets
+	q        Quota
+	id       string // unique per request across processes; its reservation's name in sh
+	store    *Store // the ledger; nil: none
 	reserved money.Money
 	settled  bool
-
-	// with shared state (Tenancy.UseShared); sh nil: in-process
-	sh   Shared
-	q    Quota
-	id   string
-	room money.Money // the money left at the last answer of the shared state
+	room     money.Money // the money left at sh's last answer
 
 	batch   bool // AdmitBatch: no slot, no rate token, no tokens/min charge
 	refused bool // NotAdmitted: holds nothing; Settle writes the ledger only
@@ -232,29 +121,12 @@ func (t *Tenancy) Admit(q *Quota, now time.Time, promptTokens int) (*Ticket, err
 // The quotas are checked before the money: a request both rate-limited and over
 // budget is rate-limited.
 func (t *Tenancy) AdmitReserve(q *Quota, now time.Time, promptTokens int, amount money.Money) (*Ticket, error) {
-	if t.shared != nil {
-		return t.admitShared(q, now, promptTokens, amount)
-	}
-	ts, err := t.state(q, now)
+	id := t.ticketID()
+	room, err := t.shared.Admit(q, id, now, promptTokens, amount)
 	if err != nil {
 		return nil, err
 	}
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	rv, err := ts.admitLocked(now, promptTokens)
-	if err != nil {
-		return nil, err
-	}
-	if amount > 0 && (!ts.day.fits(amount) || !ts.month.fits(amount)) {
-		if rv != nil {
-			rv.CancelAt(now) // the request/s token back: nothing taken
-		}
-		return nil, ErrInsufficientQuota
-	}
-	ts.day.reserved += amount
-	ts.month.reserved += amount
-	ts.inFlight++
-	return &Ticket{ts: ts, reserved: amount}, nil
+	return &Ticket{sh: t.shared, q: *q, id: id, store: t.store, room: room, reserved: amount}, nil
 }
 
 // Remaining is the tenant's money left for new reservations at now, before an
@@ -262,21 +134,23 @@ func (t *Tenancy) AdmitReserve(q *Quota, now time.Time, promptTokens int, amount
 // when it has no budget. With shared state it is the money left at the shared state's
 // last answer to this process (-1 before the first); AdmitReserve has the final word.
 func (t *Tenancy) Remaining(q *Quota, now time.Time) money.Money {
-	if t.shared != nil {
-		return t.shared.Room(q)
+	if r, ok := t.shared.(roomAt); ok {
+		return r.RoomAt(q, now)
 	}
-	ts, err := t.state(q, now)
-	if err != nil {
-		return 0
-	}
-	return (&Ticket{ts: ts}).Remaining(now)
+	return t.shared.Room(q)
+}
+
+// roomAt is an optional ability of a Shared: the money left computed at now, live
+// (localQuotas has it), rather than as last known.
+type roomAt interface {
+	RoomAt(q *Quota, now time.Time) money.Money
 }
 
 // NotAdmitted returns a ticket for a request refused before its admission (by a
 // quota, a budget or its routing): it holds nothing, and its Settle only writes the
 // ledger entry.
 func (t *Tenancy) NotAdmitted(q *Quota) *Ticket {
-	return &Ticket{ts: &tenantState{id: q.Tenant, store: t.store}, q: *q, batch: true, refused: true}
+	return &Ticket{sh: t.shared, q: *q, store: t.store, batch: true, refused: true}
 }
 
 // AdmitBatch admits a batch line: the tenant's budgets apply to it as to any request
@@ -311,28 +185,21 @@ func AsRerun(e Entry) Entry {
 // RequestID+RerunSuffix at 0 (Ticket.Rerun). LineSettled tells a run before it starts
 // whether that happened. line "" is AdmitBatch.
 func (t *Tenancy) AdmitBatchLine(q *Quota, now time.Time, line string) (*Ticket, error) {
-	if t.shared != nil {
-		bq := *q
-		bq.RequestsPerSecond, bq.Burst, bq.TokensPerMinute, bq.MaxConcurrency = 0, 0, 0, 0
-		id := t.ticketID()
-		if line != "" {
-			id = LinePrefix + line
-		}
-		tk := &Ticket{sh: t.shared, q: bq, id: id, room: -1, ts: &tenantState{id: q.Tenant, store: t.store}, batch: true, line: line}
-		if bq.DailyBudget > 0 || bq.MonthlyBudget > 0 {
-			room, err := t.shared.Reserve(&bq, id, now, 0) // the money left, for tier selection
-			if err != nil {
-				return nil, err
-			}
-			tk.room = room
-		}
-		return tk, nil
+	bq := *q
+	bq.RequestsPerSecond, bq.Burst, bq.TokensPerMinute, bq.MaxConcurrency = 0, 0, 0, 0
+	id := t.ticketID()
+	if line != "" {
+		id = LinePrefix + line
 	}
-	ts, err := t.state(q, now)
-	if err != nil {
-		return nil, err
+	tk := &Ticket{sh: t.shared, q: bq, id: id, store: t.store, room: -1, batch: true, line: line}
+	if bq.DailyBudget > 0 || bq.MonthlyBudget > 0 {
+		room, err := t.shared.Reserve(&bq, id, now, 0) // the money left, for tier selection
+		if err != nil {
+			return nil, err
+		}
+		tk.room = room
 	}
-	return &Ticket{ts: ts, batch: true, line: line}, nil
+	return tk, nil
 }
 
 // settledReader is an optional ability of a Shared: what a ticket's settlement
@@ -385,30 +252,6 @@ func (t *Tenancy) LineSettled(tenant, line string) (money.Money, bool, error) {
 	return 0, false, nil
 }
 
-// admitLocked is the quota decision: it consumes a request token only if every quota
-// admits the request, and returns that token's reservation (nil: no requests/s quota)
-// so that the caller may give it back.
-func (ts *tenantState) admitLocked(now time.Time, promptTokens int) (*rate.Reservation, error) {
-	if max := ts.q.MaxConcurrency; max > 0 && ts.inFlight >= max {
-		return nil, &LimitError{Reason: "concurrency", RetryAfter: time.Second}
-	}
-	if err := ts.checkTokensLocked(now, promptTokens); err != nil {
-		return nil, err
-	}
-	if ts.rps != nil {
-		r := ts.rps.ReserveN(now, 1)
-		if !r.OK() {
-			return nil, &LimitError{Reason: "requests", RetryAfter: time.Second}
-		}
-		if d := r.DelayFrom(now); d > 0 {
-			r.CancelAt(now)
-			return nil, &LimitError{Reason: "requests", RetryAfter: d}
-		}
-		return r, nil
-	}
-	return nil, nil
-}
-
 // tokenChecker is an optional ability of a Shared: the tokens/min check of
 // Ticket.CheckTokens.
 type tokenChecker interface {
@@ -427,76 +270,36 @@ func (tk *Ticket) CheckTokens(now time.Time, promptTokens int) error {
 	if tk.batch || tk.refused {
 		return nil
 	}
-	if tk.sh != nil {
-		if tc, ok := tk.sh.(tokenChecker); ok {
-			return tc.CheckTokens(&tk.q, now, promptTokens)
-		}
-		return nil
-	}
-	ts := tk.ts
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	return ts.checkTokensLocked(now, promptTokens)
-}
-
-// checkTokensLocked is the tokens/min decision: promptTokens (at most the burst) must
-// be left at now.
-func (ts *tenantState) checkTokensLocked(now time.Time, promptTokens int) error {
-	if ts.tpm == nil {
-		return nil
-	}
-	need := float64(min(promptTokens, ts.tpm.Burst()))
-	if have := ts.tpm.TokensAt(now); have < need {
-		wait := time.Duration((need - have) / float64(ts.tpm.Limit()) * float64(time.Second))
-		return &LimitError{Reason: "tokens", RetryAfter: wait}
+	if tc, ok := tk.sh.(tokenChecker); ok {
+		return tc.CheckTokens(&tk.q, now, promptTokens)
 	}
 	return nil
 }
 
 // Tenant is the ticket's tenant.
-func (tk *Ticket) Tenant() string { return tk.ts.id }
+func (tk *Ticket) Tenant() string { return tk.q.Tenant }
 
 // Remaining is the tenant's money left for new reservations at now: the smaller of the
-// day and month rooms; -1 when it has no budget.
+// day and month rooms; -1 when it has no budget. It is computed at now where the
+// quotas can (roomAt: in-process), else the shared state's last answer to this
+// ticket (Admit or Reserve).
 func (tk *Ticket) Remaining(now time.Time) money.Money {
-	if tk.sh != nil {
-		return tk.room // from the shared state's last answer (Admit or Reserve)
+	if r, ok := tk.sh.(roomAt); ok {
+		return r.RoomAt(&tk.q, now)
 	}
-	ts := tk.ts
-	if err := ts.roll(now); err != nil {
-		return 0
-	}
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	d, m := ts.day.room(), ts.month.room()
-	switch {
-	case d < 0:
-		return m
-	case m < 0:
-		return d
-	}
-	return min(d, m)
+	return tk.room
 }
 
 // Reserve reserves amount (the request's worst-case cost) against every budget, or
 // returns ErrInsufficientQuota and reserves nothing. A ticket may reserve more than
 // once (the sum is settled).
 func (tk *Ticket) Reserve(now time.Time, amount money.Money) error {
-	if tk.sh != nil {
-		return tk.reserveShared(now, amount)
-	}
-	ts := tk.ts
-	if err := ts.roll(now); err != nil {
+	room, err := tk.sh.Reserve(&tk.q, tk.id, now, tk.reserved+amount)
+	if err != nil {
 		return err
 	}
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	if !ts.day.fits(amount) || !ts.month.fits(amount) {
-		return ErrInsufficientQuota
-	}
-	ts.day.reserved += amount
-	ts.month.reserved += amount
 	tk.reserved += amount
+	tk.room = room
 	return nil
 }
 
@@ -504,16 +307,14 @@ func (tk *Ticket) Reserve(now time.Time, amount money.Money) error {
 // refused, before the request tries another model); the ticket stays admitted and may
 // reserve again.
 func (tk *Ticket) Release() {
-	if tk.sh != nil {
-		tk.releaseShared()
+	if tk.reserved == 0 {
 		return
 	}
-	ts := tk.ts
-	ts.mu.Lock()
-	ts.day.reserved -= tk.reserved
-	ts.month.reserved -= tk.reserved
-	tk.reserved = 0
-	ts.mu.Unlock()
+	if room, err := tk.sh.Reserve(&tk.q, tk.id, time.Now(), 0); err == nil {
+		tk.room = room
+		tk.reserved = 0
+	}
+	// On failure the reservation stays counted: Settle replaces it, or it expires.
 }
 
 // Hold makes the ticket's reservation durable as its request starts running: the
@@ -527,15 +328,15 @@ func (tk *Ticket) Release() {
 // It costs one ledger group commit (shared with concurrent writers; fsynced with
 // SyncFsync, as every group is), off the request's path.
 func (tk *Ticket) Hold(now time.Time, e Entry) error {
-	if tk.hold != 0 || tk.line != "" || tk.refused || tk.ts.store == nil {
+	if tk.hold != 0 || tk.line != "" || tk.refused || tk.store == nil {
 		return nil
 	}
-	h := Hold{Time: now, RequestID: e.RequestID, ClientRequestID: e.ClientRequestID, Tenant: tk.ts.id, KeyID: e.KeyID,
+	h := Hold{Time: now, RequestID: e.RequestID, ClientRequestID: e.ClientRequestID, Tenant: tk.q.Tenant, KeyID: e.KeyID,
 		Model: e.Model, Tier: e.Tier, PromptTokens: e.PromptTokens, Reserved: tk.reserved}
-	if tk.sh != nil {
-		h.Ticket = tk.id
+	if _, local := tk.sh.(*localQuotas); !local {
+		h.Ticket = tk.id // in-process, the reservation died with the process
 	}
-	seq, err := tk.ts.store.HoldAsync(h)
+	seq, err := tk.store.HoldAsync(h)
 	if err != nil {
 		return err
 	}
@@ -564,7 +365,7 @@ func (t *Tenancy) SettleInterrupted(quota func(tenant string) *Quota) (int, erro
 		e := Entry{Time: h.Time, RequestID: h.RequestID, ClientRequestID: h.ClientRequestID, Tenant: h.Tenant, KeyID: h.KeyID,
 			Model: h.Model, Tier: h.Tier, Status: 500, Finish: FinishInterrupted, PromptTokens: h.PromptTokens,
 			Cost: h.Reserved, Hold: h.Seq}
-		if t.shared != nil && h.Ticket != "" {
+		if h.Ticket != "" {
 			q := quota(h.Tenant)
 			if q == nil {
 				q = &Quota{Tenant: h.Tenant}
@@ -595,43 +396,46 @@ func (tk *Ticket) Reserved() money.Money { return tk.reserved }
 func (tk *Ticket) Settle(e Entry) (money.Money, error) {
 	e.Line = tk.line // only a batch line's ticket marks its entry as the line's
 	e.Hold = tk.hold
-	if tk.sh != nil {
-		return tk.settleShared(e)
-	}
 	if tk.refused {
 		return tk.settleRefused(e)
 	}
-	ts := tk.ts
-	_ = ts.roll(e.Time)
-	ts.mu.Lock()
 	if tk.settled {
-		ts.mu.Unlock()
 		return 0, nil
 	}
 	tk.settled = true
-	if (ts.day.ceiling > 0 || ts.month.ceiling > 0) && e.Cost > tk.reserved {
+	if (tk.q.DailyBudget > 0 || tk.q.MonthlyBudget > 0) && e.Cost > tk.reserved {
 		e.Cost = tk.reserved
 	}
-	ts.day.settle(tk.reserved, e.Cost)
-	ts.month.settle(tk.reserved, e.Cost)
 	tk.reserved = 0
-	if !tk.batch {
-		if ts.tpm != nil {
-			n := min(e.PromptTokens+e.CompletionTokens, ts.tpm.Burst())
-			if n > 0 {
-				ts.tpm.ReserveN(e.Time, n) // may go into debt: later requests wait it off
-			}
-		}
-		ts.inFlight--
+	tokens := e.PromptTokens + e.CompletionTokens
+	if tk.batch { // not charged to the interactive tokens/min (AdmitBatch)
+		tokens = 0
 	}
-	ts.mu.Unlock()
+	var prior money.Money
+	var again bool
+	var err error
+	if ls, ok := tk.sh.(leaseSettler); ok {
+		prior, again, e.Lease, err = ls.SettleLease(&tk.q, tk.id, e.Time, e.Cost, tokens)
+	} else {
+		prior, again, err = tk.sh.Settle(&tk.q, tk.id, e.Time, e.Cost, tokens)
+	}
+	if again && e.Cost > 0 {
+		// Another run of the batch line was charged for it: this run's entry charges
+		// nothing (the gateway's convention for a line run again). A settlement queued
+		// for retry (err) cannot know yet and is recorded at e.Cost, as one that
+		// charged; lmlite ledger verify reconciles the ledgers with Redis then.
+		e = AsRerun(e)
+		tk.rerun, tk.prior = true, prior
+	}
 	if e.Tenant == "" {
-		e.Tenant = ts.id
+		e.Tenant = tk.q.Tenant
 	}
-	if ts.store == nil {
-		return e.Cost, nil
+	if tk.store != nil {
+		if lerr := tk.store.Record(e); lerr != nil {
+			return e.Cost, lerr
+		}
 	}
-	return e.Cost, ts.store.Record(e)
+	return e.Cost, err
 }
 
 // settleRefused writes the ledger entry of a request refused before its admission.
@@ -642,12 +446,12 @@ func (tk *Ticket) settleRefused(e Entry) (money.Money, error) {
 	tk.settled = true
 	e.Cost = 0
 	if e.Tenant == "" {
-		e.Tenant = tk.ts.id
+		e.Tenant = tk.q.Tenant
 	}
-	if tk.ts.store == nil {
+	if tk.store == nil {
 		return 0, nil
 	}
-	return 0, tk.ts.store.Record(e)
+	return 0, tk.store.Record(e)
 }
 
 // RetryAfterSeconds rounds a wait up to whole seconds for a Retry-After header (≥ 1).
@@ -655,15 +459,16 @@ func RetryAfterSeconds(d time.Duration) int {
 	return max(1, int(math.Ceil(d.Seconds())))
 }
 
-// InFlight is the number of the tenant's admitted requests not yet settled.
+// InFlight is the number of the tenant's admitted requests not yet settled, as this
+// process counts them (in-process quotas); 0 when the quotas cannot say.
 func (t *Tenancy) InFlight(tenant string) int {
-	t.mu.Lock()
-	ts := t.tenants[tenant]
-	t.mu.Unlock()
-	if ts == nil {
-		return 0
+	if f, ok := t.shared.(inFlighter); ok {
+		return f.InFlight(tenant)
 	}
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	return ts.inFlight
+	return 0
+}
+
+// inFlighter is an optional ability of a Shared: the tenant's requests in flight.
+type inFlighter interface {
+	InFlight(tenant string) int
 }

@@ -140,3 +140,34 @@ func BenchmarkRecordBoltBatch(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkAdmitReserveSettleInProcess: one request's quota work in-process (no
+// store): Admit (concurrency, requests/s, tokens/min), Reserve and Settle, from 8
+// goroutines over 8 tenants.
+func BenchmarkAdmitReserveSettleInProcess(b *testing.B) {
+	ten := New(nil)
+	qs := make([]Quota, 8)
+	for i := range qs {
+		qs[i] = Quota{Tenant: "t" + string(rune('a'+i)), RequestsPerSecond: 1e9, Burst: 1e6, TokensPerMinute: 1e9, MaxConcurrency: 1000, DailyBudget: 1e15}
+	}
+	var next atomic.Int64
+	b.SetParallelism(8)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		q := &qs[next.Add(1)%8]
+		for pb.Next() {
+			now := time.Now()
+			tk, err := ten.Admit(q, now, 10)
+			if err == nil {
+				err = tk.Reserve(now, 1000)
+			}
+			if err == nil {
+				_, err = tk.Settle(Entry{Time: now, PromptTokens: 10, CompletionTokens: 1, Cost: 900})
+			}
+			if err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}

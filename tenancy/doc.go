@@ -32,18 +32,24 @@
 // nothing of plans or tiers; money is package money's. The store is never read while a
 // tenant's lock is held.
 //
-// Requests/s and tokens/min are golang.org/x/time/rate token buckets. Tokens/min is
+// The quotas and budgets are behind the Shared interface (shared.go), whose three
+// implementations sit side by side, one file each: localQuotas (quotaslocal.go, this
+// process's, in memory: the default), RedisShared (redis.go: one Redis for every
+// process, a round trip per request) and LeaseShared (leaseshared.go: leases from
+// Redis). A Ticket is the same for all three: it names its reservation by its id.
+// TestQuotas* (quotas_test.go) run the same tests against the three. In-process,
+// requests/s and tokens/min are golang.org/x/time/rate token buckets; tokens/min is
 // charged after the fact with the tokens a request really used, and a request is only
 // admitted while the bucket holds at least its prompt's tokens. Budgets (per UTC day
 // and per UTC month) use reserve→settle: Reserve succeeds only if settled spend plus
 // outstanding reservations plus this request's worst case stays under every ceiling,
 // and Settle replaces the reservation by the actual cost (never more than reserved),
 // so concurrent requests can never overrun a ceiling. Every decision takes an explicit
-// now; the decisions themselves (account.reserve, ...) are plain functions of state.
+// now; the decisions themselves (account.fits, ...) are plain functions of state.
 //
 // # Several processes
 //
-// Tenancy.UseShared moves quotas and budgets behind the Shared interface: RedisShared
+// Tenancy.UseShared replaces the in-process quotas by another Shared: RedisShared
 // (redis.go) keeps them in one Redis for every process, with the same reserve→settle
 // contract, idempotent per ticket id; money fails closed (ErrUnavailable) when Redis
 // does not answer, rates fall back to this process's share. API keys are behind the
@@ -119,21 +125,27 @@
 //
 // The ledger lives in the Store: an embedded bbolt database under the data directory
 // holding the entries and per-tenant spend totals per day and month (which Admit
-// reloads after a restart), and beside it a write-ahead log. Writes are grouped without a hand-off:
-// Settle encodes its entry in its own goroutine and appends it to the current group;
-// whoever then holds the log lock writes the whole group as one log record, and
-// entries that arrive meanwhile queue on the lock and go out together in the next
-// record (group commit). Settle returns only when its group's record is written, so
-// that a response is never completed before its usage is safe. With SyncFsync each
-// record is fsynced (one fsync per group, not per request; it survives power loss);
-// with SyncProcess it is written to the OS only (it survives kill -9 of the process,
-// not a power cut) and costs one write(2), with no goroutine switch when uncontended.
-// Every 200ms (or 4096 entries) a background goroutine moves the writers to a new log
-// segment, applies the entries of the old ones to the database in one fsynced
-// transaction and deletes them, so writers never wait for the database; Open replays
-// the segments left by a killed process, skipping what the database already holds
-// (entries carry increasing sequence numbers). ledger.go has the details; the log's
-// record and segment format is package ledger's.
+// reloads after a restart), and beside it a write-ahead log, package ledger's Log
+// (group commit, segments, the background apply, replay), of which the Store is the
+// Owner (ledger.go: the groups, batches and how a batch is applied). Writes are
+// grouped without a hand-off: Settle encodes its entry in its own goroutine and
+// appends it to the log's current group (where it gets its seq); whoever then holds
+// the log's write lock writes the whole group as one record, and entries that arrive
+// meanwhile go out together in the next record (group commit). Settle returns only
+// when its group's record is written, so that a response is never completed before
+// its usage is safe. With SyncFsync each record is fsynced (one fsync per group, not
+// per request; it survives power loss); with SyncProcess it is written to the OS only
+// (it survives kill -9 of the process, not a power cut) and costs one write(2), with
+// no goroutine switch when uncontended. Every 200ms (or 4096 entries) the log moves
+// the writers to a new segment, applies the entries of the old ones to the database
+// in one fsynced transaction and deletes them, so writers never wait for the
+// database; Open replays the segments left by a killed process, skipping what the
+// database already holds (entries carry increasing sequence numbers). Package
+// ledger's doc says why it is a log of its own and not bbolt's DB.Batch.
+//
+// A request refused before its admission (a rate, concurrency or budget quota, a bad
+// request) is ledgered too, through NotAdmitted, as an entry marked NotAdmitted (cost
+// 0): the ledger is the one feed of the usage rollups, refusals included.
 //
 // The same transaction adds the entries to the usage rollups kept in the database
 // (usage.PutBolt), so they always hold exactly the ledger's entries; LoadRollups

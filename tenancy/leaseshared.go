@@ -368,10 +368,15 @@ func (l *LeaseShared) admitExact(b *leaseBook, q *Quota, id string, now time.Tim
 		if tok {
 			b.reqTok++
 		}
+		// A refresh that began after busy was read (the periodic pass, or the one this
+		// very request's demand queued) may have taken the slot, money or request token
+		// the request was refused for: wait for it too. One that ended meanwhile has
+		// closed wait already.
+		busy = busy || b.queued
 		b.mu.Unlock()
 		var le *LimitError
-		short := errors.Is(err, ErrInsufficientQuota) || errors.As(err, &le) && le.Reason == "concurrency"
-		if !short || !busy || !l.awaitRefresh(wait, deadline) {
+		short := errors.Is(err, ErrInsufficientQuota) || errors.As(err, &le) && (le.Reason == "concurrency" || le.Reason == "requests")
+		if !short || !busy && !closed(wait) || !l.awaitRefresh(wait, deadline) {
 			return room, err
 		}
 	}
@@ -785,3 +790,13 @@ func (l *LeaseShared) Close() {
 }
 
 var _ Shared = (*LeaseShared)(nil)
+
+// closed reports whether ch is closed (a book's answered: a refresh ended).
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}

@@ -4,10 +4,8 @@ import (
 	"cmp"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
 	"strconv"
 	"time"
@@ -20,27 +18,16 @@ import (
 	"github.com/lmlite/lmlite/usage"
 )
 
-// The ledger's write path.
+// The ledger's write path is package ledger's Log (group commit, segments, the
+// background apply, replay); this file is what the Store gives it as its Owner: the
+// groups (entries and holds, as a record's JSON array), the batches and how a batch
+// is applied (storeBatch: the entries, spend totals and usage rollups in one
+// transaction), and how a record is replayed.
 //
-// Record appends its entry, encoded as JSON, to the current group under s.mu (where it
-// also gets its seq, so that seqs follow the order of the log), then takes s.walMu.
-// Whoever holds s.walMu with its group not yet written writes the whole group as one
-// log record (and fsyncs it with SyncFsync): entries that arrive while a record is
-// being written queue on s.walMu and go out together in the next one (group commit).
-// An uncontended Record writes its own one-entry group with no goroutine hand-off; a
-// contended one waits for one write. A record is
-//
-//	uint32 length | uint32 CRC-32 (IEEE) of the payload | payload: a JSON array of entries
-//
-// big-endian. The log is a sequence of segment files (path.wal.N). A written group's
-// entries are appended to the pending batch (s.batch, one JSON array); the background
-// goroutine (applier) takes the batch and switches the writers to a new segment under
-// s.walMu, then, without it, stores the batch in the database as one value (keyed by
-// its first seq) with the spend totals in one fsynced transaction, and deletes the old
-// segments: writers never wait for the database, and the database does one write per
-// batch, not per entry. Open replays every segment left by a killed process: a
-// segment ends at its first torn record (a write that was never acknowledged), and
-// entries the database already holds (seq ≤ its applied seq) are skipped.
+// Record appends its entry, encoded as JSON, to the log's current group under the
+// log's append lock (where it also gets its seq, so that seqs follow the order of the
+// log), then commits it. A record's payload is a JSON array of entries and holds
+// ({"open": hold}).
 
 // group is the entries acknowledged together.
 type group struct {
@@ -52,11 +39,23 @@ type group struct {
 	holds  []Hold   // the holds logged with the group (Store.Hold)
 	hbuf   []byte   // their JSON objects, comma-separated
 	closes []uint64 // the holds its entries settle (Entry.Hold)
-
-	// guarded by Store.walMu
-	written bool
-	err     error
 }
+
+// Payload is the group's record: a JSON array of its entries, then its holds.
+func (g *group) Payload(rec []byte) []byte {
+	rec = append(rec, '[')
+	rec = append(rec, g.buf...)
+	if len(g.hbuf) > 0 {
+		if len(g.buf) > 0 {
+			rec = append(rec, ',')
+		}
+		rec = append(rec, g.hbuf...)
+	}
+	return append(rec, ']')
+}
+
+// Empty reports that the group holds neither entries nor holds.
+func (g *group) Empty() bool { return g.first == 0 && len(g.holds) == 0 }
 
 // spent is an entry's cost in its tenant's day and month windows.
 type spent struct {
@@ -73,6 +72,8 @@ type batch struct {
 	evs    []usage.Event
 	holds  []Hold   // in hold seq order
 	closes []uint64 // the holds the entries settle
+
+	scratch *[]byte // the Store's, for the database values (used under the log's apply lock)
 }
 
 // part is one group of a batch.
@@ -81,7 +82,41 @@ type part struct {
 	first, last uint64
 }
 
-func (b *batch) empty() bool { return len(b.parts) == 0 && len(b.holds) == 0 }
+// Empty reports that the batch holds neither entries nor holds.
+func (b *batch) Empty() bool { return len(b.parts) == 0 && len(b.holds) == 0 }
+
+// Entries is how many entries the batch holds.
+func (b *batch) Entries() int {
+	if len(b.parts) == 0 {
+		return 0
+	}
+	return int(b.parts[len(b.parts)-1].last - b.parts[0].first + 1)
+}
+
+// Add takes a logged group: its entries' JSON, costs, rollup events, seqs and holds.
+func (b *batch) Add(lg ledger.Group) {
+	g := lg.(*group)
+	if g.first != 0 {
+		b.add(g.buf, g.spend, g.evs, g.first, g.last)
+	}
+	b.holds = append(b.holds, g.holds...)
+	b.closes = append(b.closes, g.closes...)
+}
+
+// Apply stores the batch (storeBatch).
+func (b *batch) Apply(tx *bolt.Tx) error { return storeBatch(tx, b, b.scratch) }
+
+// Append takes the groups of newer after its own.
+func (b *batch) Append(newer ledger.Batch) { b.addBatch(newer.(*batch)) }
+
+// Reset empties the batch, keeping its buffers (up to a size).
+func (b *batch) Reset() {
+	if cap(b.json) > 4<<20 {
+		*b = batch{scratch: b.scratch}
+		return
+	}
+	b.reset()
+}
 
 func (b *batch) reset() {
 	clear(b.evs) // drop the strings
@@ -168,6 +203,9 @@ func appendEntry(b []byte, e *Entry) []byte {
 		b = strconv.AppendInt(b, int64(e.GrammarTime), 10)
 	}
 	b = str(b, "refused", e.Refused)
+	if e.NotAdmitted {
+		b = append(b, `,"not_admitted":true`...)
+	}
 	if e.Hold != 0 {
 		b = append(b, `,"hold":`...)
 		b = strconv.AppendUint(b, e.Hold, 10)
@@ -186,30 +224,29 @@ func (s *Store) Record(e Entry) error {
 		sp.day, sp.month = windows(e.Time)
 		sp.tenant, sp.cost = e.Tenant, e.Cost
 	}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return ErrClosed
+	p, err := s.log.Append(func(lg ledger.Group) {
+		g := lg.(*group)
+		s.seq++
+		e.Seq = s.seq
+		if g.first == 0 {
+			g.first = e.Seq
+		} else {
+			g.buf = append(g.buf, ',')
+		}
+		g.buf = appendEntry(g.buf, &e)
+		g.evs = append(g.evs, e.event())
+		g.last = e.Seq
+		if sp.cost != 0 {
+			g.spend = append(g.spend, sp)
+		}
+		if e.Hold != 0 {
+			g.closes = append(g.closes, e.Hold)
+		}
+	})
+	if err != nil {
+		return err
 	}
-	s.seq++
-	e.Seq = s.seq
-	g := s.cur
-	if g.first == 0 {
-		g.first = e.Seq
-	} else {
-		g.buf = append(g.buf, ',')
-	}
-	g.buf = appendEntry(g.buf, &e)
-	g.evs = append(g.evs, e.event())
-	g.last = e.Seq
-	if sp.cost != 0 {
-		g.spend = append(g.spend, sp)
-	}
-	if e.Hold != 0 {
-		g.closes = append(g.closes, e.Hold)
-	}
-	s.mu.Unlock()
-	return s.commit(g)
+	return s.log.Commit(p)
 }
 
 // Hold logs h (a request's reservation, before it runs) and returns its seq when
@@ -218,11 +255,11 @@ func (s *Store) Record(e Entry) error {
 // beside the entries, as {"open": h}, and kept in the database's holds bucket until
 // its entry is applied; it never shows among the entries.
 func (s *Store) Hold(h Hold) (uint64, error) {
-	seq, g, err := s.addHold(h)
+	seq, p, err := s.addHold(h)
 	if err != nil {
 		return 0, err
 	}
-	return seq, s.commit(g)
+	return seq, s.log.Commit(p)
 }
 
 // HoldAsync is Hold without the wait: the hold has its place in the log, before
@@ -230,12 +267,12 @@ func (s *Store) Hold(h Hold) (uint64, error) {
 // it), and a goroutine commits its group at once (group commit with any concurrent
 // writer). A process killed before that write loses the hold.
 func (s *Store) HoldAsync(h Hold) (uint64, error) {
-	seq, g, err := s.addHold(h)
+	seq, p, err := s.addHold(h)
 	if err != nil {
 		return 0, err
 	}
 	go func() {
-		if err := s.commit(g); err != nil && !errors.Is(err, ErrClosed) {
+		if err := s.log.Commit(p); err != nil {
 			slog.Default().Error("tenancy: logging a hold failed", "error", err)
 		}
 	}()
@@ -243,24 +280,20 @@ func (s *Store) HoldAsync(h Hold) (uint64, error) {
 }
 
 // addHold appends h to the current group and returns its seq and the group.
-func (s *Store) addHold(h Hold) (uint64, *group, error) {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return 0, nil, ErrClosed
-	}
-	s.hseq++
-	h.Seq = s.hseq
-	g := s.cur
-	if len(g.holds) > 0 {
-		g.hbuf = append(g.hbuf, ',')
-	}
-	g.hbuf = append(g.hbuf, `{"open":`...)
-	g.hbuf = appendHold(g.hbuf, &h)
-	g.hbuf = append(g.hbuf, '}')
-	g.holds = append(g.holds, h)
-	s.mu.Unlock()
-	return h.Seq, g, nil
+func (s *Store) addHold(h Hold) (uint64, *ledger.Pending, error) {
+	p, err := s.log.Append(func(lg ledger.Group) {
+		g := lg.(*group)
+		s.hseq++
+		h.Seq = s.hseq
+		if len(g.holds) > 0 {
+			g.hbuf = append(g.hbuf, ',')
+		}
+		g.hbuf = append(g.hbuf, `{"open":`...)
+		g.hbuf = appendHold(g.hbuf, &h)
+		g.hbuf = append(g.hbuf, '}')
+		g.holds = append(g.holds, h)
+	})
+	return h.Seq, p, err
 }
 
 // appendHold appends h as JSON.
@@ -272,173 +305,105 @@ func appendHold(b []byte, h *Hold) []byte {
 	return append(b, js...)
 }
 
-// commit returns when g, which the caller appended to, is logged: whoever holds
-// s.walMu with g not yet written writes it (group commit).
-func (s *Store) commit(g *group) error {
-	s.walMu.Lock()
-	if !g.written {
-		s.mu.Lock()
-		if s.cur == g {
-			s.cur = s.newGroupLocked()
-		}
-		s.mu.Unlock()
-		s.writeLocked(g)
-	}
-	err := g.err
-	s.walMu.Unlock()
-	return err
+// logOwner is the Store as its log's owner (ledger.Owner). The log calls NewGroup
+// and Written with its write lock held, which guards the spare buffers.
+type logOwner struct {
+	s *Store
+	// buffers of the last group written, for reuse
+	spareBuf   []byte
+	spareSpend []spent
+	spareEvs   []usage.Event
+	// what Replay found that the database lacks
+	found []Entry
+	holds []Hold
 }
 
-// newGroupLocked returns an empty group for s.cur, reusing the buffers of the last
-// group written. s.walMu and s.mu are held.
-func (s *Store) newGroupLocked() *group {
-	g := &group{buf: s.spareBuf[:0], spend: s.spareSpend[:0], evs: s.spareEvs[:0]}
-	s.spareBuf, s.spareSpend, s.spareEvs = nil, nil, nil
+// NewGroup returns an empty group, reusing the buffers of the last group written.
+func (o *logOwner) NewGroup() ledger.Group {
+	g := &group{buf: o.spareBuf[:0], spend: o.spareSpend[:0], evs: o.spareEvs[:0]}
+	o.spareBuf, o.spareSpend, o.spareEvs = nil, nil, nil
 	return g
 }
 
-// writeLocked appends g to the log as one record, then to the pending batch. s.walMu
-// is held, and g is no longer s.cur.
-func (s *Store) writeLocked(g *group) {
-	g.written = true
+// NewBatch returns an empty batch.
+func (o *logOwner) NewBatch() ledger.Batch { return &batch{scratch: &o.s.valBuf} }
+
+// Written keeps a logged group's events for UsageSince and its buffers for reuse.
+func (o *logOwner) Written(lg ledger.Group, err error) {
+	g := lg.(*group)
+	s := o.s
+	s.tailMu.Lock()
 	if g.first != 0 {
 		s.lastWritten = g.last
 	}
-	rec := ledger.BeginRecord(s.rec[:0])
-	rec = append(rec, '[')
-	rec = append(rec, g.buf...)
-	if len(g.hbuf) > 0 {
-		if len(g.buf) > 0 {
-			rec = append(rec, ',')
-		}
-		rec = append(rec, g.hbuf...)
+	if err == nil {
+		s.tailLocked(g)
 	}
-	rec = append(rec, ']')
-	ledger.EndRecord(rec, 0)
-	if cap(rec) <= 1<<20 {
-		s.rec = rec
-	}
-	_, err := s.wal.Write(rec)
-	if err == nil && s.opts.Sync == SyncFsync {
-		err = s.wal.Sync()
-	}
+	s.tailMu.Unlock()
 	if err != nil {
-		g.err = fmt.Errorf("tenancy: ledger: %w", err)
-		// The record may be torn, and replay ends a segment at a torn record: later
-		// records go to a new segment.
-		if f, n, err := s.createSegment(); err == nil {
-			s.wal.Close()
-			s.wal, s.walSeg = f, n
-		}
 		return
 	}
-	s.commits.Add(1)
-	s.tailLocked(g)
-	if g.first != 0 {
-		s.batch.add(g.buf, g.spend, g.evs, g.first, g.last)
-	}
-	s.batch.holds = append(s.batch.holds, g.holds...)
-	s.batch.closes = append(s.batch.closes, g.closes...)
 	g.holds, g.hbuf, g.closes = nil, nil, nil
 	if cap(g.buf) <= 1<<20 {
 		clear(g.evs)
-		s.spareBuf, s.spareSpend, s.spareEvs = g.buf[:0], g.spend[:0], g.evs[:0]
+		o.spareBuf, o.spareSpend, o.spareEvs = g.buf[:0], g.spend[:0], g.evs[:0]
 	}
 	g.buf, g.spend, g.evs = nil, nil, nil
-	if p := s.batch.parts; len(p) > 0 && p[len(p)-1].last-p[0].first+1 >= uint64(s.opts.ApplyEntries) {
-		select {
-		case s.kick <- struct{}{}:
-		default: // an apply is already due
-		}
-	}
 }
 
-// flushLocked writes the current group if it has entries. s.walMu is held.
-func (s *Store) flushLocked() {
-	s.mu.Lock()
-	g := s.cur
-	s.cur = s.newGroupLocked()
-	s.mu.Unlock()
-	if !g.written && (g.first != 0 || len(g.holds) > 0) {
-		s.writeLocked(g)
+// Replay keeps the entries and holds of a record left in the log that the database
+// does not hold (by seq).
+func (o *logOwner) Replay(p []byte) bool {
+	var es []walItem
+	if err := json.Unmarshal(p, &es); err != nil {
+		return false
 	}
-}
-
-// applier applies logged entries to the database every ApplyEvery, or sooner when
-// ApplyEntries are waiting, until Close.
-func (s *Store) applier() {
-	defer close(s.stopped)
-	t := time.NewTicker(s.opts.ApplyEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.kick:
-		case <-t.C:
-		case <-s.stop:
-			return
-		}
-		if err := s.apply(); err != nil {
-			slog.Default().Error("tenancy: applying the ledger log failed; it stays in the log", "error", err)
-		}
-	}
-}
-
-// apply switches the writers to a new segment, writes the entries logged so far to
-// the database in one fsynced transaction and deletes the segments they were in.
-func (s *Store) apply() error {
-	s.applyMu.Lock()
-	defer s.applyMu.Unlock()
-	s.walMu.Lock()
-	empty := s.batch.empty()
-	s.walMu.Unlock()
-	if empty {
-		return nil
-	}
-	// Create the segment outside the log lock: with SyncFsync it syncs the directory.
-	f, n, err := s.createSegment()
-	if err != nil {
-		return err
-	}
-	s.walMu.Lock()
-	b, old := s.batch, s.wal
-	s.batch, s.spareBatch = s.spareBatch, batch{}
-	s.batch.reset()
-	s.wal, s.walSeg = f, n
-	s.walMu.Unlock()
-	old.Close()
-	err = s.db.Update(func(tx *bolt.Tx) error { return storeBatch(tx, &b, &s.valBuf) })
-	s.walMu.Lock()
-	if err != nil { // keep the entries pending, in front of the new ones
-		b.addBatch(&s.batch)
-		s.batch = b
-		s.walMu.Unlock()
-		return err
-	}
-	if cap(b.json) <= 4<<20 {
-		b.reset()
-		s.spareBatch = b
-	}
-	s.walMu.Unlock()
-	// Every segment numbered below n was closed before the switch: all its entries
-	// were in b (or failed to log, or were applied before).
-	segs, err := s.segments()
-	if err != nil {
-		return err
-	}
-	for _, sg := range segs {
-		if sg.N < n {
-			if err := os.Remove(sg.Path); err != nil && !os.IsNotExist(err) {
-				return err
+	for _, e := range es {
+		if e.Open != nil {
+			if e.Open.Seq > o.s.hseq {
+				o.holds = append(o.holds, *e.Open)
 			}
+		} else if e.Seq > o.s.seq {
+			o.found = append(o.found, e.Entry)
 		}
 	}
-	return nil
+	return true
+}
+
+// Replayed is the batch of what Replay kept, in seq order, once each; the store's
+// seqs go on after it.
+func (o *logOwner) Replayed() ledger.Batch {
+	s := o.s
+	found, holds := o.found, o.holds
+	o.found, o.holds = nil, nil
+	slices.SortFunc(found, func(a, b Entry) int { return cmp.Compare(a.Seq, b.Seq) })
+	found = slices.CompactFunc(found, func(a, b Entry) bool { return a.Seq == b.Seq })
+	slices.SortFunc(holds, func(a, b Hold) int { return cmp.Compare(a.Seq, b.Seq) })
+	holds = slices.CompactFunc(holds, func(a, b Hold) bool { return a.Seq == b.Seq })
+	b := &batch{holds: holds, scratch: new([]byte)}
+	for i := range found {
+		e := &found[i]
+		var sp []spent
+		if e.Cost != 0 {
+			d, m := windows(e.Time)
+			sp = []spent{{e.Tenant, d, m, e.Cost}}
+		}
+		b.add(appendEntry(nil, e), sp, []usage.Event{e.event()}, e.Seq, e.Seq)
+		if e.Hold != 0 {
+			b.closes = append(b.closes, e.Hold)
+		}
+	}
+	if len(found) > 0 {
+		s.seq = found[len(found)-1].Seq
+	}
+	if len(holds) > 0 {
+		s.hseq = holds[len(holds)-1].Seq
+	}
+	return b
 }
 
 // sync makes every acknowledged entry visible in the database.
-func (s *Store) sync() error {
-	return s.apply()
-}
+func (s *Store) sync() error { return s.log.Sync() }
 
 // chunkBytes is about the size of one ledger value. bbolt keeps at least two values
 // in a leaf and rewrites the whole leaf when a value is added after them, so each
@@ -581,97 +546,4 @@ func ledgerValue(v []byte, fn func(Entry) error) error {
 		}
 	}
 	return nil
-}
-
-func (s *Store) segPath(n int) string { return ledger.SegmentPath(s.path, n) }
-
-// segments lists the log's files, in number order.
-func (s *Store) segments() ([]ledger.Segment, error) { return ledger.Segments(s.path) }
-
-// segmentFile is what the ledger needs of a log segment: append, fsync, close. It is
-// the *os.File itself, unless Options.wrapSegment (tests) wraps it to see what was
-// written and synced.
-type segmentFile interface {
-	Write(p []byte) (int, error)
-	Sync() error
-	Close() error
-}
-
-// createSegment creates a new, empty log segment with the next number.
-func (s *Store) createSegment() (segmentFile, int, error) {
-	n := int(s.segNum.Add(1))
-	// with SyncFsync the new file's name must survive a power cut too
-	f, err := ledger.CreateSegment(s.path, n, s.opts.Sync == SyncFsync)
-	if err != nil {
-		return nil, 0, fmt.Errorf("tenancy: ledger: %w", err)
-	}
-	if s.opts.wrapSegment != nil {
-		return s.opts.wrapSegment(f), n, nil
-	}
-	return f, n, nil
-}
-
-// replay applies the entries of the segments left behind (by a killed process), then
-// deletes them and opens a new segment.
-func (s *Store) replay() error {
-	applied, appliedHolds := s.seq, s.hseq
-	var found []Entry
-	var holds []Hold
-	// A torn tail (never acknowledged) ends a segment.
-	segs, err := ledger.ReadSegments(s.path, func(p []byte) bool {
-		var es []walItem
-		if err := json.Unmarshal(p, &es); err != nil {
-			return false
-		}
-		for _, e := range es {
-			if e.Open != nil {
-				if e.Open.Seq > appliedHolds {
-					holds = append(holds, *e.Open)
-				}
-			} else if e.Seq > applied {
-				found = append(found, e.Entry)
-			}
-		}
-		return true
-	})
-	if err != nil {
-		return err
-	}
-	for _, sg := range segs {
-		s.segNum.Store(max(s.segNum.Load(), int64(sg.N)))
-	}
-	if len(found) > 0 || len(holds) > 0 {
-		slices.SortFunc(found, func(a, b Entry) int { return cmp.Compare(a.Seq, b.Seq) })
-		found = slices.CompactFunc(found, func(a, b Entry) bool { return a.Seq == b.Seq })
-		slices.SortFunc(holds, func(a, b Hold) int { return cmp.Compare(a.Seq, b.Seq) })
-		holds = slices.CompactFunc(holds, func(a, b Hold) bool { return a.Seq == b.Seq })
-		b := batch{holds: holds}
-		for i := range found {
-			e := &found[i]
-			var sp []spent
-			if e.Cost != 0 {
-				d, m := windows(e.Time)
-				sp = []spent{{e.Tenant, d, m, e.Cost}}
-			}
-			b.add(appendEntry(nil, e), sp, []usage.Event{e.event()}, e.Seq, e.Seq)
-			if e.Hold != 0 {
-				b.closes = append(b.closes, e.Hold)
-			}
-		}
-		if len(found) > 0 {
-			s.seq = found[len(found)-1].Seq
-		}
-		if len(holds) > 0 {
-			s.hseq = holds[len(holds)-1].Seq
-		}
-		if err := s.db.Update(func(tx *bolt.Tx) error { return storeBatch(tx, &b, new([]byte)) }); err != nil {
-			return err
-		}
-	}
-	if err := ledger.RemoveSegments(segs); err != nil {
-		return err
-	}
-	s.batch.reset()
-	s.wal, s.walSeg, err = s.createSegment()
-	return err
 }

@@ -24,7 +24,15 @@ func TestStoreReadOutsideTenantLock(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s.applyMu.Lock() // the store is busy: Spent waits
+	// The store is busy: a write transaction is open, and an entry waits to be
+	// applied, so Spent (which applies the log first) waits for the transaction.
+	tx, err := s.db.Begin(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Record(Entry{Time: day1, RequestID: "busy", Tenant: "b"}); err != nil {
+		t.Fatal(err)
+	}
 	admitted := make(chan error, 1)
 	go func() {
 		tk2, err := ten.Admit(pol, day1.Add(24*time.Hour), 1) // a new day: reads the store
@@ -45,7 +53,7 @@ func TestStoreReadOutsideTenantLock(t *testing.T) {
 		t.Error("InFlight waited for the store: the tenant's lock is held across a store read")
 		defer func() { <-answered }()
 	}
-	s.applyMu.Unlock()
+	tx.Rollback()
 	if err := <-admitted; err != nil {
 		t.Fatal(err)
 	}

@@ -698,7 +698,9 @@ func TestRedisAdmitReserveIsAllOrNothing(t *testing.T) {
 	var srv *redistest.Server
 	for _, where := range []string{"in-process", "redis"} {
 		t.Run(where, func(t *testing.T) {
-			ten := New(openStore(t, filepath.Join(t.TempDir(), "lmlite.db"), SyncProcess))
+			st := openStore(t, filepath.Join(t.TempDir(), "lmlite.db"), SyncProcess)
+			t.Cleanup(func() { st.Close() }) // before its directory goes
+			ten := New(st)
 			var p *proc
 			if where == "redis" {
 				if srv == nil {

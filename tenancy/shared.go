@@ -12,10 +12,11 @@ import (
 // gateway answers it with 503.
 var ErrUnavailable = errors.New("tenancy: shared quota state unavailable")
 
-// Shared keeps the tenants' rate and concurrency quotas and budgets where several
-// processes share them (RedisShared). Every method takes the ticket's id, unique per
-// request across processes, and is idempotent per id, so a retried command never
-// counts twice. The Tenancy still writes its own ledger of what it settled.
+// Shared keeps the tenants' rate and concurrency quotas and budgets: in-process
+// (localQuotas, the default), or where several processes share them (RedisShared, or
+// LeaseShared over it). Every method takes the ticket's id, unique per request across
+// processes; the Redis ones are idempotent per id, so a retried command never counts
+// twice. The Tenancy writes its own ledger of what it settled whichever it uses.
 type Shared interface {
 	// Admit admits a request, all or nothing: it checks q's rate quotas (tokens/min
 	// against promptTokens), takes a concurrency slot for id and reserves total (the
@@ -41,21 +42,16 @@ type Shared interface {
 	Settle(q *Quota, id string, now time.Time, actual money.Money, tokens int) (prior money.Money, again bool, err error)
 }
 
-// UseShared makes t keep quotas and budgets in sh instead of in-process; call it
-// before the first Admit.
+// UseShared makes t keep quotas and budgets in sh (RedisShared, LeaseShared) instead
+// of in-process (localQuotas); call it before the first Admit.
 func (t *Tenancy) UseShared(sh Shared) { t.shared = sh }
 
 // SharedState is what UseShared set; nil: the state is this process's.
-func (t *Tenancy) SharedState() Shared { return t.shared }
-
-// admitShared is AdmitReserve on the shared state: one round trip.
-func (t *Tenancy) admitShared(q *Quota, now time.Time, promptTokens int, amount money.Money) (*Ticket, error) {
-	id := t.ticketID()
-	room, err := t.shared.Admit(q, id, now, promptTokens, amount)
-	if err != nil {
-		return nil, err
+func (t *Tenancy) SharedState() Shared {
+	if _, local := t.shared.(*localQuotas); local {
+		return nil
 	}
-	return &Ticket{sh: t.shared, q: *q, id: id, room: room, reserved: amount, ts: &tenantState{id: q.Tenant, store: t.store}}, nil
+	return t.shared
 }
 
 // ID is the ticket's id: unique per request across the processes sharing a Redis.
@@ -66,67 +62,6 @@ func (tk *Ticket) ID() string { return tk.id }
 // nothing and wrote its ledger entry as RequestID+RerunSuffix at cost 0. prior is
 // what the other run was charged.
 func (tk *Ticket) Rerun() (prior money.Money, ok bool) { return tk.prior, tk.rerun }
-
-func (tk *Ticket) reserveShared(now time.Time, amount money.Money) error {
-	room, err := tk.sh.Reserve(&tk.q, tk.id, now, tk.reserved+amount)
-	if err != nil {
-		return err
-	}
-	tk.reserved += amount
-	tk.room = room
-	return nil
-}
-
-func (tk *Ticket) releaseShared() {
-	if tk.reserved == 0 {
-		return
-	}
-	if room, err := tk.sh.Reserve(&tk.q, tk.id, time.Now(), 0); err == nil {
-		tk.room = room
-		tk.reserved = 0
-	}
-	// On failure the reservation stays counted: Settle replaces it, or it expires.
-}
-
-func (tk *Ticket) settleShared(e Entry) (money.Money, error) {
-	if tk.settled {
-		return 0, nil
-	}
-	tk.settled = true
-	if (tk.q.DailyBudget > 0 || tk.q.MonthlyBudget > 0) && e.Cost > tk.reserved {
-		e.Cost = tk.reserved
-	}
-	tk.reserved = 0
-	tokens := e.PromptTokens + e.CompletionTokens
-	if tk.batch { // not charged to the interactive tokens/min (AdmitBatch)
-		tokens = 0
-	}
-	var prior money.Money
-	var again bool
-	var err error
-	if ls, ok := tk.sh.(leaseSettler); ok {
-		prior, again, e.Lease, err = ls.SettleLease(&tk.q, tk.id, e.Time, e.Cost, tokens)
-	} else {
-		prior, again, err = tk.sh.Settle(&tk.q, tk.id, e.Time, e.Cost, tokens)
-	}
-	if again && e.Cost > 0 {
-		// Another run of the batch line was charged for it: this run's entry charges
-		// nothing (the gateway's convention for a line run again). A settlement queued
-		// for retry (err) cannot know yet and is recorded at e.Cost, as one that
-		// charged; lmlite ledger verify reconciles the ledgers with Redis then.
-		e = AsRerun(e)
-		tk.rerun, tk.prior = true, prior
-	}
-	if e.Tenant == "" {
-		e.Tenant = tk.q.Tenant
-	}
-	if tk.ts.store != nil {
-		if lerr := tk.ts.store.Record(e); lerr != nil {
-			return e.Cost, lerr
-		}
-	}
-	return e.Cost, err
-}
 
 // leaseSettler is an optional ability of a Shared: Settle that names the lease the
 // money came from, for the ledger entry (LeaseShared has it).

@@ -14,25 +14,26 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
 
+	"github.com/lmlite/lmlite/ledger"
 	"github.com/lmlite/lmlite/money"
 	"github.com/lmlite/lmlite/usage"
 )
 
-// SyncMode says how durable a committed ledger group is before Settle returns.
-type SyncMode int
+// SyncMode says how durable a committed ledger group is before Settle returns
+// (package ledger's).
+type SyncMode = ledger.SyncMode
 
 const (
 	// SyncFsync fsyncs every group's log record: it survives power loss.
-	SyncFsync SyncMode = iota
+	SyncFsync = ledger.SyncFsync
 	// SyncProcess writes every group's log record to the OS without fsync: it survives
 	// the process being killed, not the machine losing power.
-	SyncProcess
+	SyncProcess = ledger.SyncProcess
 )
 
 // Options configure a Store. The zero value is SyncFsync with a 1s lock timeout.
@@ -44,14 +45,14 @@ type Options struct {
 	ApplyEvery   time.Duration
 	ApplyEntries int
 
-	wrapSegment func(*os.File) segmentFile // tests: a fault-injecting layer over each log segment
+	wrapSegment func(*os.File) ledger.SegmentFile // tests: a fault-injecting layer over each log segment
 }
 
 // ErrLocked is returned by Open when another process holds the store.
 var ErrLocked = errors.New("tenancy: store is in use by another process")
 
 // ErrClosed is returned after Close.
-var ErrClosed = errors.New("tenancy: store closed")
+var ErrClosed = ledger.ErrClosed
 
 var (
 	bucketKeys   = []byte("keys")
@@ -94,8 +95,12 @@ type Entry struct {
 	CachedTokens     int           `json:"cached_tokens,omitempty"` // prompt tokens served from the prefix cache
 	ColdStart        time.Duration `json:"cold_start_ns,omitempty"` // the wait for its model's load or worker start, if it had one
 	GrammarTime      time.Duration `json:"grammar_ns,omitempty"`    // the time its output's grammar masks took to compute (engine.Usage.GrammarTime)
-	Refused          string        `json:"refused,omitempty"`       // a refusal after admission: a usage.Reason's name
-	Hold             uint64        `json:"hold,omitempty"`          // the hold (Ticket.Hold) this entry settles; 0: none
+	Refused          string        `json:"refused,omitempty"`       // why it was refused: a usage.Reason's name
+	// NotAdmitted marks the entry of a request refused before its admission (a rate,
+	// concurrency or budget quota, a bad request): it counts as a refusal in the usage
+	// rollups, not as a request. Its Status is the refusal's, its Cost 0.
+	NotAdmitted bool   `json:"not_admitted,omitempty"`
+	Hold        uint64 `json:"hold,omitempty"` // the hold (Ticket.Hold) this entry settles; 0: none
 	// Lease is the lease (LeaseShared) the entry's money was settled from, if any: how
 	// a lease whose holder died is reconciled from its ledger (LeaseSums).
 	Lease string `json:"lease,omitempty"`
@@ -126,7 +131,7 @@ type Hold struct {
 // event is e as the usage rollups count it.
 func (e *Entry) event() usage.Event {
 	return usage.Event{
-		Time: e.Time, RequestID: e.RequestID, Tenant: e.Tenant, Model: e.Model, Tier: e.Tier, Adapter: e.Adapter, Admitted: true,
+		Time: e.Time, RequestID: e.RequestID, Tenant: e.Tenant, Model: e.Model, Tier: e.Tier, Adapter: e.Adapter, Admitted: !e.NotAdmitted,
 		Status: e.Status, Refused: usage.ParseReason(e.Refused), InputTokens: e.PromptTokens,
 		OutputTokens: e.CompletionTokens, CachedTokens: e.CachedTokens, Cost: e.Cost, Latency: e.Latency, TTFT: e.TTFT,
 		ColdStart: e.ColdStart, GrammarTime: e.GrammarTime,
@@ -151,53 +156,29 @@ type Store struct {
 
 	keys Keys // the store's own (boltKeys, its keys bucket), or shared (ShareKeys)
 
-	commits atomic.Int64 // ledger groups logged (for tests and metrics)
+	log *ledger.Log
+	// seq and hseq are the last entry and hold seqs assigned; after Open, guarded by
+	// the log's append lock (they are assigned in Log.Append's callbacks).
+	seq, hseq uint64
+	valBuf    []byte // scratch for the database values of a batch (under the log's apply lock)
 
-	mu     sync.Mutex // guards seq, hseq, cur and closed
-	seq    uint64     // last seq assigned
-	hseq   uint64     // last hold seq assigned
-	cur    *group     // the group that Record appends to
-	closed bool
+	mu          sync.Mutex // guards interrupted
+	interrupted []Hold     // the holds open at Open (Interrupted)
 
-	interrupted []Hold // the holds open at Open (Interrupted); guarded by mu
-
-	walMu  sync.Mutex   // guards the log; held while a group is written (followers queue on it)
-	wal    segmentFile  // the segment being appended to
-	walSeg int          // its number
-	segNum atomic.Int64 // the last segment number used
-	batch  batch        // logged, not yet in the database
-	rec    []byte       // record buffer
-	// buffers for reuse: of the last group written, of the last batch applied
-	spareBuf   []byte
-	spareSpend []spent
-	spareEvs   []usage.Event
-	spareBatch batch
 	// The usage events of the entries logged since a reader of UsageSince last asked
 	// (kept once one asks, so that it follows the ledger without reading it back):
 	// every entry logged with seq > tailFrom is in tail, in seq order.
+	tailMu      sync.Mutex // guards what follows; taken inside the log's write lock
 	tailOn      bool
 	tail        []seqEvent
 	tailFrom    uint64
 	lastWritten uint64 // seq of the last entry of the last group written (or failed)
-	valBuf      []byte // scratch for the database values of a batch (under applyMu)
-
-	applyMu sync.Mutex // serialises applies (the background goroutine, sync and Close)
-
-	kick    chan struct{} // cap 1: asks for an apply
-	stop    chan struct{}
-	stopped chan struct{}
 }
 
 // Open opens (creating if needed) the store at path, replaying the ledger log.
 func Open(path string, opts Options) (*Store, error) {
 	if opts.LockTimeout == 0 {
 		opts.LockTimeout = time.Second
-	}
-	if opts.ApplyEvery == 0 {
-		opts.ApplyEvery = 200 * time.Millisecond
-	}
-	if opts.ApplyEntries == 0 {
-		opts.ApplyEntries = 4096
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("tenancy: %w", err)
@@ -213,10 +194,7 @@ func Open(path string, opts Options) (*Store, error) {
 		}
 		return nil, fmt.Errorf("tenancy: open %s: %w", path, err)
 	}
-	s := &Store{
-		db: db, path: path, opts: opts, cur: &group{},
-		kick: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}),
-	}
+	s := &Store{db: db, path: path, opts: opts}
 	err = db.Update(func(tx *bolt.Tx) error {
 		for _, b := range [][]byte{bucketKeys, bucketLedger, bucketSpend, bucketMeta, bucketHolds} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
@@ -252,7 +230,8 @@ func Open(path string, opts Options) (*Store, error) {
 		return err
 	})
 	if err == nil {
-		err = s.replay()
+		s.log, err = ledger.Open(db, path, ledger.Options{Sync: opts.Sync, ApplyEvery: opts.ApplyEvery,
+			ApplyEntries: opts.ApplyEntries, WrapSegment: opts.wrapSegment}, &logOwner{s: s})
 	}
 	if err == nil { // every hold still open was left by a process that died mid-request
 		err = db.View(func(tx *bolt.Tx) error {
@@ -267,38 +246,21 @@ func Open(path string, opts Options) (*Store, error) {
 		})
 	}
 	if err != nil {
+		if s.log != nil {
+			s.log.Close()
+		}
 		db.Close()
 		return nil, fmt.Errorf("tenancy: open %s: %w", path, err)
 	}
-	s.lastWritten = s.seq // what was logged before is in the database or the batch
-	go s.applier()
+	s.tailMu.Lock()
+	s.lastWritten = s.seq // what was logged before is in the database
+	s.tailMu.Unlock()
 	return s, nil
 }
 
-// Close logs what is queued, applies it, stops the background goroutine and closes
-// the files.
+// Close logs what is queued, applies it, stops the log and closes the files.
 func (s *Store) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil
-	}
-	s.closed = true // no new entries: the current group is the last
-	s.mu.Unlock()
-	s.walMu.Lock()
-	s.flushLocked()
-	s.walMu.Unlock()
-	close(s.stop)
-	<-s.stopped
-	err := s.apply()
-	s.walMu.Lock()
-	if e := s.wal.Close(); err == nil {
-		err = e
-	}
-	if err == nil && s.batch.empty() { // everything is in the database
-		err = os.Remove(s.segPath(s.walSeg))
-	}
-	s.walMu.Unlock()
+	err := s.log.Close()
 	if e := s.db.Close(); err == nil {
 		err = e
 	}
@@ -315,7 +277,7 @@ func (s *Store) Interrupted() []Hold {
 }
 
 // Commits is the number of ledger groups logged so far.
-func (s *Store) Commits() int64 { return s.commits.Load() }
+func (s *Store) Commits() int64 { return s.log.Commits() }
 
 // Path is the store's file.
 func (s *Store) Path() string { return s.db.Path() }
@@ -410,13 +372,20 @@ func migrateRollups(tx *bolt.Tx) error {
 }
 
 // LoadRollups adds the usage rollups of every ledger entry acknowledged so far to m
-// (those past their retention at now left out): how a server starts its rollups
-// without reading the ledger.
-func (s *Store) LoadRollups(m *usage.Memory, now time.Time) error {
+// (those past their retention at now left out) and returns the seq of the last entry
+// they count: how a server starts its rollups without reading the ledger, then
+// follows it from that seq (UsageSince, usage.Follow).
+func (s *Store) LoadRollups(m *usage.Memory, now time.Time) (seq uint64, err error) {
 	if err := s.sync(); err != nil {
-		return fmt.Errorf("tenancy: %w", err)
+		return 0, fmt.Errorf("tenancy: %w", err)
 	}
-	return s.db.View(func(tx *bolt.Tx) error { return usage.LoadBolt(tx, m, now) })
+	err = s.db.View(func(tx *bolt.Tx) error {
+		if v := tx.Bucket(bucketMeta).Get(keyApplied); len(v) == 8 {
+			seq = binary.BigEndian.Uint64(v)
+		}
+		return usage.LoadBolt(tx, m, now)
+	})
+	return seq, err
 }
 
 // ID is the store's own id, random, made when the store was created: with a seq, it
@@ -433,7 +402,7 @@ type seqEvent struct {
 // behind, e.g. Redis is down) they are dropped and the reader reads the ledger back.
 const tailMax = 1 << 16
 
-// tailLocked keeps g's events for UsageSince. s.walMu is held; g was logged.
+// tailLocked keeps g's events for UsageSince. s.tailMu is held; g was logged.
 func (s *Store) tailLocked(g *group) {
 	if !s.tailOn {
 		return
@@ -454,16 +423,20 @@ func (s *Store) tailLocked(g *group) {
 // those at or before the seq it is asked for); otherwise it reads the ledger's chunks
 // from the one holding seq+1 on.
 func (s *Store) UsageSince(seq uint64, fn func(seq uint64, e usage.Event) error) error {
-	s.walMu.Lock()
+	s.tailMu.Lock()
 	if s.tailOn && seq >= s.tailFrom {
 		i, _ := slices.BinarySearchFunc(s.tail, seq+1, func(x seqEvent, seq uint64) int { return cmp.Compare(x.seq, seq) })
-		clear(s.tail[:i]) // the caller has them
-		s.tail, s.tailFrom = s.tail[i:], seq
+		// The caller has the first i: move the rest to the front, keeping the slice's
+		// capacity, so that a reader that keeps up (usage.Follow, usage.Redis) lets the
+		// writers append into the same memory.
+		n := copy(s.tail, s.tail[i:])
+		clear(s.tail[n:])
+		s.tail, s.tailFrom = s.tail[:n], seq
 		var chunk [256]seqEvent // copied out in chunks: fn runs without the lock
 		for {
 			i, _ := slices.BinarySearchFunc(s.tail, seq+1, func(x seqEvent, seq uint64) int { return cmp.Compare(x.seq, seq) })
 			n := copy(chunk[:], s.tail[i:])
-			s.walMu.Unlock()
+			s.tailMu.Unlock()
 			for _, x := range chunk[:n] {
 				if err := fn(x.seq, x.ev); err != nil {
 					return err
@@ -473,9 +446,9 @@ func (s *Store) UsageSince(seq uint64, fn func(seq uint64, e usage.Event) error)
 			if n < len(chunk) {
 				return nil
 			}
-			s.walMu.Lock()
+			s.tailMu.Lock()
 			if !s.tailOn || seq < s.tailFrom { // dropped meanwhile: read the rest back
-				s.walMu.Unlock()
+				s.tailMu.Unlock()
 				return s.usageFromLedger(seq, fn)
 			}
 		}
@@ -483,7 +456,7 @@ func (s *Store) UsageSince(seq uint64, fn func(seq uint64, e usage.Event) error)
 	if !s.tailOn { // from now on keep the events logged after the last group written
 		s.tailOn, s.tail, s.tailFrom = true, nil, s.lastWritten
 	}
-	s.walMu.Unlock()
+	s.tailMu.Unlock()
 	return s.usageFromLedger(seq, fn)
 }
 

@@ -13,13 +13,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/lmlite/lmlite/ledger"
 	"github.com/lmlite/lmlite/money"
 	"github.com/lmlite/lmlite/policies"
 	"github.com/lmlite/lmlite/usage"
@@ -361,53 +361,6 @@ func TestLedgerChild(t *testing.T) {
 	wg.Wait()
 }
 
-// TestGroupCommit holds the log while 50 requests settle: they all join one group,
-// written as one record when the log is free, and each Settle returns only then.
-func TestGroupCommit(t *testing.T) {
-	for _, mode := range []SyncMode{SyncFsync, SyncProcess} {
-		s := openStore(t, filepath.Join(t.TempDir(), "lmlite.db"), mode)
-		s.walMu.Lock() // as a leader writing a record would
-		var returned sync.WaitGroup
-		var early atomic.Int32
-		for i := 0; i < 50; i++ {
-			returned.Add(1)
-			go func() {
-				defer returned.Done()
-				if err := s.Record(Entry{Time: time.Now(), RequestID: strconv.Itoa(i), Tenant: "a"}); err != nil {
-					t.Error(err)
-				}
-				early.Add(1)
-			}()
-		}
-		for {
-			s.mu.Lock()
-			n := 0
-			if s.cur.first != 0 {
-				n = int(s.cur.last - s.cur.first + 1)
-			}
-			s.mu.Unlock()
-			if n == 50 {
-				break
-			}
-			time.Sleep(time.Millisecond)
-		}
-		if n := early.Load(); n != 0 {
-			t.Errorf("%d Records returned before their group was logged", n)
-		}
-		s.walMu.Unlock()
-		returned.Wait()
-		if c := s.Commits(); c != 1 {
-			t.Errorf("mode %d: %d log records for 50 entries, want 1", mode, c)
-		}
-		var n int
-		s.Ledger(func(Entry) error { n++; return nil })
-		if n != 50 {
-			t.Errorf("mode %d: %d entries in the ledger", mode, n)
-		}
-		s.Close()
-	}
-}
-
 // TestAppendEntry: the hand-written encoding decodes to the entry, and is
 // encoding/json's byte for byte but for its HTML escapes (<, >, &).
 func TestAppendEntry(t *testing.T) {
@@ -515,7 +468,7 @@ func TestLedgerReplay(t *testing.T) {
 	// record after the ten entries, and a log in the old single-file form.
 	copyDir := t.TempDir()
 	cp := filepath.Join(copyDir, "lmlite.db")
-	segs, _ := s.segments()
+	segs, _ := ledger.Segments(s.path)
 	if len(segs) != 1 {
 		t.Fatalf("segments %v", segs)
 	}
@@ -583,7 +536,7 @@ func FuzzAuthenticate(f *testing.F) {
 func rollupTotals(t *testing.T, s *Store) (int64, money.Money) {
 	t.Helper()
 	m := usage.NewMemory()
-	if err := s.LoadRollups(m, time.Now()); err != nil {
+	if _, err := s.LoadRollups(m, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	from := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)

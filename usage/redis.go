@@ -39,14 +39,13 @@ type Source interface {
 // (errors), i, o, c (input, output, cached tokens), $ (nano-USD), x:REASON
 // (refusals), l:B and t:B (latency and TTFT histogram bin B); HINCRBY adds to them.
 //
-// Settlements are written from the ledger, not from Add: a background goroutine
+// Everything is written from the ledger, settlements and refusals (the ledger holds
+// the refusals before admission too, Entry.NotAdmitted): a background goroutine
 // reads the entries after the last one counted (the source's seq in Redis) and
 // counts up to 1,024 of them in one script, which skips them if that seq already
 // covers them. So a write retried after a timeout, or after the process was killed
 // and restarted (it starts from the seq Redis holds), never counts twice, and every
-// settlement the ledger acknowledged is counted once Redis can be reached. Refusals
-// before admission, which the ledger does not hold, are counted by Add from memory,
-// at most once (a failed write is not retried). Query first publishes
+// settlement the ledger acknowledged is counted once Redis can be reached. Query first publishes
 // what this process has settled, so a caller sees its own requests.
 type Redis struct {
 	c      redis.UniversalClient
@@ -58,10 +57,6 @@ type Redis struct {
 	sent  uint64     // the source's last seq counted in Redis
 	known bool       // sent was read from Redis since the last error
 
-	mu       sync.Mutex // guards refusals
-	refusals []Event    // refusals before admission, not yet written
-
-	kick chan struct{}
 	stop chan struct{}
 	done chan struct{}
 }
@@ -83,7 +78,7 @@ func NewRedis(c redis.UniversalClient, src Source, o RedisOptions) *Redis {
 		o.Logger = slog.Default()
 	}
 	r := &Redis{c: c, src: src, prefix: o.KeyPrefix + "u:", log: o.Logger,
-		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+		stop: make(chan struct{}), done: make(chan struct{})}
 	go r.run(o.Every)
 	return r
 }
@@ -107,7 +102,6 @@ func (r *Redis) run(every time.Duration) {
 		case <-r.stop:
 			return
 		case <-t.C:
-		case <-r.kick:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		err := r.Publish(ctx)
@@ -116,23 +110,6 @@ func (r *Redis) run(every time.Duration) {
 			r.log.Warn("usage: publishing rollups to redis failed; retrying", "error", err)
 		}
 		failing = err != nil
-	}
-}
-
-// Add counts a refusal before admission (e.Admitted false); settlements are read
-// from the source and are not counted here.
-func (r *Redis) Add(e Event) {
-	if e.Admitted || e.Refused == NotRefused {
-		return
-	}
-	r.mu.Lock()
-	if len(r.refusals) < 1<<16 { // Redis down for long: drop rather than grow without bound
-		r.refusals = append(r.refusals, e)
-	}
-	r.mu.Unlock()
-	select {
-	case r.kick <- struct{}{}:
-	default:
 	}
 }
 
@@ -211,14 +188,10 @@ type cellKey struct {
 	i                   int64
 }
 
-// Publish counts in Redis the source's entries not yet counted, and the refusals
-// queued by Add.
+// Publish counts in Redis the source's entries not yet counted.
 func (r *Redis) Publish(ctx context.Context) error {
 	r.pubMu.Lock()
 	defer r.pubMu.Unlock()
-	if err := r.publishRefusals(ctx); err != nil {
-		return err
-	}
 	if !r.known { // after an error the script may or may not have run: ask Redis
 		v, err := r.c.Get(ctx, r.srcKey()).Uint64()
 		if err != nil && !errors.Is(err, redis.Nil) {
@@ -300,44 +273,6 @@ func (r *Redis) runPublish(ctx context.Context, cells map[cellKey]*Counts, first
 	}
 	if err := publishScript.Run(ctx, r.c, keys, args...).Err(); err != nil {
 		return fmt.Errorf("usage: redis: %w", err)
-	}
-	return nil
-}
-
-// publishRefusals writes the queued refusals (HINCRBY, no idempotency: a refusal
-// has no ledger seq; a failed write is not retried, so none counts twice).
-func (r *Redis) publishRefusals(ctx context.Context) error {
-	r.mu.Lock()
-	evs := r.refusals
-	r.refusals = nil
-	r.mu.Unlock()
-	if len(evs) == 0 {
-		return nil
-	}
-	cells := map[cellKey]*Counts{}
-	for i := range evs {
-		e := &evs[i]
-		for w := Width(0); w < numWidths; w++ {
-			k := cellKey{e.Tenant, seriesModel(e.Model, e.Adapter), e.Tier, w, w.index(e.Time)}
-			if cells[k] == nil {
-				cells[k] = &Counts{}
-			}
-			cells[k].add(e)
-		}
-	}
-	_, err := r.c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for k, c := range cells {
-			hk := r.hashKey(k.tenant, k.w, k.i)
-			increments(c, k.model, k.tier, func(f string, n int64) { p.HIncrBy(ctx, hk, f, n) })
-			if exp := expireAt(k.w, k.i); exp > 0 {
-				p.ExpireAt(ctx, hk, time.Unix(exp, 0))
-			}
-			p.SAdd(ctx, r.prefix+"tenants", k.tenant)
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("usage: redis: refusals: %w", err)
 	}
 	return nil
 }

@@ -102,7 +102,7 @@ func TestRedisRollupsSumEveryProcessLedger(t *testing.T) {
 		s := openStore(t, filepath.Join(t.TempDir(), "lmlite.db"))
 		defer s.Close()
 		record(t, s, r, fmt.Sprintf("p%d-", p), 1500, span)
-		if err := s.LoadRollups(want, t0.Add(span)); err != nil {
+		if _, err := s.LoadRollups(want, t0.Add(span)); err != nil {
 			t.Fatal(err)
 		}
 		ru := usage.NewRedis(redisClient(t, srv), s, usage.RedisOptions{KeyPrefix: "lmlite:", Every: time.Hour})
@@ -156,7 +156,7 @@ func TestRedisPublishesEachSettlementOnce(t *testing.T) {
 	again := usage.NewRedis(c, s, usage.RedisOptions{KeyPrefix: "x:", Every: time.Hour})
 	defer again.Close()
 	want := usage.NewMemory()
-	if err := s.LoadRollups(want, t0.Add(5*time.Hour)); err != nil {
+	if _, err := s.LoadRollups(want, t0.Add(5*time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	sameAnswers(t, again, want, t0, t0.Add(5*time.Hour))
@@ -174,7 +174,7 @@ func TestRedisPublishesEachSettlementOnce(t *testing.T) {
 }
 
 // Minute hashes expire 48 h after their minute, hour hashes 90 days after their hour,
-// day hashes never; refusals before admission are counted from Add.
+// day hashes never; refusals before admission are counted from the ledger's entries.
 func TestRedisRetentionAndRefusals(t *testing.T) {
 	srv := redistest.Start(t, redistest.Options{})
 	c := redisClient(t, srv)
@@ -184,10 +184,11 @@ func TestRedisRetentionAndRefusals(t *testing.T) {
 	if err := s.Record(tenancy.Entry{Time: now, RequestID: "r", Tenant: "a", Model: "m", Tier: "fast", Status: 200, Cost: 5}); err != nil {
 		t.Fatal(err)
 	}
+	if err := s.Record(tenancy.Entry{Time: now, RequestID: "q", Tenant: "a", Status: 429, Refused: "rate", NotAdmitted: true}); err != nil {
+		t.Fatal(err)
+	}
 	ru := usage.NewRedis(c, s, usage.RedisOptions{KeyPrefix: "p:", Every: time.Hour})
 	defer ru.Close()
-	ru.Add(usage.Event{Time: now, Tenant: "a", Refused: usage.Rate})
-	ru.Add(usage.Event{Time: now, Tenant: "a", Admitted: true, Cost: 1000}) // from the ledger, not Add
 	if err := ru.Publish(context.Background()); err != nil {
 		t.Fatal(err)
 	}

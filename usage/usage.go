@@ -10,7 +10,8 @@
 // Rollups is the consumer's interface. Memory is the embedded implementation's index:
 // the durable rollups live in the ledger's bbolt database, written by PutBolt in the
 // transaction that stores the ledger's entries (bolt.go), and LoadBolt fills a Memory
-// from them when the server starts. Redis (redis.go) is the implementation several
+// from them when the server starts; from there Follow (follow.go) keeps it up with the
+// ledger, the one feed of usage (refusals before admission included). Redis (redis.go) is the implementation several
 // processes share: each publishes its own ledger's entries, idempotently per ledger
 // seq, and queries read the sum.
 package usage
@@ -359,9 +360,10 @@ type Bucket struct {
 	Results    []Result
 }
 
-// Rollups is where settlements and refusals are counted and queried.
+// Rollups is where settlements and refusals are queried. Both implementations the
+// server uses follow the ledger (Follow, Redis), which is the one feed of usage:
+// nothing else adds to them.
 type Rollups interface {
-	Add(e Event)
 	Query(q Query) ([]Bucket, error)
 	// Tenants lists the tenants with any rollup.
 	Tenants() []string

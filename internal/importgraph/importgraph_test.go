@@ -108,6 +108,9 @@ var rules = []rule{
 	{"nothing below cmd knows the file format (configs)",
 		func(p string) bool { return !tree(module+"/cmd")(p) && p != module+"/configs" },
 		exactly(module + "/configs")},
+	{"the ledger knows nothing of tenants, money or usage (its owner, tenancy, does)",
+		exactly(module + "/ledger"),
+		anyOf(exactly(module+"/tenancy"), exactly(module+"/money"), exactly(module+"/usage"), tree(module+"/gateway"))},
 }
 
 // TestImportGraph checks each rule against every package of the module and names
