@@ -388,6 +388,85 @@ func attnScoresGGML(k, q, hd, n, sb, s3, s GPVirtual, sc VecVirtual) {
 	idx := YMM()
 	VMOVDQU(attnPermSum, idx)
 	kp := GP64()
+	CMPQ(hd, U8(64))
+	JNE(LabelRef("gblk8"))
+	Label("hblk8")
+	CMPQ(n, U8(8))
+	JL(LabelRef("gtail"))
+	{
+		pf := GP64()
+		LEAQ(Mem{Base: k, Index: sb, Scale: 8}, pf)
+		for i := 0; i < 2; i++ {
+			for _, m := range []Mem{{Base: pf}, {Base: pf, Index: sb, Scale: 1}, {Base: pf, Index: sb, Scale: 2}, {Base: pf, Index: s3, Scale: 1}} {
+				PREFETCHT0(m)
+				PREFETCHT0(m.Offset(64))
+			}
+			if i == 0 {
+				LEAQ(Mem{Base: pf, Index: sb, Scale: 4}, pf)
+			}
+		}
+		r4 := GP64()
+		LEAQ(Mem{Base: k, Index: sb, Scale: 4}, r4)
+		at := func(p int) Mem {
+			base := k
+			if p >= 4 {
+				base = r4
+			}
+			switch p % 4 {
+			case 1:
+				return Mem{Base: base, Index: sb, Scale: 1}
+			case 2:
+				return Mem{Base: base, Index: sb, Scale: 2}
+			case 3:
+				return Mem{Base: base, Index: s3, Scale: 1}
+			}
+			return Mem{Base: base}
+		}
+		// The tree a half at a time, the half's four query slices in registers:
+		// G_a + G_b as a product then a fused multiply-add (the products are
+		// exact: the bits of a sum of two products).
+		var qr [4]VecVirtual
+		pairSum := func(p, ga, gb int, qa, qb VecVirtual) VecVirtual {
+			r := YMM()
+			VCVTPH2PS(at(p).Offset(16*ga), r)
+			VMULPS(qa, r, r)
+			x := YMM()
+			VCVTPH2PS(at(p).Offset(16*gb), x)
+			VFMADD231PS(qb, x, r)
+			return r
+		}
+		for i, g := range []int{0, 4, 2, 6} {
+			qr[i] = YMM()
+			VMOVUPS(Mem{Base: q, Disp: 32 * g}, qr[i])
+		}
+		var u [8]VecVirtual
+		for p := range u {
+			u[p] = pairSum(p, 0, 4, qr[0], qr[1])
+			t := pairSum(p, 2, 6, qr[2], qr[3])
+			VADDPS(t, u[p], u[p])
+		}
+		for i, g := range []int{1, 5, 3, 7} {
+			VMOVUPS(Mem{Base: q, Disp: 32 * g}, qr[i])
+		}
+		for p := range u {
+			b := pairSum(p, 1, 5, qr[0], qr[1])
+			c := pairSum(p, 3, 7, qr[2], qr[3])
+			VADDPS(c, b, b)
+			VADDPS(b, u[p], u[p])
+		}
+		ix, scl := YMM(), YMM()
+		VMOVDQU(attnPermSum, ix)
+		scp, err := Param("scale").Resolve()
+		if err != nil {
+			panic(err)
+		}
+		VBROADCASTSS(scp.Addr, scl) // VEX: no SSE instruction between AVX ones
+		VMOVUPS(hsum8x8Scaled(u[:], ix, scl), Mem{Base: s})
+		ADDQ(U8(32), s)
+		LEAQ(Mem{Base: k, Index: sb, Scale: 8}, k)
+		SUBQ(U8(8), n)
+		JMP(LabelRef("hblk8"))
+	}
 	Label("gblk8")
 	CMPQ(n, U8(8))
 	JL(LabelRef("gtail"))
@@ -466,6 +545,27 @@ func attnScoreLanes(kp Mem, q, hd GPVirtual, tag string) VecVirtual {
 	JNZ(LabelRef(tag + "l"))
 	Label(tag + "d")
 	return attnTree(h[:])
+}
+
+// attnScoreLanes64 is attnScoreLanes for head size 64, its products taken in the
+// tree's order so that four registers suffice (8 positions' lanes then stay in
+// registers on AVX2).
+func attnScoreLanes64(kp Mem, q GPVirtual) VecVirtual {
+	prod := func(g int) VecVirtual {
+		x := YMM()
+		VCVTPH2PS(kp.Offset(16*g), x)
+		VMULPS(Mem{Base: q, Disp: 32 * g}, x, x)
+		return x
+	}
+	add := func(a, b VecVirtual) VecVirtual {
+		VADDPS(b, a, a)
+		return a
+	}
+	a := add(prod(0), prod(4))
+	a = add(a, add(prod(2), prod(6)))
+	b := add(prod(1), prod(5))
+	b = add(b, add(prod(3), prod(7)))
+	return add(a, b)
 }
 
 // attnTree adds 8 lane vectors (or their 512-bit pairs) in attnScore's tree,
@@ -867,7 +967,7 @@ func attnFused() {
 			tag := fmt.Sprintf("f%d", p)
 			tags = append(tags, tag)
 			accum(tag)
-			sa[p] = attnScoreLanes(addr(p), q.(GPVirtual), nil, "")
+			sa[p] = attnScoreLanes64(addr(p), q.(GPVirtual))
 		}
 		VMOVUPS(hsum8x8Scaled(sa[:], perm, sc), Mem{Base: s})
 		ADDQ(U8(32), s)
