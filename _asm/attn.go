@@ -550,11 +550,12 @@ func attnScoreLanes(kp Mem, q, hd GPVirtual, tag string) VecVirtual {
 // attnScoreLanes64 is attnScoreLanes for head size 64, its products taken in the
 // tree's order so that four registers suffice (8 positions' lanes then stay in
 // registers on AVX2).
-func attnScoreLanes64(kp Mem, q GPVirtual) VecVirtual {
+// q(g) is the query's values 8g..8g+7: in memory or a register.
+func attnScoreLanes64(kp Mem, q func(g int) Op) VecVirtual {
 	prod := func(g int) VecVirtual {
 		x := YMM()
 		VCVTPH2PS(kp.Offset(16*g), x)
-		VMULPS(Mem{Base: q, Disp: 32 * g}, x, x)
+		VMULPS(q(g), x, x)
 		return x
 	}
 	add := func(a, b VecVirtual) VecVirtual {
@@ -890,6 +891,11 @@ func attnFused() {
 	VMOVSS(expfConsts.Offset(ecOne), one)
 	perm := YMM()
 	vmovdqu(attnPermSum, perm)
+	var qv [8]VecVirtual // the query, 8 values a register
+	for g := range qv {
+		qv[g] = YMM()
+		VMOVUPS(Mem{Base: q, Disp: 32 * g}, qv[g])
+	}
 	j := GP64() // the position in the chunk
 	XORQ(j, j)
 	b := GP64() // the block of 8
@@ -967,7 +973,7 @@ func attnFused() {
 			tag := fmt.Sprintf("f%d", p)
 			tags = append(tags, tag)
 			accum(tag)
-			sa[p] = attnScoreLanes64(addr(p), q.(GPVirtual))
+			sa[p] = attnScoreLanes64(addr(p), func(g int) Op { return qv[g] })
 		}
 		VMOVUPS(hsum8x8Scaled(sa[:], perm, sc), Mem{Base: s})
 		ADDQ(U8(32), s)
