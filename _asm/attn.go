@@ -13,9 +13,10 @@ import (
 // Attention over a binary16 KV cache, a chunk of positions at a time, in three
 // kernels (engine/kernels/attend.go drives them): the scores of the chunk, their
 // online-softmax factors (attnExpf), and the update of the accumulator. Each gives the
-// bits of the Go loop of attnSpanGeneric, operation for operation: products and
-// sums rounded to float32 one by one (no FMA), the accumulator rounded to binary16
-// after every update.
+// bits of the Go loop of attnSpanGeneric, operation for operation: the scores'
+// products and sums rounded to float32 one by one in attnScore's tree, the
+// accumulator updated by a fused multiply-add and rounded to binary16 after every
+// update (llama.cpp's order).
 
 var (
 	attnNegInf, attnPermSum, attnShift1, attnShift2, attnShift4, attnLast Mem
@@ -273,6 +274,11 @@ func attnScores() {
 	s3 := GP64()
 	LEAQ(Mem{Base: sb, Index: sb, Scale: 2}, s3)
 
+	// Head sizes that are a multiple of 64 take llama.cpp's K·q order (attnScore).
+	TESTQ(U32(63), hd)
+	JNZ(LabelRef("blk8"))
+	attnScoresGGML(k.(GPVirtual), q.(GPVirtual), hd.(GPVirtual), n.(GPVirtual), sb.(GPVirtual), s3, s.(GPVirtual), sc)
+
 	Label("blk8")
 	CMPQ(n, U8(8))
 	JL(LabelRef("tail"))
@@ -369,6 +375,211 @@ func attnScores() {
 	Label("done")
 	VZEROUPPER()
 	RET()
+}
+
+// attnScoresGGML emits attnScoresF16 for a head size that is a multiple of 64, in
+// attnScore's order: for each position, lane l of H_g sums lane l of the products
+// of values 8g..8g+7 of each 64 (the first block's product, then each later
+// block's added), u = ((H0+H4)+(H2+H6)) + ((H1+H5)+(H3+H7)); 8 positions' u go
+// through hsum8x8Scaled (sum8's order, then ·scale), a lone one through hsum8.
+// It returns through "done".
+func attnScoresGGML(k, q, hd, n, sb, s3, s GPVirtual, sc VecVirtual) {
+	local := AllocLocal(8 * 32)
+	idx := YMM()
+	VMOVDQU(attnPermSum, idx)
+	kp := GP64()
+	CMPQ(hd, U8(64))
+	JNE(LabelRef("gblk8"))
+	Label("hblk8")
+	CMPQ(n, U8(8))
+	JL(LabelRef("gtail"))
+	{
+		pf := GP64()
+		LEAQ(Mem{Base: k, Index: sb, Scale: 8}, pf)
+		for i := 0; i < 2; i++ {
+			for _, m := range []Mem{{Base: pf}, {Base: pf, Index: sb, Scale: 1}, {Base: pf, Index: sb, Scale: 2}, {Base: pf, Index: s3, Scale: 1}} {
+				PREFETCHT0(m)
+				PREFETCHT0(m.Offset(64))
+			}
+			if i == 0 {
+				LEAQ(Mem{Base: pf, Index: sb, Scale: 4}, pf)
+			}
+		}
+		r4 := GP64()
+		LEAQ(Mem{Base: k, Index: sb, Scale: 4}, r4)
+		at := func(p int) Mem {
+			base := k
+			if p >= 4 {
+				base = r4
+			}
+			switch p % 4 {
+			case 1:
+				return Mem{Base: base, Index: sb, Scale: 1}
+			case 2:
+				return Mem{Base: base, Index: sb, Scale: 2}
+			case 3:
+				return Mem{Base: base, Index: s3, Scale: 1}
+			}
+			return Mem{Base: base}
+		}
+		// The tree a half at a time, the half's four query slices in registers:
+		// G_a + G_b as a product then a fused multiply-add (the products are
+		// exact: the bits of a sum of two products).
+		var qr [4]VecVirtual
+		pairSum := func(p, ga, gb int, qa, qb VecVirtual) VecVirtual {
+			r := YMM()
+			VCVTPH2PS(at(p).Offset(16*ga), r)
+			VMULPS(qa, r, r)
+			x := YMM()
+			VCVTPH2PS(at(p).Offset(16*gb), x)
+			VFMADD231PS(qb, x, r)
+			return r
+		}
+		for i, g := range []int{0, 4, 2, 6} {
+			qr[i] = YMM()
+			VMOVUPS(Mem{Base: q, Disp: 32 * g}, qr[i])
+		}
+		var u [8]VecVirtual
+		for p := range u {
+			u[p] = pairSum(p, 0, 4, qr[0], qr[1])
+			t := pairSum(p, 2, 6, qr[2], qr[3])
+			VADDPS(t, u[p], u[p])
+		}
+		for i, g := range []int{1, 5, 3, 7} {
+			VMOVUPS(Mem{Base: q, Disp: 32 * g}, qr[i])
+		}
+		for p := range u {
+			b := pairSum(p, 1, 5, qr[0], qr[1])
+			c := pairSum(p, 3, 7, qr[2], qr[3])
+			VADDPS(c, b, b)
+			VADDPS(b, u[p], u[p])
+		}
+		ix, scl := YMM(), YMM()
+		VMOVDQU(attnPermSum, ix)
+		scp, err := Param("scale").Resolve()
+		if err != nil {
+			panic(err)
+		}
+		VBROADCASTSS(scp.Addr, scl) // VEX: no SSE instruction between AVX ones
+		VMOVUPS(hsum8x8Scaled(u[:], ix, scl), Mem{Base: s})
+		ADDQ(U8(32), s)
+		LEAQ(Mem{Base: k, Index: sb, Scale: 8}, k)
+		SUBQ(U8(8), n)
+		JMP(LabelRef("hblk8"))
+	}
+	Label("gblk8")
+	CMPQ(n, U8(8))
+	JL(LabelRef("gtail"))
+	pf := GP64()
+	LEAQ(Mem{Base: k, Index: sb, Scale: 8}, pf)
+	for i := 0; i < 2; i++ {
+		for _, m := range []Mem{{Base: pf}, {Base: pf, Index: sb, Scale: 1}, {Base: pf, Index: sb, Scale: 2}, {Base: pf, Index: s3, Scale: 1}} {
+			PREFETCHT0(m)
+			PREFETCHT0(m.Offset(64))
+		}
+		if i == 0 {
+			LEAQ(Mem{Base: pf, Index: sb, Scale: 4}, pf)
+		}
+	}
+	MOVQ(k, kp)
+	for p := 0; p < 8; p++ {
+		u := attnScoreLanes(Mem{Base: kp}, q, hd, fmt.Sprintf("gp%d", p))
+		VMOVUPS(u, local.Offset(32*p))
+		if p < 7 {
+			ADDQ(sb, kp)
+		}
+	}
+	var y [8]VecVirtual
+	for p := range y {
+		y[p] = YMM()
+		VMOVUPS(local.Offset(32*p), y[p])
+	}
+	VMOVUPS(hsum8x8Scaled(y[:], idx, sc), Mem{Base: s})
+	ADDQ(U8(32), s)
+	LEAQ(Mem{Base: k, Index: sb, Scale: 8}, k)
+	SUBQ(U8(8), n)
+	JMP(LabelRef("gblk8"))
+
+	Label("gtail")
+	TESTQ(n, n)
+	JZ(LabelRef("done"))
+	u := attnScoreLanes(Mem{Base: k}, q, hd, "gt")
+	s1 := hsum8(u)
+	VMULSS(sc.AsX(), s1, s1)
+	VMOVSS(s1, Mem{Base: s})
+	ADDQ(U8(4), s)
+	ADDQ(sb, k)
+	DECQ(n)
+	JMP(LabelRef("gtail"))
+}
+
+// attnScoreLanes emits the 8 lanes u of attnScore for the key at kp (hd binary16
+// values, hd a multiple of 64) and the rounded query at q; tag names its labels.
+// With hd nil the head size is 64.
+func attnScoreLanes(kp Mem, q, hd GPVirtual, tag string) VecVirtual {
+	var h [8]VecVirtual
+	for g := range h {
+		h[g] = YMM()
+		VCVTPH2PS(kp.Offset(16*g), h[g])
+		VMULPS(Mem{Base: q, Disp: 32 * g}, h[g], h[g])
+	}
+	if hd == nil {
+		return attnTree(h[:])
+	}
+	r, kb, qb := GP64(), GP64(), GP64()
+	MOVQ(hd, r)
+	SUBQ(U8(64), r)
+	JZ(LabelRef(tag + "d"))
+	LEAQ(kp.Offset(128), kb)
+	LEAQ(Mem{Base: q, Disp: 256}, qb)
+	Label(tag + "l")
+	for g := range h {
+		t := YMM()
+		VCVTPH2PS(Mem{Base: kb, Disp: 16 * g}, t)
+		VMULPS(Mem{Base: qb, Disp: 32 * g}, t, t)
+		VADDPS(t, h[g], h[g])
+	}
+	ADDQ(U32(128), kb)
+	ADDQ(U32(256), qb)
+	SUBQ(U8(64), r)
+	JNZ(LabelRef(tag + "l"))
+	Label(tag + "d")
+	return attnTree(h[:])
+}
+
+// attnScoreLanes64 is attnScoreLanes for head size 64, its products taken in the
+// tree's order so that four registers suffice (8 positions' lanes then stay in
+// registers on AVX2).
+// q(g) is the query's values 8g..8g+7: in memory or a register.
+func attnScoreLanes64(kp Mem, q func(g int) Op) VecVirtual {
+	prod := func(g int) VecVirtual {
+		x := YMM()
+		VCVTPH2PS(kp.Offset(16*g), x)
+		VMULPS(q(g), x, x)
+		return x
+	}
+	add := func(a, b VecVirtual) VecVirtual {
+		VADDPS(b, a, a)
+		return a
+	}
+	a := add(prod(0), prod(4))
+	a = add(a, add(prod(2), prod(6)))
+	b := add(prod(1), prod(5))
+	b = add(b, add(prod(3), prod(7)))
+	return add(a, b)
+}
+
+// attnTree adds 8 lane vectors (or their 512-bit pairs) in attnScore's tree,
+// ((h0+h4)+(h2+h6)) + ((h1+h5)+(h3+h7)), into h[0].
+func attnTree(h []VecVirtual) VecVirtual {
+	VADDPS(h[4], h[0], h[0])
+	VADDPS(h[6], h[2], h[2])
+	VADDPS(h[2], h[0], h[0])
+	VADDPS(h[5], h[1], h[1])
+	VADDPS(h[7], h[3], h[3])
+	VADDPS(h[3], h[1], h[1])
+	VADDPS(h[1], h[0], h[0])
+	return h[0]
 }
 
 // attnExp emits the online-softmax step of a chunk of scores: with m_j the
@@ -535,8 +746,7 @@ func attnAccum(name string, avx512 bool) {
 		for i := range a {
 			w := vec()
 			VCVTPH2PS(Mem{Base: vp, Disp: 2 * sl.width * i}, w)
-			VMULPS(ej, w, w)
-			VADDPS(w, a[i], a[i])
+			VFMADD231PS(ej, w, a[i]) // ggml_vec_mad_f16's fused multiply-add
 			round16(a[i])
 		}
 		Label(name("next"))
@@ -643,9 +853,9 @@ func attnExp512() {
 // attnFused emits, for head size 64 on 512-bit registers, the accumulator update of
 // a chunk of up to 64 positions fused with the scores of the next chunk: each position's
 // update is a chain of dependent steps (add, round to binary16 and back), and the
-// next chunk's scores, independent of it, run in its shadow. Each half keeps its
-// own operations and order (attnAccumF16AVX512's slab of four registers,
-// attnScoresF16's 8 positions side by side), so the bits are theirs.
+// next chunk's scores, independent of it, run in its shadow (one key's after each
+// update). Each half keeps its own operations and order (attnAccumF16AVX512's slab
+// of four registers, attnScoreLanes' tree), so the bits are theirs.
 func attnFused() {
 	evex = true
 	defer func() { evex = false }()
@@ -681,6 +891,11 @@ func attnFused() {
 	VMOVSS(expfConsts.Offset(ecOne), one)
 	perm := YMM()
 	vmovdqu(attnPermSum, perm)
+	var qv [8]VecVirtual // the query, 8 values a register
+	for g := range qv {
+		qv[g] = YMM()
+		VMOVUPS(Mem{Base: q, Disp: 32 * g}, qv[g])
+	}
 	j := GP64() // the position in the chunk
 	XORQ(j, j)
 	b := GP64() // the block of 8
@@ -695,8 +910,7 @@ func attnFused() {
 		for i := range a {
 			w := ZMM()
 			VCVTPH2PS(Mem{Base: v, Disp: 32 * i}, w)
-			VMULPS(ej, w, w)
-			VADDPS(w, a[i], a[i])
+			VFMADD231PS(ej, w, a[i])
 			round16(a[i])
 		}
 		VADDSS(Mem{Base: e, Index: j, Scale: 4}, sum, sum)
@@ -756,19 +970,10 @@ func attnFused() {
 		}
 		var sa [8]VecVirtual
 		for p := range sa {
-			sa[p] = YMM()
-			VXORPS(sa[p], sa[p], sa[p])
-		}
-		for g := 0; g < 8; g++ {
-			tag := fmt.Sprintf("f%d", g)
+			tag := fmt.Sprintf("f%d", p)
 			tags = append(tags, tag)
 			accum(tag)
-			for p := range sa {
-				t := YMM()
-				VCVTPH2PS(addr(p).Offset(16*g), t)
-				VMULPS(Mem{Base: q, Disp: 32 * g}, t, t)
-				VADDPS(t, sa[p], sa[p])
-			}
+			sa[p] = attnScoreLanes64(addr(p), func(g int) Op { return qv[g] })
 		}
 		VMOVUPS(hsum8x8Scaled(sa[:], perm, sc), Mem{Base: s})
 		ADDQ(U8(32), s)

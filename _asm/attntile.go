@@ -23,16 +23,16 @@ const (
 )
 
 // attnTileScores emits the scores of nq queries against n keys (n a multiple of 8)
-// on 512-bit registers: a register holds two keys' 8 lanes (the low half key j,
-// the high half key j+1) against the query's 8 values twice over, so a key's
-// conversion serves every query and each lane sums, in index order, the products
-// attnScoresF16's lane does. The lanes of 8 keys then go through
+// on 512-bit registers, head size 64 (hd is ignored): a register holds two keys'
+// 8 lanes (the low half key j, the high half key j+1) against the query's 8 values
+// twice over, so a key's conversion serves every query, and each lane is
+// attnScoreLanes' (attnPairLanes). The lanes of 8 keys then go through
 // hsum8x8Scaled, as attnScoresF16's.
 func attnTileScores(nq int) {
 	evex = true
 	defer func() { evex = false }()
 	name := fmt.Sprintf("attnTileScores%dF16AVX512", nq)
-	TEXT(name, NOSPLIT, "func(k *uint16, qd *float32, hd, n, stride int, scale float32, s *float32)")
+	TEXT(name, 0, "func(k *uint16, qd *float32, hd, n, stride int, scale float32, s *float32)")
 	Pragma("noescape")
 	Doc(name+" sets s[t·64+j] = scale·(q_t·k_j) for the "+fmt.Sprint(nq)+" queries t and the n",
 		"keys j (n a multiple of 8; k_j the hd binary16 values at k + j·stride), as",
@@ -40,7 +40,6 @@ func attnTileScores(nq int) {
 		"at a time: qd[(g·4+t)·16 + l] = q_t[8g + l%8].")
 	k := Load(Param("k"), GP64())
 	qd := Load(Param("qd"), GP64())
-	hd := Load(Param("hd"), GP64())
 	n := Load(Param("n"), GP64())
 	sb := Load(Param("stride"), GP64())
 	SHLQ(U8(1), sb)
@@ -53,14 +52,14 @@ func attnTileScores(nq int) {
 	s3 := GP64()
 	LEAQ(Mem{Base: sb, Index: sb, Scale: 2}, s3)
 
+	local := AllocLocal(4 * 64 * attnGroupMax)
+	spill := AllocLocal(2 * 64 * attnGroupMax)
 	Label("blk8")
 	CMPQ(n, U8(8))
 	JL(LabelRef("done"))
-	r0, r4, qp, g := GP64(), GP64(), GP64(), GP64()
+	r0, r4 := GP64(), GP64()
 	MOVQ(k, r0)
 	LEAQ(Mem{Base: k, Index: sb, Scale: 4}, r4)
-	MOVQ(qd, qp)
-	MOVQ(hd, g)
 	addr := func(p int) Mem {
 		base := r0
 		if p >= 4 {
@@ -76,37 +75,20 @@ func attnTileScores(nq int) {
 		}
 		return Mem{Base: base}
 	}
-	acc := make([][4]VecVirtual, nq)
-	for t := range acc {
-		for p := range acc[t] {
-			acc[t][p] = ZMM()
-			VPXORD(acc[t][p], acc[t][p], acc[t][p])
-		}
-	}
-	Label("g8")
 	for p := 0; p < 4; p++ {
-		kx := YMM()
-		VBROADCASTI32X4(addr(2*p), kx) // a full write of kx (the high half replaced next)
-		VINSERTI32X4(U8(1), addr(2*p+1), kx, kx)
-		kz := ZMM()
-		VCVTPH2PS(kx, kz)
-		for t := 0; t < nq; t++ {
-			x := ZMM()
-			VMULPS(Mem{Base: qp, Disp: 64 * t}, kz, x)
-			VADDPS(x, acc[t][p], acc[t][p])
+		lanes := attnPairLanes(func(g int) (Mem, Mem) { return addr(2 * p).Offset(16 * g), addr(2*p + 1).Offset(16 * g) },
+			qd.(GPVirtual), nq, func(t int) Mem { return spill.Offset(64 * t) })
+		for t := range lanes {
+			VMOVUPS(lanes[t], local.Offset(64*(attnGroupMax*p+t)))
 		}
 	}
-	ADDQ(U8(16), r0)
-	ADDQ(U8(16), r4)
-	ADDQ(U32(64*attnGroupMax), qp)
-	SUBQ(U8(8), g)
-	JNZ(LabelRef("g8"))
 	for t := 0; t < nq; t++ {
 		var y [8]VecVirtual
 		for p := 0; p < 4; p++ {
-			y[2*p] = acc[t][p].AsY().(VecVirtual)
-			y[2*p+1] = YMM()
-			VEXTRACTF64X4(U8(1), acc[t][p], y[2*p+1]) // AVX512F, unlike VEXTRACTF32X8
+			for h := 0; h < 2; h++ {
+				y[2*p+h] = YMM()
+				VMOVUPS(local.Offset(64*(attnGroupMax*p+t)+32*h), y[2*p+h])
+			}
 		}
 		VMOVUPS(hsum8x8Scaled(y[:], perm, sc), Mem{Base: s, Disp: 4 * attnChunkF * t})
 	}
@@ -118,6 +100,65 @@ func attnTileScores(nq int) {
 	Label("done")
 	VZEROUPPER()
 	RET()
+}
+
+// attnPairLanes emits the lanes of attnScore (head size 64) of two keys against
+// each of nq queries: register t holds key 0's 8 lanes u in its low half and key
+// 1's in its high half, against query t (qd's layout: qd[(g·4+t)·16 + l] =
+// q_t[8g + l%8]). key(g) addresses the two keys' values 8g..8g+7. The tree
+// ((G0+G4)+(G2+G6)) + ((G1+G5)+(G3+G7)) is taken in that order, its partial
+// sums parked in two slots (spill(t) and 64·attnGroupMax bytes on), so that one
+// register a query suffices.
+func attnPairLanes(key func(g int) (Mem, Mem), qd GPVirtual, nq int, spill func(t int) Mem) []VecVirtual {
+	conv := func(g int) VecVirtual {
+		m0, m1 := key(g)
+		kx := YMM()
+		VBROADCASTI32X4(m0, kx) // a full write of kx (the high half replaced next)
+		VINSERTI32X4(U8(1), m1, kx, kx)
+		kz := ZMM()
+		VCVTPH2PS(kx, kz)
+		return kz
+	}
+	prod := func(kz VecVirtual, g, t int) VecVirtual {
+		x := ZMM()
+		VMULPS(Mem{Base: qd, Disp: 64 * (attnGroupMax*g + t)}, kz, x)
+		return x
+	}
+	a := make([]VecVirtual, nq)
+	// pairSum sets r[t] = G_g0 + G_g1 for every query.
+	pairSum := func(r []VecVirtual, g0, g1 int) {
+		kz := conv(g0)
+		for t := range r {
+			r[t] = prod(kz, g0, t)
+		}
+		kz = conv(g1)
+		for t := range r {
+			VADDPS(prod(kz, g1, t), r[t], r[t])
+		}
+	}
+	// Each pair's sum is parked (the queries' registers then hold the next), and
+	// the sums are taken back as memory operands: IEEE sums are commutative.
+	park := func(slot int) {
+		for t := range a {
+			VMOVUPS(a[t], spill(t).Offset(64*attnGroupMax*slot))
+		}
+	}
+	unpark := func(slot int) {
+		for t := range a {
+			VADDPS(spill(t).Offset(64*attnGroupMax*slot), a[t], a[t])
+		}
+	}
+	pairSum(a, 0, 4) // G0+G4
+	park(0)
+	pairSum(a, 2, 6)
+	unpark(0) // (G0+G4)+(G2+G6)
+	park(0)
+	pairSum(a, 1, 5)
+	park(1)
+	pairSum(a, 3, 7)
+	unpark(1) // (G1+G5)+(G3+G7)
+	unpark(0)
+	return a
 }
 
 // attnTileAccum emits the accumulator update of a chunk for nq queries of head
@@ -184,9 +225,7 @@ func attnTileAccum(nq int) {
 		ej := ZMM()
 		VBROADCASTSS(Mem{Base: e, Index: j, Scale: 4, Disp: 4 * attnChunkF * t}, ej)
 		for i := range w {
-			x := ZMM()
-			VMULPS(ej, w[i], x)
-			VADDPS(x, a[t][i], a[t][i])
+			VFMADD231PS(ej, w[i], a[t][i])
 			round16(a[t][i])
 		}
 		VADDSS(Mem{Base: e, Index: j, Scale: 4, Disp: 4 * attnChunkF * t}, sums[t], sums[t])
@@ -264,6 +303,7 @@ func attnTileFused(nq int) {
 	kp := Load(Param("k"), GP64())
 	qd := Load(Param("qd"), GP64())
 	part := Load(Param("part"), GP64())
+	spill := AllocLocal(2 * 64 * attnGroupMax)
 
 	// The sums, one chain per query, updated in the position loop (as attnFused
 	// does): the same operations in the same order as attnAccumF16's loop.
@@ -290,9 +330,7 @@ func attnTileFused(nq int) {
 		// e_j broadcast from memory (one register fewer): the same products.
 		ej := Mem{Base: e, Index: j, Scale: 4, Disp: 4 * attnChunkF * t}
 		for i := range w {
-			x := ZMM()
-			VMULPS_BCST(ej, w[i], x)
-			VADDPS(x, a[t][i], a[t][i])
+			VFMADD231PS_BCST(ej, w[i], a[t][i])
 			round16(a[t][i])
 		}
 		VADDSS(ej, sums[t], sums[t])
@@ -342,25 +380,9 @@ func attnTileFused(nq int) {
 	// pair emits the lanes of the next two keys (at kp and kp+stride) against
 	// every query, to part; kp and part move on.
 	pair := func() {
-		var pa [attnGroupMax]VecVirtual
-		for g := 0; g < 8; g++ {
-			kx := YMM()
-			VBROADCASTI32X4(Mem{Base: kp, Disp: 16 * g}, kx)
-			VINSERTI32X4(U8(1), Mem{Base: kp, Index: sb, Scale: 1, Disp: 16 * g}, kx, kx)
-			kz := ZMM()
-			VCVTPH2PS(kx, kz)
-			for t := 0; t < nq; t++ {
-				q := Mem{Base: qd, Disp: 64 * (attnGroupMax*g + t)}
-				if g == 0 {
-					// 0 + x is x, as attnTileScores' first add.
-					pa[t] = ZMM()
-					VPXORD(pa[t], pa[t], pa[t])
-				}
-				x := ZMM()
-				VMULPS(q, kz, x)
-				VADDPS(x, pa[t], pa[t])
-			}
-		}
+		pa := attnPairLanes(func(g int) (Mem, Mem) {
+			return Mem{Base: kp, Disp: 16 * g}, Mem{Base: kp, Index: sb, Scale: 1, Disp: 16 * g}
+		}, qd.(GPVirtual), nq, func(t int) Mem { return spill.Offset(64 * t) })
 		for t := 0; t < nq; t++ {
 			VMOVUPS(pa[t], Mem{Base: part, Disp: 64 * t})
 		}

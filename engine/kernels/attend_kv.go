@@ -164,11 +164,7 @@ func (st *kvState) spanGeneric(k, v []uint16, n, kstride, vstride int, scale flo
 		case KVQ4_0:
 			s = dotQ4_0Row(unitBytes(kj), st.q8())
 		default:
-			var a8 [8]float32
-			for i, x := range st.qr() {
-				a8[i%8] += float32(f16Table[kj[i]] * x)
-			}
-			s = sum8(&a8)
+			s = attnScore(st.qr(), kj)
 		}
 		s *= scale
 		ms, vs := float32(1), float32(1)
@@ -195,7 +191,7 @@ func (st *kvState) spanGeneric(k, v []uint16, n, kstride, vstride int, scale flo
 			accumQ4_0(acc, unitBytes(vj), vs)
 		default:
 			for i, a := range acc {
-				acc[i] = RoundF16(a + float32(f16Table[vj[i]]*vs))
+				acc[i] = RoundF16(fmaf(f16Table[vj[i]], vs, a))
 			}
 		}
 		st.sum = float32(st.sum*ms) + vs

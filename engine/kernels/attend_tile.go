@@ -80,12 +80,7 @@ func tileBlocks(sts []attnState, ns []int, ks, vs [][]uint16, off, stride, bt, n
 func attnGroupScoresRef(s [][]float32, qr [][]float32, k []uint16, n, stride int, scale float32) {
 	for t, q := range qr {
 		for j := 0; j < n; j++ {
-			kj := k[j*stride : j*stride+len(q)]
-			var a8 [8]float32
-			for i, x := range q {
-				a8[i%8] += float32(f16Table[kj[i]] * x)
-			}
-			s[t][j] = sum8(&a8) * scale
+			s[t][j] = attnScore(q, k[j*stride:j*stride+len(q)]) * scale
 		}
 	}
 }
@@ -106,7 +101,7 @@ func attnGroupAccumRef(acc [][]float32, v []uint16, n, stride int, e [][]float32
 			}
 			vj := v[j*stride : j*stride+len(a)]
 			for i, x := range a {
-				a[i] = RoundF16(x + float32(f16Table[vj[i]]*vs))
+				a[i] = RoundF16(fmaf(f16Table[vj[i]], vs, x))
 			}
 			sum[t] = float32(sum[t]*ms) + vs
 		}

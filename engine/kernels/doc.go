@@ -56,8 +56,13 @@
 // Q5_0 and IQ4_NL; Q8_1 blocks, which carry their sum, for Q4_1 and Q5_1; Q8_K for
 // the K-quants, the IQ types and the ternary types) using integer dot products, F16/BF16 weights with activations
 // rounded to the same format, and attention runs as llama.cpp's flash attention
-// does over an F16 cache, its exponentials correctly rounded as libm's expf that
-// llama.cpp calls (attnExpf, in float64). SwiGLU is llama.cpp's op bit for bit as its AVX-512 builds
+// does over an F16 cache, bit for bit as its AVX-512 build computes it for head
+// sizes that are a multiple of 64 (TestGGMLAttendOrder, every SIMD level): K·q in
+// ggml_vec_dot_f16's order with 16-lane vectors (attnScore), the accumulator
+// updated by a fused multiply-add before its binary16 rounding, the exponentials
+// correctly rounded as libm's expf that llama.cpp calls (attnExpf, in float64).
+// Other head sizes keep 8 lanes in index order (ggml adds the values after the
+// last 64 in float64 there). SwiGLU is llama.cpp's op bit for bit as its AVX-512 builds
 // compute it (ggml_v_expf's arithmetic, expfGGML; TestSwiGLUMatchesLlamaCpp). The
 // Q4_1, Q5_1, Q5_K, Q6_K and IQ3_S dot products are ggml's vec_dot bit for bit
 // (TestDotMatchesLlamaCppBits): ggml keeps 8 float lanes per row (each a fused
@@ -92,8 +97,9 @@
 // again over the last 16 tokens, 2-3 tokens left through the 4-token kernel over
 // the last 4 or, for a batch of 2-3 tokens, over activations padded with zero rows),
 // attention in three steps per chunk of positions (attend_amd64.go: scores,
-// online-softmax factors with a vector attnExpf, accumulator update, the last fused with
-// the next chunk's scores for head size 64); a chunk is 64 contiguous positions, or
+// each key's lanes summed in attnScore's tree, online-softmax factors with a
+// vector attnExpf, accumulator update, the last fused with the next chunk's scores
+// for head size 64); a chunk is 64 contiguous positions, or
 // one block of a paged cache (AttendBlocks) of 8 to 64 positions. Then the
 // activation quantizers, binary16/bfloat16 rounding, the binary16 conversion of
 // keys and values, and SwiGLU (act_amd64.go). Each has its Go

@@ -21,33 +21,29 @@ import (
 // llama.cpp means its arithmetic bit for bit. Done: SwiGLU's exponential
 // (ggml_v_expf), the Q5_1, IQ3_S, Q4_1, Q5_K and Q6_K dot products (ggml's vec_dot
 // float order: llama-dense-Q4_1 from 5.9e-4 to 5.3e-7, llama-dense-b-Q5_K_S from
-// 5.2e-4 to steps of ~2e-6, llama-dense-d-Q6_K from 9.6e-4 only to 7.9e-4, so
-// something else drifts there, qwen2moe-Q4_K_M from 5.7e-7 to 2.9e-5), and
-// attention's exponentials as libm's correctly rounded expf (kernels.attnExpf;
-// llama-dense-c-IQ3_S from a mean KL of 1.07e-3 to 6.1e-7, llama-dense-Q5_1 from
-// -8e-5 to 6.7e-7). Left, measured on the pure-Go path with each change alone
-// (kernels.TestGGMLAttendOrder and TestGGMLDotOrder pin llama.cpp's bits for
-// them): attention's K·q in the 16-lane fused order of llama.cpp's AVX-512 build
-// takes qwen3moe-b-Q8_0 from 9.8e-2 (at step 19 the last layer's router logits of
-// its second and third experts are 0.03 apart, and the other expert is taken) to
-// 4.4e-5 with every top-1 equal; Q8_0's dot product order (kernels.TestGGMLDotOrder:
-// in the Go reference alone, -tags purego, it took mixtral-moe-Q4_K_M from 4.3e-4 to
-// 3.9e-7, olmoe-d-Q8_0 from 3.9e-4 to 1.2e-4 and qwen2moe-Q4_K_M back to 5.7e-7;
-// with its AVX2 and AVX-512 kernels too, commit 75bc768, the same on both levels:
-// not adopted, since on AVX-512 it made Q8_0 prompts' products 3.3× slower than the
-// block-order outer-product tiles, which keep one float per row and token;
-// ggmlorder_test.go); the F32 products (the MoE routers) in the Go reference's
-// order (8 lanes, a product and a sum each rounded, sum8) instead of the AVX2
-// kernel's (8 accumulators of 8 lanes, fused): qwen2moe-Q4_K_M from 2.88e-5 to
-// 5.65e-7 and qwen2moe-F16 from 1.11e-5 to 9.5e-6 (measured on the AVX-512 Xeon;
-// -tags purego gives the same); the same order with fused multiply-adds gives
-// 2.88e-5 again. So llama.cpp's F32 products here seem to keep one unfused
-// accumulator per lane of 8 (not yet checked against its source). RoPE's angles as libm's sinf/cosf (not correctly
-// rounded for ~2% of them; ours are) were not needed for these two files: q and k
-// are rounded to binary16 before attention.
-var zooKnownGaps = map[string]string{
-	"qwen3moe-b-Q8_0": "top-1 23/24, mean KL 9.80e-02 (step 19: llama.cpp 187 at 0.22, lmlite 489 at 0.30; an expert 0.03 from the top 2)",
-}
+// 5.2e-4 to steps of ~2e-6), attention's exponentials as libm's correctly rounded
+// expf (kernels.attnExpf; llama-dense-c-IQ3_S from a mean KL of 1.07e-3 to 6.1e-7,
+// llama-dense-Q5_1 from -8e-5 to 6.7e-7), and attention's K·q in the 16-lane order
+// of ggml_vec_dot_f16 in llama.cpp's AVX-512 build with the accumulator's fused
+// multiply-add (kernels.attnScore, kernels.TestGGMLAttendOrder): qwen3moe-b-Q8_0
+// from 9.8e-2 (at step 19 the last layer's router logits of its second and third
+// experts were 0.03 apart, and the other expert was taken) to 4.4e-5 with every
+// top-1 equal, llama-dense-d-Q6_K from 7.9e-4 (top-1 23/24) to 3.6e-7. Left:
+// Q8_0's dot product order (kernels.TestGGMLDotOrder: in the Go reference alone,
+// -tags purego, it took mixtral-moe-Q4_K_M from 4.3e-4 to 3.9e-7, olmoe-d-Q8_0
+// from 3.9e-4 to 1.2e-4; with its AVX2 and AVX-512 kernels too, commit 75bc768,
+// the same on both levels: not adopted, since on AVX-512 it made Q8_0 prompts'
+// products 3.3x slower than the block-order outer-product tiles, which keep one
+// float per row and token; ggmlorder_test.go); the F32 products (the MoE routers)
+// in the Go reference's order (8 lanes, a product and a sum each rounded, sum8)
+// instead of the AVX2 kernel's (8 accumulators of 8 lanes, fused): qwen2moe-Q4_K_M
+// from 2.88e-5 to 5.65e-7 and qwen2moe-F16 from 1.11e-5 to 9.5e-6 (measured on the
+// AVX-512 Xeon; -tags purego gives the same); the same order with fused
+// multiply-adds gives 2.88e-5 again, so llama.cpp's F32 products here seem to keep
+// one unfused accumulator per lane of 8 (not yet checked against its source).
+// RoPE's angles as libm's sinf/cosf (not correctly rounded for ~2% of them; ours
+// are) were not needed: q and k are rounded to binary16 before attention.
+var zooKnownGaps = map[string]string{}
 
 // TestZooQuantizeParity scores every file of ../shared/testdata/zoo-quantize (files
 // as llama.cpp's converter and llama-quantize write them) against llama.cpp's own
