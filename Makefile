@@ -46,7 +46,7 @@ build:
 # tests make while they run is still checked; a GORACE you set comes after and wins.
 test: vet
 	GORACE="atexit_sleep_ms=0 $$GORACE" $(GO) test -race -count=1 -timeout 20m ./...
-	$(MAKE) stress-lifecycle STRESS_COUNT=$(STRESS_COUNT_TEST)
+	$(MAKE) stress-lifecycle STRESS_COUNT=$(STRESS_COUNT_TEST) STRESS_REDIS_COUNT=0
 	LMLITE_TEST_LEASES=0 $(GO) test -count=1 -run 'TestRedis' ./tenancy ./gateway
 	$(GO) test -count=1 -run 'TestThreeModelsMemory|TestParityWithLlamaCpp|TestGenerateLoadsAndRuns|TestZooQuantizeParity|TestKernelsDoNotAllocate|TestDecodeAllocations' \
 	  ./engine ./engine/model ./engine/genmodel ./engine/kernels
@@ -57,13 +57,20 @@ test: vet
 # The engine's lifecycle tests under -race, STRESS_COUNT times each (issue 36's loop:
 # 200): the traces of decide and of the janitor's message handlers, and the Block-level
 # tests whose goroutines send the janitor its messages at once (loads racing unloads
-# and Close, idle expiry, preemption, a burst on an unloaded model). `make test` runs
-# them STRESS_COUNT_TEST times after the -race suite (its bounded form).
+# and Close, idle expiry, preemption, a burst on an unloaded model); then
+# STRESS_REDIS_COUNT times (default STRESS_COUNT; 0: not) the ones of two Blocks
+# sharing a real redis-server's leases (preemption across processes; about 7 s a
+# round, each waiting for lease beats). `make test` runs the first
+# STRESS_COUNT_TEST times after the -race suite (its bounded form: 16 s at load 31).
 LIFECYCLE_TESTS := TestJanitorProtocol|TestLifecycleTrace|TestLeases|TestBlockIdleUnloadAndReload|TestBlockLoadAfterClose|TestBlockCloseDuringLoad|TestBurstOnUnloadedModelLoadsOnce|TestBlockLifecycleMessagesRace
+LIFECYCLE_REDIS_TESTS := TestRedisHigherPriorityLoadUnloadsIdleModelOfOtherProcess|TestRedisTwoBlocksNeverExceedBudget|TestRedisKilledHolderLeaseExpires|TestRedisLeaseHolderProcess|TestRedisLostLeaseAcquiredAgain|TestRedisCloseDuringPreemptionRefusesTheLoad
 STRESS_COUNT ?= 200
+STRESS_REDIS_COUNT ?= $(STRESS_COUNT)
 STRESS_COUNT_TEST ?= 5
 stress-lifecycle:
 	GORACE="atexit_sleep_ms=0 $$GORACE" $(GO) test -race -count=$(STRESS_COUNT) -timeout 60m -run '^($(LIFECYCLE_TESTS))$$' ./engine
+	if [ "$(STRESS_REDIS_COUNT)" -gt 0 ]; then \
+	  GORACE="atexit_sleep_ms=0 $$GORACE" $(GO) test -race -count=$(STRESS_REDIS_COUNT) -timeout 60m -run '^($(LIFECYCLE_REDIS_TESTS))$$' ./engine; fi
 
 test-fresh-clone:
 	LMLITE_FRESH_CLONE=1 $(GO) test -count=1 -run 'TestFreshCloneMakeRun' -v -timeout 45m ./cmd/lmlite
