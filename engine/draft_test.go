@@ -321,3 +321,44 @@ func TestDraftModelChoicesAndCacheHit(t *testing.T) {
 	}
 	t.Logf("n = 3: drafted %d; after a hit on %d cached tokens: drafted %d, accepted %d", drafted, hit.u.CachedTokens, hit.u.DraftTokens, hit.u.AcceptedTokens)
 }
+
+// TestDraftModelFollowUpHitsEveryBlock: a conversation's next turn (the prompt and
+// output of a speculating turn that has returned) finds every full block of the
+// turn's computed tokens in the prefix cache, as after plain decoding, whichever
+// verification step ended the turn (max tokens over a range of 16, one per
+// position in a block).
+func TestDraftModelFollowUpHitsEveryBlock(t *testing.T) {
+	target, same, _ := genDraftPair(t)
+	b, err := New(Config{Logger: quietLog(), Models: []ModelConfig{
+		{ID: "target", Path: target, MaxModelLen: 512, Speculative: spec.Config{DraftModel: "draft"}},
+		{ID: "draft", Path: same, MaxModelLen: 512}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	tok, err := b.Tokenizer("target")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sentence := tok.Encode("The quick brown fox jumps over the lazy dog and then", true, false)
+	turn := slices.Clone(sentence)
+	for len(turn) < model.AttnF32MinPrompt { // one attention mode for both turns
+		turn = append(turn, sentence[1:]...)
+	}
+	for maxTok := 40; maxTok < 40+kvBlockTokens; maxTok++ {
+		salt := fmt.Sprint("turns-", maxTok)
+		first := runFeatures(b, "target", Request{Prompt: turn, MaxTokens: maxTok, Sampling: Sampling{IgnoreEOS: true}, CacheSalt: salt})
+		if first.err != nil {
+			t.Fatal(first.err)
+		}
+		next := runFeatures(b, "target", Request{Prompt: append(slices.Clone(turn), first.ids...), MaxTokens: 1, CacheSalt: salt, NoSpeculation: true})
+		if next.err != nil {
+			t.Fatal(next.err)
+		}
+		// The first turn computed every token but its last one.
+		if want := (len(turn) + maxTok - 1) / kvBlockTokens * kvBlockTokens; next.u.CachedTokens != want || first.u.AcceptedTokens == 0 {
+			t.Errorf("max tokens %d: the next turn's prompt of %d tokens found %d cached, want %d (drafted %d, accepted %d)",
+				maxTok, len(turn)+len(first.ids), next.u.CachedTokens, want, first.u.DraftTokens, first.u.AcceptedTokens)
+		}
+	}
+}
