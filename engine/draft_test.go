@@ -12,6 +12,7 @@ import (
 
 	"github.com/lmlite/lmlite/engine/genmodel"
 	"github.com/lmlite/lmlite/engine/gguf"
+	"github.com/lmlite/lmlite/engine/model"
 	"github.com/lmlite/lmlite/engine/sched"
 	"github.com/lmlite/lmlite/engine/spec"
 	"github.com/lmlite/lmlite/internal/testenv"
@@ -253,8 +254,10 @@ func TestDraftModelChunkedPrefill(t *testing.T) {
 // so drafts are accepted), n = 3 seeded choices decoded together are the choices
 // decoded plainly, each alone (its ChoiceSeed), ids, logits and logprobs; and a
 // request whose prompt the prefix cache holds (a hit on a speculating request's
-// own blocks: the draft model has not seen it, and catches up) continues as plain
-// decoding does without the cache.
+// own blocks, output included: the draft model has not seen it, and catches up)
+// continues as plain decoding does without the cache. Both turns' prompts are of
+// model.AttnF32MinPrompt tokens or more, one attention mode on every CPU: a turn
+// that crosses that length is cached apart and misses once (README, cacheSalt).
 func TestDraftModelChoicesAndCacheHit(t *testing.T) {
 	target, same, _ := genDraftPair(t)
 	b, err := New(Config{Logger: quietLog(), Models: []ModelConfig{
@@ -296,12 +299,16 @@ func TestDraftModelChoicesAndCacheHit(t *testing.T) {
 		t.Error("n = 3: no choice drafted")
 	}
 
-	first := Request{Prompt: prompt, MaxTokens: 150, Logprobs: true, Sampling: Sampling{IgnoreEOS: true}, CacheSalt: "spec"}
+	turn := slices.Clone(prompt)
+	for len(turn) < model.AttnF32MinPrompt {
+		turn = append(turn, prompt[1:]...) // the sentence again, without the BOS
+	}
+	first := Request{Prompt: turn, MaxTokens: 150, Logprobs: true, Sampling: Sampling{IgnoreEOS: true}, CacheSalt: "spec"}
 	out := runFeatures(b, "target", first)
 	if out.err != nil {
 		t.Fatal(out.err)
 	}
-	long := Request{Prompt: append(append([]int32(nil), prompt...), out.ids...), MaxTokens: 60, Logprobs: true, TopLogprobs: 3,
+	long := Request{Prompt: append(slices.Clone(turn), out.ids...), MaxTokens: 60, Logprobs: true, TopLogprobs: 3,
 		Sampling: Sampling{IgnoreEOS: true}, CacheSalt: "spec"}
 	hit := runFeatures(b, "target", long)
 	long.NoSpeculation, long.CacheSalt = true, "plain"
@@ -309,8 +316,49 @@ func TestDraftModelChoicesAndCacheHit(t *testing.T) {
 	if err := cold.same(hit); err != nil {
 		t.Fatalf("after a cache hit: %v", err)
 	}
-	if hit.u.CachedTokens == 0 || cold.u.CachedTokens != 0 || hit.u.AcceptedTokens == 0 {
-		t.Fatalf("cached %d (speculating), %d (plain); drafted %d, accepted %d", hit.u.CachedTokens, cold.u.CachedTokens, hit.u.DraftTokens, hit.u.AcceptedTokens)
+	if hit.u.CachedTokens <= len(turn) || cold.u.CachedTokens != 0 || hit.u.AcceptedTokens == 0 {
+		t.Fatalf("cached %d (speculating; the first turn's prompt: %d), %d (plain); drafted %d, accepted %d", hit.u.CachedTokens, len(turn), cold.u.CachedTokens, hit.u.DraftTokens, hit.u.AcceptedTokens)
 	}
 	t.Logf("n = 3: drafted %d; after a hit on %d cached tokens: drafted %d, accepted %d", drafted, hit.u.CachedTokens, hit.u.DraftTokens, hit.u.AcceptedTokens)
+}
+
+// TestDraftModelFollowUpHitsEveryBlock: a conversation's next turn (the prompt and
+// output of a speculating turn that has returned) finds every full block of the
+// turn's computed tokens in the prefix cache, as after plain decoding, whichever
+// verification step ended the turn (max tokens over a range of 16, one per
+// position in a block).
+func TestDraftModelFollowUpHitsEveryBlock(t *testing.T) {
+	target, same, _ := genDraftPair(t)
+	b, err := New(Config{Logger: quietLog(), Models: []ModelConfig{
+		{ID: "target", Path: target, MaxModelLen: 512, Speculative: spec.Config{DraftModel: "draft"}},
+		{ID: "draft", Path: same, MaxModelLen: 512}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	tok, err := b.Tokenizer("target")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sentence := tok.Encode("The quick brown fox jumps over the lazy dog and then", true, false)
+	turn := slices.Clone(sentence)
+	for len(turn) < model.AttnF32MinPrompt { // one attention mode for both turns
+		turn = append(turn, sentence[1:]...)
+	}
+	for maxTok := 40; maxTok < 40+kvBlockTokens; maxTok++ {
+		salt := fmt.Sprint("turns-", maxTok)
+		first := runFeatures(b, "target", Request{Prompt: turn, MaxTokens: maxTok, Sampling: Sampling{IgnoreEOS: true}, CacheSalt: salt})
+		if first.err != nil {
+			t.Fatal(first.err)
+		}
+		next := runFeatures(b, "target", Request{Prompt: append(slices.Clone(turn), first.ids...), MaxTokens: 1, CacheSalt: salt, NoSpeculation: true})
+		if next.err != nil {
+			t.Fatal(next.err)
+		}
+		// The first turn computed every token but its last one.
+		if want := (len(turn) + maxTok - 1) / kvBlockTokens * kvBlockTokens; next.u.CachedTokens != want || first.u.AcceptedTokens == 0 {
+			t.Errorf("max tokens %d: the next turn's prompt of %d tokens found %d cached, want %d (drafted %d, accepted %d)",
+				maxTok, len(turn)+len(first.ids), next.u.CachedTokens, want, first.u.DraftTokens, first.u.AcceptedTokens)
+		}
+	}
 }

@@ -149,6 +149,9 @@ func (r *runner) verify(w sched.Work, j *job, rows []float32) {
 				accepted++ // the draft was right, whatever ended the job with it
 			}
 			record()
+			if !r.noCache { // its last blocks too, as plain decoding publishes before it ends
+				j.kv.Publish(j.tokens[:min(w.Start+1+accepted, len(j.tokens))])
+			}
 			r.st.Remove(w.ID) // a drafted step is never Last (sched caps the draft)
 			r.end(w.ID, j, reason, nil)
 			return
