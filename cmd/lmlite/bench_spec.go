@@ -43,7 +43,7 @@ func benchSpec(stdout io.Writer, path, source string, nGen, reps, maxDraft int, 
 	if source != "ngram" && source != "prediction" {
 		return fmt.Errorf("--spec %q: the draft source to measure is ngram (prompt lookup) or prediction (Predicted Outputs)", source)
 	}
-	sc := spec.Config{NGram: source == "ngram", MaxDraft: maxDraft}
+	sc := spec.Config{NGram: source == "ngram", MaxDraft: maxDraft, Measure: true} // as a file without draft_cost
 	mc := engine.ModelConfig{ID: "m", Path: path, MaxModelConcurrency: 1, IdleTimeout: -1,
 		DisablePrefixCache: true, Speculative: sc}
 	b, err := engine.New(engine.Config{Models: []engine.ModelConfig{mc}, Logger: quietLogger()})
