@@ -158,12 +158,23 @@ type Steps struct {
 // stepsDecay is the weight the earlier observations keep at each new one.
 const stepsDecay = 0.98
 
-// Observe records a decode step of n tokens that took secs seconds.
+// stepsClip bounds an observation against the line's prediction (Observe).
+const stepsClip = 1.1
+
+// Observe records a decode step of n tokens that took secs seconds. Once there is
+// a line, a step is counted at most stepsClip times what the line predicts: on a
+// shared machine a step preempted by other processes takes many times its work
+// (never less), and more often the longer the step, which would tilt the line.
+// A slower machine still raises the line, by up to a tenth of a step a step; only
+// the line's shape, not its height, sets Cost.
 func (s *Steps) Observe(n int, secs float64) {
 	if n <= 0 || !(secs > 0) {
 		return
 	}
 	x := float64(n)
+	if a, b, ok := s.Line(); ok {
+		secs = min(secs, stepsClip*(a+b*x))
+	}
 	s.w = s.w*stepsDecay + 1
 	s.n = s.n*stepsDecay + x
 	s.nn = s.nn*stepsDecay + x*x

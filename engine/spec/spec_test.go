@@ -187,6 +187,29 @@ func TestStepsCostFitsTheLine(t *testing.T) {
 	}
 }
 
+// TestStepsCostIgnoresPreemptedSteps: on a shared machine some steps take many
+// times their work (another process ran), the longer steps more often; the fitted
+// cost stays near the steps' own (a tiny model's: a position costs 0.1 of a step)
+// instead of following them (unclipped, the same steps fit a line with a negative
+// fixed part and a drafted position costing 1.6 steps: no draft would ever pay).
+func TestStepsCostIgnoresPreemptedSteps(t *testing.T) {
+	var s Steps
+	seed := uint32(1)
+	for i := range 2000 {
+		n := 1 + i%9
+		secs := 100e-6 + 10e-6*float64(n)
+		seed = seed*1664525 + 1013904223
+		if seed%100 < uint32(5*n) { // preempted: 5% of one-token steps, 45% of 9-token ones
+			secs += 2e-3
+		}
+		s.Observe(n, secs)
+	}
+	if got, want := s.Cost(1, 0.15), 10e-6/110e-6; got > 1.5*want || got < want/1.5 {
+		a, b, _ := s.Line()
+		t.Fatalf("cost %.3f (line %.3g + %.3g·n), want about %.3f", got, a, b, want)
+	}
+}
+
 // TestAdaptStopsWhereMeasuredDraftsDoNotPay is the controller on two machines'
 // measured steps, fed the same verifications (about half the drafted tokens
 // accepted, the stories260K "half"/"free" regime): where the steps are bound by
