@@ -55,9 +55,12 @@ func (c Config) Cost() float64 {
 
 // StepCost is the cost of drafting in a step of base tokens (the decoding
 // sequences'): with Measure, a drafted position's share measured from the
-// replica's steps s (Steps.Cost, Cost() the prior); otherwise Cost().
+// replica's steps s (Steps.Cost); otherwise, or until s tells a slope, Cost(), a
+// share of a one-token step, taken to a step of base tokens along the line it
+// implies (b/(a+b) = Cost(): Cost()/(1 + Cost()·(base-1))).
 func (c Config) StepCost(s *Steps, base int) Cost {
 	d := c.Cost()
+	d /= 1 + d*float64(max1(base)-1)
 	if c.Measure && s != nil {
 		d = s.Cost(base, d)
 	}

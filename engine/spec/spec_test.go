@@ -187,6 +187,31 @@ func TestStepsCostFitsTheLine(t *testing.T) {
 	}
 }
 
+// TestStepCostOfABatch: a configured (or prior) draft cost is a share of a
+// one-token step; in a step of 16 sequences' tokens a drafted position is a smaller
+// share of the step, along the line the cost implies (a step of n tokens costs
+// a + b·n with b/(a+b) the cost). Taken unconverted, a batch of 16 never drafted
+// even for a prediction every token of which was accepted.
+func TestStepCostOfABatch(t *testing.T) {
+	for _, cfg := range []Config{{}, {Measure: true}} {
+		c := cfg.StepCost(&Steps{}, 16)
+		if want := 0.15 / (1 + 0.15*15); math.Abs(c.Draft-want) > 1e-12 || c.Base != 16 {
+			t.Fatalf("%+v: cost %+v at base 16, want %v", cfg, c, want)
+		}
+		if c := cfg.StepCost(nil, 1); c.Draft != 0.15 {
+			t.Fatalf("%+v: cost %+v alone, want the configured 0.15", cfg, c)
+		}
+		// A sequence whose drafts all hit drafts in the batch.
+		var a Adapt
+		for i, d := range []int{1, 1, 2, 3} {
+			a.Verified(d, d, 8, c)
+			if got := a.Want(8, c); got < 1 || a.Pause != 0 || (i == 3 && got < 4) {
+				t.Fatalf("%+v: after %d hits in a batch of 16: want %d, pause %d", cfg, i+1, got, a.Pause)
+			}
+		}
+	}
+}
+
 // TestStepsCostIgnoresPreemptedSteps: on a shared machine some steps take many
 // times their work (another process ran), the longer steps more often; the fitted
 // cost stays near the steps' own (a tiny model's: a position costs 0.1 of a step)
