@@ -116,7 +116,7 @@ const DefaultBatchChunk = 16
 type Speculative struct {
 	NGram            bool    `yaml:"ngram"`             // draft by prompt lookup over the sequence's prompt and output
 	MaxDraft         int     `yaml:"max_draft"`         // most tokens drafted per step; 0: 8
-	DraftCost        float64 `yaml:"draft_cost"`        // a drafted position's share of a decode step's cost; 0: 0.15
+	DraftCost        float64 `yaml:"draft_cost"`        // a drafted position's share of a decode step's cost; 0: measured online
 	IgnorePrediction bool    `yaml:"ignore_prediction"` // do not draft from requests' predictions
 	Pool             bool    `yaml:"pool"`              // draft from the tenant's recent outputs
 	DraftModel       string  `yaml:"draft_model"`       // another embedded model whose greedy tokens draft; "": none
@@ -163,9 +163,9 @@ type Model struct {
 
 	// Speculative decoding (engine/spec), off by default: with ngram on, a decoding
 	// sequence drafts up to max_draft tokens (default 8) from its own prompt and
-	// output (prompt lookup) and the batch step verifies them; draft_cost (default
-	// 0.15) is a drafted position's share of a decode step's cost, against which the
-	// draft length is chosen; draft_model names another embedded model with the
+	// output (prompt lookup) and the batch step verifies them; draft_cost is a
+	// drafted position's share of a decode step's cost, against which the draft
+	// length is chosen (default: measured online from the replica's decode steps); draft_model names another embedded model with the
 	// same vocabulary whose greedy tokens draft too (in workers mode, in this
 	// model's worker_group). The output is bit-identical to plain decoding.
 	Speculative Speculative `yaml:"speculative"`
@@ -389,7 +389,7 @@ func (c *Config) Validate() error {
 		case m.Speculative.MaxDraft < 0 || m.Speculative.MaxDraft > 64:
 			return bad(f+".speculative.max_draft", "must be between 1 and 64, or 0 (the default, 8)")
 		case m.Speculative.DraftCost < 0 || m.Speculative.DraftCost >= 1:
-			return bad(f+".speculative.draft_cost", "must be in [0, 1) (0: the default, 0.15)")
+			return bad(f+".speculative.draft_cost", "must be in [0, 1) (0: measured online)")
 		case m.BatchChunk < -1:
 			return bad(f+".batch_chunk_tokens", "must be ≥ 1, or -1 for no cap")
 		case m.GrammarMaskSteps < -1:

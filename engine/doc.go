@@ -204,8 +204,12 @@
 // accepted before it, and masks are computed off the step); so do embeddings and
 // prompt-only requests, and any request with Request.NoSpeculation. Per sequence,
 // spec.Adapt chooses the draft length from the estimated acceptance chance and the
-// cost of a drafted position (speculative.draft_cost), and stops drafting, with a
-// doubling pause, where no length pays. A request's Prediction (OpenAI's Predicted
+// cost of a drafted position, and stops drafting, with a doubling pause, where no
+// length pays. The cost is speculative.draft_cost if given; otherwise
+// (spec.Config.Measure) the runner fits its decode steps' times as a line in their
+// tokens (spec.Steps: each loop's drafting, step and sampling) and a drafted
+// position costs the slope over the time of a step of the decoding sequences'
+// tokens, so a draft pays only for more than it adds to all of the step's sequences. A request's Prediction (OpenAI's Predicted
 // Outputs: the output the client expects) is a draft source on every model, ngram
 // or not (unless speculative.ignore_prediction), tried first: spec.Predicted follows
 // it while the output does and re-aligns at the output's last n-gram after a

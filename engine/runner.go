@@ -53,6 +53,12 @@ type runner struct {
 
 	drafter *drafter // the draft model (spec.Config.DraftModel, draft.go); nil: none
 
+	// The replica's decode steps' times by their tokens (spec.Steps, for
+	// spec.Config.Measure) and the cost of drafting in the step being planned
+	// (speculate.go).
+	steps     spec.Steps
+	draftCost spec.Cost
+
 	maskSlots chan struct{} // cap maskWorkers: the masks computed at once (masks.go)
 
 	running, waiting atomic.Int64 // gauges
@@ -228,6 +234,7 @@ func (r *runner) loop() {
 		r.intake(now)
 		r.reap()
 		r.masks()
+		began := time.Now()
 		r.propose()
 		step := r.st.Plan(now, r.cached)
 		r.untake(step)
@@ -235,7 +242,11 @@ func (r *runner) loop() {
 		work := r.prepare(now, step)
 		r.publishStats()
 		if len(work) > 0 {
+			n, decode := decodeTokens(work)
 			r.run(work)
+			if decode {
+				r.steps.Observe(n, time.Since(began).Seconds()) // drafting, the step and sampling
+			}
 			continue
 		}
 		var wakeAt <-chan time.Time

@@ -52,6 +52,13 @@ func (r *runner) specOn(j *job) bool {
 // has its own length controller (a prediction's hit rate says nothing of the
 // sequence's repeats).
 func (r *runner) propose() {
+	base := 0 // the sequences that decode in the next step, one token each without drafts
+	for id := range r.live {
+		if q, ok := r.st.Seq(id); ok && q.Running && !q.Held && q.Decoding() {
+			base++
+		}
+	}
+	r.draftCost = r.spec.StepCost(&r.steps, base)
 	for id, j := range r.live {
 		j.draft = j.draft[:0]
 		if !r.specOn(j) {
@@ -62,7 +69,7 @@ func (r *runner) propose() {
 			r.st.SetDraft(id, 0)
 			continue
 		}
-		limit, cost := r.spec.Max(), r.spec.Cost()
+		limit, cost := r.spec.Max(), r.draftCost
 		if want := min(j.adapt[srcPrediction].Want(limit, cost), j.predictionLeft()); want > 0 && len(j.pred.Toks) > 0 {
 			j.draft, j.src = j.pred.Draft(j.draft, j.tokens, want), srcPrediction
 		}
@@ -83,6 +90,17 @@ func (r *runner) propose() {
 		r.drafter.forget(r.live)
 		r.drafter.draft(r.st.SetDraft)
 	}
+}
+
+// decodeTokens is the tokens a step's work computes, and whether it only decodes
+// (each item a sequence's last token and its drafts: the steps spec.Steps fits).
+func decodeTokens(work []sched.Work) (n int, decode bool) {
+	decode = true
+	for _, w := range work {
+		n += w.N
+		decode = decode && w.Sample && w.N == 1+w.Draft
+	}
+	return n, decode
 }
 
 // predictionLeft is how many more of its prediction's drafts the job may have
@@ -130,7 +148,7 @@ func (r *runner) verify(w sched.Work, j *job, rows []float32) {
 			j.u.PredictionRejected += w.Draft - accepted
 		}
 		r.stats.accepted[src].Add(uint64(accepted))
-		j.adapt[src].Verified(w.Draft, accepted, r.spec.Max(), r.spec.Cost())
+		j.adapt[src].Verified(w.Draft, accepted, r.spec.Max(), r.draftCost)
 		j.skip(src)
 	}
 	for i := 0; i <= w.Draft; i++ {

@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/lmlite/lmlite/engine"
@@ -39,12 +41,17 @@ const specPassage = "Once upon a time, there was a little girl named Lily. She l
 // (as text: what a client would send back); "half", that text with every other run
 // of 6 words reversed and upper-cased; "unrelated", code and SQL that the output
 // never follows.
-func benchSpec(stdout io.Writer, path, source string, nGen, reps, maxDraft int, asJSON bool) error {
+//
+// With parallel > 1 each side runs parallel copies of the request at once (one
+// batch), and the figures are the aggregate: all their tokens over the time from
+// the submissions to the last token (prefill included, the same both ways), every
+// copy's output checked against plain decoding's.
+func benchSpec(stdout io.Writer, path, source string, nGen, reps, maxDraft, parallel int, asJSON bool) error {
 	if source != "ngram" && source != "prediction" {
 		return fmt.Errorf("--spec %q: the draft source to measure is ngram (prompt lookup) or prediction (Predicted Outputs)", source)
 	}
-	sc := spec.Config{NGram: source == "ngram", MaxDraft: maxDraft}
-	mc := engine.ModelConfig{ID: "m", Path: path, MaxModelConcurrency: 1, IdleTimeout: -1,
+	sc := spec.Config{NGram: source == "ngram", MaxDraft: maxDraft, Measure: true} // as a file without draft_cost
+	mc := engine.ModelConfig{ID: "m", Path: path, MaxModelConcurrency: parallel, IdleTimeout: -1,
 		DisablePrefixCache: true, Speculative: sc}
 	b, err := engine.New(engine.Config{Models: []engine.ModelConfig{mc}, Logger: quietLogger()})
 	if err != nil {
@@ -74,7 +81,8 @@ func benchSpec(stdout io.Writer, path, source string, nGen, reps, maxDraft int, 
 		drafted  int
 		accepted int
 	}
-	one := func(req engine.Request) (*run, error) {
+	var one func(req engine.Request) (*run, error)
+	one = func(req engine.Request) (*run, error) {
 		steps0 := b.Models()[0].Steps
 		s, err := b.Generate(context.Background(), "m", req)
 		if err != nil {
@@ -100,6 +108,37 @@ func benchSpec(stdout io.Writer, path, source string, nGen, reps, maxDraft int, 
 		r.drafted, r.accepted = u.DraftTokens, u.AcceptedTokens
 		r.steps = b.Models()[0].Steps - steps0
 		return r, err
+	}
+	if parallel > 1 {
+		single := one
+		one = func(req engine.Request) (*run, error) {
+			steps0, cpu0, t0 := b.Models()[0].Steps, readProcCounts(os.Getpid()), time.Now()
+			runs := make([]*run, parallel)
+			errs := make([]error, parallel)
+			var wg sync.WaitGroup
+			for i := range parallel {
+				wg.Go(func() { runs[i], errs[i] = single(req) })
+			}
+			wg.Wait()
+			if err := errors.Join(errs...); err != nil {
+				return nil, err
+			}
+			r := runs[0]
+			n := 0
+			for _, x := range runs {
+				if !slices.Equal(x.ids, r.ids) {
+					return nil, fmt.Errorf("%d parallel copies of one request gave different outputs", parallel)
+				}
+				n += len(x.ids)
+			}
+			r.tokS = float64(n) / time.Since(t0).Seconds()
+			r.cpuMS = float64(readProcCounts(os.Getpid()).sub(cpu0).CPU) * 10 / float64(max(n, 1))
+			r.steps = b.Models()[0].Steps - steps0
+			for _, x := range runs[1:] {
+				r.drafted, r.accepted = r.drafted+x.drafted, r.accepted+x.accepted
+			}
+			return r, nil
+		}
 	}
 	type task struct {
 		name string
@@ -159,7 +198,7 @@ func benchSpec(stdout io.Writer, path, source string, nGen, reps, maxDraft int, 
 			slices.Sort(x)
 			return x[len(x)/2]
 		}
-		res := map[string]any{"source": source, "task": task.name, "model": path, "gen": nGen, "pairs": reps, "max_draft": spec.Config{MaxDraft: maxDraft}.Max(),
+		res := map[string]any{"source": source, "task": task.name, "model": path, "gen": nGen, "pairs": reps, "parallel": parallel, "max_draft": spec.Config{MaxDraft: maxDraft}.Max(),
 			"plain_tok_s": med(plain), "spec_tok_s": med(sp), "ratio": med(ratios), "ratios": ratios,
 			"plain_steps": plainSteps, "spec_steps": specSteps, "cpu_ratio": med(cpuRatios), "cpu_ratios": cpuRatios, "drafted": drafted, "accepted": accepted}
 		results = append(results, res)
@@ -167,6 +206,9 @@ func benchSpec(stdout io.Writer, path, source string, nGen, reps, maxDraft int, 
 			acc := 0.0
 			if drafted > 0 {
 				acc = float64(accepted) / float64(drafted)
+			}
+			if parallel > 1 {
+				fmt.Fprintf(stdout, "%d parallel, aggregate: ", parallel)
 			}
 			fmt.Fprintf(stdout, "spec %s, %s: plain %.1f tok/s, speculative %.1f tok/s, ratio %.2f (median of %d ABAB pairs: %s); CPU time per token plain/speculative %.2f (%s); drafts accepted %d/%d (%.0f%%), steps %d plain, %d speculative; same output\n",
 				source, task.name, med(plain), med(sp), med(ratios), reps, fmtRatios(ratios), med(cpuRatios), fmtRatios(cpuRatios), accepted, drafted, 100*acc, plainSteps, specSteps)

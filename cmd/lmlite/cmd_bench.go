@@ -83,7 +83,7 @@ func cmdBench(args []string, stdout io.Writer) error {
 	coldStart := fs.Bool("cold-start", false, "measure the first token after an idle unload against warm instead (ABAB, --reps pairs, --prompt tokens)")
 	coldPrefix := fs.Int("cold-prefix", 0, "with --cold-start, N: measure instead the time to first token of an N-token cached prefix (+ --gen new tokens) hot and after an unload with kv_warm_file")
 	dropCache := fs.Bool("drop-cache", false, "with --cold-start: drop the model file from the page cache before each comeback (posix_fadvise DONTNEED), so that it is read from the disk")
-	specFlag := fs.String("spec", "", "ngram or prediction: measure speculative decoding instead: one request at a time, plain and with drafts (ABAB, --reps pairs, --gen tokens); ngram: prompt-lookup drafts on a repetitive task (greedy, a passage given then started again) and a free one (sampled at temperature 1); prediction: Predicted Outputs, greedy, the prediction being the model's own plain output, half of it perturbed, or unrelated text")
+	specFlag := fs.String("spec", "", "ngram or prediction: measure speculative decoding instead: one request at a time (--parallel N: N at once, the aggregate tok/s), plain and with drafts (ABAB, --reps pairs, --gen tokens); ngram: prompt-lookup drafts on a repetitive task (greedy, a passage given then started again) and a free one (sampled at temperature 1); prediction: Predicted Outputs, greedy, the prediction being the model's own plain output, half of it perturbed, or unrelated text")
 	maxDraft := fs.Int("max-draft", 0, "with --spec: the most tokens drafted per step (a model's speculative.max_draft); 0: 8")
 	grammarFlag := fs.String("grammar", "", "constrain generation: json (any JSON object) or a JSON Schema file; reports the masks' share of the decode time")
 	if err := parseFlags(fs, args); err != nil {
@@ -105,7 +105,7 @@ func cmdBench(args []string, stdout io.Writer) error {
 	}
 	if *specFlag != "" {
 		runtime.GOMAXPROCS(*threads)
-		return benchSpec(stdout, *path, *specFlag, *nGen, *reps, *maxDraft, *asJSON)
+		return benchSpec(stdout, *path, *specFlag, *nGen, *reps, *maxDraft, max(*parallel, 1), *asJSON)
 	}
 	if *engineMode != "" {
 		return benchEngine(stdout, *path, *engineMode, *parallel, *nGen, *reps, *asJSON)

@@ -60,7 +60,7 @@ func engineModelConfig(m *configs.Model) engine.ModelConfig {
 
 // speculative is the engine's configuration of a model's speculative: block.
 func speculative(s configs.Speculative) spec.Config {
-	return spec.Config{NGram: s.NGram, MaxDraft: s.MaxDraft, DraftCost: s.DraftCost,
+	return spec.Config{NGram: s.NGram, MaxDraft: s.MaxDraft, DraftCost: s.DraftCost, Measure: s.DraftCost == 0,
 		IgnorePrediction: s.IgnorePrediction, Pool: s.Pool, DraftModel: s.DraftModel}
 }
 

@@ -57,7 +57,7 @@ plans: {p: {}}
 	if s := m.Speculative; s != (spec.Config{NGram: true, MaxDraft: 4, DraftCost: 0.1, IgnorePrediction: true, Pool: true, DraftModel: "n"}) {
 		t.Errorf("m's speculative: %+v", s)
 	}
-	if n.Path != "/cache/blobs/sha256-n.gguf" || n.BatchChunkTokens != 64 || n.Speculative.On() || n.Embeddings || n.KVCacheTypeK != "" || n.KVCacheTypeV != "" {
+	if n.Path != "/cache/blobs/sha256-n.gguf" || n.BatchChunkTokens != 64 || n.Speculative.On() || !n.Speculative.Measure || n.Embeddings || n.KVCacheTypeK != "" || n.KVCacheTypeV != "" {
 		t.Errorf("n: %+v", n)
 	}
 	if a := m.Adapters; len(a) != 2 || a[0].ID != "x" || a[0].Path != "x.gguf" || a[0].Scale != 0.5 || a[1].ID != "z" || a[1].Scale != 0 {

@@ -25,5 +25,8 @@
 // Length: Adapt, per sequence, grows the draft on full hits, cuts it to what was
 // accepted plus one on partial hits, and pauses drafting with a doubling back-off
 // after repeated full misses, so a sequence whose output does not repeat soon stops
-// paying for verification.
+// paying for verification. A drafted position's cost is Config.DraftCost, or with
+// Config.Measure the slope of Steps, the replica's decode step times fitted as a
+// line in their tokens, over a step's time; in a step shared with other sequences
+// a draft must pay for the time it adds to all of them (BestFor).
 package spec

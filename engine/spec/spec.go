@@ -10,8 +10,13 @@ type Config struct {
 	// DraftCost is what one drafted position adds to a decode step, as a share of
 	// the step (the model's and the machine's: BenchmarkVerifyStep measures it);
 	// the draft length controller (Adapt) drafts only where the expected accepted
-	// tokens pay for it. 0: DefaultDraftCost.
+	// tokens pay for it. 0: DefaultDraftCost. With Measure, only the prior.
 	DraftCost float64 `yaml:"draft_cost"`
+	// Measure has each replica measure a drafted position's cost online from its
+	// own decode steps (Steps), with DraftCost as the prior until the steps tell a
+	// slope, so that drafting stops where it does not pay on this model and machine.
+	// cmd/lmlite sets it unless the file gives draft_cost.
+	Measure bool `yaml:"-"`
 	// IgnorePrediction turns off drafting from requests' predictions
 	// (Request.Prediction, OpenAI's Predicted Outputs), which are on for every model
 	// otherwise, whatever NGram says: a prediction only changes the speed.
@@ -46,6 +51,20 @@ func (c Config) Cost() float64 {
 		return c.DraftCost
 	}
 	return DefaultDraftCost
+}
+
+// StepCost is the cost of drafting in a step of base tokens (the decoding
+// sequences'): with Measure, a drafted position's share measured from the
+// replica's steps s (Steps.Cost); otherwise, or until s tells a slope, Cost(), a
+// share of a one-token step, taken to a step of base tokens along the line it
+// implies (b/(a+b) = Cost(): Cost()/(1 + Cost()·(base-1))).
+func (c Config) StepCost(s *Steps, base int) Cost {
+	d := c.Cost()
+	d /= 1 + d*float64(max1(base)-1)
+	if c.Measure && s != nil {
+		d = s.Cost(base, d)
+	}
+	return Cost{Draft: d, Base: base}
 }
 
 // The n-gram lengths Lookup tries, longest first.
@@ -100,17 +119,103 @@ const DefaultDraftCost = 0.15
 // that the ones before it were (a step of k drafts gives 1 + p + … + p^k tokens and
 // costs 1 + cost·k one-token steps), among 1…max; 0 when no length gives more than
 // a plain decode (one token per step).
-func Best(p, cost float64, max int) int {
-	best, bestGain := 0, 1.0
+func Best(p, cost float64, max int) int { return BestFor(p, Cost{Draft: cost}, max) }
+
+// Cost is what drafting adds to the next step: Draft is one drafted position's time
+// as a share of the step without drafts, which computes Base tokens (the decoding
+// sequences'; 0 or 1: the sequence alone).
+type Cost struct {
+	Draft float64
+	Base  int
+}
+
+// BestFor is Best for a step shared with others: it maximizes the step's tokens per
+// unit of its time, (Base-1 + 1 + p + … + p^k) ÷ (1 + Draft·k), among 1…max, so
+// that a draft pays only when its expected accepted tokens exceed the time it adds
+// to every sequence of the step (the aggregate throughput never falls); 0 when no
+// length beats plain decoding (Base tokens per step).
+func BestFor(p float64, c Cost, max int) int {
+	others := float64(max1(c.Base) - 1)
+	best, bestGain := 0, others+1
 	exp, pk := 1.0, 1.0
 	for k := 1; k <= max; k++ {
 		pk *= p
 		exp += pk
-		if g := exp / (1 + cost*float64(k)); g > bestGain+1e-12 {
+		if g := (others + exp) / (1 + c.Draft*float64(k)); g > bestGain*(1+1e-12) {
 			best, bestGain = k, g
 		}
 	}
 	return best
+}
+
+// Steps estimates a replica's decode step time as a line in the tokens the step
+// computes, a + b·n, by least squares over its recent decode steps (exponentially
+// weighted: each observation keeps stepsDecay of the earlier ones' weight), so
+// that Cost reports what a drafted position really costs on this model and machine
+// and load: a large model's steps are bound by reading the weights (a small b), a
+// tiny one's by computing (b near a). The zero value knows nothing.
+type Steps struct {
+	w, n, nn, t, nt float64 // decayed sums: weight, n, n², seconds, n·seconds
+}
+
+// stepsDecay is the weight the earlier observations keep at each new one.
+const stepsDecay = 0.98
+
+// stepsClip bounds an observation against the line's prediction (Observe).
+const stepsClip = 1.1
+
+// Observe records a decode step of n tokens that took secs seconds. Once there is
+// a line, a step is counted at most stepsClip times what the line predicts: on a
+// shared machine a step preempted by other processes takes many times its work
+// (never less), and more often the longer the step, which would tilt the line.
+// A slower machine still raises the line, by up to a tenth of a step a step; only
+// the line's shape, not its height, sets Cost.
+func (s *Steps) Observe(n int, secs float64) {
+	if n <= 0 || !(secs > 0) {
+		return
+	}
+	x := float64(n)
+	if a, b, ok := s.Line(); ok {
+		secs = min(secs, stepsClip*(a+b*x))
+	}
+	s.w = s.w*stepsDecay + 1
+	s.n = s.n*stepsDecay + x
+	s.nn = s.nn*stepsDecay + x*x
+	s.t = s.t*stepsDecay + secs
+	s.nt = s.nt*stepsDecay + x*secs
+}
+
+// Line is the fitted step time a + b·n (seconds); ok is false while the steps tell
+// no slope (too few, or nearly all of one size).
+func (s *Steps) Line() (a, b float64, ok bool) {
+	if s.w < 4 {
+		return 0, 0, false
+	}
+	mn, mt := s.n/s.w, s.t/s.w
+	vn := s.nn/s.w - mn*mn
+	if vn < 0.05 {
+		return 0, 0, false
+	}
+	b = max(0, (s.nt/s.w-mn*mt)/vn) // a negative slope is noise: positions never save time
+	a = mt - b*mn
+	if a+b <= 0 {
+		return 0, 0, false
+	}
+	return a, b, true
+}
+
+// Cost is a drafted position's cost as a share of a step of base tokens, b ÷ (a +
+// b·base), from the fitted line; prior while there is none.
+func (s *Steps) Cost(base int, prior float64) float64 {
+	a, b, ok := s.Line()
+	if !ok {
+		return prior
+	}
+	t := a + b*float64(max1(base))
+	if t <= 0 {
+		return prior
+	}
+	return b / t
 }
 
 // Adapt is one sequence's draft length controller. It estimates the chance p that
@@ -137,14 +242,13 @@ const maxPause = 64
 // 0.25/(0.5+1/(1-decay)) = 1/12, under the default DraftCost, so drafting stops).
 func (a *Adapt) p() float64 { return (a.Hits + 0.25) / (a.Tries + 0.5) }
 
-// Want is how many tokens to draft in the next decode step, at most max, for a
-// drafted position's cost (DraftCost): 0 while paused; at least 1 otherwise (a
-// probe after a pause).
-func (a *Adapt) Want(max int, cost float64) int {
+// Want is how many tokens to draft in the next decode step, at most max, for the
+// step's cost c: 0 while paused; at least 1 otherwise (a probe after a pause).
+func (a *Adapt) Want(max int, c Cost) int {
 	if a.Pause > 0 || max <= 0 {
 		return 0
 	}
-	return min(max, max1(Best(a.p(), cost, max)))
+	return min(max, max1(BestFor(a.p(), c, max)))
 }
 
 // Skip records a decode step taken without a verification (paused, or nothing
@@ -156,8 +260,9 @@ func (a *Adapt) Skip() {
 }
 
 // Verified records a verification of drafted tokens of which accepted were
-// accepted (in order; accepted <= drafted), for the draft limit max and cost.
-func (a *Adapt) Verified(drafted, accepted, max int, cost float64) {
+// accepted (in order; accepted <= drafted), for the draft limit max and the cost
+// of the next step c.
+func (a *Adapt) Verified(drafted, accepted, max int, c Cost) {
 	if drafted <= 0 {
 		return
 	}
@@ -166,7 +271,7 @@ func (a *Adapt) Verified(drafted, accepted, max int, cost float64) {
 	if accepted < drafted {
 		a.Tries++ // the first rejected token; the ones after it were never in question
 	}
-	if Best(a.p(), cost, max) > 0 {
+	if BestFor(a.p(), c, max) > 0 {
 		a.Misses = 0
 		return
 	}
