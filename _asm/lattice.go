@@ -654,26 +654,30 @@ func dotIQ1MAVX2(tokens int) {
 	storeSums(sums)
 }
 
-// dotIQ3SAVX2x2 emits the IQ3_S kernel for two activation rows (stride bytes
-// apart) at once: each group's grid entries, sign mask and scale found once for
-// both; each row's lanes and float steps are dotIQ3SAVX2's, so its bits too.
-func dotIQ3SAVX2x2() {
-	TEXT("dotIQ3SAVX2x2", NOSPLIT, "func(x, y *byte, n, stride int, out *float32, grid *byte)")
+// dotIQ3SAVX2Tokens emits the IQ3_S kernel for tokens (2 or 4) activation rows
+// (stride bytes apart) at once, dotIQ3SAVX2xT: each group's grid entries, sign
+// mask and scale found once for all; each row's lanes and float steps are
+// dotIQ3SAVX2's, so its bits too.
+func dotIQ3SAVX2Tokens(tokens int) {
+	name := fmt.Sprintf("dotIQ3SAVX2x%d", tokens)
+	TEXT(name, NOSPLIT, "func(x, y *byte, n, stride int, out *float32, grid *byte)")
 	Pragma("noescape")
-	Doc("dotIQ3SAVX2x2 sets out[t] = dotIQ3SAVX2(x, y+t·stride, n, grid) for t < 2.")
+	Doc(fmt.Sprintf("%s sets out[t] = dotIQ3SAVX2(x, y+t·stride, n, grid) for t < %d.", name, tokens))
 	x, y, n, grid := latticeParams()
-	ys := tokenRows(y, 2)
-	facc := []VecVirtual{YMM(), YMM()}
-	for _, f := range facc {
-		VXORPS(f, f, f)
+	ys := tokenRows(y, tokens)
+	facc := make([]VecVirtual, tokens)
+	for t := range facc {
+		facc[t] = YMM()
+		VXORPS(facc[t], facc[t], facc[t])
 	}
 
 	Label("loop")
 	TESTQ(n, n)
 	JZ(LabelRef("done"))
-	acc := []VecVirtual{YMM(), YMM()}
-	for _, a := range acc {
-		VPXOR(a, a, a)
+	acc := make([]VecVirtual, tokens)
+	for t := range acc {
+		acc[t] = YMM()
+		VPXOR(acc[t], acc[t], acc[t])
 	}
 	for ib := 0; ib < 8; ib++ {
 		qh := GP64()
@@ -721,6 +725,9 @@ func dotIQ3SAVX2x2() {
 	JMP(LabelRef("loop"))
 
 	Label("done")
-	sums := []VecVirtual{hsum8(facc[0]), hsum8(facc[1])}
+	sums := make([]VecVirtual, tokens)
+	for t := range sums {
+		sums[t] = hsum8(facc[t])
+	}
 	storeSums(sums)
 }

@@ -103,16 +103,19 @@ func main() {
 	dotTQ2_0AVX2()
 	dotTQ1_0AVX2()
 	latticeConstants()
-	for _, tokens := range []int{1, 2} {
+	for _, tokens := range []int{1, 2, 4} {
 		dotIQ2XXSAVX2(tokens)
 		dotIQ3XXSAVX2(tokens)
 		dotIQ2XSAVX2(tokens)
 		dotIQ2SAVX2(tokens)
 	}
 	dotIQ3SAVX2()
-	dotIQ3SAVX2x2()
-	for _, tokens := range []int{1, 2} {
+	dotIQ3SAVX2Tokens(2)
+	dotIQ3SAVX2Tokens(4)
+	for _, tokens := range []int{1, 2, 4} {
 		dotIQ1SAVX2(tokens)
+	}
+	for _, tokens := range []int{1, 2} { // four tokens need more than 16 registers
 		dotIQ1MAVX2(tokens)
 	}
 	dotFloatAVX2("dotF32AVX2", "F32", 4)

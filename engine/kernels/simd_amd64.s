@@ -8053,6 +8053,2262 @@ done:
 	VMOVSS X1, 4(AX)
 	RET
 
+// func dotIQ2XXSAVX2x4(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotIQ2XXSAVX2x4(SB), NOSPLIT, $0-48
+	MOVQ   x+0(FP), AX
+	MOVQ   y+8(FP), CX
+	MOVQ   n+16(FP), DX
+	MOVQ   grid+40(FP), BX
+	MOVQ   stride+24(FP), SI
+	LEAQ   (CX)(SI*1), DI
+	LEAQ   (DI)(SI*1), R8
+	LEAQ   (R8)(SI*1), SI
+	VXORPS X0, X0, X0
+	VXORPS X1, X1, X1
+	VXORPS X2, X2, X2
+	VXORPS X3, X3, X3
+	MOVL   $0x3e000000, R9
+	VMOVD  R9, X4
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPXOR        Y8, Y8, Y8
+	MOVBQZX      2(AX), R9
+	VMOVQ        (BX)(R9*8), X9
+	MOVBQZX      3(AX), R9
+	VPINSRQ      $0x01, (BX)(R9*8), X9, X9
+	MOVBQZX      4(AX), R9
+	VMOVQ        (BX)(R9*8), X10
+	MOVBQZX      5(AX), R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	MOVLQZX      6(AX), R9
+	LEAQ         ksignsIQ2<>+0(SB), R10
+	MOVQ         R9, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X9
+	MOVQ         R9, R11
+	SHRQ         $0x07, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X9, X9
+	MOVQ         R9, R11
+	SHRQ         $0x0e, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X11
+	MOVQ         R9, R11
+	SHRQ         $0x15, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X11, X11
+	VINSERTI128  $0x01, X11, Y9, Y11
+	SHRQ         $0x1c, R9
+	LEAQ         1(R9)(R9*1), R9
+	VMOVD        R9, X12
+	VPBROADCASTW X12, Y12
+	VMOVDQU      4(CX), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      4(DI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      4(R8), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      4(SI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVBQZX      10(AX), R9
+	VMOVQ        (BX)(R9*8), X9
+	MOVBQZX      11(AX), R9
+	VPINSRQ      $0x01, (BX)(R9*8), X9, X9
+	MOVBQZX      12(AX), R9
+	VMOVQ        (BX)(R9*8), X10
+	MOVBQZX      13(AX), R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	MOVLQZX      14(AX), R9
+	LEAQ         ksignsIQ2<>+0(SB), R10
+	MOVQ         R9, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X9
+	MOVQ         R9, R11
+	SHRQ         $0x07, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X9, X9
+	MOVQ         R9, R11
+	SHRQ         $0x0e, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X11
+	MOVQ         R9, R11
+	SHRQ         $0x15, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X11, X11
+	VINSERTI128  $0x01, X11, Y9, Y11
+	SHRQ         $0x1c, R9
+	LEAQ         1(R9)(R9*1), R9
+	VMOVD        R9, X12
+	VPBROADCASTW X12, Y12
+	VMOVDQU      36(CX), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      36(DI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      36(R8), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      36(SI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVBQZX      18(AX), R9
+	VMOVQ        (BX)(R9*8), X9
+	MOVBQZX      19(AX), R9
+	VPINSRQ      $0x01, (BX)(R9*8), X9, X9
+	MOVBQZX      20(AX), R9
+	VMOVQ        (BX)(R9*8), X10
+	MOVBQZX      21(AX), R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	MOVLQZX      22(AX), R9
+	LEAQ         ksignsIQ2<>+0(SB), R10
+	MOVQ         R9, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X9
+	MOVQ         R9, R11
+	SHRQ         $0x07, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X9, X9
+	MOVQ         R9, R11
+	SHRQ         $0x0e, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X11
+	MOVQ         R9, R11
+	SHRQ         $0x15, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X11, X11
+	VINSERTI128  $0x01, X11, Y9, Y11
+	SHRQ         $0x1c, R9
+	LEAQ         1(R9)(R9*1), R9
+	VMOVD        R9, X12
+	VPBROADCASTW X12, Y12
+	VMOVDQU      68(CX), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      68(DI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      68(R8), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      68(SI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVBQZX      26(AX), R9
+	VMOVQ        (BX)(R9*8), X9
+	MOVBQZX      27(AX), R9
+	VPINSRQ      $0x01, (BX)(R9*8), X9, X9
+	MOVBQZX      28(AX), R9
+	VMOVQ        (BX)(R9*8), X10
+	MOVBQZX      29(AX), R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	MOVLQZX      30(AX), R9
+	LEAQ         ksignsIQ2<>+0(SB), R10
+	MOVQ         R9, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X9
+	MOVQ         R9, R11
+	SHRQ         $0x07, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X9, X9
+	MOVQ         R9, R11
+	SHRQ         $0x0e, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X11
+	MOVQ         R9, R11
+	SHRQ         $0x15, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X11, X11
+	VINSERTI128  $0x01, X11, Y9, Y11
+	SHRQ         $0x1c, R9
+	LEAQ         1(R9)(R9*1), R9
+	VMOVD        R9, X12
+	VPBROADCASTW X12, Y12
+	VMOVDQU      100(CX), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      100(DI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      100(R8), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      100(SI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVBQZX      34(AX), R9
+	VMOVQ        (BX)(R9*8), X9
+	MOVBQZX      35(AX), R9
+	VPINSRQ      $0x01, (BX)(R9*8), X9, X9
+	MOVBQZX      36(AX), R9
+	VMOVQ        (BX)(R9*8), X10
+	MOVBQZX      37(AX), R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	MOVLQZX      38(AX), R9
+	LEAQ         ksignsIQ2<>+0(SB), R10
+	MOVQ         R9, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X9
+	MOVQ         R9, R11
+	SHRQ         $0x07, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X9, X9
+	MOVQ         R9, R11
+	SHRQ         $0x0e, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X11
+	MOVQ         R9, R11
+	SHRQ         $0x15, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X11, X11
+	VINSERTI128  $0x01, X11, Y9, Y11
+	SHRQ         $0x1c, R9
+	LEAQ         1(R9)(R9*1), R9
+	VMOVD        R9, X12
+	VPBROADCASTW X12, Y12
+	VMOVDQU      132(CX), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      132(DI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      132(R8), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      132(SI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVBQZX      42(AX), R9
+	VMOVQ        (BX)(R9*8), X9
+	MOVBQZX      43(AX), R9
+	VPINSRQ      $0x01, (BX)(R9*8), X9, X9
+	MOVBQZX      44(AX), R9
+	VMOVQ        (BX)(R9*8), X10
+	MOVBQZX      45(AX), R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	MOVLQZX      46(AX), R9
+	LEAQ         ksignsIQ2<>+0(SB), R10
+	MOVQ         R9, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X9
+	MOVQ         R9, R11
+	SHRQ         $0x07, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X9, X9
+	MOVQ         R9, R11
+	SHRQ         $0x0e, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X11
+	MOVQ         R9, R11
+	SHRQ         $0x15, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X11, X11
+	VINSERTI128  $0x01, X11, Y9, Y11
+	SHRQ         $0x1c, R9
+	LEAQ         1(R9)(R9*1), R9
+	VMOVD        R9, X12
+	VPBROADCASTW X12, Y12
+	VMOVDQU      164(CX), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      164(DI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      164(R8), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      164(SI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVBQZX      50(AX), R9
+	VMOVQ        (BX)(R9*8), X9
+	MOVBQZX      51(AX), R9
+	VPINSRQ      $0x01, (BX)(R9*8), X9, X9
+	MOVBQZX      52(AX), R9
+	VMOVQ        (BX)(R9*8), X10
+	MOVBQZX      53(AX), R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	MOVLQZX      54(AX), R9
+	LEAQ         ksignsIQ2<>+0(SB), R10
+	MOVQ         R9, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X9
+	MOVQ         R9, R11
+	SHRQ         $0x07, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X9, X9
+	MOVQ         R9, R11
+	SHRQ         $0x0e, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X11
+	MOVQ         R9, R11
+	SHRQ         $0x15, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X11, X11
+	VINSERTI128  $0x01, X11, Y9, Y11
+	SHRQ         $0x1c, R9
+	LEAQ         1(R9)(R9*1), R9
+	VMOVD        R9, X12
+	VPBROADCASTW X12, Y12
+	VMOVDQU      196(CX), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      196(DI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      196(R8), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      196(SI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVBQZX      58(AX), R9
+	VMOVQ        (BX)(R9*8), X9
+	MOVBQZX      59(AX), R9
+	VPINSRQ      $0x01, (BX)(R9*8), X9, X9
+	MOVBQZX      60(AX), R9
+	VMOVQ        (BX)(R9*8), X10
+	MOVBQZX      61(AX), R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	MOVLQZX      62(AX), R9
+	LEAQ         ksignsIQ2<>+0(SB), R10
+	MOVQ         R9, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X9
+	MOVQ         R9, R11
+	SHRQ         $0x07, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X9, X9
+	MOVQ         R9, R11
+	SHRQ         $0x0e, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X11
+	MOVQ         R9, R11
+	SHRQ         $0x15, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X11, X11
+	VINSERTI128  $0x01, X11, Y9, Y11
+	SHRQ         $0x1c, R9
+	LEAQ         1(R9)(R9*1), R9
+	VMOVD        R9, X12
+	VPBROADCASTW X12, Y12
+	VMOVDQU      228(CX), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      228(DI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      228(R8), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      228(SI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	VEXTRACTI128 $0x01, Y5, X9
+	VPADDD       X9, X5, X5
+	VPSHUFD      $0x4e, X5, X9
+	VPADDD       X9, X5, X5
+	VPSHUFD      $0xb1, X5, X9
+	VPADDD       X9, X5, X5
+	VCVTDQ2PS    X5, X5
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X9
+	VCVTPH2PS    X9, X9
+	VMULSS       (CX), X9, X9
+	VMULSS       X5, X9, X9
+	VMULSS       X4, X9, X9
+	VADDSS       X9, X0, X0
+	ADDQ         $0x00000124, CX
+	VEXTRACTI128 $0x01, Y6, X5
+	VPADDD       X5, X6, X5
+	VPSHUFD      $0x4e, X5, X6
+	VPADDD       X6, X5, X5
+	VPSHUFD      $0xb1, X5, X6
+	VPADDD       X6, X5, X5
+	VCVTDQ2PS    X5, X5
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X6
+	VCVTPH2PS    X6, X6
+	VMULSS       (DI), X6, X6
+	VMULSS       X5, X6, X6
+	VMULSS       X4, X6, X6
+	VADDSS       X6, X1, X1
+	ADDQ         $0x00000124, DI
+	VEXTRACTI128 $0x01, Y7, X5
+	VPADDD       X5, X7, X5
+	VPSHUFD      $0x4e, X5, X6
+	VPADDD       X6, X5, X5
+	VPSHUFD      $0xb1, X5, X6
+	VPADDD       X6, X5, X5
+	VCVTDQ2PS    X5, X5
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X6
+	VCVTPH2PS    X6, X6
+	VMULSS       (R8), X6, X6
+	VMULSS       X5, X6, X6
+	VMULSS       X4, X6, X6
+	VADDSS       X6, X2, X2
+	ADDQ         $0x00000124, R8
+	VEXTRACTI128 $0x01, Y8, X5
+	VPADDD       X5, X8, X5
+	VPSHUFD      $0x4e, X5, X6
+	VPADDD       X6, X5, X5
+	VPSHUFD      $0xb1, X5, X6
+	VPADDD       X6, X5, X5
+	VCVTDQ2PS    X5, X5
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X6
+	VCVTPH2PS    X6, X6
+	VMULSS       (SI), X6, X6
+	VMULSS       X5, X6, X6
+	VMULSS       X4, X6, X6
+	VADDSS       X6, X3, X3
+	ADDQ         $0x00000124, SI
+	ADDQ         $0x00000042, AX
+	DECQ         DX
+	JMP          loop
+
+done:
+	VZEROUPPER
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
+	VMOVSS X2, 8(AX)
+	VMOVSS X3, 12(AX)
+	RET
+
+// func dotIQ3XXSAVX2x4(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotIQ3XXSAVX2x4(SB), NOSPLIT, $0-48
+	MOVQ   x+0(FP), AX
+	MOVQ   y+8(FP), CX
+	MOVQ   n+16(FP), DX
+	MOVQ   grid+40(FP), BX
+	MOVQ   stride+24(FP), SI
+	LEAQ   (CX)(SI*1), DI
+	LEAQ   (DI)(SI*1), R8
+	LEAQ   (R8)(SI*1), SI
+	VXORPS X0, X0, X0
+	VXORPS X1, X1, X1
+	VXORPS X2, X2, X2
+	VXORPS X3, X3, X3
+	MOVL   $0x3e800000, R9
+	VMOVD  R9, X4
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPXOR        Y8, Y8, Y8
+	MOVBQZX      2(AX), R9
+	VMOVD        (BX)(R9*4), X9
+	MOVBQZX      3(AX), R9
+	VPINSRD      $0x01, (BX)(R9*4), X9, X9
+	MOVBQZX      4(AX), R9
+	VPINSRD      $0x02, (BX)(R9*4), X9, X9
+	MOVBQZX      5(AX), R9
+	VPINSRD      $0x03, (BX)(R9*4), X9, X9
+	MOVBQZX      6(AX), R9
+	VMOVD        (BX)(R9*4), X10
+	MOVBQZX      7(AX), R9
+	VPINSRD      $0x01, (BX)(R9*4), X10, X10
+	MOVBQZX      8(AX), R9
+	VPINSRD      $0x02, (BX)(R9*4), X10, X10
+	MOVBQZX      9(AX), R9
+	VPINSRD      $0x03, (BX)(R9*4), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	MOVLQZX      66(AX), R9
+	LEAQ         ksignsIQ2<>+0(SB), R10
+	MOVQ         R9, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X9
+	MOVQ         R9, R11
+	SHRQ         $0x07, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X9, X9
+	MOVQ         R9, R11
+	SHRQ         $0x0e, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X11
+	MOVQ         R9, R11
+	SHRQ         $0x15, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X11, X11
+	VINSERTI128  $0x01, X11, Y9, Y11
+	SHRQ         $0x1c, R9
+	LEAQ         1(R9)(R9*1), R9
+	VMOVD        R9, X12
+	VPBROADCASTW X12, Y12
+	VMOVDQU      4(CX), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      4(DI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      4(R8), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      4(SI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVBQZX      10(AX), R9
+	VMOVD        (BX)(R9*4), X9
+	MOVBQZX      11(AX), R9
+	VPINSRD      $0x01, (BX)(R9*4), X9, X9
+	MOVBQZX      12(AX), R9
+	VPINSRD      $0x02, (BX)(R9*4), X9, X9
+	MOVBQZX      13(AX), R9
+	VPINSRD      $0x03, (BX)(R9*4), X9, X9
+	MOVBQZX      14(AX), R9
+	VMOVD        (BX)(R9*4), X10
+	MOVBQZX      15(AX), R9
+	VPINSRD      $0x01, (BX)(R9*4), X10, X10
+	MOVBQZX      16(AX), R9
+	VPINSRD      $0x02, (BX)(R9*4), X10, X10
+	MOVBQZX      17(AX), R9
+	VPINSRD      $0x03, (BX)(R9*4), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	MOVLQZX      70(AX), R9
+	LEAQ         ksignsIQ2<>+0(SB), R10
+	MOVQ         R9, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X9
+	MOVQ         R9, R11
+	SHRQ         $0x07, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X9, X9
+	MOVQ         R9, R11
+	SHRQ         $0x0e, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X11
+	MOVQ         R9, R11
+	SHRQ         $0x15, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X11, X11
+	VINSERTI128  $0x01, X11, Y9, Y11
+	SHRQ         $0x1c, R9
+	LEAQ         1(R9)(R9*1), R9
+	VMOVD        R9, X12
+	VPBROADCASTW X12, Y12
+	VMOVDQU      36(CX), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      36(DI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      36(R8), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      36(SI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVBQZX      18(AX), R9
+	VMOVD        (BX)(R9*4), X9
+	MOVBQZX      19(AX), R9
+	VPINSRD      $0x01, (BX)(R9*4), X9, X9
+	MOVBQZX      20(AX), R9
+	VPINSRD      $0x02, (BX)(R9*4), X9, X9
+	MOVBQZX      21(AX), R9
+	VPINSRD      $0x03, (BX)(R9*4), X9, X9
+	MOVBQZX      22(AX), R9
+	VMOVD        (BX)(R9*4), X10
+	MOVBQZX      23(AX), R9
+	VPINSRD      $0x01, (BX)(R9*4), X10, X10
+	MOVBQZX      24(AX), R9
+	VPINSRD      $0x02, (BX)(R9*4), X10, X10
+	MOVBQZX      25(AX), R9
+	VPINSRD      $0x03, (BX)(R9*4), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	MOVLQZX      74(AX), R9
+	LEAQ         ksignsIQ2<>+0(SB), R10
+	MOVQ         R9, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X9
+	MOVQ         R9, R11
+	SHRQ         $0x07, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X9, X9
+	MOVQ         R9, R11
+	SHRQ         $0x0e, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X11
+	MOVQ         R9, R11
+	SHRQ         $0x15, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X11, X11
+	VINSERTI128  $0x01, X11, Y9, Y11
+	SHRQ         $0x1c, R9
+	LEAQ         1(R9)(R9*1), R9
+	VMOVD        R9, X12
+	VPBROADCASTW X12, Y12
+	VMOVDQU      68(CX), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      68(DI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      68(R8), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      68(SI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVBQZX      26(AX), R9
+	VMOVD        (BX)(R9*4), X9
+	MOVBQZX      27(AX), R9
+	VPINSRD      $0x01, (BX)(R9*4), X9, X9
+	MOVBQZX      28(AX), R9
+	VPINSRD      $0x02, (BX)(R9*4), X9, X9
+	MOVBQZX      29(AX), R9
+	VPINSRD      $0x03, (BX)(R9*4), X9, X9
+	MOVBQZX      30(AX), R9
+	VMOVD        (BX)(R9*4), X10
+	MOVBQZX      31(AX), R9
+	VPINSRD      $0x01, (BX)(R9*4), X10, X10
+	MOVBQZX      32(AX), R9
+	VPINSRD      $0x02, (BX)(R9*4), X10, X10
+	MOVBQZX      33(AX), R9
+	VPINSRD      $0x03, (BX)(R9*4), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	MOVLQZX      78(AX), R9
+	LEAQ         ksignsIQ2<>+0(SB), R10
+	MOVQ         R9, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X9
+	MOVQ         R9, R11
+	SHRQ         $0x07, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X9, X9
+	MOVQ         R9, R11
+	SHRQ         $0x0e, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X11
+	MOVQ         R9, R11
+	SHRQ         $0x15, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X11, X11
+	VINSERTI128  $0x01, X11, Y9, Y11
+	SHRQ         $0x1c, R9
+	LEAQ         1(R9)(R9*1), R9
+	VMOVD        R9, X12
+	VPBROADCASTW X12, Y12
+	VMOVDQU      100(CX), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      100(DI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      100(R8), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      100(SI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVBQZX      34(AX), R9
+	VMOVD        (BX)(R9*4), X9
+	MOVBQZX      35(AX), R9
+	VPINSRD      $0x01, (BX)(R9*4), X9, X9
+	MOVBQZX      36(AX), R9
+	VPINSRD      $0x02, (BX)(R9*4), X9, X9
+	MOVBQZX      37(AX), R9
+	VPINSRD      $0x03, (BX)(R9*4), X9, X9
+	MOVBQZX      38(AX), R9
+	VMOVD        (BX)(R9*4), X10
+	MOVBQZX      39(AX), R9
+	VPINSRD      $0x01, (BX)(R9*4), X10, X10
+	MOVBQZX      40(AX), R9
+	VPINSRD      $0x02, (BX)(R9*4), X10, X10
+	MOVBQZX      41(AX), R9
+	VPINSRD      $0x03, (BX)(R9*4), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	MOVLQZX      82(AX), R9
+	LEAQ         ksignsIQ2<>+0(SB), R10
+	MOVQ         R9, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X9
+	MOVQ         R9, R11
+	SHRQ         $0x07, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X9, X9
+	MOVQ         R9, R11
+	SHRQ         $0x0e, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X11
+	MOVQ         R9, R11
+	SHRQ         $0x15, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X11, X11
+	VINSERTI128  $0x01, X11, Y9, Y11
+	SHRQ         $0x1c, R9
+	LEAQ         1(R9)(R9*1), R9
+	VMOVD        R9, X12
+	VPBROADCASTW X12, Y12
+	VMOVDQU      132(CX), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      132(DI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      132(R8), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      132(SI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVBQZX      42(AX), R9
+	VMOVD        (BX)(R9*4), X9
+	MOVBQZX      43(AX), R9
+	VPINSRD      $0x01, (BX)(R9*4), X9, X9
+	MOVBQZX      44(AX), R9
+	VPINSRD      $0x02, (BX)(R9*4), X9, X9
+	MOVBQZX      45(AX), R9
+	VPINSRD      $0x03, (BX)(R9*4), X9, X9
+	MOVBQZX      46(AX), R9
+	VMOVD        (BX)(R9*4), X10
+	MOVBQZX      47(AX), R9
+	VPINSRD      $0x01, (BX)(R9*4), X10, X10
+	MOVBQZX      48(AX), R9
+	VPINSRD      $0x02, (BX)(R9*4), X10, X10
+	MOVBQZX      49(AX), R9
+	VPINSRD      $0x03, (BX)(R9*4), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	MOVLQZX      86(AX), R9
+	LEAQ         ksignsIQ2<>+0(SB), R10
+	MOVQ         R9, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X9
+	MOVQ         R9, R11
+	SHRQ         $0x07, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X9, X9
+	MOVQ         R9, R11
+	SHRQ         $0x0e, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X11
+	MOVQ         R9, R11
+	SHRQ         $0x15, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X11, X11
+	VINSERTI128  $0x01, X11, Y9, Y11
+	SHRQ         $0x1c, R9
+	LEAQ         1(R9)(R9*1), R9
+	VMOVD        R9, X12
+	VPBROADCASTW X12, Y12
+	VMOVDQU      164(CX), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      164(DI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      164(R8), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      164(SI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVBQZX      50(AX), R9
+	VMOVD        (BX)(R9*4), X9
+	MOVBQZX      51(AX), R9
+	VPINSRD      $0x01, (BX)(R9*4), X9, X9
+	MOVBQZX      52(AX), R9
+	VPINSRD      $0x02, (BX)(R9*4), X9, X9
+	MOVBQZX      53(AX), R9
+	VPINSRD      $0x03, (BX)(R9*4), X9, X9
+	MOVBQZX      54(AX), R9
+	VMOVD        (BX)(R9*4), X10
+	MOVBQZX      55(AX), R9
+	VPINSRD      $0x01, (BX)(R9*4), X10, X10
+	MOVBQZX      56(AX), R9
+	VPINSRD      $0x02, (BX)(R9*4), X10, X10
+	MOVBQZX      57(AX), R9
+	VPINSRD      $0x03, (BX)(R9*4), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	MOVLQZX      90(AX), R9
+	LEAQ         ksignsIQ2<>+0(SB), R10
+	MOVQ         R9, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X9
+	MOVQ         R9, R11
+	SHRQ         $0x07, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X9, X9
+	MOVQ         R9, R11
+	SHRQ         $0x0e, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X11
+	MOVQ         R9, R11
+	SHRQ         $0x15, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X11, X11
+	VINSERTI128  $0x01, X11, Y9, Y11
+	SHRQ         $0x1c, R9
+	LEAQ         1(R9)(R9*1), R9
+	VMOVD        R9, X12
+	VPBROADCASTW X12, Y12
+	VMOVDQU      196(CX), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      196(DI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      196(R8), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      196(SI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVBQZX      58(AX), R9
+	VMOVD        (BX)(R9*4), X9
+	MOVBQZX      59(AX), R9
+	VPINSRD      $0x01, (BX)(R9*4), X9, X9
+	MOVBQZX      60(AX), R9
+	VPINSRD      $0x02, (BX)(R9*4), X9, X9
+	MOVBQZX      61(AX), R9
+	VPINSRD      $0x03, (BX)(R9*4), X9, X9
+	MOVBQZX      62(AX), R9
+	VMOVD        (BX)(R9*4), X10
+	MOVBQZX      63(AX), R9
+	VPINSRD      $0x01, (BX)(R9*4), X10, X10
+	MOVBQZX      64(AX), R9
+	VPINSRD      $0x02, (BX)(R9*4), X10, X10
+	MOVBQZX      65(AX), R9
+	VPINSRD      $0x03, (BX)(R9*4), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	MOVLQZX      94(AX), R9
+	LEAQ         ksignsIQ2<>+0(SB), R10
+	MOVQ         R9, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X9
+	MOVQ         R9, R11
+	SHRQ         $0x07, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X9, X9
+	MOVQ         R9, R11
+	SHRQ         $0x0e, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X11
+	MOVQ         R9, R11
+	SHRQ         $0x15, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X11, X11
+	VINSERTI128  $0x01, X11, Y9, Y11
+	SHRQ         $0x1c, R9
+	LEAQ         1(R9)(R9*1), R9
+	VMOVD        R9, X12
+	VPBROADCASTW X12, Y12
+	VMOVDQU      228(CX), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      228(DI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      228(R8), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      228(SI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	VEXTRACTI128 $0x01, Y5, X9
+	VPADDD       X9, X5, X5
+	VPSHUFD      $0x4e, X5, X9
+	VPADDD       X9, X5, X5
+	VPSHUFD      $0xb1, X5, X9
+	VPADDD       X9, X5, X5
+	VCVTDQ2PS    X5, X5
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X9
+	VCVTPH2PS    X9, X9
+	VMULSS       (CX), X9, X9
+	VMULSS       X5, X9, X9
+	VMULSS       X4, X9, X9
+	VADDSS       X9, X0, X0
+	ADDQ         $0x00000124, CX
+	VEXTRACTI128 $0x01, Y6, X5
+	VPADDD       X5, X6, X5
+	VPSHUFD      $0x4e, X5, X6
+	VPADDD       X6, X5, X5
+	VPSHUFD      $0xb1, X5, X6
+	VPADDD       X6, X5, X5
+	VCVTDQ2PS    X5, X5
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X6
+	VCVTPH2PS    X6, X6
+	VMULSS       (DI), X6, X6
+	VMULSS       X5, X6, X6
+	VMULSS       X4, X6, X6
+	VADDSS       X6, X1, X1
+	ADDQ         $0x00000124, DI
+	VEXTRACTI128 $0x01, Y7, X5
+	VPADDD       X5, X7, X5
+	VPSHUFD      $0x4e, X5, X6
+	VPADDD       X6, X5, X5
+	VPSHUFD      $0xb1, X5, X6
+	VPADDD       X6, X5, X5
+	VCVTDQ2PS    X5, X5
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X6
+	VCVTPH2PS    X6, X6
+	VMULSS       (R8), X6, X6
+	VMULSS       X5, X6, X6
+	VMULSS       X4, X6, X6
+	VADDSS       X6, X2, X2
+	ADDQ         $0x00000124, R8
+	VEXTRACTI128 $0x01, Y8, X5
+	VPADDD       X5, X8, X5
+	VPSHUFD      $0x4e, X5, X6
+	VPADDD       X6, X5, X5
+	VPSHUFD      $0xb1, X5, X6
+	VPADDD       X6, X5, X5
+	VCVTDQ2PS    X5, X5
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X6
+	VCVTPH2PS    X6, X6
+	VMULSS       (SI), X6, X6
+	VMULSS       X5, X6, X6
+	VMULSS       X4, X6, X6
+	VADDSS       X6, X3, X3
+	ADDQ         $0x00000124, SI
+	ADDQ         $0x00000062, AX
+	DECQ         DX
+	JMP          loop
+
+done:
+	VZEROUPPER
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
+	VMOVSS X2, 8(AX)
+	VMOVSS X3, 12(AX)
+	RET
+
+// func dotIQ2XSAVX2x4(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotIQ2XSAVX2x4(SB), NOSPLIT, $0-48
+	MOVQ   x+0(FP), AX
+	MOVQ   y+8(FP), CX
+	MOVQ   n+16(FP), DX
+	MOVQ   grid+40(FP), BX
+	MOVQ   stride+24(FP), SI
+	LEAQ   (CX)(SI*1), DI
+	LEAQ   (DI)(SI*1), R8
+	LEAQ   (R8)(SI*1), SI
+	VXORPS X0, X0, X0
+	VXORPS X1, X1, X1
+	VXORPS X2, X2, X2
+	VXORPS X3, X3, X3
+	MOVL   $0x3e000000, R9
+	VMOVD  R9, X4
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPXOR        Y8, Y8, Y8
+	MOVWQZX      2(AX), R9
+	ANDQ         $0x000001ff, R9
+	VMOVQ        (BX)(R9*8), X9
+	MOVWQZX      4(AX), R9
+	ANDQ         $0x000001ff, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X9, X9
+	MOVWQZX      6(AX), R9
+	ANDQ         $0x000001ff, R9
+	VMOVQ        (BX)(R9*8), X10
+	MOVWQZX      8(AX), R9
+	ANDQ         $0x000001ff, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	LEAQ         ksignsIQ2<>+0(SB), R9
+	MOVWQZX      2(AX), R10
+	SHRQ         $0x09, R10
+	VMOVQ        (R9)(R10*8), X9
+	MOVWQZX      4(AX), R10
+	SHRQ         $0x09, R10
+	VPINSRQ      $0x01, (R9)(R10*8), X9, X9
+	MOVWQZX      6(AX), R10
+	SHRQ         $0x09, R10
+	VMOVQ        (R9)(R10*8), X11
+	MOVWQZX      8(AX), R10
+	SHRQ         $0x09, R10
+	VPINSRQ      $0x01, (R9)(R10*8), X11, X11
+	VINSERTI128  $0x01, X11, Y9, Y11
+	MOVBQZX      66(AX), R9
+	MOVQ         R9, R10
+	ANDQ         $0x0f, R9
+	SHRQ         $0x04, R10
+	LEAQ         1(R9)(R9*1), R9
+	LEAQ         1(R10)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	VMOVD        R9, X12
+	VPBROADCASTD X12, Y12
+	VPSHUFB      wordSplit<>+0(SB), Y12, Y12
+	VMOVDQU      4(CX), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      4(DI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      4(R8), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      4(SI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVWQZX      10(AX), R9
+	ANDQ         $0x000001ff, R9
+	VMOVQ        (BX)(R9*8), X9
+	MOVWQZX      12(AX), R9
+	ANDQ         $0x000001ff, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X9, X9
+	MOVWQZX      14(AX), R9
+	ANDQ         $0x000001ff, R9
+	VMOVQ        (BX)(R9*8), X10
+	MOVWQZX      16(AX), R9
+	ANDQ         $0x000001ff, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	LEAQ         ksignsIQ2<>+0(SB), R9
+	MOVWQZX      10(AX), R10
+	SHRQ         $0x09, R10
+	VMOVQ        (R9)(R10*8), X9
+	MOVWQZX      12(AX), R10
+	SHRQ         $0x09, R10
+	VPINSRQ      $0x01, (R9)(R10*8), X9, X9
+	MOVWQZX      14(AX), R10
+	SHRQ         $0x09, R10
+	VMOVQ        (R9)(R10*8), X11
+	MOVWQZX      16(AX), R10
+	SHRQ         $0x09, R10
+	VPINSRQ      $0x01, (R9)(R10*8), X11, X11
+	VINSERTI128  $0x01, X11, Y9, Y11
+	MOVBQZX      67(AX), R9
+	MOVQ         R9, R10
+	ANDQ         $0x0f, R9
+	SHRQ         $0x04, R10
+	LEAQ         1(R9)(R9*1), R9
+	LEAQ         1(R10)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	VMOVD        R9, X12
+	VPBROADCASTD X12, Y12
+	VPSHUFB      wordSplit<>+0(SB), Y12, Y12
+	VMOVDQU      36(CX), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      36(DI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      36(R8), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      36(SI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVWQZX      18(AX), R9
+	ANDQ         $0x000001ff, R9
+	VMOVQ        (BX)(R9*8), X9
+	MOVWQZX      20(AX), R9
+	ANDQ         $0x000001ff, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X9, X9
+	MOVWQZX      22(AX), R9
+	ANDQ         $0x000001ff, R9
+	VMOVQ        (BX)(R9*8), X10
+	MOVWQZX      24(AX), R9
+	ANDQ         $0x000001ff, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	LEAQ         ksignsIQ2<>+0(SB), R9
+	MOVWQZX      18(AX), R10
+	SHRQ         $0x09, R10
+	VMOVQ        (R9)(R10*8), X9
+	MOVWQZX      20(AX), R10
+	SHRQ         $0x09, R10
+	VPINSRQ      $0x01, (R9)(R10*8), X9, X9
+	MOVWQZX      22(AX), R10
+	SHRQ         $0x09, R10
+	VMOVQ        (R9)(R10*8), X11
+	MOVWQZX      24(AX), R10
+	SHRQ         $0x09, R10
+	VPINSRQ      $0x01, (R9)(R10*8), X11, X11
+	VINSERTI128  $0x01, X11, Y9, Y11
+	MOVBQZX      68(AX), R9
+	MOVQ         R9, R10
+	ANDQ         $0x0f, R9
+	SHRQ         $0x04, R10
+	LEAQ         1(R9)(R9*1), R9
+	LEAQ         1(R10)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	VMOVD        R9, X12
+	VPBROADCASTD X12, Y12
+	VPSHUFB      wordSplit<>+0(SB), Y12, Y12
+	VMOVDQU      68(CX), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      68(DI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      68(R8), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      68(SI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVWQZX      26(AX), R9
+	ANDQ         $0x000001ff, R9
+	VMOVQ        (BX)(R9*8), X9
+	MOVWQZX      28(AX), R9
+	ANDQ         $0x000001ff, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X9, X9
+	MOVWQZX      30(AX), R9
+	ANDQ         $0x000001ff, R9
+	VMOVQ        (BX)(R9*8), X10
+	MOVWQZX      32(AX), R9
+	ANDQ         $0x000001ff, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	LEAQ         ksignsIQ2<>+0(SB), R9
+	MOVWQZX      26(AX), R10
+	SHRQ         $0x09, R10
+	VMOVQ        (R9)(R10*8), X9
+	MOVWQZX      28(AX), R10
+	SHRQ         $0x09, R10
+	VPINSRQ      $0x01, (R9)(R10*8), X9, X9
+	MOVWQZX      30(AX), R10
+	SHRQ         $0x09, R10
+	VMOVQ        (R9)(R10*8), X11
+	MOVWQZX      32(AX), R10
+	SHRQ         $0x09, R10
+	VPINSRQ      $0x01, (R9)(R10*8), X11, X11
+	VINSERTI128  $0x01, X11, Y9, Y11
+	MOVBQZX      69(AX), R9
+	MOVQ         R9, R10
+	ANDQ         $0x0f, R9
+	SHRQ         $0x04, R10
+	LEAQ         1(R9)(R9*1), R9
+	LEAQ         1(R10)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	VMOVD        R9, X12
+	VPBROADCASTD X12, Y12
+	VPSHUFB      wordSplit<>+0(SB), Y12, Y12
+	VMOVDQU      100(CX), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      100(DI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      100(R8), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      100(SI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVWQZX      34(AX), R9
+	ANDQ         $0x000001ff, R9
+	VMOVQ        (BX)(R9*8), X9
+	MOVWQZX      36(AX), R9
+	ANDQ         $0x000001ff, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X9, X9
+	MOVWQZX      38(AX), R9
+	ANDQ         $0x000001ff, R9
+	VMOVQ        (BX)(R9*8), X10
+	MOVWQZX      40(AX), R9
+	ANDQ         $0x000001ff, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	LEAQ         ksignsIQ2<>+0(SB), R9
+	MOVWQZX      34(AX), R10
+	SHRQ         $0x09, R10
+	VMOVQ        (R9)(R10*8), X9
+	MOVWQZX      36(AX), R10
+	SHRQ         $0x09, R10
+	VPINSRQ      $0x01, (R9)(R10*8), X9, X9
+	MOVWQZX      38(AX), R10
+	SHRQ         $0x09, R10
+	VMOVQ        (R9)(R10*8), X11
+	MOVWQZX      40(AX), R10
+	SHRQ         $0x09, R10
+	VPINSRQ      $0x01, (R9)(R10*8), X11, X11
+	VINSERTI128  $0x01, X11, Y9, Y11
+	MOVBQZX      70(AX), R9
+	MOVQ         R9, R10
+	ANDQ         $0x0f, R9
+	SHRQ         $0x04, R10
+	LEAQ         1(R9)(R9*1), R9
+	LEAQ         1(R10)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	VMOVD        R9, X12
+	VPBROADCASTD X12, Y12
+	VPSHUFB      wordSplit<>+0(SB), Y12, Y12
+	VMOVDQU      132(CX), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      132(DI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      132(R8), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      132(SI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVWQZX      42(AX), R9
+	ANDQ         $0x000001ff, R9
+	VMOVQ        (BX)(R9*8), X9
+	MOVWQZX      44(AX), R9
+	ANDQ         $0x000001ff, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X9, X9
+	MOVWQZX      46(AX), R9
+	ANDQ         $0x000001ff, R9
+	VMOVQ        (BX)(R9*8), X10
+	MOVWQZX      48(AX), R9
+	ANDQ         $0x000001ff, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	LEAQ         ksignsIQ2<>+0(SB), R9
+	MOVWQZX      42(AX), R10
+	SHRQ         $0x09, R10
+	VMOVQ        (R9)(R10*8), X9
+	MOVWQZX      44(AX), R10
+	SHRQ         $0x09, R10
+	VPINSRQ      $0x01, (R9)(R10*8), X9, X9
+	MOVWQZX      46(AX), R10
+	SHRQ         $0x09, R10
+	VMOVQ        (R9)(R10*8), X11
+	MOVWQZX      48(AX), R10
+	SHRQ         $0x09, R10
+	VPINSRQ      $0x01, (R9)(R10*8), X11, X11
+	VINSERTI128  $0x01, X11, Y9, Y11
+	MOVBQZX      71(AX), R9
+	MOVQ         R9, R10
+	ANDQ         $0x0f, R9
+	SHRQ         $0x04, R10
+	LEAQ         1(R9)(R9*1), R9
+	LEAQ         1(R10)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	VMOVD        R9, X12
+	VPBROADCASTD X12, Y12
+	VPSHUFB      wordSplit<>+0(SB), Y12, Y12
+	VMOVDQU      164(CX), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      164(DI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      164(R8), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      164(SI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVWQZX      50(AX), R9
+	ANDQ         $0x000001ff, R9
+	VMOVQ        (BX)(R9*8), X9
+	MOVWQZX      52(AX), R9
+	ANDQ         $0x000001ff, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X9, X9
+	MOVWQZX      54(AX), R9
+	ANDQ         $0x000001ff, R9
+	VMOVQ        (BX)(R9*8), X10
+	MOVWQZX      56(AX), R9
+	ANDQ         $0x000001ff, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	LEAQ         ksignsIQ2<>+0(SB), R9
+	MOVWQZX      50(AX), R10
+	SHRQ         $0x09, R10
+	VMOVQ        (R9)(R10*8), X9
+	MOVWQZX      52(AX), R10
+	SHRQ         $0x09, R10
+	VPINSRQ      $0x01, (R9)(R10*8), X9, X9
+	MOVWQZX      54(AX), R10
+	SHRQ         $0x09, R10
+	VMOVQ        (R9)(R10*8), X11
+	MOVWQZX      56(AX), R10
+	SHRQ         $0x09, R10
+	VPINSRQ      $0x01, (R9)(R10*8), X11, X11
+	VINSERTI128  $0x01, X11, Y9, Y11
+	MOVBQZX      72(AX), R9
+	MOVQ         R9, R10
+	ANDQ         $0x0f, R9
+	SHRQ         $0x04, R10
+	LEAQ         1(R9)(R9*1), R9
+	LEAQ         1(R10)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	VMOVD        R9, X12
+	VPBROADCASTD X12, Y12
+	VPSHUFB      wordSplit<>+0(SB), Y12, Y12
+	VMOVDQU      196(CX), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      196(DI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      196(R8), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      196(SI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVWQZX      58(AX), R9
+	ANDQ         $0x000001ff, R9
+	VMOVQ        (BX)(R9*8), X9
+	MOVWQZX      60(AX), R9
+	ANDQ         $0x000001ff, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X9, X9
+	MOVWQZX      62(AX), R9
+	ANDQ         $0x000001ff, R9
+	VMOVQ        (BX)(R9*8), X10
+	MOVWQZX      64(AX), R9
+	ANDQ         $0x000001ff, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	LEAQ         ksignsIQ2<>+0(SB), R9
+	MOVWQZX      58(AX), R10
+	SHRQ         $0x09, R10
+	VMOVQ        (R9)(R10*8), X9
+	MOVWQZX      60(AX), R10
+	SHRQ         $0x09, R10
+	VPINSRQ      $0x01, (R9)(R10*8), X9, X9
+	MOVWQZX      62(AX), R10
+	SHRQ         $0x09, R10
+	VMOVQ        (R9)(R10*8), X11
+	MOVWQZX      64(AX), R10
+	SHRQ         $0x09, R10
+	VPINSRQ      $0x01, (R9)(R10*8), X11, X11
+	VINSERTI128  $0x01, X11, Y9, Y11
+	MOVBQZX      73(AX), R9
+	MOVQ         R9, R10
+	ANDQ         $0x0f, R9
+	SHRQ         $0x04, R10
+	LEAQ         1(R9)(R9*1), R9
+	LEAQ         1(R10)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	VMOVD        R9, X12
+	VPBROADCASTD X12, Y12
+	VPSHUFB      wordSplit<>+0(SB), Y12, Y12
+	VMOVDQU      228(CX), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      228(DI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      228(R8), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      228(SI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	VEXTRACTI128 $0x01, Y5, X9
+	VPADDD       X9, X5, X5
+	VPSHUFD      $0x4e, X5, X9
+	VPADDD       X9, X5, X5
+	VPSHUFD      $0xb1, X5, X9
+	VPADDD       X9, X5, X5
+	VCVTDQ2PS    X5, X5
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X9
+	VCVTPH2PS    X9, X9
+	VMULSS       (CX), X9, X9
+	VMULSS       X5, X9, X9
+	VMULSS       X4, X9, X9
+	VADDSS       X9, X0, X0
+	ADDQ         $0x00000124, CX
+	VEXTRACTI128 $0x01, Y6, X5
+	VPADDD       X5, X6, X5
+	VPSHUFD      $0x4e, X5, X6
+	VPADDD       X6, X5, X5
+	VPSHUFD      $0xb1, X5, X6
+	VPADDD       X6, X5, X5
+	VCVTDQ2PS    X5, X5
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X6
+	VCVTPH2PS    X6, X6
+	VMULSS       (DI), X6, X6
+	VMULSS       X5, X6, X6
+	VMULSS       X4, X6, X6
+	VADDSS       X6, X1, X1
+	ADDQ         $0x00000124, DI
+	VEXTRACTI128 $0x01, Y7, X5
+	VPADDD       X5, X7, X5
+	VPSHUFD      $0x4e, X5, X6
+	VPADDD       X6, X5, X5
+	VPSHUFD      $0xb1, X5, X6
+	VPADDD       X6, X5, X5
+	VCVTDQ2PS    X5, X5
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X6
+	VCVTPH2PS    X6, X6
+	VMULSS       (R8), X6, X6
+	VMULSS       X5, X6, X6
+	VMULSS       X4, X6, X6
+	VADDSS       X6, X2, X2
+	ADDQ         $0x00000124, R8
+	VEXTRACTI128 $0x01, Y8, X5
+	VPADDD       X5, X8, X5
+	VPSHUFD      $0x4e, X5, X6
+	VPADDD       X6, X5, X5
+	VPSHUFD      $0xb1, X5, X6
+	VPADDD       X6, X5, X5
+	VCVTDQ2PS    X5, X5
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X6
+	VCVTPH2PS    X6, X6
+	VMULSS       (SI), X6, X6
+	VMULSS       X5, X6, X6
+	VMULSS       X4, X6, X6
+	VADDSS       X6, X3, X3
+	ADDQ         $0x00000124, SI
+	ADDQ         $0x0000004a, AX
+	DECQ         DX
+	JMP          loop
+
+done:
+	VZEROUPPER
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
+	VMOVSS X2, 8(AX)
+	VMOVSS X3, 12(AX)
+	RET
+
+// func dotIQ2SAVX2x4(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotIQ2SAVX2x4(SB), NOSPLIT, $0-48
+	MOVQ   x+0(FP), AX
+	MOVQ   y+8(FP), CX
+	MOVQ   n+16(FP), DX
+	MOVQ   grid+40(FP), BX
+	MOVQ   stride+24(FP), SI
+	LEAQ   (CX)(SI*1), DI
+	LEAQ   (DI)(SI*1), R8
+	LEAQ   (R8)(SI*1), SI
+	VXORPS X0, X0, X0
+	VXORPS X1, X1, X1
+	VXORPS X2, X2, X2
+	VXORPS X3, X3, X3
+	MOVL   $0x3e000000, R9
+	VMOVD  R9, X4
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPXOR        Y8, Y8, Y8
+	MOVBQZX      66(AX), R9
+	MOVQ         R9, R11
+	SHLQ         $0x08, R11
+	ANDQ         $0x00000300, R11
+	MOVBQZX      2(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X9
+	MOVQ         R9, R11
+	SHLQ         $0x06, R11
+	ANDQ         $0x00000300, R11
+	MOVBQZX      3(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X9, X9
+	MOVQ         R9, R11
+	SHLQ         $0x04, R11
+	ANDQ         $0x00000300, R11
+	MOVBQZX      4(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X10
+	MOVQ         R9, R10
+	SHLQ         $0x02, R10
+	ANDQ         $0x00000300, R10
+	MOVBQZX      5(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	VPBROADCASTD 34(AX), Y11
+	VPSHUFB      q5Spread<>+0(SB), Y11, Y11
+	VPAND        q5Bits<>+0(SB), Y11, Y11
+	VPCMPEQB     q5Bits<>+0(SB), Y11, Y11
+	MOVBQZX      74(AX), R9
+	MOVQ         R9, R10
+	ANDQ         $0x0f, R9
+	SHRQ         $0x04, R10
+	LEAQ         1(R9)(R9*1), R9
+	LEAQ         1(R10)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	VMOVD        R9, X12
+	VPBROADCASTD X12, Y12
+	VPSHUFB      wordSplit<>+0(SB), Y12, Y12
+	VMOVDQU      4(CX), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      4(DI), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      4(R8), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      4(SI), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVBQZX      67(AX), R9
+	MOVQ         R9, R11
+	SHLQ         $0x08, R11
+	ANDQ         $0x00000300, R11
+	MOVBQZX      6(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X9
+	MOVQ         R9, R11
+	SHLQ         $0x06, R11
+	ANDQ         $0x00000300, R11
+	MOVBQZX      7(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X9, X9
+	MOVQ         R9, R11
+	SHLQ         $0x04, R11
+	ANDQ         $0x00000300, R11
+	MOVBQZX      8(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X10
+	MOVQ         R9, R10
+	SHLQ         $0x02, R10
+	ANDQ         $0x00000300, R10
+	MOVBQZX      9(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	VPBROADCASTD 38(AX), Y11
+	VPSHUFB      q5Spread<>+0(SB), Y11, Y11
+	VPAND        q5Bits<>+0(SB), Y11, Y11
+	VPCMPEQB     q5Bits<>+0(SB), Y11, Y11
+	MOVBQZX      75(AX), R9
+	MOVQ         R9, R10
+	ANDQ         $0x0f, R9
+	SHRQ         $0x04, R10
+	LEAQ         1(R9)(R9*1), R9
+	LEAQ         1(R10)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	VMOVD        R9, X12
+	VPBROADCASTD X12, Y12
+	VPSHUFB      wordSplit<>+0(SB), Y12, Y12
+	VMOVDQU      36(CX), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      36(DI), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      36(R8), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      36(SI), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVBQZX      68(AX), R9
+	MOVQ         R9, R11
+	SHLQ         $0x08, R11
+	ANDQ         $0x00000300, R11
+	MOVBQZX      10(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X9
+	MOVQ         R9, R11
+	SHLQ         $0x06, R11
+	ANDQ         $0x00000300, R11
+	MOVBQZX      11(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X9, X9
+	MOVQ         R9, R11
+	SHLQ         $0x04, R11
+	ANDQ         $0x00000300, R11
+	MOVBQZX      12(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X10
+	MOVQ         R9, R10
+	SHLQ         $0x02, R10
+	ANDQ         $0x00000300, R10
+	MOVBQZX      13(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	VPBROADCASTD 42(AX), Y11
+	VPSHUFB      q5Spread<>+0(SB), Y11, Y11
+	VPAND        q5Bits<>+0(SB), Y11, Y11
+	VPCMPEQB     q5Bits<>+0(SB), Y11, Y11
+	MOVBQZX      76(AX), R9
+	MOVQ         R9, R10
+	ANDQ         $0x0f, R9
+	SHRQ         $0x04, R10
+	LEAQ         1(R9)(R9*1), R9
+	LEAQ         1(R10)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	VMOVD        R9, X12
+	VPBROADCASTD X12, Y12
+	VPSHUFB      wordSplit<>+0(SB), Y12, Y12
+	VMOVDQU      68(CX), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      68(DI), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      68(R8), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      68(SI), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVBQZX      69(AX), R9
+	MOVQ         R9, R11
+	SHLQ         $0x08, R11
+	ANDQ         $0x00000300, R11
+	MOVBQZX      14(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X9
+	MOVQ         R9, R11
+	SHLQ         $0x06, R11
+	ANDQ         $0x00000300, R11
+	MOVBQZX      15(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X9, X9
+	MOVQ         R9, R11
+	SHLQ         $0x04, R11
+	ANDQ         $0x00000300, R11
+	MOVBQZX      16(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X10
+	MOVQ         R9, R10
+	SHLQ         $0x02, R10
+	ANDQ         $0x00000300, R10
+	MOVBQZX      17(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	VPBROADCASTD 46(AX), Y11
+	VPSHUFB      q5Spread<>+0(SB), Y11, Y11
+	VPAND        q5Bits<>+0(SB), Y11, Y11
+	VPCMPEQB     q5Bits<>+0(SB), Y11, Y11
+	MOVBQZX      77(AX), R9
+	MOVQ         R9, R10
+	ANDQ         $0x0f, R9
+	SHRQ         $0x04, R10
+	LEAQ         1(R9)(R9*1), R9
+	LEAQ         1(R10)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	VMOVD        R9, X12
+	VPBROADCASTD X12, Y12
+	VPSHUFB      wordSplit<>+0(SB), Y12, Y12
+	VMOVDQU      100(CX), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      100(DI), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      100(R8), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      100(SI), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVBQZX      70(AX), R9
+	MOVQ         R9, R11
+	SHLQ         $0x08, R11
+	ANDQ         $0x00000300, R11
+	MOVBQZX      18(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X9
+	MOVQ         R9, R11
+	SHLQ         $0x06, R11
+	ANDQ         $0x00000300, R11
+	MOVBQZX      19(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X9, X9
+	MOVQ         R9, R11
+	SHLQ         $0x04, R11
+	ANDQ         $0x00000300, R11
+	MOVBQZX      20(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X10
+	MOVQ         R9, R10
+	SHLQ         $0x02, R10
+	ANDQ         $0x00000300, R10
+	MOVBQZX      21(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	VPBROADCASTD 50(AX), Y11
+	VPSHUFB      q5Spread<>+0(SB), Y11, Y11
+	VPAND        q5Bits<>+0(SB), Y11, Y11
+	VPCMPEQB     q5Bits<>+0(SB), Y11, Y11
+	MOVBQZX      78(AX), R9
+	MOVQ         R9, R10
+	ANDQ         $0x0f, R9
+	SHRQ         $0x04, R10
+	LEAQ         1(R9)(R9*1), R9
+	LEAQ         1(R10)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	VMOVD        R9, X12
+	VPBROADCASTD X12, Y12
+	VPSHUFB      wordSplit<>+0(SB), Y12, Y12
+	VMOVDQU      132(CX), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      132(DI), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      132(R8), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      132(SI), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVBQZX      71(AX), R9
+	MOVQ         R9, R11
+	SHLQ         $0x08, R11
+	ANDQ         $0x00000300, R11
+	MOVBQZX      22(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X9
+	MOVQ         R9, R11
+	SHLQ         $0x06, R11
+	ANDQ         $0x00000300, R11
+	MOVBQZX      23(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X9, X9
+	MOVQ         R9, R11
+	SHLQ         $0x04, R11
+	ANDQ         $0x00000300, R11
+	MOVBQZX      24(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X10
+	MOVQ         R9, R10
+	SHLQ         $0x02, R10
+	ANDQ         $0x00000300, R10
+	MOVBQZX      25(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	VPBROADCASTD 54(AX), Y11
+	VPSHUFB      q5Spread<>+0(SB), Y11, Y11
+	VPAND        q5Bits<>+0(SB), Y11, Y11
+	VPCMPEQB     q5Bits<>+0(SB), Y11, Y11
+	MOVBQZX      79(AX), R9
+	MOVQ         R9, R10
+	ANDQ         $0x0f, R9
+	SHRQ         $0x04, R10
+	LEAQ         1(R9)(R9*1), R9
+	LEAQ         1(R10)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	VMOVD        R9, X12
+	VPBROADCASTD X12, Y12
+	VPSHUFB      wordSplit<>+0(SB), Y12, Y12
+	VMOVDQU      164(CX), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      164(DI), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      164(R8), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      164(SI), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVBQZX      72(AX), R9
+	MOVQ         R9, R11
+	SHLQ         $0x08, R11
+	ANDQ         $0x00000300, R11
+	MOVBQZX      26(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X9
+	MOVQ         R9, R11
+	SHLQ         $0x06, R11
+	ANDQ         $0x00000300, R11
+	MOVBQZX      27(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X9, X9
+	MOVQ         R9, R11
+	SHLQ         $0x04, R11
+	ANDQ         $0x00000300, R11
+	MOVBQZX      28(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X10
+	MOVQ         R9, R10
+	SHLQ         $0x02, R10
+	ANDQ         $0x00000300, R10
+	MOVBQZX      29(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	VPBROADCASTD 58(AX), Y11
+	VPSHUFB      q5Spread<>+0(SB), Y11, Y11
+	VPAND        q5Bits<>+0(SB), Y11, Y11
+	VPCMPEQB     q5Bits<>+0(SB), Y11, Y11
+	MOVBQZX      80(AX), R9
+	MOVQ         R9, R10
+	ANDQ         $0x0f, R9
+	SHRQ         $0x04, R10
+	LEAQ         1(R9)(R9*1), R9
+	LEAQ         1(R10)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	VMOVD        R9, X12
+	VPBROADCASTD X12, Y12
+	VPSHUFB      wordSplit<>+0(SB), Y12, Y12
+	VMOVDQU      196(CX), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      196(DI), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      196(R8), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      196(SI), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVBQZX      73(AX), R9
+	MOVQ         R9, R11
+	SHLQ         $0x08, R11
+	ANDQ         $0x00000300, R11
+	MOVBQZX      30(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X9
+	MOVQ         R9, R11
+	SHLQ         $0x06, R11
+	ANDQ         $0x00000300, R11
+	MOVBQZX      31(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X9, X9
+	MOVQ         R9, R11
+	SHLQ         $0x04, R11
+	ANDQ         $0x00000300, R11
+	MOVBQZX      32(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X10
+	MOVQ         R9, R10
+	SHLQ         $0x02, R10
+	ANDQ         $0x00000300, R10
+	MOVBQZX      33(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	VPBROADCASTD 62(AX), Y11
+	VPSHUFB      q5Spread<>+0(SB), Y11, Y11
+	VPAND        q5Bits<>+0(SB), Y11, Y11
+	VPCMPEQB     q5Bits<>+0(SB), Y11, Y11
+	MOVBQZX      81(AX), R9
+	MOVQ         R9, R10
+	ANDQ         $0x0f, R9
+	SHRQ         $0x04, R10
+	LEAQ         1(R9)(R9*1), R9
+	LEAQ         1(R10)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	VMOVD        R9, X12
+	VPBROADCASTD X12, Y12
+	VPSHUFB      wordSplit<>+0(SB), Y12, Y12
+	VMOVDQU      228(CX), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      228(DI), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      228(R8), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      228(SI), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	VEXTRACTI128 $0x01, Y5, X9
+	VPADDD       X9, X5, X5
+	VPSHUFD      $0x4e, X5, X9
+	VPADDD       X9, X5, X5
+	VPSHUFD      $0xb1, X5, X9
+	VPADDD       X9, X5, X5
+	VCVTDQ2PS    X5, X5
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X9
+	VCVTPH2PS    X9, X9
+	VMULSS       (CX), X9, X9
+	VMULSS       X5, X9, X9
+	VMULSS       X4, X9, X9
+	VADDSS       X9, X0, X0
+	ADDQ         $0x00000124, CX
+	VEXTRACTI128 $0x01, Y6, X5
+	VPADDD       X5, X6, X5
+	VPSHUFD      $0x4e, X5, X6
+	VPADDD       X6, X5, X5
+	VPSHUFD      $0xb1, X5, X6
+	VPADDD       X6, X5, X5
+	VCVTDQ2PS    X5, X5
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X6
+	VCVTPH2PS    X6, X6
+	VMULSS       (DI), X6, X6
+	VMULSS       X5, X6, X6
+	VMULSS       X4, X6, X6
+	VADDSS       X6, X1, X1
+	ADDQ         $0x00000124, DI
+	VEXTRACTI128 $0x01, Y7, X5
+	VPADDD       X5, X7, X5
+	VPSHUFD      $0x4e, X5, X6
+	VPADDD       X6, X5, X5
+	VPSHUFD      $0xb1, X5, X6
+	VPADDD       X6, X5, X5
+	VCVTDQ2PS    X5, X5
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X6
+	VCVTPH2PS    X6, X6
+	VMULSS       (R8), X6, X6
+	VMULSS       X5, X6, X6
+	VMULSS       X4, X6, X6
+	VADDSS       X6, X2, X2
+	ADDQ         $0x00000124, R8
+	VEXTRACTI128 $0x01, Y8, X5
+	VPADDD       X5, X8, X5
+	VPSHUFD      $0x4e, X5, X6
+	VPADDD       X6, X5, X5
+	VPSHUFD      $0xb1, X5, X6
+	VPADDD       X6, X5, X5
+	VCVTDQ2PS    X5, X5
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X6
+	VCVTPH2PS    X6, X6
+	VMULSS       (SI), X6, X6
+	VMULSS       X5, X6, X6
+	VMULSS       X4, X6, X6
+	VADDSS       X6, X3, X3
+	ADDQ         $0x00000124, SI
+	ADDQ         $0x00000052, AX
+	DECQ         DX
+	JMP          loop
+
+done:
+	VZEROUPPER
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
+	VMOVSS X2, 8(AX)
+	VMOVSS X3, 12(AX)
+	RET
+
 // func dotIQ3SAVX2(x *byte, y *byte, n int, grid *byte) float32
 // Requires: AVX, AVX2, F16C, FMA3, SSE
 TEXT ·dotIQ3SAVX2(SB), NOSPLIT, $0-36
@@ -9233,6 +11489,762 @@ done:
 	VMOVSS       X1, 4(AX)
 	RET
 
+// func dotIQ3SAVX2x4(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotIQ3SAVX2x4(SB), NOSPLIT, $0-48
+	MOVQ   x+0(FP), AX
+	MOVQ   y+8(FP), CX
+	MOVQ   n+16(FP), DX
+	MOVQ   grid+40(FP), BX
+	MOVQ   stride+24(FP), SI
+	LEAQ   (CX)(SI*1), DI
+	LEAQ   (DI)(SI*1), R8
+	LEAQ   (R8)(SI*1), SI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	MOVBQZX      66(AX), R9
+	MOVQ         R9, R11
+	SHLQ         $0x08, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      2(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X8
+	MOVQ         R9, R11
+	SHLQ         $0x07, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      3(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x06, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      4(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x05, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      5(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x03, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x04, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      6(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X9
+	MOVQ         R9, R11
+	SHLQ         $0x03, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      7(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X9, X9
+	MOVQ         R9, R11
+	SHLQ         $0x02, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      8(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X9, X9
+	MOVQ         R9, R10
+	SHLQ         $0x01, R10
+	ANDQ         $0x00000100, R10
+	MOVBQZX      9(AX), R9
+	ORQ          R10, R9
+	VPINSRD      $0x03, (BX)(R9*4), X9, X9
+	VINSERTI128  $0x01, X9, Y8, Y9
+	VPBROADCASTD 74(AX), Y10
+	VPSHUFB      q5Spread<>+0(SB), Y10, Y10
+	VPAND        q5Bits<>+0(SB), Y10, Y10
+	VPCMPEQB     q5Bits<>+0(SB), Y10, Y10
+	MOVBQZX      106(AX), R9
+	ANDQ         $0x0f, R9
+	LEAQ         1(R9)(R9*1), R9
+	VMOVD        R9, X11
+	VPBROADCASTW X11, Y11
+	VMOVDQU      4(CX), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      4(DI), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      4(R8), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      4(SI), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y9
+	VPMADDWD     Y11, Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	MOVBQZX      67(AX), R9
+	MOVQ         R9, R11
+	SHLQ         $0x08, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      10(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X8
+	MOVQ         R9, R11
+	SHLQ         $0x07, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      11(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x06, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      12(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x05, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      13(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x03, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x04, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      14(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X9
+	MOVQ         R9, R11
+	SHLQ         $0x03, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      15(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X9, X9
+	MOVQ         R9, R11
+	SHLQ         $0x02, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      16(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X9, X9
+	MOVQ         R9, R10
+	SHLQ         $0x01, R10
+	ANDQ         $0x00000100, R10
+	MOVBQZX      17(AX), R9
+	ORQ          R10, R9
+	VPINSRD      $0x03, (BX)(R9*4), X9, X9
+	VINSERTI128  $0x01, X9, Y8, Y9
+	VPBROADCASTD 78(AX), Y10
+	VPSHUFB      q5Spread<>+0(SB), Y10, Y10
+	VPAND        q5Bits<>+0(SB), Y10, Y10
+	VPCMPEQB     q5Bits<>+0(SB), Y10, Y10
+	MOVBQZX      106(AX), R9
+	SHRQ         $0x04, R9
+	LEAQ         1(R9)(R9*1), R9
+	VMOVD        R9, X11
+	VPBROADCASTW X11, Y11
+	VMOVDQU      36(CX), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      36(DI), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      36(R8), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      36(SI), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y9
+	VPMADDWD     Y11, Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	MOVBQZX      68(AX), R9
+	MOVQ         R9, R11
+	SHLQ         $0x08, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      18(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X8
+	MOVQ         R9, R11
+	SHLQ         $0x07, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      19(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x06, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      20(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x05, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      21(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x03, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x04, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      22(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X9
+	MOVQ         R9, R11
+	SHLQ         $0x03, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      23(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X9, X9
+	MOVQ         R9, R11
+	SHLQ         $0x02, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      24(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X9, X9
+	MOVQ         R9, R10
+	SHLQ         $0x01, R10
+	ANDQ         $0x00000100, R10
+	MOVBQZX      25(AX), R9
+	ORQ          R10, R9
+	VPINSRD      $0x03, (BX)(R9*4), X9, X9
+	VINSERTI128  $0x01, X9, Y8, Y9
+	VPBROADCASTD 82(AX), Y10
+	VPSHUFB      q5Spread<>+0(SB), Y10, Y10
+	VPAND        q5Bits<>+0(SB), Y10, Y10
+	VPCMPEQB     q5Bits<>+0(SB), Y10, Y10
+	MOVBQZX      107(AX), R9
+	ANDQ         $0x0f, R9
+	LEAQ         1(R9)(R9*1), R9
+	VMOVD        R9, X11
+	VPBROADCASTW X11, Y11
+	VMOVDQU      68(CX), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      68(DI), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      68(R8), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      68(SI), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y9
+	VPMADDWD     Y11, Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	MOVBQZX      69(AX), R9
+	MOVQ         R9, R11
+	SHLQ         $0x08, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      26(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X8
+	MOVQ         R9, R11
+	SHLQ         $0x07, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      27(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x06, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      28(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x05, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      29(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x03, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x04, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      30(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X9
+	MOVQ         R9, R11
+	SHLQ         $0x03, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      31(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X9, X9
+	MOVQ         R9, R11
+	SHLQ         $0x02, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      32(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X9, X9
+	MOVQ         R9, R10
+	SHLQ         $0x01, R10
+	ANDQ         $0x00000100, R10
+	MOVBQZX      33(AX), R9
+	ORQ          R10, R9
+	VPINSRD      $0x03, (BX)(R9*4), X9, X9
+	VINSERTI128  $0x01, X9, Y8, Y9
+	VPBROADCASTD 86(AX), Y10
+	VPSHUFB      q5Spread<>+0(SB), Y10, Y10
+	VPAND        q5Bits<>+0(SB), Y10, Y10
+	VPCMPEQB     q5Bits<>+0(SB), Y10, Y10
+	MOVBQZX      107(AX), R9
+	SHRQ         $0x04, R9
+	LEAQ         1(R9)(R9*1), R9
+	VMOVD        R9, X11
+	VPBROADCASTW X11, Y11
+	VMOVDQU      100(CX), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      100(DI), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      100(R8), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      100(SI), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y9
+	VPMADDWD     Y11, Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	MOVBQZX      70(AX), R9
+	MOVQ         R9, R11
+	SHLQ         $0x08, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      34(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X8
+	MOVQ         R9, R11
+	SHLQ         $0x07, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      35(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x06, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      36(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x05, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      37(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x03, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x04, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      38(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X9
+	MOVQ         R9, R11
+	SHLQ         $0x03, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      39(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X9, X9
+	MOVQ         R9, R11
+	SHLQ         $0x02, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      40(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X9, X9
+	MOVQ         R9, R10
+	SHLQ         $0x01, R10
+	ANDQ         $0x00000100, R10
+	MOVBQZX      41(AX), R9
+	ORQ          R10, R9
+	VPINSRD      $0x03, (BX)(R9*4), X9, X9
+	VINSERTI128  $0x01, X9, Y8, Y9
+	VPBROADCASTD 90(AX), Y10
+	VPSHUFB      q5Spread<>+0(SB), Y10, Y10
+	VPAND        q5Bits<>+0(SB), Y10, Y10
+	VPCMPEQB     q5Bits<>+0(SB), Y10, Y10
+	MOVBQZX      108(AX), R9
+	ANDQ         $0x0f, R9
+	LEAQ         1(R9)(R9*1), R9
+	VMOVD        R9, X11
+	VPBROADCASTW X11, Y11
+	VMOVDQU      132(CX), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      132(DI), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      132(R8), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      132(SI), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y9
+	VPMADDWD     Y11, Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	MOVBQZX      71(AX), R9
+	MOVQ         R9, R11
+	SHLQ         $0x08, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      42(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X8
+	MOVQ         R9, R11
+	SHLQ         $0x07, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      43(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x06, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      44(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x05, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      45(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x03, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x04, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      46(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X9
+	MOVQ         R9, R11
+	SHLQ         $0x03, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      47(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X9, X9
+	MOVQ         R9, R11
+	SHLQ         $0x02, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      48(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X9, X9
+	MOVQ         R9, R10
+	SHLQ         $0x01, R10
+	ANDQ         $0x00000100, R10
+	MOVBQZX      49(AX), R9
+	ORQ          R10, R9
+	VPINSRD      $0x03, (BX)(R9*4), X9, X9
+	VINSERTI128  $0x01, X9, Y8, Y9
+	VPBROADCASTD 94(AX), Y10
+	VPSHUFB      q5Spread<>+0(SB), Y10, Y10
+	VPAND        q5Bits<>+0(SB), Y10, Y10
+	VPCMPEQB     q5Bits<>+0(SB), Y10, Y10
+	MOVBQZX      108(AX), R9
+	SHRQ         $0x04, R9
+	LEAQ         1(R9)(R9*1), R9
+	VMOVD        R9, X11
+	VPBROADCASTW X11, Y11
+	VMOVDQU      164(CX), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      164(DI), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      164(R8), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      164(SI), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y9
+	VPMADDWD     Y11, Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	MOVBQZX      72(AX), R9
+	MOVQ         R9, R11
+	SHLQ         $0x08, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      50(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X8
+	MOVQ         R9, R11
+	SHLQ         $0x07, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      51(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x06, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      52(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x05, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      53(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x03, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x04, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      54(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X9
+	MOVQ         R9, R11
+	SHLQ         $0x03, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      55(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X9, X9
+	MOVQ         R9, R11
+	SHLQ         $0x02, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      56(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X9, X9
+	MOVQ         R9, R10
+	SHLQ         $0x01, R10
+	ANDQ         $0x00000100, R10
+	MOVBQZX      57(AX), R9
+	ORQ          R10, R9
+	VPINSRD      $0x03, (BX)(R9*4), X9, X9
+	VINSERTI128  $0x01, X9, Y8, Y9
+	VPBROADCASTD 98(AX), Y10
+	VPSHUFB      q5Spread<>+0(SB), Y10, Y10
+	VPAND        q5Bits<>+0(SB), Y10, Y10
+	VPCMPEQB     q5Bits<>+0(SB), Y10, Y10
+	MOVBQZX      109(AX), R9
+	ANDQ         $0x0f, R9
+	LEAQ         1(R9)(R9*1), R9
+	VMOVD        R9, X11
+	VPBROADCASTW X11, Y11
+	VMOVDQU      196(CX), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      196(DI), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      196(R8), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      196(SI), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y9
+	VPMADDWD     Y11, Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	MOVBQZX      73(AX), R9
+	MOVQ         R9, R11
+	SHLQ         $0x08, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      58(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X8
+	MOVQ         R9, R11
+	SHLQ         $0x07, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      59(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x06, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      60(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x05, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      61(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x03, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x04, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      62(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X9
+	MOVQ         R9, R11
+	SHLQ         $0x03, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      63(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X9, X9
+	MOVQ         R9, R11
+	SHLQ         $0x02, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      64(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X9, X9
+	MOVQ         R9, R10
+	SHLQ         $0x01, R10
+	ANDQ         $0x00000100, R10
+	MOVBQZX      65(AX), R9
+	ORQ          R10, R9
+	VPINSRD      $0x03, (BX)(R9*4), X9, X9
+	VINSERTI128  $0x01, X9, Y8, Y9
+	VPBROADCASTD 102(AX), Y10
+	VPSHUFB      q5Spread<>+0(SB), Y10, Y10
+	VPAND        q5Bits<>+0(SB), Y10, Y10
+	VPCMPEQB     q5Bits<>+0(SB), Y10, Y10
+	MOVBQZX      109(AX), R9
+	SHRQ         $0x04, R9
+	LEAQ         1(R9)(R9*1), R9
+	VMOVD        R9, X11
+	VPBROADCASTW X11, Y11
+	VMOVDQU      228(CX), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      228(DI), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      228(R8), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      228(SI), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y9
+	VPMADDWD     Y11, Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VCVTDQ2PS    Y4, Y4
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X8
+	VCVTPH2PS    X8, X8
+	VMULSS       (CX), X8, X8
+	VBROADCASTSS X8, Y9
+	VFMADD231PS  Y4, Y9, Y0
+	ADDQ         $0x00000124, CX
+	VCVTDQ2PS    Y5, Y5
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (DI), X4, X4
+	VBROADCASTSS X4, Y4
+	VFMADD231PS  Y5, Y4, Y1
+	ADDQ         $0x00000124, DI
+	VCVTDQ2PS    Y6, Y6
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (R8), X4, X4
+	VBROADCASTSS X4, Y4
+	VFMADD231PS  Y6, Y4, Y2
+	ADDQ         $0x00000124, R8
+	VCVTDQ2PS    Y7, Y7
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (SI), X4, X4
+	VBROADCASTSS X4, Y4
+	VFMADD231PS  Y7, Y4, Y3
+	ADDQ         $0x00000124, SI
+	ADDQ         $0x0000006e, AX
+	DECQ         DX
+	JMP          loop
+
+done:
+	VEXTRACTF128 $0x01, Y0, X4
+	VADDPS       X4, X0, X0
+	VMOVHLPS     X0, X0, X4
+	VADDPS       X4, X0, X0
+	VMOVSHDUP    X0, X4
+	VADDSS       X4, X0, X0
+	VEXTRACTF128 $0x01, Y1, X4
+	VADDPS       X4, X1, X1
+	VMOVHLPS     X1, X1, X4
+	VADDPS       X4, X1, X1
+	VMOVSHDUP    X1, X4
+	VADDSS       X4, X1, X1
+	VEXTRACTF128 $0x01, Y2, X4
+	VADDPS       X4, X2, X2
+	VMOVHLPS     X2, X2, X4
+	VADDPS       X4, X2, X2
+	VMOVSHDUP    X2, X4
+	VADDSS       X4, X2, X2
+	VEXTRACTF128 $0x01, Y3, X4
+	VADDPS       X4, X3, X3
+	VMOVHLPS     X3, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSHDUP    X3, X4
+	VADDSS       X4, X3, X3
+	VZEROUPPER
+	MOVQ         out+32(FP), AX
+	VMOVSS       X0, (AX)
+	VMOVSS       X1, 4(AX)
+	VMOVSS       X2, 8(AX)
+	VMOVSS       X3, 12(AX)
+	RET
+
 // func dotIQ1SAVX2(x *byte, y *byte, n int, grid *byte) float32
 // Requires: AVX, AVX2, F16C, SSE
 TEXT ·dotIQ1SAVX2(SB), NOSPLIT, $0-36
@@ -9661,487 +12673,6 @@ loop:
 	VADDSS       X5, X0, X0
 	ADDQ         $0x00000124, CX
 	ADDQ         $0x00000032, AX
-	DECQ         DX
-	JMP          loop
-
-done:
-	VZEROUPPER
-	MOVSS X0, ret+32(FP)
-	RET
-
-// func dotIQ1MAVX2(x *byte, y *byte, n int, grid *byte) float32
-// Requires: AVX, AVX2, F16C, SSE
-TEXT ·dotIQ1MAVX2(SB), NOSPLIT, $0-36
-	MOVQ    x+0(FP), AX
-	MOVQ    y+8(FP), CX
-	MOVQ    n+16(FP), DX
-	MOVQ    grid+24(FP), BX
-	VXORPS  X0, X0, X0
-	MOVL    $0x3e000000, SI
-	VMOVD   SI, X1
-	VMOVDQU byteOnes<>+0(SB), Y2
-
-loop:
-	TESTQ        DX, DX
-	JZ           done
-	VPXOR        Y3, Y3, Y3
-	VPXOR        Y4, Y4, Y4
-	MOVBQZX      32(AX), DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      (AX), SI
-	ORQ          DI, SI
-	VMOVQ        (BX)(SI*8), X5
-	MOVBQZX      32(AX), DI
-	SHRQ         $0x04, DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      1(AX), SI
-	ORQ          DI, SI
-	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
-	MOVBQZX      33(AX), DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      2(AX), SI
-	ORQ          DI, SI
-	VMOVQ        (BX)(SI*8), X6
-	MOVBQZX      33(AX), DI
-	SHRQ         $0x04, DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      3(AX), SI
-	ORQ          DI, SI
-	VPINSRQ      $0x01, (BX)(SI*8), X6, X6
-	VINSERTI128  $0x01, X6, Y5, Y6
-	MOVWQZX      48(AX), SI
-	MOVQ         SI, DI
-	SHRQ         $0x03, DI
-	ANDQ         $0x07, SI
-	ANDQ         $0x07, DI
-	LEAQ         1(SI)(SI*1), SI
-	LEAQ         1(DI)(DI*1), DI
-	SHLQ         $0x10, DI
-	ORQ          DI, SI
-	VMOVD        SI, X7
-	VPBROADCASTD X7, Y7
-	VPSHUFB      wordSplit<>+0(SB), Y7, Y7
-	VPBROADCASTW 32(AX), Y8
-	VPAND        iq1mDeltaBits<>+0(SB), Y8, Y8
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y8, Y8
-	VPXOR        Y8, Y7, Y9
-	VPSUBW       Y8, Y9, Y9
-	VMOVDQU      4(CX), Y8
-	VPMADDUBSW   Y8, Y2, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VPADDD       Y10, Y4, Y4
-	VPSIGNB      Y6, Y8, Y8
-	VPMADDUBSW   Y8, Y2, Y6
-	VPMADDWD     Y7, Y6, Y6
-	VPADDD       Y6, Y3, Y3
-	MOVBQZX      34(AX), DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      4(AX), SI
-	ORQ          DI, SI
-	VMOVQ        (BX)(SI*8), X5
-	MOVBQZX      34(AX), DI
-	SHRQ         $0x04, DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      5(AX), SI
-	ORQ          DI, SI
-	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
-	MOVBQZX      35(AX), DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      6(AX), SI
-	ORQ          DI, SI
-	VMOVQ        (BX)(SI*8), X6
-	MOVBQZX      35(AX), DI
-	SHRQ         $0x04, DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      7(AX), SI
-	ORQ          DI, SI
-	VPINSRQ      $0x01, (BX)(SI*8), X6, X6
-	VINSERTI128  $0x01, X6, Y5, Y6
-	MOVWQZX      48(AX), SI
-	SHRQ         $0x06, SI
-	MOVQ         SI, DI
-	SHRQ         $0x03, DI
-	ANDQ         $0x07, SI
-	ANDQ         $0x07, DI
-	LEAQ         1(SI)(SI*1), SI
-	LEAQ         1(DI)(DI*1), DI
-	SHLQ         $0x10, DI
-	ORQ          DI, SI
-	VMOVD        SI, X7
-	VPBROADCASTD X7, Y7
-	VPSHUFB      wordSplit<>+0(SB), Y7, Y7
-	VPBROADCASTW 34(AX), Y8
-	VPAND        iq1mDeltaBits<>+0(SB), Y8, Y8
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y8, Y8
-	VPXOR        Y8, Y7, Y9
-	VPSUBW       Y8, Y9, Y9
-	VMOVDQU      36(CX), Y8
-	VPMADDUBSW   Y8, Y2, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VPADDD       Y10, Y4, Y4
-	VPSIGNB      Y6, Y8, Y8
-	VPMADDUBSW   Y8, Y2, Y6
-	VPMADDWD     Y7, Y6, Y6
-	VPADDD       Y6, Y3, Y3
-	MOVBQZX      36(AX), DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      8(AX), SI
-	ORQ          DI, SI
-	VMOVQ        (BX)(SI*8), X5
-	MOVBQZX      36(AX), DI
-	SHRQ         $0x04, DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      9(AX), SI
-	ORQ          DI, SI
-	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
-	MOVBQZX      37(AX), DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      10(AX), SI
-	ORQ          DI, SI
-	VMOVQ        (BX)(SI*8), X6
-	MOVBQZX      37(AX), DI
-	SHRQ         $0x04, DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      11(AX), SI
-	ORQ          DI, SI
-	VPINSRQ      $0x01, (BX)(SI*8), X6, X6
-	VINSERTI128  $0x01, X6, Y5, Y6
-	MOVWQZX      50(AX), SI
-	MOVQ         SI, DI
-	SHRQ         $0x03, DI
-	ANDQ         $0x07, SI
-	ANDQ         $0x07, DI
-	LEAQ         1(SI)(SI*1), SI
-	LEAQ         1(DI)(DI*1), DI
-	SHLQ         $0x10, DI
-	ORQ          DI, SI
-	VMOVD        SI, X7
-	VPBROADCASTD X7, Y7
-	VPSHUFB      wordSplit<>+0(SB), Y7, Y7
-	VPBROADCASTW 36(AX), Y8
-	VPAND        iq1mDeltaBits<>+0(SB), Y8, Y8
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y8, Y8
-	VPXOR        Y8, Y7, Y9
-	VPSUBW       Y8, Y9, Y9
-	VMOVDQU      68(CX), Y8
-	VPMADDUBSW   Y8, Y2, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VPADDD       Y10, Y4, Y4
-	VPSIGNB      Y6, Y8, Y8
-	VPMADDUBSW   Y8, Y2, Y6
-	VPMADDWD     Y7, Y6, Y6
-	VPADDD       Y6, Y3, Y3
-	MOVBQZX      38(AX), DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      12(AX), SI
-	ORQ          DI, SI
-	VMOVQ        (BX)(SI*8), X5
-	MOVBQZX      38(AX), DI
-	SHRQ         $0x04, DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      13(AX), SI
-	ORQ          DI, SI
-	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
-	MOVBQZX      39(AX), DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      14(AX), SI
-	ORQ          DI, SI
-	VMOVQ        (BX)(SI*8), X6
-	MOVBQZX      39(AX), DI
-	SHRQ         $0x04, DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      15(AX), SI
-	ORQ          DI, SI
-	VPINSRQ      $0x01, (BX)(SI*8), X6, X6
-	VINSERTI128  $0x01, X6, Y5, Y6
-	MOVWQZX      50(AX), SI
-	SHRQ         $0x06, SI
-	MOVQ         SI, DI
-	SHRQ         $0x03, DI
-	ANDQ         $0x07, SI
-	ANDQ         $0x07, DI
-	LEAQ         1(SI)(SI*1), SI
-	LEAQ         1(DI)(DI*1), DI
-	SHLQ         $0x10, DI
-	ORQ          DI, SI
-	VMOVD        SI, X7
-	VPBROADCASTD X7, Y7
-	VPSHUFB      wordSplit<>+0(SB), Y7, Y7
-	VPBROADCASTW 38(AX), Y8
-	VPAND        iq1mDeltaBits<>+0(SB), Y8, Y8
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y8, Y8
-	VPXOR        Y8, Y7, Y9
-	VPSUBW       Y8, Y9, Y9
-	VMOVDQU      100(CX), Y8
-	VPMADDUBSW   Y8, Y2, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VPADDD       Y10, Y4, Y4
-	VPSIGNB      Y6, Y8, Y8
-	VPMADDUBSW   Y8, Y2, Y6
-	VPMADDWD     Y7, Y6, Y6
-	VPADDD       Y6, Y3, Y3
-	MOVBQZX      40(AX), DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      16(AX), SI
-	ORQ          DI, SI
-	VMOVQ        (BX)(SI*8), X5
-	MOVBQZX      40(AX), DI
-	SHRQ         $0x04, DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      17(AX), SI
-	ORQ          DI, SI
-	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
-	MOVBQZX      41(AX), DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      18(AX), SI
-	ORQ          DI, SI
-	VMOVQ        (BX)(SI*8), X6
-	MOVBQZX      41(AX), DI
-	SHRQ         $0x04, DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      19(AX), SI
-	ORQ          DI, SI
-	VPINSRQ      $0x01, (BX)(SI*8), X6, X6
-	VINSERTI128  $0x01, X6, Y5, Y6
-	MOVWQZX      52(AX), SI
-	MOVQ         SI, DI
-	SHRQ         $0x03, DI
-	ANDQ         $0x07, SI
-	ANDQ         $0x07, DI
-	LEAQ         1(SI)(SI*1), SI
-	LEAQ         1(DI)(DI*1), DI
-	SHLQ         $0x10, DI
-	ORQ          DI, SI
-	VMOVD        SI, X7
-	VPBROADCASTD X7, Y7
-	VPSHUFB      wordSplit<>+0(SB), Y7, Y7
-	VPBROADCASTW 40(AX), Y8
-	VPAND        iq1mDeltaBits<>+0(SB), Y8, Y8
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y8, Y8
-	VPXOR        Y8, Y7, Y9
-	VPSUBW       Y8, Y9, Y9
-	VMOVDQU      132(CX), Y8
-	VPMADDUBSW   Y8, Y2, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VPADDD       Y10, Y4, Y4
-	VPSIGNB      Y6, Y8, Y8
-	VPMADDUBSW   Y8, Y2, Y6
-	VPMADDWD     Y7, Y6, Y6
-	VPADDD       Y6, Y3, Y3
-	MOVBQZX      42(AX), DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      20(AX), SI
-	ORQ          DI, SI
-	VMOVQ        (BX)(SI*8), X5
-	MOVBQZX      42(AX), DI
-	SHRQ         $0x04, DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      21(AX), SI
-	ORQ          DI, SI
-	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
-	MOVBQZX      43(AX), DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      22(AX), SI
-	ORQ          DI, SI
-	VMOVQ        (BX)(SI*8), X6
-	MOVBQZX      43(AX), DI
-	SHRQ         $0x04, DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      23(AX), SI
-	ORQ          DI, SI
-	VPINSRQ      $0x01, (BX)(SI*8), X6, X6
-	VINSERTI128  $0x01, X6, Y5, Y6
-	MOVWQZX      52(AX), SI
-	SHRQ         $0x06, SI
-	MOVQ         SI, DI
-	SHRQ         $0x03, DI
-	ANDQ         $0x07, SI
-	ANDQ         $0x07, DI
-	LEAQ         1(SI)(SI*1), SI
-	LEAQ         1(DI)(DI*1), DI
-	SHLQ         $0x10, DI
-	ORQ          DI, SI
-	VMOVD        SI, X7
-	VPBROADCASTD X7, Y7
-	VPSHUFB      wordSplit<>+0(SB), Y7, Y7
-	VPBROADCASTW 42(AX), Y8
-	VPAND        iq1mDeltaBits<>+0(SB), Y8, Y8
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y8, Y8
-	VPXOR        Y8, Y7, Y9
-	VPSUBW       Y8, Y9, Y9
-	VMOVDQU      164(CX), Y8
-	VPMADDUBSW   Y8, Y2, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VPADDD       Y10, Y4, Y4
-	VPSIGNB      Y6, Y8, Y8
-	VPMADDUBSW   Y8, Y2, Y6
-	VPMADDWD     Y7, Y6, Y6
-	VPADDD       Y6, Y3, Y3
-	MOVBQZX      44(AX), DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      24(AX), SI
-	ORQ          DI, SI
-	VMOVQ        (BX)(SI*8), X5
-	MOVBQZX      44(AX), DI
-	SHRQ         $0x04, DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      25(AX), SI
-	ORQ          DI, SI
-	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
-	MOVBQZX      45(AX), DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      26(AX), SI
-	ORQ          DI, SI
-	VMOVQ        (BX)(SI*8), X6
-	MOVBQZX      45(AX), DI
-	SHRQ         $0x04, DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      27(AX), SI
-	ORQ          DI, SI
-	VPINSRQ      $0x01, (BX)(SI*8), X6, X6
-	VINSERTI128  $0x01, X6, Y5, Y6
-	MOVWQZX      54(AX), SI
-	MOVQ         SI, DI
-	SHRQ         $0x03, DI
-	ANDQ         $0x07, SI
-	ANDQ         $0x07, DI
-	LEAQ         1(SI)(SI*1), SI
-	LEAQ         1(DI)(DI*1), DI
-	SHLQ         $0x10, DI
-	ORQ          DI, SI
-	VMOVD        SI, X7
-	VPBROADCASTD X7, Y7
-	VPSHUFB      wordSplit<>+0(SB), Y7, Y7
-	VPBROADCASTW 44(AX), Y8
-	VPAND        iq1mDeltaBits<>+0(SB), Y8, Y8
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y8, Y8
-	VPXOR        Y8, Y7, Y9
-	VPSUBW       Y8, Y9, Y9
-	VMOVDQU      196(CX), Y8
-	VPMADDUBSW   Y8, Y2, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VPADDD       Y10, Y4, Y4
-	VPSIGNB      Y6, Y8, Y8
-	VPMADDUBSW   Y8, Y2, Y6
-	VPMADDWD     Y7, Y6, Y6
-	VPADDD       Y6, Y3, Y3
-	MOVBQZX      46(AX), DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      28(AX), SI
-	ORQ          DI, SI
-	VMOVQ        (BX)(SI*8), X5
-	MOVBQZX      46(AX), DI
-	SHRQ         $0x04, DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      29(AX), SI
-	ORQ          DI, SI
-	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
-	MOVBQZX      47(AX), DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      30(AX), SI
-	ORQ          DI, SI
-	VMOVQ        (BX)(SI*8), X6
-	MOVBQZX      47(AX), DI
-	SHRQ         $0x04, DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      31(AX), SI
-	ORQ          DI, SI
-	VPINSRQ      $0x01, (BX)(SI*8), X6, X6
-	VINSERTI128  $0x01, X6, Y5, Y6
-	MOVWQZX      54(AX), SI
-	SHRQ         $0x06, SI
-	MOVQ         SI, DI
-	SHRQ         $0x03, DI
-	ANDQ         $0x07, SI
-	ANDQ         $0x07, DI
-	LEAQ         1(SI)(SI*1), SI
-	LEAQ         1(DI)(DI*1), DI
-	SHLQ         $0x10, DI
-	ORQ          DI, SI
-	VMOVD        SI, X7
-	VPBROADCASTD X7, Y7
-	VPSHUFB      wordSplit<>+0(SB), Y7, Y7
-	VPBROADCASTW 46(AX), Y8
-	VPAND        iq1mDeltaBits<>+0(SB), Y8, Y8
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y8, Y8
-	VPXOR        Y8, Y7, Y9
-	VPSUBW       Y8, Y9, Y9
-	VMOVDQU      228(CX), Y8
-	VPMADDUBSW   Y8, Y2, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VPADDD       Y10, Y4, Y4
-	VPSIGNB      Y6, Y8, Y8
-	VPMADDUBSW   Y8, Y2, Y6
-	VPMADDWD     Y7, Y6, Y6
-	VPADDD       Y6, Y3, Y3
-	MOVWQZX      48(AX), SI
-	SHRQ         $0x0c, SI
-	MOVWQZX      50(AX), DI
-	SHRQ         $0x08, DI
-	ANDQ         $0x000000f0, DI
-	ORQ          DI, SI
-	MOVWQZX      52(AX), DI
-	SHRQ         $0x04, DI
-	ANDQ         $0x00000f00, DI
-	ORQ          DI, SI
-	MOVWQZX      54(AX), DI
-	ANDQ         $0x0000f000, DI
-	ORQ          DI, SI
-	VMOVD        SI, X5
-	VCVTPH2PS    X5, X5
-	VMULSS       (CX), X5, X5
-	VEXTRACTI128 $0x01, Y4, X6
-	VPADDD       X6, X4, X4
-	VPSHUFD      $0x4e, X4, X6
-	VPADDD       X6, X4, X4
-	VPSHUFD      $0xb1, X4, X6
-	VPADDD       X6, X4, X4
-	VCVTDQ2PS    X4, X4
-	VEXTRACTI128 $0x01, Y3, X6
-	VPADDD       X6, X3, X3
-	VPSHUFD      $0x4e, X3, X6
-	VPADDD       X6, X3, X3
-	VPSHUFD      $0xb1, X3, X6
-	VPADDD       X6, X3, X3
-	VCVTDQ2PS    X3, X3
-	VMULSS       X1, X4, X4
-	VADDSS       X4, X3, X3
-	VMULSS       X3, X5, X5
-	VADDSS       X5, X0, X0
-	ADDQ         $0x00000124, CX
-	ADDQ         $0x00000038, AX
 	DECQ         DX
 	JMP          loop
 
@@ -10705,6 +13236,1282 @@ done:
 	MOVQ   out+32(FP), AX
 	VMOVSS X0, (AX)
 	VMOVSS X1, 4(AX)
+	RET
+
+// func dotIQ1SAVX2x4(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotIQ1SAVX2x4(SB), NOSPLIT, $8-48
+	MOVQ    x+0(FP), AX
+	MOVQ    y+8(FP), CX
+	MOVQ    n+16(FP), DX
+	MOVQ    grid+40(FP), BX
+	MOVQ    stride+24(FP), SI
+	LEAQ    (CX)(SI*1), DI
+	LEAQ    (DI)(SI*1), R8
+	LEAQ    (R8)(SI*1), SI
+	VXORPS  X0, X0, X0
+	VXORPS  X1, X1, X1
+	VXORPS  X2, X2, X2
+	VXORPS  X3, X3, X3
+	MOVL    $0x3e000000, R9
+	VMOVD   R9, X4
+	VMOVDQU byteOnes<>+0(SB), Y5
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VPXOR        Y6, Y6, Y6
+	XORQ         R9, R9
+	VPXOR        Y7, Y7, Y7
+	XORQ         R10, R10
+	VPXOR        Y8, Y8, Y8
+	XORQ         R11, R11
+	VPXOR        Y9, Y9, Y9
+	XORQ         R12, R12
+	MOVWQZX      34(AX), R13
+	MOVQ         R13, R15
+	ANDQ         $0x07, R15
+	SHLQ         $0x08, R15
+	MOVBQZX      2(AX), R14
+	ORQ          R15, R14
+	VMOVQ        (BX)(R14*8), X10
+	MOVQ         R13, R15
+	SHRQ         $0x03, R15
+	ANDQ         $0x07, R15
+	SHLQ         $0x08, R15
+	MOVBQZX      3(AX), R14
+	ORQ          R15, R14
+	VPINSRQ      $0x01, (BX)(R14*8), X10, X10
+	MOVQ         R13, R15
+	SHRQ         $0x06, R15
+	ANDQ         $0x07, R15
+	SHLQ         $0x08, R15
+	MOVBQZX      4(AX), R14
+	ORQ          R15, R14
+	VMOVQ        (BX)(R14*8), X11
+	MOVQ         R13, R15
+	SHRQ         $0x09, R15
+	ANDQ         $0x07, R15
+	SHLQ         $0x08, R15
+	MOVBQZX      5(AX), R14
+	ORQ          R15, R14
+	VPINSRQ      $0x01, (BX)(R14*8), X11, X11
+	VINSERTI128  $0x01, X11, Y10, Y11
+	MOVQ         R13, R14
+	SHRQ         $0x0c, R14
+	ANDQ         $0x07, R14
+	LEAQ         1(R14)(R14*1), R14
+	SHRQ         $0x0f, R13
+	NEGQ         R13
+	VMOVD        R14, X12
+	VPBROADCASTW X12, Y12
+	VMOVDQU      4(CX), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	MOVWQSX      260(CX), R15
+	MOVWQSX      262(CX), BP
+	ADDQ         BP, R15
+	IMULQ        R14, R15
+	XORQ         R13, R15
+	SUBQ         R13, R15
+	ADDQ         R15, R9
+	VMOVDQU      4(DI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	MOVWQSX      260(DI), R15
+	MOVWQSX      262(DI), BP
+	ADDQ         BP, R15
+	IMULQ        R14, R15
+	XORQ         R13, R15
+	SUBQ         R13, R15
+	ADDQ         R15, R10
+	VMOVDQU      4(R8), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	MOVWQSX      260(R8), R15
+	MOVWQSX      262(R8), BP
+	ADDQ         BP, R15
+	IMULQ        R14, R15
+	XORQ         R13, R15
+	SUBQ         R13, R15
+	ADDQ         R15, R11
+	VMOVDQU      4(SI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y11
+	VPMADDWD     Y12, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	MOVWQSX      260(SI), R15
+	MOVWQSX      262(SI), BP
+	ADDQ         BP, R15
+	IMULQ        R14, R15
+	XORQ         R13, R15
+	SUBQ         R13, R15
+	ADDQ         R15, R12
+	MOVWQZX      36(AX), R13
+	MOVQ         R13, R15
+	ANDQ         $0x07, R15
+	SHLQ         $0x08, R15
+	MOVBQZX      6(AX), R14
+	ORQ          R15, R14
+	VMOVQ        (BX)(R14*8), X10
+	MOVQ         R13, R15
+	SHRQ         $0x03, R15
+	ANDQ         $0x07, R15
+	SHLQ         $0x08, R15
+	MOVBQZX      7(AX), R14
+	ORQ          R15, R14
+	VPINSRQ      $0x01, (BX)(R14*8), X10, X10
+	MOVQ         R13, R15
+	SHRQ         $0x06, R15
+	ANDQ         $0x07, R15
+	SHLQ         $0x08, R15
+	MOVBQZX      8(AX), R14
+	ORQ          R15, R14
+	VMOVQ        (BX)(R14*8), X11
+	MOVQ         R13, R15
+	SHRQ         $0x09, R15
+	ANDQ         $0x07, R15
+	SHLQ         $0x08, R15
+	MOVBQZX      9(AX), R14
+	ORQ          R15, R14
+	VPINSRQ      $0x01, (BX)(R14*8), X11, X11
+	VINSERTI128  $0x01, X11, Y10, Y11
+	MOVQ         R13, R14
+	SHRQ         $0x0c, R14
+	ANDQ         $0x07, R14
+	LEAQ         1(R14)(R14*1), R14
+	SHRQ         $0x0f, R13
+	NEGQ         R13
+	VMOVD        R14, X12
+	VPBROADCASTW X12, Y12
+	VMOVDQU      36(CX), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	MOVWQSX      264(CX), R15
+	MOVWQSX      266(CX), BP
+	ADDQ         BP, R15
+	IMULQ        R14, R15
+	XORQ         R13, R15
+	SUBQ         R13, R15
+	ADDQ         R15, R9
+	VMOVDQU      36(DI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	MOVWQSX      264(DI), R15
+	MOVWQSX      266(DI), BP
+	ADDQ         BP, R15
+	IMULQ        R14, R15
+	XORQ         R13, R15
+	SUBQ         R13, R15
+	ADDQ         R15, R10
+	VMOVDQU      36(R8), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	MOVWQSX      264(R8), R15
+	MOVWQSX      266(R8), BP
+	ADDQ         BP, R15
+	IMULQ        R14, R15
+	XORQ         R13, R15
+	SUBQ         R13, R15
+	ADDQ         R15, R11
+	VMOVDQU      36(SI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y11
+	VPMADDWD     Y12, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	MOVWQSX      264(SI), R15
+	MOVWQSX      266(SI), BP
+	ADDQ         BP, R15
+	IMULQ        R14, R15
+	XORQ         R13, R15
+	SUBQ         R13, R15
+	ADDQ         R15, R12
+	MOVWQZX      38(AX), R13
+	MOVQ         R13, R15
+	ANDQ         $0x07, R15
+	SHLQ         $0x08, R15
+	MOVBQZX      10(AX), R14
+	ORQ          R15, R14
+	VMOVQ        (BX)(R14*8), X10
+	MOVQ         R13, R15
+	SHRQ         $0x03, R15
+	ANDQ         $0x07, R15
+	SHLQ         $0x08, R15
+	MOVBQZX      11(AX), R14
+	ORQ          R15, R14
+	VPINSRQ      $0x01, (BX)(R14*8), X10, X10
+	MOVQ         R13, R15
+	SHRQ         $0x06, R15
+	ANDQ         $0x07, R15
+	SHLQ         $0x08, R15
+	MOVBQZX      12(AX), R14
+	ORQ          R15, R14
+	VMOVQ        (BX)(R14*8), X11
+	MOVQ         R13, R15
+	SHRQ         $0x09, R15
+	ANDQ         $0x07, R15
+	SHLQ         $0x08, R15
+	MOVBQZX      13(AX), R14
+	ORQ          R15, R14
+	VPINSRQ      $0x01, (BX)(R14*8), X11, X11
+	VINSERTI128  $0x01, X11, Y10, Y11
+	MOVQ         R13, R14
+	SHRQ         $0x0c, R14
+	ANDQ         $0x07, R14
+	LEAQ         1(R14)(R14*1), R14
+	SHRQ         $0x0f, R13
+	NEGQ         R13
+	VMOVD        R14, X12
+	VPBROADCASTW X12, Y12
+	VMOVDQU      68(CX), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	MOVWQSX      268(CX), R15
+	MOVWQSX      270(CX), BP
+	ADDQ         BP, R15
+	IMULQ        R14, R15
+	XORQ         R13, R15
+	SUBQ         R13, R15
+	ADDQ         R15, R9
+	VMOVDQU      68(DI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	MOVWQSX      268(DI), R15
+	MOVWQSX      270(DI), BP
+	ADDQ         BP, R15
+	IMULQ        R14, R15
+	XORQ         R13, R15
+	SUBQ         R13, R15
+	ADDQ         R15, R10
+	VMOVDQU      68(R8), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	MOVWQSX      268(R8), R15
+	MOVWQSX      270(R8), BP
+	ADDQ         BP, R15
+	IMULQ        R14, R15
+	XORQ         R13, R15
+	SUBQ         R13, R15
+	ADDQ         R15, R11
+	VMOVDQU      68(SI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y11
+	VPMADDWD     Y12, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	MOVWQSX      268(SI), R15
+	MOVWQSX      270(SI), BP
+	ADDQ         BP, R15
+	IMULQ        R14, R15
+	XORQ         R13, R15
+	SUBQ         R13, R15
+	ADDQ         R15, R12
+	MOVWQZX      40(AX), R13
+	MOVQ         R13, R15
+	ANDQ         $0x07, R15
+	SHLQ         $0x08, R15
+	MOVBQZX      14(AX), R14
+	ORQ          R15, R14
+	VMOVQ        (BX)(R14*8), X10
+	MOVQ         R13, R15
+	SHRQ         $0x03, R15
+	ANDQ         $0x07, R15
+	SHLQ         $0x08, R15
+	MOVBQZX      15(AX), R14
+	ORQ          R15, R14
+	VPINSRQ      $0x01, (BX)(R14*8), X10, X10
+	MOVQ         R13, R15
+	SHRQ         $0x06, R15
+	ANDQ         $0x07, R15
+	SHLQ         $0x08, R15
+	MOVBQZX      16(AX), R14
+	ORQ          R15, R14
+	VMOVQ        (BX)(R14*8), X11
+	MOVQ         R13, R15
+	SHRQ         $0x09, R15
+	ANDQ         $0x07, R15
+	SHLQ         $0x08, R15
+	MOVBQZX      17(AX), R14
+	ORQ          R15, R14
+	VPINSRQ      $0x01, (BX)(R14*8), X11, X11
+	VINSERTI128  $0x01, X11, Y10, Y11
+	MOVQ         R13, R14
+	SHRQ         $0x0c, R14
+	ANDQ         $0x07, R14
+	LEAQ         1(R14)(R14*1), R14
+	SHRQ         $0x0f, R13
+	NEGQ         R13
+	VMOVD        R14, X12
+	VPBROADCASTW X12, Y12
+	VMOVDQU      100(CX), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	MOVWQSX      272(CX), R15
+	MOVWQSX      274(CX), BP
+	ADDQ         BP, R15
+	IMULQ        R14, R15
+	XORQ         R13, R15
+	SUBQ         R13, R15
+	ADDQ         R15, R9
+	VMOVDQU      100(DI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	MOVWQSX      272(DI), R15
+	MOVWQSX      274(DI), BP
+	ADDQ         BP, R15
+	IMULQ        R14, R15
+	XORQ         R13, R15
+	SUBQ         R13, R15
+	ADDQ         R15, R10
+	VMOVDQU      100(R8), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	MOVWQSX      272(R8), R15
+	MOVWQSX      274(R8), BP
+	ADDQ         BP, R15
+	IMULQ        R14, R15
+	XORQ         R13, R15
+	SUBQ         R13, R15
+	ADDQ         R15, R11
+	VMOVDQU      100(SI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y11
+	VPMADDWD     Y12, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	MOVWQSX      272(SI), R15
+	MOVWQSX      274(SI), BP
+	ADDQ         BP, R15
+	IMULQ        R14, R15
+	XORQ         R13, R15
+	SUBQ         R13, R15
+	ADDQ         R15, R12
+	MOVWQZX      42(AX), R13
+	MOVQ         R13, R15
+	ANDQ         $0x07, R15
+	SHLQ         $0x08, R15
+	MOVBQZX      18(AX), R14
+	ORQ          R15, R14
+	VMOVQ        (BX)(R14*8), X10
+	MOVQ         R13, R15
+	SHRQ         $0x03, R15
+	ANDQ         $0x07, R15
+	SHLQ         $0x08, R15
+	MOVBQZX      19(AX), R14
+	ORQ          R15, R14
+	VPINSRQ      $0x01, (BX)(R14*8), X10, X10
+	MOVQ         R13, R15
+	SHRQ         $0x06, R15
+	ANDQ         $0x07, R15
+	SHLQ         $0x08, R15
+	MOVBQZX      20(AX), R14
+	ORQ          R15, R14
+	VMOVQ        (BX)(R14*8), X11
+	MOVQ         R13, R15
+	SHRQ         $0x09, R15
+	ANDQ         $0x07, R15
+	SHLQ         $0x08, R15
+	MOVBQZX      21(AX), R14
+	ORQ          R15, R14
+	VPINSRQ      $0x01, (BX)(R14*8), X11, X11
+	VINSERTI128  $0x01, X11, Y10, Y11
+	MOVQ         R13, R14
+	SHRQ         $0x0c, R14
+	ANDQ         $0x07, R14
+	LEAQ         1(R14)(R14*1), R14
+	SHRQ         $0x0f, R13
+	NEGQ         R13
+	VMOVD        R14, X12
+	VPBROADCASTW X12, Y12
+	VMOVDQU      132(CX), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	MOVWQSX      276(CX), R15
+	MOVWQSX      278(CX), BP
+	ADDQ         BP, R15
+	IMULQ        R14, R15
+	XORQ         R13, R15
+	SUBQ         R13, R15
+	ADDQ         R15, R9
+	VMOVDQU      132(DI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	MOVWQSX      276(DI), R15
+	MOVWQSX      278(DI), BP
+	ADDQ         BP, R15
+	IMULQ        R14, R15
+	XORQ         R13, R15
+	SUBQ         R13, R15
+	ADDQ         R15, R10
+	VMOVDQU      132(R8), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	MOVWQSX      276(R8), R15
+	MOVWQSX      278(R8), BP
+	ADDQ         BP, R15
+	IMULQ        R14, R15
+	XORQ         R13, R15
+	SUBQ         R13, R15
+	ADDQ         R15, R11
+	VMOVDQU      132(SI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y11
+	VPMADDWD     Y12, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	MOVWQSX      276(SI), R15
+	MOVWQSX      278(SI), BP
+	ADDQ         BP, R15
+	IMULQ        R14, R15
+	XORQ         R13, R15
+	SUBQ         R13, R15
+	ADDQ         R15, R12
+	MOVWQZX      44(AX), R13
+	MOVQ         R13, R15
+	ANDQ         $0x07, R15
+	SHLQ         $0x08, R15
+	MOVBQZX      22(AX), R14
+	ORQ          R15, R14
+	VMOVQ        (BX)(R14*8), X10
+	MOVQ         R13, R15
+	SHRQ         $0x03, R15
+	ANDQ         $0x07, R15
+	SHLQ         $0x08, R15
+	MOVBQZX      23(AX), R14
+	ORQ          R15, R14
+	VPINSRQ      $0x01, (BX)(R14*8), X10, X10
+	MOVQ         R13, R15
+	SHRQ         $0x06, R15
+	ANDQ         $0x07, R15
+	SHLQ         $0x08, R15
+	MOVBQZX      24(AX), R14
+	ORQ          R15, R14
+	VMOVQ        (BX)(R14*8), X11
+	MOVQ         R13, R15
+	SHRQ         $0x09, R15
+	ANDQ         $0x07, R15
+	SHLQ         $0x08, R15
+	MOVBQZX      25(AX), R14
+	ORQ          R15, R14
+	VPINSRQ      $0x01, (BX)(R14*8), X11, X11
+	VINSERTI128  $0x01, X11, Y10, Y11
+	MOVQ         R13, R14
+	SHRQ         $0x0c, R14
+	ANDQ         $0x07, R14
+	LEAQ         1(R14)(R14*1), R14
+	SHRQ         $0x0f, R13
+	NEGQ         R13
+	VMOVD        R14, X12
+	VPBROADCASTW X12, Y12
+	VMOVDQU      164(CX), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	MOVWQSX      280(CX), R15
+	MOVWQSX      282(CX), BP
+	ADDQ         BP, R15
+	IMULQ        R14, R15
+	XORQ         R13, R15
+	SUBQ         R13, R15
+	ADDQ         R15, R9
+	VMOVDQU      164(DI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	MOVWQSX      280(DI), R15
+	MOVWQSX      282(DI), BP
+	ADDQ         BP, R15
+	IMULQ        R14, R15
+	XORQ         R13, R15
+	SUBQ         R13, R15
+	ADDQ         R15, R10
+	VMOVDQU      164(R8), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	MOVWQSX      280(R8), R15
+	MOVWQSX      282(R8), BP
+	ADDQ         BP, R15
+	IMULQ        R14, R15
+	XORQ         R13, R15
+	SUBQ         R13, R15
+	ADDQ         R15, R11
+	VMOVDQU      164(SI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y11
+	VPMADDWD     Y12, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	MOVWQSX      280(SI), R15
+	MOVWQSX      282(SI), BP
+	ADDQ         BP, R15
+	IMULQ        R14, R15
+	XORQ         R13, R15
+	SUBQ         R13, R15
+	ADDQ         R15, R12
+	MOVWQZX      46(AX), R13
+	MOVQ         R13, R15
+	ANDQ         $0x07, R15
+	SHLQ         $0x08, R15
+	MOVBQZX      26(AX), R14
+	ORQ          R15, R14
+	VMOVQ        (BX)(R14*8), X10
+	MOVQ         R13, R15
+	SHRQ         $0x03, R15
+	ANDQ         $0x07, R15
+	SHLQ         $0x08, R15
+	MOVBQZX      27(AX), R14
+	ORQ          R15, R14
+	VPINSRQ      $0x01, (BX)(R14*8), X10, X10
+	MOVQ         R13, R15
+	SHRQ         $0x06, R15
+	ANDQ         $0x07, R15
+	SHLQ         $0x08, R15
+	MOVBQZX      28(AX), R14
+	ORQ          R15, R14
+	VMOVQ        (BX)(R14*8), X11
+	MOVQ         R13, R15
+	SHRQ         $0x09, R15
+	ANDQ         $0x07, R15
+	SHLQ         $0x08, R15
+	MOVBQZX      29(AX), R14
+	ORQ          R15, R14
+	VPINSRQ      $0x01, (BX)(R14*8), X11, X11
+	VINSERTI128  $0x01, X11, Y10, Y11
+	MOVQ         R13, R14
+	SHRQ         $0x0c, R14
+	ANDQ         $0x07, R14
+	LEAQ         1(R14)(R14*1), R14
+	SHRQ         $0x0f, R13
+	NEGQ         R13
+	VMOVD        R14, X12
+	VPBROADCASTW X12, Y12
+	VMOVDQU      196(CX), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	MOVWQSX      284(CX), R15
+	MOVWQSX      286(CX), BP
+	ADDQ         BP, R15
+	IMULQ        R14, R15
+	XORQ         R13, R15
+	SUBQ         R13, R15
+	ADDQ         R15, R9
+	VMOVDQU      196(DI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	MOVWQSX      284(DI), R15
+	MOVWQSX      286(DI), BP
+	ADDQ         BP, R15
+	IMULQ        R14, R15
+	XORQ         R13, R15
+	SUBQ         R13, R15
+	ADDQ         R15, R10
+	VMOVDQU      196(R8), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	MOVWQSX      284(R8), R15
+	MOVWQSX      286(R8), BP
+	ADDQ         BP, R15
+	IMULQ        R14, R15
+	XORQ         R13, R15
+	SUBQ         R13, R15
+	ADDQ         R15, R11
+	VMOVDQU      196(SI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y11
+	VPMADDWD     Y12, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	MOVWQSX      284(SI), R15
+	MOVWQSX      286(SI), BP
+	ADDQ         BP, R15
+	IMULQ        R14, R15
+	XORQ         R13, R15
+	SUBQ         R13, R15
+	ADDQ         R15, R12
+	MOVWQZX      48(AX), R13
+	MOVQ         R13, R15
+	ANDQ         $0x07, R15
+	SHLQ         $0x08, R15
+	MOVBQZX      30(AX), R14
+	ORQ          R15, R14
+	VMOVQ        (BX)(R14*8), X10
+	MOVQ         R13, R15
+	SHRQ         $0x03, R15
+	ANDQ         $0x07, R15
+	SHLQ         $0x08, R15
+	MOVBQZX      31(AX), R14
+	ORQ          R15, R14
+	VPINSRQ      $0x01, (BX)(R14*8), X10, X10
+	MOVQ         R13, R15
+	SHRQ         $0x06, R15
+	ANDQ         $0x07, R15
+	SHLQ         $0x08, R15
+	MOVBQZX      32(AX), R14
+	ORQ          R15, R14
+	VMOVQ        (BX)(R14*8), X11
+	MOVQ         R13, R15
+	SHRQ         $0x09, R15
+	ANDQ         $0x07, R15
+	SHLQ         $0x08, R15
+	MOVBQZX      33(AX), R14
+	ORQ          R15, R14
+	VPINSRQ      $0x01, (BX)(R14*8), X11, X11
+	VINSERTI128  $0x01, X11, Y10, Y11
+	MOVQ         R13, R14
+	SHRQ         $0x0c, R14
+	ANDQ         $0x07, R14
+	LEAQ         1(R14)(R14*1), R14
+	SHRQ         $0x0f, R13
+	NEGQ         R13
+	VMOVD        R14, X12
+	VPBROADCASTW X12, Y12
+	VMOVDQU      228(CX), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	MOVWQSX      288(CX), R15
+	MOVWQSX      290(CX), BP
+	ADDQ         BP, R15
+	IMULQ        R14, R15
+	XORQ         R13, R15
+	SUBQ         R13, R15
+	ADDQ         R15, R9
+	VMOVDQU      228(DI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	MOVWQSX      288(DI), R15
+	MOVWQSX      290(DI), BP
+	ADDQ         BP, R15
+	IMULQ        R14, R15
+	XORQ         R13, R15
+	SUBQ         R13, R15
+	ADDQ         R15, R10
+	VMOVDQU      228(R8), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	MOVWQSX      288(R8), R15
+	MOVWQSX      290(R8), BP
+	ADDQ         BP, R15
+	IMULQ        R14, R15
+	XORQ         R13, R15
+	SUBQ         R13, R15
+	ADDQ         R15, R11
+	VMOVDQU      228(SI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y11
+	VPMADDWD     Y12, Y11, Y11
+	VPADDD       Y11, Y9, Y9
+	MOVWQSX      288(SI), R15
+	MOVWQSX      290(SI), BP
+	ADDQ         BP, R15
+	IMULQ        R14, R15
+	XORQ         R13, R15
+	SUBQ         R13, R15
+	ADDQ         R15, R12
+	VMOVD        R9, X10
+	VCVTDQ2PS    X10, X10
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X11
+	VCVTPH2PS    X11, X11
+	VMULSS       (CX), X11, X11
+	VEXTRACTI128 $0x01, Y6, X12
+	VPADDD       X12, X6, X6
+	VPSHUFD      $0x4e, X6, X12
+	VPADDD       X12, X6, X6
+	VPSHUFD      $0xb1, X6, X12
+	VPADDD       X12, X6, X6
+	VCVTDQ2PS    X6, X6
+	VMULSS       X4, X10, X10
+	VADDSS       X10, X6, X6
+	VMULSS       X6, X11, X11
+	VADDSS       X11, X0, X0
+	ADDQ         $0x00000124, CX
+	VMOVD        R10, X6
+	VCVTDQ2PS    X6, X6
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X10
+	VCVTPH2PS    X10, X10
+	VMULSS       (DI), X10, X10
+	VEXTRACTI128 $0x01, Y7, X11
+	VPADDD       X11, X7, X7
+	VPSHUFD      $0x4e, X7, X11
+	VPADDD       X11, X7, X7
+	VPSHUFD      $0xb1, X7, X11
+	VPADDD       X11, X7, X7
+	VCVTDQ2PS    X7, X7
+	VMULSS       X4, X6, X6
+	VADDSS       X6, X7, X7
+	VMULSS       X7, X10, X10
+	VADDSS       X10, X1, X1
+	ADDQ         $0x00000124, DI
+	VMOVD        R11, X6
+	VCVTDQ2PS    X6, X6
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X7
+	VCVTPH2PS    X7, X7
+	VMULSS       (R8), X7, X7
+	VEXTRACTI128 $0x01, Y8, X10
+	VPADDD       X10, X8, X8
+	VPSHUFD      $0x4e, X8, X10
+	VPADDD       X10, X8, X8
+	VPSHUFD      $0xb1, X8, X10
+	VPADDD       X10, X8, X8
+	VCVTDQ2PS    X8, X8
+	VMULSS       X4, X6, X6
+	VADDSS       X6, X8, X8
+	VMULSS       X8, X7, X7
+	VADDSS       X7, X2, X2
+	ADDQ         $0x00000124, R8
+	VMOVD        R12, X6
+	VCVTDQ2PS    X6, X6
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X7
+	VCVTPH2PS    X7, X7
+	VMULSS       (SI), X7, X7
+	VEXTRACTI128 $0x01, Y9, X8
+	VPADDD       X8, X9, X8
+	VPSHUFD      $0x4e, X8, X9
+	VPADDD       X9, X8, X8
+	VPSHUFD      $0xb1, X8, X9
+	VPADDD       X9, X8, X8
+	VCVTDQ2PS    X8, X8
+	VMULSS       X4, X6, X6
+	VADDSS       X6, X8, X8
+	VMULSS       X8, X7, X7
+	VADDSS       X7, X3, X3
+	ADDQ         $0x00000124, SI
+	ADDQ         $0x00000032, AX
+	DECQ         DX
+	JMP          loop
+
+done:
+	VZEROUPPER
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
+	VMOVSS X2, 8(AX)
+	VMOVSS X3, 12(AX)
+	RET
+
+// func dotIQ1MAVX2(x *byte, y *byte, n int, grid *byte) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotIQ1MAVX2(SB), NOSPLIT, $0-36
+	MOVQ    x+0(FP), AX
+	MOVQ    y+8(FP), CX
+	MOVQ    n+16(FP), DX
+	MOVQ    grid+24(FP), BX
+	VXORPS  X0, X0, X0
+	MOVL    $0x3e000000, SI
+	VMOVD   SI, X1
+	VMOVDQU byteOnes<>+0(SB), Y2
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VPXOR        Y3, Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	MOVBQZX      32(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      (AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X5
+	MOVBQZX      32(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      1(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
+	MOVBQZX      33(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      2(AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X6
+	MOVBQZX      33(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      3(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	MOVWQZX      48(AX), SI
+	MOVQ         SI, DI
+	SHRQ         $0x03, DI
+	ANDQ         $0x07, SI
+	ANDQ         $0x07, DI
+	LEAQ         1(SI)(SI*1), SI
+	LEAQ         1(DI)(DI*1), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	VMOVD        SI, X7
+	VPBROADCASTD X7, Y7
+	VPSHUFB      wordSplit<>+0(SB), Y7, Y7
+	VPBROADCASTW 32(AX), Y8
+	VPAND        iq1mDeltaBits<>+0(SB), Y8, Y8
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y8, Y8
+	VPXOR        Y8, Y7, Y9
+	VPSUBW       Y8, Y9, Y9
+	VMOVDQU      4(CX), Y8
+	VPMADDUBSW   Y8, Y2, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPSIGNB      Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y2, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y3, Y3
+	MOVBQZX      34(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      4(AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X5
+	MOVBQZX      34(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      5(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
+	MOVBQZX      35(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      6(AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X6
+	MOVBQZX      35(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      7(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	MOVWQZX      48(AX), SI
+	SHRQ         $0x06, SI
+	MOVQ         SI, DI
+	SHRQ         $0x03, DI
+	ANDQ         $0x07, SI
+	ANDQ         $0x07, DI
+	LEAQ         1(SI)(SI*1), SI
+	LEAQ         1(DI)(DI*1), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	VMOVD        SI, X7
+	VPBROADCASTD X7, Y7
+	VPSHUFB      wordSplit<>+0(SB), Y7, Y7
+	VPBROADCASTW 34(AX), Y8
+	VPAND        iq1mDeltaBits<>+0(SB), Y8, Y8
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y8, Y8
+	VPXOR        Y8, Y7, Y9
+	VPSUBW       Y8, Y9, Y9
+	VMOVDQU      36(CX), Y8
+	VPMADDUBSW   Y8, Y2, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPSIGNB      Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y2, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y3, Y3
+	MOVBQZX      36(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      8(AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X5
+	MOVBQZX      36(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      9(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
+	MOVBQZX      37(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      10(AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X6
+	MOVBQZX      37(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      11(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	MOVWQZX      50(AX), SI
+	MOVQ         SI, DI
+	SHRQ         $0x03, DI
+	ANDQ         $0x07, SI
+	ANDQ         $0x07, DI
+	LEAQ         1(SI)(SI*1), SI
+	LEAQ         1(DI)(DI*1), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	VMOVD        SI, X7
+	VPBROADCASTD X7, Y7
+	VPSHUFB      wordSplit<>+0(SB), Y7, Y7
+	VPBROADCASTW 36(AX), Y8
+	VPAND        iq1mDeltaBits<>+0(SB), Y8, Y8
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y8, Y8
+	VPXOR        Y8, Y7, Y9
+	VPSUBW       Y8, Y9, Y9
+	VMOVDQU      68(CX), Y8
+	VPMADDUBSW   Y8, Y2, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPSIGNB      Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y2, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y3, Y3
+	MOVBQZX      38(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      12(AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X5
+	MOVBQZX      38(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      13(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
+	MOVBQZX      39(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      14(AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X6
+	MOVBQZX      39(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      15(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	MOVWQZX      50(AX), SI
+	SHRQ         $0x06, SI
+	MOVQ         SI, DI
+	SHRQ         $0x03, DI
+	ANDQ         $0x07, SI
+	ANDQ         $0x07, DI
+	LEAQ         1(SI)(SI*1), SI
+	LEAQ         1(DI)(DI*1), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	VMOVD        SI, X7
+	VPBROADCASTD X7, Y7
+	VPSHUFB      wordSplit<>+0(SB), Y7, Y7
+	VPBROADCASTW 38(AX), Y8
+	VPAND        iq1mDeltaBits<>+0(SB), Y8, Y8
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y8, Y8
+	VPXOR        Y8, Y7, Y9
+	VPSUBW       Y8, Y9, Y9
+	VMOVDQU      100(CX), Y8
+	VPMADDUBSW   Y8, Y2, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPSIGNB      Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y2, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y3, Y3
+	MOVBQZX      40(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      16(AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X5
+	MOVBQZX      40(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      17(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
+	MOVBQZX      41(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      18(AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X6
+	MOVBQZX      41(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      19(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	MOVWQZX      52(AX), SI
+	MOVQ         SI, DI
+	SHRQ         $0x03, DI
+	ANDQ         $0x07, SI
+	ANDQ         $0x07, DI
+	LEAQ         1(SI)(SI*1), SI
+	LEAQ         1(DI)(DI*1), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	VMOVD        SI, X7
+	VPBROADCASTD X7, Y7
+	VPSHUFB      wordSplit<>+0(SB), Y7, Y7
+	VPBROADCASTW 40(AX), Y8
+	VPAND        iq1mDeltaBits<>+0(SB), Y8, Y8
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y8, Y8
+	VPXOR        Y8, Y7, Y9
+	VPSUBW       Y8, Y9, Y9
+	VMOVDQU      132(CX), Y8
+	VPMADDUBSW   Y8, Y2, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPSIGNB      Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y2, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y3, Y3
+	MOVBQZX      42(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      20(AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X5
+	MOVBQZX      42(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      21(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
+	MOVBQZX      43(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      22(AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X6
+	MOVBQZX      43(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      23(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	MOVWQZX      52(AX), SI
+	SHRQ         $0x06, SI
+	MOVQ         SI, DI
+	SHRQ         $0x03, DI
+	ANDQ         $0x07, SI
+	ANDQ         $0x07, DI
+	LEAQ         1(SI)(SI*1), SI
+	LEAQ         1(DI)(DI*1), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	VMOVD        SI, X7
+	VPBROADCASTD X7, Y7
+	VPSHUFB      wordSplit<>+0(SB), Y7, Y7
+	VPBROADCASTW 42(AX), Y8
+	VPAND        iq1mDeltaBits<>+0(SB), Y8, Y8
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y8, Y8
+	VPXOR        Y8, Y7, Y9
+	VPSUBW       Y8, Y9, Y9
+	VMOVDQU      164(CX), Y8
+	VPMADDUBSW   Y8, Y2, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPSIGNB      Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y2, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y3, Y3
+	MOVBQZX      44(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      24(AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X5
+	MOVBQZX      44(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      25(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
+	MOVBQZX      45(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      26(AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X6
+	MOVBQZX      45(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      27(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	MOVWQZX      54(AX), SI
+	MOVQ         SI, DI
+	SHRQ         $0x03, DI
+	ANDQ         $0x07, SI
+	ANDQ         $0x07, DI
+	LEAQ         1(SI)(SI*1), SI
+	LEAQ         1(DI)(DI*1), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	VMOVD        SI, X7
+	VPBROADCASTD X7, Y7
+	VPSHUFB      wordSplit<>+0(SB), Y7, Y7
+	VPBROADCASTW 44(AX), Y8
+	VPAND        iq1mDeltaBits<>+0(SB), Y8, Y8
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y8, Y8
+	VPXOR        Y8, Y7, Y9
+	VPSUBW       Y8, Y9, Y9
+	VMOVDQU      196(CX), Y8
+	VPMADDUBSW   Y8, Y2, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPSIGNB      Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y2, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y3, Y3
+	MOVBQZX      46(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      28(AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X5
+	MOVBQZX      46(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      29(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
+	MOVBQZX      47(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      30(AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X6
+	MOVBQZX      47(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      31(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	MOVWQZX      54(AX), SI
+	SHRQ         $0x06, SI
+	MOVQ         SI, DI
+	SHRQ         $0x03, DI
+	ANDQ         $0x07, SI
+	ANDQ         $0x07, DI
+	LEAQ         1(SI)(SI*1), SI
+	LEAQ         1(DI)(DI*1), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	VMOVD        SI, X7
+	VPBROADCASTD X7, Y7
+	VPSHUFB      wordSplit<>+0(SB), Y7, Y7
+	VPBROADCASTW 46(AX), Y8
+	VPAND        iq1mDeltaBits<>+0(SB), Y8, Y8
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y8, Y8
+	VPXOR        Y8, Y7, Y9
+	VPSUBW       Y8, Y9, Y9
+	VMOVDQU      228(CX), Y8
+	VPMADDUBSW   Y8, Y2, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VPSIGNB      Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y2, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y3, Y3
+	MOVWQZX      48(AX), SI
+	SHRQ         $0x0c, SI
+	MOVWQZX      50(AX), DI
+	SHRQ         $0x08, DI
+	ANDQ         $0x000000f0, DI
+	ORQ          DI, SI
+	MOVWQZX      52(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x00000f00, DI
+	ORQ          DI, SI
+	MOVWQZX      54(AX), DI
+	ANDQ         $0x0000f000, DI
+	ORQ          DI, SI
+	VMOVD        SI, X5
+	VCVTPH2PS    X5, X5
+	VMULSS       (CX), X5, X5
+	VEXTRACTI128 $0x01, Y4, X6
+	VPADDD       X6, X4, X4
+	VPSHUFD      $0x4e, X4, X6
+	VPADDD       X6, X4, X4
+	VPSHUFD      $0xb1, X4, X6
+	VPADDD       X6, X4, X4
+	VCVTDQ2PS    X4, X4
+	VEXTRACTI128 $0x01, Y3, X6
+	VPADDD       X6, X3, X3
+	VPSHUFD      $0x4e, X3, X6
+	VPADDD       X6, X3, X3
+	VPSHUFD      $0xb1, X3, X6
+	VPADDD       X6, X3, X3
+	VCVTDQ2PS    X3, X3
+	VMULSS       X1, X4, X4
+	VADDSS       X4, X3, X3
+	VMULSS       X3, X5, X5
+	VADDSS       X5, X0, X0
+	ADDQ         $0x00000124, CX
+	ADDQ         $0x00000038, AX
+	DECQ         DX
+	JMP          loop
+
+done:
+	VZEROUPPER
+	MOVSS X0, ret+32(FP)
 	RET
 
 // func dotIQ1MAVX2x2(x *byte, y *byte, n int, stride int, out *float32, grid *byte)

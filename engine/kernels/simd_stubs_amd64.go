@@ -197,6 +197,26 @@ func dotIQ2XSAVX2x2(x *byte, y *byte, n int, stride int, out *float32, grid *byt
 //go:noescape
 func dotIQ2SAVX2x2(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
 
+// dotIQ2XXSAVX2x4 sets out[t] = dotIQ2XXSAVX2(x, y+t·stride, n, grid) for t < 4.
+//
+//go:noescape
+func dotIQ2XXSAVX2x4(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+
+// dotIQ3XXSAVX2x4 sets out[t] = dotIQ3XXSAVX2(x, y+t·stride, n, grid) for t < 4.
+//
+//go:noescape
+func dotIQ3XXSAVX2x4(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+
+// dotIQ2XSAVX2x4 sets out[t] = dotIQ2XSAVX2(x, y+t·stride, n, grid) for t < 4.
+//
+//go:noescape
+func dotIQ2XSAVX2x4(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+
+// dotIQ2SAVX2x4 sets out[t] = dotIQ2SAVX2(x, y+t·stride, n, grid) for t < 4.
+//
+//go:noescape
+func dotIQ2SAVX2x4(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+
 // dotIQ3SAVX2 is the dot product of n IQ3_S blocks at x with n q8KBlocks at y in ggml's float order; grid is the type's grid.
 //
 //go:noescape
@@ -207,20 +227,30 @@ func dotIQ3SAVX2(x *byte, y *byte, n int, grid *byte) float32
 //go:noescape
 func dotIQ3SAVX2x2(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
 
+// dotIQ3SAVX2x4 sets out[t] = dotIQ3SAVX2(x, y+t·stride, n, grid) for t < 4.
+//
+//go:noescape
+func dotIQ3SAVX2x4(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+
 // dotIQ1SAVX2 is the dot product of n IQ1_S blocks at x with n q8KBlocks at y; grid is the type's grid.
 //
 //go:noescape
 func dotIQ1SAVX2(x *byte, y *byte, n int, grid *byte) float32
 
-// dotIQ1MAVX2 is the dot product of n IQ1_M blocks at x with n q8KBlocks at y; grid is the type's grid.
-//
-//go:noescape
-func dotIQ1MAVX2(x *byte, y *byte, n int, grid *byte) float32
-
 // dotIQ1SAVX2x2 sets out[t] = dotIQ1SAVX2(x, y+t·stride, n, grid) for t < 2.
 //
 //go:noescape
 func dotIQ1SAVX2x2(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+
+// dotIQ1SAVX2x4 sets out[t] = dotIQ1SAVX2(x, y+t·stride, n, grid) for t < 4.
+//
+//go:noescape
+func dotIQ1SAVX2x4(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+
+// dotIQ1MAVX2 is the dot product of n IQ1_M blocks at x with n q8KBlocks at y; grid is the type's grid.
+//
+//go:noescape
+func dotIQ1MAVX2(x *byte, y *byte, n int, grid *byte) float32
 
 // dotIQ1MAVX2x2 sets out[t] = dotIQ1MAVX2(x, y+t·stride, n, grid) for t < 2.
 //
