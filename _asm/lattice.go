@@ -542,8 +542,12 @@ func iq1Header(typ string, tokens int) (x, y, n, grid GPVirtual) {
 // 16 weights (the low and high lanes) and the shift's sign per 8 weights, so the
 // shifts' sum takes the activations' own pair sums (VPMADDUBSW with ones) times
 // ±scale, negated where the sign bit is set; the f16 scale gathered from the
-// top nibbles of the four scale words. With two tokens, each group's grid
-// entries and scales are decoded once for both.
+// top nibbles of the four scale words. With two or four tokens, each group's
+// grid entries and scales are decoded once for them. One accumulator per token
+// takes 8·sumi1 + sumi2 (the products scaled by 8·scale, the shifts' sums by
+// ±scale: both far inside int32), its float32 conversion times 0.125 being the
+// reference's float32(sumi1) + 0.125·float32(sumi2) exactly (the two sums are
+// exact in float32, and scaling by a power of two commutes with rounding).
 func dotIQ1MAVX2(tokens int) {
 	x, y, n, grid := iq1Header("IQ1M", tokens)
 	ys := tokenRows(y, tokens)
@@ -564,11 +568,10 @@ func dotIQ1MAVX2(tokens int) {
 	Label("loop")
 	TESTQ(n, n)
 	JZ(LabelRef("done"))
-	acc1, acc2 := make([]VecVirtual, tokens), make([]VecVirtual, tokens)
-	for t := range acc1 {
-		acc1[t], acc2[t] = YMM(), YMM()
-		VPXOR(acc1[t], acc1[t], acc1[t])
-		VPXOR(acc2[t], acc2[t], acc2[t])
+	acc := make([]VecVirtual, tokens)
+	for t := range acc {
+		acc[t] = YMM()
+		VPXOR(acc[t], acc[t], acc[t])
 	}
 	for ib := 0; ib < 8; ib++ {
 		g := gather8(grid, func(l int) GPVirtual {
@@ -609,6 +612,7 @@ func dotIQ1MAVX2(tokens int) {
 		c := YMM()
 		VPXOR(m, ls, c)
 		VPSUBW(m, c, c)
+		VPSLLW(U8(3), ls, ls) // 8·scale
 
 		for t, yt := range ys {
 			q := YMM()
@@ -616,12 +620,11 @@ func dotIQ1MAVX2(tokens int) {
 			p2 := YMM()
 			VPMADDUBSW(q, onesB, p2)
 			VPMADDWD(c, p2, p2)
-			VPADDD(p2, acc2[t], acc2[t])
+			VPADDD(p2, acc[t], acc[t])
 			VPSIGNB(g, q, q)
-			p1 := YMM()
-			VPMADDUBSW(q, onesB, p1)
-			VPMADDWD(ls, p1, p1)
-			VPADDD(p1, acc1[t], acc1[t])
+			VPMADDUBSW(q, onesB, p2)
+			VPMADDWD(ls, p2, p2)
+			VPADDD(p2, acc[t], acc[t])
 		}
 	}
 	// The f16 scale: the top nibbles of the four scale words.
@@ -642,8 +645,10 @@ func dotIQ1MAVX2(tokens int) {
 	for t, yt := range ys {
 		d := XMM()
 		VMULSS(Mem{Base: yt}, d0, d)
-		s1 := hsumInt(acc2[t])
-		iq1Finish(d, acc1[t], s1, eighth, sums[t])
+		s := hsumInt(acc[t])
+		VMULSS(eighth, s, s)
+		VMULSS(s, d, d)
+		VADDSS(d, sums[t], sums[t])
 		ADDQ(U32(q8KSize), yt)
 	}
 	ADDQ(U32(56), x)

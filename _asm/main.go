@@ -114,8 +114,6 @@ func main() {
 	dotIQ3SAVX2Tokens(4)
 	for _, tokens := range []int{1, 2, 4} {
 		dotIQ1SAVX2(tokens)
-	}
-	for _, tokens := range []int{1, 2} { // four tokens need more than 16 registers
 		dotIQ1MAVX2(tokens)
 	}
 	dotFloatAVX2("dotF32AVX2", "F32", 4)

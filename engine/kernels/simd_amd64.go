@@ -410,8 +410,7 @@ func dotIQ3SRows(out []float32, row []byte, y []q8KBlock, nb int) {
 
 // dotLatticeRows sets out[t] = the row dot of typ (IQ2_XXS, IQ2_XS, IQ2_S,
 // IQ3_XXS, IQ3_S, IQ1_S, IQ1_M) of row and y[t*nb:(t+1)*nb] for each t <
-// len(out): four tokens at a time through the type's …x4 kernel (not IQ1_M,
-// whose four tokens would need more than AVX2's 16 vector registers), then two
+// len(out): four tokens at a time through the type's …x4 kernel, then two
 // through its …x2, each group's grid entries, signs and scales decoded once for
 // the tokens: the same bits. Three tokens left after the fours go through the
 // 4-token kernel again over the last four (the same bits, computed twice). The
@@ -424,14 +423,12 @@ func dotLatticeRows(typ Type, out []float32, row []byte, y []q8KBlock, nb int) {
 		_, _ = row[nb*bb-1], y[n*nb-1]
 		stride := nb * int(unsafe.Sizeof(y[0]))
 		x := &row[0]
-		if typ != IQ1_M {
-			for ; t+4 <= n; t += 4 {
-				latticeAVX2x4(typ, x, (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t])
-			}
-			if n >= 4 && n-t == 3 {
-				latticeAVX2x4(typ, x, (*byte)(unsafe.Pointer(&y[(n-4)*nb])), nb, stride, &out[n-4])
-				t = n
-			}
+		for ; t+4 <= n; t += 4 {
+			latticeAVX2x4(typ, x, (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t])
+		}
+		if n >= 4 && n-t == 3 {
+			latticeAVX2x4(typ, x, (*byte)(unsafe.Pointer(&y[(n-4)*nb])), nb, stride, &out[n-4])
+			t = n
 		}
 		for ; t+2 <= n; t += 2 {
 			latticeAVX2x2(typ, x, (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t])
@@ -458,7 +455,7 @@ func dotLatticeRows(typ Type, out []float32, row []byte, y []q8KBlock, nb int) {
 	}
 }
 
-// latticeAVX2x4 calls typ's four-token kernel (typ is not IQ1_M).
+// latticeAVX2x4 calls typ's four-token kernel.
 func latticeAVX2x4(typ Type, x, y *byte, nb, stride int, o *float32) {
 	switch typ {
 	case IQ2_XXS:
@@ -473,6 +470,8 @@ func latticeAVX2x4(typ Type, x, y *byte, nb, stride int, o *float32) {
 		dotIQ3SAVX2x4(x, y, nb, stride, o, (*byte)(unsafe.Pointer(&iq3sGrid[0])))
 	case IQ1_S:
 		dotIQ1SAVX2x4(x, y, nb, stride, o, (*byte)(unsafe.Pointer(&iq1sGrid[0])))
+	case IQ1_M:
+		dotIQ1MAVX2x4(x, y, nb, stride, o, (*byte)(unsafe.Pointer(&iq1sGrid[0])))
 	}
 }
 

@@ -12681,6 +12681,486 @@ done:
 	MOVSS X0, ret+32(FP)
 	RET
 
+// func dotIQ1MAVX2(x *byte, y *byte, n int, grid *byte) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotIQ1MAVX2(SB), NOSPLIT, $0-36
+	MOVQ    x+0(FP), AX
+	MOVQ    y+8(FP), CX
+	MOVQ    n+16(FP), DX
+	MOVQ    grid+24(FP), BX
+	VXORPS  X0, X0, X0
+	MOVL    $0x3e000000, SI
+	VMOVD   SI, X1
+	VMOVDQU byteOnes<>+0(SB), Y2
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VPXOR        Y3, Y3, Y3
+	MOVBQZX      32(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      (AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X4
+	MOVBQZX      32(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      1(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X4, X4
+	MOVBQZX      33(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      2(AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X5
+	MOVBQZX      33(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      3(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVWQZX      48(AX), SI
+	MOVQ         SI, DI
+	SHRQ         $0x03, DI
+	ANDQ         $0x07, SI
+	ANDQ         $0x07, DI
+	LEAQ         1(SI)(SI*1), SI
+	LEAQ         1(DI)(DI*1), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	VMOVD        SI, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      wordSplit<>+0(SB), Y6, Y6
+	VPBROADCASTW 32(AX), Y7
+	VPAND        iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPXOR        Y7, Y6, Y8
+	VPSUBW       Y7, Y8, Y8
+	VPSLLW       $0x03, Y6, Y6
+	VMOVDQU      4(CX), Y7
+	VPMADDUBSW   Y7, Y2, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y2, Y9
+	VPMADDWD     Y6, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	MOVBQZX      34(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      4(AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X4
+	MOVBQZX      34(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      5(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X4, X4
+	MOVBQZX      35(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      6(AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X5
+	MOVBQZX      35(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      7(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVWQZX      48(AX), SI
+	SHRQ         $0x06, SI
+	MOVQ         SI, DI
+	SHRQ         $0x03, DI
+	ANDQ         $0x07, SI
+	ANDQ         $0x07, DI
+	LEAQ         1(SI)(SI*1), SI
+	LEAQ         1(DI)(DI*1), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	VMOVD        SI, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      wordSplit<>+0(SB), Y6, Y6
+	VPBROADCASTW 34(AX), Y7
+	VPAND        iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPXOR        Y7, Y6, Y8
+	VPSUBW       Y7, Y8, Y8
+	VPSLLW       $0x03, Y6, Y6
+	VMOVDQU      36(CX), Y7
+	VPMADDUBSW   Y7, Y2, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y2, Y9
+	VPMADDWD     Y6, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	MOVBQZX      36(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      8(AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X4
+	MOVBQZX      36(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      9(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X4, X4
+	MOVBQZX      37(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      10(AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X5
+	MOVBQZX      37(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      11(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVWQZX      50(AX), SI
+	MOVQ         SI, DI
+	SHRQ         $0x03, DI
+	ANDQ         $0x07, SI
+	ANDQ         $0x07, DI
+	LEAQ         1(SI)(SI*1), SI
+	LEAQ         1(DI)(DI*1), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	VMOVD        SI, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      wordSplit<>+0(SB), Y6, Y6
+	VPBROADCASTW 36(AX), Y7
+	VPAND        iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPXOR        Y7, Y6, Y8
+	VPSUBW       Y7, Y8, Y8
+	VPSLLW       $0x03, Y6, Y6
+	VMOVDQU      68(CX), Y7
+	VPMADDUBSW   Y7, Y2, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y2, Y9
+	VPMADDWD     Y6, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	MOVBQZX      38(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      12(AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X4
+	MOVBQZX      38(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      13(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X4, X4
+	MOVBQZX      39(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      14(AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X5
+	MOVBQZX      39(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      15(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVWQZX      50(AX), SI
+	SHRQ         $0x06, SI
+	MOVQ         SI, DI
+	SHRQ         $0x03, DI
+	ANDQ         $0x07, SI
+	ANDQ         $0x07, DI
+	LEAQ         1(SI)(SI*1), SI
+	LEAQ         1(DI)(DI*1), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	VMOVD        SI, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      wordSplit<>+0(SB), Y6, Y6
+	VPBROADCASTW 38(AX), Y7
+	VPAND        iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPXOR        Y7, Y6, Y8
+	VPSUBW       Y7, Y8, Y8
+	VPSLLW       $0x03, Y6, Y6
+	VMOVDQU      100(CX), Y7
+	VPMADDUBSW   Y7, Y2, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y2, Y9
+	VPMADDWD     Y6, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	MOVBQZX      40(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      16(AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X4
+	MOVBQZX      40(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      17(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X4, X4
+	MOVBQZX      41(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      18(AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X5
+	MOVBQZX      41(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      19(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVWQZX      52(AX), SI
+	MOVQ         SI, DI
+	SHRQ         $0x03, DI
+	ANDQ         $0x07, SI
+	ANDQ         $0x07, DI
+	LEAQ         1(SI)(SI*1), SI
+	LEAQ         1(DI)(DI*1), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	VMOVD        SI, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      wordSplit<>+0(SB), Y6, Y6
+	VPBROADCASTW 40(AX), Y7
+	VPAND        iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPXOR        Y7, Y6, Y8
+	VPSUBW       Y7, Y8, Y8
+	VPSLLW       $0x03, Y6, Y6
+	VMOVDQU      132(CX), Y7
+	VPMADDUBSW   Y7, Y2, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y2, Y9
+	VPMADDWD     Y6, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	MOVBQZX      42(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      20(AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X4
+	MOVBQZX      42(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      21(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X4, X4
+	MOVBQZX      43(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      22(AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X5
+	MOVBQZX      43(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      23(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVWQZX      52(AX), SI
+	SHRQ         $0x06, SI
+	MOVQ         SI, DI
+	SHRQ         $0x03, DI
+	ANDQ         $0x07, SI
+	ANDQ         $0x07, DI
+	LEAQ         1(SI)(SI*1), SI
+	LEAQ         1(DI)(DI*1), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	VMOVD        SI, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      wordSplit<>+0(SB), Y6, Y6
+	VPBROADCASTW 42(AX), Y7
+	VPAND        iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPXOR        Y7, Y6, Y8
+	VPSUBW       Y7, Y8, Y8
+	VPSLLW       $0x03, Y6, Y6
+	VMOVDQU      164(CX), Y7
+	VPMADDUBSW   Y7, Y2, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y2, Y9
+	VPMADDWD     Y6, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	MOVBQZX      44(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      24(AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X4
+	MOVBQZX      44(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      25(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X4, X4
+	MOVBQZX      45(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      26(AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X5
+	MOVBQZX      45(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      27(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVWQZX      54(AX), SI
+	MOVQ         SI, DI
+	SHRQ         $0x03, DI
+	ANDQ         $0x07, SI
+	ANDQ         $0x07, DI
+	LEAQ         1(SI)(SI*1), SI
+	LEAQ         1(DI)(DI*1), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	VMOVD        SI, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      wordSplit<>+0(SB), Y6, Y6
+	VPBROADCASTW 44(AX), Y7
+	VPAND        iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPXOR        Y7, Y6, Y8
+	VPSUBW       Y7, Y8, Y8
+	VPSLLW       $0x03, Y6, Y6
+	VMOVDQU      196(CX), Y7
+	VPMADDUBSW   Y7, Y2, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y2, Y9
+	VPMADDWD     Y6, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	MOVBQZX      46(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      28(AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X4
+	MOVBQZX      46(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      29(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X4, X4
+	MOVBQZX      47(AX), DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      30(AX), SI
+	ORQ          DI, SI
+	VMOVQ        (BX)(SI*8), X5
+	MOVBQZX      47(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x07, DI
+	SHLQ         $0x08, DI
+	MOVBQZX      31(AX), SI
+	ORQ          DI, SI
+	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	MOVWQZX      54(AX), SI
+	SHRQ         $0x06, SI
+	MOVQ         SI, DI
+	SHRQ         $0x03, DI
+	ANDQ         $0x07, SI
+	ANDQ         $0x07, DI
+	LEAQ         1(SI)(SI*1), SI
+	LEAQ         1(DI)(DI*1), DI
+	SHLQ         $0x10, DI
+	ORQ          DI, SI
+	VMOVD        SI, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      wordSplit<>+0(SB), Y6, Y6
+	VPBROADCASTW 46(AX), Y7
+	VPAND        iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPXOR        Y7, Y6, Y8
+	VPSUBW       Y7, Y8, Y8
+	VPSLLW       $0x03, Y6, Y6
+	VMOVDQU      228(CX), Y7
+	VPMADDUBSW   Y7, Y2, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y2, Y9
+	VPMADDWD     Y6, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	MOVWQZX      48(AX), SI
+	SHRQ         $0x0c, SI
+	MOVWQZX      50(AX), DI
+	SHRQ         $0x08, DI
+	ANDQ         $0x000000f0, DI
+	ORQ          DI, SI
+	MOVWQZX      52(AX), DI
+	SHRQ         $0x04, DI
+	ANDQ         $0x00000f00, DI
+	ORQ          DI, SI
+	MOVWQZX      54(AX), DI
+	ANDQ         $0x0000f000, DI
+	ORQ          DI, SI
+	VMOVD        SI, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (CX), X4, X4
+	VEXTRACTI128 $0x01, Y3, X5
+	VPADDD       X5, X3, X3
+	VPSHUFD      $0x4e, X3, X5
+	VPADDD       X5, X3, X3
+	VPSHUFD      $0xb1, X3, X5
+	VPADDD       X5, X3, X3
+	VCVTDQ2PS    X3, X3
+	VMULSS       X1, X3, X3
+	VMULSS       X3, X4, X4
+	VADDSS       X4, X0, X0
+	ADDQ         $0x00000124, CX
+	ADDQ         $0x00000038, AX
+	DECQ         DX
+	JMP          loop
+
+done:
+	VZEROUPPER
+	MOVSS X0, ret+32(FP)
+	RET
+
 // func dotIQ1SAVX2x2(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
 // Requires: AVX, AVX2, F16C
 TEXT ·dotIQ1SAVX2x2(SB), NOSPLIT, $0-48
@@ -13228,6 +13708,568 @@ loop:
 	VADDSS       X6, X1, X1
 	ADDQ         $0x00000124, SI
 	ADDQ         $0x00000032, AX
+	DECQ         DX
+	JMP          loop
+
+done:
+	VZEROUPPER
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
+	RET
+
+// func dotIQ1MAVX2x2(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotIQ1MAVX2x2(SB), NOSPLIT, $0-48
+	MOVQ    x+0(FP), AX
+	MOVQ    y+8(FP), CX
+	MOVQ    n+16(FP), DX
+	MOVQ    grid+40(FP), BX
+	MOVQ    stride+24(FP), SI
+	LEAQ    (CX)(SI*1), SI
+	VXORPS  X0, X0, X0
+	VXORPS  X1, X1, X1
+	MOVL    $0x3e000000, DI
+	VMOVD   DI, X2
+	VMOVDQU byteOnes<>+0(SB), Y3
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	MOVBQZX      32(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      (AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X6
+	MOVBQZX      32(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      1(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X6, X6
+	MOVBQZX      33(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      2(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X7
+	MOVBQZX      33(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      3(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	MOVWQZX      48(AX), DI
+	MOVQ         DI, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x07, DI
+	ANDQ         $0x07, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X8
+	VPBROADCASTD X8, Y8
+	VPSHUFB      wordSplit<>+0(SB), Y8, Y8
+	VPBROADCASTW 32(AX), Y9
+	VPAND        iq1mDeltaBits<>+0(SB), Y9, Y9
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y9, Y9
+	VPXOR        Y9, Y8, Y10
+	VPSUBW       Y9, Y10, Y10
+	VPSLLW       $0x03, Y8, Y8
+	VMOVDQU      4(CX), Y9
+	VPMADDUBSW   Y9, Y3, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y11
+	VPMADDWD     Y8, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      4(SI), Y9
+	VPMADDUBSW   Y9, Y3, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y11
+	VPMADDWD     Y8, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	MOVBQZX      34(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      4(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X6
+	MOVBQZX      34(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      5(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X6, X6
+	MOVBQZX      35(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      6(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X7
+	MOVBQZX      35(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      7(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	MOVWQZX      48(AX), DI
+	SHRQ         $0x06, DI
+	MOVQ         DI, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x07, DI
+	ANDQ         $0x07, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X8
+	VPBROADCASTD X8, Y8
+	VPSHUFB      wordSplit<>+0(SB), Y8, Y8
+	VPBROADCASTW 34(AX), Y9
+	VPAND        iq1mDeltaBits<>+0(SB), Y9, Y9
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y9, Y9
+	VPXOR        Y9, Y8, Y10
+	VPSUBW       Y9, Y10, Y10
+	VPSLLW       $0x03, Y8, Y8
+	VMOVDQU      36(CX), Y9
+	VPMADDUBSW   Y9, Y3, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y11
+	VPMADDWD     Y8, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      36(SI), Y9
+	VPMADDUBSW   Y9, Y3, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y11
+	VPMADDWD     Y8, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	MOVBQZX      36(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      8(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X6
+	MOVBQZX      36(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      9(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X6, X6
+	MOVBQZX      37(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      10(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X7
+	MOVBQZX      37(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      11(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	MOVWQZX      50(AX), DI
+	MOVQ         DI, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x07, DI
+	ANDQ         $0x07, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X8
+	VPBROADCASTD X8, Y8
+	VPSHUFB      wordSplit<>+0(SB), Y8, Y8
+	VPBROADCASTW 36(AX), Y9
+	VPAND        iq1mDeltaBits<>+0(SB), Y9, Y9
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y9, Y9
+	VPXOR        Y9, Y8, Y10
+	VPSUBW       Y9, Y10, Y10
+	VPSLLW       $0x03, Y8, Y8
+	VMOVDQU      68(CX), Y9
+	VPMADDUBSW   Y9, Y3, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y11
+	VPMADDWD     Y8, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      68(SI), Y9
+	VPMADDUBSW   Y9, Y3, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y11
+	VPMADDWD     Y8, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	MOVBQZX      38(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      12(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X6
+	MOVBQZX      38(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      13(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X6, X6
+	MOVBQZX      39(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      14(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X7
+	MOVBQZX      39(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      15(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	MOVWQZX      50(AX), DI
+	SHRQ         $0x06, DI
+	MOVQ         DI, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x07, DI
+	ANDQ         $0x07, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X8
+	VPBROADCASTD X8, Y8
+	VPSHUFB      wordSplit<>+0(SB), Y8, Y8
+	VPBROADCASTW 38(AX), Y9
+	VPAND        iq1mDeltaBits<>+0(SB), Y9, Y9
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y9, Y9
+	VPXOR        Y9, Y8, Y10
+	VPSUBW       Y9, Y10, Y10
+	VPSLLW       $0x03, Y8, Y8
+	VMOVDQU      100(CX), Y9
+	VPMADDUBSW   Y9, Y3, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y11
+	VPMADDWD     Y8, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      100(SI), Y9
+	VPMADDUBSW   Y9, Y3, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y11
+	VPMADDWD     Y8, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	MOVBQZX      40(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      16(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X6
+	MOVBQZX      40(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      17(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X6, X6
+	MOVBQZX      41(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      18(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X7
+	MOVBQZX      41(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      19(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	MOVWQZX      52(AX), DI
+	MOVQ         DI, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x07, DI
+	ANDQ         $0x07, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X8
+	VPBROADCASTD X8, Y8
+	VPSHUFB      wordSplit<>+0(SB), Y8, Y8
+	VPBROADCASTW 40(AX), Y9
+	VPAND        iq1mDeltaBits<>+0(SB), Y9, Y9
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y9, Y9
+	VPXOR        Y9, Y8, Y10
+	VPSUBW       Y9, Y10, Y10
+	VPSLLW       $0x03, Y8, Y8
+	VMOVDQU      132(CX), Y9
+	VPMADDUBSW   Y9, Y3, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y11
+	VPMADDWD     Y8, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      132(SI), Y9
+	VPMADDUBSW   Y9, Y3, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y11
+	VPMADDWD     Y8, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	MOVBQZX      42(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      20(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X6
+	MOVBQZX      42(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      21(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X6, X6
+	MOVBQZX      43(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      22(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X7
+	MOVBQZX      43(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      23(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	MOVWQZX      52(AX), DI
+	SHRQ         $0x06, DI
+	MOVQ         DI, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x07, DI
+	ANDQ         $0x07, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X8
+	VPBROADCASTD X8, Y8
+	VPSHUFB      wordSplit<>+0(SB), Y8, Y8
+	VPBROADCASTW 42(AX), Y9
+	VPAND        iq1mDeltaBits<>+0(SB), Y9, Y9
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y9, Y9
+	VPXOR        Y9, Y8, Y10
+	VPSUBW       Y9, Y10, Y10
+	VPSLLW       $0x03, Y8, Y8
+	VMOVDQU      164(CX), Y9
+	VPMADDUBSW   Y9, Y3, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y11
+	VPMADDWD     Y8, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      164(SI), Y9
+	VPMADDUBSW   Y9, Y3, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y11
+	VPMADDWD     Y8, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	MOVBQZX      44(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      24(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X6
+	MOVBQZX      44(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      25(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X6, X6
+	MOVBQZX      45(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      26(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X7
+	MOVBQZX      45(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      27(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	MOVWQZX      54(AX), DI
+	MOVQ         DI, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x07, DI
+	ANDQ         $0x07, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X8
+	VPBROADCASTD X8, Y8
+	VPSHUFB      wordSplit<>+0(SB), Y8, Y8
+	VPBROADCASTW 44(AX), Y9
+	VPAND        iq1mDeltaBits<>+0(SB), Y9, Y9
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y9, Y9
+	VPXOR        Y9, Y8, Y10
+	VPSUBW       Y9, Y10, Y10
+	VPSLLW       $0x03, Y8, Y8
+	VMOVDQU      196(CX), Y9
+	VPMADDUBSW   Y9, Y3, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y11
+	VPMADDWD     Y8, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      196(SI), Y9
+	VPMADDUBSW   Y9, Y3, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y11
+	VPMADDWD     Y8, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	MOVBQZX      46(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      28(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X6
+	MOVBQZX      46(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      29(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X6, X6
+	MOVBQZX      47(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      30(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X7
+	MOVBQZX      47(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      31(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
+	MOVWQZX      54(AX), DI
+	SHRQ         $0x06, DI
+	MOVQ         DI, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x07, DI
+	ANDQ         $0x07, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X8
+	VPBROADCASTD X8, Y8
+	VPSHUFB      wordSplit<>+0(SB), Y8, Y8
+	VPBROADCASTW 46(AX), Y9
+	VPAND        iq1mDeltaBits<>+0(SB), Y9, Y9
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y9, Y9
+	VPXOR        Y9, Y8, Y10
+	VPSUBW       Y9, Y10, Y10
+	VPSLLW       $0x03, Y8, Y8
+	VMOVDQU      228(CX), Y9
+	VPMADDUBSW   Y9, Y3, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y11
+	VPMADDWD     Y8, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      228(SI), Y9
+	VPMADDUBSW   Y9, Y3, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y11
+	VPMADDWD     Y8, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	MOVWQZX      48(AX), DI
+	SHRQ         $0x0c, DI
+	MOVWQZX      50(AX), R8
+	SHRQ         $0x08, R8
+	ANDQ         $0x000000f0, R8
+	ORQ          R8, DI
+	MOVWQZX      52(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x00000f00, R8
+	ORQ          R8, DI
+	MOVWQZX      54(AX), R8
+	ANDQ         $0x0000f000, R8
+	ORQ          R8, DI
+	VMOVD        DI, X6
+	VCVTPH2PS    X6, X6
+	VMULSS       (CX), X6, X7
+	VEXTRACTI128 $0x01, Y4, X8
+	VPADDD       X8, X4, X4
+	VPSHUFD      $0x4e, X4, X8
+	VPADDD       X8, X4, X4
+	VPSHUFD      $0xb1, X4, X8
+	VPADDD       X8, X4, X4
+	VCVTDQ2PS    X4, X4
+	VMULSS       X2, X4, X4
+	VMULSS       X4, X7, X7
+	VADDSS       X7, X0, X0
+	ADDQ         $0x00000124, CX
+	VMULSS       (SI), X6, X4
+	VEXTRACTI128 $0x01, Y5, X6
+	VPADDD       X6, X5, X5
+	VPSHUFD      $0x4e, X5, X6
+	VPADDD       X6, X5, X5
+	VPSHUFD      $0xb1, X5, X6
+	VPADDD       X6, X5, X5
+	VCVTDQ2PS    X5, X5
+	VMULSS       X2, X5, X5
+	VMULSS       X5, X4, X4
+	VADDSS       X4, X1, X1
+	ADDQ         $0x00000124, SI
+	ADDQ         $0x00000038, AX
 	DECQ         DX
 	JMP          loop
 
@@ -14033,1047 +15075,714 @@ done:
 	VMOVSS X3, 12(AX)
 	RET
 
-// func dotIQ1MAVX2(x *byte, y *byte, n int, grid *byte) float32
-// Requires: AVX, AVX2, F16C, SSE
-TEXT ·dotIQ1MAVX2(SB), NOSPLIT, $0-36
-	MOVQ    x+0(FP), AX
-	MOVQ    y+8(FP), CX
-	MOVQ    n+16(FP), DX
-	MOVQ    grid+24(FP), BX
-	VXORPS  X0, X0, X0
-	MOVL    $0x3e000000, SI
-	VMOVD   SI, X1
-	VMOVDQU byteOnes<>+0(SB), Y2
-
-loop:
-	TESTQ        DX, DX
-	JZ           done
-	VPXOR        Y3, Y3, Y3
-	VPXOR        Y4, Y4, Y4
-	MOVBQZX      32(AX), DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      (AX), SI
-	ORQ          DI, SI
-	VMOVQ        (BX)(SI*8), X5
-	MOVBQZX      32(AX), DI
-	SHRQ         $0x04, DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      1(AX), SI
-	ORQ          DI, SI
-	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
-	MOVBQZX      33(AX), DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      2(AX), SI
-	ORQ          DI, SI
-	VMOVQ        (BX)(SI*8), X6
-	MOVBQZX      33(AX), DI
-	SHRQ         $0x04, DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      3(AX), SI
-	ORQ          DI, SI
-	VPINSRQ      $0x01, (BX)(SI*8), X6, X6
-	VINSERTI128  $0x01, X6, Y5, Y6
-	MOVWQZX      48(AX), SI
-	MOVQ         SI, DI
-	SHRQ         $0x03, DI
-	ANDQ         $0x07, SI
-	ANDQ         $0x07, DI
-	LEAQ         1(SI)(SI*1), SI
-	LEAQ         1(DI)(DI*1), DI
-	SHLQ         $0x10, DI
-	ORQ          DI, SI
-	VMOVD        SI, X7
-	VPBROADCASTD X7, Y7
-	VPSHUFB      wordSplit<>+0(SB), Y7, Y7
-	VPBROADCASTW 32(AX), Y8
-	VPAND        iq1mDeltaBits<>+0(SB), Y8, Y8
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y8, Y8
-	VPXOR        Y8, Y7, Y9
-	VPSUBW       Y8, Y9, Y9
-	VMOVDQU      4(CX), Y8
-	VPMADDUBSW   Y8, Y2, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VPADDD       Y10, Y4, Y4
-	VPSIGNB      Y6, Y8, Y8
-	VPMADDUBSW   Y8, Y2, Y6
-	VPMADDWD     Y7, Y6, Y6
-	VPADDD       Y6, Y3, Y3
-	MOVBQZX      34(AX), DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      4(AX), SI
-	ORQ          DI, SI
-	VMOVQ        (BX)(SI*8), X5
-	MOVBQZX      34(AX), DI
-	SHRQ         $0x04, DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      5(AX), SI
-	ORQ          DI, SI
-	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
-	MOVBQZX      35(AX), DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      6(AX), SI
-	ORQ          DI, SI
-	VMOVQ        (BX)(SI*8), X6
-	MOVBQZX      35(AX), DI
-	SHRQ         $0x04, DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      7(AX), SI
-	ORQ          DI, SI
-	VPINSRQ      $0x01, (BX)(SI*8), X6, X6
-	VINSERTI128  $0x01, X6, Y5, Y6
-	MOVWQZX      48(AX), SI
-	SHRQ         $0x06, SI
-	MOVQ         SI, DI
-	SHRQ         $0x03, DI
-	ANDQ         $0x07, SI
-	ANDQ         $0x07, DI
-	LEAQ         1(SI)(SI*1), SI
-	LEAQ         1(DI)(DI*1), DI
-	SHLQ         $0x10, DI
-	ORQ          DI, SI
-	VMOVD        SI, X7
-	VPBROADCASTD X7, Y7
-	VPSHUFB      wordSplit<>+0(SB), Y7, Y7
-	VPBROADCASTW 34(AX), Y8
-	VPAND        iq1mDeltaBits<>+0(SB), Y8, Y8
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y8, Y8
-	VPXOR        Y8, Y7, Y9
-	VPSUBW       Y8, Y9, Y9
-	VMOVDQU      36(CX), Y8
-	VPMADDUBSW   Y8, Y2, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VPADDD       Y10, Y4, Y4
-	VPSIGNB      Y6, Y8, Y8
-	VPMADDUBSW   Y8, Y2, Y6
-	VPMADDWD     Y7, Y6, Y6
-	VPADDD       Y6, Y3, Y3
-	MOVBQZX      36(AX), DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      8(AX), SI
-	ORQ          DI, SI
-	VMOVQ        (BX)(SI*8), X5
-	MOVBQZX      36(AX), DI
-	SHRQ         $0x04, DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      9(AX), SI
-	ORQ          DI, SI
-	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
-	MOVBQZX      37(AX), DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      10(AX), SI
-	ORQ          DI, SI
-	VMOVQ        (BX)(SI*8), X6
-	MOVBQZX      37(AX), DI
-	SHRQ         $0x04, DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      11(AX), SI
-	ORQ          DI, SI
-	VPINSRQ      $0x01, (BX)(SI*8), X6, X6
-	VINSERTI128  $0x01, X6, Y5, Y6
-	MOVWQZX      50(AX), SI
-	MOVQ         SI, DI
-	SHRQ         $0x03, DI
-	ANDQ         $0x07, SI
-	ANDQ         $0x07, DI
-	LEAQ         1(SI)(SI*1), SI
-	LEAQ         1(DI)(DI*1), DI
-	SHLQ         $0x10, DI
-	ORQ          DI, SI
-	VMOVD        SI, X7
-	VPBROADCASTD X7, Y7
-	VPSHUFB      wordSplit<>+0(SB), Y7, Y7
-	VPBROADCASTW 36(AX), Y8
-	VPAND        iq1mDeltaBits<>+0(SB), Y8, Y8
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y8, Y8
-	VPXOR        Y8, Y7, Y9
-	VPSUBW       Y8, Y9, Y9
-	VMOVDQU      68(CX), Y8
-	VPMADDUBSW   Y8, Y2, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VPADDD       Y10, Y4, Y4
-	VPSIGNB      Y6, Y8, Y8
-	VPMADDUBSW   Y8, Y2, Y6
-	VPMADDWD     Y7, Y6, Y6
-	VPADDD       Y6, Y3, Y3
-	MOVBQZX      38(AX), DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      12(AX), SI
-	ORQ          DI, SI
-	VMOVQ        (BX)(SI*8), X5
-	MOVBQZX      38(AX), DI
-	SHRQ         $0x04, DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      13(AX), SI
-	ORQ          DI, SI
-	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
-	MOVBQZX      39(AX), DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      14(AX), SI
-	ORQ          DI, SI
-	VMOVQ        (BX)(SI*8), X6
-	MOVBQZX      39(AX), DI
-	SHRQ         $0x04, DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      15(AX), SI
-	ORQ          DI, SI
-	VPINSRQ      $0x01, (BX)(SI*8), X6, X6
-	VINSERTI128  $0x01, X6, Y5, Y6
-	MOVWQZX      50(AX), SI
-	SHRQ         $0x06, SI
-	MOVQ         SI, DI
-	SHRQ         $0x03, DI
-	ANDQ         $0x07, SI
-	ANDQ         $0x07, DI
-	LEAQ         1(SI)(SI*1), SI
-	LEAQ         1(DI)(DI*1), DI
-	SHLQ         $0x10, DI
-	ORQ          DI, SI
-	VMOVD        SI, X7
-	VPBROADCASTD X7, Y7
-	VPSHUFB      wordSplit<>+0(SB), Y7, Y7
-	VPBROADCASTW 38(AX), Y8
-	VPAND        iq1mDeltaBits<>+0(SB), Y8, Y8
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y8, Y8
-	VPXOR        Y8, Y7, Y9
-	VPSUBW       Y8, Y9, Y9
-	VMOVDQU      100(CX), Y8
-	VPMADDUBSW   Y8, Y2, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VPADDD       Y10, Y4, Y4
-	VPSIGNB      Y6, Y8, Y8
-	VPMADDUBSW   Y8, Y2, Y6
-	VPMADDWD     Y7, Y6, Y6
-	VPADDD       Y6, Y3, Y3
-	MOVBQZX      40(AX), DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      16(AX), SI
-	ORQ          DI, SI
-	VMOVQ        (BX)(SI*8), X5
-	MOVBQZX      40(AX), DI
-	SHRQ         $0x04, DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      17(AX), SI
-	ORQ          DI, SI
-	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
-	MOVBQZX      41(AX), DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      18(AX), SI
-	ORQ          DI, SI
-	VMOVQ        (BX)(SI*8), X6
-	MOVBQZX      41(AX), DI
-	SHRQ         $0x04, DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      19(AX), SI
-	ORQ          DI, SI
-	VPINSRQ      $0x01, (BX)(SI*8), X6, X6
-	VINSERTI128  $0x01, X6, Y5, Y6
-	MOVWQZX      52(AX), SI
-	MOVQ         SI, DI
-	SHRQ         $0x03, DI
-	ANDQ         $0x07, SI
-	ANDQ         $0x07, DI
-	LEAQ         1(SI)(SI*1), SI
-	LEAQ         1(DI)(DI*1), DI
-	SHLQ         $0x10, DI
-	ORQ          DI, SI
-	VMOVD        SI, X7
-	VPBROADCASTD X7, Y7
-	VPSHUFB      wordSplit<>+0(SB), Y7, Y7
-	VPBROADCASTW 40(AX), Y8
-	VPAND        iq1mDeltaBits<>+0(SB), Y8, Y8
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y8, Y8
-	VPXOR        Y8, Y7, Y9
-	VPSUBW       Y8, Y9, Y9
-	VMOVDQU      132(CX), Y8
-	VPMADDUBSW   Y8, Y2, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VPADDD       Y10, Y4, Y4
-	VPSIGNB      Y6, Y8, Y8
-	VPMADDUBSW   Y8, Y2, Y6
-	VPMADDWD     Y7, Y6, Y6
-	VPADDD       Y6, Y3, Y3
-	MOVBQZX      42(AX), DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      20(AX), SI
-	ORQ          DI, SI
-	VMOVQ        (BX)(SI*8), X5
-	MOVBQZX      42(AX), DI
-	SHRQ         $0x04, DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      21(AX), SI
-	ORQ          DI, SI
-	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
-	MOVBQZX      43(AX), DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      22(AX), SI
-	ORQ          DI, SI
-	VMOVQ        (BX)(SI*8), X6
-	MOVBQZX      43(AX), DI
-	SHRQ         $0x04, DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      23(AX), SI
-	ORQ          DI, SI
-	VPINSRQ      $0x01, (BX)(SI*8), X6, X6
-	VINSERTI128  $0x01, X6, Y5, Y6
-	MOVWQZX      52(AX), SI
-	SHRQ         $0x06, SI
-	MOVQ         SI, DI
-	SHRQ         $0x03, DI
-	ANDQ         $0x07, SI
-	ANDQ         $0x07, DI
-	LEAQ         1(SI)(SI*1), SI
-	LEAQ         1(DI)(DI*1), DI
-	SHLQ         $0x10, DI
-	ORQ          DI, SI
-	VMOVD        SI, X7
-	VPBROADCASTD X7, Y7
-	VPSHUFB      wordSplit<>+0(SB), Y7, Y7
-	VPBROADCASTW 42(AX), Y8
-	VPAND        iq1mDeltaBits<>+0(SB), Y8, Y8
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y8, Y8
-	VPXOR        Y8, Y7, Y9
-	VPSUBW       Y8, Y9, Y9
-	VMOVDQU      164(CX), Y8
-	VPMADDUBSW   Y8, Y2, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VPADDD       Y10, Y4, Y4
-	VPSIGNB      Y6, Y8, Y8
-	VPMADDUBSW   Y8, Y2, Y6
-	VPMADDWD     Y7, Y6, Y6
-	VPADDD       Y6, Y3, Y3
-	MOVBQZX      44(AX), DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      24(AX), SI
-	ORQ          DI, SI
-	VMOVQ        (BX)(SI*8), X5
-	MOVBQZX      44(AX), DI
-	SHRQ         $0x04, DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      25(AX), SI
-	ORQ          DI, SI
-	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
-	MOVBQZX      45(AX), DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      26(AX), SI
-	ORQ          DI, SI
-	VMOVQ        (BX)(SI*8), X6
-	MOVBQZX      45(AX), DI
-	SHRQ         $0x04, DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      27(AX), SI
-	ORQ          DI, SI
-	VPINSRQ      $0x01, (BX)(SI*8), X6, X6
-	VINSERTI128  $0x01, X6, Y5, Y6
-	MOVWQZX      54(AX), SI
-	MOVQ         SI, DI
-	SHRQ         $0x03, DI
-	ANDQ         $0x07, SI
-	ANDQ         $0x07, DI
-	LEAQ         1(SI)(SI*1), SI
-	LEAQ         1(DI)(DI*1), DI
-	SHLQ         $0x10, DI
-	ORQ          DI, SI
-	VMOVD        SI, X7
-	VPBROADCASTD X7, Y7
-	VPSHUFB      wordSplit<>+0(SB), Y7, Y7
-	VPBROADCASTW 44(AX), Y8
-	VPAND        iq1mDeltaBits<>+0(SB), Y8, Y8
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y8, Y8
-	VPXOR        Y8, Y7, Y9
-	VPSUBW       Y8, Y9, Y9
-	VMOVDQU      196(CX), Y8
-	VPMADDUBSW   Y8, Y2, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VPADDD       Y10, Y4, Y4
-	VPSIGNB      Y6, Y8, Y8
-	VPMADDUBSW   Y8, Y2, Y6
-	VPMADDWD     Y7, Y6, Y6
-	VPADDD       Y6, Y3, Y3
-	MOVBQZX      46(AX), DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      28(AX), SI
-	ORQ          DI, SI
-	VMOVQ        (BX)(SI*8), X5
-	MOVBQZX      46(AX), DI
-	SHRQ         $0x04, DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      29(AX), SI
-	ORQ          DI, SI
-	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
-	MOVBQZX      47(AX), DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      30(AX), SI
-	ORQ          DI, SI
-	VMOVQ        (BX)(SI*8), X6
-	MOVBQZX      47(AX), DI
-	SHRQ         $0x04, DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      31(AX), SI
-	ORQ          DI, SI
-	VPINSRQ      $0x01, (BX)(SI*8), X6, X6
-	VINSERTI128  $0x01, X6, Y5, Y6
-	MOVWQZX      54(AX), SI
-	SHRQ         $0x06, SI
-	MOVQ         SI, DI
-	SHRQ         $0x03, DI
-	ANDQ         $0x07, SI
-	ANDQ         $0x07, DI
-	LEAQ         1(SI)(SI*1), SI
-	LEAQ         1(DI)(DI*1), DI
-	SHLQ         $0x10, DI
-	ORQ          DI, SI
-	VMOVD        SI, X7
-	VPBROADCASTD X7, Y7
-	VPSHUFB      wordSplit<>+0(SB), Y7, Y7
-	VPBROADCASTW 46(AX), Y8
-	VPAND        iq1mDeltaBits<>+0(SB), Y8, Y8
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y8, Y8
-	VPXOR        Y8, Y7, Y9
-	VPSUBW       Y8, Y9, Y9
-	VMOVDQU      228(CX), Y8
-	VPMADDUBSW   Y8, Y2, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VPADDD       Y10, Y4, Y4
-	VPSIGNB      Y6, Y8, Y8
-	VPMADDUBSW   Y8, Y2, Y6
-	VPMADDWD     Y7, Y6, Y6
-	VPADDD       Y6, Y3, Y3
-	MOVWQZX      48(AX), SI
-	SHRQ         $0x0c, SI
-	MOVWQZX      50(AX), DI
-	SHRQ         $0x08, DI
-	ANDQ         $0x000000f0, DI
-	ORQ          DI, SI
-	MOVWQZX      52(AX), DI
-	SHRQ         $0x04, DI
-	ANDQ         $0x00000f00, DI
-	ORQ          DI, SI
-	MOVWQZX      54(AX), DI
-	ANDQ         $0x0000f000, DI
-	ORQ          DI, SI
-	VMOVD        SI, X5
-	VCVTPH2PS    X5, X5
-	VMULSS       (CX), X5, X5
-	VEXTRACTI128 $0x01, Y4, X6
-	VPADDD       X6, X4, X4
-	VPSHUFD      $0x4e, X4, X6
-	VPADDD       X6, X4, X4
-	VPSHUFD      $0xb1, X4, X6
-	VPADDD       X6, X4, X4
-	VCVTDQ2PS    X4, X4
-	VEXTRACTI128 $0x01, Y3, X6
-	VPADDD       X6, X3, X3
-	VPSHUFD      $0x4e, X3, X6
-	VPADDD       X6, X3, X3
-	VPSHUFD      $0xb1, X3, X6
-	VPADDD       X6, X3, X3
-	VCVTDQ2PS    X3, X3
-	VMULSS       X1, X4, X4
-	VADDSS       X4, X3, X3
-	VMULSS       X3, X5, X5
-	VADDSS       X5, X0, X0
-	ADDQ         $0x00000124, CX
-	ADDQ         $0x00000038, AX
-	DECQ         DX
-	JMP          loop
-
-done:
-	VZEROUPPER
-	MOVSS X0, ret+32(FP)
-	RET
-
-// func dotIQ1MAVX2x2(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+// func dotIQ1MAVX2x4(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
 // Requires: AVX, AVX2, F16C
-TEXT ·dotIQ1MAVX2x2(SB), NOSPLIT, $0-48
+TEXT ·dotIQ1MAVX2x4(SB), NOSPLIT, $0-48
 	MOVQ    x+0(FP), AX
 	MOVQ    y+8(FP), CX
 	MOVQ    n+16(FP), DX
 	MOVQ    grid+40(FP), BX
 	MOVQ    stride+24(FP), SI
-	LEAQ    (CX)(SI*1), SI
+	LEAQ    (CX)(SI*1), DI
+	LEAQ    (DI)(SI*1), R8
+	LEAQ    (R8)(SI*1), SI
 	VXORPS  X0, X0, X0
 	VXORPS  X1, X1, X1
-	MOVL    $0x3e000000, DI
-	VMOVD   DI, X2
-	VMOVDQU byteOnes<>+0(SB), Y3
+	VXORPS  X2, X2, X2
+	VXORPS  X3, X3, X3
+	MOVL    $0x3e000000, R9
+	VMOVD   R9, X4
+	VMOVDQU byteOnes<>+0(SB), Y5
 
 loop:
 	TESTQ        DX, DX
 	JZ           done
-	VPXOR        Y4, Y4, Y4
-	VPXOR        Y5, Y5, Y5
 	VPXOR        Y6, Y6, Y6
 	VPXOR        Y7, Y7, Y7
-	MOVBQZX      32(AX), R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      (AX), DI
-	ORQ          R8, DI
-	VMOVQ        (BX)(DI*8), X8
-	MOVBQZX      32(AX), R8
-	SHRQ         $0x04, R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      1(AX), DI
-	ORQ          R8, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X8, X8
-	MOVBQZX      33(AX), R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      2(AX), DI
-	ORQ          R8, DI
-	VMOVQ        (BX)(DI*8), X9
-	MOVBQZX      33(AX), R8
-	SHRQ         $0x04, R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      3(AX), DI
-	ORQ          R8, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X9, X9
-	VINSERTI128  $0x01, X9, Y8, Y9
-	MOVWQZX      48(AX), DI
-	MOVQ         DI, R8
-	SHRQ         $0x03, R8
-	ANDQ         $0x07, DI
-	ANDQ         $0x07, R8
-	LEAQ         1(DI)(DI*1), DI
-	LEAQ         1(R8)(R8*1), R8
-	SHLQ         $0x10, R8
-	ORQ          R8, DI
-	VMOVD        DI, X10
-	VPBROADCASTD X10, Y10
-	VPSHUFB      wordSplit<>+0(SB), Y10, Y10
-	VPBROADCASTW 32(AX), Y11
-	VPAND        iq1mDeltaBits<>+0(SB), Y11, Y11
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y11, Y11
-	VPXOR        Y11, Y10, Y12
-	VPSUBW       Y11, Y12, Y12
-	VMOVDQU      4(CX), Y11
-	VPMADDUBSW   Y11, Y3, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y5, Y5
-	VPSIGNB      Y9, Y11, Y11
-	VPMADDUBSW   Y11, Y3, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y4, Y4
-	VMOVDQU      4(SI), Y11
-	VPMADDUBSW   Y11, Y3, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	VPSIGNB      Y9, Y11, Y11
-	VPMADDUBSW   Y11, Y3, Y9
-	VPMADDWD     Y10, Y9, Y9
-	VPADDD       Y9, Y6, Y6
-	MOVBQZX      34(AX), R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      4(AX), DI
-	ORQ          R8, DI
-	VMOVQ        (BX)(DI*8), X8
-	MOVBQZX      34(AX), R8
-	SHRQ         $0x04, R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      5(AX), DI
-	ORQ          R8, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X8, X8
-	MOVBQZX      35(AX), R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      6(AX), DI
-	ORQ          R8, DI
-	VMOVQ        (BX)(DI*8), X9
-	MOVBQZX      35(AX), R8
-	SHRQ         $0x04, R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      7(AX), DI
-	ORQ          R8, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X9, X9
-	VINSERTI128  $0x01, X9, Y8, Y9
-	MOVWQZX      48(AX), DI
-	SHRQ         $0x06, DI
-	MOVQ         DI, R8
-	SHRQ         $0x03, R8
-	ANDQ         $0x07, DI
-	ANDQ         $0x07, R8
-	LEAQ         1(DI)(DI*1), DI
-	LEAQ         1(R8)(R8*1), R8
-	SHLQ         $0x10, R8
-	ORQ          R8, DI
-	VMOVD        DI, X10
-	VPBROADCASTD X10, Y10
-	VPSHUFB      wordSplit<>+0(SB), Y10, Y10
-	VPBROADCASTW 34(AX), Y11
-	VPAND        iq1mDeltaBits<>+0(SB), Y11, Y11
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y11, Y11
-	VPXOR        Y11, Y10, Y12
-	VPSUBW       Y11, Y12, Y12
-	VMOVDQU      36(CX), Y11
-	VPMADDUBSW   Y11, Y3, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y5, Y5
-	VPSIGNB      Y9, Y11, Y11
-	VPMADDUBSW   Y11, Y3, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y4, Y4
-	VMOVDQU      36(SI), Y11
-	VPMADDUBSW   Y11, Y3, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	VPSIGNB      Y9, Y11, Y11
-	VPMADDUBSW   Y11, Y3, Y9
-	VPMADDWD     Y10, Y9, Y9
-	VPADDD       Y9, Y6, Y6
-	MOVBQZX      36(AX), R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      8(AX), DI
-	ORQ          R8, DI
-	VMOVQ        (BX)(DI*8), X8
-	MOVBQZX      36(AX), R8
-	SHRQ         $0x04, R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      9(AX), DI
-	ORQ          R8, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X8, X8
-	MOVBQZX      37(AX), R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      10(AX), DI
-	ORQ          R8, DI
-	VMOVQ        (BX)(DI*8), X9
-	MOVBQZX      37(AX), R8
-	SHRQ         $0x04, R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      11(AX), DI
-	ORQ          R8, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X9, X9
-	VINSERTI128  $0x01, X9, Y8, Y9
-	MOVWQZX      50(AX), DI
-	MOVQ         DI, R8
-	SHRQ         $0x03, R8
-	ANDQ         $0x07, DI
-	ANDQ         $0x07, R8
-	LEAQ         1(DI)(DI*1), DI
-	LEAQ         1(R8)(R8*1), R8
-	SHLQ         $0x10, R8
-	ORQ          R8, DI
-	VMOVD        DI, X10
-	VPBROADCASTD X10, Y10
-	VPSHUFB      wordSplit<>+0(SB), Y10, Y10
-	VPBROADCASTW 36(AX), Y11
-	VPAND        iq1mDeltaBits<>+0(SB), Y11, Y11
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y11, Y11
-	VPXOR        Y11, Y10, Y12
-	VPSUBW       Y11, Y12, Y12
-	VMOVDQU      68(CX), Y11
-	VPMADDUBSW   Y11, Y3, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y5, Y5
-	VPSIGNB      Y9, Y11, Y11
-	VPMADDUBSW   Y11, Y3, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y4, Y4
-	VMOVDQU      68(SI), Y11
-	VPMADDUBSW   Y11, Y3, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	VPSIGNB      Y9, Y11, Y11
-	VPMADDUBSW   Y11, Y3, Y9
-	VPMADDWD     Y10, Y9, Y9
-	VPADDD       Y9, Y6, Y6
-	MOVBQZX      38(AX), R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      12(AX), DI
-	ORQ          R8, DI
-	VMOVQ        (BX)(DI*8), X8
-	MOVBQZX      38(AX), R8
-	SHRQ         $0x04, R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      13(AX), DI
-	ORQ          R8, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X8, X8
-	MOVBQZX      39(AX), R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      14(AX), DI
-	ORQ          R8, DI
-	VMOVQ        (BX)(DI*8), X9
-	MOVBQZX      39(AX), R8
-	SHRQ         $0x04, R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      15(AX), DI
-	ORQ          R8, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X9, X9
-	VINSERTI128  $0x01, X9, Y8, Y9
-	MOVWQZX      50(AX), DI
-	SHRQ         $0x06, DI
-	MOVQ         DI, R8
-	SHRQ         $0x03, R8
-	ANDQ         $0x07, DI
-	ANDQ         $0x07, R8
-	LEAQ         1(DI)(DI*1), DI
-	LEAQ         1(R8)(R8*1), R8
-	SHLQ         $0x10, R8
-	ORQ          R8, DI
-	VMOVD        DI, X10
-	VPBROADCASTD X10, Y10
-	VPSHUFB      wordSplit<>+0(SB), Y10, Y10
-	VPBROADCASTW 38(AX), Y11
-	VPAND        iq1mDeltaBits<>+0(SB), Y11, Y11
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y11, Y11
-	VPXOR        Y11, Y10, Y12
-	VPSUBW       Y11, Y12, Y12
-	VMOVDQU      100(CX), Y11
-	VPMADDUBSW   Y11, Y3, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y5, Y5
-	VPSIGNB      Y9, Y11, Y11
-	VPMADDUBSW   Y11, Y3, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y4, Y4
-	VMOVDQU      100(SI), Y11
-	VPMADDUBSW   Y11, Y3, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	VPSIGNB      Y9, Y11, Y11
-	VPMADDUBSW   Y11, Y3, Y9
-	VPMADDWD     Y10, Y9, Y9
-	VPADDD       Y9, Y6, Y6
-	MOVBQZX      40(AX), R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      16(AX), DI
-	ORQ          R8, DI
-	VMOVQ        (BX)(DI*8), X8
-	MOVBQZX      40(AX), R8
-	SHRQ         $0x04, R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      17(AX), DI
-	ORQ          R8, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X8, X8
-	MOVBQZX      41(AX), R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      18(AX), DI
-	ORQ          R8, DI
-	VMOVQ        (BX)(DI*8), X9
-	MOVBQZX      41(AX), R8
-	SHRQ         $0x04, R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      19(AX), DI
-	ORQ          R8, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X9, X9
-	VINSERTI128  $0x01, X9, Y8, Y9
-	MOVWQZX      52(AX), DI
-	MOVQ         DI, R8
-	SHRQ         $0x03, R8
-	ANDQ         $0x07, DI
-	ANDQ         $0x07, R8
-	LEAQ         1(DI)(DI*1), DI
-	LEAQ         1(R8)(R8*1), R8
-	SHLQ         $0x10, R8
-	ORQ          R8, DI
-	VMOVD        DI, X10
-	VPBROADCASTD X10, Y10
-	VPSHUFB      wordSplit<>+0(SB), Y10, Y10
-	VPBROADCASTW 40(AX), Y11
-	VPAND        iq1mDeltaBits<>+0(SB), Y11, Y11
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y11, Y11
-	VPXOR        Y11, Y10, Y12
-	VPSUBW       Y11, Y12, Y12
-	VMOVDQU      132(CX), Y11
-	VPMADDUBSW   Y11, Y3, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y5, Y5
-	VPSIGNB      Y9, Y11, Y11
-	VPMADDUBSW   Y11, Y3, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y4, Y4
-	VMOVDQU      132(SI), Y11
-	VPMADDUBSW   Y11, Y3, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	VPSIGNB      Y9, Y11, Y11
-	VPMADDUBSW   Y11, Y3, Y9
-	VPMADDWD     Y10, Y9, Y9
-	VPADDD       Y9, Y6, Y6
-	MOVBQZX      42(AX), R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      20(AX), DI
-	ORQ          R8, DI
-	VMOVQ        (BX)(DI*8), X8
-	MOVBQZX      42(AX), R8
-	SHRQ         $0x04, R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      21(AX), DI
-	ORQ          R8, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X8, X8
-	MOVBQZX      43(AX), R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      22(AX), DI
-	ORQ          R8, DI
-	VMOVQ        (BX)(DI*8), X9
-	MOVBQZX      43(AX), R8
-	SHRQ         $0x04, R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      23(AX), DI
-	ORQ          R8, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X9, X9
-	VINSERTI128  $0x01, X9, Y8, Y9
-	MOVWQZX      52(AX), DI
-	SHRQ         $0x06, DI
-	MOVQ         DI, R8
-	SHRQ         $0x03, R8
-	ANDQ         $0x07, DI
-	ANDQ         $0x07, R8
-	LEAQ         1(DI)(DI*1), DI
-	LEAQ         1(R8)(R8*1), R8
-	SHLQ         $0x10, R8
-	ORQ          R8, DI
-	VMOVD        DI, X10
-	VPBROADCASTD X10, Y10
-	VPSHUFB      wordSplit<>+0(SB), Y10, Y10
-	VPBROADCASTW 42(AX), Y11
-	VPAND        iq1mDeltaBits<>+0(SB), Y11, Y11
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y11, Y11
-	VPXOR        Y11, Y10, Y12
-	VPSUBW       Y11, Y12, Y12
-	VMOVDQU      164(CX), Y11
-	VPMADDUBSW   Y11, Y3, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y5, Y5
-	VPSIGNB      Y9, Y11, Y11
-	VPMADDUBSW   Y11, Y3, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y4, Y4
-	VMOVDQU      164(SI), Y11
-	VPMADDUBSW   Y11, Y3, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	VPSIGNB      Y9, Y11, Y11
-	VPMADDUBSW   Y11, Y3, Y9
-	VPMADDWD     Y10, Y9, Y9
-	VPADDD       Y9, Y6, Y6
-	MOVBQZX      44(AX), R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      24(AX), DI
-	ORQ          R8, DI
-	VMOVQ        (BX)(DI*8), X8
-	MOVBQZX      44(AX), R8
-	SHRQ         $0x04, R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      25(AX), DI
-	ORQ          R8, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X8, X8
-	MOVBQZX      45(AX), R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      26(AX), DI
-	ORQ          R8, DI
-	VMOVQ        (BX)(DI*8), X9
-	MOVBQZX      45(AX), R8
-	SHRQ         $0x04, R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      27(AX), DI
-	ORQ          R8, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X9, X9
-	VINSERTI128  $0x01, X9, Y8, Y9
-	MOVWQZX      54(AX), DI
-	MOVQ         DI, R8
-	SHRQ         $0x03, R8
-	ANDQ         $0x07, DI
-	ANDQ         $0x07, R8
-	LEAQ         1(DI)(DI*1), DI
-	LEAQ         1(R8)(R8*1), R8
-	SHLQ         $0x10, R8
-	ORQ          R8, DI
-	VMOVD        DI, X10
-	VPBROADCASTD X10, Y10
-	VPSHUFB      wordSplit<>+0(SB), Y10, Y10
-	VPBROADCASTW 44(AX), Y11
-	VPAND        iq1mDeltaBits<>+0(SB), Y11, Y11
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y11, Y11
-	VPXOR        Y11, Y10, Y12
-	VPSUBW       Y11, Y12, Y12
-	VMOVDQU      196(CX), Y11
-	VPMADDUBSW   Y11, Y3, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y5, Y5
-	VPSIGNB      Y9, Y11, Y11
-	VPMADDUBSW   Y11, Y3, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y4, Y4
-	VMOVDQU      196(SI), Y11
-	VPMADDUBSW   Y11, Y3, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	VPSIGNB      Y9, Y11, Y11
-	VPMADDUBSW   Y11, Y3, Y9
-	VPMADDWD     Y10, Y9, Y9
-	VPADDD       Y9, Y6, Y6
-	MOVBQZX      46(AX), R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      28(AX), DI
-	ORQ          R8, DI
-	VMOVQ        (BX)(DI*8), X8
-	MOVBQZX      46(AX), R8
-	SHRQ         $0x04, R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      29(AX), DI
-	ORQ          R8, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X8, X8
-	MOVBQZX      47(AX), R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      30(AX), DI
-	ORQ          R8, DI
-	VMOVQ        (BX)(DI*8), X9
-	MOVBQZX      47(AX), R8
-	SHRQ         $0x04, R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      31(AX), DI
-	ORQ          R8, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X9, X9
-	VINSERTI128  $0x01, X9, Y8, Y9
-	MOVWQZX      54(AX), DI
-	SHRQ         $0x06, DI
-	MOVQ         DI, R8
-	SHRQ         $0x03, R8
-	ANDQ         $0x07, DI
-	ANDQ         $0x07, R8
-	LEAQ         1(DI)(DI*1), DI
-	LEAQ         1(R8)(R8*1), R8
-	SHLQ         $0x10, R8
-	ORQ          R8, DI
-	VMOVD        DI, X10
-	VPBROADCASTD X10, Y10
-	VPSHUFB      wordSplit<>+0(SB), Y10, Y10
-	VPBROADCASTW 46(AX), Y11
-	VPAND        iq1mDeltaBits<>+0(SB), Y11, Y11
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y11, Y11
-	VPXOR        Y11, Y10, Y12
-	VPSUBW       Y11, Y12, Y12
-	VMOVDQU      228(CX), Y11
-	VPMADDUBSW   Y11, Y3, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y5, Y5
-	VPSIGNB      Y9, Y11, Y11
-	VPMADDUBSW   Y11, Y3, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y4, Y4
-	VMOVDQU      228(SI), Y11
-	VPMADDUBSW   Y11, Y3, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	VPSIGNB      Y9, Y11, Y11
-	VPMADDUBSW   Y11, Y3, Y9
-	VPMADDWD     Y10, Y9, Y9
-	VPADDD       Y9, Y6, Y6
-	MOVWQZX      48(AX), DI
-	SHRQ         $0x0c, DI
-	MOVWQZX      50(AX), R8
-	SHRQ         $0x08, R8
-	ANDQ         $0x000000f0, R8
-	ORQ          R8, DI
-	MOVWQZX      52(AX), R8
-	SHRQ         $0x04, R8
-	ANDQ         $0x00000f00, R8
-	ORQ          R8, DI
-	MOVWQZX      54(AX), R8
-	ANDQ         $0x0000f000, R8
-	ORQ          R8, DI
-	VMOVD        DI, X8
-	VCVTPH2PS    X8, X8
-	VMULSS       (CX), X8, X9
-	VEXTRACTI128 $0x01, Y5, X10
-	VPADDD       X10, X5, X5
-	VPSHUFD      $0x4e, X5, X10
-	VPADDD       X10, X5, X5
-	VPSHUFD      $0xb1, X5, X10
-	VPADDD       X10, X5, X5
-	VCVTDQ2PS    X5, X5
-	VEXTRACTI128 $0x01, Y4, X10
-	VPADDD       X10, X4, X4
-	VPSHUFD      $0x4e, X4, X10
-	VPADDD       X10, X4, X4
-	VPSHUFD      $0xb1, X4, X10
-	VPADDD       X10, X4, X4
-	VCVTDQ2PS    X4, X4
-	VMULSS       X2, X5, X5
-	VADDSS       X5, X4, X4
-	VMULSS       X4, X9, X9
-	VADDSS       X9, X0, X0
-	ADDQ         $0x00000124, CX
-	VMULSS       (SI), X8, X4
-	VEXTRACTI128 $0x01, Y7, X5
-	VPADDD       X5, X7, X5
-	VPSHUFD      $0x4e, X5, X7
-	VPADDD       X7, X5, X5
-	VPSHUFD      $0xb1, X5, X7
-	VPADDD       X7, X5, X5
-	VCVTDQ2PS    X5, X5
-	VEXTRACTI128 $0x01, Y6, X7
-	VPADDD       X7, X6, X6
-	VPSHUFD      $0x4e, X6, X7
-	VPADDD       X7, X6, X6
-	VPSHUFD      $0xb1, X6, X7
-	VPADDD       X7, X6, X6
+	VPXOR        Y8, Y8, Y8
+	VPXOR        Y9, Y9, Y9
+	MOVBQZX      32(AX), R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      (AX), R9
+	ORQ          R10, R9
+	VMOVQ        (BX)(R9*8), X10
+	MOVBQZX      32(AX), R10
+	SHRQ         $0x04, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      1(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	MOVBQZX      33(AX), R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      2(AX), R9
+	ORQ          R10, R9
+	VMOVQ        (BX)(R9*8), X11
+	MOVBQZX      33(AX), R10
+	SHRQ         $0x04, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      3(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X11, X11
+	VINSERTI128  $0x01, X11, Y10, Y11
+	MOVWQZX      48(AX), R9
+	MOVQ         R9, R10
+	SHRQ         $0x03, R10
+	ANDQ         $0x07, R9
+	ANDQ         $0x07, R10
+	LEAQ         1(R9)(R9*1), R9
+	LEAQ         1(R10)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	VMOVD        R9, X12
+	VPBROADCASTD X12, Y12
+	VPSHUFB      wordSplit<>+0(SB), Y12, Y12
+	VPBROADCASTW 32(AX), Y13
+	VPAND        iq1mDeltaBits<>+0(SB), Y13, Y13
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y13, Y13
+	VPXOR        Y13, Y12, Y14
+	VPSUBW       Y13, Y14, Y14
+	VPSLLW       $0x03, Y12, Y12
+	VMOVDQU      4(CX), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y6, Y6
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y6, Y6
+	VMOVDQU      4(DI), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y7, Y7
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y7, Y7
+	VMOVDQU      4(R8), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y8, Y8
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y8, Y8
+	VMOVDQU      4(SI), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y9, Y9
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y9, Y9
+	MOVBQZX      34(AX), R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      4(AX), R9
+	ORQ          R10, R9
+	VMOVQ        (BX)(R9*8), X10
+	MOVBQZX      34(AX), R10
+	SHRQ         $0x04, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      5(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	MOVBQZX      35(AX), R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      6(AX), R9
+	ORQ          R10, R9
+	VMOVQ        (BX)(R9*8), X11
+	MOVBQZX      35(AX), R10
+	SHRQ         $0x04, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      7(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X11, X11
+	VINSERTI128  $0x01, X11, Y10, Y11
+	MOVWQZX      48(AX), R9
+	SHRQ         $0x06, R9
+	MOVQ         R9, R10
+	SHRQ         $0x03, R10
+	ANDQ         $0x07, R9
+	ANDQ         $0x07, R10
+	LEAQ         1(R9)(R9*1), R9
+	LEAQ         1(R10)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	VMOVD        R9, X12
+	VPBROADCASTD X12, Y12
+	VPSHUFB      wordSplit<>+0(SB), Y12, Y12
+	VPBROADCASTW 34(AX), Y13
+	VPAND        iq1mDeltaBits<>+0(SB), Y13, Y13
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y13, Y13
+	VPXOR        Y13, Y12, Y14
+	VPSUBW       Y13, Y14, Y14
+	VPSLLW       $0x03, Y12, Y12
+	VMOVDQU      36(CX), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y6, Y6
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y6, Y6
+	VMOVDQU      36(DI), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y7, Y7
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y7, Y7
+	VMOVDQU      36(R8), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y8, Y8
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y8, Y8
+	VMOVDQU      36(SI), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y9, Y9
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y9, Y9
+	MOVBQZX      36(AX), R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      8(AX), R9
+	ORQ          R10, R9
+	VMOVQ        (BX)(R9*8), X10
+	MOVBQZX      36(AX), R10
+	SHRQ         $0x04, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      9(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	MOVBQZX      37(AX), R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      10(AX), R9
+	ORQ          R10, R9
+	VMOVQ        (BX)(R9*8), X11
+	MOVBQZX      37(AX), R10
+	SHRQ         $0x04, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      11(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X11, X11
+	VINSERTI128  $0x01, X11, Y10, Y11
+	MOVWQZX      50(AX), R9
+	MOVQ         R9, R10
+	SHRQ         $0x03, R10
+	ANDQ         $0x07, R9
+	ANDQ         $0x07, R10
+	LEAQ         1(R9)(R9*1), R9
+	LEAQ         1(R10)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	VMOVD        R9, X12
+	VPBROADCASTD X12, Y12
+	VPSHUFB      wordSplit<>+0(SB), Y12, Y12
+	VPBROADCASTW 36(AX), Y13
+	VPAND        iq1mDeltaBits<>+0(SB), Y13, Y13
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y13, Y13
+	VPXOR        Y13, Y12, Y14
+	VPSUBW       Y13, Y14, Y14
+	VPSLLW       $0x03, Y12, Y12
+	VMOVDQU      68(CX), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y6, Y6
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y6, Y6
+	VMOVDQU      68(DI), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y7, Y7
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y7, Y7
+	VMOVDQU      68(R8), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y8, Y8
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y8, Y8
+	VMOVDQU      68(SI), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y9, Y9
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y9, Y9
+	MOVBQZX      38(AX), R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      12(AX), R9
+	ORQ          R10, R9
+	VMOVQ        (BX)(R9*8), X10
+	MOVBQZX      38(AX), R10
+	SHRQ         $0x04, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      13(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	MOVBQZX      39(AX), R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      14(AX), R9
+	ORQ          R10, R9
+	VMOVQ        (BX)(R9*8), X11
+	MOVBQZX      39(AX), R10
+	SHRQ         $0x04, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      15(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X11, X11
+	VINSERTI128  $0x01, X11, Y10, Y11
+	MOVWQZX      50(AX), R9
+	SHRQ         $0x06, R9
+	MOVQ         R9, R10
+	SHRQ         $0x03, R10
+	ANDQ         $0x07, R9
+	ANDQ         $0x07, R10
+	LEAQ         1(R9)(R9*1), R9
+	LEAQ         1(R10)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	VMOVD        R9, X12
+	VPBROADCASTD X12, Y12
+	VPSHUFB      wordSplit<>+0(SB), Y12, Y12
+	VPBROADCASTW 38(AX), Y13
+	VPAND        iq1mDeltaBits<>+0(SB), Y13, Y13
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y13, Y13
+	VPXOR        Y13, Y12, Y14
+	VPSUBW       Y13, Y14, Y14
+	VPSLLW       $0x03, Y12, Y12
+	VMOVDQU      100(CX), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y6, Y6
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y6, Y6
+	VMOVDQU      100(DI), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y7, Y7
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y7, Y7
+	VMOVDQU      100(R8), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y8, Y8
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y8, Y8
+	VMOVDQU      100(SI), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y9, Y9
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y9, Y9
+	MOVBQZX      40(AX), R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      16(AX), R9
+	ORQ          R10, R9
+	VMOVQ        (BX)(R9*8), X10
+	MOVBQZX      40(AX), R10
+	SHRQ         $0x04, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      17(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	MOVBQZX      41(AX), R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      18(AX), R9
+	ORQ          R10, R9
+	VMOVQ        (BX)(R9*8), X11
+	MOVBQZX      41(AX), R10
+	SHRQ         $0x04, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      19(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X11, X11
+	VINSERTI128  $0x01, X11, Y10, Y11
+	MOVWQZX      52(AX), R9
+	MOVQ         R9, R10
+	SHRQ         $0x03, R10
+	ANDQ         $0x07, R9
+	ANDQ         $0x07, R10
+	LEAQ         1(R9)(R9*1), R9
+	LEAQ         1(R10)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	VMOVD        R9, X12
+	VPBROADCASTD X12, Y12
+	VPSHUFB      wordSplit<>+0(SB), Y12, Y12
+	VPBROADCASTW 40(AX), Y13
+	VPAND        iq1mDeltaBits<>+0(SB), Y13, Y13
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y13, Y13
+	VPXOR        Y13, Y12, Y14
+	VPSUBW       Y13, Y14, Y14
+	VPSLLW       $0x03, Y12, Y12
+	VMOVDQU      132(CX), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y6, Y6
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y6, Y6
+	VMOVDQU      132(DI), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y7, Y7
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y7, Y7
+	VMOVDQU      132(R8), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y8, Y8
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y8, Y8
+	VMOVDQU      132(SI), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y9, Y9
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y9, Y9
+	MOVBQZX      42(AX), R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      20(AX), R9
+	ORQ          R10, R9
+	VMOVQ        (BX)(R9*8), X10
+	MOVBQZX      42(AX), R10
+	SHRQ         $0x04, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      21(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	MOVBQZX      43(AX), R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      22(AX), R9
+	ORQ          R10, R9
+	VMOVQ        (BX)(R9*8), X11
+	MOVBQZX      43(AX), R10
+	SHRQ         $0x04, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      23(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X11, X11
+	VINSERTI128  $0x01, X11, Y10, Y11
+	MOVWQZX      52(AX), R9
+	SHRQ         $0x06, R9
+	MOVQ         R9, R10
+	SHRQ         $0x03, R10
+	ANDQ         $0x07, R9
+	ANDQ         $0x07, R10
+	LEAQ         1(R9)(R9*1), R9
+	LEAQ         1(R10)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	VMOVD        R9, X12
+	VPBROADCASTD X12, Y12
+	VPSHUFB      wordSplit<>+0(SB), Y12, Y12
+	VPBROADCASTW 42(AX), Y13
+	VPAND        iq1mDeltaBits<>+0(SB), Y13, Y13
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y13, Y13
+	VPXOR        Y13, Y12, Y14
+	VPSUBW       Y13, Y14, Y14
+	VPSLLW       $0x03, Y12, Y12
+	VMOVDQU      164(CX), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y6, Y6
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y6, Y6
+	VMOVDQU      164(DI), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y7, Y7
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y7, Y7
+	VMOVDQU      164(R8), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y8, Y8
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y8, Y8
+	VMOVDQU      164(SI), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y9, Y9
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y9, Y9
+	MOVBQZX      44(AX), R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      24(AX), R9
+	ORQ          R10, R9
+	VMOVQ        (BX)(R9*8), X10
+	MOVBQZX      44(AX), R10
+	SHRQ         $0x04, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      25(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	MOVBQZX      45(AX), R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      26(AX), R9
+	ORQ          R10, R9
+	VMOVQ        (BX)(R9*8), X11
+	MOVBQZX      45(AX), R10
+	SHRQ         $0x04, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      27(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X11, X11
+	VINSERTI128  $0x01, X11, Y10, Y11
+	MOVWQZX      54(AX), R9
+	MOVQ         R9, R10
+	SHRQ         $0x03, R10
+	ANDQ         $0x07, R9
+	ANDQ         $0x07, R10
+	LEAQ         1(R9)(R9*1), R9
+	LEAQ         1(R10)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	VMOVD        R9, X12
+	VPBROADCASTD X12, Y12
+	VPSHUFB      wordSplit<>+0(SB), Y12, Y12
+	VPBROADCASTW 44(AX), Y13
+	VPAND        iq1mDeltaBits<>+0(SB), Y13, Y13
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y13, Y13
+	VPXOR        Y13, Y12, Y14
+	VPSUBW       Y13, Y14, Y14
+	VPSLLW       $0x03, Y12, Y12
+	VMOVDQU      196(CX), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y6, Y6
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y6, Y6
+	VMOVDQU      196(DI), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y7, Y7
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y7, Y7
+	VMOVDQU      196(R8), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y8, Y8
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y8, Y8
+	VMOVDQU      196(SI), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y9, Y9
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y9, Y9
+	MOVBQZX      46(AX), R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      28(AX), R9
+	ORQ          R10, R9
+	VMOVQ        (BX)(R9*8), X10
+	MOVBQZX      46(AX), R10
+	SHRQ         $0x04, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      29(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	MOVBQZX      47(AX), R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      30(AX), R9
+	ORQ          R10, R9
+	VMOVQ        (BX)(R9*8), X11
+	MOVBQZX      47(AX), R10
+	SHRQ         $0x04, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      31(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X11, X11
+	VINSERTI128  $0x01, X11, Y10, Y11
+	MOVWQZX      54(AX), R9
+	SHRQ         $0x06, R9
+	MOVQ         R9, R10
+	SHRQ         $0x03, R10
+	ANDQ         $0x07, R9
+	ANDQ         $0x07, R10
+	LEAQ         1(R9)(R9*1), R9
+	LEAQ         1(R10)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	VMOVD        R9, X12
+	VPBROADCASTD X12, Y12
+	VPSHUFB      wordSplit<>+0(SB), Y12, Y12
+	VPBROADCASTW 46(AX), Y13
+	VPAND        iq1mDeltaBits<>+0(SB), Y13, Y13
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y13, Y13
+	VPXOR        Y13, Y12, Y14
+	VPSUBW       Y13, Y14, Y14
+	VPSLLW       $0x03, Y12, Y12
+	VMOVDQU      228(CX), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y6, Y6
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y6, Y6
+	VMOVDQU      228(DI), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y7, Y7
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y7, Y7
+	VMOVDQU      228(R8), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y8, Y8
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y8, Y8
+	VMOVDQU      228(SI), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y9, Y9
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y9, Y9
+	MOVWQZX      48(AX), R9
+	SHRQ         $0x0c, R9
+	MOVWQZX      50(AX), R10
+	SHRQ         $0x08, R10
+	ANDQ         $0x000000f0, R10
+	ORQ          R10, R9
+	MOVWQZX      52(AX), R10
+	SHRQ         $0x04, R10
+	ANDQ         $0x00000f00, R10
+	ORQ          R10, R9
+	MOVWQZX      54(AX), R10
+	ANDQ         $0x0000f000, R10
+	ORQ          R10, R9
+	VMOVD        R9, X10
+	VCVTPH2PS    X10, X10
+	VMULSS       (CX), X10, X11
+	VEXTRACTI128 $0x01, Y6, X12
+	VPADDD       X12, X6, X6
+	VPSHUFD      $0x4e, X6, X12
+	VPADDD       X12, X6, X6
+	VPSHUFD      $0xb1, X6, X12
+	VPADDD       X12, X6, X6
 	VCVTDQ2PS    X6, X6
-	VMULSS       X2, X5, X5
-	VADDSS       X5, X6, X6
-	VMULSS       X6, X4, X4
-	VADDSS       X4, X1, X1
+	VMULSS       X4, X6, X6
+	VMULSS       X6, X11, X11
+	VADDSS       X11, X0, X0
+	ADDQ         $0x00000124, CX
+	VMULSS       (DI), X10, X6
+	VEXTRACTI128 $0x01, Y7, X11
+	VPADDD       X11, X7, X7
+	VPSHUFD      $0x4e, X7, X11
+	VPADDD       X11, X7, X7
+	VPSHUFD      $0xb1, X7, X11
+	VPADDD       X11, X7, X7
+	VCVTDQ2PS    X7, X7
+	VMULSS       X4, X7, X7
+	VMULSS       X7, X6, X6
+	VADDSS       X6, X1, X1
+	ADDQ         $0x00000124, DI
+	VMULSS       (R8), X10, X6
+	VEXTRACTI128 $0x01, Y8, X7
+	VPADDD       X7, X8, X7
+	VPSHUFD      $0x4e, X7, X8
+	VPADDD       X8, X7, X7
+	VPSHUFD      $0xb1, X7, X8
+	VPADDD       X8, X7, X7
+	VCVTDQ2PS    X7, X7
+	VMULSS       X4, X7, X7
+	VMULSS       X7, X6, X6
+	VADDSS       X6, X2, X2
+	ADDQ         $0x00000124, R8
+	VMULSS       (SI), X10, X6
+	VEXTRACTI128 $0x01, Y9, X7
+	VPADDD       X7, X9, X7
+	VPSHUFD      $0x4e, X7, X8
+	VPADDD       X8, X7, X7
+	VPSHUFD      $0xb1, X7, X8
+	VPADDD       X8, X7, X7
+	VCVTDQ2PS    X7, X7
+	VMULSS       X4, X7, X7
+	VMULSS       X7, X6, X6
+	VADDSS       X6, X3, X3
 	ADDQ         $0x00000124, SI
 	ADDQ         $0x00000038, AX
 	DECQ         DX
@@ -15084,6 +15793,8 @@ done:
 	MOVQ   out+32(FP), AX
 	VMOVSS X0, (AX)
 	VMOVSS X1, 4(AX)
+	VMOVSS X2, 8(AX)
+	VMOVSS X3, 12(AX)
 	RET
 
 // func dotF32AVX2(x *byte, y *float32, n int) float32

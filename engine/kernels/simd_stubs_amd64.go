@@ -237,25 +237,30 @@ func dotIQ3SAVX2x4(x *byte, y *byte, n int, stride int, out *float32, grid *byte
 //go:noescape
 func dotIQ1SAVX2(x *byte, y *byte, n int, grid *byte) float32
 
+// dotIQ1MAVX2 is the dot product of n IQ1_M blocks at x with n q8KBlocks at y; grid is the type's grid.
+//
+//go:noescape
+func dotIQ1MAVX2(x *byte, y *byte, n int, grid *byte) float32
+
 // dotIQ1SAVX2x2 sets out[t] = dotIQ1SAVX2(x, y+t·stride, n, grid) for t < 2.
 //
 //go:noescape
 func dotIQ1SAVX2x2(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+
+// dotIQ1MAVX2x2 sets out[t] = dotIQ1MAVX2(x, y+t·stride, n, grid) for t < 2.
+//
+//go:noescape
+func dotIQ1MAVX2x2(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
 
 // dotIQ1SAVX2x4 sets out[t] = dotIQ1SAVX2(x, y+t·stride, n, grid) for t < 4.
 //
 //go:noescape
 func dotIQ1SAVX2x4(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
 
-// dotIQ1MAVX2 is the dot product of n IQ1_M blocks at x with n q8KBlocks at y; grid is the type's grid.
+// dotIQ1MAVX2x4 sets out[t] = dotIQ1MAVX2(x, y+t·stride, n, grid) for t < 4.
 //
 //go:noescape
-func dotIQ1MAVX2(x *byte, y *byte, n int, grid *byte) float32
-
-// dotIQ1MAVX2x2 sets out[t] = dotIQ1MAVX2(x, y+t·stride, n, grid) for t < 2.
-//
-//go:noescape
-func dotIQ1MAVX2x2(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+func dotIQ1MAVX2x4(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
 
 // dotF32AVX2 is the dot product of n (a multiple of 8) F32 weights at x with float32s at y.
 //
