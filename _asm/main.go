@@ -101,7 +101,8 @@ func main() {
 	dotQ3KAVX2()
 	ternaryConstants()
 	dotTQ2_0AVX2()
-	dotTQ1_0AVX2()
+	dotTQ1_0AVX2(1)
+	dotTQ1_0AVX2(2)
 	latticeConstants()
 	for _, tokens := range []int{1, 2, 4} {
 		dotIQ2XXSAVX2(tokens)

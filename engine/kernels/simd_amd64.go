@@ -402,6 +402,23 @@ func dotIQ1MRow(row []byte, y []q8KBlock) float32 {
 	return dotIQ1MAVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n, (*byte)(unsafe.Pointer(&iq1sGrid[0])))
 }
 
+// dotTQ1_0Rows sets out[t] = dotTQ1_0Row(row, y[t*nb:(t+1)*nb]) for each t <
+// len(out), two tokens at a time through dotTQ1_0AVX2x2 (each block's trits
+// found once for both): the same bits.
+func dotTQ1_0Rows(out []float32, row []byte, y []q8KBlock, nb int) {
+	t, n := 0, len(out)
+	if useAVX2 && nb > 0 && n > 1 {
+		_, _ = row[nb*54-1], y[n*nb-1]
+		stride := nb * int(unsafe.Sizeof(y[0]))
+		for ; t+2 <= n; t += 2 {
+			dotTQ1_0AVX2x2(&row[0], (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t])
+		}
+	}
+	for ; t < n; t++ {
+		out[t] = dotTQ1_0Row(row, y[t*nb:(t+1)*nb])
+	}
+}
+
 // dotIQ3SRows sets out[t] = dotIQ3SRow(row, y[t*nb:(t+1)*nb]) for each t <
 // len(out), through dotLatticeRows' kernels: the same bits.
 func dotIQ3SRows(out []float32, row []byte, y []q8KBlock, nb int) {

@@ -4617,14 +4617,185 @@ loop:
 	VMULSS       (CX), X3, X3
 	VMULSS       X3, X2, X2
 	VADDSS       X2, X1, X1
-	ADDQ         $0x00000036, AX
 	ADDQ         $0x00000124, CX
+	ADDQ         $0x00000036, AX
 	DECQ         DX
 	JMP          loop
 
 done:
 	VZEROUPPER
 	MOVSS X1, ret+24(FP)
+	RET
+
+// func dotTQ1_0AVX2x2(x *byte, y *byte, n int, stride int, out *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotTQ1_0AVX2x2(SB), NOSPLIT, $0-40
+	MOVQ    x+0(FP), AX
+	MOVQ    y+8(FP), CX
+	MOVQ    n+16(FP), DX
+	MOVQ    stride+24(FP), BX
+	LEAQ    (CX)(BX*1), BX
+	VMOVDQU ones16<>+0(SB), Y0
+	VXORPS  X1, X1, X1
+	VXORPS  X2, X2, X2
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VPXOR        Y3, Y3, Y3
+	VPSUBW       260(CX), Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	VPSUBW       260(BX), Y4, Y4
+	VMOVDQU      (AX), Y5
+	VPADDB       Y5, Y5, Y6
+	VPADDB       Y5, Y6, Y6
+	VPSLLW       $0x03, Y5, Y7
+	VPAND        highBits5<>+0(SB), Y7, Y7
+	VPADDB       Y5, Y7, Y7
+	VPSLLW       $0x03, Y6, Y8
+	VPAND        highBits5<>+0(SB), Y8, Y8
+	VPADDB       Y6, Y8, Y8
+	VPSLLW       $0x03, Y7, Y9
+	VPAND        highBits5<>+0(SB), Y9, Y9
+	VPADDB       Y7, Y9, Y9
+	VPXOR        signBit<>+0(SB), Y5, Y5
+	VPCMPGTB     tritLow<>+0(SB), Y5, Y10
+	VPCMPGTB     tritHigh<>+0(SB), Y5, Y5
+	VPXOR        Y11, Y11, Y11
+	VPSUBB       Y10, Y11, Y11
+	VPSUBB       Y5, Y11, Y11
+	VPMADDUBSW   4(CX), Y11, Y5
+	VPADDW       Y5, Y3, Y3
+	VPMADDUBSW   4(BX), Y11, Y5
+	VPADDW       Y5, Y4, Y4
+	VPXOR        signBit<>+0(SB), Y6, Y5
+	VPCMPGTB     tritLow<>+0(SB), Y5, Y6
+	VPCMPGTB     tritHigh<>+0(SB), Y5, Y5
+	VPXOR        Y10, Y10, Y10
+	VPSUBB       Y6, Y10, Y10
+	VPSUBB       Y5, Y10, Y10
+	VPMADDUBSW   36(CX), Y10, Y5
+	VPADDW       Y5, Y3, Y3
+	VPMADDUBSW   36(BX), Y10, Y5
+	VPADDW       Y5, Y4, Y4
+	VPXOR        signBit<>+0(SB), Y7, Y5
+	VPCMPGTB     tritLow<>+0(SB), Y5, Y6
+	VPCMPGTB     tritHigh<>+0(SB), Y5, Y5
+	VPXOR        Y7, Y7, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPSUBB       Y5, Y7, Y7
+	VPMADDUBSW   68(CX), Y7, Y5
+	VPADDW       Y5, Y3, Y3
+	VPMADDUBSW   68(BX), Y7, Y5
+	VPADDW       Y5, Y4, Y4
+	VPXOR        signBit<>+0(SB), Y8, Y5
+	VPCMPGTB     tritLow<>+0(SB), Y5, Y6
+	VPCMPGTB     tritHigh<>+0(SB), Y5, Y5
+	VPXOR        Y7, Y7, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPSUBB       Y5, Y7, Y7
+	VPMADDUBSW   100(CX), Y7, Y5
+	VPADDW       Y5, Y3, Y3
+	VPMADDUBSW   100(BX), Y7, Y5
+	VPADDW       Y5, Y4, Y4
+	VPXOR        signBit<>+0(SB), Y9, Y5
+	VPCMPGTB     tritLow<>+0(SB), Y5, Y6
+	VPCMPGTB     tritHigh<>+0(SB), Y5, Y5
+	VPXOR        Y7, Y7, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPSUBB       Y5, Y7, Y7
+	VPMADDUBSW   132(CX), Y7, Y5
+	VPADDW       Y5, Y3, Y3
+	VPMADDUBSW   132(BX), Y7, Y5
+	VPADDW       Y5, Y4, Y4
+	VBROADCASTSS 48(AX), Y5
+	VINSERTI128  $0x00, 32(AX), Y5, Y5
+	VPADDB       Y5, Y5, Y6
+	VPADDB       Y5, Y6, Y6
+	VPSLLW       $0x03, Y5, Y7
+	VPAND        highBits5<>+0(SB), Y7, Y7
+	VPADDB       Y5, Y7, Y7
+	VPSLLW       $0x03, Y6, Y8
+	VPAND        highBits5<>+0(SB), Y8, Y8
+	VPADDB       Y6, Y8, Y8
+	VPSLLW       $0x03, Y7, Y9
+	VPAND        highBits5<>+0(SB), Y9, Y9
+	VPADDB       Y7, Y9, Y9
+	VPERM2I128   $0x20, Y6, Y5, Y10
+	VPERM2I128   $0x20, Y8, Y7, Y11
+	VPBLENDD     $0x20, Y6, Y5, Y5
+	VPBLENDD     $0x40, Y7, Y5, Y5
+	VPBLENDD     $0x80, Y8, Y5, Y5
+	VPBLENDD     $0x0f, Y9, Y5, Y5
+	VPXOR        signBit<>+0(SB), Y10, Y6
+	VPCMPGTB     tritLow<>+0(SB), Y6, Y7
+	VPCMPGTB     tritHigh<>+0(SB), Y6, Y6
+	VPXOR        Y8, Y8, Y8
+	VPSUBB       Y7, Y8, Y8
+	VPSUBB       Y6, Y8, Y8
+	VPMADDUBSW   164(CX), Y8, Y6
+	VPADDW       Y6, Y3, Y3
+	VPMADDUBSW   164(BX), Y8, Y6
+	VPADDW       Y6, Y4, Y4
+	VPXOR        signBit<>+0(SB), Y11, Y6
+	VPCMPGTB     tritLow<>+0(SB), Y6, Y7
+	VPCMPGTB     tritHigh<>+0(SB), Y6, Y6
+	VPXOR        Y8, Y8, Y8
+	VPSUBB       Y7, Y8, Y8
+	VPSUBB       Y6, Y8, Y8
+	VPMADDUBSW   196(CX), Y8, Y6
+	VPADDW       Y6, Y3, Y3
+	VPMADDUBSW   196(BX), Y8, Y6
+	VPADDW       Y6, Y4, Y4
+	VPXOR        signBit<>+0(SB), Y5, Y5
+	VPCMPGTB     tritLow<>+0(SB), Y5, Y6
+	VPCMPGTB     tritHigh<>+0(SB), Y5, Y5
+	VPXOR        Y7, Y7, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPSUBB       Y5, Y7, Y7
+	VPMADDUBSW   228(CX), Y7, Y5
+	VPADDW       Y5, Y3, Y3
+	VPMADDUBSW   228(BX), Y7, Y5
+	VPADDW       Y5, Y4, Y4
+	VPMADDWD     Y0, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X5
+	VPADDD       X5, X3, X3
+	VPSHUFD      $0x4e, X3, X5
+	VPADDD       X5, X3, X3
+	VPSHUFD      $0xb1, X3, X5
+	VPADDD       X5, X3, X3
+	VCVTDQ2PS    X3, X3
+	MOVWLZX      52(AX), SI
+	VMOVD        SI, X5
+	VCVTPH2PS    X5, X5
+	VMULSS       (CX), X5, X5
+	VMULSS       X5, X3, X3
+	VADDSS       X3, X1, X1
+	ADDQ         $0x00000124, CX
+	VPMADDWD     Y0, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X3
+	VPADDD       X3, X4, X3
+	VPSHUFD      $0x4e, X3, X4
+	VPADDD       X4, X3, X3
+	VPSHUFD      $0xb1, X3, X4
+	VPADDD       X4, X3, X3
+	VCVTDQ2PS    X3, X3
+	MOVWLZX      52(AX), SI
+	VMOVD        SI, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (BX), X4, X4
+	VMULSS       X4, X3, X3
+	VADDSS       X3, X2, X2
+	ADDQ         $0x00000124, BX
+	ADDQ         $0x00000036, AX
+	DECQ         DX
+	JMP          loop
+
+done:
+	VZEROUPPER
+	MOVQ   out+32(FP), AX
+	VMOVSS X1, (AX)
+	VMOVSS X2, 4(AX)
 	RET
 
 DATA ksignsIQ2<>+0(SB)/8, $0x0101010101010101

@@ -351,8 +351,8 @@ func dotQ8_0RowsGeneric(out []float32, row []byte, y []q8Block, nb int) {
 func dotRows(wt Type, row []byte, a *acts, out []float32) { dotRowsAt(wt, row, a, 0, out) }
 
 // dotRowsAt sets out[i] = dotRow(wt, row, a, t0+i): through the batched kernels where
-// a type has them (Q4_K, Q5_K, Q6_K, Q8_0, Q4_1, Q5_1, IQ3_S and the lattice
-// types), which give every token dotRow's bits.
+// a type has them (Q4_K, Q5_K, Q6_K, Q8_0, Q4_1, Q5_1, TQ1_0, IQ3_S and the
+// lattice types), which give every token dotRow's bits.
 func dotRowsAt(wt Type, row []byte, a *acts, t0 int, out []float32) {
 	switch wt {
 	case Q4_K:
@@ -373,6 +373,9 @@ func dotRowsAt(wt Type, row []byte, a *acts, t0 int, out []float32) {
 	case Q5_1:
 		nb := a.cols / qk0
 		dotQ5_1Rows(out, row, a.q81[t0*nb:], nb)
+	case TQ1_0:
+		nb := a.cols / qkK
+		dotTQ1_0Rows(out, row, a.q8k[t0*nb:], nb)
 	case IQ3_S:
 		nb := a.cols / qkK
 		dotIQ3SRows(out, row, a.q8k[t0*nb:], nb)

@@ -157,6 +157,11 @@ func dotTQ2_0AVX2(x *byte, y *byte, n int) float32
 //go:noescape
 func dotTQ1_0AVX2(x *byte, y *byte, n int) float32
 
+// dotTQ1_0AVX2x2 sets out[t] = dotTQ1_0AVX2(x, y+t·stride, n) for t < 2.
+//
+//go:noescape
+func dotTQ1_0AVX2x2(x *byte, y *byte, n int, stride int, out *float32)
+
 // dotIQ2XXSAVX2 is the dot product of n IQ2XXS blocks at x with n q8KBlocks at y; grid is the type's grid.
 //
 //go:noescape

@@ -1065,3 +1065,36 @@ func TestLatticeRowsTokens(t *testing.T) {
 		}
 	}
 }
+
+// TestTQ1_0RowsTokens: dotTQ1_0Rows (two tokens at a time through
+// dotTQ1_0AVX2x2, each block's trits found once for both) gives every token the
+// block reference's bits for token counts 1 to 5, and writes only its outputs.
+func TestTQ1_0RowsTokens(t *testing.T) {
+	requireSIMD(t, "avx2")
+	r := rand.New(rand.NewPCG(79, 80))
+	const guard = -12345.5
+	for _, nb := range []int{1, 3} {
+		for _, wm := range []string{"quantized", "random", "0xff", "0x00"} {
+			for _, am := range []string{"quantized", "max", "min"} {
+				row := kRow(r, TQ1_0, nb, wm, false, 52)
+				for nTok := 1; nTok <= 5; nTok++ {
+					y := q8KActs(r, nTok*nb, am, false)
+					buf := make([]float32, nTok+2)
+					for i := range buf {
+						buf[i] = guard
+					}
+					dotTQ1_0Rows(buf[1:nTok+1], row, y, nb)
+					if buf[0] != guard || buf[nTok+1] != guard {
+						t.Fatalf("nb %d tokens %d: guard overwritten: %v", nb, nTok, buf)
+					}
+					for tk := 0; tk < nTok; tk++ {
+						want := dotKRowGeneric(dotTQ1_0Block, 54, row, y[tk*nb:(tk+1)*nb])
+						if v := buf[1+tk]; math.Float32bits(v) != math.Float32bits(want) && !(v != v && want != want) {
+							t.Fatalf("nb %d weights %s acts %s: token %d of %d = %v, reference %v", nb, wm, am, tk, nTok, v, want)
+						}
+					}
+				}
+			}
+		}
+	}
+}
