@@ -23,8 +23,10 @@ import (
 // reference's bits (dotKRowGeneric over refquants.go's block dots), and so do
 // IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ1_S and IQ1_M (_asm/lattice.go, over
 // iquants.go's); IQ3_S's (dotIQ3SAVX2) has dotIQ3SRowGeneric's, ggml's float
-// order. IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ1_S and IQ1_M also have two-token forms
-// (…x2) for prompts, decoding each group once for both tokens, with the same bits;
+// order. IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ1_S and IQ1_M also have four-
+// and two-token forms (…x4, …x2: dotLatticeRows) for prompts, decoding each group
+// once for the tokens, and TQ1_0 a two-token form (dotTQ1_0Rows), each block's
+// trits found once for both, with the same bits;
 // Q4_1 and Q5_1 have four- and two-token forms (dotQ4_1AVX2t4, t2: dotQ4_1Rows;
 // dotQ5_1AVX2t4, t2: dotQ5_1Rows), each block unpacked once for the tokens, and
 // four-row forms for decoding (dotQ4_1AVX2r4, dotQ5_1AVX2r4: MatMul's fastRows),
