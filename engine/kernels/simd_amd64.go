@@ -427,10 +427,12 @@ func dotIQ3SRows(out []float32, row []byte, y []q8KBlock, nb int) {
 
 // dotLatticeRows sets out[t] = the row dot of typ (IQ2_XXS, IQ2_XS, IQ2_S,
 // IQ3_XXS, IQ3_S, IQ1_S, IQ1_M) of row and y[t*nb:(t+1)*nb] for each t <
-// len(out): four tokens at a time through the type's …x4 kernel, then two
-// through its …x2, each group's grid entries, signs and scales decoded once for
-// the tokens: the same bits. Three tokens left after the fours go through the
-// 4-token kernel again over the last four (the same bits, computed twice). The
+// len(out): with AVX-512, IQ3_S eight tokens at a time through
+// dotIQ3SAVX512x8 (6-7 left: the last eight again); then four tokens at a time
+// through the type's …x4 kernel, then two through its …x2, each group's grid
+// entries, signs and scales decoded once for the tokens: the same bits. Three
+// tokens left after the fours go through the 4-token kernel again over the last
+// four (the same bits, computed twice). The
 // kernels are called directly (not through a function value) so that out does
 // not escape.
 func dotLatticeRows(typ Type, out []float32, row []byte, y []q8KBlock, nb int) {
@@ -440,6 +442,16 @@ func dotLatticeRows(typ Type, out []float32, row []byte, y []q8KBlock, nb int) {
 		_, _ = row[nb*bb-1], y[n*nb-1]
 		stride := nb * int(unsafe.Sizeof(y[0]))
 		x := &row[0]
+		if useAVX512 && typ == IQ3_S {
+			grid := (*byte)(unsafe.Pointer(&iq3sGrid[0]))
+			for ; t+8 <= n; t += 8 {
+				dotIQ3SAVX512x8(x, (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t], grid)
+			}
+			if n >= 8 && n-t >= 6 {
+				dotIQ3SAVX512x8(x, (*byte)(unsafe.Pointer(&y[(n-8)*nb])), nb, stride, &out[n-8], grid)
+				t = n
+			}
+		}
 		for ; t+4 <= n; t += 4 {
 			latticeAVX2x4(typ, x, (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t])
 		}

@@ -1009,11 +1009,11 @@ func TestQx1Rows(t *testing.T) {
 	}
 }
 
-// TestLatticeRowsTokens: dotLatticeRows (four and two tokens at a time through
-// the …x4 and …x2 kernels, each group decoded once for them, three left over the
-// last four again) gives every token the block reference's bits (IQ3_S:
-// dotIQ3SRowGeneric's, ggml's order), for token counts 1 to 9 and random and
-// extreme blocks.
+// TestLatticeRowsTokens: dotLatticeRows (IQ3_S eight tokens at a time with
+// AVX-512, four and two through the …x4 and …x2 kernels, each group decoded once
+// for them, leftovers over the last eight or four again) gives every token the
+// block reference's bits (IQ3_S: dotIQ3SRowGeneric's, ggml's order) on every
+// SIMD level, for token counts 1 to 17 and random and extreme blocks.
 func TestLatticeRowsTokens(t *testing.T) {
 	requireSIMD(t, "avx2")
 	r := rand.New(rand.NewPCG(77, 78))
@@ -1041,23 +1041,27 @@ func TestLatticeRowsTokens(t *testing.T) {
 							put16(row[b*bb:], F32ToF16(float32(r.NormFloat64())))
 						}
 					}
-					for nTok := 1; nTok <= 9; nTok++ {
+					for nTok := 1; nTok <= 17; nTok++ {
 						y := q8KActs(r, nTok*nb, am, false)
-						const guard = -12345.5
-						buf := make([]float32, nTok+2)
-						for i := range buf {
-							buf[i] = guard
-						}
-						out := buf[1 : nTok+1]
-						dotLatticeRows(typ, out, row, y, nb)
-						if buf[0] != guard || buf[nTok+1] != guard {
-							t.Fatalf("%v nb %d tokens %d: guard overwritten: %v", typ, nb, nTok, buf)
-						}
-						for tk, v := range out {
-							want := ref(row, y[tk*nb:(tk+1)*nb])
-							if math.Float32bits(v) != math.Float32bits(want) && !(v != v && want != want) {
-								t.Fatalf("%v nb %d weights %#x acts %s: token %d of %d = %v, reference %v", typ, nb, wm, am, tk, nTok, v, want)
+						for _, level := range simdLevels() {
+							restore := setSIMD(level)
+							const guard = -12345.5
+							buf := make([]float32, nTok+2)
+							for i := range buf {
+								buf[i] = guard
 							}
+							out := buf[1 : nTok+1]
+							dotLatticeRows(typ, out, row, y, nb)
+							if buf[0] != guard || buf[nTok+1] != guard {
+								t.Fatalf("%v nb %d tokens %d: guard overwritten: %v", typ, nb, nTok, buf)
+							}
+							for tk, v := range out {
+								want := ref(row, y[tk*nb:(tk+1)*nb])
+								if math.Float32bits(v) != math.Float32bits(want) && !(v != v && want != want) {
+									t.Fatalf("%v %s nb %d weights %#x acts %s: token %d of %d = %v, reference %v", typ, level, nb, wm, am, tk, nTok, v, want)
+								}
+							}
+							restore()
 						}
 					}
 				}

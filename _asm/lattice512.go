@@ -1,0 +1,147 @@
+package main
+
+import (
+	"fmt"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// The lattice types' eight-token prompt kernels for AVX-512 (BW, VL): the AVX2
+// kernels' operations on 256-bit vectors, with the 32 vector registers holding
+// eight tokens' integer and float accumulators, and the weights' sign bits loaded
+// straight into a mask register (KMOVD) that negates the activations by a
+// merge-masked subtraction from zero. Each token's integer sums and float steps
+// are the one-token AVX2 kernel's, so its bits.
+
+// tokenRows8 returns the addresses of the eight activation rows of y, stride
+// bytes apart, from four registers: y, y+4·stride, stride and 3·stride (the
+// rows' Mems at a displacement; advance moves y and y+4·stride on).
+func tokenRows8(y GPVirtual) (row func(t, disp int) Mem, advance func(int)) {
+	stride, stride3, y4 := GP64(), GP64(), GP64()
+	Load(Param("stride"), stride)
+	LEAQ(Mem{Base: stride, Index: stride, Scale: 2}, stride3)
+	LEAQ(Mem{Base: y, Index: stride, Scale: 4}, y4)
+	row = func(t, disp int) Mem {
+		base := y
+		if t >= 4 {
+			base, t = y4, t-4
+		}
+		switch t {
+		case 0:
+			return Mem{Base: base, Disp: disp}
+		case 3:
+			return Mem{Base: base, Index: stride3, Scale: 1, Disp: disp}
+		default:
+			return Mem{Base: base, Index: stride, Scale: uint8(t), Disp: disp}
+		}
+	}
+	advance = func(n int) {
+		ADDQ(U32(n), y)
+		ADDQ(U32(n), y4)
+	}
+	return
+}
+
+// gather4x returns gather4's ymm with an EVEX-encodable insert (the register
+// allocator may hand out Y16-Y31).
+func gather4x(tab GPVirtual, idx func(k int) GPVirtual) VecVirtual {
+	var h [2]VecVirtual
+	for i := range h {
+		h[i] = XMM()
+		VMOVD(Mem{Base: tab, Index: idx(4 * i), Scale: 4}, h[i])
+		for k := 1; k < 4; k++ {
+			VPINSRD(U8(k), Mem{Base: tab, Index: idx(4*i + k), Scale: 4}, h[i], h[i])
+		}
+	}
+	r := YMM()
+	VINSERTI32X4(U8(1), h[1], h[0].AsY(), r)
+	return r
+}
+
+// dotIQ3SAVX512x8 emits dotIQ3SAVX2x4's kernel for eight tokens: out[t] =
+// dotIQ3SAVX2(x, y+t·stride, n, grid) for t < 8.
+func dotIQ3SAVX512x8() {
+	const tokens = 8
+	evex = true
+	defer func() { evex = false }()
+	name := fmt.Sprintf("dotIQ3SAVX512x%d", tokens)
+	TEXT(name, NOSPLIT, "func(x, y *byte, n, stride int, out *float32, grid *byte)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s sets out[t] = dotIQ3SAVX2(x, y+t·stride, n, grid) for t < %d (AVX-512 BW, VL).", name, tokens))
+	x, y, n, grid := latticeParams()
+	row, advance := tokenRows8(y)
+	facc := make([]VecVirtual, tokens)
+	for t := range facc {
+		facc[t] = YMM()
+		VPXORD(facc[t], facc[t], facc[t])
+	}
+	zero := YMM()
+	VPXORD(zero, zero, zero)
+
+	Label("loop")
+	TESTQ(n, n)
+	JZ(LabelRef("done"))
+	acc := make([]VecVirtual, tokens)
+	for t := range acc {
+		acc[t] = YMM()
+		VPXORD(acc[t], acc[t], acc[t])
+	}
+	for ib := 0; ib < 8; ib++ {
+		qh := GP64()
+		MOVBQZX(Mem{Base: x, Disp: 66 + ib}, qh)
+		g := gather4x(grid, func(k int) GPVirtual {
+			r, t := GP64(), GP64()
+			MOVQ(qh, t)
+			SHLQ(U8(8-k), t)
+			ANDQ(U32(256), t)
+			MOVBQZX(Mem{Base: x, Disp: 2 + 8*ib + k}, r)
+			ORQ(t, r)
+			return r
+		})
+		k := K()
+		KMOVD(Mem{Base: x, Disp: 74 + 4*ib}, k)
+		s := GP64()
+		MOVBQZX(Mem{Base: x, Disp: 106 + ib/2}, s)
+		if ib%2 == 1 {
+			SHRQ(U8(4), s)
+		} else {
+			ANDQ(U8(15), s)
+		}
+		sc := scaleAll(s)
+		for t := range acc {
+			q := YMM()
+			VMOVDQU32(row(t, q8KQS+32*ib), q)
+			VPSUBB(q, zero, k, q) // negated where the weight's sign bit is set
+			p := YMM()
+			VPMADDUBSW(q, g, p)
+			VPMADDWD(sc, p, p)
+			VPADDD(p, acc[t], acc[t])
+		}
+	}
+	dx := GP32()
+	MOVWLZX(Mem{Base: x}, dx)
+	d16 := XMM()
+	VMOVD(dx, d16)
+	VCVTPH2PS(d16, d16)
+	for t := range acc {
+		VCVTDQ2PS(acc[t], acc[t])
+		d := XMM()
+		VMULSS(row(t, 0), d16, d) // f16(x.d)·y.d
+		dv := YMM()
+		VBROADCASTSS(d, dv)
+		VFMADD231PS(acc[t], dv, facc[t])
+	}
+	advance(q8KSize)
+	ADDQ(U32(110), x)
+	DECQ(n)
+	JMP(LabelRef("loop"))
+
+	Label("done")
+	sums := make([]VecVirtual, tokens)
+	for t := range sums {
+		sums[t] = hsum8(facc[t])
+	}
+	storeSums(sums)
+}
