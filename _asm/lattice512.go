@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
@@ -144,4 +145,191 @@ func dotIQ3SAVX512x8() {
 		sums[t] = hsum8(facc[t])
 	}
 	storeSums(sums)
+}
+
+// gather8x returns gather8's ymm with an EVEX-encodable insert.
+func gather8x(tab GPVirtual, idx func(k int) GPVirtual) VecVirtual {
+	a, b := XMM(), XMM()
+	VMOVQ(Mem{Base: tab, Index: idx(0), Scale: 8}, a)
+	VPINSRQ(U8(1), Mem{Base: tab, Index: idx(1), Scale: 8}, a, a)
+	VMOVQ(Mem{Base: tab, Index: idx(2), Scale: 8}, b)
+	VPINSRQ(U8(1), Mem{Base: tab, Index: idx(3), Scale: 8}, b, b)
+	r := YMM()
+	VINSERTI32X4(U8(1), b, a.AsY(), r)
+	return r
+}
+
+// hsumIntX is hsumInt with an EVEX-encodable extract.
+func hsumIntX(acc VecVirtual) VecVirtual {
+	hi := XMM()
+	VEXTRACTI32X4(U8(1), acc, hi)
+	s := XMM()
+	VPADDD(hi, acc.AsX(), s)
+	t := XMM()
+	VPSHUFD(U8(0x4e), s, t)
+	VPADDD(t, s, s)
+	VPSHUFD(U8(0xb1), s, t)
+	VPADDD(t, s, s)
+	VCVTDQ2PS(s, s)
+	return s
+}
+
+// evenSignMask loads into a mask register the sign bits of 32 weights from four
+// 7-bit sign indices, index l = idx(l): byte l of the mask is the index with the
+// parity of its bits on top (iqSigns: the count of negatives is even).
+func evenSignMask(idx func(l int) GPVirtual) OpmaskVirtual {
+	m := GP64()
+	XORQ(m, m)
+	for l := 0; l < 4; l++ {
+		r := idx(l)
+		p := GP64()
+		POPCNTQ(r, p)
+		ANDQ(U8(1), p)
+		SHLQ(U8(7), p)
+		ORQ(p, r)
+		if l > 0 {
+			SHLQ(U8(8*l), r)
+		}
+		ORQ(r, m)
+	}
+	k := K()
+	KMOVD(m.As32(), k)
+	return k
+}
+
+// latticeGroup512 decodes the 32 weights ib of the block at x as latticeGroup
+// does, the signs as a mask register (set: negative).
+type latticeGroup512 func(x, grid GPVirtual, ib int) (g VecVirtual, k OpmaskVirtual, sc VecVirtual)
+
+// latticeKernel512 emits latticeKernel's kernel for eight tokens with AVX-512
+// (BW, VL): dot<typ>AVX512x8 sets out[t] = dot<typ>AVX2(x, y+t·stride, n, grid)
+// for t < 8, each token's integer sums and float steps those of the AVX2 kernel.
+func latticeKernel512(typ string, size int, factor float32, group latticeGroup512) {
+	const tokens = 8
+	evex = true
+	defer func() { evex = false }()
+	name := fmt.Sprintf("dot%sAVX512x%d", typ, tokens)
+	TEXT(name, NOSPLIT, "func(x, y *byte, n, stride int, out *float32, grid *byte)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s sets out[t] = dot%sAVX2(x, y+t·stride, n, grid) for t < %d (AVX-512 BW, VL).", name, typ, tokens))
+	x, y, n, grid := latticeParams()
+	row, advance := tokenRows8(y)
+	sums := make([]VecVirtual, tokens)
+	for t := range sums {
+		sums[t] = XMM()
+		VPXORD(sums[t], sums[t], sums[t])
+	}
+	zero := YMM()
+	VPXORD(zero, zero, zero)
+	f := XMM()
+	{
+		g := GP32()
+		MOVL(U32(math.Float32bits(factor)), g)
+		VMOVD(g, f)
+	}
+
+	Label("loop")
+	TESTQ(n, n)
+	JZ(LabelRef("done"))
+	acc := make([]VecVirtual, tokens)
+	for t := range acc {
+		acc[t] = YMM()
+		VPXORD(acc[t], acc[t], acc[t])
+	}
+	for ib := 0; ib < 8; ib++ {
+		g, k, sc := group(x, grid, ib)
+		for t := range acc {
+			q := YMM()
+			VMOVDQU32(row(t, q8KQS+32*ib), q)
+			VPSUBB(q, zero, k, q)
+			p := YMM()
+			VPMADDUBSW(q, g, p)
+			VPMADDWD(sc, p, p)
+			VPADDD(p, acc[t], acc[t])
+		}
+	}
+	dx := GP32()
+	MOVWLZX(Mem{Base: x}, dx)
+	d16 := XMM()
+	VMOVD(dx, d16)
+	VCVTPH2PS(d16, d16)
+	for t := range acc {
+		s := hsumIntX(acc[t])
+		d := XMM()
+		VMULSS(row(t, 0), d16, d) // f16(x.d)·y.d
+		VMULSS(s, d, d)
+		VMULSS(f, d, d)
+		VADDSS(d, sums[t], sums[t])
+	}
+	advance(q8KSize)
+	ADDQ(U32(size), x)
+	DECQ(n)
+	JMP(LabelRef("loop"))
+
+	Label("done")
+	storeSums(sums)
+}
+
+// The eight-token AVX-512 kernels of IQ2_XXS, IQ3_XXS, IQ2_XS and IQ2_S: the
+// groups of their AVX2 kernels (lattice.go), the signs as masks.
+func latticeAVX512x8() {
+	latticeKernel512("IQ2XXS", 66, 0.125, func(x, grid GPVirtual, ib int) (VecVirtual, OpmaskVirtual, VecVirtual) {
+		g := gather8x(grid, byteIndex(x, 2+8*ib))
+		k := evenSignMask(func(l int) GPVirtual {
+			r := GP64()
+			MOVLQZX(Mem{Base: x, Disp: 2 + 8*ib + 4}, r)
+			SHRQ(U8(7*l), r)
+			ANDQ(U8(127), r)
+			return r
+		})
+		s := GP64()
+		MOVLQZX(Mem{Base: x, Disp: 2 + 8*ib + 4}, s)
+		SHRQ(U8(28), s)
+		return g, k, scaleAll(s)
+	})
+	latticeKernel512("IQ3XXS", 98, 0.25, func(x, grid GPVirtual, ib int) (VecVirtual, OpmaskVirtual, VecVirtual) {
+		g := gather4x(grid, byteIndex(x, 2+8*ib))
+		k := evenSignMask(func(l int) GPVirtual {
+			r := GP64()
+			MOVLQZX(Mem{Base: x, Disp: 66 + 4*ib}, r)
+			SHRQ(U8(7*l), r)
+			ANDQ(U8(127), r)
+			return r
+		})
+		s := GP64()
+		MOVLQZX(Mem{Base: x, Disp: 66 + 4*ib}, s)
+		SHRQ(U8(28), s)
+		return g, k, scaleAll(s)
+	})
+	latticeKernel512("IQ2XS", 74, 0.125, func(x, grid GPVirtual, ib int) (VecVirtual, OpmaskVirtual, VecVirtual) {
+		g := gather8x(grid, func(l int) GPVirtual {
+			r := GP64()
+			MOVWQZX(Mem{Base: x, Disp: 2 + 8*ib + 2*l}, r)
+			ANDQ(U32(511), r)
+			return r
+		})
+		k := evenSignMask(func(l int) GPVirtual {
+			r := GP64()
+			MOVWQZX(Mem{Base: x, Disp: 2 + 8*ib + 2*l}, r)
+			SHRQ(U8(9), r)
+			return r
+		})
+		return g, k, scaleHalves(Mem{Base: x, Disp: 66 + ib})
+	})
+	latticeKernel512("IQ2S", 82, 0.125, func(x, grid GPVirtual, ib int) (VecVirtual, OpmaskVirtual, VecVirtual) {
+		qh := GP64()
+		MOVBQZX(Mem{Base: x, Disp: 66 + ib}, qh)
+		g := gather8x(grid, func(l int) GPVirtual {
+			r, t := GP64(), GP64()
+			MOVQ(qh, t)
+			SHLQ(U8(8-2*l), t)
+			ANDQ(U32(0x300), t)
+			MOVBQZX(Mem{Base: x, Disp: 2 + 4*ib + l}, r)
+			ORQ(t, r)
+			return r
+		})
+		k := K()
+		KMOVD(Mem{Base: x, Disp: 34 + 4*ib}, k)
+		return g, k, scaleHalves(Mem{Base: x, Disp: 74 + ib})
+	})
 }

@@ -427,8 +427,8 @@ func dotIQ3SRows(out []float32, row []byte, y []q8KBlock, nb int) {
 
 // dotLatticeRows sets out[t] = the row dot of typ (IQ2_XXS, IQ2_XS, IQ2_S,
 // IQ3_XXS, IQ3_S, IQ1_S, IQ1_M) of row and y[t*nb:(t+1)*nb] for each t <
-// len(out): with AVX-512, IQ3_S eight tokens at a time through
-// dotIQ3SAVX512x8 (6-7 left: the last eight again); then four tokens at a time
+// len(out): with AVX-512, eight tokens at a time through the type's …AVX512x8
+// kernel (all but IQ1_S and IQ1_M; 6-7 left: the last eight again); then four tokens at a time
 // through the type's …x4 kernel, then two through its …x2, each group's grid
 // entries, signs and scales decoded once for the tokens: the same bits. Three
 // tokens left after the fours go through the 4-token kernel again over the last
@@ -442,13 +442,12 @@ func dotLatticeRows(typ Type, out []float32, row []byte, y []q8KBlock, nb int) {
 		_, _ = row[nb*bb-1], y[n*nb-1]
 		stride := nb * int(unsafe.Sizeof(y[0]))
 		x := &row[0]
-		if useAVX512 && typ == IQ3_S {
-			grid := (*byte)(unsafe.Pointer(&iq3sGrid[0]))
+		if useAVX512 && typ != IQ1_S && typ != IQ1_M {
 			for ; t+8 <= n; t += 8 {
-				dotIQ3SAVX512x8(x, (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t], grid)
+				latticeAVX512x8(typ, x, (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t])
 			}
 			if n >= 8 && n-t >= 6 {
-				dotIQ3SAVX512x8(x, (*byte)(unsafe.Pointer(&y[(n-8)*nb])), nb, stride, &out[n-8], grid)
+				latticeAVX512x8(typ, x, (*byte)(unsafe.Pointer(&y[(n-8)*nb])), nb, stride, &out[n-8])
 				t = n
 			}
 		}
@@ -481,6 +480,22 @@ func dotLatticeRows(typ Type, out []float32, row []byte, y []q8KBlock, nb int) {
 		case IQ1_M:
 			out[t] = dotIQ1MRow(row, yt)
 		}
+	}
+}
+
+// latticeAVX512x8 calls typ's eight-token AVX-512 kernel (not IQ1_S, IQ1_M).
+func latticeAVX512x8(typ Type, x, y *byte, nb, stride int, o *float32) {
+	switch typ {
+	case IQ2_XXS:
+		dotIQ2XXSAVX512x8(x, y, nb, stride, o, (*byte)(unsafe.Pointer(&iq2xxsGrid[0])))
+	case IQ2_XS:
+		dotIQ2XSAVX512x8(x, y, nb, stride, o, (*byte)(unsafe.Pointer(&iq2xsGrid[0])))
+	case IQ2_S:
+		dotIQ2SAVX512x8(x, y, nb, stride, o, (*byte)(unsafe.Pointer(&iq2sGrid[0])))
+	case IQ3_XXS:
+		dotIQ3XXSAVX512x8(x, y, nb, stride, o, (*byte)(unsafe.Pointer(&iq3xxsGrid[0])))
+	case IQ3_S:
+		dotIQ3SAVX512x8(x, y, nb, stride, o, (*byte)(unsafe.Pointer(&iq3sGrid[0])))
 	}
 }
 

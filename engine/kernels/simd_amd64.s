@@ -13317,6 +13317,3498 @@ done:
 	VMOVSS        X7, 28(AX)
 	RET
 
+// func dotIQ2XXSAVX512x8(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, POPCNT
+TEXT ·dotIQ2XXSAVX512x8(SB), NOSPLIT, $0-48
+	MOVQ   x+0(FP), AX
+	MOVQ   y+8(FP), CX
+	MOVQ   n+16(FP), DX
+	MOVQ   grid+40(FP), BX
+	MOVQ   stride+24(FP), SI
+	LEAQ   (SI)(SI*2), DI
+	LEAQ   (CX)(SI*4), R8
+	VPXORD X0, X0, X0
+	VPXORD X1, X1, X1
+	VPXORD X2, X2, X2
+	VPXORD X3, X3, X3
+	VPXORD X4, X4, X4
+	VPXORD X5, X5, X5
+	VPXORD X6, X6, X6
+	VPXORD X7, X7, X7
+	VPXORD Y8, Y8, Y8
+	MOVL   $0x3e000000, R9
+	VMOVD  R9, X9
+
+loop:
+	TESTQ         DX, DX
+	JZ            done
+	VPXORD        Y10, Y10, Y10
+	VPXORD        Y11, Y11, Y11
+	VPXORD        Y12, Y12, Y12
+	VPXORD        Y13, Y13, Y13
+	VPXORD        Y14, Y14, Y14
+	VPXORD        Y15, Y15, Y15
+	VPXORD        Y16, Y16, Y16
+	VPXORD        Y17, Y17, Y17
+	MOVBQZX       2(AX), R9
+	VMOVQ         (BX)(R9*8), X18
+	MOVBQZX       3(AX), R9
+	VPINSRQ       $0x01, (BX)(R9*8), X18, X18
+	MOVBQZX       4(AX), R9
+	VMOVQ         (BX)(R9*8), X19
+	MOVBQZX       5(AX), R9
+	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	XORQ          R9, R9
+	MOVLQZX       6(AX), R10
+	SHRQ          $0x00, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	ORQ           R10, R9
+	MOVLQZX       6(AX), R10
+	SHRQ          $0x07, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x08, R10
+	ORQ           R10, R9
+	MOVLQZX       6(AX), R10
+	SHRQ          $0x0e, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x10, R10
+	ORQ           R10, R9
+	MOVLQZX       6(AX), R10
+	SHRQ          $0x15, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x18, R10
+	ORQ           R10, R9
+	KMOVD         R9, K1
+	MOVLQZX       6(AX), R9
+	SHRQ          $0x1c, R9
+	LEAQ          1(R9)(R9*1), R9
+	VMOVD         R9, X20
+	VPBROADCASTW  X20, Y20
+	VMOVDQU32     4(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     4(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     4(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     4(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     4(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     4(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     4(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     4(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVBQZX       10(AX), R9
+	VMOVQ         (BX)(R9*8), X18
+	MOVBQZX       11(AX), R9
+	VPINSRQ       $0x01, (BX)(R9*8), X18, X18
+	MOVBQZX       12(AX), R9
+	VMOVQ         (BX)(R9*8), X19
+	MOVBQZX       13(AX), R9
+	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	XORQ          R9, R9
+	MOVLQZX       14(AX), R10
+	SHRQ          $0x00, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	ORQ           R10, R9
+	MOVLQZX       14(AX), R10
+	SHRQ          $0x07, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x08, R10
+	ORQ           R10, R9
+	MOVLQZX       14(AX), R10
+	SHRQ          $0x0e, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x10, R10
+	ORQ           R10, R9
+	MOVLQZX       14(AX), R10
+	SHRQ          $0x15, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x18, R10
+	ORQ           R10, R9
+	KMOVD         R9, K1
+	MOVLQZX       14(AX), R9
+	SHRQ          $0x1c, R9
+	LEAQ          1(R9)(R9*1), R9
+	VMOVD         R9, X20
+	VPBROADCASTW  X20, Y20
+	VMOVDQU32     36(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     36(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     36(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     36(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     36(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     36(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     36(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     36(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVBQZX       18(AX), R9
+	VMOVQ         (BX)(R9*8), X18
+	MOVBQZX       19(AX), R9
+	VPINSRQ       $0x01, (BX)(R9*8), X18, X18
+	MOVBQZX       20(AX), R9
+	VMOVQ         (BX)(R9*8), X19
+	MOVBQZX       21(AX), R9
+	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	XORQ          R9, R9
+	MOVLQZX       22(AX), R10
+	SHRQ          $0x00, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	ORQ           R10, R9
+	MOVLQZX       22(AX), R10
+	SHRQ          $0x07, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x08, R10
+	ORQ           R10, R9
+	MOVLQZX       22(AX), R10
+	SHRQ          $0x0e, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x10, R10
+	ORQ           R10, R9
+	MOVLQZX       22(AX), R10
+	SHRQ          $0x15, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x18, R10
+	ORQ           R10, R9
+	KMOVD         R9, K1
+	MOVLQZX       22(AX), R9
+	SHRQ          $0x1c, R9
+	LEAQ          1(R9)(R9*1), R9
+	VMOVD         R9, X20
+	VPBROADCASTW  X20, Y20
+	VMOVDQU32     68(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     68(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     68(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     68(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     68(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     68(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     68(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     68(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVBQZX       26(AX), R9
+	VMOVQ         (BX)(R9*8), X18
+	MOVBQZX       27(AX), R9
+	VPINSRQ       $0x01, (BX)(R9*8), X18, X18
+	MOVBQZX       28(AX), R9
+	VMOVQ         (BX)(R9*8), X19
+	MOVBQZX       29(AX), R9
+	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	XORQ          R9, R9
+	MOVLQZX       30(AX), R10
+	SHRQ          $0x00, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	ORQ           R10, R9
+	MOVLQZX       30(AX), R10
+	SHRQ          $0x07, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x08, R10
+	ORQ           R10, R9
+	MOVLQZX       30(AX), R10
+	SHRQ          $0x0e, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x10, R10
+	ORQ           R10, R9
+	MOVLQZX       30(AX), R10
+	SHRQ          $0x15, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x18, R10
+	ORQ           R10, R9
+	KMOVD         R9, K1
+	MOVLQZX       30(AX), R9
+	SHRQ          $0x1c, R9
+	LEAQ          1(R9)(R9*1), R9
+	VMOVD         R9, X20
+	VPBROADCASTW  X20, Y20
+	VMOVDQU32     100(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     100(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     100(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     100(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     100(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     100(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     100(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     100(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVBQZX       34(AX), R9
+	VMOVQ         (BX)(R9*8), X18
+	MOVBQZX       35(AX), R9
+	VPINSRQ       $0x01, (BX)(R9*8), X18, X18
+	MOVBQZX       36(AX), R9
+	VMOVQ         (BX)(R9*8), X19
+	MOVBQZX       37(AX), R9
+	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	XORQ          R9, R9
+	MOVLQZX       38(AX), R10
+	SHRQ          $0x00, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	ORQ           R10, R9
+	MOVLQZX       38(AX), R10
+	SHRQ          $0x07, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x08, R10
+	ORQ           R10, R9
+	MOVLQZX       38(AX), R10
+	SHRQ          $0x0e, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x10, R10
+	ORQ           R10, R9
+	MOVLQZX       38(AX), R10
+	SHRQ          $0x15, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x18, R10
+	ORQ           R10, R9
+	KMOVD         R9, K1
+	MOVLQZX       38(AX), R9
+	SHRQ          $0x1c, R9
+	LEAQ          1(R9)(R9*1), R9
+	VMOVD         R9, X20
+	VPBROADCASTW  X20, Y20
+	VMOVDQU32     132(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     132(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     132(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     132(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     132(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     132(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     132(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     132(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVBQZX       42(AX), R9
+	VMOVQ         (BX)(R9*8), X18
+	MOVBQZX       43(AX), R9
+	VPINSRQ       $0x01, (BX)(R9*8), X18, X18
+	MOVBQZX       44(AX), R9
+	VMOVQ         (BX)(R9*8), X19
+	MOVBQZX       45(AX), R9
+	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	XORQ          R9, R9
+	MOVLQZX       46(AX), R10
+	SHRQ          $0x00, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	ORQ           R10, R9
+	MOVLQZX       46(AX), R10
+	SHRQ          $0x07, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x08, R10
+	ORQ           R10, R9
+	MOVLQZX       46(AX), R10
+	SHRQ          $0x0e, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x10, R10
+	ORQ           R10, R9
+	MOVLQZX       46(AX), R10
+	SHRQ          $0x15, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x18, R10
+	ORQ           R10, R9
+	KMOVD         R9, K1
+	MOVLQZX       46(AX), R9
+	SHRQ          $0x1c, R9
+	LEAQ          1(R9)(R9*1), R9
+	VMOVD         R9, X20
+	VPBROADCASTW  X20, Y20
+	VMOVDQU32     164(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     164(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     164(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     164(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     164(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     164(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     164(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     164(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVBQZX       50(AX), R9
+	VMOVQ         (BX)(R9*8), X18
+	MOVBQZX       51(AX), R9
+	VPINSRQ       $0x01, (BX)(R9*8), X18, X18
+	MOVBQZX       52(AX), R9
+	VMOVQ         (BX)(R9*8), X19
+	MOVBQZX       53(AX), R9
+	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	XORQ          R9, R9
+	MOVLQZX       54(AX), R10
+	SHRQ          $0x00, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	ORQ           R10, R9
+	MOVLQZX       54(AX), R10
+	SHRQ          $0x07, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x08, R10
+	ORQ           R10, R9
+	MOVLQZX       54(AX), R10
+	SHRQ          $0x0e, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x10, R10
+	ORQ           R10, R9
+	MOVLQZX       54(AX), R10
+	SHRQ          $0x15, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x18, R10
+	ORQ           R10, R9
+	KMOVD         R9, K1
+	MOVLQZX       54(AX), R9
+	SHRQ          $0x1c, R9
+	LEAQ          1(R9)(R9*1), R9
+	VMOVD         R9, X20
+	VPBROADCASTW  X20, Y20
+	VMOVDQU32     196(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     196(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     196(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     196(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     196(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     196(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     196(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     196(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVBQZX       58(AX), R9
+	VMOVQ         (BX)(R9*8), X18
+	MOVBQZX       59(AX), R9
+	VPINSRQ       $0x01, (BX)(R9*8), X18, X18
+	MOVBQZX       60(AX), R9
+	VMOVQ         (BX)(R9*8), X19
+	MOVBQZX       61(AX), R9
+	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	XORQ          R9, R9
+	MOVLQZX       62(AX), R10
+	SHRQ          $0x00, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	ORQ           R10, R9
+	MOVLQZX       62(AX), R10
+	SHRQ          $0x07, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x08, R10
+	ORQ           R10, R9
+	MOVLQZX       62(AX), R10
+	SHRQ          $0x0e, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x10, R10
+	ORQ           R10, R9
+	MOVLQZX       62(AX), R10
+	SHRQ          $0x15, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x18, R10
+	ORQ           R10, R9
+	KMOVD         R9, K1
+	MOVLQZX       62(AX), R9
+	SHRQ          $0x1c, R9
+	LEAQ          1(R9)(R9*1), R9
+	VMOVD         R9, X20
+	VPBROADCASTW  X20, Y20
+	VMOVDQU32     228(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     228(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     228(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     228(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     228(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     228(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     228(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     228(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVWLZX       (AX), R9
+	VMOVD         R9, X18
+	VCVTPH2PS     X18, X18
+	VEXTRACTI32X4 $0x01, Y10, X19
+	VPADDD        X19, X10, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (CX), X18, X20
+	VMULSS        X19, X20, X20
+	VMULSS        X9, X20, X20
+	VADDSS        X20, X0, X0
+	VEXTRACTI32X4 $0x01, Y11, X19
+	VPADDD        X19, X11, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (CX)(SI*1), X18, X20
+	VMULSS        X19, X20, X20
+	VMULSS        X9, X20, X20
+	VADDSS        X20, X1, X1
+	VEXTRACTI32X4 $0x01, Y12, X19
+	VPADDD        X19, X12, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (CX)(SI*2), X18, X20
+	VMULSS        X19, X20, X20
+	VMULSS        X9, X20, X20
+	VADDSS        X20, X2, X2
+	VEXTRACTI32X4 $0x01, Y13, X19
+	VPADDD        X19, X13, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (CX)(DI*1), X18, X20
+	VMULSS        X19, X20, X20
+	VMULSS        X9, X20, X20
+	VADDSS        X20, X3, X3
+	VEXTRACTI32X4 $0x01, Y14, X19
+	VPADDD        X19, X14, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (R8), X18, X20
+	VMULSS        X19, X20, X20
+	VMULSS        X9, X20, X20
+	VADDSS        X20, X4, X4
+	VEXTRACTI32X4 $0x01, Y15, X19
+	VPADDD        X19, X15, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (R8)(SI*1), X18, X20
+	VMULSS        X19, X20, X20
+	VMULSS        X9, X20, X20
+	VADDSS        X20, X5, X5
+	VEXTRACTI32X4 $0x01, Y16, X19
+	VPADDD        X19, X16, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (R8)(SI*2), X18, X20
+	VMULSS        X19, X20, X20
+	VMULSS        X9, X20, X20
+	VADDSS        X20, X6, X6
+	VEXTRACTI32X4 $0x01, Y17, X19
+	VPADDD        X19, X17, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (R8)(DI*1), X18, X18
+	VMULSS        X19, X18, X18
+	VMULSS        X9, X18, X18
+	VADDSS        X18, X7, X7
+	ADDQ          $0x00000124, CX
+	ADDQ          $0x00000124, R8
+	ADDQ          $0x00000042, AX
+	DECQ          DX
+	JMP           loop
+
+done:
+	VZEROUPPER
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
+	VMOVSS X2, 8(AX)
+	VMOVSS X3, 12(AX)
+	VMOVSS X4, 16(AX)
+	VMOVSS X5, 20(AX)
+	VMOVSS X6, 24(AX)
+	VMOVSS X7, 28(AX)
+	RET
+
+// func dotIQ3XXSAVX512x8(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, POPCNT
+TEXT ·dotIQ3XXSAVX512x8(SB), NOSPLIT, $0-48
+	MOVQ   x+0(FP), AX
+	MOVQ   y+8(FP), CX
+	MOVQ   n+16(FP), DX
+	MOVQ   grid+40(FP), BX
+	MOVQ   stride+24(FP), SI
+	LEAQ   (SI)(SI*2), DI
+	LEAQ   (CX)(SI*4), R8
+	VPXORD X0, X0, X0
+	VPXORD X1, X1, X1
+	VPXORD X2, X2, X2
+	VPXORD X3, X3, X3
+	VPXORD X4, X4, X4
+	VPXORD X5, X5, X5
+	VPXORD X6, X6, X6
+	VPXORD X7, X7, X7
+	VPXORD Y8, Y8, Y8
+	MOVL   $0x3e800000, R9
+	VMOVD  R9, X9
+
+loop:
+	TESTQ         DX, DX
+	JZ            done
+	VPXORD        Y10, Y10, Y10
+	VPXORD        Y11, Y11, Y11
+	VPXORD        Y12, Y12, Y12
+	VPXORD        Y13, Y13, Y13
+	VPXORD        Y14, Y14, Y14
+	VPXORD        Y15, Y15, Y15
+	VPXORD        Y16, Y16, Y16
+	VPXORD        Y17, Y17, Y17
+	MOVBQZX       2(AX), R9
+	VMOVD         (BX)(R9*4), X18
+	MOVBQZX       3(AX), R9
+	VPINSRD       $0x01, (BX)(R9*4), X18, X18
+	MOVBQZX       4(AX), R9
+	VPINSRD       $0x02, (BX)(R9*4), X18, X18
+	MOVBQZX       5(AX), R9
+	VPINSRD       $0x03, (BX)(R9*4), X18, X18
+	MOVBQZX       6(AX), R9
+	VMOVD         (BX)(R9*4), X19
+	MOVBQZX       7(AX), R9
+	VPINSRD       $0x01, (BX)(R9*4), X19, X19
+	MOVBQZX       8(AX), R9
+	VPINSRD       $0x02, (BX)(R9*4), X19, X19
+	MOVBQZX       9(AX), R9
+	VPINSRD       $0x03, (BX)(R9*4), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	XORQ          R9, R9
+	MOVLQZX       66(AX), R10
+	SHRQ          $0x00, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	ORQ           R10, R9
+	MOVLQZX       66(AX), R10
+	SHRQ          $0x07, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x08, R10
+	ORQ           R10, R9
+	MOVLQZX       66(AX), R10
+	SHRQ          $0x0e, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x10, R10
+	ORQ           R10, R9
+	MOVLQZX       66(AX), R10
+	SHRQ          $0x15, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x18, R10
+	ORQ           R10, R9
+	KMOVD         R9, K1
+	MOVLQZX       66(AX), R9
+	SHRQ          $0x1c, R9
+	LEAQ          1(R9)(R9*1), R9
+	VMOVD         R9, X20
+	VPBROADCASTW  X20, Y20
+	VMOVDQU32     4(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     4(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     4(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     4(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     4(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     4(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     4(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     4(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVBQZX       10(AX), R9
+	VMOVD         (BX)(R9*4), X18
+	MOVBQZX       11(AX), R9
+	VPINSRD       $0x01, (BX)(R9*4), X18, X18
+	MOVBQZX       12(AX), R9
+	VPINSRD       $0x02, (BX)(R9*4), X18, X18
+	MOVBQZX       13(AX), R9
+	VPINSRD       $0x03, (BX)(R9*4), X18, X18
+	MOVBQZX       14(AX), R9
+	VMOVD         (BX)(R9*4), X19
+	MOVBQZX       15(AX), R9
+	VPINSRD       $0x01, (BX)(R9*4), X19, X19
+	MOVBQZX       16(AX), R9
+	VPINSRD       $0x02, (BX)(R9*4), X19, X19
+	MOVBQZX       17(AX), R9
+	VPINSRD       $0x03, (BX)(R9*4), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	XORQ          R9, R9
+	MOVLQZX       70(AX), R10
+	SHRQ          $0x00, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	ORQ           R10, R9
+	MOVLQZX       70(AX), R10
+	SHRQ          $0x07, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x08, R10
+	ORQ           R10, R9
+	MOVLQZX       70(AX), R10
+	SHRQ          $0x0e, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x10, R10
+	ORQ           R10, R9
+	MOVLQZX       70(AX), R10
+	SHRQ          $0x15, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x18, R10
+	ORQ           R10, R9
+	KMOVD         R9, K1
+	MOVLQZX       70(AX), R9
+	SHRQ          $0x1c, R9
+	LEAQ          1(R9)(R9*1), R9
+	VMOVD         R9, X20
+	VPBROADCASTW  X20, Y20
+	VMOVDQU32     36(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     36(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     36(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     36(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     36(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     36(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     36(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     36(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVBQZX       18(AX), R9
+	VMOVD         (BX)(R9*4), X18
+	MOVBQZX       19(AX), R9
+	VPINSRD       $0x01, (BX)(R9*4), X18, X18
+	MOVBQZX       20(AX), R9
+	VPINSRD       $0x02, (BX)(R9*4), X18, X18
+	MOVBQZX       21(AX), R9
+	VPINSRD       $0x03, (BX)(R9*4), X18, X18
+	MOVBQZX       22(AX), R9
+	VMOVD         (BX)(R9*4), X19
+	MOVBQZX       23(AX), R9
+	VPINSRD       $0x01, (BX)(R9*4), X19, X19
+	MOVBQZX       24(AX), R9
+	VPINSRD       $0x02, (BX)(R9*4), X19, X19
+	MOVBQZX       25(AX), R9
+	VPINSRD       $0x03, (BX)(R9*4), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	XORQ          R9, R9
+	MOVLQZX       74(AX), R10
+	SHRQ          $0x00, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	ORQ           R10, R9
+	MOVLQZX       74(AX), R10
+	SHRQ          $0x07, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x08, R10
+	ORQ           R10, R9
+	MOVLQZX       74(AX), R10
+	SHRQ          $0x0e, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x10, R10
+	ORQ           R10, R9
+	MOVLQZX       74(AX), R10
+	SHRQ          $0x15, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x18, R10
+	ORQ           R10, R9
+	KMOVD         R9, K1
+	MOVLQZX       74(AX), R9
+	SHRQ          $0x1c, R9
+	LEAQ          1(R9)(R9*1), R9
+	VMOVD         R9, X20
+	VPBROADCASTW  X20, Y20
+	VMOVDQU32     68(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     68(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     68(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     68(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     68(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     68(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     68(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     68(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVBQZX       26(AX), R9
+	VMOVD         (BX)(R9*4), X18
+	MOVBQZX       27(AX), R9
+	VPINSRD       $0x01, (BX)(R9*4), X18, X18
+	MOVBQZX       28(AX), R9
+	VPINSRD       $0x02, (BX)(R9*4), X18, X18
+	MOVBQZX       29(AX), R9
+	VPINSRD       $0x03, (BX)(R9*4), X18, X18
+	MOVBQZX       30(AX), R9
+	VMOVD         (BX)(R9*4), X19
+	MOVBQZX       31(AX), R9
+	VPINSRD       $0x01, (BX)(R9*4), X19, X19
+	MOVBQZX       32(AX), R9
+	VPINSRD       $0x02, (BX)(R9*4), X19, X19
+	MOVBQZX       33(AX), R9
+	VPINSRD       $0x03, (BX)(R9*4), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	XORQ          R9, R9
+	MOVLQZX       78(AX), R10
+	SHRQ          $0x00, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	ORQ           R10, R9
+	MOVLQZX       78(AX), R10
+	SHRQ          $0x07, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x08, R10
+	ORQ           R10, R9
+	MOVLQZX       78(AX), R10
+	SHRQ          $0x0e, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x10, R10
+	ORQ           R10, R9
+	MOVLQZX       78(AX), R10
+	SHRQ          $0x15, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x18, R10
+	ORQ           R10, R9
+	KMOVD         R9, K1
+	MOVLQZX       78(AX), R9
+	SHRQ          $0x1c, R9
+	LEAQ          1(R9)(R9*1), R9
+	VMOVD         R9, X20
+	VPBROADCASTW  X20, Y20
+	VMOVDQU32     100(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     100(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     100(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     100(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     100(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     100(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     100(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     100(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVBQZX       34(AX), R9
+	VMOVD         (BX)(R9*4), X18
+	MOVBQZX       35(AX), R9
+	VPINSRD       $0x01, (BX)(R9*4), X18, X18
+	MOVBQZX       36(AX), R9
+	VPINSRD       $0x02, (BX)(R9*4), X18, X18
+	MOVBQZX       37(AX), R9
+	VPINSRD       $0x03, (BX)(R9*4), X18, X18
+	MOVBQZX       38(AX), R9
+	VMOVD         (BX)(R9*4), X19
+	MOVBQZX       39(AX), R9
+	VPINSRD       $0x01, (BX)(R9*4), X19, X19
+	MOVBQZX       40(AX), R9
+	VPINSRD       $0x02, (BX)(R9*4), X19, X19
+	MOVBQZX       41(AX), R9
+	VPINSRD       $0x03, (BX)(R9*4), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	XORQ          R9, R9
+	MOVLQZX       82(AX), R10
+	SHRQ          $0x00, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	ORQ           R10, R9
+	MOVLQZX       82(AX), R10
+	SHRQ          $0x07, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x08, R10
+	ORQ           R10, R9
+	MOVLQZX       82(AX), R10
+	SHRQ          $0x0e, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x10, R10
+	ORQ           R10, R9
+	MOVLQZX       82(AX), R10
+	SHRQ          $0x15, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x18, R10
+	ORQ           R10, R9
+	KMOVD         R9, K1
+	MOVLQZX       82(AX), R9
+	SHRQ          $0x1c, R9
+	LEAQ          1(R9)(R9*1), R9
+	VMOVD         R9, X20
+	VPBROADCASTW  X20, Y20
+	VMOVDQU32     132(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     132(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     132(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     132(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     132(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     132(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     132(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     132(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVBQZX       42(AX), R9
+	VMOVD         (BX)(R9*4), X18
+	MOVBQZX       43(AX), R9
+	VPINSRD       $0x01, (BX)(R9*4), X18, X18
+	MOVBQZX       44(AX), R9
+	VPINSRD       $0x02, (BX)(R9*4), X18, X18
+	MOVBQZX       45(AX), R9
+	VPINSRD       $0x03, (BX)(R9*4), X18, X18
+	MOVBQZX       46(AX), R9
+	VMOVD         (BX)(R9*4), X19
+	MOVBQZX       47(AX), R9
+	VPINSRD       $0x01, (BX)(R9*4), X19, X19
+	MOVBQZX       48(AX), R9
+	VPINSRD       $0x02, (BX)(R9*4), X19, X19
+	MOVBQZX       49(AX), R9
+	VPINSRD       $0x03, (BX)(R9*4), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	XORQ          R9, R9
+	MOVLQZX       86(AX), R10
+	SHRQ          $0x00, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	ORQ           R10, R9
+	MOVLQZX       86(AX), R10
+	SHRQ          $0x07, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x08, R10
+	ORQ           R10, R9
+	MOVLQZX       86(AX), R10
+	SHRQ          $0x0e, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x10, R10
+	ORQ           R10, R9
+	MOVLQZX       86(AX), R10
+	SHRQ          $0x15, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x18, R10
+	ORQ           R10, R9
+	KMOVD         R9, K1
+	MOVLQZX       86(AX), R9
+	SHRQ          $0x1c, R9
+	LEAQ          1(R9)(R9*1), R9
+	VMOVD         R9, X20
+	VPBROADCASTW  X20, Y20
+	VMOVDQU32     164(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     164(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     164(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     164(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     164(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     164(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     164(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     164(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVBQZX       50(AX), R9
+	VMOVD         (BX)(R9*4), X18
+	MOVBQZX       51(AX), R9
+	VPINSRD       $0x01, (BX)(R9*4), X18, X18
+	MOVBQZX       52(AX), R9
+	VPINSRD       $0x02, (BX)(R9*4), X18, X18
+	MOVBQZX       53(AX), R9
+	VPINSRD       $0x03, (BX)(R9*4), X18, X18
+	MOVBQZX       54(AX), R9
+	VMOVD         (BX)(R9*4), X19
+	MOVBQZX       55(AX), R9
+	VPINSRD       $0x01, (BX)(R9*4), X19, X19
+	MOVBQZX       56(AX), R9
+	VPINSRD       $0x02, (BX)(R9*4), X19, X19
+	MOVBQZX       57(AX), R9
+	VPINSRD       $0x03, (BX)(R9*4), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	XORQ          R9, R9
+	MOVLQZX       90(AX), R10
+	SHRQ          $0x00, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	ORQ           R10, R9
+	MOVLQZX       90(AX), R10
+	SHRQ          $0x07, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x08, R10
+	ORQ           R10, R9
+	MOVLQZX       90(AX), R10
+	SHRQ          $0x0e, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x10, R10
+	ORQ           R10, R9
+	MOVLQZX       90(AX), R10
+	SHRQ          $0x15, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x18, R10
+	ORQ           R10, R9
+	KMOVD         R9, K1
+	MOVLQZX       90(AX), R9
+	SHRQ          $0x1c, R9
+	LEAQ          1(R9)(R9*1), R9
+	VMOVD         R9, X20
+	VPBROADCASTW  X20, Y20
+	VMOVDQU32     196(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     196(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     196(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     196(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     196(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     196(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     196(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     196(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVBQZX       58(AX), R9
+	VMOVD         (BX)(R9*4), X18
+	MOVBQZX       59(AX), R9
+	VPINSRD       $0x01, (BX)(R9*4), X18, X18
+	MOVBQZX       60(AX), R9
+	VPINSRD       $0x02, (BX)(R9*4), X18, X18
+	MOVBQZX       61(AX), R9
+	VPINSRD       $0x03, (BX)(R9*4), X18, X18
+	MOVBQZX       62(AX), R9
+	VMOVD         (BX)(R9*4), X19
+	MOVBQZX       63(AX), R9
+	VPINSRD       $0x01, (BX)(R9*4), X19, X19
+	MOVBQZX       64(AX), R9
+	VPINSRD       $0x02, (BX)(R9*4), X19, X19
+	MOVBQZX       65(AX), R9
+	VPINSRD       $0x03, (BX)(R9*4), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	XORQ          R9, R9
+	MOVLQZX       94(AX), R10
+	SHRQ          $0x00, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	ORQ           R10, R9
+	MOVLQZX       94(AX), R10
+	SHRQ          $0x07, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x08, R10
+	ORQ           R10, R9
+	MOVLQZX       94(AX), R10
+	SHRQ          $0x0e, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x10, R10
+	ORQ           R10, R9
+	MOVLQZX       94(AX), R10
+	SHRQ          $0x15, R10
+	ANDQ          $0x7f, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x18, R10
+	ORQ           R10, R9
+	KMOVD         R9, K1
+	MOVLQZX       94(AX), R9
+	SHRQ          $0x1c, R9
+	LEAQ          1(R9)(R9*1), R9
+	VMOVD         R9, X20
+	VPBROADCASTW  X20, Y20
+	VMOVDQU32     228(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     228(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     228(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     228(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     228(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     228(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     228(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     228(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVWLZX       (AX), R9
+	VMOVD         R9, X18
+	VCVTPH2PS     X18, X18
+	VEXTRACTI32X4 $0x01, Y10, X19
+	VPADDD        X19, X10, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (CX), X18, X20
+	VMULSS        X19, X20, X20
+	VMULSS        X9, X20, X20
+	VADDSS        X20, X0, X0
+	VEXTRACTI32X4 $0x01, Y11, X19
+	VPADDD        X19, X11, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (CX)(SI*1), X18, X20
+	VMULSS        X19, X20, X20
+	VMULSS        X9, X20, X20
+	VADDSS        X20, X1, X1
+	VEXTRACTI32X4 $0x01, Y12, X19
+	VPADDD        X19, X12, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (CX)(SI*2), X18, X20
+	VMULSS        X19, X20, X20
+	VMULSS        X9, X20, X20
+	VADDSS        X20, X2, X2
+	VEXTRACTI32X4 $0x01, Y13, X19
+	VPADDD        X19, X13, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (CX)(DI*1), X18, X20
+	VMULSS        X19, X20, X20
+	VMULSS        X9, X20, X20
+	VADDSS        X20, X3, X3
+	VEXTRACTI32X4 $0x01, Y14, X19
+	VPADDD        X19, X14, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (R8), X18, X20
+	VMULSS        X19, X20, X20
+	VMULSS        X9, X20, X20
+	VADDSS        X20, X4, X4
+	VEXTRACTI32X4 $0x01, Y15, X19
+	VPADDD        X19, X15, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (R8)(SI*1), X18, X20
+	VMULSS        X19, X20, X20
+	VMULSS        X9, X20, X20
+	VADDSS        X20, X5, X5
+	VEXTRACTI32X4 $0x01, Y16, X19
+	VPADDD        X19, X16, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (R8)(SI*2), X18, X20
+	VMULSS        X19, X20, X20
+	VMULSS        X9, X20, X20
+	VADDSS        X20, X6, X6
+	VEXTRACTI32X4 $0x01, Y17, X19
+	VPADDD        X19, X17, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (R8)(DI*1), X18, X18
+	VMULSS        X19, X18, X18
+	VMULSS        X9, X18, X18
+	VADDSS        X18, X7, X7
+	ADDQ          $0x00000124, CX
+	ADDQ          $0x00000124, R8
+	ADDQ          $0x00000062, AX
+	DECQ          DX
+	JMP           loop
+
+done:
+	VZEROUPPER
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
+	VMOVSS X2, 8(AX)
+	VMOVSS X3, 12(AX)
+	VMOVSS X4, 16(AX)
+	VMOVSS X5, 20(AX)
+	VMOVSS X6, 24(AX)
+	VMOVSS X7, 28(AX)
+	RET
+
+// func dotIQ2XSAVX512x8(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, POPCNT
+TEXT ·dotIQ2XSAVX512x8(SB), NOSPLIT, $0-48
+	MOVQ   x+0(FP), AX
+	MOVQ   y+8(FP), CX
+	MOVQ   n+16(FP), DX
+	MOVQ   grid+40(FP), BX
+	MOVQ   stride+24(FP), SI
+	LEAQ   (SI)(SI*2), DI
+	LEAQ   (CX)(SI*4), R8
+	VPXORD X0, X0, X0
+	VPXORD X1, X1, X1
+	VPXORD X2, X2, X2
+	VPXORD X3, X3, X3
+	VPXORD X4, X4, X4
+	VPXORD X5, X5, X5
+	VPXORD X6, X6, X6
+	VPXORD X7, X7, X7
+	VPXORD Y8, Y8, Y8
+	MOVL   $0x3e000000, R9
+	VMOVD  R9, X9
+
+loop:
+	TESTQ         DX, DX
+	JZ            done
+	VPXORD        Y10, Y10, Y10
+	VPXORD        Y11, Y11, Y11
+	VPXORD        Y12, Y12, Y12
+	VPXORD        Y13, Y13, Y13
+	VPXORD        Y14, Y14, Y14
+	VPXORD        Y15, Y15, Y15
+	VPXORD        Y16, Y16, Y16
+	VPXORD        Y17, Y17, Y17
+	MOVWQZX       2(AX), R9
+	ANDQ          $0x000001ff, R9
+	VMOVQ         (BX)(R9*8), X18
+	MOVWQZX       4(AX), R9
+	ANDQ          $0x000001ff, R9
+	VPINSRQ       $0x01, (BX)(R9*8), X18, X18
+	MOVWQZX       6(AX), R9
+	ANDQ          $0x000001ff, R9
+	VMOVQ         (BX)(R9*8), X19
+	MOVWQZX       8(AX), R9
+	ANDQ          $0x000001ff, R9
+	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	XORQ          R9, R9
+	MOVWQZX       2(AX), R10
+	SHRQ          $0x09, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	ORQ           R10, R9
+	MOVWQZX       4(AX), R10
+	SHRQ          $0x09, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x08, R10
+	ORQ           R10, R9
+	MOVWQZX       6(AX), R10
+	SHRQ          $0x09, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x10, R10
+	ORQ           R10, R9
+	MOVWQZX       8(AX), R10
+	SHRQ          $0x09, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x18, R10
+	ORQ           R10, R9
+	KMOVD         R9, K1
+	MOVBQZX       66(AX), R9
+	MOVQ          R9, R10
+	ANDQ          $0x0f, R9
+	SHRQ          $0x04, R10
+	LEAQ          1(R9)(R9*1), R9
+	LEAQ          1(R10)(R10*1), R10
+	SHLQ          $0x10, R10
+	ORQ           R10, R9
+	VMOVD         R9, X20
+	VPBROADCASTD  X20, Y20
+	VPSHUFB       wordSplit<>+0(SB), Y20, Y20
+	VMOVDQU32     4(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     4(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     4(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     4(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     4(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     4(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     4(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     4(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVWQZX       10(AX), R9
+	ANDQ          $0x000001ff, R9
+	VMOVQ         (BX)(R9*8), X18
+	MOVWQZX       12(AX), R9
+	ANDQ          $0x000001ff, R9
+	VPINSRQ       $0x01, (BX)(R9*8), X18, X18
+	MOVWQZX       14(AX), R9
+	ANDQ          $0x000001ff, R9
+	VMOVQ         (BX)(R9*8), X19
+	MOVWQZX       16(AX), R9
+	ANDQ          $0x000001ff, R9
+	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	XORQ          R9, R9
+	MOVWQZX       10(AX), R10
+	SHRQ          $0x09, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	ORQ           R10, R9
+	MOVWQZX       12(AX), R10
+	SHRQ          $0x09, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x08, R10
+	ORQ           R10, R9
+	MOVWQZX       14(AX), R10
+	SHRQ          $0x09, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x10, R10
+	ORQ           R10, R9
+	MOVWQZX       16(AX), R10
+	SHRQ          $0x09, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x18, R10
+	ORQ           R10, R9
+	KMOVD         R9, K1
+	MOVBQZX       67(AX), R9
+	MOVQ          R9, R10
+	ANDQ          $0x0f, R9
+	SHRQ          $0x04, R10
+	LEAQ          1(R9)(R9*1), R9
+	LEAQ          1(R10)(R10*1), R10
+	SHLQ          $0x10, R10
+	ORQ           R10, R9
+	VMOVD         R9, X20
+	VPBROADCASTD  X20, Y20
+	VPSHUFB       wordSplit<>+0(SB), Y20, Y20
+	VMOVDQU32     36(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     36(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     36(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     36(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     36(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     36(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     36(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     36(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVWQZX       18(AX), R9
+	ANDQ          $0x000001ff, R9
+	VMOVQ         (BX)(R9*8), X18
+	MOVWQZX       20(AX), R9
+	ANDQ          $0x000001ff, R9
+	VPINSRQ       $0x01, (BX)(R9*8), X18, X18
+	MOVWQZX       22(AX), R9
+	ANDQ          $0x000001ff, R9
+	VMOVQ         (BX)(R9*8), X19
+	MOVWQZX       24(AX), R9
+	ANDQ          $0x000001ff, R9
+	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	XORQ          R9, R9
+	MOVWQZX       18(AX), R10
+	SHRQ          $0x09, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	ORQ           R10, R9
+	MOVWQZX       20(AX), R10
+	SHRQ          $0x09, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x08, R10
+	ORQ           R10, R9
+	MOVWQZX       22(AX), R10
+	SHRQ          $0x09, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x10, R10
+	ORQ           R10, R9
+	MOVWQZX       24(AX), R10
+	SHRQ          $0x09, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x18, R10
+	ORQ           R10, R9
+	KMOVD         R9, K1
+	MOVBQZX       68(AX), R9
+	MOVQ          R9, R10
+	ANDQ          $0x0f, R9
+	SHRQ          $0x04, R10
+	LEAQ          1(R9)(R9*1), R9
+	LEAQ          1(R10)(R10*1), R10
+	SHLQ          $0x10, R10
+	ORQ           R10, R9
+	VMOVD         R9, X20
+	VPBROADCASTD  X20, Y20
+	VPSHUFB       wordSplit<>+0(SB), Y20, Y20
+	VMOVDQU32     68(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     68(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     68(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     68(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     68(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     68(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     68(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     68(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVWQZX       26(AX), R9
+	ANDQ          $0x000001ff, R9
+	VMOVQ         (BX)(R9*8), X18
+	MOVWQZX       28(AX), R9
+	ANDQ          $0x000001ff, R9
+	VPINSRQ       $0x01, (BX)(R9*8), X18, X18
+	MOVWQZX       30(AX), R9
+	ANDQ          $0x000001ff, R9
+	VMOVQ         (BX)(R9*8), X19
+	MOVWQZX       32(AX), R9
+	ANDQ          $0x000001ff, R9
+	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	XORQ          R9, R9
+	MOVWQZX       26(AX), R10
+	SHRQ          $0x09, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	ORQ           R10, R9
+	MOVWQZX       28(AX), R10
+	SHRQ          $0x09, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x08, R10
+	ORQ           R10, R9
+	MOVWQZX       30(AX), R10
+	SHRQ          $0x09, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x10, R10
+	ORQ           R10, R9
+	MOVWQZX       32(AX), R10
+	SHRQ          $0x09, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x18, R10
+	ORQ           R10, R9
+	KMOVD         R9, K1
+	MOVBQZX       69(AX), R9
+	MOVQ          R9, R10
+	ANDQ          $0x0f, R9
+	SHRQ          $0x04, R10
+	LEAQ          1(R9)(R9*1), R9
+	LEAQ          1(R10)(R10*1), R10
+	SHLQ          $0x10, R10
+	ORQ           R10, R9
+	VMOVD         R9, X20
+	VPBROADCASTD  X20, Y20
+	VPSHUFB       wordSplit<>+0(SB), Y20, Y20
+	VMOVDQU32     100(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     100(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     100(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     100(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     100(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     100(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     100(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     100(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVWQZX       34(AX), R9
+	ANDQ          $0x000001ff, R9
+	VMOVQ         (BX)(R9*8), X18
+	MOVWQZX       36(AX), R9
+	ANDQ          $0x000001ff, R9
+	VPINSRQ       $0x01, (BX)(R9*8), X18, X18
+	MOVWQZX       38(AX), R9
+	ANDQ          $0x000001ff, R9
+	VMOVQ         (BX)(R9*8), X19
+	MOVWQZX       40(AX), R9
+	ANDQ          $0x000001ff, R9
+	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	XORQ          R9, R9
+	MOVWQZX       34(AX), R10
+	SHRQ          $0x09, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	ORQ           R10, R9
+	MOVWQZX       36(AX), R10
+	SHRQ          $0x09, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x08, R10
+	ORQ           R10, R9
+	MOVWQZX       38(AX), R10
+	SHRQ          $0x09, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x10, R10
+	ORQ           R10, R9
+	MOVWQZX       40(AX), R10
+	SHRQ          $0x09, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x18, R10
+	ORQ           R10, R9
+	KMOVD         R9, K1
+	MOVBQZX       70(AX), R9
+	MOVQ          R9, R10
+	ANDQ          $0x0f, R9
+	SHRQ          $0x04, R10
+	LEAQ          1(R9)(R9*1), R9
+	LEAQ          1(R10)(R10*1), R10
+	SHLQ          $0x10, R10
+	ORQ           R10, R9
+	VMOVD         R9, X20
+	VPBROADCASTD  X20, Y20
+	VPSHUFB       wordSplit<>+0(SB), Y20, Y20
+	VMOVDQU32     132(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     132(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     132(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     132(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     132(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     132(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     132(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     132(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVWQZX       42(AX), R9
+	ANDQ          $0x000001ff, R9
+	VMOVQ         (BX)(R9*8), X18
+	MOVWQZX       44(AX), R9
+	ANDQ          $0x000001ff, R9
+	VPINSRQ       $0x01, (BX)(R9*8), X18, X18
+	MOVWQZX       46(AX), R9
+	ANDQ          $0x000001ff, R9
+	VMOVQ         (BX)(R9*8), X19
+	MOVWQZX       48(AX), R9
+	ANDQ          $0x000001ff, R9
+	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	XORQ          R9, R9
+	MOVWQZX       42(AX), R10
+	SHRQ          $0x09, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	ORQ           R10, R9
+	MOVWQZX       44(AX), R10
+	SHRQ          $0x09, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x08, R10
+	ORQ           R10, R9
+	MOVWQZX       46(AX), R10
+	SHRQ          $0x09, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x10, R10
+	ORQ           R10, R9
+	MOVWQZX       48(AX), R10
+	SHRQ          $0x09, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x18, R10
+	ORQ           R10, R9
+	KMOVD         R9, K1
+	MOVBQZX       71(AX), R9
+	MOVQ          R9, R10
+	ANDQ          $0x0f, R9
+	SHRQ          $0x04, R10
+	LEAQ          1(R9)(R9*1), R9
+	LEAQ          1(R10)(R10*1), R10
+	SHLQ          $0x10, R10
+	ORQ           R10, R9
+	VMOVD         R9, X20
+	VPBROADCASTD  X20, Y20
+	VPSHUFB       wordSplit<>+0(SB), Y20, Y20
+	VMOVDQU32     164(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     164(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     164(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     164(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     164(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     164(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     164(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     164(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVWQZX       50(AX), R9
+	ANDQ          $0x000001ff, R9
+	VMOVQ         (BX)(R9*8), X18
+	MOVWQZX       52(AX), R9
+	ANDQ          $0x000001ff, R9
+	VPINSRQ       $0x01, (BX)(R9*8), X18, X18
+	MOVWQZX       54(AX), R9
+	ANDQ          $0x000001ff, R9
+	VMOVQ         (BX)(R9*8), X19
+	MOVWQZX       56(AX), R9
+	ANDQ          $0x000001ff, R9
+	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	XORQ          R9, R9
+	MOVWQZX       50(AX), R10
+	SHRQ          $0x09, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	ORQ           R10, R9
+	MOVWQZX       52(AX), R10
+	SHRQ          $0x09, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x08, R10
+	ORQ           R10, R9
+	MOVWQZX       54(AX), R10
+	SHRQ          $0x09, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x10, R10
+	ORQ           R10, R9
+	MOVWQZX       56(AX), R10
+	SHRQ          $0x09, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x18, R10
+	ORQ           R10, R9
+	KMOVD         R9, K1
+	MOVBQZX       72(AX), R9
+	MOVQ          R9, R10
+	ANDQ          $0x0f, R9
+	SHRQ          $0x04, R10
+	LEAQ          1(R9)(R9*1), R9
+	LEAQ          1(R10)(R10*1), R10
+	SHLQ          $0x10, R10
+	ORQ           R10, R9
+	VMOVD         R9, X20
+	VPBROADCASTD  X20, Y20
+	VPSHUFB       wordSplit<>+0(SB), Y20, Y20
+	VMOVDQU32     196(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     196(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     196(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     196(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     196(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     196(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     196(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     196(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVWQZX       58(AX), R9
+	ANDQ          $0x000001ff, R9
+	VMOVQ         (BX)(R9*8), X18
+	MOVWQZX       60(AX), R9
+	ANDQ          $0x000001ff, R9
+	VPINSRQ       $0x01, (BX)(R9*8), X18, X18
+	MOVWQZX       62(AX), R9
+	ANDQ          $0x000001ff, R9
+	VMOVQ         (BX)(R9*8), X19
+	MOVWQZX       64(AX), R9
+	ANDQ          $0x000001ff, R9
+	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	XORQ          R9, R9
+	MOVWQZX       58(AX), R10
+	SHRQ          $0x09, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	ORQ           R10, R9
+	MOVWQZX       60(AX), R10
+	SHRQ          $0x09, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x08, R10
+	ORQ           R10, R9
+	MOVWQZX       62(AX), R10
+	SHRQ          $0x09, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x10, R10
+	ORQ           R10, R9
+	MOVWQZX       64(AX), R10
+	SHRQ          $0x09, R10
+	POPCNTQ       R10, R11
+	ANDQ          $0x01, R11
+	SHLQ          $0x07, R11
+	ORQ           R11, R10
+	SHLQ          $0x18, R10
+	ORQ           R10, R9
+	KMOVD         R9, K1
+	MOVBQZX       73(AX), R9
+	MOVQ          R9, R10
+	ANDQ          $0x0f, R9
+	SHRQ          $0x04, R10
+	LEAQ          1(R9)(R9*1), R9
+	LEAQ          1(R10)(R10*1), R10
+	SHLQ          $0x10, R10
+	ORQ           R10, R9
+	VMOVD         R9, X20
+	VPBROADCASTD  X20, Y20
+	VPSHUFB       wordSplit<>+0(SB), Y20, Y20
+	VMOVDQU32     228(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     228(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     228(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     228(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     228(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     228(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     228(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     228(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVWLZX       (AX), R9
+	VMOVD         R9, X18
+	VCVTPH2PS     X18, X18
+	VEXTRACTI32X4 $0x01, Y10, X19
+	VPADDD        X19, X10, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (CX), X18, X20
+	VMULSS        X19, X20, X20
+	VMULSS        X9, X20, X20
+	VADDSS        X20, X0, X0
+	VEXTRACTI32X4 $0x01, Y11, X19
+	VPADDD        X19, X11, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (CX)(SI*1), X18, X20
+	VMULSS        X19, X20, X20
+	VMULSS        X9, X20, X20
+	VADDSS        X20, X1, X1
+	VEXTRACTI32X4 $0x01, Y12, X19
+	VPADDD        X19, X12, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (CX)(SI*2), X18, X20
+	VMULSS        X19, X20, X20
+	VMULSS        X9, X20, X20
+	VADDSS        X20, X2, X2
+	VEXTRACTI32X4 $0x01, Y13, X19
+	VPADDD        X19, X13, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (CX)(DI*1), X18, X20
+	VMULSS        X19, X20, X20
+	VMULSS        X9, X20, X20
+	VADDSS        X20, X3, X3
+	VEXTRACTI32X4 $0x01, Y14, X19
+	VPADDD        X19, X14, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (R8), X18, X20
+	VMULSS        X19, X20, X20
+	VMULSS        X9, X20, X20
+	VADDSS        X20, X4, X4
+	VEXTRACTI32X4 $0x01, Y15, X19
+	VPADDD        X19, X15, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (R8)(SI*1), X18, X20
+	VMULSS        X19, X20, X20
+	VMULSS        X9, X20, X20
+	VADDSS        X20, X5, X5
+	VEXTRACTI32X4 $0x01, Y16, X19
+	VPADDD        X19, X16, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (R8)(SI*2), X18, X20
+	VMULSS        X19, X20, X20
+	VMULSS        X9, X20, X20
+	VADDSS        X20, X6, X6
+	VEXTRACTI32X4 $0x01, Y17, X19
+	VPADDD        X19, X17, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (R8)(DI*1), X18, X18
+	VMULSS        X19, X18, X18
+	VMULSS        X9, X18, X18
+	VADDSS        X18, X7, X7
+	ADDQ          $0x00000124, CX
+	ADDQ          $0x00000124, R8
+	ADDQ          $0x0000004a, AX
+	DECQ          DX
+	JMP           loop
+
+done:
+	VZEROUPPER
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
+	VMOVSS X2, 8(AX)
+	VMOVSS X3, 12(AX)
+	VMOVSS X4, 16(AX)
+	VMOVSS X5, 20(AX)
+	VMOVSS X6, 24(AX)
+	VMOVSS X7, 28(AX)
+	RET
+
+// func dotIQ2SAVX512x8(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C
+TEXT ·dotIQ2SAVX512x8(SB), NOSPLIT, $0-48
+	MOVQ   x+0(FP), AX
+	MOVQ   y+8(FP), CX
+	MOVQ   n+16(FP), DX
+	MOVQ   grid+40(FP), BX
+	MOVQ   stride+24(FP), SI
+	LEAQ   (SI)(SI*2), DI
+	LEAQ   (CX)(SI*4), R8
+	VPXORD X0, X0, X0
+	VPXORD X1, X1, X1
+	VPXORD X2, X2, X2
+	VPXORD X3, X3, X3
+	VPXORD X4, X4, X4
+	VPXORD X5, X5, X5
+	VPXORD X6, X6, X6
+	VPXORD X7, X7, X7
+	VPXORD Y8, Y8, Y8
+	MOVL   $0x3e000000, R9
+	VMOVD  R9, X9
+
+loop:
+	TESTQ         DX, DX
+	JZ            done
+	VPXORD        Y10, Y10, Y10
+	VPXORD        Y11, Y11, Y11
+	VPXORD        Y12, Y12, Y12
+	VPXORD        Y13, Y13, Y13
+	VPXORD        Y14, Y14, Y14
+	VPXORD        Y15, Y15, Y15
+	VPXORD        Y16, Y16, Y16
+	VPXORD        Y17, Y17, Y17
+	MOVBQZX       66(AX), R9
+	MOVQ          R9, R11
+	SHLQ          $0x08, R11
+	ANDQ          $0x00000300, R11
+	MOVBQZX       2(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X18
+	MOVQ          R9, R11
+	SHLQ          $0x06, R11
+	ANDQ          $0x00000300, R11
+	MOVBQZX       3(AX), R10
+	ORQ           R11, R10
+	VPINSRQ       $0x01, (BX)(R10*8), X18, X18
+	MOVQ          R9, R11
+	SHLQ          $0x04, R11
+	ANDQ          $0x00000300, R11
+	MOVBQZX       4(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X19
+	MOVQ          R9, R10
+	SHLQ          $0x02, R10
+	ANDQ          $0x00000300, R10
+	MOVBQZX       5(AX), R9
+	ORQ           R10, R9
+	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	KMOVD         34(AX), K1
+	MOVBQZX       74(AX), R9
+	MOVQ          R9, R10
+	ANDQ          $0x0f, R9
+	SHRQ          $0x04, R10
+	LEAQ          1(R9)(R9*1), R9
+	LEAQ          1(R10)(R10*1), R10
+	SHLQ          $0x10, R10
+	ORQ           R10, R9
+	VMOVD         R9, X20
+	VPBROADCASTD  X20, Y20
+	VPSHUFB       wordSplit<>+0(SB), Y20, Y20
+	VMOVDQU32     4(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     4(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     4(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     4(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     4(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     4(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     4(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     4(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVBQZX       67(AX), R9
+	MOVQ          R9, R11
+	SHLQ          $0x08, R11
+	ANDQ          $0x00000300, R11
+	MOVBQZX       6(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X18
+	MOVQ          R9, R11
+	SHLQ          $0x06, R11
+	ANDQ          $0x00000300, R11
+	MOVBQZX       7(AX), R10
+	ORQ           R11, R10
+	VPINSRQ       $0x01, (BX)(R10*8), X18, X18
+	MOVQ          R9, R11
+	SHLQ          $0x04, R11
+	ANDQ          $0x00000300, R11
+	MOVBQZX       8(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X19
+	MOVQ          R9, R10
+	SHLQ          $0x02, R10
+	ANDQ          $0x00000300, R10
+	MOVBQZX       9(AX), R9
+	ORQ           R10, R9
+	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	KMOVD         38(AX), K1
+	MOVBQZX       75(AX), R9
+	MOVQ          R9, R10
+	ANDQ          $0x0f, R9
+	SHRQ          $0x04, R10
+	LEAQ          1(R9)(R9*1), R9
+	LEAQ          1(R10)(R10*1), R10
+	SHLQ          $0x10, R10
+	ORQ           R10, R9
+	VMOVD         R9, X20
+	VPBROADCASTD  X20, Y20
+	VPSHUFB       wordSplit<>+0(SB), Y20, Y20
+	VMOVDQU32     36(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     36(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     36(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     36(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     36(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     36(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     36(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     36(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVBQZX       68(AX), R9
+	MOVQ          R9, R11
+	SHLQ          $0x08, R11
+	ANDQ          $0x00000300, R11
+	MOVBQZX       10(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X18
+	MOVQ          R9, R11
+	SHLQ          $0x06, R11
+	ANDQ          $0x00000300, R11
+	MOVBQZX       11(AX), R10
+	ORQ           R11, R10
+	VPINSRQ       $0x01, (BX)(R10*8), X18, X18
+	MOVQ          R9, R11
+	SHLQ          $0x04, R11
+	ANDQ          $0x00000300, R11
+	MOVBQZX       12(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X19
+	MOVQ          R9, R10
+	SHLQ          $0x02, R10
+	ANDQ          $0x00000300, R10
+	MOVBQZX       13(AX), R9
+	ORQ           R10, R9
+	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	KMOVD         42(AX), K1
+	MOVBQZX       76(AX), R9
+	MOVQ          R9, R10
+	ANDQ          $0x0f, R9
+	SHRQ          $0x04, R10
+	LEAQ          1(R9)(R9*1), R9
+	LEAQ          1(R10)(R10*1), R10
+	SHLQ          $0x10, R10
+	ORQ           R10, R9
+	VMOVD         R9, X20
+	VPBROADCASTD  X20, Y20
+	VPSHUFB       wordSplit<>+0(SB), Y20, Y20
+	VMOVDQU32     68(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     68(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     68(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     68(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     68(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     68(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     68(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     68(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVBQZX       69(AX), R9
+	MOVQ          R9, R11
+	SHLQ          $0x08, R11
+	ANDQ          $0x00000300, R11
+	MOVBQZX       14(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X18
+	MOVQ          R9, R11
+	SHLQ          $0x06, R11
+	ANDQ          $0x00000300, R11
+	MOVBQZX       15(AX), R10
+	ORQ           R11, R10
+	VPINSRQ       $0x01, (BX)(R10*8), X18, X18
+	MOVQ          R9, R11
+	SHLQ          $0x04, R11
+	ANDQ          $0x00000300, R11
+	MOVBQZX       16(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X19
+	MOVQ          R9, R10
+	SHLQ          $0x02, R10
+	ANDQ          $0x00000300, R10
+	MOVBQZX       17(AX), R9
+	ORQ           R10, R9
+	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	KMOVD         46(AX), K1
+	MOVBQZX       77(AX), R9
+	MOVQ          R9, R10
+	ANDQ          $0x0f, R9
+	SHRQ          $0x04, R10
+	LEAQ          1(R9)(R9*1), R9
+	LEAQ          1(R10)(R10*1), R10
+	SHLQ          $0x10, R10
+	ORQ           R10, R9
+	VMOVD         R9, X20
+	VPBROADCASTD  X20, Y20
+	VPSHUFB       wordSplit<>+0(SB), Y20, Y20
+	VMOVDQU32     100(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     100(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     100(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     100(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     100(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     100(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     100(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     100(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVBQZX       70(AX), R9
+	MOVQ          R9, R11
+	SHLQ          $0x08, R11
+	ANDQ          $0x00000300, R11
+	MOVBQZX       18(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X18
+	MOVQ          R9, R11
+	SHLQ          $0x06, R11
+	ANDQ          $0x00000300, R11
+	MOVBQZX       19(AX), R10
+	ORQ           R11, R10
+	VPINSRQ       $0x01, (BX)(R10*8), X18, X18
+	MOVQ          R9, R11
+	SHLQ          $0x04, R11
+	ANDQ          $0x00000300, R11
+	MOVBQZX       20(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X19
+	MOVQ          R9, R10
+	SHLQ          $0x02, R10
+	ANDQ          $0x00000300, R10
+	MOVBQZX       21(AX), R9
+	ORQ           R10, R9
+	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	KMOVD         50(AX), K1
+	MOVBQZX       78(AX), R9
+	MOVQ          R9, R10
+	ANDQ          $0x0f, R9
+	SHRQ          $0x04, R10
+	LEAQ          1(R9)(R9*1), R9
+	LEAQ          1(R10)(R10*1), R10
+	SHLQ          $0x10, R10
+	ORQ           R10, R9
+	VMOVD         R9, X20
+	VPBROADCASTD  X20, Y20
+	VPSHUFB       wordSplit<>+0(SB), Y20, Y20
+	VMOVDQU32     132(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     132(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     132(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     132(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     132(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     132(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     132(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     132(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVBQZX       71(AX), R9
+	MOVQ          R9, R11
+	SHLQ          $0x08, R11
+	ANDQ          $0x00000300, R11
+	MOVBQZX       22(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X18
+	MOVQ          R9, R11
+	SHLQ          $0x06, R11
+	ANDQ          $0x00000300, R11
+	MOVBQZX       23(AX), R10
+	ORQ           R11, R10
+	VPINSRQ       $0x01, (BX)(R10*8), X18, X18
+	MOVQ          R9, R11
+	SHLQ          $0x04, R11
+	ANDQ          $0x00000300, R11
+	MOVBQZX       24(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X19
+	MOVQ          R9, R10
+	SHLQ          $0x02, R10
+	ANDQ          $0x00000300, R10
+	MOVBQZX       25(AX), R9
+	ORQ           R10, R9
+	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	KMOVD         54(AX), K1
+	MOVBQZX       79(AX), R9
+	MOVQ          R9, R10
+	ANDQ          $0x0f, R9
+	SHRQ          $0x04, R10
+	LEAQ          1(R9)(R9*1), R9
+	LEAQ          1(R10)(R10*1), R10
+	SHLQ          $0x10, R10
+	ORQ           R10, R9
+	VMOVD         R9, X20
+	VPBROADCASTD  X20, Y20
+	VPSHUFB       wordSplit<>+0(SB), Y20, Y20
+	VMOVDQU32     164(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     164(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     164(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     164(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     164(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     164(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     164(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     164(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVBQZX       72(AX), R9
+	MOVQ          R9, R11
+	SHLQ          $0x08, R11
+	ANDQ          $0x00000300, R11
+	MOVBQZX       26(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X18
+	MOVQ          R9, R11
+	SHLQ          $0x06, R11
+	ANDQ          $0x00000300, R11
+	MOVBQZX       27(AX), R10
+	ORQ           R11, R10
+	VPINSRQ       $0x01, (BX)(R10*8), X18, X18
+	MOVQ          R9, R11
+	SHLQ          $0x04, R11
+	ANDQ          $0x00000300, R11
+	MOVBQZX       28(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X19
+	MOVQ          R9, R10
+	SHLQ          $0x02, R10
+	ANDQ          $0x00000300, R10
+	MOVBQZX       29(AX), R9
+	ORQ           R10, R9
+	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	KMOVD         58(AX), K1
+	MOVBQZX       80(AX), R9
+	MOVQ          R9, R10
+	ANDQ          $0x0f, R9
+	SHRQ          $0x04, R10
+	LEAQ          1(R9)(R9*1), R9
+	LEAQ          1(R10)(R10*1), R10
+	SHLQ          $0x10, R10
+	ORQ           R10, R9
+	VMOVD         R9, X20
+	VPBROADCASTD  X20, Y20
+	VPSHUFB       wordSplit<>+0(SB), Y20, Y20
+	VMOVDQU32     196(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     196(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     196(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     196(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     196(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     196(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     196(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     196(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVBQZX       73(AX), R9
+	MOVQ          R9, R11
+	SHLQ          $0x08, R11
+	ANDQ          $0x00000300, R11
+	MOVBQZX       30(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X18
+	MOVQ          R9, R11
+	SHLQ          $0x06, R11
+	ANDQ          $0x00000300, R11
+	MOVBQZX       31(AX), R10
+	ORQ           R11, R10
+	VPINSRQ       $0x01, (BX)(R10*8), X18, X18
+	MOVQ          R9, R11
+	SHLQ          $0x04, R11
+	ANDQ          $0x00000300, R11
+	MOVBQZX       32(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X19
+	MOVQ          R9, R10
+	SHLQ          $0x02, R10
+	ANDQ          $0x00000300, R10
+	MOVBQZX       33(AX), R9
+	ORQ           R10, R9
+	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	KMOVD         62(AX), K1
+	MOVBQZX       81(AX), R9
+	MOVQ          R9, R10
+	ANDQ          $0x0f, R9
+	SHRQ          $0x04, R10
+	LEAQ          1(R9)(R9*1), R9
+	LEAQ          1(R10)(R10*1), R10
+	SHLQ          $0x10, R10
+	ORQ           R10, R9
+	VMOVD         R9, X20
+	VPBROADCASTD  X20, Y20
+	VPSHUFB       wordSplit<>+0(SB), Y20, Y20
+	VMOVDQU32     228(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     228(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     228(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     228(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     228(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     228(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     228(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     228(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVWLZX       (AX), R9
+	VMOVD         R9, X18
+	VCVTPH2PS     X18, X18
+	VEXTRACTI32X4 $0x01, Y10, X19
+	VPADDD        X19, X10, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (CX), X18, X20
+	VMULSS        X19, X20, X20
+	VMULSS        X9, X20, X20
+	VADDSS        X20, X0, X0
+	VEXTRACTI32X4 $0x01, Y11, X19
+	VPADDD        X19, X11, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (CX)(SI*1), X18, X20
+	VMULSS        X19, X20, X20
+	VMULSS        X9, X20, X20
+	VADDSS        X20, X1, X1
+	VEXTRACTI32X4 $0x01, Y12, X19
+	VPADDD        X19, X12, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (CX)(SI*2), X18, X20
+	VMULSS        X19, X20, X20
+	VMULSS        X9, X20, X20
+	VADDSS        X20, X2, X2
+	VEXTRACTI32X4 $0x01, Y13, X19
+	VPADDD        X19, X13, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (CX)(DI*1), X18, X20
+	VMULSS        X19, X20, X20
+	VMULSS        X9, X20, X20
+	VADDSS        X20, X3, X3
+	VEXTRACTI32X4 $0x01, Y14, X19
+	VPADDD        X19, X14, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (R8), X18, X20
+	VMULSS        X19, X20, X20
+	VMULSS        X9, X20, X20
+	VADDSS        X20, X4, X4
+	VEXTRACTI32X4 $0x01, Y15, X19
+	VPADDD        X19, X15, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (R8)(SI*1), X18, X20
+	VMULSS        X19, X20, X20
+	VMULSS        X9, X20, X20
+	VADDSS        X20, X5, X5
+	VEXTRACTI32X4 $0x01, Y16, X19
+	VPADDD        X19, X16, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (R8)(SI*2), X18, X20
+	VMULSS        X19, X20, X20
+	VMULSS        X9, X20, X20
+	VADDSS        X20, X6, X6
+	VEXTRACTI32X4 $0x01, Y17, X19
+	VPADDD        X19, X17, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (R8)(DI*1), X18, X18
+	VMULSS        X19, X18, X18
+	VMULSS        X9, X18, X18
+	VADDSS        X18, X7, X7
+	ADDQ          $0x00000124, CX
+	ADDQ          $0x00000124, R8
+	ADDQ          $0x00000052, AX
+	DECQ          DX
+	JMP           loop
+
+done:
+	VZEROUPPER
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
+	VMOVSS X2, 8(AX)
+	VMOVSS X3, 12(AX)
+	VMOVSS X4, 16(AX)
+	VMOVSS X5, 20(AX)
+	VMOVSS X6, 24(AX)
+	VMOVSS X7, 28(AX)
+	RET
+
 // func dotIQ1SAVX2(x *byte, y *byte, n int, grid *byte) float32
 // Requires: AVX, AVX2, F16C, SSE
 TEXT ·dotIQ1SAVX2(SB), NOSPLIT, $0-36

@@ -242,6 +242,26 @@ func dotIQ3SAVX2x4(x *byte, y *byte, n int, stride int, out *float32, grid *byte
 //go:noescape
 func dotIQ3SAVX512x8(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
 
+// dotIQ2XXSAVX512x8 sets out[t] = dotIQ2XXSAVX2(x, y+t·stride, n, grid) for t < 8 (AVX-512 BW, VL).
+//
+//go:noescape
+func dotIQ2XXSAVX512x8(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+
+// dotIQ3XXSAVX512x8 sets out[t] = dotIQ3XXSAVX2(x, y+t·stride, n, grid) for t < 8 (AVX-512 BW, VL).
+//
+//go:noescape
+func dotIQ3XXSAVX512x8(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+
+// dotIQ2XSAVX512x8 sets out[t] = dotIQ2XSAVX2(x, y+t·stride, n, grid) for t < 8 (AVX-512 BW, VL).
+//
+//go:noescape
+func dotIQ2XSAVX512x8(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+
+// dotIQ2SAVX512x8 sets out[t] = dotIQ2SAVX2(x, y+t·stride, n, grid) for t < 8 (AVX-512 BW, VL).
+//
+//go:noescape
+func dotIQ2SAVX512x8(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+
 // dotIQ1SAVX2 is the dot product of n IQ1_S blocks at x with n q8KBlocks at y; grid is the type's grid.
 //
 //go:noescape
