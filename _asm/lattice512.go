@@ -175,23 +175,23 @@ func hsumIntX(acc VecVirtual) VecVirtual {
 }
 
 // evenSignMask loads into a mask register the sign bits of 32 weights from four
-// 7-bit sign indices, index l = idx(l): byte l of the mask is the index with the
-// parity of its bits on top (iqSigns: the count of negatives is even).
-func evenSignMask(idx func(l int) GPVirtual) OpmaskVirtual {
-	m := GP64()
-	XORQ(m, m)
-	for l := 0; l < 4; l++ {
-		r := idx(l)
-		p := GP64()
-		POPCNTQ(r, p)
-		ANDQ(U8(1), p)
-		SHLQ(U8(7), p)
-		ORQ(p, r)
-		if l > 0 {
-			SHLQ(U8(8*l), r)
-		}
-		ORQ(r, m)
+// 7-bit sign indices in bits 0-27 of idx (clobbered): byte l of the mask is
+// index l with the parity of its bits on top (iqSigns: the count of negatives is
+// even). PDEP spreads the indices into the bytes; three shifted XORs leave each
+// byte's parity in its bit 0.
+func evenSignMask(idx GPVirtual) OpmaskVirtual {
+	m, p, t := GP64(), GP64(), GP64()
+	MOVQ(U64(0x7f7f7f7f), t)
+	PDEPQ(t, idx, m)
+	MOVQ(m, p)
+	for _, sh := range []uint8{4, 2, 1} {
+		MOVQ(p, t)
+		SHRQ(U8(sh), t)
+		XORQ(t, p)
 	}
+	ANDL(U32(0x01010101), p.As32())
+	SHLL(U8(7), p.As32())
+	ORQ(p, m)
 	k := K()
 	KMOVD(m.As32(), k)
 	return k
@@ -271,34 +271,25 @@ func latticeKernel512(typ string, size int, factor float32, group latticeGroup51
 }
 
 // The eight-token AVX-512 kernels of IQ2_XXS, IQ3_XXS, IQ2_XS and IQ2_S: the
-// groups of their AVX2 kernels (lattice.go), the signs as masks.
+// groups of their AVX2 kernels (lattice.go), the signs as masks (BMI2's PDEP and
+// PEXT, which every AVX-512 CPU has, spread the sign indices).
 func latticeAVX512x8() {
 	latticeKernel512("IQ2XXS", 66, 0.125, func(x, grid GPVirtual, ib int) (VecVirtual, OpmaskVirtual, VecVirtual) {
 		g := gather8x(grid, byteIndex(x, 2+8*ib))
-		k := evenSignMask(func(l int) GPVirtual {
-			r := GP64()
-			MOVLQZX(Mem{Base: x, Disp: 2 + 8*ib + 4}, r)
-			SHRQ(U8(7*l), r)
-			ANDQ(U8(127), r)
-			return r
-		})
-		s := GP64()
-		MOVLQZX(Mem{Base: x, Disp: 2 + 8*ib + 4}, s)
+		aux, s := GP64(), GP64()
+		MOVLQZX(Mem{Base: x, Disp: 2 + 8*ib + 4}, aux)
+		MOVQ(aux, s)
 		SHRQ(U8(28), s)
+		k := evenSignMask(aux)
 		return g, k, scaleAll(s)
 	})
 	latticeKernel512("IQ3XXS", 98, 0.25, func(x, grid GPVirtual, ib int) (VecVirtual, OpmaskVirtual, VecVirtual) {
 		g := gather4x(grid, byteIndex(x, 2+8*ib))
-		k := evenSignMask(func(l int) GPVirtual {
-			r := GP64()
-			MOVLQZX(Mem{Base: x, Disp: 66 + 4*ib}, r)
-			SHRQ(U8(7*l), r)
-			ANDQ(U8(127), r)
-			return r
-		})
-		s := GP64()
-		MOVLQZX(Mem{Base: x, Disp: 66 + 4*ib}, s)
+		aux, s := GP64(), GP64()
+		MOVLQZX(Mem{Base: x, Disp: 66 + 4*ib}, aux)
+		MOVQ(aux, s)
 		SHRQ(U8(28), s)
+		k := evenSignMask(aux)
 		return g, k, scaleAll(s)
 	})
 	latticeKernel512("IQ2XS", 74, 0.125, func(x, grid GPVirtual, ib int) (VecVirtual, OpmaskVirtual, VecVirtual) {
@@ -308,12 +299,12 @@ func latticeAVX512x8() {
 			ANDQ(U32(511), r)
 			return r
 		})
-		k := evenSignMask(func(l int) GPVirtual {
-			r := GP64()
-			MOVWQZX(Mem{Base: x, Disp: 2 + 8*ib + 2*l}, r)
-			SHRQ(U8(9), r)
-			return r
-		})
+		// The four 7-bit sign indices: bits 9-15 of the four words.
+		w, mk, idx := GP64(), GP64(), GP64()
+		MOVQ(Mem{Base: x, Disp: 2 + 8*ib}, w)
+		MOVQ(U64(0xfe00fe00fe00fe00), mk)
+		PEXTQ(mk, w, idx)
+		k := evenSignMask(idx)
 		return g, k, scaleHalves(Mem{Base: x, Disp: 66 + ib})
 	})
 	latticeKernel512("IQ2S", 82, 0.125, func(x, grid GPVirtual, ib int) (VecVirtual, OpmaskVirtual, VecVirtual) {

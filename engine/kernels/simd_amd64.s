@@ -13318,7 +13318,7 @@ done:
 	RET
 
 // func dotIQ2XXSAVX512x8(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, POPCNT
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, BMI2, F16C
 TEXT ·dotIQ2XXSAVX512x8(SB), NOSPLIT, $0-48
 	MOVQ   x+0(FP), AX
 	MOVQ   y+8(FP), CX
@@ -13359,47 +13359,27 @@ loop:
 	MOVBQZX       5(AX), R9
 	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
 	VINSERTI32X4  $0x01, X19, Y18, Y19
-	XORQ          R9, R9
-	MOVLQZX       6(AX), R10
-	SHRQ          $0x00, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	ORQ           R10, R9
-	MOVLQZX       6(AX), R10
-	SHRQ          $0x07, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x08, R10
-	ORQ           R10, R9
-	MOVLQZX       6(AX), R10
-	SHRQ          $0x0e, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x10, R10
-	ORQ           R10, R9
-	MOVLQZX       6(AX), R10
-	SHRQ          $0x15, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x18, R10
-	ORQ           R10, R9
-	KMOVD         R9, K1
 	MOVLQZX       6(AX), R9
-	SHRQ          $0x1c, R9
-	LEAQ          1(R9)(R9*1), R9
-	VMOVD         R9, X20
+	MOVQ          R9, R10
+	SHRQ          $0x1c, R10
+	MOVQ          $0x000000007f7f7f7f, R11
+	PDEPQ         R11, R9, R9
+	MOVQ          R9, R12
+	MOVQ          R12, R11
+	SHRQ          $0x04, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x02, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x01, R11
+	XORQ          R11, R12
+	ANDL          $0x01010101, R12
+	SHLL          $0x07, R12
+	ORQ           R12, R9
+	KMOVD         R9, K1
+	LEAQ          1(R10)(R10*1), R10
+	VMOVD         R10, X20
 	VPBROADCASTW  X20, Y20
 	VMOVDQU32     4(CX), Y21
 	VPSUBB        Y21, Y8, K1, Y21
@@ -13450,47 +13430,27 @@ loop:
 	MOVBQZX       13(AX), R9
 	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
 	VINSERTI32X4  $0x01, X19, Y18, Y19
-	XORQ          R9, R9
-	MOVLQZX       14(AX), R10
-	SHRQ          $0x00, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	ORQ           R10, R9
-	MOVLQZX       14(AX), R10
-	SHRQ          $0x07, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x08, R10
-	ORQ           R10, R9
-	MOVLQZX       14(AX), R10
-	SHRQ          $0x0e, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x10, R10
-	ORQ           R10, R9
-	MOVLQZX       14(AX), R10
-	SHRQ          $0x15, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x18, R10
-	ORQ           R10, R9
-	KMOVD         R9, K1
 	MOVLQZX       14(AX), R9
-	SHRQ          $0x1c, R9
-	LEAQ          1(R9)(R9*1), R9
-	VMOVD         R9, X20
+	MOVQ          R9, R10
+	SHRQ          $0x1c, R10
+	MOVQ          $0x000000007f7f7f7f, R11
+	PDEPQ         R11, R9, R9
+	MOVQ          R9, R12
+	MOVQ          R12, R11
+	SHRQ          $0x04, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x02, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x01, R11
+	XORQ          R11, R12
+	ANDL          $0x01010101, R12
+	SHLL          $0x07, R12
+	ORQ           R12, R9
+	KMOVD         R9, K1
+	LEAQ          1(R10)(R10*1), R10
+	VMOVD         R10, X20
 	VPBROADCASTW  X20, Y20
 	VMOVDQU32     36(CX), Y21
 	VPSUBB        Y21, Y8, K1, Y21
@@ -13541,47 +13501,27 @@ loop:
 	MOVBQZX       21(AX), R9
 	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
 	VINSERTI32X4  $0x01, X19, Y18, Y19
-	XORQ          R9, R9
-	MOVLQZX       22(AX), R10
-	SHRQ          $0x00, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	ORQ           R10, R9
-	MOVLQZX       22(AX), R10
-	SHRQ          $0x07, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x08, R10
-	ORQ           R10, R9
-	MOVLQZX       22(AX), R10
-	SHRQ          $0x0e, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x10, R10
-	ORQ           R10, R9
-	MOVLQZX       22(AX), R10
-	SHRQ          $0x15, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x18, R10
-	ORQ           R10, R9
-	KMOVD         R9, K1
 	MOVLQZX       22(AX), R9
-	SHRQ          $0x1c, R9
-	LEAQ          1(R9)(R9*1), R9
-	VMOVD         R9, X20
+	MOVQ          R9, R10
+	SHRQ          $0x1c, R10
+	MOVQ          $0x000000007f7f7f7f, R11
+	PDEPQ         R11, R9, R9
+	MOVQ          R9, R12
+	MOVQ          R12, R11
+	SHRQ          $0x04, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x02, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x01, R11
+	XORQ          R11, R12
+	ANDL          $0x01010101, R12
+	SHLL          $0x07, R12
+	ORQ           R12, R9
+	KMOVD         R9, K1
+	LEAQ          1(R10)(R10*1), R10
+	VMOVD         R10, X20
 	VPBROADCASTW  X20, Y20
 	VMOVDQU32     68(CX), Y21
 	VPSUBB        Y21, Y8, K1, Y21
@@ -13632,47 +13572,27 @@ loop:
 	MOVBQZX       29(AX), R9
 	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
 	VINSERTI32X4  $0x01, X19, Y18, Y19
-	XORQ          R9, R9
-	MOVLQZX       30(AX), R10
-	SHRQ          $0x00, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	ORQ           R10, R9
-	MOVLQZX       30(AX), R10
-	SHRQ          $0x07, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x08, R10
-	ORQ           R10, R9
-	MOVLQZX       30(AX), R10
-	SHRQ          $0x0e, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x10, R10
-	ORQ           R10, R9
-	MOVLQZX       30(AX), R10
-	SHRQ          $0x15, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x18, R10
-	ORQ           R10, R9
-	KMOVD         R9, K1
 	MOVLQZX       30(AX), R9
-	SHRQ          $0x1c, R9
-	LEAQ          1(R9)(R9*1), R9
-	VMOVD         R9, X20
+	MOVQ          R9, R10
+	SHRQ          $0x1c, R10
+	MOVQ          $0x000000007f7f7f7f, R11
+	PDEPQ         R11, R9, R9
+	MOVQ          R9, R12
+	MOVQ          R12, R11
+	SHRQ          $0x04, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x02, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x01, R11
+	XORQ          R11, R12
+	ANDL          $0x01010101, R12
+	SHLL          $0x07, R12
+	ORQ           R12, R9
+	KMOVD         R9, K1
+	LEAQ          1(R10)(R10*1), R10
+	VMOVD         R10, X20
 	VPBROADCASTW  X20, Y20
 	VMOVDQU32     100(CX), Y21
 	VPSUBB        Y21, Y8, K1, Y21
@@ -13723,47 +13643,27 @@ loop:
 	MOVBQZX       37(AX), R9
 	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
 	VINSERTI32X4  $0x01, X19, Y18, Y19
-	XORQ          R9, R9
-	MOVLQZX       38(AX), R10
-	SHRQ          $0x00, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	ORQ           R10, R9
-	MOVLQZX       38(AX), R10
-	SHRQ          $0x07, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x08, R10
-	ORQ           R10, R9
-	MOVLQZX       38(AX), R10
-	SHRQ          $0x0e, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x10, R10
-	ORQ           R10, R9
-	MOVLQZX       38(AX), R10
-	SHRQ          $0x15, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x18, R10
-	ORQ           R10, R9
-	KMOVD         R9, K1
 	MOVLQZX       38(AX), R9
-	SHRQ          $0x1c, R9
-	LEAQ          1(R9)(R9*1), R9
-	VMOVD         R9, X20
+	MOVQ          R9, R10
+	SHRQ          $0x1c, R10
+	MOVQ          $0x000000007f7f7f7f, R11
+	PDEPQ         R11, R9, R9
+	MOVQ          R9, R12
+	MOVQ          R12, R11
+	SHRQ          $0x04, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x02, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x01, R11
+	XORQ          R11, R12
+	ANDL          $0x01010101, R12
+	SHLL          $0x07, R12
+	ORQ           R12, R9
+	KMOVD         R9, K1
+	LEAQ          1(R10)(R10*1), R10
+	VMOVD         R10, X20
 	VPBROADCASTW  X20, Y20
 	VMOVDQU32     132(CX), Y21
 	VPSUBB        Y21, Y8, K1, Y21
@@ -13814,47 +13714,27 @@ loop:
 	MOVBQZX       45(AX), R9
 	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
 	VINSERTI32X4  $0x01, X19, Y18, Y19
-	XORQ          R9, R9
-	MOVLQZX       46(AX), R10
-	SHRQ          $0x00, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	ORQ           R10, R9
-	MOVLQZX       46(AX), R10
-	SHRQ          $0x07, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x08, R10
-	ORQ           R10, R9
-	MOVLQZX       46(AX), R10
-	SHRQ          $0x0e, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x10, R10
-	ORQ           R10, R9
-	MOVLQZX       46(AX), R10
-	SHRQ          $0x15, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x18, R10
-	ORQ           R10, R9
-	KMOVD         R9, K1
 	MOVLQZX       46(AX), R9
-	SHRQ          $0x1c, R9
-	LEAQ          1(R9)(R9*1), R9
-	VMOVD         R9, X20
+	MOVQ          R9, R10
+	SHRQ          $0x1c, R10
+	MOVQ          $0x000000007f7f7f7f, R11
+	PDEPQ         R11, R9, R9
+	MOVQ          R9, R12
+	MOVQ          R12, R11
+	SHRQ          $0x04, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x02, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x01, R11
+	XORQ          R11, R12
+	ANDL          $0x01010101, R12
+	SHLL          $0x07, R12
+	ORQ           R12, R9
+	KMOVD         R9, K1
+	LEAQ          1(R10)(R10*1), R10
+	VMOVD         R10, X20
 	VPBROADCASTW  X20, Y20
 	VMOVDQU32     164(CX), Y21
 	VPSUBB        Y21, Y8, K1, Y21
@@ -13905,47 +13785,27 @@ loop:
 	MOVBQZX       53(AX), R9
 	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
 	VINSERTI32X4  $0x01, X19, Y18, Y19
-	XORQ          R9, R9
-	MOVLQZX       54(AX), R10
-	SHRQ          $0x00, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	ORQ           R10, R9
-	MOVLQZX       54(AX), R10
-	SHRQ          $0x07, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x08, R10
-	ORQ           R10, R9
-	MOVLQZX       54(AX), R10
-	SHRQ          $0x0e, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x10, R10
-	ORQ           R10, R9
-	MOVLQZX       54(AX), R10
-	SHRQ          $0x15, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x18, R10
-	ORQ           R10, R9
-	KMOVD         R9, K1
 	MOVLQZX       54(AX), R9
-	SHRQ          $0x1c, R9
-	LEAQ          1(R9)(R9*1), R9
-	VMOVD         R9, X20
+	MOVQ          R9, R10
+	SHRQ          $0x1c, R10
+	MOVQ          $0x000000007f7f7f7f, R11
+	PDEPQ         R11, R9, R9
+	MOVQ          R9, R12
+	MOVQ          R12, R11
+	SHRQ          $0x04, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x02, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x01, R11
+	XORQ          R11, R12
+	ANDL          $0x01010101, R12
+	SHLL          $0x07, R12
+	ORQ           R12, R9
+	KMOVD         R9, K1
+	LEAQ          1(R10)(R10*1), R10
+	VMOVD         R10, X20
 	VPBROADCASTW  X20, Y20
 	VMOVDQU32     196(CX), Y21
 	VPSUBB        Y21, Y8, K1, Y21
@@ -13996,47 +13856,27 @@ loop:
 	MOVBQZX       61(AX), R9
 	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
 	VINSERTI32X4  $0x01, X19, Y18, Y19
-	XORQ          R9, R9
-	MOVLQZX       62(AX), R10
-	SHRQ          $0x00, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	ORQ           R10, R9
-	MOVLQZX       62(AX), R10
-	SHRQ          $0x07, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x08, R10
-	ORQ           R10, R9
-	MOVLQZX       62(AX), R10
-	SHRQ          $0x0e, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x10, R10
-	ORQ           R10, R9
-	MOVLQZX       62(AX), R10
-	SHRQ          $0x15, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x18, R10
-	ORQ           R10, R9
-	KMOVD         R9, K1
 	MOVLQZX       62(AX), R9
-	SHRQ          $0x1c, R9
-	LEAQ          1(R9)(R9*1), R9
-	VMOVD         R9, X20
+	MOVQ          R9, R10
+	SHRQ          $0x1c, R10
+	MOVQ          $0x000000007f7f7f7f, R11
+	PDEPQ         R11, R9, R9
+	MOVQ          R9, R12
+	MOVQ          R12, R11
+	SHRQ          $0x04, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x02, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x01, R11
+	XORQ          R11, R12
+	ANDL          $0x01010101, R12
+	SHLL          $0x07, R12
+	ORQ           R12, R9
+	KMOVD         R9, K1
+	LEAQ          1(R10)(R10*1), R10
+	VMOVD         R10, X20
 	VPBROADCASTW  X20, Y20
 	VMOVDQU32     228(CX), Y21
 	VPSUBB        Y21, Y8, K1, Y21
@@ -14189,7 +14029,7 @@ done:
 	RET
 
 // func dotIQ3XXSAVX512x8(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, POPCNT
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, BMI2, F16C
 TEXT ·dotIQ3XXSAVX512x8(SB), NOSPLIT, $0-48
 	MOVQ   x+0(FP), AX
 	MOVQ   y+8(FP), CX
@@ -14238,47 +14078,27 @@ loop:
 	MOVBQZX       9(AX), R9
 	VPINSRD       $0x03, (BX)(R9*4), X19, X19
 	VINSERTI32X4  $0x01, X19, Y18, Y19
-	XORQ          R9, R9
-	MOVLQZX       66(AX), R10
-	SHRQ          $0x00, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	ORQ           R10, R9
-	MOVLQZX       66(AX), R10
-	SHRQ          $0x07, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x08, R10
-	ORQ           R10, R9
-	MOVLQZX       66(AX), R10
-	SHRQ          $0x0e, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x10, R10
-	ORQ           R10, R9
-	MOVLQZX       66(AX), R10
-	SHRQ          $0x15, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x18, R10
-	ORQ           R10, R9
-	KMOVD         R9, K1
 	MOVLQZX       66(AX), R9
-	SHRQ          $0x1c, R9
-	LEAQ          1(R9)(R9*1), R9
-	VMOVD         R9, X20
+	MOVQ          R9, R10
+	SHRQ          $0x1c, R10
+	MOVQ          $0x000000007f7f7f7f, R11
+	PDEPQ         R11, R9, R9
+	MOVQ          R9, R12
+	MOVQ          R12, R11
+	SHRQ          $0x04, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x02, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x01, R11
+	XORQ          R11, R12
+	ANDL          $0x01010101, R12
+	SHLL          $0x07, R12
+	ORQ           R12, R9
+	KMOVD         R9, K1
+	LEAQ          1(R10)(R10*1), R10
+	VMOVD         R10, X20
 	VPBROADCASTW  X20, Y20
 	VMOVDQU32     4(CX), Y21
 	VPSUBB        Y21, Y8, K1, Y21
@@ -14337,47 +14157,27 @@ loop:
 	MOVBQZX       17(AX), R9
 	VPINSRD       $0x03, (BX)(R9*4), X19, X19
 	VINSERTI32X4  $0x01, X19, Y18, Y19
-	XORQ          R9, R9
-	MOVLQZX       70(AX), R10
-	SHRQ          $0x00, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	ORQ           R10, R9
-	MOVLQZX       70(AX), R10
-	SHRQ          $0x07, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x08, R10
-	ORQ           R10, R9
-	MOVLQZX       70(AX), R10
-	SHRQ          $0x0e, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x10, R10
-	ORQ           R10, R9
-	MOVLQZX       70(AX), R10
-	SHRQ          $0x15, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x18, R10
-	ORQ           R10, R9
-	KMOVD         R9, K1
 	MOVLQZX       70(AX), R9
-	SHRQ          $0x1c, R9
-	LEAQ          1(R9)(R9*1), R9
-	VMOVD         R9, X20
+	MOVQ          R9, R10
+	SHRQ          $0x1c, R10
+	MOVQ          $0x000000007f7f7f7f, R11
+	PDEPQ         R11, R9, R9
+	MOVQ          R9, R12
+	MOVQ          R12, R11
+	SHRQ          $0x04, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x02, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x01, R11
+	XORQ          R11, R12
+	ANDL          $0x01010101, R12
+	SHLL          $0x07, R12
+	ORQ           R12, R9
+	KMOVD         R9, K1
+	LEAQ          1(R10)(R10*1), R10
+	VMOVD         R10, X20
 	VPBROADCASTW  X20, Y20
 	VMOVDQU32     36(CX), Y21
 	VPSUBB        Y21, Y8, K1, Y21
@@ -14436,47 +14236,27 @@ loop:
 	MOVBQZX       25(AX), R9
 	VPINSRD       $0x03, (BX)(R9*4), X19, X19
 	VINSERTI32X4  $0x01, X19, Y18, Y19
-	XORQ          R9, R9
-	MOVLQZX       74(AX), R10
-	SHRQ          $0x00, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	ORQ           R10, R9
-	MOVLQZX       74(AX), R10
-	SHRQ          $0x07, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x08, R10
-	ORQ           R10, R9
-	MOVLQZX       74(AX), R10
-	SHRQ          $0x0e, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x10, R10
-	ORQ           R10, R9
-	MOVLQZX       74(AX), R10
-	SHRQ          $0x15, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x18, R10
-	ORQ           R10, R9
-	KMOVD         R9, K1
 	MOVLQZX       74(AX), R9
-	SHRQ          $0x1c, R9
-	LEAQ          1(R9)(R9*1), R9
-	VMOVD         R9, X20
+	MOVQ          R9, R10
+	SHRQ          $0x1c, R10
+	MOVQ          $0x000000007f7f7f7f, R11
+	PDEPQ         R11, R9, R9
+	MOVQ          R9, R12
+	MOVQ          R12, R11
+	SHRQ          $0x04, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x02, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x01, R11
+	XORQ          R11, R12
+	ANDL          $0x01010101, R12
+	SHLL          $0x07, R12
+	ORQ           R12, R9
+	KMOVD         R9, K1
+	LEAQ          1(R10)(R10*1), R10
+	VMOVD         R10, X20
 	VPBROADCASTW  X20, Y20
 	VMOVDQU32     68(CX), Y21
 	VPSUBB        Y21, Y8, K1, Y21
@@ -14535,47 +14315,27 @@ loop:
 	MOVBQZX       33(AX), R9
 	VPINSRD       $0x03, (BX)(R9*4), X19, X19
 	VINSERTI32X4  $0x01, X19, Y18, Y19
-	XORQ          R9, R9
-	MOVLQZX       78(AX), R10
-	SHRQ          $0x00, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	ORQ           R10, R9
-	MOVLQZX       78(AX), R10
-	SHRQ          $0x07, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x08, R10
-	ORQ           R10, R9
-	MOVLQZX       78(AX), R10
-	SHRQ          $0x0e, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x10, R10
-	ORQ           R10, R9
-	MOVLQZX       78(AX), R10
-	SHRQ          $0x15, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x18, R10
-	ORQ           R10, R9
-	KMOVD         R9, K1
 	MOVLQZX       78(AX), R9
-	SHRQ          $0x1c, R9
-	LEAQ          1(R9)(R9*1), R9
-	VMOVD         R9, X20
+	MOVQ          R9, R10
+	SHRQ          $0x1c, R10
+	MOVQ          $0x000000007f7f7f7f, R11
+	PDEPQ         R11, R9, R9
+	MOVQ          R9, R12
+	MOVQ          R12, R11
+	SHRQ          $0x04, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x02, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x01, R11
+	XORQ          R11, R12
+	ANDL          $0x01010101, R12
+	SHLL          $0x07, R12
+	ORQ           R12, R9
+	KMOVD         R9, K1
+	LEAQ          1(R10)(R10*1), R10
+	VMOVD         R10, X20
 	VPBROADCASTW  X20, Y20
 	VMOVDQU32     100(CX), Y21
 	VPSUBB        Y21, Y8, K1, Y21
@@ -14634,47 +14394,27 @@ loop:
 	MOVBQZX       41(AX), R9
 	VPINSRD       $0x03, (BX)(R9*4), X19, X19
 	VINSERTI32X4  $0x01, X19, Y18, Y19
-	XORQ          R9, R9
-	MOVLQZX       82(AX), R10
-	SHRQ          $0x00, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	ORQ           R10, R9
-	MOVLQZX       82(AX), R10
-	SHRQ          $0x07, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x08, R10
-	ORQ           R10, R9
-	MOVLQZX       82(AX), R10
-	SHRQ          $0x0e, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x10, R10
-	ORQ           R10, R9
-	MOVLQZX       82(AX), R10
-	SHRQ          $0x15, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x18, R10
-	ORQ           R10, R9
-	KMOVD         R9, K1
 	MOVLQZX       82(AX), R9
-	SHRQ          $0x1c, R9
-	LEAQ          1(R9)(R9*1), R9
-	VMOVD         R9, X20
+	MOVQ          R9, R10
+	SHRQ          $0x1c, R10
+	MOVQ          $0x000000007f7f7f7f, R11
+	PDEPQ         R11, R9, R9
+	MOVQ          R9, R12
+	MOVQ          R12, R11
+	SHRQ          $0x04, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x02, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x01, R11
+	XORQ          R11, R12
+	ANDL          $0x01010101, R12
+	SHLL          $0x07, R12
+	ORQ           R12, R9
+	KMOVD         R9, K1
+	LEAQ          1(R10)(R10*1), R10
+	VMOVD         R10, X20
 	VPBROADCASTW  X20, Y20
 	VMOVDQU32     132(CX), Y21
 	VPSUBB        Y21, Y8, K1, Y21
@@ -14733,47 +14473,27 @@ loop:
 	MOVBQZX       49(AX), R9
 	VPINSRD       $0x03, (BX)(R9*4), X19, X19
 	VINSERTI32X4  $0x01, X19, Y18, Y19
-	XORQ          R9, R9
-	MOVLQZX       86(AX), R10
-	SHRQ          $0x00, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	ORQ           R10, R9
-	MOVLQZX       86(AX), R10
-	SHRQ          $0x07, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x08, R10
-	ORQ           R10, R9
-	MOVLQZX       86(AX), R10
-	SHRQ          $0x0e, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x10, R10
-	ORQ           R10, R9
-	MOVLQZX       86(AX), R10
-	SHRQ          $0x15, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x18, R10
-	ORQ           R10, R9
-	KMOVD         R9, K1
 	MOVLQZX       86(AX), R9
-	SHRQ          $0x1c, R9
-	LEAQ          1(R9)(R9*1), R9
-	VMOVD         R9, X20
+	MOVQ          R9, R10
+	SHRQ          $0x1c, R10
+	MOVQ          $0x000000007f7f7f7f, R11
+	PDEPQ         R11, R9, R9
+	MOVQ          R9, R12
+	MOVQ          R12, R11
+	SHRQ          $0x04, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x02, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x01, R11
+	XORQ          R11, R12
+	ANDL          $0x01010101, R12
+	SHLL          $0x07, R12
+	ORQ           R12, R9
+	KMOVD         R9, K1
+	LEAQ          1(R10)(R10*1), R10
+	VMOVD         R10, X20
 	VPBROADCASTW  X20, Y20
 	VMOVDQU32     164(CX), Y21
 	VPSUBB        Y21, Y8, K1, Y21
@@ -14832,47 +14552,27 @@ loop:
 	MOVBQZX       57(AX), R9
 	VPINSRD       $0x03, (BX)(R9*4), X19, X19
 	VINSERTI32X4  $0x01, X19, Y18, Y19
-	XORQ          R9, R9
-	MOVLQZX       90(AX), R10
-	SHRQ          $0x00, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	ORQ           R10, R9
-	MOVLQZX       90(AX), R10
-	SHRQ          $0x07, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x08, R10
-	ORQ           R10, R9
-	MOVLQZX       90(AX), R10
-	SHRQ          $0x0e, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x10, R10
-	ORQ           R10, R9
-	MOVLQZX       90(AX), R10
-	SHRQ          $0x15, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x18, R10
-	ORQ           R10, R9
-	KMOVD         R9, K1
 	MOVLQZX       90(AX), R9
-	SHRQ          $0x1c, R9
-	LEAQ          1(R9)(R9*1), R9
-	VMOVD         R9, X20
+	MOVQ          R9, R10
+	SHRQ          $0x1c, R10
+	MOVQ          $0x000000007f7f7f7f, R11
+	PDEPQ         R11, R9, R9
+	MOVQ          R9, R12
+	MOVQ          R12, R11
+	SHRQ          $0x04, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x02, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x01, R11
+	XORQ          R11, R12
+	ANDL          $0x01010101, R12
+	SHLL          $0x07, R12
+	ORQ           R12, R9
+	KMOVD         R9, K1
+	LEAQ          1(R10)(R10*1), R10
+	VMOVD         R10, X20
 	VPBROADCASTW  X20, Y20
 	VMOVDQU32     196(CX), Y21
 	VPSUBB        Y21, Y8, K1, Y21
@@ -14931,47 +14631,27 @@ loop:
 	MOVBQZX       65(AX), R9
 	VPINSRD       $0x03, (BX)(R9*4), X19, X19
 	VINSERTI32X4  $0x01, X19, Y18, Y19
-	XORQ          R9, R9
-	MOVLQZX       94(AX), R10
-	SHRQ          $0x00, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	ORQ           R10, R9
-	MOVLQZX       94(AX), R10
-	SHRQ          $0x07, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x08, R10
-	ORQ           R10, R9
-	MOVLQZX       94(AX), R10
-	SHRQ          $0x0e, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x10, R10
-	ORQ           R10, R9
-	MOVLQZX       94(AX), R10
-	SHRQ          $0x15, R10
-	ANDQ          $0x7f, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x18, R10
-	ORQ           R10, R9
-	KMOVD         R9, K1
 	MOVLQZX       94(AX), R9
-	SHRQ          $0x1c, R9
-	LEAQ          1(R9)(R9*1), R9
-	VMOVD         R9, X20
+	MOVQ          R9, R10
+	SHRQ          $0x1c, R10
+	MOVQ          $0x000000007f7f7f7f, R11
+	PDEPQ         R11, R9, R9
+	MOVQ          R9, R12
+	MOVQ          R12, R11
+	SHRQ          $0x04, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x02, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x01, R11
+	XORQ          R11, R12
+	ANDL          $0x01010101, R12
+	SHLL          $0x07, R12
+	ORQ           R12, R9
+	KMOVD         R9, K1
+	LEAQ          1(R10)(R10*1), R10
+	VMOVD         R10, X20
 	VPBROADCASTW  X20, Y20
 	VMOVDQU32     228(CX), Y21
 	VPSUBB        Y21, Y8, K1, Y21
@@ -15124,7 +14804,7 @@ done:
 	RET
 
 // func dotIQ2XSAVX512x8(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, POPCNT
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, BMI2, F16C
 TEXT ·dotIQ2XSAVX512x8(SB), NOSPLIT, $0-48
 	MOVQ   x+0(FP), AX
 	MOVQ   y+8(FP), CX
@@ -15169,38 +14849,24 @@ loop:
 	ANDQ          $0x000001ff, R9
 	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
 	VINSERTI32X4  $0x01, X19, Y18, Y19
-	XORQ          R9, R9
-	MOVWQZX       2(AX), R10
-	SHRQ          $0x09, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	ORQ           R10, R9
-	MOVWQZX       4(AX), R10
-	SHRQ          $0x09, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x08, R10
-	ORQ           R10, R9
-	MOVWQZX       6(AX), R10
-	SHRQ          $0x09, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x10, R10
-	ORQ           R10, R9
-	MOVWQZX       8(AX), R10
-	SHRQ          $0x09, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x18, R10
-	ORQ           R10, R9
+	MOVQ          2(AX), R9
+	MOVQ          $0xfe00fe00fe00fe00, R10
+	PEXTQ         R10, R9, R9
+	MOVQ          $0x000000007f7f7f7f, R10
+	PDEPQ         R10, R9, R9
+	MOVQ          R9, R11
+	MOVQ          R11, R10
+	SHRQ          $0x04, R10
+	XORQ          R10, R11
+	MOVQ          R11, R10
+	SHRQ          $0x02, R10
+	XORQ          R10, R11
+	MOVQ          R11, R10
+	SHRQ          $0x01, R10
+	XORQ          R10, R11
+	ANDL          $0x01010101, R11
+	SHLL          $0x07, R11
+	ORQ           R11, R9
 	KMOVD         R9, K1
 	MOVBQZX       66(AX), R9
 	MOVQ          R9, R10
@@ -15266,38 +14932,24 @@ loop:
 	ANDQ          $0x000001ff, R9
 	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
 	VINSERTI32X4  $0x01, X19, Y18, Y19
-	XORQ          R9, R9
-	MOVWQZX       10(AX), R10
-	SHRQ          $0x09, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	ORQ           R10, R9
-	MOVWQZX       12(AX), R10
-	SHRQ          $0x09, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x08, R10
-	ORQ           R10, R9
-	MOVWQZX       14(AX), R10
-	SHRQ          $0x09, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x10, R10
-	ORQ           R10, R9
-	MOVWQZX       16(AX), R10
-	SHRQ          $0x09, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x18, R10
-	ORQ           R10, R9
+	MOVQ          10(AX), R9
+	MOVQ          $0xfe00fe00fe00fe00, R10
+	PEXTQ         R10, R9, R9
+	MOVQ          $0x000000007f7f7f7f, R10
+	PDEPQ         R10, R9, R9
+	MOVQ          R9, R11
+	MOVQ          R11, R10
+	SHRQ          $0x04, R10
+	XORQ          R10, R11
+	MOVQ          R11, R10
+	SHRQ          $0x02, R10
+	XORQ          R10, R11
+	MOVQ          R11, R10
+	SHRQ          $0x01, R10
+	XORQ          R10, R11
+	ANDL          $0x01010101, R11
+	SHLL          $0x07, R11
+	ORQ           R11, R9
 	KMOVD         R9, K1
 	MOVBQZX       67(AX), R9
 	MOVQ          R9, R10
@@ -15363,38 +15015,24 @@ loop:
 	ANDQ          $0x000001ff, R9
 	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
 	VINSERTI32X4  $0x01, X19, Y18, Y19
-	XORQ          R9, R9
-	MOVWQZX       18(AX), R10
-	SHRQ          $0x09, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	ORQ           R10, R9
-	MOVWQZX       20(AX), R10
-	SHRQ          $0x09, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x08, R10
-	ORQ           R10, R9
-	MOVWQZX       22(AX), R10
-	SHRQ          $0x09, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x10, R10
-	ORQ           R10, R9
-	MOVWQZX       24(AX), R10
-	SHRQ          $0x09, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x18, R10
-	ORQ           R10, R9
+	MOVQ          18(AX), R9
+	MOVQ          $0xfe00fe00fe00fe00, R10
+	PEXTQ         R10, R9, R9
+	MOVQ          $0x000000007f7f7f7f, R10
+	PDEPQ         R10, R9, R9
+	MOVQ          R9, R11
+	MOVQ          R11, R10
+	SHRQ          $0x04, R10
+	XORQ          R10, R11
+	MOVQ          R11, R10
+	SHRQ          $0x02, R10
+	XORQ          R10, R11
+	MOVQ          R11, R10
+	SHRQ          $0x01, R10
+	XORQ          R10, R11
+	ANDL          $0x01010101, R11
+	SHLL          $0x07, R11
+	ORQ           R11, R9
 	KMOVD         R9, K1
 	MOVBQZX       68(AX), R9
 	MOVQ          R9, R10
@@ -15460,38 +15098,24 @@ loop:
 	ANDQ          $0x000001ff, R9
 	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
 	VINSERTI32X4  $0x01, X19, Y18, Y19
-	XORQ          R9, R9
-	MOVWQZX       26(AX), R10
-	SHRQ          $0x09, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	ORQ           R10, R9
-	MOVWQZX       28(AX), R10
-	SHRQ          $0x09, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x08, R10
-	ORQ           R10, R9
-	MOVWQZX       30(AX), R10
-	SHRQ          $0x09, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x10, R10
-	ORQ           R10, R9
-	MOVWQZX       32(AX), R10
-	SHRQ          $0x09, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x18, R10
-	ORQ           R10, R9
+	MOVQ          26(AX), R9
+	MOVQ          $0xfe00fe00fe00fe00, R10
+	PEXTQ         R10, R9, R9
+	MOVQ          $0x000000007f7f7f7f, R10
+	PDEPQ         R10, R9, R9
+	MOVQ          R9, R11
+	MOVQ          R11, R10
+	SHRQ          $0x04, R10
+	XORQ          R10, R11
+	MOVQ          R11, R10
+	SHRQ          $0x02, R10
+	XORQ          R10, R11
+	MOVQ          R11, R10
+	SHRQ          $0x01, R10
+	XORQ          R10, R11
+	ANDL          $0x01010101, R11
+	SHLL          $0x07, R11
+	ORQ           R11, R9
 	KMOVD         R9, K1
 	MOVBQZX       69(AX), R9
 	MOVQ          R9, R10
@@ -15557,38 +15181,24 @@ loop:
 	ANDQ          $0x000001ff, R9
 	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
 	VINSERTI32X4  $0x01, X19, Y18, Y19
-	XORQ          R9, R9
-	MOVWQZX       34(AX), R10
-	SHRQ          $0x09, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	ORQ           R10, R9
-	MOVWQZX       36(AX), R10
-	SHRQ          $0x09, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x08, R10
-	ORQ           R10, R9
-	MOVWQZX       38(AX), R10
-	SHRQ          $0x09, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x10, R10
-	ORQ           R10, R9
-	MOVWQZX       40(AX), R10
-	SHRQ          $0x09, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x18, R10
-	ORQ           R10, R9
+	MOVQ          34(AX), R9
+	MOVQ          $0xfe00fe00fe00fe00, R10
+	PEXTQ         R10, R9, R9
+	MOVQ          $0x000000007f7f7f7f, R10
+	PDEPQ         R10, R9, R9
+	MOVQ          R9, R11
+	MOVQ          R11, R10
+	SHRQ          $0x04, R10
+	XORQ          R10, R11
+	MOVQ          R11, R10
+	SHRQ          $0x02, R10
+	XORQ          R10, R11
+	MOVQ          R11, R10
+	SHRQ          $0x01, R10
+	XORQ          R10, R11
+	ANDL          $0x01010101, R11
+	SHLL          $0x07, R11
+	ORQ           R11, R9
 	KMOVD         R9, K1
 	MOVBQZX       70(AX), R9
 	MOVQ          R9, R10
@@ -15654,38 +15264,24 @@ loop:
 	ANDQ          $0x000001ff, R9
 	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
 	VINSERTI32X4  $0x01, X19, Y18, Y19
-	XORQ          R9, R9
-	MOVWQZX       42(AX), R10
-	SHRQ          $0x09, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	ORQ           R10, R9
-	MOVWQZX       44(AX), R10
-	SHRQ          $0x09, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x08, R10
-	ORQ           R10, R9
-	MOVWQZX       46(AX), R10
-	SHRQ          $0x09, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x10, R10
-	ORQ           R10, R9
-	MOVWQZX       48(AX), R10
-	SHRQ          $0x09, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x18, R10
-	ORQ           R10, R9
+	MOVQ          42(AX), R9
+	MOVQ          $0xfe00fe00fe00fe00, R10
+	PEXTQ         R10, R9, R9
+	MOVQ          $0x000000007f7f7f7f, R10
+	PDEPQ         R10, R9, R9
+	MOVQ          R9, R11
+	MOVQ          R11, R10
+	SHRQ          $0x04, R10
+	XORQ          R10, R11
+	MOVQ          R11, R10
+	SHRQ          $0x02, R10
+	XORQ          R10, R11
+	MOVQ          R11, R10
+	SHRQ          $0x01, R10
+	XORQ          R10, R11
+	ANDL          $0x01010101, R11
+	SHLL          $0x07, R11
+	ORQ           R11, R9
 	KMOVD         R9, K1
 	MOVBQZX       71(AX), R9
 	MOVQ          R9, R10
@@ -15751,38 +15347,24 @@ loop:
 	ANDQ          $0x000001ff, R9
 	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
 	VINSERTI32X4  $0x01, X19, Y18, Y19
-	XORQ          R9, R9
-	MOVWQZX       50(AX), R10
-	SHRQ          $0x09, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	ORQ           R10, R9
-	MOVWQZX       52(AX), R10
-	SHRQ          $0x09, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x08, R10
-	ORQ           R10, R9
-	MOVWQZX       54(AX), R10
-	SHRQ          $0x09, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x10, R10
-	ORQ           R10, R9
-	MOVWQZX       56(AX), R10
-	SHRQ          $0x09, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x18, R10
-	ORQ           R10, R9
+	MOVQ          50(AX), R9
+	MOVQ          $0xfe00fe00fe00fe00, R10
+	PEXTQ         R10, R9, R9
+	MOVQ          $0x000000007f7f7f7f, R10
+	PDEPQ         R10, R9, R9
+	MOVQ          R9, R11
+	MOVQ          R11, R10
+	SHRQ          $0x04, R10
+	XORQ          R10, R11
+	MOVQ          R11, R10
+	SHRQ          $0x02, R10
+	XORQ          R10, R11
+	MOVQ          R11, R10
+	SHRQ          $0x01, R10
+	XORQ          R10, R11
+	ANDL          $0x01010101, R11
+	SHLL          $0x07, R11
+	ORQ           R11, R9
 	KMOVD         R9, K1
 	MOVBQZX       72(AX), R9
 	MOVQ          R9, R10
@@ -15848,38 +15430,24 @@ loop:
 	ANDQ          $0x000001ff, R9
 	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
 	VINSERTI32X4  $0x01, X19, Y18, Y19
-	XORQ          R9, R9
-	MOVWQZX       58(AX), R10
-	SHRQ          $0x09, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	ORQ           R10, R9
-	MOVWQZX       60(AX), R10
-	SHRQ          $0x09, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x08, R10
-	ORQ           R10, R9
-	MOVWQZX       62(AX), R10
-	SHRQ          $0x09, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x10, R10
-	ORQ           R10, R9
-	MOVWQZX       64(AX), R10
-	SHRQ          $0x09, R10
-	POPCNTQ       R10, R11
-	ANDQ          $0x01, R11
-	SHLQ          $0x07, R11
-	ORQ           R11, R10
-	SHLQ          $0x18, R10
-	ORQ           R10, R9
+	MOVQ          58(AX), R9
+	MOVQ          $0xfe00fe00fe00fe00, R10
+	PEXTQ         R10, R9, R9
+	MOVQ          $0x000000007f7f7f7f, R10
+	PDEPQ         R10, R9, R9
+	MOVQ          R9, R11
+	MOVQ          R11, R10
+	SHRQ          $0x04, R10
+	XORQ          R10, R11
+	MOVQ          R11, R10
+	SHRQ          $0x02, R10
+	XORQ          R10, R11
+	MOVQ          R11, R10
+	SHRQ          $0x01, R10
+	XORQ          R10, R11
+	ANDL          $0x01010101, R11
+	SHLL          $0x07, R11
+	ORQ           R11, R9
 	KMOVD         R9, K1
 	MOVBQZX       73(AX), R9
 	MOVQ          R9, R10
