@@ -418,23 +418,15 @@ func dotIQ3SAVX2() {
 	RET()
 }
 
-// iq1Finish adds d·(float32(sumi) + 0.125·float32(sumi1)) to sum, the IQ1
-// types' float steps, d = f16(x.d)·y.d, sumi the total of acc's 8 int32, s1
-// float32(sumi1) (all in lane 0).
-func iq1Finish(d, acc, s1, eighth, sum VecVirtual) {
-	s := hsumInt(acc)
-	VMULSS(eighth, s1, s1)
-	VADDSS(s1, s, s)
-	VMULSS(s, d, d)
-	VADDSS(d, sum, sum)
-}
-
 // dotIQ1SAVX2 emits the IQ1_S kernel: per 32 weights the low 8 bits of four
 // 11-bit grid indices at 2+4ib and the uint16 at 34+2ib (the indices' top 3
 // bits, the 3-bit scale, the shift's sign); the grid's bytes are -1, 0 or 1, so
 // VPSIGNB gives the products, VPMADDUBSW with ones their pair sums. The shifts'
-// sum Σ ls·delta·(the 32 activations' sum) comes from the bsums, in scalar
-// registers.
+// sum Σ ls·delta·(the 32 activations' sum) comes from the bsums: one VPMADDWD
+// per block and token with the eight groups' ±scales, each in two words. As
+// IQ1_M's, one accumulator per token takes 8·sumi + sumi1 (the products scaled
+// by 8·scale), its float32 conversion times 0.125 being the reference's
+// float32(sumi) + 0.125·float32(sumi1) exactly.
 func dotIQ1SAVX2(tokens int) {
 	x, y, n, grid := iq1Header("IQ1S", tokens)
 	ys := tokenRows(y, tokens)
@@ -451,15 +443,40 @@ func dotIQ1SAVX2(tokens int) {
 	}
 	onesB := YMM()
 	VMOVDQU(byteOnes, onesB)
+	fourteen := XMM() // 14 in every word
+	VPCMPEQW(fourteen, fourteen, fourteen)
+	VPSRLW(U8(13), fourteen, fourteen)
+	VPSLLW(U8(1), fourteen, fourteen)
 
 	Label("loop")
 	TESTQ(n, n)
 	JZ(LabelRef("done"))
-	acc, sumi1 := make([]VecVirtual, tokens), make([]GPVirtual, tokens)
+	acc := make([]VecVirtual, tokens)
 	for t := range acc {
-		acc[t], sumi1[t] = YMM(), GP64()
+		acc[t] = YMM()
 		VPXOR(acc[t], acc[t], acc[t])
-		XORQ(sumi1[t], sumi1[t])
+	}
+	// The eight groups' ±scales 2s+1 (negated where bit 15 is set), each in
+	// both words of a dword: the multipliers of the bsums' pairs.
+	{
+		qh := XMM()
+		VMOVDQU(Mem{Base: x, Disp: 34}, qh)
+		ls, m := XMM(), XMM()
+		VPSRLW(U8(11), qh, ls)
+		VPAND(fourteen, ls, ls)
+		VPOR(ones16, ls, ls)
+		VPSRAW(U8(15), qh, m)
+		VPXOR(m, ls, ls)
+		VPSUBW(m, ls, ls)
+		c, t := YMM(), YMM()
+		VPMOVZXWD(ls, c)
+		VPSLLD(U8(16), c, t)
+		VPOR(t, c, c)
+		for t, yt := range ys {
+			p := YMM()
+			VPMADDWD(Mem{Base: yt, Disp: q8KBsums}, c, p)
+			VPADDD(p, acc[t], acc[t])
+		}
 	}
 	for ib := 0; ib < 8; ib++ {
 		h := GP64()
@@ -476,15 +493,12 @@ func dotIQ1SAVX2(tokens int) {
 			ORQ(t, r)
 			return r
 		})
-		ls := GP64()
-		MOVQ(h, ls)
-		SHRQ(U8(12), ls)
-		ANDQ(U8(7), ls)
-		LEAQ(Mem{Base: ls, Index: ls, Scale: 1, Disp: 1}, ls)
-		SHRQ(U8(15), h)
-		NEGQ(h) // delta's sign: 0 or -1
+		SHRQ(U8(12), h)
+		ANDQ(U8(7), h)
+		LEAQ(Mem{Base: h, Index: h, Scale: 1, Disp: 1}, h)
+		SHLQ(U8(3), h) // 8·scale
 		sc := YMM()
-		VMOVD(ls.As32(), sc.AsX())
+		VMOVD(h.As32(), sc.AsX())
 		VPBROADCASTW(sc.AsX(), sc)
 		for t, yt := range ys {
 			q := YMM()
@@ -494,22 +508,14 @@ func dotIQ1SAVX2(tokens int) {
 			VPMADDUBSW(q, onesB, p)
 			VPMADDWD(sc, p, p)
 			VPADDD(p, acc[t], acc[t])
-			// sumi1 += ls·delta·(bsums[2ib] + bsums[2ib+1]), delta -1 when bit 15.
-			b, b2 := GP64(), GP64()
-			MOVWQSX(Mem{Base: yt, Disp: q8KBsums + 4*ib}, b)
-			MOVWQSX(Mem{Base: yt, Disp: q8KBsums + 4*ib + 2}, b2)
-			ADDQ(b2, b)
-			IMULQ(ls, b)
-			XORQ(h, b)
-			SUBQ(h, b)
-			ADDQ(b, sumi1[t])
 		}
 	}
 	for t, yt := range ys {
-		s1 := XMM()
-		VMOVD(sumi1[t].As32(), s1)
-		VCVTDQ2PS(s1, s1)
-		iq1Finish(blockD(x, yt), acc[t], s1, eighth, sums[t])
+		s := hsumInt(acc[t])
+		VMULSS(eighth, s, s)
+		d := blockD(x, yt)
+		VMULSS(s, d, d)
+		VADDSS(d, sums[t], sums[t])
 		ADDQ(U32(q8KSize), yt)
 	}
 	ADDQ(U32(50), x)

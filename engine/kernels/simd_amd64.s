@@ -16380,428 +16380,367 @@ done:
 // func dotIQ1SAVX2(x *byte, y *byte, n int, grid *byte) float32
 // Requires: AVX, AVX2, F16C, SSE
 TEXT ·dotIQ1SAVX2(SB), NOSPLIT, $0-36
-	MOVQ    x+0(FP), AX
-	MOVQ    y+8(FP), CX
-	MOVQ    n+16(FP), DX
-	MOVQ    grid+24(FP), BX
-	VXORPS  X0, X0, X0
-	MOVL    $0x3e000000, SI
-	VMOVD   SI, X1
-	VMOVDQU byteOnes<>+0(SB), Y2
+	MOVQ     x+0(FP), AX
+	MOVQ     y+8(FP), CX
+	MOVQ     n+16(FP), DX
+	MOVQ     grid+24(FP), BX
+	VXORPS   X0, X0, X0
+	MOVL     $0x3e000000, SI
+	VMOVD    SI, X1
+	VMOVDQU  byteOnes<>+0(SB), Y2
+	VPCMPEQW X3, X3, X3
+	VPSRLW   $0x0d, X3, X3
+	VPSLLW   $0x01, X3, X3
 
 loop:
 	TESTQ        DX, DX
 	JZ           done
-	VPXOR        Y3, Y3, Y3
-	XORQ         SI, SI
-	MOVWQZX      34(AX), DI
-	MOVQ         DI, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      2(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (BX)(R8*8), X4
-	MOVQ         DI, R9
-	SHRQ         $0x03, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      3(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (BX)(R8*8), X4, X4
-	MOVQ         DI, R9
-	SHRQ         $0x06, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      4(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (BX)(R8*8), X5
-	MOVQ         DI, R9
-	SHRQ         $0x09, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      5(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (BX)(R8*8), X5, X5
-	VINSERTI128  $0x01, X5, Y4, Y5
-	MOVQ         DI, R8
-	SHRQ         $0x0c, R8
+	VPXOR        Y4, Y4, Y4
+	VMOVDQU      34(AX), X5
+	VPSRLW       $0x0b, X5, X6
+	VPAND        X3, X6, X6
+	VPOR         ones16<>+0(SB), X6, X6
+	VPSRAW       $0x0f, X5, X5
+	VPXOR        X5, X6, X6
+	VPSUBW       X5, X6, X6
+	VPMOVZXWD    X6, Y5
+	VPSLLD       $0x10, Y5, Y6
+	VPOR         Y6, Y5, Y5
+	VPMADDWD     260(CX), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	MOVWQZX      34(AX), SI
+	MOVQ         SI, R8
 	ANDQ         $0x07, R8
-	LEAQ         1(R8)(R8*1), R8
-	SHRQ         $0x0f, DI
-	NEGQ         DI
-	VMOVD        R8, X6
-	VPBROADCASTW X6, Y6
-	VMOVDQU      4(CX), Y7
-	VPSIGNB      Y5, Y7, Y7
-	VPMADDUBSW   Y7, Y2, Y5
-	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y3, Y3
-	MOVWQSX      260(CX), R9
-	MOVWQSX      262(CX), R10
-	ADDQ         R10, R9
-	IMULQ        R8, R9
-	XORQ         DI, R9
-	SUBQ         DI, R9
-	ADDQ         R9, SI
-	MOVWQZX      36(AX), DI
-	MOVQ         DI, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      6(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (BX)(R8*8), X4
-	MOVQ         DI, R9
-	SHRQ         $0x03, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      7(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (BX)(R8*8), X4, X4
-	MOVQ         DI, R9
-	SHRQ         $0x06, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      8(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (BX)(R8*8), X5
-	MOVQ         DI, R9
-	SHRQ         $0x09, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      9(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (BX)(R8*8), X5, X5
-	VINSERTI128  $0x01, X5, Y4, Y5
-	MOVQ         DI, R8
-	SHRQ         $0x0c, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      2(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X7
+	MOVQ         SI, R8
+	SHRQ         $0x03, R8
 	ANDQ         $0x07, R8
-	LEAQ         1(R8)(R8*1), R8
-	SHRQ         $0x0f, DI
-	NEGQ         DI
-	VMOVD        R8, X6
-	VPBROADCASTW X6, Y6
-	VMOVDQU      36(CX), Y7
-	VPSIGNB      Y5, Y7, Y7
-	VPMADDUBSW   Y7, Y2, Y5
-	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y3, Y3
-	MOVWQSX      264(CX), R9
-	MOVWQSX      266(CX), R10
-	ADDQ         R10, R9
-	IMULQ        R8, R9
-	XORQ         DI, R9
-	SUBQ         DI, R9
-	ADDQ         R9, SI
-	MOVWQZX      38(AX), DI
-	MOVQ         DI, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      10(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (BX)(R8*8), X4
-	MOVQ         DI, R9
-	SHRQ         $0x03, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      11(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (BX)(R8*8), X4, X4
-	MOVQ         DI, R9
-	SHRQ         $0x06, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      12(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (BX)(R8*8), X5
-	MOVQ         DI, R9
-	SHRQ         $0x09, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      13(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (BX)(R8*8), X5, X5
-	VINSERTI128  $0x01, X5, Y4, Y5
-	MOVQ         DI, R8
-	SHRQ         $0x0c, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      3(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
+	MOVQ         SI, R8
+	SHRQ         $0x06, R8
 	ANDQ         $0x07, R8
-	LEAQ         1(R8)(R8*1), R8
-	SHRQ         $0x0f, DI
-	NEGQ         DI
-	VMOVD        R8, X6
-	VPBROADCASTW X6, Y6
-	VMOVDQU      68(CX), Y7
-	VPSIGNB      Y5, Y7, Y7
-	VPMADDUBSW   Y7, Y2, Y5
-	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y3, Y3
-	MOVWQSX      268(CX), R9
-	MOVWQSX      270(CX), R10
-	ADDQ         R10, R9
-	IMULQ        R8, R9
-	XORQ         DI, R9
-	SUBQ         DI, R9
-	ADDQ         R9, SI
-	MOVWQZX      40(AX), DI
-	MOVQ         DI, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      14(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (BX)(R8*8), X4
-	MOVQ         DI, R9
-	SHRQ         $0x03, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      15(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (BX)(R8*8), X4, X4
-	MOVQ         DI, R9
-	SHRQ         $0x06, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      16(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (BX)(R8*8), X5
-	MOVQ         DI, R9
-	SHRQ         $0x09, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      17(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (BX)(R8*8), X5, X5
-	VINSERTI128  $0x01, X5, Y4, Y5
-	MOVQ         DI, R8
-	SHRQ         $0x0c, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      4(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X5
+	MOVQ         SI, R8
+	SHRQ         $0x09, R8
 	ANDQ         $0x07, R8
-	LEAQ         1(R8)(R8*1), R8
-	SHRQ         $0x0f, DI
-	NEGQ         DI
-	VMOVD        R8, X6
+	SHLQ         $0x08, R8
+	MOVBQZX      5(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X5, X5
+	VINSERTI128  $0x01, X5, Y7, Y5
+	SHRQ         $0x0c, SI
+	ANDQ         $0x07, SI
+	LEAQ         1(SI)(SI*1), SI
+	SHLQ         $0x03, SI
+	VMOVD        SI, X6
 	VPBROADCASTW X6, Y6
-	VMOVDQU      100(CX), Y7
-	VPSIGNB      Y5, Y7, Y7
-	VPMADDUBSW   Y7, Y2, Y5
+	VMOVDQU      4(CX), Y8
+	VPSIGNB      Y5, Y8, Y8
+	VPMADDUBSW   Y8, Y2, Y5
 	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y3, Y3
-	MOVWQSX      272(CX), R9
-	MOVWQSX      274(CX), R10
-	ADDQ         R10, R9
-	IMULQ        R8, R9
-	XORQ         DI, R9
-	SUBQ         DI, R9
-	ADDQ         R9, SI
-	MOVWQZX      42(AX), DI
-	MOVQ         DI, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      18(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (BX)(R8*8), X4
-	MOVQ         DI, R9
-	SHRQ         $0x03, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      19(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (BX)(R8*8), X4, X4
-	MOVQ         DI, R9
-	SHRQ         $0x06, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      20(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (BX)(R8*8), X5
-	MOVQ         DI, R9
-	SHRQ         $0x09, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      21(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (BX)(R8*8), X5, X5
-	VINSERTI128  $0x01, X5, Y4, Y5
-	MOVQ         DI, R8
-	SHRQ         $0x0c, R8
+	VPADDD       Y5, Y4, Y4
+	MOVWQZX      36(AX), SI
+	MOVQ         SI, R8
 	ANDQ         $0x07, R8
-	LEAQ         1(R8)(R8*1), R8
-	SHRQ         $0x0f, DI
-	NEGQ         DI
-	VMOVD        R8, X6
-	VPBROADCASTW X6, Y6
-	VMOVDQU      132(CX), Y7
-	VPSIGNB      Y5, Y7, Y7
-	VPMADDUBSW   Y7, Y2, Y5
-	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y3, Y3
-	MOVWQSX      276(CX), R9
-	MOVWQSX      278(CX), R10
-	ADDQ         R10, R9
-	IMULQ        R8, R9
-	XORQ         DI, R9
-	SUBQ         DI, R9
-	ADDQ         R9, SI
-	MOVWQZX      44(AX), DI
-	MOVQ         DI, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      22(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (BX)(R8*8), X4
-	MOVQ         DI, R9
-	SHRQ         $0x03, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      23(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (BX)(R8*8), X4, X4
-	MOVQ         DI, R9
-	SHRQ         $0x06, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      24(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (BX)(R8*8), X5
-	MOVQ         DI, R9
-	SHRQ         $0x09, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      25(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (BX)(R8*8), X5, X5
-	VINSERTI128  $0x01, X5, Y4, Y5
-	MOVQ         DI, R8
-	SHRQ         $0x0c, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      6(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X7
+	MOVQ         SI, R8
+	SHRQ         $0x03, R8
 	ANDQ         $0x07, R8
-	LEAQ         1(R8)(R8*1), R8
-	SHRQ         $0x0f, DI
-	NEGQ         DI
-	VMOVD        R8, X6
-	VPBROADCASTW X6, Y6
-	VMOVDQU      164(CX), Y7
-	VPSIGNB      Y5, Y7, Y7
-	VPMADDUBSW   Y7, Y2, Y5
-	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y3, Y3
-	MOVWQSX      280(CX), R9
-	MOVWQSX      282(CX), R10
-	ADDQ         R10, R9
-	IMULQ        R8, R9
-	XORQ         DI, R9
-	SUBQ         DI, R9
-	ADDQ         R9, SI
-	MOVWQZX      46(AX), DI
-	MOVQ         DI, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      26(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (BX)(R8*8), X4
-	MOVQ         DI, R9
-	SHRQ         $0x03, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      27(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (BX)(R8*8), X4, X4
-	MOVQ         DI, R9
-	SHRQ         $0x06, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      28(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (BX)(R8*8), X5
-	MOVQ         DI, R9
-	SHRQ         $0x09, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      29(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (BX)(R8*8), X5, X5
-	VINSERTI128  $0x01, X5, Y4, Y5
-	MOVQ         DI, R8
-	SHRQ         $0x0c, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      7(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
+	MOVQ         SI, R8
+	SHRQ         $0x06, R8
 	ANDQ         $0x07, R8
-	LEAQ         1(R8)(R8*1), R8
-	SHRQ         $0x0f, DI
-	NEGQ         DI
-	VMOVD        R8, X6
-	VPBROADCASTW X6, Y6
-	VMOVDQU      196(CX), Y7
-	VPSIGNB      Y5, Y7, Y7
-	VPMADDUBSW   Y7, Y2, Y5
-	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y3, Y3
-	MOVWQSX      284(CX), R9
-	MOVWQSX      286(CX), R10
-	ADDQ         R10, R9
-	IMULQ        R8, R9
-	XORQ         DI, R9
-	SUBQ         DI, R9
-	ADDQ         R9, SI
-	MOVWQZX      48(AX), DI
-	MOVQ         DI, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      30(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (BX)(R8*8), X4
-	MOVQ         DI, R9
-	SHRQ         $0x03, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      31(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (BX)(R8*8), X4, X4
-	MOVQ         DI, R9
-	SHRQ         $0x06, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      32(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (BX)(R8*8), X5
-	MOVQ         DI, R9
-	SHRQ         $0x09, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      33(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (BX)(R8*8), X5, X5
-	VINSERTI128  $0x01, X5, Y4, Y5
-	MOVQ         DI, R8
-	SHRQ         $0x0c, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      8(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X5
+	MOVQ         SI, R8
+	SHRQ         $0x09, R8
 	ANDQ         $0x07, R8
-	LEAQ         1(R8)(R8*1), R8
-	SHRQ         $0x0f, DI
-	NEGQ         DI
-	VMOVD        R8, X6
+	SHLQ         $0x08, R8
+	MOVBQZX      9(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X5, X5
+	VINSERTI128  $0x01, X5, Y7, Y5
+	SHRQ         $0x0c, SI
+	ANDQ         $0x07, SI
+	LEAQ         1(SI)(SI*1), SI
+	SHLQ         $0x03, SI
+	VMOVD        SI, X6
 	VPBROADCASTW X6, Y6
-	VMOVDQU      228(CX), Y7
-	VPSIGNB      Y5, Y7, Y7
-	VPMADDUBSW   Y7, Y2, Y5
+	VMOVDQU      36(CX), Y8
+	VPSIGNB      Y5, Y8, Y8
+	VPMADDUBSW   Y8, Y2, Y5
 	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y3, Y3
-	MOVWQSX      288(CX), R9
-	MOVWQSX      290(CX), R10
-	ADDQ         R10, R9
-	IMULQ        R8, R9
-	XORQ         DI, R9
-	SUBQ         DI, R9
-	ADDQ         R9, SI
-	VMOVD        SI, X4
+	VPADDD       Y5, Y4, Y4
+	MOVWQZX      38(AX), SI
+	MOVQ         SI, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      10(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X7
+	MOVQ         SI, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      11(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
+	MOVQ         SI, R8
+	SHRQ         $0x06, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      12(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X5
+	MOVQ         SI, R8
+	SHRQ         $0x09, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      13(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X5, X5
+	VINSERTI128  $0x01, X5, Y7, Y5
+	SHRQ         $0x0c, SI
+	ANDQ         $0x07, SI
+	LEAQ         1(SI)(SI*1), SI
+	SHLQ         $0x03, SI
+	VMOVD        SI, X6
+	VPBROADCASTW X6, Y6
+	VMOVDQU      68(CX), Y8
+	VPSIGNB      Y5, Y8, Y8
+	VPMADDUBSW   Y8, Y2, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	MOVWQZX      40(AX), SI
+	MOVQ         SI, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      14(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X7
+	MOVQ         SI, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      15(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
+	MOVQ         SI, R8
+	SHRQ         $0x06, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      16(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X5
+	MOVQ         SI, R8
+	SHRQ         $0x09, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      17(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X5, X5
+	VINSERTI128  $0x01, X5, Y7, Y5
+	SHRQ         $0x0c, SI
+	ANDQ         $0x07, SI
+	LEAQ         1(SI)(SI*1), SI
+	SHLQ         $0x03, SI
+	VMOVD        SI, X6
+	VPBROADCASTW X6, Y6
+	VMOVDQU      100(CX), Y8
+	VPSIGNB      Y5, Y8, Y8
+	VPMADDUBSW   Y8, Y2, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	MOVWQZX      42(AX), SI
+	MOVQ         SI, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      18(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X7
+	MOVQ         SI, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      19(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
+	MOVQ         SI, R8
+	SHRQ         $0x06, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      20(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X5
+	MOVQ         SI, R8
+	SHRQ         $0x09, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      21(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X5, X5
+	VINSERTI128  $0x01, X5, Y7, Y5
+	SHRQ         $0x0c, SI
+	ANDQ         $0x07, SI
+	LEAQ         1(SI)(SI*1), SI
+	SHLQ         $0x03, SI
+	VMOVD        SI, X6
+	VPBROADCASTW X6, Y6
+	VMOVDQU      132(CX), Y8
+	VPSIGNB      Y5, Y8, Y8
+	VPMADDUBSW   Y8, Y2, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	MOVWQZX      44(AX), SI
+	MOVQ         SI, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      22(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X7
+	MOVQ         SI, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      23(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
+	MOVQ         SI, R8
+	SHRQ         $0x06, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      24(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X5
+	MOVQ         SI, R8
+	SHRQ         $0x09, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      25(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X5, X5
+	VINSERTI128  $0x01, X5, Y7, Y5
+	SHRQ         $0x0c, SI
+	ANDQ         $0x07, SI
+	LEAQ         1(SI)(SI*1), SI
+	SHLQ         $0x03, SI
+	VMOVD        SI, X6
+	VPBROADCASTW X6, Y6
+	VMOVDQU      164(CX), Y8
+	VPSIGNB      Y5, Y8, Y8
+	VPMADDUBSW   Y8, Y2, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	MOVWQZX      46(AX), SI
+	MOVQ         SI, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      26(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X7
+	MOVQ         SI, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      27(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
+	MOVQ         SI, R8
+	SHRQ         $0x06, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      28(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X5
+	MOVQ         SI, R8
+	SHRQ         $0x09, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      29(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X5, X5
+	VINSERTI128  $0x01, X5, Y7, Y5
+	SHRQ         $0x0c, SI
+	ANDQ         $0x07, SI
+	LEAQ         1(SI)(SI*1), SI
+	SHLQ         $0x03, SI
+	VMOVD        SI, X6
+	VPBROADCASTW X6, Y6
+	VMOVDQU      196(CX), Y8
+	VPSIGNB      Y5, Y8, Y8
+	VPMADDUBSW   Y8, Y2, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	MOVWQZX      48(AX), SI
+	MOVQ         SI, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      30(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X7
+	MOVQ         SI, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      31(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
+	MOVQ         SI, R8
+	SHRQ         $0x06, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      32(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X5
+	MOVQ         SI, R8
+	SHRQ         $0x09, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      33(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X5, X5
+	VINSERTI128  $0x01, X5, Y7, Y5
+	SHRQ         $0x0c, SI
+	ANDQ         $0x07, SI
+	LEAQ         1(SI)(SI*1), SI
+	SHLQ         $0x03, SI
+	VMOVD        SI, X6
+	VPBROADCASTW X6, Y6
+	VMOVDQU      228(CX), Y8
+	VPSIGNB      Y5, Y8, Y8
+	VPMADDUBSW   Y8, Y2, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
 	VCVTDQ2PS    X4, X4
+	VMULSS       X1, X4, X4
 	MOVWLZX      (AX), SI
 	VMOVD        SI, X5
 	VCVTPH2PS    X5, X5
 	VMULSS       (CX), X5, X5
-	VEXTRACTI128 $0x01, Y3, X6
-	VPADDD       X6, X3, X3
-	VPSHUFD      $0x4e, X3, X6
-	VPADDD       X6, X3, X3
-	VPSHUFD      $0xb1, X3, X6
-	VPADDD       X6, X3, X3
-	VCVTDQ2PS    X3, X3
-	VMULSS       X1, X4, X4
-	VADDSS       X4, X3, X3
-	VMULSS       X3, X5, X5
+	VMULSS       X4, X5, X5
 	VADDSS       X5, X0, X0
 	ADDQ         $0x00000124, CX
 	ADDQ         $0x00000032, AX
@@ -17296,537 +17235,400 @@ done:
 // func dotIQ1SAVX2x2(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
 // Requires: AVX, AVX2, F16C
 TEXT ·dotIQ1SAVX2x2(SB), NOSPLIT, $0-48
-	MOVQ    x+0(FP), AX
-	MOVQ    y+8(FP), CX
-	MOVQ    n+16(FP), DX
-	MOVQ    grid+40(FP), BX
-	MOVQ    stride+24(FP), SI
-	LEAQ    (CX)(SI*1), SI
-	VXORPS  X0, X0, X0
-	VXORPS  X1, X1, X1
-	MOVL    $0x3e000000, DI
-	VMOVD   DI, X2
-	VMOVDQU byteOnes<>+0(SB), Y3
+	MOVQ     x+0(FP), AX
+	MOVQ     y+8(FP), CX
+	MOVQ     n+16(FP), DX
+	MOVQ     grid+40(FP), BX
+	MOVQ     stride+24(FP), SI
+	LEAQ     (CX)(SI*1), SI
+	VXORPS   X0, X0, X0
+	VXORPS   X1, X1, X1
+	MOVL     $0x3e000000, DI
+	VMOVD    DI, X2
+	VMOVDQU  byteOnes<>+0(SB), Y3
+	VPCMPEQW X4, X4, X4
+	VPSRLW   $0x0d, X4, X4
+	VPSLLW   $0x01, X4, X4
 
 loop:
 	TESTQ        DX, DX
 	JZ           done
-	VPXOR        Y4, Y4, Y4
-	XORQ         DI, DI
 	VPXOR        Y5, Y5, Y5
-	XORQ         R8, R8
-	MOVWQZX      34(AX), R9
-	MOVQ         R9, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      2(AX), R10
-	ORQ          R11, R10
-	VMOVQ        (BX)(R10*8), X6
-	MOVQ         R9, R11
-	SHRQ         $0x03, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      3(AX), R10
-	ORQ          R11, R10
-	VPINSRQ      $0x01, (BX)(R10*8), X6, X6
-	MOVQ         R9, R11
-	SHRQ         $0x06, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      4(AX), R10
-	ORQ          R11, R10
-	VMOVQ        (BX)(R10*8), X7
-	MOVQ         R9, R11
-	SHRQ         $0x09, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      5(AX), R10
-	ORQ          R11, R10
-	VPINSRQ      $0x01, (BX)(R10*8), X7, X7
-	VINSERTI128  $0x01, X7, Y6, Y7
-	MOVQ         R9, R10
-	SHRQ         $0x0c, R10
-	ANDQ         $0x07, R10
-	LEAQ         1(R10)(R10*1), R10
-	SHRQ         $0x0f, R9
-	NEGQ         R9
-	VMOVD        R10, X8
+	VPXOR        Y6, Y6, Y6
+	VMOVDQU      34(AX), X7
+	VPSRLW       $0x0b, X7, X8
+	VPAND        X4, X8, X8
+	VPOR         ones16<>+0(SB), X8, X8
+	VPSRAW       $0x0f, X7, X7
+	VPXOR        X7, X8, X8
+	VPSUBW       X7, X8, X8
+	VPMOVZXWD    X8, Y7
+	VPSLLD       $0x10, Y7, Y8
+	VPOR         Y8, Y7, Y7
+	VPMADDWD     260(CX), Y7, Y8
+	VPADDD       Y8, Y5, Y5
+	VPMADDWD     260(SI), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	MOVWQZX      34(AX), DI
+	MOVQ         DI, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      2(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X9
+	MOVQ         DI, R9
+	SHRQ         $0x03, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      3(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X9, X9
+	MOVQ         DI, R9
+	SHRQ         $0x06, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      4(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X7
+	MOVQ         DI, R9
+	SHRQ         $0x09, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      5(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X7, X7
+	VINSERTI128  $0x01, X7, Y9, Y7
+	SHRQ         $0x0c, DI
+	ANDQ         $0x07, DI
+	LEAQ         1(DI)(DI*1), DI
+	SHLQ         $0x03, DI
+	VMOVD        DI, X8
 	VPBROADCASTW X8, Y8
-	VMOVDQU      4(CX), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y3, Y9
-	VPMADDWD     Y8, Y9, Y9
-	VPADDD       Y9, Y4, Y4
-	MOVWQSX      260(CX), R11
-	MOVWQSX      262(CX), R12
-	ADDQ         R12, R11
-	IMULQ        R10, R11
-	XORQ         R9, R11
-	SUBQ         R9, R11
-	ADDQ         R11, DI
-	VMOVDQU      4(SI), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y3, Y7
+	VMOVDQU      4(CX), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y3, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VMOVDQU      4(SI), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y3, Y7
 	VPMADDWD     Y8, Y7, Y7
-	VPADDD       Y7, Y5, Y5
-	MOVWQSX      260(SI), R11
-	MOVWQSX      262(SI), R12
-	ADDQ         R12, R11
-	IMULQ        R10, R11
-	XORQ         R9, R11
-	SUBQ         R9, R11
-	ADDQ         R11, R8
-	MOVWQZX      36(AX), R9
-	MOVQ         R9, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      6(AX), R10
-	ORQ          R11, R10
-	VMOVQ        (BX)(R10*8), X6
-	MOVQ         R9, R11
-	SHRQ         $0x03, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      7(AX), R10
-	ORQ          R11, R10
-	VPINSRQ      $0x01, (BX)(R10*8), X6, X6
-	MOVQ         R9, R11
-	SHRQ         $0x06, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      8(AX), R10
-	ORQ          R11, R10
-	VMOVQ        (BX)(R10*8), X7
-	MOVQ         R9, R11
-	SHRQ         $0x09, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      9(AX), R10
-	ORQ          R11, R10
-	VPINSRQ      $0x01, (BX)(R10*8), X7, X7
-	VINSERTI128  $0x01, X7, Y6, Y7
-	MOVQ         R9, R10
-	SHRQ         $0x0c, R10
-	ANDQ         $0x07, R10
-	LEAQ         1(R10)(R10*1), R10
-	SHRQ         $0x0f, R9
-	NEGQ         R9
-	VMOVD        R10, X8
+	VPADDD       Y7, Y6, Y6
+	MOVWQZX      36(AX), DI
+	MOVQ         DI, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      6(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X9
+	MOVQ         DI, R9
+	SHRQ         $0x03, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      7(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X9, X9
+	MOVQ         DI, R9
+	SHRQ         $0x06, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      8(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X7
+	MOVQ         DI, R9
+	SHRQ         $0x09, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      9(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X7, X7
+	VINSERTI128  $0x01, X7, Y9, Y7
+	SHRQ         $0x0c, DI
+	ANDQ         $0x07, DI
+	LEAQ         1(DI)(DI*1), DI
+	SHLQ         $0x03, DI
+	VMOVD        DI, X8
 	VPBROADCASTW X8, Y8
-	VMOVDQU      36(CX), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y3, Y9
-	VPMADDWD     Y8, Y9, Y9
-	VPADDD       Y9, Y4, Y4
-	MOVWQSX      264(CX), R11
-	MOVWQSX      266(CX), R12
-	ADDQ         R12, R11
-	IMULQ        R10, R11
-	XORQ         R9, R11
-	SUBQ         R9, R11
-	ADDQ         R11, DI
-	VMOVDQU      36(SI), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y3, Y7
+	VMOVDQU      36(CX), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y3, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VMOVDQU      36(SI), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y3, Y7
 	VPMADDWD     Y8, Y7, Y7
-	VPADDD       Y7, Y5, Y5
-	MOVWQSX      264(SI), R11
-	MOVWQSX      266(SI), R12
-	ADDQ         R12, R11
-	IMULQ        R10, R11
-	XORQ         R9, R11
-	SUBQ         R9, R11
-	ADDQ         R11, R8
-	MOVWQZX      38(AX), R9
-	MOVQ         R9, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      10(AX), R10
-	ORQ          R11, R10
-	VMOVQ        (BX)(R10*8), X6
-	MOVQ         R9, R11
-	SHRQ         $0x03, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      11(AX), R10
-	ORQ          R11, R10
-	VPINSRQ      $0x01, (BX)(R10*8), X6, X6
-	MOVQ         R9, R11
-	SHRQ         $0x06, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      12(AX), R10
-	ORQ          R11, R10
-	VMOVQ        (BX)(R10*8), X7
-	MOVQ         R9, R11
-	SHRQ         $0x09, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      13(AX), R10
-	ORQ          R11, R10
-	VPINSRQ      $0x01, (BX)(R10*8), X7, X7
-	VINSERTI128  $0x01, X7, Y6, Y7
-	MOVQ         R9, R10
-	SHRQ         $0x0c, R10
-	ANDQ         $0x07, R10
-	LEAQ         1(R10)(R10*1), R10
-	SHRQ         $0x0f, R9
-	NEGQ         R9
-	VMOVD        R10, X8
+	VPADDD       Y7, Y6, Y6
+	MOVWQZX      38(AX), DI
+	MOVQ         DI, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      10(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X9
+	MOVQ         DI, R9
+	SHRQ         $0x03, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      11(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X9, X9
+	MOVQ         DI, R9
+	SHRQ         $0x06, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      12(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X7
+	MOVQ         DI, R9
+	SHRQ         $0x09, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      13(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X7, X7
+	VINSERTI128  $0x01, X7, Y9, Y7
+	SHRQ         $0x0c, DI
+	ANDQ         $0x07, DI
+	LEAQ         1(DI)(DI*1), DI
+	SHLQ         $0x03, DI
+	VMOVD        DI, X8
 	VPBROADCASTW X8, Y8
-	VMOVDQU      68(CX), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y3, Y9
-	VPMADDWD     Y8, Y9, Y9
-	VPADDD       Y9, Y4, Y4
-	MOVWQSX      268(CX), R11
-	MOVWQSX      270(CX), R12
-	ADDQ         R12, R11
-	IMULQ        R10, R11
-	XORQ         R9, R11
-	SUBQ         R9, R11
-	ADDQ         R11, DI
-	VMOVDQU      68(SI), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y3, Y7
+	VMOVDQU      68(CX), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y3, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VMOVDQU      68(SI), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y3, Y7
 	VPMADDWD     Y8, Y7, Y7
-	VPADDD       Y7, Y5, Y5
-	MOVWQSX      268(SI), R11
-	MOVWQSX      270(SI), R12
-	ADDQ         R12, R11
-	IMULQ        R10, R11
-	XORQ         R9, R11
-	SUBQ         R9, R11
-	ADDQ         R11, R8
-	MOVWQZX      40(AX), R9
-	MOVQ         R9, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      14(AX), R10
-	ORQ          R11, R10
-	VMOVQ        (BX)(R10*8), X6
-	MOVQ         R9, R11
-	SHRQ         $0x03, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      15(AX), R10
-	ORQ          R11, R10
-	VPINSRQ      $0x01, (BX)(R10*8), X6, X6
-	MOVQ         R9, R11
-	SHRQ         $0x06, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      16(AX), R10
-	ORQ          R11, R10
-	VMOVQ        (BX)(R10*8), X7
-	MOVQ         R9, R11
-	SHRQ         $0x09, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      17(AX), R10
-	ORQ          R11, R10
-	VPINSRQ      $0x01, (BX)(R10*8), X7, X7
-	VINSERTI128  $0x01, X7, Y6, Y7
-	MOVQ         R9, R10
-	SHRQ         $0x0c, R10
-	ANDQ         $0x07, R10
-	LEAQ         1(R10)(R10*1), R10
-	SHRQ         $0x0f, R9
-	NEGQ         R9
-	VMOVD        R10, X8
+	VPADDD       Y7, Y6, Y6
+	MOVWQZX      40(AX), DI
+	MOVQ         DI, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      14(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X9
+	MOVQ         DI, R9
+	SHRQ         $0x03, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      15(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X9, X9
+	MOVQ         DI, R9
+	SHRQ         $0x06, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      16(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X7
+	MOVQ         DI, R9
+	SHRQ         $0x09, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      17(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X7, X7
+	VINSERTI128  $0x01, X7, Y9, Y7
+	SHRQ         $0x0c, DI
+	ANDQ         $0x07, DI
+	LEAQ         1(DI)(DI*1), DI
+	SHLQ         $0x03, DI
+	VMOVD        DI, X8
 	VPBROADCASTW X8, Y8
-	VMOVDQU      100(CX), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y3, Y9
-	VPMADDWD     Y8, Y9, Y9
-	VPADDD       Y9, Y4, Y4
-	MOVWQSX      272(CX), R11
-	MOVWQSX      274(CX), R12
-	ADDQ         R12, R11
-	IMULQ        R10, R11
-	XORQ         R9, R11
-	SUBQ         R9, R11
-	ADDQ         R11, DI
-	VMOVDQU      100(SI), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y3, Y7
+	VMOVDQU      100(CX), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y3, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VMOVDQU      100(SI), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y3, Y7
 	VPMADDWD     Y8, Y7, Y7
-	VPADDD       Y7, Y5, Y5
-	MOVWQSX      272(SI), R11
-	MOVWQSX      274(SI), R12
-	ADDQ         R12, R11
-	IMULQ        R10, R11
-	XORQ         R9, R11
-	SUBQ         R9, R11
-	ADDQ         R11, R8
-	MOVWQZX      42(AX), R9
-	MOVQ         R9, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      18(AX), R10
-	ORQ          R11, R10
-	VMOVQ        (BX)(R10*8), X6
-	MOVQ         R9, R11
-	SHRQ         $0x03, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      19(AX), R10
-	ORQ          R11, R10
-	VPINSRQ      $0x01, (BX)(R10*8), X6, X6
-	MOVQ         R9, R11
-	SHRQ         $0x06, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      20(AX), R10
-	ORQ          R11, R10
-	VMOVQ        (BX)(R10*8), X7
-	MOVQ         R9, R11
-	SHRQ         $0x09, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      21(AX), R10
-	ORQ          R11, R10
-	VPINSRQ      $0x01, (BX)(R10*8), X7, X7
-	VINSERTI128  $0x01, X7, Y6, Y7
-	MOVQ         R9, R10
-	SHRQ         $0x0c, R10
-	ANDQ         $0x07, R10
-	LEAQ         1(R10)(R10*1), R10
-	SHRQ         $0x0f, R9
-	NEGQ         R9
-	VMOVD        R10, X8
+	VPADDD       Y7, Y6, Y6
+	MOVWQZX      42(AX), DI
+	MOVQ         DI, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      18(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X9
+	MOVQ         DI, R9
+	SHRQ         $0x03, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      19(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X9, X9
+	MOVQ         DI, R9
+	SHRQ         $0x06, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      20(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X7
+	MOVQ         DI, R9
+	SHRQ         $0x09, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      21(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X7, X7
+	VINSERTI128  $0x01, X7, Y9, Y7
+	SHRQ         $0x0c, DI
+	ANDQ         $0x07, DI
+	LEAQ         1(DI)(DI*1), DI
+	SHLQ         $0x03, DI
+	VMOVD        DI, X8
 	VPBROADCASTW X8, Y8
-	VMOVDQU      132(CX), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y3, Y9
-	VPMADDWD     Y8, Y9, Y9
-	VPADDD       Y9, Y4, Y4
-	MOVWQSX      276(CX), R11
-	MOVWQSX      278(CX), R12
-	ADDQ         R12, R11
-	IMULQ        R10, R11
-	XORQ         R9, R11
-	SUBQ         R9, R11
-	ADDQ         R11, DI
-	VMOVDQU      132(SI), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y3, Y7
+	VMOVDQU      132(CX), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y3, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VMOVDQU      132(SI), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y3, Y7
 	VPMADDWD     Y8, Y7, Y7
-	VPADDD       Y7, Y5, Y5
-	MOVWQSX      276(SI), R11
-	MOVWQSX      278(SI), R12
-	ADDQ         R12, R11
-	IMULQ        R10, R11
-	XORQ         R9, R11
-	SUBQ         R9, R11
-	ADDQ         R11, R8
-	MOVWQZX      44(AX), R9
-	MOVQ         R9, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      22(AX), R10
-	ORQ          R11, R10
-	VMOVQ        (BX)(R10*8), X6
-	MOVQ         R9, R11
-	SHRQ         $0x03, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      23(AX), R10
-	ORQ          R11, R10
-	VPINSRQ      $0x01, (BX)(R10*8), X6, X6
-	MOVQ         R9, R11
-	SHRQ         $0x06, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      24(AX), R10
-	ORQ          R11, R10
-	VMOVQ        (BX)(R10*8), X7
-	MOVQ         R9, R11
-	SHRQ         $0x09, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      25(AX), R10
-	ORQ          R11, R10
-	VPINSRQ      $0x01, (BX)(R10*8), X7, X7
-	VINSERTI128  $0x01, X7, Y6, Y7
-	MOVQ         R9, R10
-	SHRQ         $0x0c, R10
-	ANDQ         $0x07, R10
-	LEAQ         1(R10)(R10*1), R10
-	SHRQ         $0x0f, R9
-	NEGQ         R9
-	VMOVD        R10, X8
+	VPADDD       Y7, Y6, Y6
+	MOVWQZX      44(AX), DI
+	MOVQ         DI, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      22(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X9
+	MOVQ         DI, R9
+	SHRQ         $0x03, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      23(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X9, X9
+	MOVQ         DI, R9
+	SHRQ         $0x06, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      24(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X7
+	MOVQ         DI, R9
+	SHRQ         $0x09, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      25(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X7, X7
+	VINSERTI128  $0x01, X7, Y9, Y7
+	SHRQ         $0x0c, DI
+	ANDQ         $0x07, DI
+	LEAQ         1(DI)(DI*1), DI
+	SHLQ         $0x03, DI
+	VMOVD        DI, X8
 	VPBROADCASTW X8, Y8
-	VMOVDQU      164(CX), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y3, Y9
-	VPMADDWD     Y8, Y9, Y9
-	VPADDD       Y9, Y4, Y4
-	MOVWQSX      280(CX), R11
-	MOVWQSX      282(CX), R12
-	ADDQ         R12, R11
-	IMULQ        R10, R11
-	XORQ         R9, R11
-	SUBQ         R9, R11
-	ADDQ         R11, DI
-	VMOVDQU      164(SI), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y3, Y7
+	VMOVDQU      164(CX), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y3, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VMOVDQU      164(SI), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y3, Y7
 	VPMADDWD     Y8, Y7, Y7
-	VPADDD       Y7, Y5, Y5
-	MOVWQSX      280(SI), R11
-	MOVWQSX      282(SI), R12
-	ADDQ         R12, R11
-	IMULQ        R10, R11
-	XORQ         R9, R11
-	SUBQ         R9, R11
-	ADDQ         R11, R8
-	MOVWQZX      46(AX), R9
-	MOVQ         R9, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      26(AX), R10
-	ORQ          R11, R10
-	VMOVQ        (BX)(R10*8), X6
-	MOVQ         R9, R11
-	SHRQ         $0x03, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      27(AX), R10
-	ORQ          R11, R10
-	VPINSRQ      $0x01, (BX)(R10*8), X6, X6
-	MOVQ         R9, R11
-	SHRQ         $0x06, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      28(AX), R10
-	ORQ          R11, R10
-	VMOVQ        (BX)(R10*8), X7
-	MOVQ         R9, R11
-	SHRQ         $0x09, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      29(AX), R10
-	ORQ          R11, R10
-	VPINSRQ      $0x01, (BX)(R10*8), X7, X7
-	VINSERTI128  $0x01, X7, Y6, Y7
-	MOVQ         R9, R10
-	SHRQ         $0x0c, R10
-	ANDQ         $0x07, R10
-	LEAQ         1(R10)(R10*1), R10
-	SHRQ         $0x0f, R9
-	NEGQ         R9
-	VMOVD        R10, X8
+	VPADDD       Y7, Y6, Y6
+	MOVWQZX      46(AX), DI
+	MOVQ         DI, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      26(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X9
+	MOVQ         DI, R9
+	SHRQ         $0x03, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      27(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X9, X9
+	MOVQ         DI, R9
+	SHRQ         $0x06, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      28(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X7
+	MOVQ         DI, R9
+	SHRQ         $0x09, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      29(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X7, X7
+	VINSERTI128  $0x01, X7, Y9, Y7
+	SHRQ         $0x0c, DI
+	ANDQ         $0x07, DI
+	LEAQ         1(DI)(DI*1), DI
+	SHLQ         $0x03, DI
+	VMOVD        DI, X8
 	VPBROADCASTW X8, Y8
-	VMOVDQU      196(CX), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y3, Y9
-	VPMADDWD     Y8, Y9, Y9
-	VPADDD       Y9, Y4, Y4
-	MOVWQSX      284(CX), R11
-	MOVWQSX      286(CX), R12
-	ADDQ         R12, R11
-	IMULQ        R10, R11
-	XORQ         R9, R11
-	SUBQ         R9, R11
-	ADDQ         R11, DI
-	VMOVDQU      196(SI), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y3, Y7
+	VMOVDQU      196(CX), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y3, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VMOVDQU      196(SI), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y3, Y7
 	VPMADDWD     Y8, Y7, Y7
-	VPADDD       Y7, Y5, Y5
-	MOVWQSX      284(SI), R11
-	MOVWQSX      286(SI), R12
-	ADDQ         R12, R11
-	IMULQ        R10, R11
-	XORQ         R9, R11
-	SUBQ         R9, R11
-	ADDQ         R11, R8
-	MOVWQZX      48(AX), R9
-	MOVQ         R9, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      30(AX), R10
-	ORQ          R11, R10
-	VMOVQ        (BX)(R10*8), X6
-	MOVQ         R9, R11
-	SHRQ         $0x03, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      31(AX), R10
-	ORQ          R11, R10
-	VPINSRQ      $0x01, (BX)(R10*8), X6, X6
-	MOVQ         R9, R11
-	SHRQ         $0x06, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      32(AX), R10
-	ORQ          R11, R10
-	VMOVQ        (BX)(R10*8), X7
-	MOVQ         R9, R11
-	SHRQ         $0x09, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      33(AX), R10
-	ORQ          R11, R10
-	VPINSRQ      $0x01, (BX)(R10*8), X7, X7
-	VINSERTI128  $0x01, X7, Y6, Y7
-	MOVQ         R9, R10
-	SHRQ         $0x0c, R10
-	ANDQ         $0x07, R10
-	LEAQ         1(R10)(R10*1), R10
-	SHRQ         $0x0f, R9
-	NEGQ         R9
-	VMOVD        R10, X8
+	VPADDD       Y7, Y6, Y6
+	MOVWQZX      48(AX), DI
+	MOVQ         DI, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      30(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X9
+	MOVQ         DI, R9
+	SHRQ         $0x03, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      31(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X9, X9
+	MOVQ         DI, R9
+	SHRQ         $0x06, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      32(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X7
+	MOVQ         DI, R9
+	SHRQ         $0x09, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      33(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X7, X7
+	VINSERTI128  $0x01, X7, Y9, Y7
+	SHRQ         $0x0c, DI
+	ANDQ         $0x07, DI
+	LEAQ         1(DI)(DI*1), DI
+	SHLQ         $0x03, DI
+	VMOVD        DI, X8
 	VPBROADCASTW X8, Y8
-	VMOVDQU      228(CX), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y3, Y9
-	VPMADDWD     Y8, Y9, Y9
-	VPADDD       Y9, Y4, Y4
-	MOVWQSX      288(CX), R11
-	MOVWQSX      290(CX), R12
-	ADDQ         R12, R11
-	IMULQ        R10, R11
-	XORQ         R9, R11
-	SUBQ         R9, R11
-	ADDQ         R11, DI
-	VMOVDQU      228(SI), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y3, Y7
+	VMOVDQU      228(CX), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y3, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VMOVDQU      228(SI), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y3, Y7
 	VPMADDWD     Y8, Y7, Y7
-	VPADDD       Y7, Y5, Y5
-	MOVWQSX      288(SI), R11
-	MOVWQSX      290(SI), R12
-	ADDQ         R12, R11
-	IMULQ        R10, R11
-	XORQ         R9, R11
-	SUBQ         R9, R11
-	ADDQ         R11, R8
-	VMOVD        DI, X6
-	VCVTDQ2PS    X6, X6
-	MOVWLZX      (AX), DI
-	VMOVD        DI, X7
-	VCVTPH2PS    X7, X7
-	VMULSS       (CX), X7, X7
-	VEXTRACTI128 $0x01, Y4, X8
-	VPADDD       X8, X4, X4
-	VPSHUFD      $0x4e, X4, X8
-	VPADDD       X8, X4, X4
-	VPSHUFD      $0xb1, X4, X8
-	VPADDD       X8, X4, X4
-	VCVTDQ2PS    X4, X4
-	VMULSS       X2, X6, X6
-	VADDSS       X6, X4, X4
-	VMULSS       X4, X7, X7
-	VADDSS       X7, X0, X0
-	ADDQ         $0x00000124, CX
-	VMOVD        R8, X4
-	VCVTDQ2PS    X4, X4
-	MOVWLZX      (AX), DI
-	VMOVD        DI, X6
-	VCVTPH2PS    X6, X6
-	VMULSS       (SI), X6, X6
+	VPADDD       Y7, Y6, Y6
 	VEXTRACTI128 $0x01, Y5, X7
 	VPADDD       X7, X5, X5
 	VPSHUFD      $0x4e, X5, X7
@@ -17834,8 +17636,26 @@ loop:
 	VPSHUFD      $0xb1, X5, X7
 	VPADDD       X7, X5, X5
 	VCVTDQ2PS    X5, X5
-	VMULSS       X2, X4, X4
-	VADDSS       X4, X5, X5
+	VMULSS       X2, X5, X5
+	MOVWLZX      (AX), DI
+	VMOVD        DI, X7
+	VCVTPH2PS    X7, X7
+	VMULSS       (CX), X7, X7
+	VMULSS       X5, X7, X7
+	VADDSS       X7, X0, X0
+	ADDQ         $0x00000124, CX
+	VEXTRACTI128 $0x01, Y6, X5
+	VPADDD       X5, X6, X5
+	VPSHUFD      $0x4e, X5, X6
+	VPADDD       X6, X5, X5
+	VPSHUFD      $0xb1, X5, X6
+	VPADDD       X6, X5, X5
+	VCVTDQ2PS    X5, X5
+	VMULSS       X2, X5, X5
+	MOVWLZX      (AX), DI
+	VMOVD        DI, X6
+	VCVTPH2PS    X6, X6
+	VMULSS       (SI), X6, X6
 	VMULSS       X5, X6, X6
 	VADDSS       X6, X1, X1
 	ADDQ         $0x00000124, SI
@@ -18414,738 +18234,491 @@ done:
 
 // func dotIQ1SAVX2x4(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
 // Requires: AVX, AVX2, F16C
-TEXT ·dotIQ1SAVX2x4(SB), NOSPLIT, $8-48
-	MOVQ    x+0(FP), AX
-	MOVQ    y+8(FP), CX
-	MOVQ    n+16(FP), DX
-	MOVQ    grid+40(FP), BX
-	MOVQ    stride+24(FP), SI
-	LEAQ    (CX)(SI*1), DI
-	LEAQ    (DI)(SI*1), R8
-	LEAQ    (R8)(SI*1), SI
-	VXORPS  X0, X0, X0
-	VXORPS  X1, X1, X1
-	VXORPS  X2, X2, X2
-	VXORPS  X3, X3, X3
-	MOVL    $0x3e000000, R9
-	VMOVD   R9, X4
-	VMOVDQU byteOnes<>+0(SB), Y5
+TEXT ·dotIQ1SAVX2x4(SB), NOSPLIT, $0-48
+	MOVQ     x+0(FP), AX
+	MOVQ     y+8(FP), CX
+	MOVQ     n+16(FP), DX
+	MOVQ     grid+40(FP), BX
+	MOVQ     stride+24(FP), SI
+	LEAQ     (CX)(SI*1), DI
+	LEAQ     (DI)(SI*1), R8
+	LEAQ     (R8)(SI*1), SI
+	VXORPS   X0, X0, X0
+	VXORPS   X1, X1, X1
+	VXORPS   X2, X2, X2
+	VXORPS   X3, X3, X3
+	MOVL     $0x3e000000, R9
+	VMOVD    R9, X4
+	VMOVDQU  byteOnes<>+0(SB), Y5
+	VPCMPEQW X6, X6, X6
+	VPSRLW   $0x0d, X6, X6
+	VPSLLW   $0x01, X6, X6
 
 loop:
 	TESTQ        DX, DX
 	JZ           done
-	VPXOR        Y6, Y6, Y6
-	XORQ         R9, R9
 	VPXOR        Y7, Y7, Y7
-	XORQ         R10, R10
 	VPXOR        Y8, Y8, Y8
-	XORQ         R11, R11
 	VPXOR        Y9, Y9, Y9
-	XORQ         R12, R12
-	MOVWQZX      34(AX), R13
-	MOVQ         R13, R15
-	ANDQ         $0x07, R15
-	SHLQ         $0x08, R15
-	MOVBQZX      2(AX), R14
-	ORQ          R15, R14
-	VMOVQ        (BX)(R14*8), X10
-	MOVQ         R13, R15
-	SHRQ         $0x03, R15
-	ANDQ         $0x07, R15
-	SHLQ         $0x08, R15
-	MOVBQZX      3(AX), R14
-	ORQ          R15, R14
-	VPINSRQ      $0x01, (BX)(R14*8), X10, X10
-	MOVQ         R13, R15
-	SHRQ         $0x06, R15
-	ANDQ         $0x07, R15
-	SHLQ         $0x08, R15
-	MOVBQZX      4(AX), R14
-	ORQ          R15, R14
-	VMOVQ        (BX)(R14*8), X11
-	MOVQ         R13, R15
-	SHRQ         $0x09, R15
-	ANDQ         $0x07, R15
-	SHLQ         $0x08, R15
-	MOVBQZX      5(AX), R14
-	ORQ          R15, R14
-	VPINSRQ      $0x01, (BX)(R14*8), X11, X11
-	VINSERTI128  $0x01, X11, Y10, Y11
-	MOVQ         R13, R14
-	SHRQ         $0x0c, R14
-	ANDQ         $0x07, R14
-	LEAQ         1(R14)(R14*1), R14
-	SHRQ         $0x0f, R13
-	NEGQ         R13
-	VMOVD        R14, X12
+	VPXOR        Y10, Y10, Y10
+	VMOVDQU      34(AX), X11
+	VPSRLW       $0x0b, X11, X12
+	VPAND        X6, X12, X12
+	VPOR         ones16<>+0(SB), X12, X12
+	VPSRAW       $0x0f, X11, X11
+	VPXOR        X11, X12, X12
+	VPSUBW       X11, X12, X12
+	VPMOVZXWD    X12, Y11
+	VPSLLD       $0x10, Y11, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDWD     260(CX), Y11, Y12
+	VPADDD       Y12, Y7, Y7
+	VPMADDWD     260(DI), Y11, Y12
+	VPADDD       Y12, Y8, Y8
+	VPMADDWD     260(R8), Y11, Y12
+	VPADDD       Y12, Y9, Y9
+	VPMADDWD     260(SI), Y11, Y11
+	VPADDD       Y11, Y10, Y10
+	MOVWQZX      34(AX), R9
+	MOVQ         R9, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      2(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X13
+	MOVQ         R9, R11
+	SHRQ         $0x03, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      3(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X13, X13
+	MOVQ         R9, R11
+	SHRQ         $0x06, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      4(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X11
+	MOVQ         R9, R11
+	SHRQ         $0x09, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      5(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X11, X11
+	VINSERTI128  $0x01, X11, Y13, Y11
+	SHRQ         $0x0c, R9
+	ANDQ         $0x07, R9
+	LEAQ         1(R9)(R9*1), R9
+	SHLQ         $0x03, R9
+	VMOVD        R9, X12
 	VPBROADCASTW X12, Y12
-	VMOVDQU      4(CX), Y13
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y6, Y6
-	MOVWQSX      260(CX), R15
-	MOVWQSX      262(CX), BP
-	ADDQ         BP, R15
-	IMULQ        R14, R15
-	XORQ         R13, R15
-	SUBQ         R13, R15
-	ADDQ         R15, R9
-	VMOVDQU      4(DI), Y13
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	MOVWQSX      260(DI), R15
-	MOVWQSX      262(DI), BP
-	ADDQ         BP, R15
-	IMULQ        R14, R15
-	XORQ         R13, R15
-	SUBQ         R13, R15
-	ADDQ         R15, R10
-	VMOVDQU      4(R8), Y13
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y8, Y8
-	MOVWQSX      260(R8), R15
-	MOVWQSX      262(R8), BP
-	ADDQ         BP, R15
-	IMULQ        R14, R15
-	XORQ         R13, R15
-	SUBQ         R13, R15
-	ADDQ         R15, R11
-	VMOVDQU      4(SI), Y13
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y11
+	VMOVDQU      4(CX), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y7, Y7
+	VMOVDQU      4(DI), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y8, Y8
+	VMOVDQU      4(R8), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y9, Y9
+	VMOVDQU      4(SI), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y11
 	VPMADDWD     Y12, Y11, Y11
-	VPADDD       Y11, Y9, Y9
-	MOVWQSX      260(SI), R15
-	MOVWQSX      262(SI), BP
-	ADDQ         BP, R15
-	IMULQ        R14, R15
-	XORQ         R13, R15
-	SUBQ         R13, R15
-	ADDQ         R15, R12
-	MOVWQZX      36(AX), R13
-	MOVQ         R13, R15
-	ANDQ         $0x07, R15
-	SHLQ         $0x08, R15
-	MOVBQZX      6(AX), R14
-	ORQ          R15, R14
-	VMOVQ        (BX)(R14*8), X10
-	MOVQ         R13, R15
-	SHRQ         $0x03, R15
-	ANDQ         $0x07, R15
-	SHLQ         $0x08, R15
-	MOVBQZX      7(AX), R14
-	ORQ          R15, R14
-	VPINSRQ      $0x01, (BX)(R14*8), X10, X10
-	MOVQ         R13, R15
-	SHRQ         $0x06, R15
-	ANDQ         $0x07, R15
-	SHLQ         $0x08, R15
-	MOVBQZX      8(AX), R14
-	ORQ          R15, R14
-	VMOVQ        (BX)(R14*8), X11
-	MOVQ         R13, R15
-	SHRQ         $0x09, R15
-	ANDQ         $0x07, R15
-	SHLQ         $0x08, R15
-	MOVBQZX      9(AX), R14
-	ORQ          R15, R14
-	VPINSRQ      $0x01, (BX)(R14*8), X11, X11
-	VINSERTI128  $0x01, X11, Y10, Y11
-	MOVQ         R13, R14
-	SHRQ         $0x0c, R14
-	ANDQ         $0x07, R14
-	LEAQ         1(R14)(R14*1), R14
-	SHRQ         $0x0f, R13
-	NEGQ         R13
-	VMOVD        R14, X12
+	VPADDD       Y11, Y10, Y10
+	MOVWQZX      36(AX), R9
+	MOVQ         R9, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      6(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X13
+	MOVQ         R9, R11
+	SHRQ         $0x03, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      7(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X13, X13
+	MOVQ         R9, R11
+	SHRQ         $0x06, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      8(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X11
+	MOVQ         R9, R11
+	SHRQ         $0x09, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      9(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X11, X11
+	VINSERTI128  $0x01, X11, Y13, Y11
+	SHRQ         $0x0c, R9
+	ANDQ         $0x07, R9
+	LEAQ         1(R9)(R9*1), R9
+	SHLQ         $0x03, R9
+	VMOVD        R9, X12
 	VPBROADCASTW X12, Y12
-	VMOVDQU      36(CX), Y13
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y6, Y6
-	MOVWQSX      264(CX), R15
-	MOVWQSX      266(CX), BP
-	ADDQ         BP, R15
-	IMULQ        R14, R15
-	XORQ         R13, R15
-	SUBQ         R13, R15
-	ADDQ         R15, R9
-	VMOVDQU      36(DI), Y13
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	MOVWQSX      264(DI), R15
-	MOVWQSX      266(DI), BP
-	ADDQ         BP, R15
-	IMULQ        R14, R15
-	XORQ         R13, R15
-	SUBQ         R13, R15
-	ADDQ         R15, R10
-	VMOVDQU      36(R8), Y13
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y8, Y8
-	MOVWQSX      264(R8), R15
-	MOVWQSX      266(R8), BP
-	ADDQ         BP, R15
-	IMULQ        R14, R15
-	XORQ         R13, R15
-	SUBQ         R13, R15
-	ADDQ         R15, R11
-	VMOVDQU      36(SI), Y13
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y11
+	VMOVDQU      36(CX), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y7, Y7
+	VMOVDQU      36(DI), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y8, Y8
+	VMOVDQU      36(R8), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y9, Y9
+	VMOVDQU      36(SI), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y11
 	VPMADDWD     Y12, Y11, Y11
-	VPADDD       Y11, Y9, Y9
-	MOVWQSX      264(SI), R15
-	MOVWQSX      266(SI), BP
-	ADDQ         BP, R15
-	IMULQ        R14, R15
-	XORQ         R13, R15
-	SUBQ         R13, R15
-	ADDQ         R15, R12
-	MOVWQZX      38(AX), R13
-	MOVQ         R13, R15
-	ANDQ         $0x07, R15
-	SHLQ         $0x08, R15
-	MOVBQZX      10(AX), R14
-	ORQ          R15, R14
-	VMOVQ        (BX)(R14*8), X10
-	MOVQ         R13, R15
-	SHRQ         $0x03, R15
-	ANDQ         $0x07, R15
-	SHLQ         $0x08, R15
-	MOVBQZX      11(AX), R14
-	ORQ          R15, R14
-	VPINSRQ      $0x01, (BX)(R14*8), X10, X10
-	MOVQ         R13, R15
-	SHRQ         $0x06, R15
-	ANDQ         $0x07, R15
-	SHLQ         $0x08, R15
-	MOVBQZX      12(AX), R14
-	ORQ          R15, R14
-	VMOVQ        (BX)(R14*8), X11
-	MOVQ         R13, R15
-	SHRQ         $0x09, R15
-	ANDQ         $0x07, R15
-	SHLQ         $0x08, R15
-	MOVBQZX      13(AX), R14
-	ORQ          R15, R14
-	VPINSRQ      $0x01, (BX)(R14*8), X11, X11
-	VINSERTI128  $0x01, X11, Y10, Y11
-	MOVQ         R13, R14
-	SHRQ         $0x0c, R14
-	ANDQ         $0x07, R14
-	LEAQ         1(R14)(R14*1), R14
-	SHRQ         $0x0f, R13
-	NEGQ         R13
-	VMOVD        R14, X12
+	VPADDD       Y11, Y10, Y10
+	MOVWQZX      38(AX), R9
+	MOVQ         R9, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      10(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X13
+	MOVQ         R9, R11
+	SHRQ         $0x03, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      11(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X13, X13
+	MOVQ         R9, R11
+	SHRQ         $0x06, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      12(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X11
+	MOVQ         R9, R11
+	SHRQ         $0x09, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      13(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X11, X11
+	VINSERTI128  $0x01, X11, Y13, Y11
+	SHRQ         $0x0c, R9
+	ANDQ         $0x07, R9
+	LEAQ         1(R9)(R9*1), R9
+	SHLQ         $0x03, R9
+	VMOVD        R9, X12
 	VPBROADCASTW X12, Y12
-	VMOVDQU      68(CX), Y13
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y6, Y6
-	MOVWQSX      268(CX), R15
-	MOVWQSX      270(CX), BP
-	ADDQ         BP, R15
-	IMULQ        R14, R15
-	XORQ         R13, R15
-	SUBQ         R13, R15
-	ADDQ         R15, R9
-	VMOVDQU      68(DI), Y13
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	MOVWQSX      268(DI), R15
-	MOVWQSX      270(DI), BP
-	ADDQ         BP, R15
-	IMULQ        R14, R15
-	XORQ         R13, R15
-	SUBQ         R13, R15
-	ADDQ         R15, R10
-	VMOVDQU      68(R8), Y13
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y8, Y8
-	MOVWQSX      268(R8), R15
-	MOVWQSX      270(R8), BP
-	ADDQ         BP, R15
-	IMULQ        R14, R15
-	XORQ         R13, R15
-	SUBQ         R13, R15
-	ADDQ         R15, R11
-	VMOVDQU      68(SI), Y13
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y11
+	VMOVDQU      68(CX), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y7, Y7
+	VMOVDQU      68(DI), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y8, Y8
+	VMOVDQU      68(R8), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y9, Y9
+	VMOVDQU      68(SI), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y11
 	VPMADDWD     Y12, Y11, Y11
-	VPADDD       Y11, Y9, Y9
-	MOVWQSX      268(SI), R15
-	MOVWQSX      270(SI), BP
-	ADDQ         BP, R15
-	IMULQ        R14, R15
-	XORQ         R13, R15
-	SUBQ         R13, R15
-	ADDQ         R15, R12
-	MOVWQZX      40(AX), R13
-	MOVQ         R13, R15
-	ANDQ         $0x07, R15
-	SHLQ         $0x08, R15
-	MOVBQZX      14(AX), R14
-	ORQ          R15, R14
-	VMOVQ        (BX)(R14*8), X10
-	MOVQ         R13, R15
-	SHRQ         $0x03, R15
-	ANDQ         $0x07, R15
-	SHLQ         $0x08, R15
-	MOVBQZX      15(AX), R14
-	ORQ          R15, R14
-	VPINSRQ      $0x01, (BX)(R14*8), X10, X10
-	MOVQ         R13, R15
-	SHRQ         $0x06, R15
-	ANDQ         $0x07, R15
-	SHLQ         $0x08, R15
-	MOVBQZX      16(AX), R14
-	ORQ          R15, R14
-	VMOVQ        (BX)(R14*8), X11
-	MOVQ         R13, R15
-	SHRQ         $0x09, R15
-	ANDQ         $0x07, R15
-	SHLQ         $0x08, R15
-	MOVBQZX      17(AX), R14
-	ORQ          R15, R14
-	VPINSRQ      $0x01, (BX)(R14*8), X11, X11
-	VINSERTI128  $0x01, X11, Y10, Y11
-	MOVQ         R13, R14
-	SHRQ         $0x0c, R14
-	ANDQ         $0x07, R14
-	LEAQ         1(R14)(R14*1), R14
-	SHRQ         $0x0f, R13
-	NEGQ         R13
-	VMOVD        R14, X12
+	VPADDD       Y11, Y10, Y10
+	MOVWQZX      40(AX), R9
+	MOVQ         R9, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      14(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X13
+	MOVQ         R9, R11
+	SHRQ         $0x03, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      15(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X13, X13
+	MOVQ         R9, R11
+	SHRQ         $0x06, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      16(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X11
+	MOVQ         R9, R11
+	SHRQ         $0x09, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      17(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X11, X11
+	VINSERTI128  $0x01, X11, Y13, Y11
+	SHRQ         $0x0c, R9
+	ANDQ         $0x07, R9
+	LEAQ         1(R9)(R9*1), R9
+	SHLQ         $0x03, R9
+	VMOVD        R9, X12
 	VPBROADCASTW X12, Y12
-	VMOVDQU      100(CX), Y13
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y6, Y6
-	MOVWQSX      272(CX), R15
-	MOVWQSX      274(CX), BP
-	ADDQ         BP, R15
-	IMULQ        R14, R15
-	XORQ         R13, R15
-	SUBQ         R13, R15
-	ADDQ         R15, R9
-	VMOVDQU      100(DI), Y13
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	MOVWQSX      272(DI), R15
-	MOVWQSX      274(DI), BP
-	ADDQ         BP, R15
-	IMULQ        R14, R15
-	XORQ         R13, R15
-	SUBQ         R13, R15
-	ADDQ         R15, R10
-	VMOVDQU      100(R8), Y13
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y8, Y8
-	MOVWQSX      272(R8), R15
-	MOVWQSX      274(R8), BP
-	ADDQ         BP, R15
-	IMULQ        R14, R15
-	XORQ         R13, R15
-	SUBQ         R13, R15
-	ADDQ         R15, R11
-	VMOVDQU      100(SI), Y13
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y11
+	VMOVDQU      100(CX), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y7, Y7
+	VMOVDQU      100(DI), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y8, Y8
+	VMOVDQU      100(R8), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y9, Y9
+	VMOVDQU      100(SI), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y11
 	VPMADDWD     Y12, Y11, Y11
-	VPADDD       Y11, Y9, Y9
-	MOVWQSX      272(SI), R15
-	MOVWQSX      274(SI), BP
-	ADDQ         BP, R15
-	IMULQ        R14, R15
-	XORQ         R13, R15
-	SUBQ         R13, R15
-	ADDQ         R15, R12
-	MOVWQZX      42(AX), R13
-	MOVQ         R13, R15
-	ANDQ         $0x07, R15
-	SHLQ         $0x08, R15
-	MOVBQZX      18(AX), R14
-	ORQ          R15, R14
-	VMOVQ        (BX)(R14*8), X10
-	MOVQ         R13, R15
-	SHRQ         $0x03, R15
-	ANDQ         $0x07, R15
-	SHLQ         $0x08, R15
-	MOVBQZX      19(AX), R14
-	ORQ          R15, R14
-	VPINSRQ      $0x01, (BX)(R14*8), X10, X10
-	MOVQ         R13, R15
-	SHRQ         $0x06, R15
-	ANDQ         $0x07, R15
-	SHLQ         $0x08, R15
-	MOVBQZX      20(AX), R14
-	ORQ          R15, R14
-	VMOVQ        (BX)(R14*8), X11
-	MOVQ         R13, R15
-	SHRQ         $0x09, R15
-	ANDQ         $0x07, R15
-	SHLQ         $0x08, R15
-	MOVBQZX      21(AX), R14
-	ORQ          R15, R14
-	VPINSRQ      $0x01, (BX)(R14*8), X11, X11
-	VINSERTI128  $0x01, X11, Y10, Y11
-	MOVQ         R13, R14
-	SHRQ         $0x0c, R14
-	ANDQ         $0x07, R14
-	LEAQ         1(R14)(R14*1), R14
-	SHRQ         $0x0f, R13
-	NEGQ         R13
-	VMOVD        R14, X12
+	VPADDD       Y11, Y10, Y10
+	MOVWQZX      42(AX), R9
+	MOVQ         R9, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      18(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X13
+	MOVQ         R9, R11
+	SHRQ         $0x03, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      19(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X13, X13
+	MOVQ         R9, R11
+	SHRQ         $0x06, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      20(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X11
+	MOVQ         R9, R11
+	SHRQ         $0x09, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      21(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X11, X11
+	VINSERTI128  $0x01, X11, Y13, Y11
+	SHRQ         $0x0c, R9
+	ANDQ         $0x07, R9
+	LEAQ         1(R9)(R9*1), R9
+	SHLQ         $0x03, R9
+	VMOVD        R9, X12
 	VPBROADCASTW X12, Y12
-	VMOVDQU      132(CX), Y13
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y6, Y6
-	MOVWQSX      276(CX), R15
-	MOVWQSX      278(CX), BP
-	ADDQ         BP, R15
-	IMULQ        R14, R15
-	XORQ         R13, R15
-	SUBQ         R13, R15
-	ADDQ         R15, R9
-	VMOVDQU      132(DI), Y13
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	MOVWQSX      276(DI), R15
-	MOVWQSX      278(DI), BP
-	ADDQ         BP, R15
-	IMULQ        R14, R15
-	XORQ         R13, R15
-	SUBQ         R13, R15
-	ADDQ         R15, R10
-	VMOVDQU      132(R8), Y13
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y8, Y8
-	MOVWQSX      276(R8), R15
-	MOVWQSX      278(R8), BP
-	ADDQ         BP, R15
-	IMULQ        R14, R15
-	XORQ         R13, R15
-	SUBQ         R13, R15
-	ADDQ         R15, R11
-	VMOVDQU      132(SI), Y13
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y11
+	VMOVDQU      132(CX), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y7, Y7
+	VMOVDQU      132(DI), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y8, Y8
+	VMOVDQU      132(R8), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y9, Y9
+	VMOVDQU      132(SI), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y11
 	VPMADDWD     Y12, Y11, Y11
-	VPADDD       Y11, Y9, Y9
-	MOVWQSX      276(SI), R15
-	MOVWQSX      278(SI), BP
-	ADDQ         BP, R15
-	IMULQ        R14, R15
-	XORQ         R13, R15
-	SUBQ         R13, R15
-	ADDQ         R15, R12
-	MOVWQZX      44(AX), R13
-	MOVQ         R13, R15
-	ANDQ         $0x07, R15
-	SHLQ         $0x08, R15
-	MOVBQZX      22(AX), R14
-	ORQ          R15, R14
-	VMOVQ        (BX)(R14*8), X10
-	MOVQ         R13, R15
-	SHRQ         $0x03, R15
-	ANDQ         $0x07, R15
-	SHLQ         $0x08, R15
-	MOVBQZX      23(AX), R14
-	ORQ          R15, R14
-	VPINSRQ      $0x01, (BX)(R14*8), X10, X10
-	MOVQ         R13, R15
-	SHRQ         $0x06, R15
-	ANDQ         $0x07, R15
-	SHLQ         $0x08, R15
-	MOVBQZX      24(AX), R14
-	ORQ          R15, R14
-	VMOVQ        (BX)(R14*8), X11
-	MOVQ         R13, R15
-	SHRQ         $0x09, R15
-	ANDQ         $0x07, R15
-	SHLQ         $0x08, R15
-	MOVBQZX      25(AX), R14
-	ORQ          R15, R14
-	VPINSRQ      $0x01, (BX)(R14*8), X11, X11
-	VINSERTI128  $0x01, X11, Y10, Y11
-	MOVQ         R13, R14
-	SHRQ         $0x0c, R14
-	ANDQ         $0x07, R14
-	LEAQ         1(R14)(R14*1), R14
-	SHRQ         $0x0f, R13
-	NEGQ         R13
-	VMOVD        R14, X12
+	VPADDD       Y11, Y10, Y10
+	MOVWQZX      44(AX), R9
+	MOVQ         R9, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      22(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X13
+	MOVQ         R9, R11
+	SHRQ         $0x03, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      23(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X13, X13
+	MOVQ         R9, R11
+	SHRQ         $0x06, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      24(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X11
+	MOVQ         R9, R11
+	SHRQ         $0x09, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      25(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X11, X11
+	VINSERTI128  $0x01, X11, Y13, Y11
+	SHRQ         $0x0c, R9
+	ANDQ         $0x07, R9
+	LEAQ         1(R9)(R9*1), R9
+	SHLQ         $0x03, R9
+	VMOVD        R9, X12
 	VPBROADCASTW X12, Y12
-	VMOVDQU      164(CX), Y13
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y6, Y6
-	MOVWQSX      280(CX), R15
-	MOVWQSX      282(CX), BP
-	ADDQ         BP, R15
-	IMULQ        R14, R15
-	XORQ         R13, R15
-	SUBQ         R13, R15
-	ADDQ         R15, R9
-	VMOVDQU      164(DI), Y13
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	MOVWQSX      280(DI), R15
-	MOVWQSX      282(DI), BP
-	ADDQ         BP, R15
-	IMULQ        R14, R15
-	XORQ         R13, R15
-	SUBQ         R13, R15
-	ADDQ         R15, R10
-	VMOVDQU      164(R8), Y13
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y8, Y8
-	MOVWQSX      280(R8), R15
-	MOVWQSX      282(R8), BP
-	ADDQ         BP, R15
-	IMULQ        R14, R15
-	XORQ         R13, R15
-	SUBQ         R13, R15
-	ADDQ         R15, R11
-	VMOVDQU      164(SI), Y13
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y11
+	VMOVDQU      164(CX), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y7, Y7
+	VMOVDQU      164(DI), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y8, Y8
+	VMOVDQU      164(R8), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y9, Y9
+	VMOVDQU      164(SI), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y11
 	VPMADDWD     Y12, Y11, Y11
-	VPADDD       Y11, Y9, Y9
-	MOVWQSX      280(SI), R15
-	MOVWQSX      282(SI), BP
-	ADDQ         BP, R15
-	IMULQ        R14, R15
-	XORQ         R13, R15
-	SUBQ         R13, R15
-	ADDQ         R15, R12
-	MOVWQZX      46(AX), R13
-	MOVQ         R13, R15
-	ANDQ         $0x07, R15
-	SHLQ         $0x08, R15
-	MOVBQZX      26(AX), R14
-	ORQ          R15, R14
-	VMOVQ        (BX)(R14*8), X10
-	MOVQ         R13, R15
-	SHRQ         $0x03, R15
-	ANDQ         $0x07, R15
-	SHLQ         $0x08, R15
-	MOVBQZX      27(AX), R14
-	ORQ          R15, R14
-	VPINSRQ      $0x01, (BX)(R14*8), X10, X10
-	MOVQ         R13, R15
-	SHRQ         $0x06, R15
-	ANDQ         $0x07, R15
-	SHLQ         $0x08, R15
-	MOVBQZX      28(AX), R14
-	ORQ          R15, R14
-	VMOVQ        (BX)(R14*8), X11
-	MOVQ         R13, R15
-	SHRQ         $0x09, R15
-	ANDQ         $0x07, R15
-	SHLQ         $0x08, R15
-	MOVBQZX      29(AX), R14
-	ORQ          R15, R14
-	VPINSRQ      $0x01, (BX)(R14*8), X11, X11
-	VINSERTI128  $0x01, X11, Y10, Y11
-	MOVQ         R13, R14
-	SHRQ         $0x0c, R14
-	ANDQ         $0x07, R14
-	LEAQ         1(R14)(R14*1), R14
-	SHRQ         $0x0f, R13
-	NEGQ         R13
-	VMOVD        R14, X12
+	VPADDD       Y11, Y10, Y10
+	MOVWQZX      46(AX), R9
+	MOVQ         R9, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      26(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X13
+	MOVQ         R9, R11
+	SHRQ         $0x03, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      27(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X13, X13
+	MOVQ         R9, R11
+	SHRQ         $0x06, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      28(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X11
+	MOVQ         R9, R11
+	SHRQ         $0x09, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      29(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X11, X11
+	VINSERTI128  $0x01, X11, Y13, Y11
+	SHRQ         $0x0c, R9
+	ANDQ         $0x07, R9
+	LEAQ         1(R9)(R9*1), R9
+	SHLQ         $0x03, R9
+	VMOVD        R9, X12
 	VPBROADCASTW X12, Y12
-	VMOVDQU      196(CX), Y13
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y6, Y6
-	MOVWQSX      284(CX), R15
-	MOVWQSX      286(CX), BP
-	ADDQ         BP, R15
-	IMULQ        R14, R15
-	XORQ         R13, R15
-	SUBQ         R13, R15
-	ADDQ         R15, R9
-	VMOVDQU      196(DI), Y13
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	MOVWQSX      284(DI), R15
-	MOVWQSX      286(DI), BP
-	ADDQ         BP, R15
-	IMULQ        R14, R15
-	XORQ         R13, R15
-	SUBQ         R13, R15
-	ADDQ         R15, R10
-	VMOVDQU      196(R8), Y13
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y8, Y8
-	MOVWQSX      284(R8), R15
-	MOVWQSX      286(R8), BP
-	ADDQ         BP, R15
-	IMULQ        R14, R15
-	XORQ         R13, R15
-	SUBQ         R13, R15
-	ADDQ         R15, R11
-	VMOVDQU      196(SI), Y13
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y11
+	VMOVDQU      196(CX), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y7, Y7
+	VMOVDQU      196(DI), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y8, Y8
+	VMOVDQU      196(R8), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y9, Y9
+	VMOVDQU      196(SI), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y11
 	VPMADDWD     Y12, Y11, Y11
-	VPADDD       Y11, Y9, Y9
-	MOVWQSX      284(SI), R15
-	MOVWQSX      286(SI), BP
-	ADDQ         BP, R15
-	IMULQ        R14, R15
-	XORQ         R13, R15
-	SUBQ         R13, R15
-	ADDQ         R15, R12
-	MOVWQZX      48(AX), R13
-	MOVQ         R13, R15
-	ANDQ         $0x07, R15
-	SHLQ         $0x08, R15
-	MOVBQZX      30(AX), R14
-	ORQ          R15, R14
-	VMOVQ        (BX)(R14*8), X10
-	MOVQ         R13, R15
-	SHRQ         $0x03, R15
-	ANDQ         $0x07, R15
-	SHLQ         $0x08, R15
-	MOVBQZX      31(AX), R14
-	ORQ          R15, R14
-	VPINSRQ      $0x01, (BX)(R14*8), X10, X10
-	MOVQ         R13, R15
-	SHRQ         $0x06, R15
-	ANDQ         $0x07, R15
-	SHLQ         $0x08, R15
-	MOVBQZX      32(AX), R14
-	ORQ          R15, R14
-	VMOVQ        (BX)(R14*8), X11
-	MOVQ         R13, R15
-	SHRQ         $0x09, R15
-	ANDQ         $0x07, R15
-	SHLQ         $0x08, R15
-	MOVBQZX      33(AX), R14
-	ORQ          R15, R14
-	VPINSRQ      $0x01, (BX)(R14*8), X11, X11
-	VINSERTI128  $0x01, X11, Y10, Y11
-	MOVQ         R13, R14
-	SHRQ         $0x0c, R14
-	ANDQ         $0x07, R14
-	LEAQ         1(R14)(R14*1), R14
-	SHRQ         $0x0f, R13
-	NEGQ         R13
-	VMOVD        R14, X12
+	VPADDD       Y11, Y10, Y10
+	MOVWQZX      48(AX), R9
+	MOVQ         R9, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      30(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X13
+	MOVQ         R9, R11
+	SHRQ         $0x03, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      31(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X13, X13
+	MOVQ         R9, R11
+	SHRQ         $0x06, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      32(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X11
+	MOVQ         R9, R11
+	SHRQ         $0x09, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      33(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X11, X11
+	VINSERTI128  $0x01, X11, Y13, Y11
+	SHRQ         $0x0c, R9
+	ANDQ         $0x07, R9
+	LEAQ         1(R9)(R9*1), R9
+	SHLQ         $0x03, R9
+	VMOVD        R9, X12
 	VPBROADCASTW X12, Y12
-	VMOVDQU      228(CX), Y13
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y6, Y6
-	MOVWQSX      288(CX), R15
-	MOVWQSX      290(CX), BP
-	ADDQ         BP, R15
-	IMULQ        R14, R15
-	XORQ         R13, R15
-	SUBQ         R13, R15
-	ADDQ         R15, R9
-	VMOVDQU      228(DI), Y13
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	MOVWQSX      288(DI), R15
-	MOVWQSX      290(DI), BP
-	ADDQ         BP, R15
-	IMULQ        R14, R15
-	XORQ         R13, R15
-	SUBQ         R13, R15
-	ADDQ         R15, R10
-	VMOVDQU      228(R8), Y13
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y8, Y8
-	MOVWQSX      288(R8), R15
-	MOVWQSX      290(R8), BP
-	ADDQ         BP, R15
-	IMULQ        R14, R15
-	XORQ         R13, R15
-	SUBQ         R13, R15
-	ADDQ         R15, R11
-	VMOVDQU      228(SI), Y13
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y11
+	VMOVDQU      228(CX), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y7, Y7
+	VMOVDQU      228(DI), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y8, Y8
+	VMOVDQU      228(R8), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y9, Y9
+	VMOVDQU      228(SI), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y11
 	VPMADDWD     Y12, Y11, Y11
-	VPADDD       Y11, Y9, Y9
-	MOVWQSX      288(SI), R15
-	MOVWQSX      290(SI), BP
-	ADDQ         BP, R15
-	IMULQ        R14, R15
-	XORQ         R13, R15
-	SUBQ         R13, R15
-	ADDQ         R15, R12
-	VMOVD        R9, X10
-	VCVTDQ2PS    X10, X10
-	MOVWLZX      (AX), R9
-	VMOVD        R9, X11
-	VCVTPH2PS    X11, X11
-	VMULSS       (CX), X11, X11
-	VEXTRACTI128 $0x01, Y6, X12
-	VPADDD       X12, X6, X6
-	VPSHUFD      $0x4e, X6, X12
-	VPADDD       X12, X6, X6
-	VPSHUFD      $0xb1, X6, X12
-	VPADDD       X12, X6, X6
-	VCVTDQ2PS    X6, X6
-	VMULSS       X4, X10, X10
-	VADDSS       X10, X6, X6
-	VMULSS       X6, X11, X11
-	VADDSS       X11, X0, X0
-	ADDQ         $0x00000124, CX
-	VMOVD        R10, X6
-	VCVTDQ2PS    X6, X6
-	MOVWLZX      (AX), R9
-	VMOVD        R9, X10
-	VCVTPH2PS    X10, X10
-	VMULSS       (DI), X10, X10
+	VPADDD       Y11, Y10, Y10
 	VEXTRACTI128 $0x01, Y7, X11
 	VPADDD       X11, X7, X7
 	VPSHUFD      $0x4e, X7, X11
@@ -19153,46 +18726,58 @@ loop:
 	VPSHUFD      $0xb1, X7, X11
 	VPADDD       X11, X7, X7
 	VCVTDQ2PS    X7, X7
-	VMULSS       X4, X6, X6
-	VADDSS       X6, X7, X7
-	VMULSS       X7, X10, X10
-	VADDSS       X10, X1, X1
+	VMULSS       X4, X7, X7
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X11
+	VCVTPH2PS    X11, X11
+	VMULSS       (CX), X11, X11
+	VMULSS       X7, X11, X11
+	VADDSS       X11, X0, X0
+	ADDQ         $0x00000124, CX
+	VEXTRACTI128 $0x01, Y8, X7
+	VPADDD       X7, X8, X7
+	VPSHUFD      $0x4e, X7, X8
+	VPADDD       X8, X7, X7
+	VPSHUFD      $0xb1, X7, X8
+	VPADDD       X8, X7, X7
+	VCVTDQ2PS    X7, X7
+	VMULSS       X4, X7, X7
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X8
+	VCVTPH2PS    X8, X8
+	VMULSS       (DI), X8, X8
+	VMULSS       X7, X8, X8
+	VADDSS       X8, X1, X1
 	ADDQ         $0x00000124, DI
-	VMOVD        R11, X6
-	VCVTDQ2PS    X6, X6
+	VEXTRACTI128 $0x01, Y9, X7
+	VPADDD       X7, X9, X7
+	VPSHUFD      $0x4e, X7, X8
+	VPADDD       X8, X7, X7
+	VPSHUFD      $0xb1, X7, X8
+	VPADDD       X8, X7, X7
+	VCVTDQ2PS    X7, X7
+	VMULSS       X4, X7, X7
 	MOVWLZX      (AX), R9
-	VMOVD        R9, X7
-	VCVTPH2PS    X7, X7
-	VMULSS       (R8), X7, X7
-	VEXTRACTI128 $0x01, Y8, X10
-	VPADDD       X10, X8, X8
-	VPSHUFD      $0x4e, X8, X10
-	VPADDD       X10, X8, X8
-	VPSHUFD      $0xb1, X8, X10
-	VPADDD       X10, X8, X8
-	VCVTDQ2PS    X8, X8
-	VMULSS       X4, X6, X6
-	VADDSS       X6, X8, X8
-	VMULSS       X8, X7, X7
-	VADDSS       X7, X2, X2
+	VMOVD        R9, X8
+	VCVTPH2PS    X8, X8
+	VMULSS       (R8), X8, X8
+	VMULSS       X7, X8, X8
+	VADDSS       X8, X2, X2
 	ADDQ         $0x00000124, R8
-	VMOVD        R12, X6
-	VCVTDQ2PS    X6, X6
+	VEXTRACTI128 $0x01, Y10, X7
+	VPADDD       X7, X10, X7
+	VPSHUFD      $0x4e, X7, X8
+	VPADDD       X8, X7, X7
+	VPSHUFD      $0xb1, X7, X8
+	VPADDD       X8, X7, X7
+	VCVTDQ2PS    X7, X7
+	VMULSS       X4, X7, X7
 	MOVWLZX      (AX), R9
-	VMOVD        R9, X7
-	VCVTPH2PS    X7, X7
-	VMULSS       (SI), X7, X7
-	VEXTRACTI128 $0x01, Y9, X8
-	VPADDD       X8, X9, X8
-	VPSHUFD      $0x4e, X8, X9
-	VPADDD       X9, X8, X8
-	VPSHUFD      $0xb1, X8, X9
-	VPADDD       X9, X8, X8
-	VCVTDQ2PS    X8, X8
-	VMULSS       X4, X6, X6
-	VADDSS       X6, X8, X8
-	VMULSS       X8, X7, X7
-	VADDSS       X7, X3, X3
+	VMOVD        R9, X8
+	VCVTPH2PS    X8, X8
+	VMULSS       (SI), X8, X8
+	VMULSS       X7, X8, X8
+	VADDSS       X8, X3, X3
 	ADDQ         $0x00000124, SI
 	ADDQ         $0x00000032, AX
 	DECQ         DX
