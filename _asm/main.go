@@ -14,7 +14,7 @@
 // queries over the same keys, AVX-512; attnkv.go the same over quantized KV
 // caches, AVX2), act.go the activation quantizers, rounding and
 // SwiGLU, ternary.go the TQ2_0 and TQ1_0 row kernels and lattice.go the lattice
-// types' (AVX2), floattile.go the F16 and BF16 one-row, several-token kernels
+// types' (AVX2; lattice512.go their eight-token AVX-512 forms), floattile.go the F16 and BF16 one-row, several-token kernels
 // (AVX-512).
 // engine/kernels/simd_generic.go documents the numerics. avo's instruction table lacks AVX-512 VNNI, so VPDPBUSD and
 // VPDPWSSD are emitted raw; the AVX-512 kernels may be given X16-X31, so their

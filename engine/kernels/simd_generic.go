@@ -25,7 +25,8 @@ import (
 // iquants.go's); IQ3_S's (dotIQ3SAVX2) has dotIQ3SRowGeneric's, ggml's float
 // order. IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ1_S and IQ1_M also have four-
 // and two-token forms (…x4, …x2: dotLatticeRows) for prompts, decoding each group
-// once for the tokens, and TQ1_0 a two-token form (dotTQ1_0Rows), each block's
+// once for the tokens (with AVX-512 also eight-token ones, …AVX512x8, for all but
+// IQ1_S and IQ1_M), and TQ1_0 a two-token form (dotTQ1_0Rows), each block's
 // trits found once for both, with the same bits;
 // Q4_1 and Q5_1 have four- and two-token forms (dotQ4_1AVX2t4, t2: dotQ4_1Rows;
 // dotQ5_1AVX2t4, t2: dotQ5_1Rows), each block unpacked once for the tokens, and
