@@ -324,3 +324,122 @@ func latticeAVX512x8() {
 		return g, k, scaleHalves(Mem{Base: x, Disp: 74 + ib})
 	})
 }
+
+// dotIQ1SAVX512x8 emits dotIQ1SAVX2's kernel for eight tokens with AVX-512 (BW,
+// VL): out[t] = dotIQ1SAVX2(x, y+t·stride, n, grid) for t < 8. VPSIGNB has no
+// EVEX form, so the grid bytes' products take their absolute values (0 or 1) as
+// VPMADDUBSW's unsigned operand and the activations negated where the grid byte
+// is -1 (VPMOVB2M's mask): the same pair sums.
+func dotIQ1SAVX512x8() {
+	const tokens = 8
+	evex = true
+	defer func() { evex = false }()
+	TEXT("dotIQ1SAVX512x8", NOSPLIT, "func(x, y *byte, n, stride int, out *float32, grid *byte)")
+	Pragma("noescape")
+	Doc("dotIQ1SAVX512x8 sets out[t] = dotIQ1SAVX2(x, y+t·stride, n, grid) for t < 8 (AVX-512 BW, VL).")
+	x, y, n, grid := latticeParams()
+	row, advance := tokenRows8(y)
+	sums := make([]VecVirtual, tokens)
+	for t := range sums {
+		sums[t] = XMM()
+		VPXORD(sums[t], sums[t], sums[t])
+	}
+	zero := YMM()
+	VPXORD(zero, zero, zero)
+	eighth, fourteen, one := XMM(), XMM(), XMM()
+	{
+		g := GP32()
+		MOVL(U32(math.Float32bits(0.125)), g)
+		VMOVD(g, eighth)
+		MOVL(U32(0x000e000e), g)
+		VMOVD(g, fourteen)
+		VPBROADCASTD(fourteen, fourteen)
+		MOVL(U32(0x00010001), g)
+		VMOVD(g, one)
+		VPBROADCASTD(one, one)
+	}
+
+	Label("loop")
+	TESTQ(n, n)
+	JZ(LabelRef("done"))
+	acc := make([]VecVirtual, tokens)
+	for t := range acc {
+		acc[t] = YMM()
+		VPXORD(acc[t], acc[t], acc[t])
+	}
+	{
+		qh := XMM()
+		VMOVDQU32(Mem{Base: x, Disp: 34}, qh)
+		ls, m := XMM(), XMM()
+		VPSRLW(U8(11), qh, ls)
+		VPANDD(fourteen, ls, ls)
+		VPORD(one, ls, ls)
+		VPSRAW(U8(15), qh, m)
+		VPXORD(m, ls, ls)
+		VPSUBW(m, ls, ls)
+		c, t := YMM(), YMM()
+		VPMOVZXWD(ls, c)
+		VPSLLD(U8(16), c, t)
+		VPORD(t, c, c)
+		for t := range acc {
+			p := YMM()
+			VPMADDWD(row(t, q8KBsums), c, p)
+			VPADDD(p, acc[t], acc[t])
+		}
+	}
+	for ib := 0; ib < 8; ib++ {
+		h := GP64()
+		MOVWQZX(Mem{Base: x, Disp: 34 + 2*ib}, h)
+		g := gather8x(grid, func(l int) GPVirtual {
+			r, t := GP64(), GP64()
+			MOVQ(h, t)
+			if l > 0 {
+				SHRQ(U8(3*l), t)
+			}
+			ANDQ(U8(7), t)
+			SHLQ(U8(8), t)
+			MOVBQZX(Mem{Base: x, Disp: 2 + 4*ib + l}, r)
+			ORQ(t, r)
+			return r
+		})
+		k := K()
+		VPMOVB2M(g, k)
+		VPABSB(g, g)
+		SHRQ(U8(12), h)
+		ANDQ(U8(7), h)
+		LEAQ(Mem{Base: h, Index: h, Scale: 1, Disp: 1}, h)
+		SHLQ(U8(3), h) // 8·scale
+		sc := YMM()
+		VMOVD(h.As32(), sc.AsX())
+		VPBROADCASTW(sc.AsX(), sc)
+		for t := range acc {
+			q := YMM()
+			VMOVDQU32(row(t, q8KQS+32*ib), q)
+			VPSUBB(q, zero, k, q)
+			p := YMM()
+			VPMADDUBSW(q, g, p)
+			VPMADDWD(sc, p, p)
+			VPADDD(p, acc[t], acc[t])
+		}
+	}
+	dx := GP32()
+	MOVWLZX(Mem{Base: x}, dx)
+	d16 := XMM()
+	VMOVD(dx, d16)
+	VCVTPH2PS(d16, d16)
+	for t := range acc {
+		s := hsumIntX(acc[t])
+		VMULSS(eighth, s, s)
+		d := XMM()
+		VMULSS(row(t, 0), d16, d) // f16(x.d)·y.d
+		VMULSS(s, d, d)
+		VADDSS(d, sums[t], sums[t])
+	}
+	advance(q8KSize)
+	ADDQ(U32(50), x)
+	DECQ(n)
+	JMP(LabelRef("loop"))
+
+	Label("done")
+	storeSums(sums)
+}

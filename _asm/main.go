@@ -115,6 +115,7 @@ func main() {
 	dotIQ3SAVX2Tokens(4)
 	dotIQ3SAVX512x8()
 	latticeAVX512x8()
+	dotIQ1SAVX512x8()
 	for _, tokens := range []int{1, 2, 4} {
 		dotIQ1SAVX2(tokens)
 		dotIQ1MAVX2(tokens)

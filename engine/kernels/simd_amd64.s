@@ -16377,6 +16377,797 @@ done:
 	VMOVSS X7, 28(AX)
 	RET
 
+// func dotIQ1SAVX512x8(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C
+TEXT ·dotIQ1SAVX512x8(SB), NOSPLIT, $0-48
+	MOVQ         x+0(FP), AX
+	MOVQ         y+8(FP), CX
+	MOVQ         n+16(FP), DX
+	MOVQ         grid+40(FP), BX
+	MOVQ         stride+24(FP), SI
+	LEAQ         (SI)(SI*2), DI
+	LEAQ         (CX)(SI*4), R8
+	VPXORD       X0, X0, X0
+	VPXORD       X1, X1, X1
+	VPXORD       X2, X2, X2
+	VPXORD       X3, X3, X3
+	VPXORD       X4, X4, X4
+	VPXORD       X5, X5, X5
+	VPXORD       X6, X6, X6
+	VPXORD       X7, X7, X7
+	VPXORD       Y8, Y8, Y8
+	MOVL         $0x3e000000, R9
+	VMOVD        R9, X9
+	MOVL         $0x000e000e, R9
+	VMOVD        R9, X10
+	VPBROADCASTD X10, X10
+	MOVL         $0x00010001, R9
+	VMOVD        R9, X11
+	VPBROADCASTD X11, X11
+
+loop:
+	TESTQ         DX, DX
+	JZ            done
+	VPXORD        Y12, Y12, Y12
+	VPXORD        Y13, Y13, Y13
+	VPXORD        Y14, Y14, Y14
+	VPXORD        Y15, Y15, Y15
+	VPXORD        Y16, Y16, Y16
+	VPXORD        Y17, Y17, Y17
+	VPXORD        Y18, Y18, Y18
+	VPXORD        Y19, Y19, Y19
+	VMOVDQU32     34(AX), X20
+	VPSRLW        $0x0b, X20, X21
+	VPANDD        X10, X21, X21
+	VPORD         X11, X21, X21
+	VPSRAW        $0x0f, X20, X20
+	VPXORD        X20, X21, X21
+	VPSUBW        X20, X21, X21
+	VPMOVZXWD     X21, Y20
+	VPSLLD        $0x10, Y20, Y21
+	VPORD         Y21, Y20, Y20
+	VPMADDWD      260(CX), Y20, Y21
+	VPADDD        Y21, Y12, Y12
+	VPMADDWD      260(CX)(SI*1), Y20, Y21
+	VPADDD        Y21, Y13, Y13
+	VPMADDWD      260(CX)(SI*2), Y20, Y21
+	VPADDD        Y21, Y14, Y14
+	VPMADDWD      260(CX)(DI*1), Y20, Y21
+	VPADDD        Y21, Y15, Y15
+	VPMADDWD      260(R8), Y20, Y21
+	VPADDD        Y21, Y16, Y16
+	VPMADDWD      260(R8)(SI*1), Y20, Y21
+	VPADDD        Y21, Y17, Y17
+	VPMADDWD      260(R8)(SI*2), Y20, Y21
+	VPADDD        Y21, Y18, Y18
+	VPMADDWD      260(R8)(DI*1), Y20, Y20
+	VPADDD        Y20, Y19, Y19
+	MOVWQZX       34(AX), R9
+	MOVQ          R9, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       2(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X22
+	MOVQ          R9, R11
+	SHRQ          $0x03, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       3(AX), R10
+	ORQ           R11, R10
+	VPINSRQ       $0x01, (BX)(R10*8), X22, X22
+	MOVQ          R9, R11
+	SHRQ          $0x06, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       4(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X20
+	MOVQ          R9, R11
+	SHRQ          $0x09, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       5(AX), R10
+	ORQ           R11, R10
+	VPINSRQ       $0x01, (BX)(R10*8), X20, X20
+	VINSERTI32X4  $0x01, X20, Y22, Y20
+	VPMOVB2M      Y20, K1
+	VPABSB        Y20, Y20
+	SHRQ          $0x0c, R9
+	ANDQ          $0x07, R9
+	LEAQ          1(R9)(R9*1), R9
+	SHLQ          $0x03, R9
+	VMOVD         R9, X21
+	VPBROADCASTW  X21, Y21
+	VMOVDQU32     4(CX), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y12, Y12
+	VMOVDQU32     4(CX)(SI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y13, Y13
+	VMOVDQU32     4(CX)(SI*2), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y14, Y14
+	VMOVDQU32     4(CX)(DI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y15, Y15
+	VMOVDQU32     4(R8), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y16, Y16
+	VMOVDQU32     4(R8)(SI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y17, Y17
+	VMOVDQU32     4(R8)(SI*2), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y18, Y18
+	VMOVDQU32     4(R8)(DI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y20
+	VPMADDWD      Y21, Y20, Y20
+	VPADDD        Y20, Y19, Y19
+	MOVWQZX       36(AX), R9
+	MOVQ          R9, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       6(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X22
+	MOVQ          R9, R11
+	SHRQ          $0x03, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       7(AX), R10
+	ORQ           R11, R10
+	VPINSRQ       $0x01, (BX)(R10*8), X22, X22
+	MOVQ          R9, R11
+	SHRQ          $0x06, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       8(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X20
+	MOVQ          R9, R11
+	SHRQ          $0x09, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       9(AX), R10
+	ORQ           R11, R10
+	VPINSRQ       $0x01, (BX)(R10*8), X20, X20
+	VINSERTI32X4  $0x01, X20, Y22, Y20
+	VPMOVB2M      Y20, K1
+	VPABSB        Y20, Y20
+	SHRQ          $0x0c, R9
+	ANDQ          $0x07, R9
+	LEAQ          1(R9)(R9*1), R9
+	SHLQ          $0x03, R9
+	VMOVD         R9, X21
+	VPBROADCASTW  X21, Y21
+	VMOVDQU32     36(CX), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y12, Y12
+	VMOVDQU32     36(CX)(SI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y13, Y13
+	VMOVDQU32     36(CX)(SI*2), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y14, Y14
+	VMOVDQU32     36(CX)(DI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y15, Y15
+	VMOVDQU32     36(R8), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y16, Y16
+	VMOVDQU32     36(R8)(SI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y17, Y17
+	VMOVDQU32     36(R8)(SI*2), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y18, Y18
+	VMOVDQU32     36(R8)(DI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y20
+	VPMADDWD      Y21, Y20, Y20
+	VPADDD        Y20, Y19, Y19
+	MOVWQZX       38(AX), R9
+	MOVQ          R9, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       10(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X22
+	MOVQ          R9, R11
+	SHRQ          $0x03, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       11(AX), R10
+	ORQ           R11, R10
+	VPINSRQ       $0x01, (BX)(R10*8), X22, X22
+	MOVQ          R9, R11
+	SHRQ          $0x06, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       12(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X20
+	MOVQ          R9, R11
+	SHRQ          $0x09, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       13(AX), R10
+	ORQ           R11, R10
+	VPINSRQ       $0x01, (BX)(R10*8), X20, X20
+	VINSERTI32X4  $0x01, X20, Y22, Y20
+	VPMOVB2M      Y20, K1
+	VPABSB        Y20, Y20
+	SHRQ          $0x0c, R9
+	ANDQ          $0x07, R9
+	LEAQ          1(R9)(R9*1), R9
+	SHLQ          $0x03, R9
+	VMOVD         R9, X21
+	VPBROADCASTW  X21, Y21
+	VMOVDQU32     68(CX), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y12, Y12
+	VMOVDQU32     68(CX)(SI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y13, Y13
+	VMOVDQU32     68(CX)(SI*2), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y14, Y14
+	VMOVDQU32     68(CX)(DI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y15, Y15
+	VMOVDQU32     68(R8), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y16, Y16
+	VMOVDQU32     68(R8)(SI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y17, Y17
+	VMOVDQU32     68(R8)(SI*2), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y18, Y18
+	VMOVDQU32     68(R8)(DI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y20
+	VPMADDWD      Y21, Y20, Y20
+	VPADDD        Y20, Y19, Y19
+	MOVWQZX       40(AX), R9
+	MOVQ          R9, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       14(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X22
+	MOVQ          R9, R11
+	SHRQ          $0x03, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       15(AX), R10
+	ORQ           R11, R10
+	VPINSRQ       $0x01, (BX)(R10*8), X22, X22
+	MOVQ          R9, R11
+	SHRQ          $0x06, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       16(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X20
+	MOVQ          R9, R11
+	SHRQ          $0x09, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       17(AX), R10
+	ORQ           R11, R10
+	VPINSRQ       $0x01, (BX)(R10*8), X20, X20
+	VINSERTI32X4  $0x01, X20, Y22, Y20
+	VPMOVB2M      Y20, K1
+	VPABSB        Y20, Y20
+	SHRQ          $0x0c, R9
+	ANDQ          $0x07, R9
+	LEAQ          1(R9)(R9*1), R9
+	SHLQ          $0x03, R9
+	VMOVD         R9, X21
+	VPBROADCASTW  X21, Y21
+	VMOVDQU32     100(CX), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y12, Y12
+	VMOVDQU32     100(CX)(SI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y13, Y13
+	VMOVDQU32     100(CX)(SI*2), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y14, Y14
+	VMOVDQU32     100(CX)(DI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y15, Y15
+	VMOVDQU32     100(R8), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y16, Y16
+	VMOVDQU32     100(R8)(SI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y17, Y17
+	VMOVDQU32     100(R8)(SI*2), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y18, Y18
+	VMOVDQU32     100(R8)(DI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y20
+	VPMADDWD      Y21, Y20, Y20
+	VPADDD        Y20, Y19, Y19
+	MOVWQZX       42(AX), R9
+	MOVQ          R9, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       18(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X22
+	MOVQ          R9, R11
+	SHRQ          $0x03, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       19(AX), R10
+	ORQ           R11, R10
+	VPINSRQ       $0x01, (BX)(R10*8), X22, X22
+	MOVQ          R9, R11
+	SHRQ          $0x06, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       20(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X20
+	MOVQ          R9, R11
+	SHRQ          $0x09, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       21(AX), R10
+	ORQ           R11, R10
+	VPINSRQ       $0x01, (BX)(R10*8), X20, X20
+	VINSERTI32X4  $0x01, X20, Y22, Y20
+	VPMOVB2M      Y20, K1
+	VPABSB        Y20, Y20
+	SHRQ          $0x0c, R9
+	ANDQ          $0x07, R9
+	LEAQ          1(R9)(R9*1), R9
+	SHLQ          $0x03, R9
+	VMOVD         R9, X21
+	VPBROADCASTW  X21, Y21
+	VMOVDQU32     132(CX), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y12, Y12
+	VMOVDQU32     132(CX)(SI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y13, Y13
+	VMOVDQU32     132(CX)(SI*2), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y14, Y14
+	VMOVDQU32     132(CX)(DI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y15, Y15
+	VMOVDQU32     132(R8), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y16, Y16
+	VMOVDQU32     132(R8)(SI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y17, Y17
+	VMOVDQU32     132(R8)(SI*2), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y18, Y18
+	VMOVDQU32     132(R8)(DI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y20
+	VPMADDWD      Y21, Y20, Y20
+	VPADDD        Y20, Y19, Y19
+	MOVWQZX       44(AX), R9
+	MOVQ          R9, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       22(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X22
+	MOVQ          R9, R11
+	SHRQ          $0x03, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       23(AX), R10
+	ORQ           R11, R10
+	VPINSRQ       $0x01, (BX)(R10*8), X22, X22
+	MOVQ          R9, R11
+	SHRQ          $0x06, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       24(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X20
+	MOVQ          R9, R11
+	SHRQ          $0x09, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       25(AX), R10
+	ORQ           R11, R10
+	VPINSRQ       $0x01, (BX)(R10*8), X20, X20
+	VINSERTI32X4  $0x01, X20, Y22, Y20
+	VPMOVB2M      Y20, K1
+	VPABSB        Y20, Y20
+	SHRQ          $0x0c, R9
+	ANDQ          $0x07, R9
+	LEAQ          1(R9)(R9*1), R9
+	SHLQ          $0x03, R9
+	VMOVD         R9, X21
+	VPBROADCASTW  X21, Y21
+	VMOVDQU32     164(CX), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y12, Y12
+	VMOVDQU32     164(CX)(SI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y13, Y13
+	VMOVDQU32     164(CX)(SI*2), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y14, Y14
+	VMOVDQU32     164(CX)(DI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y15, Y15
+	VMOVDQU32     164(R8), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y16, Y16
+	VMOVDQU32     164(R8)(SI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y17, Y17
+	VMOVDQU32     164(R8)(SI*2), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y18, Y18
+	VMOVDQU32     164(R8)(DI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y20
+	VPMADDWD      Y21, Y20, Y20
+	VPADDD        Y20, Y19, Y19
+	MOVWQZX       46(AX), R9
+	MOVQ          R9, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       26(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X22
+	MOVQ          R9, R11
+	SHRQ          $0x03, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       27(AX), R10
+	ORQ           R11, R10
+	VPINSRQ       $0x01, (BX)(R10*8), X22, X22
+	MOVQ          R9, R11
+	SHRQ          $0x06, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       28(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X20
+	MOVQ          R9, R11
+	SHRQ          $0x09, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       29(AX), R10
+	ORQ           R11, R10
+	VPINSRQ       $0x01, (BX)(R10*8), X20, X20
+	VINSERTI32X4  $0x01, X20, Y22, Y20
+	VPMOVB2M      Y20, K1
+	VPABSB        Y20, Y20
+	SHRQ          $0x0c, R9
+	ANDQ          $0x07, R9
+	LEAQ          1(R9)(R9*1), R9
+	SHLQ          $0x03, R9
+	VMOVD         R9, X21
+	VPBROADCASTW  X21, Y21
+	VMOVDQU32     196(CX), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y12, Y12
+	VMOVDQU32     196(CX)(SI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y13, Y13
+	VMOVDQU32     196(CX)(SI*2), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y14, Y14
+	VMOVDQU32     196(CX)(DI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y15, Y15
+	VMOVDQU32     196(R8), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y16, Y16
+	VMOVDQU32     196(R8)(SI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y17, Y17
+	VMOVDQU32     196(R8)(SI*2), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y18, Y18
+	VMOVDQU32     196(R8)(DI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y20
+	VPMADDWD      Y21, Y20, Y20
+	VPADDD        Y20, Y19, Y19
+	MOVWQZX       48(AX), R9
+	MOVQ          R9, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       30(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X22
+	MOVQ          R9, R11
+	SHRQ          $0x03, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       31(AX), R10
+	ORQ           R11, R10
+	VPINSRQ       $0x01, (BX)(R10*8), X22, X22
+	MOVQ          R9, R11
+	SHRQ          $0x06, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       32(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X20
+	MOVQ          R9, R11
+	SHRQ          $0x09, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       33(AX), R10
+	ORQ           R11, R10
+	VPINSRQ       $0x01, (BX)(R10*8), X20, X20
+	VINSERTI32X4  $0x01, X20, Y22, Y20
+	VPMOVB2M      Y20, K1
+	VPABSB        Y20, Y20
+	SHRQ          $0x0c, R9
+	ANDQ          $0x07, R9
+	LEAQ          1(R9)(R9*1), R9
+	SHLQ          $0x03, R9
+	VMOVD         R9, X21
+	VPBROADCASTW  X21, Y21
+	VMOVDQU32     228(CX), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y12, Y12
+	VMOVDQU32     228(CX)(SI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y13, Y13
+	VMOVDQU32     228(CX)(SI*2), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y14, Y14
+	VMOVDQU32     228(CX)(DI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y15, Y15
+	VMOVDQU32     228(R8), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y16, Y16
+	VMOVDQU32     228(R8)(SI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y17, Y17
+	VMOVDQU32     228(R8)(SI*2), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y18, Y18
+	VMOVDQU32     228(R8)(DI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y20
+	VPMADDWD      Y21, Y20, Y20
+	VPADDD        Y20, Y19, Y19
+	MOVWLZX       (AX), R9
+	VMOVD         R9, X20
+	VCVTPH2PS     X20, X20
+	VEXTRACTI32X4 $0x01, Y12, X21
+	VPADDD        X21, X12, X21
+	VPSHUFD       $0x4e, X21, X22
+	VPADDD        X22, X21, X21
+	VPSHUFD       $0xb1, X21, X22
+	VPADDD        X22, X21, X21
+	VCVTDQ2PS     X21, X21
+	VMULSS        X9, X21, X21
+	VMULSS        (CX), X20, X22
+	VMULSS        X21, X22, X22
+	VADDSS        X22, X0, X0
+	VEXTRACTI32X4 $0x01, Y13, X21
+	VPADDD        X21, X13, X21
+	VPSHUFD       $0x4e, X21, X22
+	VPADDD        X22, X21, X21
+	VPSHUFD       $0xb1, X21, X22
+	VPADDD        X22, X21, X21
+	VCVTDQ2PS     X21, X21
+	VMULSS        X9, X21, X21
+	VMULSS        (CX)(SI*1), X20, X22
+	VMULSS        X21, X22, X22
+	VADDSS        X22, X1, X1
+	VEXTRACTI32X4 $0x01, Y14, X21
+	VPADDD        X21, X14, X21
+	VPSHUFD       $0x4e, X21, X22
+	VPADDD        X22, X21, X21
+	VPSHUFD       $0xb1, X21, X22
+	VPADDD        X22, X21, X21
+	VCVTDQ2PS     X21, X21
+	VMULSS        X9, X21, X21
+	VMULSS        (CX)(SI*2), X20, X22
+	VMULSS        X21, X22, X22
+	VADDSS        X22, X2, X2
+	VEXTRACTI32X4 $0x01, Y15, X21
+	VPADDD        X21, X15, X21
+	VPSHUFD       $0x4e, X21, X22
+	VPADDD        X22, X21, X21
+	VPSHUFD       $0xb1, X21, X22
+	VPADDD        X22, X21, X21
+	VCVTDQ2PS     X21, X21
+	VMULSS        X9, X21, X21
+	VMULSS        (CX)(DI*1), X20, X22
+	VMULSS        X21, X22, X22
+	VADDSS        X22, X3, X3
+	VEXTRACTI32X4 $0x01, Y16, X21
+	VPADDD        X21, X16, X21
+	VPSHUFD       $0x4e, X21, X22
+	VPADDD        X22, X21, X21
+	VPSHUFD       $0xb1, X21, X22
+	VPADDD        X22, X21, X21
+	VCVTDQ2PS     X21, X21
+	VMULSS        X9, X21, X21
+	VMULSS        (R8), X20, X22
+	VMULSS        X21, X22, X22
+	VADDSS        X22, X4, X4
+	VEXTRACTI32X4 $0x01, Y17, X21
+	VPADDD        X21, X17, X21
+	VPSHUFD       $0x4e, X21, X22
+	VPADDD        X22, X21, X21
+	VPSHUFD       $0xb1, X21, X22
+	VPADDD        X22, X21, X21
+	VCVTDQ2PS     X21, X21
+	VMULSS        X9, X21, X21
+	VMULSS        (R8)(SI*1), X20, X22
+	VMULSS        X21, X22, X22
+	VADDSS        X22, X5, X5
+	VEXTRACTI32X4 $0x01, Y18, X21
+	VPADDD        X21, X18, X21
+	VPSHUFD       $0x4e, X21, X22
+	VPADDD        X22, X21, X21
+	VPSHUFD       $0xb1, X21, X22
+	VPADDD        X22, X21, X21
+	VCVTDQ2PS     X21, X21
+	VMULSS        X9, X21, X21
+	VMULSS        (R8)(SI*2), X20, X22
+	VMULSS        X21, X22, X22
+	VADDSS        X22, X6, X6
+	VEXTRACTI32X4 $0x01, Y19, X21
+	VPADDD        X21, X19, X21
+	VPSHUFD       $0x4e, X21, X22
+	VPADDD        X22, X21, X21
+	VPSHUFD       $0xb1, X21, X22
+	VPADDD        X22, X21, X21
+	VCVTDQ2PS     X21, X21
+	VMULSS        X9, X21, X21
+	VMULSS        (R8)(DI*1), X20, X20
+	VMULSS        X21, X20, X20
+	VADDSS        X20, X7, X7
+	ADDQ          $0x00000124, CX
+	ADDQ          $0x00000124, R8
+	ADDQ          $0x00000032, AX
+	DECQ          DX
+	JMP           loop
+
+done:
+	VZEROUPPER
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
+	VMOVSS X2, 8(AX)
+	VMOVSS X3, 12(AX)
+	VMOVSS X4, 16(AX)
+	VMOVSS X5, 20(AX)
+	VMOVSS X6, 24(AX)
+	VMOVSS X7, 28(AX)
+	RET
+
 // func dotIQ1SAVX2(x *byte, y *byte, n int, grid *byte) float32
 // Requires: AVX, AVX2, F16C, SSE
 TEXT ·dotIQ1SAVX2(SB), NOSPLIT, $0-36

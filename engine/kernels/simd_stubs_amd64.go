@@ -262,6 +262,11 @@ func dotIQ2XSAVX512x8(x *byte, y *byte, n int, stride int, out *float32, grid *b
 //go:noescape
 func dotIQ2SAVX512x8(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
 
+// dotIQ1SAVX512x8 sets out[t] = dotIQ1SAVX2(x, y+t·stride, n, grid) for t < 8 (AVX-512 BW, VL).
+//
+//go:noescape
+func dotIQ1SAVX512x8(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+
 // dotIQ1SAVX2 is the dot product of n IQ1_S blocks at x with n q8KBlocks at y; grid is the type's grid.
 //
 //go:noescape
