@@ -418,23 +418,15 @@ func dotIQ3SAVX2() {
 	RET()
 }
 
-// iq1Finish adds d·(float32(sumi) + 0.125·float32(sumi1)) to sum, the IQ1
-// types' float steps, d = f16(x.d)·y.d, sumi the total of acc's 8 int32, s1
-// float32(sumi1) (all in lane 0).
-func iq1Finish(d, acc, s1, eighth, sum VecVirtual) {
-	s := hsumInt(acc)
-	VMULSS(eighth, s1, s1)
-	VADDSS(s1, s, s)
-	VMULSS(s, d, d)
-	VADDSS(d, sum, sum)
-}
-
 // dotIQ1SAVX2 emits the IQ1_S kernel: per 32 weights the low 8 bits of four
 // 11-bit grid indices at 2+4ib and the uint16 at 34+2ib (the indices' top 3
 // bits, the 3-bit scale, the shift's sign); the grid's bytes are -1, 0 or 1, so
 // VPSIGNB gives the products, VPMADDUBSW with ones their pair sums. The shifts'
-// sum Σ ls·delta·(the 32 activations' sum) comes from the bsums, in scalar
-// registers.
+// sum Σ ls·delta·(the 32 activations' sum) comes from the bsums: one VPMADDWD
+// per block and token with the eight groups' ±scales, each in two words. As
+// IQ1_M's, one accumulator per token takes 8·sumi + sumi1 (the products scaled
+// by 8·scale), its float32 conversion times 0.125 being the reference's
+// float32(sumi) + 0.125·float32(sumi1) exactly.
 func dotIQ1SAVX2(tokens int) {
 	x, y, n, grid := iq1Header("IQ1S", tokens)
 	ys := tokenRows(y, tokens)
@@ -451,15 +443,40 @@ func dotIQ1SAVX2(tokens int) {
 	}
 	onesB := YMM()
 	VMOVDQU(byteOnes, onesB)
+	fourteen := XMM() // 14 in every word
+	VPCMPEQW(fourteen, fourteen, fourteen)
+	VPSRLW(U8(13), fourteen, fourteen)
+	VPSLLW(U8(1), fourteen, fourteen)
 
 	Label("loop")
 	TESTQ(n, n)
 	JZ(LabelRef("done"))
-	acc, sumi1 := make([]VecVirtual, tokens), make([]GPVirtual, tokens)
+	acc := make([]VecVirtual, tokens)
 	for t := range acc {
-		acc[t], sumi1[t] = YMM(), GP64()
+		acc[t] = YMM()
 		VPXOR(acc[t], acc[t], acc[t])
-		XORQ(sumi1[t], sumi1[t])
+	}
+	// The eight groups' ±scales 2s+1 (negated where bit 15 is set), each in
+	// both words of a dword: the multipliers of the bsums' pairs.
+	{
+		qh := XMM()
+		VMOVDQU(Mem{Base: x, Disp: 34}, qh)
+		ls, m := XMM(), XMM()
+		VPSRLW(U8(11), qh, ls)
+		VPAND(fourteen, ls, ls)
+		VPOR(ones16, ls, ls)
+		VPSRAW(U8(15), qh, m)
+		VPXOR(m, ls, ls)
+		VPSUBW(m, ls, ls)
+		c, t := YMM(), YMM()
+		VPMOVZXWD(ls, c)
+		VPSLLD(U8(16), c, t)
+		VPOR(t, c, c)
+		for t, yt := range ys {
+			p := YMM()
+			VPMADDWD(Mem{Base: yt, Disp: q8KBsums}, c, p)
+			VPADDD(p, acc[t], acc[t])
+		}
 	}
 	for ib := 0; ib < 8; ib++ {
 		h := GP64()
@@ -476,15 +493,12 @@ func dotIQ1SAVX2(tokens int) {
 			ORQ(t, r)
 			return r
 		})
-		ls := GP64()
-		MOVQ(h, ls)
-		SHRQ(U8(12), ls)
-		ANDQ(U8(7), ls)
-		LEAQ(Mem{Base: ls, Index: ls, Scale: 1, Disp: 1}, ls)
-		SHRQ(U8(15), h)
-		NEGQ(h) // delta's sign: 0 or -1
+		SHRQ(U8(12), h)
+		ANDQ(U8(7), h)
+		LEAQ(Mem{Base: h, Index: h, Scale: 1, Disp: 1}, h)
+		SHLQ(U8(3), h) // 8·scale
 		sc := YMM()
-		VMOVD(ls.As32(), sc.AsX())
+		VMOVD(h.As32(), sc.AsX())
 		VPBROADCASTW(sc.AsX(), sc)
 		for t, yt := range ys {
 			q := YMM()
@@ -494,22 +508,14 @@ func dotIQ1SAVX2(tokens int) {
 			VPMADDUBSW(q, onesB, p)
 			VPMADDWD(sc, p, p)
 			VPADDD(p, acc[t], acc[t])
-			// sumi1 += ls·delta·(bsums[2ib] + bsums[2ib+1]), delta -1 when bit 15.
-			b, b2 := GP64(), GP64()
-			MOVWQSX(Mem{Base: yt, Disp: q8KBsums + 4*ib}, b)
-			MOVWQSX(Mem{Base: yt, Disp: q8KBsums + 4*ib + 2}, b2)
-			ADDQ(b2, b)
-			IMULQ(ls, b)
-			XORQ(h, b)
-			SUBQ(h, b)
-			ADDQ(b, sumi1[t])
 		}
 	}
 	for t, yt := range ys {
-		s1 := XMM()
-		VMOVD(sumi1[t].As32(), s1)
-		VCVTDQ2PS(s1, s1)
-		iq1Finish(blockD(x, yt), acc[t], s1, eighth, sums[t])
+		s := hsumInt(acc[t])
+		VMULSS(eighth, s, s)
+		d := blockD(x, yt)
+		VMULSS(s, d, d)
+		VADDSS(d, sums[t], sums[t])
 		ADDQ(U32(q8KSize), yt)
 	}
 	ADDQ(U32(50), x)
@@ -542,8 +548,12 @@ func iq1Header(typ string, tokens int) (x, y, n, grid GPVirtual) {
 // 16 weights (the low and high lanes) and the shift's sign per 8 weights, so the
 // shifts' sum takes the activations' own pair sums (VPMADDUBSW with ones) times
 // ±scale, negated where the sign bit is set; the f16 scale gathered from the
-// top nibbles of the four scale words. With two tokens, each group's grid
-// entries and scales are decoded once for both.
+// top nibbles of the four scale words. With two or four tokens, each group's
+// grid entries and scales are decoded once for them. One accumulator per token
+// takes 8·sumi1 + sumi2 (the products scaled by 8·scale, the shifts' sums by
+// ±scale: both far inside int32), its float32 conversion times 0.125 being the
+// reference's float32(sumi1) + 0.125·float32(sumi2) exactly (the two sums are
+// exact in float32, and scaling by a power of two commutes with rounding).
 func dotIQ1MAVX2(tokens int) {
 	x, y, n, grid := iq1Header("IQ1M", tokens)
 	ys := tokenRows(y, tokens)
@@ -564,11 +574,10 @@ func dotIQ1MAVX2(tokens int) {
 	Label("loop")
 	TESTQ(n, n)
 	JZ(LabelRef("done"))
-	acc1, acc2 := make([]VecVirtual, tokens), make([]VecVirtual, tokens)
-	for t := range acc1 {
-		acc1[t], acc2[t] = YMM(), YMM()
-		VPXOR(acc1[t], acc1[t], acc1[t])
-		VPXOR(acc2[t], acc2[t], acc2[t])
+	acc := make([]VecVirtual, tokens)
+	for t := range acc {
+		acc[t] = YMM()
+		VPXOR(acc[t], acc[t], acc[t])
 	}
 	for ib := 0; ib < 8; ib++ {
 		g := gather8(grid, func(l int) GPVirtual {
@@ -609,6 +618,7 @@ func dotIQ1MAVX2(tokens int) {
 		c := YMM()
 		VPXOR(m, ls, c)
 		VPSUBW(m, c, c)
+		VPSLLW(U8(3), ls, ls) // 8·scale
 
 		for t, yt := range ys {
 			q := YMM()
@@ -616,12 +626,11 @@ func dotIQ1MAVX2(tokens int) {
 			p2 := YMM()
 			VPMADDUBSW(q, onesB, p2)
 			VPMADDWD(c, p2, p2)
-			VPADDD(p2, acc2[t], acc2[t])
+			VPADDD(p2, acc[t], acc[t])
 			VPSIGNB(g, q, q)
-			p1 := YMM()
-			VPMADDUBSW(q, onesB, p1)
-			VPMADDWD(ls, p1, p1)
-			VPADDD(p1, acc1[t], acc1[t])
+			VPMADDUBSW(q, onesB, p2)
+			VPMADDWD(ls, p2, p2)
+			VPADDD(p2, acc[t], acc[t])
 		}
 	}
 	// The f16 scale: the top nibbles of the four scale words.
@@ -642,8 +651,10 @@ func dotIQ1MAVX2(tokens int) {
 	for t, yt := range ys {
 		d := XMM()
 		VMULSS(Mem{Base: yt}, d0, d)
-		s1 := hsumInt(acc2[t])
-		iq1Finish(d, acc1[t], s1, eighth, sums[t])
+		s := hsumInt(acc[t])
+		VMULSS(eighth, s, s)
+		VMULSS(s, d, d)
+		VADDSS(d, sums[t], sums[t])
 		ADDQ(U32(q8KSize), yt)
 	}
 	ADDQ(U32(56), x)
@@ -654,26 +665,30 @@ func dotIQ1MAVX2(tokens int) {
 	storeSums(sums)
 }
 
-// dotIQ3SAVX2x2 emits the IQ3_S kernel for two activation rows (stride bytes
-// apart) at once: each group's grid entries, sign mask and scale found once for
-// both; each row's lanes and float steps are dotIQ3SAVX2's, so its bits too.
-func dotIQ3SAVX2x2() {
-	TEXT("dotIQ3SAVX2x2", NOSPLIT, "func(x, y *byte, n, stride int, out *float32, grid *byte)")
+// dotIQ3SAVX2Tokens emits the IQ3_S kernel for tokens (2 or 4) activation rows
+// (stride bytes apart) at once, dotIQ3SAVX2xT: each group's grid entries, sign
+// mask and scale found once for all; each row's lanes and float steps are
+// dotIQ3SAVX2's, so its bits too.
+func dotIQ3SAVX2Tokens(tokens int) {
+	name := fmt.Sprintf("dotIQ3SAVX2x%d", tokens)
+	TEXT(name, NOSPLIT, "func(x, y *byte, n, stride int, out *float32, grid *byte)")
 	Pragma("noescape")
-	Doc("dotIQ3SAVX2x2 sets out[t] = dotIQ3SAVX2(x, y+t·stride, n, grid) for t < 2.")
+	Doc(fmt.Sprintf("%s sets out[t] = dotIQ3SAVX2(x, y+t·stride, n, grid) for t < %d.", name, tokens))
 	x, y, n, grid := latticeParams()
-	ys := tokenRows(y, 2)
-	facc := []VecVirtual{YMM(), YMM()}
-	for _, f := range facc {
-		VXORPS(f, f, f)
+	ys := tokenRows(y, tokens)
+	facc := make([]VecVirtual, tokens)
+	for t := range facc {
+		facc[t] = YMM()
+		VXORPS(facc[t], facc[t], facc[t])
 	}
 
 	Label("loop")
 	TESTQ(n, n)
 	JZ(LabelRef("done"))
-	acc := []VecVirtual{YMM(), YMM()}
-	for _, a := range acc {
-		VPXOR(a, a, a)
+	acc := make([]VecVirtual, tokens)
+	for t := range acc {
+		acc[t] = YMM()
+		VPXOR(acc[t], acc[t], acc[t])
 	}
 	for ib := 0; ib < 8; ib++ {
 		qh := GP64()
@@ -721,6 +736,9 @@ func dotIQ3SAVX2x2() {
 	JMP(LabelRef("loop"))
 
 	Label("done")
-	sums := []VecVirtual{hsum8(facc[0]), hsum8(facc[1])}
+	sums := make([]VecVirtual, tokens)
+	for t := range sums {
+		sums[t] = hsum8(facc[t])
+	}
 	storeSums(sums)
 }

@@ -14,7 +14,7 @@
 // queries over the same keys, AVX-512; attnkv.go the same over quantized KV
 // caches, AVX2), act.go the activation quantizers, rounding and
 // SwiGLU, ternary.go the TQ2_0 and TQ1_0 row kernels and lattice.go the lattice
-// types' (AVX2), floattile.go the F16 and BF16 one-row, several-token kernels
+// types' (AVX2; lattice512.go their eight-token AVX-512 forms), floattile.go the F16 and BF16 one-row, several-token kernels
 // (AVX-512).
 // engine/kernels/simd_generic.go documents the numerics. avo's instruction table lacks AVX-512 VNNI, so VPDPBUSD and
 // VPDPWSSD are emitted raw; the AVX-512 kernels may be given X16-X31, so their
@@ -101,17 +101,22 @@ func main() {
 	dotQ3KAVX2()
 	ternaryConstants()
 	dotTQ2_0AVX2()
-	dotTQ1_0AVX2()
+	dotTQ1_0AVX2(1)
+	dotTQ1_0AVX2(2)
 	latticeConstants()
-	for _, tokens := range []int{1, 2} {
+	for _, tokens := range []int{1, 2, 4} {
 		dotIQ2XXSAVX2(tokens)
 		dotIQ3XXSAVX2(tokens)
 		dotIQ2XSAVX2(tokens)
 		dotIQ2SAVX2(tokens)
 	}
 	dotIQ3SAVX2()
-	dotIQ3SAVX2x2()
-	for _, tokens := range []int{1, 2} {
+	dotIQ3SAVX2Tokens(2)
+	dotIQ3SAVX2Tokens(4)
+	dotIQ3SAVX512x8()
+	latticeAVX512x8()
+	dotIQ1SAVX512x8()
+	for _, tokens := range []int{1, 2, 4} {
 		dotIQ1SAVX2(tokens)
 		dotIQ1MAVX2(tokens)
 	}

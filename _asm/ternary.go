@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
 	. "github.com/mmcloughlin/avo/reg"
@@ -121,9 +123,10 @@ func mul9(v VecVirtual) VecVirtual {
 	return r
 }
 
-// tritDot adds to acc the pair sums of trit(v)·y, v the bytes already times 3ⁿ
-// (mod 256), y 32 activations in memory.
-func tritDot(v VecVirtual, y Mem, acc VecVirtual) {
+// tritDot adds to each acc[t] the pair sums of trit(v)·y[t], v the bytes
+// already times 3ⁿ (mod 256), y[t] 32 activations in memory: the trits found once
+// for every row.
+func tritDot(v VecVirtual, y []Mem, acc []VecVirtual) {
 	s := YMM()
 	VPXOR(signBit, v, s)
 	c1, c2 := YMM(), YMM()
@@ -133,32 +136,57 @@ func tritDot(v VecVirtual, y Mem, acc VecVirtual) {
 	VPXOR(t, t, t)
 	VPSUBB(c1, t, t)
 	VPSUBB(c2, t, t) // the trit, 0..2
-	p := YMM()
-	VPMADDUBSW(y, t, p)
-	VPADDW(p, acc, acc)
+	for i := range acc {
+		p := YMM()
+		VPMADDUBSW(y[i], t, p)
+		VPADDW(p, acc[i], acc[i])
+	}
 }
 
-// dotTQ1_0AVX2 emits the TQ1_0 kernel for AVX2. Trit n of a byte q is the top
-// bits of 3·(q·3ⁿ mod 256) (tq1Value): the bytes times 3ⁿ by byte adds and
-// masked word shifts, the trit by two comparisons. Elements 0-159 are the five
-// trits of qs[0:32], 160-239 those of qs[32:48] and 240-255 four of qh, which
-// ride in the high lane of the qs[32:48] vectors (each dword of it the four
-// bytes of qh) and are blended into place. Then the reference's integer and float
-// steps, as TQ2_0's.
-func dotTQ1_0AVX2() {
-	TEXT("dotTQ1_0AVX2", NOSPLIT, "func(x, y *byte, n int) float32")
-	Pragma("noescape")
-	Doc("dotTQ1_0AVX2 is the dot product of n TQ1_0 blocks at x with n q8KBlocks at y.")
+// dotTQ1_0AVX2 emits the TQ1_0 kernel for AVX2, for tokens (1 or 2) activation
+// rows stride bytes apart (dotTQ1_0AVX2x2: each block's trits found once for
+// both, each row's integer and float steps the one-row kernel's). Trit n of a
+// byte q is the top bits of 3·(q·3ⁿ mod 256) (tq1Value): the bytes times 3ⁿ by
+// byte adds and masked word shifts, the trit by two comparisons. Elements 0-159
+// are the five trits of qs[0:32], 160-239 those of qs[32:48] and 240-255 four of
+// qh, which ride in the high lane of the qs[32:48] vectors (each dword of it the
+// four bytes of qh) and are blended into place. Then the reference's integer and
+// float steps, as TQ2_0's.
+func dotTQ1_0AVX2(tokens int) {
+	if tokens == 1 {
+		TEXT("dotTQ1_0AVX2", NOSPLIT, "func(x, y *byte, n int) float32")
+		Pragma("noescape")
+		Doc("dotTQ1_0AVX2 is the dot product of n TQ1_0 blocks at x with n q8KBlocks at y.")
+	} else {
+		name := fmt.Sprintf("dotTQ1_0AVX2x%d", tokens)
+		TEXT(name, NOSPLIT, "func(x, y *byte, n, stride int, out *float32)")
+		Pragma("noescape")
+		Doc(fmt.Sprintf("%s sets out[t] = dotTQ1_0AVX2(x, y+t·stride, n) for t < %d.", name, tokens))
+	}
 	x, y, n := params3()
+	ys := tokenRows(y, tokens)
 	ones := YMM()
 	VMOVDQU(ones16, ones)
-	sum := XMM()
-	VXORPS(sum, sum, sum)
+	sums := make([]VecVirtual, tokens)
+	for t := range sums {
+		sums[t] = XMM()
+		VXORPS(sums[t], sums[t], sums[t])
+	}
+	rows := func(disp int) []Mem {
+		m := make([]Mem, tokens)
+		for t, yt := range ys {
+			m[t] = Mem{Base: yt, Disp: disp}
+		}
+		return m
+	}
 
 	Label("loop")
 	TESTQ(n, n)
 	JZ(LabelRef("done"))
-	acc := ternaryAcc(y)
+	acc := make([]VecVirtual, tokens)
+	for t, yt := range ys {
+		acc[t] = ternaryAcc(yt)
+	}
 	q0 := YMM()
 	VMOVDQU(Mem{Base: x}, q0)
 	q1 := mul3(q0)
@@ -166,7 +194,7 @@ func dotTQ1_0AVX2() {
 	q3 := mul9(q1)
 	q4 := mul9(q2)
 	for i, v := range []VecVirtual{q0, q1, q2, q3, q4} {
-		tritDot(v, Mem{Base: y, Disp: q8KQS + 32*i}, acc)
+		tritDot(v, rows(q8KQS+32*i), acc)
 	}
 	// qs[32:48] in the low lane, qh four times in the high one.
 	z0 := YMM()
@@ -185,16 +213,16 @@ func dotTQ1_0AVX2() {
 	VPBLENDD(U8(0x80), z3, w2, w2)
 	VPBLENDD(U8(0x0f), z4, w2, w2) // low lane: trit 4 of qs[32:48]
 	for i, v := range []VecVirtual{w0, w1, w2} {
-		tritDot(v, Mem{Base: y, Disp: q8KQS + 160 + 32*i}, acc)
+		tritDot(v, rows(q8KQS+160+32*i), acc)
 	}
-	ternaryFinish(x, y, 52, acc, ones, sum)
+	for t, yt := range ys {
+		ternaryFinish(x, yt, 52, acc[t], ones, sums[t])
+		ADDQ(U32(q8KSize), yt)
+	}
 	ADDQ(U32(tq1Size), x)
-	ADDQ(U32(q8KSize), y)
 	DECQ(n)
 	JMP(LabelRef("loop"))
 
 	Label("done")
-	VZEROUPPER()
-	Store(sum, ReturnIndex(0))
-	RET()
+	storeSums(sums)
 }

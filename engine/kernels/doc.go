@@ -43,8 +43,11 @@
 // Q5_K, Q6_K, IQ4_XS, TQ1_0, TQ2_0 and the lattice types IQ2_XXS, IQ2_XS, IQ2_S,
 // IQ3_XXS, IQ3_S, IQ1_S and IQ1_M, with ggml's block layouts byte for byte (Q4_K_M
 // files mix Q4_K and Q6_K). TQ1_0, TQ2_0 and the lattice types have AVX2 row
-// kernels (no AVX-512 or tile kernels yet; the lattice types' prompts take
-// two-token forms) with their pure-Go references' bits
+// kernels (no AVX-512 row or tile kernels; the lattice types' prompts take
+// four- and two-token forms, each group's grid entries, signs and scales decoded
+// once for the tokens, and with AVX-512 eight-token forms for IQ2_XXS, IQ2_XS,
+// IQ2_S, IQ3_XXS and IQ3_S, the signs as mask registers, _asm/lattice512.go;
+// TQ1_0's a two-token form) with their pure-Go references' bits
 // (refquants.go, iquants.go). QuantizeRow writes every type but the lattice ones (CanQuantize),
 // whose grids (iqgrids.go) are generated from ggml-common.h by internal/gengrids.
 // The decoders and dot products are checked against llama.cpp's own (ggml's

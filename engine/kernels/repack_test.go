@@ -100,12 +100,12 @@ func BenchmarkMatMulPrompt(b *testing.B) {
 	const rows, cols, nTok = 1024, 1024, 128
 	x := randRow(r, nTok*cols, 1)
 	dst := make([]float32, nTok*rows)
-	for _, typ := range []Type{Q8_0, Q4_0, Q5_0, IQ4_NL, Q4_1, Q4_K, Q5_K, Q6_K, Q3_K, F16, BF16, Q5_1, IQ1_S, IQ1_M} {
-		w := Matrix{Type: typ, Rows: rows, Cols: cols, Data: make([]byte, rows*typ.RowBytes(cols))}
-		for i := 0; i < rows; i++ {
-			fillRow(r, typ, w.Row(i), 0.1)
-		}
+	for _, typ := range []Type{Q8_0, Q4_0, Q5_0, IQ4_NL, Q4_1, Q4_K, Q5_K, Q6_K, Q3_K, F16, BF16, Q5_1, IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, TQ1_0, TQ2_0} {
 		b.Run(typ.String(), func(b *testing.B) {
+			w := Matrix{Type: typ, Rows: rows, Cols: cols, Data: make([]byte, rows*typ.RowBytes(cols))}
+			for i := 0; i < rows; i++ {
+				fillRow(r, typ, w.Row(i), 0.1)
+			}
 			for b.Loop() {
 				MatMul(dst, w, x, nTok)
 			}

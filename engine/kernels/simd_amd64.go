@@ -402,53 +402,67 @@ func dotIQ1MRow(row []byte, y []q8KBlock) float32 {
 	return dotIQ1MAVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n, (*byte)(unsafe.Pointer(&iq1sGrid[0])))
 }
 
-// dotIQ3SRows sets out[t] = dotIQ3SRow(row, y[t*nb:(t+1)*nb]) for each t <
-// len(out), two tokens at a time through dotIQ3SAVX2x2 (each group's grid
-// entries, signs and scale decoded once for both): the same bits.
-func dotIQ3SRows(out []float32, row []byte, y []q8KBlock, nb int) {
-	t := 0
-	if useAVX2 && nb > 0 && len(out) > 1 {
-		_, _ = row[nb*110-1], y[len(out)*nb-1]
+// dotTQ1_0Rows sets out[t] = dotTQ1_0Row(row, y[t*nb:(t+1)*nb]) for each t <
+// len(out), two tokens at a time through dotTQ1_0AVX2x2 (each block's trits
+// found once for both): the same bits.
+func dotTQ1_0Rows(out []float32, row []byte, y []q8KBlock, nb int) {
+	t, n := 0, len(out)
+	if useAVX2 && nb > 0 && n > 1 {
+		_, _ = row[nb*54-1], y[n*nb-1]
 		stride := nb * int(unsafe.Sizeof(y[0]))
-		for ; t+2 <= len(out); t += 2 {
-			dotIQ3SAVX2x2(&row[0], (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t], (*byte)(unsafe.Pointer(&iq3sGrid[0])))
+		for ; t+2 <= n; t += 2 {
+			dotTQ1_0AVX2x2(&row[0], (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t])
 		}
 	}
-	for ; t < len(out); t++ {
-		out[t] = dotIQ3SRow(row, y[t*nb:(t+1)*nb])
+	for ; t < n; t++ {
+		out[t] = dotTQ1_0Row(row, y[t*nb:(t+1)*nb])
 	}
 }
 
+// dotIQ3SRows sets out[t] = dotIQ3SRow(row, y[t*nb:(t+1)*nb]) for each t <
+// len(out), through dotLatticeRows' kernels: the same bits.
+func dotIQ3SRows(out []float32, row []byte, y []q8KBlock, nb int) {
+	dotLatticeRows(IQ3_S, out, row, y, nb)
+}
+
 // dotLatticeRows sets out[t] = the row dot of typ (IQ2_XXS, IQ2_XS, IQ2_S,
-// IQ3_XXS, IQ1_S, IQ1_M) of row and y[t*nb:(t+1)*nb] for each t < len(out), two tokens at a
-// time through the type's …x2 kernel (each group's grid entries, signs and
-// scales decoded once for both): the same bits. The kernels are called directly
-// (not through a function value) so that out does not escape.
+// IQ3_XXS, IQ3_S, IQ1_S, IQ1_M) of row and y[t*nb:(t+1)*nb] for each t <
+// len(out): with AVX-512, eight tokens at a time through the type's …AVX512x8
+// kernel (all but IQ1_M; BMI2 too; 6-7 left: the last eight again); then four tokens at a time
+// through the type's …x4 kernel, then two through its …x2, each group's grid
+// entries, signs and scales decoded once for the tokens: the same bits. Three
+// tokens left after the fours go through the 4-token kernel again over the last
+// four (the same bits, computed twice). The
+// kernels are called directly (not through a function value) so that out does
+// not escape.
 func dotLatticeRows(typ Type, out []float32, row []byte, y []q8KBlock, nb int) {
 	bb := typ.BlockBytes()
-	t := 0
-	if useAVX2 && nb > 0 && len(out) > 1 {
-		_, _ = row[nb*bb-1], y[len(out)*nb-1]
+	t, n := 0, len(out)
+	if useAVX2 && nb > 0 && n > 1 {
+		_, _ = row[nb*bb-1], y[n*nb-1]
 		stride := nb * int(unsafe.Sizeof(y[0]))
-		for ; t+2 <= len(out); t += 2 {
-			x, yt, o := &row[0], (*byte)(unsafe.Pointer(&y[t*nb])), &out[t]
-			switch typ {
-			case IQ2_XXS:
-				dotIQ2XXSAVX2x2(x, yt, nb, stride, o, (*byte)(unsafe.Pointer(&iq2xxsGrid[0])))
-			case IQ2_XS:
-				dotIQ2XSAVX2x2(x, yt, nb, stride, o, (*byte)(unsafe.Pointer(&iq2xsGrid[0])))
-			case IQ2_S:
-				dotIQ2SAVX2x2(x, yt, nb, stride, o, (*byte)(unsafe.Pointer(&iq2sGrid[0])))
-			case IQ3_XXS:
-				dotIQ3XXSAVX2x2(x, yt, nb, stride, o, (*byte)(unsafe.Pointer(&iq3xxsGrid[0])))
-			case IQ1_S:
-				dotIQ1SAVX2x2(x, yt, nb, stride, o, (*byte)(unsafe.Pointer(&iq1sGrid[0])))
-			case IQ1_M:
-				dotIQ1MAVX2x2(x, yt, nb, stride, o, (*byte)(unsafe.Pointer(&iq1sGrid[0])))
+		x := &row[0]
+		if useAVX512 && cpu.X86.HasBMI2 && typ != IQ1_M {
+			for ; t+8 <= n; t += 8 {
+				latticeAVX512x8(typ, x, (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t])
+			}
+			if n >= 8 && n-t >= 6 {
+				latticeAVX512x8(typ, x, (*byte)(unsafe.Pointer(&y[(n-8)*nb])), nb, stride, &out[n-8])
+				t = n
 			}
 		}
+		for ; t+4 <= n; t += 4 {
+			latticeAVX2x4(typ, x, (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t])
+		}
+		if n >= 4 && n-t == 3 {
+			latticeAVX2x4(typ, x, (*byte)(unsafe.Pointer(&y[(n-4)*nb])), nb, stride, &out[n-4])
+			t = n
+		}
+		for ; t+2 <= n; t += 2 {
+			latticeAVX2x2(typ, x, (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t])
+		}
 	}
-	for ; t < len(out); t++ {
+	for ; t < n; t++ {
 		yt := y[t*nb : (t+1)*nb]
 		switch typ {
 		case IQ2_XXS:
@@ -459,11 +473,71 @@ func dotLatticeRows(typ Type, out []float32, row []byte, y []q8KBlock, nb int) {
 			out[t] = dotIQ2SRow(row, yt)
 		case IQ3_XXS:
 			out[t] = dotIQ3XXSRow(row, yt)
+		case IQ3_S:
+			out[t] = dotIQ3SRow(row, yt)
 		case IQ1_S:
 			out[t] = dotIQ1SRow(row, yt)
 		case IQ1_M:
 			out[t] = dotIQ1MRow(row, yt)
 		}
+	}
+}
+
+// latticeAVX512x8 calls typ's eight-token AVX-512 kernel (not IQ1_M).
+func latticeAVX512x8(typ Type, x, y *byte, nb, stride int, o *float32) {
+	switch typ {
+	case IQ2_XXS:
+		dotIQ2XXSAVX512x8(x, y, nb, stride, o, (*byte)(unsafe.Pointer(&iq2xxsGrid[0])))
+	case IQ2_XS:
+		dotIQ2XSAVX512x8(x, y, nb, stride, o, (*byte)(unsafe.Pointer(&iq2xsGrid[0])))
+	case IQ2_S:
+		dotIQ2SAVX512x8(x, y, nb, stride, o, (*byte)(unsafe.Pointer(&iq2sGrid[0])))
+	case IQ3_XXS:
+		dotIQ3XXSAVX512x8(x, y, nb, stride, o, (*byte)(unsafe.Pointer(&iq3xxsGrid[0])))
+	case IQ3_S:
+		dotIQ3SAVX512x8(x, y, nb, stride, o, (*byte)(unsafe.Pointer(&iq3sGrid[0])))
+	case IQ1_S:
+		dotIQ1SAVX512x8(x, y, nb, stride, o, (*byte)(unsafe.Pointer(&iq1sGrid[0])))
+	}
+}
+
+// latticeAVX2x4 calls typ's four-token kernel.
+func latticeAVX2x4(typ Type, x, y *byte, nb, stride int, o *float32) {
+	switch typ {
+	case IQ2_XXS:
+		dotIQ2XXSAVX2x4(x, y, nb, stride, o, (*byte)(unsafe.Pointer(&iq2xxsGrid[0])))
+	case IQ2_XS:
+		dotIQ2XSAVX2x4(x, y, nb, stride, o, (*byte)(unsafe.Pointer(&iq2xsGrid[0])))
+	case IQ2_S:
+		dotIQ2SAVX2x4(x, y, nb, stride, o, (*byte)(unsafe.Pointer(&iq2sGrid[0])))
+	case IQ3_XXS:
+		dotIQ3XXSAVX2x4(x, y, nb, stride, o, (*byte)(unsafe.Pointer(&iq3xxsGrid[0])))
+	case IQ3_S:
+		dotIQ3SAVX2x4(x, y, nb, stride, o, (*byte)(unsafe.Pointer(&iq3sGrid[0])))
+	case IQ1_S:
+		dotIQ1SAVX2x4(x, y, nb, stride, o, (*byte)(unsafe.Pointer(&iq1sGrid[0])))
+	case IQ1_M:
+		dotIQ1MAVX2x4(x, y, nb, stride, o, (*byte)(unsafe.Pointer(&iq1sGrid[0])))
+	}
+}
+
+// latticeAVX2x2 calls typ's two-token kernel.
+func latticeAVX2x2(typ Type, x, y *byte, nb, stride int, o *float32) {
+	switch typ {
+	case IQ2_XXS:
+		dotIQ2XXSAVX2x2(x, y, nb, stride, o, (*byte)(unsafe.Pointer(&iq2xxsGrid[0])))
+	case IQ2_XS:
+		dotIQ2XSAVX2x2(x, y, nb, stride, o, (*byte)(unsafe.Pointer(&iq2xsGrid[0])))
+	case IQ2_S:
+		dotIQ2SAVX2x2(x, y, nb, stride, o, (*byte)(unsafe.Pointer(&iq2sGrid[0])))
+	case IQ3_XXS:
+		dotIQ3XXSAVX2x2(x, y, nb, stride, o, (*byte)(unsafe.Pointer(&iq3xxsGrid[0])))
+	case IQ3_S:
+		dotIQ3SAVX2x2(x, y, nb, stride, o, (*byte)(unsafe.Pointer(&iq3sGrid[0])))
+	case IQ1_S:
+		dotIQ1SAVX2x2(x, y, nb, stride, o, (*byte)(unsafe.Pointer(&iq1sGrid[0])))
+	case IQ1_M:
+		dotIQ1MAVX2x2(x, y, nb, stride, o, (*byte)(unsafe.Pointer(&iq1sGrid[0])))
 	}
 }
 

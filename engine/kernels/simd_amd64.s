@@ -4617,14 +4617,185 @@ loop:
 	VMULSS       (CX), X3, X3
 	VMULSS       X3, X2, X2
 	VADDSS       X2, X1, X1
-	ADDQ         $0x00000036, AX
 	ADDQ         $0x00000124, CX
+	ADDQ         $0x00000036, AX
 	DECQ         DX
 	JMP          loop
 
 done:
 	VZEROUPPER
 	MOVSS X1, ret+24(FP)
+	RET
+
+// func dotTQ1_0AVX2x2(x *byte, y *byte, n int, stride int, out *float32)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotTQ1_0AVX2x2(SB), NOSPLIT, $0-40
+	MOVQ    x+0(FP), AX
+	MOVQ    y+8(FP), CX
+	MOVQ    n+16(FP), DX
+	MOVQ    stride+24(FP), BX
+	LEAQ    (CX)(BX*1), BX
+	VMOVDQU ones16<>+0(SB), Y0
+	VXORPS  X1, X1, X1
+	VXORPS  X2, X2, X2
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VPXOR        Y3, Y3, Y3
+	VPSUBW       260(CX), Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	VPSUBW       260(BX), Y4, Y4
+	VMOVDQU      (AX), Y5
+	VPADDB       Y5, Y5, Y6
+	VPADDB       Y5, Y6, Y6
+	VPSLLW       $0x03, Y5, Y7
+	VPAND        highBits5<>+0(SB), Y7, Y7
+	VPADDB       Y5, Y7, Y7
+	VPSLLW       $0x03, Y6, Y8
+	VPAND        highBits5<>+0(SB), Y8, Y8
+	VPADDB       Y6, Y8, Y8
+	VPSLLW       $0x03, Y7, Y9
+	VPAND        highBits5<>+0(SB), Y9, Y9
+	VPADDB       Y7, Y9, Y9
+	VPXOR        signBit<>+0(SB), Y5, Y5
+	VPCMPGTB     tritLow<>+0(SB), Y5, Y10
+	VPCMPGTB     tritHigh<>+0(SB), Y5, Y5
+	VPXOR        Y11, Y11, Y11
+	VPSUBB       Y10, Y11, Y11
+	VPSUBB       Y5, Y11, Y11
+	VPMADDUBSW   4(CX), Y11, Y5
+	VPADDW       Y5, Y3, Y3
+	VPMADDUBSW   4(BX), Y11, Y5
+	VPADDW       Y5, Y4, Y4
+	VPXOR        signBit<>+0(SB), Y6, Y5
+	VPCMPGTB     tritLow<>+0(SB), Y5, Y6
+	VPCMPGTB     tritHigh<>+0(SB), Y5, Y5
+	VPXOR        Y10, Y10, Y10
+	VPSUBB       Y6, Y10, Y10
+	VPSUBB       Y5, Y10, Y10
+	VPMADDUBSW   36(CX), Y10, Y5
+	VPADDW       Y5, Y3, Y3
+	VPMADDUBSW   36(BX), Y10, Y5
+	VPADDW       Y5, Y4, Y4
+	VPXOR        signBit<>+0(SB), Y7, Y5
+	VPCMPGTB     tritLow<>+0(SB), Y5, Y6
+	VPCMPGTB     tritHigh<>+0(SB), Y5, Y5
+	VPXOR        Y7, Y7, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPSUBB       Y5, Y7, Y7
+	VPMADDUBSW   68(CX), Y7, Y5
+	VPADDW       Y5, Y3, Y3
+	VPMADDUBSW   68(BX), Y7, Y5
+	VPADDW       Y5, Y4, Y4
+	VPXOR        signBit<>+0(SB), Y8, Y5
+	VPCMPGTB     tritLow<>+0(SB), Y5, Y6
+	VPCMPGTB     tritHigh<>+0(SB), Y5, Y5
+	VPXOR        Y7, Y7, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPSUBB       Y5, Y7, Y7
+	VPMADDUBSW   100(CX), Y7, Y5
+	VPADDW       Y5, Y3, Y3
+	VPMADDUBSW   100(BX), Y7, Y5
+	VPADDW       Y5, Y4, Y4
+	VPXOR        signBit<>+0(SB), Y9, Y5
+	VPCMPGTB     tritLow<>+0(SB), Y5, Y6
+	VPCMPGTB     tritHigh<>+0(SB), Y5, Y5
+	VPXOR        Y7, Y7, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPSUBB       Y5, Y7, Y7
+	VPMADDUBSW   132(CX), Y7, Y5
+	VPADDW       Y5, Y3, Y3
+	VPMADDUBSW   132(BX), Y7, Y5
+	VPADDW       Y5, Y4, Y4
+	VBROADCASTSS 48(AX), Y5
+	VINSERTI128  $0x00, 32(AX), Y5, Y5
+	VPADDB       Y5, Y5, Y6
+	VPADDB       Y5, Y6, Y6
+	VPSLLW       $0x03, Y5, Y7
+	VPAND        highBits5<>+0(SB), Y7, Y7
+	VPADDB       Y5, Y7, Y7
+	VPSLLW       $0x03, Y6, Y8
+	VPAND        highBits5<>+0(SB), Y8, Y8
+	VPADDB       Y6, Y8, Y8
+	VPSLLW       $0x03, Y7, Y9
+	VPAND        highBits5<>+0(SB), Y9, Y9
+	VPADDB       Y7, Y9, Y9
+	VPERM2I128   $0x20, Y6, Y5, Y10
+	VPERM2I128   $0x20, Y8, Y7, Y11
+	VPBLENDD     $0x20, Y6, Y5, Y5
+	VPBLENDD     $0x40, Y7, Y5, Y5
+	VPBLENDD     $0x80, Y8, Y5, Y5
+	VPBLENDD     $0x0f, Y9, Y5, Y5
+	VPXOR        signBit<>+0(SB), Y10, Y6
+	VPCMPGTB     tritLow<>+0(SB), Y6, Y7
+	VPCMPGTB     tritHigh<>+0(SB), Y6, Y6
+	VPXOR        Y8, Y8, Y8
+	VPSUBB       Y7, Y8, Y8
+	VPSUBB       Y6, Y8, Y8
+	VPMADDUBSW   164(CX), Y8, Y6
+	VPADDW       Y6, Y3, Y3
+	VPMADDUBSW   164(BX), Y8, Y6
+	VPADDW       Y6, Y4, Y4
+	VPXOR        signBit<>+0(SB), Y11, Y6
+	VPCMPGTB     tritLow<>+0(SB), Y6, Y7
+	VPCMPGTB     tritHigh<>+0(SB), Y6, Y6
+	VPXOR        Y8, Y8, Y8
+	VPSUBB       Y7, Y8, Y8
+	VPSUBB       Y6, Y8, Y8
+	VPMADDUBSW   196(CX), Y8, Y6
+	VPADDW       Y6, Y3, Y3
+	VPMADDUBSW   196(BX), Y8, Y6
+	VPADDW       Y6, Y4, Y4
+	VPXOR        signBit<>+0(SB), Y5, Y5
+	VPCMPGTB     tritLow<>+0(SB), Y5, Y6
+	VPCMPGTB     tritHigh<>+0(SB), Y5, Y5
+	VPXOR        Y7, Y7, Y7
+	VPSUBB       Y6, Y7, Y7
+	VPSUBB       Y5, Y7, Y7
+	VPMADDUBSW   228(CX), Y7, Y5
+	VPADDW       Y5, Y3, Y3
+	VPMADDUBSW   228(BX), Y7, Y5
+	VPADDW       Y5, Y4, Y4
+	VPMADDWD     Y0, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X5
+	VPADDD       X5, X3, X3
+	VPSHUFD      $0x4e, X3, X5
+	VPADDD       X5, X3, X3
+	VPSHUFD      $0xb1, X3, X5
+	VPADDD       X5, X3, X3
+	VCVTDQ2PS    X3, X3
+	MOVWLZX      52(AX), SI
+	VMOVD        SI, X5
+	VCVTPH2PS    X5, X5
+	VMULSS       (CX), X5, X5
+	VMULSS       X5, X3, X3
+	VADDSS       X3, X1, X1
+	ADDQ         $0x00000124, CX
+	VPMADDWD     Y0, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X3
+	VPADDD       X3, X4, X3
+	VPSHUFD      $0x4e, X3, X4
+	VPADDD       X4, X3, X3
+	VPSHUFD      $0xb1, X3, X4
+	VPADDD       X4, X3, X3
+	VCVTDQ2PS    X3, X3
+	MOVWLZX      52(AX), SI
+	VMOVD        SI, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (BX), X4, X4
+	VMULSS       X4, X3, X3
+	VADDSS       X3, X2, X2
+	ADDQ         $0x00000124, BX
+	ADDQ         $0x00000036, AX
+	DECQ         DX
+	JMP          loop
+
+done:
+	VZEROUPPER
+	MOVQ   out+32(FP), AX
+	VMOVSS X1, (AX)
+	VMOVSS X2, 4(AX)
 	RET
 
 DATA ksignsIQ2<>+0(SB)/8, $0x0101010101010101
@@ -8053,6 +8224,2262 @@ done:
 	VMOVSS X1, 4(AX)
 	RET
 
+// func dotIQ2XXSAVX2x4(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotIQ2XXSAVX2x4(SB), NOSPLIT, $0-48
+	MOVQ   x+0(FP), AX
+	MOVQ   y+8(FP), CX
+	MOVQ   n+16(FP), DX
+	MOVQ   grid+40(FP), BX
+	MOVQ   stride+24(FP), SI
+	LEAQ   (CX)(SI*1), DI
+	LEAQ   (DI)(SI*1), R8
+	LEAQ   (R8)(SI*1), SI
+	VXORPS X0, X0, X0
+	VXORPS X1, X1, X1
+	VXORPS X2, X2, X2
+	VXORPS X3, X3, X3
+	MOVL   $0x3e000000, R9
+	VMOVD  R9, X4
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPXOR        Y8, Y8, Y8
+	MOVBQZX      2(AX), R9
+	VMOVQ        (BX)(R9*8), X9
+	MOVBQZX      3(AX), R9
+	VPINSRQ      $0x01, (BX)(R9*8), X9, X9
+	MOVBQZX      4(AX), R9
+	VMOVQ        (BX)(R9*8), X10
+	MOVBQZX      5(AX), R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	MOVLQZX      6(AX), R9
+	LEAQ         ksignsIQ2<>+0(SB), R10
+	MOVQ         R9, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X9
+	MOVQ         R9, R11
+	SHRQ         $0x07, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X9, X9
+	MOVQ         R9, R11
+	SHRQ         $0x0e, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X11
+	MOVQ         R9, R11
+	SHRQ         $0x15, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X11, X11
+	VINSERTI128  $0x01, X11, Y9, Y11
+	SHRQ         $0x1c, R9
+	LEAQ         1(R9)(R9*1), R9
+	VMOVD        R9, X12
+	VPBROADCASTW X12, Y12
+	VMOVDQU      4(CX), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      4(DI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      4(R8), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      4(SI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVBQZX      10(AX), R9
+	VMOVQ        (BX)(R9*8), X9
+	MOVBQZX      11(AX), R9
+	VPINSRQ      $0x01, (BX)(R9*8), X9, X9
+	MOVBQZX      12(AX), R9
+	VMOVQ        (BX)(R9*8), X10
+	MOVBQZX      13(AX), R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	MOVLQZX      14(AX), R9
+	LEAQ         ksignsIQ2<>+0(SB), R10
+	MOVQ         R9, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X9
+	MOVQ         R9, R11
+	SHRQ         $0x07, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X9, X9
+	MOVQ         R9, R11
+	SHRQ         $0x0e, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X11
+	MOVQ         R9, R11
+	SHRQ         $0x15, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X11, X11
+	VINSERTI128  $0x01, X11, Y9, Y11
+	SHRQ         $0x1c, R9
+	LEAQ         1(R9)(R9*1), R9
+	VMOVD        R9, X12
+	VPBROADCASTW X12, Y12
+	VMOVDQU      36(CX), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      36(DI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      36(R8), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      36(SI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVBQZX      18(AX), R9
+	VMOVQ        (BX)(R9*8), X9
+	MOVBQZX      19(AX), R9
+	VPINSRQ      $0x01, (BX)(R9*8), X9, X9
+	MOVBQZX      20(AX), R9
+	VMOVQ        (BX)(R9*8), X10
+	MOVBQZX      21(AX), R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	MOVLQZX      22(AX), R9
+	LEAQ         ksignsIQ2<>+0(SB), R10
+	MOVQ         R9, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X9
+	MOVQ         R9, R11
+	SHRQ         $0x07, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X9, X9
+	MOVQ         R9, R11
+	SHRQ         $0x0e, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X11
+	MOVQ         R9, R11
+	SHRQ         $0x15, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X11, X11
+	VINSERTI128  $0x01, X11, Y9, Y11
+	SHRQ         $0x1c, R9
+	LEAQ         1(R9)(R9*1), R9
+	VMOVD        R9, X12
+	VPBROADCASTW X12, Y12
+	VMOVDQU      68(CX), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      68(DI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      68(R8), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      68(SI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVBQZX      26(AX), R9
+	VMOVQ        (BX)(R9*8), X9
+	MOVBQZX      27(AX), R9
+	VPINSRQ      $0x01, (BX)(R9*8), X9, X9
+	MOVBQZX      28(AX), R9
+	VMOVQ        (BX)(R9*8), X10
+	MOVBQZX      29(AX), R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	MOVLQZX      30(AX), R9
+	LEAQ         ksignsIQ2<>+0(SB), R10
+	MOVQ         R9, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X9
+	MOVQ         R9, R11
+	SHRQ         $0x07, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X9, X9
+	MOVQ         R9, R11
+	SHRQ         $0x0e, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X11
+	MOVQ         R9, R11
+	SHRQ         $0x15, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X11, X11
+	VINSERTI128  $0x01, X11, Y9, Y11
+	SHRQ         $0x1c, R9
+	LEAQ         1(R9)(R9*1), R9
+	VMOVD        R9, X12
+	VPBROADCASTW X12, Y12
+	VMOVDQU      100(CX), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      100(DI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      100(R8), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      100(SI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVBQZX      34(AX), R9
+	VMOVQ        (BX)(R9*8), X9
+	MOVBQZX      35(AX), R9
+	VPINSRQ      $0x01, (BX)(R9*8), X9, X9
+	MOVBQZX      36(AX), R9
+	VMOVQ        (BX)(R9*8), X10
+	MOVBQZX      37(AX), R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	MOVLQZX      38(AX), R9
+	LEAQ         ksignsIQ2<>+0(SB), R10
+	MOVQ         R9, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X9
+	MOVQ         R9, R11
+	SHRQ         $0x07, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X9, X9
+	MOVQ         R9, R11
+	SHRQ         $0x0e, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X11
+	MOVQ         R9, R11
+	SHRQ         $0x15, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X11, X11
+	VINSERTI128  $0x01, X11, Y9, Y11
+	SHRQ         $0x1c, R9
+	LEAQ         1(R9)(R9*1), R9
+	VMOVD        R9, X12
+	VPBROADCASTW X12, Y12
+	VMOVDQU      132(CX), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      132(DI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      132(R8), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      132(SI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVBQZX      42(AX), R9
+	VMOVQ        (BX)(R9*8), X9
+	MOVBQZX      43(AX), R9
+	VPINSRQ      $0x01, (BX)(R9*8), X9, X9
+	MOVBQZX      44(AX), R9
+	VMOVQ        (BX)(R9*8), X10
+	MOVBQZX      45(AX), R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	MOVLQZX      46(AX), R9
+	LEAQ         ksignsIQ2<>+0(SB), R10
+	MOVQ         R9, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X9
+	MOVQ         R9, R11
+	SHRQ         $0x07, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X9, X9
+	MOVQ         R9, R11
+	SHRQ         $0x0e, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X11
+	MOVQ         R9, R11
+	SHRQ         $0x15, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X11, X11
+	VINSERTI128  $0x01, X11, Y9, Y11
+	SHRQ         $0x1c, R9
+	LEAQ         1(R9)(R9*1), R9
+	VMOVD        R9, X12
+	VPBROADCASTW X12, Y12
+	VMOVDQU      164(CX), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      164(DI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      164(R8), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      164(SI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVBQZX      50(AX), R9
+	VMOVQ        (BX)(R9*8), X9
+	MOVBQZX      51(AX), R9
+	VPINSRQ      $0x01, (BX)(R9*8), X9, X9
+	MOVBQZX      52(AX), R9
+	VMOVQ        (BX)(R9*8), X10
+	MOVBQZX      53(AX), R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	MOVLQZX      54(AX), R9
+	LEAQ         ksignsIQ2<>+0(SB), R10
+	MOVQ         R9, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X9
+	MOVQ         R9, R11
+	SHRQ         $0x07, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X9, X9
+	MOVQ         R9, R11
+	SHRQ         $0x0e, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X11
+	MOVQ         R9, R11
+	SHRQ         $0x15, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X11, X11
+	VINSERTI128  $0x01, X11, Y9, Y11
+	SHRQ         $0x1c, R9
+	LEAQ         1(R9)(R9*1), R9
+	VMOVD        R9, X12
+	VPBROADCASTW X12, Y12
+	VMOVDQU      196(CX), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      196(DI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      196(R8), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      196(SI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVBQZX      58(AX), R9
+	VMOVQ        (BX)(R9*8), X9
+	MOVBQZX      59(AX), R9
+	VPINSRQ      $0x01, (BX)(R9*8), X9, X9
+	MOVBQZX      60(AX), R9
+	VMOVQ        (BX)(R9*8), X10
+	MOVBQZX      61(AX), R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	MOVLQZX      62(AX), R9
+	LEAQ         ksignsIQ2<>+0(SB), R10
+	MOVQ         R9, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X9
+	MOVQ         R9, R11
+	SHRQ         $0x07, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X9, X9
+	MOVQ         R9, R11
+	SHRQ         $0x0e, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X11
+	MOVQ         R9, R11
+	SHRQ         $0x15, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X11, X11
+	VINSERTI128  $0x01, X11, Y9, Y11
+	SHRQ         $0x1c, R9
+	LEAQ         1(R9)(R9*1), R9
+	VMOVD        R9, X12
+	VPBROADCASTW X12, Y12
+	VMOVDQU      228(CX), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      228(DI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      228(R8), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      228(SI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	VEXTRACTI128 $0x01, Y5, X9
+	VPADDD       X9, X5, X5
+	VPSHUFD      $0x4e, X5, X9
+	VPADDD       X9, X5, X5
+	VPSHUFD      $0xb1, X5, X9
+	VPADDD       X9, X5, X5
+	VCVTDQ2PS    X5, X5
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X9
+	VCVTPH2PS    X9, X9
+	VMULSS       (CX), X9, X9
+	VMULSS       X5, X9, X9
+	VMULSS       X4, X9, X9
+	VADDSS       X9, X0, X0
+	ADDQ         $0x00000124, CX
+	VEXTRACTI128 $0x01, Y6, X5
+	VPADDD       X5, X6, X5
+	VPSHUFD      $0x4e, X5, X6
+	VPADDD       X6, X5, X5
+	VPSHUFD      $0xb1, X5, X6
+	VPADDD       X6, X5, X5
+	VCVTDQ2PS    X5, X5
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X6
+	VCVTPH2PS    X6, X6
+	VMULSS       (DI), X6, X6
+	VMULSS       X5, X6, X6
+	VMULSS       X4, X6, X6
+	VADDSS       X6, X1, X1
+	ADDQ         $0x00000124, DI
+	VEXTRACTI128 $0x01, Y7, X5
+	VPADDD       X5, X7, X5
+	VPSHUFD      $0x4e, X5, X6
+	VPADDD       X6, X5, X5
+	VPSHUFD      $0xb1, X5, X6
+	VPADDD       X6, X5, X5
+	VCVTDQ2PS    X5, X5
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X6
+	VCVTPH2PS    X6, X6
+	VMULSS       (R8), X6, X6
+	VMULSS       X5, X6, X6
+	VMULSS       X4, X6, X6
+	VADDSS       X6, X2, X2
+	ADDQ         $0x00000124, R8
+	VEXTRACTI128 $0x01, Y8, X5
+	VPADDD       X5, X8, X5
+	VPSHUFD      $0x4e, X5, X6
+	VPADDD       X6, X5, X5
+	VPSHUFD      $0xb1, X5, X6
+	VPADDD       X6, X5, X5
+	VCVTDQ2PS    X5, X5
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X6
+	VCVTPH2PS    X6, X6
+	VMULSS       (SI), X6, X6
+	VMULSS       X5, X6, X6
+	VMULSS       X4, X6, X6
+	VADDSS       X6, X3, X3
+	ADDQ         $0x00000124, SI
+	ADDQ         $0x00000042, AX
+	DECQ         DX
+	JMP          loop
+
+done:
+	VZEROUPPER
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
+	VMOVSS X2, 8(AX)
+	VMOVSS X3, 12(AX)
+	RET
+
+// func dotIQ3XXSAVX2x4(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotIQ3XXSAVX2x4(SB), NOSPLIT, $0-48
+	MOVQ   x+0(FP), AX
+	MOVQ   y+8(FP), CX
+	MOVQ   n+16(FP), DX
+	MOVQ   grid+40(FP), BX
+	MOVQ   stride+24(FP), SI
+	LEAQ   (CX)(SI*1), DI
+	LEAQ   (DI)(SI*1), R8
+	LEAQ   (R8)(SI*1), SI
+	VXORPS X0, X0, X0
+	VXORPS X1, X1, X1
+	VXORPS X2, X2, X2
+	VXORPS X3, X3, X3
+	MOVL   $0x3e800000, R9
+	VMOVD  R9, X4
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPXOR        Y8, Y8, Y8
+	MOVBQZX      2(AX), R9
+	VMOVD        (BX)(R9*4), X9
+	MOVBQZX      3(AX), R9
+	VPINSRD      $0x01, (BX)(R9*4), X9, X9
+	MOVBQZX      4(AX), R9
+	VPINSRD      $0x02, (BX)(R9*4), X9, X9
+	MOVBQZX      5(AX), R9
+	VPINSRD      $0x03, (BX)(R9*4), X9, X9
+	MOVBQZX      6(AX), R9
+	VMOVD        (BX)(R9*4), X10
+	MOVBQZX      7(AX), R9
+	VPINSRD      $0x01, (BX)(R9*4), X10, X10
+	MOVBQZX      8(AX), R9
+	VPINSRD      $0x02, (BX)(R9*4), X10, X10
+	MOVBQZX      9(AX), R9
+	VPINSRD      $0x03, (BX)(R9*4), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	MOVLQZX      66(AX), R9
+	LEAQ         ksignsIQ2<>+0(SB), R10
+	MOVQ         R9, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X9
+	MOVQ         R9, R11
+	SHRQ         $0x07, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X9, X9
+	MOVQ         R9, R11
+	SHRQ         $0x0e, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X11
+	MOVQ         R9, R11
+	SHRQ         $0x15, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X11, X11
+	VINSERTI128  $0x01, X11, Y9, Y11
+	SHRQ         $0x1c, R9
+	LEAQ         1(R9)(R9*1), R9
+	VMOVD        R9, X12
+	VPBROADCASTW X12, Y12
+	VMOVDQU      4(CX), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      4(DI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      4(R8), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      4(SI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVBQZX      10(AX), R9
+	VMOVD        (BX)(R9*4), X9
+	MOVBQZX      11(AX), R9
+	VPINSRD      $0x01, (BX)(R9*4), X9, X9
+	MOVBQZX      12(AX), R9
+	VPINSRD      $0x02, (BX)(R9*4), X9, X9
+	MOVBQZX      13(AX), R9
+	VPINSRD      $0x03, (BX)(R9*4), X9, X9
+	MOVBQZX      14(AX), R9
+	VMOVD        (BX)(R9*4), X10
+	MOVBQZX      15(AX), R9
+	VPINSRD      $0x01, (BX)(R9*4), X10, X10
+	MOVBQZX      16(AX), R9
+	VPINSRD      $0x02, (BX)(R9*4), X10, X10
+	MOVBQZX      17(AX), R9
+	VPINSRD      $0x03, (BX)(R9*4), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	MOVLQZX      70(AX), R9
+	LEAQ         ksignsIQ2<>+0(SB), R10
+	MOVQ         R9, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X9
+	MOVQ         R9, R11
+	SHRQ         $0x07, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X9, X9
+	MOVQ         R9, R11
+	SHRQ         $0x0e, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X11
+	MOVQ         R9, R11
+	SHRQ         $0x15, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X11, X11
+	VINSERTI128  $0x01, X11, Y9, Y11
+	SHRQ         $0x1c, R9
+	LEAQ         1(R9)(R9*1), R9
+	VMOVD        R9, X12
+	VPBROADCASTW X12, Y12
+	VMOVDQU      36(CX), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      36(DI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      36(R8), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      36(SI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVBQZX      18(AX), R9
+	VMOVD        (BX)(R9*4), X9
+	MOVBQZX      19(AX), R9
+	VPINSRD      $0x01, (BX)(R9*4), X9, X9
+	MOVBQZX      20(AX), R9
+	VPINSRD      $0x02, (BX)(R9*4), X9, X9
+	MOVBQZX      21(AX), R9
+	VPINSRD      $0x03, (BX)(R9*4), X9, X9
+	MOVBQZX      22(AX), R9
+	VMOVD        (BX)(R9*4), X10
+	MOVBQZX      23(AX), R9
+	VPINSRD      $0x01, (BX)(R9*4), X10, X10
+	MOVBQZX      24(AX), R9
+	VPINSRD      $0x02, (BX)(R9*4), X10, X10
+	MOVBQZX      25(AX), R9
+	VPINSRD      $0x03, (BX)(R9*4), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	MOVLQZX      74(AX), R9
+	LEAQ         ksignsIQ2<>+0(SB), R10
+	MOVQ         R9, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X9
+	MOVQ         R9, R11
+	SHRQ         $0x07, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X9, X9
+	MOVQ         R9, R11
+	SHRQ         $0x0e, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X11
+	MOVQ         R9, R11
+	SHRQ         $0x15, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X11, X11
+	VINSERTI128  $0x01, X11, Y9, Y11
+	SHRQ         $0x1c, R9
+	LEAQ         1(R9)(R9*1), R9
+	VMOVD        R9, X12
+	VPBROADCASTW X12, Y12
+	VMOVDQU      68(CX), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      68(DI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      68(R8), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      68(SI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVBQZX      26(AX), R9
+	VMOVD        (BX)(R9*4), X9
+	MOVBQZX      27(AX), R9
+	VPINSRD      $0x01, (BX)(R9*4), X9, X9
+	MOVBQZX      28(AX), R9
+	VPINSRD      $0x02, (BX)(R9*4), X9, X9
+	MOVBQZX      29(AX), R9
+	VPINSRD      $0x03, (BX)(R9*4), X9, X9
+	MOVBQZX      30(AX), R9
+	VMOVD        (BX)(R9*4), X10
+	MOVBQZX      31(AX), R9
+	VPINSRD      $0x01, (BX)(R9*4), X10, X10
+	MOVBQZX      32(AX), R9
+	VPINSRD      $0x02, (BX)(R9*4), X10, X10
+	MOVBQZX      33(AX), R9
+	VPINSRD      $0x03, (BX)(R9*4), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	MOVLQZX      78(AX), R9
+	LEAQ         ksignsIQ2<>+0(SB), R10
+	MOVQ         R9, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X9
+	MOVQ         R9, R11
+	SHRQ         $0x07, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X9, X9
+	MOVQ         R9, R11
+	SHRQ         $0x0e, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X11
+	MOVQ         R9, R11
+	SHRQ         $0x15, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X11, X11
+	VINSERTI128  $0x01, X11, Y9, Y11
+	SHRQ         $0x1c, R9
+	LEAQ         1(R9)(R9*1), R9
+	VMOVD        R9, X12
+	VPBROADCASTW X12, Y12
+	VMOVDQU      100(CX), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      100(DI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      100(R8), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      100(SI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVBQZX      34(AX), R9
+	VMOVD        (BX)(R9*4), X9
+	MOVBQZX      35(AX), R9
+	VPINSRD      $0x01, (BX)(R9*4), X9, X9
+	MOVBQZX      36(AX), R9
+	VPINSRD      $0x02, (BX)(R9*4), X9, X9
+	MOVBQZX      37(AX), R9
+	VPINSRD      $0x03, (BX)(R9*4), X9, X9
+	MOVBQZX      38(AX), R9
+	VMOVD        (BX)(R9*4), X10
+	MOVBQZX      39(AX), R9
+	VPINSRD      $0x01, (BX)(R9*4), X10, X10
+	MOVBQZX      40(AX), R9
+	VPINSRD      $0x02, (BX)(R9*4), X10, X10
+	MOVBQZX      41(AX), R9
+	VPINSRD      $0x03, (BX)(R9*4), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	MOVLQZX      82(AX), R9
+	LEAQ         ksignsIQ2<>+0(SB), R10
+	MOVQ         R9, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X9
+	MOVQ         R9, R11
+	SHRQ         $0x07, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X9, X9
+	MOVQ         R9, R11
+	SHRQ         $0x0e, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X11
+	MOVQ         R9, R11
+	SHRQ         $0x15, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X11, X11
+	VINSERTI128  $0x01, X11, Y9, Y11
+	SHRQ         $0x1c, R9
+	LEAQ         1(R9)(R9*1), R9
+	VMOVD        R9, X12
+	VPBROADCASTW X12, Y12
+	VMOVDQU      132(CX), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      132(DI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      132(R8), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      132(SI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVBQZX      42(AX), R9
+	VMOVD        (BX)(R9*4), X9
+	MOVBQZX      43(AX), R9
+	VPINSRD      $0x01, (BX)(R9*4), X9, X9
+	MOVBQZX      44(AX), R9
+	VPINSRD      $0x02, (BX)(R9*4), X9, X9
+	MOVBQZX      45(AX), R9
+	VPINSRD      $0x03, (BX)(R9*4), X9, X9
+	MOVBQZX      46(AX), R9
+	VMOVD        (BX)(R9*4), X10
+	MOVBQZX      47(AX), R9
+	VPINSRD      $0x01, (BX)(R9*4), X10, X10
+	MOVBQZX      48(AX), R9
+	VPINSRD      $0x02, (BX)(R9*4), X10, X10
+	MOVBQZX      49(AX), R9
+	VPINSRD      $0x03, (BX)(R9*4), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	MOVLQZX      86(AX), R9
+	LEAQ         ksignsIQ2<>+0(SB), R10
+	MOVQ         R9, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X9
+	MOVQ         R9, R11
+	SHRQ         $0x07, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X9, X9
+	MOVQ         R9, R11
+	SHRQ         $0x0e, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X11
+	MOVQ         R9, R11
+	SHRQ         $0x15, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X11, X11
+	VINSERTI128  $0x01, X11, Y9, Y11
+	SHRQ         $0x1c, R9
+	LEAQ         1(R9)(R9*1), R9
+	VMOVD        R9, X12
+	VPBROADCASTW X12, Y12
+	VMOVDQU      164(CX), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      164(DI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      164(R8), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      164(SI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVBQZX      50(AX), R9
+	VMOVD        (BX)(R9*4), X9
+	MOVBQZX      51(AX), R9
+	VPINSRD      $0x01, (BX)(R9*4), X9, X9
+	MOVBQZX      52(AX), R9
+	VPINSRD      $0x02, (BX)(R9*4), X9, X9
+	MOVBQZX      53(AX), R9
+	VPINSRD      $0x03, (BX)(R9*4), X9, X9
+	MOVBQZX      54(AX), R9
+	VMOVD        (BX)(R9*4), X10
+	MOVBQZX      55(AX), R9
+	VPINSRD      $0x01, (BX)(R9*4), X10, X10
+	MOVBQZX      56(AX), R9
+	VPINSRD      $0x02, (BX)(R9*4), X10, X10
+	MOVBQZX      57(AX), R9
+	VPINSRD      $0x03, (BX)(R9*4), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	MOVLQZX      90(AX), R9
+	LEAQ         ksignsIQ2<>+0(SB), R10
+	MOVQ         R9, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X9
+	MOVQ         R9, R11
+	SHRQ         $0x07, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X9, X9
+	MOVQ         R9, R11
+	SHRQ         $0x0e, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X11
+	MOVQ         R9, R11
+	SHRQ         $0x15, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X11, X11
+	VINSERTI128  $0x01, X11, Y9, Y11
+	SHRQ         $0x1c, R9
+	LEAQ         1(R9)(R9*1), R9
+	VMOVD        R9, X12
+	VPBROADCASTW X12, Y12
+	VMOVDQU      196(CX), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      196(DI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      196(R8), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      196(SI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVBQZX      58(AX), R9
+	VMOVD        (BX)(R9*4), X9
+	MOVBQZX      59(AX), R9
+	VPINSRD      $0x01, (BX)(R9*4), X9, X9
+	MOVBQZX      60(AX), R9
+	VPINSRD      $0x02, (BX)(R9*4), X9, X9
+	MOVBQZX      61(AX), R9
+	VPINSRD      $0x03, (BX)(R9*4), X9, X9
+	MOVBQZX      62(AX), R9
+	VMOVD        (BX)(R9*4), X10
+	MOVBQZX      63(AX), R9
+	VPINSRD      $0x01, (BX)(R9*4), X10, X10
+	MOVBQZX      64(AX), R9
+	VPINSRD      $0x02, (BX)(R9*4), X10, X10
+	MOVBQZX      65(AX), R9
+	VPINSRD      $0x03, (BX)(R9*4), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	MOVLQZX      94(AX), R9
+	LEAQ         ksignsIQ2<>+0(SB), R10
+	MOVQ         R9, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X9
+	MOVQ         R9, R11
+	SHRQ         $0x07, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X9, X9
+	MOVQ         R9, R11
+	SHRQ         $0x0e, R11
+	ANDQ         $0x7f, R11
+	VMOVQ        (R10)(R11*8), X11
+	MOVQ         R9, R11
+	SHRQ         $0x15, R11
+	ANDQ         $0x7f, R11
+	VPINSRQ      $0x01, (R10)(R11*8), X11, X11
+	VINSERTI128  $0x01, X11, Y9, Y11
+	SHRQ         $0x1c, R9
+	LEAQ         1(R9)(R9*1), R9
+	VMOVD        R9, X12
+	VPBROADCASTW X12, Y12
+	VMOVDQU      228(CX), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      228(DI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      228(R8), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      228(SI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	VEXTRACTI128 $0x01, Y5, X9
+	VPADDD       X9, X5, X5
+	VPSHUFD      $0x4e, X5, X9
+	VPADDD       X9, X5, X5
+	VPSHUFD      $0xb1, X5, X9
+	VPADDD       X9, X5, X5
+	VCVTDQ2PS    X5, X5
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X9
+	VCVTPH2PS    X9, X9
+	VMULSS       (CX), X9, X9
+	VMULSS       X5, X9, X9
+	VMULSS       X4, X9, X9
+	VADDSS       X9, X0, X0
+	ADDQ         $0x00000124, CX
+	VEXTRACTI128 $0x01, Y6, X5
+	VPADDD       X5, X6, X5
+	VPSHUFD      $0x4e, X5, X6
+	VPADDD       X6, X5, X5
+	VPSHUFD      $0xb1, X5, X6
+	VPADDD       X6, X5, X5
+	VCVTDQ2PS    X5, X5
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X6
+	VCVTPH2PS    X6, X6
+	VMULSS       (DI), X6, X6
+	VMULSS       X5, X6, X6
+	VMULSS       X4, X6, X6
+	VADDSS       X6, X1, X1
+	ADDQ         $0x00000124, DI
+	VEXTRACTI128 $0x01, Y7, X5
+	VPADDD       X5, X7, X5
+	VPSHUFD      $0x4e, X5, X6
+	VPADDD       X6, X5, X5
+	VPSHUFD      $0xb1, X5, X6
+	VPADDD       X6, X5, X5
+	VCVTDQ2PS    X5, X5
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X6
+	VCVTPH2PS    X6, X6
+	VMULSS       (R8), X6, X6
+	VMULSS       X5, X6, X6
+	VMULSS       X4, X6, X6
+	VADDSS       X6, X2, X2
+	ADDQ         $0x00000124, R8
+	VEXTRACTI128 $0x01, Y8, X5
+	VPADDD       X5, X8, X5
+	VPSHUFD      $0x4e, X5, X6
+	VPADDD       X6, X5, X5
+	VPSHUFD      $0xb1, X5, X6
+	VPADDD       X6, X5, X5
+	VCVTDQ2PS    X5, X5
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X6
+	VCVTPH2PS    X6, X6
+	VMULSS       (SI), X6, X6
+	VMULSS       X5, X6, X6
+	VMULSS       X4, X6, X6
+	VADDSS       X6, X3, X3
+	ADDQ         $0x00000124, SI
+	ADDQ         $0x00000062, AX
+	DECQ         DX
+	JMP          loop
+
+done:
+	VZEROUPPER
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
+	VMOVSS X2, 8(AX)
+	VMOVSS X3, 12(AX)
+	RET
+
+// func dotIQ2XSAVX2x4(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotIQ2XSAVX2x4(SB), NOSPLIT, $0-48
+	MOVQ   x+0(FP), AX
+	MOVQ   y+8(FP), CX
+	MOVQ   n+16(FP), DX
+	MOVQ   grid+40(FP), BX
+	MOVQ   stride+24(FP), SI
+	LEAQ   (CX)(SI*1), DI
+	LEAQ   (DI)(SI*1), R8
+	LEAQ   (R8)(SI*1), SI
+	VXORPS X0, X0, X0
+	VXORPS X1, X1, X1
+	VXORPS X2, X2, X2
+	VXORPS X3, X3, X3
+	MOVL   $0x3e000000, R9
+	VMOVD  R9, X4
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPXOR        Y8, Y8, Y8
+	MOVWQZX      2(AX), R9
+	ANDQ         $0x000001ff, R9
+	VMOVQ        (BX)(R9*8), X9
+	MOVWQZX      4(AX), R9
+	ANDQ         $0x000001ff, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X9, X9
+	MOVWQZX      6(AX), R9
+	ANDQ         $0x000001ff, R9
+	VMOVQ        (BX)(R9*8), X10
+	MOVWQZX      8(AX), R9
+	ANDQ         $0x000001ff, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	LEAQ         ksignsIQ2<>+0(SB), R9
+	MOVWQZX      2(AX), R10
+	SHRQ         $0x09, R10
+	VMOVQ        (R9)(R10*8), X9
+	MOVWQZX      4(AX), R10
+	SHRQ         $0x09, R10
+	VPINSRQ      $0x01, (R9)(R10*8), X9, X9
+	MOVWQZX      6(AX), R10
+	SHRQ         $0x09, R10
+	VMOVQ        (R9)(R10*8), X11
+	MOVWQZX      8(AX), R10
+	SHRQ         $0x09, R10
+	VPINSRQ      $0x01, (R9)(R10*8), X11, X11
+	VINSERTI128  $0x01, X11, Y9, Y11
+	MOVBQZX      66(AX), R9
+	MOVQ         R9, R10
+	ANDQ         $0x0f, R9
+	SHRQ         $0x04, R10
+	LEAQ         1(R9)(R9*1), R9
+	LEAQ         1(R10)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	VMOVD        R9, X12
+	VPBROADCASTD X12, Y12
+	VPSHUFB      wordSplit<>+0(SB), Y12, Y12
+	VMOVDQU      4(CX), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      4(DI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      4(R8), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      4(SI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVWQZX      10(AX), R9
+	ANDQ         $0x000001ff, R9
+	VMOVQ        (BX)(R9*8), X9
+	MOVWQZX      12(AX), R9
+	ANDQ         $0x000001ff, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X9, X9
+	MOVWQZX      14(AX), R9
+	ANDQ         $0x000001ff, R9
+	VMOVQ        (BX)(R9*8), X10
+	MOVWQZX      16(AX), R9
+	ANDQ         $0x000001ff, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	LEAQ         ksignsIQ2<>+0(SB), R9
+	MOVWQZX      10(AX), R10
+	SHRQ         $0x09, R10
+	VMOVQ        (R9)(R10*8), X9
+	MOVWQZX      12(AX), R10
+	SHRQ         $0x09, R10
+	VPINSRQ      $0x01, (R9)(R10*8), X9, X9
+	MOVWQZX      14(AX), R10
+	SHRQ         $0x09, R10
+	VMOVQ        (R9)(R10*8), X11
+	MOVWQZX      16(AX), R10
+	SHRQ         $0x09, R10
+	VPINSRQ      $0x01, (R9)(R10*8), X11, X11
+	VINSERTI128  $0x01, X11, Y9, Y11
+	MOVBQZX      67(AX), R9
+	MOVQ         R9, R10
+	ANDQ         $0x0f, R9
+	SHRQ         $0x04, R10
+	LEAQ         1(R9)(R9*1), R9
+	LEAQ         1(R10)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	VMOVD        R9, X12
+	VPBROADCASTD X12, Y12
+	VPSHUFB      wordSplit<>+0(SB), Y12, Y12
+	VMOVDQU      36(CX), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      36(DI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      36(R8), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      36(SI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVWQZX      18(AX), R9
+	ANDQ         $0x000001ff, R9
+	VMOVQ        (BX)(R9*8), X9
+	MOVWQZX      20(AX), R9
+	ANDQ         $0x000001ff, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X9, X9
+	MOVWQZX      22(AX), R9
+	ANDQ         $0x000001ff, R9
+	VMOVQ        (BX)(R9*8), X10
+	MOVWQZX      24(AX), R9
+	ANDQ         $0x000001ff, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	LEAQ         ksignsIQ2<>+0(SB), R9
+	MOVWQZX      18(AX), R10
+	SHRQ         $0x09, R10
+	VMOVQ        (R9)(R10*8), X9
+	MOVWQZX      20(AX), R10
+	SHRQ         $0x09, R10
+	VPINSRQ      $0x01, (R9)(R10*8), X9, X9
+	MOVWQZX      22(AX), R10
+	SHRQ         $0x09, R10
+	VMOVQ        (R9)(R10*8), X11
+	MOVWQZX      24(AX), R10
+	SHRQ         $0x09, R10
+	VPINSRQ      $0x01, (R9)(R10*8), X11, X11
+	VINSERTI128  $0x01, X11, Y9, Y11
+	MOVBQZX      68(AX), R9
+	MOVQ         R9, R10
+	ANDQ         $0x0f, R9
+	SHRQ         $0x04, R10
+	LEAQ         1(R9)(R9*1), R9
+	LEAQ         1(R10)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	VMOVD        R9, X12
+	VPBROADCASTD X12, Y12
+	VPSHUFB      wordSplit<>+0(SB), Y12, Y12
+	VMOVDQU      68(CX), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      68(DI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      68(R8), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      68(SI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVWQZX      26(AX), R9
+	ANDQ         $0x000001ff, R9
+	VMOVQ        (BX)(R9*8), X9
+	MOVWQZX      28(AX), R9
+	ANDQ         $0x000001ff, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X9, X9
+	MOVWQZX      30(AX), R9
+	ANDQ         $0x000001ff, R9
+	VMOVQ        (BX)(R9*8), X10
+	MOVWQZX      32(AX), R9
+	ANDQ         $0x000001ff, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	LEAQ         ksignsIQ2<>+0(SB), R9
+	MOVWQZX      26(AX), R10
+	SHRQ         $0x09, R10
+	VMOVQ        (R9)(R10*8), X9
+	MOVWQZX      28(AX), R10
+	SHRQ         $0x09, R10
+	VPINSRQ      $0x01, (R9)(R10*8), X9, X9
+	MOVWQZX      30(AX), R10
+	SHRQ         $0x09, R10
+	VMOVQ        (R9)(R10*8), X11
+	MOVWQZX      32(AX), R10
+	SHRQ         $0x09, R10
+	VPINSRQ      $0x01, (R9)(R10*8), X11, X11
+	VINSERTI128  $0x01, X11, Y9, Y11
+	MOVBQZX      69(AX), R9
+	MOVQ         R9, R10
+	ANDQ         $0x0f, R9
+	SHRQ         $0x04, R10
+	LEAQ         1(R9)(R9*1), R9
+	LEAQ         1(R10)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	VMOVD        R9, X12
+	VPBROADCASTD X12, Y12
+	VPSHUFB      wordSplit<>+0(SB), Y12, Y12
+	VMOVDQU      100(CX), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      100(DI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      100(R8), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      100(SI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVWQZX      34(AX), R9
+	ANDQ         $0x000001ff, R9
+	VMOVQ        (BX)(R9*8), X9
+	MOVWQZX      36(AX), R9
+	ANDQ         $0x000001ff, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X9, X9
+	MOVWQZX      38(AX), R9
+	ANDQ         $0x000001ff, R9
+	VMOVQ        (BX)(R9*8), X10
+	MOVWQZX      40(AX), R9
+	ANDQ         $0x000001ff, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	LEAQ         ksignsIQ2<>+0(SB), R9
+	MOVWQZX      34(AX), R10
+	SHRQ         $0x09, R10
+	VMOVQ        (R9)(R10*8), X9
+	MOVWQZX      36(AX), R10
+	SHRQ         $0x09, R10
+	VPINSRQ      $0x01, (R9)(R10*8), X9, X9
+	MOVWQZX      38(AX), R10
+	SHRQ         $0x09, R10
+	VMOVQ        (R9)(R10*8), X11
+	MOVWQZX      40(AX), R10
+	SHRQ         $0x09, R10
+	VPINSRQ      $0x01, (R9)(R10*8), X11, X11
+	VINSERTI128  $0x01, X11, Y9, Y11
+	MOVBQZX      70(AX), R9
+	MOVQ         R9, R10
+	ANDQ         $0x0f, R9
+	SHRQ         $0x04, R10
+	LEAQ         1(R9)(R9*1), R9
+	LEAQ         1(R10)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	VMOVD        R9, X12
+	VPBROADCASTD X12, Y12
+	VPSHUFB      wordSplit<>+0(SB), Y12, Y12
+	VMOVDQU      132(CX), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      132(DI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      132(R8), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      132(SI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVWQZX      42(AX), R9
+	ANDQ         $0x000001ff, R9
+	VMOVQ        (BX)(R9*8), X9
+	MOVWQZX      44(AX), R9
+	ANDQ         $0x000001ff, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X9, X9
+	MOVWQZX      46(AX), R9
+	ANDQ         $0x000001ff, R9
+	VMOVQ        (BX)(R9*8), X10
+	MOVWQZX      48(AX), R9
+	ANDQ         $0x000001ff, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	LEAQ         ksignsIQ2<>+0(SB), R9
+	MOVWQZX      42(AX), R10
+	SHRQ         $0x09, R10
+	VMOVQ        (R9)(R10*8), X9
+	MOVWQZX      44(AX), R10
+	SHRQ         $0x09, R10
+	VPINSRQ      $0x01, (R9)(R10*8), X9, X9
+	MOVWQZX      46(AX), R10
+	SHRQ         $0x09, R10
+	VMOVQ        (R9)(R10*8), X11
+	MOVWQZX      48(AX), R10
+	SHRQ         $0x09, R10
+	VPINSRQ      $0x01, (R9)(R10*8), X11, X11
+	VINSERTI128  $0x01, X11, Y9, Y11
+	MOVBQZX      71(AX), R9
+	MOVQ         R9, R10
+	ANDQ         $0x0f, R9
+	SHRQ         $0x04, R10
+	LEAQ         1(R9)(R9*1), R9
+	LEAQ         1(R10)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	VMOVD        R9, X12
+	VPBROADCASTD X12, Y12
+	VPSHUFB      wordSplit<>+0(SB), Y12, Y12
+	VMOVDQU      164(CX), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      164(DI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      164(R8), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      164(SI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVWQZX      50(AX), R9
+	ANDQ         $0x000001ff, R9
+	VMOVQ        (BX)(R9*8), X9
+	MOVWQZX      52(AX), R9
+	ANDQ         $0x000001ff, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X9, X9
+	MOVWQZX      54(AX), R9
+	ANDQ         $0x000001ff, R9
+	VMOVQ        (BX)(R9*8), X10
+	MOVWQZX      56(AX), R9
+	ANDQ         $0x000001ff, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	LEAQ         ksignsIQ2<>+0(SB), R9
+	MOVWQZX      50(AX), R10
+	SHRQ         $0x09, R10
+	VMOVQ        (R9)(R10*8), X9
+	MOVWQZX      52(AX), R10
+	SHRQ         $0x09, R10
+	VPINSRQ      $0x01, (R9)(R10*8), X9, X9
+	MOVWQZX      54(AX), R10
+	SHRQ         $0x09, R10
+	VMOVQ        (R9)(R10*8), X11
+	MOVWQZX      56(AX), R10
+	SHRQ         $0x09, R10
+	VPINSRQ      $0x01, (R9)(R10*8), X11, X11
+	VINSERTI128  $0x01, X11, Y9, Y11
+	MOVBQZX      72(AX), R9
+	MOVQ         R9, R10
+	ANDQ         $0x0f, R9
+	SHRQ         $0x04, R10
+	LEAQ         1(R9)(R9*1), R9
+	LEAQ         1(R10)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	VMOVD        R9, X12
+	VPBROADCASTD X12, Y12
+	VPSHUFB      wordSplit<>+0(SB), Y12, Y12
+	VMOVDQU      196(CX), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      196(DI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      196(R8), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      196(SI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVWQZX      58(AX), R9
+	ANDQ         $0x000001ff, R9
+	VMOVQ        (BX)(R9*8), X9
+	MOVWQZX      60(AX), R9
+	ANDQ         $0x000001ff, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X9, X9
+	MOVWQZX      62(AX), R9
+	ANDQ         $0x000001ff, R9
+	VMOVQ        (BX)(R9*8), X10
+	MOVWQZX      64(AX), R9
+	ANDQ         $0x000001ff, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	LEAQ         ksignsIQ2<>+0(SB), R9
+	MOVWQZX      58(AX), R10
+	SHRQ         $0x09, R10
+	VMOVQ        (R9)(R10*8), X9
+	MOVWQZX      60(AX), R10
+	SHRQ         $0x09, R10
+	VPINSRQ      $0x01, (R9)(R10*8), X9, X9
+	MOVWQZX      62(AX), R10
+	SHRQ         $0x09, R10
+	VMOVQ        (R9)(R10*8), X11
+	MOVWQZX      64(AX), R10
+	SHRQ         $0x09, R10
+	VPINSRQ      $0x01, (R9)(R10*8), X11, X11
+	VINSERTI128  $0x01, X11, Y9, Y11
+	MOVBQZX      73(AX), R9
+	MOVQ         R9, R10
+	ANDQ         $0x0f, R9
+	SHRQ         $0x04, R10
+	LEAQ         1(R9)(R9*1), R9
+	LEAQ         1(R10)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	VMOVD        R9, X12
+	VPBROADCASTD X12, Y12
+	VPSHUFB      wordSplit<>+0(SB), Y12, Y12
+	VMOVDQU      228(CX), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      228(DI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      228(R8), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      228(SI), Y13
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	VEXTRACTI128 $0x01, Y5, X9
+	VPADDD       X9, X5, X5
+	VPSHUFD      $0x4e, X5, X9
+	VPADDD       X9, X5, X5
+	VPSHUFD      $0xb1, X5, X9
+	VPADDD       X9, X5, X5
+	VCVTDQ2PS    X5, X5
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X9
+	VCVTPH2PS    X9, X9
+	VMULSS       (CX), X9, X9
+	VMULSS       X5, X9, X9
+	VMULSS       X4, X9, X9
+	VADDSS       X9, X0, X0
+	ADDQ         $0x00000124, CX
+	VEXTRACTI128 $0x01, Y6, X5
+	VPADDD       X5, X6, X5
+	VPSHUFD      $0x4e, X5, X6
+	VPADDD       X6, X5, X5
+	VPSHUFD      $0xb1, X5, X6
+	VPADDD       X6, X5, X5
+	VCVTDQ2PS    X5, X5
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X6
+	VCVTPH2PS    X6, X6
+	VMULSS       (DI), X6, X6
+	VMULSS       X5, X6, X6
+	VMULSS       X4, X6, X6
+	VADDSS       X6, X1, X1
+	ADDQ         $0x00000124, DI
+	VEXTRACTI128 $0x01, Y7, X5
+	VPADDD       X5, X7, X5
+	VPSHUFD      $0x4e, X5, X6
+	VPADDD       X6, X5, X5
+	VPSHUFD      $0xb1, X5, X6
+	VPADDD       X6, X5, X5
+	VCVTDQ2PS    X5, X5
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X6
+	VCVTPH2PS    X6, X6
+	VMULSS       (R8), X6, X6
+	VMULSS       X5, X6, X6
+	VMULSS       X4, X6, X6
+	VADDSS       X6, X2, X2
+	ADDQ         $0x00000124, R8
+	VEXTRACTI128 $0x01, Y8, X5
+	VPADDD       X5, X8, X5
+	VPSHUFD      $0x4e, X5, X6
+	VPADDD       X6, X5, X5
+	VPSHUFD      $0xb1, X5, X6
+	VPADDD       X6, X5, X5
+	VCVTDQ2PS    X5, X5
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X6
+	VCVTPH2PS    X6, X6
+	VMULSS       (SI), X6, X6
+	VMULSS       X5, X6, X6
+	VMULSS       X4, X6, X6
+	VADDSS       X6, X3, X3
+	ADDQ         $0x00000124, SI
+	ADDQ         $0x0000004a, AX
+	DECQ         DX
+	JMP          loop
+
+done:
+	VZEROUPPER
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
+	VMOVSS X2, 8(AX)
+	VMOVSS X3, 12(AX)
+	RET
+
+// func dotIQ2SAVX2x4(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotIQ2SAVX2x4(SB), NOSPLIT, $0-48
+	MOVQ   x+0(FP), AX
+	MOVQ   y+8(FP), CX
+	MOVQ   n+16(FP), DX
+	MOVQ   grid+40(FP), BX
+	MOVQ   stride+24(FP), SI
+	LEAQ   (CX)(SI*1), DI
+	LEAQ   (DI)(SI*1), R8
+	LEAQ   (R8)(SI*1), SI
+	VXORPS X0, X0, X0
+	VXORPS X1, X1, X1
+	VXORPS X2, X2, X2
+	VXORPS X3, X3, X3
+	MOVL   $0x3e000000, R9
+	VMOVD  R9, X4
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPXOR        Y8, Y8, Y8
+	MOVBQZX      66(AX), R9
+	MOVQ         R9, R11
+	SHLQ         $0x08, R11
+	ANDQ         $0x00000300, R11
+	MOVBQZX      2(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X9
+	MOVQ         R9, R11
+	SHLQ         $0x06, R11
+	ANDQ         $0x00000300, R11
+	MOVBQZX      3(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X9, X9
+	MOVQ         R9, R11
+	SHLQ         $0x04, R11
+	ANDQ         $0x00000300, R11
+	MOVBQZX      4(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X10
+	MOVQ         R9, R10
+	SHLQ         $0x02, R10
+	ANDQ         $0x00000300, R10
+	MOVBQZX      5(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	VPBROADCASTD 34(AX), Y11
+	VPSHUFB      q5Spread<>+0(SB), Y11, Y11
+	VPAND        q5Bits<>+0(SB), Y11, Y11
+	VPCMPEQB     q5Bits<>+0(SB), Y11, Y11
+	MOVBQZX      74(AX), R9
+	MOVQ         R9, R10
+	ANDQ         $0x0f, R9
+	SHRQ         $0x04, R10
+	LEAQ         1(R9)(R9*1), R9
+	LEAQ         1(R10)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	VMOVD        R9, X12
+	VPBROADCASTD X12, Y12
+	VPSHUFB      wordSplit<>+0(SB), Y12, Y12
+	VMOVDQU      4(CX), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      4(DI), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      4(R8), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      4(SI), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVBQZX      67(AX), R9
+	MOVQ         R9, R11
+	SHLQ         $0x08, R11
+	ANDQ         $0x00000300, R11
+	MOVBQZX      6(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X9
+	MOVQ         R9, R11
+	SHLQ         $0x06, R11
+	ANDQ         $0x00000300, R11
+	MOVBQZX      7(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X9, X9
+	MOVQ         R9, R11
+	SHLQ         $0x04, R11
+	ANDQ         $0x00000300, R11
+	MOVBQZX      8(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X10
+	MOVQ         R9, R10
+	SHLQ         $0x02, R10
+	ANDQ         $0x00000300, R10
+	MOVBQZX      9(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	VPBROADCASTD 38(AX), Y11
+	VPSHUFB      q5Spread<>+0(SB), Y11, Y11
+	VPAND        q5Bits<>+0(SB), Y11, Y11
+	VPCMPEQB     q5Bits<>+0(SB), Y11, Y11
+	MOVBQZX      75(AX), R9
+	MOVQ         R9, R10
+	ANDQ         $0x0f, R9
+	SHRQ         $0x04, R10
+	LEAQ         1(R9)(R9*1), R9
+	LEAQ         1(R10)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	VMOVD        R9, X12
+	VPBROADCASTD X12, Y12
+	VPSHUFB      wordSplit<>+0(SB), Y12, Y12
+	VMOVDQU      36(CX), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      36(DI), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      36(R8), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      36(SI), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVBQZX      68(AX), R9
+	MOVQ         R9, R11
+	SHLQ         $0x08, R11
+	ANDQ         $0x00000300, R11
+	MOVBQZX      10(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X9
+	MOVQ         R9, R11
+	SHLQ         $0x06, R11
+	ANDQ         $0x00000300, R11
+	MOVBQZX      11(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X9, X9
+	MOVQ         R9, R11
+	SHLQ         $0x04, R11
+	ANDQ         $0x00000300, R11
+	MOVBQZX      12(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X10
+	MOVQ         R9, R10
+	SHLQ         $0x02, R10
+	ANDQ         $0x00000300, R10
+	MOVBQZX      13(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	VPBROADCASTD 42(AX), Y11
+	VPSHUFB      q5Spread<>+0(SB), Y11, Y11
+	VPAND        q5Bits<>+0(SB), Y11, Y11
+	VPCMPEQB     q5Bits<>+0(SB), Y11, Y11
+	MOVBQZX      76(AX), R9
+	MOVQ         R9, R10
+	ANDQ         $0x0f, R9
+	SHRQ         $0x04, R10
+	LEAQ         1(R9)(R9*1), R9
+	LEAQ         1(R10)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	VMOVD        R9, X12
+	VPBROADCASTD X12, Y12
+	VPSHUFB      wordSplit<>+0(SB), Y12, Y12
+	VMOVDQU      68(CX), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      68(DI), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      68(R8), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      68(SI), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVBQZX      69(AX), R9
+	MOVQ         R9, R11
+	SHLQ         $0x08, R11
+	ANDQ         $0x00000300, R11
+	MOVBQZX      14(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X9
+	MOVQ         R9, R11
+	SHLQ         $0x06, R11
+	ANDQ         $0x00000300, R11
+	MOVBQZX      15(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X9, X9
+	MOVQ         R9, R11
+	SHLQ         $0x04, R11
+	ANDQ         $0x00000300, R11
+	MOVBQZX      16(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X10
+	MOVQ         R9, R10
+	SHLQ         $0x02, R10
+	ANDQ         $0x00000300, R10
+	MOVBQZX      17(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	VPBROADCASTD 46(AX), Y11
+	VPSHUFB      q5Spread<>+0(SB), Y11, Y11
+	VPAND        q5Bits<>+0(SB), Y11, Y11
+	VPCMPEQB     q5Bits<>+0(SB), Y11, Y11
+	MOVBQZX      77(AX), R9
+	MOVQ         R9, R10
+	ANDQ         $0x0f, R9
+	SHRQ         $0x04, R10
+	LEAQ         1(R9)(R9*1), R9
+	LEAQ         1(R10)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	VMOVD        R9, X12
+	VPBROADCASTD X12, Y12
+	VPSHUFB      wordSplit<>+0(SB), Y12, Y12
+	VMOVDQU      100(CX), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      100(DI), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      100(R8), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      100(SI), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVBQZX      70(AX), R9
+	MOVQ         R9, R11
+	SHLQ         $0x08, R11
+	ANDQ         $0x00000300, R11
+	MOVBQZX      18(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X9
+	MOVQ         R9, R11
+	SHLQ         $0x06, R11
+	ANDQ         $0x00000300, R11
+	MOVBQZX      19(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X9, X9
+	MOVQ         R9, R11
+	SHLQ         $0x04, R11
+	ANDQ         $0x00000300, R11
+	MOVBQZX      20(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X10
+	MOVQ         R9, R10
+	SHLQ         $0x02, R10
+	ANDQ         $0x00000300, R10
+	MOVBQZX      21(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	VPBROADCASTD 50(AX), Y11
+	VPSHUFB      q5Spread<>+0(SB), Y11, Y11
+	VPAND        q5Bits<>+0(SB), Y11, Y11
+	VPCMPEQB     q5Bits<>+0(SB), Y11, Y11
+	MOVBQZX      78(AX), R9
+	MOVQ         R9, R10
+	ANDQ         $0x0f, R9
+	SHRQ         $0x04, R10
+	LEAQ         1(R9)(R9*1), R9
+	LEAQ         1(R10)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	VMOVD        R9, X12
+	VPBROADCASTD X12, Y12
+	VPSHUFB      wordSplit<>+0(SB), Y12, Y12
+	VMOVDQU      132(CX), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      132(DI), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      132(R8), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      132(SI), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVBQZX      71(AX), R9
+	MOVQ         R9, R11
+	SHLQ         $0x08, R11
+	ANDQ         $0x00000300, R11
+	MOVBQZX      22(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X9
+	MOVQ         R9, R11
+	SHLQ         $0x06, R11
+	ANDQ         $0x00000300, R11
+	MOVBQZX      23(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X9, X9
+	MOVQ         R9, R11
+	SHLQ         $0x04, R11
+	ANDQ         $0x00000300, R11
+	MOVBQZX      24(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X10
+	MOVQ         R9, R10
+	SHLQ         $0x02, R10
+	ANDQ         $0x00000300, R10
+	MOVBQZX      25(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	VPBROADCASTD 54(AX), Y11
+	VPSHUFB      q5Spread<>+0(SB), Y11, Y11
+	VPAND        q5Bits<>+0(SB), Y11, Y11
+	VPCMPEQB     q5Bits<>+0(SB), Y11, Y11
+	MOVBQZX      79(AX), R9
+	MOVQ         R9, R10
+	ANDQ         $0x0f, R9
+	SHRQ         $0x04, R10
+	LEAQ         1(R9)(R9*1), R9
+	LEAQ         1(R10)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	VMOVD        R9, X12
+	VPBROADCASTD X12, Y12
+	VPSHUFB      wordSplit<>+0(SB), Y12, Y12
+	VMOVDQU      164(CX), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      164(DI), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      164(R8), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      164(SI), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVBQZX      72(AX), R9
+	MOVQ         R9, R11
+	SHLQ         $0x08, R11
+	ANDQ         $0x00000300, R11
+	MOVBQZX      26(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X9
+	MOVQ         R9, R11
+	SHLQ         $0x06, R11
+	ANDQ         $0x00000300, R11
+	MOVBQZX      27(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X9, X9
+	MOVQ         R9, R11
+	SHLQ         $0x04, R11
+	ANDQ         $0x00000300, R11
+	MOVBQZX      28(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X10
+	MOVQ         R9, R10
+	SHLQ         $0x02, R10
+	ANDQ         $0x00000300, R10
+	MOVBQZX      29(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	VPBROADCASTD 58(AX), Y11
+	VPSHUFB      q5Spread<>+0(SB), Y11, Y11
+	VPAND        q5Bits<>+0(SB), Y11, Y11
+	VPCMPEQB     q5Bits<>+0(SB), Y11, Y11
+	MOVBQZX      80(AX), R9
+	MOVQ         R9, R10
+	ANDQ         $0x0f, R9
+	SHRQ         $0x04, R10
+	LEAQ         1(R9)(R9*1), R9
+	LEAQ         1(R10)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	VMOVD        R9, X12
+	VPBROADCASTD X12, Y12
+	VPSHUFB      wordSplit<>+0(SB), Y12, Y12
+	VMOVDQU      196(CX), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      196(DI), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      196(R8), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      196(SI), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVBQZX      73(AX), R9
+	MOVQ         R9, R11
+	SHLQ         $0x08, R11
+	ANDQ         $0x00000300, R11
+	MOVBQZX      30(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X9
+	MOVQ         R9, R11
+	SHLQ         $0x06, R11
+	ANDQ         $0x00000300, R11
+	MOVBQZX      31(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X9, X9
+	MOVQ         R9, R11
+	SHLQ         $0x04, R11
+	ANDQ         $0x00000300, R11
+	MOVBQZX      32(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X10
+	MOVQ         R9, R10
+	SHLQ         $0x02, R10
+	ANDQ         $0x00000300, R10
+	MOVBQZX      33(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	VPBROADCASTD 62(AX), Y11
+	VPSHUFB      q5Spread<>+0(SB), Y11, Y11
+	VPAND        q5Bits<>+0(SB), Y11, Y11
+	VPCMPEQB     q5Bits<>+0(SB), Y11, Y11
+	MOVBQZX      81(AX), R9
+	MOVQ         R9, R10
+	ANDQ         $0x0f, R9
+	SHRQ         $0x04, R10
+	LEAQ         1(R9)(R9*1), R9
+	LEAQ         1(R10)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	VMOVD        R9, X12
+	VPBROADCASTD X12, Y12
+	VPSHUFB      wordSplit<>+0(SB), Y12, Y12
+	VMOVDQU      228(CX), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      228(DI), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      228(R8), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      228(SI), Y13
+	VPXOR        Y11, Y13, Y13
+	VPSUBB       Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y10, Y10
+	VPMADDWD     Y12, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	VEXTRACTI128 $0x01, Y5, X9
+	VPADDD       X9, X5, X5
+	VPSHUFD      $0x4e, X5, X9
+	VPADDD       X9, X5, X5
+	VPSHUFD      $0xb1, X5, X9
+	VPADDD       X9, X5, X5
+	VCVTDQ2PS    X5, X5
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X9
+	VCVTPH2PS    X9, X9
+	VMULSS       (CX), X9, X9
+	VMULSS       X5, X9, X9
+	VMULSS       X4, X9, X9
+	VADDSS       X9, X0, X0
+	ADDQ         $0x00000124, CX
+	VEXTRACTI128 $0x01, Y6, X5
+	VPADDD       X5, X6, X5
+	VPSHUFD      $0x4e, X5, X6
+	VPADDD       X6, X5, X5
+	VPSHUFD      $0xb1, X5, X6
+	VPADDD       X6, X5, X5
+	VCVTDQ2PS    X5, X5
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X6
+	VCVTPH2PS    X6, X6
+	VMULSS       (DI), X6, X6
+	VMULSS       X5, X6, X6
+	VMULSS       X4, X6, X6
+	VADDSS       X6, X1, X1
+	ADDQ         $0x00000124, DI
+	VEXTRACTI128 $0x01, Y7, X5
+	VPADDD       X5, X7, X5
+	VPSHUFD      $0x4e, X5, X6
+	VPADDD       X6, X5, X5
+	VPSHUFD      $0xb1, X5, X6
+	VPADDD       X6, X5, X5
+	VCVTDQ2PS    X5, X5
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X6
+	VCVTPH2PS    X6, X6
+	VMULSS       (R8), X6, X6
+	VMULSS       X5, X6, X6
+	VMULSS       X4, X6, X6
+	VADDSS       X6, X2, X2
+	ADDQ         $0x00000124, R8
+	VEXTRACTI128 $0x01, Y8, X5
+	VPADDD       X5, X8, X5
+	VPSHUFD      $0x4e, X5, X6
+	VPADDD       X6, X5, X5
+	VPSHUFD      $0xb1, X5, X6
+	VPADDD       X6, X5, X5
+	VCVTDQ2PS    X5, X5
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X6
+	VCVTPH2PS    X6, X6
+	VMULSS       (SI), X6, X6
+	VMULSS       X5, X6, X6
+	VMULSS       X4, X6, X6
+	VADDSS       X6, X3, X3
+	ADDQ         $0x00000124, SI
+	ADDQ         $0x00000052, AX
+	DECQ         DX
+	JMP          loop
+
+done:
+	VZEROUPPER
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
+	VMOVSS X2, 8(AX)
+	VMOVSS X3, 12(AX)
+	RET
+
 // func dotIQ3SAVX2(x *byte, y *byte, n int, grid *byte) float32
 // Requires: AVX, AVX2, F16C, FMA3, SSE
 TEXT ·dotIQ3SAVX2(SB), NOSPLIT, $0-36
@@ -9233,431 +11660,5878 @@ done:
 	VMOVSS       X1, 4(AX)
 	RET
 
-// func dotIQ1SAVX2(x *byte, y *byte, n int, grid *byte) float32
-// Requires: AVX, AVX2, F16C, SSE
-TEXT ·dotIQ1SAVX2(SB), NOSPLIT, $0-36
-	MOVQ    x+0(FP), AX
-	MOVQ    y+8(FP), CX
-	MOVQ    n+16(FP), DX
-	MOVQ    grid+24(FP), BX
-	VXORPS  X0, X0, X0
-	MOVL    $0x3e000000, SI
-	VMOVD   SI, X1
-	VMOVDQU byteOnes<>+0(SB), Y2
+// func dotIQ3SAVX2x4(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotIQ3SAVX2x4(SB), NOSPLIT, $0-48
+	MOVQ   x+0(FP), AX
+	MOVQ   y+8(FP), CX
+	MOVQ   n+16(FP), DX
+	MOVQ   grid+40(FP), BX
+	MOVQ   stride+24(FP), SI
+	LEAQ   (CX)(SI*1), DI
+	LEAQ   (DI)(SI*1), R8
+	LEAQ   (R8)(SI*1), SI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
 
 loop:
 	TESTQ        DX, DX
 	JZ           done
-	VPXOR        Y3, Y3, Y3
-	XORQ         SI, SI
-	MOVWQZX      34(AX), DI
-	MOVQ         DI, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      2(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (BX)(R8*8), X4
-	MOVQ         DI, R9
-	SHRQ         $0x03, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      3(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (BX)(R8*8), X4, X4
-	MOVQ         DI, R9
-	SHRQ         $0x06, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      4(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (BX)(R8*8), X5
-	MOVQ         DI, R9
-	SHRQ         $0x09, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      5(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (BX)(R8*8), X5, X5
-	VINSERTI128  $0x01, X5, Y4, Y5
-	MOVQ         DI, R8
-	SHRQ         $0x0c, R8
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	MOVBQZX      66(AX), R9
+	MOVQ         R9, R11
+	SHLQ         $0x08, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      2(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X8
+	MOVQ         R9, R11
+	SHLQ         $0x07, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      3(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x06, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      4(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x05, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      5(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x03, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x04, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      6(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X9
+	MOVQ         R9, R11
+	SHLQ         $0x03, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      7(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X9, X9
+	MOVQ         R9, R11
+	SHLQ         $0x02, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      8(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X9, X9
+	MOVQ         R9, R10
+	SHLQ         $0x01, R10
+	ANDQ         $0x00000100, R10
+	MOVBQZX      9(AX), R9
+	ORQ          R10, R9
+	VPINSRD      $0x03, (BX)(R9*4), X9, X9
+	VINSERTI128  $0x01, X9, Y8, Y9
+	VPBROADCASTD 74(AX), Y10
+	VPSHUFB      q5Spread<>+0(SB), Y10, Y10
+	VPAND        q5Bits<>+0(SB), Y10, Y10
+	VPCMPEQB     q5Bits<>+0(SB), Y10, Y10
+	MOVBQZX      106(AX), R9
+	ANDQ         $0x0f, R9
+	LEAQ         1(R9)(R9*1), R9
+	VMOVD        R9, X11
+	VPBROADCASTW X11, Y11
+	VMOVDQU      4(CX), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      4(DI), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      4(R8), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      4(SI), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y9
+	VPMADDWD     Y11, Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	MOVBQZX      67(AX), R9
+	MOVQ         R9, R11
+	SHLQ         $0x08, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      10(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X8
+	MOVQ         R9, R11
+	SHLQ         $0x07, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      11(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x06, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      12(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x05, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      13(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x03, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x04, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      14(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X9
+	MOVQ         R9, R11
+	SHLQ         $0x03, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      15(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X9, X9
+	MOVQ         R9, R11
+	SHLQ         $0x02, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      16(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X9, X9
+	MOVQ         R9, R10
+	SHLQ         $0x01, R10
+	ANDQ         $0x00000100, R10
+	MOVBQZX      17(AX), R9
+	ORQ          R10, R9
+	VPINSRD      $0x03, (BX)(R9*4), X9, X9
+	VINSERTI128  $0x01, X9, Y8, Y9
+	VPBROADCASTD 78(AX), Y10
+	VPSHUFB      q5Spread<>+0(SB), Y10, Y10
+	VPAND        q5Bits<>+0(SB), Y10, Y10
+	VPCMPEQB     q5Bits<>+0(SB), Y10, Y10
+	MOVBQZX      106(AX), R9
+	SHRQ         $0x04, R9
+	LEAQ         1(R9)(R9*1), R9
+	VMOVD        R9, X11
+	VPBROADCASTW X11, Y11
+	VMOVDQU      36(CX), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      36(DI), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      36(R8), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      36(SI), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y9
+	VPMADDWD     Y11, Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	MOVBQZX      68(AX), R9
+	MOVQ         R9, R11
+	SHLQ         $0x08, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      18(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X8
+	MOVQ         R9, R11
+	SHLQ         $0x07, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      19(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x06, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      20(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x05, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      21(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x03, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x04, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      22(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X9
+	MOVQ         R9, R11
+	SHLQ         $0x03, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      23(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X9, X9
+	MOVQ         R9, R11
+	SHLQ         $0x02, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      24(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X9, X9
+	MOVQ         R9, R10
+	SHLQ         $0x01, R10
+	ANDQ         $0x00000100, R10
+	MOVBQZX      25(AX), R9
+	ORQ          R10, R9
+	VPINSRD      $0x03, (BX)(R9*4), X9, X9
+	VINSERTI128  $0x01, X9, Y8, Y9
+	VPBROADCASTD 82(AX), Y10
+	VPSHUFB      q5Spread<>+0(SB), Y10, Y10
+	VPAND        q5Bits<>+0(SB), Y10, Y10
+	VPCMPEQB     q5Bits<>+0(SB), Y10, Y10
+	MOVBQZX      107(AX), R9
+	ANDQ         $0x0f, R9
+	LEAQ         1(R9)(R9*1), R9
+	VMOVD        R9, X11
+	VPBROADCASTW X11, Y11
+	VMOVDQU      68(CX), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      68(DI), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      68(R8), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      68(SI), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y9
+	VPMADDWD     Y11, Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	MOVBQZX      69(AX), R9
+	MOVQ         R9, R11
+	SHLQ         $0x08, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      26(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X8
+	MOVQ         R9, R11
+	SHLQ         $0x07, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      27(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x06, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      28(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x05, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      29(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x03, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x04, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      30(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X9
+	MOVQ         R9, R11
+	SHLQ         $0x03, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      31(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X9, X9
+	MOVQ         R9, R11
+	SHLQ         $0x02, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      32(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X9, X9
+	MOVQ         R9, R10
+	SHLQ         $0x01, R10
+	ANDQ         $0x00000100, R10
+	MOVBQZX      33(AX), R9
+	ORQ          R10, R9
+	VPINSRD      $0x03, (BX)(R9*4), X9, X9
+	VINSERTI128  $0x01, X9, Y8, Y9
+	VPBROADCASTD 86(AX), Y10
+	VPSHUFB      q5Spread<>+0(SB), Y10, Y10
+	VPAND        q5Bits<>+0(SB), Y10, Y10
+	VPCMPEQB     q5Bits<>+0(SB), Y10, Y10
+	MOVBQZX      107(AX), R9
+	SHRQ         $0x04, R9
+	LEAQ         1(R9)(R9*1), R9
+	VMOVD        R9, X11
+	VPBROADCASTW X11, Y11
+	VMOVDQU      100(CX), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      100(DI), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      100(R8), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      100(SI), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y9
+	VPMADDWD     Y11, Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	MOVBQZX      70(AX), R9
+	MOVQ         R9, R11
+	SHLQ         $0x08, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      34(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X8
+	MOVQ         R9, R11
+	SHLQ         $0x07, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      35(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x06, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      36(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x05, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      37(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x03, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x04, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      38(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X9
+	MOVQ         R9, R11
+	SHLQ         $0x03, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      39(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X9, X9
+	MOVQ         R9, R11
+	SHLQ         $0x02, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      40(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X9, X9
+	MOVQ         R9, R10
+	SHLQ         $0x01, R10
+	ANDQ         $0x00000100, R10
+	MOVBQZX      41(AX), R9
+	ORQ          R10, R9
+	VPINSRD      $0x03, (BX)(R9*4), X9, X9
+	VINSERTI128  $0x01, X9, Y8, Y9
+	VPBROADCASTD 90(AX), Y10
+	VPSHUFB      q5Spread<>+0(SB), Y10, Y10
+	VPAND        q5Bits<>+0(SB), Y10, Y10
+	VPCMPEQB     q5Bits<>+0(SB), Y10, Y10
+	MOVBQZX      108(AX), R9
+	ANDQ         $0x0f, R9
+	LEAQ         1(R9)(R9*1), R9
+	VMOVD        R9, X11
+	VPBROADCASTW X11, Y11
+	VMOVDQU      132(CX), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      132(DI), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      132(R8), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      132(SI), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y9
+	VPMADDWD     Y11, Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	MOVBQZX      71(AX), R9
+	MOVQ         R9, R11
+	SHLQ         $0x08, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      42(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X8
+	MOVQ         R9, R11
+	SHLQ         $0x07, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      43(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x06, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      44(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x05, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      45(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x03, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x04, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      46(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X9
+	MOVQ         R9, R11
+	SHLQ         $0x03, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      47(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X9, X9
+	MOVQ         R9, R11
+	SHLQ         $0x02, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      48(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X9, X9
+	MOVQ         R9, R10
+	SHLQ         $0x01, R10
+	ANDQ         $0x00000100, R10
+	MOVBQZX      49(AX), R9
+	ORQ          R10, R9
+	VPINSRD      $0x03, (BX)(R9*4), X9, X9
+	VINSERTI128  $0x01, X9, Y8, Y9
+	VPBROADCASTD 94(AX), Y10
+	VPSHUFB      q5Spread<>+0(SB), Y10, Y10
+	VPAND        q5Bits<>+0(SB), Y10, Y10
+	VPCMPEQB     q5Bits<>+0(SB), Y10, Y10
+	MOVBQZX      108(AX), R9
+	SHRQ         $0x04, R9
+	LEAQ         1(R9)(R9*1), R9
+	VMOVD        R9, X11
+	VPBROADCASTW X11, Y11
+	VMOVDQU      164(CX), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      164(DI), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      164(R8), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      164(SI), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y9
+	VPMADDWD     Y11, Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	MOVBQZX      72(AX), R9
+	MOVQ         R9, R11
+	SHLQ         $0x08, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      50(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X8
+	MOVQ         R9, R11
+	SHLQ         $0x07, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      51(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x06, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      52(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x05, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      53(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x03, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x04, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      54(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X9
+	MOVQ         R9, R11
+	SHLQ         $0x03, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      55(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X9, X9
+	MOVQ         R9, R11
+	SHLQ         $0x02, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      56(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X9, X9
+	MOVQ         R9, R10
+	SHLQ         $0x01, R10
+	ANDQ         $0x00000100, R10
+	MOVBQZX      57(AX), R9
+	ORQ          R10, R9
+	VPINSRD      $0x03, (BX)(R9*4), X9, X9
+	VINSERTI128  $0x01, X9, Y8, Y9
+	VPBROADCASTD 98(AX), Y10
+	VPSHUFB      q5Spread<>+0(SB), Y10, Y10
+	VPAND        q5Bits<>+0(SB), Y10, Y10
+	VPCMPEQB     q5Bits<>+0(SB), Y10, Y10
+	MOVBQZX      109(AX), R9
+	ANDQ         $0x0f, R9
+	LEAQ         1(R9)(R9*1), R9
+	VMOVD        R9, X11
+	VPBROADCASTW X11, Y11
+	VMOVDQU      196(CX), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      196(DI), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      196(R8), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      196(SI), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y9
+	VPMADDWD     Y11, Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	MOVBQZX      73(AX), R9
+	MOVQ         R9, R11
+	SHLQ         $0x08, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      58(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X8
+	MOVQ         R9, R11
+	SHLQ         $0x07, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      59(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x06, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      60(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x05, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      61(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x03, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x04, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      62(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X9
+	MOVQ         R9, R11
+	SHLQ         $0x03, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      63(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X9, X9
+	MOVQ         R9, R11
+	SHLQ         $0x02, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      64(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X9, X9
+	MOVQ         R9, R10
+	SHLQ         $0x01, R10
+	ANDQ         $0x00000100, R10
+	MOVBQZX      65(AX), R9
+	ORQ          R10, R9
+	VPINSRD      $0x03, (BX)(R9*4), X9, X9
+	VINSERTI128  $0x01, X9, Y8, Y9
+	VPBROADCASTD 102(AX), Y10
+	VPSHUFB      q5Spread<>+0(SB), Y10, Y10
+	VPAND        q5Bits<>+0(SB), Y10, Y10
+	VPCMPEQB     q5Bits<>+0(SB), Y10, Y10
+	MOVBQZX      109(AX), R9
+	SHRQ         $0x04, R9
+	LEAQ         1(R9)(R9*1), R9
+	VMOVD        R9, X11
+	VPBROADCASTW X11, Y11
+	VMOVDQU      228(CX), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      228(DI), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      228(R8), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      228(SI), Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y9
+	VPMADDWD     Y11, Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	VCVTDQ2PS    Y4, Y4
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X8
+	VCVTPH2PS    X8, X8
+	VMULSS       (CX), X8, X8
+	VBROADCASTSS X8, Y9
+	VFMADD231PS  Y4, Y9, Y0
+	ADDQ         $0x00000124, CX
+	VCVTDQ2PS    Y5, Y5
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (DI), X4, X4
+	VBROADCASTSS X4, Y4
+	VFMADD231PS  Y5, Y4, Y1
+	ADDQ         $0x00000124, DI
+	VCVTDQ2PS    Y6, Y6
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (R8), X4, X4
+	VBROADCASTSS X4, Y4
+	VFMADD231PS  Y6, Y4, Y2
+	ADDQ         $0x00000124, R8
+	VCVTDQ2PS    Y7, Y7
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (SI), X4, X4
+	VBROADCASTSS X4, Y4
+	VFMADD231PS  Y7, Y4, Y3
+	ADDQ         $0x00000124, SI
+	ADDQ         $0x0000006e, AX
+	DECQ         DX
+	JMP          loop
+
+done:
+	VEXTRACTF128 $0x01, Y0, X4
+	VADDPS       X4, X0, X0
+	VMOVHLPS     X0, X0, X4
+	VADDPS       X4, X0, X0
+	VMOVSHDUP    X0, X4
+	VADDSS       X4, X0, X0
+	VEXTRACTF128 $0x01, Y1, X4
+	VADDPS       X4, X1, X1
+	VMOVHLPS     X1, X1, X4
+	VADDPS       X4, X1, X1
+	VMOVSHDUP    X1, X4
+	VADDSS       X4, X1, X1
+	VEXTRACTF128 $0x01, Y2, X4
+	VADDPS       X4, X2, X2
+	VMOVHLPS     X2, X2, X4
+	VADDPS       X4, X2, X2
+	VMOVSHDUP    X2, X4
+	VADDSS       X4, X2, X2
+	VEXTRACTF128 $0x01, Y3, X4
+	VADDPS       X4, X3, X3
+	VMOVHLPS     X3, X3, X4
+	VADDPS       X4, X3, X3
+	VMOVSHDUP    X3, X4
+	VADDSS       X4, X3, X3
+	VZEROUPPER
+	MOVQ         out+32(FP), AX
+	VMOVSS       X0, (AX)
+	VMOVSS       X1, 4(AX)
+	VMOVSS       X2, 8(AX)
+	VMOVSS       X3, 12(AX)
+	RET
+
+// func dotIQ3SAVX512x8(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, FMA3
+TEXT ·dotIQ3SAVX512x8(SB), NOSPLIT, $0-48
+	MOVQ   x+0(FP), AX
+	MOVQ   y+8(FP), CX
+	MOVQ   n+16(FP), DX
+	MOVQ   grid+40(FP), BX
+	MOVQ   stride+24(FP), SI
+	LEAQ   (SI)(SI*2), DI
+	LEAQ   (CX)(SI*4), R8
+	VPXORD Y0, Y0, Y0
+	VPXORD Y1, Y1, Y1
+	VPXORD Y2, Y2, Y2
+	VPXORD Y3, Y3, Y3
+	VPXORD Y4, Y4, Y4
+	VPXORD Y5, Y5, Y5
+	VPXORD Y6, Y6, Y6
+	VPXORD Y7, Y7, Y7
+	VPXORD Y8, Y8, Y8
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VPXORD       Y9, Y9, Y9
+	VPXORD       Y10, Y10, Y10
+	VPXORD       Y11, Y11, Y11
+	VPXORD       Y12, Y12, Y12
+	VPXORD       Y13, Y13, Y13
+	VPXORD       Y14, Y14, Y14
+	VPXORD       Y15, Y15, Y15
+	VPXORD       Y16, Y16, Y16
+	MOVBQZX      66(AX), R9
+	MOVQ         R9, R11
+	SHLQ         $0x08, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      2(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X17
+	MOVQ         R9, R11
+	SHLQ         $0x07, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      3(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X17, X17
+	MOVQ         R9, R11
+	SHLQ         $0x06, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      4(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X17, X17
+	MOVQ         R9, R11
+	SHLQ         $0x05, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      5(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x03, (BX)(R10*4), X17, X17
+	MOVQ         R9, R11
+	SHLQ         $0x04, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      6(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X18
+	MOVQ         R9, R11
+	SHLQ         $0x03, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      7(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X18, X18
+	MOVQ         R9, R11
+	SHLQ         $0x02, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      8(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X18, X18
+	MOVQ         R9, R10
+	SHLQ         $0x01, R10
+	ANDQ         $0x00000100, R10
+	MOVBQZX      9(AX), R9
+	ORQ          R10, R9
+	VPINSRD      $0x03, (BX)(R9*4), X18, X18
+	VINSERTI32X4 $0x01, X18, Y17, Y18
+	KMOVD        74(AX), K1
+	MOVBQZX      106(AX), R9
+	ANDQ         $0x0f, R9
+	LEAQ         1(R9)(R9*1), R9
+	VMOVD        R9, X19
+	VPBROADCASTW X19, Y19
+	VMOVDQU32    4(CX), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y20
+	VPMADDWD     Y19, Y20, Y20
+	VPADDD       Y20, Y9, Y9
+	VMOVDQU32    4(CX)(SI*1), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y20
+	VPMADDWD     Y19, Y20, Y20
+	VPADDD       Y20, Y10, Y10
+	VMOVDQU32    4(CX)(SI*2), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y20
+	VPMADDWD     Y19, Y20, Y20
+	VPADDD       Y20, Y11, Y11
+	VMOVDQU32    4(CX)(DI*1), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y20
+	VPMADDWD     Y19, Y20, Y20
+	VPADDD       Y20, Y12, Y12
+	VMOVDQU32    4(R8), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y20
+	VPMADDWD     Y19, Y20, Y20
+	VPADDD       Y20, Y13, Y13
+	VMOVDQU32    4(R8)(SI*1), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y20
+	VPMADDWD     Y19, Y20, Y20
+	VPADDD       Y20, Y14, Y14
+	VMOVDQU32    4(R8)(SI*2), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y20
+	VPMADDWD     Y19, Y20, Y20
+	VPADDD       Y20, Y15, Y15
+	VMOVDQU32    4(R8)(DI*1), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y18
+	VPMADDWD     Y19, Y18, Y18
+	VPADDD       Y18, Y16, Y16
+	MOVBQZX      67(AX), R9
+	MOVQ         R9, R11
+	SHLQ         $0x08, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      10(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X17
+	MOVQ         R9, R11
+	SHLQ         $0x07, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      11(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X17, X17
+	MOVQ         R9, R11
+	SHLQ         $0x06, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      12(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X17, X17
+	MOVQ         R9, R11
+	SHLQ         $0x05, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      13(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x03, (BX)(R10*4), X17, X17
+	MOVQ         R9, R11
+	SHLQ         $0x04, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      14(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X18
+	MOVQ         R9, R11
+	SHLQ         $0x03, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      15(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X18, X18
+	MOVQ         R9, R11
+	SHLQ         $0x02, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      16(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X18, X18
+	MOVQ         R9, R10
+	SHLQ         $0x01, R10
+	ANDQ         $0x00000100, R10
+	MOVBQZX      17(AX), R9
+	ORQ          R10, R9
+	VPINSRD      $0x03, (BX)(R9*4), X18, X18
+	VINSERTI32X4 $0x01, X18, Y17, Y18
+	KMOVD        78(AX), K1
+	MOVBQZX      106(AX), R9
+	SHRQ         $0x04, R9
+	LEAQ         1(R9)(R9*1), R9
+	VMOVD        R9, X19
+	VPBROADCASTW X19, Y19
+	VMOVDQU32    36(CX), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y20
+	VPMADDWD     Y19, Y20, Y20
+	VPADDD       Y20, Y9, Y9
+	VMOVDQU32    36(CX)(SI*1), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y20
+	VPMADDWD     Y19, Y20, Y20
+	VPADDD       Y20, Y10, Y10
+	VMOVDQU32    36(CX)(SI*2), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y20
+	VPMADDWD     Y19, Y20, Y20
+	VPADDD       Y20, Y11, Y11
+	VMOVDQU32    36(CX)(DI*1), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y20
+	VPMADDWD     Y19, Y20, Y20
+	VPADDD       Y20, Y12, Y12
+	VMOVDQU32    36(R8), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y20
+	VPMADDWD     Y19, Y20, Y20
+	VPADDD       Y20, Y13, Y13
+	VMOVDQU32    36(R8)(SI*1), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y20
+	VPMADDWD     Y19, Y20, Y20
+	VPADDD       Y20, Y14, Y14
+	VMOVDQU32    36(R8)(SI*2), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y20
+	VPMADDWD     Y19, Y20, Y20
+	VPADDD       Y20, Y15, Y15
+	VMOVDQU32    36(R8)(DI*1), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y18
+	VPMADDWD     Y19, Y18, Y18
+	VPADDD       Y18, Y16, Y16
+	MOVBQZX      68(AX), R9
+	MOVQ         R9, R11
+	SHLQ         $0x08, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      18(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X17
+	MOVQ         R9, R11
+	SHLQ         $0x07, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      19(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X17, X17
+	MOVQ         R9, R11
+	SHLQ         $0x06, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      20(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X17, X17
+	MOVQ         R9, R11
+	SHLQ         $0x05, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      21(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x03, (BX)(R10*4), X17, X17
+	MOVQ         R9, R11
+	SHLQ         $0x04, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      22(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X18
+	MOVQ         R9, R11
+	SHLQ         $0x03, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      23(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X18, X18
+	MOVQ         R9, R11
+	SHLQ         $0x02, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      24(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X18, X18
+	MOVQ         R9, R10
+	SHLQ         $0x01, R10
+	ANDQ         $0x00000100, R10
+	MOVBQZX      25(AX), R9
+	ORQ          R10, R9
+	VPINSRD      $0x03, (BX)(R9*4), X18, X18
+	VINSERTI32X4 $0x01, X18, Y17, Y18
+	KMOVD        82(AX), K1
+	MOVBQZX      107(AX), R9
+	ANDQ         $0x0f, R9
+	LEAQ         1(R9)(R9*1), R9
+	VMOVD        R9, X19
+	VPBROADCASTW X19, Y19
+	VMOVDQU32    68(CX), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y20
+	VPMADDWD     Y19, Y20, Y20
+	VPADDD       Y20, Y9, Y9
+	VMOVDQU32    68(CX)(SI*1), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y20
+	VPMADDWD     Y19, Y20, Y20
+	VPADDD       Y20, Y10, Y10
+	VMOVDQU32    68(CX)(SI*2), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y20
+	VPMADDWD     Y19, Y20, Y20
+	VPADDD       Y20, Y11, Y11
+	VMOVDQU32    68(CX)(DI*1), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y20
+	VPMADDWD     Y19, Y20, Y20
+	VPADDD       Y20, Y12, Y12
+	VMOVDQU32    68(R8), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y20
+	VPMADDWD     Y19, Y20, Y20
+	VPADDD       Y20, Y13, Y13
+	VMOVDQU32    68(R8)(SI*1), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y20
+	VPMADDWD     Y19, Y20, Y20
+	VPADDD       Y20, Y14, Y14
+	VMOVDQU32    68(R8)(SI*2), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y20
+	VPMADDWD     Y19, Y20, Y20
+	VPADDD       Y20, Y15, Y15
+	VMOVDQU32    68(R8)(DI*1), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y18
+	VPMADDWD     Y19, Y18, Y18
+	VPADDD       Y18, Y16, Y16
+	MOVBQZX      69(AX), R9
+	MOVQ         R9, R11
+	SHLQ         $0x08, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      26(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X17
+	MOVQ         R9, R11
+	SHLQ         $0x07, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      27(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X17, X17
+	MOVQ         R9, R11
+	SHLQ         $0x06, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      28(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X17, X17
+	MOVQ         R9, R11
+	SHLQ         $0x05, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      29(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x03, (BX)(R10*4), X17, X17
+	MOVQ         R9, R11
+	SHLQ         $0x04, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      30(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X18
+	MOVQ         R9, R11
+	SHLQ         $0x03, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      31(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X18, X18
+	MOVQ         R9, R11
+	SHLQ         $0x02, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      32(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X18, X18
+	MOVQ         R9, R10
+	SHLQ         $0x01, R10
+	ANDQ         $0x00000100, R10
+	MOVBQZX      33(AX), R9
+	ORQ          R10, R9
+	VPINSRD      $0x03, (BX)(R9*4), X18, X18
+	VINSERTI32X4 $0x01, X18, Y17, Y18
+	KMOVD        86(AX), K1
+	MOVBQZX      107(AX), R9
+	SHRQ         $0x04, R9
+	LEAQ         1(R9)(R9*1), R9
+	VMOVD        R9, X19
+	VPBROADCASTW X19, Y19
+	VMOVDQU32    100(CX), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y20
+	VPMADDWD     Y19, Y20, Y20
+	VPADDD       Y20, Y9, Y9
+	VMOVDQU32    100(CX)(SI*1), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y20
+	VPMADDWD     Y19, Y20, Y20
+	VPADDD       Y20, Y10, Y10
+	VMOVDQU32    100(CX)(SI*2), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y20
+	VPMADDWD     Y19, Y20, Y20
+	VPADDD       Y20, Y11, Y11
+	VMOVDQU32    100(CX)(DI*1), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y20
+	VPMADDWD     Y19, Y20, Y20
+	VPADDD       Y20, Y12, Y12
+	VMOVDQU32    100(R8), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y20
+	VPMADDWD     Y19, Y20, Y20
+	VPADDD       Y20, Y13, Y13
+	VMOVDQU32    100(R8)(SI*1), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y20
+	VPMADDWD     Y19, Y20, Y20
+	VPADDD       Y20, Y14, Y14
+	VMOVDQU32    100(R8)(SI*2), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y20
+	VPMADDWD     Y19, Y20, Y20
+	VPADDD       Y20, Y15, Y15
+	VMOVDQU32    100(R8)(DI*1), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y18
+	VPMADDWD     Y19, Y18, Y18
+	VPADDD       Y18, Y16, Y16
+	MOVBQZX      70(AX), R9
+	MOVQ         R9, R11
+	SHLQ         $0x08, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      34(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X17
+	MOVQ         R9, R11
+	SHLQ         $0x07, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      35(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X17, X17
+	MOVQ         R9, R11
+	SHLQ         $0x06, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      36(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X17, X17
+	MOVQ         R9, R11
+	SHLQ         $0x05, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      37(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x03, (BX)(R10*4), X17, X17
+	MOVQ         R9, R11
+	SHLQ         $0x04, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      38(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X18
+	MOVQ         R9, R11
+	SHLQ         $0x03, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      39(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X18, X18
+	MOVQ         R9, R11
+	SHLQ         $0x02, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      40(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X18, X18
+	MOVQ         R9, R10
+	SHLQ         $0x01, R10
+	ANDQ         $0x00000100, R10
+	MOVBQZX      41(AX), R9
+	ORQ          R10, R9
+	VPINSRD      $0x03, (BX)(R9*4), X18, X18
+	VINSERTI32X4 $0x01, X18, Y17, Y18
+	KMOVD        90(AX), K1
+	MOVBQZX      108(AX), R9
+	ANDQ         $0x0f, R9
+	LEAQ         1(R9)(R9*1), R9
+	VMOVD        R9, X19
+	VPBROADCASTW X19, Y19
+	VMOVDQU32    132(CX), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y20
+	VPMADDWD     Y19, Y20, Y20
+	VPADDD       Y20, Y9, Y9
+	VMOVDQU32    132(CX)(SI*1), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y20
+	VPMADDWD     Y19, Y20, Y20
+	VPADDD       Y20, Y10, Y10
+	VMOVDQU32    132(CX)(SI*2), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y20
+	VPMADDWD     Y19, Y20, Y20
+	VPADDD       Y20, Y11, Y11
+	VMOVDQU32    132(CX)(DI*1), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y20
+	VPMADDWD     Y19, Y20, Y20
+	VPADDD       Y20, Y12, Y12
+	VMOVDQU32    132(R8), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y20
+	VPMADDWD     Y19, Y20, Y20
+	VPADDD       Y20, Y13, Y13
+	VMOVDQU32    132(R8)(SI*1), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y20
+	VPMADDWD     Y19, Y20, Y20
+	VPADDD       Y20, Y14, Y14
+	VMOVDQU32    132(R8)(SI*2), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y20
+	VPMADDWD     Y19, Y20, Y20
+	VPADDD       Y20, Y15, Y15
+	VMOVDQU32    132(R8)(DI*1), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y18
+	VPMADDWD     Y19, Y18, Y18
+	VPADDD       Y18, Y16, Y16
+	MOVBQZX      71(AX), R9
+	MOVQ         R9, R11
+	SHLQ         $0x08, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      42(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X17
+	MOVQ         R9, R11
+	SHLQ         $0x07, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      43(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X17, X17
+	MOVQ         R9, R11
+	SHLQ         $0x06, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      44(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X17, X17
+	MOVQ         R9, R11
+	SHLQ         $0x05, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      45(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x03, (BX)(R10*4), X17, X17
+	MOVQ         R9, R11
+	SHLQ         $0x04, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      46(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X18
+	MOVQ         R9, R11
+	SHLQ         $0x03, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      47(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X18, X18
+	MOVQ         R9, R11
+	SHLQ         $0x02, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      48(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X18, X18
+	MOVQ         R9, R10
+	SHLQ         $0x01, R10
+	ANDQ         $0x00000100, R10
+	MOVBQZX      49(AX), R9
+	ORQ          R10, R9
+	VPINSRD      $0x03, (BX)(R9*4), X18, X18
+	VINSERTI32X4 $0x01, X18, Y17, Y18
+	KMOVD        94(AX), K1
+	MOVBQZX      108(AX), R9
+	SHRQ         $0x04, R9
+	LEAQ         1(R9)(R9*1), R9
+	VMOVD        R9, X19
+	VPBROADCASTW X19, Y19
+	VMOVDQU32    164(CX), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y20
+	VPMADDWD     Y19, Y20, Y20
+	VPADDD       Y20, Y9, Y9
+	VMOVDQU32    164(CX)(SI*1), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y20
+	VPMADDWD     Y19, Y20, Y20
+	VPADDD       Y20, Y10, Y10
+	VMOVDQU32    164(CX)(SI*2), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y20
+	VPMADDWD     Y19, Y20, Y20
+	VPADDD       Y20, Y11, Y11
+	VMOVDQU32    164(CX)(DI*1), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y20
+	VPMADDWD     Y19, Y20, Y20
+	VPADDD       Y20, Y12, Y12
+	VMOVDQU32    164(R8), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y20
+	VPMADDWD     Y19, Y20, Y20
+	VPADDD       Y20, Y13, Y13
+	VMOVDQU32    164(R8)(SI*1), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y20
+	VPMADDWD     Y19, Y20, Y20
+	VPADDD       Y20, Y14, Y14
+	VMOVDQU32    164(R8)(SI*2), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y20
+	VPMADDWD     Y19, Y20, Y20
+	VPADDD       Y20, Y15, Y15
+	VMOVDQU32    164(R8)(DI*1), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y18
+	VPMADDWD     Y19, Y18, Y18
+	VPADDD       Y18, Y16, Y16
+	MOVBQZX      72(AX), R9
+	MOVQ         R9, R11
+	SHLQ         $0x08, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      50(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X17
+	MOVQ         R9, R11
+	SHLQ         $0x07, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      51(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X17, X17
+	MOVQ         R9, R11
+	SHLQ         $0x06, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      52(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X17, X17
+	MOVQ         R9, R11
+	SHLQ         $0x05, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      53(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x03, (BX)(R10*4), X17, X17
+	MOVQ         R9, R11
+	SHLQ         $0x04, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      54(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X18
+	MOVQ         R9, R11
+	SHLQ         $0x03, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      55(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X18, X18
+	MOVQ         R9, R11
+	SHLQ         $0x02, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      56(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X18, X18
+	MOVQ         R9, R10
+	SHLQ         $0x01, R10
+	ANDQ         $0x00000100, R10
+	MOVBQZX      57(AX), R9
+	ORQ          R10, R9
+	VPINSRD      $0x03, (BX)(R9*4), X18, X18
+	VINSERTI32X4 $0x01, X18, Y17, Y18
+	KMOVD        98(AX), K1
+	MOVBQZX      109(AX), R9
+	ANDQ         $0x0f, R9
+	LEAQ         1(R9)(R9*1), R9
+	VMOVD        R9, X19
+	VPBROADCASTW X19, Y19
+	VMOVDQU32    196(CX), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y20
+	VPMADDWD     Y19, Y20, Y20
+	VPADDD       Y20, Y9, Y9
+	VMOVDQU32    196(CX)(SI*1), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y20
+	VPMADDWD     Y19, Y20, Y20
+	VPADDD       Y20, Y10, Y10
+	VMOVDQU32    196(CX)(SI*2), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y20
+	VPMADDWD     Y19, Y20, Y20
+	VPADDD       Y20, Y11, Y11
+	VMOVDQU32    196(CX)(DI*1), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y20
+	VPMADDWD     Y19, Y20, Y20
+	VPADDD       Y20, Y12, Y12
+	VMOVDQU32    196(R8), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y20
+	VPMADDWD     Y19, Y20, Y20
+	VPADDD       Y20, Y13, Y13
+	VMOVDQU32    196(R8)(SI*1), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y20
+	VPMADDWD     Y19, Y20, Y20
+	VPADDD       Y20, Y14, Y14
+	VMOVDQU32    196(R8)(SI*2), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y20
+	VPMADDWD     Y19, Y20, Y20
+	VPADDD       Y20, Y15, Y15
+	VMOVDQU32    196(R8)(DI*1), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y18
+	VPMADDWD     Y19, Y18, Y18
+	VPADDD       Y18, Y16, Y16
+	MOVBQZX      73(AX), R9
+	MOVQ         R9, R11
+	SHLQ         $0x08, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      58(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X17
+	MOVQ         R9, R11
+	SHLQ         $0x07, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      59(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X17, X17
+	MOVQ         R9, R11
+	SHLQ         $0x06, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      60(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X17, X17
+	MOVQ         R9, R11
+	SHLQ         $0x05, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      61(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x03, (BX)(R10*4), X17, X17
+	MOVQ         R9, R11
+	SHLQ         $0x04, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      62(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X18
+	MOVQ         R9, R11
+	SHLQ         $0x03, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      63(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X18, X18
+	MOVQ         R9, R11
+	SHLQ         $0x02, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      64(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X18, X18
+	MOVQ         R9, R10
+	SHLQ         $0x01, R10
+	ANDQ         $0x00000100, R10
+	MOVBQZX      65(AX), R9
+	ORQ          R10, R9
+	VPINSRD      $0x03, (BX)(R9*4), X18, X18
+	VINSERTI32X4 $0x01, X18, Y17, Y18
+	KMOVD        102(AX), K1
+	MOVBQZX      109(AX), R9
+	SHRQ         $0x04, R9
+	LEAQ         1(R9)(R9*1), R9
+	VMOVD        R9, X19
+	VPBROADCASTW X19, Y19
+	VMOVDQU32    228(CX), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y20
+	VPMADDWD     Y19, Y20, Y20
+	VPADDD       Y20, Y9, Y9
+	VMOVDQU32    228(CX)(SI*1), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y20
+	VPMADDWD     Y19, Y20, Y20
+	VPADDD       Y20, Y10, Y10
+	VMOVDQU32    228(CX)(SI*2), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y20
+	VPMADDWD     Y19, Y20, Y20
+	VPADDD       Y20, Y11, Y11
+	VMOVDQU32    228(CX)(DI*1), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y20
+	VPMADDWD     Y19, Y20, Y20
+	VPADDD       Y20, Y12, Y12
+	VMOVDQU32    228(R8), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y20
+	VPMADDWD     Y19, Y20, Y20
+	VPADDD       Y20, Y13, Y13
+	VMOVDQU32    228(R8)(SI*1), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y20
+	VPMADDWD     Y19, Y20, Y20
+	VPADDD       Y20, Y14, Y14
+	VMOVDQU32    228(R8)(SI*2), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y20
+	VPMADDWD     Y19, Y20, Y20
+	VPADDD       Y20, Y15, Y15
+	VMOVDQU32    228(R8)(DI*1), Y20
+	VPSUBB       Y20, Y8, K1, Y20
+	VPMADDUBSW   Y20, Y18, Y18
+	VPMADDWD     Y19, Y18, Y18
+	VPADDD       Y18, Y16, Y16
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X17
+	VCVTPH2PS    X17, X17
+	VCVTDQ2PS    Y9, Y9
+	VMULSS       (CX), X17, X18
+	VBROADCASTSS X18, Y18
+	VFMADD231PS  Y9, Y18, Y0
+	VCVTDQ2PS    Y10, Y10
+	VMULSS       (CX)(SI*1), X17, X18
+	VBROADCASTSS X18, Y18
+	VFMADD231PS  Y10, Y18, Y1
+	VCVTDQ2PS    Y11, Y11
+	VMULSS       (CX)(SI*2), X17, X18
+	VBROADCASTSS X18, Y18
+	VFMADD231PS  Y11, Y18, Y2
+	VCVTDQ2PS    Y12, Y12
+	VMULSS       (CX)(DI*1), X17, X18
+	VBROADCASTSS X18, Y18
+	VFMADD231PS  Y12, Y18, Y3
+	VCVTDQ2PS    Y13, Y13
+	VMULSS       (R8), X17, X18
+	VBROADCASTSS X18, Y18
+	VFMADD231PS  Y13, Y18, Y4
+	VCVTDQ2PS    Y14, Y14
+	VMULSS       (R8)(SI*1), X17, X18
+	VBROADCASTSS X18, Y18
+	VFMADD231PS  Y14, Y18, Y5
+	VCVTDQ2PS    Y15, Y15
+	VMULSS       (R8)(SI*2), X17, X18
+	VBROADCASTSS X18, Y18
+	VFMADD231PS  Y15, Y18, Y6
+	VCVTDQ2PS    Y16, Y16
+	VMULSS       (R8)(DI*1), X17, X17
+	VBROADCASTSS X17, Y18
+	VFMADD231PS  Y16, Y18, Y7
+	ADDQ         $0x00000124, CX
+	ADDQ         $0x00000124, R8
+	ADDQ         $0x0000006e, AX
+	DECQ         DX
+	JMP          loop
+
+done:
+	VEXTRACTF32X4 $0x01, Y0, X8
+	VADDPS        X8, X0, X0
+	VMOVHLPS      X0, X0, X8
+	VADDPS        X8, X0, X0
+	VMOVSHDUP     X0, X8
+	VADDSS        X8, X0, X0
+	VEXTRACTF32X4 $0x01, Y1, X8
+	VADDPS        X8, X1, X1
+	VMOVHLPS      X1, X1, X8
+	VADDPS        X8, X1, X1
+	VMOVSHDUP     X1, X8
+	VADDSS        X8, X1, X1
+	VEXTRACTF32X4 $0x01, Y2, X8
+	VADDPS        X8, X2, X2
+	VMOVHLPS      X2, X2, X8
+	VADDPS        X8, X2, X2
+	VMOVSHDUP     X2, X8
+	VADDSS        X8, X2, X2
+	VEXTRACTF32X4 $0x01, Y3, X8
+	VADDPS        X8, X3, X3
+	VMOVHLPS      X3, X3, X8
+	VADDPS        X8, X3, X3
+	VMOVSHDUP     X3, X8
+	VADDSS        X8, X3, X3
+	VEXTRACTF32X4 $0x01, Y4, X8
+	VADDPS        X8, X4, X4
+	VMOVHLPS      X4, X4, X8
+	VADDPS        X8, X4, X4
+	VMOVSHDUP     X4, X8
+	VADDSS        X8, X4, X4
+	VEXTRACTF32X4 $0x01, Y5, X8
+	VADDPS        X8, X5, X5
+	VMOVHLPS      X5, X5, X8
+	VADDPS        X8, X5, X5
+	VMOVSHDUP     X5, X8
+	VADDSS        X8, X5, X5
+	VEXTRACTF32X4 $0x01, Y6, X8
+	VADDPS        X8, X6, X6
+	VMOVHLPS      X6, X6, X8
+	VADDPS        X8, X6, X6
+	VMOVSHDUP     X6, X8
+	VADDSS        X8, X6, X6
+	VEXTRACTF32X4 $0x01, Y7, X8
+	VADDPS        X8, X7, X7
+	VMOVHLPS      X7, X7, X8
+	VADDPS        X8, X7, X7
+	VMOVSHDUP     X7, X8
+	VADDSS        X8, X7, X7
+	VZEROUPPER
+	MOVQ          out+32(FP), AX
+	VMOVSS        X0, (AX)
+	VMOVSS        X1, 4(AX)
+	VMOVSS        X2, 8(AX)
+	VMOVSS        X3, 12(AX)
+	VMOVSS        X4, 16(AX)
+	VMOVSS        X5, 20(AX)
+	VMOVSS        X6, 24(AX)
+	VMOVSS        X7, 28(AX)
+	RET
+
+// func dotIQ2XXSAVX512x8(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, BMI2, F16C
+TEXT ·dotIQ2XXSAVX512x8(SB), NOSPLIT, $0-48
+	MOVQ   x+0(FP), AX
+	MOVQ   y+8(FP), CX
+	MOVQ   n+16(FP), DX
+	MOVQ   grid+40(FP), BX
+	MOVQ   stride+24(FP), SI
+	LEAQ   (SI)(SI*2), DI
+	LEAQ   (CX)(SI*4), R8
+	VPXORD X0, X0, X0
+	VPXORD X1, X1, X1
+	VPXORD X2, X2, X2
+	VPXORD X3, X3, X3
+	VPXORD X4, X4, X4
+	VPXORD X5, X5, X5
+	VPXORD X6, X6, X6
+	VPXORD X7, X7, X7
+	VPXORD Y8, Y8, Y8
+	MOVL   $0x3e000000, R9
+	VMOVD  R9, X9
+
+loop:
+	TESTQ         DX, DX
+	JZ            done
+	VPXORD        Y10, Y10, Y10
+	VPXORD        Y11, Y11, Y11
+	VPXORD        Y12, Y12, Y12
+	VPXORD        Y13, Y13, Y13
+	VPXORD        Y14, Y14, Y14
+	VPXORD        Y15, Y15, Y15
+	VPXORD        Y16, Y16, Y16
+	VPXORD        Y17, Y17, Y17
+	MOVBQZX       2(AX), R9
+	VMOVQ         (BX)(R9*8), X18
+	MOVBQZX       3(AX), R9
+	VPINSRQ       $0x01, (BX)(R9*8), X18, X18
+	MOVBQZX       4(AX), R9
+	VMOVQ         (BX)(R9*8), X19
+	MOVBQZX       5(AX), R9
+	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	MOVLQZX       6(AX), R9
+	MOVQ          R9, R10
+	SHRQ          $0x1c, R10
+	MOVQ          $0x000000007f7f7f7f, R11
+	PDEPQ         R11, R9, R9
+	MOVQ          R9, R12
+	MOVQ          R12, R11
+	SHRQ          $0x04, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x02, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x01, R11
+	XORQ          R11, R12
+	ANDL          $0x01010101, R12
+	SHLL          $0x07, R12
+	ORQ           R12, R9
+	KMOVD         R9, K1
+	LEAQ          1(R10)(R10*1), R10
+	VMOVD         R10, X20
+	VPBROADCASTW  X20, Y20
+	VMOVDQU32     4(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     4(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     4(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     4(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     4(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     4(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     4(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     4(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVBQZX       10(AX), R9
+	VMOVQ         (BX)(R9*8), X18
+	MOVBQZX       11(AX), R9
+	VPINSRQ       $0x01, (BX)(R9*8), X18, X18
+	MOVBQZX       12(AX), R9
+	VMOVQ         (BX)(R9*8), X19
+	MOVBQZX       13(AX), R9
+	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	MOVLQZX       14(AX), R9
+	MOVQ          R9, R10
+	SHRQ          $0x1c, R10
+	MOVQ          $0x000000007f7f7f7f, R11
+	PDEPQ         R11, R9, R9
+	MOVQ          R9, R12
+	MOVQ          R12, R11
+	SHRQ          $0x04, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x02, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x01, R11
+	XORQ          R11, R12
+	ANDL          $0x01010101, R12
+	SHLL          $0x07, R12
+	ORQ           R12, R9
+	KMOVD         R9, K1
+	LEAQ          1(R10)(R10*1), R10
+	VMOVD         R10, X20
+	VPBROADCASTW  X20, Y20
+	VMOVDQU32     36(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     36(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     36(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     36(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     36(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     36(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     36(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     36(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVBQZX       18(AX), R9
+	VMOVQ         (BX)(R9*8), X18
+	MOVBQZX       19(AX), R9
+	VPINSRQ       $0x01, (BX)(R9*8), X18, X18
+	MOVBQZX       20(AX), R9
+	VMOVQ         (BX)(R9*8), X19
+	MOVBQZX       21(AX), R9
+	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	MOVLQZX       22(AX), R9
+	MOVQ          R9, R10
+	SHRQ          $0x1c, R10
+	MOVQ          $0x000000007f7f7f7f, R11
+	PDEPQ         R11, R9, R9
+	MOVQ          R9, R12
+	MOVQ          R12, R11
+	SHRQ          $0x04, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x02, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x01, R11
+	XORQ          R11, R12
+	ANDL          $0x01010101, R12
+	SHLL          $0x07, R12
+	ORQ           R12, R9
+	KMOVD         R9, K1
+	LEAQ          1(R10)(R10*1), R10
+	VMOVD         R10, X20
+	VPBROADCASTW  X20, Y20
+	VMOVDQU32     68(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     68(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     68(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     68(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     68(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     68(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     68(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     68(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVBQZX       26(AX), R9
+	VMOVQ         (BX)(R9*8), X18
+	MOVBQZX       27(AX), R9
+	VPINSRQ       $0x01, (BX)(R9*8), X18, X18
+	MOVBQZX       28(AX), R9
+	VMOVQ         (BX)(R9*8), X19
+	MOVBQZX       29(AX), R9
+	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	MOVLQZX       30(AX), R9
+	MOVQ          R9, R10
+	SHRQ          $0x1c, R10
+	MOVQ          $0x000000007f7f7f7f, R11
+	PDEPQ         R11, R9, R9
+	MOVQ          R9, R12
+	MOVQ          R12, R11
+	SHRQ          $0x04, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x02, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x01, R11
+	XORQ          R11, R12
+	ANDL          $0x01010101, R12
+	SHLL          $0x07, R12
+	ORQ           R12, R9
+	KMOVD         R9, K1
+	LEAQ          1(R10)(R10*1), R10
+	VMOVD         R10, X20
+	VPBROADCASTW  X20, Y20
+	VMOVDQU32     100(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     100(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     100(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     100(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     100(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     100(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     100(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     100(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVBQZX       34(AX), R9
+	VMOVQ         (BX)(R9*8), X18
+	MOVBQZX       35(AX), R9
+	VPINSRQ       $0x01, (BX)(R9*8), X18, X18
+	MOVBQZX       36(AX), R9
+	VMOVQ         (BX)(R9*8), X19
+	MOVBQZX       37(AX), R9
+	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	MOVLQZX       38(AX), R9
+	MOVQ          R9, R10
+	SHRQ          $0x1c, R10
+	MOVQ          $0x000000007f7f7f7f, R11
+	PDEPQ         R11, R9, R9
+	MOVQ          R9, R12
+	MOVQ          R12, R11
+	SHRQ          $0x04, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x02, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x01, R11
+	XORQ          R11, R12
+	ANDL          $0x01010101, R12
+	SHLL          $0x07, R12
+	ORQ           R12, R9
+	KMOVD         R9, K1
+	LEAQ          1(R10)(R10*1), R10
+	VMOVD         R10, X20
+	VPBROADCASTW  X20, Y20
+	VMOVDQU32     132(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     132(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     132(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     132(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     132(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     132(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     132(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     132(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVBQZX       42(AX), R9
+	VMOVQ         (BX)(R9*8), X18
+	MOVBQZX       43(AX), R9
+	VPINSRQ       $0x01, (BX)(R9*8), X18, X18
+	MOVBQZX       44(AX), R9
+	VMOVQ         (BX)(R9*8), X19
+	MOVBQZX       45(AX), R9
+	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	MOVLQZX       46(AX), R9
+	MOVQ          R9, R10
+	SHRQ          $0x1c, R10
+	MOVQ          $0x000000007f7f7f7f, R11
+	PDEPQ         R11, R9, R9
+	MOVQ          R9, R12
+	MOVQ          R12, R11
+	SHRQ          $0x04, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x02, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x01, R11
+	XORQ          R11, R12
+	ANDL          $0x01010101, R12
+	SHLL          $0x07, R12
+	ORQ           R12, R9
+	KMOVD         R9, K1
+	LEAQ          1(R10)(R10*1), R10
+	VMOVD         R10, X20
+	VPBROADCASTW  X20, Y20
+	VMOVDQU32     164(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     164(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     164(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     164(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     164(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     164(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     164(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     164(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVBQZX       50(AX), R9
+	VMOVQ         (BX)(R9*8), X18
+	MOVBQZX       51(AX), R9
+	VPINSRQ       $0x01, (BX)(R9*8), X18, X18
+	MOVBQZX       52(AX), R9
+	VMOVQ         (BX)(R9*8), X19
+	MOVBQZX       53(AX), R9
+	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	MOVLQZX       54(AX), R9
+	MOVQ          R9, R10
+	SHRQ          $0x1c, R10
+	MOVQ          $0x000000007f7f7f7f, R11
+	PDEPQ         R11, R9, R9
+	MOVQ          R9, R12
+	MOVQ          R12, R11
+	SHRQ          $0x04, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x02, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x01, R11
+	XORQ          R11, R12
+	ANDL          $0x01010101, R12
+	SHLL          $0x07, R12
+	ORQ           R12, R9
+	KMOVD         R9, K1
+	LEAQ          1(R10)(R10*1), R10
+	VMOVD         R10, X20
+	VPBROADCASTW  X20, Y20
+	VMOVDQU32     196(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     196(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     196(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     196(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     196(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     196(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     196(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     196(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVBQZX       58(AX), R9
+	VMOVQ         (BX)(R9*8), X18
+	MOVBQZX       59(AX), R9
+	VPINSRQ       $0x01, (BX)(R9*8), X18, X18
+	MOVBQZX       60(AX), R9
+	VMOVQ         (BX)(R9*8), X19
+	MOVBQZX       61(AX), R9
+	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	MOVLQZX       62(AX), R9
+	MOVQ          R9, R10
+	SHRQ          $0x1c, R10
+	MOVQ          $0x000000007f7f7f7f, R11
+	PDEPQ         R11, R9, R9
+	MOVQ          R9, R12
+	MOVQ          R12, R11
+	SHRQ          $0x04, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x02, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x01, R11
+	XORQ          R11, R12
+	ANDL          $0x01010101, R12
+	SHLL          $0x07, R12
+	ORQ           R12, R9
+	KMOVD         R9, K1
+	LEAQ          1(R10)(R10*1), R10
+	VMOVD         R10, X20
+	VPBROADCASTW  X20, Y20
+	VMOVDQU32     228(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     228(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     228(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     228(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     228(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     228(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     228(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     228(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVWLZX       (AX), R9
+	VMOVD         R9, X18
+	VCVTPH2PS     X18, X18
+	VEXTRACTI32X4 $0x01, Y10, X19
+	VPADDD        X19, X10, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (CX), X18, X20
+	VMULSS        X19, X20, X20
+	VMULSS        X9, X20, X20
+	VADDSS        X20, X0, X0
+	VEXTRACTI32X4 $0x01, Y11, X19
+	VPADDD        X19, X11, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (CX)(SI*1), X18, X20
+	VMULSS        X19, X20, X20
+	VMULSS        X9, X20, X20
+	VADDSS        X20, X1, X1
+	VEXTRACTI32X4 $0x01, Y12, X19
+	VPADDD        X19, X12, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (CX)(SI*2), X18, X20
+	VMULSS        X19, X20, X20
+	VMULSS        X9, X20, X20
+	VADDSS        X20, X2, X2
+	VEXTRACTI32X4 $0x01, Y13, X19
+	VPADDD        X19, X13, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (CX)(DI*1), X18, X20
+	VMULSS        X19, X20, X20
+	VMULSS        X9, X20, X20
+	VADDSS        X20, X3, X3
+	VEXTRACTI32X4 $0x01, Y14, X19
+	VPADDD        X19, X14, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (R8), X18, X20
+	VMULSS        X19, X20, X20
+	VMULSS        X9, X20, X20
+	VADDSS        X20, X4, X4
+	VEXTRACTI32X4 $0x01, Y15, X19
+	VPADDD        X19, X15, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (R8)(SI*1), X18, X20
+	VMULSS        X19, X20, X20
+	VMULSS        X9, X20, X20
+	VADDSS        X20, X5, X5
+	VEXTRACTI32X4 $0x01, Y16, X19
+	VPADDD        X19, X16, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (R8)(SI*2), X18, X20
+	VMULSS        X19, X20, X20
+	VMULSS        X9, X20, X20
+	VADDSS        X20, X6, X6
+	VEXTRACTI32X4 $0x01, Y17, X19
+	VPADDD        X19, X17, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (R8)(DI*1), X18, X18
+	VMULSS        X19, X18, X18
+	VMULSS        X9, X18, X18
+	VADDSS        X18, X7, X7
+	ADDQ          $0x00000124, CX
+	ADDQ          $0x00000124, R8
+	ADDQ          $0x00000042, AX
+	DECQ          DX
+	JMP           loop
+
+done:
+	VZEROUPPER
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
+	VMOVSS X2, 8(AX)
+	VMOVSS X3, 12(AX)
+	VMOVSS X4, 16(AX)
+	VMOVSS X5, 20(AX)
+	VMOVSS X6, 24(AX)
+	VMOVSS X7, 28(AX)
+	RET
+
+// func dotIQ3XXSAVX512x8(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, BMI2, F16C
+TEXT ·dotIQ3XXSAVX512x8(SB), NOSPLIT, $0-48
+	MOVQ   x+0(FP), AX
+	MOVQ   y+8(FP), CX
+	MOVQ   n+16(FP), DX
+	MOVQ   grid+40(FP), BX
+	MOVQ   stride+24(FP), SI
+	LEAQ   (SI)(SI*2), DI
+	LEAQ   (CX)(SI*4), R8
+	VPXORD X0, X0, X0
+	VPXORD X1, X1, X1
+	VPXORD X2, X2, X2
+	VPXORD X3, X3, X3
+	VPXORD X4, X4, X4
+	VPXORD X5, X5, X5
+	VPXORD X6, X6, X6
+	VPXORD X7, X7, X7
+	VPXORD Y8, Y8, Y8
+	MOVL   $0x3e800000, R9
+	VMOVD  R9, X9
+
+loop:
+	TESTQ         DX, DX
+	JZ            done
+	VPXORD        Y10, Y10, Y10
+	VPXORD        Y11, Y11, Y11
+	VPXORD        Y12, Y12, Y12
+	VPXORD        Y13, Y13, Y13
+	VPXORD        Y14, Y14, Y14
+	VPXORD        Y15, Y15, Y15
+	VPXORD        Y16, Y16, Y16
+	VPXORD        Y17, Y17, Y17
+	MOVBQZX       2(AX), R9
+	VMOVD         (BX)(R9*4), X18
+	MOVBQZX       3(AX), R9
+	VPINSRD       $0x01, (BX)(R9*4), X18, X18
+	MOVBQZX       4(AX), R9
+	VPINSRD       $0x02, (BX)(R9*4), X18, X18
+	MOVBQZX       5(AX), R9
+	VPINSRD       $0x03, (BX)(R9*4), X18, X18
+	MOVBQZX       6(AX), R9
+	VMOVD         (BX)(R9*4), X19
+	MOVBQZX       7(AX), R9
+	VPINSRD       $0x01, (BX)(R9*4), X19, X19
+	MOVBQZX       8(AX), R9
+	VPINSRD       $0x02, (BX)(R9*4), X19, X19
+	MOVBQZX       9(AX), R9
+	VPINSRD       $0x03, (BX)(R9*4), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	MOVLQZX       66(AX), R9
+	MOVQ          R9, R10
+	SHRQ          $0x1c, R10
+	MOVQ          $0x000000007f7f7f7f, R11
+	PDEPQ         R11, R9, R9
+	MOVQ          R9, R12
+	MOVQ          R12, R11
+	SHRQ          $0x04, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x02, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x01, R11
+	XORQ          R11, R12
+	ANDL          $0x01010101, R12
+	SHLL          $0x07, R12
+	ORQ           R12, R9
+	KMOVD         R9, K1
+	LEAQ          1(R10)(R10*1), R10
+	VMOVD         R10, X20
+	VPBROADCASTW  X20, Y20
+	VMOVDQU32     4(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     4(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     4(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     4(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     4(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     4(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     4(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     4(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVBQZX       10(AX), R9
+	VMOVD         (BX)(R9*4), X18
+	MOVBQZX       11(AX), R9
+	VPINSRD       $0x01, (BX)(R9*4), X18, X18
+	MOVBQZX       12(AX), R9
+	VPINSRD       $0x02, (BX)(R9*4), X18, X18
+	MOVBQZX       13(AX), R9
+	VPINSRD       $0x03, (BX)(R9*4), X18, X18
+	MOVBQZX       14(AX), R9
+	VMOVD         (BX)(R9*4), X19
+	MOVBQZX       15(AX), R9
+	VPINSRD       $0x01, (BX)(R9*4), X19, X19
+	MOVBQZX       16(AX), R9
+	VPINSRD       $0x02, (BX)(R9*4), X19, X19
+	MOVBQZX       17(AX), R9
+	VPINSRD       $0x03, (BX)(R9*4), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	MOVLQZX       70(AX), R9
+	MOVQ          R9, R10
+	SHRQ          $0x1c, R10
+	MOVQ          $0x000000007f7f7f7f, R11
+	PDEPQ         R11, R9, R9
+	MOVQ          R9, R12
+	MOVQ          R12, R11
+	SHRQ          $0x04, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x02, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x01, R11
+	XORQ          R11, R12
+	ANDL          $0x01010101, R12
+	SHLL          $0x07, R12
+	ORQ           R12, R9
+	KMOVD         R9, K1
+	LEAQ          1(R10)(R10*1), R10
+	VMOVD         R10, X20
+	VPBROADCASTW  X20, Y20
+	VMOVDQU32     36(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     36(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     36(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     36(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     36(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     36(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     36(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     36(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVBQZX       18(AX), R9
+	VMOVD         (BX)(R9*4), X18
+	MOVBQZX       19(AX), R9
+	VPINSRD       $0x01, (BX)(R9*4), X18, X18
+	MOVBQZX       20(AX), R9
+	VPINSRD       $0x02, (BX)(R9*4), X18, X18
+	MOVBQZX       21(AX), R9
+	VPINSRD       $0x03, (BX)(R9*4), X18, X18
+	MOVBQZX       22(AX), R9
+	VMOVD         (BX)(R9*4), X19
+	MOVBQZX       23(AX), R9
+	VPINSRD       $0x01, (BX)(R9*4), X19, X19
+	MOVBQZX       24(AX), R9
+	VPINSRD       $0x02, (BX)(R9*4), X19, X19
+	MOVBQZX       25(AX), R9
+	VPINSRD       $0x03, (BX)(R9*4), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	MOVLQZX       74(AX), R9
+	MOVQ          R9, R10
+	SHRQ          $0x1c, R10
+	MOVQ          $0x000000007f7f7f7f, R11
+	PDEPQ         R11, R9, R9
+	MOVQ          R9, R12
+	MOVQ          R12, R11
+	SHRQ          $0x04, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x02, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x01, R11
+	XORQ          R11, R12
+	ANDL          $0x01010101, R12
+	SHLL          $0x07, R12
+	ORQ           R12, R9
+	KMOVD         R9, K1
+	LEAQ          1(R10)(R10*1), R10
+	VMOVD         R10, X20
+	VPBROADCASTW  X20, Y20
+	VMOVDQU32     68(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     68(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     68(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     68(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     68(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     68(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     68(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     68(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVBQZX       26(AX), R9
+	VMOVD         (BX)(R9*4), X18
+	MOVBQZX       27(AX), R9
+	VPINSRD       $0x01, (BX)(R9*4), X18, X18
+	MOVBQZX       28(AX), R9
+	VPINSRD       $0x02, (BX)(R9*4), X18, X18
+	MOVBQZX       29(AX), R9
+	VPINSRD       $0x03, (BX)(R9*4), X18, X18
+	MOVBQZX       30(AX), R9
+	VMOVD         (BX)(R9*4), X19
+	MOVBQZX       31(AX), R9
+	VPINSRD       $0x01, (BX)(R9*4), X19, X19
+	MOVBQZX       32(AX), R9
+	VPINSRD       $0x02, (BX)(R9*4), X19, X19
+	MOVBQZX       33(AX), R9
+	VPINSRD       $0x03, (BX)(R9*4), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	MOVLQZX       78(AX), R9
+	MOVQ          R9, R10
+	SHRQ          $0x1c, R10
+	MOVQ          $0x000000007f7f7f7f, R11
+	PDEPQ         R11, R9, R9
+	MOVQ          R9, R12
+	MOVQ          R12, R11
+	SHRQ          $0x04, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x02, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x01, R11
+	XORQ          R11, R12
+	ANDL          $0x01010101, R12
+	SHLL          $0x07, R12
+	ORQ           R12, R9
+	KMOVD         R9, K1
+	LEAQ          1(R10)(R10*1), R10
+	VMOVD         R10, X20
+	VPBROADCASTW  X20, Y20
+	VMOVDQU32     100(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     100(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     100(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     100(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     100(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     100(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     100(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     100(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVBQZX       34(AX), R9
+	VMOVD         (BX)(R9*4), X18
+	MOVBQZX       35(AX), R9
+	VPINSRD       $0x01, (BX)(R9*4), X18, X18
+	MOVBQZX       36(AX), R9
+	VPINSRD       $0x02, (BX)(R9*4), X18, X18
+	MOVBQZX       37(AX), R9
+	VPINSRD       $0x03, (BX)(R9*4), X18, X18
+	MOVBQZX       38(AX), R9
+	VMOVD         (BX)(R9*4), X19
+	MOVBQZX       39(AX), R9
+	VPINSRD       $0x01, (BX)(R9*4), X19, X19
+	MOVBQZX       40(AX), R9
+	VPINSRD       $0x02, (BX)(R9*4), X19, X19
+	MOVBQZX       41(AX), R9
+	VPINSRD       $0x03, (BX)(R9*4), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	MOVLQZX       82(AX), R9
+	MOVQ          R9, R10
+	SHRQ          $0x1c, R10
+	MOVQ          $0x000000007f7f7f7f, R11
+	PDEPQ         R11, R9, R9
+	MOVQ          R9, R12
+	MOVQ          R12, R11
+	SHRQ          $0x04, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x02, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x01, R11
+	XORQ          R11, R12
+	ANDL          $0x01010101, R12
+	SHLL          $0x07, R12
+	ORQ           R12, R9
+	KMOVD         R9, K1
+	LEAQ          1(R10)(R10*1), R10
+	VMOVD         R10, X20
+	VPBROADCASTW  X20, Y20
+	VMOVDQU32     132(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     132(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     132(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     132(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     132(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     132(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     132(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     132(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVBQZX       42(AX), R9
+	VMOVD         (BX)(R9*4), X18
+	MOVBQZX       43(AX), R9
+	VPINSRD       $0x01, (BX)(R9*4), X18, X18
+	MOVBQZX       44(AX), R9
+	VPINSRD       $0x02, (BX)(R9*4), X18, X18
+	MOVBQZX       45(AX), R9
+	VPINSRD       $0x03, (BX)(R9*4), X18, X18
+	MOVBQZX       46(AX), R9
+	VMOVD         (BX)(R9*4), X19
+	MOVBQZX       47(AX), R9
+	VPINSRD       $0x01, (BX)(R9*4), X19, X19
+	MOVBQZX       48(AX), R9
+	VPINSRD       $0x02, (BX)(R9*4), X19, X19
+	MOVBQZX       49(AX), R9
+	VPINSRD       $0x03, (BX)(R9*4), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	MOVLQZX       86(AX), R9
+	MOVQ          R9, R10
+	SHRQ          $0x1c, R10
+	MOVQ          $0x000000007f7f7f7f, R11
+	PDEPQ         R11, R9, R9
+	MOVQ          R9, R12
+	MOVQ          R12, R11
+	SHRQ          $0x04, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x02, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x01, R11
+	XORQ          R11, R12
+	ANDL          $0x01010101, R12
+	SHLL          $0x07, R12
+	ORQ           R12, R9
+	KMOVD         R9, K1
+	LEAQ          1(R10)(R10*1), R10
+	VMOVD         R10, X20
+	VPBROADCASTW  X20, Y20
+	VMOVDQU32     164(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     164(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     164(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     164(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     164(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     164(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     164(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     164(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVBQZX       50(AX), R9
+	VMOVD         (BX)(R9*4), X18
+	MOVBQZX       51(AX), R9
+	VPINSRD       $0x01, (BX)(R9*4), X18, X18
+	MOVBQZX       52(AX), R9
+	VPINSRD       $0x02, (BX)(R9*4), X18, X18
+	MOVBQZX       53(AX), R9
+	VPINSRD       $0x03, (BX)(R9*4), X18, X18
+	MOVBQZX       54(AX), R9
+	VMOVD         (BX)(R9*4), X19
+	MOVBQZX       55(AX), R9
+	VPINSRD       $0x01, (BX)(R9*4), X19, X19
+	MOVBQZX       56(AX), R9
+	VPINSRD       $0x02, (BX)(R9*4), X19, X19
+	MOVBQZX       57(AX), R9
+	VPINSRD       $0x03, (BX)(R9*4), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	MOVLQZX       90(AX), R9
+	MOVQ          R9, R10
+	SHRQ          $0x1c, R10
+	MOVQ          $0x000000007f7f7f7f, R11
+	PDEPQ         R11, R9, R9
+	MOVQ          R9, R12
+	MOVQ          R12, R11
+	SHRQ          $0x04, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x02, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x01, R11
+	XORQ          R11, R12
+	ANDL          $0x01010101, R12
+	SHLL          $0x07, R12
+	ORQ           R12, R9
+	KMOVD         R9, K1
+	LEAQ          1(R10)(R10*1), R10
+	VMOVD         R10, X20
+	VPBROADCASTW  X20, Y20
+	VMOVDQU32     196(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     196(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     196(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     196(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     196(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     196(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     196(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     196(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVBQZX       58(AX), R9
+	VMOVD         (BX)(R9*4), X18
+	MOVBQZX       59(AX), R9
+	VPINSRD       $0x01, (BX)(R9*4), X18, X18
+	MOVBQZX       60(AX), R9
+	VPINSRD       $0x02, (BX)(R9*4), X18, X18
+	MOVBQZX       61(AX), R9
+	VPINSRD       $0x03, (BX)(R9*4), X18, X18
+	MOVBQZX       62(AX), R9
+	VMOVD         (BX)(R9*4), X19
+	MOVBQZX       63(AX), R9
+	VPINSRD       $0x01, (BX)(R9*4), X19, X19
+	MOVBQZX       64(AX), R9
+	VPINSRD       $0x02, (BX)(R9*4), X19, X19
+	MOVBQZX       65(AX), R9
+	VPINSRD       $0x03, (BX)(R9*4), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	MOVLQZX       94(AX), R9
+	MOVQ          R9, R10
+	SHRQ          $0x1c, R10
+	MOVQ          $0x000000007f7f7f7f, R11
+	PDEPQ         R11, R9, R9
+	MOVQ          R9, R12
+	MOVQ          R12, R11
+	SHRQ          $0x04, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x02, R11
+	XORQ          R11, R12
+	MOVQ          R12, R11
+	SHRQ          $0x01, R11
+	XORQ          R11, R12
+	ANDL          $0x01010101, R12
+	SHLL          $0x07, R12
+	ORQ           R12, R9
+	KMOVD         R9, K1
+	LEAQ          1(R10)(R10*1), R10
+	VMOVD         R10, X20
+	VPBROADCASTW  X20, Y20
+	VMOVDQU32     228(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     228(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     228(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     228(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     228(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     228(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     228(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     228(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVWLZX       (AX), R9
+	VMOVD         R9, X18
+	VCVTPH2PS     X18, X18
+	VEXTRACTI32X4 $0x01, Y10, X19
+	VPADDD        X19, X10, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (CX), X18, X20
+	VMULSS        X19, X20, X20
+	VMULSS        X9, X20, X20
+	VADDSS        X20, X0, X0
+	VEXTRACTI32X4 $0x01, Y11, X19
+	VPADDD        X19, X11, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (CX)(SI*1), X18, X20
+	VMULSS        X19, X20, X20
+	VMULSS        X9, X20, X20
+	VADDSS        X20, X1, X1
+	VEXTRACTI32X4 $0x01, Y12, X19
+	VPADDD        X19, X12, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (CX)(SI*2), X18, X20
+	VMULSS        X19, X20, X20
+	VMULSS        X9, X20, X20
+	VADDSS        X20, X2, X2
+	VEXTRACTI32X4 $0x01, Y13, X19
+	VPADDD        X19, X13, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (CX)(DI*1), X18, X20
+	VMULSS        X19, X20, X20
+	VMULSS        X9, X20, X20
+	VADDSS        X20, X3, X3
+	VEXTRACTI32X4 $0x01, Y14, X19
+	VPADDD        X19, X14, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (R8), X18, X20
+	VMULSS        X19, X20, X20
+	VMULSS        X9, X20, X20
+	VADDSS        X20, X4, X4
+	VEXTRACTI32X4 $0x01, Y15, X19
+	VPADDD        X19, X15, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (R8)(SI*1), X18, X20
+	VMULSS        X19, X20, X20
+	VMULSS        X9, X20, X20
+	VADDSS        X20, X5, X5
+	VEXTRACTI32X4 $0x01, Y16, X19
+	VPADDD        X19, X16, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (R8)(SI*2), X18, X20
+	VMULSS        X19, X20, X20
+	VMULSS        X9, X20, X20
+	VADDSS        X20, X6, X6
+	VEXTRACTI32X4 $0x01, Y17, X19
+	VPADDD        X19, X17, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (R8)(DI*1), X18, X18
+	VMULSS        X19, X18, X18
+	VMULSS        X9, X18, X18
+	VADDSS        X18, X7, X7
+	ADDQ          $0x00000124, CX
+	ADDQ          $0x00000124, R8
+	ADDQ          $0x00000062, AX
+	DECQ          DX
+	JMP           loop
+
+done:
+	VZEROUPPER
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
+	VMOVSS X2, 8(AX)
+	VMOVSS X3, 12(AX)
+	VMOVSS X4, 16(AX)
+	VMOVSS X5, 20(AX)
+	VMOVSS X6, 24(AX)
+	VMOVSS X7, 28(AX)
+	RET
+
+// func dotIQ2XSAVX512x8(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, BMI2, F16C
+TEXT ·dotIQ2XSAVX512x8(SB), NOSPLIT, $0-48
+	MOVQ   x+0(FP), AX
+	MOVQ   y+8(FP), CX
+	MOVQ   n+16(FP), DX
+	MOVQ   grid+40(FP), BX
+	MOVQ   stride+24(FP), SI
+	LEAQ   (SI)(SI*2), DI
+	LEAQ   (CX)(SI*4), R8
+	VPXORD X0, X0, X0
+	VPXORD X1, X1, X1
+	VPXORD X2, X2, X2
+	VPXORD X3, X3, X3
+	VPXORD X4, X4, X4
+	VPXORD X5, X5, X5
+	VPXORD X6, X6, X6
+	VPXORD X7, X7, X7
+	VPXORD Y8, Y8, Y8
+	MOVL   $0x3e000000, R9
+	VMOVD  R9, X9
+
+loop:
+	TESTQ         DX, DX
+	JZ            done
+	VPXORD        Y10, Y10, Y10
+	VPXORD        Y11, Y11, Y11
+	VPXORD        Y12, Y12, Y12
+	VPXORD        Y13, Y13, Y13
+	VPXORD        Y14, Y14, Y14
+	VPXORD        Y15, Y15, Y15
+	VPXORD        Y16, Y16, Y16
+	VPXORD        Y17, Y17, Y17
+	MOVWQZX       2(AX), R9
+	ANDQ          $0x000001ff, R9
+	VMOVQ         (BX)(R9*8), X18
+	MOVWQZX       4(AX), R9
+	ANDQ          $0x000001ff, R9
+	VPINSRQ       $0x01, (BX)(R9*8), X18, X18
+	MOVWQZX       6(AX), R9
+	ANDQ          $0x000001ff, R9
+	VMOVQ         (BX)(R9*8), X19
+	MOVWQZX       8(AX), R9
+	ANDQ          $0x000001ff, R9
+	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	MOVQ          2(AX), R9
+	MOVQ          $0xfe00fe00fe00fe00, R10
+	PEXTQ         R10, R9, R9
+	MOVQ          $0x000000007f7f7f7f, R10
+	PDEPQ         R10, R9, R9
+	MOVQ          R9, R11
+	MOVQ          R11, R10
+	SHRQ          $0x04, R10
+	XORQ          R10, R11
+	MOVQ          R11, R10
+	SHRQ          $0x02, R10
+	XORQ          R10, R11
+	MOVQ          R11, R10
+	SHRQ          $0x01, R10
+	XORQ          R10, R11
+	ANDL          $0x01010101, R11
+	SHLL          $0x07, R11
+	ORQ           R11, R9
+	KMOVD         R9, K1
+	MOVBQZX       66(AX), R9
+	MOVQ          R9, R10
+	ANDQ          $0x0f, R9
+	SHRQ          $0x04, R10
+	LEAQ          1(R9)(R9*1), R9
+	LEAQ          1(R10)(R10*1), R10
+	SHLQ          $0x10, R10
+	ORQ           R10, R9
+	VMOVD         R9, X20
+	VPBROADCASTD  X20, Y20
+	VPSHUFB       wordSplit<>+0(SB), Y20, Y20
+	VMOVDQU32     4(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     4(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     4(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     4(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     4(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     4(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     4(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     4(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVWQZX       10(AX), R9
+	ANDQ          $0x000001ff, R9
+	VMOVQ         (BX)(R9*8), X18
+	MOVWQZX       12(AX), R9
+	ANDQ          $0x000001ff, R9
+	VPINSRQ       $0x01, (BX)(R9*8), X18, X18
+	MOVWQZX       14(AX), R9
+	ANDQ          $0x000001ff, R9
+	VMOVQ         (BX)(R9*8), X19
+	MOVWQZX       16(AX), R9
+	ANDQ          $0x000001ff, R9
+	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	MOVQ          10(AX), R9
+	MOVQ          $0xfe00fe00fe00fe00, R10
+	PEXTQ         R10, R9, R9
+	MOVQ          $0x000000007f7f7f7f, R10
+	PDEPQ         R10, R9, R9
+	MOVQ          R9, R11
+	MOVQ          R11, R10
+	SHRQ          $0x04, R10
+	XORQ          R10, R11
+	MOVQ          R11, R10
+	SHRQ          $0x02, R10
+	XORQ          R10, R11
+	MOVQ          R11, R10
+	SHRQ          $0x01, R10
+	XORQ          R10, R11
+	ANDL          $0x01010101, R11
+	SHLL          $0x07, R11
+	ORQ           R11, R9
+	KMOVD         R9, K1
+	MOVBQZX       67(AX), R9
+	MOVQ          R9, R10
+	ANDQ          $0x0f, R9
+	SHRQ          $0x04, R10
+	LEAQ          1(R9)(R9*1), R9
+	LEAQ          1(R10)(R10*1), R10
+	SHLQ          $0x10, R10
+	ORQ           R10, R9
+	VMOVD         R9, X20
+	VPBROADCASTD  X20, Y20
+	VPSHUFB       wordSplit<>+0(SB), Y20, Y20
+	VMOVDQU32     36(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     36(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     36(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     36(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     36(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     36(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     36(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     36(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVWQZX       18(AX), R9
+	ANDQ          $0x000001ff, R9
+	VMOVQ         (BX)(R9*8), X18
+	MOVWQZX       20(AX), R9
+	ANDQ          $0x000001ff, R9
+	VPINSRQ       $0x01, (BX)(R9*8), X18, X18
+	MOVWQZX       22(AX), R9
+	ANDQ          $0x000001ff, R9
+	VMOVQ         (BX)(R9*8), X19
+	MOVWQZX       24(AX), R9
+	ANDQ          $0x000001ff, R9
+	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	MOVQ          18(AX), R9
+	MOVQ          $0xfe00fe00fe00fe00, R10
+	PEXTQ         R10, R9, R9
+	MOVQ          $0x000000007f7f7f7f, R10
+	PDEPQ         R10, R9, R9
+	MOVQ          R9, R11
+	MOVQ          R11, R10
+	SHRQ          $0x04, R10
+	XORQ          R10, R11
+	MOVQ          R11, R10
+	SHRQ          $0x02, R10
+	XORQ          R10, R11
+	MOVQ          R11, R10
+	SHRQ          $0x01, R10
+	XORQ          R10, R11
+	ANDL          $0x01010101, R11
+	SHLL          $0x07, R11
+	ORQ           R11, R9
+	KMOVD         R9, K1
+	MOVBQZX       68(AX), R9
+	MOVQ          R9, R10
+	ANDQ          $0x0f, R9
+	SHRQ          $0x04, R10
+	LEAQ          1(R9)(R9*1), R9
+	LEAQ          1(R10)(R10*1), R10
+	SHLQ          $0x10, R10
+	ORQ           R10, R9
+	VMOVD         R9, X20
+	VPBROADCASTD  X20, Y20
+	VPSHUFB       wordSplit<>+0(SB), Y20, Y20
+	VMOVDQU32     68(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     68(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     68(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     68(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     68(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     68(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     68(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     68(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVWQZX       26(AX), R9
+	ANDQ          $0x000001ff, R9
+	VMOVQ         (BX)(R9*8), X18
+	MOVWQZX       28(AX), R9
+	ANDQ          $0x000001ff, R9
+	VPINSRQ       $0x01, (BX)(R9*8), X18, X18
+	MOVWQZX       30(AX), R9
+	ANDQ          $0x000001ff, R9
+	VMOVQ         (BX)(R9*8), X19
+	MOVWQZX       32(AX), R9
+	ANDQ          $0x000001ff, R9
+	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	MOVQ          26(AX), R9
+	MOVQ          $0xfe00fe00fe00fe00, R10
+	PEXTQ         R10, R9, R9
+	MOVQ          $0x000000007f7f7f7f, R10
+	PDEPQ         R10, R9, R9
+	MOVQ          R9, R11
+	MOVQ          R11, R10
+	SHRQ          $0x04, R10
+	XORQ          R10, R11
+	MOVQ          R11, R10
+	SHRQ          $0x02, R10
+	XORQ          R10, R11
+	MOVQ          R11, R10
+	SHRQ          $0x01, R10
+	XORQ          R10, R11
+	ANDL          $0x01010101, R11
+	SHLL          $0x07, R11
+	ORQ           R11, R9
+	KMOVD         R9, K1
+	MOVBQZX       69(AX), R9
+	MOVQ          R9, R10
+	ANDQ          $0x0f, R9
+	SHRQ          $0x04, R10
+	LEAQ          1(R9)(R9*1), R9
+	LEAQ          1(R10)(R10*1), R10
+	SHLQ          $0x10, R10
+	ORQ           R10, R9
+	VMOVD         R9, X20
+	VPBROADCASTD  X20, Y20
+	VPSHUFB       wordSplit<>+0(SB), Y20, Y20
+	VMOVDQU32     100(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     100(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     100(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     100(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     100(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     100(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     100(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     100(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVWQZX       34(AX), R9
+	ANDQ          $0x000001ff, R9
+	VMOVQ         (BX)(R9*8), X18
+	MOVWQZX       36(AX), R9
+	ANDQ          $0x000001ff, R9
+	VPINSRQ       $0x01, (BX)(R9*8), X18, X18
+	MOVWQZX       38(AX), R9
+	ANDQ          $0x000001ff, R9
+	VMOVQ         (BX)(R9*8), X19
+	MOVWQZX       40(AX), R9
+	ANDQ          $0x000001ff, R9
+	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	MOVQ          34(AX), R9
+	MOVQ          $0xfe00fe00fe00fe00, R10
+	PEXTQ         R10, R9, R9
+	MOVQ          $0x000000007f7f7f7f, R10
+	PDEPQ         R10, R9, R9
+	MOVQ          R9, R11
+	MOVQ          R11, R10
+	SHRQ          $0x04, R10
+	XORQ          R10, R11
+	MOVQ          R11, R10
+	SHRQ          $0x02, R10
+	XORQ          R10, R11
+	MOVQ          R11, R10
+	SHRQ          $0x01, R10
+	XORQ          R10, R11
+	ANDL          $0x01010101, R11
+	SHLL          $0x07, R11
+	ORQ           R11, R9
+	KMOVD         R9, K1
+	MOVBQZX       70(AX), R9
+	MOVQ          R9, R10
+	ANDQ          $0x0f, R9
+	SHRQ          $0x04, R10
+	LEAQ          1(R9)(R9*1), R9
+	LEAQ          1(R10)(R10*1), R10
+	SHLQ          $0x10, R10
+	ORQ           R10, R9
+	VMOVD         R9, X20
+	VPBROADCASTD  X20, Y20
+	VPSHUFB       wordSplit<>+0(SB), Y20, Y20
+	VMOVDQU32     132(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     132(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     132(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     132(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     132(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     132(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     132(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     132(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVWQZX       42(AX), R9
+	ANDQ          $0x000001ff, R9
+	VMOVQ         (BX)(R9*8), X18
+	MOVWQZX       44(AX), R9
+	ANDQ          $0x000001ff, R9
+	VPINSRQ       $0x01, (BX)(R9*8), X18, X18
+	MOVWQZX       46(AX), R9
+	ANDQ          $0x000001ff, R9
+	VMOVQ         (BX)(R9*8), X19
+	MOVWQZX       48(AX), R9
+	ANDQ          $0x000001ff, R9
+	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	MOVQ          42(AX), R9
+	MOVQ          $0xfe00fe00fe00fe00, R10
+	PEXTQ         R10, R9, R9
+	MOVQ          $0x000000007f7f7f7f, R10
+	PDEPQ         R10, R9, R9
+	MOVQ          R9, R11
+	MOVQ          R11, R10
+	SHRQ          $0x04, R10
+	XORQ          R10, R11
+	MOVQ          R11, R10
+	SHRQ          $0x02, R10
+	XORQ          R10, R11
+	MOVQ          R11, R10
+	SHRQ          $0x01, R10
+	XORQ          R10, R11
+	ANDL          $0x01010101, R11
+	SHLL          $0x07, R11
+	ORQ           R11, R9
+	KMOVD         R9, K1
+	MOVBQZX       71(AX), R9
+	MOVQ          R9, R10
+	ANDQ          $0x0f, R9
+	SHRQ          $0x04, R10
+	LEAQ          1(R9)(R9*1), R9
+	LEAQ          1(R10)(R10*1), R10
+	SHLQ          $0x10, R10
+	ORQ           R10, R9
+	VMOVD         R9, X20
+	VPBROADCASTD  X20, Y20
+	VPSHUFB       wordSplit<>+0(SB), Y20, Y20
+	VMOVDQU32     164(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     164(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     164(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     164(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     164(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     164(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     164(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     164(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVWQZX       50(AX), R9
+	ANDQ          $0x000001ff, R9
+	VMOVQ         (BX)(R9*8), X18
+	MOVWQZX       52(AX), R9
+	ANDQ          $0x000001ff, R9
+	VPINSRQ       $0x01, (BX)(R9*8), X18, X18
+	MOVWQZX       54(AX), R9
+	ANDQ          $0x000001ff, R9
+	VMOVQ         (BX)(R9*8), X19
+	MOVWQZX       56(AX), R9
+	ANDQ          $0x000001ff, R9
+	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	MOVQ          50(AX), R9
+	MOVQ          $0xfe00fe00fe00fe00, R10
+	PEXTQ         R10, R9, R9
+	MOVQ          $0x000000007f7f7f7f, R10
+	PDEPQ         R10, R9, R9
+	MOVQ          R9, R11
+	MOVQ          R11, R10
+	SHRQ          $0x04, R10
+	XORQ          R10, R11
+	MOVQ          R11, R10
+	SHRQ          $0x02, R10
+	XORQ          R10, R11
+	MOVQ          R11, R10
+	SHRQ          $0x01, R10
+	XORQ          R10, R11
+	ANDL          $0x01010101, R11
+	SHLL          $0x07, R11
+	ORQ           R11, R9
+	KMOVD         R9, K1
+	MOVBQZX       72(AX), R9
+	MOVQ          R9, R10
+	ANDQ          $0x0f, R9
+	SHRQ          $0x04, R10
+	LEAQ          1(R9)(R9*1), R9
+	LEAQ          1(R10)(R10*1), R10
+	SHLQ          $0x10, R10
+	ORQ           R10, R9
+	VMOVD         R9, X20
+	VPBROADCASTD  X20, Y20
+	VPSHUFB       wordSplit<>+0(SB), Y20, Y20
+	VMOVDQU32     196(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     196(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     196(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     196(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     196(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     196(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     196(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     196(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVWQZX       58(AX), R9
+	ANDQ          $0x000001ff, R9
+	VMOVQ         (BX)(R9*8), X18
+	MOVWQZX       60(AX), R9
+	ANDQ          $0x000001ff, R9
+	VPINSRQ       $0x01, (BX)(R9*8), X18, X18
+	MOVWQZX       62(AX), R9
+	ANDQ          $0x000001ff, R9
+	VMOVQ         (BX)(R9*8), X19
+	MOVWQZX       64(AX), R9
+	ANDQ          $0x000001ff, R9
+	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	MOVQ          58(AX), R9
+	MOVQ          $0xfe00fe00fe00fe00, R10
+	PEXTQ         R10, R9, R9
+	MOVQ          $0x000000007f7f7f7f, R10
+	PDEPQ         R10, R9, R9
+	MOVQ          R9, R11
+	MOVQ          R11, R10
+	SHRQ          $0x04, R10
+	XORQ          R10, R11
+	MOVQ          R11, R10
+	SHRQ          $0x02, R10
+	XORQ          R10, R11
+	MOVQ          R11, R10
+	SHRQ          $0x01, R10
+	XORQ          R10, R11
+	ANDL          $0x01010101, R11
+	SHLL          $0x07, R11
+	ORQ           R11, R9
+	KMOVD         R9, K1
+	MOVBQZX       73(AX), R9
+	MOVQ          R9, R10
+	ANDQ          $0x0f, R9
+	SHRQ          $0x04, R10
+	LEAQ          1(R9)(R9*1), R9
+	LEAQ          1(R10)(R10*1), R10
+	SHLQ          $0x10, R10
+	ORQ           R10, R9
+	VMOVD         R9, X20
+	VPBROADCASTD  X20, Y20
+	VPSHUFB       wordSplit<>+0(SB), Y20, Y20
+	VMOVDQU32     228(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     228(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     228(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     228(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     228(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     228(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     228(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     228(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVWLZX       (AX), R9
+	VMOVD         R9, X18
+	VCVTPH2PS     X18, X18
+	VEXTRACTI32X4 $0x01, Y10, X19
+	VPADDD        X19, X10, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (CX), X18, X20
+	VMULSS        X19, X20, X20
+	VMULSS        X9, X20, X20
+	VADDSS        X20, X0, X0
+	VEXTRACTI32X4 $0x01, Y11, X19
+	VPADDD        X19, X11, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (CX)(SI*1), X18, X20
+	VMULSS        X19, X20, X20
+	VMULSS        X9, X20, X20
+	VADDSS        X20, X1, X1
+	VEXTRACTI32X4 $0x01, Y12, X19
+	VPADDD        X19, X12, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (CX)(SI*2), X18, X20
+	VMULSS        X19, X20, X20
+	VMULSS        X9, X20, X20
+	VADDSS        X20, X2, X2
+	VEXTRACTI32X4 $0x01, Y13, X19
+	VPADDD        X19, X13, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (CX)(DI*1), X18, X20
+	VMULSS        X19, X20, X20
+	VMULSS        X9, X20, X20
+	VADDSS        X20, X3, X3
+	VEXTRACTI32X4 $0x01, Y14, X19
+	VPADDD        X19, X14, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (R8), X18, X20
+	VMULSS        X19, X20, X20
+	VMULSS        X9, X20, X20
+	VADDSS        X20, X4, X4
+	VEXTRACTI32X4 $0x01, Y15, X19
+	VPADDD        X19, X15, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (R8)(SI*1), X18, X20
+	VMULSS        X19, X20, X20
+	VMULSS        X9, X20, X20
+	VADDSS        X20, X5, X5
+	VEXTRACTI32X4 $0x01, Y16, X19
+	VPADDD        X19, X16, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (R8)(SI*2), X18, X20
+	VMULSS        X19, X20, X20
+	VMULSS        X9, X20, X20
+	VADDSS        X20, X6, X6
+	VEXTRACTI32X4 $0x01, Y17, X19
+	VPADDD        X19, X17, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (R8)(DI*1), X18, X18
+	VMULSS        X19, X18, X18
+	VMULSS        X9, X18, X18
+	VADDSS        X18, X7, X7
+	ADDQ          $0x00000124, CX
+	ADDQ          $0x00000124, R8
+	ADDQ          $0x0000004a, AX
+	DECQ          DX
+	JMP           loop
+
+done:
+	VZEROUPPER
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
+	VMOVSS X2, 8(AX)
+	VMOVSS X3, 12(AX)
+	VMOVSS X4, 16(AX)
+	VMOVSS X5, 20(AX)
+	VMOVSS X6, 24(AX)
+	VMOVSS X7, 28(AX)
+	RET
+
+// func dotIQ2SAVX512x8(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C
+TEXT ·dotIQ2SAVX512x8(SB), NOSPLIT, $0-48
+	MOVQ   x+0(FP), AX
+	MOVQ   y+8(FP), CX
+	MOVQ   n+16(FP), DX
+	MOVQ   grid+40(FP), BX
+	MOVQ   stride+24(FP), SI
+	LEAQ   (SI)(SI*2), DI
+	LEAQ   (CX)(SI*4), R8
+	VPXORD X0, X0, X0
+	VPXORD X1, X1, X1
+	VPXORD X2, X2, X2
+	VPXORD X3, X3, X3
+	VPXORD X4, X4, X4
+	VPXORD X5, X5, X5
+	VPXORD X6, X6, X6
+	VPXORD X7, X7, X7
+	VPXORD Y8, Y8, Y8
+	MOVL   $0x3e000000, R9
+	VMOVD  R9, X9
+
+loop:
+	TESTQ         DX, DX
+	JZ            done
+	VPXORD        Y10, Y10, Y10
+	VPXORD        Y11, Y11, Y11
+	VPXORD        Y12, Y12, Y12
+	VPXORD        Y13, Y13, Y13
+	VPXORD        Y14, Y14, Y14
+	VPXORD        Y15, Y15, Y15
+	VPXORD        Y16, Y16, Y16
+	VPXORD        Y17, Y17, Y17
+	MOVBQZX       66(AX), R9
+	MOVQ          R9, R11
+	SHLQ          $0x08, R11
+	ANDQ          $0x00000300, R11
+	MOVBQZX       2(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X18
+	MOVQ          R9, R11
+	SHLQ          $0x06, R11
+	ANDQ          $0x00000300, R11
+	MOVBQZX       3(AX), R10
+	ORQ           R11, R10
+	VPINSRQ       $0x01, (BX)(R10*8), X18, X18
+	MOVQ          R9, R11
+	SHLQ          $0x04, R11
+	ANDQ          $0x00000300, R11
+	MOVBQZX       4(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X19
+	MOVQ          R9, R10
+	SHLQ          $0x02, R10
+	ANDQ          $0x00000300, R10
+	MOVBQZX       5(AX), R9
+	ORQ           R10, R9
+	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	KMOVD         34(AX), K1
+	MOVBQZX       74(AX), R9
+	MOVQ          R9, R10
+	ANDQ          $0x0f, R9
+	SHRQ          $0x04, R10
+	LEAQ          1(R9)(R9*1), R9
+	LEAQ          1(R10)(R10*1), R10
+	SHLQ          $0x10, R10
+	ORQ           R10, R9
+	VMOVD         R9, X20
+	VPBROADCASTD  X20, Y20
+	VPSHUFB       wordSplit<>+0(SB), Y20, Y20
+	VMOVDQU32     4(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     4(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     4(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     4(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     4(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     4(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     4(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     4(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVBQZX       67(AX), R9
+	MOVQ          R9, R11
+	SHLQ          $0x08, R11
+	ANDQ          $0x00000300, R11
+	MOVBQZX       6(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X18
+	MOVQ          R9, R11
+	SHLQ          $0x06, R11
+	ANDQ          $0x00000300, R11
+	MOVBQZX       7(AX), R10
+	ORQ           R11, R10
+	VPINSRQ       $0x01, (BX)(R10*8), X18, X18
+	MOVQ          R9, R11
+	SHLQ          $0x04, R11
+	ANDQ          $0x00000300, R11
+	MOVBQZX       8(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X19
+	MOVQ          R9, R10
+	SHLQ          $0x02, R10
+	ANDQ          $0x00000300, R10
+	MOVBQZX       9(AX), R9
+	ORQ           R10, R9
+	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	KMOVD         38(AX), K1
+	MOVBQZX       75(AX), R9
+	MOVQ          R9, R10
+	ANDQ          $0x0f, R9
+	SHRQ          $0x04, R10
+	LEAQ          1(R9)(R9*1), R9
+	LEAQ          1(R10)(R10*1), R10
+	SHLQ          $0x10, R10
+	ORQ           R10, R9
+	VMOVD         R9, X20
+	VPBROADCASTD  X20, Y20
+	VPSHUFB       wordSplit<>+0(SB), Y20, Y20
+	VMOVDQU32     36(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     36(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     36(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     36(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     36(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     36(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     36(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     36(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVBQZX       68(AX), R9
+	MOVQ          R9, R11
+	SHLQ          $0x08, R11
+	ANDQ          $0x00000300, R11
+	MOVBQZX       10(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X18
+	MOVQ          R9, R11
+	SHLQ          $0x06, R11
+	ANDQ          $0x00000300, R11
+	MOVBQZX       11(AX), R10
+	ORQ           R11, R10
+	VPINSRQ       $0x01, (BX)(R10*8), X18, X18
+	MOVQ          R9, R11
+	SHLQ          $0x04, R11
+	ANDQ          $0x00000300, R11
+	MOVBQZX       12(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X19
+	MOVQ          R9, R10
+	SHLQ          $0x02, R10
+	ANDQ          $0x00000300, R10
+	MOVBQZX       13(AX), R9
+	ORQ           R10, R9
+	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	KMOVD         42(AX), K1
+	MOVBQZX       76(AX), R9
+	MOVQ          R9, R10
+	ANDQ          $0x0f, R9
+	SHRQ          $0x04, R10
+	LEAQ          1(R9)(R9*1), R9
+	LEAQ          1(R10)(R10*1), R10
+	SHLQ          $0x10, R10
+	ORQ           R10, R9
+	VMOVD         R9, X20
+	VPBROADCASTD  X20, Y20
+	VPSHUFB       wordSplit<>+0(SB), Y20, Y20
+	VMOVDQU32     68(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     68(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     68(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     68(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     68(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     68(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     68(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     68(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVBQZX       69(AX), R9
+	MOVQ          R9, R11
+	SHLQ          $0x08, R11
+	ANDQ          $0x00000300, R11
+	MOVBQZX       14(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X18
+	MOVQ          R9, R11
+	SHLQ          $0x06, R11
+	ANDQ          $0x00000300, R11
+	MOVBQZX       15(AX), R10
+	ORQ           R11, R10
+	VPINSRQ       $0x01, (BX)(R10*8), X18, X18
+	MOVQ          R9, R11
+	SHLQ          $0x04, R11
+	ANDQ          $0x00000300, R11
+	MOVBQZX       16(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X19
+	MOVQ          R9, R10
+	SHLQ          $0x02, R10
+	ANDQ          $0x00000300, R10
+	MOVBQZX       17(AX), R9
+	ORQ           R10, R9
+	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	KMOVD         46(AX), K1
+	MOVBQZX       77(AX), R9
+	MOVQ          R9, R10
+	ANDQ          $0x0f, R9
+	SHRQ          $0x04, R10
+	LEAQ          1(R9)(R9*1), R9
+	LEAQ          1(R10)(R10*1), R10
+	SHLQ          $0x10, R10
+	ORQ           R10, R9
+	VMOVD         R9, X20
+	VPBROADCASTD  X20, Y20
+	VPSHUFB       wordSplit<>+0(SB), Y20, Y20
+	VMOVDQU32     100(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     100(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     100(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     100(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     100(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     100(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     100(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     100(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVBQZX       70(AX), R9
+	MOVQ          R9, R11
+	SHLQ          $0x08, R11
+	ANDQ          $0x00000300, R11
+	MOVBQZX       18(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X18
+	MOVQ          R9, R11
+	SHLQ          $0x06, R11
+	ANDQ          $0x00000300, R11
+	MOVBQZX       19(AX), R10
+	ORQ           R11, R10
+	VPINSRQ       $0x01, (BX)(R10*8), X18, X18
+	MOVQ          R9, R11
+	SHLQ          $0x04, R11
+	ANDQ          $0x00000300, R11
+	MOVBQZX       20(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X19
+	MOVQ          R9, R10
+	SHLQ          $0x02, R10
+	ANDQ          $0x00000300, R10
+	MOVBQZX       21(AX), R9
+	ORQ           R10, R9
+	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	KMOVD         50(AX), K1
+	MOVBQZX       78(AX), R9
+	MOVQ          R9, R10
+	ANDQ          $0x0f, R9
+	SHRQ          $0x04, R10
+	LEAQ          1(R9)(R9*1), R9
+	LEAQ          1(R10)(R10*1), R10
+	SHLQ          $0x10, R10
+	ORQ           R10, R9
+	VMOVD         R9, X20
+	VPBROADCASTD  X20, Y20
+	VPSHUFB       wordSplit<>+0(SB), Y20, Y20
+	VMOVDQU32     132(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     132(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     132(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     132(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     132(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     132(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     132(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     132(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVBQZX       71(AX), R9
+	MOVQ          R9, R11
+	SHLQ          $0x08, R11
+	ANDQ          $0x00000300, R11
+	MOVBQZX       22(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X18
+	MOVQ          R9, R11
+	SHLQ          $0x06, R11
+	ANDQ          $0x00000300, R11
+	MOVBQZX       23(AX), R10
+	ORQ           R11, R10
+	VPINSRQ       $0x01, (BX)(R10*8), X18, X18
+	MOVQ          R9, R11
+	SHLQ          $0x04, R11
+	ANDQ          $0x00000300, R11
+	MOVBQZX       24(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X19
+	MOVQ          R9, R10
+	SHLQ          $0x02, R10
+	ANDQ          $0x00000300, R10
+	MOVBQZX       25(AX), R9
+	ORQ           R10, R9
+	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	KMOVD         54(AX), K1
+	MOVBQZX       79(AX), R9
+	MOVQ          R9, R10
+	ANDQ          $0x0f, R9
+	SHRQ          $0x04, R10
+	LEAQ          1(R9)(R9*1), R9
+	LEAQ          1(R10)(R10*1), R10
+	SHLQ          $0x10, R10
+	ORQ           R10, R9
+	VMOVD         R9, X20
+	VPBROADCASTD  X20, Y20
+	VPSHUFB       wordSplit<>+0(SB), Y20, Y20
+	VMOVDQU32     164(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     164(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     164(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     164(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     164(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     164(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     164(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     164(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVBQZX       72(AX), R9
+	MOVQ          R9, R11
+	SHLQ          $0x08, R11
+	ANDQ          $0x00000300, R11
+	MOVBQZX       26(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X18
+	MOVQ          R9, R11
+	SHLQ          $0x06, R11
+	ANDQ          $0x00000300, R11
+	MOVBQZX       27(AX), R10
+	ORQ           R11, R10
+	VPINSRQ       $0x01, (BX)(R10*8), X18, X18
+	MOVQ          R9, R11
+	SHLQ          $0x04, R11
+	ANDQ          $0x00000300, R11
+	MOVBQZX       28(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X19
+	MOVQ          R9, R10
+	SHLQ          $0x02, R10
+	ANDQ          $0x00000300, R10
+	MOVBQZX       29(AX), R9
+	ORQ           R10, R9
+	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	KMOVD         58(AX), K1
+	MOVBQZX       80(AX), R9
+	MOVQ          R9, R10
+	ANDQ          $0x0f, R9
+	SHRQ          $0x04, R10
+	LEAQ          1(R9)(R9*1), R9
+	LEAQ          1(R10)(R10*1), R10
+	SHLQ          $0x10, R10
+	ORQ           R10, R9
+	VMOVD         R9, X20
+	VPBROADCASTD  X20, Y20
+	VPSHUFB       wordSplit<>+0(SB), Y20, Y20
+	VMOVDQU32     196(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     196(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     196(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     196(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     196(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     196(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     196(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     196(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVBQZX       73(AX), R9
+	MOVQ          R9, R11
+	SHLQ          $0x08, R11
+	ANDQ          $0x00000300, R11
+	MOVBQZX       30(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X18
+	MOVQ          R9, R11
+	SHLQ          $0x06, R11
+	ANDQ          $0x00000300, R11
+	MOVBQZX       31(AX), R10
+	ORQ           R11, R10
+	VPINSRQ       $0x01, (BX)(R10*8), X18, X18
+	MOVQ          R9, R11
+	SHLQ          $0x04, R11
+	ANDQ          $0x00000300, R11
+	MOVBQZX       32(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X19
+	MOVQ          R9, R10
+	SHLQ          $0x02, R10
+	ANDQ          $0x00000300, R10
+	MOVBQZX       33(AX), R9
+	ORQ           R10, R9
+	VPINSRQ       $0x01, (BX)(R9*8), X19, X19
+	VINSERTI32X4  $0x01, X19, Y18, Y19
+	KMOVD         62(AX), K1
+	MOVBQZX       81(AX), R9
+	MOVQ          R9, R10
+	ANDQ          $0x0f, R9
+	SHRQ          $0x04, R10
+	LEAQ          1(R9)(R9*1), R9
+	LEAQ          1(R10)(R10*1), R10
+	SHLQ          $0x10, R10
+	ORQ           R10, R9
+	VMOVD         R9, X20
+	VPBROADCASTD  X20, Y20
+	VPSHUFB       wordSplit<>+0(SB), Y20, Y20
+	VMOVDQU32     228(CX), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y10, Y10
+	VMOVDQU32     228(CX)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y11, Y11
+	VMOVDQU32     228(CX)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y12, Y12
+	VMOVDQU32     228(CX)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y13, Y13
+	VMOVDQU32     228(R8), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y14, Y14
+	VMOVDQU32     228(R8)(SI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y15, Y15
+	VMOVDQU32     228(R8)(SI*2), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y21
+	VPMADDWD      Y20, Y21, Y21
+	VPADDD        Y21, Y16, Y16
+	VMOVDQU32     228(R8)(DI*1), Y21
+	VPSUBB        Y21, Y8, K1, Y21
+	VPMADDUBSW    Y21, Y19, Y19
+	VPMADDWD      Y20, Y19, Y19
+	VPADDD        Y19, Y17, Y17
+	MOVWLZX       (AX), R9
+	VMOVD         R9, X18
+	VCVTPH2PS     X18, X18
+	VEXTRACTI32X4 $0x01, Y10, X19
+	VPADDD        X19, X10, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (CX), X18, X20
+	VMULSS        X19, X20, X20
+	VMULSS        X9, X20, X20
+	VADDSS        X20, X0, X0
+	VEXTRACTI32X4 $0x01, Y11, X19
+	VPADDD        X19, X11, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (CX)(SI*1), X18, X20
+	VMULSS        X19, X20, X20
+	VMULSS        X9, X20, X20
+	VADDSS        X20, X1, X1
+	VEXTRACTI32X4 $0x01, Y12, X19
+	VPADDD        X19, X12, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (CX)(SI*2), X18, X20
+	VMULSS        X19, X20, X20
+	VMULSS        X9, X20, X20
+	VADDSS        X20, X2, X2
+	VEXTRACTI32X4 $0x01, Y13, X19
+	VPADDD        X19, X13, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (CX)(DI*1), X18, X20
+	VMULSS        X19, X20, X20
+	VMULSS        X9, X20, X20
+	VADDSS        X20, X3, X3
+	VEXTRACTI32X4 $0x01, Y14, X19
+	VPADDD        X19, X14, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (R8), X18, X20
+	VMULSS        X19, X20, X20
+	VMULSS        X9, X20, X20
+	VADDSS        X20, X4, X4
+	VEXTRACTI32X4 $0x01, Y15, X19
+	VPADDD        X19, X15, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (R8)(SI*1), X18, X20
+	VMULSS        X19, X20, X20
+	VMULSS        X9, X20, X20
+	VADDSS        X20, X5, X5
+	VEXTRACTI32X4 $0x01, Y16, X19
+	VPADDD        X19, X16, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (R8)(SI*2), X18, X20
+	VMULSS        X19, X20, X20
+	VMULSS        X9, X20, X20
+	VADDSS        X20, X6, X6
+	VEXTRACTI32X4 $0x01, Y17, X19
+	VPADDD        X19, X17, X19
+	VPSHUFD       $0x4e, X19, X20
+	VPADDD        X20, X19, X19
+	VPSHUFD       $0xb1, X19, X20
+	VPADDD        X20, X19, X19
+	VCVTDQ2PS     X19, X19
+	VMULSS        (R8)(DI*1), X18, X18
+	VMULSS        X19, X18, X18
+	VMULSS        X9, X18, X18
+	VADDSS        X18, X7, X7
+	ADDQ          $0x00000124, CX
+	ADDQ          $0x00000124, R8
+	ADDQ          $0x00000052, AX
+	DECQ          DX
+	JMP           loop
+
+done:
+	VZEROUPPER
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
+	VMOVSS X2, 8(AX)
+	VMOVSS X3, 12(AX)
+	VMOVSS X4, 16(AX)
+	VMOVSS X5, 20(AX)
+	VMOVSS X6, 24(AX)
+	VMOVSS X7, 28(AX)
+	RET
+
+// func dotIQ1SAVX512x8(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C
+TEXT ·dotIQ1SAVX512x8(SB), NOSPLIT, $0-48
+	MOVQ         x+0(FP), AX
+	MOVQ         y+8(FP), CX
+	MOVQ         n+16(FP), DX
+	MOVQ         grid+40(FP), BX
+	MOVQ         stride+24(FP), SI
+	LEAQ         (SI)(SI*2), DI
+	LEAQ         (CX)(SI*4), R8
+	VPXORD       X0, X0, X0
+	VPXORD       X1, X1, X1
+	VPXORD       X2, X2, X2
+	VPXORD       X3, X3, X3
+	VPXORD       X4, X4, X4
+	VPXORD       X5, X5, X5
+	VPXORD       X6, X6, X6
+	VPXORD       X7, X7, X7
+	VPXORD       Y8, Y8, Y8
+	MOVL         $0x3e000000, R9
+	VMOVD        R9, X9
+	MOVL         $0x000e000e, R9
+	VMOVD        R9, X10
+	VPBROADCASTD X10, X10
+	MOVL         $0x00010001, R9
+	VMOVD        R9, X11
+	VPBROADCASTD X11, X11
+
+loop:
+	TESTQ         DX, DX
+	JZ            done
+	VPXORD        Y12, Y12, Y12
+	VPXORD        Y13, Y13, Y13
+	VPXORD        Y14, Y14, Y14
+	VPXORD        Y15, Y15, Y15
+	VPXORD        Y16, Y16, Y16
+	VPXORD        Y17, Y17, Y17
+	VPXORD        Y18, Y18, Y18
+	VPXORD        Y19, Y19, Y19
+	VMOVDQU32     34(AX), X20
+	VPSRLW        $0x0b, X20, X21
+	VPANDD        X10, X21, X21
+	VPORD         X11, X21, X21
+	VPSRAW        $0x0f, X20, X20
+	VPXORD        X20, X21, X21
+	VPSUBW        X20, X21, X21
+	VPMOVZXWD     X21, Y20
+	VPSLLD        $0x10, Y20, Y21
+	VPORD         Y21, Y20, Y20
+	VPMADDWD      260(CX), Y20, Y21
+	VPADDD        Y21, Y12, Y12
+	VPMADDWD      260(CX)(SI*1), Y20, Y21
+	VPADDD        Y21, Y13, Y13
+	VPMADDWD      260(CX)(SI*2), Y20, Y21
+	VPADDD        Y21, Y14, Y14
+	VPMADDWD      260(CX)(DI*1), Y20, Y21
+	VPADDD        Y21, Y15, Y15
+	VPMADDWD      260(R8), Y20, Y21
+	VPADDD        Y21, Y16, Y16
+	VPMADDWD      260(R8)(SI*1), Y20, Y21
+	VPADDD        Y21, Y17, Y17
+	VPMADDWD      260(R8)(SI*2), Y20, Y21
+	VPADDD        Y21, Y18, Y18
+	VPMADDWD      260(R8)(DI*1), Y20, Y20
+	VPADDD        Y20, Y19, Y19
+	MOVWQZX       34(AX), R9
+	MOVQ          R9, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       2(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X22
+	MOVQ          R9, R11
+	SHRQ          $0x03, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       3(AX), R10
+	ORQ           R11, R10
+	VPINSRQ       $0x01, (BX)(R10*8), X22, X22
+	MOVQ          R9, R11
+	SHRQ          $0x06, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       4(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X20
+	MOVQ          R9, R11
+	SHRQ          $0x09, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       5(AX), R10
+	ORQ           R11, R10
+	VPINSRQ       $0x01, (BX)(R10*8), X20, X20
+	VINSERTI32X4  $0x01, X20, Y22, Y20
+	VPMOVB2M      Y20, K1
+	VPABSB        Y20, Y20
+	SHRQ          $0x0c, R9
+	ANDQ          $0x07, R9
+	LEAQ          1(R9)(R9*1), R9
+	SHLQ          $0x03, R9
+	VMOVD         R9, X21
+	VPBROADCASTW  X21, Y21
+	VMOVDQU32     4(CX), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y12, Y12
+	VMOVDQU32     4(CX)(SI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y13, Y13
+	VMOVDQU32     4(CX)(SI*2), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y14, Y14
+	VMOVDQU32     4(CX)(DI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y15, Y15
+	VMOVDQU32     4(R8), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y16, Y16
+	VMOVDQU32     4(R8)(SI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y17, Y17
+	VMOVDQU32     4(R8)(SI*2), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y18, Y18
+	VMOVDQU32     4(R8)(DI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y20
+	VPMADDWD      Y21, Y20, Y20
+	VPADDD        Y20, Y19, Y19
+	MOVWQZX       36(AX), R9
+	MOVQ          R9, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       6(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X22
+	MOVQ          R9, R11
+	SHRQ          $0x03, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       7(AX), R10
+	ORQ           R11, R10
+	VPINSRQ       $0x01, (BX)(R10*8), X22, X22
+	MOVQ          R9, R11
+	SHRQ          $0x06, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       8(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X20
+	MOVQ          R9, R11
+	SHRQ          $0x09, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       9(AX), R10
+	ORQ           R11, R10
+	VPINSRQ       $0x01, (BX)(R10*8), X20, X20
+	VINSERTI32X4  $0x01, X20, Y22, Y20
+	VPMOVB2M      Y20, K1
+	VPABSB        Y20, Y20
+	SHRQ          $0x0c, R9
+	ANDQ          $0x07, R9
+	LEAQ          1(R9)(R9*1), R9
+	SHLQ          $0x03, R9
+	VMOVD         R9, X21
+	VPBROADCASTW  X21, Y21
+	VMOVDQU32     36(CX), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y12, Y12
+	VMOVDQU32     36(CX)(SI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y13, Y13
+	VMOVDQU32     36(CX)(SI*2), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y14, Y14
+	VMOVDQU32     36(CX)(DI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y15, Y15
+	VMOVDQU32     36(R8), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y16, Y16
+	VMOVDQU32     36(R8)(SI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y17, Y17
+	VMOVDQU32     36(R8)(SI*2), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y18, Y18
+	VMOVDQU32     36(R8)(DI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y20
+	VPMADDWD      Y21, Y20, Y20
+	VPADDD        Y20, Y19, Y19
+	MOVWQZX       38(AX), R9
+	MOVQ          R9, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       10(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X22
+	MOVQ          R9, R11
+	SHRQ          $0x03, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       11(AX), R10
+	ORQ           R11, R10
+	VPINSRQ       $0x01, (BX)(R10*8), X22, X22
+	MOVQ          R9, R11
+	SHRQ          $0x06, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       12(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X20
+	MOVQ          R9, R11
+	SHRQ          $0x09, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       13(AX), R10
+	ORQ           R11, R10
+	VPINSRQ       $0x01, (BX)(R10*8), X20, X20
+	VINSERTI32X4  $0x01, X20, Y22, Y20
+	VPMOVB2M      Y20, K1
+	VPABSB        Y20, Y20
+	SHRQ          $0x0c, R9
+	ANDQ          $0x07, R9
+	LEAQ          1(R9)(R9*1), R9
+	SHLQ          $0x03, R9
+	VMOVD         R9, X21
+	VPBROADCASTW  X21, Y21
+	VMOVDQU32     68(CX), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y12, Y12
+	VMOVDQU32     68(CX)(SI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y13, Y13
+	VMOVDQU32     68(CX)(SI*2), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y14, Y14
+	VMOVDQU32     68(CX)(DI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y15, Y15
+	VMOVDQU32     68(R8), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y16, Y16
+	VMOVDQU32     68(R8)(SI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y17, Y17
+	VMOVDQU32     68(R8)(SI*2), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y18, Y18
+	VMOVDQU32     68(R8)(DI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y20
+	VPMADDWD      Y21, Y20, Y20
+	VPADDD        Y20, Y19, Y19
+	MOVWQZX       40(AX), R9
+	MOVQ          R9, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       14(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X22
+	MOVQ          R9, R11
+	SHRQ          $0x03, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       15(AX), R10
+	ORQ           R11, R10
+	VPINSRQ       $0x01, (BX)(R10*8), X22, X22
+	MOVQ          R9, R11
+	SHRQ          $0x06, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       16(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X20
+	MOVQ          R9, R11
+	SHRQ          $0x09, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       17(AX), R10
+	ORQ           R11, R10
+	VPINSRQ       $0x01, (BX)(R10*8), X20, X20
+	VINSERTI32X4  $0x01, X20, Y22, Y20
+	VPMOVB2M      Y20, K1
+	VPABSB        Y20, Y20
+	SHRQ          $0x0c, R9
+	ANDQ          $0x07, R9
+	LEAQ          1(R9)(R9*1), R9
+	SHLQ          $0x03, R9
+	VMOVD         R9, X21
+	VPBROADCASTW  X21, Y21
+	VMOVDQU32     100(CX), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y12, Y12
+	VMOVDQU32     100(CX)(SI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y13, Y13
+	VMOVDQU32     100(CX)(SI*2), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y14, Y14
+	VMOVDQU32     100(CX)(DI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y15, Y15
+	VMOVDQU32     100(R8), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y16, Y16
+	VMOVDQU32     100(R8)(SI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y17, Y17
+	VMOVDQU32     100(R8)(SI*2), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y18, Y18
+	VMOVDQU32     100(R8)(DI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y20
+	VPMADDWD      Y21, Y20, Y20
+	VPADDD        Y20, Y19, Y19
+	MOVWQZX       42(AX), R9
+	MOVQ          R9, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       18(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X22
+	MOVQ          R9, R11
+	SHRQ          $0x03, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       19(AX), R10
+	ORQ           R11, R10
+	VPINSRQ       $0x01, (BX)(R10*8), X22, X22
+	MOVQ          R9, R11
+	SHRQ          $0x06, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       20(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X20
+	MOVQ          R9, R11
+	SHRQ          $0x09, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       21(AX), R10
+	ORQ           R11, R10
+	VPINSRQ       $0x01, (BX)(R10*8), X20, X20
+	VINSERTI32X4  $0x01, X20, Y22, Y20
+	VPMOVB2M      Y20, K1
+	VPABSB        Y20, Y20
+	SHRQ          $0x0c, R9
+	ANDQ          $0x07, R9
+	LEAQ          1(R9)(R9*1), R9
+	SHLQ          $0x03, R9
+	VMOVD         R9, X21
+	VPBROADCASTW  X21, Y21
+	VMOVDQU32     132(CX), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y12, Y12
+	VMOVDQU32     132(CX)(SI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y13, Y13
+	VMOVDQU32     132(CX)(SI*2), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y14, Y14
+	VMOVDQU32     132(CX)(DI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y15, Y15
+	VMOVDQU32     132(R8), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y16, Y16
+	VMOVDQU32     132(R8)(SI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y17, Y17
+	VMOVDQU32     132(R8)(SI*2), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y18, Y18
+	VMOVDQU32     132(R8)(DI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y20
+	VPMADDWD      Y21, Y20, Y20
+	VPADDD        Y20, Y19, Y19
+	MOVWQZX       44(AX), R9
+	MOVQ          R9, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       22(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X22
+	MOVQ          R9, R11
+	SHRQ          $0x03, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       23(AX), R10
+	ORQ           R11, R10
+	VPINSRQ       $0x01, (BX)(R10*8), X22, X22
+	MOVQ          R9, R11
+	SHRQ          $0x06, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       24(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X20
+	MOVQ          R9, R11
+	SHRQ          $0x09, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       25(AX), R10
+	ORQ           R11, R10
+	VPINSRQ       $0x01, (BX)(R10*8), X20, X20
+	VINSERTI32X4  $0x01, X20, Y22, Y20
+	VPMOVB2M      Y20, K1
+	VPABSB        Y20, Y20
+	SHRQ          $0x0c, R9
+	ANDQ          $0x07, R9
+	LEAQ          1(R9)(R9*1), R9
+	SHLQ          $0x03, R9
+	VMOVD         R9, X21
+	VPBROADCASTW  X21, Y21
+	VMOVDQU32     164(CX), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y12, Y12
+	VMOVDQU32     164(CX)(SI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y13, Y13
+	VMOVDQU32     164(CX)(SI*2), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y14, Y14
+	VMOVDQU32     164(CX)(DI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y15, Y15
+	VMOVDQU32     164(R8), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y16, Y16
+	VMOVDQU32     164(R8)(SI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y17, Y17
+	VMOVDQU32     164(R8)(SI*2), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y18, Y18
+	VMOVDQU32     164(R8)(DI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y20
+	VPMADDWD      Y21, Y20, Y20
+	VPADDD        Y20, Y19, Y19
+	MOVWQZX       46(AX), R9
+	MOVQ          R9, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       26(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X22
+	MOVQ          R9, R11
+	SHRQ          $0x03, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       27(AX), R10
+	ORQ           R11, R10
+	VPINSRQ       $0x01, (BX)(R10*8), X22, X22
+	MOVQ          R9, R11
+	SHRQ          $0x06, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       28(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X20
+	MOVQ          R9, R11
+	SHRQ          $0x09, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       29(AX), R10
+	ORQ           R11, R10
+	VPINSRQ       $0x01, (BX)(R10*8), X20, X20
+	VINSERTI32X4  $0x01, X20, Y22, Y20
+	VPMOVB2M      Y20, K1
+	VPABSB        Y20, Y20
+	SHRQ          $0x0c, R9
+	ANDQ          $0x07, R9
+	LEAQ          1(R9)(R9*1), R9
+	SHLQ          $0x03, R9
+	VMOVD         R9, X21
+	VPBROADCASTW  X21, Y21
+	VMOVDQU32     196(CX), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y12, Y12
+	VMOVDQU32     196(CX)(SI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y13, Y13
+	VMOVDQU32     196(CX)(SI*2), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y14, Y14
+	VMOVDQU32     196(CX)(DI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y15, Y15
+	VMOVDQU32     196(R8), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y16, Y16
+	VMOVDQU32     196(R8)(SI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y17, Y17
+	VMOVDQU32     196(R8)(SI*2), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y18, Y18
+	VMOVDQU32     196(R8)(DI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y20
+	VPMADDWD      Y21, Y20, Y20
+	VPADDD        Y20, Y19, Y19
+	MOVWQZX       48(AX), R9
+	MOVQ          R9, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       30(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X22
+	MOVQ          R9, R11
+	SHRQ          $0x03, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       31(AX), R10
+	ORQ           R11, R10
+	VPINSRQ       $0x01, (BX)(R10*8), X22, X22
+	MOVQ          R9, R11
+	SHRQ          $0x06, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       32(AX), R10
+	ORQ           R11, R10
+	VMOVQ         (BX)(R10*8), X20
+	MOVQ          R9, R11
+	SHRQ          $0x09, R11
+	ANDQ          $0x07, R11
+	SHLQ          $0x08, R11
+	MOVBQZX       33(AX), R10
+	ORQ           R11, R10
+	VPINSRQ       $0x01, (BX)(R10*8), X20, X20
+	VINSERTI32X4  $0x01, X20, Y22, Y20
+	VPMOVB2M      Y20, K1
+	VPABSB        Y20, Y20
+	SHRQ          $0x0c, R9
+	ANDQ          $0x07, R9
+	LEAQ          1(R9)(R9*1), R9
+	SHLQ          $0x03, R9
+	VMOVD         R9, X21
+	VPBROADCASTW  X21, Y21
+	VMOVDQU32     228(CX), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y12, Y12
+	VMOVDQU32     228(CX)(SI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y13, Y13
+	VMOVDQU32     228(CX)(SI*2), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y14, Y14
+	VMOVDQU32     228(CX)(DI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y15, Y15
+	VMOVDQU32     228(R8), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y16, Y16
+	VMOVDQU32     228(R8)(SI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y17, Y17
+	VMOVDQU32     228(R8)(SI*2), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y23
+	VPMADDWD      Y21, Y23, Y23
+	VPADDD        Y23, Y18, Y18
+	VMOVDQU32     228(R8)(DI*1), Y23
+	VPSUBB        Y23, Y8, K1, Y23
+	VPMADDUBSW    Y23, Y20, Y20
+	VPMADDWD      Y21, Y20, Y20
+	VPADDD        Y20, Y19, Y19
+	MOVWLZX       (AX), R9
+	VMOVD         R9, X20
+	VCVTPH2PS     X20, X20
+	VEXTRACTI32X4 $0x01, Y12, X21
+	VPADDD        X21, X12, X21
+	VPSHUFD       $0x4e, X21, X22
+	VPADDD        X22, X21, X21
+	VPSHUFD       $0xb1, X21, X22
+	VPADDD        X22, X21, X21
+	VCVTDQ2PS     X21, X21
+	VMULSS        X9, X21, X21
+	VMULSS        (CX), X20, X22
+	VMULSS        X21, X22, X22
+	VADDSS        X22, X0, X0
+	VEXTRACTI32X4 $0x01, Y13, X21
+	VPADDD        X21, X13, X21
+	VPSHUFD       $0x4e, X21, X22
+	VPADDD        X22, X21, X21
+	VPSHUFD       $0xb1, X21, X22
+	VPADDD        X22, X21, X21
+	VCVTDQ2PS     X21, X21
+	VMULSS        X9, X21, X21
+	VMULSS        (CX)(SI*1), X20, X22
+	VMULSS        X21, X22, X22
+	VADDSS        X22, X1, X1
+	VEXTRACTI32X4 $0x01, Y14, X21
+	VPADDD        X21, X14, X21
+	VPSHUFD       $0x4e, X21, X22
+	VPADDD        X22, X21, X21
+	VPSHUFD       $0xb1, X21, X22
+	VPADDD        X22, X21, X21
+	VCVTDQ2PS     X21, X21
+	VMULSS        X9, X21, X21
+	VMULSS        (CX)(SI*2), X20, X22
+	VMULSS        X21, X22, X22
+	VADDSS        X22, X2, X2
+	VEXTRACTI32X4 $0x01, Y15, X21
+	VPADDD        X21, X15, X21
+	VPSHUFD       $0x4e, X21, X22
+	VPADDD        X22, X21, X21
+	VPSHUFD       $0xb1, X21, X22
+	VPADDD        X22, X21, X21
+	VCVTDQ2PS     X21, X21
+	VMULSS        X9, X21, X21
+	VMULSS        (CX)(DI*1), X20, X22
+	VMULSS        X21, X22, X22
+	VADDSS        X22, X3, X3
+	VEXTRACTI32X4 $0x01, Y16, X21
+	VPADDD        X21, X16, X21
+	VPSHUFD       $0x4e, X21, X22
+	VPADDD        X22, X21, X21
+	VPSHUFD       $0xb1, X21, X22
+	VPADDD        X22, X21, X21
+	VCVTDQ2PS     X21, X21
+	VMULSS        X9, X21, X21
+	VMULSS        (R8), X20, X22
+	VMULSS        X21, X22, X22
+	VADDSS        X22, X4, X4
+	VEXTRACTI32X4 $0x01, Y17, X21
+	VPADDD        X21, X17, X21
+	VPSHUFD       $0x4e, X21, X22
+	VPADDD        X22, X21, X21
+	VPSHUFD       $0xb1, X21, X22
+	VPADDD        X22, X21, X21
+	VCVTDQ2PS     X21, X21
+	VMULSS        X9, X21, X21
+	VMULSS        (R8)(SI*1), X20, X22
+	VMULSS        X21, X22, X22
+	VADDSS        X22, X5, X5
+	VEXTRACTI32X4 $0x01, Y18, X21
+	VPADDD        X21, X18, X21
+	VPSHUFD       $0x4e, X21, X22
+	VPADDD        X22, X21, X21
+	VPSHUFD       $0xb1, X21, X22
+	VPADDD        X22, X21, X21
+	VCVTDQ2PS     X21, X21
+	VMULSS        X9, X21, X21
+	VMULSS        (R8)(SI*2), X20, X22
+	VMULSS        X21, X22, X22
+	VADDSS        X22, X6, X6
+	VEXTRACTI32X4 $0x01, Y19, X21
+	VPADDD        X21, X19, X21
+	VPSHUFD       $0x4e, X21, X22
+	VPADDD        X22, X21, X21
+	VPSHUFD       $0xb1, X21, X22
+	VPADDD        X22, X21, X21
+	VCVTDQ2PS     X21, X21
+	VMULSS        X9, X21, X21
+	VMULSS        (R8)(DI*1), X20, X20
+	VMULSS        X21, X20, X20
+	VADDSS        X20, X7, X7
+	ADDQ          $0x00000124, CX
+	ADDQ          $0x00000124, R8
+	ADDQ          $0x00000032, AX
+	DECQ          DX
+	JMP           loop
+
+done:
+	VZEROUPPER
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
+	VMOVSS X2, 8(AX)
+	VMOVSS X3, 12(AX)
+	VMOVSS X4, 16(AX)
+	VMOVSS X5, 20(AX)
+	VMOVSS X6, 24(AX)
+	VMOVSS X7, 28(AX)
+	RET
+
+// func dotIQ1SAVX2(x *byte, y *byte, n int, grid *byte) float32
+// Requires: AVX, AVX2, F16C, SSE
+TEXT ·dotIQ1SAVX2(SB), NOSPLIT, $0-36
+	MOVQ     x+0(FP), AX
+	MOVQ     y+8(FP), CX
+	MOVQ     n+16(FP), DX
+	MOVQ     grid+24(FP), BX
+	VXORPS   X0, X0, X0
+	MOVL     $0x3e000000, SI
+	VMOVD    SI, X1
+	VMOVDQU  byteOnes<>+0(SB), Y2
+	VPCMPEQW X3, X3, X3
+	VPSRLW   $0x0d, X3, X3
+	VPSLLW   $0x01, X3, X3
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VPXOR        Y4, Y4, Y4
+	VMOVDQU      34(AX), X5
+	VPSRLW       $0x0b, X5, X6
+	VPAND        X3, X6, X6
+	VPOR         ones16<>+0(SB), X6, X6
+	VPSRAW       $0x0f, X5, X5
+	VPXOR        X5, X6, X6
+	VPSUBW       X5, X6, X6
+	VPMOVZXWD    X6, Y5
+	VPSLLD       $0x10, Y5, Y6
+	VPOR         Y6, Y5, Y5
+	VPMADDWD     260(CX), Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	MOVWQZX      34(AX), SI
+	MOVQ         SI, R8
 	ANDQ         $0x07, R8
-	LEAQ         1(R8)(R8*1), R8
-	SHRQ         $0x0f, DI
-	NEGQ         DI
-	VMOVD        R8, X6
-	VPBROADCASTW X6, Y6
-	VMOVDQU      4(CX), Y7
-	VPSIGNB      Y5, Y7, Y7
-	VPMADDUBSW   Y7, Y2, Y5
-	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y3, Y3
-	MOVWQSX      260(CX), R9
-	MOVWQSX      262(CX), R10
-	ADDQ         R10, R9
-	IMULQ        R8, R9
-	XORQ         DI, R9
-	SUBQ         DI, R9
-	ADDQ         R9, SI
-	MOVWQZX      36(AX), DI
-	MOVQ         DI, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      6(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (BX)(R8*8), X4
-	MOVQ         DI, R9
-	SHRQ         $0x03, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      7(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (BX)(R8*8), X4, X4
-	MOVQ         DI, R9
-	SHRQ         $0x06, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      8(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (BX)(R8*8), X5
-	MOVQ         DI, R9
-	SHRQ         $0x09, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      9(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (BX)(R8*8), X5, X5
-	VINSERTI128  $0x01, X5, Y4, Y5
-	MOVQ         DI, R8
-	SHRQ         $0x0c, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      2(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X7
+	MOVQ         SI, R8
+	SHRQ         $0x03, R8
 	ANDQ         $0x07, R8
-	LEAQ         1(R8)(R8*1), R8
-	SHRQ         $0x0f, DI
-	NEGQ         DI
-	VMOVD        R8, X6
-	VPBROADCASTW X6, Y6
-	VMOVDQU      36(CX), Y7
-	VPSIGNB      Y5, Y7, Y7
-	VPMADDUBSW   Y7, Y2, Y5
-	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y3, Y3
-	MOVWQSX      264(CX), R9
-	MOVWQSX      266(CX), R10
-	ADDQ         R10, R9
-	IMULQ        R8, R9
-	XORQ         DI, R9
-	SUBQ         DI, R9
-	ADDQ         R9, SI
-	MOVWQZX      38(AX), DI
-	MOVQ         DI, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      10(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (BX)(R8*8), X4
-	MOVQ         DI, R9
-	SHRQ         $0x03, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      11(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (BX)(R8*8), X4, X4
-	MOVQ         DI, R9
-	SHRQ         $0x06, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      12(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (BX)(R8*8), X5
-	MOVQ         DI, R9
-	SHRQ         $0x09, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      13(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (BX)(R8*8), X5, X5
-	VINSERTI128  $0x01, X5, Y4, Y5
-	MOVQ         DI, R8
-	SHRQ         $0x0c, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      3(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
+	MOVQ         SI, R8
+	SHRQ         $0x06, R8
 	ANDQ         $0x07, R8
-	LEAQ         1(R8)(R8*1), R8
-	SHRQ         $0x0f, DI
-	NEGQ         DI
-	VMOVD        R8, X6
-	VPBROADCASTW X6, Y6
-	VMOVDQU      68(CX), Y7
-	VPSIGNB      Y5, Y7, Y7
-	VPMADDUBSW   Y7, Y2, Y5
-	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y3, Y3
-	MOVWQSX      268(CX), R9
-	MOVWQSX      270(CX), R10
-	ADDQ         R10, R9
-	IMULQ        R8, R9
-	XORQ         DI, R9
-	SUBQ         DI, R9
-	ADDQ         R9, SI
-	MOVWQZX      40(AX), DI
-	MOVQ         DI, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      14(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (BX)(R8*8), X4
-	MOVQ         DI, R9
-	SHRQ         $0x03, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      15(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (BX)(R8*8), X4, X4
-	MOVQ         DI, R9
-	SHRQ         $0x06, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      16(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (BX)(R8*8), X5
-	MOVQ         DI, R9
-	SHRQ         $0x09, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      17(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (BX)(R8*8), X5, X5
-	VINSERTI128  $0x01, X5, Y4, Y5
-	MOVQ         DI, R8
-	SHRQ         $0x0c, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      4(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X5
+	MOVQ         SI, R8
+	SHRQ         $0x09, R8
 	ANDQ         $0x07, R8
-	LEAQ         1(R8)(R8*1), R8
-	SHRQ         $0x0f, DI
-	NEGQ         DI
-	VMOVD        R8, X6
+	SHLQ         $0x08, R8
+	MOVBQZX      5(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X5, X5
+	VINSERTI128  $0x01, X5, Y7, Y5
+	SHRQ         $0x0c, SI
+	ANDQ         $0x07, SI
+	LEAQ         1(SI)(SI*1), SI
+	SHLQ         $0x03, SI
+	VMOVD        SI, X6
 	VPBROADCASTW X6, Y6
-	VMOVDQU      100(CX), Y7
-	VPSIGNB      Y5, Y7, Y7
-	VPMADDUBSW   Y7, Y2, Y5
+	VMOVDQU      4(CX), Y8
+	VPSIGNB      Y5, Y8, Y8
+	VPMADDUBSW   Y8, Y2, Y5
 	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y3, Y3
-	MOVWQSX      272(CX), R9
-	MOVWQSX      274(CX), R10
-	ADDQ         R10, R9
-	IMULQ        R8, R9
-	XORQ         DI, R9
-	SUBQ         DI, R9
-	ADDQ         R9, SI
-	MOVWQZX      42(AX), DI
-	MOVQ         DI, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      18(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (BX)(R8*8), X4
-	MOVQ         DI, R9
-	SHRQ         $0x03, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      19(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (BX)(R8*8), X4, X4
-	MOVQ         DI, R9
-	SHRQ         $0x06, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      20(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (BX)(R8*8), X5
-	MOVQ         DI, R9
-	SHRQ         $0x09, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      21(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (BX)(R8*8), X5, X5
-	VINSERTI128  $0x01, X5, Y4, Y5
-	MOVQ         DI, R8
-	SHRQ         $0x0c, R8
+	VPADDD       Y5, Y4, Y4
+	MOVWQZX      36(AX), SI
+	MOVQ         SI, R8
 	ANDQ         $0x07, R8
-	LEAQ         1(R8)(R8*1), R8
-	SHRQ         $0x0f, DI
-	NEGQ         DI
-	VMOVD        R8, X6
-	VPBROADCASTW X6, Y6
-	VMOVDQU      132(CX), Y7
-	VPSIGNB      Y5, Y7, Y7
-	VPMADDUBSW   Y7, Y2, Y5
-	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y3, Y3
-	MOVWQSX      276(CX), R9
-	MOVWQSX      278(CX), R10
-	ADDQ         R10, R9
-	IMULQ        R8, R9
-	XORQ         DI, R9
-	SUBQ         DI, R9
-	ADDQ         R9, SI
-	MOVWQZX      44(AX), DI
-	MOVQ         DI, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      22(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (BX)(R8*8), X4
-	MOVQ         DI, R9
-	SHRQ         $0x03, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      23(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (BX)(R8*8), X4, X4
-	MOVQ         DI, R9
-	SHRQ         $0x06, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      24(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (BX)(R8*8), X5
-	MOVQ         DI, R9
-	SHRQ         $0x09, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      25(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (BX)(R8*8), X5, X5
-	VINSERTI128  $0x01, X5, Y4, Y5
-	MOVQ         DI, R8
-	SHRQ         $0x0c, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      6(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X7
+	MOVQ         SI, R8
+	SHRQ         $0x03, R8
 	ANDQ         $0x07, R8
-	LEAQ         1(R8)(R8*1), R8
-	SHRQ         $0x0f, DI
-	NEGQ         DI
-	VMOVD        R8, X6
-	VPBROADCASTW X6, Y6
-	VMOVDQU      164(CX), Y7
-	VPSIGNB      Y5, Y7, Y7
-	VPMADDUBSW   Y7, Y2, Y5
-	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y3, Y3
-	MOVWQSX      280(CX), R9
-	MOVWQSX      282(CX), R10
-	ADDQ         R10, R9
-	IMULQ        R8, R9
-	XORQ         DI, R9
-	SUBQ         DI, R9
-	ADDQ         R9, SI
-	MOVWQZX      46(AX), DI
-	MOVQ         DI, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      26(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (BX)(R8*8), X4
-	MOVQ         DI, R9
-	SHRQ         $0x03, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      27(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (BX)(R8*8), X4, X4
-	MOVQ         DI, R9
-	SHRQ         $0x06, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      28(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (BX)(R8*8), X5
-	MOVQ         DI, R9
-	SHRQ         $0x09, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      29(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (BX)(R8*8), X5, X5
-	VINSERTI128  $0x01, X5, Y4, Y5
-	MOVQ         DI, R8
-	SHRQ         $0x0c, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      7(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
+	MOVQ         SI, R8
+	SHRQ         $0x06, R8
 	ANDQ         $0x07, R8
-	LEAQ         1(R8)(R8*1), R8
-	SHRQ         $0x0f, DI
-	NEGQ         DI
-	VMOVD        R8, X6
-	VPBROADCASTW X6, Y6
-	VMOVDQU      196(CX), Y7
-	VPSIGNB      Y5, Y7, Y7
-	VPMADDUBSW   Y7, Y2, Y5
-	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y3, Y3
-	MOVWQSX      284(CX), R9
-	MOVWQSX      286(CX), R10
-	ADDQ         R10, R9
-	IMULQ        R8, R9
-	XORQ         DI, R9
-	SUBQ         DI, R9
-	ADDQ         R9, SI
-	MOVWQZX      48(AX), DI
-	MOVQ         DI, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      30(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (BX)(R8*8), X4
-	MOVQ         DI, R9
-	SHRQ         $0x03, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      31(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (BX)(R8*8), X4, X4
-	MOVQ         DI, R9
-	SHRQ         $0x06, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      32(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (BX)(R8*8), X5
-	MOVQ         DI, R9
-	SHRQ         $0x09, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      33(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (BX)(R8*8), X5, X5
-	VINSERTI128  $0x01, X5, Y4, Y5
-	MOVQ         DI, R8
-	SHRQ         $0x0c, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      8(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X5
+	MOVQ         SI, R8
+	SHRQ         $0x09, R8
 	ANDQ         $0x07, R8
-	LEAQ         1(R8)(R8*1), R8
-	SHRQ         $0x0f, DI
-	NEGQ         DI
-	VMOVD        R8, X6
+	SHLQ         $0x08, R8
+	MOVBQZX      9(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X5, X5
+	VINSERTI128  $0x01, X5, Y7, Y5
+	SHRQ         $0x0c, SI
+	ANDQ         $0x07, SI
+	LEAQ         1(SI)(SI*1), SI
+	SHLQ         $0x03, SI
+	VMOVD        SI, X6
 	VPBROADCASTW X6, Y6
-	VMOVDQU      228(CX), Y7
-	VPSIGNB      Y5, Y7, Y7
-	VPMADDUBSW   Y7, Y2, Y5
+	VMOVDQU      36(CX), Y8
+	VPSIGNB      Y5, Y8, Y8
+	VPMADDUBSW   Y8, Y2, Y5
 	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y3, Y3
-	MOVWQSX      288(CX), R9
-	MOVWQSX      290(CX), R10
-	ADDQ         R10, R9
-	IMULQ        R8, R9
-	XORQ         DI, R9
-	SUBQ         DI, R9
-	ADDQ         R9, SI
-	VMOVD        SI, X4
+	VPADDD       Y5, Y4, Y4
+	MOVWQZX      38(AX), SI
+	MOVQ         SI, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      10(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X7
+	MOVQ         SI, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      11(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
+	MOVQ         SI, R8
+	SHRQ         $0x06, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      12(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X5
+	MOVQ         SI, R8
+	SHRQ         $0x09, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      13(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X5, X5
+	VINSERTI128  $0x01, X5, Y7, Y5
+	SHRQ         $0x0c, SI
+	ANDQ         $0x07, SI
+	LEAQ         1(SI)(SI*1), SI
+	SHLQ         $0x03, SI
+	VMOVD        SI, X6
+	VPBROADCASTW X6, Y6
+	VMOVDQU      68(CX), Y8
+	VPSIGNB      Y5, Y8, Y8
+	VPMADDUBSW   Y8, Y2, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	MOVWQZX      40(AX), SI
+	MOVQ         SI, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      14(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X7
+	MOVQ         SI, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      15(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
+	MOVQ         SI, R8
+	SHRQ         $0x06, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      16(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X5
+	MOVQ         SI, R8
+	SHRQ         $0x09, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      17(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X5, X5
+	VINSERTI128  $0x01, X5, Y7, Y5
+	SHRQ         $0x0c, SI
+	ANDQ         $0x07, SI
+	LEAQ         1(SI)(SI*1), SI
+	SHLQ         $0x03, SI
+	VMOVD        SI, X6
+	VPBROADCASTW X6, Y6
+	VMOVDQU      100(CX), Y8
+	VPSIGNB      Y5, Y8, Y8
+	VPMADDUBSW   Y8, Y2, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	MOVWQZX      42(AX), SI
+	MOVQ         SI, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      18(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X7
+	MOVQ         SI, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      19(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
+	MOVQ         SI, R8
+	SHRQ         $0x06, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      20(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X5
+	MOVQ         SI, R8
+	SHRQ         $0x09, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      21(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X5, X5
+	VINSERTI128  $0x01, X5, Y7, Y5
+	SHRQ         $0x0c, SI
+	ANDQ         $0x07, SI
+	LEAQ         1(SI)(SI*1), SI
+	SHLQ         $0x03, SI
+	VMOVD        SI, X6
+	VPBROADCASTW X6, Y6
+	VMOVDQU      132(CX), Y8
+	VPSIGNB      Y5, Y8, Y8
+	VPMADDUBSW   Y8, Y2, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	MOVWQZX      44(AX), SI
+	MOVQ         SI, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      22(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X7
+	MOVQ         SI, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      23(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
+	MOVQ         SI, R8
+	SHRQ         $0x06, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      24(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X5
+	MOVQ         SI, R8
+	SHRQ         $0x09, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      25(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X5, X5
+	VINSERTI128  $0x01, X5, Y7, Y5
+	SHRQ         $0x0c, SI
+	ANDQ         $0x07, SI
+	LEAQ         1(SI)(SI*1), SI
+	SHLQ         $0x03, SI
+	VMOVD        SI, X6
+	VPBROADCASTW X6, Y6
+	VMOVDQU      164(CX), Y8
+	VPSIGNB      Y5, Y8, Y8
+	VPMADDUBSW   Y8, Y2, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	MOVWQZX      46(AX), SI
+	MOVQ         SI, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      26(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X7
+	MOVQ         SI, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      27(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
+	MOVQ         SI, R8
+	SHRQ         $0x06, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      28(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X5
+	MOVQ         SI, R8
+	SHRQ         $0x09, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      29(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X5, X5
+	VINSERTI128  $0x01, X5, Y7, Y5
+	SHRQ         $0x0c, SI
+	ANDQ         $0x07, SI
+	LEAQ         1(SI)(SI*1), SI
+	SHLQ         $0x03, SI
+	VMOVD        SI, X6
+	VPBROADCASTW X6, Y6
+	VMOVDQU      196(CX), Y8
+	VPSIGNB      Y5, Y8, Y8
+	VPMADDUBSW   Y8, Y2, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	MOVWQZX      48(AX), SI
+	MOVQ         SI, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      30(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X7
+	MOVQ         SI, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      31(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
+	MOVQ         SI, R8
+	SHRQ         $0x06, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      32(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (BX)(DI*8), X5
+	MOVQ         SI, R8
+	SHRQ         $0x09, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      33(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (BX)(DI*8), X5, X5
+	VINSERTI128  $0x01, X5, Y7, Y5
+	SHRQ         $0x0c, SI
+	ANDQ         $0x07, SI
+	LEAQ         1(SI)(SI*1), SI
+	SHLQ         $0x03, SI
+	VMOVD        SI, X6
+	VPBROADCASTW X6, Y6
+	VMOVDQU      228(CX), Y8
+	VPSIGNB      Y5, Y8, Y8
+	VPMADDUBSW   Y8, Y2, Y5
+	VPMADDWD     Y6, Y5, Y5
+	VPADDD       Y5, Y4, Y4
+	VEXTRACTI128 $0x01, Y4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0x4e, X4, X5
+	VPADDD       X5, X4, X4
+	VPSHUFD      $0xb1, X4, X5
+	VPADDD       X5, X4, X4
 	VCVTDQ2PS    X4, X4
+	VMULSS       X1, X4, X4
 	MOVWLZX      (AX), SI
 	VMOVD        SI, X5
 	VCVTPH2PS    X5, X5
 	VMULSS       (CX), X5, X5
-	VEXTRACTI128 $0x01, Y3, X6
-	VPADDD       X6, X3, X3
-	VPSHUFD      $0x4e, X3, X6
-	VPADDD       X6, X3, X3
-	VPSHUFD      $0xb1, X3, X6
-	VPADDD       X6, X3, X3
-	VCVTDQ2PS    X3, X3
-	VMULSS       X1, X4, X4
-	VADDSS       X4, X3, X3
-	VMULSS       X3, X5, X5
+	VMULSS       X4, X5, X5
 	VADDSS       X5, X0, X0
 	ADDQ         $0x00000124, CX
 	ADDQ         $0x00000032, AX
@@ -9685,34 +17559,33 @@ loop:
 	TESTQ        DX, DX
 	JZ           done
 	VPXOR        Y3, Y3, Y3
-	VPXOR        Y4, Y4, Y4
 	MOVBQZX      32(AX), DI
 	ANDQ         $0x07, DI
 	SHLQ         $0x08, DI
 	MOVBQZX      (AX), SI
 	ORQ          DI, SI
-	VMOVQ        (BX)(SI*8), X5
+	VMOVQ        (BX)(SI*8), X4
 	MOVBQZX      32(AX), DI
 	SHRQ         $0x04, DI
 	ANDQ         $0x07, DI
 	SHLQ         $0x08, DI
 	MOVBQZX      1(AX), SI
 	ORQ          DI, SI
-	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
+	VPINSRQ      $0x01, (BX)(SI*8), X4, X4
 	MOVBQZX      33(AX), DI
 	ANDQ         $0x07, DI
 	SHLQ         $0x08, DI
 	MOVBQZX      2(AX), SI
 	ORQ          DI, SI
-	VMOVQ        (BX)(SI*8), X6
+	VMOVQ        (BX)(SI*8), X5
 	MOVBQZX      33(AX), DI
 	SHRQ         $0x04, DI
 	ANDQ         $0x07, DI
 	SHLQ         $0x08, DI
 	MOVBQZX      3(AX), SI
 	ORQ          DI, SI
-	VPINSRQ      $0x01, (BX)(SI*8), X6, X6
-	VINSERTI128  $0x01, X6, Y5, Y6
+	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
 	MOVWQZX      48(AX), SI
 	MOVQ         SI, DI
 	SHRQ         $0x03, DI
@@ -9722,49 +17595,50 @@ loop:
 	LEAQ         1(DI)(DI*1), DI
 	SHLQ         $0x10, DI
 	ORQ          DI, SI
-	VMOVD        SI, X7
-	VPBROADCASTD X7, Y7
-	VPSHUFB      wordSplit<>+0(SB), Y7, Y7
-	VPBROADCASTW 32(AX), Y8
-	VPAND        iq1mDeltaBits<>+0(SB), Y8, Y8
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y8, Y8
-	VPXOR        Y8, Y7, Y9
-	VPSUBW       Y8, Y9, Y9
-	VMOVDQU      4(CX), Y8
-	VPMADDUBSW   Y8, Y2, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VPADDD       Y10, Y4, Y4
-	VPSIGNB      Y6, Y8, Y8
-	VPMADDUBSW   Y8, Y2, Y6
-	VPMADDWD     Y7, Y6, Y6
-	VPADDD       Y6, Y3, Y3
+	VMOVD        SI, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      wordSplit<>+0(SB), Y6, Y6
+	VPBROADCASTW 32(AX), Y7
+	VPAND        iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPXOR        Y7, Y6, Y8
+	VPSUBW       Y7, Y8, Y8
+	VPSLLW       $0x03, Y6, Y6
+	VMOVDQU      4(CX), Y7
+	VPMADDUBSW   Y7, Y2, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y2, Y9
+	VPMADDWD     Y6, Y9, Y9
+	VPADDD       Y9, Y3, Y3
 	MOVBQZX      34(AX), DI
 	ANDQ         $0x07, DI
 	SHLQ         $0x08, DI
 	MOVBQZX      4(AX), SI
 	ORQ          DI, SI
-	VMOVQ        (BX)(SI*8), X5
+	VMOVQ        (BX)(SI*8), X4
 	MOVBQZX      34(AX), DI
 	SHRQ         $0x04, DI
 	ANDQ         $0x07, DI
 	SHLQ         $0x08, DI
 	MOVBQZX      5(AX), SI
 	ORQ          DI, SI
-	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
+	VPINSRQ      $0x01, (BX)(SI*8), X4, X4
 	MOVBQZX      35(AX), DI
 	ANDQ         $0x07, DI
 	SHLQ         $0x08, DI
 	MOVBQZX      6(AX), SI
 	ORQ          DI, SI
-	VMOVQ        (BX)(SI*8), X6
+	VMOVQ        (BX)(SI*8), X5
 	MOVBQZX      35(AX), DI
 	SHRQ         $0x04, DI
 	ANDQ         $0x07, DI
 	SHLQ         $0x08, DI
 	MOVBQZX      7(AX), SI
 	ORQ          DI, SI
-	VPINSRQ      $0x01, (BX)(SI*8), X6, X6
-	VINSERTI128  $0x01, X6, Y5, Y6
+	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
 	MOVWQZX      48(AX), SI
 	SHRQ         $0x06, SI
 	MOVQ         SI, DI
@@ -9775,49 +17649,50 @@ loop:
 	LEAQ         1(DI)(DI*1), DI
 	SHLQ         $0x10, DI
 	ORQ          DI, SI
-	VMOVD        SI, X7
-	VPBROADCASTD X7, Y7
-	VPSHUFB      wordSplit<>+0(SB), Y7, Y7
-	VPBROADCASTW 34(AX), Y8
-	VPAND        iq1mDeltaBits<>+0(SB), Y8, Y8
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y8, Y8
-	VPXOR        Y8, Y7, Y9
-	VPSUBW       Y8, Y9, Y9
-	VMOVDQU      36(CX), Y8
-	VPMADDUBSW   Y8, Y2, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VPADDD       Y10, Y4, Y4
-	VPSIGNB      Y6, Y8, Y8
-	VPMADDUBSW   Y8, Y2, Y6
-	VPMADDWD     Y7, Y6, Y6
-	VPADDD       Y6, Y3, Y3
+	VMOVD        SI, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      wordSplit<>+0(SB), Y6, Y6
+	VPBROADCASTW 34(AX), Y7
+	VPAND        iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPXOR        Y7, Y6, Y8
+	VPSUBW       Y7, Y8, Y8
+	VPSLLW       $0x03, Y6, Y6
+	VMOVDQU      36(CX), Y7
+	VPMADDUBSW   Y7, Y2, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y2, Y9
+	VPMADDWD     Y6, Y9, Y9
+	VPADDD       Y9, Y3, Y3
 	MOVBQZX      36(AX), DI
 	ANDQ         $0x07, DI
 	SHLQ         $0x08, DI
 	MOVBQZX      8(AX), SI
 	ORQ          DI, SI
-	VMOVQ        (BX)(SI*8), X5
+	VMOVQ        (BX)(SI*8), X4
 	MOVBQZX      36(AX), DI
 	SHRQ         $0x04, DI
 	ANDQ         $0x07, DI
 	SHLQ         $0x08, DI
 	MOVBQZX      9(AX), SI
 	ORQ          DI, SI
-	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
+	VPINSRQ      $0x01, (BX)(SI*8), X4, X4
 	MOVBQZX      37(AX), DI
 	ANDQ         $0x07, DI
 	SHLQ         $0x08, DI
 	MOVBQZX      10(AX), SI
 	ORQ          DI, SI
-	VMOVQ        (BX)(SI*8), X6
+	VMOVQ        (BX)(SI*8), X5
 	MOVBQZX      37(AX), DI
 	SHRQ         $0x04, DI
 	ANDQ         $0x07, DI
 	SHLQ         $0x08, DI
 	MOVBQZX      11(AX), SI
 	ORQ          DI, SI
-	VPINSRQ      $0x01, (BX)(SI*8), X6, X6
-	VINSERTI128  $0x01, X6, Y5, Y6
+	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
 	MOVWQZX      50(AX), SI
 	MOVQ         SI, DI
 	SHRQ         $0x03, DI
@@ -9827,49 +17702,50 @@ loop:
 	LEAQ         1(DI)(DI*1), DI
 	SHLQ         $0x10, DI
 	ORQ          DI, SI
-	VMOVD        SI, X7
-	VPBROADCASTD X7, Y7
-	VPSHUFB      wordSplit<>+0(SB), Y7, Y7
-	VPBROADCASTW 36(AX), Y8
-	VPAND        iq1mDeltaBits<>+0(SB), Y8, Y8
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y8, Y8
-	VPXOR        Y8, Y7, Y9
-	VPSUBW       Y8, Y9, Y9
-	VMOVDQU      68(CX), Y8
-	VPMADDUBSW   Y8, Y2, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VPADDD       Y10, Y4, Y4
-	VPSIGNB      Y6, Y8, Y8
-	VPMADDUBSW   Y8, Y2, Y6
-	VPMADDWD     Y7, Y6, Y6
-	VPADDD       Y6, Y3, Y3
+	VMOVD        SI, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      wordSplit<>+0(SB), Y6, Y6
+	VPBROADCASTW 36(AX), Y7
+	VPAND        iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPXOR        Y7, Y6, Y8
+	VPSUBW       Y7, Y8, Y8
+	VPSLLW       $0x03, Y6, Y6
+	VMOVDQU      68(CX), Y7
+	VPMADDUBSW   Y7, Y2, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y2, Y9
+	VPMADDWD     Y6, Y9, Y9
+	VPADDD       Y9, Y3, Y3
 	MOVBQZX      38(AX), DI
 	ANDQ         $0x07, DI
 	SHLQ         $0x08, DI
 	MOVBQZX      12(AX), SI
 	ORQ          DI, SI
-	VMOVQ        (BX)(SI*8), X5
+	VMOVQ        (BX)(SI*8), X4
 	MOVBQZX      38(AX), DI
 	SHRQ         $0x04, DI
 	ANDQ         $0x07, DI
 	SHLQ         $0x08, DI
 	MOVBQZX      13(AX), SI
 	ORQ          DI, SI
-	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
+	VPINSRQ      $0x01, (BX)(SI*8), X4, X4
 	MOVBQZX      39(AX), DI
 	ANDQ         $0x07, DI
 	SHLQ         $0x08, DI
 	MOVBQZX      14(AX), SI
 	ORQ          DI, SI
-	VMOVQ        (BX)(SI*8), X6
+	VMOVQ        (BX)(SI*8), X5
 	MOVBQZX      39(AX), DI
 	SHRQ         $0x04, DI
 	ANDQ         $0x07, DI
 	SHLQ         $0x08, DI
 	MOVBQZX      15(AX), SI
 	ORQ          DI, SI
-	VPINSRQ      $0x01, (BX)(SI*8), X6, X6
-	VINSERTI128  $0x01, X6, Y5, Y6
+	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
 	MOVWQZX      50(AX), SI
 	SHRQ         $0x06, SI
 	MOVQ         SI, DI
@@ -9880,49 +17756,50 @@ loop:
 	LEAQ         1(DI)(DI*1), DI
 	SHLQ         $0x10, DI
 	ORQ          DI, SI
-	VMOVD        SI, X7
-	VPBROADCASTD X7, Y7
-	VPSHUFB      wordSplit<>+0(SB), Y7, Y7
-	VPBROADCASTW 38(AX), Y8
-	VPAND        iq1mDeltaBits<>+0(SB), Y8, Y8
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y8, Y8
-	VPXOR        Y8, Y7, Y9
-	VPSUBW       Y8, Y9, Y9
-	VMOVDQU      100(CX), Y8
-	VPMADDUBSW   Y8, Y2, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VPADDD       Y10, Y4, Y4
-	VPSIGNB      Y6, Y8, Y8
-	VPMADDUBSW   Y8, Y2, Y6
-	VPMADDWD     Y7, Y6, Y6
-	VPADDD       Y6, Y3, Y3
+	VMOVD        SI, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      wordSplit<>+0(SB), Y6, Y6
+	VPBROADCASTW 38(AX), Y7
+	VPAND        iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPXOR        Y7, Y6, Y8
+	VPSUBW       Y7, Y8, Y8
+	VPSLLW       $0x03, Y6, Y6
+	VMOVDQU      100(CX), Y7
+	VPMADDUBSW   Y7, Y2, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y2, Y9
+	VPMADDWD     Y6, Y9, Y9
+	VPADDD       Y9, Y3, Y3
 	MOVBQZX      40(AX), DI
 	ANDQ         $0x07, DI
 	SHLQ         $0x08, DI
 	MOVBQZX      16(AX), SI
 	ORQ          DI, SI
-	VMOVQ        (BX)(SI*8), X5
+	VMOVQ        (BX)(SI*8), X4
 	MOVBQZX      40(AX), DI
 	SHRQ         $0x04, DI
 	ANDQ         $0x07, DI
 	SHLQ         $0x08, DI
 	MOVBQZX      17(AX), SI
 	ORQ          DI, SI
-	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
+	VPINSRQ      $0x01, (BX)(SI*8), X4, X4
 	MOVBQZX      41(AX), DI
 	ANDQ         $0x07, DI
 	SHLQ         $0x08, DI
 	MOVBQZX      18(AX), SI
 	ORQ          DI, SI
-	VMOVQ        (BX)(SI*8), X6
+	VMOVQ        (BX)(SI*8), X5
 	MOVBQZX      41(AX), DI
 	SHRQ         $0x04, DI
 	ANDQ         $0x07, DI
 	SHLQ         $0x08, DI
 	MOVBQZX      19(AX), SI
 	ORQ          DI, SI
-	VPINSRQ      $0x01, (BX)(SI*8), X6, X6
-	VINSERTI128  $0x01, X6, Y5, Y6
+	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
 	MOVWQZX      52(AX), SI
 	MOVQ         SI, DI
 	SHRQ         $0x03, DI
@@ -9932,49 +17809,50 @@ loop:
 	LEAQ         1(DI)(DI*1), DI
 	SHLQ         $0x10, DI
 	ORQ          DI, SI
-	VMOVD        SI, X7
-	VPBROADCASTD X7, Y7
-	VPSHUFB      wordSplit<>+0(SB), Y7, Y7
-	VPBROADCASTW 40(AX), Y8
-	VPAND        iq1mDeltaBits<>+0(SB), Y8, Y8
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y8, Y8
-	VPXOR        Y8, Y7, Y9
-	VPSUBW       Y8, Y9, Y9
-	VMOVDQU      132(CX), Y8
-	VPMADDUBSW   Y8, Y2, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VPADDD       Y10, Y4, Y4
-	VPSIGNB      Y6, Y8, Y8
-	VPMADDUBSW   Y8, Y2, Y6
-	VPMADDWD     Y7, Y6, Y6
-	VPADDD       Y6, Y3, Y3
+	VMOVD        SI, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      wordSplit<>+0(SB), Y6, Y6
+	VPBROADCASTW 40(AX), Y7
+	VPAND        iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPXOR        Y7, Y6, Y8
+	VPSUBW       Y7, Y8, Y8
+	VPSLLW       $0x03, Y6, Y6
+	VMOVDQU      132(CX), Y7
+	VPMADDUBSW   Y7, Y2, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y2, Y9
+	VPMADDWD     Y6, Y9, Y9
+	VPADDD       Y9, Y3, Y3
 	MOVBQZX      42(AX), DI
 	ANDQ         $0x07, DI
 	SHLQ         $0x08, DI
 	MOVBQZX      20(AX), SI
 	ORQ          DI, SI
-	VMOVQ        (BX)(SI*8), X5
+	VMOVQ        (BX)(SI*8), X4
 	MOVBQZX      42(AX), DI
 	SHRQ         $0x04, DI
 	ANDQ         $0x07, DI
 	SHLQ         $0x08, DI
 	MOVBQZX      21(AX), SI
 	ORQ          DI, SI
-	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
+	VPINSRQ      $0x01, (BX)(SI*8), X4, X4
 	MOVBQZX      43(AX), DI
 	ANDQ         $0x07, DI
 	SHLQ         $0x08, DI
 	MOVBQZX      22(AX), SI
 	ORQ          DI, SI
-	VMOVQ        (BX)(SI*8), X6
+	VMOVQ        (BX)(SI*8), X5
 	MOVBQZX      43(AX), DI
 	SHRQ         $0x04, DI
 	ANDQ         $0x07, DI
 	SHLQ         $0x08, DI
 	MOVBQZX      23(AX), SI
 	ORQ          DI, SI
-	VPINSRQ      $0x01, (BX)(SI*8), X6, X6
-	VINSERTI128  $0x01, X6, Y5, Y6
+	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
 	MOVWQZX      52(AX), SI
 	SHRQ         $0x06, SI
 	MOVQ         SI, DI
@@ -9985,49 +17863,50 @@ loop:
 	LEAQ         1(DI)(DI*1), DI
 	SHLQ         $0x10, DI
 	ORQ          DI, SI
-	VMOVD        SI, X7
-	VPBROADCASTD X7, Y7
-	VPSHUFB      wordSplit<>+0(SB), Y7, Y7
-	VPBROADCASTW 42(AX), Y8
-	VPAND        iq1mDeltaBits<>+0(SB), Y8, Y8
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y8, Y8
-	VPXOR        Y8, Y7, Y9
-	VPSUBW       Y8, Y9, Y9
-	VMOVDQU      164(CX), Y8
-	VPMADDUBSW   Y8, Y2, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VPADDD       Y10, Y4, Y4
-	VPSIGNB      Y6, Y8, Y8
-	VPMADDUBSW   Y8, Y2, Y6
-	VPMADDWD     Y7, Y6, Y6
-	VPADDD       Y6, Y3, Y3
+	VMOVD        SI, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      wordSplit<>+0(SB), Y6, Y6
+	VPBROADCASTW 42(AX), Y7
+	VPAND        iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPXOR        Y7, Y6, Y8
+	VPSUBW       Y7, Y8, Y8
+	VPSLLW       $0x03, Y6, Y6
+	VMOVDQU      164(CX), Y7
+	VPMADDUBSW   Y7, Y2, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y2, Y9
+	VPMADDWD     Y6, Y9, Y9
+	VPADDD       Y9, Y3, Y3
 	MOVBQZX      44(AX), DI
 	ANDQ         $0x07, DI
 	SHLQ         $0x08, DI
 	MOVBQZX      24(AX), SI
 	ORQ          DI, SI
-	VMOVQ        (BX)(SI*8), X5
+	VMOVQ        (BX)(SI*8), X4
 	MOVBQZX      44(AX), DI
 	SHRQ         $0x04, DI
 	ANDQ         $0x07, DI
 	SHLQ         $0x08, DI
 	MOVBQZX      25(AX), SI
 	ORQ          DI, SI
-	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
+	VPINSRQ      $0x01, (BX)(SI*8), X4, X4
 	MOVBQZX      45(AX), DI
 	ANDQ         $0x07, DI
 	SHLQ         $0x08, DI
 	MOVBQZX      26(AX), SI
 	ORQ          DI, SI
-	VMOVQ        (BX)(SI*8), X6
+	VMOVQ        (BX)(SI*8), X5
 	MOVBQZX      45(AX), DI
 	SHRQ         $0x04, DI
 	ANDQ         $0x07, DI
 	SHLQ         $0x08, DI
 	MOVBQZX      27(AX), SI
 	ORQ          DI, SI
-	VPINSRQ      $0x01, (BX)(SI*8), X6, X6
-	VINSERTI128  $0x01, X6, Y5, Y6
+	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
 	MOVWQZX      54(AX), SI
 	MOVQ         SI, DI
 	SHRQ         $0x03, DI
@@ -10037,49 +17916,50 @@ loop:
 	LEAQ         1(DI)(DI*1), DI
 	SHLQ         $0x10, DI
 	ORQ          DI, SI
-	VMOVD        SI, X7
-	VPBROADCASTD X7, Y7
-	VPSHUFB      wordSplit<>+0(SB), Y7, Y7
-	VPBROADCASTW 44(AX), Y8
-	VPAND        iq1mDeltaBits<>+0(SB), Y8, Y8
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y8, Y8
-	VPXOR        Y8, Y7, Y9
-	VPSUBW       Y8, Y9, Y9
-	VMOVDQU      196(CX), Y8
-	VPMADDUBSW   Y8, Y2, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VPADDD       Y10, Y4, Y4
-	VPSIGNB      Y6, Y8, Y8
-	VPMADDUBSW   Y8, Y2, Y6
-	VPMADDWD     Y7, Y6, Y6
-	VPADDD       Y6, Y3, Y3
+	VMOVD        SI, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      wordSplit<>+0(SB), Y6, Y6
+	VPBROADCASTW 44(AX), Y7
+	VPAND        iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPXOR        Y7, Y6, Y8
+	VPSUBW       Y7, Y8, Y8
+	VPSLLW       $0x03, Y6, Y6
+	VMOVDQU      196(CX), Y7
+	VPMADDUBSW   Y7, Y2, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y2, Y9
+	VPMADDWD     Y6, Y9, Y9
+	VPADDD       Y9, Y3, Y3
 	MOVBQZX      46(AX), DI
 	ANDQ         $0x07, DI
 	SHLQ         $0x08, DI
 	MOVBQZX      28(AX), SI
 	ORQ          DI, SI
-	VMOVQ        (BX)(SI*8), X5
+	VMOVQ        (BX)(SI*8), X4
 	MOVBQZX      46(AX), DI
 	SHRQ         $0x04, DI
 	ANDQ         $0x07, DI
 	SHLQ         $0x08, DI
 	MOVBQZX      29(AX), SI
 	ORQ          DI, SI
-	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
+	VPINSRQ      $0x01, (BX)(SI*8), X4, X4
 	MOVBQZX      47(AX), DI
 	ANDQ         $0x07, DI
 	SHLQ         $0x08, DI
 	MOVBQZX      30(AX), SI
 	ORQ          DI, SI
-	VMOVQ        (BX)(SI*8), X6
+	VMOVQ        (BX)(SI*8), X5
 	MOVBQZX      47(AX), DI
 	SHRQ         $0x04, DI
 	ANDQ         $0x07, DI
 	SHLQ         $0x08, DI
 	MOVBQZX      31(AX), SI
 	ORQ          DI, SI
-	VPINSRQ      $0x01, (BX)(SI*8), X6, X6
-	VINSERTI128  $0x01, X6, Y5, Y6
+	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
 	MOVWQZX      54(AX), SI
 	SHRQ         $0x06, SI
 	MOVQ         SI, DI
@@ -10090,22 +17970,23 @@ loop:
 	LEAQ         1(DI)(DI*1), DI
 	SHLQ         $0x10, DI
 	ORQ          DI, SI
-	VMOVD        SI, X7
-	VPBROADCASTD X7, Y7
-	VPSHUFB      wordSplit<>+0(SB), Y7, Y7
-	VPBROADCASTW 46(AX), Y8
-	VPAND        iq1mDeltaBits<>+0(SB), Y8, Y8
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y8, Y8
-	VPXOR        Y8, Y7, Y9
-	VPSUBW       Y8, Y9, Y9
-	VMOVDQU      228(CX), Y8
-	VPMADDUBSW   Y8, Y2, Y10
-	VPMADDWD     Y9, Y10, Y10
-	VPADDD       Y10, Y4, Y4
-	VPSIGNB      Y6, Y8, Y8
-	VPMADDUBSW   Y8, Y2, Y6
-	VPMADDWD     Y7, Y6, Y6
-	VPADDD       Y6, Y3, Y3
+	VMOVD        SI, X6
+	VPBROADCASTD X6, Y6
+	VPSHUFB      wordSplit<>+0(SB), Y6, Y6
+	VPBROADCASTW 46(AX), Y7
+	VPAND        iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y7, Y7
+	VPXOR        Y7, Y6, Y8
+	VPSUBW       Y7, Y8, Y8
+	VPSLLW       $0x03, Y6, Y6
+	VMOVDQU      228(CX), Y7
+	VPMADDUBSW   Y7, Y2, Y9
+	VPMADDWD     Y8, Y9, Y9
+	VPADDD       Y9, Y3, Y3
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y2, Y9
+	VPMADDWD     Y6, Y9, Y9
+	VPADDD       Y9, Y3, Y3
 	MOVWQZX      48(AX), SI
 	SHRQ         $0x0c, SI
 	MOVWQZX      50(AX), DI
@@ -10119,27 +18000,19 @@ loop:
 	MOVWQZX      54(AX), DI
 	ANDQ         $0x0000f000, DI
 	ORQ          DI, SI
-	VMOVD        SI, X5
-	VCVTPH2PS    X5, X5
-	VMULSS       (CX), X5, X5
-	VEXTRACTI128 $0x01, Y4, X6
-	VPADDD       X6, X4, X4
-	VPSHUFD      $0x4e, X4, X6
-	VPADDD       X6, X4, X4
-	VPSHUFD      $0xb1, X4, X6
-	VPADDD       X6, X4, X4
-	VCVTDQ2PS    X4, X4
-	VEXTRACTI128 $0x01, Y3, X6
-	VPADDD       X6, X3, X3
-	VPSHUFD      $0x4e, X3, X6
-	VPADDD       X6, X3, X3
-	VPSHUFD      $0xb1, X3, X6
-	VPADDD       X6, X3, X3
+	VMOVD        SI, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (CX), X4, X4
+	VEXTRACTI128 $0x01, Y3, X5
+	VPADDD       X5, X3, X3
+	VPSHUFD      $0x4e, X3, X5
+	VPADDD       X5, X3, X3
+	VPSHUFD      $0xb1, X3, X5
+	VPADDD       X5, X3, X3
 	VCVTDQ2PS    X3, X3
-	VMULSS       X1, X4, X4
-	VADDSS       X4, X3, X3
-	VMULSS       X3, X5, X5
-	VADDSS       X5, X0, X0
+	VMULSS       X1, X3, X3
+	VMULSS       X3, X4, X4
+	VADDSS       X4, X0, X0
 	ADDQ         $0x00000124, CX
 	ADDQ         $0x00000038, AX
 	DECQ         DX
@@ -10153,537 +18026,400 @@ done:
 // func dotIQ1SAVX2x2(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
 // Requires: AVX, AVX2, F16C
 TEXT ·dotIQ1SAVX2x2(SB), NOSPLIT, $0-48
-	MOVQ    x+0(FP), AX
-	MOVQ    y+8(FP), CX
-	MOVQ    n+16(FP), DX
-	MOVQ    grid+40(FP), BX
-	MOVQ    stride+24(FP), SI
-	LEAQ    (CX)(SI*1), SI
-	VXORPS  X0, X0, X0
-	VXORPS  X1, X1, X1
-	MOVL    $0x3e000000, DI
-	VMOVD   DI, X2
-	VMOVDQU byteOnes<>+0(SB), Y3
+	MOVQ     x+0(FP), AX
+	MOVQ     y+8(FP), CX
+	MOVQ     n+16(FP), DX
+	MOVQ     grid+40(FP), BX
+	MOVQ     stride+24(FP), SI
+	LEAQ     (CX)(SI*1), SI
+	VXORPS   X0, X0, X0
+	VXORPS   X1, X1, X1
+	MOVL     $0x3e000000, DI
+	VMOVD    DI, X2
+	VMOVDQU  byteOnes<>+0(SB), Y3
+	VPCMPEQW X4, X4, X4
+	VPSRLW   $0x0d, X4, X4
+	VPSLLW   $0x01, X4, X4
 
 loop:
 	TESTQ        DX, DX
 	JZ           done
-	VPXOR        Y4, Y4, Y4
-	XORQ         DI, DI
 	VPXOR        Y5, Y5, Y5
-	XORQ         R8, R8
-	MOVWQZX      34(AX), R9
-	MOVQ         R9, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      2(AX), R10
-	ORQ          R11, R10
-	VMOVQ        (BX)(R10*8), X6
-	MOVQ         R9, R11
-	SHRQ         $0x03, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      3(AX), R10
-	ORQ          R11, R10
-	VPINSRQ      $0x01, (BX)(R10*8), X6, X6
-	MOVQ         R9, R11
-	SHRQ         $0x06, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      4(AX), R10
-	ORQ          R11, R10
-	VMOVQ        (BX)(R10*8), X7
-	MOVQ         R9, R11
-	SHRQ         $0x09, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      5(AX), R10
-	ORQ          R11, R10
-	VPINSRQ      $0x01, (BX)(R10*8), X7, X7
-	VINSERTI128  $0x01, X7, Y6, Y7
-	MOVQ         R9, R10
-	SHRQ         $0x0c, R10
-	ANDQ         $0x07, R10
-	LEAQ         1(R10)(R10*1), R10
-	SHRQ         $0x0f, R9
-	NEGQ         R9
-	VMOVD        R10, X8
+	VPXOR        Y6, Y6, Y6
+	VMOVDQU      34(AX), X7
+	VPSRLW       $0x0b, X7, X8
+	VPAND        X4, X8, X8
+	VPOR         ones16<>+0(SB), X8, X8
+	VPSRAW       $0x0f, X7, X7
+	VPXOR        X7, X8, X8
+	VPSUBW       X7, X8, X8
+	VPMOVZXWD    X8, Y7
+	VPSLLD       $0x10, Y7, Y8
+	VPOR         Y8, Y7, Y7
+	VPMADDWD     260(CX), Y7, Y8
+	VPADDD       Y8, Y5, Y5
+	VPMADDWD     260(SI), Y7, Y7
+	VPADDD       Y7, Y6, Y6
+	MOVWQZX      34(AX), DI
+	MOVQ         DI, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      2(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X9
+	MOVQ         DI, R9
+	SHRQ         $0x03, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      3(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X9, X9
+	MOVQ         DI, R9
+	SHRQ         $0x06, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      4(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X7
+	MOVQ         DI, R9
+	SHRQ         $0x09, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      5(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X7, X7
+	VINSERTI128  $0x01, X7, Y9, Y7
+	SHRQ         $0x0c, DI
+	ANDQ         $0x07, DI
+	LEAQ         1(DI)(DI*1), DI
+	SHLQ         $0x03, DI
+	VMOVD        DI, X8
 	VPBROADCASTW X8, Y8
-	VMOVDQU      4(CX), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y3, Y9
-	VPMADDWD     Y8, Y9, Y9
-	VPADDD       Y9, Y4, Y4
-	MOVWQSX      260(CX), R11
-	MOVWQSX      262(CX), R12
-	ADDQ         R12, R11
-	IMULQ        R10, R11
-	XORQ         R9, R11
-	SUBQ         R9, R11
-	ADDQ         R11, DI
-	VMOVDQU      4(SI), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y3, Y7
+	VMOVDQU      4(CX), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y3, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VMOVDQU      4(SI), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y3, Y7
 	VPMADDWD     Y8, Y7, Y7
-	VPADDD       Y7, Y5, Y5
-	MOVWQSX      260(SI), R11
-	MOVWQSX      262(SI), R12
-	ADDQ         R12, R11
-	IMULQ        R10, R11
-	XORQ         R9, R11
-	SUBQ         R9, R11
-	ADDQ         R11, R8
-	MOVWQZX      36(AX), R9
-	MOVQ         R9, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      6(AX), R10
-	ORQ          R11, R10
-	VMOVQ        (BX)(R10*8), X6
-	MOVQ         R9, R11
-	SHRQ         $0x03, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      7(AX), R10
-	ORQ          R11, R10
-	VPINSRQ      $0x01, (BX)(R10*8), X6, X6
-	MOVQ         R9, R11
-	SHRQ         $0x06, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      8(AX), R10
-	ORQ          R11, R10
-	VMOVQ        (BX)(R10*8), X7
-	MOVQ         R9, R11
-	SHRQ         $0x09, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      9(AX), R10
-	ORQ          R11, R10
-	VPINSRQ      $0x01, (BX)(R10*8), X7, X7
-	VINSERTI128  $0x01, X7, Y6, Y7
-	MOVQ         R9, R10
-	SHRQ         $0x0c, R10
-	ANDQ         $0x07, R10
-	LEAQ         1(R10)(R10*1), R10
-	SHRQ         $0x0f, R9
-	NEGQ         R9
-	VMOVD        R10, X8
+	VPADDD       Y7, Y6, Y6
+	MOVWQZX      36(AX), DI
+	MOVQ         DI, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      6(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X9
+	MOVQ         DI, R9
+	SHRQ         $0x03, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      7(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X9, X9
+	MOVQ         DI, R9
+	SHRQ         $0x06, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      8(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X7
+	MOVQ         DI, R9
+	SHRQ         $0x09, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      9(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X7, X7
+	VINSERTI128  $0x01, X7, Y9, Y7
+	SHRQ         $0x0c, DI
+	ANDQ         $0x07, DI
+	LEAQ         1(DI)(DI*1), DI
+	SHLQ         $0x03, DI
+	VMOVD        DI, X8
 	VPBROADCASTW X8, Y8
-	VMOVDQU      36(CX), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y3, Y9
-	VPMADDWD     Y8, Y9, Y9
-	VPADDD       Y9, Y4, Y4
-	MOVWQSX      264(CX), R11
-	MOVWQSX      266(CX), R12
-	ADDQ         R12, R11
-	IMULQ        R10, R11
-	XORQ         R9, R11
-	SUBQ         R9, R11
-	ADDQ         R11, DI
-	VMOVDQU      36(SI), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y3, Y7
+	VMOVDQU      36(CX), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y3, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VMOVDQU      36(SI), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y3, Y7
 	VPMADDWD     Y8, Y7, Y7
-	VPADDD       Y7, Y5, Y5
-	MOVWQSX      264(SI), R11
-	MOVWQSX      266(SI), R12
-	ADDQ         R12, R11
-	IMULQ        R10, R11
-	XORQ         R9, R11
-	SUBQ         R9, R11
-	ADDQ         R11, R8
-	MOVWQZX      38(AX), R9
-	MOVQ         R9, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      10(AX), R10
-	ORQ          R11, R10
-	VMOVQ        (BX)(R10*8), X6
-	MOVQ         R9, R11
-	SHRQ         $0x03, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      11(AX), R10
-	ORQ          R11, R10
-	VPINSRQ      $0x01, (BX)(R10*8), X6, X6
-	MOVQ         R9, R11
-	SHRQ         $0x06, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      12(AX), R10
-	ORQ          R11, R10
-	VMOVQ        (BX)(R10*8), X7
-	MOVQ         R9, R11
-	SHRQ         $0x09, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      13(AX), R10
-	ORQ          R11, R10
-	VPINSRQ      $0x01, (BX)(R10*8), X7, X7
-	VINSERTI128  $0x01, X7, Y6, Y7
-	MOVQ         R9, R10
-	SHRQ         $0x0c, R10
-	ANDQ         $0x07, R10
-	LEAQ         1(R10)(R10*1), R10
-	SHRQ         $0x0f, R9
-	NEGQ         R9
-	VMOVD        R10, X8
+	VPADDD       Y7, Y6, Y6
+	MOVWQZX      38(AX), DI
+	MOVQ         DI, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      10(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X9
+	MOVQ         DI, R9
+	SHRQ         $0x03, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      11(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X9, X9
+	MOVQ         DI, R9
+	SHRQ         $0x06, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      12(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X7
+	MOVQ         DI, R9
+	SHRQ         $0x09, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      13(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X7, X7
+	VINSERTI128  $0x01, X7, Y9, Y7
+	SHRQ         $0x0c, DI
+	ANDQ         $0x07, DI
+	LEAQ         1(DI)(DI*1), DI
+	SHLQ         $0x03, DI
+	VMOVD        DI, X8
 	VPBROADCASTW X8, Y8
-	VMOVDQU      68(CX), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y3, Y9
-	VPMADDWD     Y8, Y9, Y9
-	VPADDD       Y9, Y4, Y4
-	MOVWQSX      268(CX), R11
-	MOVWQSX      270(CX), R12
-	ADDQ         R12, R11
-	IMULQ        R10, R11
-	XORQ         R9, R11
-	SUBQ         R9, R11
-	ADDQ         R11, DI
-	VMOVDQU      68(SI), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y3, Y7
+	VMOVDQU      68(CX), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y3, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VMOVDQU      68(SI), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y3, Y7
 	VPMADDWD     Y8, Y7, Y7
-	VPADDD       Y7, Y5, Y5
-	MOVWQSX      268(SI), R11
-	MOVWQSX      270(SI), R12
-	ADDQ         R12, R11
-	IMULQ        R10, R11
-	XORQ         R9, R11
-	SUBQ         R9, R11
-	ADDQ         R11, R8
-	MOVWQZX      40(AX), R9
-	MOVQ         R9, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      14(AX), R10
-	ORQ          R11, R10
-	VMOVQ        (BX)(R10*8), X6
-	MOVQ         R9, R11
-	SHRQ         $0x03, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      15(AX), R10
-	ORQ          R11, R10
-	VPINSRQ      $0x01, (BX)(R10*8), X6, X6
-	MOVQ         R9, R11
-	SHRQ         $0x06, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      16(AX), R10
-	ORQ          R11, R10
-	VMOVQ        (BX)(R10*8), X7
-	MOVQ         R9, R11
-	SHRQ         $0x09, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      17(AX), R10
-	ORQ          R11, R10
-	VPINSRQ      $0x01, (BX)(R10*8), X7, X7
-	VINSERTI128  $0x01, X7, Y6, Y7
-	MOVQ         R9, R10
-	SHRQ         $0x0c, R10
-	ANDQ         $0x07, R10
-	LEAQ         1(R10)(R10*1), R10
-	SHRQ         $0x0f, R9
-	NEGQ         R9
-	VMOVD        R10, X8
+	VPADDD       Y7, Y6, Y6
+	MOVWQZX      40(AX), DI
+	MOVQ         DI, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      14(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X9
+	MOVQ         DI, R9
+	SHRQ         $0x03, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      15(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X9, X9
+	MOVQ         DI, R9
+	SHRQ         $0x06, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      16(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X7
+	MOVQ         DI, R9
+	SHRQ         $0x09, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      17(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X7, X7
+	VINSERTI128  $0x01, X7, Y9, Y7
+	SHRQ         $0x0c, DI
+	ANDQ         $0x07, DI
+	LEAQ         1(DI)(DI*1), DI
+	SHLQ         $0x03, DI
+	VMOVD        DI, X8
 	VPBROADCASTW X8, Y8
-	VMOVDQU      100(CX), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y3, Y9
-	VPMADDWD     Y8, Y9, Y9
-	VPADDD       Y9, Y4, Y4
-	MOVWQSX      272(CX), R11
-	MOVWQSX      274(CX), R12
-	ADDQ         R12, R11
-	IMULQ        R10, R11
-	XORQ         R9, R11
-	SUBQ         R9, R11
-	ADDQ         R11, DI
-	VMOVDQU      100(SI), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y3, Y7
+	VMOVDQU      100(CX), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y3, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VMOVDQU      100(SI), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y3, Y7
 	VPMADDWD     Y8, Y7, Y7
-	VPADDD       Y7, Y5, Y5
-	MOVWQSX      272(SI), R11
-	MOVWQSX      274(SI), R12
-	ADDQ         R12, R11
-	IMULQ        R10, R11
-	XORQ         R9, R11
-	SUBQ         R9, R11
-	ADDQ         R11, R8
-	MOVWQZX      42(AX), R9
-	MOVQ         R9, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      18(AX), R10
-	ORQ          R11, R10
-	VMOVQ        (BX)(R10*8), X6
-	MOVQ         R9, R11
-	SHRQ         $0x03, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      19(AX), R10
-	ORQ          R11, R10
-	VPINSRQ      $0x01, (BX)(R10*8), X6, X6
-	MOVQ         R9, R11
-	SHRQ         $0x06, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      20(AX), R10
-	ORQ          R11, R10
-	VMOVQ        (BX)(R10*8), X7
-	MOVQ         R9, R11
-	SHRQ         $0x09, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      21(AX), R10
-	ORQ          R11, R10
-	VPINSRQ      $0x01, (BX)(R10*8), X7, X7
-	VINSERTI128  $0x01, X7, Y6, Y7
-	MOVQ         R9, R10
-	SHRQ         $0x0c, R10
-	ANDQ         $0x07, R10
-	LEAQ         1(R10)(R10*1), R10
-	SHRQ         $0x0f, R9
-	NEGQ         R9
-	VMOVD        R10, X8
+	VPADDD       Y7, Y6, Y6
+	MOVWQZX      42(AX), DI
+	MOVQ         DI, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      18(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X9
+	MOVQ         DI, R9
+	SHRQ         $0x03, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      19(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X9, X9
+	MOVQ         DI, R9
+	SHRQ         $0x06, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      20(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X7
+	MOVQ         DI, R9
+	SHRQ         $0x09, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      21(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X7, X7
+	VINSERTI128  $0x01, X7, Y9, Y7
+	SHRQ         $0x0c, DI
+	ANDQ         $0x07, DI
+	LEAQ         1(DI)(DI*1), DI
+	SHLQ         $0x03, DI
+	VMOVD        DI, X8
 	VPBROADCASTW X8, Y8
-	VMOVDQU      132(CX), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y3, Y9
-	VPMADDWD     Y8, Y9, Y9
-	VPADDD       Y9, Y4, Y4
-	MOVWQSX      276(CX), R11
-	MOVWQSX      278(CX), R12
-	ADDQ         R12, R11
-	IMULQ        R10, R11
-	XORQ         R9, R11
-	SUBQ         R9, R11
-	ADDQ         R11, DI
-	VMOVDQU      132(SI), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y3, Y7
+	VMOVDQU      132(CX), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y3, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VMOVDQU      132(SI), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y3, Y7
 	VPMADDWD     Y8, Y7, Y7
-	VPADDD       Y7, Y5, Y5
-	MOVWQSX      276(SI), R11
-	MOVWQSX      278(SI), R12
-	ADDQ         R12, R11
-	IMULQ        R10, R11
-	XORQ         R9, R11
-	SUBQ         R9, R11
-	ADDQ         R11, R8
-	MOVWQZX      44(AX), R9
-	MOVQ         R9, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      22(AX), R10
-	ORQ          R11, R10
-	VMOVQ        (BX)(R10*8), X6
-	MOVQ         R9, R11
-	SHRQ         $0x03, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      23(AX), R10
-	ORQ          R11, R10
-	VPINSRQ      $0x01, (BX)(R10*8), X6, X6
-	MOVQ         R9, R11
-	SHRQ         $0x06, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      24(AX), R10
-	ORQ          R11, R10
-	VMOVQ        (BX)(R10*8), X7
-	MOVQ         R9, R11
-	SHRQ         $0x09, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      25(AX), R10
-	ORQ          R11, R10
-	VPINSRQ      $0x01, (BX)(R10*8), X7, X7
-	VINSERTI128  $0x01, X7, Y6, Y7
-	MOVQ         R9, R10
-	SHRQ         $0x0c, R10
-	ANDQ         $0x07, R10
-	LEAQ         1(R10)(R10*1), R10
-	SHRQ         $0x0f, R9
-	NEGQ         R9
-	VMOVD        R10, X8
+	VPADDD       Y7, Y6, Y6
+	MOVWQZX      44(AX), DI
+	MOVQ         DI, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      22(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X9
+	MOVQ         DI, R9
+	SHRQ         $0x03, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      23(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X9, X9
+	MOVQ         DI, R9
+	SHRQ         $0x06, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      24(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X7
+	MOVQ         DI, R9
+	SHRQ         $0x09, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      25(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X7, X7
+	VINSERTI128  $0x01, X7, Y9, Y7
+	SHRQ         $0x0c, DI
+	ANDQ         $0x07, DI
+	LEAQ         1(DI)(DI*1), DI
+	SHLQ         $0x03, DI
+	VMOVD        DI, X8
 	VPBROADCASTW X8, Y8
-	VMOVDQU      164(CX), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y3, Y9
-	VPMADDWD     Y8, Y9, Y9
-	VPADDD       Y9, Y4, Y4
-	MOVWQSX      280(CX), R11
-	MOVWQSX      282(CX), R12
-	ADDQ         R12, R11
-	IMULQ        R10, R11
-	XORQ         R9, R11
-	SUBQ         R9, R11
-	ADDQ         R11, DI
-	VMOVDQU      164(SI), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y3, Y7
+	VMOVDQU      164(CX), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y3, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VMOVDQU      164(SI), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y3, Y7
 	VPMADDWD     Y8, Y7, Y7
-	VPADDD       Y7, Y5, Y5
-	MOVWQSX      280(SI), R11
-	MOVWQSX      282(SI), R12
-	ADDQ         R12, R11
-	IMULQ        R10, R11
-	XORQ         R9, R11
-	SUBQ         R9, R11
-	ADDQ         R11, R8
-	MOVWQZX      46(AX), R9
-	MOVQ         R9, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      26(AX), R10
-	ORQ          R11, R10
-	VMOVQ        (BX)(R10*8), X6
-	MOVQ         R9, R11
-	SHRQ         $0x03, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      27(AX), R10
-	ORQ          R11, R10
-	VPINSRQ      $0x01, (BX)(R10*8), X6, X6
-	MOVQ         R9, R11
-	SHRQ         $0x06, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      28(AX), R10
-	ORQ          R11, R10
-	VMOVQ        (BX)(R10*8), X7
-	MOVQ         R9, R11
-	SHRQ         $0x09, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      29(AX), R10
-	ORQ          R11, R10
-	VPINSRQ      $0x01, (BX)(R10*8), X7, X7
-	VINSERTI128  $0x01, X7, Y6, Y7
-	MOVQ         R9, R10
-	SHRQ         $0x0c, R10
-	ANDQ         $0x07, R10
-	LEAQ         1(R10)(R10*1), R10
-	SHRQ         $0x0f, R9
-	NEGQ         R9
-	VMOVD        R10, X8
+	VPADDD       Y7, Y6, Y6
+	MOVWQZX      46(AX), DI
+	MOVQ         DI, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      26(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X9
+	MOVQ         DI, R9
+	SHRQ         $0x03, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      27(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X9, X9
+	MOVQ         DI, R9
+	SHRQ         $0x06, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      28(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X7
+	MOVQ         DI, R9
+	SHRQ         $0x09, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      29(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X7, X7
+	VINSERTI128  $0x01, X7, Y9, Y7
+	SHRQ         $0x0c, DI
+	ANDQ         $0x07, DI
+	LEAQ         1(DI)(DI*1), DI
+	SHLQ         $0x03, DI
+	VMOVD        DI, X8
 	VPBROADCASTW X8, Y8
-	VMOVDQU      196(CX), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y3, Y9
-	VPMADDWD     Y8, Y9, Y9
-	VPADDD       Y9, Y4, Y4
-	MOVWQSX      284(CX), R11
-	MOVWQSX      286(CX), R12
-	ADDQ         R12, R11
-	IMULQ        R10, R11
-	XORQ         R9, R11
-	SUBQ         R9, R11
-	ADDQ         R11, DI
-	VMOVDQU      196(SI), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y3, Y7
+	VMOVDQU      196(CX), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y3, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VMOVDQU      196(SI), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y3, Y7
 	VPMADDWD     Y8, Y7, Y7
-	VPADDD       Y7, Y5, Y5
-	MOVWQSX      284(SI), R11
-	MOVWQSX      286(SI), R12
-	ADDQ         R12, R11
-	IMULQ        R10, R11
-	XORQ         R9, R11
-	SUBQ         R9, R11
-	ADDQ         R11, R8
-	MOVWQZX      48(AX), R9
-	MOVQ         R9, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      30(AX), R10
-	ORQ          R11, R10
-	VMOVQ        (BX)(R10*8), X6
-	MOVQ         R9, R11
-	SHRQ         $0x03, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      31(AX), R10
-	ORQ          R11, R10
-	VPINSRQ      $0x01, (BX)(R10*8), X6, X6
-	MOVQ         R9, R11
-	SHRQ         $0x06, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      32(AX), R10
-	ORQ          R11, R10
-	VMOVQ        (BX)(R10*8), X7
-	MOVQ         R9, R11
-	SHRQ         $0x09, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      33(AX), R10
-	ORQ          R11, R10
-	VPINSRQ      $0x01, (BX)(R10*8), X7, X7
-	VINSERTI128  $0x01, X7, Y6, Y7
-	MOVQ         R9, R10
-	SHRQ         $0x0c, R10
-	ANDQ         $0x07, R10
-	LEAQ         1(R10)(R10*1), R10
-	SHRQ         $0x0f, R9
-	NEGQ         R9
-	VMOVD        R10, X8
+	VPADDD       Y7, Y6, Y6
+	MOVWQZX      48(AX), DI
+	MOVQ         DI, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      30(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X9
+	MOVQ         DI, R9
+	SHRQ         $0x03, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      31(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X9, X9
+	MOVQ         DI, R9
+	SHRQ         $0x06, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      32(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (BX)(R8*8), X7
+	MOVQ         DI, R9
+	SHRQ         $0x09, R9
+	ANDQ         $0x07, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      33(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (BX)(R8*8), X7, X7
+	VINSERTI128  $0x01, X7, Y9, Y7
+	SHRQ         $0x0c, DI
+	ANDQ         $0x07, DI
+	LEAQ         1(DI)(DI*1), DI
+	SHLQ         $0x03, DI
+	VMOVD        DI, X8
 	VPBROADCASTW X8, Y8
-	VMOVDQU      228(CX), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y3, Y9
-	VPMADDWD     Y8, Y9, Y9
-	VPADDD       Y9, Y4, Y4
-	MOVWQSX      288(CX), R11
-	MOVWQSX      290(CX), R12
-	ADDQ         R12, R11
-	IMULQ        R10, R11
-	XORQ         R9, R11
-	SUBQ         R9, R11
-	ADDQ         R11, DI
-	VMOVDQU      228(SI), Y9
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y3, Y7
+	VMOVDQU      228(CX), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y3, Y10
+	VPMADDWD     Y8, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VMOVDQU      228(SI), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y3, Y7
 	VPMADDWD     Y8, Y7, Y7
-	VPADDD       Y7, Y5, Y5
-	MOVWQSX      288(SI), R11
-	MOVWQSX      290(SI), R12
-	ADDQ         R12, R11
-	IMULQ        R10, R11
-	XORQ         R9, R11
-	SUBQ         R9, R11
-	ADDQ         R11, R8
-	VMOVD        DI, X6
-	VCVTDQ2PS    X6, X6
-	MOVWLZX      (AX), DI
-	VMOVD        DI, X7
-	VCVTPH2PS    X7, X7
-	VMULSS       (CX), X7, X7
-	VEXTRACTI128 $0x01, Y4, X8
-	VPADDD       X8, X4, X4
-	VPSHUFD      $0x4e, X4, X8
-	VPADDD       X8, X4, X4
-	VPSHUFD      $0xb1, X4, X8
-	VPADDD       X8, X4, X4
-	VCVTDQ2PS    X4, X4
-	VMULSS       X2, X6, X6
-	VADDSS       X6, X4, X4
-	VMULSS       X4, X7, X7
-	VADDSS       X7, X0, X0
-	ADDQ         $0x00000124, CX
-	VMOVD        R8, X4
-	VCVTDQ2PS    X4, X4
-	MOVWLZX      (AX), DI
-	VMOVD        DI, X6
-	VCVTPH2PS    X6, X6
-	VMULSS       (SI), X6, X6
+	VPADDD       Y7, Y6, Y6
 	VEXTRACTI128 $0x01, Y5, X7
 	VPADDD       X7, X5, X5
 	VPSHUFD      $0x4e, X5, X7
@@ -10691,8 +18427,26 @@ loop:
 	VPSHUFD      $0xb1, X5, X7
 	VPADDD       X7, X5, X5
 	VCVTDQ2PS    X5, X5
-	VMULSS       X2, X4, X4
-	VADDSS       X4, X5, X5
+	VMULSS       X2, X5, X5
+	MOVWLZX      (AX), DI
+	VMOVD        DI, X7
+	VCVTPH2PS    X7, X7
+	VMULSS       (CX), X7, X7
+	VMULSS       X5, X7, X7
+	VADDSS       X7, X0, X0
+	ADDQ         $0x00000124, CX
+	VEXTRACTI128 $0x01, Y6, X5
+	VPADDD       X5, X6, X5
+	VPSHUFD      $0x4e, X5, X6
+	VPADDD       X6, X5, X5
+	VPSHUFD      $0xb1, X5, X6
+	VPADDD       X6, X5, X5
+	VCVTDQ2PS    X5, X5
+	VMULSS       X2, X5, X5
+	MOVWLZX      (AX), DI
+	VMOVD        DI, X6
+	VCVTPH2PS    X6, X6
+	VMULSS       (SI), X6, X6
 	VMULSS       X5, X6, X6
 	VADDSS       X6, X1, X1
 	ADDQ         $0x00000124, SI
@@ -10727,35 +18481,33 @@ loop:
 	JZ           done
 	VPXOR        Y4, Y4, Y4
 	VPXOR        Y5, Y5, Y5
-	VPXOR        Y6, Y6, Y6
-	VPXOR        Y7, Y7, Y7
 	MOVBQZX      32(AX), R8
 	ANDQ         $0x07, R8
 	SHLQ         $0x08, R8
 	MOVBQZX      (AX), DI
 	ORQ          R8, DI
-	VMOVQ        (BX)(DI*8), X8
+	VMOVQ        (BX)(DI*8), X6
 	MOVBQZX      32(AX), R8
 	SHRQ         $0x04, R8
 	ANDQ         $0x07, R8
 	SHLQ         $0x08, R8
 	MOVBQZX      1(AX), DI
 	ORQ          R8, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X8, X8
+	VPINSRQ      $0x01, (BX)(DI*8), X6, X6
 	MOVBQZX      33(AX), R8
 	ANDQ         $0x07, R8
 	SHLQ         $0x08, R8
 	MOVBQZX      2(AX), DI
 	ORQ          R8, DI
-	VMOVQ        (BX)(DI*8), X9
+	VMOVQ        (BX)(DI*8), X7
 	MOVBQZX      33(AX), R8
 	SHRQ         $0x04, R8
 	ANDQ         $0x07, R8
 	SHLQ         $0x08, R8
 	MOVBQZX      3(AX), DI
 	ORQ          R8, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X9, X9
-	VINSERTI128  $0x01, X9, Y8, Y9
+	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
 	MOVWQZX      48(AX), DI
 	MOVQ         DI, R8
 	SHRQ         $0x03, R8
@@ -10765,57 +18517,58 @@ loop:
 	LEAQ         1(R8)(R8*1), R8
 	SHLQ         $0x10, R8
 	ORQ          R8, DI
-	VMOVD        DI, X10
-	VPBROADCASTD X10, Y10
-	VPSHUFB      wordSplit<>+0(SB), Y10, Y10
-	VPBROADCASTW 32(AX), Y11
-	VPAND        iq1mDeltaBits<>+0(SB), Y11, Y11
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y11, Y11
-	VPXOR        Y11, Y10, Y12
-	VPSUBW       Y11, Y12, Y12
-	VMOVDQU      4(CX), Y11
-	VPMADDUBSW   Y11, Y3, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y5, Y5
-	VPSIGNB      Y9, Y11, Y11
-	VPMADDUBSW   Y11, Y3, Y11
+	VMOVD        DI, X8
+	VPBROADCASTD X8, Y8
+	VPSHUFB      wordSplit<>+0(SB), Y8, Y8
+	VPBROADCASTW 32(AX), Y9
+	VPAND        iq1mDeltaBits<>+0(SB), Y9, Y9
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y9, Y9
+	VPXOR        Y9, Y8, Y10
+	VPSUBW       Y9, Y10, Y10
+	VPSLLW       $0x03, Y8, Y8
+	VMOVDQU      4(CX), Y9
+	VPMADDUBSW   Y9, Y3, Y11
 	VPMADDWD     Y10, Y11, Y11
 	VPADDD       Y11, Y4, Y4
-	VMOVDQU      4(SI), Y11
-	VPMADDUBSW   Y11, Y3, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	VPSIGNB      Y9, Y11, Y11
-	VPMADDUBSW   Y11, Y3, Y9
-	VPMADDWD     Y10, Y9, Y9
-	VPADDD       Y9, Y6, Y6
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y11
+	VPMADDWD     Y8, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      4(SI), Y9
+	VPMADDUBSW   Y9, Y3, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y11
+	VPMADDWD     Y8, Y11, Y11
+	VPADDD       Y11, Y5, Y5
 	MOVBQZX      34(AX), R8
 	ANDQ         $0x07, R8
 	SHLQ         $0x08, R8
 	MOVBQZX      4(AX), DI
 	ORQ          R8, DI
-	VMOVQ        (BX)(DI*8), X8
+	VMOVQ        (BX)(DI*8), X6
 	MOVBQZX      34(AX), R8
 	SHRQ         $0x04, R8
 	ANDQ         $0x07, R8
 	SHLQ         $0x08, R8
 	MOVBQZX      5(AX), DI
 	ORQ          R8, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X8, X8
+	VPINSRQ      $0x01, (BX)(DI*8), X6, X6
 	MOVBQZX      35(AX), R8
 	ANDQ         $0x07, R8
 	SHLQ         $0x08, R8
 	MOVBQZX      6(AX), DI
 	ORQ          R8, DI
-	VMOVQ        (BX)(DI*8), X9
+	VMOVQ        (BX)(DI*8), X7
 	MOVBQZX      35(AX), R8
 	SHRQ         $0x04, R8
 	ANDQ         $0x07, R8
 	SHLQ         $0x08, R8
 	MOVBQZX      7(AX), DI
 	ORQ          R8, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X9, X9
-	VINSERTI128  $0x01, X9, Y8, Y9
+	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
 	MOVWQZX      48(AX), DI
 	SHRQ         $0x06, DI
 	MOVQ         DI, R8
@@ -10826,57 +18579,58 @@ loop:
 	LEAQ         1(R8)(R8*1), R8
 	SHLQ         $0x10, R8
 	ORQ          R8, DI
-	VMOVD        DI, X10
-	VPBROADCASTD X10, Y10
-	VPSHUFB      wordSplit<>+0(SB), Y10, Y10
-	VPBROADCASTW 34(AX), Y11
-	VPAND        iq1mDeltaBits<>+0(SB), Y11, Y11
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y11, Y11
-	VPXOR        Y11, Y10, Y12
-	VPSUBW       Y11, Y12, Y12
-	VMOVDQU      36(CX), Y11
-	VPMADDUBSW   Y11, Y3, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y5, Y5
-	VPSIGNB      Y9, Y11, Y11
-	VPMADDUBSW   Y11, Y3, Y11
+	VMOVD        DI, X8
+	VPBROADCASTD X8, Y8
+	VPSHUFB      wordSplit<>+0(SB), Y8, Y8
+	VPBROADCASTW 34(AX), Y9
+	VPAND        iq1mDeltaBits<>+0(SB), Y9, Y9
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y9, Y9
+	VPXOR        Y9, Y8, Y10
+	VPSUBW       Y9, Y10, Y10
+	VPSLLW       $0x03, Y8, Y8
+	VMOVDQU      36(CX), Y9
+	VPMADDUBSW   Y9, Y3, Y11
 	VPMADDWD     Y10, Y11, Y11
 	VPADDD       Y11, Y4, Y4
-	VMOVDQU      36(SI), Y11
-	VPMADDUBSW   Y11, Y3, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	VPSIGNB      Y9, Y11, Y11
-	VPMADDUBSW   Y11, Y3, Y9
-	VPMADDWD     Y10, Y9, Y9
-	VPADDD       Y9, Y6, Y6
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y11
+	VPMADDWD     Y8, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      36(SI), Y9
+	VPMADDUBSW   Y9, Y3, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y11
+	VPMADDWD     Y8, Y11, Y11
+	VPADDD       Y11, Y5, Y5
 	MOVBQZX      36(AX), R8
 	ANDQ         $0x07, R8
 	SHLQ         $0x08, R8
 	MOVBQZX      8(AX), DI
 	ORQ          R8, DI
-	VMOVQ        (BX)(DI*8), X8
+	VMOVQ        (BX)(DI*8), X6
 	MOVBQZX      36(AX), R8
 	SHRQ         $0x04, R8
 	ANDQ         $0x07, R8
 	SHLQ         $0x08, R8
 	MOVBQZX      9(AX), DI
 	ORQ          R8, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X8, X8
+	VPINSRQ      $0x01, (BX)(DI*8), X6, X6
 	MOVBQZX      37(AX), R8
 	ANDQ         $0x07, R8
 	SHLQ         $0x08, R8
 	MOVBQZX      10(AX), DI
 	ORQ          R8, DI
-	VMOVQ        (BX)(DI*8), X9
+	VMOVQ        (BX)(DI*8), X7
 	MOVBQZX      37(AX), R8
 	SHRQ         $0x04, R8
 	ANDQ         $0x07, R8
 	SHLQ         $0x08, R8
 	MOVBQZX      11(AX), DI
 	ORQ          R8, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X9, X9
-	VINSERTI128  $0x01, X9, Y8, Y9
+	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
 	MOVWQZX      50(AX), DI
 	MOVQ         DI, R8
 	SHRQ         $0x03, R8
@@ -10886,57 +18640,58 @@ loop:
 	LEAQ         1(R8)(R8*1), R8
 	SHLQ         $0x10, R8
 	ORQ          R8, DI
-	VMOVD        DI, X10
-	VPBROADCASTD X10, Y10
-	VPSHUFB      wordSplit<>+0(SB), Y10, Y10
-	VPBROADCASTW 36(AX), Y11
-	VPAND        iq1mDeltaBits<>+0(SB), Y11, Y11
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y11, Y11
-	VPXOR        Y11, Y10, Y12
-	VPSUBW       Y11, Y12, Y12
-	VMOVDQU      68(CX), Y11
-	VPMADDUBSW   Y11, Y3, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y5, Y5
-	VPSIGNB      Y9, Y11, Y11
-	VPMADDUBSW   Y11, Y3, Y11
+	VMOVD        DI, X8
+	VPBROADCASTD X8, Y8
+	VPSHUFB      wordSplit<>+0(SB), Y8, Y8
+	VPBROADCASTW 36(AX), Y9
+	VPAND        iq1mDeltaBits<>+0(SB), Y9, Y9
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y9, Y9
+	VPXOR        Y9, Y8, Y10
+	VPSUBW       Y9, Y10, Y10
+	VPSLLW       $0x03, Y8, Y8
+	VMOVDQU      68(CX), Y9
+	VPMADDUBSW   Y9, Y3, Y11
 	VPMADDWD     Y10, Y11, Y11
 	VPADDD       Y11, Y4, Y4
-	VMOVDQU      68(SI), Y11
-	VPMADDUBSW   Y11, Y3, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	VPSIGNB      Y9, Y11, Y11
-	VPMADDUBSW   Y11, Y3, Y9
-	VPMADDWD     Y10, Y9, Y9
-	VPADDD       Y9, Y6, Y6
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y11
+	VPMADDWD     Y8, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      68(SI), Y9
+	VPMADDUBSW   Y9, Y3, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y11
+	VPMADDWD     Y8, Y11, Y11
+	VPADDD       Y11, Y5, Y5
 	MOVBQZX      38(AX), R8
 	ANDQ         $0x07, R8
 	SHLQ         $0x08, R8
 	MOVBQZX      12(AX), DI
 	ORQ          R8, DI
-	VMOVQ        (BX)(DI*8), X8
+	VMOVQ        (BX)(DI*8), X6
 	MOVBQZX      38(AX), R8
 	SHRQ         $0x04, R8
 	ANDQ         $0x07, R8
 	SHLQ         $0x08, R8
 	MOVBQZX      13(AX), DI
 	ORQ          R8, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X8, X8
+	VPINSRQ      $0x01, (BX)(DI*8), X6, X6
 	MOVBQZX      39(AX), R8
 	ANDQ         $0x07, R8
 	SHLQ         $0x08, R8
 	MOVBQZX      14(AX), DI
 	ORQ          R8, DI
-	VMOVQ        (BX)(DI*8), X9
+	VMOVQ        (BX)(DI*8), X7
 	MOVBQZX      39(AX), R8
 	SHRQ         $0x04, R8
 	ANDQ         $0x07, R8
 	SHLQ         $0x08, R8
 	MOVBQZX      15(AX), DI
 	ORQ          R8, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X9, X9
-	VINSERTI128  $0x01, X9, Y8, Y9
+	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
 	MOVWQZX      50(AX), DI
 	SHRQ         $0x06, DI
 	MOVQ         DI, R8
@@ -10947,57 +18702,58 @@ loop:
 	LEAQ         1(R8)(R8*1), R8
 	SHLQ         $0x10, R8
 	ORQ          R8, DI
-	VMOVD        DI, X10
-	VPBROADCASTD X10, Y10
-	VPSHUFB      wordSplit<>+0(SB), Y10, Y10
-	VPBROADCASTW 38(AX), Y11
-	VPAND        iq1mDeltaBits<>+0(SB), Y11, Y11
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y11, Y11
-	VPXOR        Y11, Y10, Y12
-	VPSUBW       Y11, Y12, Y12
-	VMOVDQU      100(CX), Y11
-	VPMADDUBSW   Y11, Y3, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y5, Y5
-	VPSIGNB      Y9, Y11, Y11
-	VPMADDUBSW   Y11, Y3, Y11
+	VMOVD        DI, X8
+	VPBROADCASTD X8, Y8
+	VPSHUFB      wordSplit<>+0(SB), Y8, Y8
+	VPBROADCASTW 38(AX), Y9
+	VPAND        iq1mDeltaBits<>+0(SB), Y9, Y9
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y9, Y9
+	VPXOR        Y9, Y8, Y10
+	VPSUBW       Y9, Y10, Y10
+	VPSLLW       $0x03, Y8, Y8
+	VMOVDQU      100(CX), Y9
+	VPMADDUBSW   Y9, Y3, Y11
 	VPMADDWD     Y10, Y11, Y11
 	VPADDD       Y11, Y4, Y4
-	VMOVDQU      100(SI), Y11
-	VPMADDUBSW   Y11, Y3, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	VPSIGNB      Y9, Y11, Y11
-	VPMADDUBSW   Y11, Y3, Y9
-	VPMADDWD     Y10, Y9, Y9
-	VPADDD       Y9, Y6, Y6
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y11
+	VPMADDWD     Y8, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      100(SI), Y9
+	VPMADDUBSW   Y9, Y3, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y11
+	VPMADDWD     Y8, Y11, Y11
+	VPADDD       Y11, Y5, Y5
 	MOVBQZX      40(AX), R8
 	ANDQ         $0x07, R8
 	SHLQ         $0x08, R8
 	MOVBQZX      16(AX), DI
 	ORQ          R8, DI
-	VMOVQ        (BX)(DI*8), X8
+	VMOVQ        (BX)(DI*8), X6
 	MOVBQZX      40(AX), R8
 	SHRQ         $0x04, R8
 	ANDQ         $0x07, R8
 	SHLQ         $0x08, R8
 	MOVBQZX      17(AX), DI
 	ORQ          R8, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X8, X8
+	VPINSRQ      $0x01, (BX)(DI*8), X6, X6
 	MOVBQZX      41(AX), R8
 	ANDQ         $0x07, R8
 	SHLQ         $0x08, R8
 	MOVBQZX      18(AX), DI
 	ORQ          R8, DI
-	VMOVQ        (BX)(DI*8), X9
+	VMOVQ        (BX)(DI*8), X7
 	MOVBQZX      41(AX), R8
 	SHRQ         $0x04, R8
 	ANDQ         $0x07, R8
 	SHLQ         $0x08, R8
 	MOVBQZX      19(AX), DI
 	ORQ          R8, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X9, X9
-	VINSERTI128  $0x01, X9, Y8, Y9
+	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
 	MOVWQZX      52(AX), DI
 	MOVQ         DI, R8
 	SHRQ         $0x03, R8
@@ -11007,57 +18763,58 @@ loop:
 	LEAQ         1(R8)(R8*1), R8
 	SHLQ         $0x10, R8
 	ORQ          R8, DI
-	VMOVD        DI, X10
-	VPBROADCASTD X10, Y10
-	VPSHUFB      wordSplit<>+0(SB), Y10, Y10
-	VPBROADCASTW 40(AX), Y11
-	VPAND        iq1mDeltaBits<>+0(SB), Y11, Y11
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y11, Y11
-	VPXOR        Y11, Y10, Y12
-	VPSUBW       Y11, Y12, Y12
-	VMOVDQU      132(CX), Y11
-	VPMADDUBSW   Y11, Y3, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y5, Y5
-	VPSIGNB      Y9, Y11, Y11
-	VPMADDUBSW   Y11, Y3, Y11
+	VMOVD        DI, X8
+	VPBROADCASTD X8, Y8
+	VPSHUFB      wordSplit<>+0(SB), Y8, Y8
+	VPBROADCASTW 40(AX), Y9
+	VPAND        iq1mDeltaBits<>+0(SB), Y9, Y9
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y9, Y9
+	VPXOR        Y9, Y8, Y10
+	VPSUBW       Y9, Y10, Y10
+	VPSLLW       $0x03, Y8, Y8
+	VMOVDQU      132(CX), Y9
+	VPMADDUBSW   Y9, Y3, Y11
 	VPMADDWD     Y10, Y11, Y11
 	VPADDD       Y11, Y4, Y4
-	VMOVDQU      132(SI), Y11
-	VPMADDUBSW   Y11, Y3, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	VPSIGNB      Y9, Y11, Y11
-	VPMADDUBSW   Y11, Y3, Y9
-	VPMADDWD     Y10, Y9, Y9
-	VPADDD       Y9, Y6, Y6
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y11
+	VPMADDWD     Y8, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      132(SI), Y9
+	VPMADDUBSW   Y9, Y3, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y11
+	VPMADDWD     Y8, Y11, Y11
+	VPADDD       Y11, Y5, Y5
 	MOVBQZX      42(AX), R8
 	ANDQ         $0x07, R8
 	SHLQ         $0x08, R8
 	MOVBQZX      20(AX), DI
 	ORQ          R8, DI
-	VMOVQ        (BX)(DI*8), X8
+	VMOVQ        (BX)(DI*8), X6
 	MOVBQZX      42(AX), R8
 	SHRQ         $0x04, R8
 	ANDQ         $0x07, R8
 	SHLQ         $0x08, R8
 	MOVBQZX      21(AX), DI
 	ORQ          R8, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X8, X8
+	VPINSRQ      $0x01, (BX)(DI*8), X6, X6
 	MOVBQZX      43(AX), R8
 	ANDQ         $0x07, R8
 	SHLQ         $0x08, R8
 	MOVBQZX      22(AX), DI
 	ORQ          R8, DI
-	VMOVQ        (BX)(DI*8), X9
+	VMOVQ        (BX)(DI*8), X7
 	MOVBQZX      43(AX), R8
 	SHRQ         $0x04, R8
 	ANDQ         $0x07, R8
 	SHLQ         $0x08, R8
 	MOVBQZX      23(AX), DI
 	ORQ          R8, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X9, X9
-	VINSERTI128  $0x01, X9, Y8, Y9
+	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
 	MOVWQZX      52(AX), DI
 	SHRQ         $0x06, DI
 	MOVQ         DI, R8
@@ -11068,57 +18825,58 @@ loop:
 	LEAQ         1(R8)(R8*1), R8
 	SHLQ         $0x10, R8
 	ORQ          R8, DI
-	VMOVD        DI, X10
-	VPBROADCASTD X10, Y10
-	VPSHUFB      wordSplit<>+0(SB), Y10, Y10
-	VPBROADCASTW 42(AX), Y11
-	VPAND        iq1mDeltaBits<>+0(SB), Y11, Y11
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y11, Y11
-	VPXOR        Y11, Y10, Y12
-	VPSUBW       Y11, Y12, Y12
-	VMOVDQU      164(CX), Y11
-	VPMADDUBSW   Y11, Y3, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y5, Y5
-	VPSIGNB      Y9, Y11, Y11
-	VPMADDUBSW   Y11, Y3, Y11
+	VMOVD        DI, X8
+	VPBROADCASTD X8, Y8
+	VPSHUFB      wordSplit<>+0(SB), Y8, Y8
+	VPBROADCASTW 42(AX), Y9
+	VPAND        iq1mDeltaBits<>+0(SB), Y9, Y9
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y9, Y9
+	VPXOR        Y9, Y8, Y10
+	VPSUBW       Y9, Y10, Y10
+	VPSLLW       $0x03, Y8, Y8
+	VMOVDQU      164(CX), Y9
+	VPMADDUBSW   Y9, Y3, Y11
 	VPMADDWD     Y10, Y11, Y11
 	VPADDD       Y11, Y4, Y4
-	VMOVDQU      164(SI), Y11
-	VPMADDUBSW   Y11, Y3, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	VPSIGNB      Y9, Y11, Y11
-	VPMADDUBSW   Y11, Y3, Y9
-	VPMADDWD     Y10, Y9, Y9
-	VPADDD       Y9, Y6, Y6
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y11
+	VPMADDWD     Y8, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      164(SI), Y9
+	VPMADDUBSW   Y9, Y3, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y11
+	VPMADDWD     Y8, Y11, Y11
+	VPADDD       Y11, Y5, Y5
 	MOVBQZX      44(AX), R8
 	ANDQ         $0x07, R8
 	SHLQ         $0x08, R8
 	MOVBQZX      24(AX), DI
 	ORQ          R8, DI
-	VMOVQ        (BX)(DI*8), X8
+	VMOVQ        (BX)(DI*8), X6
 	MOVBQZX      44(AX), R8
 	SHRQ         $0x04, R8
 	ANDQ         $0x07, R8
 	SHLQ         $0x08, R8
 	MOVBQZX      25(AX), DI
 	ORQ          R8, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X8, X8
+	VPINSRQ      $0x01, (BX)(DI*8), X6, X6
 	MOVBQZX      45(AX), R8
 	ANDQ         $0x07, R8
 	SHLQ         $0x08, R8
 	MOVBQZX      26(AX), DI
 	ORQ          R8, DI
-	VMOVQ        (BX)(DI*8), X9
+	VMOVQ        (BX)(DI*8), X7
 	MOVBQZX      45(AX), R8
 	SHRQ         $0x04, R8
 	ANDQ         $0x07, R8
 	SHLQ         $0x08, R8
 	MOVBQZX      27(AX), DI
 	ORQ          R8, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X9, X9
-	VINSERTI128  $0x01, X9, Y8, Y9
+	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
 	MOVWQZX      54(AX), DI
 	MOVQ         DI, R8
 	SHRQ         $0x03, R8
@@ -11128,57 +18886,58 @@ loop:
 	LEAQ         1(R8)(R8*1), R8
 	SHLQ         $0x10, R8
 	ORQ          R8, DI
-	VMOVD        DI, X10
-	VPBROADCASTD X10, Y10
-	VPSHUFB      wordSplit<>+0(SB), Y10, Y10
-	VPBROADCASTW 44(AX), Y11
-	VPAND        iq1mDeltaBits<>+0(SB), Y11, Y11
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y11, Y11
-	VPXOR        Y11, Y10, Y12
-	VPSUBW       Y11, Y12, Y12
-	VMOVDQU      196(CX), Y11
-	VPMADDUBSW   Y11, Y3, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y5, Y5
-	VPSIGNB      Y9, Y11, Y11
-	VPMADDUBSW   Y11, Y3, Y11
+	VMOVD        DI, X8
+	VPBROADCASTD X8, Y8
+	VPSHUFB      wordSplit<>+0(SB), Y8, Y8
+	VPBROADCASTW 44(AX), Y9
+	VPAND        iq1mDeltaBits<>+0(SB), Y9, Y9
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y9, Y9
+	VPXOR        Y9, Y8, Y10
+	VPSUBW       Y9, Y10, Y10
+	VPSLLW       $0x03, Y8, Y8
+	VMOVDQU      196(CX), Y9
+	VPMADDUBSW   Y9, Y3, Y11
 	VPMADDWD     Y10, Y11, Y11
 	VPADDD       Y11, Y4, Y4
-	VMOVDQU      196(SI), Y11
-	VPMADDUBSW   Y11, Y3, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	VPSIGNB      Y9, Y11, Y11
-	VPMADDUBSW   Y11, Y3, Y9
-	VPMADDWD     Y10, Y9, Y9
-	VPADDD       Y9, Y6, Y6
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y11
+	VPMADDWD     Y8, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      196(SI), Y9
+	VPMADDUBSW   Y9, Y3, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y11
+	VPMADDWD     Y8, Y11, Y11
+	VPADDD       Y11, Y5, Y5
 	MOVBQZX      46(AX), R8
 	ANDQ         $0x07, R8
 	SHLQ         $0x08, R8
 	MOVBQZX      28(AX), DI
 	ORQ          R8, DI
-	VMOVQ        (BX)(DI*8), X8
+	VMOVQ        (BX)(DI*8), X6
 	MOVBQZX      46(AX), R8
 	SHRQ         $0x04, R8
 	ANDQ         $0x07, R8
 	SHLQ         $0x08, R8
 	MOVBQZX      29(AX), DI
 	ORQ          R8, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X8, X8
+	VPINSRQ      $0x01, (BX)(DI*8), X6, X6
 	MOVBQZX      47(AX), R8
 	ANDQ         $0x07, R8
 	SHLQ         $0x08, R8
 	MOVBQZX      30(AX), DI
 	ORQ          R8, DI
-	VMOVQ        (BX)(DI*8), X9
+	VMOVQ        (BX)(DI*8), X7
 	MOVBQZX      47(AX), R8
 	SHRQ         $0x04, R8
 	ANDQ         $0x07, R8
 	SHLQ         $0x08, R8
 	MOVBQZX      31(AX), DI
 	ORQ          R8, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X9, X9
-	VINSERTI128  $0x01, X9, Y8, Y9
+	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
+	VINSERTI128  $0x01, X7, Y6, Y7
 	MOVWQZX      54(AX), DI
 	SHRQ         $0x06, DI
 	MOVQ         DI, R8
@@ -11189,30 +18948,31 @@ loop:
 	LEAQ         1(R8)(R8*1), R8
 	SHLQ         $0x10, R8
 	ORQ          R8, DI
-	VMOVD        DI, X10
-	VPBROADCASTD X10, Y10
-	VPSHUFB      wordSplit<>+0(SB), Y10, Y10
-	VPBROADCASTW 46(AX), Y11
-	VPAND        iq1mDeltaBits<>+0(SB), Y11, Y11
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y11, Y11
-	VPXOR        Y11, Y10, Y12
-	VPSUBW       Y11, Y12, Y12
-	VMOVDQU      228(CX), Y11
-	VPMADDUBSW   Y11, Y3, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y5, Y5
-	VPSIGNB      Y9, Y11, Y11
-	VPMADDUBSW   Y11, Y3, Y11
+	VMOVD        DI, X8
+	VPBROADCASTD X8, Y8
+	VPSHUFB      wordSplit<>+0(SB), Y8, Y8
+	VPBROADCASTW 46(AX), Y9
+	VPAND        iq1mDeltaBits<>+0(SB), Y9, Y9
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y9, Y9
+	VPXOR        Y9, Y8, Y10
+	VPSUBW       Y9, Y10, Y10
+	VPSLLW       $0x03, Y8, Y8
+	VMOVDQU      228(CX), Y9
+	VPMADDUBSW   Y9, Y3, Y11
 	VPMADDWD     Y10, Y11, Y11
 	VPADDD       Y11, Y4, Y4
-	VMOVDQU      228(SI), Y11
-	VPMADDUBSW   Y11, Y3, Y13
-	VPMADDWD     Y12, Y13, Y13
-	VPADDD       Y13, Y7, Y7
-	VPSIGNB      Y9, Y11, Y11
-	VPMADDUBSW   Y11, Y3, Y9
-	VPMADDWD     Y10, Y9, Y9
-	VPADDD       Y9, Y6, Y6
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y11
+	VPMADDWD     Y8, Y11, Y11
+	VPADDD       Y11, Y4, Y4
+	VMOVDQU      228(SI), Y9
+	VPMADDUBSW   Y9, Y3, Y11
+	VPMADDWD     Y10, Y11, Y11
+	VPADDD       Y11, Y5, Y5
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y3, Y11
+	VPMADDWD     Y8, Y11, Y11
+	VPADDD       Y11, Y5, Y5
 	MOVWQZX      48(AX), DI
 	SHRQ         $0x0c, DI
 	MOVWQZX      50(AX), R8
@@ -11226,46 +18986,30 @@ loop:
 	MOVWQZX      54(AX), R8
 	ANDQ         $0x0000f000, R8
 	ORQ          R8, DI
-	VMOVD        DI, X8
-	VCVTPH2PS    X8, X8
-	VMULSS       (CX), X8, X9
-	VEXTRACTI128 $0x01, Y5, X10
-	VPADDD       X10, X5, X5
-	VPSHUFD      $0x4e, X5, X10
-	VPADDD       X10, X5, X5
-	VPSHUFD      $0xb1, X5, X10
-	VPADDD       X10, X5, X5
-	VCVTDQ2PS    X5, X5
-	VEXTRACTI128 $0x01, Y4, X10
-	VPADDD       X10, X4, X4
-	VPSHUFD      $0x4e, X4, X10
-	VPADDD       X10, X4, X4
-	VPSHUFD      $0xb1, X4, X10
-	VPADDD       X10, X4, X4
+	VMOVD        DI, X6
+	VCVTPH2PS    X6, X6
+	VMULSS       (CX), X6, X7
+	VEXTRACTI128 $0x01, Y4, X8
+	VPADDD       X8, X4, X4
+	VPSHUFD      $0x4e, X4, X8
+	VPADDD       X8, X4, X4
+	VPSHUFD      $0xb1, X4, X8
+	VPADDD       X8, X4, X4
 	VCVTDQ2PS    X4, X4
-	VMULSS       X2, X5, X5
-	VADDSS       X5, X4, X4
-	VMULSS       X4, X9, X9
-	VADDSS       X9, X0, X0
+	VMULSS       X2, X4, X4
+	VMULSS       X4, X7, X7
+	VADDSS       X7, X0, X0
 	ADDQ         $0x00000124, CX
-	VMULSS       (SI), X8, X4
-	VEXTRACTI128 $0x01, Y7, X5
-	VPADDD       X5, X7, X5
-	VPSHUFD      $0x4e, X5, X7
-	VPADDD       X7, X5, X5
-	VPSHUFD      $0xb1, X5, X7
-	VPADDD       X7, X5, X5
+	VMULSS       (SI), X6, X4
+	VEXTRACTI128 $0x01, Y5, X6
+	VPADDD       X6, X5, X5
+	VPSHUFD      $0x4e, X5, X6
+	VPADDD       X6, X5, X5
+	VPSHUFD      $0xb1, X5, X6
+	VPADDD       X6, X5, X5
 	VCVTDQ2PS    X5, X5
-	VEXTRACTI128 $0x01, Y6, X7
-	VPADDD       X7, X6, X6
-	VPSHUFD      $0x4e, X6, X7
-	VPADDD       X7, X6, X6
-	VPSHUFD      $0xb1, X6, X7
-	VPADDD       X7, X6, X6
-	VCVTDQ2PS    X6, X6
 	VMULSS       X2, X5, X5
-	VADDSS       X5, X6, X6
-	VMULSS       X6, X4, X4
+	VMULSS       X5, X4, X4
 	VADDSS       X4, X1, X1
 	ADDQ         $0x00000124, SI
 	ADDQ         $0x00000038, AX
@@ -11277,6 +19021,1288 @@ done:
 	MOVQ   out+32(FP), AX
 	VMOVSS X0, (AX)
 	VMOVSS X1, 4(AX)
+	RET
+
+// func dotIQ1SAVX2x4(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotIQ1SAVX2x4(SB), NOSPLIT, $0-48
+	MOVQ     x+0(FP), AX
+	MOVQ     y+8(FP), CX
+	MOVQ     n+16(FP), DX
+	MOVQ     grid+40(FP), BX
+	MOVQ     stride+24(FP), SI
+	LEAQ     (CX)(SI*1), DI
+	LEAQ     (DI)(SI*1), R8
+	LEAQ     (R8)(SI*1), SI
+	VXORPS   X0, X0, X0
+	VXORPS   X1, X1, X1
+	VXORPS   X2, X2, X2
+	VXORPS   X3, X3, X3
+	MOVL     $0x3e000000, R9
+	VMOVD    R9, X4
+	VMOVDQU  byteOnes<>+0(SB), Y5
+	VPCMPEQW X6, X6, X6
+	VPSRLW   $0x0d, X6, X6
+	VPSLLW   $0x01, X6, X6
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VPXOR        Y7, Y7, Y7
+	VPXOR        Y8, Y8, Y8
+	VPXOR        Y9, Y9, Y9
+	VPXOR        Y10, Y10, Y10
+	VMOVDQU      34(AX), X11
+	VPSRLW       $0x0b, X11, X12
+	VPAND        X6, X12, X12
+	VPOR         ones16<>+0(SB), X12, X12
+	VPSRAW       $0x0f, X11, X11
+	VPXOR        X11, X12, X12
+	VPSUBW       X11, X12, X12
+	VPMOVZXWD    X12, Y11
+	VPSLLD       $0x10, Y11, Y12
+	VPOR         Y12, Y11, Y11
+	VPMADDWD     260(CX), Y11, Y12
+	VPADDD       Y12, Y7, Y7
+	VPMADDWD     260(DI), Y11, Y12
+	VPADDD       Y12, Y8, Y8
+	VPMADDWD     260(R8), Y11, Y12
+	VPADDD       Y12, Y9, Y9
+	VPMADDWD     260(SI), Y11, Y11
+	VPADDD       Y11, Y10, Y10
+	MOVWQZX      34(AX), R9
+	MOVQ         R9, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      2(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X13
+	MOVQ         R9, R11
+	SHRQ         $0x03, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      3(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X13, X13
+	MOVQ         R9, R11
+	SHRQ         $0x06, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      4(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X11
+	MOVQ         R9, R11
+	SHRQ         $0x09, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      5(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X11, X11
+	VINSERTI128  $0x01, X11, Y13, Y11
+	SHRQ         $0x0c, R9
+	ANDQ         $0x07, R9
+	LEAQ         1(R9)(R9*1), R9
+	SHLQ         $0x03, R9
+	VMOVD        R9, X12
+	VPBROADCASTW X12, Y12
+	VMOVDQU      4(CX), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y7, Y7
+	VMOVDQU      4(DI), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y8, Y8
+	VMOVDQU      4(R8), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y9, Y9
+	VMOVDQU      4(SI), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y11
+	VPMADDWD     Y12, Y11, Y11
+	VPADDD       Y11, Y10, Y10
+	MOVWQZX      36(AX), R9
+	MOVQ         R9, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      6(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X13
+	MOVQ         R9, R11
+	SHRQ         $0x03, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      7(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X13, X13
+	MOVQ         R9, R11
+	SHRQ         $0x06, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      8(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X11
+	MOVQ         R9, R11
+	SHRQ         $0x09, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      9(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X11, X11
+	VINSERTI128  $0x01, X11, Y13, Y11
+	SHRQ         $0x0c, R9
+	ANDQ         $0x07, R9
+	LEAQ         1(R9)(R9*1), R9
+	SHLQ         $0x03, R9
+	VMOVD        R9, X12
+	VPBROADCASTW X12, Y12
+	VMOVDQU      36(CX), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y7, Y7
+	VMOVDQU      36(DI), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y8, Y8
+	VMOVDQU      36(R8), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y9, Y9
+	VMOVDQU      36(SI), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y11
+	VPMADDWD     Y12, Y11, Y11
+	VPADDD       Y11, Y10, Y10
+	MOVWQZX      38(AX), R9
+	MOVQ         R9, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      10(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X13
+	MOVQ         R9, R11
+	SHRQ         $0x03, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      11(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X13, X13
+	MOVQ         R9, R11
+	SHRQ         $0x06, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      12(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X11
+	MOVQ         R9, R11
+	SHRQ         $0x09, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      13(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X11, X11
+	VINSERTI128  $0x01, X11, Y13, Y11
+	SHRQ         $0x0c, R9
+	ANDQ         $0x07, R9
+	LEAQ         1(R9)(R9*1), R9
+	SHLQ         $0x03, R9
+	VMOVD        R9, X12
+	VPBROADCASTW X12, Y12
+	VMOVDQU      68(CX), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y7, Y7
+	VMOVDQU      68(DI), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y8, Y8
+	VMOVDQU      68(R8), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y9, Y9
+	VMOVDQU      68(SI), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y11
+	VPMADDWD     Y12, Y11, Y11
+	VPADDD       Y11, Y10, Y10
+	MOVWQZX      40(AX), R9
+	MOVQ         R9, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      14(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X13
+	MOVQ         R9, R11
+	SHRQ         $0x03, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      15(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X13, X13
+	MOVQ         R9, R11
+	SHRQ         $0x06, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      16(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X11
+	MOVQ         R9, R11
+	SHRQ         $0x09, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      17(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X11, X11
+	VINSERTI128  $0x01, X11, Y13, Y11
+	SHRQ         $0x0c, R9
+	ANDQ         $0x07, R9
+	LEAQ         1(R9)(R9*1), R9
+	SHLQ         $0x03, R9
+	VMOVD        R9, X12
+	VPBROADCASTW X12, Y12
+	VMOVDQU      100(CX), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y7, Y7
+	VMOVDQU      100(DI), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y8, Y8
+	VMOVDQU      100(R8), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y9, Y9
+	VMOVDQU      100(SI), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y11
+	VPMADDWD     Y12, Y11, Y11
+	VPADDD       Y11, Y10, Y10
+	MOVWQZX      42(AX), R9
+	MOVQ         R9, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      18(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X13
+	MOVQ         R9, R11
+	SHRQ         $0x03, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      19(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X13, X13
+	MOVQ         R9, R11
+	SHRQ         $0x06, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      20(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X11
+	MOVQ         R9, R11
+	SHRQ         $0x09, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      21(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X11, X11
+	VINSERTI128  $0x01, X11, Y13, Y11
+	SHRQ         $0x0c, R9
+	ANDQ         $0x07, R9
+	LEAQ         1(R9)(R9*1), R9
+	SHLQ         $0x03, R9
+	VMOVD        R9, X12
+	VPBROADCASTW X12, Y12
+	VMOVDQU      132(CX), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y7, Y7
+	VMOVDQU      132(DI), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y8, Y8
+	VMOVDQU      132(R8), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y9, Y9
+	VMOVDQU      132(SI), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y11
+	VPMADDWD     Y12, Y11, Y11
+	VPADDD       Y11, Y10, Y10
+	MOVWQZX      44(AX), R9
+	MOVQ         R9, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      22(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X13
+	MOVQ         R9, R11
+	SHRQ         $0x03, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      23(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X13, X13
+	MOVQ         R9, R11
+	SHRQ         $0x06, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      24(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X11
+	MOVQ         R9, R11
+	SHRQ         $0x09, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      25(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X11, X11
+	VINSERTI128  $0x01, X11, Y13, Y11
+	SHRQ         $0x0c, R9
+	ANDQ         $0x07, R9
+	LEAQ         1(R9)(R9*1), R9
+	SHLQ         $0x03, R9
+	VMOVD        R9, X12
+	VPBROADCASTW X12, Y12
+	VMOVDQU      164(CX), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y7, Y7
+	VMOVDQU      164(DI), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y8, Y8
+	VMOVDQU      164(R8), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y9, Y9
+	VMOVDQU      164(SI), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y11
+	VPMADDWD     Y12, Y11, Y11
+	VPADDD       Y11, Y10, Y10
+	MOVWQZX      46(AX), R9
+	MOVQ         R9, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      26(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X13
+	MOVQ         R9, R11
+	SHRQ         $0x03, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      27(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X13, X13
+	MOVQ         R9, R11
+	SHRQ         $0x06, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      28(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X11
+	MOVQ         R9, R11
+	SHRQ         $0x09, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      29(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X11, X11
+	VINSERTI128  $0x01, X11, Y13, Y11
+	SHRQ         $0x0c, R9
+	ANDQ         $0x07, R9
+	LEAQ         1(R9)(R9*1), R9
+	SHLQ         $0x03, R9
+	VMOVD        R9, X12
+	VPBROADCASTW X12, Y12
+	VMOVDQU      196(CX), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y7, Y7
+	VMOVDQU      196(DI), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y8, Y8
+	VMOVDQU      196(R8), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y9, Y9
+	VMOVDQU      196(SI), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y11
+	VPMADDWD     Y12, Y11, Y11
+	VPADDD       Y11, Y10, Y10
+	MOVWQZX      48(AX), R9
+	MOVQ         R9, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      30(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X13
+	MOVQ         R9, R11
+	SHRQ         $0x03, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      31(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X13, X13
+	MOVQ         R9, R11
+	SHRQ         $0x06, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      32(AX), R10
+	ORQ          R11, R10
+	VMOVQ        (BX)(R10*8), X11
+	MOVQ         R9, R11
+	SHRQ         $0x09, R11
+	ANDQ         $0x07, R11
+	SHLQ         $0x08, R11
+	MOVBQZX      33(AX), R10
+	ORQ          R11, R10
+	VPINSRQ      $0x01, (BX)(R10*8), X11, X11
+	VINSERTI128  $0x01, X11, Y13, Y11
+	SHRQ         $0x0c, R9
+	ANDQ         $0x07, R9
+	LEAQ         1(R9)(R9*1), R9
+	SHLQ         $0x03, R9
+	VMOVD        R9, X12
+	VPBROADCASTW X12, Y12
+	VMOVDQU      228(CX), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y7, Y7
+	VMOVDQU      228(DI), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y8, Y8
+	VMOVDQU      228(R8), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y14
+	VPMADDWD     Y12, Y14, Y14
+	VPADDD       Y14, Y9, Y9
+	VMOVDQU      228(SI), Y14
+	VPSIGNB      Y11, Y14, Y14
+	VPMADDUBSW   Y14, Y5, Y11
+	VPMADDWD     Y12, Y11, Y11
+	VPADDD       Y11, Y10, Y10
+	VEXTRACTI128 $0x01, Y7, X11
+	VPADDD       X11, X7, X7
+	VPSHUFD      $0x4e, X7, X11
+	VPADDD       X11, X7, X7
+	VPSHUFD      $0xb1, X7, X11
+	VPADDD       X11, X7, X7
+	VCVTDQ2PS    X7, X7
+	VMULSS       X4, X7, X7
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X11
+	VCVTPH2PS    X11, X11
+	VMULSS       (CX), X11, X11
+	VMULSS       X7, X11, X11
+	VADDSS       X11, X0, X0
+	ADDQ         $0x00000124, CX
+	VEXTRACTI128 $0x01, Y8, X7
+	VPADDD       X7, X8, X7
+	VPSHUFD      $0x4e, X7, X8
+	VPADDD       X8, X7, X7
+	VPSHUFD      $0xb1, X7, X8
+	VPADDD       X8, X7, X7
+	VCVTDQ2PS    X7, X7
+	VMULSS       X4, X7, X7
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X8
+	VCVTPH2PS    X8, X8
+	VMULSS       (DI), X8, X8
+	VMULSS       X7, X8, X8
+	VADDSS       X8, X1, X1
+	ADDQ         $0x00000124, DI
+	VEXTRACTI128 $0x01, Y9, X7
+	VPADDD       X7, X9, X7
+	VPSHUFD      $0x4e, X7, X8
+	VPADDD       X8, X7, X7
+	VPSHUFD      $0xb1, X7, X8
+	VPADDD       X8, X7, X7
+	VCVTDQ2PS    X7, X7
+	VMULSS       X4, X7, X7
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X8
+	VCVTPH2PS    X8, X8
+	VMULSS       (R8), X8, X8
+	VMULSS       X7, X8, X8
+	VADDSS       X8, X2, X2
+	ADDQ         $0x00000124, R8
+	VEXTRACTI128 $0x01, Y10, X7
+	VPADDD       X7, X10, X7
+	VPSHUFD      $0x4e, X7, X8
+	VPADDD       X8, X7, X7
+	VPSHUFD      $0xb1, X7, X8
+	VPADDD       X8, X7, X7
+	VCVTDQ2PS    X7, X7
+	VMULSS       X4, X7, X7
+	MOVWLZX      (AX), R9
+	VMOVD        R9, X8
+	VCVTPH2PS    X8, X8
+	VMULSS       (SI), X8, X8
+	VMULSS       X7, X8, X8
+	VADDSS       X8, X3, X3
+	ADDQ         $0x00000124, SI
+	ADDQ         $0x00000032, AX
+	DECQ         DX
+	JMP          loop
+
+done:
+	VZEROUPPER
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
+	VMOVSS X2, 8(AX)
+	VMOVSS X3, 12(AX)
+	RET
+
+// func dotIQ1MAVX2x4(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotIQ1MAVX2x4(SB), NOSPLIT, $0-48
+	MOVQ    x+0(FP), AX
+	MOVQ    y+8(FP), CX
+	MOVQ    n+16(FP), DX
+	MOVQ    grid+40(FP), BX
+	MOVQ    stride+24(FP), SI
+	LEAQ    (CX)(SI*1), DI
+	LEAQ    (DI)(SI*1), R8
+	LEAQ    (R8)(SI*1), SI
+	VXORPS  X0, X0, X0
+	VXORPS  X1, X1, X1
+	VXORPS  X2, X2, X2
+	VXORPS  X3, X3, X3
+	MOVL    $0x3e000000, R9
+	VMOVD   R9, X4
+	VMOVDQU byteOnes<>+0(SB), Y5
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VPXOR        Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPXOR        Y8, Y8, Y8
+	VPXOR        Y9, Y9, Y9
+	MOVBQZX      32(AX), R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      (AX), R9
+	ORQ          R10, R9
+	VMOVQ        (BX)(R9*8), X10
+	MOVBQZX      32(AX), R10
+	SHRQ         $0x04, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      1(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	MOVBQZX      33(AX), R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      2(AX), R9
+	ORQ          R10, R9
+	VMOVQ        (BX)(R9*8), X11
+	MOVBQZX      33(AX), R10
+	SHRQ         $0x04, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      3(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X11, X11
+	VINSERTI128  $0x01, X11, Y10, Y11
+	MOVWQZX      48(AX), R9
+	MOVQ         R9, R10
+	SHRQ         $0x03, R10
+	ANDQ         $0x07, R9
+	ANDQ         $0x07, R10
+	LEAQ         1(R9)(R9*1), R9
+	LEAQ         1(R10)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	VMOVD        R9, X12
+	VPBROADCASTD X12, Y12
+	VPSHUFB      wordSplit<>+0(SB), Y12, Y12
+	VPBROADCASTW 32(AX), Y13
+	VPAND        iq1mDeltaBits<>+0(SB), Y13, Y13
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y13, Y13
+	VPXOR        Y13, Y12, Y14
+	VPSUBW       Y13, Y14, Y14
+	VPSLLW       $0x03, Y12, Y12
+	VMOVDQU      4(CX), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y6, Y6
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y6, Y6
+	VMOVDQU      4(DI), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y7, Y7
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y7, Y7
+	VMOVDQU      4(R8), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y8, Y8
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y8, Y8
+	VMOVDQU      4(SI), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y9, Y9
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y9, Y9
+	MOVBQZX      34(AX), R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      4(AX), R9
+	ORQ          R10, R9
+	VMOVQ        (BX)(R9*8), X10
+	MOVBQZX      34(AX), R10
+	SHRQ         $0x04, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      5(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	MOVBQZX      35(AX), R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      6(AX), R9
+	ORQ          R10, R9
+	VMOVQ        (BX)(R9*8), X11
+	MOVBQZX      35(AX), R10
+	SHRQ         $0x04, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      7(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X11, X11
+	VINSERTI128  $0x01, X11, Y10, Y11
+	MOVWQZX      48(AX), R9
+	SHRQ         $0x06, R9
+	MOVQ         R9, R10
+	SHRQ         $0x03, R10
+	ANDQ         $0x07, R9
+	ANDQ         $0x07, R10
+	LEAQ         1(R9)(R9*1), R9
+	LEAQ         1(R10)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	VMOVD        R9, X12
+	VPBROADCASTD X12, Y12
+	VPSHUFB      wordSplit<>+0(SB), Y12, Y12
+	VPBROADCASTW 34(AX), Y13
+	VPAND        iq1mDeltaBits<>+0(SB), Y13, Y13
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y13, Y13
+	VPXOR        Y13, Y12, Y14
+	VPSUBW       Y13, Y14, Y14
+	VPSLLW       $0x03, Y12, Y12
+	VMOVDQU      36(CX), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y6, Y6
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y6, Y6
+	VMOVDQU      36(DI), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y7, Y7
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y7, Y7
+	VMOVDQU      36(R8), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y8, Y8
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y8, Y8
+	VMOVDQU      36(SI), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y9, Y9
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y9, Y9
+	MOVBQZX      36(AX), R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      8(AX), R9
+	ORQ          R10, R9
+	VMOVQ        (BX)(R9*8), X10
+	MOVBQZX      36(AX), R10
+	SHRQ         $0x04, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      9(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	MOVBQZX      37(AX), R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      10(AX), R9
+	ORQ          R10, R9
+	VMOVQ        (BX)(R9*8), X11
+	MOVBQZX      37(AX), R10
+	SHRQ         $0x04, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      11(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X11, X11
+	VINSERTI128  $0x01, X11, Y10, Y11
+	MOVWQZX      50(AX), R9
+	MOVQ         R9, R10
+	SHRQ         $0x03, R10
+	ANDQ         $0x07, R9
+	ANDQ         $0x07, R10
+	LEAQ         1(R9)(R9*1), R9
+	LEAQ         1(R10)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	VMOVD        R9, X12
+	VPBROADCASTD X12, Y12
+	VPSHUFB      wordSplit<>+0(SB), Y12, Y12
+	VPBROADCASTW 36(AX), Y13
+	VPAND        iq1mDeltaBits<>+0(SB), Y13, Y13
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y13, Y13
+	VPXOR        Y13, Y12, Y14
+	VPSUBW       Y13, Y14, Y14
+	VPSLLW       $0x03, Y12, Y12
+	VMOVDQU      68(CX), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y6, Y6
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y6, Y6
+	VMOVDQU      68(DI), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y7, Y7
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y7, Y7
+	VMOVDQU      68(R8), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y8, Y8
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y8, Y8
+	VMOVDQU      68(SI), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y9, Y9
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y9, Y9
+	MOVBQZX      38(AX), R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      12(AX), R9
+	ORQ          R10, R9
+	VMOVQ        (BX)(R9*8), X10
+	MOVBQZX      38(AX), R10
+	SHRQ         $0x04, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      13(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	MOVBQZX      39(AX), R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      14(AX), R9
+	ORQ          R10, R9
+	VMOVQ        (BX)(R9*8), X11
+	MOVBQZX      39(AX), R10
+	SHRQ         $0x04, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      15(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X11, X11
+	VINSERTI128  $0x01, X11, Y10, Y11
+	MOVWQZX      50(AX), R9
+	SHRQ         $0x06, R9
+	MOVQ         R9, R10
+	SHRQ         $0x03, R10
+	ANDQ         $0x07, R9
+	ANDQ         $0x07, R10
+	LEAQ         1(R9)(R9*1), R9
+	LEAQ         1(R10)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	VMOVD        R9, X12
+	VPBROADCASTD X12, Y12
+	VPSHUFB      wordSplit<>+0(SB), Y12, Y12
+	VPBROADCASTW 38(AX), Y13
+	VPAND        iq1mDeltaBits<>+0(SB), Y13, Y13
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y13, Y13
+	VPXOR        Y13, Y12, Y14
+	VPSUBW       Y13, Y14, Y14
+	VPSLLW       $0x03, Y12, Y12
+	VMOVDQU      100(CX), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y6, Y6
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y6, Y6
+	VMOVDQU      100(DI), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y7, Y7
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y7, Y7
+	VMOVDQU      100(R8), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y8, Y8
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y8, Y8
+	VMOVDQU      100(SI), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y9, Y9
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y9, Y9
+	MOVBQZX      40(AX), R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      16(AX), R9
+	ORQ          R10, R9
+	VMOVQ        (BX)(R9*8), X10
+	MOVBQZX      40(AX), R10
+	SHRQ         $0x04, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      17(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	MOVBQZX      41(AX), R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      18(AX), R9
+	ORQ          R10, R9
+	VMOVQ        (BX)(R9*8), X11
+	MOVBQZX      41(AX), R10
+	SHRQ         $0x04, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      19(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X11, X11
+	VINSERTI128  $0x01, X11, Y10, Y11
+	MOVWQZX      52(AX), R9
+	MOVQ         R9, R10
+	SHRQ         $0x03, R10
+	ANDQ         $0x07, R9
+	ANDQ         $0x07, R10
+	LEAQ         1(R9)(R9*1), R9
+	LEAQ         1(R10)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	VMOVD        R9, X12
+	VPBROADCASTD X12, Y12
+	VPSHUFB      wordSplit<>+0(SB), Y12, Y12
+	VPBROADCASTW 40(AX), Y13
+	VPAND        iq1mDeltaBits<>+0(SB), Y13, Y13
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y13, Y13
+	VPXOR        Y13, Y12, Y14
+	VPSUBW       Y13, Y14, Y14
+	VPSLLW       $0x03, Y12, Y12
+	VMOVDQU      132(CX), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y6, Y6
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y6, Y6
+	VMOVDQU      132(DI), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y7, Y7
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y7, Y7
+	VMOVDQU      132(R8), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y8, Y8
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y8, Y8
+	VMOVDQU      132(SI), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y9, Y9
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y9, Y9
+	MOVBQZX      42(AX), R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      20(AX), R9
+	ORQ          R10, R9
+	VMOVQ        (BX)(R9*8), X10
+	MOVBQZX      42(AX), R10
+	SHRQ         $0x04, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      21(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	MOVBQZX      43(AX), R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      22(AX), R9
+	ORQ          R10, R9
+	VMOVQ        (BX)(R9*8), X11
+	MOVBQZX      43(AX), R10
+	SHRQ         $0x04, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      23(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X11, X11
+	VINSERTI128  $0x01, X11, Y10, Y11
+	MOVWQZX      52(AX), R9
+	SHRQ         $0x06, R9
+	MOVQ         R9, R10
+	SHRQ         $0x03, R10
+	ANDQ         $0x07, R9
+	ANDQ         $0x07, R10
+	LEAQ         1(R9)(R9*1), R9
+	LEAQ         1(R10)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	VMOVD        R9, X12
+	VPBROADCASTD X12, Y12
+	VPSHUFB      wordSplit<>+0(SB), Y12, Y12
+	VPBROADCASTW 42(AX), Y13
+	VPAND        iq1mDeltaBits<>+0(SB), Y13, Y13
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y13, Y13
+	VPXOR        Y13, Y12, Y14
+	VPSUBW       Y13, Y14, Y14
+	VPSLLW       $0x03, Y12, Y12
+	VMOVDQU      164(CX), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y6, Y6
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y6, Y6
+	VMOVDQU      164(DI), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y7, Y7
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y7, Y7
+	VMOVDQU      164(R8), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y8, Y8
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y8, Y8
+	VMOVDQU      164(SI), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y9, Y9
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y9, Y9
+	MOVBQZX      44(AX), R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      24(AX), R9
+	ORQ          R10, R9
+	VMOVQ        (BX)(R9*8), X10
+	MOVBQZX      44(AX), R10
+	SHRQ         $0x04, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      25(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	MOVBQZX      45(AX), R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      26(AX), R9
+	ORQ          R10, R9
+	VMOVQ        (BX)(R9*8), X11
+	MOVBQZX      45(AX), R10
+	SHRQ         $0x04, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      27(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X11, X11
+	VINSERTI128  $0x01, X11, Y10, Y11
+	MOVWQZX      54(AX), R9
+	MOVQ         R9, R10
+	SHRQ         $0x03, R10
+	ANDQ         $0x07, R9
+	ANDQ         $0x07, R10
+	LEAQ         1(R9)(R9*1), R9
+	LEAQ         1(R10)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	VMOVD        R9, X12
+	VPBROADCASTD X12, Y12
+	VPSHUFB      wordSplit<>+0(SB), Y12, Y12
+	VPBROADCASTW 44(AX), Y13
+	VPAND        iq1mDeltaBits<>+0(SB), Y13, Y13
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y13, Y13
+	VPXOR        Y13, Y12, Y14
+	VPSUBW       Y13, Y14, Y14
+	VPSLLW       $0x03, Y12, Y12
+	VMOVDQU      196(CX), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y6, Y6
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y6, Y6
+	VMOVDQU      196(DI), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y7, Y7
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y7, Y7
+	VMOVDQU      196(R8), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y8, Y8
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y8, Y8
+	VMOVDQU      196(SI), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y9, Y9
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y9, Y9
+	MOVBQZX      46(AX), R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      28(AX), R9
+	ORQ          R10, R9
+	VMOVQ        (BX)(R9*8), X10
+	MOVBQZX      46(AX), R10
+	SHRQ         $0x04, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      29(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
+	MOVBQZX      47(AX), R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      30(AX), R9
+	ORQ          R10, R9
+	VMOVQ        (BX)(R9*8), X11
+	MOVBQZX      47(AX), R10
+	SHRQ         $0x04, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      31(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X11, X11
+	VINSERTI128  $0x01, X11, Y10, Y11
+	MOVWQZX      54(AX), R9
+	SHRQ         $0x06, R9
+	MOVQ         R9, R10
+	SHRQ         $0x03, R10
+	ANDQ         $0x07, R9
+	ANDQ         $0x07, R10
+	LEAQ         1(R9)(R9*1), R9
+	LEAQ         1(R10)(R10*1), R10
+	SHLQ         $0x10, R10
+	ORQ          R10, R9
+	VMOVD        R9, X12
+	VPBROADCASTD X12, Y12
+	VPSHUFB      wordSplit<>+0(SB), Y12, Y12
+	VPBROADCASTW 46(AX), Y13
+	VPAND        iq1mDeltaBits<>+0(SB), Y13, Y13
+	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y13, Y13
+	VPXOR        Y13, Y12, Y14
+	VPSUBW       Y13, Y14, Y14
+	VPSLLW       $0x03, Y12, Y12
+	VMOVDQU      228(CX), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y6, Y6
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y6, Y6
+	VMOVDQU      228(DI), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y7, Y7
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y7, Y7
+	VMOVDQU      228(R8), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y8, Y8
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y8, Y8
+	VMOVDQU      228(SI), Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y14, Y15, Y15
+	VPADDD       Y15, Y9, Y9
+	VPSIGNB      Y11, Y13, Y13
+	VPMADDUBSW   Y13, Y5, Y15
+	VPMADDWD     Y12, Y15, Y15
+	VPADDD       Y15, Y9, Y9
+	MOVWQZX      48(AX), R9
+	SHRQ         $0x0c, R9
+	MOVWQZX      50(AX), R10
+	SHRQ         $0x08, R10
+	ANDQ         $0x000000f0, R10
+	ORQ          R10, R9
+	MOVWQZX      52(AX), R10
+	SHRQ         $0x04, R10
+	ANDQ         $0x00000f00, R10
+	ORQ          R10, R9
+	MOVWQZX      54(AX), R10
+	ANDQ         $0x0000f000, R10
+	ORQ          R10, R9
+	VMOVD        R9, X10
+	VCVTPH2PS    X10, X10
+	VMULSS       (CX), X10, X11
+	VEXTRACTI128 $0x01, Y6, X12
+	VPADDD       X12, X6, X6
+	VPSHUFD      $0x4e, X6, X12
+	VPADDD       X12, X6, X6
+	VPSHUFD      $0xb1, X6, X12
+	VPADDD       X12, X6, X6
+	VCVTDQ2PS    X6, X6
+	VMULSS       X4, X6, X6
+	VMULSS       X6, X11, X11
+	VADDSS       X11, X0, X0
+	ADDQ         $0x00000124, CX
+	VMULSS       (DI), X10, X6
+	VEXTRACTI128 $0x01, Y7, X11
+	VPADDD       X11, X7, X7
+	VPSHUFD      $0x4e, X7, X11
+	VPADDD       X11, X7, X7
+	VPSHUFD      $0xb1, X7, X11
+	VPADDD       X11, X7, X7
+	VCVTDQ2PS    X7, X7
+	VMULSS       X4, X7, X7
+	VMULSS       X7, X6, X6
+	VADDSS       X6, X1, X1
+	ADDQ         $0x00000124, DI
+	VMULSS       (R8), X10, X6
+	VEXTRACTI128 $0x01, Y8, X7
+	VPADDD       X7, X8, X7
+	VPSHUFD      $0x4e, X7, X8
+	VPADDD       X8, X7, X7
+	VPSHUFD      $0xb1, X7, X8
+	VPADDD       X8, X7, X7
+	VCVTDQ2PS    X7, X7
+	VMULSS       X4, X7, X7
+	VMULSS       X7, X6, X6
+	VADDSS       X6, X2, X2
+	ADDQ         $0x00000124, R8
+	VMULSS       (SI), X10, X6
+	VEXTRACTI128 $0x01, Y9, X7
+	VPADDD       X7, X9, X7
+	VPSHUFD      $0x4e, X7, X8
+	VPADDD       X8, X7, X7
+	VPSHUFD      $0xb1, X7, X8
+	VPADDD       X8, X7, X7
+	VCVTDQ2PS    X7, X7
+	VMULSS       X4, X7, X7
+	VMULSS       X7, X6, X6
+	VADDSS       X6, X3, X3
+	ADDQ         $0x00000124, SI
+	ADDQ         $0x00000038, AX
+	DECQ         DX
+	JMP          loop
+
+done:
+	VZEROUPPER
+	MOVQ   out+32(FP), AX
+	VMOVSS X0, (AX)
+	VMOVSS X1, 4(AX)
+	VMOVSS X2, 8(AX)
+	VMOVSS X3, 12(AX)
 	RET
 
 // func dotF32AVX2(x *byte, y *float32, n int) float32

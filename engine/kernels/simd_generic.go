@@ -24,8 +24,11 @@ import (
 // reference's bits (dotKRowGeneric over refquants.go's block dots), and so do
 // IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ1_S and IQ1_M (_asm/lattice.go, over
 // iquants.go's); IQ3_S's (dotIQ3SAVX2) has dotIQ3SRowGeneric's, ggml's float
-// order. IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ1_S and IQ1_M also have two-token forms
-// (…x2) for prompts, decoding each group once for both tokens, with the same bits;
+// order. IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ1_S and IQ1_M also have four-
+// and two-token forms (…x4, …x2: dotLatticeRows) for prompts, decoding each group
+// once for the tokens (with AVX-512 also eight-token ones, …AVX512x8, for all but
+// IQ1_S and IQ1_M), and TQ1_0 a two-token form (dotTQ1_0Rows), each block's
+// trits found once for both, with the same bits;
 // Q4_1 and Q5_1 have four- and two-token forms (dotQ4_1AVX2t4, t2: dotQ4_1Rows;
 // dotQ5_1AVX2t4, t2: dotQ5_1Rows), each block unpacked once for the tokens, and
 // four-row forms for decoding (dotQ4_1AVX2r4, dotQ5_1AVX2r4: MatMul's fastRows),
@@ -352,8 +355,8 @@ func dotQ8_0RowsGeneric(out []float32, row []byte, y []q8Block, nb int) {
 func dotRows(wt Type, row []byte, a *acts, out []float32) { dotRowsAt(wt, row, a, 0, out) }
 
 // dotRowsAt sets out[i] = dotRow(wt, row, a, t0+i): through the batched kernels where
-// a type has them (Q4_K, Q5_K, Q6_K, Q8_0, Q4_1, Q5_1, IQ3_S and the lattice
-// types), which give every token dotRow's bits.
+// a type has them (Q4_K, Q5_K, Q6_K, Q8_0, Q4_1, Q5_1, TQ1_0, IQ3_S and the
+// lattice types), which give every token dotRow's bits.
 func dotRowsAt(wt Type, row []byte, a *acts, t0 int, out []float32) {
 	switch wt {
 	case Q4_K:
@@ -374,6 +377,9 @@ func dotRowsAt(wt Type, row []byte, a *acts, t0 int, out []float32) {
 	case Q5_1:
 		nb := a.cols / qk0
 		dotQ5_1Rows(out, row, a.q81[t0*nb:], nb)
+	case TQ1_0:
+		nb := a.cols / qkK
+		dotTQ1_0Rows(out, row, a.q8k[t0*nb:], nb)
 	case IQ3_S:
 		nb := a.cols / qkK
 		dotIQ3SRows(out, row, a.q8k[t0*nb:], nb)

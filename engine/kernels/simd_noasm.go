@@ -61,6 +61,12 @@ func simdAvailable() bool { return false }
 
 func (m *matMul) repackTokens(lo, hi int) int { return lo }
 
+func dotTQ1_0Rows(out []float32, row []byte, y []q8KBlock, nb int) {
+	for t := range out {
+		out[t] = dotKRowGeneric(dotTQ1_0Block, 54, row, y[t*nb:(t+1)*nb])
+	}
+}
+
 func dotIQ3SRows(out []float32, row []byte, y []q8KBlock, nb int) {
 	for t := range out {
 		out[t] = dotIQ3SRowGeneric(row, y[t*nb:(t+1)*nb])

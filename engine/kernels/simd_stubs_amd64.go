@@ -157,6 +157,11 @@ func dotTQ2_0AVX2(x *byte, y *byte, n int) float32
 //go:noescape
 func dotTQ1_0AVX2(x *byte, y *byte, n int) float32
 
+// dotTQ1_0AVX2x2 sets out[t] = dotTQ1_0AVX2(x, y+t·stride, n) for t < 2.
+//
+//go:noescape
+func dotTQ1_0AVX2x2(x *byte, y *byte, n int, stride int, out *float32)
+
 // dotIQ2XXSAVX2 is the dot product of n IQ2XXS blocks at x with n q8KBlocks at y; grid is the type's grid.
 //
 //go:noescape
@@ -197,6 +202,26 @@ func dotIQ2XSAVX2x2(x *byte, y *byte, n int, stride int, out *float32, grid *byt
 //go:noescape
 func dotIQ2SAVX2x2(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
 
+// dotIQ2XXSAVX2x4 sets out[t] = dotIQ2XXSAVX2(x, y+t·stride, n, grid) for t < 4.
+//
+//go:noescape
+func dotIQ2XXSAVX2x4(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+
+// dotIQ3XXSAVX2x4 sets out[t] = dotIQ3XXSAVX2(x, y+t·stride, n, grid) for t < 4.
+//
+//go:noescape
+func dotIQ3XXSAVX2x4(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+
+// dotIQ2XSAVX2x4 sets out[t] = dotIQ2XSAVX2(x, y+t·stride, n, grid) for t < 4.
+//
+//go:noescape
+func dotIQ2XSAVX2x4(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+
+// dotIQ2SAVX2x4 sets out[t] = dotIQ2SAVX2(x, y+t·stride, n, grid) for t < 4.
+//
+//go:noescape
+func dotIQ2SAVX2x4(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+
 // dotIQ3SAVX2 is the dot product of n IQ3_S blocks at x with n q8KBlocks at y in ggml's float order; grid is the type's grid.
 //
 //go:noescape
@@ -206,6 +231,41 @@ func dotIQ3SAVX2(x *byte, y *byte, n int, grid *byte) float32
 //
 //go:noescape
 func dotIQ3SAVX2x2(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+
+// dotIQ3SAVX2x4 sets out[t] = dotIQ3SAVX2(x, y+t·stride, n, grid) for t < 4.
+//
+//go:noescape
+func dotIQ3SAVX2x4(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+
+// dotIQ3SAVX512x8 sets out[t] = dotIQ3SAVX2(x, y+t·stride, n, grid) for t < 8 (AVX-512 BW, VL).
+//
+//go:noescape
+func dotIQ3SAVX512x8(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+
+// dotIQ2XXSAVX512x8 sets out[t] = dotIQ2XXSAVX2(x, y+t·stride, n, grid) for t < 8 (AVX-512 BW, VL).
+//
+//go:noescape
+func dotIQ2XXSAVX512x8(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+
+// dotIQ3XXSAVX512x8 sets out[t] = dotIQ3XXSAVX2(x, y+t·stride, n, grid) for t < 8 (AVX-512 BW, VL).
+//
+//go:noescape
+func dotIQ3XXSAVX512x8(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+
+// dotIQ2XSAVX512x8 sets out[t] = dotIQ2XSAVX2(x, y+t·stride, n, grid) for t < 8 (AVX-512 BW, VL).
+//
+//go:noescape
+func dotIQ2XSAVX512x8(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+
+// dotIQ2SAVX512x8 sets out[t] = dotIQ2SAVX2(x, y+t·stride, n, grid) for t < 8 (AVX-512 BW, VL).
+//
+//go:noescape
+func dotIQ2SAVX512x8(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+
+// dotIQ1SAVX512x8 sets out[t] = dotIQ1SAVX2(x, y+t·stride, n, grid) for t < 8 (AVX-512 BW, VL).
+//
+//go:noescape
+func dotIQ1SAVX512x8(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
 
 // dotIQ1SAVX2 is the dot product of n IQ1_S blocks at x with n q8KBlocks at y; grid is the type's grid.
 //
@@ -226,6 +286,16 @@ func dotIQ1SAVX2x2(x *byte, y *byte, n int, stride int, out *float32, grid *byte
 //
 //go:noescape
 func dotIQ1MAVX2x2(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+
+// dotIQ1SAVX2x4 sets out[t] = dotIQ1SAVX2(x, y+t·stride, n, grid) for t < 4.
+//
+//go:noescape
+func dotIQ1SAVX2x4(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+
+// dotIQ1MAVX2x4 sets out[t] = dotIQ1MAVX2(x, y+t·stride, n, grid) for t < 4.
+//
+//go:noescape
+func dotIQ1MAVX2x4(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
 
 // dotF32AVX2 is the dot product of n (a multiple of 8) F32 weights at x with float32s at y.
 //

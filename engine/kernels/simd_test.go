@@ -1009,14 +1009,20 @@ func TestQx1Rows(t *testing.T) {
 	}
 }
 
-// TestLatticeRowsTwoTokens: dotLatticeRows (two tokens at a time through the
-// …x2 kernels, each group decoded once for both) gives every token the block
-// reference's bits, for odd token counts and random and extreme blocks.
-func TestLatticeRowsTwoTokens(t *testing.T) {
+// TestLatticeRowsTokens: dotLatticeRows (IQ3_S eight tokens at a time with
+// AVX-512, four and two through the …x4 and …x2 kernels, each group decoded once
+// for them, leftovers over the last eight or four again) gives every token the
+// block reference's bits (IQ3_S: dotIQ3SRowGeneric's, ggml's order) on every
+// SIMD level, for token counts 1 to 17 and random and extreme blocks.
+func TestLatticeRowsTokens(t *testing.T) {
 	requireSIMD(t, "avx2")
 	r := rand.New(rand.NewPCG(77, 78))
-	for _, typ := range []Type{IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ1_S, IQ1_M} {
+	for _, typ := range []Type{IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M} {
 		bb := typ.BlockBytes()
+		ref := func(row []byte, y []q8KBlock) float32 { return dotKRowGeneric(refCodecOf(typ).dotK, bb, row, y) }
+		if typ == IQ3_S {
+			ref = dotIQ3SRowGeneric
+		}
 		for _, nb := range []int{1, 3} {
 			for _, wm := range []byte{0, 0xff, 0x5a, 1} {
 				// Activations as quantActQ8K makes them: never -128, which
@@ -1035,14 +1041,60 @@ func TestLatticeRowsTwoTokens(t *testing.T) {
 							put16(row[b*bb:], F32ToF16(float32(r.NormFloat64())))
 						}
 					}
-					const nTok = 5
+					for nTok := 1; nTok <= 17; nTok++ {
+						y := q8KActs(r, nTok*nb, am, false)
+						for _, level := range simdLevels() {
+							restore := setSIMD(level)
+							const guard = -12345.5
+							buf := make([]float32, nTok+2)
+							for i := range buf {
+								buf[i] = guard
+							}
+							out := buf[1 : nTok+1]
+							dotLatticeRows(typ, out, row, y, nb)
+							if buf[0] != guard || buf[nTok+1] != guard {
+								t.Fatalf("%v nb %d tokens %d: guard overwritten: %v", typ, nb, nTok, buf)
+							}
+							for tk, v := range out {
+								want := ref(row, y[tk*nb:(tk+1)*nb])
+								if math.Float32bits(v) != math.Float32bits(want) && !(v != v && want != want) {
+									t.Fatalf("%v %s nb %d weights %#x acts %s: token %d of %d = %v, reference %v", typ, level, nb, wm, am, tk, nTok, v, want)
+								}
+							}
+							restore()
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestTQ1_0RowsTokens: dotTQ1_0Rows (two tokens at a time through
+// dotTQ1_0AVX2x2, each block's trits found once for both) gives every token the
+// block reference's bits for token counts 1 to 5, and writes only its outputs.
+func TestTQ1_0RowsTokens(t *testing.T) {
+	requireSIMD(t, "avx2")
+	r := rand.New(rand.NewPCG(79, 80))
+	const guard = -12345.5
+	for _, nb := range []int{1, 3} {
+		for _, wm := range []string{"quantized", "random", "0xff", "0x00"} {
+			for _, am := range []string{"quantized", "max", "min"} {
+				row := kRow(r, TQ1_0, nb, wm, false, 52)
+				for nTok := 1; nTok <= 5; nTok++ {
 					y := q8KActs(r, nTok*nb, am, false)
-					out := make([]float32, nTok)
-					dotLatticeRows(typ, out, row, y, nb)
-					for tk, v := range out {
-						want := dotKRowGeneric(refCodecOf(typ).dotK, bb, row, y[tk*nb:(tk+1)*nb])
-						if math.Float32bits(v) != math.Float32bits(want) && !(v != v && want != want) {
-							t.Fatalf("%v nb %d weights %#x acts %s: token %d = %v, reference %v", typ, nb, wm, am, tk, v, want)
+					buf := make([]float32, nTok+2)
+					for i := range buf {
+						buf[i] = guard
+					}
+					dotTQ1_0Rows(buf[1:nTok+1], row, y, nb)
+					if buf[0] != guard || buf[nTok+1] != guard {
+						t.Fatalf("nb %d tokens %d: guard overwritten: %v", nb, nTok, buf)
+					}
+					for tk := 0; tk < nTok; tk++ {
+						want := dotKRowGeneric(dotTQ1_0Block, 54, row, y[tk*nb:(tk+1)*nb])
+						if v := buf[1+tk]; math.Float32bits(v) != math.Float32bits(want) && !(v != v && want != want) {
+							t.Fatalf("nb %d weights %s acts %s: token %d of %d = %v, reference %v", nb, wm, am, tk, nTok, v, want)
 						}
 					}
 				}
