@@ -223,7 +223,7 @@
 //     in New); batch lines are not held (they run again after a restart);
 //     the rollups (package usage; the ledger's store keeps them durably, written
 //     with the entries) count it from its ledger entry, the one feed of usage
-//     (usage.go: usage.Follow, or usage.Redis with Redis). A refusal before
+//     (usage.go: tenancy.Store.FollowRollups, or usage.Redis with Redis). A refusal before
 //     admission is ledgered by job.refuse (tenancy.Entry.NotAdmitted).
 //
 // # The engine

@@ -31,10 +31,11 @@ import (
 
 // initUsage sets the server's rollups: r, or in-memory ones loaded from the rollups
 // the ledger's store keeps beside the ledger (usage.PutBolt; the ledger is not read)
-// and following the ledger from there (usage.Follow). The ledger is the one feed of
-// usage: a settled request is counted from its entry, a refusal before admission from
-// the entry refuse writes; the usage API, the limits and the dashboards read the same
-// numbers, before and after a restart.
+// and following the ledger from there (tenancy.Store.FollowRollups: the store counts
+// each entry as its group is written). The ledger is the one feed of usage: a settled
+// request is counted from its entry, a refusal before admission from the entry refuse
+// writes; the usage API, the limits and the dashboards read the same numbers, before
+// and after a restart.
 func (s *Server) initUsage(r usage.Rollups) error {
 	if r != nil {
 		s.usage = r
@@ -45,14 +46,7 @@ func (s *Server) initUsage(r usage.Rollups) error {
 	if s.ten == nil || s.ten.Store() == nil {
 		return nil
 	}
-	st := s.ten.Store()
-	seq, err := st.LoadRollups(m, s.now())
-	if err != nil {
-		return err
-	}
-	f := usage.Follow(m, st, seq)
-	s.usage = f
-	return f.CatchUp() // from now on the store keeps the events for it (UsageSince)
+	return s.ten.Store().FollowRollups(m, s.now())
 }
 
 // refusalOf classifies a refused request by its status and the gateway's reason.

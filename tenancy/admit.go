@@ -76,13 +76,16 @@ func New(store *Store) *Tenancy {
 // (ReconcileOwner).
 func TicketPrefix(owner string) string { return owner + "." }
 
-// ticketID returns a new ticket id, unique across processes (its ledger's ID, then
-// random per Tenancy).
-func (t *Tenancy) ticketID() string {
-	b := make([]byte, 0, len(t.idBase)+13) // one allocation: a uint64 is at most 13 base-36 digits
-	b = append(b, t.idBase...)
+// newTicket returns a ticket with a new id, unique across processes (its ledger's
+// ID, then random per Tenancy, then a count), written in the ticket's own idBuf: one
+// allocation for both (the in-process admission's path allocates the ticket and its
+// requests/s reservation only).
+func (t *Tenancy) newTicket() *Ticket {
+	tk := &Ticket{}
+	b := append(tk.idBuf[:0], t.idBase...) // (a longer base goes to its own memory)
 	b = strconv.AppendUint(b, t.tickets.Add(1), 36)
-	return unsafe.String(unsafe.SliceData(b), len(b)) // b is never written again
+	tk.id = unsafe.String(unsafe.SliceData(b), len(b)) // b is never written again
+	return tk
 }
 
 // Store returns the store.
@@ -107,6 +110,8 @@ type Ticket struct {
 
 	line string // AdmitBatchLine's line: Settle writes it as the entry's Line
 	hold uint64 // Hold's seq: Settle's entry settles it
+
+	idBuf [40]byte // id's bytes (newTicket): a store's ID (17), 9 random, a count (base 36, 13 at most: it fits; a longer store ID allocates)
 }
 
 // Admit checks the tenant's concurrency, tokens/min (against promptTokens) and
@@ -121,12 +126,13 @@ func (t *Tenancy) Admit(q *Quota, now time.Time, promptTokens int) (*Ticket, err
 // The quotas are checked before the money: a request both rate-limited and over
 // budget is rate-limited.
 func (t *Tenancy) AdmitReserve(q *Quota, now time.Time, promptTokens int, amount money.Money) (*Ticket, error) {
-	id := t.ticketID()
-	room, err := t.shared.Admit(q, id, now, promptTokens, amount)
+	tk := t.newTicket()
+	room, err := t.shared.Admit(q, tk.id, now, promptTokens, amount)
 	if err != nil {
 		return nil, err
 	}
-	return &Ticket{sh: t.shared, q: *q, id: id, store: t.store, room: room, reserved: amount}, nil
+	tk.sh, tk.q, tk.store, tk.room, tk.reserved = t.shared, *q, t.store, room, amount
+	return tk, nil
 }
 
 // Remaining is the tenant's money left for new reservations at now, before an
@@ -187,11 +193,14 @@ func AsRerun(e Entry) Entry {
 func (t *Tenancy) AdmitBatchLine(q *Quota, now time.Time, line string) (*Ticket, error) {
 	bq := *q
 	bq.RequestsPerSecond, bq.Burst, bq.TokensPerMinute, bq.MaxConcurrency = 0, 0, 0, 0
-	id := t.ticketID()
-	if line != "" {
-		id = LinePrefix + line
+	var tk *Ticket
+	if line == "" {
+		tk = t.newTicket()
+	} else {
+		tk = &Ticket{id: LinePrefix + line}
 	}
-	tk := &Ticket{sh: t.shared, q: bq, id: id, store: t.store, room: -1, batch: true, line: line}
+	id := tk.id
+	tk.sh, tk.q, tk.store, tk.room, tk.batch, tk.line = t.shared, bq, t.store, -1, true, line
 	if bq.DailyBudget > 0 || bq.MonthlyBudget > 0 {
 		room, err := t.shared.Reserve(&bq, id, now, 0) // the money left, for tier selection
 		if err != nil {

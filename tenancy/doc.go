@@ -149,7 +149,8 @@
 //
 // The same transaction adds the entries to the usage rollups kept in the database
 // (usage.PutBolt), so they always hold exactly the ledger's entries; LoadRollups
-// reads them at start, and UsageSince lets usage.Redis follow the ledger by seq.
+// reads them at start, FollowRollups keeps in-memory rollups counting each entry as
+// its group is written, and UsageSince lets usage.Redis follow the ledger by seq.
 //
 // bbolt (go.etcd.io/bbolt) is the embedded store: a well-kept single-file B+tree with
 // ACID transactions and a file lock, so a second process cannot open a store in use.

@@ -328,7 +328,8 @@ func (o *logOwner) NewGroup() ledger.Group {
 // NewBatch returns an empty batch.
 func (o *logOwner) NewBatch() ledger.Batch { return &batch{scratch: &o.s.valBuf} }
 
-// Written keeps a logged group's events for UsageSince and its buffers for reuse.
+// Written counts a logged group's events in the followed rollups (FollowRollups),
+// keeps them for UsageSince, and keeps its buffers for reuse.
 func (o *logOwner) Written(lg ledger.Group, err error) {
 	g := lg.(*group)
 	s := o.s
@@ -337,6 +338,11 @@ func (o *logOwner) Written(lg ledger.Group, err error) {
 		s.lastWritten = g.last
 	}
 	if err == nil {
+		for _, m := range s.rollups {
+			for i := range g.evs {
+				m.Add(g.evs[i])
+			}
+		}
 		s.tailLocked(g)
 	}
 	s.tailMu.Unlock()

@@ -23,8 +23,7 @@ import (
 type localQuotas struct {
 	store *Store // nil: no stored spend
 
-	mu      sync.RWMutex // guards tenants
-	tenants map[string]*tenantState
+	tenants sync.Map // tenant → *tenantState: read lock-free on every call
 }
 
 // localTicket is what a ticket id holds in-process (tenantState.tickets).
@@ -34,7 +33,7 @@ type localTicket struct {
 }
 
 func newLocalQuotas(store *Store) *localQuotas {
-	return &localQuotas{store: store, tenants: map[string]*tenantState{}}
+	return &localQuotas{store: store}
 }
 
 // tenantState is one tenant's live quota state.
@@ -97,19 +96,11 @@ func (l *localQuotas) state(q *Quota, now time.Time, rates bool) (*tenantState, 
 
 // tenant returns the tenant's state, made if new.
 func (l *localQuotas) tenant(id string) *tenantState {
-	l.mu.RLock()
-	ts := l.tenants[id]
-	l.mu.RUnlock()
-	if ts != nil {
-		return ts
+	if ts, ok := l.tenants.Load(id); ok {
+		return ts.(*tenantState)
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if ts = l.tenants[id]; ts == nil {
-		ts = &tenantState{id: id, store: l.store, tickets: map[string]localTicket{}}
-		l.tenants[id] = ts
-	}
-	return ts
+	ts, _ := l.tenants.LoadOrStore(id, &tenantState{id: id, store: l.store, tickets: map[string]localTicket{}})
+	return ts.(*tenantState)
 }
 
 // applyQuotaLocked makes fresh rate limiters for q (a quota compared by value).
@@ -312,12 +303,11 @@ func (l *localQuotas) Settle(q *Quota, id string, now time.Time, actual money.Mo
 
 // InFlight is the tenant's admitted requests not yet settled (inFlighter).
 func (l *localQuotas) InFlight(tenant string) int {
-	l.mu.RLock()
-	ts := l.tenants[tenant]
-	l.mu.RUnlock()
-	if ts == nil {
+	v, ok := l.tenants.Load(tenant)
+	if !ok {
 		return 0
 	}
+	ts := v.(*tenantState)
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	return ts.inFlight

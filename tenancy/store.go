@@ -173,6 +173,10 @@ type Store struct {
 	tail        []seqEvent
 	tailFrom    uint64
 	lastWritten uint64 // seq of the last entry of the last group written (or failed)
+
+	// rollups are the in-memory rollups following the ledger (FollowRollups): Written
+	// adds each group's events to them as it is written, before its writers return.
+	rollups []*usage.Memory // guarded by tailMu
 }
 
 // Open opens (creating if needed) the store at path, replaying the ledger log.
@@ -374,7 +378,7 @@ func migrateRollups(tx *bolt.Tx) error {
 // LoadRollups adds the usage rollups of every ledger entry acknowledged so far to m
 // (those past their retention at now left out) and returns the seq of the last entry
 // they count: how a server starts its rollups without reading the ledger, then
-// follows it from that seq (UsageSince, usage.Follow).
+// follows it from that seq (FollowRollups, or usage.Redis through UsageSince).
 func (s *Store) LoadRollups(m *usage.Memory, now time.Time) (seq uint64, err error) {
 	if err := s.sync(); err != nil {
 		return 0, fmt.Errorf("tenancy: %w", err)
@@ -387,6 +391,40 @@ func (s *Store) LoadRollups(m *usage.Memory, now time.Time) (seq uint64, err err
 	})
 	return seq, err
 }
+
+// FollowRollups makes m the store's in-memory usage rollups: it loads those kept
+// beside the ledger (LoadRollups), then counts every entry logged from then on as its
+// group is written, before the entry's writer returns, so a caller sees its own
+// requests and nothing waits in memory for a query. Each entry is counted once, in
+// seq order: those up to the rollups loaded from the database, those logged between
+// that load and following read back from the ledger, and the rest as they are
+// written. Call it before serving (a server's rollups; several may follow).
+func (s *Store) FollowRollups(m *usage.Memory, now time.Time) error {
+	loaded, err := s.LoadRollups(m, now)
+	if err != nil {
+		return err
+	}
+	s.tailMu.Lock()
+	s.rollups = append(s.rollups, m)
+	upTo := s.lastWritten // Written counts every group after it
+	s.tailMu.Unlock()
+	if upTo <= loaded {
+		return nil
+	}
+	err = s.usageFromLedger(loaded, func(seq uint64, e usage.Event) error {
+		if seq > upTo {
+			return errGapFilled
+		}
+		m.Add(e)
+		return nil
+	})
+	if errors.Is(err, errGapFilled) {
+		err = nil
+	}
+	return err
+}
+
+var errGapFilled = errors.New("gap filled")
 
 // ID is the store's own id, random, made when the store was created: with a seq, it
 // names a ledger entry among every process's ledgers.
@@ -427,7 +465,7 @@ func (s *Store) UsageSince(seq uint64, fn func(seq uint64, e usage.Event) error)
 	if s.tailOn && seq >= s.tailFrom {
 		i, _ := slices.BinarySearchFunc(s.tail, seq+1, func(x seqEvent, seq uint64) int { return cmp.Compare(x.seq, seq) })
 		// The caller has the first i: move the rest to the front, keeping the slice's
-		// capacity, so that a reader that keeps up (usage.Follow, usage.Redis) lets the
+		// capacity, so that a reader that keeps up (usage.Redis) lets the
 		// writers append into the same memory.
 		n := copy(s.tail, s.tail[i:])
 		clear(s.tail[n:])

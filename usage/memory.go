@@ -14,8 +14,7 @@ import (
 // bucket may outlive its retention by up to an hour).
 //
 // It holds no history of its own across restarts: the server loads it from the
-// durable rollups (LoadBolt) when it starts; queries never scan the ledger. Refusals
-// before admission are not in the ledger, so they start again from zero.
+// durable rollups (LoadBolt) when it starts; queries never scan the ledger.
 type Memory struct {
 	seed   maphash.Seed
 	shards [64]shard

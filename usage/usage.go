@@ -10,10 +10,11 @@
 // Rollups is the consumer's interface. Memory is the embedded implementation's index:
 // the durable rollups live in the ledger's bbolt database, written by PutBolt in the
 // transaction that stores the ledger's entries (bolt.go), and LoadBolt fills a Memory
-// from them when the server starts; from there Follow (follow.go) keeps it up with the
-// ledger, the one feed of usage (refusals before admission included). Redis (redis.go) is the implementation several
-// processes share: each publishes its own ledger's entries, idempotently per ledger
-// seq, and queries read the sum.
+// from them when the server starts; from there the ledger's store adds each entry to
+// it as the entry is logged (tenancy.Store.FollowRollups): the ledger is the one feed
+// of usage (refusals before admission included). Redis (redis.go) is the
+// implementation several processes share: each publishes its own ledger's entries,
+// idempotently per ledger seq, and queries read the sum.
 package usage
 
 import (
@@ -361,7 +362,7 @@ type Bucket struct {
 }
 
 // Rollups is where settlements and refusals are queried. Both implementations the
-// server uses follow the ledger (Follow, Redis), which is the one feed of usage:
+// server uses follow the ledger (tenancy.Store.FollowRollups, Redis), which is the one feed of usage:
 // nothing else adds to them.
 type Rollups interface {
 	Query(q Query) ([]Bucket, error)
