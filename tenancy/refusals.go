@@ -72,7 +72,7 @@ func (s *Store) RecordRefusal(e Entry) error {
 		s.refPending[k] = &e
 	}
 	s.refOn.Store(true)
-	if s.refStop == nil {
+	if s.refStop == nil { // refClosed is false: Close has not taken it
 		s.refStop, s.refDone = make(chan struct{}), make(chan struct{})
 		go s.flushEvery(s.refStop, s.refDone)
 	}
@@ -140,6 +140,7 @@ func (s *Store) closeRefusals() error {
 	s.refMu.Lock()
 	s.refClosed = true
 	stop, done := s.refStop, s.refDone
+	s.refStop, s.refDone = nil, nil // a second Close stops nothing
 	s.refMu.Unlock()
 	if stop != nil {
 		close(stop)
