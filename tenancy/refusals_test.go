@@ -101,3 +101,67 @@ func TestAFloodOfRefusalsIsAFewLedgerEntries(t *testing.T) {
 	}
 	counted("loaded after a restart", loaded)
 }
+
+// TestRollupsFollowedDuringAFloodCountEachRefusalOnce: in-memory rollups that start
+// following the ledger (FollowRollups) while refusals are being recorded and drained
+// into commits count every refusal exactly once, like those that followed from the
+// start: whether it was still pending, drained into a group not yet written, or
+// written.
+func TestRollupsFollowedDuringAFloodCountEachRefusalOnce(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "lmlite.db"), Options{Sync: SyncProcess})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ten := New(s)
+	first := usage.NewMemory()
+	if err := s.FollowRollups(first, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now().Truncate(time.Minute)
+	q := &Quota{Tenant: "flood"}
+	const writers, each = 4, 5000
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				if _, err := ten.NotAdmitted(q).Settle(Entry{Time: t0, RequestID: "r", Tenant: "flood", Model: "m", Status: 429, Refused: usage.Rate.String()}); err != nil {
+					t.Error(err)
+					return
+				}
+				if i%50 == 0 { // commits that drain the pending refusals
+					if err := s.Record(Entry{Time: t0, RequestID: fmt.Sprintf("ok_%d_%d", w, i), Tenant: "flood", Model: "m", Status: 200}); err != nil {
+						t.Error(err)
+					}
+				}
+			}
+		}()
+	}
+	var late []*usage.Memory
+	for range 20 {
+		m := usage.NewMemory()
+		if err := s.FollowRollups(m, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		late = append(late, m)
+		time.Sleep(time.Millisecond)
+	}
+	wg.Wait()
+	if err := s.flushRefusals(); err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range append([]*usage.Memory{first}, late...) {
+		bs, err := m.Query(usage.Query{Tenants: []string{"flood"}, Start: t0, End: t0.Add(time.Minute), Width: usage.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(bs) != 1 || len(bs[0].Results) != 1 {
+			t.Fatalf("rollups %d: %+v", i, bs)
+		}
+		if c := bs[0].Results[0]; c.Refused(usage.Rate) != writers*each || c.Requests != writers*each/50 {
+			t.Errorf("rollups %d (0 followed from the start): %d refusals, %d requests; want %d and %d", i, c.Refused(usage.Rate), c.Requests, writers*each, writers*each/50)
+		}
+	}
+}
