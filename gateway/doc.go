@@ -224,7 +224,10 @@
 //     the rollups (package usage; the ledger's store keeps them durably, written
 //     with the entries) count it from its ledger entry, the one feed of usage
 //     (usage.go: tenancy.Store.FollowRollups, or usage.Redis with Redis). A refusal before
-//     admission is ledgered by job.refuse (tenancy.Entry.NotAdmitted).
+//     admission is ledgered by job.refuse (tenancy.Entry.NotAdmitted), coalesced
+//     per tenant, key, model and reason into one entry per flush (Entry.Count,
+//     tenancy.Store.RecordRefusal): the 429 waits for no commit, and a flood of them
+//     is a few ledger entries, not one each.
 //
 // # The engine
 //

@@ -34,7 +34,8 @@ import (
 // and following the ledger from there (tenancy.Store.FollowRollups: the store counts
 // each entry as its group is written). The ledger is the one feed of usage: a settled
 // request is counted from its entry, a refusal before admission from the entry refuse
-// writes; the usage API, the limits and the dashboards read the same numbers, before
+// writes (coalesced: counted in the followed rollups at once, written within a
+// second); the usage API, the limits and the dashboards read the same numbers, before
 // and after a restart.
 func (s *Server) initUsage(r usage.Rollups) error {
 	if r != nil {
@@ -67,8 +68,10 @@ func refusalOf(status int, apiReason string) usage.Reason {
 }
 
 // refuse answers a refusal before admission (the tenant is known) and ledgers it
-// (tenancy.Entry.NotAdmitted: a refusal in the rollups, not a request), waiting for
-// its group commit as a settlement does.
+// (tenancy.Entry.NotAdmitted: a refusal in the rollups, not a request): coalesced
+// with the tenant's other refusals of the same key, model and reason into one entry
+// per flush (tenancy.Store.RecordRefusal), so the answer waits for no commit and a
+// flood of refusals is a few ledger entries.
 func (j *job) refuse(ctx *fasthttp.RequestCtx, e *apiError) {
 	if r := refusalOf(e.status, e.reason); r != usage.NotRefused && j.s.ten != nil {
 		tk := j.s.ten.NotAdmitted(j.s.quota(j.pol))

@@ -4,18 +4,22 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
+	"net/http"
 	"net/url"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/lmlite/lmlite/money"
 	"github.com/lmlite/lmlite/policies"
 	"github.com/lmlite/lmlite/respstore"
+	"github.com/lmlite/lmlite/tenancy"
 	"github.com/lmlite/lmlite/usage"
 )
 
@@ -385,6 +389,88 @@ func TestRefusalsBeforeAdmissionSurviveARestart(t *testing.T) {
 			t.Errorf("%s rollups: %d requests, %d rate refusals; want 1 and 1", name, got.Requests, got.Refused(usage.Rate))
 		}
 	}
+}
+
+// TestAFloodOfRateLimitedRequestsIsAFewLedgerEntries: a tenant flooding the gateway
+// with 10,000 requests refused 429 (1 request/s, burst 1) does not make 10,000
+// ledger entries: the refusals are coalesced (tenancy.Store.RecordRefusal) into a few
+// entries, one per flush, while the live rollups count the 10,000 at once and those
+// loaded from the store after a clean shutdown count them too. (Each refusal was an
+// entry of its own, fsynced before its 429, when the ledger became the one feed.)
+func TestAFloodOfRateLimitedRequestsIsAFewLedgerEntries(t *testing.T) {
+	dir := t.TempDir()
+	c := &testClock{t: day0}
+	ts := startServerIn(t, dir, testConfig, newFakeEngine(), Options{Now: c.now}, nil)
+	ts.chatAt(c, day0, "slow", "tiny")
+	const flood, workers = 10000, 8
+	body := `{"model":"tiny","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`
+	start := time.Now()
+	var wg sync.WaitGroup
+	var other atomic.Int64
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range flood / workers {
+				req, _ := http.NewRequest("POST", ts.url+"/v1/chat/completions", strings.NewReader(body))
+				req.Header.Set("Authorization", "Bearer "+ts.keys["slow"])
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					other.Add(1)
+					continue
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 429 {
+					other.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if n := other.Load(); n != 0 {
+		t.Fatalf("%d of the flood's requests were not answered 429", n)
+	}
+	q := usage.Query{Tenants: []string{"slow"}, Start: day0, End: day0.Add(time.Minute), Width: usage.Minute}
+	check := func(name string, r usage.Rollups) {
+		t.Helper()
+		bs, err := r.Query(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(bs) != 1 || len(bs[0].Results) != 1 {
+			t.Fatalf("%s: %+v", name, bs)
+		}
+		if got := bs[0].Results[0]; got.Requests != 1 || got.Refused(usage.Rate) != flood {
+			t.Errorf("%s rollups: %d requests, %d rate refusals; want 1 and %d", name, got.Requests, got.Refused(usage.Rate), flood)
+		}
+	}
+	check("live", ts.srv.usage)
+	flushes := int(time.Since(start)/time.Second) + 2 // one a second, and the shutdown's
+	ts.stop()
+	store, err := tenancy.Open(filepath.Join(dir, "lmlite.db"), tenancy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	var entries, refusals int
+	if err := store.Ledger(func(e tenancy.Entry) error {
+		if e.Tenant == "slow" && e.NotAdmitted {
+			entries++
+			refusals += max(1, e.Count)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if entries > flushes || refusals != flood {
+		t.Errorf("the ledger holds %d refusal entries standing for %d refusals, want at most %d for %d", entries, refusals, flushes, flood)
+	}
+	loaded := usage.NewMemory()
+	if _, err := store.LoadRollups(loaded, day0); err != nil {
+		t.Fatal(err)
+	}
+	check("loaded after a restart", loaded)
 }
 
 // TestUsageTotalsEqualTheLedgerAcrossARestart settles requests of several tenants and

@@ -460,7 +460,7 @@ func (tk *Ticket) settleRefused(e Entry) (money.Money, error) {
 	if tk.store == nil {
 		return 0, nil
 	}
-	return 0, tk.store.Record(e)
+	return 0, tk.store.RecordRefusal(e)
 }
 
 // RetryAfterSeconds rounds a wait up to whole seconds for a Retry-After header (≥ 1).

@@ -26,7 +26,7 @@
 // Admit(&quota, now, promptEstimate) does both checks at once, for a caller that has
 // the estimate before admission. AdmitReserve is Admit and Reserve in one step, all or nothing (one round trip with
 // Redis), for a caller that knows the worst case before admission; a request refused
-// before its admission is ledgered through NotAdmitted.
+// before its admission is ledgered through NotAdmitted (coalesced: RecordRefusal).
 //
 // A Quota is plain data the caller copies from the tenant's policy, so tenancy knows
 // nothing of plans or tiers; money is package money's. The store is never read while a
@@ -145,7 +145,13 @@
 //
 // A request refused before its admission (a rate, concurrency or budget quota, a bad
 // request) is ledgered too, through NotAdmitted, as an entry marked NotAdmitted (cost
-// 0): the ledger is the one feed of the usage rollups, refusals included.
+// 0): the ledger is the one feed of the usage rollups, refusals included. Such
+// refusals are coalesced (RecordRefusal, refusals.go), since a tenant may send them at
+// any rate: counted in memory per tenant, key, model, adapter, tier, reason, status
+// and minute, and written as one entry per key (Entry.Count) with the next group
+// commit, or a flush at least every second, and at Close; the refusal never waits for
+// a write. The followed rollups count it at once; a crash loses at most the counts
+// since the last flush (telemetry, no money).
 //
 // The same transaction adds the entries to the usage rollups kept in the database
 // (usage.PutBolt), so they always hold exactly the ledger's entries; LoadRollups

@@ -36,9 +36,10 @@ type group struct {
 	evs    []usage.Event // what the usage rollups need of each entry
 	first  uint64        // seq of the first entry; 0: no entry
 	last   uint64
-	holds  []Hold   // the holds logged with the group (Store.Hold)
-	hbuf   []byte   // their JSON objects, comma-separated
-	closes []uint64 // the holds its entries settle (Entry.Hold)
+	holds  []Hold    // the holds logged with the group (Store.Hold)
+	hbuf   []byte    // their JSON objects, comma-separated
+	closes []uint64  // the holds its entries settle (Entry.Hold)
+	agg    []aggMark // its coalesced refusals (RecordRefusal), in evs order
 }
 
 // Payload is the group's record: a JSON array of its entries, then its holds.
@@ -206,6 +207,10 @@ func appendEntry(b []byte, e *Entry) []byte {
 	if e.NotAdmitted {
 		b = append(b, `,"not_admitted":true`...)
 	}
+	if e.Count != 0 {
+		b = append(b, `,"count":`...)
+		b = strconv.AppendInt(b, int64(e.Count), 10)
+	}
 	if e.Hold != 0 {
 		b = append(b, `,"hold":`...)
 		b = strconv.AppendUint(b, e.Hold, 10)
@@ -242,6 +247,7 @@ func (s *Store) Record(e Entry) error {
 		if e.Hold != 0 {
 			g.closes = append(g.closes, e.Hold)
 		}
+		s.drainRefusals(g)
 	})
 	if err != nil {
 		return err
@@ -338,8 +344,13 @@ func (o *logOwner) Written(lg ledger.Group, err error) {
 		s.lastWritten = g.last
 	}
 	if err == nil {
-		for _, m := range s.rollups {
-			for i := range g.evs {
+		agg := g.agg
+		for i := range g.evs {
+			rs := s.rollups
+			if len(agg) > 0 && agg[0].i == i { // counted when recorded, by the rollups then followed
+				rs, agg = rs[agg[0].at:], agg[1:]
+			}
+			for _, m := range rs {
 				m.Add(g.evs[i])
 			}
 		}
@@ -349,7 +360,7 @@ func (o *logOwner) Written(lg ledger.Group, err error) {
 	if err != nil {
 		return
 	}
-	g.holds, g.hbuf, g.closes = nil, nil, nil
+	g.holds, g.hbuf, g.closes, g.agg = nil, nil, nil, nil
 	if cap(g.buf) <= 1<<20 {
 		clear(g.evs)
 		o.spareBuf, o.spareSpend, o.spareEvs = g.buf[:0], g.spend[:0], g.evs[:0]

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -99,8 +100,13 @@ type Entry struct {
 	// NotAdmitted marks the entry of a request refused before its admission (a rate,
 	// concurrency or budget quota, a bad request): it counts as a refusal in the usage
 	// rollups, not as a request. Its Status is the refusal's, its Cost 0.
-	NotAdmitted bool   `json:"not_admitted,omitempty"`
-	Hold        uint64 `json:"hold,omitempty"` // the hold (Ticket.Hold) this entry settles; 0: none
+	NotAdmitted bool `json:"not_admitted,omitempty"`
+	// Count is how many refusals before admission a NotAdmitted entry stands for: they
+	// are coalesced per tenant, key, model, tier, reason, status and minute, and one
+	// entry per flush is written (refusals.go); its RequestID and Time are the first
+	// one's. 0 means 1 (entries written before coalescing).
+	Count int    `json:"count,omitempty"`
+	Hold  uint64 `json:"hold,omitempty"` // the hold (Ticket.Hold) this entry settles; 0: none
 	// Lease is the lease (LeaseShared) the entry's money was settled from, if any: how
 	// a lease whose holder died is reconciled from its ledger (LeaseSums).
 	Lease string `json:"lease,omitempty"`
@@ -132,7 +138,7 @@ type Hold struct {
 func (e *Entry) event() usage.Event {
 	return usage.Event{
 		Time: e.Time, RequestID: e.RequestID, Tenant: e.Tenant, Model: e.Model, Tier: e.Tier, Adapter: e.Adapter, Admitted: !e.NotAdmitted,
-		Status: e.Status, Refused: usage.ParseReason(e.Refused), InputTokens: e.PromptTokens,
+		Status: e.Status, Refused: usage.ParseReason(e.Refused), Count: e.Count, InputTokens: e.PromptTokens,
 		OutputTokens: e.CompletionTokens, CachedTokens: e.CachedTokens, Cost: e.Cost, Latency: e.Latency, TTFT: e.TTFT,
 		ColdStart: e.ColdStart, GrammarTime: e.GrammarTime,
 	}
@@ -177,6 +183,15 @@ type Store struct {
 	// rollups are the in-memory rollups following the ledger (FollowRollups): Written
 	// adds each group's events to them as it is written, before its writers return.
 	rollups []*usage.Memory // guarded by tailMu
+
+	// The refusals before admission counted but not yet in the ledger (refusals.go).
+	refMu      sync.Mutex // guards what follows; taken inside tailMu and the log's append lock
+	refPending map[refusalKey]*Entry
+	refRollups int // len(rollups) when the last one was registered (followPendingLocked)
+	refClosed  bool
+	refStop    chan struct{} // the flusher's; nil: not started
+	refDone    chan struct{}
+	refOn      atomic.Bool // refPending may be non-empty
 }
 
 // Open opens (creating if needed) the store at path, replaying the ledger log.
@@ -264,7 +279,10 @@ func Open(path string, opts Options) (*Store, error) {
 
 // Close logs what is queued, applies it, stops the log and closes the files.
 func (s *Store) Close() error {
-	err := s.log.Close()
+	err := s.closeRefusals()
+	if e := s.log.Close(); err == nil || errors.Is(err, ledger.ErrClosed) {
+		err = e
+	}
 	if e := s.db.Close(); err == nil {
 		err = e
 	}
@@ -406,6 +424,7 @@ func (s *Store) FollowRollups(m *usage.Memory, now time.Time) error {
 	}
 	s.tailMu.Lock()
 	s.rollups = append(s.rollups, m)
+	s.followPendingLocked(m)
 	upTo := s.lastWritten // Written counts every group after it
 	s.tailMu.Unlock()
 	if upTo <= loaded {

@@ -304,3 +304,43 @@ func TestCountsVersion1StillDecodes(t *testing.T) {
 		t.Fatalf("version 1: %+v, %v; want %+v", back, err, want)
 	}
 }
+
+// TestACoalescedRefusalCountsItsCount: a refusal before admission with Count n (a
+// coalesced ledger entry) is n refusals in the memory and bolt rollups, and one with
+// Count 0 (an entry written before coalescing) is one; an admitted request's Count is
+// not a multiplier.
+func TestACoalescedRefusalCountsItsCount(t *testing.T) {
+	t0 := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	evs := []Event{
+		{Time: t0, Tenant: "a", Model: "m", Status: 429, Refused: Rate, Count: 7000},
+		{Time: t0, Tenant: "a", Model: "m", Status: 429, Refused: Rate},                                  // old: 1
+		{Time: t0, Tenant: "a", Model: "m", Status: 429, Refused: Concurrency, Count: 1},                 // 1
+		{Time: t0, Tenant: "a", Model: "m", Status: 400, Refused: BadRequest, Admitted: true, Count: 50}, // 1
+	}
+	m := NewMemory()
+	for _, e := range evs {
+		m.Add(e)
+	}
+	db := openBolt(t)
+	if err := db.Update(func(tx *bolt.Tx) error { return PutBolt(tx, evs) }); err != nil {
+		t.Fatal(err)
+	}
+	loaded := NewMemory()
+	if err := db.View(func(tx *bolt.Tx) error { return LoadBolt(tx, loaded, t0) }); err != nil {
+		t.Fatal(err)
+	}
+	for name, r := range map[string]*Memory{"memory": m, "bolt": loaded} {
+		bs, err := r.Query(Query{Start: t0, End: t0.Add(time.Minute), Width: Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(bs) != 1 || len(bs[0].Results) != 1 {
+			t.Fatalf("%s: %+v", name, bs)
+		}
+		c := bs[0].Results[0]
+		if c.Refused(Rate) != 7001 || c.Refused(Concurrency) != 1 || c.Refused(BadRequest) != 1 || c.Requests != 1 {
+			t.Errorf("%s: %d rate, %d concurrency, %d bad request refusals, %d requests; want 7001, 1, 1, 1",
+				name, c.Refused(Rate), c.Refused(Concurrency), c.Refused(BadRequest), c.Requests)
+		}
+	}
+}

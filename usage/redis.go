@@ -40,7 +40,7 @@ type Source interface {
 // (refusals), l:B and t:B (latency and TTFT histogram bin B); HINCRBY adds to them.
 //
 // Everything is written from the ledger, settlements and refusals (the ledger holds
-// the refusals before admission too, Entry.NotAdmitted): a background goroutine
+// the refusals before admission too, Entry.NotAdmitted, coalesced: Event.Count): a background goroutine
 // reads the entries after the last one counted (the source's seq in Redis) and
 // counts up to 1,024 of them in one script, which skips them if that seq already
 // covers them. So a write retried after a timeout, or after the process was killed

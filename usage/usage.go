@@ -78,13 +78,17 @@ type Event struct {
 	Admitted            bool   // settled: a ledger entry
 	Status              int
 	Refused             Reason
-	InputTokens         int
-	OutputTokens        int
-	CachedTokens        int // input tokens served from the prefix cache
-	Cost                money.Money
-	Latency, TTFT       time.Duration // 0: not measured
-	ColdStart           time.Duration // the wait for the model's load or its worker's start; 0: none
-	GrammarTime         time.Duration // the time its output's grammar masks took (structured outputs); 0: none
+	// Count is how many refusals a refusal before admission stands for: the ledger
+	// writes those of one tenant, key, model and reason as one entry per flush
+	// (tenancy.Entry.Count). 0 means 1 (entries written before it existed).
+	Count         int
+	InputTokens   int
+	OutputTokens  int
+	CachedTokens  int // input tokens served from the prefix cache
+	Cost          money.Money
+	Latency, TTFT time.Duration // 0: not measured
+	ColdStart     time.Duration // the wait for the model's load or its worker's start; 0: none
+	GrammarTime   time.Duration // the time its output's grammar masks took (structured outputs); 0: none
 }
 
 // Width is a bucket width.
@@ -267,7 +271,11 @@ func (c *Counts) add(e *Event) {
 		c.GrammarTime += e.GrammarTime
 	}
 	if e.Refused != NotRefused && e.Refused < numReasons {
-		c.Refusals[e.Refused]++
+		n := int64(1)
+		if !e.Admitted && e.Count > 1 {
+			n = int64(e.Count)
+		}
+		c.Refusals[e.Refused] += n
 	}
 }
 
