@@ -21,19 +21,7 @@ import (
 func TestAgentsSDKToolTurn(t *testing.T) {
 	cache := testenv.AgentsSDK(t)
 	script := filepath.Join(testenv.RepoRoot(t), "scripts", "agentsdk", "agent.mjs") // before the test leaves the package's directory
-	home := t.TempDir()
-	t.Chdir(home)
-	t.Setenv("LMLITE_RUN_DIR", filepath.Join(home, "run"))
-	t.Setenv("LMLITE_ADMIN_KEY", "")
-	addr := freeAddr(t)
-	captureOutput(t)
-	done := startServe(t, addr, "--listen", addr)
-	defer stopServe(t, done)
-	b, err := os.ReadFile(filepath.Join(home, "data", "demo-key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := strings.TrimSpace(string(b))
+	addr, key := serveDemoInTempHome(t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

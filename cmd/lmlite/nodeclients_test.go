@@ -21,19 +21,7 @@ import (
 func TestNodeClientsSmoke(t *testing.T) {
 	cache := testenv.NodeClients(t)
 	script := filepath.Join(testenv.RepoRoot(t), "scripts", "nodeclients", "smoke.mjs") // before the test leaves the package's directory
-	home := t.TempDir()
-	t.Chdir(home)
-	t.Setenv("LMLITE_RUN_DIR", filepath.Join(home, "run"))
-	t.Setenv("LMLITE_ADMIN_KEY", "")
-	addr := freeAddr(t)
-	captureOutput(t)
-	done := startServe(t, addr, "--listen", addr)
-	defer stopServe(t, done)
-	b, err := os.ReadFile(filepath.Join(home, "data", "demo-key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := strings.TrimSpace(string(b))
+	addr, key := serveDemoInTempHome(t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -48,4 +36,24 @@ func TestNodeClientsSmoke(t *testing.T) {
 			t.Errorf("check %s did not pass", check)
 		}
 	}
+}
+
+// serveDemoInTempHome runs `lmlite serve` on the demo (what `make run` serves) in a
+// fresh home directory, stopped when the test ends, and returns its address and the
+// demo tenant's key.
+func serveDemoInTempHome(t *testing.T) (addr, key string) {
+	t.Helper()
+	home := t.TempDir()
+	t.Chdir(home)
+	t.Setenv("LMLITE_RUN_DIR", filepath.Join(home, "run"))
+	t.Setenv("LMLITE_ADMIN_KEY", "")
+	addr = freeAddr(t)
+	captureOutput(t)
+	done := startServe(t, addr, "--listen", addr)
+	t.Cleanup(func() { stopServe(t, done) })
+	b, err := os.ReadFile(filepath.Join(home, "data", "demo-key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return addr, strings.TrimSpace(string(b))
 }
