@@ -3,7 +3,6 @@ package respstore
 import (
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
@@ -53,7 +52,7 @@ func BenchmarkDurableWrite(b *testing.B) {
 			if _, err := f.Write(rec); err != nil {
 				b.Fatal(err)
 			}
-			if err := syscall.Fdatasync(int(f.Fd())); err != nil {
+			if err := datasync(f); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -76,7 +75,7 @@ func BenchmarkDurableWrite(b *testing.B) {
 			if _, err := f.WriteAt(rec, int64(i*len(rec))%size); err != nil {
 				b.Fatal(err)
 			}
-			if err := syscall.Fdatasync(int(f.Fd())); err != nil {
+			if err := datasync(f); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"syscall"
 )
 
 // The journal (path + "-journal", beside the bbolt file) makes a group of Puts
@@ -105,7 +104,7 @@ func (j *journal) write(seq uint64, payload []byte) error {
 	if _, err := j.f.WriteAt(b, j.off); err != nil {
 		return err
 	}
-	if err := syscall.Fdatasync(int(j.f.Fd())); err != nil {
+	if err := datasync(j.f); err != nil {
 		return err
 	}
 	j.off += int64(len(b))
