@@ -470,6 +470,11 @@ func (l *LeaseShared) Reserve(q *Quota, id string, now time.Time, total money.Mo
 			// Reserve, or refused it while the lease was being refreshed (awaitRefresh):
 			// what the lease holds free covers it, as it would have had the lease
 			// admitted the request (the money was reserved in Redis before).
+			if short {
+				if r, ok := l.reserveSplit(b, q, id, now, total); ok {
+					return r, nil
+				}
+			}
 			if short && (!busy || !l.awaitRefresh(wait, deadline)) {
 				return room, err
 			}
@@ -515,11 +520,31 @@ func (l *LeaseShared) Reserve(q *Quota, id string, now time.Time, total money.Mo
 		keep := min(lt.money, total)
 		b.resv -= lt.money - keep
 		lt.money = keep
+		// The lease's free part, short of what the request lacks (a remnant under a
+		// worst case, near the ceiling), goes into the reservation too, and only the
+		// rest to Redis: a remnant no request can spend alone, beside what is left in
+		// Redis, must not refuse a request the two cover together.
+		var extra money.Money
+		if b.liveLocked(now, l.cfg.Term) {
+			v := b.viewLocked(now)
+			extra = min(total-keep, max(0, v.free()))
+			b.resv += extra
+			lt.money += extra
+			keep += extra
+		}
 		b.tickets[id] = lt
 		l.maybeKickLocked(b, now)
 		wait, busy := b.answered, b.queued
 		b.mu.Unlock()
 		room, err := l.RedisShared.Reserve(q, id, now, total-keep)
+		if err != nil && extra > 0 {
+			b.mu.Lock()
+			lt = b.tickets[id]
+			lt.money -= extra
+			b.resv -= extra
+			b.tickets[id] = lt
+			b.mu.Unlock()
+		}
 		if err == nil {
 			b.mu.Lock()
 			lt = b.tickets[id]
@@ -534,6 +559,43 @@ func (l *LeaseShared) Reserve(q *Quota, id string, now time.Time, total money.Mo
 		b.mu.Lock()
 		lt = b.tickets[id]
 	}
+}
+
+// reserveSplit reserves total for a request admitted on the per-request path whose
+// Reserve Redis refused for money from the lease: all of it if its free part covers it
+// (the lease was granted after the admission, maybe with the money Redis now lacks),
+// else that free part (a remnant under total, near the ceiling) and the rest in Redis,
+// so that money in the lease never refuses a request it covers, alone or together
+// with what Redis has left. It reports whether it reserved; if not, nothing changed.
+func (l *LeaseShared) reserveSplit(b *leaseBook, q *Quota, id string, now time.Time, total money.Money) (money.Money, bool) {
+	b.mu.Lock()
+	et, exact := b.exact[id]
+	v := b.viewLocked(now)
+	f := min(total, v.free())
+	if !exact || !b.liveLocked(now, l.cfg.Term) || f <= 0 {
+		b.mu.Unlock()
+		return 0, false
+	}
+	delete(b.exact, id)
+	b.resv += f
+	b.tickets[id] = leaseTicket{money: f, admitted: true, slot: et.slot}
+	if f == total { // the lease covers it all (granted after the admission)
+		room := b.roomLocked()
+		b.mu.Unlock()
+		return room, true
+	}
+	b.mu.Unlock()
+	room, err := l.RedisShared.Reserve(q, id, now, total-f)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err != nil {
+		delete(b.tickets, id)
+		b.resv -= f
+		b.exact[id] = et
+		return 0, false
+	}
+	b.tickets[id] = leaseTicket{money: f, exact: total - f, admitted: true, slot: et.slot}
+	return room, true
 }
 
 func (l *LeaseShared) Settle(q *Quota, id string, now time.Time, actual money.Money, tokens int) (money.Money, bool, error) {
@@ -593,11 +655,11 @@ func (l *LeaseShared) SettleLease(q *Quota, id string, now time.Time, actual mon
 	}
 	l.maybeKickLocked(b, now)
 	b.mu.Unlock()
-	if lt.admitted {
+	if lt.admitted && lt.exact == 0 {
 		// The per-request admission is released, nothing charged there (the lease
 		// settled it all); with Redis down the release is queued and retried.
 		l.RedisShared.Settle(q, id, now, 0, 0)
-	} else if lt.exact > 0 {
+	} else if lt.exact > 0 { // its part on the per-request path (and its admission there)
 		if _, _, err = l.RedisShared.Settle(q, id, now, actual-fromLease, 0); err != nil {
 			return 0, false, l.lid, err
 		}

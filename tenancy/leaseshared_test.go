@@ -804,3 +804,75 @@ func TestLeaseExactWaitEndsAtTheRequestsDeadline(t *testing.T) {
 		t.Fatal("a request an hour old still waits for the refresh: its deadline ran from the wall clock, not from its now")
 	}
 }
+
+// TestLeaseMoneyServesReservesRedisRefuses: money a lease holds free serves a
+// reservation Redis refuses (what is left beyond the leases short of it): all of it
+// for a request admitted on the per-request path before the lease was granted, and
+// near the ceiling a free part under the request's worst case together with what
+// Redis has left (part from the lease, the rest reserved in Redis). Before, both were
+// refused unless a refresh happened to be under way: in
+// TestRedisBudgetAcrossThreeGateways a process whose first requests were admitted
+// before its lease was granted refused them all with ten worst cases in its lease,
+// and 300 concurrent requests left up to that much unspent.
+func TestLeaseMoneyServesReservesRedisRefuses(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	a := newLeaseProc(t, srv, "a", "", 10*time.Second) // no periodic refresh during the test
+	burn := newLeaseProc(t, srv, "burn", "", time.Second)
+	worst := money.USD(0.01)
+	q := &Quota{Tenant: "late", DailyBudget: 40 * worst}
+	now := time.Now()
+	early, err := a.ten.Admit(q, now, 10) // no lease yet: the per-request path
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // their demand sizes the lease (the second one's refresh, MinGap after the first)
+		time.Sleep(50 * time.Millisecond)
+		if err := a.request(q, worst, worst); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(100 * time.Millisecond) // the lease's refresh answered
+	// burnTo reserves in Redis (another process's request) all that is left beyond
+	// the leases but keep.
+	burnTo := func(keep money.Money, id string) {
+		t.Helper()
+		spent, _, _ := burn.ls.RedisShared.Spent(q.Tenant, time.Now())
+		held, _ := redisHeld(t, burn.c, q.Tenant)
+		left := q.DailyBudget - spent - money.Money(held)
+		if left <= keep {
+			t.Fatalf("Redis has %v left beyond the leases: want more than %v", left, keep)
+		}
+		if _, err := burn.ls.RedisShared.Admit(q, id, time.Now(), 0, left-keep); err != nil {
+			t.Fatalf("burning %v of %v: %v", left-keep, left, err)
+		}
+	}
+	f := leaseFree(a, q.Tenant)
+	if f < 2*worst {
+		t.Fatalf("a's lease holds %v free: want two worst cases at least", f)
+	}
+	burnTo(worst/2, "burn1")
+	if err := early.Reserve(now, worst); err != nil {
+		t.Fatalf("admitted before the lease was granted: %v free in the lease, %v in Redis, refused a reservation of %v: %v", f, worst/2, worst, err)
+	}
+	if _, err := early.Settle(Entry{Time: now, Status: 200, Cost: worst}); err != nil {
+		t.Fatal(err)
+	}
+
+	f = leaseFree(a, q.Tenant)
+	tk, err := a.ten.Admit(q, now, 10) // from the lease
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := f + worst/2
+	if err := tk.Reserve(now, total); err != nil {
+		t.Fatalf("%v free in the lease and %v in Redis refused a reservation of %v: %v", f, worst/2, total, err)
+	}
+	if _, err := tk.Settle(Entry{Time: now, Status: 200, Cost: total}); err != nil {
+		t.Fatal(err)
+	}
+	a.ls.Close()
+	spent, _, _ := burn.ls.RedisShared.Spent(q.Tenant, time.Now())
+	if got := ledgerSum(t, a.store); spent != got || got != 3*worst+total {
+		t.Fatalf("Redis spent %v, a's ledger %v: want %v", spent, got, 3*worst+total)
+	}
+}
