@@ -94,14 +94,15 @@ func (t *Tenancy) Store() *Store { return t.store }
 // Ticket is one admitted request: it holds a concurrency slot and its reservation
 // until Settle.
 type Ticket struct {
-	sh       Shared // the Tenancy's quotas and budgets
+	sh       Shared       // the Tenancy's quotas and budgets
+	local    *tenantState // in-process (localQuotas): the tenant's state, where the ticket counts what it holds (reserved, its slot unless batch)
 	q        Quota
 	id       string // unique per request across processes; its reservation's name in sh
 	store    *Store // the ledger; nil: none
 	reserved money.Money
-	settled  bool
 	room     money.Money // the money left at sh's last answer
 
+	settled bool
 	batch   bool // AdmitBatch: no slot, no rate token, no tokens/min charge
 	refused bool // NotAdmitted: holds nothing; Settle writes the ledger only
 
@@ -127,7 +128,13 @@ func (t *Tenancy) Admit(q *Quota, now time.Time, promptTokens int) (*Ticket, err
 // budget is rate-limited.
 func (t *Tenancy) AdmitReserve(q *Quota, now time.Time, promptTokens int, amount money.Money) (*Ticket, error) {
 	tk := t.newTicket()
-	room, err := t.shared.Admit(q, tk.id, now, promptTokens, amount)
+	var room money.Money
+	var err error
+	if l, ok := t.shared.(*localQuotas); ok {
+		tk.local, room, err = l.admit(q, now, promptTokens, amount)
+	} else {
+		room, err = t.shared.Admit(q, tk.id, now, promptTokens, amount)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -201,8 +208,17 @@ func (t *Tenancy) AdmitBatchLine(q *Quota, now time.Time, line string) (*Ticket,
 	}
 	id := tk.id
 	tk.sh, tk.q, tk.store, tk.room, tk.batch, tk.line = t.shared, bq, t.store, -1, true, line
+	if l, ok := t.shared.(*localQuotas); ok {
+		tk.local = l.tenant(bq.Tenant)
+	}
 	if bq.DailyBudget > 0 || bq.MonthlyBudget > 0 {
-		room, err := t.shared.Reserve(&bq, id, now, 0) // the money left, for tier selection
+		var room money.Money
+		var err error
+		if tk.local != nil {
+			room, err = tk.local.reserve(&bq, now, 0, 0) // the money left, for tier selection
+		} else {
+			room, err = t.shared.Reserve(&bq, id, now, 0)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -303,7 +319,7 @@ func (tk *Ticket) Remaining(now time.Time) money.Money {
 // returns ErrInsufficientQuota and reserves nothing. A ticket may reserve more than
 // once (the sum is settled).
 func (tk *Ticket) Reserve(now time.Time, amount money.Money) error {
-	room, err := tk.sh.Reserve(&tk.q, tk.id, now, tk.reserved+amount)
+	room, err := tk.reserve(now, tk.reserved+amount)
 	if err != nil {
 		return err
 	}
@@ -319,11 +335,20 @@ func (tk *Ticket) Release() {
 	if tk.reserved == 0 {
 		return
 	}
-	if room, err := tk.sh.Reserve(&tk.q, tk.id, time.Now(), 0); err == nil {
+	if room, err := tk.reserve(time.Now(), 0); err == nil {
 		tk.room = room
 		tk.reserved = 0
 	}
 	// On failure the reservation stays counted: Settle replaces it, or it expires.
+}
+
+// reserve sets the ticket's reservation to total: in the tenant's state it holds
+// in-process (Ticket.local), else in the Shared by its id.
+func (tk *Ticket) reserve(now time.Time, total money.Money) (money.Money, error) {
+	if tk.local != nil {
+		return tk.local.reserve(&tk.q, now, tk.reserved, total)
+	}
+	return tk.sh.Reserve(&tk.q, tk.id, now, total)
 }
 
 // Hold makes the ticket's reservation durable as its request starts running: the
@@ -415,6 +440,7 @@ func (tk *Ticket) Settle(e Entry) (money.Money, error) {
 	if (tk.q.DailyBudget > 0 || tk.q.MonthlyBudget > 0) && e.Cost > tk.reserved {
 		e.Cost = tk.reserved
 	}
+	held := tk.reserved
 	tk.reserved = 0
 	tokens := e.PromptTokens + e.CompletionTokens
 	if tk.batch { // not charged to the interactive tokens/min (AdmitBatch)
@@ -423,7 +449,9 @@ func (tk *Ticket) Settle(e Entry) (money.Money, error) {
 	var prior money.Money
 	var again bool
 	var err error
-	if ls, ok := tk.sh.(leaseSettler); ok {
+	if tk.local != nil { // in-process: no other settlement of a batch line to find
+		tk.local.settle(e.Time, held, !tk.batch, e.Cost, tokens)
+	} else if ls, ok := tk.sh.(leaseSettler); ok {
 		prior, again, e.Lease, err = ls.SettleLease(&tk.q, tk.id, e.Time, e.Cost, tokens)
 	} else {
 		prior, again, err = tk.sh.Settle(&tk.q, tk.id, e.Time, e.Cost, tokens)

@@ -36,8 +36,11 @@
 // implementations sit side by side, one file each: localQuotas (quotaslocal.go, this
 // process's, in memory: the default), RedisShared (redis.go: one Redis for every
 // process, a round trip per request) and LeaseShared (leaseshared.go: leases from
-// Redis). A Ticket is the same for all three: it names its reservation by its id.
-// TestQuotas* (quotas_test.go) run the same tests against the three. In-process,
+// Redis). A Ticket is the same for all three: it names its reservation by its id;
+// in-process it also holds the tenant's state and counts its own reservation and slot
+// there (Ticket.local), so a request keeps nothing per ticket in a map and takes the
+// tenant's lock once in each of Admit, Reserve and Settle, the budget windows' check
+// included. TestQuotas* (quotas_test.go) run the same tests against the three. In-process,
 // requests/s and tokens/min are golang.org/x/time/rate token buckets; tokens/min is
 // charged after the fact with the tokens a request really used, and a request is only
 // admitted while the bucket holds at least its prompt's tokens. Budgets (per UTC day
@@ -73,7 +76,8 @@
 // slot of the lease and a request token it holds if there are (the lease's slots and
 // tokens are quantities apart from its money, which near the ceiling it holds none
 // of); refused there while the lease's refresh is under way, it waits for the
-// refresh and tries the lease again. `lmlite serve` uses leases unless the config
+// refresh, until a quarter period after its own now (on LeaseOptions.Now's clock), and
+// tries the lease again. `lmlite serve` uses leases unless the config
 // says `redis: {leases: false}`.
 //
 // How much to lease and when is planLease (lease.go), a pure function of the lease,

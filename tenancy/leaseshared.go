@@ -23,8 +23,9 @@ type LeaseShared struct {
 		forget(tenant, lid string)
 	}
 	cfg   LeaseConfig
-	lid   string // this process start's lease id
-	store *Store // the ledger whose entries name the lease (reconciliation); nil: none
+	now   func() time.Time // LeaseOptions.Now: the refreshes' clock, and how long a request waits for one (awaitRefresh)
+	lid   string           // this process start's lease id
+	store *Store           // the ledger whose entries name the lease (reconciliation); nil: none
 
 	mu    sync.RWMutex // guards books
 	books map[string]*leaseBook
@@ -40,7 +41,8 @@ type LeaseOptions struct {
 	// Store is this process's ledger: its ID names the owner of the leases, so that its
 	// next start (or an operator with its ledger) reconciles the leases it held. Required.
 	Store *Store
-	// Now is the clock of the background refreshes; time.Now.
+	// Now is the clock of the background refreshes and of Close's, and what a
+	// request's wait for a refresh is measured on (awaitRefresh); time.Now.
 	Now func() time.Time
 }
 
@@ -113,11 +115,14 @@ func NewLeaseShared(r *RedisShared, o LeaseOptions) *LeaseShared {
 	if o.Store != nil {
 		owner = o.Store.ID()
 	}
-	l := &LeaseShared{RedisShared: r, cfg: o.LeaseConfig.withDefaults(), store: o.Store,
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	l := &LeaseShared{RedisShared: r, cfg: o.LeaseConfig.withDefaults(), now: o.Now, store: o.Store,
 		lid:   r.node + "." + strconv.FormatUint(rand.Uint64(), 36),
 		books: map[string]*leaseBook{}, kick: make(chan *leaseBook, 1024), stop: make(chan struct{}), done: make(chan struct{})}
 	l.bank = &redisBank{r: r, owner: owner}
-	go l.loop(o.Now)
+	go l.loop()
 	return l
 }
 
@@ -390,8 +395,12 @@ func (l *LeaseShared) admitExact(b *leaseBook, q *Quota, id string, now time.Tim
 // requests that asked for it were refused would sit there unspent until the lease is
 // found idle, a period later (near the ceiling no refresh is kicked for money, so no
 // request waits: they go one by one, exactly).
+//
+// deadline is a request's now plus a quarter period; the time left to it is measured
+// on the configured clock (LeaseOptions.Now), and never more than a quarter period (a
+// request dated in the future waits no longer than one dated now).
 func (l *LeaseShared) awaitRefresh(wait <-chan struct{}, deadline time.Time) bool {
-	d := time.Until(deadline)
+	d := min(deadline.Sub(l.now()), l.cfg.Period/4)
 	if d <= 0 {
 		return false
 	}
@@ -457,7 +466,7 @@ func (l *LeaseShared) Reserve(q *Quota, id string, now time.Time, total money.Mo
 	}
 	if !ok {
 		l.maybeKickLocked(b, now)
-		deadline := time.Now().Add(l.cfg.Period / 4)
+		deadline := now.Add(l.cfg.Period / 4) // the request's time, not the wall clock's
 		for {
 			wait, busy := b.answered, b.queued
 			b.mu.Unlock()
@@ -503,7 +512,7 @@ func (l *LeaseShared) Reserve(q *Quota, id string, now time.Time, total money.Mo
 	// Grow or shrink the lease's part first; what the lease cannot cover goes to the
 	// per-request path. Refused there while the lease is being refreshed, the request
 	// waits for the refresh and tries again (awaitRefresh).
-	deadline := time.Now().Add(l.cfg.Period / 4)
+	deadline := now.Add(l.cfg.Period / 4) // the request's time, not the wall clock's
 	for {
 		if lt.exact == 0 && b.liveLocked(now, l.cfg.Term) {
 			v := b.viewLocked(now)
@@ -694,11 +703,9 @@ func (l *LeaseShared) CheckTokens(q *Quota, now time.Time, promptTokens int) err
 // loop is the refresher: it refreshes the books kicked by requests at once, and every
 // tenth of a period passes over every book for those planLease says are due (an idle
 // lease given back, a day that changed).
-func (l *LeaseShared) loop(now func() time.Time) {
+func (l *LeaseShared) loop() {
 	defer close(l.done)
-	if now == nil {
-		now = time.Now
-	}
+	now := l.now
 	t := time.NewTicker(l.cfg.Period / 10)
 	defer t.Stop()
 	for {
@@ -832,12 +839,12 @@ func (l *LeaseShared) Close() {
 	}
 	l.mu.RUnlock()
 	for _, b := range bs {
-		err := l.refresh(b, time.Now(), true)
+		err := l.refresh(b, l.now(), true)
 		b.mu.Lock()
 		again := err == nil && b.owedSum > 0 // settled during a failed refresh: a second report
 		b.mu.Unlock()
 		if again {
-			err = l.refresh(b, time.Now(), true)
+			err = l.refresh(b, l.now(), true)
 		}
 		if err == nil {
 			b.mu.Lock()

@@ -3,6 +3,7 @@ package tenancy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -874,5 +875,66 @@ func TestLeaseMoneyServesReservesRedisRefuses(t *testing.T) {
 	spent, _, _ := burn.ls.RedisShared.Spent(q.Tenant, time.Now())
 	if got := ledgerSum(t, a.store); spent != got || got != 3*worst+total {
 		t.Fatalf("Redis spent %v, a's ledger %v: want %v", spent, got, 3*worst+total)
+	}
+}
+
+// TestLeaseReserveWaitEndsAtTheRequestsDeadline: Reserve's two waits for a refresh
+// (a ticket the lease does not hold, and one it does) end a quarter period after the
+// request's own now, as admitExact's does, measured on the configured clock
+// (LeaseOptions.Now), not on the wall clock: a reservation dated a period ago, or one
+// whose clock is a period ahead of the wall's, has no wait left and is refused at
+// once, not a quarter period (15 minutes here) later. Before, both deadlines were
+// time.Now() plus a quarter period, and the wait was measured with time.Until.
+func TestLeaseReserveWaitEndsAtTheRequestsDeadline(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{})
+	for _, c := range []struct {
+		name  string
+		clock func() time.Time // LeaseOptions.Now; nil: time.Now
+		at    func() time.Time // the request's now
+	}{
+		{"an hour-old now", nil, func() time.Time { return time.Now().Add(-time.Hour) }},
+		{"a clock an hour ahead", func() time.Time { return time.Now().Add(time.Hour) }, time.Now},
+	} {
+		for _, held := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/held by the lease %v", c.name, held), func(t *testing.T) {
+				cl, err := rediscli.New(rediscli.Options{URL: srv.URL(0), Name: "a"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				store := openStore(t, filepath.Join(t.TempDir(), "lmlite.db"), SyncProcess)
+				r := NewRedisShared(cl, RedisOptions{KeyPrefix: "test:", Node: "a", TTL: 5 * time.Second})
+				ls := NewLeaseShared(r, LeaseOptions{LeaseConfig: LeaseConfig{Period: time.Hour}, Store: store, Now: c.clock})
+				t.Cleanup(func() { ls.Close(); cl.Close(); store.Close() })
+				q := &Quota{Tenant: fmt.Sprintf("reserve-deadline-%v-%v", c.clock != nil, held), DailyBudget: money.USD(1)}
+				b := ls.book(q)
+				b.mu.Lock()
+				b.queued = true // a refresh under way, never answered here
+				wait := b.answered
+				if held {
+					b.tickets["r1"] = leaseTicket{} // served from the lease, nothing reserved yet
+				}
+				b.mu.Unlock()
+				defer func() {
+					b.mu.Lock()
+					b.queued = false
+					close(wait)
+					b.answered = make(chan struct{})
+					b.mu.Unlock()
+				}()
+				done := make(chan error, 1)
+				go func() {
+					_, err := ls.Reserve(q, "r1", c.at(), money.USD(2))
+					done <- err
+				}()
+				select {
+				case err := <-done:
+					if !errors.Is(err, ErrInsufficientQuota) {
+						t.Fatalf("$2 on a $1 budget: %v, want ErrInsufficientQuota", err)
+					}
+				case <-time.After(10 * time.Second):
+					t.Fatal("Reserve still waits for the refresh: its deadline ran from the wall clock, not from its now and the configured clock")
+				}
+			})
+		}
 	}
 }

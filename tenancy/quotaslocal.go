@@ -18,15 +18,22 @@ import (
 // Requests/s and tokens/min are golang.org/x/time/rate token buckets. Tokens/min is
 // charged after the fact with the tokens a request really used, and a request is only
 // admitted while the bucket holds at least its prompt's tokens. Budgets use
-// reserve→settle per ticket id (account). Every decision takes an explicit now; the
-// decisions themselves (account.fits, ...) are plain functions of state.
+// reserve→settle (account). Every decision takes an explicit now; the decisions
+// themselves (account.fits, ...) are plain functions of state.
+//
+// A Tenancy's Ticket holds its own reservation and slot and the tenant's state
+// (Ticket.local): its Admit, Reserve and Settle take the tenant's lock once each,
+// budget windows included (lockAt), and keep nothing per ticket here. The Shared
+// methods, which name a ticket by its id only, keep the id's reservation in a map
+// (tenantState.byID) for callers that hold no Ticket.
 type localQuotas struct {
 	store *Store // nil: no stored spend
 
 	tenants sync.Map // tenant → *tenantState: read lock-free on every call
 }
 
-// localTicket is what a ticket id holds in-process (tenantState.tickets).
+// localTicket is what a ticket id holds in-process when the Shared methods are
+// called by id (tenantState.byID).
 type localTicket struct {
 	reserved money.Money
 	slot     bool // Admit took a concurrency slot
@@ -49,7 +56,8 @@ type tenantState struct {
 	inFlight int
 	day      account
 	month    account
-	tickets  map[string]localTicket // the tickets reserving or holding a slot, by id
+	from, to int64                  // day.window's UTC day in Unix seconds, [from, to); 0, 0: no window yet
+	byID     map[string]localTicket // the Shared methods' tickets by id (not a Ticket's); nil until one
 }
 
 // account is the money state of one budget window. Its methods are the pure budget
@@ -80,27 +88,23 @@ func (a *account) settle(reserved, actual money.Money) {
 	a.spent += actual
 }
 
-// state returns q's tenant with its budget windows at now. rates says whether q's
-// rate and concurrency quotas apply (Admit) or only its budgets (a batch line's
-// Reserve, whose quota has no rates: it must not reset the tenant's limiters).
-func (l *localQuotas) state(q *Quota, now time.Time, rates bool) (*tenantState, error) {
-	ts := l.tenant(q.Tenant)
-	ts.mu.Lock()
-	if rates && (!ts.applied || ts.q != *q) {
-		ts.applyQuotaLocked(*q, now)
-	}
-	ts.day.ceiling, ts.month.ceiling = q.DailyBudget, q.MonthlyBudget
-	ts.mu.Unlock()
-	return ts, ts.roll(now)
-}
-
 // tenant returns the tenant's state, made if new.
 func (l *localQuotas) tenant(id string) *tenantState {
 	if ts, ok := l.tenants.Load(id); ok {
 		return ts.(*tenantState)
 	}
-	ts, _ := l.tenants.LoadOrStore(id, &tenantState{id: id, store: l.store, tickets: map[string]localTicket{}})
+	ts, _ := l.tenants.LoadOrStore(id, &tenantState{id: id, store: l.store})
 	return ts.(*tenantState)
+}
+
+// applyLocked brings the tenant's quota to q: its budgets' ceilings, and with rates
+// its rate and concurrency quotas (Admit; a batch line's Reserve, whose quota has no
+// rates, must not reset the tenant's limiters).
+func (ts *tenantState) applyLocked(q *Quota, now time.Time, rates bool) {
+	if rates && (!ts.applied || ts.q != *q) {
+		ts.applyQuotaLocked(*q, now)
+	}
+	ts.day.ceiling, ts.month.ceiling = q.DailyBudget, q.MonthlyBudget
 }
 
 // applyQuotaLocked makes fresh rate limiters for q (a quota compared by value).
@@ -116,40 +120,44 @@ func (ts *tenantState) applyQuotaLocked(q Quota, now time.Time) {
 	}
 }
 
-// roll moves the budget windows to those of now, loading their settled spend from
-// the store (after a restart, or 0 for a new window). The caller must not hold the
-// tenant's lock: the store is read without it, so the tenant's other requests never
-// wait for the disk.
-func (ts *tenantState) roll(now time.Time) error {
-	d, m := windows(now)
+// lockAt takes the tenant's lock with its budget windows at those of now: the check
+// is two comparisons in the caller's own critical section. Moving to new windows
+// loads their settled spend from the store (after a restart, or 0 for a new window)
+// with the lock let go meanwhile, so the tenant's other requests never wait for the
+// disk. It returns with the lock held, even with an error (the windows then stay as
+// they were).
+func (ts *tenantState) lockAt(now time.Time) error {
 	ts.mu.Lock()
-	current := ts.day.window == d && ts.month.window == m
-	ts.mu.Unlock()
-	if current {
+	if s := now.Unix(); s >= ts.from && s < ts.to {
 		return nil
 	}
 	var spentD, spentM money.Money
 	if ts.store != nil {
+		ts.mu.Unlock()
 		var err error
-		if spentD, spentM, err = ts.store.Spent(ts.id, now); err != nil {
+		spentD, spentM, err = ts.store.Spent(ts.id, now)
+		ts.mu.Lock()
+		if err != nil {
 			return err
 		}
 	}
-	ts.mu.Lock()
-	ts.rollToLocked(d, m, spentD, spentM)
-	ts.mu.Unlock()
+	ts.rollToLocked(now, spentD, spentM)
 	return nil
 }
 
-// rollToLocked moves to the windows d and m with their settled spend, unless another
+// rollToLocked moves to the windows of now with their settled spend, unless another
 // request moved there first.
-func (ts *tenantState) rollToLocked(d, m int, spentD, spentM money.Money) {
+func (ts *tenantState) rollToLocked(now time.Time, spentD, spentM money.Money) {
+	d, m := windows(now)
 	if ts.day.window != d {
 		ts.day.window, ts.day.spent = d, spentD
 	}
 	if ts.month.window != m {
 		ts.month.window, ts.month.spent = m, spentM
 	}
+	y, mo, dd := now.UTC().Date()
+	ts.from = time.Date(y, mo, dd, 0, 0, 0, 0, time.UTC).Unix()
+	ts.to = ts.from + 24*60*60 // a UTC day (Go's times have no leap seconds)
 }
 
 // roomLocked is the smaller of the day and month rooms; -1 when there is no budget.
@@ -164,34 +172,97 @@ func (ts *tenantState) roomLocked() money.Money {
 	return min(d, m)
 }
 
-// Admit is Shared.Admit in-process: the quotas (admitLocked), then the money, all
-// or nothing.
-func (l *localQuotas) Admit(q *Quota, id string, now time.Time, promptTokens int, total money.Money) (money.Money, error) {
-	ts, err := l.state(q, now, true)
+// admit is Admit for a Ticket, which holds the slot and the reservation it takes and
+// the tenant's state returned: the quotas (admitLocked), then the money, all or
+// nothing, in one critical section.
+func (l *localQuotas) admit(q *Quota, now time.Time, promptTokens int, total money.Money) (*tenantState, money.Money, error) {
+	ts := l.tenant(q.Tenant)
+	err := ts.lockAt(now)
+	defer ts.mu.Unlock()
 	if err != nil {
-		return 0, err
+		return nil, 0, err
 	}
-	ts.mu.Lock()
+	ts.applyLocked(q, now, true)
 	rv, err := ts.admitLocked(now, promptTokens)
 	if err != nil {
-		ts.mu.Unlock()
-		return 0, err
+		return nil, 0, err
 	}
 	if total > 0 && (!ts.day.fits(total) || !ts.month.fits(total)) {
 		if rv != nil {
 			rv.CancelAt(now) // the request/s token back: nothing taken
 		}
-		room := ts.roomLocked()
-		ts.mu.Unlock()
-		return room, ErrInsufficientQuota
+		return nil, ts.roomLocked(), ErrInsufficientQuota
 	}
 	ts.day.reserved += total
 	ts.month.reserved += total
 	ts.inFlight++
-	ts.tickets[id] = localTicket{reserved: total, slot: true}
-	room := ts.roomLocked()
-	ts.mu.Unlock()
-	return room, nil
+	return ts, ts.roomLocked(), nil
+}
+
+// reserve sets a reservation of held to total (0 releases it) against the budgets of
+// now (Reserve for a Ticket, which holds it); q gives the ceilings.
+func (ts *tenantState) reserve(q *Quota, now time.Time, held, total money.Money) (money.Money, error) {
+	if total > 0 {
+		err := ts.lockAt(now)
+		defer ts.mu.Unlock()
+		if err != nil {
+			return 0, err
+		}
+	} else { // (0 is Release, which moves no window: its now is a guess)
+		ts.mu.Lock()
+		defer ts.mu.Unlock()
+	}
+	ts.applyLocked(q, now, false)
+	if add := total - held; add > 0 && (!ts.day.fits(add) || !ts.month.fits(add)) {
+		return ts.roomLocked(), ErrInsufficientQuota
+	}
+	ts.day.reserved += total - held
+	ts.month.reserved += total - held
+	return ts.roomLocked(), nil
+}
+
+// settle replaces a reservation of held by actual in the windows of now, frees a slot
+// if the ticket holds one and charges tokens to tokens/min (Settle for a Ticket).
+func (ts *tenantState) settle(now time.Time, held money.Money, slot bool, actual money.Money, tokens int) {
+	_ = ts.lockAt(now) // an error: charged to the windows as they are
+	defer ts.mu.Unlock()
+	ts.day.settle(held, actual)
+	ts.month.settle(held, actual)
+	if ts.tpm != nil && tokens > 0 {
+		ts.tpm.ReserveN(now, min(tokens, ts.tpm.Burst())) // may go into debt: later requests wait it off
+	}
+	if slot {
+		ts.inFlight--
+	}
+}
+
+// take removes and returns id's ticket (Shared methods by id).
+func (ts *tenantState) take(id string) (localTicket, bool) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	t, ok := ts.byID[id]
+	delete(ts.byID, id)
+	return t, ok
+}
+
+// put records id's ticket (Shared methods by id).
+func (ts *tenantState) put(id string, t localTicket) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if ts.byID == nil {
+		ts.byID = map[string]localTicket{}
+	}
+	ts.byID[id] = t
+}
+
+// Admit is Shared.Admit in-process, for a caller holding no Ticket: admit, with the
+// slot and reservation kept under id.
+func (l *localQuotas) Admit(q *Quota, id string, now time.Time, promptTokens int, total money.Money) (money.Money, error) {
+	ts, room, err := l.admit(q, now, promptTokens, total)
+	if err == nil {
+		ts.put(id, localTicket{reserved: total, slot: true})
+	}
+	return room, err
 }
 
 // admitLocked is the quota decision: it consumes a request token only if every quota
@@ -220,12 +291,13 @@ func (ts *tenantState) admitLocked(now time.Time, promptTokens int) (*rate.Reser
 
 // CheckTokens is the tokens/min check of Ticket.CheckTokens (tokenChecker).
 func (l *localQuotas) CheckTokens(q *Quota, now time.Time, promptTokens int) error {
-	ts, err := l.state(q, now, true)
+	ts := l.tenant(q.Tenant)
+	err := ts.lockAt(now)
+	defer ts.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
+	ts.applyLocked(q, now, true)
 	return ts.checkTokensLocked(now, promptTokens)
 }
 
@@ -249,55 +321,38 @@ func (l *localQuotas) Room(q *Quota) money.Money { return l.RoomAt(q, time.Now()
 // RoomAt is the tenant's money left for new reservations at now, computed live
 // (roomAt): the smaller of the day and month rooms; -1 when it has no budget.
 func (l *localQuotas) RoomAt(q *Quota, now time.Time) money.Money {
-	ts, err := l.state(q, now, false)
+	ts := l.tenant(q.Tenant)
+	err := ts.lockAt(now)
+	defer ts.mu.Unlock()
 	if err != nil {
 		return 0
 	}
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
+	ts.applyLocked(q, now, false)
 	return ts.roomLocked()
 }
 
-// Reserve sets id's reservation to total against the budgets of now (Shared.Reserve).
+// Reserve sets id's reservation to total against the budgets of now (Shared.Reserve),
+// for a caller holding no Ticket (an id never admitted: a batch line's).
 func (l *localQuotas) Reserve(q *Quota, id string, now time.Time, total money.Money) (money.Money, error) {
 	ts := l.tenant(q.Tenant)
-	if total > 0 { // (0 is Release, which moves no window: its now is a guess)
-		if err := ts.roll(now); err != nil {
-			return 0, err
-		}
+	t, ok := ts.take(id) // absent: a batch line's ticket (no Admit)
+	room, err := ts.reserve(q, now, t.reserved, total)
+	if err == nil {
+		t.reserved = total
 	}
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	ts.day.ceiling, ts.month.ceiling = q.DailyBudget, q.MonthlyBudget
-	t := ts.tickets[id] // absent: a batch line's ticket (no Admit)
-	if add := total - t.reserved; add > 0 && (!ts.day.fits(add) || !ts.month.fits(add)) {
-		return ts.roomLocked(), ErrInsufficientQuota
+	if err == nil || ok {
+		ts.put(id, t)
 	}
-	ts.day.reserved += total - t.reserved
-	ts.month.reserved += total - t.reserved
-	t.reserved = total
-	ts.tickets[id] = t
-	return ts.roomLocked(), nil
+	return room, err
 }
 
 // Settle replaces id's reservation by actual in the windows of now, frees its slot
-// and charges tokens to tokens/min (Shared.Settle). In-process there are no other
-// settlements of a batch line to find: again is false.
+// and charges tokens to tokens/min (Shared.Settle), for a caller holding no Ticket.
+// In-process there are no other settlements of a batch line to find: again is false.
 func (l *localQuotas) Settle(q *Quota, id string, now time.Time, actual money.Money, tokens int) (money.Money, bool, error) {
 	ts := l.tenant(q.Tenant)
-	_ = ts.roll(now)
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	t := ts.tickets[id] // absent: nothing reserved under id (a batch line of a tenant without budget)
-	delete(ts.tickets, id)
-	ts.day.settle(t.reserved, actual)
-	ts.month.settle(t.reserved, actual)
-	if ts.tpm != nil && tokens > 0 {
-		ts.tpm.ReserveN(now, min(tokens, ts.tpm.Burst())) // may go into debt: later requests wait it off
-	}
-	if t.slot {
-		ts.inFlight--
-	}
+	t, _ := ts.take(id) // absent: nothing reserved under id (a batch line of a tenant without budget)
+	ts.settle(now, t.reserved, t.slot, actual, tokens)
 	return 0, false, nil
 }
 
