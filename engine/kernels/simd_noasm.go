@@ -43,6 +43,12 @@ func dotQ5KRows(out []float32, row []byte, y []q8KBlock, nb int) {
 	dotQ5KRowsGeneric(out, row, y, nb)
 }
 
+func dotQ3KRows(out []float32, row []byte, y []q8KBlock, nb int) {
+	for t := range out {
+		out[t] = dotQ3KRowGeneric(row, y[t*nb:(t+1)*nb])
+	}
+}
+
 func dotQ6KRows(out []float32, row []byte, y []q8KBlock, nb int) {
 	dotQ6KRowsGeneric(out, row, y, nb)
 }
