@@ -75,7 +75,10 @@
 // (commit 75bc768, reverted) it took mixtral-moe-Q4_K_M from a mean KL of 4.3e-4
 // to 3.7e-7, but the order needs 8 floats per (row, token) where the AVX-512
 // outer-product tiles keep one, and a 128-token product took 3.3 times as long
-// (issue 32; docs/PERFORMANCE.md). On small
+// (issue 32; docs/PERFORMANCE.md). The F32 routers of a mixture of experts take
+// MatMulVecDotF32: ggml_vec_dot_f32's order as llama.cpp's AVX-512 builds decode
+// (four 16-lane fused accumulators; dotF32VecDotAVX2 on every level,
+// TestVecDotF32MatchesLlamaCppBits), not MatMul's F32 order. On small
 // random-weight models that last-bit difference can flip an 8-bit activation
 // rounding and drift by a mean KL of 1e-4 to 1e-3 (issue 32; TestZooQuantizeParity).
 //

@@ -297,6 +297,16 @@ func dotQ2KRow(row []byte, y []q8KBlock) float32 {
 	return dotQ2KAVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n)
 }
 
+// dotF32VecDot is dotF32VecDotGeneric through dotF32VecDotAVX2 (with AVX-512
+// too: the same bits).
+func dotF32VecDot(row []byte, x []float32) float32 {
+	if !useAVX2 || len(x) == 0 {
+		return dotF32VecDotGeneric(row, x)
+	}
+	_ = row[4*len(x)-1]
+	return dotF32VecDotAVX2(&row[0], &x[0], len(x))
+}
+
 // dotQ3KRows is dotQ6KRows for Q3_K weights: with AVX-512, 8 and 4 tokens at a
 // time through dotQ3KAVX512x8 and x4 (6-7 tokens left as the last 8 again);
 // with AVX2, 4 tokens through dotQ3KAVX2x4; 3 tokens left as the last 4 again,

@@ -21583,6 +21583,63 @@ done:
 	MOVSS        X0, ret+24(FP)
 	RET
 
+// func dotF32VecDotAVX2(x *byte, y *float32, n int) float32
+// Requires: AVX, FMA3, SSE
+TEXT ·dotF32VecDotAVX2(SB), NOSPLIT, $0-28
+	MOVQ   x+0(FP), AX
+	MOVQ   y+8(FP), CX
+	MOVQ   n+16(FP), DX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+
+loop:
+	CMPQ        DX, $0x40
+	JL          done
+	VMOVUPS     (AX), Y8
+	VFMADD231PS (CX), Y8, Y0
+	VMOVUPS     32(AX), Y8
+	VFMADD231PS 32(CX), Y8, Y1
+	VMOVUPS     64(AX), Y8
+	VFMADD231PS 64(CX), Y8, Y2
+	VMOVUPS     96(AX), Y8
+	VFMADD231PS 96(CX), Y8, Y3
+	VMOVUPS     128(AX), Y8
+	VFMADD231PS 128(CX), Y8, Y4
+	VMOVUPS     160(AX), Y8
+	VFMADD231PS 160(CX), Y8, Y5
+	VMOVUPS     192(AX), Y8
+	VFMADD231PS 192(CX), Y8, Y6
+	VMOVUPS     224(AX), Y8
+	VFMADD231PS 224(CX), Y8, Y7
+	ADDQ        $0x00000100, AX
+	ADDQ        $0x00000100, CX
+	SUBQ        $0x40, DX
+	JMP         loop
+
+done:
+	VADDPS       Y4, Y0, Y0
+	VADDPS       Y6, Y2, Y2
+	VADDPS       Y5, Y1, Y1
+	VADDPS       Y7, Y3, Y3
+	VADDPS       Y2, Y0, Y0
+	VADDPS       Y3, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VZEROUPPER
+	MOVSS        X0, ret+24(FP)
+	RET
+
 // func dotF16AVX2(x *byte, y *float32, n int) float32
 // Requires: AVX, F16C, FMA3, SSE
 TEXT ·dotF16AVX2(SB), NOSPLIT, $0-28

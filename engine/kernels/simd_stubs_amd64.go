@@ -322,6 +322,11 @@ func dotIQ1MAVX2x4(x *byte, y *byte, n int, stride int, out *float32, grid *byte
 //go:noescape
 func dotF32AVX2(x *byte, y *float32, n int) float32
 
+// dotF32VecDotAVX2 is x·y for n (a multiple of 64) float32s in ggml_vec_dot_f32's order (AVX-512 builds).
+//
+//go:noescape
+func dotF32VecDotAVX2(x *byte, y *float32, n int) float32
+
 // dotF16AVX2 is the dot product of n (a multiple of 8) F16 weights at x with float32s at y.
 //
 //go:noescape
