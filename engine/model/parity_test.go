@@ -39,8 +39,10 @@ type peerRun struct {
 // types' mean KL fell (q5_k 3.4e-4 to 9.0e-6, iq3_s 1.3e-3 to 1.1e-5, q4_k_m
 // 2.7e-5 to 2.7e-6), but this run meets near-ties (top two within 0.03) that its
 // Q8_0 dot products, not in ggml's float order (kernels/doc.go says why), break
-// the other way. llama/q3_k was one too (61/64, mean KL 9.1e-4) until Q3_K took
-// ggml's order: 64/64, 2.9e-6.
+// the other way. An order of ggml's for one-token products alone would not reach
+// it: these runs score the sequence as one batch (Forward), and a token's bits must
+// not depend on its batch (kernels/doc.go). llama/q3_k was a gap too (61/64, mean
+// KL 9.1e-4) until Q3_K took ggml's order: 64/64, 2.9e-6.
 var parityKnownGaps = map[string]string{
 	"lora/llama-q8_0": "top-1 61/64 (was 63/64), mean KL 8.1e-4 (was 9.1e-4)",
 }
