@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"sync"
 )
 
 // MatMulVecDotF32 is MatMul for F32 weights in the float order of ggml_vec_dot_f32
@@ -26,15 +27,42 @@ func MatMulVecDotF32(dst []float32, w Matrix, x []float32, nTok int) {
 	if len(x) < nTok*w.Cols || len(dst) < nTok*w.Rows || len(w.Data) < w.Rows*w.Cols*4 {
 		panic(fmt.Sprintf("kernels: MatMulVecDotF32 %dx%d by %d tokens: x has %d, dst %d", w.Rows, w.Cols, nTok, len(x), len(dst)))
 	}
+	if w.Rows*w.Cols*nTok < 1<<15 || !vecDotF32.TryLock() {
+		vecDotF32Rows(dst, w, x, nTok, 0, w.Rows)
+		return
+	}
+	// Through Parallel with a func value made once (a closure over this call's
+	// arguments would be allocated on every call).
+	v := &vecDotF32
+	v.dst, v.w, v.x, v.nTok = dst, w, x, nTok
+	Parallel(w.Rows, w.Cols*nTok, vecDotF32Work)
+	v.dst, v.w, v.x = nil, Matrix{}, nil
+	v.Unlock()
+}
+
+// vecDotF32 holds the arguments of the MatMulVecDotF32 call that runs on the pool
+// (one at a time: another call meanwhile runs on its own goroutine).
+var vecDotF32 struct {
+	sync.Mutex
+	dst, x []float32
+	w      Matrix
+	nTok   int
+}
+
+var vecDotF32Work = func(lo, hi int) {
+	v := &vecDotF32
+	vecDotF32Rows(v.dst, v.w, v.x, v.nTok, lo, hi)
+}
+
+// vecDotF32Rows computes MatMulVecDotF32's outputs of rows [lo, hi).
+func vecDotF32Rows(dst []float32, w Matrix, x []float32, nTok, lo, hi int) {
 	rb := 4 * w.Cols
-	Parallel(w.Rows, w.Cols*nTok, func(lo, hi int) {
-		for r := lo; r < hi; r++ {
-			row := w.Data[r*rb : (r+1)*rb]
-			for t := 0; t < nTok; t++ {
-				dst[t*w.Rows+r] = dotF32VecDot(row, x[t*w.Cols:(t+1)*w.Cols])
-			}
+	for r := lo; r < hi; r++ {
+		row := w.Data[r*rb : (r+1)*rb]
+		for t := 0; t < nTok; t++ {
+			dst[t*w.Rows+r] = dotF32VecDot(row, x[t*w.Cols:(t+1)*w.Cols])
 		}
-	})
+	}
 }
 
 // dotF32VecDotGeneric is row·x (row the little-endian float32 bits of len(x)
