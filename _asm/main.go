@@ -98,7 +98,12 @@ func main() {
 	q2KConstants()
 	dotQ2KAVX2()
 	q3KConstants()
-	dotQ3KAVX2()
+	for _, tokens := range []int{1, 2, 4} {
+		dotQ3KAVX2(tokens)
+	}
+	for _, tokens := range []int{4, 8} {
+		dotQ3KAVX512(tokens)
+	}
 	ternaryConstants()
 	dotTQ2_0AVX2()
 	dotTQ1_0AVX2(1)
@@ -121,6 +126,7 @@ func main() {
 		dotIQ1MAVX2(tokens)
 	}
 	dotFloatAVX2("dotF32AVX2", "F32", 4)
+	dotF32VecDotAVX2()
 	dotFloatAVX2("dotF16AVX2", "F16", 2)
 	dotFloatAVX2("dotBF16AVX2", "BF16", 2)
 	dotFloatAVX512("dotF16AVX512", "F16", 2)
@@ -171,8 +177,9 @@ func main() {
 	siluConstants()
 	swiglu()
 	// (Q5_K's tiles went with issue 32: one float per row and token cannot keep
-	// llama.cpp's 8-lane order; tile.go still knows their form.)
-	for _, typ := range []string{"Q4K", "Q6K"} {
+	// llama.cpp's 8-lane order; tile.go still knows their form. Q6_K's went
+	// too, when Q3_K, whose repacked prompts they served, took that order.)
+	for _, typ := range []string{"Q4K"} {
 		for _, rt := range [][2]int{{8, 1}, {1, 16}, {1, 8}, {1, 4}} {
 			dotKTile(typ, rt[0], rt[1])
 		}

@@ -26,7 +26,7 @@ func cpuSeconds() float64 {
 func BenchmarkMatMulCPU(b *testing.B) {
 	defer SetThreads(SetThreads(1))
 	r := rand.New(rand.NewPCG(21, 22))
-	for _, typ := range []Type{Q8_0, Q4_1, Q5_1} {
+	for _, typ := range []Type{Q8_0, Q4_1, Q5_1, Q3_K, IQ3_S} {
 		for _, c := range []struct {
 			name             string
 			rows, cols, nTok int

@@ -67,7 +67,7 @@
 // Other head sizes keep 8 lanes in index order (ggml adds the values after the
 // last 64 in float64 there). SwiGLU is llama.cpp's op bit for bit as its AVX-512 builds
 // compute it (ggml_v_expf's arithmetic, expfGGML; TestSwiGLUMatchesLlamaCpp). The
-// Q4_1, Q5_1, Q5_K, Q6_K and IQ3_S dot products are ggml's vec_dot bit for bit
+// Q4_1, Q5_1, Q3_K, Q5_K, Q6_K and IQ3_S dot products are ggml's vec_dot bit for bit
 // (TestDotMatchesLlamaCppBits): ggml keeps 8 float lanes per row (each a fused
 // multiply-add of the block scale and the integer sum of 4 neighbouring
 // products); the others agree with it only to float rounding, one sum per block
@@ -75,7 +75,10 @@
 // (commit 75bc768, reverted) it took mixtral-moe-Q4_K_M from a mean KL of 4.3e-4
 // to 3.7e-7, but the order needs 8 floats per (row, token) where the AVX-512
 // outer-product tiles keep one, and a 128-token product took 3.3 times as long
-// (issue 32; docs/PERFORMANCE.md). On small
+// (issue 32; docs/PERFORMANCE.md). The F32 routers of a mixture of experts take
+// MatMulVecDotF32: ggml_vec_dot_f32's order as llama.cpp's AVX-512 builds decode
+// (four 16-lane fused accumulators; dotF32VecDotAVX2 on every level,
+// TestVecDotF32MatchesLlamaCppBits), not MatMul's F32 order. On small
 // random-weight models that last-bit difference can flip an 8-bit activation
 // rounding and drift by a mean KL of 1e-4 to 1e-3 (issue 32; TestZooQuantizeParity).
 //
@@ -93,9 +96,10 @@
 // those of the one-token kernel); IQ4_NL
 // and Q5_0 decoding 16 rows per AVX-512 call; Q4_1 and Q5_1, in ggml's 8-lane
 // order, 16 rows against 1 or 2 tokens per AVX-512 call, one register per lane of
-// the 8 holding it for the 16 rows (dotQ4_1AVX512x16t1, t2; lanesTokens); Q5_K
-// and Q6_K, in that order too, take no tiles (Q6_K's serve Q3_K's repacked
-// prompts);
+// the 8 holding it for the 16 rows (dotQ4_1AVX512x16t1, t2; lanesTokens); Q5_K,
+// Q6_K and Q3_K, in that order too, take no tiles (Q3_K: one row against 2 or 4
+// tokens per AVX2 call, 4 or 8 per AVX-512 call, dotQ3KRows, _asm/q3k.go;
+// llama.cpp's own Q3_K x86 kernel has no 512-bit form);
 // a batch's short last chunk of 11-15 tokens goes through the 16-token kernel
 // again over the last 16 tokens, 2-3 tokens left through the 4-token kernel over
 // the last 4 or, for a batch of 2-3 tokens, over activations padded with zero rows),

@@ -27,9 +27,11 @@ var kTokens = []kTokenKernels{
 		dotQ4KRows, dotQ4KRow, dotQ4KRowGeneric, "the one-token order"},
 	{Q6_K, dotQ6KAVX2, map[int]func(x, y *byte, nb, stride int, out *float32){2: dotQ6KAVX2x2, 4: dotQ6KAVX2x4, 8: dotQ6KAVX2x8},
 		dotQ6KRows, dotQ6KRow, dotQ6KRowGeneric, "llama.cpp's float order"},
+	{Q3_K, dotQ3KAVX2, map[int]func(x, y *byte, nb, stride int, out *float32){2: dotQ3KAVX2x2, 4: dotQ3KAVX2x4},
+		dotQ3KRows, dotQ3KRow, dotQ3KRowGeneric, "llama.cpp's float order"},
 }
 
-// BenchmarkKTokens measures one Q4_K or Q6_K row of 2048 columns against 8 tokens
+// BenchmarkKTokens measures one Q4_K, Q6_K or Q3_K row of 2048 columns against 8 tokens
 // through the AVX2 kernels of 1, 2, 4 and 8 tokens per call (dotQ4KAVX2, x2, x4,
 // x8 and Q6_K's): what a verification step's 8-token products pay per weight row.
 // The bytes are the row's, once per token.
@@ -49,6 +51,9 @@ func BenchmarkKTokens(b *testing.B) {
 		stride := nb * int(unsafe.Sizeof(a.q8k[0]))
 		y := func(t int) *byte { return (*byte)(unsafe.Pointer(&a.q8k[t*nb])) }
 		for _, T := range []int{1, 2, 4, 8} {
+			if T > 1 && k.many[T] == nil {
+				continue
+			}
 			b.Run(fmt.Sprintf("%v/x%d", k.typ, T), func(b *testing.B) {
 				b.SetBytes(int64(len(row) * nTok))
 				for b.Loop() {
@@ -65,13 +70,24 @@ func BenchmarkKTokens(b *testing.B) {
 	}
 }
 
-// TestKTokensRowsEveryCount: dotQ4KRows and dotQ6KRows for every token count 1-20
-// (each mix of the AVX2 kernels of 8, 4, 2 and 1 tokens, and the 8- and 4-token
+// TestKTokensRowsEveryCount: dotQ4KRows, dotQ6KRows and dotQ3KRows for every token
+// count 1-20 (each mix of the AVX2 kernels of 8 (not Q3_K), 4, 2 and 1 tokens, and the 8- and 4-token
 // kernels over the last tokens again) give every token the one-token kernel's bits
 // and the reference's, and write nothing around their outputs.
 func TestKTokensRowsEveryCount(t *testing.T) {
 	requireSIMD(t, "avx2")
 	defer setSIMD("avx2")() // the AVX2 kernels also where the CPU has AVX-512
+	testKTokensRowsEveryCount(t)
+}
+
+// TestKTokensRowsEveryCountAVX512 is TestKTokensRowsEveryCount with AVX-512
+// (dotQ3KRows' AVX-512 kernels of 8 and 4 tokens).
+func TestKTokensRowsEveryCountAVX512(t *testing.T) {
+	requireSIMD(t, "avx512")
+	testKTokensRowsEveryCount(t)
+}
+
+func testKTokensRowsEveryCount(t *testing.T) {
 	const guard = -12345.5
 	for _, k := range kTokens {
 		r := rand.New(rand.NewPCG(6, 9))

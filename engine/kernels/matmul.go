@@ -336,32 +336,6 @@ func dotQ4KBlock(blk []byte, y *q8KBlock) float32 {
 	return float32(d*float32(isum)) - float32(dmin*float32(msum)) // (no fused multiply-add)
 }
 
-//go:norace
-func dotQ6KBlock(blk []byte, y *q8KBlock) float32 {
-	ql, qh, sc := blk[0:128], blk[128:192], blk[192:208]
-	var part [16]int32
-	for h := 0; h < 2; h++ {
-		l4, h2, yq := ql[64*h:64*h+64], qh[32*h:32*h+32], y.qs[128*h:128*h+128]
-		p := part[8*h : 8*h+8]
-		for l := 0; l < 32; l++ {
-			q1 := int32(l4[l]&0xf|(h2[l]&3)<<4) - 32
-			q2 := int32(l4[l+32]&0xf|((h2[l]>>2)&3)<<4) - 32
-			q3 := int32(l4[l]>>4|((h2[l]>>4)&3)<<4) - 32
-			q4 := int32(l4[l+32]>>4|((h2[l]>>6)&3)<<4) - 32
-			g := l / 16
-			p[g] += q1 * int32(yq[l])
-			p[g+2] += q2 * int32(yq[l+32])
-			p[g+4] += q3 * int32(yq[l+64])
-			p[g+6] += q4 * int32(yq[l+96])
-		}
-	}
-	var isum int32
-	for j, s := range part {
-		isum += int32(int8(sc[j])) * s
-	}
-	return float32(f16Table[le16(blk[208:])] * y.d * float32(isum)) // (no fused multiply-add)
-}
-
 var actsPool = sync.Pool{New: func() any { return new(acts) }}
 
 // MatMul computes dst[t*w.Rows+r] = w.Row(r) · x[t*w.Cols:(t+1)*w.Cols] for each of

@@ -16,52 +16,6 @@ import (
 // then meets every token of the batch, so the unpacking's cost is shared by all
 // of them. One token (decoding) keeps the type's own row kernel.
 
-// Q3_K blocks likewise are Q6_K blocks: both meet Q8_K activations, both have 16
-// signed 8-bit scales per 256 values (Q3_K's 6-bit ones, less 32) and one f16 d,
-// and both references reduce a block to one exact integer sum then take
-// f16(d)·y.d·isum. A Q3_K quant (−4..3) is a Q6_K quant q−32 with q = v+32, so
-// the Q6_K tile kernels give Q3_K's reference bits.
-
-// repacksToQ6K reports whether t's blocks repack into Q6_K blocks.
-func repacksToQ6K(t Type) bool { return t == Q3_K }
-
-// repackRowQ6K writes the nb Q3_K blocks of row to dst as nb Q6_K blocks (210
-// bytes each: 128 low nibbles, 64 bytes of high bit pairs, 16 int8 scales, d).
-func repackRowQ6K(dst []byte, row []byte, nb int) {
-	_, _ = dst[nb*210-1], row[nb*110-1]
-	for b := 0; b < nb; b++ {
-		src, out := row[b*110:b*110+110], dst[b*210:b*210+210]
-		hm, qs, sc := src[0:32], src[32:96], src[96:108]
-		ql, qh, osc := out[0:128], out[128:192], out[192:208]
-		for j := range 16 {
-			osc[j] = byte(int8(q3KScale(sc, j)))
-		}
-		// Element e = 128h + 32k + l (k = 0..3) is, in Q3_K, bits 2k of
-		// qs[32h + l] and bit 4h + k of hm[l] (clear: less 4); in Q6_K, the low
-		// (k even) or high nibble of ql[64h + l + 32·(k&1)] and the bit pair k of
-		// qh[32h + l]. Eight l at a time: q6 = q2 + 4·bit + 28 (28..35, no carry
-		// between bytes).
-		const ones, two, nib = 0x0101010101010101, 0x0303030303030303, 0x0f0f0f0f0f0f0f0f
-		for h := range 2 {
-			for l := 0; l < 32; l += 8 {
-				q2 := binary.LittleEndian.Uint64(qs[32*h+l:])
-				m := binary.LittleEndian.Uint64(hm[l:]) >> (4 * h)
-				var lo [4]uint64
-				var hi uint64
-				for k := range 4 {
-					q6 := q2>>(2*k)&two + (m>>k&ones)<<2 + 28*ones
-					lo[k] = q6 & nib
-					hi |= (q6 >> 4 & two) << (2 * k)
-				}
-				binary.LittleEndian.PutUint64(ql[64*h+l:], lo[0]|lo[2]<<4)
-				binary.LittleEndian.PutUint64(ql[64*h+32+l:], lo[1]|lo[3]<<4)
-				binary.LittleEndian.PutUint64(qh[32*h+l:], hi)
-			}
-		}
-		out[208], out[209] = src[108], src[109]
-	}
-}
-
 // repacksToQ8_0 reports whether t's blocks repack into Q8_0 blocks.
 func repacksToQ8_0(t Type) bool { return t == Q5_0 || t == IQ4_NL }
 

@@ -56,41 +56,6 @@ func TestRepackQ8_0MatchesReference(t *testing.T) {
 	}
 }
 
-// TestRepackQ6KMatchesReference: a Q3_K row repacked into Q6_K blocks dequantizes
-// to the same values, and the Q6_K dot product in one float step per block (the
-// order of the Q6_K tiles that take it) has the bits of Q3_K's reference.
-func TestRepackQ6KMatchesReference(t *testing.T) {
-	r := rand.New(rand.NewPCG(6, 9))
-	const nb = 6
-	x := randRow(r, nb*qkK, 1)
-	y := make([]q8KBlock, nb)
-	quantRowsQ8K(y, x)
-	for _, fill := range []string{"random", "zeros", "ones"} {
-		row := make([]byte, Q3_K.RowBytes(nb*qkK))
-		fillRow(r, Q3_K, row, 0.1)
-		if fill != "random" {
-			for b := 0; b < nb; b++ { // every quant and scale bit, d kept
-				for i := 0; i < 108; i++ {
-					row[b*110+i] = map[string]byte{"zeros": 0, "ones": 0xff}[fill]
-				}
-			}
-		}
-		q6 := make([]byte, Q6_K.RowBytes(nb*qkK))
-		repackRowQ6K(q6, row, nb)
-		want, got := make([]float32, nb*qkK), make([]float32, nb*qkK)
-		DequantizeRow(want, Q3_K, row)
-		DequantizeRow(got, Q6_K, q6)
-		for i := range want {
-			if math.Float32bits(want[i]) != math.Float32bits(got[i]) {
-				t.Fatalf("%s: value %d repacked %v, want %v", fill, i, got[i], want[i])
-			}
-		}
-		if d, ref := dotQ6KBlocksGeneric(q6, y), dotQ3KRowGeneric(row, y); math.Float32bits(d) != math.Float32bits(ref) {
-			t.Fatalf("%s: Q6_K dot of the repacked row %v, Q3_K's reference %v", fill, d, ref)
-		}
-	}
-}
-
 // BenchmarkMatMulPrompt: a prompt's projection (128 tokens through a 1024×1024
 // matrix), per type: Q5_0 and IQ4_NL take the repacked Q8_0 kernels where the CPU
 // has AVX-512, so they should land near Q8_0 and Q4_0; F16 and BF16 take the

@@ -297,7 +297,62 @@ func dotQ2KRow(row []byte, y []q8KBlock) float32 {
 	return dotQ2KAVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n)
 }
 
-// dotQ3KRow: AVX2 only; the reference's bits.
+// dotF32VecDot is dotF32VecDotGeneric through dotF32VecDotAVX2 (with AVX-512
+// too: the same bits).
+func dotF32VecDot(row []byte, x []float32) float32 {
+	if !useAVX2 || len(x) == 0 {
+		return dotF32VecDotGeneric(row, x)
+	}
+	_ = row[4*len(x)-1]
+	return dotF32VecDotAVX2(&row[0], &x[0], len(x))
+}
+
+// dotQ3KRows is dotQ6KRows for Q3_K weights: with AVX-512, 8 and 4 tokens at a
+// time through dotQ3KAVX512x8 and x4 (6-7 tokens left as the last 8 again);
+// with AVX2, 4 tokens through dotQ3KAVX2x4; 3 tokens left as the last 4 again,
+// 2 through dotQ3KAVX2x2, one through dotQ3KRow. Each token gets the one-token
+// kernel's bits, llama.cpp's.
+func dotQ3KRows(out []float32, row []byte, y []q8KBlock, nb int) {
+	t, n := 0, len(out)
+	if useAVX2 && nb > 0 && n > 1 {
+		_, _ = row[nb*110-1], y[n*nb-1]
+		stride := nb * int(unsafe.Sizeof(y[0]))
+		if useAVX512 {
+			for ; t+8 <= n; t += 8 {
+				dotQ3KAVX512x8(&row[0], (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t])
+			}
+			if n >= 8 && n-t >= 6 {
+				dotQ3KAVX512x8(&row[0], (*byte)(unsafe.Pointer(&y[(n-8)*nb])), nb, stride, &out[n-8])
+				t = n
+			}
+		}
+		for ; t+4 <= n; t += 4 {
+			dotQ3KTokens4(&row[0], (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t])
+		}
+		if n >= 4 && n-t == 3 {
+			dotQ3KTokens4(&row[0], (*byte)(unsafe.Pointer(&y[(n-4)*nb])), nb, stride, &out[n-4])
+			t = n
+		}
+		for ; t+2 <= n; t += 2 {
+			dotQ3KAVX2x2(&row[0], (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t])
+		}
+	}
+	for ; t < n; t++ {
+		out[t] = dotQ3KRow(row, y[t*nb:(t+1)*nb])
+	}
+}
+
+// dotQ3KTokens4 is dotQ3KAVX512x4 or, without AVX-512, dotQ3KAVX2x4 (called
+// directly, not through a func value, through which out would escape).
+func dotQ3KTokens4(x, y *byte, nb, stride int, out *float32) {
+	if useAVX512 {
+		dotQ3KAVX512x4(x, y, nb, stride, out)
+		return
+	}
+	dotQ3KAVX2x4(x, y, nb, stride, out)
+}
+
+// dotQ3KRow: AVX2 only (with AVX-512 too); the reference's bits, llama.cpp's.
 func dotQ3KRow(row []byte, y []q8KBlock) float32 {
 	n := len(y)
 	if n == 0 || !useAVX2 {

@@ -16,8 +16,9 @@ import (
 // kernels (dot0AVX2's, as Q4_0), IQ4_XS, Q4_1, Q5_1, Q2_K and Q3_K ones
 // (dotIQ4XSAVX2, dotQ4_1AVX2, dotQ5_1AVX2, dotQ2KAVX2, dotQ3KAVX2); with AVX-512,
 // Q5_0 and IQ4_NL have outer-product tiles for decoding and IQ4_XS and Q2_K
-// ones for prompts (tile_amd64.go), Q5_0, IQ4_NL and Q3_K prompts are repacked
-// (repack.go), and Q4_1 and Q5_1 have 16-row tiles in their 8-lane order for
+// ones for prompts (tile_amd64.go), Q5_0 and IQ4_NL prompts are repacked
+// (repack.go), Q3_K has 2- and 4-token AVX2 and 4- and 8-token AVX-512 kernels
+// in its 8-lane order (dotQ3KRows), and Q4_1 and Q5_1 have 16-row tiles in their 8-lane order for
 // one and two tokens (dotQ4_1AVX512x16t1, t2; Q5_1's), their AVX2 row kernels
 // and multi-token forms of them (below) taking the rows and tokens left. TQ2_0 and TQ1_0 have AVX2
 // row kernels (dotTQ2_0AVX2, dotTQ1_0AVX2, _asm/ternary.go) with the block
@@ -150,18 +151,6 @@ func dotQ6KRowGeneric(row []byte, y []q8KBlock) float32 {
 	return sum8(&acc)
 }
 
-// dotQ6KBlocksGeneric is the Q6_K block reference (dotQ6KBlock) summed in order,
-// one float step per block: the order of the AVX-512 Q6_K tiles, which since
-// issue 32 serve only Q3_K's prompts repacked into Q6_K (repack.go), where it is
-// Q3_K's reference order (dotQ3KRowGeneric).
-func dotQ6KBlocksGeneric(row []byte, y []q8KBlock) float32 {
-	var sum float32
-	for b := range y {
-		sum += dotQ6KBlock(row[b*210:(b+1)*210], &y[b])
-	}
-	return sum
-}
-
 // The Q8_0, Q4_0 and float references: integer sums per block, then the block's
 // scale; floats in eight lanes summed pairwise (sum8).
 
@@ -202,12 +191,30 @@ func dotQ5_0RowGeneric(row []byte, y []q8Block) float32 {
 	return sum
 }
 
+// dotQ3KRowGeneric is ggml_vec_dot_q3_K_q8_K (x86) bit for bit: 8 float lanes,
+// lane k adding, for each block, the exact integer sum of the products at
+// positions 4k..4k+3 of every 32-element chunk (the signed quants −4..3 times
+// the activations, times their 16 elements' scale) times y.d·f16(x.d) in one
+// fused multiply-add; the lanes summed as sum8 (issue 32: llama.cpp's order,
+// not one float step per block).
 func dotQ3KRowGeneric(row []byte, y []q8KBlock) float32 {
-	var sum float32
+	var acc [8]float32
 	for b := range y {
-		sum += dotQ3KBlock(row[b*110:(b+1)*110], &y[b])
+		blk := row[b*110 : (b+1)*110]
+		hm, qs, sc := blk[0:32], blk[32:96], blk[96:108]
+		var lane [8]int32
+		for j := 0; j < 16; j++ {
+			s := q3KScale(sc, j)
+			for e := 16 * j; e < 16*j+16; e++ {
+				lane[e%32/4] += s * q3KValue(hm, qs, e) * int32(y[b].qs[e])
+			}
+		}
+		d := y[b].d * f16Table[le16(blk[108:])]
+		for k := range acc {
+			acc[k] = float32(math.FMA(float64(d), float64(float32(lane[k])), float64(acc[k])))
+		}
 	}
-	return sum
+	return sum8(&acc)
 }
 
 // dotKRowGeneric is a row of bb-byte blocks against Q8_K activations through the
@@ -355,7 +362,7 @@ func dotQ8_0RowsGeneric(out []float32, row []byte, y []q8Block, nb int) {
 func dotRows(wt Type, row []byte, a *acts, out []float32) { dotRowsAt(wt, row, a, 0, out) }
 
 // dotRowsAt sets out[i] = dotRow(wt, row, a, t0+i): through the batched kernels where
-// a type has them (Q4_K, Q5_K, Q6_K, Q8_0, Q4_1, Q5_1, TQ1_0, IQ3_S and the
+// a type has them (Q4_K, Q5_K, Q6_K, Q3_K, Q8_0, Q4_1, Q5_1, TQ1_0, IQ3_S and the
 // lattice types), which give every token dotRow's bits.
 func dotRowsAt(wt Type, row []byte, a *acts, t0 int, out []float32) {
 	switch wt {
@@ -368,6 +375,9 @@ func dotRowsAt(wt Type, row []byte, a *acts, t0 int, out []float32) {
 	case Q6_K:
 		nb := a.cols / qkK
 		dotQ6KRows(out, row, a.q8k[t0*nb:], nb)
+	case Q3_K:
+		nb := a.cols / qkK
+		dotQ3KRows(out, row, a.q8k[t0*nb:], nb)
 	case Q8_0:
 		nb := a.cols / qk0
 		dotQ8_0Rows(out, row, a.q8[t0*nb:], nb)

@@ -43,6 +43,14 @@ func dotQ5KRows(out []float32, row []byte, y []q8KBlock, nb int) {
 	dotQ5KRowsGeneric(out, row, y, nb)
 }
 
+func dotF32VecDot(row []byte, x []float32) float32 { return dotF32VecDotGeneric(row, x) }
+
+func dotQ3KRows(out []float32, row []byte, y []q8KBlock, nb int) {
+	for t := range out {
+		out[t] = dotQ3KRowGeneric(row, y[t*nb:(t+1)*nb])
+	}
+}
+
 func dotQ6KRows(out []float32, row []byte, y []q8KBlock, nb int) {
 	dotQ6KRowsGeneric(out, row, y, nb)
 }

@@ -147,6 +147,26 @@ func dotQ2KAVX2(x *byte, y *byte, n int) float32
 //go:noescape
 func dotQ3KAVX2(x *byte, y *byte, n int) float32
 
+// dotQ3KAVX2x2 sets out[t] = dotQ3KAVX2(x, y+t·stride, n) for t < 2.
+//
+//go:noescape
+func dotQ3KAVX2x2(x *byte, y *byte, n int, stride int, out *float32)
+
+// dotQ3KAVX2x4 sets out[t] = dotQ3KAVX2(x, y+t·stride, n) for t < 4.
+//
+//go:noescape
+func dotQ3KAVX2x4(x *byte, y *byte, n int, stride int, out *float32)
+
+// dotQ3KAVX512x4 sets out[t] = dotQ3KAVX2(x, y+t·stride, n) for t < 4.
+//
+//go:noescape
+func dotQ3KAVX512x4(x *byte, y *byte, n int, stride int, out *float32)
+
+// dotQ3KAVX512x8 sets out[t] = dotQ3KAVX2(x, y+t·stride, n) for t < 8.
+//
+//go:noescape
+func dotQ3KAVX512x8(x *byte, y *byte, n int, stride int, out *float32)
+
 // dotTQ2_0AVX2 is the dot product of n TQ2_0 blocks at x with n q8KBlocks at y.
 //
 //go:noescape
@@ -301,6 +321,11 @@ func dotIQ1MAVX2x4(x *byte, y *byte, n int, stride int, out *float32, grid *byte
 //
 //go:noescape
 func dotF32AVX2(x *byte, y *float32, n int) float32
+
+// dotF32VecDotAVX2 is x·y for n (a multiple of 64) float32s in ggml_vec_dot_f32's order (AVX-512 builds).
+//
+//go:noescape
+func dotF32VecDotAVX2(x *byte, y *float32, n int) float32
 
 // dotF16AVX2 is the dot product of n (a multiple of 8) F16 weights at x with float32s at y.
 //
@@ -673,30 +698,6 @@ func dotQ4KAVX512r1t8(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb
 //
 //go:noescape
 func dotQ4KAVX512r1t4(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb int, out *float32, os int)
-
-// dotQ6KAVX512r8t1 sets out[t·os + r] = dotQ6KAVX512(x + r·rb, y + t·ys, nb) for r < 8, t < 1;
-// yd + b·yds holds y.d of block b of the tokens, one float32 per token.
-//
-//go:noescape
-func dotQ6KAVX512r8t1(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb int, out *float32, os int)
-
-// dotQ6KAVX512r1t16 sets out[t·os + r] = dotQ6KAVX512(x + r·rb, y + t·ys, nb) for r < 1, t < 16;
-// yd + b·yds holds y.d of block b of the tokens, one float32 per token.
-//
-//go:noescape
-func dotQ6KAVX512r1t16(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb int, out *float32, os int)
-
-// dotQ6KAVX512r1t8 sets out[t·os + r] = dotQ6KAVX512(x + r·rb, y + t·ys, nb) for r < 1, t < 8;
-// yd + b·yds holds y.d of block b of the tokens, one float32 per token.
-//
-//go:noescape
-func dotQ6KAVX512r1t8(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb int, out *float32, os int)
-
-// dotQ6KAVX512r1t4 sets out[t·os + r] = dotQ6KAVX512(x + r·rb, y + t·ys, nb) for r < 1, t < 4;
-// yd + b·yds holds y.d of block b of the tokens, one float32 per token.
-//
-//go:noescape
-func dotQ6KAVX512r1t4(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb int, out *float32, os int)
 
 // dotQ4KAVX512r4t4 sets out[t·os + r] = dotQ4KAVX512(x + r·rb, y + t·ys, nb) for r < 4, t < 4;
 // yd + b·yds holds y.d of block b of the tokens, one float32 per token.

@@ -13,11 +13,10 @@ import (
 // rows against 1, 4, 8 or 16 tokens, as outer products (Q5_0: 16 rows against one
 // token; IQ4_XS: 16 rows against 4, 8 or 16 tokens; Q2_K: against 16, 8, 4 or
 // 1). Every output has the bits of the single-row kernel (and, but for Q4_K's own
-// order, of the reference). Q6_K's tiles (one float per row and token, added a
-// block at a time) serve only Q3_K's prompts repacked into Q6_K, whose reference
-// has that order: Q6_K and Q5_K themselves keep llama.cpp's 8-lane float order
-// (issue 32), which those tiles cannot, and take the AVX-512 row kernel (Q6_K:
-// dotQ6KAVX512) and the AVX2 kernels (one row, two or four tokens) instead.
+// order, of the reference). Q6_K, Q5_K and Q3_K keep llama.cpp's 8-lane float
+// order (issue 32), which tiles of one float per row and token cannot, and take
+// the AVX-512 row kernel (Q6_K: dotQ6KAVX512) and the several-token kernels of
+// one row (AVX2; Q3_K: AVX-512 too, dotQ3KAVX512x8 and x4) instead.
 // Q4_1 and Q5_1 keep that order in 16-row tiles of their own, for 1 and 2
 // tokens (dotQ4_1AVX512x16t1, t2; Q5_1's): one register per lane of the 8, each
 // holding that lane for the 16 rows, so the float steps still run 16 rows at a
@@ -402,9 +401,6 @@ func (m *matMul) repackTokens(lo, hi int) int {
 	if !useAVX512 {
 		return lo
 	}
-	if repacksToQ6K(m.w.Type) {
-		return m.repackTokensQ6K(lo, hi)
-	}
 	if !repacksToQ8_0(m.w.Type) {
 		return lo
 	}
@@ -432,39 +428,6 @@ func (m *matMul) repackTokens(lo, hi int) int {
 		}
 	}
 	return r
-}
-
-// repackTokensQ6K computes rows [lo, hi) for every token through the Q6_K tile
-// kernels, each weight row repacked into Q6_K once (repack.go), and returns hi.
-// The tiles have Q3_K's reference order (dotQ6KBlocksGeneric); tokens left over
-// take Q3_K's own row kernel.
-func (m *matMul) repackTokensQ6K(lo, hi int) int {
-	a, rows := m.a, m.w.Rows
-	nb := a.cols / qkK
-	bp := repackBufs.Get().(*[]byte)
-	defer repackBufs.Put(bp)
-	*bp = grow(*bp, nb*210)
-	row := *bp
-	ys := nb * int(unsafe.Sizeof(q8KBlock{}))
-	_ = a.q8k[m.nTok*nb-1]
-	_ = m.dst[(m.nTok-1)*rows+hi-1]
-	if m.nTok > 1 {
-		_ = a.ydT[(nb-1)*a.rows+m.nTok-1]
-	}
-	ks := [3]tileKernel{dotQ6KAVX512r1t16, dotQ6KAVX512r1t8, dotQ6KAVX512r1t4}
-	for r := lo; r < hi; r++ {
-		repackRowQ6K(row, m.w.Data[r*m.rb:(r+1)*m.rb], nb)
-		t := 0
-		for i, n := range [...]int{16, 8, 4} {
-			for ; t+n <= m.nTok; t += n {
-				ks[i](&row[0], 0, (*byte)(unsafe.Pointer(&a.q8k[t*nb])), ys, &a.ydT[t], 4*a.rows, nb, &m.dst[t*rows+r], rows)
-			}
-		}
-		for ; t < m.nTok; t++ {
-			m.dst[t*rows+r] = dotQ3KRow(m.w.Data[r*m.rb:(r+1)*m.rb], a.q8k[t*nb:(t+1)*nb])
-		}
-	}
-	return hi
 }
 
 // q4KRows4 computes the outputs of the Q4_K rows [r, r+4) for tokens [t0, t0+nt),

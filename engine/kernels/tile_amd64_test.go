@@ -25,12 +25,6 @@ var tileCases = []tileCase{
 	{"Q4_K r1t8", Q4_K, 1, 8, dotQ4KAVX512r1t8, dotQ4KRowGeneric},
 	{"Q4_K r1t4", Q4_K, 1, 4, dotQ4KAVX512r1t4, dotQ4KRowGeneric},
 	{"Q4_K r4t4", Q4_K, 4, 4, dotQ4KAVX512r4t4, dotQ4KRowGeneric},
-	// Q6_K's tiles keep one float step per block (dotQ6KBlocksGeneric): they
-	// serve Q3_K's repacked prompts only (issue 32).
-	{"Q6_K r8t1", Q6_K, 8, 1, dotQ6KAVX512r8t1, dotQ6KBlocksGeneric},
-	{"Q6_K r1t16", Q6_K, 1, 16, dotQ6KAVX512r1t16, dotQ6KBlocksGeneric},
-	{"Q6_K r1t8", Q6_K, 1, 8, dotQ6KAVX512r1t8, dotQ6KBlocksGeneric},
-	{"Q6_K r1t4", Q6_K, 1, 4, dotQ6KAVX512r1t4, dotQ6KBlocksGeneric},
 }
 
 // TestTileKernels: every output of a tile kernel is the Go reference's bits, for

@@ -130,7 +130,9 @@ func (w *scratch) moe(m *Model, li int, x, xn []float32, n int) {
 	e := m.layers[li].moe
 	E, K, dim, F := c.Experts, c.ExpertsUsed, c.Dim, c.ExpertFFN
 	logits := w.rLogits[:n*E]
-	kernels.MatMul(logits, e.router, xn, n)
+	// In the order llama.cpp's AVX-512 builds decode F32 routers in: a last-bit
+	// difference can tip the choice between two near-equal experts (issue 32).
+	kernels.MatMulVecDotF32(logits, e.router, xn, n)
 	sel, wts := w.sel[:n*K], w.wts[:n*K]
 	for i := 0; i < n; i++ {
 		route(sel[i*K:(i+1)*K], wts[i*K:(i+1)*K], logits[i*E:(i+1)*E], c.NormTopK)
@@ -227,7 +229,7 @@ func (w *scratch) moe(m *Model, li int, x, xn []float32, n int) {
 		// sigmoid computed as silu(v)/v. The products ran with the first run above.
 		d := w.moeIn[:n*dim]
 		v, s, ones := w.shV[:n], w.shS[:n], w.ones[:n]
-		kernels.MatMul(v, e.shInp, xn, n)
+		kernels.MatMulVecDotF32(v, e.shInp, xn, n)
 		kernels.SwiGLU(s, v, ones)
 		for i := range s {
 			s[i] /= v[i]

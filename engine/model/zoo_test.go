@@ -34,13 +34,14 @@ import (
 // from 3.9e-4 to 1.2e-4; with its AVX2 and AVX-512 kernels too, commit 75bc768,
 // the same on both levels: not adopted, since on AVX-512 it made Q8_0 prompts'
 // products 3.3x slower than the block-order outer-product tiles, which keep one
-// float per row and token; ggmlorder_test.go); the F32 products (the MoE routers)
-// in the Go reference's order (8 lanes, a product and a sum each rounded, sum8)
-// instead of the AVX2 kernel's (8 accumulators of 8 lanes, fused): qwen2moe-Q4_K_M
-// from 2.88e-5 to 5.65e-7 and qwen2moe-F16 from 1.11e-5 to 9.5e-6 (measured on the
-// AVX-512 Xeon; -tags purego gives the same); the same order with fused
-// multiply-adds gives 2.88e-5 again, so llama.cpp's F32 products here seem to keep
-// one unfused accumulator per lane of 8 (not yet checked against its source).
+// float per row and token; ggmlorder_test.go). Also done: Q3_K's dot product in
+// ggml's order (llama-dense-Q3_K_S from 1.5e-5 to 4.7e-7), and the F32 routers'
+// products in ggml_vec_dot_f32's order of llama.cpp's AVX-512 builds, in which they
+// decode (kernels.MatMulVecDotF32, bit for bit; qwen2moe-Q4_K_M from 2.88e-5 to
+// 5.6e-7). On these files any order but MatMul's own F32 one (eight fused
+// accumulators of 8 lanes) gave about 5.6e-7 there, ggml's AVX2 one (four of 8) and
+// the unfused 8 lanes too: the gain was one router near-tie, not evidence of an
+// order; kernels.TestVecDotF32MatchesLlamaCppBits is.
 // RoPE's angles as libm's sinf/cosf (not correctly rounded for ~2% of them; ours
 // are) were not needed: q and k are rounded to binary16 before attention.
 var zooKnownGaps = map[string]string{}

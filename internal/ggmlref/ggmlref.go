@@ -160,6 +160,17 @@ type Rows struct {
 // rowBytes is the encoded size of one row.
 func Run(t testing.TB, typ uint32, rows, cols, rowBytes int, w []float32, raw []byte, x []float32) Rows {
 	t.Helper()
+	return run(t, Binary(t), typ, rows, cols, rowBytes, w, raw, x)
+}
+
+// RunAVX512 is Run through llama.cpp's AVX-512 CPU variant (BinaryAVX512).
+func RunAVX512(t testing.TB, typ uint32, rows, cols, rowBytes int, w []float32, raw []byte, x []float32) Rows {
+	t.Helper()
+	return run(t, BinaryAVX512(t), typ, rows, cols, rowBytes, w, raw, x)
+}
+
+func run(t testing.TB, bin string, typ uint32, rows, cols, rowBytes int, w []float32, raw []byte, x []float32) Rows {
+	t.Helper()
 	var in bytes.Buffer
 	args := []string{fmt.Sprint(typ), fmt.Sprint(rows), fmt.Sprint(cols)}
 	if raw != nil {
@@ -169,7 +180,7 @@ func Run(t testing.TB, typ uint32, rows, cols, rowBytes int, w []float32, raw []
 		binary.Write(&in, binary.LittleEndian, w)
 	}
 	binary.Write(&in, binary.LittleEndian, x)
-	cmd := exec.Command(Binary(t), args...)
+	cmd := exec.Command(bin, args...)
 	cmd.Stdin = &in
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

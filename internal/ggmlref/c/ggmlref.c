@@ -7,7 +7,7 @@
 //        ggmlref attend HD N SCALE < in > out
 // in:  ROWS*COLS float32 weights (raw: ROWS rows of TYPE's blocks, used as they
 //      are), then COLS float32 activations
-// out: the weights quantized to TYPE by ggml_quantize_chunk (an all-ones importance
+// out: the weights quantized to TYPE by ggml_quantize_chunk (F32: as they are; an all-ones importance
 //      matrix where the type requires one), ROWS*COLS float32 as ggml decodes them,
 //      ROWS float32 dot products of each row with the activations as the CPU
 //      backend computes them (activations converted to the type's vec_dot_type).
@@ -86,11 +86,19 @@ int main(int argc, char **argv) {
       imatrix = malloc(sizeof(float) * cols);
       for (int64_t i = 0; i < cols; i++) imatrix[i] = 1;
     }
-    ggml_quantize_init(type);
-    ggml_quantize_chunk(type, w, q, 0, rows, cols, imatrix);
+    if (type != GGML_TYPE_F32) {
+      ggml_quantize_init(type);
+      ggml_quantize_chunk(type, w, q, 0, rows, cols, imatrix);
+    }
   }
-  for (int64_t r = 0; r < rows; r++) tt->to_float((char *)q + r * rb, deq + r * cols, cols);
-  vt->from_float(x, xq, cols);
+  if (type == GGML_TYPE_F32) { // no conversions (ggml has none for F32)
+    if (!raw) memcpy(q, w, rb * rows);
+    memcpy(deq, q, rb * rows);
+    memcpy(xq, x, vb);
+  } else {
+    for (int64_t r = 0; r < rows; r++) tt->to_float((char *)q + r * rb, deq + r * cols, cols);
+    vt->from_float(x, xq, cols);
+  }
   for (int64_t r = 0; r < rows; r++) ct->vec_dot(cols, &dots[r], 0, (char *)q + r * rb, 0, xq, 0, 1);
   fwrite(q, 1, rb * rows, stdout);
   fwrite(deq, sizeof(float), rows * cols, stdout);
