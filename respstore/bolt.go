@@ -299,7 +299,7 @@ func (s *Bolt) PutWithin(ctx context.Context, rec Record, lim Limits) error {
 	return op.err
 }
 
-// A putOp is one Put handed to the committer (commitLoop): its record, encoded, and
+// A putOp is one Put handed to the writer (commitLoop): its record, encoded, and
 // its outcome once its group's journal record is written (or it was refused).
 type putOp struct {
 	rec  Record
@@ -566,7 +566,7 @@ func (s *Bolt) writeBatch(b *batch) {
 	for _, op := range b.ops {
 		payload = appendJournalPut(payload, op)
 	}
-	if err := s.j.write(s.seq+1, payload); err != nil {
+	if err := s.j.write(s.seq+1, payload, !s.o.ProcessSync); err != nil {
 		s.broken = fmt.Errorf("respstore: the journal: %w", err)
 		fail(s.broken)
 		return
@@ -947,7 +947,7 @@ func (s *Bolt) SweepTenant(ctx context.Context, tenant string, now time.Time) (i
 	return removed, err
 }
 
-// sweepTenant is SweepTenant on the committer (no Put in its transaction).
+// sweepTenant is SweepTenant on the writer (bbolt holds every acknowledged Put).
 func (s *Bolt) sweepTenant(ctx context.Context, tenant string, now time.Time) (int, error) {
 	// A read first: a write transaction is an fsync, and most calls find nothing.
 	var due bool

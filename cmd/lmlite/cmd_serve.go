@@ -244,7 +244,9 @@ func runServe(args []string) error {
 	if r := cfg.Redis; r != nil {
 		responses = respstore.NewRedis(rc, r.KeyPrefix, respstore.Options{})
 	} else {
-		rb, err := respstore.OpenBolt(filepath.Join(cfg.DataDir, "responses.db"), respstore.Options{})
+		// ledger: {sync: process} is the operator's choice of durability for what a
+		// request leaves behind: the stored responses' journal follows it.
+		rb, err := respstore.OpenBolt(filepath.Join(cfg.DataDir, "responses.db"), respstore.Options{ProcessSync: cfg.Ledger.Sync == "process"})
 		if err != nil {
 			return err
 		}
