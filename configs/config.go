@@ -88,6 +88,8 @@ type Ledger struct {
 	// Sync is "fsync" (default: every group of settled requests is fsynced before they
 	// are acknowledged; survives power loss) or "process" (written to the OS before
 	// acknowledging, fsynced in the background; survives the process being killed).
+	// The stored responses' journal (/v1/responses with store: true, in bbolt)
+	// follows it: fdatasynced before the answer, or written to the OS only.
 	Sync string `yaml:"sync"`
 }
 

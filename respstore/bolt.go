@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -25,10 +26,10 @@ var (
 // sweepPerTx bounds the responses one transaction of Sweep (or of a Put) removes.
 const sweepPerTx = 1000
 
-// commitEvery bounds how long acknowledged Puts stay in the journal only (in the
-// committer's open bbolt transaction): the committer commits bbolt when the
-// transaction is this old, when it has nothing to do for commitIdle, when the
-// journal's pass is full, and before any other write (Delete, a sweep) and Close.
+// commitEvery bounds how long acknowledged Puts stay in the journal only: the
+// applier commits them to bbolt when the oldest is this old, when no Put came for
+// commitIdle, when the journal's pass is full, and before any other write (Delete,
+// a sweep) and Close.
 const (
 	commitEvery = 100 * time.Millisecond
 	commitIdle  = 5 * time.Millisecond
@@ -37,37 +38,56 @@ const (
 // Bolt is the Store of one process: an embedded bbolt database (a file in the data
 // directory, e.g. data_dir/responses.db) and its journal (responses.db-journal).
 // A Put returns once it is durable: its group's journal record is fdatasynced (one
-// fdatasync per group of concurrent Puts; commitLoop). bbolt commits the Puts
-// later, fsynced as always, and at open the journal's records bbolt lacks (a crash
-// came first) are applied again. Until bbolt commits them, readers find the
+// fdatasync per group of concurrent Puts; commitLoop, the writer). Another
+// goroutine, the applier (applyLoop), commits the acknowledged Puts to bbolt
+// later, fsynced as always, while the writer goes on journaling the next groups;
+// at open the journal's records bbolt lacks (a crash came first) are applied again.
+// Until bbolt commits them, readers and the writer's limit checks find the
 // acknowledged Puts in an overlay (recent, usage).
 type Bolt struct {
 	db      *bolt.DB
 	o       Options
 	j       *journal
 	puts    chan *putOp   // to commitLoop; unbuffered, so no Put is left behind at Close
-	execs   chan *execOp  // other writes, run by commitLoop after a bbolt commit
+	execs   chan *execOp  // other writes, run by commitLoop after bbolt committed every Put
 	quit    chan struct{} // closed by Close
-	stopped chan struct{} // closed when commitLoop returned
+	stopped chan struct{} // closed when commitLoop and applyLoop returned
 	once    sync.Once
-	commits atomic.Int64  // group commits made: journal records, or bbolt commits of a group (tests read it)
+	commits atomic.Int64  // group commits made: journal records (tests read it)
 	every   time.Duration // commitEvery
 	idle    time.Duration // commitIdle
 
-	// The committer's state (commitLoop's goroutine only).
-	tx      *bolt.Tx  // the open write transaction: the acknowledged Puts bbolt has not committed, or nil
-	txStart time.Time // when tx began
-	pending []*putOp  // the Puts in tx, acknowledged (journaled), in order
-	seq     uint64    // the last journal record's seq
-	broken  error     // a journal write failed: every Put fails with it
+	// The writer's state (commitLoop's goroutine only).
+	seq    uint64 // the last journal record's seq
+	broken error  // a journal write failed: every Put fails with it
 
-	// The overlay: what tx holds, for readers (under mu; commitLoop changes it).
+	// From the writer to the applier.
+	qmu      sync.Mutex
+	queue    []*putOp        // acknowledged Puts bbolt has not committed, in order (under qmu)
+	queued   time.Time       // when the oldest of queue was queued (under qmu)
+	lastQ    time.Time       // when the writer last queued Puts (under qmu)
+	kick     chan struct{}   // the queue grew (buffered: one is enough)
+	flushes  chan chan error // the writer waits until bbolt holds every Put queued
+	applied  atomic.Uint64   // the seq of the last journal record bbolt holds
+	stopAppl chan struct{}   // closed by the writer at Close
+	applDone chan struct{}   // closed when applyLoop returned
+
+	// The overlay: the acknowledged Puts bbolt has not committed (under mu; the
+	// writer adds to it, the applier takes out what it committed).
 	mu       sync.RWMutex
-	recent   map[string][]byte // tkey → the record of a Put in tx
-	usage    map[string]Usage  // tenant → its usage in tx, for tenants with Puts in tx
-	replayed int               // Puts applied again from the journal at open (tests read it)
+	recent   map[string]*putOp        // tkey → the last acknowledged Put of it not in bbolt
+	usage    map[string]*pendingUsage // tenant → its usage with its Puts not in bbolt, for tenants that have some
+	replayed int                      // Puts applied again from the journal at open (tests read it)
 
-	crashAtClose bool // tests: Close leaves bbolt without the journal's Puts, as a crash would
+	commitHook   func() // tests: runs in the applier's bbolt transaction, before it commits
+	crashAtClose bool   // tests: Close leaves bbolt without the journal's Puts, as a crash would
+}
+
+// pendingUsage is a tenant's part of the overlay.
+type pendingUsage struct {
+	u      Usage // the tenant's usage with every acknowledged Put
+	n      int   // the tenant's acknowledged Puts bbolt has not committed
+	minExp int64 // the earliest expiry (Unix ms) of those (a bound: may be one committed since)
 }
 
 // ErrClosed is the error of a Put on a closed Bolt.
@@ -88,11 +108,13 @@ func openBolt(path string, o Options, every, idle time.Duration) (*Bolt, error) 
 	}
 	s := &Bolt{db: db, o: o.withDefaults(), puts: make(chan *putOp), execs: make(chan *execOp),
 		quit: make(chan struct{}), stopped: make(chan struct{}),
-		recent: map[string][]byte{}, usage: map[string]Usage{}, every: every, idle: idle}
+		kick: make(chan struct{}, 1), flushes: make(chan chan error), stopAppl: make(chan struct{}), applDone: make(chan struct{}),
+		recent: map[string]*putOp{}, usage: map[string]*pendingUsage{}, every: every, idle: idle}
 	if err := s.replay(path + "-journal"); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("respstore: %w", err)
 	}
+	go s.applyLoop()
 	go s.commitLoop()
 	return s, nil
 }
@@ -136,7 +158,7 @@ func (s *Bolt) replay(path string) error {
 				return err
 			}
 			for _, op := range ops {
-				if err := putTx(tx, op); err != nil {
+				if err := applyTx(tx, op); err != nil {
 					return err
 				}
 				s.replayed++
@@ -147,6 +169,7 @@ func (s *Bolt) replay(path string) error {
 			return err
 		}
 		s.seq = max(applied, last)
+		s.applied.Store(s.seq)
 		return meta.Put(keyApplied, binary.BigEndian.AppendUint64(nil, s.seq))
 	})
 	if err == nil && !fresh {
@@ -276,7 +299,7 @@ func (s *Bolt) PutWithin(ctx context.Context, rec Record, lim Limits) error {
 	return op.err
 }
 
-// A putOp is one Put handed to the committer (commitLoop): its record, encoded, and
+// A putOp is one Put handed to the writer (commitLoop): its record, encoded, and
 // its outcome once its group's journal record is written (or it was refused).
 type putOp struct {
 	rec  Record
@@ -285,20 +308,22 @@ type putOp struct {
 	size int64  // rec.Size()
 	err  error  // the Put's outcome; set before done is closed
 	done chan struct{}
+	key  string // tkey(rec.Tenant, rec.ID) (the writer sets it)
+	seq  uint64 // the journal record it is in, once acknowledged
 }
 
 // maxGroup bounds the Puts one group commit takes.
 const maxGroup = 256
 
-// An execOp is a write other than a Put (Delete, a sweep), run by commitLoop after
-// it committed the Puts in its transaction, so that fn may db.Update.
+// An execOp is a write other than a Put (Delete, a sweep), run by commitLoop once
+// bbolt holds every acknowledged Put, so that fn may db.Update.
 type execOp struct {
 	fn   func() error
 	err  error
 	done chan struct{}
 }
 
-// exec runs fn on the committer, after a bbolt commit of the acknowledged Puts.
+// exec runs fn on the writer, after bbolt committed every acknowledged Put.
 func (s *Bolt) exec(ctx context.Context, fn func() error) error {
 	e := &execOp{fn: fn, done: make(chan struct{})}
 	select {
@@ -312,55 +337,40 @@ func (s *Bolt) exec(ctx context.Context, fn func() error) error {
 	return e.err
 }
 
-// commitLoop is the committer of Puts (group commit): it takes the Puts waiting when
-// it is free (at most maxGroup), applies them one after the other in its open bbolt
-// write transaction, writes them as one journal record and fdatasyncs it (one sync
-// for all of them), and only then answers each. A Put alone waits for nothing but
-// its own journal write; under load, the Puts that arrive while a sync runs share
-// the next one. Each Put's limit check reads the usage the Puts before it left in
-// the transaction, so the limits hold exactly as if they had run one by one. A Put
-// refused by its limits changes nothing, is not journaled, and does not abort the
-// group; any other error of the transaction (bbolt's: a corrupt record) fails that
-// Put alone (the transaction is made again from the acknowledged Puts).
+// commitLoop is the writer (group commit): it takes the Puts waiting when it is
+// free (at most maxGroup), checks each one's limits against the usage the Puts
+// before it left (bbolt's, the overlay's and its group's), writes the ones stored
+// as one journal record and fdatasyncs it (one sync for all of them), adds them to
+// the overlay and the applier's queue, and only then answers each. A Put alone
+// waits for nothing but its own journal write; under load, the Puts that arrive
+// while a sync runs share the next one. The limits hold exactly as if the Puts had
+// run one by one: only the writer decides what is stored. A Put refused by its
+// limits changes nothing, is not journaled, and does not abort the group.
 //
-// The transaction is committed (bbolt's fsyncs) off the Puts' path: when it is
-// commitEvery old, after commitIdle with nothing to do, when the journal's pass is
-// full, before another write (exec) and at Close. A failed journal write stops the
-// store taking Puts (it cannot know what reached the disk); a failed commit is tried
-// again, the acknowledged Puts staying in the journal meanwhile.
+// The writer never waits for bbolt's commits (applyLoop makes them), except before
+// another write (exec), when the journal's pass is full, and for a Put of a tenant
+// with a response expired by the Put's time (it is swept first, in bbolt, as a Put
+// always did). A failed journal write stops the store taking Puts (it cannot know
+// what reached the disk).
 func (s *Bolt) commitLoop() {
 	defer close(s.stopped)
 	group := make([]*putOp, 0, maxGroup)
-	idle := time.NewTimer(time.Hour)
-	idle.Stop()
 	for {
-		if s.tx != nil {
-			idle.Reset(s.idle)
-		}
 		select {
 		case op := <-s.puts:
 			group = append(group[:0], op)
 		case e := <-s.execs:
-			e.err = s.commitPending()
+			e.err = s.flush()
 			if e.err == nil {
 				e.err = e.fn()
 			}
 			close(e.done)
 			continue
-		case <-idle.C:
-			s.commitPending()
-			continue
 		case <-s.quit:
-			idle.Stop()
-			if !s.crashAtClose {
-				s.commitPending()
-			}
-			if s.tx != nil {
-				s.tx.Rollback() // the commit failed: the journal keeps the Puts
-			}
+			close(s.stopAppl)
+			<-s.applDone
 			return
 		}
-		idle.Stop()
 		// Let the goroutines that are ready run first: the Puts answered by the last
 		// commit are often about to send their next one (readied by it, they queue
 		// behind this goroutine, which would otherwise commit alone).
@@ -374,144 +384,366 @@ func (s *Bolt) commitLoop() {
 				break take
 			}
 		}
-		s.commits.Add(1)
 		s.putGroup(group)
 		for _, op := range group {
 			close(op.done)
 		}
 		clear(group) // no record kept alive until the next group
-		if s.tx != nil && time.Since(s.txStart) >= s.every {
-			s.commitPending()
-		}
 	}
 }
 
-// putGroup applies group in the transaction and makes the Puts it stored durable
-// (each op.err says how its Put ended).
+// A batch is the Puts of a group the writer has accepted and not yet journaled,
+// with what they change: each tenant's usage, the keys they store.
+type batch struct {
+	ops    []*putOp
+	usage  map[string]*pendingUsage // n and minExp: of the batch's Puts only
+	keys   map[string]*putOp
+	length int // the journal payload's bytes, about
+}
+
+func (b *batch) reset() {
+	b.ops = b.ops[:0]
+	clear(b.usage)
+	clear(b.keys)
+	b.length = 0
+}
+
+// putGroup decides each Put of group (each op.err says how it ended) and makes the
+// ones stored durable.
 func (s *Bolt) putGroup(group []*putOp) {
-	fail := func(ops []*putOp, err error) {
-		for _, op := range ops {
+	if s.broken != nil {
+		for _, op := range group {
+			op.err = s.broken
+		}
+		return
+	}
+	b := &batch{usage: map[string]*pendingUsage{}, keys: map[string]*putOp{}}
+	for _, op := range group {
+		rec := &op.rec
+		op.key = string(tkey(rec.Tenant, rec.ID))
+		now := rec.Created.UnixMilli()
+		st, err := s.stateOf(b, op, now)
+		if err == nil && st.expired {
+			// Sweep the tenant's expired responses first, in bbolt: journal what is
+			// decided so far, wait for bbolt to hold it all, sweep, and look again.
+			s.writeBatch(b)
+			if err = s.flush(); err == nil {
+				err = wrapBolt(s.db.Update(func(tx *bolt.Tx) error {
+					_, err := sweepTenantTx(tx, rec.Tenant, now, sweepPerTx)
+					return err
+				}))
+			}
+			if err == nil {
+				st, err = s.stateOf(b, op, now)
+			}
+		}
+		if err != nil {
+			op.err = err
+			continue
+		}
+		next := st.u
+		next.Count++
+		next.Bytes += op.size
+		if st.replace {
+			next.Count--
+			next.Bytes -= st.oldSize
+		}
+		if err := checkLimits(op.lim, st.u, next); err != nil {
+			op.err = err
+			continue
+		}
+		p := b.usage[rec.Tenant]
+		if p == nil {
+			p = &pendingUsage{minExp: math.MaxInt64}
+			b.usage[rec.Tenant] = p
+		}
+		p.u = next
+		p.n++
+		p.minExp = min(p.minExp, rec.Expires.UnixMilli())
+		b.keys[op.key] = op
+		b.ops = append(b.ops, op)
+		b.length += len(op.val) + len(rec.Tenant) + len(rec.ID) + 30
+	}
+	s.writeBatch(b)
+}
+
+// putState is what a Put finds before it: its tenant's usage, the response it
+// replaces (and its size), whether one of the tenant's responses has expired.
+type putState struct {
+	u       Usage
+	replace bool
+	oldSize int64
+	expired bool
+}
+
+// stateOf reads op's state: from the batch (the group's Puts before it), else the
+// overlay (acknowledged Puts bbolt does not hold yet), else bbolt. What the
+// overlay lacks, bbolt holds for good: only the writer adds to it, and the applier
+// takes a Put out only after its commit.
+func (s *Bolt) stateOf(b *batch, op *putOp, now int64) (putState, error) {
+	rec := &op.rec
+	var st putState
+	haveUsage, haveOld := false, false
+	if p := b.usage[rec.Tenant]; p != nil {
+		st.u, haveUsage = p.u, true
+		st.expired = p.minExp <= now
+	}
+	if old := b.keys[op.key]; old != nil {
+		st.replace, st.oldSize, haveOld = true, old.size, true
+	}
+	s.mu.RLock()
+	if p := s.usage[rec.Tenant]; p != nil {
+		if !haveUsage {
+			st.u, haveUsage = p.u, true
+		}
+		st.expired = st.expired || p.minExp <= now
+	}
+	if old := s.recent[op.key]; old != nil && !haveOld {
+		st.replace, st.oldSize, haveOld = true, old.size, true
+	}
+	s.mu.RUnlock()
+	err := s.db.View(func(tx *bolt.Tx) error {
+		if !haveUsage {
+			st.u = getUsage(tx, rec.Tenant)
+		}
+		if !st.expired {
+			prefix := append([]byte(rec.Tenant), '/')
+			k, _ := tx.Bucket(bucketExpiry).Cursor().Seek(prefix)
+			rest, ok := bytes.CutPrefix(k, prefix)
+			st.expired = ok && len(rest) >= 8 && int64(binary.BigEndian.Uint64(rest)) <= now
+		}
+		if haveOld {
+			return nil
+		}
+		v := tx.Bucket(bucketResponses).Get([]byte(op.key))
+		if v == nil {
+			return nil
+		}
+		view, err := viewRecord(v)
+		if err != nil {
+			return fmt.Errorf("respstore: %s/%s: %w", rec.Tenant, rec.ID, err)
+		}
+		old, err := view.record(rec.Tenant, rec.ID)
+		if err != nil {
+			return err
+		}
+		st.replace, st.oldSize = true, old.Size()
+		return nil
+	})
+	return st, wrapBolt(err)
+}
+
+// writeBatch journals the batch's Puts as one record (fdatasynced), then adds them
+// to the overlay and to the applier's queue; on an error each fails with it. The
+// batch is empty afterwards.
+func (s *Bolt) writeBatch(b *batch) {
+	defer b.reset()
+	if len(b.ops) == 0 {
+		return
+	}
+	fail := func(err error) {
+		for _, op := range b.ops {
 			op.err = err
 		}
 	}
 	if s.broken != nil {
-		fail(group, s.broken)
+		fail(s.broken)
 		return
 	}
-	if err := s.begin(nil); err != nil {
-		fail(group, err)
-		return
+	if s.j.off > 0 && s.applied.Load() == s.seq {
+		s.j.rewind() // bbolt holds every record: start the pass again
 	}
-	stored := make([]*putOp, 0, len(group))
-	size := 0
-	for _, op := range group {
-		if err := putTx(s.tx, op); err != nil {
-			op.err = wrapBolt(err)
-			if err := s.rebuild(stored); err != nil { // without op
-				fail(group, err)
-				return
-			}
-			continue
+	if !s.j.fits(b.length) {
+		// The journal's pass is full: wait for bbolt to hold every record, and start
+		// the journal again.
+		if err := s.flush(); err != nil {
+			fail(err)
+			return
 		}
-		if op.err == nil {
-			stored = append(stored, op)
-			size += len(op.val) + len(op.rec.Tenant) + len(op.rec.ID) + 30
-		}
+		s.j.rewind()
 	}
-	if len(stored) == 0 {
-		return
-	}
-	if !s.j.fits(size) {
-		// The journal's pass is full: commit bbolt instead (the group with it), and
-		// start the journal again.
-		if err := s.commitPending(); err != nil {
-			fail(stored, err) // not acknowledged: rebuild left them out
-		}
-		return
-	}
-	payload := make([]byte, 0, size)
-	for _, op := range stored {
+	payload := make([]byte, 0, b.length)
+	for _, op := range b.ops {
 		payload = appendJournalPut(payload, op)
 	}
-	if err := s.j.write(s.seq+1, payload); err != nil {
+	if err := s.j.write(s.seq+1, payload, !s.o.ProcessSync); err != nil {
 		s.broken = fmt.Errorf("respstore: the journal: %w", err)
-		fail(stored, s.broken)
-		s.rebuild(nil)
+		fail(s.broken)
 		return
 	}
 	s.seq++
-	s.pending = append(s.pending, stored...)
+	s.commits.Add(1)
+	for _, op := range b.ops {
+		op.seq = s.seq
+	}
 	s.mu.Lock()
-	for _, op := range stored {
-		s.recent[string(tkey(op.rec.Tenant, op.rec.ID))] = op.val
-		s.usage[op.rec.Tenant] = getUsage(s.tx, op.rec.Tenant)
+	for _, op := range b.ops {
+		s.recent[op.key] = op
+	}
+	for tenant, bp := range b.usage {
+		p := s.usage[tenant]
+		if p == nil {
+			p = &pendingUsage{minExp: math.MaxInt64}
+			s.usage[tenant] = p
+		}
+		p.u = bp.u
+		p.n += bp.n
+		p.minExp = min(p.minExp, bp.minExp)
 	}
 	s.mu.Unlock()
+	s.qmu.Lock()
+	if len(s.queue) == 0 {
+		s.queued = time.Now()
+	}
+	s.queue = append(s.queue, b.ops...)
+	s.lastQ = time.Now()
+	s.qmu.Unlock()
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
 }
 
-// begin opens the committer's transaction if none is open and applies ops in it
-// again (acknowledged Puts, which the limits no longer refuse).
-func (s *Bolt) begin(ops []*putOp) error {
-	if s.tx != nil {
+// flush waits until bbolt holds every journal record written (the writer's).
+func (s *Bolt) flush() error {
+	if s.applied.Load() == s.seq {
 		return nil
 	}
-	tx, err := s.db.Begin(true)
+	c := make(chan error, 1)
+	s.flushes <- c
+	return <-c
+}
+
+// applyLoop is the applier: it commits the acknowledged Puts of the queue to bbolt
+// in one transaction (with the seq of the last journal record they came in) when
+// the oldest has waited commitEvery, when no Put came for commitIdle, when the
+// writer waits (flush), and at Close, then takes them out of the overlay. A failed
+// commit is tried again (the journal keeps the Puts meanwhile); a flush waiting
+// gets its error.
+func (s *Bolt) applyLoop() {
+	defer close(s.applDone)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	var waiting []chan error
+	var retryAt time.Time
+	answer := func(err error) {
+		for _, c := range waiting {
+			c <- err
+		}
+		waiting = nil
+	}
+	for {
+		s.qmu.Lock()
+		n, oldest, lastQ := len(s.queue), s.queued, s.lastQ
+		s.qmu.Unlock()
+		if n == 0 {
+			answer(nil)
+		}
+		now := time.Now()
+		if n > 0 && (len(waiting) > 0 || !now.Before(retryAt) && (now.Sub(oldest) >= s.every || now.Sub(lastQ) >= s.idle)) {
+			err := s.applyQueued()
+			if err != nil {
+				retryAt = time.Now().Add(s.idle)
+				answer(err)
+			}
+			continue
+		}
+		var wake <-chan time.Time
+		if n > 0 {
+			d := min(s.every-now.Sub(oldest), s.idle-now.Sub(lastQ))
+			d = max(d, retryAt.Sub(now), 0)
+			timer.Reset(d)
+			wake = timer.C
+		}
+		select {
+		case <-s.kick:
+		case c := <-s.flushes:
+			waiting = append(waiting, c)
+		case <-wake:
+		case <-s.stopAppl:
+			timer.Stop()
+			if n > 0 && !s.crashAtClose {
+				s.applyQueued() // a failure leaves the Puts to the journal
+			}
+			return
+		}
+		timer.Stop()
+	}
+}
+
+// applyQueued commits the queue's Puts to bbolt and takes them out of the queue and
+// the overlay.
+func (s *Bolt) applyQueued() error {
+	s.qmu.Lock()
+	ops := s.queue[:len(s.queue):len(s.queue)] // the writer only appends
+	s.qmu.Unlock()
+	last := ops[len(ops)-1].seq
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		for _, op := range ops {
+			if err := applyTx(tx, op); err != nil {
+				return err
+			}
+		}
+		if s.commitHook != nil {
+			s.commitHook()
+		}
+		return tx.Bucket(bucketJournal).Put(keyApplied, binary.BigEndian.AppendUint64(nil, last))
+	})
 	if err != nil {
 		return wrapBolt(err)
 	}
+	s.applied.Store(last)
+	s.qmu.Lock()
+	rest := s.queue[len(ops):]
+	s.queue = append(make([]*putOp, 0, max(len(rest), 64)), rest...)
+	s.queued = time.Now()
+	s.qmu.Unlock()
+	s.mu.Lock()
 	for _, op := range ops {
-		again := *op
-		again.lim = Limits{}
-		if err := putTx(tx, &again); err != nil {
-			tx.Rollback()
-			return wrapBolt(err)
+		if s.recent[op.key] == op {
+			delete(s.recent, op.key)
+		}
+		if p := s.usage[op.rec.Tenant]; p != nil {
+			if p.n--; p.n <= 0 {
+				delete(s.usage, op.rec.Tenant)
+			}
 		}
 	}
-	s.tx, s.txStart = tx, time.Now()
-	return nil
-}
-
-// rebuild makes the transaction again from the acknowledged Puts and then extra
-// (after an error left it in a state not known).
-func (s *Bolt) rebuild(extra []*putOp) error {
-	if s.tx != nil {
-		s.tx.Rollback()
-		s.tx = nil
-	}
-	return s.begin(append(s.pending[:len(s.pending):len(s.pending)], extra...))
-}
-
-// commitPending commits the transaction (with the seq of the last journal record
-// it holds), empties the overlay, and starts the journal again.
-func (s *Bolt) commitPending() error {
-	if s.tx == nil {
-		return nil
-	}
-	err := s.tx.Bucket(bucketJournal).Put(keyApplied, binary.BigEndian.AppendUint64(nil, s.seq))
-	if err == nil {
-		err = s.tx.Commit()
-	} else {
-		s.tx.Rollback()
-	}
-	s.tx = nil
-	if err != nil {
-		s.rebuild(nil) // the journal keeps the acknowledged Puts; the next commit tries again
-		return wrapBolt(err)
-	}
-	s.mu.Lock()
-	clear(s.recent)
-	clear(s.usage)
 	s.mu.Unlock()
-	clear(s.pending)
-	s.pending = s.pending[:0]
-	s.j.rewind()
 	return nil
 }
 
-// putTx applies one Put in tx: it sweeps the tenant's expired responses, checks the
-// limits against the usage tx has (op.err: a LimitError, and nothing of the Put is
-// written), then writes the record and the usage. Its error is the transaction's
-// (not the Put's alone).
+// applyTx writes one acknowledged Put in tx: its record (replacing the tenant's
+// response of the same id), its expiry key and the tenant's usage. Its error is the
+// transaction's.
+func applyTx(tx *bolt.Tx, op *putOp) error {
+	rec := &op.rec
+	u := getUsage(tx, rec.Tenant)
+	k := tkey(rec.Tenant, rec.ID)
+	if b := tx.Bucket(bucketResponses).Get(k); b != nil {
+		v, err := viewRecord(b)
+		if err != nil {
+			return fmt.Errorf("respstore: %s/%s: %w", rec.Tenant, rec.ID, err)
+		}
+		if err := removeTx(tx, rec.Tenant, rec.ID, v, &u); err != nil {
+			return err
+		}
+	}
+	if err := tx.Bucket(bucketResponses).Put(k, op.val); err != nil {
+		return err
+	}
+	if err := tx.Bucket(bucketExpiry).Put(expiryKey(rec.Tenant, rec.Expires.UnixMilli(), rec.ID), nil); err != nil {
+		return err
+	}
+	u.Count++
+	u.Bytes += op.size
+	return putUsage(tx, rec.Tenant, u)
+}
+
+// putTx is one Put in tx as one transaction decides it alone (the benchmarks'
+// "update", the store before the group commit): it sweeps the tenant's expired
+// responses, checks the limits against the usage tx has (op.err: a LimitError, and
+// nothing of the Put is written), then applies it.
 func putTx(tx *bolt.Tx, op *putOp) error {
 	rec := &op.rec
 	if _, err := sweepTenantTx(tx, rec.Tenant, rec.Created.UnixMilli(), sweepPerTx); err != nil {
@@ -519,8 +751,6 @@ func putTx(tx *bolt.Tx, op *putOp) error {
 	}
 	u := getUsage(tx, rec.Tenant)
 	next := u
-	var old recordView
-	replace := false
 	if b := tx.Bucket(bucketResponses).Get(tkey(rec.Tenant, rec.ID)); b != nil {
 		v, err := viewRecord(b)
 		if err != nil {
@@ -530,7 +760,6 @@ func putTx(tx *bolt.Tx, op *putOp) error {
 		if err != nil {
 			return err
 		}
-		old, replace = v, true
 		next.Count--
 		next.Bytes -= o.Size()
 	}
@@ -540,19 +769,7 @@ func putTx(tx *bolt.Tx, op *putOp) error {
 		op.err = err
 		return nil
 	}
-	if replace {
-		cur := u
-		if err := removeTx(tx, rec.Tenant, rec.ID, old, &cur); err != nil {
-			return err
-		}
-	}
-	if err := tx.Bucket(bucketResponses).Put(tkey(rec.Tenant, rec.ID), op.val); err != nil {
-		return err
-	}
-	if err := tx.Bucket(bucketExpiry).Put(expiryKey(rec.Tenant, rec.Expires.UnixMilli(), rec.ID), nil); err != nil {
-		return err
-	}
-	return putUsage(tx, rec.Tenant, next)
+	return applyTx(tx, op)
 }
 
 // checkLimits refuses a change of a tenant's usage from u to next that passes lim
@@ -585,7 +802,10 @@ func (s *Bolt) lookup(tx *bolt.Tx, tenant, id string, now time.Time) (recordView
 		return recordView{}, ErrNotFound
 	}
 	k := tkey(tenant, id)
-	b := s.recent[string(k)]
+	var b []byte
+	if op := s.recent[string(k)]; op != nil {
+		b = op.val
+	}
 	if b == nil {
 		b = tx.Bucket(bucketResponses).Get(k)
 	}
@@ -727,7 +947,7 @@ func (s *Bolt) SweepTenant(ctx context.Context, tenant string, now time.Time) (i
 	return removed, err
 }
 
-// sweepTenant is SweepTenant on the committer (no Put in its transaction).
+// sweepTenant is SweepTenant on the writer (bbolt holds every acknowledged Put).
 func (s *Bolt) sweepTenant(ctx context.Context, tenant string, now time.Time) (int, error) {
 	// A read first: a write transaction is an fsync, and most calls find nothing.
 	var due bool
@@ -765,8 +985,8 @@ func (s *Bolt) sweepTenant(ctx context.Context, tenant string, now time.Time) (i
 func (s *Bolt) Usage(ctx context.Context, tenant string) (Usage, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if u, ok := s.usage[tenant]; ok {
-		return u, nil
+	if p, ok := s.usage[tenant]; ok {
+		return p.u, nil
 	}
 	var u Usage
 	err := s.db.View(func(tx *bolt.Tx) error { u = getUsage(tx, tenant); return nil })

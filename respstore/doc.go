@@ -45,18 +45,28 @@
 //
 // Bolt keeps the responses of one process in a bbolt file in the data directory
 // (responses.db) and a journal beside it (responses.db-journal). A Put returns once
-// it is durable: Puts are group-committed by one goroutine, which applies the Puts
-// waiting when it is free to its open bbolt write transaction (each Put's limit
-// check sees the ones before it in the transaction, so the limits stay exact),
-// writes the ones stored as one journal record and fdatasyncs it (one sync for the
-// group), and only then answers them. bbolt commits the transaction (its own two
-// fsyncs, as batch.Store's) off the Puts' path: every 100 ms, when idle for 5 ms,
-// when the journal's 4 MiB pass is full, and before a Delete, a sweep or Close.
-// Until then readers see the acknowledged Puts in an overlay. At open, the
-// journal's records newer than the last one bbolt committed (its seq is kept in the
-// same bbolt transaction) are applied again, so a response survives a crash (kill
-// -9 or power loss) once Put returned; a journal beside a bbolt file made again (the
-// old one deleted) is emptied, not applied.
+// it is durable: Puts are group-committed by one goroutine, the writer. It takes
+// the Puts waiting when it is free and checks each one's limits against the usage
+// the Puts before it left (what bbolt holds, plus an overlay of the acknowledged
+// Puts bbolt does not hold yet, plus its group's), so the limits stay exact; it
+// writes the ones stored as one journal record, fdatasyncs it (one sync for the
+// group), and only then answers them. A second goroutine, the applier, commits the
+// acknowledged Puts to bbolt (its own two fsyncs, as batch.Store's) in one
+// transaction every 100 ms, when no Put came for 5 ms, and when the writer needs it
+// (the journal's 4 MiB pass is full; before a Delete, a sweep or Close). The writer
+// goes on journaling meanwhile: a Put never waits for a bbolt commit under way
+// (before, one goroutine did both, and each commit, 7.7 ms on the Xeon, held every
+// Put back). Until bbolt commits them, readers see the acknowledged Puts in the
+// overlay. A Put of a tenant one of whose responses has expired by the Put's time
+// waits for bbolt to hold every acknowledged Put and sweeps them first, as a Put
+// always did (rare: the server sweeps hourly, and admission sweeps a full tenant).
+// With Options.ProcessSync (the server's ledger: {sync: process}) a group's record
+// is written to the OS and not fdatasynced: the Puts survive the process being
+// killed, and a power cut loses at most what bbolt had not committed (about 100 ms).
+// At open, the journal's records newer than the last one bbolt committed (its seq
+// is kept in the same bbolt transaction) are applied again, so a response survives
+// a crash (kill -9 or power loss) once Put returned; a journal beside a bbolt file
+// made again (the old one deleted) is emptied, not applied.
 //
 // Why a journal: a lone Put waited for its own bbolt commit, two fsyncs and the
 // pages of a B+tree (on the Zen3 bench machine about 1.2 ms, as long as a whole
@@ -70,7 +80,8 @@
 // only the final event of a stream for the write is what the Responses codec
 // already does (the deltas go out as they come; the store happens before
 // response.completed), and does nothing for answers that are not streamed. So at
-// one connection a stored response still costs one fdatasync more than chat.
+// one connection a stored response still costs one fdatasync more than chat (unless
+// ProcessSync, which waits for no sync, as the ledger's sync: process).
 //
 // Redis keeps them in Redis (when the configuration has a redis: block), so any
 // process reads, deletes and continues any response: the tenant is in every key,

@@ -161,15 +161,24 @@ func TestPutAfterCloseIsErrClosed(t *testing.T) {
 // commit follows; the Puts bbolt had not committed at the kill are applied again
 // from the journal at open). (A kill keeps the kernel's page cache; that the record
 // reached the disk is the journal's fdatasync, and bbolt's commits keep their fsync:
-// the test checks NoSync is off.)
+// the test checks NoSync is off.) It runs with the fdatasync (fsync) and with
+// Options.ProcessSync (process).
 func TestAcknowledgedPutSurvivesKill(t *testing.T) {
 	if path := os.Getenv("RESPSTORE_CRASH_CHILD"); path != "" {
-		crashChild(path)
+		crashChild(path, os.Getenv("RESPSTORE_CRASH_SYNC") == "process")
 		return
 	}
+	// process: Options.ProcessSync (ledger: {sync: process}), records written to the
+	// OS only; a kill keeps them too.
+	for _, mode := range []string{"fsync", "process"} {
+		t.Run(mode, func(t *testing.T) { ackedPutsSurviveKill(t, mode) })
+	}
+}
+
+func ackedPutsSurviveKill(t *testing.T, mode string) {
 	path := filepath.Join(t.TempDir(), "r.db")
 	cmd := exec.Command(os.Args[0], "-test.run=^TestAcknowledgedPutSurvivesKill$")
-	cmd.Env = append(os.Environ(), "RESPSTORE_CRASH_CHILD="+path)
+	cmd.Env = append(os.Environ(), "RESPSTORE_CRASH_CHILD="+path, "RESPSTORE_CRASH_SYNC="+mode)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -205,8 +214,8 @@ func TestAcknowledgedPutSurvivesKill(t *testing.T) {
 	t.Logf("%d acknowledged Puts, all read back after SIGKILL (%d of them applied again from the journal)", len(acked), s.replayed)
 }
 
-func crashChild(path string) {
-	s, err := OpenBolt(path, Options{})
+func crashChild(path string, processSync bool) {
+	s, err := OpenBolt(path, Options{ProcessSync: processSync})
 	if err != nil {
 		fmt.Println("open:", err)
 		os.Exit(1)

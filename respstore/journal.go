@@ -20,17 +20,17 @@ import (
 //
 //	str tenant | str id | str record (appendRecord)
 //
-// Records are written from the file's start after every bbolt commit (which stores
-// the seq of the last group it holds: bucketJournal's "applied"), over the records
-// that commit made useless, so once the file has reached its size the writes only
-// overwrite: no size or block allocation for fdatasync to sync. Reading stops at the
+// Records are written from the file's start again once bbolt holds every record
+// written (its commit stores the seq of the last group it holds: bucketJournal's
+// "applied"), over the records made useless, so once the file has reached its size
+// the writes only overwrite: no size or block allocation for fdatasync to sync. Reading stops at the
 // first record whose checksum fails (a torn write, or an older record's middle) or
 // whose seq does not grow (an older pass's record).
 const (
 	journalHeader = 16
 	// journalSize is the size the file is made at open (zeros) and the bytes a pass
-	// of records fills before the committer commits bbolt and starts from the
-	// beginning again (a larger group is written anyway, growing the file).
+	// of records fills before the writer waits for bbolt to hold them all and starts
+	// from the beginning again (a larger group is written anyway, growing the file).
 	journalSize = 4 << 20
 )
 
@@ -96,16 +96,19 @@ func (j *journal) fits(n int) bool {
 	return j.off == 0 || j.off+int64(journalHeader+n) <= journalSize
 }
 
-// write writes the record of seq and payload after the last one and fdatasyncs it:
-// once it returns nil, the record is on the disk.
-func (j *journal) write(seq uint64, payload []byte) error {
+// write writes the record of seq and payload after the last one and, with sync,
+// fdatasyncs it: once it returns nil, the record is on the disk (without sync: in
+// the OS, which writes it out even if this process is killed).
+func (j *journal) write(seq uint64, payload []byte, sync bool) error {
 	b := appendJournalRecord(j.buf[:0], seq, payload)
 	j.buf = b
 	if _, err := j.f.WriteAt(b, j.off); err != nil {
 		return err
 	}
-	if err := datasync(j.f); err != nil {
-		return err
+	if sync {
+		if err := datasync(j.f); err != nil {
+			return err
+		}
 	}
 	j.off += int64(len(b))
 	if cap(j.buf) > 1<<20 {

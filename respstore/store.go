@@ -138,6 +138,13 @@ type Options struct {
 	MaxConversationBytes int64                      // of a Conversation's items' JSON; 0: DefaultMaxConversationBytes (32 MiB)
 	Limits               Limits                     // every tenant's, unless LimitsOf says otherwise; zero: none
 	LimitsOf             func(tenant string) Limits // a tenant's limits (its plan's); nil: Limits
+	// ProcessSync (Bolt): a Put returns once its journal record is written to the OS,
+	// without waiting for its fdatasync: it survives the process being killed, not a
+	// power cut before bbolt's next commit (fsynced, at most about commitEvery later).
+	// The server sets it with ledger: {sync: process}, the same choice it makes for
+	// the usage ledger. False (the default): every group's record is fdatasynced
+	// before its Puts return.
+	ProcessSync bool
 }
 
 func (o Options) withDefaults() Options {

@@ -49,6 +49,8 @@ func runServe(args []string) error {
 	listen := fs.String("listen", "", "listen address (overrides listen)")
 	verbose := fs.Bool("v", false, "log every request")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file (written when the server stops)")
+	blockprofile := fs.String("blockprofile", "", "write a profile of where goroutines block (channels, locks, select; every event) to this file when the server stops")
+	mutexprofile := fs.String("mutexprofile", "", "write a profile of contended mutexes (every event) to this file when the server stops")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -62,6 +64,12 @@ func runServe(args []string) error {
 		return err
 	}
 	defer stopProfile()
+	stopWait := startWaitProfiles(*blockprofile, *mutexprofile)
+	defer func() {
+		if err := stopWait(); err != nil {
+			log.Error("writing the wait profiles", "err", err)
+		}
+	}()
 
 	cfg, err := loadConfig(*cfgPath)
 	if err != nil {
@@ -236,7 +244,9 @@ func runServe(args []string) error {
 	if r := cfg.Redis; r != nil {
 		responses = respstore.NewRedis(rc, r.KeyPrefix, respstore.Options{})
 	} else {
-		rb, err := respstore.OpenBolt(filepath.Join(cfg.DataDir, "responses.db"), respstore.Options{})
+		// ledger: {sync: process} is the operator's choice of durability for what a
+		// request leaves behind: the stored responses' journal follows it.
+		rb, err := respstore.OpenBolt(filepath.Join(cfg.DataDir, "responses.db"), respstore.Options{ProcessSync: cfg.Ledger.Sync == "process"})
 		if err != nil {
 			return err
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"runtime"
 	"runtime/pprof"
 )
 
@@ -23,4 +24,42 @@ func startCPUProfile(path string) (stop func(), err error) {
 		pprof.StopCPUProfile()
 		f.Close()
 	}, nil
+}
+
+// startWaitProfiles records where goroutines wait (serve's --blockprofile: blocking
+// on channels, locks and selects, every event; --mutexprofile: contended
+// sync.Mutex/RWMutex, every event) and writes each profile to its path when stop is
+// called (and stops recording); an empty path records nothing of that kind.
+func startWaitProfiles(blockPath, mutexPath string) (stop func() error) {
+	if blockPath != "" {
+		runtime.SetBlockProfileRate(1)
+	}
+	if mutexPath != "" {
+		runtime.SetMutexProfileFraction(1)
+	}
+	return func() error {
+		if blockPath != "" {
+			defer runtime.SetBlockProfileRate(0)
+		}
+		if mutexPath != "" {
+			defer runtime.SetMutexProfileFraction(0)
+		}
+		var first error
+		for _, p := range []struct{ name, path string }{{"block", blockPath}, {"mutex", mutexPath}} {
+			if p.path == "" {
+				continue
+			}
+			f, err := os.Create(p.path)
+			if err == nil {
+				err = pprof.Lookup(p.name).WriteTo(f, 0)
+				if cerr := f.Close(); err == nil {
+					err = cerr
+				}
+			}
+			if err != nil && first == nil {
+				first = err
+			}
+		}
+		return first
+	}
 }

@@ -134,6 +134,8 @@ type options struct {
 	warmup     time.Duration
 	ledger     string
 	cpuprofile string
+	blockprof  string
+	mutexprof  string
 	jsonOut    string
 	embedded   bool
 	replicas   int
@@ -155,6 +157,8 @@ func run(args []string) error {
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured load before each connection count")
 	fs.StringVar(&o.ledger, "ledger", "process", "ledger sync mode of the gateway: process or fsync")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write the gateway's CPU profile (lmlite serve --cpuprofile) to this file")
+	fs.StringVar(&o.blockprof, "blockprofile", "", "write the gateway's block profile (lmlite serve --blockprofile: where goroutines wait) to this file")
+	fs.StringVar(&o.mutexprof, "mutexprofile", "", "write the gateway's mutex profile (lmlite serve --mutexprofile: contended locks) to this file")
 	fs.StringVar(&o.jsonOut, "json", "", "also write the results as JSON to this file")
 	fs.BoolVar(&o.embedded, "embedded", false, "measure 1-token completions on a generated tiny model with the embedded engine instead")
 	fs.IntVar(&o.replicas, "replicas", 2, "replicas of the tiny model (--embedded)")
@@ -239,6 +243,9 @@ func run(args []string) error {
 	}
 	if o.cpuprofile != "" {
 		fmt.Fprintln(os.Stderr, "gwbench: gateway CPU profile in", o.cpuprofile)
+	}
+	if o.blockprof != "" || o.mutexprof != "" {
+		fmt.Fprintln(os.Stderr, "gwbench: gateway block/mutex profiles in", o.blockprof, o.mutexprof)
 	}
 	if o.jsonOut != "" {
 		b, _ := json.MarshalIndent(results, "", "  ")
@@ -364,12 +371,15 @@ tenants: [{id: bench, plan: bench}]
 		return nil, err
 	}
 	args := []string{"serve", "--config", cfgPath}
-	if o.cpuprofile != "" {
-		p, err := filepath.Abs(o.cpuprofile)
+	for _, p := range []struct{ flag, path string }{{"--cpuprofile", o.cpuprofile}, {"--blockprofile", o.blockprof}, {"--mutexprofile", o.mutexprof}} {
+		if p.path == "" {
+			continue
+		}
+		abs, err := filepath.Abs(p.path)
 		if err != nil {
 			return nil, err
 		}
-		args = append(args, "--cpuprofile", p)
+		args = append(args, p.flag, abs)
 	}
 	cmd := exec.Command(o.lmlite, args...)
 	if o.serveEnv != "" {
