@@ -8,8 +8,9 @@ import (
 )
 
 // TestAttendBlocksTileKVLevelsMatchGeneric: AttendBlocksTileKV over quantized
-// caches gives the generic code's bits at every SIMD level (on AVX-512: the
-// outer-product scores of 16 positions at once and attnAccumGroup…AVX512), for
+// caches gives the generic code's bits at every SIMD level (on AVX2: the
+// outer-product scores of 8 positions at once, dot…AVX2x8t1..4; on AVX-512: those
+// of 16 positions and attnAccumGroup…AVX512), for
 // head sizes of one to eight blocks, GQA groups of 1 to 8 heads, blocks of 8 to 64
 // positions, and decode positions before, at and past runs of 16 and blocks
 // (the second KV head, so that rows start inside the cache rows).
