@@ -485,13 +485,16 @@ func (gr *kvGroup) chunk(sts []kvState, k, v []uint16, m, kstride, vstride int, 
 // tileKVGroups is AttendBlocksTileKV's block loop for a tile of states over a
 // cache with a block format on AVX2 (state t: positions 0..ns[t]-1, nmax the
 // largest), blocks outer, the next block's rows prefetched while one is worked on.
-// Over a quantized V, the states, in groups of up to attnGroupMax, take each block
+// Over a quantized V, the states, in groups of gs (≤ attnGroupMax), take each block
 // through kvGroup.chunk while all of a group's states take the same positions of
 // it; from the first block where they do not (the causal end of a tile's tokens),
-// for a group of one, and over an f16 V, each state goes through span. It reports
+// for a group of one, and over an f16 V, each state goes through span. Group g
+// reads the K and V rows at koff + g·hk and voff + g·hv units (hk = hv = 0: one KV
+// head; AttendBlocksTileKVHeads: consecutive KV heads, a group each, so that a
+// block's rows come into the cache once for all of them). It reports
 // false, having done nothing, where the states take span without prefetching
 // (no AVX2, blocks longer than attnChunk, head sizes past attnStackHD).
-func tileKVGroups(sts []kvState, ns []int, ks, vs [][]uint16, koff, voff, kstride, vstride, bt, nmax int, scale float32) bool {
+func tileKVGroups(sts []kvState, ns []int, ks, vs [][]uint16, koff, voff, kstride, vstride, bt, nmax, gs, hk, hv int, scale float32) bool {
 	if len(sts) == 0 || !useAVX2 || bt > attnChunk {
 		return false
 	}
@@ -500,21 +503,20 @@ func tileKVGroups(sts []kvState, ns []int, ks, vs [][]uint16, koff, voff, kstrid
 		return false
 	}
 	grouped := sts[0].vt.Quantized()
-	kw, vw := sts[0].kt.Units(hd), sts[0].vt.Units(hd)
+	ng := (len(sts) + gs - 1) / gs
+	kw, vw := (ng-1)*hk+sts[0].kt.Units(hd), (ng-1)*hv+sts[0].vt.Units(hd) // every group's rows
 	for b := 0; b*bt < nmax; b++ {
 		m := min(bt, nmax-b*bt)
 		_ = ks[b][koff+(m-1)*kstride+kw-1]
 		_ = vs[b][voff+(m-1)*vstride+vw-1]
 	}
 	var grs [attnTileMax / attnGroupMax]kvGroup
-	ng := (len(sts) + attnGroupMax - 1) / attnGroupMax
 	for g := 0; g < ng; g++ {
-		if t0, t1 := g*attnGroupMax, min(len(sts), (g+1)*attnGroupMax); t1-t0 > 1 && grouped {
+		if t0, t1 := g*gs, min(len(sts), (g+1)*gs); t1-t0 > 1 && grouped {
 			grs[g].load(sts[t0:t1])
 		}
 	}
 	for c, j0 := 0, 0; j0 < nmax; c, j0 = c+1, j0+bt {
-		k, v := ks[c][koff:], vs[c][voff:]
 		if m := min(bt, nmax-j0-bt); m > 0 {
 			// The next block's rows, on their way while this one is worked on.
 			prefetchRows((*byte)(unsafe.Pointer(&ks[c+1][koff])), m, 2*kstride, 2*kw)
@@ -522,7 +524,8 @@ func tileKVGroups(sts []kvState, ns []int, ks, vs [][]uint16, koff, voff, kstrid
 		}
 		for g := 0; g < ng; g++ {
 			gr := &grs[g]
-			t0, t1 := g*attnGroupMax, min(len(sts), (g+1)*attnGroupMax)
+			k, v := ks[c][koff+g*hk:], vs[c][voff+g*hv:]
+			t0, t1 := g*gs, min(len(sts), (g+1)*gs)
 			m := min(bt, ns[t0]-j0)
 			if gr.on {
 				same := m > 0
@@ -544,7 +547,7 @@ func tileKVGroups(sts []kvState, ns []int, ks, vs [][]uint16, koff, voff, kstrid
 	}
 	for g := 0; g < ng; g++ {
 		if grs[g].on {
-			grs[g].store(sts[g*attnGroupMax : min(len(sts), (g+1)*attnGroupMax)])
+			grs[g].store(sts[g*gs : min(len(sts), (g+1)*gs)])
 		}
 	}
 	return true

@@ -22,6 +22,6 @@ func (st *kvState) span(k, v []uint16, n, kstride, vstride int, scale float32) {
 	st.spanGeneric(k, v, n, kstride, vstride, scale)
 }
 
-func tileKVGroups([]kvState, []int, [][]uint16, [][]uint16, int, int, int, int, int, int, float32) bool {
+func tileKVGroups([]kvState, []int, [][]uint16, [][]uint16, int, int, int, int, int, int, int, int, int, float32) bool {
 	return false
 }
