@@ -25,3 +25,8 @@ func (st *kvState) span(k, v []uint16, n, kstride, vstride int, scale float32) {
 func tileKVGroups([]kvState, []int, [][]uint16, [][]uint16, int, int, int, int, int, int, int, int, int, float32) bool {
 	return false
 }
+
+// attnGroupMax is the most states a group of AttendBlocksTileKV's takes at once
+// (attend_amd64.go's group kernels; here, the grouping AttendBlocksTileKVHeads
+// asks for).
+const attnGroupMax = 4
