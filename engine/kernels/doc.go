@@ -37,7 +37,11 @@
 //     row is 68 bytes, which the hardware prefetchers leave to demand misses), and
 //     up to four heads of a GQA group share each V row's dequantization
 //     (attnAccumGroup{2,3,4}Q8_0AVX2 / Q4_0), each head keeping its own operations
-//     and order. On AVX-512
+//     and order. AttendBlocksTileKVHeads takes a decoding token's KV heads (up to
+//     four, a group each at its own offset) through the blocks together, so that
+//     each row's cache lines are read once for all of them (a q8_0 head's 68 bytes
+//     span two lines, as an f16 head's 128 do): the per-head bits
+//     (TestAttendBlocksTileKVHeadsMatchesPerHead). On AVX-512
 //     (attend_kv_amd64.go) a group of 1 to 4 heads scores 16 positions at once
 //     through the Q8_0 / Q4_0 outer-product tiles (the 16 K rows transposed, one
 //     VNNI VPDPBUSD per 4 bytes and head, c = −128·Σq or −8·Σq making the isums
