@@ -12,7 +12,8 @@
 // rows or tokens at once. attn.go has
 // attention's three steps (attntile.go the same for a group of up to four
 // queries over the same keys, AVX-512; attnkv.go the same over quantized KV
-// caches, AVX2), act.go the activation quantizers, rounding and
+// caches, AVX2, attnkvtile.go their scores 8 positions × up to 4 heads at a
+// time), act.go the activation quantizers, rounding and
 // SwiGLU, ternary.go the TQ2_0 and TQ1_0 row kernels and lattice.go the lattice
 // types' (AVX2; lattice512.go their eight-token AVX-512 forms), floattile.go the F16 and BF16 one-row, several-token kernels
 // (AVX-512).
@@ -154,6 +155,10 @@ func main() {
 	accumKVChunk("Q4_0")
 	attnScoresKV("Q8_0")
 	attnScoresKV("Q4_0")
+	for t := 1; t <= attnGroupMax; t++ {
+		scoresKVTile("Q8_0", t)
+		scoresKVTile("Q4_0", t)
+	}
 	prefetchRows()
 	for nq := 2; nq <= attnGroupMax; nq++ {
 		accumKVGroup("Q8_0", nq)

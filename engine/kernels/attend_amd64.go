@@ -349,7 +349,7 @@ func accumQ4_0(acc []float32, v []byte, vs float32) {
 // span adds positions 0..n-1 of a cache with a block format (K rows at
 // k[j*kstride:], V rows at v[j*vstride:]) in chunks of up to attnChunk positions,
 // the steps of the binary16 path: the chunk's scores (attnScoresF16 for an f16 K,
-// attnScoresQ8_0AVX2 / attnScoresQ4_0AVX2 otherwise), its softmax factors (attnExpF16), then the
+// scoresKV otherwise), its softmax factors (attnExpF16), then the
 // accumulator's update (attnAccumF16, or attnAccumQ8_0AVX2 / attnAccumQ4_0AVX2 for
 // a quantized V): the bits of spanGeneric.
 func (st *kvState) span(k, v []uint16, n, kstride, vstride int, scale float32) {
@@ -363,16 +363,13 @@ func (st *kvState) span(k, v []uint16, n, kstride, vstride int, scale float32) {
 	_ = v[(n-1)*vstride+vw-1]
 	var e [attnChunk]float32
 	var mask [attnChunk / 8]uint8
-	acc, q8 := st.acc(), st.q8()
+	acc := st.acc()
 	for j0 := 0; j0 < n; j0 += attnChunk {
 		m := min(attnChunk, n-j0)
 		kc, vc := k[j0*kstride:], v[j0*vstride:]
-		switch st.kt {
-		case KVQ8_0:
-			attnScoresQ8_0AVX2((*byte)(unsafe.Pointer(&kc[0])), (*byte)(unsafe.Pointer(&q8[0])), len(q8), m, 2*kstride, scale, &e[0])
-		case KVQ4_0:
-			attnScoresQ4_0AVX2((*byte)(unsafe.Pointer(&kc[0])), (*byte)(unsafe.Pointer(&q8[0])), len(q8), m, 2*kstride, scale, &e[0])
-		default:
+		if st.kt.Quantized() {
+			scoresKV(st.kt, kc, kstride, &st.q8()[0], 0, 1, hd/qk0, m, scale, &e[0])
+		} else {
 			attnScoresF16(&kc[0], &st.qr()[0], hd, m, kstride, scale, &e[0])
 		}
 		if useAVX512 {
@@ -435,21 +432,20 @@ func (gr *kvGroup) store(sts []kvState) {
 }
 
 // chunk adds a chunk of m positions (K rows at k, V rows at v) to every state of
-// the group: each state's scores and softmax factors as span computes them, then
-// the accumulators' updates together. Each state's operations are span's, hence
+// the group: the states' scores (a quantized K: scoresKV, 8 positions × every
+// state at a time) and softmax factors as span computes them, then the
+// accumulators' updates together. Each state's operations are span's, hence
 // its bits.
 func (gr *kvGroup) chunk(sts []kvState, k, v []uint16, m, kstride, vstride int, scale float32) {
 	var mask [attnChunk / 8]uint8
+	if kt := sts[0].kt; kt.Quantized() {
+		// The heads' queries are kvStateSize bytes apart (sts is an array's slice,
+		// each query in its state: head sizes up to attnStackHD).
+		scoresKV(kt, k, kstride, &sts[0].q8()[0], kvStateSize, len(sts), sts[0].hd/qk0, m, scale, &gr.e[0][0])
+	}
 	for g := range sts {
 		st, e := &sts[g], &gr.e[g]
-		switch st.kt {
-		case KVQ8_0:
-			q8 := st.q8()
-			attnScoresQ8_0AVX2((*byte)(unsafe.Pointer(&k[0])), (*byte)(unsafe.Pointer(&q8[0])), len(q8), m, 2*kstride, scale, &e[0])
-		case KVQ4_0:
-			q8 := st.q8()
-			attnScoresQ4_0AVX2((*byte)(unsafe.Pointer(&k[0])), (*byte)(unsafe.Pointer(&q8[0])), len(q8), m, 2*kstride, scale, &e[0])
-		default:
+		if !st.kt.Quantized() {
 			attnScoresF16(&k[0], &st.qr()[0], st.hd, m, kstride, scale, &e[0])
 		}
 		if useAVX512 {
@@ -489,13 +485,16 @@ func (gr *kvGroup) chunk(sts []kvState, k, v []uint16, m, kstride, vstride int, 
 // tileKVGroups is AttendBlocksTileKV's block loop for a tile of states over a
 // cache with a block format on AVX2 (state t: positions 0..ns[t]-1, nmax the
 // largest), blocks outer, the next block's rows prefetched while one is worked on.
-// Over a quantized V, the states, in groups of up to attnGroupMax, take each block
+// Over a quantized V, the states, in groups of gs (≤ attnGroupMax), take each block
 // through kvGroup.chunk while all of a group's states take the same positions of
 // it; from the first block where they do not (the causal end of a tile's tokens),
-// for a group of one, and over an f16 V, each state goes through span. It reports
+// for a group of one, and over an f16 V, each state goes through span. Group g
+// reads the K and V rows at koff + g·hk and voff + g·hv units (hk = hv = 0: one KV
+// head; AttendBlocksTileKVHeads: consecutive KV heads, a group each, so that a
+// block's rows come into the cache once for all of them). It reports
 // false, having done nothing, where the states take span without prefetching
 // (no AVX2, blocks longer than attnChunk, head sizes past attnStackHD).
-func tileKVGroups(sts []kvState, ns []int, ks, vs [][]uint16, koff, voff, kstride, vstride, bt, nmax int, scale float32) bool {
+func tileKVGroups(sts []kvState, ns []int, ks, vs [][]uint16, koff, voff, kstride, vstride, bt, nmax, gs, hk, hv int, scale float32) bool {
 	if len(sts) == 0 || !useAVX2 || bt > attnChunk {
 		return false
 	}
@@ -504,21 +503,20 @@ func tileKVGroups(sts []kvState, ns []int, ks, vs [][]uint16, koff, voff, kstrid
 		return false
 	}
 	grouped := sts[0].vt.Quantized()
-	kw, vw := sts[0].kt.Units(hd), sts[0].vt.Units(hd)
+	ng := (len(sts) + gs - 1) / gs
+	kw, vw := (ng-1)*hk+sts[0].kt.Units(hd), (ng-1)*hv+sts[0].vt.Units(hd) // every group's rows
 	for b := 0; b*bt < nmax; b++ {
 		m := min(bt, nmax-b*bt)
 		_ = ks[b][koff+(m-1)*kstride+kw-1]
 		_ = vs[b][voff+(m-1)*vstride+vw-1]
 	}
 	var grs [attnTileMax / attnGroupMax]kvGroup
-	ng := (len(sts) + attnGroupMax - 1) / attnGroupMax
 	for g := 0; g < ng; g++ {
-		if t0, t1 := g*attnGroupMax, min(len(sts), (g+1)*attnGroupMax); t1-t0 > 1 && grouped {
+		if t0, t1 := g*gs, min(len(sts), (g+1)*gs); t1-t0 > 1 && grouped {
 			grs[g].load(sts[t0:t1])
 		}
 	}
 	for c, j0 := 0, 0; j0 < nmax; c, j0 = c+1, j0+bt {
-		k, v := ks[c][koff:], vs[c][voff:]
 		if m := min(bt, nmax-j0-bt); m > 0 {
 			// The next block's rows, on their way while this one is worked on.
 			prefetchRows((*byte)(unsafe.Pointer(&ks[c+1][koff])), m, 2*kstride, 2*kw)
@@ -526,7 +524,8 @@ func tileKVGroups(sts []kvState, ns []int, ks, vs [][]uint16, koff, voff, kstrid
 		}
 		for g := 0; g < ng; g++ {
 			gr := &grs[g]
-			t0, t1 := g*attnGroupMax, min(len(sts), (g+1)*attnGroupMax)
+			k, v := ks[c][koff+g*hk:], vs[c][voff+g*hv:]
+			t0, t1 := g*gs, min(len(sts), (g+1)*gs)
 			m := min(bt, ns[t0]-j0)
 			if gr.on {
 				same := m > 0
@@ -548,8 +547,59 @@ func tileKVGroups(sts []kvState, ns []int, ks, vs [][]uint16, koff, voff, kstrid
 	}
 	for g := 0; g < ng; g++ {
 		if grs[g].on {
-			grs[g].store(sts[g*attnGroupMax : min(len(sts), (g+1)*attnGroupMax)])
+			grs[g].store(sts[g*gs : min(len(sts), (g+1)*gs)])
 		}
 	}
 	return true
+}
+
+// kvStateSize is the byte distance between consecutive kvStates (kvGroup.chunk's
+// queries).
+const kvStateSize = int(unsafe.Sizeof(kvState{}))
+
+// scoresKV sets e[t*attnChunk+j] = the score of position j < m (K rows of nb kt
+// blocks at k[j*kstride:]) against query t < nq (nb q8Blocks at y, then ys bytes
+// apart), times scale: attnScoresQ8_0AVX2's / attnScoresQ4_0AVX2's bits (those of
+// dotQ8_0RowGeneric / dotQ4_0RowGeneric, then ·scale). Runs of 8 positions go
+// through the outer-product tiles dot…AVX2x8t<nq> (nq ≤ attnGroupMax), every
+// query at once; the positions past the last 8 through attnScores…AVX2, a query
+// at a time.
+func scoresKV(kt KVType, k []uint16, kstride int, y *q8Block, ys, nq, nb, m int, scale float32, e *float32) {
+	kb, yb := unsafe.Pointer(&k[0]), unsafe.Pointer(y)
+	m8 := m &^ 7
+	const es = 4 * attnChunk
+	for p := 0; p < m8; p += 8 {
+		x, out := (*byte)(unsafe.Add(kb, 2*p*kstride)), (*float32)(unsafe.Add(unsafe.Pointer(e), 4*p))
+		// A switch, not a table of funcs: the kernels' arguments must not escape.
+		switch q4 := kt == KVQ4_0; {
+		case nq == 1 && !q4:
+			dotQ8_0AVX2x8t1(x, 2*kstride, (*byte)(yb), ys, nb, scale, out, attnChunk)
+		case nq == 1:
+			dotQ4_0AVX2x8t1(x, 2*kstride, (*byte)(yb), ys, nb, scale, out, attnChunk)
+		case nq == 2 && !q4:
+			dotQ8_0AVX2x8t2(x, 2*kstride, (*byte)(yb), ys, nb, scale, out, attnChunk)
+		case nq == 2:
+			dotQ4_0AVX2x8t2(x, 2*kstride, (*byte)(yb), ys, nb, scale, out, attnChunk)
+		case nq == 3 && !q4:
+			dotQ8_0AVX2x8t3(x, 2*kstride, (*byte)(yb), ys, nb, scale, out, attnChunk)
+		case nq == 3:
+			dotQ4_0AVX2x8t3(x, 2*kstride, (*byte)(yb), ys, nb, scale, out, attnChunk)
+		case !q4:
+			dotQ8_0AVX2x8t4(x, 2*kstride, (*byte)(yb), ys, nb, scale, out, attnChunk)
+		default:
+			dotQ4_0AVX2x8t4(x, 2*kstride, (*byte)(yb), ys, nb, scale, out, attnChunk)
+		}
+	}
+	if m8 == m {
+		return
+	}
+	x := (*byte)(unsafe.Add(kb, 2*m8*kstride))
+	for t := 0; t < nq; t++ {
+		yt, out := (*byte)(unsafe.Add(yb, t*ys)), (*float32)(unsafe.Add(unsafe.Pointer(e), t*es+4*m8))
+		if kt == KVQ8_0 {
+			attnScoresQ8_0AVX2(x, yt, nb, m-m8, 2*kstride, scale, out)
+		} else {
+			attnScoresQ4_0AVX2(x, yt, nb, m-m8, 2*kstride, scale, out)
+		}
+	}
 }

@@ -68,7 +68,7 @@ func AttendBlocksTileKV(out, q []float32, ld, hd, heads int, pos []int32, ks, vs
 				nt++
 			}
 		}
-		if !tileKV(sts[:nt], ns[:nt], ks, vs, koff, voff, kstride, vstride, bt, nmax, scale) {
+		if !tileKV(sts[:nt], ns[:nt], ks, vs, koff, voff, kstride, vstride, bt, nmax, attnGroupMax, 0, 0, scale) {
 			for b := 0; b*bt < nmax; b++ {
 				kb, vb := ks[b][koff:], vs[b][voff:]
 				for t := 0; t < nt; t++ {
@@ -85,6 +85,53 @@ func AttendBlocksTileKV(out, q []float32, ld, hd, heads int, pos []int32, ks, vs
 				sts[t].finish(out[o : o+hd])
 				t++
 			}
+		}
+	}
+}
+
+// AttendBlocksTileKVHeads is AttendBlocksTileKV for one token at position pos and
+// kvh consecutive KV heads of a quantized cache, each with its GQA group of group
+// query heads: KV head h (h < kvh) has its K rows at koff + kt.Units(h·hd) and its
+// V rows at voff + vt.Units(h·hd), its query head g at q[(h·group+g)·hd:] and
+// out likewise. The heads go through the blocks together (a group per KV head,
+// blocks outer), so that each block's rows come into the cache once for all of
+// them: a q8_0 head's 68 bytes span two cache lines as an f16 head's 128 do, and a
+// head at a time would read as many lines as f16. Each query head gets the span
+// calls AttendBlocksKV would give it, in the same order, hence its bits (and
+// AttendBlocksTileKV's, head by head). Groups of more than attnGroupMax heads, and
+// more heads than a tile holds, go head by head through AttendBlocksTileKV.
+func AttendBlocksTileKVHeads(out, q []float32, hd, group, kvh int, pos int32, ks, vs [][]uint16, kt, vt KVType, koff, voff, kstride, vstride, bt int, scale float32) {
+	per := 1
+	if vt.Quantized() && group <= attnGroupMax {
+		per = max(1, min(kvh, attnTileMax/group, attnTileMax/attnGroupMax))
+	}
+	gh := group * hd
+	for h0 := 0; h0 < kvh; h0 += per {
+		h1 := min(kvh, h0+per)
+		o := h0 * gh
+		ko, vo := koff+kt.Units(h0*hd), voff+vt.Units(h0*hd)
+		if h1-h0 == 1 {
+			AttendBlocksTileKV(out[o:o+gh], q[o:o+gh], gh, hd, group, []int32{pos}, ks, vs, kt, vt, ko, vo, kstride, vstride, bt, scale)
+			continue
+		}
+		var sts [attnTileMax]kvState
+		var ns [attnTileMax]int
+		nt := (h1 - h0) * group
+		for t := 0; t < nt; t++ {
+			sts[t].start(q[o+t*hd:o+(t+1)*hd], kt, vt)
+			ns[t] = int(pos) + 1
+		}
+		if !tileKV(sts[:nt], ns[:nt], ks, vs, ko, vo, kstride, vstride, bt, int(pos)+1, group, kt.Units(hd), vt.Units(hd), scale) {
+			for b := 0; b*bt <= int(pos); b++ {
+				m := min(bt, int(pos)+1-b*bt)
+				for t := 0; t < nt; t++ {
+					h := t / group
+					sts[t].span(ks[b][ko+kt.Units(h*hd):], vs[b][vo+vt.Units(h*hd):], m, kstride, vstride, scale)
+				}
+			}
+		}
+		for t := 0; t < nt; t++ {
+			sts[t].finish(out[o+t*hd : o+(t+1)*hd])
 		}
 	}
 }

@@ -10,11 +10,11 @@ import (
 // tileKV is AttendBlocksTileKV's block loop for a tile of states (tileKVGroups'
 // contract): on AVX-512 over a quantized V, tileKVGroups512; otherwise
 // tileKVGroups.
-func tileKV(sts []kvState, ns []int, ks, vs [][]uint16, koff, voff, kstride, vstride, bt, nmax int, scale float32) bool {
+func tileKV(sts []kvState, ns []int, ks, vs [][]uint16, koff, voff, kstride, vstride, bt, nmax, gs, hk, hv int, scale float32) bool {
 	if useAVX512 && len(sts) > 0 && sts[0].vt.Quantized() {
-		return tileKVGroups512(sts, ns, ks, vs, koff, voff, kstride, vstride, bt, nmax, scale)
+		return tileKVGroups512(sts, ns, ks, vs, koff, voff, kstride, vstride, bt, nmax, gs, hk, hv, scale)
 	}
-	return tileKVGroups(sts, ns, ks, vs, koff, voff, kstride, vstride, bt, nmax, scale)
+	return tileKVGroups(sts, ns, ks, vs, koff, voff, kstride, vstride, bt, nmax, gs, hk, hv, scale)
 }
 
 // kvGroup512 is kvGroup on AVX-512, for groups of 1 to attnGroupMax states: the
@@ -131,10 +131,10 @@ func (gr *kvGroup512) chunk(sts []kvState, k, v []uint16, m, kstride, vstride in
 }
 
 // tileKVGroups512 is tileKVGroups on AVX-512 over a quantized V: the states, in
-// groups of up to attnGroupMax (a group of one too), take each block through
+// groups of up to gs (a group of one too), take each block through
 // kvGroup512.chunk while all of a group's states take the same positions of it;
 // from the first block where they do not, each state goes on through span.
-func tileKVGroups512(sts []kvState, ns []int, ks, vs [][]uint16, koff, voff, kstride, vstride, bt, nmax int, scale float32) bool {
+func tileKVGroups512(sts []kvState, ns []int, ks, vs [][]uint16, koff, voff, kstride, vstride, bt, nmax, gs, hk, hv int, scale float32) bool {
 	if bt > attnChunk {
 		return false
 	}
@@ -142,26 +142,26 @@ func tileKVGroups512(sts []kvState, ns []int, ks, vs [][]uint16, koff, voff, kst
 	if hd == 0 || hd%qk0 != 0 || hd > attnStackHD {
 		return false
 	}
-	kw, vw := sts[0].kt.Units(hd), sts[0].vt.Units(hd)
+	ng := (len(sts) + gs - 1) / gs
+	kw, vw := (ng-1)*hk+sts[0].kt.Units(hd), (ng-1)*hv+sts[0].vt.Units(hd) // every group's rows
 	for b := 0; b*bt < nmax; b++ {
 		m := min(bt, nmax-b*bt)
 		_ = ks[b][koff+(m-1)*kstride+kw-1]
 		_ = vs[b][voff+(m-1)*vstride+vw-1]
 	}
 	var grs [attnTileMax / attnGroupMax]kvGroup512
-	ng := (len(sts) + attnGroupMax - 1) / attnGroupMax
 	for g := 0; g < ng; g++ {
-		grs[g].load(sts[g*attnGroupMax : min(len(sts), (g+1)*attnGroupMax)])
+		grs[g].load(sts[g*gs : min(len(sts), (g+1)*gs)])
 	}
 	for c, j0 := 0, 0; j0 < nmax; c, j0 = c+1, j0+bt {
-		k, v := ks[c][koff:], vs[c][voff:]
 		if m := min(bt, nmax-j0-bt); m > 0 {
 			prefetchRows((*byte)(unsafe.Pointer(&ks[c+1][koff])), m, 2*kstride, 2*kw)
 			prefetchRows((*byte)(unsafe.Pointer(&vs[c+1][voff])), m, 2*vstride, 2*vw)
 		}
 		for g := 0; g < ng; g++ {
 			gr := &grs[g]
-			t0, t1 := g*attnGroupMax, min(len(sts), (g+1)*attnGroupMax)
+			k, v := ks[c][koff+g*hk:], vs[c][voff+g*hv:]
+			t0, t1 := g*gs, min(len(sts), (g+1)*gs)
 			m := min(bt, ns[t0]-j0)
 			if gr.on {
 				same := m > 0
@@ -183,7 +183,7 @@ func tileKVGroups512(sts []kvState, ns []int, ks, vs [][]uint16, koff, voff, kst
 	}
 	for g := 0; g < ng; g++ {
 		if grs[g].on {
-			grs[g].store(sts[g*attnGroupMax : min(len(sts), (g+1)*attnGroupMax)])
+			grs[g].store(sts[g*gs : min(len(sts), (g+1)*gs)])
 		}
 	}
 	return true

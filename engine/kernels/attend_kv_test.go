@@ -315,8 +315,9 @@ func TestAccumQuantMatchesGeneric(t *testing.T) {
 	}
 }
 
-// TestAttendBlocksKVDoesNotAllocate: attention over quantized blocks, one head and
-// a tile of heads, allocates nothing (its states live on the stack).
+// TestAttendBlocksKVDoesNotAllocate: attention over quantized blocks, one head, a
+// tile of heads and a token's KV heads together, allocates nothing (its states
+// live on the stack).
 func TestAttendBlocksKVDoesNotAllocate(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector changes what escapes")
@@ -337,6 +338,11 @@ func TestAttendBlocksKVDoesNotAllocate(t *testing.T) {
 			AttendBlocksTileKV(out, q, 3*64, 64, 3, pos, c.ks, c.vs, c.kt, c.vt, 0, 0, c.kstride, c.vst, c.bt, 0.125)
 		}); n != 0 {
 			t.Errorf("%v/%v AttendBlocksTileKV: %v allocations", pr[0], pr[1], n)
+		}
+		if n := testing.AllocsPerRun(10, func() {
+			AttendBlocksTileKVHeads(out, q, 64, 3, 2, 199, c.ks, c.vs, c.kt, c.vt, 0, 0, c.kstride, c.vst, c.bt, 0.125)
+		}); n != 0 {
+			t.Errorf("%v/%v AttendBlocksTileKVHeads: %v allocations", pr[0], pr[1], n)
 		}
 	}
 }

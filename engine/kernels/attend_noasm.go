@@ -22,6 +22,11 @@ func (st *kvState) span(k, v []uint16, n, kstride, vstride int, scale float32) {
 	st.spanGeneric(k, v, n, kstride, vstride, scale)
 }
 
-func tileKVGroups([]kvState, []int, [][]uint16, [][]uint16, int, int, int, int, int, int, float32) bool {
+func tileKVGroups([]kvState, []int, [][]uint16, [][]uint16, int, int, int, int, int, int, int, int, int, float32) bool {
 	return false
 }
+
+// attnGroupMax is the most states a group of AttendBlocksTileKV's takes at once
+// (attend_amd64.go's group kernels; here, the grouping AttendBlocksTileKVHeads
+// asks for).
+const attnGroupMax = 4

@@ -25,13 +25,23 @@
 //     rows are llama.cpp's q8_0 / q4_0 blocks (KVType, written by PutKVRow), read
 //     directly as llama.cpp's one-query flash attention does: q quantized to Q8_0
 //     and integer block dot products for the scores, dequantized V rows
-//     accumulated in float32; on AVX2, chunks of positions through
-//     attnScoresQ8_0AVX2 / Q4_0, attnExpF16 and attnAccumQ8_0AVX2 / Q4_0, the Go
-//     loop's bits. AttendBlocksTileKV takes the blocks outer, the next block's rows
-//     prefetched (prefetchRows: a head's q8_0 row is 68 bytes, which the hardware
-//     prefetchers leave to demand misses), and up to four heads of a GQA group
-//     share each V row's dequantization (attnAccumGroup{2,3,4}Q8_0AVX2 / Q4_0),
-//     each head keeping its own operations and order. On AVX-512
+//     accumulated in float32; on AVX2, chunks of positions through scoresKV,
+//     attnExpF16 and attnAccumQ8_0AVX2 / Q4_0, the Go loop's bits. scoresKV takes
+//     runs of 8 positions through the AVX2 outer-product tiles
+//     (dot{Q8_0,Q4_0}AVX2x8t{1,2,3,4}, _asm/attnkvtile.go: the 8 K rows transposed,
+//     4 bytes of each in a lane; per 4 bytes and head one VPMADDUBSW and one
+//     VPMADDWD, Q8_0 as |k| against q·sign(k), Q4_0's nibbles against q from
+//     c = −8·Σq; exact isums, no horizontal sums; every head of the group at once)
+//     and the rest through attnScoresQ8_0AVX2 / Q4_0. AttendBlocksTileKV takes the
+//     blocks outer, the next block's rows prefetched (prefetchRows: a head's q8_0
+//     row is 68 bytes, which the hardware prefetchers leave to demand misses), and
+//     up to four heads of a GQA group share each V row's dequantization
+//     (attnAccumGroup{2,3,4}Q8_0AVX2 / Q4_0), each head keeping its own operations
+//     and order. AttendBlocksTileKVHeads takes a decoding token's KV heads (up to
+//     four, a group each at its own offset) through the blocks together, so that
+//     each row's cache lines are read once for all of them (a q8_0 head's 68 bytes
+//     span two lines, as an f16 head's 128 do): the per-head bits
+//     (TestAttendBlocksTileKVHeadsMatchesPerHead). On AVX-512
 //     (attend_kv_amd64.go) a group of 1 to 4 heads scores 16 positions at once
 //     through the Q8_0 / Q4_0 outer-product tiles (the 16 K rows transposed, one
 //     VNNI VPDPBUSD per 4 bytes and head, c = −128·Σq or −8·Σq making the isums
@@ -115,6 +125,11 @@
 // "avx2 ran" or "avx512 skipped: CPU lacks avx512f ..."; the package's TestMain
 // fails the run when the CPU has a level (golang.org/x/sys/cpu) whose tests skipped,
 // or, in an unfiltered run, whose tests never ran (simdlevel_test.go).
+//
+// The level is read once, from golang.org/x/sys/cpu, which honours GODEBUG:
+// GODEBUG=cpu.avx512f=off runs a process (the engine, a test or a benchmark) on
+// the AVX2 kernels of an AVX-512 machine, as an AVX2-only CPU runs them
+// (TestGODEBUGCapsTheSIMDLevel); docs/PERFORMANCE.md measures the AVX2 level so.
 //
 // Threads: MatMul and Parallel run on a persistent worker pool; each worker takes
 // an equal share of the first three quarters of the rows, then chunks of the rest

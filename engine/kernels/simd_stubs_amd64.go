@@ -530,6 +530,54 @@ func attnScoresQ8_0AVX2(k *byte, q *byte, nb int, m int, stride int, scale float
 //go:noescape
 func attnScoresQ4_0AVX2(k *byte, q *byte, nb int, m int, stride int, scale float32, s *float32)
 
+// dotQ8_0AVX2x8t1 sets out[t·os + r] = attnScoresQ8_0AVX2's score of the row at x + r·rb (nb blocks)
+// against the q8Blocks at y + t·ys, times scale, for r < 8, t < 1.
+//
+//go:noescape
+func dotQ8_0AVX2x8t1(x *byte, rb int, y *byte, ys int, nb int, scale float32, out *float32, os int)
+
+// dotQ4_0AVX2x8t1 sets out[t·os + r] = attnScoresQ4_0AVX2's score of the row at x + r·rb (nb blocks)
+// against the q8Blocks at y + t·ys, times scale, for r < 8, t < 1.
+//
+//go:noescape
+func dotQ4_0AVX2x8t1(x *byte, rb int, y *byte, ys int, nb int, scale float32, out *float32, os int)
+
+// dotQ8_0AVX2x8t2 sets out[t·os + r] = attnScoresQ8_0AVX2's score of the row at x + r·rb (nb blocks)
+// against the q8Blocks at y + t·ys, times scale, for r < 8, t < 2.
+//
+//go:noescape
+func dotQ8_0AVX2x8t2(x *byte, rb int, y *byte, ys int, nb int, scale float32, out *float32, os int)
+
+// dotQ4_0AVX2x8t2 sets out[t·os + r] = attnScoresQ4_0AVX2's score of the row at x + r·rb (nb blocks)
+// against the q8Blocks at y + t·ys, times scale, for r < 8, t < 2.
+//
+//go:noescape
+func dotQ4_0AVX2x8t2(x *byte, rb int, y *byte, ys int, nb int, scale float32, out *float32, os int)
+
+// dotQ8_0AVX2x8t3 sets out[t·os + r] = attnScoresQ8_0AVX2's score of the row at x + r·rb (nb blocks)
+// against the q8Blocks at y + t·ys, times scale, for r < 8, t < 3.
+//
+//go:noescape
+func dotQ8_0AVX2x8t3(x *byte, rb int, y *byte, ys int, nb int, scale float32, out *float32, os int)
+
+// dotQ4_0AVX2x8t3 sets out[t·os + r] = attnScoresQ4_0AVX2's score of the row at x + r·rb (nb blocks)
+// against the q8Blocks at y + t·ys, times scale, for r < 8, t < 3.
+//
+//go:noescape
+func dotQ4_0AVX2x8t3(x *byte, rb int, y *byte, ys int, nb int, scale float32, out *float32, os int)
+
+// dotQ8_0AVX2x8t4 sets out[t·os + r] = attnScoresQ8_0AVX2's score of the row at x + r·rb (nb blocks)
+// against the q8Blocks at y + t·ys, times scale, for r < 8, t < 4.
+//
+//go:noescape
+func dotQ8_0AVX2x8t4(x *byte, rb int, y *byte, ys int, nb int, scale float32, out *float32, os int)
+
+// dotQ4_0AVX2x8t4 sets out[t·os + r] = attnScoresQ4_0AVX2's score of the row at x + r·rb (nb blocks)
+// against the q8Blocks at y + t·ys, times scale, for r < 8, t < 4.
+//
+//go:noescape
+func dotQ4_0AVX2x8t4(x *byte, rb int, y *byte, ys int, nb int, scale float32, out *float32, os int)
+
 // prefetchRows prefetches the cache lines of n rows of w bytes at p + j·stride.
 //
 //go:noescape

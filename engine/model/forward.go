@@ -277,17 +277,20 @@ func (w *scratch) attention(m *Model, parts []part, out, q []float32, n int, sca
 	}
 	// The work function is a method value made once per scratch, its arguments in
 	// w.at: a closure here would be allocated on every layer of every step.
-	w.at = attnArgs{c: c, parts: parts, out: out, q: q, scale: scale}
+	w.at = attnArgs{c: c, parts: parts, out: out, q: q, scale: scale, kvPer: 1}
 	if w.attnRun == nil {
 		w.attnRun = w.attendRange
 		w.attnTileRun = w.attendTiles
 	}
 	if tiledAttention {
-		// Items of attnTileTokens tokens × one KV head: the query heads of a GQA
-		// group, for a run of tokens, go through the cache together.
+		// Items of attnTileTokens tokens × one KV head (kvPer of them over
+		// quantized caches): the query heads of a GQA group, for a run of tokens,
+		// go through the cache together.
 		group := c.Heads / c.KVHeads
 		tt := attnTileTokens(group)
-		kernels.Parallel((n+tt-1)/tt*c.KVHeads, positions/n*hd*tt*group, w.attnTileRun)
+		w.at.kvPer = kvHeadsPerItem(parts, c.KVHeads)
+		items := (c.KVHeads + w.at.kvPer - 1) / w.at.kvPer
+		kernels.Parallel((n+tt-1)/tt*items, positions/n*hd*tt*group*w.at.kvPer, w.attnTileRun)
 	} else {
 		kernels.Parallel(n*c.Heads, positions/n*hd, w.attnRun)
 	}
@@ -307,9 +310,27 @@ var tiledAttention = true
 // kernel (16 heads).
 func attnTileTokens(group int) int { return max(1, 16/max(group, 1)) }
 
-// attendTiles computes the items lo..hi-1 of the layer in w.at: item p is KV head
-// p%KVHeads of the tokens of block p/KVHeads (attnTileTokens tokens), whose runs
-// of one sequence's tokens each go through kernels.AttendBlocksTile.
+// kvHeadsPerItem is how many KV heads an item of attendTiles takes: over quantized
+// V caches (every part's), the KV heads split among the kernels' workers, so that
+// a decoding token's heads go through each block together
+// (kernels.AttendBlocksTileKVHeads: a q8_0 head's row spans as many cache lines as
+// an f16 head's, and the heads of a row share them); otherwise one.
+func kvHeadsPerItem(parts []part, kvHeads int) int {
+	for _, pt := range parts {
+		if _, vt := pt.kv.types(); !vt.Quantized() {
+			return 1
+		}
+	}
+	items := max(1, min(kvHeads, kernels.Threads()))
+	return (kvHeads + items - 1) / items
+}
+
+// attendTiles computes the items lo..hi-1 of the layer in w.at: item p is the KV
+// heads kvPer·s.. (s = p%⌈KVHeads/kvPer⌉; one head unless the caches are
+// quantized) of the tokens of block p/⌈KVHeads/kvPer⌉ (attnTileTokens tokens),
+// whose runs of one sequence's tokens each go through kernels.AttendBlocksTile,
+// a head at a time; a run of one token over a quantized cache takes the item's
+// heads together through kernels.AttendBlocksTileKVHeads (the same bits).
 func (w *scratch) attendTiles(lo, hi int) {
 	a := &w.at
 	c := a.c
@@ -317,8 +338,15 @@ func (w *scratch) attendTiles(lo, hi int) {
 	group := c.Heads / c.KVHeads
 	tt := attnTileTokens(group)
 	n := len(a.out) / qd
+	items := (c.KVHeads + a.kvPer - 1) / a.kvPer
 	for p := lo; p < hi; p++ {
-		b, kvh := p/c.KVHeads, p%c.KVHeads
+		b, s := p/items, p%items
+		kv0, kv1 := s*a.kvPer, min(c.KVHeads, (s+1)*a.kvPer)
+		if kv1-kv0 > 1 {
+			w.attendTileHeads(b*tt, min(n, (b+1)*tt), kv0, kv1)
+			continue
+		}
+		kvh := kv0
 		for i0, end := b*tt, min(n, (b+1)*tt); i0 < end; {
 			pi := w.tokPart[i0]
 			i1 := i0 + 1
@@ -351,6 +379,39 @@ type attnArgs struct {
 	parts  []part
 	out, q []float32
 	scale  float32
+	kvPer  int // KV heads per item of attendTiles
+}
+
+// attendTileHeads is attendTiles for the tokens i0..end-1 and the KV heads
+// kv0..kv1-1 of quantized caches (kvHeadsPerItem): a run of one sequence's tokens
+// takes the heads one by one through kernels.AttendBlocksTileKV, as attendTiles
+// does, or, for one token, together through kernels.AttendBlocksTileKVHeads.
+func (w *scratch) attendTileHeads(i0, end, kv0, kv1 int) {
+	a := &w.at
+	c := a.c
+	qd, kvd, hd := c.qDim(), c.kvDim(), c.HeadDim
+	group := c.Heads / c.KVHeads
+	for i0 < end {
+		pi := w.tokPart[i0]
+		i1 := i0 + 1
+		for i1 < end && w.tokPart[i1] == pi {
+			i1++
+		}
+		kv := a.parts[pi].kv
+		kt, vt := kv.types()
+		if i1-i0 == 1 {
+			o := i0*qd + kv0*group*hd
+			kernels.AttendBlocksTileKVHeads(a.out[o:], a.q[o:], hd, group, kv1-kv0, w.tokPos[i0], w.ks[pi], w.vs[pi],
+				kt, vt, kt.Units(kv0*hd), vt.Units(kv0*hd), kt.Units(kvd), vt.Units(kvd), kv.blockTokens(), a.scale)
+		} else {
+			for kvh := kv0; kvh < kv1; kvh++ {
+				o := i0*qd + kvh*group*hd
+				kernels.AttendBlocksTileKV(a.out[o:], a.q[o:], qd, hd, group, w.tokPos[i0:i1], w.ks[pi], w.vs[pi],
+					kt, vt, kt.Units(kvh*hd), vt.Units(kvh*hd), kt.Units(kvd), vt.Units(kvd), kv.blockTokens(), a.scale)
+			}
+		}
+		i0 = i1
+	}
 }
 
 // attendRange computes the (token, head) pairs lo..hi-1 of the layer in w.at.
