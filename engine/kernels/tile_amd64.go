@@ -17,7 +17,8 @@ import (
 // block at a time) serve only Q3_K's prompts repacked into Q6_K, whose reference
 // has that order: Q6_K and Q5_K themselves keep llama.cpp's 8-lane float order
 // (issue 32), which those tiles cannot, and take the AVX-512 row kernel (Q6_K:
-// dotQ6KAVX512) and the AVX2 kernels (one row, two or four tokens) instead.
+// dotQ6KAVX512; one row against 16 or 8 tokens, dotQ6KAVX512x16, x8) and the AVX2
+// kernels (one row, two, four or eight tokens) instead.
 // Q4_1 and Q5_1 keep that order in 16-row tiles of their own, for 1 and 2
 // tokens (dotQ4_1AVX512x16t1, t2; Q5_1's): one register per lane of the 8, each
 // holding that lane for the 16 rows, so the float steps still run 16 rows at a
