@@ -84,6 +84,8 @@ func main() {
 	dotQ6KAVX2Tokens(4)
 	dotQ6KAVX2Tokens(8)
 	dotQ6KAVX512(1)
+	dotQ6KAVX512Tokens(8)
+	dotQ6KAVX512Tokens(16)
 	dot0AVX2("Q8_0")
 	dot0AVX2("Q4_0")
 	dot0AVX2("Q5_0")

@@ -137,3 +137,116 @@ func q6KChunk(x GPVirtual, scales VecVirtual, h, k int, m4, m30 Op) (v, sw VecVi
 	VPMOVSXBW(s, sw)
 	return v, sw
 }
+
+// dotQ6KAVX512Tokens emits dotQ6KAVX512x8 or dotQ6KAVX512x16: one Q6_K row
+// against T = 8 or 16 activation rows (stride bytes apart) with AVX-512BW and
+// VNNI, for decoding steps of many sequences and prompts. Each block half is
+// unpacked once for the T tokens as dotQ6KAVX512 unpacks it (64 quants per
+// register, the scales by VPERMW), and each token keeps its own int32 lanes in
+// a 512-bit register (exact in any order). q6KLanes' steps, in fewer
+// instructions with the same results: each token's lanes start at −32·bc (the
+// bsums times the scales times −32, exact in int32) instead of subtracting 32·bc
+// at the end; at the block's end lanes k and k+8 are added (the AVX2 kernel's
+// lane k), converted, and added times y.d·f16(x.d) (one broadcast multiply, the
+// same product in every lane) to the token's float lanes, kept on the stack, in
+// one fused multiply-add. So out[t] has the bits of dotQ6KAVX2 and dotQ6KAVX512
+// on token t alone (and of dotQ6KRowGeneric), whatever T.
+//
+// The registers: the T accumulators, the nibble mask, the block's scales and a
+// few temporaries; the other masks and the scale permutations are memory
+// operands.
+func dotQ6KAVX512Tokens(T int) {
+	evex = true
+	defer func() { evex = false }()
+	name := fmt.Sprintf("dotQ6KAVX512x%d", T)
+	TEXT(name, NOSPLIT, "func(x, y *byte, n, stride int, out *float32)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s sets out[t] = dotQ6KAVX512(x, y+t·stride, n) for t < %d (one", name, T),
+		"weight block unpacked for all the tokens; each token's float steps as there).")
+	x, y, n := params3()
+	stride := GP64()
+	Load(Param("stride"), stride)
+	toks := newRowSet(y, stride, T)
+
+	local := AllocLocal(32 * T)
+	z := YMM()
+	VXORPS(z, z, z)
+	for t := 0; t < T; t++ {
+		VMOVUPS(z, local.Offset(32*t))
+	}
+	m4 := ZMM()
+	VMOVDQU64(nibbleMask, m4)
+
+	Label("loop")
+	TESTQ(n, n)
+	JZ(LabelRef("done"))
+	sw16 := ZMM()
+	VPMOVSXBW(Mem{Base: x, Disp: 192}, sw16.AsY())
+	// −32 times the scales (|−32·s| ≤ 4096 fits a word), so that VPMADDWD with
+	// the bsums gives −32·bc.
+	swn, zw := YMM(), YMM()
+	VPSLLW(U8(5), sw16.AsY(), swn)
+	VPXORD(zw, zw, zw)
+	VPSUBW(swn, zw, swn)
+	acc := make([]VecVirtual, T)
+	for t := range acc {
+		acc[t] = ZMM()
+		VPXORD(acc[t], acc[t], acc[t])
+		VPMADDWD(toks.at(t).Offset(q8KBsums), swn, acc[t].AsY())
+	}
+	for h := 0; h < 2; h++ {
+		// As dotQ6KAVX512.
+		ql, qh := ZMM(), ZMM()
+		VMOVDQU64(Mem{Base: x, Disp: 64 * h}, ql)
+		VBROADCASTI64X4(Mem{Base: x, Disp: 128 + 32*h}, qh)
+		lo, hi := ZMM(), ZMM()
+		VPANDD(m4, ql, lo)
+		VPSRLW(U8(4), ql, hi)
+		VPANDD(m4, hi, hi)
+		tt := ZMM()
+		VPSLLVW(q6kShiftLow, qh, tt)
+		VPANDD(bits45Mask, tt, tt)
+		VPORD(tt, lo, lo)
+		VPSRLVW(q6kShiftHigh, qh, tt)
+		VPANDD(bits45Mask, tt, tt)
+		VPORD(tt, hi, hi)
+		for k, v := range []VecVirtual{lo, hi} {
+			s := ZMM()
+			VMOVDQU64(q6kPerm.Offset(64*(2*h+k)), s)
+			VPERMW(sw16, s, s)
+			for t := range acc {
+				p := ZMM()
+				VPMADDUBSW(toks.at(t).Offset(q8KQS+128*h+64*k), v, p)
+				raw("VPDPWSSD", s, p, acc[t])
+			}
+		}
+	}
+	ddv := YMM()
+	VBROADCASTSS(q6KD(x), ddv)
+	for t := range acc {
+		a8 := YMM()
+		VEXTRACTI64X4(U8(1), acc[t], a8)
+		VPADDD(a8, acc[t].AsY(), a8)
+		f := YMM()
+		VCVTDQ2PS(a8, f)
+		dy := YMM()
+		VMULPS_BCST(toks.at(t), ddv, dy) // y.d·f16(x.d), as q6KLanes' VMULSS
+		fa := YMM()
+		VMOVUPS(local.Offset(32*t), fa)
+		VFMADD231PS(dy, f, fa)
+		VMOVUPS(fa, local.Offset(32*t))
+	}
+
+	ADDQ(U32(q6KSize), x)
+	toks.advance(q8KSize)
+	DECQ(n)
+	JMP(LabelRef("loop"))
+
+	Label("done")
+	facc := make([]VecVirtual, T)
+	for t := range facc {
+		facc[t] = YMM()
+		VMOVUPS(local.Offset(32*t), facc[t])
+	}
+	storeLaneSums(facc)
+}

@@ -71,49 +71,44 @@ func BenchmarkKTokens(b *testing.B) {
 }
 
 // TestKTokensRowsEveryCount: dotQ4KRows, dotQ6KRows and dotQ3KRows for every token
-// count 1-20 (each mix of the AVX2 kernels of 8 (not Q3_K), 4, 2 and 1 tokens, and the 8- and 4-token
-// kernels over the last tokens again) give every token the one-token kernel's bits
-// and the reference's, and write nothing around their outputs.
+// count 1-40 (each mix of the kernels of 16 (Q6_K's AVX-512), 8 (not Q3_K's AVX2),
+// 4, 2 and 1 tokens, and the 16-, 8- and 4-token kernels over the last tokens
+// again), on AVX2 and on AVX-512 (Q3_K's AVX-512 kernels of 8 and 4 tokens), give
+// every token the one-token kernel's bits and the reference's, and write nothing
+// around their outputs.
 func TestKTokensRowsEveryCount(t *testing.T) {
-	requireSIMD(t, "avx2")
-	defer setSIMD("avx2")() // the AVX2 kernels also where the CPU has AVX-512
-	testKTokensRowsEveryCount(t)
-}
-
-// TestKTokensRowsEveryCountAVX512 is TestKTokensRowsEveryCount with AVX-512
-// (dotQ3KRows' AVX-512 kernels of 8 and 4 tokens).
-func TestKTokensRowsEveryCountAVX512(t *testing.T) {
-	requireSIMD(t, "avx512")
-	testKTokensRowsEveryCount(t)
-}
-
-func testKTokensRowsEveryCount(t *testing.T) {
 	const guard = -12345.5
-	for _, k := range kTokens {
-		r := rand.New(rand.NewPCG(6, 9))
-		for _, nb := range []int{1, 2, 5} {
-			row := weightRow(r, k.typ, nb, "random", false)
-			y := q8KActs(r, nb*20, "random", false)
-			for n := 1; n <= 20; n++ {
-				buf := make([]float32, n+2)
-				for i := range buf {
-					buf[i] = guard
-				}
-				k.rows(buf[1:n+1], row, y, nb)
-				if buf[0] != guard || buf[n+1] != guard {
-					t.Errorf("%v nb %d, %d tokens: guard overwritten: %v", k.typ, nb, n, buf)
-				}
-				for tok := range n {
-					yt := y[tok*nb : (tok+1)*nb]
-					want := k.row(row, yt)
-					if got := buf[1+tok]; math.Float32bits(got) != math.Float32bits(want) {
-						t.Errorf("%v nb %d, %d tokens: token %d: %v, one-token kernel %v", k.typ, nb, n, tok, got, want)
-					}
-					if ref := k.ref(row, yt); ref != want {
-						t.Errorf("%v nb %d, %d tokens: token %d: %v, reference (%s) %v", k.typ, nb, n, tok, want, k.order, ref)
+	for _, level := range []string{"avx2", "avx512"} {
+		t.Run(level, func(t *testing.T) {
+			requireSIMD(t, level)
+			defer setSIMD(level)() // the AVX2 kernels also where the CPU has AVX-512
+			for _, k := range kTokens {
+				r := rand.New(rand.NewPCG(6, 9))
+				for _, nb := range []int{1, 2, 5} {
+					row := weightRow(r, k.typ, nb, "random", false)
+					y := q8KActs(r, nb*40, "random", false)
+					for n := 1; n <= 40; n++ {
+						buf := make([]float32, n+2)
+						for i := range buf {
+							buf[i] = guard
+						}
+						k.rows(buf[1:n+1], row, y, nb)
+						if buf[0] != guard || buf[n+1] != guard {
+							t.Errorf("%v nb %d, %d tokens: guard overwritten: %v", k.typ, nb, n, buf)
+						}
+						for tok := range n {
+							yt := y[tok*nb : (tok+1)*nb]
+							want := k.row(row, yt)
+							if got := buf[1+tok]; math.Float32bits(got) != math.Float32bits(want) {
+								t.Errorf("%v nb %d, %d tokens: token %d: %v, one-token kernel %v", k.typ, nb, n, tok, got, want)
+							}
+							if ref := k.ref(row, yt); ref != want {
+								t.Errorf("%v nb %d, %d tokens: token %d: %v, reference (%s) %v", k.typ, nb, n, tok, want, k.order, ref)
+							}
+						}
 					}
 				}
 			}
-		}
+		})
 	}
 }

@@ -100,13 +100,31 @@ func dotQ5KRows(out []float32, row []byte, y []q8KBlock, nb int) {
 }
 
 // dotQ6KRows is dotQ4KRows for Q6_K weights, with the AVX2 kernels of 8, 4 and
-// 2 tokens and the same reuse of the 8- and 4-token kernels over the last tokens
-// (with AVX-512 too: Q6_K's tiles lack llama.cpp's 8-lane order, issue 32).
+// 2 tokens and the same reuse of the 8- and 4-token kernels over the last tokens.
+// With AVX-512 the kernels of 16 and 8 tokens (dotQ6KAVX512x16, x8) come first:
+// Q6_K's tiles lack llama.cpp's 8-lane order (issue 32); these keep it, and every
+// kernel here gives each token dotQ6KRowGeneric's bits, so they mix freely.
 func dotQ6KRows(out []float32, row []byte, y []q8KBlock, nb int) {
 	t, n := 0, len(out)
 	if useAVX2 && nb > 0 && n > 1 {
 		_, _ = row[nb*210-1], y[n*nb-1]
 		stride := nb * int(unsafe.Sizeof(y[0]))
+		if useAVX512 {
+			for ; t+16 <= n; t += 16 {
+				dotQ6KAVX512x16(&row[0], (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t])
+			}
+			if n >= 16 && n-t >= 12 {
+				dotQ6KAVX512x16(&row[0], (*byte)(unsafe.Pointer(&y[(n-16)*nb])), nb, stride, &out[n-16])
+				t = n
+			}
+			for ; t+8 <= n; t += 8 {
+				dotQ6KAVX512x8(&row[0], (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t])
+			}
+			if n >= 8 && n-t >= 6 {
+				dotQ6KAVX512x8(&row[0], (*byte)(unsafe.Pointer(&y[(n-8)*nb])), nb, stride, &out[n-8])
+				t = n
+			}
+		}
 		for ; t+8 <= n; t += 8 {
 			dotQ6KAVX2x8(&row[0], (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t])
 		}

@@ -15,8 +15,9 @@ import (
 // 1). Every output has the bits of the single-row kernel (and, but for Q4_K's own
 // order, of the reference). Q6_K, Q5_K and Q3_K keep llama.cpp's 8-lane float
 // order (issue 32), which tiles of one float per row and token cannot, and take
-// the AVX-512 row kernel (Q6_K: dotQ6KAVX512) and the several-token kernels of
-// one row (AVX2; Q3_K: AVX-512 too, dotQ3KAVX512x8 and x4) instead.
+// the AVX-512 row kernel (Q6_K: dotQ6KAVX512; one row against 16 or 8 tokens,
+// dotQ6KAVX512x16, x8) and the several-token kernels of one row (AVX2: one, two,
+// four or eight tokens; Q3_K: AVX-512 too, dotQ3KAVX512x8 and x4) instead.
 // Q4_1 and Q5_1 keep that order in 16-row tiles of their own, for 1 and 2
 // tokens (dotQ4_1AVX512x16t1, t2; Q5_1's): one register per lane of the 8, each
 // holding that lane for the 16 rows, so the float steps still run 16 rows at a
