@@ -180,6 +180,9 @@ func main() {
 	dotQ4KTile44()
 	dotQ4KTile16m()
 	dotQ4KTile16v()
+	for t := 2; t < 16; t++ {
+		dotQ4KTileV(t)
+	}
 	for _, typ := range []string{"Q8_0", "Q4_0"} {
 		for _, t := range []int{1, 4, 8, 16} {
 			dot0Outer(typ, t)

@@ -233,14 +233,21 @@ func simdLevels() []string {
 	if useAVX512 {
 		l = append(l, "avx512")
 	}
+	if useVNNI16 {
+		l = append(l, "avx512vbmi")
+	}
 	return l
 }
 
+// setSIMD's "avx512" is AVX-512 without VBMI (Q4_K's tokens through the
+// VPMADDUBSW kernels), "avx512vbmi" with it (the VPDPBUSD kernels on permuted
+// quants).
 func setSIMD(level string) (restore func()) {
-	a, b := useAVX2, useAVX512
-	useAVX2 = level == "avx2" || level == "avx512"
-	useAVX512 = level == "avx512"
-	return func() { useAVX2, useAVX512 = a, b }
+	a, b, c := useAVX2, useAVX512, useVNNI16
+	useAVX2 = level == "avx2" || level == "avx512" || level == "avx512vbmi"
+	useAVX512 = level == "avx512" || level == "avx512vbmi"
+	useVNNI16 = level == "avx512vbmi" && c
+	return func() { useAVX2, useAVX512, useVNNI16 = a, b, c }
 }
 
 func simdAvailable() bool { return useAVX2 }
