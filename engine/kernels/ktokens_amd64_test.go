@@ -29,6 +29,43 @@ var kTokens = []kTokenKernels{
 		dotQ6KRows, dotQ6KRow, dotQ6KRowGeneric, "llama.cpp's float order"},
 }
 
+// BenchmarkKTokensAVX512: BenchmarkKTokens for Q6_K's AVX-512 kernels of 1, 4
+// and 8 tokens per call (dotQ6KAVX512, x4, x8).
+func BenchmarkKTokensAVX512(b *testing.B) {
+	if !useAVX512 {
+		b.Skip("no AVX-512")
+	}
+	r := rand.New(rand.NewPCG(5, 8))
+	const cols, nTok = 2048, 8
+	nb := cols / qkK
+	var a acts
+	a.prepare(Q6_K, randRow(r, cols*nTok, 1), nTok, cols)
+	row := make([]byte, Q6_K.RowBytes(cols))
+	QuantizeRow(row, Q6_K, randRow(r, cols, 0.1))
+	out := make([]float32, nTok)
+	stride := nb * int(unsafe.Sizeof(a.q8k[0]))
+	y := func(t int) *byte { return (*byte)(unsafe.Pointer(&a.q8k[t*nb])) }
+	for _, T := range []int{1, 4, 8} {
+		b.Run(fmt.Sprintf("Q6_K/x%d", T), func(b *testing.B) {
+			b.SetBytes(int64(len(row) * nTok))
+			c0 := cpuSeconds()
+			for b.Loop() {
+				for t := 0; t < nTok; t += T {
+					switch T {
+					case 1:
+						out[t] = dotQ6KAVX512(&row[0], y(t), nb)
+					case 4:
+						dotQ6KAVX512x4(&row[0], y(t), nb, stride, &out[t])
+					default:
+						dotQ6KAVX512x8(&row[0], y(t), nb, stride, &out[t])
+					}
+				}
+			}
+			b.ReportMetric((cpuSeconds()-c0)*1e9/float64(b.N), "cpu-ns/op")
+		})
+	}
+}
+
 // BenchmarkKTokens measures one Q4_K or Q6_K row of 2048 columns against 8 tokens
 // through the AVX2 kernels of 1, 2, 4 and 8 tokens per call (dotQ4KAVX2, x2, x4,
 // x8 and Q6_K's): what a verification step's 8-token products pay per weight row.
@@ -51,6 +88,7 @@ func BenchmarkKTokens(b *testing.B) {
 		for _, T := range []int{1, 2, 4, 8} {
 			b.Run(fmt.Sprintf("%v/x%d", k.typ, T), func(b *testing.B) {
 				b.SetBytes(int64(len(row) * nTok))
+				c0 := cpuSeconds()
 				for b.Loop() {
 					for t := 0; t < nTok; t += T {
 						if T == 1 {
@@ -60,18 +98,28 @@ func BenchmarkKTokens(b *testing.B) {
 						}
 					}
 				}
+				b.ReportMetric((cpuSeconds()-c0)*1e9/float64(b.N), "cpu-ns/op")
 			})
 		}
 	}
 }
 
 // TestKTokensRowsEveryCount: dotQ4KRows and dotQ6KRows for every token count 1-20
-// (each mix of the AVX2 kernels of 8, 4, 2 and 1 tokens, and the 8- and 4-token
+// (each mix of the kernels of 8, 4, 2 and 1 tokens, and the 8- and 4-token
 // kernels over the last tokens again) give every token the one-token kernel's bits
-// and the reference's, and write nothing around their outputs.
+// and the reference's, and write nothing around their outputs: with the AVX2
+// kernels, and with AVX-512 (Q6_K: dotQ6KAVX512x8 and x4).
 func TestKTokensRowsEveryCount(t *testing.T) {
-	requireSIMD(t, "avx2")
-	defer setSIMD("avx2")() // the AVX2 kernels also where the CPU has AVX-512
+	for _, level := range []string{"avx2", "avx512"} {
+		t.Run(level, func(t *testing.T) {
+			requireSIMD(t, level)
+			defer setSIMD(level)() // the AVX2 kernels also where the CPU has AVX-512
+			testKTokensRows(t)
+		})
+	}
+}
+
+func testKTokensRows(t *testing.T) {
 	const guard = -12345.5
 	for _, k := range kTokens {
 		r := rand.New(rand.NewPCG(6, 9))

@@ -99,26 +99,27 @@ func dotQ5KRows(out []float32, row []byte, y []q8KBlock, nb int) {
 	}
 }
 
-// dotQ6KRows is dotQ4KRows for Q6_K weights, with the AVX2 kernels of 8, 4 and
-// 2 tokens and the same reuse of the 8- and 4-token kernels over the last tokens
-// (with AVX-512 too: Q6_K's tiles lack llama.cpp's 8-lane order, issue 32).
+// dotQ6KRows is dotQ4KRows for Q6_K weights, with the kernels of 8, 4 (AVX-512
+// or AVX2) and 2 tokens (AVX2) and the same reuse of the 8- and 4-token kernels
+// over the last tokens (with AVX-512 too, not the tiles: Q6_K's tiles lack
+// llama.cpp's 8-lane order, issue 32; dotQ6KAVX512x8 and x4 keep it).
 func dotQ6KRows(out []float32, row []byte, y []q8KBlock, nb int) {
 	t, n := 0, len(out)
 	if useAVX2 && nb > 0 && n > 1 {
 		_, _ = row[nb*210-1], y[n*nb-1]
 		stride := nb * int(unsafe.Sizeof(y[0]))
 		for ; t+8 <= n; t += 8 {
-			dotQ6KAVX2x8(&row[0], (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t])
+			q6KTokens8(&row[0], (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t])
 		}
 		if n >= 8 && n-t >= 6 {
-			dotQ6KAVX2x8(&row[0], (*byte)(unsafe.Pointer(&y[(n-8)*nb])), nb, stride, &out[n-8])
+			q6KTokens8(&row[0], (*byte)(unsafe.Pointer(&y[(n-8)*nb])), nb, stride, &out[n-8])
 			t = n
 		}
 		for ; t+4 <= n; t += 4 {
-			dotQ6KAVX2x4(&row[0], (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t])
+			q6KTokens4(&row[0], (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t])
 		}
 		if n >= 4 && n-t == 3 {
-			dotQ6KAVX2x4(&row[0], (*byte)(unsafe.Pointer(&y[(n-4)*nb])), nb, stride, &out[n-4])
+			q6KTokens4(&row[0], (*byte)(unsafe.Pointer(&y[(n-4)*nb])), nb, stride, &out[n-4])
 			t = n
 		}
 		for ; t+2 <= n; t += 2 {
@@ -127,6 +128,26 @@ func dotQ6KRows(out []float32, row []byte, y []q8KBlock, nb int) {
 	}
 	for ; t < n; t++ {
 		out[t] = dotQ6KRow(row, y[t*nb:(t+1)*nb])
+	}
+}
+
+// q6KTokens8 and q6KTokens4 are the Q6_K kernels of 8 and 4 tokens: AVX-512
+// (dotQ6KAVX512x8, x4) or AVX2, the bits of the one-token kernels either way.
+// Called directly, not through a func value, which would make the callers'
+// stack buffers escape.
+func q6KTokens8(x, y *byte, n, stride int, out *float32) {
+	if useAVX512 {
+		dotQ6KAVX512x8(x, y, n, stride, out)
+	} else {
+		dotQ6KAVX2x8(x, y, n, stride, out)
+	}
+}
+
+func q6KTokens4(x, y *byte, n, stride int, out *float32) {
+	if useAVX512 {
+		dotQ6KAVX512x4(x, y, n, stride, out)
+	} else {
+		dotQ6KAVX2x4(x, y, n, stride, out)
 	}
 }
 

@@ -68,6 +68,16 @@ func dotQ6KAVX2x8(x *byte, y *byte, n int, stride int, out *float32)
 //go:noescape
 func dotQ6KAVX512(x *byte, y *byte, n int) float32
 
+// dotQ6KAVX512x4 sets out[t] = dotQ6KAVX512(x, y+t·stride, n) for t < 4.
+//
+//go:noescape
+func dotQ6KAVX512x4(x *byte, y *byte, n int, stride int, out *float32)
+
+// dotQ6KAVX512x8 sets out[t] = dotQ6KAVX512(x, y+t·stride, n) for t < 8.
+//
+//go:noescape
+func dotQ6KAVX512x8(x *byte, y *byte, n int, stride int, out *float32)
+
 // dotQ8_0AVX2 is the dot product of n Q8_0 blocks at x with n q8Blocks at y: per block
 // the exact integer sum isum, then sum += (f16(x.d)·y.d)·isum in block order.
 //
