@@ -149,3 +149,34 @@ func testKTokensRows(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkQ6KTokensLevels: MatMul of 128 Q6_K rows × 2048 columns against 9
+// tokens (a k = 8 verification step) and 128 (a prompt), one thread, with
+// the AVX2 kernels of 8, 4 and 2 tokens and with AVX-512's of 8 and 4: CPU time
+// per call (cpu-us/op).
+func BenchmarkQ6KTokensLevels(b *testing.B) {
+	if !useAVX512 {
+		b.Skip("no AVX-512")
+	}
+	defer SetThreads(SetThreads(1))
+	r := rand.New(rand.NewPCG(63, 64))
+	const rows, cols = 128, 2048
+	w := Matrix{Type: Q6_K, Rows: rows, Cols: cols, Data: make([]byte, rows*Q6_K.RowBytes(cols))}
+	for i := 0; i < rows; i++ {
+		QuantizeRow(w.Row(i), Q6_K, randRow(r, cols, 0.1))
+	}
+	x := randRow(r, 128*cols, 1)
+	dst := make([]float32, 128*rows)
+	for _, n := range []int{9, 128} {
+		for _, level := range []string{"avx2", "avx512"} {
+			b.Run(fmt.Sprintf("t%d/%s", n, level), func(b *testing.B) {
+				defer setSIMD(level)()
+				c0 := cpuSeconds()
+				for b.Loop() {
+					MatMul(dst, w, x, n)
+				}
+				b.ReportMetric((cpuSeconds()-c0)*1e6/float64(b.N), "cpu-us/op")
+			})
+		}
+	}
+}
