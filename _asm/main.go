@@ -86,6 +86,7 @@ func main() {
 	dotQ6KAVX512(1)
 	dotQ6KAVX512Tokens(8)
 	dotQ6KAVX512Tokens(16)
+	dotQ6KAVX512(4)
 	dot0AVX2("Q8_0")
 	dot0AVX2("Q4_0")
 	dot0AVX2("Q5_0")
@@ -194,6 +195,9 @@ func main() {
 	dotQ4KTile44()
 	dotQ4KTile16m()
 	dotQ4KTile16v()
+	for t := 2; t < 16; t++ {
+		dotQ4KTileV(t)
+	}
 	for _, typ := range []string{"Q8_0", "Q4_0"} {
 		for _, t := range []int{1, 4, 8, 16} {
 			dot0Outer(typ, t)
@@ -864,10 +868,16 @@ func dotQ6KAVX512(tokens int) {
 	VMOVDQU64(bits45Mask, m30)
 	VMOVDQU64(q6kShiftLow, shl)
 	VMOVDQU64(q6kShiftHigh, shr)
+	// With more than two tokens the registers are short: the permutations are
+	// loaded where they are used and the scales·bsums products taken at the
+	// block's end (the same values).
+	lean := tokens > 2
 	var idx [4]VecVirtual
-	for i := range idx {
-		idx[i] = ZMM()
-		VMOVDQU64(q6kPerm.Offset(64*i), idx[i])
+	if !lean {
+		for i := range idx {
+			idx[i] = ZMM()
+			VMOVDQU64(q6kPerm.Offset(64*i), idx[i])
+		}
 	}
 
 	Label("loop")
@@ -878,8 +888,10 @@ func dotQ6KAVX512(tokens int) {
 	bc := make([]VecVirtual, tokens)
 	acc := make([]VecVirtual, tokens)
 	for t := range bc {
-		bc[t] = YMM()
-		VPMADDWD(Mem{Base: ys[t], Disp: q8KBsums}, sw16.AsY(), bc[t])
+		if !lean {
+			bc[t] = YMM()
+			VPMADDWD(Mem{Base: ys[t], Disp: q8KBsums}, sw16.AsY(), bc[t])
+		}
 		acc[t] = ZMM()
 		VPXORD(acc[t], acc[t], acc[t])
 	}
@@ -900,7 +912,12 @@ func dotQ6KAVX512(tokens int) {
 		VPORD(tt, hi, hi)
 		for k, v := range []VecVirtual{lo, hi} {
 			s := ZMM()
-			VPERMW(sw16, idx[2*h+k], s)
+			if lean {
+				VMOVDQU64(q6kPerm.Offset(64*(2*h+k)), s)
+				VPERMW(sw16, s, s)
+			} else {
+				VPERMW(sw16, idx[2*h+k], s)
+			}
 			for t := range acc {
 				p := ZMM()
 				VPMADDUBSW(Mem{Base: ys[t], Disp: q8KQS + 128*h + 64*k}, v, p)
@@ -915,6 +932,10 @@ func dotQ6KAVX512(tokens int) {
 		a8 := YMM()
 		VEXTRACTI64X4(U8(1), acc[t], a8)
 		VPADDD(a8, acc[t].AsY(), a8)
+		if lean {
+			bc[t] = YMM()
+			VPMADDWD(Mem{Base: ys[t], Disp: q8KBsums}, sw16.AsY(), bc[t])
+		}
 		q6KLanes(ys[t], dd, a8, bc[t], facc[t])
 	}
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
@@ -293,38 +294,48 @@ func dotQ4KTile16m() {
 	tileStore(sum, 1, T)
 }
 
-// reduceTokens returns the 16 int32 sums of the 16 lanes of each of z[0..15],
-// z[t]'s in lane t.
+// reduceTokens returns the int32 sums of the 16 lanes of each of z[0..n-1]
+// (n ≤ 16), z[t]'s in lane t; the lanes from n on are zero.
 func reduceTokens(z []VecVirtual) VecVirtual {
-	var s []VecVirtual
-	for k := 0; k < 16; k += 2 {
-		a, b := ZMM(), ZMM()
-		VPUNPCKLDQ(z[k+1], z[k], a)
-		VPUNPCKHDQ(z[k+1], z[k], b)
-		VPADDD(b, a, a)
-		s = append(s, a)
+	zs := make([]VecVirtual, 16) // nil: a zero vector, never built
+	copy(zs, z)
+	var zero VecVirtual
+	or0 := func(v VecVirtual) VecVirtual {
+		if v != nil {
+			return v
+		}
+		if zero == nil {
+			zero = ZMM()
+			VPXORD(zero, zero, zero)
+		}
+		return zero
 	}
-	var r []VecVirtual // 128-bit lane L of r[k]: z[4k..4k+3]'s sums over their lane L
-	for k := 0; k < 8; k += 2 {
-		a, b := ZMM(), ZMM()
-		VPUNPCKLQDQ(s[k+1], s[k], a)
-		VPUNPCKHQDQ(s[k+1], s[k], b)
-		VPADDD(b, a, a)
-		r = append(r, a)
+	// step combines pairs (v[k], v[k+1]) with lo and hi, adding the results.
+	step := func(v []VecVirtual, lo, hi func(b, a, dst VecVirtual)) []VecVirtual {
+		var out []VecVirtual
+		for k := 0; k < len(v); k += 2 {
+			if v[k] == nil && v[k+1] == nil {
+				out = append(out, nil)
+				continue
+			}
+			a, b := ZMM(), ZMM()
+			lo(or0(v[k+1]), or0(v[k]), a)
+			hi(or0(v[k+1]), or0(v[k]), b)
+			VPADDD(b, a, a)
+			out = append(out, a)
+		}
+		return out
 	}
-	var q []VecVirtual // lanes: r[2k] over lanes 0+1, 2+3, r[2k+1] over 0+1, 2+3
-	for k := 0; k < 4; k += 2 {
-		a, b := ZMM(), ZMM()
-		VSHUFI32X4(U8(0x88), r[k+1], r[k], a)
-		VSHUFI32X4(U8(0xdd), r[k+1], r[k], b)
-		VPADDD(b, a, a)
-		q = append(q, a)
+	op := func(f func(ops ...Op)) func(b, a, dst VecVirtual) {
+		return func(b, a, dst VecVirtual) { f(b, a, dst) }
 	}
-	a, b := ZMM(), ZMM()
-	VSHUFI32X4(U8(0x88), q[1], q[0], a) // r0 L01, r1 L01, r2 L01, r3 L01
-	VSHUFI32X4(U8(0xdd), q[1], q[0], b) // r0 L23, …
-	VPADDD(b, a, a)
-	return a
+	shuf := func(imm uint8) func(b, a, dst VecVirtual) {
+		return func(b, a, dst VecVirtual) { VSHUFI32X4(U8(imm), b, a, dst) }
+	}
+	s := step(zs, op(VPUNPCKLDQ), op(VPUNPCKHDQ))
+	r := step(s, op(VPUNPCKLQDQ), op(VPUNPCKHQDQ)) // 128-bit lane L of r[k]: z[4k..4k+3]'s sums over their lane L
+	q := step(r, shuf(0x88), shuf(0xdd))           // lanes: r[2k] over lanes 0+1, 2+3, r[2k+1] over 0+1, 2+3
+	return step(q, shuf(0x88), shuf(0xdd))[0]      // r0 L01, r1 L01, … + r0 L23, …
 }
 
 var q4kPermIdx, q4kShiftHalves, q4kScalePairs Mem
@@ -365,13 +376,19 @@ func vnniTileConstants() {
 // (at most 16 products of 15·128: an int16), and one VPMADDWD by the scales
 // per token and block applies them. Mins from bsT as dotQ4KAVX512r1t16m. Exact
 // integer sums, the reference's float operations: the reference's bits.
-func dotQ4KTile16v() {
+func dotQ4KTile16v() { dotQ4KTileV(16) }
+
+// dotQ4KTileV emits dotQ4KAVX512r1t{T}v, T ≤ 16: dotQ4KAVX512r1t16v for T tokens
+// (a verification step's 2-15 positions), the same operations per token, so the
+// same bits. The scales and bsums of tokens T … 15 (yd, bs: 16 lanes) are not
+// read: a mask register keeps their loads to the first T lanes.
+func dotQ4KTileV(T int) {
 	evex = true
 	defer func() { evex = false }()
-	const T = 16
-	TEXT("dotQ4KAVX512r1t16v", NOSPLIT, "func(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)")
+	name := fmt.Sprintf("dotQ4KAVX512r1t%dv", T)
+	TEXT(name, NOSPLIT, "func(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)")
 	Pragma("noescape")
-	Doc("dotQ4KAVX512r1t16v sets out[t·os] = dotQ4KAVX512(x, token t, nb) for t < 16, token t's",
+	Doc(fmt.Sprintf("%s sets out[t·os] = dotQ4KAVX512(x, token t, nb) for t < %d, token t's", name, T),
 		"quants of block b permuted (acts.q8kP) at y + t·ys + 256b, y.d at yd + b·yds + 4t, and",
 		"bs + b·4·gs + i·gs + 4t its two int16 sums of sub-blocks 2i and 2i+1 of block b.")
 	load := func(name string) GPVirtual {
@@ -387,6 +404,29 @@ func dotQ4KTile16v() {
 	gs3 := GP64()
 	LEAQ(Mem{Base: gs, Index: gs, Scale: 2}, gs3)
 	nb := load("nb")
+	var k Op
+	if T < 16 {
+		kk := K()
+		g := GP32()
+		MOVL(U32(1<<T-1), g)
+		KMOVW(g, kk)
+		k = kk
+	}
+	// masked loads the first T lanes of m into a new vector (all 16 if T = 16).
+	masked := func(m Mem, float bool) VecVirtual {
+		v := ZMM()
+		switch {
+		case k == nil && float:
+			VMOVUPS(m, v)
+		case k == nil:
+			VMOVDQU32(m, v)
+		case float:
+			VMOVUPS_Z(m, k, v)
+		default:
+			VMOVDQU32_Z(m, k, v)
+		}
+		return v
+	}
 	sum := ZMM()
 	VPXORD(sum, sum, sum)
 	m4, shr := ZMM(), ZMM()
@@ -423,7 +463,7 @@ func dotQ4KTile16v() {
 	for t := 0; t < T; t++ {
 		VPMADDWD(scw, acc[t], acc[t])
 	}
-	// msum for the 16 tokens, as dotQ4KAVX512r1t16m.
+	// msum for the T tokens, as dotQ4KAVX512r1t16m.
 	smw := YMM()
 	VPMOVZXBW(u, smw)
 	mins := ZMM()
@@ -444,11 +484,14 @@ func dotQ4KTile16v() {
 		default:
 			m = Mem{Base: bs, Index: gs3, Scale: 1}
 		}
-		raw("VPDPWSSD", m, mb, ms)
+		if k == nil {
+			raw("VPDPWSSD", m, mb, ms)
+		} else {
+			raw("VPDPWSSD", masked(m, false), mb, ms)
+		}
 	}
 	is := reduceTokens(acc)
-	ydv := ZMM()
-	VMOVUPS(Mem{Base: yd}, ydv)
+	ydv := masked(Mem{Base: yd}, true)
 	d := tileRowScales(rowSet{bases: []GPVirtual{x}}, 1, 0)
 	dm := tileRowScales(rowSet{bases: []GPVirtual{x}}, 1, 2)
 	VMULPS(ydv, d, d)

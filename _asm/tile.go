@@ -217,10 +217,10 @@ func tileStore(s VecVirtual, R, T int) {
 		os := GP64()
 		Load(Param("os"), os)
 		SHLQ(U8(2), os)
-		for l := 0; l < T/4; l++ {
+		for l := 0; 4*l < T; l++ {
 			x := XMM()
 			VEXTRACTF32X4(U8(l), s, x)
-			for i := 0; i < 4; i++ {
+			for i := 0; i < 4 && 4*l+i < T; i++ {
 				VEXTRACTPS(U8(i), x, Mem{Base: out})
 				ADDQ(os, out)
 			}

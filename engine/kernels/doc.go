@@ -105,8 +105,13 @@
 // the same way, dotQ6KAVX2x8, x4, _asm/q6ktokens.go, each token's float steps
 // those of the one-token kernel, and with AVX-512 first one row against 16 or 8
 // tokens, dotQ6KAVX512x16, x8, 12-15 or 6-7 tokens left through them again over
-// the last ones: issue 36 found decoding 16 sequences 0.85x as fast after Q6_K
-// moved to llama.cpp's order with only AVX2 multi-token kernels); IQ4_NL
+// the last ones, then 4 tokens through dotQ6KAVX512x4: issue 36 found decoding 16
+// sequences 0.85x as fast after Q6_K moved to llama.cpp's order with only AVX2
+// multi-token kernels); Q4_K with AVX-512 VBMI one row against
+// 5-15 tokens through the VNNI kernel of that count (dotQ4KAVX512r1t5v … t15v,
+// the 16-token kernel's form with the tokens' scales and bsums loaded under a
+// mask; q4KRowVNNI: a verification step's positions), 2-4 tokens four rows at a
+// time (q4KRows4); IQ4_NL
 // and Q5_0 decoding 16 rows per AVX-512 call; Q4_1 and Q5_1, in ggml's 8-lane
 // order, 16 rows against 1 or 2 tokens per AVX-512 call, one register per lane of
 // the 8 holding it for the 16 rows (dotQ4_1AVX512x16t1, t2; lanesTokens); Q5_K,

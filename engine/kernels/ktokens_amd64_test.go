@@ -31,6 +31,45 @@ var kTokens = []kTokenKernels{
 		dotQ3KRows, dotQ3KRow, dotQ3KRowGeneric, "llama.cpp's float order"},
 }
 
+// BenchmarkKTokensAVX512: BenchmarkKTokens for Q6_K's AVX-512 kernels of 1, 4,
+// 8 and 16 tokens per call (dotQ6KAVX512, x4, x8, x16).
+func BenchmarkKTokensAVX512(b *testing.B) {
+	if !useAVX512 {
+		b.Skip("no AVX-512")
+	}
+	r := rand.New(rand.NewPCG(5, 8))
+	const cols, nTok = 2048, 16
+	nb := cols / qkK
+	var a acts
+	a.prepare(Q6_K, randRow(r, cols*nTok, 1), nTok, cols)
+	row := make([]byte, Q6_K.RowBytes(cols))
+	QuantizeRow(row, Q6_K, randRow(r, cols, 0.1))
+	out := make([]float32, nTok)
+	stride := nb * int(unsafe.Sizeof(a.q8k[0]))
+	y := func(t int) *byte { return (*byte)(unsafe.Pointer(&a.q8k[t*nb])) }
+	for _, T := range []int{1, 4, 8, 16} {
+		b.Run(fmt.Sprintf("Q6_K/x%d", T), func(b *testing.B) {
+			b.SetBytes(int64(len(row) * nTok))
+			c0 := cpuSeconds()
+			for b.Loop() {
+				for t := 0; t < nTok; t += T {
+					switch T {
+					case 1:
+						out[t] = dotQ6KAVX512(&row[0], y(t), nb)
+					case 4:
+						dotQ6KAVX512x4(&row[0], y(t), nb, stride, &out[t])
+					case 8:
+						dotQ6KAVX512x8(&row[0], y(t), nb, stride, &out[t])
+					default:
+						dotQ6KAVX512x16(&row[0], y(t), nb, stride, &out[t])
+					}
+				}
+			}
+			b.ReportMetric((cpuSeconds()-c0)*1e9/float64(b.N), "cpu-ns/op")
+		})
+	}
+}
+
 // BenchmarkKTokens measures one Q4_K, Q6_K or Q3_K row of 2048 columns against 8 tokens
 // through the AVX2 kernels of 1, 2, 4 and 8 tokens per call (dotQ4KAVX2, x2, x4,
 // x8 and Q6_K's): what a verification step's 8-token products pay per weight row.
@@ -56,6 +95,7 @@ func BenchmarkKTokens(b *testing.B) {
 			}
 			b.Run(fmt.Sprintf("%v/x%d", k.typ, T), func(b *testing.B) {
 				b.SetBytes(int64(len(row) * nTok))
+				c0 := cpuSeconds()
 				for b.Loop() {
 					for t := 0; t < nTok; t += T {
 						if T == 1 {
@@ -65,6 +105,7 @@ func BenchmarkKTokens(b *testing.B) {
 						}
 					}
 				}
+				b.ReportMetric((cpuSeconds()-c0)*1e9/float64(b.N), "cpu-ns/op")
 			})
 		}
 	}
@@ -78,7 +119,7 @@ func BenchmarkKTokens(b *testing.B) {
 // around their outputs.
 func TestKTokensRowsEveryCount(t *testing.T) {
 	const guard = -12345.5
-	for _, level := range []string{"avx2", "avx512"} {
+	for _, level := range []string{"avx2", "avx512", "avx512vbmi"} {
 		t.Run(level, func(t *testing.T) {
 			requireSIMD(t, level)
 			defer setSIMD(level)() // the AVX2 kernels also where the CPU has AVX-512
@@ -110,5 +151,36 @@ func TestKTokensRowsEveryCount(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkQ6KTokensLevels: MatMul of 128 Q6_K rows × 2048 columns against 9
+// tokens (a k = 8 verification step) and 128 (a prompt), one thread, with
+// the AVX2 kernels of 8, 4 and 2 tokens and with AVX-512's of 8 and 4: CPU time
+// per call (cpu-us/op).
+func BenchmarkQ6KTokensLevels(b *testing.B) {
+	if !useAVX512 {
+		b.Skip("no AVX-512")
+	}
+	defer SetThreads(SetThreads(1))
+	r := rand.New(rand.NewPCG(63, 64))
+	const rows, cols = 128, 2048
+	w := Matrix{Type: Q6_K, Rows: rows, Cols: cols, Data: make([]byte, rows*Q6_K.RowBytes(cols))}
+	for i := 0; i < rows; i++ {
+		QuantizeRow(w.Row(i), Q6_K, randRow(r, cols, 0.1))
+	}
+	x := randRow(r, 128*cols, 1)
+	dst := make([]float32, 128*rows)
+	for _, n := range []int{9, 128} {
+		for _, level := range []string{"avx2", "avx512"} {
+			b.Run(fmt.Sprintf("t%d/%s", n, level), func(b *testing.B) {
+				defer setSIMD(level)()
+				c0 := cpuSeconds()
+				for b.Loop() {
+					MatMul(dst, w, x, n)
+				}
+				b.ReportMetric((cpuSeconds()-c0)*1e6/float64(b.N), "cpu-us/op")
+			})
+		}
 	}
 }

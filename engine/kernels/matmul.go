@@ -55,7 +55,8 @@ type acts struct {
 	q81  []q8_1Block // Q8_1
 	q8k  []q8KBlock  // Q8_K
 	ydT  []float32   // Q8_K with rows > 1: ydT[b*yds+t] = q8k[t*nb+b].d
-	// bsT is, for Q8_K with 16 rows or more, the bsums by block, pair of
+	// bsT is, for Q8_K with 16 rows or more (and for Q4_K's VNNI kernels of
+	// fewer, permutesActs), the bsums by block, pair of
 	// sub-blocks and row: bsT[(4b+i)*yds+t] holds, in its low and high int16,
 	// the sums of the 32 activations of sub-blocks 2i and 2i+1 of row t's block
 	// b (the Q4_K 16-token kernel's layout, tile_amd64.go).
@@ -127,7 +128,7 @@ func (a *acts) prepare(wt Type, x []float32, rows, cols int) {
 			}
 		}
 		a.bsT = a.bsT[:0]
-		if rows >= 16 {
+		if permutesActs(wt, rows) {
 			a.bsT = grow(a.bsT, 4*nb*a.yds)
 			transposeBsums(a.bsT, a.q8k, nb, rows, a.yds)
 			a.q8kP = grow(a.q8kP, rows*nb*qkK)

@@ -101,9 +101,10 @@ func dotQ5KRows(out []float32, row []byte, y []q8KBlock, nb int) {
 
 // dotQ6KRows is dotQ4KRows for Q6_K weights, with the AVX2 kernels of 8, 4 and
 // 2 tokens and the same reuse of the 8- and 4-token kernels over the last tokens.
-// With AVX-512 the kernels of 16 and 8 tokens (dotQ6KAVX512x16, x8) come first:
-// Q6_K's tiles lack llama.cpp's 8-lane order (issue 32); these keep it, and every
-// kernel here gives each token dotQ6KRowGeneric's bits, so they mix freely.
+// With AVX-512 the kernels of 16 and 8 tokens (dotQ6KAVX512x16, x8) come first
+// and the 4-token one is dotQ6KAVX512x4: Q6_K's tiles lack llama.cpp's 8-lane
+// order (issue 32); these keep it, and every kernel here gives each token
+// dotQ6KRowGeneric's bits, so they mix freely.
 func dotQ6KRows(out []float32, row []byte, y []q8KBlock, nb int) {
 	t, n := 0, len(out)
 	if useAVX2 && nb > 0 && n > 1 {
@@ -133,10 +134,10 @@ func dotQ6KRows(out []float32, row []byte, y []q8KBlock, nb int) {
 			t = n
 		}
 		for ; t+4 <= n; t += 4 {
-			dotQ6KAVX2x4(&row[0], (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t])
+			q6KTokens4(&row[0], (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t])
 		}
 		if n >= 4 && n-t == 3 {
-			dotQ6KAVX2x4(&row[0], (*byte)(unsafe.Pointer(&y[(n-4)*nb])), nb, stride, &out[n-4])
+			q6KTokens4(&row[0], (*byte)(unsafe.Pointer(&y[(n-4)*nb])), nb, stride, &out[n-4])
 			t = n
 		}
 		for ; t+2 <= n; t += 2 {
@@ -145,6 +146,17 @@ func dotQ6KRows(out []float32, row []byte, y []q8KBlock, nb int) {
 	}
 	for ; t < n; t++ {
 		out[t] = dotQ6KRow(row, y[t*nb:(t+1)*nb])
+	}
+}
+
+// q6KTokens4 is the Q6_K kernel of 4 tokens: AVX-512 (dotQ6KAVX512x4) or AVX2,
+// the bits of the one-token kernels either way. Called directly, not through a
+// func value, which would make the callers' stack buffers escape.
+func q6KTokens4(x, y *byte, n, stride int, out *float32) {
+	if useAVX512 {
+		dotQ6KAVX512x4(x, y, n, stride, out)
+	} else {
+		dotQ6KAVX2x4(x, y, n, stride, out)
 	}
 }
 
@@ -251,14 +263,21 @@ func simdLevels() []string {
 	if useAVX512 {
 		l = append(l, "avx512")
 	}
+	if useVNNI16 {
+		l = append(l, "avx512vbmi")
+	}
 	return l
 }
 
+// setSIMD's "avx512" is AVX-512 without VBMI (Q4_K's tokens through the
+// VPMADDUBSW kernels), "avx512vbmi" with it (the VPDPBUSD kernels on permuted
+// quants).
 func setSIMD(level string) (restore func()) {
-	a, b := useAVX2, useAVX512
-	useAVX2 = level == "avx2" || level == "avx512"
-	useAVX512 = level == "avx512"
-	return func() { useAVX2, useAVX512 = a, b }
+	a, b, c := useAVX2, useAVX512, useVNNI16
+	useAVX2 = level == "avx2" || level == "avx512" || level == "avx512vbmi"
+	useAVX512 = level == "avx512" || level == "avx512vbmi"
+	useVNNI16 = level == "avx512vbmi" && c
+	return func() { useAVX2, useAVX512, useVNNI16 = a, b, c }
 }
 
 func simdAvailable() bool { return useAVX2 }

@@ -3464,6 +3464,175 @@ done:
 	VMOVSS        X15, 60(AX)
 	RET
 
+// func dotQ6KAVX512x4(x *byte, y *byte, n int, stride int, out *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, FMA3
+TEXT ·dotQ6KAVX512x4(SB), NOSPLIT, $0-40
+	MOVQ      x+0(FP), AX
+	MOVQ      y+8(FP), CX
+	MOVQ      n+16(FP), DX
+	MOVQ      stride+24(FP), BX
+	LEAQ      (CX)(BX*1), SI
+	LEAQ      (SI)(BX*1), DI
+	LEAQ      (DI)(BX*1), BX
+	VXORPS    Y0, Y0, Y0
+	VXORPS    Y1, Y1, Y1
+	VXORPS    Y2, Y2, Y2
+	VXORPS    Y3, Y3, Y3
+	VMOVDQU64 nibbleMask<>+0(SB), Z4
+	VMOVDQU64 bits45Mask<>+0(SB), Z5
+	VMOVDQU64 q6kShiftLow<>+0(SB), Z6
+	VMOVDQU64 q6kShiftHigh<>+0(SB), Z7
+
+loop:
+	TESTQ           DX, DX
+	JZ              done
+	VPMOVSXBW       192(AX), Y8
+	VPXORD          Z9, Z9, Z9
+	VPXORD          Z10, Z10, Z10
+	VPXORD          Z11, Z11, Z11
+	VPXORD          Z12, Z12, Z12
+	VMOVDQU64       (AX), Z13
+	VBROADCASTI64X4 128(AX), Z14
+	VPANDD          Z4, Z13, Z15
+	VPSRLW          $0x04, Z13, Z13
+	VPANDD          Z4, Z13, Z13
+	VPSLLVW         Z6, Z14, Z16
+	VPANDD          Z5, Z16, Z16
+	VPORD           Z16, Z15, Z15
+	VPSRLVW         Z7, Z14, Z16
+	VPANDD          Z5, Z16, Z16
+	VPORD           Z16, Z13, Z13
+	VMOVDQU64       q6kPerm<>+0(SB), Z14
+	VPERMW          Z8, Z14, Z14
+	VPMADDUBSW      4(CX), Z15, Z16
+	VPDPWSSD        Z14, Z16, Z9
+	VPMADDUBSW      4(SI), Z15, Z16
+	VPDPWSSD        Z14, Z16, Z10
+	VPMADDUBSW      4(DI), Z15, Z16
+	VPDPWSSD        Z14, Z16, Z11
+	VPMADDUBSW      4(BX), Z15, Z15
+	VPDPWSSD        Z14, Z15, Z12
+	VMOVDQU64       q6kPerm<>+64(SB), Z14
+	VPERMW          Z8, Z14, Z14
+	VPMADDUBSW      68(CX), Z13, Z15
+	VPDPWSSD        Z14, Z15, Z9
+	VPMADDUBSW      68(SI), Z13, Z15
+	VPDPWSSD        Z14, Z15, Z10
+	VPMADDUBSW      68(DI), Z13, Z15
+	VPDPWSSD        Z14, Z15, Z11
+	VPMADDUBSW      68(BX), Z13, Z13
+	VPDPWSSD        Z14, Z13, Z12
+	VMOVDQU64       64(AX), Z13
+	VBROADCASTI64X4 160(AX), Z14
+	VPANDD          Z4, Z13, Z15
+	VPSRLW          $0x04, Z13, Z13
+	VPANDD          Z4, Z13, Z13
+	VPSLLVW         Z6, Z14, Z16
+	VPANDD          Z5, Z16, Z16
+	VPORD           Z16, Z15, Z15
+	VPSRLVW         Z7, Z14, Z16
+	VPANDD          Z5, Z16, Z16
+	VPORD           Z16, Z13, Z13
+	VMOVDQU64       q6kPerm<>+128(SB), Z14
+	VPERMW          Z8, Z14, Z14
+	VPMADDUBSW      132(CX), Z15, Z16
+	VPDPWSSD        Z14, Z16, Z9
+	VPMADDUBSW      132(SI), Z15, Z16
+	VPDPWSSD        Z14, Z16, Z10
+	VPMADDUBSW      132(DI), Z15, Z16
+	VPDPWSSD        Z14, Z16, Z11
+	VPMADDUBSW      132(BX), Z15, Z15
+	VPDPWSSD        Z14, Z15, Z12
+	VMOVDQU64       q6kPerm<>+192(SB), Z14
+	VPERMW          Z8, Z14, Z14
+	VPMADDUBSW      196(CX), Z13, Z15
+	VPDPWSSD        Z14, Z15, Z9
+	VPMADDUBSW      196(SI), Z13, Z15
+	VPDPWSSD        Z14, Z15, Z10
+	VPMADDUBSW      196(DI), Z13, Z15
+	VPDPWSSD        Z14, Z15, Z11
+	VPMADDUBSW      196(BX), Z13, Z13
+	VPDPWSSD        Z14, Z13, Z12
+	MOVWLZX         208(AX), R8
+	VMOVD           R8, X13
+	VCVTPH2PS       X13, X13
+	VEXTRACTI64X4   $0x01, Z9, Y14
+	VPADDD          Y14, Y9, Y14
+	VPMADDWD        260(CX), Y8, Y15
+	VPSLLD          $0x05, Y15, Y15
+	VPSUBD          Y15, Y14, Y14
+	VCVTDQ2PS       Y14, Y14
+	VMULSS          (CX), X13, X15
+	VBROADCASTSS    X15, Y15
+	VFMADD231PS     Y15, Y14, Y0
+	VEXTRACTI64X4   $0x01, Z10, Y14
+	VPADDD          Y14, Y10, Y14
+	VPMADDWD        260(SI), Y8, Y15
+	VPSLLD          $0x05, Y15, Y15
+	VPSUBD          Y15, Y14, Y14
+	VCVTDQ2PS       Y14, Y14
+	VMULSS          (SI), X13, X15
+	VBROADCASTSS    X15, Y15
+	VFMADD231PS     Y15, Y14, Y1
+	VEXTRACTI64X4   $0x01, Z11, Y14
+	VPADDD          Y14, Y11, Y14
+	VPMADDWD        260(DI), Y8, Y15
+	VPSLLD          $0x05, Y15, Y15
+	VPSUBD          Y15, Y14, Y14
+	VCVTDQ2PS       Y14, Y14
+	VMULSS          (DI), X13, X15
+	VBROADCASTSS    X15, Y15
+	VFMADD231PS     Y15, Y14, Y2
+	VEXTRACTI64X4   $0x01, Z12, Y14
+	VPADDD          Y14, Y12, Y14
+	VPMADDWD        260(BX), Y8, Y8
+	VPSLLD          $0x05, Y8, Y8
+	VPSUBD          Y8, Y14, Y14
+	VCVTDQ2PS       Y14, Y8
+	VMULSS          (BX), X13, X13
+	VBROADCASTSS    X13, Y13
+	VFMADD231PS     Y13, Y8, Y3
+	ADDQ            $0x000000d2, AX
+	ADDQ            $0x00000124, CX
+	ADDQ            $0x00000124, SI
+	ADDQ            $0x00000124, DI
+	ADDQ            $0x00000124, BX
+	DECQ            DX
+	JMP             loop
+
+done:
+	VEXTRACTF32X4 $0x01, Y0, X4
+	VADDPS        X4, X0, X0
+	VMOVHLPS      X0, X0, X4
+	VADDPS        X4, X0, X0
+	VMOVSHDUP     X0, X4
+	VADDSS        X4, X0, X0
+	VEXTRACTF32X4 $0x01, Y1, X4
+	VADDPS        X4, X1, X1
+	VMOVHLPS      X1, X1, X4
+	VADDPS        X4, X1, X1
+	VMOVSHDUP     X1, X4
+	VADDSS        X4, X1, X1
+	VEXTRACTF32X4 $0x01, Y2, X4
+	VADDPS        X4, X2, X2
+	VMOVHLPS      X2, X2, X4
+	VADDPS        X4, X2, X2
+	VMOVSHDUP     X2, X4
+	VADDSS        X4, X2, X2
+	VEXTRACTF32X4 $0x01, Y3, X4
+	VADDPS        X4, X3, X3
+	VMOVHLPS      X3, X3, X4
+	VADDPS        X4, X3, X3
+	VMOVSHDUP     X3, X4
+	VADDSS        X4, X3, X3
+	VZEROUPPER
+	MOVQ          out+32(FP), AX
+	VMOVSS        X0, (AX)
+	VMOVSS        X1, 4(AX)
+	VMOVSS        X2, 8(AX)
+	VMOVSS        X3, 12(AX)
+	RET
+
 // func dotQ8_0AVX2(x *byte, y *byte, n int) float32
 // Requires: AVX, AVX2, F16C, SSE
 TEXT ·dotQ8_0AVX2(SB), NOSPLIT, $0-28
@@ -42739,6 +42908,2820 @@ done:
 	VEXTRACTPS    $0x02, X0, (AX)
 	ADDQ          CX, AX
 	VEXTRACTPS    $0x03, X0, (AX)
+	ADDQ          CX, AX
+	VZEROUPPER
+	RET
+
+// func dotQ4KAVX512r1t2v(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C
+TEXT ·dotQ4KAVX512r1t2v(SB), NOSPLIT, $0-80
+	MOVQ      x+0(FP), AX
+	MOVQ      ys+16(FP), CX
+	MOVQ      y+8(FP), DX
+	LEAQ      (CX)(CX*2), BX
+	MOVQ      yd+24(FP), BX
+	MOVQ      yds+32(FP), SI
+	MOVQ      bs+40(FP), DI
+	MOVQ      gs+48(FP), R8
+	LEAQ      (R8)(R8*2), R9
+	MOVQ      nb+56(FP), R10
+	MOVL      $0x00000003, R11
+	KMOVW     R11, K1
+	VPXORD    Z0, Z0, Z0
+	VMOVDQU64 nibbleMask<>+0(SB), Z1
+	VMOVDQU64 q4kShiftHalves<>+0(SB), Z2
+
+loop:
+	TESTQ        R10, R10
+	JZ           done
+	VPXORD       Z3, Z3, Z3
+	VPXORD       Z4, Z4, Z4
+	VMOVDQU64    16(AX), Z5
+	VMOVDQU64    80(AX), Z6
+	VMOVDQU64    q4kPermIdx<>+0(SB), Z7
+	VPERMI2B     Z6, Z5, Z7
+	VPSRLVW      Z2, Z7, Z7
+	VPANDD       Z1, Z7, Z7
+	VPDPBUSD     (DX), Z7, Z3
+	VPDPBUSD     (DX)(CX*1), Z7, Z4
+	VMOVDQU64    q4kPermIdx<>+64(SB), Z7
+	VPERMI2B     Z6, Z5, Z7
+	VPSRLVW      Z2, Z7, Z7
+	VPANDD       Z1, Z7, Z7
+	VPDPBUSD     64(DX), Z7, Z3
+	VPDPBUSD     64(DX)(CX*1), Z7, Z4
+	VMOVDQU64    q4kPermIdx<>+128(SB), Z7
+	VPERMI2B     Z6, Z5, Z7
+	VPSRLVW      Z2, Z7, Z7
+	VPANDD       Z1, Z7, Z7
+	VPDPBUSD     128(DX), Z7, Z3
+	VPDPBUSD     128(DX)(CX*1), Z7, Z4
+	VMOVDQU64    q4kPermIdx<>+192(SB), Z7
+	VPERMI2B     Z6, Z5, Z7
+	VPSRLVW      Z2, Z7, Z7
+	VPANDD       Z1, Z7, Z7
+	VPDPBUSD     192(DX), Z7, Z3
+	VPDPBUSD     192(DX)(CX*1), Z7, Z4
+	VMOVDQU32    4(AX), X5
+	VPSHUFB      q4kGatherLow<>+0(SB), X5, X6
+	VPSRLW       $0x04, X6, X7
+	VPANDD       q4kMaskHigh<>+0(SB), X7, X7
+	VPANDD       q4kMaskLow<>+0(SB), X6, X6
+	VPORD        X7, X6, X6
+	VPSHUFB      q4kGatherTop<>+0(SB), X5, X5
+	VPSRLW       $0x02, X5, X5
+	VPANDD       bits45Mask<>+0(SB), X5, X5
+	VPORD        X5, X6, X6
+	VPSHUFB      q4kScalePairs<>+0(SB), X6, X5
+	VPMOVZXBD    X5, Z5
+	VPMADDWD     Z5, Z3, Z3
+	VPMADDWD     Z5, Z4, Z4
+	VPMOVZXBW    X6, Y8
+	VSHUFI64X2   $0x55, Z8, Z8, Z5
+	VPXORD       Z9, Z9, Z9
+	VPSHUFD      $0x00, Z5, Z6
+	VMOVDQU32.Z  (DI), K1, Z7
+	VPDPWSSD     Z7, Z6, Z9
+	VPSHUFD      $0x55, Z5, Z6
+	VMOVDQU32.Z  (DI)(R8*1), K1, Z7
+	VPDPWSSD     Z7, Z6, Z9
+	VPSHUFD      $0xaa, Z5, Z6
+	VMOVDQU32.Z  (DI)(R8*2), K1, Z7
+	VPDPWSSD     Z7, Z6, Z9
+	VPSHUFD      $0xff, Z5, Z5
+	VMOVDQU32.Z  (DI)(R9*1), K1, Z6
+	VPDPWSSD     Z6, Z5, Z9
+	VPUNPCKLDQ   Z4, Z3, Z5
+	VPUNPCKHDQ   Z4, Z3, Z6
+	VPADDD       Z6, Z5, Z5
+	VPXORD       Z10, Z10, Z10
+	VPUNPCKLQDQ  Z10, Z5, Z6
+	VPUNPCKHQDQ  Z10, Z5, Z5
+	VPADDD       Z5, Z6, Z6
+	VSHUFI32X4   $0x88, Z10, Z6, Z5
+	VSHUFI32X4   $0xdd, Z10, Z6, Z6
+	VPADDD       Z6, Z5, Z5
+	VSHUFI32X4   $0x88, Z10, Z5, Z6
+	VSHUFI32X4   $0xdd, Z10, Z5, Z5
+	VPADDD       Z5, Z6, Z6
+	VMOVUPS.Z    (BX), K1, Z5
+	MOVWLZX      (AX), R11
+	VMOVD        R11, X7
+	VCVTPH2PS    X7, Y7
+	VBROADCASTSS X7, Z7
+	MOVWLZX      2(AX), R11
+	VMOVD        R11, X8
+	VCVTPH2PS    X8, Y11
+	VBROADCASTSS X11, Z11
+	VMULPS       Z5, Z7, Z7
+	VMULPS       Z5, Z11, Z11
+	VCVTDQ2PS    Z6, Z6
+	VCVTDQ2PS    Z9, Z9
+	VMULPS       Z6, Z7, Z7
+	VMULPS       Z9, Z11, Z11
+	VSUBPS       Z11, Z7, Z7
+	VADDPS       Z7, Z0, Z0
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000100, DX
+	ADDQ         SI, BX
+	LEAQ         (DI)(R8*4), DI
+	DECQ         R10
+	JMP          loop
+
+done:
+	MOVQ          out+64(FP), AX
+	MOVQ          os+72(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x00, Z0, X0
+	VEXTRACTPS    $0x00, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X0, (AX)
+	ADDQ          CX, AX
+	VZEROUPPER
+	RET
+
+// func dotQ4KAVX512r1t3v(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C
+TEXT ·dotQ4KAVX512r1t3v(SB), NOSPLIT, $0-80
+	MOVQ      x+0(FP), AX
+	MOVQ      ys+16(FP), CX
+	MOVQ      y+8(FP), DX
+	LEAQ      (CX)(CX*2), BX
+	MOVQ      yd+24(FP), BX
+	MOVQ      yds+32(FP), SI
+	MOVQ      bs+40(FP), DI
+	MOVQ      gs+48(FP), R8
+	LEAQ      (R8)(R8*2), R9
+	MOVQ      nb+56(FP), R10
+	MOVL      $0x00000007, R11
+	KMOVW     R11, K1
+	VPXORD    Z0, Z0, Z0
+	VMOVDQU64 nibbleMask<>+0(SB), Z1
+	VMOVDQU64 q4kShiftHalves<>+0(SB), Z2
+
+loop:
+	TESTQ        R10, R10
+	JZ           done
+	VPXORD       Z3, Z3, Z3
+	VPXORD       Z4, Z4, Z4
+	VPXORD       Z5, Z5, Z5
+	VMOVDQU64    16(AX), Z6
+	VMOVDQU64    80(AX), Z7
+	VMOVDQU64    q4kPermIdx<>+0(SB), Z8
+	VPERMI2B     Z7, Z6, Z8
+	VPSRLVW      Z2, Z8, Z8
+	VPANDD       Z1, Z8, Z8
+	VPDPBUSD     (DX), Z8, Z3
+	VPDPBUSD     (DX)(CX*1), Z8, Z4
+	VPDPBUSD     (DX)(CX*2), Z8, Z5
+	VMOVDQU64    q4kPermIdx<>+64(SB), Z8
+	VPERMI2B     Z7, Z6, Z8
+	VPSRLVW      Z2, Z8, Z8
+	VPANDD       Z1, Z8, Z8
+	VPDPBUSD     64(DX), Z8, Z3
+	VPDPBUSD     64(DX)(CX*1), Z8, Z4
+	VPDPBUSD     64(DX)(CX*2), Z8, Z5
+	VMOVDQU64    q4kPermIdx<>+128(SB), Z8
+	VPERMI2B     Z7, Z6, Z8
+	VPSRLVW      Z2, Z8, Z8
+	VPANDD       Z1, Z8, Z8
+	VPDPBUSD     128(DX), Z8, Z3
+	VPDPBUSD     128(DX)(CX*1), Z8, Z4
+	VPDPBUSD     128(DX)(CX*2), Z8, Z5
+	VMOVDQU64    q4kPermIdx<>+192(SB), Z8
+	VPERMI2B     Z7, Z6, Z8
+	VPSRLVW      Z2, Z8, Z8
+	VPANDD       Z1, Z8, Z8
+	VPDPBUSD     192(DX), Z8, Z3
+	VPDPBUSD     192(DX)(CX*1), Z8, Z4
+	VPDPBUSD     192(DX)(CX*2), Z8, Z5
+	VMOVDQU32    4(AX), X6
+	VPSHUFB      q4kGatherLow<>+0(SB), X6, X7
+	VPSRLW       $0x04, X7, X8
+	VPANDD       q4kMaskHigh<>+0(SB), X8, X8
+	VPANDD       q4kMaskLow<>+0(SB), X7, X7
+	VPORD        X8, X7, X7
+	VPSHUFB      q4kGatherTop<>+0(SB), X6, X6
+	VPSRLW       $0x02, X6, X6
+	VPANDD       bits45Mask<>+0(SB), X6, X6
+	VPORD        X6, X7, X7
+	VPSHUFB      q4kScalePairs<>+0(SB), X7, X6
+	VPMOVZXBD    X6, Z6
+	VPMADDWD     Z6, Z3, Z3
+	VPMADDWD     Z6, Z4, Z4
+	VPMADDWD     Z6, Z5, Z5
+	VPMOVZXBW    X7, Y9
+	VSHUFI64X2   $0x55, Z9, Z9, Z6
+	VPXORD       Z10, Z10, Z10
+	VPSHUFD      $0x00, Z6, Z7
+	VMOVDQU32.Z  (DI), K1, Z8
+	VPDPWSSD     Z8, Z7, Z10
+	VPSHUFD      $0x55, Z6, Z7
+	VMOVDQU32.Z  (DI)(R8*1), K1, Z8
+	VPDPWSSD     Z8, Z7, Z10
+	VPSHUFD      $0xaa, Z6, Z7
+	VMOVDQU32.Z  (DI)(R8*2), K1, Z8
+	VPDPWSSD     Z8, Z7, Z10
+	VPSHUFD      $0xff, Z6, Z6
+	VMOVDQU32.Z  (DI)(R9*1), K1, Z7
+	VPDPWSSD     Z7, Z6, Z10
+	VPUNPCKLDQ   Z4, Z3, Z6
+	VPUNPCKHDQ   Z4, Z3, Z7
+	VPADDD       Z7, Z6, Z6
+	VPXORD       Z11, Z11, Z11
+	VPUNPCKLDQ   Z11, Z5, Z7
+	VPUNPCKHDQ   Z11, Z5, Z8
+	VPADDD       Z8, Z7, Z7
+	VPUNPCKLQDQ  Z7, Z6, Z8
+	VPUNPCKHQDQ  Z7, Z6, Z6
+	VPADDD       Z6, Z8, Z8
+	VSHUFI32X4   $0x88, Z11, Z8, Z6
+	VSHUFI32X4   $0xdd, Z11, Z8, Z7
+	VPADDD       Z7, Z6, Z6
+	VSHUFI32X4   $0x88, Z11, Z6, Z7
+	VSHUFI32X4   $0xdd, Z11, Z6, Z6
+	VPADDD       Z6, Z7, Z7
+	VMOVUPS.Z    (BX), K1, Z6
+	MOVWLZX      (AX), R11
+	VMOVD        R11, X8
+	VCVTPH2PS    X8, Y8
+	VBROADCASTSS X8, Z8
+	MOVWLZX      2(AX), R11
+	VMOVD        R11, X9
+	VCVTPH2PS    X9, Y12
+	VBROADCASTSS X12, Z12
+	VMULPS       Z6, Z8, Z8
+	VMULPS       Z6, Z12, Z12
+	VCVTDQ2PS    Z7, Z7
+	VCVTDQ2PS    Z10, Z10
+	VMULPS       Z7, Z8, Z8
+	VMULPS       Z10, Z12, Z12
+	VSUBPS       Z12, Z8, Z8
+	VADDPS       Z8, Z0, Z0
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000100, DX
+	ADDQ         SI, BX
+	LEAQ         (DI)(R8*4), DI
+	DECQ         R10
+	JMP          loop
+
+done:
+	MOVQ          out+64(FP), AX
+	MOVQ          os+72(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x00, Z0, X0
+	VEXTRACTPS    $0x00, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X0, (AX)
+	ADDQ          CX, AX
+	VZEROUPPER
+	RET
+
+// func dotQ4KAVX512r1t4v(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C
+TEXT ·dotQ4KAVX512r1t4v(SB), NOSPLIT, $0-80
+	MOVQ      x+0(FP), AX
+	MOVQ      ys+16(FP), CX
+	MOVQ      y+8(FP), DX
+	LEAQ      (CX)(CX*2), BX
+	MOVQ      yd+24(FP), SI
+	MOVQ      yds+32(FP), DI
+	MOVQ      bs+40(FP), R8
+	MOVQ      gs+48(FP), R9
+	LEAQ      (R9)(R9*2), R10
+	MOVQ      nb+56(FP), R11
+	MOVL      $0x0000000f, R12
+	KMOVW     R12, K1
+	VPXORD    Z0, Z0, Z0
+	VMOVDQU64 nibbleMask<>+0(SB), Z1
+	VMOVDQU64 q4kShiftHalves<>+0(SB), Z2
+
+loop:
+	TESTQ        R11, R11
+	JZ           done
+	VPXORD       Z3, Z3, Z3
+	VPXORD       Z4, Z4, Z4
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+	VMOVDQU64    16(AX), Z7
+	VMOVDQU64    80(AX), Z8
+	VMOVDQU64    q4kPermIdx<>+0(SB), Z9
+	VPERMI2B     Z8, Z7, Z9
+	VPSRLVW      Z2, Z9, Z9
+	VPANDD       Z1, Z9, Z9
+	VPDPBUSD     (DX), Z9, Z3
+	VPDPBUSD     (DX)(CX*1), Z9, Z4
+	VPDPBUSD     (DX)(CX*2), Z9, Z5
+	VPDPBUSD     (DX)(BX*1), Z9, Z6
+	VMOVDQU64    q4kPermIdx<>+64(SB), Z9
+	VPERMI2B     Z8, Z7, Z9
+	VPSRLVW      Z2, Z9, Z9
+	VPANDD       Z1, Z9, Z9
+	VPDPBUSD     64(DX), Z9, Z3
+	VPDPBUSD     64(DX)(CX*1), Z9, Z4
+	VPDPBUSD     64(DX)(CX*2), Z9, Z5
+	VPDPBUSD     64(DX)(BX*1), Z9, Z6
+	VMOVDQU64    q4kPermIdx<>+128(SB), Z9
+	VPERMI2B     Z8, Z7, Z9
+	VPSRLVW      Z2, Z9, Z9
+	VPANDD       Z1, Z9, Z9
+	VPDPBUSD     128(DX), Z9, Z3
+	VPDPBUSD     128(DX)(CX*1), Z9, Z4
+	VPDPBUSD     128(DX)(CX*2), Z9, Z5
+	VPDPBUSD     128(DX)(BX*1), Z9, Z6
+	VMOVDQU64    q4kPermIdx<>+192(SB), Z9
+	VPERMI2B     Z8, Z7, Z9
+	VPSRLVW      Z2, Z9, Z9
+	VPANDD       Z1, Z9, Z9
+	VPDPBUSD     192(DX), Z9, Z3
+	VPDPBUSD     192(DX)(CX*1), Z9, Z4
+	VPDPBUSD     192(DX)(CX*2), Z9, Z5
+	VPDPBUSD     192(DX)(BX*1), Z9, Z6
+	VMOVDQU32    4(AX), X7
+	VPSHUFB      q4kGatherLow<>+0(SB), X7, X8
+	VPSRLW       $0x04, X8, X9
+	VPANDD       q4kMaskHigh<>+0(SB), X9, X9
+	VPANDD       q4kMaskLow<>+0(SB), X8, X8
+	VPORD        X9, X8, X8
+	VPSHUFB      q4kGatherTop<>+0(SB), X7, X7
+	VPSRLW       $0x02, X7, X7
+	VPANDD       bits45Mask<>+0(SB), X7, X7
+	VPORD        X7, X8, X8
+	VPSHUFB      q4kScalePairs<>+0(SB), X8, X7
+	VPMOVZXBD    X7, Z7
+	VPMADDWD     Z7, Z3, Z3
+	VPMADDWD     Z7, Z4, Z4
+	VPMADDWD     Z7, Z5, Z5
+	VPMADDWD     Z7, Z6, Z6
+	VPMOVZXBW    X8, Y10
+	VSHUFI64X2   $0x55, Z10, Z10, Z7
+	VPXORD       Z11, Z11, Z11
+	VPSHUFD      $0x00, Z7, Z8
+	VMOVDQU32.Z  (R8), K1, Z9
+	VPDPWSSD     Z9, Z8, Z11
+	VPSHUFD      $0x55, Z7, Z8
+	VMOVDQU32.Z  (R8)(R9*1), K1, Z9
+	VPDPWSSD     Z9, Z8, Z11
+	VPSHUFD      $0xaa, Z7, Z8
+	VMOVDQU32.Z  (R8)(R9*2), K1, Z9
+	VPDPWSSD     Z9, Z8, Z11
+	VPSHUFD      $0xff, Z7, Z7
+	VMOVDQU32.Z  (R8)(R10*1), K1, Z8
+	VPDPWSSD     Z8, Z7, Z11
+	VPUNPCKLDQ   Z4, Z3, Z7
+	VPUNPCKHDQ   Z4, Z3, Z8
+	VPADDD       Z8, Z7, Z7
+	VPUNPCKLDQ   Z6, Z5, Z8
+	VPUNPCKHDQ   Z6, Z5, Z9
+	VPADDD       Z9, Z8, Z8
+	VPUNPCKLQDQ  Z8, Z7, Z9
+	VPUNPCKHQDQ  Z8, Z7, Z7
+	VPADDD       Z7, Z9, Z9
+	VPXORD       Z12, Z12, Z12
+	VSHUFI32X4   $0x88, Z12, Z9, Z7
+	VSHUFI32X4   $0xdd, Z12, Z9, Z8
+	VPADDD       Z8, Z7, Z7
+	VSHUFI32X4   $0x88, Z12, Z7, Z8
+	VSHUFI32X4   $0xdd, Z12, Z7, Z7
+	VPADDD       Z7, Z8, Z8
+	VMOVUPS.Z    (SI), K1, Z7
+	MOVWLZX      (AX), R12
+	VMOVD        R12, X9
+	VCVTPH2PS    X9, Y9
+	VBROADCASTSS X9, Z9
+	MOVWLZX      2(AX), R12
+	VMOVD        R12, X10
+	VCVTPH2PS    X10, Y13
+	VBROADCASTSS X13, Z13
+	VMULPS       Z7, Z9, Z9
+	VMULPS       Z7, Z13, Z13
+	VCVTDQ2PS    Z8, Z8
+	VCVTDQ2PS    Z11, Z11
+	VMULPS       Z8, Z9, Z9
+	VMULPS       Z11, Z13, Z13
+	VSUBPS       Z13, Z9, Z9
+	VADDPS       Z9, Z0, Z0
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000100, DX
+	ADDQ         DI, SI
+	LEAQ         (R8)(R9*4), R8
+	DECQ         R11
+	JMP          loop
+
+done:
+	MOVQ          out+64(FP), AX
+	MOVQ          os+72(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x00, Z0, X0
+	VEXTRACTPS    $0x00, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X0, (AX)
+	ADDQ          CX, AX
+	VZEROUPPER
+	RET
+
+// func dotQ4KAVX512r1t5v(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C
+TEXT ·dotQ4KAVX512r1t5v(SB), NOSPLIT, $0-80
+	MOVQ      x+0(FP), AX
+	MOVQ      ys+16(FP), CX
+	MOVQ      y+8(FP), DX
+	LEAQ      (CX)(CX*2), BX
+	LEAQ      (DX)(CX*4), SI
+	MOVQ      yd+24(FP), DI
+	MOVQ      yds+32(FP), R8
+	MOVQ      bs+40(FP), R9
+	MOVQ      gs+48(FP), R10
+	LEAQ      (R10)(R10*2), R11
+	MOVQ      nb+56(FP), R12
+	MOVL      $0x0000001f, R13
+	KMOVW     R13, K1
+	VPXORD    Z0, Z0, Z0
+	VMOVDQU64 nibbleMask<>+0(SB), Z1
+	VMOVDQU64 q4kShiftHalves<>+0(SB), Z2
+
+loop:
+	TESTQ        R12, R12
+	JZ           done
+	VPXORD       Z3, Z3, Z3
+	VPXORD       Z4, Z4, Z4
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
+	VMOVDQU64    16(AX), Z8
+	VMOVDQU64    80(AX), Z9
+	VMOVDQU64    q4kPermIdx<>+0(SB), Z10
+	VPERMI2B     Z9, Z8, Z10
+	VPSRLVW      Z2, Z10, Z10
+	VPANDD       Z1, Z10, Z10
+	VPDPBUSD     (DX), Z10, Z3
+	VPDPBUSD     (DX)(CX*1), Z10, Z4
+	VPDPBUSD     (DX)(CX*2), Z10, Z5
+	VPDPBUSD     (DX)(BX*1), Z10, Z6
+	VPDPBUSD     (SI), Z10, Z7
+	VMOVDQU64    q4kPermIdx<>+64(SB), Z10
+	VPERMI2B     Z9, Z8, Z10
+	VPSRLVW      Z2, Z10, Z10
+	VPANDD       Z1, Z10, Z10
+	VPDPBUSD     64(DX), Z10, Z3
+	VPDPBUSD     64(DX)(CX*1), Z10, Z4
+	VPDPBUSD     64(DX)(CX*2), Z10, Z5
+	VPDPBUSD     64(DX)(BX*1), Z10, Z6
+	VPDPBUSD     64(SI), Z10, Z7
+	VMOVDQU64    q4kPermIdx<>+128(SB), Z10
+	VPERMI2B     Z9, Z8, Z10
+	VPSRLVW      Z2, Z10, Z10
+	VPANDD       Z1, Z10, Z10
+	VPDPBUSD     128(DX), Z10, Z3
+	VPDPBUSD     128(DX)(CX*1), Z10, Z4
+	VPDPBUSD     128(DX)(CX*2), Z10, Z5
+	VPDPBUSD     128(DX)(BX*1), Z10, Z6
+	VPDPBUSD     128(SI), Z10, Z7
+	VMOVDQU64    q4kPermIdx<>+192(SB), Z10
+	VPERMI2B     Z9, Z8, Z10
+	VPSRLVW      Z2, Z10, Z10
+	VPANDD       Z1, Z10, Z10
+	VPDPBUSD     192(DX), Z10, Z3
+	VPDPBUSD     192(DX)(CX*1), Z10, Z4
+	VPDPBUSD     192(DX)(CX*2), Z10, Z5
+	VPDPBUSD     192(DX)(BX*1), Z10, Z6
+	VPDPBUSD     192(SI), Z10, Z7
+	VMOVDQU32    4(AX), X8
+	VPSHUFB      q4kGatherLow<>+0(SB), X8, X9
+	VPSRLW       $0x04, X9, X10
+	VPANDD       q4kMaskHigh<>+0(SB), X10, X10
+	VPANDD       q4kMaskLow<>+0(SB), X9, X9
+	VPORD        X10, X9, X9
+	VPSHUFB      q4kGatherTop<>+0(SB), X8, X8
+	VPSRLW       $0x02, X8, X8
+	VPANDD       bits45Mask<>+0(SB), X8, X8
+	VPORD        X8, X9, X9
+	VPSHUFB      q4kScalePairs<>+0(SB), X9, X8
+	VPMOVZXBD    X8, Z8
+	VPMADDWD     Z8, Z3, Z3
+	VPMADDWD     Z8, Z4, Z4
+	VPMADDWD     Z8, Z5, Z5
+	VPMADDWD     Z8, Z6, Z6
+	VPMADDWD     Z8, Z7, Z7
+	VPMOVZXBW    X9, Y11
+	VSHUFI64X2   $0x55, Z11, Z11, Z8
+	VPXORD       Z12, Z12, Z12
+	VPSHUFD      $0x00, Z8, Z9
+	VMOVDQU32.Z  (R9), K1, Z10
+	VPDPWSSD     Z10, Z9, Z12
+	VPSHUFD      $0x55, Z8, Z9
+	VMOVDQU32.Z  (R9)(R10*1), K1, Z10
+	VPDPWSSD     Z10, Z9, Z12
+	VPSHUFD      $0xaa, Z8, Z9
+	VMOVDQU32.Z  (R9)(R10*2), K1, Z10
+	VPDPWSSD     Z10, Z9, Z12
+	VPSHUFD      $0xff, Z8, Z8
+	VMOVDQU32.Z  (R9)(R11*1), K1, Z9
+	VPDPWSSD     Z9, Z8, Z12
+	VPUNPCKLDQ   Z4, Z3, Z8
+	VPUNPCKHDQ   Z4, Z3, Z9
+	VPADDD       Z9, Z8, Z8
+	VPUNPCKLDQ   Z6, Z5, Z9
+	VPUNPCKHDQ   Z6, Z5, Z10
+	VPADDD       Z10, Z9, Z9
+	VPXORD       Z13, Z13, Z13
+	VPUNPCKLDQ   Z13, Z7, Z10
+	VPUNPCKHDQ   Z13, Z7, Z14
+	VPADDD       Z14, Z10, Z10
+	VPUNPCKLQDQ  Z9, Z8, Z14
+	VPUNPCKHQDQ  Z9, Z8, Z8
+	VPADDD       Z8, Z14, Z14
+	VPUNPCKLQDQ  Z13, Z10, Z8
+	VPUNPCKHQDQ  Z13, Z10, Z9
+	VPADDD       Z9, Z8, Z8
+	VSHUFI32X4   $0x88, Z8, Z14, Z9
+	VSHUFI32X4   $0xdd, Z8, Z14, Z8
+	VPADDD       Z8, Z9, Z9
+	VSHUFI32X4   $0x88, Z13, Z9, Z8
+	VSHUFI32X4   $0xdd, Z13, Z9, Z9
+	VPADDD       Z9, Z8, Z8
+	VMOVUPS.Z    (DI), K1, Z9
+	MOVWLZX      (AX), R13
+	VMOVD        R13, X10
+	VCVTPH2PS    X10, Y10
+	VBROADCASTSS X10, Z10
+	MOVWLZX      2(AX), R13
+	VMOVD        R13, X11
+	VCVTPH2PS    X11, Y14
+	VBROADCASTSS X14, Z14
+	VMULPS       Z9, Z10, Z10
+	VMULPS       Z9, Z14, Z14
+	VCVTDQ2PS    Z8, Z8
+	VCVTDQ2PS    Z12, Z12
+	VMULPS       Z8, Z10, Z10
+	VMULPS       Z12, Z14, Z14
+	VSUBPS       Z14, Z10, Z10
+	VADDPS       Z10, Z0, Z0
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000100, SI
+	ADDQ         R8, DI
+	LEAQ         (R9)(R10*4), R9
+	DECQ         R12
+	JMP          loop
+
+done:
+	MOVQ          out+64(FP), AX
+	MOVQ          os+72(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x00, Z0, X1
+	VEXTRACTPS    $0x00, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Z0, X0
+	VEXTRACTPS    $0x00, X0, (AX)
+	ADDQ          CX, AX
+	VZEROUPPER
+	RET
+
+// func dotQ4KAVX512r1t6v(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C
+TEXT ·dotQ4KAVX512r1t6v(SB), NOSPLIT, $0-80
+	MOVQ      x+0(FP), AX
+	MOVQ      ys+16(FP), CX
+	MOVQ      y+8(FP), DX
+	LEAQ      (CX)(CX*2), BX
+	LEAQ      (DX)(CX*4), SI
+	MOVQ      yd+24(FP), DI
+	MOVQ      yds+32(FP), R8
+	MOVQ      bs+40(FP), R9
+	MOVQ      gs+48(FP), R10
+	LEAQ      (R10)(R10*2), R11
+	MOVQ      nb+56(FP), R12
+	MOVL      $0x0000003f, R13
+	KMOVW     R13, K1
+	VPXORD    Z0, Z0, Z0
+	VMOVDQU64 nibbleMask<>+0(SB), Z1
+	VMOVDQU64 q4kShiftHalves<>+0(SB), Z2
+
+loop:
+	TESTQ        R12, R12
+	JZ           done
+	VPXORD       Z3, Z3, Z3
+	VPXORD       Z4, Z4, Z4
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
+	VPXORD       Z8, Z8, Z8
+	VMOVDQU64    16(AX), Z9
+	VMOVDQU64    80(AX), Z10
+	VMOVDQU64    q4kPermIdx<>+0(SB), Z11
+	VPERMI2B     Z10, Z9, Z11
+	VPSRLVW      Z2, Z11, Z11
+	VPANDD       Z1, Z11, Z11
+	VPDPBUSD     (DX), Z11, Z3
+	VPDPBUSD     (DX)(CX*1), Z11, Z4
+	VPDPBUSD     (DX)(CX*2), Z11, Z5
+	VPDPBUSD     (DX)(BX*1), Z11, Z6
+	VPDPBUSD     (SI), Z11, Z7
+	VPDPBUSD     (SI)(CX*1), Z11, Z8
+	VMOVDQU64    q4kPermIdx<>+64(SB), Z11
+	VPERMI2B     Z10, Z9, Z11
+	VPSRLVW      Z2, Z11, Z11
+	VPANDD       Z1, Z11, Z11
+	VPDPBUSD     64(DX), Z11, Z3
+	VPDPBUSD     64(DX)(CX*1), Z11, Z4
+	VPDPBUSD     64(DX)(CX*2), Z11, Z5
+	VPDPBUSD     64(DX)(BX*1), Z11, Z6
+	VPDPBUSD     64(SI), Z11, Z7
+	VPDPBUSD     64(SI)(CX*1), Z11, Z8
+	VMOVDQU64    q4kPermIdx<>+128(SB), Z11
+	VPERMI2B     Z10, Z9, Z11
+	VPSRLVW      Z2, Z11, Z11
+	VPANDD       Z1, Z11, Z11
+	VPDPBUSD     128(DX), Z11, Z3
+	VPDPBUSD     128(DX)(CX*1), Z11, Z4
+	VPDPBUSD     128(DX)(CX*2), Z11, Z5
+	VPDPBUSD     128(DX)(BX*1), Z11, Z6
+	VPDPBUSD     128(SI), Z11, Z7
+	VPDPBUSD     128(SI)(CX*1), Z11, Z8
+	VMOVDQU64    q4kPermIdx<>+192(SB), Z11
+	VPERMI2B     Z10, Z9, Z11
+	VPSRLVW      Z2, Z11, Z11
+	VPANDD       Z1, Z11, Z11
+	VPDPBUSD     192(DX), Z11, Z3
+	VPDPBUSD     192(DX)(CX*1), Z11, Z4
+	VPDPBUSD     192(DX)(CX*2), Z11, Z5
+	VPDPBUSD     192(DX)(BX*1), Z11, Z6
+	VPDPBUSD     192(SI), Z11, Z7
+	VPDPBUSD     192(SI)(CX*1), Z11, Z8
+	VMOVDQU32    4(AX), X9
+	VPSHUFB      q4kGatherLow<>+0(SB), X9, X10
+	VPSRLW       $0x04, X10, X11
+	VPANDD       q4kMaskHigh<>+0(SB), X11, X11
+	VPANDD       q4kMaskLow<>+0(SB), X10, X10
+	VPORD        X11, X10, X10
+	VPSHUFB      q4kGatherTop<>+0(SB), X9, X9
+	VPSRLW       $0x02, X9, X9
+	VPANDD       bits45Mask<>+0(SB), X9, X9
+	VPORD        X9, X10, X10
+	VPSHUFB      q4kScalePairs<>+0(SB), X10, X9
+	VPMOVZXBD    X9, Z9
+	VPMADDWD     Z9, Z3, Z3
+	VPMADDWD     Z9, Z4, Z4
+	VPMADDWD     Z9, Z5, Z5
+	VPMADDWD     Z9, Z6, Z6
+	VPMADDWD     Z9, Z7, Z7
+	VPMADDWD     Z9, Z8, Z8
+	VPMOVZXBW    X10, Y12
+	VSHUFI64X2   $0x55, Z12, Z12, Z9
+	VPXORD       Z13, Z13, Z13
+	VPSHUFD      $0x00, Z9, Z10
+	VMOVDQU32.Z  (R9), K1, Z11
+	VPDPWSSD     Z11, Z10, Z13
+	VPSHUFD      $0x55, Z9, Z10
+	VMOVDQU32.Z  (R9)(R10*1), K1, Z11
+	VPDPWSSD     Z11, Z10, Z13
+	VPSHUFD      $0xaa, Z9, Z10
+	VMOVDQU32.Z  (R9)(R10*2), K1, Z11
+	VPDPWSSD     Z11, Z10, Z13
+	VPSHUFD      $0xff, Z9, Z9
+	VMOVDQU32.Z  (R9)(R11*1), K1, Z10
+	VPDPWSSD     Z10, Z9, Z13
+	VPUNPCKLDQ   Z4, Z3, Z9
+	VPUNPCKHDQ   Z4, Z3, Z10
+	VPADDD       Z10, Z9, Z9
+	VPUNPCKLDQ   Z6, Z5, Z10
+	VPUNPCKHDQ   Z6, Z5, Z11
+	VPADDD       Z11, Z10, Z10
+	VPUNPCKLDQ   Z8, Z7, Z11
+	VPUNPCKHDQ   Z8, Z7, Z15
+	VPADDD       Z15, Z11, Z11
+	VPUNPCKLQDQ  Z10, Z9, Z15
+	VPUNPCKHQDQ  Z10, Z9, Z9
+	VPADDD       Z9, Z15, Z15
+	VPXORD       Z14, Z14, Z14
+	VPUNPCKLQDQ  Z14, Z11, Z9
+	VPUNPCKHQDQ  Z14, Z11, Z10
+	VPADDD       Z10, Z9, Z9
+	VSHUFI32X4   $0x88, Z9, Z15, Z10
+	VSHUFI32X4   $0xdd, Z9, Z15, Z9
+	VPADDD       Z9, Z10, Z10
+	VSHUFI32X4   $0x88, Z14, Z10, Z9
+	VSHUFI32X4   $0xdd, Z14, Z10, Z10
+	VPADDD       Z10, Z9, Z9
+	VMOVUPS.Z    (DI), K1, Z10
+	MOVWLZX      (AX), R13
+	VMOVD        R13, X11
+	VCVTPH2PS    X11, Y11
+	VBROADCASTSS X11, Z11
+	MOVWLZX      2(AX), R13
+	VMOVD        R13, X12
+	VCVTPH2PS    X12, Y15
+	VBROADCASTSS X15, Z15
+	VMULPS       Z10, Z11, Z11
+	VMULPS       Z10, Z15, Z15
+	VCVTDQ2PS    Z9, Z9
+	VCVTDQ2PS    Z13, Z13
+	VMULPS       Z9, Z11, Z11
+	VMULPS       Z13, Z15, Z15
+	VSUBPS       Z15, Z11, Z11
+	VADDPS       Z11, Z0, Z0
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000100, SI
+	ADDQ         R8, DI
+	LEAQ         (R9)(R10*4), R9
+	DECQ         R12
+	JMP          loop
+
+done:
+	MOVQ          out+64(FP), AX
+	MOVQ          os+72(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x00, Z0, X1
+	VEXTRACTPS    $0x00, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Z0, X0
+	VEXTRACTPS    $0x00, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X0, (AX)
+	ADDQ          CX, AX
+	VZEROUPPER
+	RET
+
+// func dotQ4KAVX512r1t7v(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C
+TEXT ·dotQ4KAVX512r1t7v(SB), NOSPLIT, $0-80
+	MOVQ      x+0(FP), AX
+	MOVQ      ys+16(FP), CX
+	MOVQ      y+8(FP), DX
+	LEAQ      (CX)(CX*2), BX
+	LEAQ      (DX)(CX*4), SI
+	MOVQ      yd+24(FP), DI
+	MOVQ      yds+32(FP), R8
+	MOVQ      bs+40(FP), R9
+	MOVQ      gs+48(FP), R10
+	LEAQ      (R10)(R10*2), R11
+	MOVQ      nb+56(FP), R12
+	MOVL      $0x0000007f, R13
+	KMOVW     R13, K1
+	VPXORD    Z0, Z0, Z0
+	VMOVDQU64 nibbleMask<>+0(SB), Z1
+	VMOVDQU64 q4kShiftHalves<>+0(SB), Z2
+
+loop:
+	TESTQ        R12, R12
+	JZ           done
+	VPXORD       Z3, Z3, Z3
+	VPXORD       Z4, Z4, Z4
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
+	VPXORD       Z8, Z8, Z8
+	VPXORD       Z9, Z9, Z9
+	VMOVDQU64    16(AX), Z10
+	VMOVDQU64    80(AX), Z11
+	VMOVDQU64    q4kPermIdx<>+0(SB), Z12
+	VPERMI2B     Z11, Z10, Z12
+	VPSRLVW      Z2, Z12, Z12
+	VPANDD       Z1, Z12, Z12
+	VPDPBUSD     (DX), Z12, Z3
+	VPDPBUSD     (DX)(CX*1), Z12, Z4
+	VPDPBUSD     (DX)(CX*2), Z12, Z5
+	VPDPBUSD     (DX)(BX*1), Z12, Z6
+	VPDPBUSD     (SI), Z12, Z7
+	VPDPBUSD     (SI)(CX*1), Z12, Z8
+	VPDPBUSD     (SI)(CX*2), Z12, Z9
+	VMOVDQU64    q4kPermIdx<>+64(SB), Z12
+	VPERMI2B     Z11, Z10, Z12
+	VPSRLVW      Z2, Z12, Z12
+	VPANDD       Z1, Z12, Z12
+	VPDPBUSD     64(DX), Z12, Z3
+	VPDPBUSD     64(DX)(CX*1), Z12, Z4
+	VPDPBUSD     64(DX)(CX*2), Z12, Z5
+	VPDPBUSD     64(DX)(BX*1), Z12, Z6
+	VPDPBUSD     64(SI), Z12, Z7
+	VPDPBUSD     64(SI)(CX*1), Z12, Z8
+	VPDPBUSD     64(SI)(CX*2), Z12, Z9
+	VMOVDQU64    q4kPermIdx<>+128(SB), Z12
+	VPERMI2B     Z11, Z10, Z12
+	VPSRLVW      Z2, Z12, Z12
+	VPANDD       Z1, Z12, Z12
+	VPDPBUSD     128(DX), Z12, Z3
+	VPDPBUSD     128(DX)(CX*1), Z12, Z4
+	VPDPBUSD     128(DX)(CX*2), Z12, Z5
+	VPDPBUSD     128(DX)(BX*1), Z12, Z6
+	VPDPBUSD     128(SI), Z12, Z7
+	VPDPBUSD     128(SI)(CX*1), Z12, Z8
+	VPDPBUSD     128(SI)(CX*2), Z12, Z9
+	VMOVDQU64    q4kPermIdx<>+192(SB), Z12
+	VPERMI2B     Z11, Z10, Z12
+	VPSRLVW      Z2, Z12, Z12
+	VPANDD       Z1, Z12, Z12
+	VPDPBUSD     192(DX), Z12, Z3
+	VPDPBUSD     192(DX)(CX*1), Z12, Z4
+	VPDPBUSD     192(DX)(CX*2), Z12, Z5
+	VPDPBUSD     192(DX)(BX*1), Z12, Z6
+	VPDPBUSD     192(SI), Z12, Z7
+	VPDPBUSD     192(SI)(CX*1), Z12, Z8
+	VPDPBUSD     192(SI)(CX*2), Z12, Z9
+	VMOVDQU32    4(AX), X10
+	VPSHUFB      q4kGatherLow<>+0(SB), X10, X11
+	VPSRLW       $0x04, X11, X12
+	VPANDD       q4kMaskHigh<>+0(SB), X12, X12
+	VPANDD       q4kMaskLow<>+0(SB), X11, X11
+	VPORD        X12, X11, X11
+	VPSHUFB      q4kGatherTop<>+0(SB), X10, X10
+	VPSRLW       $0x02, X10, X10
+	VPANDD       bits45Mask<>+0(SB), X10, X10
+	VPORD        X10, X11, X11
+	VPSHUFB      q4kScalePairs<>+0(SB), X11, X10
+	VPMOVZXBD    X10, Z10
+	VPMADDWD     Z10, Z3, Z3
+	VPMADDWD     Z10, Z4, Z4
+	VPMADDWD     Z10, Z5, Z5
+	VPMADDWD     Z10, Z6, Z6
+	VPMADDWD     Z10, Z7, Z7
+	VPMADDWD     Z10, Z8, Z8
+	VPMADDWD     Z10, Z9, Z9
+	VPMOVZXBW    X11, Y13
+	VSHUFI64X2   $0x55, Z13, Z13, Z10
+	VPXORD       Z14, Z14, Z14
+	VPSHUFD      $0x00, Z10, Z11
+	VMOVDQU32.Z  (R9), K1, Z12
+	VPDPWSSD     Z12, Z11, Z14
+	VPSHUFD      $0x55, Z10, Z11
+	VMOVDQU32.Z  (R9)(R10*1), K1, Z12
+	VPDPWSSD     Z12, Z11, Z14
+	VPSHUFD      $0xaa, Z10, Z11
+	VMOVDQU32.Z  (R9)(R10*2), K1, Z12
+	VPDPWSSD     Z12, Z11, Z14
+	VPSHUFD      $0xff, Z10, Z10
+	VMOVDQU32.Z  (R9)(R11*1), K1, Z11
+	VPDPWSSD     Z11, Z10, Z14
+	VPUNPCKLDQ   Z4, Z3, Z10
+	VPUNPCKHDQ   Z4, Z3, Z11
+	VPADDD       Z11, Z10, Z10
+	VPUNPCKLDQ   Z6, Z5, Z11
+	VPUNPCKHDQ   Z6, Z5, Z12
+	VPADDD       Z12, Z11, Z11
+	VPUNPCKLDQ   Z8, Z7, Z12
+	VPUNPCKHDQ   Z8, Z7, Z16
+	VPADDD       Z16, Z12, Z12
+	VPXORD       Z15, Z15, Z15
+	VPUNPCKLDQ   Z15, Z9, Z16
+	VPUNPCKHDQ   Z15, Z9, Z17
+	VPADDD       Z17, Z16, Z16
+	VPUNPCKLQDQ  Z11, Z10, Z17
+	VPUNPCKHQDQ  Z11, Z10, Z10
+	VPADDD       Z10, Z17, Z17
+	VPUNPCKLQDQ  Z16, Z12, Z10
+	VPUNPCKHQDQ  Z16, Z12, Z11
+	VPADDD       Z11, Z10, Z10
+	VSHUFI32X4   $0x88, Z10, Z17, Z11
+	VSHUFI32X4   $0xdd, Z10, Z17, Z10
+	VPADDD       Z10, Z11, Z11
+	VSHUFI32X4   $0x88, Z15, Z11, Z10
+	VSHUFI32X4   $0xdd, Z15, Z11, Z11
+	VPADDD       Z11, Z10, Z10
+	VMOVUPS.Z    (DI), K1, Z11
+	MOVWLZX      (AX), R13
+	VMOVD        R13, X12
+	VCVTPH2PS    X12, Y12
+	VBROADCASTSS X12, Z12
+	MOVWLZX      2(AX), R13
+	VMOVD        R13, X13
+	VCVTPH2PS    X13, Y16
+	VBROADCASTSS X16, Z16
+	VMULPS       Z11, Z12, Z12
+	VMULPS       Z11, Z16, Z16
+	VCVTDQ2PS    Z10, Z10
+	VCVTDQ2PS    Z14, Z14
+	VMULPS       Z10, Z12, Z12
+	VMULPS       Z14, Z16, Z16
+	VSUBPS       Z16, Z12, Z12
+	VADDPS       Z12, Z0, Z0
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000100, SI
+	ADDQ         R8, DI
+	LEAQ         (R9)(R10*4), R9
+	DECQ         R12
+	JMP          loop
+
+done:
+	MOVQ          out+64(FP), AX
+	MOVQ          os+72(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x00, Z0, X1
+	VEXTRACTPS    $0x00, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Z0, X0
+	VEXTRACTPS    $0x00, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X0, (AX)
+	ADDQ          CX, AX
+	VZEROUPPER
+	RET
+
+// func dotQ4KAVX512r1t8v(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C
+TEXT ·dotQ4KAVX512r1t8v(SB), NOSPLIT, $0-80
+	MOVQ      x+0(FP), AX
+	MOVQ      ys+16(FP), CX
+	MOVQ      y+8(FP), DX
+	LEAQ      (CX)(CX*2), BX
+	LEAQ      (DX)(CX*4), SI
+	MOVQ      yd+24(FP), DI
+	MOVQ      yds+32(FP), R8
+	MOVQ      bs+40(FP), R9
+	MOVQ      gs+48(FP), R10
+	LEAQ      (R10)(R10*2), R11
+	MOVQ      nb+56(FP), R12
+	MOVL      $0x000000ff, R13
+	KMOVW     R13, K1
+	VPXORD    Z0, Z0, Z0
+	VMOVDQU64 nibbleMask<>+0(SB), Z1
+	VMOVDQU64 q4kShiftHalves<>+0(SB), Z2
+
+loop:
+	TESTQ        R12, R12
+	JZ           done
+	VPXORD       Z3, Z3, Z3
+	VPXORD       Z4, Z4, Z4
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
+	VPXORD       Z8, Z8, Z8
+	VPXORD       Z9, Z9, Z9
+	VPXORD       Z10, Z10, Z10
+	VMOVDQU64    16(AX), Z11
+	VMOVDQU64    80(AX), Z12
+	VMOVDQU64    q4kPermIdx<>+0(SB), Z13
+	VPERMI2B     Z12, Z11, Z13
+	VPSRLVW      Z2, Z13, Z13
+	VPANDD       Z1, Z13, Z13
+	VPDPBUSD     (DX), Z13, Z3
+	VPDPBUSD     (DX)(CX*1), Z13, Z4
+	VPDPBUSD     (DX)(CX*2), Z13, Z5
+	VPDPBUSD     (DX)(BX*1), Z13, Z6
+	VPDPBUSD     (SI), Z13, Z7
+	VPDPBUSD     (SI)(CX*1), Z13, Z8
+	VPDPBUSD     (SI)(CX*2), Z13, Z9
+	VPDPBUSD     (SI)(BX*1), Z13, Z10
+	VMOVDQU64    q4kPermIdx<>+64(SB), Z13
+	VPERMI2B     Z12, Z11, Z13
+	VPSRLVW      Z2, Z13, Z13
+	VPANDD       Z1, Z13, Z13
+	VPDPBUSD     64(DX), Z13, Z3
+	VPDPBUSD     64(DX)(CX*1), Z13, Z4
+	VPDPBUSD     64(DX)(CX*2), Z13, Z5
+	VPDPBUSD     64(DX)(BX*1), Z13, Z6
+	VPDPBUSD     64(SI), Z13, Z7
+	VPDPBUSD     64(SI)(CX*1), Z13, Z8
+	VPDPBUSD     64(SI)(CX*2), Z13, Z9
+	VPDPBUSD     64(SI)(BX*1), Z13, Z10
+	VMOVDQU64    q4kPermIdx<>+128(SB), Z13
+	VPERMI2B     Z12, Z11, Z13
+	VPSRLVW      Z2, Z13, Z13
+	VPANDD       Z1, Z13, Z13
+	VPDPBUSD     128(DX), Z13, Z3
+	VPDPBUSD     128(DX)(CX*1), Z13, Z4
+	VPDPBUSD     128(DX)(CX*2), Z13, Z5
+	VPDPBUSD     128(DX)(BX*1), Z13, Z6
+	VPDPBUSD     128(SI), Z13, Z7
+	VPDPBUSD     128(SI)(CX*1), Z13, Z8
+	VPDPBUSD     128(SI)(CX*2), Z13, Z9
+	VPDPBUSD     128(SI)(BX*1), Z13, Z10
+	VMOVDQU64    q4kPermIdx<>+192(SB), Z13
+	VPERMI2B     Z12, Z11, Z13
+	VPSRLVW      Z2, Z13, Z13
+	VPANDD       Z1, Z13, Z13
+	VPDPBUSD     192(DX), Z13, Z3
+	VPDPBUSD     192(DX)(CX*1), Z13, Z4
+	VPDPBUSD     192(DX)(CX*2), Z13, Z5
+	VPDPBUSD     192(DX)(BX*1), Z13, Z6
+	VPDPBUSD     192(SI), Z13, Z7
+	VPDPBUSD     192(SI)(CX*1), Z13, Z8
+	VPDPBUSD     192(SI)(CX*2), Z13, Z9
+	VPDPBUSD     192(SI)(BX*1), Z13, Z10
+	VMOVDQU32    4(AX), X11
+	VPSHUFB      q4kGatherLow<>+0(SB), X11, X12
+	VPSRLW       $0x04, X12, X13
+	VPANDD       q4kMaskHigh<>+0(SB), X13, X13
+	VPANDD       q4kMaskLow<>+0(SB), X12, X12
+	VPORD        X13, X12, X12
+	VPSHUFB      q4kGatherTop<>+0(SB), X11, X11
+	VPSRLW       $0x02, X11, X11
+	VPANDD       bits45Mask<>+0(SB), X11, X11
+	VPORD        X11, X12, X12
+	VPSHUFB      q4kScalePairs<>+0(SB), X12, X11
+	VPMOVZXBD    X11, Z11
+	VPMADDWD     Z11, Z3, Z3
+	VPMADDWD     Z11, Z4, Z4
+	VPMADDWD     Z11, Z5, Z5
+	VPMADDWD     Z11, Z6, Z6
+	VPMADDWD     Z11, Z7, Z7
+	VPMADDWD     Z11, Z8, Z8
+	VPMADDWD     Z11, Z9, Z9
+	VPMADDWD     Z11, Z10, Z10
+	VPMOVZXBW    X12, Y14
+	VSHUFI64X2   $0x55, Z14, Z14, Z11
+	VPXORD       Z15, Z15, Z15
+	VPSHUFD      $0x00, Z11, Z12
+	VMOVDQU32.Z  (R9), K1, Z13
+	VPDPWSSD     Z13, Z12, Z15
+	VPSHUFD      $0x55, Z11, Z12
+	VMOVDQU32.Z  (R9)(R10*1), K1, Z13
+	VPDPWSSD     Z13, Z12, Z15
+	VPSHUFD      $0xaa, Z11, Z12
+	VMOVDQU32.Z  (R9)(R10*2), K1, Z13
+	VPDPWSSD     Z13, Z12, Z15
+	VPSHUFD      $0xff, Z11, Z11
+	VMOVDQU32.Z  (R9)(R11*1), K1, Z12
+	VPDPWSSD     Z12, Z11, Z15
+	VPUNPCKLDQ   Z4, Z3, Z11
+	VPUNPCKHDQ   Z4, Z3, Z12
+	VPADDD       Z12, Z11, Z11
+	VPUNPCKLDQ   Z6, Z5, Z12
+	VPUNPCKHDQ   Z6, Z5, Z13
+	VPADDD       Z13, Z12, Z12
+	VPUNPCKLDQ   Z8, Z7, Z13
+	VPUNPCKHDQ   Z8, Z7, Z17
+	VPADDD       Z17, Z13, Z13
+	VPUNPCKLDQ   Z10, Z9, Z17
+	VPUNPCKHDQ   Z10, Z9, Z18
+	VPADDD       Z18, Z17, Z17
+	VPUNPCKLQDQ  Z12, Z11, Z18
+	VPUNPCKHQDQ  Z12, Z11, Z11
+	VPADDD       Z11, Z18, Z18
+	VPUNPCKLQDQ  Z17, Z13, Z11
+	VPUNPCKHQDQ  Z17, Z13, Z12
+	VPADDD       Z12, Z11, Z11
+	VSHUFI32X4   $0x88, Z11, Z18, Z12
+	VSHUFI32X4   $0xdd, Z11, Z18, Z11
+	VPADDD       Z11, Z12, Z12
+	VPXORD       Z16, Z16, Z16
+	VSHUFI32X4   $0x88, Z16, Z12, Z11
+	VSHUFI32X4   $0xdd, Z16, Z12, Z12
+	VPADDD       Z12, Z11, Z11
+	VMOVUPS.Z    (DI), K1, Z12
+	MOVWLZX      (AX), R13
+	VMOVD        R13, X13
+	VCVTPH2PS    X13, Y13
+	VBROADCASTSS X13, Z13
+	MOVWLZX      2(AX), R13
+	VMOVD        R13, X14
+	VCVTPH2PS    X14, Y17
+	VBROADCASTSS X17, Z17
+	VMULPS       Z12, Z13, Z13
+	VMULPS       Z12, Z17, Z17
+	VCVTDQ2PS    Z11, Z11
+	VCVTDQ2PS    Z15, Z15
+	VMULPS       Z11, Z13, Z13
+	VMULPS       Z15, Z17, Z17
+	VSUBPS       Z17, Z13, Z13
+	VADDPS       Z13, Z0, Z0
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000100, SI
+	ADDQ         R8, DI
+	LEAQ         (R9)(R10*4), R9
+	DECQ         R12
+	JMP          loop
+
+done:
+	MOVQ          out+64(FP), AX
+	MOVQ          os+72(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x00, Z0, X1
+	VEXTRACTPS    $0x00, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Z0, X0
+	VEXTRACTPS    $0x00, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X0, (AX)
+	ADDQ          CX, AX
+	VZEROUPPER
+	RET
+
+// func dotQ4KAVX512r1t9v(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C
+TEXT ·dotQ4KAVX512r1t9v(SB), NOSPLIT, $0-80
+	MOVQ      x+0(FP), AX
+	MOVQ      ys+16(FP), CX
+	MOVQ      y+8(FP), DX
+	LEAQ      (CX)(CX*2), BX
+	LEAQ      (DX)(CX*4), SI
+	LEAQ      (SI)(CX*4), DI
+	MOVQ      yd+24(FP), R8
+	MOVQ      yds+32(FP), R9
+	MOVQ      bs+40(FP), R10
+	MOVQ      gs+48(FP), R11
+	LEAQ      (R11)(R11*2), R12
+	MOVQ      nb+56(FP), R13
+	MOVL      $0x000001ff, R14
+	KMOVW     R14, K1
+	VPXORD    Z0, Z0, Z0
+	VMOVDQU64 nibbleMask<>+0(SB), Z1
+	VMOVDQU64 q4kShiftHalves<>+0(SB), Z2
+
+loop:
+	TESTQ        R13, R13
+	JZ           done
+	VPXORD       Z3, Z3, Z3
+	VPXORD       Z4, Z4, Z4
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
+	VPXORD       Z8, Z8, Z8
+	VPXORD       Z9, Z9, Z9
+	VPXORD       Z10, Z10, Z10
+	VPXORD       Z11, Z11, Z11
+	VMOVDQU64    16(AX), Z12
+	VMOVDQU64    80(AX), Z13
+	VMOVDQU64    q4kPermIdx<>+0(SB), Z14
+	VPERMI2B     Z13, Z12, Z14
+	VPSRLVW      Z2, Z14, Z14
+	VPANDD       Z1, Z14, Z14
+	VPDPBUSD     (DX), Z14, Z3
+	VPDPBUSD     (DX)(CX*1), Z14, Z4
+	VPDPBUSD     (DX)(CX*2), Z14, Z5
+	VPDPBUSD     (DX)(BX*1), Z14, Z6
+	VPDPBUSD     (SI), Z14, Z7
+	VPDPBUSD     (SI)(CX*1), Z14, Z8
+	VPDPBUSD     (SI)(CX*2), Z14, Z9
+	VPDPBUSD     (SI)(BX*1), Z14, Z10
+	VPDPBUSD     (DI), Z14, Z11
+	VMOVDQU64    q4kPermIdx<>+64(SB), Z14
+	VPERMI2B     Z13, Z12, Z14
+	VPSRLVW      Z2, Z14, Z14
+	VPANDD       Z1, Z14, Z14
+	VPDPBUSD     64(DX), Z14, Z3
+	VPDPBUSD     64(DX)(CX*1), Z14, Z4
+	VPDPBUSD     64(DX)(CX*2), Z14, Z5
+	VPDPBUSD     64(DX)(BX*1), Z14, Z6
+	VPDPBUSD     64(SI), Z14, Z7
+	VPDPBUSD     64(SI)(CX*1), Z14, Z8
+	VPDPBUSD     64(SI)(CX*2), Z14, Z9
+	VPDPBUSD     64(SI)(BX*1), Z14, Z10
+	VPDPBUSD     64(DI), Z14, Z11
+	VMOVDQU64    q4kPermIdx<>+128(SB), Z14
+	VPERMI2B     Z13, Z12, Z14
+	VPSRLVW      Z2, Z14, Z14
+	VPANDD       Z1, Z14, Z14
+	VPDPBUSD     128(DX), Z14, Z3
+	VPDPBUSD     128(DX)(CX*1), Z14, Z4
+	VPDPBUSD     128(DX)(CX*2), Z14, Z5
+	VPDPBUSD     128(DX)(BX*1), Z14, Z6
+	VPDPBUSD     128(SI), Z14, Z7
+	VPDPBUSD     128(SI)(CX*1), Z14, Z8
+	VPDPBUSD     128(SI)(CX*2), Z14, Z9
+	VPDPBUSD     128(SI)(BX*1), Z14, Z10
+	VPDPBUSD     128(DI), Z14, Z11
+	VMOVDQU64    q4kPermIdx<>+192(SB), Z14
+	VPERMI2B     Z13, Z12, Z14
+	VPSRLVW      Z2, Z14, Z14
+	VPANDD       Z1, Z14, Z14
+	VPDPBUSD     192(DX), Z14, Z3
+	VPDPBUSD     192(DX)(CX*1), Z14, Z4
+	VPDPBUSD     192(DX)(CX*2), Z14, Z5
+	VPDPBUSD     192(DX)(BX*1), Z14, Z6
+	VPDPBUSD     192(SI), Z14, Z7
+	VPDPBUSD     192(SI)(CX*1), Z14, Z8
+	VPDPBUSD     192(SI)(CX*2), Z14, Z9
+	VPDPBUSD     192(SI)(BX*1), Z14, Z10
+	VPDPBUSD     192(DI), Z14, Z11
+	VMOVDQU32    4(AX), X12
+	VPSHUFB      q4kGatherLow<>+0(SB), X12, X13
+	VPSRLW       $0x04, X13, X14
+	VPANDD       q4kMaskHigh<>+0(SB), X14, X14
+	VPANDD       q4kMaskLow<>+0(SB), X13, X13
+	VPORD        X14, X13, X13
+	VPSHUFB      q4kGatherTop<>+0(SB), X12, X12
+	VPSRLW       $0x02, X12, X12
+	VPANDD       bits45Mask<>+0(SB), X12, X12
+	VPORD        X12, X13, X13
+	VPSHUFB      q4kScalePairs<>+0(SB), X13, X12
+	VPMOVZXBD    X12, Z12
+	VPMADDWD     Z12, Z3, Z3
+	VPMADDWD     Z12, Z4, Z4
+	VPMADDWD     Z12, Z5, Z5
+	VPMADDWD     Z12, Z6, Z6
+	VPMADDWD     Z12, Z7, Z7
+	VPMADDWD     Z12, Z8, Z8
+	VPMADDWD     Z12, Z9, Z9
+	VPMADDWD     Z12, Z10, Z10
+	VPMADDWD     Z12, Z11, Z11
+	VPMOVZXBW    X13, Y15
+	VSHUFI64X2   $0x55, Z15, Z15, Z12
+	VPXORD       Z16, Z16, Z16
+	VPSHUFD      $0x00, Z12, Z13
+	VMOVDQU32.Z  (R10), K1, Z14
+	VPDPWSSD     Z14, Z13, Z16
+	VPSHUFD      $0x55, Z12, Z13
+	VMOVDQU32.Z  (R10)(R11*1), K1, Z14
+	VPDPWSSD     Z14, Z13, Z16
+	VPSHUFD      $0xaa, Z12, Z13
+	VMOVDQU32.Z  (R10)(R11*2), K1, Z14
+	VPDPWSSD     Z14, Z13, Z16
+	VPSHUFD      $0xff, Z12, Z12
+	VMOVDQU32.Z  (R10)(R12*1), K1, Z13
+	VPDPWSSD     Z13, Z12, Z16
+	VPUNPCKLDQ   Z4, Z3, Z12
+	VPUNPCKHDQ   Z4, Z3, Z13
+	VPADDD       Z13, Z12, Z12
+	VPUNPCKLDQ   Z6, Z5, Z13
+	VPUNPCKHDQ   Z6, Z5, Z14
+	VPADDD       Z14, Z13, Z13
+	VPUNPCKLDQ   Z8, Z7, Z14
+	VPUNPCKHDQ   Z8, Z7, Z18
+	VPADDD       Z18, Z14, Z14
+	VPUNPCKLDQ   Z10, Z9, Z18
+	VPUNPCKHDQ   Z10, Z9, Z19
+	VPADDD       Z19, Z18, Z18
+	VPXORD       Z17, Z17, Z17
+	VPUNPCKLDQ   Z17, Z11, Z19
+	VPUNPCKHDQ   Z17, Z11, Z20
+	VPADDD       Z20, Z19, Z19
+	VPUNPCKLQDQ  Z13, Z12, Z20
+	VPUNPCKHQDQ  Z13, Z12, Z12
+	VPADDD       Z12, Z20, Z20
+	VPUNPCKLQDQ  Z18, Z14, Z12
+	VPUNPCKHQDQ  Z18, Z14, Z13
+	VPADDD       Z13, Z12, Z12
+	VPUNPCKLQDQ  Z17, Z19, Z13
+	VPUNPCKHQDQ  Z17, Z19, Z14
+	VPADDD       Z14, Z13, Z13
+	VSHUFI32X4   $0x88, Z12, Z20, Z14
+	VSHUFI32X4   $0xdd, Z12, Z20, Z12
+	VPADDD       Z12, Z14, Z14
+	VSHUFI32X4   $0x88, Z17, Z13, Z12
+	VSHUFI32X4   $0xdd, Z17, Z13, Z13
+	VPADDD       Z13, Z12, Z12
+	VSHUFI32X4   $0x88, Z12, Z14, Z13
+	VSHUFI32X4   $0xdd, Z12, Z14, Z12
+	VPADDD       Z12, Z13, Z13
+	VMOVUPS.Z    (R8), K1, Z12
+	MOVWLZX      (AX), R14
+	VMOVD        R14, X14
+	VCVTPH2PS    X14, Y14
+	VBROADCASTSS X14, Z14
+	MOVWLZX      2(AX), R14
+	VMOVD        R14, X15
+	VCVTPH2PS    X15, Y18
+	VBROADCASTSS X18, Z18
+	VMULPS       Z12, Z14, Z14
+	VMULPS       Z12, Z18, Z18
+	VCVTDQ2PS    Z13, Z13
+	VCVTDQ2PS    Z16, Z16
+	VMULPS       Z13, Z14, Z14
+	VMULPS       Z16, Z18, Z18
+	VSUBPS       Z18, Z14, Z14
+	VADDPS       Z14, Z0, Z0
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000100, SI
+	ADDQ         $0x00000100, DI
+	ADDQ         R9, R8
+	LEAQ         (R10)(R11*4), R10
+	DECQ         R13
+	JMP          loop
+
+done:
+	MOVQ          out+64(FP), AX
+	MOVQ          os+72(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x00, Z0, X1
+	VEXTRACTPS    $0x00, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Z0, X1
+	VEXTRACTPS    $0x00, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x02, Z0, X0
+	VEXTRACTPS    $0x00, X0, (AX)
+	ADDQ          CX, AX
+	VZEROUPPER
+	RET
+
+// func dotQ4KAVX512r1t10v(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C
+TEXT ·dotQ4KAVX512r1t10v(SB), NOSPLIT, $0-80
+	MOVQ      x+0(FP), AX
+	MOVQ      ys+16(FP), CX
+	MOVQ      y+8(FP), DX
+	LEAQ      (CX)(CX*2), BX
+	LEAQ      (DX)(CX*4), SI
+	LEAQ      (SI)(CX*4), DI
+	MOVQ      yd+24(FP), R8
+	MOVQ      yds+32(FP), R9
+	MOVQ      bs+40(FP), R10
+	MOVQ      gs+48(FP), R11
+	LEAQ      (R11)(R11*2), R12
+	MOVQ      nb+56(FP), R13
+	MOVL      $0x000003ff, R14
+	KMOVW     R14, K1
+	VPXORD    Z0, Z0, Z0
+	VMOVDQU64 nibbleMask<>+0(SB), Z1
+	VMOVDQU64 q4kShiftHalves<>+0(SB), Z2
+
+loop:
+	TESTQ        R13, R13
+	JZ           done
+	VPXORD       Z3, Z3, Z3
+	VPXORD       Z4, Z4, Z4
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
+	VPXORD       Z8, Z8, Z8
+	VPXORD       Z9, Z9, Z9
+	VPXORD       Z10, Z10, Z10
+	VPXORD       Z11, Z11, Z11
+	VPXORD       Z12, Z12, Z12
+	VMOVDQU64    16(AX), Z13
+	VMOVDQU64    80(AX), Z14
+	VMOVDQU64    q4kPermIdx<>+0(SB), Z15
+	VPERMI2B     Z14, Z13, Z15
+	VPSRLVW      Z2, Z15, Z15
+	VPANDD       Z1, Z15, Z15
+	VPDPBUSD     (DX), Z15, Z3
+	VPDPBUSD     (DX)(CX*1), Z15, Z4
+	VPDPBUSD     (DX)(CX*2), Z15, Z5
+	VPDPBUSD     (DX)(BX*1), Z15, Z6
+	VPDPBUSD     (SI), Z15, Z7
+	VPDPBUSD     (SI)(CX*1), Z15, Z8
+	VPDPBUSD     (SI)(CX*2), Z15, Z9
+	VPDPBUSD     (SI)(BX*1), Z15, Z10
+	VPDPBUSD     (DI), Z15, Z11
+	VPDPBUSD     (DI)(CX*1), Z15, Z12
+	VMOVDQU64    q4kPermIdx<>+64(SB), Z15
+	VPERMI2B     Z14, Z13, Z15
+	VPSRLVW      Z2, Z15, Z15
+	VPANDD       Z1, Z15, Z15
+	VPDPBUSD     64(DX), Z15, Z3
+	VPDPBUSD     64(DX)(CX*1), Z15, Z4
+	VPDPBUSD     64(DX)(CX*2), Z15, Z5
+	VPDPBUSD     64(DX)(BX*1), Z15, Z6
+	VPDPBUSD     64(SI), Z15, Z7
+	VPDPBUSD     64(SI)(CX*1), Z15, Z8
+	VPDPBUSD     64(SI)(CX*2), Z15, Z9
+	VPDPBUSD     64(SI)(BX*1), Z15, Z10
+	VPDPBUSD     64(DI), Z15, Z11
+	VPDPBUSD     64(DI)(CX*1), Z15, Z12
+	VMOVDQU64    q4kPermIdx<>+128(SB), Z15
+	VPERMI2B     Z14, Z13, Z15
+	VPSRLVW      Z2, Z15, Z15
+	VPANDD       Z1, Z15, Z15
+	VPDPBUSD     128(DX), Z15, Z3
+	VPDPBUSD     128(DX)(CX*1), Z15, Z4
+	VPDPBUSD     128(DX)(CX*2), Z15, Z5
+	VPDPBUSD     128(DX)(BX*1), Z15, Z6
+	VPDPBUSD     128(SI), Z15, Z7
+	VPDPBUSD     128(SI)(CX*1), Z15, Z8
+	VPDPBUSD     128(SI)(CX*2), Z15, Z9
+	VPDPBUSD     128(SI)(BX*1), Z15, Z10
+	VPDPBUSD     128(DI), Z15, Z11
+	VPDPBUSD     128(DI)(CX*1), Z15, Z12
+	VMOVDQU64    q4kPermIdx<>+192(SB), Z15
+	VPERMI2B     Z14, Z13, Z15
+	VPSRLVW      Z2, Z15, Z15
+	VPANDD       Z1, Z15, Z15
+	VPDPBUSD     192(DX), Z15, Z3
+	VPDPBUSD     192(DX)(CX*1), Z15, Z4
+	VPDPBUSD     192(DX)(CX*2), Z15, Z5
+	VPDPBUSD     192(DX)(BX*1), Z15, Z6
+	VPDPBUSD     192(SI), Z15, Z7
+	VPDPBUSD     192(SI)(CX*1), Z15, Z8
+	VPDPBUSD     192(SI)(CX*2), Z15, Z9
+	VPDPBUSD     192(SI)(BX*1), Z15, Z10
+	VPDPBUSD     192(DI), Z15, Z11
+	VPDPBUSD     192(DI)(CX*1), Z15, Z12
+	VMOVDQU32    4(AX), X13
+	VPSHUFB      q4kGatherLow<>+0(SB), X13, X14
+	VPSRLW       $0x04, X14, X15
+	VPANDD       q4kMaskHigh<>+0(SB), X15, X15
+	VPANDD       q4kMaskLow<>+0(SB), X14, X14
+	VPORD        X15, X14, X14
+	VPSHUFB      q4kGatherTop<>+0(SB), X13, X13
+	VPSRLW       $0x02, X13, X13
+	VPANDD       bits45Mask<>+0(SB), X13, X13
+	VPORD        X13, X14, X14
+	VPSHUFB      q4kScalePairs<>+0(SB), X14, X13
+	VPMOVZXBD    X13, Z13
+	VPMADDWD     Z13, Z3, Z3
+	VPMADDWD     Z13, Z4, Z4
+	VPMADDWD     Z13, Z5, Z5
+	VPMADDWD     Z13, Z6, Z6
+	VPMADDWD     Z13, Z7, Z7
+	VPMADDWD     Z13, Z8, Z8
+	VPMADDWD     Z13, Z9, Z9
+	VPMADDWD     Z13, Z10, Z10
+	VPMADDWD     Z13, Z11, Z11
+	VPMADDWD     Z13, Z12, Z12
+	VPMOVZXBW    X14, Y16
+	VSHUFI64X2   $0x55, Z16, Z16, Z13
+	VPXORD       Z17, Z17, Z17
+	VPSHUFD      $0x00, Z13, Z14
+	VMOVDQU32.Z  (R10), K1, Z15
+	VPDPWSSD     Z15, Z14, Z17
+	VPSHUFD      $0x55, Z13, Z14
+	VMOVDQU32.Z  (R10)(R11*1), K1, Z15
+	VPDPWSSD     Z15, Z14, Z17
+	VPSHUFD      $0xaa, Z13, Z14
+	VMOVDQU32.Z  (R10)(R11*2), K1, Z15
+	VPDPWSSD     Z15, Z14, Z17
+	VPSHUFD      $0xff, Z13, Z13
+	VMOVDQU32.Z  (R10)(R12*1), K1, Z14
+	VPDPWSSD     Z14, Z13, Z17
+	VPUNPCKLDQ   Z4, Z3, Z13
+	VPUNPCKHDQ   Z4, Z3, Z14
+	VPADDD       Z14, Z13, Z13
+	VPUNPCKLDQ   Z6, Z5, Z14
+	VPUNPCKHDQ   Z6, Z5, Z15
+	VPADDD       Z15, Z14, Z14
+	VPUNPCKLDQ   Z8, Z7, Z15
+	VPUNPCKHDQ   Z8, Z7, Z19
+	VPADDD       Z19, Z15, Z15
+	VPUNPCKLDQ   Z10, Z9, Z19
+	VPUNPCKHDQ   Z10, Z9, Z20
+	VPADDD       Z20, Z19, Z19
+	VPUNPCKLDQ   Z12, Z11, Z20
+	VPUNPCKHDQ   Z12, Z11, Z21
+	VPADDD       Z21, Z20, Z20
+	VPUNPCKLQDQ  Z14, Z13, Z21
+	VPUNPCKHQDQ  Z14, Z13, Z13
+	VPADDD       Z13, Z21, Z21
+	VPUNPCKLQDQ  Z19, Z15, Z13
+	VPUNPCKHQDQ  Z19, Z15, Z14
+	VPADDD       Z14, Z13, Z13
+	VPXORD       Z18, Z18, Z18
+	VPUNPCKLQDQ  Z18, Z20, Z14
+	VPUNPCKHQDQ  Z18, Z20, Z15
+	VPADDD       Z15, Z14, Z14
+	VSHUFI32X4   $0x88, Z13, Z21, Z15
+	VSHUFI32X4   $0xdd, Z13, Z21, Z13
+	VPADDD       Z13, Z15, Z15
+	VSHUFI32X4   $0x88, Z18, Z14, Z13
+	VSHUFI32X4   $0xdd, Z18, Z14, Z14
+	VPADDD       Z14, Z13, Z13
+	VSHUFI32X4   $0x88, Z13, Z15, Z14
+	VSHUFI32X4   $0xdd, Z13, Z15, Z13
+	VPADDD       Z13, Z14, Z14
+	VMOVUPS.Z    (R8), K1, Z13
+	MOVWLZX      (AX), R14
+	VMOVD        R14, X15
+	VCVTPH2PS    X15, Y15
+	VBROADCASTSS X15, Z15
+	MOVWLZX      2(AX), R14
+	VMOVD        R14, X16
+	VCVTPH2PS    X16, Y19
+	VBROADCASTSS X19, Z19
+	VMULPS       Z13, Z15, Z15
+	VMULPS       Z13, Z19, Z19
+	VCVTDQ2PS    Z14, Z14
+	VCVTDQ2PS    Z17, Z17
+	VMULPS       Z14, Z15, Z15
+	VMULPS       Z17, Z19, Z19
+	VSUBPS       Z19, Z15, Z15
+	VADDPS       Z15, Z0, Z0
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000100, SI
+	ADDQ         $0x00000100, DI
+	ADDQ         R9, R8
+	LEAQ         (R10)(R11*4), R10
+	DECQ         R13
+	JMP          loop
+
+done:
+	MOVQ          out+64(FP), AX
+	MOVQ          os+72(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x00, Z0, X1
+	VEXTRACTPS    $0x00, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Z0, X1
+	VEXTRACTPS    $0x00, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x02, Z0, X0
+	VEXTRACTPS    $0x00, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X0, (AX)
+	ADDQ          CX, AX
+	VZEROUPPER
+	RET
+
+// func dotQ4KAVX512r1t11v(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C
+TEXT ·dotQ4KAVX512r1t11v(SB), NOSPLIT, $0-80
+	MOVQ      x+0(FP), AX
+	MOVQ      ys+16(FP), CX
+	MOVQ      y+8(FP), DX
+	LEAQ      (CX)(CX*2), BX
+	LEAQ      (DX)(CX*4), SI
+	LEAQ      (SI)(CX*4), DI
+	MOVQ      yd+24(FP), R8
+	MOVQ      yds+32(FP), R9
+	MOVQ      bs+40(FP), R10
+	MOVQ      gs+48(FP), R11
+	LEAQ      (R11)(R11*2), R12
+	MOVQ      nb+56(FP), R13
+	MOVL      $0x000007ff, R14
+	KMOVW     R14, K1
+	VPXORD    Z0, Z0, Z0
+	VMOVDQU64 nibbleMask<>+0(SB), Z1
+	VMOVDQU64 q4kShiftHalves<>+0(SB), Z2
+
+loop:
+	TESTQ        R13, R13
+	JZ           done
+	VPXORD       Z3, Z3, Z3
+	VPXORD       Z4, Z4, Z4
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
+	VPXORD       Z8, Z8, Z8
+	VPXORD       Z9, Z9, Z9
+	VPXORD       Z10, Z10, Z10
+	VPXORD       Z11, Z11, Z11
+	VPXORD       Z12, Z12, Z12
+	VPXORD       Z13, Z13, Z13
+	VMOVDQU64    16(AX), Z14
+	VMOVDQU64    80(AX), Z15
+	VMOVDQU64    q4kPermIdx<>+0(SB), Z16
+	VPERMI2B     Z15, Z14, Z16
+	VPSRLVW      Z2, Z16, Z16
+	VPANDD       Z1, Z16, Z16
+	VPDPBUSD     (DX), Z16, Z3
+	VPDPBUSD     (DX)(CX*1), Z16, Z4
+	VPDPBUSD     (DX)(CX*2), Z16, Z5
+	VPDPBUSD     (DX)(BX*1), Z16, Z6
+	VPDPBUSD     (SI), Z16, Z7
+	VPDPBUSD     (SI)(CX*1), Z16, Z8
+	VPDPBUSD     (SI)(CX*2), Z16, Z9
+	VPDPBUSD     (SI)(BX*1), Z16, Z10
+	VPDPBUSD     (DI), Z16, Z11
+	VPDPBUSD     (DI)(CX*1), Z16, Z12
+	VPDPBUSD     (DI)(CX*2), Z16, Z13
+	VMOVDQU64    q4kPermIdx<>+64(SB), Z16
+	VPERMI2B     Z15, Z14, Z16
+	VPSRLVW      Z2, Z16, Z16
+	VPANDD       Z1, Z16, Z16
+	VPDPBUSD     64(DX), Z16, Z3
+	VPDPBUSD     64(DX)(CX*1), Z16, Z4
+	VPDPBUSD     64(DX)(CX*2), Z16, Z5
+	VPDPBUSD     64(DX)(BX*1), Z16, Z6
+	VPDPBUSD     64(SI), Z16, Z7
+	VPDPBUSD     64(SI)(CX*1), Z16, Z8
+	VPDPBUSD     64(SI)(CX*2), Z16, Z9
+	VPDPBUSD     64(SI)(BX*1), Z16, Z10
+	VPDPBUSD     64(DI), Z16, Z11
+	VPDPBUSD     64(DI)(CX*1), Z16, Z12
+	VPDPBUSD     64(DI)(CX*2), Z16, Z13
+	VMOVDQU64    q4kPermIdx<>+128(SB), Z16
+	VPERMI2B     Z15, Z14, Z16
+	VPSRLVW      Z2, Z16, Z16
+	VPANDD       Z1, Z16, Z16
+	VPDPBUSD     128(DX), Z16, Z3
+	VPDPBUSD     128(DX)(CX*1), Z16, Z4
+	VPDPBUSD     128(DX)(CX*2), Z16, Z5
+	VPDPBUSD     128(DX)(BX*1), Z16, Z6
+	VPDPBUSD     128(SI), Z16, Z7
+	VPDPBUSD     128(SI)(CX*1), Z16, Z8
+	VPDPBUSD     128(SI)(CX*2), Z16, Z9
+	VPDPBUSD     128(SI)(BX*1), Z16, Z10
+	VPDPBUSD     128(DI), Z16, Z11
+	VPDPBUSD     128(DI)(CX*1), Z16, Z12
+	VPDPBUSD     128(DI)(CX*2), Z16, Z13
+	VMOVDQU64    q4kPermIdx<>+192(SB), Z16
+	VPERMI2B     Z15, Z14, Z16
+	VPSRLVW      Z2, Z16, Z16
+	VPANDD       Z1, Z16, Z16
+	VPDPBUSD     192(DX), Z16, Z3
+	VPDPBUSD     192(DX)(CX*1), Z16, Z4
+	VPDPBUSD     192(DX)(CX*2), Z16, Z5
+	VPDPBUSD     192(DX)(BX*1), Z16, Z6
+	VPDPBUSD     192(SI), Z16, Z7
+	VPDPBUSD     192(SI)(CX*1), Z16, Z8
+	VPDPBUSD     192(SI)(CX*2), Z16, Z9
+	VPDPBUSD     192(SI)(BX*1), Z16, Z10
+	VPDPBUSD     192(DI), Z16, Z11
+	VPDPBUSD     192(DI)(CX*1), Z16, Z12
+	VPDPBUSD     192(DI)(CX*2), Z16, Z13
+	VMOVDQU32    4(AX), X14
+	VPSHUFB      q4kGatherLow<>+0(SB), X14, X15
+	VPSRLW       $0x04, X15, X16
+	VPANDD       q4kMaskHigh<>+0(SB), X16, X16
+	VPANDD       q4kMaskLow<>+0(SB), X15, X15
+	VPORD        X16, X15, X15
+	VPSHUFB      q4kGatherTop<>+0(SB), X14, X14
+	VPSRLW       $0x02, X14, X14
+	VPANDD       bits45Mask<>+0(SB), X14, X14
+	VPORD        X14, X15, X15
+	VPSHUFB      q4kScalePairs<>+0(SB), X15, X14
+	VPMOVZXBD    X14, Z14
+	VPMADDWD     Z14, Z3, Z3
+	VPMADDWD     Z14, Z4, Z4
+	VPMADDWD     Z14, Z5, Z5
+	VPMADDWD     Z14, Z6, Z6
+	VPMADDWD     Z14, Z7, Z7
+	VPMADDWD     Z14, Z8, Z8
+	VPMADDWD     Z14, Z9, Z9
+	VPMADDWD     Z14, Z10, Z10
+	VPMADDWD     Z14, Z11, Z11
+	VPMADDWD     Z14, Z12, Z12
+	VPMADDWD     Z14, Z13, Z13
+	VPMOVZXBW    X15, Y17
+	VSHUFI64X2   $0x55, Z17, Z17, Z14
+	VPXORD       Z18, Z18, Z18
+	VPSHUFD      $0x00, Z14, Z15
+	VMOVDQU32.Z  (R10), K1, Z16
+	VPDPWSSD     Z16, Z15, Z18
+	VPSHUFD      $0x55, Z14, Z15
+	VMOVDQU32.Z  (R10)(R11*1), K1, Z16
+	VPDPWSSD     Z16, Z15, Z18
+	VPSHUFD      $0xaa, Z14, Z15
+	VMOVDQU32.Z  (R10)(R11*2), K1, Z16
+	VPDPWSSD     Z16, Z15, Z18
+	VPSHUFD      $0xff, Z14, Z14
+	VMOVDQU32.Z  (R10)(R12*1), K1, Z15
+	VPDPWSSD     Z15, Z14, Z18
+	VPUNPCKLDQ   Z4, Z3, Z14
+	VPUNPCKHDQ   Z4, Z3, Z15
+	VPADDD       Z15, Z14, Z14
+	VPUNPCKLDQ   Z6, Z5, Z15
+	VPUNPCKHDQ   Z6, Z5, Z16
+	VPADDD       Z16, Z15, Z15
+	VPUNPCKLDQ   Z8, Z7, Z16
+	VPUNPCKHDQ   Z8, Z7, Z20
+	VPADDD       Z20, Z16, Z16
+	VPUNPCKLDQ   Z10, Z9, Z20
+	VPUNPCKHDQ   Z10, Z9, Z21
+	VPADDD       Z21, Z20, Z20
+	VPUNPCKLDQ   Z12, Z11, Z21
+	VPUNPCKHDQ   Z12, Z11, Z22
+	VPADDD       Z22, Z21, Z21
+	VPXORD       Z19, Z19, Z19
+	VPUNPCKLDQ   Z19, Z13, Z22
+	VPUNPCKHDQ   Z19, Z13, Z23
+	VPADDD       Z23, Z22, Z22
+	VPUNPCKLQDQ  Z15, Z14, Z23
+	VPUNPCKHQDQ  Z15, Z14, Z14
+	VPADDD       Z14, Z23, Z23
+	VPUNPCKLQDQ  Z20, Z16, Z14
+	VPUNPCKHQDQ  Z20, Z16, Z15
+	VPADDD       Z15, Z14, Z14
+	VPUNPCKLQDQ  Z22, Z21, Z15
+	VPUNPCKHQDQ  Z22, Z21, Z16
+	VPADDD       Z16, Z15, Z15
+	VSHUFI32X4   $0x88, Z14, Z23, Z16
+	VSHUFI32X4   $0xdd, Z14, Z23, Z14
+	VPADDD       Z14, Z16, Z16
+	VSHUFI32X4   $0x88, Z19, Z15, Z14
+	VSHUFI32X4   $0xdd, Z19, Z15, Z15
+	VPADDD       Z15, Z14, Z14
+	VSHUFI32X4   $0x88, Z14, Z16, Z15
+	VSHUFI32X4   $0xdd, Z14, Z16, Z14
+	VPADDD       Z14, Z15, Z15
+	VMOVUPS.Z    (R8), K1, Z14
+	MOVWLZX      (AX), R14
+	VMOVD        R14, X16
+	VCVTPH2PS    X16, Y16
+	VBROADCASTSS X16, Z16
+	MOVWLZX      2(AX), R14
+	VMOVD        R14, X17
+	VCVTPH2PS    X17, Y20
+	VBROADCASTSS X20, Z20
+	VMULPS       Z14, Z16, Z16
+	VMULPS       Z14, Z20, Z20
+	VCVTDQ2PS    Z15, Z15
+	VCVTDQ2PS    Z18, Z18
+	VMULPS       Z15, Z16, Z16
+	VMULPS       Z18, Z20, Z20
+	VSUBPS       Z20, Z16, Z16
+	VADDPS       Z16, Z0, Z0
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000100, SI
+	ADDQ         $0x00000100, DI
+	ADDQ         R9, R8
+	LEAQ         (R10)(R11*4), R10
+	DECQ         R13
+	JMP          loop
+
+done:
+	MOVQ          out+64(FP), AX
+	MOVQ          os+72(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x00, Z0, X1
+	VEXTRACTPS    $0x00, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Z0, X1
+	VEXTRACTPS    $0x00, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x02, Z0, X0
+	VEXTRACTPS    $0x00, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X0, (AX)
+	ADDQ          CX, AX
+	VZEROUPPER
+	RET
+
+// func dotQ4KAVX512r1t12v(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C
+TEXT ·dotQ4KAVX512r1t12v(SB), NOSPLIT, $0-80
+	MOVQ      x+0(FP), AX
+	MOVQ      ys+16(FP), CX
+	MOVQ      y+8(FP), DX
+	LEAQ      (CX)(CX*2), BX
+	LEAQ      (DX)(CX*4), SI
+	LEAQ      (SI)(CX*4), DI
+	MOVQ      yd+24(FP), R8
+	MOVQ      yds+32(FP), R9
+	MOVQ      bs+40(FP), R10
+	MOVQ      gs+48(FP), R11
+	LEAQ      (R11)(R11*2), R12
+	MOVQ      nb+56(FP), R13
+	MOVL      $0x00000fff, R14
+	KMOVW     R14, K1
+	VPXORD    Z0, Z0, Z0
+	VMOVDQU64 nibbleMask<>+0(SB), Z1
+	VMOVDQU64 q4kShiftHalves<>+0(SB), Z2
+
+loop:
+	TESTQ        R13, R13
+	JZ           done
+	VPXORD       Z3, Z3, Z3
+	VPXORD       Z4, Z4, Z4
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
+	VPXORD       Z8, Z8, Z8
+	VPXORD       Z9, Z9, Z9
+	VPXORD       Z10, Z10, Z10
+	VPXORD       Z11, Z11, Z11
+	VPXORD       Z12, Z12, Z12
+	VPXORD       Z13, Z13, Z13
+	VPXORD       Z14, Z14, Z14
+	VMOVDQU64    16(AX), Z15
+	VMOVDQU64    80(AX), Z16
+	VMOVDQU64    q4kPermIdx<>+0(SB), Z17
+	VPERMI2B     Z16, Z15, Z17
+	VPSRLVW      Z2, Z17, Z17
+	VPANDD       Z1, Z17, Z17
+	VPDPBUSD     (DX), Z17, Z3
+	VPDPBUSD     (DX)(CX*1), Z17, Z4
+	VPDPBUSD     (DX)(CX*2), Z17, Z5
+	VPDPBUSD     (DX)(BX*1), Z17, Z6
+	VPDPBUSD     (SI), Z17, Z7
+	VPDPBUSD     (SI)(CX*1), Z17, Z8
+	VPDPBUSD     (SI)(CX*2), Z17, Z9
+	VPDPBUSD     (SI)(BX*1), Z17, Z10
+	VPDPBUSD     (DI), Z17, Z11
+	VPDPBUSD     (DI)(CX*1), Z17, Z12
+	VPDPBUSD     (DI)(CX*2), Z17, Z13
+	VPDPBUSD     (DI)(BX*1), Z17, Z14
+	VMOVDQU64    q4kPermIdx<>+64(SB), Z17
+	VPERMI2B     Z16, Z15, Z17
+	VPSRLVW      Z2, Z17, Z17
+	VPANDD       Z1, Z17, Z17
+	VPDPBUSD     64(DX), Z17, Z3
+	VPDPBUSD     64(DX)(CX*1), Z17, Z4
+	VPDPBUSD     64(DX)(CX*2), Z17, Z5
+	VPDPBUSD     64(DX)(BX*1), Z17, Z6
+	VPDPBUSD     64(SI), Z17, Z7
+	VPDPBUSD     64(SI)(CX*1), Z17, Z8
+	VPDPBUSD     64(SI)(CX*2), Z17, Z9
+	VPDPBUSD     64(SI)(BX*1), Z17, Z10
+	VPDPBUSD     64(DI), Z17, Z11
+	VPDPBUSD     64(DI)(CX*1), Z17, Z12
+	VPDPBUSD     64(DI)(CX*2), Z17, Z13
+	VPDPBUSD     64(DI)(BX*1), Z17, Z14
+	VMOVDQU64    q4kPermIdx<>+128(SB), Z17
+	VPERMI2B     Z16, Z15, Z17
+	VPSRLVW      Z2, Z17, Z17
+	VPANDD       Z1, Z17, Z17
+	VPDPBUSD     128(DX), Z17, Z3
+	VPDPBUSD     128(DX)(CX*1), Z17, Z4
+	VPDPBUSD     128(DX)(CX*2), Z17, Z5
+	VPDPBUSD     128(DX)(BX*1), Z17, Z6
+	VPDPBUSD     128(SI), Z17, Z7
+	VPDPBUSD     128(SI)(CX*1), Z17, Z8
+	VPDPBUSD     128(SI)(CX*2), Z17, Z9
+	VPDPBUSD     128(SI)(BX*1), Z17, Z10
+	VPDPBUSD     128(DI), Z17, Z11
+	VPDPBUSD     128(DI)(CX*1), Z17, Z12
+	VPDPBUSD     128(DI)(CX*2), Z17, Z13
+	VPDPBUSD     128(DI)(BX*1), Z17, Z14
+	VMOVDQU64    q4kPermIdx<>+192(SB), Z17
+	VPERMI2B     Z16, Z15, Z17
+	VPSRLVW      Z2, Z17, Z17
+	VPANDD       Z1, Z17, Z17
+	VPDPBUSD     192(DX), Z17, Z3
+	VPDPBUSD     192(DX)(CX*1), Z17, Z4
+	VPDPBUSD     192(DX)(CX*2), Z17, Z5
+	VPDPBUSD     192(DX)(BX*1), Z17, Z6
+	VPDPBUSD     192(SI), Z17, Z7
+	VPDPBUSD     192(SI)(CX*1), Z17, Z8
+	VPDPBUSD     192(SI)(CX*2), Z17, Z9
+	VPDPBUSD     192(SI)(BX*1), Z17, Z10
+	VPDPBUSD     192(DI), Z17, Z11
+	VPDPBUSD     192(DI)(CX*1), Z17, Z12
+	VPDPBUSD     192(DI)(CX*2), Z17, Z13
+	VPDPBUSD     192(DI)(BX*1), Z17, Z14
+	VMOVDQU32    4(AX), X15
+	VPSHUFB      q4kGatherLow<>+0(SB), X15, X16
+	VPSRLW       $0x04, X16, X17
+	VPANDD       q4kMaskHigh<>+0(SB), X17, X17
+	VPANDD       q4kMaskLow<>+0(SB), X16, X16
+	VPORD        X17, X16, X16
+	VPSHUFB      q4kGatherTop<>+0(SB), X15, X15
+	VPSRLW       $0x02, X15, X15
+	VPANDD       bits45Mask<>+0(SB), X15, X15
+	VPORD        X15, X16, X16
+	VPSHUFB      q4kScalePairs<>+0(SB), X16, X15
+	VPMOVZXBD    X15, Z15
+	VPMADDWD     Z15, Z3, Z3
+	VPMADDWD     Z15, Z4, Z4
+	VPMADDWD     Z15, Z5, Z5
+	VPMADDWD     Z15, Z6, Z6
+	VPMADDWD     Z15, Z7, Z7
+	VPMADDWD     Z15, Z8, Z8
+	VPMADDWD     Z15, Z9, Z9
+	VPMADDWD     Z15, Z10, Z10
+	VPMADDWD     Z15, Z11, Z11
+	VPMADDWD     Z15, Z12, Z12
+	VPMADDWD     Z15, Z13, Z13
+	VPMADDWD     Z15, Z14, Z14
+	VPMOVZXBW    X16, Y18
+	VSHUFI64X2   $0x55, Z18, Z18, Z15
+	VPXORD       Z19, Z19, Z19
+	VPSHUFD      $0x00, Z15, Z16
+	VMOVDQU32.Z  (R10), K1, Z17
+	VPDPWSSD     Z17, Z16, Z19
+	VPSHUFD      $0x55, Z15, Z16
+	VMOVDQU32.Z  (R10)(R11*1), K1, Z17
+	VPDPWSSD     Z17, Z16, Z19
+	VPSHUFD      $0xaa, Z15, Z16
+	VMOVDQU32.Z  (R10)(R11*2), K1, Z17
+	VPDPWSSD     Z17, Z16, Z19
+	VPSHUFD      $0xff, Z15, Z15
+	VMOVDQU32.Z  (R10)(R12*1), K1, Z16
+	VPDPWSSD     Z16, Z15, Z19
+	VPUNPCKLDQ   Z4, Z3, Z15
+	VPUNPCKHDQ   Z4, Z3, Z16
+	VPADDD       Z16, Z15, Z15
+	VPUNPCKLDQ   Z6, Z5, Z16
+	VPUNPCKHDQ   Z6, Z5, Z17
+	VPADDD       Z17, Z16, Z16
+	VPUNPCKLDQ   Z8, Z7, Z17
+	VPUNPCKHDQ   Z8, Z7, Z21
+	VPADDD       Z21, Z17, Z17
+	VPUNPCKLDQ   Z10, Z9, Z21
+	VPUNPCKHDQ   Z10, Z9, Z22
+	VPADDD       Z22, Z21, Z21
+	VPUNPCKLDQ   Z12, Z11, Z22
+	VPUNPCKHDQ   Z12, Z11, Z23
+	VPADDD       Z23, Z22, Z22
+	VPUNPCKLDQ   Z14, Z13, Z23
+	VPUNPCKHDQ   Z14, Z13, Z24
+	VPADDD       Z24, Z23, Z23
+	VPUNPCKLQDQ  Z16, Z15, Z24
+	VPUNPCKHQDQ  Z16, Z15, Z15
+	VPADDD       Z15, Z24, Z24
+	VPUNPCKLQDQ  Z21, Z17, Z15
+	VPUNPCKHQDQ  Z21, Z17, Z16
+	VPADDD       Z16, Z15, Z15
+	VPUNPCKLQDQ  Z23, Z22, Z16
+	VPUNPCKHQDQ  Z23, Z22, Z17
+	VPADDD       Z17, Z16, Z16
+	VSHUFI32X4   $0x88, Z15, Z24, Z17
+	VSHUFI32X4   $0xdd, Z15, Z24, Z15
+	VPADDD       Z15, Z17, Z17
+	VPXORD       Z20, Z20, Z20
+	VSHUFI32X4   $0x88, Z20, Z16, Z15
+	VSHUFI32X4   $0xdd, Z20, Z16, Z16
+	VPADDD       Z16, Z15, Z15
+	VSHUFI32X4   $0x88, Z15, Z17, Z16
+	VSHUFI32X4   $0xdd, Z15, Z17, Z15
+	VPADDD       Z15, Z16, Z16
+	VMOVUPS.Z    (R8), K1, Z15
+	MOVWLZX      (AX), R14
+	VMOVD        R14, X17
+	VCVTPH2PS    X17, Y17
+	VBROADCASTSS X17, Z17
+	MOVWLZX      2(AX), R14
+	VMOVD        R14, X18
+	VCVTPH2PS    X18, Y21
+	VBROADCASTSS X21, Z21
+	VMULPS       Z15, Z17, Z17
+	VMULPS       Z15, Z21, Z21
+	VCVTDQ2PS    Z16, Z16
+	VCVTDQ2PS    Z19, Z19
+	VMULPS       Z16, Z17, Z17
+	VMULPS       Z19, Z21, Z21
+	VSUBPS       Z21, Z17, Z17
+	VADDPS       Z17, Z0, Z0
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000100, SI
+	ADDQ         $0x00000100, DI
+	ADDQ         R9, R8
+	LEAQ         (R10)(R11*4), R10
+	DECQ         R13
+	JMP          loop
+
+done:
+	MOVQ          out+64(FP), AX
+	MOVQ          os+72(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x00, Z0, X1
+	VEXTRACTPS    $0x00, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Z0, X1
+	VEXTRACTPS    $0x00, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x02, Z0, X0
+	VEXTRACTPS    $0x00, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X0, (AX)
+	ADDQ          CX, AX
+	VZEROUPPER
+	RET
+
+// func dotQ4KAVX512r1t13v(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C
+TEXT ·dotQ4KAVX512r1t13v(SB), NOSPLIT, $0-80
+	MOVQ      x+0(FP), AX
+	MOVQ      ys+16(FP), CX
+	MOVQ      y+8(FP), DX
+	LEAQ      (CX)(CX*2), BX
+	LEAQ      (DX)(CX*4), SI
+	LEAQ      (SI)(CX*4), DI
+	LEAQ      (DI)(CX*4), R8
+	MOVQ      yd+24(FP), R9
+	MOVQ      yds+32(FP), R10
+	MOVQ      bs+40(FP), R11
+	MOVQ      gs+48(FP), R12
+	LEAQ      (R12)(R12*2), R13
+	MOVQ      nb+56(FP), R14
+	MOVL      $0x00001fff, R15
+	KMOVW     R15, K1
+	VPXORD    Z0, Z0, Z0
+	VMOVDQU64 nibbleMask<>+0(SB), Z1
+	VMOVDQU64 q4kShiftHalves<>+0(SB), Z2
+
+loop:
+	TESTQ        R14, R14
+	JZ           done
+	VPXORD       Z3, Z3, Z3
+	VPXORD       Z4, Z4, Z4
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
+	VPXORD       Z8, Z8, Z8
+	VPXORD       Z9, Z9, Z9
+	VPXORD       Z10, Z10, Z10
+	VPXORD       Z11, Z11, Z11
+	VPXORD       Z12, Z12, Z12
+	VPXORD       Z13, Z13, Z13
+	VPXORD       Z14, Z14, Z14
+	VPXORD       Z15, Z15, Z15
+	VMOVDQU64    16(AX), Z16
+	VMOVDQU64    80(AX), Z17
+	VMOVDQU64    q4kPermIdx<>+0(SB), Z18
+	VPERMI2B     Z17, Z16, Z18
+	VPSRLVW      Z2, Z18, Z18
+	VPANDD       Z1, Z18, Z18
+	VPDPBUSD     (DX), Z18, Z3
+	VPDPBUSD     (DX)(CX*1), Z18, Z4
+	VPDPBUSD     (DX)(CX*2), Z18, Z5
+	VPDPBUSD     (DX)(BX*1), Z18, Z6
+	VPDPBUSD     (SI), Z18, Z7
+	VPDPBUSD     (SI)(CX*1), Z18, Z8
+	VPDPBUSD     (SI)(CX*2), Z18, Z9
+	VPDPBUSD     (SI)(BX*1), Z18, Z10
+	VPDPBUSD     (DI), Z18, Z11
+	VPDPBUSD     (DI)(CX*1), Z18, Z12
+	VPDPBUSD     (DI)(CX*2), Z18, Z13
+	VPDPBUSD     (DI)(BX*1), Z18, Z14
+	VPDPBUSD     (R8), Z18, Z15
+	VMOVDQU64    q4kPermIdx<>+64(SB), Z18
+	VPERMI2B     Z17, Z16, Z18
+	VPSRLVW      Z2, Z18, Z18
+	VPANDD       Z1, Z18, Z18
+	VPDPBUSD     64(DX), Z18, Z3
+	VPDPBUSD     64(DX)(CX*1), Z18, Z4
+	VPDPBUSD     64(DX)(CX*2), Z18, Z5
+	VPDPBUSD     64(DX)(BX*1), Z18, Z6
+	VPDPBUSD     64(SI), Z18, Z7
+	VPDPBUSD     64(SI)(CX*1), Z18, Z8
+	VPDPBUSD     64(SI)(CX*2), Z18, Z9
+	VPDPBUSD     64(SI)(BX*1), Z18, Z10
+	VPDPBUSD     64(DI), Z18, Z11
+	VPDPBUSD     64(DI)(CX*1), Z18, Z12
+	VPDPBUSD     64(DI)(CX*2), Z18, Z13
+	VPDPBUSD     64(DI)(BX*1), Z18, Z14
+	VPDPBUSD     64(R8), Z18, Z15
+	VMOVDQU64    q4kPermIdx<>+128(SB), Z18
+	VPERMI2B     Z17, Z16, Z18
+	VPSRLVW      Z2, Z18, Z18
+	VPANDD       Z1, Z18, Z18
+	VPDPBUSD     128(DX), Z18, Z3
+	VPDPBUSD     128(DX)(CX*1), Z18, Z4
+	VPDPBUSD     128(DX)(CX*2), Z18, Z5
+	VPDPBUSD     128(DX)(BX*1), Z18, Z6
+	VPDPBUSD     128(SI), Z18, Z7
+	VPDPBUSD     128(SI)(CX*1), Z18, Z8
+	VPDPBUSD     128(SI)(CX*2), Z18, Z9
+	VPDPBUSD     128(SI)(BX*1), Z18, Z10
+	VPDPBUSD     128(DI), Z18, Z11
+	VPDPBUSD     128(DI)(CX*1), Z18, Z12
+	VPDPBUSD     128(DI)(CX*2), Z18, Z13
+	VPDPBUSD     128(DI)(BX*1), Z18, Z14
+	VPDPBUSD     128(R8), Z18, Z15
+	VMOVDQU64    q4kPermIdx<>+192(SB), Z18
+	VPERMI2B     Z17, Z16, Z18
+	VPSRLVW      Z2, Z18, Z18
+	VPANDD       Z1, Z18, Z18
+	VPDPBUSD     192(DX), Z18, Z3
+	VPDPBUSD     192(DX)(CX*1), Z18, Z4
+	VPDPBUSD     192(DX)(CX*2), Z18, Z5
+	VPDPBUSD     192(DX)(BX*1), Z18, Z6
+	VPDPBUSD     192(SI), Z18, Z7
+	VPDPBUSD     192(SI)(CX*1), Z18, Z8
+	VPDPBUSD     192(SI)(CX*2), Z18, Z9
+	VPDPBUSD     192(SI)(BX*1), Z18, Z10
+	VPDPBUSD     192(DI), Z18, Z11
+	VPDPBUSD     192(DI)(CX*1), Z18, Z12
+	VPDPBUSD     192(DI)(CX*2), Z18, Z13
+	VPDPBUSD     192(DI)(BX*1), Z18, Z14
+	VPDPBUSD     192(R8), Z18, Z15
+	VMOVDQU32    4(AX), X16
+	VPSHUFB      q4kGatherLow<>+0(SB), X16, X17
+	VPSRLW       $0x04, X17, X18
+	VPANDD       q4kMaskHigh<>+0(SB), X18, X18
+	VPANDD       q4kMaskLow<>+0(SB), X17, X17
+	VPORD        X18, X17, X17
+	VPSHUFB      q4kGatherTop<>+0(SB), X16, X16
+	VPSRLW       $0x02, X16, X16
+	VPANDD       bits45Mask<>+0(SB), X16, X16
+	VPORD        X16, X17, X17
+	VPSHUFB      q4kScalePairs<>+0(SB), X17, X16
+	VPMOVZXBD    X16, Z16
+	VPMADDWD     Z16, Z3, Z3
+	VPMADDWD     Z16, Z4, Z4
+	VPMADDWD     Z16, Z5, Z5
+	VPMADDWD     Z16, Z6, Z6
+	VPMADDWD     Z16, Z7, Z7
+	VPMADDWD     Z16, Z8, Z8
+	VPMADDWD     Z16, Z9, Z9
+	VPMADDWD     Z16, Z10, Z10
+	VPMADDWD     Z16, Z11, Z11
+	VPMADDWD     Z16, Z12, Z12
+	VPMADDWD     Z16, Z13, Z13
+	VPMADDWD     Z16, Z14, Z14
+	VPMADDWD     Z16, Z15, Z15
+	VPMOVZXBW    X17, Y19
+	VSHUFI64X2   $0x55, Z19, Z19, Z16
+	VPXORD       Z20, Z20, Z20
+	VPSHUFD      $0x00, Z16, Z17
+	VMOVDQU32.Z  (R11), K1, Z18
+	VPDPWSSD     Z18, Z17, Z20
+	VPSHUFD      $0x55, Z16, Z17
+	VMOVDQU32.Z  (R11)(R12*1), K1, Z18
+	VPDPWSSD     Z18, Z17, Z20
+	VPSHUFD      $0xaa, Z16, Z17
+	VMOVDQU32.Z  (R11)(R12*2), K1, Z18
+	VPDPWSSD     Z18, Z17, Z20
+	VPSHUFD      $0xff, Z16, Z16
+	VMOVDQU32.Z  (R11)(R13*1), K1, Z17
+	VPDPWSSD     Z17, Z16, Z20
+	VPUNPCKLDQ   Z4, Z3, Z16
+	VPUNPCKHDQ   Z4, Z3, Z17
+	VPADDD       Z17, Z16, Z16
+	VPUNPCKLDQ   Z6, Z5, Z17
+	VPUNPCKHDQ   Z6, Z5, Z18
+	VPADDD       Z18, Z17, Z17
+	VPUNPCKLDQ   Z8, Z7, Z18
+	VPUNPCKHDQ   Z8, Z7, Z22
+	VPADDD       Z22, Z18, Z18
+	VPUNPCKLDQ   Z10, Z9, Z22
+	VPUNPCKHDQ   Z10, Z9, Z23
+	VPADDD       Z23, Z22, Z22
+	VPUNPCKLDQ   Z12, Z11, Z23
+	VPUNPCKHDQ   Z12, Z11, Z24
+	VPADDD       Z24, Z23, Z23
+	VPUNPCKLDQ   Z14, Z13, Z24
+	VPUNPCKHDQ   Z14, Z13, Z25
+	VPADDD       Z25, Z24, Z24
+	VPXORD       Z21, Z21, Z21
+	VPUNPCKLDQ   Z21, Z15, Z25
+	VPUNPCKHDQ   Z21, Z15, Z26
+	VPADDD       Z26, Z25, Z25
+	VPUNPCKLQDQ  Z17, Z16, Z26
+	VPUNPCKHQDQ  Z17, Z16, Z16
+	VPADDD       Z16, Z26, Z26
+	VPUNPCKLQDQ  Z22, Z18, Z16
+	VPUNPCKHQDQ  Z22, Z18, Z17
+	VPADDD       Z17, Z16, Z16
+	VPUNPCKLQDQ  Z24, Z23, Z17
+	VPUNPCKHQDQ  Z24, Z23, Z18
+	VPADDD       Z18, Z17, Z17
+	VPUNPCKLQDQ  Z21, Z25, Z18
+	VPUNPCKHQDQ  Z21, Z25, Z22
+	VPADDD       Z22, Z18, Z18
+	VSHUFI32X4   $0x88, Z16, Z26, Z22
+	VSHUFI32X4   $0xdd, Z16, Z26, Z16
+	VPADDD       Z16, Z22, Z22
+	VSHUFI32X4   $0x88, Z18, Z17, Z16
+	VSHUFI32X4   $0xdd, Z18, Z17, Z17
+	VPADDD       Z17, Z16, Z16
+	VSHUFI32X4   $0x88, Z16, Z22, Z17
+	VSHUFI32X4   $0xdd, Z16, Z22, Z16
+	VPADDD       Z16, Z17, Z17
+	VMOVUPS.Z    (R9), K1, Z16
+	MOVWLZX      (AX), R15
+	VMOVD        R15, X18
+	VCVTPH2PS    X18, Y18
+	VBROADCASTSS X18, Z18
+	MOVWLZX      2(AX), R15
+	VMOVD        R15, X19
+	VCVTPH2PS    X19, Y22
+	VBROADCASTSS X22, Z22
+	VMULPS       Z16, Z18, Z18
+	VMULPS       Z16, Z22, Z22
+	VCVTDQ2PS    Z17, Z17
+	VCVTDQ2PS    Z20, Z20
+	VMULPS       Z17, Z18, Z18
+	VMULPS       Z20, Z22, Z22
+	VSUBPS       Z22, Z18, Z18
+	VADDPS       Z18, Z0, Z0
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000100, SI
+	ADDQ         $0x00000100, DI
+	ADDQ         $0x00000100, R8
+	ADDQ         R10, R9
+	LEAQ         (R11)(R12*4), R11
+	DECQ         R14
+	JMP          loop
+
+done:
+	MOVQ          out+64(FP), AX
+	MOVQ          os+72(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x00, Z0, X1
+	VEXTRACTPS    $0x00, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Z0, X1
+	VEXTRACTPS    $0x00, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x02, Z0, X1
+	VEXTRACTPS    $0x00, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x03, Z0, X0
+	VEXTRACTPS    $0x00, X0, (AX)
+	ADDQ          CX, AX
+	VZEROUPPER
+	RET
+
+// func dotQ4KAVX512r1t14v(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C
+TEXT ·dotQ4KAVX512r1t14v(SB), NOSPLIT, $0-80
+	MOVQ      x+0(FP), AX
+	MOVQ      ys+16(FP), CX
+	MOVQ      y+8(FP), DX
+	LEAQ      (CX)(CX*2), BX
+	LEAQ      (DX)(CX*4), SI
+	LEAQ      (SI)(CX*4), DI
+	LEAQ      (DI)(CX*4), R8
+	MOVQ      yd+24(FP), R9
+	MOVQ      yds+32(FP), R10
+	MOVQ      bs+40(FP), R11
+	MOVQ      gs+48(FP), R12
+	LEAQ      (R12)(R12*2), R13
+	MOVQ      nb+56(FP), R14
+	MOVL      $0x00003fff, R15
+	KMOVW     R15, K1
+	VPXORD    Z0, Z0, Z0
+	VMOVDQU64 nibbleMask<>+0(SB), Z1
+	VMOVDQU64 q4kShiftHalves<>+0(SB), Z2
+
+loop:
+	TESTQ        R14, R14
+	JZ           done
+	VPXORD       Z3, Z3, Z3
+	VPXORD       Z4, Z4, Z4
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
+	VPXORD       Z8, Z8, Z8
+	VPXORD       Z9, Z9, Z9
+	VPXORD       Z10, Z10, Z10
+	VPXORD       Z11, Z11, Z11
+	VPXORD       Z12, Z12, Z12
+	VPXORD       Z13, Z13, Z13
+	VPXORD       Z14, Z14, Z14
+	VPXORD       Z15, Z15, Z15
+	VPXORD       Z16, Z16, Z16
+	VMOVDQU64    16(AX), Z17
+	VMOVDQU64    80(AX), Z18
+	VMOVDQU64    q4kPermIdx<>+0(SB), Z19
+	VPERMI2B     Z18, Z17, Z19
+	VPSRLVW      Z2, Z19, Z19
+	VPANDD       Z1, Z19, Z19
+	VPDPBUSD     (DX), Z19, Z3
+	VPDPBUSD     (DX)(CX*1), Z19, Z4
+	VPDPBUSD     (DX)(CX*2), Z19, Z5
+	VPDPBUSD     (DX)(BX*1), Z19, Z6
+	VPDPBUSD     (SI), Z19, Z7
+	VPDPBUSD     (SI)(CX*1), Z19, Z8
+	VPDPBUSD     (SI)(CX*2), Z19, Z9
+	VPDPBUSD     (SI)(BX*1), Z19, Z10
+	VPDPBUSD     (DI), Z19, Z11
+	VPDPBUSD     (DI)(CX*1), Z19, Z12
+	VPDPBUSD     (DI)(CX*2), Z19, Z13
+	VPDPBUSD     (DI)(BX*1), Z19, Z14
+	VPDPBUSD     (R8), Z19, Z15
+	VPDPBUSD     (R8)(CX*1), Z19, Z16
+	VMOVDQU64    q4kPermIdx<>+64(SB), Z19
+	VPERMI2B     Z18, Z17, Z19
+	VPSRLVW      Z2, Z19, Z19
+	VPANDD       Z1, Z19, Z19
+	VPDPBUSD     64(DX), Z19, Z3
+	VPDPBUSD     64(DX)(CX*1), Z19, Z4
+	VPDPBUSD     64(DX)(CX*2), Z19, Z5
+	VPDPBUSD     64(DX)(BX*1), Z19, Z6
+	VPDPBUSD     64(SI), Z19, Z7
+	VPDPBUSD     64(SI)(CX*1), Z19, Z8
+	VPDPBUSD     64(SI)(CX*2), Z19, Z9
+	VPDPBUSD     64(SI)(BX*1), Z19, Z10
+	VPDPBUSD     64(DI), Z19, Z11
+	VPDPBUSD     64(DI)(CX*1), Z19, Z12
+	VPDPBUSD     64(DI)(CX*2), Z19, Z13
+	VPDPBUSD     64(DI)(BX*1), Z19, Z14
+	VPDPBUSD     64(R8), Z19, Z15
+	VPDPBUSD     64(R8)(CX*1), Z19, Z16
+	VMOVDQU64    q4kPermIdx<>+128(SB), Z19
+	VPERMI2B     Z18, Z17, Z19
+	VPSRLVW      Z2, Z19, Z19
+	VPANDD       Z1, Z19, Z19
+	VPDPBUSD     128(DX), Z19, Z3
+	VPDPBUSD     128(DX)(CX*1), Z19, Z4
+	VPDPBUSD     128(DX)(CX*2), Z19, Z5
+	VPDPBUSD     128(DX)(BX*1), Z19, Z6
+	VPDPBUSD     128(SI), Z19, Z7
+	VPDPBUSD     128(SI)(CX*1), Z19, Z8
+	VPDPBUSD     128(SI)(CX*2), Z19, Z9
+	VPDPBUSD     128(SI)(BX*1), Z19, Z10
+	VPDPBUSD     128(DI), Z19, Z11
+	VPDPBUSD     128(DI)(CX*1), Z19, Z12
+	VPDPBUSD     128(DI)(CX*2), Z19, Z13
+	VPDPBUSD     128(DI)(BX*1), Z19, Z14
+	VPDPBUSD     128(R8), Z19, Z15
+	VPDPBUSD     128(R8)(CX*1), Z19, Z16
+	VMOVDQU64    q4kPermIdx<>+192(SB), Z19
+	VPERMI2B     Z18, Z17, Z19
+	VPSRLVW      Z2, Z19, Z19
+	VPANDD       Z1, Z19, Z19
+	VPDPBUSD     192(DX), Z19, Z3
+	VPDPBUSD     192(DX)(CX*1), Z19, Z4
+	VPDPBUSD     192(DX)(CX*2), Z19, Z5
+	VPDPBUSD     192(DX)(BX*1), Z19, Z6
+	VPDPBUSD     192(SI), Z19, Z7
+	VPDPBUSD     192(SI)(CX*1), Z19, Z8
+	VPDPBUSD     192(SI)(CX*2), Z19, Z9
+	VPDPBUSD     192(SI)(BX*1), Z19, Z10
+	VPDPBUSD     192(DI), Z19, Z11
+	VPDPBUSD     192(DI)(CX*1), Z19, Z12
+	VPDPBUSD     192(DI)(CX*2), Z19, Z13
+	VPDPBUSD     192(DI)(BX*1), Z19, Z14
+	VPDPBUSD     192(R8), Z19, Z15
+	VPDPBUSD     192(R8)(CX*1), Z19, Z16
+	VMOVDQU32    4(AX), X17
+	VPSHUFB      q4kGatherLow<>+0(SB), X17, X18
+	VPSRLW       $0x04, X18, X19
+	VPANDD       q4kMaskHigh<>+0(SB), X19, X19
+	VPANDD       q4kMaskLow<>+0(SB), X18, X18
+	VPORD        X19, X18, X18
+	VPSHUFB      q4kGatherTop<>+0(SB), X17, X17
+	VPSRLW       $0x02, X17, X17
+	VPANDD       bits45Mask<>+0(SB), X17, X17
+	VPORD        X17, X18, X18
+	VPSHUFB      q4kScalePairs<>+0(SB), X18, X17
+	VPMOVZXBD    X17, Z17
+	VPMADDWD     Z17, Z3, Z3
+	VPMADDWD     Z17, Z4, Z4
+	VPMADDWD     Z17, Z5, Z5
+	VPMADDWD     Z17, Z6, Z6
+	VPMADDWD     Z17, Z7, Z7
+	VPMADDWD     Z17, Z8, Z8
+	VPMADDWD     Z17, Z9, Z9
+	VPMADDWD     Z17, Z10, Z10
+	VPMADDWD     Z17, Z11, Z11
+	VPMADDWD     Z17, Z12, Z12
+	VPMADDWD     Z17, Z13, Z13
+	VPMADDWD     Z17, Z14, Z14
+	VPMADDWD     Z17, Z15, Z15
+	VPMADDWD     Z17, Z16, Z16
+	VPMOVZXBW    X18, Y20
+	VSHUFI64X2   $0x55, Z20, Z20, Z17
+	VPXORD       Z21, Z21, Z21
+	VPSHUFD      $0x00, Z17, Z18
+	VMOVDQU32.Z  (R11), K1, Z19
+	VPDPWSSD     Z19, Z18, Z21
+	VPSHUFD      $0x55, Z17, Z18
+	VMOVDQU32.Z  (R11)(R12*1), K1, Z19
+	VPDPWSSD     Z19, Z18, Z21
+	VPSHUFD      $0xaa, Z17, Z18
+	VMOVDQU32.Z  (R11)(R12*2), K1, Z19
+	VPDPWSSD     Z19, Z18, Z21
+	VPSHUFD      $0xff, Z17, Z17
+	VMOVDQU32.Z  (R11)(R13*1), K1, Z18
+	VPDPWSSD     Z18, Z17, Z21
+	VPUNPCKLDQ   Z4, Z3, Z17
+	VPUNPCKHDQ   Z4, Z3, Z18
+	VPADDD       Z18, Z17, Z17
+	VPUNPCKLDQ   Z6, Z5, Z18
+	VPUNPCKHDQ   Z6, Z5, Z19
+	VPADDD       Z19, Z18, Z18
+	VPUNPCKLDQ   Z8, Z7, Z19
+	VPUNPCKHDQ   Z8, Z7, Z23
+	VPADDD       Z23, Z19, Z19
+	VPUNPCKLDQ   Z10, Z9, Z23
+	VPUNPCKHDQ   Z10, Z9, Z24
+	VPADDD       Z24, Z23, Z23
+	VPUNPCKLDQ   Z12, Z11, Z24
+	VPUNPCKHDQ   Z12, Z11, Z25
+	VPADDD       Z25, Z24, Z24
+	VPUNPCKLDQ   Z14, Z13, Z25
+	VPUNPCKHDQ   Z14, Z13, Z26
+	VPADDD       Z26, Z25, Z25
+	VPUNPCKLDQ   Z16, Z15, Z26
+	VPUNPCKHDQ   Z16, Z15, Z27
+	VPADDD       Z27, Z26, Z26
+	VPUNPCKLQDQ  Z18, Z17, Z27
+	VPUNPCKHQDQ  Z18, Z17, Z17
+	VPADDD       Z17, Z27, Z27
+	VPUNPCKLQDQ  Z23, Z19, Z17
+	VPUNPCKHQDQ  Z23, Z19, Z18
+	VPADDD       Z18, Z17, Z17
+	VPUNPCKLQDQ  Z25, Z24, Z18
+	VPUNPCKHQDQ  Z25, Z24, Z19
+	VPADDD       Z19, Z18, Z18
+	VPXORD       Z22, Z22, Z22
+	VPUNPCKLQDQ  Z22, Z26, Z19
+	VPUNPCKHQDQ  Z22, Z26, Z23
+	VPADDD       Z23, Z19, Z19
+	VSHUFI32X4   $0x88, Z17, Z27, Z23
+	VSHUFI32X4   $0xdd, Z17, Z27, Z17
+	VPADDD       Z17, Z23, Z23
+	VSHUFI32X4   $0x88, Z19, Z18, Z17
+	VSHUFI32X4   $0xdd, Z19, Z18, Z18
+	VPADDD       Z18, Z17, Z17
+	VSHUFI32X4   $0x88, Z17, Z23, Z18
+	VSHUFI32X4   $0xdd, Z17, Z23, Z17
+	VPADDD       Z17, Z18, Z18
+	VMOVUPS.Z    (R9), K1, Z17
+	MOVWLZX      (AX), R15
+	VMOVD        R15, X19
+	VCVTPH2PS    X19, Y19
+	VBROADCASTSS X19, Z19
+	MOVWLZX      2(AX), R15
+	VMOVD        R15, X20
+	VCVTPH2PS    X20, Y23
+	VBROADCASTSS X23, Z23
+	VMULPS       Z17, Z19, Z19
+	VMULPS       Z17, Z23, Z23
+	VCVTDQ2PS    Z18, Z18
+	VCVTDQ2PS    Z21, Z21
+	VMULPS       Z18, Z19, Z19
+	VMULPS       Z21, Z23, Z23
+	VSUBPS       Z23, Z19, Z19
+	VADDPS       Z19, Z0, Z0
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000100, SI
+	ADDQ         $0x00000100, DI
+	ADDQ         $0x00000100, R8
+	ADDQ         R10, R9
+	LEAQ         (R11)(R12*4), R11
+	DECQ         R14
+	JMP          loop
+
+done:
+	MOVQ          out+64(FP), AX
+	MOVQ          os+72(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x00, Z0, X1
+	VEXTRACTPS    $0x00, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Z0, X1
+	VEXTRACTPS    $0x00, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x02, Z0, X1
+	VEXTRACTPS    $0x00, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x03, Z0, X0
+	VEXTRACTPS    $0x00, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X0, (AX)
+	ADDQ          CX, AX
+	VZEROUPPER
+	RET
+
+// func dotQ4KAVX512r1t15v(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C
+TEXT ·dotQ4KAVX512r1t15v(SB), NOSPLIT, $0-80
+	MOVQ      x+0(FP), AX
+	MOVQ      ys+16(FP), CX
+	MOVQ      y+8(FP), DX
+	LEAQ      (CX)(CX*2), BX
+	LEAQ      (DX)(CX*4), SI
+	LEAQ      (SI)(CX*4), DI
+	LEAQ      (DI)(CX*4), R8
+	MOVQ      yd+24(FP), R9
+	MOVQ      yds+32(FP), R10
+	MOVQ      bs+40(FP), R11
+	MOVQ      gs+48(FP), R12
+	LEAQ      (R12)(R12*2), R13
+	MOVQ      nb+56(FP), R14
+	MOVL      $0x00007fff, R15
+	KMOVW     R15, K1
+	VPXORD    Z0, Z0, Z0
+	VMOVDQU64 nibbleMask<>+0(SB), Z1
+	VMOVDQU64 q4kShiftHalves<>+0(SB), Z2
+
+loop:
+	TESTQ        R14, R14
+	JZ           done
+	VPXORD       Z3, Z3, Z3
+	VPXORD       Z4, Z4, Z4
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
+	VPXORD       Z8, Z8, Z8
+	VPXORD       Z9, Z9, Z9
+	VPXORD       Z10, Z10, Z10
+	VPXORD       Z11, Z11, Z11
+	VPXORD       Z12, Z12, Z12
+	VPXORD       Z13, Z13, Z13
+	VPXORD       Z14, Z14, Z14
+	VPXORD       Z15, Z15, Z15
+	VPXORD       Z16, Z16, Z16
+	VPXORD       Z17, Z17, Z17
+	VMOVDQU64    16(AX), Z18
+	VMOVDQU64    80(AX), Z19
+	VMOVDQU64    q4kPermIdx<>+0(SB), Z20
+	VPERMI2B     Z19, Z18, Z20
+	VPSRLVW      Z2, Z20, Z20
+	VPANDD       Z1, Z20, Z20
+	VPDPBUSD     (DX), Z20, Z3
+	VPDPBUSD     (DX)(CX*1), Z20, Z4
+	VPDPBUSD     (DX)(CX*2), Z20, Z5
+	VPDPBUSD     (DX)(BX*1), Z20, Z6
+	VPDPBUSD     (SI), Z20, Z7
+	VPDPBUSD     (SI)(CX*1), Z20, Z8
+	VPDPBUSD     (SI)(CX*2), Z20, Z9
+	VPDPBUSD     (SI)(BX*1), Z20, Z10
+	VPDPBUSD     (DI), Z20, Z11
+	VPDPBUSD     (DI)(CX*1), Z20, Z12
+	VPDPBUSD     (DI)(CX*2), Z20, Z13
+	VPDPBUSD     (DI)(BX*1), Z20, Z14
+	VPDPBUSD     (R8), Z20, Z15
+	VPDPBUSD     (R8)(CX*1), Z20, Z16
+	VPDPBUSD     (R8)(CX*2), Z20, Z17
+	VMOVDQU64    q4kPermIdx<>+64(SB), Z20
+	VPERMI2B     Z19, Z18, Z20
+	VPSRLVW      Z2, Z20, Z20
+	VPANDD       Z1, Z20, Z20
+	VPDPBUSD     64(DX), Z20, Z3
+	VPDPBUSD     64(DX)(CX*1), Z20, Z4
+	VPDPBUSD     64(DX)(CX*2), Z20, Z5
+	VPDPBUSD     64(DX)(BX*1), Z20, Z6
+	VPDPBUSD     64(SI), Z20, Z7
+	VPDPBUSD     64(SI)(CX*1), Z20, Z8
+	VPDPBUSD     64(SI)(CX*2), Z20, Z9
+	VPDPBUSD     64(SI)(BX*1), Z20, Z10
+	VPDPBUSD     64(DI), Z20, Z11
+	VPDPBUSD     64(DI)(CX*1), Z20, Z12
+	VPDPBUSD     64(DI)(CX*2), Z20, Z13
+	VPDPBUSD     64(DI)(BX*1), Z20, Z14
+	VPDPBUSD     64(R8), Z20, Z15
+	VPDPBUSD     64(R8)(CX*1), Z20, Z16
+	VPDPBUSD     64(R8)(CX*2), Z20, Z17
+	VMOVDQU64    q4kPermIdx<>+128(SB), Z20
+	VPERMI2B     Z19, Z18, Z20
+	VPSRLVW      Z2, Z20, Z20
+	VPANDD       Z1, Z20, Z20
+	VPDPBUSD     128(DX), Z20, Z3
+	VPDPBUSD     128(DX)(CX*1), Z20, Z4
+	VPDPBUSD     128(DX)(CX*2), Z20, Z5
+	VPDPBUSD     128(DX)(BX*1), Z20, Z6
+	VPDPBUSD     128(SI), Z20, Z7
+	VPDPBUSD     128(SI)(CX*1), Z20, Z8
+	VPDPBUSD     128(SI)(CX*2), Z20, Z9
+	VPDPBUSD     128(SI)(BX*1), Z20, Z10
+	VPDPBUSD     128(DI), Z20, Z11
+	VPDPBUSD     128(DI)(CX*1), Z20, Z12
+	VPDPBUSD     128(DI)(CX*2), Z20, Z13
+	VPDPBUSD     128(DI)(BX*1), Z20, Z14
+	VPDPBUSD     128(R8), Z20, Z15
+	VPDPBUSD     128(R8)(CX*1), Z20, Z16
+	VPDPBUSD     128(R8)(CX*2), Z20, Z17
+	VMOVDQU64    q4kPermIdx<>+192(SB), Z20
+	VPERMI2B     Z19, Z18, Z20
+	VPSRLVW      Z2, Z20, Z20
+	VPANDD       Z1, Z20, Z20
+	VPDPBUSD     192(DX), Z20, Z3
+	VPDPBUSD     192(DX)(CX*1), Z20, Z4
+	VPDPBUSD     192(DX)(CX*2), Z20, Z5
+	VPDPBUSD     192(DX)(BX*1), Z20, Z6
+	VPDPBUSD     192(SI), Z20, Z7
+	VPDPBUSD     192(SI)(CX*1), Z20, Z8
+	VPDPBUSD     192(SI)(CX*2), Z20, Z9
+	VPDPBUSD     192(SI)(BX*1), Z20, Z10
+	VPDPBUSD     192(DI), Z20, Z11
+	VPDPBUSD     192(DI)(CX*1), Z20, Z12
+	VPDPBUSD     192(DI)(CX*2), Z20, Z13
+	VPDPBUSD     192(DI)(BX*1), Z20, Z14
+	VPDPBUSD     192(R8), Z20, Z15
+	VPDPBUSD     192(R8)(CX*1), Z20, Z16
+	VPDPBUSD     192(R8)(CX*2), Z20, Z17
+	VMOVDQU32    4(AX), X18
+	VPSHUFB      q4kGatherLow<>+0(SB), X18, X19
+	VPSRLW       $0x04, X19, X20
+	VPANDD       q4kMaskHigh<>+0(SB), X20, X20
+	VPANDD       q4kMaskLow<>+0(SB), X19, X19
+	VPORD        X20, X19, X19
+	VPSHUFB      q4kGatherTop<>+0(SB), X18, X18
+	VPSRLW       $0x02, X18, X18
+	VPANDD       bits45Mask<>+0(SB), X18, X18
+	VPORD        X18, X19, X19
+	VPSHUFB      q4kScalePairs<>+0(SB), X19, X18
+	VPMOVZXBD    X18, Z18
+	VPMADDWD     Z18, Z3, Z3
+	VPMADDWD     Z18, Z4, Z4
+	VPMADDWD     Z18, Z5, Z5
+	VPMADDWD     Z18, Z6, Z6
+	VPMADDWD     Z18, Z7, Z7
+	VPMADDWD     Z18, Z8, Z8
+	VPMADDWD     Z18, Z9, Z9
+	VPMADDWD     Z18, Z10, Z10
+	VPMADDWD     Z18, Z11, Z11
+	VPMADDWD     Z18, Z12, Z12
+	VPMADDWD     Z18, Z13, Z13
+	VPMADDWD     Z18, Z14, Z14
+	VPMADDWD     Z18, Z15, Z15
+	VPMADDWD     Z18, Z16, Z16
+	VPMADDWD     Z18, Z17, Z17
+	VPMOVZXBW    X19, Y21
+	VSHUFI64X2   $0x55, Z21, Z21, Z18
+	VPXORD       Z22, Z22, Z22
+	VPSHUFD      $0x00, Z18, Z19
+	VMOVDQU32.Z  (R11), K1, Z20
+	VPDPWSSD     Z20, Z19, Z22
+	VPSHUFD      $0x55, Z18, Z19
+	VMOVDQU32.Z  (R11)(R12*1), K1, Z20
+	VPDPWSSD     Z20, Z19, Z22
+	VPSHUFD      $0xaa, Z18, Z19
+	VMOVDQU32.Z  (R11)(R12*2), K1, Z20
+	VPDPWSSD     Z20, Z19, Z22
+	VPSHUFD      $0xff, Z18, Z18
+	VMOVDQU32.Z  (R11)(R13*1), K1, Z19
+	VPDPWSSD     Z19, Z18, Z22
+	VPUNPCKLDQ   Z4, Z3, Z18
+	VPUNPCKHDQ   Z4, Z3, Z19
+	VPADDD       Z19, Z18, Z18
+	VPUNPCKLDQ   Z6, Z5, Z19
+	VPUNPCKHDQ   Z6, Z5, Z20
+	VPADDD       Z20, Z19, Z19
+	VPUNPCKLDQ   Z8, Z7, Z20
+	VPUNPCKHDQ   Z8, Z7, Z24
+	VPADDD       Z24, Z20, Z20
+	VPUNPCKLDQ   Z10, Z9, Z24
+	VPUNPCKHDQ   Z10, Z9, Z25
+	VPADDD       Z25, Z24, Z24
+	VPUNPCKLDQ   Z12, Z11, Z25
+	VPUNPCKHDQ   Z12, Z11, Z26
+	VPADDD       Z26, Z25, Z25
+	VPUNPCKLDQ   Z14, Z13, Z26
+	VPUNPCKHDQ   Z14, Z13, Z27
+	VPADDD       Z27, Z26, Z26
+	VPUNPCKLDQ   Z16, Z15, Z27
+	VPUNPCKHDQ   Z16, Z15, Z28
+	VPADDD       Z28, Z27, Z27
+	VPXORD       Z23, Z23, Z23
+	VPUNPCKLDQ   Z23, Z17, Z28
+	VPUNPCKHDQ   Z23, Z17, Z29
+	VPADDD       Z29, Z28, Z28
+	VPUNPCKLQDQ  Z19, Z18, Z29
+	VPUNPCKHQDQ  Z19, Z18, Z18
+	VPADDD       Z18, Z29, Z29
+	VPUNPCKLQDQ  Z24, Z20, Z18
+	VPUNPCKHQDQ  Z24, Z20, Z19
+	VPADDD       Z19, Z18, Z18
+	VPUNPCKLQDQ  Z26, Z25, Z19
+	VPUNPCKHQDQ  Z26, Z25, Z20
+	VPADDD       Z20, Z19, Z19
+	VPUNPCKLQDQ  Z28, Z27, Z20
+	VPUNPCKHQDQ  Z28, Z27, Z24
+	VPADDD       Z24, Z20, Z20
+	VSHUFI32X4   $0x88, Z18, Z29, Z24
+	VSHUFI32X4   $0xdd, Z18, Z29, Z18
+	VPADDD       Z18, Z24, Z24
+	VSHUFI32X4   $0x88, Z20, Z19, Z18
+	VSHUFI32X4   $0xdd, Z20, Z19, Z19
+	VPADDD       Z19, Z18, Z18
+	VSHUFI32X4   $0x88, Z18, Z24, Z19
+	VSHUFI32X4   $0xdd, Z18, Z24, Z18
+	VPADDD       Z18, Z19, Z19
+	VMOVUPS.Z    (R9), K1, Z18
+	MOVWLZX      (AX), R15
+	VMOVD        R15, X20
+	VCVTPH2PS    X20, Y20
+	VBROADCASTSS X20, Z20
+	MOVWLZX      2(AX), R15
+	VMOVD        R15, X21
+	VCVTPH2PS    X21, Y24
+	VBROADCASTSS X24, Z24
+	VMULPS       Z18, Z20, Z20
+	VMULPS       Z18, Z24, Z24
+	VCVTDQ2PS    Z19, Z19
+	VCVTDQ2PS    Z22, Z22
+	VMULPS       Z19, Z20, Z20
+	VMULPS       Z22, Z24, Z24
+	VSUBPS       Z24, Z20, Z20
+	VADDPS       Z20, Z0, Z0
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000100, SI
+	ADDQ         $0x00000100, DI
+	ADDQ         $0x00000100, R8
+	ADDQ         R10, R9
+	LEAQ         (R11)(R12*4), R11
+	DECQ         R14
+	JMP          loop
+
+done:
+	MOVQ          out+64(FP), AX
+	MOVQ          os+72(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x00, Z0, X1
+	VEXTRACTPS    $0x00, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Z0, X1
+	VEXTRACTPS    $0x00, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x02, Z0, X1
+	VEXTRACTPS    $0x00, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x03, Z0, X0
+	VEXTRACTPS    $0x00, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X0, (AX)
 	ADDQ          CX, AX
 	VZEROUPPER
 	RET

@@ -65,6 +65,10 @@ func (m *matMul) fastTokens(r, hi, t0, nt int) int { return 0 }
 
 func (m *matMul) tiles() bool { return false }
 
+// permutesActs: bsT and q8kP for the 16-token kernels (the generic code reads
+// neither).
+func permutesActs(wt Type, rows int) bool { return rows >= 16 }
+
 func simdAvailable() bool { return false }
 
 func (m *matMul) repackTokens(lo, hi int) int { return lo }

@@ -80,6 +80,11 @@ func dotQ6KAVX512x8(x *byte, y *byte, n int, stride int, out *float32)
 //go:noescape
 func dotQ6KAVX512x16(x *byte, y *byte, n int, stride int, out *float32)
 
+// dotQ6KAVX512x4 sets out[t] = dotQ6KAVX512(x, y+t·stride, n) for t < 4.
+//
+//go:noescape
+func dotQ6KAVX512x4(x *byte, y *byte, n int, stride int, out *float32)
+
 // dotQ8_0AVX2 is the dot product of n Q8_0 blocks at x with n q8Blocks at y: per block
 // the exact integer sum isum, then sum += (f16(x.d)·y.d)·isum in block order.
 //
@@ -778,6 +783,104 @@ func dotQ4KAVX512r1t16m(x *byte, y *byte, ys int, yd *float32, yds int, bs *int3
 //
 //go:noescape
 func dotQ4KAVX512r1t16v(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+
+// dotQ4KAVX512r1t2v sets out[t·os] = dotQ4KAVX512(x, token t, nb) for t < 2, token t's
+// quants of block b permuted (acts.q8kP) at y + t·ys + 256b, y.d at yd + b·yds + 4t, and
+// bs + b·4·gs + i·gs + 4t its two int16 sums of sub-blocks 2i and 2i+1 of block b.
+//
+//go:noescape
+func dotQ4KAVX512r1t2v(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+
+// dotQ4KAVX512r1t3v sets out[t·os] = dotQ4KAVX512(x, token t, nb) for t < 3, token t's
+// quants of block b permuted (acts.q8kP) at y + t·ys + 256b, y.d at yd + b·yds + 4t, and
+// bs + b·4·gs + i·gs + 4t its two int16 sums of sub-blocks 2i and 2i+1 of block b.
+//
+//go:noescape
+func dotQ4KAVX512r1t3v(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+
+// dotQ4KAVX512r1t4v sets out[t·os] = dotQ4KAVX512(x, token t, nb) for t < 4, token t's
+// quants of block b permuted (acts.q8kP) at y + t·ys + 256b, y.d at yd + b·yds + 4t, and
+// bs + b·4·gs + i·gs + 4t its two int16 sums of sub-blocks 2i and 2i+1 of block b.
+//
+//go:noescape
+func dotQ4KAVX512r1t4v(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+
+// dotQ4KAVX512r1t5v sets out[t·os] = dotQ4KAVX512(x, token t, nb) for t < 5, token t's
+// quants of block b permuted (acts.q8kP) at y + t·ys + 256b, y.d at yd + b·yds + 4t, and
+// bs + b·4·gs + i·gs + 4t its two int16 sums of sub-blocks 2i and 2i+1 of block b.
+//
+//go:noescape
+func dotQ4KAVX512r1t5v(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+
+// dotQ4KAVX512r1t6v sets out[t·os] = dotQ4KAVX512(x, token t, nb) for t < 6, token t's
+// quants of block b permuted (acts.q8kP) at y + t·ys + 256b, y.d at yd + b·yds + 4t, and
+// bs + b·4·gs + i·gs + 4t its two int16 sums of sub-blocks 2i and 2i+1 of block b.
+//
+//go:noescape
+func dotQ4KAVX512r1t6v(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+
+// dotQ4KAVX512r1t7v sets out[t·os] = dotQ4KAVX512(x, token t, nb) for t < 7, token t's
+// quants of block b permuted (acts.q8kP) at y + t·ys + 256b, y.d at yd + b·yds + 4t, and
+// bs + b·4·gs + i·gs + 4t its two int16 sums of sub-blocks 2i and 2i+1 of block b.
+//
+//go:noescape
+func dotQ4KAVX512r1t7v(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+
+// dotQ4KAVX512r1t8v sets out[t·os] = dotQ4KAVX512(x, token t, nb) for t < 8, token t's
+// quants of block b permuted (acts.q8kP) at y + t·ys + 256b, y.d at yd + b·yds + 4t, and
+// bs + b·4·gs + i·gs + 4t its two int16 sums of sub-blocks 2i and 2i+1 of block b.
+//
+//go:noescape
+func dotQ4KAVX512r1t8v(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+
+// dotQ4KAVX512r1t9v sets out[t·os] = dotQ4KAVX512(x, token t, nb) for t < 9, token t's
+// quants of block b permuted (acts.q8kP) at y + t·ys + 256b, y.d at yd + b·yds + 4t, and
+// bs + b·4·gs + i·gs + 4t its two int16 sums of sub-blocks 2i and 2i+1 of block b.
+//
+//go:noescape
+func dotQ4KAVX512r1t9v(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+
+// dotQ4KAVX512r1t10v sets out[t·os] = dotQ4KAVX512(x, token t, nb) for t < 10, token t's
+// quants of block b permuted (acts.q8kP) at y + t·ys + 256b, y.d at yd + b·yds + 4t, and
+// bs + b·4·gs + i·gs + 4t its two int16 sums of sub-blocks 2i and 2i+1 of block b.
+//
+//go:noescape
+func dotQ4KAVX512r1t10v(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+
+// dotQ4KAVX512r1t11v sets out[t·os] = dotQ4KAVX512(x, token t, nb) for t < 11, token t's
+// quants of block b permuted (acts.q8kP) at y + t·ys + 256b, y.d at yd + b·yds + 4t, and
+// bs + b·4·gs + i·gs + 4t its two int16 sums of sub-blocks 2i and 2i+1 of block b.
+//
+//go:noescape
+func dotQ4KAVX512r1t11v(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+
+// dotQ4KAVX512r1t12v sets out[t·os] = dotQ4KAVX512(x, token t, nb) for t < 12, token t's
+// quants of block b permuted (acts.q8kP) at y + t·ys + 256b, y.d at yd + b·yds + 4t, and
+// bs + b·4·gs + i·gs + 4t its two int16 sums of sub-blocks 2i and 2i+1 of block b.
+//
+//go:noescape
+func dotQ4KAVX512r1t12v(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+
+// dotQ4KAVX512r1t13v sets out[t·os] = dotQ4KAVX512(x, token t, nb) for t < 13, token t's
+// quants of block b permuted (acts.q8kP) at y + t·ys + 256b, y.d at yd + b·yds + 4t, and
+// bs + b·4·gs + i·gs + 4t its two int16 sums of sub-blocks 2i and 2i+1 of block b.
+//
+//go:noescape
+func dotQ4KAVX512r1t13v(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+
+// dotQ4KAVX512r1t14v sets out[t·os] = dotQ4KAVX512(x, token t, nb) for t < 14, token t's
+// quants of block b permuted (acts.q8kP) at y + t·ys + 256b, y.d at yd + b·yds + 4t, and
+// bs + b·4·gs + i·gs + 4t its two int16 sums of sub-blocks 2i and 2i+1 of block b.
+//
+//go:noescape
+func dotQ4KAVX512r1t14v(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+
+// dotQ4KAVX512r1t15v sets out[t·os] = dotQ4KAVX512(x, token t, nb) for t < 15, token t's
+// quants of block b permuted (acts.q8kP) at y + t·ys + 256b, y.d at yd + b·yds + 4t, and
+// bs + b·4·gs + i·gs + 4t its two int16 sums of sub-blocks 2i and 2i+1 of block b.
+//
+//go:noescape
+func dotQ4KAVX512r1t15v(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
 
 // dotQ8_0AVX512x16t1 sets out[t·os + r] = dotQ8_0AVX2(x + r·rb, y + t·ys, nb) for r < 16, t < 1.
 //

@@ -233,6 +233,10 @@ func (m *matMul) fastTokens(r, hi, t0, nt int) int {
 		}
 		return 16
 	}
+	if m.w.Type == Q4_K && nt < tokChunk && nt >= vnniMinTokens && useVNNI16 && len(a.bsT) > 0 {
+		m.q4KRowVNNI(r, t0, nt)
+		return 1
+	}
 	if m.w.Type == Q4_K && nt < tokChunk && r+4 <= hi {
 		m.q4KRows4(r, t0, nt)
 		return 4
@@ -429,6 +433,46 @@ func (m *matMul) repackTokens(lo, hi int) int {
 		}
 	}
 	return r
+}
+
+// q4KVNNI are the VNNI kernels of one Q4_K row against 2-16 tokens
+// (dotQ4KAVX512r1t16v and its forms for fewer tokens), by token count.
+var q4KVNNI = [17]func(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int){
+	2: dotQ4KAVX512r1t2v, 3: dotQ4KAVX512r1t3v, 4: dotQ4KAVX512r1t4v, 5: dotQ4KAVX512r1t5v,
+	6: dotQ4KAVX512r1t6v, 7: dotQ4KAVX512r1t7v, 8: dotQ4KAVX512r1t8v, 9: dotQ4KAVX512r1t9v,
+	10: dotQ4KAVX512r1t10v, 11: dotQ4KAVX512r1t11v, 12: dotQ4KAVX512r1t12v, 13: dotQ4KAVX512r1t13v,
+	14: dotQ4KAVX512r1t14v, 15: dotQ4KAVX512r1t15v, 16: dotQ4KAVX512r1t16v,
+}
+
+// vnniMinTokens is the fewest tokens a Q4_K product takes through q4KVNNI
+// rather than q4KRows4's 4-row kernel (BenchmarkQ4KFewTokens, CPU time, load
+// 35: for 2 tokens the two cost the same, for 3 and 4 the 4-row kernel 0.85×,
+// for 5, 6, 8, 9, 12 and 15 the VNNI kernels 0.90, 0.78, 0.90, 0.80, 0.83 and
+// 0.79×). The VNNI kernels of 2-4 tokens stay for the tests and the benchmark.
+const vnniMinTokens = 5
+
+// permutesActs reports whether acts.prepare lays out bsT and q8kP for a product
+// of rows tokens by weights of type wt: for the 16-token kernels, and for the
+// VNNI kernels of fewer tokens (a verification step's positions).
+func permutesActs(wt Type, rows int) bool {
+	return rows >= 16 || (wt == Q4_K && useVNNI16 && rows >= vnniMinTokens)
+}
+
+// q4KRowVNNI computes the output of the Q4_K row r for tokens [t0, t0+nt),
+// 2 ≤ nt < 16, through the VNNI kernel of nt tokens: every output has the bits
+// of one token at a time.
+func (m *matMul) q4KRowVNNI(r, t0, nt int) {
+	a, rows := m.a, m.w.Rows
+	nb := a.cols / qkK
+	end := t0 + nt
+	row := m.w.Data[r*m.rb : (r+1)*m.rb]
+	_ = row[nb*144-1]
+	_ = m.dst[(end-1)*rows+r]
+	_ = a.q8kP[end*nb*qkK-1]
+	_ = a.ydT[(nb-1)*a.yds+end-1]
+	_ = a.bsT[(4*nb-1)*a.yds+end-1]
+	gs := 4 * a.yds
+	q4KVNNI[nt](&row[0], (*byte)(unsafe.Pointer(&a.q8kP[t0*nb*qkK])), nb*qkK, &a.ydT[t0], gs, &a.bsT[t0], gs, nb, &m.dst[t0*rows+r], rows)
 }
 
 // q4KRows4 computes the outputs of the Q4_K rows [r, r+4) for tokens [t0, t0+nt),

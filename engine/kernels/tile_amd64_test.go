@@ -345,7 +345,9 @@ func TestMatMulLevels(t *testing.T) {
 // strides and extreme values, and writes only its outputs.
 func TestQ4KTile16m(t *testing.T) { testQ4KTile16(t, false) }
 
-// TestQ4KTile16v: the same for the VNNI kernel on permuted quants (q8kP).
+// TestQ4KTile16v: the same for the VNNI kernels on permuted quants (q8kP), of
+// 16 tokens and of every count 2-15 (q4KVNNI: a verification step's positions),
+// which also write nothing past their last token.
 func TestQ4KTile16v(t *testing.T) { testQ4KTile16(t, true) }
 
 func testQ4KTile16(t *testing.T, vnni bool) {
@@ -354,12 +356,22 @@ func testQ4KTile16(t *testing.T, vnni bool) {
 	} else {
 		requireSIMD(t, "avx512")
 	}
+	counts := []int{16}
+	if vnni {
+		counts = []int{2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
+	}
+	for _, T := range counts {
+		testQ4KTileTokens(t, vnni, T)
+	}
+}
+
+func testQ4KTileTokens(t *testing.T, vnni bool, T int) {
 	r := rand.New(rand.NewPCG(51, 52))
 	const guard = -12345.5
 	for _, nb := range []int{1, 2, 3, 8} {
 		for _, wm := range []string{"quantized", "random", "0xff", "0x80"} {
 			for _, am := range []string{"quantized", "random", "min", "max"} {
-				name := fmt.Sprintf("nb %d weights %s acts %s", nb, wm, am)
+				name := fmt.Sprintf("%d tokens, nb %d weights %s acts %s", T, nb, wm, am)
 				w := weightRow(r, Q4_K, nb, wm, false)
 				const yds = 19 // more tokens than the kernel takes
 				y := q8KActs(r, yds*nb, am, false)
@@ -381,13 +393,13 @@ func testQ4KTile16(t *testing.T, vnni bool) {
 					permuteQ8K(perm[i*qkK:(i+1)*qkK], &y[i].qs)
 				}
 				if vnni {
-					dotQ4KAVX512r1t16v(&w[0], (*byte)(unsafe.Pointer(&perm[t0*nb*qkK])), nb*qkK, &ydT[t0], 4*yds, &bsT[t0], 4*yds, nb, &out[1], os)
+					q4KVNNI[T](&w[0], (*byte)(unsafe.Pointer(&perm[t0*nb*qkK])), nb*qkK, &ydT[t0], 4*yds, &bsT[t0], 4*yds, nb, &out[1], os)
 				} else {
 					dotQ4KAVX512r1t16m(&w[0], (*byte)(unsafe.Pointer(&y[t0*nb])), nb*int(unsafe.Sizeof(y[0])), &ydT[t0], 4*yds, &bsT[t0], 4*yds, nb, &out[1], os)
 				}
 				for i, v := range out {
 					tk := (i - 1) / os
-					if i == 0 || (i-1)%os != 0 {
+					if i == 0 || (i-1)%os != 0 || tk >= T {
 						if v != guard {
 							t.Fatalf("%s: wrote out[%d]", name, i)
 						}
@@ -514,6 +526,38 @@ func TestQx1FourRows(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// BenchmarkQ4KFewTokens: MatMul of 64 Q4_K rows × 2048 columns against 2-15
+// tokens (a verification step's positions), one thread, through q4KRows4's
+// 4-row × 4-token kernel (avx512) and the VNNI kernels of each token count
+// (avx512vbmi): where vnniMinTokens should be.
+func BenchmarkQ4KFewTokens(b *testing.B) {
+	if !useVNNI16 {
+		b.Skip("no AVX-512 VBMI")
+	}
+	defer SetThreads(SetThreads(1))
+	r := rand.New(rand.NewPCG(61, 62))
+	const rows, cols = 64, 2048
+	w := Matrix{Type: Q4_K, Rows: rows, Cols: cols, Data: make([]byte, rows*Q4_K.RowBytes(cols))}
+	for i := 0; i < rows; i++ {
+		QuantizeRow(w.Row(i), Q4_K, randRow(r, cols, 0.1))
+	}
+	x := randRow(r, 16*cols, 1)
+	dst := make([]float32, 16*rows)
+	for _, n := range []int{2, 3, 4, 5, 6, 8, 9, 12, 15} {
+		for _, level := range []string{"avx512", "avx512vbmi"} {
+			b.Run(fmt.Sprintf("t%d/%s", n, level), func(b *testing.B) {
+				defer setSIMD(level)()
+				b.SetBytes(int64(len(w.Data)))
+				c0 := cpuSeconds()
+				for b.Loop() {
+					MatMul(dst, w, x, n)
+				}
+				b.ReportMetric((cpuSeconds()-c0)*1e6/float64(b.N), "cpu-us/op")
+			})
 		}
 	}
 }
