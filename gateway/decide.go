@@ -43,10 +43,21 @@ type snapshot struct {
 // when every entry refused.
 type chain struct {
 	entries []choice
-	// end is the answer when every entry refused (a route by tiers: why no tier is
-	// left, each refused tier counted as failed, as tiers.Select says it); nil: the
-	// last entry's refusal.
-	end *apiError
+	// noFit is why no tier is left after the entries (a route by tiers, each refused
+	// tier counted as failed, as tiers.Select says it); nil: the last entry's refusal
+	// ends the chain. Its answer (end) is made only when every entry refused: the
+	// message costs more than the rest of the decision, and a request served by an
+	// entry never reads it.
+	noFit error
+}
+
+// end is the answer when every entry refused: why no tier is left (noFit), or nil
+// for the last entry's refusal. a and sn are the decision's.
+func (ch *chain) end(a *ask, sn *snapshot) *apiError {
+	if ch.noFit == nil {
+		return nil
+	}
+	return noFit(a, sn, ch.noFit)
 }
 
 // decide decides where a request goes, once. A named model is a chain of one (the
@@ -127,7 +138,7 @@ func decide(a *ask, sn *snapshot, now time.Time, dst []choice) (chain, *apiError
 				return ch, noFit(a, sn, err)
 			}
 			if a.rt.steppable() {
-				ch.end = noFit(a, sn, err)
+				ch.noFit = err
 			}
 			break
 		}
