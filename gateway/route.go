@@ -307,34 +307,14 @@ func (j *job) choose(now time.Time) *apiError {
 // known up front: its plans (each model's tokenizer run at most once), the tenant's
 // money left and the models' live statistics.
 func (j *job) decide(now time.Time) (chain, *apiError) {
-	var a ask
-	var sn snapshot
-	j.decision(now, &a, &sn)
-	j.s.decisions.Add(1)
-	return decide(&a, &sn, now, j.chainBuf[:0])
-}
-
-// decision sets what the routing decision knows at now: the request (a) and the
-// server (sn).
-func (j *job) decision(now time.Time, a *ask, sn *snapshot) {
 	s := j.s
-	*a = ask{
+	a := ask{
 		rt: j.rt, n: j.in.feat.N, maxTokens: j.in.maxTokens, maxField: j.in.maxField, tools: j.needsTools(),
 		allowTier: j.pol.AllowedTiers(), allowModel: j.allowsCandidate, hidden: j.hiddenCandidate, plan: j.planFor,
 	}
-	*sn = snapshot{set: s.set, models: s.models, adapters: s.adapters, remaining: j.remaining(now), stats: s.pred.Stats, native: j.toolsNative}
-}
-
-// end is the answer of decision ch when every entry refused (chain.end); nil: the
-// last entry's refusal.
-func (j *job) end(ch *chain) *apiError {
-	if ch.noFit == nil {
-		return nil
-	}
-	var a ask
-	var sn snapshot
-	j.decision(j.s.now(), &a, &sn)
-	return ch.end(&a, &sn)
+	sn := snapshot{set: s.set, models: s.models, adapters: s.adapters, remaining: j.remaining(now), stats: s.pred.Stats, native: j.toolsNative}
+	s.decisions.Add(1)
+	return decide(&a, &sn, now, j.chainBuf[:0])
 }
 
 // allowsCandidate reports whether the job's policy may use the tier candidate id

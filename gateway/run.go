@@ -390,7 +390,7 @@ func (j *job) run(ctx *fasthttp.RequestCtx) bool {
 		forMoney = false
 		j.ticket.Release()
 	}
-	if end := j.end(&ch); end != nil && !forMoney { // no money left: that, rather than why no tier is left
+	if end := ch.end(); end != nil && !forMoney { // no money left: that, rather than why no tier is left
 		refused = end
 	}
 	j.fail(ctx, refused)
