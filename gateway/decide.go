@@ -43,10 +43,27 @@ type snapshot struct {
 // when every entry refused.
 type chain struct {
 	entries []choice
-	// end is the answer when every entry refused (a route by tiers: why no tier is
-	// left, each refused tier counted as failed, as tiers.Select says it); nil: the
-	// last entry's refusal.
-	end *apiError
+	// noFit is why no tier is left after the entries (a route by tiers, each refused
+	// tier counted as failed, as tiers.Select says it); nil: the last entry's refusal
+	// ends the chain. unfit is its answer when a model tried says which limit the
+	// request is over (noFit). The answer (end) is made only when every entry refused:
+	// its message costs more than the rest of the decision, and a request an entry
+	// serves never reads it.
+	noFit    error
+	unfit    *apiError
+	maxField string
+}
+
+// end is the answer when every entry refused: why no tier is left, or nil for the
+// last entry's refusal.
+func (ch *chain) end() *apiError {
+	if ch.noFit == nil {
+		return nil
+	}
+	if ch.unfit != nil {
+		return ch.unfit
+	}
+	return noFitAnswer(ch.noFit, ch.maxField)
 }
 
 // decide decides where a request goes, once. A named model is a chain of one (the
@@ -127,7 +144,7 @@ func decide(a *ask, sn *snapshot, now time.Time, dst []choice) (chain, *apiError
 				return ch, noFit(a, sn, err)
 			}
 			if a.rt.steppable() {
-				ch.end = noFit(a, sn, err)
+				ch.noFit, ch.unfit, ch.maxField = err, unfitError(a, sn, err), a.maxField
 			}
 			break
 		}
@@ -148,21 +165,41 @@ func (sn *snapshot) model(id string) *model {
 
 // noFit answers a request no tier may serve, for the reason of the last tier tried.
 func noFit(a *ask, sn *snapshot, err error) *apiError {
-	var nf *tiers.NoFitError
-	if !errors.As(err, &nf) {
+	if aerr := unfitError(a, sn, err); aerr != nil {
+		return aerr
+	}
+	return noFitAnswer(err, a.maxField)
+}
+
+// unfitError is, for a request over the limits of every model tried (err a
+// tiers.NoFitError of ReasonUnfit), the limit of the last model tried that says
+// which; else nil.
+func unfitError(a *ask, sn *snapshot, err error) *apiError {
+	nf := asNoFit(err)
+	if nf == nil || nf.Reason != tiers.ReasonUnfit {
+		return nil
+	}
+	for i := len(nf.Trace) - 1; i >= 0; i-- {
+		if sk := nf.Trace[i]; sk.Reason == tiers.ReasonUnfit && sk.Model != "" {
+			if aerr := a.plan(sn.model(sk.Model)).err; aerr != nil {
+				return aerr
+			}
+		}
+	}
+	return nil
+}
+
+// noFitAnswer answers err, tiers.Select's refusal, by its reason; maxField is the
+// request's field that limits the output.
+func noFitAnswer(err error, maxField string) *apiError {
+	nf := asNoFit(err)
+	if nf == nil {
 		return &apiError{status: 500, typ: "server_error", message: err.Error(), reason: "internal"}
 	}
 	msg := err.Error() + " [" + tiers.FormatTrace(nf.Trace) + "]"
 	switch nf.Reason {
-	case tiers.ReasonUnfit: // the request is over the limits of every model tried: say which
-		for i := len(nf.Trace) - 1; i >= 0; i-- {
-			if sk := nf.Trace[i]; sk.Reason == tiers.ReasonUnfit && sk.Model != "" {
-				if aerr := a.plan(sn.model(sk.Model)).err; aerr != nil {
-					return aerr
-				}
-			}
-		}
-		return badRequest(a.maxField, msg)
+	case tiers.ReasonUnfit: // no model tried says which limit: the output's field
+		return badRequest(maxField, msg)
 	case tiers.ReasonBudget:
 		return insufficientQuota(errors.New(msg))
 	case tiers.ReasonForbidden:
@@ -176,4 +213,17 @@ func noFit(a *ask, sn *snapshot, err error) *apiError {
 	default:
 		return &apiError{status: 400, typ: "invalid_request_error", code: "tier_unavailable", param: "model", message: msg, reason: "tier_empty"}
 	}
+}
+
+// asNoFit is err's tiers.NoFitError, or nil. tiers.Select returns it unwrapped: the
+// type assertion takes it without the allocation errors.As's target costs.
+func asNoFit(err error) *tiers.NoFitError {
+	if nf, ok := err.(*tiers.NoFitError); ok {
+		return nf
+	}
+	var nf *tiers.NoFitError
+	if errors.As(err, &nf) {
+		return nf
+	}
+	return nil
 }

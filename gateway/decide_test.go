@@ -161,8 +161,8 @@ func TestDecideTraces(t *testing.T) {
 				}
 				fmt.Fprintf(&b, "%d. %s/%s prompt=%d out=%d cost=%s reserve=%s\n", k+1, tier, e.m.id, e.nPrompt, e.out, e.cost, e.reserve)
 			}
-			if ch.end != nil {
-				b.WriteString("end: " + formatAPIError(ch.end) + "\n")
+			if end := ch.end(); end != nil {
+				b.WriteString("end: " + formatAPIError(end) + "\n")
 			} else {
 				b.WriteString("end: the last refusal\n")
 			}

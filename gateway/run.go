@@ -390,8 +390,8 @@ func (j *job) run(ctx *fasthttp.RequestCtx) bool {
 		forMoney = false
 		j.ticket.Release()
 	}
-	if ch.end != nil && !forMoney { // no money left: that, rather than why no tier is left
-		refused = ch.end
+	if end := ch.end(); end != nil && !forMoney { // no money left: that, rather than why no tier is left
+		refused = end
 	}
 	j.fail(ctx, refused)
 	return false

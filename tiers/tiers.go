@@ -269,31 +269,41 @@ func Select(set *Set, req Request, stats func(model string) Stats) (Decision, er
 	}
 	var last Reason
 	for t := top; t >= bottom; t-- {
-		d, why, skips := selectTier(set, t, req, stats)
-		trace = append(trace, skips...)
+		var d Decision
+		var why Reason
+		d, why, trace = selectTier(set, t, req, stats, trace)
 		if why == ReasonNone {
 			d.Trace = trace
 			return d, nil
 		}
-		trace = append(trace, Skip{Tier: t, Reason: why})
+		trace = addSkip(trace, Skip{Tier: t, Reason: why})
 		last = why
 	}
 	return Decision{}, &NoFitError{Tier: bottom, Reason: last, Trace: trace}
 }
 
-// selectTier picks the best candidate of tier t, or says why none fits.
-func selectTier(set *Set, t Tier, req Request, stats func(string) Stats) (Decision, Reason, []Skip) {
+// addSkip appends s to trace, which takes the room of a few tiers' skips at its first
+// (one allocation where appending skip by skip took one per doubling).
+func addSkip(trace []Skip, s Skip) []Skip {
+	if trace == nil {
+		trace = make([]Skip, 0, 2*NumTiers)
+	}
+	return append(trace, s)
+}
+
+// selectTier picks the best candidate of tier t, or says why none fits; the
+// candidates it skipped are appended to trace.
+func selectTier(set *Set, t Tier, req Request, stats func(string) Stats, trace []Skip) (Decision, Reason, []Skip) {
 	if !req.AllowTier[t] {
-		return Decision{}, ReasonForbidden, nil
+		return Decision{}, ReasonForbidden, trace
 	}
 	if req.Exclude&(1<<uint(t)) != 0 {
-		return Decision{}, ReasonFailed, nil
+		return Decision{}, ReasonFailed, trace
 	}
 	cands := set.Tiers[t]
 	var best Decision
 	found, seen := false, false
 	worst := ReasonNone
-	var skips []Skip
 	for _, c := range cands {
 		if req.Hidden != nil && req.Hidden(c.Model) {
 			continue
@@ -301,7 +311,7 @@ func selectTier(set *Set, t Tier, req Request, stats func(string) Stats) (Decisi
 		seen = true
 		why, pred, cost := fit(c, req, stats(c.Model))
 		if why != ReasonNone {
-			skips = append(skips, Skip{Tier: t, Model: c.Model, Reason: why})
+			trace = addSkip(trace, Skip{Tier: t, Model: c.Model, Reason: why})
 			if reasonRank[why] > reasonRank[worst] {
 				worst = why
 			}
@@ -314,12 +324,12 @@ func selectTier(set *Set, t Tier, req Request, stats func(string) Stats) (Decisi
 		}
 	}
 	if !seen {
-		return Decision{}, ReasonEmpty, nil
+		return Decision{}, ReasonEmpty, trace
 	}
 	if !found {
-		return Decision{}, worst, skips
+		return Decision{}, worst, trace
 	}
-	return best, ReasonNone, skips
+	return best, ReasonNone, trace
 }
 
 // fit checks one candidate against the request.
