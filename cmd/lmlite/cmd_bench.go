@@ -105,6 +105,11 @@ func cmdBench(args []string, stdout io.Writer) error {
 	}
 	if *specFlag != "" {
 		runtime.GOMAXPROCS(*threads)
+		stopProfile, err := startCPUProfile(*cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer stopProfile()
 		return benchSpec(stdout, *path, *specFlag, *nGen, *reps, *maxDraft, max(*parallel, 1), *asJSON)
 	}
 	if *engineMode != "" {
