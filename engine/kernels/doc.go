@@ -106,7 +106,9 @@
 // those of the one-token kernel, and with AVX-512 first one row against 16 or 8
 // tokens, dotQ6KAVX512x16, x8, 12-15 or 6-7 tokens left through them again over
 // the last ones: issue 36 found decoding 16 sequences 0.85x as fast after Q6_K
-// moved to llama.cpp's order with only AVX2 multi-token kernels); IQ4_NL
+// moved to llama.cpp's order with only AVX2 multi-token kernels; Q5_K with
+// AVX-512 the same, dotQ5KAVX512x16, x8, _asm/q5ktokens.go, where AVX2 takes two
+// tokens per call, dotQ5KAVX2x2); IQ4_NL
 // and Q5_0 decoding 16 rows per AVX-512 call; Q4_1 and Q5_1, in ggml's 8-lane
 // order, 16 rows against 1 or 2 tokens per AVX-512 call, one register per lane of
 // the 8 holding it for the 16 rows (dotQ4_1AVX512x16t1, t2; lanesTokens); Q5_K,

@@ -72,8 +72,8 @@ func dotQ4KRows(out []float32, row []byte, y []q8KBlock, nb int) {
 	}
 }
 
-// dotQ5KRow is dotQ4KRow for Q5_K weights (AVX2 only: no AVX-512 or tile kernels
-// yet).
+// dotQ5KRow is dotQ4KRow for Q5_K weights (AVX2 only: no one-token AVX-512 or
+// tile kernel; dotQ5KRows has AVX-512 kernels of 16 and 8 tokens).
 func dotQ5KRow(row []byte, y []q8KBlock) float32 {
 	n := len(y)
 	if n == 0 || !useAVX2 {
