@@ -18,8 +18,9 @@ import (
 // (dotQ5KAVX2's lane k), converted, and added times y.d·f16(x.d) (one
 // broadcast multiply, the same product in every lane) to the token's float
 // lanes, kept on the stack, in one fused multiply-add; the mins go as in
-// q5KMins: msum (exact), converted, −(f16(x.dmin)·y.d)·msum fused into the
-// token's scalar, also on the stack. At the end the lanes are reduced as sum8
+// q5KMins, four tokens per xmm: msum (exact), converted, −(f16(x.dmin)·y.d)·msum
+// fused into the token's scalar (the same rounding lane by lane), also on the
+// stack. At the end the lanes are reduced as sum8
 // and the scalar added: out[t] has the bits of dotQ5KAVX2 on token t alone (and
 // of dotQ5KRowGeneric, llama.cpp's order), whatever T.
 func dotQ5KAVX512Tokens(T int) {
@@ -66,24 +67,43 @@ func dotQ5KAVX512Tokens(T int) {
 	dmin := XMM()
 	VMOVD(g, dmin)
 	VCVTPH2PS(dmin, dmin)
-	for t := 0; t < T; t++ {
-		ms := YMM()
-		VPMADDWD(toks.at(t).Offset(q8KBsums), mw, ms)
-		mh := XMM()
-		VEXTRACTI32X4(U8(1), ms, mh)
-		VPADDD(mh, ms.AsX(), mh)
-		s := XMM()
-		VPSHUFD(U8(0x4e), mh, s)
-		VPADDD(s, mh, mh)
-		VPSHUFD(U8(0xb1), mh, s)
-		VPADDD(s, mh, mh)
-		VCVTDQ2PS(mh, mh) // msum
+	dminv := XMM()
+	VBROADCASTSS(dmin, dminv)
+	for g := 0; g < T; g += 4 {
+		// Four tokens' msums at once: each token's eight products, folded
+		// pairwise by unpacking (exact in int32, any order), to [a b c d].
+		ms := make([]VecVirtual, 4)
+		for i := range ms {
+			ms[i] = YMM()
+			VPMADDWD(toks.at(g+i).Offset(q8KBsums), mw, ms[i])
+		}
+		pair := func(a, b VecVirtual) VecVirtual {
+			lo, hi := YMM(), YMM()
+			VPUNPCKLDQ(b, a, lo) // a0 b0 a1 b1 | a4 b4 a5 b5
+			VPUNPCKHDQ(b, a, hi) // a2 b2 a3 b3 | a6 b6 a7 b7
+			VPADDD(hi, lo, lo)
+			return lo
+		}
+		ab, cd := pair(ms[0], ms[1]), pair(ms[2], ms[3])
+		lo, hi := YMM(), YMM()
+		VPUNPCKLQDQ(cd, ab, lo)
+		VPUNPCKHQDQ(cd, ab, hi)
+		VPADDD(hi, lo, lo) // a b c d | a b c d (the two halves' parts)
+		m := XMM()
+		VEXTRACTI32X4(U8(1), lo, m)
+		VPADDD(m, lo.AsX(), m)
+		VCVTDQ2PS(m, m) // the four msums
+		// The four y.d, times f16(x.dmin) lane by lane (q5KMins' VMULSS).
 		dy := XMM()
-		VMULSS(toks.at(t), dmin, dy) // f16(x.dmin)·y.d
+		VMOVSS(toks.at(g), dy)
+		for i := 1; i < 4; i++ {
+			VINSERTPS(U8(0x10*i), toks.at(g+i), dy, dy)
+		}
+		VMULPS(dminv, dy, dy)
 		sm := XMM()
-		VMOVSS(summs.Offset(4*t), sm)
-		VFNMADD231SS(mh, dy, sm) // summs −= dmin·msum, rounded once
-		VMOVSS(sm, summs.Offset(4*t))
+		VMOVUPS(summs.Offset(4*g), sm)
+		VFNMADD231PS(m, dy, sm) // summs −= dmin·msum, each rounded once
+		VMOVUPS(sm, summs.Offset(4*g))
 	}
 	smw := YMM()
 	VPMOVZXBW(u, smw)
