@@ -87,6 +87,8 @@ func main() {
 	dotQ6KAVX512Tokens(8)
 	dotQ6KAVX512Tokens(16)
 	dotQ6KAVX512(4)
+	dotQ5KAVX512Tokens(8)
+	dotQ5KAVX512Tokens(16)
 	dot0AVX2("Q8_0")
 	dot0AVX2("Q4_0")
 	dot0AVX2("Q5_0")

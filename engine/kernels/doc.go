@@ -107,7 +107,9 @@
 // tokens, dotQ6KAVX512x16, x8, 12-15 or 6-7 tokens left through them again over
 // the last ones, then 4 tokens through dotQ6KAVX512x4: issue 36 found decoding 16
 // sequences 0.85x as fast after Q6_K moved to llama.cpp's order with only AVX2
-// multi-token kernels); Q4_K with AVX-512 VBMI one row against
+// multi-token kernels; Q5_K with AVX-512 the same, dotQ5KAVX512x16, x8,
+// _asm/q5ktokens.go, where AVX2 takes two tokens per call, dotQ5KAVX2x2); Q4_K with
+// AVX-512 VBMI one row against
 // 5-15 tokens through the VNNI kernel of that count (dotQ4KAVX512r1t5v … t15v,
 // the 16-token kernel's form with the tokens' scales and bsums loaded under a
 // mask; q4KRowVNNI: a verification step's positions), 2-4 tokens four rows at a

@@ -27,6 +27,8 @@ var kTokens = []kTokenKernels{
 		dotQ4KRows, dotQ4KRow, dotQ4KRowGeneric, "the one-token order"},
 	{Q6_K, dotQ6KAVX2, map[int]func(x, y *byte, nb, stride int, out *float32){2: dotQ6KAVX2x2, 4: dotQ6KAVX2x4, 8: dotQ6KAVX2x8},
 		dotQ6KRows, dotQ6KRow, dotQ6KRowGeneric, "llama.cpp's float order"},
+	{Q5_K, dotQ5KAVX2, map[int]func(x, y *byte, nb, stride int, out *float32){2: dotQ5KAVX2x2},
+		dotQ5KRows, dotQ5KRow, dotQ5KRowGeneric, "llama.cpp's float order"},
 	{Q3_K, dotQ3KAVX2, map[int]func(x, y *byte, nb, stride int, out *float32){2: dotQ3KAVX2x2, 4: dotQ3KAVX2x4},
 		dotQ3KRows, dotQ3KRow, dotQ3KRowGeneric, "llama.cpp's float order"},
 }
@@ -111,9 +113,10 @@ func BenchmarkKTokens(b *testing.B) {
 	}
 }
 
-// TestKTokensRowsEveryCount: dotQ4KRows, dotQ6KRows and dotQ3KRows for every token
-// count 1-40 (each mix of the kernels of 16 (Q6_K's AVX-512), 8 (not Q3_K's AVX2),
-// 4, 2 and 1 tokens, and the 16-, 8- and 4-token kernels over the last tokens
+// TestKTokensRowsEveryCount: dotQ4KRows, dotQ6KRows, dotQ5KRows and dotQ3KRows for
+// every token count 1-40 (each mix of the kernels of 16 (Q6_K's and Q5_K's
+// AVX-512), 8 (not Q3_K's or Q5_K's AVX2), 4 (not Q5_K's AVX2), 2 and 1
+// tokens, and the 16-, 8- and 4-token kernels over the last tokens
 // again), on AVX2 and on AVX-512 (Q3_K's AVX-512 kernels of 8 and 4 tokens), give
 // every token the one-token kernel's bits and the reference's, and write nothing
 // around their outputs.

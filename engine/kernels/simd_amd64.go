@@ -72,8 +72,8 @@ func dotQ4KRows(out []float32, row []byte, y []q8KBlock, nb int) {
 	}
 }
 
-// dotQ5KRow is dotQ4KRow for Q5_K weights (AVX2 only: no AVX-512 or tile kernels
-// yet).
+// dotQ5KRow is dotQ4KRow for Q5_K weights (AVX2 only: no one-token AVX-512 or
+// tile kernel; dotQ5KRows has AVX-512 kernels of 16 and 8 tokens).
 func dotQ5KRow(row []byte, y []q8KBlock) float32 {
 	n := len(y)
 	if n == 0 || !useAVX2 {
@@ -83,18 +83,37 @@ func dotQ5KRow(row []byte, y []q8KBlock) float32 {
 	return dotQ5KAVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n)
 }
 
-// dotQ5KRows is dotQ4KRows for Q5_K weights (two tokens at a time with AVX2,
-// also when the CPU has AVX-512).
+// dotQ5KRows is dotQ4KRows for Q5_K weights: two tokens at a time with AVX2;
+// with AVX-512 the kernels of 16 and 8 tokens (dotQ5KAVX512x16, x8) first, with
+// dotQ6KRows' reuse of them over the last tokens. Q5_K's tiles lack llama.cpp's
+// 8-lane order (issue 32); these keep it, and every kernel here gives each token
+// dotQ5KRowGeneric's bits, so they mix freely.
 func dotQ5KRows(out []float32, row []byte, y []q8KBlock, nb int) {
-	t := 0
-	if useAVX2 && nb > 0 && len(out) > 1 {
-		_, _ = row[nb*176-1], y[len(out)*nb-1]
+	t, n := 0, len(out)
+	if useAVX2 && nb > 0 && n > 1 {
+		_, _ = row[nb*176-1], y[n*nb-1]
 		stride := nb * int(unsafe.Sizeof(y[0]))
-		for ; t+2 <= len(out); t += 2 {
+		if useAVX512 {
+			for ; t+16 <= n; t += 16 {
+				dotQ5KAVX512x16(&row[0], (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t])
+			}
+			if n >= 16 && n-t >= 12 {
+				dotQ5KAVX512x16(&row[0], (*byte)(unsafe.Pointer(&y[(n-16)*nb])), nb, stride, &out[n-16])
+				t = n
+			}
+			for ; t+8 <= n; t += 8 {
+				dotQ5KAVX512x8(&row[0], (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t])
+			}
+			if n >= 8 && n-t >= 6 {
+				dotQ5KAVX512x8(&row[0], (*byte)(unsafe.Pointer(&y[(n-8)*nb])), nb, stride, &out[n-8])
+				t = n
+			}
+		}
+		for ; t+2 <= n; t += 2 {
 			dotQ5KAVX2x2(&row[0], (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t])
 		}
 	}
-	for ; t < len(out); t++ {
+	for ; t < n; t++ {
 		out[t] = dotQ5KRow(row, y[t*nb:(t+1)*nb])
 	}
 }

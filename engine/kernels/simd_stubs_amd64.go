@@ -85,6 +85,20 @@ func dotQ6KAVX512x16(x *byte, y *byte, n int, stride int, out *float32)
 //go:noescape
 func dotQ6KAVX512x4(x *byte, y *byte, n int, stride int, out *float32)
 
+// dotQ5KAVX512x8 sets out[t] = dotQ5KAVX2(x, y+t·stride, n) for t < 8 with
+// AVX-512BW and VNNI (one weight block unpacked for all the tokens; each
+// token's float steps as there).
+//
+//go:noescape
+func dotQ5KAVX512x8(x *byte, y *byte, n int, stride int, out *float32)
+
+// dotQ5KAVX512x16 sets out[t] = dotQ5KAVX2(x, y+t·stride, n) for t < 16 with
+// AVX-512BW and VNNI (one weight block unpacked for all the tokens; each
+// token's float steps as there).
+//
+//go:noescape
+func dotQ5KAVX512x16(x *byte, y *byte, n int, stride int, out *float32)
+
 // dotQ8_0AVX2 is the dot product of n Q8_0 blocks at x with n q8Blocks at y: per block
 // the exact integer sum isum, then sum += (f16(x.d)·y.d)·isum in block order.
 //
