@@ -154,11 +154,12 @@ func tileKVGroups512(sts []kvState, ns []int, ks, vs [][]uint16, koff, voff, kst
 		grs[g].load(sts[g*gs : min(len(sts), (g+1)*gs)])
 	}
 	for c, j0 := 0, 0; j0 < nmax; c, j0 = c+1, j0+bt {
-		if m := min(bt, nmax-j0-bt); m > 0 {
-			prefetchRows((*byte)(unsafe.Pointer(&ks[c+1][koff])), m, 2*kstride, 2*kw)
-			prefetchRows((*byte)(unsafe.Pointer(&vs[c+1][voff])), m, 2*vstride, 2*vw)
-		}
+		mn := min(bt, nmax-j0-bt) // the next block's rows, prefetched a part per group
 		for g := 0; g < ng; g++ {
+			if mn > 0 {
+				prefetchPart(unsafe.Pointer(&ks[c+1][koff]), mn, 2*kstride, 2*kw, g, ng)
+				prefetchPart(unsafe.Pointer(&vs[c+1][voff]), mn, 2*vstride, 2*vw, g, ng)
+			}
 			gr := &grs[g]
 			k, v := ks[c][koff+g*hk:], vs[c][voff+g*hv:]
 			t0, t1 := g*gs, min(len(sts), (g+1)*gs)
@@ -187,4 +188,26 @@ func tileKVGroups512(sts []kvState, ns []int, ks, vs [][]uint16, koff, voff, kst
 		}
 	}
 	return true
+}
+
+// prefetchPart prefetches part of parts of the cache lines of n rows of w bytes at
+// p + j·stride: spread over a block's groups, the prefetches of the next block
+// do not arrive all at once (a burst of them waits for the core's miss buffers).
+// Rows less than a cache line apart are taken as one span, each line once.
+func prefetchPart(p unsafe.Pointer, n, stride, w, part, parts int) {
+	if stride-w < 64 {
+		total := (n-1)*stride + w
+		lo, hi := (total*part/parts)&^63, total*(part+1)/parts
+		if part == parts-1 {
+			hi = total
+		}
+		if hi > lo {
+			prefetchRows((*byte)(unsafe.Add(p, lo)), 1, 0, hi-lo)
+		}
+		return
+	}
+	r0, r1 := n*part/parts, n*(part+1)/parts
+	if r1 > r0 {
+		prefetchRows((*byte)(unsafe.Add(p, r0*stride)), r1-r0, stride, w)
+	}
 }
