@@ -517,12 +517,14 @@ func tileKVGroups(sts []kvState, ns []int, ks, vs [][]uint16, koff, voff, kstrid
 		}
 	}
 	for c, j0 := 0, 0; j0 < nmax; c, j0 = c+1, j0+bt {
-		if m := min(bt, nmax-j0-bt); m > 0 {
-			// The next block's rows, on their way while this one is worked on.
-			prefetchRows((*byte)(unsafe.Pointer(&ks[c+1][koff])), m, 2*kstride, 2*kw)
-			prefetchRows((*byte)(unsafe.Pointer(&vs[c+1][voff])), m, 2*vstride, 2*vw)
-		}
+		// The next block's rows, on their way while this one is worked on, a part
+		// per group (prefetchPart).
+		mn := min(bt, nmax-j0-bt)
 		for g := 0; g < ng; g++ {
+			if mn > 0 {
+				prefetchPart(unsafe.Pointer(&ks[c+1][koff]), mn, 2*kstride, 2*kw, g, ng)
+				prefetchPart(unsafe.Pointer(&vs[c+1][voff]), mn, 2*vstride, 2*vw, g, ng)
+			}
 			gr := &grs[g]
 			k, v := ks[c][koff+g*hk:], vs[c][voff+g*hv:]
 			t0, t1 := g*gs, min(len(sts), (g+1)*gs)
