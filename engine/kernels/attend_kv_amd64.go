@@ -57,7 +57,7 @@ func (gr *kvGroup512) load(sts []kvState) {
 // and of an f16 K as span computes them, each state's softmax factors, then the
 // accumulators' updates together. Each state's operations are span's, hence its
 // bits.
-func (gr *kvGroup512) chunk(sts []kvState, k, v []uint16, m, kstride, vstride int, scale float32) {
+func (gr *kvGroup512) chunk(sts []kvState, k, v []uint16, m, kstride, vstride int, scale float32, nx *nextBlock, part int) {
 	kt, hd := sts[0].kt, sts[0].hd
 	nb := hd / qk0
 	m16 := 0
@@ -108,6 +108,7 @@ func (gr *kvGroup512) chunk(sts []kvState, k, v []uint16, m, kstride, vstride in
 		}
 		gr.mask[g] = bits
 	}
+	nx.prefetch(part)
 	vb, acc, e, mk, sum := (*byte)(unsafe.Pointer(&v[0])), &gr.acc[0][0], &gr.e[0][0], &gr.mask[0], &gr.sum[0]
 	// A switch, not a table of funcs: the kernels' arguments must not escape.
 	switch q4 := sts[0].vt == KVQ4_0; {
@@ -154,12 +155,14 @@ func tileKVGroups512(sts []kvState, ns []int, ks, vs [][]uint16, koff, voff, kst
 		grs[g].load(sts[g*gs : min(len(sts), (g+1)*gs)])
 	}
 	for c, j0 := 0, 0; j0 < nmax; c, j0 = c+1, j0+bt {
-		mn := min(bt, nmax-j0-bt) // the next block's rows, prefetched a part per group
+		// The next block's rows, prefetched two parts per group: before its
+		// scores and before its accumulation.
+		nx := nextBlock{parts: 2 * ng}
+		if mn := min(bt, nmax-j0-bt); mn > 0 {
+			nx = nextBlock{unsafe.Pointer(&ks[c+1][koff]), unsafe.Pointer(&vs[c+1][voff]), mn, 2 * kstride, 2 * kw, 2 * vstride, 2 * vw, 2 * ng}
+		}
 		for g := 0; g < ng; g++ {
-			if mn > 0 {
-				prefetchPart(unsafe.Pointer(&ks[c+1][koff]), mn, 2*kstride, 2*kw, g, ng)
-				prefetchPart(unsafe.Pointer(&vs[c+1][voff]), mn, 2*vstride, 2*vw, g, ng)
-			}
+			nx.prefetch(2 * g)
 			gr := &grs[g]
 			k, v := ks[c][koff+g*hk:], vs[c][voff+g*hv:]
 			t0, t1 := g*gs, min(len(sts), (g+1)*gs)
@@ -170,7 +173,7 @@ func tileKVGroups512(sts []kvState, ns []int, ks, vs [][]uint16, koff, voff, kst
 					same = same && min(bt, n-j0) == m
 				}
 				if same {
-					gr.chunk(sts[t0:t1], k, v, m, kstride, vstride, scale)
+					gr.chunk(sts[t0:t1], k, v, m, kstride, vstride, scale, &nx, 2*g+1)
 					continue
 				}
 				gr.store(sts[t0:t1])
@@ -180,6 +183,7 @@ func tileKVGroups512(sts []kvState, ns []int, ks, vs [][]uint16, koff, voff, kst
 					sts[t].span(k, v, m, kstride, vstride, scale)
 				}
 			}
+			nx.prefetch(2*g + 1)
 		}
 	}
 	for g := 0; g < ng; g++ {
@@ -211,5 +215,21 @@ func prefetchPart(p unsafe.Pointer, n, stride, w, part, parts int) {
 	r0, r1 := n*part/parts, n*(part+1)/parts
 	if r1 > r0 {
 		prefetchRows((*byte)(unsafe.Add(p, r0*stride)), r1-r0, stride, w)
+	}
+}
+
+// nextBlock is the next block's K and V rows (n rows of kw and vw bytes, ks and
+// vs apart; n = 0: none), prefetched in parts.
+type nextBlock struct {
+	k, v          unsafe.Pointer
+	n, ks, kw     int
+	vs, vw, parts int
+}
+
+// prefetch prefetches part of nb.parts of the rows (prefetchPart).
+func (nb *nextBlock) prefetch(part int) {
+	if nb.n > 0 {
+		prefetchPart(nb.k, nb.n, nb.ks, nb.kw, part, nb.parts)
+		prefetchPart(nb.v, nb.n, nb.vs, nb.vw, part, nb.parts)
 	}
 }
