@@ -195,11 +195,12 @@ func tileKVGroups512(sts []kvState, ns []int, ks, vs [][]uint16, koff, voff, kst
 }
 
 // prefetchPart prefetches part of parts of the cache lines of n rows of w bytes at
-// p + j·stride. Spread over a block's groups, the next block's prefetches are
-// issued a share before each group's chunk: issued all at the block's start they
-// arrived late on Zen4 (q8_0 ÷ f16 decode 0.88 against 1.32 at 8k, AVX-512, and
-// 1.13 against 1.77 at the AVX2 level; docs/PERFORMANCE.md). Rows less than a
-// cache line apart are taken as one span, each line once.
+// p + j·stride. Spread over a block's groups (nextBlock: a share before each
+// group's scores and one before its accumulation), the next block's prefetches
+// arrive in time; issued all at the block's start they arrived late on Zen4 (q8_0
+// ÷ f16 decode at 8k 0.90 against 1.40, AVX-512, and 1.16 against 2.03 at the
+// AVX2 level; docs/PERFORMANCE.md). Rows less than a cache line apart are taken as
+// one span, each line once.
 func prefetchPart(p unsafe.Pointer, n, stride, w, part, parts int) {
 	if stride-w < 64 {
 		total := (n-1)*stride + w
