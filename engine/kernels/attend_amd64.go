@@ -436,7 +436,7 @@ func (gr *kvGroup) store(sts []kvState) {
 // state at a time) and softmax factors as span computes them, then the
 // accumulators' updates together. Each state's operations are span's, hence
 // its bits.
-func (gr *kvGroup) chunk(sts []kvState, k, v []uint16, m, kstride, vstride int, scale float32) {
+func (gr *kvGroup) chunk(sts []kvState, k, v []uint16, m, kstride, vstride int, scale float32, nx *nextBlock, part int) {
 	var mask [attnChunk / 8]uint8
 	if kt := sts[0].kt; kt.Quantized() {
 		// The heads' queries are kvStateSize bytes apart (sts is an array's slice,
@@ -465,6 +465,7 @@ func (gr *kvGroup) chunk(sts []kvState, k, v []uint16, m, kstride, vstride int, 
 		}
 		gr.mask[g] = bits
 	}
+	nx.prefetch(part)
 	vb, nb := (*byte)(unsafe.Pointer(&v[0])), sts[0].hd/qk0
 	switch {
 	case sts[0].vt == KVQ8_0 && gr.nq == 2:
@@ -517,12 +518,14 @@ func tileKVGroups(sts []kvState, ns []int, ks, vs [][]uint16, koff, voff, kstrid
 		}
 	}
 	for c, j0 := 0, 0; j0 < nmax; c, j0 = c+1, j0+bt {
-		if m := min(bt, nmax-j0-bt); m > 0 {
-			// The next block's rows, on their way while this one is worked on.
-			prefetchRows((*byte)(unsafe.Pointer(&ks[c+1][koff])), m, 2*kstride, 2*kw)
-			prefetchRows((*byte)(unsafe.Pointer(&vs[c+1][voff])), m, 2*vstride, 2*vw)
+		// The next block's rows, on their way while this one is worked on, two
+		// parts per group: before its scores and before its accumulation.
+		nx := nextBlock{parts: 2 * ng}
+		if mn := min(bt, nmax-j0-bt); mn > 0 {
+			nx = nextBlock{unsafe.Pointer(&ks[c+1][koff]), unsafe.Pointer(&vs[c+1][voff]), mn, 2 * kstride, 2 * kw, 2 * vstride, 2 * vw, 2 * ng}
 		}
 		for g := 0; g < ng; g++ {
+			nx.prefetch(2 * g)
 			gr := &grs[g]
 			k, v := ks[c][koff+g*hk:], vs[c][voff+g*hv:]
 			t0, t1 := g*gs, min(len(sts), (g+1)*gs)
@@ -533,7 +536,7 @@ func tileKVGroups(sts []kvState, ns []int, ks, vs [][]uint16, koff, voff, kstrid
 					same = same && min(bt, n-j0) == m
 				}
 				if same {
-					gr.chunk(sts[t0:t1], k, v, m, kstride, vstride, scale)
+					gr.chunk(sts[t0:t1], k, v, m, kstride, vstride, scale, &nx, 2*g+1)
 					continue
 				}
 				gr.store(sts[t0:t1])
@@ -543,6 +546,7 @@ func tileKVGroups(sts []kvState, ns []int, ks, vs [][]uint16, koff, voff, kstrid
 					sts[t].span(k, v, m, kstride, vstride, scale)
 				}
 			}
+			nx.prefetch(2*g + 1)
 		}
 	}
 	for g := 0; g < ng; g++ {

@@ -57,7 +57,7 @@ func (gr *kvGroup512) load(sts []kvState) {
 // and of an f16 K as span computes them, each state's softmax factors, then the
 // accumulators' updates together. Each state's operations are span's, hence its
 // bits.
-func (gr *kvGroup512) chunk(sts []kvState, k, v []uint16, m, kstride, vstride int, scale float32) {
+func (gr *kvGroup512) chunk(sts []kvState, k, v []uint16, m, kstride, vstride int, scale float32, nx *nextBlock, part int) {
 	kt, hd := sts[0].kt, sts[0].hd
 	nb := hd / qk0
 	m16 := 0
@@ -108,6 +108,7 @@ func (gr *kvGroup512) chunk(sts []kvState, k, v []uint16, m, kstride, vstride in
 		}
 		gr.mask[g] = bits
 	}
+	nx.prefetch(part)
 	vb, acc, e, mk, sum := (*byte)(unsafe.Pointer(&v[0])), &gr.acc[0][0], &gr.e[0][0], &gr.mask[0], &gr.sum[0]
 	// A switch, not a table of funcs: the kernels' arguments must not escape.
 	switch q4 := sts[0].vt == KVQ4_0; {
@@ -154,11 +155,14 @@ func tileKVGroups512(sts []kvState, ns []int, ks, vs [][]uint16, koff, voff, kst
 		grs[g].load(sts[g*gs : min(len(sts), (g+1)*gs)])
 	}
 	for c, j0 := 0, 0; j0 < nmax; c, j0 = c+1, j0+bt {
-		if m := min(bt, nmax-j0-bt); m > 0 {
-			prefetchRows((*byte)(unsafe.Pointer(&ks[c+1][koff])), m, 2*kstride, 2*kw)
-			prefetchRows((*byte)(unsafe.Pointer(&vs[c+1][voff])), m, 2*vstride, 2*vw)
+		// The next block's rows, prefetched two parts per group: before its
+		// scores and before its accumulation.
+		nx := nextBlock{parts: 2 * ng}
+		if mn := min(bt, nmax-j0-bt); mn > 0 {
+			nx = nextBlock{unsafe.Pointer(&ks[c+1][koff]), unsafe.Pointer(&vs[c+1][voff]), mn, 2 * kstride, 2 * kw, 2 * vstride, 2 * vw, 2 * ng}
 		}
 		for g := 0; g < ng; g++ {
+			nx.prefetch(2 * g)
 			gr := &grs[g]
 			k, v := ks[c][koff+g*hk:], vs[c][voff+g*hv:]
 			t0, t1 := g*gs, min(len(sts), (g+1)*gs)
@@ -169,7 +173,7 @@ func tileKVGroups512(sts []kvState, ns []int, ks, vs [][]uint16, koff, voff, kst
 					same = same && min(bt, n-j0) == m
 				}
 				if same {
-					gr.chunk(sts[t0:t1], k, v, m, kstride, vstride, scale)
+					gr.chunk(sts[t0:t1], k, v, m, kstride, vstride, scale, &nx, 2*g+1)
 					continue
 				}
 				gr.store(sts[t0:t1])
@@ -179,6 +183,7 @@ func tileKVGroups512(sts []kvState, ns []int, ks, vs [][]uint16, koff, voff, kst
 					sts[t].span(k, v, m, kstride, vstride, scale)
 				}
 			}
+			nx.prefetch(2*g + 1)
 		}
 	}
 	for g := 0; g < ng; g++ {
@@ -187,4 +192,45 @@ func tileKVGroups512(sts []kvState, ns []int, ks, vs [][]uint16, koff, voff, kst
 		}
 	}
 	return true
+}
+
+// prefetchPart prefetches part of parts of the cache lines of n rows of w bytes at
+// p + j·stride. Spread over a block's groups (nextBlock: a share before each
+// group's scores and one before its accumulation), the next block's prefetches
+// arrive in time; issued all at the block's start they arrived late on Zen4 (q8_0
+// ÷ f16 decode at 8k 0.90 against 1.40, AVX-512, and 1.16 against 2.03 at the
+// AVX2 level; docs/PERFORMANCE.md). Rows less than a cache line apart are taken as
+// one span, each line once.
+func prefetchPart(p unsafe.Pointer, n, stride, w, part, parts int) {
+	if stride-w < 64 {
+		total := (n-1)*stride + w
+		lo, hi := (total*part/parts)&^63, total*(part+1)/parts
+		if part == parts-1 {
+			hi = total
+		}
+		if hi > lo {
+			prefetchRows((*byte)(unsafe.Add(p, lo)), 1, 0, hi-lo)
+		}
+		return
+	}
+	r0, r1 := n*part/parts, n*(part+1)/parts
+	if r1 > r0 {
+		prefetchRows((*byte)(unsafe.Add(p, r0*stride)), r1-r0, stride, w)
+	}
+}
+
+// nextBlock is the next block's K and V rows (n rows of kw and vw bytes, ks and
+// vs apart; n = 0: none), prefetched in parts.
+type nextBlock struct {
+	k, v          unsafe.Pointer
+	n, ks, kw     int
+	vs, vw, parts int
+}
+
+// prefetch prefetches part of nb.parts of the rows (prefetchPart).
+func (nb *nextBlock) prefetch(part int) {
+	if nb.n > 0 {
+		prefetchPart(nb.k, nb.n, nb.ks, nb.kw, part, nb.parts)
+		prefetchPart(nb.v, nb.n, nb.vs, nb.vw, part, nb.parts)
+	}
 }

@@ -34,7 +34,11 @@
 //     c = −8·Σq; exact isums, no horizontal sums; every head of the group at once)
 //     and the rest through attnScoresQ8_0AVX2 / Q4_0. AttendBlocksTileKV takes the
 //     blocks outer, the next block's rows prefetched (prefetchRows: a head's q8_0
-//     row is 68 bytes, which the hardware prefetchers leave to demand misses), and
+//     row is 68 bytes, which the hardware prefetchers leave to demand misses; a
+//     share of the lines before each group's scores and another before its
+//     accumulation, nextBlock and prefetchPart, as a burst of them at the block's
+//     start arrived late on Zen4: q8_0 ÷ f16 decode 0.90 → 1.40 at 8k,
+//     docs/PERFORMANCE.md), and
 //     up to four heads of a GQA group share each V row's dequantization
 //     (attnAccumGroup{2,3,4}Q8_0AVX2 / Q4_0), each head keeping its own operations
 //     and order. AttendBlocksTileKVHeads takes a decoding token's KV heads (up to
