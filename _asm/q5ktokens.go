@@ -144,19 +144,7 @@ func dotQ5KAVX512Tokens(T int) {
 	VCVTPH2PS(dv, dv)
 	ddv := YMM()
 	VBROADCASTSS(dv, ddv)
-	for t := range acc {
-		a8 := YMM()
-		VEXTRACTI64X4(U8(1), acc[t], a8)
-		VPADDD(a8, acc[t].AsY(), a8)
-		f := YMM()
-		VCVTDQ2PS(a8, f)
-		dy := YMM()
-		VMULPS_BCST(toks.at(t), ddv, dy) // y.d·f16(x.d), as q5KLanes' VMULSS
-		fa := YMM()
-		VMOVUPS(local.Offset(32*t), fa)
-		VFMADD231PS(dy, f, fa)
-		VMOVUPS(fa, local.Offset(32*t))
-	}
+	addTokenLanes(acc, ddv, toks, local) // y.d·f16(x.d), as q5KLanes' VMULSS
 
 	ADDQ(U32(q5KSize), x)
 	toks.advance(q8KSize)

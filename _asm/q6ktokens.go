@@ -223,19 +223,7 @@ func dotQ6KAVX512Tokens(T int) {
 	}
 	ddv := YMM()
 	VBROADCASTSS(q6KD(x), ddv)
-	for t := range acc {
-		a8 := YMM()
-		VEXTRACTI64X4(U8(1), acc[t], a8)
-		VPADDD(a8, acc[t].AsY(), a8)
-		f := YMM()
-		VCVTDQ2PS(a8, f)
-		dy := YMM()
-		VMULPS_BCST(toks.at(t), ddv, dy) // y.d·f16(x.d), as q6KLanes' VMULSS
-		fa := YMM()
-		VMOVUPS(local.Offset(32*t), fa)
-		VFMADD231PS(dy, f, fa)
-		VMOVUPS(fa, local.Offset(32*t))
-	}
+	addTokenLanes(acc, ddv, toks, local) // y.d·f16(x.d), as q6KLanes' VMULSS
 
 	ADDQ(U32(q6KSize), x)
 	toks.advance(q8KSize)
@@ -249,4 +237,24 @@ func dotQ6KAVX512Tokens(T int) {
 		VMOVUPS(local.Offset(32*t), facc[t])
 	}
 	storeLaneSums(facc)
+}
+
+// addTokenLanes ends a block of the AVX-512 Q5_K/Q6_K token kernels: each token's
+// 16 int32 lanes folded to 8, converted to float and added into its 8 float lanes
+// in local (32 bytes per token) as fa += (y.d·d)·f, one fused multiply-add, where
+// ddv holds the block's d broadcast.
+func addTokenLanes(acc []VecVirtual, ddv VecVirtual, toks rowSet, local Mem) {
+	for t := range acc {
+		a8 := YMM()
+		VEXTRACTI64X4(U8(1), acc[t], a8)
+		VPADDD(a8, acc[t].AsY(), a8)
+		f := YMM()
+		VCVTDQ2PS(a8, f)
+		dy := YMM()
+		VMULPS_BCST(toks.at(t), ddv, dy)
+		fa := YMM()
+		VMOVUPS(local.Offset(32*t), fa)
+		VFMADD231PS(dy, f, fa)
+		VMOVUPS(fa, local.Offset(32*t))
+	}
 }
