@@ -13,19 +13,26 @@ import (
 // dotFloatAVX2), so six tokens hold 24 of the 32 registers.
 var floatTileTokens = []int{6, 4, 2}
 
-// dotFloatAVX512Tokens emits dotF16AVX512t<T> or dotBF16AVX512t<T>: one row of
-// n (a multiple of 64) weights of kind against T activation rows (y, y+ys, …,
-// each n float32s), out[t·os/4] = dotFloatAVX512 of the row with row t. Each
-// 16 weights are converted once for the T tokens; every token keeps
-// dotFloatAVX512's accumulators, operations and order (no tail: n is a
-// multiple of 64), so each output has the single-token kernel's bits.
+// dotFloatAVX512Tokens emits dotF16AVX512t<T>, dotBF16AVX512t<T> or
+// dotF32AVX512t<T>: one row of n (a multiple of 64; for F32 of 8) weights of
+// kind against T activation rows (y, y+ys, …, each n float32s), out[t·os/4] =
+// dotFloatAVX512 (for F32 dotFloatAVX2, the same order) of the row with row t.
+// Each 16 weights are converted once for the T tokens; every token keeps the
+// single-token kernel's accumulators, operations and order (for F32 the groups
+// of 8 past the last multiple of 64 go into the low half of accumulator 0, as
+// dotFloatAVX2's tail puts them into its accumulator 0), so each output has the
+// single-token kernel's bits.
 func dotFloatAVX512Tokens(kind string, size, T int) {
 	evex = true
 	defer func() { evex = false }()
 	name := fmt.Sprintf("dot%sAVX512t%d", kind, T)
 	TEXT(name, NOSPLIT, "func(x *byte, y *float32, ys int, n int, out *float32, os int)")
 	Pragma("noescape")
-	Doc(fmt.Sprintf("%s is dot%sAVX512 of one row of n (a multiple of 64) %s weights at x with each of %d", name, kind, kind, T),
+	one, mult := "dot"+kind+"AVX512", 64
+	if kind == "F32" {
+		one, mult = "dotF32AVX2", 8
+	}
+	Doc(fmt.Sprintf("%s is %s of one row of n (a multiple of %d) %s weights at x with each of %d", name, one, mult, kind, T),
 		"float32 rows at y, y+ys, … (ys in bytes), into out, out+os, … (os in bytes).")
 	x, y, ys, n := GP64(), GP64(), GP64(), GP64()
 	Load(Param("x"), x)
@@ -72,6 +79,30 @@ func dotFloatAVX512Tokens(kind string, size, T int) {
 	SUBQ(U8(8*floatAccs), n)
 	JMP(LabelRef("loop"))
 	Label("done")
+	// hi0[t] is the high half of token t's accumulator 0 (dotFloatAVX2's
+	// accumulator 1) when the F32 tail takes the low half.
+	var hi0 []VecVirtual
+	if kind == "F32" {
+		hi0 = make([]VecVirtual, T)
+		for t := range z {
+			hi0[t] = YMM()
+			VEXTRACTF64X4(U8(1), z[t][0], hi0[t])
+		}
+		Label("tail8")
+		CMPQ(n, U8(8))
+		JL(LabelRef("reduce"))
+		w := YMM()
+		floatLoad(kind, Mem{Base: x}, w)
+		for t := range z {
+			VFMADD231PS(row(t, 0), w, z[t][0].AsY())
+		}
+		ADDQ(U32(8*size), x)
+		ADDQ(U32(32), y)
+		ADDQ(U32(32), y3)
+		SUBQ(U8(8), n)
+		JMP(LabelRef("tail8"))
+		Label("reduce")
+	}
 	out, os := GP64(), GP64()
 	Load(Param("out"), out)
 	Load(Param("os"), os)
@@ -80,8 +111,13 @@ func dotFloatAVX512Tokens(kind string, size, T int) {
 		// halves; (a0+a1), (a2+a3), … then ((a0+a1)+(a2+a3))+((a4+a5)+(a6+a7)).
 		var a [floatAccs / 2]VecVirtual
 		for k := range a {
-			hi := YMM()
-			VEXTRACTF64X4(U8(1), z[t][k], hi)
+			var hi VecVirtual
+			if k == 0 && hi0 != nil {
+				hi = hi0[t]
+			} else {
+				hi = YMM()
+				VEXTRACTF64X4(U8(1), z[t][k], hi)
+			}
 			a[k] = z[t][k].AsY().(VecVirtual)
 			VADDPS(hi, a[k], a[k])
 		}

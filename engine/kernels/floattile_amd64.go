@@ -15,6 +15,9 @@ import "unsafe"
 func (m *matMul) floatTokens(r, hi, t0, nt int) int {
 	a, typ := m.a, m.w.Type
 	cols := a.cols
+	if typ == F32 {
+		return m.f32Tokens(r, hi, t0, nt)
+	}
 	if !useAVX512 || (typ != F16 && typ != BF16) || cols%64 != 0 || cols == 0 || nt < 2 || r >= hi {
 		return 0
 	}
@@ -66,4 +69,47 @@ func floatGroup(rem, nt int) int {
 		return 4
 	}
 	return 2
+}
+
+// f32Tokens is floatTokens for F32 weights with AVX-512 and at least 8
+// columns: dotF32AVX512t6/t4/t2 take the largest multiple of 8 columns in
+// dotF32AVX2's order, and addF32Tail the last cols%8 of each token, as
+// dotF32Row does, so every output has dotF32Row's bits.
+func (m *matMul) f32Tokens(r, hi, t0, nt int) int {
+	a := m.a
+	cols := a.cols
+	n8 := cols &^ 7
+	if !useAVX512 || n8 == 0 || nt < 2 || r >= hi {
+		return 0
+	}
+	rows, end := m.w.Rows, t0+nt
+	_ = m.dst[(end-1)*rows+hi-1]
+	_ = m.w.Data[hi*m.rb-1]
+	_ = a.f[end*cols-1]
+	ys, os := 4*cols, 4*rows
+	for t := t0; t < end; {
+		n := floatGroup(end-t, nt)
+		s := min(t, end-n)
+		y := (*float32)(unsafe.Pointer(&a.f[s*cols]))
+		for q := r; q < hi; q++ {
+			x, o := &m.w.Data[q*m.rb], &m.dst[s*rows+q]
+			switch n {
+			case 6:
+				dotF32AVX512t6(x, y, ys, n8, o, os)
+			case 4:
+				dotF32AVX512t4(x, y, ys, n8, o, os)
+			default:
+				dotF32AVX512t2(x, y, ys, n8, o, os)
+			}
+			if n8 < cols {
+				row := m.w.Data[q*m.rb : (q+1)*m.rb]
+				for i := s; i < s+n; i++ {
+					d := &m.dst[i*rows+q]
+					*d = addF32Tail(*d, row, a.f[i*cols:(i+1)*cols], n8)
+				}
+			}
+		}
+		t = s + n
+	}
+	return hi - r
 }
