@@ -10,19 +10,30 @@ import (
 	"unsafe"
 )
 
-// TestF32TokenKernels: dotF32AVX512t6/t4/t2 give every token the bits of the
-// one-token F32 kernel (dotF32AVX2) and of dotFloatSIMDOrder, for lengths that
-// are multiples of 8 but not all of 64 (groups of 8 into accumulator 0), at
-// strides that are not the row length, and write only their outputs.
+// TestF32TokenKernels: dotF32AVX512t6/t4/t2 and dotF32AVX2t3/t2 give every
+// token the bits of the one-token F32 kernel (dotF32AVX2) and of
+// dotFloatSIMDOrder, for lengths that are multiples of 8 but not all of 64
+// (groups of 8 into accumulator 0), at strides that are not the row length,
+// and write only their outputs.
 func TestF32TokenKernels(t *testing.T) {
-	requireSIMD(t, "avx512")
+	type kernel = func(x *byte, y *float32, ys, n int, out *float32, os int)
+	for _, level := range []string{"avx2", "avx512"} {
+		t.Run(level, func(t *testing.T) {
+			requireSIMD(t, level)
+			kernels := map[int]kernel{3: dotF32AVX2t3, 2: dotF32AVX2t2}
+			if level == "avx512" {
+				kernels = map[int]kernel{6: dotF32AVX512t6, 4: dotF32AVX512t4, 2: dotF32AVX512t2}
+			}
+			testF32TokenKernels(t, kernels)
+		})
+	}
+}
+
+func testF32TokenKernels(t *testing.T, kernels map[int]func(x *byte, y *float32, ys, n int, out *float32, os int)) {
 	r := rand.New(rand.NewPCG(91, 92))
 	const guard = -12345.5
-	kernels := map[int]func(x *byte, y *float32, ys, n int, out *float32, os int){
-		6: dotF32AVX512t6, 4: dotF32AVX512t4, 2: dotF32AVX512t2,
-	}
 	for _, n := range []int{8, 56, 64, 72, 120, 128, 168, 768, 2056} {
-		for _, T := range floatTileSizes {
+		for T := range kernels {
 			name := fmt.Sprintf("%d/t%d", n, T)
 			w := randRow(r, n, 0.5)
 			row := make([]byte, F32.RowBytes(n))

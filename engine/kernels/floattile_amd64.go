@@ -15,9 +15,6 @@ import "unsafe"
 func (m *matMul) floatTokens(r, hi, t0, nt int) int {
 	a, typ := m.a, m.w.Type
 	cols := a.cols
-	if typ == F32 {
-		return m.f32Tokens(r, hi, t0, nt)
-	}
 	if !useAVX512 || (typ != F16 && typ != BF16) || cols%64 != 0 || cols == 0 || nt < 2 || r >= hi {
 		return 0
 	}
@@ -71,15 +68,15 @@ func floatGroup(rem, nt int) int {
 	return 2
 }
 
-// f32Tokens is floatTokens for F32 weights with AVX-512 and at least 8
-// columns: dotF32AVX512t6/t4/t2 take the largest multiple of 8 columns in
-// dotF32AVX2's order, and addF32Tail the last cols%8 of each token, as
-// dotF32Row does, so every output has dotF32Row's bits.
+// f32Tokens is floatTokens for F32 weights with AVX2 and at least 8 columns:
+// dotF32AVX512t6/t4/t2 (AVX-512) or dotF32AVX2t3/t2 take the largest multiple
+// of 8 columns in dotF32AVX2's order, and addF32Tail the last cols%8 of each
+// token, as dotF32Row does, so every output has dotF32Row's bits.
 func (m *matMul) f32Tokens(r, hi, t0, nt int) int {
 	a := m.a
 	cols := a.cols
 	n8 := cols &^ 7
-	if !useAVX512 || n8 == 0 || nt < 2 || r >= hi {
+	if !useAVX2 || n8 == 0 || nt < 2 || r >= hi {
 		return 0
 	}
 	rows, end := m.w.Rows, t0+nt
@@ -88,15 +85,24 @@ func (m *matMul) f32Tokens(r, hi, t0, nt int) int {
 	_ = a.f[end*cols-1]
 	ys, os := 4*cols, 4*rows
 	for t := t0; t < end; {
-		n := floatGroup(end-t, nt)
+		var n int
+		if useAVX512 {
+			n = floatGroup(end-t, nt)
+		} else {
+			n = min(3, max(2, end-t)) // a last single token again with the one before
+		}
 		s := min(t, end-n)
 		y := (*float32)(unsafe.Pointer(&a.f[s*cols]))
 		for q := r; q < hi; q++ {
 			x, o := &m.w.Data[q*m.rb], &m.dst[s*rows+q]
-			switch n {
-			case 6:
+			switch {
+			case !useAVX512 && n == 3:
+				dotF32AVX2t3(x, y, ys, n8, o, os)
+			case !useAVX512:
+				dotF32AVX2t2(x, y, ys, n8, o, os)
+			case n == 6:
 				dotF32AVX512t6(x, y, ys, n8, o, os)
-			case 4:
+			case n == 4:
 				dotF32AVX512t4(x, y, ys, n8, o, os)
 			default:
 				dotF32AVX512t2(x, y, ys, n8, o, os)
