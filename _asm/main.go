@@ -141,6 +141,12 @@ func main() {
 		dotFloatAVX512Tokens("F16", 2, t)
 		dotFloatAVX512Tokens("BF16", 2, t)
 	}
+	for _, t := range floatTileTokens {
+		dotFloatAVX512Tokens("F32", 4, t)
+	}
+	for _, t := range f32AVX2Tokens {
+		dotF32AVX2Tokens(t)
+	}
 	attnConstants()
 	attnExpConstants()
 	attnScores()

@@ -101,6 +101,12 @@
 // kernels that take 8 weight rows against one token (decoding) or one row against
 // 16, 8 or 4 tokens (prompts) and reduce their pairs' sums together (tile_amd64.go;
 // F16 and BF16 prompts one row against 6, 4 or 2 tokens, floattile_amd64.go;
+// F32 from 2 tokens on (a verification step's positions) one row against 6, 4 or
+// 2 tokens with AVX-512 and 3 or 2 with AVX2 (dotF32AVX512t6 …, dotF32AVX2t3,
+// t2; f32Tokens), every token in dotF32AVX2's order, the groups of 8 past the
+// last multiple of 64 into accumulator 0 and the last cols%8 added in Go
+// (addF32Tail), so with dotF32Row's bits; the AVX2 kernels take the eight
+// accumulators in two passes of four;
 // Q4_1, Q5_1 and the lattice types' prompts several tokens per AVX2 call, each block
 // unpacked once (Q4_1 and Q5_1 with AVX-512: 16 rows against 2 tokens, below); Q4_K on AVX2 one row against 8, 4 or 2 tokens (dotQ4KAVX2x8, x4,
 // _asm/q4ktokens.go: the tokens' sums reduced together and their float steps

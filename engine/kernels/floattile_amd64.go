@@ -67,3 +67,55 @@ func floatGroup(rem, nt int) int {
 	}
 	return 2
 }
+
+// f32Tokens is floatTokens for F32 weights with AVX2 and at least 8 columns:
+// dotF32AVX512t6/t4/t2 (AVX-512) or dotF32AVX2t3/t2 take the largest multiple
+// of 8 columns in dotF32AVX2's order, and addF32Tail the last cols%8 of each
+// token, as dotF32Row does, so every output has dotF32Row's bits.
+func (m *matMul) f32Tokens(r, hi, t0, nt int) int {
+	a := m.a
+	cols := a.cols
+	n8 := cols &^ 7
+	if !useAVX2 || n8 == 0 || nt < 2 || r >= hi {
+		return 0
+	}
+	rows, end := m.w.Rows, t0+nt
+	_ = m.dst[(end-1)*rows+hi-1]
+	_ = m.w.Data[hi*m.rb-1]
+	_ = a.f[end*cols-1]
+	ys, os := 4*cols, 4*rows
+	for t := t0; t < end; {
+		var n int
+		if useAVX512 {
+			n = floatGroup(end-t, nt)
+		} else {
+			n = min(3, max(2, end-t)) // a last single token again with the one before
+		}
+		s := min(t, end-n)
+		y := (*float32)(unsafe.Pointer(&a.f[s*cols]))
+		for q := r; q < hi; q++ {
+			x, o := &m.w.Data[q*m.rb], &m.dst[s*rows+q]
+			switch {
+			case !useAVX512 && n == 3:
+				dotF32AVX2t3(x, y, ys, n8, o, os)
+			case !useAVX512:
+				dotF32AVX2t2(x, y, ys, n8, o, os)
+			case n == 6:
+				dotF32AVX512t6(x, y, ys, n8, o, os)
+			case n == 4:
+				dotF32AVX512t4(x, y, ys, n8, o, os)
+			default:
+				dotF32AVX512t2(x, y, ys, n8, o, os)
+			}
+			if n8 < cols {
+				row := m.w.Data[q*m.rb : (q+1)*m.rb]
+				for i := s; i < s+n; i++ {
+					d := &m.dst[i*rows+q]
+					*d = addF32Tail(*d, row, a.f[i*cols:(i+1)*cols], n8)
+				}
+			}
+		}
+		t = s + n
+	}
+	return hi - r
+}

@@ -90,7 +90,7 @@ func TestMatMulTokenTails(t *testing.T) {
 	defer SetThreads(SetThreads(1))
 	r := rand.New(rand.NewPCG(18, 2))
 	const rows, cols = 26, 512 // not a multiple of 4 or 16: every kernel meets a remainder
-	for _, typ := range []Type{Q4_K, Q6_K, Q8_0, Q4_0, Q5_K, F16, BF16, Q5_1, Q4_1} {
+	for _, typ := range []Type{Q4_K, Q6_K, Q8_0, Q4_0, Q5_K, F16, BF16, Q5_1, Q4_1, F32} {
 		w := Matrix{Type: typ, Rows: rows, Cols: cols, Data: make([]byte, rows*typ.RowBytes(cols))}
 		for i := 0; i < rows; i++ {
 			fillRow(r, typ, w.Row(i), 0.1)
@@ -113,7 +113,7 @@ func TestMatMulTokenTails(t *testing.T) {
 	// Rows wide enough that MatMul takes them in several blocks (blockBytes): 16,
 	// 16 and 8 rows, each through every chunk of tokens.
 	const wide, wrows = 8192, 40
-	for _, typ := range []Type{Q4_K, Q8_0, F16} {
+	for _, typ := range []Type{Q4_K, Q8_0, F16, F32} {
 		w := Matrix{Type: typ, Rows: wrows, Cols: wide, Data: make([]byte, wrows*typ.RowBytes(wide))}
 		if blockBytes/typ.RowBytes(wide) >= 32 {
 			t.Fatalf("%s rows of %d are not wide enough to make blocks", typ, wide)

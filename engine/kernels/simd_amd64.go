@@ -230,6 +230,13 @@ func dotF32Row(row []byte, x []float32) float32 {
 	}
 	_ = row[4*len(x)-1]
 	s := dotF32AVX2(&row[0], &x[0], n) // AVX-512 gains nothing: load bound
+	return addF32Tail(s, row, x, n)
+}
+
+// addF32Tail is s plus row[i]·x[i] for i from n to len(x), in element order
+// (unfused): dotF32Row's last len(x)%8 elements, which the multi-token F32
+// kernels' callers add the same way.
+func addF32Tail(s float32, row []byte, x []float32, n int) float32 {
 	for i := n; i < len(x); i++ {
 		s += math.Float32frombits(binary.LittleEndian.Uint32(row[4*i:])) * x[i]
 	}

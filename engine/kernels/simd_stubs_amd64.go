@@ -414,6 +414,36 @@ func dotF16AVX512t2(x *byte, y *float32, ys int, n int, out *float32, os int)
 //go:noescape
 func dotBF16AVX512t2(x *byte, y *float32, ys int, n int, out *float32, os int)
 
+// dotF32AVX512t6 is dotF32AVX2 of one row of n (a multiple of 8) F32 weights at x with each of 6
+// float32 rows at y, y+ys, … (ys in bytes), into out, out+os, … (os in bytes).
+//
+//go:noescape
+func dotF32AVX512t6(x *byte, y *float32, ys int, n int, out *float32, os int)
+
+// dotF32AVX512t4 is dotF32AVX2 of one row of n (a multiple of 8) F32 weights at x with each of 4
+// float32 rows at y, y+ys, … (ys in bytes), into out, out+os, … (os in bytes).
+//
+//go:noescape
+func dotF32AVX512t4(x *byte, y *float32, ys int, n int, out *float32, os int)
+
+// dotF32AVX512t2 is dotF32AVX2 of one row of n (a multiple of 8) F32 weights at x with each of 2
+// float32 rows at y, y+ys, … (ys in bytes), into out, out+os, … (os in bytes).
+//
+//go:noescape
+func dotF32AVX512t2(x *byte, y *float32, ys int, n int, out *float32, os int)
+
+// dotF32AVX2t3 is dotF32AVX2 of one row of n (a multiple of 8) F32 weights at x with each of 3
+// float32 rows at y, y+ys, … (ys in bytes), into out, out+os, … (os in bytes).
+//
+//go:noescape
+func dotF32AVX2t3(x *byte, y *float32, ys int, n int, out *float32, os int)
+
+// dotF32AVX2t2 is dotF32AVX2 of one row of n (a multiple of 8) F32 weights at x with each of 2
+// float32 rows at y, y+ys, … (ys in bytes), into out, out+os, … (os in bytes).
+//
+//go:noescape
+func dotF32AVX2t2(x *byte, y *float32, ys int, n int, out *float32, os int)
+
 // attnScoresF16 sets s[j] = scale·(q·k_j) for j < n, k_j the hd binary16 values at
 // k + j·stride (hd a multiple of 8), as attnSpanGeneric computes it.
 //

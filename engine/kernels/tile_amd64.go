@@ -202,6 +202,9 @@ func (a *acts) checkBlocks(n int) {
 // has kernels for the rows' type, and returns n (0: it has none). hi bounds the
 // rows it may take.
 func (m *matMul) fastTokens(r, hi, t0, nt int) int {
+	if m.w.Type == F32 {
+		return m.f32Tokens(r, hi, t0, nt)
+	}
 	if !useAVX512 {
 		return 0
 	}
