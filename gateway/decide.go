@@ -23,7 +23,14 @@ type ask struct {
 	maxField  string // the field that limits the output, for a 400 naming it
 	tools     bool   // the request gives tools the model may call
 
-	allowTier  [tiers.NumTiers]bool // the plan's tiers
+	allowTier [tiers.NumTiers]bool // the plan's tiers
+}
+
+// asks is what the decision asks of the request: functions, apart from ask because
+// the chain copies ask's pointers (the model named, its adapter, the field) out, so
+// Go's escape analysis moves whatever ask holds to the heap; the job's method values
+// here stay on its stack (issue 36: 3 allocations per request).
+type asks struct {
 	allowModel func(id string) bool // the plan's models and adapters a tier may list (nil: all)
 	hidden     func(id string) bool // the tier candidates that do not exist for the tenant (others' private adapters; nil: none)
 	plan       func(m *model) plan  // the request's plan on a model; a function of the model alone (the job memoizes it)
@@ -73,15 +80,16 @@ func (ch *chain) end() *apiError {
 // tiers before it excluded), each tier's model chosen as though the models before
 // it in the chain had refused (they count as failing, as the predictor marks a
 // model that refused). A request with tools goes to a model whose template renders
-// tools where one may serve it, in each step. dst is the entries' backing array.
-func decide(a *ask, sn *snapshot, now time.Time, dst []choice) (chain, *apiError) {
+// tools where one may serve it, in each step. dst is the entries' backing array (a
+// chain longer than its capacity takes one of tiers.NumTiers entries).
+func decide(a *ask, f *asks, sn *snapshot, now time.Time, dst []choice) (chain, *apiError) {
 	ch := chain{entries: dst[:0]}
 	if m := a.rt.named; m != nil {
 		if st := sn.stats(m.id, now); st.MaxQueue > 0 && st.Queue >= st.MaxQueue {
 			return ch, &apiError{status: 503, typ: "server_error", code: "overloaded", retry: 1, reason: "overloaded",
 				message: "the model '" + m.id + "' is overloaded (" + strconv.Itoa(st.Queue) + " requests queued); retry later"}
 		}
-		p := a.plan(m)
+		p := f.plan(m)
 		if p.err != nil {
 			return ch, p.err
 		}
@@ -98,13 +106,13 @@ func decide(a *ask, sn *snapshot, now time.Time, dst []choice) (chain, *apiError
 		out = 256 // unknown: a typical answer, for the latency prediction
 	}
 	need := func(id string) tiers.Need {
-		p := a.plan(sn.model(id))
+		p := f.plan(sn.model(id))
 		return tiers.Need{PromptTokens: p.nPrompt, MaxTokens: p.billedOut(a.n), Unfit: p.err != nil}
 	}
 	req := tiers.Request{
 		Mode: a.rt.mode, Tier: a.rt.tier, MaxLatency: a.rt.maxLatency, MaxCost: a.rt.maxCost,
 		Remaining: sn.remaining, MaxTokens: out, Need: need,
-		AllowTier: a.allowTier, AllowModel: a.allowModel, Hidden: a.hidden,
+		AllowTier: a.allowTier, AllowModel: f.allowModel, Hidden: f.hidden,
 	}
 	// A model already in the chain is failing for the tiers after it: it is tried only
 	// once the entries before refused, and it was one of them. An adapter is its base
@@ -141,15 +149,18 @@ func decide(a *ask, sn *snapshot, now time.Time, dst []choice) (chain, *apiError
 		}
 		if err != nil {
 			if len(ch.entries) == 0 {
-				return ch, noFit(a, sn, err)
+				return ch, noFit(a, f, sn, err)
 			}
 			if a.rt.steppable() {
-				ch.noFit, ch.unfit, ch.maxField = err, unfitError(a, sn, err), a.maxField
+				ch.noFit, ch.unfit, ch.maxField = err, unfitError(f, sn, err), a.maxField
 			}
 			break
 		}
 		m, ad := sn.model(d.Candidate.Model), sn.adapters[d.Candidate.Model]
-		ch.entries = append(ch.entries, choice{m: m, adapter: ad, tier: d.Tier, tierName: d.Tier.String(), plan: a.plan(m), cost: d.Cost, reserve: d.Cost})
+		if len(ch.entries) == cap(ch.entries) { // the job's room is for one: the chain's own
+			ch.entries = append(make([]choice, 0, tiers.NumTiers), ch.entries...)
+		}
+		ch.entries = append(ch.entries, choice{m: m, adapter: ad, tier: d.Tier, tierName: d.Tier.String(), plan: f.plan(m), cost: d.Cost, reserve: d.Cost})
 		req.Exclude |= 1 << uint(d.Tier)
 	}
 	return ch, nil
@@ -164,8 +175,8 @@ func (sn *snapshot) model(id string) *model {
 }
 
 // noFit answers a request no tier may serve, for the reason of the last tier tried.
-func noFit(a *ask, sn *snapshot, err error) *apiError {
-	if aerr := unfitError(a, sn, err); aerr != nil {
+func noFit(a *ask, f *asks, sn *snapshot, err error) *apiError {
+	if aerr := unfitError(f, sn, err); aerr != nil {
 		return aerr
 	}
 	return noFitAnswer(err, a.maxField)
@@ -174,14 +185,14 @@ func noFit(a *ask, sn *snapshot, err error) *apiError {
 // unfitError is, for a request over the limits of every model tried (err a
 // tiers.NoFitError of ReasonUnfit), the limit of the last model tried that says
 // which; else nil.
-func unfitError(a *ask, sn *snapshot, err error) *apiError {
+func unfitError(f *asks, sn *snapshot, err error) *apiError {
 	nf := asNoFit(err)
 	if nf == nil || nf.Reason != tiers.ReasonUnfit {
 		return nil
 	}
 	for i := len(nf.Trace) - 1; i >= 0; i-- {
 		if sk := nf.Trace[i]; sk.Reason == tiers.ReasonUnfit && sk.Model != "" {
-			if aerr := a.plan(sn.model(sk.Model)).err; aerr != nil {
+			if aerr := f.plan(sn.model(sk.Model)).err; aerr != nil {
 				return aerr
 			}
 		}

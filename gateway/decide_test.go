@@ -86,6 +86,7 @@ func TestDecideTraces(t *testing.T) {
 			return ""
 		case "decide":
 			a := ask{n: 1, maxField: "max_tokens", allowTier: tiers.AllTiers}
+			var f asks
 			if d.HasArg("model") {
 				var id string
 				d.ScanArgs(t, "model", &id)
@@ -125,11 +126,11 @@ func TestDecideTraces(t *testing.T) {
 				a.allowTier[tr] = false
 			}
 			if fm := listOf(t, d, "forbid_model"); len(fm) > 0 {
-				a.allowModel = func(id string) bool { return !slices.Contains(fm, id) }
+				f.allowModel = func(id string) bool { return !slices.Contains(fm, id) }
 			}
 			unfit := listOf(t, d, "unfit")
 			planned := map[string]int{}
-			a.plan = func(m *model) plan {
+			f.plan = func(m *model) plan {
 				planned[m.id]++
 				p := plan{nPrompt: prompt, out: out}
 				if slices.Contains(unfit, m.id) {
@@ -149,7 +150,7 @@ func TestDecideTraces(t *testing.T) {
 			if d.HasArg("remaining") {
 				sn.remaining = usdArgOf(t, d, "remaining")
 			}
-			ch, aerr := decide(&a, &sn, now, nil)
+			ch, aerr := decide(&a, &f, &sn, now, nil)
 			if aerr != nil {
 				return "error: " + formatAPIError(aerr) + "\n"
 			}

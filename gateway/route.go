@@ -310,11 +310,12 @@ func (j *job) decide(now time.Time) (chain, *apiError) {
 	s := j.s
 	a := ask{
 		rt: j.rt, n: j.in.feat.N, maxTokens: j.in.maxTokens, maxField: j.in.maxField, tools: j.needsTools(),
-		allowTier: j.pol.AllowedTiers(), allowModel: j.allowsCandidate, hidden: j.hiddenCandidate, plan: j.planFor,
+		allowTier: j.pol.AllowedTiers(),
 	}
+	f := asks{allowModel: j.allowsCandidate, hidden: j.hiddenCandidate, plan: j.planFor}
 	sn := snapshot{set: s.set, models: s.models, adapters: s.adapters, remaining: j.remaining(now), stats: s.pred.Stats, native: j.toolsNative}
 	s.decisions.Add(1)
-	return decide(&a, &sn, now, j.chainBuf[:0])
+	return decide(&a, &f, &sn, now, j.chainBuf[:0])
 }
 
 // allowsCandidate reports whether the job's policy may use the tier candidate id

@@ -18,7 +18,6 @@ import (
 	"github.com/lmlite/lmlite/money"
 	"github.com/lmlite/lmlite/policies"
 	"github.com/lmlite/lmlite/tenancy"
-	"github.com/lmlite/lmlite/tiers"
 )
 
 // job is one generation request on its way through the gateway (see doc.go for its
@@ -51,10 +50,10 @@ type job struct {
 	kept    bool          // its engine request is counted in s.keeps (keepalive.go) until settled
 	keepOwn time.Duration // how long its own use keeps its model (decideKeepAlive)
 
-	planBuf  [2]planned             // plans' first backing array: most requests plan one model
-	chainBuf [tiers.NumTiers]choice // the decision's entries' backing array
-	whole    whole                  // the request's whole result (not streamed, or for a finisher)
-	one      [1]wholeChoice         // the whole's choices of a plain request (respondEmbedded)
+	planBuf  [2]planned     // plans' first backing array: most requests plan one model
+	chainBuf [1]choice      // the decision's entries' backing array: most chains are one (a longer one takes its own; room for four put the job in the 2,048-byte size class, not 1,536)
+	whole    whole          // the request's whole result (not streamed, or for a finisher)
+	one      [1]wholeChoice // the whole's choices of a plain request (respondEmbedded)
 }
 
 // handleGenerate serves a generation endpoint in the wire format of its codec c

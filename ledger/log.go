@@ -122,6 +122,7 @@ type Log struct {
 	batch  Batch        // logged, not yet in the database
 	spare  Batch        // the batch last applied, for reuse
 	rec    []byte       // record buffer
+	free   *Pending     // a written Pending every appender has committed, for reuse
 
 	applyMu sync.Mutex // serialises applies (the background goroutine, Sync and Close)
 
@@ -130,9 +131,12 @@ type Log struct {
 	stopped chan struct{}
 }
 
-// Pending is a group being appended to, until Commit has written it.
+// Pending is a group being appended to, until Commit has written it. It is reused
+// once every appender has committed it (a request's allocation less, issue 36): an
+// appender must not use it after its Commit.
 type Pending struct {
-	g Group
+	g    Group
+	refs atomic.Int32 // appenders that have not committed it yet
 	// guarded by Log.walMu
 	written bool
 	err     error
@@ -182,6 +186,7 @@ func (l *Log) Append(fn func(g Group)) (*Pending, error) {
 		return nil, ErrClosed
 	}
 	fn(l.cur.g)
+	l.cur.refs.Add(1)
 	return l.cur, nil
 }
 
@@ -192,14 +197,30 @@ func (l *Log) Commit(p *Pending) error {
 	if !p.written {
 		l.mu.Lock()
 		if l.cur == p {
-			l.cur = &Pending{g: l.o.NewGroup()}
+			l.cur = l.newPendingLocked()
 		}
 		l.mu.Unlock()
 		l.writeLocked(p)
 	}
 	err := p.err
+	if p.refs.Add(-1) == 0 { // its last appender: nobody holds it now
+		*p = Pending{}
+		l.free = p
+	}
 	l.walMu.Unlock()
 	return err
+}
+
+// newPendingLocked is an empty Pending with a new group, the free one if there is
+// one. l.walMu is held.
+func (l *Log) newPendingLocked() *Pending {
+	p := l.free
+	if p == nil {
+		p = new(Pending)
+	}
+	l.free = nil
+	p.g = l.o.NewGroup()
+	return p
 }
 
 // Commits is the number of records written so far.
@@ -339,6 +360,7 @@ func (l *Log) Close() error {
 	}
 	l.closed = true // no new entries: the current group is the last
 	p := l.cur
+	p.refs.Add(1) // Close commits it as its appenders do
 	l.mu.Unlock()
 	if !p.g.Empty() {
 		l.Commit(p) // its error is its appenders'

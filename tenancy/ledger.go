@@ -315,7 +315,8 @@ func appendHold(b []byte, h *Hold) []byte {
 // and Written with its write lock held, which guards the spare buffers.
 type logOwner struct {
 	s *Store
-	// buffers of the last group written, for reuse
+	// the last group written and its buffers, for reuse
+	spare      *group
 	spareBuf   []byte
 	spareSpend []spent
 	spareEvs   []usage.Event
@@ -324,10 +325,16 @@ type logOwner struct {
 	holds []Hold
 }
 
-// NewGroup returns an empty group, reusing the buffers of the last group written.
+// NewGroup returns an empty group: the last group written, with its buffers. The
+// log holds no group it has written (Written) but in its spent Pending, which never
+// reads it again.
 func (o *logOwner) NewGroup() ledger.Group {
-	g := &group{buf: o.spareBuf[:0], spend: o.spareSpend[:0], evs: o.spareEvs[:0]}
-	o.spareBuf, o.spareSpend, o.spareEvs = nil, nil, nil
+	g := o.spare
+	if g == nil {
+		g = new(group)
+	}
+	*g = group{buf: o.spareBuf[:0], spend: o.spareSpend[:0], evs: o.spareEvs[:0]}
+	o.spare, o.spareBuf, o.spareSpend, o.spareEvs = nil, nil, nil, nil
 	return g
 }
 
@@ -365,7 +372,8 @@ func (o *logOwner) Written(lg ledger.Group, err error) {
 		clear(g.evs)
 		o.spareBuf, o.spareSpend, o.spareEvs = g.buf[:0], g.spend[:0], g.evs[:0]
 	}
-	g.buf, g.spend, g.evs = nil, nil, nil
+	*g = group{}
+	o.spare = g
 }
 
 // Replay keeps the entries and holds of a record left in the log that the database
