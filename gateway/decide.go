@@ -59,11 +59,29 @@ type chain struct {
 	noFit    error
 	unfit    *apiError
 	maxField string
+	// endReq, when lazy, is the tiers.Select that ends the chain, made only if end is
+	// called: decide saw that every candidate it may reach is forbidden, hidden or in
+	// the chain (failing), so its refusal depends on no live statistics and no need,
+	// and is the same later (chainEnds). endReq lacks the policy's functions and the
+	// set, which end is given: kept here they would move the snapshot's and the job's
+	// method values to the heap.
+	lazy   bool
+	endReq tiers.Request
 }
 
 // end is the answer when every entry refused: why no tier is left, or nil for the
-// last entry's refusal.
-func (ch *chain) end() *apiError {
+// last entry's refusal. set, allowModel and hidden are the decision's (snapshot,
+// asks).
+func (ch *chain) end(set *tiers.Set, allowModel, hidden func(id string) bool) *apiError {
+	if ch.lazy && ch.noFit == nil {
+		req := ch.endReq
+		req.AllowModel, req.Hidden = allowModel, hidden
+		_, err := tiers.Select(set, req, func(string) tiers.Stats { return tiers.Stats{Failing: true} })
+		if err == nil { // cannot be: chainEnds said every candidate fails
+			return nil
+		}
+		ch.noFit = err
+	}
 	if ch.noFit == nil {
 		return nil
 	}
@@ -71,6 +89,42 @@ func (ch *chain) end() *apiError {
 		return ch.unfit
 	}
 	return noFitAnswer(ch.noFit, ch.maxField)
+}
+
+// chainEnds reports whether tiers.Select on req, with the chain's entries failing,
+// refuses whatever the models' statistics and the request's needs: each candidate of
+// each tier it tries (allowed, not excluded) is hidden, forbidden by the policy, or
+// runs on a model in the chain (tiers.fit says forbidden or failing before it reads
+// the need or the rest of the statistics). Its refusal is then the chain's end, made
+// lazily (chain.end): the tiers.Select it saves, with its trace and error, was 2
+// allocations of every request by tiers whose chain ended early (issue 36).
+func chainEnds(sn *snapshot, req *tiers.Request, entries []choice) bool {
+	top, bottom := req.Mode.Top(), tiers.Fast
+	if req.Mode == tiers.ModeFixed {
+		top, bottom = req.Tier, req.Tier
+	}
+	for t := top; t >= bottom; t-- {
+		if !req.AllowTier[t] || req.Exclude&(1<<uint(t)) != 0 {
+			continue
+		}
+	cands:
+		for _, c := range sn.set.Tiers[t] {
+			if req.Hidden != nil && req.Hidden(c.Model) {
+				continue
+			}
+			if req.AllowModel != nil && !req.AllowModel(c.Model) {
+				continue
+			}
+			m := sn.model(c.Model)
+			for i := range entries {
+				if entries[i].m == m {
+					continue cands
+				}
+			}
+			return false
+		}
+	}
+	return true
 }
 
 // decide decides where a request goes, once. A named model is a chain of one (the
@@ -136,6 +190,11 @@ func decide(a *ask, f *asks, sn *snapshot, now time.Time, dst []choice) (chain, 
 		steps = tiers.NumTiers
 	}
 	for len(ch.entries) < steps {
+		if len(ch.entries) > 0 && chainEnds(sn, &req, ch.entries) {
+			ch.lazy, ch.maxField = true, a.maxField
+			ch.endReq = tiers.Request{Mode: req.Mode, Tier: req.Tier, AllowTier: req.AllowTier, Exclude: req.Exclude}
+			break
+		}
 		var d tiers.Decision
 		var err error
 		if a.tools {

@@ -162,7 +162,7 @@ func TestDecideTraces(t *testing.T) {
 				}
 				fmt.Fprintf(&b, "%d. %s/%s prompt=%d out=%d cost=%s reserve=%s\n", k+1, tier, e.m.id, e.nPrompt, e.out, e.cost, e.reserve)
 			}
-			if end := ch.end(); end != nil {
+			if end := ch.end(&set, f.allowModel, f.hidden); end != nil {
 				b.WriteString("end: " + formatAPIError(end) + "\n")
 			} else {
 				b.WriteString("end: the last refusal\n")

@@ -389,7 +389,7 @@ func (j *job) run(ctx *fasthttp.RequestCtx) bool {
 		forMoney = false
 		j.ticket.Release()
 	}
-	if end := ch.end(); end != nil && !forMoney { // no money left: that, rather than why no tier is left
+	if end := ch.end(s.set, j.allowsCandidate, j.hiddenCandidate); end != nil && !forMoney { // no money left: that, rather than why no tier is left
 		refused = end
 	}
 	j.fail(ctx, refused)

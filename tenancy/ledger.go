@@ -302,13 +302,67 @@ func (s *Store) addHold(h Hold) (uint64, *ledger.Pending, error) {
 	return h.Seq, p, err
 }
 
-// appendHold appends h as JSON.
+// appendHold appends h as JSON: encoding/json's bytes for h, written without its
+// reflection and allocation (once per request). Strings are written by holdString.
 func appendHold(b []byte, h *Hold) []byte {
-	js, err := json.Marshal(h) // once per request, beside the entry's hand-written encoding
-	if err != nil {
-		panic(err) // plain data: cannot fail
+	b = append(b, `{"hold":`...)
+	b = strconv.AppendUint(b, h.Seq, 10)
+	b = append(b, `,"time":`...)
+	if y := h.Time.Year(); y < 0 || y > 9999 {
+		js, err := json.Marshal(h.Time) // out of RFC 3339's range: encoding/json's answer
+		if err != nil {
+			panic(err)
+		}
+		b = append(b, js...)
+	} else {
+		b = append(b, '"')
+		b = h.Time.AppendFormat(b, time.RFC3339Nano)
+		b = append(b, '"')
 	}
-	return append(b, js...)
+	b = append(b, `,"request_id":`...)
+	b = holdString(b, h.RequestID)
+	if h.ClientRequestID != "" {
+		b = append(b, `,"client_request_id":`...)
+		b = holdString(b, h.ClientRequestID)
+	}
+	b = append(b, `,"tenant":`...)
+	b = holdString(b, h.Tenant)
+	str := func(b []byte, name, v string) []byte {
+		if v == "" {
+			return b
+		}
+		b = append(b, `,"`...)
+		b = append(b, name...)
+		b = append(b, `":`...)
+		return holdString(b, v)
+	}
+	b = str(b, "key_id", h.KeyID)
+	b = str(b, "model", h.Model)
+	b = str(b, "tier", h.Tier)
+	b = append(b, `,"prompt_tokens":`...)
+	b = strconv.AppendInt(b, int64(h.PromptTokens), 10)
+	b = append(b, `,"reserved_nano_usd":`...)
+	b = strconv.AppendInt(b, int64(h.Reserved), 10)
+	b = str(b, "ticket", h.Ticket)
+	return append(b, '}')
+}
+
+// holdString appends s as encoding/json writes it: printable ASCII but for '"', '\\'
+// and its HTML escapes ('<', '>', '&') as is; any other string (rare in ids and
+// names) through encoding/json itself, so the bytes stay its own.
+func holdString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			js, err := json.Marshal(s)
+			if err != nil {
+				panic(err) // a string: cannot fail
+			}
+			return append(b, js...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 // logOwner is the Store as its log's owner (ledger.Owner). The log calls NewGroup

@@ -624,3 +624,34 @@ func TestTicketChecksTokensPerMinute(t *testing.T) {
 		t.Fatalf("the burst of 2 was spent by two admissions; a third: %v", err)
 	}
 }
+
+// TestHoldsAppendHoldIsEncodingJSON: a hold's hand-written encoding is encoding/json's
+// byte for byte, escapes (quotes, controls, HTML, U+2028, invalid UTF-8) and
+// omitempty fields included.
+func TestHoldsAppendHoldIsEncodingJSON(t *testing.T) {
+	for _, h := range []Hold{
+		{},
+		{Seq: 1, Time: time.Date(2026, 11, 22, 12, 0, 0, 123456789, time.UTC), RequestID: "req_1", Tenant: "acme", PromptTokens: 12, Reserved: 3400},
+		{Seq: 1 << 60, Time: time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("x", 3600)), RequestID: "a\"b\\c\n\x01\b\f\x7f<&>\u2028é\xff",
+			ClientRequestID: "c<1>", Tenant: "t&u", KeyID: "k", Model: "m", Tier: "fast", PromptTokens: -7, Reserved: -3, Ticket: "tk:1"},
+		{Seq: 2, Time: time.Date(1, 1, 1, 0, 0, 0, 1, time.FixedZone("y", -5*3600-30*60)), RequestID: "batch_1-0", Tenant: "t", Model: "ft:m:t:x"},
+	} {
+		want, err := json.Marshal(&h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := appendHold(nil, &h); string(got) != string(want) {
+			t.Errorf("appendHold:\n got %s\nwant %s", got, want)
+		}
+	}
+}
+
+// TestHoldsAppendHoldAllocs: a hold of plain ids is encoded into the group's buffer
+// without allocating (encoding/json took one per request).
+func TestHoldsAppendHoldAllocs(t *testing.T) {
+	h := Hold{Seq: 9, Time: time.Now(), RequestID: "chatcmpl-0123456789abcdef", Tenant: "acme", KeyID: "key_1", Model: "m", Tier: "fast", PromptTokens: 99, Reserved: 12345}
+	buf := make([]byte, 0, 1024)
+	if n := testing.AllocsPerRun(100, func() { buf = appendHold(buf[:0], &h) }); n != 0 {
+		t.Errorf("appendHold: %v allocations, want 0", n)
+	}
+}
