@@ -64,20 +64,7 @@ func scoresKVTile(typ string, T int) {
 			a[k] = YMM()
 			VINSERTI128(U8(1), rows.at(4+k).Offset(off), lo.AsY(), a[k])
 		}
-		b0, b1, b2, b3 := YMM(), YMM(), YMM(), YMM()
-		VPUNPCKLDQ(a[1], a[0], b0)
-		VPUNPCKHDQ(a[1], a[0], b1)
-		VPUNPCKLDQ(a[3], a[2], b2)
-		VPUNPCKHDQ(a[3], a[2], b3)
-		var w [4]VecVirtual
-		for i := range w {
-			w[i] = YMM()
-		}
-		VPUNPCKLQDQ(b2, b0, w[0])
-		VPUNPCKHQDQ(b2, b0, w[1])
-		VPUNPCKLQDQ(b3, b1, w[2])
-		VPUNPCKHQDQ(b3, b1, w[3])
-		return w
+		return unpackDwords4(a, YMM)
 	}
 	accs := make([]VecVirtual, T)
 	for t := range accs {

@@ -261,20 +261,7 @@ func dot0Outer(typ string, T int) {
 				VINSERTI32X4(U8(l), rows.at(4*l+k).Offset(off), a[k], a[k])
 			}
 		}
-		b0, b1, b2, b3 := ZMM(), ZMM(), ZMM(), ZMM()
-		VPUNPCKLDQ(a[1], a[0], b0)
-		VPUNPCKHDQ(a[1], a[0], b1)
-		VPUNPCKLDQ(a[3], a[2], b2)
-		VPUNPCKHDQ(a[3], a[2], b3)
-		var w [4]VecVirtual
-		for i := range w {
-			w[i] = ZMM()
-		}
-		VPUNPCKLQDQ(b2, b0, w[0])
-		VPUNPCKHQDQ(b2, b0, w[1])
-		VPUNPCKLQDQ(b3, b1, w[2])
-		VPUNPCKHQDQ(b3, b1, w[3])
-		return w
+		return unpackDwords4(a, ZMM)
 	}
 	var w [8]VecVirtual
 	lo := transpose(qsOff)

@@ -132,20 +132,7 @@ func transpose16(rows rowSet, off int) [4]VecVirtual {
 			VINSERTI32X4(U8(l), rows.at(4*l+k).Offset(off), a[k], a[k])
 		}
 	}
-	b0, b1, b2, b3 := ZMM(), ZMM(), ZMM(), ZMM()
-	VPUNPCKLDQ(a[1], a[0], b0)
-	VPUNPCKHDQ(a[1], a[0], b1)
-	VPUNPCKLDQ(a[3], a[2], b2)
-	VPUNPCKHDQ(a[3], a[2], b3)
-	var w [4]VecVirtual
-	for i := range w {
-		w[i] = ZMM()
-	}
-	VPUNPCKLQDQ(b2, b0, w[0])
-	VPUNPCKHQDQ(b2, b0, w[1])
-	VPUNPCKLQDQ(b3, b1, w[2])
-	VPUNPCKHQDQ(b3, b1, w[3])
-	return w
+	return unpackDwords4(a, ZMM)
 }
 
 // f16Lanes converts the low 16 bits of each of v's 16 dwords from f16.
@@ -380,4 +367,24 @@ func dotKOuter(typ string, T int) {
 	Label("done")
 	VZEROUPPER()
 	RET()
+}
+
+// unpackDwords4 transposes the 32-bit words of a[0..3] within each 128-bit lane
+// (VPUNPCK{L,H}DQ, then VPUNPCK{L,H}QDQ): w[j] holds word j of a[0], a[1], a[2],
+// a[3] in turn. vec allocates the vector width (YMM or ZMM).
+func unpackDwords4(a [4]VecVirtual, vec func() VecVirtual) [4]VecVirtual {
+	b0, b1, b2, b3 := vec(), vec(), vec(), vec()
+	VPUNPCKLDQ(a[1], a[0], b0)
+	VPUNPCKHDQ(a[1], a[0], b1)
+	VPUNPCKLDQ(a[3], a[2], b2)
+	VPUNPCKHDQ(a[3], a[2], b3)
+	var w [4]VecVirtual
+	for i := range w {
+		w[i] = vec()
+	}
+	VPUNPCKLQDQ(b2, b0, w[0])
+	VPUNPCKHQDQ(b2, b0, w[1])
+	VPUNPCKLQDQ(b3, b1, w[2])
+	VPUNPCKHQDQ(b3, b1, w[3])
+	return w
 }
