@@ -127,6 +127,9 @@ func main() {
 	dotIQ3SAVX512x8()
 	latticeAVX512x8()
 	dotIQ1SAVX512x8()
+	iqPanelConstants()
+	iqPanelAVX512r4t4()
+	decodeIQ3SPanelAVX512()
 	for _, tokens := range []int{1, 2, 4} {
 		dotIQ1SAVX2(tokens)
 		dotIQ1MAVX2(tokens)
