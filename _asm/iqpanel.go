@@ -226,3 +226,171 @@ func decodeIQ3SPanelAVX512() {
 	VZEROUPPER()
 	RET()
 }
+
+// iqPanelTokIdx spreads 4 floats over 16 lanes, lane 4t+i taking float t.
+var iqPanelTokIdx Mem
+
+func iqPanelSumConstants() {
+	var b []byte
+	for l := 0; l < 16; l++ {
+		b = append(b, byte(l/4), 0, 0, 0)
+	}
+	iqPanelTokIdx = rodata("iqPanelTokIdx", b)
+}
+
+// iqPanelSumAVX512r4t4 emits the panel kernel of the lattice types whose row
+// kernels take one float step per block (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS):
+// iqPanelAVX512r4t4's integer products, each row and token's 16 dword sums
+// added up to the block's integer sum (a reduction tree over the 16 pairs,
+// leaving pair (i, t) in lane 4t+i), then per block
+// sum += ((f16(x.d)·y.d)·float(bsum))·factor, 16 pairs a register.
+func iqPanelSumAVX512r4t4() {
+	evex = true
+	defer func() { evex = false }()
+	const R, T = 4, 4
+	TEXT("iqPanelSumAVX512r4t4", NOSPLIT, "func(w, a *int16, as int, dx, dy *float32, dys, nb int, factor float32, out *float32)")
+	Pragma("noescape")
+	Doc("iqPanelSumAVX512r4t4 sets out[4·t+i] to the dot product of the decoded rows i < 4",
+		"and tokens t < 4 (iqPanelAVX512r4t4's layout) in the order of one float step per",
+		"block: sum += ((f16(x.d)·y.d)·float(block's integer sum))·factor (AVX-512 VNNI).")
+	w := Load(Param("w"), GP64())
+	a := Load(Param("a"), GP64())
+	as := Load(Param("as"), GP64())
+	dx := Load(Param("dx"), GP64())
+	dy := Load(Param("dy"), GP64())
+	dys := Load(Param("dys"), GP64())
+	n := Load(Param("nb"), GP64())
+	fx := XMM()
+	Load(Param("factor"), fx)
+	factor, tokIdx, facc := ZMM(), ZMM(), ZMM()
+	VBROADCASTSS(fx, factor)
+	VMOVDQU32(iqPanelTokIdx, tokIdx)
+	VPXORD(facc, facc, facc)
+
+	Label("iqpanelsum_loop")
+	var acc [R][T]VecVirtual
+	for ib := 0; ib < 8; ib++ {
+		var wv [R]VecVirtual
+		var av [T]VecVirtual
+		for i := range wv {
+			wv[i] = ZMM()
+			VMOVDQU64(Mem{Base: w, Disp: iqPanelBlock*i + 64*ib}, wv[i])
+		}
+		for t := range av {
+			av[t] = ZMM()
+			VMOVDQU64(Mem{Base: a, Disp: iqPanelBlock*t + 64*ib}, av[t])
+		}
+		for i := range acc {
+			for t := range acc[i] {
+				if ib == 0 {
+					acc[i][t] = ZMM()
+					VPMADDWD(av[t], wv[i], acc[i][t])
+				} else {
+					raw("VPDPWSSD", av[t], wv[i], acc[i][t])
+				}
+			}
+		}
+	}
+	// u[i]: 128-bit lane t holds 4 partial sums of row i, token t.
+	var u [R]VecVirtual
+	for i := range acc {
+		var s [2]VecVirtual
+		for p := range s {
+			lo, hi := ZMM(), ZMM()
+			VSHUFI64X2(U8(0x44), acc[i][2*p+1], acc[i][2*p], lo)
+			VSHUFI64X2(U8(0xee), acc[i][2*p+1], acc[i][2*p], hi)
+			VPADDD(hi, lo, lo)
+			s[p] = lo
+		}
+		lo, hi := ZMM(), ZMM()
+		VSHUFI64X2(U8(0x88), s[1], s[0], lo)
+		VSHUFI64X2(U8(0xdd), s[1], s[0], hi)
+		VPADDD(hi, lo, lo)
+		u[i] = lo
+	}
+	// v[h]: lane t holds rows 2h, 2h+1's two partial sums each.
+	var v [2]VecVirtual
+	for h := range v {
+		lo, hi := ZMM(), ZMM()
+		VPUNPCKLQDQ(u[2*h+1], u[2*h], lo)
+		VPUNPCKHQDQ(u[2*h+1], u[2*h], hi)
+		VPADDD(hi, lo, lo)
+		v[h] = lo
+	}
+	sums, hi := ZMM(), ZMM()
+	VSHUFPS(U8(0x88), v[1], v[0], sums)
+	VSHUFPS(U8(0xdd), v[1], v[0], hi)
+	VPADDD(hi, sums, sums) // lane 4t+i: row i, token t
+	VCVTDQ2PS(sums, sums)
+	dxv, dy4, dyv := ZMM(), XMM(), ZMM()
+	VBROADCASTF32X4(Mem{Base: dx}, dxv)
+	VMOVUPS(Mem{Base: dy}, dy4)
+	VPERMPS(dy4.AsZ(), tokIdx, dyv)
+	VMULPS(dyv, dxv, dxv) // f16(x.d)·y.d
+	VMULPS(sums, dxv, dxv)
+	VMULPS(factor, dxv, dxv)
+	VADDPS(dxv, facc, facc)
+	ADDQ(U32(iqPanelGroup*iqPanelBlock), w)
+	ADDQ(as, a)
+	ADDQ(U8(4*iqPanelGroup), dx)
+	ADDQ(dys, dy)
+	DECQ(n)
+	JNZ(LabelRef("iqpanelsum_loop"))
+	out := Load(Param("out"), GP64())
+	VMOVUPS(facc, Mem{Base: out})
+	VZEROUPPER()
+	RET()
+}
+
+// decodePanelAVX512 emits decode<typ>PanelAVX512, the panel decoder of a type
+// of one float step per block from its eight-token kernel's group decoder
+// (latticeAVX512x8): the 32 grid bytes widened to words, negated under the
+// sign mask, times the scale of their pair (sc's word m scales values 2m and
+// 2m+1), in the panels' order.
+func decodePanelAVX512(typ string, size int, group latticeGroup512) {
+	evex = true
+	defer func() { evex = false }()
+	name := "decode" + typ + "PanelAVX512"
+	TEXT(name, NOSPLIT, "func(x *byte, nb int, w *int16, dx *float32, grid *byte)")
+	Pragma("noescape")
+	Doc(name + " is decodeIQ3SPanelAVX512 for " + typ + ".")
+	x := GP64()
+	Load(Param("x"), x)
+	n := Load(Param("nb"), GP64())
+	w := Load(Param("w"), GP64())
+	dx := Load(Param("dx"), GP64())
+	grid := GP64()
+	Load(Param("grid"), grid)
+	perm := ZMM()
+	VMOVDQU32(iqPanelPerm, perm)
+	zero := ZMM()
+	VPXORD(zero, zero, zero)
+
+	Label("decode_" + typ)
+	d16 := GP32()
+	MOVWLZX(Mem{Base: x}, d16)
+	d := XMM()
+	VMOVD(d16, d)
+	VCVTPH2PS(d, d)
+	VMOVSS(d, Mem{Base: dx})
+	for ib := 0; ib < 8; ib++ {
+		g, k, sc := group(x, grid, ib)
+		v := ZMM()
+		VPMOVZXBW(g, v)
+		VPSUBW(v, zero, k, v) // negated where the sign bit is set
+		s, t := ZMM(), ZMM()
+		VPMOVZXWD(sc, s)
+		VPSLLD(U8(16), s, t)
+		VPORD(t, s, s) // dword m: sc's word m twice
+		VPMULLW(s, v, v)
+		VPERMD(v, perm, v)
+		VMOVDQU64(v, Mem{Base: w, Disp: 64 * ib})
+	}
+	ADDQ(U32(size), x)
+	ADDQ(U32(iqPanelGroup*iqPanelBlock), w)
+	ADDQ(U8(4*iqPanelGroup), dx)
+	DECQ(n)
+	JNZ(LabelRef("decode_" + typ))
+	VZEROUPPER()
+	RET()
+}

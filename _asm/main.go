@@ -130,6 +130,11 @@ func main() {
 	iqPanelConstants()
 	iqPanelAVX512r4t4()
 	decodeIQ3SPanelAVX512()
+	iqPanelSumConstants()
+	iqPanelSumAVX512r4t4()
+	for _, g := range latticeGroups512 {
+		decodePanelAVX512(g.typ, g.size, g.group)
+	}
 	for _, tokens := range []int{1, 2, 4} {
 		dotIQ1SAVX2(tokens)
 		dotIQ1MAVX2(tokens)

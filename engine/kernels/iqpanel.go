@@ -37,8 +37,30 @@ var panelPos = func() (p [32]uint8) {
 	return
 }()
 
-// panelTypes reports whether weights of type t have a panel decoder.
-func panelType(t Type) bool { return t == IQ3_S }
+// panelType reports whether weights of type t have a panel decoder.
+func panelType(t Type) bool {
+	switch t {
+	case IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS:
+		return true
+	}
+	return false
+}
+
+// panelFactor is the power of two the block sums of a type whose row kernel
+// takes one float step per block are scaled by (iqPanelSumAVX512r4t4), or 0
+// for IQ3_S (8 float lanes, iqPanelAVX512r4t4).
+func panelFactor(t Type) float32 {
+	switch t {
+	case IQ2_XXS, IQ2_XS, IQ2_S:
+		return 0.125
+	case IQ3_XXS:
+		return 0.25
+	}
+	return 0
+}
+
+// panelPut writes v as value q (< 256) of a panel block.
+func panelPut(o []int16, q int, v int32) { o[q&^31+int(panelPos[q&31])] = int16(v) }
 
 // decodePanelRow writes the nb blocks of row (of type typ) into slot i of the
 // panel w and its scales dx.
@@ -48,6 +70,24 @@ func decodePanelRow(typ Type, w []int16, dx []float32, row []byte, nb, i int) {
 	switch typ {
 	case IQ3_S:
 		decodeIQ3SPanel(w, dx, row, nb, i)
+	case IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS:
+		bb := typ.BlockBytes()
+		_ = row[nb*bb-1]
+		for b := 0; b < nb; b++ {
+			blk := row[b*bb : (b+1)*bb]
+			dx[b*iqPanelGroup+i] = f16Table[le16(blk)]
+			o := w[(b*iqPanelGroup+i)*qkK : (b*iqPanelGroup+i+1)*qkK]
+			switch typ {
+			case IQ2_XXS:
+				decodeIQ2XXSPanel(o, blk)
+			case IQ2_XS:
+				decodeIQ2XSPanel(o, blk)
+			case IQ2_S:
+				decodeIQ2SPanel(o, blk)
+			case IQ3_XXS:
+				decodeIQ3XXSPanel(o, blk)
+			}
+		}
 	default:
 		panic("kernels: no panel for " + typ.String())
 	}
@@ -75,6 +115,66 @@ func decodeIQ3SPanel(w []int16, dx []float32, row []byte, nb, i int) {
 					o[panelPos[8*l+j]] = int16(signed(gridByte32(g1, j), signs, j) * sc)
 					o[panelPos[8*l+4+j]] = int16(signed(gridByte32(g2, j), signs, j+4) * sc)
 				}
+			}
+		}
+	}
+}
+
+// The block decoders of the types with one float step per block: value ×
+// sign × the integer scale of dotIQ2XXSBlock's (…) sums, in the panels' order.
+
+func decodeIQ2XXSPanel(o []int16, blk []byte) {
+	for ib := 0; ib < 8; ib++ {
+		g := blk[2+8*ib : 2+8*ib+8]
+		aux := le32(g[4:])
+		sc := int32(2*(aux>>28) + 1)
+		for l := 0; l < 4; l++ {
+			grid, signs := iq2xxsGrid[g[l]], iqSigns(aux>>(7*l))
+			for j := 0; j < 8; j++ {
+				panelPut(o, 32*ib+8*l+j, signed(gridByte64(grid, j), signs, j)*sc)
+			}
+		}
+	}
+}
+
+func decodeIQ2XSPanel(o []int16, blk []byte) {
+	for ib := 0; ib < 8; ib++ {
+		sc := blk[66+ib]
+		scs := [2]int32{int32(2*(sc&0xf) + 1), int32(2*(sc>>4) + 1)}
+		for l := 0; l < 4; l++ {
+			q := le16(blk[2+2*(4*ib+l):])
+			grid, signs := iq2xsGrid[q&511], iqSigns(uint32(q>>9))
+			for j := 0; j < 8; j++ {
+				panelPut(o, 32*ib+8*l+j, signed(gridByte64(grid, j), signs, j)*scs[l/2])
+			}
+		}
+	}
+}
+
+func decodeIQ2SPanel(o []int16, blk []byte) {
+	for ib := 0; ib < 8; ib++ {
+		sc := blk[74+ib]
+		scs := [2]int32{int32(2*(sc&0xf) + 1), int32(2*(sc>>4) + 1)}
+		for l := 0; l < 4; l++ {
+			grid, signs := iq2sGrid[iq2SIndex(blk, ib, l)], blk[34+4*ib+l]
+			for j := 0; j < 8; j++ {
+				panelPut(o, 32*ib+8*l+j, signed(gridByte64(grid, j), signs, j)*scs[l/2])
+			}
+		}
+	}
+}
+
+func decodeIQ3XXSPanel(o []int16, blk []byte) {
+	for ib := 0; ib < 8; ib++ {
+		aux := le32(blk[66+4*ib:])
+		sc := int32(2*(aux>>28) + 1)
+		qs := blk[2+8*ib : 2+8*ib+8]
+		for l := 0; l < 4; l++ {
+			signs := iqSigns(aux >> (7 * l))
+			g1, g2 := iq3xxsGrid[qs[2*l]], iq3xxsGrid[qs[2*l+1]]
+			for j := 0; j < 4; j++ {
+				panelPut(o, 32*ib+8*l+j, signed(gridByte32(g1, j), signs, j)*sc)
+				panelPut(o, 32*ib+8*l+4+j, signed(gridByte32(g2, j), signs, j+4)*sc)
 			}
 		}
 	}
@@ -128,6 +228,22 @@ func panelDotGeneric(w []int16, dx []float32, i int, aw []int16, ydT []float32, 
 		}
 	}
 	return sum8(&acc)
+}
+
+// panelSumDotGeneric is iqPanelSumAVX512r4t4 for one row and token (as
+// panelDotGeneric): per block sum += ((dx·dy)·float(block sum))·factor.
+func panelSumDotGeneric(w []int16, dx []float32, i int, aw []int16, ydT []float32, yds, rows, t, nb int, factor float32) float32 {
+	var sum float32
+	for b := 0; b < nb; b++ {
+		wb := w[(b*iqPanelGroup+i)*qkK:]
+		ab := aw[(b*rows+t)*qkK:]
+		var bsum int32
+		for q := 0; q < qkK; q++ {
+			bsum += int32(wb[q]) * int32(ab[q])
+		}
+		sum += dx[b*iqPanelGroup+i] * ydT[b*yds+t] * float32(bsum) * factor
+	}
+	return sum
 }
 
 // iqPanelBuf is a worker's panel: iqPanelGroup rows' decoded blocks and scales.

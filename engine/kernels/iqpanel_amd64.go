@@ -2,12 +2,18 @@
 
 package kernels
 
-import "unsafe"
+import (
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+)
 
 // usesPanel reports whether a product of rows tokens by weights of type wt
-// goes through the panels (iqpanel.go): AVX-512 with VNNI, 8 tokens or more.
+// goes through the panels (iqpanel.go): AVX-512 with VNNI (and BMI2, whose
+// PDEP and PEXT the decoders of the IQ2 types and IQ3_XXS take), 8 tokens or
+// more.
 func usesPanel(wt Type, rows int) bool {
-	return useAVX512 && panelType(wt) && rows >= iqPanelMinTokens
+	return useAVX512 && cpu.X86.HasBMI2 && panelType(wt) && rows >= iqPanelMinTokens
 }
 
 // panelTokens computes rows [lo, hi) for every token through the panels,
@@ -38,10 +44,19 @@ func (m *matMul) panelTokens(lo, hi int) int {
 		for i := 0; i < g; i++ {
 			decodePanelRowAVX512(m.w.Type, buf.w, buf.dx, m.w.Data[(r+i)*m.rb:(r+i+1)*m.rb], nb, i)
 		}
+		factor := panelFactor(m.w.Type)
 		for t := 0; t < nTok; t += 4 {
 			t = min(t, nTok-4)
 			for i := 0; i < g; i += 4 {
-				iqPanelAVX512r4t4(&buf.w[i*qkK], &a.q8kW[t*qkK], as, &buf.dx[i], &a.ydT[t], dys, nb, &m.dst[t*rows+r+i], 4*rows)
+				if factor == 0 {
+					iqPanelAVX512r4t4(&buf.w[i*qkK], &a.q8kW[t*qkK], as, &buf.dx[i], &a.ydT[t], dys, nb, &m.dst[t*rows+r+i], 4*rows)
+					continue
+				}
+				var out [16]float32
+				iqPanelSumAVX512r4t4(&buf.w[i*qkK], &a.q8kW[t*qkK], as, &buf.dx[i], &a.ydT[t], dys, nb, factor, &out[0])
+				for k := 0; k < 4; k++ {
+					copy(m.dst[(t+k)*rows+r+i:(t+k)*rows+r+i+4], out[4*k:4*k+4])
+				}
 			}
 		}
 		r += g
@@ -56,6 +71,14 @@ func decodePanelRowAVX512(typ Type, w []int16, dx []float32, row []byte, nb, i i
 	switch typ {
 	case IQ3_S:
 		decodeIQ3SPanelAVX512(&row[0], nb, &w[i*qkK], &dx[i], (*byte)(unsafe.Pointer(&iq3sGrid[0])))
+	case IQ2_XXS:
+		decodeIQ2XXSPanelAVX512(&row[0], nb, &w[i*qkK], &dx[i], (*byte)(unsafe.Pointer(&iq2xxsGrid[0])))
+	case IQ2_XS:
+		decodeIQ2XSPanelAVX512(&row[0], nb, &w[i*qkK], &dx[i], (*byte)(unsafe.Pointer(&iq2xsGrid[0])))
+	case IQ2_S:
+		decodeIQ2SPanelAVX512(&row[0], nb, &w[i*qkK], &dx[i], (*byte)(unsafe.Pointer(&iq2sGrid[0])))
+	case IQ3_XXS:
+		decodeIQ3XXSPanelAVX512(&row[0], nb, &w[i*qkK], &dx[i], (*byte)(unsafe.Pointer(&iq3xxsGrid[0])))
 	default:
 		decodePanelRow(typ, w, dx, row, nb, i)
 	}

@@ -13,7 +13,7 @@ import (
 func TestPanelDecoderAVX512(t *testing.T) {
 	requireSIMD(t, "avx512")
 	r := rand.New(rand.NewPCG(45, 3))
-	for _, typ := range []Type{IQ3_S} {
+	for _, typ := range panelTypes {
 		for _, mode := range []string{"random", "ones", "zeros"} {
 			const nb = 3
 			for _, i := range []int{0, 7, iqPanelGroup - 1} {

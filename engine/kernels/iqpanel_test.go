@@ -37,28 +37,52 @@ func panelTestActs(r *rand.Rand, rows, cols int, mode string) []float32 {
 	return x
 }
 
+// panelTypes are the types with panels.
+var panelTypes = []Type{IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS}
+
+// panelRef is the reference row dot of a panel type: dotIQ3SRowGeneric for
+// IQ3_S, the block reference's for the others.
+func panelRef(typ Type) func([]byte, []q8KBlock) float32 {
+	if typ == IQ3_S {
+		return dotIQ3SRowGeneric
+	}
+	c, bb := refCodecOf(typ), typ.BlockBytes()
+	return func(row []byte, y []q8KBlock) float32 { return dotKRowGeneric(c.dotK, bb, row, y) }
+}
+
 // TestPanelDecodeMatchesRowKernel: a row decoded into a panel (decodePanelRow)
 // and tokens widened into the panels' order (widenQ8K), multiplied lane by
-// lane (panelDotGeneric), give dotIQ3SRowGeneric's bits: the decoder, the
-// layout and the float steps the panel kernel relies on.
+// lane (panelDotGeneric; panelSumDotGeneric for the types of one float step a
+// block), give the reference's bits: the decoders, the layout and the float
+// steps the panel kernels rely on.
 func TestPanelDecodeMatchesRowKernel(t *testing.T) {
+	for _, typ := range panelTypes {
+		testPanelDecode(t, typ)
+	}
+}
+
+func testPanelDecode(t *testing.T, typ Type) {
 	r := rand.New(rand.NewPCG(45, 1))
 	const nb, rows = 3, 5
+	ref := panelRef(typ)
 	for _, wm := range []string{"random", "ones", "zeros"} {
 		for _, am := range []string{"random", "flat", "alternating"} {
 			var a acts
-			a.prepare(IQ3_S, panelTestActs(r, rows, nb*qkK, am), rows, nb*qkK)
+			a.prepare(typ, panelTestActs(r, rows, nb*qkK, am), rows, nb*qkK)
 			a.widenQ8K(nb, rows)
 			w := make([]int16, nb*iqPanelGroup*qkK)
 			dx := make([]float32, nb*iqPanelGroup)
 			for i := 0; i < iqPanelGroup; i += 5 {
-				row := panelTestRow(r, IQ3_S, nb, wm)
-				decodePanelRow(IQ3_S, w, dx, row, nb, i)
+				row := panelTestRow(r, typ, nb, wm)
+				decodePanelRow(typ, w, dx, row, nb, i)
 				for tok := 0; tok < rows; tok++ {
 					got := panelDotGeneric(w, dx, i, a.q8kW, a.ydT, a.yds, rows, tok, nb)
-					want := dotIQ3SRowGeneric(row, a.q8k[tok*nb:(tok+1)*nb])
+					if f := panelFactor(typ); f != 0 {
+						got = panelSumDotGeneric(w, dx, i, a.q8kW, a.ydT, a.yds, rows, tok, nb, f)
+					}
+					want := ref(row, a.q8k[tok*nb:(tok+1)*nb])
 					if math.Float32bits(got) != math.Float32bits(want) {
-						t.Fatalf("weights %s, acts %s, slot %d token %d: %v, want %v", wm, am, i, tok, got, want)
+						t.Fatalf("%v weights %s, acts %s, slot %d token %d: %v, want %v", typ, wm, am, i, tok, got, want)
 					}
 				}
 			}
@@ -66,13 +90,20 @@ func TestPanelDecodeMatchesRowKernel(t *testing.T) {
 	}
 }
 
-// TestPanelMatMul: MatMul of IQ3_S prompts (through the panels with AVX-512
-// VNNI from 8 tokens on) gives dotIQ3SRowGeneric's bits for every row and
-// token on every level, at row counts that leave partial groups and rows
+// TestPanelMatMul: MatMul of prompts of the panel types (through the panels
+// with AVX-512 VNNI from 8 tokens on) gives the reference's bits for every row
+// and token on every level, at row counts that leave partial groups and rows
 // outside any tile, token counts that leave 1-3 tokens after the fours, and
 // extreme weights and activations; it writes nothing outside its outputs.
 func TestPanelMatMul(t *testing.T) {
+	for _, typ := range panelTypes {
+		testPanelMatMul(t, typ)
+	}
+}
+
+func testPanelMatMul(t *testing.T, typ Type) {
 	r := rand.New(rand.NewPCG(45, 2))
+	ref := panelRef(typ)
 	for _, c := range []struct {
 		rows, nb int
 		wm, am   string
@@ -82,9 +113,9 @@ func TestPanelMatMul(t *testing.T) {
 		{20, 1, "zeros", "random"}, {35, 1, "random", "alternating"},
 	} {
 		cols := c.nb * qkK
-		w := Matrix{Type: IQ3_S, Rows: c.rows, Cols: cols, Data: make([]byte, 0, c.rows*IQ3_S.RowBytes(cols))}
+		w := Matrix{Type: typ, Rows: c.rows, Cols: cols, Data: make([]byte, 0, c.rows*typ.RowBytes(cols))}
 		for i := 0; i < c.rows; i++ {
-			w.Data = append(w.Data, panelTestRow(r, IQ3_S, c.nb, c.wm)...)
+			w.Data = append(w.Data, panelTestRow(r, typ, c.nb, c.wm)...)
 		}
 		for _, nTok := range []int{7, 8, 9, 11, 16, 19, 37} {
 			x := panelTestActs(r, nTok, cols, c.am)
@@ -105,9 +136,9 @@ func TestPanelMatMul(t *testing.T) {
 				for tok := 0; tok < nTok; tok++ {
 					for i := 0; i < c.rows; i++ {
 						got := dst[tok*c.rows+i]
-						want := dotIQ3SRowGeneric(w.Row(i), y[tok*c.nb:(tok+1)*c.nb])
+						want := ref(w.Row(i), y[tok*c.nb:(tok+1)*c.nb])
 						if math.Float32bits(got) != math.Float32bits(want) {
-							t.Fatalf("%d×%d (%s, %s), %d tokens, %s: row %d token %d = %v, want %v", c.rows, cols, c.wm, c.am, nTok, level, i, tok, got, want)
+							t.Fatalf("%v %d×%d (%s, %s), %d tokens, %s: row %d token %d = %v, want %v", typ, c.rows, cols, c.wm, c.am, nTok, level, i, tok, got, want)
 						}
 					}
 				}

@@ -333,6 +333,33 @@ func iqPanelAVX512r4t4(w *int16, a *int16, as int, dx *float32, dy *float32, dys
 //go:noescape
 func decodeIQ3SPanelAVX512(x *byte, nb int, w *int16, dx *float32, grid *byte)
 
+// iqPanelSumAVX512r4t4 sets out[4·t+i] to the dot product of the decoded rows i < 4
+// and tokens t < 4 (iqPanelAVX512r4t4's layout) in the order of one float step per
+// block: sum += ((f16(x.d)·y.d)·float(block's integer sum))·factor (AVX-512 VNNI).
+//
+//go:noescape
+func iqPanelSumAVX512r4t4(w *int16, a *int16, as int, dx *float32, dy *float32, dys int, nb int, factor float32, out *float32)
+
+// decodeIQ2XXSPanelAVX512 is decodeIQ3SPanelAVX512 for IQ2XXS.
+//
+//go:noescape
+func decodeIQ2XXSPanelAVX512(x *byte, nb int, w *int16, dx *float32, grid *byte)
+
+// decodeIQ3XXSPanelAVX512 is decodeIQ3SPanelAVX512 for IQ3XXS.
+//
+//go:noescape
+func decodeIQ3XXSPanelAVX512(x *byte, nb int, w *int16, dx *float32, grid *byte)
+
+// decodeIQ2XSPanelAVX512 is decodeIQ3SPanelAVX512 for IQ2XS.
+//
+//go:noescape
+func decodeIQ2XSPanelAVX512(x *byte, nb int, w *int16, dx *float32, grid *byte)
+
+// decodeIQ2SPanelAVX512 is decodeIQ3SPanelAVX512 for IQ2S.
+//
+//go:noescape
+func decodeIQ2SPanelAVX512(x *byte, nb int, w *int16, dx *float32, grid *byte)
+
 // dotIQ1SAVX2 is the dot product of n IQ1_S blocks at x with n q8KBlocks at y; grid is the type's grid.
 //
 //go:noescape
