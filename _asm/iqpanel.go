@@ -244,15 +244,22 @@ func iqPanelSumConstants() {
 // added up to the block's integer sum (a reduction tree over the 16 pairs,
 // leaving pair (i, t) in lane 4t+i), then per block
 // sum += ((f16(x.d)·y.d)·float(bsum))·factor, 16 pairs a register.
-func iqPanelSumAVX512r4t4() {
+//
+// With factorFirst (IQ1_S, iqPanelSumFAVX512r4t4) the step is
+// sum += (f16(x.d)·y.d)·(float(bsum)·factor), dotIQ1SBlock's order.
+func iqPanelSumAVX512r4t4(name string, factorFirst bool) {
 	evex = true
 	defer func() { evex = false }()
 	const R, T = 4, 4
-	TEXT("iqPanelSumAVX512r4t4", NOSPLIT, "func(w, a *int16, as int, dx, dy *float32, dys, nb int, factor float32, out *float32)")
+	TEXT(name, NOSPLIT, "func(w, a *int16, as int, dx, dy *float32, dys, nb int, factor float32, out *float32)")
 	Pragma("noescape")
-	Doc("iqPanelSumAVX512r4t4 sets out[4·t+i] to the dot product of the decoded rows i < 4",
+	step := "((f16(x.d)·y.d)·float(block's integer sum))·factor"
+	if factorFirst {
+		step = "(f16(x.d)·y.d)·(float(block's integer sum)·factor)"
+	}
+	Doc(name+" sets out[4·t+i] to the dot product of the decoded rows i < 4",
 		"and tokens t < 4 (iqPanelAVX512r4t4's layout) in the order of one float step per",
-		"block: sum += ((f16(x.d)·y.d)·float(block's integer sum))·factor (AVX-512 VNNI).")
+		"block: sum += "+step+" (AVX-512 VNNI).")
 	w := Load(Param("w"), GP64())
 	a := Load(Param("a"), GP64())
 	as := Load(Param("as"), GP64())
@@ -267,7 +274,7 @@ func iqPanelSumAVX512r4t4() {
 	VMOVDQU32(iqPanelTokIdx, tokIdx)
 	VPXORD(facc, facc, facc)
 
-	Label("iqpanelsum_loop")
+	Label(name + "_loop")
 	var acc [R][T]VecVirtual
 	for ib := 0; ib < 8; ib++ {
 		var wv [R]VecVirtual
@@ -327,15 +334,20 @@ func iqPanelSumAVX512r4t4() {
 	VMOVUPS(Mem{Base: dy}, dy4)
 	VPERMPS(dy4.AsZ(), tokIdx, dyv)
 	VMULPS(dyv, dxv, dxv) // f16(x.d)·y.d
-	VMULPS(sums, dxv, dxv)
-	VMULPS(factor, dxv, dxv)
+	if factorFirst {
+		VMULPS(factor, sums, sums)
+		VMULPS(sums, dxv, dxv)
+	} else {
+		VMULPS(sums, dxv, dxv)
+		VMULPS(factor, dxv, dxv)
+	}
 	VADDPS(dxv, facc, facc)
 	ADDQ(U32(iqPanelGroup*iqPanelBlock), w)
 	ADDQ(as, a)
 	ADDQ(U8(4*iqPanelGroup), dx)
 	ADDQ(dys, dy)
 	DECQ(n)
-	JNZ(LabelRef("iqpanelsum_loop"))
+	JNZ(LabelRef(name + "_loop"))
 	out := Load(Param("out"), GP64())
 	VMOVUPS(facc, Mem{Base: out})
 	VZEROUPPER()
@@ -391,6 +403,81 @@ func decodePanelAVX512(typ string, size int, group latticeGroup512) {
 	ADDQ(U8(4*iqPanelGroup), dx)
 	DECQ(n)
 	JNZ(LabelRef("decode_" + typ))
+	VZEROUPPER()
+	RET()
+}
+
+// decodeIQ1SPanelAVX512 emits the IQ1_S panel decoder: value q of sub-block ib
+// is ls·(8·grid + delta) (ls = 2·scale+1, delta = ±1), so that the block's one
+// integer sum is 8·sumi + sumi1 of dotIQ1SBlock and float(it)·0.125 is its
+// float32(sumi) + float32(0.125·float32(sumi1)) (both exact below 2^24).
+func decodeIQ1SPanelAVX512() {
+	evex = true
+	defer func() { evex = false }()
+	TEXT("decodeIQ1SPanelAVX512", NOSPLIT, "func(x *byte, nb int, w *int16, dx *float32, grid *byte)")
+	Pragma("noescape")
+	Doc("decodeIQ1SPanelAVX512 is decodeIQ3SPanelAVX512 for IQ1_S (values ls·(8·grid+delta)).")
+	x := GP64()
+	Load(Param("x"), x)
+	n := Load(Param("nb"), GP64())
+	w := Load(Param("w"), GP64())
+	dx := Load(Param("dx"), GP64())
+	grid := GP64()
+	Load(Param("grid"), grid)
+	perm := ZMM()
+	VMOVDQU32(iqPanelPerm, perm)
+
+	Label("decode_IQ1S")
+	d16 := GP32()
+	MOVWLZX(Mem{Base: x}, d16)
+	d := XMM()
+	VMOVD(d16, d)
+	VCVTPH2PS(d, d)
+	VMOVSS(d, Mem{Base: dx})
+	for ib := 0; ib < 8; ib++ {
+		h := GP64()
+		MOVWQZX(Mem{Base: x, Disp: 34 + 2*ib}, h)
+		g := gather8x(grid, func(l int) GPVirtual {
+			r, t := GP64(), GP64()
+			MOVQ(h, t)
+			SHRQ(U8(3*l), t)
+			ANDQ(U32(7), t)
+			SHLQ(U8(8), t)
+			MOVBQZX(Mem{Base: x, Disp: 2 + 4*ib + l}, r)
+			ORQ(t, r)
+			return r
+		})
+		// ls = 2·(h>>12&7)+1; c1 = 8·ls; c0 = ±ls (negative with bit 15).
+		ls, c0, sg := GP64(), GP64(), GP64()
+		MOVQ(h, ls)
+		SHRQ(U8(12), ls)
+		ANDQ(U32(7), ls)
+		LEAQ(Mem{Base: ls, Index: ls, Scale: 1, Disp: 1}, ls)
+		MOVQ(h, sg)
+		SHRQ(U8(15), sg) // 1 if negative
+		NEGQ(sg)         // 0 or all ones
+		MOVQ(ls, c0)
+		XORQ(sg, c0)
+		SUBQ(sg, c0) // ±ls
+		SHLQ(U8(3), ls)
+		c1x, c0x := XMM(), XMM()
+		VMOVD(ls.As32(), c1x)
+		VMOVD(c0.As32(), c0x)
+		c1v, c0v := ZMM(), ZMM()
+		VPBROADCASTW(c1x, c1v)
+		VPBROADCASTW(c0x, c0v)
+		v := ZMM()
+		VPMOVSXBW(g, v)
+		VPMULLW(c1v, v, v)
+		VPADDW(c0v, v, v)
+		VPERMD(v, perm, v)
+		VMOVDQU64(v, Mem{Base: w, Disp: 64 * ib})
+	}
+	ADDQ(U32(50), x)
+	ADDQ(U32(iqPanelGroup*iqPanelBlock), w)
+	ADDQ(U8(4*iqPanelGroup), dx)
+	DECQ(n)
+	JNZ(LabelRef("decode_IQ1S"))
 	VZEROUPPER()
 	RET()
 }

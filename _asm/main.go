@@ -131,7 +131,9 @@ func main() {
 	iqPanelAVX512r4t4()
 	decodeIQ3SPanelAVX512()
 	iqPanelSumConstants()
-	iqPanelSumAVX512r4t4()
+	iqPanelSumAVX512r4t4("iqPanelSumAVX512r4t4", false)
+	iqPanelSumAVX512r4t4("iqPanelSumFAVX512r4t4", true)
+	decodeIQ1SPanelAVX512()
 	for _, g := range latticeGroups512 {
 		decodePanelAVX512(g.typ, g.size, g.group)
 	}

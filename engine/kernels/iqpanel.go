@@ -40,7 +40,7 @@ var panelPos = func() (p [32]uint8) {
 // panelType reports whether weights of type t have a panel decoder.
 func panelType(t Type) bool {
 	switch t {
-	case IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS:
+	case IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ1_S:
 		return true
 	}
 	return false
@@ -51,13 +51,17 @@ func panelType(t Type) bool {
 // for IQ3_S (8 float lanes, iqPanelAVX512r4t4).
 func panelFactor(t Type) float32 {
 	switch t {
-	case IQ2_XXS, IQ2_XS, IQ2_S:
+	case IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S:
 		return 0.125
 	case IQ3_XXS:
 		return 0.25
 	}
 	return 0
 }
+
+// panelFactorFirst reports whether the block step of type t scales the
+// integer sum before the scales' product (IQ1_S: iqPanelSumFAVX512r4t4).
+func panelFactorFirst(t Type) bool { return t == IQ1_S }
 
 // panelPut writes v as value q (< 256) of a panel block.
 func panelPut(o []int16, q int, v int32) { o[q&^31+int(panelPos[q&31])] = int16(v) }
@@ -70,7 +74,7 @@ func decodePanelRow(typ Type, w []int16, dx []float32, row []byte, nb, i int) {
 	switch typ {
 	case IQ3_S:
 		decodeIQ3SPanel(w, dx, row, nb, i)
-	case IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS:
+	case IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ1_S:
 		bb := typ.BlockBytes()
 		_ = row[nb*bb-1]
 		for b := 0; b < nb; b++ {
@@ -86,6 +90,8 @@ func decodePanelRow(typ Type, w []int16, dx []float32, row []byte, nb, i int) {
 				decodeIQ2SPanel(o, blk)
 			case IQ3_XXS:
 				decodeIQ3XXSPanel(o, blk)
+			case IQ1_S:
+				decodeIQ1SPanel(o, blk)
 			}
 		}
 	default:
@@ -180,6 +186,27 @@ func decodeIQ3XXSPanel(o []int16, blk []byte) {
 	}
 }
 
+// decodeIQ1SPanel writes ls·(8·grid + delta): the block's one integer sum is
+// then 8·sumi + sumi1 of dotIQ1SBlock, and float(it)·0.125 equals its
+// float32(sumi) + float32(0.125·float32(sumi1)) (every term exact: the sums
+// stay below 2^24).
+func decodeIQ1SPanel(o []int16, blk []byte) {
+	for ib := 0; ib < 8; ib++ {
+		h := uint32(le16(blk[34+2*ib:]))
+		ls := int32(2*(h>>12&7) + 1)
+		delta := int32(1)
+		if h&0x8000 != 0 {
+			delta = -1
+		}
+		for l := 0; l < 4; l++ {
+			grid := iq1Grid(uint32(blk[2+4*ib+l]) | (h>>(3*l)&7)<<8)
+			for j := 0; j < 8; j++ {
+				panelPut(o, 32*ib+8*l+j, ls*(8*int32(int8(grid>>(8*j)))+delta))
+			}
+		}
+	}
+}
+
 // widenQ8K fills a.q8kW from a.q8k: block b of token t at words
 // (b·rows+t)·256, in the panels' order.
 //
@@ -231,8 +258,9 @@ func panelDotGeneric(w []int16, dx []float32, i int, aw []int16, ydT []float32, 
 }
 
 // panelSumDotGeneric is iqPanelSumAVX512r4t4 for one row and token (as
-// panelDotGeneric): per block sum += ((dx·dy)·float(block sum))·factor.
-func panelSumDotGeneric(w []int16, dx []float32, i int, aw []int16, ydT []float32, yds, rows, t, nb int, factor float32) float32 {
+// panelDotGeneric): per block sum += ((dx·dy)·float(block sum))·factor, or
+// with factorFirst (dx·dy)·(float(block sum)·factor).
+func panelSumDotGeneric(w []int16, dx []float32, i int, aw []int16, ydT []float32, yds, rows, t, nb int, factor float32, factorFirst bool) float32 {
 	var sum float32
 	for b := 0; b < nb; b++ {
 		wb := w[(b*iqPanelGroup+i)*qkK:]
@@ -241,7 +269,11 @@ func panelSumDotGeneric(w []int16, dx []float32, i int, aw []int16, ydT []float3
 		for q := 0; q < qkK; q++ {
 			bsum += int32(wb[q]) * int32(ab[q])
 		}
-		sum += dx[b*iqPanelGroup+i] * ydT[b*yds+t] * float32(bsum) * factor
+		if factorFirst {
+			sum += dx[b*iqPanelGroup+i] * ydT[b*yds+t] * (float32(bsum) * factor)
+		} else {
+			sum += dx[b*iqPanelGroup+i] * ydT[b*yds+t] * float32(bsum) * factor
+		}
 	}
 	return sum
 }

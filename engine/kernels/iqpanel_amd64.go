@@ -53,7 +53,11 @@ func (m *matMul) panelTokens(lo, hi int) int {
 					continue
 				}
 				var out [16]float32
-				iqPanelSumAVX512r4t4(&buf.w[i*qkK], &a.q8kW[t*qkK], as, &buf.dx[i], &a.ydT[t], dys, nb, factor, &out[0])
+				if panelFactorFirst(m.w.Type) {
+					iqPanelSumFAVX512r4t4(&buf.w[i*qkK], &a.q8kW[t*qkK], as, &buf.dx[i], &a.ydT[t], dys, nb, factor, &out[0])
+				} else {
+					iqPanelSumAVX512r4t4(&buf.w[i*qkK], &a.q8kW[t*qkK], as, &buf.dx[i], &a.ydT[t], dys, nb, factor, &out[0])
+				}
 				for k := 0; k < 4; k++ {
 					copy(m.dst[(t+k)*rows+r+i:(t+k)*rows+r+i+4], out[4*k:4*k+4])
 				}
@@ -79,6 +83,8 @@ func decodePanelRowAVX512(typ Type, w []int16, dx []float32, row []byte, nb, i i
 		decodeIQ2SPanelAVX512(&row[0], nb, &w[i*qkK], &dx[i], (*byte)(unsafe.Pointer(&iq2sGrid[0])))
 	case IQ3_XXS:
 		decodeIQ3XXSPanelAVX512(&row[0], nb, &w[i*qkK], &dx[i], (*byte)(unsafe.Pointer(&iq3xxsGrid[0])))
+	case IQ1_S:
+		decodeIQ1SPanelAVX512(&row[0], nb, &w[i*qkK], &dx[i], (*byte)(unsafe.Pointer(&iq1sGrid[0])))
 	default:
 		decodePanelRow(typ, w, dx, row, nb, i)
 	}

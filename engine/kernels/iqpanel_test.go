@@ -38,7 +38,7 @@ func panelTestActs(r *rand.Rand, rows, cols int, mode string) []float32 {
 }
 
 // panelTypes are the types with panels.
-var panelTypes = []Type{IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS}
+var panelTypes = []Type{IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ1_S}
 
 // panelRef is the reference row dot of a panel type: dotIQ3SRowGeneric for
 // IQ3_S, the block reference's for the others.
@@ -78,7 +78,7 @@ func testPanelDecode(t *testing.T, typ Type) {
 				for tok := 0; tok < rows; tok++ {
 					got := panelDotGeneric(w, dx, i, a.q8kW, a.ydT, a.yds, rows, tok, nb)
 					if f := panelFactor(typ); f != 0 {
-						got = panelSumDotGeneric(w, dx, i, a.q8kW, a.ydT, a.yds, rows, tok, nb, f)
+						got = panelSumDotGeneric(w, dx, i, a.q8kW, a.ydT, a.yds, rows, tok, nb, f, panelFactorFirst(typ))
 					}
 					want := ref(row, a.q8k[tok*nb:(tok+1)*nb])
 					if math.Float32bits(got) != math.Float32bits(want) {

@@ -21169,7 +21169,7 @@ TEXT ·iqPanelSumAVX512r4t4(SB), NOSPLIT, $0-72
 	VMOVDQU32    iqPanelTokIdx<>+0(SB), Z2
 	VPXORD       Z1, Z1, Z1
 
-iqpanelsum_loop:
+iqPanelSumAVX512r4t4_loop:
 	VMOVDQU64       (AX), Z3
 	VMOVDQU64       512(AX), Z4
 	VMOVDQU64       1024(AX), Z5
@@ -21420,9 +21420,704 @@ iqpanelsum_loop:
 	ADDQ            $0x40, BX
 	ADDQ            DI, SI
 	DECQ            R8
-	JNZ             iqpanelsum_loop
+	JNZ             iqPanelSumAVX512r4t4_loop
 	MOVQ            out+64(FP), AX
 	VMOVUPS         Z1, (AX)
+	VZEROUPPER
+	RET
+
+// func iqPanelSumFAVX512r4t4(w *int16, a *int16, as int, dx *float32, dy *float32, dys int, nb int, factor float32, out *float32)
+// Requires: AVX, AVX512BW, AVX512F, SSE
+TEXT ·iqPanelSumFAVX512r4t4(SB), NOSPLIT, $0-72
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         as+16(FP), DX
+	MOVQ         dx+24(FP), BX
+	MOVQ         dy+32(FP), SI
+	MOVQ         dys+40(FP), DI
+	MOVQ         nb+48(FP), R8
+	MOVSS        factor+56(FP), X0
+	VBROADCASTSS X0, Z0
+	VMOVDQU32    iqPanelTokIdx<>+0(SB), Z2
+	VPXORD       Z1, Z1, Z1
+
+iqPanelSumFAVX512r4t4_loop:
+	VMOVDQU64       (AX), Z3
+	VMOVDQU64       512(AX), Z4
+	VMOVDQU64       1024(AX), Z5
+	VMOVDQU64       1536(AX), Z6
+	VMOVDQU64       (CX), Z7
+	VMOVDQU64       512(CX), Z8
+	VMOVDQU64       1024(CX), Z9
+	VMOVDQU64       1536(CX), Z10
+	VPMADDWD        Z7, Z3, Z11
+	VPMADDWD        Z8, Z3, Z12
+	VPMADDWD        Z9, Z3, Z13
+	VPMADDWD        Z10, Z3, Z3
+	VPMADDWD        Z7, Z4, Z15
+	VPMADDWD        Z8, Z4, Z16
+	VPMADDWD        Z9, Z4, Z17
+	VPMADDWD        Z10, Z4, Z4
+	VPMADDWD        Z7, Z5, Z18
+	VPMADDWD        Z8, Z5, Z19
+	VPMADDWD        Z9, Z5, Z20
+	VPMADDWD        Z10, Z5, Z5
+	VPMADDWD        Z7, Z6, Z7
+	VPMADDWD        Z8, Z6, Z8
+	VPMADDWD        Z9, Z6, Z9
+	VPMADDWD        Z10, Z6, Z6
+	VMOVDQU64       64(AX), Z10
+	VMOVDQU64       576(AX), Z21
+	VMOVDQU64       1088(AX), Z22
+	VMOVDQU64       1600(AX), Z23
+	VMOVDQU64       64(CX), Z24
+	VMOVDQU64       576(CX), Z25
+	VMOVDQU64       1088(CX), Z26
+	VMOVDQU64       1600(CX), Z27
+	VPDPWSSD        Z24, Z10, Z11
+	VPDPWSSD        Z25, Z10, Z12
+	VPDPWSSD        Z26, Z10, Z13
+	VPDPWSSD        Z27, Z10, Z3
+	VPDPWSSD        Z24, Z21, Z15
+	VPDPWSSD        Z25, Z21, Z16
+	VPDPWSSD        Z26, Z21, Z17
+	VPDPWSSD        Z27, Z21, Z4
+	VPDPWSSD        Z24, Z22, Z18
+	VPDPWSSD        Z25, Z22, Z19
+	VPDPWSSD        Z26, Z22, Z20
+	VPDPWSSD        Z27, Z22, Z5
+	VPDPWSSD        Z24, Z23, Z7
+	VPDPWSSD        Z25, Z23, Z8
+	VPDPWSSD        Z26, Z23, Z9
+	VPDPWSSD        Z27, Z23, Z6
+	VMOVDQU64       128(AX), Z10
+	VMOVDQU64       640(AX), Z21
+	VMOVDQU64       1152(AX), Z22
+	VMOVDQU64       1664(AX), Z23
+	VMOVDQU64       128(CX), Z24
+	VMOVDQU64       640(CX), Z25
+	VMOVDQU64       1152(CX), Z26
+	VMOVDQU64       1664(CX), Z27
+	VPDPWSSD        Z24, Z10, Z11
+	VPDPWSSD        Z25, Z10, Z12
+	VPDPWSSD        Z26, Z10, Z13
+	VPDPWSSD        Z27, Z10, Z3
+	VPDPWSSD        Z24, Z21, Z15
+	VPDPWSSD        Z25, Z21, Z16
+	VPDPWSSD        Z26, Z21, Z17
+	VPDPWSSD        Z27, Z21, Z4
+	VPDPWSSD        Z24, Z22, Z18
+	VPDPWSSD        Z25, Z22, Z19
+	VPDPWSSD        Z26, Z22, Z20
+	VPDPWSSD        Z27, Z22, Z5
+	VPDPWSSD        Z24, Z23, Z7
+	VPDPWSSD        Z25, Z23, Z8
+	VPDPWSSD        Z26, Z23, Z9
+	VPDPWSSD        Z27, Z23, Z6
+	VMOVDQU64       192(AX), Z10
+	VMOVDQU64       704(AX), Z21
+	VMOVDQU64       1216(AX), Z22
+	VMOVDQU64       1728(AX), Z23
+	VMOVDQU64       192(CX), Z24
+	VMOVDQU64       704(CX), Z25
+	VMOVDQU64       1216(CX), Z26
+	VMOVDQU64       1728(CX), Z27
+	VPDPWSSD        Z24, Z10, Z11
+	VPDPWSSD        Z25, Z10, Z12
+	VPDPWSSD        Z26, Z10, Z13
+	VPDPWSSD        Z27, Z10, Z3
+	VPDPWSSD        Z24, Z21, Z15
+	VPDPWSSD        Z25, Z21, Z16
+	VPDPWSSD        Z26, Z21, Z17
+	VPDPWSSD        Z27, Z21, Z4
+	VPDPWSSD        Z24, Z22, Z18
+	VPDPWSSD        Z25, Z22, Z19
+	VPDPWSSD        Z26, Z22, Z20
+	VPDPWSSD        Z27, Z22, Z5
+	VPDPWSSD        Z24, Z23, Z7
+	VPDPWSSD        Z25, Z23, Z8
+	VPDPWSSD        Z26, Z23, Z9
+	VPDPWSSD        Z27, Z23, Z6
+	VMOVDQU64       256(AX), Z10
+	VMOVDQU64       768(AX), Z21
+	VMOVDQU64       1280(AX), Z22
+	VMOVDQU64       1792(AX), Z23
+	VMOVDQU64       256(CX), Z24
+	VMOVDQU64       768(CX), Z25
+	VMOVDQU64       1280(CX), Z26
+	VMOVDQU64       1792(CX), Z27
+	VPDPWSSD        Z24, Z10, Z11
+	VPDPWSSD        Z25, Z10, Z12
+	VPDPWSSD        Z26, Z10, Z13
+	VPDPWSSD        Z27, Z10, Z3
+	VPDPWSSD        Z24, Z21, Z15
+	VPDPWSSD        Z25, Z21, Z16
+	VPDPWSSD        Z26, Z21, Z17
+	VPDPWSSD        Z27, Z21, Z4
+	VPDPWSSD        Z24, Z22, Z18
+	VPDPWSSD        Z25, Z22, Z19
+	VPDPWSSD        Z26, Z22, Z20
+	VPDPWSSD        Z27, Z22, Z5
+	VPDPWSSD        Z24, Z23, Z7
+	VPDPWSSD        Z25, Z23, Z8
+	VPDPWSSD        Z26, Z23, Z9
+	VPDPWSSD        Z27, Z23, Z6
+	VMOVDQU64       320(AX), Z10
+	VMOVDQU64       832(AX), Z21
+	VMOVDQU64       1344(AX), Z22
+	VMOVDQU64       1856(AX), Z23
+	VMOVDQU64       320(CX), Z24
+	VMOVDQU64       832(CX), Z25
+	VMOVDQU64       1344(CX), Z26
+	VMOVDQU64       1856(CX), Z27
+	VPDPWSSD        Z24, Z10, Z11
+	VPDPWSSD        Z25, Z10, Z12
+	VPDPWSSD        Z26, Z10, Z13
+	VPDPWSSD        Z27, Z10, Z3
+	VPDPWSSD        Z24, Z21, Z15
+	VPDPWSSD        Z25, Z21, Z16
+	VPDPWSSD        Z26, Z21, Z17
+	VPDPWSSD        Z27, Z21, Z4
+	VPDPWSSD        Z24, Z22, Z18
+	VPDPWSSD        Z25, Z22, Z19
+	VPDPWSSD        Z26, Z22, Z20
+	VPDPWSSD        Z27, Z22, Z5
+	VPDPWSSD        Z24, Z23, Z7
+	VPDPWSSD        Z25, Z23, Z8
+	VPDPWSSD        Z26, Z23, Z9
+	VPDPWSSD        Z27, Z23, Z6
+	VMOVDQU64       384(AX), Z10
+	VMOVDQU64       896(AX), Z21
+	VMOVDQU64       1408(AX), Z22
+	VMOVDQU64       1920(AX), Z23
+	VMOVDQU64       384(CX), Z24
+	VMOVDQU64       896(CX), Z25
+	VMOVDQU64       1408(CX), Z26
+	VMOVDQU64       1920(CX), Z27
+	VPDPWSSD        Z24, Z10, Z11
+	VPDPWSSD        Z25, Z10, Z12
+	VPDPWSSD        Z26, Z10, Z13
+	VPDPWSSD        Z27, Z10, Z3
+	VPDPWSSD        Z24, Z21, Z15
+	VPDPWSSD        Z25, Z21, Z16
+	VPDPWSSD        Z26, Z21, Z17
+	VPDPWSSD        Z27, Z21, Z4
+	VPDPWSSD        Z24, Z22, Z18
+	VPDPWSSD        Z25, Z22, Z19
+	VPDPWSSD        Z26, Z22, Z20
+	VPDPWSSD        Z27, Z22, Z5
+	VPDPWSSD        Z24, Z23, Z7
+	VPDPWSSD        Z25, Z23, Z8
+	VPDPWSSD        Z26, Z23, Z9
+	VPDPWSSD        Z27, Z23, Z6
+	VMOVDQU64       448(AX), Z10
+	VMOVDQU64       960(AX), Z21
+	VMOVDQU64       1472(AX), Z22
+	VMOVDQU64       1984(AX), Z23
+	VMOVDQU64       448(CX), Z24
+	VMOVDQU64       960(CX), Z25
+	VMOVDQU64       1472(CX), Z26
+	VMOVDQU64       1984(CX), Z27
+	VPDPWSSD        Z24, Z10, Z11
+	VPDPWSSD        Z25, Z10, Z12
+	VPDPWSSD        Z26, Z10, Z13
+	VPDPWSSD        Z27, Z10, Z3
+	VPDPWSSD        Z24, Z21, Z15
+	VPDPWSSD        Z25, Z21, Z16
+	VPDPWSSD        Z26, Z21, Z17
+	VPDPWSSD        Z27, Z21, Z4
+	VPDPWSSD        Z24, Z22, Z18
+	VPDPWSSD        Z25, Z22, Z19
+	VPDPWSSD        Z26, Z22, Z20
+	VPDPWSSD        Z27, Z22, Z5
+	VPDPWSSD        Z24, Z23, Z7
+	VPDPWSSD        Z25, Z23, Z8
+	VPDPWSSD        Z26, Z23, Z9
+	VPDPWSSD        Z27, Z23, Z6
+	VSHUFI64X2      $0x44, Z12, Z11, Z10
+	VSHUFI64X2      $0xee, Z12, Z11, Z11
+	VPADDD          Z11, Z10, Z10
+	VSHUFI64X2      $0x44, Z3, Z13, Z11
+	VSHUFI64X2      $0xee, Z3, Z13, Z3
+	VPADDD          Z3, Z11, Z11
+	VSHUFI64X2      $0x88, Z11, Z10, Z3
+	VSHUFI64X2      $0xdd, Z11, Z10, Z10
+	VPADDD          Z10, Z3, Z3
+	VSHUFI64X2      $0x44, Z16, Z15, Z10
+	VSHUFI64X2      $0xee, Z16, Z15, Z11
+	VPADDD          Z11, Z10, Z10
+	VSHUFI64X2      $0x44, Z4, Z17, Z11
+	VSHUFI64X2      $0xee, Z4, Z17, Z4
+	VPADDD          Z4, Z11, Z11
+	VSHUFI64X2      $0x88, Z11, Z10, Z4
+	VSHUFI64X2      $0xdd, Z11, Z10, Z10
+	VPADDD          Z10, Z4, Z4
+	VSHUFI64X2      $0x44, Z19, Z18, Z10
+	VSHUFI64X2      $0xee, Z19, Z18, Z11
+	VPADDD          Z11, Z10, Z10
+	VSHUFI64X2      $0x44, Z5, Z20, Z11
+	VSHUFI64X2      $0xee, Z5, Z20, Z5
+	VPADDD          Z5, Z11, Z11
+	VSHUFI64X2      $0x88, Z11, Z10, Z5
+	VSHUFI64X2      $0xdd, Z11, Z10, Z10
+	VPADDD          Z10, Z5, Z5
+	VSHUFI64X2      $0x44, Z8, Z7, Z10
+	VSHUFI64X2      $0xee, Z8, Z7, Z7
+	VPADDD          Z7, Z10, Z10
+	VSHUFI64X2      $0x44, Z6, Z9, Z7
+	VSHUFI64X2      $0xee, Z6, Z9, Z6
+	VPADDD          Z6, Z7, Z7
+	VSHUFI64X2      $0x88, Z7, Z10, Z6
+	VSHUFI64X2      $0xdd, Z7, Z10, Z7
+	VPADDD          Z7, Z6, Z6
+	VPUNPCKLQDQ     Z4, Z3, Z7
+	VPUNPCKHQDQ     Z4, Z3, Z3
+	VPADDD          Z3, Z7, Z7
+	VPUNPCKLQDQ     Z6, Z5, Z3
+	VPUNPCKHQDQ     Z6, Z5, Z4
+	VPADDD          Z4, Z3, Z3
+	VSHUFPS         $0x88, Z3, Z7, Z4
+	VSHUFPS         $0xdd, Z3, Z7, Z3
+	VPADDD          Z3, Z4, Z4
+	VCVTDQ2PS       Z4, Z4
+	VBROADCASTF32X4 (BX), Z3
+	VMOVUPS         (SI), X14
+	VPERMPS         Z14, Z2, Z5
+	VMULPS          Z5, Z3, Z3
+	VMULPS          Z0, Z4, Z4
+	VMULPS          Z4, Z3, Z3
+	VADDPS          Z3, Z1, Z1
+	ADDQ            $0x00002000, AX
+	ADDQ            DX, CX
+	ADDQ            $0x40, BX
+	ADDQ            DI, SI
+	DECQ            R8
+	JNZ             iqPanelSumFAVX512r4t4_loop
+	MOVQ            out+64(FP), AX
+	VMOVUPS         Z1, (AX)
+	VZEROUPPER
+	RET
+
+// func decodeIQ1SPanelAVX512(x *byte, nb int, w *int16, dx *float32, grid *byte)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL, F16C
+TEXT ·decodeIQ1SPanelAVX512(SB), NOSPLIT, $0-40
+	MOVQ      x+0(FP), AX
+	MOVQ      nb+8(FP), CX
+	MOVQ      w+16(FP), DX
+	MOVQ      dx+24(FP), BX
+	MOVQ      grid+32(FP), SI
+	VMOVDQU32 iqPanelPerm<>+0(SB), Z0
+
+decode_IQ1S:
+	MOVWLZX      (AX), DI
+	VMOVD        DI, X1
+	VCVTPH2PS    X1, X1
+	VMOVSS       X1, (BX)
+	MOVWQZX      34(AX), DI
+	MOVQ         DI, R9
+	SHRQ         $0x00, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      2(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (SI)(R8*8), X1
+	MOVQ         DI, R9
+	SHRQ         $0x03, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      3(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X1, X1
+	MOVQ         DI, R9
+	SHRQ         $0x06, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      4(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (SI)(R8*8), X2
+	MOVQ         DI, R9
+	SHRQ         $0x09, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      5(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X2, X2
+	VINSERTI32X4 $0x01, X2, Y1, Y2
+	MOVQ         DI, R8
+	SHRQ         $0x0c, R8
+	ANDQ         $0x00000007, R8
+	LEAQ         1(R8)(R8*1), R8
+	MOVQ         DI, R9
+	SHRQ         $0x0f, R9
+	NEGQ         R9
+	MOVQ         R8, DI
+	XORQ         R9, DI
+	SUBQ         R9, DI
+	SHLQ         $0x03, R8
+	VMOVD        R8, X3
+	VMOVD        DI, X1
+	VPBROADCASTW X3, Z3
+	VPBROADCASTW X1, Z4
+	VPMOVSXBW    Y2, Z2
+	VPMULLW      Z3, Z2, Z2
+	VPADDW       Z4, Z2, Z2
+	VPERMD       Z2, Z0, Z2
+	VMOVDQU64    Z2, (DX)
+	MOVWQZX      36(AX), DI
+	MOVQ         DI, R9
+	SHRQ         $0x00, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      6(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (SI)(R8*8), X1
+	MOVQ         DI, R9
+	SHRQ         $0x03, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      7(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X1, X1
+	MOVQ         DI, R9
+	SHRQ         $0x06, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      8(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (SI)(R8*8), X2
+	MOVQ         DI, R9
+	SHRQ         $0x09, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      9(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X2, X2
+	VINSERTI32X4 $0x01, X2, Y1, Y2
+	MOVQ         DI, R8
+	SHRQ         $0x0c, R8
+	ANDQ         $0x00000007, R8
+	LEAQ         1(R8)(R8*1), R8
+	MOVQ         DI, R9
+	SHRQ         $0x0f, R9
+	NEGQ         R9
+	MOVQ         R8, DI
+	XORQ         R9, DI
+	SUBQ         R9, DI
+	SHLQ         $0x03, R8
+	VMOVD        R8, X3
+	VMOVD        DI, X1
+	VPBROADCASTW X3, Z3
+	VPBROADCASTW X1, Z4
+	VPMOVSXBW    Y2, Z2
+	VPMULLW      Z3, Z2, Z2
+	VPADDW       Z4, Z2, Z2
+	VPERMD       Z2, Z0, Z2
+	VMOVDQU64    Z2, 64(DX)
+	MOVWQZX      38(AX), DI
+	MOVQ         DI, R9
+	SHRQ         $0x00, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      10(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (SI)(R8*8), X1
+	MOVQ         DI, R9
+	SHRQ         $0x03, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      11(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X1, X1
+	MOVQ         DI, R9
+	SHRQ         $0x06, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      12(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (SI)(R8*8), X2
+	MOVQ         DI, R9
+	SHRQ         $0x09, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      13(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X2, X2
+	VINSERTI32X4 $0x01, X2, Y1, Y2
+	MOVQ         DI, R8
+	SHRQ         $0x0c, R8
+	ANDQ         $0x00000007, R8
+	LEAQ         1(R8)(R8*1), R8
+	MOVQ         DI, R9
+	SHRQ         $0x0f, R9
+	NEGQ         R9
+	MOVQ         R8, DI
+	XORQ         R9, DI
+	SUBQ         R9, DI
+	SHLQ         $0x03, R8
+	VMOVD        R8, X3
+	VMOVD        DI, X1
+	VPBROADCASTW X3, Z3
+	VPBROADCASTW X1, Z4
+	VPMOVSXBW    Y2, Z2
+	VPMULLW      Z3, Z2, Z2
+	VPADDW       Z4, Z2, Z2
+	VPERMD       Z2, Z0, Z2
+	VMOVDQU64    Z2, 128(DX)
+	MOVWQZX      40(AX), DI
+	MOVQ         DI, R9
+	SHRQ         $0x00, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      14(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (SI)(R8*8), X1
+	MOVQ         DI, R9
+	SHRQ         $0x03, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      15(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X1, X1
+	MOVQ         DI, R9
+	SHRQ         $0x06, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      16(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (SI)(R8*8), X2
+	MOVQ         DI, R9
+	SHRQ         $0x09, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      17(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X2, X2
+	VINSERTI32X4 $0x01, X2, Y1, Y2
+	MOVQ         DI, R8
+	SHRQ         $0x0c, R8
+	ANDQ         $0x00000007, R8
+	LEAQ         1(R8)(R8*1), R8
+	MOVQ         DI, R9
+	SHRQ         $0x0f, R9
+	NEGQ         R9
+	MOVQ         R8, DI
+	XORQ         R9, DI
+	SUBQ         R9, DI
+	SHLQ         $0x03, R8
+	VMOVD        R8, X3
+	VMOVD        DI, X1
+	VPBROADCASTW X3, Z3
+	VPBROADCASTW X1, Z4
+	VPMOVSXBW    Y2, Z2
+	VPMULLW      Z3, Z2, Z2
+	VPADDW       Z4, Z2, Z2
+	VPERMD       Z2, Z0, Z2
+	VMOVDQU64    Z2, 192(DX)
+	MOVWQZX      42(AX), DI
+	MOVQ         DI, R9
+	SHRQ         $0x00, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      18(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (SI)(R8*8), X1
+	MOVQ         DI, R9
+	SHRQ         $0x03, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      19(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X1, X1
+	MOVQ         DI, R9
+	SHRQ         $0x06, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      20(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (SI)(R8*8), X2
+	MOVQ         DI, R9
+	SHRQ         $0x09, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      21(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X2, X2
+	VINSERTI32X4 $0x01, X2, Y1, Y2
+	MOVQ         DI, R8
+	SHRQ         $0x0c, R8
+	ANDQ         $0x00000007, R8
+	LEAQ         1(R8)(R8*1), R8
+	MOVQ         DI, R9
+	SHRQ         $0x0f, R9
+	NEGQ         R9
+	MOVQ         R8, DI
+	XORQ         R9, DI
+	SUBQ         R9, DI
+	SHLQ         $0x03, R8
+	VMOVD        R8, X3
+	VMOVD        DI, X1
+	VPBROADCASTW X3, Z3
+	VPBROADCASTW X1, Z4
+	VPMOVSXBW    Y2, Z2
+	VPMULLW      Z3, Z2, Z2
+	VPADDW       Z4, Z2, Z2
+	VPERMD       Z2, Z0, Z2
+	VMOVDQU64    Z2, 256(DX)
+	MOVWQZX      44(AX), DI
+	MOVQ         DI, R9
+	SHRQ         $0x00, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      22(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (SI)(R8*8), X1
+	MOVQ         DI, R9
+	SHRQ         $0x03, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      23(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X1, X1
+	MOVQ         DI, R9
+	SHRQ         $0x06, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      24(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (SI)(R8*8), X2
+	MOVQ         DI, R9
+	SHRQ         $0x09, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      25(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X2, X2
+	VINSERTI32X4 $0x01, X2, Y1, Y2
+	MOVQ         DI, R8
+	SHRQ         $0x0c, R8
+	ANDQ         $0x00000007, R8
+	LEAQ         1(R8)(R8*1), R8
+	MOVQ         DI, R9
+	SHRQ         $0x0f, R9
+	NEGQ         R9
+	MOVQ         R8, DI
+	XORQ         R9, DI
+	SUBQ         R9, DI
+	SHLQ         $0x03, R8
+	VMOVD        R8, X3
+	VMOVD        DI, X1
+	VPBROADCASTW X3, Z3
+	VPBROADCASTW X1, Z4
+	VPMOVSXBW    Y2, Z2
+	VPMULLW      Z3, Z2, Z2
+	VPADDW       Z4, Z2, Z2
+	VPERMD       Z2, Z0, Z2
+	VMOVDQU64    Z2, 320(DX)
+	MOVWQZX      46(AX), DI
+	MOVQ         DI, R9
+	SHRQ         $0x00, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      26(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (SI)(R8*8), X1
+	MOVQ         DI, R9
+	SHRQ         $0x03, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      27(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X1, X1
+	MOVQ         DI, R9
+	SHRQ         $0x06, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      28(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (SI)(R8*8), X2
+	MOVQ         DI, R9
+	SHRQ         $0x09, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      29(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X2, X2
+	VINSERTI32X4 $0x01, X2, Y1, Y2
+	MOVQ         DI, R8
+	SHRQ         $0x0c, R8
+	ANDQ         $0x00000007, R8
+	LEAQ         1(R8)(R8*1), R8
+	MOVQ         DI, R9
+	SHRQ         $0x0f, R9
+	NEGQ         R9
+	MOVQ         R8, DI
+	XORQ         R9, DI
+	SUBQ         R9, DI
+	SHLQ         $0x03, R8
+	VMOVD        R8, X3
+	VMOVD        DI, X1
+	VPBROADCASTW X3, Z3
+	VPBROADCASTW X1, Z4
+	VPMOVSXBW    Y2, Z2
+	VPMULLW      Z3, Z2, Z2
+	VPADDW       Z4, Z2, Z2
+	VPERMD       Z2, Z0, Z2
+	VMOVDQU64    Z2, 384(DX)
+	MOVWQZX      48(AX), DI
+	MOVQ         DI, R9
+	SHRQ         $0x00, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      30(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (SI)(R8*8), X1
+	MOVQ         DI, R9
+	SHRQ         $0x03, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      31(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X1, X1
+	MOVQ         DI, R9
+	SHRQ         $0x06, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      32(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (SI)(R8*8), X2
+	MOVQ         DI, R9
+	SHRQ         $0x09, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      33(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X2, X2
+	VINSERTI32X4 $0x01, X2, Y1, Y2
+	MOVQ         DI, R8
+	SHRQ         $0x0c, R8
+	ANDQ         $0x00000007, R8
+	LEAQ         1(R8)(R8*1), R8
+	MOVQ         DI, R9
+	SHRQ         $0x0f, R9
+	NEGQ         R9
+	MOVQ         R8, DI
+	XORQ         R9, DI
+	SUBQ         R9, DI
+	SHLQ         $0x03, R8
+	VMOVD        R8, X3
+	VMOVD        DI, X1
+	VPBROADCASTW X3, Z3
+	VPBROADCASTW X1, Z4
+	VPMOVSXBW    Y2, Z2
+	VPMULLW      Z3, Z2, Z2
+	VPADDW       Z4, Z2, Z2
+	VPERMD       Z2, Z0, Z2
+	VMOVDQU64    Z2, 448(DX)
+	ADDQ         $0x00000032, AX
+	ADDQ         $0x00002000, DX
+	ADDQ         $0x40, BX
+	DECQ         CX
+	JNZ          decode_IQ1S
 	VZEROUPPER
 	RET
 

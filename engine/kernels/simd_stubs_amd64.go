@@ -340,6 +340,18 @@ func decodeIQ3SPanelAVX512(x *byte, nb int, w *int16, dx *float32, grid *byte)
 //go:noescape
 func iqPanelSumAVX512r4t4(w *int16, a *int16, as int, dx *float32, dy *float32, dys int, nb int, factor float32, out *float32)
 
+// iqPanelSumFAVX512r4t4 sets out[4·t+i] to the dot product of the decoded rows i < 4
+// and tokens t < 4 (iqPanelAVX512r4t4's layout) in the order of one float step per
+// block: sum += (f16(x.d)·y.d)·(float(block's integer sum)·factor) (AVX-512 VNNI).
+//
+//go:noescape
+func iqPanelSumFAVX512r4t4(w *int16, a *int16, as int, dx *float32, dy *float32, dys int, nb int, factor float32, out *float32)
+
+// decodeIQ1SPanelAVX512 is decodeIQ3SPanelAVX512 for IQ1_S (values ls·(8·grid+delta)).
+//
+//go:noescape
+func decodeIQ1SPanelAVX512(x *byte, nb int, w *int16, dx *float32, grid *byte)
+
 // decodeIQ2XXSPanelAVX512 is decodeIQ3SPanelAVX512 for IQ2XXS.
 //
 //go:noescape
