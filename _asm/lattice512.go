@@ -274,7 +274,20 @@ func latticeKernel512(typ string, size int, factor float32, group latticeGroup51
 // groups of their AVX2 kernels (lattice.go), the signs as masks (BMI2's PDEP and
 // PEXT, which every AVX-512 CPU has, spread the sign indices).
 func latticeAVX512x8() {
-	latticeKernel512("IQ2XXS", 66, 0.125, func(x, grid GPVirtual, ib int) (VecVirtual, OpmaskVirtual, VecVirtual) {
+	for _, g := range latticeGroups512 {
+		latticeKernel512(g.typ, g.size, g.factor, g.group)
+	}
+}
+
+// latticeGroups512 are the group decoders of latticeAVX512x8's types (also
+// the panel decoders', iqpanel.go).
+var latticeGroups512 = []struct {
+	typ    string
+	size   int
+	factor float32
+	group  latticeGroup512
+}{
+	{"IQ2XXS", 66, 0.125, func(x, grid GPVirtual, ib int) (VecVirtual, OpmaskVirtual, VecVirtual) {
 		g := gather8x(grid, byteIndex(x, 2+8*ib))
 		aux, s := GP64(), GP64()
 		MOVLQZX(Mem{Base: x, Disp: 2 + 8*ib + 4}, aux)
@@ -282,8 +295,8 @@ func latticeAVX512x8() {
 		SHRQ(U8(28), s)
 		k := evenSignMask(aux)
 		return g, k, scaleAll(s)
-	})
-	latticeKernel512("IQ3XXS", 98, 0.25, func(x, grid GPVirtual, ib int) (VecVirtual, OpmaskVirtual, VecVirtual) {
+	}},
+	{"IQ3XXS", 98, 0.25, func(x, grid GPVirtual, ib int) (VecVirtual, OpmaskVirtual, VecVirtual) {
 		g := gather4x(grid, byteIndex(x, 2+8*ib))
 		aux, s := GP64(), GP64()
 		MOVLQZX(Mem{Base: x, Disp: 66 + 4*ib}, aux)
@@ -291,8 +304,8 @@ func latticeAVX512x8() {
 		SHRQ(U8(28), s)
 		k := evenSignMask(aux)
 		return g, k, scaleAll(s)
-	})
-	latticeKernel512("IQ2XS", 74, 0.125, func(x, grid GPVirtual, ib int) (VecVirtual, OpmaskVirtual, VecVirtual) {
+	}},
+	{"IQ2XS", 74, 0.125, func(x, grid GPVirtual, ib int) (VecVirtual, OpmaskVirtual, VecVirtual) {
 		g := gather8x(grid, func(l int) GPVirtual {
 			r := GP64()
 			MOVWQZX(Mem{Base: x, Disp: 2 + 8*ib + 2*l}, r)
@@ -306,8 +319,8 @@ func latticeAVX512x8() {
 		PEXTQ(mk, w, idx)
 		k := evenSignMask(idx)
 		return g, k, scaleHalves(Mem{Base: x, Disp: 66 + ib})
-	})
-	latticeKernel512("IQ2S", 82, 0.125, func(x, grid GPVirtual, ib int) (VecVirtual, OpmaskVirtual, VecVirtual) {
+	}},
+	{"IQ2S", 82, 0.125, func(x, grid GPVirtual, ib int) (VecVirtual, OpmaskVirtual, VecVirtual) {
 		qh := GP64()
 		MOVBQZX(Mem{Base: x, Disp: 66 + ib}, qh)
 		g := gather8x(grid, func(l int) GPVirtual {
@@ -322,7 +335,7 @@ func latticeAVX512x8() {
 		k := K()
 		KMOVD(Mem{Base: x, Disp: 34 + 4*ib}, k)
 		return g, k, scaleHalves(Mem{Base: x, Disp: 74 + ib})
-	})
+	}},
 }
 
 // dotIQ1SAVX512x8 emits dotIQ1SAVX2's kernel for eight tokens with AVX-512 (BW,

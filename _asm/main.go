@@ -127,6 +127,16 @@ func main() {
 	dotIQ3SAVX512x8()
 	latticeAVX512x8()
 	dotIQ1SAVX512x8()
+	iqPanelConstants()
+	iqPanelAVX512r4t4()
+	decodeIQ3SPanelAVX512()
+	iqPanelSumConstants()
+	iqPanelSumAVX512r4t4("iqPanelSumAVX512r4t4", false)
+	iqPanelSumAVX512r4t4("iqPanelSumFAVX512r4t4", true)
+	decodeIQ1SPanelAVX512()
+	for _, g := range latticeGroups512 {
+		decodePanelAVX512(g.typ, g.size, g.group)
+	}
 	for _, tokens := range []int{1, 2, 4} {
 		dotIQ1SAVX2(tokens)
 		dotIQ1MAVX2(tokens)

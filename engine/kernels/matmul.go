@@ -64,7 +64,10 @@ type acts struct {
 	// q8kP is, with bsT, the rows' quants block by block, permuted for the
 	// VNNI 16-token kernel: part j (64 bytes) of a block holds quants 8j … 8j+7
 	// of sub-blocks 0, 1, …, 7 in turn (permuteQ8K).
-	q8kP  []int8
+	q8kP []int8
+	// q8kW is, for products through the lattice types' panels (usesPanel),
+	// the quants widened to int16 in the panels' order (iqpanel.go).
+	q8kW  []int16
 	rows  int
 	shift int // Q8_0: actShift
 	// yds is ydT's stride: rows, but 4 for 2 or 3 rows, which q8k and ydT then
@@ -135,6 +138,9 @@ func (a *acts) prepare(wt Type, x []float32, rows, cols int) {
 			for i := range rows * nb {
 				permuteQ8K(a.q8kP[i*qkK:(i+1)*qkK], &a.q8k[i].qs)
 			}
+		}
+		if usesPanel(wt, rows) {
+			a.widenQ8K(nb, rows)
 		}
 	default:
 		panic("kernels: no activation format " + typ.String())
@@ -393,6 +399,7 @@ func (m *matMul) rows(lo, hi int) {
 		return
 	}
 	lo = m.repackTokens(lo, hi)
+	lo = m.panelTokens(lo, hi)
 	// Rows in blocks of about blockBytes, then tokens in chunks of tokChunk, the
 	// block's rows inside: a chunk's activations stay in cache while the block's
 	// rows go by, and the block stays in cache for the next chunk (without the

@@ -20251,6 +20251,3436 @@ done:
 	VMOVSS X7, 28(AX)
 	RET
 
+DATA iqPanelPerm<>+0(SB)/8, $0x0000000200000000
+DATA iqPanelPerm<>+8(SB)/8, $0x0000000600000004
+DATA iqPanelPerm<>+16(SB)/8, $0x0000000a00000008
+DATA iqPanelPerm<>+24(SB)/8, $0x0000000e0000000c
+DATA iqPanelPerm<>+32(SB)/8, $0x0000000300000001
+DATA iqPanelPerm<>+40(SB)/8, $0x0000000700000005
+DATA iqPanelPerm<>+48(SB)/8, $0x0000000b00000009
+DATA iqPanelPerm<>+56(SB)/8, $0x0000000f0000000d
+GLOBL iqPanelPerm<>(SB), RODATA|NOPTR, $64
+
+// func iqPanelAVX512r4t4(w *int16, a *int16, as int, dx *float32, dy *float32, dys int, nb int, out *float32, os int)
+// Requires: AVX, AVX512BW, AVX512F
+TEXT ·iqPanelAVX512r4t4(SB), NOSPLIT, $512-72
+	MOVQ    w+0(FP), AX
+	MOVQ    a+8(FP), CX
+	MOVQ    as+16(FP), DX
+	MOVQ    dx+24(FP), BX
+	MOVQ    dy+32(FP), SI
+	MOVQ    dys+40(FP), DI
+	MOVQ    nb+48(FP), R8
+	VPXORD  Z0, Z0, Z0
+	VMOVUPS Z0, (SP)
+	VMOVUPS Z0, 64(SP)
+	VMOVUPS Z0, 128(SP)
+	VMOVUPS Z0, 192(SP)
+	VMOVUPS Z0, 256(SP)
+	VMOVUPS Z0, 320(SP)
+	VMOVUPS Z0, 384(SP)
+	VMOVUPS Z0, 448(SP)
+
+iqpanel_loop:
+	VMOVDQU64     (AX), Z0
+	VMOVDQU64     512(AX), Z2
+	VMOVDQU64     1024(AX), Z3
+	VMOVDQU64     1536(AX), Z4
+	VMOVDQU64     (CX), Z5
+	VMOVDQU64     512(CX), Z6
+	VMOVDQU64     1024(CX), Z7
+	VMOVDQU64     1536(CX), Z8
+	VPMADDWD      Z5, Z0, Z9
+	VPMADDWD      Z6, Z0, Z10
+	VPMADDWD      Z7, Z0, Z11
+	VPMADDWD      Z8, Z0, Z0
+	VPMADDWD      Z5, Z2, Z12
+	VPMADDWD      Z6, Z2, Z13
+	VPMADDWD      Z7, Z2, Z14
+	VPMADDWD      Z8, Z2, Z2
+	VPMADDWD      Z5, Z3, Z15
+	VPMADDWD      Z6, Z3, Z16
+	VPMADDWD      Z7, Z3, Z17
+	VPMADDWD      Z8, Z3, Z3
+	VPMADDWD      Z5, Z4, Z5
+	VPMADDWD      Z6, Z4, Z6
+	VPMADDWD      Z7, Z4, Z7
+	VPMADDWD      Z8, Z4, Z4
+	VMOVDQU64     64(AX), Z8
+	VMOVDQU64     576(AX), Z18
+	VMOVDQU64     1088(AX), Z19
+	VMOVDQU64     1600(AX), Z20
+	VMOVDQU64     64(CX), Z21
+	VMOVDQU64     576(CX), Z22
+	VMOVDQU64     1088(CX), Z23
+	VMOVDQU64     1600(CX), Z24
+	VPDPWSSD      Z21, Z8, Z9
+	VPDPWSSD      Z22, Z8, Z10
+	VPDPWSSD      Z23, Z8, Z11
+	VPDPWSSD      Z24, Z8, Z0
+	VPDPWSSD      Z21, Z18, Z12
+	VPDPWSSD      Z22, Z18, Z13
+	VPDPWSSD      Z23, Z18, Z14
+	VPDPWSSD      Z24, Z18, Z2
+	VPDPWSSD      Z21, Z19, Z15
+	VPDPWSSD      Z22, Z19, Z16
+	VPDPWSSD      Z23, Z19, Z17
+	VPDPWSSD      Z24, Z19, Z3
+	VPDPWSSD      Z21, Z20, Z5
+	VPDPWSSD      Z22, Z20, Z6
+	VPDPWSSD      Z23, Z20, Z7
+	VPDPWSSD      Z24, Z20, Z4
+	VMOVDQU64     128(AX), Z8
+	VMOVDQU64     640(AX), Z18
+	VMOVDQU64     1152(AX), Z19
+	VMOVDQU64     1664(AX), Z20
+	VMOVDQU64     128(CX), Z21
+	VMOVDQU64     640(CX), Z22
+	VMOVDQU64     1152(CX), Z23
+	VMOVDQU64     1664(CX), Z24
+	VPDPWSSD      Z21, Z8, Z9
+	VPDPWSSD      Z22, Z8, Z10
+	VPDPWSSD      Z23, Z8, Z11
+	VPDPWSSD      Z24, Z8, Z0
+	VPDPWSSD      Z21, Z18, Z12
+	VPDPWSSD      Z22, Z18, Z13
+	VPDPWSSD      Z23, Z18, Z14
+	VPDPWSSD      Z24, Z18, Z2
+	VPDPWSSD      Z21, Z19, Z15
+	VPDPWSSD      Z22, Z19, Z16
+	VPDPWSSD      Z23, Z19, Z17
+	VPDPWSSD      Z24, Z19, Z3
+	VPDPWSSD      Z21, Z20, Z5
+	VPDPWSSD      Z22, Z20, Z6
+	VPDPWSSD      Z23, Z20, Z7
+	VPDPWSSD      Z24, Z20, Z4
+	VMOVDQU64     192(AX), Z8
+	VMOVDQU64     704(AX), Z18
+	VMOVDQU64     1216(AX), Z19
+	VMOVDQU64     1728(AX), Z20
+	VMOVDQU64     192(CX), Z21
+	VMOVDQU64     704(CX), Z22
+	VMOVDQU64     1216(CX), Z23
+	VMOVDQU64     1728(CX), Z24
+	VPDPWSSD      Z21, Z8, Z9
+	VPDPWSSD      Z22, Z8, Z10
+	VPDPWSSD      Z23, Z8, Z11
+	VPDPWSSD      Z24, Z8, Z0
+	VPDPWSSD      Z21, Z18, Z12
+	VPDPWSSD      Z22, Z18, Z13
+	VPDPWSSD      Z23, Z18, Z14
+	VPDPWSSD      Z24, Z18, Z2
+	VPDPWSSD      Z21, Z19, Z15
+	VPDPWSSD      Z22, Z19, Z16
+	VPDPWSSD      Z23, Z19, Z17
+	VPDPWSSD      Z24, Z19, Z3
+	VPDPWSSD      Z21, Z20, Z5
+	VPDPWSSD      Z22, Z20, Z6
+	VPDPWSSD      Z23, Z20, Z7
+	VPDPWSSD      Z24, Z20, Z4
+	VMOVDQU64     256(AX), Z8
+	VMOVDQU64     768(AX), Z18
+	VMOVDQU64     1280(AX), Z19
+	VMOVDQU64     1792(AX), Z20
+	VMOVDQU64     256(CX), Z21
+	VMOVDQU64     768(CX), Z22
+	VMOVDQU64     1280(CX), Z23
+	VMOVDQU64     1792(CX), Z24
+	VPDPWSSD      Z21, Z8, Z9
+	VPDPWSSD      Z22, Z8, Z10
+	VPDPWSSD      Z23, Z8, Z11
+	VPDPWSSD      Z24, Z8, Z0
+	VPDPWSSD      Z21, Z18, Z12
+	VPDPWSSD      Z22, Z18, Z13
+	VPDPWSSD      Z23, Z18, Z14
+	VPDPWSSD      Z24, Z18, Z2
+	VPDPWSSD      Z21, Z19, Z15
+	VPDPWSSD      Z22, Z19, Z16
+	VPDPWSSD      Z23, Z19, Z17
+	VPDPWSSD      Z24, Z19, Z3
+	VPDPWSSD      Z21, Z20, Z5
+	VPDPWSSD      Z22, Z20, Z6
+	VPDPWSSD      Z23, Z20, Z7
+	VPDPWSSD      Z24, Z20, Z4
+	VMOVDQU64     320(AX), Z8
+	VMOVDQU64     832(AX), Z18
+	VMOVDQU64     1344(AX), Z19
+	VMOVDQU64     1856(AX), Z20
+	VMOVDQU64     320(CX), Z21
+	VMOVDQU64     832(CX), Z22
+	VMOVDQU64     1344(CX), Z23
+	VMOVDQU64     1856(CX), Z24
+	VPDPWSSD      Z21, Z8, Z9
+	VPDPWSSD      Z22, Z8, Z10
+	VPDPWSSD      Z23, Z8, Z11
+	VPDPWSSD      Z24, Z8, Z0
+	VPDPWSSD      Z21, Z18, Z12
+	VPDPWSSD      Z22, Z18, Z13
+	VPDPWSSD      Z23, Z18, Z14
+	VPDPWSSD      Z24, Z18, Z2
+	VPDPWSSD      Z21, Z19, Z15
+	VPDPWSSD      Z22, Z19, Z16
+	VPDPWSSD      Z23, Z19, Z17
+	VPDPWSSD      Z24, Z19, Z3
+	VPDPWSSD      Z21, Z20, Z5
+	VPDPWSSD      Z22, Z20, Z6
+	VPDPWSSD      Z23, Z20, Z7
+	VPDPWSSD      Z24, Z20, Z4
+	VMOVDQU64     384(AX), Z8
+	VMOVDQU64     896(AX), Z18
+	VMOVDQU64     1408(AX), Z19
+	VMOVDQU64     1920(AX), Z20
+	VMOVDQU64     384(CX), Z21
+	VMOVDQU64     896(CX), Z22
+	VMOVDQU64     1408(CX), Z23
+	VMOVDQU64     1920(CX), Z24
+	VPDPWSSD      Z21, Z8, Z9
+	VPDPWSSD      Z22, Z8, Z10
+	VPDPWSSD      Z23, Z8, Z11
+	VPDPWSSD      Z24, Z8, Z0
+	VPDPWSSD      Z21, Z18, Z12
+	VPDPWSSD      Z22, Z18, Z13
+	VPDPWSSD      Z23, Z18, Z14
+	VPDPWSSD      Z24, Z18, Z2
+	VPDPWSSD      Z21, Z19, Z15
+	VPDPWSSD      Z22, Z19, Z16
+	VPDPWSSD      Z23, Z19, Z17
+	VPDPWSSD      Z24, Z19, Z3
+	VPDPWSSD      Z21, Z20, Z5
+	VPDPWSSD      Z22, Z20, Z6
+	VPDPWSSD      Z23, Z20, Z7
+	VPDPWSSD      Z24, Z20, Z4
+	VMOVDQU64     448(AX), Z8
+	VMOVDQU64     960(AX), Z18
+	VMOVDQU64     1472(AX), Z19
+	VMOVDQU64     1984(AX), Z20
+	VMOVDQU64     448(CX), Z21
+	VMOVDQU64     960(CX), Z22
+	VMOVDQU64     1472(CX), Z23
+	VMOVDQU64     1984(CX), Z24
+	VPDPWSSD      Z21, Z8, Z9
+	VPDPWSSD      Z22, Z8, Z10
+	VPDPWSSD      Z23, Z8, Z11
+	VPDPWSSD      Z24, Z8, Z0
+	VPDPWSSD      Z21, Z18, Z12
+	VPDPWSSD      Z22, Z18, Z13
+	VPDPWSSD      Z23, Z18, Z14
+	VPDPWSSD      Z24, Z18, Z2
+	VPDPWSSD      Z21, Z19, Z15
+	VPDPWSSD      Z22, Z19, Z16
+	VPDPWSSD      Z23, Z19, Z17
+	VPDPWSSD      Z24, Z19, Z3
+	VPDPWSSD      Z21, Z20, Z5
+	VPDPWSSD      Z22, Z20, Z6
+	VPDPWSSD      Z23, Z20, Z7
+	VPDPWSSD      Z24, Z20, Z4
+	VBROADCASTSS  (SI), Y1
+	VBROADCASTSS  4(SI), Y8
+	VINSERTF64X4  $0x01, Y8, Z1, Z8
+	VBROADCASTSS  8(SI), Y1
+	VBROADCASTSS  12(SI), Y18
+	VINSERTF64X4  $0x01, Y18, Z1, Z18
+	VBROADCASTSS  (BX), Z19
+	VMULPS        Z8, Z19, Z20
+	VSHUFI64X2    $0x44, Z10, Z9, Z21
+	VSHUFI64X2    $0xee, Z10, Z9, Z9
+	VPADDD        Z9, Z21, Z21
+	VCVTDQ2PS     Z21, Z21
+	VFMADD213PS   (SP), Z20, Z21
+	VMOVUPS       Z21, (SP)
+	VMULPS        Z18, Z19, Z9
+	VSHUFI64X2    $0x44, Z0, Z11, Z10
+	VSHUFI64X2    $0xee, Z0, Z11, Z0
+	VPADDD        Z0, Z10, Z10
+	VCVTDQ2PS     Z10, Z10
+	VFMADD213PS   64(SP), Z9, Z10
+	VMOVUPS       Z10, 64(SP)
+	VBROADCASTSS  4(BX), Z0
+	VMULPS        Z8, Z0, Z9
+	VSHUFI64X2    $0x44, Z13, Z12, Z10
+	VSHUFI64X2    $0xee, Z13, Z12, Z11
+	VPADDD        Z11, Z10, Z10
+	VCVTDQ2PS     Z10, Z10
+	VFMADD213PS   128(SP), Z9, Z10
+	VMOVUPS       Z10, 128(SP)
+	VMULPS        Z18, Z0, Z0
+	VSHUFI64X2    $0x44, Z2, Z14, Z9
+	VSHUFI64X2    $0xee, Z2, Z14, Z2
+	VPADDD        Z2, Z9, Z9
+	VCVTDQ2PS     Z9, Z9
+	VFMADD213PS   192(SP), Z0, Z9
+	VMOVUPS       Z9, 192(SP)
+	VBROADCASTSS  8(BX), Z0
+	VMULPS        Z8, Z0, Z2
+	VSHUFI64X2    $0x44, Z16, Z15, Z9
+	VSHUFI64X2    $0xee, Z16, Z15, Z10
+	VPADDD        Z10, Z9, Z9
+	VCVTDQ2PS     Z9, Z9
+	VFMADD213PS   256(SP), Z2, Z9
+	VMOVUPS       Z9, 256(SP)
+	VMULPS        Z18, Z0, Z0
+	VSHUFI64X2    $0x44, Z3, Z17, Z2
+	VSHUFI64X2    $0xee, Z3, Z17, Z3
+	VPADDD        Z3, Z2, Z2
+	VCVTDQ2PS     Z2, Z2
+	VFMADD213PS   320(SP), Z0, Z2
+	VMOVUPS       Z2, 320(SP)
+	VBROADCASTSS  12(BX), Z0
+	VMULPS        Z8, Z0, Z2
+	VSHUFI64X2    $0x44, Z6, Z5, Z3
+	VSHUFI64X2    $0xee, Z6, Z5, Z5
+	VPADDD        Z5, Z3, Z3
+	VCVTDQ2PS     Z3, Z3
+	VFMADD213PS   384(SP), Z2, Z3
+	VMOVUPS       Z3, 384(SP)
+	VMULPS        Z18, Z0, Z0
+	VSHUFI64X2    $0x44, Z4, Z7, Z2
+	VSHUFI64X2    $0xee, Z4, Z7, Z3
+	VPADDD        Z3, Z2, Z2
+	VCVTDQ2PS     Z2, Z2
+	VFMADD213PS   448(SP), Z0, Z2
+	VMOVUPS       Z2, 448(SP)
+	ADDQ          $0x00002000, AX
+	ADDQ          DX, CX
+	ADDQ          $0x40, BX
+	ADDQ          DI, SI
+	DECQ          R8
+	JNZ           iqpanel_loop
+	MOVQ          out+56(FP), AX
+	MOVQ          os+64(FP), CX
+	VMOVUPS       (SP), Z0
+	VSHUFF32X4    $0xb1, Z0, Z0, Z1
+	VADDPS        Z1, Z0, Z0
+	VPERMILPD     $0x55, Z0, Z1
+	VADDPS        Z1, Z0, Z0
+	VMOVSHDUP     Z0, Z1
+	VADDPS        Z1, Z0, Z0
+	VMOVSS        X0, (AX)
+	VEXTRACTF32X4 $0x02, Z0, X0
+	VMOVSS        X0, (AX)(CX*1)
+	VMOVUPS       128(SP), Z0
+	VSHUFF32X4    $0xb1, Z0, Z0, Z1
+	VADDPS        Z1, Z0, Z0
+	VPERMILPD     $0x55, Z0, Z1
+	VADDPS        Z1, Z0, Z0
+	VMOVSHDUP     Z0, Z1
+	VADDPS        Z1, Z0, Z0
+	VMOVSS        X0, 4(AX)
+	VEXTRACTF32X4 $0x02, Z0, X0
+	VMOVSS        X0, 4(AX)(CX*1)
+	VMOVUPS       256(SP), Z0
+	VSHUFF32X4    $0xb1, Z0, Z0, Z1
+	VADDPS        Z1, Z0, Z0
+	VPERMILPD     $0x55, Z0, Z1
+	VADDPS        Z1, Z0, Z0
+	VMOVSHDUP     Z0, Z1
+	VADDPS        Z1, Z0, Z0
+	VMOVSS        X0, 8(AX)
+	VEXTRACTF32X4 $0x02, Z0, X0
+	VMOVSS        X0, 8(AX)(CX*1)
+	VMOVUPS       384(SP), Z0
+	VSHUFF32X4    $0xb1, Z0, Z0, Z1
+	VADDPS        Z1, Z0, Z0
+	VPERMILPD     $0x55, Z0, Z1
+	VADDPS        Z1, Z0, Z0
+	VMOVSHDUP     Z0, Z1
+	VADDPS        Z1, Z0, Z0
+	VMOVSS        X0, 12(AX)
+	VEXTRACTF32X4 $0x02, Z0, X0
+	VMOVSS        X0, 12(AX)(CX*1)
+	LEAQ          (AX)(CX*2), AX
+	VMOVUPS       64(SP), Z0
+	VSHUFF32X4    $0xb1, Z0, Z0, Z1
+	VADDPS        Z1, Z0, Z0
+	VPERMILPD     $0x55, Z0, Z1
+	VADDPS        Z1, Z0, Z0
+	VMOVSHDUP     Z0, Z1
+	VADDPS        Z1, Z0, Z0
+	VMOVSS        X0, (AX)
+	VEXTRACTF32X4 $0x02, Z0, X0
+	VMOVSS        X0, (AX)(CX*1)
+	VMOVUPS       192(SP), Z0
+	VSHUFF32X4    $0xb1, Z0, Z0, Z1
+	VADDPS        Z1, Z0, Z0
+	VPERMILPD     $0x55, Z0, Z1
+	VADDPS        Z1, Z0, Z0
+	VMOVSHDUP     Z0, Z1
+	VADDPS        Z1, Z0, Z0
+	VMOVSS        X0, 4(AX)
+	VEXTRACTF32X4 $0x02, Z0, X0
+	VMOVSS        X0, 4(AX)(CX*1)
+	VMOVUPS       320(SP), Z0
+	VSHUFF32X4    $0xb1, Z0, Z0, Z1
+	VADDPS        Z1, Z0, Z0
+	VPERMILPD     $0x55, Z0, Z1
+	VADDPS        Z1, Z0, Z0
+	VMOVSHDUP     Z0, Z1
+	VADDPS        Z1, Z0, Z0
+	VMOVSS        X0, 8(AX)
+	VEXTRACTF32X4 $0x02, Z0, X0
+	VMOVSS        X0, 8(AX)(CX*1)
+	VMOVUPS       448(SP), Z0
+	VSHUFF32X4    $0xb1, Z0, Z0, Z1
+	VADDPS        Z1, Z0, Z0
+	VPERMILPD     $0x55, Z0, Z1
+	VADDPS        Z1, Z0, Z0
+	VMOVSHDUP     Z0, Z1
+	VADDPS        Z1, Z0, Z0
+	VMOVSS        X0, 12(AX)
+	VEXTRACTF32X4 $0x02, Z0, X0
+	VMOVSS        X0, 12(AX)(CX*1)
+	VZEROUPPER
+	RET
+
+// func decodeIQ3SPanelAVX512(x *byte, nb int, w *int16, dx *float32, grid *byte)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL, F16C
+TEXT ·decodeIQ3SPanelAVX512(SB), NOSPLIT, $0-40
+	MOVQ      x+0(FP), AX
+	MOVQ      nb+8(FP), CX
+	MOVQ      w+16(FP), DX
+	MOVQ      dx+24(FP), BX
+	MOVQ      grid+32(FP), SI
+	VMOVDQU32 iqPanelPerm<>+0(SB), Z0
+	VPXORD    Z1, Z1, Z1
+
+iqpanel_dec:
+	MOVWLZX      (AX), DI
+	VMOVD        DI, X2
+	VCVTPH2PS    X2, X2
+	VMOVSS       X2, (BX)
+	MOVBQZX      66(AX), DI
+	MOVQ         DI, R9
+	SHLQ         $0x08, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      2(AX), R8
+	ORQ          R9, R8
+	VMOVD        (SI)(R8*4), X2
+	MOVQ         DI, R9
+	SHLQ         $0x07, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      3(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (SI)(R8*4), X2, X2
+	MOVQ         DI, R9
+	SHLQ         $0x06, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      4(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (SI)(R8*4), X2, X2
+	MOVQ         DI, R9
+	SHLQ         $0x05, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      5(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x03, (SI)(R8*4), X2, X2
+	MOVQ         DI, R9
+	SHLQ         $0x04, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      6(AX), R8
+	ORQ          R9, R8
+	VMOVD        (SI)(R8*4), X3
+	MOVQ         DI, R9
+	SHLQ         $0x03, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      7(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (SI)(R8*4), X3, X3
+	MOVQ         DI, R9
+	SHLQ         $0x02, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      8(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (SI)(R8*4), X3, X3
+	MOVQ         DI, R8
+	SHLQ         $0x01, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      9(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x03, (SI)(DI*4), X3, X3
+	VINSERTI32X4 $0x01, X3, Y2, Y3
+	VPMOVZXBW    Y3, Z3
+	KMOVD        74(AX), K1
+	VPSUBW       Z3, Z1, K1, Z3
+	MOVBQZX      106(AX), DI
+	ANDQ         $0x0f, DI
+	LEAQ         1(DI)(DI*1), DI
+	VMOVD        DI, X2
+	VPBROADCASTW X2, Z4
+	VPMULLW      Z4, Z3, Z3
+	VPERMD       Z3, Z0, Z3
+	VMOVDQU64    Z3, (DX)
+	MOVBQZX      67(AX), DI
+	MOVQ         DI, R9
+	SHLQ         $0x08, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      10(AX), R8
+	ORQ          R9, R8
+	VMOVD        (SI)(R8*4), X2
+	MOVQ         DI, R9
+	SHLQ         $0x07, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      11(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (SI)(R8*4), X2, X2
+	MOVQ         DI, R9
+	SHLQ         $0x06, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      12(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (SI)(R8*4), X2, X2
+	MOVQ         DI, R9
+	SHLQ         $0x05, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      13(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x03, (SI)(R8*4), X2, X2
+	MOVQ         DI, R9
+	SHLQ         $0x04, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      14(AX), R8
+	ORQ          R9, R8
+	VMOVD        (SI)(R8*4), X3
+	MOVQ         DI, R9
+	SHLQ         $0x03, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      15(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (SI)(R8*4), X3, X3
+	MOVQ         DI, R9
+	SHLQ         $0x02, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      16(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (SI)(R8*4), X3, X3
+	MOVQ         DI, R8
+	SHLQ         $0x01, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      17(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x03, (SI)(DI*4), X3, X3
+	VINSERTI32X4 $0x01, X3, Y2, Y3
+	VPMOVZXBW    Y3, Z3
+	KMOVD        78(AX), K1
+	VPSUBW       Z3, Z1, K1, Z3
+	MOVBQZX      106(AX), DI
+	SHRQ         $0x04, DI
+	LEAQ         1(DI)(DI*1), DI
+	VMOVD        DI, X2
+	VPBROADCASTW X2, Z4
+	VPMULLW      Z4, Z3, Z3
+	VPERMD       Z3, Z0, Z3
+	VMOVDQU64    Z3, 64(DX)
+	MOVBQZX      68(AX), DI
+	MOVQ         DI, R9
+	SHLQ         $0x08, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      18(AX), R8
+	ORQ          R9, R8
+	VMOVD        (SI)(R8*4), X2
+	MOVQ         DI, R9
+	SHLQ         $0x07, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      19(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (SI)(R8*4), X2, X2
+	MOVQ         DI, R9
+	SHLQ         $0x06, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      20(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (SI)(R8*4), X2, X2
+	MOVQ         DI, R9
+	SHLQ         $0x05, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      21(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x03, (SI)(R8*4), X2, X2
+	MOVQ         DI, R9
+	SHLQ         $0x04, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      22(AX), R8
+	ORQ          R9, R8
+	VMOVD        (SI)(R8*4), X3
+	MOVQ         DI, R9
+	SHLQ         $0x03, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      23(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (SI)(R8*4), X3, X3
+	MOVQ         DI, R9
+	SHLQ         $0x02, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      24(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (SI)(R8*4), X3, X3
+	MOVQ         DI, R8
+	SHLQ         $0x01, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      25(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x03, (SI)(DI*4), X3, X3
+	VINSERTI32X4 $0x01, X3, Y2, Y3
+	VPMOVZXBW    Y3, Z3
+	KMOVD        82(AX), K1
+	VPSUBW       Z3, Z1, K1, Z3
+	MOVBQZX      107(AX), DI
+	ANDQ         $0x0f, DI
+	LEAQ         1(DI)(DI*1), DI
+	VMOVD        DI, X2
+	VPBROADCASTW X2, Z4
+	VPMULLW      Z4, Z3, Z3
+	VPERMD       Z3, Z0, Z3
+	VMOVDQU64    Z3, 128(DX)
+	MOVBQZX      69(AX), DI
+	MOVQ         DI, R9
+	SHLQ         $0x08, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      26(AX), R8
+	ORQ          R9, R8
+	VMOVD        (SI)(R8*4), X2
+	MOVQ         DI, R9
+	SHLQ         $0x07, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      27(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (SI)(R8*4), X2, X2
+	MOVQ         DI, R9
+	SHLQ         $0x06, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      28(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (SI)(R8*4), X2, X2
+	MOVQ         DI, R9
+	SHLQ         $0x05, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      29(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x03, (SI)(R8*4), X2, X2
+	MOVQ         DI, R9
+	SHLQ         $0x04, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      30(AX), R8
+	ORQ          R9, R8
+	VMOVD        (SI)(R8*4), X3
+	MOVQ         DI, R9
+	SHLQ         $0x03, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      31(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (SI)(R8*4), X3, X3
+	MOVQ         DI, R9
+	SHLQ         $0x02, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      32(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (SI)(R8*4), X3, X3
+	MOVQ         DI, R8
+	SHLQ         $0x01, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      33(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x03, (SI)(DI*4), X3, X3
+	VINSERTI32X4 $0x01, X3, Y2, Y3
+	VPMOVZXBW    Y3, Z3
+	KMOVD        86(AX), K1
+	VPSUBW       Z3, Z1, K1, Z3
+	MOVBQZX      107(AX), DI
+	SHRQ         $0x04, DI
+	LEAQ         1(DI)(DI*1), DI
+	VMOVD        DI, X2
+	VPBROADCASTW X2, Z4
+	VPMULLW      Z4, Z3, Z3
+	VPERMD       Z3, Z0, Z3
+	VMOVDQU64    Z3, 192(DX)
+	MOVBQZX      70(AX), DI
+	MOVQ         DI, R9
+	SHLQ         $0x08, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      34(AX), R8
+	ORQ          R9, R8
+	VMOVD        (SI)(R8*4), X2
+	MOVQ         DI, R9
+	SHLQ         $0x07, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      35(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (SI)(R8*4), X2, X2
+	MOVQ         DI, R9
+	SHLQ         $0x06, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      36(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (SI)(R8*4), X2, X2
+	MOVQ         DI, R9
+	SHLQ         $0x05, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      37(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x03, (SI)(R8*4), X2, X2
+	MOVQ         DI, R9
+	SHLQ         $0x04, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      38(AX), R8
+	ORQ          R9, R8
+	VMOVD        (SI)(R8*4), X3
+	MOVQ         DI, R9
+	SHLQ         $0x03, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      39(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (SI)(R8*4), X3, X3
+	MOVQ         DI, R9
+	SHLQ         $0x02, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      40(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (SI)(R8*4), X3, X3
+	MOVQ         DI, R8
+	SHLQ         $0x01, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      41(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x03, (SI)(DI*4), X3, X3
+	VINSERTI32X4 $0x01, X3, Y2, Y3
+	VPMOVZXBW    Y3, Z3
+	KMOVD        90(AX), K1
+	VPSUBW       Z3, Z1, K1, Z3
+	MOVBQZX      108(AX), DI
+	ANDQ         $0x0f, DI
+	LEAQ         1(DI)(DI*1), DI
+	VMOVD        DI, X2
+	VPBROADCASTW X2, Z4
+	VPMULLW      Z4, Z3, Z3
+	VPERMD       Z3, Z0, Z3
+	VMOVDQU64    Z3, 256(DX)
+	MOVBQZX      71(AX), DI
+	MOVQ         DI, R9
+	SHLQ         $0x08, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      42(AX), R8
+	ORQ          R9, R8
+	VMOVD        (SI)(R8*4), X2
+	MOVQ         DI, R9
+	SHLQ         $0x07, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      43(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (SI)(R8*4), X2, X2
+	MOVQ         DI, R9
+	SHLQ         $0x06, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      44(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (SI)(R8*4), X2, X2
+	MOVQ         DI, R9
+	SHLQ         $0x05, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      45(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x03, (SI)(R8*4), X2, X2
+	MOVQ         DI, R9
+	SHLQ         $0x04, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      46(AX), R8
+	ORQ          R9, R8
+	VMOVD        (SI)(R8*4), X3
+	MOVQ         DI, R9
+	SHLQ         $0x03, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      47(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (SI)(R8*4), X3, X3
+	MOVQ         DI, R9
+	SHLQ         $0x02, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      48(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (SI)(R8*4), X3, X3
+	MOVQ         DI, R8
+	SHLQ         $0x01, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      49(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x03, (SI)(DI*4), X3, X3
+	VINSERTI32X4 $0x01, X3, Y2, Y3
+	VPMOVZXBW    Y3, Z3
+	KMOVD        94(AX), K1
+	VPSUBW       Z3, Z1, K1, Z3
+	MOVBQZX      108(AX), DI
+	SHRQ         $0x04, DI
+	LEAQ         1(DI)(DI*1), DI
+	VMOVD        DI, X2
+	VPBROADCASTW X2, Z4
+	VPMULLW      Z4, Z3, Z3
+	VPERMD       Z3, Z0, Z3
+	VMOVDQU64    Z3, 320(DX)
+	MOVBQZX      72(AX), DI
+	MOVQ         DI, R9
+	SHLQ         $0x08, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      50(AX), R8
+	ORQ          R9, R8
+	VMOVD        (SI)(R8*4), X2
+	MOVQ         DI, R9
+	SHLQ         $0x07, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      51(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (SI)(R8*4), X2, X2
+	MOVQ         DI, R9
+	SHLQ         $0x06, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      52(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (SI)(R8*4), X2, X2
+	MOVQ         DI, R9
+	SHLQ         $0x05, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      53(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x03, (SI)(R8*4), X2, X2
+	MOVQ         DI, R9
+	SHLQ         $0x04, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      54(AX), R8
+	ORQ          R9, R8
+	VMOVD        (SI)(R8*4), X3
+	MOVQ         DI, R9
+	SHLQ         $0x03, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      55(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (SI)(R8*4), X3, X3
+	MOVQ         DI, R9
+	SHLQ         $0x02, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      56(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (SI)(R8*4), X3, X3
+	MOVQ         DI, R8
+	SHLQ         $0x01, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      57(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x03, (SI)(DI*4), X3, X3
+	VINSERTI32X4 $0x01, X3, Y2, Y3
+	VPMOVZXBW    Y3, Z3
+	KMOVD        98(AX), K1
+	VPSUBW       Z3, Z1, K1, Z3
+	MOVBQZX      109(AX), DI
+	ANDQ         $0x0f, DI
+	LEAQ         1(DI)(DI*1), DI
+	VMOVD        DI, X2
+	VPBROADCASTW X2, Z4
+	VPMULLW      Z4, Z3, Z3
+	VPERMD       Z3, Z0, Z3
+	VMOVDQU64    Z3, 384(DX)
+	MOVBQZX      73(AX), DI
+	MOVQ         DI, R9
+	SHLQ         $0x08, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      58(AX), R8
+	ORQ          R9, R8
+	VMOVD        (SI)(R8*4), X2
+	MOVQ         DI, R9
+	SHLQ         $0x07, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      59(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (SI)(R8*4), X2, X2
+	MOVQ         DI, R9
+	SHLQ         $0x06, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      60(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (SI)(R8*4), X2, X2
+	MOVQ         DI, R9
+	SHLQ         $0x05, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      61(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x03, (SI)(R8*4), X2, X2
+	MOVQ         DI, R9
+	SHLQ         $0x04, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      62(AX), R8
+	ORQ          R9, R8
+	VMOVD        (SI)(R8*4), X3
+	MOVQ         DI, R9
+	SHLQ         $0x03, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      63(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (SI)(R8*4), X3, X3
+	MOVQ         DI, R9
+	SHLQ         $0x02, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      64(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (SI)(R8*4), X3, X3
+	MOVQ         DI, R8
+	SHLQ         $0x01, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      65(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x03, (SI)(DI*4), X3, X3
+	VINSERTI32X4 $0x01, X3, Y2, Y3
+	VPMOVZXBW    Y3, Z3
+	KMOVD        102(AX), K1
+	VPSUBW       Z3, Z1, K1, Z3
+	MOVBQZX      109(AX), DI
+	SHRQ         $0x04, DI
+	LEAQ         1(DI)(DI*1), DI
+	VMOVD        DI, X2
+	VPBROADCASTW X2, Z4
+	VPMULLW      Z4, Z3, Z3
+	VPERMD       Z3, Z0, Z3
+	VMOVDQU64    Z3, 448(DX)
+	ADDQ         $0x0000006e, AX
+	ADDQ         $0x00002000, DX
+	ADDQ         $0x40, BX
+	DECQ         CX
+	JNZ          iqpanel_dec
+	VZEROUPPER
+	RET
+
+DATA iqPanelTokIdx<>+0(SB)/8, $0x0000000000000000
+DATA iqPanelTokIdx<>+8(SB)/8, $0x0000000000000000
+DATA iqPanelTokIdx<>+16(SB)/8, $0x0000000100000001
+DATA iqPanelTokIdx<>+24(SB)/8, $0x0000000100000001
+DATA iqPanelTokIdx<>+32(SB)/8, $0x0000000200000002
+DATA iqPanelTokIdx<>+40(SB)/8, $0x0000000200000002
+DATA iqPanelTokIdx<>+48(SB)/8, $0x0000000300000003
+DATA iqPanelTokIdx<>+56(SB)/8, $0x0000000300000003
+GLOBL iqPanelTokIdx<>(SB), RODATA|NOPTR, $64
+
+// func iqPanelSumAVX512r4t4(w *int16, a *int16, as int, dx *float32, dy *float32, dys int, nb int, factor float32, out *float32)
+// Requires: AVX, AVX512BW, AVX512F, SSE
+TEXT ·iqPanelSumAVX512r4t4(SB), NOSPLIT, $0-72
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         as+16(FP), DX
+	MOVQ         dx+24(FP), BX
+	MOVQ         dy+32(FP), SI
+	MOVQ         dys+40(FP), DI
+	MOVQ         nb+48(FP), R8
+	MOVSS        factor+56(FP), X0
+	VBROADCASTSS X0, Z0
+	VMOVDQU32    iqPanelTokIdx<>+0(SB), Z2
+	VPXORD       Z1, Z1, Z1
+
+iqPanelSumAVX512r4t4_loop:
+	VMOVDQU64       (AX), Z3
+	VMOVDQU64       512(AX), Z4
+	VMOVDQU64       1024(AX), Z5
+	VMOVDQU64       1536(AX), Z6
+	VMOVDQU64       (CX), Z7
+	VMOVDQU64       512(CX), Z8
+	VMOVDQU64       1024(CX), Z9
+	VMOVDQU64       1536(CX), Z10
+	VPMADDWD        Z7, Z3, Z11
+	VPMADDWD        Z8, Z3, Z12
+	VPMADDWD        Z9, Z3, Z13
+	VPMADDWD        Z10, Z3, Z3
+	VPMADDWD        Z7, Z4, Z15
+	VPMADDWD        Z8, Z4, Z16
+	VPMADDWD        Z9, Z4, Z17
+	VPMADDWD        Z10, Z4, Z4
+	VPMADDWD        Z7, Z5, Z18
+	VPMADDWD        Z8, Z5, Z19
+	VPMADDWD        Z9, Z5, Z20
+	VPMADDWD        Z10, Z5, Z5
+	VPMADDWD        Z7, Z6, Z7
+	VPMADDWD        Z8, Z6, Z8
+	VPMADDWD        Z9, Z6, Z9
+	VPMADDWD        Z10, Z6, Z6
+	VMOVDQU64       64(AX), Z10
+	VMOVDQU64       576(AX), Z21
+	VMOVDQU64       1088(AX), Z22
+	VMOVDQU64       1600(AX), Z23
+	VMOVDQU64       64(CX), Z24
+	VMOVDQU64       576(CX), Z25
+	VMOVDQU64       1088(CX), Z26
+	VMOVDQU64       1600(CX), Z27
+	VPDPWSSD        Z24, Z10, Z11
+	VPDPWSSD        Z25, Z10, Z12
+	VPDPWSSD        Z26, Z10, Z13
+	VPDPWSSD        Z27, Z10, Z3
+	VPDPWSSD        Z24, Z21, Z15
+	VPDPWSSD        Z25, Z21, Z16
+	VPDPWSSD        Z26, Z21, Z17
+	VPDPWSSD        Z27, Z21, Z4
+	VPDPWSSD        Z24, Z22, Z18
+	VPDPWSSD        Z25, Z22, Z19
+	VPDPWSSD        Z26, Z22, Z20
+	VPDPWSSD        Z27, Z22, Z5
+	VPDPWSSD        Z24, Z23, Z7
+	VPDPWSSD        Z25, Z23, Z8
+	VPDPWSSD        Z26, Z23, Z9
+	VPDPWSSD        Z27, Z23, Z6
+	VMOVDQU64       128(AX), Z10
+	VMOVDQU64       640(AX), Z21
+	VMOVDQU64       1152(AX), Z22
+	VMOVDQU64       1664(AX), Z23
+	VMOVDQU64       128(CX), Z24
+	VMOVDQU64       640(CX), Z25
+	VMOVDQU64       1152(CX), Z26
+	VMOVDQU64       1664(CX), Z27
+	VPDPWSSD        Z24, Z10, Z11
+	VPDPWSSD        Z25, Z10, Z12
+	VPDPWSSD        Z26, Z10, Z13
+	VPDPWSSD        Z27, Z10, Z3
+	VPDPWSSD        Z24, Z21, Z15
+	VPDPWSSD        Z25, Z21, Z16
+	VPDPWSSD        Z26, Z21, Z17
+	VPDPWSSD        Z27, Z21, Z4
+	VPDPWSSD        Z24, Z22, Z18
+	VPDPWSSD        Z25, Z22, Z19
+	VPDPWSSD        Z26, Z22, Z20
+	VPDPWSSD        Z27, Z22, Z5
+	VPDPWSSD        Z24, Z23, Z7
+	VPDPWSSD        Z25, Z23, Z8
+	VPDPWSSD        Z26, Z23, Z9
+	VPDPWSSD        Z27, Z23, Z6
+	VMOVDQU64       192(AX), Z10
+	VMOVDQU64       704(AX), Z21
+	VMOVDQU64       1216(AX), Z22
+	VMOVDQU64       1728(AX), Z23
+	VMOVDQU64       192(CX), Z24
+	VMOVDQU64       704(CX), Z25
+	VMOVDQU64       1216(CX), Z26
+	VMOVDQU64       1728(CX), Z27
+	VPDPWSSD        Z24, Z10, Z11
+	VPDPWSSD        Z25, Z10, Z12
+	VPDPWSSD        Z26, Z10, Z13
+	VPDPWSSD        Z27, Z10, Z3
+	VPDPWSSD        Z24, Z21, Z15
+	VPDPWSSD        Z25, Z21, Z16
+	VPDPWSSD        Z26, Z21, Z17
+	VPDPWSSD        Z27, Z21, Z4
+	VPDPWSSD        Z24, Z22, Z18
+	VPDPWSSD        Z25, Z22, Z19
+	VPDPWSSD        Z26, Z22, Z20
+	VPDPWSSD        Z27, Z22, Z5
+	VPDPWSSD        Z24, Z23, Z7
+	VPDPWSSD        Z25, Z23, Z8
+	VPDPWSSD        Z26, Z23, Z9
+	VPDPWSSD        Z27, Z23, Z6
+	VMOVDQU64       256(AX), Z10
+	VMOVDQU64       768(AX), Z21
+	VMOVDQU64       1280(AX), Z22
+	VMOVDQU64       1792(AX), Z23
+	VMOVDQU64       256(CX), Z24
+	VMOVDQU64       768(CX), Z25
+	VMOVDQU64       1280(CX), Z26
+	VMOVDQU64       1792(CX), Z27
+	VPDPWSSD        Z24, Z10, Z11
+	VPDPWSSD        Z25, Z10, Z12
+	VPDPWSSD        Z26, Z10, Z13
+	VPDPWSSD        Z27, Z10, Z3
+	VPDPWSSD        Z24, Z21, Z15
+	VPDPWSSD        Z25, Z21, Z16
+	VPDPWSSD        Z26, Z21, Z17
+	VPDPWSSD        Z27, Z21, Z4
+	VPDPWSSD        Z24, Z22, Z18
+	VPDPWSSD        Z25, Z22, Z19
+	VPDPWSSD        Z26, Z22, Z20
+	VPDPWSSD        Z27, Z22, Z5
+	VPDPWSSD        Z24, Z23, Z7
+	VPDPWSSD        Z25, Z23, Z8
+	VPDPWSSD        Z26, Z23, Z9
+	VPDPWSSD        Z27, Z23, Z6
+	VMOVDQU64       320(AX), Z10
+	VMOVDQU64       832(AX), Z21
+	VMOVDQU64       1344(AX), Z22
+	VMOVDQU64       1856(AX), Z23
+	VMOVDQU64       320(CX), Z24
+	VMOVDQU64       832(CX), Z25
+	VMOVDQU64       1344(CX), Z26
+	VMOVDQU64       1856(CX), Z27
+	VPDPWSSD        Z24, Z10, Z11
+	VPDPWSSD        Z25, Z10, Z12
+	VPDPWSSD        Z26, Z10, Z13
+	VPDPWSSD        Z27, Z10, Z3
+	VPDPWSSD        Z24, Z21, Z15
+	VPDPWSSD        Z25, Z21, Z16
+	VPDPWSSD        Z26, Z21, Z17
+	VPDPWSSD        Z27, Z21, Z4
+	VPDPWSSD        Z24, Z22, Z18
+	VPDPWSSD        Z25, Z22, Z19
+	VPDPWSSD        Z26, Z22, Z20
+	VPDPWSSD        Z27, Z22, Z5
+	VPDPWSSD        Z24, Z23, Z7
+	VPDPWSSD        Z25, Z23, Z8
+	VPDPWSSD        Z26, Z23, Z9
+	VPDPWSSD        Z27, Z23, Z6
+	VMOVDQU64       384(AX), Z10
+	VMOVDQU64       896(AX), Z21
+	VMOVDQU64       1408(AX), Z22
+	VMOVDQU64       1920(AX), Z23
+	VMOVDQU64       384(CX), Z24
+	VMOVDQU64       896(CX), Z25
+	VMOVDQU64       1408(CX), Z26
+	VMOVDQU64       1920(CX), Z27
+	VPDPWSSD        Z24, Z10, Z11
+	VPDPWSSD        Z25, Z10, Z12
+	VPDPWSSD        Z26, Z10, Z13
+	VPDPWSSD        Z27, Z10, Z3
+	VPDPWSSD        Z24, Z21, Z15
+	VPDPWSSD        Z25, Z21, Z16
+	VPDPWSSD        Z26, Z21, Z17
+	VPDPWSSD        Z27, Z21, Z4
+	VPDPWSSD        Z24, Z22, Z18
+	VPDPWSSD        Z25, Z22, Z19
+	VPDPWSSD        Z26, Z22, Z20
+	VPDPWSSD        Z27, Z22, Z5
+	VPDPWSSD        Z24, Z23, Z7
+	VPDPWSSD        Z25, Z23, Z8
+	VPDPWSSD        Z26, Z23, Z9
+	VPDPWSSD        Z27, Z23, Z6
+	VMOVDQU64       448(AX), Z10
+	VMOVDQU64       960(AX), Z21
+	VMOVDQU64       1472(AX), Z22
+	VMOVDQU64       1984(AX), Z23
+	VMOVDQU64       448(CX), Z24
+	VMOVDQU64       960(CX), Z25
+	VMOVDQU64       1472(CX), Z26
+	VMOVDQU64       1984(CX), Z27
+	VPDPWSSD        Z24, Z10, Z11
+	VPDPWSSD        Z25, Z10, Z12
+	VPDPWSSD        Z26, Z10, Z13
+	VPDPWSSD        Z27, Z10, Z3
+	VPDPWSSD        Z24, Z21, Z15
+	VPDPWSSD        Z25, Z21, Z16
+	VPDPWSSD        Z26, Z21, Z17
+	VPDPWSSD        Z27, Z21, Z4
+	VPDPWSSD        Z24, Z22, Z18
+	VPDPWSSD        Z25, Z22, Z19
+	VPDPWSSD        Z26, Z22, Z20
+	VPDPWSSD        Z27, Z22, Z5
+	VPDPWSSD        Z24, Z23, Z7
+	VPDPWSSD        Z25, Z23, Z8
+	VPDPWSSD        Z26, Z23, Z9
+	VPDPWSSD        Z27, Z23, Z6
+	VSHUFI64X2      $0x44, Z12, Z11, Z10
+	VSHUFI64X2      $0xee, Z12, Z11, Z11
+	VPADDD          Z11, Z10, Z10
+	VSHUFI64X2      $0x44, Z3, Z13, Z11
+	VSHUFI64X2      $0xee, Z3, Z13, Z3
+	VPADDD          Z3, Z11, Z11
+	VSHUFI64X2      $0x88, Z11, Z10, Z3
+	VSHUFI64X2      $0xdd, Z11, Z10, Z10
+	VPADDD          Z10, Z3, Z3
+	VSHUFI64X2      $0x44, Z16, Z15, Z10
+	VSHUFI64X2      $0xee, Z16, Z15, Z11
+	VPADDD          Z11, Z10, Z10
+	VSHUFI64X2      $0x44, Z4, Z17, Z11
+	VSHUFI64X2      $0xee, Z4, Z17, Z4
+	VPADDD          Z4, Z11, Z11
+	VSHUFI64X2      $0x88, Z11, Z10, Z4
+	VSHUFI64X2      $0xdd, Z11, Z10, Z10
+	VPADDD          Z10, Z4, Z4
+	VSHUFI64X2      $0x44, Z19, Z18, Z10
+	VSHUFI64X2      $0xee, Z19, Z18, Z11
+	VPADDD          Z11, Z10, Z10
+	VSHUFI64X2      $0x44, Z5, Z20, Z11
+	VSHUFI64X2      $0xee, Z5, Z20, Z5
+	VPADDD          Z5, Z11, Z11
+	VSHUFI64X2      $0x88, Z11, Z10, Z5
+	VSHUFI64X2      $0xdd, Z11, Z10, Z10
+	VPADDD          Z10, Z5, Z5
+	VSHUFI64X2      $0x44, Z8, Z7, Z10
+	VSHUFI64X2      $0xee, Z8, Z7, Z7
+	VPADDD          Z7, Z10, Z10
+	VSHUFI64X2      $0x44, Z6, Z9, Z7
+	VSHUFI64X2      $0xee, Z6, Z9, Z6
+	VPADDD          Z6, Z7, Z7
+	VSHUFI64X2      $0x88, Z7, Z10, Z6
+	VSHUFI64X2      $0xdd, Z7, Z10, Z7
+	VPADDD          Z7, Z6, Z6
+	VPUNPCKLQDQ     Z4, Z3, Z7
+	VPUNPCKHQDQ     Z4, Z3, Z3
+	VPADDD          Z3, Z7, Z7
+	VPUNPCKLQDQ     Z6, Z5, Z3
+	VPUNPCKHQDQ     Z6, Z5, Z4
+	VPADDD          Z4, Z3, Z3
+	VSHUFPS         $0x88, Z3, Z7, Z4
+	VSHUFPS         $0xdd, Z3, Z7, Z3
+	VPADDD          Z3, Z4, Z4
+	VCVTDQ2PS       Z4, Z4
+	VBROADCASTF32X4 (BX), Z3
+	VMOVUPS         (SI), X14
+	VPERMPS         Z14, Z2, Z5
+	VMULPS          Z5, Z3, Z3
+	VMULPS          Z4, Z3, Z3
+	VMULPS          Z0, Z3, Z3
+	VADDPS          Z3, Z1, Z1
+	ADDQ            $0x00002000, AX
+	ADDQ            DX, CX
+	ADDQ            $0x40, BX
+	ADDQ            DI, SI
+	DECQ            R8
+	JNZ             iqPanelSumAVX512r4t4_loop
+	MOVQ            out+64(FP), AX
+	VMOVUPS         Z1, (AX)
+	VZEROUPPER
+	RET
+
+// func iqPanelSumFAVX512r4t4(w *int16, a *int16, as int, dx *float32, dy *float32, dys int, nb int, factor float32, out *float32)
+// Requires: AVX, AVX512BW, AVX512F, SSE
+TEXT ·iqPanelSumFAVX512r4t4(SB), NOSPLIT, $0-72
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         as+16(FP), DX
+	MOVQ         dx+24(FP), BX
+	MOVQ         dy+32(FP), SI
+	MOVQ         dys+40(FP), DI
+	MOVQ         nb+48(FP), R8
+	MOVSS        factor+56(FP), X0
+	VBROADCASTSS X0, Z0
+	VMOVDQU32    iqPanelTokIdx<>+0(SB), Z2
+	VPXORD       Z1, Z1, Z1
+
+iqPanelSumFAVX512r4t4_loop:
+	VMOVDQU64       (AX), Z3
+	VMOVDQU64       512(AX), Z4
+	VMOVDQU64       1024(AX), Z5
+	VMOVDQU64       1536(AX), Z6
+	VMOVDQU64       (CX), Z7
+	VMOVDQU64       512(CX), Z8
+	VMOVDQU64       1024(CX), Z9
+	VMOVDQU64       1536(CX), Z10
+	VPMADDWD        Z7, Z3, Z11
+	VPMADDWD        Z8, Z3, Z12
+	VPMADDWD        Z9, Z3, Z13
+	VPMADDWD        Z10, Z3, Z3
+	VPMADDWD        Z7, Z4, Z15
+	VPMADDWD        Z8, Z4, Z16
+	VPMADDWD        Z9, Z4, Z17
+	VPMADDWD        Z10, Z4, Z4
+	VPMADDWD        Z7, Z5, Z18
+	VPMADDWD        Z8, Z5, Z19
+	VPMADDWD        Z9, Z5, Z20
+	VPMADDWD        Z10, Z5, Z5
+	VPMADDWD        Z7, Z6, Z7
+	VPMADDWD        Z8, Z6, Z8
+	VPMADDWD        Z9, Z6, Z9
+	VPMADDWD        Z10, Z6, Z6
+	VMOVDQU64       64(AX), Z10
+	VMOVDQU64       576(AX), Z21
+	VMOVDQU64       1088(AX), Z22
+	VMOVDQU64       1600(AX), Z23
+	VMOVDQU64       64(CX), Z24
+	VMOVDQU64       576(CX), Z25
+	VMOVDQU64       1088(CX), Z26
+	VMOVDQU64       1600(CX), Z27
+	VPDPWSSD        Z24, Z10, Z11
+	VPDPWSSD        Z25, Z10, Z12
+	VPDPWSSD        Z26, Z10, Z13
+	VPDPWSSD        Z27, Z10, Z3
+	VPDPWSSD        Z24, Z21, Z15
+	VPDPWSSD        Z25, Z21, Z16
+	VPDPWSSD        Z26, Z21, Z17
+	VPDPWSSD        Z27, Z21, Z4
+	VPDPWSSD        Z24, Z22, Z18
+	VPDPWSSD        Z25, Z22, Z19
+	VPDPWSSD        Z26, Z22, Z20
+	VPDPWSSD        Z27, Z22, Z5
+	VPDPWSSD        Z24, Z23, Z7
+	VPDPWSSD        Z25, Z23, Z8
+	VPDPWSSD        Z26, Z23, Z9
+	VPDPWSSD        Z27, Z23, Z6
+	VMOVDQU64       128(AX), Z10
+	VMOVDQU64       640(AX), Z21
+	VMOVDQU64       1152(AX), Z22
+	VMOVDQU64       1664(AX), Z23
+	VMOVDQU64       128(CX), Z24
+	VMOVDQU64       640(CX), Z25
+	VMOVDQU64       1152(CX), Z26
+	VMOVDQU64       1664(CX), Z27
+	VPDPWSSD        Z24, Z10, Z11
+	VPDPWSSD        Z25, Z10, Z12
+	VPDPWSSD        Z26, Z10, Z13
+	VPDPWSSD        Z27, Z10, Z3
+	VPDPWSSD        Z24, Z21, Z15
+	VPDPWSSD        Z25, Z21, Z16
+	VPDPWSSD        Z26, Z21, Z17
+	VPDPWSSD        Z27, Z21, Z4
+	VPDPWSSD        Z24, Z22, Z18
+	VPDPWSSD        Z25, Z22, Z19
+	VPDPWSSD        Z26, Z22, Z20
+	VPDPWSSD        Z27, Z22, Z5
+	VPDPWSSD        Z24, Z23, Z7
+	VPDPWSSD        Z25, Z23, Z8
+	VPDPWSSD        Z26, Z23, Z9
+	VPDPWSSD        Z27, Z23, Z6
+	VMOVDQU64       192(AX), Z10
+	VMOVDQU64       704(AX), Z21
+	VMOVDQU64       1216(AX), Z22
+	VMOVDQU64       1728(AX), Z23
+	VMOVDQU64       192(CX), Z24
+	VMOVDQU64       704(CX), Z25
+	VMOVDQU64       1216(CX), Z26
+	VMOVDQU64       1728(CX), Z27
+	VPDPWSSD        Z24, Z10, Z11
+	VPDPWSSD        Z25, Z10, Z12
+	VPDPWSSD        Z26, Z10, Z13
+	VPDPWSSD        Z27, Z10, Z3
+	VPDPWSSD        Z24, Z21, Z15
+	VPDPWSSD        Z25, Z21, Z16
+	VPDPWSSD        Z26, Z21, Z17
+	VPDPWSSD        Z27, Z21, Z4
+	VPDPWSSD        Z24, Z22, Z18
+	VPDPWSSD        Z25, Z22, Z19
+	VPDPWSSD        Z26, Z22, Z20
+	VPDPWSSD        Z27, Z22, Z5
+	VPDPWSSD        Z24, Z23, Z7
+	VPDPWSSD        Z25, Z23, Z8
+	VPDPWSSD        Z26, Z23, Z9
+	VPDPWSSD        Z27, Z23, Z6
+	VMOVDQU64       256(AX), Z10
+	VMOVDQU64       768(AX), Z21
+	VMOVDQU64       1280(AX), Z22
+	VMOVDQU64       1792(AX), Z23
+	VMOVDQU64       256(CX), Z24
+	VMOVDQU64       768(CX), Z25
+	VMOVDQU64       1280(CX), Z26
+	VMOVDQU64       1792(CX), Z27
+	VPDPWSSD        Z24, Z10, Z11
+	VPDPWSSD        Z25, Z10, Z12
+	VPDPWSSD        Z26, Z10, Z13
+	VPDPWSSD        Z27, Z10, Z3
+	VPDPWSSD        Z24, Z21, Z15
+	VPDPWSSD        Z25, Z21, Z16
+	VPDPWSSD        Z26, Z21, Z17
+	VPDPWSSD        Z27, Z21, Z4
+	VPDPWSSD        Z24, Z22, Z18
+	VPDPWSSD        Z25, Z22, Z19
+	VPDPWSSD        Z26, Z22, Z20
+	VPDPWSSD        Z27, Z22, Z5
+	VPDPWSSD        Z24, Z23, Z7
+	VPDPWSSD        Z25, Z23, Z8
+	VPDPWSSD        Z26, Z23, Z9
+	VPDPWSSD        Z27, Z23, Z6
+	VMOVDQU64       320(AX), Z10
+	VMOVDQU64       832(AX), Z21
+	VMOVDQU64       1344(AX), Z22
+	VMOVDQU64       1856(AX), Z23
+	VMOVDQU64       320(CX), Z24
+	VMOVDQU64       832(CX), Z25
+	VMOVDQU64       1344(CX), Z26
+	VMOVDQU64       1856(CX), Z27
+	VPDPWSSD        Z24, Z10, Z11
+	VPDPWSSD        Z25, Z10, Z12
+	VPDPWSSD        Z26, Z10, Z13
+	VPDPWSSD        Z27, Z10, Z3
+	VPDPWSSD        Z24, Z21, Z15
+	VPDPWSSD        Z25, Z21, Z16
+	VPDPWSSD        Z26, Z21, Z17
+	VPDPWSSD        Z27, Z21, Z4
+	VPDPWSSD        Z24, Z22, Z18
+	VPDPWSSD        Z25, Z22, Z19
+	VPDPWSSD        Z26, Z22, Z20
+	VPDPWSSD        Z27, Z22, Z5
+	VPDPWSSD        Z24, Z23, Z7
+	VPDPWSSD        Z25, Z23, Z8
+	VPDPWSSD        Z26, Z23, Z9
+	VPDPWSSD        Z27, Z23, Z6
+	VMOVDQU64       384(AX), Z10
+	VMOVDQU64       896(AX), Z21
+	VMOVDQU64       1408(AX), Z22
+	VMOVDQU64       1920(AX), Z23
+	VMOVDQU64       384(CX), Z24
+	VMOVDQU64       896(CX), Z25
+	VMOVDQU64       1408(CX), Z26
+	VMOVDQU64       1920(CX), Z27
+	VPDPWSSD        Z24, Z10, Z11
+	VPDPWSSD        Z25, Z10, Z12
+	VPDPWSSD        Z26, Z10, Z13
+	VPDPWSSD        Z27, Z10, Z3
+	VPDPWSSD        Z24, Z21, Z15
+	VPDPWSSD        Z25, Z21, Z16
+	VPDPWSSD        Z26, Z21, Z17
+	VPDPWSSD        Z27, Z21, Z4
+	VPDPWSSD        Z24, Z22, Z18
+	VPDPWSSD        Z25, Z22, Z19
+	VPDPWSSD        Z26, Z22, Z20
+	VPDPWSSD        Z27, Z22, Z5
+	VPDPWSSD        Z24, Z23, Z7
+	VPDPWSSD        Z25, Z23, Z8
+	VPDPWSSD        Z26, Z23, Z9
+	VPDPWSSD        Z27, Z23, Z6
+	VMOVDQU64       448(AX), Z10
+	VMOVDQU64       960(AX), Z21
+	VMOVDQU64       1472(AX), Z22
+	VMOVDQU64       1984(AX), Z23
+	VMOVDQU64       448(CX), Z24
+	VMOVDQU64       960(CX), Z25
+	VMOVDQU64       1472(CX), Z26
+	VMOVDQU64       1984(CX), Z27
+	VPDPWSSD        Z24, Z10, Z11
+	VPDPWSSD        Z25, Z10, Z12
+	VPDPWSSD        Z26, Z10, Z13
+	VPDPWSSD        Z27, Z10, Z3
+	VPDPWSSD        Z24, Z21, Z15
+	VPDPWSSD        Z25, Z21, Z16
+	VPDPWSSD        Z26, Z21, Z17
+	VPDPWSSD        Z27, Z21, Z4
+	VPDPWSSD        Z24, Z22, Z18
+	VPDPWSSD        Z25, Z22, Z19
+	VPDPWSSD        Z26, Z22, Z20
+	VPDPWSSD        Z27, Z22, Z5
+	VPDPWSSD        Z24, Z23, Z7
+	VPDPWSSD        Z25, Z23, Z8
+	VPDPWSSD        Z26, Z23, Z9
+	VPDPWSSD        Z27, Z23, Z6
+	VSHUFI64X2      $0x44, Z12, Z11, Z10
+	VSHUFI64X2      $0xee, Z12, Z11, Z11
+	VPADDD          Z11, Z10, Z10
+	VSHUFI64X2      $0x44, Z3, Z13, Z11
+	VSHUFI64X2      $0xee, Z3, Z13, Z3
+	VPADDD          Z3, Z11, Z11
+	VSHUFI64X2      $0x88, Z11, Z10, Z3
+	VSHUFI64X2      $0xdd, Z11, Z10, Z10
+	VPADDD          Z10, Z3, Z3
+	VSHUFI64X2      $0x44, Z16, Z15, Z10
+	VSHUFI64X2      $0xee, Z16, Z15, Z11
+	VPADDD          Z11, Z10, Z10
+	VSHUFI64X2      $0x44, Z4, Z17, Z11
+	VSHUFI64X2      $0xee, Z4, Z17, Z4
+	VPADDD          Z4, Z11, Z11
+	VSHUFI64X2      $0x88, Z11, Z10, Z4
+	VSHUFI64X2      $0xdd, Z11, Z10, Z10
+	VPADDD          Z10, Z4, Z4
+	VSHUFI64X2      $0x44, Z19, Z18, Z10
+	VSHUFI64X2      $0xee, Z19, Z18, Z11
+	VPADDD          Z11, Z10, Z10
+	VSHUFI64X2      $0x44, Z5, Z20, Z11
+	VSHUFI64X2      $0xee, Z5, Z20, Z5
+	VPADDD          Z5, Z11, Z11
+	VSHUFI64X2      $0x88, Z11, Z10, Z5
+	VSHUFI64X2      $0xdd, Z11, Z10, Z10
+	VPADDD          Z10, Z5, Z5
+	VSHUFI64X2      $0x44, Z8, Z7, Z10
+	VSHUFI64X2      $0xee, Z8, Z7, Z7
+	VPADDD          Z7, Z10, Z10
+	VSHUFI64X2      $0x44, Z6, Z9, Z7
+	VSHUFI64X2      $0xee, Z6, Z9, Z6
+	VPADDD          Z6, Z7, Z7
+	VSHUFI64X2      $0x88, Z7, Z10, Z6
+	VSHUFI64X2      $0xdd, Z7, Z10, Z7
+	VPADDD          Z7, Z6, Z6
+	VPUNPCKLQDQ     Z4, Z3, Z7
+	VPUNPCKHQDQ     Z4, Z3, Z3
+	VPADDD          Z3, Z7, Z7
+	VPUNPCKLQDQ     Z6, Z5, Z3
+	VPUNPCKHQDQ     Z6, Z5, Z4
+	VPADDD          Z4, Z3, Z3
+	VSHUFPS         $0x88, Z3, Z7, Z4
+	VSHUFPS         $0xdd, Z3, Z7, Z3
+	VPADDD          Z3, Z4, Z4
+	VCVTDQ2PS       Z4, Z4
+	VBROADCASTF32X4 (BX), Z3
+	VMOVUPS         (SI), X14
+	VPERMPS         Z14, Z2, Z5
+	VMULPS          Z5, Z3, Z3
+	VMULPS          Z0, Z4, Z4
+	VMULPS          Z4, Z3, Z3
+	VADDPS          Z3, Z1, Z1
+	ADDQ            $0x00002000, AX
+	ADDQ            DX, CX
+	ADDQ            $0x40, BX
+	ADDQ            DI, SI
+	DECQ            R8
+	JNZ             iqPanelSumFAVX512r4t4_loop
+	MOVQ            out+64(FP), AX
+	VMOVUPS         Z1, (AX)
+	VZEROUPPER
+	RET
+
+// func decodeIQ1SPanelAVX512(x *byte, nb int, w *int16, dx *float32, grid *byte)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL, F16C
+TEXT ·decodeIQ1SPanelAVX512(SB), NOSPLIT, $0-40
+	MOVQ      x+0(FP), AX
+	MOVQ      nb+8(FP), CX
+	MOVQ      w+16(FP), DX
+	MOVQ      dx+24(FP), BX
+	MOVQ      grid+32(FP), SI
+	VMOVDQU32 iqPanelPerm<>+0(SB), Z0
+
+decode_IQ1S:
+	MOVWLZX      (AX), DI
+	VMOVD        DI, X1
+	VCVTPH2PS    X1, X1
+	VMOVSS       X1, (BX)
+	MOVWQZX      34(AX), DI
+	MOVQ         DI, R9
+	SHRQ         $0x00, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      2(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (SI)(R8*8), X1
+	MOVQ         DI, R9
+	SHRQ         $0x03, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      3(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X1, X1
+	MOVQ         DI, R9
+	SHRQ         $0x06, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      4(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (SI)(R8*8), X2
+	MOVQ         DI, R9
+	SHRQ         $0x09, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      5(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X2, X2
+	VINSERTI32X4 $0x01, X2, Y1, Y2
+	MOVQ         DI, R8
+	SHRQ         $0x0c, R8
+	ANDQ         $0x00000007, R8
+	LEAQ         1(R8)(R8*1), R8
+	MOVQ         DI, R9
+	SHRQ         $0x0f, R9
+	NEGQ         R9
+	MOVQ         R8, DI
+	XORQ         R9, DI
+	SUBQ         R9, DI
+	SHLQ         $0x03, R8
+	VMOVD        R8, X3
+	VMOVD        DI, X1
+	VPBROADCASTW X3, Z3
+	VPBROADCASTW X1, Z4
+	VPMOVSXBW    Y2, Z2
+	VPMULLW      Z3, Z2, Z2
+	VPADDW       Z4, Z2, Z2
+	VPERMD       Z2, Z0, Z2
+	VMOVDQU64    Z2, (DX)
+	MOVWQZX      36(AX), DI
+	MOVQ         DI, R9
+	SHRQ         $0x00, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      6(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (SI)(R8*8), X1
+	MOVQ         DI, R9
+	SHRQ         $0x03, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      7(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X1, X1
+	MOVQ         DI, R9
+	SHRQ         $0x06, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      8(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (SI)(R8*8), X2
+	MOVQ         DI, R9
+	SHRQ         $0x09, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      9(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X2, X2
+	VINSERTI32X4 $0x01, X2, Y1, Y2
+	MOVQ         DI, R8
+	SHRQ         $0x0c, R8
+	ANDQ         $0x00000007, R8
+	LEAQ         1(R8)(R8*1), R8
+	MOVQ         DI, R9
+	SHRQ         $0x0f, R9
+	NEGQ         R9
+	MOVQ         R8, DI
+	XORQ         R9, DI
+	SUBQ         R9, DI
+	SHLQ         $0x03, R8
+	VMOVD        R8, X3
+	VMOVD        DI, X1
+	VPBROADCASTW X3, Z3
+	VPBROADCASTW X1, Z4
+	VPMOVSXBW    Y2, Z2
+	VPMULLW      Z3, Z2, Z2
+	VPADDW       Z4, Z2, Z2
+	VPERMD       Z2, Z0, Z2
+	VMOVDQU64    Z2, 64(DX)
+	MOVWQZX      38(AX), DI
+	MOVQ         DI, R9
+	SHRQ         $0x00, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      10(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (SI)(R8*8), X1
+	MOVQ         DI, R9
+	SHRQ         $0x03, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      11(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X1, X1
+	MOVQ         DI, R9
+	SHRQ         $0x06, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      12(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (SI)(R8*8), X2
+	MOVQ         DI, R9
+	SHRQ         $0x09, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      13(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X2, X2
+	VINSERTI32X4 $0x01, X2, Y1, Y2
+	MOVQ         DI, R8
+	SHRQ         $0x0c, R8
+	ANDQ         $0x00000007, R8
+	LEAQ         1(R8)(R8*1), R8
+	MOVQ         DI, R9
+	SHRQ         $0x0f, R9
+	NEGQ         R9
+	MOVQ         R8, DI
+	XORQ         R9, DI
+	SUBQ         R9, DI
+	SHLQ         $0x03, R8
+	VMOVD        R8, X3
+	VMOVD        DI, X1
+	VPBROADCASTW X3, Z3
+	VPBROADCASTW X1, Z4
+	VPMOVSXBW    Y2, Z2
+	VPMULLW      Z3, Z2, Z2
+	VPADDW       Z4, Z2, Z2
+	VPERMD       Z2, Z0, Z2
+	VMOVDQU64    Z2, 128(DX)
+	MOVWQZX      40(AX), DI
+	MOVQ         DI, R9
+	SHRQ         $0x00, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      14(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (SI)(R8*8), X1
+	MOVQ         DI, R9
+	SHRQ         $0x03, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      15(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X1, X1
+	MOVQ         DI, R9
+	SHRQ         $0x06, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      16(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (SI)(R8*8), X2
+	MOVQ         DI, R9
+	SHRQ         $0x09, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      17(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X2, X2
+	VINSERTI32X4 $0x01, X2, Y1, Y2
+	MOVQ         DI, R8
+	SHRQ         $0x0c, R8
+	ANDQ         $0x00000007, R8
+	LEAQ         1(R8)(R8*1), R8
+	MOVQ         DI, R9
+	SHRQ         $0x0f, R9
+	NEGQ         R9
+	MOVQ         R8, DI
+	XORQ         R9, DI
+	SUBQ         R9, DI
+	SHLQ         $0x03, R8
+	VMOVD        R8, X3
+	VMOVD        DI, X1
+	VPBROADCASTW X3, Z3
+	VPBROADCASTW X1, Z4
+	VPMOVSXBW    Y2, Z2
+	VPMULLW      Z3, Z2, Z2
+	VPADDW       Z4, Z2, Z2
+	VPERMD       Z2, Z0, Z2
+	VMOVDQU64    Z2, 192(DX)
+	MOVWQZX      42(AX), DI
+	MOVQ         DI, R9
+	SHRQ         $0x00, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      18(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (SI)(R8*8), X1
+	MOVQ         DI, R9
+	SHRQ         $0x03, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      19(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X1, X1
+	MOVQ         DI, R9
+	SHRQ         $0x06, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      20(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (SI)(R8*8), X2
+	MOVQ         DI, R9
+	SHRQ         $0x09, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      21(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X2, X2
+	VINSERTI32X4 $0x01, X2, Y1, Y2
+	MOVQ         DI, R8
+	SHRQ         $0x0c, R8
+	ANDQ         $0x00000007, R8
+	LEAQ         1(R8)(R8*1), R8
+	MOVQ         DI, R9
+	SHRQ         $0x0f, R9
+	NEGQ         R9
+	MOVQ         R8, DI
+	XORQ         R9, DI
+	SUBQ         R9, DI
+	SHLQ         $0x03, R8
+	VMOVD        R8, X3
+	VMOVD        DI, X1
+	VPBROADCASTW X3, Z3
+	VPBROADCASTW X1, Z4
+	VPMOVSXBW    Y2, Z2
+	VPMULLW      Z3, Z2, Z2
+	VPADDW       Z4, Z2, Z2
+	VPERMD       Z2, Z0, Z2
+	VMOVDQU64    Z2, 256(DX)
+	MOVWQZX      44(AX), DI
+	MOVQ         DI, R9
+	SHRQ         $0x00, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      22(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (SI)(R8*8), X1
+	MOVQ         DI, R9
+	SHRQ         $0x03, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      23(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X1, X1
+	MOVQ         DI, R9
+	SHRQ         $0x06, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      24(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (SI)(R8*8), X2
+	MOVQ         DI, R9
+	SHRQ         $0x09, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      25(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X2, X2
+	VINSERTI32X4 $0x01, X2, Y1, Y2
+	MOVQ         DI, R8
+	SHRQ         $0x0c, R8
+	ANDQ         $0x00000007, R8
+	LEAQ         1(R8)(R8*1), R8
+	MOVQ         DI, R9
+	SHRQ         $0x0f, R9
+	NEGQ         R9
+	MOVQ         R8, DI
+	XORQ         R9, DI
+	SUBQ         R9, DI
+	SHLQ         $0x03, R8
+	VMOVD        R8, X3
+	VMOVD        DI, X1
+	VPBROADCASTW X3, Z3
+	VPBROADCASTW X1, Z4
+	VPMOVSXBW    Y2, Z2
+	VPMULLW      Z3, Z2, Z2
+	VPADDW       Z4, Z2, Z2
+	VPERMD       Z2, Z0, Z2
+	VMOVDQU64    Z2, 320(DX)
+	MOVWQZX      46(AX), DI
+	MOVQ         DI, R9
+	SHRQ         $0x00, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      26(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (SI)(R8*8), X1
+	MOVQ         DI, R9
+	SHRQ         $0x03, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      27(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X1, X1
+	MOVQ         DI, R9
+	SHRQ         $0x06, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      28(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (SI)(R8*8), X2
+	MOVQ         DI, R9
+	SHRQ         $0x09, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      29(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X2, X2
+	VINSERTI32X4 $0x01, X2, Y1, Y2
+	MOVQ         DI, R8
+	SHRQ         $0x0c, R8
+	ANDQ         $0x00000007, R8
+	LEAQ         1(R8)(R8*1), R8
+	MOVQ         DI, R9
+	SHRQ         $0x0f, R9
+	NEGQ         R9
+	MOVQ         R8, DI
+	XORQ         R9, DI
+	SUBQ         R9, DI
+	SHLQ         $0x03, R8
+	VMOVD        R8, X3
+	VMOVD        DI, X1
+	VPBROADCASTW X3, Z3
+	VPBROADCASTW X1, Z4
+	VPMOVSXBW    Y2, Z2
+	VPMULLW      Z3, Z2, Z2
+	VPADDW       Z4, Z2, Z2
+	VPERMD       Z2, Z0, Z2
+	VMOVDQU64    Z2, 384(DX)
+	MOVWQZX      48(AX), DI
+	MOVQ         DI, R9
+	SHRQ         $0x00, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      30(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (SI)(R8*8), X1
+	MOVQ         DI, R9
+	SHRQ         $0x03, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      31(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X1, X1
+	MOVQ         DI, R9
+	SHRQ         $0x06, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      32(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (SI)(R8*8), X2
+	MOVQ         DI, R9
+	SHRQ         $0x09, R9
+	ANDQ         $0x00000007, R9
+	SHLQ         $0x08, R9
+	MOVBQZX      33(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X2, X2
+	VINSERTI32X4 $0x01, X2, Y1, Y2
+	MOVQ         DI, R8
+	SHRQ         $0x0c, R8
+	ANDQ         $0x00000007, R8
+	LEAQ         1(R8)(R8*1), R8
+	MOVQ         DI, R9
+	SHRQ         $0x0f, R9
+	NEGQ         R9
+	MOVQ         R8, DI
+	XORQ         R9, DI
+	SUBQ         R9, DI
+	SHLQ         $0x03, R8
+	VMOVD        R8, X3
+	VMOVD        DI, X1
+	VPBROADCASTW X3, Z3
+	VPBROADCASTW X1, Z4
+	VPMOVSXBW    Y2, Z2
+	VPMULLW      Z3, Z2, Z2
+	VPADDW       Z4, Z2, Z2
+	VPERMD       Z2, Z0, Z2
+	VMOVDQU64    Z2, 448(DX)
+	ADDQ         $0x00000032, AX
+	ADDQ         $0x00002000, DX
+	ADDQ         $0x40, BX
+	DECQ         CX
+	JNZ          decode_IQ1S
+	VZEROUPPER
+	RET
+
+// func decodeIQ2XXSPanelAVX512(x *byte, nb int, w *int16, dx *float32, grid *byte)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, BMI2, F16C
+TEXT ·decodeIQ2XXSPanelAVX512(SB), NOSPLIT, $0-40
+	MOVQ      x+0(FP), AX
+	MOVQ      nb+8(FP), CX
+	MOVQ      w+16(FP), DX
+	MOVQ      dx+24(FP), BX
+	MOVQ      grid+32(FP), SI
+	VMOVDQU32 iqPanelPerm<>+0(SB), Z0
+	VPXORD    Z1, Z1, Z1
+
+decode_IQ2XXS:
+	MOVWLZX      (AX), DI
+	VMOVD        DI, X2
+	VCVTPH2PS    X2, X2
+	VMOVSS       X2, (BX)
+	MOVBQZX      2(AX), DI
+	VMOVQ        (SI)(DI*8), X2
+	MOVBQZX      3(AX), DI
+	VPINSRQ      $0x01, (SI)(DI*8), X2, X2
+	MOVBQZX      4(AX), DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVBQZX      5(AX), DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI32X4 $0x01, X3, Y2, Y3
+	MOVLQZX      6(AX), DI
+	MOVQ         DI, R8
+	SHRQ         $0x1c, R8
+	MOVQ         $0x000000007f7f7f7f, R9
+	PDEPQ        R9, DI, DI
+	MOVQ         DI, R10
+	MOVQ         R10, R9
+	SHRQ         $0x04, R9
+	XORQ         R9, R10
+	MOVQ         R10, R9
+	SHRQ         $0x02, R9
+	XORQ         R9, R10
+	MOVQ         R10, R9
+	SHRQ         $0x01, R9
+	XORQ         R9, R10
+	ANDL         $0x01010101, R10
+	SHLL         $0x07, R10
+	ORQ          R10, DI
+	KMOVD        DI, K1
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X4
+	VPBROADCASTW X4, Y4
+	VPMOVZXBW    Y3, Z3
+	VPSUBW       Z3, Z1, K1, Z3
+	VPMOVZXWD    Y4, Z4
+	VPSLLD       $0x10, Z4, Z5
+	VPORD        Z5, Z4, Z4
+	VPMULLW      Z4, Z3, Z3
+	VPERMD       Z3, Z0, Z3
+	VMOVDQU64    Z3, (DX)
+	MOVBQZX      10(AX), DI
+	VMOVQ        (SI)(DI*8), X2
+	MOVBQZX      11(AX), DI
+	VPINSRQ      $0x01, (SI)(DI*8), X2, X2
+	MOVBQZX      12(AX), DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVBQZX      13(AX), DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI32X4 $0x01, X3, Y2, Y3
+	MOVLQZX      14(AX), DI
+	MOVQ         DI, R8
+	SHRQ         $0x1c, R8
+	MOVQ         $0x000000007f7f7f7f, R9
+	PDEPQ        R9, DI, DI
+	MOVQ         DI, R10
+	MOVQ         R10, R9
+	SHRQ         $0x04, R9
+	XORQ         R9, R10
+	MOVQ         R10, R9
+	SHRQ         $0x02, R9
+	XORQ         R9, R10
+	MOVQ         R10, R9
+	SHRQ         $0x01, R9
+	XORQ         R9, R10
+	ANDL         $0x01010101, R10
+	SHLL         $0x07, R10
+	ORQ          R10, DI
+	KMOVD        DI, K1
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X4
+	VPBROADCASTW X4, Y4
+	VPMOVZXBW    Y3, Z3
+	VPSUBW       Z3, Z1, K1, Z3
+	VPMOVZXWD    Y4, Z4
+	VPSLLD       $0x10, Z4, Z5
+	VPORD        Z5, Z4, Z4
+	VPMULLW      Z4, Z3, Z3
+	VPERMD       Z3, Z0, Z3
+	VMOVDQU64    Z3, 64(DX)
+	MOVBQZX      18(AX), DI
+	VMOVQ        (SI)(DI*8), X2
+	MOVBQZX      19(AX), DI
+	VPINSRQ      $0x01, (SI)(DI*8), X2, X2
+	MOVBQZX      20(AX), DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVBQZX      21(AX), DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI32X4 $0x01, X3, Y2, Y3
+	MOVLQZX      22(AX), DI
+	MOVQ         DI, R8
+	SHRQ         $0x1c, R8
+	MOVQ         $0x000000007f7f7f7f, R9
+	PDEPQ        R9, DI, DI
+	MOVQ         DI, R10
+	MOVQ         R10, R9
+	SHRQ         $0x04, R9
+	XORQ         R9, R10
+	MOVQ         R10, R9
+	SHRQ         $0x02, R9
+	XORQ         R9, R10
+	MOVQ         R10, R9
+	SHRQ         $0x01, R9
+	XORQ         R9, R10
+	ANDL         $0x01010101, R10
+	SHLL         $0x07, R10
+	ORQ          R10, DI
+	KMOVD        DI, K1
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X4
+	VPBROADCASTW X4, Y4
+	VPMOVZXBW    Y3, Z3
+	VPSUBW       Z3, Z1, K1, Z3
+	VPMOVZXWD    Y4, Z4
+	VPSLLD       $0x10, Z4, Z5
+	VPORD        Z5, Z4, Z4
+	VPMULLW      Z4, Z3, Z3
+	VPERMD       Z3, Z0, Z3
+	VMOVDQU64    Z3, 128(DX)
+	MOVBQZX      26(AX), DI
+	VMOVQ        (SI)(DI*8), X2
+	MOVBQZX      27(AX), DI
+	VPINSRQ      $0x01, (SI)(DI*8), X2, X2
+	MOVBQZX      28(AX), DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVBQZX      29(AX), DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI32X4 $0x01, X3, Y2, Y3
+	MOVLQZX      30(AX), DI
+	MOVQ         DI, R8
+	SHRQ         $0x1c, R8
+	MOVQ         $0x000000007f7f7f7f, R9
+	PDEPQ        R9, DI, DI
+	MOVQ         DI, R10
+	MOVQ         R10, R9
+	SHRQ         $0x04, R9
+	XORQ         R9, R10
+	MOVQ         R10, R9
+	SHRQ         $0x02, R9
+	XORQ         R9, R10
+	MOVQ         R10, R9
+	SHRQ         $0x01, R9
+	XORQ         R9, R10
+	ANDL         $0x01010101, R10
+	SHLL         $0x07, R10
+	ORQ          R10, DI
+	KMOVD        DI, K1
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X4
+	VPBROADCASTW X4, Y4
+	VPMOVZXBW    Y3, Z3
+	VPSUBW       Z3, Z1, K1, Z3
+	VPMOVZXWD    Y4, Z4
+	VPSLLD       $0x10, Z4, Z5
+	VPORD        Z5, Z4, Z4
+	VPMULLW      Z4, Z3, Z3
+	VPERMD       Z3, Z0, Z3
+	VMOVDQU64    Z3, 192(DX)
+	MOVBQZX      34(AX), DI
+	VMOVQ        (SI)(DI*8), X2
+	MOVBQZX      35(AX), DI
+	VPINSRQ      $0x01, (SI)(DI*8), X2, X2
+	MOVBQZX      36(AX), DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVBQZX      37(AX), DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI32X4 $0x01, X3, Y2, Y3
+	MOVLQZX      38(AX), DI
+	MOVQ         DI, R8
+	SHRQ         $0x1c, R8
+	MOVQ         $0x000000007f7f7f7f, R9
+	PDEPQ        R9, DI, DI
+	MOVQ         DI, R10
+	MOVQ         R10, R9
+	SHRQ         $0x04, R9
+	XORQ         R9, R10
+	MOVQ         R10, R9
+	SHRQ         $0x02, R9
+	XORQ         R9, R10
+	MOVQ         R10, R9
+	SHRQ         $0x01, R9
+	XORQ         R9, R10
+	ANDL         $0x01010101, R10
+	SHLL         $0x07, R10
+	ORQ          R10, DI
+	KMOVD        DI, K1
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X4
+	VPBROADCASTW X4, Y4
+	VPMOVZXBW    Y3, Z3
+	VPSUBW       Z3, Z1, K1, Z3
+	VPMOVZXWD    Y4, Z4
+	VPSLLD       $0x10, Z4, Z5
+	VPORD        Z5, Z4, Z4
+	VPMULLW      Z4, Z3, Z3
+	VPERMD       Z3, Z0, Z3
+	VMOVDQU64    Z3, 256(DX)
+	MOVBQZX      42(AX), DI
+	VMOVQ        (SI)(DI*8), X2
+	MOVBQZX      43(AX), DI
+	VPINSRQ      $0x01, (SI)(DI*8), X2, X2
+	MOVBQZX      44(AX), DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVBQZX      45(AX), DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI32X4 $0x01, X3, Y2, Y3
+	MOVLQZX      46(AX), DI
+	MOVQ         DI, R8
+	SHRQ         $0x1c, R8
+	MOVQ         $0x000000007f7f7f7f, R9
+	PDEPQ        R9, DI, DI
+	MOVQ         DI, R10
+	MOVQ         R10, R9
+	SHRQ         $0x04, R9
+	XORQ         R9, R10
+	MOVQ         R10, R9
+	SHRQ         $0x02, R9
+	XORQ         R9, R10
+	MOVQ         R10, R9
+	SHRQ         $0x01, R9
+	XORQ         R9, R10
+	ANDL         $0x01010101, R10
+	SHLL         $0x07, R10
+	ORQ          R10, DI
+	KMOVD        DI, K1
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X4
+	VPBROADCASTW X4, Y4
+	VPMOVZXBW    Y3, Z3
+	VPSUBW       Z3, Z1, K1, Z3
+	VPMOVZXWD    Y4, Z4
+	VPSLLD       $0x10, Z4, Z5
+	VPORD        Z5, Z4, Z4
+	VPMULLW      Z4, Z3, Z3
+	VPERMD       Z3, Z0, Z3
+	VMOVDQU64    Z3, 320(DX)
+	MOVBQZX      50(AX), DI
+	VMOVQ        (SI)(DI*8), X2
+	MOVBQZX      51(AX), DI
+	VPINSRQ      $0x01, (SI)(DI*8), X2, X2
+	MOVBQZX      52(AX), DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVBQZX      53(AX), DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI32X4 $0x01, X3, Y2, Y3
+	MOVLQZX      54(AX), DI
+	MOVQ         DI, R8
+	SHRQ         $0x1c, R8
+	MOVQ         $0x000000007f7f7f7f, R9
+	PDEPQ        R9, DI, DI
+	MOVQ         DI, R10
+	MOVQ         R10, R9
+	SHRQ         $0x04, R9
+	XORQ         R9, R10
+	MOVQ         R10, R9
+	SHRQ         $0x02, R9
+	XORQ         R9, R10
+	MOVQ         R10, R9
+	SHRQ         $0x01, R9
+	XORQ         R9, R10
+	ANDL         $0x01010101, R10
+	SHLL         $0x07, R10
+	ORQ          R10, DI
+	KMOVD        DI, K1
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X4
+	VPBROADCASTW X4, Y4
+	VPMOVZXBW    Y3, Z3
+	VPSUBW       Z3, Z1, K1, Z3
+	VPMOVZXWD    Y4, Z4
+	VPSLLD       $0x10, Z4, Z5
+	VPORD        Z5, Z4, Z4
+	VPMULLW      Z4, Z3, Z3
+	VPERMD       Z3, Z0, Z3
+	VMOVDQU64    Z3, 384(DX)
+	MOVBQZX      58(AX), DI
+	VMOVQ        (SI)(DI*8), X2
+	MOVBQZX      59(AX), DI
+	VPINSRQ      $0x01, (SI)(DI*8), X2, X2
+	MOVBQZX      60(AX), DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVBQZX      61(AX), DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI32X4 $0x01, X3, Y2, Y3
+	MOVLQZX      62(AX), DI
+	MOVQ         DI, R8
+	SHRQ         $0x1c, R8
+	MOVQ         $0x000000007f7f7f7f, R9
+	PDEPQ        R9, DI, DI
+	MOVQ         DI, R10
+	MOVQ         R10, R9
+	SHRQ         $0x04, R9
+	XORQ         R9, R10
+	MOVQ         R10, R9
+	SHRQ         $0x02, R9
+	XORQ         R9, R10
+	MOVQ         R10, R9
+	SHRQ         $0x01, R9
+	XORQ         R9, R10
+	ANDL         $0x01010101, R10
+	SHLL         $0x07, R10
+	ORQ          R10, DI
+	KMOVD        DI, K1
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X4
+	VPBROADCASTW X4, Y4
+	VPMOVZXBW    Y3, Z3
+	VPSUBW       Z3, Z1, K1, Z3
+	VPMOVZXWD    Y4, Z4
+	VPSLLD       $0x10, Z4, Z5
+	VPORD        Z5, Z4, Z4
+	VPMULLW      Z4, Z3, Z3
+	VPERMD       Z3, Z0, Z3
+	VMOVDQU64    Z3, 448(DX)
+	ADDQ         $0x00000042, AX
+	ADDQ         $0x00002000, DX
+	ADDQ         $0x40, BX
+	DECQ         CX
+	JNZ          decode_IQ2XXS
+	VZEROUPPER
+	RET
+
+// func decodeIQ3XXSPanelAVX512(x *byte, nb int, w *int16, dx *float32, grid *byte)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, BMI2, F16C
+TEXT ·decodeIQ3XXSPanelAVX512(SB), NOSPLIT, $0-40
+	MOVQ      x+0(FP), AX
+	MOVQ      nb+8(FP), CX
+	MOVQ      w+16(FP), DX
+	MOVQ      dx+24(FP), BX
+	MOVQ      grid+32(FP), SI
+	VMOVDQU32 iqPanelPerm<>+0(SB), Z0
+	VPXORD    Z1, Z1, Z1
+
+decode_IQ3XXS:
+	MOVWLZX      (AX), DI
+	VMOVD        DI, X2
+	VCVTPH2PS    X2, X2
+	VMOVSS       X2, (BX)
+	MOVBQZX      2(AX), DI
+	VMOVD        (SI)(DI*4), X2
+	MOVBQZX      3(AX), DI
+	VPINSRD      $0x01, (SI)(DI*4), X2, X2
+	MOVBQZX      4(AX), DI
+	VPINSRD      $0x02, (SI)(DI*4), X2, X2
+	MOVBQZX      5(AX), DI
+	VPINSRD      $0x03, (SI)(DI*4), X2, X2
+	MOVBQZX      6(AX), DI
+	VMOVD        (SI)(DI*4), X3
+	MOVBQZX      7(AX), DI
+	VPINSRD      $0x01, (SI)(DI*4), X3, X3
+	MOVBQZX      8(AX), DI
+	VPINSRD      $0x02, (SI)(DI*4), X3, X3
+	MOVBQZX      9(AX), DI
+	VPINSRD      $0x03, (SI)(DI*4), X3, X3
+	VINSERTI32X4 $0x01, X3, Y2, Y3
+	MOVLQZX      66(AX), DI
+	MOVQ         DI, R8
+	SHRQ         $0x1c, R8
+	MOVQ         $0x000000007f7f7f7f, R9
+	PDEPQ        R9, DI, DI
+	MOVQ         DI, R10
+	MOVQ         R10, R9
+	SHRQ         $0x04, R9
+	XORQ         R9, R10
+	MOVQ         R10, R9
+	SHRQ         $0x02, R9
+	XORQ         R9, R10
+	MOVQ         R10, R9
+	SHRQ         $0x01, R9
+	XORQ         R9, R10
+	ANDL         $0x01010101, R10
+	SHLL         $0x07, R10
+	ORQ          R10, DI
+	KMOVD        DI, K1
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X4
+	VPBROADCASTW X4, Y4
+	VPMOVZXBW    Y3, Z3
+	VPSUBW       Z3, Z1, K1, Z3
+	VPMOVZXWD    Y4, Z4
+	VPSLLD       $0x10, Z4, Z5
+	VPORD        Z5, Z4, Z4
+	VPMULLW      Z4, Z3, Z3
+	VPERMD       Z3, Z0, Z3
+	VMOVDQU64    Z3, (DX)
+	MOVBQZX      10(AX), DI
+	VMOVD        (SI)(DI*4), X2
+	MOVBQZX      11(AX), DI
+	VPINSRD      $0x01, (SI)(DI*4), X2, X2
+	MOVBQZX      12(AX), DI
+	VPINSRD      $0x02, (SI)(DI*4), X2, X2
+	MOVBQZX      13(AX), DI
+	VPINSRD      $0x03, (SI)(DI*4), X2, X2
+	MOVBQZX      14(AX), DI
+	VMOVD        (SI)(DI*4), X3
+	MOVBQZX      15(AX), DI
+	VPINSRD      $0x01, (SI)(DI*4), X3, X3
+	MOVBQZX      16(AX), DI
+	VPINSRD      $0x02, (SI)(DI*4), X3, X3
+	MOVBQZX      17(AX), DI
+	VPINSRD      $0x03, (SI)(DI*4), X3, X3
+	VINSERTI32X4 $0x01, X3, Y2, Y3
+	MOVLQZX      70(AX), DI
+	MOVQ         DI, R8
+	SHRQ         $0x1c, R8
+	MOVQ         $0x000000007f7f7f7f, R9
+	PDEPQ        R9, DI, DI
+	MOVQ         DI, R10
+	MOVQ         R10, R9
+	SHRQ         $0x04, R9
+	XORQ         R9, R10
+	MOVQ         R10, R9
+	SHRQ         $0x02, R9
+	XORQ         R9, R10
+	MOVQ         R10, R9
+	SHRQ         $0x01, R9
+	XORQ         R9, R10
+	ANDL         $0x01010101, R10
+	SHLL         $0x07, R10
+	ORQ          R10, DI
+	KMOVD        DI, K1
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X4
+	VPBROADCASTW X4, Y4
+	VPMOVZXBW    Y3, Z3
+	VPSUBW       Z3, Z1, K1, Z3
+	VPMOVZXWD    Y4, Z4
+	VPSLLD       $0x10, Z4, Z5
+	VPORD        Z5, Z4, Z4
+	VPMULLW      Z4, Z3, Z3
+	VPERMD       Z3, Z0, Z3
+	VMOVDQU64    Z3, 64(DX)
+	MOVBQZX      18(AX), DI
+	VMOVD        (SI)(DI*4), X2
+	MOVBQZX      19(AX), DI
+	VPINSRD      $0x01, (SI)(DI*4), X2, X2
+	MOVBQZX      20(AX), DI
+	VPINSRD      $0x02, (SI)(DI*4), X2, X2
+	MOVBQZX      21(AX), DI
+	VPINSRD      $0x03, (SI)(DI*4), X2, X2
+	MOVBQZX      22(AX), DI
+	VMOVD        (SI)(DI*4), X3
+	MOVBQZX      23(AX), DI
+	VPINSRD      $0x01, (SI)(DI*4), X3, X3
+	MOVBQZX      24(AX), DI
+	VPINSRD      $0x02, (SI)(DI*4), X3, X3
+	MOVBQZX      25(AX), DI
+	VPINSRD      $0x03, (SI)(DI*4), X3, X3
+	VINSERTI32X4 $0x01, X3, Y2, Y3
+	MOVLQZX      74(AX), DI
+	MOVQ         DI, R8
+	SHRQ         $0x1c, R8
+	MOVQ         $0x000000007f7f7f7f, R9
+	PDEPQ        R9, DI, DI
+	MOVQ         DI, R10
+	MOVQ         R10, R9
+	SHRQ         $0x04, R9
+	XORQ         R9, R10
+	MOVQ         R10, R9
+	SHRQ         $0x02, R9
+	XORQ         R9, R10
+	MOVQ         R10, R9
+	SHRQ         $0x01, R9
+	XORQ         R9, R10
+	ANDL         $0x01010101, R10
+	SHLL         $0x07, R10
+	ORQ          R10, DI
+	KMOVD        DI, K1
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X4
+	VPBROADCASTW X4, Y4
+	VPMOVZXBW    Y3, Z3
+	VPSUBW       Z3, Z1, K1, Z3
+	VPMOVZXWD    Y4, Z4
+	VPSLLD       $0x10, Z4, Z5
+	VPORD        Z5, Z4, Z4
+	VPMULLW      Z4, Z3, Z3
+	VPERMD       Z3, Z0, Z3
+	VMOVDQU64    Z3, 128(DX)
+	MOVBQZX      26(AX), DI
+	VMOVD        (SI)(DI*4), X2
+	MOVBQZX      27(AX), DI
+	VPINSRD      $0x01, (SI)(DI*4), X2, X2
+	MOVBQZX      28(AX), DI
+	VPINSRD      $0x02, (SI)(DI*4), X2, X2
+	MOVBQZX      29(AX), DI
+	VPINSRD      $0x03, (SI)(DI*4), X2, X2
+	MOVBQZX      30(AX), DI
+	VMOVD        (SI)(DI*4), X3
+	MOVBQZX      31(AX), DI
+	VPINSRD      $0x01, (SI)(DI*4), X3, X3
+	MOVBQZX      32(AX), DI
+	VPINSRD      $0x02, (SI)(DI*4), X3, X3
+	MOVBQZX      33(AX), DI
+	VPINSRD      $0x03, (SI)(DI*4), X3, X3
+	VINSERTI32X4 $0x01, X3, Y2, Y3
+	MOVLQZX      78(AX), DI
+	MOVQ         DI, R8
+	SHRQ         $0x1c, R8
+	MOVQ         $0x000000007f7f7f7f, R9
+	PDEPQ        R9, DI, DI
+	MOVQ         DI, R10
+	MOVQ         R10, R9
+	SHRQ         $0x04, R9
+	XORQ         R9, R10
+	MOVQ         R10, R9
+	SHRQ         $0x02, R9
+	XORQ         R9, R10
+	MOVQ         R10, R9
+	SHRQ         $0x01, R9
+	XORQ         R9, R10
+	ANDL         $0x01010101, R10
+	SHLL         $0x07, R10
+	ORQ          R10, DI
+	KMOVD        DI, K1
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X4
+	VPBROADCASTW X4, Y4
+	VPMOVZXBW    Y3, Z3
+	VPSUBW       Z3, Z1, K1, Z3
+	VPMOVZXWD    Y4, Z4
+	VPSLLD       $0x10, Z4, Z5
+	VPORD        Z5, Z4, Z4
+	VPMULLW      Z4, Z3, Z3
+	VPERMD       Z3, Z0, Z3
+	VMOVDQU64    Z3, 192(DX)
+	MOVBQZX      34(AX), DI
+	VMOVD        (SI)(DI*4), X2
+	MOVBQZX      35(AX), DI
+	VPINSRD      $0x01, (SI)(DI*4), X2, X2
+	MOVBQZX      36(AX), DI
+	VPINSRD      $0x02, (SI)(DI*4), X2, X2
+	MOVBQZX      37(AX), DI
+	VPINSRD      $0x03, (SI)(DI*4), X2, X2
+	MOVBQZX      38(AX), DI
+	VMOVD        (SI)(DI*4), X3
+	MOVBQZX      39(AX), DI
+	VPINSRD      $0x01, (SI)(DI*4), X3, X3
+	MOVBQZX      40(AX), DI
+	VPINSRD      $0x02, (SI)(DI*4), X3, X3
+	MOVBQZX      41(AX), DI
+	VPINSRD      $0x03, (SI)(DI*4), X3, X3
+	VINSERTI32X4 $0x01, X3, Y2, Y3
+	MOVLQZX      82(AX), DI
+	MOVQ         DI, R8
+	SHRQ         $0x1c, R8
+	MOVQ         $0x000000007f7f7f7f, R9
+	PDEPQ        R9, DI, DI
+	MOVQ         DI, R10
+	MOVQ         R10, R9
+	SHRQ         $0x04, R9
+	XORQ         R9, R10
+	MOVQ         R10, R9
+	SHRQ         $0x02, R9
+	XORQ         R9, R10
+	MOVQ         R10, R9
+	SHRQ         $0x01, R9
+	XORQ         R9, R10
+	ANDL         $0x01010101, R10
+	SHLL         $0x07, R10
+	ORQ          R10, DI
+	KMOVD        DI, K1
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X4
+	VPBROADCASTW X4, Y4
+	VPMOVZXBW    Y3, Z3
+	VPSUBW       Z3, Z1, K1, Z3
+	VPMOVZXWD    Y4, Z4
+	VPSLLD       $0x10, Z4, Z5
+	VPORD        Z5, Z4, Z4
+	VPMULLW      Z4, Z3, Z3
+	VPERMD       Z3, Z0, Z3
+	VMOVDQU64    Z3, 256(DX)
+	MOVBQZX      42(AX), DI
+	VMOVD        (SI)(DI*4), X2
+	MOVBQZX      43(AX), DI
+	VPINSRD      $0x01, (SI)(DI*4), X2, X2
+	MOVBQZX      44(AX), DI
+	VPINSRD      $0x02, (SI)(DI*4), X2, X2
+	MOVBQZX      45(AX), DI
+	VPINSRD      $0x03, (SI)(DI*4), X2, X2
+	MOVBQZX      46(AX), DI
+	VMOVD        (SI)(DI*4), X3
+	MOVBQZX      47(AX), DI
+	VPINSRD      $0x01, (SI)(DI*4), X3, X3
+	MOVBQZX      48(AX), DI
+	VPINSRD      $0x02, (SI)(DI*4), X3, X3
+	MOVBQZX      49(AX), DI
+	VPINSRD      $0x03, (SI)(DI*4), X3, X3
+	VINSERTI32X4 $0x01, X3, Y2, Y3
+	MOVLQZX      86(AX), DI
+	MOVQ         DI, R8
+	SHRQ         $0x1c, R8
+	MOVQ         $0x000000007f7f7f7f, R9
+	PDEPQ        R9, DI, DI
+	MOVQ         DI, R10
+	MOVQ         R10, R9
+	SHRQ         $0x04, R9
+	XORQ         R9, R10
+	MOVQ         R10, R9
+	SHRQ         $0x02, R9
+	XORQ         R9, R10
+	MOVQ         R10, R9
+	SHRQ         $0x01, R9
+	XORQ         R9, R10
+	ANDL         $0x01010101, R10
+	SHLL         $0x07, R10
+	ORQ          R10, DI
+	KMOVD        DI, K1
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X4
+	VPBROADCASTW X4, Y4
+	VPMOVZXBW    Y3, Z3
+	VPSUBW       Z3, Z1, K1, Z3
+	VPMOVZXWD    Y4, Z4
+	VPSLLD       $0x10, Z4, Z5
+	VPORD        Z5, Z4, Z4
+	VPMULLW      Z4, Z3, Z3
+	VPERMD       Z3, Z0, Z3
+	VMOVDQU64    Z3, 320(DX)
+	MOVBQZX      50(AX), DI
+	VMOVD        (SI)(DI*4), X2
+	MOVBQZX      51(AX), DI
+	VPINSRD      $0x01, (SI)(DI*4), X2, X2
+	MOVBQZX      52(AX), DI
+	VPINSRD      $0x02, (SI)(DI*4), X2, X2
+	MOVBQZX      53(AX), DI
+	VPINSRD      $0x03, (SI)(DI*4), X2, X2
+	MOVBQZX      54(AX), DI
+	VMOVD        (SI)(DI*4), X3
+	MOVBQZX      55(AX), DI
+	VPINSRD      $0x01, (SI)(DI*4), X3, X3
+	MOVBQZX      56(AX), DI
+	VPINSRD      $0x02, (SI)(DI*4), X3, X3
+	MOVBQZX      57(AX), DI
+	VPINSRD      $0x03, (SI)(DI*4), X3, X3
+	VINSERTI32X4 $0x01, X3, Y2, Y3
+	MOVLQZX      90(AX), DI
+	MOVQ         DI, R8
+	SHRQ         $0x1c, R8
+	MOVQ         $0x000000007f7f7f7f, R9
+	PDEPQ        R9, DI, DI
+	MOVQ         DI, R10
+	MOVQ         R10, R9
+	SHRQ         $0x04, R9
+	XORQ         R9, R10
+	MOVQ         R10, R9
+	SHRQ         $0x02, R9
+	XORQ         R9, R10
+	MOVQ         R10, R9
+	SHRQ         $0x01, R9
+	XORQ         R9, R10
+	ANDL         $0x01010101, R10
+	SHLL         $0x07, R10
+	ORQ          R10, DI
+	KMOVD        DI, K1
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X4
+	VPBROADCASTW X4, Y4
+	VPMOVZXBW    Y3, Z3
+	VPSUBW       Z3, Z1, K1, Z3
+	VPMOVZXWD    Y4, Z4
+	VPSLLD       $0x10, Z4, Z5
+	VPORD        Z5, Z4, Z4
+	VPMULLW      Z4, Z3, Z3
+	VPERMD       Z3, Z0, Z3
+	VMOVDQU64    Z3, 384(DX)
+	MOVBQZX      58(AX), DI
+	VMOVD        (SI)(DI*4), X2
+	MOVBQZX      59(AX), DI
+	VPINSRD      $0x01, (SI)(DI*4), X2, X2
+	MOVBQZX      60(AX), DI
+	VPINSRD      $0x02, (SI)(DI*4), X2, X2
+	MOVBQZX      61(AX), DI
+	VPINSRD      $0x03, (SI)(DI*4), X2, X2
+	MOVBQZX      62(AX), DI
+	VMOVD        (SI)(DI*4), X3
+	MOVBQZX      63(AX), DI
+	VPINSRD      $0x01, (SI)(DI*4), X3, X3
+	MOVBQZX      64(AX), DI
+	VPINSRD      $0x02, (SI)(DI*4), X3, X3
+	MOVBQZX      65(AX), DI
+	VPINSRD      $0x03, (SI)(DI*4), X3, X3
+	VINSERTI32X4 $0x01, X3, Y2, Y3
+	MOVLQZX      94(AX), DI
+	MOVQ         DI, R8
+	SHRQ         $0x1c, R8
+	MOVQ         $0x000000007f7f7f7f, R9
+	PDEPQ        R9, DI, DI
+	MOVQ         DI, R10
+	MOVQ         R10, R9
+	SHRQ         $0x04, R9
+	XORQ         R9, R10
+	MOVQ         R10, R9
+	SHRQ         $0x02, R9
+	XORQ         R9, R10
+	MOVQ         R10, R9
+	SHRQ         $0x01, R9
+	XORQ         R9, R10
+	ANDL         $0x01010101, R10
+	SHLL         $0x07, R10
+	ORQ          R10, DI
+	KMOVD        DI, K1
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X4
+	VPBROADCASTW X4, Y4
+	VPMOVZXBW    Y3, Z3
+	VPSUBW       Z3, Z1, K1, Z3
+	VPMOVZXWD    Y4, Z4
+	VPSLLD       $0x10, Z4, Z5
+	VPORD        Z5, Z4, Z4
+	VPMULLW      Z4, Z3, Z3
+	VPERMD       Z3, Z0, Z3
+	VMOVDQU64    Z3, 448(DX)
+	ADDQ         $0x00000062, AX
+	ADDQ         $0x00002000, DX
+	ADDQ         $0x40, BX
+	DECQ         CX
+	JNZ          decode_IQ3XXS
+	VZEROUPPER
+	RET
+
+// func decodeIQ2XSPanelAVX512(x *byte, nb int, w *int16, dx *float32, grid *byte)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, BMI2, F16C
+TEXT ·decodeIQ2XSPanelAVX512(SB), NOSPLIT, $0-40
+	MOVQ      x+0(FP), AX
+	MOVQ      nb+8(FP), CX
+	MOVQ      w+16(FP), DX
+	MOVQ      dx+24(FP), BX
+	MOVQ      grid+32(FP), SI
+	VMOVDQU32 iqPanelPerm<>+0(SB), Z0
+	VPXORD    Z1, Z1, Z1
+
+decode_IQ2XS:
+	MOVWLZX      (AX), DI
+	VMOVD        DI, X2
+	VCVTPH2PS    X2, X2
+	VMOVSS       X2, (BX)
+	MOVWQZX      2(AX), DI
+	ANDQ         $0x000001ff, DI
+	VMOVQ        (SI)(DI*8), X2
+	MOVWQZX      4(AX), DI
+	ANDQ         $0x000001ff, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X2, X2
+	MOVWQZX      6(AX), DI
+	ANDQ         $0x000001ff, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVWQZX      8(AX), DI
+	ANDQ         $0x000001ff, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI32X4 $0x01, X3, Y2, Y3
+	MOVQ         2(AX), DI
+	MOVQ         $0xfe00fe00fe00fe00, R8
+	PEXTQ        R8, DI, DI
+	MOVQ         $0x000000007f7f7f7f, R8
+	PDEPQ        R8, DI, DI
+	MOVQ         DI, R9
+	MOVQ         R9, R8
+	SHRQ         $0x04, R8
+	XORQ         R8, R9
+	MOVQ         R9, R8
+	SHRQ         $0x02, R8
+	XORQ         R8, R9
+	MOVQ         R9, R8
+	SHRQ         $0x01, R8
+	XORQ         R8, R9
+	ANDL         $0x01010101, R9
+	SHLL         $0x07, R9
+	ORQ          R9, DI
+	KMOVD        DI, K1
+	MOVBQZX      66(AX), DI
+	MOVQ         DI, R8
+	ANDQ         $0x0f, DI
+	SHRQ         $0x04, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB      wordSplit<>+0(SB), Y4, Y4
+	VPMOVZXBW    Y3, Z3
+	VPSUBW       Z3, Z1, K1, Z3
+	VPMOVZXWD    Y4, Z4
+	VPSLLD       $0x10, Z4, Z5
+	VPORD        Z5, Z4, Z4
+	VPMULLW      Z4, Z3, Z3
+	VPERMD       Z3, Z0, Z3
+	VMOVDQU64    Z3, (DX)
+	MOVWQZX      10(AX), DI
+	ANDQ         $0x000001ff, DI
+	VMOVQ        (SI)(DI*8), X2
+	MOVWQZX      12(AX), DI
+	ANDQ         $0x000001ff, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X2, X2
+	MOVWQZX      14(AX), DI
+	ANDQ         $0x000001ff, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVWQZX      16(AX), DI
+	ANDQ         $0x000001ff, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI32X4 $0x01, X3, Y2, Y3
+	MOVQ         10(AX), DI
+	MOVQ         $0xfe00fe00fe00fe00, R8
+	PEXTQ        R8, DI, DI
+	MOVQ         $0x000000007f7f7f7f, R8
+	PDEPQ        R8, DI, DI
+	MOVQ         DI, R9
+	MOVQ         R9, R8
+	SHRQ         $0x04, R8
+	XORQ         R8, R9
+	MOVQ         R9, R8
+	SHRQ         $0x02, R8
+	XORQ         R8, R9
+	MOVQ         R9, R8
+	SHRQ         $0x01, R8
+	XORQ         R8, R9
+	ANDL         $0x01010101, R9
+	SHLL         $0x07, R9
+	ORQ          R9, DI
+	KMOVD        DI, K1
+	MOVBQZX      67(AX), DI
+	MOVQ         DI, R8
+	ANDQ         $0x0f, DI
+	SHRQ         $0x04, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB      wordSplit<>+0(SB), Y4, Y4
+	VPMOVZXBW    Y3, Z3
+	VPSUBW       Z3, Z1, K1, Z3
+	VPMOVZXWD    Y4, Z4
+	VPSLLD       $0x10, Z4, Z5
+	VPORD        Z5, Z4, Z4
+	VPMULLW      Z4, Z3, Z3
+	VPERMD       Z3, Z0, Z3
+	VMOVDQU64    Z3, 64(DX)
+	MOVWQZX      18(AX), DI
+	ANDQ         $0x000001ff, DI
+	VMOVQ        (SI)(DI*8), X2
+	MOVWQZX      20(AX), DI
+	ANDQ         $0x000001ff, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X2, X2
+	MOVWQZX      22(AX), DI
+	ANDQ         $0x000001ff, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVWQZX      24(AX), DI
+	ANDQ         $0x000001ff, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI32X4 $0x01, X3, Y2, Y3
+	MOVQ         18(AX), DI
+	MOVQ         $0xfe00fe00fe00fe00, R8
+	PEXTQ        R8, DI, DI
+	MOVQ         $0x000000007f7f7f7f, R8
+	PDEPQ        R8, DI, DI
+	MOVQ         DI, R9
+	MOVQ         R9, R8
+	SHRQ         $0x04, R8
+	XORQ         R8, R9
+	MOVQ         R9, R8
+	SHRQ         $0x02, R8
+	XORQ         R8, R9
+	MOVQ         R9, R8
+	SHRQ         $0x01, R8
+	XORQ         R8, R9
+	ANDL         $0x01010101, R9
+	SHLL         $0x07, R9
+	ORQ          R9, DI
+	KMOVD        DI, K1
+	MOVBQZX      68(AX), DI
+	MOVQ         DI, R8
+	ANDQ         $0x0f, DI
+	SHRQ         $0x04, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB      wordSplit<>+0(SB), Y4, Y4
+	VPMOVZXBW    Y3, Z3
+	VPSUBW       Z3, Z1, K1, Z3
+	VPMOVZXWD    Y4, Z4
+	VPSLLD       $0x10, Z4, Z5
+	VPORD        Z5, Z4, Z4
+	VPMULLW      Z4, Z3, Z3
+	VPERMD       Z3, Z0, Z3
+	VMOVDQU64    Z3, 128(DX)
+	MOVWQZX      26(AX), DI
+	ANDQ         $0x000001ff, DI
+	VMOVQ        (SI)(DI*8), X2
+	MOVWQZX      28(AX), DI
+	ANDQ         $0x000001ff, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X2, X2
+	MOVWQZX      30(AX), DI
+	ANDQ         $0x000001ff, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVWQZX      32(AX), DI
+	ANDQ         $0x000001ff, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI32X4 $0x01, X3, Y2, Y3
+	MOVQ         26(AX), DI
+	MOVQ         $0xfe00fe00fe00fe00, R8
+	PEXTQ        R8, DI, DI
+	MOVQ         $0x000000007f7f7f7f, R8
+	PDEPQ        R8, DI, DI
+	MOVQ         DI, R9
+	MOVQ         R9, R8
+	SHRQ         $0x04, R8
+	XORQ         R8, R9
+	MOVQ         R9, R8
+	SHRQ         $0x02, R8
+	XORQ         R8, R9
+	MOVQ         R9, R8
+	SHRQ         $0x01, R8
+	XORQ         R8, R9
+	ANDL         $0x01010101, R9
+	SHLL         $0x07, R9
+	ORQ          R9, DI
+	KMOVD        DI, K1
+	MOVBQZX      69(AX), DI
+	MOVQ         DI, R8
+	ANDQ         $0x0f, DI
+	SHRQ         $0x04, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB      wordSplit<>+0(SB), Y4, Y4
+	VPMOVZXBW    Y3, Z3
+	VPSUBW       Z3, Z1, K1, Z3
+	VPMOVZXWD    Y4, Z4
+	VPSLLD       $0x10, Z4, Z5
+	VPORD        Z5, Z4, Z4
+	VPMULLW      Z4, Z3, Z3
+	VPERMD       Z3, Z0, Z3
+	VMOVDQU64    Z3, 192(DX)
+	MOVWQZX      34(AX), DI
+	ANDQ         $0x000001ff, DI
+	VMOVQ        (SI)(DI*8), X2
+	MOVWQZX      36(AX), DI
+	ANDQ         $0x000001ff, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X2, X2
+	MOVWQZX      38(AX), DI
+	ANDQ         $0x000001ff, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVWQZX      40(AX), DI
+	ANDQ         $0x000001ff, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI32X4 $0x01, X3, Y2, Y3
+	MOVQ         34(AX), DI
+	MOVQ         $0xfe00fe00fe00fe00, R8
+	PEXTQ        R8, DI, DI
+	MOVQ         $0x000000007f7f7f7f, R8
+	PDEPQ        R8, DI, DI
+	MOVQ         DI, R9
+	MOVQ         R9, R8
+	SHRQ         $0x04, R8
+	XORQ         R8, R9
+	MOVQ         R9, R8
+	SHRQ         $0x02, R8
+	XORQ         R8, R9
+	MOVQ         R9, R8
+	SHRQ         $0x01, R8
+	XORQ         R8, R9
+	ANDL         $0x01010101, R9
+	SHLL         $0x07, R9
+	ORQ          R9, DI
+	KMOVD        DI, K1
+	MOVBQZX      70(AX), DI
+	MOVQ         DI, R8
+	ANDQ         $0x0f, DI
+	SHRQ         $0x04, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB      wordSplit<>+0(SB), Y4, Y4
+	VPMOVZXBW    Y3, Z3
+	VPSUBW       Z3, Z1, K1, Z3
+	VPMOVZXWD    Y4, Z4
+	VPSLLD       $0x10, Z4, Z5
+	VPORD        Z5, Z4, Z4
+	VPMULLW      Z4, Z3, Z3
+	VPERMD       Z3, Z0, Z3
+	VMOVDQU64    Z3, 256(DX)
+	MOVWQZX      42(AX), DI
+	ANDQ         $0x000001ff, DI
+	VMOVQ        (SI)(DI*8), X2
+	MOVWQZX      44(AX), DI
+	ANDQ         $0x000001ff, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X2, X2
+	MOVWQZX      46(AX), DI
+	ANDQ         $0x000001ff, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVWQZX      48(AX), DI
+	ANDQ         $0x000001ff, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI32X4 $0x01, X3, Y2, Y3
+	MOVQ         42(AX), DI
+	MOVQ         $0xfe00fe00fe00fe00, R8
+	PEXTQ        R8, DI, DI
+	MOVQ         $0x000000007f7f7f7f, R8
+	PDEPQ        R8, DI, DI
+	MOVQ         DI, R9
+	MOVQ         R9, R8
+	SHRQ         $0x04, R8
+	XORQ         R8, R9
+	MOVQ         R9, R8
+	SHRQ         $0x02, R8
+	XORQ         R8, R9
+	MOVQ         R9, R8
+	SHRQ         $0x01, R8
+	XORQ         R8, R9
+	ANDL         $0x01010101, R9
+	SHLL         $0x07, R9
+	ORQ          R9, DI
+	KMOVD        DI, K1
+	MOVBQZX      71(AX), DI
+	MOVQ         DI, R8
+	ANDQ         $0x0f, DI
+	SHRQ         $0x04, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB      wordSplit<>+0(SB), Y4, Y4
+	VPMOVZXBW    Y3, Z3
+	VPSUBW       Z3, Z1, K1, Z3
+	VPMOVZXWD    Y4, Z4
+	VPSLLD       $0x10, Z4, Z5
+	VPORD        Z5, Z4, Z4
+	VPMULLW      Z4, Z3, Z3
+	VPERMD       Z3, Z0, Z3
+	VMOVDQU64    Z3, 320(DX)
+	MOVWQZX      50(AX), DI
+	ANDQ         $0x000001ff, DI
+	VMOVQ        (SI)(DI*8), X2
+	MOVWQZX      52(AX), DI
+	ANDQ         $0x000001ff, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X2, X2
+	MOVWQZX      54(AX), DI
+	ANDQ         $0x000001ff, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVWQZX      56(AX), DI
+	ANDQ         $0x000001ff, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI32X4 $0x01, X3, Y2, Y3
+	MOVQ         50(AX), DI
+	MOVQ         $0xfe00fe00fe00fe00, R8
+	PEXTQ        R8, DI, DI
+	MOVQ         $0x000000007f7f7f7f, R8
+	PDEPQ        R8, DI, DI
+	MOVQ         DI, R9
+	MOVQ         R9, R8
+	SHRQ         $0x04, R8
+	XORQ         R8, R9
+	MOVQ         R9, R8
+	SHRQ         $0x02, R8
+	XORQ         R8, R9
+	MOVQ         R9, R8
+	SHRQ         $0x01, R8
+	XORQ         R8, R9
+	ANDL         $0x01010101, R9
+	SHLL         $0x07, R9
+	ORQ          R9, DI
+	KMOVD        DI, K1
+	MOVBQZX      72(AX), DI
+	MOVQ         DI, R8
+	ANDQ         $0x0f, DI
+	SHRQ         $0x04, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB      wordSplit<>+0(SB), Y4, Y4
+	VPMOVZXBW    Y3, Z3
+	VPSUBW       Z3, Z1, K1, Z3
+	VPMOVZXWD    Y4, Z4
+	VPSLLD       $0x10, Z4, Z5
+	VPORD        Z5, Z4, Z4
+	VPMULLW      Z4, Z3, Z3
+	VPERMD       Z3, Z0, Z3
+	VMOVDQU64    Z3, 384(DX)
+	MOVWQZX      58(AX), DI
+	ANDQ         $0x000001ff, DI
+	VMOVQ        (SI)(DI*8), X2
+	MOVWQZX      60(AX), DI
+	ANDQ         $0x000001ff, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X2, X2
+	MOVWQZX      62(AX), DI
+	ANDQ         $0x000001ff, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVWQZX      64(AX), DI
+	ANDQ         $0x000001ff, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI32X4 $0x01, X3, Y2, Y3
+	MOVQ         58(AX), DI
+	MOVQ         $0xfe00fe00fe00fe00, R8
+	PEXTQ        R8, DI, DI
+	MOVQ         $0x000000007f7f7f7f, R8
+	PDEPQ        R8, DI, DI
+	MOVQ         DI, R9
+	MOVQ         R9, R8
+	SHRQ         $0x04, R8
+	XORQ         R8, R9
+	MOVQ         R9, R8
+	SHRQ         $0x02, R8
+	XORQ         R8, R9
+	MOVQ         R9, R8
+	SHRQ         $0x01, R8
+	XORQ         R8, R9
+	ANDL         $0x01010101, R9
+	SHLL         $0x07, R9
+	ORQ          R9, DI
+	KMOVD        DI, K1
+	MOVBQZX      73(AX), DI
+	MOVQ         DI, R8
+	ANDQ         $0x0f, DI
+	SHRQ         $0x04, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB      wordSplit<>+0(SB), Y4, Y4
+	VPMOVZXBW    Y3, Z3
+	VPSUBW       Z3, Z1, K1, Z3
+	VPMOVZXWD    Y4, Z4
+	VPSLLD       $0x10, Z4, Z5
+	VPORD        Z5, Z4, Z4
+	VPMULLW      Z4, Z3, Z3
+	VPERMD       Z3, Z0, Z3
+	VMOVDQU64    Z3, 448(DX)
+	ADDQ         $0x0000004a, AX
+	ADDQ         $0x00002000, DX
+	ADDQ         $0x40, BX
+	DECQ         CX
+	JNZ          decode_IQ2XS
+	VZEROUPPER
+	RET
+
+// func decodeIQ2SPanelAVX512(x *byte, nb int, w *int16, dx *float32, grid *byte)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C
+TEXT ·decodeIQ2SPanelAVX512(SB), NOSPLIT, $0-40
+	MOVQ      x+0(FP), AX
+	MOVQ      nb+8(FP), CX
+	MOVQ      w+16(FP), DX
+	MOVQ      dx+24(FP), BX
+	MOVQ      grid+32(FP), SI
+	VMOVDQU32 iqPanelPerm<>+0(SB), Z0
+	VPXORD    Z1, Z1, Z1
+
+decode_IQ2S:
+	MOVWLZX      (AX), DI
+	VMOVD        DI, X2
+	VCVTPH2PS    X2, X2
+	VMOVSS       X2, (BX)
+	MOVBQZX      66(AX), DI
+	MOVQ         DI, R9
+	SHLQ         $0x08, R9
+	ANDQ         $0x00000300, R9
+	MOVBQZX      2(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (SI)(R8*8), X2
+	MOVQ         DI, R9
+	SHLQ         $0x06, R9
+	ANDQ         $0x00000300, R9
+	MOVBQZX      3(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X2, X2
+	MOVQ         DI, R9
+	SHLQ         $0x04, R9
+	ANDQ         $0x00000300, R9
+	MOVBQZX      4(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (SI)(R8*8), X3
+	MOVQ         DI, R8
+	SHLQ         $0x02, R8
+	ANDQ         $0x00000300, R8
+	MOVBQZX      5(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI32X4 $0x01, X3, Y2, Y3
+	KMOVD        34(AX), K1
+	MOVBQZX      74(AX), DI
+	MOVQ         DI, R8
+	ANDQ         $0x0f, DI
+	SHRQ         $0x04, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB      wordSplit<>+0(SB), Y4, Y4
+	VPMOVZXBW    Y3, Z3
+	VPSUBW       Z3, Z1, K1, Z3
+	VPMOVZXWD    Y4, Z4
+	VPSLLD       $0x10, Z4, Z5
+	VPORD        Z5, Z4, Z4
+	VPMULLW      Z4, Z3, Z3
+	VPERMD       Z3, Z0, Z3
+	VMOVDQU64    Z3, (DX)
+	MOVBQZX      67(AX), DI
+	MOVQ         DI, R9
+	SHLQ         $0x08, R9
+	ANDQ         $0x00000300, R9
+	MOVBQZX      6(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (SI)(R8*8), X2
+	MOVQ         DI, R9
+	SHLQ         $0x06, R9
+	ANDQ         $0x00000300, R9
+	MOVBQZX      7(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X2, X2
+	MOVQ         DI, R9
+	SHLQ         $0x04, R9
+	ANDQ         $0x00000300, R9
+	MOVBQZX      8(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (SI)(R8*8), X3
+	MOVQ         DI, R8
+	SHLQ         $0x02, R8
+	ANDQ         $0x00000300, R8
+	MOVBQZX      9(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI32X4 $0x01, X3, Y2, Y3
+	KMOVD        38(AX), K1
+	MOVBQZX      75(AX), DI
+	MOVQ         DI, R8
+	ANDQ         $0x0f, DI
+	SHRQ         $0x04, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB      wordSplit<>+0(SB), Y4, Y4
+	VPMOVZXBW    Y3, Z3
+	VPSUBW       Z3, Z1, K1, Z3
+	VPMOVZXWD    Y4, Z4
+	VPSLLD       $0x10, Z4, Z5
+	VPORD        Z5, Z4, Z4
+	VPMULLW      Z4, Z3, Z3
+	VPERMD       Z3, Z0, Z3
+	VMOVDQU64    Z3, 64(DX)
+	MOVBQZX      68(AX), DI
+	MOVQ         DI, R9
+	SHLQ         $0x08, R9
+	ANDQ         $0x00000300, R9
+	MOVBQZX      10(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (SI)(R8*8), X2
+	MOVQ         DI, R9
+	SHLQ         $0x06, R9
+	ANDQ         $0x00000300, R9
+	MOVBQZX      11(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X2, X2
+	MOVQ         DI, R9
+	SHLQ         $0x04, R9
+	ANDQ         $0x00000300, R9
+	MOVBQZX      12(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (SI)(R8*8), X3
+	MOVQ         DI, R8
+	SHLQ         $0x02, R8
+	ANDQ         $0x00000300, R8
+	MOVBQZX      13(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI32X4 $0x01, X3, Y2, Y3
+	KMOVD        42(AX), K1
+	MOVBQZX      76(AX), DI
+	MOVQ         DI, R8
+	ANDQ         $0x0f, DI
+	SHRQ         $0x04, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB      wordSplit<>+0(SB), Y4, Y4
+	VPMOVZXBW    Y3, Z3
+	VPSUBW       Z3, Z1, K1, Z3
+	VPMOVZXWD    Y4, Z4
+	VPSLLD       $0x10, Z4, Z5
+	VPORD        Z5, Z4, Z4
+	VPMULLW      Z4, Z3, Z3
+	VPERMD       Z3, Z0, Z3
+	VMOVDQU64    Z3, 128(DX)
+	MOVBQZX      69(AX), DI
+	MOVQ         DI, R9
+	SHLQ         $0x08, R9
+	ANDQ         $0x00000300, R9
+	MOVBQZX      14(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (SI)(R8*8), X2
+	MOVQ         DI, R9
+	SHLQ         $0x06, R9
+	ANDQ         $0x00000300, R9
+	MOVBQZX      15(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X2, X2
+	MOVQ         DI, R9
+	SHLQ         $0x04, R9
+	ANDQ         $0x00000300, R9
+	MOVBQZX      16(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (SI)(R8*8), X3
+	MOVQ         DI, R8
+	SHLQ         $0x02, R8
+	ANDQ         $0x00000300, R8
+	MOVBQZX      17(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI32X4 $0x01, X3, Y2, Y3
+	KMOVD        46(AX), K1
+	MOVBQZX      77(AX), DI
+	MOVQ         DI, R8
+	ANDQ         $0x0f, DI
+	SHRQ         $0x04, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB      wordSplit<>+0(SB), Y4, Y4
+	VPMOVZXBW    Y3, Z3
+	VPSUBW       Z3, Z1, K1, Z3
+	VPMOVZXWD    Y4, Z4
+	VPSLLD       $0x10, Z4, Z5
+	VPORD        Z5, Z4, Z4
+	VPMULLW      Z4, Z3, Z3
+	VPERMD       Z3, Z0, Z3
+	VMOVDQU64    Z3, 192(DX)
+	MOVBQZX      70(AX), DI
+	MOVQ         DI, R9
+	SHLQ         $0x08, R9
+	ANDQ         $0x00000300, R9
+	MOVBQZX      18(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (SI)(R8*8), X2
+	MOVQ         DI, R9
+	SHLQ         $0x06, R9
+	ANDQ         $0x00000300, R9
+	MOVBQZX      19(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X2, X2
+	MOVQ         DI, R9
+	SHLQ         $0x04, R9
+	ANDQ         $0x00000300, R9
+	MOVBQZX      20(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (SI)(R8*8), X3
+	MOVQ         DI, R8
+	SHLQ         $0x02, R8
+	ANDQ         $0x00000300, R8
+	MOVBQZX      21(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI32X4 $0x01, X3, Y2, Y3
+	KMOVD        50(AX), K1
+	MOVBQZX      78(AX), DI
+	MOVQ         DI, R8
+	ANDQ         $0x0f, DI
+	SHRQ         $0x04, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB      wordSplit<>+0(SB), Y4, Y4
+	VPMOVZXBW    Y3, Z3
+	VPSUBW       Z3, Z1, K1, Z3
+	VPMOVZXWD    Y4, Z4
+	VPSLLD       $0x10, Z4, Z5
+	VPORD        Z5, Z4, Z4
+	VPMULLW      Z4, Z3, Z3
+	VPERMD       Z3, Z0, Z3
+	VMOVDQU64    Z3, 256(DX)
+	MOVBQZX      71(AX), DI
+	MOVQ         DI, R9
+	SHLQ         $0x08, R9
+	ANDQ         $0x00000300, R9
+	MOVBQZX      22(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (SI)(R8*8), X2
+	MOVQ         DI, R9
+	SHLQ         $0x06, R9
+	ANDQ         $0x00000300, R9
+	MOVBQZX      23(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X2, X2
+	MOVQ         DI, R9
+	SHLQ         $0x04, R9
+	ANDQ         $0x00000300, R9
+	MOVBQZX      24(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (SI)(R8*8), X3
+	MOVQ         DI, R8
+	SHLQ         $0x02, R8
+	ANDQ         $0x00000300, R8
+	MOVBQZX      25(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI32X4 $0x01, X3, Y2, Y3
+	KMOVD        54(AX), K1
+	MOVBQZX      79(AX), DI
+	MOVQ         DI, R8
+	ANDQ         $0x0f, DI
+	SHRQ         $0x04, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB      wordSplit<>+0(SB), Y4, Y4
+	VPMOVZXBW    Y3, Z3
+	VPSUBW       Z3, Z1, K1, Z3
+	VPMOVZXWD    Y4, Z4
+	VPSLLD       $0x10, Z4, Z5
+	VPORD        Z5, Z4, Z4
+	VPMULLW      Z4, Z3, Z3
+	VPERMD       Z3, Z0, Z3
+	VMOVDQU64    Z3, 320(DX)
+	MOVBQZX      72(AX), DI
+	MOVQ         DI, R9
+	SHLQ         $0x08, R9
+	ANDQ         $0x00000300, R9
+	MOVBQZX      26(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (SI)(R8*8), X2
+	MOVQ         DI, R9
+	SHLQ         $0x06, R9
+	ANDQ         $0x00000300, R9
+	MOVBQZX      27(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X2, X2
+	MOVQ         DI, R9
+	SHLQ         $0x04, R9
+	ANDQ         $0x00000300, R9
+	MOVBQZX      28(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (SI)(R8*8), X3
+	MOVQ         DI, R8
+	SHLQ         $0x02, R8
+	ANDQ         $0x00000300, R8
+	MOVBQZX      29(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI32X4 $0x01, X3, Y2, Y3
+	KMOVD        58(AX), K1
+	MOVBQZX      80(AX), DI
+	MOVQ         DI, R8
+	ANDQ         $0x0f, DI
+	SHRQ         $0x04, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB      wordSplit<>+0(SB), Y4, Y4
+	VPMOVZXBW    Y3, Z3
+	VPSUBW       Z3, Z1, K1, Z3
+	VPMOVZXWD    Y4, Z4
+	VPSLLD       $0x10, Z4, Z5
+	VPORD        Z5, Z4, Z4
+	VPMULLW      Z4, Z3, Z3
+	VPERMD       Z3, Z0, Z3
+	VMOVDQU64    Z3, 384(DX)
+	MOVBQZX      73(AX), DI
+	MOVQ         DI, R9
+	SHLQ         $0x08, R9
+	ANDQ         $0x00000300, R9
+	MOVBQZX      30(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (SI)(R8*8), X2
+	MOVQ         DI, R9
+	SHLQ         $0x06, R9
+	ANDQ         $0x00000300, R9
+	MOVBQZX      31(AX), R8
+	ORQ          R9, R8
+	VPINSRQ      $0x01, (SI)(R8*8), X2, X2
+	MOVQ         DI, R9
+	SHLQ         $0x04, R9
+	ANDQ         $0x00000300, R9
+	MOVBQZX      32(AX), R8
+	ORQ          R9, R8
+	VMOVQ        (SI)(R8*8), X3
+	MOVQ         DI, R8
+	SHLQ         $0x02, R8
+	ANDQ         $0x00000300, R8
+	MOVBQZX      33(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	VINSERTI32X4 $0x01, X3, Y2, Y3
+	KMOVD        62(AX), K1
+	MOVBQZX      81(AX), DI
+	MOVQ         DI, R8
+	ANDQ         $0x0f, DI
+	SHRQ         $0x04, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	SHLQ         $0x10, R8
+	ORQ          R8, DI
+	VMOVD        DI, X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB      wordSplit<>+0(SB), Y4, Y4
+	VPMOVZXBW    Y3, Z3
+	VPSUBW       Z3, Z1, K1, Z3
+	VPMOVZXWD    Y4, Z4
+	VPSLLD       $0x10, Z4, Z5
+	VPORD        Z5, Z4, Z4
+	VPMULLW      Z4, Z3, Z3
+	VPERMD       Z3, Z0, Z3
+	VMOVDQU64    Z3, 448(DX)
+	ADDQ         $0x00000052, AX
+	ADDQ         $0x00002000, DX
+	ADDQ         $0x40, BX
+	DECQ         CX
+	JNZ          decode_IQ2S
+	VZEROUPPER
+	RET
+
 // func dotIQ1SAVX2(x *byte, y *byte, n int, grid *byte) float32
 // Requires: AVX, AVX2, F16C, SSE
 TEXT ·dotIQ1SAVX2(SB), NOSPLIT, $0-36

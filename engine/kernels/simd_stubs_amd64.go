@@ -318,6 +318,60 @@ func dotIQ2SAVX512x8(x *byte, y *byte, n int, stride int, out *float32, grid *by
 //go:noescape
 func dotIQ1SAVX512x8(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
 
+// iqPanelAVX512r4t4 sets out[t·os/4+i] to the dot product of the decoded rows i < 4
+// at w+512·i (a group's panel: block b at +8192·b, scales dx+4·i+64·b) and the
+// tokens t < 4 at a+512·t (block b at +as·b, scales dy+4·t+dys·b), nb blocks, in
+// the lattice row kernels' 8-lane float order (AVX-512 VNNI).
+//
+//go:noescape
+func iqPanelAVX512r4t4(w *int16, a *int16, as int, dx *float32, dy *float32, dys int, nb int, out *float32, os int)
+
+// decodeIQ3SPanelAVX512 writes the nb IQ3_S blocks at x into a panel slot: block b's
+// 256 values (grid × sign × scale, in the panels' order) at w+8192·b, its f16
+// scale as float32 at dx+64·b (AVX-512 BW).
+//
+//go:noescape
+func decodeIQ3SPanelAVX512(x *byte, nb int, w *int16, dx *float32, grid *byte)
+
+// iqPanelSumAVX512r4t4 sets out[4·t+i] to the dot product of the decoded rows i < 4
+// and tokens t < 4 (iqPanelAVX512r4t4's layout) in the order of one float step per
+// block: sum += ((f16(x.d)·y.d)·float(block's integer sum))·factor (AVX-512 VNNI).
+//
+//go:noescape
+func iqPanelSumAVX512r4t4(w *int16, a *int16, as int, dx *float32, dy *float32, dys int, nb int, factor float32, out *float32)
+
+// iqPanelSumFAVX512r4t4 sets out[4·t+i] to the dot product of the decoded rows i < 4
+// and tokens t < 4 (iqPanelAVX512r4t4's layout) in the order of one float step per
+// block: sum += (f16(x.d)·y.d)·(float(block's integer sum)·factor) (AVX-512 VNNI).
+//
+//go:noescape
+func iqPanelSumFAVX512r4t4(w *int16, a *int16, as int, dx *float32, dy *float32, dys int, nb int, factor float32, out *float32)
+
+// decodeIQ1SPanelAVX512 is decodeIQ3SPanelAVX512 for IQ1_S (values ls·(8·grid+delta)).
+//
+//go:noescape
+func decodeIQ1SPanelAVX512(x *byte, nb int, w *int16, dx *float32, grid *byte)
+
+// decodeIQ2XXSPanelAVX512 is decodeIQ3SPanelAVX512 for IQ2XXS.
+//
+//go:noescape
+func decodeIQ2XXSPanelAVX512(x *byte, nb int, w *int16, dx *float32, grid *byte)
+
+// decodeIQ3XXSPanelAVX512 is decodeIQ3SPanelAVX512 for IQ3XXS.
+//
+//go:noescape
+func decodeIQ3XXSPanelAVX512(x *byte, nb int, w *int16, dx *float32, grid *byte)
+
+// decodeIQ2XSPanelAVX512 is decodeIQ3SPanelAVX512 for IQ2XS.
+//
+//go:noescape
+func decodeIQ2XSPanelAVX512(x *byte, nb int, w *int16, dx *float32, grid *byte)
+
+// decodeIQ2SPanelAVX512 is decodeIQ3SPanelAVX512 for IQ2S.
+//
+//go:noescape
+func decodeIQ2SPanelAVX512(x *byte, nb int, w *int16, dx *float32, grid *byte)
+
 // dotIQ1SAVX2 is the dot product of n IQ1_S blocks at x with n q8KBlocks at y; grid is the type's grid.
 //
 //go:noescape

@@ -1,0 +1,31 @@
+//go:build !purego
+
+package kernels
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// TestPanelDecoderAVX512: the AVX-512 panel decoders write decodePanelRow's
+// values and scales, into their slot only.
+func TestPanelDecoderAVX512(t *testing.T) {
+	requireSIMD(t, "avx512")
+	r := rand.New(rand.NewPCG(45, 3))
+	for _, typ := range panelTypes {
+		for _, mode := range []string{"random", "ones", "zeros"} {
+			const nb = 3
+			for _, i := range []int{0, 7, iqPanelGroup - 1} {
+				row := panelTestRow(r, typ, nb, mode)
+				want, got := make([]int16, nb*iqPanelGroup*qkK), make([]int16, nb*iqPanelGroup*qkK)
+				wdx, gdx := make([]float32, nb*iqPanelGroup), make([]float32, nb*iqPanelGroup)
+				decodePanelRow(typ, want, wdx, row, nb, i)
+				decodePanelRowAVX512(typ, got, gdx, row, nb, i)
+				if !slices.Equal(got, want) || !slices.Equal(gdx, wdx) {
+					t.Fatalf("%v %s slot %d: the AVX-512 decoder differs", typ, mode, i)
+				}
+			}
+		}
+	}
+}
