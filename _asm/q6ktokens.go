@@ -151,7 +151,9 @@ func q6KChunk(x GPVirtual, scales VecVirtual, h, k int, m4, m30 Op) (v, sw VecVi
 //
 // The registers: the T accumulators, the nibble mask, the block's scales and a
 // few temporaries; the other masks and the scale permutations are memory
-// operands, and the tokens' float lanes wait on the stack, 64 bytes a pair.
+// operands. The tokens' float lanes, a pair per 512-bit register, stay in
+// registers with 8 tokens (x8 took 0.9× the CPU with them on the stack) and
+// wait on the stack, 64 bytes a pair, with 16.
 func dotQ6KAVX512Tokens(T int) {
 	evex = true
 	defer func() { evex = false }()
@@ -165,11 +167,25 @@ func dotQ6KAVX512Tokens(T int) {
 	Load(Param("stride"), stride)
 	toks := newRowSet(y, stride, T)
 
-	local := AllocLocal(32 * T)
+	// The float lanes: with 16 tokens avo finds no allocation for more than one
+	// pair's in registers (and one gave nothing).
+	inRegs := T <= 8
+	pacc := make([]Op, T/2)
+	var local Mem
+	if !inRegs {
+		local = AllocLocal(32 * T)
+	}
 	z := ZMM()
 	VPXORD(z, z, z)
-	for i := 0; i < T/2; i++ {
-		VMOVDQU64(z, local.Offset(64*i))
+	for i := range pacc {
+		if inRegs {
+			r := ZMM()
+			VMOVAPS(z, r)
+			pacc[i] = r
+		} else {
+			pacc[i] = local.Offset(64 * i)
+			VMOVDQU64(z, pacc[i])
+		}
 	}
 	m4 := ZMM()
 	VMOVDQU64(nibbleMask, m4)
@@ -223,7 +239,7 @@ func dotQ6KAVX512Tokens(T int) {
 	ddv := ZMM()
 	VBROADCASTSS(q6KD(x), ddv)
 	for i := 0; i < T/2; i++ {
-		q6KPairLanes(swn, ddv, acc[2*i], acc[2*i+1], toks.at(2*i), toks.at(2*i+1), second, local.Offset(64*i))
+		q6KPairLanes(swn, ddv, acc[2*i], acc[2*i+1], toks.at(2*i), toks.at(2*i+1), second, pacc[i])
 	}
 
 	ADDQ(U32(q6KSize), x)
@@ -233,9 +249,16 @@ func dotQ6KAVX512Tokens(T int) {
 
 	Label("done")
 	facc := make([]VecVirtual, T)
-	for t := range facc {
-		facc[t] = YMM()
-		VMOVUPS(local.Offset(32*t), facc[t])
+	for i, a := range pacc {
+		facc[2*i], facc[2*i+1] = YMM(), YMM()
+		if r, ok := a.(VecVirtual); ok {
+			VMOVAPS(r.AsY(), facc[2*i])
+			VEXTRACTF64X4(U8(1), r, facc[2*i+1])
+		} else {
+			m := a.(Mem)
+			VMOVUPS(m, facc[2*i])
+			VMOVUPS(m.Offset(32), facc[2*i+1])
+		}
 	}
 	storeLaneSums(facc)
 }
@@ -256,11 +279,11 @@ func upperLanes() Register {
 // (lanes k and k+8: positions 4k..4k+3 of the two 32-element chunks of each
 // 64, so their sum is the AVX2 kernel's lane k); swn holds −32 times the
 // block's 16 scales as words, twice; ddv f16(x.d) in every lane; second masks
-// lanes 8-15; fa (64 bytes) holds token a's 8 float lanes, then b's. Each lane
-// gets q6KLanes' integer (the lanes less 32·bc), its conversion, and one fused
-// multiply-add of y.d·f16(x.d): the one-token kernel's operations on the same
-// values.
-func q6KPairLanes(swn, ddv, acca, accb VecVirtual, ya, yb Mem, second Register, fa Mem) {
+// lanes 8-15; fa (a register or 64 bytes) holds token a's 8 float lanes, then
+// b's. Each lane gets q6KLanes' integer (the lanes less 32·bc), its
+// conversion, and one fused multiply-add of y.d·f16(x.d): the one-token
+// kernel's operations on the same values.
+func q6KPairLanes(swn, ddv, acca, accb VecVirtual, ya, yb Mem, second Register, fa Op) {
 	bc := ZMM()
 	VMOVDQU64(ya.Offset(q8KBsums), bc.AsY())
 	VINSERTI64X4(U8(1), yb.Offset(q8KBsums), bc, bc)
@@ -276,10 +299,14 @@ func q6KPairLanes(swn, ddv, acca, accb VecVirtual, ya, yb Mem, second Register, 
 	VBROADCASTSS(ya, dy)
 	VBROADCASTSS(yb, second, dy)
 	VMULPS(ddv, dy, dy) // y.d·f16(x.d), as q6KLanes' VMULSS
-	acc := ZMM()
-	VMOVUPS(fa, acc)
-	VFMADD231PS(dy, f, acc)
-	VMOVUPS(acc, fa)
+	if m, ok := fa.(Mem); ok {
+		acc := ZMM()
+		VMOVUPS(m, acc)
+		VFMADD231PS(dy, f, acc)
+		VMOVUPS(acc, m)
+	} else {
+		VFMADD231PS(dy, f, fa)
+	}
 }
 
 // addTokenLanes ends a block of the AVX-512 Q5_K/Q6_K token kernels: each token's
