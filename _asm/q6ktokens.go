@@ -143,18 +143,17 @@ func q6KChunk(x GPVirtual, scales VecVirtual, h, k int, m4, m30 Op) (v, sw VecVi
 // VNNI, for decoding steps of many sequences and prompts. Each block half is
 // unpacked once for the T tokens as dotQ6KAVX512 unpacks it (64 quants per
 // register, the scales by VPERMW), and each token keeps its own int32 lanes in
-// a 512-bit register (exact in any order). q6KLanes' steps, in fewer
-// instructions with the same results: each token's lanes start at −32·bc (the
-// bsums times the scales times −32, exact in int32) instead of subtracting 32·bc
-// at the end; at the block's end lanes k and k+8 are added (the AVX2 kernel's
-// lane k), converted, and added times y.d·f16(x.d) (one broadcast multiply, the
-// same product in every lane) to the token's float lanes, kept on the stack, in
-// one fused multiply-add. So out[t] has the bits of dotQ6KAVX2 and dotQ6KAVX512
-// on token t alone (and of dotQ6KRowGeneric), whatever T.
+// a 512-bit register (exact in any order; the first product of a block is
+// VPMADDWD's, the others VPDPWSSD's, so nothing is zeroed). At the block's end
+// q6KLanes' steps run on two tokens per 512-bit register, lane by lane with the
+// same results (q6KPairLanes). So out[t] has the bits of dotQ6KAVX2 and
+// dotQ6KAVX512 on token t alone (and of dotQ6KRowGeneric), whatever T.
 //
 // The registers: the T accumulators, the nibble mask, the block's scales and a
 // few temporaries; the other masks and the scale permutations are memory
-// operands.
+// operands. The tokens' float lanes, a pair per 512-bit register, stay in
+// registers with 8 tokens (x8 took 0.9× the CPU with them on the stack) and
+// wait on the stack, 64 bytes a pair, with 16.
 func dotQ6KAVX512Tokens(T int) {
 	evex = true
 	defer func() { evex = false }()
@@ -168,32 +167,36 @@ func dotQ6KAVX512Tokens(T int) {
 	Load(Param("stride"), stride)
 	toks := newRowSet(y, stride, T)
 
-	local := AllocLocal(32 * T)
-	z := YMM()
-	VXORPS(z, z, z)
-	for t := 0; t < T; t++ {
-		VMOVUPS(z, local.Offset(32*t))
+	// The float lanes: with 16 tokens avo finds no allocation for more than one
+	// pair's in registers (and one gave nothing).
+	inRegs := T <= 8
+	pacc := make([]Op, T/2)
+	var local Mem
+	if !inRegs {
+		local = AllocLocal(32 * T)
+	}
+	z := ZMM()
+	VPXORD(z, z, z)
+	for i := range pacc {
+		if inRegs {
+			r := ZMM()
+			VMOVAPS(z, r)
+			pacc[i] = r
+		} else {
+			pacc[i] = local.Offset(64 * i)
+			VMOVDQU64(z, pacc[i])
+		}
 	}
 	m4 := ZMM()
 	VMOVDQU64(nibbleMask, m4)
+	second := upperLanes()
 
 	Label("loop")
 	TESTQ(n, n)
 	JZ(LabelRef("done"))
 	sw16 := ZMM()
 	VPMOVSXBW(Mem{Base: x, Disp: 192}, sw16.AsY())
-	// −32 times the scales (|−32·s| ≤ 4096 fits a word), so that VPMADDWD with
-	// the bsums gives −32·bc.
-	swn, zw := YMM(), YMM()
-	VPSLLW(U8(5), sw16.AsY(), swn)
-	VPXORD(zw, zw, zw)
-	VPSUBW(swn, zw, swn)
 	acc := make([]VecVirtual, T)
-	for t := range acc {
-		acc[t] = ZMM()
-		VPXORD(acc[t], acc[t], acc[t])
-		VPMADDWD(toks.at(t).Offset(q8KBsums), swn, acc[t].AsY())
-	}
 	for h := 0; h < 2; h++ {
 		// As dotQ6KAVX512.
 		ql, qh := ZMM(), ZMM()
@@ -217,13 +220,27 @@ func dotQ6KAVX512Tokens(T int) {
 			for t := range acc {
 				p := ZMM()
 				VPMADDUBSW(toks.at(t).Offset(q8KQS+128*h+64*k), v, p)
-				raw("VPDPWSSD", s, p, acc[t])
+				if h == 0 && k == 0 {
+					acc[t] = ZMM()
+					VPMADDWD(s, p, acc[t])
+				} else {
+					raw("VPDPWSSD", s, p, acc[t])
+				}
 			}
 		}
 	}
-	ddv := YMM()
+	// −32 times the scales (|−32·s| ≤ 4096 fits a word) in both halves, so that
+	// VPMADDWD with two tokens' bsums gives their −32·bc.
+	swn, zw := ZMM(), ZMM()
+	VPSLLW(U8(5), sw16.AsY(), swn.AsY())
+	VPXORD(zw, zw, zw)
+	VPSUBW(swn.AsY(), zw.AsY(), swn.AsY())
+	VINSERTI64X4(U8(1), swn.AsY(), swn, swn)
+	ddv := ZMM()
 	VBROADCASTSS(q6KD(x), ddv)
-	addTokenLanes(acc, ddv, toks, local) // y.d·f16(x.d), as q6KLanes' VMULSS
+	for i := 0; i < T/2; i++ {
+		q6KPairLanes(swn, ddv, acc[2*i], acc[2*i+1], toks.at(2*i), toks.at(2*i+1), second, pacc[i])
+	}
 
 	ADDQ(U32(q6KSize), x)
 	toks.advance(q8KSize)
@@ -232,11 +249,64 @@ func dotQ6KAVX512Tokens(T int) {
 
 	Label("done")
 	facc := make([]VecVirtual, T)
-	for t := range facc {
-		facc[t] = YMM()
-		VMOVUPS(local.Offset(32*t), facc[t])
+	for i, a := range pacc {
+		facc[2*i], facc[2*i+1] = YMM(), YMM()
+		if r, ok := a.(VecVirtual); ok {
+			VMOVAPS(r.AsY(), facc[2*i])
+			VEXTRACTF64X4(U8(1), r, facc[2*i+1])
+		} else {
+			m := a.(Mem)
+			VMOVUPS(m, facc[2*i])
+			VMOVUPS(m.Offset(32), facc[2*i+1])
+		}
 	}
 	storeLaneSums(facc)
+}
+
+// upperLanes returns a mask register of dword lanes 8-15: a 512-bit register's
+// second token in q6KPairLanes.
+func upperLanes() Register {
+	g := GP32()
+	MOVL(U32(0xff00), g)
+	k := K()
+	KMOVW(g, k)
+	return k
+}
+
+// q6KPairLanes is q6KLanes for two tokens a and b (their q8KBlocks at ya, yb) of
+// the AVX-512 Q6_K token kernels, in 512-bit registers: lanes 0-7 token a's,
+// 8-15 token b's. acca and accb hold the tokens' 16 int32 lanes of a block
+// (lanes k and k+8: positions 4k..4k+3 of the two 32-element chunks of each
+// 64, so their sum is the AVX2 kernel's lane k); swn holds −32 times the
+// block's 16 scales as words, twice; ddv f16(x.d) in every lane; second masks
+// lanes 8-15; fa (a register or 64 bytes) holds token a's 8 float lanes, then
+// b's. Each lane gets q6KLanes' integer (the lanes less 32·bc), its
+// conversion, and one fused multiply-add of y.d·f16(x.d): the one-token
+// kernel's operations on the same values.
+func q6KPairLanes(swn, ddv, acca, accb VecVirtual, ya, yb Mem, second Register, fa Op) {
+	bc := ZMM()
+	VMOVDQU64(ya.Offset(q8KBsums), bc.AsY())
+	VINSERTI64X4(U8(1), yb.Offset(q8KBsums), bc, bc)
+	VPMADDWD(swn, bc, bc)
+	lo, hi := ZMM(), ZMM()
+	VINSERTI64X4(U8(1), accb.AsY(), acca, lo)
+	VSHUFI64X2(U8(0xee), accb, acca, hi)
+	VPADDD(hi, lo, lo)
+	VPADDD(bc, lo, lo)
+	f := ZMM()
+	VCVTDQ2PS(lo, f)
+	dy := ZMM()
+	VBROADCASTSS(ya, dy)
+	VBROADCASTSS(yb, second, dy)
+	VMULPS(ddv, dy, dy) // y.d·f16(x.d), as q6KLanes' VMULSS
+	if m, ok := fa.(Mem); ok {
+		acc := ZMM()
+		VMOVUPS(m, acc)
+		VFMADD231PS(dy, f, acc)
+		VMOVUPS(acc, m)
+	} else {
+		VFMADD231PS(dy, f, fa)
+	}
 }
 
 // addTokenLanes ends a block of the AVX-512 Q5_K/Q6_K token kernels: each token's
