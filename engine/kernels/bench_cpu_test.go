@@ -52,11 +52,10 @@ func BenchmarkMatMulCPU(b *testing.B) {
 				})
 			}
 			run(fmt.Sprintf("%v/%s", typ, c.name))
-			if typ == BF16 && useBF16DP {
+			if typ == BF16 && setBF16DP(false) {
 				// The AVX-512 FMA kernels that VDPBF16PS's replaced.
-				useBF16DP = false
 				run(fmt.Sprintf("%v-fma/%s", typ, c.name))
-				useBF16DP = true
+				setBF16DP(true)
 			}
 		}
 	}

@@ -100,3 +100,10 @@ func TestBF16DPMatMul(t *testing.T) {
 }
 
 func le16put(b []byte, v uint16) { b[0], b[1] = byte(v), byte(v>>8) }
+
+// setBF16DP turns the VDPBF16PS kernels on or off (on only where the CPU has
+// them) and returns whether they were on.
+func setBF16DP(on bool) (was bool) {
+	was, useBF16DP = useBF16DP, on && useAVX512 && cpu.X86.HasAVX512BF16
+	return was
+}
