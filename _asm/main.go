@@ -154,6 +154,9 @@ func main() {
 	for _, t := range floatTileTokens {
 		dotFloatAVX512Tokens("F32", 4, t)
 	}
+	for _, t := range bf16DPTokens {
+		dotBF16DPTokens(t)
+	}
 	for _, t := range f32AVX2Tokens {
 		dotF32AVX2Tokens(t)
 	}

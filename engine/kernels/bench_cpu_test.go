@@ -28,7 +28,7 @@ func cpuSeconds() float64 {
 func BenchmarkMatMulCPU(b *testing.B) {
 	defer SetThreads(SetThreads(1))
 	r := rand.New(rand.NewPCG(21, 22))
-	for _, typ := range []Type{Q8_0, Q4_1, Q5_1, Q3_K, Q5_K, IQ3_S, F32} {
+	for _, typ := range []Type{Q8_0, Q4_1, Q5_1, Q3_K, Q5_K, IQ3_S, F32, BF16, F16, IQ4_NL} {
 		for _, c := range []struct {
 			name             string
 			rows, cols, nTok int
@@ -42,13 +42,21 @@ func BenchmarkMatMulCPU(b *testing.B) {
 			for i := 0; i < c.rows; i++ {
 				fillRow(r, typ, w.Row(i), 0.1)
 			}
-			b.Run(fmt.Sprintf("%v/%s", typ, c.name), func(b *testing.B) {
-				t0 := cpuSeconds()
-				for b.Loop() {
-					MatMul(dst, w, x, c.nTok)
-				}
-				b.ReportMetric((cpuSeconds()-t0)*1e6/float64(b.N), "cpu-us/op")
-			})
+			run := func(name string) {
+				b.Run(name, func(b *testing.B) {
+					t0 := cpuSeconds()
+					for b.Loop() {
+						MatMul(dst, w, x, c.nTok)
+					}
+					b.ReportMetric((cpuSeconds()-t0)*1e6/float64(b.N), "cpu-us/op")
+				})
+			}
+			run(fmt.Sprintf("%v/%s", typ, c.name))
+			if typ == BF16 && setBF16DP(false) {
+				// The AVX-512 FMA kernels that VDPBF16PS's replaced.
+				run(fmt.Sprintf("%v-fma/%s", typ, c.name))
+				setBF16DP(true)
+			}
 		}
 	}
 }

@@ -2,7 +2,12 @@
 
 package kernels
 
-import "unsafe"
+import (
+	"math"
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+)
 
 // floatTokens computes, for F16 or BF16 weights with AVX-512 and a multiple of
 // 64 columns, the outputs of rows [r, hi) for tokens [t0, t0+nt) (nt ≥ 2) and
@@ -17,6 +22,9 @@ func (m *matMul) floatTokens(r, hi, t0, nt int) int {
 	cols := a.cols
 	if !useAVX512 || (typ != F16 && typ != BF16) || cols%64 != 0 || cols == 0 || nt < 2 || r >= hi {
 		return 0
+	}
+	if typ == BF16 && len(a.bp) > 0 {
+		return m.bf16DPTokens(r, hi, t0, nt)
 	}
 	rows, end := m.w.Rows, t0+nt
 	_ = m.dst[(end-1)*rows+hi-1]
@@ -113,6 +121,115 @@ func (m *matMul) f32Tokens(r, hi, t0, nt int) int {
 					d := &m.dst[i*rows+q]
 					*d = addF32Tail(*d, row, a.f[i*cols:(i+1)*cols], n8)
 				}
+			}
+		}
+		t = s + n
+	}
+	return hi - r
+}
+
+// useBF16DP: the BF16 kernels of VDPBF16PS (dotBF16DPt1 …) take BF16 weights
+// with AVX-512 on a CPU with AVX512_BF16; setSIMD's "avx512" levels include
+// them where the CPU has it.
+var useBF16DP = useAVX512 && cpu.X86.HasAVX512BF16
+
+// bf16PairCol[w] is the column, within a block of 128, whose activation word w
+// of the block's 128 packBF16Pairs words holds: the dotBF16DPt kernels' four
+// 512-bit registers of word pairs (VPUNPCKLWD/HWD of the weights' 64-column
+// blocks), register r = 2·half + hi, 128-bit lane q, dword j, the odd (high)
+// word column 32·half + 8q + 4·hi + j of the first 64 columns, the even (low)
+// word the same column of the second 64.
+var bf16PairCol = func() (c [128]int) {
+	for w := range c {
+		r, q, j := w/32, w%32/8, w%8/2
+		c[w] = 32*(r/2) + 8*q + 4*(r%2) + j
+		if w%2 == 0 {
+			c[w] += 64
+		}
+	}
+	return
+}()
+
+// packBF16Pairs sets dst (128·⌈cols/128⌉ words) to the bfloat16 words of x
+// (cols float32s already rounded to bfloat16) in bf16PairCol's order, block by
+// block; columns past cols (an odd last 64) are zero.
+func packBF16Pairs(dst []uint16, x []float32, cols int) {
+	for b := 0; b*128 < cols; b++ {
+		d := dst[128*b : 128*b+128]
+		for w, c := range &bf16PairCol {
+			if c += 128 * b; c < cols {
+				d[w] = uint16(math.Float32bits(x[c]) >> 16)
+			} else {
+				d[w] = 0
+			}
+		}
+	}
+}
+
+// bf16PairWords is the length of a token's packBF16Pairs words.
+func bf16PairWords(cols int) int { return (cols + 127) / 128 * 128 }
+
+// packBF16 fills a.bp from a.f (rows tokens of cols BF16-rounded activations)
+// when the VDPBF16PS kernels take them: AVX512_BF16 and a multiple of 64
+// columns; otherwise it leaves a.bp empty.
+func (a *acts) packBF16(rows, cols int) {
+	a.bp = a.bp[:0]
+	if !useBF16DP || cols%64 != 0 || cols == 0 {
+		return
+	}
+	nw := bf16PairWords(cols)
+	a.bp = grow(a.bp, rows*nw)
+	for t := 0; t < rows; t++ {
+		packBF16Pairs(a.bp[t*nw:(t+1)*nw], a.f[t*cols:(t+1)*cols], cols)
+	}
+}
+
+// bf16DPRows computes token 0's outputs of BF16 rows [lo, hi) with
+// dotBF16DPt1 when a.bp holds the packed activations, and returns hi;
+// otherwise it returns lo.
+func (m *matMul) bf16DPRows(lo, hi int) int {
+	a := m.a
+	if !useBF16DP || len(a.bp) == 0 || lo >= hi {
+		return lo
+	}
+	cols := a.cols
+	_ = m.w.Data[hi*m.rb-1]
+	_ = m.dst[hi-1]
+	_ = a.bp[bf16PairWords(cols)-1]
+	y := &a.bp[0]
+	for r := lo; r < hi; r++ {
+		dotBF16DPt1(&m.w.Data[r*m.rb], y, 0, cols, &m.dst[r], 0)
+	}
+	return hi
+}
+
+// bf16DPTokens is floatTokens for BF16 with the VDPBF16PS kernels (groups of
+// 6, 4 or 2 tokens, dotBF16DPt6 …), when a.bp holds the packed activations.
+func (m *matMul) bf16DPTokens(r, hi, t0, nt int) int {
+	a := m.a
+	cols := a.cols
+	if !useBF16DP || len(a.bp) == 0 || nt < 2 || r >= hi {
+		return 0
+	}
+	nw := bf16PairWords(cols)
+	rows, end := m.w.Rows, t0+nt
+	_ = m.dst[(end-1)*rows+hi-1]
+	_ = m.w.Data[hi*m.rb-1]
+	_ = a.bp[end*nw-1]
+	ys, os := 2*nw, 4*rows
+	for t := t0; t < end; {
+		n := floatGroup(end-t, nt)
+		s := min(t, end-n)
+		y := &a.bp[s*nw]
+		for q := r; q < hi; q++ {
+			x, o := &m.w.Data[q*m.rb], &m.dst[s*rows+q]
+			switch n {
+			case 6:
+				dotBF16DPt6(x, y, ys, cols, o, os)
+			case 4:
+				dotBF16DPt4(x, y, ys, cols, o, os)
+			default:
+				dotBF16DPt2(x, y, ys, cols, o, os)
 			}
 		}
 		t = s + n

@@ -51,6 +51,7 @@ type acts struct {
 	cols int
 	f    []float32   // F32, F16, BF16 (values already rounded to the format)
 	buf  []float32   // f's storage for F16 and BF16
+	bp   []uint16    // BF16 with VDPBF16PS: f's words paired by packBF16Pairs
 	q8   []q8Block   // Q8_0
 	q81  []q8_1Block // Q8_1
 	q8k  []q8KBlock  // Q8_K
@@ -102,6 +103,7 @@ func (a *acts) prepare(wt Type, x []float32, rows, cols int) {
 		a.f = a.buf
 		if typ == BF16 {
 			roundBF16s(a.f, x[:rows*cols])
+			a.packBF16(rows, cols)
 		} else {
 			roundF16s(a.f, x[:rows*cols])
 		}

@@ -299,11 +299,12 @@ func simdLevels() []string {
 // VPMADDUBSW kernels), "avx512vbmi" with it (the VPDPBUSD kernels on permuted
 // quants).
 func setSIMD(level string) (restore func()) {
-	a, b, c := useAVX2, useAVX512, useVNNI16
+	a, b, c, d := useAVX2, useAVX512, useVNNI16, useBF16DP
 	useAVX2 = level == "avx2" || level == "avx512" || level == "avx512vbmi"
 	useAVX512 = level == "avx512" || level == "avx512vbmi"
 	useVNNI16 = level == "avx512vbmi" && c
-	return func() { useAVX2, useAVX512, useVNNI16 = a, b, c }
+	useBF16DP = useAVX512 && cpu.X86.HasAVX512BF16 && d
+	return func() { useAVX2, useAVX512, useVNNI16, useBF16DP = a, b, c, d }
 }
 
 func simdAvailable() bool { return useAVX2 }

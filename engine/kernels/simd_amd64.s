@@ -28434,6 +28434,1287 @@ reduce:
 	VZEROUPPER
 	RET
 
+// func dotBF16DPt1(x *byte, y *uint16, ys int, n int, out *float32, os int)
+// Requires: AVX, AVX512BW, AVX512F
+TEXT ·dotBF16DPt1(SB), NOSPLIT, $0-48
+	MOVQ   x+0(FP), AX
+	MOVQ   y+8(FP), CX
+	MOVQ   ys+16(FP), DX
+	MOVQ   n+24(FP), BX
+	LEAQ   (CX)(DX*2), SI
+	ADDQ   DX, SI
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+
+loop:
+	CMPQ       BX, $0x80
+	JL         last
+	VMOVDQU16  (AX), Z0
+	VMOVDQU16  64(AX), Z1
+	VMOVDQU16  128(AX), Z2
+	VMOVDQU16  192(AX), Z3
+	VPUNPCKLWD Z0, Z2, Z4
+	VPUNPCKHWD Z0, Z2, Z5
+	VPUNPCKLWD Z1, Z3, Z6
+	VPUNPCKHWD Z1, Z3, Z7
+	VMOVUPS    (CX), Z0
+	VMOVUPS    64(CX), Z1
+	VMOVUPS    128(CX), Z2
+	VMOVUPS    192(CX), Z3
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x5e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xc0
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x56
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xc9
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x4e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xd2
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x46
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xdb
+	ADDQ       $0x00000100, AX
+	ADDQ       $0x00000100, CX
+	ADDQ       $0x00000100, SI
+	SUBQ       $0x00000080, BX
+	JMP        loop
+
+last:
+	CMPQ       BX, $0x40
+	JL         reduce
+	VMOVDQU16  (AX), Z0
+	VMOVDQU16  64(AX), Z1
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	VPUNPCKLWD Z0, Z2, Z4
+	VPUNPCKHWD Z0, Z2, Z5
+	VPUNPCKLWD Z1, Z3, Z6
+	VPUNPCKHWD Z1, Z3, Z7
+	VMOVUPS    (CX), Z0
+	VMOVUPS    64(CX), Z1
+	VMOVUPS    128(CX), Z2
+	VMOVUPS    192(CX), Z3
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x5e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xc0
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x56
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xc9
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x4e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xd2
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x46
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xdb
+
+reduce:
+	MOVQ       out+32(FP), AX
+	MOVQ       os+40(FP), CX
+	VSHUFF32X4 $0xb1, Z8, Z8, Z0
+	VADDPS     Z0, Z8, Z8
+	VSHUFF32X4 $0xb1, Z9, Z9, Z1
+	VADDPS     Z1, Z9, Z9
+	VSHUFF32X4 $0xb1, Z10, Z10, Z2
+	VADDPS     Z2, Z10, Z10
+	VSHUFF32X4 $0xb1, Z11, Z11, Z3
+	VADDPS     Z3, Z11, Z11
+	VSHUFF32X4 $0x4e, Z8, Z8, Z0
+	VADDPS     Z0, Z8, Z8
+	VSHUFF32X4 $0x4e, Z9, Z9, Z1
+	VADDPS     Z1, Z9, Z9
+	VSHUFF32X4 $0x4e, Z10, Z10, Z2
+	VADDPS     Z2, Z10, Z10
+	VSHUFF32X4 $0x4e, Z11, Z11, Z3
+	VADDPS     Z3, Z11, Z11
+	VADDPS     Z10, Z8, Z8
+	VADDPS     Z11, Z9, Z9
+	VADDPS     X9, X8, X4
+	VMOVHLPS   X4, X4, X5
+	VADDPS     X5, X4, X4
+	VMOVSHDUP  X4, X5
+	VADDSS     X5, X4, X4
+	VMOVSS     X4, (AX)
+	VZEROUPPER
+	RET
+
+// func dotBF16DPt2(x *byte, y *uint16, ys int, n int, out *float32, os int)
+// Requires: AVX, AVX512BW, AVX512F
+TEXT ·dotBF16DPt2(SB), NOSPLIT, $0-48
+	MOVQ   x+0(FP), AX
+	MOVQ   y+8(FP), CX
+	MOVQ   ys+16(FP), DX
+	MOVQ   n+24(FP), BX
+	LEAQ   (CX)(DX*2), SI
+	ADDQ   DX, SI
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+
+loop:
+	CMPQ       BX, $0x80
+	JL         last
+	VMOVDQU16  (AX), Z0
+	VMOVDQU16  64(AX), Z1
+	VMOVDQU16  128(AX), Z2
+	VMOVDQU16  192(AX), Z3
+	VPUNPCKLWD Z0, Z2, Z4
+	VPUNPCKHWD Z0, Z2, Z5
+	VPUNPCKLWD Z1, Z3, Z6
+	VPUNPCKHWD Z1, Z3, Z7
+	VMOVUPS    (CX), Z0
+	VMOVUPS    64(CX), Z1
+	VMOVUPS    128(CX), Z2
+	VMOVUPS    192(CX), Z3
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x5e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xc0
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x56
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xc9
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x4e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xd2
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x46
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xdb
+	VMOVUPS    (CX)(DX*1), Z0
+	VMOVUPS    64(CX)(DX*1), Z1
+	VMOVUPS    128(CX)(DX*1), Z2
+	VMOVUPS    192(CX)(DX*1), Z3
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x5e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xe0
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x56
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xe9
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x4e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xf2
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x46
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xfb
+	ADDQ       $0x00000100, AX
+	ADDQ       $0x00000100, CX
+	ADDQ       $0x00000100, SI
+	SUBQ       $0x00000080, BX
+	JMP        loop
+
+last:
+	CMPQ       BX, $0x40
+	JL         reduce
+	VMOVDQU16  (AX), Z0
+	VMOVDQU16  64(AX), Z1
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	VPUNPCKLWD Z0, Z2, Z4
+	VPUNPCKHWD Z0, Z2, Z5
+	VPUNPCKLWD Z1, Z3, Z6
+	VPUNPCKHWD Z1, Z3, Z7
+	VMOVUPS    (CX), Z0
+	VMOVUPS    64(CX), Z1
+	VMOVUPS    128(CX), Z2
+	VMOVUPS    192(CX), Z3
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x5e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xc0
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x56
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xc9
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x4e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xd2
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x46
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xdb
+	VMOVUPS    (CX)(DX*1), Z0
+	VMOVUPS    64(CX)(DX*1), Z1
+	VMOVUPS    128(CX)(DX*1), Z2
+	VMOVUPS    192(CX)(DX*1), Z3
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x5e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xe0
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x56
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xe9
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x4e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xf2
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x46
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xfb
+
+reduce:
+	MOVQ       out+32(FP), AX
+	MOVQ       os+40(FP), CX
+	VSHUFF32X4 $0xb1, Z8, Z8, Z0
+	VADDPS     Z0, Z8, Z8
+	VSHUFF32X4 $0xb1, Z9, Z9, Z1
+	VADDPS     Z1, Z9, Z9
+	VSHUFF32X4 $0xb1, Z10, Z10, Z2
+	VADDPS     Z2, Z10, Z10
+	VSHUFF32X4 $0xb1, Z11, Z11, Z3
+	VADDPS     Z3, Z11, Z11
+	VSHUFF32X4 $0x4e, Z8, Z8, Z0
+	VADDPS     Z0, Z8, Z8
+	VSHUFF32X4 $0x4e, Z9, Z9, Z1
+	VADDPS     Z1, Z9, Z9
+	VSHUFF32X4 $0x4e, Z10, Z10, Z2
+	VADDPS     Z2, Z10, Z10
+	VSHUFF32X4 $0x4e, Z11, Z11, Z3
+	VADDPS     Z3, Z11, Z11
+	VADDPS     Z10, Z8, Z8
+	VADDPS     Z11, Z9, Z9
+	VADDPS     X9, X8, X4
+	VMOVHLPS   X4, X4, X5
+	VADDPS     X5, X4, X4
+	VMOVSHDUP  X4, X5
+	VADDSS     X5, X4, X4
+	VMOVSS     X4, (AX)
+	ADDQ       CX, AX
+	VSHUFF32X4 $0xb1, Z12, Z12, Z0
+	VADDPS     Z0, Z12, Z12
+	VSHUFF32X4 $0xb1, Z13, Z13, Z1
+	VADDPS     Z1, Z13, Z13
+	VSHUFF32X4 $0xb1, Z14, Z14, Z2
+	VADDPS     Z2, Z14, Z14
+	VSHUFF32X4 $0xb1, Z15, Z15, Z3
+	VADDPS     Z3, Z15, Z15
+	VSHUFF32X4 $0x4e, Z12, Z12, Z0
+	VADDPS     Z0, Z12, Z12
+	VSHUFF32X4 $0x4e, Z13, Z13, Z1
+	VADDPS     Z1, Z13, Z13
+	VSHUFF32X4 $0x4e, Z14, Z14, Z2
+	VADDPS     Z2, Z14, Z14
+	VSHUFF32X4 $0x4e, Z15, Z15, Z3
+	VADDPS     Z3, Z15, Z15
+	VADDPS     Z14, Z12, Z12
+	VADDPS     Z15, Z13, Z13
+	VADDPS     X13, X12, X4
+	VMOVHLPS   X4, X4, X5
+	VADDPS     X5, X4, X4
+	VMOVSHDUP  X4, X5
+	VADDSS     X5, X4, X4
+	VMOVSS     X4, (AX)
+	VZEROUPPER
+	RET
+
+// func dotBF16DPt4(x *byte, y *uint16, ys int, n int, out *float32, os int)
+// Requires: AVX, AVX512BW, AVX512F
+TEXT ·dotBF16DPt4(SB), NOSPLIT, $0-48
+	MOVQ   x+0(FP), AX
+	MOVQ   y+8(FP), CX
+	MOVQ   ys+16(FP), DX
+	MOVQ   n+24(FP), BX
+	LEAQ   (CX)(DX*2), SI
+	ADDQ   DX, SI
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	VPXORD Z20, Z20, Z20
+	VPXORD Z21, Z21, Z21
+	VPXORD Z22, Z22, Z22
+	VPXORD Z23, Z23, Z23
+
+loop:
+	CMPQ       BX, $0x80
+	JL         last
+	VMOVDQU16  (AX), Z0
+	VMOVDQU16  64(AX), Z1
+	VMOVDQU16  128(AX), Z2
+	VMOVDQU16  192(AX), Z3
+	VPUNPCKLWD Z0, Z2, Z4
+	VPUNPCKHWD Z0, Z2, Z5
+	VPUNPCKLWD Z1, Z3, Z6
+	VPUNPCKHWD Z1, Z3, Z7
+	VMOVUPS    (CX), Z0
+	VMOVUPS    64(CX), Z1
+	VMOVUPS    128(CX), Z2
+	VMOVUPS    192(CX), Z3
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x5e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xc0
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x56
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xc9
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x4e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xd2
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x46
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xdb
+	VMOVUPS    (CX)(DX*1), Z0
+	VMOVUPS    64(CX)(DX*1), Z1
+	VMOVUPS    128(CX)(DX*1), Z2
+	VMOVUPS    192(CX)(DX*1), Z3
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x5e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xe0
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x56
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xe9
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x4e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xf2
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x46
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xfb
+	VMOVUPS    (CX)(DX*2), Z0
+	VMOVUPS    64(CX)(DX*2), Z1
+	VMOVUPS    128(CX)(DX*2), Z2
+	VMOVUPS    192(CX)(DX*2), Z3
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x5e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xc0
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x56
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xc9
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x4e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xd2
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x46
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xdb
+	VMOVUPS    (SI), Z0
+	VMOVUPS    64(SI), Z1
+	VMOVUPS    128(SI), Z2
+	VMOVUPS    192(SI), Z3
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x5e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xe0
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x56
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xe9
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x4e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xf2
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x46
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xfb
+	ADDQ       $0x00000100, AX
+	ADDQ       $0x00000100, CX
+	ADDQ       $0x00000100, SI
+	SUBQ       $0x00000080, BX
+	JMP        loop
+
+last:
+	CMPQ       BX, $0x40
+	JL         reduce
+	VMOVDQU16  (AX), Z0
+	VMOVDQU16  64(AX), Z1
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	VPUNPCKLWD Z0, Z2, Z4
+	VPUNPCKHWD Z0, Z2, Z5
+	VPUNPCKLWD Z1, Z3, Z6
+	VPUNPCKHWD Z1, Z3, Z7
+	VMOVUPS    (CX), Z0
+	VMOVUPS    64(CX), Z1
+	VMOVUPS    128(CX), Z2
+	VMOVUPS    192(CX), Z3
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x5e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xc0
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x56
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xc9
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x4e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xd2
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x46
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xdb
+	VMOVUPS    (CX)(DX*1), Z0
+	VMOVUPS    64(CX)(DX*1), Z1
+	VMOVUPS    128(CX)(DX*1), Z2
+	VMOVUPS    192(CX)(DX*1), Z3
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x5e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xe0
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x56
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xe9
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x4e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xf2
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x46
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xfb
+	VMOVUPS    (CX)(DX*2), Z0
+	VMOVUPS    64(CX)(DX*2), Z1
+	VMOVUPS    128(CX)(DX*2), Z2
+	VMOVUPS    192(CX)(DX*2), Z3
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x5e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xc0
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x56
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xc9
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x4e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xd2
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x46
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xdb
+	VMOVUPS    (SI), Z0
+	VMOVUPS    64(SI), Z1
+	VMOVUPS    128(SI), Z2
+	VMOVUPS    192(SI), Z3
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x5e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xe0
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x56
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xe9
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x4e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xf2
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x46
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xfb
+
+reduce:
+	MOVQ       out+32(FP), AX
+	MOVQ       os+40(FP), CX
+	VSHUFF32X4 $0xb1, Z8, Z8, Z0
+	VADDPS     Z0, Z8, Z8
+	VSHUFF32X4 $0xb1, Z9, Z9, Z1
+	VADDPS     Z1, Z9, Z9
+	VSHUFF32X4 $0xb1, Z10, Z10, Z2
+	VADDPS     Z2, Z10, Z10
+	VSHUFF32X4 $0xb1, Z11, Z11, Z3
+	VADDPS     Z3, Z11, Z11
+	VSHUFF32X4 $0x4e, Z8, Z8, Z0
+	VADDPS     Z0, Z8, Z8
+	VSHUFF32X4 $0x4e, Z9, Z9, Z1
+	VADDPS     Z1, Z9, Z9
+	VSHUFF32X4 $0x4e, Z10, Z10, Z2
+	VADDPS     Z2, Z10, Z10
+	VSHUFF32X4 $0x4e, Z11, Z11, Z3
+	VADDPS     Z3, Z11, Z11
+	VADDPS     Z10, Z8, Z8
+	VADDPS     Z11, Z9, Z9
+	VADDPS     X9, X8, X4
+	VMOVHLPS   X4, X4, X5
+	VADDPS     X5, X4, X4
+	VMOVSHDUP  X4, X5
+	VADDSS     X5, X4, X4
+	VMOVSS     X4, (AX)
+	ADDQ       CX, AX
+	VSHUFF32X4 $0xb1, Z12, Z12, Z0
+	VADDPS     Z0, Z12, Z12
+	VSHUFF32X4 $0xb1, Z13, Z13, Z1
+	VADDPS     Z1, Z13, Z13
+	VSHUFF32X4 $0xb1, Z14, Z14, Z2
+	VADDPS     Z2, Z14, Z14
+	VSHUFF32X4 $0xb1, Z15, Z15, Z3
+	VADDPS     Z3, Z15, Z15
+	VSHUFF32X4 $0x4e, Z12, Z12, Z0
+	VADDPS     Z0, Z12, Z12
+	VSHUFF32X4 $0x4e, Z13, Z13, Z1
+	VADDPS     Z1, Z13, Z13
+	VSHUFF32X4 $0x4e, Z14, Z14, Z2
+	VADDPS     Z2, Z14, Z14
+	VSHUFF32X4 $0x4e, Z15, Z15, Z3
+	VADDPS     Z3, Z15, Z15
+	VADDPS     Z14, Z12, Z12
+	VADDPS     Z15, Z13, Z13
+	VADDPS     X13, X12, X4
+	VMOVHLPS   X4, X4, X5
+	VADDPS     X5, X4, X4
+	VMOVSHDUP  X4, X5
+	VADDSS     X5, X4, X4
+	VMOVSS     X4, (AX)
+	ADDQ       CX, AX
+	VSHUFF32X4 $0xb1, Z16, Z16, Z0
+	VADDPS     Z0, Z16, Z16
+	VSHUFF32X4 $0xb1, Z17, Z17, Z1
+	VADDPS     Z1, Z17, Z17
+	VSHUFF32X4 $0xb1, Z18, Z18, Z2
+	VADDPS     Z2, Z18, Z18
+	VSHUFF32X4 $0xb1, Z19, Z19, Z3
+	VADDPS     Z3, Z19, Z19
+	VSHUFF32X4 $0x4e, Z16, Z16, Z0
+	VADDPS     Z0, Z16, Z16
+	VSHUFF32X4 $0x4e, Z17, Z17, Z1
+	VADDPS     Z1, Z17, Z17
+	VSHUFF32X4 $0x4e, Z18, Z18, Z2
+	VADDPS     Z2, Z18, Z18
+	VSHUFF32X4 $0x4e, Z19, Z19, Z3
+	VADDPS     Z3, Z19, Z19
+	VADDPS     Z18, Z16, Z16
+	VADDPS     Z19, Z17, Z17
+	VADDPS     X17, X16, X4
+	VMOVHLPS   X4, X4, X5
+	VADDPS     X5, X4, X4
+	VMOVSHDUP  X4, X5
+	VADDSS     X5, X4, X4
+	VMOVSS     X4, (AX)
+	ADDQ       CX, AX
+	VSHUFF32X4 $0xb1, Z20, Z20, Z0
+	VADDPS     Z0, Z20, Z20
+	VSHUFF32X4 $0xb1, Z21, Z21, Z1
+	VADDPS     Z1, Z21, Z21
+	VSHUFF32X4 $0xb1, Z22, Z22, Z2
+	VADDPS     Z2, Z22, Z22
+	VSHUFF32X4 $0xb1, Z23, Z23, Z3
+	VADDPS     Z3, Z23, Z23
+	VSHUFF32X4 $0x4e, Z20, Z20, Z0
+	VADDPS     Z0, Z20, Z20
+	VSHUFF32X4 $0x4e, Z21, Z21, Z1
+	VADDPS     Z1, Z21, Z21
+	VSHUFF32X4 $0x4e, Z22, Z22, Z2
+	VADDPS     Z2, Z22, Z22
+	VSHUFF32X4 $0x4e, Z23, Z23, Z3
+	VADDPS     Z3, Z23, Z23
+	VADDPS     Z22, Z20, Z20
+	VADDPS     Z23, Z21, Z21
+	VADDPS     X21, X20, X4
+	VMOVHLPS   X4, X4, X5
+	VADDPS     X5, X4, X4
+	VMOVSHDUP  X4, X5
+	VADDSS     X5, X4, X4
+	VMOVSS     X4, (AX)
+	VZEROUPPER
+	RET
+
+// func dotBF16DPt6(x *byte, y *uint16, ys int, n int, out *float32, os int)
+// Requires: AVX, AVX512BW, AVX512F
+TEXT ·dotBF16DPt6(SB), NOSPLIT, $0-48
+	MOVQ   x+0(FP), AX
+	MOVQ   y+8(FP), CX
+	MOVQ   ys+16(FP), DX
+	MOVQ   n+24(FP), BX
+	LEAQ   (CX)(DX*2), SI
+	ADDQ   DX, SI
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	VPXORD Z20, Z20, Z20
+	VPXORD Z21, Z21, Z21
+	VPXORD Z22, Z22, Z22
+	VPXORD Z23, Z23, Z23
+	VPXORD Z24, Z24, Z24
+	VPXORD Z25, Z25, Z25
+	VPXORD Z26, Z26, Z26
+	VPXORD Z27, Z27, Z27
+	VPXORD Z28, Z28, Z28
+	VPXORD Z29, Z29, Z29
+	VPXORD Z30, Z30, Z30
+	VPXORD Z31, Z31, Z31
+
+loop:
+	CMPQ       BX, $0x80
+	JL         last
+	VMOVDQU16  (AX), Z0
+	VMOVDQU16  64(AX), Z1
+	VMOVDQU16  128(AX), Z2
+	VMOVDQU16  192(AX), Z3
+	VPUNPCKLWD Z0, Z2, Z4
+	VPUNPCKHWD Z0, Z2, Z5
+	VPUNPCKLWD Z1, Z3, Z6
+	VPUNPCKHWD Z1, Z3, Z7
+	VMOVUPS    (CX), Z0
+	VMOVUPS    64(CX), Z1
+	VMOVUPS    128(CX), Z2
+	VMOVUPS    192(CX), Z3
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x5e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xc0
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x56
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xc9
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x4e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xd2
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x46
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xdb
+	VMOVUPS    (CX)(DX*1), Z0
+	VMOVUPS    64(CX)(DX*1), Z1
+	VMOVUPS    128(CX)(DX*1), Z2
+	VMOVUPS    192(CX)(DX*1), Z3
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x5e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xe0
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x56
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xe9
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x4e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xf2
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x46
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xfb
+	VMOVUPS    (CX)(DX*2), Z0
+	VMOVUPS    64(CX)(DX*2), Z1
+	VMOVUPS    128(CX)(DX*2), Z2
+	VMOVUPS    192(CX)(DX*2), Z3
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x5e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xc0
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x56
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xc9
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x4e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xd2
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x46
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xdb
+	VMOVUPS    (SI), Z0
+	VMOVUPS    64(SI), Z1
+	VMOVUPS    128(SI), Z2
+	VMOVUPS    192(SI), Z3
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x5e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xe0
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x56
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xe9
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x4e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xf2
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x46
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xfb
+	VMOVUPS    (SI)(DX*1), Z0
+	VMOVUPS    64(SI)(DX*1), Z1
+	VMOVUPS    128(SI)(DX*1), Z2
+	VMOVUPS    192(SI)(DX*1), Z3
+	BYTE       $0x62
+	BYTE       $0x62
+	BYTE       $0x5e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xc0
+	BYTE       $0x62
+	BYTE       $0x62
+	BYTE       $0x56
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xc9
+	BYTE       $0x62
+	BYTE       $0x62
+	BYTE       $0x4e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xd2
+	BYTE       $0x62
+	BYTE       $0x62
+	BYTE       $0x46
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xdb
+	VMOVUPS    (SI)(DX*2), Z0
+	VMOVUPS    64(SI)(DX*2), Z1
+	VMOVUPS    128(SI)(DX*2), Z2
+	VMOVUPS    192(SI)(DX*2), Z3
+	BYTE       $0x62
+	BYTE       $0x62
+	BYTE       $0x5e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xe0
+	BYTE       $0x62
+	BYTE       $0x62
+	BYTE       $0x56
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xe9
+	BYTE       $0x62
+	BYTE       $0x62
+	BYTE       $0x4e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xf2
+	BYTE       $0x62
+	BYTE       $0x62
+	BYTE       $0x46
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xfb
+	ADDQ       $0x00000100, AX
+	ADDQ       $0x00000100, CX
+	ADDQ       $0x00000100, SI
+	SUBQ       $0x00000080, BX
+	JMP        loop
+
+last:
+	CMPQ       BX, $0x40
+	JL         reduce
+	VMOVDQU16  (AX), Z0
+	VMOVDQU16  64(AX), Z1
+	VPXORD     Z2, Z2, Z2
+	VPXORD     Z3, Z3, Z3
+	VPUNPCKLWD Z0, Z2, Z4
+	VPUNPCKHWD Z0, Z2, Z5
+	VPUNPCKLWD Z1, Z3, Z6
+	VPUNPCKHWD Z1, Z3, Z7
+	VMOVUPS    (CX), Z0
+	VMOVUPS    64(CX), Z1
+	VMOVUPS    128(CX), Z2
+	VMOVUPS    192(CX), Z3
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x5e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xc0
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x56
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xc9
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x4e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xd2
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x46
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xdb
+	VMOVUPS    (CX)(DX*1), Z0
+	VMOVUPS    64(CX)(DX*1), Z1
+	VMOVUPS    128(CX)(DX*1), Z2
+	VMOVUPS    192(CX)(DX*1), Z3
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x5e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xe0
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x56
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xe9
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x4e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xf2
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x46
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xfb
+	VMOVUPS    (CX)(DX*2), Z0
+	VMOVUPS    64(CX)(DX*2), Z1
+	VMOVUPS    128(CX)(DX*2), Z2
+	VMOVUPS    192(CX)(DX*2), Z3
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x5e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xc0
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x56
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xc9
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x4e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xd2
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x46
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xdb
+	VMOVUPS    (SI), Z0
+	VMOVUPS    64(SI), Z1
+	VMOVUPS    128(SI), Z2
+	VMOVUPS    192(SI), Z3
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x5e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xe0
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x56
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xe9
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x4e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xf2
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x46
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xfb
+	VMOVUPS    (SI)(DX*1), Z0
+	VMOVUPS    64(SI)(DX*1), Z1
+	VMOVUPS    128(SI)(DX*1), Z2
+	VMOVUPS    192(SI)(DX*1), Z3
+	BYTE       $0x62
+	BYTE       $0x62
+	BYTE       $0x5e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xc0
+	BYTE       $0x62
+	BYTE       $0x62
+	BYTE       $0x56
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xc9
+	BYTE       $0x62
+	BYTE       $0x62
+	BYTE       $0x4e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xd2
+	BYTE       $0x62
+	BYTE       $0x62
+	BYTE       $0x46
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xdb
+	VMOVUPS    (SI)(DX*2), Z0
+	VMOVUPS    64(SI)(DX*2), Z1
+	VMOVUPS    128(SI)(DX*2), Z2
+	VMOVUPS    192(SI)(DX*2), Z3
+	BYTE       $0x62
+	BYTE       $0x62
+	BYTE       $0x5e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xe0
+	BYTE       $0x62
+	BYTE       $0x62
+	BYTE       $0x56
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xe9
+	BYTE       $0x62
+	BYTE       $0x62
+	BYTE       $0x4e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xf2
+	BYTE       $0x62
+	BYTE       $0x62
+	BYTE       $0x46
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xfb
+
+reduce:
+	MOVQ       out+32(FP), AX
+	MOVQ       os+40(FP), CX
+	VSHUFF32X4 $0xb1, Z8, Z8, Z0
+	VADDPS     Z0, Z8, Z8
+	VSHUFF32X4 $0xb1, Z9, Z9, Z1
+	VADDPS     Z1, Z9, Z9
+	VSHUFF32X4 $0xb1, Z10, Z10, Z2
+	VADDPS     Z2, Z10, Z10
+	VSHUFF32X4 $0xb1, Z11, Z11, Z3
+	VADDPS     Z3, Z11, Z11
+	VSHUFF32X4 $0x4e, Z8, Z8, Z0
+	VADDPS     Z0, Z8, Z8
+	VSHUFF32X4 $0x4e, Z9, Z9, Z1
+	VADDPS     Z1, Z9, Z9
+	VSHUFF32X4 $0x4e, Z10, Z10, Z2
+	VADDPS     Z2, Z10, Z10
+	VSHUFF32X4 $0x4e, Z11, Z11, Z3
+	VADDPS     Z3, Z11, Z11
+	VADDPS     Z10, Z8, Z8
+	VADDPS     Z11, Z9, Z9
+	VADDPS     X9, X8, X4
+	VMOVHLPS   X4, X4, X5
+	VADDPS     X5, X4, X4
+	VMOVSHDUP  X4, X5
+	VADDSS     X5, X4, X4
+	VMOVSS     X4, (AX)
+	ADDQ       CX, AX
+	VSHUFF32X4 $0xb1, Z12, Z12, Z0
+	VADDPS     Z0, Z12, Z12
+	VSHUFF32X4 $0xb1, Z13, Z13, Z1
+	VADDPS     Z1, Z13, Z13
+	VSHUFF32X4 $0xb1, Z14, Z14, Z2
+	VADDPS     Z2, Z14, Z14
+	VSHUFF32X4 $0xb1, Z15, Z15, Z3
+	VADDPS     Z3, Z15, Z15
+	VSHUFF32X4 $0x4e, Z12, Z12, Z0
+	VADDPS     Z0, Z12, Z12
+	VSHUFF32X4 $0x4e, Z13, Z13, Z1
+	VADDPS     Z1, Z13, Z13
+	VSHUFF32X4 $0x4e, Z14, Z14, Z2
+	VADDPS     Z2, Z14, Z14
+	VSHUFF32X4 $0x4e, Z15, Z15, Z3
+	VADDPS     Z3, Z15, Z15
+	VADDPS     Z14, Z12, Z12
+	VADDPS     Z15, Z13, Z13
+	VADDPS     X13, X12, X4
+	VMOVHLPS   X4, X4, X5
+	VADDPS     X5, X4, X4
+	VMOVSHDUP  X4, X5
+	VADDSS     X5, X4, X4
+	VMOVSS     X4, (AX)
+	ADDQ       CX, AX
+	VSHUFF32X4 $0xb1, Z16, Z16, Z0
+	VADDPS     Z0, Z16, Z16
+	VSHUFF32X4 $0xb1, Z17, Z17, Z1
+	VADDPS     Z1, Z17, Z17
+	VSHUFF32X4 $0xb1, Z18, Z18, Z2
+	VADDPS     Z2, Z18, Z18
+	VSHUFF32X4 $0xb1, Z19, Z19, Z3
+	VADDPS     Z3, Z19, Z19
+	VSHUFF32X4 $0x4e, Z16, Z16, Z0
+	VADDPS     Z0, Z16, Z16
+	VSHUFF32X4 $0x4e, Z17, Z17, Z1
+	VADDPS     Z1, Z17, Z17
+	VSHUFF32X4 $0x4e, Z18, Z18, Z2
+	VADDPS     Z2, Z18, Z18
+	VSHUFF32X4 $0x4e, Z19, Z19, Z3
+	VADDPS     Z3, Z19, Z19
+	VADDPS     Z18, Z16, Z16
+	VADDPS     Z19, Z17, Z17
+	VADDPS     X17, X16, X4
+	VMOVHLPS   X4, X4, X5
+	VADDPS     X5, X4, X4
+	VMOVSHDUP  X4, X5
+	VADDSS     X5, X4, X4
+	VMOVSS     X4, (AX)
+	ADDQ       CX, AX
+	VSHUFF32X4 $0xb1, Z20, Z20, Z0
+	VADDPS     Z0, Z20, Z20
+	VSHUFF32X4 $0xb1, Z21, Z21, Z1
+	VADDPS     Z1, Z21, Z21
+	VSHUFF32X4 $0xb1, Z22, Z22, Z2
+	VADDPS     Z2, Z22, Z22
+	VSHUFF32X4 $0xb1, Z23, Z23, Z3
+	VADDPS     Z3, Z23, Z23
+	VSHUFF32X4 $0x4e, Z20, Z20, Z0
+	VADDPS     Z0, Z20, Z20
+	VSHUFF32X4 $0x4e, Z21, Z21, Z1
+	VADDPS     Z1, Z21, Z21
+	VSHUFF32X4 $0x4e, Z22, Z22, Z2
+	VADDPS     Z2, Z22, Z22
+	VSHUFF32X4 $0x4e, Z23, Z23, Z3
+	VADDPS     Z3, Z23, Z23
+	VADDPS     Z22, Z20, Z20
+	VADDPS     Z23, Z21, Z21
+	VADDPS     X21, X20, X4
+	VMOVHLPS   X4, X4, X5
+	VADDPS     X5, X4, X4
+	VMOVSHDUP  X4, X5
+	VADDSS     X5, X4, X4
+	VMOVSS     X4, (AX)
+	ADDQ       CX, AX
+	VSHUFF32X4 $0xb1, Z24, Z24, Z0
+	VADDPS     Z0, Z24, Z24
+	VSHUFF32X4 $0xb1, Z25, Z25, Z1
+	VADDPS     Z1, Z25, Z25
+	VSHUFF32X4 $0xb1, Z26, Z26, Z2
+	VADDPS     Z2, Z26, Z26
+	VSHUFF32X4 $0xb1, Z27, Z27, Z3
+	VADDPS     Z3, Z27, Z27
+	VSHUFF32X4 $0x4e, Z24, Z24, Z0
+	VADDPS     Z0, Z24, Z24
+	VSHUFF32X4 $0x4e, Z25, Z25, Z1
+	VADDPS     Z1, Z25, Z25
+	VSHUFF32X4 $0x4e, Z26, Z26, Z2
+	VADDPS     Z2, Z26, Z26
+	VSHUFF32X4 $0x4e, Z27, Z27, Z3
+	VADDPS     Z3, Z27, Z27
+	VADDPS     Z26, Z24, Z24
+	VADDPS     Z27, Z25, Z25
+	VADDPS     X25, X24, X4
+	VMOVHLPS   X4, X4, X5
+	VADDPS     X5, X4, X4
+	VMOVSHDUP  X4, X5
+	VADDSS     X5, X4, X4
+	VMOVSS     X4, (AX)
+	ADDQ       CX, AX
+	VSHUFF32X4 $0xb1, Z28, Z28, Z0
+	VADDPS     Z0, Z28, Z28
+	VSHUFF32X4 $0xb1, Z29, Z29, Z1
+	VADDPS     Z1, Z29, Z29
+	VSHUFF32X4 $0xb1, Z30, Z30, Z2
+	VADDPS     Z2, Z30, Z30
+	VSHUFF32X4 $0xb1, Z31, Z31, Z3
+	VADDPS     Z3, Z31, Z31
+	VSHUFF32X4 $0x4e, Z28, Z28, Z0
+	VADDPS     Z0, Z28, Z28
+	VSHUFF32X4 $0x4e, Z29, Z29, Z1
+	VADDPS     Z1, Z29, Z29
+	VSHUFF32X4 $0x4e, Z30, Z30, Z2
+	VADDPS     Z2, Z30, Z30
+	VSHUFF32X4 $0x4e, Z31, Z31, Z3
+	VADDPS     Z3, Z31, Z31
+	VADDPS     Z30, Z28, Z28
+	VADDPS     Z31, Z29, Z29
+	VADDPS     X29, X28, X4
+	VMOVHLPS   X4, X4, X5
+	VADDPS     X5, X4, X4
+	VMOVSHDUP  X4, X5
+	VADDSS     X5, X4, X4
+	VMOVSS     X4, (AX)
+	VZEROUPPER
+	RET
+
 // func dotF32AVX2t3(x *byte, y *float32, ys int, n int, out *float32, os int)
 // Requires: AVX, FMA3
 TEXT ·dotF32AVX2t3(SB), NOSPLIT, $0-48

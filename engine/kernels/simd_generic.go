@@ -76,7 +76,11 @@ import (
 //
 // The AVX-512 kernels keep the AVX2 kernels' operations and order and give the
 // same bits (F16, BF16: two 256-bit accumulators side by side in one 512-bit
-// register).
+// register). On a CPU with AVX512_BF16, BF16 products take VDPBF16PS
+// (dotBF16DPt1 …, floattile_amd64.go): one lane adds the same chain's elements of
+// two consecutive 64-element groups, the earlier first, each step rounded, so the
+// same bits wherever no weight, activation or partial sum is subnormal (the
+// instruction takes those as zero).
 
 func dotQ4KRowGeneric(row []byte, y []q8KBlock) float32 {
 	var sum float32

@@ -61,6 +61,8 @@ func dotQ8_0Rows(out []float32, row []byte, y []q8Block, nb int) {
 
 func (m *matMul) fastRows(lo, hi int) int { return lo }
 
+func (a *acts) packBF16(rows, cols int) {}
+
 func (m *matMul) fastTokens(r, hi, t0, nt int) int { return 0 }
 
 func (m *matMul) tiles() bool { return false }

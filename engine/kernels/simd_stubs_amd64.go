@@ -486,6 +486,30 @@ func dotF32AVX512t4(x *byte, y *float32, ys int, n int, out *float32, os int)
 //go:noescape
 func dotF32AVX512t2(x *byte, y *float32, ys int, n int, out *float32, os int)
 
+// dotBF16DPt1 is dotBF16AVX2 of one row of n (a multiple of 64) BF16 weights at x with each of 1
+// token rows packed by packBF16Pairs at y, y+ys, … (ys in bytes), into out, out+os, … (os in bytes), with VDPBF16PS.
+//
+//go:noescape
+func dotBF16DPt1(x *byte, y *uint16, ys int, n int, out *float32, os int)
+
+// dotBF16DPt2 is dotBF16AVX2 of one row of n (a multiple of 64) BF16 weights at x with each of 2
+// token rows packed by packBF16Pairs at y, y+ys, … (ys in bytes), into out, out+os, … (os in bytes), with VDPBF16PS.
+//
+//go:noescape
+func dotBF16DPt2(x *byte, y *uint16, ys int, n int, out *float32, os int)
+
+// dotBF16DPt4 is dotBF16AVX2 of one row of n (a multiple of 64) BF16 weights at x with each of 4
+// token rows packed by packBF16Pairs at y, y+ys, … (ys in bytes), into out, out+os, … (os in bytes), with VDPBF16PS.
+//
+//go:noescape
+func dotBF16DPt4(x *byte, y *uint16, ys int, n int, out *float32, os int)
+
+// dotBF16DPt6 is dotBF16AVX2 of one row of n (a multiple of 64) BF16 weights at x with each of 6
+// token rows packed by packBF16Pairs at y, y+ys, … (ys in bytes), into out, out+os, … (os in bytes), with VDPBF16PS.
+//
+//go:noescape
+func dotBF16DPt6(x *byte, y *uint16, ys int, n int, out *float32, os int)
+
 // dotF32AVX2t3 is dotF32AVX2 of one row of n (a multiple of 8) F32 weights at x with each of 3
 // float32 rows at y, y+ys, … (ys in bytes), into out, out+os, … (os in bytes).
 //

@@ -119,6 +119,9 @@ func (m *matMul) fastRows(lo, hi int) int {
 	if !useAVX512 {
 		return lo
 	}
+	if m.w.Type == BF16 {
+		return m.bf16DPRows(lo, hi)
+	}
 	r := lo
 	if ks := outerKernels(m.w.Type); ks[3] != nil {
 		nb := m.a.cols / qk0
