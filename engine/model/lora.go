@@ -310,20 +310,18 @@ func (w *scratch) lora(parts []part, li int, pr proj, dst []float32, out int, x 
 	// work, less than the two starts of the pool's workers they would cost per
 	// projection: they run on the calling goroutine (BenchmarkLoRADecode16,
 	// docs/PERFORMANCE.md). A prefill's are spread over the workers.
-	if r0 <= loraSerialRows {
-		kernels.MatMulsSerial(w.loraA)
-		kernels.MatMulsSerial(w.loraB)
-	} else {
-		kernels.MatMuls(w.loraA)
-		kernels.MatMuls(w.loraB)
-	}
+	// The products in ggml's vec_dot order, as llama.cpp decodes (MatMulsVecDot).
+	serial := r0 <= loraSerialRows
+	kernels.MatMulsVecDot(w.loraA, serial)
+	kernels.MatMulsVecDot(w.loraB, serial)
 	// The updates in part order, each pair's after the one before (a sequence's
-	// adapters add in their order).
+	// adapters add in their order), each as build_lora_mm adds it: the product
+	// scaled (ggml_scale), rounded, then added (ggml_add).
 	for i, b := range w.loraB {
 		rr := w.loraRow[i]
 		dr := dst[rr.r0*out : (rr.r0+rr.nr)*out]
 		for j, v := range b.Dst {
-			dr[j] += v * rr.s
+			dr[j] += float32(v * rr.s)
 		}
 	}
 }
