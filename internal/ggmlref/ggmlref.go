@@ -288,3 +288,34 @@ func RunLoRA(t testing.TB, wType, aType, bType uint32, w, a, b []byte, in, out, 
 	}
 	return l
 }
+
+// RoPE has llama.cpp's CPU backend, its AVX-512 variant, rotate x (nTok tokens of
+// nHeads heads of hd values) by its RoPE op (ggml_rope_ext without YaRN, as its
+// graphs call it): the first nDims values of each head, at the tokens' positions,
+// neox or normal pairs, with the frequency base and scale.
+func RoPE(t testing.TB, x []float32, hd, nHeads int, pos []int32, nDims int, neox bool, base, freqScale float32) []float32 {
+	t.Helper()
+	n := hd * nHeads * len(pos)
+	var in bytes.Buffer
+	binary.Write(&in, binary.LittleEndian, pos)
+	binary.Write(&in, binary.LittleEndian, x[:n])
+	mode := 0
+	if neox {
+		mode = 2
+	}
+	f := func(v float32) string { return strconv.FormatFloat(float64(v), 'g', -1, 32) }
+	cmd := exec.Command(BinaryAVX512(t), "rope", fmt.Sprint(hd), fmt.Sprint(nHeads), fmt.Sprint(len(pos)), fmt.Sprint(nDims), fmt.Sprint(mode), f(base), f(freqScale))
+	cmd.Stdin = &in
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("ggmlref rope: %v: %s", err, stderr.String())
+	}
+	if len(out) != 4*n {
+		t.Fatalf("ggmlref rope: %d bytes of output", len(out))
+	}
+	res := make([]float32, n)
+	binary.Decode(out, binary.LittleEndian, res)
+	return res
+}
