@@ -33,6 +33,12 @@ func MatMulsVecDot(ps []Product, serial bool) { matMuls(ps, serial, true) }
 // (MatMulsVecDot).
 func (m *matMul) vecDotRows(lo, hi int) {
 	w, a, dst := m.w, m.a, m.dst
+	if w.Type == F16 {
+		for t := 0; t < m.nTok; t++ {
+			dotF16VecDotRows(dst[t*w.Rows+lo:t*w.Rows+hi], w.Data[lo*m.rb:hi*m.rb], a.f[t*a.cols:(t+1)*a.cols])
+		}
+		return
+	}
 	for r := lo; r < hi; r++ {
 		row := w.Data[r*m.rb : (r+1)*m.rb]
 		for t := 0; t < m.nTok; t++ {
@@ -41,11 +47,57 @@ func (m *matMul) vecDotRows(lo, hi int) {
 	}
 }
 
-// vecDotRow is row · activation row t of a in ggml's vec_dot order for the type.
+// dotF16VecDotRows sets out[r] to row r of rows (len(out) rows of len(x)
+// binary16 values) times x (rounded to binary16) in ggml_vec_dot_f16's order on
+// AVX-512: attnScore's over the values up to the last multiple of 64 (all the
+// rows in one call, dotF16VecDot64s), converted to float64, then each later
+// product (exact in float32) added in float64, the sum rounded to float32; the
+// tails four rows at a time, each row's sum in its own order.
+func dotF16VecDotRows(out []float32, rows []byte, x []float32) {
+	n, n64, rb := len(x), len(x)&^63, 2*len(x)
+	if n64 > 0 {
+		dotF16VecDot64s(out, rows, x[:n64], rb)
+	} else {
+		clear(out)
+	}
+	if n64 == n {
+		return
+	}
+	r := 0
+	for ; r+4 <= len(out); r += 4 {
+		w0, w1, w2, w3 := rows[r*rb:(r+1)*rb], rows[(r+1)*rb:(r+2)*rb], rows[(r+2)*rb:(r+3)*rb], rows[(r+3)*rb:(r+4)*rb]
+		s0, s1, s2, s3 := float64(out[r]), float64(out[r+1]), float64(out[r+2]), float64(out[r+3])
+		for i := n64; i < n; i++ {
+			xi := x[i]
+			s0 += float64(f16Table[le16(w0[2*i:])] * xi)
+			s1 += float64(f16Table[le16(w1[2*i:])] * xi)
+			s2 += float64(f16Table[le16(w2[2*i:])] * xi)
+			s3 += float64(f16Table[le16(w3[2*i:])] * xi)
+		}
+		out[r], out[r+1], out[r+2], out[r+3] = float32(s0), float32(s1), float32(s2), float32(s3)
+	}
+	for ; r < len(out); r++ {
+		w := rows[r*rb : (r+1)*rb]
+		s := float64(out[r])
+		for i := n64; i < n; i++ {
+			s += float64(f16Table[le16(w[2*i:])] * x[i])
+		}
+		out[r] = float32(s)
+	}
+}
+
+// dotF16VecDot64sGeneric sets out[r] to dotF16VecDot64Generic of the first
+// len(x) values (a multiple of 64) of row r (rows rb bytes apart) with x.
+func dotF16VecDot64sGeneric(out []float32, rows []byte, x []float32, rb int) {
+	for r := range out {
+		out[r] = dotF16VecDot64Generic(rows[r*rb:r*rb+2*len(x)], x)
+	}
+}
+
+// vecDotRow is row · activation row t of a in ggml's vec_dot order for the type
+// (F32 and Q8_0; F16 rows go through dotF16VecDotRows).
 func vecDotRow(wt Type, row []byte, a *acts, t int) float32 {
 	switch wt {
-	case F16:
-		return dotF16VecDot(row, a.f[t*a.cols:(t+1)*a.cols])
 	case F32:
 		return dotF32VecDotTail(row, a.f[t*a.cols:(t+1)*a.cols])
 	case Q8_0:
@@ -53,22 +105,6 @@ func vecDotRow(wt Type, row []byte, a *acts, t int) float32 {
 		return dotQ8_0VecDotGeneric(row, a.q8[t*nb:(t+1)*nb])
 	}
 	return dotRow(wt, row, a, t)
-}
-
-// dotF16VecDot is row·x (row len(x) binary16 values, x rounded to binary16) in
-// ggml_vec_dot_f16's order on AVX-512: attnScore's over the values up to the last
-// multiple of 64, converted to float64, then each later product (exact in
-// float32) added in float64, and the sum rounded to float32.
-func dotF16VecDot(row []byte, x []float32) float32 {
-	n := len(x) &^ 63
-	var s float64
-	if n > 0 {
-		s = float64(dotF16VecDot64(row[:2*n], x[:n]))
-	}
-	for i := n; i < len(x); i++ {
-		s += float64(f16Table[le16(row[2*i:])] * x[i])
-	}
-	return float32(s)
 }
 
 // dotF16VecDot64Generic is attnScore's sum of row·x for len(x) a multiple of 64.
@@ -123,6 +159,3 @@ func dotQ8_0VecDotGeneric(row []byte, y []q8Block) float32 {
 	}
 	return sum8(&acc)
 }
-
-// dotF16VecDot64 is dotF16VecDot64Generic.
-func dotF16VecDot64(row []byte, x []float32) float32 { return dotF16VecDot64Generic(row, x) }
