@@ -263,7 +263,8 @@ func (m *Model) checkLoRAs(loras []LoRA) error {
 // parts' logits rows; else their tokens), whose input is x (in values per row): for
 // each row, scale·B·(A·x). Each product runs on one part's rows alone, so a row's
 // bits depend only on its own sequence, never on the batch; the parts' A products
-// go as one kernels.MatMuls group, then their B products as another (on the calling
+// go as one kernels.MatMulsVecDot group (ggml_vec_dot's orders, as llama.cpp's
+// build_lora_mm decodes), then their B products as another (on the calling
 // goroutine for a step of up to loraSerialRows rows).
 func (w *scratch) lora(parts []part, li int, pr proj, dst []float32, out int, x []float32, in int) {
 	// The products' rows: each (part, adapter) pair with rows gets nr·rank values
@@ -327,7 +328,7 @@ func (w *scratch) lora(parts []part, li int, pr proj, dst []float32, out int, x 
 }
 
 // loraSerialRows is the most rows of a step whose LoRA products run on the
-// calling goroutine (kernels.MatMulsSerial) rather than the pool's workers.
+// calling goroutine (MatMulsVecDot's serial form) rather than the pool's workers.
 const loraSerialRows = 64
 
 // loraRows is where one LoRA product's update goes: rows r0…r0+nr-1, at scale s.
