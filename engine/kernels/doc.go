@@ -98,7 +98,13 @@
 // (issue 32; docs/PERFORMANCE.md). The F32 routers of a mixture of experts take
 // MatMulVecDotF32: ggml_vec_dot_f32's order as llama.cpp's AVX-512 builds decode
 // (four 16-lane fused accumulators; dotF32VecDotAVX2 on every level,
-// TestVecDotF32MatchesLlamaCppBits), not MatMul's F32 order. On small
+// TestVecDotF32MatchesLlamaCppBits), not MatMul's F32 order. LoRA adapters'
+// products take MatMulsVecDot: ggml_vec_dot_f16, _f32 and _q8_0_q8_0's orders as
+// llama.cpp decodes (F16 through attnScoresF16 for the 64-value blocks, its tail
+// in float64), so that an adapted projection is llama.cpp's build_lora_mm bit for
+// bit (engine/model's TestLoRAMatchesLlamaCppBits); RoPE rotates with ggml's
+// fused multiply-adds (TestRoPEMatchesLlamaCppBits; its cos and sin still differ
+// from libm's cosf and sinf at about 2% of the angles). On small
 // random-weight models that last-bit difference can flip an 8-bit activation
 // rounding and drift by a mean KL of 1e-4 to 1e-3 (issue 32; TestZooQuantizeParity).
 //

@@ -389,10 +389,15 @@ type matMul struct {
 	w        Matrix
 	a        *acts
 	nTok, rb int
+	vecDot   bool // in ggml's vec_dot order (MatMulsVecDot)
 }
 
 // rows computes the outputs of weight rows [lo, hi).
 func (m *matMul) rows(lo, hi int) {
+	if m.vecDot {
+		m.vecDotRows(lo, hi)
+		return
+	}
 	w, a, dst := m.w, m.a, m.dst
 	if m.nTok == 1 {
 		for r := m.fastRows(lo, hi); r < hi; r++ {

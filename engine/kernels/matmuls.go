@@ -24,16 +24,16 @@ type Product struct {
 // work. Products that read the same X (the same first element and rows, and the
 // same activation format, Q8_0's correction included) share its quantized form. Products of no tokens are
 // skipped.
-func MatMuls(ps []Product) { matMuls(ps, false) }
+func MatMuls(ps []Product) { matMuls(ps, false, false) }
 
 // MatMulsSerial is MatMuls on the calling goroutine alone (the same bits): for
 // groups whose work is too small to pay for a start and a wait of the pool's
 // workers, such as a decode step's LoRA products (rank-wide, a few rows each), which
 // come twice per adapted projection. On a loaded machine a start costs far more than
 // its share of the work: the workers must first be scheduled.
-func MatMulsSerial(ps []Product) { matMuls(ps, true) }
+func MatMulsSerial(ps []Product) { matMuls(ps, true, false) }
 
-func matMuls(ps []Product, serial bool) {
+func matMuls(ps []Product, serial, vecDot bool) {
 	g := groupPool.Get().(*mmGroup)
 	defer g.release()
 	work := 0
@@ -53,7 +53,7 @@ func matMuls(ps []Product, serial bool) {
 			g.own = append(g.own, a)
 		}
 		g.off = append(g.off, g.rows)
-		g.mms = append(g.mms, matMul{dst: p.Dst, w: w, a: a, nTok: p.NTok, rb: w.Type.RowBytes(w.Cols)})
+		g.mms = append(g.mms, matMul{dst: p.Dst, w: w, a: a, nTok: p.NTok, rb: w.Type.RowBytes(w.Cols), vecDot: vecDot})
 		g.rows += roundUp(w.Rows, 16)
 		work += w.Rows * w.Cols * p.NTok
 	}

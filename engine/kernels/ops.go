@@ -46,6 +46,11 @@ func RoPECache(cos, sin []float32, pos, nDims int, base, freqScale float32, freq
 // RoPE rotates the first nDims elements of each of the nHeads heads (headDim elements
 // each) of x by the angles of one position (from RoPECache). Normal (GPT-J/llama
 // style) rotates adjacent pairs (x[2i], x[2i+1]); neox rotates (x[i], x[i+nDims/2]).
+// Each value is ggml's rotate_pairs as GCC contracts it in llama.cpp's builds:
+// x0·cos − x1·sin as fma(x0, cos, −(x1·sin)) and x0·sin + x1·cos as
+// fma(x0, sin, x1·cos), bit for bit (TestRoPEMatchesLlamaCppBits; the unfused form
+// differed in a fifth of the values, which an F16 LoRA adapter's product passes on:
+// issue 32).
 func RoPE(x []float32, nHeads, headDim, nDims int, cos, sin []float32, neox bool) {
 	half := nDims / 2
 	for h := 0; h < nHeads; h++ {
@@ -56,8 +61,8 @@ func RoPE(x []float32, nHeads, headDim, nDims int, cos, sin []float32, neox bool
 				a, b = i, i+half
 			}
 			x0, x1 := v[a], v[b]
-			v[a] = x0*cos[i] - x1*sin[i]
-			v[b] = x0*sin[i] + x1*cos[i]
+			v[a] = fmaf(x0, cos[i], -float32(x1*sin[i]))
+			v[b] = fmaf(x0, sin[i], float32(x1*cos[i]))
 		}
 	}
 }

@@ -263,7 +263,8 @@ func (m *Model) checkLoRAs(loras []LoRA) error {
 // parts' logits rows; else their tokens), whose input is x (in values per row): for
 // each row, scale·B·(A·x). Each product runs on one part's rows alone, so a row's
 // bits depend only on its own sequence, never on the batch; the parts' A products
-// go as one kernels.MatMuls group, then their B products as another (on the calling
+// go as one kernels.MatMulsVecDot group (ggml_vec_dot's orders, as llama.cpp's
+// build_lora_mm decodes), then their B products as another (on the calling
 // goroutine for a step of up to loraSerialRows rows).
 func (w *scratch) lora(parts []part, li int, pr proj, dst []float32, out int, x []float32, in int) {
 	// The products' rows: each (part, adapter) pair with rows gets nr·rank values
@@ -310,26 +311,24 @@ func (w *scratch) lora(parts []part, li int, pr proj, dst []float32, out int, x 
 	// work, less than the two starts of the pool's workers they would cost per
 	// projection: they run on the calling goroutine (BenchmarkLoRADecode16,
 	// docs/PERFORMANCE.md). A prefill's are spread over the workers.
-	if r0 <= loraSerialRows {
-		kernels.MatMulsSerial(w.loraA)
-		kernels.MatMulsSerial(w.loraB)
-	} else {
-		kernels.MatMuls(w.loraA)
-		kernels.MatMuls(w.loraB)
-	}
+	// The products in ggml's vec_dot order, as llama.cpp decodes (MatMulsVecDot).
+	serial := r0 <= loraSerialRows
+	kernels.MatMulsVecDot(w.loraA, serial)
+	kernels.MatMulsVecDot(w.loraB, serial)
 	// The updates in part order, each pair's after the one before (a sequence's
-	// adapters add in their order).
+	// adapters add in their order), each as build_lora_mm adds it: the product
+	// scaled (ggml_scale), rounded, then added (ggml_add).
 	for i, b := range w.loraB {
 		rr := w.loraRow[i]
 		dr := dst[rr.r0*out : (rr.r0+rr.nr)*out]
 		for j, v := range b.Dst {
-			dr[j] += v * rr.s
+			dr[j] += float32(v * rr.s)
 		}
 	}
 }
 
 // loraSerialRows is the most rows of a step whose LoRA products run on the
-// calling goroutine (kernels.MatMulsSerial) rather than the pool's workers.
+// calling goroutine (MatMulsVecDot's serial form) rather than the pool's workers.
 const loraSerialRows = 64
 
 // loraRows is where one LoRA product's update goes: rows r0…r0+nr-1, at scale s.

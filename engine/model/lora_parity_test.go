@@ -43,7 +43,8 @@ for (const job of JSON.parse(jobsArg)) {
 // applied, scores the same sequence here with the same adapters and scales, and
 // compares the next-token distributions as TestParityWithLlamaCpp does: top-1
 // disagreements at no more than 2 of the 64 steps and mean KL(llama.cpp ‖ lmlite)
-// over llama.cpp's top 20 below 1e-2 (quantized bases) or 1e-3 (float). The cases
+// over llama.cpp's top 20 below the base type's parityKLBound (1e-3, but 1e-2 for
+// F16 and BF16 bases). The cases
 // cover separate and fused (phi3) projections, biases (qwen2), a mixture of
 // experts' attention (qwen3moe), the output projection, alpha, user scales and two
 // adapters at once, and adapters stored as f16 (convert_lora_to_gguf.py's
@@ -68,14 +69,14 @@ func TestLoRAParityWithLlamaCpp(t *testing.T) {
 		klMax           float64
 	}
 	jobs := []job{
-		{"llama-q8_0", "llama", "q8_0", []adapter{{genmodel.LoRAOptions{Rank: 16, Alpha: 32, Seed: 1}, 1}}, 1e-2},
-		{"llama-f16-output", "llama", "f16", []adapter{{genmodel.LoRAOptions{Rank: 8, Seed: 2, Targets: []string{"attn_q", "attn_v", "ffn_down", "output"}}, 0.8}}, 1e-3},
-		{"llama-q4_k_m-two", "llama", "q4_k_m", []adapter{{genmodel.LoRAOptions{Rank: 16, Alpha: 16, Seed: 3}, 0.5}, {genmodel.LoRAOptions{Rank: 4, Alpha: 8, Seed: 4, Type: "f32"}, 0.7}}, 1e-2},
-		{"phi3-f16", "phi3", "f16", []adapter{{genmodel.LoRAOptions{Rank: 16, Seed: 5}, 1}}, 1e-3},
-		{"qwen2-f16", "qwen2", "f16", []adapter{{genmodel.LoRAOptions{Rank: 32, Alpha: 64, Seed: 6}, 1}}, 1e-3},
-		{"llama-f16-q8lora", "llama", "f16", []adapter{{genmodel.LoRAOptions{Rank: 32, Alpha: 64, Seed: 6, Type: "q8_0"}, 1}}, 1e-3},
-		{"llama-f16-bf16lora", "llama", "f16", []adapter{{genmodel.LoRAOptions{Rank: 16, Seed: 6, Type: "bf16"}, 1}}, 1e-3},
-		{"qwen3moe-q8_0", "qwen3moe", "q8_0", []adapter{{genmodel.LoRAOptions{Rank: 16, Seed: 7, Strength: 1}, 1}}, 1e-2},
+		{"llama-q8_0", "llama", "q8_0", []adapter{{genmodel.LoRAOptions{Rank: 16, Alpha: 32, Seed: 1}, 1}}, parityKLBound("q8_0")},
+		{"llama-f16-output", "llama", "f16", []adapter{{genmodel.LoRAOptions{Rank: 8, Seed: 2, Targets: []string{"attn_q", "attn_v", "ffn_down", "output"}}, 0.8}}, parityKLBound("f16")},
+		{"llama-q4_k_m-two", "llama", "q4_k_m", []adapter{{genmodel.LoRAOptions{Rank: 16, Alpha: 16, Seed: 3}, 0.5}, {genmodel.LoRAOptions{Rank: 4, Alpha: 8, Seed: 4, Type: "f32"}, 0.7}}, parityKLBound("q4_k_m")},
+		{"phi3-f16", "phi3", "f16", []adapter{{genmodel.LoRAOptions{Rank: 16, Seed: 5}, 1}}, parityKLBound("f16")},
+		{"qwen2-f16", "qwen2", "f16", []adapter{{genmodel.LoRAOptions{Rank: 32, Alpha: 64, Seed: 6}, 1}}, parityKLBound("f16")},
+		{"llama-f16-q8lora", "llama", "f16", []adapter{{genmodel.LoRAOptions{Rank: 32, Alpha: 64, Seed: 6, Type: "q8_0"}, 1}}, parityKLBound("f16")},
+		{"llama-f16-bf16lora", "llama", "f16", []adapter{{genmodel.LoRAOptions{Rank: 16, Seed: 6, Type: "bf16"}, 1}}, parityKLBound("f16")},
+		{"qwen3moe-q8_0", "qwen3moe", "q8_0", []adapter{{genmodel.LoRAOptions{Rank: 16, Seed: 7, Strength: 1}, 1}}, parityKLBound("q8_0")},
 	}
 	const steps, top = 64, 20
 	const prompt = "1,574,568,260,562" // <s> ▁Once ▁upon ▁a ▁time in the built-in vocabulary
@@ -152,10 +153,7 @@ func TestLoRAParityWithLlamaCpp(t *testing.T) {
 			bareMis, bareKL, _ := compareRun(t, m, nil, bare)
 			t.Logf("%s: adapters change %d/%d of llama.cpp's tokens; top-1 mismatches %d/%d, mean KL %.3g (max step %.3g); the bare base: %d/%d, %.3g",
 				j.name, differ, steps, mismatches, steps, meanKL, klMaxStep, bareMis, steps, bareKL)
-			checkParityMismatches(t, "lora/"+j.name, mismatches, steps)
-			if meanKL > jobs[ji].klMax {
-				t.Errorf("mean KL %.3g > %g", meanKL, jobs[ji].klMax)
-			}
+			checkParity(t, "lora/"+j.name, mismatches, steps, meanKL, jobs[ji].klMax)
 		})
 	}
 }

@@ -139,12 +139,7 @@ func TestParityWithLlamaCppLongPrompt(t *testing.T) {
 					if !c.strict {
 						return
 					}
-					if mismatches > 2 {
-						t.Errorf("top-1 differs from llama.cpp at %d of %d steps", mismatches, steps)
-					}
-					if meanKL > j.klMax {
-						t.Errorf("mean KL %.3g > %g", meanKL, j.klMax)
-					}
+					checkParity(t, "long/"+name, mismatches, steps, meanKL, j.klMax)
 				})
 			}
 		}

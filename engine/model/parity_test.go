@@ -31,34 +31,63 @@ type peerRun struct {
 	} `json:"steps"`
 }
 
-// parityKnownGaps are the parity runs (arch/type, or lora/job) whose top-1
-// disagreements exceed 2 of 64, with what they gave when last measured (issue 32).
-// Their mean KL is still enforced; the count is logged, and a run listed here that
-// comes within 2 fails until it is taken off the list. The gap became one when
-// attention took llama.cpp's exact float order (kernels.attnScore): the other
-// types' mean KL fell (q5_k 3.4e-4 to 9.0e-6, iq3_s 1.3e-3 to 1.1e-5, q4_k_m
-// 2.7e-5 to 2.7e-6), but this run meets near-ties (top two within 0.03) that its
-// Q8_0 dot products, not in ggml's float order (kernels/doc.go says why), break
-// the other way. An order of ggml's for one-token products alone would not reach
-// it: these runs score the sequence as one batch (Forward), and a token's bits must
-// not depend on its batch (kernels/doc.go). llama/q3_k was a gap too (61/64, mean
-// KL 9.1e-4) until Q3_K took ggml's order: 64/64, 2.9e-6.
+// parityKnownGaps are the parity runs (arch/type, lora/job or long/name) over
+// issue 32's bounds (top-1 disagreements at more than 2 of 64 steps, or a mean KL
+// over parityKLBound), with what they gave when last measured: their figures are
+// logged, and a run listed here that meets both bounds fails until it is taken off
+// the list. llama/q3_k (61/64, mean KL 9.1e-4) left it when Q3_K took ggml's order
+// (64/64, 2.9e-6); lora/llama-q8_0 (61/64, 8.1e-4) when the LoRA products took
+// ggml_vec_dot's order (kernels.MatMulsVecDot: 63/64, 9.4e-4) and RoPE ggml's fused
+// rotation (62/64, 9.4e-4; its base's Q8_0 products keep their own order,
+// kernels/doc.go).
+//
+// The four arch/type runs are over the bounds with RoPE's earlier rotation too.
+// lora/llama-q4_k_m-two: llama.cpp computes the adapters' products of its 5-token
+// prompt through llamafile's sgemm, in another order than its decoding's, which a
+// batch-invariant engine cannot take for prompts alone; with llama.cpp decoding
+// the prompt a token at a time (batchSize 1) the run gave 8.0e-4.
+// long/llama-q8_0's binary16 mode meets near-ties (top two within 0.02) that its
+// base's Q8_0 products break the other way (2 of 64 with RoPE's earlier rotation;
+// llama.cpp's own prefill and decoding paths differ at 2 of 64 steps there, mean
+// KL 1.1e-3).
 var parityKnownGaps = map[string]string{
-	"lora/llama-q8_0": "top-1 61/64 (was 63/64), mean KL 8.1e-4 (was 9.1e-4)",
+	"qwen3/q4_k_m":          "top-1 62/64, mean KL 1.24e-3",
+	"mixtral/q4_0":          "top-1 63/64, mean KL 1.67e-3 (max step 0.067)",
+	"qwen3moe/q4_k_m":       "top-1 63/64, mean KL 2.7e-3 (max step 0.080)",
+	"llama/iq1_s":           "top-1 64/64, mean KL 1.09e-3",
+	"lora/llama-q4_k_m-two": "top-1 63/64, mean KL 1.2e-3",
+	"long/llama-q8_0.gguf/prompt-320/f16-vs-served": "top-1 60/64, mean KL 6.9e-4",
 }
 
-// checkParityMismatches fails t when a parity run's top-1 disagreements exceed 2
-// of its steps, unless it is a known gap (parityKnownGaps).
-func checkParityMismatches(t *testing.T, name string, mismatches, steps int) {
+// parityKLBound is issue 32's bound on the mean KL(llama.cpp ‖ lmlite) of a parity
+// run on a model of the type: 1e-3, as close as llama.cpp's own builds agree on
+// quantized files, but 1e-2 for F16 and BF16, where its builds differ from each
+// other by up to 5e-3.
+func parityKLBound(typ string) float64 {
+	if typ == "f16" || typ == "bf16" {
+		return 1e-2
+	}
+	return 1e-3
+}
+
+// checkParity fails t when a parity run's top-1 disagreements exceed 2 of its
+// steps or its mean KL exceeds klMax, unless it is a known gap (parityKnownGaps),
+// which fails once it meets both.
+func checkParity(t *testing.T, name string, mismatches, steps int, meanKL, klMax float64) {
 	t.Helper()
 	gap, known := parityKnownGaps[name]
 	switch {
-	case known && mismatches <= 2:
-		t.Errorf("%s now passes (top-1 differs at %d of %d steps): take it off parityKnownGaps", name, mismatches, steps)
+	case known && mismatches <= 2 && meanKL <= klMax:
+		t.Errorf("%s now passes (top-1 differs at %d of %d steps, mean KL %.3g ≤ %g): take it off parityKnownGaps", name, mismatches, steps, meanKL, klMax)
 	case known:
-		t.Logf("KNOWN GAP (issue 32): %s: top-1 differs at %d of %d steps (was: %s)", name, mismatches, steps, gap)
-	case mismatches > 2:
-		t.Errorf("top-1 differs from llama.cpp at %d of %d steps", mismatches, steps)
+		t.Logf("KNOWN GAP (issue 32): %s: top-1 differs at %d of %d steps, mean KL %.3g (bound %g; was: %s)", name, mismatches, steps, meanKL, klMax, gap)
+	default:
+		if mismatches > 2 {
+			t.Errorf("top-1 differs from llama.cpp at %d of %d steps", mismatches, steps)
+		}
+		if meanKL > klMax {
+			t.Errorf("mean KL %.3g > %g", meanKL, klMax)
+		}
 	}
 }
 
@@ -67,8 +96,8 @@ func checkParityMismatches(t *testing.T, name string, mismatches, steps int) {
 // lattice types quantized by llama.cpp's own quantizer), has llama.cpp continue a
 // prompt greedily for 64 steps, scores the same sequence here and compares the
 // next-token distributions: top-1 disagreements at no more than 2 of the 64 steps,
-// and mean KL(llama.cpp ‖ lmlite) over llama.cpp's top 20 below 1e-3 for float
-// types and 1e-2 for quantized ones.
+// and mean KL(llama.cpp ‖ lmlite) over llama.cpp's top 20 below issue 32's bounds
+// (parityKLBound: 1e-3, but 1e-2 for F16 and BF16).
 func TestParityWithLlamaCpp(t *testing.T) {
 	if testing.Short() {
 		t.Skip("parity with llama.cpp runs node; skipped in -short")
@@ -89,10 +118,7 @@ func TestParityWithLlamaCpp(t *testing.T) {
 	}
 	for _, arch := range archs {
 		for _, typ := range genmodel.TypeNames() {
-			kl := 1e-2
-			if typ == "f32" || typ == "f16" || typ == "bf16" {
-				kl = 1e-3
-			}
+			kl := parityKLBound(typ)
 			// The first types, in every architecture; the types added since
 			// (whose kernels do not depend on the architecture), in llama. Not
 			// q5_k_m: its two types each pass alone, but on this model and prompt
@@ -109,7 +135,7 @@ func TestParityWithLlamaCpp(t *testing.T) {
 	}
 	for _, typ := range slices.Sorted(maps.Keys(latticeTypes)) { // quantized by llama.cpp
 		if slices.Contains(archs, "llama") {
-			jobs = append(jobs, job{"llama", typ, 1e-2})
+			jobs = append(jobs, job{"llama", typ, parityKLBound(typ)})
 		}
 	}
 	const steps, top = 64, 20
@@ -171,10 +197,7 @@ func TestParityWithLlamaCpp(t *testing.T) {
 			}
 			meanKL := klSum / steps
 			t.Logf("%s %s: top-1 mismatches %d/%d, mean KL %.3g (max step %.3g)", j.arch, j.typ, mismatches, steps, meanKL, klMaxStep)
-			checkParityMismatches(t, j.arch+"/"+j.typ, mismatches, steps)
-			if meanKL > j.klMax {
-				t.Errorf("mean KL %.3g > %g", meanKL, j.klMax)
-			}
+			checkParity(t, j.arch+"/"+j.typ, mismatches, steps, meanKL, j.klMax)
 		})
 	}
 }

@@ -249,3 +249,73 @@ func Attend(t testing.TB, q []float32, k, v []uint16, n int, scale float32) []fl
 	binary.Decode(out, binary.LittleEndian, res)
 	return res
 }
+
+// LoRA is what llama.cpp's CPU backend, its AVX-512 variant, computes for an
+// adapted projection as its build_lora_mm (llama-graph.cpp) builds it: T = A·x,
+// U = B·T, WX = W·x and Res = WX + scale·U, for nTok activation rows of in values.
+type LoRA struct {
+	T, U, WX, Res []float32 // nTok rows of rank, out, out and out values
+}
+
+// RunLoRA has llama.cpp (BinaryAVX512, one thread) compute the projection W·x
+// adapted by the pair A, B at scale for the nTok rows of x, each matrix given as
+// its ggml type and raw rows: W out rows of in values, A rank rows of in, B out
+// rows of rank. One row (nTok 1) takes the path in which llama.cpp decodes;
+// several, its prompts' (llamafile's sgemm where it applies).
+func RunLoRA(t testing.TB, wType, aType, bType uint32, w, a, b []byte, in, out, rank, nTok int, x []float32, scale float32) LoRA {
+	t.Helper()
+	var inb bytes.Buffer
+	inb.Write(w)
+	inb.Write(a)
+	inb.Write(b)
+	binary.Write(&inb, binary.LittleEndian, x[:nTok*in])
+	cmd := exec.Command(BinaryAVX512(t), "lora", fmt.Sprint(wType), fmt.Sprint(aType), fmt.Sprint(bType),
+		fmt.Sprint(in), fmt.Sprint(out), fmt.Sprint(rank), fmt.Sprint(nTok), strconv.FormatFloat(float64(scale), 'g', -1, 32))
+	cmd.Stdin = &inb
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	res, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("ggmlref lora: %v: %s", err, stderr.String())
+	}
+	if len(res) != 4*nTok*(rank+3*out) {
+		t.Fatalf("ggmlref lora: %d bytes of output, want %d", len(res), 4*nTok*(rank+3*out))
+	}
+	l := LoRA{T: make([]float32, nTok*rank), U: make([]float32, nTok*out), WX: make([]float32, nTok*out), Res: make([]float32, nTok*out)}
+	for _, v := range [][]float32{l.T, l.U, l.WX, l.Res} {
+		n, _ := binary.Decode(res, binary.LittleEndian, v)
+		res = res[n:]
+	}
+	return l
+}
+
+// RoPE has llama.cpp's CPU backend, its AVX-512 variant, rotate x (nTok tokens of
+// nHeads heads of hd values) by its RoPE op (ggml_rope_ext without YaRN, as its
+// graphs call it): the first nDims values of each head, at the tokens' positions,
+// neox or normal pairs, with the frequency base and scale.
+func RoPE(t testing.TB, x []float32, hd, nHeads int, pos []int32, nDims int, neox bool, base, freqScale float32) []float32 {
+	t.Helper()
+	n := hd * nHeads * len(pos)
+	var in bytes.Buffer
+	binary.Write(&in, binary.LittleEndian, pos)
+	binary.Write(&in, binary.LittleEndian, x[:n])
+	mode := 0
+	if neox {
+		mode = 2
+	}
+	f := func(v float32) string { return strconv.FormatFloat(float64(v), 'g', -1, 32) }
+	cmd := exec.Command(BinaryAVX512(t), "rope", fmt.Sprint(hd), fmt.Sprint(nHeads), fmt.Sprint(len(pos)), fmt.Sprint(nDims), fmt.Sprint(mode), f(base), f(freqScale))
+	cmd.Stdin = &in
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("ggmlref rope: %v: %s", err, stderr.String())
+	}
+	if len(out) != 4*n {
+		t.Fatalf("ggmlref rope: %d bytes of output", len(out))
+	}
+	res := make([]float32, n)
+	binary.Decode(out, binary.LittleEndian, res)
+	return res
+}

@@ -5,6 +5,8 @@
 // usage: ggmlref TYPE ROWS COLS [raw] < in > out
 //        ggmlref swiglu N < in > out
 //        ggmlref attend HD N SCALE < in > out
+//        ggmlref lora WTYPE ATYPE BTYPE IN OUT RANK NTOK SCALE < in > out
+//        ggmlref rope HD NHEADS NTOK NDIMS MODE BASE FREQSCALE < in > out
 // in:  ROWS*COLS float32 weights (raw: ROWS rows of TYPE's blocks, used as they
 //      are), then COLS float32 activations
 // out: the weights quantized to TYPE by ggml_quantize_chunk (F32: as they are; an all-ones importance
@@ -61,8 +63,67 @@ static int attend(int64_t hd, int64_t n, float scale) {
   return 0;
 }
 
+// lora: in the raw rows of W (OUT rows of IN values of type WTYPE), A (RANK rows
+// of IN, ATYPE) and B (OUT rows of RANK, BTYPE), then NTOK rows of IN float32
+// activations; out the NTOK*RANK float32 values of A*x, the NTOK*OUT of B*(A*x),
+// the NTOK*OUT of W*x and the NTOK*OUT of the adapted projection,
+// W*x + scale*B*(A*x), as llama.cpp's
+// build_lora_mm (llama-graph.cpp) builds it on the CPU backend (one thread).
+static int lora(enum ggml_type wt, enum ggml_type at, enum ggml_type bt, int64_t in, int64_t out, int64_t rank, int64_t ntok, float scale) {
+  size_t wb = ggml_row_size(wt, in) * out, ab = ggml_row_size(at, in) * rank, bb = ggml_row_size(bt, rank) * out;
+  struct ggml_init_params ip = {.mem_size = 64 * 1024 * 1024 + 4 * (wb + ab + bb) + 64 * ntok * (in + out + rank), .mem_buffer = NULL, .no_alloc = false};
+  struct ggml_context *ctx = ggml_init(ip);
+  struct ggml_tensor *w = ggml_new_tensor_2d(ctx, wt, in, out), *a = ggml_new_tensor_2d(ctx, at, in, rank), *b = ggml_new_tensor_2d(ctx, bt, rank, out);
+  struct ggml_tensor *x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, in, ntok);
+  must_read(w->data, wb);
+  must_read(a->data, ab);
+  must_read(b->data, bb);
+  must_read(x->data, sizeof(float) * in * ntok);
+  struct ggml_tensor *wx = ggml_mul_mat(ctx, w, x);
+  struct ggml_tensor *t = ggml_mul_mat(ctx, a, x);
+  struct ggml_tensor *u = ggml_mul_mat(ctx, b, t);
+  struct ggml_tensor *res = ggml_add(ctx, wx, ggml_scale(ctx, u, scale));
+  struct ggml_cgraph *gf = ggml_new_graph(ctx);
+  ggml_build_forward_expand(gf, res);
+  if (ggml_graph_compute_with_ctx(ctx, gf, 1) != GGML_STATUS_SUCCESS) { fprintf(stderr, "ggmlref: compute failed\n"); return 1; }
+  fwrite(t->data, sizeof(float), rank * ntok, stdout);
+  fwrite(u->data, sizeof(float), out * ntok, stdout);
+  fwrite(wx->data, sizeof(float), out * ntok, stdout);
+  fwrite(res->data, sizeof(float), out * ntok, stdout);
+  ggml_free(ctx);
+  return 0;
+}
+
+// rope: in NTOK int32 positions, then NTOK*NHEADS*HD float32 values (token by
+// token, head by head); out the same values rotated by ggml's RoPE op
+// (ggml_rope_ext, as llama.cpp's graphs call it with no YaRN: ext_factor 0,
+// attn_factor 1) on the CPU backend, MODE 0 (normal) or 2 (neox).
+static int rope(int64_t hd, int64_t nh, int64_t nt, int ndims, int mode, float base, float fscale) {
+  struct ggml_init_params ip = {.mem_size = 16 * 1024 * 1024 + 8 * hd * nh * nt * sizeof(float), .mem_buffer = NULL, .no_alloc = false};
+  struct ggml_context *ctx = ggml_init(ip);
+  struct ggml_tensor *pos = ggml_new_tensor_1d(ctx, GGML_TYPE_I32, nt);
+  struct ggml_tensor *x = ggml_new_tensor_3d(ctx, GGML_TYPE_F32, hd, nh, nt);
+  must_read(pos->data, sizeof(int32_t) * nt);
+  must_read(x->data, sizeof(float) * hd * nh * nt);
+  struct ggml_tensor *out = ggml_rope_ext(ctx, x, pos, NULL, ndims, mode, 0, base, fscale, 0.0f, 1.0f, 32.0f, 1.0f);
+  struct ggml_cgraph *gf = ggml_new_graph(ctx);
+  ggml_build_forward_expand(gf, out);
+  if (ggml_graph_compute_with_ctx(ctx, gf, 1) != GGML_STATUS_SUCCESS) { fprintf(stderr, "ggmlref: compute failed\n"); return 1; }
+  fwrite(out->data, sizeof(float), hd * nh * nt, stdout);
+  ggml_free(ctx);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[1], "swiglu") == 0) { ggml_cpu_init(); return swiglu(atoll(argv[2])); }
+  if (argc == 10 && strcmp(argv[1], "lora") == 0) {
+    ggml_cpu_init();
+    return lora((enum ggml_type)atoi(argv[2]), (enum ggml_type)atoi(argv[3]), (enum ggml_type)atoi(argv[4]), atoll(argv[5]), atoll(argv[6]), atoll(argv[7]), atoll(argv[8]), (float)atof(argv[9]));
+  }
+  if (argc == 9 && strcmp(argv[1], "rope") == 0) {
+    ggml_cpu_init();
+    return rope(atoll(argv[2]), atoll(argv[3]), atoll(argv[4]), atoi(argv[5]), atoi(argv[6]), (float)atof(argv[7]), (float)atof(argv[8]));
+  }
   if (argc == 5 && strcmp(argv[1], "attend") == 0) { ggml_cpu_init(); return attend(atoll(argv[2]), atoll(argv[3]), (float)atof(argv[4])); }
   if (argc != 4 && argc != 5) { fprintf(stderr, "usage: ggmlref TYPE ROWS COLS [raw]\n"); return 2; }
   int raw = argc == 5;

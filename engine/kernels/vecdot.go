@@ -1,0 +1,161 @@
+package kernels
+
+import (
+	"encoding/binary"
+	"math"
+)
+
+// MatMulsVecDot is MatMuls (serial: MatMulsSerial) with every output of F16, F32
+// and Q8_0 weights in the float order of llama.cpp's ggml_vec_dot_f16,
+// ggml_vec_dot_f32 and ggml_vec_dot_q8_0_q8_0 as its AVX-512 builds decode (a
+// batch of one token; their prompts take llamafile's sgemm, in another order), the
+// activations in the weights' vec_dot_type as MatMul rounds or quantizes them:
+//
+//   - F16: the values up to the last multiple of 64 as attnScore sums them (four
+//     16-lane accumulators, reduced), then in float64 the products of the values
+//     after it one by one, the sum rounded to float32 at the end (ggml_float sumf);
+//   - F32: the values up to the last multiple of 64 as dotF32VecDot, then the rest
+//     one by one into that float32 sum, each a fused multiply-add (GCC contracts
+//     ggml's sumf += x[i]*y[i]);
+//   - Q8_0: 8 float lanes, lane k adding each block's integer sum of its products
+//     4k…4k+3 times the two scales' product in one fused multiply-add, then sum8
+//     (dotQ8_0VecDotGeneric).
+//
+// Other weight types take MatMul's order. It is for LoRA adapters (engine/model),
+// whose rank-wide products are about 1% of a step's work and whose updates llama.cpp
+// computes as such matrix products (build_lora_mm): MatMul's own orders for these
+// types differ from ggml's in the last bits, which the next layer's 8-bit
+// activations can turn into a different token near a tie (issue 32). Every output
+// is computed in the same order whatever the number of tokens or products.
+func MatMulsVecDot(ps []Product, serial bool) { matMuls(ps, serial, true) }
+
+// vecDotRows computes the outputs of weight rows [lo, hi) in ggml's vec_dot order
+// (MatMulsVecDot).
+func (m *matMul) vecDotRows(lo, hi int) {
+	w, a, dst := m.w, m.a, m.dst
+	if w.Type == F16 {
+		for t := 0; t < m.nTok; t++ {
+			dotF16VecDotRows(dst[t*w.Rows+lo:t*w.Rows+hi], w.Data[lo*m.rb:hi*m.rb], a.f[t*a.cols:(t+1)*a.cols])
+		}
+		return
+	}
+	for r := lo; r < hi; r++ {
+		row := w.Data[r*m.rb : (r+1)*m.rb]
+		for t := 0; t < m.nTok; t++ {
+			dst[t*w.Rows+r] = vecDotRow(w.Type, row, a, t)
+		}
+	}
+}
+
+// dotF16VecDotRows sets out[r] to row r of rows (len(out) rows of len(x)
+// binary16 values) times x (rounded to binary16) in ggml_vec_dot_f16's order on
+// AVX-512: attnScore's over the values up to the last multiple of 64 (all the
+// rows in one call, dotF16VecDot64s), converted to float64, then each later
+// product (exact in float32) added in float64, the sum rounded to float32; the
+// tails four rows at a time, each row's sum in its own order.
+func dotF16VecDotRows(out []float32, rows []byte, x []float32) {
+	n, n64, rb := len(x), len(x)&^63, 2*len(x)
+	if n64 > 0 {
+		dotF16VecDot64s(out, rows, x[:n64], rb)
+	} else {
+		clear(out)
+	}
+	if n64 == n {
+		return
+	}
+	r := 0
+	for ; r+4 <= len(out); r += 4 {
+		w0, w1, w2, w3 := rows[r*rb:(r+1)*rb], rows[(r+1)*rb:(r+2)*rb], rows[(r+2)*rb:(r+3)*rb], rows[(r+3)*rb:(r+4)*rb]
+		s0, s1, s2, s3 := float64(out[r]), float64(out[r+1]), float64(out[r+2]), float64(out[r+3])
+		for i := n64; i < n; i++ {
+			xi := x[i]
+			s0 += float64(f16Table[le16(w0[2*i:])] * xi)
+			s1 += float64(f16Table[le16(w1[2*i:])] * xi)
+			s2 += float64(f16Table[le16(w2[2*i:])] * xi)
+			s3 += float64(f16Table[le16(w3[2*i:])] * xi)
+		}
+		out[r], out[r+1], out[r+2], out[r+3] = float32(s0), float32(s1), float32(s2), float32(s3)
+	}
+	for ; r < len(out); r++ {
+		w := rows[r*rb : (r+1)*rb]
+		s := float64(out[r])
+		for i := n64; i < n; i++ {
+			s += float64(f16Table[le16(w[2*i:])] * x[i])
+		}
+		out[r] = float32(s)
+	}
+}
+
+// dotF16VecDot64sGeneric sets out[r] to dotF16VecDot64Generic of the first
+// len(x) values (a multiple of 64) of row r (rows rb bytes apart) with x.
+func dotF16VecDot64sGeneric(out []float32, rows []byte, x []float32, rb int) {
+	for r := range out {
+		out[r] = dotF16VecDot64Generic(rows[r*rb:r*rb+2*len(x)], x)
+	}
+}
+
+// vecDotRow is row · activation row t of a in ggml's vec_dot order for the type
+// (F32 and Q8_0; F16 rows go through dotF16VecDotRows).
+func vecDotRow(wt Type, row []byte, a *acts, t int) float32 {
+	switch wt {
+	case F32:
+		return dotF32VecDotTail(row, a.f[t*a.cols:(t+1)*a.cols])
+	case Q8_0:
+		nb := a.cols / qk0
+		return dotQ8_0VecDotGeneric(row, a.q8[t*nb:(t+1)*nb])
+	}
+	return dotRow(wt, row, a, t)
+}
+
+// dotF16VecDot64Generic is attnScore's sum of row·x for len(x) a multiple of 64.
+func dotF16VecDot64Generic(row []byte, x []float32) float32 {
+	var h [8][8]float32
+	for b := 0; b < len(x); b += 64 {
+		for g := range h {
+			for l := range h[g] {
+				i := b + 8*g + l
+				h[g][l] += float32(f16Table[le16(row[2*i:])] * x[i])
+			}
+		}
+	}
+	var u [8]float32
+	for l := range u {
+		u[l] = ((h[0][l] + h[4][l]) + (h[2][l] + h[6][l])) + ((h[1][l] + h[5][l]) + (h[3][l] + h[7][l]))
+	}
+	return sum8(&u)
+}
+
+// dotF32VecDotTail is row·x (row the little-endian float32 bits of len(x) values)
+// in ggml_vec_dot_f32's order on AVX-512: dotF32VecDot's over the values up to the
+// last multiple of 64, then each later product added by a fused multiply-add.
+func dotF32VecDotTail(row []byte, x []float32) float32 {
+	n := len(x) &^ 63
+	var s float32
+	if n > 0 {
+		s = dotF32VecDot(row[:4*n], x[:n])
+	}
+	for i := n; i < len(x); i++ {
+		s = fmaf(math.Float32frombits(binary.LittleEndian.Uint32(row[4*i:])), x[i], s)
+	}
+	return s
+}
+
+// dotQ8_0VecDotGeneric is row·y (Q8_0 blocks both) in ggml_vec_dot_q8_0_q8_0's
+// x86 order: 8 float lanes, lane k adding, block by block, the exact integer sum
+// of the products at positions 4k..4k+3 times f16(x.d)·y.d in one fused
+// multiply-add; the lanes then summed as sum8 (hsum_float_8).
+func dotQ8_0VecDotGeneric(row []byte, y []q8Block) float32 {
+	var acc [8]float32
+	for b := range y {
+		blk := row[b*34 : (b+1)*34]
+		d := f16Table[le16(blk)] * y[b].d
+		for k := range acc {
+			var isum int32
+			for j := 4 * k; j < 4*k+4; j++ {
+				isum += int32(int8(blk[2+j])) * int32(y[b].qs[j])
+			}
+			acc[k] = fmaf(d, float32(isum), acc[k])
+		}
+	}
+	return sum8(&acc)
+}

@@ -1,0 +1,7 @@
+//go:build !amd64 || purego
+
+package kernels
+
+func dotF16VecDot64s(out []float32, rows []byte, x []float32, rb int) {
+	dotF16VecDot64sGeneric(out, rows, x, rb)
+}

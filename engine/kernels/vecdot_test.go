@@ -1,0 +1,48 @@
+package kernels
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestDotF16VecDotRowsLevelsMatchGeneric checks that dotF16VecDotRows (through
+// attnScoresF16 where the CPU has AVX2) gives the bits of the pure-Go order
+// (dotF16VecDot64Generic, then the float64 tail) at every SIMD level, for lengths
+// below, at and above multiples of 64 and row counts around the four-row groups.
+func TestDotF16VecDotRowsLevelsMatchGeneric(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, level := range simdLevels() {
+		restore := setSIMD(level)
+		for _, n := range []int{4, 16, 40, 64, 72, 128, 200, 768} {
+			for _, rows := range []int{1, 3, 4, 7, 16} {
+				w := make([]byte, 2*n*rows)
+				for i := 0; i < len(w); i += 2 {
+					h := F32ToF16(float32(rng.NormFloat64() * math.Pow(10, float64(rng.IntN(6)-3))))
+					w[i], w[i+1] = byte(h), byte(h>>8)
+				}
+				x := make([]float32, n)
+				for i := range x {
+					x[i] = RoundF16(float32(rng.NormFloat64()))
+				}
+				got := make([]float32, rows)
+				dotF16VecDotRows(got, w, x)
+				n64 := n &^ 63
+				for r := range rows {
+					row := w[r*2*n : (r+1)*2*n]
+					var s float64
+					if n64 > 0 {
+						s = float64(dotF16VecDot64Generic(row[:2*n64], x[:n64]))
+					}
+					for i := n64; i < n; i++ {
+						s += float64(f16Table[le16(row[2*i:])] * x[i])
+					}
+					if want := float32(s); math.Float32bits(got[r]) != math.Float32bits(want) {
+						t.Errorf("%s: n %d, %d rows: row %d %g, generic %g", level, n, rows, r, got[r], want)
+					}
+				}
+			}
+		}
+		restore()
+	}
+}
