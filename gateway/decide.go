@@ -92,39 +92,21 @@ func (ch *chain) end(set *tiers.Set, allowModel, hidden func(id string) bool) *a
 }
 
 // chainEnds reports whether tiers.Select on req, with the chain's entries failing,
-// refuses whatever the models' statistics and the request's needs: each candidate of
-// each tier it tries (allowed, not excluded) is hidden, forbidden by the policy, or
-// runs on a model in the chain (tiers.fit says forbidden or failing before it reads
-// the need or the rest of the statistics). Its refusal is then the chain's end, made
-// lazily (chain.end): the tiers.Select it saves, with its trace and error, was 2
-// allocations of every request by tiers whose chain ended early (issue 36).
+// refuses whatever the models' statistics and the request's needs: each candidate it
+// may weigh runs on a model in the chain (tiers.Refuses, which walks the tiers as
+// Select does). Its refusal is then the chain's end, made lazily (chain.end): the
+// tiers.Select it saves, with its trace and error, was 2 allocations of every request
+// by tiers whose chain ended early (issue 36).
 func chainEnds(sn *snapshot, req *tiers.Request, entries []choice) bool {
-	top, bottom := req.Mode.Top(), tiers.Fast
-	if req.Mode == tiers.ModeFixed {
-		top, bottom = req.Tier, req.Tier
-	}
-	for t := top; t >= bottom; t-- {
-		if !req.AllowTier[t] || req.Exclude&(1<<uint(t)) != 0 {
-			continue
+	return tiers.Refuses(sn.set, req, func(id string) bool {
+		m := sn.model(id)
+		for i := range entries {
+			if entries[i].m == m {
+				return true
+			}
 		}
-	cands:
-		for _, c := range sn.set.Tiers[t] {
-			if req.Hidden != nil && req.Hidden(c.Model) {
-				continue
-			}
-			if req.AllowModel != nil && !req.AllowModel(c.Model) {
-				continue
-			}
-			m := sn.model(c.Model)
-			for i := range entries {
-				if entries[i].m == m {
-					continue cands
-				}
-			}
-			return false
-		}
-	}
-	return true
+		return false
+	})
 }
 
 // decide decides where a request goes, once. A named model is a chain of one (the

@@ -2,6 +2,7 @@ package tiers
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -267,5 +268,93 @@ func TestPredictor(t *testing.T) {
 	}
 	if p.Stats("m", now.Add(11*time.Second)).Failing {
 		t.Error("still failing after the cooldown")
+	}
+}
+
+// TestRefusesAgreesWithSelect checks Refuses against Select on random sets and
+// requests (modes, fixed tiers, forbidden and excluded tiers, hidden and forbidden
+// models, a random set of failing models): when Refuses says Select refuses, Select
+// refuses with the same error whatever the other models' statistics and the
+// request's needs; when it says not, Select on healthy statistics with no limits
+// serves the request. The gateway ends its fallback chain on Refuses (chainEnds), so
+// a walk that drifted from Select's (its order or a filter) fails here.
+func TestRefusesAgreesWithSelect(t *testing.T) {
+	rng := rand.New(rand.NewPCG(36, 45))
+	models := []string{"a", "b", "c", "d", "e"}
+	subset := func() map[string]bool {
+		s := map[string]bool{}
+		for _, m := range models {
+			if rng.IntN(3) == 0 {
+				s[m] = true
+			}
+		}
+		return s
+	}
+	refused, served := 0, 0
+	for iter := 0; iter < 20000; iter++ {
+		var set Set
+		for tr := range set.Tiers {
+			for k := rng.IntN(4); k > 0; k-- {
+				set.Tiers[tr] = append(set.Tiers[tr], Candidate{Model: models[rng.IntN(len(models))], Quality: float64(rng.IntN(3))})
+			}
+		}
+		req := Request{Mode: Mode(rng.IntN(4)), Tier: Tier(rng.IntN(NumTiers)), Remaining: -1, Exclude: uint8(rng.IntN(16))}
+		for tr := range req.AllowTier {
+			req.AllowTier[tr] = rng.IntN(4) != 0
+		}
+		if hidden := subset(); rng.IntN(2) == 0 {
+			req.Hidden = func(m string) bool { return hidden[m] }
+		}
+		if forbidden := subset(); rng.IntN(2) == 0 {
+			req.AllowModel = func(m string) bool { return !forbidden[m] }
+		}
+		failing := subset()
+		if !Refuses(&set, &req, func(m string) bool { return failing[m] }) {
+			served++
+			healthy := func(m string) Stats { return Stats{Failing: failing[m]} }
+			if d, err := Select(&set, req, healthy); err != nil {
+				t.Fatalf("iter %d: Refuses says Select serves %+v on %+v, but it refused: %v [%s]", iter, req, set, err, FormatTrace(err.(*NoFitError).Trace))
+			} else if failing[d.Candidate.Model] {
+				t.Fatalf("iter %d: Select chose failing %s", iter, d.Candidate.Model)
+			}
+			continue
+		}
+		refused++
+		_, want := Select(&set, req, func(m string) Stats { return Stats{Failing: failing[m]} })
+		if want == nil {
+			t.Fatalf("iter %d: Refuses says Select refuses %+v on %+v, but it served", iter, req, set)
+		}
+		for k := 0; k < 4; k++ {
+			r := req
+			r.MaxLatency = time.Duration(rng.IntN(3)) * time.Millisecond
+			r.MaxCost = money.USD(float64(rng.IntN(3)) / 1000)
+			r.Need = func(string) Need { return Need{PromptTokens: 10, MaxTokens: 10, Unfit: rng.IntN(3) == 0} }
+			_, got := Select(&set, r, func(m string) Stats {
+				return Stats{Failing: failing[m] || rng.IntN(2) == 0, Queue: rng.IntN(3), MaxQueue: rng.IntN(3), TTFT: time.Duration(rng.IntN(3)) * time.Millisecond}
+			})
+			if got == nil || got.Error() != want.Error() || FormatTrace(got.(*NoFitError).Trace) != FormatTrace(want.(*NoFitError).Trace) {
+				t.Fatalf("iter %d: Refuses says the refusal is fixed, but Select answered %v, want %v", iter, got, want)
+			}
+		}
+	}
+	if refused < 1000 || served < 1000 {
+		t.Fatalf("the random cases are lopsided: %d refused, %d served", refused, served)
+	}
+}
+
+// TestRefusesAllocs checks that Refuses allocates nothing (the gateway asks it on
+// every request by tiers).
+func TestRefusesAllocs(t *testing.T) {
+	set := &Set{}
+	set.Tiers[Fast] = []Candidate{{Model: "m"}}
+	set.Tiers[Balanced] = []Candidate{{Model: "m"}}
+	req := &Request{Mode: ModeBalanced, AllowTier: AllTiers, AllowModel: func(string) bool { return true }}
+	chosen := "m"
+	if n := testing.AllocsPerRun(100, func() {
+		if !Refuses(set, req, func(m string) bool { return m == chosen }) {
+			t.Fatal("Refuses: want true")
+		}
+	}); n != 0 {
+		t.Fatalf("Refuses: %v allocations, want 0", n)
 	}
 }

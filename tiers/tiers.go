@@ -263,10 +263,7 @@ var reasonRank = [...]int{ReasonNone: 0, ReasonEmpty: 0, ReasonForbidden: 1, Rea
 // a model (the zero Stats when nothing is known). It is a pure function.
 func Select(set *Set, req Request, stats func(model string) Stats) (Decision, error) {
 	var trace []Skip
-	top, bottom := req.Mode.Top(), Fast
-	if req.Mode == ModeFixed {
-		top, bottom = req.Tier, req.Tier
-	}
+	top, bottom := req.span()
 	var last Reason
 	for t := top; t >= bottom; t-- {
 		var d Decision
@@ -282,6 +279,63 @@ func Select(set *Set, req Request, stats func(model string) Stats) (Decision, er
 	return Decision{}, &NoFitError{Tier: bottom, Reason: last, Trace: trace}
 }
 
+// Refuses reports whether Select(set, *req, stats) refuses whatever the models'
+// statistics and req.Need say, given that stats says Failing of every model failing
+// names: each candidate Select would weigh (a tier it tries, allowed and not excluded;
+// the candidate not hidden, its model allowed) is failing, which Select checks before
+// it reads the need or the rest of the statistics. Its refusal (its trace, its reason)
+// is then the same whatever the statistics. Refuses walks the tiers and candidates as
+// Select does (span, tierGate, gate: one definition of the order and the filters) and
+// allocates nothing; a caller that knows the refusal is coming can make it lazily.
+func Refuses(set *Set, req *Request, failing func(model string) bool) bool {
+	top, bottom := req.span()
+	for t := top; t >= bottom; t-- {
+		if req.tierGate(t) != ReasonNone {
+			continue
+		}
+		for i := range set.Tiers[t] {
+			m := set.Tiers[t][i].Model
+			if visible, why := req.gate(m); visible && why == ReasonNone && !failing(m) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// span is the tiers Select tries for req, from top down to bottom.
+func (req *Request) span() (top, bottom Tier) {
+	if req.Mode == ModeFixed {
+		return req.Tier, req.Tier
+	}
+	return req.Mode.Top(), Fast
+}
+
+// tierGate is why Select passes over tier t before its candidates (the policy
+// forbids it, or it is excluded), or ReasonNone.
+func (req *Request) tierGate(t Tier) Reason {
+	if !req.AllowTier[t] {
+		return ReasonForbidden
+	}
+	if req.Exclude&(1<<uint(t)) != 0 {
+		return ReasonFailed
+	}
+	return ReasonNone
+}
+
+// gate says whether a candidate running model exists for the request (not hidden)
+// and, if it does, whether the policy forbids it (ReasonForbidden) before Select
+// reads its statistics.
+func (req *Request) gate(model string) (visible bool, why Reason) {
+	if req.Hidden != nil && req.Hidden(model) {
+		return false, ReasonNone
+	}
+	if req.AllowModel != nil && !req.AllowModel(model) {
+		return true, ReasonForbidden
+	}
+	return true, ReasonNone
+}
+
 // addSkip appends s to trace, which takes the room of a few tiers' skips at its first
 // (one allocation where appending skip by skip took one per doubling).
 func addSkip(trace []Skip, s Skip) []Skip {
@@ -294,22 +348,24 @@ func addSkip(trace []Skip, s Skip) []Skip {
 // selectTier picks the best candidate of tier t, or says why none fits; the
 // candidates it skipped are appended to trace.
 func selectTier(set *Set, t Tier, req Request, stats func(string) Stats, trace []Skip) (Decision, Reason, []Skip) {
-	if !req.AllowTier[t] {
-		return Decision{}, ReasonForbidden, trace
-	}
-	if req.Exclude&(1<<uint(t)) != 0 {
-		return Decision{}, ReasonFailed, trace
+	if why := req.tierGate(t); why != ReasonNone {
+		return Decision{}, why, trace
 	}
 	cands := set.Tiers[t]
 	var best Decision
 	found, seen := false, false
 	worst := ReasonNone
 	for _, c := range cands {
-		if req.Hidden != nil && req.Hidden(c.Model) {
+		visible, why := req.gate(c.Model)
+		if !visible {
 			continue
 		}
 		seen = true
-		why, pred, cost := fit(c, req, stats(c.Model))
+		var pred time.Duration
+		var cost money.Money
+		if why == ReasonNone {
+			why, pred, cost = fit(c, req, stats(c.Model))
+		}
 		if why != ReasonNone {
 			trace = addSkip(trace, Skip{Tier: t, Model: c.Model, Reason: why})
 			if reasonRank[why] > reasonRank[worst] {
@@ -332,11 +388,8 @@ func selectTier(set *Set, t Tier, req Request, stats func(string) Stats, trace [
 	return best, ReasonNone, trace
 }
 
-// fit checks one candidate against the request.
+// fit checks one candidate the policy allows (gate) against the request.
 func fit(c Candidate, req Request, s Stats) (Reason, time.Duration, money.Money) {
-	if req.AllowModel != nil && !req.AllowModel(c.Model) {
-		return ReasonForbidden, 0, 0
-	}
 	if s.Failing {
 		return ReasonFailed, 0, 0
 	}
