@@ -47402,7 +47402,7 @@ done:
 	RET
 
 // func dotQ4KAVX512r1t2p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C, MMX+
 TEXT ·dotQ4KAVX512r1t2p(SB), NOSPLIT, $0-80
 	MOVQ      x+0(FP), AX
 	MOVQ      ys+16(FP), CX
@@ -47427,6 +47427,9 @@ loop:
 	JZ           done
 	VPXORD       Z5, Z5, Z5
 	VPXORD       Z6, Z6, Z6
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
 	VMOVDQU64    16(AX), Z7
 	VMOVDQU64    80(AX), Z8
 	VMOVDQU64    q4kPermIdx<>+0(SB), Z9
@@ -47527,7 +47530,7 @@ done:
 	RET
 
 // func dotQ4KAVX512r1t3p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C, MMX+
 TEXT ·dotQ4KAVX512r1t3p(SB), NOSPLIT, $0-80
 	MOVQ      x+0(FP), AX
 	MOVQ      ys+16(FP), CX
@@ -47553,6 +47556,9 @@ loop:
 	VPXORD       Z5, Z5, Z5
 	VPXORD       Z6, Z6, Z6
 	VPXORD       Z7, Z7, Z7
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
 	VMOVDQU64    16(AX), Z8
 	VMOVDQU64    80(AX), Z9
 	VMOVDQU64    q4kPermIdx<>+0(SB), Z10
@@ -47661,7 +47667,7 @@ done:
 	RET
 
 // func dotQ4KAVX512r1t4p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C, MMX+
 TEXT ·dotQ4KAVX512r1t4p(SB), NOSPLIT, $0-80
 	MOVQ      x+0(FP), AX
 	MOVQ      ys+16(FP), CX
@@ -47687,6 +47693,9 @@ loop:
 	VPXORD       Z5, Z5, Z5
 	VPXORD       Z6, Z6, Z6
 	VPXORD       Z7, Z7, Z7
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
 	VMOVDQU64    16(AX), Z8
 	VMOVDQU64    80(AX), Z9
 	VMOVDQU64    q4kPermIdx<>+0(SB), Z10
@@ -47802,7 +47811,7 @@ done:
 	RET
 
 // func dotQ4KAVX512r1t5p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C, MMX+
 TEXT ·dotQ4KAVX512r1t5p(SB), NOSPLIT, $0-80
 	MOVQ      x+0(FP), AX
 	MOVQ      ys+16(FP), CX
@@ -47831,6 +47840,9 @@ loop:
 	VPXORD       Z7, Z7, Z7
 	VPXORD       Z8, Z8, Z8
 	VPXORD       Z9, Z9, Z9
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
 	VMOVDQU64    16(AX), Z10
 	VMOVDQU64    80(AX), Z11
 	VMOVDQU64    q4kPermIdx<>+0(SB), Z12
@@ -47958,7 +47970,7 @@ done:
 	RET
 
 // func dotQ4KAVX512r1t6p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C, MMX+
 TEXT ·dotQ4KAVX512r1t6p(SB), NOSPLIT, $0-80
 	MOVQ      x+0(FP), AX
 	MOVQ      ys+16(FP), CX
@@ -47988,6 +48000,9 @@ loop:
 	VPXORD       Z8, Z8, Z8
 	VPXORD       Z9, Z9, Z9
 	VPXORD       Z10, Z10, Z10
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
 	VMOVDQU64    16(AX), Z11
 	VMOVDQU64    80(AX), Z12
 	VMOVDQU64    q4kPermIdx<>+0(SB), Z13
@@ -48121,7 +48136,7 @@ done:
 	RET
 
 // func dotQ4KAVX512r1t7p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C, MMX+
 TEXT ·dotQ4KAVX512r1t7p(SB), NOSPLIT, $0-80
 	MOVQ      x+0(FP), AX
 	MOVQ      ys+16(FP), CX
@@ -48152,6 +48167,9 @@ loop:
 	VPXORD       Z9, Z9, Z9
 	VPXORD       Z10, Z10, Z10
 	VPXORD       Z11, Z11, Z11
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
 	VMOVDQU64    16(AX), Z12
 	VMOVDQU64    80(AX), Z13
 	VMOVDQU64    q4kPermIdx<>+0(SB), Z14
@@ -48293,7 +48311,7 @@ done:
 	RET
 
 // func dotQ4KAVX512r1t8p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C, MMX+
 TEXT ·dotQ4KAVX512r1t8p(SB), NOSPLIT, $0-80
 	MOVQ      x+0(FP), AX
 	MOVQ      ys+16(FP), CX
@@ -48324,6 +48342,9 @@ loop:
 	VPXORD       Z9, Z9, Z9
 	VPXORD       Z10, Z10, Z10
 	VPXORD       Z11, Z11, Z11
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
 	VMOVDQU64    16(AX), Z12
 	VMOVDQU64    80(AX), Z13
 	VMOVDQU64    q4kPermIdx<>+0(SB), Z14
@@ -48472,7 +48493,7 @@ done:
 	RET
 
 // func dotQ4KAVX512r1t9p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C, MMX+
 TEXT ·dotQ4KAVX512r1t9p(SB), NOSPLIT, $0-80
 	MOVQ      x+0(FP), AX
 	MOVQ      ys+16(FP), CX
@@ -48506,6 +48527,9 @@ loop:
 	VPXORD       Z11, Z11, Z11
 	VPXORD       Z12, Z12, Z12
 	VPXORD       Z13, Z13, Z13
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
 	VMOVDQU64    16(AX), Z14
 	VMOVDQU64    80(AX), Z15
 	VMOVDQU64    q4kPermIdx<>+0(SB), Z16
@@ -48669,7 +48693,7 @@ done:
 	RET
 
 // func dotQ4KAVX512r1t10p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C, MMX+
 TEXT ·dotQ4KAVX512r1t10p(SB), NOSPLIT, $0-80
 	MOVQ      x+0(FP), AX
 	MOVQ      ys+16(FP), CX
@@ -48704,6 +48728,9 @@ loop:
 	VPXORD       Z12, Z12, Z12
 	VPXORD       Z13, Z13, Z13
 	VPXORD       Z14, Z14, Z14
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
 	VMOVDQU64    16(AX), Z15
 	VMOVDQU64    80(AX), Z16
 	VMOVDQU64    q4kPermIdx<>+0(SB), Z17
@@ -48873,7 +48900,7 @@ done:
 	RET
 
 // func dotQ4KAVX512r1t11p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C, MMX+
 TEXT ·dotQ4KAVX512r1t11p(SB), NOSPLIT, $0-80
 	MOVQ      x+0(FP), AX
 	MOVQ      ys+16(FP), CX
@@ -48909,6 +48936,9 @@ loop:
 	VPXORD       Z13, Z13, Z13
 	VPXORD       Z14, Z14, Z14
 	VPXORD       Z15, Z15, Z15
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
 	VMOVDQU64    16(AX), Z16
 	VMOVDQU64    80(AX), Z17
 	VMOVDQU64    q4kPermIdx<>+0(SB), Z18
@@ -49086,7 +49116,7 @@ done:
 	RET
 
 // func dotQ4KAVX512r1t12p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C, MMX+
 TEXT ·dotQ4KAVX512r1t12p(SB), NOSPLIT, $0-80
 	MOVQ      x+0(FP), AX
 	MOVQ      ys+16(FP), CX
@@ -49122,6 +49152,9 @@ loop:
 	VPXORD       Z13, Z13, Z13
 	VPXORD       Z14, Z14, Z14
 	VPXORD       Z15, Z15, Z15
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
 	VMOVDQU64    16(AX), Z16
 	VMOVDQU64    80(AX), Z17
 	VMOVDQU64    q4kPermIdx<>+0(SB), Z18
@@ -49306,7 +49339,7 @@ done:
 	RET
 
 // func dotQ4KAVX512r1t13p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C, MMX+
 TEXT ·dotQ4KAVX512r1t13p(SB), NOSPLIT, $0-80
 	MOVQ      x+0(FP), AX
 	MOVQ      ys+16(FP), CX
@@ -49345,6 +49378,9 @@ loop:
 	VPXORD       Z15, Z15, Z15
 	VPXORD       Z16, Z16, Z16
 	VPXORD       Z17, Z17, Z17
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
 	VMOVDQU64    16(AX), Z18
 	VMOVDQU64    80(AX), Z19
 	VMOVDQU64    q4kPermIdx<>+0(SB), Z20
@@ -49541,7 +49577,7 @@ done:
 	RET
 
 // func dotQ4KAVX512r1t14p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C, MMX+
 TEXT ·dotQ4KAVX512r1t14p(SB), NOSPLIT, $0-80
 	MOVQ      x+0(FP), AX
 	MOVQ      ys+16(FP), CX
@@ -49581,6 +49617,9 @@ loop:
 	VPXORD       Z16, Z16, Z16
 	VPXORD       Z17, Z17, Z17
 	VPXORD       Z18, Z18, Z18
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
 	VMOVDQU64    16(AX), Z19
 	VMOVDQU64    80(AX), Z20
 	VMOVDQU64    q4kPermIdx<>+0(SB), Z21
@@ -49783,7 +49822,7 @@ done:
 	RET
 
 // func dotQ4KAVX512r1t15p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C, MMX+
 TEXT ·dotQ4KAVX512r1t15p(SB), NOSPLIT, $0-80
 	MOVQ      x+0(FP), AX
 	MOVQ      ys+16(FP), CX
@@ -49824,6 +49863,9 @@ loop:
 	VPXORD       Z17, Z17, Z17
 	VPXORD       Z18, Z18, Z18
 	VPXORD       Z19, Z19, Z19
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
 	VMOVDQU64    16(AX), Z20
 	VMOVDQU64    80(AX), Z21
 	VMOVDQU64    q4kPermIdx<>+0(SB), Z22
@@ -50034,7 +50076,7 @@ done:
 	RET
 
 // func dotQ4KAVX512r1t16p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C, MMX+
 TEXT ·dotQ4KAVX512r1t16p(SB), NOSPLIT, $0-80
 	MOVQ      x+0(FP), AX
 	MOVQ      ys+16(FP), CX
@@ -50073,6 +50115,9 @@ loop:
 	VPXORD       Z17, Z17, Z17
 	VPXORD       Z18, Z18, Z18
 	VPXORD       Z19, Z19, Z19
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
 	VMOVDQU64    16(AX), Z20
 	VMOVDQU64    80(AX), Z21
 	VMOVDQU64    q4kPermIdx<>+0(SB), Z22
