@@ -71,6 +71,7 @@ func main() {
 	constants()
 	moeTileConstants()
 	vnniTileConstants()
+	q4KPackedConstants()
 
 	dotQ4KAVX2(1)
 	dotQ4KAVX2(2)
@@ -218,6 +219,9 @@ func main() {
 	dotQ4KTile16v()
 	for t := 2; t < 16; t++ {
 		dotQ4KTileV(t)
+	}
+	for t := 2; t <= 16; t++ {
+		dotQ4KTileP(t)
 	}
 	for _, typ := range []string{"Q8_0", "Q4_0"} {
 		for _, t := range []int{1, 4, 8, 16} {

@@ -132,9 +132,10 @@
 // multi-token kernels; Q5_K with AVX-512 the same, dotQ5KAVX512x16, x8,
 // _asm/q5ktokens.go, where AVX2 takes two tokens per call, dotQ5KAVX2x2); Q4_K with
 // AVX-512 VBMI one row against
-// 5-15 tokens through the VNNI kernel of that count (dotQ4KAVX512r1t5v … t15v,
-// the 16-token kernel's form with the tokens' scales and bsums loaded under a
-// mask; q4KRowVNNI: a verification step's positions), 2-4 tokens four rows at a
+// 5-16 tokens through the VNNI kernel of that count (dotQ4KAVX512r1t5p … t16p,
+// _asm/q4kvnnip.go: the tokens' scales and bsums loaded under a mask, two
+// tokens' int16-sized accumulators packed per vector for the scales and the
+// reduction; q4KRowVNNI: a verification step's positions), 2-4 tokens four rows at a
 // time (q4KRows4); IQ4_NL
 // and Q5_0 decoding 16 rows per AVX-512 call; Q4_1 and Q5_1, in ggml's 8-lane
 // order, 16 rows against 1 or 2 tokens per AVX-512 call, one register per lane of

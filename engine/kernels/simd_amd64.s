@@ -422,6 +422,16 @@ DATA q4kScalePairs<>+0(SB)/8, $0x0303020201010000
 DATA q4kScalePairs<>+8(SB)/8, $0x0707060605050404
 GLOBL q4kScalePairs<>(SB), RODATA|NOPTR, $16
 
+DATA q4kScaleWordIdx<>+0(SB)/8, $0x0001000100000000
+DATA q4kScaleWordIdx<>+8(SB)/8, $0x0001000100000000
+DATA q4kScaleWordIdx<>+16(SB)/8, $0x0003000300020002
+DATA q4kScaleWordIdx<>+24(SB)/8, $0x0003000300020002
+DATA q4kScaleWordIdx<>+32(SB)/8, $0x0005000500040004
+DATA q4kScaleWordIdx<>+40(SB)/8, $0x0005000500040004
+DATA q4kScaleWordIdx<>+48(SB)/8, $0x0007000700060006
+DATA q4kScaleWordIdx<>+56(SB)/8, $0x0007000700060006
+GLOBL q4kScaleWordIdx<>(SB), RODATA|NOPTR, $64
+
 // func dotQ4KAVX2(x *byte, y *byte, n int) float32
 // Requires: AVX, AVX2, F16C, SSE
 TEXT ·dotQ4KAVX2(SB), NOSPLIT, $0-28
@@ -52036,6 +52046,2934 @@ done:
 	VEXTRACTPS    $0x01, X0, (AX)
 	ADDQ          CX, AX
 	VEXTRACTPS    $0x02, X0, (AX)
+	ADDQ          CX, AX
+	VZEROUPPER
+	RET
+
+// func dotQ4KAVX512r1t2p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C, MMX+
+TEXT ·dotQ4KAVX512r1t2p(SB), NOSPLIT, $0-80
+	MOVQ      x+0(FP), AX
+	MOVQ      ys+16(FP), CX
+	MOVQ      y+8(FP), DX
+	LEAQ      (CX)(CX*2), BX
+	MOVQ      yd+24(FP), BX
+	MOVQ      yds+32(FP), SI
+	MOVQ      bs+40(FP), DI
+	MOVQ      gs+48(FP), R8
+	LEAQ      (R8)(R8*2), R9
+	MOVQ      nb+56(FP), R10
+	MOVL      $0x00000003, R11
+	KMOVW     R11, K1
+	VPXORD    Z0, Z0, Z0
+	VMOVDQU64 nibbleMask<>+0(SB), Z1
+	VMOVDQU64 q4kShiftHalves<>+0(SB), Z2
+	VMOVDQU64 q4kScaleWordIdx<>+0(SB), Z3
+	VPXORD    Z4, Z4, Z4
+
+loop:
+	TESTQ        R10, R10
+	JZ           done
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
+	VMOVDQU64    16(AX), Z7
+	VMOVDQU64    80(AX), Z8
+	VMOVDQU64    q4kPermIdx<>+0(SB), Z9
+	VPERMI2B     Z8, Z7, Z9
+	VPSRLVW      Z2, Z9, Z9
+	VPANDD       Z1, Z9, Z9
+	VPDPBUSD     (DX), Z9, Z5
+	VPDPBUSD     (DX)(CX*1), Z9, Z6
+	VMOVDQU64    q4kPermIdx<>+64(SB), Z9
+	VPERMI2B     Z8, Z7, Z9
+	VPSRLVW      Z2, Z9, Z9
+	VPANDD       Z1, Z9, Z9
+	VPDPBUSD     64(DX), Z9, Z5
+	VPDPBUSD     64(DX)(CX*1), Z9, Z6
+	VMOVDQU64    q4kPermIdx<>+128(SB), Z9
+	VPERMI2B     Z8, Z7, Z9
+	VPSRLVW      Z2, Z9, Z9
+	VPANDD       Z1, Z9, Z9
+	VPDPBUSD     128(DX), Z9, Z5
+	VPDPBUSD     128(DX)(CX*1), Z9, Z6
+	VMOVDQU64    q4kPermIdx<>+192(SB), Z9
+	VPERMI2B     Z8, Z7, Z9
+	VPSRLVW      Z2, Z9, Z9
+	VPANDD       Z1, Z9, Z9
+	VPDPBUSD     192(DX), Z9, Z5
+	VPDPBUSD     192(DX)(CX*1), Z9, Z6
+	VMOVDQU32    4(AX), X7
+	VPSHUFB      q4kGatherLow<>+0(SB), X7, X8
+	VPSRLW       $0x04, X8, X9
+	VPANDD       q4kMaskHigh<>+0(SB), X9, X9
+	VPANDD       q4kMaskLow<>+0(SB), X8, X8
+	VPORD        X9, X8, X8
+	VPSHUFB      q4kGatherTop<>+0(SB), X7, X7
+	VPSRLW       $0x02, X7, X7
+	VPANDD       bits45Mask<>+0(SB), X7, X7
+	VPORD        X7, X8, X8
+	VPMOVZXBW    X8, Y10
+	VPERMW       Z10, Z3, Z7
+	VPACKSSDW    Z6, Z5, Z5
+	VPMADDWD     Z7, Z5, Z5
+	VSHUFPS      $0x88, Z4, Z5, Z7
+	VSHUFPS      $0xdd, Z4, Z5, Z8
+	VPADDD       Z8, Z7, Z7
+	VSHUFI32X4   $0x88, Z4, Z7, Z8
+	VSHUFI32X4   $0xdd, Z4, Z7, Z7
+	VPADDD       Z7, Z8, Z8
+	VSHUFI32X4   $0x88, Z4, Z8, Z7
+	VSHUFI32X4   $0xdd, Z4, Z8, Z8
+	VPADDD       Z8, Z7, Z7
+	VSHUFI64X2   $0x55, Z10, Z10, Z8
+	VPXORD       Z11, Z11, Z11
+	VPSHUFD      $0x00, Z8, Z9
+	VMOVDQU32.Z  (DI), K1, Z12
+	VPDPWSSD     Z12, Z9, Z11
+	VPSHUFD      $0x55, Z8, Z9
+	VMOVDQU32.Z  (DI)(R8*1), K1, Z12
+	VPDPWSSD     Z12, Z9, Z11
+	VPSHUFD      $0xaa, Z8, Z9
+	VMOVDQU32.Z  (DI)(R8*2), K1, Z12
+	VPDPWSSD     Z12, Z9, Z11
+	VPSHUFD      $0xff, Z8, Z8
+	VMOVDQU32.Z  (DI)(R9*1), K1, Z9
+	VPDPWSSD     Z9, Z8, Z11
+	VMOVUPS.Z    (BX), K1, Z8
+	MOVWLZX      (AX), R11
+	VMOVD        R11, X9
+	VCVTPH2PS    X9, Y9
+	VBROADCASTSS X9, Z9
+	MOVWLZX      2(AX), R11
+	VMOVD        R11, X10
+	VCVTPH2PS    X10, Y12
+	VBROADCASTSS X12, Z12
+	VMULPS       Z8, Z9, Z9
+	VMULPS       Z8, Z12, Z12
+	VCVTDQ2PS    Z7, Z7
+	VCVTDQ2PS    Z11, Z11
+	VMULPS       Z7, Z9, Z9
+	VMULPS       Z11, Z12, Z12
+	VSUBPS       Z12, Z9, Z9
+	VADDPS       Z9, Z0, Z0
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000100, DX
+	ADDQ         SI, BX
+	LEAQ         (DI)(R8*4), DI
+	DECQ         R10
+	JMP          loop
+
+done:
+	MOVQ          out+64(FP), AX
+	MOVQ          os+72(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x00, Z0, X0
+	VEXTRACTPS    $0x00, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X0, (AX)
+	ADDQ          CX, AX
+	VZEROUPPER
+	RET
+
+// func dotQ4KAVX512r1t3p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C, MMX+
+TEXT ·dotQ4KAVX512r1t3p(SB), NOSPLIT, $0-80
+	MOVQ      x+0(FP), AX
+	MOVQ      ys+16(FP), CX
+	MOVQ      y+8(FP), DX
+	LEAQ      (CX)(CX*2), BX
+	MOVQ      yd+24(FP), BX
+	MOVQ      yds+32(FP), SI
+	MOVQ      bs+40(FP), DI
+	MOVQ      gs+48(FP), R8
+	LEAQ      (R8)(R8*2), R9
+	MOVQ      nb+56(FP), R10
+	MOVL      $0x00000007, R11
+	KMOVW     R11, K1
+	VPXORD    Z0, Z0, Z0
+	VMOVDQU64 nibbleMask<>+0(SB), Z1
+	VMOVDQU64 q4kShiftHalves<>+0(SB), Z2
+	VMOVDQU64 q4kScaleWordIdx<>+0(SB), Z3
+	VPXORD    Z4, Z4, Z4
+
+loop:
+	TESTQ        R10, R10
+	JZ           done
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
+	VMOVDQU64    16(AX), Z8
+	VMOVDQU64    80(AX), Z9
+	VMOVDQU64    q4kPermIdx<>+0(SB), Z10
+	VPERMI2B     Z9, Z8, Z10
+	VPSRLVW      Z2, Z10, Z10
+	VPANDD       Z1, Z10, Z10
+	VPDPBUSD     (DX), Z10, Z5
+	VPDPBUSD     (DX)(CX*1), Z10, Z6
+	VPDPBUSD     (DX)(CX*2), Z10, Z7
+	VMOVDQU64    q4kPermIdx<>+64(SB), Z10
+	VPERMI2B     Z9, Z8, Z10
+	VPSRLVW      Z2, Z10, Z10
+	VPANDD       Z1, Z10, Z10
+	VPDPBUSD     64(DX), Z10, Z5
+	VPDPBUSD     64(DX)(CX*1), Z10, Z6
+	VPDPBUSD     64(DX)(CX*2), Z10, Z7
+	VMOVDQU64    q4kPermIdx<>+128(SB), Z10
+	VPERMI2B     Z9, Z8, Z10
+	VPSRLVW      Z2, Z10, Z10
+	VPANDD       Z1, Z10, Z10
+	VPDPBUSD     128(DX), Z10, Z5
+	VPDPBUSD     128(DX)(CX*1), Z10, Z6
+	VPDPBUSD     128(DX)(CX*2), Z10, Z7
+	VMOVDQU64    q4kPermIdx<>+192(SB), Z10
+	VPERMI2B     Z9, Z8, Z10
+	VPSRLVW      Z2, Z10, Z10
+	VPANDD       Z1, Z10, Z10
+	VPDPBUSD     192(DX), Z10, Z5
+	VPDPBUSD     192(DX)(CX*1), Z10, Z6
+	VPDPBUSD     192(DX)(CX*2), Z10, Z7
+	VMOVDQU32    4(AX), X8
+	VPSHUFB      q4kGatherLow<>+0(SB), X8, X9
+	VPSRLW       $0x04, X9, X10
+	VPANDD       q4kMaskHigh<>+0(SB), X10, X10
+	VPANDD       q4kMaskLow<>+0(SB), X9, X9
+	VPORD        X10, X9, X9
+	VPSHUFB      q4kGatherTop<>+0(SB), X8, X8
+	VPSRLW       $0x02, X8, X8
+	VPANDD       bits45Mask<>+0(SB), X8, X8
+	VPORD        X8, X9, X9
+	VPMOVZXBW    X9, Y11
+	VPERMW       Z11, Z3, Z8
+	VPACKSSDW    Z6, Z5, Z5
+	VPMADDWD     Z8, Z5, Z5
+	VPACKSSDW    Z4, Z7, Z7
+	VPMADDWD     Z8, Z7, Z7
+	VSHUFPS      $0x88, Z7, Z5, Z8
+	VSHUFPS      $0xdd, Z7, Z5, Z9
+	VPADDD       Z9, Z8, Z8
+	VSHUFI32X4   $0x88, Z4, Z8, Z9
+	VSHUFI32X4   $0xdd, Z4, Z8, Z8
+	VPADDD       Z8, Z9, Z9
+	VSHUFI32X4   $0x88, Z4, Z9, Z8
+	VSHUFI32X4   $0xdd, Z4, Z9, Z9
+	VPADDD       Z9, Z8, Z8
+	VSHUFI64X2   $0x55, Z11, Z11, Z9
+	VPXORD       Z12, Z12, Z12
+	VPSHUFD      $0x00, Z9, Z10
+	VMOVDQU32.Z  (DI), K1, Z13
+	VPDPWSSD     Z13, Z10, Z12
+	VPSHUFD      $0x55, Z9, Z10
+	VMOVDQU32.Z  (DI)(R8*1), K1, Z13
+	VPDPWSSD     Z13, Z10, Z12
+	VPSHUFD      $0xaa, Z9, Z10
+	VMOVDQU32.Z  (DI)(R8*2), K1, Z13
+	VPDPWSSD     Z13, Z10, Z12
+	VPSHUFD      $0xff, Z9, Z9
+	VMOVDQU32.Z  (DI)(R9*1), K1, Z10
+	VPDPWSSD     Z10, Z9, Z12
+	VMOVUPS.Z    (BX), K1, Z9
+	MOVWLZX      (AX), R11
+	VMOVD        R11, X10
+	VCVTPH2PS    X10, Y10
+	VBROADCASTSS X10, Z10
+	MOVWLZX      2(AX), R11
+	VMOVD        R11, X11
+	VCVTPH2PS    X11, Y13
+	VBROADCASTSS X13, Z13
+	VMULPS       Z9, Z10, Z10
+	VMULPS       Z9, Z13, Z13
+	VCVTDQ2PS    Z8, Z8
+	VCVTDQ2PS    Z12, Z12
+	VMULPS       Z8, Z10, Z10
+	VMULPS       Z12, Z13, Z13
+	VSUBPS       Z13, Z10, Z10
+	VADDPS       Z10, Z0, Z0
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000100, DX
+	ADDQ         SI, BX
+	LEAQ         (DI)(R8*4), DI
+	DECQ         R10
+	JMP          loop
+
+done:
+	MOVQ          out+64(FP), AX
+	MOVQ          os+72(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x00, Z0, X0
+	VEXTRACTPS    $0x00, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X0, (AX)
+	ADDQ          CX, AX
+	VZEROUPPER
+	RET
+
+// func dotQ4KAVX512r1t4p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C, MMX+
+TEXT ·dotQ4KAVX512r1t4p(SB), NOSPLIT, $0-80
+	MOVQ      x+0(FP), AX
+	MOVQ      ys+16(FP), CX
+	MOVQ      y+8(FP), DX
+	LEAQ      (CX)(CX*2), BX
+	MOVQ      yd+24(FP), SI
+	MOVQ      yds+32(FP), DI
+	MOVQ      bs+40(FP), R8
+	MOVQ      gs+48(FP), R9
+	LEAQ      (R9)(R9*2), R10
+	MOVQ      nb+56(FP), R11
+	MOVL      $0x0000000f, R12
+	KMOVW     R12, K1
+	VPXORD    Z0, Z0, Z0
+	VMOVDQU64 nibbleMask<>+0(SB), Z1
+	VMOVDQU64 q4kShiftHalves<>+0(SB), Z2
+	VMOVDQU64 q4kScaleWordIdx<>+0(SB), Z3
+
+loop:
+	TESTQ        R11, R11
+	JZ           done
+	VPXORD       Z4, Z4, Z4
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
+	VMOVDQU64    16(AX), Z8
+	VMOVDQU64    80(AX), Z9
+	VMOVDQU64    q4kPermIdx<>+0(SB), Z10
+	VPERMI2B     Z9, Z8, Z10
+	VPSRLVW      Z2, Z10, Z10
+	VPANDD       Z1, Z10, Z10
+	VPDPBUSD     (DX), Z10, Z4
+	VPDPBUSD     (DX)(CX*1), Z10, Z5
+	VPDPBUSD     (DX)(CX*2), Z10, Z6
+	VPDPBUSD     (DX)(BX*1), Z10, Z7
+	VMOVDQU64    q4kPermIdx<>+64(SB), Z10
+	VPERMI2B     Z9, Z8, Z10
+	VPSRLVW      Z2, Z10, Z10
+	VPANDD       Z1, Z10, Z10
+	VPDPBUSD     64(DX), Z10, Z4
+	VPDPBUSD     64(DX)(CX*1), Z10, Z5
+	VPDPBUSD     64(DX)(CX*2), Z10, Z6
+	VPDPBUSD     64(DX)(BX*1), Z10, Z7
+	VMOVDQU64    q4kPermIdx<>+128(SB), Z10
+	VPERMI2B     Z9, Z8, Z10
+	VPSRLVW      Z2, Z10, Z10
+	VPANDD       Z1, Z10, Z10
+	VPDPBUSD     128(DX), Z10, Z4
+	VPDPBUSD     128(DX)(CX*1), Z10, Z5
+	VPDPBUSD     128(DX)(CX*2), Z10, Z6
+	VPDPBUSD     128(DX)(BX*1), Z10, Z7
+	VMOVDQU64    q4kPermIdx<>+192(SB), Z10
+	VPERMI2B     Z9, Z8, Z10
+	VPSRLVW      Z2, Z10, Z10
+	VPANDD       Z1, Z10, Z10
+	VPDPBUSD     192(DX), Z10, Z4
+	VPDPBUSD     192(DX)(CX*1), Z10, Z5
+	VPDPBUSD     192(DX)(CX*2), Z10, Z6
+	VPDPBUSD     192(DX)(BX*1), Z10, Z7
+	VMOVDQU32    4(AX), X8
+	VPSHUFB      q4kGatherLow<>+0(SB), X8, X9
+	VPSRLW       $0x04, X9, X10
+	VPANDD       q4kMaskHigh<>+0(SB), X10, X10
+	VPANDD       q4kMaskLow<>+0(SB), X9, X9
+	VPORD        X10, X9, X9
+	VPSHUFB      q4kGatherTop<>+0(SB), X8, X8
+	VPSRLW       $0x02, X8, X8
+	VPANDD       bits45Mask<>+0(SB), X8, X8
+	VPORD        X8, X9, X9
+	VPMOVZXBW    X9, Y11
+	VPERMW       Z11, Z3, Z8
+	VPACKSSDW    Z5, Z4, Z4
+	VPMADDWD     Z8, Z4, Z4
+	VPACKSSDW    Z7, Z6, Z6
+	VPMADDWD     Z8, Z6, Z6
+	VSHUFPS      $0x88, Z6, Z4, Z8
+	VSHUFPS      $0xdd, Z6, Z4, Z9
+	VPADDD       Z9, Z8, Z8
+	VPXORD       Z12, Z12, Z12
+	VSHUFI32X4   $0x88, Z12, Z8, Z9
+	VSHUFI32X4   $0xdd, Z12, Z8, Z8
+	VPADDD       Z8, Z9, Z9
+	VSHUFI32X4   $0x88, Z12, Z9, Z8
+	VSHUFI32X4   $0xdd, Z12, Z9, Z9
+	VPADDD       Z9, Z8, Z8
+	VSHUFI64X2   $0x55, Z11, Z11, Z9
+	VPXORD       Z13, Z13, Z13
+	VPSHUFD      $0x00, Z9, Z10
+	VMOVDQU32.Z  (R8), K1, Z14
+	VPDPWSSD     Z14, Z10, Z13
+	VPSHUFD      $0x55, Z9, Z10
+	VMOVDQU32.Z  (R8)(R9*1), K1, Z14
+	VPDPWSSD     Z14, Z10, Z13
+	VPSHUFD      $0xaa, Z9, Z10
+	VMOVDQU32.Z  (R8)(R9*2), K1, Z14
+	VPDPWSSD     Z14, Z10, Z13
+	VPSHUFD      $0xff, Z9, Z9
+	VMOVDQU32.Z  (R8)(R10*1), K1, Z10
+	VPDPWSSD     Z10, Z9, Z13
+	VMOVUPS.Z    (SI), K1, Z9
+	MOVWLZX      (AX), R12
+	VMOVD        R12, X10
+	VCVTPH2PS    X10, Y10
+	VBROADCASTSS X10, Z10
+	MOVWLZX      2(AX), R12
+	VMOVD        R12, X11
+	VCVTPH2PS    X11, Y14
+	VBROADCASTSS X14, Z14
+	VMULPS       Z9, Z10, Z10
+	VMULPS       Z9, Z14, Z14
+	VCVTDQ2PS    Z8, Z8
+	VCVTDQ2PS    Z13, Z13
+	VMULPS       Z8, Z10, Z10
+	VMULPS       Z13, Z14, Z14
+	VSUBPS       Z14, Z10, Z10
+	VADDPS       Z10, Z0, Z0
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000100, DX
+	ADDQ         DI, SI
+	LEAQ         (R8)(R9*4), R8
+	DECQ         R11
+	JMP          loop
+
+done:
+	MOVQ          out+64(FP), AX
+	MOVQ          os+72(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x00, Z0, X0
+	VEXTRACTPS    $0x00, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X0, (AX)
+	ADDQ          CX, AX
+	VZEROUPPER
+	RET
+
+// func dotQ4KAVX512r1t5p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C, MMX+
+TEXT ·dotQ4KAVX512r1t5p(SB), NOSPLIT, $0-80
+	MOVQ      x+0(FP), AX
+	MOVQ      ys+16(FP), CX
+	MOVQ      y+8(FP), DX
+	LEAQ      (CX)(CX*2), BX
+	LEAQ      (DX)(CX*4), SI
+	MOVQ      yd+24(FP), DI
+	MOVQ      yds+32(FP), R8
+	MOVQ      bs+40(FP), R9
+	MOVQ      gs+48(FP), R10
+	LEAQ      (R10)(R10*2), R11
+	MOVQ      nb+56(FP), R12
+	MOVL      $0x0000001f, R13
+	KMOVW     R13, K1
+	VPXORD    Z0, Z0, Z0
+	VMOVDQU64 nibbleMask<>+0(SB), Z1
+	VMOVDQU64 q4kShiftHalves<>+0(SB), Z2
+	VMOVDQU64 q4kScaleWordIdx<>+0(SB), Z3
+	VPXORD    Z4, Z4, Z4
+
+loop:
+	TESTQ        R12, R12
+	JZ           done
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
+	VPXORD       Z8, Z8, Z8
+	VPXORD       Z9, Z9, Z9
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
+	VMOVDQU64    16(AX), Z10
+	VMOVDQU64    80(AX), Z11
+	VMOVDQU64    q4kPermIdx<>+0(SB), Z12
+	VPERMI2B     Z11, Z10, Z12
+	VPSRLVW      Z2, Z12, Z12
+	VPANDD       Z1, Z12, Z12
+	VPDPBUSD     (DX), Z12, Z5
+	VPDPBUSD     (DX)(CX*1), Z12, Z6
+	VPDPBUSD     (DX)(CX*2), Z12, Z7
+	VPDPBUSD     (DX)(BX*1), Z12, Z8
+	VPDPBUSD     (SI), Z12, Z9
+	VMOVDQU64    q4kPermIdx<>+64(SB), Z12
+	VPERMI2B     Z11, Z10, Z12
+	VPSRLVW      Z2, Z12, Z12
+	VPANDD       Z1, Z12, Z12
+	VPDPBUSD     64(DX), Z12, Z5
+	VPDPBUSD     64(DX)(CX*1), Z12, Z6
+	VPDPBUSD     64(DX)(CX*2), Z12, Z7
+	VPDPBUSD     64(DX)(BX*1), Z12, Z8
+	VPDPBUSD     64(SI), Z12, Z9
+	VMOVDQU64    q4kPermIdx<>+128(SB), Z12
+	VPERMI2B     Z11, Z10, Z12
+	VPSRLVW      Z2, Z12, Z12
+	VPANDD       Z1, Z12, Z12
+	VPDPBUSD     128(DX), Z12, Z5
+	VPDPBUSD     128(DX)(CX*1), Z12, Z6
+	VPDPBUSD     128(DX)(CX*2), Z12, Z7
+	VPDPBUSD     128(DX)(BX*1), Z12, Z8
+	VPDPBUSD     128(SI), Z12, Z9
+	VMOVDQU64    q4kPermIdx<>+192(SB), Z12
+	VPERMI2B     Z11, Z10, Z12
+	VPSRLVW      Z2, Z12, Z12
+	VPANDD       Z1, Z12, Z12
+	VPDPBUSD     192(DX), Z12, Z5
+	VPDPBUSD     192(DX)(CX*1), Z12, Z6
+	VPDPBUSD     192(DX)(CX*2), Z12, Z7
+	VPDPBUSD     192(DX)(BX*1), Z12, Z8
+	VPDPBUSD     192(SI), Z12, Z9
+	VMOVDQU32    4(AX), X10
+	VPSHUFB      q4kGatherLow<>+0(SB), X10, X11
+	VPSRLW       $0x04, X11, X12
+	VPANDD       q4kMaskHigh<>+0(SB), X12, X12
+	VPANDD       q4kMaskLow<>+0(SB), X11, X11
+	VPORD        X12, X11, X11
+	VPSHUFB      q4kGatherTop<>+0(SB), X10, X10
+	VPSRLW       $0x02, X10, X10
+	VPANDD       bits45Mask<>+0(SB), X10, X10
+	VPORD        X10, X11, X11
+	VPMOVZXBW    X11, Y13
+	VPERMW       Z13, Z3, Z10
+	VPACKSSDW    Z6, Z5, Z5
+	VPMADDWD     Z10, Z5, Z5
+	VPACKSSDW    Z8, Z7, Z7
+	VPMADDWD     Z10, Z7, Z7
+	VPACKSSDW    Z4, Z9, Z9
+	VPMADDWD     Z10, Z9, Z9
+	VSHUFPS      $0x88, Z7, Z5, Z10
+	VSHUFPS      $0xdd, Z7, Z5, Z11
+	VPADDD       Z11, Z10, Z10
+	VSHUFPS      $0x88, Z4, Z9, Z11
+	VSHUFPS      $0xdd, Z4, Z9, Z12
+	VPADDD       Z12, Z11, Z11
+	VSHUFI32X4   $0x88, Z11, Z10, Z12
+	VSHUFI32X4   $0xdd, Z11, Z10, Z10
+	VPADDD       Z10, Z12, Z12
+	VSHUFI32X4   $0x88, Z4, Z12, Z10
+	VSHUFI32X4   $0xdd, Z4, Z12, Z11
+	VPADDD       Z11, Z10, Z10
+	VSHUFI64X2   $0x55, Z13, Z13, Z11
+	VPXORD       Z14, Z14, Z14
+	VPSHUFD      $0x00, Z11, Z12
+	VMOVDQU32.Z  (R9), K1, Z15
+	VPDPWSSD     Z15, Z12, Z14
+	VPSHUFD      $0x55, Z11, Z12
+	VMOVDQU32.Z  (R9)(R10*1), K1, Z15
+	VPDPWSSD     Z15, Z12, Z14
+	VPSHUFD      $0xaa, Z11, Z12
+	VMOVDQU32.Z  (R9)(R10*2), K1, Z15
+	VPDPWSSD     Z15, Z12, Z14
+	VPSHUFD      $0xff, Z11, Z11
+	VMOVDQU32.Z  (R9)(R11*1), K1, Z12
+	VPDPWSSD     Z12, Z11, Z14
+	VMOVUPS.Z    (DI), K1, Z11
+	MOVWLZX      (AX), R13
+	VMOVD        R13, X12
+	VCVTPH2PS    X12, Y12
+	VBROADCASTSS X12, Z12
+	MOVWLZX      2(AX), R13
+	VMOVD        R13, X13
+	VCVTPH2PS    X13, Y15
+	VBROADCASTSS X15, Z15
+	VMULPS       Z11, Z12, Z12
+	VMULPS       Z11, Z15, Z15
+	VCVTDQ2PS    Z10, Z10
+	VCVTDQ2PS    Z14, Z14
+	VMULPS       Z10, Z12, Z12
+	VMULPS       Z14, Z15, Z15
+	VSUBPS       Z15, Z12, Z12
+	VADDPS       Z12, Z0, Z0
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000100, SI
+	ADDQ         R8, DI
+	LEAQ         (R9)(R10*4), R9
+	DECQ         R12
+	JMP          loop
+
+done:
+	MOVQ          out+64(FP), AX
+	MOVQ          os+72(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x00, Z0, X1
+	VEXTRACTPS    $0x00, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Z0, X0
+	VEXTRACTPS    $0x00, X0, (AX)
+	ADDQ          CX, AX
+	VZEROUPPER
+	RET
+
+// func dotQ4KAVX512r1t6p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C, MMX+
+TEXT ·dotQ4KAVX512r1t6p(SB), NOSPLIT, $0-80
+	MOVQ      x+0(FP), AX
+	MOVQ      ys+16(FP), CX
+	MOVQ      y+8(FP), DX
+	LEAQ      (CX)(CX*2), BX
+	LEAQ      (DX)(CX*4), SI
+	MOVQ      yd+24(FP), DI
+	MOVQ      yds+32(FP), R8
+	MOVQ      bs+40(FP), R9
+	MOVQ      gs+48(FP), R10
+	LEAQ      (R10)(R10*2), R11
+	MOVQ      nb+56(FP), R12
+	MOVL      $0x0000003f, R13
+	KMOVW     R13, K1
+	VPXORD    Z0, Z0, Z0
+	VMOVDQU64 nibbleMask<>+0(SB), Z1
+	VMOVDQU64 q4kShiftHalves<>+0(SB), Z2
+	VMOVDQU64 q4kScaleWordIdx<>+0(SB), Z3
+	VPXORD    Z4, Z4, Z4
+
+loop:
+	TESTQ        R12, R12
+	JZ           done
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
+	VPXORD       Z8, Z8, Z8
+	VPXORD       Z9, Z9, Z9
+	VPXORD       Z10, Z10, Z10
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
+	VMOVDQU64    16(AX), Z11
+	VMOVDQU64    80(AX), Z12
+	VMOVDQU64    q4kPermIdx<>+0(SB), Z13
+	VPERMI2B     Z12, Z11, Z13
+	VPSRLVW      Z2, Z13, Z13
+	VPANDD       Z1, Z13, Z13
+	VPDPBUSD     (DX), Z13, Z5
+	VPDPBUSD     (DX)(CX*1), Z13, Z6
+	VPDPBUSD     (DX)(CX*2), Z13, Z7
+	VPDPBUSD     (DX)(BX*1), Z13, Z8
+	VPDPBUSD     (SI), Z13, Z9
+	VPDPBUSD     (SI)(CX*1), Z13, Z10
+	VMOVDQU64    q4kPermIdx<>+64(SB), Z13
+	VPERMI2B     Z12, Z11, Z13
+	VPSRLVW      Z2, Z13, Z13
+	VPANDD       Z1, Z13, Z13
+	VPDPBUSD     64(DX), Z13, Z5
+	VPDPBUSD     64(DX)(CX*1), Z13, Z6
+	VPDPBUSD     64(DX)(CX*2), Z13, Z7
+	VPDPBUSD     64(DX)(BX*1), Z13, Z8
+	VPDPBUSD     64(SI), Z13, Z9
+	VPDPBUSD     64(SI)(CX*1), Z13, Z10
+	VMOVDQU64    q4kPermIdx<>+128(SB), Z13
+	VPERMI2B     Z12, Z11, Z13
+	VPSRLVW      Z2, Z13, Z13
+	VPANDD       Z1, Z13, Z13
+	VPDPBUSD     128(DX), Z13, Z5
+	VPDPBUSD     128(DX)(CX*1), Z13, Z6
+	VPDPBUSD     128(DX)(CX*2), Z13, Z7
+	VPDPBUSD     128(DX)(BX*1), Z13, Z8
+	VPDPBUSD     128(SI), Z13, Z9
+	VPDPBUSD     128(SI)(CX*1), Z13, Z10
+	VMOVDQU64    q4kPermIdx<>+192(SB), Z13
+	VPERMI2B     Z12, Z11, Z13
+	VPSRLVW      Z2, Z13, Z13
+	VPANDD       Z1, Z13, Z13
+	VPDPBUSD     192(DX), Z13, Z5
+	VPDPBUSD     192(DX)(CX*1), Z13, Z6
+	VPDPBUSD     192(DX)(CX*2), Z13, Z7
+	VPDPBUSD     192(DX)(BX*1), Z13, Z8
+	VPDPBUSD     192(SI), Z13, Z9
+	VPDPBUSD     192(SI)(CX*1), Z13, Z10
+	VMOVDQU32    4(AX), X11
+	VPSHUFB      q4kGatherLow<>+0(SB), X11, X12
+	VPSRLW       $0x04, X12, X13
+	VPANDD       q4kMaskHigh<>+0(SB), X13, X13
+	VPANDD       q4kMaskLow<>+0(SB), X12, X12
+	VPORD        X13, X12, X12
+	VPSHUFB      q4kGatherTop<>+0(SB), X11, X11
+	VPSRLW       $0x02, X11, X11
+	VPANDD       bits45Mask<>+0(SB), X11, X11
+	VPORD        X11, X12, X12
+	VPMOVZXBW    X12, Y14
+	VPERMW       Z14, Z3, Z11
+	VPACKSSDW    Z6, Z5, Z5
+	VPMADDWD     Z11, Z5, Z5
+	VPACKSSDW    Z8, Z7, Z7
+	VPMADDWD     Z11, Z7, Z7
+	VPACKSSDW    Z10, Z9, Z9
+	VPMADDWD     Z11, Z9, Z9
+	VSHUFPS      $0x88, Z7, Z5, Z11
+	VSHUFPS      $0xdd, Z7, Z5, Z12
+	VPADDD       Z12, Z11, Z11
+	VSHUFPS      $0x88, Z4, Z9, Z12
+	VSHUFPS      $0xdd, Z4, Z9, Z13
+	VPADDD       Z13, Z12, Z12
+	VSHUFI32X4   $0x88, Z12, Z11, Z13
+	VSHUFI32X4   $0xdd, Z12, Z11, Z11
+	VPADDD       Z11, Z13, Z13
+	VSHUFI32X4   $0x88, Z4, Z13, Z11
+	VSHUFI32X4   $0xdd, Z4, Z13, Z12
+	VPADDD       Z12, Z11, Z11
+	VSHUFI64X2   $0x55, Z14, Z14, Z12
+	VPXORD       Z15, Z15, Z15
+	VPSHUFD      $0x00, Z12, Z13
+	VMOVDQU32.Z  (R9), K1, Z16
+	VPDPWSSD     Z16, Z13, Z15
+	VPSHUFD      $0x55, Z12, Z13
+	VMOVDQU32.Z  (R9)(R10*1), K1, Z16
+	VPDPWSSD     Z16, Z13, Z15
+	VPSHUFD      $0xaa, Z12, Z13
+	VMOVDQU32.Z  (R9)(R10*2), K1, Z16
+	VPDPWSSD     Z16, Z13, Z15
+	VPSHUFD      $0xff, Z12, Z12
+	VMOVDQU32.Z  (R9)(R11*1), K1, Z13
+	VPDPWSSD     Z13, Z12, Z15
+	VMOVUPS.Z    (DI), K1, Z12
+	MOVWLZX      (AX), R13
+	VMOVD        R13, X13
+	VCVTPH2PS    X13, Y13
+	VBROADCASTSS X13, Z13
+	MOVWLZX      2(AX), R13
+	VMOVD        R13, X14
+	VCVTPH2PS    X14, Y16
+	VBROADCASTSS X16, Z16
+	VMULPS       Z12, Z13, Z13
+	VMULPS       Z12, Z16, Z16
+	VCVTDQ2PS    Z11, Z11
+	VCVTDQ2PS    Z15, Z15
+	VMULPS       Z11, Z13, Z13
+	VMULPS       Z15, Z16, Z16
+	VSUBPS       Z16, Z13, Z13
+	VADDPS       Z13, Z0, Z0
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000100, SI
+	ADDQ         R8, DI
+	LEAQ         (R9)(R10*4), R9
+	DECQ         R12
+	JMP          loop
+
+done:
+	MOVQ          out+64(FP), AX
+	MOVQ          os+72(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x00, Z0, X1
+	VEXTRACTPS    $0x00, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Z0, X0
+	VEXTRACTPS    $0x00, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X0, (AX)
+	ADDQ          CX, AX
+	VZEROUPPER
+	RET
+
+// func dotQ4KAVX512r1t7p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C, MMX+
+TEXT ·dotQ4KAVX512r1t7p(SB), NOSPLIT, $0-80
+	MOVQ      x+0(FP), AX
+	MOVQ      ys+16(FP), CX
+	MOVQ      y+8(FP), DX
+	LEAQ      (CX)(CX*2), BX
+	LEAQ      (DX)(CX*4), SI
+	MOVQ      yd+24(FP), DI
+	MOVQ      yds+32(FP), R8
+	MOVQ      bs+40(FP), R9
+	MOVQ      gs+48(FP), R10
+	LEAQ      (R10)(R10*2), R11
+	MOVQ      nb+56(FP), R12
+	MOVL      $0x0000007f, R13
+	KMOVW     R13, K1
+	VPXORD    Z0, Z0, Z0
+	VMOVDQU64 nibbleMask<>+0(SB), Z1
+	VMOVDQU64 q4kShiftHalves<>+0(SB), Z2
+	VMOVDQU64 q4kScaleWordIdx<>+0(SB), Z3
+	VPXORD    Z4, Z4, Z4
+
+loop:
+	TESTQ        R12, R12
+	JZ           done
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
+	VPXORD       Z8, Z8, Z8
+	VPXORD       Z9, Z9, Z9
+	VPXORD       Z10, Z10, Z10
+	VPXORD       Z11, Z11, Z11
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
+	VMOVDQU64    16(AX), Z12
+	VMOVDQU64    80(AX), Z13
+	VMOVDQU64    q4kPermIdx<>+0(SB), Z14
+	VPERMI2B     Z13, Z12, Z14
+	VPSRLVW      Z2, Z14, Z14
+	VPANDD       Z1, Z14, Z14
+	VPDPBUSD     (DX), Z14, Z5
+	VPDPBUSD     (DX)(CX*1), Z14, Z6
+	VPDPBUSD     (DX)(CX*2), Z14, Z7
+	VPDPBUSD     (DX)(BX*1), Z14, Z8
+	VPDPBUSD     (SI), Z14, Z9
+	VPDPBUSD     (SI)(CX*1), Z14, Z10
+	VPDPBUSD     (SI)(CX*2), Z14, Z11
+	VMOVDQU64    q4kPermIdx<>+64(SB), Z14
+	VPERMI2B     Z13, Z12, Z14
+	VPSRLVW      Z2, Z14, Z14
+	VPANDD       Z1, Z14, Z14
+	VPDPBUSD     64(DX), Z14, Z5
+	VPDPBUSD     64(DX)(CX*1), Z14, Z6
+	VPDPBUSD     64(DX)(CX*2), Z14, Z7
+	VPDPBUSD     64(DX)(BX*1), Z14, Z8
+	VPDPBUSD     64(SI), Z14, Z9
+	VPDPBUSD     64(SI)(CX*1), Z14, Z10
+	VPDPBUSD     64(SI)(CX*2), Z14, Z11
+	VMOVDQU64    q4kPermIdx<>+128(SB), Z14
+	VPERMI2B     Z13, Z12, Z14
+	VPSRLVW      Z2, Z14, Z14
+	VPANDD       Z1, Z14, Z14
+	VPDPBUSD     128(DX), Z14, Z5
+	VPDPBUSD     128(DX)(CX*1), Z14, Z6
+	VPDPBUSD     128(DX)(CX*2), Z14, Z7
+	VPDPBUSD     128(DX)(BX*1), Z14, Z8
+	VPDPBUSD     128(SI), Z14, Z9
+	VPDPBUSD     128(SI)(CX*1), Z14, Z10
+	VPDPBUSD     128(SI)(CX*2), Z14, Z11
+	VMOVDQU64    q4kPermIdx<>+192(SB), Z14
+	VPERMI2B     Z13, Z12, Z14
+	VPSRLVW      Z2, Z14, Z14
+	VPANDD       Z1, Z14, Z14
+	VPDPBUSD     192(DX), Z14, Z5
+	VPDPBUSD     192(DX)(CX*1), Z14, Z6
+	VPDPBUSD     192(DX)(CX*2), Z14, Z7
+	VPDPBUSD     192(DX)(BX*1), Z14, Z8
+	VPDPBUSD     192(SI), Z14, Z9
+	VPDPBUSD     192(SI)(CX*1), Z14, Z10
+	VPDPBUSD     192(SI)(CX*2), Z14, Z11
+	VMOVDQU32    4(AX), X12
+	VPSHUFB      q4kGatherLow<>+0(SB), X12, X13
+	VPSRLW       $0x04, X13, X14
+	VPANDD       q4kMaskHigh<>+0(SB), X14, X14
+	VPANDD       q4kMaskLow<>+0(SB), X13, X13
+	VPORD        X14, X13, X13
+	VPSHUFB      q4kGatherTop<>+0(SB), X12, X12
+	VPSRLW       $0x02, X12, X12
+	VPANDD       bits45Mask<>+0(SB), X12, X12
+	VPORD        X12, X13, X13
+	VPMOVZXBW    X13, Y15
+	VPERMW       Z15, Z3, Z12
+	VPACKSSDW    Z6, Z5, Z5
+	VPMADDWD     Z12, Z5, Z5
+	VPACKSSDW    Z8, Z7, Z7
+	VPMADDWD     Z12, Z7, Z7
+	VPACKSSDW    Z10, Z9, Z9
+	VPMADDWD     Z12, Z9, Z9
+	VPACKSSDW    Z4, Z11, Z11
+	VPMADDWD     Z12, Z11, Z11
+	VSHUFPS      $0x88, Z7, Z5, Z12
+	VSHUFPS      $0xdd, Z7, Z5, Z13
+	VPADDD       Z13, Z12, Z12
+	VSHUFPS      $0x88, Z11, Z9, Z13
+	VSHUFPS      $0xdd, Z11, Z9, Z14
+	VPADDD       Z14, Z13, Z13
+	VSHUFI32X4   $0x88, Z13, Z12, Z14
+	VSHUFI32X4   $0xdd, Z13, Z12, Z12
+	VPADDD       Z12, Z14, Z14
+	VSHUFI32X4   $0x88, Z4, Z14, Z12
+	VSHUFI32X4   $0xdd, Z4, Z14, Z13
+	VPADDD       Z13, Z12, Z12
+	VSHUFI64X2   $0x55, Z15, Z15, Z13
+	VPXORD       Z16, Z16, Z16
+	VPSHUFD      $0x00, Z13, Z14
+	VMOVDQU32.Z  (R9), K1, Z17
+	VPDPWSSD     Z17, Z14, Z16
+	VPSHUFD      $0x55, Z13, Z14
+	VMOVDQU32.Z  (R9)(R10*1), K1, Z17
+	VPDPWSSD     Z17, Z14, Z16
+	VPSHUFD      $0xaa, Z13, Z14
+	VMOVDQU32.Z  (R9)(R10*2), K1, Z17
+	VPDPWSSD     Z17, Z14, Z16
+	VPSHUFD      $0xff, Z13, Z13
+	VMOVDQU32.Z  (R9)(R11*1), K1, Z14
+	VPDPWSSD     Z14, Z13, Z16
+	VMOVUPS.Z    (DI), K1, Z13
+	MOVWLZX      (AX), R13
+	VMOVD        R13, X14
+	VCVTPH2PS    X14, Y14
+	VBROADCASTSS X14, Z14
+	MOVWLZX      2(AX), R13
+	VMOVD        R13, X15
+	VCVTPH2PS    X15, Y17
+	VBROADCASTSS X17, Z17
+	VMULPS       Z13, Z14, Z14
+	VMULPS       Z13, Z17, Z17
+	VCVTDQ2PS    Z12, Z12
+	VCVTDQ2PS    Z16, Z16
+	VMULPS       Z12, Z14, Z14
+	VMULPS       Z16, Z17, Z17
+	VSUBPS       Z17, Z14, Z14
+	VADDPS       Z14, Z0, Z0
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000100, SI
+	ADDQ         R8, DI
+	LEAQ         (R9)(R10*4), R9
+	DECQ         R12
+	JMP          loop
+
+done:
+	MOVQ          out+64(FP), AX
+	MOVQ          os+72(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x00, Z0, X1
+	VEXTRACTPS    $0x00, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Z0, X0
+	VEXTRACTPS    $0x00, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X0, (AX)
+	ADDQ          CX, AX
+	VZEROUPPER
+	RET
+
+// func dotQ4KAVX512r1t8p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C, MMX+
+TEXT ·dotQ4KAVX512r1t8p(SB), NOSPLIT, $0-80
+	MOVQ      x+0(FP), AX
+	MOVQ      ys+16(FP), CX
+	MOVQ      y+8(FP), DX
+	LEAQ      (CX)(CX*2), BX
+	LEAQ      (DX)(CX*4), SI
+	MOVQ      yd+24(FP), DI
+	MOVQ      yds+32(FP), R8
+	MOVQ      bs+40(FP), R9
+	MOVQ      gs+48(FP), R10
+	LEAQ      (R10)(R10*2), R11
+	MOVQ      nb+56(FP), R12
+	MOVL      $0x000000ff, R13
+	KMOVW     R13, K1
+	VPXORD    Z0, Z0, Z0
+	VMOVDQU64 nibbleMask<>+0(SB), Z1
+	VMOVDQU64 q4kShiftHalves<>+0(SB), Z2
+	VMOVDQU64 q4kScaleWordIdx<>+0(SB), Z3
+
+loop:
+	TESTQ        R12, R12
+	JZ           done
+	VPXORD       Z4, Z4, Z4
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
+	VPXORD       Z8, Z8, Z8
+	VPXORD       Z9, Z9, Z9
+	VPXORD       Z10, Z10, Z10
+	VPXORD       Z11, Z11, Z11
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
+	VMOVDQU64    16(AX), Z12
+	VMOVDQU64    80(AX), Z13
+	VMOVDQU64    q4kPermIdx<>+0(SB), Z14
+	VPERMI2B     Z13, Z12, Z14
+	VPSRLVW      Z2, Z14, Z14
+	VPANDD       Z1, Z14, Z14
+	VPDPBUSD     (DX), Z14, Z4
+	VPDPBUSD     (DX)(CX*1), Z14, Z5
+	VPDPBUSD     (DX)(CX*2), Z14, Z6
+	VPDPBUSD     (DX)(BX*1), Z14, Z7
+	VPDPBUSD     (SI), Z14, Z8
+	VPDPBUSD     (SI)(CX*1), Z14, Z9
+	VPDPBUSD     (SI)(CX*2), Z14, Z10
+	VPDPBUSD     (SI)(BX*1), Z14, Z11
+	VMOVDQU64    q4kPermIdx<>+64(SB), Z14
+	VPERMI2B     Z13, Z12, Z14
+	VPSRLVW      Z2, Z14, Z14
+	VPANDD       Z1, Z14, Z14
+	VPDPBUSD     64(DX), Z14, Z4
+	VPDPBUSD     64(DX)(CX*1), Z14, Z5
+	VPDPBUSD     64(DX)(CX*2), Z14, Z6
+	VPDPBUSD     64(DX)(BX*1), Z14, Z7
+	VPDPBUSD     64(SI), Z14, Z8
+	VPDPBUSD     64(SI)(CX*1), Z14, Z9
+	VPDPBUSD     64(SI)(CX*2), Z14, Z10
+	VPDPBUSD     64(SI)(BX*1), Z14, Z11
+	VMOVDQU64    q4kPermIdx<>+128(SB), Z14
+	VPERMI2B     Z13, Z12, Z14
+	VPSRLVW      Z2, Z14, Z14
+	VPANDD       Z1, Z14, Z14
+	VPDPBUSD     128(DX), Z14, Z4
+	VPDPBUSD     128(DX)(CX*1), Z14, Z5
+	VPDPBUSD     128(DX)(CX*2), Z14, Z6
+	VPDPBUSD     128(DX)(BX*1), Z14, Z7
+	VPDPBUSD     128(SI), Z14, Z8
+	VPDPBUSD     128(SI)(CX*1), Z14, Z9
+	VPDPBUSD     128(SI)(CX*2), Z14, Z10
+	VPDPBUSD     128(SI)(BX*1), Z14, Z11
+	VMOVDQU64    q4kPermIdx<>+192(SB), Z14
+	VPERMI2B     Z13, Z12, Z14
+	VPSRLVW      Z2, Z14, Z14
+	VPANDD       Z1, Z14, Z14
+	VPDPBUSD     192(DX), Z14, Z4
+	VPDPBUSD     192(DX)(CX*1), Z14, Z5
+	VPDPBUSD     192(DX)(CX*2), Z14, Z6
+	VPDPBUSD     192(DX)(BX*1), Z14, Z7
+	VPDPBUSD     192(SI), Z14, Z8
+	VPDPBUSD     192(SI)(CX*1), Z14, Z9
+	VPDPBUSD     192(SI)(CX*2), Z14, Z10
+	VPDPBUSD     192(SI)(BX*1), Z14, Z11
+	VMOVDQU32    4(AX), X12
+	VPSHUFB      q4kGatherLow<>+0(SB), X12, X13
+	VPSRLW       $0x04, X13, X14
+	VPANDD       q4kMaskHigh<>+0(SB), X14, X14
+	VPANDD       q4kMaskLow<>+0(SB), X13, X13
+	VPORD        X14, X13, X13
+	VPSHUFB      q4kGatherTop<>+0(SB), X12, X12
+	VPSRLW       $0x02, X12, X12
+	VPANDD       bits45Mask<>+0(SB), X12, X12
+	VPORD        X12, X13, X13
+	VPMOVZXBW    X13, Y15
+	VPERMW       Z15, Z3, Z12
+	VPACKSSDW    Z5, Z4, Z4
+	VPMADDWD     Z12, Z4, Z4
+	VPACKSSDW    Z7, Z6, Z6
+	VPMADDWD     Z12, Z6, Z6
+	VPACKSSDW    Z9, Z8, Z8
+	VPMADDWD     Z12, Z8, Z8
+	VPACKSSDW    Z11, Z10, Z10
+	VPMADDWD     Z12, Z10, Z10
+	VSHUFPS      $0x88, Z6, Z4, Z12
+	VSHUFPS      $0xdd, Z6, Z4, Z13
+	VPADDD       Z13, Z12, Z12
+	VSHUFPS      $0x88, Z10, Z8, Z13
+	VSHUFPS      $0xdd, Z10, Z8, Z14
+	VPADDD       Z14, Z13, Z13
+	VSHUFI32X4   $0x88, Z13, Z12, Z14
+	VSHUFI32X4   $0xdd, Z13, Z12, Z12
+	VPADDD       Z12, Z14, Z14
+	VPXORD       Z16, Z16, Z16
+	VSHUFI32X4   $0x88, Z16, Z14, Z12
+	VSHUFI32X4   $0xdd, Z16, Z14, Z13
+	VPADDD       Z13, Z12, Z12
+	VSHUFI64X2   $0x55, Z15, Z15, Z13
+	VPXORD       Z17, Z17, Z17
+	VPSHUFD      $0x00, Z13, Z14
+	VMOVDQU32.Z  (R9), K1, Z18
+	VPDPWSSD     Z18, Z14, Z17
+	VPSHUFD      $0x55, Z13, Z14
+	VMOVDQU32.Z  (R9)(R10*1), K1, Z18
+	VPDPWSSD     Z18, Z14, Z17
+	VPSHUFD      $0xaa, Z13, Z14
+	VMOVDQU32.Z  (R9)(R10*2), K1, Z18
+	VPDPWSSD     Z18, Z14, Z17
+	VPSHUFD      $0xff, Z13, Z13
+	VMOVDQU32.Z  (R9)(R11*1), K1, Z14
+	VPDPWSSD     Z14, Z13, Z17
+	VMOVUPS.Z    (DI), K1, Z13
+	MOVWLZX      (AX), R13
+	VMOVD        R13, X14
+	VCVTPH2PS    X14, Y14
+	VBROADCASTSS X14, Z14
+	MOVWLZX      2(AX), R13
+	VMOVD        R13, X15
+	VCVTPH2PS    X15, Y18
+	VBROADCASTSS X18, Z18
+	VMULPS       Z13, Z14, Z14
+	VMULPS       Z13, Z18, Z18
+	VCVTDQ2PS    Z12, Z12
+	VCVTDQ2PS    Z17, Z17
+	VMULPS       Z12, Z14, Z14
+	VMULPS       Z17, Z18, Z18
+	VSUBPS       Z18, Z14, Z14
+	VADDPS       Z14, Z0, Z0
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000100, SI
+	ADDQ         R8, DI
+	LEAQ         (R9)(R10*4), R9
+	DECQ         R12
+	JMP          loop
+
+done:
+	MOVQ          out+64(FP), AX
+	MOVQ          os+72(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x00, Z0, X1
+	VEXTRACTPS    $0x00, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Z0, X0
+	VEXTRACTPS    $0x00, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X0, (AX)
+	ADDQ          CX, AX
+	VZEROUPPER
+	RET
+
+// func dotQ4KAVX512r1t9p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C, MMX+
+TEXT ·dotQ4KAVX512r1t9p(SB), NOSPLIT, $0-80
+	MOVQ      x+0(FP), AX
+	MOVQ      ys+16(FP), CX
+	MOVQ      y+8(FP), DX
+	LEAQ      (CX)(CX*2), BX
+	LEAQ      (DX)(CX*4), SI
+	LEAQ      (SI)(CX*4), DI
+	MOVQ      yd+24(FP), R8
+	MOVQ      yds+32(FP), R9
+	MOVQ      bs+40(FP), R10
+	MOVQ      gs+48(FP), R11
+	LEAQ      (R11)(R11*2), R12
+	MOVQ      nb+56(FP), R13
+	MOVL      $0x000001ff, R14
+	KMOVW     R14, K1
+	VPXORD    Z0, Z0, Z0
+	VMOVDQU64 nibbleMask<>+0(SB), Z1
+	VMOVDQU64 q4kShiftHalves<>+0(SB), Z2
+	VMOVDQU64 q4kScaleWordIdx<>+0(SB), Z3
+	VPXORD    Z4, Z4, Z4
+
+loop:
+	TESTQ        R13, R13
+	JZ           done
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
+	VPXORD       Z8, Z8, Z8
+	VPXORD       Z9, Z9, Z9
+	VPXORD       Z10, Z10, Z10
+	VPXORD       Z11, Z11, Z11
+	VPXORD       Z12, Z12, Z12
+	VPXORD       Z13, Z13, Z13
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
+	VMOVDQU64    16(AX), Z14
+	VMOVDQU64    80(AX), Z15
+	VMOVDQU64    q4kPermIdx<>+0(SB), Z16
+	VPERMI2B     Z15, Z14, Z16
+	VPSRLVW      Z2, Z16, Z16
+	VPANDD       Z1, Z16, Z16
+	VPDPBUSD     (DX), Z16, Z5
+	VPDPBUSD     (DX)(CX*1), Z16, Z6
+	VPDPBUSD     (DX)(CX*2), Z16, Z7
+	VPDPBUSD     (DX)(BX*1), Z16, Z8
+	VPDPBUSD     (SI), Z16, Z9
+	VPDPBUSD     (SI)(CX*1), Z16, Z10
+	VPDPBUSD     (SI)(CX*2), Z16, Z11
+	VPDPBUSD     (SI)(BX*1), Z16, Z12
+	VPDPBUSD     (DI), Z16, Z13
+	VMOVDQU64    q4kPermIdx<>+64(SB), Z16
+	VPERMI2B     Z15, Z14, Z16
+	VPSRLVW      Z2, Z16, Z16
+	VPANDD       Z1, Z16, Z16
+	VPDPBUSD     64(DX), Z16, Z5
+	VPDPBUSD     64(DX)(CX*1), Z16, Z6
+	VPDPBUSD     64(DX)(CX*2), Z16, Z7
+	VPDPBUSD     64(DX)(BX*1), Z16, Z8
+	VPDPBUSD     64(SI), Z16, Z9
+	VPDPBUSD     64(SI)(CX*1), Z16, Z10
+	VPDPBUSD     64(SI)(CX*2), Z16, Z11
+	VPDPBUSD     64(SI)(BX*1), Z16, Z12
+	VPDPBUSD     64(DI), Z16, Z13
+	VMOVDQU64    q4kPermIdx<>+128(SB), Z16
+	VPERMI2B     Z15, Z14, Z16
+	VPSRLVW      Z2, Z16, Z16
+	VPANDD       Z1, Z16, Z16
+	VPDPBUSD     128(DX), Z16, Z5
+	VPDPBUSD     128(DX)(CX*1), Z16, Z6
+	VPDPBUSD     128(DX)(CX*2), Z16, Z7
+	VPDPBUSD     128(DX)(BX*1), Z16, Z8
+	VPDPBUSD     128(SI), Z16, Z9
+	VPDPBUSD     128(SI)(CX*1), Z16, Z10
+	VPDPBUSD     128(SI)(CX*2), Z16, Z11
+	VPDPBUSD     128(SI)(BX*1), Z16, Z12
+	VPDPBUSD     128(DI), Z16, Z13
+	VMOVDQU64    q4kPermIdx<>+192(SB), Z16
+	VPERMI2B     Z15, Z14, Z16
+	VPSRLVW      Z2, Z16, Z16
+	VPANDD       Z1, Z16, Z16
+	VPDPBUSD     192(DX), Z16, Z5
+	VPDPBUSD     192(DX)(CX*1), Z16, Z6
+	VPDPBUSD     192(DX)(CX*2), Z16, Z7
+	VPDPBUSD     192(DX)(BX*1), Z16, Z8
+	VPDPBUSD     192(SI), Z16, Z9
+	VPDPBUSD     192(SI)(CX*1), Z16, Z10
+	VPDPBUSD     192(SI)(CX*2), Z16, Z11
+	VPDPBUSD     192(SI)(BX*1), Z16, Z12
+	VPDPBUSD     192(DI), Z16, Z13
+	VMOVDQU32    4(AX), X14
+	VPSHUFB      q4kGatherLow<>+0(SB), X14, X15
+	VPSRLW       $0x04, X15, X16
+	VPANDD       q4kMaskHigh<>+0(SB), X16, X16
+	VPANDD       q4kMaskLow<>+0(SB), X15, X15
+	VPORD        X16, X15, X15
+	VPSHUFB      q4kGatherTop<>+0(SB), X14, X14
+	VPSRLW       $0x02, X14, X14
+	VPANDD       bits45Mask<>+0(SB), X14, X14
+	VPORD        X14, X15, X15
+	VPMOVZXBW    X15, Y17
+	VPERMW       Z17, Z3, Z14
+	VPACKSSDW    Z6, Z5, Z5
+	VPMADDWD     Z14, Z5, Z5
+	VPACKSSDW    Z8, Z7, Z7
+	VPMADDWD     Z14, Z7, Z7
+	VPACKSSDW    Z10, Z9, Z9
+	VPMADDWD     Z14, Z9, Z9
+	VPACKSSDW    Z12, Z11, Z11
+	VPMADDWD     Z14, Z11, Z11
+	VPACKSSDW    Z4, Z13, Z13
+	VPMADDWD     Z14, Z13, Z13
+	VSHUFPS      $0x88, Z7, Z5, Z14
+	VSHUFPS      $0xdd, Z7, Z5, Z15
+	VPADDD       Z15, Z14, Z14
+	VSHUFPS      $0x88, Z11, Z9, Z15
+	VSHUFPS      $0xdd, Z11, Z9, Z16
+	VPADDD       Z16, Z15, Z15
+	VSHUFPS      $0x88, Z4, Z13, Z16
+	VSHUFPS      $0xdd, Z4, Z13, Z19
+	VPADDD       Z19, Z16, Z16
+	VSHUFI32X4   $0x88, Z15, Z14, Z19
+	VSHUFI32X4   $0xdd, Z15, Z14, Z14
+	VPADDD       Z14, Z19, Z19
+	VSHUFI32X4   $0x88, Z4, Z16, Z14
+	VSHUFI32X4   $0xdd, Z4, Z16, Z15
+	VPADDD       Z15, Z14, Z14
+	VSHUFI32X4   $0x88, Z14, Z19, Z15
+	VSHUFI32X4   $0xdd, Z14, Z19, Z14
+	VPADDD       Z14, Z15, Z15
+	VSHUFI64X2   $0x55, Z17, Z17, Z14
+	VPXORD       Z18, Z18, Z18
+	VPSHUFD      $0x00, Z14, Z16
+	VMOVDQU32.Z  (R10), K1, Z19
+	VPDPWSSD     Z19, Z16, Z18
+	VPSHUFD      $0x55, Z14, Z16
+	VMOVDQU32.Z  (R10)(R11*1), K1, Z19
+	VPDPWSSD     Z19, Z16, Z18
+	VPSHUFD      $0xaa, Z14, Z16
+	VMOVDQU32.Z  (R10)(R11*2), K1, Z19
+	VPDPWSSD     Z19, Z16, Z18
+	VPSHUFD      $0xff, Z14, Z14
+	VMOVDQU32.Z  (R10)(R12*1), K1, Z16
+	VPDPWSSD     Z16, Z14, Z18
+	VMOVUPS.Z    (R8), K1, Z14
+	MOVWLZX      (AX), R14
+	VMOVD        R14, X16
+	VCVTPH2PS    X16, Y16
+	VBROADCASTSS X16, Z16
+	MOVWLZX      2(AX), R14
+	VMOVD        R14, X17
+	VCVTPH2PS    X17, Y19
+	VBROADCASTSS X19, Z19
+	VMULPS       Z14, Z16, Z16
+	VMULPS       Z14, Z19, Z19
+	VCVTDQ2PS    Z15, Z15
+	VCVTDQ2PS    Z18, Z18
+	VMULPS       Z15, Z16, Z16
+	VMULPS       Z18, Z19, Z19
+	VSUBPS       Z19, Z16, Z16
+	VADDPS       Z16, Z0, Z0
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000100, SI
+	ADDQ         $0x00000100, DI
+	ADDQ         R9, R8
+	LEAQ         (R10)(R11*4), R10
+	DECQ         R13
+	JMP          loop
+
+done:
+	MOVQ          out+64(FP), AX
+	MOVQ          os+72(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x00, Z0, X1
+	VEXTRACTPS    $0x00, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Z0, X1
+	VEXTRACTPS    $0x00, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x02, Z0, X0
+	VEXTRACTPS    $0x00, X0, (AX)
+	ADDQ          CX, AX
+	VZEROUPPER
+	RET
+
+// func dotQ4KAVX512r1t10p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C, MMX+
+TEXT ·dotQ4KAVX512r1t10p(SB), NOSPLIT, $0-80
+	MOVQ      x+0(FP), AX
+	MOVQ      ys+16(FP), CX
+	MOVQ      y+8(FP), DX
+	LEAQ      (CX)(CX*2), BX
+	LEAQ      (DX)(CX*4), SI
+	LEAQ      (SI)(CX*4), DI
+	MOVQ      yd+24(FP), R8
+	MOVQ      yds+32(FP), R9
+	MOVQ      bs+40(FP), R10
+	MOVQ      gs+48(FP), R11
+	LEAQ      (R11)(R11*2), R12
+	MOVQ      nb+56(FP), R13
+	MOVL      $0x000003ff, R14
+	KMOVW     R14, K1
+	VPXORD    Z0, Z0, Z0
+	VMOVDQU64 nibbleMask<>+0(SB), Z1
+	VMOVDQU64 q4kShiftHalves<>+0(SB), Z2
+	VMOVDQU64 q4kScaleWordIdx<>+0(SB), Z3
+	VPXORD    Z4, Z4, Z4
+
+loop:
+	TESTQ        R13, R13
+	JZ           done
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
+	VPXORD       Z8, Z8, Z8
+	VPXORD       Z9, Z9, Z9
+	VPXORD       Z10, Z10, Z10
+	VPXORD       Z11, Z11, Z11
+	VPXORD       Z12, Z12, Z12
+	VPXORD       Z13, Z13, Z13
+	VPXORD       Z14, Z14, Z14
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
+	VMOVDQU64    16(AX), Z15
+	VMOVDQU64    80(AX), Z16
+	VMOVDQU64    q4kPermIdx<>+0(SB), Z17
+	VPERMI2B     Z16, Z15, Z17
+	VPSRLVW      Z2, Z17, Z17
+	VPANDD       Z1, Z17, Z17
+	VPDPBUSD     (DX), Z17, Z5
+	VPDPBUSD     (DX)(CX*1), Z17, Z6
+	VPDPBUSD     (DX)(CX*2), Z17, Z7
+	VPDPBUSD     (DX)(BX*1), Z17, Z8
+	VPDPBUSD     (SI), Z17, Z9
+	VPDPBUSD     (SI)(CX*1), Z17, Z10
+	VPDPBUSD     (SI)(CX*2), Z17, Z11
+	VPDPBUSD     (SI)(BX*1), Z17, Z12
+	VPDPBUSD     (DI), Z17, Z13
+	VPDPBUSD     (DI)(CX*1), Z17, Z14
+	VMOVDQU64    q4kPermIdx<>+64(SB), Z17
+	VPERMI2B     Z16, Z15, Z17
+	VPSRLVW      Z2, Z17, Z17
+	VPANDD       Z1, Z17, Z17
+	VPDPBUSD     64(DX), Z17, Z5
+	VPDPBUSD     64(DX)(CX*1), Z17, Z6
+	VPDPBUSD     64(DX)(CX*2), Z17, Z7
+	VPDPBUSD     64(DX)(BX*1), Z17, Z8
+	VPDPBUSD     64(SI), Z17, Z9
+	VPDPBUSD     64(SI)(CX*1), Z17, Z10
+	VPDPBUSD     64(SI)(CX*2), Z17, Z11
+	VPDPBUSD     64(SI)(BX*1), Z17, Z12
+	VPDPBUSD     64(DI), Z17, Z13
+	VPDPBUSD     64(DI)(CX*1), Z17, Z14
+	VMOVDQU64    q4kPermIdx<>+128(SB), Z17
+	VPERMI2B     Z16, Z15, Z17
+	VPSRLVW      Z2, Z17, Z17
+	VPANDD       Z1, Z17, Z17
+	VPDPBUSD     128(DX), Z17, Z5
+	VPDPBUSD     128(DX)(CX*1), Z17, Z6
+	VPDPBUSD     128(DX)(CX*2), Z17, Z7
+	VPDPBUSD     128(DX)(BX*1), Z17, Z8
+	VPDPBUSD     128(SI), Z17, Z9
+	VPDPBUSD     128(SI)(CX*1), Z17, Z10
+	VPDPBUSD     128(SI)(CX*2), Z17, Z11
+	VPDPBUSD     128(SI)(BX*1), Z17, Z12
+	VPDPBUSD     128(DI), Z17, Z13
+	VPDPBUSD     128(DI)(CX*1), Z17, Z14
+	VMOVDQU64    q4kPermIdx<>+192(SB), Z17
+	VPERMI2B     Z16, Z15, Z17
+	VPSRLVW      Z2, Z17, Z17
+	VPANDD       Z1, Z17, Z17
+	VPDPBUSD     192(DX), Z17, Z5
+	VPDPBUSD     192(DX)(CX*1), Z17, Z6
+	VPDPBUSD     192(DX)(CX*2), Z17, Z7
+	VPDPBUSD     192(DX)(BX*1), Z17, Z8
+	VPDPBUSD     192(SI), Z17, Z9
+	VPDPBUSD     192(SI)(CX*1), Z17, Z10
+	VPDPBUSD     192(SI)(CX*2), Z17, Z11
+	VPDPBUSD     192(SI)(BX*1), Z17, Z12
+	VPDPBUSD     192(DI), Z17, Z13
+	VPDPBUSD     192(DI)(CX*1), Z17, Z14
+	VMOVDQU32    4(AX), X15
+	VPSHUFB      q4kGatherLow<>+0(SB), X15, X16
+	VPSRLW       $0x04, X16, X17
+	VPANDD       q4kMaskHigh<>+0(SB), X17, X17
+	VPANDD       q4kMaskLow<>+0(SB), X16, X16
+	VPORD        X17, X16, X16
+	VPSHUFB      q4kGatherTop<>+0(SB), X15, X15
+	VPSRLW       $0x02, X15, X15
+	VPANDD       bits45Mask<>+0(SB), X15, X15
+	VPORD        X15, X16, X16
+	VPMOVZXBW    X16, Y18
+	VPERMW       Z18, Z3, Z15
+	VPACKSSDW    Z6, Z5, Z5
+	VPMADDWD     Z15, Z5, Z5
+	VPACKSSDW    Z8, Z7, Z7
+	VPMADDWD     Z15, Z7, Z7
+	VPACKSSDW    Z10, Z9, Z9
+	VPMADDWD     Z15, Z9, Z9
+	VPACKSSDW    Z12, Z11, Z11
+	VPMADDWD     Z15, Z11, Z11
+	VPACKSSDW    Z14, Z13, Z13
+	VPMADDWD     Z15, Z13, Z13
+	VSHUFPS      $0x88, Z7, Z5, Z15
+	VSHUFPS      $0xdd, Z7, Z5, Z16
+	VPADDD       Z16, Z15, Z15
+	VSHUFPS      $0x88, Z11, Z9, Z16
+	VSHUFPS      $0xdd, Z11, Z9, Z17
+	VPADDD       Z17, Z16, Z16
+	VSHUFPS      $0x88, Z4, Z13, Z17
+	VSHUFPS      $0xdd, Z4, Z13, Z20
+	VPADDD       Z20, Z17, Z17
+	VSHUFI32X4   $0x88, Z16, Z15, Z20
+	VSHUFI32X4   $0xdd, Z16, Z15, Z15
+	VPADDD       Z15, Z20, Z20
+	VSHUFI32X4   $0x88, Z4, Z17, Z15
+	VSHUFI32X4   $0xdd, Z4, Z17, Z16
+	VPADDD       Z16, Z15, Z15
+	VSHUFI32X4   $0x88, Z15, Z20, Z16
+	VSHUFI32X4   $0xdd, Z15, Z20, Z15
+	VPADDD       Z15, Z16, Z16
+	VSHUFI64X2   $0x55, Z18, Z18, Z15
+	VPXORD       Z19, Z19, Z19
+	VPSHUFD      $0x00, Z15, Z17
+	VMOVDQU32.Z  (R10), K1, Z20
+	VPDPWSSD     Z20, Z17, Z19
+	VPSHUFD      $0x55, Z15, Z17
+	VMOVDQU32.Z  (R10)(R11*1), K1, Z20
+	VPDPWSSD     Z20, Z17, Z19
+	VPSHUFD      $0xaa, Z15, Z17
+	VMOVDQU32.Z  (R10)(R11*2), K1, Z20
+	VPDPWSSD     Z20, Z17, Z19
+	VPSHUFD      $0xff, Z15, Z15
+	VMOVDQU32.Z  (R10)(R12*1), K1, Z17
+	VPDPWSSD     Z17, Z15, Z19
+	VMOVUPS.Z    (R8), K1, Z15
+	MOVWLZX      (AX), R14
+	VMOVD        R14, X17
+	VCVTPH2PS    X17, Y17
+	VBROADCASTSS X17, Z17
+	MOVWLZX      2(AX), R14
+	VMOVD        R14, X18
+	VCVTPH2PS    X18, Y20
+	VBROADCASTSS X20, Z20
+	VMULPS       Z15, Z17, Z17
+	VMULPS       Z15, Z20, Z20
+	VCVTDQ2PS    Z16, Z16
+	VCVTDQ2PS    Z19, Z19
+	VMULPS       Z16, Z17, Z17
+	VMULPS       Z19, Z20, Z20
+	VSUBPS       Z20, Z17, Z17
+	VADDPS       Z17, Z0, Z0
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000100, SI
+	ADDQ         $0x00000100, DI
+	ADDQ         R9, R8
+	LEAQ         (R10)(R11*4), R10
+	DECQ         R13
+	JMP          loop
+
+done:
+	MOVQ          out+64(FP), AX
+	MOVQ          os+72(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x00, Z0, X1
+	VEXTRACTPS    $0x00, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Z0, X1
+	VEXTRACTPS    $0x00, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x02, Z0, X0
+	VEXTRACTPS    $0x00, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X0, (AX)
+	ADDQ          CX, AX
+	VZEROUPPER
+	RET
+
+// func dotQ4KAVX512r1t11p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C, MMX+
+TEXT ·dotQ4KAVX512r1t11p(SB), NOSPLIT, $0-80
+	MOVQ      x+0(FP), AX
+	MOVQ      ys+16(FP), CX
+	MOVQ      y+8(FP), DX
+	LEAQ      (CX)(CX*2), BX
+	LEAQ      (DX)(CX*4), SI
+	LEAQ      (SI)(CX*4), DI
+	MOVQ      yd+24(FP), R8
+	MOVQ      yds+32(FP), R9
+	MOVQ      bs+40(FP), R10
+	MOVQ      gs+48(FP), R11
+	LEAQ      (R11)(R11*2), R12
+	MOVQ      nb+56(FP), R13
+	MOVL      $0x000007ff, R14
+	KMOVW     R14, K1
+	VPXORD    Z0, Z0, Z0
+	VMOVDQU64 nibbleMask<>+0(SB), Z1
+	VMOVDQU64 q4kShiftHalves<>+0(SB), Z2
+	VMOVDQU64 q4kScaleWordIdx<>+0(SB), Z3
+	VPXORD    Z4, Z4, Z4
+
+loop:
+	TESTQ        R13, R13
+	JZ           done
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
+	VPXORD       Z8, Z8, Z8
+	VPXORD       Z9, Z9, Z9
+	VPXORD       Z10, Z10, Z10
+	VPXORD       Z11, Z11, Z11
+	VPXORD       Z12, Z12, Z12
+	VPXORD       Z13, Z13, Z13
+	VPXORD       Z14, Z14, Z14
+	VPXORD       Z15, Z15, Z15
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
+	VMOVDQU64    16(AX), Z16
+	VMOVDQU64    80(AX), Z17
+	VMOVDQU64    q4kPermIdx<>+0(SB), Z18
+	VPERMI2B     Z17, Z16, Z18
+	VPSRLVW      Z2, Z18, Z18
+	VPANDD       Z1, Z18, Z18
+	VPDPBUSD     (DX), Z18, Z5
+	VPDPBUSD     (DX)(CX*1), Z18, Z6
+	VPDPBUSD     (DX)(CX*2), Z18, Z7
+	VPDPBUSD     (DX)(BX*1), Z18, Z8
+	VPDPBUSD     (SI), Z18, Z9
+	VPDPBUSD     (SI)(CX*1), Z18, Z10
+	VPDPBUSD     (SI)(CX*2), Z18, Z11
+	VPDPBUSD     (SI)(BX*1), Z18, Z12
+	VPDPBUSD     (DI), Z18, Z13
+	VPDPBUSD     (DI)(CX*1), Z18, Z14
+	VPDPBUSD     (DI)(CX*2), Z18, Z15
+	VMOVDQU64    q4kPermIdx<>+64(SB), Z18
+	VPERMI2B     Z17, Z16, Z18
+	VPSRLVW      Z2, Z18, Z18
+	VPANDD       Z1, Z18, Z18
+	VPDPBUSD     64(DX), Z18, Z5
+	VPDPBUSD     64(DX)(CX*1), Z18, Z6
+	VPDPBUSD     64(DX)(CX*2), Z18, Z7
+	VPDPBUSD     64(DX)(BX*1), Z18, Z8
+	VPDPBUSD     64(SI), Z18, Z9
+	VPDPBUSD     64(SI)(CX*1), Z18, Z10
+	VPDPBUSD     64(SI)(CX*2), Z18, Z11
+	VPDPBUSD     64(SI)(BX*1), Z18, Z12
+	VPDPBUSD     64(DI), Z18, Z13
+	VPDPBUSD     64(DI)(CX*1), Z18, Z14
+	VPDPBUSD     64(DI)(CX*2), Z18, Z15
+	VMOVDQU64    q4kPermIdx<>+128(SB), Z18
+	VPERMI2B     Z17, Z16, Z18
+	VPSRLVW      Z2, Z18, Z18
+	VPANDD       Z1, Z18, Z18
+	VPDPBUSD     128(DX), Z18, Z5
+	VPDPBUSD     128(DX)(CX*1), Z18, Z6
+	VPDPBUSD     128(DX)(CX*2), Z18, Z7
+	VPDPBUSD     128(DX)(BX*1), Z18, Z8
+	VPDPBUSD     128(SI), Z18, Z9
+	VPDPBUSD     128(SI)(CX*1), Z18, Z10
+	VPDPBUSD     128(SI)(CX*2), Z18, Z11
+	VPDPBUSD     128(SI)(BX*1), Z18, Z12
+	VPDPBUSD     128(DI), Z18, Z13
+	VPDPBUSD     128(DI)(CX*1), Z18, Z14
+	VPDPBUSD     128(DI)(CX*2), Z18, Z15
+	VMOVDQU64    q4kPermIdx<>+192(SB), Z18
+	VPERMI2B     Z17, Z16, Z18
+	VPSRLVW      Z2, Z18, Z18
+	VPANDD       Z1, Z18, Z18
+	VPDPBUSD     192(DX), Z18, Z5
+	VPDPBUSD     192(DX)(CX*1), Z18, Z6
+	VPDPBUSD     192(DX)(CX*2), Z18, Z7
+	VPDPBUSD     192(DX)(BX*1), Z18, Z8
+	VPDPBUSD     192(SI), Z18, Z9
+	VPDPBUSD     192(SI)(CX*1), Z18, Z10
+	VPDPBUSD     192(SI)(CX*2), Z18, Z11
+	VPDPBUSD     192(SI)(BX*1), Z18, Z12
+	VPDPBUSD     192(DI), Z18, Z13
+	VPDPBUSD     192(DI)(CX*1), Z18, Z14
+	VPDPBUSD     192(DI)(CX*2), Z18, Z15
+	VMOVDQU32    4(AX), X16
+	VPSHUFB      q4kGatherLow<>+0(SB), X16, X17
+	VPSRLW       $0x04, X17, X18
+	VPANDD       q4kMaskHigh<>+0(SB), X18, X18
+	VPANDD       q4kMaskLow<>+0(SB), X17, X17
+	VPORD        X18, X17, X17
+	VPSHUFB      q4kGatherTop<>+0(SB), X16, X16
+	VPSRLW       $0x02, X16, X16
+	VPANDD       bits45Mask<>+0(SB), X16, X16
+	VPORD        X16, X17, X17
+	VPMOVZXBW    X17, Y19
+	VPERMW       Z19, Z3, Z16
+	VPACKSSDW    Z6, Z5, Z5
+	VPMADDWD     Z16, Z5, Z5
+	VPACKSSDW    Z8, Z7, Z7
+	VPMADDWD     Z16, Z7, Z7
+	VPACKSSDW    Z10, Z9, Z9
+	VPMADDWD     Z16, Z9, Z9
+	VPACKSSDW    Z12, Z11, Z11
+	VPMADDWD     Z16, Z11, Z11
+	VPACKSSDW    Z14, Z13, Z13
+	VPMADDWD     Z16, Z13, Z13
+	VPACKSSDW    Z4, Z15, Z15
+	VPMADDWD     Z16, Z15, Z15
+	VSHUFPS      $0x88, Z7, Z5, Z16
+	VSHUFPS      $0xdd, Z7, Z5, Z17
+	VPADDD       Z17, Z16, Z16
+	VSHUFPS      $0x88, Z11, Z9, Z17
+	VSHUFPS      $0xdd, Z11, Z9, Z18
+	VPADDD       Z18, Z17, Z17
+	VSHUFPS      $0x88, Z15, Z13, Z18
+	VSHUFPS      $0xdd, Z15, Z13, Z21
+	VPADDD       Z21, Z18, Z18
+	VSHUFI32X4   $0x88, Z17, Z16, Z21
+	VSHUFI32X4   $0xdd, Z17, Z16, Z16
+	VPADDD       Z16, Z21, Z21
+	VSHUFI32X4   $0x88, Z4, Z18, Z16
+	VSHUFI32X4   $0xdd, Z4, Z18, Z17
+	VPADDD       Z17, Z16, Z16
+	VSHUFI32X4   $0x88, Z16, Z21, Z17
+	VSHUFI32X4   $0xdd, Z16, Z21, Z16
+	VPADDD       Z16, Z17, Z17
+	VSHUFI64X2   $0x55, Z19, Z19, Z16
+	VPXORD       Z20, Z20, Z20
+	VPSHUFD      $0x00, Z16, Z18
+	VMOVDQU32.Z  (R10), K1, Z21
+	VPDPWSSD     Z21, Z18, Z20
+	VPSHUFD      $0x55, Z16, Z18
+	VMOVDQU32.Z  (R10)(R11*1), K1, Z21
+	VPDPWSSD     Z21, Z18, Z20
+	VPSHUFD      $0xaa, Z16, Z18
+	VMOVDQU32.Z  (R10)(R11*2), K1, Z21
+	VPDPWSSD     Z21, Z18, Z20
+	VPSHUFD      $0xff, Z16, Z16
+	VMOVDQU32.Z  (R10)(R12*1), K1, Z18
+	VPDPWSSD     Z18, Z16, Z20
+	VMOVUPS.Z    (R8), K1, Z16
+	MOVWLZX      (AX), R14
+	VMOVD        R14, X18
+	VCVTPH2PS    X18, Y18
+	VBROADCASTSS X18, Z18
+	MOVWLZX      2(AX), R14
+	VMOVD        R14, X19
+	VCVTPH2PS    X19, Y21
+	VBROADCASTSS X21, Z21
+	VMULPS       Z16, Z18, Z18
+	VMULPS       Z16, Z21, Z21
+	VCVTDQ2PS    Z17, Z17
+	VCVTDQ2PS    Z20, Z20
+	VMULPS       Z17, Z18, Z18
+	VMULPS       Z20, Z21, Z21
+	VSUBPS       Z21, Z18, Z18
+	VADDPS       Z18, Z0, Z0
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000100, SI
+	ADDQ         $0x00000100, DI
+	ADDQ         R9, R8
+	LEAQ         (R10)(R11*4), R10
+	DECQ         R13
+	JMP          loop
+
+done:
+	MOVQ          out+64(FP), AX
+	MOVQ          os+72(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x00, Z0, X1
+	VEXTRACTPS    $0x00, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Z0, X1
+	VEXTRACTPS    $0x00, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x02, Z0, X0
+	VEXTRACTPS    $0x00, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X0, (AX)
+	ADDQ          CX, AX
+	VZEROUPPER
+	RET
+
+// func dotQ4KAVX512r1t12p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C, MMX+
+TEXT ·dotQ4KAVX512r1t12p(SB), NOSPLIT, $0-80
+	MOVQ      x+0(FP), AX
+	MOVQ      ys+16(FP), CX
+	MOVQ      y+8(FP), DX
+	LEAQ      (CX)(CX*2), BX
+	LEAQ      (DX)(CX*4), SI
+	LEAQ      (SI)(CX*4), DI
+	MOVQ      yd+24(FP), R8
+	MOVQ      yds+32(FP), R9
+	MOVQ      bs+40(FP), R10
+	MOVQ      gs+48(FP), R11
+	LEAQ      (R11)(R11*2), R12
+	MOVQ      nb+56(FP), R13
+	MOVL      $0x00000fff, R14
+	KMOVW     R14, K1
+	VPXORD    Z0, Z0, Z0
+	VMOVDQU64 nibbleMask<>+0(SB), Z1
+	VMOVDQU64 q4kShiftHalves<>+0(SB), Z2
+	VMOVDQU64 q4kScaleWordIdx<>+0(SB), Z3
+
+loop:
+	TESTQ        R13, R13
+	JZ           done
+	VPXORD       Z4, Z4, Z4
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
+	VPXORD       Z8, Z8, Z8
+	VPXORD       Z9, Z9, Z9
+	VPXORD       Z10, Z10, Z10
+	VPXORD       Z11, Z11, Z11
+	VPXORD       Z12, Z12, Z12
+	VPXORD       Z13, Z13, Z13
+	VPXORD       Z14, Z14, Z14
+	VPXORD       Z15, Z15, Z15
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
+	VMOVDQU64    16(AX), Z16
+	VMOVDQU64    80(AX), Z17
+	VMOVDQU64    q4kPermIdx<>+0(SB), Z18
+	VPERMI2B     Z17, Z16, Z18
+	VPSRLVW      Z2, Z18, Z18
+	VPANDD       Z1, Z18, Z18
+	VPDPBUSD     (DX), Z18, Z4
+	VPDPBUSD     (DX)(CX*1), Z18, Z5
+	VPDPBUSD     (DX)(CX*2), Z18, Z6
+	VPDPBUSD     (DX)(BX*1), Z18, Z7
+	VPDPBUSD     (SI), Z18, Z8
+	VPDPBUSD     (SI)(CX*1), Z18, Z9
+	VPDPBUSD     (SI)(CX*2), Z18, Z10
+	VPDPBUSD     (SI)(BX*1), Z18, Z11
+	VPDPBUSD     (DI), Z18, Z12
+	VPDPBUSD     (DI)(CX*1), Z18, Z13
+	VPDPBUSD     (DI)(CX*2), Z18, Z14
+	VPDPBUSD     (DI)(BX*1), Z18, Z15
+	VMOVDQU64    q4kPermIdx<>+64(SB), Z18
+	VPERMI2B     Z17, Z16, Z18
+	VPSRLVW      Z2, Z18, Z18
+	VPANDD       Z1, Z18, Z18
+	VPDPBUSD     64(DX), Z18, Z4
+	VPDPBUSD     64(DX)(CX*1), Z18, Z5
+	VPDPBUSD     64(DX)(CX*2), Z18, Z6
+	VPDPBUSD     64(DX)(BX*1), Z18, Z7
+	VPDPBUSD     64(SI), Z18, Z8
+	VPDPBUSD     64(SI)(CX*1), Z18, Z9
+	VPDPBUSD     64(SI)(CX*2), Z18, Z10
+	VPDPBUSD     64(SI)(BX*1), Z18, Z11
+	VPDPBUSD     64(DI), Z18, Z12
+	VPDPBUSD     64(DI)(CX*1), Z18, Z13
+	VPDPBUSD     64(DI)(CX*2), Z18, Z14
+	VPDPBUSD     64(DI)(BX*1), Z18, Z15
+	VMOVDQU64    q4kPermIdx<>+128(SB), Z18
+	VPERMI2B     Z17, Z16, Z18
+	VPSRLVW      Z2, Z18, Z18
+	VPANDD       Z1, Z18, Z18
+	VPDPBUSD     128(DX), Z18, Z4
+	VPDPBUSD     128(DX)(CX*1), Z18, Z5
+	VPDPBUSD     128(DX)(CX*2), Z18, Z6
+	VPDPBUSD     128(DX)(BX*1), Z18, Z7
+	VPDPBUSD     128(SI), Z18, Z8
+	VPDPBUSD     128(SI)(CX*1), Z18, Z9
+	VPDPBUSD     128(SI)(CX*2), Z18, Z10
+	VPDPBUSD     128(SI)(BX*1), Z18, Z11
+	VPDPBUSD     128(DI), Z18, Z12
+	VPDPBUSD     128(DI)(CX*1), Z18, Z13
+	VPDPBUSD     128(DI)(CX*2), Z18, Z14
+	VPDPBUSD     128(DI)(BX*1), Z18, Z15
+	VMOVDQU64    q4kPermIdx<>+192(SB), Z18
+	VPERMI2B     Z17, Z16, Z18
+	VPSRLVW      Z2, Z18, Z18
+	VPANDD       Z1, Z18, Z18
+	VPDPBUSD     192(DX), Z18, Z4
+	VPDPBUSD     192(DX)(CX*1), Z18, Z5
+	VPDPBUSD     192(DX)(CX*2), Z18, Z6
+	VPDPBUSD     192(DX)(BX*1), Z18, Z7
+	VPDPBUSD     192(SI), Z18, Z8
+	VPDPBUSD     192(SI)(CX*1), Z18, Z9
+	VPDPBUSD     192(SI)(CX*2), Z18, Z10
+	VPDPBUSD     192(SI)(BX*1), Z18, Z11
+	VPDPBUSD     192(DI), Z18, Z12
+	VPDPBUSD     192(DI)(CX*1), Z18, Z13
+	VPDPBUSD     192(DI)(CX*2), Z18, Z14
+	VPDPBUSD     192(DI)(BX*1), Z18, Z15
+	VMOVDQU32    4(AX), X16
+	VPSHUFB      q4kGatherLow<>+0(SB), X16, X17
+	VPSRLW       $0x04, X17, X18
+	VPANDD       q4kMaskHigh<>+0(SB), X18, X18
+	VPANDD       q4kMaskLow<>+0(SB), X17, X17
+	VPORD        X18, X17, X17
+	VPSHUFB      q4kGatherTop<>+0(SB), X16, X16
+	VPSRLW       $0x02, X16, X16
+	VPANDD       bits45Mask<>+0(SB), X16, X16
+	VPORD        X16, X17, X17
+	VPMOVZXBW    X17, Y19
+	VPERMW       Z19, Z3, Z16
+	VPACKSSDW    Z5, Z4, Z4
+	VPMADDWD     Z16, Z4, Z4
+	VPACKSSDW    Z7, Z6, Z6
+	VPMADDWD     Z16, Z6, Z6
+	VPACKSSDW    Z9, Z8, Z8
+	VPMADDWD     Z16, Z8, Z8
+	VPACKSSDW    Z11, Z10, Z10
+	VPMADDWD     Z16, Z10, Z10
+	VPACKSSDW    Z13, Z12, Z12
+	VPMADDWD     Z16, Z12, Z12
+	VPACKSSDW    Z15, Z14, Z14
+	VPMADDWD     Z16, Z14, Z14
+	VSHUFPS      $0x88, Z6, Z4, Z16
+	VSHUFPS      $0xdd, Z6, Z4, Z17
+	VPADDD       Z17, Z16, Z16
+	VSHUFPS      $0x88, Z10, Z8, Z17
+	VSHUFPS      $0xdd, Z10, Z8, Z18
+	VPADDD       Z18, Z17, Z17
+	VSHUFPS      $0x88, Z14, Z12, Z18
+	VSHUFPS      $0xdd, Z14, Z12, Z22
+	VPADDD       Z22, Z18, Z18
+	VSHUFI32X4   $0x88, Z17, Z16, Z22
+	VSHUFI32X4   $0xdd, Z17, Z16, Z16
+	VPADDD       Z16, Z22, Z22
+	VPXORD       Z20, Z20, Z20
+	VSHUFI32X4   $0x88, Z20, Z18, Z16
+	VSHUFI32X4   $0xdd, Z20, Z18, Z17
+	VPADDD       Z17, Z16, Z16
+	VSHUFI32X4   $0x88, Z16, Z22, Z17
+	VSHUFI32X4   $0xdd, Z16, Z22, Z16
+	VPADDD       Z16, Z17, Z17
+	VSHUFI64X2   $0x55, Z19, Z19, Z16
+	VPXORD       Z21, Z21, Z21
+	VPSHUFD      $0x00, Z16, Z18
+	VMOVDQU32.Z  (R10), K1, Z22
+	VPDPWSSD     Z22, Z18, Z21
+	VPSHUFD      $0x55, Z16, Z18
+	VMOVDQU32.Z  (R10)(R11*1), K1, Z22
+	VPDPWSSD     Z22, Z18, Z21
+	VPSHUFD      $0xaa, Z16, Z18
+	VMOVDQU32.Z  (R10)(R11*2), K1, Z22
+	VPDPWSSD     Z22, Z18, Z21
+	VPSHUFD      $0xff, Z16, Z16
+	VMOVDQU32.Z  (R10)(R12*1), K1, Z18
+	VPDPWSSD     Z18, Z16, Z21
+	VMOVUPS.Z    (R8), K1, Z16
+	MOVWLZX      (AX), R14
+	VMOVD        R14, X18
+	VCVTPH2PS    X18, Y18
+	VBROADCASTSS X18, Z18
+	MOVWLZX      2(AX), R14
+	VMOVD        R14, X19
+	VCVTPH2PS    X19, Y22
+	VBROADCASTSS X22, Z22
+	VMULPS       Z16, Z18, Z18
+	VMULPS       Z16, Z22, Z22
+	VCVTDQ2PS    Z17, Z17
+	VCVTDQ2PS    Z21, Z21
+	VMULPS       Z17, Z18, Z18
+	VMULPS       Z21, Z22, Z22
+	VSUBPS       Z22, Z18, Z18
+	VADDPS       Z18, Z0, Z0
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000100, SI
+	ADDQ         $0x00000100, DI
+	ADDQ         R9, R8
+	LEAQ         (R10)(R11*4), R10
+	DECQ         R13
+	JMP          loop
+
+done:
+	MOVQ          out+64(FP), AX
+	MOVQ          os+72(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x00, Z0, X1
+	VEXTRACTPS    $0x00, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Z0, X1
+	VEXTRACTPS    $0x00, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x02, Z0, X0
+	VEXTRACTPS    $0x00, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X0, (AX)
+	ADDQ          CX, AX
+	VZEROUPPER
+	RET
+
+// func dotQ4KAVX512r1t13p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C, MMX+
+TEXT ·dotQ4KAVX512r1t13p(SB), NOSPLIT, $0-80
+	MOVQ      x+0(FP), AX
+	MOVQ      ys+16(FP), CX
+	MOVQ      y+8(FP), DX
+	LEAQ      (CX)(CX*2), BX
+	LEAQ      (DX)(CX*4), SI
+	LEAQ      (SI)(CX*4), DI
+	LEAQ      (DI)(CX*4), R8
+	MOVQ      yd+24(FP), R9
+	MOVQ      yds+32(FP), R10
+	MOVQ      bs+40(FP), R11
+	MOVQ      gs+48(FP), R12
+	LEAQ      (R12)(R12*2), R13
+	MOVQ      nb+56(FP), R14
+	MOVL      $0x00001fff, R15
+	KMOVW     R15, K1
+	VPXORD    Z0, Z0, Z0
+	VMOVDQU64 nibbleMask<>+0(SB), Z1
+	VMOVDQU64 q4kShiftHalves<>+0(SB), Z2
+	VMOVDQU64 q4kScaleWordIdx<>+0(SB), Z3
+	VPXORD    Z4, Z4, Z4
+
+loop:
+	TESTQ        R14, R14
+	JZ           done
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
+	VPXORD       Z8, Z8, Z8
+	VPXORD       Z9, Z9, Z9
+	VPXORD       Z10, Z10, Z10
+	VPXORD       Z11, Z11, Z11
+	VPXORD       Z12, Z12, Z12
+	VPXORD       Z13, Z13, Z13
+	VPXORD       Z14, Z14, Z14
+	VPXORD       Z15, Z15, Z15
+	VPXORD       Z16, Z16, Z16
+	VPXORD       Z17, Z17, Z17
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
+	VMOVDQU64    16(AX), Z18
+	VMOVDQU64    80(AX), Z19
+	VMOVDQU64    q4kPermIdx<>+0(SB), Z20
+	VPERMI2B     Z19, Z18, Z20
+	VPSRLVW      Z2, Z20, Z20
+	VPANDD       Z1, Z20, Z20
+	VPDPBUSD     (DX), Z20, Z5
+	VPDPBUSD     (DX)(CX*1), Z20, Z6
+	VPDPBUSD     (DX)(CX*2), Z20, Z7
+	VPDPBUSD     (DX)(BX*1), Z20, Z8
+	VPDPBUSD     (SI), Z20, Z9
+	VPDPBUSD     (SI)(CX*1), Z20, Z10
+	VPDPBUSD     (SI)(CX*2), Z20, Z11
+	VPDPBUSD     (SI)(BX*1), Z20, Z12
+	VPDPBUSD     (DI), Z20, Z13
+	VPDPBUSD     (DI)(CX*1), Z20, Z14
+	VPDPBUSD     (DI)(CX*2), Z20, Z15
+	VPDPBUSD     (DI)(BX*1), Z20, Z16
+	VPDPBUSD     (R8), Z20, Z17
+	VMOVDQU64    q4kPermIdx<>+64(SB), Z20
+	VPERMI2B     Z19, Z18, Z20
+	VPSRLVW      Z2, Z20, Z20
+	VPANDD       Z1, Z20, Z20
+	VPDPBUSD     64(DX), Z20, Z5
+	VPDPBUSD     64(DX)(CX*1), Z20, Z6
+	VPDPBUSD     64(DX)(CX*2), Z20, Z7
+	VPDPBUSD     64(DX)(BX*1), Z20, Z8
+	VPDPBUSD     64(SI), Z20, Z9
+	VPDPBUSD     64(SI)(CX*1), Z20, Z10
+	VPDPBUSD     64(SI)(CX*2), Z20, Z11
+	VPDPBUSD     64(SI)(BX*1), Z20, Z12
+	VPDPBUSD     64(DI), Z20, Z13
+	VPDPBUSD     64(DI)(CX*1), Z20, Z14
+	VPDPBUSD     64(DI)(CX*2), Z20, Z15
+	VPDPBUSD     64(DI)(BX*1), Z20, Z16
+	VPDPBUSD     64(R8), Z20, Z17
+	VMOVDQU64    q4kPermIdx<>+128(SB), Z20
+	VPERMI2B     Z19, Z18, Z20
+	VPSRLVW      Z2, Z20, Z20
+	VPANDD       Z1, Z20, Z20
+	VPDPBUSD     128(DX), Z20, Z5
+	VPDPBUSD     128(DX)(CX*1), Z20, Z6
+	VPDPBUSD     128(DX)(CX*2), Z20, Z7
+	VPDPBUSD     128(DX)(BX*1), Z20, Z8
+	VPDPBUSD     128(SI), Z20, Z9
+	VPDPBUSD     128(SI)(CX*1), Z20, Z10
+	VPDPBUSD     128(SI)(CX*2), Z20, Z11
+	VPDPBUSD     128(SI)(BX*1), Z20, Z12
+	VPDPBUSD     128(DI), Z20, Z13
+	VPDPBUSD     128(DI)(CX*1), Z20, Z14
+	VPDPBUSD     128(DI)(CX*2), Z20, Z15
+	VPDPBUSD     128(DI)(BX*1), Z20, Z16
+	VPDPBUSD     128(R8), Z20, Z17
+	VMOVDQU64    q4kPermIdx<>+192(SB), Z20
+	VPERMI2B     Z19, Z18, Z20
+	VPSRLVW      Z2, Z20, Z20
+	VPANDD       Z1, Z20, Z20
+	VPDPBUSD     192(DX), Z20, Z5
+	VPDPBUSD     192(DX)(CX*1), Z20, Z6
+	VPDPBUSD     192(DX)(CX*2), Z20, Z7
+	VPDPBUSD     192(DX)(BX*1), Z20, Z8
+	VPDPBUSD     192(SI), Z20, Z9
+	VPDPBUSD     192(SI)(CX*1), Z20, Z10
+	VPDPBUSD     192(SI)(CX*2), Z20, Z11
+	VPDPBUSD     192(SI)(BX*1), Z20, Z12
+	VPDPBUSD     192(DI), Z20, Z13
+	VPDPBUSD     192(DI)(CX*1), Z20, Z14
+	VPDPBUSD     192(DI)(CX*2), Z20, Z15
+	VPDPBUSD     192(DI)(BX*1), Z20, Z16
+	VPDPBUSD     192(R8), Z20, Z17
+	VMOVDQU32    4(AX), X18
+	VPSHUFB      q4kGatherLow<>+0(SB), X18, X19
+	VPSRLW       $0x04, X19, X20
+	VPANDD       q4kMaskHigh<>+0(SB), X20, X20
+	VPANDD       q4kMaskLow<>+0(SB), X19, X19
+	VPORD        X20, X19, X19
+	VPSHUFB      q4kGatherTop<>+0(SB), X18, X18
+	VPSRLW       $0x02, X18, X18
+	VPANDD       bits45Mask<>+0(SB), X18, X18
+	VPORD        X18, X19, X19
+	VPMOVZXBW    X19, Y21
+	VPERMW       Z21, Z3, Z18
+	VPACKSSDW    Z6, Z5, Z5
+	VPMADDWD     Z18, Z5, Z5
+	VPACKSSDW    Z8, Z7, Z7
+	VPMADDWD     Z18, Z7, Z7
+	VPACKSSDW    Z10, Z9, Z9
+	VPMADDWD     Z18, Z9, Z9
+	VPACKSSDW    Z12, Z11, Z11
+	VPMADDWD     Z18, Z11, Z11
+	VPACKSSDW    Z14, Z13, Z13
+	VPMADDWD     Z18, Z13, Z13
+	VPACKSSDW    Z16, Z15, Z15
+	VPMADDWD     Z18, Z15, Z15
+	VPACKSSDW    Z4, Z17, Z17
+	VPMADDWD     Z18, Z17, Z17
+	VSHUFPS      $0x88, Z7, Z5, Z18
+	VSHUFPS      $0xdd, Z7, Z5, Z19
+	VPADDD       Z19, Z18, Z18
+	VSHUFPS      $0x88, Z11, Z9, Z19
+	VSHUFPS      $0xdd, Z11, Z9, Z20
+	VPADDD       Z20, Z19, Z19
+	VSHUFPS      $0x88, Z15, Z13, Z20
+	VSHUFPS      $0xdd, Z15, Z13, Z23
+	VPADDD       Z23, Z20, Z20
+	VSHUFPS      $0x88, Z4, Z17, Z23
+	VSHUFPS      $0xdd, Z4, Z17, Z24
+	VPADDD       Z24, Z23, Z23
+	VSHUFI32X4   $0x88, Z19, Z18, Z24
+	VSHUFI32X4   $0xdd, Z19, Z18, Z18
+	VPADDD       Z18, Z24, Z24
+	VSHUFI32X4   $0x88, Z23, Z20, Z18
+	VSHUFI32X4   $0xdd, Z23, Z20, Z19
+	VPADDD       Z19, Z18, Z18
+	VSHUFI32X4   $0x88, Z18, Z24, Z19
+	VSHUFI32X4   $0xdd, Z18, Z24, Z18
+	VPADDD       Z18, Z19, Z19
+	VSHUFI64X2   $0x55, Z21, Z21, Z18
+	VPXORD       Z22, Z22, Z22
+	VPSHUFD      $0x00, Z18, Z20
+	VMOVDQU32.Z  (R11), K1, Z23
+	VPDPWSSD     Z23, Z20, Z22
+	VPSHUFD      $0x55, Z18, Z20
+	VMOVDQU32.Z  (R11)(R12*1), K1, Z23
+	VPDPWSSD     Z23, Z20, Z22
+	VPSHUFD      $0xaa, Z18, Z20
+	VMOVDQU32.Z  (R11)(R12*2), K1, Z23
+	VPDPWSSD     Z23, Z20, Z22
+	VPSHUFD      $0xff, Z18, Z18
+	VMOVDQU32.Z  (R11)(R13*1), K1, Z20
+	VPDPWSSD     Z20, Z18, Z22
+	VMOVUPS.Z    (R9), K1, Z18
+	MOVWLZX      (AX), R15
+	VMOVD        R15, X20
+	VCVTPH2PS    X20, Y20
+	VBROADCASTSS X20, Z20
+	MOVWLZX      2(AX), R15
+	VMOVD        R15, X21
+	VCVTPH2PS    X21, Y23
+	VBROADCASTSS X23, Z23
+	VMULPS       Z18, Z20, Z20
+	VMULPS       Z18, Z23, Z23
+	VCVTDQ2PS    Z19, Z19
+	VCVTDQ2PS    Z22, Z22
+	VMULPS       Z19, Z20, Z20
+	VMULPS       Z22, Z23, Z23
+	VSUBPS       Z23, Z20, Z20
+	VADDPS       Z20, Z0, Z0
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000100, SI
+	ADDQ         $0x00000100, DI
+	ADDQ         $0x00000100, R8
+	ADDQ         R10, R9
+	LEAQ         (R11)(R12*4), R11
+	DECQ         R14
+	JMP          loop
+
+done:
+	MOVQ          out+64(FP), AX
+	MOVQ          os+72(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x00, Z0, X1
+	VEXTRACTPS    $0x00, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Z0, X1
+	VEXTRACTPS    $0x00, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x02, Z0, X1
+	VEXTRACTPS    $0x00, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x03, Z0, X0
+	VEXTRACTPS    $0x00, X0, (AX)
+	ADDQ          CX, AX
+	VZEROUPPER
+	RET
+
+// func dotQ4KAVX512r1t14p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C, MMX+
+TEXT ·dotQ4KAVX512r1t14p(SB), NOSPLIT, $0-80
+	MOVQ      x+0(FP), AX
+	MOVQ      ys+16(FP), CX
+	MOVQ      y+8(FP), DX
+	LEAQ      (CX)(CX*2), BX
+	LEAQ      (DX)(CX*4), SI
+	LEAQ      (SI)(CX*4), DI
+	LEAQ      (DI)(CX*4), R8
+	MOVQ      yd+24(FP), R9
+	MOVQ      yds+32(FP), R10
+	MOVQ      bs+40(FP), R11
+	MOVQ      gs+48(FP), R12
+	LEAQ      (R12)(R12*2), R13
+	MOVQ      nb+56(FP), R14
+	MOVL      $0x00003fff, R15
+	KMOVW     R15, K1
+	VPXORD    Z0, Z0, Z0
+	VMOVDQU64 nibbleMask<>+0(SB), Z1
+	VMOVDQU64 q4kShiftHalves<>+0(SB), Z2
+	VMOVDQU64 q4kScaleWordIdx<>+0(SB), Z3
+	VPXORD    Z4, Z4, Z4
+
+loop:
+	TESTQ        R14, R14
+	JZ           done
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
+	VPXORD       Z8, Z8, Z8
+	VPXORD       Z9, Z9, Z9
+	VPXORD       Z10, Z10, Z10
+	VPXORD       Z11, Z11, Z11
+	VPXORD       Z12, Z12, Z12
+	VPXORD       Z13, Z13, Z13
+	VPXORD       Z14, Z14, Z14
+	VPXORD       Z15, Z15, Z15
+	VPXORD       Z16, Z16, Z16
+	VPXORD       Z17, Z17, Z17
+	VPXORD       Z18, Z18, Z18
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
+	VMOVDQU64    16(AX), Z19
+	VMOVDQU64    80(AX), Z20
+	VMOVDQU64    q4kPermIdx<>+0(SB), Z21
+	VPERMI2B     Z20, Z19, Z21
+	VPSRLVW      Z2, Z21, Z21
+	VPANDD       Z1, Z21, Z21
+	VPDPBUSD     (DX), Z21, Z5
+	VPDPBUSD     (DX)(CX*1), Z21, Z6
+	VPDPBUSD     (DX)(CX*2), Z21, Z7
+	VPDPBUSD     (DX)(BX*1), Z21, Z8
+	VPDPBUSD     (SI), Z21, Z9
+	VPDPBUSD     (SI)(CX*1), Z21, Z10
+	VPDPBUSD     (SI)(CX*2), Z21, Z11
+	VPDPBUSD     (SI)(BX*1), Z21, Z12
+	VPDPBUSD     (DI), Z21, Z13
+	VPDPBUSD     (DI)(CX*1), Z21, Z14
+	VPDPBUSD     (DI)(CX*2), Z21, Z15
+	VPDPBUSD     (DI)(BX*1), Z21, Z16
+	VPDPBUSD     (R8), Z21, Z17
+	VPDPBUSD     (R8)(CX*1), Z21, Z18
+	VMOVDQU64    q4kPermIdx<>+64(SB), Z21
+	VPERMI2B     Z20, Z19, Z21
+	VPSRLVW      Z2, Z21, Z21
+	VPANDD       Z1, Z21, Z21
+	VPDPBUSD     64(DX), Z21, Z5
+	VPDPBUSD     64(DX)(CX*1), Z21, Z6
+	VPDPBUSD     64(DX)(CX*2), Z21, Z7
+	VPDPBUSD     64(DX)(BX*1), Z21, Z8
+	VPDPBUSD     64(SI), Z21, Z9
+	VPDPBUSD     64(SI)(CX*1), Z21, Z10
+	VPDPBUSD     64(SI)(CX*2), Z21, Z11
+	VPDPBUSD     64(SI)(BX*1), Z21, Z12
+	VPDPBUSD     64(DI), Z21, Z13
+	VPDPBUSD     64(DI)(CX*1), Z21, Z14
+	VPDPBUSD     64(DI)(CX*2), Z21, Z15
+	VPDPBUSD     64(DI)(BX*1), Z21, Z16
+	VPDPBUSD     64(R8), Z21, Z17
+	VPDPBUSD     64(R8)(CX*1), Z21, Z18
+	VMOVDQU64    q4kPermIdx<>+128(SB), Z21
+	VPERMI2B     Z20, Z19, Z21
+	VPSRLVW      Z2, Z21, Z21
+	VPANDD       Z1, Z21, Z21
+	VPDPBUSD     128(DX), Z21, Z5
+	VPDPBUSD     128(DX)(CX*1), Z21, Z6
+	VPDPBUSD     128(DX)(CX*2), Z21, Z7
+	VPDPBUSD     128(DX)(BX*1), Z21, Z8
+	VPDPBUSD     128(SI), Z21, Z9
+	VPDPBUSD     128(SI)(CX*1), Z21, Z10
+	VPDPBUSD     128(SI)(CX*2), Z21, Z11
+	VPDPBUSD     128(SI)(BX*1), Z21, Z12
+	VPDPBUSD     128(DI), Z21, Z13
+	VPDPBUSD     128(DI)(CX*1), Z21, Z14
+	VPDPBUSD     128(DI)(CX*2), Z21, Z15
+	VPDPBUSD     128(DI)(BX*1), Z21, Z16
+	VPDPBUSD     128(R8), Z21, Z17
+	VPDPBUSD     128(R8)(CX*1), Z21, Z18
+	VMOVDQU64    q4kPermIdx<>+192(SB), Z21
+	VPERMI2B     Z20, Z19, Z21
+	VPSRLVW      Z2, Z21, Z21
+	VPANDD       Z1, Z21, Z21
+	VPDPBUSD     192(DX), Z21, Z5
+	VPDPBUSD     192(DX)(CX*1), Z21, Z6
+	VPDPBUSD     192(DX)(CX*2), Z21, Z7
+	VPDPBUSD     192(DX)(BX*1), Z21, Z8
+	VPDPBUSD     192(SI), Z21, Z9
+	VPDPBUSD     192(SI)(CX*1), Z21, Z10
+	VPDPBUSD     192(SI)(CX*2), Z21, Z11
+	VPDPBUSD     192(SI)(BX*1), Z21, Z12
+	VPDPBUSD     192(DI), Z21, Z13
+	VPDPBUSD     192(DI)(CX*1), Z21, Z14
+	VPDPBUSD     192(DI)(CX*2), Z21, Z15
+	VPDPBUSD     192(DI)(BX*1), Z21, Z16
+	VPDPBUSD     192(R8), Z21, Z17
+	VPDPBUSD     192(R8)(CX*1), Z21, Z18
+	VMOVDQU32    4(AX), X19
+	VPSHUFB      q4kGatherLow<>+0(SB), X19, X20
+	VPSRLW       $0x04, X20, X21
+	VPANDD       q4kMaskHigh<>+0(SB), X21, X21
+	VPANDD       q4kMaskLow<>+0(SB), X20, X20
+	VPORD        X21, X20, X20
+	VPSHUFB      q4kGatherTop<>+0(SB), X19, X19
+	VPSRLW       $0x02, X19, X19
+	VPANDD       bits45Mask<>+0(SB), X19, X19
+	VPORD        X19, X20, X20
+	VPMOVZXBW    X20, Y22
+	VPERMW       Z22, Z3, Z19
+	VPACKSSDW    Z6, Z5, Z5
+	VPMADDWD     Z19, Z5, Z5
+	VPACKSSDW    Z8, Z7, Z7
+	VPMADDWD     Z19, Z7, Z7
+	VPACKSSDW    Z10, Z9, Z9
+	VPMADDWD     Z19, Z9, Z9
+	VPACKSSDW    Z12, Z11, Z11
+	VPMADDWD     Z19, Z11, Z11
+	VPACKSSDW    Z14, Z13, Z13
+	VPMADDWD     Z19, Z13, Z13
+	VPACKSSDW    Z16, Z15, Z15
+	VPMADDWD     Z19, Z15, Z15
+	VPACKSSDW    Z18, Z17, Z17
+	VPMADDWD     Z19, Z17, Z17
+	VSHUFPS      $0x88, Z7, Z5, Z19
+	VSHUFPS      $0xdd, Z7, Z5, Z20
+	VPADDD       Z20, Z19, Z19
+	VSHUFPS      $0x88, Z11, Z9, Z20
+	VSHUFPS      $0xdd, Z11, Z9, Z21
+	VPADDD       Z21, Z20, Z20
+	VSHUFPS      $0x88, Z15, Z13, Z21
+	VSHUFPS      $0xdd, Z15, Z13, Z24
+	VPADDD       Z24, Z21, Z21
+	VSHUFPS      $0x88, Z4, Z17, Z24
+	VSHUFPS      $0xdd, Z4, Z17, Z25
+	VPADDD       Z25, Z24, Z24
+	VSHUFI32X4   $0x88, Z20, Z19, Z25
+	VSHUFI32X4   $0xdd, Z20, Z19, Z19
+	VPADDD       Z19, Z25, Z25
+	VSHUFI32X4   $0x88, Z24, Z21, Z19
+	VSHUFI32X4   $0xdd, Z24, Z21, Z20
+	VPADDD       Z20, Z19, Z19
+	VSHUFI32X4   $0x88, Z19, Z25, Z20
+	VSHUFI32X4   $0xdd, Z19, Z25, Z19
+	VPADDD       Z19, Z20, Z20
+	VSHUFI64X2   $0x55, Z22, Z22, Z19
+	VPXORD       Z23, Z23, Z23
+	VPSHUFD      $0x00, Z19, Z21
+	VMOVDQU32.Z  (R11), K1, Z24
+	VPDPWSSD     Z24, Z21, Z23
+	VPSHUFD      $0x55, Z19, Z21
+	VMOVDQU32.Z  (R11)(R12*1), K1, Z24
+	VPDPWSSD     Z24, Z21, Z23
+	VPSHUFD      $0xaa, Z19, Z21
+	VMOVDQU32.Z  (R11)(R12*2), K1, Z24
+	VPDPWSSD     Z24, Z21, Z23
+	VPSHUFD      $0xff, Z19, Z19
+	VMOVDQU32.Z  (R11)(R13*1), K1, Z21
+	VPDPWSSD     Z21, Z19, Z23
+	VMOVUPS.Z    (R9), K1, Z19
+	MOVWLZX      (AX), R15
+	VMOVD        R15, X21
+	VCVTPH2PS    X21, Y21
+	VBROADCASTSS X21, Z21
+	MOVWLZX      2(AX), R15
+	VMOVD        R15, X22
+	VCVTPH2PS    X22, Y24
+	VBROADCASTSS X24, Z24
+	VMULPS       Z19, Z21, Z21
+	VMULPS       Z19, Z24, Z24
+	VCVTDQ2PS    Z20, Z20
+	VCVTDQ2PS    Z23, Z23
+	VMULPS       Z20, Z21, Z21
+	VMULPS       Z23, Z24, Z24
+	VSUBPS       Z24, Z21, Z21
+	VADDPS       Z21, Z0, Z0
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000100, SI
+	ADDQ         $0x00000100, DI
+	ADDQ         $0x00000100, R8
+	ADDQ         R10, R9
+	LEAQ         (R11)(R12*4), R11
+	DECQ         R14
+	JMP          loop
+
+done:
+	MOVQ          out+64(FP), AX
+	MOVQ          os+72(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x00, Z0, X1
+	VEXTRACTPS    $0x00, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Z0, X1
+	VEXTRACTPS    $0x00, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x02, Z0, X1
+	VEXTRACTPS    $0x00, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x03, Z0, X0
+	VEXTRACTPS    $0x00, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X0, (AX)
+	ADDQ          CX, AX
+	VZEROUPPER
+	RET
+
+// func dotQ4KAVX512r1t15p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C, MMX+
+TEXT ·dotQ4KAVX512r1t15p(SB), NOSPLIT, $0-80
+	MOVQ      x+0(FP), AX
+	MOVQ      ys+16(FP), CX
+	MOVQ      y+8(FP), DX
+	LEAQ      (CX)(CX*2), BX
+	LEAQ      (DX)(CX*4), SI
+	LEAQ      (SI)(CX*4), DI
+	LEAQ      (DI)(CX*4), R8
+	MOVQ      yd+24(FP), R9
+	MOVQ      yds+32(FP), R10
+	MOVQ      bs+40(FP), R11
+	MOVQ      gs+48(FP), R12
+	LEAQ      (R12)(R12*2), R13
+	MOVQ      nb+56(FP), R14
+	MOVL      $0x00007fff, R15
+	KMOVW     R15, K1
+	VPXORD    Z0, Z0, Z0
+	VMOVDQU64 nibbleMask<>+0(SB), Z1
+	VMOVDQU64 q4kShiftHalves<>+0(SB), Z2
+	VMOVDQU64 q4kScaleWordIdx<>+0(SB), Z3
+	VPXORD    Z4, Z4, Z4
+
+loop:
+	TESTQ        R14, R14
+	JZ           done
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
+	VPXORD       Z8, Z8, Z8
+	VPXORD       Z9, Z9, Z9
+	VPXORD       Z10, Z10, Z10
+	VPXORD       Z11, Z11, Z11
+	VPXORD       Z12, Z12, Z12
+	VPXORD       Z13, Z13, Z13
+	VPXORD       Z14, Z14, Z14
+	VPXORD       Z15, Z15, Z15
+	VPXORD       Z16, Z16, Z16
+	VPXORD       Z17, Z17, Z17
+	VPXORD       Z18, Z18, Z18
+	VPXORD       Z19, Z19, Z19
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
+	VMOVDQU64    16(AX), Z20
+	VMOVDQU64    80(AX), Z21
+	VMOVDQU64    q4kPermIdx<>+0(SB), Z22
+	VPERMI2B     Z21, Z20, Z22
+	VPSRLVW      Z2, Z22, Z22
+	VPANDD       Z1, Z22, Z22
+	VPDPBUSD     (DX), Z22, Z5
+	VPDPBUSD     (DX)(CX*1), Z22, Z6
+	VPDPBUSD     (DX)(CX*2), Z22, Z7
+	VPDPBUSD     (DX)(BX*1), Z22, Z8
+	VPDPBUSD     (SI), Z22, Z9
+	VPDPBUSD     (SI)(CX*1), Z22, Z10
+	VPDPBUSD     (SI)(CX*2), Z22, Z11
+	VPDPBUSD     (SI)(BX*1), Z22, Z12
+	VPDPBUSD     (DI), Z22, Z13
+	VPDPBUSD     (DI)(CX*1), Z22, Z14
+	VPDPBUSD     (DI)(CX*2), Z22, Z15
+	VPDPBUSD     (DI)(BX*1), Z22, Z16
+	VPDPBUSD     (R8), Z22, Z17
+	VPDPBUSD     (R8)(CX*1), Z22, Z18
+	VPDPBUSD     (R8)(CX*2), Z22, Z19
+	VMOVDQU64    q4kPermIdx<>+64(SB), Z22
+	VPERMI2B     Z21, Z20, Z22
+	VPSRLVW      Z2, Z22, Z22
+	VPANDD       Z1, Z22, Z22
+	VPDPBUSD     64(DX), Z22, Z5
+	VPDPBUSD     64(DX)(CX*1), Z22, Z6
+	VPDPBUSD     64(DX)(CX*2), Z22, Z7
+	VPDPBUSD     64(DX)(BX*1), Z22, Z8
+	VPDPBUSD     64(SI), Z22, Z9
+	VPDPBUSD     64(SI)(CX*1), Z22, Z10
+	VPDPBUSD     64(SI)(CX*2), Z22, Z11
+	VPDPBUSD     64(SI)(BX*1), Z22, Z12
+	VPDPBUSD     64(DI), Z22, Z13
+	VPDPBUSD     64(DI)(CX*1), Z22, Z14
+	VPDPBUSD     64(DI)(CX*2), Z22, Z15
+	VPDPBUSD     64(DI)(BX*1), Z22, Z16
+	VPDPBUSD     64(R8), Z22, Z17
+	VPDPBUSD     64(R8)(CX*1), Z22, Z18
+	VPDPBUSD     64(R8)(CX*2), Z22, Z19
+	VMOVDQU64    q4kPermIdx<>+128(SB), Z22
+	VPERMI2B     Z21, Z20, Z22
+	VPSRLVW      Z2, Z22, Z22
+	VPANDD       Z1, Z22, Z22
+	VPDPBUSD     128(DX), Z22, Z5
+	VPDPBUSD     128(DX)(CX*1), Z22, Z6
+	VPDPBUSD     128(DX)(CX*2), Z22, Z7
+	VPDPBUSD     128(DX)(BX*1), Z22, Z8
+	VPDPBUSD     128(SI), Z22, Z9
+	VPDPBUSD     128(SI)(CX*1), Z22, Z10
+	VPDPBUSD     128(SI)(CX*2), Z22, Z11
+	VPDPBUSD     128(SI)(BX*1), Z22, Z12
+	VPDPBUSD     128(DI), Z22, Z13
+	VPDPBUSD     128(DI)(CX*1), Z22, Z14
+	VPDPBUSD     128(DI)(CX*2), Z22, Z15
+	VPDPBUSD     128(DI)(BX*1), Z22, Z16
+	VPDPBUSD     128(R8), Z22, Z17
+	VPDPBUSD     128(R8)(CX*1), Z22, Z18
+	VPDPBUSD     128(R8)(CX*2), Z22, Z19
+	VMOVDQU64    q4kPermIdx<>+192(SB), Z22
+	VPERMI2B     Z21, Z20, Z22
+	VPSRLVW      Z2, Z22, Z22
+	VPANDD       Z1, Z22, Z22
+	VPDPBUSD     192(DX), Z22, Z5
+	VPDPBUSD     192(DX)(CX*1), Z22, Z6
+	VPDPBUSD     192(DX)(CX*2), Z22, Z7
+	VPDPBUSD     192(DX)(BX*1), Z22, Z8
+	VPDPBUSD     192(SI), Z22, Z9
+	VPDPBUSD     192(SI)(CX*1), Z22, Z10
+	VPDPBUSD     192(SI)(CX*2), Z22, Z11
+	VPDPBUSD     192(SI)(BX*1), Z22, Z12
+	VPDPBUSD     192(DI), Z22, Z13
+	VPDPBUSD     192(DI)(CX*1), Z22, Z14
+	VPDPBUSD     192(DI)(CX*2), Z22, Z15
+	VPDPBUSD     192(DI)(BX*1), Z22, Z16
+	VPDPBUSD     192(R8), Z22, Z17
+	VPDPBUSD     192(R8)(CX*1), Z22, Z18
+	VPDPBUSD     192(R8)(CX*2), Z22, Z19
+	VMOVDQU32    4(AX), X20
+	VPSHUFB      q4kGatherLow<>+0(SB), X20, X21
+	VPSRLW       $0x04, X21, X22
+	VPANDD       q4kMaskHigh<>+0(SB), X22, X22
+	VPANDD       q4kMaskLow<>+0(SB), X21, X21
+	VPORD        X22, X21, X21
+	VPSHUFB      q4kGatherTop<>+0(SB), X20, X20
+	VPSRLW       $0x02, X20, X20
+	VPANDD       bits45Mask<>+0(SB), X20, X20
+	VPORD        X20, X21, X21
+	VPMOVZXBW    X21, Y23
+	VPERMW       Z23, Z3, Z20
+	VPACKSSDW    Z6, Z5, Z5
+	VPMADDWD     Z20, Z5, Z5
+	VPACKSSDW    Z8, Z7, Z7
+	VPMADDWD     Z20, Z7, Z7
+	VPACKSSDW    Z10, Z9, Z9
+	VPMADDWD     Z20, Z9, Z9
+	VPACKSSDW    Z12, Z11, Z11
+	VPMADDWD     Z20, Z11, Z11
+	VPACKSSDW    Z14, Z13, Z13
+	VPMADDWD     Z20, Z13, Z13
+	VPACKSSDW    Z16, Z15, Z15
+	VPMADDWD     Z20, Z15, Z15
+	VPACKSSDW    Z18, Z17, Z17
+	VPMADDWD     Z20, Z17, Z17
+	VPACKSSDW    Z4, Z19, Z19
+	VPMADDWD     Z20, Z19, Z19
+	VSHUFPS      $0x88, Z7, Z5, Z20
+	VSHUFPS      $0xdd, Z7, Z5, Z21
+	VPADDD       Z21, Z20, Z20
+	VSHUFPS      $0x88, Z11, Z9, Z21
+	VSHUFPS      $0xdd, Z11, Z9, Z22
+	VPADDD       Z22, Z21, Z21
+	VSHUFPS      $0x88, Z15, Z13, Z22
+	VSHUFPS      $0xdd, Z15, Z13, Z25
+	VPADDD       Z25, Z22, Z22
+	VSHUFPS      $0x88, Z19, Z17, Z25
+	VSHUFPS      $0xdd, Z19, Z17, Z26
+	VPADDD       Z26, Z25, Z25
+	VSHUFI32X4   $0x88, Z21, Z20, Z26
+	VSHUFI32X4   $0xdd, Z21, Z20, Z20
+	VPADDD       Z20, Z26, Z26
+	VSHUFI32X4   $0x88, Z25, Z22, Z20
+	VSHUFI32X4   $0xdd, Z25, Z22, Z21
+	VPADDD       Z21, Z20, Z20
+	VSHUFI32X4   $0x88, Z20, Z26, Z21
+	VSHUFI32X4   $0xdd, Z20, Z26, Z20
+	VPADDD       Z20, Z21, Z21
+	VSHUFI64X2   $0x55, Z23, Z23, Z20
+	VPXORD       Z24, Z24, Z24
+	VPSHUFD      $0x00, Z20, Z22
+	VMOVDQU32.Z  (R11), K1, Z25
+	VPDPWSSD     Z25, Z22, Z24
+	VPSHUFD      $0x55, Z20, Z22
+	VMOVDQU32.Z  (R11)(R12*1), K1, Z25
+	VPDPWSSD     Z25, Z22, Z24
+	VPSHUFD      $0xaa, Z20, Z22
+	VMOVDQU32.Z  (R11)(R12*2), K1, Z25
+	VPDPWSSD     Z25, Z22, Z24
+	VPSHUFD      $0xff, Z20, Z20
+	VMOVDQU32.Z  (R11)(R13*1), K1, Z22
+	VPDPWSSD     Z22, Z20, Z24
+	VMOVUPS.Z    (R9), K1, Z20
+	MOVWLZX      (AX), R15
+	VMOVD        R15, X22
+	VCVTPH2PS    X22, Y22
+	VBROADCASTSS X22, Z22
+	MOVWLZX      2(AX), R15
+	VMOVD        R15, X23
+	VCVTPH2PS    X23, Y25
+	VBROADCASTSS X25, Z25
+	VMULPS       Z20, Z22, Z22
+	VMULPS       Z20, Z25, Z25
+	VCVTDQ2PS    Z21, Z21
+	VCVTDQ2PS    Z24, Z24
+	VMULPS       Z21, Z22, Z22
+	VMULPS       Z24, Z25, Z25
+	VSUBPS       Z25, Z22, Z22
+	VADDPS       Z22, Z0, Z0
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000100, SI
+	ADDQ         $0x00000100, DI
+	ADDQ         $0x00000100, R8
+	ADDQ         R10, R9
+	LEAQ         (R11)(R12*4), R11
+	DECQ         R14
+	JMP          loop
+
+done:
+	MOVQ          out+64(FP), AX
+	MOVQ          os+72(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x00, Z0, X1
+	VEXTRACTPS    $0x00, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Z0, X1
+	VEXTRACTPS    $0x00, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x02, Z0, X1
+	VEXTRACTPS    $0x00, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x03, Z0, X0
+	VEXTRACTPS    $0x00, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X0, (AX)
+	ADDQ          CX, AX
+	VZEROUPPER
+	RET
+
+// func dotQ4KAVX512r1t16p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C, MMX+
+TEXT ·dotQ4KAVX512r1t16p(SB), NOSPLIT, $0-80
+	MOVQ      x+0(FP), AX
+	MOVQ      ys+16(FP), CX
+	MOVQ      y+8(FP), DX
+	LEAQ      (CX)(CX*2), BX
+	LEAQ      (DX)(CX*4), SI
+	LEAQ      (SI)(CX*4), DI
+	LEAQ      (DI)(CX*4), R8
+	MOVQ      yd+24(FP), R9
+	MOVQ      yds+32(FP), R10
+	MOVQ      bs+40(FP), R11
+	MOVQ      gs+48(FP), R12
+	LEAQ      (R12)(R12*2), R13
+	MOVQ      nb+56(FP), R14
+	VPXORD    Z0, Z0, Z0
+	VMOVDQU64 nibbleMask<>+0(SB), Z1
+	VMOVDQU64 q4kShiftHalves<>+0(SB), Z2
+	VMOVDQU64 q4kScaleWordIdx<>+0(SB), Z3
+
+loop:
+	TESTQ        R14, R14
+	JZ           done
+	VPXORD       Z4, Z4, Z4
+	VPXORD       Z5, Z5, Z5
+	VPXORD       Z6, Z6, Z6
+	VPXORD       Z7, Z7, Z7
+	VPXORD       Z8, Z8, Z8
+	VPXORD       Z9, Z9, Z9
+	VPXORD       Z10, Z10, Z10
+	VPXORD       Z11, Z11, Z11
+	VPXORD       Z12, Z12, Z12
+	VPXORD       Z13, Z13, Z13
+	VPXORD       Z14, Z14, Z14
+	VPXORD       Z15, Z15, Z15
+	VPXORD       Z16, Z16, Z16
+	VPXORD       Z17, Z17, Z17
+	VPXORD       Z18, Z18, Z18
+	VPXORD       Z19, Z19, Z19
+	PREFETCHT0   2048(AX)
+	PREFETCHT0   2112(AX)
+	PREFETCHT0   2176(AX)
+	VMOVDQU64    16(AX), Z20
+	VMOVDQU64    80(AX), Z21
+	VMOVDQU64    q4kPermIdx<>+0(SB), Z22
+	VPERMI2B     Z21, Z20, Z22
+	VPSRLVW      Z2, Z22, Z22
+	VPANDD       Z1, Z22, Z22
+	VPDPBUSD     (DX), Z22, Z4
+	VPDPBUSD     (DX)(CX*1), Z22, Z5
+	VPDPBUSD     (DX)(CX*2), Z22, Z6
+	VPDPBUSD     (DX)(BX*1), Z22, Z7
+	VPDPBUSD     (SI), Z22, Z8
+	VPDPBUSD     (SI)(CX*1), Z22, Z9
+	VPDPBUSD     (SI)(CX*2), Z22, Z10
+	VPDPBUSD     (SI)(BX*1), Z22, Z11
+	VPDPBUSD     (DI), Z22, Z12
+	VPDPBUSD     (DI)(CX*1), Z22, Z13
+	VPDPBUSD     (DI)(CX*2), Z22, Z14
+	VPDPBUSD     (DI)(BX*1), Z22, Z15
+	VPDPBUSD     (R8), Z22, Z16
+	VPDPBUSD     (R8)(CX*1), Z22, Z17
+	VPDPBUSD     (R8)(CX*2), Z22, Z18
+	VPDPBUSD     (R8)(BX*1), Z22, Z19
+	VMOVDQU64    q4kPermIdx<>+64(SB), Z22
+	VPERMI2B     Z21, Z20, Z22
+	VPSRLVW      Z2, Z22, Z22
+	VPANDD       Z1, Z22, Z22
+	VPDPBUSD     64(DX), Z22, Z4
+	VPDPBUSD     64(DX)(CX*1), Z22, Z5
+	VPDPBUSD     64(DX)(CX*2), Z22, Z6
+	VPDPBUSD     64(DX)(BX*1), Z22, Z7
+	VPDPBUSD     64(SI), Z22, Z8
+	VPDPBUSD     64(SI)(CX*1), Z22, Z9
+	VPDPBUSD     64(SI)(CX*2), Z22, Z10
+	VPDPBUSD     64(SI)(BX*1), Z22, Z11
+	VPDPBUSD     64(DI), Z22, Z12
+	VPDPBUSD     64(DI)(CX*1), Z22, Z13
+	VPDPBUSD     64(DI)(CX*2), Z22, Z14
+	VPDPBUSD     64(DI)(BX*1), Z22, Z15
+	VPDPBUSD     64(R8), Z22, Z16
+	VPDPBUSD     64(R8)(CX*1), Z22, Z17
+	VPDPBUSD     64(R8)(CX*2), Z22, Z18
+	VPDPBUSD     64(R8)(BX*1), Z22, Z19
+	VMOVDQU64    q4kPermIdx<>+128(SB), Z22
+	VPERMI2B     Z21, Z20, Z22
+	VPSRLVW      Z2, Z22, Z22
+	VPANDD       Z1, Z22, Z22
+	VPDPBUSD     128(DX), Z22, Z4
+	VPDPBUSD     128(DX)(CX*1), Z22, Z5
+	VPDPBUSD     128(DX)(CX*2), Z22, Z6
+	VPDPBUSD     128(DX)(BX*1), Z22, Z7
+	VPDPBUSD     128(SI), Z22, Z8
+	VPDPBUSD     128(SI)(CX*1), Z22, Z9
+	VPDPBUSD     128(SI)(CX*2), Z22, Z10
+	VPDPBUSD     128(SI)(BX*1), Z22, Z11
+	VPDPBUSD     128(DI), Z22, Z12
+	VPDPBUSD     128(DI)(CX*1), Z22, Z13
+	VPDPBUSD     128(DI)(CX*2), Z22, Z14
+	VPDPBUSD     128(DI)(BX*1), Z22, Z15
+	VPDPBUSD     128(R8), Z22, Z16
+	VPDPBUSD     128(R8)(CX*1), Z22, Z17
+	VPDPBUSD     128(R8)(CX*2), Z22, Z18
+	VPDPBUSD     128(R8)(BX*1), Z22, Z19
+	VMOVDQU64    q4kPermIdx<>+192(SB), Z22
+	VPERMI2B     Z21, Z20, Z22
+	VPSRLVW      Z2, Z22, Z22
+	VPANDD       Z1, Z22, Z22
+	VPDPBUSD     192(DX), Z22, Z4
+	VPDPBUSD     192(DX)(CX*1), Z22, Z5
+	VPDPBUSD     192(DX)(CX*2), Z22, Z6
+	VPDPBUSD     192(DX)(BX*1), Z22, Z7
+	VPDPBUSD     192(SI), Z22, Z8
+	VPDPBUSD     192(SI)(CX*1), Z22, Z9
+	VPDPBUSD     192(SI)(CX*2), Z22, Z10
+	VPDPBUSD     192(SI)(BX*1), Z22, Z11
+	VPDPBUSD     192(DI), Z22, Z12
+	VPDPBUSD     192(DI)(CX*1), Z22, Z13
+	VPDPBUSD     192(DI)(CX*2), Z22, Z14
+	VPDPBUSD     192(DI)(BX*1), Z22, Z15
+	VPDPBUSD     192(R8), Z22, Z16
+	VPDPBUSD     192(R8)(CX*1), Z22, Z17
+	VPDPBUSD     192(R8)(CX*2), Z22, Z18
+	VPDPBUSD     192(R8)(BX*1), Z22, Z19
+	VMOVDQU32    4(AX), X20
+	VPSHUFB      q4kGatherLow<>+0(SB), X20, X21
+	VPSRLW       $0x04, X21, X22
+	VPANDD       q4kMaskHigh<>+0(SB), X22, X22
+	VPANDD       q4kMaskLow<>+0(SB), X21, X21
+	VPORD        X22, X21, X21
+	VPSHUFB      q4kGatherTop<>+0(SB), X20, X20
+	VPSRLW       $0x02, X20, X20
+	VPANDD       bits45Mask<>+0(SB), X20, X20
+	VPORD        X20, X21, X21
+	VPMOVZXBW    X21, Y23
+	VPERMW       Z23, Z3, Z20
+	VPACKSSDW    Z5, Z4, Z4
+	VPMADDWD     Z20, Z4, Z4
+	VPACKSSDW    Z7, Z6, Z6
+	VPMADDWD     Z20, Z6, Z6
+	VPACKSSDW    Z9, Z8, Z8
+	VPMADDWD     Z20, Z8, Z8
+	VPACKSSDW    Z11, Z10, Z10
+	VPMADDWD     Z20, Z10, Z10
+	VPACKSSDW    Z13, Z12, Z12
+	VPMADDWD     Z20, Z12, Z12
+	VPACKSSDW    Z15, Z14, Z14
+	VPMADDWD     Z20, Z14, Z14
+	VPACKSSDW    Z17, Z16, Z16
+	VPMADDWD     Z20, Z16, Z16
+	VPACKSSDW    Z19, Z18, Z18
+	VPMADDWD     Z20, Z18, Z18
+	VSHUFPS      $0x88, Z6, Z4, Z20
+	VSHUFPS      $0xdd, Z6, Z4, Z21
+	VPADDD       Z21, Z20, Z20
+	VSHUFPS      $0x88, Z10, Z8, Z21
+	VSHUFPS      $0xdd, Z10, Z8, Z22
+	VPADDD       Z22, Z21, Z21
+	VSHUFPS      $0x88, Z14, Z12, Z22
+	VSHUFPS      $0xdd, Z14, Z12, Z25
+	VPADDD       Z25, Z22, Z22
+	VSHUFPS      $0x88, Z18, Z16, Z25
+	VSHUFPS      $0xdd, Z18, Z16, Z26
+	VPADDD       Z26, Z25, Z25
+	VSHUFI32X4   $0x88, Z21, Z20, Z26
+	VSHUFI32X4   $0xdd, Z21, Z20, Z20
+	VPADDD       Z20, Z26, Z26
+	VSHUFI32X4   $0x88, Z25, Z22, Z20
+	VSHUFI32X4   $0xdd, Z25, Z22, Z21
+	VPADDD       Z21, Z20, Z20
+	VSHUFI32X4   $0x88, Z20, Z26, Z21
+	VSHUFI32X4   $0xdd, Z20, Z26, Z20
+	VPADDD       Z20, Z21, Z21
+	VSHUFI64X2   $0x55, Z23, Z23, Z20
+	VPXORD       Z24, Z24, Z24
+	VPSHUFD      $0x00, Z20, Z22
+	VPDPWSSD     (R11), Z22, Z24
+	VPSHUFD      $0x55, Z20, Z22
+	VPDPWSSD     (R11)(R12*1), Z22, Z24
+	VPSHUFD      $0xaa, Z20, Z22
+	VPDPWSSD     (R11)(R12*2), Z22, Z24
+	VPSHUFD      $0xff, Z20, Z20
+	VPDPWSSD     (R11)(R13*1), Z20, Z24
+	VMOVUPS      (R9), Z20
+	MOVWLZX      (AX), R15
+	VMOVD        R15, X22
+	VCVTPH2PS    X22, Y22
+	VBROADCASTSS X22, Z22
+	MOVWLZX      2(AX), R15
+	VMOVD        R15, X23
+	VCVTPH2PS    X23, Y25
+	VBROADCASTSS X25, Z25
+	VMULPS       Z20, Z22, Z22
+	VMULPS       Z20, Z25, Z25
+	VCVTDQ2PS    Z21, Z21
+	VCVTDQ2PS    Z24, Z24
+	VMULPS       Z21, Z22, Z22
+	VMULPS       Z24, Z25, Z25
+	VSUBPS       Z25, Z22, Z22
+	VADDPS       Z22, Z0, Z0
+	ADDQ         $0x00000090, AX
+	ADDQ         $0x00000100, DX
+	ADDQ         $0x00000100, SI
+	ADDQ         $0x00000100, DI
+	ADDQ         $0x00000100, R8
+	ADDQ         R10, R9
+	LEAQ         (R11)(R12*4), R11
+	DECQ         R14
+	JMP          loop
+
+done:
+	MOVQ          out+64(FP), AX
+	MOVQ          os+72(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF32X4 $0x00, Z0, X1
+	VEXTRACTPS    $0x00, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x01, Z0, X1
+	VEXTRACTPS    $0x00, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x02, Z0, X1
+	VEXTRACTPS    $0x00, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF32X4 $0x03, Z0, X0
+	VEXTRACTPS    $0x00, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x01, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x02, X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTPS    $0x03, X0, (AX)
 	ADDQ          CX, AX
 	VZEROUPPER
 	RET

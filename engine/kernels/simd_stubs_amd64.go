@@ -1004,6 +1004,96 @@ func dotQ4KAVX512r1t14v(x *byte, y *byte, ys int, yd *float32, yds int, bs *int3
 //go:noescape
 func dotQ4KAVX512r1t15v(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
 
+// dotQ4KAVX512r1t2p is dotQ4KAVX512r1t2v with two tokens' accumulators packed
+// into one vector for the scales and the reduction: the same arguments and bits.
+//
+//go:noescape
+func dotQ4KAVX512r1t2p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+
+// dotQ4KAVX512r1t3p is dotQ4KAVX512r1t3v with two tokens' accumulators packed
+// into one vector for the scales and the reduction: the same arguments and bits.
+//
+//go:noescape
+func dotQ4KAVX512r1t3p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+
+// dotQ4KAVX512r1t4p is dotQ4KAVX512r1t4v with two tokens' accumulators packed
+// into one vector for the scales and the reduction: the same arguments and bits.
+//
+//go:noescape
+func dotQ4KAVX512r1t4p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+
+// dotQ4KAVX512r1t5p is dotQ4KAVX512r1t5v with two tokens' accumulators packed
+// into one vector for the scales and the reduction: the same arguments and bits.
+//
+//go:noescape
+func dotQ4KAVX512r1t5p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+
+// dotQ4KAVX512r1t6p is dotQ4KAVX512r1t6v with two tokens' accumulators packed
+// into one vector for the scales and the reduction: the same arguments and bits.
+//
+//go:noescape
+func dotQ4KAVX512r1t6p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+
+// dotQ4KAVX512r1t7p is dotQ4KAVX512r1t7v with two tokens' accumulators packed
+// into one vector for the scales and the reduction: the same arguments and bits.
+//
+//go:noescape
+func dotQ4KAVX512r1t7p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+
+// dotQ4KAVX512r1t8p is dotQ4KAVX512r1t8v with two tokens' accumulators packed
+// into one vector for the scales and the reduction: the same arguments and bits.
+//
+//go:noescape
+func dotQ4KAVX512r1t8p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+
+// dotQ4KAVX512r1t9p is dotQ4KAVX512r1t9v with two tokens' accumulators packed
+// into one vector for the scales and the reduction: the same arguments and bits.
+//
+//go:noescape
+func dotQ4KAVX512r1t9p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+
+// dotQ4KAVX512r1t10p is dotQ4KAVX512r1t10v with two tokens' accumulators packed
+// into one vector for the scales and the reduction: the same arguments and bits.
+//
+//go:noescape
+func dotQ4KAVX512r1t10p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+
+// dotQ4KAVX512r1t11p is dotQ4KAVX512r1t11v with two tokens' accumulators packed
+// into one vector for the scales and the reduction: the same arguments and bits.
+//
+//go:noescape
+func dotQ4KAVX512r1t11p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+
+// dotQ4KAVX512r1t12p is dotQ4KAVX512r1t12v with two tokens' accumulators packed
+// into one vector for the scales and the reduction: the same arguments and bits.
+//
+//go:noescape
+func dotQ4KAVX512r1t12p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+
+// dotQ4KAVX512r1t13p is dotQ4KAVX512r1t13v with two tokens' accumulators packed
+// into one vector for the scales and the reduction: the same arguments and bits.
+//
+//go:noescape
+func dotQ4KAVX512r1t13p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+
+// dotQ4KAVX512r1t14p is dotQ4KAVX512r1t14v with two tokens' accumulators packed
+// into one vector for the scales and the reduction: the same arguments and bits.
+//
+//go:noescape
+func dotQ4KAVX512r1t14p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+
+// dotQ4KAVX512r1t15p is dotQ4KAVX512r1t15v with two tokens' accumulators packed
+// into one vector for the scales and the reduction: the same arguments and bits.
+//
+//go:noescape
+func dotQ4KAVX512r1t15p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+
+// dotQ4KAVX512r1t16p is dotQ4KAVX512r1t16v with two tokens' accumulators packed
+// into one vector for the scales and the reduction: the same arguments and bits.
+//
+//go:noescape
+func dotQ4KAVX512r1t16p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+
 // dotQ8_0AVX512x16t1 sets out[t·os + r] = dotQ8_0AVX2(x + r·rb, y + t·ys, nb) for r < 16, t < 1.
 //
 //go:noescape

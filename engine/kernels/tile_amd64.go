@@ -23,7 +23,7 @@ import (
 // holding that lane for the 16 rows, so the float steps still run 16 rows at a
 // time (lanesTokens, fastRows).
 
-// useVNNI16 selects dotQ4KAVX512r1t16v over dotQ4KAVX512r1t16m for Q4_K's
+// useVNNI16 selects dotQ4KAVX512r1t16p over dotQ4KAVX512r1t16m for Q4_K's
 // 16-token chunks (AVX-512 VBMI for VPERMI2B; VNNI is part of useAVX512).
 var useVNNI16 = useAVX512 && cpu.X86.HasAVX512VBMI
 
@@ -275,7 +275,7 @@ func (m *matMul) fastTokens(r, hi, t0, nt int) int {
 		if useVNNI16 {
 			_ = a.q8kP[end*nb*qkK-1]
 			for ; t+16 <= end; t += 16 {
-				dotQ4KAVX512r1t16v(&row[0], (*byte)(unsafe.Pointer(&a.q8kP[t*nb*qkK])), nb*qkK, &a.ydT[t], 4*a.yds, &a.bsT[t], gs, nb, &m.dst[t*rows+r], rows)
+				dotQ4KAVX512r1t16p(&row[0], (*byte)(unsafe.Pointer(&a.q8kP[t*nb*qkK])), nb*qkK, &a.ydT[t], 4*a.yds, &a.bsT[t], gs, nb, &m.dst[t*rows+r], rows)
 			}
 		}
 		for ; t+16 <= end; t += 16 {
@@ -441,13 +441,26 @@ func (m *matMul) repackTokens(lo, hi int) int {
 	return r
 }
 
+// q4KVNNIKernel is a VNNI kernel of one Q4_K row against permuted tokens.
+type q4KVNNIKernel = func(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+
 // q4KVNNI are the VNNI kernels of one Q4_K row against 2-16 tokens
 // (dotQ4KAVX512r1t16v and its forms for fewer tokens), by token count.
-var q4KVNNI = [17]func(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int){
+var q4KVNNI = [17]q4KVNNIKernel{
 	2: dotQ4KAVX512r1t2v, 3: dotQ4KAVX512r1t3v, 4: dotQ4KAVX512r1t4v, 5: dotQ4KAVX512r1t5v,
 	6: dotQ4KAVX512r1t6v, 7: dotQ4KAVX512r1t7v, 8: dotQ4KAVX512r1t8v, 9: dotQ4KAVX512r1t9v,
 	10: dotQ4KAVX512r1t10v, 11: dotQ4KAVX512r1t11v, 12: dotQ4KAVX512r1t12v, 13: dotQ4KAVX512r1t13v,
 	14: dotQ4KAVX512r1t14v, 15: dotQ4KAVX512r1t15v, 16: dotQ4KAVX512r1t16v,
+}
+
+// q4KVNNIp are q4KVNNI's kernels with two tokens' accumulators packed into one
+// vector for the scales and the per-block reduction (dotQ4KAVX512r1t2p … t16p):
+// the same arguments and bits.
+var q4KVNNIp = [17]q4KVNNIKernel{
+	2: dotQ4KAVX512r1t2p, 3: dotQ4KAVX512r1t3p, 4: dotQ4KAVX512r1t4p, 5: dotQ4KAVX512r1t5p,
+	6: dotQ4KAVX512r1t6p, 7: dotQ4KAVX512r1t7p, 8: dotQ4KAVX512r1t8p, 9: dotQ4KAVX512r1t9p,
+	10: dotQ4KAVX512r1t10p, 11: dotQ4KAVX512r1t11p, 12: dotQ4KAVX512r1t12p, 13: dotQ4KAVX512r1t13p,
+	14: dotQ4KAVX512r1t14p, 15: dotQ4KAVX512r1t15p, 16: dotQ4KAVX512r1t16p,
 }
 
 // vnniMinTokens is the fewest tokens a Q4_K product takes through q4KVNNI
@@ -478,7 +491,7 @@ func (m *matMul) q4KRowVNNI(r, t0, nt int) {
 	_ = a.ydT[(nb-1)*a.yds+end-1]
 	_ = a.bsT[(4*nb-1)*a.yds+end-1]
 	gs := 4 * a.yds
-	q4KVNNI[nt](&row[0], (*byte)(unsafe.Pointer(&a.q8kP[t0*nb*qkK])), nb*qkK, &a.ydT[t0], gs, &a.bsT[t0], gs, nb, &m.dst[t0*rows+r], rows)
+	q4KVNNIp[nt](&row[0], (*byte)(unsafe.Pointer(&a.q8kP[t0*nb*qkK])), nb*qkK, &a.ydT[t0], gs, &a.bsT[t0], gs, nb, &m.dst[t0*rows+r], rows)
 }
 
 // q4KRows4 computes the outputs of the Q4_K rows [r, r+4) for tokens [t0, t0+nt),

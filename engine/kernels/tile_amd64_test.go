@@ -361,11 +361,27 @@ func testQ4KTile16(t *testing.T, vnni bool) {
 		counts = []int{2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
 	}
 	for _, T := range counts {
-		testQ4KTileTokens(t, vnni, T)
+		var k q4KVNNIKernel
+		if vnni {
+			k = q4KVNNI[T]
+		}
+		testQ4KTileTokens(t, k, T)
 	}
 }
 
-func testQ4KTileTokens(t *testing.T, vnni bool, T int) {
+// TestQ4KTilePacked checks the VNNI kernels that pack two tokens' accumulators
+// (dotQ4KAVX512r1t2p … t16p) against the one-token reference for every count.
+func TestQ4KTilePacked(t *testing.T) {
+	requireSIMD(t, "avx512vbmi")
+	for T := 2; T <= 16; T++ {
+		testQ4KTileTokens(t, q4KVNNIp[T], T)
+	}
+}
+
+// testQ4KTileTokens checks the VNNI kernel k of T tokens (nil: the 16-token
+// dotQ4KAVX512r1t16m) against dotQ4KRowGeneric, bit for bit.
+func testQ4KTileTokens(t *testing.T, k q4KVNNIKernel, T int) {
+	vnni := k != nil
 	r := rand.New(rand.NewPCG(51, 52))
 	const guard = -12345.5
 	for _, nb := range []int{1, 2, 3, 8} {
@@ -393,7 +409,7 @@ func testQ4KTileTokens(t *testing.T, vnni bool, T int) {
 					permuteQ8K(perm[i*qkK:(i+1)*qkK], &y[i].qs)
 				}
 				if vnni {
-					q4KVNNI[T](&w[0], (*byte)(unsafe.Pointer(&perm[t0*nb*qkK])), nb*qkK, &ydT[t0], 4*yds, &bsT[t0], 4*yds, nb, &out[1], os)
+					k(&w[0], (*byte)(unsafe.Pointer(&perm[t0*nb*qkK])), nb*qkK, &ydT[t0], 4*yds, &bsT[t0], 4*yds, nb, &out[1], os)
 				} else {
 					dotQ4KAVX512r1t16m(&w[0], (*byte)(unsafe.Pointer(&y[t0*nb])), nb*int(unsafe.Sizeof(y[0])), &ydT[t0], 4*yds, &bsT[t0], 4*yds, nb, &out[1], os)
 				}
@@ -555,6 +571,48 @@ func BenchmarkQ4KFewTokens(b *testing.B) {
 				c0 := cpuSeconds()
 				for b.Loop() {
 					MatMul(dst, w, x, n)
+				}
+				b.ReportMetric((cpuSeconds()-c0)*1e6/float64(b.N), "cpu-us/op")
+			})
+		}
+	}
+}
+
+// BenchmarkQ4KVNNIPacked compares, per token count, the VNNI kernels of one
+// Q4_K row (64 rows of 2048 columns a call) with per-token reductions (v) and
+// with two tokens packed per vector (p), one thread, CPU time per call.
+func BenchmarkQ4KVNNIPacked(b *testing.B) {
+	if !useVNNI16 {
+		b.Skip("no AVX-512 VBMI")
+	}
+	r := rand.New(rand.NewPCG(43, 44))
+	const rows, cols = 64, 2048
+	nb := cols / qkK
+	w := make([]byte, rows*nb*Q4_K.BlockBytes())
+	for i := 0; i < rows; i++ {
+		QuantizeRow(w[i*nb*Q4_K.BlockBytes():(i+1)*nb*Q4_K.BlockBytes()], Q4_K, randRow(r, cols, 0.1))
+	}
+	y := q8KActs(r, 16*nb, "quantized", false)
+	perm := make([]int8, 16*nb*qkK)
+	for i := range 16 * nb {
+		permuteQ8K(perm[i*qkK:(i+1)*qkK], &y[i].qs)
+	}
+	ydT := make([]float32, nb*16)
+	bsT := make([]int32, 4*nb*16)
+	transposeBsums(bsT, y, nb, 16, 16)
+	out := make([]float32, 16*rows)
+	for _, n := range []int{5, 8, 9, 12, 16} {
+		for _, form := range []string{"v", "p"} {
+			k := q4KVNNI[n]
+			if form == "p" {
+				k = q4KVNNIp[n]
+			}
+			b.Run(fmt.Sprintf("t%d/%s", n, form), func(b *testing.B) {
+				c0 := cpuSeconds()
+				for b.Loop() {
+					for i := 0; i < rows; i++ {
+						k(&w[i*nb*Q4_K.BlockBytes()], (*byte)(unsafe.Pointer(&perm[0])), nb*qkK, &ydT[0], 64, &bsT[0], 64, nb, &out[i], rows)
+					}
 				}
 				b.ReportMetric((cpuSeconds()-c0)*1e6/float64(b.N), "cpu-us/op")
 			})

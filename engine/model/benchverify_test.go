@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/lmlite/lmlite/engine/kernels"
 )
 
 // BenchmarkVerifyStep measures what speculative decoding's verification costs on
@@ -15,11 +17,16 @@ import (
 // k = 0 (a plain decode), 1, 2, 4, 8 and 16, or the comma-separated list in
 // LMLITE_BENCH_KS (e.g. 0,1,2,3,4,5,6,7,8,10,12,15). cpu-ms/op is the process's CPU time per
 // step (on a shared machine, what the step costs); a k-step pays when its accepted
-// tokens + 1 exceed its cost over k = 0's.
+// tokens + 1 exceed its cost over k = 0's. LMLITE_BENCH_THREADS sets the worker
+// pool's size (default one per CPU; 1 runs every product inline, so a loaded
+// machine's waiting workers stay out of the CPU time).
 func BenchmarkVerifyStep(b *testing.B) {
 	path := os.Getenv("LMLITE_BENCH_MODEL")
 	if path == "" {
 		b.Skip("LMLITE_BENCH_MODEL not set")
+	}
+	if os.Getenv("LMLITE_BENCH_THREADS") != "" {
+		defer kernels.SetThreads(kernels.SetThreads(benchEnvInt(b, "LMLITE_BENCH_THREADS", 0)))
 	}
 	m, err := Open(path)
 	if err != nil {
