@@ -111,9 +111,9 @@ type Ticket struct {
 	prior money.Money // with rerun: what that run was charged
 
 	line string // AdmitBatchLine's line: Settle writes it as the entry's Line
+	hold uint64 // Hold's seq: Settle's entry settles it
 	// SettleAppend: the entry's group, appended and not yet committed (Logged)
 	pending *ledger.Pending
-	hold    uint64 // Hold's seq: Settle's entry settles it
 
 	idBuf [40]byte // id's bytes (newTicket): a store's ID (17), 9 random, a count (base 36, 13 at most: it fits; a longer store ID allocates)
 }
