@@ -149,6 +149,7 @@ type Pending struct {
 	// guarded by Log.walMu
 	written bool
 	err     error
+	done    atomic.Bool // written, err set: Commit need not wait for the write lock (side.go, commitDone)
 }
 
 // Open replays the log of base left by a killed process into db (one transaction),
@@ -206,6 +207,9 @@ func (l *Log) Append(fn func(g Group)) (*Pending, error) {
 // Commit returns when p (from Append) is logged, with the error of its write if it
 // failed: whoever holds the write lock with p not yet written writes it.
 func (l *Log) Commit(p *Pending) error {
+	if p.done.Load() {
+		return l.commitDone(p)
+	}
 	l.walMu.Lock()
 	if !p.written {
 		l.mu.Lock()
@@ -243,6 +247,7 @@ func (l *Log) Commits() int64 { return l.commits.Load() }
 // batch. l.walMu is held, and p is no longer l.cur.
 func (l *Log) writeLocked(p *Pending) {
 	p.written = true
+	defer p.done.Store(true)
 	rec := BeginRecord(l.rec[:0])
 	rec = p.g.Payload(rec)
 	EndRecord(rec, 0)

@@ -116,6 +116,18 @@ func (l *Log) sideWritten(p *Pending, err error) {
 	p.sides = p.sides[:0]
 }
 
+// commitDone is Commit of a Pending already written (p.done): its error at once,
+// without the write lock, which the next group's write may hold for a whole sync.
+// That is the case of a request whose stored response rode in its entry's group:
+// the Put's Commit wrote it, and the request's own Commit comes after. The last
+// reference dropped here leaves p to the garbage collector (the free list is the
+// write lock's).
+func (l *Log) commitDone(p *Pending) error {
+	err := p.err
+	p.refs.Add(-1)
+	return err
+}
+
 // AttachSide makes sync the log's side store's: it returns once the store holds
 // every side record written so far (apply calls it before deleting a segment that
 // holds some; nil detaches). It returns the side records Open found in the log
