@@ -29,3 +29,17 @@ func TestPanelDecoderAVX512(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkPanel1b: a 1b-shaped prompt product through the panels (2048 rows
+// of 8192 columns, the FFN's down projection, by 512 tokens), one thread.
+func BenchmarkPanel1b(b *testing.B) {
+	defer SetThreads(SetThreads(1))
+	r := rand.New(rand.NewPCG(45, 4))
+	const rows, cols, nTok = 2048, 8192, 512
+	w := Matrix{Type: IQ3_S, Rows: rows, Cols: cols, Data: randomBlocks(r, IQ3_S, rows*cols/qkK)}
+	x := randRow(r, nTok*cols, 1)
+	dst := make([]float32, nTok*rows)
+	for b.Loop() {
+		MatMul(dst, w, x, nTok)
+	}
+}
