@@ -17,8 +17,8 @@ const (
 
 // usesPanel reports whether a product of rows tokens by weights of type wt
 // goes through the panels (iqpanel.go): AVX-512 with VNNI (and BMI2, whose
-// PDEP and PEXT the decoders of the IQ2 types and IQ3_XXS take), 8 tokens or
-// more.
+// PDEP and PEXT the decoders of the IQ2 types and IQ3_XXS take),
+// iqPanelMinTokens tokens or more.
 func usesPanel(wt Type, rows int) bool {
 	return useAVX512 && cpu.X86.HasBMI2 && panelType(wt) && rows >= iqPanelMinTokens
 }
