@@ -62,11 +62,11 @@
 // once for the tokens, and with AVX-512 eight-token forms for IQ2_XXS, IQ2_XS,
 // IQ2_S, IQ3_XXS and IQ3_S, the signs as mask registers, _asm/lattice512.go;
 // TQ1_0's a two-token form) with their pure-Go references' bits
-// (refquants.go, iquants.go). With AVX-512 VNNI (and BMI2), products of 8
-// tokens or more of IQ3_S, IQ3_XXS, IQ2_XXS, IQ2_XS and IQ2_S go through
+// (refquants.go, iquants.go). With AVX-512 VNNI (and BMI2), products of 6
+// tokens or more of IQ3_S, IQ3_XXS, IQ2_XXS, IQ2_XS, IQ2_S and IQ1_S go through
 // panels instead (iqpanel.go, _asm/iqpanel.go; llama.cpp's iqp.cpp does the
-// same): 16 rows decoded once per MatMul into int16 with their scales folded
-// in, the tokens' quants widened to int16, 4 rows by 4 tokens by VPDPWSSD,
+// same): groups of 16 rows (up to 4 at a time) decoded once per MatMul into
+// int16 with their scales folded in, the tokens' quants widened to int16, 4 rows by 4 tokens by VPDPWSSD,
 // the integer sums exact and the float steps the row kernels', so the same
 // bits (TestPanelMatMul, TestMatMulLevels). QuantizeRow writes every type but the lattice ones (CanQuantize),
 // whose grids (iqgrids.go) are generated from ggml-common.h by internal/gengrids.

@@ -21,8 +21,11 @@ import "sync"
 // words (b·iqPanelGroup+i)·256, its scale f16(d) at dx[b·iqPanelGroup+i].
 const iqPanelGroup = 16
 
-// iqPanelMinTokens is the fewest tokens a product takes through the panels.
-const iqPanelMinTokens = 8
+// iqPanelMinTokens is the fewest tokens a product takes through the panels
+// (a var for BenchmarkPanelTokens): IQ3_S 1024 × 1024, one thread, CPU time
+// against the row kernels, loaded: 4 tokens 0.81 and 1.04×, 6 tokens 0.70 and
+// 0.68×, 8 tokens 0.80×, 16 tokens 0.55-0.72×.
+var iqPanelMinTokens = 6
 
 // panelPos[q] is the word of value q of a sub-block in its 32 words.
 var panelPos = func() (p [32]uint8) {

@@ -8,10 +8,17 @@ import (
 	"golang.org/x/sys/cpu"
 )
 
+// iqPanelSuper is the most groups panelTokens decodes at a time, iqPanelBytes
+// about the most bytes of panel it decodes at a time.
+const (
+	iqPanelSuper = 4
+	iqPanelBytes = 512 << 10
+)
+
 // usesPanel reports whether a product of rows tokens by weights of type wt
 // goes through the panels (iqpanel.go): AVX-512 with VNNI (and BMI2, whose
-// PDEP and PEXT the decoders of the IQ2 types and IQ3_XXS take), 8 tokens or
-// more.
+// PDEP and PEXT the decoders of the IQ2 types and IQ3_XXS take),
+// iqPanelMinTokens tokens or more.
 func usesPanel(wt Type, rows int) bool {
 	return useAVX512 && cpu.X86.HasBMI2 && panelType(wt) && rows >= iqPanelMinTokens
 }
@@ -29,41 +36,50 @@ func (m *matMul) panelTokens(lo, hi int) int {
 	if nb == 0 {
 		return lo
 	}
+	// Up to iqPanelSuper groups decoded at a time (a panel of about
+	// iqPanelBytes), each token tile then meeting all their rows while it is
+	// in cache: for the 1b shape's 512-token prompts the tokens' widened
+	// quants (2 MiB to 8 MiB) come from memory once per panel.
+	super := min(iqPanelSuper, max(1, iqPanelBytes/(nb*iqPanelGroup*qkK*2)))
+	gw, gd := nb*iqPanelGroup*qkK, nb*iqPanelGroup
 	buf := iqPanelBufs.Get().(*iqPanelBuf)
 	defer iqPanelBufs.Put(buf)
-	buf.w = grow(buf.w, nb*iqPanelGroup*qkK)
-	buf.dx = grow(buf.dx, nb*iqPanelGroup)
+	buf.w = grow(buf.w, super*gw)
+	buf.dx = grow(buf.dx, super*gd)
 	_ = a.q8kW[nb*nTok*qkK-1]
 	_ = a.ydT[(nb-1)*a.yds+nTok-1]
 	_ = m.dst[(nTok-1)*rows+hi-1]
 	as := nTok * qkK * 2
 	dys := 4 * a.yds
+	factor := panelFactor(m.w.Type)
 	r := lo
 	for r+4 <= hi {
-		g := min(iqPanelGroup, (hi-r)/4*4)
-		for i := 0; i < g; i++ {
-			decodePanelRowAVX512(m.w.Type, buf.w, buf.dx, m.w.Data[(r+i)*m.rb:(r+i+1)*m.rb], nb, i)
+		n := min(super*iqPanelGroup, (hi-r)/4*4) // rows decoded
+		for i := 0; i < n; i++ {
+			g := i / iqPanelGroup
+			decodePanelRowAVX512(m.w.Type, buf.w[g*gw:(g+1)*gw], buf.dx[g*gd:(g+1)*gd], m.w.Data[(r+i)*m.rb:(r+i+1)*m.rb], nb, i%iqPanelGroup)
 		}
-		factor := panelFactor(m.w.Type)
 		for t := 0; t < nTok; t += 4 {
 			t = min(t, nTok-4)
-			for i := 0; i < g; i += 4 {
+			for i := 0; i < n; i += 4 {
+				g, s := i/iqPanelGroup, i%iqPanelGroup
+				pw, pd := &buf.w[g*gw+s*qkK], &buf.dx[g*gd+s]
 				if factor == 0 {
-					iqPanelAVX512r4t4(&buf.w[i*qkK], &a.q8kW[t*qkK], as, &buf.dx[i], &a.ydT[t], dys, nb, &m.dst[t*rows+r+i], 4*rows)
+					iqPanelAVX512r4t4(pw, &a.q8kW[t*qkK], as, pd, &a.ydT[t], dys, nb, &m.dst[t*rows+r+i], 4*rows)
 					continue
 				}
 				var out [16]float32
 				if panelFactorFirst(m.w.Type) {
-					iqPanelSumFAVX512r4t4(&buf.w[i*qkK], &a.q8kW[t*qkK], as, &buf.dx[i], &a.ydT[t], dys, nb, factor, &out[0])
+					iqPanelSumFAVX512r4t4(pw, &a.q8kW[t*qkK], as, pd, &a.ydT[t], dys, nb, factor, &out[0])
 				} else {
-					iqPanelSumAVX512r4t4(&buf.w[i*qkK], &a.q8kW[t*qkK], as, &buf.dx[i], &a.ydT[t], dys, nb, factor, &out[0])
+					iqPanelSumAVX512r4t4(pw, &a.q8kW[t*qkK], as, pd, &a.ydT[t], dys, nb, factor, &out[0])
 				}
 				for k := 0; k < 4; k++ {
 					copy(m.dst[(t+k)*rows+r+i:(t+k)*rows+r+i+4], out[4*k:4*k+4])
 				}
 			}
 		}
-		r += g
+		r += n
 	}
 	return r
 }

@@ -117,7 +117,7 @@ func testPanelMatMul(t *testing.T, typ Type) {
 		for i := 0; i < c.rows; i++ {
 			w.Data = append(w.Data, panelTestRow(r, typ, c.nb, c.wm)...)
 		}
-		for _, nTok := range []int{7, 8, 9, 11, 16, 19, 37} {
+		for _, nTok := range []int{5, 6, 7, 8, 9, 11, 16, 19, 37} {
 			x := panelTestActs(r, nTok, cols, c.am)
 			y := make([]q8KBlock, nTok*c.nb)
 			quantRowsQ8K(y, x)
