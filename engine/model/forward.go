@@ -48,11 +48,11 @@ type scratch struct {
 
 	// Mixture of experts (moe.go): router logits, each token's experts and gate
 	// weights, the tokens of each expert, the gathered rows and the layer's output.
-	rLogits, wts, eW, moeIn, moeOut []float32
-	sel, eTok, eStart, eFill        []int32
-	shV, shS, ones                  []float32         // the shared expert's gate
-	eIn, eA, eB                     []float32         // a run of experts' gathered rows, gate and up outputs
-	prods                           []kernels.Product // the products of a kernels.MatMuls
+	rLogits, wts, eW, moeIn, moeOut, eOut []float32
+	sel, eTok, eSlot, eStart, eFill       []int32
+	shV, shS, ones                        []float32         // the shared expert's gate
+	eIn, eA, eB                           []float32         // a run of experts' gathered rows, gate and up outputs
+	prods                                 []kernels.Product // the products of a kernels.MatMuls
 
 	loraT, loraD []float32         // the adapters' A·x and B·(A·x) of a projection, per (part, adapter) (lora.go)
 	loraA, loraB []kernels.Product // their products

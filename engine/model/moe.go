@@ -13,15 +13,19 @@ import (
 // the batch), the softmax sums in float64 in expert order, and the top-k is a total
 // order: the higher probability first, the lower expert index among equals. So a token
 // picks the same experts, in the same order, with the same gate weights, alone or in
-// any batch, with any thread count, and exact ties are decided the same way every time
-// (llama.cpp's CPU top-k is an unstable sort with no tie-break).
+// any batch, with any thread count, and exact ties are decided the same way every time.
+// That is llama.cpp's order where it is defined: its CPU top-k (ggml_argsort_top_k) is
+// std::sort with a strict "greater" comparison, which libstdc++ runs as an insertion
+// sort, stable, for up to 16 elements, so that up to 16 experts it too takes the lower
+// index first among equals; with more, introsort leaves equals in an order of its own.
 //
 // Expert packing: in a batch step the tokens routed to one expert are gathered and go
 // through that expert's three matrices as one matrix product (one pass over its
 // weights for all its tokens); its output rows are scaled by their gate weights and
-// added to their tokens' outputs. Experts are taken in index order, so each token's
-// output is summed in a fixed order (ascending expert index) whatever else is in the
-// batch. Experts no token chose are not touched: their weights stay in the mapped file,
+// kept in their token's top-k slot, and each token's output is then summed over its
+// slots in top-k order, as llama.cpp's build_moe_ffn adds its views of the weighted
+// experts (((e₀ + e₁) + e₂) + …): the same order whatever else is in the batch.
+// Experts no token chose are not touched: their weights stay in the mapped file,
 // unread.
 
 // moeLayer is one layer's experts: views of the stacked tensors in the mapped file.
@@ -149,17 +153,16 @@ func (w *scratch) moe(m *Model, li int, x, xn []float32, n int) {
 		start[ex] += start[ex-1]
 	}
 	copy(fill, start[:E])
-	eTok, eW := w.eTok[:n*K], w.eW[:n*K]
+	eTok, eSlot, eW := w.eTok[:n*K], w.eSlot[:n*K], w.eW[:n*K]
 	for i := 0; i < n; i++ {
 		for k := 0; k < K; k++ {
 			s := sel[i*K+k]
-			eTok[fill[s]], eW[fill[s]] = int32(i), wts[i*K+k]
+			eTok[fill[s]], eSlot[fill[s]], eW[fill[s]] = int32(i), int32(i*K+k), wts[i*K+k]
 			fill[s]++
 		}
 	}
 
-	out := w.moeOut[:n*dim]
-	clear(out)
+	out, slots := w.moeOut[:n*dim], w.eOut[:n*K*dim]
 	// The experts go in runs of at most R routed rows (all of them in decoding and
 	// short prefills; a bound on the scratch for long ones): the run's gate and up
 	// products are one kernels.MatMuls, its down products another, so the workers
@@ -214,12 +217,22 @@ func (w *scratch) moe(m *Model, li int, x, xn []float32, n int) {
 		kernels.MatMuls(ps)
 		w.prods = ps[:0]
 		// Each expert's rows, scaled by their gate weights, into their tokens'
-		// outputs: experts in index order, so each token's sum has a fixed order.
-		for j, t := range eTok[base : base+rows] {
+		// top-k slots.
+		for j, sl := range eSlot[base : base+rows] {
 			wt := eW[base+j]
-			o := out[int(t)*dim : (int(t)+1)*dim]
+			o := slots[int(sl)*dim : (int(sl)+1)*dim]
 			for k, v := range d[j*dim : (j+1)*dim] {
-				o[k] += float32(wt * v) // rounded before the add: no fused multiply-add
+				o[k] = wt * v
+			}
+		}
+	}
+	// Each token's output: its slots summed in top-k order, as llama.cpp does.
+	for i := 0; i < n; i++ {
+		o := out[i*dim : (i+1)*dim]
+		copy(o, slots[i*K*dim:(i*K+1)*dim])
+		for k := 1; k < K; k++ {
+			for j, v := range slots[(i*K+k)*dim : (i*K+k+1)*dim] {
+				o[j] += v
 			}
 		}
 	}
@@ -258,6 +271,7 @@ func (w *scratch) growMoE(c *Config, n int) {
 	}
 	w.rLogits = growTo(w.rLogits, n*c.Experts)
 	w.sel, w.eTok = growTo(w.sel, n*c.ExpertsUsed), growTo(w.eTok, n*c.ExpertsUsed)
+	w.eSlot, w.eOut = growTo(w.eSlot, n*c.ExpertsUsed), growTo(w.eOut, n*c.ExpertsUsed*c.Dim)
 	w.wts, w.eW = growTo(w.wts, n*c.ExpertsUsed), growTo(w.eW, n*c.ExpertsUsed)
 	w.eStart, w.eFill = growTo(w.eStart, c.Experts+1), growTo(w.eFill, c.Experts)
 	w.moeIn, w.moeOut = growTo(w.moeIn, n*c.Dim), growTo(w.moeOut, n*c.Dim)

@@ -42,6 +42,16 @@ type peerRun struct {
 // kernels/doc.go).
 //
 // The four arch/type runs are over the bounds with RoPE's earlier rotation too.
+// mixtral/q4_0 and qwen3moe/q4_k_m each owe most of their KL to one step (52 and 37)
+// where layer 1's router picks another second expert, but not at a tie: llama.cpp's
+// two candidates are 3.4e-4 and 2e-5 apart, while the router's input there differs
+// from llama.cpp's by 3e-3 and 2e-3 (relative). Layer 0's K and V products (Q4_0,
+// Q4_K) differ from ggml's vec_dot in the last bit at about half (mixtral) or 3%
+// (qwen3moe) of their values, with attn_norm bit for bit equal; one of them rounds to
+// another binary16 in the cache, the attention output then differs by 1e-5 to 2e-4,
+// and where that flips an 8-bit rounding of wo's activations the layer's output
+// differs by 1e-3. The router, its softmax, the top-k and the experts agree with
+// llama.cpp wherever their inputs do (measured through llama.cpp's eval callback).
 // lora/llama-q4_k_m-two: llama.cpp computes the adapters' products of its 5-token
 // prompt through llamafile's sgemm, in another order than its decoding's, which a
 // batch-invariant engine cannot take for prompts alone; with llama.cpp decoding
