@@ -87,6 +87,7 @@ func main() {
 	dotQ6KAVX512(1)
 	dotQ6KAVX512Tokens(8)
 	dotQ6KAVX512Tokens(16)
+	dotQ6KAVX512PairTokens()
 	dotQ6KAVX512(4)
 	dotQ5KAVX512Tokens(8)
 	dotQ5KAVX512Tokens(16)

@@ -328,3 +328,126 @@ func addTokenLanes(acc []VecVirtual, ddv VecVirtual, toks rowSet, local Mem) {
 		VMOVUPS(fa, local.Offset(32*t))
 	}
 }
+
+// q6KPairBytes is one block of two tokens in the activation layout of
+// dotQ6KAVX512x16p (acts.q6P): the eight 32-byte chunks of quants, token a's
+// then token b's for each; their bsums, a's 16 then b's; their y.d, a's in 8
+// lanes then b's.
+const (
+	q6KPairBytes = 640
+	q6KPairBsums = 512
+	q6KPairD     = 576
+)
+
+// dotQ6KAVX512PairTokens emits dotQ6KAVX512x16p: dotQ6KAVX512x16 on the
+// activations of 16 tokens laid out by pairs (q6KPairBytes; 8 pairs, stride
+// bytes apart). Each 32-quant chunk of the weight block, and its scales, fill
+// both halves of a 512-bit register, so each product's lanes 0-7 are token a's
+// and 8-15 token b's from the start: the lanes are the AVX2 kernel's (exact:
+// the integer sums in any order), one VPMADDWD takes both tokens' bsum
+// correction, one multiply both tokens' y.d·f16(x.d), and one fused
+// multiply-add both tokens' float lanes: q6KLanes' operations on the same
+// values, lane by lane. So out[t] has dotQ6KAVX2's bits on token t alone.
+func dotQ6KAVX512PairTokens() {
+	evex = true
+	defer func() { evex = false }()
+	const P = 8
+	name := "dotQ6KAVX512x16p"
+	TEXT(name, NOSPLIT, "func(x, y *byte, n, stride int, out *float32)")
+	Pragma("noescape")
+	Doc(name+" sets out[t] = dotQ6KAVX512(x, token t, n) for t < 16, the tokens'",
+		"blocks by pairs at y (acts.q6P, stride bytes a pair).")
+	x, y, n := params3()
+	stride := GP64()
+	Load(Param("stride"), stride)
+	pairs := newRowSet(y, stride, P)
+
+	facc := make([]VecVirtual, P)
+	for i := range facc {
+		facc[i] = ZMM()
+		VPXORD(facc[i], facc[i], facc[i])
+	}
+	m4 := ZMM()
+	VMOVDQU64(nibbleMask, m4)
+
+	Label("loop")
+	TESTQ(n, n)
+	JZ(LabelRef("done"))
+	sw16 := ZMM()
+	VPMOVSXBW(Mem{Base: x, Disp: 192}, sw16.AsY())
+	acc := make([]VecVirtual, P)
+	for h := 0; h < 2; h++ {
+		// As dotQ6KAVX512.
+		ql, qh := ZMM(), ZMM()
+		VMOVDQU64(Mem{Base: x, Disp: 64 * h}, ql)
+		VBROADCASTI64X4(Mem{Base: x, Disp: 128 + 32*h}, qh)
+		lo, hi := ZMM(), ZMM()
+		VPANDD(m4, ql, lo)
+		VPSRLW(U8(4), ql, hi)
+		VPANDD(m4, hi, hi)
+		tt := ZMM()
+		VPSLLVW(q6kShiftLow, qh, tt)
+		VPANDD(bits45Mask, tt, tt)
+		VPORD(tt, lo, lo)
+		VPSRLVW(q6kShiftHigh, qh, tt)
+		VPANDD(bits45Mask, tt, tt)
+		VPORD(tt, hi, hi)
+		for k, v := range []VecVirtual{lo, hi} {
+			s := ZMM()
+			VMOVDQU64(q6kPerm.Offset(64*(2*h+k)), s)
+			VPERMW(sw16, s, s)
+			for c := 0; c < 2; c++ {
+				// Chunk 4h+2k+c (32 quants) and its scales in both halves.
+				imm := U8(0x44)
+				if c == 1 {
+					imm = U8(0xee)
+				}
+				vb, sb := ZMM(), ZMM()
+				VSHUFI64X2(imm, v, v, vb)
+				VSHUFI64X2(imm, s, s, sb)
+				for i := range acc {
+					p := ZMM()
+					VPMADDUBSW(pairs.at(i).Offset(64*(4*h+2*k+c)), vb, p)
+					if h == 0 && k == 0 && c == 0 {
+						acc[i] = ZMM()
+						VPMADDWD(sb, p, acc[i])
+					} else {
+						raw("VPDPWSSD", sb, p, acc[i])
+					}
+				}
+			}
+		}
+	}
+	// −32 times the scales in both halves (as dotQ6KAVX512x16).
+	swn, zw := ZMM(), ZMM()
+	VPSLLW(U8(5), sw16.AsY(), swn.AsY())
+	VPXORD(zw, zw, zw)
+	VPSUBW(swn.AsY(), zw.AsY(), swn.AsY())
+	VINSERTI64X4(U8(1), swn.AsY(), swn, swn)
+	ddv := ZMM()
+	VBROADCASTSS(q6KD(x), ddv)
+	for i := range acc {
+		bc := ZMM()
+		VPMADDWD(pairs.at(i).Offset(q6KPairBsums), swn, bc)
+		VPADDD(bc, acc[i], acc[i])
+		f := ZMM()
+		VCVTDQ2PS(acc[i], f)
+		dy := ZMM()
+		VMULPS(pairs.at(i).Offset(q6KPairD), ddv, dy) // y.d·f16(x.d), as q6KLanes' VMULSS
+		VFMADD231PS(dy, f, facc[i])
+	}
+
+	ADDQ(U32(q6KSize), x)
+	pairs.advance(q6KPairBytes)
+	DECQ(n)
+	JMP(LabelRef("loop"))
+
+	Label("done")
+	out := make([]VecVirtual, 2*P)
+	for i, a := range facc {
+		out[2*i], out[2*i+1] = YMM(), YMM()
+		VMOVAPS(a.AsY(), out[2*i])
+		VEXTRACTF64X4(U8(1), a, out[2*i+1])
+	}
+	storeLaneSums(out)
+}

@@ -127,7 +127,10 @@
 // the same way, dotQ6KAVX2x8, x4, _asm/q6ktokens.go, each token's float steps
 // those of the one-token kernel, and with AVX-512 first one row against 16 or 8
 // tokens, dotQ6KAVX512x16, x8, 12-15 or 6-7 tokens left through them again over
-// the last ones, then 4 tokens through dotQ6KAVX512x4: issue 36 found decoding 16
+// the last ones, then 4 tokens through dotQ6KAVX512x4 (MatMul's chunks of 16
+// tokens from an even one through dotQ6KAVX512x16p instead, on activations laid
+// out by pairs of tokens, acts.q6P, so that each 512-bit register holds two
+// tokens' 8 lanes from the start: 0.72x x16's CPU): issue 36 found decoding 16
 // sequences 0.85x as fast after Q6_K moved to llama.cpp's order with only AVX2
 // multi-token kernels; Q5_K with AVX-512 the same, dotQ5KAVX512x16, x8,
 // _asm/q5ktokens.go, where AVX2 takes two tokens per call, dotQ5KAVX2x2); Q4_K with

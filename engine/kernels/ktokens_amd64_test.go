@@ -34,7 +34,8 @@ var kTokens = []kTokenKernels{
 }
 
 // BenchmarkKTokensAVX512: BenchmarkKTokens for Q6_K's AVX-512 kernels of 1, 4,
-// 8 and 16 tokens per call (dotQ6KAVX512, x4, x8, x16).
+// 8 and 16 tokens per call (dotQ6KAVX512, x4, x8, x16, and x16p on the
+// activations by pairs).
 func BenchmarkKTokensAVX512(b *testing.B) {
 	if !useAVX512 {
 		b.Skip("no AVX-512")
@@ -49,8 +50,12 @@ func BenchmarkKTokensAVX512(b *testing.B) {
 	out := make([]float32, nTok)
 	stride := nb * int(unsafe.Sizeof(a.q8k[0]))
 	y := func(t int) *byte { return (*byte)(unsafe.Pointer(&a.q8k[t*nb])) }
-	for _, T := range []int{1, 4, 8, 16} {
-		b.Run(fmt.Sprintf("Q6_K/x%d", T), func(b *testing.B) {
+	for _, T := range []int{1, 4, 8, 16, 17} { // 17: x16p, one call
+		name := fmt.Sprintf("Q6_K/x%d", T)
+		if T == 17 {
+			name = "Q6_K/x16p"
+		}
+		b.Run(name, func(b *testing.B) {
 			b.SetBytes(int64(len(row) * nTok))
 			c0 := cpuSeconds()
 			for b.Loop() {
@@ -62,8 +67,10 @@ func BenchmarkKTokensAVX512(b *testing.B) {
 						dotQ6KAVX512x4(&row[0], y(t), nb, stride, &out[t])
 					case 8:
 						dotQ6KAVX512x8(&row[0], y(t), nb, stride, &out[t])
-					default:
+					case 16:
 						dotQ6KAVX512x16(&row[0], y(t), nb, stride, &out[t])
+					default:
+						dotQ6KAVX512x16p(&row[0], &a.q6P[0], nb, nb*q6KPairBytes, &out[t])
 					}
 				}
 			}
@@ -185,5 +192,51 @@ func BenchmarkQ6KTokensLevels(b *testing.B) {
 				b.ReportMetric((cpuSeconds()-c0)*1e6/float64(b.N), "cpu-us/op")
 			})
 		}
+	}
+}
+
+// TestQ6KPairsEveryCount: with AVX-512, acts.prepare lays out Q6_K's activations
+// by pairs of tokens for 16 tokens or more (acts.q6P), and dotRowsAt through
+// dotQ6KAVX512x16p (and dotQ6KRows for what it leaves) gives every token
+// dotQ6KRow's bits, for every token count 1-40 and first tokens even and odd,
+// writing nothing around its outputs; on AVX2 there is no q6P.
+func TestQ6KPairsEveryCount(t *testing.T) {
+	const guard = -12345.5
+	for _, level := range []string{"avx2", "avx512", "avx512vbmi"} {
+		t.Run(level, func(t *testing.T) {
+			requireSIMD(t, level)
+			defer setSIMD(level)()
+			r := rand.New(rand.NewPCG(7, 10))
+			for _, nb := range []int{1, 2, 5} {
+				cols := nb * qkK
+				row := weightRow(r, Q6_K, nb, "random", false)
+				for rows := 1; rows <= 40; rows++ {
+					var a acts
+					a.prepare(Q6_K, randRow(r, rows*cols, 1), rows, cols)
+					if want := useAVX512 && rows >= 16; (len(a.q6P) > 0) != want {
+						t.Fatalf("nb %d, %d rows: q6P laid out %v, want %v", nb, rows, len(a.q6P) > 0, want)
+					}
+					for _, t0 := range []int{0, 1, 2, 3, 6} {
+						for n := 1; t0+n <= rows; n++ {
+							buf := make([]float32, n+2)
+							for i := range buf {
+								buf[i] = guard
+							}
+							dotRowsAt(Q6_K, row, &a, t0, buf[1:n+1])
+							if buf[0] != guard || buf[n+1] != guard {
+								t.Errorf("nb %d, %d rows, tokens %d+%d: guard overwritten", nb, rows, t0, n)
+							}
+							for i := range n {
+								tok := t0 + i
+								want := dotQ6KRow(row, a.q8k[tok*nb:(tok+1)*nb])
+								if got := buf[1+i]; math.Float32bits(got) != math.Float32bits(want) {
+									t.Errorf("nb %d, %d rows, tokens %d+%d: token %d: %v, one-token kernel %v", nb, rows, t0, n, tok, got, want)
+								}
+							}
+						}
+					}
+				}
+			}
+		})
 	}
 }

@@ -1,7 +1,9 @@
 package kernels
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math"
 	"runtime"
 	"sync"
 
@@ -66,6 +68,11 @@ type acts struct {
 	// VNNI 16-token kernel: part j (64 bytes) of a block holds quants 8j … 8j+7
 	// of sub-blocks 0, 1, …, 7 in turn (permuteQ8K).
 	q8kP []int8
+	// q6P is, for Q6_K's AVX-512 16-token kernel (pairsQ6K), the rows' blocks
+	// by pairs of rows: pair p's block b at q6P[(p·nb+b)·q6KPairBytes], its
+	// eight chunks of 32 quants, row 2p's then row 2p+1's for each; the two
+	// rows' bsums; their d, eight times each (pairQ6K).
+	q6P []byte
 	// q8kW is, for products through the lattice types' panels (usesPanel),
 	// the quants widened to int16 in the panels' order (iqpanel.go).
 	q8kW  []int16
@@ -141,6 +148,15 @@ func (a *acts) prepare(wt Type, x []float32, rows, cols int) {
 				permuteQ8K(a.q8kP[i*qkK:(i+1)*qkK], &a.q8k[i].qs)
 			}
 		}
+		a.q6P = a.q6P[:0]
+		if pairsQ6K(wt, rows) {
+			a.q6P = grow(a.q6P, rows/2*nb*q6KPairBytes)
+			for p := range rows / 2 {
+				for b := range nb {
+					pairQ6K(a.q6P[(p*nb+b)*q6KPairBytes:][:q6KPairBytes], &a.q8k[2*p*nb+b], &a.q8k[(2*p+1)*nb+b])
+				}
+			}
+		}
 		if usesPanel(wt, rows) {
 			a.widenQ8K(nb, rows)
 		}
@@ -172,6 +188,28 @@ func permuteQ8K(dst []int8, qs *[qkK]int8) {
 		for k := 0; k < 8; k++ {
 			copy(dst[64*j+8*k:64*j+8*k+8], qs[32*k+8*j:32*k+8*j+8])
 		}
+	}
+}
+
+// q6KPairBytes is one block of two rows in acts.q6P.
+const q6KPairBytes = 640
+
+// pairQ6K writes blocks ya and yb of two rows in acts.q6P's layout to dst.
+func pairQ6K(dst []byte, ya, yb *q8KBlock) {
+	_ = dst[q6KPairBytes-1]
+	for c := range 8 {
+		for i := range 32 {
+			dst[64*c+i] = byte(ya.qs[32*c+i])
+			dst[64*c+32+i] = byte(yb.qs[32*c+i])
+		}
+	}
+	for i := range 16 {
+		binary.LittleEndian.PutUint16(dst[512+2*i:], uint16(ya.bsums[i]))
+		binary.LittleEndian.PutUint16(dst[544+2*i:], uint16(yb.bsums[i]))
+	}
+	for i := range 8 {
+		binary.LittleEndian.PutUint32(dst[576+4*i:], math.Float32bits(ya.d))
+		binary.LittleEndian.PutUint32(dst[608+4*i:], math.Float32bits(yb.d))
 	}
 }
 

@@ -118,6 +118,36 @@ func dotQ5KRows(out []float32, row []byte, y []q8KBlock, nb int) {
 	}
 }
 
+// pairsQ6K reports whether acts.prepare lays out acts.q6P, the activations by
+// pairs of tokens, for a product of rows tokens by weights of type wt: for Q6_K's
+// AVX-512 kernel of 16 tokens, dotQ6KAVX512x16p.
+func pairsQ6K(wt Type, rows int) bool {
+	return wt == Q6_K && useAVX512 && rows >= 16
+}
+
+// dotQ6KRowsPairs is dotQ6KRows for tokens t0, t0+1, … of a (which has q6P):
+// 16 tokens at a time from an even one through dotQ6KAVX512x16p, the last
+// 12-15 through it again from an even token (rewriting outputs with the same
+// bits), the others through dotQ6KRows. Every token gets dotQ6KRow's bits.
+func dotQ6KRowsPairs(out []float32, row []byte, a *acts, t0, nb int) {
+	t, n := 0, len(out)
+	if t0%2 == 0 && nb > 0 && n >= 16 {
+		ps := nb * q6KPairBytes
+		_, _ = row[nb*210-1], a.q6P[(t0+n)/2*ps-1]
+		for ; t+16 <= n; t += 16 {
+			dotQ6KAVX512x16p(&row[0], &a.q6P[(t0+t)/2*ps], nb, ps, &out[t])
+		}
+		if n-t >= 12 {
+			t = (n - 16) &^ 1
+			dotQ6KAVX512x16p(&row[0], &a.q6P[(t0+t)/2*ps], nb, ps, &out[t])
+			t += 16
+		}
+	}
+	if t < n {
+		dotQ6KRows(out[t:], row, a.q8k[(t0+t)*nb:], nb)
+	}
+}
+
 // dotQ6KRows is dotQ4KRows for Q6_K weights, with the AVX2 kernels of 8, 4 and
 // 2 tokens and the same reuse of the 8- and 4-token kernels over the last tokens.
 // With AVX-512 the kernels of 16 and 8 tokens (dotQ6KAVX512x16, x8) come first

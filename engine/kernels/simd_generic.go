@@ -378,7 +378,11 @@ func dotRowsAt(wt Type, row []byte, a *acts, t0 int, out []float32) {
 		dotQ5KRows(out, row, a.q8k[t0*nb:], nb)
 	case Q6_K:
 		nb := a.cols / qkK
-		dotQ6KRows(out, row, a.q8k[t0*nb:], nb)
+		if len(a.q6P) > 0 {
+			dotQ6KRowsPairs(out, row, a, t0, nb)
+		} else {
+			dotQ6KRows(out, row, a.q8k[t0*nb:], nb)
+		}
 	case Q3_K:
 		nb := a.cols / qkK
 		dotQ3KRows(out, row, a.q8k[t0*nb:], nb)

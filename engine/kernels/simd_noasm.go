@@ -55,6 +55,13 @@ func dotQ6KRows(out []float32, row []byte, y []q8KBlock, nb int) {
 	dotQ6KRowsGeneric(out, row, y, nb)
 }
 
+// pairsQ6K: no acts.q6P without the assembly kernels.
+func pairsQ6K(wt Type, rows int) bool { return false }
+
+func dotQ6KRowsPairs(out []float32, row []byte, a *acts, t0, nb int) {
+	dotQ6KRows(out, row, a.q8k[t0*nb:], nb)
+}
+
 func dotQ8_0Rows(out []float32, row []byte, y []q8Block, nb int) {
 	dotQ8_0RowsGeneric(out, row, y, nb)
 }

@@ -80,6 +80,12 @@ func dotQ6KAVX512x8(x *byte, y *byte, n int, stride int, out *float32)
 //go:noescape
 func dotQ6KAVX512x16(x *byte, y *byte, n int, stride int, out *float32)
 
+// dotQ6KAVX512x16p sets out[t] = dotQ6KAVX512(x, token t, n) for t < 16, the tokens'
+// blocks by pairs at y (acts.q6P, stride bytes a pair).
+//
+//go:noescape
+func dotQ6KAVX512x16p(x *byte, y *byte, n int, stride int, out *float32)
+
 // dotQ6KAVX512x4 sets out[t] = dotQ6KAVX512(x, y+t·stride, n) for t < 4.
 //
 //go:noescape
