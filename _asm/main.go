@@ -217,10 +217,6 @@ func main() {
 	}
 	dotQ4KTile44()
 	dotQ4KTile16m()
-	dotQ4KTile16v()
-	for t := 2; t < 16; t++ {
-		dotQ4KTileV(t)
-	}
 	for t := 2; t <= 16; t++ {
 		dotQ4KTileP(t)
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"fmt"
 
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
@@ -338,7 +337,7 @@ func reduceTokens(z []VecVirtual) VecVirtual {
 	return step(q, shuf(0x88), shuf(0xdd))[0]      // r0 L01, r1 L01, … + r0 L23, …
 }
 
-var q4kPermIdx, q4kShiftHalves, q4kScalePairs Mem
+var q4kPermIdx, q4kShiftHalves Mem
 
 func vnniTileConstants() {
 	// q4kPermIdx: 4 VPERMI2B index vectors over a Q4_K block's 128 quant bytes;
@@ -363,153 +362,4 @@ func vnniTileConstants() {
 		b = append(b, bytes.Repeat([]byte{4, 0}, 4)...)
 	}
 	q4kShiftHalves = rodata("q4kShiftHalves", b)
-	// q4kScalePairs: each of the 8 scales twice (int32 lanes 2k and 2k+1 hold
-	// sub-block k's sums).
-	q4kScalePairs = rodata("q4kScalePairs", []byte{0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7})
-}
-
-// dotQ4KTile16v emits dotQ4KAVX512r1t16v: one Q4_K row × 16 tokens with one
-// VPDPBUSD per 64 quants and token instead of a VPMADDUBSW and a VPDPWSSD. The
-// tokens' quants come permuted (acts.q8kP: per block, part j holds quants 8j …
-// 8j+7 of each sub-block in turn), the row's by VPERMI2B the same way, so that
-// int32 lanes 2k and 2k+1 of a token's accumulator collect sub-block k alone
-// (at most 16 products of 15·128: an int16), and one VPMADDWD by the scales
-// per token and block applies them. Mins from bsT as dotQ4KAVX512r1t16m. Exact
-// integer sums, the reference's float operations: the reference's bits.
-func dotQ4KTile16v() { dotQ4KTileV(16) }
-
-// dotQ4KTileV emits dotQ4KAVX512r1t{T}v, T ≤ 16: dotQ4KAVX512r1t16v for T tokens
-// (a verification step's 2-15 positions), the same operations per token, so the
-// same bits. The scales and bsums of tokens T … 15 (yd, bs: 16 lanes) are not
-// read: a mask register keeps their loads to the first T lanes.
-func dotQ4KTileV(T int) {
-	evex = true
-	defer func() { evex = false }()
-	name := fmt.Sprintf("dotQ4KAVX512r1t%dv", T)
-	TEXT(name, NOSPLIT, "func(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)")
-	Pragma("noescape")
-	Doc(fmt.Sprintf("%s sets out[t·os] = dotQ4KAVX512(x, token t, nb) for t < %d, token t's", name, T),
-		"quants of block b permuted (acts.q8kP) at y + t·ys + 256b, y.d at yd + b·yds + 4t, and",
-		"bs + b·4·gs + i·gs + 4t its two int16 sums of sub-blocks 2i and 2i+1 of block b.")
-	load := func(name string) GPVirtual {
-		r := GP64()
-		Load(Param(name), r)
-		return r
-	}
-	x := load("x")
-	ys := load("ys")
-	toks := newRowSet(load("y"), ys, T)
-	yd, yds := load("yd"), load("yds")
-	bs, gs := load("bs"), load("gs")
-	gs3 := GP64()
-	LEAQ(Mem{Base: gs, Index: gs, Scale: 2}, gs3)
-	nb := load("nb")
-	var k Op
-	if T < 16 {
-		kk := K()
-		g := GP32()
-		MOVL(U32(1<<T-1), g)
-		KMOVW(g, kk)
-		k = kk
-	}
-	// masked loads the first T lanes of m into a new vector (all 16 if T = 16).
-	masked := func(m Mem, float bool) VecVirtual {
-		v := ZMM()
-		switch {
-		case k == nil && float:
-			VMOVUPS(m, v)
-		case k == nil:
-			VMOVDQU32(m, v)
-		case float:
-			VMOVUPS_Z(m, k, v)
-		default:
-			VMOVDQU32_Z(m, k, v)
-		}
-		return v
-	}
-	sum := ZMM()
-	VPXORD(sum, sum, sum)
-	m4, shr := ZMM(), ZMM()
-	VMOVDQU64(nibbleMask, m4)
-	VMOVDQU64(q4kShiftHalves, shr)
-
-	Label("loop")
-	TESTQ(nb, nb)
-	JZ(LabelRef("done"))
-	acc := make([]VecVirtual, T)
-	for p := range acc {
-		acc[p] = ZMM()
-		VPXORD(acc[p], acc[p], acc[p])
-	}
-	xr := Mem{Base: x}
-	qa, qb := ZMM(), ZMM()
-	VMOVDQU64(xr.Offset(16), qa)
-	VMOVDQU64(xr.Offset(80), qb)
-	for j := 0; j < 4; j++ {
-		qq := ZMM()
-		VMOVDQU64(q4kPermIdx.Offset(64*j), qq)
-		VPERMI2B(qb, qa, qq)
-		VPSRLVW(shr, qq, qq)
-		VPANDD(m4, qq, qq)
-		for t := 0; t < T; t++ {
-			raw("VPDPBUSD", toks.at(t).Offset(64*j), qq, acc[t])
-		}
-	}
-	u := q4KScalesAt(xr)
-	sp := XMM()
-	VPSHUFB(q4kScalePairs, u, sp)
-	scw := ZMM()
-	VPMOVZXBD(sp, scw)
-	for t := 0; t < T; t++ {
-		VPMADDWD(scw, acc[t], acc[t])
-	}
-	// msum for the T tokens, as dotQ4KAVX512r1t16m.
-	smw := YMM()
-	VPMOVZXBW(u, smw)
-	mins := ZMM()
-	VSHUFI64X2(U8(0x55), smw.AsZ(), smw.AsZ(), mins)
-	ms := ZMM()
-	VPXORD(ms, ms, ms)
-	for i := 0; i < 4; i++ {
-		mb := ZMM()
-		VPSHUFD(U8(0x55*i), mins, mb)
-		var m Mem
-		switch i {
-		case 0:
-			m = Mem{Base: bs}
-		case 1:
-			m = Mem{Base: bs, Index: gs, Scale: 1}
-		case 2:
-			m = Mem{Base: bs, Index: gs, Scale: 2}
-		default:
-			m = Mem{Base: bs, Index: gs3, Scale: 1}
-		}
-		if k == nil {
-			raw("VPDPWSSD", m, mb, ms)
-		} else {
-			raw("VPDPWSSD", masked(m, false), mb, ms)
-		}
-	}
-	is := reduceTokens(acc)
-	ydv := masked(Mem{Base: yd}, true)
-	d := tileRowScales(rowSet{bases: []GPVirtual{x}}, 1, 0)
-	dm := tileRowScales(rowSet{bases: []GPVirtual{x}}, 1, 2)
-	VMULPS(ydv, d, d)
-	VMULPS(ydv, dm, dm)
-	VCVTDQ2PS(is, is)
-	VCVTDQ2PS(ms, ms)
-	VMULPS(is, d, d)
-	VMULPS(ms, dm, dm)
-	VSUBPS(dm, d, d)
-	VADDPS(d, sum, sum)
-
-	ADDQ(U32(q4KSize), x)
-	toks.advance(256)
-	ADDQ(yds, yd)
-	LEAQ(Mem{Base: bs, Index: gs, Scale: 4}, bs)
-	DECQ(nb)
-	JMP(LabelRef("loop"))
-
-	Label("done")
-	tileStore(sum, 1, T)
 }

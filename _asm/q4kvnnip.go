@@ -33,8 +33,13 @@ func q4KPackedConstants() {
 // loads of the row's quants (Zen5, one thread, loaded).
 const q4KPrefetch = 2048
 
-// dotQ4KTileP emits dotQ4KAVX512r1t{T}p, 2 ≤ T ≤ 16: dotQ4KAVX512r1t{T}v with
-// half the per-block reduction. After a block's VPDPBUSDs every int32 lane of a
+// dotQ4KTileP emits dotQ4KAVX512r1t{T}p, 2 ≤ T ≤ 16: one Q4_K row × T tokens
+// with one VPDPBUSD per 64 quants and token. The tokens' quants come permuted
+// (acts.q8kP: per block, part j holds quants 8j … 8j+7 of each sub-block in
+// turn), the row's by VPERMI2B the same way, so that int32 lanes 2k and 2k+1 of
+// a token's accumulator collect sub-block k alone. Mins from bsT as
+// dotQ4KAVX512r1t16m; the scales and bsums of tokens T … 15 are not read (a mask
+// register keeps their loads to the first T lanes). After a block's VPDPBUSDs every int32 lane of a
 // token's accumulator holds 16 products of a quant (0 … 15) and an activation
 // (−128 … 127), so it fits an int16: VPACKSSDW packs two tokens' accumulators
 // into one vector without saturating, one VPMADDWD applies the scales to both
@@ -48,8 +53,10 @@ func dotQ4KTileP(T int) {
 	name := fmt.Sprintf("dotQ4KAVX512r1t%dp", T)
 	TEXT(name, NOSPLIT, "func(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)")
 	Pragma("noescape")
-	Doc(fmt.Sprintf("%s is dotQ4KAVX512r1t%dv with two tokens' accumulators packed", name, T),
-		"into one vector for the scales and the reduction: the same arguments and bits.")
+	Doc(fmt.Sprintf("%s sets out[t·os] = dotQ4KAVX512(x, token t, nb) for t < %d, token t's", name, T),
+		"quants of block b permuted (acts.q8kP) at y + t·ys + 256b, y.d at yd + b·yds + 4t, and",
+		"bs + b·4·gs + i·gs + 4t its two int16 sums of sub-blocks 2i and 2i+1 of block b; two",
+		"tokens' accumulators packed into one vector for the scales and the reduction.")
 	load := func(name string) GPVirtual {
 		r := GP64()
 		Load(Param(name), r)

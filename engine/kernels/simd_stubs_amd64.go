@@ -905,197 +905,122 @@ func dotQ4KAVX512r4t4(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb
 //go:noescape
 func dotQ4KAVX512r1t16m(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
 
-// dotQ4KAVX512r1t16v sets out[t·os] = dotQ4KAVX512(x, token t, nb) for t < 16, token t's
+// dotQ4KAVX512r1t2p sets out[t·os] = dotQ4KAVX512(x, token t, nb) for t < 2, token t's
 // quants of block b permuted (acts.q8kP) at y + t·ys + 256b, y.d at yd + b·yds + 4t, and
-// bs + b·4·gs + i·gs + 4t its two int16 sums of sub-blocks 2i and 2i+1 of block b.
-//
-//go:noescape
-func dotQ4KAVX512r1t16v(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
-
-// dotQ4KAVX512r1t2v sets out[t·os] = dotQ4KAVX512(x, token t, nb) for t < 2, token t's
-// quants of block b permuted (acts.q8kP) at y + t·ys + 256b, y.d at yd + b·yds + 4t, and
-// bs + b·4·gs + i·gs + 4t its two int16 sums of sub-blocks 2i and 2i+1 of block b.
-//
-//go:noescape
-func dotQ4KAVX512r1t2v(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
-
-// dotQ4KAVX512r1t3v sets out[t·os] = dotQ4KAVX512(x, token t, nb) for t < 3, token t's
-// quants of block b permuted (acts.q8kP) at y + t·ys + 256b, y.d at yd + b·yds + 4t, and
-// bs + b·4·gs + i·gs + 4t its two int16 sums of sub-blocks 2i and 2i+1 of block b.
-//
-//go:noescape
-func dotQ4KAVX512r1t3v(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
-
-// dotQ4KAVX512r1t4v sets out[t·os] = dotQ4KAVX512(x, token t, nb) for t < 4, token t's
-// quants of block b permuted (acts.q8kP) at y + t·ys + 256b, y.d at yd + b·yds + 4t, and
-// bs + b·4·gs + i·gs + 4t its two int16 sums of sub-blocks 2i and 2i+1 of block b.
-//
-//go:noescape
-func dotQ4KAVX512r1t4v(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
-
-// dotQ4KAVX512r1t5v sets out[t·os] = dotQ4KAVX512(x, token t, nb) for t < 5, token t's
-// quants of block b permuted (acts.q8kP) at y + t·ys + 256b, y.d at yd + b·yds + 4t, and
-// bs + b·4·gs + i·gs + 4t its two int16 sums of sub-blocks 2i and 2i+1 of block b.
-//
-//go:noescape
-func dotQ4KAVX512r1t5v(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
-
-// dotQ4KAVX512r1t6v sets out[t·os] = dotQ4KAVX512(x, token t, nb) for t < 6, token t's
-// quants of block b permuted (acts.q8kP) at y + t·ys + 256b, y.d at yd + b·yds + 4t, and
-// bs + b·4·gs + i·gs + 4t its two int16 sums of sub-blocks 2i and 2i+1 of block b.
-//
-//go:noescape
-func dotQ4KAVX512r1t6v(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
-
-// dotQ4KAVX512r1t7v sets out[t·os] = dotQ4KAVX512(x, token t, nb) for t < 7, token t's
-// quants of block b permuted (acts.q8kP) at y + t·ys + 256b, y.d at yd + b·yds + 4t, and
-// bs + b·4·gs + i·gs + 4t its two int16 sums of sub-blocks 2i and 2i+1 of block b.
-//
-//go:noescape
-func dotQ4KAVX512r1t7v(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
-
-// dotQ4KAVX512r1t8v sets out[t·os] = dotQ4KAVX512(x, token t, nb) for t < 8, token t's
-// quants of block b permuted (acts.q8kP) at y + t·ys + 256b, y.d at yd + b·yds + 4t, and
-// bs + b·4·gs + i·gs + 4t its two int16 sums of sub-blocks 2i and 2i+1 of block b.
-//
-//go:noescape
-func dotQ4KAVX512r1t8v(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
-
-// dotQ4KAVX512r1t9v sets out[t·os] = dotQ4KAVX512(x, token t, nb) for t < 9, token t's
-// quants of block b permuted (acts.q8kP) at y + t·ys + 256b, y.d at yd + b·yds + 4t, and
-// bs + b·4·gs + i·gs + 4t its two int16 sums of sub-blocks 2i and 2i+1 of block b.
-//
-//go:noescape
-func dotQ4KAVX512r1t9v(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
-
-// dotQ4KAVX512r1t10v sets out[t·os] = dotQ4KAVX512(x, token t, nb) for t < 10, token t's
-// quants of block b permuted (acts.q8kP) at y + t·ys + 256b, y.d at yd + b·yds + 4t, and
-// bs + b·4·gs + i·gs + 4t its two int16 sums of sub-blocks 2i and 2i+1 of block b.
-//
-//go:noescape
-func dotQ4KAVX512r1t10v(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
-
-// dotQ4KAVX512r1t11v sets out[t·os] = dotQ4KAVX512(x, token t, nb) for t < 11, token t's
-// quants of block b permuted (acts.q8kP) at y + t·ys + 256b, y.d at yd + b·yds + 4t, and
-// bs + b·4·gs + i·gs + 4t its two int16 sums of sub-blocks 2i and 2i+1 of block b.
-//
-//go:noescape
-func dotQ4KAVX512r1t11v(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
-
-// dotQ4KAVX512r1t12v sets out[t·os] = dotQ4KAVX512(x, token t, nb) for t < 12, token t's
-// quants of block b permuted (acts.q8kP) at y + t·ys + 256b, y.d at yd + b·yds + 4t, and
-// bs + b·4·gs + i·gs + 4t its two int16 sums of sub-blocks 2i and 2i+1 of block b.
-//
-//go:noescape
-func dotQ4KAVX512r1t12v(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
-
-// dotQ4KAVX512r1t13v sets out[t·os] = dotQ4KAVX512(x, token t, nb) for t < 13, token t's
-// quants of block b permuted (acts.q8kP) at y + t·ys + 256b, y.d at yd + b·yds + 4t, and
-// bs + b·4·gs + i·gs + 4t its two int16 sums of sub-blocks 2i and 2i+1 of block b.
-//
-//go:noescape
-func dotQ4KAVX512r1t13v(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
-
-// dotQ4KAVX512r1t14v sets out[t·os] = dotQ4KAVX512(x, token t, nb) for t < 14, token t's
-// quants of block b permuted (acts.q8kP) at y + t·ys + 256b, y.d at yd + b·yds + 4t, and
-// bs + b·4·gs + i·gs + 4t its two int16 sums of sub-blocks 2i and 2i+1 of block b.
-//
-//go:noescape
-func dotQ4KAVX512r1t14v(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
-
-// dotQ4KAVX512r1t15v sets out[t·os] = dotQ4KAVX512(x, token t, nb) for t < 15, token t's
-// quants of block b permuted (acts.q8kP) at y + t·ys + 256b, y.d at yd + b·yds + 4t, and
-// bs + b·4·gs + i·gs + 4t its two int16 sums of sub-blocks 2i and 2i+1 of block b.
-//
-//go:noescape
-func dotQ4KAVX512r1t15v(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
-
-// dotQ4KAVX512r1t2p is dotQ4KAVX512r1t2v with two tokens' accumulators packed
-// into one vector for the scales and the reduction: the same arguments and bits.
+// bs + b·4·gs + i·gs + 4t its two int16 sums of sub-blocks 2i and 2i+1 of block b; two
+// tokens' accumulators packed into one vector for the scales and the reduction.
 //
 //go:noescape
 func dotQ4KAVX512r1t2p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
 
-// dotQ4KAVX512r1t3p is dotQ4KAVX512r1t3v with two tokens' accumulators packed
-// into one vector for the scales and the reduction: the same arguments and bits.
+// dotQ4KAVX512r1t3p sets out[t·os] = dotQ4KAVX512(x, token t, nb) for t < 3, token t's
+// quants of block b permuted (acts.q8kP) at y + t·ys + 256b, y.d at yd + b·yds + 4t, and
+// bs + b·4·gs + i·gs + 4t its two int16 sums of sub-blocks 2i and 2i+1 of block b; two
+// tokens' accumulators packed into one vector for the scales and the reduction.
 //
 //go:noescape
 func dotQ4KAVX512r1t3p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
 
-// dotQ4KAVX512r1t4p is dotQ4KAVX512r1t4v with two tokens' accumulators packed
-// into one vector for the scales and the reduction: the same arguments and bits.
+// dotQ4KAVX512r1t4p sets out[t·os] = dotQ4KAVX512(x, token t, nb) for t < 4, token t's
+// quants of block b permuted (acts.q8kP) at y + t·ys + 256b, y.d at yd + b·yds + 4t, and
+// bs + b·4·gs + i·gs + 4t its two int16 sums of sub-blocks 2i and 2i+1 of block b; two
+// tokens' accumulators packed into one vector for the scales and the reduction.
 //
 //go:noescape
 func dotQ4KAVX512r1t4p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
 
-// dotQ4KAVX512r1t5p is dotQ4KAVX512r1t5v with two tokens' accumulators packed
-// into one vector for the scales and the reduction: the same arguments and bits.
+// dotQ4KAVX512r1t5p sets out[t·os] = dotQ4KAVX512(x, token t, nb) for t < 5, token t's
+// quants of block b permuted (acts.q8kP) at y + t·ys + 256b, y.d at yd + b·yds + 4t, and
+// bs + b·4·gs + i·gs + 4t its two int16 sums of sub-blocks 2i and 2i+1 of block b; two
+// tokens' accumulators packed into one vector for the scales and the reduction.
 //
 //go:noescape
 func dotQ4KAVX512r1t5p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
 
-// dotQ4KAVX512r1t6p is dotQ4KAVX512r1t6v with two tokens' accumulators packed
-// into one vector for the scales and the reduction: the same arguments and bits.
+// dotQ4KAVX512r1t6p sets out[t·os] = dotQ4KAVX512(x, token t, nb) for t < 6, token t's
+// quants of block b permuted (acts.q8kP) at y + t·ys + 256b, y.d at yd + b·yds + 4t, and
+// bs + b·4·gs + i·gs + 4t its two int16 sums of sub-blocks 2i and 2i+1 of block b; two
+// tokens' accumulators packed into one vector for the scales and the reduction.
 //
 //go:noescape
 func dotQ4KAVX512r1t6p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
 
-// dotQ4KAVX512r1t7p is dotQ4KAVX512r1t7v with two tokens' accumulators packed
-// into one vector for the scales and the reduction: the same arguments and bits.
+// dotQ4KAVX512r1t7p sets out[t·os] = dotQ4KAVX512(x, token t, nb) for t < 7, token t's
+// quants of block b permuted (acts.q8kP) at y + t·ys + 256b, y.d at yd + b·yds + 4t, and
+// bs + b·4·gs + i·gs + 4t its two int16 sums of sub-blocks 2i and 2i+1 of block b; two
+// tokens' accumulators packed into one vector for the scales and the reduction.
 //
 //go:noescape
 func dotQ4KAVX512r1t7p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
 
-// dotQ4KAVX512r1t8p is dotQ4KAVX512r1t8v with two tokens' accumulators packed
-// into one vector for the scales and the reduction: the same arguments and bits.
+// dotQ4KAVX512r1t8p sets out[t·os] = dotQ4KAVX512(x, token t, nb) for t < 8, token t's
+// quants of block b permuted (acts.q8kP) at y + t·ys + 256b, y.d at yd + b·yds + 4t, and
+// bs + b·4·gs + i·gs + 4t its two int16 sums of sub-blocks 2i and 2i+1 of block b; two
+// tokens' accumulators packed into one vector for the scales and the reduction.
 //
 //go:noescape
 func dotQ4KAVX512r1t8p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
 
-// dotQ4KAVX512r1t9p is dotQ4KAVX512r1t9v with two tokens' accumulators packed
-// into one vector for the scales and the reduction: the same arguments and bits.
+// dotQ4KAVX512r1t9p sets out[t·os] = dotQ4KAVX512(x, token t, nb) for t < 9, token t's
+// quants of block b permuted (acts.q8kP) at y + t·ys + 256b, y.d at yd + b·yds + 4t, and
+// bs + b·4·gs + i·gs + 4t its two int16 sums of sub-blocks 2i and 2i+1 of block b; two
+// tokens' accumulators packed into one vector for the scales and the reduction.
 //
 //go:noescape
 func dotQ4KAVX512r1t9p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
 
-// dotQ4KAVX512r1t10p is dotQ4KAVX512r1t10v with two tokens' accumulators packed
-// into one vector for the scales and the reduction: the same arguments and bits.
+// dotQ4KAVX512r1t10p sets out[t·os] = dotQ4KAVX512(x, token t, nb) for t < 10, token t's
+// quants of block b permuted (acts.q8kP) at y + t·ys + 256b, y.d at yd + b·yds + 4t, and
+// bs + b·4·gs + i·gs + 4t its two int16 sums of sub-blocks 2i and 2i+1 of block b; two
+// tokens' accumulators packed into one vector for the scales and the reduction.
 //
 //go:noescape
 func dotQ4KAVX512r1t10p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
 
-// dotQ4KAVX512r1t11p is dotQ4KAVX512r1t11v with two tokens' accumulators packed
-// into one vector for the scales and the reduction: the same arguments and bits.
+// dotQ4KAVX512r1t11p sets out[t·os] = dotQ4KAVX512(x, token t, nb) for t < 11, token t's
+// quants of block b permuted (acts.q8kP) at y + t·ys + 256b, y.d at yd + b·yds + 4t, and
+// bs + b·4·gs + i·gs + 4t its two int16 sums of sub-blocks 2i and 2i+1 of block b; two
+// tokens' accumulators packed into one vector for the scales and the reduction.
 //
 //go:noescape
 func dotQ4KAVX512r1t11p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
 
-// dotQ4KAVX512r1t12p is dotQ4KAVX512r1t12v with two tokens' accumulators packed
-// into one vector for the scales and the reduction: the same arguments and bits.
+// dotQ4KAVX512r1t12p sets out[t·os] = dotQ4KAVX512(x, token t, nb) for t < 12, token t's
+// quants of block b permuted (acts.q8kP) at y + t·ys + 256b, y.d at yd + b·yds + 4t, and
+// bs + b·4·gs + i·gs + 4t its two int16 sums of sub-blocks 2i and 2i+1 of block b; two
+// tokens' accumulators packed into one vector for the scales and the reduction.
 //
 //go:noescape
 func dotQ4KAVX512r1t12p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
 
-// dotQ4KAVX512r1t13p is dotQ4KAVX512r1t13v with two tokens' accumulators packed
-// into one vector for the scales and the reduction: the same arguments and bits.
+// dotQ4KAVX512r1t13p sets out[t·os] = dotQ4KAVX512(x, token t, nb) for t < 13, token t's
+// quants of block b permuted (acts.q8kP) at y + t·ys + 256b, y.d at yd + b·yds + 4t, and
+// bs + b·4·gs + i·gs + 4t its two int16 sums of sub-blocks 2i and 2i+1 of block b; two
+// tokens' accumulators packed into one vector for the scales and the reduction.
 //
 //go:noescape
 func dotQ4KAVX512r1t13p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
 
-// dotQ4KAVX512r1t14p is dotQ4KAVX512r1t14v with two tokens' accumulators packed
-// into one vector for the scales and the reduction: the same arguments and bits.
+// dotQ4KAVX512r1t14p sets out[t·os] = dotQ4KAVX512(x, token t, nb) for t < 14, token t's
+// quants of block b permuted (acts.q8kP) at y + t·ys + 256b, y.d at yd + b·yds + 4t, and
+// bs + b·4·gs + i·gs + 4t its two int16 sums of sub-blocks 2i and 2i+1 of block b; two
+// tokens' accumulators packed into one vector for the scales and the reduction.
 //
 //go:noescape
 func dotQ4KAVX512r1t14p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
 
-// dotQ4KAVX512r1t15p is dotQ4KAVX512r1t15v with two tokens' accumulators packed
-// into one vector for the scales and the reduction: the same arguments and bits.
+// dotQ4KAVX512r1t15p sets out[t·os] = dotQ4KAVX512(x, token t, nb) for t < 15, token t's
+// quants of block b permuted (acts.q8kP) at y + t·ys + 256b, y.d at yd + b·yds + 4t, and
+// bs + b·4·gs + i·gs + 4t its two int16 sums of sub-blocks 2i and 2i+1 of block b; two
+// tokens' accumulators packed into one vector for the scales and the reduction.
 //
 //go:noescape
 func dotQ4KAVX512r1t15p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
 
-// dotQ4KAVX512r1t16p is dotQ4KAVX512r1t16v with two tokens' accumulators packed
-// into one vector for the scales and the reduction: the same arguments and bits.
+// dotQ4KAVX512r1t16p sets out[t·os] = dotQ4KAVX512(x, token t, nb) for t < 16, token t's
+// quants of block b permuted (acts.q8kP) at y + t·ys + 256b, y.d at yd + b·yds + 4t, and
+// bs + b·4·gs + i·gs + 4t its two int16 sums of sub-blocks 2i and 2i+1 of block b; two
+// tokens' accumulators packed into one vector for the scales and the reduction.
 //
 //go:noescape
 func dotQ4KAVX512r1t16p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)

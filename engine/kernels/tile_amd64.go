@@ -444,18 +444,9 @@ func (m *matMul) repackTokens(lo, hi int) int {
 // q4KVNNIKernel is a VNNI kernel of one Q4_K row against permuted tokens.
 type q4KVNNIKernel = func(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
 
-// q4KVNNI are the VNNI kernels of one Q4_K row against 2-16 tokens
-// (dotQ4KAVX512r1t16v and its forms for fewer tokens), by token count.
-var q4KVNNI = [17]q4KVNNIKernel{
-	2: dotQ4KAVX512r1t2v, 3: dotQ4KAVX512r1t3v, 4: dotQ4KAVX512r1t4v, 5: dotQ4KAVX512r1t5v,
-	6: dotQ4KAVX512r1t6v, 7: dotQ4KAVX512r1t7v, 8: dotQ4KAVX512r1t8v, 9: dotQ4KAVX512r1t9v,
-	10: dotQ4KAVX512r1t10v, 11: dotQ4KAVX512r1t11v, 12: dotQ4KAVX512r1t12v, 13: dotQ4KAVX512r1t13v,
-	14: dotQ4KAVX512r1t14v, 15: dotQ4KAVX512r1t15v, 16: dotQ4KAVX512r1t16v,
-}
-
-// q4KVNNIp are q4KVNNI's kernels with two tokens' accumulators packed into one
-// vector for the scales and the per-block reduction (dotQ4KAVX512r1t2p … t16p):
-// the same arguments and bits.
+// q4KVNNIp are the VNNI kernels of one Q4_K row against 2-16 permuted tokens
+// (acts.q8kP), by token count, with two tokens' accumulators packed into one
+// vector for the scales and the per-block reduction (dotQ4KAVX512r1t2p … t16p).
 var q4KVNNIp = [17]q4KVNNIKernel{
 	2: dotQ4KAVX512r1t2p, 3: dotQ4KAVX512r1t3p, 4: dotQ4KAVX512r1t4p, 5: dotQ4KAVX512r1t5p,
 	6: dotQ4KAVX512r1t6p, 7: dotQ4KAVX512r1t7p, 8: dotQ4KAVX512r1t8p, 9: dotQ4KAVX512r1t9p,
@@ -463,7 +454,7 @@ var q4KVNNIp = [17]q4KVNNIKernel{
 	14: dotQ4KAVX512r1t14p, 15: dotQ4KAVX512r1t15p, 16: dotQ4KAVX512r1t16p,
 }
 
-// vnniMinTokens is the fewest tokens a Q4_K product takes through q4KVNNI
+// vnniMinTokens is the fewest tokens a Q4_K product takes through q4KVNNIp
 // rather than q4KRows4's 4-row kernel (BenchmarkQ4KFewTokens, CPU time, load
 // 35: for 2 tokens the two cost the same, for 3 and 4 the 4-row kernel 0.85×,
 // for 5, 6, 8, 9, 12 and 15 the VNNI kernels 0.90, 0.78, 0.90, 0.80, 0.83 and

@@ -343,34 +343,16 @@ func TestMatMulLevels(t *testing.T) {
 // TestQ4KTile16m: the 16-token Q4_K kernel that takes the mins' products from
 // the transposed bsums gives the reference's bits for every token, at odd
 // strides and extreme values, and writes only its outputs.
-func TestQ4KTile16m(t *testing.T) { testQ4KTile16(t, false) }
-
-// TestQ4KTile16v: the same for the VNNI kernels on permuted quants (q8kP), of
-// 16 tokens and of every count 2-15 (q4KVNNI: a verification step's positions),
-// which also write nothing past their last token.
-func TestQ4KTile16v(t *testing.T) { testQ4KTile16(t, true) }
-
-func testQ4KTile16(t *testing.T, vnni bool) {
-	if vnni {
-		requireSIMD(t, "avx512vbmi")
-	} else {
-		requireSIMD(t, "avx512")
-	}
-	counts := []int{16}
-	if vnni {
-		counts = []int{2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
-	}
-	for _, T := range counts {
-		var k q4KVNNIKernel
-		if vnni {
-			k = q4KVNNI[T]
-		}
-		testQ4KTileTokens(t, k, T)
-	}
+func TestQ4KTile16m(t *testing.T) {
+	requireSIMD(t, "avx512")
+	testQ4KTileTokens(t, nil, 16)
 }
 
-// TestQ4KTilePacked checks the VNNI kernels that pack two tokens' accumulators
-// (dotQ4KAVX512r1t2p … t16p) against the one-token reference for every count.
+// TestQ4KTilePacked checks the VNNI kernels on permuted quants (q8kP) that pack
+// two tokens' accumulators (dotQ4KAVX512r1t2p … t16p: a verification step's
+// positions and a prompt's 16-token chunks) against the one-token reference for
+// every count, at odd strides and extreme values; they write nothing past their
+// last token.
 func TestQ4KTilePacked(t *testing.T) {
 	requireSIMD(t, "avx512vbmi")
 	for T := 2; T <= 16; T++ {
@@ -468,7 +450,7 @@ func BenchmarkQ4KTile16v(b *testing.B) {
 	out := make([]float32, 16)
 	b.SetBytes(int64(16 * len(w)))
 	for b.Loop() {
-		dotQ4KAVX512r1t16v(&w[0], (*byte)(unsafe.Pointer(&perm[0])), nb*qkK, &ydT[0], 64, &bsT[0], 64, nb, &out[0], 1)
+		dotQ4KAVX512r1t16p(&w[0], (*byte)(unsafe.Pointer(&perm[0])), nb*qkK, &ydT[0], 64, &bsT[0], 64, nb, &out[0], 1)
 	}
 }
 
@@ -602,11 +584,8 @@ func BenchmarkQ4KVNNIPacked(b *testing.B) {
 	transposeBsums(bsT, y, nb, 16, 16)
 	out := make([]float32, 16*rows)
 	for _, n := range []int{5, 8, 9, 12, 16} {
-		for _, form := range []string{"v", "p"} {
-			k := q4KVNNI[n]
-			if form == "p" {
-				k = q4KVNNIp[n]
-			}
+		for _, form := range []string{"p"} {
+			k := q4KVNNIp[n]
 			b.Run(fmt.Sprintf("t%d/%s", n, form), func(b *testing.B) {
 				c0 := cpuSeconds()
 				for b.Loop() {
