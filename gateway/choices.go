@@ -269,7 +269,6 @@ func (j *job) wholeOf(outs []choiceOut, u engine.Usage, streamed bool) whole {
 // them.
 func (j *job) streamChoices(w *bufio.Writer, events iter.Seq[tokenEvent], outs []choiceOut, cancel context.CancelFunc) {
 	sw := newSSEWriter(w, j.out, cancel)
-	sw.j = j
 	_, keep := j.out.(finisher) // it is told the whole: keep the text
 	f := &j.in.feat
 	ev := &sw.ev

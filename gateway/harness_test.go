@@ -230,14 +230,6 @@ func startEngine(t *testing.T, yaml string, ec engine.Config) *engineServer {
 // of it).
 func startEngineWith(t testing.TB, yaml string, ec engine.Config, opts Options, wrap func(*engine.Block) Engine) *engineServer {
 	t.Helper()
-	return startEngineStore(t, yaml, ec, tenancy.Options{Sync: tenancy.SyncProcess}, func(*tenancy.Store) Options { return opts }, wrap)
-}
-
-// startEngineStore is startEngineWith with the store's options (topts), the
-// gateway's options made once the store is open (mk: a responses store attached to
-// its ledger).
-func startEngineStore(t testing.TB, yaml string, ec engine.Config, topts tenancy.Options, mk func(*tenancy.Store) Options, wrap func(*engine.Block) Engine) *engineServer {
-	t.Helper()
 	dir := t.TempDir()
 	if strings.Contains(yaml, "$TINY") {
 		path := filepath.Join(dir, "tiny.gguf")
@@ -278,12 +270,11 @@ func startEngineStore(t testing.TB, yaml string, ec engine.Config, topts tenancy
 			t.Fatal(err)
 		}
 	}
-	store, err := tenancy.Open(filepath.Join(dir, "lmlite.db"), topts)
+	store, err := tenancy.Open(filepath.Join(dir, "lmlite.db"), tenancy.Options{Sync: tenancy.SyncProcess})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	opts := mk(store)
 	es := &engineServer{block: block, store: store, keys: map[string]string{}}
 	for _, tn := range cfg.Tenants {
 		if es.keys[tn.ID], _, err = store.CreateKey(tn.ID, time.Now()); err != nil {

@@ -11,7 +11,6 @@ import (
 	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/gateway/openai"
 	"github.com/lmlite/lmlite/internal/jsonenc"
-	"github.com/lmlite/lmlite/ledger"
 	"github.com/lmlite/lmlite/respstore"
 )
 
@@ -47,9 +46,6 @@ type respInput struct {
 	req   responsesRequest // the body as decoded
 	chat  chatRequest      // its chat shape (openai.ResponsesRequest.ChatShape): in.p is its CommonParams
 	saver respSaver        // stores the response (store: true; responses_output.go)
-	// logged: the request's usage entry's ledger group, appended and not yet
-	// committed (job.settle), which the stored response joins (one sync for both)
-	logged *ledger.Pending
 }
 
 // responsesCodec is OpenAI's Responses API. It keeps no per-request state; store

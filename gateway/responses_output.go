@@ -76,7 +76,7 @@ func (c *responsesCodec) save(m *outMeta, ri *respInput, id string, output []res
 		in[i] = it
 	}
 	r := &storedResponse{ID: id, Tenant: m.Tenant, Created: m.Created, Model: m.Model, Previous: ri.previous,
-		Input: in, Output: output, Body: body, logged: ri.logged}
+		Input: in, Output: output, Body: body}
 	err := c.store.Put(context.Background(), r, ri.limits)
 	if err == nil {
 		return nil

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/lmlite/lmlite/gateway/openai"
-	"github.com/lmlite/lmlite/ledger"
 	"github.com/lmlite/lmlite/respstore"
 )
 
@@ -26,26 +25,7 @@ func (d *durableResponses) Put(ctx context.Context, r *storedResponse, lim resps
 	if now := d.now(); now.After(rec.Created) {
 		rec.Created = now // the retention counts from when it is stored
 	}
-	if lp, ok := d.st.(ledgerPutter); ok && r.logged != nil {
-		return storeErr(lp.PutLogged(ctx, rec, lim, r.logged))
-	}
 	return storeErr(d.st.PutWithin(ctx, rec, lim))
-}
-
-// ledgerPutter is a store whose Puts ride in the usage ledger's group commit
-// (respstore.Bolt after UseLedger): a Put joins its request's usage entry's ledger
-// group, written and synced with it, and fails with it.
-type ledgerPutter interface {
-	UsesLedger() bool
-	PutLogged(ctx context.Context, rec respstore.Record, lim respstore.Limits, logged *ledger.Pending) error
-}
-
-// ridesLedger reports that a Put rides in its request's ledger group: the job then
-// settles without waiting for the ledger (tenancy.Ticket.SettleAppend), and the
-// Put's commit writes both (job.settle).
-func (d *durableResponses) ridesLedger() bool {
-	lp, ok := d.st.(ledgerPutter)
-	return ok && lp.UsesLedger()
 }
 
 // Full reads the tenant's usage (one read: a bbolt read transaction, a Redis HMGET).

@@ -11,7 +11,6 @@ import (
 
 	"github.com/lmlite/lmlite/gateway/openai"
 	"github.com/lmlite/lmlite/internal/jsonenc"
-	"github.com/lmlite/lmlite/ledger"
 	"github.com/lmlite/lmlite/respstore"
 )
 
@@ -66,9 +65,6 @@ type storedResponse struct {
 	Output   []respItem // the output's items
 
 	size int64 // memResponses: what it counts against responses_max_bytes (respstore.Record.Size)
-	// logged: the request's ledger group (tenancy.Ticket.SettleAppend), for a store
-	// whose Puts ride in the ledger (durableResponses.ridesLedger)
-	logged *ledger.Pending
 }
 
 // sizeOf is what r counts against its tenant's responses_max_bytes, as respstore

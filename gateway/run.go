@@ -48,7 +48,6 @@ type job struct {
 	refusal string // the apiError reason that failed the request after admission (usage.go)
 
 	kept    bool          // its engine request is counted in s.keeps (keepalive.go) until settled
-	logging bool          // settle appended its entry and a stored response rides in its group: logged commits it
 	keepOwn time.Duration // how long its own use keeps its model (decideKeepAlive)
 
 	planBuf  [2]planned     // plans' first backing array: most requests plan one model
@@ -73,9 +72,6 @@ func (s *Server) handleGenerate(ctx *fasthttp.RequestCtx, reqID string, c codec)
 		}
 	}()
 	async = j.serve(ctx, c) // true: the stream writer releases the request
-	if !async {
-		j.logged()
-	}
 }
 
 // enter takes a request in the wire format of c into the server: 503 while draining
@@ -502,9 +498,6 @@ func (j *job) writeError(ctx *fasthttp.RequestCtx, e *apiError) {
 
 // finished tells the request's output (a finisher) its end, once it is settled.
 func (j *job) finished(w *whole, e *apiError) {
-	if e != nil {
-		j.logged() // no response is stored: the entry alone
-	}
 	if f, ok := j.out.(finisher); ok {
 		f.Finished(w, e.wire())
 	}
@@ -540,18 +533,7 @@ func (j *job) settle(e tenancy.Entry, u *engine.Usage) {
 	if j.ticket == nil { // refused before its admission (routing, budget): nothing held
 		j.ticket = s.ten.NotAdmitted(s.quota(j.pol))
 	}
-	var charged money.Money
-	var err error
-	if ri := j.ridesLedger(e.Status); ri != nil {
-		// A stored response rides in the entry's ledger group: the Put commits both
-		// (one write, one sync), and the job's commit (logged) finds it done.
-		charged, err = j.ticket.SettleAppend(e)
-		if p := j.ticket.Pending(); p != nil {
-			ri.logged, j.logging = p, true
-		}
-	} else {
-		charged, err = j.ticket.Settle(e)
-	}
+	charged, err := j.ticket.Settle(e)
 	if j.line != nil {
 		e = j.line.settled(j.ticket, e, charged)
 	}
@@ -569,33 +551,6 @@ func (j *job) settle(e tenancy.Entry, u *engine.Usage) {
 		args = append(args, "client_request_id", j.clientID)
 	}
 	s.log.Info("request", args...)
-}
-
-// ridesLedger returns the request's Responses input when it will store its response
-// in a store whose Puts ride in the ledger's group commit (durableResponses): an
-// interactive request that succeeded, with store: true. Else nil.
-func (j *job) ridesLedger(status int) *respInput {
-	ri := j.in.resp
-	if status != 200 || j.line != nil || ri == nil || !ri.store || ri.saver.c == nil || j.ticket == nil {
-		return nil
-	}
-	if d, ok := ri.saver.c.store.(*durableResponses); !ok || !d.ridesLedger() {
-		return nil
-	}
-	return ri
-}
-
-// logged commits the usage entry settle appended (SettleAppend) when the stored
-// response's Put has not already (it joined the entry's group): before anything
-// that ends the answer is written. Once; nothing when settle waited.
-func (j *job) logged() {
-	if !j.logging {
-		return
-	}
-	j.logging = false
-	if err := j.ticket.Logged(); err != nil {
-		j.s.log.Error("ledger", "request_id", j.reqID, "error", err)
-	}
 }
 
 // startEmbedded submits the request to the engine: one stream per choice (n), the
@@ -739,7 +694,6 @@ func (j *job) streamTo(ctx *fasthttp.RequestCtx, fn func(w *bufio.Writer)) {
 	}
 	ctx.SetBodyStreamWriter(keepAlive(ctx, ping, func(w *bufio.Writer) {
 		defer func() {
-			j.logged()
 			j.s.inFlight.Add(-1)
 			j.s.wg.Done()
 		}()
@@ -757,9 +711,7 @@ func (j *job) answerWhole(ctx *fasthttp.RequestCtx, w *whole, status int, err er
 		return
 	}
 	j.finished(w, nil)
-	b := j.out.AppendWhole(make([]byte, 0, size), w) // stores the response first (store: true)
-	j.logged()
-	j.answer(ctx, 200, j.out.ContentType(false), b)
+	j.answer(ctx, 200, j.out.ContentType(false), j.out.AppendWhole(make([]byte, 0, size), w))
 }
 
 // sseWriter writes a stream's events as its output renders them, flushing each;
@@ -772,7 +724,6 @@ type sseWriter struct {
 	cancel context.CancelFunc
 	buf    []byte
 	gone   bool
-	j      *job // its job's settle is logged before the end is written (job.logged)
 	ev     outEvent
 	bufArr [1024]byte
 }
@@ -805,10 +756,7 @@ func (s *sseWriter) event(ev *outEvent) {
 
 // end writes what ends the stream.
 func (s *sseWriter) end() {
-	s.buf = s.out.AppendEnd(s.buf[:0]) // stores the response first (store: true)
-	if s.j != nil {
-		s.j.logged()
-	}
+	s.buf = s.out.AppendEnd(s.buf[:0])
 	s.write(s.buf)
 }
 
@@ -866,7 +814,6 @@ func (j *job) observeLatency(u engine.Usage, err error) {
 // streamEmbedded writes the server-sent events of a stream, flushing each token.
 func (j *job) streamEmbedded(w *bufio.Writer, st *engine.Stream, cancel context.CancelFunc) {
 	sw := newSSEWriter(w, j.out, cancel)
-	sw.j = j
 	ev := &sw.ev
 	*ev = outEvent{Kind: outStart}
 	sw.event(ev)

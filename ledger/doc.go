@@ -13,10 +13,7 @@
 //
 // Log (log.go) has the group commit and the apply; segment.go the log's format and
 // the segment files' life: created with the next number (CreateSegment), read back
-// after a kill (ReadSegments), deleted once applied (RemoveSegments); side.go lets
-// another store log its records in the same group commit (AppendSide: respstore's
-// stored responses, written and synced with their request's usage entry, one sync
-// for both; a record whose payload starts with SideTag is a side record).
+// after a kill (ReadSegments), deleted once applied (RemoveSegments).
 //
 // A record is
 //

@@ -124,13 +124,6 @@ type Log struct {
 	rec    []byte       // record buffer
 	free   *Pending     // a written Pending every appender has committed, for reuse
 
-	// side records (side.go), under walMu
-	sideSync      func() error // the side store's (AttachSide)
-	sideKept      bool         // segments from sideLow hold side records the side store may lack
-	sideLow       int          // the first of them
-	sideHigh      int          // the last segment side records were written to
-	replayedSides [][]byte     // found by Open, until AttachSide
-
 	applyMu sync.Mutex // serialises applies (the background goroutine, Sync and Close)
 
 	kick    chan struct{} // cap 1: asks for an apply
@@ -144,12 +137,9 @@ type Log struct {
 type Pending struct {
 	g    Group
 	refs atomic.Int32 // appenders that have not committed it yet
-	// guarded by Log.mu until the write begins
-	sides []side // side records written after the group's (side.go)
 	// guarded by Log.walMu
 	written bool
 	err     error
-	done    atomic.Bool // written, err set: Commit need not wait for the write lock (side.go, commitDone)
 }
 
 // Open replays the log of base left by a killed process into db (one transaction),
@@ -163,7 +153,7 @@ func Open(db *bolt.DB, base string, opts Options, o Owner) (*Log, error) {
 	}
 	l := &Log{db: db, base: base, opts: opts, o: o,
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{})}
-	segs, err := ReadSegments(base, l.replaySide) // a torn tail (never acknowledged) ends a segment
+	segs, err := ReadSegments(base, o.Replay) // a torn tail (never acknowledged) ends a segment
 	if err != nil {
 		return nil, err
 	}
@@ -175,12 +165,8 @@ func Open(db *bolt.DB, base string, opts Options, o Owner) (*Log, error) {
 			return nil, err
 		}
 	}
-	if len(l.replayedSides) == 0 {
-		if err := RemoveSegments(segs); err != nil {
-			return nil, err
-		}
-	} else if len(segs) > 0 { // kept until the side store holds them (side.go)
-		l.sideKept, l.sideLow, l.sideHigh = true, segs[0].N, segs[len(segs)-1].N
+	if err := RemoveSegments(segs); err != nil {
+		return nil, err
 	}
 	l.batch, l.spare = o.NewBatch(), o.NewBatch()
 	l.cur = &Pending{g: o.NewGroup()}
@@ -207,9 +193,6 @@ func (l *Log) Append(fn func(g Group)) (*Pending, error) {
 // Commit returns when p (from Append) is logged, with the error of its write if it
 // failed: whoever holds the write lock with p not yet written writes it.
 func (l *Log) Commit(p *Pending) error {
-	if p.done.Load() {
-		return l.commitDone(p)
-	}
 	l.walMu.Lock()
 	if !p.written {
 		l.mu.Lock()
@@ -247,13 +230,9 @@ func (l *Log) Commits() int64 { return l.commits.Load() }
 // batch. l.walMu is held, and p is no longer l.cur.
 func (l *Log) writeLocked(p *Pending) {
 	p.written = true
-	defer p.done.Store(true)
 	rec := BeginRecord(l.rec[:0])
 	rec = p.g.Payload(rec)
 	EndRecord(rec, 0)
-	if len(p.sides) > 0 {
-		rec = l.appendSides(rec, p)
-	}
 	if cap(rec) <= 1<<20 {
 		l.rec = rec
 	}
@@ -270,17 +249,11 @@ func (l *Log) writeLocked(p *Pending) {
 			l.wal, l.walSeg = f, n
 		}
 		l.o.Written(p.g, p.err)
-		if len(p.sides) > 0 {
-			l.sideWritten(p, p.err)
-		}
 		return
 	}
 	l.commits.Add(1)
 	l.batch.Add(p.g)
 	l.o.Written(p.g, nil)
-	if len(p.sides) > 0 {
-		l.sideWritten(p, nil)
-	}
 	if l.batch.Entries() >= l.opts.ApplyEntries {
 		select {
 		case l.kick <- struct{}{}:
@@ -347,9 +320,7 @@ func (l *Log) apply() error {
 	l.spare = b
 	l.walMu.Unlock()
 	// Every segment numbered below n was closed before the switch: all its groups
-	// were in b (or failed to log, or were applied before). Side records in them are
-	// kept until the side store holds them (side.go).
-	n = l.deletable(n)
+	// were in b (or failed to log, or were applied before).
 	segs, err := Segments(l.base)
 	if err != nil {
 		return err
@@ -402,7 +373,7 @@ func (l *Log) Close() error {
 	if e := l.wal.Close(); err == nil {
 		err = e
 	}
-	if err == nil && l.batch.Empty() && !(l.sideKept && l.sideHigh >= l.walSeg) { // everything is in the database
+	if err == nil && l.batch.Empty() { // everything is in the database
 		err = os.Remove(SegmentPath(l.base, l.walSeg))
 	}
 	return err

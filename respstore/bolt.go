@@ -13,8 +13,6 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
-
-	"github.com/lmlite/lmlite/ledger"
 )
 
 var (
@@ -64,17 +62,15 @@ type Bolt struct {
 	broken error  // a journal write failed: every Put fails with it
 
 	// From the writer to the applier.
-	qmu       sync.Mutex
-	queue     []*putOp                    // acknowledged Puts bbolt has not committed, in order (under qmu)
-	queued    time.Time                   // when the oldest of queue was queued (under qmu)
-	lastQ     time.Time                   // when the writer last queued Puts (under qmu)
-	kick      chan struct{}               // the queue grew (buffered: one is enough)
-	flushes   chan chan error             // the writer waits until bbolt holds every Put queued
-	applied   atomic.Uint64               // the seq of the last journal record bbolt holds
-	queuedSeq atomic.Uint64               // the seq of the last acknowledged Put (queued)
-	led       atomic.Pointer[ledgerState] // UseLedger: Puts go in the usage ledger's records (ledger.go)
-	stopAppl  chan struct{}               // closed by the writer at Close
-	applDone  chan struct{}               // closed when applyLoop returned
+	qmu      sync.Mutex
+	queue    []*putOp        // acknowledged Puts bbolt has not committed, in order (under qmu)
+	queued   time.Time       // when the oldest of queue was queued (under qmu)
+	lastQ    time.Time       // when the writer last queued Puts (under qmu)
+	kick     chan struct{}   // the queue grew (buffered: one is enough)
+	flushes  chan chan error // the writer waits until bbolt holds every Put queued
+	applied  atomic.Uint64   // the seq of the last journal record bbolt holds
+	stopAppl chan struct{}   // closed by the writer at Close
+	applDone chan struct{}   // closed when applyLoop returned
 
 	// The overlay: the acknowledged Puts bbolt has not committed (under mu; the
 	// writer adds to it, the applier takes out what it committed).
@@ -174,7 +170,6 @@ func (s *Bolt) replay(path string) error {
 		}
 		s.seq = max(applied, last)
 		s.applied.Store(s.seq)
-		s.queuedSeq.Store(s.seq)
 		return meta.Put(keyApplied, binary.BigEndian.AppendUint64(nil, s.seq))
 	})
 	if err == nil && !fresh {
@@ -288,27 +283,11 @@ func (s *Bolt) Put(ctx context.Context, rec Record) error {
 }
 
 func (s *Bolt) PutWithin(ctx context.Context, rec Record, lim Limits) error {
-	return s.PutLogged(ctx, rec, lim, nil)
-}
-
-// PutLogged is PutWithin for a store attached to the usage ledger (UseLedger): the
-// Put rides in the ledger group p, its request's usage entry's (from
-// tenancy.Ticket.SettleAppend), written and synced with it, and fails with it; p
-// nil: the ledger's current group. Without a ledger it is PutWithin.
-func (s *Bolt) PutLogged(ctx context.Context, rec Record, lim Limits, logged *ledger.Pending) error {
-	select {
-	case <-s.quit:
-		return ErrClosed
-	default:
-	}
 	rec, err := s.o.prepare(rec)
 	if err != nil {
 		return err
 	}
 	op := &putOp{rec: rec, lim: lim, val: appendRecord(nil, &rec), size: rec.Size(), done: make(chan struct{})}
-	if s.led.Load() != nil {
-		return s.putLogged(ctx, op, logged)
-	}
 	select {
 	case s.puts <- op:
 	case <-s.quit:
@@ -331,9 +310,6 @@ type putOp struct {
 	done chan struct{}
 	key  string // tkey(rec.Tenant, rec.ID) (the writer sets it)
 	seq  uint64 // the journal record it is in, once acknowledged
-	// a Put logged in the ledger (ledger.go)
-	s     *Bolt
-	delta Usage // what it adds to its tenant's usage
 }
 
 // maxGroup bounds the Puts one group commit takes.
@@ -600,7 +576,6 @@ func (s *Bolt) writeBatch(b *batch) {
 	for _, op := range b.ops {
 		op.seq = s.seq
 	}
-	s.queuedSeq.Store(s.seq)
 	s.mu.Lock()
 	for _, op := range b.ops {
 		s.recent[op.key] = op
@@ -631,7 +606,7 @@ func (s *Bolt) writeBatch(b *batch) {
 
 // flush waits until bbolt holds every journal record written (the writer's).
 func (s *Bolt) flush() error {
-	if s.applied.Load() == s.queuedSeq.Load() {
+	if s.applied.Load() == s.seq {
 		return nil
 	}
 	c := make(chan error, 1)

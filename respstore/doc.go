@@ -83,44 +83,6 @@
 // one connection a stored response still costs one fdatasync more than chat (unless
 // ProcessSync, which waits for no sync, as the ledger's sync: process).
 //
-// # One sync for a stored request
-//
-// The server attaches the Bolt to its usage ledger (UseLedger, ledger.go): a Put is
-// then not journaled here but logged as a side record of the ledger
-// (ledger/side.go), and the gateway gives it its request's ledger group
-// (PutLogged, with the group tenancy.Ticket.SettleAppend appended the request's
-// usage entry to): the entry and the stored response are written in one write and
-// made durable by one sync (fsync with the ledger's sync: fsync; none with sync:
-// process, where both survive a kill and not a power cut). Before, the settle waited
-// for the ledger's fsync and then the Put for the journal's fdatasync, and under 16
-// connections that second sync queued behind the other requests' ledger syncs:
-// stored responses ran at 0.69x chat's requests/s (fsync, Zen4, nearly quiet).
-//
-// Failure: a group whose write fails fails both, so a settle that failed leaves no
-// stored response (the answer says "store": false and its id is a 404). When the
-// entry's group is already being written when the Put comes (another request's
-// commit took it), the Put goes in the next group and is written only if the
-// entry's write succeeded: a second sync then, never a response without its entry.
-// The decision (limits) is made as the writer makes it, under a lock held until the
-// Put has its place in the log, counting the Puts decided and not yet written (held)
-// as stored; a Put that fails gives its place back.
-//
-// Replay: the side record carries the Put's seq (the journal's numbering, one per
-// Put, in log order); at UseLedger the ledger hands over the side records a killed
-// process left, and those newer than bbolt's "applied" seq are applied, as journal
-// records are. The ledger deletes a segment holding side records only once bbolt
-// holds them (the store's sync, which waits for the applier), so nothing
-// acknowledged is lost between the two files. The journal is still read at open (a
-// store from before) and written by a Bolt that is not attached (tests, tools).
-//
-// Weighed and not taken: (b) one group-commit file shared by the two writers is this
-// with more code (the ledger already has the group commit, the torn-tail rules and
-// the replay); (c) overlapping the Put with the settle's sync and deleting the
-// response when the settle fails still costs two syncs (they only overlap: 1.07x
-// measured), leaves a stored response on the disk for a settle that failed if the
-// process dies before the Delete, and a response the client never got counted in
-// the tenant's usage meanwhile.
-//
 // Redis keeps them in Redis (when the configuration has a redis: block), so any
 // process reads, deletes and continues any response: the tenant is in every key,
 // each change of several keys is one Lua script, a record's key expires with it,

@@ -14,8 +14,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/lmlite/lmlite/tenancy"
 )
 
 // gcRec is a response of tenant with one input and one output item, made now.
@@ -31,27 +29,11 @@ func gcRec(tenant, id string, pad int) Record {
 // Puts: the group commit happened) and still store exactly up to each limit, every
 // other Put a LimitError; each tenant reads only its own responses. Run with -race.
 func TestGroupCommitKeepsLimitsExact(t *testing.T) {
-	for _, mode := range []string{"journal", "ledger"} {
-		t.Run(mode, func(t *testing.T) { groupCommitKeepsLimitsExact(t, mode) })
-	}
-}
-
-func groupCommitKeepsLimitsExact(t *testing.T, mode string) {
-	path := filepath.Join(t.TempDir(), "r.db")
-	s, err := OpenBolt(path, Options{})
+	s, err := OpenBolt(filepath.Join(t.TempDir(), "r.db"), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	commits := s.commits.Load
-	if mode == "ledger" { // the Puts ride in the ledger's group commit
-		ts := openTestLedger(t, path, mode)
-		defer ts.Close()
-		if err := s.UseLedger(ts.Log()); err != nil {
-			t.Fatal(err)
-		}
-		commits = ts.Log().Commits
-	}
 	const each = 100
 	size := func(tenant string) int64 { r := gcRec(tenant, "resp_00000", 10); return r.Size() }
 	lims := map[string]Limits{
@@ -105,7 +87,7 @@ func groupCommitKeepsLimitsExact(t *testing.T, mode string) {
 	if _, err := s.Get(context.Background(), "nobody", "resp_00000", time.Now()); !errors.Is(err, ErrNotFound) {
 		t.Errorf("another tenant's response: %v, want ErrNotFound", err)
 	}
-	if c := commits(); c >= 3*each {
+	if c := s.commits.Load(); c >= 3*each {
 		t.Errorf("%d commits for %d concurrent Puts: none was grouped", c, 3*each)
 	} else {
 		t.Logf("%d Puts in %d commits", 3*each, c)
@@ -183,13 +165,12 @@ func TestPutAfterCloseIsErrClosed(t *testing.T) {
 // Options.ProcessSync (process).
 func TestAcknowledgedPutSurvivesKill(t *testing.T) {
 	if path := os.Getenv("RESPSTORE_CRASH_CHILD"); path != "" {
-		crashChild(path, os.Getenv("RESPSTORE_CRASH_SYNC"))
+		crashChild(path, os.Getenv("RESPSTORE_CRASH_SYNC") == "process")
 		return
 	}
 	// process: Options.ProcessSync (ledger: {sync: process}), records written to the
-	// OS only; a kill keeps them too. ledger, ledger-process: the store attached to
-	// the usage ledger (UseLedger), its Puts logged in the ledger's records.
-	for _, mode := range []string{"fsync", "process", "ledger", "ledger-process"} {
+	// OS only; a kill keeps them too.
+	for _, mode := range []string{"fsync", "process"} {
 		t.Run(mode, func(t *testing.T) { ackedPutsSurviveKill(t, mode) })
 	}
 }
@@ -222,13 +203,6 @@ func ackedPutsSurviveKill(t *testing.T, mode string) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if strings.HasPrefix(mode, "ledger") {
-		ts := openTestLedger(t, path, mode)
-		defer ts.Close()
-		if err := s.UseLedger(ts.Log()); err != nil {
-			t.Fatal(err)
-		}
-	}
 	if s.db.NoSync {
 		t.Fatal("the store opens bbolt with NoSync")
 	}
@@ -240,34 +214,11 @@ func ackedPutsSurviveKill(t *testing.T, mode string) {
 	t.Logf("%d acknowledged Puts, all read back after SIGKILL (%d of them applied again from the journal)", len(acked), s.replayed)
 }
 
-// openTestLedger opens the usage ledger beside path (the server's lmlite.db).
-func openTestLedger(t testing.TB, path, mode string) *tenancy.Store {
-	sync := tenancy.SyncFsync
-	if mode == "ledger-process" {
-		sync = tenancy.SyncProcess
-	}
-	ts, err := tenancy.Open(filepath.Join(filepath.Dir(path), "lmlite.db"), tenancy.Options{Sync: sync})
-	if err != nil {
-		if t == nil {
-			fmt.Println("open:", err)
-			os.Exit(1)
-		}
-		t.Fatal(err)
-	}
-	return ts
-}
-
-func crashChild(path string, mode string) {
-	s, err := OpenBolt(path, Options{ProcessSync: mode == "process"})
+func crashChild(path string, processSync bool) {
+	s, err := OpenBolt(path, Options{ProcessSync: processSync})
 	if err != nil {
 		fmt.Println("open:", err)
 		os.Exit(1)
-	}
-	if strings.HasPrefix(mode, "ledger") {
-		if err := s.UseLedger(openTestLedger(nil, path, mode).Log()); err != nil {
-			fmt.Println("use ledger:", err)
-			os.Exit(1)
-		}
 	}
 	var mu sync.Mutex
 	w := bufio.NewWriter(os.Stdout)

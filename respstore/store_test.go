@@ -14,7 +14,6 @@ import (
 	"github.com/lmlite/lmlite/internal/rediscli"
 	"github.com/lmlite/lmlite/internal/redistest"
 	"github.com/lmlite/lmlite/respstore"
-	"github.com/lmlite/lmlite/tenancy"
 )
 
 // env is one store's backing data (a bbolt file, or a key prefix in a Redis), which
@@ -47,44 +46,6 @@ var backends = []struct {
 				}
 				s, err := respstore.OpenBolt(path, o)
 				if err != nil {
-					t.Fatal(err)
-				}
-				open = s
-				return s
-			}}
-		}
-	}},
-	{"bolt-ledger", func(*testing.T) func(t *testing.T) *env {
-		// Attached to the usage ledger (UseLedger): every Put logged in its records.
-		return func(t *testing.T) *env {
-			dir := t.TempDir()
-			var open *respstore.Bolt
-			var led *tenancy.Store
-			closeBoth := func() error {
-				if open == nil {
-					return nil
-				}
-				err := open.Close()
-				if e := led.Close(); err == nil {
-					err = e
-				}
-				open = nil
-				return err
-			}
-			t.Cleanup(func() { closeBoth() })
-			return &env{t: t, open: func(o respstore.Options) respstore.Store {
-				if err := closeBoth(); err != nil {
-					t.Fatal(err)
-				}
-				var err error
-				if led, err = tenancy.Open(filepath.Join(dir, "lmlite.db"), tenancy.Options{Sync: tenancy.SyncProcess}); err != nil {
-					t.Fatal(err)
-				}
-				s, err := respstore.OpenBolt(filepath.Join(dir, "responses.db"), o)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := s.UseLedger(led.Log()); err != nil {
 					t.Fatal(err)
 				}
 				open = s

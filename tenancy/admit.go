@@ -11,7 +11,6 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/lmlite/lmlite/ledger"
 	"github.com/lmlite/lmlite/money"
 )
 
@@ -112,8 +111,6 @@ type Ticket struct {
 
 	line string // AdmitBatchLine's line: Settle writes it as the entry's Line
 	hold uint64 // Hold's seq: Settle's entry settles it
-	// SettleAppend: the entry's group, appended and not yet committed (Logged)
-	pending *ledger.Pending
 
 	idBuf [40]byte // id's bytes (newTicket): a store's ID (17), 9 random, a count (base 36, 13 at most: it fits; a longer store ID allocates)
 }
@@ -431,34 +428,6 @@ func (tk *Ticket) Reserved() money.Money { return tk.reserved }
 // ledger, returning when it is committed. It returns the cost charged. Settle more
 // than once is a no-op.
 func (tk *Ticket) Settle(e Entry) (money.Money, error) {
-	return tk.settle(e, false)
-}
-
-// SettleAppend is Settle without the wait for the ledger: the entry is appended to
-// the ledger's current group, and Logged commits it. In between, another store can
-// add a record of its own to the entry's group (Pending; ledger.Log.AppendSide), to
-// be written with it in one write and one sync, and failed with it. A request
-// settled so must call Logged before it answers.
-func (tk *Ticket) SettleAppend(e Entry) (money.Money, error) {
-	return tk.settle(e, true)
-}
-
-// Pending is the ledger group SettleAppend appended the entry to, until Logged; nil
-// when there is none (no ledger, settled otherwise, or Logged).
-func (tk *Ticket) Pending() *ledger.Pending { return tk.pending }
-
-// Logged commits the entry SettleAppend appended and returns the error of its
-// write (nil when it was already committed, or there is none). Once.
-func (tk *Ticket) Logged() error {
-	p := tk.pending
-	if p == nil {
-		return nil
-	}
-	tk.pending = nil
-	return tk.store.log.Commit(p)
-}
-
-func (tk *Ticket) settle(e Entry, later bool) (money.Money, error) {
 	e.Line = tk.line // only a batch line's ticket marks its entry as the line's
 	e.Hold = tk.hold
 	if tk.refused {
@@ -498,13 +467,7 @@ func (tk *Ticket) settle(e Entry, later bool) (money.Money, error) {
 	if e.Tenant == "" {
 		e.Tenant = tk.q.Tenant
 	}
-	if tk.store != nil && later {
-		p, lerr := tk.store.recordAppend(e)
-		if lerr != nil {
-			return e.Cost, lerr
-		}
-		tk.pending = p
-	} else if tk.store != nil {
+	if tk.store != nil {
 		if lerr := tk.store.Record(e); lerr != nil {
 			return e.Cost, lerr
 		}

@@ -57,7 +57,7 @@ func TestFsyncBeforeAcknowledging(t *testing.T) {
 		t.Run(map[SyncMode]string{SyncFsync: "fsync", SyncProcess: "process"}[mode], func(t *testing.T) {
 			var mu sync.Mutex
 			var segs []*syncRecorder
-			opts := Options{Sync: mode, ApplyEvery: time.Hour, WrapSegment: func(f *os.File) ledger.SegmentFile {
+			opts := Options{Sync: mode, ApplyEvery: time.Hour, wrapSegment: func(f *os.File) ledger.SegmentFile {
 				r := &syncRecorder{f: f}
 				mu.Lock()
 				segs = append(segs, r)

@@ -224,16 +224,6 @@ func appendEntry(b []byte, e *Entry) []byte {
 // Record appends e to the ledger and returns when the group holding it is logged
 // (see SyncMode for how durable that is).
 func (s *Store) Record(e Entry) error {
-	p, err := s.recordAppend(e)
-	if err != nil {
-		return err
-	}
-	return s.log.Commit(p)
-}
-
-// recordAppend appends e to the ledger's current group and returns the group, for
-// Commit.
-func (s *Store) recordAppend(e Entry) (*ledger.Pending, error) {
 	var sp spent
 	if e.Cost != 0 {
 		sp.day, sp.month = windows(e.Time)
@@ -259,12 +249,11 @@ func (s *Store) recordAppend(e Entry) (*ledger.Pending, error) {
 		}
 		s.drainRefusals(g)
 	})
-	return p, err
+	if err != nil {
+		return err
+	}
+	return s.log.Commit(p)
 }
-
-// Log is the store's write-ahead log, for a store whose records ride in its group
-// commit (ledger.Log.AppendSide: respstore's stored responses).
-func (s *Store) Log() *ledger.Log { return s.log }
 
 // Hold logs h (a request's reservation, before it runs) and returns its seq when
 // the group holding it is logged, as durable as an entry (SyncMode): the entry that

@@ -46,7 +46,7 @@ type Options struct {
 	ApplyEvery   time.Duration
 	ApplyEntries int
 
-	WrapSegment func(*os.File) ledger.SegmentFile // tests: a fault-injecting layer over each log segment
+	wrapSegment func(*os.File) ledger.SegmentFile // tests: a fault-injecting layer over each log segment
 }
 
 // ErrLocked is returned by Open when another process holds the store.
@@ -250,7 +250,7 @@ func Open(path string, opts Options) (*Store, error) {
 	})
 	if err == nil {
 		s.log, err = ledger.Open(db, path, ledger.Options{Sync: opts.Sync, ApplyEvery: opts.ApplyEvery,
-			ApplyEntries: opts.ApplyEntries, WrapSegment: opts.WrapSegment}, &logOwner{s: s})
+			ApplyEntries: opts.ApplyEntries, WrapSegment: opts.wrapSegment}, &logOwner{s: s})
 	}
 	if err == nil { // every hold still open was left by a process that died mid-request
 		err = db.View(func(tx *bolt.Tx) error {

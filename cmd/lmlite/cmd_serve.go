@@ -251,12 +251,6 @@ func runServe(args []string) error {
 			return err
 		}
 		defer rb.Close()
-		// A stored response rides in its request's usage entry's ledger record: one
-		// write and one sync for both, as durable as the ledger's sync: makes them
-		// (respstore/doc.go, "One sync for a stored request").
-		if err := rb.UseLedger(store.Log()); err != nil {
-			return err
-		}
 		responses = rb
 	}
 	sweepCtx, stopSweep := context.WithCancel(context.Background())
