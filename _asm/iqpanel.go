@@ -57,29 +57,7 @@ func iqPanelAVX512r4t4() {
 	}
 
 	Label("iqpanel_loop")
-	var acc [R][T]VecVirtual
-	for ib := 0; ib < 8; ib++ {
-		var wv [R]VecVirtual
-		var av [T]VecVirtual
-		for i := range wv {
-			wv[i] = ZMM()
-			VMOVDQU64(Mem{Base: w, Disp: iqPanelBlock*i + 64*ib}, wv[i])
-		}
-		for t := range av {
-			av[t] = ZMM()
-			VMOVDQU64(Mem{Base: a, Disp: iqPanelBlock*t + 64*ib}, av[t])
-		}
-		for i := range acc {
-			for t := range acc[i] {
-				if ib == 0 {
-					acc[i][t] = ZMM()
-					VPMADDWD(av[t], wv[i], acc[i][t])
-				} else {
-					raw("VPDPWSSD", av[t], wv[i], acc[i][t])
-				}
-			}
-		}
-	}
+	acc := iqPanelBlockSums(w, a)
 	// The block's float step: d = f16(x.d)·y.d per row and token, two tokens
 	// per register.
 	var dyv [T / 2]VecVirtual
@@ -275,29 +253,7 @@ func iqPanelSumAVX512r4t4(name string, factorFirst bool) {
 	VPXORD(facc, facc, facc)
 
 	Label(name + "_loop")
-	var acc [R][T]VecVirtual
-	for ib := 0; ib < 8; ib++ {
-		var wv [R]VecVirtual
-		var av [T]VecVirtual
-		for i := range wv {
-			wv[i] = ZMM()
-			VMOVDQU64(Mem{Base: w, Disp: iqPanelBlock*i + 64*ib}, wv[i])
-		}
-		for t := range av {
-			av[t] = ZMM()
-			VMOVDQU64(Mem{Base: a, Disp: iqPanelBlock*t + 64*ib}, av[t])
-		}
-		for i := range acc {
-			for t := range acc[i] {
-				if ib == 0 {
-					acc[i][t] = ZMM()
-					VPMADDWD(av[t], wv[i], acc[i][t])
-				} else {
-					raw("VPDPWSSD", av[t], wv[i], acc[i][t])
-				}
-			}
-		}
-	}
+	acc := iqPanelBlockSums(w, a)
 	// u[i]: 128-bit lane t holds 4 partial sums of row i, token t.
 	var u [R]VecVirtual
 	for i := range acc {
@@ -480,4 +436,33 @@ func decodeIQ1SPanelAVX512() {
 	JNZ(LabelRef("decode_IQ1S"))
 	VZEROUPPER()
 	RET()
+}
+
+// iqPanelBlockSums emits one block's integer products of the panel kernels: rows
+// i < 4 at w + iqPanelBlock·i and tokens t < 4 at a + iqPanelBlock·t, 512 int16
+// each, by VPMADDWD then VPDPWSSD; acc[i][t] holds their 16 int32 lane sums.
+func iqPanelBlockSums(w, a Register) (acc [4][4]VecVirtual) {
+	for ib := 0; ib < 8; ib++ {
+		var wv [4]VecVirtual
+		var av [4]VecVirtual
+		for i := range wv {
+			wv[i] = ZMM()
+			VMOVDQU64(Mem{Base: w, Disp: iqPanelBlock*i + 64*ib}, wv[i])
+		}
+		for t := range av {
+			av[t] = ZMM()
+			VMOVDQU64(Mem{Base: a, Disp: iqPanelBlock*t + 64*ib}, av[t])
+		}
+		for i := range acc {
+			for t := range acc[i] {
+				if ib == 0 {
+					acc[i][t] = ZMM()
+					VPMADDWD(av[t], wv[i], acc[i][t])
+				} else {
+					raw("VPDPWSSD", av[t], wv[i], acc[i][t])
+				}
+			}
+		}
+	}
+	return acc
 }
