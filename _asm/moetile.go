@@ -200,19 +200,7 @@ func dotQ4KTile16m() {
 	Doc("dotQ4KAVX512r1t16m sets out[t·os] = dotQ4KAVX512(x, y + t·ys, nb) for t < 16; yd + b·yds",
 		"holds y.d of block b of the tokens, one float32 per token, and bs + b·4·gs + i·gs + 4t",
 		"token t's two int16 sums of the activations of sub-blocks 2i and 2i+1 of block b.")
-	load := func(name string) GPVirtual {
-		r := GP64()
-		Load(Param(name), r)
-		return r
-	}
-	x := load("x")
-	ys := load("ys")
-	toks := newRowSet(load("y"), ys, T)
-	yd, yds := load("yd"), load("yds")
-	bs, gs := load("bs"), load("gs")
-	gs3 := GP64()
-	LEAQ(Mem{Base: gs, Index: gs, Scale: 2}, gs3)
-	nb := load("nb")
+	x, toks, yd, yds, bs, gs, gs3, nb := q4KTokenArgs(T)
 	sum := ZMM()
 	VPXORD(sum, sum, sum)
 	m4, shr4 := ZMM(), ZMM()

@@ -57,19 +57,7 @@ func dotQ4KTileP(T int) {
 		"quants of block b permuted (acts.q8kP) at y + t·ys + 256b, y.d at yd + b·yds + 4t, and",
 		"bs + b·4·gs + i·gs + 4t its two int16 sums of sub-blocks 2i and 2i+1 of block b; two",
 		"tokens' accumulators packed into one vector for the scales and the reduction.")
-	load := func(name string) GPVirtual {
-		r := GP64()
-		Load(Param(name), r)
-		return r
-	}
-	x := load("x")
-	ys := load("ys")
-	toks := newRowSet(load("y"), ys, T)
-	yd, yds := load("yd"), load("yds")
-	bs, gs := load("bs"), load("gs")
-	gs3 := GP64()
-	LEAQ(Mem{Base: gs, Index: gs, Scale: 2}, gs3)
-	nb := load("nb")
+	x, toks, yd, yds, bs, gs, gs3, nb := q4KTokenArgs(T)
 	var k Op
 	if T < 16 {
 		kk := K()
@@ -243,4 +231,24 @@ func reduceLaneQuads(r []VecVirtual, zero VecVirtual) VecVirtual {
 		return out
 	}
 	return step(step(r))[0]
+}
+
+// q4KTokenArgs loads the arguments of the Q4_K kernels of one row against T
+// tokens with transposed bsums (dotQ4KAVX512r1t16m, dotQ4KAVX512r1t{T}p): the
+// row, the tokens, their y.d and bsums (gs3 = 3·gs) and the block count.
+func q4KTokenArgs(T int) (x GPVirtual, toks rowSet, yd, yds, bs, gs, gs3, nb GPVirtual) {
+	load := func(name string) GPVirtual {
+		r := GP64()
+		Load(Param(name), r)
+		return r
+	}
+	x = load("x")
+	ys := load("ys")
+	toks = newRowSet(load("y"), ys, T)
+	yd, yds = load("yd"), load("yds")
+	bs, gs = load("bs"), load("gs")
+	gs3 = GP64()
+	LEAQ(Mem{Base: gs, Index: gs, Scale: 2}, gs3)
+	nb = load("nb")
+	return
 }
