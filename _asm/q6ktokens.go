@@ -198,21 +198,7 @@ func dotQ6KAVX512Tokens(T int) {
 	VPMOVSXBW(Mem{Base: x, Disp: 192}, sw16.AsY())
 	acc := make([]VecVirtual, T)
 	for h := 0; h < 2; h++ {
-		// As dotQ6KAVX512.
-		ql, qh := ZMM(), ZMM()
-		VMOVDQU64(Mem{Base: x, Disp: 64 * h}, ql)
-		VBROADCASTI64X4(Mem{Base: x, Disp: 128 + 32*h}, qh)
-		lo, hi := ZMM(), ZMM()
-		VPANDD(m4, ql, lo)
-		VPSRLW(U8(4), ql, hi)
-		VPANDD(m4, hi, hi)
-		tt := ZMM()
-		VPSLLVW(q6kShiftLow, qh, tt)
-		VPANDD(bits45Mask, tt, tt)
-		VPORD(tt, lo, lo)
-		VPSRLVW(q6kShiftHigh, qh, tt)
-		VPANDD(bits45Mask, tt, tt)
-		VPORD(tt, hi, hi)
+		lo, hi := q6KHalfQuants(x, m4, h)
 		for k, v := range []VecVirtual{lo, hi} {
 			s := ZMM()
 			VMOVDQU64(q6kPerm.Offset(64*(2*h+k)), s)
@@ -377,21 +363,7 @@ func dotQ6KAVX512PairTokens() {
 	VPMOVSXBW(Mem{Base: x, Disp: 192}, sw16.AsY())
 	acc := make([]VecVirtual, P)
 	for h := 0; h < 2; h++ {
-		// As dotQ6KAVX512.
-		ql, qh := ZMM(), ZMM()
-		VMOVDQU64(Mem{Base: x, Disp: 64 * h}, ql)
-		VBROADCASTI64X4(Mem{Base: x, Disp: 128 + 32*h}, qh)
-		lo, hi := ZMM(), ZMM()
-		VPANDD(m4, ql, lo)
-		VPSRLW(U8(4), ql, hi)
-		VPANDD(m4, hi, hi)
-		tt := ZMM()
-		VPSLLVW(q6kShiftLow, qh, tt)
-		VPANDD(bits45Mask, tt, tt)
-		VPORD(tt, lo, lo)
-		VPSRLVW(q6kShiftHigh, qh, tt)
-		VPANDD(bits45Mask, tt, tt)
-		VPORD(tt, hi, hi)
+		lo, hi := q6KHalfQuants(x, m4, h)
 		for k, v := range []VecVirtual{lo, hi} {
 			s := ZMM()
 			VMOVDQU64(q6kPerm.Offset(64*(2*h+k)), s)
@@ -450,4 +422,25 @@ func dotQ6KAVX512PairTokens() {
 		VEXTRACTF64X4(U8(1), a, out[2*i+1])
 	}
 	storeLaneSums(out)
+}
+
+// q6KHalfQuants unpacks half h of the Q6_K block at x (its 128 quants, 0 … 63,
+// as dotQ6KAVX512 does): lo the quants of the low nibbles of ql's 64 bytes, hi
+// those of the high nibbles, each with its two bits of qh (m4: nibbleMask).
+func q6KHalfQuants(x GPVirtual, m4 VecVirtual, h int) (lo, hi VecVirtual) {
+	ql, qh := ZMM(), ZMM()
+	VMOVDQU64(Mem{Base: x, Disp: 64 * h}, ql)
+	VBROADCASTI64X4(Mem{Base: x, Disp: 128 + 32*h}, qh)
+	lo, hi = ZMM(), ZMM()
+	VPANDD(m4, ql, lo)
+	VPSRLW(U8(4), ql, hi)
+	VPANDD(m4, hi, hi)
+	tt := ZMM()
+	VPSLLVW(q6kShiftLow, qh, tt)
+	VPANDD(bits45Mask, tt, tt)
+	VPORD(tt, lo, lo)
+	VPSRLVW(q6kShiftHigh, qh, tt)
+	VPANDD(bits45Mask, tt, tt)
+	VPORD(tt, hi, hi)
+	return lo, hi
 }
