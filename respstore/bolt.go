@@ -840,7 +840,11 @@ func (s *Bolt) Get(ctx context.Context, tenant, id string, now time.Time) (Recor
 func (s *Bolt) Delete(ctx context.Context, tenant, id string, now time.Time) error {
 	return wrapBolt(s.exec(ctx, func() error {
 		return s.db.Update(func(tx *bolt.Tx) error {
-			v, err := s.lookup(tx, tenant, id, now) // the overlay is empty: exec committed it
+			// exec committed the overlay, but the applier may still be taking its
+			// Puts off s.recent: lookup reads it under s.mu, as its callers must.
+			s.mu.RLock()
+			v, err := s.lookup(tx, tenant, id, now)
+			s.mu.RUnlock()
 			if err != nil {
 				return err
 			}
