@@ -86,6 +86,7 @@ func main() {
 	dotQ6KAVX2Tokens(8)
 	dotQ6KAVX512(1)
 	dotQ6KAVX512Tokens(8)
+	dotQ6KAVX512Tokens(9)
 	dotQ6KAVX512Tokens(16)
 	dotQ6KAVX512PairTokens()
 	dotQ6KAVX512(4)

@@ -74,6 +74,12 @@ func dotQ6KAVX512(x *byte, y *byte, n int) float32
 //go:noescape
 func dotQ6KAVX512x8(x *byte, y *byte, n int, stride int, out *float32)
 
+// dotQ6KAVX512x9 sets out[t] = dotQ6KAVX512(x, y+t·stride, n) for t < 9 (one
+// weight block unpacked for all the tokens; each token's float steps as there).
+//
+//go:noescape
+func dotQ6KAVX512x9(x *byte, y *byte, n int, stride int, out *float32)
+
 // dotQ6KAVX512x16 sets out[t] = dotQ6KAVX512(x, y+t·stride, n) for t < 16 (one
 // weight block unpacked for all the tokens; each token's float steps as there).
 //
