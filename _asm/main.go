@@ -221,6 +221,9 @@ func main() {
 	for t := 2; t <= 16; t++ {
 		dotQ4KTileP(t)
 	}
+	for t := 5; t <= 9; t++ {
+		dotQ4KTileP2(t)
+	}
 	for _, typ := range []string{"Q8_0", "Q4_0"} {
 		for _, t := range []int{1, 4, 8, 16} {
 			dot0Outer(typ, t)
