@@ -417,6 +417,52 @@ func TestQ4KTilePackedTwoRows(t *testing.T) {
 	}
 }
 
+// BenchmarkQ4KVNNIRowPairs: the packed VNNI kernels of 9 tokens (a k = 8
+// verification step) one row at a time (r1) and two rows at a time (r2), 64 rows
+// of 2048 and of 8192 columns (the 9 tokens' activations: 18 and 73 KiB), one
+// thread, as CPU time per Q4_K block (cpu-ns/block).
+func BenchmarkQ4KVNNIRowPairs(b *testing.B) {
+	if !useVNNI16 {
+		b.Skip("no AVX-512 VBMI")
+	}
+	const rows, T = 64, 9
+	for _, cols := range []int{2048, 8192} {
+		r := rand.New(rand.NewPCG(43, 44))
+		nb := cols / qkK
+		rb := nb * Q4_K.BlockBytes()
+		w := make([]byte, rows*rb)
+		for i := 0; i < rows; i++ {
+			QuantizeRow(w[i*rb:(i+1)*rb], Q4_K, randRow(r, cols, 0.1))
+		}
+		y := q8KActs(r, T*nb, "quantized", false)
+		perm := make([]int8, T*nb*qkK)
+		for i := range T * nb {
+			permuteQ8K(perm[i*qkK:(i+1)*qkK], &y[i].qs)
+		}
+		ydT := make([]float32, nb*16)
+		bsT := make([]int32, 4*nb*16)
+		transposeBsums(bsT, y, nb, T, 16)
+		out := make([]float32, 16*rows)
+		for _, form := range []string{"r1", "r2"} {
+			b.Run(fmt.Sprintf("c%d/t%d/%s", cols, T, form), func(b *testing.B) {
+				c0 := cpuSeconds()
+				for b.Loop() {
+					if form == "r1" {
+						for i := 0; i < rows; i++ {
+							q4KVNNIp[T](&w[i*rb], (*byte)(unsafe.Pointer(&perm[0])), nb*qkK, &ydT[0], 64, &bsT[0], 64, nb, &out[i], rows)
+						}
+						continue
+					}
+					for i := 0; i < rows; i += 2 {
+						q4KVNNIp2[T](&w[i*rb], rb, (*byte)(unsafe.Pointer(&perm[0])), nb*qkK, &ydT[0], 64, &bsT[0], 64, nb, &out[i], rows)
+					}
+				}
+				b.ReportMetric((cpuSeconds()-c0)*1e9/float64(b.N)/float64(rows*nb), "cpu-ns/block")
+			})
+		}
+	}
+}
+
 // testQ4KTileTokens checks the VNNI kernel k of T tokens (nil: the 16-token
 // dotQ4KAVX512r1t16m) against dotQ4KRowGeneric, bit for bit.
 func testQ4KTileTokens(t *testing.T, k q4KVNNIKernel, T int) {
