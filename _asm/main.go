@@ -86,6 +86,7 @@ func main() {
 	dotQ6KAVX2Tokens(8)
 	dotQ6KAVX512(1)
 	dotQ6KAVX512Tokens(8)
+	dotQ6KAVX512Tokens(9)
 	dotQ6KAVX512Tokens(16)
 	dotQ6KAVX512PairTokens()
 	dotQ6KAVX512(4)
@@ -219,6 +220,9 @@ func main() {
 	dotQ4KTile16m()
 	for t := 2; t <= 16; t++ {
 		dotQ4KTileP(t)
+	}
+	for t := 5; t <= 9; t++ {
+		dotQ4KTileP2(t)
 	}
 	for _, typ := range []string{"Q8_0", "Q4_0"} {
 		for _, t := range []int{1, 4, 8, 16} {

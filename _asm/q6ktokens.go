@@ -138,9 +138,10 @@ func q6KChunk(x GPVirtual, scales VecVirtual, h, k int, m4, m30 Op) (v, sw VecVi
 	return v, sw
 }
 
-// dotQ6KAVX512Tokens emits dotQ6KAVX512x8 or dotQ6KAVX512x16: one Q6_K row
-// against T = 8 or 16 activation rows (stride bytes apart) with AVX-512BW and
-// VNNI, for decoding steps of many sequences and prompts. Each block half is
+// dotQ6KAVX512Tokens emits dotQ6KAVX512x8, x9 or x16: one Q6_K row against
+// T = 8, 9 or 16 activation rows (stride bytes apart) with AVX-512BW and VNNI,
+// for decoding steps of many sequences, prompts and (x9) a k = 8 verification
+// step's 9 positions. Each block half is
 // unpacked once for the T tokens as dotQ6KAVX512 unpacks it (64 quants per
 // register, the scales by VPERMW), and each token keeps its own int32 lanes in
 // a 512-bit register (exact in any order; the first product of a block is
@@ -153,7 +154,9 @@ func q6KChunk(x GPVirtual, scales VecVirtual, h, k int, m4, m30 Op) (v, sw VecVi
 // few temporaries; the other masks and the scale permutations are memory
 // operands. The tokens' float lanes, a pair per 512-bit register, stay in
 // registers with 8 tokens (x8 took 0.9× the CPU with them on the stack) and
-// wait on the stack, 64 bytes a pair, with 16.
+// wait on the stack, 64 bytes a pair, with 16. With an odd T the last token
+// fills both halves of its pair's registers (q6KPairLanes on it twice: the same
+// operations in each half) and only its first half is stored.
 func dotQ6KAVX512Tokens(T int) {
 	evex = true
 	defer func() { evex = false }()
@@ -169,8 +172,8 @@ func dotQ6KAVX512Tokens(T int) {
 
 	// The float lanes: with 16 tokens avo finds no allocation for more than one
 	// pair's in registers (and one gave nothing).
-	inRegs := T <= 8
-	pacc := make([]Op, T/2)
+	inRegs := T <= 9
+	pacc := make([]Op, (T+1)/2)
 	var local Mem
 	if !inRegs {
 		local = AllocLocal(32 * T)
@@ -227,6 +230,9 @@ func dotQ6KAVX512Tokens(T int) {
 	for i := 0; i < T/2; i++ {
 		q6KPairLanes(swn, ddv, acc[2*i], acc[2*i+1], toks.at(2*i), toks.at(2*i+1), second, pacc[i])
 	}
+	if T%2 == 1 {
+		q6KPairLanes(swn, ddv, acc[T-1], acc[T-1], toks.at(T-1), toks.at(T-1), second, pacc[T/2])
+	}
 
 	ADDQ(U32(q6KSize), x)
 	toks.advance(q8KSize)
@@ -234,7 +240,7 @@ func dotQ6KAVX512Tokens(T int) {
 	JMP(LabelRef("loop"))
 
 	Label("done")
-	facc := make([]VecVirtual, T)
+	facc := make([]VecVirtual, 2*len(pacc))
 	for i, a := range pacc {
 		facc[2*i], facc[2*i+1] = YMM(), YMM()
 		if r, ok := a.(VecVirtual); ok {
@@ -246,7 +252,7 @@ func dotQ6KAVX512Tokens(T int) {
 			VMOVUPS(m.Offset(32), facc[2*i+1])
 		}
 	}
-	storeLaneSums(facc)
+	storeLaneSums(facc[:T])
 }
 
 // upperLanes returns a mask register of dword lanes 8-15: a 512-bit register's

@@ -79,6 +79,72 @@ func BenchmarkKTokensAVX512(b *testing.B) {
 	}
 }
 
+// BenchmarkQ6KNineTokens: one Q6_K row of 2048 columns against 9 tokens (a k =
+// 8 verification step's positions) through dotQ6KAVX512x9 and through x8 and
+// the one-token kernel (what dotQ6KRows did before x9), CPU time per row.
+func BenchmarkQ6KNineTokens(b *testing.B) {
+	if !useAVX512 {
+		b.Skip("no AVX-512")
+	}
+	r := rand.New(rand.NewPCG(5, 8))
+	const cols, nTok = 2048, 9
+	nb := cols / qkK
+	var a acts
+	a.prepare(Q6_K, randRow(r, cols*nTok, 1), nTok, cols)
+	row := make([]byte, Q6_K.RowBytes(cols))
+	QuantizeRow(row, Q6_K, randRow(r, cols, 0.1))
+	out := make([]float32, nTok)
+	stride := nb * int(unsafe.Sizeof(a.q8k[0]))
+	y := func(t int) *byte { return (*byte)(unsafe.Pointer(&a.q8k[t*nb])) }
+	for _, form := range []string{"x8+1", "x9"} {
+		b.Run(form, func(b *testing.B) {
+			c0 := cpuSeconds()
+			for b.Loop() {
+				if form == "x9" {
+					dotQ6KAVX512x9(&row[0], y(0), nb, stride, &out[0])
+				} else {
+					dotQ6KAVX512x8(&row[0], y(0), nb, stride, &out[0])
+					out[8] = dotQ6KAVX512(&row[0], y(8), nb)
+				}
+			}
+			b.ReportMetric((cpuSeconds()-c0)*1e9/float64(b.N), "cpu-ns/op")
+		})
+	}
+}
+
+// TestQ6KNineTokensKernel: dotQ6KAVX512x9 gives each of its 9 tokens the
+// one-token kernel's bits (dotQ6KRow) and writes only out[0:9], for random,
+// extreme and quantized weights and activations (the odd token fills both halves
+// of its pair's registers: a slip there puts another token's lanes in it).
+func TestQ6KNineTokensKernel(t *testing.T) {
+	requireSIMD(t, "avx512")
+	const guard = -12345.5
+	r := rand.New(rand.NewPCG(91, 92))
+	for _, nb := range []int{1, 2, 5, 8} {
+		for _, wm := range []string{"quantized", "random", "0xff", "0x00"} {
+			for _, am := range []string{"quantized", "random", "min", "max"} {
+				row := weightRow(r, Q6_K, nb, wm, false)
+				y := q8KActs(r, 9*nb, am, false)
+				buf := make([]float32, 11)
+				for i := range buf {
+					buf[i] = guard
+				}
+				stride := nb * int(unsafe.Sizeof(y[0]))
+				dotQ6KAVX512x9(&row[0], (*byte)(unsafe.Pointer(&y[0])), nb, stride, &buf[1])
+				if buf[0] != guard || buf[10] != guard {
+					t.Fatalf("nb %d weights %s acts %s: wrote outside out[0:9]: %v", nb, wm, am, buf)
+				}
+				for tok := range 9 {
+					want := dotQ6KRow(row, y[tok*nb:(tok+1)*nb])
+					if got := buf[1+tok]; math.Float32bits(got) != math.Float32bits(want) {
+						t.Errorf("nb %d weights %s acts %s: token %d: %v, one-token kernel %v", nb, wm, am, tok, got, want)
+					}
+				}
+			}
+		}
+	}
+}
+
 // BenchmarkKTokens measures one Q4_K, Q6_K or Q3_K row of 2048 columns against 8 tokens
 // through the AVX2 kernels of 1, 2, 4 and 8 tokens per call (dotQ4KAVX2, x2, x4,
 // x8 and Q6_K's): what a verification step's 8-token products pay per weight row.

@@ -150,8 +150,8 @@ func dotQ6KRowsPairs(out []float32, row []byte, a *acts, t0, nb int) {
 
 // dotQ6KRows is dotQ4KRows for Q6_K weights, with the AVX2 kernels of 8, 4 and
 // 2 tokens and the same reuse of the 8- and 4-token kernels over the last tokens.
-// With AVX-512 the kernels of 16 and 8 tokens (dotQ6KAVX512x16, x8) come first
-// and the 4-token one is dotQ6KAVX512x4: Q6_K's tiles lack llama.cpp's 8-lane
+// With AVX-512 the kernels of 16 and 8 tokens (dotQ6KAVX512x16, x8) come first,
+// x9 for exactly 9 tokens left, and the 4-token one is dotQ6KAVX512x4: Q6_K's tiles lack llama.cpp's 8-lane
 // order (issue 32); these keep it, and every kernel here gives each token
 // dotQ6KRowGeneric's bits, so they mix freely.
 func dotQ6KRows(out []float32, row []byte, y []q8KBlock, nb int) {
@@ -165,6 +165,13 @@ func dotQ6KRows(out []float32, row []byte, y []q8KBlock, nb int) {
 			}
 			if n >= 16 && n-t >= 12 {
 				dotQ6KAVX512x16(&row[0], (*byte)(unsafe.Pointer(&y[(n-16)*nb])), nb, stride, &out[n-16])
+				t = n
+			}
+			if n-t == 9 {
+				// A k = 8 verification step's 9 positions in one pass over the
+				// row: 0.93× the CPU of x8 and a one-token pass
+				// (BenchmarkQ6KNineTokens, Zen4, load 26, 4 pairs).
+				dotQ6KAVX512x9(&row[0], (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t])
 				t = n
 			}
 			for ; t+8 <= n; t += 8 {

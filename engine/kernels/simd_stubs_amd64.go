@@ -74,6 +74,12 @@ func dotQ6KAVX512(x *byte, y *byte, n int) float32
 //go:noescape
 func dotQ6KAVX512x8(x *byte, y *byte, n int, stride int, out *float32)
 
+// dotQ6KAVX512x9 sets out[t] = dotQ6KAVX512(x, y+t·stride, n) for t < 9 (one
+// weight block unpacked for all the tokens; each token's float steps as there).
+//
+//go:noescape
+func dotQ6KAVX512x9(x *byte, y *byte, n int, stride int, out *float32)
+
 // dotQ6KAVX512x16 sets out[t] = dotQ6KAVX512(x, y+t·stride, n) for t < 16 (one
 // weight block unpacked for all the tokens; each token's float steps as there).
 //
@@ -1024,6 +1030,36 @@ func dotQ4KAVX512r1t15p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int3
 //
 //go:noescape
 func dotQ4KAVX512r1t16p(x *byte, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+
+// dotQ4KAVX512r2t5p sets out[t·os + i] = dotQ4KAVX512(x + i·rb, token t, nb) for i < 2, t < 5,
+// the tokens as dotQ4KAVX512r1t{T}p's.
+//
+//go:noescape
+func dotQ4KAVX512r2t5p(x *byte, rb int, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+
+// dotQ4KAVX512r2t6p sets out[t·os + i] = dotQ4KAVX512(x + i·rb, token t, nb) for i < 2, t < 6,
+// the tokens as dotQ4KAVX512r1t{T}p's.
+//
+//go:noescape
+func dotQ4KAVX512r2t6p(x *byte, rb int, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+
+// dotQ4KAVX512r2t7p sets out[t·os + i] = dotQ4KAVX512(x + i·rb, token t, nb) for i < 2, t < 7,
+// the tokens as dotQ4KAVX512r1t{T}p's.
+//
+//go:noescape
+func dotQ4KAVX512r2t7p(x *byte, rb int, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+
+// dotQ4KAVX512r2t8p sets out[t·os + i] = dotQ4KAVX512(x + i·rb, token t, nb) for i < 2, t < 8,
+// the tokens as dotQ4KAVX512r1t{T}p's.
+//
+//go:noescape
+func dotQ4KAVX512r2t8p(x *byte, rb int, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+
+// dotQ4KAVX512r2t9p sets out[t·os + i] = dotQ4KAVX512(x + i·rb, token t, nb) for i < 2, t < 9,
+// the tokens as dotQ4KAVX512r1t{T}p's.
+//
+//go:noescape
+func dotQ4KAVX512r2t9p(x *byte, rb int, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
 
 // dotQ8_0AVX512x16t1 sets out[t·os + r] = dotQ8_0AVX2(x + r·rb, y + t·ys, nb) for r < 16, t < 1.
 //

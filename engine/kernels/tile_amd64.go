@@ -240,6 +240,10 @@ func (m *matMul) fastTokens(r, hi, t0, nt int) int {
 		return 16
 	}
 	if m.w.Type == Q4_K && nt < tokChunk && nt >= vnniMinTokens && useVNNI16 && len(a.bsT) > 0 {
+		if nt < len(q4KVNNIp2) && r+2 <= hi {
+			m.q4KRowsVNNI2(r, t0, nt)
+			return 2
+		}
 		m.q4KRowVNNI(r, t0, nt)
 		return 1
 	}
@@ -483,6 +487,35 @@ func (m *matMul) q4KRowVNNI(r, t0, nt int) {
 	_ = a.bsT[(4*nb-1)*a.yds+end-1]
 	gs := 4 * a.yds
 	q4KVNNIp[nt](&row[0], (*byte)(unsafe.Pointer(&a.q8kP[t0*nb*qkK])), nb*qkK, &a.ydT[t0], gs, &a.bsT[t0], gs, nb, &m.dst[t0*rows+r], rows)
+}
+
+// q4KVNNIKernel2 is a VNNI kernel of two adjacent Q4_K rows (x and x + rb)
+// against permuted tokens.
+type q4KVNNIKernel2 = func(x *byte, rb int, y *byte, ys int, yd *float32, yds int, bs *int32, gs int, nb int, out *float32, os int)
+
+// q4KVNNIp2 are q4KVNNIp's kernels of 5-9 tokens on two rows at once
+// (dotQ4KAVX512r2t5p … t9p): each token's activations are loaded once for both
+// rows, so a verification step's 9 tokens, whose activations outgrow L1 from
+// 2048 columns on, come from L2 half as often. More tokens leave too few
+// registers for two rows' accumulators.
+var q4KVNNIp2 = [10]q4KVNNIKernel2{
+	5: dotQ4KAVX512r2t5p, 6: dotQ4KAVX512r2t6p, 7: dotQ4KAVX512r2t7p, 8: dotQ4KAVX512r2t8p, 9: dotQ4KAVX512r2t9p,
+}
+
+// q4KRowsVNNI2 is q4KRowVNNI for the rows r and r+1 through q4KVNNIp2 (nt ≤ 9):
+// the same bits per row and token.
+func (m *matMul) q4KRowsVNNI2(r, t0, nt int) {
+	a, rows := m.a, m.w.Rows
+	nb := a.cols / qkK
+	end := t0 + nt
+	row := m.w.Data[r*m.rb : (r+2)*m.rb]
+	_ = row[m.rb+nb*144-1]
+	_ = m.dst[(end-1)*rows+r+1]
+	_ = a.q8kP[end*nb*qkK-1]
+	_ = a.ydT[(nb-1)*a.yds+end-1]
+	_ = a.bsT[(4*nb-1)*a.yds+end-1]
+	gs := 4 * a.yds
+	q4KVNNIp2[nt](&row[0], m.rb, (*byte)(unsafe.Pointer(&a.q8kP[t0*nb*qkK])), nb*qkK, &a.ydT[t0], gs, &a.bsT[t0], gs, nb, &m.dst[t0*rows+r], rows)
 }
 
 // q4KRows4 computes the outputs of the Q4_K rows [r, r+4) for tokens [t0, t0+nt),

@@ -360,6 +360,109 @@ func TestQ4KTilePacked(t *testing.T) {
 	}
 }
 
+// TestQ4KTilePackedTwoRows checks the two-row VNNI kernels (dotQ4KAVX512r2t5p
+// … t9p) like TestQ4KTilePacked: two different rows at an odd stride, every
+// output (row i of token t at out[t·os + i]) with dotQ4KRowGeneric's bits on
+// its own row and token, nothing written between or past them (a kernel that
+// mixes up the rows' accumulators, scales or pointers fails here).
+func TestQ4KTilePackedTwoRows(t *testing.T) {
+	requireSIMD(t, "avx512vbmi")
+	r := rand.New(rand.NewPCG(53, 54))
+	const guard = -12345.5
+	for T := 5; T < len(q4KVNNIp2); T++ {
+		for _, nb := range []int{1, 2, 3, 8} {
+			for _, wm := range []string{"quantized", "random", "0xff", "0x80"} {
+				for _, am := range []string{"quantized", "random", "min", "max"} {
+					name := fmt.Sprintf("%d tokens, nb %d weights %s acts %s", T, nb, wm, am)
+					rb := nb*Q4_K.BlockBytes() + 5
+					w := make([]byte, 2*rb)
+					copy(w, weightRow(r, Q4_K, nb, wm, false))
+					copy(w[rb:], weightRow(r, Q4_K, nb, "random", false))
+					const yds = 19
+					y := q8KActs(r, yds*nb, am, false)
+					ydT := make([]float32, nb*yds)
+					for b := 0; b < nb; b++ {
+						for tk := 0; tk < yds; tk++ {
+							ydT[b*yds+tk] = y[tk*nb+b].d
+						}
+					}
+					bsT := make([]int32, 4*nb*yds)
+					transposeBsums(bsT, y, nb, yds, yds)
+					perm := make([]int8, yds*nb*qkK)
+					for i := range yds * nb {
+						permuteQ8K(perm[i*qkK:(i+1)*qkK], &y[i].qs)
+					}
+					const t0, os = 2, 3
+					out := make([]float32, 16*os+1)
+					for i := range out {
+						out[i] = guard
+					}
+					q4KVNNIp2[T](&w[0], rb, (*byte)(unsafe.Pointer(&perm[t0*nb*qkK])), nb*qkK, &ydT[t0], 4*yds, &bsT[t0], 4*yds, nb, &out[1], os)
+					for i, v := range out {
+						tk, row := (i-1)/os, (i-1)%os
+						if i == 0 || row > 1 || tk >= T {
+							if v != guard {
+								t.Fatalf("%s: wrote out[%d]", name, i)
+							}
+							continue
+						}
+						want := dotQ4KRowGeneric(w[row*rb:row*rb+nb*Q4_K.BlockBytes()], y[(t0+tk)*nb:(t0+tk+1)*nb])
+						if math.Float32bits(v) != math.Float32bits(want) {
+							t.Fatalf("%s: row %d token %d: %v, reference %v", name, row, tk, v, want)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkQ4KVNNIRowPairs: the packed VNNI kernels of 9 tokens (a k = 8
+// verification step) one row at a time (r1) and two rows at a time (r2), 64 rows
+// of 2048 and of 8192 columns (the 9 tokens' activations: 18 and 73 KiB), one
+// thread, as CPU time per Q4_K block (cpu-ns/block).
+func BenchmarkQ4KVNNIRowPairs(b *testing.B) {
+	if !useVNNI16 {
+		b.Skip("no AVX-512 VBMI")
+	}
+	const rows, T = 64, 9
+	for _, cols := range []int{2048, 8192} {
+		r := rand.New(rand.NewPCG(43, 44))
+		nb := cols / qkK
+		rb := nb * Q4_K.BlockBytes()
+		w := make([]byte, rows*rb)
+		for i := 0; i < rows; i++ {
+			QuantizeRow(w[i*rb:(i+1)*rb], Q4_K, randRow(r, cols, 0.1))
+		}
+		y := q8KActs(r, T*nb, "quantized", false)
+		perm := make([]int8, T*nb*qkK)
+		for i := range T * nb {
+			permuteQ8K(perm[i*qkK:(i+1)*qkK], &y[i].qs)
+		}
+		ydT := make([]float32, nb*16)
+		bsT := make([]int32, 4*nb*16)
+		transposeBsums(bsT, y, nb, T, 16)
+		out := make([]float32, 16*rows)
+		for _, form := range []string{"r1", "r2"} {
+			b.Run(fmt.Sprintf("c%d/t%d/%s", cols, T, form), func(b *testing.B) {
+				c0 := cpuSeconds()
+				for b.Loop() {
+					if form == "r1" {
+						for i := 0; i < rows; i++ {
+							q4KVNNIp[T](&w[i*rb], (*byte)(unsafe.Pointer(&perm[0])), nb*qkK, &ydT[0], 64, &bsT[0], 64, nb, &out[i], rows)
+						}
+						continue
+					}
+					for i := 0; i < rows; i += 2 {
+						q4KVNNIp2[T](&w[i*rb], rb, (*byte)(unsafe.Pointer(&perm[0])), nb*qkK, &ydT[0], 64, &bsT[0], 64, nb, &out[i], rows)
+					}
+				}
+				b.ReportMetric((cpuSeconds()-c0)*1e9/float64(b.N)/float64(rows*nb), "cpu-ns/block")
+			})
+		}
+	}
+}
+
 // testQ4KTileTokens checks the VNNI kernel k of T tokens (nil: the 16-token
 // dotQ4KAVX512r1t16m) against dotQ4KRowGeneric, bit for bit.
 func testQ4KTileTokens(t *testing.T, k q4KVNNIKernel, T int) {
