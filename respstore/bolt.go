@@ -35,6 +35,13 @@ const (
 	commitIdle  = 5 * time.Millisecond
 )
 
+// initialMmap is the size bbolt maps the file at first (address space, not memory
+// or disk): until the file passes it, bbolt never maps it again as it grows. A
+// remap happens in the applier's transaction and copies every node it changed out
+// of the old map (node.dereference) first; growing from nothing, a store remapped at
+// each doubling up to here.
+const initialMmap = 256 << 20
+
 // Bolt is the Store of one process: an embedded bbolt database (a file in the data
 // directory, e.g. data_dir/responses.db) and its journal (responses.db-journal).
 // A Put returns once it is durable: its group's journal record is fdatasynced (one
@@ -102,7 +109,7 @@ func OpenBolt(path string, o Options) (*Bolt, error) {
 // openBolt is OpenBolt committing bbolt after every and idle (tests: only when they
 // make it, with an hour).
 func openBolt(path string, o Options, every, idle time.Duration) (*Bolt, error) {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second, InitialMmapSize: initialMmap})
 	if err != nil {
 		return nil, fmt.Errorf("respstore: %w", err)
 	}
