@@ -686,10 +686,8 @@ func (s *Bolt) applyQueued() error {
 	s.qmu.Unlock()
 	last := ops[len(ops)-1].seq
 	err := s.db.Update(func(tx *bolt.Tx) error {
-		for _, op := range ops {
-			if err := applyTx(tx, op); err != nil {
-				return err
-			}
+		if err := applyOps(tx, ops); err != nil {
+			return err
 		}
 		if s.commitHook != nil {
 			s.commitHook()
@@ -724,27 +722,63 @@ func (s *Bolt) applyQueued() error {
 // response of the same id), its expiry key and the tenant's usage. Its error is the
 // transaction's.
 func applyTx(tx *bolt.Tx, op *putOp) error {
-	rec := &op.rec
-	u := getUsage(tx, rec.Tenant)
-	k := tkey(rec.Tenant, rec.ID)
-	if b := tx.Bucket(bucketResponses).Get(k); b != nil {
-		v, err := viewRecord(b)
-		if err != nil {
-			return fmt.Errorf("respstore: %s/%s: %w", rec.Tenant, rec.ID, err)
+	return applyOps(tx, []*putOp{op})
+}
+
+// applyOps writes acknowledged Puts in tx, in order, as applyTx each: the usage of
+// each tenant among them is read once and written once, after its last Put.
+func applyOps(tx *bolt.Tx, ops []*putOp) error {
+	responses, expiry := tx.Bucket(bucketResponses), tx.Bucket(bucketExpiry)
+	var (
+		last    string // the tenant of the Put before, whose usage is u
+		u       Usage
+		tenants map[string]Usage // the others' so far, when the Puts have several tenants
+	)
+	for i, op := range ops {
+		rec := &op.rec
+		if i == 0 || rec.Tenant != last {
+			if i > 0 {
+				if tenants == nil {
+					tenants = map[string]Usage{}
+				}
+				tenants[last] = u
+			}
+			var ok bool
+			if u, ok = tenants[rec.Tenant]; !ok {
+				u = getUsage(tx, rec.Tenant)
+			}
+			last = rec.Tenant
 		}
-		if err := removeTx(tx, rec.Tenant, rec.ID, v, &u); err != nil {
+		k := tkey(rec.Tenant, rec.ID) // bbolt keeps it until the commit
+		if b := responses.Get(k); b != nil {
+			v, err := viewRecord(b)
+			if err != nil {
+				return fmt.Errorf("respstore: %s/%s: %w", rec.Tenant, rec.ID, err)
+			}
+			if err := removeTx(tx, rec.Tenant, rec.ID, v, &u); err != nil {
+				return err
+			}
+		}
+		if err := responses.Put(k, op.val); err != nil {
 			return err
 		}
+		if err := expiry.Put(expiryKey(rec.Tenant, rec.Expires.UnixMilli(), rec.ID), nil); err != nil {
+			return err
+		}
+		u.Count++
+		u.Bytes += op.size
 	}
-	if err := tx.Bucket(bucketResponses).Put(k, op.val); err != nil {
-		return err
+	if len(ops) == 0 {
+		return nil
 	}
-	if err := tx.Bucket(bucketExpiry).Put(expiryKey(rec.Tenant, rec.Expires.UnixMilli(), rec.ID), nil); err != nil {
-		return err
+	for t, tu := range tenants {
+		if t != last {
+			if err := putUsage(tx, t, tu); err != nil {
+				return err
+			}
+		}
 	}
-	u.Count++
-	u.Bytes += op.size
-	return putUsage(tx, rec.Tenant, u)
+	return putUsage(tx, last, u)
 }
 
 // putTx is one Put in tx as one transaction decides it alone (the benchmarks'
