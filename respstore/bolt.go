@@ -29,10 +29,14 @@ const sweepPerTx = 1000
 // commitEvery bounds how long acknowledged Puts stay in the journal only: the
 // applier commits them to bbolt when the oldest is this old, when no Put came for
 // commitIdle, when the journal's pass is full, and before any other write (Delete,
-// a sweep) and Close.
+// a sweep) and Close. commitIdle is long enough that a server under load, whose
+// Puts come in bursts (an engine step finishes several requests), is not taken
+// for idle between them: at 5 ms, 16 closed-loop connections on 2 cores made a
+// commit every 50 ms, not 100, each bbolt commit's own work (two fdatasyncs, the
+// meta, freelist and branch pages) shared by half as many Puts.
 const (
 	commitEvery = 100 * time.Millisecond
-	commitIdle  = 5 * time.Millisecond
+	commitIdle  = 25 * time.Millisecond
 )
 
 // initialMmap is the size bbolt maps the file at first (address space, not memory
