@@ -32,6 +32,12 @@ func appendStr(b []byte, s []byte) []byte {
 	return append(b, s...)
 }
 
+// appendString is appendStr of s (no conversion, which may allocate).
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
 // appendItems appends the encoding of items.
 func appendItems(b []byte, items []Item) []byte {
 	b = append(b, itemsVersion)
@@ -154,8 +160,8 @@ func appendRecord(b []byte, r *Record) []byte {
 	b = append(b, recordVersion)
 	b = binary.AppendVarint(b, r.Created.UnixMilli())
 	b = binary.AppendVarint(b, r.Expires.UnixMilli())
-	b = appendStr(b, []byte(r.Model))
-	b = appendStr(b, []byte(r.Previous))
+	b = appendString(b, r.Model)
+	b = appendString(b, r.Previous)
 	b = appendStr(b, r.Response)
 	b = binary.AppendUvarint(b, uint64(in))
 	b = appendItems(b, r.Input)
