@@ -101,11 +101,21 @@ func storeErr(err error) error {
 	return err
 }
 
-// toItems renders items as respstore keeps them: each one's id and its JSON.
+// toItems renders items as respstore keeps them: each one's id and its JSON (the
+// JSON of all of them in one buffer).
 func toItems(items []respItem) []respstore.Item {
 	out := make([]respstore.Item, len(items))
+	var buf []byte
 	for i := range items {
-		out[i] = respstore.Item{ID: items[i].ID, JSON: openai.AppendItem(nil, &items[i], "completed")}
+		at := len(buf)
+		buf = openai.AppendItem(buf, &items[i], "completed")
+		out[i] = respstore.Item{ID: items[i].ID, JSON: buf[at:len(buf):len(buf)]}
+	}
+	// buf may have moved as it grew: take each item's JSON from its last array.
+	for i, at := len(out)-1, len(buf); i >= 0; i-- {
+		n := len(out[i].JSON)
+		out[i].JSON = buf[at-n : at : at]
+		at -= n
 	}
 	return out
 }

@@ -52,7 +52,7 @@
 // writes the ones stored as one journal record, fdatasyncs it (one sync for the
 // group), and only then answers them. A second goroutine, the applier, commits the
 // acknowledged Puts to bbolt (its own two fsyncs, as batch.Store's) in one
-// transaction every 100 ms, when no Put came for 5 ms, and when the writer needs it
+// transaction every 100 ms, when no Put came for 25 ms, and when the writer needs it
 // (the journal's 4 MiB pass is full; before a Delete, a sweep or Close). The writer
 // goes on journaling meanwhile: a Put never waits for a bbolt commit under way
 // (before, one goroutine did both, and each commit, 7.7 ms on the Xeon, held every

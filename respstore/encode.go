@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
+	"slices"
 	"time"
 )
 
@@ -26,6 +28,12 @@ const (
 var errCorrupt = errors.New("respstore: malformed stored record")
 
 func appendStr(b []byte, s []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// appendString is appendStr of s (no conversion, which may allocate).
+func appendString(b []byte, s string) []byte {
 	b = binary.AppendUvarint(b, uint64(len(s)))
 	return append(b, s...)
 }
@@ -126,16 +134,39 @@ func decodeItems(b []byte) ([]Item, error) {
 	return items, nil
 }
 
-// appendRecord appends r's encoding (without its tenant and id, which are its key).
+// uvarintLen is the length of n's uvarint.
+func uvarintLen(n int) int {
+	return (bits.Len64(uint64(n)|1) + 6) / 7
+}
+
+// strLen is the length of appendStr of n bytes.
+func strLen(n int) int { return uvarintLen(n) + n }
+
+// itemsLen is the length of appendItems(items).
+func itemsLen(items []Item) int {
+	n := 1 + uvarintLen(len(items))
+	for i := range items {
+		n += strLen(len(items[i].ID)) + strLen(len(items[i].JSON))
+	}
+	return n
+}
+
+// appendRecord appends r's encoding (without its tenant and id, which are its key),
+// growing b once: the encoding's length is known before it is written.
 func appendRecord(b []byte, r *Record) []byte {
+	in, out := itemsLen(r.Input), itemsLen(r.Output)
+	b = slices.Grow(b, 1+2*binary.MaxVarintLen64+strLen(len(r.Model))+strLen(len(r.Previous))+
+		strLen(len(r.Response))+strLen(in)+strLen(out))
 	b = append(b, recordVersion)
 	b = binary.AppendVarint(b, r.Created.UnixMilli())
 	b = binary.AppendVarint(b, r.Expires.UnixMilli())
-	b = appendStr(b, []byte(r.Model))
-	b = appendStr(b, []byte(r.Previous))
+	b = appendString(b, r.Model)
+	b = appendString(b, r.Previous)
 	b = appendStr(b, r.Response)
-	b = appendStr(b, appendItems(nil, r.Input))
-	return appendStr(b, appendItems(nil, r.Output))
+	b = binary.AppendUvarint(b, uint64(in))
+	b = appendItems(b, r.Input)
+	b = binary.AppendUvarint(b, uint64(out))
+	return appendItems(b, r.Output)
 }
 
 // recordView is a decoded record's fields, subslices of the encoding.

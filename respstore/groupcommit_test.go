@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 // gcRec is a response of tenant with one input and one output item, made now.
@@ -241,4 +243,73 @@ func crashChild(path string, processSync bool) {
 		}()
 	}
 	wg.Wait()
+}
+
+// TestApplierOneTransactionKeepsUsage: Puts of two tenants, interleaved, one of them
+// replacing a response committed before and one replacing a Put of the same
+// transaction, committed by the applier in one bbolt transaction, leave in bbolt the
+// usage they would one by one (each tenant's count and bytes) and the last record
+// of each id.
+func TestApplierOneTransactionKeepsUsage(t *testing.T) {
+	ctx := context.Background()
+	s, err := openBolt(filepath.Join(t.TempDir(), "r.db"), Options{}, time.Hour, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	put := func(r Record) {
+		t.Helper()
+		if err := s.Put(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	commit := func() {
+		t.Helper()
+		if err := s.exec(ctx, func() error { return nil }); err != nil { // bbolt commits every acknowledged Put first
+			t.Fatal(err)
+		}
+	}
+	put(gcRec("b", "resp_old", 500))
+	commit()
+	last := map[string]Record{}
+	for i, r := range []Record{
+		gcRec("a", "resp_1", 10), gcRec("b", "resp_2", 20), gcRec("a", "resp_3", 30),
+		gcRec("b", "resp_old", 40), // replaces the committed one
+		gcRec("a", "resp_1", 50),   // replaces a Put of this transaction
+		gcRec("c", "resp_4", 60), gcRec("a", "resp_5", 70),
+	} {
+		r.Created = r.Created.Add(time.Duration(i) * time.Millisecond)
+		put(r)
+		last[r.Tenant+"/"+r.ID] = r
+	}
+	commits := 0
+	s.commitHook = func() { commits++ }
+	commit()
+	if commits != 1 {
+		t.Fatalf("%d bbolt transactions, want the 7 Puts in 1", commits)
+	}
+	want := map[string]Usage{}
+	for _, r := range last {
+		u := want[r.Tenant]
+		u.Count++
+		u.Bytes += r.Size()
+		want[r.Tenant] = u
+	}
+	err = s.db.View(func(tx *bolt.Tx) error {
+		for tenant, w := range want {
+			if u := getUsage(tx, tenant); u != w {
+				t.Errorf("%s's usage in bbolt: %+v, want %+v", tenant, u, w)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, r := range last {
+		got, err := s.Get(ctx, r.Tenant, r.ID, time.Now())
+		if err != nil || string(got.Response) != string(r.Response) {
+			t.Errorf("%s: %q (%v), want the last Put's %q", k, got.Response, err, r.Response)
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"bytes"
 	"strconv"
 	"strings"
 
@@ -313,14 +314,13 @@ func (o *ResponseOutput) AppendEnd(b []byte) []byte {
 	if status == "cancelled" {
 		return b // the client is gone
 	}
-	o.store(status)
 	typ := "response.completed"
 	if status == "incomplete" {
 		typ = "response.incomplete"
 	}
 	return o.event(b, typ, func(b []byte) []byte {
 		b = append(b, `,"response":`...)
-		return o.appendResponse(b, status)
+		return o.appendStored(b, status)
 	})
 }
 
@@ -341,22 +341,34 @@ func (o *ResponseOutput) AppendWhole(b []byte, w *core.Whole) []byte {
 		o.finish = ch.Finish
 	}
 	o.usage = w.Usage
-	status := o.status()
-	o.store(status)
-	return o.appendResponse(b, status)
+	return o.appendStored(b, o.status())
 }
 
-// store keeps the response when the request asked (ResponseOptions.Store), once,
-// unless it failed or the client left; a store that fails leaves the answer saying
-// "store": false.
-func (o *ResponseOutput) store(status string) {
+// appendStored appends the Response object with status, the response stored first
+// when the request asked: the bytes rendered for the answer are the ones stored
+// (rendered once), and a store that fails renders them again, saying "store": false.
+func (o *ResponseOutput) appendStored(b []byte, status string) []byte {
+	at := len(b)
+	b = o.appendResponse(b, status)
+	if o.store(status, b[at:]) {
+		b = o.appendResponse(b[:at], status)
+	}
+	return b
+}
+
+// store keeps the response (its Response object, body) when the request asked
+// (ResponseOptions.Store), once, unless it failed or the client left; it reports
+// whether the store failed (lost): the answer then says "store": false.
+func (o *ResponseOutput) store(status string, body []byte) (lost bool) {
 	if o.stored || o.failed || o.opt.Store == nil || status == "cancelled" {
-		return
+		return false
 	}
 	o.stored = true
-	if o.opt.Store.StoreResponse("resp_"+o.hex, append([]Item(nil), o.items...), o.appendResponse(nil, status)) != nil {
+	// The Storer owns what it is given: body is the answer's buffer, so a copy.
+	if o.opt.Store.StoreResponse("resp_"+o.hex, append([]Item(nil), o.items...), bytes.Clone(body)) != nil {
 		o.lost = true
 	}
+	return o.lost
 }
 
 // status is the response's status once its output ended: incomplete when the output

@@ -1,0 +1,5 @@
+//go:build !race
+
+package respstore
+
+const raceEnabled = false
