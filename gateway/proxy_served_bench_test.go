@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -17,8 +18,8 @@ import (
 // BenchmarkProxyServed is BenchmarkProxyHandler through the served path: the
 // gateway's own listener and fasthttp server (Serve: deadlineConn, ConnState, the
 // read deadlines, keep-alive connections) on loopback, with gwbench's plan (quotas,
-// a budget, two tiers for "auto", ledger sync: process) and 16 clients on keep-alive
-// connections, as `gwbench --conns 16` sends them. Its CPU time (the client and the
+// a budget, two tiers for "auto", ledger sync: process) and 1 or 16 clients on
+// keep-alive connections, as `gwbench --conns 1,16` sends them. Its CPU time (the client and the
 // instant upstream in the same process) is what issue 36's "no speed change" compares
 // with the commit before it, in one process on one P: the served process's cost
 // without the noise of three processes on a loaded machine.
@@ -57,16 +58,26 @@ tenants: [{id: bench, plan: bench}]
 	}
 	go srv.Serve(ln)
 	defer srv.http.Shutdown()
-	hc := &fasthttp.HostClient{Addr: ln.Addr().String(), MaxConns: 64}
 	body := []byte(`{"model":"auto","messages":[{"role":"user","content":"Say hello to the benchmark."}],"max_tokens":1}`)
+	for _, conns := range []int{1, 16} {
+		b.Run(fmt.Sprintf("conns=%d", conns), func(b *testing.B) {
+			benchServed(b, ln.Addr().String(), key, body, conns)
+		})
+	}
+}
+
+// benchServed sends b.N requests from conns clients (with -test.cpu 1), each on its
+// own keep-alive connection.
+func benchServed(b *testing.B, addr, key string, body []byte, conns int) {
+	hc := &fasthttp.HostClient{Addr: addr, MaxConns: conns}
 	b.ReportAllocs()
-	b.SetParallelism(16)
+	b.SetParallelism(conns)
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		var req fasthttp.Request
 		var resp fasthttp.Response
 		req.Header.SetMethod("POST")
-		req.SetRequestURI("http://" + ln.Addr().String() + "/v1/chat/completions")
+		req.SetRequestURI("http://" + addr + "/v1/chat/completions")
 		req.Header.Set("Authorization", "Bearer "+key)
 		req.Header.SetContentType("application/json")
 		req.SetBody(body)
