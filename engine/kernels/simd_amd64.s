@@ -27270,6 +27270,90 @@ done:
 	MOVSS        X0, ret+24(FP)
 	RET
 
+DATA f16TailLanes<>+0(SB)/8, $0x0000000100000000
+DATA f16TailLanes<>+8(SB)/8, $0x0000000300000002
+DATA f16TailLanes<>+16(SB)/8, $0x0000000500000004
+DATA f16TailLanes<>+24(SB)/8, $0x0000000700000006
+GLOBL f16TailLanes<>(SB), RODATA|NOPTR, $32
+
+DATA f16TailPerm<>+0(SB)/8, $0x0000000200000000
+DATA f16TailPerm<>+8(SB)/8, $0x0000000600000004
+DATA f16TailPerm<>+16(SB)/8, $0x0000000a00000008
+DATA f16TailPerm<>+24(SB)/8, $0x0000000e0000000c
+DATA f16TailPerm<>+32(SB)/8, $0x0000000300000001
+DATA f16TailPerm<>+40(SB)/8, $0x0000000700000005
+DATA f16TailPerm<>+48(SB)/8, $0x0000000b00000009
+DATA f16TailPerm<>+56(SB)/8, $0x0000000f0000000d
+GLOBL f16TailPerm<>(SB), RODATA|NOPTR, $64
+
+// func dotF16VecDotTailAVX512(out *float32, rows *byte, rb int, x *float32, n int, nr int)
+// Requires: AVX, AVX2, AVX512DQ, AVX512F, AVX512VL, F16C
+TEXT ·dotF16VecDotTailAVX512(SB), NOSPLIT, $0-48
+	MOVQ         out+0(FP), AX
+	MOVQ         rows+8(FP), CX
+	MOVQ         rb+16(FP), DX
+	MOVQ         x+24(FP), BX
+	MOVQ         n+32(FP), SI
+	MOVQ         nr+40(FP), DI
+	VPBROADCASTD DX, Y0
+	VPMULLD      f16TailLanes<>+0(SB), Y0, Y0
+	VMOVDQU32    f16TailPerm<>+0(SB), Z1
+	SHLQ         $0x03, DX
+
+f16tail_rows:
+	CMPQ      DI, $0x08
+	JL        f16tail_done
+	VCVTPS2PD (AX), Z2
+	MOVQ      CX, R8
+	MOVQ      BX, R9
+	MOVQ      SI, R10
+
+f16tail_pairs:
+	CMPQ          R10, $0x02
+	JL            f16tail_last
+	KXNORB        K1, K1, K1
+	VPXORD        Y3, Y3, Y3
+	VPGATHERDD    (R8)(Y0*1), K1, Y3
+	VCVTPH2PS     Y3, Z4
+	VBROADCASTSD  (R9), Z5
+	VMULPS        Z5, Z4, Z4
+	VPERMPS       Z4, Z1, Z4
+	VCVTPS2PD     Y4, Z5
+	VADDPD        Z5, Z2, Z2
+	VEXTRACTF32X8 $0x01, Z4, Y4
+	VCVTPS2PD     Y4, Z5
+	VADDPD        Z5, Z2, Z2
+	ADDQ          $0x04, R8
+	ADDQ          $0x08, R9
+	SUBQ          $0x02, R10
+	JMP           f16tail_pairs
+
+f16tail_last:
+	CMPQ         R10, $0x01
+	JL           f16tail_store
+	KXNORB       K2, K2, K2
+	VPXORD       Y6, Y6, Y6
+	VPGATHERDD   -2(R8)(Y0*1), K2, Y6
+	VPSRLD       $0x10, Y6, Y6
+	VPMOVDW      Y6, X4
+	VCVTPH2PS    X4, Y4
+	VBROADCASTSS (R9), Y5
+	VMULPS       Y5, Y4, Y4
+	VCVTPS2PD    Y4, Z4
+	VADDPD       Z4, Z2, Z2
+
+f16tail_store:
+	VCVTPD2PS Z2, Y2
+	VMOVUPS   Y2, (AX)
+	ADDQ      $0x20, AX
+	ADDQ      DX, CX
+	SUBQ      $0x08, DI
+	JMP       f16tail_rows
+
+f16tail_done:
+	VZEROUPPER
+	RET
+
 // func dotF16AVX2(x *byte, y *float32, n int) float32
 // Requires: AVX, F16C, FMA3, SSE
 TEXT ·dotF16AVX2(SB), NOSPLIT, $0-28

@@ -418,6 +418,11 @@ func dotF32AVX2(x *byte, y *float32, n int) float32
 //go:noescape
 func dotF32VecDotAVX2(x *byte, y *float32, n int) float32
 
+// dotF16VecDotTailAVX512 adds to out[r] (r < nr, a multiple of 8) the n (at least 2) binary16 values at rows+r·rb times x in ggml_vec_dot_f16's tail order (kernels.dotF16VecDotRows).
+//
+//go:noescape
+func dotF16VecDotTailAVX512(out *float32, rows *byte, rb int, x *float32, n int, nr int)
+
 // dotF16AVX2 is the dot product of n (a multiple of 8) F16 weights at x with float32s at y.
 //
 //go:noescape

@@ -52,7 +52,8 @@ func (m *matMul) vecDotRows(lo, hi int) {
 // AVX-512: attnScore's over the values up to the last multiple of 64 (all the
 // rows in one call, dotF16VecDot64s), converted to float64, then each later
 // product (exact in float32) added in float64, the sum rounded to float32; the
-// tails four rows at a time, each row's sum in its own order.
+// tails eight rows at a time on AVX-512 (dotF16VecDotTails: a LoRA adapter's B,
+// rank 16, is all tail), else four, each row's sum in its own order.
 func dotF16VecDotRows(out []float32, rows []byte, x []float32) {
 	n, n64, rb := len(x), len(x)&^63, 2*len(x)
 	if n64 > 0 {
@@ -63,7 +64,7 @@ func dotF16VecDotRows(out []float32, rows []byte, x []float32) {
 	if n64 == n {
 		return
 	}
-	r := 0
+	r := dotF16VecDotTails(out, rows, x, rb, n64)
 	for ; r+4 <= len(out); r += 4 {
 		w0, w1, w2, w3 := rows[r*rb:(r+1)*rb], rows[(r+1)*rb:(r+2)*rb], rows[(r+2)*rb:(r+3)*rb], rows[(r+3)*rb:(r+4)*rb]
 		s0, s1, s2, s3 := float64(out[r]), float64(out[r+1]), float64(out[r+2]), float64(out[r+3])

@@ -5,3 +5,5 @@ package kernels
 func dotF16VecDot64s(out []float32, rows []byte, x []float32, rb int) {
 	dotF16VecDot64sGeneric(out, rows, x, rb)
 }
+
+func dotF16VecDotTails(out []float32, rows []byte, x []float32, rb, n64 int) int { return 0 }

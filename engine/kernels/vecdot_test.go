@@ -14,8 +14,8 @@ func TestDotF16VecDotRowsLevelsMatchGeneric(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for _, level := range simdLevels() {
 		restore := setSIMD(level)
-		for _, n := range []int{4, 16, 40, 64, 72, 128, 200, 768} {
-			for _, rows := range []int{1, 3, 4, 7, 16} {
+		for _, n := range []int{1, 2, 3, 4, 5, 16, 17, 32, 40, 64, 65, 66, 72, 79, 128, 200, 768} {
+			for _, rows := range []int{1, 3, 4, 7, 8, 9, 16, 17, 24, 31} {
 				w := make([]byte, 2*n*rows)
 				for i := 0; i < len(w); i += 2 {
 					h := F32ToF16(float32(rng.NormFloat64() * math.Pow(10, float64(rng.IntN(6)-3))))
