@@ -147,6 +147,8 @@ func main() {
 	dotF32VecDotAVX2()
 	vecDotTailConstants()
 	dotF16VecDotTailAVX512()
+	dotF16VecDotTail16AVX512(1)
+	dotF16VecDotTail16AVX512(2)
 	dotFloatAVX2("dotF16AVX2", "F16", 2)
 	dotFloatAVX2("dotBF16AVX2", "BF16", 2)
 	dotFloatAVX512("dotF16AVX512", "F16", 2)
