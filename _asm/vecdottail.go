@@ -138,7 +138,7 @@ func dotF16VecDotTail16AVX512(tokens int) {
 	name := fmt.Sprintf("dotF16VecDotTail16AVX512t%d", tokens)
 	TEXT(name, NOSPLIT, "func(out *float32, os int, rows *byte, rb int, x *float64, xs int, n int, nr int)")
 	Pragma("noescape")
-	Doc(name+" adds to out[t·os+r] (r < nr, a multiple of 16; t < "+fmt.Sprint(tokens)+") the n (a multiple of 16) binary16 values at rows+r·rb times the float64s x[t·xs…] in ggml_vec_dot_f16's tail order (kernels.dotF16VecDotRows).")
+	Doc(name + " adds to out[t·os+r] (r < nr, a multiple of 16; t < " + fmt.Sprint(tokens) + ") the n (a multiple of 16) binary16 values at rows+r·rb times the float64s x[t·xs…] in ggml_vec_dot_f16's tail order (kernels.dotF16VecDotRows).")
 	out, os, rows, rb, x, xs, n, nr := GP64(), GP64(), GP64(), GP64(), GP64(), GP64(), GP64(), GP64()
 	Load(Param("out"), out)
 	Load(Param("os"), os)
