@@ -54,9 +54,11 @@ type scratch struct {
 	eIn, eA, eB                           []float32         // a run of experts' gathered rows, gate and up outputs
 	prods                                 []kernels.Product // the products of a kernels.MatMuls
 
-	loraT, loraD []float32         // the adapters' A·x and B·(A·x) of a projection, per (part, adapter) (lora.go)
+	loraT, loraD []float32         // the adapters' A·x and B·(A·x) of a projection, per adapter pair (lora.go)
 	loraA, loraB []kernels.Product // their products
-	loraRow      []loraRows        // where each product's update goes
+	loraRow      []loraRows        // where each (part, adapter) update goes
+	loraGroups   []loraGroup       // the rows on each adapter pair, one product each
+	loraX        []float32         // the input rows of groups whose rows are apart
 }
 
 // forward runs the parts through the model as one batch: every matrix product takes

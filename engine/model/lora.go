@@ -261,16 +261,18 @@ func (m *Model) checkLoRAs(loras []LoRA) error {
 // lora adds to dst (out values per row) each part's adapters' updates of the
 // projection pr of layer li (li < 0: the output projection, whose rows are the
 // parts' logits rows; else their tokens), whose input is x (in values per row): for
-// each row, scale·B·(A·x). Each product runs on one part's rows alone, so a row's
-// bits depend only on its own sequence, never on the batch; the parts' A products
-// go as one kernels.MatMulsVecDot group (ggml_vec_dot's orders, as llama.cpp's
-// build_lora_mm decodes), then their B products as another (on the calling
-// goroutine for a step of up to loraSerialRows rows).
+// each row, scale·B·(A·x). The rows of all the parts on the same adapter go as one
+// product of A then one of B (each weight read once for all of them, the F16
+// kernels taking two tokens at once), every row's output in the same order as it
+// would have alone (kernels.MatMulsVecDot: ggml_vec_dot's orders, as llama.cpp's
+// build_lora_mm decodes), so a row's bits depend only on its own sequence, never
+// on the batch; the A products go as one kernels.MatMulsVecDot group, then the B
+// products as another (on the calling goroutine for a step of up to
+// loraSerialRows rows).
 func (w *scratch) lora(parts []part, li int, pr proj, dst []float32, out int, x []float32, in int) {
-	// The products' rows: each (part, adapter) pair with rows gets nr·rank values
-	// of loraT and nr·out of loraD.
-	nt, nd := 0, 0
-	w.loraA, w.loraB = w.loraA[:0], w.loraB[:0]
+	// The (part, adapter) entries with rows, in part order, each in the group of
+	// its pair (loraGroups, in order of first use) at row off of the group's.
+	w.loraRow, w.loraGroups = w.loraRow[:0], w.loraGroups[:0]
 	r0 := 0
 	for pi := range parts {
 		p := &parts[pi]
@@ -286,28 +288,58 @@ func (w *scratch) lora(parts []part, li int, pr proj, dst []float32, out int, x 
 			if pair == nil || nr == 0 {
 				continue
 			}
-			w.loraA = append(w.loraA, kernels.Product{W: pair.a, X: x[r0*in : (r0+nr)*in], NTok: nr})
-			w.loraB = append(w.loraB, kernels.Product{W: pair.b, NTok: nr})
-			w.loraRow = append(w.loraRow[:len(w.loraA)-1], loraRows{r0: r0, nr: nr, s: pair.scale(l.Adapter.alpha, l.Scale)})
-			nt += nr * pair.rank
-			nd += nr * out
+			g := 0
+			for g < len(w.loraGroups) && w.loraGroups[g].pair != pair {
+				g++
+			}
+			if g == len(w.loraGroups) {
+				w.loraGroups = append(w.loraGroups, loraGroup{pair: pair, r0: r0})
+			}
+			grp := &w.loraGroups[g]
+			w.loraRow = append(w.loraRow, loraRows{r0: r0, nr: nr, s: pair.scale(l.Adapter.alpha, l.Scale), g: g, off: grp.rows})
+			if grp.r0+grp.rows != r0 {
+				grp.gathered = true // its rows are not one run of x
+			}
+			grp.rows += nr
 		}
 		r0 += nr
 	}
-	if len(w.loraA) == 0 {
+	if len(w.loraGroups) == 0 {
 		return
 	}
-	w.loraT, w.loraD = growTo(w.loraT, nt), growTo(w.loraD, nd)
-	ot, od := 0, 0
-	for i := range w.loraA {
-		a, b := &w.loraA[i], &w.loraB[i]
-		n := a.NTok * a.W.Rows
-		a.Dst = w.loraT[ot : ot+n]
-		b.X = a.Dst
-		b.Dst = w.loraD[od : od+a.NTok*out]
-		ot, od = ot+n, od+a.NTok*out
+	// The groups' buffers: A·x (rows·rank), B·(A·x) (rows·out), and for a group
+	// whose rows are apart in x, their copy end to end.
+	nt, nd, nx := 0, 0, 0
+	for i := range w.loraGroups {
+		g := &w.loraGroups[i]
+		nt += g.rows * g.pair.rank
+		nd += g.rows * out
+		if g.gathered {
+			nx += g.rows * in
+		}
 	}
-	// A decode step's LoRA products (a few rows each, rank 16) are about 2% of its
+	w.loraT, w.loraD, w.loraX = growTo(w.loraT, nt), growTo(w.loraD, nd), growTo(w.loraX, nx)
+	w.loraA, w.loraB = w.loraA[:0], w.loraB[:0]
+	ot, od, ox := 0, 0, 0
+	for i := range w.loraGroups {
+		g := &w.loraGroups[i]
+		gx := x[g.r0*in : (g.r0+g.rows)*in]
+		if g.gathered {
+			gx = w.loraX[ox : ox+g.rows*in]
+			ox += g.rows * in
+		}
+		g.od = od
+		t := w.loraT[ot : ot+g.rows*g.pair.rank]
+		w.loraA = append(w.loraA, kernels.Product{W: g.pair.a, X: gx, Dst: t, NTok: g.rows})
+		w.loraB = append(w.loraB, kernels.Product{W: g.pair.b, X: t, Dst: w.loraD[od : od+g.rows*out], NTok: g.rows})
+		ot, od = ot+g.rows*g.pair.rank, od+g.rows*out
+	}
+	for _, e := range w.loraRow {
+		if g := &w.loraGroups[e.g]; g.gathered {
+			copy(w.loraA[e.g].X[e.off*in:(e.off+e.nr)*in], x[e.r0*in:(e.r0+e.nr)*in])
+		}
+	}
+	// A decode step's LoRA products (a few rows each, rank 16) are a few % of its
 	// work, less than the two starts of the pool's workers they would cost per
 	// projection: they run on the calling goroutine (BenchmarkLoRADecode16,
 	// docs/PERFORMANCE.md). A prefill's are spread over the workers.
@@ -315,14 +347,15 @@ func (w *scratch) lora(parts []part, li int, pr proj, dst []float32, out int, x 
 	serial := r0 <= loraSerialRows
 	kernels.MatMulsVecDot(w.loraA, serial)
 	kernels.MatMulsVecDot(w.loraB, serial)
-	// The updates in part order, each pair's after the one before (a sequence's
+	// The updates in part order, each entry's after the one before (a sequence's
 	// adapters add in their order), each as build_lora_mm adds it: the product
 	// scaled (ggml_scale), rounded, then added (ggml_add).
-	for i, b := range w.loraB {
-		rr := w.loraRow[i]
-		dr := dst[rr.r0*out : (rr.r0+rr.nr)*out]
-		for j, v := range b.Dst {
-			dr[j] += float32(v * rr.s)
+	for _, e := range w.loraRow {
+		g := &w.loraGroups[e.g]
+		src := w.loraD[g.od+e.off*out : g.od+(e.off+e.nr)*out]
+		dr := dst[e.r0*out : (e.r0+e.nr)*out]
+		for j, v := range src {
+			dr[j] += float32(v * e.s)
 		}
 	}
 }
@@ -331,8 +364,20 @@ func (w *scratch) lora(parts []part, li int, pr proj, dst []float32, out int, x 
 // calling goroutine (MatMulsVecDot's serial form) rather than the pool's workers.
 const loraSerialRows = 64
 
-// loraRows is where one LoRA product's update goes: rows r0…r0+nr-1, at scale s.
+// loraRows is where one (part, adapter) update goes: rows r0…r0+nr-1, at scale
+// s, from rows off… of group g's product.
 type loraRows struct {
 	r0, nr int
 	s      float32
+	g, off int
+}
+
+// loraGroup is the rows of a step's parts on one adapter pair: rows rows, the
+// first at row r0 of the input; gathered when they are not one run of it (they
+// are then copied end to end); its B·(A·x) at od of loraD.
+type loraGroup struct {
+	pair     *loraPair
+	r0, rows int
+	gathered bool
+	od       int
 }
