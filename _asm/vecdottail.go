@@ -367,3 +367,47 @@ func indexOf(ls []f16Label, l f16Label) int {
 	}
 	return -1
 }
+
+// addScaledAVX2 emits dst[i] += src[i]·s, the product rounded to float32 before
+// the sum (ggml_scale, then ggml_add: a LoRA update as build_lora_mm adds it), 32
+// values a loop, n a multiple of 8.
+func addScaledAVX2() {
+	TEXT("addScaledAVX2", NOSPLIT, "func(dst, src *float32, s float32, n int)")
+	Pragma("noescape")
+	Doc("addScaledAVX2 sets dst[i] += src[i]·s (the product rounded, then added) for i < n, n a multiple of 8.")
+	dst, src, n := GP64(), GP64(), GP64()
+	Load(Param("dst"), dst)
+	Load(Param("src"), src)
+	Load(Param("n"), n)
+	s := YMM()
+	VBROADCASTSS(NewParamAddr("s", 16), s)
+	Label("addscaled_4")
+	CMPQ(n, U8(32))
+	JL(LabelRef("addscaled_1"))
+	for k := range 4 {
+		v := YMM()
+		VMULPS(Mem{Base: src, Disp: 32 * k}, s, v)
+		VADDPS(Mem{Base: dst, Disp: 32 * k}, v, v)
+		VMOVUPS(v, Mem{Base: dst, Disp: 32 * k})
+	}
+	ADDQ(U8(128), src)
+	ADDQ(U8(128), dst)
+	SUBQ(U8(32), n)
+	JMP(LabelRef("addscaled_4"))
+	Label("addscaled_1")
+	CMPQ(n, U8(8))
+	JL(LabelRef("addscaled_done"))
+	{
+		v := YMM()
+		VMULPS(Mem{Base: src}, s, v)
+		VADDPS(Mem{Base: dst}, v, v)
+		VMOVUPS(v, Mem{Base: dst})
+	}
+	ADDQ(U8(32), src)
+	ADDQ(U8(32), dst)
+	SUBQ(U8(8), n)
+	JMP(LabelRef("addscaled_1"))
+	Label("addscaled_done")
+	VZEROUPPER()
+	RET()
+}

@@ -28072,6 +28072,49 @@ dotF16VecDotTail16AVX512t2_done:
 	VZEROUPPER
 	RET
 
+// func addScaledAVX2(dst *float32, src *float32, s float32, n int)
+// Requires: AVX
+TEXT ·addScaledAVX2(SB), NOSPLIT, $0-32
+	MOVQ         dst+0(FP), AX
+	MOVQ         src+8(FP), CX
+	MOVQ         n+24(FP), DX
+	VBROADCASTSS s+16(FP), Y0
+
+addscaled_4:
+	CMPQ    DX, $0x20
+	JL      addscaled_1
+	VMULPS  (CX), Y0, Y1
+	VADDPS  (AX), Y1, Y1
+	VMOVUPS Y1, (AX)
+	VMULPS  32(CX), Y0, Y1
+	VADDPS  32(AX), Y1, Y1
+	VMOVUPS Y1, 32(AX)
+	VMULPS  64(CX), Y0, Y1
+	VADDPS  64(AX), Y1, Y1
+	VMOVUPS Y1, 64(AX)
+	VMULPS  96(CX), Y0, Y1
+	VADDPS  96(AX), Y1, Y1
+	VMOVUPS Y1, 96(AX)
+	ADDQ    $0x80, CX
+	ADDQ    $0x80, AX
+	SUBQ    $0x20, DX
+	JMP     addscaled_4
+
+addscaled_1:
+	CMPQ    DX, $0x08
+	JL      addscaled_done
+	VMULPS  (CX), Y0, Y1
+	VADDPS  (AX), Y1, Y1
+	VMOVUPS Y1, (AX)
+	ADDQ    $0x20, CX
+	ADDQ    $0x20, AX
+	SUBQ    $0x08, DX
+	JMP     addscaled_1
+
+addscaled_done:
+	VZEROUPPER
+	RET
+
 // func dotF16AVX2(x *byte, y *float32, n int) float32
 // Requires: AVX, F16C, FMA3, SSE
 TEXT ·dotF16AVX2(SB), NOSPLIT, $0-28

@@ -433,6 +433,11 @@ func dotF16VecDotTail16AVX512t1(out *float32, os int, rows *byte, rb int, x *flo
 //go:noescape
 func dotF16VecDotTail16AVX512t2(out *float32, os int, rows *byte, rb int, x *float64, xs int, n int, nr int)
 
+// addScaledAVX2 sets dst[i] += src[i]·s (the product rounded, then added) for i < n, n a multiple of 8.
+//
+//go:noescape
+func addScaledAVX2(dst *float32, src *float32, s float32, n int)
+
 // dotF16AVX2 is the dot product of n (a multiple of 8) F16 weights at x with float32s at y.
 //
 //go:noescape

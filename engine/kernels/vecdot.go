@@ -203,3 +203,19 @@ func dotQ8_0VecDotGeneric(row []byte, y []q8Block) float32 {
 	}
 	return sum8(&acc)
 }
+
+// AddScaled sets dst[i] += src[i]·s for i < len(src), the product rounded to
+// float32 before the sum: a LoRA update as llama.cpp's build_lora_mm adds it
+// (ggml_scale, then ggml_add). dst must hold len(src) values.
+func AddScaled(dst, src []float32, s float32) {
+	dst = dst[:len(src)]
+	addScaled(dst, src, s)
+}
+
+// addScaledGeneric is AddScaled in Go.
+func addScaledGeneric(dst, src []float32, s float32) {
+	dst = dst[:len(src)]
+	for i, v := range src {
+		dst[i] += float32(v * s)
+	}
+}

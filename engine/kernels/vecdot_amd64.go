@@ -68,3 +68,15 @@ func dotF16VecDotTails2(out0, out1 []float32, rows []byte, x0, x1 []float32, rb,
 	dotF16VecDotTail16AVX512t2(&out0[0], os, &rows[2*n64], rb, &x64[0][0], 64, n, nr)
 	return nr
 }
+
+// addScaled is addScaledGeneric through addScaledAVX2 (the same bits: each
+// product rounded, then added).
+func addScaled(dst, src []float32, s float32) {
+	n := len(src) &^ 7
+	if useAVX2 && n > 0 {
+		addScaledAVX2(&dst[0], &src[0], s, n)
+	} else {
+		n = 0
+	}
+	addScaledGeneric(dst[n:], src[n:], s)
+}

@@ -87,3 +87,34 @@ func TestDotF16VecDotRows2MatchesOneToken(t *testing.T) {
 		restore()
 	}
 }
+
+// TestAddScaledLevelsMatchGeneric checks AddScaled's bits (each product rounded
+// to float32, then added: not a fused multiply-add) against the Go loop at every
+// SIMD level, for lengths around the kernel's 8 and 32 values.
+func TestAddScaledLevelsMatchGeneric(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, level := range simdLevels() {
+		restore := setSIMD(level)
+		for _, n := range []int{0, 1, 7, 8, 9, 31, 32, 33, 40, 100, 2048} {
+			src, dst := make([]float32, n), make([]float32, n+1)
+			for i := range src {
+				src[i] = float32(rng.NormFloat64())
+			}
+			for i := range dst {
+				dst[i] = float32(rng.NormFloat64()) // near the products: a fused multiply-add would differ
+			}
+			s := float32(rng.NormFloat64())
+			want := append([]float32(nil), dst...)
+			for i, v := range src {
+				want[i] += float32(v * s)
+			}
+			AddScaled(dst, src, s)
+			for i := range dst {
+				if math.Float32bits(dst[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("%s: n %d: value %d %g, want %g (the product rounded, then added)", level, n, i, dst[i], want[i])
+				}
+			}
+		}
+		restore()
+	}
+}

@@ -349,14 +349,10 @@ func (w *scratch) lora(parts []part, li int, pr proj, dst []float32, out int, x 
 	kernels.MatMulsVecDot(w.loraB, serial)
 	// The updates in part order, each entry's after the one before (a sequence's
 	// adapters add in their order), each as build_lora_mm adds it: the product
-	// scaled (ggml_scale), rounded, then added (ggml_add).
+	// scaled (ggml_scale), rounded, then added (ggml_add): kernels.AddScaled.
 	for _, e := range w.loraRow {
 		g := &w.loraGroups[e.g]
-		src := w.loraD[g.od+e.off*out : g.od+(e.off+e.nr)*out]
-		dr := dst[e.r0*out : (e.r0+e.nr)*out]
-		for j, v := range src {
-			dr[j] += float32(v * e.s)
-		}
+		kernels.AddScaled(dst[e.r0*out:(e.r0+e.nr)*out], w.loraD[g.od+e.off*out:g.od+(e.off+e.nr)*out], e.s)
 	}
 }
 
