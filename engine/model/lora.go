@@ -443,7 +443,10 @@ func (a *Adapter) adapts(li int, ts []loraTarget) bool {
 
 // loraSerialRows is the most rows of a step whose LoRA products run on the
 // calling goroutine (MatMulsVecDot's serial form) rather than the pool's workers.
-const loraSerialRows = 64
+// A variable for BenchmarkLoRADecode16 (LMLITE_BENCH_LORA_SERIAL_ROWS): a 16-row
+// decode step's products are now ~15% of its CPU, and on a quiet machine the
+// pool's workers may pay for their start where on a loaded one they did not.
+var loraSerialRows = 64
 
 // loraRows is one (part, adapter) entry: rows r0…r0+nr-1 at the user's scale,
 // rows off… of set set's.

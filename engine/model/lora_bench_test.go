@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -20,7 +21,9 @@ import (
 // steps each) and the metric is the median of the pairs' adapter/base
 // tokens-per-second ratios; lora/base-cpu is the median of the pairs' base/adapter
 // CPU time per step (user + system, the evidence on a loaded machine: with
-// -test.cpu 1 it is the tokens-per-CPU-second ratio).
+// -test.cpu 1 it is the tokens-per-CPU-second ratio). LMLITE_BENCH_LORA_SERIAL_ROWS
+// sets loraSerialRows (0: the LoRA products on the pool's workers; default 64,
+// on the calling goroutine).
 func BenchmarkLoRADecode16(b *testing.B) {
 	path := os.Getenv("LMLITE_BENCH_MODEL")
 	if path == "" {
@@ -30,6 +33,15 @@ func BenchmarkLoRADecode16(b *testing.B) {
 		}
 		os.Setenv("LMLITE_BENCH_MODEL", path)
 		defer os.Unsetenv("LMLITE_BENCH_MODEL")
+	}
+	if v := os.Getenv("LMLITE_BENCH_LORA_SERIAL_ROWS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			b.Fatalf("LMLITE_BENCH_LORA_SERIAL_ROWS=%q: want a number of rows, 0 or more", v)
+		}
+		prev := loraSerialRows
+		loraSerialRows = n
+		defer func() { loraSerialRows = prev }()
 	}
 	bt, seqs, np, par := prefilledBenchSeqs(b, 128, 16)
 	var loras [][]LoRA
