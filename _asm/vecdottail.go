@@ -411,3 +411,79 @@ func addScaledAVX2() {
 	VZEROUPPER()
 	RET()
 }
+
+// dotF16VecDot64AVX512t2 emits the 64-value blocks of ggml_vec_dot_f16 (AVX-512
+// builds: four 16-lane fused accumulators; kernels.dotF16VecDot64Generic's eight
+// groups of 8 lanes are their halves) for two tokens at once, each row's binary16
+// values converted once for the two: a LoRA adapter's lora_a rows, on the rows
+// of a step's two sequences on one adapter. The reduction is the generic's:
+// ((h0+h4)+(h2+h6)) + ((h1+h5)+(h3+h7)) lane by lane, then sum8.
+func dotF16VecDot64AVX512t2() {
+	TEXT("dotF16VecDot64AVX512t2", NOSPLIT, "func(out *float32, os int, rows *byte, rb int, x *float32, xs int, n int, nr int)")
+	Pragma("noescape")
+	Doc("dotF16VecDot64AVX512t2 sets out[t·os+r] (r < nr, t < 2) to the first n (a multiple of 64) binary16 values at rows+r·rb times x[t·xs…] in ggml_vec_dot_f16's order (kernels.dotF16VecDot64Generic).")
+	out, os, rows, rb, x, xs, n, nr := GP64(), GP64(), GP64(), GP64(), GP64(), GP64(), GP64(), GP64()
+	Load(Param("out"), out)
+	Load(Param("os"), os)
+	Load(Param("rows"), rows)
+	Load(Param("rb"), rb)
+	Load(Param("x"), x)
+	Load(Param("xs"), xs)
+	Load(Param("n"), n)
+	Load(Param("nr"), nr)
+	SHLQ(U8(2), os)
+	SHLQ(U8(2), xs)
+
+	Label("f16dot64t2_rows")
+	CMPQ(nr, U8(1))
+	JL(LabelRef("f16dot64t2_done"))
+	var acc [2][4]VecVirtual
+	for t := range acc {
+		for k := range acc[t] {
+			acc[t][k] = ZMM()
+			VXORPS(acc[t][k], acc[t][k], acc[t][k])
+		}
+	}
+	p, xp, c := GP64(), GP64(), GP64()
+	MOVQ(rows, p)
+	MOVQ(x, xp)
+	MOVQ(n, c)
+	Label("f16dot64t2_blocks")
+	CMPQ(c, U8(64))
+	JL(LabelRef("f16dot64t2_reduce"))
+	for k := range 4 {
+		w := ZMM()
+		VCVTPH2PS(Mem{Base: p, Disp: 32 * k}, w)
+		VFMADD231PS(Mem{Base: xp, Disp: 64 * k}, w, acc[0][k])
+		VFMADD231PS(Mem{Base: xp, Index: xs, Scale: 1, Disp: 64 * k}, w, acc[1][k])
+	}
+	ADDQ(U32(128), p)
+	ADDQ(U32(256), xp)
+	SUBQ(U8(64), c)
+	JMP(LabelRef("f16dot64t2_blocks"))
+
+	Label("f16dot64t2_reduce")
+	for t := range acc {
+		a := acc[t]
+		VADDPS(a[2], a[0], a[0]) // (h0+h4 | h1+h5)
+		VADDPS(a[3], a[1], a[1]) // (h2+h6 | h3+h7)
+		VADDPS(a[1], a[0], a[0])
+		hi := YMM()
+		VEXTRACTF32X8(U8(1), a[0], hi)
+		VADDPS(hi, a[0].AsY(), hi)
+		s := hsum8(hi)
+		if t == 0 {
+			VMOVSS(s, Mem{Base: out})
+		} else {
+			VMOVSS(s, Mem{Base: out, Index: os, Scale: 1})
+		}
+	}
+	ADDQ(U8(4), out)
+	ADDQ(rb, rows)
+	DECQ(nr)
+	JMP(LabelRef("f16dot64t2_rows"))
+
+	Label("f16dot64t2_done")
+	VZEROUPPER()
+	RET()
+}

@@ -28115,6 +28115,89 @@ addscaled_done:
 	VZEROUPPER
 	RET
 
+// func dotF16VecDot64AVX512t2(out *float32, os int, rows *byte, rb int, x *float32, xs int, n int, nr int)
+// Requires: AVX, AVX512DQ, AVX512F
+TEXT ·dotF16VecDot64AVX512t2(SB), NOSPLIT, $0-64
+	MOVQ out+0(FP), AX
+	MOVQ os+8(FP), CX
+	MOVQ rows+16(FP), DX
+	MOVQ rb+24(FP), BX
+	MOVQ x+32(FP), SI
+	MOVQ xs+40(FP), DI
+	MOVQ n+48(FP), R8
+	MOVQ nr+56(FP), R9
+	SHLQ $0x02, CX
+	SHLQ $0x02, DI
+
+f16dot64t2_rows:
+	CMPQ   R9, $0x01
+	JL     f16dot64t2_done
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	VXORPS Z7, Z7, Z7
+	MOVQ   DX, R10
+	MOVQ   SI, R11
+	MOVQ   R8, R12
+
+f16dot64t2_blocks:
+	CMPQ        R12, $0x40
+	JL          f16dot64t2_reduce
+	VCVTPH2PS   (R10), Z8
+	VFMADD231PS (R11), Z8, Z0
+	VFMADD231PS (R11)(DI*1), Z8, Z4
+	VCVTPH2PS   32(R10), Z8
+	VFMADD231PS 64(R11), Z8, Z1
+	VFMADD231PS 64(R11)(DI*1), Z8, Z5
+	VCVTPH2PS   64(R10), Z8
+	VFMADD231PS 128(R11), Z8, Z2
+	VFMADD231PS 128(R11)(DI*1), Z8, Z6
+	VCVTPH2PS   96(R10), Z8
+	VFMADD231PS 192(R11), Z8, Z3
+	VFMADD231PS 192(R11)(DI*1), Z8, Z7
+	ADDQ        $0x00000080, R10
+	ADDQ        $0x00000100, R11
+	SUBQ        $0x40, R12
+	JMP         f16dot64t2_blocks
+
+f16dot64t2_reduce:
+	VADDPS        Z2, Z0, Z0
+	VADDPS        Z3, Z1, Z1
+	VADDPS        Z1, Z0, Z0
+	VEXTRACTF32X8 $0x01, Z0, Y1
+	VADDPS        Y1, Y0, Y1
+	VEXTRACTF128  $0x01, Y1, X0
+	VADDPS        X0, X1, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (AX)
+	VADDPS        Z6, Z4, Z4
+	VADDPS        Z7, Z5, Z5
+	VADDPS        Z5, Z4, Z4
+	VEXTRACTF32X8 $0x01, Z4, Y0
+	VADDPS        Y0, Y4, Y0
+	VEXTRACTF128  $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (AX)(CX*1)
+	ADDQ          $0x04, AX
+	ADDQ          BX, DX
+	DECQ          R9
+	JMP           f16dot64t2_rows
+
+f16dot64t2_done:
+	VZEROUPPER
+	RET
+
 // func dotF16AVX2(x *byte, y *float32, n int) float32
 // Requires: AVX, F16C, FMA3, SSE
 TEXT ·dotF16AVX2(SB), NOSPLIT, $0-28
