@@ -150,7 +150,6 @@ func main() {
 	dotF16VecDotTail16AVX512(1)
 	dotF16VecDotTail16AVX512(2)
 	addScaledAVX2()
-	dotF16VecDot64AVX512t2()
 	dotFloatAVX2("dotF16AVX2", "F16", 2)
 	dotFloatAVX2("dotBF16AVX2", "BF16", 2)
 	dotFloatAVX512("dotF16AVX512", "F16", 2)

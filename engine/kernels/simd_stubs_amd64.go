@@ -438,11 +438,6 @@ func dotF16VecDotTail16AVX512t2(out *float32, os int, rows *byte, rb int, x *flo
 //go:noescape
 func addScaledAVX2(dst *float32, src *float32, s float32, n int)
 
-// dotF16VecDot64AVX512t2 sets out[t·os+r] (r < nr, t < 2) to the first n (a multiple of 64) binary16 values at rows+r·rb times x[t·xs…] in ggml_vec_dot_f16's order (kernels.dotF16VecDot64Generic).
-//
-//go:noescape
-func dotF16VecDot64AVX512t2(out *float32, os int, rows *byte, rb int, x *float32, xs int, n int, nr int)
-
 // dotF16AVX2 is the dot product of n (a multiple of 8) F16 weights at x with float32s at y.
 //
 //go:noescape

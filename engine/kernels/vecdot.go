@@ -74,24 +74,19 @@ func dotF16VecDotRows(out []float32, rows []byte, x []float32) {
 }
 
 // dotF16VecDotRows2 is dotF16VecDotRows for two tokens (outputs out0 and out1,
-// activations x0 and x1) at once: the same bits for each, each row's values read
-// and converted once for the two where the CPU allows (dotF16VecDot64s2 for the
-// 64-value blocks, dotF16VecDotTails2 for the tails).
+// activations x0 and x1) at once: the same bits for each, its tails with the
+// rows' values read and converted once for the two where the CPU allows
+// (dotF16VecDotTails2).
 func dotF16VecDotRows2(out0, out1 []float32, rows []byte, x0, x1 []float32) {
 	n, n64, rb := len(x0), len(x0)&^63, 2*len(x0)
-	if n64 == n && !dotF16VecDot64s2(out0, out1, rows, x0, x1, rb, n64) {
+	if n64 == n {
 		dotF16VecDotRows(out0, rows, x0)
 		dotF16VecDotRows(out1, rows, x1)
 		return
 	}
-	if n64 == n {
-		return
-	}
 	if n64 > 0 {
-		if !dotF16VecDot64s2(out0, out1, rows, x0, x1, rb, n64) {
-			dotF16VecDot64s(out0, rows, x0[:n64], rb)
-			dotF16VecDot64s(out1, rows, x1[:n64], rb)
-		}
+		dotF16VecDot64s(out0, rows, x0[:n64], rb)
+		dotF16VecDot64s(out1, rows, x1[:n64], rb)
 	} else {
 		clear(out0)
 		clear(out1)

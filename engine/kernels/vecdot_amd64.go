@@ -80,21 +80,3 @@ func addScaled(dst, src []float32, s float32) {
 	}
 	addScaledGeneric(dst[n:], src[n:], s)
 }
-
-// dotF16VecDot64s2 is dotF16VecDot64s for two tokens (out0 and x0, out1 and x1)
-// at once through dotF16VecDot64AVX512t2 (each row converted once for the two,
-// each token's sums in the one-token order); false where it cannot (below
-// AVX-512), leaving the outputs alone.
-func dotF16VecDot64s2(out0, out1 []float32, rows []byte, x0, x1 []float32, rb, n64 int) bool {
-	nr := len(out0)
-	if !useAVX512 || nr == 0 || n64 == 0 || len(out1) < nr || len(x1) < n64 {
-		return false
-	}
-	_ = rows[(nr-1)*rb+2*n64-1]
-	_, _ = x0[n64-1], x1[n64-1]
-	// out1 and x1 as offsets (in values) from out0 and x0.
-	os := int(uintptr(unsafe.Pointer(&out1[0]))-uintptr(unsafe.Pointer(&out0[0]))) / 4
-	xs := int(uintptr(unsafe.Pointer(&x1[0]))-uintptr(unsafe.Pointer(&x0[0]))) / 4
-	dotF16VecDot64AVX512t2(&out0[0], os, &rows[0], rb, &x0[0], xs, n64, nr)
-	return true
-}

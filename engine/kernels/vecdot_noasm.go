@@ -13,7 +13,3 @@ func dotF16VecDotTails2(out0, out1 []float32, rows []byte, x0, x1 []float32, rb,
 }
 
 func addScaled(dst, src []float32, s float32) { addScaledGeneric(dst, src, s) }
-
-func dotF16VecDot64s2(out0, out1 []float32, rows []byte, x0, x1 []float32, rb, n64 int) bool {
-	return false
-}
