@@ -146,6 +146,11 @@ func main() {
 	}
 	dotFloatAVX2("dotF32AVX2", "F32", 4)
 	dotF32VecDotAVX2()
+	vecDotTailConstants()
+	dotF16VecDotTailAVX512()
+	dotF16VecDotTail16AVX512(1)
+	dotF16VecDotTail16AVX512(2)
+	addScaledAVX2()
 	dotFloatAVX2("dotF16AVX2", "F16", 2)
 	dotFloatAVX2("dotBF16AVX2", "BF16", 2)
 	dotFloatAVX512("dotF16AVX512", "F16", 2)

@@ -424,6 +424,26 @@ func dotF32AVX2(x *byte, y *float32, n int) float32
 //go:noescape
 func dotF32VecDotAVX2(x *byte, y *float32, n int) float32
 
+// dotF16VecDotTailAVX512 adds to out[r] (r < nr, a multiple of 8) the n (at least 2) binary16 values at rows+r·rb times x in ggml_vec_dot_f16's tail order (kernels.dotF16VecDotRows).
+//
+//go:noescape
+func dotF16VecDotTailAVX512(out *float32, rows *byte, rb int, x *float32, n int, nr int)
+
+// dotF16VecDotTail16AVX512t1 adds to out[t·os+r] (r < nr, a multiple of 16; t < 1) the n (a multiple of 16) binary16 values at rows+r·rb times the float64s x[t·xs…] in ggml_vec_dot_f16's tail order (kernels.dotF16VecDotRows).
+//
+//go:noescape
+func dotF16VecDotTail16AVX512t1(out *float32, os int, rows *byte, rb int, x *float64, xs int, n int, nr int)
+
+// dotF16VecDotTail16AVX512t2 adds to out[t·os+r] (r < nr, a multiple of 16; t < 2) the n (a multiple of 16) binary16 values at rows+r·rb times the float64s x[t·xs…] in ggml_vec_dot_f16's tail order (kernels.dotF16VecDotRows).
+//
+//go:noescape
+func dotF16VecDotTail16AVX512t2(out *float32, os int, rows *byte, rb int, x *float64, xs int, n int, nr int)
+
+// addScaledAVX2 sets dst[i] += src[i]·s (the product rounded, then added) for i < n, n a multiple of 8.
+//
+//go:noescape
+func addScaledAVX2(dst *float32, src *float32, s float32, n int)
+
 // dotF16AVX2 is the dot product of n (a multiple of 8) F16 weights at x with float32s at y.
 //
 //go:noescape

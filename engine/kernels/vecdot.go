@@ -34,7 +34,12 @@ func MatMulsVecDot(ps []Product, serial bool) { matMuls(ps, serial, true) }
 func (m *matMul) vecDotRows(lo, hi int) {
 	w, a, dst := m.w, m.a, m.dst
 	if w.Type == F16 {
-		for t := 0; t < m.nTok; t++ {
+		t := 0
+		for ; t+2 <= m.nTok; t += 2 {
+			dotF16VecDotRows2(dst[t*w.Rows+lo:t*w.Rows+hi], dst[(t+1)*w.Rows+lo:(t+1)*w.Rows+hi], w.Data[lo*m.rb:hi*m.rb],
+				a.f[t*a.cols:(t+1)*a.cols], a.f[(t+1)*a.cols:(t+2)*a.cols])
+		}
+		for ; t < m.nTok; t++ {
 			dotF16VecDotRows(dst[t*w.Rows+lo:t*w.Rows+hi], w.Data[lo*m.rb:hi*m.rb], a.f[t*a.cols:(t+1)*a.cols])
 		}
 		return
@@ -52,7 +57,8 @@ func (m *matMul) vecDotRows(lo, hi int) {
 // AVX-512: attnScore's over the values up to the last multiple of 64 (all the
 // rows in one call, dotF16VecDot64s), converted to float64, then each later
 // product (exact in float32) added in float64, the sum rounded to float32; the
-// tails four rows at a time, each row's sum in its own order.
+// tails eight rows at a time on AVX-512 (dotF16VecDotTails: a LoRA adapter's B,
+// rank 16, is all tail), else four, each row's sum in its own order.
 func dotF16VecDotRows(out []float32, rows []byte, x []float32) {
 	n, n64, rb := len(x), len(x)&^63, 2*len(x)
 	if n64 > 0 {
@@ -63,6 +69,44 @@ func dotF16VecDotRows(out []float32, rows []byte, x []float32) {
 	if n64 == n {
 		return
 	}
+	r := dotF16VecDotTails(out, rows, x, rb, n64)
+	dotF16TailRowsGeneric(out[r:], rows[r*rb:], x, rb, n64)
+}
+
+// dotF16VecDotRows2 is dotF16VecDotRows for two tokens (outputs out0 and out1,
+// activations x0 and x1) at once: the same bits for each, its tails with the
+// rows' values read and converted once for the two where the CPU allows
+// (dotF16VecDotTails2).
+func dotF16VecDotRows2(out0, out1 []float32, rows []byte, x0, x1 []float32) {
+	n, n64, rb := len(x0), len(x0)&^63, 2*len(x0)
+	if n64 == n {
+		dotF16VecDotRows(out0, rows, x0)
+		dotF16VecDotRows(out1, rows, x1)
+		return
+	}
+	if n64 > 0 {
+		dotF16VecDot64s(out0, rows, x0[:n64], rb)
+		dotF16VecDot64s(out1, rows, x1[:n64], rb)
+	} else {
+		clear(out0)
+		clear(out1)
+	}
+	r := dotF16VecDotTails2(out0, out1, rows, x0, x1, rb, n64)
+	for _, o := range []struct {
+		out []float32
+		x   []float32
+	}{{out0, x0}, {out1, x1}} {
+		out, x := o.out[r:], o.x
+		r1 := dotF16VecDotTails(out, rows[r*rb:], x, rb, n64)
+		dotF16TailRowsGeneric(out[r1:], rows[(r+r1)*rb:], x, rb, n64)
+	}
+}
+
+// dotF16TailRowsGeneric adds to out[r] the float64 sum of row r's tail (the
+// values from n64 on, rows rb bytes apart) times x, rounded to float32 at the end:
+// four rows at a time, each row's sum in its own order.
+func dotF16TailRowsGeneric(out []float32, rows []byte, x []float32, rb, n64 int) {
+	n := len(x)
 	r := 0
 	for ; r+4 <= len(out); r += 4 {
 		w0, w1, w2, w3 := rows[r*rb:(r+1)*rb], rows[(r+1)*rb:(r+2)*rb], rows[(r+2)*rb:(r+3)*rb], rows[(r+3)*rb:(r+4)*rb]
@@ -158,4 +202,20 @@ func dotQ8_0VecDotGeneric(row []byte, y []q8Block) float32 {
 		}
 	}
 	return sum8(&acc)
+}
+
+// AddScaled sets dst[i] += src[i]·s for i < len(src), the product rounded to
+// float32 before the sum: a LoRA update as llama.cpp's build_lora_mm adds it
+// (ggml_scale, then ggml_add). dst must hold len(src) values.
+func AddScaled(dst, src []float32, s float32) {
+	dst = dst[:len(src)]
+	addScaled(dst, src, s)
+}
+
+// addScaledGeneric is AddScaled in Go.
+func addScaledGeneric(dst, src []float32, s float32) {
+	dst = dst[:len(src)]
+	for i, v := range src {
+		dst[i] += float32(v * s)
+	}
 }

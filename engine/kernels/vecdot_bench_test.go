@@ -39,4 +39,17 @@ func BenchmarkLoRAProducts(b *testing.B) {
 			MatMulsVecDot(pb, true)
 		}
 	})
+	// A and B apart, as a decode step has them: one token a product.
+	pa1 := []Product{{Dst: t[:rank], W: a, X: x[:in], NTok: 1}}
+	pb1 := []Product{{Dst: d[:out], W: bm, X: t[:rank], NTok: 1}}
+	b.Run("vecdot-A-1tok", func(b *testing.B) {
+		for b.Loop() {
+			MatMulsVecDot(pa1, true)
+		}
+	})
+	b.Run("vecdot-B-1tok", func(b *testing.B) {
+		for b.Loop() {
+			MatMulsVecDot(pb1, true)
+		}
+	})
 }

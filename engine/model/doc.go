@@ -46,9 +46,10 @@
 // fused or not, the dense FFN and the output; not the token embedding or experts).
 // A sequence carries its adapters (State.SetLoRA, Item.LoRA, each a model.LoRA with
 // the user's scale): the adapted projection of its rows is W·x + s·B·(A·x), s = scale
-// × alpha / rank (alpha 0: scale), computed on that sequence's rows alone, so
-// sequences on different adapters (or none) share a batched step and keep the bits
-// they have alone. Parity with llama.cpp applying the same adapters is tested.
+// × alpha / rank (alpha 0: scale), each row's products in their one-token order
+// (the rows of a step on one adapter share one product, which reads the adapter
+// once), so sequences on different adapters (or none) share a batched step and keep
+// the bits they have alone. Parity with llama.cpp applying the same adapters is tested.
 //
 // Determinism: a token's logits are the same bits whatever batch it ran in and
 // however many goroutines the kernels used (tested).

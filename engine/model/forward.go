@@ -54,9 +54,13 @@ type scratch struct {
 	eIn, eA, eB                           []float32         // a run of experts' gathered rows, gate and up outputs
 	prods                                 []kernels.Product // the products of a kernels.MatMuls
 
-	loraT, loraD []float32         // the adapters' A·x and B·(A·x) of a projection, per (part, adapter) (lora.go)
+	loraT, loraD []float32         // the adapters' A·x and B·(A·x) of a projection, per (projection, adapter) (lora.go)
 	loraA, loraB []kernels.Product // their products
-	loraRow      []loraRows        // where each product's update goes
+	loraRow      []loraRows        // the (part, adapter) entries
+	loraSets     []loraSet         // the rows on each adapter
+	loraX        []float32         // the input rows of sets whose rows are apart
+	loraOut      []loraOut         // each (target, set) product's B·(A·x)
+	loraTs       [3]loraTarget     // lora's and lora3's targets
 }
 
 // forward runs the parts through the model as one batch: every matrix product takes
@@ -131,9 +135,7 @@ func (w *scratch) forward(m *Model, parts []part) ([]float32, error) {
 				kernels.Product{Dst: v, W: ly.wv, X: xn, NTok: n})
 			kernels.MatMuls(w.prods)
 			if anyLoRA {
-				w.lora(parts, li, projQ, q, qd, xn, dim)
-				w.lora(parts, li, projK, k, kvd, xn, dim)
-				w.lora(parts, li, projV, v, kvd, xn, dim)
+				w.lora3(parts, li, loraTarget{projQ, q, qd}, loraTarget{projK, k, kvd}, loraTarget{projV, v, kvd}, xn, dim)
 			}
 		}
 		addBias(q, ly.bq)
@@ -199,8 +201,7 @@ func (w *scratch) forward(m *Model, parts []part) ([]float32, error) {
 				kernels.Product{Dst: b, W: ly.up, X: xn, NTok: n})
 			kernels.MatMuls(w.prods)
 			if anyLoRA {
-				w.lora(parts, li, projGate, a, c.FFN, xn, dim)
-				w.lora(parts, li, projUp, b, c.FFN, xn, dim)
+				w.lora3(parts, li, loraTarget{projGate, a, c.FFN}, loraTarget{projUp, b, c.FFN}, loraTarget{}, xn, dim)
 			}
 			kernels.SwiGLU(a, a, b)
 		}

@@ -261,16 +261,47 @@ func (m *Model) checkLoRAs(loras []LoRA) error {
 // lora adds to dst (out values per row) each part's adapters' updates of the
 // projection pr of layer li (li < 0: the output projection, whose rows are the
 // parts' logits rows; else their tokens), whose input is x (in values per row): for
-// each row, scale·B·(A·x). Each product runs on one part's rows alone, so a row's
-// bits depend only on its own sequence, never on the batch; the parts' A products
-// go as one kernels.MatMulsVecDot group (ggml_vec_dot's orders, as llama.cpp's
-// build_lora_mm decodes), then their B products as another (on the calling
-// goroutine for a step of up to loraSerialRows rows).
+// each row, scale·B·(A·x). It is loraN of one target.
 func (w *scratch) lora(parts []part, li int, pr proj, dst []float32, out int, x []float32, in int) {
-	// The products' rows: each (part, adapter) pair with rows gets nr·rank values
-	// of loraT and nr·out of loraD.
-	nt, nd := 0, 0
-	w.loraA, w.loraB = w.loraA[:0], w.loraB[:0]
+	w.loraTs[0] = loraTarget{pr: pr, dst: dst, out: out}
+	w.loraN(parts, li, w.loraTs[:1], x, in)
+}
+
+// lora3 is loraN of the three projections of one input (attn_q, attn_k and
+// attn_v; ffn_gate and ffn_up with a nil third dst).
+func (w *scratch) lora3(parts []part, li int, t0, t1, t2 loraTarget, x []float32, in int) {
+	w.loraTs[0], w.loraTs[1], w.loraTs[2] = t0, t1, t2
+	ts := w.loraTs[:3]
+	if t2.dst == nil {
+		ts = ts[:2]
+	}
+	w.loraN(parts, li, ts, x, in)
+}
+
+// loraTarget is one projection that loraN updates: its output dst, out values a
+// row.
+type loraTarget struct {
+	pr  proj
+	dst []float32
+	out int
+}
+
+// loraN adds to each target's dst the parts' adapters' updates of its projection
+// of layer li (li < 0: the output projection, whose rows are the parts' logits
+// rows; else their tokens), all the targets taking the same input x (in values
+// per row): for each row, scale·B·(A·x). The rows of all the parts on the same
+// adapter go as one product of A then one of B per target (each weight read once
+// for them all, the F16 kernels taking two tokens at once; the adapter's rows,
+// copied end to end where they are apart in x, and their rounded form serve all
+// the targets), every row's output in the same order as it would have alone
+// (kernels.MatMulsVecDot: ggml_vec_dot's orders, as llama.cpp's build_lora_mm
+// decodes), so a row's bits depend only on its own sequence, never on the batch.
+// All the A products go as one kernels.MatMulsVecDot group, then the B products
+// as another (on the calling goroutine for a step of up to loraSerialRows rows).
+func (w *scratch) loraN(parts []part, li int, ts []loraTarget, x []float32, in int) {
+	// The (part, adapter) entries with rows, in part order, each in the set of
+	// its adapter (loraSets, in order of first use) at row off of the set's.
+	w.loraRow, w.loraSets = w.loraRow[:0], w.loraSets[:0]
 	r0 := 0
 	for pi := range parts {
 		p := &parts[pi]
@@ -278,36 +309,85 @@ func (w *scratch) lora(parts []part, li int, pr proj, dst []float32, out int, x 
 		if li < 0 {
 			nr = p.logits
 		}
+		if nr == 0 {
+			continue
+		}
 		for _, l := range p.loras {
-			pair := l.Adapter.output
-			if li >= 0 {
-				pair = l.Adapter.layers[li][pr]
-			}
-			if pair == nil || nr == 0 {
+			if !l.Adapter.adapts(li, ts) {
 				continue
 			}
-			w.loraA = append(w.loraA, kernels.Product{W: pair.a, X: x[r0*in : (r0+nr)*in], NTok: nr})
-			w.loraB = append(w.loraB, kernels.Product{W: pair.b, NTok: nr})
-			w.loraRow = append(w.loraRow[:len(w.loraA)-1], loraRows{r0: r0, nr: nr, s: pair.scale(l.Adapter.alpha, l.Scale)})
-			nt += nr * pair.rank
-			nd += nr * out
+			si := 0
+			for si < len(w.loraSets) && w.loraSets[si].a != l.Adapter {
+				si++
+			}
+			if si == len(w.loraSets) {
+				w.loraSets = append(w.loraSets, loraSet{a: l.Adapter, r0: r0})
+			}
+			set := &w.loraSets[si]
+			w.loraRow = append(w.loraRow, loraRows{r0: r0, nr: nr, scale: l.Scale, set: si, off: set.rows})
+			if set.r0+set.rows != r0 {
+				set.gathered = true // its rows are not one run of x
+			}
+			set.rows += nr
 		}
 		r0 += nr
 	}
-	if len(w.loraA) == 0 {
+	if len(w.loraSets) == 0 {
 		return
+	}
+	// The sets' inputs: x's run of rows, or their copy end to end.
+	nx := 0
+	for i := range w.loraSets {
+		if st := &w.loraSets[i]; st.gathered {
+			nx += st.rows * in
+		}
+	}
+	w.loraX = growTo(w.loraX, nx)
+	ox := 0
+	for i := range w.loraSets {
+		st := &w.loraSets[i]
+		st.x = x[st.r0*in : (st.r0+st.rows)*in]
+		if st.gathered {
+			st.x = w.loraX[ox : ox+st.rows*in]
+			ox += st.rows * in
+		}
+	}
+	for _, e := range w.loraRow {
+		if st := &w.loraSets[e.set]; st.gathered {
+			copy(st.x[e.off*in:(e.off+e.nr)*in], x[e.r0*in:(e.r0+e.nr)*in])
+		}
+	}
+	// The products: per target, per set whose adapter adapts the target's
+	// projection, A·x (rows·rank values of loraT) and B·(A·x) (rows·out of loraD).
+	w.loraA, w.loraB, w.loraOut = w.loraA[:0], w.loraB[:0], w.loraOut[:0]
+	nt, nd := 0, 0
+	for ti := range ts {
+		for si := range w.loraSets {
+			st := &w.loraSets[si]
+			if pair := st.a.pair(li, ts[ti].pr); pair != nil {
+				nt += st.rows * pair.rank
+				nd += st.rows * ts[ti].out
+			}
+		}
 	}
 	w.loraT, w.loraD = growTo(w.loraT, nt), growTo(w.loraD, nd)
 	ot, od := 0, 0
-	for i := range w.loraA {
-		a, b := &w.loraA[i], &w.loraB[i]
-		n := a.NTok * a.W.Rows
-		a.Dst = w.loraT[ot : ot+n]
-		b.X = a.Dst
-		b.Dst = w.loraD[od : od+a.NTok*out]
-		ot, od = ot+n, od+a.NTok*out
+	for ti := range ts {
+		for si := range w.loraSets {
+			st := &w.loraSets[si]
+			pair := st.a.pair(li, ts[ti].pr)
+			if pair == nil {
+				continue
+			}
+			t := w.loraT[ot : ot+st.rows*pair.rank]
+			d := w.loraD[od : od+st.rows*ts[ti].out]
+			w.loraA = append(w.loraA, kernels.Product{W: pair.a, X: st.x, Dst: t, NTok: st.rows})
+			w.loraB = append(w.loraB, kernels.Product{W: pair.b, X: t, Dst: d, NTok: st.rows})
+			w.loraOut = append(w.loraOut, loraOut{target: ti, set: si, pair: pair, d: d})
+			ot, od = ot+len(t), od+len(d)
+		}
 	}
-	// A decode step's LoRA products (a few rows each, rank 16) are about 2% of its
+	// A decode step's LoRA products (a few rows each, rank 16) are a few % of its
 	// work, less than the two starts of the pool's workers they would cost per
 	// projection: they run on the calling goroutine (BenchmarkLoRADecode16,
 	// docs/PERFORMANCE.md). A prefill's are spread over the workers.
@@ -315,24 +395,81 @@ func (w *scratch) lora(parts []part, li int, pr proj, dst []float32, out int, x 
 	serial := r0 <= loraSerialRows
 	kernels.MatMulsVecDot(w.loraA, serial)
 	kernels.MatMulsVecDot(w.loraB, serial)
-	// The updates in part order, each pair's after the one before (a sequence's
-	// adapters add in their order), each as build_lora_mm adds it: the product
-	// scaled (ggml_scale), rounded, then added (ggml_add).
-	for i, b := range w.loraB {
-		rr := w.loraRow[i]
-		dr := dst[rr.r0*out : (rr.r0+rr.nr)*out]
-		for j, v := range b.Dst {
-			dr[j] += float32(v * rr.s)
+	// The updates of each target in part order, each entry's after the one before
+	// (a sequence's adapters add in their order), each as build_lora_mm adds it:
+	// the product scaled (ggml_scale), rounded, then added (ggml_add):
+	// kernels.AddScaled.
+	for ti := range ts {
+		tg := &ts[ti]
+		for _, e := range w.loraRow {
+			o := w.loraOutOf(ti, e.set)
+			if o == nil {
+				continue
+			}
+			s := o.pair.scale(w.loraSets[e.set].a.alpha, e.scale)
+			kernels.AddScaled(tg.dst[e.r0*tg.out:(e.r0+e.nr)*tg.out], o.d[e.off*tg.out:(e.off+e.nr)*tg.out], s)
 		}
 	}
 }
 
+// loraOutOf is the product of target ti and set si, or nil.
+func (w *scratch) loraOutOf(ti, si int) *loraOut {
+	for i := range w.loraOut {
+		if o := &w.loraOut[i]; o.target == ti && o.set == si {
+			return o
+		}
+	}
+	return nil
+}
+
+// pair is the adapter's pair of projection pr of layer li (li < 0: the output
+// projection), or nil.
+func (a *Adapter) pair(li int, pr proj) *loraPair {
+	if li < 0 {
+		return a.output
+	}
+	return a.layers[li][pr]
+}
+
+// adapts reports whether the adapter adapts one of the targets' projections.
+func (a *Adapter) adapts(li int, ts []loraTarget) bool {
+	for _, t := range ts {
+		if a.pair(li, t.pr) != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // loraSerialRows is the most rows of a step whose LoRA products run on the
 // calling goroutine (MatMulsVecDot's serial form) rather than the pool's workers.
-const loraSerialRows = 64
+// A variable for BenchmarkLoRADecode16 (LMLITE_BENCH_LORA_SERIAL_ROWS): a 16-row
+// decode step's products are now ~15% of its CPU, and on a quiet machine the
+// pool's workers may pay for their start where on a loaded one they did not.
+var loraSerialRows = 64
 
-// loraRows is where one LoRA product's update goes: rows r0…r0+nr-1, at scale s.
+// loraRows is one (part, adapter) entry: rows r0…r0+nr-1 at the user's scale,
+// rows off… of set set's.
 type loraRows struct {
 	r0, nr int
-	s      float32
+	scale  float32
+	set    int
+	off    int
+}
+
+// loraSet is the rows of a step's parts on one adapter: rows rows, the first at
+// row r0 of the input; gathered when they are not one run of it (x is then their
+// copy end to end, else x's run).
+type loraSet struct {
+	a        *Adapter
+	r0, rows int
+	gathered bool
+	x        []float32
+}
+
+// loraOut is the B·(A·x) of target target and set set, by pair pair: d.
+type loraOut struct {
+	target, set int
+	pair        *loraPair
+	d           []float32
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -18,7 +19,11 @@ import (
 // each), on the base LMLITE_BENCH_MODEL, or a generated 125m q8_0 model when unset.
 // The two run in alternation (ABAB, LMLITE_BENCH_PAIRS pairs, default 5, of 20
 // steps each) and the metric is the median of the pairs' adapter/base
-// tokens-per-second ratios.
+// tokens-per-second ratios; lora/base-cpu is the median of the pairs' base/adapter
+// CPU time per step (user + system, the evidence on a loaded machine: with
+// -test.cpu 1 it is the tokens-per-CPU-second ratio). LMLITE_BENCH_LORA_SERIAL_ROWS
+// sets loraSerialRows (0: the LoRA products on the pool's workers; default 64,
+// on the calling goroutine).
 func BenchmarkLoRADecode16(b *testing.B) {
 	path := os.Getenv("LMLITE_BENCH_MODEL")
 	if path == "" {
@@ -28,6 +33,15 @@ func BenchmarkLoRADecode16(b *testing.B) {
 		}
 		os.Setenv("LMLITE_BENCH_MODEL", path)
 		defer os.Unsetenv("LMLITE_BENCH_MODEL")
+	}
+	if v := os.Getenv("LMLITE_BENCH_LORA_SERIAL_ROWS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			b.Fatalf("LMLITE_BENCH_LORA_SERIAL_ROWS=%q: want a number of rows, 0 or more", v)
+		}
+		prev := loraSerialRows
+		loraSerialRows = n
+		defer func() { loraSerialRows = prev }()
 	}
 	bt, seqs, np, par := prefilledBenchSeqs(b, 128, 16)
 	var loras [][]LoRA
@@ -50,30 +64,47 @@ func BenchmarkLoRADecode16(b *testing.B) {
 		adapted[s].LoRA = loras[s%8]
 	}
 	const steps = 20
-	run := func(items []Item) float64 {
-		t := time.Now()
+	// run is the tokens per second of steps steps and their CPU time per step.
+	run := func(items []Item) (tps, cpuMS float64) {
+		t, c := time.Now(), cpuTime()
 		for range steps {
 			if _, err := bt.Forward(items); err != nil {
 				b.Fatal(err)
 			}
 		}
-		return float64(steps*par) / time.Since(t).Seconds()
+		return float64(steps*par) / time.Since(t).Seconds(), float64((cpuTime() - c).Microseconds()) / 1000 / steps
 	}
 	run(bare)
 	run(adapted)
 	pairs := benchEnvInt(b, "LMLITE_BENCH_PAIRS", 5)
-	var ratios, baseTPS, loraTPS []float64
+	var ratios, cpuRatios, baseTPS, loraTPS, baseCPU, loraCPU []float64
 	for b.Loop() {
-		ratios, baseTPS, loraTPS = ratios[:0], baseTPS[:0], loraTPS[:0]
+		ratios, cpuRatios, baseTPS, loraTPS, baseCPU, loraCPU = ratios[:0], cpuRatios[:0], baseTPS[:0], loraTPS[:0], baseCPU[:0], loraCPU[:0]
 		for range pairs {
-			x, y := run(bare), run(adapted)
+			x, xc := run(bare)
+			y, yc := run(adapted)
 			baseTPS, loraTPS = append(baseTPS, x), append(loraTPS, y)
+			baseCPU, loraCPU = append(baseCPU, xc), append(loraCPU, yc)
 			ratios = append(ratios, y/x)
+			if yc > 0 {
+				cpuRatios = append(cpuRatios, xc/yc)
+			}
 		}
 	}
-	med := func(v []float64) float64 { v = slices.Clone(v); slices.Sort(v); return v[len(v)/2] }
+	med := func(v []float64) float64 {
+		if len(v) == 0 {
+			return 0
+		}
+		v = slices.Clone(v)
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
 	b.ReportMetric(med(baseTPS), "base-tok/s")
 	b.ReportMetric(med(loraTPS), "lora-tok/s")
 	b.ReportMetric(med(ratios), "lora/base")
+	b.ReportMetric(med(baseCPU), "base-cpu-ms/step")
+	b.ReportMetric(med(loraCPU), "lora-cpu-ms/step")
+	b.ReportMetric(med(cpuRatios), "lora/base-cpu")
 	b.Logf("ratios %.3f", ratios)
+	b.Logf("CPU per step base %.2f lora %.2f ms; base/lora CPU %.3f", baseCPU, loraCPU, cpuRatios)
 }
