@@ -180,7 +180,7 @@ func dotQ4_0RowGeneric(row []byte, y []q8Block) float32 {
 			isum += (int32(blk[2+j]&0xf) - 8) * int32(y[b].qs[j])
 			isum += (int32(blk[2+j]>>4) - 8) * int32(y[b].qs[j+16])
 		}
-		sum += float32(f16Table[le16(blk)] * y[b].d * float32(isum)) // (no fused multiply-add)
+		sum = float32(math.FMA(float64(float32(isum)), float64(f16Table[le16(blk)]*y[b].d), float64(sum))) // fused: llama.cpp's repacked kernels' step
 	}
 	return sum
 }
