@@ -194,6 +194,9 @@ func dot0Outer(typ string, T int) {
 	evex = true
 	defer func() { evex = false }()
 	name := fmt.Sprintf("dot%sAVX512x16t%d", typ, T)
+	if fusedQ8 {
+		name = fmt.Sprintf("dotQ8_0FAVX512x16t%d", T)
+	}
 	TEXT(name, NOSPLIT, "func(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)")
 	Pragma("noescape")
 	Doc(fmt.Sprintf("%s sets out[t·os + r] = dot%sAVX2(x + r·rb, y + t·ys, nb) for r < 16, t < %d.", name, typ, T))

@@ -110,17 +110,17 @@ func TestDotMatchesLlamaCppBits(t *testing.T) {
 	}
 }
 
-// TestDotMatchesLlamaCppRepackedBits: MatMul's Q4_0 products (decoding and
-// batches of 7 and 20 tokens, on every SIMD level) give the bits of the kernels
-// llama.cpp's CPU backend takes for a model's Q4_0 matrices on this CPU: it loads
-// them into its CPU_REPACK buffer (use_extra_bufts, on by default) and multiplies
-// through ggml_gemv_q4_0_8x8_q8_0 (one token) and ggml_gemm_q4_0_8x8_q8_0 (groups
-// of 4), not vec_dot; run here through ggmlref in the variant its loader picks
-// (zen4 on the AMD EPYC, BinaryZen4). Those add each block as
-// acc = fma(isum, f16(x.d)·y.d, acc), and agree with each other (checked too:
-// llama.cpp is batch invariant there), so one order serves both paths. Before
-// Q4_0 took that step (a product and a sum, each rounded), 295 of 448 products
-// differed on every level (issue 32).
+// TestDotMatchesLlamaCppRepackedBits: MatMul's Q4_0 and IQ4_NL products (decoding
+// and batches of 7 and 20 tokens, on every SIMD level) give the bits of the
+// kernels llama.cpp's CPU backend takes for a model's Q4_0 and IQ4_NL matrices on
+// this CPU: it loads them into its CPU_REPACK buffer (use_extra_bufts, on by
+// default) and multiplies through ggml_gemv_{q4_0,iq4_nl}_8x8_q8_0 (one token)
+// and the gemm forms (groups of 4), not vec_dot; run here through ggmlref in the
+// variant its loader picks (zen4 on the AMD EPYC, BinaryZen4). Those add each
+// block as acc = fma(isum, f16(x.d)·y.d, acc), and agree with each other (checked
+// too: llama.cpp is batch invariant there), so one order serves both paths.
+// Before they took that step (a product and a sum, each rounded), 295 of 448
+// Q4_0 products and 333 of 512 IQ4_NL products differed on every level (issue 32).
 //
 // Q4_K goes through ggml_gemv_q4_K_8x8_q8_K and ggml_gemm_q4_K_8x8_q8_K the same
 // way, whose step is acc = fma(isum, f16(x.d)·y.d, acc) and
@@ -133,7 +133,7 @@ func TestDotMatchesLlamaCppRepackedBits(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a C program against llama.cpp; skipped in -short")
 	}
-	for _, typ := range []Type{Q4_0, Q4_K} {
+	for _, typ := range []Type{Q4_0, IQ4_NL, Q4_K} {
 		t.Run(typ.String(), func(t *testing.T) {
 			const rows, cols, nTok = 64, 1024, 20
 			r := rand.New(rand.NewPCG(32, uint64(typ)))
@@ -146,8 +146,8 @@ func TestDotMatchesLlamaCppRepackedBits(t *testing.T) {
 				want = append(want, ggmlref.MatMul(t, bin, uint32(typ), rows, cols, enc, x[tok*cols:], 1, true)...)
 			}
 			batch := ggmlref.MatMul(t, bin, uint32(typ), rows, cols, enc, x, nTok, true) // gemm, groups of 4
-			if bad := bitsDiffer(batch, want); typ == Q4_0 && bad > 0 {
-				t.Errorf("llama.cpp's repacked Q4_0 gemm differs from its gemv in %d of %d products", bad, len(want))
+			if bad := bitsDiffer(batch, want); typ != Q4_K && bad > 0 {
+				t.Errorf("llama.cpp's repacked %v gemm differs from its gemv in %d of %d products", typ, bad, len(want))
 			} else if typ == Q4_K {
 				t.Logf("llama.cpp's repacked Q4_K gemm differs from its gemv in %d of %d products", bad, len(want))
 				var a acts

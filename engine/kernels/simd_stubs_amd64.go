@@ -1069,6 +1069,26 @@ func dotQ4_0AVX512x16t8(x *byte, rb int, y *byte, ys int, nb int, out *float32, 
 //go:noescape
 func dotQ4_0AVX512x16t16(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
 
+// dotQ8_0FAVX512x16t1 sets out[t·os + r] = dotQ8_0AVX2(x + r·rb, y + t·ys, nb) for r < 16, t < 1.
+//
+//go:noescape
+func dotQ8_0FAVX512x16t1(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
+
+// dotQ8_0FAVX512x16t4 sets out[t·os + r] = dotQ8_0AVX2(x + r·rb, y + t·ys, nb) for r < 16, t < 4.
+//
+//go:noescape
+func dotQ8_0FAVX512x16t4(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
+
+// dotQ8_0FAVX512x16t8 sets out[t·os + r] = dotQ8_0AVX2(x + r·rb, y + t·ys, nb) for r < 16, t < 8.
+//
+//go:noescape
+func dotQ8_0FAVX512x16t8(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
+
+// dotQ8_0FAVX512x16t16 sets out[t·os + r] = dotQ8_0AVX2(x + r·rb, y + t·ys, nb) for r < 16, t < 16.
+//
+//go:noescape
+func dotQ8_0FAVX512x16t16(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
+
 // dotQ5_0AVX512x16t1 sets out[t·os + r] = dotQ5_0AVX2(x + r·rb, y + t·ys, nb) for r < 16, t < 1.
 //
 //go:noescape
