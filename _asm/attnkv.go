@@ -276,11 +276,7 @@ func attnScoresKV(typ string) {
 	VMOVSS(Mem{Base: y}, py)
 	VINSERTPS(U8(1<<4), Mem{Base: y, Disp: q8Size}, py, py)
 	VMULPS(py, pd, pd) // f16(x.d)·y.d
-	VMULPS(pf, pd, pd) // ·isum
-	VADDSS(pd, sum, sum)
-	pu := XMM()
-	VMOVSHDUP(pd, pu)
-	VADDSS(pu, sum, sum)
+	blockStepsSS(typ, pf, pd, sum, 2)
 	ADDQ(U8(2*xs), x)
 	ADDQ(U8(2*q8Size), y)
 	SUBQ(U8(2), b)
@@ -303,8 +299,7 @@ func attnScoresKV(typ string) {
 	VMOVD(g, db)
 	VCVTPH2PS(db, db)
 	VMULSS(Mem{Base: y}, db, db)
-	VMULSS(fb, db, db)
-	VADDSS(db, sum, sum)
+	blockStepSS(typ, fb, db, sum)
 	ADDQ(U8(xs), x)
 	ADDQ(U8(q8Size), y)
 	DECQ(b)

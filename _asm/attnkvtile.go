@@ -129,8 +129,7 @@ func scoresKVTile(typ string, T int) {
 		VBROADCASTSS(toks.at(t), d)
 		VMULPS(d, xd, d) // f16(x.d)·y.d
 		VCVTDQ2PS(accs[t], accs[t])
-		VMULPS(accs[t], d, d) // ·isum
-		VADDPS(d, sums[t], sums[t])
+		blockStep(typ, accs[t], d, sums[t])
 	}
 	rows.advance(xs)
 	toks.advance(q8Size)

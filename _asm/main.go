@@ -235,6 +235,9 @@ func main() {
 		}
 	}
 	outerConstants()
+	for _, t := range []int{1, 4, 8, 16} {
+		dot0OuterFused(t)
+	}
 	dot0Outer("Q5_0", 1)
 	dot0Outer("IQ4_NL", 1)
 	for _, typ := range []string{"IQ4XS", "Q2K"} {

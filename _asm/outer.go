@@ -11,8 +11,9 @@ import (
 
 // Q8_0 and Q4_0: the Go reference's numerics, in every kernel. For each block
 // the exact integer sum isum = Σ x·y, then sum += (f16(x.d)·y.d)·isum (a product,
-// a product, a sum, each rounded), blocks in order: every kernel gives the
-// reference's bits.
+// a product, a sum, each rounded; Q4_0: the product, then one fused
+// multiply-add, q40fma.go), blocks in order: every kernel gives the reference's
+// bits.
 
 // dot0Lanes returns 8 int32 whose sum is block b's Σ x·y (AVX2): Q8_0 by the
 // sign trick (|x| times y·sign(x), exact while y > −128, which quantActQ8_0
@@ -79,7 +80,8 @@ func dot0AVX2(typ string) {
 	TEXT(name, NOSPLIT, "func(x, y *byte, n int) float32")
 	Pragma("noescape")
 	Doc(name+" is the dot product of n "+typ+" blocks at x with n q8Blocks at y: per block",
-		"the exact integer sum isum, then sum += (f16(x.d)·y.d)·isum in block order.")
+		"the exact integer sum isum, then sum += (f16(x.d)·y.d)·isum in block order",
+		"(Q4_0: fused, sum = fma(isum, f16(x.d)·y.d, sum)).")
 	xs := map[string]int{"Q8_0": q80Size, "Q4_0": q40Size, "Q5_0": q50Size, "IQ4_NL": q40Size}[typ]
 	x, y, n := params3()
 	ones, m4, e8 := YMM(), YMM(), YMM()
@@ -132,15 +134,7 @@ func dot0AVX2(typ string) {
 		VINSERTPS(U8(b<<4), Mem{Base: y, Disp: b * q8Size}, yd, yd)
 	}
 	VMULPS(yd, d, d) // f16(x.d)·y.d
-	VMULPS(f, d, d)  // ·isum
-	VADDSS(d, sum, sum)
-	u := XMM()
-	VMOVSHDUP(d, u)
-	VADDSS(u, sum, sum)
-	VMOVHLPS(d, d, u)
-	VADDSS(u, sum, sum)
-	VPERMILPS(U8(0xff), d, u)
-	VADDSS(u, sum, sum)
+	blockStepsSS(typ, f, d, sum, 4)
 	ADDQ(U32(4*xs), x)
 	ADDQ(U32(4*q8Size), y)
 	SUBQ(U8(4), n)
@@ -162,8 +156,7 @@ func dot0AVX2(typ string) {
 	VMOVD(g, db)
 	VCVTPH2PS(db, db)
 	VMULSS(Mem{Base: y}, db, db)
-	VMULSS(fb, db, db)
-	VADDSS(db, sum, sum)
+	blockStepSS(typ, fb, db, sum)
 	ADDQ(U8(xs), x)
 	ADDQ(U8(q8Size), y)
 	DECQ(n)
@@ -201,6 +194,9 @@ func dot0Outer(typ string, T int) {
 	evex = true
 	defer func() { evex = false }()
 	name := fmt.Sprintf("dot%sAVX512x16t%d", typ, T)
+	if fusedQ8 {
+		name = fmt.Sprintf("dotQ8_0FAVX512x16t%d", T)
+	}
 	TEXT(name, NOSPLIT, "func(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)")
 	Pragma("noescape")
 	Doc(fmt.Sprintf("%s sets out[t·os + r] = dot%sAVX2(x + r·rb, y + t·ys, nb) for r < 16, t < %d.", name, typ, T))
@@ -326,8 +322,7 @@ func dot0Outer(typ string, T int) {
 		VCVTDQ2PS(acc, acc)
 		d := ZMM()
 		VMULPS_BCST(yt, xd, d) // f16(x.d)·y.d
-		VMULPS(acc, d, d)      // ·isum
-		VADDPS(d, sums[t], sums[t])
+		blockStep(typ, acc, d, sums[t])
 	}
 	rows.advance(xs)
 	toks.advance(q8Size)

@@ -28,7 +28,7 @@ func cpuSeconds() float64 {
 func BenchmarkMatMulCPU(b *testing.B) {
 	defer SetThreads(SetThreads(1))
 	r := rand.New(rand.NewPCG(21, 22))
-	for _, typ := range []Type{Q8_0, Q4_1, Q5_1, Q3_K, Q5_K, IQ3_S, F32, BF16, F16, IQ4_NL} {
+	for _, typ := range []Type{Q8_0, Q4_0, Q4_1, Q5_1, Q3_K, Q5_K, IQ3_S, F32, BF16, F16, IQ4_NL} {
 		for _, c := range []struct {
 			name             string
 			rows, cols, nTok int

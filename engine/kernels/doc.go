@@ -91,7 +91,12 @@
 // (TestDotMatchesLlamaCppBits): ggml keeps 8 float lanes per row (each a fused
 // multiply-add of the block scale and the integer sum of 4 neighbouring
 // products); the others agree with it only to float rounding, one sum per block
-// (ggmlorder_test.go). Q8_0 keeps one sum per block on purpose: in ggml's order
+// (ggmlorder_test.go). Q4_0 and IQ4_NL give the bits of the repacked kernels
+// llama.cpp multiplies a model's matrices of those types with (CPU_REPACK:
+// ggml_gemv/gemm_*_8x8_q8_0, which agree with each other): one float per (row,
+// token), each block added as fma(isum, f16(x.d)·y.d, acc)
+// (TestDotMatchesLlamaCppRepackedBits). Q4_K's repacked gemm and gemv disagree,
+// so llama.cpp is not batch invariant there and Q4_K keeps its order. Q8_0 keeps one sum per block on purpose: in ggml's order
 // (commit 75bc768, reverted) it took mixtral-moe-Q4_K_M from a mean KL of 4.3e-4
 // to 3.7e-7, but the order needs 8 floats per (row, token) where the AVX-512
 // outer-product tiles keep one, and a 128-token product took 3.3 times as long

@@ -43,13 +43,13 @@ func TestRepackQ8_0MatchesReference(t *testing.T) {
 					t.Fatalf("%v %s: value %d repacked %v, want %v", typ, name, i, got[i], want[i])
 				}
 			}
-			var ref float32
+			var ref, d float32
 			if typ == Q5_0 {
-				ref = dotQ5_0RowGeneric(row, y)
-			} else {
-				ref = dotIQ4NLRowGeneric(row, y)
+				ref, d = dotQ5_0RowGeneric(row, y), dotQ8_0RowGeneric(q8, y)
+			} else { // the fused step (dotQ8_0FAVX512x16t*)
+				ref, d = dotIQ4NLRowGeneric(row, y), dotQ8_0FusedRow(q8, y)
 			}
-			if d := dotQ8_0RowGeneric(q8, y); math.Float32bits(d) != math.Float32bits(ref) {
+			if math.Float32bits(d) != math.Float32bits(ref) {
 				t.Fatalf("%v %s: Q8_0 dot of the repacked row %v, the reference's %v", typ, name, d, ref)
 			}
 		}
@@ -77,4 +77,20 @@ func BenchmarkMatMulPrompt(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/nTok, "ns/token")
 		})
 	}
+}
+
+// dotQ8_0FusedRow is dotQ8_0RowGeneric with the fused step of Q4_0 and IQ4_NL,
+// sum = fma(isum, f16(x.d)·y.d, sum): the numerics of dotQ8_0FAVX512x16t*, which
+// take IQ4_NL's prompts repacked into Q8_0 blocks.
+func dotQ8_0FusedRow(row []byte, y []q8Block) float32 {
+	var sum float32
+	for b := range y {
+		blk := row[b*34 : (b+1)*34]
+		var isum int32
+		for j, q := range y[b].qs {
+			isum += int32(int8(blk[2+j])) * int32(q)
+		}
+		sum = float32(math.FMA(float64(float32(isum)), float64(f16Table[le16(blk)]*y[b].d), float64(sum)))
+	}
+	return sum
 }

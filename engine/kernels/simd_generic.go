@@ -180,7 +180,7 @@ func dotQ4_0RowGeneric(row []byte, y []q8Block) float32 {
 			isum += (int32(blk[2+j]&0xf) - 8) * int32(y[b].qs[j])
 			isum += (int32(blk[2+j]>>4) - 8) * int32(y[b].qs[j+16])
 		}
-		sum += float32(f16Table[le16(blk)] * y[b].d * float32(isum)) // (no fused multiply-add)
+		sum = float32(math.FMA(float64(float32(isum)), float64(f16Table[le16(blk)]*y[b].d), float64(sum))) // fused: llama.cpp's repacked kernels' step
 	}
 	return sum
 }
@@ -300,10 +300,18 @@ func dotIQ4XSRowGeneric(row []byte, y []q8KBlock) float32 {
 	return sum
 }
 
+// dotIQ4NLRowGeneric is ggml_gemv_iq4_nl_8x8_q8_0 (x86), through which llama.cpp
+// multiplies a model's IQ4_NL matrices (its CPU_REPACK buffer): per block the
+// exact isum, then sum = fma(isum, f16(x.d)·y.d, sum), as Q4_0 (issue 32).
 func dotIQ4NLRowGeneric(row []byte, y []q8Block) float32 {
 	var sum float32
 	for b := range y {
-		sum += dotIQ4NLBlock(row[b*18:(b+1)*18], &y[b])
+		blk := row[b*18 : (b+1)*18]
+		var isum int32
+		for j, q := range blk[2:18] {
+			isum += int32(kvaluesIQ4NL[q&0xf])*int32(y[b].qs[j]) + int32(kvaluesIQ4NL[q>>4])*int32(y[b].qs[j+16])
+		}
+		sum = float32(math.FMA(float64(float32(isum)), float64(f16Table[le16(blk)]*y[b].d), float64(sum)))
 	}
 	return sum
 }

@@ -112,25 +112,29 @@ func dotQ5KAVX512x8(x *byte, y *byte, n int, stride int, out *float32)
 func dotQ5KAVX512x16(x *byte, y *byte, n int, stride int, out *float32)
 
 // dotQ8_0AVX2 is the dot product of n Q8_0 blocks at x with n q8Blocks at y: per block
-// the exact integer sum isum, then sum += (f16(x.d)·y.d)·isum in block order.
+// the exact integer sum isum, then sum += (f16(x.d)·y.d)·isum in block order
+// (Q4_0: fused, sum = fma(isum, f16(x.d)·y.d, sum)).
 //
 //go:noescape
 func dotQ8_0AVX2(x *byte, y *byte, n int) float32
 
 // dotQ4_0AVX2 is the dot product of n Q4_0 blocks at x with n q8Blocks at y: per block
-// the exact integer sum isum, then sum += (f16(x.d)·y.d)·isum in block order.
+// the exact integer sum isum, then sum += (f16(x.d)·y.d)·isum in block order
+// (Q4_0: fused, sum = fma(isum, f16(x.d)·y.d, sum)).
 //
 //go:noescape
 func dotQ4_0AVX2(x *byte, y *byte, n int) float32
 
 // dotQ5_0AVX2 is the dot product of n Q5_0 blocks at x with n q8Blocks at y: per block
-// the exact integer sum isum, then sum += (f16(x.d)·y.d)·isum in block order.
+// the exact integer sum isum, then sum += (f16(x.d)·y.d)·isum in block order
+// (Q4_0: fused, sum = fma(isum, f16(x.d)·y.d, sum)).
 //
 //go:noescape
 func dotQ5_0AVX2(x *byte, y *byte, n int) float32
 
 // dotIQ4_NLAVX2 is the dot product of n IQ4_NL blocks at x with n q8Blocks at y: per block
-// the exact integer sum isum, then sum += (f16(x.d)·y.d)·isum in block order.
+// the exact integer sum isum, then sum += (f16(x.d)·y.d)·isum in block order
+// (Q4_0: fused, sum = fma(isum, f16(x.d)·y.d, sum)).
 //
 //go:noescape
 func dotIQ4_NLAVX2(x *byte, y *byte, n int) float32
@@ -1120,6 +1124,26 @@ func dotQ4_0AVX512x16t8(x *byte, rb int, y *byte, ys int, nb int, out *float32, 
 //
 //go:noescape
 func dotQ4_0AVX512x16t16(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
+
+// dotQ8_0FAVX512x16t1 sets out[t·os + r] = dotQ8_0AVX2(x + r·rb, y + t·ys, nb) for r < 16, t < 1.
+//
+//go:noescape
+func dotQ8_0FAVX512x16t1(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
+
+// dotQ8_0FAVX512x16t4 sets out[t·os + r] = dotQ8_0AVX2(x + r·rb, y + t·ys, nb) for r < 16, t < 4.
+//
+//go:noescape
+func dotQ8_0FAVX512x16t4(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
+
+// dotQ8_0FAVX512x16t8 sets out[t·os + r] = dotQ8_0AVX2(x + r·rb, y + t·ys, nb) for r < 16, t < 8.
+//
+//go:noescape
+func dotQ8_0FAVX512x16t8(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
+
+// dotQ8_0FAVX512x16t16 sets out[t·os + r] = dotQ8_0AVX2(x + r·rb, y + t·ys, nb) for r < 16, t < 16.
+//
+//go:noescape
+func dotQ8_0FAVX512x16t16(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
 
 // dotQ5_0AVX512x16t1 sets out[t·os + r] = dotQ5_0AVX2(x + r·rb, y + t·ys, nb) for r < 16, t < 1.
 //

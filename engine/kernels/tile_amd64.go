@@ -33,7 +33,9 @@ type outerKernel func(x *byte, rb int, y *byte, ys int, nb int, out *float32, os
 
 var (
 	outerQ8_0 = [4]outerKernel{dotQ8_0AVX512x16t16, dotQ8_0AVX512x16t8, dotQ8_0AVX512x16t4, dotQ8_0AVX512x16t1}
-	outerQ4_0 = [4]outerKernel{dotQ4_0AVX512x16t16, dotQ4_0AVX512x16t8, dotQ4_0AVX512x16t4, dotQ4_0AVX512x16t1}
+	// outerQ8_0F: the same with the fused step, for IQ4_NL repacked into Q8_0.
+	outerQ8_0F = [4]outerKernel{dotQ8_0FAVX512x16t16, dotQ8_0FAVX512x16t8, dotQ8_0FAVX512x16t4, dotQ8_0FAVX512x16t1}
+	outerQ4_0  = [4]outerKernel{dotQ4_0AVX512x16t16, dotQ4_0AVX512x16t8, dotQ4_0AVX512x16t4, dotQ4_0AVX512x16t1}
 	// Q5_0 decodes through its own kernel (one token); prompts are repacked into
 	// Q8_0 (repack.go).
 	outerQ5_0 = [4]outerKernel{3: dotQ5_0AVX512x16t1}
@@ -429,6 +431,9 @@ func (m *matMul) repackTokens(lo, hi int) int {
 	_ = a.q8[m.nTok*nb-1]
 	_ = m.dst[(m.nTok-1)*rows+hi-1]
 	ks := &outerQ8_0
+	if m.w.Type == IQ4_NL {
+		ks = &outerQ8_0F // its step fused (dotIQ4NLRowGeneric)
+	}
 	ys := nb * int(unsafe.Sizeof(q8Block{}))
 	r := lo
 	for ; r+16 <= hi; r += 16 {

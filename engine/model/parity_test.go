@@ -35,38 +35,56 @@ type peerRun struct {
 // issue 32's bounds (top-1 disagreements at more than 2 of 64 steps, or a mean KL
 // over parityKLBound), with what they gave when last measured: their figures are
 // logged, and a run listed here that meets both bounds fails until it is taken off
-// the list. llama/q3_k (61/64, mean KL 9.1e-4) left it when Q3_K took ggml's order
+// the list. Gone from it: llama/q3_k (61/64, 9.1e-4) when Q3_K took ggml's order
 // (64/64, 2.9e-6); lora/llama-q8_0 (61/64, 8.1e-4) when the LoRA products took
-// ggml_vec_dot's order (kernels.MatMulsVecDot: 63/64, 9.4e-4) and RoPE ggml's fused
-// rotation (62/64, 9.4e-4; its base's Q8_0 products keep their own order,
-// kernels/doc.go).
+// ggml_vec_dot's order (kernels.MatMulsVecDot) and RoPE ggml's fused rotation;
+// mixtral/q4_0 (63/64, 1.67e-3) when Q4_0 took the step of the repacked kernels
+// llama.cpp multiplies a model's Q4_0 matrices with
+// (kernels.TestDotMatchesLlamaCppRepackedBits): 64/64, 1.1e-6; qwen3/q4_k_m,
+// qwen3moe/q4_k_m and lora/llama-q4_k_m-two to parityDecodingRef.
 //
-// The four arch/type runs are over the bounds with RoPE's earlier rotation too.
-// mixtral/q4_0 and qwen3moe/q4_k_m each owe most of their KL to one step (52 and 37)
-// where layer 1's router picks another second expert, but not at a tie: llama.cpp's
-// two candidates are 3.4e-4 and 2e-5 apart, while the router's input there differs
-// from llama.cpp's by 3e-3 and 2e-3 (relative). Layer 0's K and V products (Q4_0,
-// Q4_K) differ from ggml's vec_dot in the last bit at about half (mixtral) or 3%
-// (qwen3moe) of their values, with attn_norm bit for bit equal; one of them rounds to
-// another binary16 in the cache, the attention output then differs by 1e-5 to 2e-4,
-// and where that flips an 8-bit rounding of wo's activations the layer's output
-// differs by 1e-3. The router, its softmax, the top-k and the experts agree with
-// llama.cpp wherever their inputs do (measured through llama.cpp's eval callback).
-// lora/llama-q4_k_m-two: llama.cpp computes the adapters' products of its 5-token
-// prompt through llamafile's sgemm, in another order than its decoding's, which a
-// batch-invariant engine cannot take for prompts alone; with llama.cpp decoding
-// the prompt a token at a time (batchSize 1) the run gave 8.0e-4.
+// llama/iq1_s is lmlite's own: llama.cpp's batched and one-token prompts give the
+// same run there (KL 0), and IQ1_S's kernels do not keep ggml_vec_dot_iq1_s_q8_K's
+// order (8 float lanes, each block's lane sums times y.d·f16(x.d) in one fused
+// multiply-add, the delta term IQ1S_DELTA·Σ d·sumi1 in a scalar): 171 of 256
+// products differ from its bits on every level.
 // long/llama-q8_0's binary16 mode meets near-ties (top two within 0.02) that its
-// base's Q8_0 products break the other way (2 of 64 with RoPE's earlier rotation;
-// llama.cpp's own prefill and decoding paths differ at 2 of 64 steps there, mean
-// KL 1.1e-3).
+// base's Q8_0 products break the other way (Q8_0 keeps its block order,
+// kernels/ggmlorder_test.go; llama.cpp's own prefill (llamafile's sgemm) and
+// decoding (vec_dot) paths differ at 2 of 64 steps there, mean KL 1.1e-3).
 var parityKnownGaps = map[string]string{
-	"qwen3/q4_k_m":          "top-1 62/64, mean KL 1.24e-3",
-	"mixtral/q4_0":          "top-1 63/64, mean KL 1.67e-3 (max step 0.067)",
-	"qwen3moe/q4_k_m":       "top-1 63/64, mean KL 2.7e-3 (max step 0.080)",
-	"llama/iq1_s":           "top-1 64/64, mean KL 1.09e-3",
-	"lora/llama-q4_k_m-two": "top-1 63/64, mean KL 1.2e-3",
+	"llama/iq1_s": "top-1 64/64, mean KL 1.09e-3",
 	"long/llama-q8_0.gguf/prompt-320/f16-vs-served": "top-1 60/64, mean KL 6.9e-4",
+}
+
+// parityDecodingRef are the parity runs scored against llama.cpp decoding its
+// prompt a token at a time (batch size 1) as well as against its default run,
+// which takes the 5-token prompt in one batch: where llama.cpp's own two paths
+// differ by about issue 32's bound, a batch-invariant engine can match only one
+// of them, and it matches the decoding one. The run fails if it meets the bounds
+// against the default run too (then it belongs off this list); the logs give
+// both figures and how far llama.cpp's two runs differ from each other.
+//
+// Q4_K: llama.cpp's CPU backend multiplies a model's Q4_K matrices through its
+// repacked kernels, ggml_gemv_q4_K_8x8_q8_K for one token and
+// ggml_gemm_q4_K_8x8_q8_K for each group of 4, and the two disagree (871 of 1280
+// products in kernels.TestDotMatchesLlamaCppRepackedBits). On these two models
+// llama.cpp's batched and one-token prompts give runs that part at step 25
+// (qwen3) and 32 (qwen3moe), mean KL 1.2e-3 and 1.05e-3 over the steps before,
+// while its AVX2 (haswell) and zen4 builds agree on all 64 tokens at 2.8e-5 and
+// 4.3e-5. Against its one-token prompt lmlite gives 64/64 at 3.0e-6 (qwen3) and
+// 1.1e-6 (qwen3moe), where the batched run gave 62/64, 1.24e-3 and 63/64, 2.7e-3
+// (max step 0.080, step 37, where layer 1's router picks another second expert:
+// its input follows layer 0's K and V, whose Q4_K products were traced, through
+// llama.cpp's eval callback, to differ from its bits from attn_norm on). Giving
+// lmlite's Q4_K the gemv's order (in the Go reference, dotQ4KRepacked) left every
+// figure here as it was. lora/llama-q4_k_m-two: the same base kernels, and
+// llama.cpp takes the adapters' products of its prompt through llamafile's sgemm,
+// in another order than its decoding's.
+var parityDecodingRef = map[string]string{
+	"qwen3/q4_k_m":          "llama.cpp's Q4_K prompt kernel (gemm) differs from its decoding one (gemv)",
+	"qwen3moe/q4_k_m":       "llama.cpp's Q4_K prompt kernel (gemm) differs from its decoding one (gemv)",
+	"lora/llama-q4_k_m-two": "llama.cpp's Q4_K prompt kernel (gemm) differs from its decoding one (gemv), and it takes the adapters' prompt products through llamafile's sgemm",
 }
 
 // parityKLBound is issue 32's bound on the mean KL(llama.cpp ‖ lmlite) of a parity
@@ -164,6 +182,13 @@ func TestParityWithLlamaCpp(t *testing.T) {
 	}
 	generated := time.Since(start)
 	runs := runPeer(t, script, dir, paths, prompt, steps, top)
+	var decodingPaths []string
+	for i, j := range jobs {
+		if _, ok := parityDecodingRef[j.arch+"/"+j.typ]; ok {
+			decodingPaths = append(decodingPaths, paths[i])
+		}
+	}
+	decoding := runPeerBatch(t, script, dir, decodingPaths, prompt, steps, top, 1)
 	t.Logf("generated %d models in %v, llama.cpp ran them in %v", len(jobs), generated.Round(time.Millisecond), (time.Since(start) - generated).Round(time.Millisecond))
 	for i, j := range jobs {
 		t.Run(j.arch+"/"+j.typ, func(t *testing.T) {
@@ -176,40 +201,89 @@ func TestParityWithLlamaCpp(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer m.Close()
-			seq := append([]int32(nil), r.PromptIDs...)
-			for _, s := range r.Steps {
-				seq = append(seq, s.Token)
-			}
-			logits, err := m.NewState(0).Forward(seq, true)
-			if err != nil {
-				t.Fatal(err)
-			}
-			V := m.Config().Vocab
-			var klSum, klMaxStep float64
-			mismatches := 0
-			for i, s := range r.Steps {
-				pos := len(r.PromptIDs) - 1 + i
-				row := logits[pos*V : (pos+1)*V]
-				q := Probs(row)
-				if best := TopProbs(row, 1)[0].ID; best != int32(s.Top[0][0]) {
-					mismatches++
-					t.Logf("step %d: top two of llama.cpp %v, of lmlite %v", i, s.Top[:min(2, len(s.Top))], TopProbs(row, 2))
-				}
-				var kl float64
-				for _, tp := range s.Top {
-					p := tp[1]
-					if p > 0 {
-						kl += p * math.Log(p/math.Max(q[int(tp[0])], 1e-30))
-					}
-				}
-				klSum += kl
-				klMaxStep = math.Max(klMaxStep, kl)
-			}
-			meanKL := klSum / steps
+			name := j.arch + "/" + j.typ
+			mismatches, meanKL, klMaxStep := scoreParity(t, m, r)
 			t.Logf("%s %s: top-1 mismatches %d/%d, mean KL %.3g (max step %.3g)", j.arch, j.typ, mismatches, steps, meanKL, klMaxStep)
-			checkParity(t, j.arch+"/"+j.typ, mismatches, steps, meanKL, j.klMax)
+			if why, ok := parityDecodingRef[name]; ok {
+				d, ok := decoding[paths[i]]
+				if !ok || len(d.Steps) != steps {
+					t.Fatalf("llama.cpp decoding the prompt a token at a time gave no result of %d steps", steps)
+				}
+				if mismatches <= 2 && meanKL <= j.klMax {
+					t.Errorf("%s now meets the bounds against llama.cpp's batched prompt (%d of %d, mean KL %.3g): take it off parityDecodingRef", name, mismatches, steps, meanKL)
+				}
+				pn, pkl := peerPathsDiffer(r, d)
+				t.Logf("%s: %s; llama.cpp's batched and one-token prompts agree on %d steps, mean KL %.3g there", name, why, pn, pkl)
+				mismatches, meanKL, klMaxStep = scoreParity(t, m, d)
+				t.Logf("%s %s against llama.cpp decoding its prompt a token at a time: top-1 mismatches %d/%d, mean KL %.3g (max step %.3g)", j.arch, j.typ, mismatches, steps, meanKL, klMaxStep)
+			}
+			checkParity(t, name, mismatches, steps, meanKL, j.klMax)
 		})
 	}
+}
+
+// scoreParity scores m teacher-forced on llama.cpp's greedy run r: the steps
+// whose top-1 token differs, and the mean and largest KL(llama.cpp ‖ lmlite)
+// over llama.cpp's top tokens.
+func scoreParity(t *testing.T, m *Model, r peerRun) (mismatches int, meanKL, klMaxStep float64) {
+	t.Helper()
+	seq := append([]int32(nil), r.PromptIDs...)
+	for _, s := range r.Steps {
+		seq = append(seq, s.Token)
+	}
+	logits, err := m.NewState(0).Forward(seq, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	V := m.Config().Vocab
+	var klSum float64
+	for i, s := range r.Steps {
+		pos := len(r.PromptIDs) - 1 + i
+		row := logits[pos*V : (pos+1)*V]
+		q := Probs(row)
+		if best := TopProbs(row, 1)[0].ID; best != int32(s.Top[0][0]) {
+			mismatches++
+			t.Logf("step %d: top two of llama.cpp %v, of lmlite %v", i, s.Top[:min(2, len(s.Top))], TopProbs(row, 2))
+		}
+		var kl float64
+		for _, tp := range s.Top {
+			p := tp[1]
+			if p > 0 {
+				kl += p * math.Log(p/math.Max(q[int(tp[0])], 1e-30))
+			}
+		}
+		klSum += kl
+		klMaxStep = math.Max(klMaxStep, kl)
+	}
+	return mismatches, klSum / float64(len(r.Steps)), klMaxStep
+}
+
+// peerPathsDiffer compares two llama.cpp runs of one model over the steps they
+// take on the same prefix (up to and including the first where their greedy
+// tokens differ): how many, and the mean KL(a ‖ b) there, over a's top tokens
+// found in b's (each run keeps only its top 20).
+func peerPathsDiffer(a, b peerRun) (n int, meanKL float64) {
+	var sum float64
+	for n < len(a.Steps) && n < len(b.Steps) {
+		sa, sb := a.Steps[n], b.Steps[n]
+		q := map[int32]float64{}
+		for _, tp := range sb.Top {
+			q[int32(tp[0])] = tp[1]
+		}
+		for _, tp := range sa.Top {
+			if p, qq := tp[1], q[int32(tp[0])]; p > 0 && qq > 0 {
+				sum += p * math.Log(p/qq)
+			}
+		}
+		n++
+		if sa.Token != sb.Token {
+			break
+		}
+	}
+	if n == 0 {
+		return 0, 0
+	}
+	return n, sum / float64(n)
 }
 
 // peerLogitsScript is the llama.cpp peer's logits.mjs, or the test skips (fails in
@@ -304,7 +378,8 @@ const { llama } = await loadLlama(peerDir);
 const ids = idsArg.split(",").map(Number), steps = Number(stepsArg), topN = Number(topArg);
 for (const m of models) {
   const model = await llama.loadModel({ modelPath: m, gpuLayers: 0 });
-  const ctx = await model.createContext({ contextSize: Math.max(256, ids.length + steps + 8), threads: 1 });
+  const ctx = await model.createContext({ contextSize: Math.max(256, ids.length + steps + 8), threads: 1,
+    ...(process.env.LMLITE_PEER_BATCH ? { batchSize: Number(process.env.LMLITE_PEER_BATCH) } : {}) });
   const seq = ctx.getSequence();
   const out = [];
   for await (const o of seq.evaluateWithMetadata(ids, { probabilities: true }, { temperature: 0 })) {
@@ -321,6 +396,14 @@ for (const m of models) {
 // model's run by path.
 func runPeer(t *testing.T, logitsScript, dir string, models []string, ids string, steps, top int) map[string]peerRun {
 	t.Helper()
+	return runPeerBatch(t, logitsScript, dir, models, ids, steps, top, 0)
+}
+
+// runPeerBatch is runPeer with llama.cpp's context at batch size batch (0: its
+// default, which takes the prompt in one batch); 1 decodes the prompt a token at
+// a time, through the kernels it decodes with.
+func runPeerBatch(t *testing.T, logitsScript, dir string, models []string, ids string, steps, top, batch int) map[string]peerRun {
+	t.Helper()
 	peerDir := filepath.Dir(logitsScript)
 	script := filepath.Join(dir, "multi.mjs")
 	common := "file://" + filepath.Join(peerDir, "common.mjs")
@@ -336,11 +419,17 @@ func runPeer(t *testing.T, logitsScript, dir string, models []string, ids string
 		for i := p; i < len(models); i += procs {
 			part = append(part, models[i])
 		}
+		if len(part) == 0 {
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			args := append([]string{script, filepath.Join(peerDir, "setup.sh"), ids, fmt.Sprint(steps), fmt.Sprint(top)}, part...)
 			cmd := exec.Command("node", args...)
+			if batch > 0 {
+				cmd.Env = append(os.Environ(), fmt.Sprintf("LMLITE_PEER_BATCH=%d", batch))
+			}
 			var stderr strings.Builder
 			cmd.Stderr = &stderr
 			out, err := cmd.Output()

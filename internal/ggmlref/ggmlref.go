@@ -54,12 +54,25 @@ func BinaryAVX512(t testing.TB) string {
 	return binary_(t, "skylakex")
 }
 
+// BinaryZen4 is Binary linked with llama.cpp's zen4 CPU variant, the one its
+// loader picks on an AMD Zen 4 (AVX-512 with VNNI, VBMI and BF16): the variant
+// the npm peer runs on these machines. The test skips on a CPU without those.
+func BinaryZen4(t testing.TB) string {
+	t.Helper()
+	x := cpu.X86
+	if !(x.HasAVX512F && x.HasAVX512DQ && x.HasAVX512BW && x.HasAVX512VL && x.HasAVX512CD && x.HasAVX512VNNI && x.HasAVX512VBMI && x.HasAVX512BF16) {
+		t.Skip("llama.cpp's zen4 variant needs AVX-512 with VNNI, VBMI and BF16")
+	}
+	return binary_(t, "zen4")
+}
+
 func binary_(t testing.TB, variant string) string {
 	t.Helper()
+	shared := testenv.Shared(t) // (it may skip the test: not while holding mu)
 	mu.Lock()
 	b, ok := builds[variant]
 	if !ok {
-		b.path, b.err = build(testenv.Shared(t), variant)
+		b.path, b.err = build(shared, variant)
 		builds[variant] = b
 	}
 	mu.Unlock()
@@ -197,6 +210,40 @@ func run(t testing.TB, bin string, typ uint32, rows, cols, rowBytes int, w []flo
 	binary.Decode(out[rb+4*rows*cols:], binary.LittleEndian, r.Dots)
 	r.Act = out[rb+4*rows*cols+4*rows:]
 	return r
+}
+
+// MatMul has llama.cpp's CPU backend (the program bin: Binary, BinaryAVX512 or
+// BinaryZen4; one thread) compute ggml_mul_mat of rows × cols weights, given as
+// the type's raw blocks, with the nTok activation rows of x: nTok rows of rows
+// float32 values. repack puts the weights in the CPU backend's CPU_REPACK buffer
+// type, as llama.cpp loads a model (use_extra_bufts, its default): Q4_0 and Q4_K
+// matrices of a multiple of 8 rows then take its repacked kernels (ggml_gemv_*
+// for one token, ggml_gemm_* for each group of 4); without, its vec_dot (and
+// llamafile's sgemm for several tokens where that applies). The test fails when
+// repack is asked and the repacked kernels do not take the product.
+func MatMul(t testing.TB, bin string, typ uint32, rows, cols int, raw []byte, x []float32, nTok int, repack bool) []float32 {
+	t.Helper()
+	var in bytes.Buffer
+	in.Write(raw)
+	binary.Write(&in, binary.LittleEndian, x[:nTok*cols])
+	rp := "0"
+	if repack {
+		rp = "1"
+	}
+	cmd := exec.Command(bin, "matmul", fmt.Sprint(typ), fmt.Sprint(rows), fmt.Sprint(cols), fmt.Sprint(nTok), rp)
+	cmd.Stdin = &in
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("ggmlref matmul type %d: %v: %s", typ, err, stderr.String())
+	}
+	if len(out) != 4*rows*nTok {
+		t.Fatalf("ggmlref matmul: %d bytes of output", len(out))
+	}
+	res := make([]float32, rows*nTok)
+	binary.Decode(out, binary.LittleEndian, res)
+	return res
 }
 
 // SwiGLU has llama.cpp's CPU backend, its AVX-512 variant, compute its SwiGLU op

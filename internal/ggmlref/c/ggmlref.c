@@ -7,6 +7,7 @@
 //        ggmlref attend HD N SCALE < in > out
 //        ggmlref lora WTYPE ATYPE BTYPE IN OUT RANK NTOK SCALE < in > out
 //        ggmlref rope HD NHEADS NTOK NDIMS MODE BASE FREQSCALE < in > out
+//        ggmlref matmul TYPE ROWS COLS NTOK REPACK < in > out
 // in:  ROWS*COLS float32 weights (raw: ROWS rows of TYPE's blocks, used as they
 //      are), then COLS float32 activations
 // out: the weights quantized to TYPE by ggml_quantize_chunk (F32: as they are; an all-ones importance
@@ -18,6 +19,8 @@
 #include <string.h>
 #include "ggml.h"
 #include "ggml-cpu.h"
+#include "ggml-alloc.h"
+#include "ggml-backend.h"
 
 static void must_read(void *p, size_t n) {
   if (fread(p, 1, n, stdin) != n) { fprintf(stderr, "ggmlref: short input\n"); exit(1); }
@@ -114,6 +117,57 @@ static int rope(int64_t hd, int64_t nh, int64_t nt, int ndims, int mode, float b
   return 0;
 }
 
+// matmul: in ROWS rows of TYPE's blocks (COLS values each), then NTOK rows of COLS
+// float32 activations; out the NTOK*ROWS float32 values of ggml_mul_mat (token by
+// token) as llama.cpp's CPU backend computes them over a model's weights, one
+// thread: REPACK 1 puts the weights in the CPU backend's extra buffer type
+// (CPU_REPACK, as llama.cpp loads a model by default, use_extra_bufts), whose
+// repacked gemv (one token) and gemm (groups of 4) kernels then take the product;
+// REPACK 0 in a plain CPU buffer (vec_dot, or llamafile's sgemm for several tokens).
+// Exits 3 when REPACK 1 and the extra buffer type takes no such tensor.
+static int matmul(enum ggml_type type, int64_t rows, int64_t cols, int64_t ntok, int repack) {
+  size_t wb = ggml_row_size(type, cols) * rows;
+  ggml_backend_t be = ggml_backend_cpu_init();
+  ggml_backend_cpu_set_n_threads(be, 1);
+  ggml_backend_buffer_type_t wbuft = ggml_backend_cpu_buffer_type();
+  if (repack) {
+    ggml_backend_reg_t reg = ggml_backend_cpu_reg();
+    ggml_backend_dev_t dev = ggml_backend_reg_dev_get(reg, 0);
+    typedef ggml_backend_buffer_type_t *(*extra_t)(ggml_backend_dev_t);
+    extra_t f = (extra_t)ggml_backend_reg_get_proc_address(reg, "ggml_backend_dev_get_extra_bufts");
+    wbuft = NULL;
+    for (ggml_backend_buffer_type_t *b = f ? f(dev) : NULL; b && *b; b++) {
+      if (strcmp(ggml_backend_buft_name(*b), "CPU_REPACK") == 0) wbuft = *b;
+    }
+    if (!wbuft) { fprintf(stderr, "ggmlref: no CPU_REPACK buffer type\n"); return 3; }
+  }
+  struct ggml_init_params ip = {.mem_size = 4 * ggml_tensor_overhead() + ggml_graph_overhead(), .mem_buffer = NULL, .no_alloc = true};
+  struct ggml_context *wctx = ggml_init(ip), *ctx = ggml_init(ip);
+  struct ggml_tensor *w = ggml_new_tensor_2d(wctx, type, cols, rows);
+  ggml_backend_buffer_t wbuf = ggml_backend_alloc_ctx_tensors_from_buft(wctx, wbuft);
+  struct ggml_tensor *x = ggml_new_tensor_2d(ctx, GGML_TYPE_F32, cols, ntok);
+  struct ggml_tensor *out = ggml_mul_mat(ctx, w, x);
+  ggml_backend_buffer_t buf = ggml_backend_alloc_ctx_tensors_from_buft(ctx, ggml_backend_cpu_buffer_type());
+  if (!wbuf || !buf) { fprintf(stderr, "ggmlref: allocation failed\n"); return 1; }
+  ggml_backend_buffer_set_usage(wbuf, GGML_BACKEND_BUFFER_USAGE_WEIGHTS);
+  if (repack && w->extra == NULL) { // no repacked layout for this type and shape: vec_dot would take it
+    fprintf(stderr, "ggmlref: CPU_REPACK does not take this product\n");
+    return 3;
+  }
+  void *q = malloc(wb);
+  float *xs = malloc(sizeof(float) * cols * ntok), *res = malloc(sizeof(float) * rows * ntok);
+  must_read(q, wb);
+  must_read(xs, sizeof(float) * cols * ntok);
+  ggml_backend_tensor_set(w, q, 0, wb);
+  ggml_backend_tensor_set(x, xs, 0, sizeof(float) * cols * ntok);
+  struct ggml_cgraph *gf = ggml_new_graph(ctx);
+  ggml_build_forward_expand(gf, out);
+  if (ggml_backend_graph_compute(be, gf) != GGML_STATUS_SUCCESS) { fprintf(stderr, "ggmlref: compute failed\n"); return 1; }
+  ggml_backend_tensor_get(out, res, 0, sizeof(float) * rows * ntok);
+  fwrite(res, sizeof(float), rows * ntok, stdout);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[1], "swiglu") == 0) { ggml_cpu_init(); return swiglu(atoll(argv[2])); }
   if (argc == 10 && strcmp(argv[1], "lora") == 0) {
@@ -123,6 +177,10 @@ int main(int argc, char **argv) {
   if (argc == 9 && strcmp(argv[1], "rope") == 0) {
     ggml_cpu_init();
     return rope(atoll(argv[2]), atoll(argv[3]), atoll(argv[4]), atoi(argv[5]), atoi(argv[6]), (float)atof(argv[7]), (float)atof(argv[8]));
+  }
+  if (argc == 7 && strcmp(argv[1], "matmul") == 0) {
+    ggml_cpu_init();
+    return matmul((enum ggml_type)atoi(argv[2]), atoll(argv[3]), atoll(argv[4]), atoll(argv[5]), atoi(argv[6]));
   }
   if (argc == 5 && strcmp(argv[1], "attend") == 0) { ggml_cpu_init(); return attend(atoll(argv[2]), atoll(argv[3]), (float)atof(argv[4])); }
   if (argc != 4 && argc != 5) { fprintf(stderr, "usage: ggmlref TYPE ROWS COLS [raw]\n"); return 2; }
