@@ -22449,6 +22449,451 @@ decode_IQ1S:
 	VZEROUPPER
 	RET
 
+// func decodeIQ1MPanelAVX512(x *byte, nb int, w *int16, dx *float32, grid *byte)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL, BMI2, F16C
+TEXT ·decodeIQ1MPanelAVX512(SB), NOSPLIT, $0-40
+	MOVQ         x+0(FP), AX
+	MOVQ         nb+8(FP), CX
+	MOVQ         w+16(FP), DX
+	MOVQ         dx+24(FP), BX
+	MOVQ         grid+32(FP), SI
+	VMOVDQU32    iqPanelPerm<>+0(SB), Z0
+	MOVL         $0xffff0000, DI
+	KMOVD        DI, K1
+	MOVL         $0x00000001, DI
+	VPBROADCASTW DI, Z1
+	MOVL         $0x00000002, DI
+	VPBROADCASTW DI, Z2
+
+decode_IQ1M:
+	MOVWQZX      48(AX), DI
+	SHRQ         $0x0c, DI
+	MOVWQZX      50(AX), R8
+	SHRQ         $0x08, R8
+	ANDQ         $0x000000f0, R8
+	ORQ          R8, DI
+	MOVWQZX      52(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x00000f00, R8
+	ORQ          R8, DI
+	MOVWQZX      54(AX), R8
+	ANDQ         $0x0000f000, R8
+	ORQ          R8, DI
+	VMOVD        DI, X3
+	VCVTPH2PS    X3, X3
+	VMOVSS       X3, (BX)
+	MOVBQZX      32(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      (AX), DI
+	ORQ          R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVBQZX      32(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      1(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	MOVBQZX      33(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      2(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (SI)(DI*8), X4
+	MOVBQZX      33(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      3(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X4, X4
+	VINSERTI32X4 $0x01, X4, Y3, Y4
+	MOVWQZX      48(AX), DI
+	MOVQ         DI, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x07, DI
+	ANDQ         $0x07, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	VPBROADCASTW DI, Z5
+	VPBROADCASTW R8, K1, Z5
+	MOVWQZX      32(AX), DI
+	MOVQ         $0x0000000000008888, R8
+	PEXTQ        R8, DI, DI
+	MOVQ         $0x0000000001010101, R8
+	PDEPQ        R8, DI, DI
+	IMUL3Q       $0x000000ff, DI, DI
+	KMOVD        DI, K2
+	VPMOVSXBW    Y4, Z4
+	VPSLLW       $0x03, Z4, Z4
+	VPADDW       Z1, Z4, Z4
+	VPSUBW       Z2, Z4, K2, Z4
+	VPMULLW      Z5, Z4, Z4
+	VPERMD       Z4, Z0, Z4
+	VMOVDQU64    Z4, (DX)
+	MOVBQZX      34(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      4(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVBQZX      34(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      5(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	MOVBQZX      35(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      6(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (SI)(DI*8), X4
+	MOVBQZX      35(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      7(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X4, X4
+	VINSERTI32X4 $0x01, X4, Y3, Y4
+	MOVWQZX      48(AX), DI
+	SHRQ         $0x06, DI
+	MOVQ         DI, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x07, DI
+	ANDQ         $0x07, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	VPBROADCASTW DI, Z5
+	VPBROADCASTW R8, K1, Z5
+	MOVWQZX      34(AX), DI
+	MOVQ         $0x0000000000008888, R8
+	PEXTQ        R8, DI, DI
+	MOVQ         $0x0000000001010101, R8
+	PDEPQ        R8, DI, DI
+	IMUL3Q       $0x000000ff, DI, DI
+	KMOVD        DI, K2
+	VPMOVSXBW    Y4, Z4
+	VPSLLW       $0x03, Z4, Z4
+	VPADDW       Z1, Z4, Z4
+	VPSUBW       Z2, Z4, K2, Z4
+	VPMULLW      Z5, Z4, Z4
+	VPERMD       Z4, Z0, Z4
+	VMOVDQU64    Z4, 64(DX)
+	MOVBQZX      36(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      8(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVBQZX      36(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      9(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	MOVBQZX      37(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      10(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (SI)(DI*8), X4
+	MOVBQZX      37(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      11(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X4, X4
+	VINSERTI32X4 $0x01, X4, Y3, Y4
+	MOVWQZX      50(AX), DI
+	MOVQ         DI, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x07, DI
+	ANDQ         $0x07, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	VPBROADCASTW DI, Z5
+	VPBROADCASTW R8, K1, Z5
+	MOVWQZX      36(AX), DI
+	MOVQ         $0x0000000000008888, R8
+	PEXTQ        R8, DI, DI
+	MOVQ         $0x0000000001010101, R8
+	PDEPQ        R8, DI, DI
+	IMUL3Q       $0x000000ff, DI, DI
+	KMOVD        DI, K2
+	VPMOVSXBW    Y4, Z4
+	VPSLLW       $0x03, Z4, Z4
+	VPADDW       Z1, Z4, Z4
+	VPSUBW       Z2, Z4, K2, Z4
+	VPMULLW      Z5, Z4, Z4
+	VPERMD       Z4, Z0, Z4
+	VMOVDQU64    Z4, 128(DX)
+	MOVBQZX      38(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      12(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVBQZX      38(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      13(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	MOVBQZX      39(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      14(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (SI)(DI*8), X4
+	MOVBQZX      39(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      15(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X4, X4
+	VINSERTI32X4 $0x01, X4, Y3, Y4
+	MOVWQZX      50(AX), DI
+	SHRQ         $0x06, DI
+	MOVQ         DI, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x07, DI
+	ANDQ         $0x07, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	VPBROADCASTW DI, Z5
+	VPBROADCASTW R8, K1, Z5
+	MOVWQZX      38(AX), DI
+	MOVQ         $0x0000000000008888, R8
+	PEXTQ        R8, DI, DI
+	MOVQ         $0x0000000001010101, R8
+	PDEPQ        R8, DI, DI
+	IMUL3Q       $0x000000ff, DI, DI
+	KMOVD        DI, K2
+	VPMOVSXBW    Y4, Z4
+	VPSLLW       $0x03, Z4, Z4
+	VPADDW       Z1, Z4, Z4
+	VPSUBW       Z2, Z4, K2, Z4
+	VPMULLW      Z5, Z4, Z4
+	VPERMD       Z4, Z0, Z4
+	VMOVDQU64    Z4, 192(DX)
+	MOVBQZX      40(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      16(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVBQZX      40(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      17(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	MOVBQZX      41(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      18(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (SI)(DI*8), X4
+	MOVBQZX      41(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      19(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X4, X4
+	VINSERTI32X4 $0x01, X4, Y3, Y4
+	MOVWQZX      52(AX), DI
+	MOVQ         DI, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x07, DI
+	ANDQ         $0x07, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	VPBROADCASTW DI, Z5
+	VPBROADCASTW R8, K1, Z5
+	MOVWQZX      40(AX), DI
+	MOVQ         $0x0000000000008888, R8
+	PEXTQ        R8, DI, DI
+	MOVQ         $0x0000000001010101, R8
+	PDEPQ        R8, DI, DI
+	IMUL3Q       $0x000000ff, DI, DI
+	KMOVD        DI, K2
+	VPMOVSXBW    Y4, Z4
+	VPSLLW       $0x03, Z4, Z4
+	VPADDW       Z1, Z4, Z4
+	VPSUBW       Z2, Z4, K2, Z4
+	VPMULLW      Z5, Z4, Z4
+	VPERMD       Z4, Z0, Z4
+	VMOVDQU64    Z4, 256(DX)
+	MOVBQZX      42(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      20(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVBQZX      42(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      21(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	MOVBQZX      43(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      22(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (SI)(DI*8), X4
+	MOVBQZX      43(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      23(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X4, X4
+	VINSERTI32X4 $0x01, X4, Y3, Y4
+	MOVWQZX      52(AX), DI
+	SHRQ         $0x06, DI
+	MOVQ         DI, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x07, DI
+	ANDQ         $0x07, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	VPBROADCASTW DI, Z5
+	VPBROADCASTW R8, K1, Z5
+	MOVWQZX      42(AX), DI
+	MOVQ         $0x0000000000008888, R8
+	PEXTQ        R8, DI, DI
+	MOVQ         $0x0000000001010101, R8
+	PDEPQ        R8, DI, DI
+	IMUL3Q       $0x000000ff, DI, DI
+	KMOVD        DI, K2
+	VPMOVSXBW    Y4, Z4
+	VPSLLW       $0x03, Z4, Z4
+	VPADDW       Z1, Z4, Z4
+	VPSUBW       Z2, Z4, K2, Z4
+	VPMULLW      Z5, Z4, Z4
+	VPERMD       Z4, Z0, Z4
+	VMOVDQU64    Z4, 320(DX)
+	MOVBQZX      44(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      24(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVBQZX      44(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      25(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	MOVBQZX      45(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      26(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (SI)(DI*8), X4
+	MOVBQZX      45(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      27(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X4, X4
+	VINSERTI32X4 $0x01, X4, Y3, Y4
+	MOVWQZX      54(AX), DI
+	MOVQ         DI, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x07, DI
+	ANDQ         $0x07, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	VPBROADCASTW DI, Z5
+	VPBROADCASTW R8, K1, Z5
+	MOVWQZX      44(AX), DI
+	MOVQ         $0x0000000000008888, R8
+	PEXTQ        R8, DI, DI
+	MOVQ         $0x0000000001010101, R8
+	PDEPQ        R8, DI, DI
+	IMUL3Q       $0x000000ff, DI, DI
+	KMOVD        DI, K2
+	VPMOVSXBW    Y4, Z4
+	VPSLLW       $0x03, Z4, Z4
+	VPADDW       Z1, Z4, Z4
+	VPSUBW       Z2, Z4, K2, Z4
+	VPMULLW      Z5, Z4, Z4
+	VPERMD       Z4, Z0, Z4
+	VMOVDQU64    Z4, 384(DX)
+	MOVBQZX      46(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      28(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVBQZX      46(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      29(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	MOVBQZX      47(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      30(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (SI)(DI*8), X4
+	MOVBQZX      47(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      31(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X4, X4
+	VINSERTI32X4 $0x01, X4, Y3, Y4
+	MOVWQZX      54(AX), DI
+	SHRQ         $0x06, DI
+	MOVQ         DI, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x07, DI
+	ANDQ         $0x07, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	VPBROADCASTW DI, Z5
+	VPBROADCASTW R8, K1, Z5
+	MOVWQZX      46(AX), DI
+	MOVQ         $0x0000000000008888, R8
+	PEXTQ        R8, DI, DI
+	MOVQ         $0x0000000001010101, R8
+	PDEPQ        R8, DI, DI
+	IMUL3Q       $0x000000ff, DI, DI
+	KMOVD        DI, K2
+	VPMOVSXBW    Y4, Z4
+	VPSLLW       $0x03, Z4, Z4
+	VPADDW       Z1, Z4, Z4
+	VPSUBW       Z2, Z4, K2, Z4
+	VPMULLW      Z5, Z4, Z4
+	VPERMD       Z4, Z0, Z4
+	VMOVDQU64    Z4, 448(DX)
+	ADDQ         $0x00000038, AX
+	ADDQ         $0x00002000, DX
+	ADDQ         $0x40, BX
+	DECQ         CX
+	JNZ          decode_IQ1M
+	VZEROUPPER
+	RET
+
 // func decodeIQ2XXSPanelAVX512(x *byte, nb int, w *int16, dx *float32, grid *byte)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, BMI2, F16C
 TEXT ·decodeIQ2XXSPanelAVX512(SB), NOSPLIT, $0-40

@@ -358,6 +358,11 @@ func iqPanelSumFAVX512r4t4(w *int16, a *int16, as int, dx *float32, dy *float32,
 //go:noescape
 func decodeIQ1SPanelAVX512(x *byte, nb int, w *int16, dx *float32, grid *byte)
 
+// decodeIQ1MPanelAVX512 is decodeIQ3SPanelAVX512 for IQ1_M (values ls·(8·grid+delta)).
+//
+//go:noescape
+func decodeIQ1MPanelAVX512(x *byte, nb int, w *int16, dx *float32, grid *byte)
+
 // decodeIQ2XXSPanelAVX512 is decodeIQ3SPanelAVX512 for IQ2XXS.
 //
 //go:noescape
