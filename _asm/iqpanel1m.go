@@ -110,3 +110,56 @@ func decodeIQ1MPanelAVX512() {
 	VZEROUPPER()
 	RET()
 }
+
+// decodeTQ2_0PanelAVX512 emits the TQ2_0 panel decoder: value 128n+32k+l is
+// (qs[32n+l]>>2k & 3) − 1, so sub-block ib is the 32 bytes 32·(ib/4) shifted by
+// 2·(ib%4), masked, widened and less one; the f16 scale after the quants.
+func decodeTQ2_0PanelAVX512() {
+	evex = true
+	defer func() { evex = false }()
+	TEXT("decodeTQ2_0PanelAVX512", NOSPLIT, "func(x *byte, nb int, w *int16, dx *float32)")
+	Pragma("noescape")
+	Doc("decodeTQ2_0PanelAVX512 is decodeIQ3SPanelAVX512 for TQ2_0 (values q−1).")
+	x := Load(Param("x"), GP64())
+	n := Load(Param("nb"), GP64())
+	w := Load(Param("w"), GP64())
+	dx := Load(Param("dx"), GP64())
+	perm := ZMM()
+	VMOVDQU32(iqPanelPerm, perm)
+	three, ones := YMM(), ZMM()
+	{
+		g := GP32()
+		MOVL(U32(0x03030303), g)
+		VPBROADCASTD(g, three)
+		MOVL(U32(1), g)
+		VPBROADCASTW(g, ones)
+	}
+
+	Label("decode_TQ2_0")
+	d16 := GP32()
+	MOVWLZX(Mem{Base: x, Disp: 64}, d16)
+	d := XMM()
+	VMOVD(d16, d)
+	VCVTPH2PS(d, d)
+	VMOVSS(d, Mem{Base: dx})
+	for ib := 0; ib < 8; ib++ {
+		q := YMM()
+		VMOVDQU8(Mem{Base: x, Disp: 32 * (ib / 4)}, q)
+		if ib%4 != 0 {
+			VPSRLW(U8(2*(ib%4)), q, q)
+		}
+		VPANDD(three, q, q)
+		v := ZMM()
+		VPMOVZXBW(q, v)
+		VPSUBW(ones, v, v)
+		VPERMD(v, perm, v)
+		VMOVDQU64(v, Mem{Base: w, Disp: 64 * ib})
+	}
+	ADDQ(U32(66), x)
+	ADDQ(U32(iqPanelGroup*iqPanelBlock), w)
+	ADDQ(U8(4*iqPanelGroup), dx)
+	DECQ(n)
+	JNZ(LabelRef("decode_TQ2_0"))
+	VZEROUPPER()
+	RET()
+}

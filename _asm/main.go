@@ -137,6 +137,7 @@ func main() {
 	iqPanelSumAVX512r4t4("iqPanelSumFAVX512r4t4", true)
 	decodeIQ1SPanelAVX512()
 	decodeIQ1MPanelAVX512()
+	decodeTQ2_0PanelAVX512()
 	for _, g := range latticeGroups512 {
 		decodePanelAVX512(g.typ, g.size, g.group)
 	}

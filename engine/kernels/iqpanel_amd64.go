@@ -101,6 +101,8 @@ func decodePanelRowAVX512(typ Type, w []int16, dx []float32, row []byte, nb, i i
 		decodeIQ3XXSPanelAVX512(&row[0], nb, &w[i*qkK], &dx[i], (*byte)(unsafe.Pointer(&iq3xxsGrid[0])))
 	case IQ1_S:
 		decodeIQ1SPanelAVX512(&row[0], nb, &w[i*qkK], &dx[i], (*byte)(unsafe.Pointer(&iq1sGrid[0])))
+	case TQ2_0:
+		decodeTQ2_0PanelAVX512(&row[0], nb, &w[i*qkK], &dx[i])
 	case IQ1_M:
 		decodeIQ1MPanelAVX512(&row[0], nb, &w[i*qkK], &dx[i], (*byte)(unsafe.Pointer(&iq1sGrid[0])))
 	default:

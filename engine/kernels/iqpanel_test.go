@@ -8,11 +8,23 @@ import (
 
 // panelTestRow returns a row of nb IQ3_S blocks: random bytes (mode "random"),
 // every byte 0xff (the largest scales and grid indices, every sign set) or
-// 0x00, with a finite f16 scale (IQ1_M's in its scale words' top nibbles).
+// 0x00, with a finite f16 scale (IQ1_M's in its scale words' top nibbles,
+// TQ2_0's after its quants).
 func panelTestRow(r *rand.Rand, typ Type, nb int, mode string) []byte {
 	row := randomBlocks(r, typ, nb)
+	bb := typ.BlockBytes()
+	if typ == TQ2_0 {
+		for b := 0; b < nb; b++ {
+			put16(row[b*bb+64:], uint16(0x3000|r.IntN(0x400)))
+			if mode != "random" {
+				for i := 0; i < 64; i++ {
+					row[b*bb+i] = map[string]byte{"ones": 0xff, "zeros": 0}[mode]
+				}
+			}
+		}
+		return row
+	}
 	if mode != "random" {
-		bb := typ.BlockBytes()
 		v := map[string]byte{"ones": 0xff, "zeros": 0}[mode]
 		for b := 0; b < nb; b++ {
 			if typ == IQ1_M {
@@ -49,7 +61,7 @@ func panelTestActs(r *rand.Rand, rows, cols int, mode string) []float32 {
 }
 
 // panelTypes are the types with panels.
-var panelTypes = []Type{IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ1_S, IQ1_M}
+var panelTypes = []Type{IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ1_S, IQ1_M, TQ2_0}
 
 // panelRef is the reference row dot of a panel type: dotIQ3SRowGeneric for
 // IQ3_S, the block reference's for the others.

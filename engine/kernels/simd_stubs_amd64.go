@@ -363,6 +363,11 @@ func decodeIQ1SPanelAVX512(x *byte, nb int, w *int16, dx *float32, grid *byte)
 //go:noescape
 func decodeIQ1MPanelAVX512(x *byte, nb int, w *int16, dx *float32, grid *byte)
 
+// decodeTQ2_0PanelAVX512 is decodeIQ3SPanelAVX512 for TQ2_0 (values q−1).
+//
+//go:noescape
+func decodeTQ2_0PanelAVX512(x *byte, nb int, w *int16, dx *float32)
+
 // decodeIQ2XXSPanelAVX512 is decodeIQ3SPanelAVX512 for IQ2XXS.
 //
 //go:noescape
