@@ -43,7 +43,7 @@ var panelPos = func() (p [32]uint8) {
 // panelType reports whether weights of type t have a panel decoder.
 func panelType(t Type) bool {
 	switch t {
-	case IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ1_S, IQ1_M, TQ2_0:
+	case IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ1_S, IQ1_M:
 		return true
 	}
 	return false
@@ -58,8 +58,6 @@ func panelFactor(t Type) float32 {
 		return 0.125
 	case IQ3_XXS:
 		return 0.25
-	case TQ2_0: // dotTQ2_0Block: float(sum)·(dx·dy), the same product
-		return 1
 	}
 	return 0
 }
@@ -80,17 +78,14 @@ func decodePanelRow(typ Type, w []int16, dx []float32, row []byte, nb, i int) {
 	switch typ {
 	case IQ3_S:
 		decodeIQ3SPanel(w, dx, row, nb, i)
-	case IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ1_S, IQ1_M, TQ2_0:
+	case IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ1_S, IQ1_M:
 		bb := typ.BlockBytes()
 		_ = row[nb*bb-1]
 		for b := 0; b < nb; b++ {
 			blk := row[b*bb : (b+1)*bb]
-			switch typ {
-			case IQ1_M:
+			if typ == IQ1_M {
 				dx[b*iqPanelGroup+i] = iq1MScale(blk)
-			case TQ2_0:
-				dx[b*iqPanelGroup+i] = f16Table[le16(blk[64:])]
-			default:
+			} else {
 				dx[b*iqPanelGroup+i] = f16Table[le16(blk)]
 			}
 			o := w[(b*iqPanelGroup+i)*qkK : (b*iqPanelGroup+i+1)*qkK]
@@ -107,10 +102,6 @@ func decodePanelRow(typ Type, w []int16, dx []float32, row []byte, nb, i int) {
 				decodeIQ1SPanel(o, blk)
 			case IQ1_M:
 				decodeIQ1MPanel(o, blk)
-			case TQ2_0:
-				for e := 0; e < qkK; e++ {
-					panelPut(o, e, q2KValue(blk, e)-1)
-				}
 			}
 		}
 	default:

@@ -61,7 +61,7 @@ func panelTestActs(r *rand.Rand, rows, cols int, mode string) []float32 {
 }
 
 // panelTypes are the types with panels.
-var panelTypes = []Type{IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ1_S, IQ1_M, TQ2_0}
+var panelTypes = []Type{IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ1_S, IQ1_M}
 
 // panelRef is the reference row dot of a panel type: dotIQ3SRowGeneric for
 // IQ3_S, the block reference's for the others.
@@ -119,7 +119,7 @@ func testPanelDecode(t *testing.T, typ Type) {
 // outside any tile, token counts that leave 1-3 tokens after the fours, and
 // extreme weights and activations; it writes nothing outside its outputs.
 func TestPanelMatMul(t *testing.T) {
-	for _, typ := range panelTypes {
+	for _, typ := range append(panelTypes, TQ2_0) { // TQ2_0: its byte panels (tq2panel.go)
 		testPanelMatMul(t, typ)
 	}
 }

@@ -363,10 +363,18 @@ func decodeIQ1SPanelAVX512(x *byte, nb int, w *int16, dx *float32, grid *byte)
 //go:noescape
 func decodeIQ1MPanelAVX512(x *byte, nb int, w *int16, dx *float32, grid *byte)
 
-// decodeTQ2_0PanelAVX512 is decodeIQ3SPanelAVX512 for TQ2_0 (values q−1).
+// tq2PanelAVX512r4t4 sets out[4·t+i] to dotTQ2_0Row of the byte-panel rows i < 4 at w
+// (block b at w + b·iqPanelGroup·256 + 256·i, scale dx[b·iqPanelGroup+i]) and the
+// q8KBlocks of tokens t < 4 at a + t·ts (scale dy[b·dys/4+t]) (AVX-512 VNNI).
 //
 //go:noescape
-func decodeTQ2_0PanelAVX512(x *byte, nb int, w *int16, dx *float32)
+func tq2PanelAVX512r4t4(w *byte, a *byte, ts int, dx *float32, dy *float32, dys int, nb int, out *float32)
+
+// decodeTQ2_0BytesAVX512 writes the nb TQ2_0 blocks at x as bytes q (0-3), block b at
+// w + b·iqPanelGroup·256, and their f16 scales at dx[b·iqPanelGroup] (AVX-512).
+//
+//go:noescape
+func decodeTQ2_0BytesAVX512(x *byte, nb int, w *byte, dx *float32)
 
 // decodeIQ2XXSPanelAVX512 is decodeIQ3SPanelAVX512 for IQ2XXS.
 //
