@@ -22894,6 +22894,272 @@ decode_IQ1M:
 	VZEROUPPER
 	RET
 
+DATA iq1mDupIdx<>+0(SB)/8, $0x0001000100000000
+DATA iq1mDupIdx<>+8(SB)/8, $0x0003000300020002
+DATA iq1mDupIdx<>+16(SB)/8, $0x0005000500040004
+DATA iq1mDupIdx<>+24(SB)/8, $0x0007000700060006
+DATA iq1mDupIdx<>+32(SB)/8, $0x0009000900080008
+DATA iq1mDupIdx<>+40(SB)/8, $0x000b000b000a000a
+DATA iq1mDupIdx<>+48(SB)/8, $0x000d000d000c000c
+DATA iq1mDupIdx<>+56(SB)/8, $0x000f000f000e000e
+GLOBL iq1mDupIdx<>(SB), RODATA|NOPTR, $64
+
+DATA iq1mQhShifts<>+0(SB)/8, $0x0004000000040000
+DATA iq1mQhShifts<>+8(SB)/8, $0x0004000000040000
+DATA iq1mQhShifts<>+16(SB)/8, $0x0004000000040000
+DATA iq1mQhShifts<>+24(SB)/8, $0x0004000000040000
+DATA iq1mQhShifts<>+32(SB)/8, $0x0004000000040000
+DATA iq1mQhShifts<>+40(SB)/8, $0x0004000000040000
+DATA iq1mQhShifts<>+48(SB)/8, $0x0004000000040000
+DATA iq1mQhShifts<>+56(SB)/8, $0x0004000000040000
+GLOBL iq1mQhShifts<>(SB), RODATA|NOPTR, $64
+
+DATA iq1mScShifts<>+0(SB)/8, $0x0000000000000000
+DATA iq1mScShifts<>+8(SB)/8, $0x0000000000000000
+DATA iq1mScShifts<>+16(SB)/8, $0x0003000300030003
+DATA iq1mScShifts<>+24(SB)/8, $0x0003000300030003
+DATA iq1mScShifts<>+32(SB)/8, $0x0006000600060006
+DATA iq1mScShifts<>+40(SB)/8, $0x0006000600060006
+DATA iq1mScShifts<>+48(SB)/8, $0x0009000900090009
+DATA iq1mScShifts<>+56(SB)/8, $0x0009000900090009
+GLOBL iq1mScShifts<>(SB), RODATA|NOPTR, $64
+
+// func dotIQ1MAVX512(x *byte, y *byte, n int, grid *byte) float32
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, BMI2, F16C, SSE
+TEXT ·dotIQ1MAVX512(SB), NOSPLIT, $64-36
+	MOVQ         x+0(FP), AX
+	MOVQ         y+8(FP), CX
+	MOVQ         n+16(FP), DX
+	MOVQ         grid+24(FP), BX
+	MOVL         $0x00000001, SI
+	VPBROADCASTW SI, Z0
+	MOVL         $0x00000007, SI
+	VPBROADCASTW SI, Z1
+	MOVL         $0x00000008, SI
+	VPBROADCASTW SI, Z2
+	MOVL         $0x01010101, SI
+	VPBROADCASTD SI, Z3
+	VPXORD       Z4, Z4, Z4
+	VMOVDQU64    iq1mDupIdx<>+0(SB), Z5
+	MOVQ         $0x0000000011111111, SI
+	MOVL         $0x3e000000, DI
+	VMOVD        DI, X6
+	VXORPS       X7, X7, X7
+
+iq1m512_loop:
+	TESTQ         DX, DX
+	JZ            iq1m512_done
+	VPMOVZXBW     (AX), Z8
+	VPMOVZXBW     32(AX), Y9
+	VPERMW        Z9, Z5, Z10
+	VPSRLVW       iq1mQhShifts<>+0(SB), Z10, Z10
+	VPTESTMW      Z2, Z10, K1
+	VPANDD        Z1, Z10, Z10
+	VPSLLW        $0x08, Z10, Z10
+	VPORD         Z8, Z10, Z10
+	VMOVDQU64     Z10, (SP)
+	KMOVD         K1, DI
+	VPBROADCASTW  48(AX), Z8
+	VPSRLVW       iq1mScShifts<>+0(SB), Z8, Z8
+	VPANDD        Z1, Z8, Z8
+	VPADDW        Z8, Z8, Z8
+	VPADDW        Z0, Z8, Z8
+	VPSLLW        $0x03, Z8, Z10
+	MOVL          DI, R8
+	ANDL          $0x000000ff, R8
+	PDEPL         SI, R8, R8
+	IMUL3L        $0x0000000f, R8, R8
+	KMOVD         R8, K1
+	VPSUBW        Z8, Z4, K1, Z8
+	VPSUBW        Z10, Z8, Z8
+	VPBROADCASTW  50(AX), Z13
+	VPSRLVW       iq1mScShifts<>+0(SB), Z13, Z13
+	VPANDD        Z1, Z13, Z13
+	VPADDW        Z13, Z13, Z13
+	VPADDW        Z0, Z13, Z13
+	VPSLLW        $0x03, Z13, Z14
+	MOVL          DI, R8
+	SHRL          $0x08, R8
+	ANDL          $0x000000ff, R8
+	PDEPL         SI, R8, R8
+	IMUL3L        $0x0000000f, R8, R8
+	KMOVD         R8, K1
+	VPSUBW        Z13, Z4, K1, Z13
+	VPSUBW        Z14, Z13, Z13
+	VPBROADCASTW  52(AX), Z15
+	VPSRLVW       iq1mScShifts<>+0(SB), Z15, Z15
+	VPANDD        Z1, Z15, Z15
+	VPADDW        Z15, Z15, Z15
+	VPADDW        Z0, Z15, Z15
+	VPSLLW        $0x03, Z15, Z16
+	MOVL          DI, R8
+	SHRL          $0x10, R8
+	ANDL          $0x000000ff, R8
+	PDEPL         SI, R8, R8
+	IMUL3L        $0x0000000f, R8, R8
+	KMOVD         R8, K1
+	VPSUBW        Z15, Z4, K1, Z15
+	VPSUBW        Z16, Z15, Z15
+	VPBROADCASTW  54(AX), Z17
+	VPSRLVW       iq1mScShifts<>+0(SB), Z17, Z17
+	VPANDD        Z1, Z17, Z17
+	VPADDW        Z17, Z17, Z17
+	VPADDW        Z0, Z17, Z17
+	VPSLLW        $0x03, Z17, Z18
+	SHRL          $0x18, DI
+	ANDL          $0x000000ff, DI
+	PDEPL         SI, DI, DI
+	IMUL3L        $0x0000000f, DI, DI
+	KMOVD         DI, K1
+	VPSUBW        Z17, Z4, K1, Z17
+	VPSUBW        Z18, Z17, Z17
+	VPXORD        Z11, Z11, Z11
+	MOVWQZX       (SP), DI
+	VMOVQ         (BX)(DI*8), X12
+	MOVWQZX       2(SP), DI
+	VPINSRQ       $0x01, (BX)(DI*8), X12, X12
+	MOVWQZX       4(SP), DI
+	VMOVQ         (BX)(DI*8), X9
+	MOVWQZX       6(SP), DI
+	VPINSRQ       $0x01, (BX)(DI*8), X9, X9
+	VINSERTI32X4  $0x01, X9, Y12, Y9
+	MOVWQZX       8(SP), DI
+	VMOVQ         (BX)(DI*8), X12
+	MOVWQZX       10(SP), DI
+	VPINSRQ       $0x01, (BX)(DI*8), X12, X12
+	MOVWQZX       12(SP), DI
+	VMOVQ         (BX)(DI*8), X19
+	MOVWQZX       14(SP), DI
+	VPINSRQ       $0x01, (BX)(DI*8), X19, X19
+	VINSERTI32X4  $0x01, X19, Y12, Y19
+	VINSERTI64X4  $0x01, Y19, Z9, Z19
+	VPADDB        Z3, Z19, Z19
+	VMOVDQU64     4(CX), Z20
+	VPMADDUBSW    Z20, Z19, Z19
+	VPMADDUBSW    Z20, Z3, Z20
+	VPMADDWD      Z10, Z19, Z19
+	VPMADDWD      Z8, Z20, Z20
+	VPADDD        Z19, Z11, Z11
+	VPADDD        Z20, Z11, Z11
+	MOVWQZX       16(SP), DI
+	VMOVQ         (BX)(DI*8), X12
+	MOVWQZX       18(SP), DI
+	VPINSRQ       $0x01, (BX)(DI*8), X12, X12
+	MOVWQZX       20(SP), DI
+	VMOVQ         (BX)(DI*8), X8
+	MOVWQZX       22(SP), DI
+	VPINSRQ       $0x01, (BX)(DI*8), X8, X8
+	VINSERTI32X4  $0x01, X8, Y12, Y9
+	MOVWQZX       24(SP), DI
+	VMOVQ         (BX)(DI*8), X12
+	MOVWQZX       26(SP), DI
+	VPINSRQ       $0x01, (BX)(DI*8), X12, X12
+	MOVWQZX       28(SP), DI
+	VMOVQ         (BX)(DI*8), X8
+	MOVWQZX       30(SP), DI
+	VPINSRQ       $0x01, (BX)(DI*8), X8, X8
+	VINSERTI32X4  $0x01, X8, Y12, Y8
+	VINSERTI64X4  $0x01, Y8, Z9, Z8
+	VPADDB        Z3, Z8, Z8
+	VMOVDQU64     68(CX), Z10
+	VPMADDUBSW    Z10, Z8, Z8
+	VPMADDUBSW    Z10, Z3, Z10
+	VPMADDWD      Z14, Z8, Z8
+	VPMADDWD      Z13, Z10, Z10
+	VPADDD        Z8, Z11, Z11
+	VPADDD        Z10, Z11, Z11
+	MOVWQZX       32(SP), DI
+	VMOVQ         (BX)(DI*8), X12
+	MOVWQZX       34(SP), DI
+	VPINSRQ       $0x01, (BX)(DI*8), X12, X12
+	MOVWQZX       36(SP), DI
+	VMOVQ         (BX)(DI*8), X8
+	MOVWQZX       38(SP), DI
+	VPINSRQ       $0x01, (BX)(DI*8), X8, X8
+	VINSERTI32X4  $0x01, X8, Y12, Y9
+	MOVWQZX       40(SP), DI
+	VMOVQ         (BX)(DI*8), X12
+	MOVWQZX       42(SP), DI
+	VPINSRQ       $0x01, (BX)(DI*8), X12, X12
+	MOVWQZX       44(SP), DI
+	VMOVQ         (BX)(DI*8), X8
+	MOVWQZX       46(SP), DI
+	VPINSRQ       $0x01, (BX)(DI*8), X8, X8
+	VINSERTI32X4  $0x01, X8, Y12, Y8
+	VINSERTI64X4  $0x01, Y8, Z9, Z8
+	VPADDB        Z3, Z8, Z8
+	VMOVDQU64     132(CX), Z10
+	VPMADDUBSW    Z10, Z8, Z8
+	VPMADDUBSW    Z10, Z3, Z10
+	VPMADDWD      Z16, Z8, Z8
+	VPMADDWD      Z15, Z10, Z10
+	VPADDD        Z8, Z11, Z11
+	VPADDD        Z10, Z11, Z11
+	MOVWQZX       48(SP), DI
+	VMOVQ         (BX)(DI*8), X12
+	MOVWQZX       50(SP), DI
+	VPINSRQ       $0x01, (BX)(DI*8), X12, X12
+	MOVWQZX       52(SP), DI
+	VMOVQ         (BX)(DI*8), X8
+	MOVWQZX       54(SP), DI
+	VPINSRQ       $0x01, (BX)(DI*8), X8, X8
+	VINSERTI32X4  $0x01, X8, Y12, Y9
+	MOVWQZX       56(SP), DI
+	VMOVQ         (BX)(DI*8), X12
+	MOVWQZX       58(SP), DI
+	VPINSRQ       $0x01, (BX)(DI*8), X12, X12
+	MOVWQZX       60(SP), DI
+	VMOVQ         (BX)(DI*8), X8
+	MOVWQZX       62(SP), DI
+	VPINSRQ       $0x01, (BX)(DI*8), X8, X8
+	VINSERTI32X4  $0x01, X8, Y12, Y8
+	VINSERTI64X4  $0x01, Y8, Z9, Z8
+	VPADDB        Z3, Z8, Z8
+	VMOVDQU64     196(CX), Z10
+	VPMADDUBSW    Z10, Z8, Z8
+	VPMADDUBSW    Z10, Z3, Z10
+	VPMADDWD      Z18, Z8, Z8
+	VPMADDWD      Z17, Z10, Z10
+	VPADDD        Z8, Z11, Z11
+	VPADDD        Z10, Z11, Z11
+	MOVWQZX       48(AX), DI
+	SHRQ          $0x0c, DI
+	MOVWQZX       50(AX), R8
+	SHRQ          $0x08, R8
+	ANDQ          $0x000000f0, R8
+	ORQ           R8, DI
+	MOVWQZX       52(AX), R8
+	SHRQ          $0x04, R8
+	ANDQ          $0x00000f00, R8
+	ORQ           R8, DI
+	MOVWQZX       54(AX), R8
+	ANDQ          $0x0000f000, R8
+	ORQ           R8, DI
+	VMOVD         DI, X8
+	VCVTPH2PS     X8, X8
+	VMULSS        (CX), X8, X9
+	VEXTRACTI64X4 $0x01, Z11, Y8
+	VPADDD        Y8, Y11, Y8
+	VEXTRACTI32X4 $0x01, Y8, X10
+	VPADDD        X10, X8, X8
+	VPSHUFD       $0x4e, X8, X10
+	VPADDD        X10, X8, X8
+	VPSHUFD       $0xb1, X8, X10
+	VPADDD        X10, X8, X8
+	VCVTDQ2PS     X8, X8
+	VMULSS        X6, X8, X8
+	VMULSS        X8, X9, X9
+	VADDSS        X9, X7, X7
+	ADDQ          $0x00000124, CX
+	ADDQ          $0x00000038, AX
+	DECQ          DX
+	JMP           iq1m512_loop
+
+iq1m512_done:
+	VZEROUPPER
+	MOVSS X7, ret+32(FP)
+	RET
+
 // func tq2PanelAVX512r4t4(w *byte, a *byte, ts int, dx *float32, dy *float32, dys int, nb int, out *float32)
 // Requires: AVX, AVX512F
 TEXT ·tq2PanelAVX512r4t4(SB), NOSPLIT, $0-64

@@ -363,6 +363,11 @@ func decodeIQ1SPanelAVX512(x *byte, nb int, w *int16, dx *float32, grid *byte)
 //go:noescape
 func decodeIQ1MPanelAVX512(x *byte, nb int, w *int16, dx *float32, grid *byte)
 
+// dotIQ1MAVX512 is dotIQ1MAVX2 with AVX-512 (the same bits).
+//
+//go:noescape
+func dotIQ1MAVX512(x *byte, y *byte, n int, grid *byte) float32
+
 // tq2PanelAVX512r4t4 sets out[4·t+i] to dotTQ2_0Row of the byte-panel rows i < 4 at w
 // (block b at w + b·iqPanelGroup·256 + 256·i, scale dx[b·iqPanelGroup+i]) and the
 // q8KBlocks of tokens t < 4 at a + t·ts (scale dy[b·dys/4+t]) (AVX-512 VNNI).
