@@ -4,7 +4,7 @@
 # each type T, prompt 512, gen 128, one repetition per run, 3 pairs. Run it on a
 # quiet machine (nothing else running: it takes about an hour for every type).
 #
-# usage: scripts/typetable.sh [--dir DIR] [--pairs 3] [--gen-models] [T ...]
+# usage: scripts/typetable.sh [--dir DIR] [--pairs 3] [--gen-models] [T ...] >rows.md
 #
 # --gen-models first writes the missing models into DIR (outside the repo):
 # gen-model for the types it quantizes, random blocks (TestWriteLatticeModels with
@@ -46,6 +46,8 @@ echo "|---|---|---|---|---|---|---|---|---|---|---|"
 for t in "${types[@]}"; do
   m=$dir/llama-1b-$t.gguf
   if [ ! -f "$m" ]; then echo "typetable.sh: no $m (--gen-models writes it)" >&2; continue; fi
-  "$here/scripts/abab.sh" --model "$m" --pairs "$pairs" --prompt 512 --gen 128 --reps 1 2>/dev/null
+  # The pairs' JSON lines go to stderr, the row to stdout; a failing type is named and skipped.
+  "$here/scripts/abab.sh" --model "$m" --pairs "$pairs" --prompt 512 --gen 128 --reps 1 ||
+    echo "typetable.sh: $t failed" >&2
 done
 echo "done $(date -u '+%H:%M') UTC, load $(cut -d' ' -f1-3 /proc/loadavg)"
