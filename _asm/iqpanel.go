@@ -254,36 +254,7 @@ func iqPanelSumAVX512r4t4(name string, factorFirst bool) {
 
 	Label(name + "_loop")
 	acc := iqPanelBlockSums(w, a)
-	// u[i]: 128-bit lane t holds 4 partial sums of row i, token t.
-	var u [R]VecVirtual
-	for i := range acc {
-		var s [2]VecVirtual
-		for p := range s {
-			lo, hi := ZMM(), ZMM()
-			VSHUFI64X2(U8(0x44), acc[i][2*p+1], acc[i][2*p], lo)
-			VSHUFI64X2(U8(0xee), acc[i][2*p+1], acc[i][2*p], hi)
-			VPADDD(hi, lo, lo)
-			s[p] = lo
-		}
-		lo, hi := ZMM(), ZMM()
-		VSHUFI64X2(U8(0x88), s[1], s[0], lo)
-		VSHUFI64X2(U8(0xdd), s[1], s[0], hi)
-		VPADDD(hi, lo, lo)
-		u[i] = lo
-	}
-	// v[h]: lane t holds rows 2h, 2h+1's two partial sums each.
-	var v [2]VecVirtual
-	for h := range v {
-		lo, hi := ZMM(), ZMM()
-		VPUNPCKLQDQ(u[2*h+1], u[2*h], lo)
-		VPUNPCKHQDQ(u[2*h+1], u[2*h], hi)
-		VPADDD(hi, lo, lo)
-		v[h] = lo
-	}
-	sums, hi := ZMM(), ZMM()
-	VSHUFPS(U8(0x88), v[1], v[0], sums)
-	VSHUFPS(U8(0xdd), v[1], v[0], hi)
-	VPADDD(hi, sums, sums) // lane 4t+i: row i, token t
+	sums := iqPanelLaneSums(acc)
 	VCVTDQ2PS(sums, sums)
 	dxv, dy4, dyv := ZMM(), XMM(), ZMM()
 	VBROADCASTF32X4(Mem{Base: dx}, dxv)
@@ -465,4 +436,42 @@ func iqPanelBlockSums(w, a Register) (acc [4][4]VecVirtual) {
 		}
 	}
 	return acc
+}
+
+// iqPanelLaneSums adds up each of the 16 row-token accumulators acc[i][t]
+// (16 dwords each) into lane 4t+i of the result: a reduction tree over the 16
+// pairs.
+func iqPanelLaneSums(acc [4][4]VecVirtual) VecVirtual {
+	const R = 4
+	// u[i]: 128-bit lane t holds 4 partial sums of row i, token t.
+	var u [R]VecVirtual
+	for i := range acc {
+		var s [2]VecVirtual
+		for p := range s {
+			lo, hi := ZMM(), ZMM()
+			VSHUFI64X2(U8(0x44), acc[i][2*p+1], acc[i][2*p], lo)
+			VSHUFI64X2(U8(0xee), acc[i][2*p+1], acc[i][2*p], hi)
+			VPADDD(hi, lo, lo)
+			s[p] = lo
+		}
+		lo, hi := ZMM(), ZMM()
+		VSHUFI64X2(U8(0x88), s[1], s[0], lo)
+		VSHUFI64X2(U8(0xdd), s[1], s[0], hi)
+		VPADDD(hi, lo, lo)
+		u[i] = lo
+	}
+	// v[h]: lane t holds rows 2h, 2h+1's two partial sums each.
+	var v [2]VecVirtual
+	for h := range v {
+		lo, hi := ZMM(), ZMM()
+		VPUNPCKLQDQ(u[2*h+1], u[2*h], lo)
+		VPUNPCKHQDQ(u[2*h+1], u[2*h], hi)
+		VPADDD(hi, lo, lo)
+		v[h] = lo
+	}
+	sums, hi := ZMM(), ZMM()
+	VSHUFPS(U8(0x88), v[1], v[0], sums)
+	VSHUFPS(U8(0xdd), v[1], v[0], hi)
+	VPADDD(hi, sums, sums) // lane 4t+i: row i, token t
+	return sums
 }

@@ -137,6 +137,10 @@ func main() {
 	iqPanelSumAVX512r4t4("iqPanelSumAVX512r4t4", false)
 	iqPanelSumAVX512r4t4("iqPanelSumFAVX512r4t4", true)
 	decodeIQ1SPanelAVX512()
+	decodeIQ1MPanelAVX512()
+	dotIQ1MAVX512()
+	tq2PanelAVX512r4t4()
+	decodeTQ2_0BytesAVX512()
 	for _, g := range latticeGroups512 {
 		decodePanelAVX512(g.typ, g.size, g.group)
 	}

@@ -43,7 +43,7 @@ var panelPos = func() (p [32]uint8) {
 // panelType reports whether weights of type t have a panel decoder.
 func panelType(t Type) bool {
 	switch t {
-	case IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ1_S:
+	case IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ1_S, IQ1_M:
 		return true
 	}
 	return false
@@ -54,7 +54,7 @@ func panelType(t Type) bool {
 // for IQ3_S (8 float lanes, iqPanelAVX512r4t4).
 func panelFactor(t Type) float32 {
 	switch t {
-	case IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S:
+	case IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S, IQ1_M:
 		return 0.125
 	case IQ3_XXS:
 		return 0.25
@@ -63,8 +63,9 @@ func panelFactor(t Type) float32 {
 }
 
 // panelFactorFirst reports whether the block step of type t scales the
-// integer sum before the scales' product (IQ1_S: iqPanelSumFAVX512r4t4).
-func panelFactorFirst(t Type) bool { return t == IQ1_S }
+// integer sum before the scales' product (IQ1_S and IQ1_M:
+// iqPanelSumFAVX512r4t4).
+func panelFactorFirst(t Type) bool { return t == IQ1_S || t == IQ1_M }
 
 // panelPut writes v as value q (< 256) of a panel block.
 func panelPut(o []int16, q int, v int32) { o[q&^31+int(panelPos[q&31])] = int16(v) }
@@ -77,12 +78,16 @@ func decodePanelRow(typ Type, w []int16, dx []float32, row []byte, nb, i int) {
 	switch typ {
 	case IQ3_S:
 		decodeIQ3SPanel(w, dx, row, nb, i)
-	case IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ1_S:
+	case IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ1_S, IQ1_M:
 		bb := typ.BlockBytes()
 		_ = row[nb*bb-1]
 		for b := 0; b < nb; b++ {
 			blk := row[b*bb : (b+1)*bb]
-			dx[b*iqPanelGroup+i] = f16Table[le16(blk)]
+			if typ == IQ1_M {
+				dx[b*iqPanelGroup+i] = iq1MScale(blk)
+			} else {
+				dx[b*iqPanelGroup+i] = f16Table[le16(blk)]
+			}
 			o := w[(b*iqPanelGroup+i)*qkK : (b*iqPanelGroup+i+1)*qkK]
 			switch typ {
 			case IQ2_XXS:
@@ -95,6 +100,8 @@ func decodePanelRow(typ Type, w []int16, dx []float32, row []byte, nb, i int) {
 				decodeIQ3XXSPanel(o, blk)
 			case IQ1_S:
 				decodeIQ1SPanel(o, blk)
+			case IQ1_M:
+				decodeIQ1MPanel(o, blk)
 			}
 		}
 	default:
@@ -203,6 +210,21 @@ func decodeIQ1SPanel(o []int16, blk []byte) {
 		}
 		for l := 0; l < 4; l++ {
 			grid := iq1Grid(uint32(blk[2+4*ib+l]) | (h>>(3*l)&7)<<8)
+			for j := 0; j < 8; j++ {
+				panelPut(o, 32*ib+8*l+j, ls*(8*int32(int8(grid>>(8*j)))+delta))
+			}
+		}
+	}
+}
+
+// decodeIQ1MPanel is decodeIQ1SPanel for IQ1_M: ls·(8·grid + delta) with
+// ls = 2·scale+1 of the value's 16 and delta = ±1 of its 8, so the block's one
+// integer sum is 8·sumi1 + sumi2 of dotIQ1MBlock (|value| ≤ 135; the sum stays
+// below 2^24) and float(it)·0.125 its float32(sumi1) + float32(0.125·float32(sumi2)).
+func decodeIQ1MPanel(o []int16, blk []byte) {
+	for ib := 0; ib < 8; ib++ {
+		for l := 0; l < 4; l++ {
+			grid, delta, ls := iq1MGroup(blk, ib, l)
 			for j := 0; j < 8; j++ {
 				panelPut(o, 32*ib+8*l+j, ls*(8*int32(int8(grid>>(8*j)))+delta))
 			}

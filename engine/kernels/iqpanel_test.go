@@ -8,14 +8,37 @@ import (
 
 // panelTestRow returns a row of nb IQ3_S blocks: random bytes (mode "random"),
 // every byte 0xff (the largest scales and grid indices, every sign set) or
-// 0x00, with a finite f16 scale.
+// 0x00, with a finite f16 scale (IQ1_M's in its scale words' top nibbles,
+// TQ2_0's after its quants).
 func panelTestRow(r *rand.Rand, typ Type, nb int, mode string) []byte {
 	row := randomBlocks(r, typ, nb)
-	if mode != "random" {
-		bb := typ.BlockBytes()
+	bb := typ.BlockBytes()
+	if typ == TQ2_0 {
 		for b := 0; b < nb; b++ {
+			put16(row[b*bb+64:], uint16(0x3000|r.IntN(0x400)))
+			if mode != "random" {
+				for i := 0; i < 64; i++ {
+					row[b*bb+i] = map[string]byte{"ones": 0xff, "zeros": 0}[mode]
+				}
+			}
+		}
+		return row
+	}
+	if mode != "random" {
+		v := map[string]byte{"ones": 0xff, "zeros": 0}[mode]
+		for b := 0; b < nb; b++ {
+			if typ == IQ1_M {
+				for i := 0; i < bb; i++ {
+					if i >= 48 && i%2 == 1 {
+						row[b*bb+i] = row[b*bb+i]&0xf0 | v&0x0f
+					} else {
+						row[b*bb+i] = v
+					}
+				}
+				continue
+			}
 			for i := 2; i < bb; i++ {
-				row[b*bb+i] = map[string]byte{"ones": 0xff, "zeros": 0}[mode]
+				row[b*bb+i] = v
 			}
 		}
 	}
@@ -38,7 +61,7 @@ func panelTestActs(r *rand.Rand, rows, cols int, mode string) []float32 {
 }
 
 // panelTypes are the types with panels.
-var panelTypes = []Type{IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ1_S}
+var panelTypes = []Type{IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ1_S, IQ1_M}
 
 // panelRef is the reference row dot of a panel type: dotIQ3SRowGeneric for
 // IQ3_S, the block reference's for the others.
@@ -96,7 +119,7 @@ func testPanelDecode(t *testing.T, typ Type) {
 // outside any tile, token counts that leave 1-3 tokens after the fours, and
 // extreme weights and activations; it writes nothing outside its outputs.
 func TestPanelMatMul(t *testing.T) {
-	for _, typ := range panelTypes {
+	for _, typ := range append(panelTypes, TQ2_0) { // TQ2_0: its byte panels (tq2panel.go)
 		testPanelMatMul(t, typ)
 	}
 }

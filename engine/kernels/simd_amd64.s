@@ -22730,6 +22730,963 @@ decode_IQ1S:
 	VZEROUPPER
 	RET
 
+// func decodeIQ1MPanelAVX512(x *byte, nb int, w *int16, dx *float32, grid *byte)
+// Requires: AVX, AVX512BW, AVX512F, AVX512VL, BMI2, F16C
+TEXT ·decodeIQ1MPanelAVX512(SB), NOSPLIT, $0-40
+	MOVQ         x+0(FP), AX
+	MOVQ         nb+8(FP), CX
+	MOVQ         w+16(FP), DX
+	MOVQ         dx+24(FP), BX
+	MOVQ         grid+32(FP), SI
+	VMOVDQU32    iqPanelPerm<>+0(SB), Z0
+	MOVL         $0xffff0000, DI
+	KMOVD        DI, K1
+	MOVL         $0x00000001, DI
+	VPBROADCASTW DI, Z1
+	MOVL         $0x00000002, DI
+	VPBROADCASTW DI, Z2
+
+decode_IQ1M:
+	MOVWQZX      48(AX), DI
+	SHRQ         $0x0c, DI
+	MOVWQZX      50(AX), R8
+	SHRQ         $0x08, R8
+	ANDQ         $0x000000f0, R8
+	ORQ          R8, DI
+	MOVWQZX      52(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x00000f00, R8
+	ORQ          R8, DI
+	MOVWQZX      54(AX), R8
+	ANDQ         $0x0000f000, R8
+	ORQ          R8, DI
+	VMOVD        DI, X3
+	VCVTPH2PS    X3, X3
+	VMOVSS       X3, (BX)
+	MOVBQZX      32(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      (AX), DI
+	ORQ          R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVBQZX      32(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      1(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	MOVBQZX      33(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      2(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (SI)(DI*8), X4
+	MOVBQZX      33(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      3(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X4, X4
+	VINSERTI32X4 $0x01, X4, Y3, Y4
+	MOVWQZX      48(AX), DI
+	MOVQ         DI, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x07, DI
+	ANDQ         $0x07, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	VPBROADCASTW DI, Z5
+	VPBROADCASTW R8, K1, Z5
+	MOVWQZX      32(AX), DI
+	MOVQ         $0x0000000000008888, R8
+	PEXTQ        R8, DI, DI
+	MOVQ         $0x0000000001010101, R8
+	PDEPQ        R8, DI, DI
+	IMUL3Q       $0x000000ff, DI, DI
+	KMOVD        DI, K2
+	VPMOVSXBW    Y4, Z4
+	VPSLLW       $0x03, Z4, Z4
+	VPADDW       Z1, Z4, Z4
+	VPSUBW       Z2, Z4, K2, Z4
+	VPMULLW      Z5, Z4, Z4
+	VPERMD       Z4, Z0, Z4
+	VMOVDQU64    Z4, (DX)
+	MOVBQZX      34(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      4(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVBQZX      34(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      5(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	MOVBQZX      35(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      6(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (SI)(DI*8), X4
+	MOVBQZX      35(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      7(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X4, X4
+	VINSERTI32X4 $0x01, X4, Y3, Y4
+	MOVWQZX      48(AX), DI
+	SHRQ         $0x06, DI
+	MOVQ         DI, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x07, DI
+	ANDQ         $0x07, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	VPBROADCASTW DI, Z5
+	VPBROADCASTW R8, K1, Z5
+	MOVWQZX      34(AX), DI
+	MOVQ         $0x0000000000008888, R8
+	PEXTQ        R8, DI, DI
+	MOVQ         $0x0000000001010101, R8
+	PDEPQ        R8, DI, DI
+	IMUL3Q       $0x000000ff, DI, DI
+	KMOVD        DI, K2
+	VPMOVSXBW    Y4, Z4
+	VPSLLW       $0x03, Z4, Z4
+	VPADDW       Z1, Z4, Z4
+	VPSUBW       Z2, Z4, K2, Z4
+	VPMULLW      Z5, Z4, Z4
+	VPERMD       Z4, Z0, Z4
+	VMOVDQU64    Z4, 64(DX)
+	MOVBQZX      36(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      8(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVBQZX      36(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      9(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	MOVBQZX      37(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      10(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (SI)(DI*8), X4
+	MOVBQZX      37(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      11(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X4, X4
+	VINSERTI32X4 $0x01, X4, Y3, Y4
+	MOVWQZX      50(AX), DI
+	MOVQ         DI, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x07, DI
+	ANDQ         $0x07, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	VPBROADCASTW DI, Z5
+	VPBROADCASTW R8, K1, Z5
+	MOVWQZX      36(AX), DI
+	MOVQ         $0x0000000000008888, R8
+	PEXTQ        R8, DI, DI
+	MOVQ         $0x0000000001010101, R8
+	PDEPQ        R8, DI, DI
+	IMUL3Q       $0x000000ff, DI, DI
+	KMOVD        DI, K2
+	VPMOVSXBW    Y4, Z4
+	VPSLLW       $0x03, Z4, Z4
+	VPADDW       Z1, Z4, Z4
+	VPSUBW       Z2, Z4, K2, Z4
+	VPMULLW      Z5, Z4, Z4
+	VPERMD       Z4, Z0, Z4
+	VMOVDQU64    Z4, 128(DX)
+	MOVBQZX      38(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      12(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVBQZX      38(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      13(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	MOVBQZX      39(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      14(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (SI)(DI*8), X4
+	MOVBQZX      39(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      15(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X4, X4
+	VINSERTI32X4 $0x01, X4, Y3, Y4
+	MOVWQZX      50(AX), DI
+	SHRQ         $0x06, DI
+	MOVQ         DI, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x07, DI
+	ANDQ         $0x07, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	VPBROADCASTW DI, Z5
+	VPBROADCASTW R8, K1, Z5
+	MOVWQZX      38(AX), DI
+	MOVQ         $0x0000000000008888, R8
+	PEXTQ        R8, DI, DI
+	MOVQ         $0x0000000001010101, R8
+	PDEPQ        R8, DI, DI
+	IMUL3Q       $0x000000ff, DI, DI
+	KMOVD        DI, K2
+	VPMOVSXBW    Y4, Z4
+	VPSLLW       $0x03, Z4, Z4
+	VPADDW       Z1, Z4, Z4
+	VPSUBW       Z2, Z4, K2, Z4
+	VPMULLW      Z5, Z4, Z4
+	VPERMD       Z4, Z0, Z4
+	VMOVDQU64    Z4, 192(DX)
+	MOVBQZX      40(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      16(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVBQZX      40(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      17(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	MOVBQZX      41(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      18(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (SI)(DI*8), X4
+	MOVBQZX      41(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      19(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X4, X4
+	VINSERTI32X4 $0x01, X4, Y3, Y4
+	MOVWQZX      52(AX), DI
+	MOVQ         DI, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x07, DI
+	ANDQ         $0x07, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	VPBROADCASTW DI, Z5
+	VPBROADCASTW R8, K1, Z5
+	MOVWQZX      40(AX), DI
+	MOVQ         $0x0000000000008888, R8
+	PEXTQ        R8, DI, DI
+	MOVQ         $0x0000000001010101, R8
+	PDEPQ        R8, DI, DI
+	IMUL3Q       $0x000000ff, DI, DI
+	KMOVD        DI, K2
+	VPMOVSXBW    Y4, Z4
+	VPSLLW       $0x03, Z4, Z4
+	VPADDW       Z1, Z4, Z4
+	VPSUBW       Z2, Z4, K2, Z4
+	VPMULLW      Z5, Z4, Z4
+	VPERMD       Z4, Z0, Z4
+	VMOVDQU64    Z4, 256(DX)
+	MOVBQZX      42(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      20(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVBQZX      42(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      21(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	MOVBQZX      43(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      22(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (SI)(DI*8), X4
+	MOVBQZX      43(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      23(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X4, X4
+	VINSERTI32X4 $0x01, X4, Y3, Y4
+	MOVWQZX      52(AX), DI
+	SHRQ         $0x06, DI
+	MOVQ         DI, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x07, DI
+	ANDQ         $0x07, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	VPBROADCASTW DI, Z5
+	VPBROADCASTW R8, K1, Z5
+	MOVWQZX      42(AX), DI
+	MOVQ         $0x0000000000008888, R8
+	PEXTQ        R8, DI, DI
+	MOVQ         $0x0000000001010101, R8
+	PDEPQ        R8, DI, DI
+	IMUL3Q       $0x000000ff, DI, DI
+	KMOVD        DI, K2
+	VPMOVSXBW    Y4, Z4
+	VPSLLW       $0x03, Z4, Z4
+	VPADDW       Z1, Z4, Z4
+	VPSUBW       Z2, Z4, K2, Z4
+	VPMULLW      Z5, Z4, Z4
+	VPERMD       Z4, Z0, Z4
+	VMOVDQU64    Z4, 320(DX)
+	MOVBQZX      44(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      24(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVBQZX      44(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      25(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	MOVBQZX      45(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      26(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (SI)(DI*8), X4
+	MOVBQZX      45(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      27(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X4, X4
+	VINSERTI32X4 $0x01, X4, Y3, Y4
+	MOVWQZX      54(AX), DI
+	MOVQ         DI, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x07, DI
+	ANDQ         $0x07, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	VPBROADCASTW DI, Z5
+	VPBROADCASTW R8, K1, Z5
+	MOVWQZX      44(AX), DI
+	MOVQ         $0x0000000000008888, R8
+	PEXTQ        R8, DI, DI
+	MOVQ         $0x0000000001010101, R8
+	PDEPQ        R8, DI, DI
+	IMUL3Q       $0x000000ff, DI, DI
+	KMOVD        DI, K2
+	VPMOVSXBW    Y4, Z4
+	VPSLLW       $0x03, Z4, Z4
+	VPADDW       Z1, Z4, Z4
+	VPSUBW       Z2, Z4, K2, Z4
+	VPMULLW      Z5, Z4, Z4
+	VPERMD       Z4, Z0, Z4
+	VMOVDQU64    Z4, 384(DX)
+	MOVBQZX      46(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      28(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (SI)(DI*8), X3
+	MOVBQZX      46(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      29(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X3, X3
+	MOVBQZX      47(AX), R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      30(AX), DI
+	ORQ          R8, DI
+	VMOVQ        (SI)(DI*8), X4
+	MOVBQZX      47(AX), R8
+	SHRQ         $0x04, R8
+	ANDQ         $0x07, R8
+	SHLQ         $0x08, R8
+	MOVBQZX      31(AX), DI
+	ORQ          R8, DI
+	VPINSRQ      $0x01, (SI)(DI*8), X4, X4
+	VINSERTI32X4 $0x01, X4, Y3, Y4
+	MOVWQZX      54(AX), DI
+	SHRQ         $0x06, DI
+	MOVQ         DI, R8
+	SHRQ         $0x03, R8
+	ANDQ         $0x07, DI
+	ANDQ         $0x07, R8
+	LEAQ         1(DI)(DI*1), DI
+	LEAQ         1(R8)(R8*1), R8
+	VPBROADCASTW DI, Z5
+	VPBROADCASTW R8, K1, Z5
+	MOVWQZX      46(AX), DI
+	MOVQ         $0x0000000000008888, R8
+	PEXTQ        R8, DI, DI
+	MOVQ         $0x0000000001010101, R8
+	PDEPQ        R8, DI, DI
+	IMUL3Q       $0x000000ff, DI, DI
+	KMOVD        DI, K2
+	VPMOVSXBW    Y4, Z4
+	VPSLLW       $0x03, Z4, Z4
+	VPADDW       Z1, Z4, Z4
+	VPSUBW       Z2, Z4, K2, Z4
+	VPMULLW      Z5, Z4, Z4
+	VPERMD       Z4, Z0, Z4
+	VMOVDQU64    Z4, 448(DX)
+	ADDQ         $0x00000038, AX
+	ADDQ         $0x00002000, DX
+	ADDQ         $0x40, BX
+	DECQ         CX
+	JNZ          decode_IQ1M
+	VZEROUPPER
+	RET
+
+DATA iq1mDupIdx<>+0(SB)/8, $0x0001000100000000
+DATA iq1mDupIdx<>+8(SB)/8, $0x0003000300020002
+DATA iq1mDupIdx<>+16(SB)/8, $0x0005000500040004
+DATA iq1mDupIdx<>+24(SB)/8, $0x0007000700060006
+DATA iq1mDupIdx<>+32(SB)/8, $0x0009000900080008
+DATA iq1mDupIdx<>+40(SB)/8, $0x000b000b000a000a
+DATA iq1mDupIdx<>+48(SB)/8, $0x000d000d000c000c
+DATA iq1mDupIdx<>+56(SB)/8, $0x000f000f000e000e
+GLOBL iq1mDupIdx<>(SB), RODATA|NOPTR, $64
+
+DATA iq1mQhShifts<>+0(SB)/8, $0x0004000000040000
+DATA iq1mQhShifts<>+8(SB)/8, $0x0004000000040000
+DATA iq1mQhShifts<>+16(SB)/8, $0x0004000000040000
+DATA iq1mQhShifts<>+24(SB)/8, $0x0004000000040000
+DATA iq1mQhShifts<>+32(SB)/8, $0x0004000000040000
+DATA iq1mQhShifts<>+40(SB)/8, $0x0004000000040000
+DATA iq1mQhShifts<>+48(SB)/8, $0x0004000000040000
+DATA iq1mQhShifts<>+56(SB)/8, $0x0004000000040000
+GLOBL iq1mQhShifts<>(SB), RODATA|NOPTR, $64
+
+DATA iq1mScShifts<>+0(SB)/8, $0x0000000000000000
+DATA iq1mScShifts<>+8(SB)/8, $0x0000000000000000
+DATA iq1mScShifts<>+16(SB)/8, $0x0003000300030003
+DATA iq1mScShifts<>+24(SB)/8, $0x0003000300030003
+DATA iq1mScShifts<>+32(SB)/8, $0x0006000600060006
+DATA iq1mScShifts<>+40(SB)/8, $0x0006000600060006
+DATA iq1mScShifts<>+48(SB)/8, $0x0009000900090009
+DATA iq1mScShifts<>+56(SB)/8, $0x0009000900090009
+GLOBL iq1mScShifts<>(SB), RODATA|NOPTR, $64
+
+// func dotIQ1MAVX512(x *byte, y *byte, n int, grid *byte) float32
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, BMI2, F16C, SSE
+TEXT ·dotIQ1MAVX512(SB), NOSPLIT, $64-36
+	MOVQ         x+0(FP), AX
+	MOVQ         y+8(FP), CX
+	MOVQ         n+16(FP), DX
+	MOVQ         grid+24(FP), BX
+	MOVL         $0x00000001, SI
+	VPBROADCASTW SI, Z0
+	MOVL         $0x00000007, SI
+	VPBROADCASTW SI, Z1
+	MOVL         $0x00000008, SI
+	VPBROADCASTW SI, Z2
+	MOVL         $0x01010101, SI
+	VPBROADCASTD SI, Z3
+	VPXORD       Z4, Z4, Z4
+	VMOVDQU64    iq1mDupIdx<>+0(SB), Z5
+	MOVQ         $0x0000000011111111, SI
+	MOVL         $0x3e000000, DI
+	VMOVD        DI, X6
+	VXORPS       X7, X7, X7
+
+iq1m512_loop:
+	TESTQ         DX, DX
+	JZ            iq1m512_done
+	VPMOVZXBW     (AX), Z8
+	VPMOVZXBW     32(AX), Y9
+	VPERMW        Z9, Z5, Z10
+	VPSRLVW       iq1mQhShifts<>+0(SB), Z10, Z10
+	VPTESTMW      Z2, Z10, K1
+	VPANDD        Z1, Z10, Z10
+	VPSLLW        $0x08, Z10, Z10
+	VPORD         Z8, Z10, Z10
+	VMOVDQU64     Z10, (SP)
+	KMOVD         K1, DI
+	VPBROADCASTW  48(AX), Z8
+	VPSRLVW       iq1mScShifts<>+0(SB), Z8, Z8
+	VPANDD        Z1, Z8, Z8
+	VPADDW        Z8, Z8, Z8
+	VPADDW        Z0, Z8, Z8
+	VPSLLW        $0x03, Z8, Z10
+	MOVL          DI, R8
+	ANDL          $0x000000ff, R8
+	PDEPL         SI, R8, R8
+	IMUL3L        $0x0000000f, R8, R8
+	KMOVD         R8, K1
+	VPSUBW        Z8, Z4, K1, Z8
+	VPSUBW        Z10, Z8, Z8
+	VPBROADCASTW  50(AX), Z13
+	VPSRLVW       iq1mScShifts<>+0(SB), Z13, Z13
+	VPANDD        Z1, Z13, Z13
+	VPADDW        Z13, Z13, Z13
+	VPADDW        Z0, Z13, Z13
+	VPSLLW        $0x03, Z13, Z14
+	MOVL          DI, R8
+	SHRL          $0x08, R8
+	ANDL          $0x000000ff, R8
+	PDEPL         SI, R8, R8
+	IMUL3L        $0x0000000f, R8, R8
+	KMOVD         R8, K1
+	VPSUBW        Z13, Z4, K1, Z13
+	VPSUBW        Z14, Z13, Z13
+	VPBROADCASTW  52(AX), Z15
+	VPSRLVW       iq1mScShifts<>+0(SB), Z15, Z15
+	VPANDD        Z1, Z15, Z15
+	VPADDW        Z15, Z15, Z15
+	VPADDW        Z0, Z15, Z15
+	VPSLLW        $0x03, Z15, Z16
+	MOVL          DI, R8
+	SHRL          $0x10, R8
+	ANDL          $0x000000ff, R8
+	PDEPL         SI, R8, R8
+	IMUL3L        $0x0000000f, R8, R8
+	KMOVD         R8, K1
+	VPSUBW        Z15, Z4, K1, Z15
+	VPSUBW        Z16, Z15, Z15
+	VPBROADCASTW  54(AX), Z17
+	VPSRLVW       iq1mScShifts<>+0(SB), Z17, Z17
+	VPANDD        Z1, Z17, Z17
+	VPADDW        Z17, Z17, Z17
+	VPADDW        Z0, Z17, Z17
+	VPSLLW        $0x03, Z17, Z18
+	SHRL          $0x18, DI
+	ANDL          $0x000000ff, DI
+	PDEPL         SI, DI, DI
+	IMUL3L        $0x0000000f, DI, DI
+	KMOVD         DI, K1
+	VPSUBW        Z17, Z4, K1, Z17
+	VPSUBW        Z18, Z17, Z17
+	VPXORD        Z11, Z11, Z11
+	MOVWQZX       (SP), DI
+	VMOVQ         (BX)(DI*8), X12
+	MOVWQZX       2(SP), DI
+	VPINSRQ       $0x01, (BX)(DI*8), X12, X12
+	MOVWQZX       4(SP), DI
+	VMOVQ         (BX)(DI*8), X9
+	MOVWQZX       6(SP), DI
+	VPINSRQ       $0x01, (BX)(DI*8), X9, X9
+	VINSERTI32X4  $0x01, X9, Y12, Y9
+	MOVWQZX       8(SP), DI
+	VMOVQ         (BX)(DI*8), X12
+	MOVWQZX       10(SP), DI
+	VPINSRQ       $0x01, (BX)(DI*8), X12, X12
+	MOVWQZX       12(SP), DI
+	VMOVQ         (BX)(DI*8), X19
+	MOVWQZX       14(SP), DI
+	VPINSRQ       $0x01, (BX)(DI*8), X19, X19
+	VINSERTI32X4  $0x01, X19, Y12, Y19
+	VINSERTI64X4  $0x01, Y19, Z9, Z19
+	VPADDB        Z3, Z19, Z19
+	VMOVDQU64     4(CX), Z20
+	VPMADDUBSW    Z20, Z19, Z19
+	VPMADDUBSW    Z20, Z3, Z20
+	VPMADDWD      Z10, Z19, Z19
+	VPMADDWD      Z8, Z20, Z20
+	VPADDD        Z19, Z11, Z11
+	VPADDD        Z20, Z11, Z11
+	MOVWQZX       16(SP), DI
+	VMOVQ         (BX)(DI*8), X12
+	MOVWQZX       18(SP), DI
+	VPINSRQ       $0x01, (BX)(DI*8), X12, X12
+	MOVWQZX       20(SP), DI
+	VMOVQ         (BX)(DI*8), X8
+	MOVWQZX       22(SP), DI
+	VPINSRQ       $0x01, (BX)(DI*8), X8, X8
+	VINSERTI32X4  $0x01, X8, Y12, Y9
+	MOVWQZX       24(SP), DI
+	VMOVQ         (BX)(DI*8), X12
+	MOVWQZX       26(SP), DI
+	VPINSRQ       $0x01, (BX)(DI*8), X12, X12
+	MOVWQZX       28(SP), DI
+	VMOVQ         (BX)(DI*8), X8
+	MOVWQZX       30(SP), DI
+	VPINSRQ       $0x01, (BX)(DI*8), X8, X8
+	VINSERTI32X4  $0x01, X8, Y12, Y8
+	VINSERTI64X4  $0x01, Y8, Z9, Z8
+	VPADDB        Z3, Z8, Z8
+	VMOVDQU64     68(CX), Z10
+	VPMADDUBSW    Z10, Z8, Z8
+	VPMADDUBSW    Z10, Z3, Z10
+	VPMADDWD      Z14, Z8, Z8
+	VPMADDWD      Z13, Z10, Z10
+	VPADDD        Z8, Z11, Z11
+	VPADDD        Z10, Z11, Z11
+	MOVWQZX       32(SP), DI
+	VMOVQ         (BX)(DI*8), X12
+	MOVWQZX       34(SP), DI
+	VPINSRQ       $0x01, (BX)(DI*8), X12, X12
+	MOVWQZX       36(SP), DI
+	VMOVQ         (BX)(DI*8), X8
+	MOVWQZX       38(SP), DI
+	VPINSRQ       $0x01, (BX)(DI*8), X8, X8
+	VINSERTI32X4  $0x01, X8, Y12, Y9
+	MOVWQZX       40(SP), DI
+	VMOVQ         (BX)(DI*8), X12
+	MOVWQZX       42(SP), DI
+	VPINSRQ       $0x01, (BX)(DI*8), X12, X12
+	MOVWQZX       44(SP), DI
+	VMOVQ         (BX)(DI*8), X8
+	MOVWQZX       46(SP), DI
+	VPINSRQ       $0x01, (BX)(DI*8), X8, X8
+	VINSERTI32X4  $0x01, X8, Y12, Y8
+	VINSERTI64X4  $0x01, Y8, Z9, Z8
+	VPADDB        Z3, Z8, Z8
+	VMOVDQU64     132(CX), Z10
+	VPMADDUBSW    Z10, Z8, Z8
+	VPMADDUBSW    Z10, Z3, Z10
+	VPMADDWD      Z16, Z8, Z8
+	VPMADDWD      Z15, Z10, Z10
+	VPADDD        Z8, Z11, Z11
+	VPADDD        Z10, Z11, Z11
+	MOVWQZX       48(SP), DI
+	VMOVQ         (BX)(DI*8), X12
+	MOVWQZX       50(SP), DI
+	VPINSRQ       $0x01, (BX)(DI*8), X12, X12
+	MOVWQZX       52(SP), DI
+	VMOVQ         (BX)(DI*8), X8
+	MOVWQZX       54(SP), DI
+	VPINSRQ       $0x01, (BX)(DI*8), X8, X8
+	VINSERTI32X4  $0x01, X8, Y12, Y9
+	MOVWQZX       56(SP), DI
+	VMOVQ         (BX)(DI*8), X12
+	MOVWQZX       58(SP), DI
+	VPINSRQ       $0x01, (BX)(DI*8), X12, X12
+	MOVWQZX       60(SP), DI
+	VMOVQ         (BX)(DI*8), X8
+	MOVWQZX       62(SP), DI
+	VPINSRQ       $0x01, (BX)(DI*8), X8, X8
+	VINSERTI32X4  $0x01, X8, Y12, Y8
+	VINSERTI64X4  $0x01, Y8, Z9, Z8
+	VPADDB        Z3, Z8, Z8
+	VMOVDQU64     196(CX), Z10
+	VPMADDUBSW    Z10, Z8, Z8
+	VPMADDUBSW    Z10, Z3, Z10
+	VPMADDWD      Z18, Z8, Z8
+	VPMADDWD      Z17, Z10, Z10
+	VPADDD        Z8, Z11, Z11
+	VPADDD        Z10, Z11, Z11
+	MOVWQZX       48(AX), DI
+	SHRQ          $0x0c, DI
+	MOVWQZX       50(AX), R8
+	SHRQ          $0x08, R8
+	ANDQ          $0x000000f0, R8
+	ORQ           R8, DI
+	MOVWQZX       52(AX), R8
+	SHRQ          $0x04, R8
+	ANDQ          $0x00000f00, R8
+	ORQ           R8, DI
+	MOVWQZX       54(AX), R8
+	ANDQ          $0x0000f000, R8
+	ORQ           R8, DI
+	VMOVD         DI, X8
+	VCVTPH2PS     X8, X8
+	VMULSS        (CX), X8, X9
+	VEXTRACTI64X4 $0x01, Z11, Y8
+	VPADDD        Y8, Y11, Y8
+	VEXTRACTI32X4 $0x01, Y8, X10
+	VPADDD        X10, X8, X8
+	VPSHUFD       $0x4e, X8, X10
+	VPADDD        X10, X8, X8
+	VPSHUFD       $0xb1, X8, X10
+	VPADDD        X10, X8, X8
+	VCVTDQ2PS     X8, X8
+	VMULSS        X6, X8, X8
+	VMULSS        X8, X9, X9
+	VADDSS        X9, X7, X7
+	ADDQ          $0x00000124, CX
+	ADDQ          $0x00000038, AX
+	DECQ          DX
+	JMP           iq1m512_loop
+
+iq1m512_done:
+	VZEROUPPER
+	MOVSS X7, ret+32(FP)
+	RET
+
+// func tq2PanelAVX512r4t4(w *byte, a *byte, ts int, dx *float32, dy *float32, dys int, nb int, out *float32)
+// Requires: AVX, AVX512F
+TEXT ·tq2PanelAVX512r4t4(SB), NOSPLIT, $0-64
+	MOVQ      w+0(FP), AX
+	MOVQ      a+8(FP), CX
+	MOVQ      ts+16(FP), DX
+	MOVQ      dx+24(FP), BX
+	MOVQ      dy+32(FP), SI
+	MOVQ      dys+40(FP), DI
+	MOVQ      nb+48(FP), R8
+	LEAQ      (DX)(DX*2), R9
+	VMOVDQU32 iqPanelTokIdx<>+0(SB), Z0
+	VPXORD    Z1, Z1, Z1
+	VPXORD    Z2, Z2, Z2
+
+tq2PanelAVX512r4t4_loop:
+	VPMOVSXWD       260(CX), Z3
+	VPSUBD          Z3, Z2, Z3
+	VMOVDQA64       Z3, Z4
+	VMOVDQA64       Z3, Z5
+	VMOVDQA64       Z3, Z6
+	VMOVDQA64       Z3, Z3
+	VPMOVSXWD       260(CX)(DX*1), Z8
+	VPSUBD          Z8, Z2, Z8
+	VMOVDQA64       Z8, Z9
+	VMOVDQA64       Z8, Z10
+	VMOVDQA64       Z8, Z11
+	VMOVDQA64       Z8, Z8
+	VPMOVSXWD       260(CX)(DX*2), Z12
+	VPSUBD          Z12, Z2, Z12
+	VMOVDQA64       Z12, Z13
+	VMOVDQA64       Z12, Z14
+	VMOVDQA64       Z12, Z15
+	VMOVDQA64       Z12, Z12
+	VPMOVSXWD       260(CX)(R9*1), Z16
+	VPSUBD          Z16, Z2, Z16
+	VMOVDQA64       Z16, Z17
+	VMOVDQA64       Z16, Z18
+	VMOVDQA64       Z16, Z19
+	VMOVDQA64       Z16, Z16
+	VMOVDQU64       (AX), Z20
+	VMOVDQU64       256(AX), Z21
+	VMOVDQU64       512(AX), Z22
+	VMOVDQU64       768(AX), Z23
+	VMOVDQU64       4(CX), Z24
+	VMOVDQU64       4(CX)(DX*1), Z25
+	VMOVDQU64       4(CX)(DX*2), Z26
+	VMOVDQU64       4(CX)(R9*1), Z27
+	VPDPBUSD        Z24, Z20, Z4
+	VPDPBUSD        Z25, Z20, Z9
+	VPDPBUSD        Z26, Z20, Z13
+	VPDPBUSD        Z27, Z20, Z17
+	VPDPBUSD        Z24, Z21, Z5
+	VPDPBUSD        Z25, Z21, Z10
+	VPDPBUSD        Z26, Z21, Z14
+	VPDPBUSD        Z27, Z21, Z18
+	VPDPBUSD        Z24, Z22, Z6
+	VPDPBUSD        Z25, Z22, Z11
+	VPDPBUSD        Z26, Z22, Z15
+	VPDPBUSD        Z27, Z22, Z19
+	VPDPBUSD        Z24, Z23, Z3
+	VPDPBUSD        Z25, Z23, Z8
+	VPDPBUSD        Z26, Z23, Z12
+	VPDPBUSD        Z27, Z23, Z16
+	VMOVDQU64       64(AX), Z20
+	VMOVDQU64       320(AX), Z21
+	VMOVDQU64       576(AX), Z22
+	VMOVDQU64       832(AX), Z23
+	VMOVDQU64       68(CX), Z24
+	VMOVDQU64       68(CX)(DX*1), Z25
+	VMOVDQU64       68(CX)(DX*2), Z26
+	VMOVDQU64       68(CX)(R9*1), Z27
+	VPDPBUSD        Z24, Z20, Z4
+	VPDPBUSD        Z25, Z20, Z9
+	VPDPBUSD        Z26, Z20, Z13
+	VPDPBUSD        Z27, Z20, Z17
+	VPDPBUSD        Z24, Z21, Z5
+	VPDPBUSD        Z25, Z21, Z10
+	VPDPBUSD        Z26, Z21, Z14
+	VPDPBUSD        Z27, Z21, Z18
+	VPDPBUSD        Z24, Z22, Z6
+	VPDPBUSD        Z25, Z22, Z11
+	VPDPBUSD        Z26, Z22, Z15
+	VPDPBUSD        Z27, Z22, Z19
+	VPDPBUSD        Z24, Z23, Z3
+	VPDPBUSD        Z25, Z23, Z8
+	VPDPBUSD        Z26, Z23, Z12
+	VPDPBUSD        Z27, Z23, Z16
+	VMOVDQU64       128(AX), Z20
+	VMOVDQU64       384(AX), Z21
+	VMOVDQU64       640(AX), Z22
+	VMOVDQU64       896(AX), Z23
+	VMOVDQU64       132(CX), Z24
+	VMOVDQU64       132(CX)(DX*1), Z25
+	VMOVDQU64       132(CX)(DX*2), Z26
+	VMOVDQU64       132(CX)(R9*1), Z27
+	VPDPBUSD        Z24, Z20, Z4
+	VPDPBUSD        Z25, Z20, Z9
+	VPDPBUSD        Z26, Z20, Z13
+	VPDPBUSD        Z27, Z20, Z17
+	VPDPBUSD        Z24, Z21, Z5
+	VPDPBUSD        Z25, Z21, Z10
+	VPDPBUSD        Z26, Z21, Z14
+	VPDPBUSD        Z27, Z21, Z18
+	VPDPBUSD        Z24, Z22, Z6
+	VPDPBUSD        Z25, Z22, Z11
+	VPDPBUSD        Z26, Z22, Z15
+	VPDPBUSD        Z27, Z22, Z19
+	VPDPBUSD        Z24, Z23, Z3
+	VPDPBUSD        Z25, Z23, Z8
+	VPDPBUSD        Z26, Z23, Z12
+	VPDPBUSD        Z27, Z23, Z16
+	VMOVDQU64       192(AX), Z20
+	VMOVDQU64       448(AX), Z21
+	VMOVDQU64       704(AX), Z22
+	VMOVDQU64       960(AX), Z23
+	VMOVDQU64       196(CX), Z24
+	VMOVDQU64       196(CX)(DX*1), Z25
+	VMOVDQU64       196(CX)(DX*2), Z26
+	VMOVDQU64       196(CX)(R9*1), Z27
+	VPDPBUSD        Z24, Z20, Z4
+	VPDPBUSD        Z25, Z20, Z9
+	VPDPBUSD        Z26, Z20, Z13
+	VPDPBUSD        Z27, Z20, Z17
+	VPDPBUSD        Z24, Z21, Z5
+	VPDPBUSD        Z25, Z21, Z10
+	VPDPBUSD        Z26, Z21, Z14
+	VPDPBUSD        Z27, Z21, Z18
+	VPDPBUSD        Z24, Z22, Z6
+	VPDPBUSD        Z25, Z22, Z11
+	VPDPBUSD        Z26, Z22, Z15
+	VPDPBUSD        Z27, Z22, Z19
+	VPDPBUSD        Z24, Z23, Z3
+	VPDPBUSD        Z25, Z23, Z8
+	VPDPBUSD        Z26, Z23, Z12
+	VPDPBUSD        Z27, Z23, Z16
+	VSHUFI64X2      $0x44, Z9, Z4, Z20
+	VSHUFI64X2      $0xee, Z9, Z4, Z4
+	VPADDD          Z4, Z20, Z20
+	VSHUFI64X2      $0x44, Z17, Z13, Z4
+	VSHUFI64X2      $0xee, Z17, Z13, Z9
+	VPADDD          Z9, Z4, Z4
+	VSHUFI64X2      $0x88, Z4, Z20, Z9
+	VSHUFI64X2      $0xdd, Z4, Z20, Z4
+	VPADDD          Z4, Z9, Z9
+	VSHUFI64X2      $0x44, Z10, Z5, Z4
+	VSHUFI64X2      $0xee, Z10, Z5, Z5
+	VPADDD          Z5, Z4, Z4
+	VSHUFI64X2      $0x44, Z18, Z14, Z5
+	VSHUFI64X2      $0xee, Z18, Z14, Z10
+	VPADDD          Z10, Z5, Z5
+	VSHUFI64X2      $0x88, Z5, Z4, Z10
+	VSHUFI64X2      $0xdd, Z5, Z4, Z4
+	VPADDD          Z4, Z10, Z10
+	VSHUFI64X2      $0x44, Z11, Z6, Z4
+	VSHUFI64X2      $0xee, Z11, Z6, Z5
+	VPADDD          Z5, Z4, Z4
+	VSHUFI64X2      $0x44, Z19, Z15, Z5
+	VSHUFI64X2      $0xee, Z19, Z15, Z6
+	VPADDD          Z6, Z5, Z5
+	VSHUFI64X2      $0x88, Z5, Z4, Z6
+	VSHUFI64X2      $0xdd, Z5, Z4, Z4
+	VPADDD          Z4, Z6, Z6
+	VSHUFI64X2      $0x44, Z8, Z3, Z4
+	VSHUFI64X2      $0xee, Z8, Z3, Z3
+	VPADDD          Z3, Z4, Z4
+	VSHUFI64X2      $0x44, Z16, Z12, Z3
+	VSHUFI64X2      $0xee, Z16, Z12, Z5
+	VPADDD          Z5, Z3, Z3
+	VSHUFI64X2      $0x88, Z3, Z4, Z5
+	VSHUFI64X2      $0xdd, Z3, Z4, Z3
+	VPADDD          Z3, Z5, Z5
+	VPUNPCKLQDQ     Z10, Z9, Z3
+	VPUNPCKHQDQ     Z10, Z9, Z4
+	VPADDD          Z4, Z3, Z3
+	VPUNPCKLQDQ     Z5, Z6, Z4
+	VPUNPCKHQDQ     Z5, Z6, Z5
+	VPADDD          Z5, Z4, Z4
+	VSHUFPS         $0x88, Z4, Z3, Z5
+	VSHUFPS         $0xdd, Z4, Z3, Z3
+	VPADDD          Z3, Z5, Z5
+	VCVTDQ2PS       Z5, Z5
+	VBROADCASTF32X4 (BX), Z3
+	VMOVUPS         (SI), X7
+	VPERMPS         Z7, Z0, Z4
+	VMULPS          Z4, Z3, Z3
+	VMULPS          Z5, Z3, Z3
+	VADDPS          Z3, Z1, Z1
+	ADDQ            $0x00001000, AX
+	ADDQ            $0x00000124, CX
+	ADDQ            $0x40, BX
+	ADDQ            DI, SI
+	DECQ            R8
+	JNZ             tq2PanelAVX512r4t4_loop
+	MOVQ            out+56(FP), AX
+	VMOVUPS         Z1, (AX)
+	VZEROUPPER
+	RET
+
+// func decodeTQ2_0BytesAVX512(x *byte, nb int, w *byte, dx *float32)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C
+TEXT ·decodeTQ2_0BytesAVX512(SB), NOSPLIT, $0-32
+	MOVQ         x+0(FP), AX
+	MOVQ         nb+8(FP), CX
+	MOVQ         w+16(FP), DX
+	MOVQ         dx+24(FP), BX
+	MOVL         $0x03030303, SI
+	VPBROADCASTD SI, Y0
+
+decode_TQ2_0B:
+	MOVWLZX   64(AX), SI
+	VMOVD     SI, X1
+	VCVTPH2PS X1, X1
+	VMOVSS    X1, (BX)
+	VMOVDQU8  (AX), Y1
+	VPANDD    Y0, Y1, Y2
+	VMOVDQU8  Y2, (DX)
+	VPSRLW    $0x02, Y1, Y2
+	VPANDD    Y0, Y2, Y2
+	VMOVDQU8  Y2, 32(DX)
+	VPSRLW    $0x04, Y1, Y2
+	VPANDD    Y0, Y2, Y2
+	VMOVDQU8  Y2, 64(DX)
+	VPSRLW    $0x06, Y1, Y1
+	VPANDD    Y0, Y1, Y1
+	VMOVDQU8  Y1, 96(DX)
+	VMOVDQU8  32(AX), Y1
+	VPANDD    Y0, Y1, Y2
+	VMOVDQU8  Y2, 128(DX)
+	VPSRLW    $0x02, Y1, Y2
+	VPANDD    Y0, Y2, Y2
+	VMOVDQU8  Y2, 160(DX)
+	VPSRLW    $0x04, Y1, Y2
+	VPANDD    Y0, Y2, Y2
+	VMOVDQU8  Y2, 192(DX)
+	VPSRLW    $0x06, Y1, Y1
+	VPANDD    Y0, Y1, Y1
+	VMOVDQU8  Y1, 224(DX)
+	ADDQ      $0x00000042, AX
+	ADDQ      $0x00001000, DX
+	ADDQ      $0x40, BX
+	DECQ      CX
+	JNZ       decode_TQ2_0B
+	VZEROUPPER
+	RET
+
 // func decodeIQ2XXSPanelAVX512(x *byte, nb int, w *int16, dx *float32, grid *byte)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, BMI2, F16C
 TEXT ·decodeIQ2XXSPanelAVX512(SB), NOSPLIT, $0-40

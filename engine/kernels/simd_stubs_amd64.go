@@ -368,6 +368,29 @@ func iqPanelSumFAVX512r4t4(w *int16, a *int16, as int, dx *float32, dy *float32,
 //go:noescape
 func decodeIQ1SPanelAVX512(x *byte, nb int, w *int16, dx *float32, grid *byte)
 
+// decodeIQ1MPanelAVX512 is decodeIQ3SPanelAVX512 for IQ1_M (values ls·(8·grid+delta)).
+//
+//go:noescape
+func decodeIQ1MPanelAVX512(x *byte, nb int, w *int16, dx *float32, grid *byte)
+
+// dotIQ1MAVX512 is dotIQ1MAVX2 with AVX-512 (the same bits).
+//
+//go:noescape
+func dotIQ1MAVX512(x *byte, y *byte, n int, grid *byte) float32
+
+// tq2PanelAVX512r4t4 sets out[4·t+i] to dotTQ2_0Row of the byte-panel rows i < 4 at w
+// (block b at w + b·iqPanelGroup·256 + 256·i, scale dx[b·iqPanelGroup+i]) and the
+// q8KBlocks of tokens t < 4 at a + t·ts (scale dy[b·dys/4+t]) (AVX-512 VNNI).
+//
+//go:noescape
+func tq2PanelAVX512r4t4(w *byte, a *byte, ts int, dx *float32, dy *float32, dys int, nb int, out *float32)
+
+// decodeTQ2_0BytesAVX512 writes the nb TQ2_0 blocks at x as bytes q (0-3), block b at
+// w + b·iqPanelGroup·256, and their f16 scales at dx[b·iqPanelGroup] (AVX-512).
+//
+//go:noescape
+func decodeTQ2_0BytesAVX512(x *byte, nb int, w *byte, dx *float32)
+
 // decodeIQ2XXSPanelAVX512 is decodeIQ3SPanelAVX512 for IQ2XXS.
 //
 //go:noescape

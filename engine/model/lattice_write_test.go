@@ -44,8 +44,10 @@ func TestWriteLatticeModels(t *testing.T) {
 		slices.Sort(names)
 	}
 	for _, name := range names {
-		if _, ok := latticeTypes[name]; !ok {
-			t.Fatalf("%s is not a lattice type", name)
+		_, lattice := latticeTypes[name]
+		_, random := randomBlockTypes[name]
+		if !lattice && !(random && os.Getenv("LMLITE_LATTICE_RANDOM") != "") {
+			t.Fatalf("%s is not a lattice type (IQ4_NL: random blocks only)", name)
 		}
 		path := filepath.Join(dir, "llama-"+preset+"-"+name+".gguf")
 		if os.Getenv("LMLITE_LATTICE_RANDOM") != "" {
@@ -63,13 +65,26 @@ func TestWriteLatticeModels(t *testing.T) {
 	}
 }
 
+// randomBlockTypes are the other types TestWriteLatticeModels writes as random
+// blocks (LMLITE_LATTICE_RANDOM=1): IQ4_NL, whose quantizer's search takes gen-model
+// most of an hour on the 1b shape.
+var randomBlockTypes = map[string]struct {
+	typ   kernels.Type
+	ftype uint32
+}{
+	"iq4_nl": {kernels.IQ4_NL, 25},
+}
+
 // latticeRandomModel writes to path the llama model of the preset (seed 1; the
 // shapes of gen-model's) with every matrix of rows of a multiple of 256 as random
-// blocks of the lattice type name, each with the f16 scale 2⁻¹⁰ (IQ1_M's in its
-// scale words' top nibbles).
+// blocks of the lattice type name (or IQ4_NL), each with the f16 scale 2⁻¹⁰ (IQ1_M's
+// in its scale words' top nibbles).
 func latticeRandomModel(t *testing.T, path, preset, name string) {
 	t.Helper()
-	lt := latticeTypes[name]
+	lt, ok := latticeTypes[name]
+	if !ok {
+		lt = randomBlockTypes[name]
+	}
 	base := path + ".f32"
 	if err := genmodel.Generate(genmodel.Options{Arch: "llama", Preset: preset, Type: "q8_0", Seed: 1, Vocab: os.Getenv("LMLITE_LATTICE_VOCAB")}, base); err != nil {
 		t.Fatal(err)
@@ -93,7 +108,7 @@ func latticeRandomModel(t *testing.T, path, preset, name string) {
 		ti := &f.Tensors[i]
 		typ, data := ti.Type, f.TensorData(ti)
 		if len(ti.Dims) >= 2 && ti.Dims[0]%256 == 0 && ti.Type == gguf.GGMLType(kernels.Q8_0) {
-			buf := make([]byte, int(ti.Elements())/256*bb)
+			buf := make([]byte, int(ti.Elements())/lt.typ.BlockSize()*bb)
 			for j := range buf {
 				buf[j] = byte(r.Uint32())
 			}
