@@ -10,6 +10,7 @@ package api
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -349,6 +350,22 @@ var (
 // ErrPromptOverLimit: a capped tokenization (Block.TokenizeCapped,
 // Block.ChatTokensCapped) stopped because the prompt is over its limit.
 var ErrPromptOverLimit = errors.New("engine: prompt over the token limit")
+
+// ErrConfig is the kind of a configuration New (or OpenPrep, or the workers mode's
+// Pool) refuses: a rule of the models' configuration is broken. The error's text
+// names the model and the rule; errors.Is matches ErrConfig (ConfigErrorf).
+var ErrConfig = errors.New("engine: invalid configuration")
+
+// ConfigErrorf is an error of kind ErrConfig whose text is fmt.Errorf(format,
+// a...)'s, and which wraps what that wraps.
+func ConfigErrorf(format string, a ...any) error {
+	return configError{fmt.Errorf(format, a...)}
+}
+
+type configError struct{ err error }
+
+func (e configError) Error() string   { return e.err.Error() }
+func (e configError) Unwrap() []error { return []error{ErrConfig, e.err} }
 
 // ErrRestarting is the retryable error of a request whose model is restarting: its
 // worker process crashed or hung while the request ran, or the request came while the
