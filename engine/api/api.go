@@ -417,7 +417,8 @@ type Tool struct {
 }
 
 // Stats is a snapshot of an engine's counters and gauges: plain values, cheap to
-// take (a lock and a few atomic loads per model), read when an edge presents them.
+// take (in process, one call on the Block's janitor, which copies the lifecycle
+// state it owns and loads the replicas' counters), read when an edge presents them.
 // The engine knows no presentation: the enginemetrics package turns a Stats into
 // Prometheus series (the gateway registers it for an engine with a Stats method),
 // and the gateway's admin API writes its own JSON (tailscale's clientmetric is the
