@@ -108,10 +108,10 @@ func checkAdapters(mc ModelConfig, arch string) (map[string]*adapterSlot, []stri
 	var order []string
 	for _, ac := range mc.Adapters {
 		if ac.ID == "" {
-			return nil, nil, 0, fmt.Errorf("engine: model %s: an adapter has no id (path %q)", mc.ID, ac.Path)
+			return nil, nil, 0, configErrorf("engine: model %s: an adapter has no id (path %q)", mc.ID, ac.Path)
 		}
 		if _, dup := slots[ac.ID]; dup {
-			return nil, nil, 0, fmt.Errorf("engine: model %s: adapter id %q configured twice", mc.ID, ac.ID)
+			return nil, nil, 0, configErrorf("engine: model %s: adapter id %q configured twice", mc.ID, ac.ID)
 		}
 		f, err := gguf.Open(ac.Path)
 		if err != nil {
@@ -124,7 +124,7 @@ func checkAdapters(mc ModelConfig, arch string) (map[string]*adapterSlot, []stri
 			return nil, nil, 0, fmt.Errorf("engine: model %s: adapter %s: %w", mc.ID, ac.ID, err)
 		}
 		if mc.AdapterMemory > 0 && size > mc.AdapterMemory {
-			return nil, nil, 0, fmt.Errorf("engine: model %s: adapter %s: its %d bytes are more than adapter_memory %d", mc.ID, ac.ID, size, mc.AdapterMemory)
+			return nil, nil, 0, configErrorf("engine: model %s: adapter %s: its %d bytes are more than adapter_memory %d", mc.ID, ac.ID, size, mc.AdapterMemory)
 		}
 		total += size
 		// The file (path, size, modification time) and the scale: what the blocks'

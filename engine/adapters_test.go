@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -142,7 +143,9 @@ func TestAdaptersPrefixCacheKeyed(t *testing.T) {
 }
 
 // TestAdapterConfigErrors: a configuration with a bad adapter is refused at New,
-// naming the model and adapter.
+// naming the model and adapter, with the error's kind: ErrConfig for a rule of the
+// configuration, fs.ErrNotExist for a missing file, model.ErrBadAdapter for a file
+// that is not an adapter of the model.
 func TestAdapterConfigErrors(t *testing.T) {
 	dir := t.TempDir()
 	base := filepath.Join(dir, "m.gguf")
@@ -161,12 +164,13 @@ func TestAdapterConfigErrors(t *testing.T) {
 		name string
 		mc   ModelConfig
 		want string
+		kind error // errors.Is
 	}{
-		{"no id", ModelConfig{ID: "m", Path: base, Adapters: []AdapterConfig{{Path: lora}}}, "has no id"},
-		{"twice", ModelConfig{ID: "m", Path: base, Adapters: []AdapterConfig{{ID: "x", Path: lora}, {ID: "x", Path: lora}}}, `"x" configured twice`},
-		{"missing", ModelConfig{ID: "m", Path: base, Adapters: []AdapterConfig{{ID: "x", Path: filepath.Join(dir, "none")}}}, "adapter x"},
-		{"a model", ModelConfig{ID: "m", Path: base, Adapters: []AdapterConfig{{ID: "x", Path: other}}}, "general.type"},
-		{"other base", ModelConfig{ID: "q", Path: other, Adapters: []AdapterConfig{{ID: "x", Path: lora}}}, `architecture "llama"`},
+		{"no id", ModelConfig{ID: "m", Path: base, Adapters: []AdapterConfig{{Path: lora}}}, "has no id", ErrConfig},
+		{"twice", ModelConfig{ID: "m", Path: base, Adapters: []AdapterConfig{{ID: "x", Path: lora}, {ID: "x", Path: lora}}}, `"x" configured twice`, ErrConfig},
+		{"missing", ModelConfig{ID: "m", Path: base, Adapters: []AdapterConfig{{ID: "x", Path: filepath.Join(dir, "none")}}}, "adapter x", fs.ErrNotExist},
+		{"a model", ModelConfig{ID: "m", Path: base, Adapters: []AdapterConfig{{ID: "x", Path: other}}}, "general.type", model.ErrBadAdapter},
+		{"other base", ModelConfig{ID: "q", Path: other, Adapters: []AdapterConfig{{ID: "x", Path: lora}}}, `architecture "llama"`, model.ErrBadAdapter},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			b, err := New(Config{Models: []ModelConfig{c.mc}, Logger: quietLog()})
@@ -174,13 +178,8 @@ func TestAdapterConfigErrors(t *testing.T) {
 				b.Close()
 				t.Fatal("New accepted it")
 			}
-			if !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "model "+c.mc.ID) {
-				t.Fatalf("%v, want it to name %q", err, c.want)
-			}
-			if c.name == "a model" || c.name == "other base" {
-				if !errors.Is(err, model.ErrBadAdapter) {
-					t.Fatalf("%v is not model.ErrBadAdapter", err)
-				}
+			if !errors.Is(err, c.kind) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "model "+c.mc.ID) {
+				t.Fatalf("%v, want %v naming %q", err, c.kind, c.want)
 			}
 		})
 	}

@@ -81,6 +81,7 @@ var (
 	ErrAdapterBusy     = api.ErrAdapterBusy
 	ErrTokenOutOfRange = api.ErrTokenOutOfRange
 	ErrControlToken    = api.ErrControlToken
+	ErrConfig          = api.ErrConfig
 )
 
 // NewStream is api.NewStream.
@@ -99,3 +100,6 @@ func ReportDevices(ctx context.Context, budgets map[string]int64, store lease.St
 func (b *Block) Devices(ctx context.Context) ([]DeviceStatus, error) {
 	return ReportDevices(ctx, b.budgets, b.leases, b.now(), b.proc)
 }
+
+// configErrorf is api.ConfigErrorf: a configuration New refuses (ErrConfig).
+func configErrorf(format string, a ...any) error { return api.ConfigErrorf(format, a...) }

@@ -107,7 +107,7 @@ type instance struct {
 // its tokenizer, template and shape, so a missing or malformed file fails New at once.
 func New(cfg Config) (*Block, error) {
 	if len(cfg.Models) == 0 {
-		return nil, fmt.Errorf("engine: no models configured")
+		return nil, configErrorf("engine: no models configured")
 	}
 	if cfg.MaxQueue <= 0 {
 		cfg.MaxQueue = DefaultMaxQueue
@@ -139,10 +139,10 @@ func New(cfg Config) (*Block, error) {
 	}
 	for _, mc := range cfg.Models {
 		if mc.ID == "" {
-			return nil, fmt.Errorf("engine: a model has no model_id (path %q)", mc.Path)
+			return nil, configErrorf("engine: a model has no model_id (path %q)", mc.Path)
 		}
 		if _, dup := b.models[mc.ID]; dup {
-			return nil, fmt.Errorf("engine: model_id %q configured twice", mc.ID)
+			return nil, configErrorf("engine: model_id %q configured twice", mc.ID)
 		}
 		inst, err := newInstance(b, mc, log)
 		if err != nil {
@@ -157,7 +157,7 @@ func New(cfg Config) (*Block, error) {
 		in := b.models[id]
 		budget, ok := b.budgets[in.device()]
 		if !ok {
-			return nil, fmt.Errorf("engine: model %s: device %q not found (devices: %s)", id, in.device(), strings.Join(slices.Sorted(maps.Keys(b.budgets)), ", "))
+			return nil, configErrorf("engine: model %s: device %q not found (devices: %s)", id, in.device(), strings.Join(slices.Sorted(maps.Keys(b.budgets)), ", "))
 		}
 		if need := in.leaseBytes(); need > budget {
 			return nil, fmt.Errorf("%w: model %s needs %d MiB (weights + KV pools of %d replicas for max_model_len × max_model_concurrency), the budget of %s is %d MiB",
@@ -213,7 +213,7 @@ func newInstance(b *Block, mc ModelConfig, log *slog.Logger) (*instance, error) 
 		mc.IdleTimeout = DefaultIdleTimeout
 	}
 	if mc.MaxQueue < 0 {
-		return nil, fmt.Errorf("engine: model %s: max_queue %d is negative", mc.ID, mc.MaxQueue)
+		return nil, configErrorf("engine: model %s: max_queue %d is negative", mc.ID, mc.MaxQueue)
 	}
 	if mc.MaxQueue == 0 {
 		mc.MaxQueue = b.cfg.MaxQueue + mc.Replicas*mc.MaxModelConcurrency
@@ -227,12 +227,12 @@ func newInstance(b *Block, mc ModelConfig, log *slog.Logger) (*instance, error) 
 	if mc.KVCacheBytes > 0 {
 		kc.Blocks = int(mc.KVCacheBytes / kc.BlockBytes())
 		if one := kc.BlocksFor(mc.MaxModelLen+1, 1, 0); kc.Blocks < one {
-			return nil, fmt.Errorf("engine: model %s: kv_cache_bytes %d holds %d blocks of %d tokens, less than one sequence of max_model_len %d needs (%d)",
+			return nil, configErrorf("engine: model %s: kv_cache_bytes %d holds %d blocks of %d tokens, less than one sequence of max_model_len %d needs (%d)",
 				mc.ID, mc.KVCacheBytes, kc.Blocks, kvBlockTokens, mc.MaxModelLen, one)
 		}
 	}
 	if mc.KVWarmFile != "" && mc.Replicas > 1 {
-		return nil, fmt.Errorf("engine: model %s: kv_warm_file serves one replica; use kv_warm_bytes in memory with %d replicas", mc.ID, mc.Replicas)
+		return nil, configErrorf("engine: model %s: kv_warm_file serves one replica; use kv_warm_bytes in memory with %d replicas", mc.ID, mc.Replicas)
 	}
 	slots, adapterIDs, adapterBudget, err := checkAdapters(mc, f.Architecture())
 	if err != nil {
@@ -276,7 +276,7 @@ func openModelFile(mc ModelConfig) (*modelFile, error) {
 	}
 	if mf.maxLen > mf.cfg.Context {
 		f.Close()
-		return nil, fmt.Errorf("engine: model %s: max_model_len %d is above the model's context length %d", mc.ID, mf.maxLen, mf.cfg.Context)
+		return nil, configErrorf("engine: model %s: max_model_len %d is above the model's context length %d", mc.ID, mf.maxLen, mf.cfg.Context)
 	}
 	if mf.maxLen <= 0 {
 		mf.maxLen = mf.cfg.Context

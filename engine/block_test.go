@@ -261,18 +261,20 @@ func TestBlockReplicas(t *testing.T) {
 	}
 }
 
+// TestBlockNewErrors: New refuses a configuration that breaks a rule with
+// ErrConfig (its text names the rule), and a missing file with fs.ErrNotExist.
 func TestBlockNewErrors(t *testing.T) {
-	if _, err := New(Config{}); err == nil {
-		t.Error("no models accepted")
+	if _, err := New(Config{}); !errors.Is(err, ErrConfig) {
+		t.Errorf("no models: %v", err)
 	}
 	if _, err := New(Config{Models: []ModelConfig{{ID: "x", Path: "/nonexistent.gguf"}}}); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("missing file: %v", err)
 	}
 	p := testenv.SharedFile(t, "models/stories260K.gguf")
-	if _, err := New(Config{Models: []ModelConfig{{ID: "x", Path: p}, {ID: "x", Path: p}}}); err == nil || !strings.Contains(err.Error(), "twice") {
+	if _, err := New(Config{Models: []ModelConfig{{ID: "x", Path: p}, {ID: "x", Path: p}}}); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "twice") {
 		t.Errorf("duplicate id: %v", err)
 	}
-	if _, err := New(Config{Models: []ModelConfig{{ID: "x", Path: p, MaxModelLen: 100000}}}); err == nil || !strings.Contains(err.Error(), "context length") {
+	if _, err := New(Config{Models: []ModelConfig{{ID: "x", Path: p, MaxModelLen: 100000}}}); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "context length") {
 		t.Errorf("max_model_len above the context: %v", err)
 	}
 }
@@ -293,7 +295,7 @@ func TestOpenPrepMaxModelLen(t *testing.T) {
 	if pr, err := OpenPrep(ModelConfig{ID: "x", Path: p, MaxModelLen: 64}); err != nil || pr.MaxModelLen() != 64 {
 		t.Errorf("max_model_len 64: %v", err)
 	}
-	if _, err := OpenPrep(ModelConfig{ID: "x", Path: p, MaxModelLen: ctx + 1}); err == nil || !strings.Contains(err.Error(), "context length") {
+	if _, err := OpenPrep(ModelConfig{ID: "x", Path: p, MaxModelLen: ctx + 1}); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "context length") {
 		t.Errorf("max_model_len above the context: %v", err)
 	}
 	if _, err := OpenPrep(ModelConfig{ID: "x", Path: "/nonexistent.gguf"}); !errors.Is(err, fs.ErrNotExist) {

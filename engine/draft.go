@@ -39,11 +39,11 @@ func (c *draftConfig) bytes() int64 { return c.fileSize + c.kv.Bytes() }
 func newDraftConfig(models []ModelConfig, mc ModelConfig, tok *tokenizer.Tokenizer) (*draftConfig, error) {
 	id := mc.Speculative.DraftModel
 	if id == mc.ID {
-		return nil, fmt.Errorf("engine: model %s: speculative.draft_model is the model itself", mc.ID)
+		return nil, configErrorf("engine: model %s: speculative.draft_model is the model itself", mc.ID)
 	}
 	k := slices.IndexFunc(models, func(m ModelConfig) bool { return m.ID == id })
 	if k < 0 {
-		return nil, fmt.Errorf("engine: model %s: speculative.draft_model %q is not a configured model", mc.ID, id)
+		return nil, configErrorf("engine: model %s: speculative.draft_model %q is not a configured model", mc.ID, id)
 	}
 	dmc := models[k]
 	f, err := gguf.Open(dmc.Path)
@@ -56,10 +56,10 @@ func newDraftConfig(models []ModelConfig, mc ModelConfig, tok *tokenizer.Tokeniz
 		return nil, fmt.Errorf("engine: model %s: draft model: %w", mc.ID, err)
 	}
 	if err := sameVocab(tok, dtok); err != nil {
-		return nil, fmt.Errorf("engine: model %s: speculative.draft_model %s: %w", mc.ID, id, err)
+		return nil, configErrorf("engine: model %s: speculative.draft_model %s: %w", mc.ID, id, err)
 	}
 	if need := mc.MaxModelLen + mc.Speculative.Max(); dcfg.Context < need {
-		return nil, fmt.Errorf("engine: model %s: speculative.draft_model %s: its context length %d is below the model's max_model_len %d and a draft of %d (lower max_model_len)",
+		return nil, configErrorf("engine: model %s: speculative.draft_model %s: its context length %d is below the model's max_model_len %d and a draft of %d (lower max_model_len)",
 			mc.ID, id, dcfg.Context, mc.MaxModelLen, mc.Speculative.Max())
 	}
 	kc := kvcache.Config{Layers: dcfg.Layers, KVHeads: dcfg.KVHeads, HeadDim: dcfg.HeadDim, BlockTokens: kvBlockTokens}

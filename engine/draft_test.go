@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -140,8 +141,8 @@ func TestDraftModelConfig(t *testing.T) {
 			"its context length 2048 is below the model's max_model_len 2048 and a draft of 8"},
 	} {
 		_, err := New(Config{Logger: quietLog(), Models: c.models})
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: %v, want an error saying %q", c.name, err, c.want)
+		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want ErrConfig saying %q", c.name, err, c.want)
 		}
 	}
 	memory := func(draft string) int64 {

@@ -10,6 +10,7 @@ package api
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -350,6 +351,22 @@ var (
 // Block.ChatTokensCapped) stopped because the prompt is over its limit.
 var ErrPromptOverLimit = errors.New("engine: prompt over the token limit")
 
+// ErrConfig is the kind of a configuration New (or OpenPrep, or the workers mode's
+// Pool) refuses: a rule of the models' configuration is broken. The error's text
+// names the model and the rule; errors.Is matches ErrConfig (ConfigErrorf).
+var ErrConfig = errors.New("engine: invalid configuration")
+
+// ConfigErrorf is an error of kind ErrConfig whose text is fmt.Errorf(format,
+// a...)'s, and which wraps what that wraps.
+func ConfigErrorf(format string, a ...any) error {
+	return configError{fmt.Errorf(format, a...)}
+}
+
+type configError struct{ err error }
+
+func (e configError) Error() string   { return e.err.Error() }
+func (e configError) Unwrap() []error { return []error{ErrConfig, e.err} }
+
 // ErrRestarting is the retryable error of a request whose model is restarting: its
 // worker process crashed or hung while the request ran, or the request came while the
 // worker waits out its restart backoff. Nothing about the request was wrong; retry it
@@ -400,7 +417,8 @@ type Tool struct {
 }
 
 // Stats is a snapshot of an engine's counters and gauges: plain values, cheap to
-// take (a lock and a few atomic loads per model), read when an edge presents them.
+// take (in process, one call on the Block's janitor, which copies the lifecycle
+// state it owns and loads the replicas' counters), read when an edge presents them.
 // The engine knows no presentation: the enginemetrics package turns a Stats into
 // Prometheus series (the gateway registers it for an engine with a Stats method),
 // and the gateway's admin API writes its own JSON (tailscale's clientmetric is the

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 	"unsafe"
@@ -213,6 +215,9 @@ func TestWriteFileAndOpen(t *testing.T) {
 	}
 }
 
+// TestOpenErrors: Open's errors are matched by kind (a missing file is
+// fs.ErrNotExist, a directory syscall.EISDIR, a file that is not GGUF ErrFormat)
+// and say what is wrong.
 func TestOpenErrors(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name string, b []byte) string {
@@ -222,17 +227,18 @@ func TestOpenErrors(t *testing.T) {
 	}
 	cases := []struct {
 		path string
+		kind error
 		want string
 	}{
-		{filepath.Join(dir, "missing.gguf"), "no such file"},
-		{dir, "is a directory"},
-		{write("empty", nil), "too short"},
-		{write("text", []byte("hello, this is not a model")), "not a GGUF file"},
+		{filepath.Join(dir, "missing.gguf"), fs.ErrNotExist, "no such file"},
+		{dir, syscall.EISDIR, "is a directory"},
+		{write("empty", nil), ErrFormat, "too short"},
+		{write("text", []byte("hello, this is not a model")), ErrFormat, "not a GGUF file"},
 	}
 	for _, c := range cases {
 		_, err := Open(c.path)
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("Open(%s) = %v, want an error containing %q", filepath.Base(c.path), err, c.want)
+		if !errors.Is(err, c.kind) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Open(%s) = %v, want %v saying %q", filepath.Base(c.path), err, c.kind, c.want)
 		}
 	}
 }

@@ -4,10 +4,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -103,7 +105,7 @@ func Open(path string) (*File, error) {
 		return nil, fmt.Errorf("gguf: %w", err)
 	}
 	if st.IsDir() {
-		return nil, fmt.Errorf("gguf: %s is a directory", path)
+		return nil, &fs.PathError{Op: "gguf: open", Path: path, Err: syscall.EISDIR}
 	}
 	if st.Size() < 4 {
 		return nil, fmt.Errorf("%w: %s: %d bytes is too short for a GGUF header", ErrFormat, path, st.Size())

@@ -2,7 +2,6 @@ package worker
 
 import (
 	"cmp"
-	"fmt"
 	"maps"
 	"slices"
 	"strconv"
@@ -26,7 +25,7 @@ func cudaEnv(base []string, cfgs []api.ModelConfig, caps map[string]int64) ([]st
 	for _, mc := range cfgs {
 		dev := cmp.Or(mc.Device, lease.HostDevice)
 		if _, ok := caps[dev]; !ok {
-			return nil, fmt.Errorf("worker: model %s: device %q not found (devices: %s)", mc.ID, dev, strings.Join(slices.Sorted(maps.Keys(caps)), ", "))
+			return nil, api.ConfigErrorf("worker: model %s: device %q not found (devices: %s)", mc.ID, dev, strings.Join(slices.Sorted(maps.Keys(caps)), ", "))
 		}
 		if dev == lease.HostDevice {
 			continue
@@ -34,7 +33,7 @@ func cudaEnv(base []string, cfgs []api.ModelConfig, caps map[string]int64) ([]st
 		n, ok := strings.CutPrefix(dev, "gpu:")
 		i, err := strconv.Atoi(n)
 		if !ok || err != nil || i < 0 {
-			return nil, fmt.Errorf("worker: model %s: device %q is neither host nor gpu:N", mc.ID, dev)
+			return nil, api.ConfigErrorf("worker: model %s: device %q is neither host nor gpu:N", mc.ID, dev)
 		}
 		if !slices.Contains(idx, i) {
 			idx = append(idx, i)

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -36,7 +37,7 @@ func TestCUDAEnv(t *testing.T) {
 		}
 		env, err := cudaEnv(base, cfgs, caps)
 		if tc.err != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.err) {
+			if !errors.Is(err, engine.ErrConfig) || !strings.Contains(err.Error(), tc.err) {
 				t.Errorf("%s: err %v, want %q", tc.name, err, tc.err)
 			}
 			continue
