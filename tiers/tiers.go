@@ -295,7 +295,7 @@ func Refuses(set *Set, req *Request, failing func(model string) bool) bool {
 		}
 		for i := range set.Tiers[t] {
 			m := set.Tiers[t][i].Model
-			if failing(m) { // first: a chain's candidates are (a pure test, as gate's)
+			if failing(m) { // first: at a chain's end every candidate is; failing and gate are pure, so the order leaves the answer as it is
 				continue
 			}
 			if visible, why := req.gate(m); visible && why == ReasonNone {
