@@ -155,3 +155,28 @@ func TestDecideLongChainAllocs(t *testing.T) {
 		t.Errorf("decide: %v allocs with room for one entry, %v with room for all: want 1 more (the chain's array)", n, base)
 	}
 }
+
+// BenchmarkJobDecide is TestJobDecideAllocs's decision (gwbench's plan: one model in
+// two tiers, mode balanced) timed: the routing decision's part of a served request.
+func BenchmarkJobDecide(b *testing.B) {
+	m := &model{id: "m", tier: "fast"}
+	var set tiers.Set
+	set.Tiers[tiers.Fast] = []tiers.Candidate{{Model: "m", Quality: 1}}
+	set.Tiers[tiers.Balanced] = []tiers.Candidate{{Model: "m", Quality: 2}}
+	s := &Server{set: &set, models: map[string]*model{"m": m}, pred: tiers.NewPredictor(), ten: tenancy.New(nil)}
+	pol, err := policies.Resolve("t", "default", policies.Plan{}, policies.Override{}, func(string) bool { return true })
+	if err != nil {
+		b.Fatal(err)
+	}
+	s.quotas = map[*policies.Policy]*tenancy.Quota{&pol: quotaOf(&pol)}
+	j := &job{s: s, pol: &pol, rt: route{mode: tiers.ModeBalanced}}
+	j.in.feat.N, j.in.maxField = 1, "max_tokens"
+	j.plans = append(j.planBuf[:0], planned{m: m, p: plan{nPrompt: 10, out: 1}})
+	now := time.Unix(1_800_000_000, 0)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, aerr := j.decide(now); aerr != nil {
+			b.Fatal(aerr.message)
+		}
+	}
+}

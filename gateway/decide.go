@@ -97,9 +97,9 @@ func (ch *chain) end(set *tiers.Set, allowModel, hidden func(id string) bool) *a
 // Select does). Its refusal is then the chain's end, made lazily (chain.end): the
 // tiers.Select it saves, with its trace and error, was 2 allocations of every request
 // by tiers whose chain ended early (issue 36).
-func chainEnds(sn *snapshot, req *tiers.Request, entries []choice) bool {
-	return tiers.Refuses(sn.set, req, func(id string) bool {
-		m := sn.model(id)
+func chainEnds(req *tiers.Request, entries []choice, set *tiers.Set, modelOf func(id string) *model) bool {
+	return tiers.Refuses(set, req, func(id string) bool {
+		m := modelOf(id)
 		for i := range entries {
 			if entries[i].m == m {
 				return true
@@ -141,8 +141,18 @@ func decide(a *ask, f *asks, sn *snapshot, now time.Time, dst []choice) (chain, 
 	if out == 0 {
 		out = 256 // unknown: a typical answer, for the latency prediction
 	}
+	// modelOf is sn.model with the last id's answer kept: Select's stats and need and
+	// chainEnds ask it of the same candidate in turn (each a map lookup, issue 36).
+	var lastID string
+	var last *model
+	modelOf := func(id string) *model {
+		if last == nil || id != lastID {
+			lastID, last = id, sn.model(id)
+		}
+		return last
+	}
 	need := func(id string) tiers.Need {
-		p := f.plan(sn.model(id))
+		p := f.plan(modelOf(id))
 		return tiers.Need{PromptTokens: p.nPrompt, MaxTokens: p.billedOut(a.n), Unfit: p.err != nil}
 	}
 	req := tiers.Request{
@@ -154,17 +164,16 @@ func decide(a *ask, f *asks, sn *snapshot, now time.Time, dst []choice) (chain, 
 	// once the entries before refused, and it was one of them. An adapter is its base
 	// model's queue: its base's statistics, failing when its base is in the chain.
 	stats := func(id string) tiers.Stats {
-		m := sn.model(id)
+		m := modelOf(id)
 		st := sn.stats(m.id, now)
 		for i := range ch.entries {
 			st.Failing = st.Failing || ch.entries[i].m == m
 		}
 		return st
 	}
-	native := req
-	native.Need = func(id string) tiers.Need {
+	nativeNeed := func(id string) tiers.Need {
 		nd := need(id)
-		nd.Unfit = nd.Unfit || !sn.native(sn.model(id))
+		nd.Unfit = nd.Unfit || !sn.native(modelOf(id))
 		return nd
 	}
 	steps := 1
@@ -172,7 +181,7 @@ func decide(a *ask, f *asks, sn *snapshot, now time.Time, dst []choice) (chain, 
 		steps = tiers.NumTiers
 	}
 	for len(ch.entries) < steps {
-		if len(ch.entries) > 0 && chainEnds(sn, &req, ch.entries) {
+		if len(ch.entries) > 0 && chainEnds(&req, ch.entries, sn.set, modelOf) {
 			ch.lazy, ch.maxField = true, a.maxField
 			ch.endReq = tiers.Request{Mode: req.Mode, Tier: req.Tier, AllowTier: req.AllowTier, Exclude: req.Exclude}
 			break
@@ -182,7 +191,8 @@ func decide(a *ask, f *asks, sn *snapshot, now time.Time, dst []choice) (chain, 
 		if a.tools {
 			// Only if no model whose template renders tools may serve the request does it
 			// take one that reads them from the fallback system prompt (engine.Block.ToolsNative).
-			native.Exclude = req.Exclude
+			native := req
+			native.Need = nativeNeed
 			d, err = tiers.Select(sn.set, native, stats)
 		}
 		if !a.tools || err != nil {
@@ -197,7 +207,7 @@ func decide(a *ask, f *asks, sn *snapshot, now time.Time, dst []choice) (chain, 
 			}
 			break
 		}
-		m, ad := sn.model(d.Candidate.Model), sn.adapters[d.Candidate.Model]
+		m, ad := modelOf(d.Candidate.Model), sn.adapters[d.Candidate.Model]
 		if len(ch.entries) == cap(ch.entries) { // the job's room is for one: the chain's own
 			ch.entries = append(make([]choice, 0, tiers.NumTiers), ch.entries...)
 		}

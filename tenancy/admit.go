@@ -295,6 +295,9 @@ func (tk *Ticket) CheckTokens(now time.Time, promptTokens int) error {
 	if tk.batch || tk.refused {
 		return nil
 	}
+	if tk.local != nil { // in-process: the tenant's state without the tenants map's lookup
+		return tk.local.checkTokens(&tk.q, now, promptTokens)
+	}
 	if tc, ok := tk.sh.(tokenChecker); ok {
 		return tc.CheckTokens(&tk.q, now, promptTokens)
 	}
@@ -309,6 +312,9 @@ func (tk *Ticket) Tenant() string { return tk.q.Tenant }
 // quotas can (roomAt: in-process), else the shared state's last answer to this
 // ticket (Admit or Reserve).
 func (tk *Ticket) Remaining(now time.Time) money.Money {
+	if tk.local != nil { // in-process: the tenant's state without the tenants map's lookup
+		return tk.local.roomAt(&tk.q, now)
+	}
 	if r, ok := tk.sh.(roomAt); ok {
 		return r.RoomAt(&tk.q, now)
 	}

@@ -291,7 +291,11 @@ func (ts *tenantState) admitLocked(now time.Time, promptTokens int) (*rate.Reser
 
 // CheckTokens is the tokens/min check of Ticket.CheckTokens (tokenChecker).
 func (l *localQuotas) CheckTokens(q *Quota, now time.Time, promptTokens int) error {
-	ts := l.tenant(q.Tenant)
+	return l.tenant(q.Tenant).checkTokens(q, now, promptTokens)
+}
+
+// checkTokens is CheckTokens on the tenant's state (a Ticket holds it: Ticket.local).
+func (ts *tenantState) checkTokens(q *Quota, now time.Time, promptTokens int) error {
 	err := ts.lockAt(now)
 	defer ts.mu.Unlock()
 	if err != nil {
@@ -321,7 +325,11 @@ func (l *localQuotas) Room(q *Quota) money.Money { return l.RoomAt(q, time.Now()
 // RoomAt is the tenant's money left for new reservations at now, computed live
 // (roomAt): the smaller of the day and month rooms; -1 when it has no budget.
 func (l *localQuotas) RoomAt(q *Quota, now time.Time) money.Money {
-	ts := l.tenant(q.Tenant)
+	return l.tenant(q.Tenant).roomAt(q, now)
+}
+
+// roomAt is RoomAt on the tenant's state (a Ticket holds it: Ticket.local).
+func (ts *tenantState) roomAt(q *Quota, now time.Time) money.Money {
 	err := ts.lockAt(now)
 	defer ts.mu.Unlock()
 	if err != nil {

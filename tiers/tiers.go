@@ -268,7 +268,7 @@ func Select(set *Set, req Request, stats func(model string) Stats) (Decision, er
 	for t := top; t >= bottom; t-- {
 		var d Decision
 		var why Reason
-		d, why, trace = selectTier(set, t, req, stats, trace)
+		d, why, trace = selectTier(set, t, &req, stats, trace)
 		if why == ReasonNone {
 			d.Trace = trace
 			return d, nil
@@ -295,7 +295,10 @@ func Refuses(set *Set, req *Request, failing func(model string) bool) bool {
 		}
 		for i := range set.Tiers[t] {
 			m := set.Tiers[t][i].Model
-			if visible, why := req.gate(m); visible && why == ReasonNone && !failing(m) {
+			if failing(m) { // first: at a chain's end every candidate is; failing and gate are pure, so the order leaves the answer as it is
+				continue
+			}
+			if visible, why := req.gate(m); visible && why == ReasonNone {
 				return false
 			}
 		}
@@ -347,7 +350,7 @@ func addSkip(trace []Skip, s Skip) []Skip {
 
 // selectTier picks the best candidate of tier t, or says why none fits; the
 // candidates it skipped are appended to trace.
-func selectTier(set *Set, t Tier, req Request, stats func(string) Stats, trace []Skip) (Decision, Reason, []Skip) {
+func selectTier(set *Set, t Tier, req *Request, stats func(string) Stats, trace []Skip) (Decision, Reason, []Skip) {
 	if why := req.tierGate(t); why != ReasonNone {
 		return Decision{}, why, trace
 	}
@@ -355,7 +358,8 @@ func selectTier(set *Set, t Tier, req Request, stats func(string) Stats, trace [
 	var best Decision
 	found, seen := false, false
 	worst := ReasonNone
-	for _, c := range cands {
+	for i := range cands {
+		c := &cands[i]
 		visible, why := req.gate(c.Model)
 		if !visible {
 			continue
@@ -375,7 +379,7 @@ func selectTier(set *Set, t Tier, req Request, stats func(string) Stats, trace [
 		}
 		if !found || c.Quality > best.Candidate.Quality ||
 			(c.Quality == best.Candidate.Quality && pred < best.Predicted) {
-			best = Decision{Tier: t, Candidate: c, Predicted: pred, Cost: cost}
+			best = Decision{Tier: t, Candidate: *c, Predicted: pred, Cost: cost}
 			found = true
 		}
 	}
@@ -389,7 +393,7 @@ func selectTier(set *Set, t Tier, req Request, stats func(string) Stats, trace [
 }
 
 // fit checks one candidate the policy allows (gate) against the request.
-func fit(c Candidate, req Request, s Stats) (Reason, time.Duration, money.Money) {
+func fit(c *Candidate, req *Request, s Stats) (Reason, time.Duration, money.Money) {
 	if s.Failing {
 		return ReasonFailed, 0, 0
 	}
