@@ -33,6 +33,27 @@ var kTokens = []kTokenKernels{
 		dotQ3KRows, dotQ3KRow, dotQ3KRowGeneric, "llama.cpp's float order"},
 }
 
+// q6KBenchRow: one random Q6_K row of 2048 columns and nTok tokens' activations,
+// the fixture of the Q6_K token-kernel benchmarks.
+type q6KBenchRow struct {
+	row        []byte
+	a          acts
+	out        []float32
+	nb, stride int
+	y          func(t int) *byte
+}
+
+func newQ6KBenchRow(nTok int) *q6KBenchRow {
+	r := rand.New(rand.NewPCG(5, 8))
+	const cols = 2048
+	f := &q6KBenchRow{nb: cols / qkK, out: make([]float32, nTok), row: make([]byte, Q6_K.RowBytes(cols))}
+	f.a.prepare(Q6_K, randRow(r, cols*nTok, 1), nTok, cols)
+	QuantizeRow(f.row, Q6_K, randRow(r, cols, 0.1))
+	f.stride = f.nb * int(unsafe.Sizeof(f.a.q8k[0]))
+	f.y = func(t int) *byte { return (*byte)(unsafe.Pointer(&f.a.q8k[t*f.nb])) }
+	return f
+}
+
 // BenchmarkKTokensAVX512: BenchmarkKTokens for Q6_K's AVX-512 kernels of 1, 4,
 // 8 and 16 tokens per call (dotQ6KAVX512, x4, x8, x16, and x16p on the
 // activations by pairs).
@@ -40,16 +61,9 @@ func BenchmarkKTokensAVX512(b *testing.B) {
 	if !useAVX512 {
 		b.Skip("no AVX-512")
 	}
-	r := rand.New(rand.NewPCG(5, 8))
-	const cols, nTok = 2048, 16
-	nb := cols / qkK
-	var a acts
-	a.prepare(Q6_K, randRow(r, cols*nTok, 1), nTok, cols)
-	row := make([]byte, Q6_K.RowBytes(cols))
-	QuantizeRow(row, Q6_K, randRow(r, cols, 0.1))
-	out := make([]float32, nTok)
-	stride := nb * int(unsafe.Sizeof(a.q8k[0]))
-	y := func(t int) *byte { return (*byte)(unsafe.Pointer(&a.q8k[t*nb])) }
+	const nTok = 16
+	f := newQ6KBenchRow(nTok)
+	row, a, out, nb, stride, y := f.row, &f.a, f.out, f.nb, f.stride, f.y
 	for _, T := range []int{1, 4, 8, 16, 17} { // 17: x16p, one call
 		name := fmt.Sprintf("Q6_K/x%d", T)
 		if T == 17 {
@@ -86,16 +100,8 @@ func BenchmarkQ6KNineTokens(b *testing.B) {
 	if !useAVX512 {
 		b.Skip("no AVX-512")
 	}
-	r := rand.New(rand.NewPCG(5, 8))
-	const cols, nTok = 2048, 9
-	nb := cols / qkK
-	var a acts
-	a.prepare(Q6_K, randRow(r, cols*nTok, 1), nTok, cols)
-	row := make([]byte, Q6_K.RowBytes(cols))
-	QuantizeRow(row, Q6_K, randRow(r, cols, 0.1))
-	out := make([]float32, nTok)
-	stride := nb * int(unsafe.Sizeof(a.q8k[0]))
-	y := func(t int) *byte { return (*byte)(unsafe.Pointer(&a.q8k[t*nb])) }
+	f := newQ6KBenchRow(9)
+	row, out, nb, stride, y := f.row, f.out, f.nb, f.stride, f.y
 	for _, form := range []string{"x8+1", "x9"} {
 		b.Run(form, func(b *testing.B) {
 			c0 := cpuSeconds()
