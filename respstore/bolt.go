@@ -152,7 +152,7 @@ func (s *Bolt) replay(path string) error {
 	var fresh bool
 	err = s.db.View(func(tx *bolt.Tx) error { fresh = tx.Bucket(bucketJournal) == nil; return nil })
 	if err == nil && fresh {
-		data, err = nil, j.reset()
+		data, err = nil, j.reset(s.journalSize())
 	}
 	if err != nil {
 		j.close()
@@ -196,7 +196,7 @@ func (s *Bolt) replay(path string) error {
 		return meta.Put(keyApplied, binary.BigEndian.AppendUint64(nil, s.seq))
 	})
 	if err == nil && !fresh {
-		err = j.reset()
+		err = j.reset(s.journalSize())
 	}
 	if err != nil {
 		j.close()
@@ -204,6 +204,14 @@ func (s *Bolt) replay(path string) error {
 	}
 	s.j = j
 	return nil
+}
+
+// journalSize is the size of the journal's pass: none in ledger mode.
+func (s *Bolt) journalSize() int {
+	if s.led {
+		return 0
+	}
+	return journalSize
 }
 
 // Close closes the database, after the group commit under way (a Put after it, or

@@ -107,13 +107,19 @@ func (s *Bolt) PutCarried(ctx context.Context, rec Record, lim Limits, carry fun
 	}
 	if !op.written { // nothing carried it: a group of its own
 		if l := s.log.Load(); l == nil {
-			op.werr = errNotWritten
+			op.written, op.werr = true, errNotWritten
 		} else if p, err := l.AppendWith(nil, op); err != nil {
 			op.werr = fmt.Errorf("respstore: %w", err)
 		} else {
 			l.Commit(p) // its error is op.werr (SideWritten)
 		}
 	}
+	return s.resolve(op)
+}
+
+// resolve ends a held Put once its ledger write returned: published (readers see
+// it) or failed.
+func (s *Bolt) resolve(op *putOp) error {
 	s.mu.Lock()
 	if op.written && op.werr == nil {
 		if !op.published { // else the applier published it, and bbolt holds it
@@ -124,11 +130,13 @@ func (s *Bolt) PutCarried(ctx context.Context, rec Record, lim Limits, carry fun
 		s.failLocked(op)
 	}
 	s.mu.Unlock()
-	if op.written && op.werr == nil {
+	switch {
+	case op.written && op.werr == nil:
 		return nil
-	}
-	if op.werr == nil {
+	case op.werr == nil: // cannot be: a Commit returns after SideWritten
 		return errNotWritten
+	case errors.Is(op.werr, errNotWritten):
+		return op.werr
 	}
 	return fmt.Errorf("respstore: the ledger write: %w", op.werr)
 }
@@ -454,3 +462,6 @@ func (s *Bolt) ApplySides() error {
 
 // SideLog (ledger.SideOwner) takes the ledger that writes lone Puts.
 func (s *Bolt) SideLog(l *ledger.Log) { s.log.Store(l) }
+
+// Carries reports whether the store is in ledger mode: PutCarried calls its carry.
+func (s *Bolt) Carries() bool { return s.led }
