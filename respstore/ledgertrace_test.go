@@ -48,9 +48,10 @@ type traceCase struct {
 }
 
 type tracePut struct {
-	name string // the response's id (a name of before: a replacement)
-	pad  int    // its size, by gcRec's pad
-	fail bool   // its ledger write fails
+	name  string // the response's id (a name of before: a replacement)
+	pad   int    // its size, by gcRec's pad
+	fail  bool   // its ledger write fails
+	quick bool   // written and published in one step (fewer interleavings)
 }
 
 // threads returns each thread's steps, in its own order.
@@ -62,6 +63,10 @@ func (c *traceCase) threads() [][]traceStep {
 			w = "fail"
 		}
 		i := len(ts)
+		if p.quick {
+			ts = append(ts, []traceStep{{i, "decide", p.name}, {i, w + "+publish", p.name}})
+			continue
+		}
 		ts = append(ts, []traceStep{{i, "decide", p.name}, {i, w, p.name}, {i, "publish", p.name}})
 	}
 	for range c.applies {
@@ -118,6 +123,10 @@ var traceCases = []traceCase{
 		name: "bytes limit, a held shrink that fails", lim: Limits{MaxBytes: 2*gcSize(100) + gcSize(10)},
 		before: map[string]int{"r0": 100, "r1": 100}, puts: []tracePut{{name: "r0", pad: 10, fail: true}, {name: "b", pad: 100}}, applies: 1,
 	},
+	{ // a Put held while the applier commits its tenant's others still counts
+		name: "three Puts for two places, commits between", lim: Limits{MaxCount: 3},
+		before: map[string]int{"r0": 10}, puts: []tracePut{{name: "a", pad: 10, quick: true}, {name: "b", pad: 10}, {name: "c", pad: 10, quick: true}}, applies: 1,
+	},
 	{ // two Puts of one key: the second waits for the first (parked), counted once
 		name: "two Puts of one key", lim: Limits{MaxCount: 2},
 		before: map[string]int{"r0": 10}, puts: []tracePut{{name: "a", pad: 10}, {name: "a", pad: 50}}, applies: 1,
@@ -125,15 +134,22 @@ var traceCases = []traceCase{
 }
 
 // gcSize is the Record.Size of gcRec with pad.
-func gcSize(pad int) int64 { r := gcRec("t", "resp_xx", pad); return r.Size() }
+func gcSize(pad int) int64 { r := gcRec("t1", "resp_xx", pad); return r.Size() }
 
 func TestLedgerTraces(t *testing.T) {
 	for _, c := range traceCases {
 		t.Run(c.name, func(t *testing.T) {
-			runs, dir := 0, t.TempDir()
+			// One store for the case, each interleaving a tenant of its own.
+			s, err := openBoltLedger(filepath.Join(t.TempDir(), "r.db"), Options{}, time.Hour, time.Hour) // the applier commits when a step says
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			s.db.NoSync = true // thousands of commits
+			runs := 0
 			interleavings(c.threads(), func(steps []traceStep) {
 				runs++
-				if err := runTrace(filepath.Join(dir, fmt.Sprintf("r%d.db", runs)), &c, steps); err != nil {
+				if err := runTrace(s, fmt.Sprintf("t%d", runs), &c, steps); err != nil {
 					t.Fatalf("%s\n%v", traceString(steps), err)
 				}
 			})
@@ -156,18 +172,11 @@ func traceString(steps []traceStep) string {
 	return b.String()
 }
 
-// runTrace runs one interleaving on a new store at path and checks it after every
+// runTrace runs one interleaving on s, for tenant (new), and checks it after every
 // step; an interleaving no goroutines can make (a Delete while a Put is held, which
 // waits) is skipped.
-func runTrace(path string, c *traceCase, steps []traceStep) error {
-	s, err := openBoltLedger(path, Options{}, time.Hour, time.Hour) // the applier commits when a step says
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	s.db.NoSync = true // many stores: their fsyncs would take minutes
+func runTrace(s *Bolt, tenant string, c *traceCase, steps []traceStep) error {
 	ctx := context.Background()
-	const tenant = "t"
 	id := func(name string) string { return "resp_" + name }
 	model := map[string]int64{} // what is stored, as the readers must see it: name → size
 	for name, pad := range c.before {
@@ -239,6 +248,15 @@ func runTrace(path string, c *traceCase, steps []traceStep) error {
 		}
 		return nil
 	}
+	var expanded []traceStep
+	for _, st := range steps {
+		if w, ok := strings.CutSuffix(st.kind, "+publish"); ok {
+			expanded = append(expanded, traceStep{st.thread, w, st.name}, traceStep{st.thread, "publish", st.name})
+			continue
+		}
+		expanded = append(expanded, st)
+	}
+	steps = expanded
 	for k, st := range steps {
 		after := traceString(steps[:k+1])
 		i := st.thread
