@@ -13,12 +13,13 @@ import (
 // One sync for a stored response: where the settlement and the stored-response Put
 // meet. With a store that carries (respstore's Bolt in ledger mode), a Responses
 // request that stores its response settles in the Put: job.settle only keeps its
-// entry (carry.on), the output's Finished stores the response (save), the store
-// checks the limits and calls back settleCarried with the record as a ledger.Side,
-// and the settlement's ledger write carries it: one write, one sync for both, and
-// a settlement whose write fails leaves no stored response (the answer then says
-// store: false). Whatever the output does, finished settles a settlement still
-// kept (a response not stored: an error, a limit, store: false).
+// entry (carry.on), the output stores the response as it renders the answer's end
+// (AppendWhole, AppendEnd: save), the store checks the limits and calls back
+// settleCarried with the record as a ledger.Side, and the settlement's ledger write
+// carries it: one write, one sync for both, and a settlement whose write fails
+// leaves no stored response (the answer then says store: false). Right after that
+// rendering (answerWhole, the streams' end), and in finished for a failure, the job
+// settles a settlement still kept (a response not stored: a limit, a client gone).
 
 // carrier is the optional ability of a responseStore whose Put a ledger write can
 // carry (durableResponses over a Bolt in ledger mode).

@@ -503,7 +503,9 @@ func (j *job) finished(w *whole, e *apiError) {
 	if f, ok := j.out.(finisher); ok {
 		f.Finished(w, e.wire())
 	}
-	j.settleCarried(nil) // a settlement no stored response carried
+	if e != nil {
+		j.settleCarried(nil) // failed: no response to store will carry it
+	}
 }
 
 // settle records the request's usage (waiting for the ledger group) and its metrics.
@@ -722,7 +724,9 @@ func (j *job) answerWhole(ctx *fasthttp.RequestCtx, w *whole, status int, err er
 		return
 	}
 	j.finished(w, nil)
-	j.answer(ctx, 200, j.out.ContentType(false), j.out.AppendWhole(make([]byte, 0, size), w))
+	body := j.out.AppendWhole(make([]byte, 0, size), w) // a Responses output stores here
+	j.settleCarried(nil)                                // if no stored response carried the settlement
+	j.answer(ctx, 200, j.out.ContentType(false), body)
 }
 
 // sseWriter writes a stream's events as its output renders them, flushing each;
@@ -866,5 +870,6 @@ func (j *job) streamEmbedded(w *bufio.Writer, st *engine.Stream, cancel context.
 		*ev = outEvent{Kind: outUsage, Usage: u}
 		sw.event(ev)
 	}
-	sw.end()
+	sw.end()             // a Responses output stores here
+	j.settleCarried(nil) // if no stored response carried the settlement
 }
