@@ -175,24 +175,30 @@ func runServe(args []string) error {
 		mode = tenancy.SyncProcess
 	}
 	// The stored responses of /v1/responses: in Redis with `redis:` (any process
-	// continues any response), else in a bbolt file in the data directory, each one
-	// written as a side record of its request's ledger write (one sync for both,
-	// respstore's ledger mode): opened before the ledger, which hands it what a
-	// killed process left, and closed after it.
+	// continues any response), else in a bbolt file in the data directory. With
+	// ledger: {sync: process} each one is a side record of its request's ledger write
+	// (respstore's ledger mode: one write for both), opened before the ledger, which
+	// hands it what a killed process left, and closed after it. With sync: fsync it
+	// keeps its own journal: ledger mode measured slower there (docs/PERFORMANCE.md,
+	// "Stored responses: one sync with the ledger"), not yet understood.
 	var responses respstore.Store
-	var rb *respstore.Bolt
+	topts := tenancy.Options{Sync: mode}
 	if r := cfg.Redis; r != nil {
 		responses = respstore.NewRedis(rc, r.KeyPrefix, respstore.Options{})
 	} else {
-		if rb, err = respstore.OpenBoltLedger(filepath.Join(cfg.DataDir, "responses.db"), respstore.Options{}); err != nil {
+		path := filepath.Join(cfg.DataDir, "responses.db")
+		var rb *respstore.Bolt
+		if mode == tenancy.SyncProcess {
+			rb, err = respstore.OpenBoltLedger(path, respstore.Options{})
+			topts.Side = rb
+		} else {
+			rb, err = respstore.OpenBolt(path, respstore.Options{})
+		}
+		if err != nil {
 			return err
 		}
 		defer rb.Close()
 		responses = rb
-	}
-	topts := tenancy.Options{Sync: mode}
-	if rb != nil {
-		topts.Side = rb
 	}
 	store, err := tenancy.Open(filepath.Join(cfg.DataDir, "lmlite.db"), topts)
 	if err != nil {
