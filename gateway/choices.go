@@ -392,5 +392,6 @@ func (j *job) streamChoices(w *bufio.Writer, events iter.Seq[tokenEvent], outs [
 	}
 	*ev = outEvent{Kind: outUsage, Usage: u}
 	sw.event(ev)
-	sw.end()
+	sw.end()             // a Responses output stores here
+	j.settleCarried(nil) // if no stored response carried the settlement
 }

@@ -58,7 +58,8 @@ type codec interface {
 // codec gives its package's output the options it needs.
 type outMeta struct {
 	core.Meta
-	in *input
+	in  *input
+	job *job // its settlement may ride in the stored response's Put (responses_carry.go); nil: none
 }
 
 // The result's types are gateway/core's (result.go), so that a codec package renders

@@ -21,6 +21,7 @@ import (
 	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/engine/genmodel"
 	"github.com/lmlite/lmlite/internal/testenv"
+	"github.com/lmlite/lmlite/respstore"
 	"github.com/lmlite/lmlite/tenancy"
 )
 
@@ -78,6 +79,17 @@ func startServer(t *testing.T, yaml string, eng *fakeEngine) *testServer {
 // startServerWith is startServer with options (a clock, rollups, a logger; the admin
 // key is the harness's, and a nil logger discards) and, when wrap is not nil, the engine it returns for
 // the fake one (to add optional abilities such as ModelLoader).
+// storeOptions are the test servers' tenancy.Options: sync process, and a Bolt in
+// ledger mode given as Options.Responses is the ledger's side owner, as lmlite
+// serve's.
+func storeOptions(opts Options) tenancy.Options {
+	o := tenancy.Options{Sync: tenancy.SyncProcess}
+	if rb, ok := opts.Responses.(*respstore.Bolt); ok && rb.Carries() {
+		o.Side = rb
+	}
+	return o
+}
+
 func startServerWith(t *testing.T, yaml string, eng *fakeEngine, opts Options, wrap func(*fakeEngine) Engine) *testServer {
 	t.Helper()
 	return startServerIn(t, t.TempDir(), yaml, eng, opts, wrap)
@@ -88,7 +100,7 @@ func startServerWith(t *testing.T, yaml string, eng *fakeEngine, opts Options, w
 func startServerIn(t *testing.T, dir, yaml string, eng *fakeEngine, opts Options, wrap func(*fakeEngine) Engine) *testServer {
 	t.Helper()
 	cfg := parseConfig(t, yaml, dir)
-	store, err := tenancy.Open(filepath.Join(cfg.DataDir, "lmlite.db"), tenancy.Options{Sync: tenancy.SyncProcess})
+	store, err := tenancy.Open(filepath.Join(cfg.DataDir, "lmlite.db"), storeOptions(opts))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +282,7 @@ func startEngineWith(t testing.TB, yaml string, ec engine.Config, opts Options, 
 			t.Fatal(err)
 		}
 	}
-	store, err := tenancy.Open(filepath.Join(dir, "lmlite.db"), tenancy.Options{Sync: tenancy.SyncProcess})
+	store, err := tenancy.Open(filepath.Join(dir, "lmlite.db"), storeOptions(opts))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,9 @@ func (c *responsesCodec) newOutput(m *outMeta) output {
 	if ri.store && c.store != nil {
 		ri.saver = respSaver{c: c, m: m, ri: ri}
 		opt.Store = &ri.saver
+		if cs, ok := c.store.(carrier); ok && cs.Carries() && m.job != nil {
+			m.job.carry.on = true // settled in the Put (responses_carry.go)
+		}
 	}
 	return openai.NewResponseOutput(&m.Meta, opt)
 }
@@ -77,7 +80,12 @@ func (c *responsesCodec) save(m *outMeta, ri *respInput, id string, output []res
 	}
 	r := &storedResponse{ID: id, Tenant: m.Tenant, Created: m.Created, Model: m.Model, Previous: ri.previous,
 		Input: in, Output: output, Body: body}
-	err := c.store.Put(context.Background(), r, ri.limits)
+	var err error
+	if cs, ok := c.store.(carrier); ok && m.job != nil && m.job.carry.on {
+		err = cs.PutCarried(context.Background(), r, ri.limits, m.job.settleCarried)
+	} else {
+		err = c.store.Put(context.Background(), r, ri.limits)
+	}
 	if err == nil {
 		return nil
 	}

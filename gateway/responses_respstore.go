@@ -20,12 +20,7 @@ type durableResponses struct {
 }
 
 func (d *durableResponses) Put(ctx context.Context, r *storedResponse, lim respstore.Limits) error {
-	rec := respstore.Record{Tenant: r.Tenant, ID: r.ID, Created: time.Unix(r.Created, 0), Model: r.Model,
-		Previous: r.Previous, Response: r.Body, Input: toItems(r.Input), Output: toItems(r.Output)}
-	if now := d.now(); now.After(rec.Created) {
-		rec.Created = now // the retention counts from when it is stored
-	}
-	return storeErr(d.st.PutWithin(ctx, rec, lim))
+	return storeErr(d.st.PutWithin(ctx, d.record(r), lim))
 }
 
 // Full reads the tenant's usage (one read: a bbolt read transaction, a Redis HMGET).

@@ -49,6 +49,14 @@ var respStores = []struct {
 		t.Cleanup(func() { rb.Close() })
 		return rb
 	}},
+	{"bolt-ledger", func(t *testing.T) respstore.Store { // as lmlite serve keeps them: carried by the ledger's writes
+		rb, err := respstore.OpenBoltLedger(filepath.Join(t.TempDir(), "responses.db"), respstore.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { rb.Close() })
+		return rb
+	}},
 	{"redis", func(t *testing.T) respstore.Store {
 		rs := redistest.Start(t, redistest.Options{})
 		rc, err := rediscli.New(rediscli.Options{URL: rs.URL(0), Name: "respquota"})

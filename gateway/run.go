@@ -15,6 +15,7 @@ import (
 	"github.com/lmlite/lmlite/engine/chat"
 	"github.com/lmlite/lmlite/gateway/core"
 	"github.com/lmlite/lmlite/internal/sse"
+	"github.com/lmlite/lmlite/ledger"
 	"github.com/lmlite/lmlite/money"
 	"github.com/lmlite/lmlite/policies"
 	"github.com/lmlite/lmlite/tenancy"
@@ -45,7 +46,8 @@ type job struct {
 	out   output  // renders this request's result (made when the model took it: startOutput)
 	meta  outMeta // what out knows of the request
 
-	refusal string // the apiError reason that failed the request after admission (usage.go)
+	refusal string        // the apiError reason that failed the request after admission (usage.go)
+	carry   carriedSettle // its settlement kept for its stored response's ledger write (responses_carry.go)
 
 	kept    bool          // its engine request is counted in s.keeps (keepalive.go) until settled
 	keepOwn time.Duration // how long its own use keeps its model (decideKeepAlive)
@@ -501,10 +503,21 @@ func (j *job) finished(w *whole, e *apiError) {
 	if f, ok := j.out.(finisher); ok {
 		f.Finished(w, e.wire())
 	}
+	if e != nil {
+		j.settleCarried(nil) // failed: no response to store will carry it
+	}
 }
 
 // settle records the request's usage (waiting for the ledger group) and its metrics.
 func (j *job) settle(e tenancy.Entry, u *engine.Usage) {
+	if j.carry.keep(e, u) {
+		return // the stored response's Put settles it (responses_carry.go)
+	}
+	j.settleWith(e, u, nil)
+}
+
+// settleWith is settle whose ledger write also carries side (nil: none).
+func (j *job) settleWith(e tenancy.Entry, u *engine.Usage, side ledger.Side) {
 	s := j.s
 	e.Time = s.now()
 	j.endKeep(true)
@@ -533,7 +546,7 @@ func (j *job) settle(e tenancy.Entry, u *engine.Usage) {
 	if j.ticket == nil { // refused before its admission (routing, budget): nothing held
 		j.ticket = s.ten.NotAdmitted(s.quota(j.pol))
 	}
-	charged, err := j.ticket.Settle(e)
+	charged, err := j.ticket.SettleWith(e, side)
 	if j.line != nil {
 		e = j.line.settled(j.ticket, e, charged)
 	}
@@ -672,7 +685,7 @@ func statusOf(u engine.Usage, err error) int {
 // headers: the route, the content type, and no caching or proxy buffering for a
 // stream.
 func (j *job) startOutput(ctx *fasthttp.RequestCtx) {
-	j.meta = outMeta{Meta: core.Meta{ReqID: j.reqID, Model: j.servedName(), Created: j.start.Unix(), Tenant: j.pol.Tenant, Prompt: j.c.nPrompt}, in: &j.in}
+	j.meta = outMeta{Meta: core.Meta{ReqID: j.reqID, Model: j.servedName(), Created: j.start.Unix(), Tenant: j.pol.Tenant, Prompt: j.c.nPrompt}, in: &j.in, job: j}
 	j.out = j.codec.newOutput(&j.meta)
 	if ctx == nil {
 		return
@@ -711,7 +724,9 @@ func (j *job) answerWhole(ctx *fasthttp.RequestCtx, w *whole, status int, err er
 		return
 	}
 	j.finished(w, nil)
-	j.answer(ctx, 200, j.out.ContentType(false), j.out.AppendWhole(make([]byte, 0, size), w))
+	body := j.out.AppendWhole(make([]byte, 0, size), w) // a Responses output stores here
+	j.settleCarried(nil)                                // if no stored response carried the settlement
+	j.answer(ctx, 200, j.out.ContentType(false), body)
 }
 
 // sseWriter writes a stream's events as its output renders them, flushing each;
@@ -855,5 +870,6 @@ func (j *job) streamEmbedded(w *bufio.Writer, st *engine.Stream, cancel context.
 		*ev = outEvent{Kind: outUsage, Usage: u}
 		sw.event(ev)
 	}
-	sw.end()
+	sw.end()             // a Responses output stores here
+	j.settleCarried(nil) // if no stored response carried the settlement
 }

@@ -34,6 +34,9 @@ type Options struct {
 	ApplyEntries int
 	// WrapSegment (tests) wraps each new segment file, to see what is written and synced.
 	WrapSegment func(*os.File) SegmentFile
+	// Side keeps the side records (side.go); nil: none is written, and those a log
+	// holds at Open are dropped (with a warning).
+	Side SideOwner
 }
 
 // SegmentFile is what the log needs of a segment: append, fsync, close. It is the
@@ -123,6 +126,7 @@ type Log struct {
 	spare  Batch        // the batch last applied, for reuse
 	rec    []byte       // record buffer
 	free   *Pending     // a written Pending every appender has committed, for reuse
+	sided  bool         // a side record was written since the last switch of segment
 
 	applyMu sync.Mutex // serialises applies (the background goroutine, Sync and Close)
 
@@ -135,8 +139,9 @@ type Log struct {
 // once every appender has committed it (a request's allocation less, issue 36): an
 // appender must not use it after its Commit.
 type Pending struct {
-	g    Group
-	refs atomic.Int32 // appenders that have not committed it yet
+	g     Group
+	refs  atomic.Int32 // appenders that have not committed it yet
+	sides []Side       // guarded by Log.mu until the group is taken to be written, then by Log.walMu
 	// guarded by Log.walMu
 	written bool
 	err     error
@@ -153,15 +158,41 @@ func Open(db *bolt.DB, base string, opts Options, o Owner) (*Log, error) {
 	}
 	l := &Log{db: db, base: base, opts: opts, o: o,
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{})}
-	segs, err := ReadSegments(base, o.Replay) // a torn tail (never acknowledged) ends a segment
+	var sideErr error
+	dropped := 0
+	segs, err := ReadSegments(base, func(p []byte) bool { // a torn tail (never acknowledged) ends a segment
+		if !isSide(p) {
+			return o.Replay(p)
+		}
+		if opts.Side == nil {
+			dropped++
+			return true
+		}
+		if err := opts.Side.ReplaySide(p[1:]); err != nil {
+			sideErr = err
+			return false
+		}
+		return true
+	})
+	if err == nil {
+		err = sideErr
+	}
 	if err != nil {
 		return nil, err
+	}
+	if dropped > 0 {
+		slog.Default().Warn("ledger: side records left in the log with no owner to take them were dropped", "records", dropped)
 	}
 	for _, sg := range segs {
 		l.segNum.Store(max(l.segNum.Load(), int64(sg.N)))
 	}
 	if b := o.Replayed(); !b.Empty() {
 		if err := db.Update(b.Apply); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Side != nil {
+		if err := opts.Side.ReplayedSides(); err != nil {
 			return nil, err
 		}
 	}
@@ -172,6 +203,9 @@ func Open(db *bolt.DB, base string, opts Options, o Owner) (*Log, error) {
 	l.cur = &Pending{g: o.NewGroup()}
 	if l.wal, l.walSeg, err = l.createSegment(); err != nil {
 		return nil, err
+	}
+	if opts.Side != nil {
+		opts.Side.SideLog(l)
 	}
 	go l.applier()
 	return l, nil
@@ -233,6 +267,7 @@ func (l *Log) writeLocked(p *Pending) {
 	rec := BeginRecord(l.rec[:0])
 	rec = p.g.Payload(rec)
 	EndRecord(rec, 0)
+	rec = appendSides(rec, p)
 	if cap(rec) <= 1<<20 {
 		l.rec = rec
 	}
@@ -249,11 +284,16 @@ func (l *Log) writeLocked(p *Pending) {
 			l.wal, l.walSeg = f, n
 		}
 		l.o.Written(p.g, p.err)
+		sidesWritten(p, p.err)
 		return
 	}
 	l.commits.Add(1)
 	l.batch.Add(p.g)
 	l.o.Written(p.g, nil)
+	if len(p.sides) > 0 {
+		l.sided = true
+	}
+	sidesWritten(p, nil)
 	if l.batch.Entries() >= l.opts.ApplyEntries {
 		select {
 		case l.kick <- struct{}{}:
@@ -291,7 +331,7 @@ func (l *Log) apply() error {
 	l.applyMu.Lock()
 	defer l.applyMu.Unlock()
 	l.walMu.Lock()
-	empty := l.batch.Empty()
+	empty := l.batch.Empty() && !l.sided
 	l.walMu.Unlock()
 	if empty {
 		return nil
@@ -305,9 +345,24 @@ func (l *Log) apply() error {
 	b, old := l.batch, l.wal
 	l.batch, l.spare = l.spare, nil
 	l.wal, l.walSeg = f, n
+	l.sided = false
 	l.walMu.Unlock()
 	old.Close()
-	err = l.db.Update(b.Apply)
+	if !b.Empty() {
+		err = l.db.Update(b.Apply)
+	}
+	if err == nil && l.opts.Side != nil {
+		// The side records of the old segments were all written (SideWritten) before
+		// the switch: their owner must hold them before the segments go.
+		if serr := l.opts.Side.ApplySides(); serr != nil {
+			l.walMu.Lock()
+			b.Reset()
+			l.spare = b
+			l.sided = true // try again at the next apply
+			l.walMu.Unlock()
+			return fmt.Errorf("ledger: the side records' owner: %w", serr)
+		}
+	}
 	l.walMu.Lock()
 	if err != nil { // keep the batch pending, in front of the groups logged meanwhile
 		b.Append(l.batch)
@@ -362,7 +417,7 @@ func (l *Log) Close() error {
 	p := l.cur
 	p.refs.Add(1) // Close commits it as its appenders do
 	l.mu.Unlock()
-	if !p.g.Empty() {
+	if !p.g.Empty() || len(p.sides) > 0 {
 		l.Commit(p) // its error is its appenders'
 	}
 	close(l.stop)

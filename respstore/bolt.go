@@ -13,6 +13,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/lmlite/lmlite/ledger"
 )
 
 var (
@@ -74,14 +76,14 @@ type Bolt struct {
 
 	// From the writer to the applier.
 	qmu      sync.Mutex
-	queue    []*putOp        // acknowledged Puts bbolt has not committed, in order (under qmu)
-	queued   time.Time       // when the oldest of queue was queued (under qmu)
-	lastQ    time.Time       // when the writer last queued Puts (under qmu)
-	kick     chan struct{}   // the queue grew (buffered: one is enough)
-	flushes  chan chan error // the writer waits until bbolt holds every Put queued
-	applied  atomic.Uint64   // the seq of the last journal record bbolt holds
-	stopAppl chan struct{}   // closed by the writer at Close
-	applDone chan struct{}   // closed when applyLoop returned
+	queue    []*putOp      // acknowledged Puts bbolt has not committed, in order (under qmu)
+	queued   time.Time     // when the oldest of queue was queued (under qmu)
+	lastQ    time.Time     // when the writer last queued Puts (under qmu)
+	kick     chan struct{} // the queue grew (buffered: one is enough)
+	flushes  chan flushReq // the writer waits until bbolt holds every Put queued (or those up to a seq)
+	applied  atomic.Uint64 // the seq of the last journal record bbolt holds
+	stopAppl chan struct{} // closed by the writer at Close
+	applDone chan struct{} // closed when applyLoop returned
 
 	// The overlay: the acknowledged Puts bbolt has not committed (under mu; the
 	// writer adds to it, the applier takes out what it committed).
@@ -90,6 +92,18 @@ type Bolt struct {
 	usage    map[string]*pendingUsage // tenant → its usage with its Puts not in bbolt, for tenants that have some
 	replayed int                      // Puts applied again from the journal at open (tests read it)
 
+	// Ledger mode (ledger.go): the Puts are the ledger's side records.
+	led        bool
+	log        atomic.Pointer[ledger.Log] // writes lone Puts (SideLog)
+	sideSeq    uint64                     // the last side record's seq (AppendSide, under the ledger's write lock; ReplaySide)
+	sideFound  []*putOp                   // ReplaySide's, for ReplayedSides
+	holding    map[string]*putOp          // under mu: the Puts decided (held) and not yet published or failed, by key
+	held       int                        // under mu: len(holding)
+	wake       chan struct{}              // cap 1: a held Put was published or failed (when wakeWanted)
+	wakeWanted bool                       // under mu: the owner waits for wake
+	parked     []*putOp                   // the owner's: Puts waiting for a held Put of their key
+	written    atomic.Uint64              // the seq of the last side record written
+
 	commitHook   func() // tests: runs in the applier's bbolt transaction, before it commits
 	crashAtClose bool   // tests: Close leaves bbolt without the journal's Puts, as a crash would
 }
@@ -97,6 +111,7 @@ type Bolt struct {
 // pendingUsage is a tenant's part of the overlay.
 type pendingUsage struct {
 	u      Usage // the tenant's usage with every acknowledged Put
+	hold   Usage // ledger mode: the growth of its held Puts, at most (u + hold: what a Put is checked against)
 	n      int   // the tenant's acknowledged Puts bbolt has not committed
 	minExp int64 // the earliest expiry (Unix ms) of those (a bound: may be one committed since)
 }
@@ -107,26 +122,31 @@ var ErrClosed = errors.New("respstore: closed")
 // OpenBolt opens (creating) the store in the file path and its journal (path +
 // "-journal"), applying the journal's records that bbolt lacks.
 func OpenBolt(path string, o Options) (*Bolt, error) {
-	return openBolt(path, o, commitEvery, commitIdle)
+	return openBolt(path, o, commitEvery, commitIdle, false)
 }
 
 // openBolt is OpenBolt committing bbolt after every and idle (tests: only when they
 // make it, with an hour).
-func openBolt(path string, o Options, every, idle time.Duration) (*Bolt, error) {
+func openBolt(path string, o Options, every, idle time.Duration, led bool) (*Bolt, error) {
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second, InitialMmapSize: initialMmap})
 	if err != nil {
 		return nil, fmt.Errorf("respstore: %w", err)
 	}
 	s := &Bolt{db: db, o: o.withDefaults(), puts: make(chan *putOp), execs: make(chan *execOp),
 		quit: make(chan struct{}), stopped: make(chan struct{}),
-		kick: make(chan struct{}, 1), flushes: make(chan chan error), stopAppl: make(chan struct{}), applDone: make(chan struct{}),
-		recent: map[string]*putOp{}, usage: map[string]*pendingUsage{}, every: every, idle: idle}
+		kick: make(chan struct{}, 1), flushes: make(chan flushReq), stopAppl: make(chan struct{}), applDone: make(chan struct{}),
+		recent: map[string]*putOp{}, usage: map[string]*pendingUsage{}, every: every, idle: idle,
+		led: led, holding: map[string]*putOp{}, wake: make(chan struct{}, 1)}
 	if err := s.replay(path + "-journal"); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("respstore: %w", err)
 	}
 	go s.applyLoop()
-	go s.commitLoop()
+	if led {
+		go s.ownerLoop()
+	} else {
+		go s.commitLoop()
+	}
 	return s, nil
 }
 
@@ -143,7 +163,7 @@ func (s *Bolt) replay(path string) error {
 	var fresh bool
 	err = s.db.View(func(tx *bolt.Tx) error { fresh = tx.Bucket(bucketJournal) == nil; return nil })
 	if err == nil && fresh {
-		data, err = nil, j.reset()
+		data, err = nil, j.reset(s.journalSize())
 	}
 	if err != nil {
 		j.close()
@@ -181,10 +201,13 @@ func (s *Bolt) replay(path string) error {
 		}
 		s.seq = max(applied, last)
 		s.applied.Store(s.seq)
+		if v := meta.Get(keySide); len(v) == 8 {
+			s.sideSeq = binary.BigEndian.Uint64(v)
+		}
 		return meta.Put(keyApplied, binary.BigEndian.AppendUint64(nil, s.seq))
 	})
 	if err == nil && !fresh {
-		err = j.reset()
+		err = j.reset(s.journalSize())
 	}
 	if err != nil {
 		j.close()
@@ -192,6 +215,14 @@ func (s *Bolt) replay(path string) error {
 	}
 	s.j = j
 	return nil
+}
+
+// journalSize is the size of the journal's pass: none in ledger mode.
+func (s *Bolt) journalSize() int {
+	if s.led {
+		return 0
+	}
+	return journalSize
 }
 
 // Close closes the database, after the group commit under way (a Put after it, or
@@ -294,6 +325,9 @@ func (s *Bolt) Put(ctx context.Context, rec Record) error {
 }
 
 func (s *Bolt) PutWithin(ctx context.Context, rec Record, lim Limits) error {
+	if s.led {
+		return s.PutCarried(ctx, rec, lim, nil)
+	}
 	rec, err := s.o.prepare(rec)
 	if err != nil {
 		return err
@@ -320,7 +354,14 @@ type putOp struct {
 	err  error  // the Put's outcome; set before done is closed
 	done chan struct{}
 	key  string // tkey(rec.Tenant, rec.ID) (the writer sets it)
-	seq  uint64 // the journal record it is in, once acknowledged
+	seq  uint64 // the journal record it is in, once acknowledged (ledger mode: its side record's)
+
+	// Ledger mode (ledger.go).
+	st        *Bolt
+	delta     Usage // what it changes of its tenant's usage (the owner's decision)
+	written   bool  // its ledger write ended (SideWritten, under the ledger's write lock)
+	werr      error // … with this error
+	published bool  // under Bolt.mu: published or failed (no longer held)
 }
 
 // maxGroup bounds the Puts one group commit takes.
@@ -621,8 +662,15 @@ func (s *Bolt) flush() error {
 		return nil
 	}
 	c := make(chan error, 1)
-	s.flushes <- c
+	s.flushes <- flushReq{c: c}
 	return <-c
+}
+
+// flushReq asks the applier to answer c once bbolt holds every Put queued, or (upTo
+// not 0) every Put of seq upTo or less.
+type flushReq struct {
+	upTo uint64
+	c    chan error
 }
 
 // applyLoop is the applier: it commits the acknowledged Puts of the queue to bbolt
@@ -635,13 +683,25 @@ func (s *Bolt) applyLoop() {
 	defer close(s.applDone)
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
-	var waiting []chan error
+	var waiting []flushReq
 	var retryAt time.Time
 	answer := func(err error) {
-		for _, c := range waiting {
-			c <- err
+		for _, w := range waiting {
+			w.c <- err
 		}
 		waiting = nil
+	}
+	answerUpTo := func(applied uint64) { // the flushes of a seq bbolt now holds
+		rest := waiting[:0]
+		for _, w := range waiting {
+			if w.upTo != 0 && w.upTo <= applied {
+				w.c <- nil
+				continue
+			}
+			rest = append(rest, w)
+		}
+		clear(waiting[len(rest):])
+		waiting = rest
 	}
 	for {
 		s.qmu.Lock()
@@ -656,6 +716,8 @@ func (s *Bolt) applyLoop() {
 			if err != nil {
 				retryAt = time.Now().Add(s.idle)
 				answer(err)
+			} else {
+				answerUpTo(s.applied.Load())
 			}
 			continue
 		}
@@ -696,7 +758,11 @@ func (s *Bolt) applyQueued() error {
 		if s.commitHook != nil {
 			s.commitHook()
 		}
-		return tx.Bucket(bucketJournal).Put(keyApplied, binary.BigEndian.AppendUint64(nil, last))
+		key := keyApplied
+		if s.led {
+			key = keySide
+		}
+		return tx.Bucket(bucketJournal).Put(key, binary.BigEndian.AppendUint64(nil, last))
 	})
 	if err != nil {
 		return wrapBolt(err)
@@ -709,6 +775,9 @@ func (s *Bolt) applyQueued() error {
 	s.qmu.Unlock()
 	s.mu.Lock()
 	for _, op := range ops {
+		if s.led && !op.published { // written, its Put not back from the ledger yet
+			s.publishLocked(op)
+		}
 		if s.recent[op.key] == op {
 			delete(s.recent, op.key)
 		}

@@ -83,6 +83,18 @@
 // one connection a stored response still costs one fdatasync more than chat (unless
 // ProcessSync, which waits for no sync, as the ledger's sync: process).
 //
+// In ledger mode (OpenBoltLedger; ledger.go; what lmlite serve opens) there is no
+// journal write: a Put is a side record of the usage ledger's write (package ledger,
+// ledger.Side), and the gateway hands it to the write of the request's own ledger
+// entry (PutCarried; tenancy.Ticket.SettleWith), so a stored request waits for one
+// sync, not two, and a settlement whose write fails stores nothing. The owner
+// goroutine decides each Put against the tenant's published usage plus the most its
+// held Puts could add, in one critical section; publishing, failing and applying
+// only lower that, so concurrent Puts never pass a limit (TestLedgerTraces runs
+// every interleaving of a few). The ledger deletes a segment only once bbolt holds
+// its side records, and replays those a killed process left, newer than the last
+// seq bbolt holds.
+//
 // Redis keeps them in Redis (when the configuration has a redis: block), so any
 // process reads, deletes and continues any response: the tenant is in every key,
 // each change of several keys is one Lua script, a record's key expires with it,

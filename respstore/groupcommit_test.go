@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lmlite/lmlite/ledger"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -167,12 +168,13 @@ func TestPutAfterCloseIsErrClosed(t *testing.T) {
 // Options.ProcessSync (process).
 func TestAcknowledgedPutSurvivesKill(t *testing.T) {
 	if path := os.Getenv("RESPSTORE_CRASH_CHILD"); path != "" {
-		crashChild(path, os.Getenv("RESPSTORE_CRASH_SYNC") == "process")
+		crashChild(path, os.Getenv("RESPSTORE_CRASH_SYNC"))
 		return
 	}
 	// process: Options.ProcessSync (ledger: {sync: process}), records written to the
-	// OS only; a kill keeps them too.
-	for _, mode := range []string{"fsync", "process"} {
+	// OS only; a kill keeps them too. ledger-*: ledger mode, each Put carried by a
+	// ledger entry's write (fsync: ledger.SyncFsync, process: ledger.SyncProcess).
+	for _, mode := range []string{"fsync", "process", "ledger-fsync", "ledger-process"} {
 		t.Run(mode, func(t *testing.T) { ackedPutsSurviveKill(t, mode) })
 	}
 }
@@ -200,11 +202,21 @@ func ackedPutsSurviveKill(t *testing.T, mode string) {
 	if len(acked) < 400 {
 		t.Fatalf("the child acknowledged only %d Puts", len(acked))
 	}
-	s, err := OpenBolt(path, Options{})
-	if err != nil {
-		t.Fatal(err)
+	var s *Bolt
+	if strings.HasPrefix(mode, "ledger-") {
+		var closeAll func() error
+		s, closeAll, err = OpenBoltLedgerForTest(path, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer closeAll()
+	} else {
+		s, err = OpenBolt(path, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
 	}
-	defer s.Close()
 	if s.db.NoSync {
 		t.Fatal("the store opens bbolt with NoSync")
 	}
@@ -213,11 +225,24 @@ func ackedPutsSurviveKill(t *testing.T, mode string) {
 			t.Errorf("%s was acknowledged before the kill, then: %v", id, err)
 		}
 	}
-	t.Logf("%d acknowledged Puts, all read back after SIGKILL (%d of them applied again from the journal)", len(acked), s.replayed)
+	t.Logf("%d acknowledged Puts, all read back after SIGKILL (%d of them applied again from the journal or the ledger)", len(acked), s.replayed)
 }
 
-func crashChild(path string, processSync bool) {
-	s, err := OpenBolt(path, Options{ProcessSync: processSync})
+func crashChild(path string, mode string) {
+	var s *Bolt
+	var err error
+	var l *testLedger
+	if sync, ok := strings.CutPrefix(mode, "ledger-"); ok {
+		if s, err = OpenBoltLedger(path, Options{}); err == nil {
+			lsync := ledger.SyncFsync
+			if sync == "process" {
+				lsync = ledger.SyncProcess
+			}
+			l, err = openTestLedger(filepath.Dir(path), s, lsync)
+		}
+	} else {
+		s, err = OpenBolt(path, Options{ProcessSync: mode == "process"})
+	}
 	if err != nil {
 		fmt.Println("open:", err)
 		os.Exit(1)
@@ -231,7 +256,13 @@ func crashChild(path string, processSync bool) {
 			defer wg.Done()
 			for i := 0; ; i++ {
 				id := fmt.Sprintf("resp_%d_%d", g, i)
-				if err := s.Put(context.Background(), gcRec("a", id, 200)); err != nil {
+				var err error
+				if l != nil { // carried by a settlement's ledger write
+					err = s.PutCarried(context.Background(), gcRec("a", id, 200), Limits{}, func(sd ledger.Side) { l.settle(sd) })
+				} else {
+					err = s.Put(context.Background(), gcRec("a", id, 200))
+				}
+				if err != nil {
 					fmt.Println("put:", err)
 					os.Exit(1)
 				}
@@ -252,7 +283,7 @@ func crashChild(path string, processSync bool) {
 // of each id.
 func TestApplierOneTransactionKeepsUsage(t *testing.T) {
 	ctx := context.Background()
-	s, err := openBolt(filepath.Join(t.TempDir(), "r.db"), Options{}, time.Hour, time.Hour)
+	s, err := openBolt(filepath.Join(t.TempDir(), "r.db"), Options{}, time.Hour, time.Hour, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -76,14 +76,14 @@ func syncDir(dir string) error {
 	return d.Sync()
 }
 
-// reset empties the journal (every record it holds is in bbolt) and makes it
-// journalSize bytes of zeros, synced, so that the records written next only
-// overwrite.
-func (j *journal) reset() error {
+// reset empties the journal (every record it holds is in bbolt) and makes it size
+// bytes of zeros (journalSize; 0 in ledger mode, which writes none), synced, so
+// that the records written next only overwrite.
+func (j *journal) reset(size int) error {
 	if err := j.f.Truncate(0); err != nil {
 		return err
 	}
-	if _, err := j.f.WriteAt(make([]byte, journalSize), 0); err != nil {
+	if _, err := j.f.WriteAt(make([]byte, size), 0); err != nil {
 		return err
 	}
 	j.off = 0

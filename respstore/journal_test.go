@@ -27,7 +27,7 @@ func crashClose(t *testing.T, s *Bolt) {
 func TestJournalReplaysPutsBoltLacks(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "r.db")
-	s, err := openBolt(path, Options{}, time.Hour, time.Hour)
+	s, err := openBolt(path, Options{}, time.Hour, time.Hour, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func TestJournalReplaysPutsBoltLacks(t *testing.T) {
 	}
 	crashClose(t, s)
 
-	s, err = openBolt(path, Options{}, time.Hour, time.Hour)
+	s, err = openBolt(path, Options{}, time.Hour, time.Hour, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestJournalReplaysPutsBoltLacks(t *testing.T) {
 	}
 	crashClose(t, s)
 
-	s, err = openBolt(path, Options{}, time.Hour, time.Hour)
+	s, err = openBolt(path, Options{}, time.Hour, time.Hour, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func TestJournalReplaysPutsBoltLacks(t *testing.T) {
 func TestJournalTornTailIgnored(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "r.db")
-	s, err := openBolt(path, Options{}, time.Hour, time.Hour)
+	s, err := openBolt(path, Options{}, time.Hour, time.Hour, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func TestJournalTornTailIgnored(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	s, err = openBolt(path, Options{}, time.Hour, time.Hour)
+	s, err = openBolt(path, Options{}, time.Hour, time.Hour, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +167,7 @@ func TestJournalRecordsStopAtOlderPass(t *testing.T) {
 func TestJournalOfAnotherDatabaseNotReplayed(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "r.db")
-	s, err := openBolt(path, Options{}, time.Hour, time.Hour)
+	s, err := openBolt(path, Options{}, time.Hour, time.Hour, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +178,7 @@ func TestJournalOfAnotherDatabaseNotReplayed(t *testing.T) {
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
-	s, err = openBolt(path, Options{}, time.Hour, time.Hour)
+	s, err = openBolt(path, Options{}, time.Hour, time.Hour, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +199,7 @@ func TestPutNotBlockedByBoltCommit(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "r.db")
 	// bbolt commits as soon as it has acknowledged Puts.
-	s, err := openBolt(path, Options{}, 0, time.Millisecond)
+	s, err := openBolt(path, Options{}, 0, time.Millisecond, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +241,7 @@ func TestPutNotBlockedByBoltCommit(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s, err = openBolt(path, Options{}, time.Hour, time.Hour)
+	s, err = openBolt(path, Options{}, time.Hour, time.Hour, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,6 +53,30 @@ var backends = []struct {
 			}}
 		}
 	}},
+	{"bolt-ledger", func(*testing.T) func(t *testing.T) *env { // ledger mode: the Puts are side records of a ledger's writes
+		return func(t *testing.T) *env {
+			path := filepath.Join(t.TempDir(), "responses.db")
+			var closeOpen func() error
+			t.Cleanup(func() {
+				if closeOpen != nil {
+					closeOpen()
+				}
+			})
+			return &env{t: t, open: func(o respstore.Options) respstore.Store {
+				if closeOpen != nil {
+					if err := closeOpen(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				s, c, err := respstore.OpenBoltLedgerForTest(path, o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				closeOpen = c
+				return s
+			}}
+		}
+	}},
 	{"redis", func(t *testing.T) func(t *testing.T) *env {
 		srv := redistest.Start(t, redistest.Options{})
 		n := 0

@@ -11,6 +11,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/lmlite/lmlite/ledger"
 	"github.com/lmlite/lmlite/money"
 )
 
@@ -433,7 +434,13 @@ func (tk *Ticket) Reserved() money.Money { return tk.reserved }
 // the tokens to the tokens/min quota, frees the concurrency slot, and writes e to the
 // ledger, returning when it is committed. It returns the cost charged. Settle more
 // than once is a no-op.
-func (tk *Ticket) Settle(e Entry) (money.Money, error) {
+func (tk *Ticket) Settle(e Entry) (money.Money, error) { return tk.SettleWith(e, nil) }
+
+// SettleWith is Settle whose ledger write also carries side (ledger.Side: a stored
+// response, one write and one sync for both). side is not written when the ticket
+// writes no entry (refused before admission, settled before, no store): its owner
+// sees no SideWritten and writes it alone.
+func (tk *Ticket) SettleWith(e Entry, side ledger.Side) (money.Money, error) {
 	e.Line = tk.line // only a batch line's ticket marks its entry as the line's
 	e.Hold = tk.hold
 	if tk.refused {
@@ -474,7 +481,7 @@ func (tk *Ticket) Settle(e Entry) (money.Money, error) {
 		e.Tenant = tk.q.Tenant
 	}
 	if tk.store != nil {
-		if lerr := tk.store.Record(e); lerr != nil {
+		if lerr := tk.store.record(e, side); lerr != nil {
 			return e.Cost, lerr
 		}
 	}

@@ -223,13 +223,17 @@ func appendEntry(b []byte, e *Entry) []byte {
 
 // Record appends e to the ledger and returns when the group holding it is logged
 // (see SyncMode for how durable that is).
-func (s *Store) Record(e Entry) error {
+func (s *Store) Record(e Entry) error { return s.record(e, nil) }
+
+// record is Record with side, when not nil, written in the same ledger write
+// (ledger.Log.AppendWith).
+func (s *Store) record(e Entry, side ledger.Side) error {
 	var sp spent
 	if e.Cost != 0 {
 		sp.day, sp.month = windows(e.Time)
 		sp.tenant, sp.cost = e.Tenant, e.Cost
 	}
-	p, err := s.log.Append(func(lg ledger.Group) {
+	p, err := s.log.AppendWith(func(lg ledger.Group) {
 		g := lg.(*group)
 		s.seq++
 		e.Seq = s.seq
@@ -248,7 +252,7 @@ func (s *Store) Record(e Entry) error {
 			g.closes = append(g.closes, e.Hold)
 		}
 		s.drainRefusals(g)
-	})
+	}, side)
 	if err != nil {
 		return err
 	}

@@ -45,6 +45,9 @@ type Options struct {
 	// emptied); 0: 200ms. ApplyEntries applies sooner when that many are waiting; 0: 4096.
 	ApplyEvery   time.Duration
 	ApplyEntries int
+	// Side keeps the side records the ledger's writes carry (ledger.SideOwner:
+	// respstore's Bolt in ledger mode, the stored responses; Ticket.SettleWith).
+	Side ledger.SideOwner
 
 	wrapSegment func(*os.File) ledger.SegmentFile // tests: a fault-injecting layer over each log segment
 }
@@ -250,7 +253,7 @@ func Open(path string, opts Options) (*Store, error) {
 	})
 	if err == nil {
 		s.log, err = ledger.Open(db, path, ledger.Options{Sync: opts.Sync, ApplyEvery: opts.ApplyEvery,
-			ApplyEntries: opts.ApplyEntries, WrapSegment: opts.wrapSegment}, &logOwner{s: s})
+			ApplyEntries: opts.ApplyEntries, WrapSegment: opts.wrapSegment, Side: opts.Side}, &logOwner{s: s})
 	}
 	if err == nil { // every hold still open was left by a process that died mid-request
 		err = db.View(func(tx *bolt.Tx) error {

@@ -174,7 +174,33 @@ func runServe(args []string) error {
 	if cfg.Ledger.Sync == "process" {
 		mode = tenancy.SyncProcess
 	}
-	store, err := tenancy.Open(filepath.Join(cfg.DataDir, "lmlite.db"), tenancy.Options{Sync: mode})
+	// The stored responses of /v1/responses: in Redis with `redis:` (any process
+	// continues any response), else in a bbolt file in the data directory. With
+	// ledger: {sync: process} each one is a side record of its request's ledger write
+	// (respstore's ledger mode: one write for both), opened before the ledger, which
+	// hands it what a killed process left, and closed after it. With sync: fsync it
+	// keeps its own journal: ledger mode measured slower there (docs/PERFORMANCE.md,
+	// "Stored responses: one sync with the ledger"), not yet understood.
+	var responses respstore.Store
+	topts := tenancy.Options{Sync: mode}
+	if r := cfg.Redis; r != nil {
+		responses = respstore.NewRedis(rc, r.KeyPrefix, respstore.Options{})
+	} else {
+		path := filepath.Join(cfg.DataDir, "responses.db")
+		var rb *respstore.Bolt
+		if mode == tenancy.SyncProcess {
+			rb, err = respstore.OpenBoltLedger(path, respstore.Options{})
+			topts.Side = rb
+		} else {
+			rb, err = respstore.OpenBolt(path, respstore.Options{})
+		}
+		if err != nil {
+			return err
+		}
+		defer rb.Close()
+		responses = rb
+	}
+	store, err := tenancy.Open(filepath.Join(cfg.DataDir, "lmlite.db"), topts)
 	if err != nil {
 		return err
 	}
@@ -237,21 +263,6 @@ func runServe(args []string) error {
 	idKey, err := identifierKey(context.Background(), cfg.DataDir, rc, prefix)
 	if err != nil {
 		return err
-	}
-	// The stored responses of /v1/responses: in Redis with `redis:` (any process
-	// continues any response), else in a bbolt file in the data directory.
-	var responses respstore.Store
-	if r := cfg.Redis; r != nil {
-		responses = respstore.NewRedis(rc, r.KeyPrefix, respstore.Options{})
-	} else {
-		// ledger: {sync: process} is the operator's choice of durability for what a
-		// request leaves behind: the stored responses' journal follows it.
-		rb, err := respstore.OpenBolt(filepath.Join(cfg.DataDir, "responses.db"), respstore.Options{ProcessSync: cfg.Ledger.Sync == "process"})
-		if err != nil {
-			return err
-		}
-		defer rb.Close()
-		responses = rb
 	}
 	sweepCtx, stopSweep := context.WithCancel(context.Background())
 	defer stopSweep()
