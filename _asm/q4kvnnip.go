@@ -121,38 +121,7 @@ func dotQ4KTileP(T int) {
 			raw("VPDPBUSD", toks.at(t).Offset(64*j), qq, acc[t])
 		}
 	}
-	u := q4KScalesAt(xr)
-	smw := YMM()
-	VPMOVZXBW(u, smw)
-	scw := ZMM()
-	VPERMW(smw.AsZ(), widx, scw)
-	// Pack tokens 2i and 2i+1 (lanes 4l … 4l+3 of each in 128-bit lane l) and
-	// apply the scales: dwords 4l, 4l+1 of the result token 2i's, 4l+2, 4l+3
-	// token 2i+1's.
-	var packs []VecVirtual
-	for t := 0; t < T; t += 2 {
-		hi := zero
-		if t+1 < T {
-			hi = acc[t+1]
-		}
-		VPACKSSDW(hi, acc[t], acc[t])
-		VPMADDWD(scw, acc[t], acc[t])
-		packs = append(packs, acc[t])
-	}
-	// r[c]: 128-bit lane L holds tokens 4c … 4c+3's sums over lane L.
-	r := make([]VecVirtual, 4)
-	for c := 0; 2*c < len(packs); c++ {
-		a, b := packs[2*c], zero
-		if 2*c+1 < len(packs) {
-			b = packs[2*c+1]
-		}
-		lo, hi := ZMM(), ZMM()
-		VSHUFPS(U8(0x88), b, a, lo) // a0 a2 b0 b2
-		VSHUFPS(U8(0xdd), b, a, hi) // a1 a3 b1 b3
-		VPADDD(hi, lo, lo)
-		r[c] = lo
-	}
-	is := reduceLaneQuads(r, zero)
+	is, smw := q4KPackedScaledSums(acc, xr, widx, zero)
 	// msum for the T tokens, as dotQ4KAVX512r1t16m.
 	mins := ZMM()
 	VSHUFI64X2(U8(0x55), smw.AsZ(), smw.AsZ(), mins)
@@ -251,4 +220,45 @@ func q4KTokenArgs(T int) (x GPVirtual, toks rowSet, yd, yds, bs, gs, gs3, nb GPV
 	LEAQ(Mem{Base: gs, Index: gs, Scale: 2}, gs3)
 	nb = load("nb")
 	return
+}
+
+// q4KPackedScaledSums applies a Q4_K block's scales (at xr, widx the word
+// permutation) to the T packed tokens' accumulators acc and reduces them: is holds
+// each token's scaled integer sum in its lane, smw the block's scales and mins
+// widened to words (zero: a zeroed register, or nil when T is a multiple of 4).
+// dotQ4KTileP and dotQ4KTileP2 end their blocks with it.
+func q4KPackedScaledSums(acc []VecVirtual, xr Mem, widx, zero VecVirtual) (is, smw VecVirtual) {
+	T := len(acc)
+	u := q4KScalesAt(xr)
+	smw = YMM()
+	VPMOVZXBW(u, smw)
+	scw := ZMM()
+	VPERMW(smw.AsZ(), widx, scw)
+	// Pack tokens 2i and 2i+1 (lanes 4l … 4l+3 of each in 128-bit lane l) and
+	// apply the scales: dwords 4l, 4l+1 of the result token 2i's, 4l+2, 4l+3
+	// token 2i+1's.
+	var packs []VecVirtual
+	for t := 0; t < T; t += 2 {
+		hi := zero
+		if t+1 < T {
+			hi = acc[t+1]
+		}
+		VPACKSSDW(hi, acc[t], acc[t])
+		VPMADDWD(scw, acc[t], acc[t])
+		packs = append(packs, acc[t])
+	}
+	// r[c]: 128-bit lane L holds tokens 4c … 4c+3's sums over lane L.
+	r := make([]VecVirtual, 4)
+	for c := 0; 2*c < len(packs); c++ {
+		a, b := packs[2*c], zero
+		if 2*c+1 < len(packs) {
+			b = packs[2*c+1]
+		}
+		lo, hi := ZMM(), ZMM()
+		VSHUFPS(U8(0x88), b, a, lo) // a0 a2 b0 b2
+		VSHUFPS(U8(0xdd), b, a, hi) // a1 a3 b1 b3
+		VPADDD(hi, lo, lo)
+		r[c] = lo
+	}
+	return reduceLaneQuads(r, zero), smw
 }

@@ -135,34 +135,7 @@ func q4KTilePBlockEnd(acc []VecVirtual, x, bs, gs GPVirtual, k Op, widx, ydv, su
 		zero = ZMM()
 		VPXORD(zero, zero, zero)
 	}
-	u := q4KScalesAt(xr)
-	smw := YMM()
-	VPMOVZXBW(u, smw)
-	scw := ZMM()
-	VPERMW(smw.AsZ(), widx, scw)
-	var packs []VecVirtual
-	for t := 0; t < T; t += 2 {
-		hi := zero
-		if t+1 < T {
-			hi = acc[t+1]
-		}
-		VPACKSSDW(hi, acc[t], acc[t])
-		VPMADDWD(scw, acc[t], acc[t])
-		packs = append(packs, acc[t])
-	}
-	r := make([]VecVirtual, 4)
-	for c := 0; 2*c < len(packs); c++ {
-		a, b := packs[2*c], zero
-		if 2*c+1 < len(packs) {
-			b = packs[2*c+1]
-		}
-		lo, hi := ZMM(), ZMM()
-		VSHUFPS(U8(0x88), b, a, lo)
-		VSHUFPS(U8(0xdd), b, a, hi)
-		VPADDD(hi, lo, lo)
-		r[c] = lo
-	}
-	is := reduceLaneQuads(r, zero)
+	is, smw := q4KPackedScaledSums(acc, xr, widx, zero)
 	mins := ZMM()
 	VSHUFI64X2(U8(0x55), smw.AsZ(), smw.AsZ(), mins)
 	ms := ZMM()
