@@ -174,7 +174,10 @@ func TestAcknowledgedPutSurvivesKill(t *testing.T) {
 	// process: Options.ProcessSync (ledger: {sync: process}), records written to the
 	// OS only; a kill keeps them too. ledger-*: ledger mode, each Put carried by a
 	// ledger entry's write (fsync: ledger.SyncFsync, process: ledger.SyncProcess).
-	for _, mode := range []string{"fsync", "process", "ledger-fsync", "ledger-process"} {
+	// ledger-then-journal: killed in ledger mode, opened again in journal mode (the
+	// operator changed ledger.sync from process to fsync after the crash): the ledger
+	// hands its side records to the journal-mode store, as lmlite serve opens it.
+	for _, mode := range []string{"fsync", "process", "ledger-fsync", "ledger-process", "ledger-then-journal"} {
 		t.Run(mode, func(t *testing.T) { ackedPutsSurviveKill(t, mode) })
 	}
 }
@@ -182,7 +185,11 @@ func TestAcknowledgedPutSurvivesKill(t *testing.T) {
 func ackedPutsSurviveKill(t *testing.T, mode string) {
 	path := filepath.Join(t.TempDir(), "r.db")
 	cmd := exec.Command(os.Args[0], "-test.run=^TestAcknowledgedPutSurvivesKill$")
-	cmd.Env = append(os.Environ(), "RESPSTORE_CRASH_CHILD="+path, "RESPSTORE_CRASH_SYNC="+mode)
+	child := mode
+	if mode == "ledger-then-journal" {
+		child = "ledger-process"
+	}
+	cmd.Env = append(os.Environ(), "RESPSTORE_CRASH_CHILD="+path, "RESPSTORE_CRASH_SYNC="+child)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -203,7 +210,17 @@ func ackedPutsSurviveKill(t *testing.T, mode string) {
 		t.Fatalf("the child acknowledged only %d Puts", len(acked))
 	}
 	var s *Bolt
-	if strings.HasPrefix(mode, "ledger-") {
+	if mode == "ledger-then-journal" {
+		if s, err = OpenBolt(path, Options{}); err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		l, err := openTestLedger(filepath.Dir(path), s, ledger.SyncFsync)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.close()
+	} else if strings.HasPrefix(mode, "ledger-") {
 		var closeAll func() error
 		s, closeAll, err = OpenBoltLedgerForTest(path, Options{})
 		if err != nil {

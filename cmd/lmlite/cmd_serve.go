@@ -190,13 +190,16 @@ func runServe(args []string) error {
 		var rb *respstore.Bolt
 		if mode == tenancy.SyncProcess {
 			rb, err = respstore.OpenBoltLedger(path, respstore.Options{})
-			topts.Side = rb
 		} else {
 			rb, err = respstore.OpenBolt(path, respstore.Options{})
 		}
 		if err != nil {
 			return err
 		}
+		// The side owner in both modes: a process killed in ledger mode and started
+		// again with sync: fsync still gets the stored responses its ledger carried
+		// (respstore's TestAcknowledgedPutSurvivesKill/ledger-then-journal).
+		topts.Side = rb
 		defer rb.Close()
 		responses = rb
 	}
