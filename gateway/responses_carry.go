@@ -42,7 +42,7 @@ type carriedSettle struct {
 
 // keep keeps a settlement (e, u) when the job's response is to carry it; false: settle now.
 func (c *carriedSettle) keep(e tenancy.Entry, u *engine.Usage) bool {
-	if !c.on || c.kept {
+	if c == nil || !c.on || c.kept {
 		return false
 	}
 	c.kept, c.e, c.hasU = true, e, u != nil
@@ -54,8 +54,8 @@ func (c *carriedSettle) keep(e tenancy.Entry, u *engine.Usage) bool {
 
 // settleCarried settles the kept entry, its ledger write carrying side (nil: none).
 func (j *job) settleCarried(side ledger.Side) {
-	c := &j.carry
-	if !c.kept {
+	c := j.carry
+	if c == nil || !c.kept {
 		return // nothing kept: the store writes side alone
 	}
 	c.on, c.kept = false, false

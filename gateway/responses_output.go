@@ -27,7 +27,7 @@ func (c *responsesCodec) newOutput(m *outMeta) output {
 		ri.saver = respSaver{c: c, m: m, ri: ri}
 		opt.Store = &ri.saver
 		if cs, ok := c.store.(carrier); ok && cs.Carries() && m.job != nil {
-			m.job.carry.on = true // settled in the Put (responses_carry.go)
+			m.job.carry = &carriedSettle{on: true} // settled in the Put (responses_carry.go)
 		}
 	}
 	return openai.NewResponseOutput(&m.Meta, opt)
@@ -81,7 +81,7 @@ func (c *responsesCodec) save(m *outMeta, ri *respInput, id string, output []res
 	r := &storedResponse{ID: id, Tenant: m.Tenant, Created: m.Created, Model: m.Model, Previous: ri.previous,
 		Input: in, Output: output, Body: body}
 	var err error
-	if cs, ok := c.store.(carrier); ok && m.job != nil && m.job.carry.on {
+	if cs, ok := c.store.(carrier); ok && m.job != nil && m.job.carry != nil && m.job.carry.on {
 		err = cs.PutCarried(context.Background(), r, ri.limits, m.job.settleCarried)
 	} else {
 		err = c.store.Put(context.Background(), r, ri.limits)

@@ -46,8 +46,8 @@ type job struct {
 	out   output  // renders this request's result (made when the model took it: startOutput)
 	meta  outMeta // what out knows of the request
 
-	refusal string        // the apiError reason that failed the request after admission (usage.go)
-	carry   carriedSettle // its settlement kept for its stored response's ledger write (responses_carry.go)
+	refusal string         // the apiError reason that failed the request after admission (usage.go)
+	carry   *carriedSettle // its settlement kept for its stored response's ledger write (responses_carry.go); nil: not carried (a pointer: the job stays in the 1,536-byte size class)
 
 	kept    bool          // its engine request is counted in s.keeps (keepalive.go) until settled
 	keepOwn time.Duration // how long its own use keeps its model (decideKeepAlive)
