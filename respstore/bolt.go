@@ -558,29 +558,7 @@ func (s *Bolt) stateOf(b *batch, op *putOp, now int64) (putState, error) {
 		if !haveUsage {
 			st.u = getUsage(tx, rec.Tenant)
 		}
-		if !st.expired {
-			prefix := append([]byte(rec.Tenant), '/')
-			k, _ := tx.Bucket(bucketExpiry).Cursor().Seek(prefix)
-			rest, ok := bytes.CutPrefix(k, prefix)
-			st.expired = ok && len(rest) >= 8 && int64(binary.BigEndian.Uint64(rest)) <= now
-		}
-		if haveOld {
-			return nil
-		}
-		v := tx.Bucket(bucketResponses).Get([]byte(op.key))
-		if v == nil {
-			return nil
-		}
-		view, err := viewRecord(v)
-		if err != nil {
-			return fmt.Errorf("respstore: %s/%s: %w", rec.Tenant, rec.ID, err)
-		}
-		old, err := view.record(rec.Tenant, rec.ID)
-		if err != nil {
-			return err
-		}
-		st.replace, st.oldSize = true, old.Size()
-		return nil
+		return boltState(tx, rec, op.key, now, haveOld, &st)
 	})
 	return st, wrapBolt(err)
 }

@@ -295,10 +295,12 @@ func (s *Bolt) decideLedger(op *putOp) (parked bool) {
 // tenant's responses has expired at now, and the response op replaces (unless the
 // overlay had it: haveOld).
 func boltState(tx *bolt.Tx, rec *Record, key string, now int64, haveOld bool, st *putState) error {
-	prefix := append([]byte(rec.Tenant), '/')
-	k, _ := tx.Bucket(bucketExpiry).Cursor().Seek(prefix)
-	if rest, ok := bytes.CutPrefix(k, prefix); ok && len(rest) >= 8 && int64(binary.BigEndian.Uint64(rest)) <= now {
-		st.expired = true
+	if !st.expired { // what the overlay said stands: no need to seek
+		prefix := append([]byte(rec.Tenant), '/')
+		k, _ := tx.Bucket(bucketExpiry).Cursor().Seek(prefix)
+		if rest, ok := bytes.CutPrefix(k, prefix); ok && len(rest) >= 8 && int64(binary.BigEndian.Uint64(rest)) <= now {
+			st.expired = true
+		}
 	}
 	if haveOld {
 		return nil
