@@ -14,7 +14,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 lmlite=${LMLITE:-$here/bin/lmlite}
 vocab=${VOCAB:-$here/../shared/testdata/tokenizer/ggml-vocab-llama-spm.gguf}
-dir=$here/../models46 pairs=3 gen=0 types=()
+dir=$here/../models pairs=3 gen=0 types=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --dir) dir=$2; shift 2;; --pairs) pairs=$2; shift 2;; --gen-models) gen=1; shift;;
