@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -193,7 +194,15 @@ tenants: [{name: a, api_key: k}]
 // errServerClosedIdle, unexported, with that text. It fails when Go renames,
 // rewords or exports it (then match the exported error with errors.Is).
 func TestServerClosedIdleIsNetHTTPsText(t *testing.T) {
-	src, err := os.ReadFile(filepath.Join(build.Default.GOROOT, "src", "net", "http", "transport.go"))
+	root := build.Default.GOROOT
+	if root == "" { // a binary built with -trimpath knows no GOROOT
+		out, err := exec.Command("go", "env", "GOROOT").Output()
+		if err != nil {
+			t.Fatalf("go env GOROOT: %v", err)
+		}
+		root = strings.TrimSpace(string(out))
+	}
+	src, err := os.ReadFile(filepath.Join(root, "src", "net", "http", "transport.go"))
 	if err != nil {
 		t.Fatalf("net/http's source: %v", err)
 	}
