@@ -256,6 +256,9 @@ func Parse(data []byte) (*Config, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+		// The text is only shortened (yaml's "yaml: " prefix would follow ours); the
+		// kind is ErrInvalid; no caller needs yaml's own error, whose *TypeError holds
+		// only messages.
 		return nil, fmt.Errorf("%w: %s", ErrInvalid, strings.TrimPrefix(err.Error(), "yaml: "))
 	}
 	c.defaults()

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -154,7 +155,7 @@ func TestJanitorProtocol(t *testing.T) {
 				out = "ok"
 			case "unload":
 				if err := b.unloadReq(model()); err != nil {
-					out = err.Error()
+					out = errKind(err) + ": " + err.Error()
 				} else {
 					out = string(model().life.state)
 				}
@@ -197,18 +198,19 @@ func TestJanitorProtocol(t *testing.T) {
 	})
 }
 
-// grantString is a grant as the requester sees it.
+// grantString is a grant as the requester sees it: a refusal or a failed load with
+// its error's kind (errKind) and text.
 func grantString(g grant) string {
 	switch {
 	case g.err != nil:
-		return "refused: " + g.err.Error()
+		return "refused " + errKind(g.err) + ": " + g.err.Error()
 	case g.h != nil:
 		return "ready"
 	}
 	select {
 	case <-g.la.done:
 		if g.la.err != nil {
-			return "wait: load failed: " + g.la.err.Error()
+			return "wait: load failed " + errKind(g.la.err) + ": " + g.la.err.Error()
 		}
 		return "wait: loaded"
 	default:
@@ -235,4 +237,22 @@ func BenchmarkBeginEnd(bm *testing.B) {
 		}
 		b.end(endMsg{in: in, n: 1, now: b.now()})
 	}
+}
+
+// errKind names the engine's error kind that err matches with errors.Is ("other"
+// for none), so a trace shows the kind, not only the text.
+func errKind(err error) string {
+	for _, k := range []struct {
+		err  error
+		name string
+	}{
+		{ErrClosed, "ErrClosed"}, {ErrNoMemory, "ErrNoMemory"}, {ErrUnknownModel, "ErrUnknownModel"},
+		{ErrQueueFull, "ErrQueueFull"}, {ErrRestarting, "ErrRestarting"}, {ErrConfig, "ErrConfig"},
+		{ErrAdapterBusy, "ErrAdapterBusy"}, {ErrTooLong, "ErrTooLong"},
+	} {
+		if errors.Is(err, k.err) {
+			return k.name
+		}
+	}
+	return "other"
 }

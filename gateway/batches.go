@@ -678,14 +678,11 @@ func (s *Server) createBatch(ctx *fasthttp.RequestCtx, reqID string, pol *polici
 			MaxCostUSD *float64 `json:"max_cost_usd"`
 		} `json:"lmlite"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(ctx.PostBody()))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil {
-		if aerr := nonStringMetadata(ctx.PostBody(), err); aerr != nil {
-			s.writeError(ctx, reqID, aerr)
-			return
+	if aerr := decodeBody(ctx.PostBody(), &in); aerr != nil {
+		if merr := nonStringMetadata(ctx.PostBody(), aerr.param); merr != nil {
+			aerr = merr
 		}
-		s.writeError(ctx, reqID, stdJSONError(err))
+		s.writeError(ctx, reqID, aerr)
 		return
 	}
 	switch {
@@ -863,10 +860,9 @@ func (c *batchCollector) Collect(ch chan<- prometheus.Metric) {
 
 // nonStringMetadata is the 400 for a batch whose metadata has a value that is not a
 // string (OpenAI's metadata values are strings), naming the key, when that is why
-// decoding the body failed (err); nil otherwise.
-func nonStringMetadata(body []byte, err error) *apiError {
-	var ute *json.UnmarshalTypeError
-	if !errors.As(err, &ute) || ute.Field != "metadata" {
+// decoding the body failed (param, the field at fault, is in metadata); nil otherwise.
+func nonStringMetadata(body []byte, param string) *apiError {
+	if !strings.HasPrefix(param, "metadata.") {
 		return nil
 	}
 	var raw struct {

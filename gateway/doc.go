@@ -89,9 +89,8 @@
 //     messages, prompts and metadata; a bad or unknown field, or one the server does not
 //     serve (best_of, audio, …) is a 400 naming it, in the codec's error
 //     shape; a value of the wrong type says what the field expects in JSON's
-//     words ("expected an integer, got a string": gateway/core's json.go, and
-//     stdjson.go for encoding/json's errors on the Batch API's bodies; never Go's
-//     type names). gateway/openai's features.go reads
+//     words ("expected an integer, got a string": gateway/core's json.go, which
+//     the Batch API's create body is decoded with too; never Go's type names). gateway/openai's features.go reads
 //     the OpenAI features: response_format, tools,
 //     tool_choice, parallel_tool_calls, logprobs, top_logprobs, echo and n
 //     (completions' max_tokens 0 with echo scores the prompt: engine.Request.PromptOnly);

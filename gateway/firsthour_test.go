@@ -116,7 +116,8 @@ func TestTypeMismatchesSayWhatIsExpected(t *testing.T) {
 		{"/v1/batches", `{"input_file_id":"file-x","endpoint":5,"completion_window":"24h"}`, "endpoint", "expected a string, got a number"},
 		{"/v1/batches", `{"input_file_id":"file-x","endpoint":"/v1/chat/completions","completion_window":"24h","lmlite":{"max_cost_usd":"0.5"}}`, "lmlite.max_cost_usd", "expected a number, got a string"},
 		{"/v1/batches", `{"input_file_id":"file-x","endpoint":"/v1/chat/completions","completion_window":"24h","bogus":1}`, "bogus", "unrecognized request argument supplied: bogus"},
-		{"/v1/batches", `[1]`, "body", "the body must be a JSON object, not an array"},
+		{"/v1/batches", `{"input_file_id":"file-x","Endpoint":"/v1/chat/completions","completion_window":"24h"}`, "Endpoint", "unrecognized request argument supplied: Endpoint"},
+		{"/v1/batches", `[1]`, "body", "invalid type for 'body': expected an object, got an array"},
 	} {
 		resp, body := ts.post(c.path, key, c.body)
 		e := decodeError(t, body)

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -57,8 +58,17 @@ tenants:
 			t.Errorf("streamed a token: %q", c.Choices[0].Delta.Content)
 		}
 	}
-	if err := stream.Err(); err == nil || !strings.Contains(err.Error(), "grammar") {
-		t.Errorf("streamed: %v, want the grammar budget's error event", err)
+	// The SDK hands an error event back as text: "received error while streaming: "
+	// and the event's error object, whose code is the kind.
+	var event struct {
+		Code string `json:"code"`
+		Type string `json:"type"`
+	}
+	if err := stream.Err(); err == nil {
+		t.Error("streamed without an error, want the grammar budget's error event")
+	} else if _, obj, ok := strings.Cut(err.Error(), "streaming: "); !ok || json.Unmarshal([]byte(obj), &event) != nil ||
+		event.Code != "grammar_budget_exceeded" || event.Type != "invalid_request_error" {
+		t.Errorf("streamed: %v, want the error event of code grammar_budget_exceeded", err)
 	}
 	var led []tenancy.Entry
 	es.store.Ledger(func(e tenancy.Entry) error { led = append(led, e); return nil })

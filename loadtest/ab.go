@@ -72,6 +72,11 @@ type PairedDiff struct {
 	CIHigh float64 `json:"ci95_high_ms"`
 }
 
+// ErrAB is wrapped by RunAB's refusals of a comparison it cannot make: fewer than
+// two targets, rounds out of range, a multi_turn workload. A target off loopback is
+// ErrRemote.
+var ErrAB = errors.New("loadtest ab")
+
 // RunAB runs an interleaved comparison (see ABConfig).
 func RunAB(ctx context.Context, cfg ABConfig) (*ABReport, error) {
 	s := cfg.Scenario
@@ -79,10 +84,10 @@ func RunAB(ctx context.Context, cfg ABConfig) (*ABReport, error) {
 		return nil, errors.New("loadtest: no scenario")
 	}
 	if len(cfg.Targets) < 2 {
-		return nil, errors.New("loadtest ab: give at least two targets")
+		return nil, fmt.Errorf("%w: give at least two targets", ErrAB)
 	}
 	if cfg.Rounds < 1 || cfg.Rounds > MaxRequests || cfg.Warmup < 0 {
-		return nil, fmt.Errorf("loadtest ab: rounds must be 1..%d and warm-up rounds ≥ 0", MaxRequests)
+		return nil, fmt.Errorf("%w: rounds must be 1..%d and warm-up rounds ≥ 0", ErrAB, MaxRequests)
 	}
 	bases := make([]string, len(cfg.Targets))
 	for i, t := range cfg.Targets {
@@ -99,7 +104,7 @@ func RunAB(ctx context.Context, cfg ABConfig) (*ABReport, error) {
 	if w.MultiTurn != nil {
 		// Each server's answers would grow its own conversation: the rounds would no
 		// longer send the same requests.
-		return nil, errors.New("loadtest ab: a multi_turn workload cannot be compared request by request")
+		return nil, fmt.Errorf("%w: a multi_turn workload cannot be compared request by request", ErrAB)
 	}
 	tr := cfg.Transport
 	if tr == nil {

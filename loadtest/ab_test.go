@@ -2,6 +2,7 @@ package loadtest
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"reflect"
 	"strings"
@@ -80,15 +81,16 @@ func TestABRefusesWhatCannotBeCompared(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		cfg  ABConfig
+		kind error
 		want string
 	}{
-		{"one target", ABConfig{Scenario: s, Rounds: 1, Targets: []ABTarget{loop}}, "at least two"},
-		{"remote", ABConfig{Scenario: s, Rounds: 1, Targets: []ABTarget{loop, {URL: "http://example.com"}}}, "loopback"},
-		{"multi-turn", ABConfig{Scenario: mt, Rounds: 1, Targets: []ABTarget{loop, loop}}, "multi_turn"},
-		{"no rounds", ABConfig{Scenario: s, Targets: []ABTarget{loop, loop}}, "rounds"},
+		{"one target", ABConfig{Scenario: s, Rounds: 1, Targets: []ABTarget{loop}}, ErrAB, "at least two"},
+		{"remote", ABConfig{Scenario: s, Rounds: 1, Targets: []ABTarget{loop, {URL: "http://example.com"}}}, ErrRemote, "loopback"},
+		{"multi-turn", ABConfig{Scenario: mt, Rounds: 1, Targets: []ABTarget{loop, loop}}, ErrAB, "multi_turn"},
+		{"no rounds", ABConfig{Scenario: s, Targets: []ABTarget{loop, loop}}, ErrAB, "rounds"},
 	} {
-		if _, err := RunAB(context.Background(), c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: %v, want an error about %q", c.name, err, c.want)
+		if _, err := RunAB(context.Background(), c.cfg); !errors.Is(err, c.kind) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %v about %q", c.name, err, c.kind, c.want)
 		}
 	}
 }

@@ -233,7 +233,21 @@ func closedBeforeAnswer(err error, reused, answered bool) bool {
 		return false
 	}
 	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
-		strings.Contains(err.Error(), "server closed idle connection") // net/http's errServerClosedIdle, unexported
+		serverClosedIdle(err)
+}
+
+// serverClosedIdle reports net/http's errServerClosedIdle, the one error matched by
+// its text: the transport's read loop sets it when it reads EOF on a connection with
+// no request in flight (a server's keep-alive timeout), and hands it to a request
+// already being written on that connection undecorated, as errors.New's value
+// (transport.go, Go 1.26). It is unexported, wraps neither io.EOF nor a
+// syscall.Errno, and no type or field tells it apart, so only its text does. The
+// transport retries it itself only for idempotent requests; making the POST
+// "idempotent" (an Idempotency-Key header) would change the request the server
+// sees and retry on a pooled connection, unseen by Result.Retried.
+// TestServerClosedIdleIsNetHTTPsText pins the text against the toolchain's source.
+func serverClosedIdle(err error) bool {
+	return strings.Contains(err.Error(), "http: server closed idle connection")
 }
 
 // freshClient returns c with a transport that opens a new connection for each

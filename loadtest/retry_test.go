@@ -2,10 +2,17 @@ package loadtest
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"errors"
+	"go/build"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -179,5 +186,34 @@ tenants: [{name: a, api_key: k}]
 	}
 	if !strings.Contains(sum.String(), "were sent again on a new connection") {
 		t.Errorf("summary does not mention the retries:\n%s", sum.String())
+	}
+}
+
+// TestServerClosedIdleIsNetHTTPsText pins the one error closedBeforeAnswer matches by
+// its text (serverClosedIdle): the toolchain's net/http still declares
+// errServerClosedIdle, unexported, with that text. It fails when Go renames,
+// rewords or exports it (then match the exported error with errors.Is).
+func TestServerClosedIdleIsNetHTTPsText(t *testing.T) {
+	root := build.Default.GOROOT
+	if root == "" { // a binary built with -trimpath knows no GOROOT
+		out, err := exec.Command("go", "env", "GOROOT").Output()
+		if err != nil {
+			t.Fatalf("go env GOROOT: %v", err)
+		}
+		root = strings.TrimSpace(string(out))
+	}
+	src, err := os.ReadFile(filepath.Join(root, "src", "net", "http", "transport.go"))
+	if err != nil {
+		t.Fatalf("net/http's source: %v", err)
+	}
+	const decl = `errServerClosedIdle = errors.New("http: server closed idle connection")`
+	if !bytes.Contains(src, []byte(decl)) {
+		t.Fatalf("net/http no longer declares %s", decl)
+	}
+	if !serverClosedIdle(&url.Error{Op: "Post", URL: "http://x/v1", Err: errors.New("http: server closed idle connection")}) {
+		t.Error("serverClosedIdle misses net/http's error inside a *url.Error")
+	}
+	if serverClosedIdle(&url.Error{Op: "Post", URL: "http://x/v1", Err: io.ErrUnexpectedEOF}) {
+		t.Error("serverClosedIdle matches another transport error")
 	}
 }

@@ -1,6 +1,7 @@
 package policies
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -39,6 +40,9 @@ func TestResolveData(t *testing.T) {
 		}
 		b, err := NewBook(in.Plans, in.Tenants, known)
 		if err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				d.Fatalf(t, "NewBook: %v is not ErrInvalid", err)
+			}
 			return "error: " + err.Error()
 		}
 		var sb strings.Builder

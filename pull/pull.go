@@ -634,6 +634,11 @@ func parseContentRange(s string) (first, total int64, err error) {
 }
 
 // scrub removes the token from an error's text (a URL error could quote a header).
+// It reads the text to scrub it, not to match a kind. An error whose text holds the
+// token becomes a new error with the text alone, on purpose: a chain kept for
+// errors.Is/As would hand the token to anything that prints an inner error. An
+// error without the token (the usual case: the token travels in a header) is
+// returned as it is, its chain intact.
 func scrub(err error, token string) error {
 	if token == "" || !strings.Contains(err.Error(), token) {
 		return err

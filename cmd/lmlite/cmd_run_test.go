@@ -2,11 +2,14 @@ package main
 
 import (
 	"bytes"
+	"errors"
+	"io/fs"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/lmlite/lmlite/engine"
 	"github.com/lmlite/lmlite/engine/gguf"
 	"github.com/lmlite/lmlite/engine/tokenizer"
 	"github.com/lmlite/lmlite/internal/testenv"
@@ -84,16 +87,17 @@ func TestRunErrors(t *testing.T) {
 	os.WriteFile(notGGUF, []byte("definitely not a model file"), 0o644)
 	cases := []struct {
 		args []string
+		kind error
 		want string
 	}{
-		{[]string{"--model", "/nonexistent/m.gguf"}, "no such file"},
-		{[]string{"--model", notGGUF}, "not a GGUF file"},
-		{[]string{"--model", model, "--prompt", strings.Repeat("Once upon a time ", 200), "--temperature", "0"}, "max_model_len 512"},
+		{[]string{"--model", "/nonexistent/m.gguf"}, fs.ErrNotExist, "no such file"},
+		{[]string{"--model", notGGUF}, gguf.ErrFormat, "not a GGUF file"},
+		{[]string{"--model", model, "--prompt", strings.Repeat("Once upon a time ", 200), "--temperature", "0"}, engine.ErrTooLong, "max_model_len 512"},
 	}
 	for _, c := range cases {
 		err := cmdRun(c.args, &bytes.Buffer{})
-		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
-			t.Errorf("run %v: error %v, want one line containing %q", c.args[:2], err, c.want)
+		if !errors.Is(err, c.kind) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("run %v: error %v, want %v on one line containing %q", c.args[:2], err, c.kind, c.want)
 		}
 	}
 }

@@ -361,13 +361,26 @@ func ensureDemoKey(store *tenancy.Store, dataDir, tenant string) (string, error)
 	return key, nil
 }
 
-// listenError explains a failed listen; a taken port gets a hint.
+// listenError explains a failed listen; a taken port gets a hint (portInUseError).
 func listenError(addr string, err error) error {
 	if errors.Is(err, syscall.EADDRINUSE) {
-		return fmt.Errorf("listen: %s is already in use (another lmlite serve? `lmlite keys list` names the one running); choose another address with --listen 127.0.0.1:9090 (make run LISTEN=127.0.0.1:9090)", addr)
+		return &portInUseError{addr: addr, err: err}
 	}
 	return fmt.Errorf("listen: %w", err)
 }
+
+// portInUseError is a listen refused because addr is taken: a hint instead of the
+// socket's text, still matching syscall.EADDRINUSE.
+type portInUseError struct {
+	addr string
+	err  error
+}
+
+func (e *portInUseError) Error() string {
+	return "listen: " + e.addr + " is already in use (another lmlite serve? `lmlite keys list` names the one running); choose another address with --listen 127.0.0.1:9090 (make run LISTEN=127.0.0.1:9090)"
+}
+
+func (e *portInUseError) Unwrap() error { return e.err }
 
 // printBanner prints where the server listens, the keys, and what each model is.
 func printBanner(w io.Writer, cfg *configs.Config, addr string, demo bool, demoKey, adminNote string) {

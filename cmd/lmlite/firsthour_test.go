@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/lmlite/lmlite/configs"
@@ -43,7 +44,7 @@ func TestServeChecksThePortBeforeWritingTheDemoModels(t *testing.T) {
 	defer ln.Close()
 	captureOutput(t)
 	err = runServe([]string{"--listen", ln.Addr().String()})
-	if err == nil || !strings.Contains(err.Error(), "already in use") {
+	if !errors.Is(err, syscall.EADDRINUSE) || !strings.Contains(err.Error(), "already in use") {
 		t.Fatalf("serve on a taken port: %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(home, "data")); !errors.Is(err, os.ErrNotExist) {

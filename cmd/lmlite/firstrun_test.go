@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"math"
 	"net"
@@ -343,7 +344,7 @@ func TestPortTakenSaysSo(t *testing.T) {
 	cfg := filepath.Join(dir, "c.yaml")
 	os.WriteFile(cfg, []byte("models:\n  - {id: m, path: "+model+"}\n"), 0o644)
 	err = runServe([]string{"--config", cfg, "--listen", ln.Addr().String()})
-	if err == nil || !strings.Contains(err.Error(), "already in use") || !strings.Contains(err.Error(), "LISTEN=") {
+	if !errors.Is(err, syscall.EADDRINUSE) || !strings.Contains(err.Error(), "already in use") || !strings.Contains(err.Error(), "LISTEN=") {
 		t.Fatalf("serve on a taken port: %v", err)
 	}
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,10 +35,13 @@ func TestGenModelChatTemplate(t *testing.T) {
 	}
 	empty := filepath.Join(dir, "empty.jinja")
 	os.WriteFile(empty, nil, 0o644)
-	for _, bad := range []string{empty, filepath.Join(dir, "missing.jinja")} {
-		err := commands["gen-model"].run([]string{"--chat-template", bad, "--out", filepath.Join(dir, "x.gguf")})
-		if err == nil || !strings.Contains(err.Error(), filepath.Base(bad)) {
-			t.Errorf("%s: %v", bad, err)
+	for _, c := range []struct {
+		bad  string
+		kind error // nil: the message alone (an empty template has no kind)
+	}{{empty, nil}, {filepath.Join(dir, "missing.jinja"), fs.ErrNotExist}} {
+		err := commands["gen-model"].run([]string{"--chat-template", c.bad, "--out", filepath.Join(dir, "x.gguf")})
+		if err == nil || c.kind != nil && !errors.Is(err, c.kind) || !strings.Contains(err.Error(), filepath.Base(c.bad)) {
+			t.Errorf("%s: %v", c.bad, err)
 		}
 	}
 }

@@ -262,6 +262,11 @@ func (t *Template) RenderVars(msgs []Message, addGenerationPrompt bool, vars map
 	w := &limitWriter{max: t.opts.MaxOutput, b: b}
 	defer func() {
 		if p := recover(); p != nil {
+			if f, ok := p.(fault); ok {
+				b.fail(f.err)
+				out, err = "", b.err
+				return
+			}
 			out, err = "", fmt.Errorf("%w: panic: %v", ErrRender, p)
 		}
 	}()
@@ -277,32 +282,30 @@ func (t *Template) RenderVars(msgs []Message, addGenerationPrompt bool, vars map
 	return w.buf.String(), nil
 }
 
-// classify turns a render error into one of the package's errors: a sentinel
-// found in it (sentinelIn), or ErrRender. Limits the budget records (b.err) need
-// no classifying.
+// classify turns a render error into ErrRender. A limit or the template's
+// exception never comes back as Execute's error: the budget records a limit (b.err),
+// and raise carries the others out past gonja.
 func classify(err error) error {
-	msg := cleanError(err)
-	if sentinel := sentinelIn(err); sentinel != nil {
-		return fmt.Errorf("%w: %s", sentinel, msg)
-	}
-	return fmt.Errorf("%w: %s", ErrRender, msg)
+	return fmt.Errorf("%w: %s", ErrRender, cleanError(err))
 }
 
-// sentinelIn is the one place that matches an error by its text. gonja keeps only
-// the text of the errors that functions, filters, methods and tests return (gonja
-// v2.9.1, the newest on the module proxy on 2026-11-28: exec/calls.go, filters.go
-// and tests.go format them with %s, which ends the error chain), so errors.Is
-// cannot find our sentinel in what Execute returns. The sentinel is found again by
-// its text, which is ours (it starts with "chat: "), not gonja's.
-// TestGonjaDropsTheErrorChain fails when gonja changes this: when it keeps the chain
-// (then use errors.Is here) or no longer keeps the text.
-func sentinelIn(err error) error {
-	for _, sentinel := range []error{ErrException, ErrTooLarge, ErrTooLong} {
-		if errors.Is(err, sentinel) || strings.Contains(err.Error(), sentinel.Error()) {
-			return sentinel
-		}
+// fault carries an error out of a render as a panic, which Render recovers: gonja
+// keeps only the text of the errors that functions, filters, methods and tests
+// return (gonja v2.9.1, the newest on the module proxy on 2026-11-28: exec/calls.go,
+// filters.go and tests.go format them with %s, which ends the error chain), so an
+// error returned as the call's value loses its kind. text/template's exec carries
+// its errors out the same way. TestGonjaDropsTheErrorChain fails when gonja keeps
+// the chain: then the errors can be returned as values again.
+type fault struct{ err error }
+
+// raise ends the render at once with err when err is a limit (ErrTooLarge,
+// ErrTooLong) or the template's exception (ErrException), as Jinja's raise does;
+// any other error it returns, to be the call's error value (ErrRender).
+func raise(err error) error {
+	if errors.Is(err, ErrException) || errors.Is(err, ErrTooLarge) || errors.Is(err, ErrTooLong) {
+		panic(fault{err})
 	}
-	return nil
+	return err
 }
 
 // reservedVar reports whether RenderVars may not set name.

@@ -78,7 +78,7 @@ func noCycle(_ *exec.Evaluator, va *exec.VarArgs) *exec.Value {
 		return target
 	}
 	if err := checkStore(target.Interface(), value.Interface()); err != nil {
-		return exec.AsValue(err)
+		return exec.AsValue(raise(err))
 	}
 	return value
 }

@@ -92,5 +92,8 @@
 // printing the list); the steps bound keeps such loops short.
 //
 // Errors: ErrTemplate from New; from Render ErrException (raise_exception),
-// ErrTooLong, ErrTooLarge, or ErrRender for anything else.
+// ErrTooLong, ErrTooLarge, or ErrRender for anything else, all matched with
+// errors.Is. gonja keeps only the text of an error a function, filter or method
+// returns, so a limit or the exception ends the render at once (raise: a panic
+// Render recovers, as text/template's exec does) and keeps its kind and message.
 package chat

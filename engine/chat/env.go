@@ -132,7 +132,7 @@ func raiseException(e *exec.Evaluator, params *exec.VarArgs) *exec.Value {
 	if len(params.Args) > 0 {
 		msg = params.Args[0].String()
 	}
-	return exec.AsValue(fmt.Errorf("%w: %s", ErrException, msg))
+	return exec.AsValue(raise(fmt.Errorf("%w: %s", ErrException, msg)))
 }
 
 // strftimeNow is transformers' strftime_now(format) on the template's clock.
@@ -177,7 +177,7 @@ func safeRange(e *exec.Evaluator, params *exec.VarArgs) *exec.Value {
 		n = (int64(start) - int64(stop) - int64(step) - 1) / -int64(step)
 	}
 	if n > MaxRange {
-		return exec.AsValue(fmt.Errorf("%w: range of %d items, more than %d", ErrTooLong, n, MaxRange))
+		return exec.AsValue(raise(fmt.Errorf("%w: range of %d items, more than %d", ErrTooLong, n, MaxRange)))
 	}
 	out := make([]any, n)
 	for i := range out {

@@ -158,7 +158,7 @@ func guardFilters(set *exec.FilterSet) {
 		if err := set.Replace(name, func(e *exec.Evaluator, in *exec.Value, p *exec.VarArgs) *exec.Value {
 			if !in.IsError() {
 				if err := check(in, p); err != nil {
-					return exec.AsValue(err)
+					return exec.AsValue(raise(err))
 				}
 			}
 			return inner(e, in, p)
@@ -229,7 +229,7 @@ func guardMethods(m map[string]exec.Method[string]) {
 		}
 		m[name] = func(self string, sv *exec.Value, p *exec.VarArgs) (any, error) {
 			if err := check(self, p); err != nil {
-				return nil, err
+				return nil, raise(err)
 			}
 			return inner(self, sv, p)
 		}

@@ -242,14 +242,14 @@ func mul(_ *exec.Evaluator, va *exec.VarArgs) *exec.Value {
 		n := max(b.Integer(), 0)
 		s := a.String()
 		if n > 0 && len(s) > maxValueBytes/n {
-			return exec.AsValue(fmt.Errorf("%w: string repetition beyond %d bytes", ErrTooLarge, maxValueBytes))
+			return exec.AsValue(raise(fmt.Errorf("%w: string repetition beyond %d bytes", ErrTooLarge, maxValueBytes)))
 		}
 		return exec.AsValue(strings.Repeat(s, n))
 	case a.IsList() && b.IsInteger():
 		n := max(b.Integer(), 0)
 		l := a.Len()
 		if n > 0 && (l > MaxRange/n || listBytes(a, maxValueBytes) > maxValueBytes/n) {
-			return exec.AsValue(fmt.Errorf("%w: list repetition beyond %d items or %d bytes", ErrTooLarge, MaxRange, maxValueBytes))
+			return exec.AsValue(raise(fmt.Errorf("%w: list repetition beyond %d items or %d bytes", ErrTooLarge, MaxRange, maxValueBytes)))
 		}
 		out := make([]any, 0, l*n)
 		for range n {
@@ -306,7 +306,7 @@ func pow(_ *exec.Evaluator, va *exec.VarArgs) *exec.Value {
 }
 
 func tooLarge(what string) *exec.Value {
-	return exec.AsValue(fmt.Errorf("%w: %s beyond %d bytes", ErrTooLarge, what, maxValueBytes))
+	return exec.AsValue(raise(fmt.Errorf("%w: %s beyond %d bytes", ErrTooLarge, what, maxValueBytes)))
 }
 
 // add is a + b as gonja computes it (lists concatenate, a string on either side
@@ -328,7 +328,7 @@ func add(_ *exec.Evaluator, va *exec.VarArgs) *exec.Value {
 			return argErr(fnAdd)
 		}
 		if a.Len()+b.Len() > MaxRange || listBytes(a, maxValueBytes)+listBytes(b, maxValueBytes) > maxValueBytes {
-			return exec.AsValue(fmt.Errorf("%w: list beyond %d items", ErrTooLarge, MaxRange))
+			return exec.AsValue(raise(fmt.Errorf("%w: list beyond %d items", ErrTooLarge, MaxRange)))
 		}
 		out := make([]any, 0, a.Len()+b.Len())
 		for _, l := range []*exec.Value{a, b} {

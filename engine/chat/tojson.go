@@ -58,7 +58,7 @@ func filterToJSON(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec
 		enc.indentStr = strings.Repeat(" ", enc.indent)
 	}
 	if err := enc.encode(reflect.ValueOf(in.Interface()), 0, 0); err != nil {
-		return exec.AsValue(err)
+		return exec.AsValue(raise(err))
 	}
 	return exec.AsSafeValue(enc.b.String())
 }

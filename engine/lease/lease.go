@@ -19,6 +19,9 @@ var (
 	// expired because its holder stopped beating): the holder must acquire again.
 	ErrNotHeld = errors.New("lease: lease not held")
 	ErrInvalid = errors.New("lease: invalid lease")
+	// ErrRedis: the Redis store failed (unreachable, an error reply, a reply of the
+	// wrong shape), so it made no decision about the lease; the error wraps Redis's.
+	ErrRedis = errors.New("lease: redis")
 )
 
 // Lease is one holder's claim on bytes of a device's memory.

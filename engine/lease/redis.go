@@ -66,7 +66,7 @@ func (r *Redis) PreemptChannel(node string) string { return r.prefix + "lease:pr
 
 func ms(d time.Duration) int64 { return max(1, int64((d+time.Millisecond-1)/time.Millisecond)) }
 
-func redisErr(op string, err error) error { return fmt.Errorf("lease: redis %s: %w", op, err) }
+func redisErr(op string, err error) error { return fmt.Errorf("%w %s: %w", ErrRedis, op, err) }
 
 // Expired or heartbeat-less members of a device's set are dead; both Acquire and
 // Expire drop them. The hash outlives the heartbeat key (2×TTL + a minute) so that
@@ -112,7 +112,7 @@ func (r *Redis) Acquire(ctx context.Context, now time.Time, l Lease, budget int6
 		return Lease{}, redisErr("acquire", err)
 	}
 	if len(res) != 3 && len(res) != 2 {
-		return Lease{}, fmt.Errorf("lease: redis acquire: unexpected reply %v", res)
+		return Lease{}, fmt.Errorf("%w acquire: unexpected reply %v", ErrRedis, res)
 	}
 	if res[0] == 0 {
 		return Lease{}, &NoMemoryError{Device: l.Device, Want: l.Bytes, Budget: budget, Used: res[1], Reclaimable: res[2]}
@@ -223,7 +223,7 @@ func (r *Redis) list(ctx context.Context, now time.Time, device, mode string) ([
 		return nil, redisErr("list", err)
 	}
 	if len(vals)%7 != 0 {
-		return nil, fmt.Errorf("lease: redis list: %d values", len(vals))
+		return nil, fmt.Errorf("%w list: %d values", ErrRedis, len(vals))
 	}
 	var out []Lease
 	for i := 0; i < len(vals); i += 7 {
@@ -239,7 +239,7 @@ func (r *Redis) list(ctx context.Context, now time.Time, device, mode string) ([
 			l.TTL = time.Duration(t) * time.Millisecond
 		}
 		if err := errors.Join(err1, err2, err3, err4); err != nil {
-			return nil, fmt.Errorf("lease: redis list: lease %s on %s: %w", g[0], device, err)
+			return nil, fmt.Errorf("%w list: lease %s on %s: %w", ErrRedis, g[0], device, err)
 		}
 		out = append(out, l)
 	}

@@ -435,7 +435,7 @@ func TestRedisDownFailsClosed(t *testing.T) {
 		"list":      func() error { _, err := a.List(ctx, now, HostDevice); return err }(),
 		"expire":    func() error { _, err := a.Expire(ctx, now); return err }(),
 	} {
-		if err == nil || errors.Is(err, ErrNoMemory) || errors.Is(err, ErrNotHeld) || !strings.HasPrefix(err.Error(), "lease: redis ") {
+		if !errors.Is(err, ErrRedis) || errors.Is(err, ErrNoMemory) || errors.Is(err, ErrNotHeld) || !strings.HasPrefix(err.Error(), "lease: redis "+name+": ") {
 			t.Errorf("%s with Redis down: %v", name, err)
 		}
 	}

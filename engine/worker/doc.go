@@ -84,7 +84,8 @@
 //     after an exponential backoff (100 ms, doubling, at most 10 s), or, after
 //     MaxCrashes (5) crashes within Window (2 min), never: the circuit is open, the
 //     group's models are failed and their ModelStatus.Err holds the worker's last
-//     stderr lines (the admin API shows it). GC or an admin load closes the circuit.
+//     stderr lines (the admin API shows it); their requests fail with a *FailedError.
+//     GC or an admin load closes the circuit.
 //   - Pool.Workers reports each group's process (pid, state, uptime, starts, crashes,
 //     last exit, last start's time, stderr lines): the admin API's /admin/workers.
 //   - New requests during a restart's backoff fail at once with ErrRestarting; new

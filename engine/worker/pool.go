@@ -461,7 +461,7 @@ func (g *group) acquire(ctx context.Context, modelID string) (*process, time.Dur
 			}
 			return pr, cold, nil
 		case gFailed:
-			err := fmt.Errorf("engine: worker group %s failed: %s", g.name, g.failed)
+			err := &FailedError{Group: g.name, Why: g.failed}
 			g.mu.Unlock()
 			return nil, 0, err
 		case gDown, gBackoff:
@@ -749,6 +749,17 @@ func (p *Pool) Close() error {
 		}
 	}
 	return nil
+}
+
+// FailedError is a request's error when its model's worker group has failed: the
+// circuit is open (Policy.MaxCrashes crashes within Window) until GC or an admin
+// load. Why is the crashes' account with the worker's last stderr lines.
+type FailedError struct {
+	Group, Why string
+}
+
+func (e *FailedError) Error() string {
+	return "engine: worker group " + e.Group + " failed: " + e.Why
 }
 
 var stateNames = [...]string{"stopped", "starting", "running", "stopping", "down", "backoff", "failed"}

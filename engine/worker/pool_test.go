@@ -307,8 +307,8 @@ func TestCrashAtLoadOpensCircuit(t *testing.T) {
 		t.Errorf("worker: %+v", w)
 	}
 	_, err = p.Generate(context.Background(), "a", engine.Request{Prompt: []int32{1}, MaxTokens: 1})
-	if err == nil || errors.Is(err, engine.ErrRestarting) || !strings.Contains(err.Error(), "simulated crash") {
-		t.Errorf("request to a failed model: %v", err)
+	if fe, ok := errors.AsType[*FailedError](err); !ok || fe.Group != "a" || errors.Is(err, engine.ErrRestarting) || !strings.Contains(err.Error(), "simulated crash") {
+		t.Errorf("request to a failed model: %v, want a *FailedError of group a saying why", err)
 	}
 	p.GC()
 	if st := state(p, "a"); st.State != engine.StateUnloaded {
