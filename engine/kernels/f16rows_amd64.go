@@ -6,11 +6,13 @@ package kernels
 // products take four rows a call (dotF16AVX512r4). A row's float32
 // activations take 4·cols bytes of the core's 32 KiB L1 data cache; from 4096
 // columns on, the weights streaming by evict them before the next row comes
-// back to them, and one row a call (dotF16AVX512) read them from L2 again for
-// every row: at 8192 columns (a 1b model's ffn_down) it used ~1.6× the CPU
-// time of a plain read of the same bytes, four rows a call ~1.05×; at 2048
-// columns one row a call is within ~10% of the read and four rows gain
-// nothing (BenchmarkF16DecodeRows, Zen4, loaded).
+// back to them, and one row a call (dotF16AVX512) reads them from L2 again
+// for every row. BenchmarkF16DecodeRows (Zen4, loaded, one thread, huge
+// pages), cpu-GB/s of weights, one row a call against four: 2048 columns
+// 21.5 against 18.4 (one row a call reads a single stream, as fast as BF16's
+// kernel); 4096 16.6 against 17.1; 8192 (a 1b model's ffn_down) 12.4 against
+// 17.8. Software prefetches (PREFETCHT0/T1/NTA, 0.5–8 KiB ahead) and
+// binary16 activations changed no figure by more than the noise.
 const f16RowsMinCols = 4096
 
 // f16Rows is fastRows for F16 weights with AVX-512 and one token: rows [lo, r)

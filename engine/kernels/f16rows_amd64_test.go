@@ -81,10 +81,12 @@ func TestF16RowsMatMul(t *testing.T) {
 }
 
 // BenchmarkF16DecodeRows: one token through F16 matrices larger than the caches
-// (128 MiB) at 2048, 4096 and 8192 columns, one thread, as the thread's CPU time
-// per pass (cpu-ms/op) and the rate it reads the weights at (cpu-GB/s): one row
-// a call (dotF16AVX512), four (dotF16AVX512r4), and a plain read of the same
-// bytes (Go, eight words at a time) for scale. f16RowsMinCols is set from it.
+// (128 MiB, huge pages) at 2048, 4096 and 8192 columns, one thread, as the
+// thread's CPU time per pass (cpu-ms/op, the median) and the rate it reads the
+// weights at (cpu-GB/s): one row a call (dotF16AVX512), four (dotF16AVX512r4),
+// BF16's one-token kernel on the same bytes (dotBF16DPt1, where the CPU has
+// it) and a plain read (Go, eight words at a time) for scale. f16RowsMinCols is
+// set from it.
 func BenchmarkF16DecodeRows(b *testing.B) {
 	if !useAVX512 {
 		b.Skip("no AVX-512")
@@ -93,7 +95,14 @@ func BenchmarkF16DecodeRows(b *testing.B) {
 	for _, cols := range []int{2048, 4096, 8192} {
 		rows := (128 << 20) / (2 * cols)
 		rb := 2 * cols
-		data := make([]byte, rows*rb)
+		// Anonymous memory with transparent huge pages where the kernel gives
+		// them, as a model's mapping has (gguf's adviseHugePages).
+		data, err := syscall.Mmap(-1, 0, rows*rb, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer syscall.Munmap(data)
+		_ = syscall.Madvise(data, 14) // MADV_HUGEPAGE
 		for i := 0; i < 64; i++ {
 			fillRow(r, F16, data[i*rb:(i+1)*rb], 0.1)
 		}
@@ -103,6 +112,8 @@ func BenchmarkF16DecodeRows(b *testing.B) {
 		x := randRow(r, cols, 1)
 		roundF16s(x, x)
 		out := make([]float32, rows)
+		bp := make([]uint16, bf16PairWords(cols))
+		packBF16Pairs(bp, x, cols)
 		for _, k := range []struct {
 			name string
 			f    func()
@@ -115,6 +126,14 @@ func BenchmarkF16DecodeRows(b *testing.B) {
 			{"r4", func() {
 				for i := 0; i < rows; i += 4 {
 					dotF16AVX512r4(&data[i*rb], rb, &x[0], cols, &out[i])
+				}
+			}},
+			{"bf16dp", func() {
+				if !useBF16DP {
+					return
+				}
+				for i := 0; i < rows; i++ {
+					dotBF16DPt1(&data[i*rb], &bp[0], 0, cols, &out[i], 0)
 				}
 			}},
 			{"read", func() {
