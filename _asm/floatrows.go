@@ -8,20 +8,24 @@ import (
 	. "github.com/mmcloughlin/avo/reg"
 )
 
-// dotFloatAVX512Rows emits dot<kind>AVX512r<R>: R rows of n (a multiple of
-// 64) weights of kind at x, x+rb, … (rb in bytes) against one activation row of
-// float32s at y, out[r] = dotFloatAVX512 of row r with y (the same
-// accumulators, operations and order, so its bits). Each 64 activations are
-// loaded once for the R rows (engine/kernels/f16rows_amd64.go says when that
-// pays). Software prefetches (PREFETCHT0 1 KiB ahead in each row) made it slower.
-func dotFloatAVX512Rows(kind string, size, R int) {
+// dotFloatAVX512Rows emits dot<kind>AVX512r<R> (act16: dot<kind>AVX512r<R>h):
+// R rows of n (a multiple of 64) weights of kind at x, x+rb, … (rb in bytes)
+// against one activation row at y, float32s (act16: binary16s, widened by
+// VCVTPH2PS, which is exact), out[r] = dotFloatAVX512 of row r with y (the
+// same accumulators, operations and order, so its bits). Each 64 activations
+// are loaded once for the R rows. engine/kernels/f16rows_amd64.go says which
+// pays where; software prefetches (PREFETCHT0/T1/NTA) did not.
+func dotFloatAVX512Rows(kind string, size, R int, act16 bool) {
 	evex = true
 	defer func() { evex = false }()
-	name := fmt.Sprintf("dot%sAVX512r%d", kind, R)
-	TEXT(name, NOSPLIT, "func(x *byte, rb int, y *float32, n int, out *float32)")
+	name, yt, ykind := fmt.Sprintf("dot%sAVX512r%d", kind, R), "*float32", "float32"
+	if act16 {
+		name, yt, ykind = name+"h", "*uint16", "binary16"
+	}
+	TEXT(name, NOSPLIT, "func(x *byte, rb int, y "+yt+", n int, out *float32)")
 	Pragma("noescape")
 	Doc(fmt.Sprintf("%s is dot%sAVX512 of %d rows of n (a multiple of 64) %s weights at x, x+rb, … (rb in bytes)", name, kind, R, kind),
-		"with the float32 row at y, into out[0], out[1], ….")
+		fmt.Sprintf("with the %s row at y, into out[0], out[1], ….", ykind))
 	x, rb, y, n := GP64(), GP64(), GP64(), GP64()
 	Load(Param("x"), x)
 	Load(Param("rb"), rb)
@@ -57,7 +61,11 @@ func dotFloatAVX512Rows(kind string, size, R int) {
 	var yv [floatAccs / 2]VecVirtual
 	for k := range yv {
 		yv[k] = ZMM()
-		VMOVUPS(Mem{Base: y, Disp: 64 * k}, yv[k])
+		if act16 {
+			VCVTPH2PS(Mem{Base: y, Disp: 32 * k}, yv[k])
+		} else {
+			VMOVUPS(Mem{Base: y, Disp: 64 * k}, yv[k])
+		}
 	}
 	for k := 0; k < floatAccs/2; k++ {
 		for r := range z {
@@ -70,7 +78,11 @@ func dotFloatAVX512Rows(kind string, size, R int) {
 	if R > 3 {
 		ADDQ(U32(8*floatAccs*size), x3)
 	}
-	ADDQ(U32(32*floatAccs), y)
+	if act16 {
+		ADDQ(U32(16*floatAccs), y)
+	} else {
+		ADDQ(U32(32*floatAccs), y)
+	}
 	SUBQ(U8(8*floatAccs), n)
 	JNZ(LabelRef("loop"))
 	out := GP64()

@@ -13,9 +13,10 @@ import (
 	"unsafe"
 )
 
-// TestF16RowsKernel: dotF16AVX512r4 gives each of its four rows the bits of
-// dotF16Row and of dotFloatSIMDOrder (the kernels' order in Go), at a row stride
-// that is not the row length, and writes only its four outputs.
+// TestF16RowsKernel: dotF16AVX512r4 and dotF16AVX512r1h give each of their
+// rows the bits of dotF16Row and of dotFloatSIMDOrder (the kernels' order in
+// Go), at a row stride that is not the row length, and write only their
+// outputs.
 func TestF16RowsKernel(t *testing.T) {
 	requireSIMD(t, "avx512")
 	r := rand.New(rand.NewPCG(81, 82))
@@ -32,30 +33,41 @@ func TestF16RowsKernel(t *testing.T) {
 		}
 		x := randRow(r, n, 2)
 		roundF16s(x, x)
-		out := []float32{guard, guard, guard, guard, guard, guard}
-		dotF16AVX512r4(&data[0], rb, &x[0], n, &out[1])
-		if out[0] != guard || out[5] != guard {
-			t.Fatalf("%d columns: %v, written outside the outputs", n, out)
-		}
-		for i := range 4 {
-			got := out[1+i]
-			if want := dotFloatSIMDOrder(w[i], x); math.Float32bits(got) != math.Float32bits(want) {
-				t.Fatalf("%d columns, row %d: %v, the kernels' order in Go %v", n, i, got, want)
+		xh := make([]uint16, n)
+		toF16s(xh, x)
+		for _, R := range []int{4, 1} {
+			out := []float32{guard, guard, guard, guard, guard, guard}
+			if R == 4 {
+				dotF16AVX512r4(&data[0], rb, &x[0], n, &out[1])
+			} else {
+				dotF16AVX512r1h(&data[0], rb, &xh[0], n, &out[1])
 			}
-			if one := dotF16Row(data[i*rb:i*rb+2*n], x); math.Float32bits(got) != math.Float32bits(one) {
-				t.Fatalf("%d columns, row %d: %v, one-row kernel %v", n, i, got, one)
+			for i, v := range out {
+				if (i == 0 || i > R) && v != guard {
+					t.Fatalf("%d columns, %d rows: %v, written outside the outputs", n, R, out)
+				}
+			}
+			for i := range R {
+				got := out[1+i]
+				if want := dotFloatSIMDOrder(w[i], x); math.Float32bits(got) != math.Float32bits(want) {
+					t.Fatalf("%d columns, %d rows, row %d: %v, the kernels' order in Go %v", n, R, i, got, want)
+				}
+				if one := dotF16Row(data[i*rb:i*rb+2*n], x); math.Float32bits(got) != math.Float32bits(one) {
+					t.Fatalf("%d columns, %d rows, row %d: %v, one-row kernel %v", n, R, i, got, one)
+				}
 			}
 		}
 	}
 }
 
-// TestF16RowsMatMul: a one-token F16 product of f16RowsMinCols columns or more
-// (which takes dotF16AVX512r4, then one row a call for the rows left over) has
-// the bits of the AVX2 level's one row a call, on 1 and 2 threads.
+// TestF16RowsMatMul: one-token F16 products through f16Rows (dotF16AVX512r1h
+// below f16RowsMinCols columns; dotF16AVX512r4 from it, then one row a call
+// for the rows left over) have the bits of the AVX2 level's one row a call, on
+// 1 and 2 threads.
 func TestF16RowsMatMul(t *testing.T) {
 	requireSIMD(t, "avx512")
 	r := rand.New(rand.NewPCG(83, 84))
-	for _, cols := range []int{f16RowsMinCols, 8192 + 64} {
+	for _, cols := range []int{64, 2048, f16RowsMinCols - 1, 4160, 8192 + 64} {
 		const rows = 71 // not a multiple of 4
 		w := Matrix{Type: F16, Rows: rows, Cols: cols, Data: make([]byte, rows*F16.RowBytes(cols))}
 		for i := 0; i < rows; i++ {
@@ -83,7 +95,8 @@ func TestF16RowsMatMul(t *testing.T) {
 // BenchmarkF16DecodeRows: one token through F16 matrices larger than the caches
 // (128 MiB, huge pages) at 2048, 4096 and 8192 columns, one thread, as the
 // thread's CPU time per pass (cpu-ms/op, the median) and the rate it reads the
-// weights at (cpu-GB/s): one row a call (dotF16AVX512), four (dotF16AVX512r4),
+// weights at (cpu-GB/s): one row a call (dotF16AVX512; dotF16AVX512r1h with
+// binary16 activations), four (dotF16AVX512r4),
 // BF16's one-token kernel on the same bytes (dotBF16DPt1, where the CPU has
 // it) and a plain read (Go, eight words at a time) for scale. f16RowsMinCols is
 // set from it.
@@ -112,6 +125,8 @@ func BenchmarkF16DecodeRows(b *testing.B) {
 		x := randRow(r, cols, 1)
 		roundF16s(x, x)
 		out := make([]float32, rows)
+		xh := make([]uint16, cols)
+		toF16s(xh, x)
 		bp := make([]uint16, bf16PairWords(cols))
 		packBF16Pairs(bp, x, cols)
 		for _, k := range []struct {
@@ -121,6 +136,11 @@ func BenchmarkF16DecodeRows(b *testing.B) {
 			{"row", func() {
 				for i := 0; i < rows; i++ {
 					out[i] = dotF16AVX512(&data[i*rb], &x[0], cols)
+				}
+			}},
+			{"r1h", func() {
+				for i := 0; i < rows; i++ {
+					dotF16AVX512r1h(&data[i*rb], rb, &xh[0], cols, &out[i])
 				}
 			}},
 			{"r4", func() {

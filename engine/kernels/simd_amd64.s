@@ -29767,6 +29767,57 @@ loop:
 	VZEROUPPER
 	RET
 
+// func dotF16AVX512r1h(x *byte, rb int, y *uint16, n int, out *float32)
+// Requires: AVX, AVX512F, AVX512VL
+TEXT ·dotF16AVX512r1h(SB), NOSPLIT, $0-40
+	MOVQ   x+0(FP), AX
+	MOVQ   rb+8(FP), CX
+	MOVQ   y+16(FP), CX
+	MOVQ   n+24(FP), DX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+
+loop:
+	VCVTPH2PS     (CX), Z4
+	VCVTPH2PS     32(CX), Z5
+	VCVTPH2PS     64(CX), Z6
+	VCVTPH2PS     96(CX), Z7
+	VCVTPH2PS     (AX), Z8
+	VFMADD231PS   Z4, Z8, Z0
+	VCVTPH2PS     32(AX), Z4
+	VFMADD231PS   Z5, Z4, Z1
+	VCVTPH2PS     64(AX), Z4
+	VFMADD231PS   Z6, Z4, Z2
+	VCVTPH2PS     96(AX), Z4
+	VFMADD231PS   Z7, Z4, Z3
+	ADDQ          $0x00000080, AX
+	ADDQ          $0x00000080, CX
+	SUBQ          $0x40, DX
+	JNZ           loop
+	MOVQ          out+32(FP), AX
+	VEXTRACTF64X4 $0x01, Z0, Y4
+	VADDPS        Y4, Y0, Y0
+	VEXTRACTF64X4 $0x01, Z1, Y4
+	VADDPS        Y4, Y1, Y1
+	VEXTRACTF64X4 $0x01, Z2, Y4
+	VADDPS        Y4, Y2, Y2
+	VEXTRACTF64X4 $0x01, Z3, Y4
+	VADDPS        Y4, Y3, Y3
+	VADDPS        Y1, Y0, Y0
+	VADDPS        Y3, Y2, Y2
+	VADDPS        Y2, Y0, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (AX)
+	VZEROUPPER
+	RET
+
 // func dotF16AVX512t6(x *byte, y *float32, ys int, n int, out *float32, os int)
 // Requires: AVX, AVX512F, AVX512VL
 TEXT ·dotF16AVX512t6(SB), NOSPLIT, $0-48
