@@ -159,6 +159,8 @@ func main() {
 	dotFloatAVX2("dotBF16AVX2", "BF16", 2)
 	dotFloatAVX512("dotF16AVX512", "F16", 2)
 	dotFloatAVX512("dotBF16AVX512", "BF16", 2)
+	dotFloatAVX512Rows("F16", 2, 4, false)
+	dotFloatAVX512Rows("F16", 2, 1, true)
 	for _, t := range floatTileTokens {
 		dotFloatAVX512Tokens("F16", 2, t)
 		dotFloatAVX512Tokens("BF16", 2, t)

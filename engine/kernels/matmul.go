@@ -54,6 +54,7 @@ type acts struct {
 	f    []float32   // F32, F16, BF16 (values already rounded to the format)
 	buf  []float32   // f's storage for F16 and BF16
 	bp   []uint16    // BF16 with VDPBF16PS: f's words paired by packBF16Pairs
+	h    []uint16    // F16, one token, AVX-512, fewer than f16RowsMinCols columns: f as binary16 (f16Rows)
 	q8   []q8Block   // Q8_0
 	q81  []q8_1Block // Q8_1
 	q8k  []q8KBlock  // Q8_K
@@ -113,6 +114,7 @@ func (a *acts) prepare(wt Type, x []float32, rows, cols int) {
 			a.packBF16(rows, cols)
 		} else {
 			roundF16s(a.f, x[:rows*cols])
+			a.packF16(rows, cols)
 		}
 	case Q8_0:
 		a.q8 = grow(a.q8, rows*cols/qk0)

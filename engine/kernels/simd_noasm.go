@@ -70,6 +70,8 @@ func (m *matMul) fastRows(lo, hi int) int { return lo }
 
 func (a *acts) packBF16(rows, cols int) {}
 
+func (a *acts) packF16(rows, cols int) {}
+
 func (m *matMul) fastTokens(r, hi, t0, nt int) int { return 0 }
 
 func (m *matMul) tiles() bool { return false }

@@ -491,6 +491,18 @@ func dotF16AVX512(x *byte, y *float32, n int) float32
 //go:noescape
 func dotBF16AVX512(x *byte, y *float32, n int) float32
 
+// dotF16AVX512r4 is dotF16AVX512 of 4 rows of n (a multiple of 64) F16 weights at x, x+rb, … (rb in bytes)
+// with the float32 row at y, into out[0], out[1], ….
+//
+//go:noescape
+func dotF16AVX512r4(x *byte, rb int, y *float32, n int, out *float32)
+
+// dotF16AVX512r1h is dotF16AVX512 of 1 rows of n (a multiple of 64) F16 weights at x, x+rb, … (rb in bytes)
+// with the binary16 row at y, into out[0], out[1], ….
+//
+//go:noescape
+func dotF16AVX512r1h(x *byte, rb int, y *uint16, n int, out *float32)
+
 // dotF16AVX512t6 is dotF16AVX512 of one row of n (a multiple of 64) F16 weights at x with each of 6
 // float32 rows at y, y+ys, … (ys in bytes), into out, out+os, … (os in bytes).
 //
