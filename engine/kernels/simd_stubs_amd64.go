@@ -466,6 +466,16 @@ func dotF16VecDotTail16AVX512t1(out *float32, os int, rows *byte, rb int, x *flo
 //go:noescape
 func dotF16VecDotTail16AVX512t2(out *float32, os int, rows *byte, rb int, x *float64, xs int, n int, nr int)
 
+// dotF16VecDotTail16AVX2t1 adds to out[t·os+r] (r < nr, a multiple of 8; t < 1) the n (a multiple of 16) binary16 values at rows+r·rb times the float64s x[t·xs…] in ggml_vec_dot_f16's tail order (kernels.dotF16VecDotRows), as dotF16VecDotTail16AVX512t1.
+//
+//go:noescape
+func dotF16VecDotTail16AVX2t1(out *float32, os int, rows *byte, rb int, x *float64, xs int, n int, nr int)
+
+// dotF16VecDotTail16AVX2t2 adds to out[t·os+r] (r < nr, a multiple of 8; t < 2) the n (a multiple of 16) binary16 values at rows+r·rb times the float64s x[t·xs…] in ggml_vec_dot_f16's tail order (kernels.dotF16VecDotRows), as dotF16VecDotTail16AVX512t2.
+//
+//go:noescape
+func dotF16VecDotTail16AVX2t2(out *float32, os int, rows *byte, rb int, x *float64, xs int, n int, nr int)
+
 // addScaledAVX2 sets dst[i] += src[i]·s (the product rounded, then added) for i < n, n a multiple of 8.
 //
 //go:noescape

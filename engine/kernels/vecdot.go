@@ -58,7 +58,8 @@ func (m *matMul) vecDotRows(lo, hi int) {
 // rows in one call, dotF16VecDot64s), converted to float64, then each later
 // product (exact in float32) added in float64, the sum rounded to float32; the
 // tails eight rows at a time on AVX-512 (dotF16VecDotTails: a LoRA adapter's B,
-// rank 16, is all tail), else four, each row's sum in its own order.
+// rank 16, is all tail) and on AVX2 for a tail of a multiple of 16 values
+// (dotF16VecDotTailsAVX2), else four, each row's sum in its own order.
 func dotF16VecDotRows(out []float32, rows []byte, x []float32) {
 	n, n64, rb := len(x), len(x)&^63, 2*len(x)
 	if n64 > 0 {
