@@ -156,6 +156,8 @@ func main() {
 	dotF16VecDotTail16AVX512(2)
 	dotF16VecDotTail16AVX2(1)
 	dotF16VecDotTail16AVX2(2)
+	dotF32VecDotTailAVX2()
+	dotQ8_0VecDotAVX2()
 	addScaledAVX2()
 	dotFloatAVX2("dotF16AVX2", "F16", 2)
 	dotFloatAVX2("dotBF16AVX2", "BF16", 2)

@@ -161,3 +161,176 @@ func transposeF16x8Lanes(in [8]VecVirtual) [8]VecVirtual {
 	return round(u, func(b, a, d Op) { VPUNPCKLQDQ(b, a, d) }, func(b, a, d Op) { VPUNPCKHQDQ(b, a, d) },
 		[4][2]int{{0, 4}, {1, 5}, {2, 6}, {3, 7}})
 }
+
+// dotF32VecDotTailAVX2 emits the first multiple of 8 values of the tails of
+// ggml_vec_dot_f32 on AVX-512 (the values after the last multiple of 64, each
+// product rounded, then added to the float32 sum in order: GCC's vectorized
+// in-order reduction of sumf += x[i]*y[i]; kernels.f32TailAdd), eight rows at a time, a
+// row to each float32 lane: each 8×8 block of float32 values (a row to a
+// register) is transposed by unpcklps/unpckhps, unpcklpd/unpckhpd and
+// vperm2f128, and its columns added in order. out[r] holds the row's sum so far,
+// rows the row's first tail value, x the tail's n (a multiple of 8) activations;
+// nr is a multiple of 8.
+func dotF32VecDotTailAVX2() {
+	TEXT("dotF32VecDotTailAVX2", NOSPLIT, "func(out *float32, rows *byte, rb int, x *float32, n int, nr int)")
+	Pragma("noescape")
+	Doc("dotF32VecDotTailAVX2 adds to out[r] (r < nr, a multiple of 8) the n (a multiple of 8) float32 values at rows+r·rb times x, each product rounded, then added, in ggml_vec_dot_f32's tail order (kernels.dotF32VecDotTail).")
+	out, rows, rb, x, n, nr := GP64(), GP64(), GP64(), GP64(), GP64(), GP64()
+	Load(Param("out"), out)
+	Load(Param("rows"), rows)
+	Load(Param("rb"), rb)
+	Load(Param("x"), x)
+	Load(Param("n"), n)
+	Load(Param("nr"), nr)
+	rb3 := GP64()
+	LEAQ(Mem{Base: rb, Index: rb, Scale: 2}, rb3)
+
+	Label("f32tail_rows")
+	CMPQ(nr, U8(8))
+	JL(LabelRef("f32tail_done"))
+	acc := YMM()
+	VMOVUPS(Mem{Base: out}, acc)
+	p, xp, c := GP64(), GP64(), GP64()
+	MOVQ(rows, p)
+	MOVQ(x, xp)
+	MOVQ(n, c)
+
+	Label("f32tail_chunk")
+	CMPQ(c, U8(8))
+	JL(LabelRef("f32tail_store"))
+	{
+		var in [8]VecVirtual
+		q := GP64()
+		MOVQ(p, q)
+		for k := range 2 {
+			if k > 0 {
+				LEAQ(Mem{Base: q, Index: rb, Scale: 4}, q)
+			}
+			offs := []Mem{{Base: q}, {Base: q, Index: rb, Scale: 1}, {Base: q, Index: rb, Scale: 2}, {Base: q, Index: rb3, Scale: 1}}
+			for h, o := range offs {
+				in[4*k+h] = YMM()
+				VMOVUPS(o, in[4*k+h])
+			}
+		}
+		// Round 1: t[2i], t[2i+1] = rows 2i, 2i+1's columns 0,1 and 2,3 (4,5 and 6,7
+		// in the high lane), alternating rows.
+		var t, u, cols [8]VecVirtual
+		for i := range 4 {
+			t[2*i], t[2*i+1] = YMM(), YMM()
+			VUNPCKLPS(in[2*i+1], in[2*i], t[2*i])
+			VUNPCKHPS(in[2*i+1], in[2*i], t[2*i+1])
+		}
+		// Round 2: u[c] (c < 4) = column c of rows 0…3 (c+4 in the high lane), u[4+c]
+		// the same of rows 4…7.
+		for h := range 2 {
+			for k := range 2 {
+				a, b := t[4*h+k], t[4*h+k+2]
+				u[4*h+2*k], u[4*h+2*k+1] = YMM(), YMM()
+				VUNPCKLPD(b, a, u[4*h+2*k])
+				VUNPCKHPD(b, a, u[4*h+2*k+1])
+			}
+		}
+		// Round 3: column c of rows 0…7 from the low lanes, c+4 from the high.
+		for k := range 4 {
+			cols[k], cols[k+4] = YMM(), YMM()
+			VPERM2F128(U8(0x20), u[4+k], u[k], cols[k])
+			VPERM2F128(U8(0x31), u[4+k], u[k], cols[k+4])
+		}
+		for j, v := range cols {
+			xb := YMM()
+			VBROADCASTSS(Mem{Base: xp, Disp: 4 * j}, xb)
+			VMULPS(xb, v, v)
+			VADDPS(v, acc, acc)
+		}
+	}
+	ADDQ(U8(32), p)
+	ADDQ(U8(32), xp)
+	SUBQ(U8(8), c)
+	JMP(LabelRef("f32tail_chunk"))
+
+	Label("f32tail_store")
+	VMOVUPS(acc, Mem{Base: out})
+	ADDQ(U8(32), out)
+	rb8 := GP64()
+	MOVQ(rb, rb8)
+	SHLQ(U8(3), rb8)
+	ADDQ(rb8, rows)
+	SUBQ(U8(8), nr)
+	JMP(LabelRef("f32tail_rows"))
+
+	Label("f32tail_done")
+	VZEROUPPER()
+	RET()
+}
+
+// dotQ8_0VecDotAVX2 emits ggml_vec_dot_q8_0_q8_0's AVX2 order (which its AVX-512
+// builds take) for nr rows of nb Q8_0 blocks each against one token's q8Blocks:
+// per block the products' signs moved to the activations (VPSIGNB), pairs summed
+// by VPMADDUBSW and fours by VPMADDWD, converted to float and added to the 8
+// lanes by a fused multiply-add of the two scales' product; the lanes reduced as
+// sum8 (hsum_float_8).
+func dotQ8_0VecDotAVX2() {
+	TEXT("dotQ8_0VecDotAVX2", NOSPLIT, "func(out *float32, rows *byte, rb int, y *byte, nb int, nr int)")
+	Pragma("noescape")
+	Doc("dotQ8_0VecDotAVX2 sets out[r] (r < nr) to the nb Q8_0 blocks at rows+r·rb times the q8Blocks at y in ggml_vec_dot_q8_0_q8_0's order (kernels.dotQ8_0VecDotGeneric).")
+	out, rows, rb, y, nb, nr := GP64(), GP64(), GP64(), GP64(), GP64(), GP64()
+	Load(Param("out"), out)
+	Load(Param("rows"), rows)
+	Load(Param("rb"), rb)
+	Load(Param("y"), y)
+	Load(Param("nb"), nb)
+	Load(Param("nr"), nr)
+	ones := YMM()
+	VPCMPEQW(ones, ones, ones)
+	VPSRLW(U8(15), ones, ones) // 16-bit ones
+
+	Label("q80vd_rows")
+	TESTQ(nr, nr)
+	JZ(LabelRef("q80vd_done"))
+	acc := YMM()
+	VXORPS(acc, acc, acc)
+	p, yp, c := GP64(), GP64(), GP64()
+	MOVQ(rows, p)
+	MOVQ(y, yp)
+	MOVQ(nb, c)
+
+	Label("q80vd_blocks")
+	TESTQ(c, c)
+	JZ(LabelRef("q80vd_store"))
+	{
+		wq, ax, sy := YMM(), YMM(), YMM()
+		VMOVDQU(Mem{Base: p, Disp: 2}, wq)
+		VPSIGNB(wq, wq, ax)
+		VMOVDQU(Mem{Base: yp, Disp: q8QS}, sy)
+		VPSIGNB(wq, sy, sy)
+		VPMADDUBSW(sy, ax, ax)
+		VPMADDWD(ones, ax, ax)
+		f := YMM()
+		VCVTDQ2PS(ax, f)
+		h := GP32()
+		MOVWLZX(Mem{Base: p}, h)
+		dx := XMM()
+		VMOVD(h, dx)
+		VCVTPH2PS(dx, dx)
+		VMULSS(Mem{Base: yp}, dx, dx)
+		d := YMM()
+		VBROADCASTSS(dx, d)
+		VFMADD231PS(f, d, acc)
+	}
+	ADDQ(U8(34), p)
+	ADDQ(U8(q8Size), yp)
+	DECQ(c)
+	JMP(LabelRef("q80vd_blocks"))
+
+	Label("q80vd_store")
+	s := hsum8(acc)
+	VMOVSS(s, Mem{Base: out})
+	ADDQ(U8(4), out)
+	ADDQ(rb, rows)
+	DECQ(nr)
+	JMP(LabelRef("q80vd_rows"))
+
+	Label("q80vd_done")
+	VZEROUPPER()
+	RET()
+}

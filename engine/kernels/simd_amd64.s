@@ -29768,6 +29768,162 @@ dotF16VecDotTail16AVX2t2_done:
 	VZEROUPPER
 	RET
 
+// func dotF32VecDotTailAVX2(out *float32, rows *byte, rb int, x *float32, n int, nr int)
+// Requires: AVX
+TEXT ·dotF32VecDotTailAVX2(SB), NOSPLIT, $0-48
+	MOVQ out+0(FP), AX
+	MOVQ rows+8(FP), CX
+	MOVQ rb+16(FP), DX
+	MOVQ x+24(FP), BX
+	MOVQ n+32(FP), SI
+	MOVQ nr+40(FP), DI
+	LEAQ (DX)(DX*2), R8
+
+f32tail_rows:
+	CMPQ    DI, $0x08
+	JL      f32tail_done
+	VMOVUPS (AX), Y0
+	MOVQ    CX, R9
+	MOVQ    BX, R10
+	MOVQ    SI, R11
+
+f32tail_chunk:
+	CMPQ         R11, $0x08
+	JL           f32tail_store
+	MOVQ         R9, R12
+	VMOVUPS      (R12), Y1
+	VMOVUPS      (R12)(DX*1), Y2
+	VMOVUPS      (R12)(DX*2), Y3
+	VMOVUPS      (R12)(R8*1), Y4
+	LEAQ         (R12)(DX*4), R12
+	VMOVUPS      (R12), Y5
+	VMOVUPS      (R12)(DX*1), Y6
+	VMOVUPS      (R12)(DX*2), Y7
+	VMOVUPS      (R12)(R8*1), Y8
+	VUNPCKLPS    Y2, Y1, Y9
+	VUNPCKHPS    Y2, Y1, Y1
+	VUNPCKLPS    Y4, Y3, Y2
+	VUNPCKHPS    Y4, Y3, Y3
+	VUNPCKLPS    Y6, Y5, Y4
+	VUNPCKHPS    Y6, Y5, Y5
+	VUNPCKLPS    Y8, Y7, Y6
+	VUNPCKHPS    Y8, Y7, Y7
+	VUNPCKLPD    Y2, Y9, Y8
+	VUNPCKHPD    Y2, Y9, Y2
+	VUNPCKLPD    Y3, Y1, Y9
+	VUNPCKHPD    Y3, Y1, Y1
+	VUNPCKLPD    Y6, Y4, Y3
+	VUNPCKHPD    Y6, Y4, Y4
+	VUNPCKLPD    Y7, Y5, Y6
+	VUNPCKHPD    Y7, Y5, Y5
+	VPERM2F128   $0x20, Y3, Y8, Y7
+	VPERM2F128   $0x31, Y3, Y8, Y3
+	VPERM2F128   $0x20, Y4, Y2, Y8
+	VPERM2F128   $0x31, Y4, Y2, Y2
+	VPERM2F128   $0x20, Y6, Y9, Y4
+	VPERM2F128   $0x31, Y6, Y9, Y6
+	VPERM2F128   $0x20, Y5, Y1, Y9
+	VPERM2F128   $0x31, Y5, Y1, Y1
+	VBROADCASTSS (R10), Y5
+	VMULPS       Y5, Y7, Y7
+	VADDPS       Y7, Y0, Y0
+	VBROADCASTSS 4(R10), Y5
+	VMULPS       Y5, Y8, Y8
+	VADDPS       Y8, Y0, Y0
+	VBROADCASTSS 8(R10), Y5
+	VMULPS       Y5, Y4, Y4
+	VADDPS       Y4, Y0, Y0
+	VBROADCASTSS 12(R10), Y4
+	VMULPS       Y4, Y9, Y9
+	VADDPS       Y9, Y0, Y0
+	VBROADCASTSS 16(R10), Y4
+	VMULPS       Y4, Y3, Y3
+	VADDPS       Y3, Y0, Y0
+	VBROADCASTSS 20(R10), Y3
+	VMULPS       Y3, Y2, Y2
+	VADDPS       Y2, Y0, Y0
+	VBROADCASTSS 24(R10), Y2
+	VMULPS       Y2, Y6, Y6
+	VADDPS       Y6, Y0, Y0
+	VBROADCASTSS 28(R10), Y2
+	VMULPS       Y2, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+	ADDQ         $0x20, R9
+	ADDQ         $0x20, R10
+	SUBQ         $0x08, R11
+	JMP          f32tail_chunk
+
+f32tail_store:
+	VMOVUPS Y0, (AX)
+	ADDQ    $0x20, AX
+	MOVQ    DX, R9
+	SHLQ    $0x03, R9
+	ADDQ    R9, CX
+	SUBQ    $0x08, DI
+	JMP     f32tail_rows
+
+f32tail_done:
+	VZEROUPPER
+	RET
+
+// func dotQ8_0VecDotAVX2(out *float32, rows *byte, rb int, y *byte, nb int, nr int)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotQ8_0VecDotAVX2(SB), NOSPLIT, $0-48
+	MOVQ     out+0(FP), AX
+	MOVQ     rows+8(FP), CX
+	MOVQ     rb+16(FP), DX
+	MOVQ     y+24(FP), BX
+	MOVQ     nb+32(FP), SI
+	MOVQ     nr+40(FP), DI
+	VPCMPEQW Y0, Y0, Y0
+	VPSRLW   $0x0f, Y0, Y0
+
+q80vd_rows:
+	TESTQ  DI, DI
+	JZ     q80vd_done
+	VXORPS Y1, Y1, Y1
+	MOVQ   CX, R8
+	MOVQ   BX, R9
+	MOVQ   SI, R10
+
+q80vd_blocks:
+	TESTQ        R10, R10
+	JZ           q80vd_store
+	VMOVDQU      2(R8), Y2
+	VPSIGNB      Y2, Y2, Y3
+	VMOVDQU      8(R9), Y4
+	VPSIGNB      Y2, Y4, Y4
+	VPMADDUBSW   Y4, Y3, Y3
+	VPMADDWD     Y0, Y3, Y3
+	VCVTDQ2PS    Y3, Y2
+	MOVWLZX      (R8), R11
+	VMOVD        R11, X3
+	VCVTPH2PS    X3, X3
+	VMULSS       (R9), X3, X3
+	VBROADCASTSS X3, Y3
+	VFMADD231PS  Y2, Y3, Y1
+	ADDQ         $0x22, R8
+	ADDQ         $0x28, R9
+	DECQ         R10
+	JMP          q80vd_blocks
+
+q80vd_store:
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X2, X1, X1
+	VMOVHLPS     X1, X1, X2
+	VADDPS       X2, X1, X1
+	VMOVSHDUP    X1, X2
+	VADDSS       X2, X1, X1
+	VMOVSS       X1, (AX)
+	ADDQ         $0x04, AX
+	ADDQ         DX, CX
+	DECQ         DI
+	JMP          q80vd_rows
+
+q80vd_done:
+	VZEROUPPER
+	RET
+
 // func addScaledAVX2(dst *float32, src *float32, s float32, n int)
 // Requires: AVX
 TEXT ·addScaledAVX2(SB), NOSPLIT, $0-32

@@ -43,3 +43,29 @@ func dotF16VecDotTails2AVX2(out0, out1 []float32, rows []byte, x0, x1 []float32,
 	dotF16VecDotTail16AVX2t2(&out0[0], d/4, &rows[2*n64], rb, &x64[0][0], 64, n, nr)
 	return nr
 }
+
+// dotF32VecDotTails adds to out[r], for the first multiple of 8 of len(out) rows,
+// the products of the first multiple of 8 of the tail's values (from n64 on) in
+// dotF32VecDotTail's order through dotF32VecDotTailAVX2, and returns how many rows
+// and values it did (0, 0 without AVX2).
+func dotF32VecDotTails(out []float32, rows []byte, x []float32, rb, n64 int) (nr, n8 int) {
+	nr, n8 = len(out)&^7, (len(x)-n64)&^7
+	if !useAVX2 || nr == 0 || n8 == 0 {
+		return 0, 0
+	}
+	_ = rows[(nr-1)*rb+4*len(x)-1]
+	dotF32VecDotTailAVX2(&out[0], &rows[4*n64], rb, &x[n64], n8, nr)
+	return nr, n8
+}
+
+// dotQ8_0VecDots sets out[r] to dotQ8_0VecDotGeneric of row r of rows and y
+// through dotQ8_0VecDotAVX2 (its bits: ggml's AVX2 order) and returns how many
+// rows it did (0 without AVX2).
+func dotQ8_0VecDots(out []float32, rows []byte, y []q8Block, rb int) int {
+	if !useAVX2 || len(out) == 0 || len(y) == 0 {
+		return 0
+	}
+	_ = rows[(len(out)-1)*rb+34*len(y)-1]
+	dotQ8_0VecDotAVX2(&out[0], &rows[0], rb, (*byte)(unsafe.Pointer(&y[0])), len(y), len(out))
+	return len(out)
+}
