@@ -107,7 +107,8 @@
 // products take MatMulsVecDot: ggml_vec_dot_f16, _f32 and _q8_0_q8_0's orders as
 // llama.cpp decodes (F16 through attnScoresF16 for the 64-value blocks, its tail
 // in float64: a rank-16 B is all tail, on AVX-512 sixteen rows transposed in
-// registers and two tokens at once, dotF16VecDotTail16AVX512t2), so that an adapted projection is llama.cpp's build_lora_mm bit for
+// registers and two tokens at once, dotF16VecDotTail16AVX512t2; on AVX2 eight
+// rows, dotF16VecDotTail16AVX2t2), so that an adapted projection is llama.cpp's build_lora_mm bit for
 // bit (engine/model's TestLoRAMatchesLlamaCppBits); RoPE rotates with ggml's
 // fused multiply-adds (TestRoPEMatchesLlamaCppBits; its cos and sin still differ
 // from libm's cosf and sinf at about 2% of the angles). On small

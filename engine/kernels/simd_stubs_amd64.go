@@ -466,6 +466,26 @@ func dotF16VecDotTail16AVX512t1(out *float32, os int, rows *byte, rb int, x *flo
 //go:noescape
 func dotF16VecDotTail16AVX512t2(out *float32, os int, rows *byte, rb int, x *float64, xs int, n int, nr int)
 
+// dotF16VecDotTail16AVX2t1 adds to out[t·os+r] (r < nr, a multiple of 8; t < 1) the n (a multiple of 16) binary16 values at rows+r·rb times the float64s x[t·xs…] in ggml_vec_dot_f16's tail order (kernels.dotF16VecDotRows), as dotF16VecDotTail16AVX512t1.
+//
+//go:noescape
+func dotF16VecDotTail16AVX2t1(out *float32, os int, rows *byte, rb int, x *float64, xs int, n int, nr int)
+
+// dotF16VecDotTail16AVX2t2 adds to out[t·os+r] (r < nr, a multiple of 8; t < 2) the n (a multiple of 16) binary16 values at rows+r·rb times the float64s x[t·xs…] in ggml_vec_dot_f16's tail order (kernels.dotF16VecDotRows), as dotF16VecDotTail16AVX512t2.
+//
+//go:noescape
+func dotF16VecDotTail16AVX2t2(out *float32, os int, rows *byte, rb int, x *float64, xs int, n int, nr int)
+
+// dotF32VecDotTailAVX2 adds to out[r] (r < nr, a multiple of 8) the n (a multiple of 8) float32 values at rows+r·rb times x, each product rounded, then added, in ggml_vec_dot_f32's tail order (kernels.dotF32VecDotTail).
+//
+//go:noescape
+func dotF32VecDotTailAVX2(out *float32, rows *byte, rb int, x *float32, n int, nr int)
+
+// dotQ8_0VecDotAVX2 sets out[r] (r < nr) to the nb Q8_0 blocks at rows+r·rb times the q8Blocks at y in ggml_vec_dot_q8_0_q8_0's order (kernels.dotQ8_0VecDotGeneric).
+//
+//go:noescape
+func dotQ8_0VecDotAVX2(out *float32, rows *byte, rb int, y *byte, nb int, nr int)
+
 // addScaledAVX2 sets dst[i] += src[i]·s (the product rounded, then added) for i < n, n a multiple of 8.
 //
 //go:noescape

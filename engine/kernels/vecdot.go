@@ -15,8 +15,10 @@ import (
 //     16-lane accumulators, reduced), then in float64 the products of the values
 //     after it one by one, the sum rounded to float32 at the end (ggml_float sumf);
 //   - F32: the values up to the last multiple of 64 as dotF32VecDot, then the rest
-//     one by one into that float32 sum, each a fused multiply-add (GCC contracts
-//     ggml's sumf += x[i]*y[i]);
+//     one by one into that float32 sum as GCC compiles ggml's sumf += x[i]*y[i]
+//     in llama.cpp's build: eight products at a time rounded, then added in order
+//     (an in-order vectorized reduction), the last (rest mod 8) each by a fused
+//     multiply-add (TestDotF32VecDotTailMatchesLlamaCppBits);
 //   - Q8_0: 8 float lanes, lane k adding each block's integer sum of its products
 //     4k…4k+3 times the two scales' product in one fused multiply-add, then sum8
 //     (dotQ8_0VecDotGeneric).
@@ -44,6 +46,19 @@ func (m *matMul) vecDotRows(lo, hi int) {
 		}
 		return
 	}
+	if w.Type == F32 || w.Type == Q8_0 {
+		rows := w.Data[lo*m.rb : hi*m.rb]
+		for t := 0; t < m.nTok; t++ {
+			out := dst[t*w.Rows+lo : t*w.Rows+hi]
+			if w.Type == F32 {
+				dotF32VecDotRows(out, rows, a.f[t*a.cols:(t+1)*a.cols], m.rb)
+			} else {
+				nb := a.cols / qk0
+				dotQ8_0VecDotRows(out, rows, a.q8[t*nb:(t+1)*nb], m.rb)
+			}
+		}
+		return
+	}
 	for r := lo; r < hi; r++ {
 		row := w.Data[r*m.rb : (r+1)*m.rb]
 		for t := 0; t < m.nTok; t++ {
@@ -58,7 +73,8 @@ func (m *matMul) vecDotRows(lo, hi int) {
 // rows in one call, dotF16VecDot64s), converted to float64, then each later
 // product (exact in float32) added in float64, the sum rounded to float32; the
 // tails eight rows at a time on AVX-512 (dotF16VecDotTails: a LoRA adapter's B,
-// rank 16, is all tail), else four, each row's sum in its own order.
+// rank 16, is all tail) and on AVX2 for a tail of a multiple of 16 values
+// (dotF16VecDotTailsAVX2), else four, each row's sum in its own order.
 func dotF16VecDotRows(out []float32, rows []byte, x []float32) {
 	n, n64, rb := len(x), len(x)&^63, 2*len(x)
 	if n64 > 0 {
@@ -171,7 +187,7 @@ func dotF16VecDot64Generic(row []byte, x []float32) float32 {
 
 // dotF32VecDotTail is row·x (row the little-endian float32 bits of len(x) values)
 // in ggml_vec_dot_f32's order on AVX-512: dotF32VecDot's over the values up to the
-// last multiple of 64, then each later product added by a fused multiply-add.
+// last multiple of 64, then each later product added (f32TailAdd).
 func dotF32VecDotTail(row []byte, x []float32) float32 {
 	n := len(x) &^ 63
 	var s float32
@@ -179,9 +195,62 @@ func dotF32VecDotTail(row []byte, x []float32) float32 {
 		s = dotF32VecDot(row[:4*n], x[:n])
 	}
 	for i := n; i < len(x); i++ {
-		s = fmaf(math.Float32frombits(binary.LittleEndian.Uint32(row[4*i:])), x[i], s)
+		s = f32TailAdd(s, row, x, n, i)
 	}
 	return s
+}
+
+// f32TailAdd is s plus the product of value i of row with x[i] in the tail
+// (from n64 on) of ggml_vec_dot_f32: in GCC's vectorized in-order reduction of
+// sumf += x[i]*y[i] the tail's first multiple of 8 products are rounded, then
+// added; its last (tail mod 8) scalar ones are fused multiply-adds.
+func f32TailAdd(s float32, row []byte, x []float32, n64, i int) float32 {
+	w := math.Float32frombits(binary.LittleEndian.Uint32(row[4*i:]))
+	if i < n64+(len(x)-n64)&^7 {
+		return s + float32(w*x[i])
+	}
+	return fmaf(w, x[i], s)
+}
+
+// dotF32VecDotRows sets out[r] to dotF32VecDotTail of row r of rows (rb bytes
+// apart) and x: the tails' columns eight at a time for eight rows at a time where
+// the CPU allows (dotF32VecDotTails: a LoRA adapter's F32 B, rank 16, is all
+// tail), the rest one by one, each row's sum in its own order.
+func dotF32VecDotRows(out []float32, rows []byte, x []float32, rb int) {
+	n64 := len(x) &^ 63
+	for r := range out {
+		out[r] = 0
+		if n64 > 0 {
+			out[r] = dotF32VecDot(rows[r*rb:r*rb+4*n64], x[:n64])
+		}
+	}
+	if n64 == len(x) {
+		return
+	}
+	nr, n8 := dotF32VecDotTails(out, rows, x, rb, n64)
+	dotF32TailRowsGeneric(out[:nr], rows, x, rb, n64+n8)
+	dotF32TailRowsGeneric(out[nr:], rows[nr*rb:], x, rb, n64)
+}
+
+// dotF32TailRowsGeneric adds to out[r] the products of row r's values from i0 on
+// (rows rb bytes apart) with x's, in order, as f32TailAdd adds them.
+func dotF32TailRowsGeneric(out []float32, rows []byte, x []float32, rb, i0 int) {
+	n64 := len(x) &^ 63
+	for r := range out {
+		row, s := rows[r*rb:(r+1)*rb], out[r]
+		for i := i0; i < len(x); i++ {
+			s = f32TailAdd(s, row, x, n64, i)
+		}
+		out[r] = s
+	}
+}
+
+// dotQ8_0VecDotRows sets out[r] to dotQ8_0VecDotGeneric of row r of rows (rb bytes
+// apart) and y, through dotQ8_0VecDots where the CPU allows.
+func dotQ8_0VecDotRows(out []float32, rows []byte, y []q8Block, rb int) {
+	for r := dotQ8_0VecDots(out, rows, y, rb); r < len(out); r++ {
+		out[r] = dotQ8_0VecDotGeneric(rows[r*rb:(r+1)*rb], y)
+	}
 }
 
 // dotQ8_0VecDotGeneric is row·y (Q8_0 blocks both) in ggml_vec_dot_q8_0_q8_0's

@@ -20,10 +20,14 @@ func dotF16VecDot64s(out []float32, rows []byte, x []float32, rb int) {
 // rows of the first multiple of 8 of len(out) rows through
 // dotF16VecDotTailAVX512 (dotF16VecDotTail16AVX512 for sixteen rows of a tail of
 // a multiple of 16 values), in the float64 order of dotF16VecDotRows's tails, and
-// returns how many rows it did (0 below AVX-512 or for a tail of one value).
+// returns how many rows it did (0 for a tail of one value; below AVX-512,
+// dotF16VecDotTailsAVX2).
 func dotF16VecDotTails(out []float32, rows []byte, x []float32, rb, n64 int) int {
 	nr, n := len(out)&^7, len(x)-n64
-	if !useAVX512 || nr == 0 || n < 2 {
+	if !useAVX512 {
+		return dotF16VecDotTailsAVX2(out, rows, x, rb, n64)
+	}
+	if nr == 0 || n < 2 {
 		return 0
 	}
 	_ = rows[(nr-1)*rb+2*len(x)-1]
@@ -51,7 +55,10 @@ func dotF16VecDotTails(out []float32, rows []byte, x []float32, rb, n64 int) int
 // it returns how many rows it did.
 func dotF16VecDotTails2(out0, out1 []float32, rows []byte, x0, x1 []float32, rb, n64 int) int {
 	nr, n := len(out0)&^15, len(x0)-n64
-	if !useAVX512 || nr == 0 || n == 0 || n%16 != 0 || len(out1) < nr || len(x1) != len(x0) {
+	if !useAVX512 {
+		return dotF16VecDotTails2AVX2(out0, out1, rows, x0, x1, rb, n64)
+	}
+	if nr == 0 || n == 0 || n%16 != 0 || len(out1) < nr || len(x1) != len(x0) {
 		return 0
 	}
 	_ = rows[(nr-1)*rb+2*len(x0)-1]

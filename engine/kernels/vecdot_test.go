@@ -49,7 +49,7 @@ func TestDotF16VecDotRowsLevelsMatchGeneric(t *testing.T) {
 
 // TestDotF16VecDotRows2MatchesOneToken checks that two tokens at once
 // (dotF16VecDotRows2, through dotF16VecDotTail16AVX512t2 where the CPU has
-// AVX-512) give each token the bits of dotF16VecDotRows alone, at every SIMD
+// AVX-512, dotF16VecDotTail16AVX2t2 on AVX2) give each token the bits of dotF16VecDotRows alone, at every SIMD
 // level, for tails of none, 16 and other lengths and row counts around the
 // sixteen-row groups.
 func TestDotF16VecDotRows2MatchesOneToken(t *testing.T) {

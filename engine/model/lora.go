@@ -443,9 +443,11 @@ func (a *Adapter) adapts(li int, ts []loraTarget) bool {
 
 // loraSerialRows is the most rows of a step whose LoRA products run on the
 // calling goroutine (MatMulsVecDot's serial form) rather than the pool's workers.
-// A variable for BenchmarkLoRADecode16 (LMLITE_BENCH_LORA_SERIAL_ROWS): a 16-row
-// decode step's products are now ~15% of its CPU, and on a quiet machine the
-// pool's workers may pay for their start where on a loaded one they did not.
+// A variable for BenchmarkLoRADecode16 (LMLITE_BENCH_LORA_SERIAL_ROWS). At -cpu 2
+// (Zen4, loaded, 4 ABAB pairs) the pool took a 16-row step's adapters from ~200
+// to ~400 ms of CPU and halved their tokens/s (docs/PERFORMANCE.md): the
+// products are small (rank 16) and the workers' start and spinning cost more
+// than the second thread gives back. Not yet measured on a quiet machine.
 var loraSerialRows = 64
 
 // loraRows is one (part, adapter) entry: rows r0…r0+nr-1 at the user's scale,

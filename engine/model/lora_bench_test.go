@@ -23,7 +23,9 @@ import (
 // CPU time per step (user + system, the evidence on a loaded machine: with
 // -test.cpu 1 it is the tokens-per-CPU-second ratio). LMLITE_BENCH_LORA_SERIAL_ROWS
 // sets loraSerialRows (0: the LoRA products on the pool's workers; default 64,
-// on the calling goroutine).
+// on the calling goroutine); LMLITE_BENCH_LORA_TYPE the adapters' type (f16,
+// the default, f32 or q8_0) and LMLITE_BENCH_LORA_RANK their rank (default 16;
+// q8_0 needs a multiple of 32).
 func BenchmarkLoRADecode16(b *testing.B) {
 	path := os.Getenv("LMLITE_BENCH_MODEL")
 	if path == "" {
@@ -44,10 +46,11 @@ func BenchmarkLoRADecode16(b *testing.B) {
 		defer func() { loraSerialRows = prev }()
 	}
 	bt, seqs, np, par := prefilledBenchSeqs(b, 128, 16)
+	rank := benchEnvInt(b, "LMLITE_BENCH_LORA_RANK", 16)
 	var loras [][]LoRA
 	for i := range 8 {
 		p := filepath.Join(b.TempDir(), fmt.Sprint("a", i, ".gguf"))
-		if err := genmodel.GenerateLoRA(genmodel.LoRAOptions{Base: path, Rank: 16, Alpha: 16, Seed: uint64(i)}, p); err != nil {
+		if err := genmodel.GenerateLoRA(genmodel.LoRAOptions{Base: path, Rank: rank, Alpha: 16, Seed: uint64(i), Type: os.Getenv("LMLITE_BENCH_LORA_TYPE")}, p); err != nil {
 			b.Fatal(err)
 		}
 		a, err := bt.m.OpenAdapter(p)

@@ -40,6 +40,7 @@ func TestLoRAMatchesLlamaCppBits(t *testing.T) {
 		{"f16", genmodel.LoRAOptions{Rank: 32, Alpha: 64, Seed: 6, Type: "q8_0"}, 1},    // q8_0 pairs
 		{"q8_0", genmodel.LoRAOptions{Rank: 64, Alpha: 16, Seed: 8, Type: "f32"}, 1.5},  // f32, rank a multiple of 64
 		{"q8_0", genmodel.LoRAOptions{Rank: 72, Alpha: 16, Seed: 9, Type: "f16"}, 0.25}, // f16, 64 values and a tail
+		{"q8_0", genmodel.LoRAOptions{Rank: 24, Alpha: 16, Seed: 10, Type: "f32"}, 1},   // f32, a tail of three eights
 	}
 	const nTok = 3
 	rng := rand.New(rand.NewPCG(32, 45))
