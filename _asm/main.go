@@ -139,6 +139,9 @@ func main() {
 	decodeIQ1SPanelAVX512()
 	decodeIQ1MPanelAVX512()
 	dotIQ1MAVX512()
+	iq2Dec512Constants()
+	dotIQ2XSAVX512r()
+	dotIQ2SAVX512r()
 	tq2PanelAVX512r4t4()
 	decodeTQ2_0BytesAVX512()
 	for _, g := range latticeGroups512 {

@@ -510,6 +510,9 @@ func dotIQ2XSRow(row []byte, y []q8KBlock) float32 {
 		return dotKRowGeneric(dotIQ2XSBlock, 74, row, y)
 	}
 	_ = row[n*74-1]
+	if v, ok := latticeDecRow(IQ2_XS, row, y); ok {
+		return v
+	}
 	return dotIQ2XSAVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n, (*byte)(unsafe.Pointer(&iq2xsGrid[0])))
 }
 
@@ -519,6 +522,9 @@ func dotIQ2SRow(row []byte, y []q8KBlock) float32 {
 		return dotKRowGeneric(dotIQ2SBlock, 82, row, y)
 	}
 	_ = row[n*82-1]
+	if v, ok := latticeDecRow(IQ2_S, row, y); ok {
+		return v
+	}
 	return dotIQ2SAVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n, (*byte)(unsafe.Pointer(&iq2sGrid[0])))
 }
 

@@ -1,0 +1,288 @@
+package main
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/mmcloughlin/avo/ir"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+// The lattice types' decoding kernels for AVX-512 (F, BW, VL, VBMI, BITALG,
+// VNNI): one token against rows weight rows rb bytes apart, each row's result
+// the one-row AVX2 kernel's bits (the block reference's). Per block the 32 grid
+// indices are found in one vector and looked up 8 at a time by VPGATHERDQ; the
+// 16 scales 2s+1 are found once in a ymm of words and spread over each 64
+// values' pair sums by VPERMW; per 64 values the activations are negated where
+// the weights' signs are (a merge-masked subtraction from zero), multiplied by
+// the grid's unsigned bytes (VPMADDUBSW) and their pair sums scaled into the
+// block's accumulator (VPDPWSSD). The block's integer sum is the reference's
+// exactly, and its float step is dotIQ2XSAVX2's: sum += ((f16(x.d)·y.d)·
+// float32(bsum))·factor. Calling once for many rows saves the per-row call.
+
+// rawOut emits op with its last operand written only (raw's is read too).
+func rawOut(op string, ops ...Op) {
+	Instruction(&ir.Instruction{
+		Opcode:   op,
+		Operands: ops,
+		Inputs:   ops[:len(ops)-1],
+		Outputs:  ops[len(ops)-1:],
+	})
+}
+
+// dec512 holds a decoding kernel's constants.
+type dec512 struct {
+	zero, ones16, fifteen VecVirtual
+	scDup, scShift        VecVirtual    // the 16 scale words from 8 bytes
+	scPerm                [4]VecVirtual // the words of 64 values' 32 pair sums
+	st                    Mem           // a 64-byte stack slot
+}
+
+// iq2Dec512Constants emits the constants' rodata once.
+var decScDup, decScShift, decScPerm, decXSPerm, decXSBits, decSQhDup, decSQhShift Mem
+
+func iq2Dec512Constants() {
+	var dup, shift, perm []byte
+	for g := 0; g < 16; g++ {
+		dup = append(dup, byte(g/2), 0)
+		shift = append(shift, byte(4*(g%2)), 0)
+	}
+	for z := 0; z < 4; z++ {
+		for k := 0; k < 32; k++ {
+			perm = append(perm, byte(4*z+k/8), 0)
+		}
+	}
+	decScDup = rodata("iq2DecScDup", dup)
+	decScShift = rodata("iq2DecScShift", shift)
+	decScPerm = rodata("iq2DecScPerm", perm)
+	// IQ2_XS: byte 8i+0/1 of 64 values z's sign vector ← the word of group 8z+i;
+	// mask bit 8i+m ← bit 9+m of that word (m < 7), bit 0 (the parity) for m = 7.
+	var xp, xb []byte
+	for z := 0; z < 4; z++ {
+		for i := 0; i < 8; i++ {
+			w := byte(2 * (8*z + i))
+			xp = append(xp, w, w+1, w, w, w, w, w, w)
+		}
+	}
+	for i := 0; i < 8; i++ {
+		xb = append(xb, 9, 10, 11, 12, 13, 14, 15, 0)
+	}
+	decXSPerm = rodata("iq2DecXSPerm", xp)
+	decXSBits = rodata("iq2DecXSBits", xb)
+	// IQ2_S: word g of the indices' top bits ← qh byte g/4, shifted left by
+	// 8-2(g%4) (bits 2l, 2l+1 to 8, 9).
+	var qd, qs []byte
+	for g := 0; g < 32; g++ {
+		qd = append(qd, byte(g/4), 0)
+		qs = append(qs, byte(8-2*(g%4)), 0)
+	}
+	decSQhDup = rodata("iq2DecSQhDup", qd)
+	decSQhShift = rodata("iq2DecSQhShift", qs)
+}
+
+func wordConst(v uint32) VecVirtual {
+	g, z := GP32(), ZMM()
+	MOVL(U32(v), g)
+	VPBROADCASTW(g, z)
+	return z
+}
+
+func newDec512() *dec512 {
+	c := &dec512{zero: ZMM(), ones16: wordConst(1), fifteen: wordConst(15), scDup: YMM(), scShift: YMM(), st: AllocLocal(64)}
+	VPXORD(c.zero, c.zero, c.zero)
+	VMOVDQU64(decScDup, c.scDup)
+	VMOVDQU64(decScShift, c.scShift)
+	for z := range c.scPerm {
+		c.scPerm[z] = ZMM()
+		VMOVDQU64(decScPerm.Offset(64*z), c.scPerm[z])
+	}
+	return c
+}
+
+// scales returns the 16 odd scales 2s+1 of the 4-bit scales at m (8 bytes, low
+// nibble first) in the words of a ymm, group order.
+func (c *dec512) scales(m Mem) VecVirtual {
+	b := XMM()
+	VPMOVZXBW(m, b)
+	w := YMM()
+	VPERMW(b.AsY(), c.scDup, w)
+	VPSRLVW(c.scShift, w, w)
+	VPANDD(c.fifteen.AsY(), w, w)
+	VPADDW(w, w, w)
+	VPORD(c.ones16.AsY(), w, w)
+	return w
+}
+
+// gather32 looks up the 32 grid entries (8 bytes each) of the index words idx:
+// four zmm of eight entries. The indices go through the stack slot st (64
+// bytes) to general-purpose registers, and each entry is loaded into its lane
+// by a scalar load or insert (cheaper on Zen 4 than VPGATHERDQ).
+func gather32(grid GPVirtual, idx VecVirtual, st Mem) [4]VecVirtual {
+	VMOVDQU64(idx, st)
+	var g [4]VecVirtual
+	for i := 0; i < 4; i++ {
+		var xs [4]VecVirtual
+		for j := range xs {
+			xs[j] = XMM()
+			a, b := GP64(), GP64()
+			MOVWQZX(st.Offset(2*(8*i+2*j)), a)
+			MOVWQZX(st.Offset(2*(8*i+2*j+1)), b)
+			VMOVQ(Mem{Base: grid, Index: a, Scale: 8}, xs[j])
+			VPINSRQ(U8(1), Mem{Base: grid, Index: b, Scale: 8}, xs[j], xs[j])
+		}
+		lo, hi := YMM(), YMM()
+		VINSERTI32X4(U8(1), xs[1], xs[0].AsY(), lo)
+		VINSERTI32X4(U8(1), xs[3], xs[2].AsY(), hi)
+		g[i] = ZMM()
+		VINSERTI64X4(U8(1), hi, lo.AsZ(), g[i])
+	}
+	return g
+}
+
+// decBlock512 adds to acc (16 int32) the block at x's scaled products with the
+// token's quants at y.
+type decBlock512 func(x, y, grid GPVirtual, acc VecVirtual)
+
+// chunk512 adds the 64 values z's products: the activations negated where k is
+// set, times the grid bytes g, pair sums times the scale words sc.
+func chunk512(c *dec512, y GPVirtual, z int, g VecVirtual, k OpmaskVirtual, w, acc VecVirtual) {
+	q := ZMM()
+	VMOVDQU64(Mem{Base: y, Disp: q8KQS + 64*z}, q)
+	VPSUBB(q, c.zero, k, q)
+	p := ZMM()
+	VPMADDUBSW(q, g, p)
+	sc := ZMM()
+	VPERMW(w.AsZ(), c.scPerm[z], sc)
+	raw("VPDPWSSD", sc, p, acc)
+}
+
+// latticeDec512 emits name: out[r] = the dot of the nb blocks of size bytes at
+// x + r·rb with the token's n q8KBlocks at y, for r < rows.
+func latticeDec512(name, typ string, size int, factor float32, setup func(c *dec512) decBlock512) {
+	evex = true
+	defer func() { evex = false }()
+	TEXT(name, NOSPLIT, "func(x *byte, rb int, y *byte, n, rows int, out *float32, grid *byte)")
+	Pragma("noescape")
+	Doc(fmt.Sprintf("%s sets out[r] = dot%sAVX2(x + r·rb, y, n, grid) for r < rows (AVX-512 BW, VL, VBMI, BITALG, VNNI; the same bits).", name, typ))
+	x0, rb, y0, n, rows, out, grid := GP64(), GP64(), GP64(), GP64(), GP64(), GP64(), GP64()
+	Load(Param("x"), x0)
+	Load(Param("rb"), rb)
+	Load(Param("y"), y0)
+	Load(Param("n"), n)
+	Load(Param("rows"), rows)
+	Load(Param("out"), out)
+	Load(Param("grid"), grid)
+	c := newDec512()
+	block := setup(c)
+	f := XMM()
+	{
+		g := GP32()
+		MOVL(U32(math.Float32bits(factor)), g)
+		VMOVD(g, f)
+	}
+	x, y, cnt := GP64(), GP64(), GP64()
+
+	Label(name + "_row")
+	TESTQ(rows, rows)
+	JZ(LabelRef(name + "_done"))
+	MOVQ(x0, x)
+	MOVQ(y0, y)
+	MOVQ(n, cnt)
+	sum := XMM()
+	VXORPS(sum, sum, sum)
+
+	Label(name + "_block")
+	TESTQ(cnt, cnt)
+	JZ(LabelRef(name + "_rowdone"))
+	acc := ZMM()
+	VPXORD(acc, acc, acc)
+	block(x, y, grid, acc)
+	h8 := YMM()
+	VEXTRACTI64X4(U8(1), acc, h8)
+	VPADDD(h8, acc.AsY(), h8)
+	s := hsumIntX(h8)
+	d := blockD(x, y)
+	VMULSS(s, d, d)
+	VMULSS(f, d, d)
+	VADDSS(d, sum, sum)
+	ADDQ(U32(size), x)
+	ADDQ(U32(q8KSize), y)
+	DECQ(cnt)
+	JMP(LabelRef(name + "_block"))
+
+	Label(name + "_rowdone")
+	VMOVSS(sum, Mem{Base: out})
+	ADDQ(U8(4), out)
+	ADDQ(rb, x0)
+	DECQ(rows)
+	JMP(LabelRef(name + "_row"))
+
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
+// dotIQ2XSAVX512r: qs [32]uint16 at 2 (a 9-bit grid index, a 7-bit sign
+// index), the scales at 66. The signs: the sign index's bits in place, the
+// parity of their count in bit 0 (VPOPCNTW), each group's word moved into its
+// lane of 64 values (VPERMB) for VPSHUFBITQMB.
+func dotIQ2XSAVX512r() {
+	latticeDec512("dotIQ2XSAVX512r", "IQ2XS", 74, 0.125, func(c *dec512) decBlock512 {
+		var perm [4]VecVirtual
+		for z := range perm {
+			perm[z] = ZMM()
+			VMOVDQU64(decXSPerm.Offset(64*z), perm[z])
+		}
+		lo9, hiMask := wordConst(511), wordConst(0xfe00)
+		return func(x, y, grid GPVirtual, acc VecVirtual) {
+			q := ZMM()
+			VMOVDQU64(Mem{Base: x, Disp: 2}, q)
+			idx := ZMM()
+			VPANDD(lo9, q, idx)
+			g := gather32(grid, idx, c.st)
+			a := ZMM()
+			VPANDD(hiMask, q, a)
+			p := ZMM()
+			rawOut("VPOPCNTW", a, p)
+			VPORD(p, a, a)
+			w := c.scales(Mem{Base: x, Disp: 66})
+			for z := 0; z < 4; z++ {
+				t := ZMM()
+				VPERMB(a, perm[z], t)
+				k := K()
+				rawOut("VPSHUFBITQMB", decXSBits, t, k)
+				chunk512(c, y, z, g[z], k, w, acc)
+			}
+		}
+	})
+}
+
+// dotIQ2SAVX512r: the low 8 bits of the 32 grid indices at 2, their top 2 bits
+// at 66 (4 groups a byte), the sign bits at 34 (one mask per 64 values), the
+// scales at 74.
+func dotIQ2SAVX512r() {
+	latticeDec512("dotIQ2SAVX512r", "IQ2S", 82, 0.125, func(c *dec512) decBlock512 {
+		dup, shift := ZMM(), ZMM()
+		VMOVDQU64(decSQhDup, dup)
+		VMOVDQU64(decSQhShift, shift)
+		top := wordConst(0x300)
+		return func(x, y, grid GPVirtual, acc VecVirtual) {
+			qs, qh, t := ZMM(), XMM(), ZMM()
+			VPMOVZXBW(Mem{Base: x, Disp: 2}, qs)
+			VPMOVZXBW(Mem{Base: x, Disp: 66}, qh)
+			VPERMW(qh.AsZ(), dup, t)
+			VPSLLVW(shift, t, t)
+			VPTERNLOGD(U8(0xec), top, qs, t) // qs | t&top
+			g := gather32(grid, t, c.st)
+			w := c.scales(Mem{Base: x, Disp: 74})
+			for z := 0; z < 4; z++ {
+				k := K()
+				KMOVQ(Mem{Base: x, Disp: 34 + 8*z}, k)
+				chunk512(c, y, z, g[z], k, w, acc)
+			}
+		}
+	})
+}
