@@ -14,7 +14,10 @@ import (
 // The lattice types' decoding kernels for AVX-512 (F, BW, VL, VBMI, BITALG,
 // VNNI): one token against rows weight rows rb bytes apart, each row's result
 // the one-row AVX2 kernel's bits (the block reference's). Per block the 32 grid
-// indices are found in one vector and looked up 8 at a time by VPGATHERDQ; the
+// indices are found four at a time in general-purpose registers (read from the
+// block, or spread from its bytes by PDEP) and their entries put together into
+// four zmm by scalar loads and inserts (gather32f; VPGATHERDQ, and indices made
+// in a vector and passed through the stack, measured slower on Zen 4); the
 // 16 scales 2s+1 are found once in a ymm of words and spread over each 64
 // values' pair sums by VPERMW; per 64 values the activations are negated where
 // the weights' signs are (a merge-masked subtraction from zero), multiplied by
@@ -38,13 +41,14 @@ type dec512 struct {
 	zero, ones16, fifteen VecVirtual
 	scDup, scShift        VecVirtual    // the 16 scale words from 8 bytes
 	scPerm                [4]VecVirtual // the words of 64 values' 32 pair sums
-	st                    Mem           // a 64-byte stack slot
 }
 
 // iq2Dec512Constants emits the constants' rodata once.
-var decScDup, decScShift, decScPerm, decXSPerm, decXSBits, decSQhDup, decSQhShift Mem
+var decEighth, decScDup, decScShift, decScPerm, decXSPerm, decXSBits, decSHi, decLoBytes, decQHNib, decQH3 Mem
 
 func iq2Dec512Constants() {
+	e := math.Float32bits(0.125)
+	decEighth = rodata("iq2DecEighth", []byte{byte(e), byte(e >> 8), byte(e >> 16), byte(e >> 24), 0, 0, 0, 0})
 	var dup, shift, perm []byte
 	for g := 0; g < 16; g++ {
 		dup = append(dup, byte(g/2), 0)
@@ -72,15 +76,20 @@ func iq2Dec512Constants() {
 	}
 	decXSPerm = rodata("iq2DecXSPerm", xp)
 	decXSBits = rodata("iq2DecXSBits", xb)
-	// IQ2_S: word g of the indices' top bits ← qh byte g/4, shifted left by
-	// 8-2(g%4) (bits 2l, 2l+1 to 8, 9).
-	var qd, qs []byte
-	for g := 0; g < 32; g++ {
-		qd = append(qd, byte(g/4), 0)
-		qs = append(qs, byte(8-2*(g%4)), 0)
+	// PDEP and PEXT masks: IQ2_S's qh bit pairs to bits 8-9 of four words and
+	// the qs bytes to their low bytes; IQ1_M's qh nibbles less their top bits
+	// (the shifts' signs), then to bits 8-10 of four words.
+	q64 := func(name string, v uint64) Mem {
+		var b []byte
+		for i := 0; i < 8; i++ {
+			b = append(b, byte(v>>(8*i)))
+		}
+		return rodata(name, b)
 	}
-	decSQhDup = rodata("iq2DecSQhDup", qd)
-	decSQhShift = rodata("iq2DecSQhShift", qs)
+	decSHi = q64("iq2DecSHi", 0x0300030003000300)
+	decLoBytes = q64("iq2DecLoBytes", 0x00ff00ff00ff00ff)
+	decQHNib = q64("iq1mDecQHNib", 0x7777)
+	decQH3 = q64("iq1mDecQH3", 0x0700070007000700)
 }
 
 func wordConst(v uint32) VecVirtual {
@@ -91,7 +100,7 @@ func wordConst(v uint32) VecVirtual {
 }
 
 func newDec512() *dec512 {
-	c := &dec512{zero: ZMM(), ones16: wordConst(1), fifteen: wordConst(15), scDup: YMM(), scShift: YMM(), st: AllocLocal(64)}
+	c := &dec512{zero: ZMM(), ones16: wordConst(1), fifteen: wordConst(15), scDup: YMM(), scShift: YMM()}
 	VPXORD(c.zero, c.zero, c.zero)
 	VMOVDQU64(decScDup, c.scDup)
 	VMOVDQU64(decScShift, c.scShift)
@@ -116,22 +125,46 @@ func (c *dec512) scales(m Mem) VecVirtual {
 	return w
 }
 
-// gather32 looks up the 32 grid entries (8 bytes each) of the index words idx:
-// four zmm of eight entries. The indices go through the stack slot st (64
-// bytes) to general-purpose registers, and each entry is loaded into its lane
-// by a scalar load or insert (cheaper on Zen 4 than VPGATHERDQ).
-func gather32(grid GPVirtual, idx VecVirtual, st Mem) [4]VecVirtual {
-	VMOVDQU64(idx, st)
+// quadIndex returns an index function for gather32f from quad(k), which
+// returns a register holding the indices of groups 4k to 4k+3 in its four
+// words: called once per four indices, in order.
+func quadIndex(quad func(k int) GPVirtual) func(g int) GPVirtual {
+	var q GPVirtual
+	return func(g int) GPVirtual {
+		if g%4 == 0 {
+			q = quad(g / 4)
+		}
+		r := GP64()
+		switch g % 4 {
+		case 0:
+			MOVWLZX(q.As16(), r.As32())
+		case 1:
+			MOVL(q.As32(), r.As32())
+			SHRL(U8(16), r.As32())
+		case 2:
+			MOVQ(q, r)
+			SHRQ(U8(32), r)
+			MOVWLZX(r.As16(), r.As32())
+		case 3:
+			MOVQ(q, r)
+			SHRQ(U8(48), r)
+		}
+		return r
+	}
+}
+
+// gather32f looks up the 32 grid entries (8 bytes each) of a block, index g
+// found by index(g) (called in order), in four zmm of eight entries: each entry
+// loaded into its lane by a scalar load or insert (on Zen 4 cheaper than
+// VPGATHERDQ, and than passing vector-made indices through the stack).
+func gather32f(grid GPVirtual, index func(g int) GPVirtual) [4]VecVirtual {
 	var g [4]VecVirtual
 	for i := 0; i < 4; i++ {
 		var xs [4]VecVirtual
 		for j := range xs {
 			xs[j] = XMM()
-			a, b := GP64(), GP64()
-			MOVWQZX(st.Offset(2*(8*i+2*j)), a)
-			MOVWQZX(st.Offset(2*(8*i+2*j+1)), b)
-			VMOVQ(Mem{Base: grid, Index: a, Scale: 8}, xs[j])
-			VPINSRQ(U8(1), Mem{Base: grid, Index: b, Scale: 8}, xs[j], xs[j])
+			VMOVQ(Mem{Base: grid, Index: index(8*i + 2*j), Scale: 8}, xs[j])
+			VPINSRQ(U8(1), Mem{Base: grid, Index: index(8*i + 2*j + 1), Scale: 8}, xs[j], xs[j])
 		}
 		lo, hi := YMM(), YMM()
 		VINSERTI32X4(U8(1), xs[1], xs[0].AsY(), lo)
@@ -162,6 +195,20 @@ func chunk512(c *dec512, y GPVirtual, z int, g VecVirtual, k OpmaskVirtual, w, a
 // latticeDec512 emits name: out[r] = the dot of the nb blocks of size bytes at
 // x + r·rb with the token's n q8KBlocks at y, for r < rows.
 func latticeDec512(name, typ string, size int, factor float32, setup func(c *dec512) decBlock512) {
+	latticeDec512Step(name, typ, size, setup, func(x, y GPVirtual, s VecVirtual) VecVirtual {
+		if factor != 0.125 {
+			panic("latticeDec512: factor")
+		}
+		d := blockD(x, y)
+		VMULSS(s, d, d)
+		VMULSS(decEighth, d, d)
+		return d
+	})
+}
+
+// latticeDec512Step is latticeDec512 with the block's float step step: the
+// term added to the row's sum, from the block's integer sum s (as float32).
+func latticeDec512Step(name, typ string, size int, setup func(c *dec512) decBlock512, step func(x, y GPVirtual, s VecVirtual) VecVirtual) {
 	evex = true
 	defer func() { evex = false }()
 	TEXT(name, NOSPLIT, "func(x *byte, rb int, y *byte, n, rows int, out *float32, grid *byte)")
@@ -177,12 +224,6 @@ func latticeDec512(name, typ string, size int, factor float32, setup func(c *dec
 	Load(Param("grid"), grid)
 	c := newDec512()
 	block := setup(c)
-	f := XMM()
-	{
-		g := GP32()
-		MOVL(U32(math.Float32bits(factor)), g)
-		VMOVD(g, f)
-	}
 	x, y, cnt := GP64(), GP64(), GP64()
 
 	Label(name + "_row")
@@ -203,10 +244,7 @@ func latticeDec512(name, typ string, size int, factor float32, setup func(c *dec
 	h8 := YMM()
 	VEXTRACTI64X4(U8(1), acc, h8)
 	VPADDD(h8, acc.AsY(), h8)
-	s := hsumIntX(h8)
-	d := blockD(x, y)
-	VMULSS(s, d, d)
-	VMULSS(f, d, d)
+	d := step(x, y, hsumIntX(h8))
 	VADDSS(d, sum, sum)
 	ADDQ(U32(size), x)
 	ADDQ(U32(q8KSize), y)
@@ -236,13 +274,16 @@ func dotIQ2XSAVX512r() {
 			perm[z] = ZMM()
 			VMOVDQU64(decXSPerm.Offset(64*z), perm[z])
 		}
-		lo9, hiMask := wordConst(511), wordConst(0xfe00)
+		hiMask := wordConst(0xfe00)
 		return func(x, y, grid GPVirtual, acc VecVirtual) {
 			q := ZMM()
 			VMOVDQU64(Mem{Base: x, Disp: 2}, q)
-			idx := ZMM()
-			VPANDD(lo9, q, idx)
-			g := gather32(grid, idx, c.st)
+			g := gather32f(grid, func(g int) GPVirtual {
+				r := GP64()
+				MOVWLZX(Mem{Base: x, Disp: 2 + 2*g}, r.As32())
+				ANDL(U32(511), r.As32())
+				return r
+			})
 			a := ZMM()
 			VPANDD(hiMask, q, a)
 			p := ZMM()
@@ -265,18 +306,18 @@ func dotIQ2XSAVX512r() {
 // scales at 74.
 func dotIQ2SAVX512r() {
 	latticeDec512("dotIQ2SAVX512r", "IQ2S", 82, 0.125, func(c *dec512) decBlock512 {
-		dup, shift := ZMM(), ZMM()
-		VMOVDQU64(decSQhDup, dup)
-		VMOVDQU64(decSQhShift, shift)
-		top := wordConst(0x300)
 		return func(x, y, grid GPVirtual, acc VecVirtual) {
-			qs, qh, t := ZMM(), XMM(), ZMM()
-			VPMOVZXBW(Mem{Base: x, Disp: 2}, qs)
-			VPMOVZXBW(Mem{Base: x, Disp: 66}, qh)
-			VPERMW(qh.AsZ(), dup, t)
-			VPSLLVW(shift, t, t)
-			VPTERNLOGD(U8(0xec), top, qs, t) // qs | t&top
-			g := gather32(grid, t, c.st)
+			// Four indices a time in the words of a register: the qs
+			// bytes and the qh byte's bit pairs spread by PDEP.
+			g := gather32f(grid, quadIndex(func(k int) GPVirtual {
+				h, q := GP64(), GP64()
+				MOVBQZX(Mem{Base: x, Disp: 66 + k}, h)
+				PDEPQ(decSHi, h, h)
+				MOVLQZX(Mem{Base: x, Disp: 2 + 4*k}, q)
+				PDEPQ(decLoBytes, q, q)
+				ORQ(h, q)
+				return q
+			}))
 			w := c.scales(Mem{Base: x, Disp: 74})
 			for z := 0; z < 4; z++ {
 				k := K()

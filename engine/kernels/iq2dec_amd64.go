@@ -10,7 +10,8 @@ import (
 
 // The lattice types' AVX-512 decoding kernels (_asm/iq2dec512.go): one token
 // against many rows in one call, each row's result the AVX2 row kernel's bits.
-// IQ2_XS needs VBMI and BITALG besides (VPERMB, VPOPCNTW, VPSHUFBITQMB).
+// IQ2_XS needs VBMI and BITALG besides (VPERMB, VPOPCNTW, VPSHUFBITQMB),
+// IQ1_M BMI2 (PDEP).
 var hasBITALG = cpu.X86.HasAVX512BITALG
 
 // latticeDecKernel returns typ's many-row decoding kernel, or nil where this
@@ -21,6 +22,8 @@ func latticeDecKernel(typ Type) func(x *byte, rb int, y *byte, n, rows int, out 
 		return dotIQ2SAVX512r
 	case typ == IQ2_XS && useVNNI16 && hasBITALG:
 		return dotIQ2XSAVX512r
+	case typ == IQ1_M && useAVX512 && cpu.X86.HasBMI2:
+		return dotIQ1MAVX512r
 	}
 	return nil
 }
@@ -32,6 +35,8 @@ func latticeGrid(typ Type) *byte {
 		return (*byte)(unsafe.Pointer(&iq2xsGrid[0]))
 	case IQ2_S:
 		return (*byte)(unsafe.Pointer(&iq2sGrid[0]))
+	case IQ1_M:
+		return (*byte)(unsafe.Pointer(&iq1sGrid[0]))
 	}
 	panic("kernels: no grid for " + typ.String())
 }

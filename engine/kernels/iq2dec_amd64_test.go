@@ -11,7 +11,7 @@ import (
 )
 
 // decTypes are the types with a many-row AVX-512 decoding kernel.
-var decTypes = []Type{IQ2_XS, IQ2_S}
+var decTypes = []Type{IQ2_XS, IQ2_S, IQ1_M}
 
 // TestLatticeDecRowsMatchReference: each many-row decoding kernel gives every
 // row the block reference's bits (dotKRowGeneric) for row counts 1 to 9 and
@@ -108,6 +108,32 @@ func dotKRowAVX2(typ Type, row []byte, y []q8KBlock) float32 {
 		return dotIQ2XSRow(row, y)
 	case IQ2_S:
 		return dotIQ2SRow(row, y)
+	case IQ1_M:
+		return dotIQ1MRow(row, y)
 	}
 	panic(typ.String())
+}
+
+// BenchmarkLatticeDecodeMatMul: MatMul of one token through 1024 rows of 2048
+// columns of each decoding type (random blocks, about 0.6 MiB for IQ2_S) on one
+// thread, as CPU time per call: the path a decoding step takes.
+func BenchmarkLatticeDecodeMatMul(b *testing.B) {
+	defer SetThreads(SetThreads(1))
+	r := rand.New(rand.NewPCG(3, 4))
+	const rows, cols = 1024, 2048
+	for _, typ := range []Type{IQ2_XS, IQ2_S, IQ1_M, IQ2_XXS} {
+		w := Matrix{Type: typ, Rows: rows, Cols: cols, Data: make([]byte, rows*typ.RowBytes(cols))}
+		for i := 0; i < rows; i++ {
+			fillRow(r, typ, w.Row(i), 1)
+		}
+		x := randRow(r, cols, 1)
+		dst := make([]float32, rows)
+		b.Run(typ.String(), func(b *testing.B) {
+			t0 := cpuSeconds()
+			for b.Loop() {
+				MatMul(dst, w, x, 1)
+			}
+			b.ReportMetric((cpuSeconds()-t0)*1e6/float64(b.N), "cpu-us/op")
+		})
+	}
 }

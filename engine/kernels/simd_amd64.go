@@ -561,8 +561,8 @@ func dotIQ1MRow(row []byte, y []q8KBlock) float32 {
 		return dotKRowGeneric(dotIQ1MBlock, 56, row, y)
 	}
 	_ = row[n*56-1]
-	if useAVX512 && cpu.X86.HasBMI2 {
-		return dotIQ1MAVX512(&row[0], (*byte)(unsafe.Pointer(&y[0])), n, (*byte)(unsafe.Pointer(&iq1sGrid[0])))
+	if v, ok := latticeDecRow(IQ1_M, row, y); ok {
+		return v
 	}
 	return dotIQ1MAVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n, (*byte)(unsafe.Pointer(&iq1sGrid[0])))
 }

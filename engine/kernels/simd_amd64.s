@@ -23175,271 +23175,8 @@ decode_IQ1M:
 	VZEROUPPER
 	RET
 
-DATA iq1mDupIdx<>+0(SB)/8, $0x0001000100000000
-DATA iq1mDupIdx<>+8(SB)/8, $0x0003000300020002
-DATA iq1mDupIdx<>+16(SB)/8, $0x0005000500040004
-DATA iq1mDupIdx<>+24(SB)/8, $0x0007000700060006
-DATA iq1mDupIdx<>+32(SB)/8, $0x0009000900080008
-DATA iq1mDupIdx<>+40(SB)/8, $0x000b000b000a000a
-DATA iq1mDupIdx<>+48(SB)/8, $0x000d000d000c000c
-DATA iq1mDupIdx<>+56(SB)/8, $0x000f000f000e000e
-GLOBL iq1mDupIdx<>(SB), RODATA|NOPTR, $64
-
-DATA iq1mQhShifts<>+0(SB)/8, $0x0004000000040000
-DATA iq1mQhShifts<>+8(SB)/8, $0x0004000000040000
-DATA iq1mQhShifts<>+16(SB)/8, $0x0004000000040000
-DATA iq1mQhShifts<>+24(SB)/8, $0x0004000000040000
-DATA iq1mQhShifts<>+32(SB)/8, $0x0004000000040000
-DATA iq1mQhShifts<>+40(SB)/8, $0x0004000000040000
-DATA iq1mQhShifts<>+48(SB)/8, $0x0004000000040000
-DATA iq1mQhShifts<>+56(SB)/8, $0x0004000000040000
-GLOBL iq1mQhShifts<>(SB), RODATA|NOPTR, $64
-
-DATA iq1mScShifts<>+0(SB)/8, $0x0000000000000000
-DATA iq1mScShifts<>+8(SB)/8, $0x0000000000000000
-DATA iq1mScShifts<>+16(SB)/8, $0x0003000300030003
-DATA iq1mScShifts<>+24(SB)/8, $0x0003000300030003
-DATA iq1mScShifts<>+32(SB)/8, $0x0006000600060006
-DATA iq1mScShifts<>+40(SB)/8, $0x0006000600060006
-DATA iq1mScShifts<>+48(SB)/8, $0x0009000900090009
-DATA iq1mScShifts<>+56(SB)/8, $0x0009000900090009
-GLOBL iq1mScShifts<>(SB), RODATA|NOPTR, $64
-
-// func dotIQ1MAVX512(x *byte, y *byte, n int, grid *byte) float32
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, BMI2, F16C, SSE
-TEXT ·dotIQ1MAVX512(SB), NOSPLIT, $64-36
-	MOVQ         x+0(FP), AX
-	MOVQ         y+8(FP), CX
-	MOVQ         n+16(FP), DX
-	MOVQ         grid+24(FP), BX
-	MOVL         $0x00000001, SI
-	VPBROADCASTW SI, Z0
-	MOVL         $0x00000007, SI
-	VPBROADCASTW SI, Z1
-	MOVL         $0x00000008, SI
-	VPBROADCASTW SI, Z2
-	MOVL         $0x01010101, SI
-	VPBROADCASTD SI, Z3
-	VPXORD       Z4, Z4, Z4
-	VMOVDQU64    iq1mDupIdx<>+0(SB), Z5
-	MOVQ         $0x0000000011111111, SI
-	MOVL         $0x3e000000, DI
-	VMOVD        DI, X6
-	VXORPS       X7, X7, X7
-
-iq1m512_loop:
-	TESTQ         DX, DX
-	JZ            iq1m512_done
-	VPMOVZXBW     (AX), Z8
-	VPMOVZXBW     32(AX), Y9
-	VPERMW        Z9, Z5, Z10
-	VPSRLVW       iq1mQhShifts<>+0(SB), Z10, Z10
-	VPTESTMW      Z2, Z10, K1
-	VPANDD        Z1, Z10, Z10
-	VPSLLW        $0x08, Z10, Z10
-	VPORD         Z8, Z10, Z10
-	VMOVDQU64     Z10, (SP)
-	KMOVD         K1, DI
-	VPBROADCASTW  48(AX), Z8
-	VPSRLVW       iq1mScShifts<>+0(SB), Z8, Z8
-	VPANDD        Z1, Z8, Z8
-	VPADDW        Z8, Z8, Z8
-	VPADDW        Z0, Z8, Z8
-	VPSLLW        $0x03, Z8, Z10
-	MOVL          DI, R8
-	ANDL          $0x000000ff, R8
-	PDEPL         SI, R8, R8
-	IMUL3L        $0x0000000f, R8, R8
-	KMOVD         R8, K1
-	VPSUBW        Z8, Z4, K1, Z8
-	VPSUBW        Z10, Z8, Z8
-	VPBROADCASTW  50(AX), Z13
-	VPSRLVW       iq1mScShifts<>+0(SB), Z13, Z13
-	VPANDD        Z1, Z13, Z13
-	VPADDW        Z13, Z13, Z13
-	VPADDW        Z0, Z13, Z13
-	VPSLLW        $0x03, Z13, Z14
-	MOVL          DI, R8
-	SHRL          $0x08, R8
-	ANDL          $0x000000ff, R8
-	PDEPL         SI, R8, R8
-	IMUL3L        $0x0000000f, R8, R8
-	KMOVD         R8, K1
-	VPSUBW        Z13, Z4, K1, Z13
-	VPSUBW        Z14, Z13, Z13
-	VPBROADCASTW  52(AX), Z15
-	VPSRLVW       iq1mScShifts<>+0(SB), Z15, Z15
-	VPANDD        Z1, Z15, Z15
-	VPADDW        Z15, Z15, Z15
-	VPADDW        Z0, Z15, Z15
-	VPSLLW        $0x03, Z15, Z16
-	MOVL          DI, R8
-	SHRL          $0x10, R8
-	ANDL          $0x000000ff, R8
-	PDEPL         SI, R8, R8
-	IMUL3L        $0x0000000f, R8, R8
-	KMOVD         R8, K1
-	VPSUBW        Z15, Z4, K1, Z15
-	VPSUBW        Z16, Z15, Z15
-	VPBROADCASTW  54(AX), Z17
-	VPSRLVW       iq1mScShifts<>+0(SB), Z17, Z17
-	VPANDD        Z1, Z17, Z17
-	VPADDW        Z17, Z17, Z17
-	VPADDW        Z0, Z17, Z17
-	VPSLLW        $0x03, Z17, Z18
-	SHRL          $0x18, DI
-	ANDL          $0x000000ff, DI
-	PDEPL         SI, DI, DI
-	IMUL3L        $0x0000000f, DI, DI
-	KMOVD         DI, K1
-	VPSUBW        Z17, Z4, K1, Z17
-	VPSUBW        Z18, Z17, Z17
-	VPXORD        Z11, Z11, Z11
-	MOVWQZX       (SP), DI
-	VMOVQ         (BX)(DI*8), X12
-	MOVWQZX       2(SP), DI
-	VPINSRQ       $0x01, (BX)(DI*8), X12, X12
-	MOVWQZX       4(SP), DI
-	VMOVQ         (BX)(DI*8), X9
-	MOVWQZX       6(SP), DI
-	VPINSRQ       $0x01, (BX)(DI*8), X9, X9
-	VINSERTI32X4  $0x01, X9, Y12, Y9
-	MOVWQZX       8(SP), DI
-	VMOVQ         (BX)(DI*8), X12
-	MOVWQZX       10(SP), DI
-	VPINSRQ       $0x01, (BX)(DI*8), X12, X12
-	MOVWQZX       12(SP), DI
-	VMOVQ         (BX)(DI*8), X19
-	MOVWQZX       14(SP), DI
-	VPINSRQ       $0x01, (BX)(DI*8), X19, X19
-	VINSERTI32X4  $0x01, X19, Y12, Y19
-	VINSERTI64X4  $0x01, Y19, Z9, Z19
-	VPADDB        Z3, Z19, Z19
-	VMOVDQU64     4(CX), Z20
-	VPMADDUBSW    Z20, Z19, Z19
-	VPMADDUBSW    Z20, Z3, Z20
-	VPMADDWD      Z10, Z19, Z19
-	VPMADDWD      Z8, Z20, Z20
-	VPADDD        Z19, Z11, Z11
-	VPADDD        Z20, Z11, Z11
-	MOVWQZX       16(SP), DI
-	VMOVQ         (BX)(DI*8), X12
-	MOVWQZX       18(SP), DI
-	VPINSRQ       $0x01, (BX)(DI*8), X12, X12
-	MOVWQZX       20(SP), DI
-	VMOVQ         (BX)(DI*8), X8
-	MOVWQZX       22(SP), DI
-	VPINSRQ       $0x01, (BX)(DI*8), X8, X8
-	VINSERTI32X4  $0x01, X8, Y12, Y9
-	MOVWQZX       24(SP), DI
-	VMOVQ         (BX)(DI*8), X12
-	MOVWQZX       26(SP), DI
-	VPINSRQ       $0x01, (BX)(DI*8), X12, X12
-	MOVWQZX       28(SP), DI
-	VMOVQ         (BX)(DI*8), X8
-	MOVWQZX       30(SP), DI
-	VPINSRQ       $0x01, (BX)(DI*8), X8, X8
-	VINSERTI32X4  $0x01, X8, Y12, Y8
-	VINSERTI64X4  $0x01, Y8, Z9, Z8
-	VPADDB        Z3, Z8, Z8
-	VMOVDQU64     68(CX), Z10
-	VPMADDUBSW    Z10, Z8, Z8
-	VPMADDUBSW    Z10, Z3, Z10
-	VPMADDWD      Z14, Z8, Z8
-	VPMADDWD      Z13, Z10, Z10
-	VPADDD        Z8, Z11, Z11
-	VPADDD        Z10, Z11, Z11
-	MOVWQZX       32(SP), DI
-	VMOVQ         (BX)(DI*8), X12
-	MOVWQZX       34(SP), DI
-	VPINSRQ       $0x01, (BX)(DI*8), X12, X12
-	MOVWQZX       36(SP), DI
-	VMOVQ         (BX)(DI*8), X8
-	MOVWQZX       38(SP), DI
-	VPINSRQ       $0x01, (BX)(DI*8), X8, X8
-	VINSERTI32X4  $0x01, X8, Y12, Y9
-	MOVWQZX       40(SP), DI
-	VMOVQ         (BX)(DI*8), X12
-	MOVWQZX       42(SP), DI
-	VPINSRQ       $0x01, (BX)(DI*8), X12, X12
-	MOVWQZX       44(SP), DI
-	VMOVQ         (BX)(DI*8), X8
-	MOVWQZX       46(SP), DI
-	VPINSRQ       $0x01, (BX)(DI*8), X8, X8
-	VINSERTI32X4  $0x01, X8, Y12, Y8
-	VINSERTI64X4  $0x01, Y8, Z9, Z8
-	VPADDB        Z3, Z8, Z8
-	VMOVDQU64     132(CX), Z10
-	VPMADDUBSW    Z10, Z8, Z8
-	VPMADDUBSW    Z10, Z3, Z10
-	VPMADDWD      Z16, Z8, Z8
-	VPMADDWD      Z15, Z10, Z10
-	VPADDD        Z8, Z11, Z11
-	VPADDD        Z10, Z11, Z11
-	MOVWQZX       48(SP), DI
-	VMOVQ         (BX)(DI*8), X12
-	MOVWQZX       50(SP), DI
-	VPINSRQ       $0x01, (BX)(DI*8), X12, X12
-	MOVWQZX       52(SP), DI
-	VMOVQ         (BX)(DI*8), X8
-	MOVWQZX       54(SP), DI
-	VPINSRQ       $0x01, (BX)(DI*8), X8, X8
-	VINSERTI32X4  $0x01, X8, Y12, Y9
-	MOVWQZX       56(SP), DI
-	VMOVQ         (BX)(DI*8), X12
-	MOVWQZX       58(SP), DI
-	VPINSRQ       $0x01, (BX)(DI*8), X12, X12
-	MOVWQZX       60(SP), DI
-	VMOVQ         (BX)(DI*8), X8
-	MOVWQZX       62(SP), DI
-	VPINSRQ       $0x01, (BX)(DI*8), X8, X8
-	VINSERTI32X4  $0x01, X8, Y12, Y8
-	VINSERTI64X4  $0x01, Y8, Z9, Z8
-	VPADDB        Z3, Z8, Z8
-	VMOVDQU64     196(CX), Z10
-	VPMADDUBSW    Z10, Z8, Z8
-	VPMADDUBSW    Z10, Z3, Z10
-	VPMADDWD      Z18, Z8, Z8
-	VPMADDWD      Z17, Z10, Z10
-	VPADDD        Z8, Z11, Z11
-	VPADDD        Z10, Z11, Z11
-	MOVWQZX       48(AX), DI
-	SHRQ          $0x0c, DI
-	MOVWQZX       50(AX), R8
-	SHRQ          $0x08, R8
-	ANDQ          $0x000000f0, R8
-	ORQ           R8, DI
-	MOVWQZX       52(AX), R8
-	SHRQ          $0x04, R8
-	ANDQ          $0x00000f00, R8
-	ORQ           R8, DI
-	MOVWQZX       54(AX), R8
-	ANDQ          $0x0000f000, R8
-	ORQ           R8, DI
-	VMOVD         DI, X8
-	VCVTPH2PS     X8, X8
-	VMULSS        (CX), X8, X9
-	VEXTRACTI64X4 $0x01, Z11, Y8
-	VPADDD        Y8, Y11, Y8
-	VEXTRACTI32X4 $0x01, Y8, X10
-	VPADDD        X10, X8, X8
-	VPSHUFD       $0x4e, X8, X10
-	VPADDD        X10, X8, X8
-	VPSHUFD       $0xb1, X8, X10
-	VPADDD        X10, X8, X8
-	VCVTDQ2PS     X8, X8
-	VMULSS        X6, X8, X8
-	VMULSS        X8, X9, X9
-	VADDSS        X9, X7, X7
-	ADDQ          $0x00000124, CX
-	ADDQ          $0x00000038, AX
-	DECQ          DX
-	JMP           iq1m512_loop
-
-iq1m512_done:
-	VZEROUPPER
-	MOVSS X7, ret+32(FP)
-	RET
+DATA iq2DecEighth<>+0(SB)/8, $0x000000003e000000
+GLOBL iq2DecEighth<>(SB), RODATA|NOPTR, $8
 
 DATA iq2DecScDup<>+0(SB)/8, $0x0001000100000000
 DATA iq2DecScDup<>+8(SB)/8, $0x0003000300020002
@@ -23531,29 +23268,21 @@ DATA iq2DecXSBits<>+48(SB)/8, $0x000f0e0d0c0b0a09
 DATA iq2DecXSBits<>+56(SB)/8, $0x000f0e0d0c0b0a09
 GLOBL iq2DecXSBits<>(SB), RODATA|NOPTR, $64
 
-DATA iq2DecSQhDup<>+0(SB)/8, $0x0000000000000000
-DATA iq2DecSQhDup<>+8(SB)/8, $0x0001000100010001
-DATA iq2DecSQhDup<>+16(SB)/8, $0x0002000200020002
-DATA iq2DecSQhDup<>+24(SB)/8, $0x0003000300030003
-DATA iq2DecSQhDup<>+32(SB)/8, $0x0004000400040004
-DATA iq2DecSQhDup<>+40(SB)/8, $0x0005000500050005
-DATA iq2DecSQhDup<>+48(SB)/8, $0x0006000600060006
-DATA iq2DecSQhDup<>+56(SB)/8, $0x0007000700070007
-GLOBL iq2DecSQhDup<>(SB), RODATA|NOPTR, $64
+DATA iq2DecSHi<>+0(SB)/8, $0x0300030003000300
+GLOBL iq2DecSHi<>(SB), RODATA|NOPTR, $8
 
-DATA iq2DecSQhShift<>+0(SB)/8, $0x0002000400060008
-DATA iq2DecSQhShift<>+8(SB)/8, $0x0002000400060008
-DATA iq2DecSQhShift<>+16(SB)/8, $0x0002000400060008
-DATA iq2DecSQhShift<>+24(SB)/8, $0x0002000400060008
-DATA iq2DecSQhShift<>+32(SB)/8, $0x0002000400060008
-DATA iq2DecSQhShift<>+40(SB)/8, $0x0002000400060008
-DATA iq2DecSQhShift<>+48(SB)/8, $0x0002000400060008
-DATA iq2DecSQhShift<>+56(SB)/8, $0x0002000400060008
-GLOBL iq2DecSQhShift<>(SB), RODATA|NOPTR, $64
+DATA iq2DecLoBytes<>+0(SB)/8, $0x00ff00ff00ff00ff
+GLOBL iq2DecLoBytes<>(SB), RODATA|NOPTR, $8
+
+DATA iq1mDecQHNib<>+0(SB)/8, $0x0000000000007777
+GLOBL iq1mDecQHNib<>(SB), RODATA|NOPTR, $8
+
+DATA iq1mDecQH3<>+0(SB)/8, $0x0700070007000700
+GLOBL iq1mDecQH3<>(SB), RODATA|NOPTR, $8
 
 // func dotIQ2XSAVX512r(x *byte, rb int, y *byte, n int, rows int, out *float32, grid *byte)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C
-TEXT ·dotIQ2XSAVX512r(SB), NOSPLIT, $64-56
+TEXT ·dotIQ2XSAVX512r(SB), NOSPLIT, $0-56
 	MOVQ         x+0(FP), AX
 	MOVQ         rb+8(FP), CX
 	MOVQ         y+16(FP), DX
@@ -23576,12 +23305,8 @@ TEXT ·dotIQ2XSAVX512r(SB), NOSPLIT, $64-56
 	VMOVDQU64    iq2DecXSPerm<>+64(SB), Z10
 	VMOVDQU64    iq2DecXSPerm<>+128(SB), Z11
 	VMOVDQU64    iq2DecXSPerm<>+192(SB), Z12
-	MOVL         $0x000001ff, R9
-	VPBROADCASTW R9, Z13
 	MOVL         $0x0000fe00, R9
-	VPBROADCASTW R9, Z14
-	MOVL         $0x3e000000, R9
-	VMOVD        R9, X15
+	VPBROADCASTW R9, Z13
 
 dotIQ2XSAVX512r_row:
 	TESTQ  SI, SI
@@ -23589,151 +23314,181 @@ dotIQ2XSAVX512r_row:
 	MOVQ   AX, R9
 	MOVQ   DX, R10
 	MOVQ   BX, R11
-	VXORPS X16, X16, X16
+	VXORPS X14, X14, X14
 
 dotIQ2XSAVX512r_block:
 	TESTQ         R11, R11
 	JZ            dotIQ2XSAVX512r_rowdone
-	VPXORD        Z17, Z17, Z17
-	VMOVDQU64     2(R9), Z18
-	VPANDD        Z13, Z18, Z19
-	VMOVDQU64     Z19, (SP)
-	MOVWQZX       (SP), R12
-	MOVWQZX       2(SP), R13
-	VMOVQ         (R8)(R12*8), X20
-	VPINSRQ       $0x01, (R8)(R13*8), X20, X20
-	MOVWQZX       4(SP), R12
-	MOVWQZX       6(SP), R13
-	VMOVQ         (R8)(R12*8), X22
-	VPINSRQ       $0x01, (R8)(R13*8), X22, X22
-	MOVWQZX       8(SP), R12
-	MOVWQZX       10(SP), R13
-	VMOVQ         (R8)(R12*8), X21
-	VPINSRQ       $0x01, (R8)(R13*8), X21, X21
-	MOVWQZX       12(SP), R12
-	MOVWQZX       14(SP), R13
+	VPXORD        Z15, Z15, Z15
+	VMOVDQU64     2(R9), Z16
+	MOVWLZX       2(R9), R12
+	ANDL          $0x000001ff, R12
+	VMOVQ         (R8)(R12*8), X17
+	MOVWLZX       4(R9), R12
+	ANDL          $0x000001ff, R12
+	VPINSRQ       $0x01, (R8)(R12*8), X17, X17
+	MOVWLZX       6(R9), R12
+	ANDL          $0x000001ff, R12
+	VMOVQ         (R8)(R12*8), X18
+	MOVWLZX       8(R9), R12
+	ANDL          $0x000001ff, R12
+	VPINSRQ       $0x01, (R8)(R12*8), X18, X18
+	MOVWLZX       10(R9), R12
+	ANDL          $0x000001ff, R12
 	VMOVQ         (R8)(R12*8), X19
-	VPINSRQ       $0x01, (R8)(R13*8), X19, X19
-	VINSERTI32X4  $0x01, X22, Y20, Y22
-	VINSERTI32X4  $0x01, X19, Y21, Y19
-	VINSERTI64X4  $0x01, Y19, Z22, Z19
-	MOVWQZX       16(SP), R12
-	MOVWQZX       18(SP), R13
+	MOVWLZX       12(R9), R12
+	ANDL          $0x000001ff, R12
+	VPINSRQ       $0x01, (R8)(R12*8), X19, X19
+	MOVWLZX       14(R9), R12
+	ANDL          $0x000001ff, R12
 	VMOVQ         (R8)(R12*8), X20
-	VPINSRQ       $0x01, (R8)(R13*8), X20, X20
-	MOVWQZX       20(SP), R12
-	MOVWQZX       22(SP), R13
-	VMOVQ         (R8)(R12*8), X22
-	VPINSRQ       $0x01, (R8)(R13*8), X22, X22
-	MOVWQZX       24(SP), R12
-	MOVWQZX       26(SP), R13
+	MOVWLZX       16(R9), R12
+	ANDL          $0x000001ff, R12
+	VPINSRQ       $0x01, (R8)(R12*8), X20, X20
+	VINSERTI32X4  $0x01, X18, Y17, Y18
+	VINSERTI32X4  $0x01, X20, Y19, Y20
+	VINSERTI64X4  $0x01, Y20, Z18, Z20
+	MOVWLZX       18(R9), R12
+	ANDL          $0x000001ff, R12
+	VMOVQ         (R8)(R12*8), X17
+	MOVWLZX       20(R9), R12
+	ANDL          $0x000001ff, R12
+	VPINSRQ       $0x01, (R8)(R12*8), X17, X17
+	MOVWLZX       22(R9), R12
+	ANDL          $0x000001ff, R12
+	VMOVQ         (R8)(R12*8), X18
+	MOVWLZX       24(R9), R12
+	ANDL          $0x000001ff, R12
+	VPINSRQ       $0x01, (R8)(R12*8), X18, X18
+	MOVWLZX       26(R9), R12
+	ANDL          $0x000001ff, R12
+	VMOVQ         (R8)(R12*8), X19
+	MOVWLZX       28(R9), R12
+	ANDL          $0x000001ff, R12
+	VPINSRQ       $0x01, (R8)(R12*8), X19, X19
+	MOVWLZX       30(R9), R12
+	ANDL          $0x000001ff, R12
 	VMOVQ         (R8)(R12*8), X21
-	VPINSRQ       $0x01, (R8)(R13*8), X21, X21
-	MOVWQZX       28(SP), R12
-	MOVWQZX       30(SP), R13
+	MOVWLZX       32(R9), R12
+	ANDL          $0x000001ff, R12
+	VPINSRQ       $0x01, (R8)(R12*8), X21, X21
+	VINSERTI32X4  $0x01, X18, Y17, Y18
+	VINSERTI32X4  $0x01, X21, Y19, Y21
+	VINSERTI64X4  $0x01, Y21, Z18, Z21
+	MOVWLZX       34(R9), R12
+	ANDL          $0x000001ff, R12
+	VMOVQ         (R8)(R12*8), X17
+	MOVWLZX       36(R9), R12
+	ANDL          $0x000001ff, R12
+	VPINSRQ       $0x01, (R8)(R12*8), X17, X17
+	MOVWLZX       38(R9), R12
+	ANDL          $0x000001ff, R12
+	VMOVQ         (R8)(R12*8), X18
+	MOVWLZX       40(R9), R12
+	ANDL          $0x000001ff, R12
+	VPINSRQ       $0x01, (R8)(R12*8), X18, X18
+	MOVWLZX       42(R9), R12
+	ANDL          $0x000001ff, R12
+	VMOVQ         (R8)(R12*8), X19
+	MOVWLZX       44(R9), R12
+	ANDL          $0x000001ff, R12
+	VPINSRQ       $0x01, (R8)(R12*8), X19, X19
+	MOVWLZX       46(R9), R12
+	ANDL          $0x000001ff, R12
+	VMOVQ         (R8)(R12*8), X22
+	MOVWLZX       48(R9), R12
+	ANDL          $0x000001ff, R12
+	VPINSRQ       $0x01, (R8)(R12*8), X22, X22
+	VINSERTI32X4  $0x01, X18, Y17, Y18
+	VINSERTI32X4  $0x01, X22, Y19, Y22
+	VINSERTI64X4  $0x01, Y22, Z18, Z22
+	MOVWLZX       50(R9), R12
+	ANDL          $0x000001ff, R12
+	VMOVQ         (R8)(R12*8), X17
+	MOVWLZX       52(R9), R12
+	ANDL          $0x000001ff, R12
+	VPINSRQ       $0x01, (R8)(R12*8), X17, X17
+	MOVWLZX       54(R9), R12
+	ANDL          $0x000001ff, R12
+	VMOVQ         (R8)(R12*8), X18
+	MOVWLZX       56(R9), R12
+	ANDL          $0x000001ff, R12
+	VPINSRQ       $0x01, (R8)(R12*8), X18, X18
+	MOVWLZX       58(R9), R12
+	ANDL          $0x000001ff, R12
+	VMOVQ         (R8)(R12*8), X19
+	MOVWLZX       60(R9), R12
+	ANDL          $0x000001ff, R12
+	VPINSRQ       $0x01, (R8)(R12*8), X19, X19
+	MOVWLZX       62(R9), R12
+	ANDL          $0x000001ff, R12
 	VMOVQ         (R8)(R12*8), X23
-	VPINSRQ       $0x01, (R8)(R13*8), X23, X23
-	VINSERTI32X4  $0x01, X22, Y20, Y22
-	VINSERTI32X4  $0x01, X23, Y21, Y23
-	VINSERTI64X4  $0x01, Y23, Z22, Z23
-	MOVWQZX       32(SP), R12
-	MOVWQZX       34(SP), R13
-	VMOVQ         (R8)(R12*8), X20
-	VPINSRQ       $0x01, (R8)(R13*8), X20, X20
-	MOVWQZX       36(SP), R12
-	MOVWQZX       38(SP), R13
-	VMOVQ         (R8)(R12*8), X22
-	VPINSRQ       $0x01, (R8)(R13*8), X22, X22
-	MOVWQZX       40(SP), R12
-	MOVWQZX       42(SP), R13
-	VMOVQ         (R8)(R12*8), X21
-	VPINSRQ       $0x01, (R8)(R13*8), X21, X21
-	MOVWQZX       44(SP), R12
-	MOVWQZX       46(SP), R13
-	VMOVQ         (R8)(R12*8), X24
-	VPINSRQ       $0x01, (R8)(R13*8), X24, X24
-	VINSERTI32X4  $0x01, X22, Y20, Y22
-	VINSERTI32X4  $0x01, X24, Y21, Y24
-	VINSERTI64X4  $0x01, Y24, Z22, Z24
-	MOVWQZX       48(SP), R12
-	MOVWQZX       50(SP), R13
-	VMOVQ         (R8)(R12*8), X20
-	VPINSRQ       $0x01, (R8)(R13*8), X20, X20
-	MOVWQZX       52(SP), R12
-	MOVWQZX       54(SP), R13
-	VMOVQ         (R8)(R12*8), X22
-	VPINSRQ       $0x01, (R8)(R13*8), X22, X22
-	MOVWQZX       56(SP), R12
-	MOVWQZX       58(SP), R13
-	VMOVQ         (R8)(R12*8), X21
-	VPINSRQ       $0x01, (R8)(R13*8), X21, X21
-	MOVWQZX       60(SP), R12
-	MOVWQZX       62(SP), R13
-	VMOVQ         (R8)(R12*8), X25
-	VPINSRQ       $0x01, (R8)(R13*8), X25, X25
-	VINSERTI32X4  $0x01, X22, Y20, Y22
-	VINSERTI32X4  $0x01, X25, Y21, Y25
-	VINSERTI64X4  $0x01, Y25, Z22, Z25
-	VPANDD        Z14, Z18, Z18
-	VPOPCNTW      Z18, Z26
-	VPORD         Z26, Z18, Z18
-	VPMOVZXBW     66(R9), X20
-	VPERMW        Y20, Y3, Y22
-	VPSRLVW       Y4, Y22, Y22
-	VPANDD        Y2, Y22, Y22
-	VPADDW        Y22, Y22, Y22
-	VPORD         Y1, Y22, Y22
-	VPERMB        Z18, Z9, Z26
-	VPSHUFBITQMB  iq2DecXSBits<>+0(SB), Z26, K1
-	VMOVDQU64     4(R10), Z26
-	VPSUBB        Z26, Z0, K1, Z26
-	VPMADDUBSW    Z26, Z19, Z19
-	VPERMW        Z22, Z5, Z26
-	VPDPWSSD      Z26, Z19, Z17
-	VPERMB        Z18, Z10, Z19
-	VPSHUFBITQMB  iq2DecXSBits<>+0(SB), Z19, K1
-	VMOVDQU64     68(R10), Z19
-	VPSUBB        Z19, Z0, K1, Z19
-	VPMADDUBSW    Z19, Z23, Z19
-	VPERMW        Z22, Z6, Z23
-	VPDPWSSD      Z23, Z19, Z17
-	VPERMB        Z18, Z11, Z19
-	VPSHUFBITQMB  iq2DecXSBits<>+0(SB), Z19, K1
-	VMOVDQU64     132(R10), Z19
-	VPSUBB        Z19, Z0, K1, Z19
-	VPMADDUBSW    Z19, Z24, Z19
-	VPERMW        Z22, Z7, Z23
-	VPDPWSSD      Z23, Z19, Z17
-	VPERMB        Z18, Z12, Z18
-	VPSHUFBITQMB  iq2DecXSBits<>+0(SB), Z18, K1
-	VMOVDQU64     196(R10), Z18
-	VPSUBB        Z18, Z0, K1, Z18
-	VPMADDUBSW    Z18, Z25, Z18
-	VPERMW        Z22, Z8, Z19
-	VPDPWSSD      Z19, Z18, Z17
-	VEXTRACTI64X4 $0x01, Z17, Y18
-	VPADDD        Y18, Y17, Y18
-	VEXTRACTI32X4 $0x01, Y18, X19
-	VPADDD        X19, X18, X18
-	VPSHUFD       $0x4e, X18, X19
-	VPADDD        X19, X18, X18
-	VPSHUFD       $0xb1, X18, X19
-	VPADDD        X19, X18, X18
-	VCVTDQ2PS     X18, X18
+	MOVWLZX       64(R9), R12
+	ANDL          $0x000001ff, R12
+	VPINSRQ       $0x01, (R8)(R12*8), X23, X23
+	VINSERTI32X4  $0x01, X18, Y17, Y18
+	VINSERTI32X4  $0x01, X23, Y19, Y23
+	VINSERTI64X4  $0x01, Y23, Z18, Z23
+	VPANDD        Z13, Z16, Z16
+	VPOPCNTW      Z16, Z24
+	VPORD         Z24, Z16, Z16
+	VPMOVZXBW     66(R9), X17
+	VPERMW        Y17, Y3, Y18
+	VPSRLVW       Y4, Y18, Y18
+	VPANDD        Y2, Y18, Y18
+	VPADDW        Y18, Y18, Y18
+	VPORD         Y1, Y18, Y18
+	VPERMB        Z16, Z9, Z24
+	VPSHUFBITQMB  iq2DecXSBits<>+0(SB), Z24, K1
+	VMOVDQU64     4(R10), Z24
+	VPSUBB        Z24, Z0, K1, Z24
+	VPMADDUBSW    Z24, Z20, Z20
+	VPERMW        Z18, Z5, Z24
+	VPDPWSSD      Z24, Z20, Z15
+	VPERMB        Z16, Z10, Z20
+	VPSHUFBITQMB  iq2DecXSBits<>+0(SB), Z20, K1
+	VMOVDQU64     68(R10), Z20
+	VPSUBB        Z20, Z0, K1, Z20
+	VPMADDUBSW    Z20, Z21, Z20
+	VPERMW        Z18, Z6, Z21
+	VPDPWSSD      Z21, Z20, Z15
+	VPERMB        Z16, Z11, Z20
+	VPSHUFBITQMB  iq2DecXSBits<>+0(SB), Z20, K1
+	VMOVDQU64     132(R10), Z20
+	VPSUBB        Z20, Z0, K1, Z20
+	VPMADDUBSW    Z20, Z22, Z20
+	VPERMW        Z18, Z7, Z21
+	VPDPWSSD      Z21, Z20, Z15
+	VPERMB        Z16, Z12, Z16
+	VPSHUFBITQMB  iq2DecXSBits<>+0(SB), Z16, K1
+	VMOVDQU64     196(R10), Z16
+	VPSUBB        Z16, Z0, K1, Z16
+	VPMADDUBSW    Z16, Z23, Z16
+	VPERMW        Z18, Z8, Z20
+	VPDPWSSD      Z20, Z16, Z15
+	VEXTRACTI64X4 $0x01, Z15, Y16
+	VPADDD        Y16, Y15, Y16
+	VEXTRACTI32X4 $0x01, Y16, X17
+	VPADDD        X17, X16, X16
+	VPSHUFD       $0x4e, X16, X17
+	VPADDD        X17, X16, X16
+	VPSHUFD       $0xb1, X16, X17
+	VPADDD        X17, X16, X16
+	VCVTDQ2PS     X16, X16
 	MOVWLZX       (R9), R12
-	VMOVD         R12, X19
-	VCVTPH2PS     X19, X19
-	VMULSS        (R10), X19, X19
-	VMULSS        X18, X19, X19
-	VMULSS        X15, X19, X19
-	VADDSS        X19, X16, X16
+	VMOVD         R12, X17
+	VCVTPH2PS     X17, X17
+	VMULSS        (R10), X17, X17
+	VMULSS        X16, X17, X17
+	VMULSS        iq2DecEighth<>+0(SB), X17, X17
+	VADDSS        X17, X14, X14
 	ADDQ          $0x0000004a, R9
 	ADDQ          $0x00000124, R10
 	DECQ          R11
 	JMP           dotIQ2XSAVX512r_block
 
 dotIQ2XSAVX512r_rowdone:
-	VMOVSS X16, (DI)
+	VMOVSS X14, (DI)
 	ADDQ   $0x04, DI
 	ADDQ   CX, AX
 	DECQ   SI
@@ -23744,8 +23499,8 @@ dotIQ2XSAVX512r_done:
 	RET
 
 // func dotIQ2SAVX512r(x *byte, rb int, y *byte, n int, rows int, out *float32, grid *byte)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C
-TEXT ·dotIQ2SAVX512r(SB), NOSPLIT, $64-56
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, BMI2, F16C
+TEXT ·dotIQ2SAVX512r(SB), NOSPLIT, $0-56
 	MOVQ         x+0(FP), AX
 	MOVQ         rb+8(FP), CX
 	MOVQ         y+16(FP), DX
@@ -23764,12 +23519,6 @@ TEXT ·dotIQ2SAVX512r(SB), NOSPLIT, $64-56
 	VMOVDQU64    iq2DecScPerm<>+64(SB), Z6
 	VMOVDQU64    iq2DecScPerm<>+128(SB), Z7
 	VMOVDQU64    iq2DecScPerm<>+192(SB), Z8
-	VMOVDQU64    iq2DecSQhDup<>+0(SB), Z9
-	VMOVDQU64    iq2DecSQhShift<>+0(SB), Z10
-	MOVL         $0x00000300, R9
-	VPBROADCASTW R9, Z11
-	MOVL         $0x3e000000, R9
-	VMOVD        R9, X12
 
 dotIQ2SAVX512r_row:
 	TESTQ  SI, SI
@@ -23777,153 +23526,574 @@ dotIQ2SAVX512r_row:
 	MOVQ   AX, R9
 	MOVQ   DX, R10
 	MOVQ   BX, R11
-	VXORPS X13, X13, X13
+	VXORPS X9, X9, X9
 
 dotIQ2SAVX512r_block:
 	TESTQ         R11, R11
 	JZ            dotIQ2SAVX512r_rowdone
-	VPXORD        Z14, Z14, Z14
-	VPMOVZXBW     2(R9), Z15
-	VPMOVZXBW     66(R9), X16
-	VPERMW        Z16, Z9, Z17
-	VPSLLVW       Z10, Z17, Z17
-	VPTERNLOGD    $0xec, Z11, Z15, Z17
-	VMOVDQU64     Z17, (SP)
-	MOVWQZX       (SP), R12
-	MOVWQZX       2(SP), R13
-	VMOVQ         (R8)(R12*8), X16
-	VPINSRQ       $0x01, (R8)(R13*8), X16, X16
-	MOVWQZX       4(SP), R12
-	MOVWQZX       6(SP), R13
-	VMOVQ         (R8)(R12*8), X17
-	VPINSRQ       $0x01, (R8)(R13*8), X17, X17
-	MOVWQZX       8(SP), R12
-	MOVWQZX       10(SP), R13
-	VMOVQ         (R8)(R12*8), X19
-	VPINSRQ       $0x01, (R8)(R13*8), X19, X19
-	MOVWQZX       12(SP), R12
-	MOVWQZX       14(SP), R13
+	VPXORD        Z10, Z10, Z10
+	MOVBQZX       66(R9), R12
+	PDEPQ         iq2DecSHi<>+0(SB), R12, R12
+	MOVLQZX       2(R9), R13
+	PDEPQ         iq2DecLoBytes<>+0(SB), R13, R13
+	ORQ           R12, R13
+	MOVWLZX       R13, R12
+	VMOVQ         (R8)(R12*8), X11
+	MOVL          R13, R12
+	SHRL          $0x10, R12
+	VPINSRQ       $0x01, (R8)(R12*8), X11, X11
+	MOVQ          R13, R12
+	SHRQ          $0x20, R12
+	MOVWLZX       R12, R12
+	VMOVQ         (R8)(R12*8), X12
+	MOVQ          R13, R12
+	SHRQ          $0x30, R12
+	VPINSRQ       $0x01, (R8)(R12*8), X12, X12
+	MOVBQZX       67(R9), R12
+	PDEPQ         iq2DecSHi<>+0(SB), R12, R12
+	MOVLQZX       6(R9), R13
+	PDEPQ         iq2DecLoBytes<>+0(SB), R13, R13
+	ORQ           R12, R13
+	MOVWLZX       R13, R12
+	VMOVQ         (R8)(R12*8), X13
+	MOVL          R13, R12
+	SHRL          $0x10, R12
+	VPINSRQ       $0x01, (R8)(R12*8), X13, X13
+	MOVQ          R13, R12
+	SHRQ          $0x20, R12
+	MOVWLZX       R12, R12
+	VMOVQ         (R8)(R12*8), X14
+	MOVQ          R13, R12
+	SHRQ          $0x30, R12
+	VPINSRQ       $0x01, (R8)(R12*8), X14, X14
+	VINSERTI32X4  $0x01, X12, Y11, Y12
+	VINSERTI32X4  $0x01, X14, Y13, Y14
+	VINSERTI64X4  $0x01, Y14, Z12, Z14
+	MOVBQZX       68(R9), R12
+	PDEPQ         iq2DecSHi<>+0(SB), R12, R12
+	MOVLQZX       10(R9), R13
+	PDEPQ         iq2DecLoBytes<>+0(SB), R13, R13
+	ORQ           R12, R13
+	MOVWLZX       R13, R12
+	VMOVQ         (R8)(R12*8), X11
+	MOVL          R13, R12
+	SHRL          $0x10, R12
+	VPINSRQ       $0x01, (R8)(R12*8), X11, X11
+	MOVQ          R13, R12
+	SHRQ          $0x20, R12
+	MOVWLZX       R12, R12
+	VMOVQ         (R8)(R12*8), X12
+	MOVQ          R13, R12
+	SHRQ          $0x30, R12
+	VPINSRQ       $0x01, (R8)(R12*8), X12, X12
+	MOVBQZX       69(R9), R12
+	PDEPQ         iq2DecSHi<>+0(SB), R12, R12
+	MOVLQZX       14(R9), R13
+	PDEPQ         iq2DecLoBytes<>+0(SB), R13, R13
+	ORQ           R12, R13
+	MOVWLZX       R13, R12
+	VMOVQ         (R8)(R12*8), X13
+	MOVL          R13, R12
+	SHRL          $0x10, R12
+	VPINSRQ       $0x01, (R8)(R12*8), X13, X13
+	MOVQ          R13, R12
+	SHRQ          $0x20, R12
+	MOVWLZX       R12, R12
 	VMOVQ         (R8)(R12*8), X15
-	VPINSRQ       $0x01, (R8)(R13*8), X15, X15
-	VINSERTI32X4  $0x01, X17, Y16, Y18
-	VINSERTI32X4  $0x01, X15, Y19, Y15
-	VINSERTI64X4  $0x01, Y15, Z18, Z15
-	MOVWQZX       16(SP), R12
-	MOVWQZX       18(SP), R13
+	MOVQ          R13, R12
+	SHRQ          $0x30, R12
+	VPINSRQ       $0x01, (R8)(R12*8), X15, X15
+	VINSERTI32X4  $0x01, X12, Y11, Y12
+	VINSERTI32X4  $0x01, X15, Y13, Y15
+	VINSERTI64X4  $0x01, Y15, Z12, Z15
+	MOVBQZX       70(R9), R12
+	PDEPQ         iq2DecSHi<>+0(SB), R12, R12
+	MOVLQZX       18(R9), R13
+	PDEPQ         iq2DecLoBytes<>+0(SB), R13, R13
+	ORQ           R12, R13
+	MOVWLZX       R13, R12
+	VMOVQ         (R8)(R12*8), X11
+	MOVL          R13, R12
+	SHRL          $0x10, R12
+	VPINSRQ       $0x01, (R8)(R12*8), X11, X11
+	MOVQ          R13, R12
+	SHRQ          $0x20, R12
+	MOVWLZX       R12, R12
+	VMOVQ         (R8)(R12*8), X12
+	MOVQ          R13, R12
+	SHRQ          $0x30, R12
+	VPINSRQ       $0x01, (R8)(R12*8), X12, X12
+	MOVBQZX       71(R9), R12
+	PDEPQ         iq2DecSHi<>+0(SB), R12, R12
+	MOVLQZX       22(R9), R13
+	PDEPQ         iq2DecLoBytes<>+0(SB), R13, R13
+	ORQ           R12, R13
+	MOVWLZX       R13, R12
+	VMOVQ         (R8)(R12*8), X13
+	MOVL          R13, R12
+	SHRL          $0x10, R12
+	VPINSRQ       $0x01, (R8)(R12*8), X13, X13
+	MOVQ          R13, R12
+	SHRQ          $0x20, R12
+	MOVWLZX       R12, R12
 	VMOVQ         (R8)(R12*8), X16
-	VPINSRQ       $0x01, (R8)(R13*8), X16, X16
-	MOVWQZX       20(SP), R12
-	MOVWQZX       22(SP), R13
-	VMOVQ         (R8)(R12*8), X18
-	VPINSRQ       $0x01, (R8)(R13*8), X18, X18
-	MOVWQZX       24(SP), R12
-	MOVWQZX       26(SP), R13
-	VMOVQ         (R8)(R12*8), X19
-	VPINSRQ       $0x01, (R8)(R13*8), X19, X19
-	MOVWQZX       28(SP), R12
-	MOVWQZX       30(SP), R13
+	MOVQ          R13, R12
+	SHRQ          $0x30, R12
+	VPINSRQ       $0x01, (R8)(R12*8), X16, X16
+	VINSERTI32X4  $0x01, X12, Y11, Y12
+	VINSERTI32X4  $0x01, X16, Y13, Y16
+	VINSERTI64X4  $0x01, Y16, Z12, Z16
+	MOVBQZX       72(R9), R12
+	PDEPQ         iq2DecSHi<>+0(SB), R12, R12
+	MOVLQZX       26(R9), R13
+	PDEPQ         iq2DecLoBytes<>+0(SB), R13, R13
+	ORQ           R12, R13
+	MOVWLZX       R13, R12
+	VMOVQ         (R8)(R12*8), X11
+	MOVL          R13, R12
+	SHRL          $0x10, R12
+	VPINSRQ       $0x01, (R8)(R12*8), X11, X11
+	MOVQ          R13, R12
+	SHRQ          $0x20, R12
+	MOVWLZX       R12, R12
+	VMOVQ         (R8)(R12*8), X12
+	MOVQ          R13, R12
+	SHRQ          $0x30, R12
+	VPINSRQ       $0x01, (R8)(R12*8), X12, X12
+	MOVBQZX       73(R9), R12
+	PDEPQ         iq2DecSHi<>+0(SB), R12, R12
+	MOVLQZX       30(R9), R13
+	PDEPQ         iq2DecLoBytes<>+0(SB), R13, R13
+	ORQ           R12, R13
+	MOVWLZX       R13, R12
+	VMOVQ         (R8)(R12*8), X13
+	MOVL          R13, R12
+	SHRL          $0x10, R12
+	VPINSRQ       $0x01, (R8)(R12*8), X13, X13
+	MOVQ          R13, R12
+	SHRQ          $0x20, R12
+	MOVWLZX       R12, R12
 	VMOVQ         (R8)(R12*8), X17
-	VPINSRQ       $0x01, (R8)(R13*8), X17, X17
-	VINSERTI32X4  $0x01, X18, Y16, Y18
-	VINSERTI32X4  $0x01, X17, Y19, Y17
-	VINSERTI64X4  $0x01, Y17, Z18, Z17
-	MOVWQZX       32(SP), R12
-	MOVWQZX       34(SP), R13
-	VMOVQ         (R8)(R12*8), X16
-	VPINSRQ       $0x01, (R8)(R13*8), X16, X16
-	MOVWQZX       36(SP), R12
-	MOVWQZX       38(SP), R13
-	VMOVQ         (R8)(R12*8), X18
-	VPINSRQ       $0x01, (R8)(R13*8), X18, X18
-	MOVWQZX       40(SP), R12
-	MOVWQZX       42(SP), R13
-	VMOVQ         (R8)(R12*8), X19
-	VPINSRQ       $0x01, (R8)(R13*8), X19, X19
-	MOVWQZX       44(SP), R12
-	MOVWQZX       46(SP), R13
-	VMOVQ         (R8)(R12*8), X20
-	VPINSRQ       $0x01, (R8)(R13*8), X20, X20
-	VINSERTI32X4  $0x01, X18, Y16, Y18
-	VINSERTI32X4  $0x01, X20, Y19, Y20
-	VINSERTI64X4  $0x01, Y20, Z18, Z20
-	MOVWQZX       48(SP), R12
-	MOVWQZX       50(SP), R13
-	VMOVQ         (R8)(R12*8), X16
-	VPINSRQ       $0x01, (R8)(R13*8), X16, X16
-	MOVWQZX       52(SP), R12
-	MOVWQZX       54(SP), R13
-	VMOVQ         (R8)(R12*8), X18
-	VPINSRQ       $0x01, (R8)(R13*8), X18, X18
-	MOVWQZX       56(SP), R12
-	MOVWQZX       58(SP), R13
-	VMOVQ         (R8)(R12*8), X19
-	VPINSRQ       $0x01, (R8)(R13*8), X19, X19
-	MOVWQZX       60(SP), R12
-	MOVWQZX       62(SP), R13
-	VMOVQ         (R8)(R12*8), X21
-	VPINSRQ       $0x01, (R8)(R13*8), X21, X21
-	VINSERTI32X4  $0x01, X18, Y16, Y18
-	VINSERTI32X4  $0x01, X21, Y19, Y21
-	VINSERTI64X4  $0x01, Y21, Z18, Z21
-	VPMOVZXBW     74(R9), X16
-	VPERMW        Y16, Y3, Y18
-	VPSRLVW       Y4, Y18, Y18
-	VPANDD        Y2, Y18, Y18
-	VPADDW        Y18, Y18, Y18
-	VPORD         Y1, Y18, Y18
+	MOVQ          R13, R12
+	SHRQ          $0x30, R12
+	VPINSRQ       $0x01, (R8)(R12*8), X17, X17
+	VINSERTI32X4  $0x01, X12, Y11, Y12
+	VINSERTI32X4  $0x01, X17, Y13, Y17
+	VINSERTI64X4  $0x01, Y17, Z12, Z17
+	VPMOVZXBW     74(R9), X11
+	VPERMW        Y11, Y3, Y12
+	VPSRLVW       Y4, Y12, Y12
+	VPANDD        Y2, Y12, Y12
+	VPADDW        Y12, Y12, Y12
+	VPORD         Y1, Y12, Y12
 	KMOVQ         34(R9), K1
-	VMOVDQU64     4(R10), Z22
-	VPSUBB        Z22, Z0, K1, Z22
-	VPMADDUBSW    Z22, Z15, Z15
-	VPERMW        Z18, Z5, Z22
-	VPDPWSSD      Z22, Z15, Z14
+	VMOVDQU64     4(R10), Z18
+	VPSUBB        Z18, Z0, K1, Z18
+	VPMADDUBSW    Z18, Z14, Z14
+	VPERMW        Z12, Z5, Z18
+	VPDPWSSD      Z18, Z14, Z10
 	KMOVQ         42(R9), K1
-	VMOVDQU64     68(R10), Z15
-	VPSUBB        Z15, Z0, K1, Z15
-	VPMADDUBSW    Z15, Z17, Z15
-	VPERMW        Z18, Z6, Z17
-	VPDPWSSD      Z17, Z15, Z14
+	VMOVDQU64     68(R10), Z14
+	VPSUBB        Z14, Z0, K1, Z14
+	VPMADDUBSW    Z14, Z15, Z14
+	VPERMW        Z12, Z6, Z15
+	VPDPWSSD      Z15, Z14, Z10
 	KMOVQ         50(R9), K1
-	VMOVDQU64     132(R10), Z15
-	VPSUBB        Z15, Z0, K1, Z15
-	VPMADDUBSW    Z15, Z20, Z15
-	VPERMW        Z18, Z7, Z17
-	VPDPWSSD      Z17, Z15, Z14
+	VMOVDQU64     132(R10), Z14
+	VPSUBB        Z14, Z0, K1, Z14
+	VPMADDUBSW    Z14, Z16, Z14
+	VPERMW        Z12, Z7, Z15
+	VPDPWSSD      Z15, Z14, Z10
 	KMOVQ         58(R9), K1
-	VMOVDQU64     196(R10), Z15
-	VPSUBB        Z15, Z0, K1, Z15
-	VPMADDUBSW    Z15, Z21, Z15
-	VPERMW        Z18, Z8, Z17
-	VPDPWSSD      Z17, Z15, Z14
-	VEXTRACTI64X4 $0x01, Z14, Y15
-	VPADDD        Y15, Y14, Y15
-	VEXTRACTI32X4 $0x01, Y15, X16
-	VPADDD        X16, X15, X15
-	VPSHUFD       $0x4e, X15, X16
-	VPADDD        X16, X15, X15
-	VPSHUFD       $0xb1, X15, X16
-	VPADDD        X16, X15, X15
-	VCVTDQ2PS     X15, X15
+	VMOVDQU64     196(R10), Z14
+	VPSUBB        Z14, Z0, K1, Z14
+	VPMADDUBSW    Z14, Z17, Z14
+	VPERMW        Z12, Z8, Z15
+	VPDPWSSD      Z15, Z14, Z10
+	VEXTRACTI64X4 $0x01, Z10, Y12
+	VPADDD        Y12, Y10, Y12
+	VEXTRACTI32X4 $0x01, Y12, X11
+	VPADDD        X11, X12, X11
+	VPSHUFD       $0x4e, X11, X12
+	VPADDD        X12, X11, X11
+	VPSHUFD       $0xb1, X11, X12
+	VPADDD        X12, X11, X11
+	VCVTDQ2PS     X11, X11
 	MOVWLZX       (R9), R12
-	VMOVD         R12, X16
-	VCVTPH2PS     X16, X16
-	VMULSS        (R10), X16, X16
-	VMULSS        X15, X16, X16
-	VMULSS        X12, X16, X16
-	VADDSS        X16, X13, X13
+	VMOVD         R12, X12
+	VCVTPH2PS     X12, X12
+	VMULSS        (R10), X12, X12
+	VMULSS        X11, X12, X12
+	VMULSS        iq2DecEighth<>+0(SB), X12, X12
+	VADDSS        X12, X9, X9
 	ADDQ          $0x00000052, R9
 	ADDQ          $0x00000124, R10
 	DECQ          R11
 	JMP           dotIQ2SAVX512r_block
 
 dotIQ2SAVX512r_rowdone:
-	VMOVSS X13, (DI)
+	VMOVSS X9, (DI)
 	ADDQ   $0x04, DI
 	ADDQ   CX, AX
 	DECQ   SI
 	JMP    dotIQ2SAVX512r_row
 
 dotIQ2SAVX512r_done:
+	VZEROUPPER
+	RET
+
+DATA iq1mDupIdx<>+0(SB)/8, $0x0001000100000000
+DATA iq1mDupIdx<>+8(SB)/8, $0x0003000300020002
+DATA iq1mDupIdx<>+16(SB)/8, $0x0005000500040004
+DATA iq1mDupIdx<>+24(SB)/8, $0x0007000700060006
+DATA iq1mDupIdx<>+32(SB)/8, $0x0009000900080008
+DATA iq1mDupIdx<>+40(SB)/8, $0x000b000b000a000a
+DATA iq1mDupIdx<>+48(SB)/8, $0x000d000d000c000c
+DATA iq1mDupIdx<>+56(SB)/8, $0x000f000f000e000e
+GLOBL iq1mDupIdx<>(SB), RODATA|NOPTR, $64
+
+DATA iq1mQhShifts<>+0(SB)/8, $0x0004000000040000
+DATA iq1mQhShifts<>+8(SB)/8, $0x0004000000040000
+DATA iq1mQhShifts<>+16(SB)/8, $0x0004000000040000
+DATA iq1mQhShifts<>+24(SB)/8, $0x0004000000040000
+DATA iq1mQhShifts<>+32(SB)/8, $0x0004000000040000
+DATA iq1mQhShifts<>+40(SB)/8, $0x0004000000040000
+DATA iq1mQhShifts<>+48(SB)/8, $0x0004000000040000
+DATA iq1mQhShifts<>+56(SB)/8, $0x0004000000040000
+GLOBL iq1mQhShifts<>(SB), RODATA|NOPTR, $64
+
+DATA iq1mScShifts<>+0(SB)/8, $0x0000000000000000
+DATA iq1mScShifts<>+8(SB)/8, $0x0000000000000000
+DATA iq1mScShifts<>+16(SB)/8, $0x0003000300030003
+DATA iq1mScShifts<>+24(SB)/8, $0x0003000300030003
+DATA iq1mScShifts<>+32(SB)/8, $0x0006000600060006
+DATA iq1mScShifts<>+40(SB)/8, $0x0006000600060006
+DATA iq1mScShifts<>+48(SB)/8, $0x0009000900090009
+DATA iq1mScShifts<>+56(SB)/8, $0x0009000900090009
+GLOBL iq1mScShifts<>(SB), RODATA|NOPTR, $64
+
+// func dotIQ1MAVX512r(x *byte, rb int, y *byte, n int, rows int, out *float32, grid *byte)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, BMI2, F16C
+TEXT ·dotIQ1MAVX512r(SB), NOSPLIT, $0-56
+	MOVQ         x+0(FP), AX
+	MOVQ         rb+8(FP), CX
+	MOVQ         y+16(FP), DX
+	MOVQ         n+24(FP), BX
+	MOVQ         rows+32(FP), SI
+	MOVQ         out+40(FP), DI
+	MOVQ         grid+48(FP), R8
+	MOVL         $0x00000001, R9
+	VPBROADCASTW R9, Z1
+	MOVL         $0x0000000f, R9
+	VPBROADCASTW R9, Z2
+	VPXORD       Z0, Z0, Z0
+	VMOVDQU64    iq2DecScDup<>+0(SB), Y2
+	VMOVDQU64    iq2DecScShift<>+0(SB), Y2
+	VMOVDQU64    iq2DecScPerm<>+0(SB), Z2
+	VMOVDQU64    iq2DecScPerm<>+64(SB), Z2
+	VMOVDQU64    iq2DecScPerm<>+128(SB), Z2
+	VMOVDQU64    iq2DecScPerm<>+192(SB), Z2
+	MOVL         $0x00000007, R9
+	VPBROADCASTW R9, Z2
+	MOVL         $0x00000008, R9
+	VPBROADCASTW R9, Z7
+	MOVL         $0x01010101, R9
+	VPBROADCASTD R9, Z8
+	VMOVDQU64    iq1mDupIdx<>+0(SB), Z9
+	MOVQ         $0x0000000011111111, R9
+
+dotIQ1MAVX512r_row:
+	TESTQ  SI, SI
+	JZ     dotIQ1MAVX512r_done
+	MOVQ   AX, R10
+	MOVQ   DX, R11
+	MOVQ   BX, R12
+	VXORPS X10, X10, X10
+
+dotIQ1MAVX512r_block:
+	TESTQ         R12, R12
+	JZ            dotIQ1MAVX512r_rowdone
+	VPXORD        Z3, Z3, Z3
+	MOVWLZX       32(R10), R13
+	PEXTL         iq1mDecQHNib<>+0(SB), R13, R13
+	PDEPQ         iq1mDecQH3<>+0(SB), R13, R13
+	MOVLQZX       (R10), R14
+	PDEPQ         iq2DecLoBytes<>+0(SB), R14, R14
+	ORQ           R13, R14
+	MOVWLZX       R14, R13
+	VMOVQ         (R8)(R13*8), X4
+	MOVL          R14, R13
+	SHRL          $0x10, R13
+	VPINSRQ       $0x01, (R8)(R13*8), X4, X4
+	MOVQ          R14, R13
+	SHRQ          $0x20, R13
+	MOVWLZX       R13, R13
+	VMOVQ         (R8)(R13*8), X6
+	MOVQ          R14, R13
+	SHRQ          $0x30, R13
+	VPINSRQ       $0x01, (R8)(R13*8), X6, X6
+	MOVWLZX       34(R10), R13
+	PEXTL         iq1mDecQHNib<>+0(SB), R13, R13
+	PDEPQ         iq1mDecQH3<>+0(SB), R13, R13
+	MOVLQZX       4(R10), R14
+	PDEPQ         iq2DecLoBytes<>+0(SB), R14, R14
+	ORQ           R13, R14
+	MOVWLZX       R14, R13
+	VMOVQ         (R8)(R13*8), X5
+	MOVL          R14, R13
+	SHRL          $0x10, R13
+	VPINSRQ       $0x01, (R8)(R13*8), X5, X5
+	MOVQ          R14, R13
+	SHRQ          $0x20, R13
+	MOVWLZX       R13, R13
+	VMOVQ         (R8)(R13*8), X11
+	MOVQ          R14, R13
+	SHRQ          $0x30, R13
+	VPINSRQ       $0x01, (R8)(R13*8), X11, X11
+	VINSERTI32X4  $0x01, X6, Y4, Y6
+	VINSERTI32X4  $0x01, X11, Y5, Y11
+	VINSERTI64X4  $0x01, Y11, Z6, Z11
+	MOVWLZX       36(R10), R13
+	PEXTL         iq1mDecQHNib<>+0(SB), R13, R13
+	PDEPQ         iq1mDecQH3<>+0(SB), R13, R13
+	MOVLQZX       8(R10), R14
+	PDEPQ         iq2DecLoBytes<>+0(SB), R14, R14
+	ORQ           R13, R14
+	MOVWLZX       R14, R13
+	VMOVQ         (R8)(R13*8), X4
+	MOVL          R14, R13
+	SHRL          $0x10, R13
+	VPINSRQ       $0x01, (R8)(R13*8), X4, X4
+	MOVQ          R14, R13
+	SHRQ          $0x20, R13
+	MOVWLZX       R13, R13
+	VMOVQ         (R8)(R13*8), X6
+	MOVQ          R14, R13
+	SHRQ          $0x30, R13
+	VPINSRQ       $0x01, (R8)(R13*8), X6, X6
+	MOVWLZX       38(R10), R13
+	PEXTL         iq1mDecQHNib<>+0(SB), R13, R13
+	PDEPQ         iq1mDecQH3<>+0(SB), R13, R13
+	MOVLQZX       12(R10), R14
+	PDEPQ         iq2DecLoBytes<>+0(SB), R14, R14
+	ORQ           R13, R14
+	MOVWLZX       R14, R13
+	VMOVQ         (R8)(R13*8), X5
+	MOVL          R14, R13
+	SHRL          $0x10, R13
+	VPINSRQ       $0x01, (R8)(R13*8), X5, X5
+	MOVQ          R14, R13
+	SHRQ          $0x20, R13
+	MOVWLZX       R13, R13
+	VMOVQ         (R8)(R13*8), X12
+	MOVQ          R14, R13
+	SHRQ          $0x30, R13
+	VPINSRQ       $0x01, (R8)(R13*8), X12, X12
+	VINSERTI32X4  $0x01, X6, Y4, Y6
+	VINSERTI32X4  $0x01, X12, Y5, Y12
+	VINSERTI64X4  $0x01, Y12, Z6, Z12
+	MOVWLZX       40(R10), R13
+	PEXTL         iq1mDecQHNib<>+0(SB), R13, R13
+	PDEPQ         iq1mDecQH3<>+0(SB), R13, R13
+	MOVLQZX       16(R10), R14
+	PDEPQ         iq2DecLoBytes<>+0(SB), R14, R14
+	ORQ           R13, R14
+	MOVWLZX       R14, R13
+	VMOVQ         (R8)(R13*8), X4
+	MOVL          R14, R13
+	SHRL          $0x10, R13
+	VPINSRQ       $0x01, (R8)(R13*8), X4, X4
+	MOVQ          R14, R13
+	SHRQ          $0x20, R13
+	MOVWLZX       R13, R13
+	VMOVQ         (R8)(R13*8), X6
+	MOVQ          R14, R13
+	SHRQ          $0x30, R13
+	VPINSRQ       $0x01, (R8)(R13*8), X6, X6
+	MOVWLZX       42(R10), R13
+	PEXTL         iq1mDecQHNib<>+0(SB), R13, R13
+	PDEPQ         iq1mDecQH3<>+0(SB), R13, R13
+	MOVLQZX       20(R10), R14
+	PDEPQ         iq2DecLoBytes<>+0(SB), R14, R14
+	ORQ           R13, R14
+	MOVWLZX       R14, R13
+	VMOVQ         (R8)(R13*8), X5
+	MOVL          R14, R13
+	SHRL          $0x10, R13
+	VPINSRQ       $0x01, (R8)(R13*8), X5, X5
+	MOVQ          R14, R13
+	SHRQ          $0x20, R13
+	MOVWLZX       R13, R13
+	VMOVQ         (R8)(R13*8), X13
+	MOVQ          R14, R13
+	SHRQ          $0x30, R13
+	VPINSRQ       $0x01, (R8)(R13*8), X13, X13
+	VINSERTI32X4  $0x01, X6, Y4, Y6
+	VINSERTI32X4  $0x01, X13, Y5, Y13
+	VINSERTI64X4  $0x01, Y13, Z6, Z13
+	MOVWLZX       44(R10), R13
+	PEXTL         iq1mDecQHNib<>+0(SB), R13, R13
+	PDEPQ         iq1mDecQH3<>+0(SB), R13, R13
+	MOVLQZX       24(R10), R14
+	PDEPQ         iq2DecLoBytes<>+0(SB), R14, R14
+	ORQ           R13, R14
+	MOVWLZX       R14, R13
+	VMOVQ         (R8)(R13*8), X4
+	MOVL          R14, R13
+	SHRL          $0x10, R13
+	VPINSRQ       $0x01, (R8)(R13*8), X4, X4
+	MOVQ          R14, R13
+	SHRQ          $0x20, R13
+	MOVWLZX       R13, R13
+	VMOVQ         (R8)(R13*8), X6
+	MOVQ          R14, R13
+	SHRQ          $0x30, R13
+	VPINSRQ       $0x01, (R8)(R13*8), X6, X6
+	MOVWLZX       46(R10), R13
+	PEXTL         iq1mDecQHNib<>+0(SB), R13, R13
+	PDEPQ         iq1mDecQH3<>+0(SB), R13, R13
+	MOVLQZX       28(R10), R14
+	PDEPQ         iq2DecLoBytes<>+0(SB), R14, R14
+	ORQ           R13, R14
+	MOVWLZX       R14, R13
+	VMOVQ         (R8)(R13*8), X5
+	MOVL          R14, R13
+	SHRL          $0x10, R13
+	VPINSRQ       $0x01, (R8)(R13*8), X5, X5
+	MOVQ          R14, R13
+	SHRQ          $0x20, R13
+	MOVWLZX       R13, R13
+	VMOVQ         (R8)(R13*8), X14
+	MOVQ          R14, R13
+	SHRQ          $0x30, R13
+	VPINSRQ       $0x01, (R8)(R13*8), X14, X14
+	VINSERTI32X4  $0x01, X6, Y4, Y6
+	VINSERTI32X4  $0x01, X14, Y5, Y14
+	VINSERTI64X4  $0x01, Y14, Z6, Z14
+	VPMOVZXBW     32(R10), Y6
+	VPERMW        Z6, Z9, Z15
+	VPSRLVW       iq1mQhShifts<>+0(SB), Z15, Z15
+	VPTESTMW      Z7, Z15, K1
+	KMOVD         K1, R13
+	VPBROADCASTW  48(R10), Z15
+	VPSRLVW       iq1mScShifts<>+0(SB), Z15, Z15
+	VPANDD        Z2, Z15, Z15
+	VPADDW        Z15, Z15, Z15
+	VPADDW        Z1, Z15, Z15
+	VPSLLW        $0x03, Z15, Z16
+	MOVL          R13, R14
+	ANDL          $0x000000ff, R14
+	PDEPL         R9, R14, R14
+	IMUL3L        $0x0000000f, R14, R14
+	KMOVD         R14, K1
+	VPSUBW        Z15, Z0, K1, Z15
+	VPSUBW        Z16, Z15, Z15
+	VPADDB        Z8, Z11, Z11
+	VMOVDQU64     4(R11), Z17
+	VPMADDUBSW    Z17, Z11, Z11
+	VPMADDUBSW    Z17, Z8, Z17
+	VPDPWSSD      Z16, Z11, Z3
+	VPDPWSSD      Z15, Z17, Z3
+	VPBROADCASTW  50(R10), Z11
+	VPSRLVW       iq1mScShifts<>+0(SB), Z11, Z11
+	VPANDD        Z2, Z11, Z11
+	VPADDW        Z11, Z11, Z11
+	VPADDW        Z1, Z11, Z11
+	VPSLLW        $0x03, Z11, Z15
+	MOVL          R13, R14
+	SHRL          $0x08, R14
+	ANDL          $0x000000ff, R14
+	PDEPL         R9, R14, R14
+	IMUL3L        $0x0000000f, R14, R14
+	KMOVD         R14, K1
+	VPSUBW        Z11, Z0, K1, Z11
+	VPSUBW        Z15, Z11, Z11
+	VPADDB        Z8, Z12, Z12
+	VMOVDQU64     68(R11), Z16
+	VPMADDUBSW    Z16, Z12, Z12
+	VPMADDUBSW    Z16, Z8, Z16
+	VPDPWSSD      Z15, Z12, Z3
+	VPDPWSSD      Z11, Z16, Z3
+	VPBROADCASTW  52(R10), Z11
+	VPSRLVW       iq1mScShifts<>+0(SB), Z11, Z11
+	VPANDD        Z2, Z11, Z11
+	VPADDW        Z11, Z11, Z11
+	VPADDW        Z1, Z11, Z11
+	VPSLLW        $0x03, Z11, Z12
+	MOVL          R13, R14
+	SHRL          $0x10, R14
+	ANDL          $0x000000ff, R14
+	PDEPL         R9, R14, R14
+	IMUL3L        $0x0000000f, R14, R14
+	KMOVD         R14, K1
+	VPSUBW        Z11, Z0, K1, Z11
+	VPSUBW        Z12, Z11, Z11
+	VPADDB        Z8, Z13, Z13
+	VMOVDQU64     132(R11), Z15
+	VPMADDUBSW    Z15, Z13, Z13
+	VPMADDUBSW    Z15, Z8, Z15
+	VPDPWSSD      Z12, Z13, Z3
+	VPDPWSSD      Z11, Z15, Z3
+	VPBROADCASTW  54(R10), Z11
+	VPSRLVW       iq1mScShifts<>+0(SB), Z11, Z11
+	VPANDD        Z2, Z11, Z11
+	VPADDW        Z11, Z11, Z11
+	VPADDW        Z1, Z11, Z11
+	VPSLLW        $0x03, Z11, Z12
+	SHRL          $0x18, R13
+	ANDL          $0x000000ff, R13
+	PDEPL         R9, R13, R13
+	IMUL3L        $0x0000000f, R13, R13
+	KMOVD         R13, K1
+	VPSUBW        Z11, Z0, K1, Z11
+	VPSUBW        Z12, Z11, Z11
+	VPADDB        Z8, Z14, Z14
+	VMOVDQU64     196(R11), Z13
+	VPMADDUBSW    Z13, Z14, Z14
+	VPMADDUBSW    Z13, Z8, Z13
+	VPDPWSSD      Z12, Z14, Z3
+	VPDPWSSD      Z11, Z13, Z3
+	VEXTRACTI64X4 $0x01, Z3, Y6
+	VPADDD        Y6, Y3, Y6
+	VEXTRACTI32X4 $0x01, Y6, X4
+	VPADDD        X4, X6, X4
+	VPSHUFD       $0x4e, X4, X5
+	VPADDD        X5, X4, X4
+	VPSHUFD       $0xb1, X4, X5
+	VPADDD        X5, X4, X4
+	VCVTDQ2PS     X4, X4
+	MOVWQZX       48(R10), R13
+	SHRQ          $0x0c, R13
+	MOVWQZX       50(R10), R14
+	SHRQ          $0x08, R14
+	ANDQ          $0x000000f0, R14
+	ORQ           R14, R13
+	MOVWQZX       52(R10), R14
+	SHRQ          $0x04, R14
+	ANDQ          $0x00000f00, R14
+	ORQ           R14, R13
+	MOVWQZX       54(R10), R14
+	ANDQ          $0x0000f000, R14
+	ORQ           R14, R13
+	VMOVD         R13, X5
+	VCVTPH2PS     X5, X5
+	VMULSS        (R11), X5, X5
+	VMULSS        iq2DecEighth<>+0(SB), X4, X4
+	VMULSS        X4, X5, X5
+	VADDSS        X5, X10, X10
+	ADDQ          $0x00000038, R10
+	ADDQ          $0x00000124, R11
+	DECQ          R12
+	JMP           dotIQ1MAVX512r_block
+
+dotIQ1MAVX512r_rowdone:
+	VMOVSS X10, (DI)
+	ADDQ   $0x04, DI
+	ADDQ   CX, AX
+	DECQ   SI
+	JMP    dotIQ1MAVX512r_row
+
+dotIQ1MAVX512r_done:
 	VZEROUPPER
 	RET
 
