@@ -44,7 +44,7 @@ type dec512 struct {
 }
 
 // iq2Dec512Constants emits the constants' rodata once.
-var decEighth, decScDup, decScShift, decScPerm, decXSPerm, decXSBits, decSHi, decLoBytes, decQHNib, decQH3 Mem
+var decEighth, decScDup, decScShift, decScPerm, decXSPerm, decXSBits, decSHi, decLoBytes, decQHNib, decQH3, decXXSShift, decXXSPerm, decXXSScPerm, decXSBitsPlain Mem
 
 func iq2Dec512Constants() {
 	e := math.Float32bits(0.125)
@@ -90,6 +90,31 @@ func iq2Dec512Constants() {
 	decLoBytes = q64("iq2DecLoBytes", 0x00ff00ff00ff00ff)
 	decQHNib = q64("iq1mDecQHNib", 0x7777)
 	decQH3 = q64("iq1mDecQH3", 0x0700070007000700)
+	// IQ2_XXS: byte l < 4 of lane ib ← 8 bits from bit 32+7l of the block's
+	// qword ib (sign index l, VPMULTISHIFTQB); byte 8i of 64 values z's sign
+	// vector ← byte l = i%4 of lane 2z + i/4 (VPERMB); the pair-sum word k of 64
+	// values z ← word 0 of lane 2z + k/16 (the scale, VPERMW).
+	var sh, xxp, sp []byte
+	for i := 0; i < 8; i++ {
+		sh = append(sh, 32, 39, 46, 53, 0, 0, 0, 0)
+	}
+	for z := 0; z < 4; z++ {
+		for i := 0; i < 8; i++ {
+			b := byte(8*(2*z+i/4) + i%4)
+			xxp = append(xxp, b, b, b, b, b, b, b, b)
+		}
+		for k := 0; k < 32; k++ {
+			sp = append(sp, byte(4*(2*z+k/16)), 0)
+		}
+	}
+	decXXSShift = rodata("iq2DecXXSShift", sh)
+	var bp []byte
+	for i := 0; i < 64; i++ {
+		bp = append(bp, byte(i%8))
+	}
+	decXSBitsPlain = rodata("iq2DecBits", bp)
+	decXXSPerm = rodata("iq2DecXXSPerm", xxp)
+	decXXSScPerm = rodata("iq2DecXXSScPerm", sp)
 }
 
 func wordConst(v uint32) VecVirtual {
@@ -323,6 +348,66 @@ func dotIQ2SAVX512r() {
 				k := K()
 				KMOVQ(Mem{Base: x, Disp: 34 + 8*z}, k)
 				chunk512(c, y, z, g[z], k, w, acc)
+			}
+		}
+	})
+}
+
+// dotIQ2XXSAVX512r: per 32 weights ib the qword at 2+8ib: four grid index
+// bytes, then a uint32 of four 7-bit sign indices and the 4-bit scale at the
+// top. The sign bytes: VPMULTISHIFTQB picks each index, VPOPCNTB its parity
+// (put in bit 7), VPERMB moves each group's byte into its lane of 64 values for
+// VPSHUFBITQMB; the scales: each qword shifted right by 60.
+func dotIQ2XXSAVX512r() {
+	latticeDec512("dotIQ2XXSAVX512r", "IQ2XXS", 66, 0.125, func(c *dec512) decBlock512 {
+		var perm, scPerm [4]VecVirtual
+		for z := range perm {
+			perm[z], scPerm[z] = ZMM(), ZMM()
+			VMOVDQU64(decXXSPerm.Offset(64*z), perm[z])
+			VMOVDQU64(decXXSScPerm.Offset(64*z), scPerm[z])
+		}
+		shift := ZMM()
+		VMOVDQU64(decXXSShift, shift)
+		b7f, b80 := ZMM(), ZMM()
+		{
+			g := GP32()
+			MOVL(U32(0x7f7f7f7f), g)
+			VPBROADCASTD(g, b7f)
+			MOVL(U32(0x80808080), g)
+			VPBROADCASTD(g, b80)
+		}
+		return func(x, y, grid GPVirtual, acc VecVirtual) {
+			g := gather32f(grid, func(g int) GPVirtual {
+				r := GP64()
+				MOVBQZX(Mem{Base: x, Disp: 2 + 8*(g/4) + g%4}, r)
+				return r
+			})
+			q := ZMM()
+			VMOVDQU64(Mem{Base: x, Disp: 2}, q)
+			sg := ZMM()
+			VPMULTISHIFTQB(q, shift, sg)
+			VPANDD(b7f, sg, sg)
+			p := ZMM()
+			rawOut("VPOPCNTB", sg, p)
+			VPSLLW(U8(7), p, p)
+			VPTERNLOGD(U8(0xec), b80, sg, p) // sg | p&0x80
+			sc := ZMM()
+			VPSRLQ(U8(60), q, sc)
+			VPADDW(sc, sc, sc)
+			VPORD(c.ones16, sc, sc)
+			for z := 0; z < 4; z++ {
+				t := ZMM()
+				VPERMB(p, perm[z], t)
+				k := K()
+				rawOut("VPSHUFBITQMB", decXSBitsPlain, t, k)
+				w := ZMM()
+				VPERMW(sc, scPerm[z], w)
+				qz := ZMM()
+				VMOVDQU64(Mem{Base: y, Disp: q8KQS + 64*z}, qz)
+				VPSUBB(qz, c.zero, k, qz)
+				pr := ZMM()
+				VPMADDUBSW(qz, g[z], pr)
+				raw("VPDPWSSD", w, pr, acc)
 			}
 		}
 	})

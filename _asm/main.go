@@ -142,6 +142,7 @@ func main() {
 	dotIQ2XSAVX512r()
 	dotIQ2SAVX512r()
 	dotIQ1MAVX512r()
+	dotIQ2XXSAVX512r()
 	tq2PanelAVX512r4t4()
 	decodeTQ2_0BytesAVX512()
 	for _, g := range latticeGroups512 {

@@ -10,7 +10,8 @@ import (
 
 // The lattice types' AVX-512 decoding kernels (_asm/iq2dec512.go): one token
 // against many rows in one call, each row's result the AVX2 row kernel's bits.
-// IQ2_XS needs VBMI and BITALG besides (VPERMB, VPOPCNTW, VPSHUFBITQMB),
+// IQ2_XS and IQ2_XXS need VBMI and BITALG besides (VPERMB, VPMULTISHIFTQB,
+// VPOPCNTW/B, VPSHUFBITQMB),
 // IQ1_M BMI2 (PDEP).
 var hasBITALG = cpu.X86.HasAVX512BITALG
 
@@ -22,6 +23,8 @@ func latticeDecKernel(typ Type) func(x *byte, rb int, y *byte, n, rows int, out 
 		return dotIQ2SAVX512r
 	case typ == IQ2_XS && useVNNI16 && hasBITALG:
 		return dotIQ2XSAVX512r
+	case typ == IQ2_XXS && useVNNI16 && hasBITALG:
+		return dotIQ2XXSAVX512r
 	case typ == IQ1_M && useAVX512 && cpu.X86.HasBMI2:
 		return dotIQ1MAVX512r
 	}
@@ -31,6 +34,8 @@ func latticeDecKernel(typ Type) func(x *byte, rb int, y *byte, n, rows int, out 
 // latticeGrid returns the address of typ's grid.
 func latticeGrid(typ Type) *byte {
 	switch typ {
+	case IQ2_XXS:
+		return (*byte)(unsafe.Pointer(&iq2xxsGrid[0]))
 	case IQ2_XS:
 		return (*byte)(unsafe.Pointer(&iq2xsGrid[0]))
 	case IQ2_S:

@@ -11,7 +11,7 @@ import (
 )
 
 // decTypes are the types with a many-row AVX-512 decoding kernel.
-var decTypes = []Type{IQ2_XS, IQ2_S, IQ1_M}
+var decTypes = []Type{IQ2_XXS, IQ2_XS, IQ2_S, IQ1_M}
 
 // TestLatticeDecRowsMatchReference: each many-row decoding kernel gives every
 // row the block reference's bits (dotKRowGeneric) for row counts 1 to 9 and
@@ -104,6 +104,8 @@ func BenchmarkLatticeDecode(b *testing.B) {
 // dotKRowAVX2 is typ's row dot at the level set (AVX2 in BenchmarkLatticeDecode).
 func dotKRowAVX2(typ Type, row []byte, y []q8KBlock) float32 {
 	switch typ {
+	case IQ2_XXS:
+		return dotIQ2XXSRow(row, y)
 	case IQ2_XS:
 		return dotIQ2XSRow(row, y)
 	case IQ2_S:

@@ -501,6 +501,9 @@ func dotIQ2XXSRow(row []byte, y []q8KBlock) float32 {
 		return dotKRowGeneric(dotIQ2XXSBlock, 66, row, y)
 	}
 	_ = row[n*66-1]
+	if v, ok := latticeDecRow(IQ2_XXS, row, y); ok {
+		return v
+	}
 	return dotIQ2XXSAVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n, (*byte)(unsafe.Pointer(&iq2xxsGrid[0])))
 }
 

@@ -388,6 +388,11 @@ func dotIQ2SAVX512r(x *byte, rb int, y *byte, n int, rows int, out *float32, gri
 //go:noescape
 func dotIQ1MAVX512r(x *byte, rb int, y *byte, n int, rows int, out *float32, grid *byte)
 
+// dotIQ2XXSAVX512r sets out[r] = dotIQ2XXSAVX2(x + r·rb, y, n, grid) for r < rows (AVX-512 BW, VL, VBMI, BITALG, VNNI; the same bits).
+//
+//go:noescape
+func dotIQ2XXSAVX512r(x *byte, rb int, y *byte, n int, rows int, out *float32, grid *byte)
+
 // tq2PanelAVX512r4t4 sets out[4·t+i] to dotTQ2_0Row of the byte-panel rows i < 4 at w
 // (block b at w + b·iqPanelGroup·256 + 256·i, scale dx[b·iqPanelGroup+i]) and the
 // q8KBlocks of tokens t < 4 at a + t·ts (scale dy[b·dys/4+t]) (AVX-512 VNNI).
