@@ -10,42 +10,58 @@ import (
 // in latticeDec512Step's frame (many rows a call): dotIQ1MAVX2's integer sums
 // and float steps, with the block's per-group work done once per block in
 // vectors instead of per sub-block in general-purpose registers. Per block: the
-// 32 grid indices (qs | (qh nibble & 7)<<8: the qh bytes widened, each
-// repeated by VPERMW and shifted by 0 or 4 per word) looked up by gather32f, the
-// shifts' signs (bit 3 of each nibble) into a 32-bit mask (VPTESTMW), and for
-// each 64 values the pair-sum multipliers: 8·ls for the grid's products and
+// 32 grid indices (qs | (qh nibble & 7)<<8, four at a time by PEXT and PDEP)
+// looked up by gather32f, the shifts' signs (bit 3 of each qh nibble: the qh
+// bytes widened, each repeated by VPERMW and shifted by 0 or 4 per word) as
+// -1/0 words, the 16 scales in a ymm
+// of words, and, spread from these by VPERMW for each 64 values, the pair-sum
+// multipliers: 8·ls for the grid's products and
 // ±ls − 8·ls for the activations' own pair sums. Per 64 values: the 8 grid
 // entries plus one (0, 1 or 2: unsigned) times the quants by VPMADDUBSW, the
 // quants' pair sums likewise by ones, so that ls8·Σ(g+1)q + (±ls − ls8)·Σq =
 // ls8·Σg·q ± ls·Σq: 8·sumi1 + sumi2 exactly, then the block's float step
 // float(it)·0.125·(d·y.d), dotIQ1MAVX2's.
 func dotIQ1MAVX512r() {
-	var dup, qhShift, scShift []byte
+	var dup, qhShift, scDup, scShift, sgPerm []byte
 	for k := 0; k < 32; k++ {
 		dup = append(dup, byte(k/2), 0)
 		qhShift = append(qhShift, byte(4*(k%2)), 0)
-		scShift = append(scShift, byte(3*(k/8)), 0)
+	}
+	for h := 0; h < 16; h++ {
+		scDup = append(scDup, byte(h/4), 0)
+		scShift = append(scShift, byte(3*(h%4)), 0)
+	}
+	for z := 0; z < 4; z++ {
+		for j := 0; j < 32; j++ {
+			sgPerm = append(sgPerm, byte(8*z+j/4), 0)
+		}
 	}
 	dupIdx := rodata("iq1mDupIdx", dup)
 	qhShifts := rodata("iq1mQhShifts", qhShift)
+	scDups := rodata("iq1mScDup", scDup)
 	scShifts := rodata("iq1mScShifts", scShift)
+	sgPerms := rodata("iq1mSgPerm", sgPerm)
 
 	latticeDec512Step("dotIQ1MAVX512r", "IQ1M", 56, func(c *dec512) decBlock512 {
-		sevens, eights := wordConst(7), wordConst(8)
+		sevens := wordConst(7)
 		onesB := ZMM()
 		{
 			g := GP32()
 			MOVL(U32(0x01010101), g)
 			VPBROADCASTD(g, onesB)
 		}
-		dupV := ZMM()
+		dupV, scDupV, scShiftV := ZMM(), YMM(), YMM()
 		VMOVDQU64(dupIdx, dupV)
-		nib := GP64()
-		MOVQ(U64(0x11111111), nib)
+		VMOVDQU64(scDups, scDupV)
+		VMOVDQU64(scShifts, scShiftV)
+		var sgPermV [4]VecVirtual
+		for z := range sgPermV {
+			sgPermV[z] = ZMM()
+			VMOVDQU64(sgPerms.Offset(64*z), sgPermV[z])
+		}
 		return func(x, y, grid GPVirtual, acc VecVirtual) {
 			// The 32 grid indices, four a time in the words of a register
-			// (PEXT drops the signs' bits, PDEP spreads the rest), and
-			// the shifts' signs.
+			// (PEXT drops the signs' bits, PDEP spreads the rest).
 			g := gather32f(grid, quadIndex(func(k int) GPVirtual {
 				h, q := GP64(), GP64()
 				MOVWLZX(Mem{Base: x, Disp: 32 + 2*k}, h.As32())
@@ -56,37 +72,32 @@ func dotIQ1MAVX512r() {
 				ORQ(h, q)
 				return q
 			}))
-			qhw, t := ZMM(), ZMM()
+			// The shifts' signs: word g of sg is -1 where group g's is
+			// negative (bit 3 of its qh nibble).
+			qhw, sg := ZMM(), ZMM()
 			VPMOVZXBW(Mem{Base: x, Disp: 32}, qhw.AsY())
-			VPERMW(qhw, dupV, t)
-			VPSRLVW(qhShifts, t, t)
-			kneg := K()
-			VPTESTMW(eights, t, kneg)
-			neg := GP32()
-			KMOVD(kneg, neg)
+			VPERMW(qhw, dupV, sg)
+			VPSRLVW(qhShifts, sg, sg)
+			VPSLLW(U8(12), sg, sg)
+			VPSRAW(U8(15), sg, sg)
+			// The 16 scales ls = 2s+1 in the words of a ymm.
+			sw, ls16 := XMM(), YMM()
+			VMOVQ(Mem{Base: x, Disp: 48}, sw)
+			VPERMW(sw.AsY(), scDupV, ls16)
+			VPSRLVW(scShiftV, ls16, ls16)
+			VPANDD(sevens.AsY(), ls16, ls16)
+			VPADDW(ls16, ls16, ls16)
+			VPORD(c.ones16.AsY(), ls16, ls16)
 			for z := 0; z < 4; z++ {
-				// The multipliers of 64 values z: words 32z+j take scale 4z + j/8, group 8z + j/4.
-				s := ZMM()
-				VPBROADCASTW(Mem{Base: x, Disp: 48 + 2*z}, s)
-				VPSRLVW(scShifts, s, s)
-				VPANDD(sevens, s, s)
-				VPADDW(s, s, s)
-				VPADDW(c.ones16, s, s) // ls
-				ls8 := ZMM()
-				VPSLLW(U8(3), s, ls8)
-				m := GP32()
-				MOVL(neg, m)
-				if z > 0 {
-					SHRL(U8(8*z), m)
-				}
-				ANDL(U32(0xff), m)
-				PDEPL(nib.As32(), m, m)
-				IMUL3L(U32(15), m, m)
-				kz := K()
-				KMOVD(m, kz)
-				VPSUBW(s, c.zero, kz, s) // ±ls
-				cp := ZMM()
-				VPSUBW(ls8, s, cp)
+				// The multipliers of 64 values z: 8·ls for the grid's
+				// pair sums, ±ls − 8·ls for the quants' own.
+				ls, ls8, m, cp := ZMM(), ZMM(), ZMM(), ZMM()
+				VPERMW(ls16.AsZ(), c.scPerm[z], ls)
+				VPSLLW(U8(3), ls, ls8)
+				VPERMW(sg, sgPermV[z], m)
+				VPXORD(m, ls, cp)
+				VPSUBW(m, cp, cp) // ±ls
+				VPSUBW(ls8, cp, cp)
 				VPADDB(onesB, g[z], g[z]) // g+1: 0, 1 or 2
 				q := ZMM()
 				VMOVDQU64(Mem{Base: y, Disp: q8KQS + 64*z}, q)

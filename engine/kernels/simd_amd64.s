@@ -23850,15 +23850,51 @@ DATA iq1mQhShifts<>+48(SB)/8, $0x0004000000040000
 DATA iq1mQhShifts<>+56(SB)/8, $0x0004000000040000
 GLOBL iq1mQhShifts<>(SB), RODATA|NOPTR, $64
 
-DATA iq1mScShifts<>+0(SB)/8, $0x0000000000000000
-DATA iq1mScShifts<>+8(SB)/8, $0x0000000000000000
-DATA iq1mScShifts<>+16(SB)/8, $0x0003000300030003
-DATA iq1mScShifts<>+24(SB)/8, $0x0003000300030003
-DATA iq1mScShifts<>+32(SB)/8, $0x0006000600060006
-DATA iq1mScShifts<>+40(SB)/8, $0x0006000600060006
-DATA iq1mScShifts<>+48(SB)/8, $0x0009000900090009
-DATA iq1mScShifts<>+56(SB)/8, $0x0009000900090009
-GLOBL iq1mScShifts<>(SB), RODATA|NOPTR, $64
+DATA iq1mScDup<>+0(SB)/8, $0x0000000000000000
+DATA iq1mScDup<>+8(SB)/8, $0x0001000100010001
+DATA iq1mScDup<>+16(SB)/8, $0x0002000200020002
+DATA iq1mScDup<>+24(SB)/8, $0x0003000300030003
+GLOBL iq1mScDup<>(SB), RODATA|NOPTR, $32
+
+DATA iq1mScShifts<>+0(SB)/8, $0x0009000600030000
+DATA iq1mScShifts<>+8(SB)/8, $0x0009000600030000
+DATA iq1mScShifts<>+16(SB)/8, $0x0009000600030000
+DATA iq1mScShifts<>+24(SB)/8, $0x0009000600030000
+GLOBL iq1mScShifts<>(SB), RODATA|NOPTR, $32
+
+DATA iq1mSgPerm<>+0(SB)/8, $0x0000000000000000
+DATA iq1mSgPerm<>+8(SB)/8, $0x0001000100010001
+DATA iq1mSgPerm<>+16(SB)/8, $0x0002000200020002
+DATA iq1mSgPerm<>+24(SB)/8, $0x0003000300030003
+DATA iq1mSgPerm<>+32(SB)/8, $0x0004000400040004
+DATA iq1mSgPerm<>+40(SB)/8, $0x0005000500050005
+DATA iq1mSgPerm<>+48(SB)/8, $0x0006000600060006
+DATA iq1mSgPerm<>+56(SB)/8, $0x0007000700070007
+DATA iq1mSgPerm<>+64(SB)/8, $0x0008000800080008
+DATA iq1mSgPerm<>+72(SB)/8, $0x0009000900090009
+DATA iq1mSgPerm<>+80(SB)/8, $0x000a000a000a000a
+DATA iq1mSgPerm<>+88(SB)/8, $0x000b000b000b000b
+DATA iq1mSgPerm<>+96(SB)/8, $0x000c000c000c000c
+DATA iq1mSgPerm<>+104(SB)/8, $0x000d000d000d000d
+DATA iq1mSgPerm<>+112(SB)/8, $0x000e000e000e000e
+DATA iq1mSgPerm<>+120(SB)/8, $0x000f000f000f000f
+DATA iq1mSgPerm<>+128(SB)/8, $0x0010001000100010
+DATA iq1mSgPerm<>+136(SB)/8, $0x0011001100110011
+DATA iq1mSgPerm<>+144(SB)/8, $0x0012001200120012
+DATA iq1mSgPerm<>+152(SB)/8, $0x0013001300130013
+DATA iq1mSgPerm<>+160(SB)/8, $0x0014001400140014
+DATA iq1mSgPerm<>+168(SB)/8, $0x0015001500150015
+DATA iq1mSgPerm<>+176(SB)/8, $0x0016001600160016
+DATA iq1mSgPerm<>+184(SB)/8, $0x0017001700170017
+DATA iq1mSgPerm<>+192(SB)/8, $0x0018001800180018
+DATA iq1mSgPerm<>+200(SB)/8, $0x0019001900190019
+DATA iq1mSgPerm<>+208(SB)/8, $0x001a001a001a001a
+DATA iq1mSgPerm<>+216(SB)/8, $0x001b001b001b001b
+DATA iq1mSgPerm<>+224(SB)/8, $0x001c001c001c001c
+DATA iq1mSgPerm<>+232(SB)/8, $0x001d001d001d001d
+DATA iq1mSgPerm<>+240(SB)/8, $0x001e001e001e001e
+DATA iq1mSgPerm<>+248(SB)/8, $0x001f001f001f001f
+GLOBL iq1mSgPerm<>(SB), RODATA|NOPTR, $256
 
 // func dotIQ1MAVX512r(x *byte, rb int, y *byte, n int, rows int, out *float32, grid *byte)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, BMI2, F16C
@@ -23875,272 +23911,251 @@ TEXT ·dotIQ1MAVX512r(SB), NOSPLIT, $0-56
 	MOVL         $0x0000000f, R9
 	VPBROADCASTW R9, Z2
 	VPXORD       Z0, Z0, Z0
-	VMOVDQU64    iq2DecScDup<>+0(SB), Y2
-	VMOVDQU64    iq2DecScShift<>+0(SB), Y2
-	VMOVDQU64    iq2DecScPerm<>+0(SB), Z2
+	VMOVDQU64    iq2DecScDup<>+0(SB), Y0
+	VMOVDQU64    iq2DecScShift<>+0(SB), Y0
+	VMOVDQU64    iq2DecScPerm<>+0(SB), Z0
 	VMOVDQU64    iq2DecScPerm<>+64(SB), Z2
-	VMOVDQU64    iq2DecScPerm<>+128(SB), Z2
-	VMOVDQU64    iq2DecScPerm<>+192(SB), Z2
+	VMOVDQU64    iq2DecScPerm<>+128(SB), Z7
+	VMOVDQU64    iq2DecScPerm<>+192(SB), Z8
 	MOVL         $0x00000007, R9
-	VPBROADCASTW R9, Z2
-	MOVL         $0x00000008, R9
-	VPBROADCASTW R9, Z7
+	VPBROADCASTW R9, Z9
 	MOVL         $0x01010101, R9
-	VPBROADCASTD R9, Z8
-	VMOVDQU64    iq1mDupIdx<>+0(SB), Z9
-	MOVQ         $0x0000000011111111, R9
+	VPBROADCASTD R9, Z10
+	VMOVDQU64    iq1mDupIdx<>+0(SB), Z11
+	VMOVDQU64    iq1mScDup<>+0(SB), Y12
+	VMOVDQU64    iq1mScShifts<>+0(SB), Y13
+	VMOVDQU64    iq1mSgPerm<>+0(SB), Z14
+	VMOVDQU64    iq1mSgPerm<>+64(SB), Z15
+	VMOVDQU64    iq1mSgPerm<>+128(SB), Z16
+	VMOVDQU64    iq1mSgPerm<>+192(SB), Z17
 
 dotIQ1MAVX512r_row:
 	TESTQ  SI, SI
 	JZ     dotIQ1MAVX512r_done
-	MOVQ   AX, R10
-	MOVQ   DX, R11
-	MOVQ   BX, R12
-	VXORPS X10, X10, X10
+	MOVQ   AX, R9
+	MOVQ   DX, R10
+	MOVQ   BX, R11
+	VXORPS X18, X18, X18
 
 dotIQ1MAVX512r_block:
-	TESTQ         R12, R12
+	TESTQ         R11, R11
 	JZ            dotIQ1MAVX512r_rowdone
 	VPXORD        Z3, Z3, Z3
-	MOVWLZX       32(R10), R13
-	PEXTL         iq1mDecQHNib<>+0(SB), R13, R13
-	PDEPQ         iq1mDecQH3<>+0(SB), R13, R13
-	MOVLQZX       (R10), R14
-	PDEPQ         iq2DecLoBytes<>+0(SB), R14, R14
-	ORQ           R13, R14
-	MOVWLZX       R14, R13
-	VMOVQ         (R8)(R13*8), X4
-	MOVL          R14, R13
-	SHRL          $0x10, R13
-	VPINSRQ       $0x01, (R8)(R13*8), X4, X4
-	MOVQ          R14, R13
-	SHRQ          $0x20, R13
-	MOVWLZX       R13, R13
-	VMOVQ         (R8)(R13*8), X6
-	MOVQ          R14, R13
-	SHRQ          $0x30, R13
-	VPINSRQ       $0x01, (R8)(R13*8), X6, X6
-	MOVWLZX       34(R10), R13
-	PEXTL         iq1mDecQHNib<>+0(SB), R13, R13
-	PDEPQ         iq1mDecQH3<>+0(SB), R13, R13
-	MOVLQZX       4(R10), R14
-	PDEPQ         iq2DecLoBytes<>+0(SB), R14, R14
-	ORQ           R13, R14
-	MOVWLZX       R14, R13
-	VMOVQ         (R8)(R13*8), X5
-	MOVL          R14, R13
-	SHRL          $0x10, R13
-	VPINSRQ       $0x01, (R8)(R13*8), X5, X5
-	MOVQ          R14, R13
-	SHRQ          $0x20, R13
-	MOVWLZX       R13, R13
-	VMOVQ         (R8)(R13*8), X11
-	MOVQ          R14, R13
-	SHRQ          $0x30, R13
-	VPINSRQ       $0x01, (R8)(R13*8), X11, X11
+	MOVWLZX       32(R9), R12
+	PEXTL         iq1mDecQHNib<>+0(SB), R12, R12
+	PDEPQ         iq1mDecQH3<>+0(SB), R12, R12
+	MOVLQZX       (R9), R13
+	PDEPQ         iq2DecLoBytes<>+0(SB), R13, R13
+	ORQ           R12, R13
+	MOVWLZX       R13, R12
+	VMOVQ         (R8)(R12*8), X4
+	MOVL          R13, R12
+	SHRL          $0x10, R12
+	VPINSRQ       $0x01, (R8)(R12*8), X4, X4
+	MOVQ          R13, R12
+	SHRQ          $0x20, R12
+	MOVWLZX       R12, R12
+	VMOVQ         (R8)(R12*8), X6
+	MOVQ          R13, R12
+	SHRQ          $0x30, R12
+	VPINSRQ       $0x01, (R8)(R12*8), X6, X6
+	MOVWLZX       34(R9), R12
+	PEXTL         iq1mDecQHNib<>+0(SB), R12, R12
+	PDEPQ         iq1mDecQH3<>+0(SB), R12, R12
+	MOVLQZX       4(R9), R13
+	PDEPQ         iq2DecLoBytes<>+0(SB), R13, R13
+	ORQ           R12, R13
+	MOVWLZX       R13, R12
+	VMOVQ         (R8)(R12*8), X5
+	MOVL          R13, R12
+	SHRL          $0x10, R12
+	VPINSRQ       $0x01, (R8)(R12*8), X5, X5
+	MOVQ          R13, R12
+	SHRQ          $0x20, R12
+	MOVWLZX       R12, R12
+	VMOVQ         (R8)(R12*8), X19
+	MOVQ          R13, R12
+	SHRQ          $0x30, R12
+	VPINSRQ       $0x01, (R8)(R12*8), X19, X19
 	VINSERTI32X4  $0x01, X6, Y4, Y6
-	VINSERTI32X4  $0x01, X11, Y5, Y11
-	VINSERTI64X4  $0x01, Y11, Z6, Z11
-	MOVWLZX       36(R10), R13
-	PEXTL         iq1mDecQHNib<>+0(SB), R13, R13
-	PDEPQ         iq1mDecQH3<>+0(SB), R13, R13
-	MOVLQZX       8(R10), R14
-	PDEPQ         iq2DecLoBytes<>+0(SB), R14, R14
-	ORQ           R13, R14
-	MOVWLZX       R14, R13
-	VMOVQ         (R8)(R13*8), X4
-	MOVL          R14, R13
-	SHRL          $0x10, R13
-	VPINSRQ       $0x01, (R8)(R13*8), X4, X4
-	MOVQ          R14, R13
-	SHRQ          $0x20, R13
-	MOVWLZX       R13, R13
-	VMOVQ         (R8)(R13*8), X6
-	MOVQ          R14, R13
-	SHRQ          $0x30, R13
-	VPINSRQ       $0x01, (R8)(R13*8), X6, X6
-	MOVWLZX       38(R10), R13
-	PEXTL         iq1mDecQHNib<>+0(SB), R13, R13
-	PDEPQ         iq1mDecQH3<>+0(SB), R13, R13
-	MOVLQZX       12(R10), R14
-	PDEPQ         iq2DecLoBytes<>+0(SB), R14, R14
-	ORQ           R13, R14
-	MOVWLZX       R14, R13
-	VMOVQ         (R8)(R13*8), X5
-	MOVL          R14, R13
-	SHRL          $0x10, R13
-	VPINSRQ       $0x01, (R8)(R13*8), X5, X5
-	MOVQ          R14, R13
-	SHRQ          $0x20, R13
-	MOVWLZX       R13, R13
-	VMOVQ         (R8)(R13*8), X12
-	MOVQ          R14, R13
-	SHRQ          $0x30, R13
-	VPINSRQ       $0x01, (R8)(R13*8), X12, X12
+	VINSERTI32X4  $0x01, X19, Y5, Y19
+	VINSERTI64X4  $0x01, Y19, Z6, Z19
+	MOVWLZX       36(R9), R12
+	PEXTL         iq1mDecQHNib<>+0(SB), R12, R12
+	PDEPQ         iq1mDecQH3<>+0(SB), R12, R12
+	MOVLQZX       8(R9), R13
+	PDEPQ         iq2DecLoBytes<>+0(SB), R13, R13
+	ORQ           R12, R13
+	MOVWLZX       R13, R12
+	VMOVQ         (R8)(R12*8), X4
+	MOVL          R13, R12
+	SHRL          $0x10, R12
+	VPINSRQ       $0x01, (R8)(R12*8), X4, X4
+	MOVQ          R13, R12
+	SHRQ          $0x20, R12
+	MOVWLZX       R12, R12
+	VMOVQ         (R8)(R12*8), X6
+	MOVQ          R13, R12
+	SHRQ          $0x30, R12
+	VPINSRQ       $0x01, (R8)(R12*8), X6, X6
+	MOVWLZX       38(R9), R12
+	PEXTL         iq1mDecQHNib<>+0(SB), R12, R12
+	PDEPQ         iq1mDecQH3<>+0(SB), R12, R12
+	MOVLQZX       12(R9), R13
+	PDEPQ         iq2DecLoBytes<>+0(SB), R13, R13
+	ORQ           R12, R13
+	MOVWLZX       R13, R12
+	VMOVQ         (R8)(R12*8), X5
+	MOVL          R13, R12
+	SHRL          $0x10, R12
+	VPINSRQ       $0x01, (R8)(R12*8), X5, X5
+	MOVQ          R13, R12
+	SHRQ          $0x20, R12
+	MOVWLZX       R12, R12
+	VMOVQ         (R8)(R12*8), X20
+	MOVQ          R13, R12
+	SHRQ          $0x30, R12
+	VPINSRQ       $0x01, (R8)(R12*8), X20, X20
 	VINSERTI32X4  $0x01, X6, Y4, Y6
-	VINSERTI32X4  $0x01, X12, Y5, Y12
-	VINSERTI64X4  $0x01, Y12, Z6, Z12
-	MOVWLZX       40(R10), R13
-	PEXTL         iq1mDecQHNib<>+0(SB), R13, R13
-	PDEPQ         iq1mDecQH3<>+0(SB), R13, R13
-	MOVLQZX       16(R10), R14
-	PDEPQ         iq2DecLoBytes<>+0(SB), R14, R14
-	ORQ           R13, R14
-	MOVWLZX       R14, R13
-	VMOVQ         (R8)(R13*8), X4
-	MOVL          R14, R13
-	SHRL          $0x10, R13
-	VPINSRQ       $0x01, (R8)(R13*8), X4, X4
-	MOVQ          R14, R13
-	SHRQ          $0x20, R13
-	MOVWLZX       R13, R13
-	VMOVQ         (R8)(R13*8), X6
-	MOVQ          R14, R13
-	SHRQ          $0x30, R13
-	VPINSRQ       $0x01, (R8)(R13*8), X6, X6
-	MOVWLZX       42(R10), R13
-	PEXTL         iq1mDecQHNib<>+0(SB), R13, R13
-	PDEPQ         iq1mDecQH3<>+0(SB), R13, R13
-	MOVLQZX       20(R10), R14
-	PDEPQ         iq2DecLoBytes<>+0(SB), R14, R14
-	ORQ           R13, R14
-	MOVWLZX       R14, R13
-	VMOVQ         (R8)(R13*8), X5
-	MOVL          R14, R13
-	SHRL          $0x10, R13
-	VPINSRQ       $0x01, (R8)(R13*8), X5, X5
-	MOVQ          R14, R13
-	SHRQ          $0x20, R13
-	MOVWLZX       R13, R13
-	VMOVQ         (R8)(R13*8), X13
-	MOVQ          R14, R13
-	SHRQ          $0x30, R13
-	VPINSRQ       $0x01, (R8)(R13*8), X13, X13
+	VINSERTI32X4  $0x01, X20, Y5, Y20
+	VINSERTI64X4  $0x01, Y20, Z6, Z20
+	MOVWLZX       40(R9), R12
+	PEXTL         iq1mDecQHNib<>+0(SB), R12, R12
+	PDEPQ         iq1mDecQH3<>+0(SB), R12, R12
+	MOVLQZX       16(R9), R13
+	PDEPQ         iq2DecLoBytes<>+0(SB), R13, R13
+	ORQ           R12, R13
+	MOVWLZX       R13, R12
+	VMOVQ         (R8)(R12*8), X4
+	MOVL          R13, R12
+	SHRL          $0x10, R12
+	VPINSRQ       $0x01, (R8)(R12*8), X4, X4
+	MOVQ          R13, R12
+	SHRQ          $0x20, R12
+	MOVWLZX       R12, R12
+	VMOVQ         (R8)(R12*8), X6
+	MOVQ          R13, R12
+	SHRQ          $0x30, R12
+	VPINSRQ       $0x01, (R8)(R12*8), X6, X6
+	MOVWLZX       42(R9), R12
+	PEXTL         iq1mDecQHNib<>+0(SB), R12, R12
+	PDEPQ         iq1mDecQH3<>+0(SB), R12, R12
+	MOVLQZX       20(R9), R13
+	PDEPQ         iq2DecLoBytes<>+0(SB), R13, R13
+	ORQ           R12, R13
+	MOVWLZX       R13, R12
+	VMOVQ         (R8)(R12*8), X5
+	MOVL          R13, R12
+	SHRL          $0x10, R12
+	VPINSRQ       $0x01, (R8)(R12*8), X5, X5
+	MOVQ          R13, R12
+	SHRQ          $0x20, R12
+	MOVWLZX       R12, R12
+	VMOVQ         (R8)(R12*8), X21
+	MOVQ          R13, R12
+	SHRQ          $0x30, R12
+	VPINSRQ       $0x01, (R8)(R12*8), X21, X21
 	VINSERTI32X4  $0x01, X6, Y4, Y6
-	VINSERTI32X4  $0x01, X13, Y5, Y13
-	VINSERTI64X4  $0x01, Y13, Z6, Z13
-	MOVWLZX       44(R10), R13
-	PEXTL         iq1mDecQHNib<>+0(SB), R13, R13
-	PDEPQ         iq1mDecQH3<>+0(SB), R13, R13
-	MOVLQZX       24(R10), R14
-	PDEPQ         iq2DecLoBytes<>+0(SB), R14, R14
-	ORQ           R13, R14
-	MOVWLZX       R14, R13
-	VMOVQ         (R8)(R13*8), X4
-	MOVL          R14, R13
-	SHRL          $0x10, R13
-	VPINSRQ       $0x01, (R8)(R13*8), X4, X4
-	MOVQ          R14, R13
-	SHRQ          $0x20, R13
-	MOVWLZX       R13, R13
-	VMOVQ         (R8)(R13*8), X6
-	MOVQ          R14, R13
-	SHRQ          $0x30, R13
-	VPINSRQ       $0x01, (R8)(R13*8), X6, X6
-	MOVWLZX       46(R10), R13
-	PEXTL         iq1mDecQHNib<>+0(SB), R13, R13
-	PDEPQ         iq1mDecQH3<>+0(SB), R13, R13
-	MOVLQZX       28(R10), R14
-	PDEPQ         iq2DecLoBytes<>+0(SB), R14, R14
-	ORQ           R13, R14
-	MOVWLZX       R14, R13
-	VMOVQ         (R8)(R13*8), X5
-	MOVL          R14, R13
-	SHRL          $0x10, R13
-	VPINSRQ       $0x01, (R8)(R13*8), X5, X5
-	MOVQ          R14, R13
-	SHRQ          $0x20, R13
-	MOVWLZX       R13, R13
-	VMOVQ         (R8)(R13*8), X14
-	MOVQ          R14, R13
-	SHRQ          $0x30, R13
-	VPINSRQ       $0x01, (R8)(R13*8), X14, X14
+	VINSERTI32X4  $0x01, X21, Y5, Y21
+	VINSERTI64X4  $0x01, Y21, Z6, Z21
+	MOVWLZX       44(R9), R12
+	PEXTL         iq1mDecQHNib<>+0(SB), R12, R12
+	PDEPQ         iq1mDecQH3<>+0(SB), R12, R12
+	MOVLQZX       24(R9), R13
+	PDEPQ         iq2DecLoBytes<>+0(SB), R13, R13
+	ORQ           R12, R13
+	MOVWLZX       R13, R12
+	VMOVQ         (R8)(R12*8), X4
+	MOVL          R13, R12
+	SHRL          $0x10, R12
+	VPINSRQ       $0x01, (R8)(R12*8), X4, X4
+	MOVQ          R13, R12
+	SHRQ          $0x20, R12
+	MOVWLZX       R12, R12
+	VMOVQ         (R8)(R12*8), X6
+	MOVQ          R13, R12
+	SHRQ          $0x30, R12
+	VPINSRQ       $0x01, (R8)(R12*8), X6, X6
+	MOVWLZX       46(R9), R12
+	PEXTL         iq1mDecQHNib<>+0(SB), R12, R12
+	PDEPQ         iq1mDecQH3<>+0(SB), R12, R12
+	MOVLQZX       28(R9), R13
+	PDEPQ         iq2DecLoBytes<>+0(SB), R13, R13
+	ORQ           R12, R13
+	MOVWLZX       R13, R12
+	VMOVQ         (R8)(R12*8), X5
+	MOVL          R13, R12
+	SHRL          $0x10, R12
+	VPINSRQ       $0x01, (R8)(R12*8), X5, X5
+	MOVQ          R13, R12
+	SHRQ          $0x20, R12
+	MOVWLZX       R12, R12
+	VMOVQ         (R8)(R12*8), X22
+	MOVQ          R13, R12
+	SHRQ          $0x30, R12
+	VPINSRQ       $0x01, (R8)(R12*8), X22, X22
 	VINSERTI32X4  $0x01, X6, Y4, Y6
-	VINSERTI32X4  $0x01, X14, Y5, Y14
-	VINSERTI64X4  $0x01, Y14, Z6, Z14
-	VPMOVZXBW     32(R10), Y6
-	VPERMW        Z6, Z9, Z15
-	VPSRLVW       iq1mQhShifts<>+0(SB), Z15, Z15
-	VPTESTMW      Z7, Z15, K1
-	KMOVD         K1, R13
-	VPBROADCASTW  48(R10), Z15
-	VPSRLVW       iq1mScShifts<>+0(SB), Z15, Z15
-	VPANDD        Z2, Z15, Z15
-	VPADDW        Z15, Z15, Z15
-	VPADDW        Z1, Z15, Z15
-	VPSLLW        $0x03, Z15, Z16
-	MOVL          R13, R14
-	ANDL          $0x000000ff, R14
-	PDEPL         R9, R14, R14
-	IMUL3L        $0x0000000f, R14, R14
-	KMOVD         R14, K1
-	VPSUBW        Z15, Z0, K1, Z15
-	VPSUBW        Z16, Z15, Z15
-	VPADDB        Z8, Z11, Z11
-	VMOVDQU64     4(R11), Z17
-	VPMADDUBSW    Z17, Z11, Z11
-	VPMADDUBSW    Z17, Z8, Z17
-	VPDPWSSD      Z16, Z11, Z3
-	VPDPWSSD      Z15, Z17, Z3
-	VPBROADCASTW  50(R10), Z11
-	VPSRLVW       iq1mScShifts<>+0(SB), Z11, Z11
-	VPANDD        Z2, Z11, Z11
-	VPADDW        Z11, Z11, Z11
-	VPADDW        Z1, Z11, Z11
-	VPSLLW        $0x03, Z11, Z15
-	MOVL          R13, R14
-	SHRL          $0x08, R14
-	ANDL          $0x000000ff, R14
-	PDEPL         R9, R14, R14
-	IMUL3L        $0x0000000f, R14, R14
-	KMOVD         R14, K1
-	VPSUBW        Z11, Z0, K1, Z11
-	VPSUBW        Z15, Z11, Z11
-	VPADDB        Z8, Z12, Z12
-	VMOVDQU64     68(R11), Z16
-	VPMADDUBSW    Z16, Z12, Z12
-	VPMADDUBSW    Z16, Z8, Z16
-	VPDPWSSD      Z15, Z12, Z3
-	VPDPWSSD      Z11, Z16, Z3
-	VPBROADCASTW  52(R10), Z11
-	VPSRLVW       iq1mScShifts<>+0(SB), Z11, Z11
-	VPANDD        Z2, Z11, Z11
-	VPADDW        Z11, Z11, Z11
-	VPADDW        Z1, Z11, Z11
-	VPSLLW        $0x03, Z11, Z12
-	MOVL          R13, R14
-	SHRL          $0x10, R14
-	ANDL          $0x000000ff, R14
-	PDEPL         R9, R14, R14
-	IMUL3L        $0x0000000f, R14, R14
-	KMOVD         R14, K1
-	VPSUBW        Z11, Z0, K1, Z11
-	VPSUBW        Z12, Z11, Z11
-	VPADDB        Z8, Z13, Z13
-	VMOVDQU64     132(R11), Z15
-	VPMADDUBSW    Z15, Z13, Z13
-	VPMADDUBSW    Z15, Z8, Z15
-	VPDPWSSD      Z12, Z13, Z3
-	VPDPWSSD      Z11, Z15, Z3
-	VPBROADCASTW  54(R10), Z11
-	VPSRLVW       iq1mScShifts<>+0(SB), Z11, Z11
-	VPANDD        Z2, Z11, Z11
-	VPADDW        Z11, Z11, Z11
-	VPADDW        Z1, Z11, Z11
-	VPSLLW        $0x03, Z11, Z12
-	SHRL          $0x18, R13
-	ANDL          $0x000000ff, R13
-	PDEPL         R9, R13, R13
-	IMUL3L        $0x0000000f, R13, R13
-	KMOVD         R13, K1
-	VPSUBW        Z11, Z0, K1, Z11
-	VPSUBW        Z12, Z11, Z11
-	VPADDB        Z8, Z14, Z14
-	VMOVDQU64     196(R11), Z13
-	VPMADDUBSW    Z13, Z14, Z14
-	VPMADDUBSW    Z13, Z8, Z13
-	VPDPWSSD      Z12, Z14, Z3
-	VPDPWSSD      Z11, Z13, Z3
+	VINSERTI32X4  $0x01, X22, Y5, Y22
+	VINSERTI64X4  $0x01, Y22, Z6, Z22
+	VPMOVZXBW     32(R9), Y6
+	VPERMW        Z6, Z11, Z23
+	VPSRLVW       iq1mQhShifts<>+0(SB), Z23, Z23
+	VPSLLW        $0x0c, Z23, Z23
+	VPSRAW        $0x0f, Z23, Z23
+	VMOVQ         48(R9), X4
+	VPERMW        Y4, Y12, Y6
+	VPSRLVW       Y13, Y6, Y6
+	VPANDD        Y9, Y6, Y6
+	VPADDW        Y6, Y6, Y6
+	VPORD         Y1, Y6, Y6
+	VPERMW        Z6, Z0, Z24
+	VPSLLW        $0x03, Z24, Z25
+	VPERMW        Z23, Z14, Z26
+	VPXORD        Z26, Z24, Z24
+	VPSUBW        Z26, Z24, Z24
+	VPSUBW        Z25, Z24, Z24
+	VPADDB        Z10, Z19, Z19
+	VMOVDQU64     4(R10), Z26
+	VPMADDUBSW    Z26, Z19, Z19
+	VPMADDUBSW    Z26, Z10, Z26
+	VPDPWSSD      Z25, Z19, Z3
+	VPDPWSSD      Z24, Z26, Z3
+	VPERMW        Z6, Z2, Z19
+	VPSLLW        $0x03, Z19, Z24
+	VPERMW        Z23, Z15, Z25
+	VPXORD        Z25, Z19, Z19
+	VPSUBW        Z25, Z19, Z19
+	VPSUBW        Z24, Z19, Z19
+	VPADDB        Z10, Z20, Z20
+	VMOVDQU64     68(R10), Z25
+	VPMADDUBSW    Z25, Z20, Z20
+	VPMADDUBSW    Z25, Z10, Z25
+	VPDPWSSD      Z24, Z20, Z3
+	VPDPWSSD      Z19, Z25, Z3
+	VPERMW        Z6, Z7, Z19
+	VPSLLW        $0x03, Z19, Z20
+	VPERMW        Z23, Z16, Z24
+	VPXORD        Z24, Z19, Z19
+	VPSUBW        Z24, Z19, Z19
+	VPSUBW        Z20, Z19, Z19
+	VPADDB        Z10, Z21, Z21
+	VMOVDQU64     132(R10), Z24
+	VPMADDUBSW    Z24, Z21, Z21
+	VPMADDUBSW    Z24, Z10, Z24
+	VPDPWSSD      Z20, Z21, Z3
+	VPDPWSSD      Z19, Z24, Z3
+	VPERMW        Z6, Z8, Z19
+	VPSLLW        $0x03, Z19, Z20
+	VPERMW        Z23, Z17, Z21
+	VPXORD        Z21, Z19, Z19
+	VPSUBW        Z21, Z19, Z19
+	VPSUBW        Z20, Z19, Z19
+	VPADDB        Z10, Z22, Z22
+	VMOVDQU64     196(R10), Z21
+	VPMADDUBSW    Z21, Z22, Z22
+	VPMADDUBSW    Z21, Z10, Z21
+	VPDPWSSD      Z20, Z22, Z3
+	VPDPWSSD      Z19, Z21, Z3
 	VEXTRACTI64X4 $0x01, Z3, Y6
 	VPADDD        Y6, Y3, Y6
 	VEXTRACTI32X4 $0x01, Y6, X4
@@ -24150,32 +24165,32 @@ dotIQ1MAVX512r_block:
 	VPSHUFD       $0xb1, X4, X5
 	VPADDD        X5, X4, X4
 	VCVTDQ2PS     X4, X4
-	MOVWQZX       48(R10), R13
-	SHRQ          $0x0c, R13
-	MOVWQZX       50(R10), R14
-	SHRQ          $0x08, R14
-	ANDQ          $0x000000f0, R14
-	ORQ           R14, R13
-	MOVWQZX       52(R10), R14
-	SHRQ          $0x04, R14
-	ANDQ          $0x00000f00, R14
-	ORQ           R14, R13
-	MOVWQZX       54(R10), R14
-	ANDQ          $0x0000f000, R14
-	ORQ           R14, R13
-	VMOVD         R13, X5
+	MOVWQZX       48(R9), R12
+	SHRQ          $0x0c, R12
+	MOVWQZX       50(R9), R13
+	SHRQ          $0x08, R13
+	ANDQ          $0x000000f0, R13
+	ORQ           R13, R12
+	MOVWQZX       52(R9), R13
+	SHRQ          $0x04, R13
+	ANDQ          $0x00000f00, R13
+	ORQ           R13, R12
+	MOVWQZX       54(R9), R13
+	ANDQ          $0x0000f000, R13
+	ORQ           R13, R12
+	VMOVD         R12, X5
 	VCVTPH2PS     X5, X5
-	VMULSS        (R11), X5, X5
+	VMULSS        (R10), X5, X5
 	VMULSS        iq2DecEighth<>+0(SB), X4, X4
 	VMULSS        X4, X5, X5
-	VADDSS        X5, X10, X10
-	ADDQ          $0x00000038, R10
-	ADDQ          $0x00000124, R11
-	DECQ          R12
+	VADDSS        X5, X18, X18
+	ADDQ          $0x00000038, R9
+	ADDQ          $0x00000124, R10
+	DECQ          R11
 	JMP           dotIQ1MAVX512r_block
 
 dotIQ1MAVX512r_rowdone:
-	VMOVSS X10, (DI)
+	VMOVSS X18, (DI)
 	ADDQ   $0x04, DI
 	ADDQ   CX, AX
 	DECQ   SI
