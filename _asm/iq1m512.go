@@ -10,10 +10,10 @@ import (
 // in latticeDec512Step's frame (many rows a call): dotIQ1MAVX2's integer sums
 // and float steps, with the block's per-group work done once per block in
 // vectors instead of per sub-block in general-purpose registers. Per block: the
-// 32 grid indices (qs | (qh nibble & 7)<<8, four at a time by PEXT and PDEP)
-// looked up by gather32f, the shifts' signs (bit 3 of each qh nibble: the qh
-// bytes widened, each repeated by VPERMW and shifted by 0 or 4 per word) as
-// -1/0 words, the 16 scales in a ymm
+// qh nibbles in words (the qh bytes widened, each repeated by VPERMW and
+// shifted by 0 or 4 per word), the 32 grid indices qs | (nibble & 7)<<8 looked
+// up by gather32f, the shifts' signs (bit 3 of each nibble) as -1/0 words, the
+// 16 scales in a ymm
 // of words, and, spread from these by VPERMW for each 64 values, the pair-sum
 // multipliers: 8·ls for the grid's products and
 // ±ls − 8·ls for the activations' own pair sums. Per 64 values: the 8 grid
@@ -60,25 +60,23 @@ func dotIQ1MAVX512r() {
 			VMOVDQU64(sgPerms.Offset(64*z), sgPermV[z])
 		}
 		return func(x, y, grid GPVirtual, acc VecVirtual) {
-			// The 32 grid indices, four a time in the words of a register
-			// (PEXT drops the signs' bits, PDEP spreads the rest).
-			g := gather32f(grid, quadIndex(func(k int) GPVirtual {
-				h, q := GP64(), GP64()
-				MOVWLZX(Mem{Base: x, Disp: 32 + 2*k}, h.As32())
-				PEXTL(decQHNib, h.As32(), h.As32())
-				PDEPQ(decQH3, h, h)
-				MOVLQZX(Mem{Base: x, Disp: 4 * k}, q)
-				PDEPQ(decLoBytes, q, q)
-				ORQ(h, q)
-				return q
-			}))
-			// The shifts' signs: word g of sg is -1 where group g's is
-			// negative (bit 3 of its qh nibble).
-			qhw, sg := ZMM(), ZMM()
+			// Word g of nb: group g's qh nibble.
+			qhw, nb := ZMM(), ZMM()
 			VPMOVZXBW(Mem{Base: x, Disp: 32}, qhw.AsY())
-			VPERMW(qhw, dupV, sg)
-			VPSRLVW(qhShifts, sg, sg)
-			VPSLLW(U8(12), sg, sg)
+			VPERMW(qhw, dupV, nb)
+			VPSRLVW(qhShifts, nb, nb)
+			// The 32 grid indices in the words of a zmm, moved out four at
+			// a time.
+			qsw, idx := ZMM(), ZMM()
+			VPMOVZXBW(Mem{Base: x}, qsw)
+			VPANDD(sevens, nb, idx)
+			VPSLLW(U8(8), idx, idx)
+			VPORD(qsw, idx, idx)
+			g := gather32f(grid, quadIndex(vecQuads(idx)))
+			// The shifts' signs: word g of sg is -1 where group g's is
+			// negative (bit 3 of its nibble).
+			sg := ZMM()
+			VPSLLW(U8(12), nb, sg)
 			VPSRAW(U8(15), sg, sg)
 			// The 16 scales ls = 2s+1 in the words of a ymm.
 			sw, ls16 := XMM(), YMM()

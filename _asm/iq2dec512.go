@@ -44,7 +44,7 @@ type dec512 struct {
 }
 
 // iq2Dec512Constants emits the constants' rodata once.
-var decEighth, decScDup, decScShift, decScPerm, decXSPerm, decXSBits, decSHi, decLoBytes, decQHNib, decQH3, decXXSShift, decXXSPerm, decXXSScPerm, decXSBitsPlain Mem
+var decEighth, decScDup, decScShift, decScPerm, decXSPerm, decXSBits, decSHi, decLoBytes, decXXSShift, decXXSPerm, decXXSScPerm, decXSBitsPlain Mem
 
 func iq2Dec512Constants() {
 	e := math.Float32bits(0.125)
@@ -76,9 +76,8 @@ func iq2Dec512Constants() {
 	}
 	decXSPerm = rodata("iq2DecXSPerm", xp)
 	decXSBits = rodata("iq2DecXSBits", xb)
-	// PDEP and PEXT masks: IQ2_S's qh bit pairs to bits 8-9 of four words and
-	// the qs bytes to their low bytes; IQ1_M's qh nibbles less their top bits
-	// (the shifts' signs), then to bits 8-10 of four words.
+	// PDEP masks: IQ2_S's qh bit pairs to bits 8-9 of four words, its qs
+	// bytes to their low bytes.
 	q64 := func(name string, v uint64) Mem {
 		var b []byte
 		for i := 0; i < 8; i++ {
@@ -88,8 +87,6 @@ func iq2Dec512Constants() {
 	}
 	decSHi = q64("iq2DecSHi", 0x0300030003000300)
 	decLoBytes = q64("iq2DecLoBytes", 0x00ff00ff00ff00ff)
-	decQHNib = q64("iq1mDecQHNib", 0x7777)
-	decQH3 = q64("iq1mDecQH3", 0x0700070007000700)
 	// IQ2_XXS: byte l < 4 of lane ib ← 8 bits from bit 32+7l of the block's
 	// qword ib (sign index l, VPMULTISHIFTQB); byte 8i of 64 values z's sign
 	// vector ← byte l = i%4 of lane 2z + i/4 (VPERMB); the pair-sum word k of 64
@@ -175,6 +172,31 @@ func quadIndex(quad func(k int) GPVirtual) func(g int) GPVirtual {
 			SHRQ(U8(48), r)
 		}
 		return r
+	}
+}
+
+// vecQuads returns quad functions for quadIndex reading the 32 index words of
+// the zmm idx: quad k is qword k of idx, moved by VMOVQ or VPEXTRQ (128-bit
+// lane k/2 extracted first).
+func vecQuads(idx VecVirtual) func(k int) GPVirtual {
+	var lane Op
+	return func(k int) GPVirtual {
+		if k%2 == 0 {
+			if k == 0 {
+				lane = idx.AsX()
+			} else {
+				l := XMM()
+				VEXTRACTI32X4(U8(k/2), idx, l)
+				lane = l
+			}
+		}
+		q := GP64()
+		if k%2 == 0 {
+			VMOVQ(lane, q)
+		} else {
+			VPEXTRQ(U8(1), lane, q)
+		}
+		return q
 	}
 }
 

@@ -23274,12 +23274,6 @@ GLOBL iq2DecSHi<>(SB), RODATA|NOPTR, $8
 DATA iq2DecLoBytes<>+0(SB)/8, $0x00ff00ff00ff00ff
 GLOBL iq2DecLoBytes<>(SB), RODATA|NOPTR, $8
 
-DATA iq1mDecQHNib<>+0(SB)/8, $0x0000000000007777
-GLOBL iq1mDecQHNib<>(SB), RODATA|NOPTR, $8
-
-DATA iq1mDecQH3<>+0(SB)/8, $0x0700070007000700
-GLOBL iq1mDecQH3<>(SB), RODATA|NOPTR, $8
-
 DATA iq2DecXXSShift<>+0(SB)/8, $0x00000000352e2720
 DATA iq2DecXXSShift<>+8(SB)/8, $0x00000000352e2720
 DATA iq2DecXXSShift<>+16(SB)/8, $0x00000000352e2720
@@ -23897,7 +23891,7 @@ DATA iq1mSgPerm<>+248(SB)/8, $0x001f001f001f001f
 GLOBL iq1mSgPerm<>(SB), RODATA|NOPTR, $256
 
 // func dotIQ1MAVX512r(x *byte, rb int, y *byte, n int, rows int, out *float32, grid *byte)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, BMI2, F16C
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C
 TEXT ·dotIQ1MAVX512r(SB), NOSPLIT, $0-56
 	MOVQ         x+0(FP), AX
 	MOVQ         rb+8(FP), CX
@@ -23941,225 +23935,184 @@ dotIQ1MAVX512r_block:
 	TESTQ         R11, R11
 	JZ            dotIQ1MAVX512r_rowdone
 	VPXORD        Z3, Z3, Z3
-	MOVWLZX       32(R9), R12
-	PEXTL         iq1mDecQHNib<>+0(SB), R12, R12
-	PDEPQ         iq1mDecQH3<>+0(SB), R12, R12
-	MOVLQZX       (R9), R13
-	PDEPQ         iq2DecLoBytes<>+0(SB), R13, R13
-	ORQ           R12, R13
-	MOVWLZX       R13, R12
-	VMOVQ         (R8)(R12*8), X4
-	MOVL          R13, R12
-	SHRL          $0x10, R12
+	VPMOVZXBW     32(R9), Y4
+	VPERMW        Z4, Z11, Z19
+	VPSRLVW       iq1mQhShifts<>+0(SB), Z19, Z19
+	VPMOVZXBW     (R9), Z20
+	VPANDD        Z9, Z19, Z21
+	VPSLLW        $0x08, Z21, Z21
+	VPORD         Z20, Z21, Z21
+	VMOVQ         X21, R12
+	MOVWLZX       R12, R13
+	VMOVQ         (R8)(R13*8), X5
+	MOVL          R12, R13
+	SHRL          $0x10, R13
+	VPINSRQ       $0x01, (R8)(R13*8), X5, X5
+	MOVQ          R12, R13
+	SHRQ          $0x20, R13
+	MOVWLZX       R13, R13
+	VMOVQ         (R8)(R13*8), X4
+	SHRQ          $0x30, R12
 	VPINSRQ       $0x01, (R8)(R12*8), X4, X4
-	MOVQ          R13, R12
-	SHRQ          $0x20, R12
-	MOVWLZX       R12, R12
-	VMOVQ         (R8)(R12*8), X6
-	MOVQ          R13, R12
-	SHRQ          $0x30, R12
-	VPINSRQ       $0x01, (R8)(R12*8), X6, X6
-	MOVWLZX       34(R9), R12
-	PEXTL         iq1mDecQHNib<>+0(SB), R12, R12
-	PDEPQ         iq1mDecQH3<>+0(SB), R12, R12
-	MOVLQZX       4(R9), R13
-	PDEPQ         iq2DecLoBytes<>+0(SB), R13, R13
-	ORQ           R12, R13
-	MOVWLZX       R13, R12
-	VMOVQ         (R8)(R12*8), X5
-	MOVL          R13, R12
-	SHRL          $0x10, R12
-	VPINSRQ       $0x01, (R8)(R12*8), X5, X5
-	MOVQ          R13, R12
-	SHRQ          $0x20, R12
-	MOVWLZX       R12, R12
-	VMOVQ         (R8)(R12*8), X19
-	MOVQ          R13, R12
-	SHRQ          $0x30, R12
-	VPINSRQ       $0x01, (R8)(R12*8), X19, X19
-	VINSERTI32X4  $0x01, X6, Y4, Y6
-	VINSERTI32X4  $0x01, X19, Y5, Y19
-	VINSERTI64X4  $0x01, Y19, Z6, Z19
-	MOVWLZX       36(R9), R12
-	PEXTL         iq1mDecQHNib<>+0(SB), R12, R12
-	PDEPQ         iq1mDecQH3<>+0(SB), R12, R12
-	MOVLQZX       8(R9), R13
-	PDEPQ         iq2DecLoBytes<>+0(SB), R13, R13
-	ORQ           R12, R13
-	MOVWLZX       R13, R12
-	VMOVQ         (R8)(R12*8), X4
-	MOVL          R13, R12
-	SHRL          $0x10, R12
-	VPINSRQ       $0x01, (R8)(R12*8), X4, X4
-	MOVQ          R13, R12
-	SHRQ          $0x20, R12
-	MOVWLZX       R12, R12
-	VMOVQ         (R8)(R12*8), X6
-	MOVQ          R13, R12
-	SHRQ          $0x30, R12
-	VPINSRQ       $0x01, (R8)(R12*8), X6, X6
-	MOVWLZX       38(R9), R12
-	PEXTL         iq1mDecQHNib<>+0(SB), R12, R12
-	PDEPQ         iq1mDecQH3<>+0(SB), R12, R12
-	MOVLQZX       12(R9), R13
-	PDEPQ         iq2DecLoBytes<>+0(SB), R13, R13
-	ORQ           R12, R13
-	MOVWLZX       R13, R12
-	VMOVQ         (R8)(R12*8), X5
-	MOVL          R13, R12
-	SHRL          $0x10, R12
-	VPINSRQ       $0x01, (R8)(R12*8), X5, X5
-	MOVQ          R13, R12
-	SHRQ          $0x20, R12
-	MOVWLZX       R12, R12
-	VMOVQ         (R8)(R12*8), X20
-	MOVQ          R13, R12
+	VPEXTRQ       $0x01, X21, R12
+	MOVWLZX       R12, R13
+	VMOVQ         (R8)(R13*8), X6
+	MOVL          R12, R13
+	SHRL          $0x10, R13
+	VPINSRQ       $0x01, (R8)(R13*8), X6, X6
+	MOVQ          R12, R13
+	SHRQ          $0x20, R13
+	MOVWLZX       R13, R13
+	VMOVQ         (R8)(R13*8), X20
 	SHRQ          $0x30, R12
 	VPINSRQ       $0x01, (R8)(R12*8), X20, X20
-	VINSERTI32X4  $0x01, X6, Y4, Y6
-	VINSERTI32X4  $0x01, X20, Y5, Y20
-	VINSERTI64X4  $0x01, Y20, Z6, Z20
-	MOVWLZX       40(R9), R12
-	PEXTL         iq1mDecQHNib<>+0(SB), R12, R12
-	PDEPQ         iq1mDecQH3<>+0(SB), R12, R12
-	MOVLQZX       16(R9), R13
-	PDEPQ         iq2DecLoBytes<>+0(SB), R13, R13
-	ORQ           R12, R13
-	MOVWLZX       R13, R12
-	VMOVQ         (R8)(R12*8), X4
-	MOVL          R13, R12
-	SHRL          $0x10, R12
+	VINSERTI32X4  $0x01, X4, Y5, Y4
+	VINSERTI32X4  $0x01, X20, Y6, Y20
+	VINSERTI64X4  $0x01, Y20, Z4, Z20
+	VEXTRACTI32X4 $0x01, Z21, X6
+	VMOVQ         X6, R12
+	MOVWLZX       R12, R13
+	VMOVQ         (R8)(R13*8), X5
+	MOVL          R12, R13
+	SHRL          $0x10, R13
+	VPINSRQ       $0x01, (R8)(R13*8), X5, X5
+	MOVQ          R12, R13
+	SHRQ          $0x20, R13
+	MOVWLZX       R13, R13
+	VMOVQ         (R8)(R13*8), X4
+	SHRQ          $0x30, R12
 	VPINSRQ       $0x01, (R8)(R12*8), X4, X4
-	MOVQ          R13, R12
-	SHRQ          $0x20, R12
-	MOVWLZX       R12, R12
-	VMOVQ         (R8)(R12*8), X6
-	MOVQ          R13, R12
-	SHRQ          $0x30, R12
-	VPINSRQ       $0x01, (R8)(R12*8), X6, X6
-	MOVWLZX       42(R9), R12
-	PEXTL         iq1mDecQHNib<>+0(SB), R12, R12
-	PDEPQ         iq1mDecQH3<>+0(SB), R12, R12
-	MOVLQZX       20(R9), R13
-	PDEPQ         iq2DecLoBytes<>+0(SB), R13, R13
-	ORQ           R12, R13
-	MOVWLZX       R13, R12
-	VMOVQ         (R8)(R12*8), X5
-	MOVL          R13, R12
-	SHRL          $0x10, R12
-	VPINSRQ       $0x01, (R8)(R12*8), X5, X5
-	MOVQ          R13, R12
-	SHRQ          $0x20, R12
-	MOVWLZX       R12, R12
-	VMOVQ         (R8)(R12*8), X21
-	MOVQ          R13, R12
-	SHRQ          $0x30, R12
-	VPINSRQ       $0x01, (R8)(R12*8), X21, X21
-	VINSERTI32X4  $0x01, X6, Y4, Y6
-	VINSERTI32X4  $0x01, X21, Y5, Y21
-	VINSERTI64X4  $0x01, Y21, Z6, Z21
-	MOVWLZX       44(R9), R12
-	PEXTL         iq1mDecQHNib<>+0(SB), R12, R12
-	PDEPQ         iq1mDecQH3<>+0(SB), R12, R12
-	MOVLQZX       24(R9), R13
-	PDEPQ         iq2DecLoBytes<>+0(SB), R13, R13
-	ORQ           R12, R13
-	MOVWLZX       R13, R12
-	VMOVQ         (R8)(R12*8), X4
-	MOVL          R13, R12
-	SHRL          $0x10, R12
-	VPINSRQ       $0x01, (R8)(R12*8), X4, X4
-	MOVQ          R13, R12
-	SHRQ          $0x20, R12
-	MOVWLZX       R12, R12
-	VMOVQ         (R8)(R12*8), X6
-	MOVQ          R13, R12
-	SHRQ          $0x30, R12
-	VPINSRQ       $0x01, (R8)(R12*8), X6, X6
-	MOVWLZX       46(R9), R12
-	PEXTL         iq1mDecQHNib<>+0(SB), R12, R12
-	PDEPQ         iq1mDecQH3<>+0(SB), R12, R12
-	MOVLQZX       28(R9), R13
-	PDEPQ         iq2DecLoBytes<>+0(SB), R13, R13
-	ORQ           R12, R13
-	MOVWLZX       R13, R12
-	VMOVQ         (R8)(R12*8), X5
-	MOVL          R13, R12
-	SHRL          $0x10, R12
-	VPINSRQ       $0x01, (R8)(R12*8), X5, X5
-	MOVQ          R13, R12
-	SHRQ          $0x20, R12
-	MOVWLZX       R12, R12
-	VMOVQ         (R8)(R12*8), X22
-	MOVQ          R13, R12
+	VPEXTRQ       $0x01, X6, R12
+	MOVWLZX       R12, R13
+	VMOVQ         (R8)(R13*8), X6
+	MOVL          R12, R13
+	SHRL          $0x10, R13
+	VPINSRQ       $0x01, (R8)(R13*8), X6, X6
+	MOVQ          R12, R13
+	SHRQ          $0x20, R13
+	MOVWLZX       R13, R13
+	VMOVQ         (R8)(R13*8), X22
 	SHRQ          $0x30, R12
 	VPINSRQ       $0x01, (R8)(R12*8), X22, X22
-	VINSERTI32X4  $0x01, X6, Y4, Y6
-	VINSERTI32X4  $0x01, X22, Y5, Y22
-	VINSERTI64X4  $0x01, Y22, Z6, Z22
-	VPMOVZXBW     32(R9), Y6
-	VPERMW        Z6, Z11, Z23
-	VPSRLVW       iq1mQhShifts<>+0(SB), Z23, Z23
-	VPSLLW        $0x0c, Z23, Z23
-	VPSRAW        $0x0f, Z23, Z23
-	VMOVQ         48(R9), X4
-	VPERMW        Y4, Y12, Y6
-	VPSRLVW       Y13, Y6, Y6
-	VPANDD        Y9, Y6, Y6
-	VPADDW        Y6, Y6, Y6
-	VPORD         Y1, Y6, Y6
-	VPERMW        Z6, Z0, Z24
+	VINSERTI32X4  $0x01, X4, Y5, Y4
+	VINSERTI32X4  $0x01, X22, Y6, Y22
+	VINSERTI64X4  $0x01, Y22, Z4, Z22
+	VEXTRACTI32X4 $0x02, Z21, X6
+	VMOVQ         X6, R12
+	MOVWLZX       R12, R13
+	VMOVQ         (R8)(R13*8), X5
+	MOVL          R12, R13
+	SHRL          $0x10, R13
+	VPINSRQ       $0x01, (R8)(R13*8), X5, X5
+	MOVQ          R12, R13
+	SHRQ          $0x20, R13
+	MOVWLZX       R13, R13
+	VMOVQ         (R8)(R13*8), X4
+	SHRQ          $0x30, R12
+	VPINSRQ       $0x01, (R8)(R12*8), X4, X4
+	VPEXTRQ       $0x01, X6, R12
+	MOVWLZX       R12, R13
+	VMOVQ         (R8)(R13*8), X6
+	MOVL          R12, R13
+	SHRL          $0x10, R13
+	VPINSRQ       $0x01, (R8)(R13*8), X6, X6
+	MOVQ          R12, R13
+	SHRQ          $0x20, R13
+	MOVWLZX       R13, R13
+	VMOVQ         (R8)(R13*8), X23
+	SHRQ          $0x30, R12
+	VPINSRQ       $0x01, (R8)(R12*8), X23, X23
+	VINSERTI32X4  $0x01, X4, Y5, Y4
+	VINSERTI32X4  $0x01, X23, Y6, Y23
+	VINSERTI64X4  $0x01, Y23, Z4, Z23
+	VEXTRACTI32X4 $0x03, Z21, X6
+	VMOVQ         X6, R12
+	MOVWLZX       R12, R13
+	VMOVQ         (R8)(R13*8), X5
+	MOVL          R12, R13
+	SHRL          $0x10, R13
+	VPINSRQ       $0x01, (R8)(R13*8), X5, X5
+	MOVQ          R12, R13
+	SHRQ          $0x20, R13
+	MOVWLZX       R13, R13
+	VMOVQ         (R8)(R13*8), X4
+	SHRQ          $0x30, R12
+	VPINSRQ       $0x01, (R8)(R12*8), X4, X4
+	VPEXTRQ       $0x01, X6, R12
+	MOVWLZX       R12, R13
+	VMOVQ         (R8)(R13*8), X6
+	MOVL          R12, R13
+	SHRL          $0x10, R13
+	VPINSRQ       $0x01, (R8)(R13*8), X6, X6
+	MOVQ          R12, R13
+	SHRQ          $0x20, R13
+	MOVWLZX       R13, R13
+	VMOVQ         (R8)(R13*8), X21
+	SHRQ          $0x30, R12
+	VPINSRQ       $0x01, (R8)(R12*8), X21, X21
+	VINSERTI32X4  $0x01, X4, Y5, Y4
+	VINSERTI32X4  $0x01, X21, Y6, Y21
+	VINSERTI64X4  $0x01, Y21, Z4, Z21
+	VPSLLW        $0x0c, Z19, Z19
+	VPSRAW        $0x0f, Z19, Z19
+	VMOVQ         48(R9), X5
+	VPERMW        Y5, Y12, Y4
+	VPSRLVW       Y13, Y4, Y4
+	VPANDD        Y9, Y4, Y4
+	VPADDW        Y4, Y4, Y4
+	VPORD         Y1, Y4, Y4
+	VPERMW        Z4, Z0, Z24
 	VPSLLW        $0x03, Z24, Z25
-	VPERMW        Z23, Z14, Z26
+	VPERMW        Z19, Z14, Z26
 	VPXORD        Z26, Z24, Z24
 	VPSUBW        Z26, Z24, Z24
 	VPSUBW        Z25, Z24, Z24
-	VPADDB        Z10, Z19, Z19
-	VMOVDQU64     4(R10), Z26
-	VPMADDUBSW    Z26, Z19, Z19
-	VPMADDUBSW    Z26, Z10, Z26
-	VPDPWSSD      Z25, Z19, Z3
-	VPDPWSSD      Z24, Z26, Z3
-	VPERMW        Z6, Z2, Z19
-	VPSLLW        $0x03, Z19, Z24
-	VPERMW        Z23, Z15, Z25
-	VPXORD        Z25, Z19, Z19
-	VPSUBW        Z25, Z19, Z19
-	VPSUBW        Z24, Z19, Z19
 	VPADDB        Z10, Z20, Z20
-	VMOVDQU64     68(R10), Z25
-	VPMADDUBSW    Z25, Z20, Z20
-	VPMADDUBSW    Z25, Z10, Z25
-	VPDPWSSD      Z24, Z20, Z3
-	VPDPWSSD      Z19, Z25, Z3
-	VPERMW        Z6, Z7, Z19
-	VPSLLW        $0x03, Z19, Z20
-	VPERMW        Z23, Z16, Z24
-	VPXORD        Z24, Z19, Z19
-	VPSUBW        Z24, Z19, Z19
-	VPSUBW        Z20, Z19, Z19
-	VPADDB        Z10, Z21, Z21
-	VMOVDQU64     132(R10), Z24
-	VPMADDUBSW    Z24, Z21, Z21
-	VPMADDUBSW    Z24, Z10, Z24
-	VPDPWSSD      Z20, Z21, Z3
-	VPDPWSSD      Z19, Z24, Z3
-	VPERMW        Z6, Z8, Z19
-	VPSLLW        $0x03, Z19, Z20
-	VPERMW        Z23, Z17, Z21
-	VPXORD        Z21, Z19, Z19
-	VPSUBW        Z21, Z19, Z19
-	VPSUBW        Z20, Z19, Z19
+	VMOVDQU64     4(R10), Z26
+	VPMADDUBSW    Z26, Z20, Z20
+	VPMADDUBSW    Z26, Z10, Z26
+	VPDPWSSD      Z25, Z20, Z3
+	VPDPWSSD      Z24, Z26, Z3
+	VPERMW        Z4, Z2, Z20
+	VPSLLW        $0x03, Z20, Z24
+	VPERMW        Z19, Z15, Z25
+	VPXORD        Z25, Z20, Z20
+	VPSUBW        Z25, Z20, Z20
+	VPSUBW        Z24, Z20, Z20
 	VPADDB        Z10, Z22, Z22
-	VMOVDQU64     196(R10), Z21
-	VPMADDUBSW    Z21, Z22, Z22
-	VPMADDUBSW    Z21, Z10, Z21
-	VPDPWSSD      Z20, Z22, Z3
-	VPDPWSSD      Z19, Z21, Z3
-	VEXTRACTI64X4 $0x01, Z3, Y6
-	VPADDD        Y6, Y3, Y6
-	VEXTRACTI32X4 $0x01, Y6, X4
-	VPADDD        X4, X6, X4
+	VMOVDQU64     68(R10), Z25
+	VPMADDUBSW    Z25, Z22, Z22
+	VPMADDUBSW    Z25, Z10, Z25
+	VPDPWSSD      Z24, Z22, Z3
+	VPDPWSSD      Z20, Z25, Z3
+	VPERMW        Z4, Z7, Z20
+	VPSLLW        $0x03, Z20, Z22
+	VPERMW        Z19, Z16, Z24
+	VPXORD        Z24, Z20, Z20
+	VPSUBW        Z24, Z20, Z20
+	VPSUBW        Z22, Z20, Z20
+	VPADDB        Z10, Z23, Z23
+	VMOVDQU64     132(R10), Z24
+	VPMADDUBSW    Z24, Z23, Z23
+	VPMADDUBSW    Z24, Z10, Z24
+	VPDPWSSD      Z22, Z23, Z3
+	VPDPWSSD      Z20, Z24, Z3
+	VPERMW        Z4, Z8, Z20
+	VPSLLW        $0x03, Z20, Z22
+	VPERMW        Z19, Z17, Z19
+	VPXORD        Z19, Z20, Z20
+	VPSUBW        Z19, Z20, Z20
+	VPSUBW        Z22, Z20, Z20
+	VPADDB        Z10, Z21, Z21
+	VMOVDQU64     196(R10), Z19
+	VPMADDUBSW    Z19, Z21, Z21
+	VPMADDUBSW    Z19, Z10, Z19
+	VPDPWSSD      Z22, Z21, Z3
+	VPDPWSSD      Z20, Z19, Z3
+	VEXTRACTI64X4 $0x01, Z3, Y4
+	VPADDD        Y4, Y3, Y4
+	VEXTRACTI32X4 $0x01, Y4, X5
+	VPADDD        X5, X4, X4
 	VPSHUFD       $0x4e, X4, X5
 	VPADDD        X5, X4, X4
 	VPSHUFD       $0xb1, X4, X5
