@@ -139,3 +139,32 @@ func BenchmarkLatticeDecodeMatMul(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkLatticeDecodeLarge: MatMul of one token through 16384 rows of 8192
+// columns (43 MiB of IQ2_S, larger than the caches; 64 distinct random rows
+// repeated) on one thread, as CPU time per call: decoding's streaming of the
+// weights from memory.
+func BenchmarkLatticeDecodeLarge(b *testing.B) {
+	defer SetThreads(SetThreads(1))
+	r := rand.New(rand.NewPCG(5, 6))
+	const rows, cols, distinct = 16384, 8192, 64
+	for _, typ := range []Type{IQ2_XS, IQ2_S, IQ1_M} {
+		w := Matrix{Type: typ, Rows: rows, Cols: cols, Data: make([]byte, rows*typ.RowBytes(cols))}
+		for i := 0; i < distinct; i++ {
+			fillRow(r, typ, w.Row(i), 1)
+		}
+		for i := distinct; i < rows; i++ {
+			copy(w.Row(i), w.Row(i%distinct))
+		}
+		x := randRow(r, cols, 1)
+		dst := make([]float32, rows)
+		b.Run(typ.String(), func(b *testing.B) {
+			b.SetBytes(int64(len(w.Data)))
+			t0 := cpuSeconds()
+			for b.Loop() {
+				MatMul(dst, w, x, 1)
+			}
+			b.ReportMetric((cpuSeconds()-t0)*1e6/float64(b.N), "cpu-us/op")
+		})
+	}
+}

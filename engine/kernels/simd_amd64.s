@@ -23363,7 +23363,7 @@ DATA iq2DecXXSScPerm<>+248(SB)/8, $0x001c001c001c001c
 GLOBL iq2DecXXSScPerm<>(SB), RODATA|NOPTR, $256
 
 // func dotIQ2XSAVX512r(x *byte, rb int, y *byte, n int, rows int, out *float32, grid *byte)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C, MMX+
 TEXT ·dotIQ2XSAVX512r(SB), NOSPLIT, $0-56
 	MOVQ         x+0(FP), AX
 	MOVQ         rb+8(FP), CX
@@ -23402,6 +23402,8 @@ dotIQ2XSAVX512r_block:
 	TESTQ         R11, R11
 	JZ            dotIQ2XSAVX512r_rowdone
 	VPXORD        Z15, Z15, Z15
+	PREFETCHT0    768(R9)
+	PREFETCHT0    832(R9)
 	VMOVDQU64     2(R9), Z16
 	MOVWLZX       2(R9), R12
 	ANDL          $0x000001ff, R12
@@ -23581,7 +23583,7 @@ dotIQ2XSAVX512r_done:
 	RET
 
 // func dotIQ2SAVX512r(x *byte, rb int, y *byte, n int, rows int, out *float32, grid *byte)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, BMI2, F16C
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, BMI2, F16C, MMX+
 TEXT ·dotIQ2SAVX512r(SB), NOSPLIT, $0-56
 	MOVQ         x+0(FP), AX
 	MOVQ         rb+8(FP), CX
@@ -23614,6 +23616,8 @@ dotIQ2SAVX512r_block:
 	TESTQ         R11, R11
 	JZ            dotIQ2SAVX512r_rowdone
 	VPXORD        Z10, Z10, Z10
+	PREFETCHT0    768(R9)
+	PREFETCHT0    832(R9)
 	MOVBQZX       66(R9), R12
 	PDEPQ         iq2DecSHi<>+0(SB), R12, R12
 	MOVLQZX       2(R9), R13
@@ -23891,7 +23895,7 @@ DATA iq1mSgPerm<>+248(SB)/8, $0x001f001f001f001f
 GLOBL iq1mSgPerm<>(SB), RODATA|NOPTR, $256
 
 // func dotIQ1MAVX512r(x *byte, rb int, y *byte, n int, rows int, out *float32, grid *byte)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, MMX+
 TEXT ·dotIQ1MAVX512r(SB), NOSPLIT, $0-56
 	MOVQ         x+0(FP), AX
 	MOVQ         rb+8(FP), CX
@@ -23935,6 +23939,8 @@ dotIQ1MAVX512r_block:
 	TESTQ         R11, R11
 	JZ            dotIQ1MAVX512r_rowdone
 	VPXORD        Z3, Z3, Z3
+	PREFETCHT0    768(R9)
+	PREFETCHT0    832(R9)
 	VPMOVZXBW     32(R9), Y4
 	VPERMW        Z4, Z11, Z19
 	VPSRLVW       iq1mQhShifts<>+0(SB), Z19, Z19
@@ -24154,7 +24160,7 @@ dotIQ1MAVX512r_done:
 	RET
 
 // func dotIQ2XXSAVX512r(x *byte, rb int, y *byte, n int, rows int, out *float32, grid *byte)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VBMI, AVX512VL, F16C, MMX+
 TEXT ·dotIQ2XXSAVX512r(SB), NOSPLIT, $0-56
 	MOVQ         x+0(FP), AX
 	MOVQ         rb+8(FP), CX
@@ -24200,6 +24206,8 @@ dotIQ2XXSAVX512r_block:
 	TESTQ          R11, R11
 	JZ             dotIQ2XXSAVX512r_rowdone
 	VPXORD         Z3, Z3, Z3
+	PREFETCHT0     768(R9)
+	PREFETCHT0     832(R9)
 	MOVBQZX        2(R9), R12
 	VMOVQ          (R8)(R12*8), X4
 	MOVBQZX        3(R9), R12
