@@ -138,7 +138,11 @@ func main() {
 	iqPanelSumAVX512r4t4("iqPanelSumFAVX512r4t4", true)
 	decodeIQ1SPanelAVX512()
 	decodeIQ1MPanelAVX512()
-	dotIQ1MAVX512()
+	iq2Dec512Constants()
+	dotIQ2XSAVX512r()
+	dotIQ2SAVX512r()
+	dotIQ1MAVX512r()
+	dotIQ2XXSAVX512r()
 	tq2PanelAVX512r4t4()
 	decodeTQ2_0BytesAVX512()
 	for _, g := range latticeGroups512 {

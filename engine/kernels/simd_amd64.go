@@ -501,6 +501,9 @@ func dotIQ2XXSRow(row []byte, y []q8KBlock) float32 {
 		return dotKRowGeneric(dotIQ2XXSBlock, 66, row, y)
 	}
 	_ = row[n*66-1]
+	if v, ok := latticeDecRow(IQ2_XXS, row, y); ok {
+		return v
+	}
 	return dotIQ2XXSAVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n, (*byte)(unsafe.Pointer(&iq2xxsGrid[0])))
 }
 
@@ -510,6 +513,9 @@ func dotIQ2XSRow(row []byte, y []q8KBlock) float32 {
 		return dotKRowGeneric(dotIQ2XSBlock, 74, row, y)
 	}
 	_ = row[n*74-1]
+	if v, ok := latticeDecRow(IQ2_XS, row, y); ok {
+		return v
+	}
 	return dotIQ2XSAVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n, (*byte)(unsafe.Pointer(&iq2xsGrid[0])))
 }
 
@@ -519,6 +525,9 @@ func dotIQ2SRow(row []byte, y []q8KBlock) float32 {
 		return dotKRowGeneric(dotIQ2SBlock, 82, row, y)
 	}
 	_ = row[n*82-1]
+	if v, ok := latticeDecRow(IQ2_S, row, y); ok {
+		return v
+	}
 	return dotIQ2SAVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n, (*byte)(unsafe.Pointer(&iq2sGrid[0])))
 }
 
@@ -555,8 +564,8 @@ func dotIQ1MRow(row []byte, y []q8KBlock) float32 {
 		return dotKRowGeneric(dotIQ1MBlock, 56, row, y)
 	}
 	_ = row[n*56-1]
-	if useAVX512 && cpu.X86.HasBMI2 {
-		return dotIQ1MAVX512(&row[0], (*byte)(unsafe.Pointer(&y[0])), n, (*byte)(unsafe.Pointer(&iq1sGrid[0])))
+	if v, ok := latticeDecRow(IQ1_M, row, y); ok {
+		return v
 	}
 	return dotIQ1MAVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n, (*byte)(unsafe.Pointer(&iq1sGrid[0])))
 }

@@ -373,10 +373,25 @@ func decodeIQ1SPanelAVX512(x *byte, nb int, w *int16, dx *float32, grid *byte)
 //go:noescape
 func decodeIQ1MPanelAVX512(x *byte, nb int, w *int16, dx *float32, grid *byte)
 
-// dotIQ1MAVX512 is dotIQ1MAVX2 with AVX-512 (the same bits).
+// dotIQ2XSAVX512r sets out[r] = dotIQ2XSAVX2(x + r·rb, y, n, grid) for r < rows (AVX-512 BW, VL, VBMI, BITALG, VNNI; the same bits).
 //
 //go:noescape
-func dotIQ1MAVX512(x *byte, y *byte, n int, grid *byte) float32
+func dotIQ2XSAVX512r(x *byte, rb int, y *byte, n int, rows int, out *float32, grid *byte)
+
+// dotIQ2SAVX512r sets out[r] = dotIQ2SAVX2(x + r·rb, y, n, grid) for r < rows (AVX-512 BW, VL, VBMI, BITALG, VNNI; the same bits).
+//
+//go:noescape
+func dotIQ2SAVX512r(x *byte, rb int, y *byte, n int, rows int, out *float32, grid *byte)
+
+// dotIQ1MAVX512r sets out[r] = dotIQ1MAVX2(x + r·rb, y, n, grid) for r < rows (AVX-512 BW, VL, VBMI, BITALG, VNNI; the same bits).
+//
+//go:noescape
+func dotIQ1MAVX512r(x *byte, rb int, y *byte, n int, rows int, out *float32, grid *byte)
+
+// dotIQ2XXSAVX512r sets out[r] = dotIQ2XXSAVX2(x + r·rb, y, n, grid) for r < rows (AVX-512 BW, VL, VBMI, BITALG, VNNI; the same bits).
+//
+//go:noescape
+func dotIQ2XXSAVX512r(x *byte, rb int, y *byte, n int, rows int, out *float32, grid *byte)
 
 // tq2PanelAVX512r4t4 sets out[4·t+i] to dotTQ2_0Row of the byte-panel rows i < 4 at w
 // (block b at w + b·iqPanelGroup·256 + 256·i, scale dx[b·iqPanelGroup+i]) and the

@@ -127,6 +127,9 @@ func (m *matMul) fastRows(lo, hi int) int {
 	if m.w.Type == F16 {
 		return m.f16Rows(lo, hi)
 	}
+	if r := m.latticeDecRows(lo, hi); r > lo {
+		return r
+	}
 	r := lo
 	if ks := outerKernels(m.w.Type); ks[3] != nil {
 		nb := m.a.cols / qk0
