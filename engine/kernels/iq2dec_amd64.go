@@ -63,14 +63,27 @@ func (m *matMul) latticeDecRows(lo, hi int) int {
 }
 
 // latticeDecRow returns the dot of one row of typ with y through typ's
-// decoding kernel; ok is false where there is none.
+// decoding kernel; ok is false where there is none. The kernels are called
+// directly, not through latticeDecKernel's func value: through it v would
+// escape and every row would allocate (TestKernelsDoNotAllocate).
 func latticeDecRow(typ Type, row []byte, y []q8KBlock) (v float32, ok bool) {
-	k := latticeDecKernel(typ)
 	n := len(y)
-	if k == nil || n == 0 {
+	if latticeDecKernel(typ) == nil || n == 0 {
 		return 0, false
 	}
 	_ = row[n*typ.BlockBytes()-1]
-	k(&row[0], 0, (*byte)(unsafe.Pointer(&y[0])), n, 1, &v, latticeGrid(typ))
+	x, yb, grid := &row[0], (*byte)(unsafe.Pointer(&y[0])), latticeGrid(typ)
+	switch typ {
+	case IQ2_S:
+		dotIQ2SAVX512r(x, 0, yb, n, 1, &v, grid)
+	case IQ2_XS:
+		dotIQ2XSAVX512r(x, 0, yb, n, 1, &v, grid)
+	case IQ2_XXS:
+		dotIQ2XXSAVX512r(x, 0, yb, n, 1, &v, grid)
+	case IQ1_M:
+		dotIQ1MAVX512r(x, 0, yb, n, 1, &v, grid)
+	default:
+		return 0, false
+	}
 	return v, true
 }
