@@ -88,12 +88,11 @@ type Ledger struct {
 	// Sync is "fsync" (default: every group of settled requests is fsynced before they
 	// are acknowledged; survives power loss) or "process" (written to the OS before
 	// acknowledging, fsynced in the background; survives the process being killed).
-	// Stored responses (/v1/responses with store: true, in bbolt) follow it: with
-	// "fsync" their own journal is fdatasynced before the answer; with "process" each
-	// one is a side record of its request's ledger write (one write for both). The
-	// ledger's files then hold side records that binaries before respstore's ledger
-	// mode cannot read: shut down cleanly before running an older binary on the
-	// same data directory.
+	// Stored responses (/v1/responses with store: true, in bbolt) follow it: each
+	// one is a side record of its request's ledger write (one write, and with
+	// "fsync" one fsync, for both). The ledger's files then hold side records that
+	// binaries before respstore's ledger mode cannot read: shut down cleanly before
+	// running an older binary on the same data directory.
 	Sync string `yaml:"sync"`
 }
 

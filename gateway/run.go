@@ -685,7 +685,7 @@ func statusOf(u engine.Usage, err error) int {
 // headers: the route, the content type, and no caching or proxy buffering for a
 // stream.
 func (j *job) startOutput(ctx *fasthttp.RequestCtx) {
-	j.meta = outMeta{Meta: core.Meta{ReqID: j.reqID, Model: j.servedName(), Created: j.start.Unix(), Tenant: j.pol.Tenant, Prompt: j.c.nPrompt}, in: &j.in, job: j}
+	j.meta = outMeta{Meta: core.Meta{ReqID: j.reqID, Model: j.servedName(), Created: j.start.Unix(), StartMilli: j.start.UnixMilli(), Tenant: j.pol.Tenant, Prompt: j.c.nPrompt}, in: &j.in, job: j}
 	j.out = j.codec.newOutput(&j.meta)
 	if ctx == nil {
 		return

@@ -28,6 +28,14 @@ var (
 // sweepPerTx bounds the responses one transaction of Sweep (or of a Put) removes.
 const sweepPerTx = 1000
 
+// appendFill is the fill percent of the pages bbolt splits in the buckets of the
+// responses and their expiries. Their keys come in time order (an expiry key has
+// its time first; the gateway's response ids start with their request's time:
+// openai.ResponseID), so a commit appends to the last pages of each tenant's keys:
+// bbolt's default (0.5) would leave every page it splits there half empty for good,
+// and a commit would write twice the pages.
+const appendFill = 0.9
+
 // commitEvery bounds how long acknowledged Puts stay in the journal only: the
 // applier commits them to bbolt when the oldest is this old, when no Put came for
 // commitIdle, when the journal's pass is full, and before any other write (Delete,
@@ -780,6 +788,7 @@ func applyTx(tx *bolt.Tx, op *putOp) error {
 // each tenant among them is read once and written once, after its last Put.
 func applyOps(tx *bolt.Tx, ops []*putOp) error {
 	responses, expiry := tx.Bucket(bucketResponses), tx.Bucket(bucketExpiry)
+	responses.FillPercent, expiry.FillPercent = appendFill, appendFill
 	var (
 		last    string // the tenant of the Put before, whose usage is u
 		u       Usage

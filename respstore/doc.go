@@ -83,7 +83,8 @@
 // one connection a stored response still costs one fdatasync more than chat (unless
 // ProcessSync, which waits for no sync, as the ledger's sync: process).
 //
-// In ledger mode (OpenBoltLedger; ledger.go; what lmlite serve opens) there is no
+// In ledger mode (OpenBoltLedger; ledger.go; what lmlite serve opens, with either
+// of the ledger's sync modes) there is no
 // journal write: a Put is a side record of the usage ledger's write (package ledger,
 // ledger.Side), and the gateway hands it to the write of the request's own ledger
 // entry (PutCarried; tenancy.Ticket.SettleWith), so a stored request waits for one
@@ -93,7 +94,8 @@
 // only lower that, so concurrent Puts never pass a limit (TestLedgerTraces runs
 // every interleaving of a few). The ledger deletes a segment only once bbolt holds
 // its side records, and replays those a killed process left, newer than the last
-// seq bbolt holds.
+// seq bbolt holds; bbolt commits when the ledger's applies ask for that
+// (ApplySides, every 200 ms), so one commit's fixed cost is shared by their Puts.
 //
 // Redis keeps them in Redis (when the configuration has a redis: block), so any
 // process reads, deletes and continues any response: the tenant is in every key,

@@ -175,30 +175,21 @@ func runServe(args []string) error {
 		mode = tenancy.SyncProcess
 	}
 	// The stored responses of /v1/responses: in Redis with `redis:` (any process
-	// continues any response), else in a bbolt file in the data directory. With
-	// ledger: {sync: process} each one is a side record of its request's ledger write
-	// (respstore's ledger mode: one write for both), opened before the ledger, which
-	// hands it what a killed process left, and closed after it. With sync: fsync it
-	// keeps its own journal: ledger mode measured slower there (docs/PERFORMANCE.md,
-	// "Stored responses: one sync with the ledger"), not yet understood.
+	// continues any response), else in a bbolt file in the data directory, each one a
+	// side record of its request's ledger write (respstore's ledger mode: one write,
+	// and with sync: fsync one sync, for both), opened before the ledger, which hands
+	// it what a killed process left, and closed after it. A journal an older binary
+	// left (its own journal mode) is applied at the open
+	// (TestAcknowledgedPutSurvivesKill/journal-then-ledger).
 	var responses respstore.Store
 	topts := tenancy.Options{Sync: mode}
 	if r := cfg.Redis; r != nil {
 		responses = respstore.NewRedis(rc, r.KeyPrefix, respstore.Options{})
 	} else {
-		path := filepath.Join(cfg.DataDir, "responses.db")
-		var rb *respstore.Bolt
-		if mode == tenancy.SyncProcess {
-			rb, err = respstore.OpenBoltLedger(path, respstore.Options{})
-		} else {
-			rb, err = respstore.OpenBolt(path, respstore.Options{})
-		}
+		rb, err := respstore.OpenBoltLedger(filepath.Join(cfg.DataDir, "responses.db"), respstore.Options{})
 		if err != nil {
 			return err
 		}
-		// The side owner in both modes: a process killed in ledger mode and started
-		// again with sync: fsync still gets the stored responses its ledger carried
-		// (respstore's TestAcknowledgedPutSurvivesKill/ledger-then-journal).
 		topts.Side = rb
 		defer rb.Close()
 		responses = rb

@@ -91,8 +91,11 @@ type Meta struct {
 	ReqID   string // the server's request id ("req_" + hex): a codec derives its ids from it
 	Model   string // the model that serves it
 	Created int64  // Unix seconds of the request's start
-	Tenant  string
-	Prompt  int // the prompt's tokens on the model (Anthropic's message_start reports them)
+	// StartMilli is the request's start in Unix milliseconds (0: not known; a
+	// response id then has no time: openai.ResponseID).
+	StartMilli int64
+	Tenant     string
+	Prompt     int // the prompt's tokens on the model (Anthropic's message_start reports them)
 }
 
 // An Output renders one request's result. The core calls AppendEvent for each event

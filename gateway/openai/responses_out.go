@@ -26,6 +26,7 @@ type ResponseOutput struct {
 	m    *core.Meta
 	opt  ResponseOptions
 	hex  string // the request id's hex digits: every id of the answer ends with them
+	id   string // the response's id: ResponseID
 	seq  int    // the next event's sequence_number
 	open int8   // the item open while streaming: openNone, openText, openCall
 
@@ -74,13 +75,29 @@ type Storer interface {
 // calls (the caller keeps it).
 func NewResponseOutput(m *core.Meta, opt ResponseOptions) *ResponseOutput {
 	o := &ResponseOutput{m: m, opt: opt, hex: idSafe(strings.TrimPrefix(m.ReqID, "req_"))}
+	o.id = ResponseID(m)
 	o.items = o.itemBuf[:0]
 	return o
 }
 
-// ResponseID is the id of the response of the request whose id is reqID: "resp_"
-// and its digits.
-func ResponseID(reqID string) string { return "resp_" + idSafe(strings.TrimPrefix(reqID, "req_")) }
+// ResponseID is the id of the response of the request m: "resp_", the request's
+// start in Unix milliseconds as 11 hex digits (m.StartMilli; none when it is 0),
+// and the request id's digits. The time first makes the ids of the responses a
+// tenant stores in a row follow each other in a store's key order (respstore's
+// bbolt appends them to the last pages of its tree, instead of rewriting a page
+// anywhere in it for each one); the request id's random digits keep it unique.
+func ResponseID(m *core.Meta) string {
+	hex := idSafe(strings.TrimPrefix(m.ReqID, "req_"))
+	if m.StartMilli <= 0 {
+		return "resp_" + hex
+	}
+	b := make([]byte, 0, 5+11+len(hex))
+	b = append(b, "resp_"...)
+	for i := 10; i >= 0; i-- {
+		b = append(b, "0123456789abcdef"[(m.StartMilli>>(4*i))&0xf])
+	}
+	return string(append(b, hex...))
+}
 
 // ContentType is the answer's Content-Type.
 func (o *ResponseOutput) ContentType(stream bool) string { return core.ContentType(stream) }
@@ -365,7 +382,7 @@ func (o *ResponseOutput) store(status string, body []byte) (lost bool) {
 	}
 	o.stored = true
 	// The Storer owns what it is given: body is the answer's buffer, so a copy.
-	if o.opt.Store.StoreResponse("resp_"+o.hex, append([]Item(nil), o.items...), bytes.Clone(body)) != nil {
+	if o.opt.Store.StoreResponse(o.id, append([]Item(nil), o.items...), bytes.Clone(body)) != nil {
 		o.lost = true
 	}
 	return o.lost
@@ -386,8 +403,8 @@ func (o *ResponseOutput) status() string {
 // appendResponse appends the Response object with status: its id, model, output
 // items, usage (once known), error and incomplete_details, and the request's echo.
 func (o *ResponseOutput) appendResponse(b []byte, status string) []byte {
-	b = append(b, `{"id":"resp_`...)
-	b = append(b, o.hex...) // the request id's hex digits: nothing to escape
+	b = append(b, `{"id":"`...)
+	b = append(b, o.id...) // hex digits: nothing to escape
 	b = append(b, `","object":"response","created_at":`...)
 	b = strconv.AppendInt(b, o.m.Created, 10)
 	b = append(b, `,"status":"`...)
