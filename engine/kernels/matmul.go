@@ -157,7 +157,11 @@ func (a *acts) prepare(wt Type, x []float32, rows, cols int) {
 				}
 			}
 		}
-		if usesPanel(wt, rows) {
+		switch {
+		case usesPanel(wt, rows) && wt == IQ1_S: // its byte panels read q8k and bsT
+			a.bsT = grow(a.bsT, 4*nb*a.yds)
+			transposeBsums(a.bsT, a.q8k, nb, rows, a.yds)
+		case usesPanel(wt, rows):
 			a.widenQ8K(nb, rows)
 		}
 	default:

@@ -543,7 +543,7 @@ func dotIQ3SRow(row []byte, y []q8KBlock) float32 {
 func dotIQ1SRow(row []byte, y []q8KBlock) float32 {
 	n := len(y)
 	if n == 0 || !useAVX2 {
-		return dotKRowGeneric(dotIQ1SBlock, 50, row, y)
+		return dotIQ1SRowGeneric(row, y)
 	}
 	_ = row[n*50-1]
 	return dotIQ1SAVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n, (*byte)(unsafe.Pointer(&iq1sGrid[0])))
@@ -601,7 +601,7 @@ func dotLatticeRows(typ Type, out []float32, row []byte, y []q8KBlock, nb int) {
 		_, _ = row[nb*bb-1], y[n*nb-1]
 		stride := nb * int(unsafe.Sizeof(y[0]))
 		x := &row[0]
-		if useAVX512 && cpu.X86.HasBMI2 && typ != IQ1_M {
+		if useAVX512 && cpu.X86.HasBMI2 && typ != IQ1_M && typ != IQ1_S {
 			for ; t+8 <= n; t += 8 {
 				latticeAVX512x8(typ, x, (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t])
 			}
@@ -655,8 +655,6 @@ func latticeAVX512x8(typ Type, x, y *byte, nb, stride int, o *float32) {
 		dotIQ3XXSAVX512x8(x, y, nb, stride, o, (*byte)(unsafe.Pointer(&iq3xxsGrid[0])))
 	case IQ3_S:
 		dotIQ3SAVX512x8(x, y, nb, stride, o, (*byte)(unsafe.Pointer(&iq3sGrid[0])))
-	case IQ1_S:
-		dotIQ1SAVX512x8(x, y, nb, stride, o, (*byte)(unsafe.Pointer(&iq1sGrid[0])))
 	}
 }
 
